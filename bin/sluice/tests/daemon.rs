@@ -1,0 +1,479 @@
+//! End-to-end tests of the real `sluice` binary: pcap in through pg0, l2-patch, pg1 captured
+//! to pcap and compared byte for byte; CLI and startup.conf garbage; exec scripts.
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use sluice_cli::proto;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+    dir: PathBuf,
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sluice-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Daemon {
+    fn start(tag: &str, extra: &str) -> Daemon {
+        let dir = tmpdir(tag);
+        let sock = dir.join("cli.sock");
+        let conf = dir.join("startup.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "unix {{\n  nodaemon\n  cli-listen {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
+                sock.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sluice");
+        let t0 = Instant::now();
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "sluice did not open its CLI socket"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, sock, dir }
+    }
+
+    fn cli(&self, cmd: &str) -> Result<String, String> {
+        let mut s = UnixStream::connect(&self.sock).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        proto::write_request(&mut s, cmd).unwrap();
+        let (ok, text) = proto::read_response(&mut s).expect("response");
+        if ok {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    }
+
+    fn ok(&self, cmd: &str) -> String {
+        self.cli(cmd)
+            .unwrap_or_else(|e| panic!("`{cmd}' failed: {e}"))
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn stop(mut self) -> String {
+        // SAFETY: plain kill(2) on our child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let out = self.child.wait_with_output_ref();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        out
+    }
+}
+
+trait WaitRef {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+impl WaitRef for Child {
+    fn wait_with_output_ref(&mut self) -> String {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                assert!(st.success(), "sluice exited with {st}: {err}");
+                return err;
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = self.kill();
+                panic!("sluice did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// 1000 frames of varied sizes (60..1514) plus two 3000-byte frames that need buffer chains.
+fn test_frames() -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for i in 0..1002u32 {
+        let len = if i == 500 || i == 1001 {
+            3000
+        } else {
+            60 + (i as usize * 37) % 1455
+        };
+        let mut f = vec![0u8; len];
+        f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 2]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        for (k, b) in f[14..].iter_mut().enumerate() {
+            *b = (k as u32 ^ i) as u8;
+        }
+        f[14..18].copy_from_slice(&i.to_be_bytes());
+        v.push(f);
+    }
+    v
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = PcapWriter::new(f).unwrap();
+    for (i, fr) in frames.iter().enumerate() {
+        w.write_packet(&PcapPacket::new(
+            Duration::from_micros(i as u64),
+            fr.len() as u32,
+            fr,
+        ))
+        .unwrap();
+    }
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut r = PcapReader::new(f).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.unwrap().data.into_owned());
+    }
+    out
+}
+
+fn buffers_in_use(d: &Daemon) -> u64 {
+    let s = d.ok("show buffers");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("default-numa-0"))
+        .unwrap_or_else(|| panic!("no pool line in {s}"));
+    // Columns: name index numa size data-size total free cached used alloc-fail
+    line.split_whitespace().nth(8).unwrap().parse().unwrap()
+}
+
+fn wait_streams_done(d: &Daemon) {
+    let t0 = Instant::now();
+    loop {
+        let s = d.ok("show packet-generator");
+        if !s.lines().skip(1).any(|l| l.contains(" Yes ")) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "stream did not finish: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pcap_replay_through_the_graph_is_byte_exact() {
+    let d = Daemon::start("replay", "");
+    let frames = test_frames();
+    let inp = d.dir.join("in.pcap");
+    let out = d.dir.join("out.pcap");
+    write_pcap(&inp, &frames);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set int state pg1 up",
+        "test l2patch rx pg0 tx pg1",
+    ] {
+        d.ok(c);
+    }
+    d.ok(&format!(
+        "packet-generator new pcap {} source pg0 name s0 node l2-patch",
+        inp.display()
+    ));
+    d.ok(&format!(
+        "packet-generator capture pg1 pcap {} count {}",
+        out.display(),
+        frames.len()
+    ));
+    d.ok("trace add pg-input 3");
+    d.ok("clear runtime");
+    d.ok("packet-generator enable");
+    wait_streams_done(&d);
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if out.exists() {
+            got = read_pcap(&out);
+            if got.len() == frames.len() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(got.len(), frames.len(), "all packets captured on pg1");
+    for (i, (a, b)) in frames.iter().zip(&got).enumerate() {
+        assert_eq!(a, b, "packet {i} differs");
+    }
+
+    let sp = d.ok("show packet-generator");
+    assert!(sp.contains("s0") && sp.contains("1002"), "{sp}");
+    let rt = d.ok("sh run");
+    for node in ["pg-input", "l2-patch", "interface-output", "pg-tx"] {
+        let line = rt
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(node))
+            .unwrap_or_else(|| panic!("{node} missing from show runtime:\n{rt}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[3], "1002", "{node} vectors: {line}");
+    }
+    let errs = d.ok("sh err");
+    assert!(
+        errs.lines().any(|l| l.contains("1002")
+            && l.contains("l2-patch")
+            && l.contains("L2 patch packets")),
+        "{errs}"
+    );
+    assert!(
+        errs.lines()
+            .any(|l| l.contains("1002") && l.contains("pg-tx")),
+        "{errs}"
+    );
+    let intf = d.ok("show interface");
+    assert!(
+        intf.contains("pg0") && intf.contains("rx packets") && intf.contains("1002"),
+        "{intf}"
+    );
+    let tr = d.ok("show trace");
+    assert!(
+        tr.contains("Packet 1") && tr.contains("Packet 3") && !tr.contains("Packet 4"),
+        "{tr}"
+    );
+    assert!(
+        tr.contains(": pg-input") && tr.contains(": l2-patch") && tr.contains(": pg-tx"),
+        "{tr}"
+    );
+    assert!(tr.contains("stream 0, 60 bytes"), "{tr}");
+    d.ok("clear trace");
+    assert!(d.ok("show trace").contains("No packets"));
+    assert_eq!(buffers_in_use(&d), 0, "no buffer leaked");
+    let err = d.stop();
+    assert!(err.contains("stopped"), "{err}");
+    assert!(!err.contains("still in use"), "{err}");
+}
+
+#[test]
+fn pcap_trace_rx_and_drop_write_real_files() {
+    let d = Daemon::start("pcaptrace", "");
+    let frames: Vec<Vec<u8>> = test_frames().into_iter().take(20).collect();
+    let inp = d.dir.join("in.pcap");
+    write_pcap(&inp, &frames);
+    d.ok("create packet-generator interface pg0");
+    d.ok("create packet-generator interface pg1");
+    d.ok("set interface state pg0 up");
+    // pg1 stays down: interface-output drops everything, counted.
+    d.ok("test l2patch rx pg0 tx pg1");
+    let rx = d.dir.join("rx.pcap");
+    let drop = d.dir.join("drop.pcap");
+    d.ok(&format!(
+        "pcap trace rx max 100 max-bytes-per-pkt 4000 file {}",
+        rx.display()
+    ));
+    assert!(d.ok("pcap trace status").contains("rx capture on"));
+    d.ok(&format!(
+        "packet-generator new pcap {} source pg0 name s0 node l2-patch",
+        inp.display()
+    ));
+    d.ok("packet-generator enable");
+    wait_streams_done(&d);
+    let r = d.ok("pcap trace off");
+    assert!(r.contains("Write 20 packets"), "{r}");
+    assert_eq!(read_pcap(&rx), frames);
+    d.ok(&format!(
+        "pcap trace drop max 5 max-bytes-per-pkt 4000 file {}",
+        drop.display()
+    ));
+    d.ok("packet-generator enable s0");
+    wait_streams_done(&d);
+    std::thread::sleep(Duration::from_millis(100));
+    let dropped = read_pcap(&drop);
+    assert_eq!(dropped.len(), 5, "max honoured");
+    assert_eq!(dropped[..], frames[..5]);
+    let errs = d.ok("show errors");
+    assert!(
+        errs.lines()
+            .any(|l| l.contains("40") && l.contains("interface-output") && l.contains("down")),
+        "{errs}"
+    );
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn cli_garbage_gets_clear_errors_and_the_daemon_lives() {
+    let mut d = Daemon::start("garbage", "");
+    let e = d.cli("frobnicate the thing").unwrap_err();
+    assert_eq!(e, "unknown input `frobnicate'");
+    let e = d.cli("show runtime sideways").unwrap_err();
+    assert!(e.contains("`sideways'"), "{e}");
+    let e = d.cli("create packet-generator interface eth0").unwrap_err();
+    assert!(e.contains("`eth0'"), "{e}");
+    let e = d
+        .cli("packet-generator new { name x data { UDP: 1.2.3.999 -> 1.1.1.1 } }")
+        .unwrap_err();
+    assert!(e.contains("`1.2.3.999'"), "{e}");
+    let e = d.cli("trace add no-such-node 10").unwrap_err();
+    assert!(e.contains("`no-such-node'"), "{e}");
+    let long = "x".repeat(200_000);
+    assert!(d.cli(&long).is_err());
+    // Random bytes, including NUL and invalid UTF-8, straight onto the socket.
+    let mut seed = 0x12345678u32;
+    for _ in 0..50 {
+        let mut cmd = String::new();
+        for _ in 0..(seed % 300) {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            cmd.push(char::from_u32(seed % 0x2000).unwrap_or('?'));
+        }
+        let _ = d.cli(&cmd);
+    }
+    // A client that sends a truncated frame and hangs up.
+    {
+        let mut s = UnixStream::connect(&d.sock).unwrap();
+        s.write_all(&[0xff, 0xff, 0xff, 0x7f, 1, 2, 3]).unwrap();
+    }
+    // An abbreviated, valid command still works.
+    assert!(d.ok("sh ver").contains("sluice"));
+    let h = d.ok("sh run ?");
+    assert!(h.contains("show runtime"), "{h}");
+    assert!(d.alive());
+    d.stop();
+}
+
+#[test]
+fn startup_conf_errors_name_file_and_line() {
+    let dir = tmpdir("conf");
+    let run = |text: &[u8]| {
+        let p = dir.join("bad.conf");
+        std::fs::write(&p, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("--check")
+            .arg("-c")
+            .arg(&p)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            p,
+        )
+    };
+    let (code, err, p) = run(b"unix {\n  nodaemon\n  bogus-key 1\n}\n");
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        err.trim(),
+        format!(
+            "sluice: {}:3: unknown key `bogus-key' in section `unix'",
+            p.display()
+        )
+    );
+    let (code, err, _) = run(b"cpu { workers many }\n");
+    assert_eq!(code, Some(1));
+    assert!(err.contains(":1: bad value `many' for `workers'"), "{err}");
+    let (code, err, _) = run(b"nonsense { }\n");
+    assert_eq!(code, Some(1));
+    assert!(err.contains(":1: unknown section `nonsense'"), "{err}");
+    let (code, err, _) = run(&[0x7f, 0x45, 0x4c, 0x46, 0, 1, 2, 0xff, 0xfe]);
+    assert_eq!(code, Some(1), "{err}");
+    let mut long = b"unix { cli-listen ".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 100_000));
+    let (code, err, _) = run(&long);
+    assert_eq!(code, Some(1), "{err}");
+    let (code, out, _) = run(
+        b"# fine\nunix { nodaemon }\ncpu { workers 1 }\ndpdk { dev default { num-rx-queues 2 } }\n",
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn startup_exec_script_failure_stops_with_file_line() {
+    let dir = tmpdir("exec");
+    let script = dir.join("boot.cli");
+    std::fs::write(
+        &script,
+        "create packet-generator interface pg0\n\nset interface state pg7 up\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("unix")
+        .arg("{")
+        .arg("cli-listen")
+        .arg(dir.join("s.sock").to_str().unwrap())
+        .arg("exec")
+        .arg(script.to_str().unwrap())
+        .arg("}")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{}:3: unknown interface `pg7'", script.display())),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn exec_at_runtime_and_synthetic_streams_on_a_worker() {
+    let d = Daemon::start("worker", "cpu { workers 1 }");
+    let script = d.dir.join("setup.cli");
+    std::fs::write(
+        &script,
+        "create packet-generator interface pg0\nset interface state pg0 up\npacket-generator new {\n  name syn\n  limit 5000\n  size 64-128\n  node null-sink\n  interface pg0\n  worker 0\n  data {\n    IP4: 1.2.3 -> 4.5.6\n    UDP: 10.0.0.1 - 10.0.0.100 -> 10.1.0.1\n    UDP: 1000 - 1099 -> 53\n  }\n}\n",
+    )
+    .unwrap();
+    d.ok(&format!("exec {}", script.display()));
+    assert!(d.ok("show threads").contains("sluice_wk_0"));
+    d.ok("packet-generator enable syn");
+    wait_streams_done(&d);
+    let t0 = Instant::now();
+    loop {
+        let errs = d.ok("show errors");
+        if errs
+            .lines()
+            .any(|l| l.contains("5000") && l.contains("null-sink"))
+        {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{errs}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rt = d.ok("show runtime");
+    assert!(rt.contains("Thread 1 sluice_wk_0"), "{rt}");
+    let wk = rt.split("Thread 1").nth(1).unwrap();
+    assert!(
+        wk.lines()
+            .any(|l| l.starts_with("null-sink") && l.contains("5000")),
+        "{rt}"
+    );
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}

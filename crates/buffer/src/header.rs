@@ -1,0 +1,167 @@
+//! The 128-byte buffer header (VPP's `vlib_buffer_t` metadata).
+//!
+//! Hot fields sit in the first cache line; per-layer metadata is typed and owned by the layer
+//! named in its doc comment (DESIGN.md §3).
+
+/// Index of a buffer in the arena. Buffers are never owned `Vec<u8>`s.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct BufIdx(pub u32);
+
+/// Bits of [`BufferHeader::flags`].
+pub mod flags {
+    /// `next_buffer` is valid: this buffer is followed by another one in a chain.
+    pub const NEXT_PRESENT: u32 = 1 << 0;
+    /// `total_length_not_including_first_buffer` is valid (set on chain heads).
+    pub const TOTAL_LENGTH_VALID: u32 = 1 << 1;
+    /// The packet is being traced; `trace_index` is valid.
+    pub const TRACED: u32 = 1 << 2;
+    /// The packet was selected for rx pcap capture.
+    pub const PCAP_RX: u32 = 1 << 3;
+    /// The L4 checksum is known correct (e.g. offloaded by the driver).
+    pub const L4_CHECKSUM_CORRECT: u32 = 1 << 4;
+    /// The L4 checksum still has to be computed before transmit.
+    pub const OFFLOAD_L4_CKSUM: u32 = 1 << 5;
+}
+
+/// Interface index as stored in buffer metadata (`sw_if_index` in VPP).
+pub type IfIndex = u32;
+
+/// L2 metadata, owned by `vnet` L2 nodes (bridge domain, learning, VLAN tags).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct L2Meta {
+    /// Offset of the L2 header relative to the data start.
+    pub l2_hdr_offset: i16,
+    /// Number of VLAN tags seen by ethernet-input.
+    pub vlan_tags: u8,
+    /// Split-horizon group of the rx interface.
+    pub shg: u8,
+    /// Bridge domain index.
+    pub bd_index: u16,
+    /// Reserved for L2 features.
+    pub feature_bitmap: u16,
+}
+
+/// IP metadata, owned by `vnet` IP nodes and the FIB.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct IpMeta {
+    /// Offset of the L3 header relative to the data start.
+    pub l3_hdr_offset: i16,
+    /// Offset of the L4 header relative to the data start.
+    pub l4_hdr_offset: i16,
+    /// FIB table index for the lookup.
+    pub fib_index: u32,
+    /// Adjacency (or load-balance) index resolved by the lookup.
+    pub adj_index: u32,
+    /// 5-tuple flow hash, 0 when not computed.
+    pub flow_hash: u32,
+}
+
+/// The per-buffer metadata header: exactly 128 bytes, two cache lines.
+///
+/// `current_data` is the offset of the first packet byte relative to the start of the data
+/// area; it may be negative down to `-(headroom)` after headers were pushed into the headroom.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct BufferHeader {
+    // ---- cache line 0: hot ----
+    /// Packet start relative to the data area (may point into headroom).
+    pub current_data: i16,
+    /// Bytes of packet in this buffer from `current_data`.
+    pub current_length: u16,
+    /// [`flags`] bits.
+    pub flags: u32,
+    /// Next buffer of a chain, valid when `flags::NEXT_PRESENT` is set.
+    pub next_buffer: u32,
+    /// Error code (graph-wide error index) set by a node before sending the packet to `error-drop`.
+    pub error: u16,
+    /// Feature-arc cursor: position of the next feature on the current arc.
+    pub feature_cursor: u8,
+    /// Buffer pool this buffer belongs to.
+    pub pool_index: u8,
+    /// Interface the packet arrived on.
+    pub rx_if: IfIndex,
+    /// Interface to send the packet out of (set by rewrite / l2 nodes).
+    pub tx_if: IfIndex,
+    /// Bytes in the rest of the chain, valid when `flags::TOTAL_LENGTH_VALID` is set.
+    pub total_length_not_including_first_buffer: u32,
+    /// Index of the packet's trace record, valid when `flags::TRACED` is set.
+    pub trace_index: u32,
+    /// L2 layer metadata.
+    pub l2: L2Meta,
+    /// IP layer metadata.
+    pub ip: IpMeta,
+    /// Thread that owns a flow (handoff target), set by handoff nodes.
+    pub handoff_thread: u16,
+    _pad0: u16,
+    // 64 bytes so far.
+    // ---- cache line 1: colder ----
+    /// Opaque words for features (ACL, NAT, policer) — each feature documents its use.
+    pub feature_meta: [u64; 6],
+    /// Timestamp (TSC) set by input nodes when latency measurement is enabled.
+    pub rx_tsc: u64,
+    _pad1: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<BufferHeader>() == 128);
+const _: () = assert!(core::mem::align_of::<BufferHeader>() == 64);
+
+impl BufferHeader {
+    /// A freshly allocated buffer's header.
+    pub const TEMPLATE: BufferHeader = BufferHeader {
+        current_data: 0,
+        current_length: 0,
+        flags: 0,
+        next_buffer: 0,
+        error: 0,
+        feature_cursor: 0,
+        pool_index: 0,
+        rx_if: 0,
+        tx_if: 0,
+        total_length_not_including_first_buffer: 0,
+        trace_index: 0,
+        l2: L2Meta {
+            l2_hdr_offset: 0,
+            vlan_tags: 0,
+            shg: 0,
+            bd_index: 0,
+            feature_bitmap: 0,
+        },
+        ip: IpMeta {
+            l3_hdr_offset: 0,
+            l4_hdr_offset: 0,
+            fib_index: 0,
+            adj_index: 0,
+            flow_hash: 0,
+        },
+        handoff_thread: 0,
+        _pad0: 0,
+        feature_meta: [0; 6],
+        rx_tsc: 0,
+        _pad1: 0,
+    };
+
+    /// The next buffer of the chain, if any.
+    #[inline(always)]
+    pub fn next(&self) -> Option<BufIdx> {
+        if self.flags & flags::NEXT_PRESENT != 0 {
+            Some(BufIdx(self.next_buffer))
+        } else {
+            None
+        }
+    }
+
+    /// Whether the packet is traced.
+    #[inline(always)]
+    pub fn is_traced(&self) -> bool {
+        self.flags & flags::TRACED != 0
+    }
+}
+
+impl Default for BufferHeader {
+    fn default() -> Self {
+        Self::TEMPLATE
+    }
+}

@@ -1,0 +1,157 @@
+//! Sluice packet buffers.
+//!
+//! Buffers are `u32` indices ([`BufIdx`]) into one preallocated arena ([`BufferPool`]). Each
+//! buffer is a 128-byte [`BufferHeader`] followed by [`HEADROOM`] bytes of headroom and the data
+//! area. Threads allocate and free in batches through a [`BufferCache`]; the pool tracks free,
+//! cached and in-use counts so tests can assert that nothing leaked.
+//!
+//! `unsafe` is confined to this crate: turning an index into a view ([`BufferPool::buffer`]) is
+//! sound only for the current owner of the index, which the graph runtime guarantees by moving
+//! indices linearly through frames.
+
+mod header;
+mod pool;
+
+pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
+pub use pool::{
+    Backing, BufferCache, BufferPool, PageSize, PoolConfig, PoolError, PoolStats, CACHE_BATCH,
+    DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM, MAX_DATA_SIZE,
+};
+
+/// A mutable view of one buffer: its header and its headroom + data bytes.
+///
+/// All accessors keep `current_data`/`current_length` inside the buffer, so packet bytes can be
+/// sliced without further checks and without `unsafe`.
+pub struct Buffer<'a> {
+    /// The metadata header.
+    pub hdr: &'a mut BufferHeader,
+    /// Headroom followed by the data area.
+    mem: &'a mut [u8],
+}
+
+impl<'a> Buffer<'a> {
+    pub(crate) fn from_parts(hdr: &'a mut BufferHeader, mem: &'a mut [u8]) -> Self {
+        Buffer { hdr, mem }
+    }
+
+    #[inline(always)]
+    fn start(&self) -> usize {
+        // current_data is kept within [-HEADROOM, data_size] by every setter below.
+        (HEADROOM as isize + self.hdr.current_data as isize) as usize
+    }
+
+    /// Capacity of the data area (not counting headroom).
+    pub fn data_size(&self) -> usize {
+        self.mem.len() - HEADROOM
+    }
+
+    /// The packet bytes in this buffer.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        let s = self.start();
+        let e = (s + self.hdr.current_length as usize).min(self.mem.len());
+        &self.mem[s.min(e)..e]
+    }
+
+    /// The packet bytes in this buffer, writable.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let s = self.start();
+        let e = (s + self.hdr.current_length as usize).min(self.mem.len());
+        &mut self.mem[s.min(e)..e]
+    }
+
+    /// Everything from the packet start to the end of the buffer, writable (to build a packet
+    /// in place before [`Buffer::set_len`]).
+    #[inline(always)]
+    pub fn raw_data_mut(&mut self) -> &mut [u8] {
+        let s = self.start();
+        &mut self.mem[s..]
+    }
+
+    /// Packet length in this buffer.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.hdr.current_length as usize
+    }
+
+    /// Whether this buffer holds no packet bytes.
+    pub fn is_empty(&self) -> bool {
+        self.hdr.current_length == 0
+    }
+
+    /// Bytes in the rest of the chain (0 for a single buffer).
+    #[inline(always)]
+    pub fn chain_rest_len(&self) -> u32 {
+        if self.hdr.flags & flags::TOTAL_LENGTH_VALID != 0 {
+            self.hdr.total_length_not_including_first_buffer
+        } else {
+            0
+        }
+    }
+
+    /// Total packet length including chained buffers.
+    pub fn total_len(&self) -> usize {
+        self.len() + self.chain_rest_len() as usize
+    }
+
+    /// Bytes available in front of the packet.
+    pub fn headroom(&self) -> usize {
+        self.start()
+    }
+
+    /// Bytes available behind the packet in this buffer.
+    pub fn tailroom(&self) -> usize {
+        self.mem.len() - self.start() - self.len()
+    }
+
+    /// Moves the packet start forward by `n` bytes (strips a header). Returns false, changing
+    /// nothing, if the buffer holds fewer than `n` bytes.
+    #[inline(always)]
+    pub fn advance(&mut self, n: usize) -> bool {
+        if n > self.len() {
+            return false;
+        }
+        self.hdr.current_data += n as i16;
+        self.hdr.current_length -= n as u16;
+        true
+    }
+
+    /// Moves the packet start back by `n` bytes into the headroom and returns the new front
+    /// bytes to be written (encapsulation). `None`, changing nothing, if the headroom is short.
+    #[inline(always)]
+    pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.headroom() || self.len() + n > u16::MAX as usize {
+            return None;
+        }
+        self.hdr.current_data -= n as i16;
+        self.hdr.current_length += n as u16;
+        let s = self.start();
+        Some(&mut self.mem[s..s + n])
+    }
+
+    /// Sets the packet length in this buffer. Returns false, changing nothing, when it would run
+    /// past the end of the buffer.
+    #[inline(always)]
+    pub fn set_len(&mut self, len: usize) -> bool {
+        if self.start() + len > self.mem.len() || len > u16::MAX as usize {
+            return false;
+        }
+        self.hdr.current_length = len as u16;
+        true
+    }
+
+    /// Resets the packet to start at the data area and copies `bytes` in (truncated to the
+    /// data area). Returns the number of bytes copied.
+    #[inline(always)]
+    pub fn write_packet(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.data_size());
+        self.hdr.current_data = 0;
+        self.mem[HEADROOM..HEADROOM + n].copy_from_slice(&bytes[..n]);
+        self.hdr.current_length = n as u16;
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,529 @@
+//! The buffer arena: one contiguous memory region of fixed-stride buffers, a global free list
+//! and per-thread caches.
+//!
+//! Layout of one buffer: `[BufferHeader: 128 B][headroom][data: data_size]`, the stride rounded
+//! up to a cache line. The region is backed by 2 MiB hugepages when asked for and available,
+//! else by ordinary 4 KiB pages (one log line says which).
+
+use crate::header::{flags, BufIdx, BufferHeader};
+use crate::Buffer;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Headroom in front of the data area, for encapsulations written in place.
+pub const HEADROOM: usize = 256;
+const _: () = assert!(HEADROOM >= 128);
+/// Default data bytes per buffer.
+pub const DEFAULT_DATA_SIZE: usize = 2048;
+/// Largest data size per buffer (larger frames use chains).
+pub const MAX_DATA_SIZE: usize = 16384;
+/// Default number of buffers.
+pub const DEFAULT_BUFFERS: u32 = 16384;
+/// Buffers moved between a thread cache and the global free list at once.
+pub const CACHE_BATCH: usize = 256;
+/// A thread cache holding more than this returns a batch to the global list.
+pub const CACHE_HIGH: usize = 4 * CACHE_BATCH;
+
+/// Page size asked for in `buffers { page-size ... }`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    /// Try 2 MiB hugepages, fall back to 4 KiB pages.
+    Default,
+    /// 4 KiB pages.
+    Small,
+    /// 2 MiB hugepages; fall back to 4 KiB pages with a warning when none are reserved.
+    Huge2M,
+}
+
+/// Configuration of a buffer pool (`buffers { ... }` in startup.conf).
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// Number of buffers (`buffers-per-numa`).
+    pub buffers: u32,
+    /// Data bytes per buffer (`default data-size`).
+    pub data_size: usize,
+    /// Backing page size (`page-size`).
+    pub page_size: PageSize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            buffers: DEFAULT_BUFFERS,
+            data_size: DEFAULT_DATA_SIZE,
+            page_size: PageSize::Default,
+        }
+    }
+}
+
+/// Error creating a pool.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// The configuration is out of range.
+    #[error("invalid buffer configuration: {0}")]
+    Config(String),
+    /// mmap failed.
+    #[error("cannot map {bytes} bytes for buffers: {err}")]
+    Map {
+        /// Size asked for.
+        bytes: usize,
+        /// OS error.
+        err: std::io::Error,
+    },
+}
+
+/// What backs the arena.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// 2 MiB hugepages.
+    Huge2M,
+    /// 4 KiB pages.
+    Small4K,
+}
+
+/// Totals shown by `show buffers`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers in the arena.
+    pub total: u64,
+    /// Buffers on the global free list.
+    pub free: u64,
+    /// Buffers held by per-thread caches.
+    pub cached: u64,
+    /// Buffers in use (owned by frames, queues, rings, streams).
+    pub in_use: u64,
+    /// Allocation requests that could not be satisfied in full.
+    pub alloc_failures: u64,
+}
+
+/// A preallocated arena of buffers shared by all threads.
+pub struct BufferPool {
+    base: *mut u8,
+    map_len: usize,
+    n: u32,
+    stride: usize,
+    data_size: usize,
+    backing: Backing,
+    free: Mutex<Vec<u32>>,
+    free_count: AtomicU64,
+    cached: Mutex<Vec<Arc<AtomicU64>>>,
+    alloc_failures: AtomicU64,
+}
+
+// SAFETY: the arena is plain memory; concurrent access to one buffer is excluded by the ownership
+// protocol of buffer indices (an index is owned by exactly one frame, queue or cache at a time).
+unsafe impl Send for BufferPool {}
+// SAFETY: see above; shared state other than buffer memory is behind a Mutex or atomics.
+unsafe impl Sync for BufferPool {}
+
+impl BufferPool {
+    /// Maps the arena and puts every buffer on the free list.
+    pub fn new(cfg: &PoolConfig) -> Result<Arc<BufferPool>, PoolError> {
+        if cfg.buffers == 0 || cfg.buffers > (1 << 26) {
+            return Err(PoolError::Config(format!(
+                "buffers-per-numa {} out of range 1..{}",
+                cfg.buffers,
+                1u32 << 26
+            )));
+        }
+        if !(256..=MAX_DATA_SIZE).contains(&cfg.data_size) {
+            return Err(PoolError::Config(format!(
+                "data-size {} out of range 256..{}",
+                cfg.data_size, MAX_DATA_SIZE
+            )));
+        }
+        let stride =
+            (core::mem::size_of::<BufferHeader>() + HEADROOM + cfg.data_size).div_ceil(64) * 64;
+        let bytes = stride * cfg.buffers as usize;
+        let (base, map_len, backing) = map_arena(bytes, cfg.page_size)?;
+        let pool = BufferPool {
+            base,
+            map_len,
+            n: cfg.buffers,
+            stride,
+            data_size: cfg.data_size,
+            backing,
+            // Reverse order so the first allocations get the lowest indices.
+            free: Mutex::new((0..cfg.buffers).rev().collect()),
+            free_count: AtomicU64::new(cfg.buffers as u64),
+            cached: Mutex::new(Vec::new()),
+            alloc_failures: AtomicU64::new(0),
+        };
+        Ok(Arc::new(pool))
+    }
+
+    /// Number of buffers in the arena.
+    pub fn len(&self) -> u32 {
+        self.n
+    }
+
+    /// Always false: a pool has at least one buffer.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Data bytes per buffer (not counting headroom).
+    pub fn data_size(&self) -> usize {
+        self.data_size
+    }
+
+    /// Distance between two buffers in bytes.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// What backs the arena.
+    pub fn backing(&self) -> Backing {
+        self.backing
+    }
+
+    /// Base address and length of the arena (for drivers that register it, e.g. AF_XDP UMEM).
+    pub fn region(&self) -> (*mut u8, usize) {
+        (self.base, self.map_len)
+    }
+
+    /// Current totals. `in_use` is exact when no thread is allocating concurrently.
+    pub fn stats(&self) -> PoolStats {
+        let free = self.free_count.load(Ordering::Relaxed);
+        let cached: u64 = self
+            .cached
+            .lock()
+            .map(|v| v.iter().map(|c| c.load(Ordering::Relaxed)).sum())
+            .unwrap_or(0);
+        let total = self.n as u64;
+        PoolStats {
+            total,
+            free,
+            cached,
+            in_use: total.saturating_sub(free + cached),
+            alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Creates a per-thread cache drawing on this pool.
+    pub fn cache(self: &Arc<Self>) -> BufferCache {
+        let counter = Arc::new(AtomicU64::new(0));
+        if let Ok(mut v) = self.cached.lock() {
+            v.push(counter.clone());
+        }
+        BufferCache {
+            pool: self.clone(),
+            bufs: Vec::with_capacity(CACHE_HIGH + CACHE_BATCH * 2),
+            counter,
+        }
+    }
+
+    #[inline(always)]
+    fn check(&self, idx: BufIdx) -> usize {
+        assert!(idx.0 < self.n, "buffer index {} out of range", idx.0);
+        idx.0 as usize * self.stride
+    }
+
+    /// Shared access to a buffer's header.
+    ///
+    /// # Safety
+    /// The caller must own `idx` (no other thread or live [`Buffer`] may write to it).
+    #[inline(always)]
+    pub unsafe fn header(&self, idx: BufIdx) -> &BufferHeader {
+        let off = self.check(idx);
+        // SAFETY: off is inside the mapping (checked) and 64-aligned; the header was initialised
+        // at map time (zero pages) or by alloc.
+        unsafe { &*(self.base.add(off) as *const BufferHeader) }
+    }
+
+    /// A mutable view of a buffer: header plus headroom and data.
+    ///
+    /// # Safety
+    /// The caller must own `idx` exclusively for the lifetime of the view: an index appears in
+    /// at most one frame/queue/cache at a time and no second view of it may exist.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn buffer(&self, idx: BufIdx) -> Buffer<'_> {
+        let off = self.check(idx);
+        // SAFETY: the header and the bytes behind it up to `stride` lie inside the mapping; the
+        // caller guarantees exclusive ownership of this buffer.
+        unsafe {
+            let hdr = &mut *(self.base.add(off) as *mut BufferHeader);
+            let mem = core::slice::from_raw_parts_mut(
+                self.base.add(off + core::mem::size_of::<BufferHeader>()),
+                HEADROOM + self.data_size,
+            );
+            Buffer::from_parts(hdr, mem)
+        }
+    }
+
+    /// Hints the CPU to fetch a buffer's header (and first data line) ahead of use.
+    #[inline(always)]
+    pub fn prefetch(&self, idx: BufIdx) {
+        if idx.0 < self.n {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetch never faults; the address is inside the mapping anyway.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                let p = self.base.add(idx.0 as usize * self.stride) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(p);
+                _mm_prefetch::<_MM_HINT_T0>(p.add(core::mem::size_of::<BufferHeader>() + HEADROOM));
+            }
+        }
+    }
+
+    fn take_global(&self, out: &mut Vec<u32>, want: usize) -> usize {
+        let mut free = match self.free.lock() {
+            Ok(f) => f,
+            Err(p) => p.into_inner(),
+        };
+        let n = want.min(free.len());
+        let at = free.len() - n;
+        out.extend_from_slice(&free[at..]);
+        free.truncate(at);
+        self.free_count.store(free.len() as u64, Ordering::Relaxed);
+        n
+    }
+
+    fn give_global(&self, from: &[u32]) {
+        let mut free = match self.free.lock() {
+            Ok(f) => f,
+            Err(p) => p.into_inner(),
+        };
+        free.extend_from_slice(from);
+        self.free_count.store(free.len() as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        // SAFETY: base/map_len came from a successful mmap and nothing refers to the arena once
+        // the last Arc is gone (caches hold an Arc).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+        }
+    }
+}
+
+fn map_arena(bytes: usize, page: PageSize) -> Result<(*mut u8, usize, Backing), PoolError> {
+    const HUGE: usize = 2 << 20;
+    if page != PageSize::Small {
+        let len = bytes.div_ceil(HUGE) * HUGE;
+        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            log::info!("buffers: {} MiB on 2 MiB hugepages", len >> 20);
+            return Ok((p as *mut u8, len, Backing::Huge2M));
+        }
+        log::info!(
+            "buffers: no 2 MiB hugepages available ({}), using 4 KiB pages",
+            std::io::Error::last_os_error()
+        );
+    } else {
+        log::info!("buffers: using 4 KiB pages (page-size 4k)");
+    }
+    let len = bytes.div_ceil(4096) * 4096;
+    // SAFETY: as above.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(PoolError::Map {
+            bytes: len,
+            err: std::io::Error::last_os_error(),
+        });
+    }
+    Ok((p as *mut u8, len, Backing::Small4K))
+}
+
+/// A per-thread cache of free buffers. Allocation and free are batch operations; the global
+/// free list is touched once per [`CACHE_BATCH`] buffers.
+pub struct BufferCache {
+    pool: Arc<BufferPool>,
+    bufs: Vec<u32>,
+    counter: Arc<AtomicU64>,
+}
+
+impl BufferCache {
+    /// The pool this cache draws on.
+    pub fn pool(&self) -> &Arc<BufferPool> {
+        &self.pool
+    }
+
+    /// Buffers currently held by this cache.
+    pub fn cached(&self) -> usize {
+        self.bufs.len()
+    }
+
+    #[inline(always)]
+    fn publish(&self) {
+        self.counter
+            .store(self.bufs.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Allocates up to `out.len()` buffers with fresh headers. Returns how many were allocated;
+    /// fewer means the pool is exhausted (counted in `alloc_failures`).
+    #[inline]
+    pub fn alloc(&mut self, out: &mut [BufIdx]) -> usize {
+        let want = out.len();
+        if self.bufs.len() < want {
+            let need = want - self.bufs.len() + CACHE_BATCH;
+            self.pool.take_global(&mut self.bufs, need);
+        }
+        let n = want.min(self.bufs.len());
+        if n < want {
+            self.pool.alloc_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        let at = self.bufs.len() - n;
+        for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
+            *o = BufIdx(b);
+            // SAFETY: the index came off the free list, so this cache owns it exclusively.
+            let hdr =
+                unsafe { &mut *(self.pool.base.add(self.pool.check(*o)) as *mut BufferHeader) };
+            *hdr = BufferHeader::TEMPLATE;
+        }
+        self.bufs.truncate(at);
+        self.publish();
+        n
+    }
+
+    /// Allocates one buffer.
+    pub fn alloc_one(&mut self) -> Option<BufIdx> {
+        let mut one = [BufIdx(0)];
+        (self.alloc(&mut one) == 1).then_some(one[0])
+    }
+
+    /// Frees buffers and every buffer chained behind them.
+    #[inline]
+    pub fn free(&mut self, idxs: &[BufIdx]) {
+        for &b in idxs {
+            self.bufs.push(b.0);
+            // SAFETY: the caller hands over ownership of the chain.
+            let mut next = unsafe { self.pool.header(b) }.next();
+            while let Some(n) = next {
+                self.bufs.push(n.0);
+                // SAFETY: chain members are owned with their head.
+                next = unsafe { self.pool.header(n) }.next();
+            }
+        }
+        if self.bufs.len() > CACHE_HIGH {
+            let keep = CACHE_HIGH - CACHE_BATCH;
+            self.pool.give_global(&self.bufs[keep..]);
+            self.bufs.truncate(keep);
+        }
+        self.publish();
+    }
+
+    /// Returns every cached buffer to the global free list.
+    pub fn flush(&mut self) {
+        self.pool.give_global(&self.bufs);
+        self.bufs.clear();
+        self.publish();
+    }
+
+    /// Appends `tail` (a buffer or chain) at the end of the chain starting at `head` and updates
+    /// the head's total length.
+    pub fn chain_append(&mut self, head: BufIdx, tail: BufIdx) {
+        // SAFETY: the caller owns both chains; views are used one at a time.
+        unsafe {
+            let tail_len = {
+                let t = self.pool.buffer(tail);
+                t.hdr.current_length as u32 + t.chain_rest_len()
+            };
+            let mut last = head;
+            while let Some(n) = self.pool.header(last).next() {
+                last = n;
+            }
+            let l = self.pool.buffer(last);
+            l.hdr.next_buffer = tail.0;
+            l.hdr.flags |= flags::NEXT_PRESENT;
+            let h = self.pool.buffer(head);
+            let rest = h.chain_rest_len() + tail_len;
+            h.hdr.total_length_not_including_first_buffer = rest;
+            h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+        }
+    }
+
+    /// Total packet length of the chain starting at `head`.
+    pub fn chain_len(&self, head: BufIdx) -> usize {
+        let mut len = 0usize;
+        let mut cur = Some(head);
+        while let Some(b) = cur {
+            // SAFETY: the caller owns the chain.
+            let h = unsafe { self.pool.header(b) };
+            len += h.current_length as usize;
+            cur = h.next();
+        }
+        len
+    }
+
+    /// Copies the packet bytes of a whole chain into `out` (at most `max` bytes).
+    pub fn copy_chain(&self, head: BufIdx, out: &mut Vec<u8>, max: usize) {
+        let mut cur = Some(head);
+        while let Some(b) = cur {
+            // SAFETY: the caller owns the chain; the view is dropped before the next one.
+            let v = unsafe { self.pool.buffer(b) };
+            let d = v.data();
+            let room = max.saturating_sub(out.len());
+            out.extend_from_slice(&d[..d.len().min(room)]);
+            cur = v.hdr.next();
+            if out.len() >= max {
+                break;
+            }
+        }
+    }
+
+    /// Writes `bytes` into newly allocated buffers, chaining as many as needed. Returns the head,
+    /// or `None` (nothing leaked) when the pool is exhausted.
+    pub fn alloc_with(&mut self, bytes: &[u8]) -> Option<BufIdx> {
+        let per = self.pool.data_size;
+        let nbuf = bytes.len().div_ceil(per).max(1);
+        let mut idx = [BufIdx(0); 64];
+        if nbuf > idx.len() {
+            return None;
+        }
+        let got = self.alloc(&mut idx[..nbuf]);
+        if got < nbuf {
+            // Partial allocation: give back what we got.
+            self.free(&idx[..got]);
+            return None;
+        }
+        for (i, chunk) in bytes.chunks(per).enumerate() {
+            // SAFETY: freshly allocated, owned here.
+            let b = unsafe { self.pool.buffer(idx[i]) };
+            b.mem[HEADROOM..HEADROOM + chunk.len()].copy_from_slice(chunk);
+            b.hdr.current_length = chunk.len() as u16;
+            if i + 1 < nbuf {
+                b.hdr.next_buffer = idx[i + 1].0;
+                b.hdr.flags |= flags::NEXT_PRESENT;
+            }
+        }
+        if nbuf > 1 {
+            // SAFETY: owned here.
+            let h = unsafe { self.pool.buffer(idx[0]) };
+            h.hdr.total_length_not_including_first_buffer = (bytes.len() - per) as u32;
+            h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+        }
+        Some(idx[0])
+    }
+}
+
+impl Drop for BufferCache {
+    fn drop(&mut self) {
+        self.flush();
+        if let Ok(mut v) = self.pool.cached.lock() {
+            v.retain(|c| !Arc::ptr_eq(c, &self.counter));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+use super::*;
+use std::sync::Arc;
+
+fn pool(n: u32) -> Arc<BufferPool> {
+    BufferPool::new(&PoolConfig {
+        buffers: n,
+        data_size: 2048,
+        page_size: PageSize::Small,
+    })
+    .expect("pool")
+}
+
+#[test]
+fn header_is_two_cache_lines() {
+    assert_eq!(core::mem::size_of::<BufferHeader>(), 128);
+}
+
+#[test]
+fn alloc_free_accounting() {
+    let p = pool(1024);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 100];
+    assert_eq!(c.alloc(&mut idx), 100);
+    let s = p.stats();
+    assert_eq!(s.total, 1024);
+    assert_eq!(s.in_use, 100);
+    assert_eq!(s.free + s.cached, 924);
+    // All indices distinct.
+    let mut v: Vec<u32> = idx.iter().map(|b| b.0).collect();
+    v.sort();
+    v.dedup();
+    assert_eq!(v.len(), 100);
+    c.free(&idx);
+    assert_eq!(p.stats().in_use, 0);
+    c.flush();
+    assert_eq!(p.stats().free, 1024);
+    assert_eq!(p.stats().cached, 0);
+}
+
+#[test]
+fn exhaustion_is_counted_not_a_panic() {
+    let p = pool(10);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 16];
+    assert_eq!(c.alloc(&mut idx), 10);
+    assert_eq!(p.stats().alloc_failures, 1);
+    assert_eq!(c.alloc_one(), None);
+    c.free(&idx[..10]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn two_caches_share_the_pool() {
+    let p = pool(2048);
+    let mut a = p.cache();
+    let mut b = p.cache();
+    let mut x = [BufIdx(0); 300];
+    let mut y = [BufIdx(0); 300];
+    assert_eq!(a.alloc(&mut x), 300);
+    assert_eq!(b.alloc(&mut y), 300);
+    assert_eq!(p.stats().in_use, 600);
+    // Free on the other cache: buffers can cross threads.
+    b.free(&x);
+    a.free(&y);
+    assert_eq!(p.stats().in_use, 0);
+    drop(a);
+    drop(b);
+    assert_eq!(p.stats().free, 2048);
+}
+
+#[test]
+fn headers_reset_on_alloc() {
+    let p = pool(4);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    unsafe {
+        let v = p.buffer(b);
+        v.hdr.flags = flags::TRACED;
+        v.hdr.error = 7;
+    }
+    c.free(&[b]);
+    let b2 = c.alloc_one().unwrap();
+    assert_eq!(b2, b, "LIFO reuse keeps buffers hot");
+    let h = unsafe { p.header(b2) };
+    assert_eq!(*h, BufferHeader::TEMPLATE);
+    c.free(&[b2]);
+}
+
+#[test]
+fn views_keep_bounds() {
+    let p = pool(2);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    let mut v = unsafe { p.buffer(b) };
+    assert_eq!(v.write_packet(&[1, 2, 3, 4, 5, 6]), 6);
+    assert_eq!(v.data(), &[1, 2, 3, 4, 5, 6]);
+    assert!(v.advance(2));
+    assert_eq!(v.data(), &[3, 4, 5, 6]);
+    assert!(!v.advance(5));
+    let front = v.push_front(4).unwrap();
+    front.copy_from_slice(&[9, 9, 9, 9]);
+    assert_eq!(v.data(), &[9, 9, 9, 9, 3, 4, 5, 6]);
+    assert_eq!(v.headroom(), HEADROOM - 2);
+    assert!(v.push_front(HEADROOM).is_none());
+    assert!(!v.set_len(3000));
+    assert!(v.set_len(2));
+    assert_eq!(v.data(), &[9, 9]);
+    let big = vec![0xabu8; 5000];
+    assert_eq!(v.write_packet(&big), 2048);
+    c.free(&[b]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn chains_append_copy_and_free() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let bytes: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    let head = c.alloc_with(&bytes).unwrap();
+    assert_eq!(p.stats().in_use, 3);
+    assert_eq!(c.chain_len(head), 5000);
+    let mut out = Vec::new();
+    c.copy_chain(head, &mut out, usize::MAX);
+    assert_eq!(out, bytes);
+    let mut trunc = Vec::new();
+    c.copy_chain(head, &mut trunc, 100);
+    assert_eq!(trunc.len(), 100);
+    let tail = c.alloc_with(&[7u8; 10]).unwrap();
+    c.chain_append(head, tail);
+    assert_eq!(c.chain_len(head), 5010);
+    assert_eq!(unsafe { p.buffer(head) }.total_len(), 5010);
+    c.free(&[head]);
+    assert_eq!(p.stats().in_use, 0, "freeing the head frees the chain");
+}
+
+#[test]
+fn alloc_with_exhaustion_leaks_nothing() {
+    let p = pool(2);
+    let mut c = p.cache();
+    assert!(c.alloc_with(&[0u8; 5000]).is_none());
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn bad_config_is_an_error() {
+    assert!(BufferPool::new(&PoolConfig {
+        buffers: 0,
+        ..Default::default()
+    })
+    .is_err());
+    assert!(BufferPool::new(&PoolConfig {
+        data_size: 100,
+        ..Default::default()
+    })
+    .is_err());
+}
+
+proptest::proptest! {
+    #[test]
+    fn random_alloc_free_never_leaks(ops in proptest::collection::vec((0usize..300, proptest::bool::ANY), 1..60)) {
+        let p = pool(2048);
+        let mut c = p.cache();
+        let mut held: Vec<BufIdx> = Vec::new();
+        for (n, free) in ops {
+            if free {
+                let k = n.min(held.len());
+                let rest = held.split_off(held.len() - k);
+                c.free(&rest);
+            } else {
+                let mut v = vec![BufIdx(0); n];
+                let got = c.alloc(&mut v);
+                held.extend_from_slice(&v[..got]);
+            }
+            proptest::prop_assert_eq!(p.stats().in_use as usize, held.len());
+        }
+        c.free(&held);
+        proptest::prop_assert_eq!(p.stats().in_use, 0);
+    }
+}

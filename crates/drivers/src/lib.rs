@@ -1,0 +1,19 @@
+//! Sluice drivers: the packet generator (`pg`) now; af_packet, af_xdp, memif and tap in later
+//! issues.
+
+pub mod pg;
+
+/// Registers every driver's nodes.
+pub fn register(b: &mut sluice_graph::GraphBuilder) {
+    pg::register(b);
+}
+
+/// Registers every driver's CLI commands.
+pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
+    pg::register_cli(t);
+}
+
+/// Per-runtime initialisation.
+pub fn init(vm: &mut sluice_graph::Vlib) {
+    pg::init(vm);
+}

@@ -1,0 +1,505 @@
+//! CLI commands of the runtime: `show runtime|errors|node|trace|buffers|threads`,
+//! `clear runtime|errors|trace`, `trace add`, `pcap trace`.
+
+use crate::node::{NodeIndex, NodeKind};
+use crate::pcap::{point, PcapTraceConfig};
+use crate::trace::format_time;
+use crate::vlib::Vlib;
+use sluice_cli::{Args, CliError, CommandTree};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// Registers the runtime's commands.
+pub fn register(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "show runtime",
+        "show runtime [verbose] [max] — per-node calls, vectors, clocks per packet, per thread",
+        show_runtime,
+    );
+    t.add(
+        "clear runtime",
+        "clear runtime — reset node statistics",
+        clear_runtime,
+    );
+    t.add(
+        "show errors",
+        "show errors [verbose] — node counters",
+        show_errors,
+    );
+    t.add(
+        "clear errors",
+        "clear errors — reset node counters",
+        clear_errors,
+    );
+    t.add(
+        "show node",
+        "show node <name> — node type and next arcs",
+        show_node,
+    );
+    t.add(
+        "trace add",
+        "trace add <input-graph-node> <count> — trace the next packets from an input node",
+        trace_add,
+    );
+    t.add(
+        "show trace",
+        "show trace [max <n>] — traced packets",
+        show_trace,
+    );
+    t.add(
+        "clear trace",
+        "clear trace — forget traced packets",
+        clear_trace,
+    );
+    t.add(
+        "pcap trace",
+        "pcap trace [rx] [tx] [drop] [max <n>] [max-bytes-per-pkt <n>] [intfc <if>|any] [file <name>] | off | status",
+        pcap_trace,
+    );
+    t.add(
+        "show buffers",
+        "show buffers — buffer pool totals",
+        show_buffers,
+    );
+    t.add(
+        "show threads",
+        "show threads — threads and cores",
+        show_threads,
+    );
+}
+
+fn fmt_clocks(v: f64) -> String {
+    format!("{v:.2e}")
+}
+
+/// Renders `show runtime`.
+pub fn show_runtime(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let mut verbose = false;
+    while !args.is_empty() {
+        if args.keyword("verbose") || args.keyword("max") || args.keyword("summary") {
+            verbose = true;
+        } else {
+            args.finish()?;
+        }
+    }
+    let now = vm.shared.clock.now_secs();
+    let dt = (now - vm.runtime_cleared_secs).max(1e-9);
+    let drop = vm.registry.find("error-drop");
+    let punt = vm.registry.find("punt");
+    let mut out = String::new();
+    let procs: Vec<(NodeIndex, &'static str)> = vm
+        .registry
+        .nodes()
+        .iter()
+        .filter_map(|n| vm.main.process_state(n.index).map(|s| (n.index, s)))
+        .collect();
+    for t in 0..vm.n_threads() {
+        let core = vm
+            .thread_core(t)
+            .map(|c| format!(" (lcore {c})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "Thread {} {}{}", t, vm.thread_name(t), core);
+        let (mut vin, mut vdrop, mut vpunt, mut vint, mut cint) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        for n in vm.registry.nodes() {
+            let s = &n.stats.per_thread[t];
+            match n.kind {
+                NodeKind::Input | NodeKind::PreInput => vin += s.vectors.get(),
+                NodeKind::Internal => {
+                    vint += s.vectors.get();
+                    cint += s.calls.get();
+                }
+                NodeKind::Process => {}
+            }
+            if Some(n.index) == drop {
+                vdrop += s.vectors.get();
+            }
+            if Some(n.index) == punt {
+                vpunt += s.vectors.get();
+            }
+        }
+        let vrate = if cint > 0 {
+            vint as f64 / cint as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "Time {:.1}, average vectors/node {:.2}, last clear {:.1}s ago",
+            now - vm.start_secs,
+            vrate,
+            dt
+        );
+        let _ = writeln!(
+            out,
+            "  vector rates in {:.4e}, out {:.4e}, drop {:.4e}, punt {:.4e}",
+            vin as f64 / dt,
+            vin.saturating_sub(vdrop + vpunt) as f64 / dt,
+            vdrop as f64 / dt,
+            vpunt as f64 / dt
+        );
+        let _ = writeln!(
+            out,
+            "{:<32}{:>16}{:>16}{:>16}{:>16}{:>16}{:>16}",
+            "Name", "State", "Calls", "Vectors", "Suspends", "Clocks", "Vectors/Call"
+        );
+        for n in vm.registry.nodes() {
+            let s = &n.stats.per_thread[t];
+            let (calls, vectors, susp, clocks) = (
+                s.calls.get(),
+                s.vectors.get(),
+                s.suspends.get(),
+                s.clocks.get(),
+            );
+            if calls == 0 && !(verbose && n.kind == NodeKind::Process && t == 0) {
+                continue;
+            }
+            let state = match n.kind {
+                NodeKind::Input | NodeKind::PreInput => "polling",
+                NodeKind::Internal => "active",
+                NodeKind::Process => procs
+                    .iter()
+                    .find(|p| p.0 == n.index)
+                    .map(|p| p.1)
+                    .unwrap_or("done"),
+            };
+            let per = if vectors > 0 {
+                clocks as f64 / vectors as f64
+            } else if calls > 0 {
+                clocks as f64 / calls as f64
+            } else {
+                0.0
+            };
+            let vpc = if calls > 0 {
+                vectors as f64 / calls as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "{:<32}{:>16}{:>16}{:>16}{:>16}{:>16}{:>16.2}",
+                n.name,
+                state,
+                calls,
+                vectors,
+                susp,
+                fmt_clocks(per),
+                vpc
+            );
+        }
+        if t + 1 < vm.n_threads() {
+            out.push_str("---------------\n");
+        }
+    }
+    Ok(out)
+}
+
+fn clear_runtime(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    for n in vm.registry.nodes() {
+        n.stats.clear_runtime();
+    }
+    vm.runtime_cleared_secs = vm.shared.clock.now_secs();
+    Ok(String::new())
+}
+
+/// Renders `show errors`.
+pub fn show_errors(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let verbose = args.keyword("verbose");
+    args.finish()?;
+    let mut out = format!(
+        "{:>12}  {:<30}  {:<46}  {:<8}\n",
+        "Count", "Node", "Reason", "Severity"
+    );
+    for n in vm.registry.nodes() {
+        for (i, c) in n.counters.iter().enumerate() {
+            let total = n.stats.counter_total(i);
+            if total == 0 && !verbose {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "{:>12}  {:<30}  {:<46}  {:<8}",
+                total,
+                n.name,
+                c.description,
+                c.severity.as_str()
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn clear_errors(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    for n in vm.registry.nodes() {
+        n.stats.clear_counters();
+    }
+    Ok(String::new())
+}
+
+fn lookup_node(vm: &Vlib, name: &str) -> Result<NodeIndex, CliError> {
+    vm.registry
+        .find(name)
+        .ok_or_else(|| CliError::new(format!("unknown node `{name}'")))
+}
+
+fn show_node(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let name = args.word("node name")?;
+    args.finish()?;
+    let i = lookup_node(vm, &name)?;
+    let n = vm.registry.node(i);
+    let mut out = format!(
+        "node {}, type {}, index {}, counters {}\n",
+        n.name,
+        n.kind.as_str(),
+        i.0,
+        n.counters.len()
+    );
+    if n.nexts.is_empty() {
+        out.push_str("  no next nodes\n");
+    } else {
+        out.push_str("  next nodes:\n");
+        let _ = writeln!(
+            out,
+            "    {:>10}  {:>10}  {:<32}",
+            "next-index", "node-index", "Node"
+        );
+        for (k, t) in n.nexts.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    {:>10}  {:>10}  {:<32}",
+                k,
+                t.0,
+                vm.registry.node(*t).name
+            );
+        }
+    }
+    for c in &n.counters {
+        let _ = writeln!(
+            out,
+            "  counter {} ({}): {}",
+            c.name,
+            c.severity.as_str(),
+            c.description
+        );
+    }
+    Ok(out)
+}
+
+fn trace_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let name = args.word("input node name")?;
+    let count = args.u32("packet count")?;
+    let _ = args.keyword("verbose");
+    args.finish()?;
+    let i = lookup_node(vm, &name)?;
+    if !matches!(
+        vm.registry.node(i).kind,
+        NodeKind::Input | NodeKind::PreInput
+    ) {
+        return Err(CliError::new(format!("node `{name}' is not an input node")));
+    }
+    vm.shared.trace.add(i, count);
+    Ok(String::new())
+}
+
+/// Renders `show trace`.
+pub fn show_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let mut max = 50usize;
+    if args.keyword("max") {
+        max = args.u32("max packets")? as usize;
+    }
+    args.finish()?;
+    let clock = vm.shared.clock;
+    let base_tsc = clock.now_tsc() as f64 - clock.now_secs() * clock.hz();
+    let store = vm.shared.trace.lock();
+    if store.packets.is_empty() {
+        return Ok("No packets in trace buffer\n".to_string());
+    }
+    let mut out = String::new();
+    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); vm.n_threads()];
+    for (i, p) in store.packets.iter().enumerate() {
+        let t = p.first().map(|e| e.thread as usize).unwrap_or(0);
+        if let Some(v) = by_thread.get_mut(t) {
+            v.push(i);
+        }
+    }
+    for (t, pkts) in by_thread.iter().enumerate() {
+        if pkts.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "------------------- Start of thread {} {} -------------------",
+            t,
+            vm.thread_name(t)
+        );
+        for (k, &pi) in pkts.iter().take(max).enumerate() {
+            let _ = writeln!(out, "Packet {}\n", k + 1);
+            for e in &store.packets[pi] {
+                let secs = (e.tsc as f64 - base_tsc) / clock.hz();
+                let _ = writeln!(
+                    out,
+                    "{}: {}",
+                    format_time(secs),
+                    vm.registry.node(e.node).name
+                );
+                if let Some(r) = &e.rec {
+                    let mut s = String::new();
+                    r.format(&mut s);
+                    for line in s.lines() {
+                        let _ = writeln!(out, "  {line}");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn clear_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    vm.shared.trace.clear();
+    Ok(String::new())
+}
+
+/// Resolves an interface name to its index for `pcap trace intfc`. Set by the interface
+/// layer; without it only `any` is accepted.
+pub type IfResolver = fn(&Vlib, &str) -> Option<u32>;
+
+/// Interface name resolution installed by the interface layer.
+#[derive(Default)]
+pub struct IfNames {
+    /// Resolver, if an interface layer is present.
+    pub resolve: Option<IfResolver>,
+}
+
+fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    if args.keyword("off") {
+        args.finish()?;
+        return Ok(vm.shared.pcap.stop() + "\n");
+    }
+    if args.keyword("status") {
+        args.finish()?;
+        return Ok(vm.shared.pcap.status() + "\n");
+    }
+    let mut cfg = PcapTraceConfig {
+        points: 0,
+        max: 100,
+        max_bytes_per_pkt: 512,
+        intfc: None,
+        file: PathBuf::new(),
+    };
+    let mut file: Option<String> = None;
+    while !args.is_empty() {
+        if args.keyword("rx") {
+            cfg.points |= point::RX;
+        } else if args.keyword("tx") {
+            cfg.points |= point::TX;
+        } else if args.keyword("drop") {
+            cfg.points |= point::DROP;
+        } else if args.keyword("max") {
+            cfg.max = args.u64("max packets")?.max(1);
+        } else if args.keyword("max-bytes-per-pkt") {
+            cfg.max_bytes_per_pkt = args.u32("bytes")?.clamp(32, 65536);
+        } else if args.keyword("intfc") {
+            let name = args.word("interface")?;
+            if name != "any" {
+                let r = vm.ext::<IfNames>().and_then(|r| r.resolve);
+                let idx = r.and_then(|f| f(vm, &name));
+                match idx {
+                    Some(i) => cfg.intfc = Some(i),
+                    None => return Err(CliError::new(format!("unknown interface `{name}'"))),
+                }
+            }
+        } else if args.keyword("file") {
+            file = Some(args.word("file name")?);
+        } else if args.keyword("preallocate-data") || args.keyword("free-data") {
+        } else {
+            args.finish()?;
+        }
+    }
+    if cfg.points == 0 {
+        return Err(CliError::new(
+            "pcap trace: choose at least one of rx, tx, drop (or off, status)",
+        ));
+    }
+    let name = file.unwrap_or_else(|| {
+        match cfg.points {
+            point::RX => "rx.pcap",
+            point::TX => "tx.pcap",
+            point::DROP => "drop.pcap",
+            _ => "rxandtx.pcap",
+        }
+        .to_string()
+    });
+    // VPP writes under /tmp; a name with a slash is taken as a path.
+    cfg.file = if name.contains('/') {
+        PathBuf::from(&name)
+    } else {
+        PathBuf::from("/tmp").join(&name)
+    };
+    vm.shared
+        .pcap
+        .start(cfg.clone())
+        .map_err(|e| CliError::new(format!("cannot create `{}': {e}", cfg.file.display())))?;
+    Ok(String::new())
+}
+
+/// Renders `show buffers`.
+pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let _ = args.keyword("detail");
+    args.finish()?;
+    let s = vm.pool.stats();
+    let backing = match vm.pool.backing() {
+        sluice_buffer::Backing::Huge2M => "2M hugepages",
+        sluice_buffer::Backing::Small4K => "4K pages",
+    };
+    let mut out = format!(
+        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}\n",
+        "Pool Name",
+        "Index",
+        "NUMA",
+        "Size",
+        "Data Size",
+        "Total",
+        "Free",
+        "Cached",
+        "Used",
+        "Alloc-Fail"
+    );
+    let _ = writeln!(
+        out,
+        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}",
+        "default-numa-0",
+        0,
+        0,
+        vm.pool.stride(),
+        vm.pool.data_size(),
+        s.total,
+        s.free,
+        s.cached,
+        s.in_use,
+        s.alloc_failures
+    );
+    let _ = writeln!(out, "memory: {backing}");
+    Ok(out)
+}
+
+fn show_threads(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    let mut out = format!("{:<6}{:<20}{:<10}{:<8}\n", "ID", "Name", "Type", "lcore");
+    for t in 0..vm.n_threads() {
+        let _ = writeln!(
+            out,
+            "{:<6}{:<20}{:<10}{:<8}",
+            t,
+            vm.thread_name(t),
+            if t == 0 { "main" } else { "workers" },
+            vm.thread_core(t)
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".to_string())
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,38 @@
+//! The Sluice graph runtime (VPP's vlib).
+//!
+//! Nodes are registered explicitly into a [`GraphBuilder`] (`register(&mut GraphBuilder)` per
+//! crate); [`Vlib::new`] resolves next arcs by name, creates the buffer pool and one
+//! [`ThreadGraph`] per thread. A thread's dispatcher ([`ThreadGraph::run_once`]) polls input
+//! nodes, then runs pending frames node by node — each node sees up to [`FRAME_SIZE`] buffer
+//! indices at once — then due process nodes.
+//!
+//! Two ways to write a node: [`PacketNode`] (one packet at a time, driven by the generic
+//! prefetching loop in [`PerPacket`]) and [`NodeFn`] (a whole frame, for lookups, input and
+//! output nodes). See `docs/writing-a-node.md`.
+
+pub mod cli;
+pub mod handoff;
+mod node;
+pub mod nodes;
+pub mod pcap;
+mod registry;
+mod runtime;
+pub mod stats;
+pub mod trace;
+mod vlib;
+
+pub use node::{
+    CounterDesc, Factory, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, PacketNode,
+    PerPacket, Severity, Suspend, TraceRecord, Wake, PREFETCH_AHEAD,
+};
+pub use registry::{
+    order_features, FeatureOrder, GraphBuilder, GraphError, NodeInfo, NodeSnapshot, Registry,
+};
+pub use runtime::{Cx, Shared, ThreadGraph};
+pub use vlib::{pin_to_core, CpuConfig, Job, Vlib, VlibError, HANDOFF_RING};
+
+/// Largest number of buffers a node is called with at once.
+pub const FRAME_SIZE: usize = 256;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! Node declarations: kinds, next arcs, counters, and the two ways to write a node.
+
+use crate::runtime::Cx;
+use sluice_buffer::{BufIdx, Buffer};
+use std::any::Any;
+
+/// Index of a node in the graph (the same on every thread).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeIndex(pub u32);
+
+/// Index of a next arc, local to the node that owns it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Next(pub u16);
+
+/// How the dispatcher runs a node.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Polled before input nodes on every loop.
+    PreInput,
+    /// Produces packets (drivers, packet generator), polled on every loop while active.
+    Input,
+    /// Processes frames handed to it by other nodes.
+    Internal,
+    /// Cooperative control-plane task on the main thread, woken by timers and events.
+    Process,
+}
+
+impl NodeKind {
+    /// VPP's name of the kind, as printed by `show runtime` / `show node`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::PreInput => "pre-input",
+            NodeKind::Input => "input",
+            NodeKind::Internal => "internal",
+            NodeKind::Process => "process",
+        }
+    }
+}
+
+/// Severity of a node counter (`show errors`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// Informational counter.
+    Info,
+    /// Something unusual.
+    Warn,
+    /// A packet was lost because of an error.
+    Error,
+}
+
+impl Severity {
+    /// Lower-case name as printed by `show errors`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A node counter: symbolic name (stats path `/err/<node>/<name>`), description shown by
+/// `show errors`, severity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterDesc {
+    /// Symbolic name, snake_case.
+    pub name: &'static str,
+    /// Human description.
+    pub description: &'static str,
+    /// Severity.
+    pub severity: Severity,
+}
+
+impl CounterDesc {
+    /// An error counter (packet dropped).
+    pub const fn error(name: &'static str, description: &'static str) -> Self {
+        CounterDesc {
+            name,
+            description,
+            severity: Severity::Error,
+        }
+    }
+    /// An informational counter.
+    pub const fn info(name: &'static str, description: &'static str) -> Self {
+        CounterDesc {
+            name,
+            description,
+            severity: Severity::Info,
+        }
+    }
+}
+
+/// Why a process node was woken.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// First run after the graph started.
+    Start,
+    /// The timeout it asked for expired.
+    Timeout,
+    /// An event was signalled to it (`Cx::signal`), with its data.
+    Event(u64),
+}
+
+/// What a process node waits for after it returns (cooperative suspend).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Suspend {
+    /// Wake after this many seconds.
+    Timeout(f64),
+    /// Wake when an event is signalled.
+    Event,
+    /// Wake on an event or after this many seconds, whichever comes first.
+    EventOrTimeout(f64),
+    /// Never run again.
+    Done,
+}
+
+/// The per-thread instance of a node. One object per node per thread; the dispatcher calls
+/// the method matching the node's kind.
+pub trait NodeFn: Send + 'static {
+    /// Internal nodes: process one frame of at most [`crate::FRAME_SIZE`] buffers. The node
+    /// owns the buffers and must pass every one on (`Cx::enqueue*`) or free it.
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        // A node that does not process frames drops what it is given, counted.
+        cx.drop_unhandled(frame);
+    }
+    /// Input and pre-input nodes: produce packets. Returns the number produced.
+    fn poll(&mut self, _cx: &mut Cx) -> usize {
+        0
+    }
+    /// Input nodes: whether polling can produce anything now (false lets the thread sleep).
+    fn active(&self) -> bool {
+        true
+    }
+    /// Process nodes: run until the next suspend.
+    fn process(&mut self, _cx: &mut Cx, _wake: Wake) -> Suspend {
+        Suspend::Done
+    }
+    /// Control-plane access to the concrete node type (configuration updates from the CLI).
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+/// The per-packet way to write a node: the generic loop in [`PerPacket`] resolves buffers,
+/// prefetches ahead, collects next arcs and enqueues the frame in runs.
+pub trait PacketNode: Send + 'static {
+    /// Handles one packet and returns the arc it goes to. To drop, set `b.hdr.error` with
+    /// [`Cx::error`] and return the node's drop arc.
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next;
+}
+
+/// Adapter turning a [`PacketNode`] into a [`NodeFn`] with the optimised generic loop.
+pub struct PerPacket<N>(pub N);
+
+/// How far ahead the generic loop prefetches buffer headers.
+pub const PREFETCH_AHEAD: usize = 4;
+
+impl<N: PacketNode> NodeFn for PerPacket<N> {
+    #[inline]
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let pool = cx.pool_arc();
+        let pool = &*pool;
+        let n = frame.len().min(crate::FRAME_SIZE);
+        let mut nexts = [0u16; crate::FRAME_SIZE];
+        for i in 0..n {
+            if let Some(&ahead) = frame.get(i + PREFETCH_AHEAD) {
+                pool.prefetch(ahead);
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once and the view lives only for this call.
+            let mut b = unsafe { pool.buffer(frame[i]) };
+            nexts[i] = self.0.process_one(cx, &mut b).0;
+        }
+        cx.enqueue_to_next(&frame[..n], &nexts[..n]);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        &mut self.0
+    }
+}
+
+/// Builds a node's per-thread instance. Called once per thread (index given).
+pub type Factory = Box<dyn Fn(usize) -> Box<dyn NodeFn> + Send + Sync>;
+
+/// A node registration: everything the graph needs to know about a node.
+pub struct NodeRegistration {
+    /// Unique kebab-case name (VPP's where VPP has the node).
+    pub name: String,
+    /// How it is run.
+    pub kind: NodeKind,
+    /// Named next arcs, resolved to node indices when the graph is built; arc `i` is `Next(i)`.
+    pub next_nodes: Vec<String>,
+    /// Counters.
+    pub counters: Vec<CounterDesc>,
+    /// Builds the per-thread instance.
+    pub factory: Factory,
+    /// Run this node on worker threads too (false: main thread only, e.g. process nodes).
+    pub on_workers: bool,
+}
+
+impl NodeRegistration {
+    /// A registration with no next arcs or counters.
+    pub fn new<F>(name: &str, kind: NodeKind, factory: F) -> Self
+    where
+        F: Fn(usize) -> Box<dyn NodeFn> + Send + Sync + 'static,
+    {
+        NodeRegistration {
+            name: name.to_string(),
+            kind,
+            next_nodes: Vec::new(),
+            counters: Vec::new(),
+            factory: Box::new(factory),
+            on_workers: kind != NodeKind::Process,
+        }
+    }
+
+    /// Adds next arcs (in order: the first is `Next(0)`).
+    pub fn nexts(mut self, names: &[&str]) -> Self {
+        self.next_nodes.extend(names.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Adds counters (in order: the first is counter 0).
+    pub fn counters(mut self, c: &[CounterDesc]) -> Self {
+        self.counters.extend_from_slice(c);
+        self
+    }
+}
+
+/// A trace record: a small `Copy` struct a node attaches to a traced packet, formatted only
+/// when `show trace` runs.
+pub trait TraceRecord: Copy + Send + 'static {
+    /// Appends the record's decode (one or more lines, no trailing newline) to `out`.
+    fn format(&self, out: &mut String);
+}

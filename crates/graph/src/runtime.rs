@@ -1,0 +1,862 @@
+//! One thread's graph instance and the dispatcher loop (VPP's `vlib_main_loop`).
+//!
+//! Each thread owns a [`ThreadGraph`]: one instance of every node, one input queue per node,
+//! the pending list, a buffer cache and (on the main thread) the process-node timer wheel.
+//! Buffers move between nodes as `u32` indices appended to the target node's queue; a node is
+//! called with at most [`FRAME_SIZE`] of them at a time.
+
+use crate::handoff::HandoffQueue;
+use crate::node::{Next, NodeFn, NodeIndex, NodeKind, Suspend, TraceRecord, Wake};
+use crate::pcap::PcapTrace;
+use crate::registry::{NodeSnapshot, Registry};
+use crate::stats::NodeStats;
+use crate::trace::{pack_index, TraceEntry, TraceShared};
+use crate::FRAME_SIZE;
+use sluice_buffer::{flags, BufIdx, Buffer, BufferCache, BufferPool};
+use sluice_infra::clock::{rdtsc, Clock};
+use sluice_infra::timer::{TimerHandle, TimerWheel};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// State shared by every thread: clock, trace, pcap capture, handoff queues.
+pub struct Shared {
+    /// Calibrated TSC clock.
+    pub clock: Clock,
+    /// Packet trace.
+    pub trace: TraceShared,
+    /// `pcap trace`.
+    pub pcap: PcapTrace,
+    /// `handoff[from][to]`: single-producer single-consumer queues between threads.
+    pub handoff: Vec<Vec<Arc<HandoffQueue>>>,
+    /// Number of threads (main + workers).
+    pub n_threads: usize,
+}
+
+impl Shared {
+    /// Shared state for `n_threads` threads with handoff queues of `ring` entries.
+    pub fn new(clock: Clock, n_threads: usize, ring: usize) -> Shared {
+        Shared {
+            clock,
+            trace: TraceShared::default(),
+            pcap: PcapTrace::default(),
+            handoff: (0..n_threads)
+                .map(|_| {
+                    (0..n_threads)
+                        .map(|_| Arc::new(HandoffQueue::new(ring)))
+                        .collect()
+                })
+                .collect(),
+            n_threads,
+        }
+    }
+}
+
+/// How many counters of a node are accumulated locally and flushed once per call.
+const FAST_COUNTERS: usize = 32;
+
+/// Everything of a thread's graph except the node instances (so a node can borrow it while
+/// it runs).
+pub struct ThreadState {
+    thread: usize,
+    pool: Arc<BufferPool>,
+    bufs: BufferCache,
+    queues: Vec<Vec<BufIdx>>,
+    pending: Vec<u32>,
+    in_pending: Vec<bool>,
+    nexts: Vec<Vec<NodeIndex>>,
+    kinds: Vec<NodeKind>,
+    stats: Vec<Arc<NodeStats>>,
+    error_base: Vec<u16>,
+    err_map: Vec<(NodeIndex, u16)>,
+    scratch: [u64; FAST_COUNTERS],
+    scratch_dirty: bool,
+    shared: Arc<Shared>,
+    signals: Vec<(NodeIndex, u64)>,
+    now_tsc: u64,
+    drop_node: Option<NodeIndex>,
+}
+
+/// The context handed to a node while it runs.
+pub struct Cx<'a> {
+    st: &'a mut ThreadState,
+    node: NodeIndex,
+}
+
+impl<'a> Cx<'a> {
+    /// Thread index (0 = main).
+    #[inline(always)]
+    pub fn thread(&self) -> usize {
+        self.st.thread
+    }
+
+    /// The node being run.
+    #[inline(always)]
+    pub fn node(&self) -> NodeIndex {
+        self.node
+    }
+
+    /// The buffer pool (an `Arc` so views can outlive the borrow of the context).
+    #[inline(always)]
+    pub fn pool_arc(&self) -> Arc<BufferPool> {
+        self.st.pool.clone()
+    }
+
+    /// The buffer pool.
+    #[inline(always)]
+    pub fn pool(&self) -> &BufferPool {
+        &self.st.pool
+    }
+
+    /// This thread's buffer cache (batch alloc/free).
+    #[inline(always)]
+    pub fn bufs(&mut self) -> &mut BufferCache {
+        &mut self.st.bufs
+    }
+
+    /// A view of a buffer this node owns.
+    ///
+    /// # Safety
+    /// `b` must be owned by the running node (in its frame or freshly allocated by it), and no
+    /// other view of it may be alive.
+    #[inline(always)]
+    pub unsafe fn buffer(&self, b: BufIdx) -> Buffer<'a> {
+        // SAFETY: the pool outlives the context (the thread state holds an Arc to it for the
+        // thread's lifetime), so extending the borrow to 'a is sound; ownership of `b` is the
+        // caller's contract.
+        unsafe {
+            let pool: &'a BufferPool = &*Arc::as_ptr(&self.st.pool);
+            pool.buffer(b)
+        }
+    }
+
+    /// Shared state (clock, trace, pcap).
+    #[inline(always)]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.st.shared
+    }
+
+    /// TSC at the start of this dispatch round.
+    #[inline(always)]
+    pub fn now_tsc(&self) -> u64 {
+        self.st.now_tsc
+    }
+
+    /// Seconds since the clock was calibrated.
+    pub fn now_secs(&self) -> f64 {
+        self.st.shared.clock.now_secs()
+    }
+
+    /// Number of next arcs of the running node.
+    pub fn n_nexts(&self) -> usize {
+        self.st.nexts[self.node.0 as usize].len()
+    }
+
+    /// Sends one buffer along arc `next`.
+    #[inline(always)]
+    pub fn enqueue(&mut self, next: Next, b: BufIdx) {
+        let target = self.target(next);
+        self.st.push(target, std::slice::from_ref(&b));
+    }
+
+    /// Sends buffers along one arc.
+    #[inline(always)]
+    pub fn enqueue_all(&mut self, next: Next, bs: &[BufIdx]) {
+        if bs.is_empty() {
+            return;
+        }
+        let target = self.target(next);
+        self.st.push(target, bs);
+    }
+
+    /// Sends `bufs[i]` along arc `nexts[i]`. Fast path when every packet takes the same arc
+    /// (one copy of the whole vector); otherwise runs of equal arcs are copied together.
+    #[inline]
+    pub fn enqueue_to_next(&mut self, bufs: &[BufIdx], nexts: &[u16]) {
+        let n = bufs.len().min(nexts.len());
+        if n == 0 {
+            return;
+        }
+        let first = nexts[0];
+        if nexts[..n].iter().all(|&x| x == first) {
+            let t = self.target(Next(first));
+            self.st.push(t, &bufs[..n]);
+            return;
+        }
+        let mut start = 0;
+        while start < n {
+            let cur = nexts[start];
+            let mut end = start + 1;
+            while end < n && nexts[end] == cur {
+                end += 1;
+            }
+            let t = self.target(Next(cur));
+            self.st.push(t, &bufs[start..end]);
+            start = end;
+        }
+    }
+
+    /// Sends buffers directly to a node by index (used by handoff and input nodes whose
+    /// targets are chosen at runtime).
+    #[inline]
+    pub fn enqueue_to_node(&mut self, node: NodeIndex, bs: &[BufIdx]) {
+        if (node.0 as usize) < self.st.queues.len() {
+            self.st.push(node, bs);
+        } else {
+            self.drop_unhandled(bs);
+        }
+    }
+
+    #[inline(always)]
+    fn target(&self, next: Next) -> NodeIndex {
+        match self.st.nexts[self.node.0 as usize].get(next.0 as usize) {
+            Some(&t) => t,
+            // An arc index the node never declared: a bug in the node; packets go to the drop
+            // node rather than anywhere else.
+            None => self.st.drop_node.unwrap_or(self.node),
+        }
+    }
+
+    /// The graph-wide error code of the running node's counter `i` (store it in `b.hdr.error`
+    /// before sending the packet to `error-drop`).
+    #[inline(always)]
+    pub fn error(&self, i: u16) -> u16 {
+        self.st.error_base[self.node.0 as usize] + i
+    }
+
+    /// Adds `n` to the running node's counter `i` (flushed once per call).
+    #[inline(always)]
+    pub fn count(&mut self, i: usize, n: u64) {
+        if i < FAST_COUNTERS {
+            self.st.scratch[i] += n;
+            self.st.scratch_dirty = true;
+        } else if let Some(c) = self.st.stats[self.node.0 as usize].per_thread[self.st.thread]
+            .counters
+            .get(i)
+        {
+            c.add(n);
+        }
+    }
+
+    /// Counts a packet against a graph-wide error code (what `error-drop` does).
+    #[inline]
+    pub fn count_error_code(&mut self, code: u16, n: u64) {
+        if let Some(&(node, local)) = self.st.err_map.get(code as usize) {
+            if let Some(c) = self.st.stats[node.0 as usize].per_thread[self.st.thread]
+                .counters
+                .get(local as usize)
+            {
+                c.add(n);
+            }
+        }
+    }
+
+    /// Frees buffers (and their chains).
+    #[inline]
+    pub fn free(&mut self, bs: &[BufIdx]) {
+        self.st.bufs.free(bs);
+    }
+
+    /// Frees buffers a node could not handle, counting them on `error-drop`'s
+    /// "unhandled" counter.
+    pub fn drop_unhandled(&mut self, bs: &[BufIdx]) {
+        if let Some(d) = self.st.drop_node {
+            if let Some(c) = self.st.stats[d.0 as usize].per_thread[self.st.thread]
+                .counters
+                .first()
+            {
+                c.add(bs.len() as u64);
+            }
+        }
+        self.st.bufs.free(bs);
+    }
+
+    /// Signals an event to a process node (delivered on the main thread's next loop).
+    pub fn signal(&mut self, node: NodeIndex, data: u64) {
+        self.st.signals.push((node, data));
+    }
+
+    /// How many more packets this (input) node should mark for tracing.
+    #[inline]
+    pub fn trace_budget(&self) -> u32 {
+        let t = &self.st.shared.trace;
+        if !t.budget_any.load(Ordering::Relaxed) {
+            return 0;
+        }
+        t.lock().budget.get(&self.node).copied().unwrap_or(0)
+    }
+
+    /// Starts tracing a packet produced by this input node (within its budget), recording
+    /// the first entry with `rec`.
+    pub fn trace_start<R: TraceRecord>(&mut self, b: &mut Buffer<'_>, rec: R) {
+        let t = &self.st.shared.trace;
+        let mut s = t.lock();
+        let Some(left) = s.budget.get_mut(&self.node) else {
+            return;
+        };
+        if *left == 0 {
+            return;
+        }
+        *left -= 1;
+        if s.budget.values().all(|&v| v == 0) {
+            t.budget_any.store(false, Ordering::Relaxed);
+        }
+        let i = s.packets.len();
+        s.packets.push(vec![TraceEntry {
+            node: self.node,
+            tsc: rdtsc(),
+            thread: self.st.thread as u16,
+            rec: Some(Box::new(rec)),
+        }]);
+        b.hdr.flags |= flags::TRACED;
+        b.hdr.trace_index = pack_index(s.generation, i);
+    }
+
+    /// Attaches a record to a traced packet's entry for the running node.
+    #[inline]
+    pub fn trace<R: TraceRecord>(&mut self, b: &Buffer<'_>, rec: R) {
+        if !b.hdr.is_traced() {
+            return;
+        }
+        let mut s = self.st.shared.trace.lock();
+        if let Some(e) = TraceShared::entries_mut(&mut s, b.hdr.trace_index) {
+            match e.last_mut() {
+                Some(last) if last.node == self.node && last.rec.is_none() => {
+                    last.rec = Some(Box::new(rec))
+                }
+                _ => e.push(TraceEntry {
+                    node: self.node,
+                    tsc: rdtsc(),
+                    thread: self.st.thread as u16,
+                    rec: Some(Box::new(rec)),
+                }),
+            }
+        }
+    }
+
+    /// Captures a frame at a `pcap trace` point if that point is enabled. `by_tx` selects the
+    /// interface filter field (tx_if instead of rx_if).
+    #[inline]
+    pub fn pcap_capture(&mut self, pt: u8, frame: &[BufIdx], by_tx: bool) {
+        let sh = self.st.shared.clone();
+        if sh.pcap.points.load(Ordering::Relaxed) & pt == 0 {
+            return;
+        }
+        let now = sh.clock.now_secs() + sh.clock_epoch_offset();
+        let mut bytes: Vec<Vec<u8>> = Vec::with_capacity(frame.len());
+        let mut meta = Vec::with_capacity(frame.len());
+        for &bi in frame {
+            let mut v = Vec::new();
+            self.st.bufs.copy_chain(bi, &mut v, 65536);
+            // SAFETY: the running node owns the frame; this short-lived shared view reads
+            // two header fields.
+            let h = unsafe { self.st.pool.header(bi) };
+            meta.push((if by_tx { h.tx_if } else { h.rx_if }, v.len() as u32));
+            bytes.push(v);
+        }
+        sh.pcap.capture(
+            pt,
+            meta.iter()
+                .zip(bytes.iter())
+                .map(|(&(i, l), v)| (i, now, v.as_slice(), l)),
+        );
+    }
+}
+
+impl Shared {
+    /// Offset from clock seconds to Unix time, for pcap timestamps.
+    pub fn clock_epoch_offset(&self) -> f64 {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        unix - self.clock.now_secs()
+    }
+}
+
+impl ThreadState {
+    #[inline(always)]
+    fn push(&mut self, target: NodeIndex, bs: &[BufIdx]) {
+        let t = target.0 as usize;
+        let q = &mut self.queues[t];
+        q.extend_from_slice(bs);
+        if !self.in_pending[t] {
+            self.in_pending[t] = true;
+            self.pending.push(target.0);
+        }
+    }
+}
+
+/// Process-node bookkeeping on the main thread.
+struct ProcState {
+    node: NodeIndex,
+    waiting: Suspend,
+    started: bool,
+    timer: Option<TimerHandle>,
+    events: Vec<u64>,
+}
+
+/// One thread's graph: node instances + state + dispatcher.
+pub struct ThreadGraph {
+    fns: Vec<Option<Box<dyn NodeFn>>>,
+    st: ThreadState,
+    inputs: Vec<NodeIndex>,
+    procs: Vec<ProcState>,
+    wheel: TimerWheel<u32>,
+    spare: Vec<BufIdx>,
+    expired: Vec<u32>,
+    /// Dispatcher loops run.
+    pub loops: u64,
+}
+
+impl ThreadGraph {
+    /// Instantiates every node of `reg` for thread `thread` (process nodes only on thread 0,
+    /// main-only nodes only on thread 0).
+    pub fn new(reg: &Registry, thread: usize, pool: Arc<BufferPool>, shared: Arc<Shared>) -> Self {
+        let now = shared.clock.now_secs();
+        let mut tg = ThreadGraph {
+            fns: Vec::new(),
+            st: ThreadState {
+                thread,
+                bufs: pool.cache(),
+                pool,
+                queues: Vec::new(),
+                pending: Vec::with_capacity(64),
+                in_pending: Vec::new(),
+                nexts: Vec::new(),
+                kinds: Vec::new(),
+                stats: Vec::new(),
+                error_base: Vec::new(),
+                err_map: reg.error_table().to_vec(),
+                scratch: [0; FAST_COUNTERS],
+                scratch_dirty: false,
+                shared,
+                signals: Vec::new(),
+                now_tsc: rdtsc(),
+                drop_node: reg.find("error-drop"),
+            },
+            inputs: Vec::new(),
+            procs: Vec::new(),
+            wheel: TimerWheel::new(1e-3, now),
+            spare: Vec::with_capacity(FRAME_SIZE * 4),
+            expired: Vec::new(),
+            loops: 0,
+        };
+        for n in reg.nodes() {
+            tg.instantiate(reg, n.index);
+        }
+        tg
+    }
+
+    /// Instantiates node `i` (used by [`ThreadGraph::new`]).
+    pub fn instantiate(&mut self, reg: &Registry, i: NodeIndex) {
+        self.instantiate_snapshot(&reg.snapshot(i));
+    }
+
+    /// Instantiates a node from a registry snapshot (nodes added at runtime on workers).
+    pub fn instantiate_snapshot(&mut self, info: &NodeSnapshot) {
+        let i = info.index;
+        let ix = i.0 as usize;
+        while self.fns.len() <= ix {
+            self.fns.push(None);
+            self.st.queues.push(Vec::with_capacity(FRAME_SIZE));
+            self.st.in_pending.push(false);
+            self.st.nexts.push(Vec::new());
+            self.st.kinds.push(NodeKind::Internal);
+            self.st.stats.push(info.stats.clone());
+            self.st.error_base.push(0);
+        }
+        let here = self.st.thread == 0 || info.on_workers;
+        let here = here && !(info.kind == NodeKind::Process && self.st.thread != 0);
+        self.fns[ix] = here.then(|| (info.factory)(self.st.thread));
+        self.st.nexts[ix] = info.nexts.clone();
+        self.st.kinds[ix] = info.kind;
+        self.st.stats[ix] = info.stats.clone();
+        self.st.error_base[ix] = info.error_base;
+        self.st.err_map = info.err_map.clone();
+        if here && matches!(info.kind, NodeKind::Input | NodeKind::PreInput) {
+            // Pre-input nodes first, then inputs, each in registration order.
+            self.inputs.push(i);
+            let kinds = &self.st.kinds;
+            self.inputs
+                .sort_by_key(|n| (kinds[n.0 as usize] != NodeKind::PreInput, n.0));
+        }
+        if here && info.kind == NodeKind::Process {
+            let h = self.wheel.start(self.st.shared.clock.now_secs(), 0.0, i.0);
+            self.procs.push(ProcState {
+                node: i,
+                waiting: Suspend::Timeout(0.0),
+                started: false,
+                timer: Some(h),
+                events: Vec::new(),
+            });
+        }
+    }
+
+    /// Replaces node `i`'s next arcs (after `add_next`).
+    pub fn set_nexts(&mut self, i: NodeIndex, nexts: Vec<NodeIndex>) {
+        if let Some(n) = self.st.nexts.get_mut(i.0 as usize) {
+            *n = nexts;
+        }
+    }
+
+    /// Whether another thread handed this thread buffers that wait in a queue.
+    pub fn has_inbound_handoff(&self) -> bool {
+        let me = self.st.thread;
+        (0..self.st.shared.n_threads).any(|f| !self.st.shared.handoff[f][me].is_empty())
+    }
+
+    /// Copies node `i`'s next arcs from the registry (after `add_next`).
+    pub fn sync_nexts(&mut self, reg: &Registry, i: NodeIndex) {
+        if let Some(n) = self.st.nexts.get_mut(i.0 as usize) {
+            *n = reg.node(i).nexts.clone();
+        }
+    }
+
+    /// Thread index.
+    pub fn thread(&self) -> usize {
+        self.st.thread
+    }
+
+    /// Shared state.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.st.shared
+    }
+
+    /// The thread's buffer cache.
+    pub fn bufs(&mut self) -> &mut BufferCache {
+        &mut self.st.bufs
+    }
+
+    /// The concrete instance of node `i` on this thread, if it runs here.
+    pub fn node_mut<T: 'static>(&mut self, i: NodeIndex) -> Option<&mut T> {
+        self.fns
+            .get_mut(i.0 as usize)?
+            .as_mut()?
+            .as_any()
+            .downcast_mut::<T>()
+    }
+
+    /// Runs `f` with node `i`'s instance and a context for it (control-plane operations that
+    /// need to allocate or free buffers, e.g. deleting a stream).
+    pub fn with_node<T: 'static, R>(
+        &mut self,
+        i: NodeIndex,
+        f: impl FnOnce(&mut T, &mut Cx) -> R,
+    ) -> Option<R> {
+        let node = self
+            .fns
+            .get_mut(i.0 as usize)?
+            .as_mut()?
+            .as_any()
+            .downcast_mut::<T>()?;
+        let mut cx = Cx {
+            st: &mut self.st,
+            node: i,
+        };
+        Some(f(node, &mut cx))
+    }
+
+    /// Injects buffers into node `i`'s queue (tests, handoff, control plane).
+    pub fn inject(&mut self, i: NodeIndex, bs: &[BufIdx]) {
+        self.st.push(i, bs);
+    }
+
+    /// Whether some input node wants to be polled (else the thread may sleep).
+    pub fn wants_poll(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|&i| self.fns[i.0 as usize].as_ref().is_some_and(|f| f.active()))
+            || !self.st.pending.is_empty()
+            || !self.st.signals.is_empty()
+    }
+
+    /// Seconds until the next process-node timer, if any.
+    pub fn next_timer_in(&self) -> Option<f64> {
+        self.wheel
+            .next_deadline()
+            .map(|d| (d - self.st.shared.clock.now_secs()).max(0.0))
+    }
+
+    /// Signals an event to a process node from the control plane.
+    pub fn signal(&mut self, node: NodeIndex, data: u64) {
+        self.st.signals.push((node, data));
+    }
+
+    /// One dispatcher loop: input nodes, pending frames, due process nodes. Returns the number
+    /// of packets processed by input and internal nodes.
+    pub fn run_once(&mut self) -> usize {
+        self.loops += 1;
+        self.st.now_tsc = rdtsc();
+        let mut work = 0;
+        for k in 0..self.inputs.len() {
+            let i = self.inputs[k];
+            let ix = i.0 as usize;
+            let Some(f) = self.fns[ix].as_mut() else {
+                continue;
+            };
+            if !f.active() {
+                continue;
+            }
+            let t0 = rdtsc();
+            let mut cx = Cx {
+                st: &mut self.st,
+                node: i,
+            };
+            let n = f.poll(&mut cx);
+            let t1 = rdtsc();
+            flush_scratch(&mut self.st, ix);
+            if n > 0 {
+                let s = &self.st.stats[ix].per_thread[self.st.thread];
+                s.calls.add(1);
+                s.vectors.add(n as u64);
+                s.clocks.add(t1.wrapping_sub(t0));
+                work += n;
+            }
+        }
+        work += self.drain();
+        if !self.procs.is_empty() {
+            self.run_processes();
+            work += self.drain();
+        }
+        work
+    }
+
+    /// Runs pending frames until no node has work. Returns the packets processed.
+    pub fn drain(&mut self) -> usize {
+        let mut work = 0;
+        let mut k = 0;
+        while k < self.st.pending.len() {
+            let ix = self.st.pending[k] as usize;
+            k += 1;
+            self.st.in_pending[ix] = false;
+            // Take the node's queue; the node gets the spare (empty, with capacity).
+            let mut q = std::mem::take(&mut self.spare);
+            std::mem::swap(&mut q, &mut self.st.queues[ix]);
+            if q.is_empty() {
+                self.spare = q;
+                continue;
+            }
+            work += q.len();
+            let trace_on = self.st.shared.trace.active.load(Ordering::Relaxed);
+            for chunk in q.chunks(FRAME_SIZE) {
+                if trace_on {
+                    self.trace_visit(ix, chunk);
+                }
+                match self.fns[ix].as_mut() {
+                    Some(f) => {
+                        let t0 = rdtsc();
+                        let mut cx = Cx {
+                            st: &mut self.st,
+                            node: NodeIndex(ix as u32),
+                        };
+                        f.frame(&mut cx, chunk);
+                        let t1 = rdtsc();
+                        let s = &self.st.stats[ix].per_thread[self.st.thread];
+                        s.calls.add(1);
+                        s.vectors.add(chunk.len() as u64);
+                        s.clocks.add(t1.wrapping_sub(t0));
+                        flush_scratch(&mut self.st, ix);
+                    }
+                    None => {
+                        // Node not instantiated on this thread: count and free.
+                        let mut cx = Cx {
+                            st: &mut self.st,
+                            node: NodeIndex(ix as u32),
+                        };
+                        cx.drop_unhandled(chunk);
+                    }
+                }
+            }
+            q.clear();
+            self.spare = q;
+        }
+        self.st.pending.clear();
+        work
+    }
+
+    fn trace_visit(&mut self, ix: usize, chunk: &[BufIdx]) {
+        let pool = &self.st.pool;
+        let mut any = false;
+        for &b in chunk {
+            // SAFETY: the dispatcher owns the frame between nodes; read-only header access.
+            if unsafe { pool.header(b) }.is_traced() {
+                any = true;
+                break;
+            }
+        }
+        if !any {
+            return;
+        }
+        let mut s = self.st.shared.trace.lock();
+        for &b in chunk {
+            // SAFETY: as above.
+            let h = unsafe { pool.header(b) };
+            if !h.is_traced() {
+                continue;
+            }
+            if let Some(e) = TraceShared::entries_mut(&mut s, h.trace_index) {
+                if e.len() < 64 {
+                    e.push(TraceEntry {
+                        node: NodeIndex(ix as u32),
+                        tsc: rdtsc(),
+                        thread: self.st.thread as u16,
+                        rec: None,
+                    });
+                }
+            }
+        }
+    }
+
+    fn run_processes(&mut self) {
+        let now = self.st.shared.clock.now_secs();
+        self.expired.clear();
+        self.wheel.advance(now, &mut self.expired);
+        let mut wakes: Vec<(usize, Wake)> = Vec::new();
+        for &n in &self.expired {
+            if let Some(p) = self.procs.iter().position(|p| p.node.0 == n) {
+                self.procs[p].timer = None;
+                let w = if self.procs[p].started {
+                    Wake::Timeout
+                } else {
+                    self.procs[p].started = true;
+                    Wake::Start
+                };
+                wakes.push((p, w));
+            }
+        }
+        for (node, data) in std::mem::take(&mut self.st.signals) {
+            if let Some(p) = self.procs.iter().position(|p| p.node == node) {
+                self.procs[p].events.push(data);
+            }
+        }
+        for (p, ps) in self.procs.iter().enumerate() {
+            if !ps.events.is_empty()
+                && matches!(ps.waiting, Suspend::Event | Suspend::EventOrTimeout(_))
+            {
+                wakes.push((p, Wake::Event(ps.events[0])));
+            }
+        }
+        for (p, wake) in wakes {
+            if matches!(self.procs[p].waiting, Suspend::Done) {
+                continue;
+            }
+            if let Wake::Event(_) = wake {
+                self.procs[p].events.remove(0);
+                if let Some(h) = self.procs[p].timer.take() {
+                    self.wheel.cancel(h);
+                }
+            }
+            let node = self.procs[p].node;
+            let ix = node.0 as usize;
+            let Some(f) = self.fns[ix].as_mut() else {
+                continue;
+            };
+            let t0 = rdtsc();
+            let mut cx = Cx {
+                st: &mut self.st,
+                node,
+            };
+            let s = f.process(&mut cx, wake);
+            let t1 = rdtsc();
+            flush_scratch(&mut self.st, ix);
+            let stats = &self.st.stats[ix].per_thread[self.st.thread];
+            stats.calls.add(1);
+            stats.clocks.add(t1.wrapping_sub(t0));
+            if s != Suspend::Done {
+                stats.suspends.add(1);
+            }
+            let now = self.st.shared.clock.now_secs();
+            self.procs[p].waiting = s;
+            match s {
+                Suspend::Timeout(d) | Suspend::EventOrTimeout(d) => {
+                    self.procs[p].timer = Some(self.wheel.start(now, d.max(0.0), node.0));
+                }
+                Suspend::Event | Suspend::Done => {}
+            }
+        }
+    }
+
+    /// Process-node state names for `show runtime`.
+    pub fn process_state(&self, i: NodeIndex) -> Option<&'static str> {
+        self.procs
+            .iter()
+            .find(|p| p.node == i)
+            .map(|p| match p.waiting {
+                Suspend::Timeout(_) => "time wait",
+                Suspend::Event => "event wait",
+                Suspend::EventOrTimeout(_) => "any wait",
+                Suspend::Done => "done",
+            })
+    }
+
+    /// Kind of node `i`.
+    pub fn kind(&self, i: NodeIndex) -> NodeKind {
+        self.st.kinds[i.0 as usize]
+    }
+
+    /// Whether node `i` runs on this thread.
+    pub fn has_node(&self, i: NodeIndex) -> bool {
+        self.fns.get(i.0 as usize).is_some_and(|f| f.is_some())
+    }
+
+    /// Drains every inbound handoff queue of this thread into the target nodes. Returns the
+    /// number of buffers taken.
+    pub fn poll_handoff(&mut self) -> usize {
+        let shared = self.st.shared.clone();
+        let me = self.st.thread;
+        let mut got = 0;
+        let mut tmp = [(BufIdx(0), NodeIndex(0)); FRAME_SIZE];
+        for from in 0..shared.n_threads {
+            let q = &shared.handoff[from][me];
+            loop {
+                let n = q.dequeue(&mut tmp);
+                if n == 0 {
+                    break;
+                }
+                got += n;
+                for &(b, node) in &tmp[..n] {
+                    if (node.0 as usize) < self.st.queues.len() {
+                        self.st.push(node, &[b]);
+                    } else {
+                        let mut cx = Cx {
+                            st: &mut self.st,
+                            node,
+                        };
+                        cx.drop_unhandled(&[b]);
+                    }
+                }
+            }
+        }
+        got
+    }
+
+    /// Frees everything still queued (shutdown) and returns cached buffers to the pool.
+    pub fn shutdown(&mut self) {
+        for q in self.st.queues.iter_mut() {
+            self.st.bufs.free(q);
+            q.clear();
+        }
+        self.st.pending.clear();
+        for f in self.st.in_pending.iter_mut() {
+            *f = false;
+        }
+        self.st.bufs.flush();
+    }
+}
+
+#[inline(always)]
+fn flush_scratch(st: &mut ThreadState, ix: usize) {
+    if !st.scratch_dirty {
+        return;
+    }
+    let counters = &st.stats[ix].per_thread[st.thread].counters;
+    for (i, v) in st.scratch.iter_mut().enumerate() {
+        if *v != 0 {
+            if let Some(c) = counters.get(i) {
+                c.add(*v);
+            }
+            *v = 0;
+        }
+    }
+    st.scratch_dirty = false;
+}

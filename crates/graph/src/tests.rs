@@ -1,0 +1,482 @@
+//! Node-harness and dispatcher tests: real buffers, real frames, exact counter deltas.
+
+use super::*;
+use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+fn small_pool() -> PoolConfig {
+    PoolConfig {
+        buffers: 4096,
+        data_size: 2048,
+        page_size: PageSize::Small,
+    }
+}
+
+/// Records every buffer index it receives (and the vector sizes), then frees them.
+struct Collect {
+    got: Arc<Mutex<Vec<u32>>>,
+    sizes: Arc<Mutex<Vec<usize>>>,
+}
+
+impl NodeFn for Collect {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        self.got.lock().unwrap().extend(frame.iter().map(|b| b.0));
+        self.sizes.lock().unwrap().push(frame.len());
+        cx.free(frame);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+type Log = (Arc<Mutex<Vec<u32>>>, Arc<Mutex<Vec<usize>>>);
+
+fn collect_node(b: &mut GraphBuilder, name: &str) -> Log {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sizes = Arc::new(Mutex::new(Vec::new()));
+    let (g, s) = (got.clone(), sizes.clone());
+    b.register(NodeRegistration::new(name, NodeKind::Internal, move |_| {
+        Box::new(Collect {
+            got: g.clone(),
+            sizes: s.clone(),
+        })
+    }));
+    (got, sizes)
+}
+
+/// Sends packets whose first byte is even to arc 0, odd to arc 1, and 0xff to error-drop
+/// (arc 2) with its `bad` counter.
+struct Split;
+impl PacketNode for Split {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        cx.count(0, 1);
+        match b.data().first() {
+            Some(0xff) | None => {
+                b.hdr.error = cx.error(1);
+                Next(2)
+            }
+            Some(v) if v % 2 == 0 => Next(0),
+            Some(_) => Next(1),
+        }
+    }
+}
+
+fn split_graph() -> (Vlib, Log, Log) {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let even = collect_node(&mut b, "even");
+    let odd = collect_node(&mut b, "odd");
+    b.register(
+        NodeRegistration::new("split", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
+            .nexts(&["even", "odd", "error-drop"])
+            .counters(&[
+                CounterDesc::info("seen", "packets seen"),
+                CounterDesc::error("bad", "bad first byte"),
+            ]),
+    );
+    let vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    (vm, even, odd)
+}
+
+fn make_packets(vm: &mut Vlib, first_bytes: &[u8]) -> Vec<BufIdx> {
+    let mut v = vec![BufIdx(0); first_bytes.len()];
+    assert_eq!(vm.main.bufs().alloc(&mut v), first_bytes.len());
+    for (b, &x) in v.iter().zip(first_bytes) {
+        let mut view = unsafe { vm.pool.buffer(*b) };
+        view.write_packet(&[x, 1, 2, 3]);
+    }
+    v
+}
+
+fn counter(vm: &Vlib, node: &str, i: usize) -> u64 {
+    let n = vm.registry.find(node).unwrap();
+    vm.registry.node(n).stats.counter_total(i)
+}
+
+#[test]
+fn mixed_nexts_keep_order_per_arc() {
+    let (mut vm, even, odd) = split_graph();
+    let bytes: Vec<u8> = (0..100u8).map(|i| if i == 50 { 0xff } else { i }).collect();
+    let pkts = make_packets(&mut vm, &bytes);
+    let split = vm.registry.find("split").unwrap();
+    vm.main.inject(split, &pkts);
+    vm.main.drain();
+    let even_got = even.0.lock().unwrap().clone();
+    let odd_got = odd.0.lock().unwrap().clone();
+    let expect_even: Vec<u32> = pkts
+        .iter()
+        .zip(&bytes)
+        .filter(|(_, &x)| x != 0xff && x % 2 == 0)
+        .map(|(b, _)| b.0)
+        .collect();
+    let expect_odd: Vec<u32> = pkts
+        .iter()
+        .zip(&bytes)
+        .filter(|(_, &x)| x != 0xff && x % 2 == 1)
+        .map(|(b, _)| b.0)
+        .collect();
+    assert_eq!(even_got, expect_even);
+    assert_eq!(odd_got, expect_odd);
+    assert_eq!(
+        counter(&vm, "split", 0),
+        100,
+        "seen counter flushed once per frame"
+    );
+    assert_eq!(
+        counter(&vm, "split", 1),
+        1,
+        "error-drop counted the bad packet on split"
+    );
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+#[test]
+fn all_same_next_fast_path_and_frame_chunking() {
+    let (mut vm, even, odd) = split_graph();
+    let pkts = make_packets(&mut vm, &vec![2u8; 600]);
+    let split = vm.registry.find("split").unwrap();
+    vm.main.inject(split, &pkts);
+    vm.main.drain();
+    assert_eq!(even.0.lock().unwrap().len(), 600);
+    assert!(odd.0.lock().unwrap().is_empty());
+    // split is called with at most 256 buffers per call: 256 + 256 + 88.
+    let st = &vm.registry.node(split).stats.per_thread[0];
+    assert_eq!(st.calls.get(), 3);
+    assert_eq!(st.vectors.get(), 600);
+    assert!(even.1.lock().unwrap().iter().all(|&s| s <= FRAME_SIZE));
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+#[test]
+fn enqueue_to_next_runs() {
+    let (mut vm, even, odd) = split_graph();
+    // Alternating runs: 3 even, 2 odd, 1 even.
+    let pkts = make_packets(&mut vm, &[0, 2, 4, 1, 3, 6]);
+    let split = vm.registry.find("split").unwrap();
+    vm.main.inject(split, &pkts);
+    vm.main.drain();
+    assert_eq!(
+        *even.0.lock().unwrap(),
+        vec![pkts[0].0, pkts[1].0, pkts[2].0, pkts[5].0]
+    );
+    assert_eq!(*odd.0.lock().unwrap(), vec![pkts[3].0, pkts[4].0]);
+}
+
+#[test]
+fn build_errors_name_the_nodes() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(
+        NodeRegistration::new("a", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
+            .nexts(&["nowhere"]),
+    );
+    assert_eq!(
+        b.build(1).err().unwrap().to_string(),
+        "node `a': unknown next node `nowhere'"
+    );
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    nodes::register(&mut b);
+    assert_eq!(
+        b.build(1).err().unwrap().to_string(),
+        "duplicate node name `error-drop'"
+    );
+}
+
+#[test]
+fn feature_order_and_cycles() {
+    let f = |n: &str, before: &[&str], after: &[&str]| FeatureOrder {
+        name: n.into(),
+        runs_before: before.iter().map(|s| s.to_string()).collect(),
+        runs_after: after.iter().map(|s| s.to_string()).collect(),
+    };
+    let order = order_features(
+        "ip4-unicast",
+        &[
+            f("nat44-in2out", &[], &["acl-plugin-in"]),
+            f("acl-plugin-in", &["ip4-lookup"], &[]),
+            f("ip4-lookup", &[], &[]),
+        ],
+    )
+    .unwrap();
+    assert_eq!(order, vec!["acl-plugin-in", "nat44-in2out", "ip4-lookup"]);
+    let e = order_features(
+        "ip4-unicast",
+        &[
+            f("a", &["b"], &[]),
+            f("b", &["c"], &[]),
+            f("c", &["a"], &[]),
+        ],
+    )
+    .unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.starts_with("feature order cycle on arc `ip4-unicast': "),
+        "{s}"
+    );
+    for n in ["a", "b", "c"] {
+        assert!(s.contains(n), "{s}");
+    }
+}
+
+#[test]
+fn runtime_add_next() {
+    let (mut vm, even, _odd) = split_graph();
+    let split = vm.registry.find("split").unwrap();
+    let even_i = vm.registry.find("even").unwrap();
+    let punt = vm.registry.find("punt").unwrap();
+    assert_eq!(
+        vm.add_next(split, even_i).unwrap(),
+        Next(0),
+        "existing arc is found"
+    );
+    let n = vm.add_next(split, punt).unwrap();
+    assert_eq!(n, Next(3));
+    assert_eq!(vm.registry.node(split).next_names[3], "punt");
+    drop(even);
+}
+
+/// Input node producing `left` packets, tracing within budget.
+struct Source {
+    left: usize,
+}
+
+#[derive(Copy, Clone)]
+struct SrcTrace(u32);
+impl TraceRecord for SrcTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!("test source packet {}", self.0));
+    }
+}
+
+impl NodeFn for Source {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        let n = self.left.min(FRAME_SIZE);
+        let mut v = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut v[..n]);
+        let mut budget = cx.trace_budget();
+        for (k, &b) in v[..got].iter().enumerate() {
+            let mut view = unsafe { cx.buffer(b) };
+            view.write_packet(&[(k % 2) as u8 * 2, 0, 0, 0]);
+            if budget > 0 {
+                cx.trace_start(&mut view, SrcTrace(k as u32));
+                budget -= 1;
+            }
+        }
+        cx.enqueue_all(Next(0), &v[..got]);
+        self.left -= got;
+        got
+    }
+    fn active(&self) -> bool {
+        self.left > 0
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+#[test]
+fn input_nodes_trace_and_stats() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(
+        NodeRegistration::new("test-input", NodeKind::Input, |_| {
+            Box::new(Source { left: 1000 })
+        })
+        .nexts(&["split"]),
+    );
+    let even = collect_node(&mut b, "even");
+    let _odd = collect_node(&mut b, "odd");
+    b.register(
+        NodeRegistration::new("split", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
+            .nexts(&["even", "odd", "error-drop"])
+            .counters(&[
+                CounterDesc::info("seen", "packets seen"),
+                CounterDesc::error("bad", "bad first byte"),
+            ]),
+    );
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let input = vm.registry.find("test-input").unwrap();
+    vm.shared.trace.add(input, 3);
+    let mut loops = 0;
+    while vm.main.wants_poll() {
+        vm.run_main_once();
+        loops += 1;
+        assert!(loops < 100);
+    }
+    assert_eq!(even.0.lock().unwrap().len(), 1000);
+    let st = &vm.registry.node(input).stats.per_thread[0];
+    assert_eq!(st.vectors.get(), 1000);
+    assert_eq!(st.calls.get(), 4, "256+256+256+232");
+    let store = vm.shared.trace.lock();
+    assert_eq!(store.packets.len(), 3, "trace budget honoured");
+    let names: Vec<&str> = store.packets[0]
+        .iter()
+        .map(|e| vm.registry.node(e.node).name.as_str())
+        .collect();
+    assert_eq!(names, vec!["test-input", "split", "even"]);
+    drop(store);
+    let mut a = sluice_cli::Args::new("");
+    let shown = cli::show_trace(&mut vm, &mut a).unwrap();
+    assert!(shown.contains("Packet 1"), "{shown}");
+    assert!(shown.contains("test source packet 0"), "{shown}");
+    assert!(shown.contains(": split"), "{shown}");
+    let mut a = sluice_cli::Args::new("");
+    let rt = cli::show_runtime(&mut vm, &mut a).unwrap();
+    assert!(rt.contains("test-input") && rt.contains("polling"), "{rt}");
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+/// A process node that wakes on timeouts and events.
+struct Ticker {
+    log: Arc<Mutex<Vec<Wake>>>,
+}
+impl NodeFn for Ticker {
+    fn process(&mut self, _cx: &mut Cx, wake: Wake) -> Suspend {
+        let mut l = self.log.lock().unwrap();
+        l.push(wake);
+        match l.len() {
+            1 => Suspend::Timeout(0.005),
+            2 => Suspend::Event,
+            _ => Suspend::Done,
+        }
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+#[test]
+fn process_nodes_suspend_on_timers_and_events() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l2 = log.clone();
+    b.register(NodeRegistration::new(
+        "ticker",
+        NodeKind::Process,
+        move |_| Box::new(Ticker { log: l2.clone() }),
+    ));
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let t0 = std::time::Instant::now();
+    while log.lock().unwrap().len() < 2 && t0.elapsed().as_secs() < 5 {
+        vm.run_main_once();
+    }
+    assert!(t0.elapsed().as_secs_f64() >= 0.004, "timeout honoured");
+    assert_eq!(*log.lock().unwrap(), vec![Wake::Start, Wake::Timeout]);
+    // Now waiting for an event: loops do not wake it.
+    for _ in 0..100 {
+        vm.run_main_once();
+    }
+    assert_eq!(log.lock().unwrap().len(), 2);
+    let t = vm.registry.find("ticker").unwrap();
+    assert_eq!(vm.main.process_state(t), Some("event wait"));
+    vm.main.signal(t, 42);
+    vm.run_main_once();
+    assert_eq!(log.lock().unwrap()[2], Wake::Event(42));
+    assert_eq!(vm.main.process_state(t), Some("done"));
+    let st = &vm.registry.node(t).stats.per_thread[0];
+    assert_eq!(st.suspends.get(), 2);
+    assert_eq!(st.calls.get(), 3);
+}
+
+#[test]
+fn handoff_queue_spsc_and_congestion() {
+    let q = handoff::HandoffQueue::new(8);
+    let bufs: Vec<BufIdx> = (0..10).map(BufIdx).collect();
+    assert_eq!(q.enqueue(&bufs, NodeIndex(7)), 8);
+    assert_eq!(q.congestion(), 1);
+    let mut out = [(BufIdx(0), NodeIndex(0)); 16];
+    assert_eq!(q.dequeue(&mut out[..3]), 3);
+    assert_eq!(out[0], (BufIdx(0), NodeIndex(7)));
+    assert_eq!(q.enqueue(&bufs[8..], NodeIndex(9)), 2);
+    assert_eq!(q.dequeue(&mut out), 7);
+    assert_eq!(out[6], (BufIdx(9), NodeIndex(9)));
+    assert!(q.is_empty());
+}
+
+#[test]
+fn handoff_queue_across_threads_loses_nothing() {
+    let q = Arc::new(handoff::HandoffQueue::new(64));
+    let q2 = q.clone();
+    const N: u32 = 200_000;
+    let prod = std::thread::spawn(move || {
+        let mut i = 0u32;
+        while i < N {
+            let chunk: Vec<BufIdx> = (i..(i + 32).min(N)).map(BufIdx).collect();
+            let n = q2.enqueue(&chunk, NodeIndex(1));
+            i += n as u32;
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+    });
+    let mut expect = 0u32;
+    let mut out = [(BufIdx(0), NodeIndex(0)); 64];
+    while expect < N {
+        let n = q.dequeue(&mut out);
+        for &(b, node) in &out[..n] {
+            assert_eq!(b.0, expect, "FIFO order");
+            assert_eq!(node, NodeIndex(1));
+            expect += 1;
+        }
+        if n == 0 {
+            std::thread::yield_now();
+        }
+    }
+    prod.join().unwrap();
+}
+
+#[test]
+fn worker_threads_run_jobs_and_handoff() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let even = collect_node(&mut b, "even");
+    let cpu = CpuConfig {
+        main_core: None,
+        workers: vec![None],
+    };
+    let mut vm = Vlib::new(b, &cpu, &small_pool()).unwrap();
+    assert_eq!(vm.n_threads(), 2);
+    assert_eq!(vm.on_thread(1, |tg| tg.thread()), Some(1));
+    // Hand 300 packets from main to the worker's `even` node.
+    let pkts = make_packets(&mut vm, &vec![0u8; 300]);
+    let even_i = vm.registry.find("even").unwrap();
+    let q = vm.shared.handoff[0][1].clone();
+    assert_eq!(q.enqueue(&pkts, even_i), 300);
+    let t0 = std::time::Instant::now();
+    while even.0.lock().unwrap().len() < 300 && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(even.0.lock().unwrap().len(), 300);
+    // Statistics are per thread and summed on read.
+    let st = &vm.registry.node(even_i).stats;
+    assert_eq!(st.per_thread[1].vectors.get(), 300);
+    assert_eq!(st.per_thread[0].vectors.get(), 0);
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+#[test]
+fn error_drop_counts_unknown_arcs_as_unhandled() {
+    struct Bad;
+    impl PacketNode for Bad {
+        fn process_one(&mut self, _cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
+            Next(9) // never declared
+        }
+    }
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(NodeRegistration::new("bad", NodeKind::Internal, |_| {
+        Box::new(PerPacket(Bad))
+    }));
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let pkts = make_packets(&mut vm, &[1, 2, 3]);
+    let bad = vm.registry.find("bad").unwrap();
+    vm.main.inject(bad, &pkts);
+    vm.main.drain();
+    assert_eq!(vm.pool.stats().in_use, 0, "no leak");
+    // Sent to error-drop with error code 0 = error-drop's own `unhandled`.
+    assert_eq!(counter(&vm, "error-drop", 0), 3);
+}

@@ -1,0 +1,350 @@
+//! The main-thread context ([`Vlib`]): the registry, the main thread's graph, worker threads
+//! and their mailboxes, and per-crate state (a type map: no global singletons).
+//!
+//! Control-plane changes reach workers as closures posted to their mailbox and run between
+//! two dispatcher loops (a safe point); the caller waits for every worker to run them, which
+//! is the barrier used for graph-topology changes.
+
+use crate::node::{Next, NodeIndex, NodeRegistration};
+use crate::registry::{GraphBuilder, GraphError, Registry};
+use crate::runtime::{Shared, ThreadGraph};
+use sluice_buffer::{BufferPool, PoolConfig, PoolError};
+use sluice_infra::clock::Clock;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A closure run on a thread's graph at a safe point.
+pub type Job = Box<dyn FnOnce(&mut ThreadGraph) + Send>;
+
+struct Mailbox {
+    jobs: Mutex<Vec<Job>>,
+    flag: AtomicBool,
+    stop: AtomicBool,
+}
+
+struct Worker {
+    mailbox: Arc<Mailbox>,
+    handle: Option<JoinHandle<()>>,
+    thread: std::thread::Thread,
+    lcore: Option<usize>,
+    name: String,
+}
+
+/// Thread layout (`cpu { ... }` in startup.conf).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuConfig {
+    /// Core the main thread is pinned to.
+    pub main_core: Option<usize>,
+    /// One entry per worker: the core it is pinned to, if any.
+    pub workers: Vec<Option<usize>>,
+}
+
+/// Errors creating the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum VlibError {
+    /// The graph did not build.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// The buffer pool could not be created.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A worker thread could not be started.
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Size of each handoff queue (entries).
+pub const HANDOFF_RING: usize = 4096;
+
+/// The main-thread context.
+pub struct Vlib {
+    /// The node registry (topology, counters, statistics).
+    pub registry: Registry,
+    /// The main thread's graph (thread 0).
+    pub main: ThreadGraph,
+    /// The buffer pool.
+    pub pool: Arc<BufferPool>,
+    /// State shared with workers.
+    pub shared: Arc<Shared>,
+    workers: Vec<Worker>,
+    main_core: Option<usize>,
+    ext: HashMap<TypeId, Box<dyn Any>>,
+    /// Seconds (clock time) when the runtime started.
+    pub start_secs: f64,
+    /// Seconds (clock time) of the last `clear runtime`.
+    pub runtime_cleared_secs: f64,
+}
+
+/// Pins the calling thread to `core`.
+pub fn pin_to_core(core: usize) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Vlib {
+    /// Builds the graph, the buffer pool and the threads.
+    pub fn new(
+        builder: GraphBuilder,
+        cpu: &CpuConfig,
+        buffers: &PoolConfig,
+    ) -> Result<Vlib, VlibError> {
+        let n_threads = 1 + cpu.workers.len();
+        let registry = builder.build(n_threads)?;
+        let pool = BufferPool::new(buffers)?;
+        let clock = Clock::calibrate();
+        let shared = Arc::new(Shared::new(clock, n_threads, HANDOFF_RING));
+        if let Some(c) = cpu.main_core {
+            if let Err(e) = pin_to_core(c) {
+                log::warn!("cannot pin main thread to core {c}: {e}");
+            }
+        }
+        let main = ThreadGraph::new(&registry, 0, pool.clone(), shared.clone());
+        let mut workers = Vec::new();
+        for (w, core) in cpu.workers.iter().enumerate() {
+            let mut tg = ThreadGraph::new(&registry, w + 1, pool.clone(), shared.clone());
+            let mailbox = Arc::new(Mailbox {
+                jobs: Mutex::new(Vec::new()),
+                flag: AtomicBool::new(false),
+                stop: AtomicBool::new(false),
+            });
+            let mb = mailbox.clone();
+            let core = *core;
+            let name = format!("sluice_wk_{w}");
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || {
+                    if let Some(c) = core {
+                        if let Err(e) = pin_to_core(c) {
+                            log::warn!("cannot pin worker {w} to core {c}: {e}");
+                        }
+                    }
+                    worker_loop(&mut tg, &mb);
+                })
+                .map_err(VlibError::Thread)?;
+            workers.push(Worker {
+                mailbox,
+                thread: handle.thread().clone(),
+                handle: Some(handle),
+                lcore: core,
+                name,
+            });
+        }
+        let now = shared.clock.now_secs();
+        Ok(Vlib {
+            registry,
+            main,
+            pool,
+            shared,
+            workers,
+            main_core: cpu.main_core,
+            ext: HashMap::new(),
+            start_secs: now,
+            runtime_cleared_secs: now,
+        })
+    }
+
+    /// Number of threads (main + workers).
+    pub fn n_threads(&self) -> usize {
+        1 + self.workers.len()
+    }
+
+    /// Number of worker threads.
+    pub fn n_workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Name of thread `t` (`sluice_main`, `sluice_wk_N`).
+    pub fn thread_name(&self, t: usize) -> String {
+        if t == 0 {
+            "sluice_main".to_string()
+        } else {
+            self.workers
+                .get(t - 1)
+                .map(|w| w.name.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// Core thread `t` is pinned to.
+    pub fn thread_core(&self, t: usize) -> Option<usize> {
+        if t == 0 {
+            self.main_core
+        } else {
+            self.workers.get(t - 1).and_then(|w| w.lcore)
+        }
+    }
+
+    /// Runs `f` on thread `t` (0: here, now) and waits for it.
+    pub fn on_thread<R: Send + 'static>(
+        &mut self,
+        t: usize,
+        f: impl FnOnce(&mut ThreadGraph) -> R + Send + 'static,
+    ) -> Option<R> {
+        if t == 0 {
+            return Some(f(&mut self.main));
+        }
+        let w = self.workers.get(t - 1)?;
+        let (tx, rx) = mpsc::channel();
+        post(
+            w,
+            Box::new(move |tg| {
+                let _ = tx.send(f(tg));
+            }),
+        );
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    /// Runs `f` on every thread (main first) and waits for all of them: the barrier for
+    /// topology changes.
+    pub fn foreach_thread(&mut self, f: impl Fn(&mut ThreadGraph) + Send + Sync + 'static) {
+        let f = Arc::new(f);
+        f(&mut self.main);
+        let mut waits = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = mpsc::channel::<()>();
+            let f = f.clone();
+            post(
+                w,
+                Box::new(move |tg| {
+                    f(tg);
+                    let _ = tx.send(());
+                }),
+            );
+            waits.push(rx);
+        }
+        for rx in waits {
+            let _ = rx.recv_timeout(Duration::from_secs(10));
+        }
+    }
+
+    /// Adds (or finds) the arc `from -> to` on every thread.
+    pub fn add_next(&mut self, from: NodeIndex, to: NodeIndex) -> Result<Next, GraphError> {
+        let before = self.registry.node(from).nexts.len();
+        let next = self.registry.add_next(from, to)?;
+        if self.registry.node(from).nexts.len() != before {
+            let nexts = self.registry.node(from).nexts.clone();
+            self.foreach_thread(move |tg| tg.set_nexts(from, nexts.clone()));
+        }
+        Ok(next)
+    }
+
+    /// Adds (or finds) the arc between two nodes named.
+    pub fn add_next_by_name(&mut self, from: &str, to: &str) -> Result<Next, GraphError> {
+        let f = self.registry.lookup(from)?;
+        let t = self.registry.lookup(to)?;
+        self.add_next(f, t)
+    }
+
+    /// Adds a node at runtime and instantiates it on every thread.
+    pub fn add_node(&mut self, reg: NodeRegistration) -> Result<NodeIndex, GraphError> {
+        let i = self.registry.add_node(reg)?;
+        let snap = self.registry.snapshot(i);
+        self.foreach_thread(move |tg| tg.instantiate_snapshot(&snap));
+        Ok(i)
+    }
+
+    /// One main-thread loop: handoff queues, input nodes, pending frames, process nodes.
+    pub fn run_main_once(&mut self) -> usize {
+        self.main.poll_handoff() + self.main.run_once()
+    }
+
+    /// Whether the main thread has polling work (else it may sleep).
+    pub fn main_wants_poll(&self) -> bool {
+        self.main.wants_poll()
+            || (0..self.n_threads()).any(|f| !self.shared.handoff[f][0].is_empty())
+    }
+
+    /// Stops and joins the workers, freeing everything they hold.
+    pub fn stop_workers(&mut self) {
+        for w in &self.workers {
+            w.mailbox.stop.store(true, Ordering::Release);
+            w.thread.unpark();
+        }
+        for w in &mut self.workers {
+            if let Some(h) = w.handle.take() {
+                let _ = h.join();
+            }
+        }
+        self.workers.clear();
+        // Drain what workers handed to the main thread and free the main thread's queues.
+        self.main.poll_handoff();
+        self.main.shutdown();
+    }
+
+    /// Per-crate state of type `T`, if set.
+    pub fn ext<T: 'static>(&self) -> Option<&T> {
+        self.ext.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+
+    /// Per-crate state of type `T`, created with `Default` on first use.
+    pub fn ext_mut<T: Default + 'static>(&mut self) -> &mut T {
+        self.ext
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::<T>::default())
+            .downcast_mut()
+            .expect("type map entry has the type of its key")
+    }
+
+    /// Takes per-crate state out (to call methods that also need `&mut Vlib`); put it back
+    /// with [`Vlib::put_ext`].
+    pub fn take_ext<T: Default + 'static>(&mut self) -> T {
+        std::mem::take(self.ext_mut::<T>())
+    }
+
+    /// Puts per-crate state back.
+    pub fn put_ext<T: 'static>(&mut self, v: T) {
+        self.ext.insert(TypeId::of::<T>(), Box::new(v));
+    }
+}
+
+impl Drop for Vlib {
+    fn drop(&mut self) {
+        self.stop_workers();
+    }
+}
+
+fn post(w: &Worker, job: Job) {
+    match w.mailbox.jobs.lock() {
+        Ok(mut j) => j.push(job),
+        Err(p) => p.into_inner().push(job),
+    }
+    w.mailbox.flag.store(true, Ordering::Release);
+    w.thread.unpark();
+}
+
+fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
+    loop {
+        if mb.flag.swap(false, Ordering::AcqRel) {
+            let jobs = match mb.jobs.lock() {
+                Ok(mut j) => std::mem::take(&mut *j),
+                Err(p) => std::mem::take(&mut *p.into_inner()),
+            };
+            for j in jobs {
+                j(tg);
+            }
+        }
+        if mb.stop.load(Ordering::Acquire) {
+            // Hand nothing back: free everything this thread still holds.
+            tg.poll_handoff();
+            tg.shutdown();
+            return;
+        }
+        let n = tg.poll_handoff() + tg.run_once();
+        if n == 0 && !tg.wants_poll() && !tg.has_inbound_handoff() {
+            let t = tg.next_timer_in().unwrap_or(0.01).min(0.01);
+            std::thread::park_timeout(Duration::from_secs_f64(t.max(1e-4)));
+        }
+    }
+}

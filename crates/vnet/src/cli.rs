@@ -1,0 +1,155 @@
+//! Interface CLI: `show interface`, `show hardware-interfaces`, `set interface state`,
+//! `clear interfaces`, `test l2patch`.
+
+use crate::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::Vlib;
+use std::fmt::Write;
+
+/// Registers the interface commands.
+pub fn register(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "show interface",
+        "show interface [<interface> ...] — interfaces and counters",
+        show_interface,
+    );
+    t.add(
+        "show hardware-interfaces",
+        "show hardware-interfaces [brief] [<interface> ...] — drivers and link state",
+        show_hardware,
+    );
+    t.add(
+        "set interface state",
+        "set interface state <interface> up|down",
+        set_state,
+    );
+    t.add(
+        "clear interfaces",
+        "clear interfaces — reset interface counters",
+        clear_interfaces,
+    );
+    t.add(
+        "test l2patch",
+        "test l2patch rx <interface> tx <interface> [del]",
+        crate::l2patch::cli_l2patch,
+    );
+}
+
+/// Parses an interface name argument.
+pub fn interface_arg(vm: &mut Vlib, args: &mut Args) -> Result<SwIfIndex, CliError> {
+    let name = args.word("interface name")?;
+    vm.ext_mut::<Interfaces>()
+        .find(&name)
+        .ok_or_else(|| CliError::new(format!("unknown interface `{name}'")))
+}
+
+fn show_interface(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let mut only = Vec::new();
+    while !args.is_empty() {
+        if args.keyword("verbose") {
+            continue;
+        }
+        only.push(interface_arg(vm, args)?);
+    }
+    crate::interface::ensure_local0(vm);
+    let ifs = vm.ext_mut::<Interfaces>();
+    let mut out = format!(
+        "{:<25}{:>5}{:>8}{:>20}  {:<16}{:>16}\n",
+        "Name", "Idx", "State", "MTU (L3/IP4/IP6/MPLS)", "Counter", "Count"
+    );
+    for i in ifs.list.iter().filter(|i| !i.deleted) {
+        if !only.is_empty() && !only.contains(&i.sw_if_index) {
+            continue;
+        }
+        let mtu = format!("{}/0/0/0", i.mtu);
+        let state = if i.admin_up { "up" } else { "down" };
+        let mut first = true;
+        for (c, name) in counter::NAMES.iter().enumerate() {
+            let v = i.counters.total(c);
+            if v == 0 {
+                continue;
+            }
+            if first {
+                let _ = writeln!(
+                    out,
+                    "{:<25}{:>5}{:>8}{:>20}  {:<16}{:>16}",
+                    i.name, i.sw_if_index.0, state, mtu, name, v
+                );
+                first = false;
+            } else {
+                let _ = writeln!(out, "{:<58}  {:<16}{:>16}", "", name, v);
+            }
+        }
+        if first {
+            let _ = writeln!(
+                out,
+                "{:<25}{:>5}{:>8}{:>20}",
+                i.name, i.sw_if_index.0, state, mtu
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let brief = args.keyword("brief");
+    let mut only = Vec::new();
+    while !args.is_empty() {
+        if args.keyword("verbose") || args.keyword("detail") {
+            continue;
+        }
+        only.push(interface_arg(vm, args)?);
+    }
+    crate::interface::ensure_local0(vm);
+    let ifs = vm.ext_mut::<Interfaces>();
+    let mut out = format!("{:<25}{:>5}{:>6}  {}\n", "Name", "Idx", "Link", "Hardware");
+    for i in ifs.list.iter().filter(|i| !i.deleted) {
+        if !only.is_empty() && !only.contains(&i.sw_if_index) {
+            continue;
+        }
+        let link = if i.admin_up && i.link_up {
+            "up"
+        } else {
+            "down"
+        };
+        let _ = writeln!(
+            out,
+            "{:<25}{:>5}{:>6}  {}",
+            i.name, i.sw_if_index.0, link, i.name
+        );
+        if !brief {
+            let _ = writeln!(out, "  Link speed: unknown");
+            let _ = writeln!(out, "  Ethernet address {}", fmt_mac(&i.mac));
+            let _ = writeln!(out, "  driver: {}", i.driver);
+        }
+    }
+    Ok(out)
+}
+
+fn set_state(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let idx = interface_arg(vm, args)?;
+    let up = if args.keyword("up") {
+        true
+    } else if args.keyword("down") {
+        false
+    } else {
+        return match args.peek() {
+            Some(t) => Err(CliError::new(format!("expected up or down, got `{t}'"))),
+            None => Err(CliError::new("expected up or down")),
+        };
+    };
+    args.finish()?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
+        i.admin_up = up;
+    }
+    crate::output::set_up(vm, idx, up);
+    Ok(String::new())
+}
+
+fn clear_interfaces(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    for i in &vm.ext_mut::<Interfaces>().list {
+        i.counters.clear();
+    }
+    Ok(String::new())
+}

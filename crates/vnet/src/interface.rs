@@ -1,0 +1,201 @@
+//! Interfaces: the sw/hw interface table, per-interface counters summed over threads, and the
+//! CLI to show and change them.
+
+use sluice_graph::stats::Counter;
+use sluice_graph::{NodeIndex, Vlib};
+use std::sync::Arc;
+
+/// Index of a software interface (`sw_if_index`); `local0` is 0.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SwIfIndex(pub u32);
+
+/// Per-interface counters (`show interface` rows), one set per thread.
+pub mod counter {
+    /// rx packets.
+    pub const RX_PACKETS: usize = 0;
+    /// rx bytes.
+    pub const RX_BYTES: usize = 1;
+    /// tx packets.
+    pub const TX_PACKETS: usize = 2;
+    /// tx bytes.
+    pub const TX_BYTES: usize = 3;
+    /// drops.
+    pub const DROPS: usize = 4;
+    /// punt.
+    pub const PUNT: usize = 5;
+    /// ip4 packets received.
+    pub const IP4: usize = 6;
+    /// ip6 packets received.
+    pub const IP6: usize = 7;
+    /// rx-miss (ring full, buffer exhaustion).
+    pub const RX_MISS: usize = 8;
+    /// tx-error.
+    pub const TX_ERROR: usize = 9;
+    /// Number of counters.
+    pub const N: usize = 10;
+    /// Names as printed by `show interface`.
+    pub const NAMES: [&str; N] = [
+        "rx packets",
+        "rx bytes",
+        "tx packets",
+        "tx bytes",
+        "drops",
+        "punt",
+        "ip4",
+        "ip6",
+        "rx-miss",
+        "tx-error",
+    ];
+}
+
+/// Counters of one interface for every thread. Each thread writes only its own slot.
+#[derive(Debug)]
+pub struct IfCounters {
+    per_thread: Box<[[Counter; counter::N]]>,
+}
+
+impl IfCounters {
+    /// Zeroed counters for `threads` threads.
+    pub fn new(threads: usize) -> Self {
+        IfCounters {
+            per_thread: (0..threads.max(1))
+                .map(|_| std::array::from_fn(|_| Counter::default()))
+                .collect(),
+        }
+    }
+    /// Adds to counter `c` of thread `t`.
+    #[inline(always)]
+    pub fn add(&self, t: usize, c: usize, n: u64) {
+        if let Some(s) = self.per_thread.get(t) {
+            s[c].add(n);
+        }
+    }
+    /// Sum over threads.
+    pub fn total(&self, c: usize) -> u64 {
+        self.per_thread.iter().map(|s| s[c].get()).sum()
+    }
+    /// Resets every counter.
+    pub fn clear(&self) {
+        for s in self.per_thread.iter() {
+            for c in s {
+                c.clear();
+            }
+        }
+    }
+}
+
+/// One interface.
+pub struct Interface {
+    /// Index.
+    pub sw_if_index: SwIfIndex,
+    /// Name (`pg0`, `local0`, `host-eth0`, ...).
+    pub name: String,
+    /// Driver / device class shown by `show hardware-interfaces`.
+    pub driver: String,
+    /// Admin state.
+    pub admin_up: bool,
+    /// Link state.
+    pub link_up: bool,
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// L3 MTU.
+    pub mtu: u32,
+    /// Node that transmits on this interface (`interface-output` sends here), if any.
+    pub tx_node: Option<NodeIndex>,
+    /// Counters.
+    pub counters: Arc<IfCounters>,
+    /// Deleted (the index is not reused while packets may still carry it).
+    pub deleted: bool,
+}
+
+/// The interface table (a `Vlib` extension).
+#[derive(Default)]
+pub struct Interfaces {
+    /// Indexed by `sw_if_index`.
+    pub list: Vec<Interface>,
+}
+
+impl Interfaces {
+    /// Finds a live interface by name.
+    pub fn find(&self, name: &str) -> Option<SwIfIndex> {
+        self.list
+            .iter()
+            .find(|i| !i.deleted && i.name == name)
+            .map(|i| i.sw_if_index)
+    }
+
+    /// A live interface.
+    pub fn get(&self, i: SwIfIndex) -> Option<&Interface> {
+        self.list.get(i.0 as usize).filter(|i| !i.deleted)
+    }
+
+    /// A live interface, mutable.
+    pub fn get_mut(&mut self, i: SwIfIndex) -> Option<&mut Interface> {
+        self.list.get_mut(i.0 as usize).filter(|i| !i.deleted)
+    }
+}
+
+/// Creates an interface and wires `interface-output` to its tx node on every thread.
+pub fn create_interface(
+    vm: &mut Vlib,
+    name: &str,
+    driver: &str,
+    mac: [u8; 6],
+    tx_node: Option<NodeIndex>,
+) -> Result<SwIfIndex, String> {
+    if vm.ext_mut::<Interfaces>().find(name).is_some() {
+        return Err(format!("interface `{name}' already exists"));
+    }
+    ensure_local0(vm);
+    let n_threads = vm.n_threads();
+    let ifs = vm.ext_mut::<Interfaces>();
+    let idx = SwIfIndex(ifs.list.len() as u32);
+    let counters = Arc::new(IfCounters::new(n_threads));
+    ifs.list.push(Interface {
+        sw_if_index: idx,
+        name: name.to_string(),
+        driver: driver.to_string(),
+        admin_up: false,
+        link_up: true,
+        mac,
+        mtu: 9000,
+        tx_node,
+        counters: counters.clone(),
+        deleted: false,
+    });
+    crate::output::attach(vm, idx, tx_node, counters)?;
+    Ok(idx)
+}
+
+/// Creates `local0` (index 0) if it does not exist yet.
+pub fn ensure_local0(vm: &mut Vlib) {
+    let n_threads = vm.n_threads();
+    let ifs = vm.ext_mut::<Interfaces>();
+    if ifs.list.is_empty() {
+        ifs.list.push(Interface {
+            sw_if_index: SwIfIndex(0),
+            name: "local0".to_string(),
+            driver: "local".to_string(),
+            admin_up: false,
+            link_up: false,
+            mac: [0; 6],
+            mtu: 0,
+            tx_node: None,
+            counters: Arc::new(IfCounters::new(n_threads)),
+            deleted: false,
+        });
+    }
+}
+
+/// Resolves an interface name (for `pcap trace intfc` and driver CLIs).
+pub fn resolve(vm: &Vlib, name: &str) -> Option<u32> {
+    vm.ext::<Interfaces>()?.find(name).map(|i| i.0)
+}
+
+/// Formats a MAC address.
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}

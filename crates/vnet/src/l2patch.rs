@@ -1,0 +1,121 @@
+//! `l2-patch`: sends every packet received on an interface out of its patched peer, unchanged
+//! (VPP's `test l2patch rx <if> tx <if>`). The simplest real forwarding path: it is what the
+//! pg end-to-end test and the default demo use until ethernet-input exists.
+//!
+//! - uses: `rx_if`.
+//! - sets: `tx_if` (the patch peer); `error` on drops.
+//! - next: `interface-output` (arc 0) when a patch exists; `error-drop` (arc 1) otherwise.
+//! - counters: `patched` (info: packets patched), `no_patch` (error: rx interface has no patch).
+
+use crate::interface::{Interfaces, SwIfIndex};
+use sluice_buffer::Buffer;
+use sluice_cli::{Args, CliError};
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    TraceRecord, Vlib,
+};
+
+/// Node name.
+pub const NAME: &str = "l2-patch";
+const NEXT_OUTPUT: Next = Next(0);
+const NEXT_DROP: Next = Next(1);
+const C_PATCHED: usize = 0;
+const E_NO_PATCH: u16 = 1;
+
+/// Per-thread instance: rx interface -> tx interface.
+#[derive(Default)]
+pub struct L2Patch {
+    map: Vec<Option<u32>>,
+}
+
+#[derive(Copy, Clone)]
+struct PatchTrace {
+    rx: u32,
+    tx: u32,
+}
+
+impl TraceRecord for PatchTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!("L2_PATCH: rx {} -> tx {}", self.rx, self.tx));
+    }
+}
+
+impl PacketNode for L2Patch {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        match self.map.get(b.hdr.rx_if as usize).copied().flatten() {
+            Some(tx) => {
+                b.hdr.tx_if = tx;
+                cx.count(C_PATCHED, 1);
+                if b.hdr.is_traced() {
+                    cx.trace(
+                        b,
+                        PatchTrace {
+                            rx: b.hdr.rx_if,
+                            tx,
+                        },
+                    );
+                }
+                NEXT_OUTPUT
+            }
+            None => {
+                b.hdr.error = cx.error(E_NO_PATCH);
+                NEXT_DROP
+            }
+        }
+    }
+}
+
+/// Registers `l2-patch`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(NAME, NodeKind::Internal, |_| {
+            Box::new(PerPacket(L2Patch::default()))
+        })
+        .nexts(&[crate::output::NAME, "error-drop"])
+        .counters(&[
+            CounterDesc::info("patched", "L2 patch packets"),
+            CounterDesc::error("no_patch", "no l2 patch for rx interface"),
+        ]),
+    );
+}
+
+/// `test l2patch rx <if> tx <if> [del]`.
+pub fn cli_l2patch(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let mut rx = None;
+    let mut tx = None;
+    let mut del = false;
+    while !args.is_empty() {
+        if args.keyword("rx") {
+            rx = Some(crate::cli::interface_arg(vm, args)?);
+        } else if args.keyword("tx") {
+            tx = Some(crate::cli::interface_arg(vm, args)?);
+        } else if args.keyword("del") {
+            del = true;
+        } else {
+            args.finish()?;
+        }
+    }
+    let rx: SwIfIndex = rx.ok_or_else(|| CliError::new("missing rx interface"))?;
+    let tx = match (tx, del) {
+        (Some(t), _) => Some(t.0),
+        (None, true) => None,
+        (None, false) => return Err(CliError::new("missing tx interface")),
+    };
+    let tx = if del { None } else { tx };
+    let node = vm
+        .registry
+        .find(NAME)
+        .ok_or_else(|| CliError::new("l2-patch node missing"))?;
+    vm.foreach_thread(move |tg| {
+        if let Some(p) = tg.node_mut::<L2Patch>(node) {
+            let i = rx.0 as usize;
+            if p.map.len() <= i {
+                p.map.resize(i + 1, None);
+            }
+            p.map[i] = tx;
+        }
+    });
+    let _ = vm.ext_mut::<Interfaces>();
+    Ok(String::new())
+}

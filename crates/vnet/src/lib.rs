@@ -1,0 +1,27 @@
+//! Sluice networking layer (VPP's vnet): interfaces, interface output, and (in later issues)
+//! Ethernet, L2, IPv4/IPv6, ARP/ND, ICMP.
+
+pub mod cli;
+pub mod interface;
+pub mod l2patch;
+pub mod output;
+
+pub use interface::{create_interface, Interfaces, SwIfIndex};
+
+/// Registers the vnet nodes.
+pub fn register(b: &mut sluice_graph::GraphBuilder) {
+    output::register(b);
+    l2patch::register(b);
+}
+
+/// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
+pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
+    cli::register(t);
+}
+
+/// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for
+/// `pcap trace intfc`.
+pub fn init(vm: &mut sluice_graph::Vlib) {
+    interface::ensure_local0(vm);
+    vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
+}

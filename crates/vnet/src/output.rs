@@ -1,0 +1,132 @@
+//! `interface-output`: hands packets to the tx node of the interface in their metadata.
+//!
+//! - uses: `tx_if` (set by the node that chose the output interface).
+//! - sets: `error` on drops.
+//! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down; else the
+//!   interface's tx node (one arc per tx node, added when an interface is created).
+//! - counters: `unknown_interface`, `interface_down`; per-interface `tx packets`/`tx bytes`
+//!   and `drops`. Captures frames for `pcap trace tx`.
+
+use crate::interface::{counter, IfCounters, SwIfIndex};
+use sluice_buffer::BufIdx;
+use sluice_graph::pcap::point;
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE,
+};
+use std::any::Any;
+use std::sync::Arc;
+
+/// Node name.
+pub const NAME: &str = "interface-output";
+const NEXT_DROP: u16 = 0;
+const ERR_UNKNOWN: u16 = 0;
+const ERR_DOWN: u16 = 1;
+
+#[derive(Clone)]
+struct TxEntry {
+    next: Next,
+    up: bool,
+    counters: Arc<IfCounters>,
+}
+
+/// Per-thread instance: the interface -> tx arc table.
+#[derive(Default)]
+pub struct InterfaceOutput {
+    table: Vec<Option<TxEntry>>,
+}
+
+impl NodeFn for InterfaceOutput {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        cx.pcap_capture(point::TX, frame, true);
+        let pool = cx.pool_arc();
+        let t = cx.thread();
+        let mut nexts = [0u16; FRAME_SIZE];
+        let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));
+        for (i, &b) in frame.iter().enumerate() {
+            // SAFETY: this node owns the frame; one view at a time.
+            let v = unsafe { pool.buffer(b) };
+            let len = v.total_len() as u64;
+            match self
+                .table
+                .get(v.hdr.tx_if as usize)
+                .and_then(|e| e.as_ref())
+            {
+                Some(e) if e.up => {
+                    e.counters.add(t, counter::TX_PACKETS, 1);
+                    e.counters.add(t, counter::TX_BYTES, len);
+                    nexts[i] = e.next.0;
+                }
+                Some(e) => {
+                    e.counters.add(t, counter::DROPS, 1);
+                    v.hdr.error = e_down;
+                    nexts[i] = NEXT_DROP;
+                }
+                None => {
+                    v.hdr.error = e_unknown;
+                    nexts[i] = NEXT_DROP;
+                }
+            }
+        }
+        cx.enqueue_to_next(frame, &nexts[..frame.len()]);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Registers `interface-output`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(NAME, NodeKind::Internal, |_| {
+            Box::new(InterfaceOutput::default())
+        })
+        .nexts(&["error-drop"])
+        .counters(&[
+            CounterDesc::error("unknown_interface", "output interface unknown or deleted"),
+            CounterDesc::error("interface_down", "output interface is down"),
+        ]),
+    );
+}
+
+/// Adds the `interface-output -> tx_node` arc and installs the interface on every thread.
+pub(crate) fn attach(
+    vm: &mut Vlib,
+    idx: SwIfIndex,
+    tx_node: Option<sluice_graph::NodeIndex>,
+    counters: Arc<IfCounters>,
+) -> Result<(), String> {
+    let Some(tx) = tx_node else {
+        return Ok(());
+    };
+    let out = vm.registry.lookup(NAME).map_err(|e| e.to_string())?;
+    let next = vm.add_next(out, tx).map_err(|e| e.to_string())?;
+    let entry = TxEntry {
+        next,
+        up: false,
+        counters,
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
+            let i = idx.0 as usize;
+            if o.table.len() <= i {
+                o.table.resize(i + 1, None);
+            }
+            o.table[i] = Some(entry.clone());
+        }
+    });
+    Ok(())
+}
+
+/// Propagates an admin-state change to every thread.
+pub(crate) fn set_up(vm: &mut Vlib, idx: SwIfIndex, up: bool) {
+    let Some(out) = vm.registry.find(NAME) else {
+        return;
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
+            if let Some(Some(e)) = o.table.get_mut(idx.0 as usize) {
+                e.up = up;
+            }
+        }
+    });
+}
