@@ -43,6 +43,8 @@ struct Opts {
 /// Pass-through node: touches the buffer header like a real node reading metadata.
 struct Pass;
 impl PacketNode for Pass {
+    // Like l2-patch: metadata only, so only headers are prefetched.
+    const PREFETCH_DATA: bool = false;
     #[inline(always)]
     fn process_one(&mut self, _cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         b.hdr.feature_cursor = b.hdr.feature_cursor.wrapping_add(1);
@@ -65,7 +67,7 @@ fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
         };
         b.register(
             NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
-                Box::new(PerPacket(Pass))
+                Box::new(PerPacket::new(Pass))
             })
             .nexts(&[&next]),
         );

@@ -267,6 +267,20 @@ impl BufferPool {
         }
     }
 
+    /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
+    #[inline(always)]
+    pub fn prefetch_header(&self, idx: BufIdx) {
+        if idx.0 < self.n {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetch never faults.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                let p = self.base.add(idx.0 as usize * self.stride) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
+        }
+    }
+
     fn take_global(&self, out: &mut Vec<u32>, want: usize) -> usize {
         let mut free = match self.free.lock() {
             Ok(f) => f,

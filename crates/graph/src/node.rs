@@ -142,13 +142,31 @@ pub trait NodeFn: Send + 'static {
 /// The per-packet way to write a node: the generic loop in [`PerPacket`] resolves buffers,
 /// prefetches ahead, collects next arcs and enqueues the frame in runs.
 pub trait PacketNode: Send + 'static {
+    /// Whether the generic loop also prefetches the first data cache line of upcoming
+    /// packets. Nodes that read only buffer metadata set this to false.
+    const PREFETCH_DATA: bool = true;
+
     /// Handles one packet and returns the arc it goes to. To drop, set `b.hdr.error` with
     /// [`Cx::error`] and return the node's drop arc.
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next;
 }
 
 /// Adapter turning a [`PacketNode`] into a [`NodeFn`] with the optimised generic loop.
-pub struct PerPacket<N>(pub N);
+pub struct PerPacket<N> {
+    node: N,
+    // Kept across calls so the loop does not clear 512 bytes per frame.
+    nexts: [u16; crate::FRAME_SIZE],
+}
+
+impl<N: PacketNode> PerPacket<N> {
+    /// Wraps a per-packet node.
+    pub fn new(node: N) -> Self {
+        PerPacket {
+            node,
+            nexts: [0; crate::FRAME_SIZE],
+        }
+    }
+}
 
 /// How far ahead the generic loop prefetches buffer headers.
 pub const PREFETCH_AHEAD: usize = 4;
@@ -156,23 +174,26 @@ pub const PREFETCH_AHEAD: usize = 4;
 impl<N: PacketNode> NodeFn for PerPacket<N> {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_arc();
-        let pool = &*pool;
+        let pool = cx.pool_ref();
         let n = frame.len().min(crate::FRAME_SIZE);
-        let mut nexts = [0u16; crate::FRAME_SIZE];
-        for i in 0..n {
+        let nexts = &mut self.nexts[..n];
+        for (i, next) in nexts.iter_mut().enumerate() {
             if let Some(&ahead) = frame.get(i + PREFETCH_AHEAD) {
-                pool.prefetch(ahead);
+                if N::PREFETCH_DATA {
+                    pool.prefetch(ahead);
+                } else {
+                    pool.prefetch_header(ahead);
+                }
             }
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
             // `frame`; each index appears once and the view lives only for this call.
             let mut b = unsafe { pool.buffer(frame[i]) };
-            nexts[i] = self.0.process_one(cx, &mut b).0;
+            *next = self.node.process_one(cx, &mut b).0;
         }
-        cx.enqueue_to_next(&frame[..n], &nexts[..n]);
+        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
-        &mut self.0
+        &mut self.node
     }
 }
 

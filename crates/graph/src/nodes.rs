@@ -20,7 +20,7 @@ pub struct ErrorDrop;
 impl NodeFn for ErrorDrop {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         cx.pcap_capture(point::DROP, frame, false);
-        let pool = cx.pool_arc();
+        let pool = cx.pool_ref();
         let mut run_code = None;
         let mut run_len = 0u64;
         for &b in frame {

@@ -95,16 +95,19 @@ impl<'a> Cx<'a> {
         self.node
     }
 
-    /// The buffer pool (an `Arc` so views can outlive the borrow of the context).
-    #[inline(always)]
-    pub fn pool_arc(&self) -> Arc<BufferPool> {
-        self.st.pool.clone()
-    }
-
     /// The buffer pool.
     #[inline(always)]
     pub fn pool(&self) -> &BufferPool {
         &self.st.pool
+    }
+
+    /// The buffer pool, borrowed for the whole context lifetime (no reference-count traffic,
+    /// and usable while the context is borrowed mutably).
+    #[inline(always)]
+    pub fn pool_ref(&self) -> &'a BufferPool {
+        // SAFETY: the thread state owns an Arc to the pool for the thread's lifetime, which
+        // covers 'a; the pool is never moved out of the Arc.
+        unsafe { &*Arc::as_ptr(&self.st.pool) }
     }
 
     /// This thread's buffer cache (batch alloc/free).
@@ -123,10 +126,7 @@ impl<'a> Cx<'a> {
         // SAFETY: the pool outlives the context (the thread state holds an Arc to it for the
         // thread's lifetime), so extending the borrow to 'a is sound; ownership of `b` is the
         // caller's contract.
-        unsafe {
-            let pool: &'a BufferPool = &*Arc::as_ptr(&self.st.pool);
-            pool.buffer(b)
-        }
+        unsafe { self.pool_ref().buffer(b) }
     }
 
     /// Shared state (clock, trace, pcap).

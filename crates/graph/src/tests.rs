@@ -68,12 +68,14 @@ fn split_graph() -> (Vlib, Log, Log) {
     let even = collect_node(&mut b, "even");
     let odd = collect_node(&mut b, "odd");
     b.register(
-        NodeRegistration::new("split", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
-            .nexts(&["even", "odd", "error-drop"])
-            .counters(&[
-                CounterDesc::info("seen", "packets seen"),
-                CounterDesc::error("bad", "bad first byte"),
-            ]),
+        NodeRegistration::new("split", NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Split))
+        })
+        .nexts(&["even", "odd", "error-drop"])
+        .counters(&[
+            CounterDesc::info("seen", "packets seen"),
+            CounterDesc::error("bad", "bad first byte"),
+        ]),
     );
     let vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     (vm, even, odd)
@@ -168,7 +170,7 @@ fn build_errors_name_the_nodes() {
     let mut b = GraphBuilder::new();
     nodes::register(&mut b);
     b.register(
-        NodeRegistration::new("a", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
+        NodeRegistration::new("a", NodeKind::Internal, |_| Box::new(PerPacket::new(Split)))
             .nexts(&["nowhere"]),
     );
     assert_eq!(
@@ -289,12 +291,14 @@ fn input_nodes_trace_and_stats() {
     let even = collect_node(&mut b, "even");
     let _odd = collect_node(&mut b, "odd");
     b.register(
-        NodeRegistration::new("split", NodeKind::Internal, |_| Box::new(PerPacket(Split)))
-            .nexts(&["even", "odd", "error-drop"])
-            .counters(&[
-                CounterDesc::info("seen", "packets seen"),
-                CounterDesc::error("bad", "bad first byte"),
-            ]),
+        NodeRegistration::new("split", NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Split))
+        })
+        .nexts(&["even", "odd", "error-drop"])
+        .counters(&[
+            CounterDesc::info("seen", "packets seen"),
+            CounterDesc::error("bad", "bad first byte"),
+        ]),
     );
     let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     let input = vm.registry.find("test-input").unwrap();
@@ -469,7 +473,7 @@ fn error_drop_counts_unknown_arcs_as_unhandled() {
     let mut b = GraphBuilder::new();
     nodes::register(&mut b);
     b.register(NodeRegistration::new("bad", NodeKind::Internal, |_| {
-        Box::new(PerPacket(Bad))
+        Box::new(PerPacket::new(Bad))
     }));
     let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     let pkts = make_packets(&mut vm, &[1, 2, 3]);

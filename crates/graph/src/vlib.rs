@@ -324,7 +324,13 @@ fn post(w: &Worker, job: Job) {
     w.thread.unpark();
 }
 
+/// How long a worker keeps polling after its last packet before it sleeps (adaptive: a
+/// loaded worker polls, an idle one costs almost no CPU).
+const IDLE_POLL_SECS: f64 = 0.002;
+
 fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
+    let clock = tg.shared().clock;
+    let mut last_work = clock.now_secs();
     loop {
         if mb.flag.swap(false, Ordering::AcqRel) {
             let jobs = match mb.jobs.lock() {
@@ -342,9 +348,15 @@ fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
             return;
         }
         let n = tg.poll_handoff() + tg.run_once();
-        if n == 0 && !tg.wants_poll() && !tg.has_inbound_handoff() {
-            let t = tg.next_timer_in().unwrap_or(0.01).min(0.01);
-            std::thread::park_timeout(Duration::from_secs_f64(t.max(1e-4)));
+        if n > 0 || tg.wants_poll() || tg.has_inbound_handoff() {
+            last_work = clock.now_secs();
+            continue;
         }
+        if clock.now_secs() - last_work < IDLE_POLL_SECS {
+            std::hint::spin_loop();
+            continue;
+        }
+        let t = tg.next_timer_in().unwrap_or(0.01).min(0.01);
+        std::thread::park_timeout(Duration::from_secs_f64(t.max(1e-4)));
     }
 }

@@ -54,7 +54,7 @@ fn show_interface(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     crate::interface::ensure_local0(vm);
     let ifs = vm.ext_mut::<Interfaces>();
     let mut out = format!(
-        "{:<25}{:>5}{:>8}{:>20}  {:<16}{:>16}\n",
+        "{:<25}{:>5}{:>8}  {:<22}  {:<16}{:>16}\n",
         "Name", "Idx", "State", "MTU (L3/IP4/IP6/MPLS)", "Counter", "Count"
     );
     for i in ifs.list.iter().filter(|i| !i.deleted) {
@@ -72,18 +72,18 @@ fn show_interface(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             if first {
                 let _ = writeln!(
                     out,
-                    "{:<25}{:>5}{:>8}{:>20}  {:<16}{:>16}",
+                    "{:<25}{:>5}{:>8}  {:<22}  {:<16}{:>16}",
                     i.name, i.sw_if_index.0, state, mtu, name, v
                 );
                 first = false;
             } else {
-                let _ = writeln!(out, "{:<58}  {:<16}{:>16}", "", name, v);
+                let _ = writeln!(out, "{:<62}  {:<16}{:>16}", "", name, v);
             }
         }
         if first {
             let _ = writeln!(
                 out,
-                "{:<25}{:>5}{:>8}{:>20}",
+                "{:<25}{:>5}{:>8}  {:<22}",
                 i.name, i.sw_if_index.0, state, mtu
             );
         }

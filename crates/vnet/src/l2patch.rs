@@ -41,6 +41,9 @@ impl TraceRecord for PatchTrace {
 }
 
 impl PacketNode for L2Patch {
+    // Reads and writes buffer metadata only.
+    const PREFETCH_DATA: bool = false;
+
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         match self.map.get(b.hdr.rx_if as usize).copied().flatten() {
@@ -70,7 +73,7 @@ impl PacketNode for L2Patch {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(NAME, NodeKind::Internal, |_| {
-            Box::new(PerPacket(L2Patch::default()))
+            Box::new(PerPacket::new(L2Patch::default()))
         })
         .nexts(&[crate::output::NAME, "error-drop"])
         .counters(&[

@@ -38,7 +38,7 @@ pub struct InterfaceOutput {
 impl NodeFn for InterfaceOutput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         cx.pcap_capture(point::TX, frame, true);
-        let pool = cx.pool_arc();
+        let pool = cx.pool_ref();
         let t = cx.thread();
         let mut nexts = [0u16; FRAME_SIZE];
         let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));

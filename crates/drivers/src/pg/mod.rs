@@ -120,7 +120,7 @@ impl PgInput {
         if got == 0 {
             return 0;
         }
-        let pool = cx.pool_arc();
+        let pool = cx.pool_ref();
         let mut bytes = 0u64;
         let mut traced = cx.trace_budget();
         for (k, &b) in idx[..got].iter().enumerate() {
@@ -241,7 +241,7 @@ impl NodeFn for PgTx {
             .as_ref()
             .filter(|s| s.any_capture.load(Ordering::Relaxed))
         {
-            let pool = cx.pool_arc();
+            let pool = cx.pool_ref();
             let off = *sh.clock_offset.lock().unwrap_or_else(|p| p.into_inner());
             let ts = cx.now_secs() + off;
             let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
