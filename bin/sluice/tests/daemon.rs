@@ -477,3 +477,122 @@ fn exec_at_runtime_and_synthetic_streams_on_a_worker() {
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }
+
+#[test]
+fn running_streams_can_be_deleted_and_rates_are_paced() {
+    let d = Daemon::start("delete", "");
+    d.ok("create packet-generator interface pg0");
+    d.ok("create packet-generator interface pg1");
+    d.ok("set interface state pg0 up");
+    d.ok("set interface state pg1 up");
+    d.ok("test l2patch rx pg0 tx pg1");
+    // An unlimited stream at full speed, deleted while it runs.
+    d.ok("packet-generator new { name fast size 64-64 node l2-patch interface pg0 data { IP4: 1.2.3 -> 4.5.6 UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 } }");
+    // A paced stream: 200 packets per second, 100000 packets.
+    d.ok("packet-generator new { name slow limit 100000 rate 200 size 64-64 node l2-patch interface pg0 data { UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 } }");
+    d.ok("packet-generator enable");
+    std::thread::sleep(Duration::from_millis(300));
+    d.ok("packet-generator delete fast");
+    let s = d.ok("show packet-generator");
+    assert!(!s.contains("fast"), "{s}");
+    let slow: u64 = s
+        .lines()
+        .find(|l| l.starts_with("slow"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(slow > 0 && slow < 100_000, "paced stream sent {slow}: {s}");
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("slow") && l.contains("Yes")),
+        "{s}"
+    );
+    d.ok("packet-generator disable");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(d
+        .cli("packet-generator delete fast")
+        .unwrap_err()
+        .contains("`fast'"));
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn pcap_trace_interface_filter() {
+    let d = Daemon::start("intfc", "");
+    let frames: Vec<Vec<u8>> = test_frames().into_iter().take(10).collect();
+    let inp = d.dir.join("in.pcap");
+    write_pcap(&inp, &frames);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "create packet-generator interface pg2",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface state pg2 up",
+        "test l2patch rx pg0 tx pg1",
+        "test l2patch rx pg2 tx pg1",
+    ] {
+        d.ok(c);
+    }
+    let f = d.dir.join("only-pg2.pcap");
+    assert!(d
+        .cli("pcap trace rx intfc pg9")
+        .unwrap_err()
+        .contains("`pg9'"));
+    d.ok(&format!(
+        "pcap trace rx max 1000 max-bytes-per-pkt 4000 intfc pg2 file {}",
+        f.display()
+    ));
+    d.ok(&format!(
+        "packet-generator new pcap {} source pg0 name a node l2-patch",
+        inp.display()
+    ));
+    d.ok(&format!(
+        "packet-generator new pcap {} source pg2 name b node l2-patch limit 3",
+        inp.display()
+    ));
+    d.ok("packet-generator enable");
+    wait_streams_done(&d);
+    let r = d.ok("pcap trace off");
+    assert!(r.contains("Write 3 packets"), "{r}");
+    assert_eq!(read_pcap(&f), frames[..3].to_vec());
+    let intf = d.ok("show interface pg1");
+    assert!(intf.contains("tx packets") && intf.contains("13"), "{intf}");
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn interactive_console_runs_commands_from_stdin() {
+    let dir = tmpdir("console");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["unix", "{", "interactive", "cli-listen"])
+        .arg(dir.join("s.sock"))
+        .arg("}")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(b"create packet-generator interface pg3\nshow int\nbogus\nquit\n")
+        .unwrap();
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "console did not quit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("sluice# "), "{out}");
+    assert!(out.contains("pg3"), "{out}");
+    assert!(out.contains("unknown input `bogus'"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

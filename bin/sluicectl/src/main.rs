@@ -63,8 +63,16 @@ fn print_out(text: &str, ok: bool) {
     }
 }
 
-fn balanced(s: &str) -> bool {
-    s.matches('{').count() <= s.matches('}').count()
+/// Adds a line to a command being typed; returns the whole command once its braces balance.
+fn accumulate(pending: &mut String, line: &str) -> Option<String> {
+    if !pending.is_empty() {
+        pending.push('\n');
+    }
+    pending.push_str(line);
+    if pending.matches('{').count() > pending.matches('}').count() {
+        return None;
+    }
+    Some(std::mem::take(pending))
 }
 
 fn main() -> ExitCode {
@@ -101,14 +109,9 @@ fn main() -> ExitCode {
         let mut pending = String::new();
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
-            if !pending.is_empty() {
-                pending.push('\n');
-            }
-            pending.push_str(&line);
-            if !balanced(&pending) {
+            let Some(cmd) = accumulate(&mut pending, &line) else {
                 continue;
-            }
-            let cmd = std::mem::take(&mut pending);
+            };
             if cmd.trim().is_empty() {
                 continue;
             }
@@ -153,14 +156,9 @@ fn interactive(s: &mut UnixStream) -> ExitCode {
         };
         match rl.readline(prompt) {
             Ok(line) => {
-                if !pending.is_empty() {
-                    pending.push('\n');
-                }
-                pending.push_str(&line);
-                if !balanced(&pending) {
+                let Some(cmd) = accumulate(&mut pending, &line) else {
                     continue;
-                }
-                let cmd = std::mem::take(&mut pending);
+                };
                 let t = cmd.trim();
                 if t.is_empty() {
                     continue;

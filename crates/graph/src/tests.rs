@@ -62,11 +62,7 @@ impl PacketNode for Split {
     }
 }
 
-fn split_graph() -> (Vlib, Log, Log) {
-    let mut b = GraphBuilder::new();
-    nodes::register(&mut b);
-    let even = collect_node(&mut b, "even");
-    let odd = collect_node(&mut b, "odd");
+fn register_split(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new("split", NodeKind::Internal, |_| {
             Box::new(PerPacket::new(Split))
@@ -77,6 +73,14 @@ fn split_graph() -> (Vlib, Log, Log) {
             CounterDesc::error("bad", "bad first byte"),
         ]),
     );
+}
+
+fn split_graph() -> (Vlib, Log, Log) {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let even = collect_node(&mut b, "even");
+    let odd = collect_node(&mut b, "odd");
+    register_split(&mut b);
     let vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     (vm, even, odd)
 }
@@ -290,16 +294,7 @@ fn input_nodes_trace_and_stats() {
     );
     let even = collect_node(&mut b, "even");
     let _odd = collect_node(&mut b, "odd");
-    b.register(
-        NodeRegistration::new("split", NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(Split))
-        })
-        .nexts(&["even", "odd", "error-drop"])
-        .counters(&[
-            CounterDesc::info("seen", "packets seen"),
-            CounterDesc::error("bad", "bad first byte"),
-        ]),
-    );
+    register_split(&mut b);
     let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     let input = vm.registry.find("test-input").unwrap();
     vm.shared.trace.add(input, 3);
