@@ -1,25 +1,35 @@
 //! Tokenizer and argument cursor for command handlers.
+//!
+//! A command line is split into tokens: white-space separated words, `"double quoted"`
+//! strings (one token, quotes removed) and balanced `{ ... }` groups (one token whose text is
+//! the trimmed inner content; groups may span lines, as in `packet-generator new { ... }`).
+//! Handlers walk the tokens with [`Args`], which produces one-line errors quoting the
+//! offending token VPP style: ``expected count, got `12x'``.
 
 use crate::error::{clip, CliError};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Tok {
+    /// A plain or quoted word.
     Word(String),
-    Group(String),
+    /// A `{ ... }` group; `closed` is false when the input ended before its `}`.
+    Group { text: String, closed: bool },
 }
 
 impl Tok {
     fn text(&self) -> &str {
         match self {
-            Tok::Word(s) | Tok::Group(s) => s,
+            Tok::Word(s) | Tok::Group { text: s, .. } => s,
         }
     }
 }
 
 /// The tokens of a command line after the matched command path, consumed by the handler.
 ///
-/// Tokens are separated by white space; a "double-quoted string" is one token; a balanced
-/// `{ ... }` group (which may span lines) is one token whose text is the trimmed inner content.
+/// Tokens are separated by white space; a "double-quoted string" is one token (an unterminated
+/// quote runs to the end of the input); a balanced `{ ... }` group (which may span lines) is
+/// one token whose text is the trimmed inner content. Keywords are matched exactly
+/// (case-sensitive) and never match a group.
 #[derive(Clone, Debug)]
 pub struct Args {
     toks: Vec<Tok>,
@@ -28,44 +38,81 @@ pub struct Args {
 
 fn tokenize(input: &str) -> Vec<Tok> {
     let mut out = Vec::new();
-    let chars: Vec<char> = input.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+    let mut it = input.char_indices().peekable();
+    while let Some(&(i, c)) = it.peek() {
         if c.is_whitespace() {
-            i += 1;
+            it.next();
         } else if c == '{' {
-            let mut depth = 1;
-            let start = i + 1;
-            i += 1;
-            while i < chars.len() && depth > 0 {
-                match chars[i] {
+            it.next();
+            let mut depth = 1usize;
+            let mut end = None;
+            for (j, d) in it.by_ref() {
+                match d {
                     '{' => depth += 1,
-                    '}' => depth -= 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = Some(j);
+                            break;
+                        }
+                    }
                     _ => {}
                 }
-                i += 1;
             }
-            let end = if depth == 0 { i - 1 } else { i };
-            let inner: String = chars[start..end].iter().collect();
-            out.push(Tok::Group(inner.trim().to_string()));
+            let inner = &input[i + 1..end.unwrap_or(input.len())];
+            out.push(Tok::Group {
+                text: inner.trim().to_string(),
+                closed: end.is_some(),
+            });
         } else if c == '"' {
-            let start = i + 1;
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                i += 1;
+            it.next();
+            let mut end = input.len();
+            for (j, d) in it.by_ref() {
+                if d == '"' {
+                    end = j;
+                    break;
+                }
             }
-            out.push(Tok::Word(chars[start..i.min(chars.len())].iter().collect()));
-            i += 1;
+            out.push(Tok::Word(input[i + 1..end].to_string()));
         } else {
-            let start = i;
-            while i < chars.len() && !chars[i].is_whitespace() && chars[i] != '{' {
-                i += 1;
+            let mut end = input.len();
+            while let Some(&(j, d)) = it.peek() {
+                if d.is_whitespace() || d == '{' {
+                    end = j;
+                    break;
+                }
+                it.next();
             }
-            out.push(Tok::Word(chars[start..i].iter().collect()));
+            out.push(Tok::Word(input[i..end].to_string()));
         }
     }
     out
+}
+
+/// Parses a decimal or `0x`/`0X` hexadecimal number, digits only (no sign, no separators).
+pub(crate) fn parse_u64(w: &str) -> Option<u64> {
+    if let Some(h) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+        if h.is_empty() || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        w.parse().ok()
+    }
+}
+
+fn parse_dec_u32(w: &str) -> Option<u32> {
+    if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    w.parse().ok()
+}
+
+fn unbalanced() -> CliError {
+    CliError::new("unbalanced `{'")
 }
 
 impl Args {
@@ -79,7 +126,7 @@ impl Args {
 
     /// Skips `n` tokens (used by the command tree after matching the command path).
     pub(crate) fn skip(&mut self, n: usize) {
-        self.pos = (self.pos + n).min(self.toks.len());
+        self.pos = self.pos.saturating_add(n).min(self.toks.len());
     }
 
     /// The plain-word token at absolute position `i` (None for groups or past the end).
@@ -90,9 +137,16 @@ impl Args {
         }
     }
 
+    /// Whether some `{` group in the input was never closed.
+    pub(crate) fn has_unclosed_group(&self) -> bool {
+        self.toks
+            .iter()
+            .any(|t| matches!(t, Tok::Group { closed: false, .. }))
+    }
+
     /// Whether the next token is a `{ ... }` group.
     pub fn next_is_group(&self) -> bool {
-        matches!(self.toks.get(self.pos), Some(Tok::Group(_)))
+        matches!(self.toks.get(self.pos), Some(Tok::Group { .. }))
     }
 
     /// No tokens left.
@@ -100,20 +154,28 @@ impl Args {
         self.pos >= self.toks.len()
     }
 
-    /// Tokens left.
+    /// Number of tokens left.
     pub fn remaining(&self) -> usize {
         self.toks.len().saturating_sub(self.pos)
     }
 
-    /// The next token without consuming it.
+    /// The next token without consuming it (a group's inner text for a group).
     pub fn peek(&self) -> Option<&str> {
         self.toks.get(self.pos).map(Tok::text)
     }
 
-    /// The next token; `expected <what>` when there is none.
+    /// The next token. Errors: `expected <what>` when there is none, ``unbalanced `{'`` when
+    /// it is a group whose `}` is missing.
     pub fn word(&mut self, what: &str) -> Result<String, CliError> {
-        self.opt_word()
-            .ok_or_else(|| CliError::new(format!("expected {what}")))
+        match self.toks.get(self.pos) {
+            None => Err(CliError::new(format!("expected {what}"))),
+            Some(Tok::Group { closed: false, .. }) => Err(unbalanced()),
+            Some(t) => {
+                let s = t.text().to_string();
+                self.pos += 1;
+                Ok(s)
+            }
+        }
     }
 
     /// The next token, if any.
@@ -123,7 +185,8 @@ impl Args {
         Some(t)
     }
 
-    /// Consumes the next token if it is exactly `kw` (a plain word, not a group).
+    /// Consumes the next token if it is exactly `kw` (case-sensitive; a plain word, not a
+    /// group).
     pub fn keyword(&mut self, kw: &str) -> bool {
         match self.toks.get(self.pos) {
             Some(Tok::Word(w)) if w == kw => {
@@ -134,10 +197,13 @@ impl Args {
         }
     }
 
-    /// Consumes the next token if it is a prefix of `kw` at least `min_len` long.
+    /// Consumes the next token if it is a non-empty prefix of `kw` at least `min_len` bytes
+    /// long (`keyword_prefix("verbose", 1)` accepts `v`, `verb`, `verbose`).
     pub fn keyword_prefix(&mut self, kw: &str, min_len: usize) -> bool {
         match self.toks.get(self.pos) {
-            Some(Tok::Word(w)) if w.len() >= min_len && kw.starts_with(w.as_str()) => {
+            Some(Tok::Word(w))
+                if !w.is_empty() && w.len() >= min_len && kw.starts_with(w.as_str()) =>
+            {
                 self.pos += 1;
                 true
             }
@@ -146,71 +212,101 @@ impl Args {
     }
 
     fn num<T>(&mut self, what: &str, parse: impl Fn(&str) -> Option<T>) -> Result<T, CliError> {
+        let save = self.pos;
         let w = self.word(what)?;
-        parse(&w).ok_or_else(|| CliError::new(format!("expected {what}, got `{}'", clip(&w))))
-    }
-
-    /// A decimal or `0x` hexadecimal number.
-    pub fn u64(&mut self, what: &str) -> Result<u64, CliError> {
-        self.num(what, |w| {
-            if let Some(h) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
-                u64::from_str_radix(h, 16).ok()
-            } else {
-                w.parse().ok()
+        match parse(&w) {
+            Some(v) => Ok(v),
+            None => {
+                self.pos = save;
+                Err(CliError::new(format!(
+                    "expected {what}, got `{}'",
+                    clip(&w)
+                )))
             }
-        })
+        }
     }
 
-    /// A number that fits in 32 bits.
+    /// A decimal or `0x` hexadecimal number. On error the token is not consumed and the
+    /// message quotes it: ``expected <what>, got `tok'``.
+    pub fn u64(&mut self, what: &str) -> Result<u64, CliError> {
+        self.num(what, parse_u64)
+    }
+
+    /// A number (as [`Args::u64`]) that fits in 32 bits; a larger one is
+    /// ``expected <what>, got `tok' (too large)``.
     pub fn u32(&mut self, what: &str) -> Result<u32, CliError> {
         let save = self.pos;
         let v = self.u64(what)?;
         u32::try_from(v).map_err(|_| {
             let w = self.toks[save].text().to_string();
+            self.pos = save;
             CliError::new(format!("expected {what}, got `{}' (too large)", clip(&w)))
         })
     }
 
-    /// A floating-point number (`1e6`, `1000`, `1.5e3`).
+    /// A finite floating-point number (`1e6`, `1000`, `1.5e3`).
     pub fn f64(&mut self, what: &str) -> Result<f64, CliError> {
-        self.num(what, |w| w.parse::<f64>().ok().filter(|v| v.is_finite()))
-    }
-
-    /// `a` or `a-b` (a <= b).
-    pub fn range_u32(&mut self, what: &str) -> Result<(u32, u32), CliError> {
-        let w = self.word(what)?;
-        let bad = || CliError::new(format!("expected {what} (n or a-b), got `{}'", clip(&w)));
-        let (a, b) = match w.split_once('-') {
-            Some((a, b)) => (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?),
-            None => {
-                let v = w.parse().map_err(|_| bad())?;
-                (v, v)
+        self.num(what, |w| {
+            // Only digits, sign, point and exponent: no `inf`, `NaN`, `infinity`.
+            if !w
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                return None;
             }
-        };
-        if a > b {
-            return Err(bad());
-        }
-        Ok((a, b))
+            w.parse::<f64>().ok().filter(|v| v.is_finite())
+        })
     }
 
-    /// All remaining tokens joined by single spaces (groups re-wrapped in braces).
+    /// `n` (giving `(n, n)`) or `a-b` with `a <= b`, decimal.
+    pub fn range_u32(&mut self, what: &str) -> Result<(u32, u32), CliError> {
+        let save = self.pos;
+        let w = self.word(what)?;
+        let parsed = match w.split_once('-') {
+            Some((a, b)) => parse_dec_u32(a).zip(parse_dec_u32(b)),
+            None => parse_dec_u32(&w).map(|v| (v, v)),
+        };
+        match parsed {
+            Some((a, b)) if a <= b => Ok((a, b)),
+            Some(_) => {
+                self.pos = save;
+                Err(CliError::new(format!(
+                    "expected {what} (n or a-b), got `{}' (start > end)",
+                    clip(&w)
+                )))
+            }
+            None => {
+                self.pos = save;
+                Err(CliError::new(format!(
+                    "expected {what} (n or a-b), got `{}'",
+                    clip(&w)
+                )))
+            }
+        }
+    }
+
+    /// All remaining tokens joined by single spaces, groups re-wrapped as `{ inner }`
+    /// (`{ }` when empty). Consumes everything.
     pub fn rest(&mut self) -> String {
         let v: Vec<String> = self.toks[self.pos.min(self.toks.len())..]
             .iter()
             .map(|t| match t {
                 Tok::Word(w) => w.clone(),
-                Tok::Group(g) => format!("{{ {g} }}"),
+                Tok::Group { text, .. } if text.is_empty() => "{ }".to_string(),
+                Tok::Group { text, .. } => format!("{{ {text} }}"),
             })
             .collect();
         self.pos = self.toks.len();
         v.join(" ")
     }
 
-    /// Ok if every token was consumed, else "unknown input `tok'" naming the first leftover.
+    /// Ok if every token was consumed, else ``unknown input `tok'`` naming the first leftover
+    /// (``unbalanced `{'`` if it is an unclosed group).
     pub fn finish(&self) -> Result<(), CliError> {
-        match self.peek() {
+        match self.toks.get(self.pos) {
             None => Ok(()),
-            Some(t) => Err(CliError::unknown_input(t)),
+            Some(Tok::Group { closed: false, .. }) => Err(unbalanced()),
+            Some(t) => Err(CliError::unknown_input(t.text())),
         }
     }
 }
@@ -219,48 +315,255 @@ impl Args {
 mod tests {
     use super::*;
 
+    fn all(input: &str) -> Vec<String> {
+        let mut a = Args::new(input);
+        let mut v = Vec::new();
+        while let Some(w) = a.opt_word() {
+            v.push(w);
+        }
+        v
+    }
+
     #[test]
-    fn tokens_quotes_and_groups() {
-        let mut a =
-            Args::new("name s0 \"two words\" data { IP4: a -> b\n UDP: 1 -> 2 } limit 0x10");
-        assert!(a.keyword("name"));
-        assert_eq!(a.word("x").unwrap(), "s0");
-        assert_eq!(a.word("x").unwrap(), "two words");
+    fn whitespace_of_any_kind_separates_words() {
+        assert_eq!(all("  a\tb \r\n c  "), vec!["a", "b", "c"]);
+        assert!(all("").is_empty());
+        assert!(all(" \t\n ").is_empty());
+    }
+
+    #[test]
+    fn quoted_string_is_one_token_without_quotes() {
+        assert_eq!(
+            all("tag \"two words\" x \"\""),
+            vec!["tag", "two words", "x", ""]
+        );
+        assert_eq!(all("\"unterminated rest"), vec!["unterminated rest"]);
+    }
+
+    #[test]
+    fn brace_group_is_one_trimmed_token_spanning_lines() {
+        let mut a = Args::new("data {\n  IP4: a -> b\n  UDP: 1 -> 2\n} limit 3");
         assert!(a.keyword("data"));
-        assert_eq!(a.word("x").unwrap(), "IP4: a -> b\n UDP: 1 -> 2");
+        assert!(a.next_is_group());
+        assert_eq!(a.word("data").unwrap(), "IP4: a -> b\n  UDP: 1 -> 2");
+        assert!(!a.next_is_group());
         assert!(a.keyword("limit"));
-        assert_eq!(a.u64("limit").unwrap(), 16);
+        assert_eq!(a.u32("limit").unwrap(), 3);
         assert!(a.finish().is_ok());
     }
 
     #[test]
-    fn number_errors_quote_the_token() {
-        let mut a = Args::new("12x");
-        assert_eq!(a.u64("count").unwrap_err().msg, "expected count, got `12x'");
-        let mut a = Args::new("99999999999");
-        assert!(a.u32("count").unwrap_err().msg.contains("too large"));
-        let mut a = Args::new("");
-        assert_eq!(a.u32("count").unwrap_err().msg, "expected count");
-        let mut a = Args::new("1e6 64-1500 100 9-3");
-        assert_eq!(a.f64("rate").unwrap(), 1e6);
-        assert_eq!(a.range_u32("size").unwrap(), (64, 1500));
-        assert_eq!(a.range_u32("size").unwrap(), (100, 100));
-        assert!(a.range_u32("size").is_err());
+    fn nested_groups_stay_in_the_outer_token() {
+        assert_eq!(
+            all("new { name x data { a } } end"),
+            vec!["new", "name x data { a }", "end"]
+        );
+        assert_eq!(all("word{ a }"), vec!["word", "a"]);
     }
 
     #[test]
-    fn finish_names_leftover() {
-        let mut a = Args::new("up sideways");
+    fn unclosed_group_is_reported_not_swallowed() {
+        let mut a = Args::new("new { name x");
+        assert!(a.has_unclosed_group());
+        assert!(a.keyword("new"));
+        assert_eq!(a.finish().unwrap_err().msg, "unbalanced `{'");
+        assert_eq!(a.word("spec").unwrap_err().msg, "unbalanced `{'");
+        assert!(!Args::new("a { b } c").has_unclosed_group());
+    }
+
+    #[test]
+    fn keyword_is_exact_and_case_sensitive() {
+        let mut a = Args::new("Up up");
+        assert!(!a.keyword("up"));
+        assert!(!a.keyword("U"));
+        assert!(a.keyword("Up"));
+        assert!(a.keyword("up"));
+        assert!(!a.keyword("up"));
+    }
+
+    #[test]
+    fn keyword_never_matches_a_group() {
+        let mut a = Args::new("{ up }");
+        assert!(!a.keyword("up"));
+        assert!(!a.keyword_prefix("up", 1));
+        assert_eq!(a.remaining(), 1);
+    }
+
+    #[test]
+    fn keyword_prefix_needs_min_len_and_a_real_prefix() {
+        let mut a = Args::new("v verb verbosity x");
+        assert!(!a.keyword_prefix("verbose", 2));
+        assert!(a.keyword_prefix("verbose", 1));
+        assert!(a.keyword_prefix("verbose", 4));
+        assert!(!a.keyword_prefix("verbose", 1), "longer than kw");
+        assert_eq!(a.opt_word().as_deref(), Some("verbosity"));
+        let mut e = Args::new("\"\"");
+        assert!(!e.keyword_prefix("verbose", 0), "empty token never matches");
+    }
+
+    #[test]
+    fn peek_does_not_consume_and_remaining_counts() {
+        let mut a = Args::new("a b");
+        assert_eq!(a.remaining(), 2);
+        assert_eq!(a.peek(), Some("a"));
+        assert_eq!(a.peek(), Some("a"));
+        assert_eq!(a.opt_word().as_deref(), Some("a"));
+        assert_eq!(a.remaining(), 1);
+        assert!(!a.is_empty());
+        assert_eq!(a.opt_word().as_deref(), Some("b"));
+        assert!(a.is_empty());
+        assert_eq!(a.peek(), None);
+        assert_eq!(a.opt_word(), None);
+    }
+
+    #[test]
+    fn word_reports_what_was_expected() {
+        let mut a = Args::new("");
+        assert_eq!(a.word("interface").unwrap_err().msg, "expected interface");
+    }
+
+    #[test]
+    fn u64_decimal_and_hex() {
+        let mut a = Args::new("0 42 0x10 0XfF 18446744073709551615");
+        assert_eq!(a.u64("n").unwrap(), 0);
+        assert_eq!(a.u64("n").unwrap(), 42);
+        assert_eq!(a.u64("n").unwrap(), 16);
+        assert_eq!(a.u64("n").unwrap(), 255);
+        assert_eq!(a.u64("n").unwrap(), u64::MAX);
+    }
+
+    #[test]
+    fn u64_rejects_signs_junk_and_overflow_quoting_the_token() {
+        for bad in [
+            "12x",
+            "+5",
+            "-1",
+            "0x",
+            "0x+5",
+            "1_000",
+            "",
+            "18446744073709551616",
+        ] {
+            let mut a = Args::new(&format!("\"{bad}\""));
+            assert_eq!(
+                a.u64("count").unwrap_err().msg,
+                format!("expected count, got `{bad}'")
+            );
+            assert_eq!(a.remaining(), 1, "bad token `{bad}' must not be consumed");
+        }
+        let mut a = Args::new("");
+        assert_eq!(a.u64("count").unwrap_err().msg, "expected count");
+    }
+
+    #[test]
+    fn u32_range_check() {
+        let mut a = Args::new("4294967295 4294967296");
+        assert_eq!(a.u32("n").unwrap(), u32::MAX);
+        assert_eq!(
+            a.u32("count").unwrap_err().msg,
+            "expected count, got `4294967296' (too large)"
+        );
+        assert_eq!(a.peek(), Some("4294967296"));
+        let mut a = Args::new("ten");
+        assert_eq!(a.u32("count").unwrap_err().msg, "expected count, got `ten'");
+    }
+
+    #[test]
+    fn f64_accepts_plain_and_exponent_forms() {
+        let mut a = Args::new("1e6 1000 1.5e3 0.25 2E-3");
+        assert_eq!(a.f64("rate").unwrap(), 1e6);
+        assert_eq!(a.f64("rate").unwrap(), 1000.0);
+        assert_eq!(a.f64("rate").unwrap(), 1500.0);
+        assert_eq!(a.f64("rate").unwrap(), 0.25);
+        assert_eq!(a.f64("rate").unwrap(), 0.002);
+    }
+
+    #[test]
+    fn f64_rejects_non_finite_and_junk() {
+        for bad in ["inf", "NaN", "infinity", "1e400", "fast", "1.2.3", "0x10"] {
+            let mut a = Args::new(bad);
+            assert_eq!(
+                a.f64("rate").unwrap_err().msg,
+                format!("expected rate, got `{bad}'")
+            );
+        }
+    }
+
+    #[test]
+    fn range_single_and_pair() {
+        let mut a = Args::new("64 64-1500 7-7");
+        assert_eq!(a.range_u32("size").unwrap(), (64, 64));
+        assert_eq!(a.range_u32("size").unwrap(), (64, 1500));
+        assert_eq!(a.range_u32("size").unwrap(), (7, 7));
+    }
+
+    #[test]
+    fn range_errors_quote_the_token() {
+        let mut a = Args::new("9-3");
+        assert_eq!(
+            a.range_u32("size").unwrap_err().msg,
+            "expected size (n or a-b), got `9-3' (start > end)"
+        );
+        for bad in ["64-", "-5", "a-b", "1-2-3", "+1-2", "5000000000"] {
+            let mut a = Args::new(bad);
+            assert_eq!(
+                a.range_u32("size").unwrap_err().msg,
+                format!("expected size (n or a-b), got `{bad}'")
+            );
+        }
+        let mut a = Args::new("");
+        assert_eq!(a.range_u32("size").unwrap_err().msg, "expected size");
+    }
+
+    #[test]
+    fn rest_joins_and_rewraps_groups() {
+        let mut a = Args::new("x  show {  x   y }  z {}");
+        assert!(a.keyword("x"));
+        assert_eq!(a.rest(), "show { x   y } z { }");
+        assert!(a.is_empty());
+        assert_eq!(a.rest(), "");
+    }
+
+    #[test]
+    fn finish_names_first_leftover() {
+        let mut a = Args::new("up sideways more");
         assert!(a.keyword("up"));
         assert_eq!(a.finish().unwrap_err().msg, "unknown input `sideways'");
         assert!(a.keyword_prefix("sideways-step", 3));
+        assert_eq!(a.finish().unwrap_err().msg, "unknown input `more'");
+        a.opt_word();
         assert!(a.finish().is_ok());
     }
 
     #[test]
-    fn rest_rewraps_groups() {
-        let mut a = Args::new("show { x y } z");
-        assert_eq!(a.rest(), "show { x y } z");
+    fn skip_and_word_at_are_bounded() {
+        let mut a = Args::new("a { g } b");
+        assert_eq!(a.word_at(0), Some("a"));
+        assert_eq!(a.word_at(1), None, "groups are not words");
+        assert_eq!(a.word_at(9), None);
+        a.skip(usize::MAX);
         assert!(a.is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn tokenizer_never_panics_and_finish_is_one_line(s in "\\PC{0,200}|[{}\" \\n\\ta-z0-9]{0,200}") {
+            let mut a = Args::new(&s);
+            let _ = a.clone().rest();
+            let _ = a.u64("n");
+            let _ = a.f64("n");
+            let _ = a.range_u32("n");
+            if let Err(e) = a.finish() {
+                proptest::prop_assert!(!e.msg.contains('\n'));
+            }
+        }
+
+        #[test]
+        fn plain_words_round_trip_through_rest(words in proptest::collection::vec("[a-z0-9./:-]{1,8}", 0..10)) {
+            let line = words.join("   ");
+            let mut a = Args::new(&line);
+            proptest::prop_assert_eq!(a.remaining(), words.len());
+            proptest::prop_assert_eq!(a.rest(), words.join(" "));
+        }
     }
 }

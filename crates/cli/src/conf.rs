@@ -1,140 +1,181 @@
-//! startup.conf parser: VPP's brace syntax (`section { key value ... }`, `#` comments), with
-//! line numbers kept for every token so validation errors can say `file:line`.
+//! startup.conf parser: VPP's brace syntax, with a line number on every token so that
+//! validation errors can say `file:line`.
+//!
+//! ```text
+//! unix { nodaemon cli-listen /run/sluice/cli.sock }   # comment
+//! cpu {
+//!   main-core 1
+//!   corelist-workers 2-3
+//! }
+//! dpdk { dev 0000:02:00.1 { name eth0 } }
+//! ```
+//!
+//! The parser is generic: it checks braces and section headers and keeps the body of each
+//! section twice, as a flat [`Token`] stream ([`Section::tokens`], what a schema walks with a
+//! [`SectionCursor`], since only the schema knows how many values a key takes) and as
+//! line-based [`Item`]s (one per source line, nested blocks attached to the item that opened
+//! them). Typed validation is the daemon's job; [`SectionCursor`] gives it the error messages.
 
+use crate::args::parse_u64;
 use crate::error::clip;
 
-/// A parse or validation error: `file:line: message`.
+/// Deepest brace nesting accepted, the section's own braces included.
+pub const MAX_DEPTH: usize = 16;
+
+/// A parse or validation error, displayed `file:line: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {msg}")]
 pub struct ConfError {
-    /// File name.
+    /// File name (`<command line>` for [`parse_argv`]).
     pub file: String,
     /// 1-based line.
     pub line: usize,
-    /// Message naming the token.
+    /// One-line message quoting the offending token as `` `tok' ``.
     pub msg: String,
 }
 
 /// A token with its line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
-    /// Text (`{` and `}` are tokens of their own).
+    /// Text; `{` and `}` are tokens of their own.
     pub text: String,
     /// 1-based line.
     pub line: usize,
 }
 
-/// One line of a section body: a key, its values, and a nested block if the line opened one.
+/// One line of a section body: its first token, the other tokens, and the nested block the
+/// line opened, if any (`dev 0000:02:00.1 { name eth0 }` is key `dev`, values
+/// `["0000:02:00.1"]`, a block with the item `name eth0`). A block whose `{` is on the next
+/// line attaches to the item before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// First token of the line.
     pub key: String,
-    /// Other tokens of the line.
+    /// Other tokens of the line, up to the block.
     pub values: Vec<String>,
-    /// Line.
+    /// 1-based line of the key.
     pub line: usize,
-    /// Nested block opened on this line.
+    /// The items of the nested block opened by this item.
     pub block: Option<Vec<Item>>,
 }
 
-/// A top-level section.
+/// A top-level section `name { ... }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
     /// Name (`unix`, `cpu`, ...).
     pub name: String,
     /// Line of the name.
     pub line: usize,
-    /// Line-based items.
+    /// Line-based items of the body.
     pub items: Vec<Item>,
     tokens: Vec<Token>,
 }
 
 impl Section {
-    /// Flat tokens of the body, nested braces included as `{` / `}` tokens.
+    /// Flat tokens of the body in order, nested braces included as `{` / `}` tokens (always
+    /// balanced).
     pub fn tokens(&self) -> &[Token] {
         &self.tokens
     }
 }
 
-/// A parsed file.
+/// A parsed file: its sections in file order (a name may repeat; the schema decides).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConfFile {
     /// Sections in file order.
     pub sections: Vec<Section>,
 }
 
+fn error(file: &str, line: usize, msg: impl Into<String>) -> ConfError {
+    ConfError {
+        file: file.to_string(),
+        line,
+        msg: msg.into(),
+    }
+}
+
 fn lex(text: &str, file: &str) -> Result<Vec<Token>, ConfError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in text.split('\n').enumerate() {
         let ln = i + 1;
-        if line.contains('\0') {
-            return Err(ConfError {
-                file: file.into(),
-                line: ln,
-                msg: "binary data (NUL byte)".into(),
-            });
+        if let Some(c) = line.chars().find(|c| c.is_control() && !c.is_whitespace()) {
+            let what = if c == '\0' {
+                "NUL byte".to_string()
+            } else {
+                format!("control character 0x{:02x}", c as u32)
+            };
+            return Err(error(file, ln, format!("binary data ({what})")));
         }
-        let line = match line.find('#') {
-            Some(p) => &line[..p],
-            None => line,
-        };
-        let mut word = String::new();
-        let flush = |w: &mut String, out: &mut Vec<Token>| {
-            if !w.is_empty() {
-                out.push(Token {
-                    text: std::mem::take(w),
-                    line: ln,
-                });
-            }
-        };
-        for c in line.chars() {
-            match c {
-                '{' | '}' => {
-                    flush(&mut word, &mut out);
+        let line = line.split_once('#').map_or(line, |(code, _)| code);
+        let mut word_start = None;
+        for (j, c) in line.char_indices() {
+            let brace = c == '{' || c == '}';
+            if c.is_whitespace() || brace {
+                if let Some(s) = word_start.take() {
+                    out.push(Token {
+                        text: line[s..j].to_string(),
+                        line: ln,
+                    });
+                }
+                if brace {
                     out.push(Token {
                         text: c.to_string(),
                         line: ln,
                     });
                 }
-                c if c.is_whitespace() => flush(&mut word, &mut out),
-                c if c.is_control() => {
-                    return Err(ConfError {
-                        file: file.into(),
-                        line: ln,
-                        msg: format!("control character 0x{:02x} in configuration", c as u32),
-                    })
-                }
-                c => word.push(c),
+            } else if word_start.is_none() {
+                word_start = Some(j);
             }
         }
-        flush(&mut word, &mut out);
+        if let Some(s) = word_start {
+            out.push(Token {
+                text: line[s..].to_string(),
+                line: ln,
+            });
+        }
     }
     Ok(out)
 }
 
-fn items(tokens: &[Token]) -> Vec<Item> {
-    // Group by line; a `{` opens a nested block attached to the current item.
+/// For each `{` token, the index of its matching `}` (checked balanced by the caller).
+fn matching_close(tokens: &[Token], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (j, t) in tokens.iter().enumerate().skip(open) {
+        match t.text.as_str() {
+            "{" => depth += 1,
+            "}" => {
+                depth -= 1;
+                if depth == 0 {
+                    return j;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// Line-based grouping of a balanced token slice (depth is bounded by [`MAX_DEPTH`]).
+fn items(tokens: &[Token], file: &str) -> Result<Vec<Item>, ConfError> {
     let mut out: Vec<Item> = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let t = &tokens[i];
         if t.text == "{" {
-            // Find the matching brace.
-            let mut depth = 1;
-            let mut j = i + 1;
-            while j < tokens.len() && depth > 0 {
-                match tokens[j].text.as_str() {
-                    "{" => depth += 1,
-                    "}" => depth -= 1,
-                    _ => {}
+            let j = matching_close(tokens, i);
+            let inner = items(&tokens[i + 1..j.min(tokens.len())], file)?;
+            match out.last_mut() {
+                Some(last) if last.block.is_none() => last.block = Some(inner),
+                _ => {
+                    return Err(error(
+                        file,
+                        t.line,
+                        "unexpected `{' (a block must follow a key)",
+                    ))
                 }
-                j += 1;
             }
-            let inner = &tokens[i + 1..j.saturating_sub(1).max(i + 1)];
-            if let Some(last) = out.last_mut() {
-                last.block = Some(items(inner));
-            }
-            i = j;
+            i = j + 1;
             continue;
         }
         match out.last_mut() {
@@ -150,68 +191,130 @@ fn items(tokens: &[Token]) -> Vec<Item> {
         }
         i += 1;
     }
-    out
+    Ok(out)
 }
 
-/// Parses a startup.conf text.
+/// Parses a startup.conf text; `file` names it in errors.
+///
+/// Errors (`file:line: msg`): ``binary data (NUL byte)`` / ``binary data (control character
+/// 0xNN)``; ``expected `{' after section name `foo'``; ``expected a section name before
+/// `{'``; ``unexpected `}'`` (a `}` closing nothing); ``unbalanced `{' in section `foo'``
+/// at the line of the section's `{`; ``unexpected `{' (a block must follow a key)``;
+/// ``blocks nested too deeply (more than 16)``. An empty file has no sections.
 pub fn parse(text: &str, file: &str) -> Result<ConfFile, ConfError> {
     let toks = lex(text, file)?;
-    let err = |line: usize, msg: String| ConfError {
-        file: file.to_string(),
-        line,
-        msg,
-    };
     let mut cf = ConfFile::default();
     let mut i = 0;
     while i < toks.len() {
         let name = &toks[i];
-        if name.text == "{" || name.text == "}" {
-            return Err(err(name.line, format!("unexpected `{}'", name.text)));
+        match name.text.as_str() {
+            "}" => return Err(error(file, name.line, "unexpected `}'")),
+            "{" => return Err(error(file, name.line, "expected a section name before `{'")),
+            _ => {}
         }
         match toks.get(i + 1) {
             Some(t) if t.text == "{" => {}
             _ => {
-                return Err(err(
+                return Err(error(
+                    file,
                     name.line,
                     format!("expected `{{' after section name `{}'", clip(&name.text)),
                 ))
             }
         }
-        let open_line = toks[i + 1].line;
-        let mut depth = 1;
-        let mut j = i + 2;
-        while j < toks.len() && depth > 0 {
-            match toks[j].text.as_str() {
-                "{" => depth += 1,
-                "}" => depth -= 1,
+        let open = &toks[i + 1];
+        let mut depth = 0usize;
+        let mut close = None;
+        for (j, t) in toks.iter().enumerate().skip(i + 1) {
+            match t.text.as_str() {
+                "{" => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(error(
+                            file,
+                            t.line,
+                            format!("blocks nested too deeply (more than {MAX_DEPTH})"),
+                        ));
+                    }
+                }
+                "}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
                 _ => {}
             }
-            j += 1;
         }
-        if depth > 0 {
-            return Err(err(
-                open_line,
+        let Some(close) = close else {
+            return Err(error(
+                file,
+                open.line,
                 format!("unbalanced `{{' in section `{}'", clip(&name.text)),
             ));
-        }
-        let body = toks[i + 2..j - 1].to_vec();
+        };
+        let body = toks[i + 2..close].to_vec();
         cf.sections.push(Section {
             name: name.text.clone(),
             line: name.line,
-            items: items(&body),
+            items: items(&body, file)?,
             tokens: body,
         });
-        i = j;
+        i = close + 1;
     }
     Ok(cf)
 }
 
-/// Parses a configuration given on the command line (VPP: `vpp unix { ... } cpu { ... }`).
+/// Parses raw file contents: as [`parse`], plus ``binary data (invalid UTF-8)`` at the line
+/// of the first invalid byte.
+pub fn parse_bytes(bytes: &[u8], file: &str) -> Result<ConfFile, ConfError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text, file),
+        Err(e) => {
+            let good = &bytes[..e.valid_up_to()];
+            // A NUL or control byte before the bad one is reported as such.
+            if let Ok(text) = std::str::from_utf8(good) {
+                lex(text, file)?;
+            }
+            let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
+            Err(error(file, line, "binary data (invalid UTF-8)"))
+        }
+    }
+}
+
+/// Parses a configuration given as command-line arguments (VPP: `vpp unix { nodaemon }
+/// cpu { workers 2 }`), the arguments joined with spaces; errors name `<command line>`.
 pub fn parse_argv(args: &[String]) -> Result<ConfFile, ConfError> {
     parse(&args.join(" "), "<command line>")
 }
 
-/// A cursor over a section's tokens for typed validation.
+/// Parses a number with an optional binary size suffix: `k`/`K` (x1024), `m`/`M` (x1024²),
+/// `g`/`G` (x1024³). Decimal or `0x` hex digits; overflow is an error.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    parse_u64(num)?.checked_mul(mult)
+}
+
+/// A cursor over a section's tokens for typed (schema) validation:
+///
+/// ```
+/// # use sluice_cli::conf::{parse, SectionCursor};
+/// let cf = parse("buffers { buffers-per-numa 16k }", "s.conf").unwrap();
+/// let mut c = SectionCursor::new(&cf.sections[0], "s.conf");
+/// while let Some(k) = c.next_key() {
+///     match k.text.as_str() {
+///         "buffers-per-numa" => assert_eq!(c.value_u64(k).unwrap(), 16384),
+///         _ => panic!("{}", c.unknown(k)),
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
 pub struct SectionCursor<'a> {
     section: &'a Section,
     file: String,
@@ -219,7 +322,7 @@ pub struct SectionCursor<'a> {
 }
 
 impl<'a> SectionCursor<'a> {
-    /// A cursor at the start of `section`.
+    /// A cursor at the start of `section`; `file` names it in errors.
     pub fn new(section: &'a Section, file: &str) -> Self {
         SectionCursor {
             section,
@@ -228,14 +331,21 @@ impl<'a> SectionCursor<'a> {
         }
     }
 
-    /// The next token (in key position).
+    /// The next token (in key position), consumed; `None` at the end of the section. A brace
+    /// here is returned as is (a schema rejects it with [`SectionCursor::unknown`]).
     pub fn next_key(&mut self) -> Option<&'a Token> {
         let t = self.section.tokens.get(self.pos)?;
         self.pos += 1;
         Some(t)
     }
 
-    /// The value of `key`.
+    /// The next token without consuming it (for keys whose value is optional).
+    pub fn peek(&self) -> Option<&'a Token> {
+        self.section.tokens.get(self.pos)
+    }
+
+    /// The next token as the value of `key`. A missing value (end of section or a brace) is
+    /// ``file:line: `key' needs a value`` at the key's line.
     pub fn value(&mut self, key: &Token) -> Result<&'a Token, ConfError> {
         match self.section.tokens.get(self.pos) {
             Some(t) if t.text != "{" && t.text != "}" => {
@@ -246,7 +356,8 @@ impl<'a> SectionCursor<'a> {
         }
     }
 
-    /// A numeric value of `key`; sizes may end in k/K, m/M, g/G (powers of 1024).
+    /// A numeric value of `key` (see [`parse_size`]: `16k`, `2G`, `0x100`). A bad one is
+    /// ``file:line: bad value `x' for `key': expected a number`` at the value's line.
     pub fn value_u64(&mut self, key: &Token) -> Result<u64, ConfError> {
         let v = self.value(key)?;
         parse_size(&v.text).ok_or_else(|| {
@@ -261,7 +372,8 @@ impl<'a> SectionCursor<'a> {
         })
     }
 
-    /// The tokens of a `{ ... }` block following `key`.
+    /// The tokens of the `{ ... }` block that follows `key` (without the outer braces, nested
+    /// braces included). No block is ``file:line: `key' needs a { ... } block``.
     pub fn block(&mut self, key: &Token) -> Result<Vec<&'a Token>, ConfError> {
         match self.section.tokens.get(self.pos) {
             Some(t) if t.text == "{" => {}
@@ -273,7 +385,7 @@ impl<'a> SectionCursor<'a> {
             }
         }
         self.pos += 1;
-        let mut depth = 1;
+        let mut depth = 1usize;
         let mut out = Vec::new();
         while let Some(t) = self.section.tokens.get(self.pos) {
             self.pos += 1;
@@ -292,140 +404,409 @@ impl<'a> SectionCursor<'a> {
         Ok(out)
     }
 
-    /// An error at a token.
+    /// An error at `tok`'s line: ``file:line: msg``.
     pub fn error(&self, tok: &Token, msg: &str) -> ConfError {
-        ConfError {
-            file: self.file.clone(),
-            line: tok.line,
-            msg: msg.to_string(),
-        }
+        error(&self.file, tok.line, msg)
     }
 
-    /// "unknown key `tok' in section `name'".
+    /// ``file:line: unknown key `tok' in section `name'``.
     pub fn unknown(&self, tok: &Token) -> ConfError {
         self.error(
             tok,
             &format!(
                 "unknown key `{}' in section `{}'",
                 clip(&tok.text),
-                self.section.name
+                clip(&self.section.name)
             ),
         )
     }
-}
-
-fn parse_size(s: &str) -> Option<u64> {
-    let (num, mult) = match s.chars().last()? {
-        'k' | 'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
-        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let v: u64 = if let Some(h) = num.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).ok()?
-    } else {
-        num.parse().ok()?
-    };
-    v.checked_mul(mult)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn err(text: &str) -> String {
+        parse(text, "a.conf").unwrap_err().to_string()
+    }
+
+    fn texts(s: &Section) -> Vec<&str> {
+        s.tokens().iter().map(|t| t.text.as_str()).collect()
+    }
+
     #[test]
-    fn sections_items_and_tokens() {
+    fn sections_with_brace_on_same_or_next_line() {
+        let cf = parse("unix { nodaemon }\n\ncpu\n{\n  workers 2\n}\n", "s.conf").unwrap();
+        assert_eq!(cf.sections.len(), 2);
+        assert_eq!(
+            (cf.sections[0].name.as_str(), cf.sections[0].line),
+            ("unix", 1)
+        );
+        assert_eq!(
+            (cf.sections[1].name.as_str(), cf.sections[1].line),
+            ("cpu", 3)
+        );
+        assert_eq!(texts(&cf.sections[1]), vec!["workers", "2"]);
+        assert_eq!(cf.sections[1].tokens()[0].line, 5);
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_have_no_sections() {
+        assert!(parse("", "a.conf").unwrap().sections.is_empty());
+        assert!(parse("\n  # nothing { here\n\n", "a.conf")
+            .unwrap()
+            .sections
+            .is_empty());
+        assert!(parse("x {}", "a.conf").unwrap().sections[0]
+            .items
+            .is_empty());
+    }
+
+    #[test]
+    fn comments_run_to_end_of_line_anywhere() {
         let cf = parse(
-            "unix {\n  nodaemon cli-listen /run/x.sock # comment\n  log /tmp/l\n}\n\ndpdk\n{\n  dev 0000:02:00.1 { name eth0 }\n}\n",
+            "unix { # opening\n  log /tmp/l # the log } not a brace\n}#end",
             "s.conf",
         )
         .unwrap();
-        assert_eq!(cf.sections.len(), 2);
-        let u = &cf.sections[0];
-        assert_eq!(u.name, "unix");
-        assert_eq!(u.items[0].key, "nodaemon");
-        assert_eq!(u.items[0].values, vec!["cli-listen", "/run/x.sock"]);
-        assert_eq!(u.items[1].line, 3);
-        assert_eq!(u.tokens().len(), 5);
-        let d = &cf.sections[1];
-        assert_eq!(d.line, 6);
-        assert_eq!(d.items[0].key, "dev");
-        let b = d.items[0].block.as_ref().unwrap();
-        assert_eq!(b[0].key, "name");
-        assert_eq!(b[0].values, vec!["eth0"]);
+        assert_eq!(texts(&cf.sections[0]), vec!["log", "/tmp/l"]);
     }
 
     #[test]
-    fn syntax_errors_have_file_and_line() {
+    fn several_items_on_one_line_share_a_line_item_but_keep_tokens() {
+        let cf = parse("unix { nodaemon cli-listen /run/vpp/cli.sock }\n", "s.conf").unwrap();
+        let u = &cf.sections[0];
         assert_eq!(
-            parse("unix {\n nodaemon\n", "a.conf")
-                .unwrap_err()
-                .to_string(),
-            "a.conf:1: unbalanced `{' in section `unix'"
+            texts(u),
+            vec!["nodaemon", "cli-listen", "/run/vpp/cli.sock"]
+        );
+        assert_eq!(u.items.len(), 1);
+        assert_eq!(u.items[0].key, "nodaemon");
+        assert_eq!(u.items[0].values, vec!["cli-listen", "/run/vpp/cli.sock"]);
+    }
+
+    #[test]
+    fn items_are_one_per_line_with_nested_blocks() {
+        let cf = parse(
+            "dpdk {\n  dev 0000:02:00.1 { name eth0 num-rx-queues 2 }\n  dev default\n  {\n    num-rx-desc 512\n    tso on\n  }\n  uio-driver vfio-pci\n}\n",
+            "s.conf",
+        )
+        .unwrap();
+        let d = &cf.sections[0];
+        assert_eq!(d.items.len(), 3);
+        let dev = &d.items[0];
+        assert_eq!((dev.key.as_str(), dev.line), ("dev", 2));
+        assert_eq!(dev.values, vec!["0000:02:00.1"]);
+        let b = dev.block.as_ref().unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].key, "name");
+        assert_eq!(b[0].values, vec!["eth0", "num-rx-queues", "2"]);
+        let def = &d.items[1];
+        assert_eq!(def.values, vec!["default"]);
+        let b = def.block.as_ref().unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[1].key.as_str(), b[1].line), ("tso", 6));
+        assert_eq!(d.items[2].key, "uio-driver");
+        assert_eq!(d.items[2].block, None);
+        assert_eq!(
+            texts(d).iter().filter(|t| **t == "{").count(),
+            texts(d).iter().filter(|t| **t == "}").count()
+        );
+    }
+
+    #[test]
+    fn tokens_after_a_block_on_the_same_line_start_a_new_item() {
+        let cf = parse(
+            "plugins { plugin default { disable } plugin dpdk_plugin.so { enable } }",
+            "s.conf",
+        )
+        .unwrap();
+        let it = &cf.sections[0].items;
+        assert_eq!(it.len(), 2);
+        assert_eq!(it[1].values, vec!["dpdk_plugin.so"]);
+        assert_eq!(it[1].block.as_ref().unwrap()[0].key, "enable");
+    }
+
+    #[test]
+    fn byte_order_mark_and_crlf_are_accepted() {
+        let cf = parse("\u{feff}unix {\r\n  nodaemon\r\n}\r\n", "s.conf").unwrap();
+        assert_eq!(cf.sections[0].name, "unix");
+        assert_eq!(texts(&cf.sections[0]), vec!["nodaemon"]);
+    }
+
+    #[test]
+    fn unbalanced_names_the_opening_brace_line() {
+        assert_eq!(
+            err("unix\n{\n nodaemon\n"),
+            "a.conf:2: unbalanced `{' in section `unix'"
         );
         assert_eq!(
-            parse("\nunix nodaemon\n", "a.conf")
-                .unwrap_err()
-                .to_string(),
+            err("unix { a }\ndpdk {\n dev x {\n  name y\n }\n"),
+            "a.conf:2: unbalanced `{' in section `dpdk'"
+        );
+    }
+
+    #[test]
+    fn section_name_without_brace() {
+        assert_eq!(
+            err("\nunix nodaemon\n"),
             "a.conf:2: expected `{' after section name `unix'"
         );
         assert_eq!(
-            parse("}\n", "a.conf").unwrap_err().to_string(),
-            "a.conf:1: unexpected `}'"
+            err("unix { }\nfoo"),
+            "a.conf:2: expected `{' after section name `foo'"
         );
-        assert_eq!(
-            parse("unix { a }\nx\0y", "a.conf").unwrap_err().to_string(),
-            "a.conf:2: binary data (NUL byte)"
-        );
-        assert!(parse("", "a.conf").unwrap().sections.is_empty());
     }
 
     #[test]
-    fn cursor_values_and_errors() {
-        let cf = parse(
-            "buffers {\n buffers-per-numa 16k\n page-size\n}\nx { y }",
-            "b.conf",
-        )
-        .unwrap();
-        let s = &cf.sections[0];
-        let mut c = SectionCursor::new(s, "b.conf");
+    fn stray_braces() {
+        assert_eq!(err("unix { }\n}\n"), "a.conf:2: unexpected `}'");
+        assert_eq!(
+            err("{ nodaemon }"),
+            "a.conf:1: expected a section name before `{'"
+        );
+    }
+
+    #[test]
+    fn block_without_key_is_an_error() {
+        assert_eq!(
+            err("unix {\n { nodaemon }\n}"),
+            "a.conf:2: unexpected `{' (a block must follow a key)"
+        );
+        assert_eq!(
+            err("dpdk { dev x { a }\n { b } }"),
+            "a.conf:2: unexpected `{' (a block must follow a key)"
+        );
+    }
+
+    #[test]
+    fn nesting_depth_is_bounded() {
+        let ok = format!(
+            "s {{{}{}",
+            "k {".repeat(MAX_DEPTH - 1),
+            "}".repeat(MAX_DEPTH)
+        );
+        assert!(parse(&ok, "a.conf").is_ok());
+        let deep = format!("s {{{}", "k {\n".repeat(100_000));
+        assert_eq!(
+            parse(&deep, "a.conf").unwrap_err().to_string(),
+            format!(
+                "a.conf:{}: blocks nested too deeply (more than 16)",
+                MAX_DEPTH
+            )
+        );
+    }
+
+    #[test]
+    fn binary_data_is_refused_with_its_line() {
+        assert_eq!(err("unix { a }\nx\0y"), "a.conf:2: binary data (NUL byte)");
+        assert_eq!(
+            err("unix {\n\n a \u{1b}[0m }"),
+            "a.conf:3: binary data (control character 0x1b)"
+        );
+        assert_eq!(err("# \0 in a comment"), "a.conf:1: binary data (NUL byte)");
+    }
+
+    #[test]
+    fn parse_bytes_reports_invalid_utf8_line() {
+        assert_eq!(
+            parse_bytes(b"unix {\n nodaemon\n log \xff\xfe\n}", "b.conf")
+                .unwrap_err()
+                .to_string(),
+            "b.conf:3: binary data (invalid UTF-8)"
+        );
+        assert_eq!(
+            parse_bytes(b"a\0b\n\xff", "b.conf")
+                .unwrap_err()
+                .to_string(),
+            "b.conf:1: binary data (NUL byte)"
+        );
+        assert_eq!(
+            parse_bytes(b"unix { nodaemon }", "b.conf")
+                .unwrap()
+                .sections[0]
+                .name,
+            "unix"
+        );
+    }
+
+    #[test]
+    fn argv_form_joins_arguments() {
+        let argv: Vec<String> = ["unix", "{", "nodaemon", "}", "cpu", "{ workers 2 }"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let cf = parse_argv(&argv).unwrap();
+        assert_eq!(cf.sections.len(), 2);
+        assert_eq!(texts(&cf.sections[1]), vec!["workers", "2"]);
+        assert_eq!(
+            parse_argv(&["unix".to_string()]).unwrap_err().to_string(),
+            "<command line>:1: expected `{' after section name `unix'"
+        );
+        assert!(parse_argv(&[]).unwrap().sections.is_empty());
+    }
+
+    #[test]
+    fn sizes_with_binary_suffixes() {
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("128000"), Some(128000));
+        assert_eq!(parse_size("4k"), Some(4096));
+        assert_eq!(parse_size("4K"), Some(4096));
+        assert_eq!(parse_size("32m"), Some(32 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("0x10k"), Some(16 << 10));
+        for bad in [
+            "",
+            "k",
+            "G",
+            "1T",
+            "-1",
+            "+1",
+            "1.5G",
+            "1kk",
+            "lots",
+            "99999999999999G",
+        ] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+
+    fn cursor_section(text: &str) -> ConfFile {
+        parse(text, "b.conf").unwrap()
+    }
+
+    #[test]
+    fn cursor_walks_keys_and_values() {
+        let cf = cursor_section("buffers {\n buffers-per-numa 16k\n page-size\n  4k\n}");
+        let mut c = SectionCursor::new(&cf.sections[0], "b.conf");
         let k = c.next_key().unwrap();
+        assert_eq!(k.text, "buffers-per-numa");
         assert_eq!(c.value_u64(k).unwrap(), 16384);
+        let k = c.next_key().unwrap();
+        assert_eq!(c.peek().unwrap().text, "4k");
+        let v = c.value(k).unwrap();
+        assert_eq!((v.text.as_str(), v.line), ("4k", 4));
+        assert!(c.next_key().is_none());
+        assert!(c.peek().is_none());
+    }
+
+    #[test]
+    fn cursor_missing_value_at_key_line() {
+        let cf = cursor_section("unix {\n nodaemon\n cli-listen\n}");
+        let mut c = SectionCursor::new(&cf.sections[0], "b.conf");
+        c.next_key();
         let k = c.next_key().unwrap();
         assert_eq!(
             c.value(k).unwrap_err().to_string(),
-            "b.conf:3: `page-size' needs a value"
+            "b.conf:3: `cli-listen' needs a value"
         );
         assert_eq!(
-            c.unknown(k).to_string(),
-            "b.conf:3: unknown key `page-size' in section `buffers'"
+            c.value_u64(k).unwrap_err().to_string(),
+            "b.conf:3: `cli-listen' needs a value"
         );
-        let cf = parse("s { n lots }", "c.conf").unwrap();
+    }
+
+    #[test]
+    fn cursor_brace_is_not_a_value() {
+        let cf = cursor_section("dpdk { dev { name x } }");
+        let mut c = SectionCursor::new(&cf.sections[0], "b.conf");
+        let k = c.next_key().unwrap();
+        assert_eq!(
+            c.value(k).unwrap_err().to_string(),
+            "b.conf:1: `dev' needs a value"
+        );
+        assert_eq!(
+            c.peek().unwrap().text,
+            "{",
+            "the failed value consumed nothing"
+        );
+    }
+
+    #[test]
+    fn cursor_bad_number_at_value_line() {
+        let cf = cursor_section("s {\n n\n lots\n}");
         let mut c = SectionCursor::new(&cf.sections[0], "c.conf");
         let k = c.next_key().unwrap();
         assert_eq!(
             c.value_u64(k).unwrap_err().to_string(),
-            "c.conf:1: bad value `lots' for `n': expected a number"
+            "c.conf:3: bad value `lots' for `n': expected a number"
         );
     }
 
     #[test]
-    fn argv_form() {
-        let cf = parse_argv(&["unix".into(), "{".into(), "nodaemon".into(), "}".into()]).unwrap();
-        assert_eq!(cf.sections[0].name, "unix");
+    fn cursor_block_returns_inner_tokens() {
+        let cf =
+            cursor_section("dpdk {\n dev 0000:02:00.1 { name eth0 x { y } }\n no-multi-seg\n}");
+        let mut c = SectionCursor::new(&cf.sections[0], "b.conf");
+        let k = c.next_key().unwrap();
+        let v = c.value(k).unwrap();
+        assert_eq!(v.text, "0000:02:00.1");
+        let b: Vec<&str> = c
+            .block(k)
+            .unwrap()
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect();
+        assert_eq!(b, vec!["name", "eth0", "x", "{", "y", "}"]);
+        let k = c.next_key().unwrap();
+        assert_eq!(k.text, "no-multi-seg");
+        assert_eq!(
+            c.block(k).unwrap_err().to_string(),
+            "b.conf:3: `no-multi-seg' needs a { ... } block"
+        );
+    }
+
+    #[test]
+    fn cursor_unknown_and_custom_errors() {
+        let cf = cursor_section("buffers {\n\n frobnicate 1\n}");
+        let mut c = SectionCursor::new(&cf.sections[0], "b.conf");
+        let k = c.next_key().unwrap();
+        assert_eq!(
+            c.unknown(k).to_string(),
+            "b.conf:3: unknown key `frobnicate' in section `buffers'"
+        );
+        assert_eq!(
+            c.error(k, "frobnicate is not supported").to_string(),
+            "b.conf:3: frobnicate is not supported"
+        );
     }
 
     proptest::proptest! {
         #[test]
-        fn random_text_never_panics(b in proptest::collection::vec(proptest::num::u8::ANY, 0..500)) {
+        fn random_bytes_never_panic(b in proptest::collection::vec(proptest::num::u8::ANY, 0..500)) {
+            let _ = parse_bytes(&b, "r.conf");
             if let Ok(cf) = parse(&String::from_utf8_lossy(&b), "r.conf") {
                 for s in &cf.sections {
-                    let mut c = SectionCursor::new(s, "r.conf");
-                    while let Some(k) = c.next_key() {
-                        let _ = c.value_u64(k);
-                    }
+                    walk_all(s)?;
                 }
             }
         }
+
+        #[test]
+        fn brace_soup_never_panics_and_tokens_balance(s in "[a-z0-9 {}#\\n]{0,400}") {
+            match parse(&s, "r.conf") {
+                Ok(cf) => for sec in &cf.sections {
+                    let open = sec.tokens().iter().filter(|t| t.text == "{").count();
+                    let close = sec.tokens().iter().filter(|t| t.text == "}").count();
+                    proptest::prop_assert_eq!(open, close);
+                    walk_all(sec)?;
+                },
+                Err(e) => {
+                    proptest::prop_assert!(e.line >= 1 && e.line <= s.split('\n').count());
+                    proptest::prop_assert!(!e.msg.contains('\n'));
+                }
+            }
+        }
+    }
+
+    fn walk_all(s: &Section) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut c = SectionCursor::new(s, "r.conf");
+        while let Some(k) = c.next_key() {
+            if c.value_u64(k).is_err() {
+                let _ = c.block(k);
+            }
+        }
+        proptest::prop_assert!(c.peek().is_none());
+        Ok(())
     }
 }

@@ -1,0 +1,414 @@
+//! IPv4 longest-prefix match: DIR-24-8 (a 2^24-entry first level indexed by the top 24 bits,
+//! 256-entry second-level groups for prefixes longer than /24).
+//!
+//! Lookups are one or two relaxed/acquire atomic loads, no lock, from any thread. Only the
+//! main thread writes (`&mut self`): entries are updated in place with atomic stores; a new
+//! second-level group is filled before it is published; a group that is no longer needed is
+//! retired and reused only after every worker passed a quiescent point.
+//!
+//! Entry encoding (u32): bit 31 valid, bit 30 extended (low 24 bits = group index),
+//! bits 24..=29 depth (prefix length that set the entry), bits 0..=23 value.
+
+use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+const VALID: u32 = 1 << 31;
+const EXT: u32 = 1 << 30;
+const VALUE_MASK: u32 = 0x00ff_ffff;
+/// Largest value an entry can carry.
+pub const MAX_VALUE: u32 = VALUE_MASK;
+const GROUPS_PER_CHUNK: usize = 1024;
+const MAX_CHUNKS: usize = 16384;
+
+#[inline(always)]
+fn leaf(depth: u8, value: u32) -> u32 {
+    VALID | ((depth as u32) << 24) | (value & VALUE_MASK)
+}
+
+#[inline(always)]
+fn depth_of(e: u32) -> u8 {
+    ((e >> 24) & 0x3f) as u8
+}
+
+/// The IPv4 LPM table.
+pub struct Ip4Lpm {
+    tbl24: ZeroedAtomicU32s,
+    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+    n_groups: usize,
+    free_groups: Vec<u32>,
+    retired: Retired<u32>,
+    routes: [HashMap<u32, u32>; 33],
+    n_routes: usize,
+}
+
+/// Why an insert failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LpmError {
+    /// Prefix length above 32.
+    BadLength(u8),
+    /// Value does not fit in 24 bits.
+    BadValue(u32),
+    /// No second-level group left.
+    Full,
+}
+
+impl std::fmt::Display for LpmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LpmError::BadLength(l) => write!(f, "prefix length {l} > 32"),
+            LpmError::BadValue(v) => write!(f, "value {v} does not fit in 24 bits"),
+            LpmError::Full => f.write_str("IPv4 FIB is full (no second-level group left)"),
+        }
+    }
+}
+
+impl std::error::Error for LpmError {}
+
+/// Masks an address to a prefix length.
+#[inline(always)]
+pub fn mask(addr: u32, len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        addr & (u32::MAX << (32 - len as u32))
+    }
+}
+
+impl Default for Ip4Lpm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ip4Lpm {
+    /// An empty table (the first level is allocated lazily by the OS).
+    pub fn new() -> Self {
+        Ip4Lpm {
+            tbl24: ZeroedAtomicU32s::new(1 << 24),
+            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            n_groups: 0,
+            free_groups: Vec::new(),
+            retired: Retired::new(),
+            routes: std::array::from_fn(|_| HashMap::new()),
+            n_routes: 0,
+        }
+    }
+
+    /// Number of prefixes.
+    pub fn len(&self) -> usize {
+        self.n_routes
+    }
+
+    /// No prefix.
+    pub fn is_empty(&self) -> bool {
+        self.n_routes == 0
+    }
+
+    /// Second-level groups in use.
+    pub fn groups_in_use(&self) -> usize {
+        self.n_groups - self.free_groups.len() - self.retired.len()
+    }
+
+    #[inline(always)]
+    fn group(&self, g: u32) -> &[AtomicU32] {
+        let c = g as usize / GROUPS_PER_CHUNK;
+        let off = (g as usize % GROUPS_PER_CHUNK) * 256;
+        match self.chunks[c].get() {
+            Some(chunk) => &chunk[off..off + 256],
+            // Published group indices always have their chunk allocated.
+            None => &[],
+        }
+    }
+
+    /// Longest-prefix match: the value of the longest prefix covering `addr`.
+    #[inline(always)]
+    pub fn lookup(&self, addr: u32) -> Option<u32> {
+        let mut e = self.tbl24.as_slice()[(addr >> 8) as usize].load(Ordering::Acquire);
+        if e & EXT != 0 {
+            e = self
+                .group(e & VALUE_MASK)
+                .get((addr & 0xff) as usize)
+                .map(|x| x.load(Ordering::Relaxed))
+                .unwrap_or(0);
+        }
+        (e & VALID != 0).then_some(e & VALUE_MASK)
+    }
+
+    /// Four lookups at once (independent loads overlap in the memory system).
+    #[inline(always)]
+    pub fn lookup_x4(&self, a: [u32; 4]) -> [Option<u32>; 4] {
+        let t = self.tbl24.as_slice();
+        let e = [
+            t[(a[0] >> 8) as usize].load(Ordering::Acquire),
+            t[(a[1] >> 8) as usize].load(Ordering::Acquire),
+            t[(a[2] >> 8) as usize].load(Ordering::Acquire),
+            t[(a[3] >> 8) as usize].load(Ordering::Acquire),
+        ];
+        let mut out = [None; 4];
+        for i in 0..4 {
+            let mut x = e[i];
+            if x & EXT != 0 {
+                x = self
+                    .group(x & VALUE_MASK)
+                    .get((a[i] & 0xff) as usize)
+                    .map(|y| y.load(Ordering::Relaxed))
+                    .unwrap_or(0);
+            }
+            out[i] = (x & VALID != 0).then_some(x & VALUE_MASK);
+        }
+        out
+    }
+
+    /// The value stored for exactly this prefix.
+    pub fn get(&self, prefix: u32, len: u8) -> Option<u32> {
+        self.routes
+            .get(len as usize)?
+            .get(&mask(prefix, len))
+            .copied()
+    }
+
+    /// All prefixes (prefix, len, value), unordered.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u8, u32)> + '_ {
+        self.routes
+            .iter()
+            .enumerate()
+            .flat_map(|(l, m)| m.iter().map(move |(&p, &v)| (p, l as u8, v)))
+    }
+
+    fn alloc_group(&mut self, epochs: &Epochs, fill: u32) -> Result<u32, LpmError> {
+        for g in self.retired.reclaim(epochs) {
+            self.free_groups.push(g);
+        }
+        let g = match self.free_groups.pop() {
+            Some(g) => g,
+            None => {
+                if self.n_groups >= MAX_CHUNKS * GROUPS_PER_CHUNK {
+                    return Err(LpmError::Full);
+                }
+                let g = self.n_groups as u32;
+                self.n_groups += 1;
+                let c = g as usize / GROUPS_PER_CHUNK;
+                self.chunks[c].get_or_init(|| {
+                    (0..GROUPS_PER_CHUNK * 256)
+                        .map(|_| AtomicU32::new(0))
+                        .collect()
+                });
+                g
+            }
+        };
+        for x in self.group(g) {
+            x.store(fill, Ordering::Relaxed);
+        }
+        Ok(g)
+    }
+
+    /// Adds or replaces a prefix.
+    pub fn insert(
+        &mut self,
+        epochs: &Epochs,
+        prefix: u32,
+        len: u8,
+        value: u32,
+    ) -> Result<(), LpmError> {
+        if len > 32 {
+            return Err(LpmError::BadLength(len));
+        }
+        if value > MAX_VALUE {
+            return Err(LpmError::BadValue(value));
+        }
+        let p = mask(prefix, len);
+        // A prefix longer than /24 may need a group: allocate first so a failure changes nothing.
+        if len > 24 {
+            let i = (p >> 8) as usize;
+            let e = self.tbl24.as_slice()[i].load(Ordering::Relaxed);
+            if e & EXT == 0 {
+                let g = self.alloc_group(epochs, e)?;
+                // Publish after filling: readers see the old leaf or the full group.
+                self.tbl24.as_slice()[i].store(VALID | EXT | g, Ordering::Release);
+            }
+        }
+        if self.routes[len as usize].insert(p, value).is_none() {
+            self.n_routes += 1;
+        }
+        self.paint(p, len, leaf(len, value), |d| d <= len);
+        Ok(())
+    }
+
+    /// Removes a prefix; returns its value.
+    pub fn remove(&mut self, epochs: &Epochs, prefix: u32, len: u8) -> Option<u32> {
+        if len > 32 {
+            return None;
+        }
+        let p = mask(prefix, len);
+        let v = self.routes[len as usize].remove(&p)?;
+        self.n_routes -= 1;
+        // The longest shorter prefix covering this one takes over its entries.
+        let mut repl = 0;
+        for l in (0..len).rev() {
+            if let Some(&cv) = self.routes[l as usize].get(&mask(p, l)) {
+                repl = leaf(l, cv);
+                break;
+            }
+        }
+        self.paint(p, len, repl, |d| d == len);
+        self.collapse(epochs, p, len);
+        Ok::<(), ()>(()).ok();
+        Some(v)
+    }
+
+    /// Writes `new` to every entry of the prefix's range whose depth satisfies `take`.
+    fn paint(&self, p: u32, len: u8, new: u32, take: impl Fn(u8) -> bool) {
+        let t = self.tbl24.as_slice();
+        let upd = |x: &AtomicU32| {
+            let e = x.load(Ordering::Relaxed);
+            if e & VALID == 0 || take(depth_of(e)) {
+                x.store(new, Ordering::Release);
+            }
+        };
+        if len <= 24 {
+            let start = (p >> 8) as usize;
+            let n = 1usize << (24 - len);
+            for x in &t[start..start + n] {
+                let e = x.load(Ordering::Relaxed);
+                if e & EXT != 0 {
+                    for y in self.group(e & VALUE_MASK) {
+                        upd(y);
+                    }
+                } else {
+                    upd(x);
+                }
+            }
+        } else {
+            let e = t[(p >> 8) as usize].load(Ordering::Relaxed);
+            if e & EXT == 0 {
+                return;
+            }
+            let g = self.group(e & VALUE_MASK);
+            let start = (p & 0xff) as usize;
+            let n = 1usize << (32 - len);
+            for y in &g[start..start + n] {
+                upd(y);
+            }
+        }
+    }
+
+    /// Folds groups in the range back into the first level when all their entries are one
+    /// leaf of depth <= 24.
+    fn collapse(&mut self, epochs: &Epochs, p: u32, len: u8) {
+        let (start, n) = if len <= 24 {
+            ((p >> 8) as usize, 1usize << (24 - len))
+        } else {
+            ((p >> 8) as usize, 1)
+        };
+        for i in start..start + n {
+            let e = self.tbl24.as_slice()[i].load(Ordering::Relaxed);
+            if e & EXT == 0 {
+                continue;
+            }
+            let g = e & VALUE_MASK;
+            let grp = self.group(g);
+            let first = grp[0].load(Ordering::Relaxed);
+            if depth_of(first) > 24 && first & VALID != 0 {
+                continue;
+            }
+            if grp.iter().all(|x| x.load(Ordering::Relaxed) == first) {
+                self.tbl24.as_slice()[i].store(first, Ordering::Release);
+                self.retired.retire(epochs, g);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn oracle(routes: &[(u32, u8, u32)], a: u32) -> Option<u32> {
+        routes
+            .iter()
+            .filter(|&&(p, l, _)| mask(a, l) == p)
+            .max_by_key(|&&(_, l, _)| l)
+            .map(|&(_, _, v)| v)
+    }
+
+    #[test]
+    fn basic_lpm() {
+        let e = Epochs::new(1);
+        let mut t = Ip4Lpm::new();
+        assert_eq!(t.lookup(0x0a000001), None);
+        t.insert(&e, 0, 0, 1).unwrap();
+        t.insert(&e, 0x0a000000, 8, 2).unwrap();
+        t.insert(&e, 0x0a010000, 16, 3).unwrap();
+        t.insert(&e, 0x0a010100, 24, 4).unwrap();
+        t.insert(&e, 0x0a010180, 25, 5).unwrap();
+        t.insert(&e, 0x0a0101ff, 32, 6).unwrap();
+        assert_eq!(t.lookup(0x0b000000), Some(1));
+        assert_eq!(t.lookup(0x0a020000), Some(2));
+        assert_eq!(t.lookup(0x0a01ff00), Some(3));
+        assert_eq!(t.lookup(0x0a010101), Some(4));
+        assert_eq!(t.lookup(0x0a010181), Some(5));
+        assert_eq!(t.lookup(0x0a0101ff), Some(6));
+        assert_eq!(
+            t.lookup_x4([0x0b000000, 0x0a010101, 0x0a0101ff, 0x0a010181]),
+            [Some(1), Some(4), Some(6), Some(5)]
+        );
+        assert_eq!(t.remove(&e, 0x0a010180, 25), Some(5));
+        assert_eq!(t.lookup(0x0a010181), Some(4));
+        assert_eq!(t.remove(&e, 0x0a0101ff, 32), Some(6));
+        assert_eq!(t.lookup(0x0a0101ff), Some(4));
+        assert_eq!(t.groups_in_use(), 0, "group collapsed and retired");
+        assert_eq!(t.remove(&e, 0x0a010100, 24), Some(4));
+        assert_eq!(t.lookup(0x0a010101), Some(3));
+        assert_eq!(t.remove(&e, 0, 0), Some(1));
+        assert_eq!(t.lookup(0x0b000000), None);
+        assert_eq!(t.len(), 2);
+        assert!(t.insert(&e, 0, 33, 1).is_err());
+        assert!(t.insert(&e, 0, 8, 1 << 24).is_err());
+    }
+
+    fn prefix() -> impl Strategy<Value = (u32, u8)> {
+        // Lengths concentrated like a real table, plus the edges /0 and /32; addresses within
+        // a small space so prefixes overlap.
+        (
+            prop_oneof![1 => Just(0u8), 10 => 8u8..=16, 20 => 16u8..=24, 10 => Just(24u8), 10 => 25u8..=32, 5 => Just(32u8)],
+            0u32..1 << 12,
+        )
+            .prop_map(|(l, a)| {
+                let addr = (a << 20) | (a.wrapping_mul(2654435761) & 0xfffff);
+                (mask(addr, l), l)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn matches_naive_oracle(
+            adds in proptest::collection::vec(prefix(), 1..120),
+            dels in proptest::collection::vec(0usize..200, 0..60),
+            probes in proptest::collection::vec(0u32..1 << 12, 1..300),
+        ) {
+            let e = Epochs::new(1);
+            let mut t = Ip4Lpm::new();
+            let mut model: Vec<(u32, u8, u32)> = Vec::new();
+            for (i, &(p, l)) in adds.iter().enumerate() {
+                t.insert(&e, p, l, i as u32).unwrap();
+                model.retain(|&(q, m, _)| !(q == p && m == l));
+                model.push((p, l, i as u32));
+            }
+            for d in dels {
+                if model.is_empty() { break; }
+                let (p, l, v) = model.remove(d % model.len());
+                prop_assert_eq!(t.remove(&e, p, l), Some(v));
+            }
+            for a in probes {
+                for addr in [(a << 20) | (a.wrapping_mul(2654435761) & 0xfffff), a << 20, (a << 20) | 0xff, a.wrapping_mul(2654435761)] {
+                    prop_assert_eq!(t.lookup(addr), oracle(&model, addr), "addr {:#x}", addr);
+                }
+            }
+            prop_assert_eq!(t.len(), model.len());
+        }
+    }
+}

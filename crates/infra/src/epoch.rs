@@ -1,0 +1,150 @@
+//! Quiescent-state tracking for deferred reclamation (read-mostly tables updated by the main
+//! thread while workers read them without locks).
+//!
+//! Every worker bumps its counter once per dispatcher loop (outside any lookup) and parks with
+//! its counter set to [`OFFLINE`]. Memory retired by the writer may be reused once every
+//! worker's counter differs from the snapshot taken at retirement (or the worker is offline).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counter value of a thread that is parked (holds no references).
+pub const OFFLINE: u64 = u64::MAX;
+
+/// One counter per thread.
+#[derive(Debug)]
+pub struct Epochs {
+    counters: Box<[AtomicU64]>,
+}
+
+impl Epochs {
+    /// Counters for `threads` threads.
+    pub fn new(threads: usize) -> Self {
+        Epochs {
+            counters: (0..threads.max(1)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Thread `t` passed a quiescent point (between two loops).
+    #[inline(always)]
+    pub fn quiesce(&self, t: usize) {
+        if let Some(c) = self.counters.get(t) {
+            let v = c.load(Ordering::Relaxed);
+            let n = if v == OFFLINE { 0 } else { v.wrapping_add(1) };
+            c.store(n, Ordering::Release);
+        }
+    }
+
+    /// Thread `t` goes to sleep holding no references.
+    pub fn offline(&self, t: usize) {
+        if let Some(c) = self.counters.get(t) {
+            c.store(OFFLINE, Ordering::Release);
+        }
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.counters
+            .iter()
+            .map(|c| c.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Whether every thread passed a quiescent point since `snap` (thread 0, the writer, is
+    /// skipped: it never reads concurrently with its own writes).
+    pub fn passed(&self, snap: &[u64]) -> bool {
+        self.counters.iter().zip(snap).skip(1).all(|(c, &s)| {
+            let v = c.load(Ordering::Acquire);
+            v == OFFLINE || s == OFFLINE || v != s
+        })
+    }
+}
+
+/// Items waiting for a grace period.
+#[derive(Debug, Default)]
+pub struct Retired<T> {
+    items: Vec<(Vec<u64>, T)>,
+}
+
+impl<T> Retired<T> {
+    /// An empty list.
+    pub fn new() -> Self {
+        Retired { items: Vec::new() }
+    }
+    /// Retires `item` now.
+    pub fn retire(&mut self, e: &Epochs, item: T) {
+        self.items.push((e.snapshot(), item));
+    }
+    /// Takes the items whose grace period is over.
+    pub fn reclaim(&mut self, e: &Epochs) -> Vec<T> {
+        let (done, wait): (Vec<_>, Vec<_>) = self.items.drain(..).partition(|(s, _)| e.passed(s));
+        self.items = wait;
+        done.into_iter().map(|(_, t)| t).collect()
+    }
+    /// Items still waiting.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A fixed-length array of `AtomicU32` allocated zeroed and lazily (untouched pages cost no
+/// memory), for large sparse tables such as DIR-24-8's 16M-entry first level.
+pub struct ZeroedAtomicU32s {
+    v: Box<[AtomicU32Compat]>,
+}
+
+type AtomicU32Compat = std::sync::atomic::AtomicU32;
+
+impl ZeroedAtomicU32s {
+    /// `n` zeroed entries.
+    pub fn new(n: usize) -> Self {
+        // A zeroed u32 allocation comes from calloc (lazily zero-filled pages), then is
+        // reinterpreted as atomics of the same size and alignment.
+        let raw: Box<[u32]> = vec![0u32; n].into_boxed_slice();
+        let len = raw.len();
+        let ptr = Box::into_raw(raw) as *mut AtomicU32Compat;
+        // SAFETY: AtomicU32 has the same size, alignment and bit validity as u32, and the
+        // allocation (same layout) is handed over whole to the new Box.
+        let v = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
+        ZeroedAtomicU32s { v }
+    }
+    /// The entries.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[AtomicU32Compat] {
+        &self.v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_periods() {
+        let e = Epochs::new(3);
+        let mut r = Retired::new();
+        r.retire(&e, 7);
+        assert!(r.reclaim(&e).is_empty(), "workers have not moved");
+        e.quiesce(1);
+        assert!(r.reclaim(&e).is_empty(), "worker 2 has not moved");
+        e.offline(2);
+        assert_eq!(r.reclaim(&e), vec![7]);
+        e.quiesce(2);
+        r.retire(&e, 8);
+        e.quiesce(1);
+        e.quiesce(2);
+        assert_eq!(r.reclaim(&e), vec![8]);
+    }
+
+    #[test]
+    fn zeroed_atomics() {
+        let z = ZeroedAtomicU32s::new(1 << 20);
+        assert_eq!(z.as_slice().len(), 1 << 20);
+        assert_eq!(z.as_slice()[12345].load(Ordering::Relaxed), 0);
+        z.as_slice()[5].store(9, Ordering::Relaxed);
+        assert_eq!(z.as_slice()[5].load(Ordering::Relaxed), 9);
+    }
+}
