@@ -32,10 +32,15 @@ fn depth_of(e: u32) -> u8 {
     ((e >> 24) & 0x3f) as u8
 }
 
-/// The IPv4 LPM table.
-pub struct Ip4Lpm {
+/// The read side of the table, shared by every thread (`Arc<Ip4Table>`): lookups only.
+pub struct Ip4Table {
     tbl24: ZeroedAtomicU32s,
     chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+}
+
+/// The IPv4 LPM: the shared [`Ip4Table`] plus the writer's bookkeeping (main thread only).
+pub struct Ip4Lpm {
+    table: std::sync::Arc<Ip4Table>,
     n_groups: usize,
     free_groups: Vec<u32>,
     retired: Retired<u32>,
@@ -76,43 +81,9 @@ pub fn mask(addr: u32, len: u8) -> u32 {
     }
 }
 
-impl Default for Ip4Lpm {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Ip4Lpm {
-    /// An empty table (the first level is allocated lazily by the OS).
-    pub fn new() -> Self {
-        Ip4Lpm {
-            tbl24: ZeroedAtomicU32s::new(1 << 24),
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
-            n_groups: 0,
-            free_groups: Vec::new(),
-            retired: Retired::new(),
-            routes: std::array::from_fn(|_| HashMap::new()),
-            n_routes: 0,
-        }
-    }
-
-    /// Number of prefixes.
-    pub fn len(&self) -> usize {
-        self.n_routes
-    }
-
-    /// No prefix.
-    pub fn is_empty(&self) -> bool {
-        self.n_routes == 0
-    }
-
-    /// Second-level groups in use.
-    pub fn groups_in_use(&self) -> usize {
-        self.n_groups - self.free_groups.len() - self.retired.len()
-    }
-
+impl Ip4Table {
     #[inline(always)]
-    fn group(&self, g: u32) -> &[AtomicU32] {
+    pub(crate) fn group(&self, g: u32) -> &[AtomicU32] {
         let c = g as usize / GROUPS_PER_CHUNK;
         let off = (g as usize % GROUPS_PER_CHUNK) * 256;
         match self.chunks[c].get() {
@@ -160,6 +131,63 @@ impl Ip4Lpm {
         }
         out
     }
+}
+
+impl Default for Ip4Lpm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ip4Lpm {
+    /// An empty table (the first level is allocated lazily by the OS).
+    pub fn new() -> Self {
+        Ip4Lpm {
+            table: std::sync::Arc::new(Ip4Table {
+                tbl24: ZeroedAtomicU32s::new(1 << 24),
+                chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            }),
+            n_groups: 0,
+            free_groups: Vec::new(),
+            retired: Retired::new(),
+            routes: std::array::from_fn(|_| HashMap::new()),
+            n_routes: 0,
+        }
+    }
+
+    /// Number of prefixes.
+    pub fn len(&self) -> usize {
+        self.n_routes
+    }
+
+    /// No prefix.
+    pub fn is_empty(&self) -> bool {
+        self.n_routes == 0
+    }
+
+    /// Second-level groups in use.
+    pub fn groups_in_use(&self) -> usize {
+        self.n_groups - self.free_groups.len() - self.retired.len()
+    }
+
+    /// The shared read side (give a clone to every thread).
+    pub fn table(&self) -> &std::sync::Arc<Ip4Table> {
+        &self.table
+    }
+
+    /// Longest-prefix match (see [`Ip4Table::lookup`]).
+    pub fn lookup(&self, addr: u32) -> Option<u32> {
+        self.table.lookup(addr)
+    }
+
+    /// Four lookups (see [`Ip4Table::lookup_x4`]).
+    pub fn lookup_x4(&self, a: [u32; 4]) -> [Option<u32>; 4] {
+        self.table.lookup_x4(a)
+    }
+
+    fn group(&self, g: u32) -> &[AtomicU32] {
+        self.table.group(g)
+    }
 
     /// The value stored for exactly this prefix.
     pub fn get(&self, prefix: u32, len: u8) -> Option<u32> {
@@ -190,7 +218,7 @@ impl Ip4Lpm {
                 let g = self.n_groups as u32;
                 self.n_groups += 1;
                 let c = g as usize / GROUPS_PER_CHUNK;
-                self.chunks[c].get_or_init(|| {
+                self.table.chunks[c].get_or_init(|| {
                     (0..GROUPS_PER_CHUNK * 256)
                         .map(|_| AtomicU32::new(0))
                         .collect()
@@ -222,11 +250,11 @@ impl Ip4Lpm {
         // A prefix longer than /24 may need a group: allocate first so a failure changes nothing.
         if len > 24 {
             let i = (p >> 8) as usize;
-            let e = self.tbl24.as_slice()[i].load(Ordering::Relaxed);
+            let e = self.table.tbl24.as_slice()[i].load(Ordering::Relaxed);
             if e & EXT == 0 {
                 let g = self.alloc_group(epochs, e)?;
                 // Publish after filling: readers see the old leaf or the full group.
-                self.tbl24.as_slice()[i].store(VALID | EXT | g, Ordering::Release);
+                self.table.tbl24.as_slice()[i].store(VALID | EXT | g, Ordering::Release);
             }
         }
         if self.routes[len as usize].insert(p, value).is_none() {
@@ -254,13 +282,12 @@ impl Ip4Lpm {
         }
         self.paint(p, len, repl, |d| d == len);
         self.collapse(epochs, p, len);
-        Ok::<(), ()>(()).ok();
         Some(v)
     }
 
     /// Writes `new` to every entry of the prefix's range whose depth satisfies `take`.
     fn paint(&self, p: u32, len: u8, new: u32, take: impl Fn(u8) -> bool) {
-        let t = self.tbl24.as_slice();
+        let t = self.table.tbl24.as_slice();
         let upd = |x: &AtomicU32| {
             let e = x.load(Ordering::Relaxed);
             if e & VALID == 0 || take(depth_of(e)) {
@@ -303,7 +330,7 @@ impl Ip4Lpm {
             ((p >> 8) as usize, 1)
         };
         for i in start..start + n {
-            let e = self.tbl24.as_slice()[i].load(Ordering::Relaxed);
+            let e = self.table.tbl24.as_slice()[i].load(Ordering::Relaxed);
             if e & EXT == 0 {
                 continue;
             }
@@ -314,7 +341,7 @@ impl Ip4Lpm {
                 continue;
             }
             if grp.iter().all(|x| x.load(Ordering::Relaxed) == first) {
-                self.tbl24.as_slice()[i].store(first, Ordering::Release);
+                self.table.tbl24.as_slice()[i].store(first, Ordering::Release);
                 self.retired.retire(epochs, g);
             }
         }

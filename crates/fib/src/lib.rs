@@ -1,5 +1,8 @@
-//! The Sluice FIB: longest-prefix-match tables read lock-free by workers and written by the
-//! main thread with deferred reclamation. IPv4 DIR-24-8 now ([`ip4`]); IPv6, adjacencies and
-//! load-balance objects follow.
+//! The Sluice FIB: tables read lock-free by every worker and written only by the main thread
+//! (atomic stores, seqlocks, deferred reclamation).
+//!
+//! - [`ip4`]: IPv4 longest-prefix match (DIR-24-8).
+//! - [`adj`]: adjacencies (rewrite, local, glean, incomplete, drop).
 
+pub mod adj;
 pub mod ip4;

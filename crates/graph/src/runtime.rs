@@ -30,6 +30,9 @@ pub struct Shared {
     pub handoff: Vec<Vec<Arc<HandoffQueue>>>,
     /// Number of threads (main + workers).
     pub n_threads: usize,
+    /// Quiescent-state counters: bumped by each thread between loops, so tables written by
+    /// the main thread can reclaim memory once every worker moved on.
+    pub epochs: Arc<sluice_infra::epoch::Epochs>,
 }
 
 impl Shared {
@@ -47,6 +50,7 @@ impl Shared {
                 })
                 .collect(),
             n_threads,
+            epochs: Arc::new(sluice_infra::epoch::Epochs::new(n_threads)),
         }
     }
 }
@@ -586,6 +590,7 @@ impl ThreadGraph {
     /// of packets processed by input and internal nodes.
     pub fn run_once(&mut self) -> usize {
         self.loops += 1;
+        self.st.shared.epochs.quiesce(self.st.thread);
         self.st.now_tsc = rdtsc();
         let mut work = 0;
         for k in 0..self.inputs.len() {

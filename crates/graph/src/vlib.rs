@@ -357,6 +357,7 @@ fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
             continue;
         }
         let t = tg.next_timer_in().unwrap_or(0.01).min(0.01);
+        tg.shared().epochs.offline(tg.thread());
         std::thread::park_timeout(Duration::from_secs_f64(t.max(1e-4)));
     }
 }

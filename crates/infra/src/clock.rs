@@ -1,13 +1,19 @@
 //! TSC clock calibrated against the monotonic clock.
+//!
+//! Reading the TSC costs a few nanoseconds and no syscall, so the dispatcher can stamp every
+//! node call (`show runtime` clocks) and process-node timers can run on TSC-derived seconds.
+//! [`Clock::calibrate`] measures the TSC rate against `CLOCK_MONOTONIC` once at startup.
 
 use std::time::Instant;
 
-/// Reads the time-stamp counter (a monotonic nanosecond count where there is no TSC).
+/// Reads the time-stamp counter. On architectures without one it returns nanoseconds of a
+/// process-wide monotonic clock instead, so the result is always a monotonic tick count.
 #[inline(always)]
 pub fn rdtsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: RDTSC is available on every x86-64 CPU and has no memory effects.
+        // SAFETY: RDTSC is part of the x86-64 baseline (every x86-64 CPU has it), reads only the
+        // time-stamp counter and has no memory effects; user-mode access is allowed by Linux.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -18,19 +24,22 @@ pub fn rdtsc() -> u64 {
     }
 }
 
-/// A calibrated clock: converts TSC ticks to seconds.
+/// A calibrated clock: converts TSC ticks to seconds. `Copy`, so each thread keeps its own.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     tsc0: u64,
+    mono0: Instant,
     hz: f64,
 }
 
 impl Clock {
-    /// Measures the TSC rate over ~20 ms of CLOCK_MONOTONIC (best of three).
+    /// Measures the TSC rate against `CLOCK_MONOTONIC` over ~21 ms: three 7 ms windows, the
+    /// median rate wins (one window disturbed by preemption does not skew it). The rate is
+    /// rounded to 10 kHz. If the counter looks unusable (not advancing, or slower than 1 MHz)
+    /// the rate falls back to 1 GHz, which is exact for the nanosecond fallback of [`rdtsc`].
     pub fn calibrate() -> Clock {
-        let mut best = 0.0f64;
-        let mut samples = Vec::new();
-        for _ in 0..3 {
+        let mut samples = [0.0f64; 3];
+        for s in &mut samples {
             let i0 = Instant::now();
             let t0 = rdtsc();
             while i0.elapsed().as_micros() < 7_000 {
@@ -38,19 +47,35 @@ impl Clock {
             }
             let t1 = rdtsc();
             let dt = i0.elapsed().as_secs_f64();
-            samples.push((t1.wrapping_sub(t0)) as f64 / dt);
+            *s = t1.wrapping_sub(t0) as f64 / dt;
         }
-        samples.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        if let Some(&m) = samples.get(1) {
-            best = m;
-        }
-        // Round to 1 MHz; fall back to nanoseconds if the counter looks broken.
-        let hz = if best.is_finite() && best > 1e6 {
-            (best / 1e6).round() * 1e6
+        samples.sort_by(f64::total_cmp);
+        Clock::with_hz(samples[1])
+    }
+
+    /// A clock starting now with a given measured rate (rounded and sanity-checked as in
+    /// [`calibrate`](Self::calibrate)).
+    pub fn with_hz(measured_hz: f64) -> Clock {
+        let hz = if measured_hz.is_finite() && measured_hz >= 1e6 {
+            (measured_hz / 1e4).round() * 1e4
         } else {
             1e9
         };
-        Clock { tsc0: rdtsc(), hz }
+        Clock {
+            tsc0: rdtsc(),
+            mono0: Instant::now(),
+            hz,
+        }
+    }
+
+    /// The monotonic-clock instant the clock started at (its `now_secs() == 0`).
+    pub fn start_instant(&self) -> Instant {
+        self.mono0
+    }
+
+    /// The TSC value the clock started at.
+    pub fn start_tsc(&self) -> u64 {
+        self.tsc0
     }
 
     /// Ticks per second.
@@ -65,16 +90,18 @@ impl Clock {
     }
 
     /// Ticks to seconds.
+    #[inline]
     pub fn tsc_to_secs(&self, ticks: u64) -> f64 {
         ticks as f64 / self.hz
     }
 
-    /// Seconds to ticks.
+    /// Seconds to ticks, rounded to the nearest tick (negative or NaN seconds give 0).
+    #[inline]
     pub fn secs_to_tsc(&self, s: f64) -> u64 {
-        (s.max(0.0) * self.hz) as u64
+        (s.max(0.0) * self.hz).round() as u64
     }
 
-    /// Seconds since calibration.
+    /// Seconds since the clock started, from the TSC.
     #[inline]
     pub fn now_secs(&self) -> f64 {
         rdtsc().wrapping_sub(self.tsc0) as f64 / self.hz
@@ -97,5 +124,17 @@ mod tests {
         // Generous bound: a shared VM may be descheduled, but the two clocks must agree.
         assert!((ds - dm).abs() < 0.25 * dm + 0.005, "tsc {ds} vs mono {dm}");
         assert_eq!(c.secs_to_tsc(c.tsc_to_secs(1_000_000)), 1_000_000);
+        assert!(c.start_instant() <= i);
+    }
+
+    #[test]
+    fn rate_rounding_and_fallback() {
+        assert_eq!(Clock::with_hz(2_100_003_456.0).hz(), 2_100_000_000.0);
+        assert_eq!(Clock::with_hz(f64::NAN).hz(), 1e9);
+        assert_eq!(Clock::with_hz(0.0).hz(), 1e9);
+        let c = Clock::with_hz(2e9);
+        assert_eq!(c.secs_to_tsc(1.5), 3_000_000_000);
+        assert_eq!(c.secs_to_tsc(-1.0), 0);
+        assert_eq!(c.tsc_to_secs(500), 2.5e-7);
     }
 }

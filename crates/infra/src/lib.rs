@@ -1,7 +1,10 @@
-//! Sluice infrastructure (VPP's vppinfra): the calibrated TSC [`clock`], the [`timer`] wheel
-//! and [`epoch`]-based deferred reclamation for tables read without locks. Depends on nothing
+//! Sluice infrastructure (VPP's vppinfra): the calibrated TSC [`clock`], the hierarchical
+//! [`timer`] wheel, index [`pool`]s with free lists, fixed-size [`bitmap`]s and
+//! [`epoch`]-based deferred reclamation for tables read without locks. Depends on nothing
 //! of ours.
 
+pub mod bitmap;
 pub mod clock;
 pub mod epoch;
+pub mod pool;
 pub mod timer;

@@ -24,6 +24,16 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         set_state,
     );
     t.add(
+        "set interface mac address",
+        "set interface mac address <interface> <mac-address>",
+        set_mac,
+    );
+    t.add(
+        "set interface mtu",
+        "set interface mtu [packet|ip4] <value> <interface>",
+        set_mtu,
+    );
+    t.add(
         "clear interfaces",
         "clear interfaces — reset interface counters",
         clear_interfaces,
@@ -151,5 +161,34 @@ fn clear_interfaces(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
     for i in &vm.ext_mut::<Interfaces>().list {
         i.counters.clear();
     }
+    Ok(String::new())
+}
+
+fn set_mac(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let idx = interface_arg(vm, args)?;
+    let w = args.word("MAC address")?;
+    let mac: sluice_wire::Mac = w
+        .parse()
+        .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
+    args.finish()?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
+        i.mac = mac.0;
+    }
+    crate::ip4::sync_all_interfaces(vm);
+    Ok(String::new())
+}
+
+fn set_mtu(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let _ = args.keyword("packet") || args.keyword("ip4");
+    let mtu = args.u32("MTU")?;
+    if !(64..=9216).contains(&mtu) {
+        return Err(CliError::new(format!("MTU {mtu} out of range 64..9216")));
+    }
+    let idx = interface_arg(vm, args)?;
+    args.finish()?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
+        i.mtu = mtu;
+    }
+    crate::ip4::sync_all_interfaces(vm);
     Ok(String::new())
 }

@@ -158,12 +158,13 @@ pub fn create_interface(
         admin_up: false,
         link_up: true,
         mac,
-        mtu: 9000,
+        mtu: 1500,
         tx_node,
         counters: counters.clone(),
         deleted: false,
     });
     crate::output::attach(vm, idx, tx_node, counters)?;
+    crate::ip4::sync_all_interfaces(vm);
     Ok(idx)
 }
 

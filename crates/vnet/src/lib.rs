@@ -1,8 +1,9 @@
-//! Sluice networking layer (VPP's vnet): interfaces, interface output, and (in later issues)
-//! Ethernet, L2, IPv4/IPv6, ARP/ND, ICMP.
+//! Sluice networking layer (VPP's vnet): interfaces, interface output, `l2-patch`, and IPv4
+//! forwarding (Ethernet input, ARP, ICMP). L2 switching and IPv6 come next.
 
 pub mod cli;
 pub mod interface;
+pub mod ip4;
 pub mod l2patch;
 pub mod output;
 
@@ -12,11 +13,13 @@ pub use interface::{create_interface, Interfaces, SwIfIndex};
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     output::register(b);
     l2patch::register(b);
+    ip4::register(b);
 }
 
 /// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register(t);
+    ip4::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for
@@ -24,4 +27,5 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
 pub fn init(vm: &mut sluice_graph::Vlib) {
     interface::ensure_local0(vm);
     vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
+    ip4::init(vm);
 }

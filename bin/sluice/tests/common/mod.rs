@@ -1,0 +1,188 @@
+//! Shared harness for the daemon's end-to-end tests: start a real `sluice` with a temp CLI
+//! socket, run CLI commands, read and write pcap files, check for leaked buffers.
+
+#![allow(dead_code)]
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use sluice_cli::proto;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    pub sock: PathBuf,
+    pub dir: PathBuf,
+}
+
+pub fn tmpdir(tag: &str) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("sluice-test-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Daemon {
+    pub fn start(tag: &str, extra: &str) -> Daemon {
+        let dir = tmpdir(tag);
+        let sock = dir.join("cli.sock");
+        let conf = dir.join("startup.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "unix {{\n  nodaemon\n  cli-listen {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
+                sock.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sluice");
+        let t0 = Instant::now();
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "sluice did not open its CLI socket"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, sock, dir }
+    }
+
+    pub fn cli(&self, cmd: &str) -> Result<String, String> {
+        let mut s = UnixStream::connect(&self.sock).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        proto::write_request(&mut s, cmd).unwrap();
+        let (ok, text) = proto::read_response(&mut s).expect("response");
+        if ok {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    }
+
+    pub fn ok(&self, cmd: &str) -> String {
+        self.cli(cmd)
+            .unwrap_or_else(|e| panic!("`{cmd}' failed: {e}"))
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub fn stop(mut self) -> String {
+        // SAFETY: plain kill(2) on our child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let out = self.child.wait_with_output_ref();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        out
+    }
+}
+
+pub trait WaitRef {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+impl WaitRef for Child {
+    fn wait_with_output_ref(&mut self) -> String {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                assert!(st.success(), "sluice exited with {st}: {err}");
+                return err;
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = self.kill();
+                panic!("sluice did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = PcapWriter::new(f).unwrap();
+    for (i, fr) in frames.iter().enumerate() {
+        w.write_packet(&PcapPacket::new(
+            Duration::from_micros(i as u64),
+            fr.len() as u32,
+            fr,
+        ))
+        .unwrap();
+    }
+}
+
+pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut r = PcapReader::new(f).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.unwrap().data.into_owned());
+    }
+    out
+}
+
+pub fn buffers_in_use(d: &Daemon) -> u64 {
+    let s = d.ok("show buffers");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("default-numa-0"))
+        .unwrap_or_else(|| panic!("no pool line in {s}"));
+    // Columns: name index numa size data-size total free cached used alloc-fail
+    line.split_whitespace().nth(8).unwrap().parse().unwrap()
+}
+
+pub fn wait_streams_done(d: &Daemon) {
+    let t0 = Instant::now();
+    loop {
+        let s = d.ok("show packet-generator");
+        if !s.lines().skip(1).any(|l| l.contains(" Yes ")) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "stream did not finish: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until a capture file holds `n` packets and returns them.
+pub fn wait_pcap(path: &Path, n: usize) -> Vec<Vec<u8>> {
+    let t0 = Instant::now();
+    loop {
+        if path.exists() {
+            let got = read_pcap(path);
+            if got.len() >= n {
+                return got;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{} has fewer than {n} packets",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

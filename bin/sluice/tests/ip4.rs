@@ -1,0 +1,307 @@
+//! End-to-end IPv4 routing through the real daemon: frames in on pg interfaces (pcap), frames
+//! out captured and checked field by field, counters asserted.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::*;
+use sluice_wire::checksum;
+use std::net::Ipv4Addr;
+
+const PG0_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 0];
+const PG1_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 1];
+const HOST0_MAC: [u8; 6] = [0x02, 0x00, 0, 0, 0, 0x10];
+const NH_MAC: [u8; 6] = [0x02, 0x00, 0, 0, 1, 0x02];
+
+fn ip4(src: [u8; 4], dst: [u8; 4], ttl: u8, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0] = 0x45;
+    h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    h[6] = 0x40; // DF
+    h[8] = ttl;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&src);
+    h[16..20].copy_from_slice(&dst);
+    let c = checksum::internet_checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+fn udp(sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
+    let mut u = vec![0u8; 8];
+    u[0..2].copy_from_slice(&sport.to_be_bytes());
+    u[2..4].copy_from_slice(&dport.to_be_bytes());
+    u[4..6].copy_from_slice(&((8 + data.len()) as u16).to_be_bytes());
+    u.extend_from_slice(data);
+    u
+}
+
+fn icmp_echo(id: u16, seq: u16) -> Vec<u8> {
+    let mut m = vec![8u8, 0, 0, 0];
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(b"sluice-ping-data");
+    let c = checksum::internet_checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+fn eth(dst: [u8; 6], src: [u8; 6], et: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + payload.len());
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&et.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn router() -> Daemon {
+    let d = Daemon::start("ip4", "");
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg1 10.0.1.1/24",
+        "ip neighbor pg1 10.0.1.2 02:00:00:00:01:02",
+        "ip neighbor pg0 10.0.0.16 02:00:00:00:00:10",
+        "ip route add 10.2.0.0/16 via 10.0.1.2",
+    ] {
+        d.ok(c);
+    }
+    d
+}
+
+/// Sends frames from pg0 (stream name `s`), captures `n` frames on `out_if`.
+fn send(d: &Daemon, name: &str, frames: &[Vec<u8>], out_if: &str, n: usize) -> Vec<Vec<u8>> {
+    let inp = d.dir.join(format!("{name}-in.pcap"));
+    let out = d.dir.join(format!("{name}-out-{out_if}.pcap"));
+    write_pcap(&inp, frames);
+    if n > 0 {
+        d.ok(&format!(
+            "packet-generator capture {out_if} pcap {} count {n}",
+            out.display()
+        ));
+    }
+    d.ok(&format!(
+        "packet-generator new pcap {} source pg0 name {name}",
+        inp.display()
+    ));
+    d.ok(&format!("packet-generator enable {name}"));
+    wait_streams_done(d);
+    if n == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        return Vec::new();
+    }
+    wait_pcap(&out, n)
+}
+
+#[test]
+fn forwards_with_ttl_decrement_and_correct_checksums() {
+    let d = router();
+    let frames: Vec<Vec<u8>> = (0..300u16)
+        .map(|i| {
+            let dst = [10, 2, (i >> 8) as u8, i as u8];
+            eth(
+                PG0_MAC,
+                HOST0_MAC,
+                0x0800,
+                &ip4([10, 0, 0, 16], dst, 64, 17, &udp(1000 + i, 53, b"hello")),
+            )
+        })
+        .collect();
+    d.ok("trace add pg-input 1");
+    let got = send(&d, "fwd", &frames, "pg1", frames.len());
+    for (i, (sent, g)) in frames.iter().zip(&got).enumerate() {
+        assert_eq!(&g[0..6], &NH_MAC, "dst MAC = neighbour ({i})");
+        assert_eq!(&g[6..12], &PG1_MAC, "src MAC = pg1");
+        assert_eq!(g[14 + 8], 63, "TTL decremented");
+        assert_eq!(
+            checksum::sum(&g[14..34]),
+            0xffff,
+            "IPv4 checksum valid ({i})"
+        );
+        assert_eq!(
+            &g[14 + 12..14 + 20],
+            &sent[14 + 12..14 + 20],
+            "addresses unchanged"
+        );
+        assert_eq!(&g[34..], &sent[34..], "payload unchanged");
+    }
+    let rt = d.ok("show runtime");
+    for n in [
+        "ethernet-input",
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-rewrite",
+        "interface-output",
+    ] {
+        assert!(
+            rt.lines().any(|l| l.starts_with(n) && l.contains(" 300 ")),
+            "{n}:\n{rt}"
+        );
+    }
+    let tr = d.ok("show trace");
+    for n in [
+        "pg-input",
+        "ethernet-input",
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-rewrite",
+        "interface-output",
+        "pg-tx",
+    ] {
+        assert!(
+            tr.contains(&format!(": {n}")),
+            "{n} missing in trace:\n{tr}"
+        );
+    }
+    let fib = d.ok("show ip fib 10.2.3.4");
+    assert!(
+        fib.contains("10.2.0.0/16") && fib.contains("via 10.0.1.2") && fib.contains("020000000102"),
+        "{fib}"
+    );
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn icmp_echo_ttl_exceeded_and_arp() {
+    let d = router();
+    // Echo request to the router's pg0 address: reply back out of pg0 to the host.
+    let echo = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 0, 16], [10, 0, 0, 1], 64, 1, &icmp_echo(7, 1)),
+    );
+    let got = send(&d, "echo", &[echo], "pg0", 1);
+    let r = &got[0];
+    assert_eq!(&r[0..6], &HOST0_MAC);
+    assert_eq!(&r[26..30], &[10, 0, 0, 1], "reply from the router");
+    assert_eq!(&r[30..34], &[10, 0, 0, 16]);
+    assert_eq!(r[34], 0, "echo reply");
+    assert_eq!(checksum::sum(&r[34..]), 0xffff, "ICMP checksum");
+    assert_eq!(checksum::sum(&r[14..34]), 0xffff, "IP checksum");
+
+    // TTL 1 through the router: time exceeded from 10.0.0.1, quoting the original header.
+    let sent = ip4(
+        [10, 0, 0, 16],
+        [10, 2, 0, 9],
+        1,
+        17,
+        &udp(33434, 33434, b"trace"),
+    );
+    let f = eth(PG0_MAC, HOST0_MAC, 0x0800, &sent);
+    let got = send(&d, "ttl", &[f], "pg0", 1);
+    let r = &got[0];
+    assert_eq!(&r[26..30], &[10, 0, 0, 1]);
+    assert_eq!(r[23], 1, "ICMP");
+    assert_eq!((r[34], r[35]), (11, 0), "time exceeded in transit");
+    assert_eq!(&r[42..42 + 20], &sent[..20], "quotes the original header");
+    assert_eq!(checksum::sum(&r[34..]), 0xffff);
+
+    // ARP request for 10.0.0.1 from a new host: a reply, and the host is learned.
+    let mut a = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    a.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x20]);
+    a.extend_from_slice(&[10, 0, 0, 32]);
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&[10, 0, 0, 1]);
+    let f = eth([0xff; 6], [0x02, 0, 0, 0, 0, 0x20], 0x0806, &a);
+    let got = send(&d, "arp", &[f], "pg0", 1);
+    let r = &got[0];
+    assert_eq!(&r[0..6], &[0x02, 0, 0, 0, 0, 0x20]);
+    assert_eq!(&r[12..14], &[0x08, 0x06]);
+    assert_eq!(&r[20..22], &[0, 2], "ARP reply");
+    assert_eq!(&r[22..28], &PG0_MAC, "our MAC");
+    assert_eq!(&r[28..32], &[10, 0, 0, 1]);
+    let t0 = std::time::Instant::now();
+    while !d.ok("show ip neighbors").contains("10.0.0.32") {
+        assert!(t0.elapsed().as_secs() < 5, "{}", d.ok("show ip neighbors"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(d.ok("show ip neighbors").contains("02:00:00:00:00:20"));
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
+    let d = router();
+    // 10.0.1.5 is on pg1's subnet but unresolved: an ARP request goes out of pg1.
+    let f = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 0, 16], [10, 0, 1, 5], 64, 17, &udp(1, 2, b"x")),
+    );
+    let got = send(&d, "glean", &[f], "pg1", 1);
+    let r = &got[0];
+    assert_eq!(&r[0..6], &[0xff; 6]);
+    assert_eq!(&r[12..14], &[0x08, 0x06]);
+    assert_eq!(&r[20..22], &[0, 1], "ARP request");
+    assert_eq!(&r[28..32], &[10, 0, 1, 1], "from pg1's address");
+    assert_eq!(&r[38..42], &[10, 0, 1, 5], "for the destination");
+
+    let good = ip4(
+        [10, 0, 0, 16],
+        [10, 2, 0, 1],
+        64,
+        17,
+        &udp(1, 2, b"abcdefgh"),
+    );
+    let mut bad_csum = good.clone();
+    bad_csum[10] ^= 0xff;
+    let mut bad_ihl = good.clone();
+    bad_ihl[0] = 0x44;
+    let mut too_long = good.clone();
+    too_long[2..4].copy_from_slice(&500u16.to_be_bytes());
+    let c = checksum::internet_checksum(&{
+        let mut h = too_long[..20].to_vec();
+        h[10] = 0;
+        h[11] = 0;
+        h
+    });
+    too_long[10..12].copy_from_slice(&c.to_be_bytes());
+    let truncated = good[..12].to_vec();
+    let wrong_mac = eth([0x02, 9, 9, 9, 9, 9], HOST0_MAC, 0x0800, &good);
+    let no_route = ip4([10, 0, 0, 16], [192, 0, 2, 1], 64, 17, &udp(1, 2, b"x"));
+    let frames = vec![
+        eth(PG0_MAC, HOST0_MAC, 0x0800, &bad_csum),
+        eth(PG0_MAC, HOST0_MAC, 0x0800, &bad_ihl),
+        eth(PG0_MAC, HOST0_MAC, 0x0800, &too_long),
+        eth(PG0_MAC, HOST0_MAC, 0x0800, &truncated),
+        wrong_mac,
+        eth(PG0_MAC, HOST0_MAC, 0x88b5, b"unknown ethertype payload"),
+        eth(PG0_MAC, HOST0_MAC, 0x0800, &no_route),
+        vec![1, 2, 3],
+    ];
+    d.ok("clear errors");
+    d.ok("clear interfaces");
+    send(&d, "bad", &frames, "pg1", 0);
+    let errs = d.ok("show errors");
+    for (node, reason) in [
+        ("ip4-input", "bad ip4 checksum"),
+        ("ip4-input", "ip4 header length < 20 bytes"),
+        ("ip4-input", "ip4 length > l2 length"),
+        ("ip4-input", "ip4 length < 20 bytes"),
+        ("ethernet-input", "l3 mac mismatch"),
+        ("ethernet-input", "unknown ethernet type"),
+        ("ip4-lookup", "no route to destination"),
+        ("ethernet-input", "frame shorter than an Ethernet header"),
+    ] {
+        assert!(
+            errs.lines().any(|l| l.contains(node)
+                && l.contains(reason)
+                && l.trim_start().starts_with("1 ")),
+            "{node}: {reason} missing:\n{errs}"
+        );
+    }
+    let intf = d.ok("show interface pg1");
+    assert!(!intf.contains("tx packets"), "nothing was emitted: {intf}");
+    let _ = Ipv4Addr::LOCALHOST;
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}

@@ -1,0 +1,768 @@
+//! IPv4 forwarding: shared lock-free state read by the nodes, the main-thread control plane
+//! (interface addresses, routes, neighbours) and its CLI.
+//!
+//! Nodes: `ethernet-input` → `ip4-input` → `ip4-lookup` → `ip4-rewrite` → `interface-output`,
+//! plus `ip4-local` (echo replies), `ip4-icmp-error` (TTL exceeded, unreachable, frag needed),
+//! `arp-input` (replies and learning) and `ip4-glean` (ARP requests for unresolved next hops),
+//! and the `ip4-neighbor-process` process node that applies learned neighbours.
+
+pub mod nodes;
+
+use crate::interface::{Interfaces, SwIfIndex};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
+use sluice_graph::{GraphBuilder, Vlib};
+use sluice_infra::epoch::Epochs;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Interfaces the per-interface attribute table can hold.
+pub const MAX_IFS: usize = 4096;
+
+/// Per-interface attributes read by the nodes (written by the main thread).
+#[derive(Default)]
+pub struct IfAttr {
+    /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
+    pub mac: AtomicU64,
+    /// First IPv4 address (host order), 0 = none.
+    pub ip4: AtomicU32,
+    /// L3 MTU.
+    pub mtu: AtomicU32,
+}
+
+impl IfAttr {
+    /// The MAC as bytes.
+    #[inline(always)]
+    pub fn mac_bytes(&self) -> [u8; 6] {
+        let v = self.mac.load(Ordering::Relaxed).to_be_bytes();
+        [v[2], v[3], v[4], v[5], v[6], v[7]]
+    }
+}
+
+/// State shared by every thread's IPv4 nodes.
+pub struct Ip4Shared {
+    /// The LPM read side.
+    pub fib: Arc<Ip4Table>,
+    /// The adjacency read side.
+    pub adj: Arc<AdjTable>,
+    /// Per-interface attributes.
+    pub ifs: Box<[IfAttr]>,
+    /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
+    /// (interface, address, MAC). A control-plane path, not the fast path.
+    pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
+}
+
+impl Ip4Shared {
+    /// Attributes of an interface (a dummy zero entry for out-of-range indices).
+    #[inline(always)]
+    pub fn if_attr(&self, i: u32) -> &IfAttr {
+        self.ifs.get(i as usize).unwrap_or(&self.ifs[0])
+    }
+}
+
+/// Why a route was installed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    /// The router's own address (/32).
+    Local,
+    /// A connected subnet of an interface address.
+    Connected,
+    /// A learned or static neighbour (/32).
+    Adjacency,
+    /// Configured with `ip route`.
+    Static,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Source::Local => "local",
+            Source::Connected => "connected",
+            Source::Adjacency => "adjacency",
+            Source::Static => "static",
+        }
+    }
+}
+
+/// A route: its best source's adjacency.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// Installed entries by source (the lowest source wins, as VPP's source priorities).
+    pub by_source: BTreeMap<Source, u32>,
+}
+
+/// The control plane (main thread; shared with the neighbour process node).
+pub struct Ip4Control {
+    lpm: Ip4Lpm,
+    adjs: Adjacencies,
+    epochs: Arc<Epochs>,
+    shared: Arc<Ip4Shared>,
+    routes: BTreeMap<(u32, u8), Route>,
+    addrs: Vec<(u32, u32, u8)>,
+    neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
+}
+
+/// Handle to the control plane (a `Vlib` extension).
+#[derive(Default)]
+pub struct Ip4Main {
+    ctl: Option<Arc<Mutex<Ip4Control>>>,
+}
+
+pub(crate) fn lock(c: &Arc<Mutex<Ip4Control>>) -> MutexGuard<'_, Ip4Control> {
+    match c.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl Ip4Control {
+    fn set_route(&mut self, p: u32, len: u8, src: Source, adj: Option<u32>) -> Result<(), String> {
+        let key = (mask(p, len), len);
+        let r = self.routes.entry(key).or_insert_with(|| Route {
+            by_source: BTreeMap::new(),
+        });
+        match adj {
+            Some(a) => {
+                r.by_source.insert(src, a);
+            }
+            None => {
+                r.by_source.remove(&src);
+            }
+        }
+        match r.by_source.values().next().copied() {
+            Some(best) => self
+                .lpm
+                .insert(&self.epochs, key.0, len, best)
+                .map_err(|e| e.to_string()),
+            None => {
+                self.routes.remove(&key);
+                self.lpm.remove(&self.epochs, key.0, len);
+                Ok(())
+            }
+        }
+    }
+
+    fn if_mac(&self, i: u32) -> [u8; 6] {
+        self.shared.if_attr(i).mac_bytes()
+    }
+
+    fn if_mtu(&self, i: u32) -> u16 {
+        self.shared
+            .if_attr(i)
+            .mtu
+            .load(Ordering::Relaxed)
+            .min(65535) as u16
+    }
+
+    /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
+    /// Incomplete otherwise.
+    fn nbr_adj(&mut self, i: u32, nh: u32) -> Result<u32, String> {
+        let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
+        let src = self.if_mac(i);
+        let mtu = self.if_mtu(i);
+        let make = || neighbor_adj(i, nh, mac, src, mtu);
+        self.adjs
+            .find_or_add((AdjKind::Rewrite, i, nh), make)
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
+    fn connected_if(&self, nh: u32) -> Option<u32> {
+        self.addrs
+            .iter()
+            .filter(|&&(_, a, l)| mask(a, l) == mask(nh, l))
+            .max_by_key(|&&(_, _, l)| l)
+            .map(|&(i, _, _)| i)
+    }
+
+    /// Records a neighbour and updates its adjacency and host route.
+    pub fn add_neighbor(
+        &mut self,
+        i: u32,
+        ip: u32,
+        mac: [u8; 6],
+        is_static: bool,
+    ) -> Result<(), String> {
+        if let Some(n) = self.neighbors.get(&(i, ip)) {
+            if n.1 && !is_static {
+                return Ok(()); // learned entries never override static ones
+            }
+        }
+        self.neighbors.insert((i, ip), (mac, is_static));
+        let a = self.nbr_adj(i, ip)?;
+        let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
+        self.adjs.update(a, adj);
+        self.set_route(ip, 32, Source::Adjacency, Some(a))
+    }
+
+    /// Applies neighbours learned by the data plane.
+    pub fn apply_learned(&mut self) -> usize {
+        let learned = {
+            let mut l = match self.shared.learned.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            std::mem::take(&mut *l)
+        };
+        let n = learned.len();
+        for (i, ip, mac) in learned {
+            // Only neighbours on a connected subnet of that interface.
+            if self.connected_if(ip) == Some(i) {
+                let _ = self.add_neighbor(i, ip, mac, false);
+            }
+        }
+        n
+    }
+}
+
+fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
+    let mut rw = [0u8; 14];
+    rw[6..12].copy_from_slice(&src);
+    rw[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    match mac {
+        Some(m) => {
+            rw[..6].copy_from_slice(&m);
+            Adj {
+                kind: AdjKind::Rewrite,
+                tx_if: i,
+                mtu,
+                rewrite: rw,
+                nh,
+            }
+        }
+        None => Adj {
+            kind: AdjKind::Incomplete,
+            tx_if: i,
+            mtu,
+            rewrite: rw,
+            nh,
+        },
+    }
+}
+
+/// Creates the shared state (called by `register`, before the graph is built).
+pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies) {
+    let lpm = Ip4Lpm::new();
+    let adjs = Adjacencies::new();
+    let shared = Arc::new(Ip4Shared {
+        fib: lpm.table().clone(),
+        adj: adjs.table().clone(),
+        ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
+        learned: Mutex::new(Vec::new()),
+    });
+    (shared, lpm, adjs)
+}
+
+/// Control-plane pieces created at registration and completed by [`init`]; held by the
+/// main-thread instance of `ip4-neighbor-process`.
+#[derive(Default)]
+pub struct CtlSlot {
+    pending: Option<(Ip4Lpm, Adjacencies, Arc<Ip4Shared>)>,
+    /// The control plane once initialised.
+    pub ctl: Option<Arc<Mutex<Ip4Control>>>,
+}
+
+/// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
+/// (and its epochs) exists.
+pub fn register(b: &mut GraphBuilder) {
+    let (shared, lpm, adjs) = new_shared();
+    let slot = Arc::new(Mutex::new(CtlSlot {
+        pending: Some((lpm, adjs, shared.clone())),
+        ctl: None,
+    }));
+    nodes::register(b, shared, slot);
+}
+
+/// Completes the control plane once the runtime exists.
+pub fn init(vm: &mut Vlib) {
+    let Some(idx) = vm.registry.find(nodes::NEIGHBOR_PROCESS) else {
+        return;
+    };
+    let Some(slot) = vm
+        .main
+        .node_mut::<nodes::NeighborProcess>(idx)
+        .map(|n| n.slot.clone())
+    else {
+        return;
+    };
+    let mut s = match slot.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    let Some((lpm, adjs, shared)) = s.pending.take() else {
+        return;
+    };
+    let ctl = Arc::new(Mutex::new(Ip4Control {
+        lpm,
+        adjs,
+        epochs: vm.shared.epochs.clone(),
+        shared,
+        routes: BTreeMap::new(),
+        addrs: Vec::new(),
+        neighbors: HashMap::new(),
+    }));
+    s.ctl = Some(ctl.clone());
+    drop(s);
+    vm.ext_mut::<Ip4Main>().ctl = Some(ctl);
+    sync_all_interfaces(vm);
+}
+
+fn control(vm: &mut Vlib) -> Result<Arc<Mutex<Ip4Control>>, CliError> {
+    vm.ext_mut::<Ip4Main>()
+        .ctl
+        .clone()
+        .ok_or_else(|| CliError::new("ip4 not initialised"))
+}
+
+/// Copies interface MAC/MTU into the shared attribute table (after create / mac / mtu change).
+pub fn sync_all_interfaces(vm: &mut Vlib) {
+    let Ok(c) = control(vm) else { return };
+    let ifs: Vec<(u32, [u8; 6], u32)> = vm
+        .ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .filter(|i| !i.deleted)
+        .map(|i| (i.sw_if_index.0, i.mac, i.mtu))
+        .collect();
+    let ctl = lock(&c);
+    for (i, mac, mtu) in ifs {
+        if let Some(a) = ctl.shared.ifs.get(i as usize) {
+            let mut m = [0u8; 8];
+            m[2..].copy_from_slice(&mac);
+            a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
+            a.mtu.store(mtu, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Registers the IPv4 CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "set interface ip address",
+        "set interface ip address [del] <interface> <ip4-address>/<width>",
+        cli_address,
+    );
+    t.add(
+        "ip route",
+        "ip route [add|del] [count <n>] <dst>/<width> via <next-hop> [<interface>] | drop | local",
+        cli_route,
+    );
+    t.add(
+        "ip neighbor",
+        "ip neighbor [del] <interface> <ip4-address> <mac-address> [static]",
+        cli_neighbor,
+    );
+    t.add(
+        "show ip fib",
+        "show ip fib [<prefix>[/<width>]] [summary] — routes and their adjacencies",
+        cli_show_fib,
+    );
+    t.add(
+        "show ip neighbors",
+        "show ip neighbors [<interface>] — resolved neighbours",
+        cli_show_neighbors,
+    );
+    t.add(
+        "show interface address",
+        "show interface address — interface IP addresses",
+        cli_show_addr,
+    );
+}
+
+fn parse_prefix(w: &str) -> Result<(u32, u8), CliError> {
+    let (a, l) = match w.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (w, None),
+    };
+    let addr: Ipv4Addr = a
+        .parse()
+        .map_err(|_| CliError::new(format!("expected IPv4 prefix, got `{w}'")))?;
+    let len = match l {
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= 32)
+            .ok_or_else(|| CliError::new(format!("bad prefix length in `{w}'")))?,
+        None => 32,
+    };
+    Ok((u32::from(addr), len))
+}
+
+fn parse_ip(w: &str) -> Result<u32, CliError> {
+    w.parse::<Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| CliError::new(format!("expected IPv4 address, got `{w}'")))
+}
+
+fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let del = a.keyword("del");
+    let i = crate::cli::interface_arg(vm, a)?;
+    let w = a.word("address/width")?;
+    let (addr, len) = parse_prefix(&w)?;
+    a.finish()?;
+    if len == 0 || (len == 32 && !w.contains('/')) {
+        return Err(CliError::new(format!(
+            "expected <address>/<width>, got `{w}'"
+        )));
+    }
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let exists = ctl
+        .addrs
+        .iter()
+        .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
+    if del {
+        if !exists {
+            return Err(CliError::new(format!(
+                "address `{w}' not configured on the interface"
+            )));
+        }
+        ctl.addrs
+            .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
+        ctl.set_route(addr, len, Source::Connected, None)
+            .map_err(CliError::new)?;
+        ctl.set_route(addr, 32, Source::Local, None)
+            .map_err(CliError::new)?;
+        let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0).map(|x| x.1);
+        ctl.shared
+            .if_attr(i.0)
+            .ip4
+            .store(first.unwrap_or(0), Ordering::Relaxed);
+        return Ok(String::new());
+    }
+    if exists {
+        return Ok(String::new());
+    }
+    if let Some(&(j, _, _)) = ctl
+        .addrs
+        .iter()
+        .find(|&&(_, x, l)| mask(x, l.min(len)) == mask(addr, l.min(len)))
+    {
+        if j != i.0 {
+            return Err(CliError::new(format!(
+                "`{w}' overlaps a subnet of interface index {j}"
+            )));
+        }
+    }
+    ctl.addrs.push((i.0, addr, len));
+    if ctl.shared.if_attr(i.0).ip4.load(Ordering::Relaxed) == 0 {
+        ctl.shared.if_attr(i.0).ip4.store(addr, Ordering::Relaxed);
+    }
+    let (src, mtu) = (ctl.if_mac(i.0), ctl.if_mtu(i.0));
+    let glean = ctl
+        .adjs
+        .find_or_add((AdjKind::Glean, i.0, 0), || Adj {
+            kind: AdjKind::Glean,
+            tx_if: i.0,
+            mtu,
+            rewrite: {
+                let mut r = [0u8; 14];
+                r[6..12].copy_from_slice(&src);
+                r
+            },
+            nh: addr,
+        })
+        .ok_or_else(|| CliError::new("adjacency table full"))?;
+    let local = ctl
+        .adjs
+        .find_or_add((AdjKind::Local, i.0, 0), || Adj {
+            kind: AdjKind::Local,
+            tx_if: i.0,
+            mtu,
+            rewrite: [0; 14],
+            nh: 0,
+        })
+        .ok_or_else(|| CliError::new("adjacency table full"))?;
+    if len < 32 {
+        ctl.set_route(addr, len, Source::Connected, Some(glean))
+            .map_err(CliError::new)?;
+    }
+    ctl.set_route(addr, 32, Source::Local, Some(local))
+        .map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let del = if a.keyword("del") {
+        true
+    } else {
+        a.keyword("add");
+        false
+    };
+    let mut count = 1u32;
+    if a.keyword("count") {
+        count = a.u32("count")?.max(1);
+    }
+    let w = a.word("destination prefix")?;
+    let (p, len) = parse_prefix(&w)?;
+    let mut nh = None;
+    let mut via_if = None;
+    let mut drop = false;
+    while !a.is_empty() {
+        if a.keyword("via") {
+            match a.peek() {
+                Some("drop") => {
+                    a.keyword("drop");
+                    drop = true;
+                }
+                Some(t) if t.parse::<Ipv4Addr>().is_ok() => {
+                    let t = a.word("next hop")?;
+                    nh = Some(parse_ip(&t)?);
+                }
+                _ => via_if = Some(crate::cli::interface_arg(vm, a)?),
+            }
+        } else if a.keyword("drop") {
+            drop = true;
+        } else if nh.is_some() && via_if.is_none() {
+            via_if = Some(crate::cli::interface_arg(vm, a)?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let step = if len == 0 {
+        0
+    } else {
+        1u64 << (32 - len as u32)
+    };
+    let adj = if del {
+        None
+    } else if drop {
+        Some(0)
+    } else {
+        let nh = nh.ok_or_else(|| CliError::new("missing `via <next-hop>' (or `drop')"))?;
+        let i = match via_if {
+            Some(SwIfIndex(i)) => i,
+            None => ctl.connected_if(nh).ok_or_else(|| {
+                CliError::new(format!(
+                    "next hop {} is not on a connected subnet (give an interface)",
+                    Ipv4Addr::from(nh)
+                ))
+            })?,
+        };
+        Some(ctl.nbr_adj(i, nh).map_err(CliError::new)?)
+    };
+    let base = mask(p, len) as u64;
+    for k in 0..count as u64 {
+        let q = base + k * step;
+        if q > u32::MAX as u64 {
+            return Err(CliError::new(format!(
+                "count {count} runs past 255.255.255.255"
+            )));
+        }
+        if del && !ctl.routes.contains_key(&(q as u32, len)) {
+            if count == 1 {
+                return Err(CliError::new(format!("no route `{w}'")));
+            }
+            continue;
+        }
+        ctl.set_route(q as u32, len, Source::Static, adj)
+            .map_err(CliError::new)?;
+    }
+    Ok(String::new())
+}
+
+fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let del = a.keyword("del");
+    let i = crate::cli::interface_arg(vm, a)?;
+    let ip = parse_ip(&a.word("IPv4 address")?)?;
+    let mac = if del {
+        [0; 6]
+    } else {
+        let w = a.word("MAC address")?;
+        w.parse::<sluice_wire::Mac>()
+            .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?
+            .0
+    };
+    let is_static = a.keyword("static");
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if del {
+        if ctl.neighbors.remove(&(i.0, ip)).is_none() {
+            return Err(CliError::new(format!("no neighbor {}", Ipv4Addr::from(ip))));
+        }
+        let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
+        let adj = neighbor_adj(i.0, ip, None, ctl.if_mac(i.0), ctl.if_mtu(i.0));
+        ctl.adjs.update(a, adj);
+        ctl.set_route(ip, 32, Source::Adjacency, None)
+            .map_err(CliError::new)?;
+        return Ok(String::new());
+    }
+    // CLI entries are static (VPP marks them S whether or not `static' is given).
+    let _ = is_static;
+    ctl.add_neighbor(i.0, ip, mac, true)
+        .map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+fn fmt_adj(vm_names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
+    let ifn = vm_names
+        .get(&a.tx_if)
+        .cloned()
+        .unwrap_or_else(|| format!("if{}", a.tx_if));
+    match a.kind {
+        AdjKind::Drop => format!("[@{i}]: dpo-drop ip4"),
+        AdjKind::Local => format!("[@{i}]: dpo-receive on {ifn}"),
+        AdjKind::Glean => format!("[@{i}]: ipv4-glean: [src:{}] {ifn}", Ipv4Addr::from(a.nh)),
+        AdjKind::Incomplete => format!(
+            "[@{i}]: ipv4 via {} {ifn}: incomplete",
+            Ipv4Addr::from(a.nh)
+        ),
+        AdjKind::Rewrite => {
+            let r = a.rewrite;
+            format!(
+                "[@{i}]: ipv4 via {} {ifn}: mtu:{} next:{} {:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}0800",
+                Ipv4Addr::from(a.nh),
+                a.mtu,
+                a.tx_if,
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]
+            )
+        }
+    }
+}
+
+fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
+    vm.ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .map(|i| (i.sw_if_index.0, i.name.clone()))
+        .collect()
+}
+
+fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut filter = None;
+    let mut summary = false;
+    while !a.is_empty() {
+        if a.keyword("summary") {
+            summary = true;
+        } else if a.keyword("table") {
+            let t = a.u32("table id")?;
+            if t != 0 {
+                return Err(CliError::new(format!(
+                    "no table {t} (only table 0 exists yet)"
+                )));
+            }
+        } else {
+            let w = a.word("prefix")?;
+            filter = Some(parse_prefix(&w)?);
+        }
+    }
+    let names = if_names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut out = String::new();
+    if summary {
+        let mut by_len = [0usize; 33];
+        for &(_, l) in ctl.routes.keys() {
+            by_len[l as usize] += 1;
+        }
+        let _ = writeln!(out, "ipv4-VRF:0, fib_index:0, routes {}", ctl.routes.len());
+        let _ = writeln!(out, "    Prefix length         Count");
+        for (l, n) in by_len.iter().enumerate().rev() {
+            if *n > 0 {
+                let _ = writeln!(out, "{l:>15}{n:>16}");
+            }
+        }
+        return Ok(out);
+    }
+    let _ = writeln!(out, "ipv4-VRF:0, fib_index:0, routes {}", ctl.routes.len());
+    let shown: Vec<(&(u32, u8), &Route)> = match filter {
+        // With an address: the longest match, as VPP does.
+        Some((addr, 32)) => ctl
+            .routes
+            .iter()
+            .filter(|(&(p, l), _)| mask(addr, l) == p)
+            .max_by_key(|(&(_, l), _)| l)
+            .into_iter()
+            .collect(),
+        Some((p, l)) => ctl
+            .routes
+            .iter()
+            .filter(|(&(q, m), _)| q == mask(p, l) && m == l)
+            .collect(),
+        None => ctl.routes.iter().collect(),
+    };
+    for (&(p, l), r) in shown {
+        let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
+        let _ = writeln!(out, "{}/{}", Ipv4Addr::from(p), l);
+        let _ = writeln!(out, "  source: {}", srcs.join(", "));
+        if let Some(&ai) = r.by_source.values().next() {
+            let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+            let _ = writeln!(out, "    {}", fmt_adj(&names, &adj, ai));
+        }
+    }
+    Ok(out)
+}
+
+fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let only = if a.is_empty() {
+        None
+    } else {
+        Some(crate::cli::interface_arg(vm, a)?)
+    };
+    a.finish()?;
+    let names = if_names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut v: Vec<_> = ctl.neighbors.iter().collect();
+    v.sort_by_key(|(k, _)| **k);
+    let mut out = format!(
+        "{:<18}{:<8}{:<20}{:<16}\n",
+        "IP", "Flags", "Ethernet", "Interface"
+    );
+    for (&(i, ip), &(mac, st)) in v {
+        if only.is_some_and(|o| o.0 != i) {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:<18}{:<8}{:<20}{:<16}",
+            Ipv4Addr::from(ip).to_string(),
+            if st { "S" } else { "D" },
+            sluice_wire::Mac(mac).to_string(),
+            names.get(&i).cloned().unwrap_or_default()
+        );
+    }
+    Ok(out)
+}
+
+fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let names = if_names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut out = String::new();
+    let mut ifs: Vec<u32> = names.keys().copied().collect();
+    ifs.sort();
+    for i in ifs {
+        let _ = writeln!(
+            out,
+            "{} ({})",
+            names[&i],
+            if ctl.addrs.iter().any(|x| x.0 == i) {
+                "up"
+            } else {
+                "-"
+            }
+        );
+        for &(_, addr, len) in ctl.addrs.iter().filter(|x| x.0 == i) {
+            let _ = writeln!(out, "  L3 {}/{}", Ipv4Addr::from(addr), len);
+        }
+    }
+    Ok(out)
+}
+
+/// Number of IPv4 routes (benchmarks, tests).
+pub fn route_count(vm: &mut Vlib) -> usize {
+    control(vm).map(|c| lock(&c).routes.len()).unwrap_or(0)
+}
+
+/// Applies learned neighbours now (the process node does this every 10 ms).
+pub fn apply_learned(vm: &mut Vlib) -> usize {
+    control(vm).map(|c| lock(&c).apply_learned()).unwrap_or(0)
+}

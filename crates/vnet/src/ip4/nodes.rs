@@ -1,0 +1,744 @@
+//! The IPv4 path's nodes. Each node's header: name, metadata used/set, next arcs, counters.
+//!
+//! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
+
+use super::{CtlSlot, Ip4Shared};
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_fib::adj::AdjKind;
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    Suspend, TraceRecord, Wake, FRAME_SIZE,
+};
+use sluice_wire::arp::{self, ArpRepr};
+use sluice_wire::ethernet::ethertype;
+use sluice_wire::icmp;
+use sluice_wire::ipv4::{proto, Ipv4Packet};
+use sluice_wire::{checksum, Mac};
+use std::any::Any;
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// Node names.
+pub const ETHERNET_INPUT: &str = "ethernet-input";
+/// `ip4-input`.
+pub const IP4_INPUT: &str = "ip4-input";
+/// `ip4-lookup`.
+pub const IP4_LOOKUP: &str = "ip4-lookup";
+/// `ip4-rewrite`.
+pub const IP4_REWRITE: &str = "ip4-rewrite";
+/// `ip4-local`.
+pub const IP4_LOCAL: &str = "ip4-local";
+/// `ip4-icmp-error`.
+pub const IP4_ICMP_ERROR: &str = "ip4-icmp-error";
+/// `arp-input`.
+pub const ARP_INPUT: &str = "arp-input";
+/// `ip4-glean`.
+pub const IP4_GLEAN: &str = "ip4-glean";
+/// `ip4-neighbor-process`.
+pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
+
+/// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
+/// `feature_meta[1]`: the MTU for "fragmentation needed".
+const ICMP_META: usize = 0;
+const ICMP_MTU: usize = 1;
+
+// ---------------------------------------------------------------------------------------
+/// `ethernet-input`: classifies frames by EtherType and strips the Ethernet header.
+///
+/// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
+/// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
+/// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP.
+/// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
+///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
+pub struct EthernetInput {
+    shared: Arc<Ip4Shared>,
+}
+
+const E_UNKNOWN_ET: u16 = 0;
+const E_MAC_MISMATCH: u16 = 1;
+const E_TAGGED: u16 = 2;
+const E_RUNT: u16 = 3;
+
+#[derive(Copy, Clone)]
+struct EthTrace {
+    dst: [u8; 6],
+    src: [u8; 6],
+    et: u16,
+}
+
+impl TraceRecord for EthTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!(
+            "{}: {} -> {}",
+            match self.et {
+                ethertype::IPV4 => "IP4".to_string(),
+                ethertype::ARP => "ARP".to_string(),
+                ethertype::IPV6 => "IP6".to_string(),
+                v => format!("0x{v:04x}"),
+            },
+            Mac(self.src),
+            Mac(self.dst)
+        ));
+    }
+}
+
+impl PacketNode for EthernetInput {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        if d.len() < 14 {
+            b.hdr.error = cx.error(E_RUNT);
+            return Next(0);
+        }
+        let et = u16::from_be_bytes([d[12], d[13]]);
+        let dst = [d[0], d[1], d[2], d[3], d[4], d[5]];
+        if b.hdr.is_traced() {
+            cx.trace(
+                b,
+                EthTrace {
+                    dst,
+                    src: [d[6], d[7], d[8], d[9], d[10], d[11]],
+                    et,
+                },
+            );
+        }
+        if dst[0] & 1 == 0 && dst != self.shared.if_attr(b.hdr.rx_if).mac_bytes() {
+            b.hdr.error = cx.error(E_MAC_MISMATCH);
+            return Next(0);
+        }
+        let next = match et {
+            ethertype::IPV4 => Next(1),
+            ethertype::ARP => Next(2),
+            ethertype::VLAN | ethertype::QINQ => {
+                b.hdr.error = cx.error(E_TAGGED);
+                return Next(0);
+            }
+            _ => {
+                b.hdr.error = cx.error(E_UNKNOWN_ET);
+                return Next(0);
+            }
+        };
+        b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+        b.advance(14);
+        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
+        next
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-input`: validates IPv4 headers (RFC 1812 §5.2.2) and trims Ethernet padding.
+///
+/// - uses: the packet at `current_data` (an IPv4 header).
+/// - sets: trims `current_length` to the IPv4 total length.
+/// - next: `error-drop` (0) for malformed packets; `ip4-lookup` (1).
+/// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
+///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
+///   `bad_checksum` (bad ip4 checksum).
+pub struct Ip4Input;
+
+const E_TOO_SHORT: u16 = 0;
+const E_VERSION: u16 = 1;
+const E_IHL: u16 = 2;
+const E_BAD_LENGTH: u16 = 3;
+const E_CHECKSUM: u16 = 4;
+
+impl PacketNode for Ip4Input {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        if d.len() < 20 {
+            b.hdr.error = cx.error(E_TOO_SHORT);
+            return Next(0);
+        }
+        if d[0] >> 4 != 4 {
+            b.hdr.error = cx.error(E_VERSION);
+            return Next(0);
+        }
+        let ihl = ((d[0] & 0xf) as usize) * 4;
+        if ihl < 20 {
+            b.hdr.error = cx.error(E_IHL);
+            return Next(0);
+        }
+        let total = u16::from_be_bytes([d[2], d[3]]) as usize;
+        if total < ihl || total > d.len() || ihl > d.len() {
+            b.hdr.error = cx.error(E_BAD_LENGTH);
+            return Next(0);
+        }
+        if checksum::sum(&d[..ihl]) != 0xffff {
+            b.hdr.error = cx.error(E_CHECKSUM);
+            return Next(0);
+        }
+        if total < d.len() {
+            b.set_len(total);
+        }
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-lookup`: longest-prefix match on the destination, four packets at a time.
+///
+/// - uses: the IPv4 header at `current_data`.
+/// - sets: `ip.adj_index`.
+/// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
+///   `ip4-glean` (3) for adjacencies that need ARP first.
+/// - counters: `no_route` (no route to destination), `drop_route` (drop route).
+pub struct Ip4Lookup {
+    shared: Arc<Ip4Shared>,
+    nexts: [u16; FRAME_SIZE],
+}
+
+const E_NO_ROUTE: u16 = 0;
+const E_DROP_ROUTE: u16 = 1;
+
+impl NodeFn for Ip4Lookup {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let pool = cx.pool_ref();
+        let fib = &*self.shared.fib;
+        let adj = &*self.shared.adj;
+        let (e_none, e_drop) = (cx.error(E_NO_ROUTE), cx.error(E_DROP_ROUTE));
+        let n = frame.len().min(FRAME_SIZE);
+        let mut i = 0;
+        while i < n {
+            let k = (n - i).min(4);
+            let mut dst = [0u32; 4];
+            for j in 0..k {
+                if let Some(&ahead) = frame.get(i + j + 8) {
+                    pool.prefetch(ahead);
+                }
+                // SAFETY: this node owns the frame; one view at a time.
+                let v = unsafe { pool.buffer(frame[i + j]) };
+                let d = v.data();
+                // ip4-input guaranteed a full header.
+                dst[j] = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
+            }
+            let res = fib.lookup_x4(dst);
+            for j in 0..k {
+                // SAFETY: as above.
+                let v = unsafe { pool.buffer(frame[i + j]) };
+                self.nexts[i + j] = match res[j] {
+                    None => {
+                        v.hdr.error = e_none;
+                        0
+                    }
+                    Some(a) => {
+                        v.hdr.ip.adj_index = a;
+                        match adj.kind(a) {
+                            AdjKind::Rewrite => 1,
+                            AdjKind::Local => 2,
+                            AdjKind::Glean | AdjKind::Incomplete => 3,
+                            AdjKind::Drop => {
+                                v.hdr.error = e_drop;
+                                0
+                            }
+                        }
+                    }
+                };
+            }
+            i += k;
+        }
+        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-rewrite`: TTL decrement with incremental checksum (RFC 1624), MTU check, L2 rewrite.
+///
+/// - uses: `ip.adj_index` (a Rewrite adjacency).
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
+///   `feature_meta[0..2]` for `ip4-icmp-error`.
+/// - next: `error-drop` (0); `interface-output` (1); `ip4-icmp-error` (2) for TTL expiry and
+///   DF packets over the MTU.
+/// - counters: `ttl_expired` (ip4 ttl <= 1, info: an ICMP error follows), `mtu_exceeded`
+///   (packet larger than MTU and fragmentation not supported), `no_headroom`.
+pub struct Ip4Rewrite {
+    shared: Arc<Ip4Shared>,
+}
+
+const E_TTL: u16 = 0;
+const E_MTU: u16 = 1;
+const E_HEADROOM: u16 = 2;
+
+impl PacketNode for Ip4Rewrite {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let adj = self.shared.adj.get(b.hdr.ip.adj_index);
+        let len = b.total_len();
+        let d = b.data_mut();
+        if d[8] <= 1 {
+            b.hdr.feature_meta[ICMP_META] = (icmp::kind::TIME_EXCEEDED as u64) << 8;
+            cx.count(E_TTL as usize, 1);
+            return Next(2);
+        }
+        if len > adj.mtu as usize && adj.mtu != 0 {
+            if d[6] & 0x40 != 0 {
+                b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 4;
+                b.hdr.feature_meta[ICMP_MTU] = adj.mtu as u64;
+                return Next(2);
+            }
+            b.hdr.error = cx.error(E_MTU);
+            return Next(0);
+        }
+        // TTL decrement, RFC 1624 incremental checksum update.
+        let old = u16::from_be_bytes([d[8], d[9]]);
+        d[8] -= 1;
+        let new = u16::from_be_bytes([d[8], d[9]]);
+        let c = checksum::update_u16(u16::from_be_bytes([d[10], d[11]]), old, new);
+        d[10..12].copy_from_slice(&c.to_be_bytes());
+        match b.push_front(14) {
+            Some(h) => h.copy_from_slice(&adj.rewrite),
+            None => {
+                b.hdr.error = cx.error(E_HEADROOM);
+                return Next(0);
+            }
+        }
+        b.hdr.tx_if = adj.tx_if;
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-local`: packets for the router. Answers ICMP echo requests in place.
+///
+/// - uses: the IPv4 header; `rx_if`.
+/// - sets: rewrites echo requests into replies; `feature_meta[0]` for port unreachable.
+/// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
+///   closed port; `punt` (3) for other protocols.
+/// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
+///   `punted` (info: other protocols for the router).
+pub struct Ip4Local;
+
+const C_ECHO: u16 = 0;
+const E_BAD_ICMP: u16 = 1;
+const C_PUNT: u16 = 2;
+
+impl PacketNode for Ip4Local {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data_mut();
+        let ihl = ((d[0] & 0xf) as usize) * 4;
+        match d[9] {
+            proto::ICMP => {
+                let Ok(mut m) = icmp::IcmpPacket::new_checked(&mut d[ihl..]) else {
+                    b.hdr.error = cx.error(E_BAD_ICMP);
+                    return Next(0);
+                };
+                if !m.verify_checksum() {
+                    b.hdr.error = cx.error(E_BAD_ICMP);
+                    return Next(0);
+                }
+                if m.kind() != icmp::kind::ECHO_REQUEST {
+                    cx.count(C_PUNT as usize, 1);
+                    return Next(3);
+                }
+                m.set_kind_code(icmp::kind::ECHO_REPLY, 0);
+                m.fill_checksum();
+                let mut ip = match Ipv4Packet::new_checked(&mut d[..]) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        b.hdr.error = cx.error(E_BAD_ICMP);
+                        return Next(0);
+                    }
+                };
+                let (s, t) = (ip.src(), ip.dst());
+                ip.set_src(t);
+                ip.set_dst(s);
+                ip.set_ttl(64);
+                ip.fill_checksum();
+                cx.count(C_ECHO as usize, 1);
+                Next(1)
+            }
+            proto::UDP => {
+                b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 3;
+                Next(2)
+            }
+            _ => {
+                cx.count(C_PUNT as usize, 1);
+                Next(3)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-icmp-error`: turns the packet into an ICMP error back to its source (RFC 792,
+/// RFC 1812 §4.3.2): TTL exceeded, port unreachable, fragmentation needed. Rate limited per
+/// thread (token bucket, 1000/s, burst 100).
+///
+/// - uses: `feature_meta[0]` (type << 8 | code), `feature_meta[1]` (MTU), `rx_if` (its
+///   address is the error's source).
+/// - sets: rewrites the packet in place (new IPv4 + ICMP header, quoting the original).
+/// - next: `error-drop` (0); `ip4-lookup` (1).
+/// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv4 address),
+///   `suppressed` (about an ICMP error, a fragment or a broadcast: RFC 1812 §4.3.2.7).
+pub struct Ip4IcmpError {
+    shared: Arc<Ip4Shared>,
+    tokens: f64,
+    last_tsc: u64,
+    hz: f64,
+}
+
+const C_SENT: u16 = 0;
+const E_RATE: u16 = 1;
+const E_NO_SRC: u16 = 2;
+const E_SUPPRESSED: u16 = 3;
+
+impl PacketNode for Ip4IcmpError {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.hz == 0.0 {
+            self.hz = cx.shared().clock.hz();
+            self.last_tsc = cx.now_tsc();
+            self.tokens = 100.0;
+        }
+        let now = cx.now_tsc();
+        self.tokens =
+            (self.tokens + now.wrapping_sub(self.last_tsc) as f64 / self.hz * 1000.0).min(100.0);
+        self.last_tsc = now;
+        if self.tokens < 1.0 {
+            b.hdr.error = cx.error(E_RATE);
+            return Next(0);
+        }
+        let src = self.shared.if_attr(b.hdr.rx_if).ip4.load(Ordering::Relaxed);
+        if src == 0 {
+            b.hdr.error = cx.error(E_NO_SRC);
+            return Next(0);
+        }
+        let d = b.data();
+        let ihl = ((d[0] & 0xf) as usize) * 4;
+        let orig_src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
+        let frag_off = u16::from_be_bytes([d[6], d[7]]) & 0x1fff;
+        let is_icmp_error = d[9] == proto::ICMP
+            && d.get(ihl)
+                .is_some_and(|&t| t != icmp::kind::ECHO_REQUEST && t != icmp::kind::ECHO_REPLY);
+        if is_icmp_error
+            || frag_off != 0
+            || orig_src == 0
+            || orig_src >> 28 >= 0xe
+            || orig_src == u32::MAX
+        {
+            b.hdr.error = cx.error(E_SUPPRESSED);
+            return Next(0);
+        }
+        self.tokens -= 1.0;
+        // Quote as much of the original as fits in 576 bytes (RFC 1812 §4.3.2.3).
+        let quote = d.len().min(576 - 28);
+        let meta = b.hdr.feature_meta[ICMP_META];
+        let mtu = b.hdr.feature_meta[ICMP_MTU] as u16;
+        b.set_len(quote);
+        let Some(h) = b.push_front(28) else {
+            b.hdr.error = cx.error(E_NO_SRC);
+            return Next(0);
+        };
+        let total = (28 + quote) as u16;
+        h.fill(0);
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        h[8] = 64;
+        h[9] = proto::ICMP;
+        h[12..16].copy_from_slice(&src.to_be_bytes());
+        h[16..20].copy_from_slice(&orig_src.to_be_bytes());
+        let c = checksum::internet_checksum(&h[..20]);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        let d = b.data_mut();
+        d[20] = (meta >> 8) as u8;
+        d[21] = meta as u8;
+        if d[20] == icmp::kind::DEST_UNREACH && d[21] == 4 {
+            d[26..28].copy_from_slice(&mtu.to_be_bytes());
+        }
+        let c = checksum::internet_checksum(&d[20..]);
+        d[22..24].copy_from_slice(&c.to_be_bytes());
+        cx.count(C_SENT as usize, 1);
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `arp-input`: answers ARP requests for the interface's address and learns senders.
+///
+/// - uses: `rx_if`; the ARP packet at `current_data`.
+/// - sets: turns requests into replies in place (new Ethernet header in the headroom),
+///   `tx_if` = `rx_if`.
+/// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies.
+/// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
+///   (info: request for another address), `malformed` (not Ethernet/IPv4 ARP).
+pub struct ArpInput {
+    shared: Arc<Ip4Shared>,
+}
+
+const C_REPLIES_SENT: u16 = 0;
+const C_REPLIES_RX: u16 = 1;
+const C_NOT_FOR_US: u16 = 2;
+const E_MALFORMED: u16 = 3;
+
+impl PacketNode for ArpInput {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let r = match ArpRepr::parse(b.data()) {
+            Ok(r) => r,
+            Err(_) => {
+                b.hdr.error = cx.error(E_MALFORMED);
+                return Next(0);
+            }
+        };
+        let attr = self.shared.if_attr(b.hdr.rx_if);
+        let mine = attr.ip4.load(Ordering::Relaxed);
+        if u32::from(r.tpa) != mine || mine == 0 {
+            b.hdr.error = cx.error(C_NOT_FOR_US);
+            return Next(0);
+        }
+        if let Ok(mut l) = self.shared.learned.lock() {
+            if l.len() < 4096 {
+                l.push((b.hdr.rx_if, u32::from(r.spa), r.sha.0));
+            }
+        }
+        if r.op != arp::op::REQUEST {
+            b.hdr.error = cx.error(C_REPLIES_RX);
+            return Next(0);
+        }
+        let my_mac = Mac(attr.mac_bytes());
+        let reply = ArpRepr {
+            op: arp::op::REPLY,
+            sha: my_mac,
+            spa: r.tpa,
+            tha: r.sha,
+            tpa: r.spa,
+        };
+        b.set_len(arp::LEN);
+        reply.emit(b.data_mut());
+        let Some(h) = b.push_front(14) else {
+            b.hdr.error = cx.error(E_MALFORMED);
+            return Next(0);
+        };
+        h[0..6].copy_from_slice(&r.sha.0);
+        h[6..12].copy_from_slice(&my_mac.0);
+        h[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        b.hdr.tx_if = b.hdr.rx_if;
+        cx.count(C_REPLIES_SENT as usize, 1);
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-glean`: a packet needs a neighbour that is not resolved: send an ARP request (at most
+/// one per target per 10 ms per thread) and drop the packet, counted.
+///
+/// - uses: `ip.adj_index` (Glean: resolve the packet's destination; Incomplete: the
+///   adjacency's next hop).
+/// - sets: allocates the ARP request buffer (`tx_if` = the adjacency's interface).
+/// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for requests.
+/// - counters: `requests_sent` (info), `throttled` (request suppressed, packet dropped),
+///   `no_buffer` (allocation failure), `no_source` (interface has no address).
+pub struct Ip4Glean {
+    shared: Arc<Ip4Shared>,
+    recent: [(u32, u64); 64],
+    hz: f64,
+}
+
+const C_REQ_SENT: u16 = 0;
+const E_THROTTLED: u16 = 1;
+const E_NO_BUF: u16 = 2;
+const E_GLEAN_NO_SRC: u16 = 3;
+
+impl PacketNode for Ip4Glean {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.hz == 0.0 {
+            self.hz = cx.shared().clock.hz();
+        }
+        let adj = self.shared.adj.get(b.hdr.ip.adj_index);
+        let d = b.data();
+        let target = match adj.kind {
+            AdjKind::Incomplete => adj.nh,
+            _ => u32::from_be_bytes([d[16], d[17], d[18], d[19]]),
+        };
+        let attr = self.shared.if_attr(adj.tx_if);
+        let src_ip = attr.ip4.load(Ordering::Relaxed);
+        if src_ip == 0 {
+            b.hdr.error = cx.error(E_GLEAN_NO_SRC);
+            return Next(0);
+        }
+        let now = cx.now_tsc();
+        let slot = &mut self.recent[(target.wrapping_mul(2654435761) >> 26) as usize];
+        if slot.0 == target && (now.wrapping_sub(slot.1) as f64) < self.hz * 0.01 {
+            b.hdr.error = cx.error(E_THROTTLED);
+            return Next(0);
+        }
+        *slot = (target, now);
+        b.hdr.error = cx.error(C_REQ_SENT);
+        let Some(req) = cx.bufs().alloc_one() else {
+            b.hdr.error = cx.error(E_NO_BUF);
+            return Next(0);
+        };
+        let my_mac = Mac(attr.mac_bytes());
+        // SAFETY: `req` was just allocated by this node and has no other view.
+        let mut v = unsafe { cx.buffer(req) };
+        let mut frame = [0u8; 14 + arp::LEN];
+        frame[0..6].copy_from_slice(&Mac::BROADCAST.0);
+        frame[6..12].copy_from_slice(&my_mac.0);
+        frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        ArpRepr {
+            op: arp::op::REQUEST,
+            sha: my_mac,
+            spa: Ipv4Addr::from(src_ip),
+            tha: Mac::default(),
+            tpa: Ipv4Addr::from(target),
+        }
+        .emit(&mut frame[14..]);
+        v.write_packet(&frame);
+        v.hdr.tx_if = adj.tx_if;
+        v.hdr.rx_if = b.hdr.rx_if;
+        cx.enqueue(Next(1), req);
+        // The triggering packet is dropped (counted as "ARP request sent").
+        Next(0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
+/// update + host route). Main thread only.
+pub struct NeighborProcess {
+    /// Control-plane slot (see `ip4::init`).
+    pub slot: Arc<Mutex<CtlSlot>>,
+}
+
+impl NodeFn for NeighborProcess {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        let ctl = self.slot.lock().ok().and_then(|s| s.ctl.clone());
+        if let Some(c) = ctl {
+            let n = super::lock(&c).apply_learned();
+            cx.count(0, n as u64);
+        }
+        Suspend::Timeout(0.01)
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Registers the IPv4 nodes.
+pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<CtlSlot>>) {
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(EthernetInput { shared: s.clone() }))
+        })
+        .nexts(&["error-drop", IP4_INPUT, ARP_INPUT])
+        .counters(&[
+            CounterDesc::error("unknown_ethertype", "unknown ethernet type"),
+            CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
+            CounterDesc::error("tagged", "VLAN-tagged frame, no sub-interface"),
+            CounterDesc::error("runt", "frame shorter than an Ethernet header"),
+        ]),
+    );
+    b.register(
+        NodeRegistration::new(IP4_INPUT, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Ip4Input))
+        })
+        .nexts(&["error-drop", IP4_LOOKUP])
+        .counters(&[
+            CounterDesc::error("too_short", "ip4 length < 20 bytes"),
+            CounterDesc::error("version", "ip4 version != 4"),
+            CounterDesc::error("bad_ihl", "ip4 header length < 20 bytes"),
+            CounterDesc::error("bad_length", "ip4 length > l2 length"),
+            CounterDesc::error("bad_checksum", "bad ip4 checksum"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP4_LOOKUP, NodeKind::Internal, move |_| {
+            Box::new(Ip4Lookup {
+                shared: s.clone(),
+                nexts: [0; FRAME_SIZE],
+            })
+        })
+        .nexts(&["error-drop", IP4_REWRITE, IP4_LOCAL, IP4_GLEAN])
+        .counters(&[
+            CounterDesc::error("no_route", "no route to destination"),
+            CounterDesc::error("drop_route", "ip4 drop route"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip4Rewrite { shared: s.clone() }))
+        })
+        .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])
+        .counters(&[
+            CounterDesc::info("ttl_expired", "ip4 ttl <= 1"),
+            CounterDesc::error(
+                "mtu_exceeded",
+                "ip4 MTU exceeded and DF not set (no fragmentation)",
+            ),
+            CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
+        ]),
+    );
+    b.register(
+        NodeRegistration::new(IP4_LOCAL, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Ip4Local))
+        })
+        .nexts(&["error-drop", IP4_LOOKUP, IP4_ICMP_ERROR, "punt"])
+        .counters(&[
+            CounterDesc::info("echo_replies", "ICMP echo replies sent"),
+            CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMP"),
+            CounterDesc::info("punted", "packets for the router punted"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP4_ICMP_ERROR, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip4IcmpError {
+                shared: s.clone(),
+                tokens: 0.0,
+                last_tsc: 0,
+                hz: 0.0,
+            }))
+        })
+        .nexts(&["error-drop", IP4_LOOKUP])
+        .counters(&[
+            CounterDesc::info("sent", "ICMP errors sent"),
+            CounterDesc::error("rate_limited", "ICMP error rate limited"),
+            CounterDesc::error("no_source", "no source address for ICMP error"),
+            CounterDesc::error(
+                "suppressed",
+                "ICMP error not sent (ICMP error, fragment or broadcast)",
+            ),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(ARP_INPUT, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(ArpInput { shared: s.clone() }))
+        })
+        .nexts(&["error-drop", crate::output::NAME])
+        .counters(&[
+            CounterDesc::info("replies_sent", "ARP replies sent"),
+            CounterDesc::info("replies_received", "ARP replies received"),
+            CounterDesc::info("not_for_us", "ARP for another address"),
+            CounterDesc::error("malformed", "malformed ARP packet"),
+        ]),
+    );
+    let s = shared;
+    b.register(
+        NodeRegistration::new(IP4_GLEAN, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip4Glean {
+                shared: s.clone(),
+                recent: [(0, 0); 64],
+                hz: 0.0,
+            }))
+        })
+        .nexts(&["error-drop", crate::output::NAME])
+        .counters(&[
+            CounterDesc::info("requests_sent", "ARP requests sent"),
+            CounterDesc::info("throttled", "ARP requests throttled"),
+            CounterDesc::error("no_buffer", "no buffer for ARP request"),
+            CounterDesc::error("no_source", "no source address for ARP request"),
+        ]),
+    );
+    b.register(
+        NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
+            Box::new(NeighborProcess { slot: slot.clone() })
+        })
+        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+    );
+}
