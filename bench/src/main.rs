@@ -13,6 +13,8 @@
 //!
 //! Each case runs `--runs` times; min/median/max are reported. Nothing here is a test.
 
+mod ip4;
+
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
 use sluice_cli::CommandTree;
@@ -25,7 +27,7 @@ use std::time::Instant;
 
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
-struct Opts {
+pub struct Opts {
     /// Which benchmark: engine (all of a, b, c), null, chain, handoff.
     #[arg(default_value = "engine")]
     what: String,
@@ -38,6 +40,9 @@ struct Opts {
     /// Write results as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Skip the large-FIB cases.
+    #[arg(long)]
+    quick: bool,
 }
 
 /// Pass-through node: touches the buffer header like a real node reading metadata.
@@ -54,7 +59,7 @@ impl PacketNode for Pass {
 
 const CHAIN: usize = 10;
 
-fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
+pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
     let mut b = GraphBuilder::new();
     sluice_graph::nodes::register(&mut b);
     sluice_vnet::register(&mut b);
@@ -91,7 +96,7 @@ fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
     (vm, t)
 }
 
-fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {
+pub(crate) fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {
     t.execute(vm, cmd)
         .unwrap_or_else(|e| panic!("bench setup command `{cmd}' failed: {e}"))
 }
@@ -152,7 +157,7 @@ fn run_stream(
     }
 }
 
-fn total_vectors(vm: &Vlib, n: NodeIndex) -> u64 {
+pub(crate) fn total_vectors(vm: &Vlib, n: NodeIndex) -> u64 {
     vm.registry
         .node(n)
         .stats
@@ -162,7 +167,7 @@ fn total_vectors(vm: &Vlib, n: NodeIndex) -> u64 {
         .sum()
 }
 
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[0], v[v.len() / 2], v[v.len() - 1])
 }
@@ -346,12 +351,14 @@ fn main() {
             bench_null(&o, &mut out, &mut json);
             bench_chain(&o, &mut out, &mut json);
             bench_handoff(&o, &mut out, &mut json);
+            ip4::bench_ip4(&o, &mut out, &mut json);
         }
         "null" => bench_null(&o, &mut out, &mut json),
         "chain" => bench_chain(&o, &mut out, &mut json),
         "handoff" => bench_handoff(&o, &mut out, &mut json),
+        "ip4" => ip4::bench_ip4(&o, &mut out, &mut json),
         w => {
-            eprintln!("sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff)");
+            eprintln!("sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4)");
             std::process::exit(2);
         }
     }

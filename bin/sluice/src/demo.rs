@@ -5,23 +5,38 @@ use sluice_graph::Vlib;
 use std::io::{BufRead, Write};
 use std::sync::mpsc;
 
-/// The demo's embedded configuration: two pg interfaces patched together and a 64-byte
-/// IPv4/UDP stream of 64k flows (1000 source addresses x 64 source ports) from pg0 to pg1.
+/// The demo's embedded configuration: a router with four pg interfaces. A 64-byte IPv4/UDP
+/// stream enters on pg0 with destinations spread over three /16 routes (196,000 flows) and is
+/// routed out of pg1, pg2 and pg3 (ethernet-input -> ip4-input -> ip4-lookup -> ip4-rewrite ->
+/// interface-output).
 pub const DEMO_SCRIPT: &str = "\
 create packet-generator interface pg0
 create packet-generator interface pg1
+create packet-generator interface pg2
+create packet-generator interface pg3
 set interface state pg0 up
 set interface state pg1 up
-test l2patch rx pg0 tx pg1
+set interface state pg2 up
+set interface state pg3 up
+set interface ip address pg0 10.0.0.1/24
+set interface ip address pg1 10.0.1.1/24
+set interface ip address pg2 10.0.2.1/24
+set interface ip address pg3 10.0.3.1/24
+ip neighbor pg1 10.0.1.2 02:00:00:00:01:02
+ip neighbor pg2 10.0.2.2 02:00:00:00:02:02
+ip neighbor pg3 10.0.3.2 02:00:00:00:03:02
+ip route add 10.1.0.0/16 via 10.0.1.2
+ip route add 10.2.0.0/16 via 10.0.2.2
+ip route add 10.3.0.0/16 via 10.0.3.2
 packet-generator new {
   name demo
   size 64-64
-  node l2-patch
+  node ethernet-input
   interface pg0
   data {
-    IP4: 02:fe:00:00:00:01 -> 02:fe:00:00:00:02
-    UDP: 10.0.0.1 - 10.0.3.232 -> 10.1.0.1
-    UDP: 1024 - 1087 -> 53
+    IP4: 02:00:00:00:00:10 -> 02:fe:00:00:00:00
+    UDP: 10.0.0.16 -> 10.1.0.1 - 10.3.253.32
+    UDP: 1024 -> 53
     incrementing 18
   }
 }
@@ -37,14 +52,14 @@ pub struct Demo {
 }
 
 fn tx_packets(vm: &mut Vlib) -> u64 {
-    let ifs = vm.ext_mut::<sluice_vnet::Interfaces>();
-    ifs.find("pg1")
-        .and_then(|i| ifs.get(i))
+    vm.ext_mut::<sluice_vnet::Interfaces>()
+        .list
+        .iter()
         .map(|i| {
             i.counters
                 .total(sluice_vnet::interface::counter::TX_PACKETS)
         })
-        .unwrap_or(0)
+        .sum()
 }
 
 fn run(vm: &mut Vlib, tree: &CommandTree<Vlib>, cmd: &str) -> String {
@@ -63,7 +78,10 @@ impl Demo {
             tree.execute(vm, &cmd)
                 .map_err(|e| format!("demo script line {line}: {e}"))?;
         }
-        println!("Sluice demo: pg0 -> l2-patch -> interface-output -> pg1, 64-byte IPv4/UDP, 64000 flows, {} thread(s), {seconds:.0} s", vm.n_threads());
+        println!(
+            "Sluice demo: IPv4 router, pg0 -> 3 routes -> pg1/pg2/pg3, 64-byte UDP, 196k flows, {} thread(s), {seconds:.0} s",
+            vm.n_threads()
+        );
         tree.execute(vm, "clear runtime")
             .map_err(|e| e.to_string())?;
         tree.execute(vm, "packet-generator enable")
@@ -101,6 +119,7 @@ impl Demo {
             for c in [
                 "show runtime",
                 "show interface",
+                "show ip fib summary",
                 "show errors",
                 "show buffers",
             ] {

@@ -146,6 +146,10 @@ pub trait PacketNode: Send + 'static {
     /// packets. Nodes that read only buffer metadata set this to false.
     const PREFETCH_DATA: bool = true;
 
+    /// Called once before each frame (e.g. to reset per-frame caches of shared tables).
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {}
+
     /// Handles one packet and returns the arc it goes to. To drop, set `b.hdr.error` with
     /// [`Cx::error`] and return the node's drop arc.
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next;
@@ -176,6 +180,7 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let pool = cx.pool_ref();
         let n = frame.len().min(crate::FRAME_SIZE);
+        self.node.begin_frame(cx);
         let nexts = &mut self.nexts[..n];
         for (i, next) in nexts.iter_mut().enumerate() {
             if let Some(&ahead) = frame.get(i + PREFETCH_AHEAD) {

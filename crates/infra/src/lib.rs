@@ -3,6 +3,8 @@
 //! [`epoch`]-based deferred reclamation for tables read without locks. Depends on nothing
 //! of ours.
 
+#![warn(missing_docs)]
+
 pub mod bitmap;
 pub mod clock;
 pub mod epoch;

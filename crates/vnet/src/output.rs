@@ -42,18 +42,33 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let mut nexts = [0u16; FRAME_SIZE];
         let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));
+        // Counters accumulate over runs of packets to the same interface.
+        let mut run: Option<(u32, u64, u64)> = None;
+        let flush = |run: &mut Option<(u32, u64, u64)>, table: &[Option<TxEntry>]| {
+            if let Some((i, p, by)) = run.take() {
+                if let Some(Some(e)) = table.get(i as usize) {
+                    e.counters.add(t, counter::TX_PACKETS, p);
+                    e.counters.add(t, counter::TX_BYTES, by);
+                }
+            }
+        };
         for (i, &b) in frame.iter().enumerate() {
             // SAFETY: this node owns the frame; one view at a time.
             let v = unsafe { pool.buffer(b) };
             let len = v.total_len() as u64;
-            match self
-                .table
-                .get(v.hdr.tx_if as usize)
-                .and_then(|e| e.as_ref())
-            {
+            let tx = v.hdr.tx_if;
+            match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
                 Some(e) if e.up => {
-                    e.counters.add(t, counter::TX_PACKETS, 1);
-                    e.counters.add(t, counter::TX_BYTES, len);
+                    match &mut run {
+                        Some((ri, p, by)) if *ri == tx => {
+                            *p += 1;
+                            *by += len;
+                        }
+                        _ => {
+                            flush(&mut run, &self.table);
+                            run = Some((tx, 1, len));
+                        }
+                    }
                     nexts[i] = e.next.0;
                 }
                 Some(e) => {
@@ -67,6 +82,7 @@ impl NodeFn for InterfaceOutput {
                 }
             }
         }
+        flush(&mut run, &self.table);
         cx.enqueue_to_next(frame, &nexts[..frame.len()]);
     }
     fn as_any(&mut self) -> &mut dyn Any {

@@ -1,13 +1,27 @@
-//! Internet checksum (RFC 1071) and incremental update (RFC 1624).
+//! The Internet checksum (RFC 1071), IPv4 pseudo-header sums (RFC 768 / RFC 793) and
+//! incremental updates (RFC 1624).
+//!
+//! Two kinds of 16-bit values appear here. A *sum* is the folded ones'-complement sum of the
+//! data ([`sum`], [`combine`], [`pseudo_header_v4`]); a *checksum* is the complement of a sum,
+//! the value stored in a header ([`internet_checksum`]). A header holding a correct checksum
+//! sums to `0xffff` (RFC 1071 §1: "the result is checked ... all 1 bits").
 
-/// Ones'-complement sum of `data` as big-endian 16-bit words, folded to 16 bits (not inverted).
+use std::net::Ipv4Addr;
+
+/// Ones'-complement sum of `data` as big-endian 16-bit words, folded to 16 bits (not
+/// inverted). An odd trailing byte is padded with a zero byte (RFC 1071 §1).
+///
+/// The loop adds 8 bytes per step into a 64-bit accumulator: RFC 1071 §2 (A) and (C) allow
+/// summing in any order and width as long as the carries are folded back in at the end
+/// (§2 (B), byte-order independence, is why loading words big-endian is enough).
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
         let v = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        // Add the four 16-bit words via two 32-bit halves (carries accumulate above bit 32).
+        // Add the two 32-bit halves; each add is < 2^33, so the accumulator cannot overflow
+        // for any buffer shorter than 2^31 chunks (16 GiB).
         acc += (v >> 32) + (v & 0xffff_ffff);
     }
     let rest = chunks.remainder();
@@ -21,7 +35,15 @@ pub fn sum(data: &[u8]) -> u16 {
     fold(acc)
 }
 
-/// Folds a wide ones'-complement accumulator to 16 bits.
+/// Ones'-complement sum of a 20-byte IPv4 header without options (the common case), as five
+/// 32-bit words; equal to [`sum`] over the same bytes.
+#[inline(always)]
+pub fn sum_ip4_header(h: &[u8; 20]) -> u16 {
+    let w = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u64;
+    fold(w(0) + w(4) + w(8) + w(12) + w(16))
+}
+
+/// Folds a wide ones'-complement accumulator to 16 bits (end-around carry, RFC 1071 §2 (C)).
 #[inline(always)]
 pub fn fold(mut acc: u64) -> u16 {
     while acc >> 16 != 0 {
@@ -30,45 +52,103 @@ pub fn fold(mut acc: u64) -> u16 {
     acc as u16
 }
 
-/// The Internet checksum of `data`: the inverted ones'-complement sum. Over a header whose
-/// checksum field is correct, the result is 0.
+/// Ones'-complement sum of two partial sums (RFC 1071 §2 (C), "parallel summation"). Both
+/// parts must start at an even byte offset of the whole (otherwise swap the bytes of the odd
+/// part's sum first, RFC 1071 §2 (B)).
+#[inline(always)]
+pub fn combine(a: u16, b: u16) -> u16 {
+    fold(a as u64 + b as u64)
+}
+
+/// The Internet checksum of `data`: the complement of its ones'-complement sum. Over a header
+/// whose checksum field is correct, the result is 0.
 #[inline]
 pub fn internet_checksum(data: &[u8]) -> u16 {
     !sum(data)
 }
 
-/// RFC 1624 eqn. 3: the new checksum after a 16-bit field changes from `old` to `new`,
-/// `HC' = ~(~HC + ~m + m')`. Never yields -0 (0xffff) from a valid +0 input.
+/// Sum (not inverted) of the IPv4 pseudo-header used by UDP (RFC 768) and TCP (RFC 793 §3.1):
+/// source, destination, zero byte, protocol, and the transport length.
 #[inline]
-pub fn update_u16(csum: u16, old: u16, new: u16) -> u16 {
-    let acc = (!csum as u64) + (!old as u64) + new as u64;
-    !fold(acc)
+pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u16 {
+    let s = u32::from(src);
+    let d = u32::from(dst);
+    fold(
+        (s >> 16) as u64
+            + (s & 0xffff) as u64
+            + (d >> 16) as u64
+            + (d & 0xffff) as u64
+            + protocol as u64
+            + length as u64,
+    )
 }
 
-/// Incremental update for a 32-bit field (e.g. an IPv4 address), as two 16-bit words.
+/// The new checksum after a 16-bit word of the checksummed data changes from `old` to `new`,
+/// by RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')`.
+///
+/// Eqn. 3 rather than eqn. 2 (`HC' = HC - ~m - m'`) because eqn. 2 can produce the -0
+/// representation `0xffff` where a full recomputation gives `0x0000` (RFC 1624 §3, §5 example).
+/// With eqn. 3 the ones'-complement sum inside the brackets is never +0 unless all three terms
+/// are zero, so `0xffff` comes out only if `HC = 0xffff, m = 0xffff, m' = 0` — an input
+/// checksum that a full computation could not have produced unless the data summed to 0.
+/// Either way the header stays valid: its sum is all ones.
+///
+/// UDP over IPv4 uses a stored checksum of 0 to mean "none" (RFC 768); callers must not
+/// update it then.
+#[inline]
+pub fn update_u16(csum: u16, old: u16, new: u16) -> u16 {
+    !fold((!csum) as u64 + (!old) as u64 + new as u64)
+}
+
+/// [`update_u16`] for a 32-bit field (e.g. an IPv4 address or a TCP sequence number): both
+/// 16-bit halves in one step, RFC 1624 eqn. 3.
 #[inline]
 pub fn update_u32(csum: u16, old: u32, new: u32) -> u16 {
-    let c = update_u16(csum, (old >> 16) as u16, (new >> 16) as u16);
-    update_u16(c, old as u16, new as u16)
+    let acc = (!csum) as u64
+        + (!(old >> 16) & 0xffff) as u64
+        + (!old & 0xffff) as u64
+        + (new >> 16) as u64
+        + (new & 0xffff) as u64;
+    !fold(acc)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A bit-at-a-time reference: the RFC 1071 definition, words one by one.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut s: u32 = 0;
+        for (i, b) in data.iter().enumerate() {
+            s += if i % 2 == 0 {
+                (*b as u32) << 8
+            } else {
+                *b as u32
+            };
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
 
     #[test]
-    fn rfc1071_example() {
-        // RFC 1071 §3 example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+    fn rfc1071_numerical_example() {
+        // RFC 1071 §3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to ddf2 (with carries 2 folded in).
         assert_eq!(
             sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
             0xddf2
         );
+        assert_eq!(
+            internet_checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0x220d
+        );
         assert_eq!(sum(&[0x01]), 0x0100, "odd length pads with zero");
+        assert_eq!(sum(&[]), 0);
     }
 
     #[test]
     fn known_ipv4_header() {
-        // A real IPv4 header (checksum 0xb861).
+        // A captured IPv4 header: 192.168.0.1 -> 192.168.0.199, UDP, checksum 0xb861.
         let h = [
             0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
             0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
@@ -80,22 +160,61 @@ mod tests {
         assert_eq!(internet_checksum(&z), 0xb861);
     }
 
-    proptest::proptest! {
+    #[test]
+    fn rfc1624_minus_zero_case() {
+        // RFC 1624 §3: a header whose other words sum to 0xcd7a with checksum 0xdd2f; the
+        // word 0x5555 changes to 0x3285. Eqn. 2 would give -0 (0xffff); eqn. 3 and a full
+        // recomputation give +0 (0x0000).
+        assert_eq!(update_u16(0xdd2f, 0x5555, 0x3285), 0x0000);
+        // A full recompute over a buffer with the same sums agrees.
+        let data = [0xcd, 0x7a, 0x32, 0x85];
+        assert_eq!(internet_checksum(&data), 0x0000);
+    }
+
+    #[test]
+    fn pseudo_header_matches_byte_layout() {
+        let (s, d) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 1, 1));
+        let bytes = [10, 0, 0, 1, 10, 0, 1, 1, 0, 17, 0, 26];
+        assert_eq!(pseudo_header_v4(s, d, 17, 26), sum(&bytes));
+    }
+
+    proptest! {
         #[test]
-        fn incremental_matches_full(mut hdr in proptest::collection::vec(proptest::num::u8::ANY, 20..=20), new_ttl: u8, new_addr: u32) {
-            hdr[10] = 0; hdr[11] = 0;
+        fn fast_sum_matches_reference(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            prop_assert_eq!(sum(&data), reference_sum(&data));
+        }
+
+        #[test]
+        fn combine_of_even_split_equals_whole(data in proptest::collection::vec(any::<u8>(), 0..200), cut: usize) {
+            let cut = (cut % (data.len() + 1)) & !1;
+            prop_assert_eq!(combine(sum(&data[..cut]), sum(&data[cut..])), sum(&data));
+        }
+
+        #[test]
+        fn incremental_matches_full_recompute(
+            mut hdr in proptest::collection::vec(any::<u8>(), 20..=20),
+            word in 0usize..10,
+            new_word: u16,
+            new_addr: u32,
+        ) {
+            prop_assume!(word != 5); // the checksum field itself
+            hdr[10] = 0;
+            hdr[11] = 0;
             let c = internet_checksum(&hdr);
             hdr[10..12].copy_from_slice(&c.to_be_bytes());
-            let old_w = u16::from_be_bytes([hdr[8], hdr[9]]);
-            hdr[8] = new_ttl;
-            let new_w = u16::from_be_bytes([hdr[8], hdr[9]]);
-            let c2 = update_u16(c, old_w, new_w);
+
+            let old_w = u16::from_be_bytes([hdr[2 * word], hdr[2 * word + 1]]);
+            hdr[2 * word..2 * word + 2].copy_from_slice(&new_word.to_be_bytes());
+            let c2 = update_u16(c, old_w, new_word);
             let old_a = u32::from_be_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]);
             hdr[12..16].copy_from_slice(&new_addr.to_be_bytes());
             let c3 = update_u32(c2, old_a, new_addr);
-            hdr[10..12].copy_from_slice(&c3.to_be_bytes());
-            // Valid either as +0 or -0 representation: the folded sum is all ones.
-            proptest::prop_assert_eq!(sum(&hdr), 0xffff);
+
+            hdr[10] = 0;
+            hdr[11] = 0;
+            let full = internet_checksum(&hdr);
+            // RFC 1624 eqn. 3 gives exactly the full recomputation (never -0 for +0).
+            prop_assert_eq!(c3, full);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_fib::adj::AdjKind;
+use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
     Suspend, TraceRecord, Wake, FRAME_SIZE,
@@ -53,6 +53,9 @@ const ICMP_MTU: usize = 1;
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
     shared: Arc<Ip4Shared>,
+    // Per-frame cache of the last rx interface's MAC.
+    cached_if: Option<u32>,
+    cached_mac: [u8; 6],
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -85,6 +88,11 @@ impl TraceRecord for EthTrace {
 
 impl PacketNode for EthernetInput {
     #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.cached_if = None;
+    }
+
+    #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let d = b.data();
         if d.len() < 14 {
@@ -103,7 +111,11 @@ impl PacketNode for EthernetInput {
                 },
             );
         }
-        if dst[0] & 1 == 0 && dst != self.shared.if_attr(b.hdr.rx_if).mac_bytes() {
+        if self.cached_if != Some(b.hdr.rx_if) {
+            self.cached_if = Some(b.hdr.rx_if);
+            self.cached_mac = self.shared.if_attr(b.hdr.rx_if).mac_bytes();
+        }
+        if dst[0] & 1 == 0 && dst != self.cached_mac {
             b.hdr.error = cx.error(E_MAC_MISMATCH);
             return Next(0);
         }
@@ -165,7 +177,11 @@ impl PacketNode for Ip4Input {
             b.hdr.error = cx.error(E_BAD_LENGTH);
             return Next(0);
         }
-        if checksum::sum(&d[..ihl]) != 0xffff {
+        let ok = match <&[u8; 20]>::try_from(&d[..ihl]) {
+            Ok(h) => checksum::sum_ip4_header(h) == 0xffff,
+            Err(_) => checksum::sum(&d[..ihl]) == 0xffff,
+        };
+        if !ok {
             b.hdr.error = cx.error(E_CHECKSUM);
             return Next(0);
         }
@@ -199,6 +215,8 @@ impl NodeFn for Ip4Lookup {
         let adj = &*self.shared.adj;
         let (e_none, e_drop) = (cx.error(E_NO_ROUTE), cx.error(E_DROP_ROUTE));
         let n = frame.len().min(FRAME_SIZE);
+        // Kind of the last adjacency seen (consecutive packets usually share one).
+        let mut last: Option<(u32, AdjKind)> = None;
         let mut i = 0;
         while i < n {
             let k = (n - i).min(4);
@@ -224,7 +242,15 @@ impl NodeFn for Ip4Lookup {
                     }
                     Some(a) => {
                         v.hdr.ip.adj_index = a;
-                        match adj.kind(a) {
+                        let kind = match last {
+                            Some((la, k)) if la == a => k,
+                            _ => {
+                                let k = adj.kind(a);
+                                last = Some((a, k));
+                                k
+                            }
+                        };
+                        match kind {
                             AdjKind::Rewrite => 1,
                             AdjKind::Local => 2,
                             AdjKind::Glean | AdjKind::Incomplete => 3,
@@ -257,6 +283,8 @@ impl NodeFn for Ip4Lookup {
 ///   (packet larger than MTU and fragmentation not supported), `no_headroom`.
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
+    // Per-frame cache: consecutive packets usually share an adjacency.
+    cached: Option<(u32, Adj)>,
 }
 
 const E_TTL: u16 = 0;
@@ -265,8 +293,21 @@ const E_HEADROOM: u16 = 2;
 
 impl PacketNode for Ip4Rewrite {
     #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.cached = None;
+    }
+
+    #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let adj = self.shared.adj.get(b.hdr.ip.adj_index);
+        let ai = b.hdr.ip.adj_index;
+        let adj = match self.cached {
+            Some((i, a)) if i == ai => a,
+            _ => {
+                let a = self.shared.adj.get(ai);
+                self.cached = Some((ai, a));
+                a
+            }
+        };
         let len = b.total_len();
         let d = b.data_mut();
         if d[8] <= 1 {
@@ -621,7 +662,11 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
     let s = shared.clone();
     b.register(
         NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(EthernetInput { shared: s.clone() }))
+            Box::new(PerPacket::new(EthernetInput {
+                shared: s.clone(),
+                cached_if: None,
+                cached_mac: [0; 6],
+            }))
         })
         .nexts(&["error-drop", IP4_INPUT, ARP_INPUT])
         .counters(&[
@@ -661,7 +706,10 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4Rewrite { shared: s.clone() }))
+            Box::new(PerPacket::new(Ip4Rewrite {
+                shared: s.clone(),
+                cached: None,
+            }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])
         .counters(&[

@@ -1,0 +1,350 @@
+//! IPv4 forwarding benchmark: pg0 -> ethernet-input -> ip4-input -> ip4-lookup -> ip4-rewrite
+//! -> interface-output -> pg1 (pg-tx discards), 64-byte frames whose destinations are spread
+//! over the installed routes, for FIB sizes from 1 route to a real full table.
+
+use crate::{cli, stats, total_vectors};
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+/// IPv4 prefix-length mix of the real table in `../shared/data` (length, count).
+const REAL_MIX: [(u8, u32); 25] = [
+    (8, 16),
+    (9, 13),
+    (10, 38),
+    (11, 103),
+    (12, 299),
+    (13, 581),
+    (14, 1203),
+    (15, 2100),
+    (16, 13490),
+    (17, 8235),
+    (18, 13798),
+    (19, 24870),
+    (20, 42611),
+    (21, 50750),
+    (22, 108623),
+    (23, 96510),
+    (24, 537698),
+    (25, 20),
+    (26, 3),
+    (27, 11),
+    (28, 18),
+    (29, 17),
+    (30, 3),
+    (31, 3),
+    (32, 886),
+];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn mask(a: u32, l: u8) -> u32 {
+    if l == 0 {
+        0
+    } else {
+        a & (u32::MAX << (32 - l as u32))
+    }
+}
+
+/// Routes to install: random prefixes with the real table's length mix, avoiding 10.0.0.0/8
+/// (the test's own subnets) and multicast/reserved space.
+fn random_routes(n: usize, seed: u64) -> Vec<(u32, u8)> {
+    let total: u32 = REAL_MIX.iter().map(|x| x.1).sum();
+    let mut r = Rng(seed);
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let mut pick = (r.next() % total as u64) as u32;
+        let mut len = 24;
+        for &(l, c) in &REAL_MIX {
+            if pick < c {
+                len = l;
+                break;
+            }
+            pick -= c;
+        }
+        let a = mask((r.next() >> 16) as u32, len);
+        let top = a >> 24;
+        if top == 10 || top == 0 || top >= 224 || top == 127 {
+            continue;
+        }
+        if seen.insert((a, len)) {
+            out.push((a, len));
+        }
+    }
+    out
+}
+
+/// The real IPv4 table, if the shared data set is present.
+fn real_table() -> Option<Vec<(u32, u8)>> {
+    let paths = [
+        "../shared/data/full-table-prefixes-2024.txt.gz",
+        "../../shared/data/full-table-prefixes-2024.txt.gz",
+    ];
+    let f = paths.iter().find_map(|p| std::fs::File::open(p).ok())?;
+    let r = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
+    let mut out = Vec::new();
+    for line in r.lines() {
+        let line = line.ok()?;
+        let Some((a, l)) = line.trim().split_once('/') else {
+            continue;
+        };
+        let (Ok(a), Ok(l)) = (a.parse::<std::net::Ipv4Addr>(), l.parse::<u8>()) else {
+            continue;
+        };
+        let a = u32::from(a);
+        if a >> 24 == 10 || l > 32 {
+            continue;
+        }
+        out.push((mask(a, l), l));
+    }
+    Some(out)
+}
+
+/// 4096 frames with destinations inside random routes of `routes`.
+fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
+    let mut r = Rng(seed);
+    (0..4096)
+        .map(|i| {
+            let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
+            let host = if l >= 32 {
+                0
+            } else {
+                (r.next() as u32) & (u32::MAX >> l)
+            };
+            let dst = p | host;
+            let mut f = vec![0u8; 60];
+            f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 0]);
+            f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let h = &mut f[14..];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&46u16.to_be_bytes());
+            h[8] = 64;
+            h[9] = 17;
+            h[12..16].copy_from_slice(&[10, 0, 0, 16]);
+            h[16..20].copy_from_slice(&dst.to_be_bytes());
+            let c = sluice_wire::checksum::internet_checksum(&h[..20]);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            h[20..22].copy_from_slice(&(1024 + (i % 1000) as u16).to_be_bytes());
+            h[22..24].copy_from_slice(&53u16.to_be_bytes());
+            h[24..26].copy_from_slice(&26u16.to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).expect("pcap file");
+    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
+    for fr in frames {
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            Duration::ZERO,
+            fr.len() as u32,
+            fr,
+        ))
+        .expect("pcap write");
+    }
+}
+
+fn setup(vm: &mut Vlib, t: &CommandTree<Vlib>) {
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg1 10.0.1.1/24",
+        "ip neighbor pg1 10.0.1.2 02:00:00:00:01:02",
+    ] {
+        cli(vm, t, c);
+    }
+}
+
+const PATH: [&str; 6] = [
+    "ethernet-input",
+    "ip4-input",
+    "ip4-lookup",
+    "ip4-rewrite",
+    "interface-output",
+    "pg-tx",
+];
+
+struct Case {
+    name: String,
+    routes: usize,
+    insert_per_sec: f64,
+    mpps: (f64, f64, f64),
+    node_clocks: Vec<(String, f64)>,
+}
+
+fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u32, u8)>, dir: &std::path::Path) -> Case {
+    let (mut vm, t) = crate::build(0);
+    setup(&mut vm, &t);
+    let t0 = Instant::now();
+    for &(p, l) in &routes {
+        cli(
+            &mut vm,
+            &t,
+            &format!(
+                "ip route add {}/{l} via 10.0.1.2",
+                std::net::Ipv4Addr::from(p)
+            ),
+        );
+    }
+    let insert_per_sec = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+    let pcap = dir.join(format!("ip4-{}.pcap", routes.len()));
+    write_pcap(&pcap, &frames(&routes, 0x5eed));
+    let null = vm.registry.find("pg-tx").expect("pg-tx");
+    let mut mpps = Vec::new();
+    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
+    let packets = o.packets / 2;
+    for run in 0..=o.runs {
+        let _ = t.execute(&mut vm, "packet-generator delete s");
+        cli(
+            &mut vm,
+            &t,
+            &format!("packet-generator new pcap {} source pg0 name s limit {packets} node ethernet-input", pcap.display()),
+        );
+        cli(&mut vm, &t, "clear runtime");
+        let before = total_vectors(&vm, null);
+        cli(&mut vm, &t, "packet-generator enable");
+        let t1 = Instant::now();
+        while total_vectors(&vm, null) < before + packets && t1.elapsed().as_secs() < 120 {
+            vm.run_main_once();
+        }
+        let dt = t1.elapsed().as_secs_f64();
+        if run == 0 {
+            continue; // warm-up
+        }
+        mpps.push(packets as f64 / dt / 1e6);
+        for (k, n) in PATH.iter().enumerate() {
+            let i = vm.registry.find(n).expect("node");
+            let s = &vm.registry.node(i).stats.per_thread[0];
+            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
+        }
+    }
+    let drops: u64 = vm
+        .registry
+        .nodes()
+        .iter()
+        .filter(|n| n.name == "error-drop")
+        .map(|n| n.stats.per_thread[0].vectors.get())
+        .sum();
+    assert_eq!(
+        drops, 0,
+        "{name}: packets dropped, the path is not what it claims"
+    );
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    Case {
+        name: name.to_string(),
+        routes: routes.len(),
+        insert_per_sec,
+        mpps: stats(mpps),
+        node_clocks: PATH
+            .iter()
+            .zip(clocks)
+            .map(|(n, c)| (n.to_string(), stats(c).1))
+            .collect(),
+    }
+}
+
+/// Runs the IPv4 FIB-scale benchmark.
+pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut cases = vec![run_case(o, "1 route", vec![(0x1400_0000, 8)], &dir)];
+    if !o.quick {
+        cases.push(run_case(
+            o,
+            "255k random prefixes",
+            random_routes(255_000, 1),
+            &dir,
+        ));
+        cases.push(run_case(
+            o,
+            "1M random prefixes",
+            random_routes(1_000_000, 2),
+            &dir,
+        ));
+        if let Some(real) = real_table() {
+            cases.push(run_case(o, "real IPv4 table", real, &dir));
+        }
+    }
+    let base = cases[0].mpps.1;
+    let _ = writeln!(
+        out,
+        "## IPv4 forwarding, one core, 64-byte frames, destinations spread over the FIB\n"
+    );
+    let _ = writeln!(
+        out,
+        "| FIB | routes | Mpps min | median | max | × 1 route | path clk/pkt | {} | route adds/s (CLI) |",
+        PATH.join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|{}---|",
+        "---|".repeat(PATH.len())
+    );
+    for c in &cases {
+        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
+        let nodes: Vec<String> = c
+            .node_clocks
+            .iter()
+            .map(|x| format!("{:.1}", x.1))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} |",
+            c.name,
+            c.routes,
+            c.mpps.0,
+            c.mpps.1,
+            c.mpps.2,
+            c.mpps.1 / base,
+            path,
+            nodes.join(" | "),
+            c.insert_per_sec
+        );
+        json.push(format!(
+            "\"ip4_{}\": {{\"routes\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}}}",
+            c.name.replace(' ', "_"),
+            c.routes,
+            c.mpps.0,
+            c.mpps.1,
+            c.mpps.2,
+            c.mpps.1 / base,
+            path,
+            c.insert_per_sec
+        ));
+    }
+    // Route insertion with the CLI `count` form.
+    let (mut vm, t) = crate::build(0);
+    setup(&mut vm, &t);
+    let t0 = Instant::now();
+    cli(
+        &mut vm,
+        &t,
+        "ip route add count 1000000 20.0.0.0/24 via 10.0.1.2",
+    );
+    let rate = 1e6 / t0.elapsed().as_secs_f64();
+    let _ = writeln!(
+        out,
+        "\n`ip route add count 1000000 20.0.0.0/24 via 10.0.1.2`: {rate:.0} routes/s\n"
+    );
+    json.push(format!("\"ip4_route_add_count_per_sec\": {rate:.0}"));
+    vm.stop_workers();
+    let _ = std::fs::remove_dir_all(&dir);
+}
