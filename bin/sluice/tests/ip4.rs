@@ -305,3 +305,117 @@ fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }
+
+#[test]
+fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
+    let d = router();
+    for c in [
+        "create packet-generator interface pg2",
+        "set interface state pg2 up",
+        "set interface ip address pg2 10.0.2.1/24",
+        "ip neighbor pg2 10.0.2.2 02:00:00:00:02:02",
+        "ip route add 10.5.0.0/16 via 10.0.1.2",
+        "ip route add 10.5.0.0/16 via 10.0.2.2",
+    ] {
+        d.ok(c);
+    }
+    let fib = d.ok("show ip fib 10.5.0.0/16");
+    assert!(
+        fib.contains("load-balance") && fib.contains("2 paths"),
+        "{fib}"
+    );
+    // 200 flows (source ports), each sent twice.
+    let mut frames = Vec::new();
+    for _ in 0..2 {
+        for i in 0..200u16 {
+            frames.push(eth(
+                PG0_MAC,
+                HOST0_MAC,
+                0x0800,
+                &ip4(
+                    [10, 0, 0, 16],
+                    [10, 5, 0, 1],
+                    64,
+                    17,
+                    &udp(2000 + i, 53, b"flow"),
+                ),
+            ));
+        }
+    }
+    let c1 = d.dir.join("ecmp-pg1.pcap");
+    let c2 = d.dir.join("ecmp-pg2.pcap");
+    d.ok(&format!(
+        "packet-generator capture pg1 pcap {} count 1000",
+        c1.display()
+    ));
+    d.ok(&format!(
+        "packet-generator capture pg2 pcap {} count 1000",
+        c2.display()
+    ));
+    send(&d, "ecmp", &frames, "pg1", 0);
+    d.ok("packet-generator capture pg1 disable");
+    d.ok("packet-generator capture pg2 disable");
+    let (a, b) = (read_pcap(&c1), read_pcap(&c2));
+    assert_eq!(a.len() + b.len(), 400, "every packet forwarded once");
+    assert!(
+        a.len() >= 100 && b.len() >= 100,
+        "both paths used: {} / {}",
+        a.len(),
+        b.len()
+    );
+    let port = |f: &Vec<u8>| u16::from_be_bytes([f[34], f[35]]);
+    let pa: std::collections::HashSet<u16> = a.iter().map(port).collect();
+    let pb: std::collections::HashSet<u16> = b.iter().map(port).collect();
+    assert!(pa.is_disjoint(&pb), "a flow took both paths");
+    assert_eq!(pa.len() + pb.len(), 200);
+    assert!(a.iter().all(|f| f[0..6] == NH_MAC) && b.iter().all(|f| f[0..6] == [2, 0, 0, 0, 2, 2]));
+    // Removing one path sends everything the other way.
+    d.ok("ip route del 10.5.0.0/16 via 10.0.2.2");
+    let fib = d.ok("show ip fib 10.5.0.0/16");
+    assert!(!fib.contains("load-balance"), "{fib}");
+    let got = send(&d, "ecmp2", &frames[..50], "pg1", 50);
+    assert_eq!(got.len(), 50);
+    d.ok("ip route del 10.5.0.0/16");
+    assert!(d
+        .cli("ip route del 10.5.0.0/16")
+        .unwrap_err()
+        .contains("no route"));
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+#[test]
+fn l2_xconnect_forwards_frames_unchanged_and_l3_restores_routing() {
+    let d = router();
+    d.ok("set interface l2 xconnect pg0 pg1");
+    let frames: Vec<Vec<u8>> = (0..20u8)
+        .map(|i| {
+            eth(
+                [0x02, 0x33, 0, 0, 0, i],
+                [0x02, 0x44, 0, 0, 0, i],
+                0x88b5,
+                &[i; 50],
+            )
+        })
+        .collect();
+    let got = send(&d, "xc", &frames, "pg1", frames.len());
+    assert_eq!(got, frames, "byte-for-byte");
+    let errs = d.ok("show errors");
+    assert!(
+        errs.lines()
+            .any(|l| l.contains("20") && l.contains("l2-input")),
+        "{errs}"
+    );
+    assert!(d.cli("set interface l2 xconnect pg0 pg0").is_err());
+    d.ok("set interface l3 pg0");
+    let f = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 0, 16], [10, 2, 0, 1], 64, 17, &udp(1, 2, b"routed")),
+    );
+    let got = send(&d, "l3", &[f], "pg1", 1);
+    assert_eq!(got[0][22], 63, "routed again (TTL decremented)");
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}

@@ -3,6 +3,8 @@
 //!
 //! - [`ip4`]: IPv4 longest-prefix match (DIR-24-8).
 //! - [`adj`]: adjacencies (rewrite, local, glean, incomplete, drop).
+//! - [`lb`]: load-balance objects for ECMP routes (flow-hash buckets, weighted).
 
 pub mod adj;
 pub mod ip4;
+pub mod lb;

@@ -34,6 +34,16 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         set_mtu,
     );
     t.add(
+        "set interface l2 xconnect",
+        "set interface l2 xconnect <interface> <peer interface>",
+        set_xconnect,
+    );
+    t.add(
+        "set interface l3",
+        "set interface l3 <interface> — back to routed mode",
+        set_l3,
+    );
+    t.add(
         "clear interfaces",
         "clear interfaces — reset interface counters",
         clear_interfaces,
@@ -190,5 +200,28 @@ fn set_mtu(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         i.mtu = mtu;
     }
     crate::ip4::sync_all_interfaces(vm);
+    Ok(String::new())
+}
+
+fn set_xconnect(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let a = interface_arg(vm, args)?;
+    let b = interface_arg(vm, args)?;
+    args.finish()?;
+    if a == b {
+        return Err(CliError::new("cannot cross-connect an interface to itself"));
+    }
+    crate::ip4::with_if_attr(vm, a.0, |x| {
+        x.l2_xc.store(b.0 + 1, std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok_or_else(|| CliError::new("interface table full"))?;
+    Ok(String::new())
+}
+
+fn set_l3(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let a = interface_arg(vm, args)?;
+    args.finish()?;
+    crate::ip4::with_if_attr(vm, a.0, |x| {
+        x.l2_xc.store(0, std::sync::atomic::Ordering::Relaxed)
+    });
     Ok(String::new())
 }

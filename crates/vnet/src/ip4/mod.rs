@@ -12,6 +12,7 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
+use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::{GraphBuilder, Vlib};
 use sluice_infra::epoch::Epochs;
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +33,8 @@ pub struct IfAttr {
     pub ip4: AtomicU32,
     /// L3 MTU.
     pub mtu: AtomicU32,
+    /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
+    pub l2_xc: AtomicU32,
 }
 
 impl IfAttr {
@@ -51,6 +54,8 @@ pub struct Ip4Shared {
     pub adj: Arc<AdjTable>,
     /// Per-interface attributes.
     pub ifs: Box<[IfAttr]>,
+    /// The load-balance read side.
+    pub lb: Arc<LbTable>,
     /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
     /// (interface, address, MAC). A control-plane path, not the fast path.
     pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
@@ -88,12 +93,15 @@ impl Source {
     }
 }
 
-/// A route: its best source's adjacency.
+/// A route: paths (adjacency, weight) per source; the best source's paths are installed.
 #[derive(Clone, Debug)]
 pub struct Route {
-    /// Installed entries by source (the lowest source wins, as VPP's source priorities).
-    pub by_source: BTreeMap<Source, u32>,
+    /// Paths by source (the lowest source wins, as VPP's source priorities).
+    pub by_source: BTreeMap<Source, Vec<(u32, u32)>>,
 }
+
+/// LPM values at or above this are load-balance indices (ECMP); below, adjacency indices.
+pub const LB_FLAG: u32 = 1 << 23;
 
 /// The control plane (main thread; shared with the neighbour process node).
 pub struct Ip4Control {
@@ -104,6 +112,11 @@ pub struct Ip4Control {
     routes: BTreeMap<(u32, u8), Route>,
     addrs: Vec<(u32, u32, u8)>,
     neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
+    lbs: LoadBalances,
+    route_lb: HashMap<(u32, u8), u32>,
+    // Load-balance objects no route points at any more (kept, not reused, until a later
+    // session adds epoch-based reuse; bounded by route churn).
+    lb_retired: Vec<u32>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -121,25 +134,56 @@ pub(crate) fn lock(c: &Arc<Mutex<Ip4Control>>) -> MutexGuard<'_, Ip4Control> {
 
 impl Ip4Control {
     fn set_route(&mut self, p: u32, len: u8, src: Source, adj: Option<u32>) -> Result<(), String> {
+        self.set_paths(p, len, src, adj.map(|a| vec![(a, 1)]).unwrap_or_default())
+    }
+
+    /// Replaces the paths of one source of a route (no paths: the source is removed) and
+    /// installs the best source: one path directly, several through a load-balance object.
+    fn set_paths(
+        &mut self,
+        p: u32,
+        len: u8,
+        src: Source,
+        paths: Vec<(u32, u32)>,
+    ) -> Result<(), String> {
         let key = (mask(p, len), len);
         let r = self.routes.entry(key).or_insert_with(|| Route {
             by_source: BTreeMap::new(),
         });
-        match adj {
-            Some(a) => {
-                r.by_source.insert(src, a);
-            }
-            None => {
-                r.by_source.remove(&src);
-            }
+        if paths.is_empty() {
+            r.by_source.remove(&src);
+        } else {
+            r.by_source.insert(src, paths);
         }
-        match r.by_source.values().next().copied() {
-            Some(best) => self
-                .lpm
-                .insert(&self.epochs, key.0, len, best)
-                .map_err(|e| e.to_string()),
+        let best = r.by_source.values().next().cloned();
+        match best {
+            Some(paths) if paths.len() == 1 => {
+                if let Some(lb) = self.route_lb.remove(&key) {
+                    self.lb_retired.push(lb);
+                }
+                self.lpm
+                    .insert(&self.epochs, key.0, len, paths[0].0)
+                    .map_err(|e| e.to_string())
+            }
+            Some(paths) => {
+                let lb = match self.route_lb.get(&key) {
+                    Some(&l) => l,
+                    None => {
+                        let l = self.lbs.alloc().ok_or("load-balance table full")?;
+                        self.route_lb.insert(key, l);
+                        l
+                    }
+                };
+                self.lbs.set(lb, &paths);
+                self.lpm
+                    .insert(&self.epochs, key.0, len, LB_FLAG | lb)
+                    .map_err(|e| e.to_string())
+            }
             None => {
                 self.routes.remove(&key);
+                if let Some(lb) = self.route_lb.remove(&key) {
+                    self.lb_retired.push(lb);
+                }
                 self.lpm.remove(&self.epochs, key.0, len);
                 Ok(())
             }
@@ -244,23 +288,25 @@ fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -
 }
 
 /// Creates the shared state (called by `register`, before the graph is built).
-pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies) {
+pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
     let lpm = Ip4Lpm::new();
     let adjs = Adjacencies::new();
+    let lbs = LoadBalances::new();
     let shared = Arc::new(Ip4Shared {
         fib: lpm.table().clone(),
         adj: adjs.table().clone(),
+        lb: lbs.table().clone(),
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
     });
-    (shared, lpm, adjs)
+    (shared, lpm, adjs, lbs)
 }
 
 /// Control-plane pieces created at registration and completed by [`init`]; held by the
 /// main-thread instance of `ip4-neighbor-process`.
 #[derive(Default)]
 pub struct CtlSlot {
-    pending: Option<(Ip4Lpm, Adjacencies, Arc<Ip4Shared>)>,
+    pending: Option<(Ip4Lpm, Adjacencies, LoadBalances, Arc<Ip4Shared>)>,
     /// The control plane once initialised.
     pub ctl: Option<Arc<Mutex<Ip4Control>>>,
 }
@@ -268,9 +314,9 @@ pub struct CtlSlot {
 /// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
 /// (and its epochs) exists.
 pub fn register(b: &mut GraphBuilder) {
-    let (shared, lpm, adjs) = new_shared();
+    let (shared, lpm, adjs, lbs) = new_shared();
     let slot = Arc::new(Mutex::new(CtlSlot {
-        pending: Some((lpm, adjs, shared.clone())),
+        pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
     nodes::register(b, shared, slot);
@@ -292,7 +338,7 @@ pub fn init(vm: &mut Vlib) {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     };
-    let Some((lpm, adjs, shared)) = s.pending.take() else {
+    let Some((lpm, adjs, lbs, shared)) = s.pending.take() else {
         return;
     };
     let ctl = Arc::new(Mutex::new(Ip4Control {
@@ -303,6 +349,9 @@ pub fn init(vm: &mut Vlib) {
         routes: BTreeMap::new(),
         addrs: Vec::new(),
         neighbors: HashMap::new(),
+        lbs,
+        route_lb: HashMap::new(),
+        lb_retired: Vec::new(),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
@@ -498,26 +547,33 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let w = a.word("destination prefix")?;
     let (p, len) = parse_prefix(&w)?;
-    let mut nh = None;
-    let mut via_if = None;
+    // Paths: `via <nh> [<interface>] [weight <w>]`, repeatable; or `drop`.
+    let mut paths: Vec<(u32, Option<SwIfIndex>, u32)> = Vec::new();
     let mut drop = false;
     while !a.is_empty() {
         if a.keyword("via") {
-            match a.peek() {
-                Some("drop") => {
-                    a.keyword("drop");
-                    drop = true;
-                }
-                Some(t) if t.parse::<Ipv4Addr>().is_ok() => {
-                    let t = a.word("next hop")?;
-                    nh = Some(parse_ip(&t)?);
-                }
-                _ => via_if = Some(crate::cli::interface_arg(vm, a)?),
+            if a.keyword("drop") {
+                drop = true;
+                continue;
             }
+            let t = a.word("next hop")?;
+            paths.push((parse_ip(&t)?, None, 1));
         } else if a.keyword("drop") {
             drop = true;
-        } else if nh.is_some() && via_if.is_none() {
-            via_if = Some(crate::cli::interface_arg(vm, a)?);
+        } else if a.keyword("weight") {
+            let wt = a.u32("weight")?;
+            if wt == 0 {
+                return Err(CliError::new("weight must be at least 1"));
+            }
+            match paths.last_mut() {
+                Some(last) => last.2 = wt,
+                None => return Err(CliError::new("`weight' must follow `via <next-hop>'")),
+            }
+        } else if paths.last().is_some_and(|l| l.1.is_none()) {
+            let i = crate::cli::interface_arg(vm, a)?;
+            if let Some(last) = paths.last_mut() {
+                last.1 = Some(i);
+            }
         } else {
             a.finish()?;
         }
@@ -529,13 +585,9 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     } else {
         1u64 << (32 - len as u32)
     };
-    let adj = if del {
-        None
-    } else if drop {
-        Some(0)
-    } else {
-        let nh = nh.ok_or_else(|| CliError::new("missing `via <next-hop>' (or `drop')"))?;
-        let i = match via_if {
+    let mut resolved: Vec<(u32, u32)> = Vec::new();
+    for &(nh, intf, wt) in &paths {
+        let i = match intf {
             Some(SwIfIndex(i)) => i,
             None => ctl.connected_if(nh).ok_or_else(|| {
                 CliError::new(format!(
@@ -544,8 +596,11 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 ))
             })?,
         };
-        Some(ctl.nbr_adj(i, nh).map_err(CliError::new)?)
-    };
+        resolved.push((ctl.nbr_adj(i, nh).map_err(CliError::new)?, wt));
+    }
+    if !del && !drop && resolved.is_empty() {
+        return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
+    }
     let base = mask(p, len) as u64;
     for k in 0..count as u64 {
         let q = base + k * step;
@@ -554,13 +609,43 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 "count {count} runs past 255.255.255.255"
             )));
         }
-        if del && !ctl.routes.contains_key(&(q as u32, len)) {
-            if count == 1 {
-                return Err(CliError::new(format!("no route `{w}'")));
+        let key = (q as u32, len);
+        let current: Vec<(u32, u32)> = ctl
+            .routes
+            .get(&key)
+            .and_then(|r| r.by_source.get(&Source::Static))
+            .cloned()
+            .unwrap_or_default();
+        let new_paths = if del {
+            if current.is_empty() {
+                if count == 1 {
+                    return Err(CliError::new(format!("no route `{w}'")));
+                }
+                continue;
             }
-            continue;
-        }
-        ctl.set_route(q as u32, len, Source::Static, adj)
+            if resolved.is_empty() {
+                Vec::new()
+            } else {
+                current
+                    .iter()
+                    .copied()
+                    .filter(|p| !resolved.iter().any(|r| r.0 == p.0))
+                    .collect()
+            }
+        } else if drop {
+            vec![(0, 1)]
+        } else {
+            // Adding a path to an existing route adds it (ECMP), as VPP does.
+            let mut v: Vec<(u32, u32)> = current.into_iter().filter(|p| p.0 != 0).collect();
+            for r in &resolved {
+                match v.iter_mut().find(|p| p.0 == r.0) {
+                    Some(p) => p.1 = r.1,
+                    None => v.push(*r),
+                }
+            }
+            v
+        };
+        ctl.set_paths(key.0, len, Source::Static, new_paths)
             .map_err(CliError::new)?;
     }
     Ok(String::new())
@@ -691,9 +776,19 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
         let _ = writeln!(out, "{}/{}", Ipv4Addr::from(p), l);
         let _ = writeln!(out, "  source: {}", srcs.join(", "));
-        if let Some(&ai) = r.by_source.values().next() {
-            let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-            let _ = writeln!(out, "    {}", fmt_adj(&names, &adj, ai));
+        if let Some(paths) = r.by_source.values().next() {
+            if let Some(lb) = ctl.route_lb.get(&(p, l)) {
+                let _ = writeln!(out, "    load-balance [@{lb}]: {} paths", paths.len());
+            }
+            for &(ai, wt) in paths {
+                let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+                let w = if paths.len() > 1 {
+                    format!(" weight {wt}")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "    {}{w}", fmt_adj(&names, &adj, ai));
+            }
         }
     }
     Ok(out)
@@ -755,6 +850,13 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     Ok(out)
+}
+
+/// Runs `f` on an interface's data-plane attributes (for L2/L3 mode changes).
+pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> Option<R> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.shared.ifs.get(i as usize).map(f)
 }
 
 /// Number of IPv4 routes (benchmarks, tests).

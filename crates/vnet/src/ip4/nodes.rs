@@ -37,6 +37,8 @@ pub const ARP_INPUT: &str = "arp-input";
 pub const IP4_GLEAN: &str = "ip4-glean";
 /// `ip4-neighbor-process`.
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
+/// `l2-input`.
+pub const L2_INPUT: &str = "l2-input";
 
 /// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
 /// `feature_meta[1]`: the MTU for "fragmentation needed".
@@ -48,14 +50,17 @@ const ICMP_MTU: usize = 1;
 ///
 /// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
 /// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
-/// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP.
+/// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
+///   `l2-input` (3) for every frame of an L2 (cross-connected) interface, with `tx_if` set to
+///   the peer.
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
     shared: Arc<Ip4Shared>,
-    // Per-frame cache of the last rx interface's MAC.
+    // Per-frame cache of the last rx interface's MAC and L2 mode.
     cached_if: Option<u32>,
     cached_mac: [u8; 6],
+    cached_l2: u32,
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -112,8 +117,16 @@ impl PacketNode for EthernetInput {
             );
         }
         if self.cached_if != Some(b.hdr.rx_if) {
+            let a = self.shared.if_attr(b.hdr.rx_if);
             self.cached_if = Some(b.hdr.rx_if);
-            self.cached_mac = self.shared.if_attr(b.hdr.rx_if).mac_bytes();
+            self.cached_mac = a.mac_bytes();
+            self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
+        }
+        if self.cached_l2 != 0 {
+            // L2 interface: the whole frame goes to l2-input, any destination MAC.
+            b.hdr.tx_if = self.cached_l2 - 1;
+            b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+            return Next(3);
         }
         if dst[0] & 1 == 0 && dst != self.cached_mac {
             b.hdr.error = cx.error(E_MAC_MISMATCH);
@@ -196,7 +209,8 @@ impl PacketNode for Ip4Input {
 /// `ip4-lookup`: longest-prefix match on the destination, four packets at a time.
 ///
 /// - uses: the IPv4 header at `current_data`.
-/// - sets: `ip.adj_index`.
+/// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes (5-tuple hash picks the
+///   load-balance bucket).
 /// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
 ///   `ip4-glean` (3) for adjacencies that need ARP first.
 /// - counters: `no_route` (no route to destination), `drop_route` (drop route).
@@ -235,7 +249,15 @@ impl NodeFn for Ip4Lookup {
             for j in 0..k {
                 // SAFETY: as above.
                 let v = unsafe { pool.buffer(frame[i + j]) };
-                self.nexts[i + j] = match res[j] {
+                let res = match res[j] {
+                    Some(x) if x >= super::LB_FLAG => {
+                        let h = flow_hash(v.data());
+                        v.hdr.ip.flow_hash = h;
+                        Some(self.shared.lb.pick(x & (super::LB_FLAG - 1), h))
+                    }
+                    r => r,
+                };
+                self.nexts[i + j] = match res {
                     None => {
                         v.hdr.error = e_none;
                         0
@@ -269,6 +291,26 @@ impl NodeFn for Ip4Lookup {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// 5-tuple flow hash of an IPv4 packet (addresses, protocol, and ports for the first fragment
+/// of UDP/TCP), for ECMP bucket choice: one flow always takes one path.
+#[inline(always)]
+fn flow_hash(ip: &[u8]) -> u32 {
+    let w = |i: usize| u32::from_be_bytes([ip[i], ip[i + 1], ip[i + 2], ip[i + 3]]);
+    let ihl = ((ip[0] & 0xf) as usize) * 4;
+    let first_frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+    let ports = if (ip[9] == 6 || ip[9] == 17) && first_frag && ip.len() >= ihl + 4 {
+        w(ihl)
+    } else {
+        0
+    };
+    let mut h = (w(12) as u64) << 32 | w(16) as u64;
+    h ^= ((ports as u64) << 8) | ip[9] as u64;
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (h >> 32) as u32
 }
 
 // ---------------------------------------------------------------------------------------
@@ -636,6 +678,26 @@ impl PacketNode for Ip4Glean {
 }
 
 // ---------------------------------------------------------------------------------------
+/// `l2-input`: frames of L2 interfaces. Cross-connect (`set interface l2 xconnect`) sends each
+/// frame unchanged to the peer interface.
+///
+/// - uses: `tx_if` (the cross-connect peer, set by `ethernet-input`), `l2.l2_hdr_offset`.
+/// - sets: nothing (the frame is forwarded as received).
+/// - next: `interface-output` (0).
+/// - counters: `xconnect` (info: frames cross-connected).
+pub struct L2Input;
+
+impl PacketNode for L2Input {
+    const PREFETCH_DATA: bool = false;
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
+        cx.count(0, 1);
+        Next(0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 /// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
 /// update + host route). Main thread only.
 pub struct NeighborProcess {
@@ -666,9 +728,10 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 cached_if: None,
                 cached_mac: [0; 6],
+                cached_l2: 0,
             }))
         })
-        .nexts(&["error-drop", IP4_INPUT, ARP_INPUT])
+        .nexts(&["error-drop", IP4_INPUT, ARP_INPUT, L2_INPUT])
         .counters(&[
             CounterDesc::error("unknown_ethertype", "unknown ethernet type"),
             CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
@@ -782,6 +845,13 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::error("no_buffer", "no buffer for ARP request"),
             CounterDesc::error("no_source", "no source address for ARP request"),
         ]),
+    );
+    b.register(
+        NodeRegistration::new(L2_INPUT, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(L2Input))
+        })
+        .nexts(&[crate::output::NAME])
+        .counters(&[CounterDesc::info("xconnect", "L2 cross-connect frames")]),
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
