@@ -144,7 +144,6 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-
 fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     let f = std::fs::File::create(path).expect("pcap file");
     let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");

@@ -1,185 +1,427 @@
-//! `sluicectl`: the CLI client of the `sluice` daemon (like VPP's vppctl).
+//! `sluicectl`: the command-line client of the `sluice` daemon (like VPP's `vppctl`).
 //!
-//! `sluicectl [-s <socket>] <command...>` runs one command and prints its output (exit 1 on a
-//! command error, 2 when the daemon cannot be reached). Without a command: an interactive
-//! prompt with history and line editing, or, when stdin is not a terminal, one command per line
-//! from stdin. `{ ... }` blocks may span lines.
+//! ```text
+//! sluicectl [-s|--socket <path>] [command words...]
+//! ```
+//!
+//! - With command words: they are joined with spaces and sent as one command; its output goes
+//!   to stdout (exit 0), or to stderr when the daemon reports an error (exit 1).
+//! - Without: an interactive prompt (`sluice# `) with line editing and history in
+//!   `~/.sluicectl_history`; `quit`, `exit` or Ctrl-D leave, Ctrl-C drops the line being typed.
+//!   When stdin is not a terminal, commands are read from it one per line instead, and the exit
+//!   status is 1 if any of them failed.
+//! - In both line modes a command whose `{` outnumber its `}` continues on the next lines
+//!   (prompt `... `) and is sent as one command with embedded newlines. Blank lines and lines
+//!   starting with `#` (outside a block) are skipped.
+//!
+//! The socket is `-s`, else `$SLUICE_CLI_SOCKET`, else the daemon's default
+//! ([`proto::default_cli_socket`]). When the daemon cannot be reached, or drops the connection,
+//! one line says why and the exit status is 2.
 
 use clap::Parser;
 use sluice_cli::proto;
-use std::io::{BufRead, IsTerminal};
+use std::ffi::OsString;
+use std::io::{self, BufRead, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Exit status for a command the daemon reported as failed.
+const EXIT_CMD_FAILED: u8 = 1;
+/// Exit status when the daemon cannot be reached or the connection breaks.
+const EXIT_NO_DAEMON: u8 = 2;
+
 #[derive(Parser, Debug)]
-#[command(name = "sluicectl", version, about = "Sluice CLI client")]
+#[command(
+    name = "sluicectl",
+    version,
+    about = "CLI client of the sluice dataplane daemon"
+)]
 struct Opts {
-    /// CLI socket (default: $SLUICE_CLI_SOCKET, else the daemon's default).
-    #[arg(short = 's', long = "socket")]
+    /// CLI socket of the daemon [default: $SLUICE_CLI_SOCKET, else /run/sluice/cli.sock as
+    /// root, else $XDG_RUNTIME_DIR/sluice/cli.sock or /tmp/sluice-<uid>/cli.sock]
+    #[arg(short = 's', long = "socket", value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Command to run.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Command to run (e.g. `show interface`); none starts an interactive prompt.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
-fn connect(p: &Path) -> Result<UnixStream, String> {
-    UnixStream::connect(p).map_err(|e| {
-        let why = match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                "no such socket (is sluice running? start it with `sluice`, or pass -s <socket>)"
-                    .to_string()
-            }
-            std::io::ErrorKind::ConnectionRefused => {
-                "connection refused (stale socket?)".to_string()
-            }
-            std::io::ErrorKind::PermissionDenied => "permission denied (try as root)".to_string(),
-            _ => e.to_string(),
-        };
-        format!("sluicectl: cannot connect to {}: {why}", p.display())
-    })
+/// `-s` wins over `$SLUICE_CLI_SOCKET` (ignored when empty), which wins over the default.
+fn resolve_socket(flag: Option<PathBuf>, env: Option<OsString>) -> PathBuf {
+    flag.or_else(|| env.filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(proto::default_cli_socket)
 }
 
-/// Sends one command; Ok((ok, text)) or a connection error.
-fn run(s: &mut UnixStream, cmd: &str) -> Result<(bool, String), String> {
-    proto::write_request(s, cmd)
-        .map_err(|_| "sluicectl: connection closed by sluice".to_string())?;
-    proto::read_response(s).map_err(|_| "sluicectl: connection closed by sluice".to_string())
-}
-
-fn print_out(text: &str, ok: bool) {
-    if text.is_empty() {
-        return;
-    }
-    let t = if text.ends_with('\n') {
-        text.to_string()
-    } else {
-        format!("{text}\n")
+/// The one-line message for a failed connect.
+fn connect_error(path: &Path, e: &io::Error) -> String {
+    let why = match e.kind() {
+        io::ErrorKind::NotFound => {
+            "no such socket (is sluice running? start it with `sluice`, or pass -s <socket>)"
+                .to_string()
+        }
+        io::ErrorKind::ConnectionRefused => "connection refused (stale socket?)".to_string(),
+        io::ErrorKind::PermissionDenied => "permission denied (try as root)".to_string(),
+        _ => e.to_string(),
     };
-    if ok {
-        print!("{t}");
-    } else {
-        eprint!("{t}");
+    format!("sluicectl: cannot connect to {}: {why}", path.display())
+}
+
+/// The one-line message for an I/O failure on an established connection.
+fn session_error(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted => "sluicectl: connection closed by sluice".to_string(),
+        _ => format!("sluicectl: bad reply from sluice: {e}"),
     }
 }
 
-/// Adds a line to a command being typed; returns the whole command once its braces balance.
-fn accumulate(pending: &mut String, line: &str) -> Option<String> {
-    if !pending.is_empty() {
-        pending.push('\n');
+/// How one command ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    Failed,
+}
+
+/// A connection to the daemon; the connection is lost for good after the first I/O error.
+struct Session {
+    stream: UnixStream,
+}
+
+impl Session {
+    fn connect(path: &Path) -> Result<Self, String> {
+        UnixStream::connect(path)
+            .map(|stream| Session { stream })
+            .map_err(|e| connect_error(path, &e))
     }
-    pending.push_str(line);
-    if pending.matches('{').count() > pending.matches('}').count() {
-        return None;
+
+    /// Runs one command and prints its reply. `Err` (with the message) when the connection is
+    /// unusable; a command too long to send is reported and counted as failed.
+    fn run(&mut self, cmd: &str) -> Result<Outcome, String> {
+        if cmd.len() > proto::MAX_FRAME {
+            eprintln!(
+                "sluicectl: command too long ({} bytes, limit {})",
+                cmd.len(),
+                proto::MAX_FRAME
+            );
+            return Ok(Outcome::Failed);
+        }
+        proto::write_request(&mut self.stream, cmd).map_err(|e| session_error(&e))?;
+        let (ok, text) = proto::read_response(&mut self.stream).map_err(|e| session_error(&e))?;
+        let shown = with_final_newline(&text);
+        // A closed stdout/stderr (e.g. `| head`) is not worth dying over: ignore write errors.
+        if ok {
+            let _ = io::stdout().lock().write_all(shown.as_bytes());
+            Ok(Outcome::Ok)
+        } else {
+            let _ = io::stderr().lock().write_all(shown.as_bytes());
+            Ok(Outcome::Failed)
+        }
     }
-    Some(std::mem::take(pending))
+}
+
+/// `text` with a newline appended when it is non-empty and lacks one.
+fn with_final_newline(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_empty() || text.ends_with('\n') {
+        text.into()
+    } else {
+        format!("{text}\n").into()
+    }
+}
+
+/// Joins input lines into commands: a command with more `{` than `}` continues on the next
+/// line. Blank lines and `#` comment lines outside a block produce nothing.
+#[derive(Default)]
+struct Joiner {
+    pending: String,
+    depth: i64,
+}
+
+impl Joiner {
+    /// Feeds one line (without its newline); returns a complete command, trimmed.
+    fn push(&mut self, line: &str) -> Option<String> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if !self.in_block() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                return None;
+            }
+        } else {
+            self.pending.push('\n');
+        }
+        self.pending.push_str(line);
+        for c in line.chars() {
+            match c {
+                '{' => self.depth += 1,
+                '}' => self.depth -= 1,
+                _ => {}
+            }
+        }
+        if self.in_block() {
+            return None;
+        }
+        self.depth = 0;
+        let cmd = self.pending.trim().to_string();
+        self.pending.clear();
+        Some(cmd)
+    }
+
+    /// True while an unbalanced `{` awaits more lines.
+    fn in_block(&self) -> bool {
+        self.depth > 0
+    }
+
+    /// Drops a partly typed block.
+    fn reset(&mut self) {
+        self.pending.clear();
+        self.depth = 0;
+    }
+}
+
+fn is_leave(cmd: &str) -> bool {
+    cmd == "quit" || cmd == "exit"
 }
 
 fn main() -> ExitCode {
-    let o = Opts::parse();
-    let sock = o
-        .socket
-        .or_else(|| std::env::var_os("SLUICE_CLI_SOCKET").map(PathBuf::from))
-        .unwrap_or_else(proto::default_cli_socket);
-    let mut s = match connect(&sock) {
+    let opts = Opts::parse();
+    let path = resolve_socket(opts.socket, std::env::var_os("SLUICE_CLI_SOCKET"));
+    let mut session = match Session::connect(&path) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(EXIT_NO_DAEMON);
         }
     };
-    if !o.command.is_empty() {
-        return match run(&mut s, &o.command.join(" ")) {
-            Ok((ok, text)) => {
-                print_out(&text, ok);
-                if ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(2)
+    if !opts.command.is_empty() {
+        return match session.run(&opts.command.join(" ")) {
+            Ok(Outcome::Ok) => ExitCode::SUCCESS,
+            Ok(Outcome::Failed) => ExitCode::from(EXIT_CMD_FAILED),
+            Err(msg) => {
+                eprintln!("{msg}");
+                ExitCode::from(EXIT_NO_DAEMON)
             }
         };
     }
-    if !std::io::stdin().is_terminal() {
-        let mut failed = false;
-        let mut pending = String::new();
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            let Some(cmd) = accumulate(&mut pending, &line) else {
-                continue;
-            };
-            if cmd.trim().is_empty() {
-                continue;
-            }
-            match run(&mut s, &cmd) {
-                Ok((ok, text)) => {
-                    failed |= !ok;
-                    print_out(&text, ok);
-                }
-                Err(e) => {
-                    eprintln!("{e}");
-                    return ExitCode::from(2);
-                }
-            }
-        }
-        return if failed {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        };
+    if io::stdin().is_terminal() {
+        interactive(&mut session)
+    } else {
+        from_stdin(&mut session)
     }
-    interactive(&mut s)
 }
 
-fn interactive(s: &mut UnixStream) -> ExitCode {
+/// Runs the commands read from a non-terminal stdin.
+fn from_stdin(session: &mut Session) -> ExitCode {
+    let mut input = io::stdin().lock();
+    let mut joiner = Joiner::default();
+    let mut failed = false;
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        match input.read_until(b'\n', &mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("sluicectl: reading stdin: {e}");
+                return ExitCode::from(EXIT_CMD_FAILED);
+            }
+        }
+        let line = String::from_utf8_lossy(&raw);
+        let Some(cmd) = joiner.push(line.strip_suffix('\n').unwrap_or(&line)) else {
+            continue;
+        };
+        if is_leave(&cmd) {
+            break;
+        }
+        match session.run(&cmd) {
+            Ok(Outcome::Ok) => {}
+            Ok(Outcome::Failed) => failed = true,
+            Err(msg) => {
+                eprintln!("{msg}");
+                return ExitCode::from(EXIT_NO_DAEMON);
+            }
+        }
+    }
+    if joiner.in_block() {
+        eprintln!("sluicectl: end of input inside an unclosed `{{` block; not sent");
+        failed = true;
+    }
+    if failed {
+        ExitCode::from(EXIT_CMD_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The interactive prompt.
+fn interactive(session: &mut Session) -> ExitCode {
+    use rustyline::error::ReadlineError;
+
     let mut rl = match rustyline::DefaultEditor::new() {
-        Ok(r) => r,
+        Ok(rl) => rl,
         Err(e) => {
-            eprintln!("sluicectl: cannot start line editor: {e}");
-            return ExitCode::from(2);
+            eprintln!("sluicectl: cannot start the line editor: {e}");
+            return ExitCode::from(EXIT_CMD_FAILED);
         }
     };
-    let hist = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".sluicectl_history"));
-    if let Some(h) = &hist {
+    let history = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".sluicectl_history"));
+    if let Some(h) = &history {
+        // A missing history file is normal on first use.
         let _ = rl.load_history(h);
     }
-    let mut pending = String::new();
-    loop {
-        let prompt = if pending.is_empty() {
-            "sluice# "
-        } else {
+    let mut joiner = Joiner::default();
+    let status = loop {
+        let prompt = if joiner.in_block() {
             "... "
+        } else {
+            "sluice# "
         };
-        match rl.readline(prompt) {
-            Ok(line) => {
-                let Some(cmd) = accumulate(&mut pending, &line) else {
-                    continue;
-                };
-                let t = cmd.trim();
-                if t.is_empty() {
-                    continue;
-                }
-                let _ = rl.add_history_entry(t);
-                if t == "quit" || t == "exit" {
-                    break;
-                }
-                match run(s, &cmd) {
-                    Ok((ok, text)) => print_out(&text, ok),
-                    Err(e) => {
-                        eprintln!("{e}");
-                        return ExitCode::from(2);
-                    }
-                }
+        let line = match rl.readline(prompt) {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                joiner.reset();
+                continue;
             }
-            Err(_) => break,
+            Err(ReadlineError::Eof) => break ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluicectl: reading input: {e}");
+                break ExitCode::from(EXIT_CMD_FAILED);
+            }
+        };
+        let Some(cmd) = joiner.push(&line) else {
+            continue;
+        };
+        let _ = rl.add_history_entry(cmd.as_str());
+        if is_leave(&cmd) {
+            break ExitCode::SUCCESS;
+        }
+        // A failed command was already printed; the prompt carries on.
+        if let Err(msg) = session.run(&cmd) {
+            eprintln!("{msg}");
+            break ExitCode::from(EXIT_NO_DAEMON);
+        }
+    };
+    if let Some(h) = &history {
+        if let Err(e) = rl.save_history(h) {
+            eprintln!("sluicectl: cannot save history to {}: {e}", h.display());
         }
     }
-    if let Some(h) = &hist {
-        let _ = rl.save_history(h);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(lines: &[&str]) -> Vec<String> {
+        let mut j = Joiner::default();
+        lines.iter().filter_map(|l| j.push(l)).collect()
     }
-    ExitCode::SUCCESS
+
+    #[test]
+    fn single_lines_are_commands_and_blank_or_comment_lines_are_skipped() {
+        assert_eq!(
+            feed(&["show int", "", "   ", "# note", "  show version  "]),
+            ["show int", "show version"]
+        );
+    }
+
+    #[test]
+    fn unbalanced_braces_continue_until_balanced() {
+        let mut j = Joiner::default();
+        assert_eq!(j.push("packet-generator new {"), None);
+        assert!(j.in_block());
+        assert_eq!(j.push("  name x"), None);
+        assert_eq!(j.push("  data { abc"), None);
+        assert_eq!(j.push("  # kept inside a block"), None);
+        assert_eq!(j.push("  }"), None);
+        assert_eq!(
+            j.push("}\r").as_deref(),
+            Some("packet-generator new {\n  name x\n  data { abc\n  # kept inside a block\n  }\n}")
+        );
+        assert!(!j.in_block());
+        assert_eq!(j.push("show pg").as_deref(), Some("show pg"));
+    }
+
+    #[test]
+    fn balanced_or_over_closed_lines_are_sent_at_once() {
+        assert_eq!(feed(&["a { b } c", "x }"]), ["a { b } c", "x }"]);
+    }
+
+    #[test]
+    fn reset_drops_a_partial_block() {
+        let mut j = Joiner::default();
+        assert_eq!(j.push("a {"), None);
+        j.reset();
+        assert!(!j.in_block());
+        assert_eq!(j.push("show int").as_deref(), Some("show int"));
+    }
+
+    #[test]
+    fn socket_flag_beats_env_which_beats_default() {
+        let flag = Some(PathBuf::from("/f.sock"));
+        let env = Some(OsString::from("/e.sock"));
+        assert_eq!(resolve_socket(flag, env.clone()), PathBuf::from("/f.sock"));
+        assert_eq!(resolve_socket(None, env), PathBuf::from("/e.sock"));
+        let default = proto::default_cli_socket();
+        assert_eq!(resolve_socket(None, None), default);
+        assert_eq!(resolve_socket(None, Some(OsString::new())), default);
+    }
+
+    #[test]
+    fn connect_errors_say_what_to_do() {
+        let p = Path::new("/x/cli.sock");
+        let msg = |k| connect_error(p, &io::Error::from(k));
+        assert_eq!(
+            msg(io::ErrorKind::NotFound),
+            "sluicectl: cannot connect to /x/cli.sock: no such socket (is sluice running? \
+             start it with `sluice`, or pass -s <socket>)"
+        );
+        assert_eq!(
+            msg(io::ErrorKind::ConnectionRefused),
+            "sluicectl: cannot connect to /x/cli.sock: connection refused (stale socket?)"
+        );
+        assert_eq!(
+            msg(io::ErrorKind::PermissionDenied),
+            "sluicectl: cannot connect to /x/cli.sock: permission denied (try as root)"
+        );
+    }
+
+    #[test]
+    fn dropped_connections_read_as_closed_by_sluice() {
+        for k in [io::ErrorKind::UnexpectedEof, io::ErrorKind::BrokenPipe] {
+            assert_eq!(
+                session_error(&io::Error::from(k)),
+                "sluicectl: connection closed by sluice"
+            );
+        }
+        let e = io::Error::new(io::ErrorKind::InvalidData, "frame too large");
+        assert_eq!(
+            session_error(&e),
+            "sluicectl: bad reply from sluice: frame too large"
+        );
+    }
+
+    #[test]
+    fn output_gets_a_final_newline_only_when_needed() {
+        assert_eq!(with_final_newline(""), "");
+        assert_eq!(with_final_newline("a"), "a\n");
+        assert_eq!(with_final_newline("a\n"), "a\n");
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Opts::command().debug_assert();
+        let o = Opts::try_parse_from(["sluicectl", "-s", "/p", "show", "int", "-x"]).unwrap();
+        assert_eq!(o.socket, Some(PathBuf::from("/p")));
+        assert_eq!(o.command, ["show", "int", "-x"]);
+    }
 }
