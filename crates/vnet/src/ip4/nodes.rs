@@ -217,6 +217,7 @@ impl PacketNode for Ip4Input {
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
+    dst: [u32; FRAME_SIZE],
 }
 
 const E_NO_ROUTE: u16 = 0;
@@ -231,20 +232,25 @@ impl NodeFn for Ip4Lookup {
         let n = frame.len().min(FRAME_SIZE);
         // Kind of the last adjacency seen (consecutive packets usually share one).
         let mut last: Option<(u32, AdjKind)> = None;
+        // Pass 1: destinations of the whole frame (buffers prefetched ahead), so pass 2's
+        // table loads are independent and overlap in the memory system.
+        for (j, &b) in frame[..n].iter().enumerate() {
+            if let Some(&ahead) = frame.get(j + 4) {
+                pool.prefetch(ahead);
+            }
+            // SAFETY: this node owns the frame; one view at a time.
+            let v = unsafe { pool.buffer(b) };
+            let d = v.data();
+            // ip4-input guaranteed a full header.
+            let a = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
+            self.dst[j] = a;
+        }
+        // Pass 2: lookups, four at a time.
         let mut i = 0;
         while i < n {
             let k = (n - i).min(4);
             let mut dst = [0u32; 4];
-            for j in 0..k {
-                if let Some(&ahead) = frame.get(i + j + 8) {
-                    pool.prefetch(ahead);
-                }
-                // SAFETY: this node owns the frame; one view at a time.
-                let v = unsafe { pool.buffer(frame[i + j]) };
-                let d = v.data();
-                // ip4-input guaranteed a full header.
-                dst[j] = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
-            }
+            dst[..k].copy_from_slice(&self.dst[i..i + k]);
             let res = fib.lookup_x4(dst);
             for j in 0..k {
                 // SAFETY: as above.
@@ -758,6 +764,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             Box::new(Ip4Lookup {
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
+                dst: [0; FRAME_SIZE],
             })
         })
         .nexts(&["error-drop", IP4_REWRITE, IP4_LOCAL, IP4_GLEAN])
