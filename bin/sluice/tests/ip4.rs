@@ -419,3 +419,79 @@ fn l2_xconnect_forwards_frames_unchanged_and_l3_restores_routing() {
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }
+
+#[test]
+fn feature_arc_source_check_drops_spoofed_sources() {
+    let d = router();
+    let show = d.ok("show interface features pg0");
+    assert!(
+        show.contains("ip4-unicast") && show.contains("none configured"),
+        "{show}"
+    );
+    assert!(d
+        .cli("set interface feature pg0 no-such-feature arc ip4-unicast")
+        .unwrap_err()
+        .contains("`no-such-feature'"));
+    assert!(d
+        .cli("set interface feature pg0 ip4-source-check-via-rx arc no-arc")
+        .unwrap_err()
+        .contains("`no-arc'"));
+    d.ok("set interface feature pg0 ip4-source-check-via-rx arc ip4-unicast");
+    assert!(d
+        .ok("show interface features pg0")
+        .contains("ip4-source-check-via-rx"));
+    // Source 10.0.0.16 routes back out of pg0: passes. Source 10.0.1.99 routes out of pg1:
+    // spoofed, dropped. Source 192.0.2.1 has no route: dropped.
+    let ok = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 0, 16], [10, 2, 0, 1], 64, 17, &udp(1, 2, b"ok")),
+    );
+    let spoof = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 1, 99], [10, 2, 0, 1], 64, 17, &udp(1, 2, b"spoof")),
+    );
+    let unknown = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4(
+            [192, 0, 2, 1],
+            [10, 2, 0, 1],
+            64,
+            17,
+            &udp(1, 2, b"unknown"),
+        ),
+    );
+    d.ok("clear errors");
+    let got = send(&d, "sc", &[spoof, ok.clone(), unknown], "pg1", 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0][26..30], &[10, 0, 0, 16]);
+    let errs = d.ok("show errors");
+    assert!(
+        errs.lines()
+            .any(|l| l.contains("1 ") && l.contains("route to source via another interface")),
+        "{errs}"
+    );
+    assert!(
+        errs.lines().any(|l| l.contains("no route to source")),
+        "{errs}"
+    );
+    let tr_rt = d.ok("show runtime");
+    assert!(tr_rt.contains("ip4-source-check-via-rx"), "{tr_rt}");
+    // Disabled again: the spoofed source is forwarded.
+    d.ok("set interface feature pg0 ip4-source-check-via-rx arc ip4-unicast disable");
+    let spoof2 = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4([10, 0, 1, 99], [10, 2, 0, 1], 64, 17, &udp(1, 2, b"spoof")),
+    );
+    let got = send(&d, "sc2", &[spoof2], "pg1", 1);
+    assert_eq!(&got[0][26..30], &[10, 0, 1, 99]);
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}

@@ -2,6 +2,7 @@
 //! forwarding (Ethernet input, ARP, ICMP). L2 switching and IPv6 come next.
 
 pub mod cli;
+pub mod feature;
 pub mod interface;
 pub mod ip4;
 pub mod l2patch;
@@ -20,6 +21,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register(t);
     ip4::register_cli(t);
+    feature::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for

@@ -56,6 +56,8 @@ pub struct Ip4Shared {
     pub ifs: Box<[IfAttr]>,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
+    /// Feature-arc next table.
+    pub features: Arc<crate::feature::FeatureNext>,
     /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
     /// (interface, address, MAC). A control-plane path, not the fast path.
     pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
@@ -296,6 +298,7 @@ pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
         fib: lpm.table().clone(),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
+        features: Arc::new(crate::feature::FeatureNext::default()),
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
     });
@@ -355,6 +358,8 @@ pub fn init(vm: &mut Vlib) {
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
+    let features = lock(&ctl).shared.features.clone();
+    crate::feature::init(vm, features);
     vm.ext_mut::<Ip4Main>().ctl = Some(ctl);
     sync_all_interfaces(vm);
 }

@@ -39,6 +39,8 @@ pub const IP4_GLEAN: &str = "ip4-glean";
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// `l2-input`.
 pub const L2_INPUT: &str = "l2-input";
+/// `ip4-source-check-via-rx` (feature on `ip4-unicast`).
+pub const IP4_SOURCE_CHECK: &str = "ip4-source-check-via-rx";
 
 /// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
 /// `feature_meta[1]`: the MTU for "fragmentation needed".
@@ -156,11 +158,15 @@ impl PacketNode for EthernetInput {
 ///
 /// - uses: the packet at `current_data` (an IPv4 header).
 /// - sets: trims `current_length` to the IPv4 total length.
-/// - next: `error-drop` (0) for malformed packets; `ip4-lookup` (1).
+/// - next: `error-drop` (0) for malformed packets; `ip4-lookup` (1), or the first feature
+///   enabled on the rx interface's `ip4-unicast` arc.
 /// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
 ///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
 ///   `bad_checksum` (bad ip4 checksum).
-pub struct Ip4Input;
+pub struct Ip4Input {
+    shared: Arc<Ip4Shared>,
+    slot: usize,
+}
 
 const E_TOO_SHORT: u16 = 0;
 const E_VERSION: u16 = 1;
@@ -201,7 +207,54 @@ impl PacketNode for Ip4Input {
         if total < d.len() {
             b.set_len(total);
         }
-        Next(1)
+        self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip4-source-check-via-rx`: strict reverse-path check (uRPF strict, RFC 3704 §2.2), a
+/// feature on the `ip4-unicast` arc: the route back to the source must leave through the
+/// interface the packet came in on.
+///
+/// - uses: the IPv4 header (source address), `rx_if`.
+/// - sets: nothing.
+/// - next: `error-drop` (0) when the check fails; otherwise the next feature of the rx
+///   interface's arc, by default `ip4-lookup` (1).
+/// - counters: `no_route` (no route back to the source), `wrong_interface` (route back leaves
+///   through another interface), `passed` (info).
+pub struct Ip4SourceCheck {
+    shared: Arc<Ip4Shared>,
+    slot: usize,
+}
+
+const E_SC_NO_ROUTE: u16 = 0;
+const E_SC_WRONG_IF: u16 = 1;
+const C_SC_PASSED: u16 = 2;
+
+impl PacketNode for Ip4SourceCheck {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
+        let Some(v) = self.shared.fib.lookup(src) else {
+            b.hdr.error = cx.error(E_SC_NO_ROUTE);
+            return Next(0);
+        };
+        let ok = if v >= super::LB_FLAG {
+            // ECMP route back: any of its paths may be the rx interface; accept (loose).
+            true
+        } else {
+            let a = self.shared.adj.get(v);
+            matches!(
+                a.kind,
+                AdjKind::Rewrite | AdjKind::Glean | AdjKind::Incomplete
+            ) && a.tx_if == b.hdr.rx_if
+        };
+        if !ok {
+            b.hdr.error = cx.error(E_SC_WRONG_IF);
+            return Next(0);
+        }
+        cx.count(C_SC_PASSED as usize, 1);
+        self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
     }
 }
 
@@ -745,9 +798,14 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::error("runt", "frame shorter than an Ethernet header"),
         ]),
     );
+    let s = shared.clone();
+    let fslot = crate::feature::slot_of(IP4_INPUT).unwrap_or(0);
     b.register(
-        NodeRegistration::new(IP4_INPUT, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(Ip4Input))
+        NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip4Input {
+                shared: s.clone(),
+                slot: fslot,
+            }))
         })
         .nexts(&["error-drop", IP4_LOOKUP])
         .counters(&[
@@ -836,7 +894,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::error("malformed", "malformed ARP packet"),
         ]),
     );
-    let s = shared;
+    let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_GLEAN, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Glean {
@@ -851,6 +909,25 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("throttled", "ARP requests throttled"),
             CounterDesc::error("no_buffer", "no buffer for ARP request"),
             CounterDesc::error("no_source", "no source address for ARP request"),
+        ]),
+    );
+    let s = shared.clone();
+    let fslot = crate::feature::slot_of(IP4_SOURCE_CHECK).unwrap_or(0);
+    b.register(
+        NodeRegistration::new(IP4_SOURCE_CHECK, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip4SourceCheck {
+                shared: s.clone(),
+                slot: fslot,
+            }))
+        })
+        .nexts(&["error-drop", IP4_LOOKUP])
+        .counters(&[
+            CounterDesc::error("no_route", "ip4 source check: no route to source"),
+            CounterDesc::error(
+                "wrong_interface",
+                "ip4 source check: route to source via another interface",
+            ),
+            CounterDesc::info("passed", "ip4 source check passed"),
         ]),
     );
     b.register(
