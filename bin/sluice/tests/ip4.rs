@@ -495,3 +495,40 @@ fn feature_arc_source_check_drops_spoofed_sources() {
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }
+
+#[test]
+fn cli_ping_through_the_graph() {
+    let d = router();
+    // To the router's own address: request and reply both cross the graph.
+    let out = d.ok("ping 10.0.0.1 repeat 3 interval 0.5");
+    assert!(
+        out.contains("64 bytes from 10.0.0.1: icmp_seq=1 ttl=64"),
+        "{out}"
+    );
+    assert!(out.contains("3 sent, 3 received, 0% packet loss"), "{out}");
+    // To the pg1 neighbour: requests leave pg1 (nobody answers in a pg world).
+    let cap = d.dir.join("ping-pg1.pcap");
+    d.ok(&format!(
+        "packet-generator capture pg1 pcap {} count 2",
+        cap.display()
+    ));
+    let out = d.ok("ping 10.0.1.2 repeat 2 interval 0.05");
+    assert!(
+        out.contains("2 sent, 0 received, 100% packet loss"),
+        "{out}"
+    );
+    let got = wait_pcap(&cap, 2);
+    for f in &got {
+        assert_eq!(&f[0..6], &NH_MAC);
+        assert_eq!(&f[26..30], &[10, 0, 1, 1], "source: pg1's address");
+        assert_eq!(&f[30..34], &[10, 0, 1, 2]);
+        assert_eq!(f[34], 8, "echo request");
+        assert_eq!(checksum::sum(&f[34..]), 0xffff);
+    }
+    assert!(d
+        .cli("ping 192.0.2.1 repeat 1")
+        .unwrap_err()
+        .contains("no source address"));
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}

@@ -61,6 +61,11 @@ pub struct Ip4Shared {
     /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
     /// (interface, address, MAC). A control-plane path, not the fast path.
     pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
+    /// Echo replies for the CLI `ping` (identifier, sequence, source, TTL, TSC at receipt);
+    /// `ip4-local` records them only while `ping_id` is non-zero.
+    pub ping_replies: Mutex<Vec<(u16, u16, u32, u8, u64)>>,
+    /// Identifier of the running CLI ping (0 = none).
+    pub ping_id: AtomicU32,
 }
 
 impl Ip4Shared {
@@ -301,6 +306,8 @@ pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
         features: Arc::new(crate::feature::FeatureNext::default()),
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
+        ping_replies: Mutex::new(Vec::new()),
+        ping_id: AtomicU32::new(0),
     });
     (shared, lpm, adjs, lbs)
 }
@@ -408,6 +415,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "ip neighbor",
         "ip neighbor [del] <interface> <ip4-address> <mac-address> [static]",
         cli_neighbor,
+    );
+    t.add(
+        "ping",
+        "ping <ip4-address> [source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]",
+        cli_ping,
     );
     t.add(
         "show ip fib",
@@ -872,4 +884,132 @@ pub fn route_count(vm: &mut Vlib) -> usize {
 /// Applies learned neighbours now (the process node does this every 10 ms).
 pub fn apply_learned(vm: &mut Vlib) -> usize {
     control(vm).map(|c| lock(&c).apply_learned()).unwrap_or(0)
+}
+
+fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("ipv4");
+    let dst = parse_ip(&a.word("IPv4 address")?)?;
+    let mut src_if = None;
+    let mut repeat = 5u32;
+    let mut size = 56usize;
+    let mut interval = 1.0f64;
+    while !a.is_empty() {
+        if a.keyword("source") {
+            src_if = Some(crate::cli::interface_arg(vm, a)?.0);
+        } else if a.keyword("repeat") {
+            repeat = a.u32("repeat count")?.clamp(1, 1000);
+        } else if a.keyword("size") {
+            size = (a.u32("size")? as usize).clamp(0, 1400);
+        } else if a.keyword("interval") {
+            interval = a.f64("interval")?.clamp(0.001, 10.0);
+        } else {
+            a.finish()?;
+        }
+    }
+    let c = control(vm)?;
+    let (shared, src) = {
+        let ctl = lock(&c);
+        let src = match src_if {
+            Some(i) => ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed),
+            None => {
+                // The address of the interface the route to the destination uses.
+                let out_if = ctl.lpm.lookup(dst).map(|v| {
+                    if v >= LB_FLAG {
+                        ctl.adjs.get(0).map(|a| a.tx_if).unwrap_or(0)
+                    } else {
+                        ctl.adjs.get(v).map(|a| a.tx_if).unwrap_or(0)
+                    }
+                });
+                match out_if {
+                    Some(i) => ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed),
+                    None => 0,
+                }
+            }
+        };
+        (ctl.shared.clone(), src)
+    };
+    if src == 0 {
+        return Err(CliError::new(format!(
+            "no source address to ping {} from (no route, or the interface has no address)",
+            Ipv4Addr::from(dst)
+        )));
+    }
+    let lookup = vm
+        .registry
+        .find(nodes::IP4_LOOKUP)
+        .ok_or_else(|| CliError::new("ip4-lookup missing"))?;
+    let id = (std::process::id() as u16) | 1;
+    shared.ping_id.store(id as u32, Ordering::Relaxed);
+    if let Ok(mut r) = shared.ping_replies.lock() {
+        r.clear();
+    }
+    let clock = vm.shared.clock;
+    let mut out = String::new();
+    let mut sent_at = Vec::new();
+    let mut received = 0u32;
+    for seq in 1..=repeat as u16 {
+        let mut icmp = vec![8u8, 0, 0, 0];
+        icmp.extend_from_slice(&id.to_be_bytes());
+        icmp.extend_from_slice(&seq.to_be_bytes());
+        icmp.extend((0..size).map(|k| k as u8));
+        let ck = sluice_wire::checksum::internet_checksum(&icmp);
+        icmp[2..4].copy_from_slice(&ck.to_be_bytes());
+        let mut pkt = vec![0u8; 20];
+        sluice_wire::ipv4::Ipv4Repr {
+            src: Ipv4Addr::from(src),
+            dst: Ipv4Addr::from(dst),
+            protocol: sluice_wire::IpProtocol::ICMP,
+            ttl: 64,
+            payload_len: icmp.len(),
+        }
+        .emit(&mut sluice_wire::ipv4::Ipv4Packet::new_unchecked(
+            &mut pkt[..],
+        ));
+        pkt.extend_from_slice(&icmp);
+        let Some(b) = vm.main.bufs().alloc_with(&pkt) else {
+            out.push_str("no buffers\n");
+            break;
+        };
+        // SAFETY: just allocated, owned here until injected.
+        let v = unsafe { vm.pool.buffer(b) };
+        v.hdr.rx_if = 0;
+        let t0 = clock.now_tsc();
+        sent_at.push((seq, t0));
+        vm.main.inject(lookup, &[b]);
+        // Run the graph until the reply arrives or the interval passes.
+        let deadline = clock.now_secs() + interval;
+        let mut got = None;
+        while clock.now_secs() < deadline {
+            vm.run_main_once();
+            if let Ok(mut r) = shared.ping_replies.lock() {
+                if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
+                    got = Some(r.remove(p));
+                }
+            }
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        if let Some((_, _, from, ttl, t1)) = got {
+            received += 1;
+            let ms = clock.tsc_to_secs(t1.wrapping_sub(t0)) * 1e3;
+            let _ = writeln!(
+                out,
+                "{} bytes from {}: icmp_seq={} ttl={} time={:.4} ms",
+                8 + size,
+                Ipv4Addr::from(from),
+                seq,
+                ttl,
+                ms
+            );
+        }
+    }
+    shared.ping_id.store(0, Ordering::Relaxed);
+    let loss = 100.0 * (repeat - received) as f64 / repeat as f64;
+    let _ = writeln!(
+        out,
+        "\nStatistics: {repeat} sent, {received} received, {loss:.0}% packet loss"
+    );
+    Ok(out)
 }

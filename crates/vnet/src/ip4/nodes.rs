@@ -451,12 +451,16 @@ impl PacketNode for Ip4Rewrite {
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
 ///   closed port; `punt` (3) for other protocols.
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
-///   `punted` (info: other protocols for the router).
-pub struct Ip4Local;
+///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
+///   the CLI `ping`, consumed).
+pub struct Ip4Local {
+    shared: Arc<Ip4Shared>,
+}
 
 const C_ECHO: u16 = 0;
 const E_BAD_ICMP: u16 = 1;
 const C_PUNT: u16 = 2;
+const C_PING_REPLY: u16 = 3;
 
 impl PacketNode for Ip4Local {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -464,18 +468,35 @@ impl PacketNode for Ip4Local {
         let ihl = ((d[0] & 0xf) as usize) * 4;
         match d[9] {
             proto::ICMP => {
+                if d.len() < ihl + 8 || checksum::sum(&d[ihl..]) != 0xffff {
+                    b.hdr.error = cx.error(E_BAD_ICMP);
+                    return Next(0);
+                }
+                let kind = d[ihl];
+                if kind == icmp::kind::ECHO_REPLY {
+                    // A reply to the CLI ping: record it and consume the packet.
+                    let ping = self.shared.ping_id.load(Ordering::Relaxed);
+                    let id = u16::from_be_bytes([d[ihl + 4], d[ihl + 5]]) as u32;
+                    if ping != 0 && id == ping {
+                        let seq = u16::from_be_bytes([d[ihl + 6], d[ihl + 7]]);
+                        let from = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
+                        if let Ok(mut r) = self.shared.ping_replies.lock() {
+                            if r.len() < 1024 {
+                                r.push((id as u16, seq, from, d[8], cx.now_tsc()));
+                            }
+                        }
+                        b.hdr.error = cx.error(C_PING_REPLY);
+                        return Next(0);
+                    }
+                }
+                if kind != icmp::kind::ECHO_REQUEST {
+                    cx.count(C_PUNT as usize, 1);
+                    return Next(3);
+                }
                 let Ok(mut m) = icmp::IcmpPacket::new_checked(&mut d[ihl..]) else {
                     b.hdr.error = cx.error(E_BAD_ICMP);
                     return Next(0);
                 };
-                if !m.verify_checksum() {
-                    b.hdr.error = cx.error(E_BAD_ICMP);
-                    return Next(0);
-                }
-                if m.kind() != icmp::kind::ECHO_REQUEST {
-                    cx.count(C_PUNT as usize, 1);
-                    return Next(3);
-                }
                 m.set_kind_code(icmp::kind::ECHO_REPLY, 0);
                 m.fill_checksum();
                 let mut ip = match Ipv4Packet::new_checked(&mut d[..]) {
@@ -850,14 +871,16 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     b.register(
-        NodeRegistration::new(IP4_LOCAL, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(Ip4Local))
+        NodeRegistration::new(IP4_LOCAL, NodeKind::Internal, {
+            let s = shared.clone();
+            move |_| Box::new(PerPacket::new(Ip4Local { shared: s.clone() }))
         })
         .nexts(&["error-drop", IP4_LOOKUP, IP4_ICMP_ERROR, "punt"])
         .counters(&[
             CounterDesc::info("echo_replies", "ICMP echo replies sent"),
             CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMP"),
             CounterDesc::info("punted", "packets for the router punted"),
+            CounterDesc::info("ping_replies", "echo replies to CLI ping"),
         ]),
     );
     let s = shared.clone();
