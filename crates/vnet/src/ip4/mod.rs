@@ -46,6 +46,10 @@ impl IfAttr {
     }
 }
 
+/// An echo reply seen by `ip4-local` for the CLI ping: (identifier, sequence, source address,
+/// TTL, TSC at receipt).
+pub type PingReply = (u16, u16, u32, u8, u64);
+
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
     /// The LPM read side.
@@ -63,7 +67,7 @@ pub struct Ip4Shared {
     pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
     /// Echo replies for the CLI `ping` (identifier, sequence, source, TTL, TSC at receipt);
     /// `ip4-local` records them only while `ping_id` is non-zero.
-    pub ping_replies: Mutex<Vec<(u16, u16, u32, u8, u64)>>,
+    pub ping_replies: Mutex<Vec<PingReply>>,
     /// Identifier of the running CLI ping (0 = none).
     pub ping_id: AtomicU32,
 }
