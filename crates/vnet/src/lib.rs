@@ -6,6 +6,7 @@ pub mod feature;
 pub mod interface;
 pub mod ip4;
 pub mod l2patch;
+pub mod loopback;
 pub mod output;
 
 pub use interface::{create_interface, Interfaces, SwIfIndex};
@@ -15,6 +16,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
     output::register(b);
     l2patch::register(b);
     ip4::register(b);
+    loopback::register(b);
 }
 
 /// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
@@ -22,6 +24,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register(t);
     ip4::register_cli(t);
     feature::register_cli(t);
+    loopback::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for

@@ -146,3 +146,18 @@ pub(crate) fn set_up(vm: &mut Vlib, idx: SwIfIndex, up: bool) {
         }
     });
 }
+
+/// Removes an interface from every thread's table (deleted interface: its packets drop as
+/// `unknown_interface`).
+pub(crate) fn detach(vm: &mut Vlib, idx: SwIfIndex) {
+    let Some(out) = vm.registry.find(NAME) else {
+        return;
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
+            if let Some(e) = o.table.get_mut(idx.0 as usize) {
+                *e = None;
+            }
+        }
+    });
+}

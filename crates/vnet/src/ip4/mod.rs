@@ -1017,3 +1017,61 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     );
     Ok(out)
 }
+
+/// Forgets a deleted interface: its addresses, connected/local routes, neighbours, static
+/// routes through it and its data-plane attributes.
+pub fn interface_deleted(vm: &mut Vlib, i: u32) {
+    let Ok(c) = control(vm) else { return };
+    let mut ctl = lock(&c);
+    let addrs: Vec<(u32, u8)> = ctl
+        .addrs
+        .iter()
+        .filter(|x| x.0 == i)
+        .map(|x| (x.1, x.2))
+        .collect();
+    ctl.addrs.retain(|x| x.0 != i);
+    for (a, l) in addrs {
+        let _ = ctl.set_route(a, l, Source::Connected, None);
+        let _ = ctl.set_route(a, 32, Source::Local, None);
+    }
+    let nbrs: Vec<u32> = ctl
+        .neighbors
+        .keys()
+        .filter(|k| k.0 == i)
+        .map(|k| k.1)
+        .collect();
+    for ip in nbrs {
+        ctl.neighbors.remove(&(i, ip));
+        let _ = ctl.set_route(ip, 32, Source::Adjacency, None);
+    }
+    // Static paths through the interface.
+    let on_if: Vec<u32> = ctl
+        .adjs
+        .iter()
+        .filter(|(k, _)| k.1 == i)
+        .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
+        .collect();
+    let keys: Vec<(u32, u8)> = ctl.routes.keys().copied().collect();
+    for (p, l) in keys {
+        let paths = ctl
+            .routes
+            .get(&(p, l))
+            .and_then(|r| r.by_source.get(&Source::Static))
+            .cloned();
+        if let Some(paths) = paths {
+            let kept: Vec<(u32, u32)> = paths
+                .into_iter()
+                .filter(|x| !on_if.contains(&x.0))
+                .collect();
+            let _ = ctl.set_paths(p, l, Source::Static, kept);
+        }
+    }
+    for a in on_if {
+        ctl.adjs.update(a, Adj::DROP);
+    }
+    if let Some(x) = ctl.shared.ifs.get(i as usize) {
+        x.mac.store(0, Ordering::Relaxed);
+        x.ip4.store(0, Ordering::Relaxed);
+        x.l2_xc.store(0, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,114 @@
+//! Loopback interfaces (`create loopback interface`, `delete loopback interface`).
+//!
+//! `loop-tx` (internal): what is sent out of a loopback comes back in on it, as in VPP.
+//! - uses: `tx_if`.
+//! - sets: `rx_if` = `tx_if`; the frame is unchanged.
+//! - next: `ethernet-input` (0).
+//! - counters: `looped` (info).
+
+use crate::interface::{Interfaces, SwIfIndex};
+use sluice_buffer::Buffer;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
+};
+
+/// Node name.
+pub const TX: &str = "loop-tx";
+
+/// `loop-tx` instance.
+pub struct LoopTx;
+
+impl PacketNode for LoopTx {
+    const PREFETCH_DATA: bool = false;
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        b.hdr.rx_if = b.hdr.tx_if;
+        cx.count(0, 1);
+        Next(0)
+    }
+}
+
+/// Registers `loop-tx`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PerPacket::new(LoopTx)))
+            .nexts(&[crate::ip4::nodes::ETHERNET_INPUT])
+            .counters(&[CounterDesc::info("looped", "frames looped back")]),
+    );
+}
+
+/// Registers the loopback CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create loopback interface",
+        "create loopback interface [mac <mac-address>] [instance <n>]",
+        cli_create,
+    );
+    t.add(
+        "delete loopback interface",
+        "delete loopback interface intfc <interface>",
+        cli_delete,
+    );
+}
+
+fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut mac = None;
+    let mut instance = None;
+    while !a.is_empty() {
+        if a.keyword("mac") {
+            let w = a.word("MAC address")?;
+            mac = Some(
+                w.parse::<sluice_wire::Mac>()
+                    .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?
+                    .0,
+            );
+        } else if a.keyword("instance") {
+            instance = Some(a.u32("instance")?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let n = match instance {
+        Some(n) => n,
+        None => {
+            let ifs = vm.ext_mut::<Interfaces>();
+            (0..)
+                .find(|n| ifs.find(&format!("loop{n}")).is_none())
+                .unwrap_or(0)
+        }
+    };
+    let name = format!("loop{n}");
+    let mac = mac.unwrap_or([0xde, 0xad, 0, 0, (n >> 8) as u8, n as u8]);
+    let tx = vm.registry.find(TX);
+    crate::create_interface(vm, &name, "loopback", mac, tx).map_err(CliError::new)?;
+    Ok(format!("{name}\n"))
+}
+
+fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("intfc");
+    let i = crate::cli::interface_arg(vm, a)?;
+    a.finish()?;
+    let is_loop = vm
+        .ext_mut::<Interfaces>()
+        .get(i)
+        .is_some_and(|x| x.driver == "loopback");
+    if !is_loop {
+        return Err(CliError::new("not a loopback interface"));
+    }
+    delete_interface(vm, i);
+    Ok(String::new())
+}
+
+/// Deletes an interface while traffic may be flowing: it stops transmitting at once (packets
+/// still carrying its index are dropped as `unknown_interface`), its addresses and the routes
+/// through it are removed, and its index is never reused.
+pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
+    crate::output::detach(vm, i);
+    crate::ip4::interface_deleted(vm, i.0);
+    if let Some(x) = vm.ext_mut::<Interfaces>().list.get_mut(i.0 as usize) {
+        x.deleted = true;
+        x.admin_up = false;
+    }
+}
