@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bihash;
 pub mod bitmap;
 pub mod clock;
 pub mod epoch;
