@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
 # Quick start, command 2: the whole test suite. This is what CI runs.
+# Rust: fmt, clippy, unit/node/graph/end-to-end tests. Python: the functional suite
+# (pytest + scapy, VPP test-framework style) in a virtualenv with pinned requirements.
 source "$(dirname "$0")/common.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
-cargo test --workspace --locked 2>&1 | tee /tmp/sluice-test-$$.log
-# One summary line for CI: N passed, N failed.
-awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, i }' /tmp/sluice-test-$$.log
-rm -f /tmp/sluice-test-$$.log
+log=$(mktemp)
+cargo test --workspace --locked 2>&1 | tee "$log"
+# One summary line for the Rust tests: N passed, N failed.
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, i }' "$log"
+rm -f "$log"
+
+echo "== python functional tests"
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+  else
+    echo "sluice: python3-venv is required for the functional tests (apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
+if [ ! -x .venv/bin/pytest ] || ! cmp -s python/requirements.txt .venv/.requirements 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt
+  cp python/requirements.txt .venv/.requirements
+fi
+cargo build -q -p sluice --locked
+SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/pytest -q -p no:cacheprovider python/tests

@@ -1,0 +1,172 @@
+"""Configuration objects (VPP test framework style): each knows how to add itself, remove
+itself and check whether the daemon has it. `add_config()` registers the object with the test
+so the teardown removes whatever is still configured, newest first."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING, Union
+
+from .parsers import parse_fib, parse_interface_addresses, parse_neighbors
+
+if TYPE_CHECKING:
+    from .pg import PgInterface
+    from .testcase import SluiceTestCase
+
+Intf = Union["PgInterface", str]
+
+
+def _ifname(intf: Intf) -> str:
+    return intf if isinstance(intf, str) else intf.name
+
+
+def _norm_mac(mac: str) -> str:
+    hexd = mac.lower().replace(":", "").replace("-", "").replace(".", "")
+    if len(hexd) != 12:
+        raise ValueError(f"bad MAC address {mac!r}")
+    return ":".join(hexd[i:i + 2] for i in range(0, 12, 2))
+
+
+class SluiceObject:
+    """Base class. Subclasses define `_add_cmd()`, `_del_cmd()` and `query()`."""
+
+    def __init__(self, test: "SluiceTestCase"):
+        self.test = test
+        self.configured = False
+
+    @property
+    def vpp(self):
+        return self.test.vpp
+
+    def object_id(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{self.object_id()}>"
+
+    def _add_cmd(self) -> str:
+        raise NotImplementedError
+
+    def _del_cmd(self) -> str:
+        raise NotImplementedError
+
+    def query(self) -> bool:
+        """Whether the daemon has this object (read back from a `show` command)."""
+        raise NotImplementedError
+
+    def add_config(self):
+        self.vpp.cli(self._add_cmd())
+        if not self.query():
+            raise AssertionError(f"{self.object_id()}: not visible after `{self._add_cmd()}'")
+        self.configured = True
+        self.test.register_config(self)
+        return self
+
+    def remove_config(self) -> None:
+        self.vpp.cli(self._del_cmd())
+        self.configured = False
+        self.test.unregister_config(self)
+        if self.query():
+            raise AssertionError(f"{self.object_id()}: still present after `{self._del_cmd()}'")
+
+
+class InterfaceAddress(SluiceObject):
+    """`set interface ip address <intf> <addr>/<len>`; also checks the connected and local
+    routes the address creates in the FIB."""
+
+    def __init__(self, test: "SluiceTestCase", intf: Intf, prefix: str):
+        super().__init__(test)
+        self.intf = intf
+        self.prefix = prefix
+        self.iface = ipaddress.IPv4Interface(prefix)
+
+    def object_id(self) -> str:
+        return f"interface-address-{_ifname(self.intf)}-{self.prefix}"
+
+    def _add_cmd(self) -> str:
+        return f"set interface ip address {_ifname(self.intf)} {self.prefix}"
+
+    def _del_cmd(self) -> str:
+        return f"set interface ip address del {_ifname(self.intf)} {self.prefix}"
+
+    def query(self) -> bool:
+        addrs = parse_interface_addresses(self.vpp.cli("show interface address"))
+        present = self.prefix in addrs.get(_ifname(self.intf), [])
+        fib = parse_fib(self.vpp.cli("show ip fib"))
+        local = fib.get(f"{self.iface.ip}/32")
+        has_local = local is not None and "local" in local.sources
+        if present != has_local:
+            raise AssertionError(
+                f"{self.object_id()}: `show interface address' says {present} but the local "
+                f"/32 route says {has_local}")
+        return present
+
+
+class IpNeighbor(SluiceObject):
+    """`ip neighbor <intf> <ip> <mac>` (a static neighbour)."""
+
+    def __init__(self, test: "SluiceTestCase", intf: Intf, ip: str, mac: str):
+        super().__init__(test)
+        self.intf = intf
+        self.ip = str(ipaddress.IPv4Address(ip))
+        self.mac = _norm_mac(mac)
+
+    def object_id(self) -> str:
+        return f"ip-neighbor-{_ifname(self.intf)}-{self.ip}"
+
+    def _add_cmd(self) -> str:
+        return f"ip neighbor {_ifname(self.intf)} {self.ip} {self.mac}"
+
+    def _del_cmd(self) -> str:
+        return f"ip neighbor del {_ifname(self.intf)} {self.ip}"
+
+    def query(self) -> bool:
+        for n in parse_neighbors(self.vpp.cli("show ip neighbors")):
+            if n.ip == self.ip and n.interface == _ifname(self.intf):
+                return _norm_mac(n.mac) == self.mac
+        return False
+
+
+class IpRoute(SluiceObject):
+    """`ip route add <prefix> via <nh> [<intf>]`: one path of a (possibly ECMP) route.
+
+    `remove_config()` deletes this path only (`ip route del <prefix> via <nh>`); the route
+    itself disappears with its last path."""
+
+    def __init__(self, test: "SluiceTestCase", prefix: str, via: str,
+                 interface: Intf | None = None):
+        super().__init__(test)
+        self.prefix = str(ipaddress.IPv4Network(prefix, strict=True))
+        self.via = str(ipaddress.IPv4Address(via))
+        self.interface = interface
+
+    def object_id(self) -> str:
+        return f"ip-route-{self.prefix}-via-{self.via}"
+
+    def _path(self) -> str:
+        s = f"via {self.via}"
+        if self.interface is not None:
+            s += f" {_ifname(self.interface)}"
+        return s
+
+    def _add_cmd(self) -> str:
+        return f"ip route add {self.prefix} {self._path()}"
+
+    def _del_cmd(self) -> str:
+        return f"ip route del {self.prefix} {self._path()}"
+
+    def query(self) -> bool:
+        entry = parse_fib(self.vpp.cli("show ip fib")).get(self.prefix)
+        if entry is None:
+            return False
+        if "static" not in entry.sources:
+            return False
+        for path in entry.paths:
+            # `[@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 ...` or `...: incomplete`
+            tok = path.replace(":", " ").split()
+            if "via" in tok:
+                i = tok.index("via")
+                if tok[i + 1:i + 2] == [self.via] and (
+                        self.interface is None or tok[i + 2:i + 3] == [_ifname(self.interface)]):
+                    return True
+        return False
