@@ -16,13 +16,16 @@
 use crate::arp::ArpRepr;
 use crate::ethernet::{parse_tags, EtherType, EthernetFrame};
 use crate::icmp::IcmpPacket;
+use crate::icmpv6::{self, Icmpv6Packet, NdiscRepr};
 use crate::ipv4::{IpProtocol, Ipv4Packet};
+use crate::ipv6::{next_header, Ipv6Packet};
+use crate::tcp::TcpPacket;
 use crate::udp::UdpPacket;
 use crate::WireError;
 use std::fmt::Write;
 
 /// Decodes an Ethernet frame: the Ethernet header (with VLAN tags), then IPv4 (with UDP, TCP
-/// ports or ICMP) or ARP, one header per line.
+/// ports or ICMP), IPv6 (with UDP, TCP or ICMPv6) or ARP, one header per line.
 pub fn describe_ethernet(bytes: &[u8]) -> String {
     let mut out = String::new();
     let Ok(f) = EthernetFrame::new_checked(bytes) else {
@@ -61,7 +64,10 @@ pub fn describe_ethernet(bytes: &[u8]) -> String {
             out.push('\n');
             describe_arp(l3, &mut out);
         }
-        EtherType::IPV6 => {}
+        EtherType::IPV6 => {
+            out.push('\n');
+            describe_ipv6(l3, &mut out);
+        }
         other if other.name().is_none() => {
             let _ = write!(out, "\n  unknown ethertype 0x{:04x}", other.0);
         }
@@ -191,6 +197,184 @@ pub fn describe_arp(b: &[u8], out: &mut String) {
     }
 }
 
+/// Appends the decode of an IPv6 header, its extension-header chain and its UDP/TCP/ICMPv6
+/// header to `out` (indented by two spaces, as under an Ethernet line), in VPP's shape:
+///
+/// ```text
+///   ICMP6: fe80::1 -> ff02::1:ff00:2
+///     tos 0x00, flow label 0x0, hop limit 255, payload length 32
+///   ICMP6 neighbor_solicitation code 0 checksum 0x7999
+///     target fe80::2 source lladdr 02:fe:00:00:00:01
+/// ```
+pub fn describe_ipv6(b: &[u8], out: &mut String) {
+    let p = match Ipv6Packet::new_checked(b) {
+        Ok(p) => p,
+        Err(WireError::BadVersion) => {
+            let v = b.first().map_or(0, |v| v >> 4);
+            let _ = write!(out, "  IP6: bad version {v}");
+            return;
+        }
+        Err(e) => {
+            let _ = write!(out, "  IP6: {e} header ({} bytes)", b.len());
+            return;
+        }
+    };
+    let walk = p.walk_extensions();
+    let upper = match walk {
+        Ok((nh, _)) => IpProtocol(nh),
+        Err(_) => p.next_header(),
+    };
+    let _ = write!(
+        out,
+        "  {upper}: {} -> {}\n    tos 0x{:02x}, flow label 0x{:x}, hop limit {}, payload length {}",
+        p.src(),
+        p.dst(),
+        p.traffic_class(),
+        p.flow_label(),
+        p.hop_limit(),
+        p.payload_len()
+    );
+    if p.check_len().is_err() {
+        let _ = write!(
+            out,
+            "\n    truncated: {} bytes of {}",
+            b.len().saturating_sub(40),
+            p.payload_len()
+        );
+    }
+    let (nh, off) = match walk {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = write!(out, "\n    extension headers: {e}");
+            return;
+        }
+    };
+    if off > 40 {
+        let _ = write!(out, "\n    extension headers: {} bytes", off - 40);
+    }
+    if nh == next_header::FRAGMENT {
+        out.push_str("\n    non-first fragment");
+        return;
+    }
+    let end = (40 + p.payload_len() as usize).min(b.len());
+    let l4 = b.get(off..end).unwrap_or(&[]);
+    match nh {
+        next_header::UDP => match UdpPacket::new_checked(l4) {
+            Ok(u) => {
+                let _ = write!(
+                    out,
+                    "\n  UDP: {} -> {}\n    length {}, checksum 0x{:04x}",
+                    u.src_port(),
+                    u.dst_port(),
+                    u.len(),
+                    u.checksum()
+                );
+            }
+            Err(_) => out.push_str("\n  UDP: truncated header"),
+        },
+        next_header::TCP => match TcpPacket::new_checked(l4) {
+            Ok(t) => {
+                let _ = write!(
+                    out,
+                    "\n  TCP: {} -> {}\n    seq 0x{:08x} ack 0x{:08x} flags {} window {}, checksum 0x{:04x}",
+                    t.src_port(),
+                    t.dst_port(),
+                    t.seq_number(),
+                    t.ack_number(),
+                    t.flags(),
+                    t.window(),
+                    t.checksum()
+                );
+            }
+            Err(WireError::Truncated) => out.push_str("\n  TCP: truncated header"),
+            Err(e) => {
+                let _ = write!(out, "\n  TCP: {e}");
+            }
+        },
+        next_header::ICMPV6 => match Icmpv6Packet::new_checked(l4) {
+            Ok(m) => {
+                let name = icmpv6::kind::name(m.kind())
+                    .map_or_else(|| format!("type {}", m.kind()), str::to_string);
+                let _ = write!(
+                    out,
+                    "\n  ICMP6 {name} code {} checksum 0x{:04x}",
+                    m.code(),
+                    m.checksum()
+                );
+                if !m.verify_checksum(p.src(), p.dst()) {
+                    let _ = write!(
+                        out,
+                        " (should be 0x{:04x})",
+                        m.compute_checksum(p.src(), p.dst())
+                    );
+                }
+                describe_ndisc(&m, out);
+            }
+            Err(_) => out.push_str("\n  ICMP6: truncated header"),
+        },
+        _ => {}
+    }
+}
+
+/// The line under an ND message: target, link-layer address, RA fields.
+fn describe_ndisc(m: &Icmpv6Packet<&[u8]>, out: &mut String) {
+    if !matches!(
+        m.kind(),
+        icmpv6::kind::ROUTER_SOLICIT
+            | icmpv6::kind::ROUTER_ADVERT
+            | icmpv6::kind::NEIGHBOR_SOLICIT
+            | icmpv6::kind::NEIGHBOR_ADVERT
+    ) {
+        return;
+    }
+    let ll = |l: Option<crate::Mac>, what: &str| {
+        l.map_or(String::new(), |m| format!(" {what} lladdr {m}"))
+    };
+    let _ = match NdiscRepr::parse(m) {
+        Ok(NdiscRepr::RouterSolicit { lladdr }) => match lladdr {
+            Some(m) => write!(out, "\n    source lladdr {m}"),
+            None => Ok(()),
+        },
+        Ok(NdiscRepr::RouterAdvert {
+            hop_limit,
+            flags,
+            router_lifetime,
+            lladdr,
+            mtu,
+            prefixes,
+            ..
+        }) => {
+            let _ = write!(
+                out,
+                "\n    hop limit {hop_limit} flags 0x{:02x} router lifetime {router_lifetime}{}",
+                flags.0,
+                ll(lladdr, "source")
+            );
+            if let Some(mtu) = mtu {
+                let _ = write!(out, " mtu {mtu}");
+            }
+            for pi in prefixes {
+                let _ = write!(out, " prefix {}/{}", pi.prefix, pi.prefix_len);
+            }
+            Ok(())
+        }
+        Ok(NdiscRepr::NeighborSolicit { target, lladdr }) => {
+            write!(out, "\n    target {target}{}", ll(lladdr, "source"))
+        }
+        Ok(NdiscRepr::NeighborAdvert {
+            flags,
+            target,
+            lladdr,
+        }) => write!(
+            out,
+            "\n    target {target} flags 0x{:02x}{}",
+            flags.0,
+            ll(lladdr, "target")
+        ),
+        Err(e) => write!(out, "\n    neighbor discovery: {e}"),
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,13 +465,98 @@ mod tests {
         assert!(s.ends_with("\n  UDP: truncated header"), "{s}");
     }
 
+    /// An IPv6 neighbor solicitation fe80::1 -> ff02::1:ff00:2 in an Ethernet frame (the
+    /// ICMPv6 checksum computed independently of this crate).
+    fn ns_frame() -> Vec<u8> {
+        let mut f = vec![0x33, 0x33, 0xff, 0, 0, 2, 2, 0xfe, 0, 0, 0, 1, 0x86, 0xdd];
+        f.extend([0x60, 0, 0, 0, 0, 32, 58, 255]);
+        f.extend([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend([0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 2]);
+        f.extend([0x87, 0x00, 0x79, 0x99, 0, 0, 0, 0]);
+        f.extend([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend([1, 1, 2, 0xfe, 0, 0, 0, 1]);
+        f
+    }
+
+    #[test]
+    fn decodes_ipv6_neighbor_solicitation() {
+        assert_eq!(
+            describe_ethernet(&ns_frame()),
+            "IP6: 02:fe:00:00:00:01 -> 33:33:ff:00:00:02\n  \
+             ICMP6: fe80::1 -> ff02::1:ff00:2\n    \
+             tos 0x00, flow label 0x0, hop limit 255, payload length 32\n  \
+             ICMP6 neighbor_solicitation code 0 checksum 0x7999\n    \
+             target fe80::2 source lladdr 02:fe:00:00:00:01"
+        );
+        let mut f = ns_frame();
+        f[56] = 0x7a;
+        let s = describe_ethernet(&f);
+        assert!(s.contains("checksum 0x7a99 (should be 0x7999)"), "{s}");
+        f[79] = 0; // option length 0: RFC 4861 §4.6
+        let s = describe_ethernet(&f);
+        assert!(
+            s.ends_with("neighbor discovery: malformed ndisc option length"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn decodes_ipv6_udp_tcp_and_fragments() {
+        let mut f = ns_frame();
+        f.truncate(54);
+        f[18..20].copy_from_slice(&[0, 28]);
+        f[20] = next_header::DEST_OPTS;
+        f.extend([17, 0, 1, 4, 0, 0, 0, 0]); // DO -> UDP
+        f.extend([0x04, 0x00, 0x00, 0x35, 0x00, 0x14, 0x12, 0x34]);
+        f.extend([0; 12]);
+        let s = describe_ethernet(&f);
+        assert!(s.contains("\n  UDP: fe80::1 -> ff02::1:ff00:2\n"), "{s}");
+        assert!(s.contains("\n    extension headers: 8 bytes\n"), "{s}");
+        assert!(
+            s.ends_with("\n  UDP: 1024 -> 53\n    length 20, checksum 0x1234"),
+            "{s}"
+        );
+        f[54] = next_header::TCP;
+        let s = describe_ethernet(&f[..80]);
+        assert!(s.ends_with("\n  TCP: truncated header"), "{s}");
+        let s = describe_ethernet(&f);
+        assert!(s.ends_with("\n  TCP: malformed tcp data offset"), "{s}");
+        f[74] = 0x50;
+        f[75] = 0x12;
+        let s = describe_ethernet(&f);
+        assert!(s.contains("\n  TCP: 1024 -> 53\n    seq 0x00141234"), "{s}");
+        assert!(s.contains("flags SYN ACK window 0"), "{s}");
+        f[20] = next_header::FRAGMENT;
+        f[56..58].copy_from_slice(&[0x05, 0xc8]);
+        let s = describe_ethernet(&f);
+        assert!(s.ends_with("\n    non-first fragment"), "{s}");
+        f[20] = next_header::ROUTING;
+        f[55] = 9;
+        let s = describe_ethernet(&f);
+        assert!(s.ends_with("\n    extension headers: truncated"), "{s}");
+        let s = describe_ethernet(&f[..40]);
+        assert!(s.ends_with("\n  IP6: truncated header (26 bytes)"), "{s}");
+        let s = describe_ethernet(&f[..60]);
+        assert!(s.contains("truncated: 6 bytes of 28"), "{s}");
+        f[14] = 0x45;
+        assert!(describe_ethernet(&f).ends_with("IP6: bad version 4"));
+    }
+
     proptest! {
         #[test]
         fn never_panics(b in proptest::collection::vec(any::<u8>(), 0..100)) {
             let _ = describe_ethernet(&b);
             let mut s = String::new();
             describe_ipv4(&b, &mut s);
+            describe_ipv6(&b, &mut s);
             describe_arp(&b, &mut s);
+        }
+
+        #[test]
+        fn ipv6_never_panics_on_mutated_ns(i in 0usize..86, v: u8, cut in 0usize..=86) {
+            let mut f = ns_frame();
+            f[i] = v;
+            let _ = describe_ethernet(&f[..cut]);
         }
 
         #[test]

@@ -15,7 +15,10 @@ mod error;
 pub mod ethernet;
 pub mod format;
 pub mod icmp;
+pub mod icmpv6;
 pub mod ipv4;
+pub mod ipv6;
+pub mod tcp;
 pub mod udp;
 
 pub use error::WireError;
