@@ -210,6 +210,7 @@ fn set_xconnect(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     if a == b {
         return Err(CliError::new("cannot cross-connect an interface to itself"));
     }
+    crate::l2::leave_bridge(vm, a);
     crate::ip4::with_if_attr(vm, a.0, |x| {
         x.l2_xc.store(b.0 + 1, std::sync::atomic::Ordering::Relaxed)
     })
@@ -220,6 +221,7 @@ fn set_xconnect(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
 fn set_l3(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let a = interface_arg(vm, args)?;
     args.finish()?;
+    crate::l2::leave_bridge(vm, a);
     crate::ip4::with_if_attr(vm, a.0, |x| {
         x.l2_xc.store(0, std::sync::atomic::Ordering::Relaxed)
     });

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod feature;
 pub mod interface;
 pub mod ip4;
+pub mod l2;
 pub mod l2patch;
 pub mod loopback;
 pub mod output;
@@ -17,6 +18,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
     l2patch::register(b);
     ip4::register(b);
     loopback::register(b);
+    l2::register(b);
 }
 
 /// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
@@ -25,6 +27,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     ip4::register_cli(t);
     feature::register_cli(t);
     loopback::register_cli(t);
+    l2::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for
@@ -33,4 +36,5 @@ pub fn init(vm: &mut sluice_graph::Vlib) {
     interface::ensure_local0(vm);
     vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
     ip4::init(vm);
+    l2::init(vm);
 }

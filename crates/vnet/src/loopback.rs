@@ -106,6 +106,7 @@ fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// through it are removed, and its index is never reused.
 pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
     crate::output::detach(vm, i);
+    crate::l2::leave_bridge(vm, i);
     crate::ip4::interface_deleted(vm, i.0);
     if let Some(x) = vm.ext_mut::<Interfaces>().list.get_mut(i.0 as usize) {
         x.deleted = true;

@@ -35,6 +35,8 @@ pub struct IfAttr {
     pub mtu: AtomicU32,
     /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
     pub l2_xc: AtomicU32,
+    /// Bridge domain the interface is a member of (0 = none).
+    pub l2_bd: AtomicU32,
 }
 
 impl IfAttr {
@@ -1073,5 +1075,6 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         x.mac.store(0, Ordering::Relaxed);
         x.ip4.store(0, Ordering::Relaxed);
         x.l2_xc.store(0, Ordering::Relaxed);
+        x.l2_bd.store(0, Ordering::Relaxed);
     }
 }

@@ -37,8 +37,8 @@ pub const ARP_INPUT: &str = "arp-input";
 pub const IP4_GLEAN: &str = "ip4-glean";
 /// `ip4-neighbor-process`.
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
-/// `l2-input`.
-pub const L2_INPUT: &str = "l2-input";
+/// `l2-input` (see `crate::l2`).
+pub const L2_INPUT: &str = crate::l2::L2_INPUT;
 /// `ip4-source-check-via-rx` (feature on `ip4-unicast`).
 pub const IP4_SOURCE_CHECK: &str = "ip4-source-check-via-rx";
 
@@ -53,8 +53,8 @@ const ICMP_MTU: usize = 1;
 /// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
 /// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
-///   `l2-input` (3) for every frame of an L2 (cross-connected) interface, with `tx_if` set to
-///   the peer.
+///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
+///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain).
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
@@ -63,6 +63,7 @@ pub struct EthernetInput {
     cached_if: Option<u32>,
     cached_mac: [u8; 6],
     cached_l2: u32,
+    cached_bd: u32,
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -123,10 +124,18 @@ impl PacketNode for EthernetInput {
             self.cached_if = Some(b.hdr.rx_if);
             self.cached_mac = a.mac_bytes();
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
+            self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
         }
         if self.cached_l2 != 0 {
-            // L2 interface: the whole frame goes to l2-input, any destination MAC.
+            // Cross-connected interface: the whole frame goes to l2-input, any destination.
             b.hdr.tx_if = self.cached_l2 - 1;
+            b.hdr.l2.bd_index = 0;
+            b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+            return Next(3);
+        }
+        if self.cached_bd != 0 {
+            // Bridged interface: l2-input switches it in its bridge domain.
+            b.hdr.l2.bd_index = self.cached_bd as u16;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
             return Next(3);
         }
@@ -758,26 +767,6 @@ impl PacketNode for Ip4Glean {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `l2-input`: frames of L2 interfaces. Cross-connect (`set interface l2 xconnect`) sends each
-/// frame unchanged to the peer interface.
-///
-/// - uses: `tx_if` (the cross-connect peer, set by `ethernet-input`), `l2.l2_hdr_offset`.
-/// - sets: nothing (the frame is forwarded as received).
-/// - next: `interface-output` (0).
-/// - counters: `xconnect` (info: frames cross-connected).
-pub struct L2Input;
-
-impl PacketNode for L2Input {
-    const PREFETCH_DATA: bool = false;
-
-    #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
-        cx.count(0, 1);
-        Next(0)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 /// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
 /// update + host route). Main thread only.
 pub struct NeighborProcess {
@@ -809,6 +798,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_if: None,
                 cached_mac: [0; 6],
                 cached_l2: 0,
+                cached_bd: 0,
             }))
         })
         .nexts(&["error-drop", IP4_INPUT, ARP_INPUT, L2_INPUT])
@@ -952,13 +942,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             ),
             CounterDesc::info("passed", "ip4 source check passed"),
         ]),
-    );
-    b.register(
-        NodeRegistration::new(L2_INPUT, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(L2Input))
-        })
-        .nexts(&[crate::output::NAME])
-        .counters(&[CounterDesc::info("xconnect", "L2 cross-connect frames")]),
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {

@@ -1,0 +1,670 @@
+//! L2 switching: cross-connects and bridge domains with MAC learning, move detection, aging
+//! and flooding. The L2 FIB is an `infra::bihash` read lock-free by every worker; learning
+//! events go through a queue to the main thread, which owns all writes.
+//!
+//! Nodes:
+//! - `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`).
+//!   - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
+//!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods.
+//!   - next: `interface-output` (0); `error-drop` (1).
+//!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
+//!     interface), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
+//!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
+//! - `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
+//!   dynamic entries once a second.
+
+use crate::interface::{Interfaces, SwIfIndex};
+use sluice_buffer::Buffer;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    Suspend, Vlib, Wake,
+};
+use sluice_infra::bihash::{Bihash, BihashTable};
+use sluice_infra::epoch::Epochs;
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `l2-input`.
+pub const L2_INPUT: &str = "l2-input";
+/// `l2-learn-process`.
+pub const LEARN_PROCESS: &str = "l2-learn-process";
+
+const STATIC: u64 = 1 << 32;
+
+/// L2 FIB key: MAC (48 bits) and bridge domain (16 bits).
+#[inline(always)]
+pub fn key(mac: &[u8], bd: u16) -> u64 {
+    let mut k = [0u8; 8];
+    k[2..8].copy_from_slice(&mac[..6]);
+    u64::from_be_bytes(k) | ((bd as u64) << 48)
+}
+
+fn value(sw_if: u32, is_static: bool, stamp: u32) -> u64 {
+    sw_if as u64 | if is_static { STATIC } else { 0 } | ((stamp as u64 & 0xff_ffff) << 40)
+}
+
+/// Per-bridge-domain settings as the data plane sees them.
+#[derive(Clone, Debug, Default)]
+pub struct BdCfg {
+    /// Learn source MACs.
+    pub learn: bool,
+    /// Forward known unicast.
+    pub forward: bool,
+    /// Flood broadcast/multicast.
+    pub flood: bool,
+    /// Flood unknown unicast.
+    pub uu_flood: bool,
+    /// Member interfaces.
+    pub members: Vec<u32>,
+}
+
+/// State shared by the L2 nodes of every thread.
+pub struct L2Shared {
+    /// The L2 FIB read side.
+    pub fib: Arc<BihashTable>,
+    /// Learning events (key, rx interface) for the main thread.
+    pub learned: Mutex<Vec<(u64, u32)>>,
+}
+
+/// `l2-input` instance.
+pub struct L2Input {
+    shared: Arc<L2Shared>,
+    bds: Vec<Option<BdCfg>>,
+    recent: [(u64, u32, u32); 64],
+}
+
+const E_FILTERED: u16 = 3;
+const E_UU: u16 = 4;
+const E_NO_MEMBER: u16 = 5;
+const E_NO_BUF: u16 = 6;
+
+impl PacketNode for L2Input {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let bd = b.hdr.l2.bd_index;
+        if bd == 0 {
+            cx.count(0, 1);
+            return Next(0);
+        }
+        let (learn, forward, flood_bcast, uu_flood) = match self.bds.get(bd as usize) {
+            Some(Some(c)) => (c.learn, c.forward, c.flood, c.uu_flood),
+            _ => {
+                b.hdr.error = cx.error(E_NO_MEMBER);
+                return Next(1);
+            }
+        };
+        let d = b.data();
+        if d.len() < 14 {
+            b.hdr.error = cx.error(E_NO_MEMBER);
+            return Next(1);
+        }
+        let rx = b.hdr.rx_if;
+        let now = cx.now_secs() as u32;
+        if learn && d[6] & 1 == 0 {
+            let k = key(&d[6..12], bd);
+            let stale = match self.shared.fib.lookup(k) {
+                None => true,
+                Some(v) => {
+                    v & STATIC == 0
+                        && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10)
+                }
+            };
+            if stale {
+                // At most one event per MAC and interface per second per thread.
+                let slot = &mut self.recent[(k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
+                if slot.0 != k || slot.1 != rx || now != slot.2 {
+                    *slot = (k, rx, now);
+                    if let Ok(mut l) = self.shared.learned.lock() {
+                        if l.len() < 65536 {
+                            l.push((k, rx));
+                        }
+                    }
+                    cx.count(7, 1);
+                }
+            }
+        }
+        let flood = if d[0] & 1 != 0 {
+            flood_bcast
+        } else {
+            match self.shared.fib.lookup(key(&d[0..6], bd)) {
+                Some(v) if forward => {
+                    let tx = v as u32;
+                    if tx == rx {
+                        b.hdr.error = cx.error(E_FILTERED);
+                        return Next(1);
+                    }
+                    b.hdr.tx_if = tx;
+                    cx.count(1, 1);
+                    return Next(0);
+                }
+                _ => uu_flood,
+            }
+        };
+        if !flood {
+            b.hdr.error = cx.error(E_UU);
+            return Next(1);
+        }
+        let Some(Some(cfg)) = self.bds.get(bd as usize) else {
+            b.hdr.error = cx.error(E_NO_MEMBER);
+            return Next(1);
+        };
+        let Some(last) = cfg.members.iter().rposition(|&m| m != rx) else {
+            b.hdr.error = cx.error(E_NO_MEMBER);
+            return Next(1);
+        };
+        // Copies for every member but the last; the original goes to the last one.
+        for (k, &m) in cfg.members.iter().enumerate() {
+            if m == rx || k == last {
+                continue;
+            }
+            match cx.bufs().alloc_with(b.data()) {
+                Some(c) => {
+                    // SAFETY: freshly allocated by this node; no other view exists.
+                    let v = unsafe { cx.buffer(c) };
+                    v.hdr.tx_if = m;
+                    v.hdr.rx_if = rx;
+                    cx.enqueue(Next(0), c);
+                }
+                None => cx.count(E_NO_BUF as usize, 1),
+            }
+        }
+        b.hdr.tx_if = cfg.members[last];
+        cx.count(2, 1);
+        Next(0)
+    }
+}
+
+/// Control plane (main thread).
+pub struct L2Control {
+    fib: Bihash,
+    shared: Arc<L2Shared>,
+    epochs: Option<Arc<Epochs>>,
+    bds: BTreeMap<u16, BdState>,
+    started: f64,
+}
+
+/// A bridge domain as configured.
+#[derive(Clone, Debug)]
+pub struct BdState {
+    /// Data-plane settings.
+    pub cfg: BdCfg,
+    /// MAC age in minutes (0 = never).
+    pub mac_age: u32,
+    /// BVI interface, if any.
+    pub bvi: Option<u32>,
+}
+
+fn lock(c: &Arc<Mutex<L2Control>>) -> MutexGuard<'_, L2Control> {
+    match c.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl L2Control {
+    fn apply_learned(&mut self, now: f64) -> usize {
+        let Some(ep) = self.epochs.clone() else {
+            return 0;
+        };
+        let ev = match self.shared.learned.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        };
+        let n = ev.len();
+        let stamp = (now - self.started).max(0.0) as u32;
+        for (k, rx) in ev {
+            if self.fib.get(k).is_some_and(|v| v & STATIC != 0) {
+                continue;
+            }
+            let _ = self.fib.insert(&ep, k, value(rx, false, stamp));
+        }
+        self.fib.reclaim(&ep);
+        n
+    }
+
+    fn age(&mut self, now: f64) -> usize {
+        let Some(ep) = self.epochs.clone() else {
+            return 0;
+        };
+        let t = (now - self.started).max(0.0) as u32;
+        let old: Vec<u64> = self
+            .fib
+            .iter()
+            .filter(|&(k, v)| {
+                let bd = (k >> 48) as u16;
+                let age = self.bds.get(&bd).map(|b| b.mac_age).unwrap_or(0);
+                v & STATIC == 0
+                    && age > 0
+                    && t.saturating_sub((v >> 40) as u32 & 0xff_ffff) >= age * 60
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in &old {
+            self.fib.remove(&ep, *k);
+        }
+        old.len()
+    }
+}
+
+/// `l2-learn-process`: learning and aging on the main thread.
+pub struct LearnProcess {
+    ctl: Arc<Mutex<L2Control>>,
+    last_age: f64,
+}
+
+impl NodeFn for LearnProcess {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        let now = cx.now_secs();
+        let mut c = lock(&self.ctl);
+        let n = c.apply_learned(now);
+        cx.count(0, n as u64);
+        if now - self.last_age >= 1.0 {
+            self.last_age = now;
+            let aged = c.age(now);
+            cx.count(1, aged as u64);
+        }
+        Suspend::Timeout(0.01)
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Handle to the control plane (a `Vlib` extension).
+#[derive(Default)]
+pub struct L2Main {
+    ctl: Option<Arc<Mutex<L2Control>>>,
+}
+
+/// Registers `l2-input` and `l2-learn-process`.
+pub fn register(b: &mut GraphBuilder) {
+    let fib = Bihash::new();
+    let shared = Arc::new(L2Shared {
+        fib: fib.table().clone(),
+        learned: Mutex::new(Vec::new()),
+    });
+    let ctl = Arc::new(Mutex::new(L2Control {
+        fib,
+        shared: shared.clone(),
+        epochs: None,
+        bds: BTreeMap::new(),
+        started: 0.0,
+    }));
+    b.register(
+        NodeRegistration::new(L2_INPUT, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(L2Input {
+                shared: shared.clone(),
+                bds: Vec::new(),
+                recent: [(0, 0, 0); 64],
+            }))
+        })
+        .nexts(&[crate::output::NAME, "error-drop"])
+        .counters(&[
+            CounterDesc::info("xconnect", "L2 cross-connect frames"),
+            CounterDesc::info("forwarded", "L2 frames forwarded to a learned MAC"),
+            CounterDesc::info("flooded", "L2 frames flooded"),
+            CounterDesc::error("filtered", "L2 destination on the receiving interface"),
+            CounterDesc::error("uu_dropped", "L2 unknown unicast dropped (uu-flood off)"),
+            CounterDesc::error("no_member", "L2 no bridge member to send to"),
+            CounterDesc::error("no_buffer", "L2 flood copy: no buffer"),
+            CounterDesc::info("learn_events", "L2 MAC learning events"),
+        ]),
+    );
+    b.register(
+        NodeRegistration::new(LEARN_PROCESS, NodeKind::Process, move |_| {
+            Box::new(LearnProcess {
+                ctl: ctl.clone(),
+                last_age: 0.0,
+            })
+        })
+        .counters(&[
+            CounterDesc::info("learned", "MACs learned or refreshed"),
+            CounterDesc::info("aged", "MACs aged out"),
+        ]),
+    );
+}
+
+/// Completes the control plane once the runtime exists.
+pub fn init(vm: &mut Vlib) {
+    let Some(i) = vm.registry.find(LEARN_PROCESS) else {
+        return;
+    };
+    let Some(ctl) = vm.main.node_mut::<LearnProcess>(i).map(|p| p.ctl.clone()) else {
+        return;
+    };
+    {
+        let mut c = lock(&ctl);
+        c.epochs = Some(vm.shared.epochs.clone());
+        c.started = vm.shared.clock.now_secs();
+    }
+    vm.ext_mut::<L2Main>().ctl = Some(ctl);
+}
+
+fn control(vm: &mut Vlib) -> Result<Arc<Mutex<L2Control>>, CliError> {
+    vm.ext_mut::<L2Main>()
+        .ctl
+        .clone()
+        .ok_or_else(|| CliError::new("l2 not initialised"))
+}
+
+/// Pushes a bridge domain's data-plane settings to every thread.
+fn publish(vm: &mut Vlib, bd: u16, cfg: Option<BdCfg>) {
+    let Some(node) = vm.registry.find(L2_INPUT) else {
+        return;
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<L2Input>(node) {
+            let i = bd as usize;
+            if n.bds.len() <= i {
+                n.bds.resize(i + 1, None);
+            }
+            n.bds[i] = cfg.clone();
+        }
+    });
+}
+
+/// Registers the L2 CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create bridge-domain",
+        "create bridge-domain <id> [learn 0|1] [forward 0|1] [flood 0|1] [uu-flood 0|1] [mac-age <minutes>] [del]",
+        cli_create_bd,
+    );
+    t.add(
+        "set interface l2 bridge",
+        "set interface l2 bridge <interface> <bridge-domain-id> [bvi]",
+        cli_set_bridge,
+    );
+    t.add(
+        "show bridge-domain",
+        "show bridge-domain [<id> [detail]]",
+        cli_show_bd,
+    );
+    t.add(
+        "show l2fib",
+        "show l2fib [all | bd_id <id>]",
+        cli_show_l2fib,
+    );
+    t.add(
+        "l2fib add",
+        "l2fib add <mac> <bridge-domain-id> <interface> [static]",
+        cli_l2fib_add,
+    );
+    t.add(
+        "l2fib del",
+        "l2fib del <mac> <bridge-domain-id>",
+        cli_l2fib_del,
+    );
+}
+
+fn flag(a: &mut Args, what: &str) -> Result<bool, CliError> {
+    match a.u32(what)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(CliError::new(format!("{what}: expected 0 or 1, got `{v}'"))),
+    }
+}
+
+fn bd_arg(a: &mut Args) -> Result<u16, CliError> {
+    let w = a.word("bridge-domain id")?;
+    w.parse::<u16>()
+        .ok()
+        .filter(|&v| v != 0)
+        .ok_or_else(|| CliError::new(format!("bridge-domain id 1..65535 expected, got `{w}'")))
+}
+
+fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let bd = bd_arg(a)?;
+    let c = control(vm)?;
+    let mut st = {
+        let ctl = lock(&c);
+        ctl.bds.get(&bd).cloned().unwrap_or(BdState {
+            cfg: BdCfg {
+                learn: true,
+                forward: true,
+                flood: true,
+                uu_flood: true,
+                members: Vec::new(),
+            },
+            mac_age: 0,
+            bvi: None,
+        })
+    };
+    let mut del = false;
+    while !a.is_empty() {
+        if a.keyword("learn") {
+            st.cfg.learn = flag(a, "learn")?;
+        } else if a.keyword("forward") {
+            st.cfg.forward = flag(a, "forward")?;
+        } else if a.keyword("flood") {
+            st.cfg.flood = flag(a, "flood")?;
+        } else if a.keyword("uu-flood") {
+            st.cfg.uu_flood = flag(a, "uu-flood")?;
+        } else if a.keyword("mac-age") {
+            st.mac_age = a.u32("mac-age minutes")?;
+        } else if a.keyword("del") {
+            del = true;
+        } else if a.keyword("arp-term") || a.keyword("arp-ufwd") {
+            flag(a, "arp")?;
+        } else {
+            a.finish()?;
+        }
+    }
+    if del {
+        let ctl = lock(&c);
+        if ctl.bds.get(&bd).is_some_and(|b| !b.cfg.members.is_empty()) {
+            return Err(CliError::new(format!(
+                "bridge domain {bd} still has interfaces"
+            )));
+        }
+        drop(ctl);
+        lock(&c).bds.remove(&bd);
+        publish(vm, bd, None);
+        return Ok(String::new());
+    }
+    lock(&c).bds.insert(bd, st.clone());
+    publish(vm, bd, Some(st.cfg));
+    Ok(String::new())
+}
+
+fn remove_member(vm: &mut Vlib, c: &Arc<Mutex<L2Control>>, i: u32) {
+    let changed: Vec<(u16, BdCfg)> = {
+        let mut ctl = lock(c);
+        ctl.bds
+            .iter_mut()
+            .filter(|(_, b)| b.cfg.members.contains(&i))
+            .map(|(&id, b)| {
+                b.cfg.members.retain(|&m| m != i);
+                if b.bvi == Some(i) {
+                    b.bvi = None;
+                }
+                (id, b.cfg.clone())
+            })
+            .collect()
+    };
+    for (id, cfg) in changed {
+        publish(vm, id, Some(cfg));
+    }
+}
+
+fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    let bd = bd_arg(a)?;
+    let bvi = a.keyword("bvi");
+    let _ = a.keyword("shg").then(|| a.u32("split-horizon group"));
+    a.finish()?;
+    if bvi {
+        return Err(CliError::new("bvi is not supported yet"));
+    }
+    let c = control(vm)?;
+    if !lock(&c).bds.contains_key(&bd) {
+        return Err(CliError::new(format!(
+            "bridge domain {bd} does not exist (create bridge-domain {bd})"
+        )));
+    }
+    remove_member(vm, &c, i.0);
+    let cfg = {
+        let mut ctl = lock(&c);
+        let b = ctl.bds.get_mut(&bd).expect("checked above");
+        b.cfg.members.push(i.0);
+        b.cfg.clone()
+    };
+    publish(vm, bd, Some(cfg));
+    crate::ip4::with_if_attr(vm, i.0, |x| {
+        x.l2_xc.store(0, Ordering::Relaxed);
+        x.l2_bd.store(bd as u32, Ordering::Relaxed);
+    });
+    Ok(String::new())
+}
+
+/// `set interface l3`: leaves any bridge domain.
+pub fn leave_bridge(vm: &mut Vlib, i: SwIfIndex) {
+    if let Ok(c) = control(vm) {
+        remove_member(vm, &c, i.0);
+    }
+    crate::ip4::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
+}
+
+fn names(vm: &mut Vlib) -> BTreeMap<u32, String> {
+    vm.ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .map(|i| (i.sw_if_index.0, i.name.clone()))
+        .collect()
+}
+
+fn cli_show_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let only = if a.is_empty() { None } else { Some(bd_arg(a)?) };
+    let detail = a.keyword("detail");
+    a.finish()?;
+    let nm = names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut out = format!(
+        "{:>6}{:>8}{:>8}{:>8}{:>10}{:>10}{:>10}\n",
+        "BD-ID", "Learn", "Fwd", "Flood", "UU-Flood", "Age(min)", "Members"
+    );
+    let yn = |b: bool| if b { "on" } else { "off" };
+    for (id, b) in ctl
+        .bds
+        .iter()
+        .filter(|(id, _)| only.is_none_or(|o| o == **id))
+    {
+        let _ = writeln!(
+            out,
+            "{:>6}{:>8}{:>8}{:>8}{:>10}{:>10}{:>10}",
+            id,
+            yn(b.cfg.learn),
+            yn(b.cfg.forward),
+            yn(b.cfg.flood),
+            yn(b.cfg.uu_flood),
+            if b.mac_age == 0 {
+                "off".to_string()
+            } else {
+                b.mac_age.to_string()
+            },
+            b.cfg.members.len()
+        );
+        if detail || only.is_some() {
+            for m in &b.cfg.members {
+                let _ = writeln!(out, "      {}", nm.get(m).cloned().unwrap_or_default());
+            }
+        }
+    }
+    if only.is_some_and(|o| !ctl.bds.contains_key(&o)) {
+        return Err(CliError::new(format!(
+            "no bridge domain {}",
+            only.unwrap_or(0)
+        )));
+    }
+    Ok(out)
+}
+
+fn cli_show_l2fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("all");
+    let only = if a.keyword("bd_id") || a.keyword("bd-id") {
+        Some(bd_arg(a)?)
+    } else {
+        None
+    };
+    a.finish()?;
+    let nm = names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut v: Vec<(u64, u64)> = ctl
+        .fib
+        .iter()
+        .filter(|(k, _)| only.is_none_or(|o| (k >> 48) as u16 == o))
+        .collect();
+    v.sort();
+    let mut out = format!(
+        "{:<20}{:>6}{:>16}{:>8}\n",
+        "Mac-Address", "BD-Idx", "Interface", "Static"
+    );
+    for (k, val) in &v {
+        let m = (k & 0xffff_ffff_ffff).to_be_bytes();
+        let _ = writeln!(
+            out,
+            "{:<20}{:>6}{:>16}{:>8}",
+            sluice_wire::Mac([m[2], m[3], m[4], m[5], m[6], m[7]]).to_string(),
+            k >> 48,
+            nm.get(&(*val as u32)).cloned().unwrap_or_default(),
+            if val & STATIC != 0 { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(out, "{} l2fib entries", v.len());
+    Ok(out)
+}
+
+fn parse_mac(a: &mut Args) -> Result<[u8; 6], CliError> {
+    let w = a.word("MAC address")?;
+    w.parse::<sluice_wire::Mac>()
+        .map(|m| m.0)
+        .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))
+}
+
+fn cli_l2fib_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mac = parse_mac(a)?;
+    let bd = bd_arg(a)?;
+    let i = crate::cli::interface_arg(vm, a)?;
+    let st = a.keyword("static");
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if !ctl.bds.contains_key(&bd) {
+        return Err(CliError::new(format!("bridge domain {bd} does not exist")));
+    }
+    let ep = ctl
+        .epochs
+        .clone()
+        .ok_or_else(|| CliError::new("l2 not initialised"))?;
+    let now = (vm.shared.clock.now_secs() - ctl.started).max(0.0) as u32;
+    ctl.fib
+        .insert(&ep, key(&mac, bd), value(i.0, st, now))
+        .map_err(|e| CliError::new(e.to_string()))?;
+    Ok(String::new())
+}
+
+fn cli_l2fib_del(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mac = parse_mac(a)?;
+    let bd = bd_arg(a)?;
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let ep = ctl
+        .epochs
+        .clone()
+        .ok_or_else(|| CliError::new("l2 not initialised"))?;
+    ctl.fib
+        .remove(&ep, key(&mac, bd))
+        .map(|_| String::new())
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "no l2fib entry {} in bd {bd}",
+                sluice_wire::Mac(mac)
+            ))
+        })
+}
