@@ -14,6 +14,7 @@
 //! Each case runs `--runs` times; min/median/max are reported. Nothing here is a test.
 
 mod ip4;
+mod l2;
 
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
@@ -352,13 +353,17 @@ fn main() {
             bench_chain(&o, &mut out, &mut json);
             bench_handoff(&o, &mut out, &mut json);
             ip4::bench_ip4(&o, &mut out, &mut json);
+            l2::bench_l2(&o, &mut out, &mut json);
         }
         "null" => bench_null(&o, &mut out, &mut json),
         "chain" => bench_chain(&o, &mut out, &mut json),
         "handoff" => bench_handoff(&o, &mut out, &mut json),
         "ip4" => ip4::bench_ip4(&o, &mut out, &mut json),
+        "l2" => l2::bench_l2(&o, &mut out, &mut json),
         w => {
-            eprintln!("sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4)");
+            eprintln!(
+                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, l2)"
+            );
             std::process::exit(2);
         }
     }

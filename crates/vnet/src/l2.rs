@@ -102,8 +102,8 @@ impl PacketNode for L2Input {
             return Next(1);
         }
         let rx = b.hdr.rx_if;
-        let now = cx.now_secs() as u32;
         if learn && d[6] & 1 == 0 {
+            let now = cx.now_secs() as u32;
             let k = key(&d[6..12], bd);
             let stale = match self.shared.fib.lookup(k) {
                 None => true,

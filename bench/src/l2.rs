@@ -1,0 +1,186 @@
+//! L2 benchmarks: cross-connect and bridge-domain forwarding with 1 and 1M learned MACs.
+//! pg0 replays 4096 64-byte frames (destinations spread over the MACs) -> ethernet-input ->
+//! l2-input -> interface-output -> pg1 (pg-tx discards).
+
+use crate::{cli, stats, total_vectors};
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+fn mac(i: u32) -> [u8; 6] {
+    [
+        0x02,
+        0x10,
+        (i >> 24) as u8,
+        (i >> 16) as u8,
+        (i >> 8) as u8,
+        i as u8,
+    ]
+}
+
+fn frames(n_macs: u32) -> Vec<Vec<u8>> {
+    let mut x = 0x9e37_79b9u32;
+    (0..4096u32)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let mut f = vec![0u8; 60];
+            f[0..6].copy_from_slice(&mac(x % n_macs));
+            f[6..12].copy_from_slice(&[0x02, 0x20, 0, 0, 0, 1]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            f
+        })
+        .collect()
+}
+
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).expect("pcap file");
+    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
+    for fr in frames {
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            Duration::ZERO,
+            fr.len() as u32,
+            fr,
+        ))
+        .expect("pcap write");
+    }
+}
+
+const PATH: [&str; 4] = ["ethernet-input", "l2-input", "interface-output", "pg-tx"];
+
+fn run(
+    o: &crate::Opts,
+    name: &str,
+    setup: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+    n_macs: u32,
+    dir: &std::path::Path,
+    out: &mut String,
+    json: &mut Vec<String>,
+) -> f64 {
+    let (mut vm, t) = crate::build(0);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let t0 = Instant::now();
+    setup(&mut vm, &t);
+    let setup_s = t0.elapsed().as_secs_f64();
+    let pcap = dir.join(format!("l2-{n_macs}.pcap"));
+    write_pcap(&pcap, &frames(n_macs));
+    let sink = vm.registry.find("pg-tx").expect("pg-tx");
+    let packets = o.packets / 2;
+    let mut mpps = Vec::new();
+    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
+    for r in 0..=o.runs {
+        let _ = t.execute(&mut vm, "packet-generator delete s");
+        cli(
+            &mut vm,
+            &t,
+            &format!(
+                "packet-generator new pcap {} source pg0 name s limit {packets}",
+                pcap.display()
+            ),
+        );
+        cli(&mut vm, &t, "clear runtime");
+        let before = total_vectors(&vm, sink);
+        cli(&mut vm, &t, "packet-generator enable");
+        let t1 = Instant::now();
+        while total_vectors(&vm, sink) < before + packets && t1.elapsed().as_secs() < 120 {
+            vm.run_main_once();
+        }
+        if r == 0 {
+            continue;
+        }
+        mpps.push(packets as f64 / t1.elapsed().as_secs_f64() / 1e6);
+        for (k, n) in PATH.iter().enumerate() {
+            let i = vm.registry.find(n).expect("node");
+            let s = &vm.registry.node(i).stats.per_thread[0];
+            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
+        }
+    }
+    let drops: u64 = vm
+        .registry
+        .find("error-drop")
+        .map(|i| vm.registry.node(i).stats.per_thread[0].vectors.get())
+        .unwrap_or(0);
+    assert_eq!(drops, 0, "{name}: packets dropped");
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    let (a, m, b) = stats(mpps);
+    let node: Vec<f64> = clocks.into_iter().map(|c| stats(c).1).collect();
+    let path: f64 = node.iter().sum();
+    let _ = writeln!(
+        out,
+        "| {name} | {a:.2} | {m:.2} | {b:.2} | {path:.1} | {} | {setup_s:.2} |",
+        node.iter()
+            .map(|c| format!("{c:.1}"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    json.push(format!(
+        "\"l2_{}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"path_clocks\": {path:.2}}}",
+        name.replace(' ', "_")
+    ));
+    m
+}
+
+/// Runs the L2 benchmarks.
+pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-l2-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = writeln!(out, "## L2 forwarding, one core, 64-byte frames\n");
+    let _ = writeln!(
+        out,
+        "| case | Mpps min | median | max | path clk/pkt | {} | setup s |\n|---|---|---|---|---|---|---|---|---|---|",
+        PATH.join(" | ")
+    );
+    run(
+        o,
+        "xconnect",
+        &|vm, t| {
+            cli(vm, t, "set interface l2 xconnect pg0 pg1");
+        },
+        1,
+        &dir,
+        out,
+        json,
+    );
+    let bridge = |n: u32| {
+        move |vm: &mut Vlib, t: &CommandTree<Vlib>| {
+            cli(vm, t, "create bridge-domain 1 learn 0");
+            cli(vm, t, "set interface l2 bridge pg0 1");
+            cli(vm, t, "set interface l2 bridge pg1 1");
+            for i in 0..n {
+                let m = mac(i);
+                cli(
+                    vm,
+                    t,
+                    &format!(
+                        "l2fib add {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} 1 pg1 static",
+                        m[0], m[1], m[2], m[3], m[4], m[5]
+                    ),
+                );
+            }
+        }
+    };
+    let one = run(o, "bridge, 1 MAC", &bridge(1), 1, &dir, out, json);
+    if !o.quick {
+        let big = run(
+            o,
+            "bridge, 1M MACs",
+            &bridge(1_000_000),
+            1_000_000,
+            &dir,
+            out,
+            json,
+        );
+        let _ = writeln!(out, "\nbridge 1M MACs / 1 MAC: {:.2}\n", big / one);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
