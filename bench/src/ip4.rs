@@ -2,12 +2,12 @@
 //! -> interface-output -> pg1 (pg-tx discards), 64-byte frames whose destinations are spread
 //! over the installed routes, for FIB sizes from 1 route to a real full table.
 
-use crate::{cli, stats, total_vectors};
+use crate::{cli, stats, total_vectors, write_pcap};
 use sluice_cli::CommandTree;
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
 use std::io::BufRead;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// IPv4 prefix-length mix of the real table in `../shared/data` (length, count).
 const REAL_MIX: [(u8, u32); 25] = [
@@ -142,19 +142,6 @@ fn frames(routes: &[(u32, u8)], seed: u64) -> Vec<Vec<u8>> {
             f
         })
         .collect()
-}
-
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let f = std::fs::File::create(path).expect("pcap file");
-    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
-    for fr in frames {
-        w.write_packet(&pcap_file::pcap::PcapPacket::new(
-            Duration::ZERO,
-            fr.len() as u32,
-            fr,
-        ))
-        .expect("pcap write");
-    }
 }
 
 fn setup(vm: &mut Vlib, t: &CommandTree<Vlib>) {

@@ -2,11 +2,11 @@
 //! pg0 replays 4096 64-byte frames (destinations spread over the MACs) -> ethernet-input ->
 //! l2-input -> interface-output -> pg1 (pg-tx discards).
 
-use crate::{cli, stats, total_vectors};
+use crate::{cli, stats, total_vectors, write_pcap};
 use sluice_cli::CommandTree;
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn mac(i: u32) -> [u8; 6] {
     [
@@ -33,19 +33,6 @@ fn frames(n_macs: u32) -> Vec<Vec<u8>> {
             f
         })
         .collect()
-}
-
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let f = std::fs::File::create(path).expect("pcap file");
-    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
-    for fr in frames {
-        w.write_packet(&pcap_file::pcap::PcapPacket::new(
-            Duration::ZERO,
-            fr.len() as u32,
-            fr,
-        ))
-        .expect("pcap write");
-    }
 }
 
 const PATH: [&str; 4] = ["ethernet-input", "l2-input", "interface-output", "pg-tx"];

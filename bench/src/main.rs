@@ -168,6 +168,20 @@ pub(crate) fn total_vectors(vm: &Vlib, n: NodeIndex) -> u64 {
         .sum()
 }
 
+/// Writes frames to a pcap file (inputs for pcap-replay streams).
+pub(crate) fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).expect("pcap file");
+    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap writer");
+    for fr in frames {
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            std::time::Duration::ZERO,
+            fr.len() as u32,
+            fr,
+        ))
+        .expect("pcap write");
+    }
+}
+
 pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[0], v[v.len() / 2], v[v.len() - 1])

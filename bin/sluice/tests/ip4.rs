@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use sluice_wire::checksum;
-use std::net::Ipv4Addr;
 
 const PG0_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 0];
 const PG1_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 1];
@@ -301,7 +300,6 @@ fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
     }
     let intf = d.ok("show interface pg1");
     assert!(!intf.contains("tx packets"), "nothing was emitted: {intf}");
-    let _ = Ipv4Addr::LOCALHOST;
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }
@@ -369,6 +367,9 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
     assert!(pa.is_disjoint(&pb), "a flow took both paths");
     assert_eq!(pa.len() + pb.len(), 200);
     assert!(a.iter().all(|f| f[0..6] == NH_MAC) && b.iter().all(|f| f[0..6] == [2, 0, 0, 0, 2, 2]));
+    // ping picks a source from one of the ECMP paths (both pg1 and pg2 have addresses).
+    let out = d.ok("ping 10.5.0.1 repeat 1 interval 0.05");
+    assert!(out.contains("1 sent, 0 received"), "{out}");
     // Removing one path sends everything the other way.
     d.ok("ip route del 10.5.0.0/16 via 10.0.2.2");
     let fib = d.ok("show ip fib 10.5.0.0/16");

@@ -509,13 +509,6 @@ impl ThreadGraph {
         (0..self.st.shared.n_threads).any(|f| !self.st.shared.handoff[f][me].is_empty())
     }
 
-    /// Copies node `i`'s next arcs from the registry (after `add_next`).
-    pub fn sync_nexts(&mut self, reg: &Registry, i: NodeIndex) {
-        if let Some(n) = self.st.nexts.get_mut(i.0 as usize) {
-            *n = reg.node(i).nexts.clone();
-        }
-    }
-
     /// Thread index.
     pub fn thread(&self) -> usize {
         self.st.thread

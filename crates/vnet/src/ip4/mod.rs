@@ -920,11 +920,13 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             None => {
                 // The address of the interface the route to the destination uses.
                 let out_if = ctl.lpm.lookup(dst).map(|v| {
-                    if v >= LB_FLAG {
-                        ctl.adjs.get(0).map(|a| a.tx_if).unwrap_or(0)
+                    // An ECMP route: the path its first bucket uses.
+                    let a = if v >= LB_FLAG {
+                        ctl.shared.lb.pick(v & (LB_FLAG - 1), 0)
                     } else {
-                        ctl.adjs.get(v).map(|a| a.tx_if).unwrap_or(0)
-                    }
+                        v
+                    };
+                    ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0)
                 });
                 match out_if {
                     Some(i) => ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed),

@@ -545,7 +545,8 @@ impl PacketNode for Ip4Local {
 /// - sets: rewrites the packet in place (new IPv4 + ICMP header, quoting the original).
 /// - next: `error-drop` (0); `ip4-lookup` (1).
 /// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv4 address),
-///   `suppressed` (about an ICMP error, a fragment or a broadcast: RFC 1812 §4.3.2.7).
+///   `suppressed` (about an ICMP error, a fragment or a broadcast: RFC 1812 §4.3.2.7),
+///   `no_headroom` (no room to prepend the new headers).
 pub struct Ip4IcmpError {
     shared: Arc<Ip4Shared>,
     tokens: f64,
@@ -557,6 +558,7 @@ const C_SENT: u16 = 0;
 const E_RATE: u16 = 1;
 const E_NO_SRC: u16 = 2;
 const E_SUPPRESSED: u16 = 3;
+const E_ICMP_HEADROOM: u16 = 4;
 
 impl PacketNode for Ip4IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -601,7 +603,7 @@ impl PacketNode for Ip4IcmpError {
         let mtu = b.hdr.feature_meta[ICMP_MTU] as u16;
         b.set_len(quote);
         let Some(h) = b.push_front(28) else {
-            b.hdr.error = cx.error(E_NO_SRC);
+            b.hdr.error = cx.error(E_ICMP_HEADROOM);
             return Next(0);
         };
         let total = (28 + quote) as u16;
