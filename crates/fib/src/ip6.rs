@@ -1,0 +1,499 @@
+//! IPv6 longest-prefix match: a multibit trie with a 2^16-entry first level indexed by the
+//! top 16 bits and 256-entry groups (8-bit strides) below it, leaf-pushed, so a lookup is one
+//! load per level actually used: a /32 costs 3 loads, a /48 costs 5, whatever the number of
+//! routes. Memory grows with the number of distinct 8-bit-aligned parents (a real Internet
+//! table of 160k prefixes needs ~38k groups = ~38 MiB), not with a hash per prefix length —
+//! VPP's per-length hash probes every length present and slows down as the table grows.
+//!
+//! Same concurrency model as [`crate::ip4`]: lookups are plain acquire loads from any thread,
+//! the main thread writes (`&mut self`) with atomic stores, a new group is filled before it
+//! is published, and a group no longer needed is reused only after every worker passed a
+//! quiescent point.
+//!
+//! Entry encoding (u32): top byte 0 = empty; 1..=129 = leaf, prefix length + 1, low 24 bits
+//! the value; 0xff = extended, low 24 bits the group index.
+
+use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+const EXT: u32 = 0xff00_0000;
+const VALUE_MASK: u32 = 0x00ff_ffff;
+/// Largest value an entry can carry.
+pub const MAX_VALUE: u32 = VALUE_MASK;
+const ROOT_BITS: u32 = 16;
+const GROUPS_PER_CHUNK: usize = 1024;
+const MAX_CHUNKS: usize = 16384;
+
+pub use crate::ip4::LpmError;
+
+#[inline(always)]
+fn leaf(depth: u8, value: u32) -> u32 {
+    ((depth as u32 + 1) << 24) | (value & VALUE_MASK)
+}
+
+#[inline(always)]
+fn is_ext(e: u32) -> bool {
+    e & EXT == EXT
+}
+
+/// Prefix length of a leaf entry (None for empty or extended entries).
+#[inline(always)]
+fn depth_of(e: u32) -> Option<u8> {
+    let t = e >> 24;
+    (1..=129).contains(&t).then(|| (t - 1) as u8)
+}
+
+/// Masks an address to a prefix length.
+#[inline(always)]
+pub fn mask(addr: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else if len >= 128 {
+        addr
+    } else {
+        addr & (u128::MAX << (128 - len as u32))
+    }
+}
+
+/// The read side of the table, shared by every thread (`Arc<Ip6Table>`): lookups only.
+pub struct Ip6Table {
+    root: ZeroedAtomicU32s,
+    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+}
+
+impl Ip6Table {
+    #[inline(always)]
+    fn group(&self, g: u32) -> &[AtomicU32] {
+        let c = g as usize / GROUPS_PER_CHUNK;
+        let off = (g as usize % GROUPS_PER_CHUNK) * 256;
+        match self.chunks.get(c).and_then(|c| c.get()) {
+            Some(chunk) => &chunk[off..off + 256],
+            // Published group indices always have their chunk allocated.
+            None => &[],
+        }
+    }
+
+    #[inline(always)]
+    fn step(&self, e: u32, addr: u128, shift: u32) -> u32 {
+        self.group(e & VALUE_MASK)
+            .get(((addr >> shift) & 0xff) as usize)
+            .map(|x| x.load(Ordering::Acquire))
+            .unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn result(e: u32) -> Option<u32> {
+        depth_of(e).map(|_| e & VALUE_MASK)
+    }
+
+    /// Longest-prefix match: the value of the longest prefix covering `addr`.
+    #[inline(always)]
+    pub fn lookup(&self, addr: u128) -> Option<u32> {
+        let mut e =
+            self.root.as_slice()[(addr >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire);
+        let mut shift = 128 - ROOT_BITS;
+        while is_ext(e) && shift >= 8 {
+            shift -= 8;
+            e = self.step(e, addr, shift);
+        }
+        Self::result(e)
+    }
+
+    /// Four lookups at once, level by level, so the four chains of loads overlap.
+    #[inline(always)]
+    pub fn lookup_x4(&self, a: [u128; 4]) -> [Option<u32>; 4] {
+        let r = self.root.as_slice();
+        let mut e = [
+            r[(a[0] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
+            r[(a[1] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
+            r[(a[2] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
+            r[(a[3] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
+        ];
+        let mut shift = 128 - ROOT_BITS;
+        while shift >= 8 && e.iter().any(|&x| is_ext(x)) {
+            shift -= 8;
+            for i in 0..4 {
+                if is_ext(e[i]) {
+                    e[i] = self.step(e[i], a[i], shift);
+                }
+            }
+        }
+        e.map(Self::result)
+    }
+}
+
+/// The IPv6 LPM: the shared [`Ip6Table`] plus the writer's bookkeeping (main thread only).
+pub struct Ip6Lpm {
+    table: std::sync::Arc<Ip6Table>,
+    n_groups: usize,
+    free_groups: Vec<u32>,
+    retired: Retired<u32>,
+    routes: Vec<HashMap<u128, u32>>,
+    n_routes: usize,
+}
+
+impl Default for Ip6Lpm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where an entry lives: the root (index) or a group (group, index).
+#[derive(Copy, Clone)]
+enum Slot {
+    Root(usize),
+    Group(u32, usize),
+}
+
+impl Ip6Lpm {
+    /// An empty table.
+    pub fn new() -> Self {
+        Ip6Lpm {
+            table: std::sync::Arc::new(Ip6Table {
+                root: ZeroedAtomicU32s::new(1 << ROOT_BITS),
+                chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            }),
+            n_groups: 0,
+            free_groups: Vec::new(),
+            retired: Retired::new(),
+            routes: (0..=128).map(|_| HashMap::new()).collect(),
+            n_routes: 0,
+        }
+    }
+
+    /// Number of prefixes.
+    pub fn len(&self) -> usize {
+        self.n_routes
+    }
+
+    /// No prefix.
+    pub fn is_empty(&self) -> bool {
+        self.n_routes == 0
+    }
+
+    /// Groups in use.
+    pub fn groups_in_use(&self) -> usize {
+        self.n_groups - self.free_groups.len() - self.retired.len()
+    }
+
+    /// Bytes of groups in use (the first level, 256 KiB, not counted).
+    pub fn memory_bytes(&self) -> usize {
+        self.groups_in_use() * 256 * 4
+    }
+
+    /// The shared read side (give a clone to every thread).
+    pub fn table(&self) -> &std::sync::Arc<Ip6Table> {
+        &self.table
+    }
+
+    /// Longest-prefix match (see [`Ip6Table::lookup`]).
+    pub fn lookup(&self, addr: u128) -> Option<u32> {
+        self.table.lookup(addr)
+    }
+
+    /// The value stored for exactly this prefix.
+    pub fn get(&self, prefix: u128, len: u8) -> Option<u32> {
+        self.routes
+            .get(len as usize)?
+            .get(&mask(prefix, len))
+            .copied()
+    }
+
+    /// All prefixes (prefix, len, value), unordered.
+    pub fn iter(&self) -> impl Iterator<Item = (u128, u8, u32)> + '_ {
+        self.routes
+            .iter()
+            .enumerate()
+            .flat_map(|(l, m)| m.iter().map(move |(&p, &v)| (p, l as u8, v)))
+    }
+
+    fn entry(&self, s: Slot) -> &AtomicU32 {
+        match s {
+            Slot::Root(i) => &self.table.root.as_slice()[i],
+            Slot::Group(g, i) => &self.table.group(g)[i],
+        }
+    }
+
+    fn alloc_group(&mut self, epochs: &Epochs, fill: u32) -> Result<u32, LpmError> {
+        for g in self.retired.reclaim(epochs) {
+            self.free_groups.push(g);
+        }
+        let g = match self.free_groups.pop() {
+            Some(g) => g,
+            None => {
+                if self.n_groups >= MAX_CHUNKS * GROUPS_PER_CHUNK {
+                    return Err(LpmError::Full);
+                }
+                let g = self.n_groups as u32;
+                self.n_groups += 1;
+                let c = g as usize / GROUPS_PER_CHUNK;
+                self.table.chunks[c].get_or_init(|| {
+                    (0..GROUPS_PER_CHUNK * 256)
+                        .map(|_| AtomicU32::new(0))
+                        .collect()
+                });
+                g
+            }
+        };
+        for x in self.table.group(g) {
+            x.store(fill, Ordering::Relaxed);
+        }
+        Ok(g)
+    }
+
+    /// Adds or replaces a prefix.
+    pub fn insert(
+        &mut self,
+        epochs: &Epochs,
+        prefix: u128,
+        len: u8,
+        value: u32,
+    ) -> Result<(), LpmError> {
+        if len > 128 {
+            return Err(LpmError::BadLength(len));
+        }
+        if value > MAX_VALUE {
+            return Err(LpmError::BadValue(value));
+        }
+        let p = mask(prefix, len);
+        // Walk down to the level holding the prefix, extending entries on the way (allocate
+        // first: a failure leaves the table as it was, apart from unused groups).
+        let mut slot = Slot::Root((p >> (128 - ROOT_BITS)) as usize);
+        let mut end = ROOT_BITS; // bits consumed once this slot's level is resolved
+        while (len as u32) > end {
+            let e = self.entry(slot).load(Ordering::Relaxed);
+            let g = if is_ext(e) {
+                e & VALUE_MASK
+            } else {
+                let g = self.alloc_group(epochs, e)?;
+                // Publish after filling: readers see the old leaf or the full group.
+                self.entry(slot).store(EXT | g, Ordering::Release);
+                g
+            };
+            let idx = ((p >> (128 - end - 8)) & 0xff) as usize;
+            slot = Slot::Group(g, idx);
+            end += 8;
+        }
+        if self.routes[len as usize].insert(p, value).is_none() {
+            self.n_routes += 1;
+        }
+        // The prefix covers 2^(end - len) slots of this level.
+        let n = 1usize << (end - len as u32);
+        self.paint_range(slot, n, leaf(len, value), &|d| d <= len);
+        Ok(())
+    }
+
+    /// Removes a prefix; returns its value.
+    pub fn remove(&mut self, epochs: &Epochs, prefix: u128, len: u8) -> Option<u32> {
+        if len > 128 {
+            return None;
+        }
+        let p = mask(prefix, len);
+        let v = self.routes[len as usize].remove(&p)?;
+        self.n_routes -= 1;
+        // The longest shorter prefix covering this one takes over its entries.
+        let mut repl = 0;
+        for l in (0..len).rev() {
+            if let Some(&cv) = self.routes[l as usize].get(&mask(p, l)) {
+                repl = leaf(l, cv);
+                break;
+            }
+        }
+        // Find the slot range of the prefix (it exists: insert created the path).
+        let mut path = Vec::new();
+        let mut slot = Slot::Root((p >> (128 - ROOT_BITS)) as usize);
+        let mut end = ROOT_BITS;
+        while (len as u32) > end {
+            let e = self.entry(slot).load(Ordering::Relaxed);
+            if !is_ext(e) {
+                // Already collapsed into a shorter leaf: nothing of ours is left below.
+                return Some(v);
+            }
+            path.push(slot);
+            let g = e & VALUE_MASK;
+            slot = Slot::Group(g, ((p >> (128 - end - 8)) & 0xff) as usize);
+            end += 8;
+        }
+        let n = 1usize << (end - len as u32);
+        self.paint_range(slot, n, repl, &|d| d == len);
+        // Fold groups that became uniform, inside the range and then up the path.
+        for k in 0..n {
+            let s = match slot {
+                Slot::Root(i) => Slot::Root(i + k),
+                Slot::Group(g, i) => Slot::Group(g, i + k),
+            };
+            self.collapse(epochs, s, end, true);
+        }
+        // Up the path only the group on it changed: no need to look at its siblings.
+        let mut level_end = end;
+        while let Some(s) = path.pop() {
+            level_end -= 8;
+            self.collapse(epochs, s, level_end, false);
+        }
+        Some(v)
+    }
+
+    /// Writes `new` into `n` consecutive slots from `start` (and every group below them)
+    /// wherever the current leaf's depth satisfies `take` (or the entry is empty).
+    fn paint_range(&self, start: Slot, n: usize, new: u32, take: &dyn Fn(u8) -> bool) {
+        for k in 0..n {
+            let s = match start {
+                Slot::Root(i) => Slot::Root(i + k),
+                Slot::Group(g, i) => Slot::Group(g, i + k),
+            };
+            self.paint_entry(self.entry(s), new, take);
+        }
+    }
+
+    fn paint_entry(&self, x: &AtomicU32, new: u32, take: &dyn Fn(u8) -> bool) {
+        let e = x.load(Ordering::Relaxed);
+        if is_ext(e) {
+            for y in self.table.group(e & VALUE_MASK) {
+                self.paint_entry(y, new, take);
+            }
+        } else if depth_of(e).is_none_or(take) {
+            x.store(new, Ordering::Release);
+        }
+    }
+
+    /// If the entry at `s` (a slot of a level ending at bit `end`) points to a group whose
+    /// entries are all one leaf no longer than `end`, puts that leaf back in the slot and
+    /// retires the group (children first when `deep`).
+    fn collapse(&mut self, epochs: &Epochs, s: Slot, end: u32, deep: bool) {
+        let e = self.entry(s).load(Ordering::Relaxed);
+        if !is_ext(e) {
+            return;
+        }
+        let g = e & VALUE_MASK;
+        if deep {
+            for i in 0..256 {
+                self.collapse(epochs, Slot::Group(g, i), end + 8, true);
+            }
+        }
+        let grp = self.table.group(g);
+        let first = grp[0].load(Ordering::Relaxed);
+        if is_ext(first) || depth_of(first).is_some_and(|d| d as u32 > end) {
+            return;
+        }
+        if grp.iter().all(|x| x.load(Ordering::Relaxed) == first) {
+            self.entry(s).store(first, Ordering::Release);
+            self.retired.retire(epochs, g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn a(s: &str) -> u128 {
+        u128::from(s.parse::<std::net::Ipv6Addr>().unwrap())
+    }
+
+    fn oracle(routes: &[(u128, u8, u32)], x: u128) -> Option<u32> {
+        routes
+            .iter()
+            .filter(|&&(p, l, _)| mask(x, l) == p)
+            .max_by_key(|&&(_, l, _)| l)
+            .map(|&(_, _, v)| v)
+    }
+
+    #[test]
+    fn basic_lpm() {
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        assert_eq!(t.lookup(a("2001:db8::1")), None);
+        t.insert(&e, 0, 0, 1).unwrap();
+        t.insert(&e, a("2001:db8::"), 32, 2).unwrap();
+        t.insert(&e, a("2001:db8:1::"), 48, 3).unwrap();
+        t.insert(&e, a("2001:db8:1:2::"), 64, 4).unwrap();
+        t.insert(&e, a("2001:db8:1:2::1"), 128, 5).unwrap();
+        t.insert(&e, a("2000::"), 3, 6).unwrap();
+        t.insert(&e, a("2001:db8:1:2:8000::"), 65, 7).unwrap();
+        assert_eq!(t.lookup(a("::1")), Some(1));
+        assert_eq!(t.lookup(a("3fff::1")), Some(6));
+        assert_eq!(t.lookup(a("2001:db8:ffff::1")), Some(2));
+        assert_eq!(t.lookup(a("2001:db8:1:ffff::1")), Some(3));
+        assert_eq!(t.lookup(a("2001:db8:1:2::2")), Some(4));
+        assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(5));
+        assert_eq!(t.lookup(a("2001:db8:1:2:8000::1")), Some(7));
+        assert_eq!(
+            t.table()
+                .lookup_x4([a("::1"), a("2001:db8:1:2::1"), a("3fff::"), a("2001:db8::")]),
+            [Some(1), Some(5), Some(6), Some(2)]
+        );
+        assert!(t.groups_in_use() > 0);
+        assert_eq!(t.remove(&e, a("2001:db8:1:2::1"), 128), Some(5));
+        assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(4));
+        assert_eq!(t.remove(&e, a("2001:db8:1:2:8000::"), 65), Some(7));
+        assert_eq!(t.remove(&e, a("2001:db8:1:2::"), 64), Some(4));
+        assert_eq!(t.remove(&e, a("2001:db8:1::"), 48), Some(3));
+        assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(2));
+        assert_eq!(t.remove(&e, a("2001:db8::"), 32), Some(2));
+        assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(6));
+        assert_eq!(t.groups_in_use(), 0, "every group collapsed and retired");
+        assert_eq!(t.remove(&e, a("2000::"), 3), Some(6));
+        assert_eq!(t.remove(&e, 0, 0), Some(1));
+        assert_eq!(t.lookup(a("2001:db8:1:2::1")), None);
+        assert!(t.is_empty());
+        assert!(t.insert(&e, 0, 129, 1).is_err());
+        assert!(t.insert(&e, 0, 8, 1 << 24).is_err());
+        assert_eq!(t.remove(&e, 0, 8), None);
+    }
+
+    fn prefix() -> impl Strategy<Value = (u128, u8)> {
+        // Lengths spread over every level boundary; addresses from a small space so
+        // prefixes overlap and nest.
+        (
+            prop_oneof![1 => Just(0u8), 5 => 1u8..=16, 10 => 17u8..=48, 5 => 49u8..=64, 3 => 65u8..=127, 3 => Just(128u8)],
+            0u64..1 << 10,
+            any::<u64>(),
+        )
+            .prop_map(|(l, hi, lo)| {
+                let top = 0x2001_0db8u128 << 96;
+                let addr = top | ((hi as u128) << 70) | ((lo as u128) & 0x3f_ffff);
+                let addr = if l < 16 { addr ^ ((hi as u128) << 118) } else { addr };
+                (mask(addr, l), l)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn matches_naive_oracle(
+            adds in proptest::collection::vec(prefix(), 1..80),
+            dels in proptest::collection::vec(0usize..100, 0..40),
+            probes in proptest::collection::vec(prefix(), 1..200),
+        ) {
+            let e = Epochs::new(1);
+            let mut t = Ip6Lpm::new();
+            let mut model: Vec<(u128, u8, u32)> = Vec::new();
+            for (k, &(p, l)) in adds.iter().enumerate() {
+                t.insert(&e, p, l, k as u32).unwrap();
+                model.retain(|r| !(r.0 == p && r.1 == l));
+                model.push((p, l, k as u32));
+            }
+            for &d in &dels {
+                if model.is_empty() { break; }
+                let (p, l, v) = model.remove(d % model.len());
+                prop_assert_eq!(t.remove(&e, p, l), Some(v));
+            }
+            prop_assert_eq!(t.len(), model.len());
+            for &(p, _) in &probes {
+                for x in [p, p | 1, p | (1u128 << 64), p ^ (1u128 << 100)] {
+                    prop_assert_eq!(t.lookup(x), oracle(&model, x), "addr {:x}", x);
+                }
+            }
+            let xs = [probes[0].0, probes[probes.len() / 2].0, 0, u128::MAX];
+            prop_assert_eq!(t.table().lookup_x4(xs), xs.map(|x| oracle(&model, x)));
+            // Removing everything leaves no group behind.
+            for (p, l, _) in model.drain(..) {
+                t.remove(&e, p, l);
+            }
+            prop_assert_eq!(t.groups_in_use(), 0);
+        }
+    }
+}
