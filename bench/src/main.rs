@@ -14,6 +14,7 @@
 //! Each case runs `--runs` times; min/median/max are reported. Nothing here is a test.
 
 mod ip4;
+mod ip6;
 mod l2;
 
 use clap::Parser;
@@ -29,7 +30,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all of a, b, c), null, chain, handoff.
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, l2.
     #[arg(default_value = "engine")]
     what: String,
     /// Repetitions per case.
@@ -367,16 +368,18 @@ fn main() {
             bench_chain(&o, &mut out, &mut json);
             bench_handoff(&o, &mut out, &mut json);
             ip4::bench_ip4(&o, &mut out, &mut json);
+            ip6::bench_ip6(&o, &mut out, &mut json);
             l2::bench_l2(&o, &mut out, &mut json);
         }
         "null" => bench_null(&o, &mut out, &mut json),
         "chain" => bench_chain(&o, &mut out, &mut json),
         "handoff" => bench_handoff(&o, &mut out, &mut json),
         "ip4" => ip4::bench_ip4(&o, &mut out, &mut json),
+        "ip6" => ip6::bench_ip6(&o, &mut out, &mut json),
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, l2)"
+                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, ip6, l2)"
             );
             std::process::exit(2);
         }

@@ -78,7 +78,9 @@ class InterfaceAddress(SluiceObject):
         super().__init__(test)
         self.intf = intf
         self.prefix = prefix
-        self.iface = ipaddress.IPv4Interface(prefix)
+        self.iface = ipaddress.ip_interface(prefix)
+        self.prefix = str(self.iface)  # canonical form, as `show interface address' prints
+        self.v6 = self.iface.version == 6
 
     def object_id(self) -> str:
         return f"interface-address-{_ifname(self.intf)}-{self.prefix}"
@@ -92,8 +94,8 @@ class InterfaceAddress(SluiceObject):
     def query(self) -> bool:
         addrs = parse_interface_addresses(self.vpp.cli("show interface address"))
         present = self.prefix in addrs.get(_ifname(self.intf), [])
-        fib = parse_fib(self.vpp.cli("show ip fib"))
-        local = fib.get(f"{self.iface.ip}/32")
+        fib = parse_fib(self.vpp.cli("show ip6 fib" if self.v6 else "show ip fib"))
+        local = fib.get(f"{self.iface.ip}/{128 if self.v6 else 32}")
         has_local = local is not None and "local" in local.sources
         if present != has_local:
             raise AssertionError(
@@ -103,12 +105,14 @@ class InterfaceAddress(SluiceObject):
 
 
 class IpNeighbor(SluiceObject):
-    """`ip neighbor <intf> <ip> <mac>` (a static neighbour)."""
+    """`ip neighbor <intf> <ip> <mac>` (a static neighbour, IPv4 or IPv6)."""
 
     def __init__(self, test: "SluiceTestCase", intf: Intf, ip: str, mac: str):
         super().__init__(test)
         self.intf = intf
-        self.ip = str(ipaddress.IPv4Address(ip))
+        addr = ipaddress.ip_address(ip)
+        self.ip = str(addr)
+        self.v6 = addr.version == 6
         self.mac = _norm_mac(mac)
 
     def object_id(self) -> str:
@@ -121,7 +125,8 @@ class IpNeighbor(SluiceObject):
         return f"ip neighbor del {_ifname(self.intf)} {self.ip}"
 
     def query(self) -> bool:
-        for n in parse_neighbors(self.vpp.cli("show ip neighbors")):
+        for n in parse_neighbors(self.vpp.cli("show ip6 neighbors" if self.v6
+                                              else "show ip neighbors")):
             if n.ip == self.ip and n.interface == _ifname(self.intf):
                 return _norm_mac(n.mac) == self.mac
         return False
@@ -136,8 +141,10 @@ class IpRoute(SluiceObject):
     def __init__(self, test: "SluiceTestCase", prefix: str, via: str,
                  interface: Intf | None = None):
         super().__init__(test)
-        self.prefix = str(ipaddress.IPv4Network(prefix, strict=True))
-        self.via = str(ipaddress.IPv4Address(via))
+        net = ipaddress.ip_network(prefix, strict=True)
+        self.prefix = str(net)
+        self.via = str(ipaddress.ip_address(via))
+        self.v6 = net.version == 6
         self.interface = interface
 
     def object_id(self) -> str:
@@ -156,14 +163,15 @@ class IpRoute(SluiceObject):
         return f"ip route del {self.prefix} {self._path()}"
 
     def query(self) -> bool:
-        entry = parse_fib(self.vpp.cli("show ip fib")).get(self.prefix)
+        entry = parse_fib(self.vpp.cli("show ip6 fib" if self.v6 else "show ip fib")).get(
+            self.prefix)
         if entry is None:
             return False
         if "static" not in entry.sources:
             return False
         for path in entry.paths:
             # `[@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 ...` or `...: incomplete`
-            tok = path.replace(":", " ").split()
+            tok = [t.rstrip(":") for t in path.split()]
             if "via" in tok:
                 i = tok.index("via")
                 if tok[i + 1:i + 2] == [self.via] and (

@@ -97,9 +97,9 @@ class FibEntry:
 
 
 def parse_fib(text: str) -> dict[str, FibEntry]:
-    """`show ip fib [...]` -> {prefix: FibEntry}."""
+    """`show ip fib [...]` or `show ip6 fib [...]` -> {prefix: FibEntry}."""
     lines = text.splitlines()
-    if not lines or not lines[0].startswith("ipv4-VRF"):
+    if not lines or not lines[0].startswith(("ipv4-VRF", "ipv6-VRF")):
         raise ValueError(f"unexpected `show ip fib' output: {text!r}")
     out: dict[str, FibEntry] = {}
     cur: FibEntry | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -29,9 +30,10 @@ class Stream:
 class PgInterface:
     """`pgN`: created by `create packet-generator interface pgN`, MAC 02:fe:00:00:00:NN.
 
-    Addressing convention (VPP test framework style): the router owns 10.0.N.1/24 on pgN
-    (`config_ip4()`), and "remote hosts" on that subnet are 10.0.N.H with MAC
-    02:00:00:00:NN:HH (`remote_ip4`/`remote_mac` is host 2)."""
+    Addressing convention (VPP test framework style): the router owns 10.0.N.1/24 and
+    fd01:N::1/64 on pgN (`config_ip4()`, `config_ip6()`), and "remote hosts" on those subnets
+    are 10.0.N.H / fd01:N::H with MAC 02:00:00:00:NN:HH (`remote_ip4`/`remote_ip6`/
+    `remote_mac` is host 2)."""
 
     def __init__(self, test: "SluiceTestCase", index: int):
         if not 0 <= index < 256:
@@ -44,6 +46,9 @@ class PgInterface:
         self.local_ip4_prefix_len = 24
         self.remote_ip4 = self.remote_host_ip4(2)
         self.remote_mac = self.remote_host_mac(2)
+        self.local_ip6 = str(ipaddress.IPv6Address(f"fd01:{index:x}::1"))
+        self.local_ip6_prefix_len = 64
+        self.remote_ip6 = self.remote_host_ip6(2)
         self.capture_path: Path | None = None
         self.capture_paths: list[Path] = []
 
@@ -57,6 +62,20 @@ class PgInterface:
 
     def remote_host_ip4(self, host: int) -> str:
         return f"10.0.{self.index}.{host}"
+
+    def remote_host_ip6(self, host: int) -> str:
+        return str(ipaddress.IPv6Address(f"fd01:{self.index:x}::{host:x}"))
+
+    @property
+    def local_ip6_prefix(self) -> str:
+        return f"{self.local_ip6}/{self.local_ip6_prefix_len}"
+
+    @property
+    def local_ip6_ll(self) -> str:
+        """The router's link-local address on this interface (EUI-64 of `local_mac`)."""
+        b = bytes(int(x, 16) for x in self.local_mac.split(":"))
+        iid = bytes([b[0] ^ 2, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]])
+        return str(ipaddress.IPv6Address(b"\xfe\x80" + bytes(6) + iid))
 
     def remote_host_mac(self, host: int) -> str:
         return f"02:00:00:00:{self.index:02x}:{host:02x}"
@@ -84,6 +103,19 @@ class PgInterface:
         from .config import InterfaceAddress
 
         return InterfaceAddress(self.test, self, self.local_ip4_prefix).add_config()
+
+    def config_ip6(self):
+        """Adds fd01:N::1/64 (and with it the link-local address); removed at teardown."""
+        from .config import InterfaceAddress
+
+        return InterfaceAddress(self.test, self, self.local_ip6_prefix).add_config()
+
+    def resolve_ndp(self, host: int = 2):
+        """Adds a static IPv6 neighbour for remote host `host` (removed at teardown)."""
+        from .config import IpNeighbor
+
+        return IpNeighbor(self.test, self, self.remote_host_ip6(host),
+                          self.remote_host_mac(host)).add_config()
 
     def resolve_arp(self, host: int = 2):
         """Adds a static neighbour for remote host `host` (removed at teardown)."""

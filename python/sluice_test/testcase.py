@@ -179,9 +179,10 @@ class SluiceTestCase:
     # -- interfaces ---------------------------------------------------------------------
 
     def create_pg_interfaces(self, indexes: Iterable[int], up: bool = True,
-                             ip4: bool = False, resolve: bool = False) -> list[PgInterface]:
-        """Creates pg interfaces (optionally up, with 10.0.N.1/24, with the remote host's
-        static neighbour) and appends them to `self.pg_interfaces`."""
+                             ip4: bool = False, resolve: bool = False,
+                             ip6: bool = False) -> list[PgInterface]:
+        """Creates pg interfaces (optionally up, with 10.0.N.1/24 and/or fd01:N::1/64, with
+        the remote host's static neighbours) and appends them to `self.pg_interfaces`."""
         out = []
         for i in indexes:
             pg = PgInterface(self, i).create()
@@ -189,8 +190,12 @@ class SluiceTestCase:
                 pg.admin_up()
             if ip4:
                 pg.config_ip4()
-            if resolve:
+            if ip6:
+                pg.config_ip6()
+            if resolve and ip4:
                 pg.resolve_arp()
+            if resolve and ip6:
+                pg.resolve_ndp()
             self.pg_interfaces.append(pg)
             out.append(pg)
         return out
@@ -297,6 +302,14 @@ class SluiceTestCase:
             raise AssertionError(
                 f"{remark + ': ' if remark else ''}expected no packets out, but tx counters "
                 f"moved {moved}:\n" + "\n".join(leaked))
+
+    def wait_for(self, cond, what: str, timeout: float = 2.0) -> None:
+        """Polls `cond()` until it is true; fails naming `what` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for: {what}")
+            time.sleep(0.02)
 
     # -- counters -----------------------------------------------------------------------
 

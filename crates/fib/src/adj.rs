@@ -218,6 +218,21 @@ impl Adjacencies {
         }
     }
 
+    /// Rewrites every adjacency for which `f` returns a new value (interface MAC or MTU
+    /// changes); returns how many changed.
+    pub fn refresh(&mut self, f: impl Fn(&Adj) -> Option<Adj>) -> usize {
+        let mut n = 0;
+        for i in 0..self.values.len() {
+            if let Some(a) = f(&self.values[i]) {
+                if a != self.values[i] {
+                    self.update(i as u32, a);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// The writer's copy of adjacency `i`.
     pub fn get(&self, i: u32) -> Option<&Adj> {
         self.values.get(i as usize)

@@ -30,7 +30,7 @@ pub fn register(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "set interface mtu",
-        "set interface mtu [packet|ip4] <value> <interface>",
+        "set interface mtu [packet|ip4|ip6] <value> <interface>",
         set_mtu,
     );
     t.add(
@@ -189,7 +189,7 @@ fn set_mac(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
 }
 
 fn set_mtu(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let _ = args.keyword("packet") || args.keyword("ip4");
+    let _ = args.keyword("packet") || args.keyword("ip4") || args.keyword("ip6");
     let mtu = args.u32("MTU")?;
     if !(64..=9216).contains(&mtu) {
         return Err(CliError::new(format!("MTU {mtu} out of range 64..9216")));

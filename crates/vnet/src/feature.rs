@@ -76,11 +76,18 @@ pub struct FeatureDef {
 }
 
 /// The arcs and features Sluice has.
-pub const ARCS: &[ArcDef] = &[ArcDef {
-    name: "ip4-unicast",
-    start: crate::ip4::nodes::IP4_INPUT,
-    end: crate::ip4::nodes::IP4_LOOKUP,
-}];
+pub const ARCS: &[ArcDef] = &[
+    ArcDef {
+        name: "ip4-unicast",
+        start: crate::ip4::nodes::IP4_INPUT,
+        end: crate::ip4::nodes::IP4_LOOKUP,
+    },
+    ArcDef {
+        name: "ip6-unicast",
+        start: crate::ip6::nodes::IP6_INPUT,
+        end: crate::ip6::nodes::IP6_LOOKUP,
+    },
+];
 
 /// Registered features.
 pub const FEATURES: &[FeatureDef] = &[FeatureDef {

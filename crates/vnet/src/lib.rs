@@ -1,10 +1,11 @@
 //! Sluice networking layer (VPP's vnet): interfaces, interface output, `l2-patch`, and IPv4
-//! forwarding (Ethernet input, ARP, ICMP). L2 switching and IPv6 come next.
+//! forwarding (Ethernet input, ARP, ICMP), IPv6 forwarding (ND, ICMPv6), L2 switching.
 
 pub mod cli;
 pub mod feature;
 pub mod interface;
 pub mod ip4;
+pub mod ip6;
 pub mod l2;
 pub mod l2patch;
 pub mod loopback;
@@ -16,7 +17,8 @@ pub use interface::{create_interface, Interfaces, SwIfIndex};
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     output::register(b);
     l2patch::register(b);
-    ip4::register(b);
+    let v4 = ip4::register(b);
+    ip6::register(b, v4);
     loopback::register(b);
     l2::register(b);
 }
@@ -25,6 +27,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register(t);
     ip4::register_cli(t);
+    ip6::register_cli(t);
     feature::register_cli(t);
     loopback::register_cli(t);
     l2::register_cli(t);
@@ -36,5 +39,6 @@ pub fn init(vm: &mut sluice_graph::Vlib) {
     interface::ensure_local0(vm);
     vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
     ip4::init(vm);
+    ip6::init(vm);
     l2::init(vm);
 }

@@ -108,6 +108,7 @@ pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
     crate::output::detach(vm, i);
     crate::l2::leave_bridge(vm, i);
     crate::ip4::interface_deleted(vm, i.0);
+    crate::ip6::interface_deleted(vm, i.0);
     if let Some(x) = vm.ext_mut::<Interfaces>().list.get_mut(i.0 as usize) {
         x.deleted = true;
         x.admin_up = false;

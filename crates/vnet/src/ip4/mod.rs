@@ -96,7 +96,7 @@ pub enum Source {
 }
 
 impl Source {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Local => "local",
             Source::Connected => "connected",
@@ -329,13 +329,14 @@ pub struct CtlSlot {
 
 /// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
 /// (and its epochs) exists.
-pub fn register(b: &mut GraphBuilder) {
+pub fn register(b: &mut GraphBuilder) -> Arc<Ip4Shared> {
     let (shared, lpm, adjs, lbs) = new_shared();
     let slot = Arc::new(Mutex::new(CtlSlot {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared, slot);
+    nodes::register(b, shared.clone(), slot);
+    shared
 }
 
 /// Completes the control plane once the runtime exists.
@@ -394,7 +395,8 @@ pub fn sync_all_interfaces(vm: &mut Vlib) {
         .filter(|i| !i.deleted)
         .map(|i| (i.sw_if_index.0, i.mac, i.mtu))
         .collect();
-    let ctl = lock(&c);
+    let mut ctl = lock(&c);
+    let mut attrs: HashMap<u32, ([u8; 6], u16)> = HashMap::new();
     for (i, mac, mtu) in ifs {
         if let Some(a) = ctl.shared.ifs.get(i as usize) {
             let mut m = [0u8; 8];
@@ -402,14 +404,33 @@ pub fn sync_all_interfaces(vm: &mut Vlib) {
             a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
             a.mtu.store(mtu, Ordering::Relaxed);
         }
+        attrs.insert(i, (mac, mtu.min(65535) as u16));
     }
+    // Adjacencies carry the interface's MAC (source of the rewrite) and MTU: keep them current.
+    ctl.adjs.refresh(|a| refresh_adj(a, &attrs));
+    drop(ctl);
+    crate::ip6::refresh_adjs(vm, &attrs);
+}
+
+/// An adjacency with its interface's current MAC and MTU (None: not an interface adjacency).
+pub(crate) fn refresh_adj(a: &Adj, attrs: &HashMap<u32, ([u8; 6], u16)>) -> Option<Adj> {
+    if a.kind == AdjKind::Drop {
+        return None;
+    }
+    let &(mac, mtu) = attrs.get(&a.tx_if)?;
+    let mut n = *a;
+    n.mtu = mtu;
+    if a.kind != AdjKind::Local {
+        n.rewrite[6..12].copy_from_slice(&mac);
+    }
+    Some(n)
 }
 
 /// Registers the IPv4 CLI.
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "set interface ip address",
-        "set interface ip address [del] <interface> <ip4-address>/<width>",
+        "set interface ip address [del] <interface> <ip4-or-ip6-address>/<width>",
         cli_address,
     );
     t.add(
@@ -419,12 +440,12 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "ip neighbor",
-        "ip neighbor [del] <interface> <ip4-address> <mac-address> [static]",
+        "ip neighbor [del] <interface> <ip4-or-ip6-address> <mac-address> [static]",
         cli_neighbor,
     );
     t.add(
         "ping",
-        "ping <ip4-address> [source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]",
+        "ping <ip4-or-ip6-address> [source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]",
         cli_ping,
     );
     t.add(
@@ -473,6 +494,10 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let del = a.keyword("del");
     let i = crate::cli::interface_arg(vm, a)?;
     let w = a.word("address/width")?;
+    if w.contains(':') {
+        a.finish()?;
+        return crate::ip6::cli_address(vm, i, del, &w);
+    }
     let (addr, len) = parse_prefix(&w)?;
     a.finish()?;
     if len == 0 || (len == 32 && !w.contains('/')) {
@@ -569,6 +594,9 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         count = a.u32("count")?.max(1);
     }
     let w = a.word("destination prefix")?;
+    if w.contains(':') {
+        return crate::ip6::cli_route(vm, a, del, count, &w);
+    }
     let (p, len) = parse_prefix(&w)?;
     // Paths: `via <nh> [<interface>] [weight <w>]`, repeatable; or `drop`.
     let mut paths: Vec<(u32, Option<SwIfIndex>, u32)> = Vec::new();
@@ -677,7 +705,11 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let del = a.keyword("del");
     let i = crate::cli::interface_arg(vm, a)?;
-    let ip = parse_ip(&a.word("IPv4 address")?)?;
+    let w = a.word("IP address")?;
+    if w.contains(':') {
+        return crate::ip6::cli_neighbor(vm, a, del, i, &w);
+    }
+    let ip = parse_ip(&w)?;
     let mac = if del {
         [0; 6]
     } else {
@@ -852,6 +884,10 @@ fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
     let names = if_names(vm);
+    let v6: HashMap<u32, Vec<(u128, u8)>> = names
+        .keys()
+        .map(|&i| (i, crate::ip6::addresses(vm, i)))
+        .collect();
     let c = control(vm)?;
     let ctl = lock(&c);
     let mut out = String::new();
@@ -862,7 +898,7 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             out,
             "{} ({})",
             names[&i],
-            if ctl.addrs.iter().any(|x| x.0 == i) {
+            if ctl.addrs.iter().any(|x| x.0 == i) || v6.get(&i).is_some_and(|v| !v.is_empty()) {
                 "up"
             } else {
                 "-"
@@ -870,6 +906,9 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
         for &(_, addr, len) in ctl.addrs.iter().filter(|x| x.0 == i) {
             let _ = writeln!(out, "  L3 {}/{}", Ipv4Addr::from(addr), len);
+        }
+        for (addr, len) in v6.get(&i).into_iter().flatten() {
+            let _ = writeln!(out, "  L3 {}/{}", std::net::Ipv6Addr::from(*addr), len);
         }
     }
     Ok(out)
@@ -894,7 +933,12 @@ pub fn apply_learned(vm: &mut Vlib) -> usize {
 
 fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = a.keyword("ipv4");
-    let dst = parse_ip(&a.word("IPv4 address")?)?;
+    let _ = a.keyword("ipv6");
+    let w = a.word("IP address")?;
+    if w.contains(':') {
+        return crate::ip6::cli_ping(vm, a, &w);
+    }
+    let dst = parse_ip(&w)?;
     let mut src_if = None;
     let mut repeat = 5u32;
     let mut size = 56usize;

@@ -54,7 +54,8 @@ const ICMP_MTU: usize = 1;
 /// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
 ///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
-///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain).
+///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain); `ip6-input` (4) for
+///   IPv6.
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
@@ -146,6 +147,7 @@ impl PacketNode for EthernetInput {
         let next = match et {
             ethertype::IPV4 => Next(1),
             ethertype::ARP => Next(2),
+            ethertype::IPV6 => Next(4),
             ethertype::VLAN | ethertype::QINQ => {
                 b.hdr.error = cx.error(E_TAGGED);
                 return Next(0);
@@ -803,7 +805,13 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_bd: 0,
             }))
         })
-        .nexts(&["error-drop", IP4_INPUT, ARP_INPUT, L2_INPUT])
+        .nexts(&[
+            "error-drop",
+            IP4_INPUT,
+            ARP_INPUT,
+            L2_INPUT,
+            crate::ip6::nodes::IP6_INPUT,
+        ])
         .counters(&[
             CounterDesc::error("unknown_ethertype", "unknown ethernet type"),
             CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
@@ -894,6 +902,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 "suppressed",
                 "ICMP error not sent (ICMP error, fragment or broadcast)",
             ),
+            CounterDesc::error("no_headroom", "no headroom for the ICMP error"),
         ]),
     );
     let s = shared.clone();

@@ -1,0 +1,278 @@
+//! IPv6 forwarding benchmark: pg0 -> ethernet-input -> ip6-input -> ip6-lookup -> ip6-rewrite
+//! -> interface-output -> pg1 (pg-tx discards), 78-byte frames (the IPv6 equivalent of 64-byte
+//! IPv4 frames) whose destinations are spread over the installed routes, for FIB sizes from 1
+//! route to the real IPv6 table (160k) and a 255k table built from it.
+
+use crate::{cli, stats, total_vectors, write_pcap};
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::net::Ipv6Addr;
+use std::time::Instant;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn mask(a: u128, l: u8) -> u128 {
+    sluice_fib::ip6::mask(a, l)
+}
+
+/// The real IPv6 table, if the shared data set is present (fd00::/8, our test space, left out).
+fn real_table() -> Option<Vec<(u128, u8)>> {
+    let paths = [
+        "../shared/data/full-table-prefixes-2024.txt.gz",
+        "../../shared/data/full-table-prefixes-2024.txt.gz",
+    ];
+    let f = paths.iter().find_map(|p| std::fs::File::open(p).ok())?;
+    let r = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
+    let mut out = Vec::new();
+    for line in r.lines() {
+        let line = line.ok()?;
+        let Some((a, l)) = line.trim().split_once('/') else {
+            continue;
+        };
+        let (Ok(a), Ok(l)) = (a.parse::<Ipv6Addr>(), l.parse::<u8>()) else {
+            continue;
+        };
+        let a = u128::from(a);
+        if a >> 120 == 0xfd || l > 128 {
+            continue;
+        }
+        out.push((mask(a, l), l));
+    }
+    Some(out)
+}
+
+/// The real table grown to `n` prefixes with /48 more-specifics inside its own /20../44
+/// blocks (how real tables grow: de-aggregation inside allocated space). Random /48s spread
+/// over all of 2000::/3 would be unrealistic and cost one group per level each.
+fn grown_table(real: &[(u128, u8)], n: usize, seed: u64) -> Vec<(u128, u8)> {
+    let parents: Vec<(u128, u8)> = real
+        .iter()
+        .copied()
+        .filter(|&(_, l)| (20..=44).contains(&l))
+        .collect();
+    let mut seen: std::collections::HashSet<(u128, u8)> = real.iter().copied().collect();
+    let mut out = real.to_vec();
+    let mut r = Rng(seed);
+    while out.len() < n && !parents.is_empty() {
+        let (p, l) = parents[(r.next() % parents.len() as u64) as usize];
+        let sub = ((r.next() as u128) << 64 | r.next() as u128) & (u128::MAX >> l);
+        let q = mask(p | sub, 48);
+        if seen.insert((q, 48)) {
+            out.push((q, 48));
+        }
+    }
+    out
+}
+
+/// 4096 frames with destinations inside random routes of `routes`.
+fn frames(routes: &[(u128, u8)], seed: u64) -> Vec<Vec<u8>> {
+    let mut r = Rng(seed);
+    (0..4096)
+        .map(|i| {
+            let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
+            let host = ((r.next() as u128) << 64 | r.next() as u128) & (u128::MAX >> l.min(127));
+            let dst = if l >= 128 { p } else { p | host };
+            let mut f = vec![0u8; 78];
+            f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 0]);
+            f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
+            f[12..14].copy_from_slice(&[0x86, 0xdd]);
+            let h = &mut f[14..];
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&24u16.to_be_bytes());
+            h[6] = 17;
+            h[7] = 64;
+            h[8..24].copy_from_slice(&0xfd01_0000_0000_0000_0000_0000_0000_0010u128.to_be_bytes());
+            h[24..40].copy_from_slice(&dst.to_be_bytes());
+            h[40..42].copy_from_slice(&(1024 + (i % 1000) as u16).to_be_bytes());
+            h[42..44].copy_from_slice(&53u16.to_be_bytes());
+            h[44..46].copy_from_slice(&24u16.to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+fn setup(vm: &mut Vlib, t: &CommandTree<Vlib>) {
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 fd01::1/64",
+        "set interface ip address pg1 fd01:1::1/64",
+        "ip neighbor pg1 fd01:1::2 02:00:00:00:01:02",
+    ] {
+        cli(vm, t, c);
+    }
+}
+
+const PATH: [&str; 6] = [
+    "ethernet-input",
+    "ip6-input",
+    "ip6-lookup",
+    "ip6-rewrite",
+    "interface-output",
+    "pg-tx",
+];
+
+struct Case {
+    name: String,
+    routes: usize,
+    insert_per_sec: f64,
+    fib_kib: usize,
+    mpps: (f64, f64, f64),
+    node_clocks: Vec<(String, f64)>,
+}
+
+fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::path::Path) -> Case {
+    let (mut vm, t) = crate::build(0);
+    setup(&mut vm, &t);
+    let t0 = Instant::now();
+    for &(p, l) in &routes {
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip route add {}/{l} via fd01:1::2", Ipv6Addr::from(p)),
+        );
+    }
+    let insert_per_sec = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+    let summary = cli(&mut vm, &t, "show ip6 fib summary");
+    let fib_kib = summary
+        .split('(')
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let pcap = dir.join(format!("ip6-{}.pcap", routes.len()));
+    write_pcap(&pcap, &frames(&routes, 0x5eed));
+    let null = vm.registry.find("pg-tx").expect("pg-tx");
+    let mut mpps = Vec::new();
+    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
+    let packets = o.packets / 2;
+    for run in 0..=o.runs {
+        let _ = t.execute(&mut vm, "packet-generator delete s");
+        cli(
+            &mut vm,
+            &t,
+            &format!("packet-generator new pcap {} source pg0 name s limit {packets} node ethernet-input", pcap.display()),
+        );
+        cli(&mut vm, &t, "clear runtime");
+        let before = total_vectors(&vm, null);
+        cli(&mut vm, &t, "packet-generator enable");
+        let t1 = Instant::now();
+        while total_vectors(&vm, null) < before + packets && t1.elapsed().as_secs() < 120 {
+            vm.run_main_once();
+        }
+        let dt = t1.elapsed().as_secs_f64();
+        if run == 0 {
+            continue; // warm-up
+        }
+        mpps.push(packets as f64 / dt / 1e6);
+        for (k, n) in PATH.iter().enumerate() {
+            let i = vm.registry.find(n).expect("node");
+            let s = &vm.registry.node(i).stats.per_thread[0];
+            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
+        }
+    }
+    let drops: u64 = vm
+        .registry
+        .nodes()
+        .iter()
+        .filter(|n| n.name == "error-drop")
+        .map(|n| n.stats.per_thread[0].vectors.get())
+        .sum();
+    assert_eq!(
+        drops, 0,
+        "{name}: packets dropped, the path is not what it claims"
+    );
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    Case {
+        name: name.to_string(),
+        routes: routes.len(),
+        insert_per_sec,
+        fib_kib,
+        mpps: stats(mpps),
+        node_clocks: PATH
+            .iter()
+            .zip(clocks)
+            .map(|(n, c)| (n.to_string(), stats(c).1))
+            .collect(),
+    }
+}
+
+/// Runs the IPv6 FIB-scale benchmark.
+pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("sluice-bench6-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut cases = vec![run_case(o, "1 route", vec![(0x2001u128 << 112, 16)], &dir)];
+    if !o.quick {
+        if let Some(real) = real_table() {
+            let grown = grown_table(&real, 255_000, 3);
+            cases.push(run_case(o, "real IPv6 table", real, &dir));
+            cases.push(run_case(o, "255k (real + /48s)", grown, &dir));
+        } else {
+            let _ = writeln!(out, "(real table not found: only the 1-route case ran)\n");
+        }
+    }
+    let base = cases[0].mpps.1;
+    let _ = writeln!(
+        out,
+        "## IPv6 forwarding, one core, 78-byte frames, destinations spread over the FIB\n"
+    );
+    let _ = writeln!(
+        out,
+        "| FIB | routes | FIB KiB | Mpps min | median | max | × 1 route | path clk/pkt | {} | route adds/s (CLI) |",
+        PATH.join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|{}---|",
+        "---|".repeat(PATH.len())
+    );
+    for c in &cases {
+        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
+        let nodes: Vec<String> = c
+            .node_clocks
+            .iter()
+            .map(|x| format!("{:.1}", x.1))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} |",
+            c.name,
+            c.routes,
+            c.fib_kib,
+            c.mpps.0,
+            c.mpps.1,
+            c.mpps.2,
+            c.mpps.1 / base,
+            path,
+            nodes.join(" | "),
+            c.insert_per_sec
+        );
+        json.push(format!(
+            "\"ip6_{}\": {{\"routes\": {}, \"fib_kib\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}}}",
+            c.name.replace([' ', '(', ')', '+', '/'], "_"),
+            c.routes,
+            c.fib_kib,
+            c.mpps.0,
+            c.mpps.1,
+            c.mpps.2,
+            c.mpps.1 / base,
+            path,
+            c.insert_per_sec
+        ));
+    }
+    let _ = writeln!(out);
+    let _ = std::fs::remove_dir_all(&dir);
+}

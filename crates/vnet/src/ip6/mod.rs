@@ -1,0 +1,1097 @@
+//! IPv6 forwarding: shared lock-free state read by the nodes, the main-thread control plane
+//! (interface addresses with their link-local, routes, neighbours) and its CLI.
+//!
+//! Nodes: `ethernet-input` → `ip6-input` → `ip6-lookup` → `ip6-rewrite` → `interface-output`,
+//! plus `ip6-local` (echo replies, Neighbor Discovery), `ip6-icmp-error` (hop limit exceeded,
+//! unreachable, packet too big), `ip6-glean` (neighbor solicitations for unresolved next
+//! hops) and the `ip6-neighbor-process` process node that applies learned neighbours.
+//!
+//! The IPv6 FIB has its own LPM ([`sluice_fib::ip6`]), adjacency and load-balance tables; the
+//! per-interface MAC/MTU/L2 attributes and the feature-arc table are shared with IPv4.
+
+pub mod nodes;
+
+use crate::interface::{Interfaces, SwIfIndex};
+use crate::ip4::{Ip4Shared, Route, Source, LB_FLAG};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
+use sluice_fib::lb::{LbTable, LoadBalances};
+use sluice_graph::{GraphBuilder, Vlib};
+use sluice_infra::epoch::Epochs;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// An echo reply seen by `ip6-local` for the CLI ping: (identifier, sequence, source,
+/// hop limit, TSC at receipt).
+pub type Ping6Reply = (u16, u16, u128, u8, u64);
+
+/// Addresses of one interface as the slow-path nodes need them.
+#[derive(Copy, Clone, Default, Debug)]
+pub struct If6Addrs {
+    /// Link-local address (0 = IPv6 not enabled on the interface).
+    pub ll: u128,
+    /// First global address (0 = none).
+    pub global: u128,
+}
+
+/// State shared by every thread's IPv6 nodes.
+pub struct Ip6Shared {
+    /// The LPM read side.
+    pub fib: Arc<Ip6Table>,
+    /// The adjacency read side.
+    pub adj: Arc<AdjTable>,
+    /// The load-balance read side.
+    pub lb: Arc<LbTable>,
+    /// IPv4's shared state: per-interface MAC/MTU/L2 attributes and the feature table.
+    pub v4: Arc<Ip4Shared>,
+    /// Interface addresses, read by the slow-path nodes (ND, ICMP errors) only.
+    pub addrs: RwLock<Vec<If6Addrs>>,
+    /// Next hops of Incomplete adjacencies (adjacency index → address), for `ip6-glean`.
+    pub incomplete: RwLock<HashMap<u32, u128>>,
+    /// Neighbours learned from NS/NA on any thread, applied by the main thread:
+    /// (interface, address, MAC).
+    pub learned: Mutex<Vec<(u32, u128, [u8; 6])>>,
+    /// Echo replies for the CLI `ping` (recorded only while `ping_id` is non-zero).
+    pub ping_replies: Mutex<Vec<Ping6Reply>>,
+    /// Identifier of the running CLI ping (0 = none).
+    pub ping_id: AtomicU32,
+}
+
+impl Ip6Shared {
+    /// The addresses of an interface (zeros when IPv6 is not enabled on it).
+    pub fn if_addrs(&self, i: u32) -> If6Addrs {
+        match self.addrs.read() {
+            Ok(a) => a.get(i as usize).copied().unwrap_or_default(),
+            Err(p) => p.into_inner().get(i as usize).copied().unwrap_or_default(),
+        }
+    }
+}
+
+/// Link-local address from a MAC (modified EUI-64, RFC 4291 appendix A).
+pub fn link_local(mac: [u8; 6]) -> u128 {
+    let iid = [
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ];
+    (0xfe80u128 << 112) | u64::from_be_bytes(iid) as u128
+}
+
+/// Solicited-node multicast address of `a` (RFC 4291 §2.7.1).
+pub fn solicited_node(a: u128) -> u128 {
+    0xff02_0000_0000_0000_0000_0001_ff00_0000u128 | (a & 0xff_ffff)
+}
+
+/// Whether `a` is link-local (fe80::/10).
+pub fn is_link_local(a: u128) -> bool {
+    (a >> 118) == 0x3fa
+}
+
+/// The control plane (main thread; shared with the neighbour process node).
+pub struct Ip6Control {
+    lpm: Ip6Lpm,
+    adjs: Adjacencies,
+    lbs: LoadBalances,
+    epochs: Arc<Epochs>,
+    shared: Arc<Ip6Shared>,
+    routes: BTreeMap<(u128, u8), Route>,
+    addrs: Vec<(u32, u128, u8)>,
+    neighbors: HashMap<(u32, u128), ([u8; 6], bool)>,
+    nbr_adjs: HashMap<(u32, u128), u32>,
+    route_lb: HashMap<(u128, u8), u32>,
+    lb_retired: Vec<u32>,
+    serial: u32,
+}
+
+/// Handle to the control plane (a `Vlib` extension).
+#[derive(Default)]
+pub struct Ip6Main {
+    ctl: Option<Arc<Mutex<Ip6Control>>>,
+}
+
+pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
+    match c.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl Ip6Control {
+    fn set_route(&mut self, p: u128, len: u8, src: Source, adj: Option<u32>) -> Result<(), String> {
+        self.set_paths(p, len, src, adj.map(|a| vec![(a, 1)]).unwrap_or_default())
+    }
+
+    /// Replaces the paths of one source of a route and installs the best source (one path
+    /// directly, several through a load-balance object).
+    fn set_paths(
+        &mut self,
+        p: u128,
+        len: u8,
+        src: Source,
+        paths: Vec<(u32, u32)>,
+    ) -> Result<(), String> {
+        let key = (mask(p, len), len);
+        let r = self.routes.entry(key).or_insert_with(|| Route {
+            by_source: BTreeMap::new(),
+        });
+        if paths.is_empty() {
+            r.by_source.remove(&src);
+        } else {
+            r.by_source.insert(src, paths);
+        }
+        let best = r.by_source.values().next().cloned();
+        match best {
+            Some(paths) if paths.len() == 1 => {
+                if let Some(lb) = self.route_lb.remove(&key) {
+                    self.lb_retired.push(lb);
+                }
+                self.lpm
+                    .insert(&self.epochs, key.0, len, paths[0].0)
+                    .map_err(|e| e.to_string())
+            }
+            Some(paths) => {
+                let lb = match self.route_lb.get(&key) {
+                    Some(&l) => l,
+                    None => {
+                        let l = self.lbs.alloc().ok_or("load-balance table full")?;
+                        self.route_lb.insert(key, l);
+                        l
+                    }
+                };
+                self.lbs.set(lb, &paths);
+                self.lpm
+                    .insert(&self.epochs, key.0, len, LB_FLAG | lb)
+                    .map_err(|e| e.to_string())
+            }
+            None => {
+                self.routes.remove(&key);
+                if let Some(lb) = self.route_lb.remove(&key) {
+                    self.lb_retired.push(lb);
+                }
+                self.lpm.remove(&self.epochs, key.0, len);
+                Ok(())
+            }
+        }
+    }
+
+    fn if_mac(&self, i: u32) -> [u8; 6] {
+        self.shared.v4.if_attr(i).mac_bytes()
+    }
+
+    fn if_mtu(&self, i: u32) -> u16 {
+        self.shared
+            .v4
+            .if_attr(i)
+            .mtu
+            .load(Ordering::Relaxed)
+            .min(65535) as u16
+    }
+
+    /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
+    /// Incomplete otherwise.
+    fn nbr_adj(&mut self, i: u32, nh: u128) -> Result<u32, String> {
+        if let Some(&a) = self.nbr_adjs.get(&(i, nh)) {
+            return Ok(a);
+        }
+        let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
+        let adj = neighbor_adj(i, nh, mac, self.if_mac(i), self.if_mtu(i));
+        self.serial += 1;
+        let a = self
+            .adjs
+            .find_or_add((AdjKind::Rewrite, i, self.serial), || adj)
+            .ok_or_else(|| "adjacency table full".to_string())?;
+        self.nbr_adjs.insert((i, nh), a);
+        self.set_incomplete(a, mac.is_none().then_some(nh));
+        Ok(a)
+    }
+
+    fn set_incomplete(&self, a: u32, nh: Option<u128>) {
+        let mut m = match self.shared.incomplete.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        match nh {
+            Some(nh) => m.insert(a, nh),
+            None => m.remove(&a),
+        };
+    }
+
+    fn connected_if(&self, nh: u128) -> Option<u32> {
+        self.addrs
+            .iter()
+            .filter(|&&(_, a, l)| mask(a, l) == mask(nh, l))
+            .max_by_key(|&&(_, _, l)| l)
+            .map(|&(i, _, _)| i)
+    }
+
+    /// Records a neighbour and updates its adjacency and host route.
+    pub fn add_neighbor(
+        &mut self,
+        i: u32,
+        ip: u128,
+        mac: [u8; 6],
+        is_static: bool,
+    ) -> Result<(), String> {
+        if let Some(n) = self.neighbors.get(&(i, ip)) {
+            if n.1 && !is_static {
+                return Ok(()); // learned entries never override static ones
+            }
+            if n.0 == mac && n.1 == is_static {
+                return Ok(());
+            }
+        }
+        self.neighbors.insert((i, ip), (mac, is_static));
+        let a = self.nbr_adj(i, ip)?;
+        let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
+        self.adjs.update(a, adj);
+        self.set_incomplete(a, None);
+        // Link-local neighbours have no host route: their scope is the link, and the same
+        // address may exist on several links.
+        if is_link_local(ip) {
+            return Ok(());
+        }
+        self.set_route(ip, 128, Source::Adjacency, Some(a))
+    }
+
+    fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
+        if self.neighbors.remove(&(i, ip)).is_none() {
+            return false;
+        }
+        if let Some(&a) = self.nbr_adjs.get(&(i, ip)) {
+            let adj = neighbor_adj(i, ip, None, self.if_mac(i), self.if_mtu(i));
+            self.adjs.update(a, adj);
+            self.set_incomplete(a, Some(ip));
+        }
+        if !is_link_local(ip) {
+            let _ = self.set_route(ip, 128, Source::Adjacency, None);
+        }
+        true
+    }
+
+    /// Applies neighbours learned by the data plane.
+    pub fn apply_learned(&mut self) -> usize {
+        let learned = std::mem::take(&mut *lock(&self.shared.learned));
+        let n = learned.len();
+        for (i, ip, mac) in learned {
+            // Neighbours on a connected subnet of that interface, or link-local ones of an
+            // interface with IPv6 enabled.
+            let ok = if is_link_local(ip) {
+                self.shared.if_addrs(i).ll != 0
+            } else {
+                self.connected_if(ip) == Some(i)
+            };
+            if ok {
+                let _ = self.add_neighbor(i, ip, mac, false);
+            }
+        }
+        n
+    }
+
+    fn publish_addrs(&self, i: u32) {
+        let ll = self
+            .addrs
+            .iter()
+            .find(|x| x.0 == i && is_link_local(x.1))
+            .map(|x| x.1)
+            .unwrap_or(0);
+        let global = self
+            .addrs
+            .iter()
+            .find(|x| x.0 == i && !is_link_local(x.1))
+            .map(|x| x.1)
+            .unwrap_or(0);
+        let mut v = match self.shared.addrs.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if v.len() <= i as usize {
+            v.resize(i as usize + 1, If6Addrs::default());
+        }
+        v[i as usize] = If6Addrs { ll, global };
+    }
+
+    fn local_adj(&mut self, i: u32) -> Result<u32, String> {
+        let mtu = self.if_mtu(i);
+        self.adjs
+            .find_or_add((AdjKind::Local, i, 0), || Adj {
+                kind: AdjKind::Local,
+                tx_if: i,
+                mtu,
+                rewrite: [0; 14],
+                nh: 0,
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
+    /// Adds an address (and, with the first one, the interface's link-local address).
+    fn add_address(&mut self, i: u32, addr: u128, len: u8) -> Result<(), String> {
+        if self
+            .addrs
+            .iter()
+            .any(|&(j, x, l)| j == i && x == addr && l == len)
+        {
+            return Ok(());
+        }
+        if !is_link_local(addr) {
+            if let Some(&(j, _, _)) = self.addrs.iter().find(|&&(j, x, l)| {
+                !is_link_local(x) && j != i && mask(x, l.min(len)) == mask(addr, l.min(len))
+            }) {
+                return Err(format!("overlaps a subnet of interface index {j}"));
+            }
+        }
+        if !is_link_local(addr) && !self.addrs.iter().any(|x| x.0 == i && is_link_local(x.1)) {
+            self.enable(i)?;
+        }
+        self.addrs.push((i, addr, len));
+        let local = self.local_adj(i)?;
+        if len < 128 && !is_link_local(addr) {
+            let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
+            let glean = self
+                .adjs
+                .find_or_add((AdjKind::Glean, i, 0), || Adj {
+                    kind: AdjKind::Glean,
+                    tx_if: i,
+                    mtu,
+                    rewrite: {
+                        let mut r = [0u8; 14];
+                        r[6..12].copy_from_slice(&src);
+                        r
+                    },
+                    nh: 0,
+                })
+                .ok_or_else(|| "adjacency table full".to_string())?;
+            self.set_route(addr, len, Source::Connected, Some(glean))?;
+        }
+        self.set_route(addr, 128, Source::Local, Some(local))?;
+        self.publish_addrs(i);
+        Ok(())
+    }
+
+    /// Enables IPv6 on an interface: its link-local address (EUI-64 of the MAC).
+    fn enable(&mut self, i: u32) -> Result<(), String> {
+        if self.addrs.iter().any(|x| x.0 == i && is_link_local(x.1)) {
+            return Ok(());
+        }
+        let ll = link_local(self.if_mac(i));
+        self.add_address(i, ll, 128)
+    }
+
+    fn del_address(&mut self, i: u32, addr: u128, len: u8) -> bool {
+        let before = self.addrs.len();
+        self.addrs
+            .retain(|&(j, x, l)| !(j == i && x == addr && l == len));
+        if self.addrs.len() == before {
+            return false;
+        }
+        if len < 128 && !is_link_local(addr) {
+            let _ = self.set_route(addr, len, Source::Connected, None);
+        }
+        let _ = self.set_route(addr, 128, Source::Local, None);
+        self.publish_addrs(i);
+        true
+    }
+}
+
+fn neighbor_adj(i: u32, nh: u128, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
+    let mut rw = [0u8; 14];
+    rw[6..12].copy_from_slice(&src);
+    rw[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let _ = nh;
+    match mac {
+        Some(m) => {
+            rw[..6].copy_from_slice(&m);
+            Adj {
+                kind: AdjKind::Rewrite,
+                tx_if: i,
+                mtu,
+                rewrite: rw,
+                nh: 0,
+            }
+        }
+        None => Adj {
+            kind: AdjKind::Incomplete,
+            tx_if: i,
+            mtu,
+            rewrite: rw,
+            nh: 0,
+        },
+    }
+}
+
+/// Control-plane pieces created at registration and completed by [`init`]; held by the
+/// main-thread instance of `ip6-neighbor-process`.
+#[derive(Default)]
+pub struct CtlSlot {
+    pending: Option<(Ip6Lpm, Adjacencies, LoadBalances, Arc<Ip6Shared>)>,
+    /// The control plane once initialised.
+    pub ctl: Option<Arc<Mutex<Ip6Control>>>,
+}
+
+/// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
+pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
+    let lpm = Ip6Lpm::new();
+    let adjs = Adjacencies::new();
+    let lbs = LoadBalances::new();
+    let shared = Arc::new(Ip6Shared {
+        fib: lpm.table().clone(),
+        adj: adjs.table().clone(),
+        lb: lbs.table().clone(),
+        v4,
+        addrs: RwLock::new(Vec::new()),
+        incomplete: RwLock::new(HashMap::new()),
+        learned: Mutex::new(Vec::new()),
+        ping_replies: Mutex::new(Vec::new()),
+        ping_id: AtomicU32::new(0),
+    });
+    let slot = Arc::new(Mutex::new(CtlSlot {
+        pending: Some((lpm, adjs, lbs, shared.clone())),
+        ctl: None,
+    }));
+    nodes::register(b, shared, slot);
+}
+
+/// Completes the control plane once the runtime exists.
+pub fn init(vm: &mut Vlib) {
+    let Some(idx) = vm.registry.find(nodes::NEIGHBOR_PROCESS) else {
+        return;
+    };
+    let Some(slot) = vm
+        .main
+        .node_mut::<nodes::Neighbor6Process>(idx)
+        .map(|n| n.slot.clone())
+    else {
+        return;
+    };
+    let mut s = lock(&slot);
+    let Some((lpm, adjs, lbs, shared)) = s.pending.take() else {
+        return;
+    };
+    let ctl = Arc::new(Mutex::new(Ip6Control {
+        lpm,
+        adjs,
+        lbs,
+        epochs: vm.shared.epochs.clone(),
+        shared,
+        routes: BTreeMap::new(),
+        addrs: Vec::new(),
+        neighbors: HashMap::new(),
+        nbr_adjs: HashMap::new(),
+        route_lb: HashMap::new(),
+        lb_retired: Vec::new(),
+        serial: 0,
+    }));
+    s.ctl = Some(ctl.clone());
+    drop(s);
+    vm.ext_mut::<Ip6Main>().ctl = Some(ctl);
+}
+
+fn control(vm: &mut Vlib) -> Result<Arc<Mutex<Ip6Control>>, CliError> {
+    vm.ext_mut::<Ip6Main>()
+        .ctl
+        .clone()
+        .ok_or_else(|| CliError::new("ip6 not initialised"))
+}
+
+/// Registers the IPv6-only CLI (the shared commands — `set interface ip address`,
+/// `ip route`, `ip neighbor`, `ping` — dispatch here when given an IPv6 address).
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "show ip6 fib",
+        "show ip6 fib [<prefix>[/<width>]] [summary] — IPv6 routes and their adjacencies",
+        cli_show_fib,
+    );
+    t.add(
+        "show ip6 neighbors",
+        "show ip6 neighbors [<interface>] — resolved IPv6 neighbours",
+        cli_show_neighbors,
+    );
+    t.add(
+        "enable ip6 interface",
+        "enable ip6 interface <interface> — link-local address, neighbour discovery",
+        cli_enable,
+    );
+}
+
+/// Parses `<ip6>[/<len>]`; without a length, /128.
+pub fn parse_prefix(w: &str) -> Result<(u128, u8), CliError> {
+    let (a, l) = match w.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (w, None),
+    };
+    let addr: Ipv6Addr = a
+        .parse()
+        .map_err(|_| CliError::new(format!("expected IPv6 prefix, got `{w}'")))?;
+    let len = match l {
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= 128)
+            .ok_or_else(|| CliError::new(format!("bad prefix length in `{w}'")))?,
+        None => 128,
+    };
+    Ok((u128::from(addr), len))
+}
+
+fn parse_ip(w: &str) -> Result<u128, CliError> {
+    w.parse::<Ipv6Addr>()
+        .map(u128::from)
+        .map_err(|_| CliError::new(format!("expected IPv6 address, got `{w}'")))
+}
+
+/// `set interface ip address [del] <if> <ip6>/<len>`.
+pub fn cli_address(vm: &mut Vlib, i: SwIfIndex, del: bool, w: &str) -> Result<String, CliError> {
+    let (addr, len) = parse_prefix(w)?;
+    if len == 0 || !w.contains('/') {
+        return Err(CliError::new(format!(
+            "expected <address>/<width>, got `{w}'"
+        )));
+    }
+    if addr >> 120 == 0xff || addr == 0 {
+        return Err(CliError::new(format!("`{w}' is not a unicast address")));
+    }
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if del {
+        if !ctl.del_address(i.0, addr, len) {
+            return Err(CliError::new(format!(
+                "address `{w}' not configured on the interface"
+            )));
+        }
+        return Ok(String::new());
+    }
+    ctl.add_address(i.0, addr, len)
+        .map_err(|e| CliError::new(format!("`{w}' {e}")))?;
+    Ok(String::new())
+}
+
+fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    a.finish()?;
+    let c = control(vm)?;
+    lock(&c).enable(i.0).map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+/// `ip route [add|del] [count n] <ip6>/<len> via <nh> [<if>] [weight w] | drop`; `a` is
+/// positioned after the prefix word `w`.
+pub fn cli_route(
+    vm: &mut Vlib,
+    a: &mut Args,
+    del: bool,
+    count: u32,
+    w: &str,
+) -> Result<String, CliError> {
+    let (p, len) = parse_prefix(w)?;
+    let mut paths: Vec<(u128, Option<SwIfIndex>, u32)> = Vec::new();
+    let mut drop = false;
+    while !a.is_empty() {
+        if a.keyword("via") {
+            if a.keyword("drop") {
+                drop = true;
+                continue;
+            }
+            let t = a.word("next hop")?;
+            paths.push((parse_ip(&t)?, None, 1));
+        } else if a.keyword("drop") {
+            drop = true;
+        } else if a.keyword("weight") {
+            let wt = a.u32("weight")?;
+            if wt == 0 {
+                return Err(CliError::new("weight must be at least 1"));
+            }
+            match paths.last_mut() {
+                Some(last) => last.2 = wt,
+                None => return Err(CliError::new("`weight' must follow `via <next-hop>'")),
+            }
+        } else if paths.last().is_some_and(|l| l.1.is_none()) {
+            let i = crate::cli::interface_arg(vm, a)?;
+            if let Some(last) = paths.last_mut() {
+                last.1 = Some(i);
+            }
+        } else {
+            a.finish()?;
+        }
+    }
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let mut resolved: Vec<(u32, u32)> = Vec::new();
+    for &(nh, intf, wt) in &paths {
+        let i = match intf {
+            Some(SwIfIndex(i)) => i,
+            None => ctl.connected_if(nh).ok_or_else(|| {
+                CliError::new(format!(
+                    "next hop {} is not on a connected subnet (give an interface)",
+                    Ipv6Addr::from(nh)
+                ))
+            })?,
+        };
+        resolved.push((ctl.nbr_adj(i, nh).map_err(CliError::new)?, wt));
+    }
+    if !del && !drop && resolved.is_empty() {
+        return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
+    }
+    let step: u128 = if len == 0 {
+        0
+    } else {
+        1u128 << (128 - len as u32)
+    };
+    let base = mask(p, len);
+    for k in 0..count as u128 {
+        let Some(q) = k.checked_mul(step).and_then(|o| base.checked_add(o)) else {
+            return Err(CliError::new(format!(
+                "count {count} runs past the address space"
+            )));
+        };
+        let key = (q, len);
+        let current: Vec<(u32, u32)> = ctl
+            .routes
+            .get(&key)
+            .and_then(|r| r.by_source.get(&Source::Static))
+            .cloned()
+            .unwrap_or_default();
+        let new_paths = if del {
+            if current.is_empty() {
+                if count == 1 {
+                    return Err(CliError::new(format!("no route `{w}'")));
+                }
+                continue;
+            }
+            if resolved.is_empty() {
+                Vec::new()
+            } else {
+                current
+                    .iter()
+                    .copied()
+                    .filter(|p| !resolved.iter().any(|r| r.0 == p.0))
+                    .collect()
+            }
+        } else if drop {
+            vec![(0, 1)]
+        } else {
+            let mut v: Vec<(u32, u32)> = current.into_iter().filter(|p| p.0 != 0).collect();
+            for r in &resolved {
+                match v.iter_mut().find(|p| p.0 == r.0) {
+                    Some(p) => p.1 = r.1,
+                    None => v.push(*r),
+                }
+            }
+            v
+        };
+        ctl.set_paths(q, len, Source::Static, new_paths)
+            .map_err(CliError::new)?;
+    }
+    Ok(String::new())
+}
+
+/// `ip neighbor [del] <if> <ip6> <mac> [static]`; `a` is positioned after the address.
+pub fn cli_neighbor(
+    vm: &mut Vlib,
+    a: &mut Args,
+    del: bool,
+    i: SwIfIndex,
+    w: &str,
+) -> Result<String, CliError> {
+    let ip = parse_ip(w)?;
+    let mac = if del {
+        [0; 6]
+    } else {
+        let m = a.word("MAC address")?;
+        m.parse::<sluice_wire::Mac>()
+            .map_err(|_| CliError::new(format!("bad MAC address `{m}'")))?
+            .0
+    };
+    let _ = a.keyword("static");
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if del {
+        if !ctl.del_neighbor(i.0, ip) {
+            return Err(CliError::new(format!("no neighbor {}", Ipv6Addr::from(ip))));
+        }
+        return Ok(String::new());
+    }
+    ctl.add_neighbor(i.0, ip, mac, true)
+        .map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> String {
+    let ifn = names
+        .get(&a.tx_if)
+        .cloned()
+        .unwrap_or_else(|| format!("if{}", a.tx_if));
+    let via = nh
+        .map(|n| Ipv6Addr::from(n).to_string())
+        .unwrap_or_default();
+    match a.kind {
+        AdjKind::Drop => format!("[@{i}]: dpo-drop ip6"),
+        AdjKind::Local => format!("[@{i}]: dpo-receive on {ifn}"),
+        AdjKind::Glean => format!("[@{i}]: ipv6-glean: {ifn}"),
+        AdjKind::Incomplete => format!("[@{i}]: ipv6 via {via} {ifn}: incomplete"),
+        AdjKind::Rewrite => {
+            let r = a.rewrite;
+            let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+            format!(
+                "[@{i}]: ipv6 via {via} {ifn}: mtu:{} next:{} {hex}",
+                a.mtu, a.tx_if
+            )
+        }
+    }
+}
+
+fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
+    vm.ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .map(|i| (i.sw_if_index.0, i.name.clone()))
+        .collect()
+}
+
+fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut filter = None;
+    let mut summary = false;
+    while !a.is_empty() {
+        if a.keyword("summary") {
+            summary = true;
+        } else if a.keyword("table") {
+            let t = a.u32("table id")?;
+            if t != 0 {
+                return Err(CliError::new(format!(
+                    "no table {t} (only table 0 exists yet)"
+                )));
+            }
+        } else {
+            let w = a.word("prefix")?;
+            filter = Some(parse_prefix(&w)?);
+        }
+    }
+    let names = if_names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ipv6-VRF:0, fib_index:0, routes {}, groups {} ({} KiB)",
+        ctl.routes.len(),
+        ctl.lpm.groups_in_use(),
+        ctl.lpm.memory_bytes() / 1024
+    );
+    if summary {
+        let mut by_len = [0usize; 129];
+        for &(_, l) in ctl.routes.keys() {
+            by_len[l as usize] += 1;
+        }
+        let _ = writeln!(out, "    Prefix length         Count");
+        for (l, n) in by_len.iter().enumerate().rev() {
+            if *n > 0 {
+                let _ = writeln!(out, "{l:>15}{n:>16}");
+            }
+        }
+        return Ok(out);
+    }
+    let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
+    let shown: Vec<(&(u128, u8), &Route)> = match filter {
+        Some((addr, 128)) => ctl
+            .routes
+            .iter()
+            .filter(|(&(p, l), _)| mask(addr, l) == p)
+            .max_by_key(|(&(_, l), _)| l)
+            .into_iter()
+            .collect(),
+        Some((p, l)) => ctl
+            .routes
+            .iter()
+            .filter(|(&(q, m), _)| q == mask(p, l) && m == l)
+            .collect(),
+        None => ctl.routes.iter().collect(),
+    };
+    for (&(p, l), r) in shown {
+        let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
+        let _ = writeln!(out, "{}/{}", Ipv6Addr::from(p), l);
+        let _ = writeln!(out, "  source: {}", srcs.join(", "));
+        if let Some(paths) = r.by_source.values().next() {
+            if let Some(lb) = ctl.route_lb.get(&(p, l)) {
+                let _ = writeln!(out, "    load-balance [@{lb}]: {} paths", paths.len());
+            }
+            for &(ai, wt) in paths {
+                let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+                let w = if paths.len() > 1 {
+                    format!(" weight {wt}")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    out,
+                    "    {}{w}",
+                    fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let only = if a.is_empty() {
+        None
+    } else {
+        Some(crate::cli::interface_arg(vm, a)?)
+    };
+    a.finish()?;
+    let names = if_names(vm);
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    Ok(neighbors_table(&ctl, &names, only.map(|o| o.0)))
+}
+
+fn neighbors_table(ctl: &Ip6Control, names: &HashMap<u32, String>, only: Option<u32>) -> String {
+    let mut v: Vec<_> = ctl.neighbors.iter().collect();
+    v.sort_by_key(|(k, _)| **k);
+    let mut out = format!(
+        "{:<40}{:<8}{:<20}{:<16}\n",
+        "IP", "Flags", "Ethernet", "Interface"
+    );
+    for (&(i, ip), &(mac, st)) in v {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:<40}{:<8}{:<20}{:<16}",
+            Ipv6Addr::from(ip).to_string(),
+            if st { "S" } else { "D" },
+            sluice_wire::Mac(mac).to_string(),
+            names.get(&i).cloned().unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// The IPv6 addresses of an interface (for `show interface address`).
+pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u128, u8)> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    ctl.addrs
+        .iter()
+        .filter(|x| x.0 == i)
+        .map(|x| (x.1, x.2))
+        .collect()
+}
+
+/// Updates the IPv6 adjacencies after an interface MAC/MTU change (see
+/// `ip4::sync_all_interfaces`).
+pub fn refresh_adjs(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
+    if let Ok(c) = control(vm) {
+        lock(&c).adjs.refresh(|a| crate::ip4::refresh_adj(a, attrs));
+    }
+}
+
+/// Number of IPv6 routes (benchmarks, tests).
+pub fn route_count(vm: &mut Vlib) -> usize {
+    control(vm).map(|c| lock(&c).routes.len()).unwrap_or(0)
+}
+
+/// Applies learned neighbours now (the process node does this every 10 ms).
+pub fn apply_learned(vm: &mut Vlib) -> usize {
+    control(vm).map(|c| lock(&c).apply_learned()).unwrap_or(0)
+}
+
+/// `ping <ip6> [source <if>] [repeat n] [size n] [interval s]`; `a` after the address.
+pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError> {
+    let dst = parse_ip(w)?;
+    let mut src_if = None;
+    let mut repeat = 5u32;
+    let mut size = 56usize;
+    let mut interval = 1.0f64;
+    while !a.is_empty() {
+        if a.keyword("source") {
+            src_if = Some(crate::cli::interface_arg(vm, a)?.0);
+        } else if a.keyword("repeat") {
+            repeat = a.u32("repeat count")?.clamp(1, 1000);
+        } else if a.keyword("size") {
+            size = (a.u32("size")? as usize).clamp(0, 1400);
+        } else if a.keyword("interval") {
+            interval = a.f64("interval")?.clamp(0.001, 10.0);
+        } else {
+            a.finish()?;
+        }
+    }
+    let c = control(vm)?;
+    let (shared, src) = {
+        let ctl = lock(&c);
+        let out_if = match src_if {
+            Some(i) => Some(i),
+            None => ctl.lpm.lookup(dst).map(|v| {
+                let a = if v >= LB_FLAG {
+                    ctl.shared.lb.pick(v & (LB_FLAG - 1), 0)
+                } else {
+                    v
+                };
+                ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0)
+            }),
+        };
+        let src = out_if
+            .map(|i| {
+                let x = ctl.shared.if_addrs(i);
+                if is_link_local(dst) || x.global == 0 {
+                    x.ll
+                } else {
+                    x.global
+                }
+            })
+            .unwrap_or(0);
+        (ctl.shared.clone(), src)
+    };
+    if src == 0 {
+        return Err(CliError::new(format!(
+            "no source address to ping {} from (no route, or the interface has no IPv6 address)",
+            Ipv6Addr::from(dst)
+        )));
+    }
+    let lookup = vm
+        .registry
+        .find(nodes::IP6_LOOKUP)
+        .ok_or_else(|| CliError::new("ip6-lookup missing"))?;
+    let id = (std::process::id() as u16) | 1;
+    shared.ping_id.store(id as u32, Ordering::Relaxed);
+    lock(&shared.ping_replies).clear();
+    let clock = vm.shared.clock;
+    let mut out = String::new();
+    let mut received = 0u32;
+    let (s6, d6) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
+    for seq in 1..=repeat as u16 {
+        let mut pkt = vec![0u8; 40 + 8 + size];
+        {
+            let mut ip = sluice_wire::ipv6::Ipv6Packet::new_unchecked(&mut pkt[..]);
+            sluice_wire::ipv6::Ipv6Repr {
+                src: s6,
+                dst: d6,
+                next_header: sluice_wire::IpProtocol(sluice_wire::ipv6::next_header::ICMPV6),
+                hop_limit: 64,
+                payload_len: 8 + size,
+            }
+            .emit(&mut ip);
+        }
+        {
+            let icmp = &mut pkt[40..];
+            icmp[0] = sluice_wire::icmpv6::kind::ECHO_REQUEST;
+            icmp[4..6].copy_from_slice(&id.to_be_bytes());
+            icmp[6..8].copy_from_slice(&seq.to_be_bytes());
+            for (k, x) in icmp[8..].iter_mut().enumerate() {
+                *x = k as u8;
+            }
+            sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
+        }
+        let Some(b) = vm.main.bufs().alloc_with(&pkt) else {
+            out.push_str("no buffers\n");
+            break;
+        };
+        // SAFETY: just allocated, owned here until injected.
+        let v = unsafe { vm.pool.buffer(b) };
+        v.hdr.rx_if = 0;
+        let t0 = clock.now_tsc();
+        vm.main.inject(lookup, &[b]);
+        let deadline = clock.now_secs() + interval;
+        let mut got = None;
+        while clock.now_secs() < deadline {
+            vm.run_main_once();
+            {
+                let mut r = lock(&shared.ping_replies);
+                if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
+                    got = Some(r.remove(p));
+                }
+            }
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        if let Some((_, _, from, hl, t1)) = got {
+            received += 1;
+            let ms = clock.tsc_to_secs(t1.wrapping_sub(t0)) * 1e3;
+            let _ = writeln!(
+                out,
+                "{} bytes from {}: icmp_seq={} ttl={} time={:.4} ms",
+                8 + size,
+                Ipv6Addr::from(from),
+                seq,
+                hl,
+                ms
+            );
+        }
+    }
+    shared.ping_id.store(0, Ordering::Relaxed);
+    let loss = 100.0 * (repeat - received) as f64 / repeat as f64;
+    let _ = writeln!(
+        out,
+        "\nStatistics: {repeat} sent, {received} received, {loss:.0}% packet loss"
+    );
+    Ok(out)
+}
+
+/// Forgets a deleted interface: addresses, routes through it, neighbours.
+pub fn interface_deleted(vm: &mut Vlib, i: u32) {
+    let Ok(c) = control(vm) else { return };
+    let mut ctl = lock(&c);
+    let addrs: Vec<(u128, u8)> = ctl
+        .addrs
+        .iter()
+        .filter(|x| x.0 == i)
+        .map(|x| (x.1, x.2))
+        .collect();
+    for (a, l) in addrs {
+        ctl.del_address(i, a, l);
+    }
+    let nbrs: Vec<u128> = ctl
+        .neighbors
+        .keys()
+        .filter(|k| k.0 == i)
+        .map(|k| k.1)
+        .collect();
+    for ip in nbrs {
+        ctl.del_neighbor(i, ip);
+    }
+    let on_if: Vec<u32> = ctl
+        .adjs
+        .iter()
+        .filter(|(k, _)| k.1 == i)
+        .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
+        .chain(
+            ctl.nbr_adjs
+                .iter()
+                .filter(|(k, _)| k.0 == i)
+                .map(|(_, &a)| a),
+        )
+        .collect();
+    let keys: Vec<(u128, u8)> = ctl.routes.keys().copied().collect();
+    for (p, l) in keys {
+        let paths = ctl
+            .routes
+            .get(&(p, l))
+            .and_then(|r| r.by_source.get(&Source::Static))
+            .cloned();
+        if let Some(paths) = paths {
+            let kept: Vec<(u32, u32)> = paths
+                .into_iter()
+                .filter(|x| !on_if.contains(&x.0))
+                .collect();
+            let _ = ctl.set_paths(p, l, Source::Static, kept);
+        }
+    }
+    for a in on_if {
+        ctl.adjs.update(a, Adj::DROP);
+        ctl.set_incomplete(a, None);
+    }
+    ctl.nbr_adjs.retain(|k, _| k.0 != i);
+}

@@ -1,0 +1,889 @@
+//! The IPv6 path's nodes. Each node's header: name, metadata used/set, next arcs, counters.
+//!
+//! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
+
+use super::{solicited_node, CtlSlot, Ip6Shared};
+use crate::ip4::LB_FLAG;
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_fib::adj::{Adj, AdjKind};
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    Suspend, Wake, FRAME_SIZE,
+};
+use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
+use sluice_wire::ipv6::{next_header, Ipv6Packet};
+use sluice_wire::Mac;
+use std::any::Any;
+use std::net::Ipv6Addr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// `ip6-input`.
+pub const IP6_INPUT: &str = "ip6-input";
+/// `ip6-lookup`.
+pub const IP6_LOOKUP: &str = "ip6-lookup";
+/// `ip6-rewrite`.
+pub const IP6_REWRITE: &str = "ip6-rewrite";
+/// `ip6-local`.
+pub const IP6_LOCAL: &str = "ip6-local";
+/// `ip6-icmp-error`.
+pub const IP6_ICMP_ERROR: &str = "ip6-icmp-error";
+/// `ip6-glean`.
+pub const IP6_GLEAN: &str = "ip6-glean";
+/// `ip6-neighbor-process`.
+pub const NEIGHBOR_PROCESS: &str = "ip6-neighbor-process";
+
+/// `feature_meta[0]` of a buffer sent to `ip6-icmp-error`: `type << 8 | code`, and
+/// `feature_meta[1]`: the MTU for "packet too big".
+const ICMP_META: usize = 0;
+const ICMP_MTU: usize = 1;
+
+#[inline(always)]
+fn addr_at(d: &[u8], at: usize) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&d[at..at + 16]);
+    u128::from_be_bytes(a)
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-input`: validates IPv6 headers (RFC 8200) and trims Ethernet padding.
+///
+/// - uses: the packet at `current_data` (an IPv6 header).
+/// - sets: trims `current_length` to 40 + payload length.
+/// - next: `error-drop` (0) for malformed packets; `ip6-lookup` (1), or the first feature
+///   enabled on the rx interface's `ip6-unicast` arc; `ip6-local` (2) for the link-scope
+///   multicast groups the router is in (all-nodes, all-routers, solicited-node).
+/// - counters: `too_short` (shorter than 40 bytes), `version` (version != 6), `bad_length`
+///   (payload length beyond the frame), `src_multicast` (multicast source),
+///   `multicast` (other multicast groups: not forwarded).
+pub struct Ip6Input {
+    slot: usize,
+    shared: Arc<Ip6Shared>,
+}
+
+const E_TOO_SHORT: u16 = 0;
+const E_VERSION: u16 = 1;
+const E_BAD_LENGTH: u16 = 2;
+const E_SRC_MCAST: u16 = 3;
+const E_MCAST: u16 = 4;
+
+impl PacketNode for Ip6Input {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        if d.len() < 40 {
+            b.hdr.error = cx.error(E_TOO_SHORT);
+            return Next(0);
+        }
+        if d[0] >> 4 != 6 {
+            b.hdr.error = cx.error(E_VERSION);
+            return Next(0);
+        }
+        let total = 40 + u16::from_be_bytes([d[4], d[5]]) as usize;
+        if total > b.total_len() {
+            b.hdr.error = cx.error(E_BAD_LENGTH);
+            return Next(0);
+        }
+        if d[8] == 0xff {
+            b.hdr.error = cx.error(E_SRC_MCAST);
+            return Next(0);
+        }
+        if d[24] == 0xff {
+            let dst = addr_at(d, 24);
+            // ff02::1, ff02::2, ff02::1:ffxx:xxxx
+            let link_scope = dst == 0xff02_0000_0000_0000_0000_0000_0000_0001
+                || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
+                || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000;
+            if !link_scope {
+                b.hdr.error = cx.error(E_MCAST);
+                return Next(0);
+            }
+            if total < b.len() {
+                b.set_len(total);
+            }
+            return Next(2);
+        }
+        if total < b.len() && b.chain_rest_len() == 0 {
+            b.set_len(total);
+        }
+        self.shared
+            .v4
+            .features
+            .next(self.slot, b.hdr.rx_if, Next(1))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-lookup`: longest-prefix match on the destination, four packets at a time.
+///
+/// - uses: the IPv6 header at `current_data`.
+/// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes; for packets without a route,
+///   `feature_meta[0]` (ICMPv6 destination unreachable, no route).
+/// - next: `error-drop` (0) for drop routes; `ip6-rewrite` (1); `ip6-local` (2);
+///   `ip6-glean` (3) for adjacencies that need neighbour discovery first; `ip6-icmp-error`
+///   (4) when there is no route.
+/// - counters: `no_route` (no route to destination: an ICMPv6 error follows), `drop_route`.
+pub struct Ip6Lookup {
+    shared: Arc<Ip6Shared>,
+    nexts: [u16; FRAME_SIZE],
+    dst: [u128; FRAME_SIZE],
+}
+
+const E_NO_ROUTE: u16 = 0;
+const E_DROP_ROUTE: u16 = 1;
+
+impl NodeFn for Ip6Lookup {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let pool = cx.pool_ref();
+        let fib = &*self.shared.fib;
+        let adj = &*self.shared.adj;
+        let e_drop = cx.error(E_DROP_ROUTE);
+        let n = frame.len().min(FRAME_SIZE);
+        let mut no_route = 0u64;
+        let mut last: Option<(u32, AdjKind)> = None;
+        for (j, &b) in frame[..n].iter().enumerate() {
+            if let Some(&ahead) = frame.get(j + 4) {
+                pool.prefetch(ahead);
+            }
+            // SAFETY: this node owns the frame; one view at a time.
+            let v = unsafe { pool.buffer(b) };
+            // ip6-input guaranteed a full header.
+            self.dst[j] = addr_at(v.data(), 24);
+        }
+        let mut i = 0;
+        while i < n {
+            let k = (n - i).min(4);
+            let mut dst = [0u128; 4];
+            dst[..k].copy_from_slice(&self.dst[i..i + k]);
+            let res = fib.lookup_x4(dst);
+            for j in 0..k {
+                // SAFETY: as above.
+                let v = unsafe { pool.buffer(frame[i + j]) };
+                let res = match res[j] {
+                    Some(x) if x >= LB_FLAG => {
+                        let h = flow_hash(v.data());
+                        v.hdr.ip.flow_hash = h;
+                        Some(self.shared.lb.pick(x & (LB_FLAG - 1), h))
+                    }
+                    r => r,
+                };
+                self.nexts[i + j] = match res {
+                    None => {
+                        no_route += 1;
+                        v.hdr.feature_meta[ICMP_META] = (icmpv6::kind::DEST_UNREACH as u64) << 8;
+                        4
+                    }
+                    Some(a) => {
+                        v.hdr.ip.adj_index = a;
+                        let kind = match last {
+                            Some((la, k)) if la == a => k,
+                            _ => {
+                                let k = adj.kind(a);
+                                last = Some((a, k));
+                                k
+                            }
+                        };
+                        match kind {
+                            AdjKind::Rewrite => 1,
+                            AdjKind::Local => 2,
+                            AdjKind::Glean | AdjKind::Incomplete => 3,
+                            AdjKind::Drop => {
+                                v.hdr.error = e_drop;
+                                0
+                            }
+                        }
+                    }
+                };
+            }
+            i += k;
+        }
+        if no_route > 0 {
+            cx.count(E_NO_ROUTE as usize, no_route);
+        }
+        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Flow hash of an IPv6 packet (addresses, flow label, next header, and ports when the
+/// next header is UDP/TCP) for ECMP bucket choice.
+#[inline(always)]
+fn flow_hash(ip: &[u8]) -> u32 {
+    let a = addr_at(ip, 8);
+    let b = addr_at(ip, 24);
+    let ports = if (ip[6] == 6 || ip[6] == 17) && ip.len() >= 44 {
+        u32::from_be_bytes([ip[40], ip[41], ip[42], ip[43]])
+    } else {
+        0
+    };
+    let label = u32::from_be_bytes([0, ip[1] & 0xf, ip[2], ip[3]]);
+    let mut h = (a as u64) ^ ((a >> 64) as u64).rotate_left(17) ^ (b as u64).rotate_left(31);
+    h ^= ((b >> 64) as u64).rotate_left(47);
+    h ^= ((ports as u64) << 24) ^ ((label as u64) << 8) ^ ip[6] as u64;
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (h >> 32) as u32
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-rewrite`: hop-limit decrement, MTU check, L2 rewrite (no checksum in IPv6).
+///
+/// - uses: `ip.adj_index` (a Rewrite adjacency).
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
+///   `feature_meta[0..2]` for `ip6-icmp-error`.
+/// - next: `error-drop` (0); `interface-output` (1); `ip6-icmp-error` (2) for hop-limit
+///   expiry and packets over the MTU (routers never fragment IPv6).
+/// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
+///   over the MTU, ICMPv6 packet too big follows), `no_headroom`.
+pub struct Ip6Rewrite {
+    shared: Arc<Ip6Shared>,
+    cached: Option<(u32, Adj)>,
+}
+
+const C_HOP_LIMIT: u16 = 0;
+const C_TOO_BIG: u16 = 1;
+const E_HEADROOM: u16 = 2;
+
+impl PacketNode for Ip6Rewrite {
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.cached = None;
+    }
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let ai = b.hdr.ip.adj_index;
+        let adj = match self.cached {
+            Some((i, a)) if i == ai => a,
+            _ => {
+                let a = self.shared.adj.get(ai);
+                self.cached = Some((ai, a));
+                a
+            }
+        };
+        let len = b.total_len();
+        let d = b.data_mut();
+        if d[7] <= 1 {
+            b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
+            cx.count(C_HOP_LIMIT as usize, 1);
+            return Next(2);
+        }
+        if len > adj.mtu as usize && adj.mtu != 0 {
+            b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::PKT_TOO_BIG as u64) << 8;
+            b.hdr.feature_meta[ICMP_MTU] = adj.mtu as u64;
+            cx.count(C_TOO_BIG as usize, 1);
+            return Next(2);
+        }
+        d[7] -= 1;
+        match b.push_front(14) {
+            Some(h) => h.copy_from_slice(&adj.rewrite),
+            None => {
+                b.hdr.error = cx.error(E_HEADROOM);
+                return Next(0);
+            }
+        }
+        b.hdr.tx_if = adj.tx_if;
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-local`: packets for the router: ICMPv6 echo replies and Neighbor Discovery
+/// (RFC 4861: answers solicitations for its addresses, learns from NS and NA).
+///
+/// - uses: the IPv6 header; `rx_if`; the Ethernet source (`l2_hdr_offset`) when an NS has
+///   no source link-layer address option.
+/// - sets: rewrites echo requests into replies and solicitations into advertisements in
+///   place; `tx_if` = `rx_if` for advertisements; `feature_meta[0]` for port unreachable.
+/// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
+///   to a closed port; `punt` (3) for other protocols; `interface-output` (4) for
+///   advertisements.
+/// - counters: `echo_replies`, `bad_icmp` (truncated or bad checksum), `punted`,
+///   `ping_replies` (replies to the CLI ping, consumed), `ns_replied` (NA sent),
+///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
+///   255, malformed, or no way to reach the sender), `router_discovery` (RS/RA ignored),
+///   `bad_extension` (malformed extension header chain), `dad_ignored` (NS from ::).
+pub struct Ip6Local {
+    shared: Arc<Ip6Shared>,
+}
+
+const C_ECHO: u16 = 0;
+const E_BAD_ICMP: u16 = 1;
+const C_PUNT: u16 = 2;
+const C_PING_REPLY: u16 = 3;
+const C_NS_REPLIED: u16 = 4;
+const C_NA_RX: u16 = 5;
+const C_NOT_FOR_US: u16 = 6;
+const E_ND_INVALID: u16 = 7;
+const C_RD: u16 = 8;
+const E_BAD_EXT: u16 = 9;
+const C_DAD: u16 = 10;
+
+impl Ip6Local {
+    fn is_mine(&self, a: u128) -> bool {
+        match self.shared.fib.lookup(a) {
+            Some(v) if v < LB_FLAG => self.shared.adj.kind(v) == AdjKind::Local,
+            _ => false,
+        }
+    }
+
+    fn learn(&self, i: u32, ip: u128, mac: [u8; 6]) {
+        if let Ok(mut l) = self.shared.learned.lock() {
+            if l.len() < 4096 {
+                l.push((i, ip, mac));
+            }
+        }
+    }
+
+    fn neighbor_solicit(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        let (src, dst_is_mcast) = (addr_at(d, 8), d[24] == 0xff);
+        let Ok(icmp) = Icmpv6Packet::new_checked(&d[40..]) else {
+            b.hdr.error = cx.error(E_ND_INVALID);
+            return Next(0);
+        };
+        let Ok(NdiscRepr::NeighborSolicit { target, lladdr }) = NdiscRepr::parse(&icmp) else {
+            b.hdr.error = cx.error(E_ND_INVALID);
+            return Next(0);
+        };
+        let target = u128::from(target);
+        if !self.is_mine(target) {
+            b.hdr.error = cx.error(C_NOT_FOR_US);
+            return Next(0);
+        }
+        if src == 0 {
+            // Duplicate address detection by another node: we do not defend (DAD-less).
+            b.hdr.error = cx.error(C_DAD);
+            return Next(0);
+        }
+        // The sender's MAC: its option, else (unicast NS) the frame's Ethernet source.
+        let mac = match lladdr {
+            Some(m) => Some(m.0),
+            None if !dst_is_mcast => {
+                let l2 = b.hdr.l2.l2_hdr_offset;
+                if b.hdr.rx_if != 0 && l2 + 14 == b.hdr.current_data {
+                    b.push_front(14)
+                        .map(|h| {
+                            let mut m = [0u8; 6];
+                            m.copy_from_slice(&h[6..12]);
+                            m
+                        })
+                        .inspect(|_| {
+                            b.advance(14);
+                        })
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        let Some(mac) = mac else {
+            b.hdr.error = cx.error(E_ND_INVALID);
+            return Next(0);
+        };
+        if lladdr.is_some() {
+            self.learn(b.hdr.rx_if, src, mac);
+        }
+        let my_mac = self.shared.v4.if_attr(b.hdr.rx_if).mac_bytes();
+        // Build the advertisement in place: 40 + 24 + 8 (target link-layer address).
+        if !b.set_len(72) {
+            b.hdr.error = cx.error(E_ND_INVALID);
+            return Next(0);
+        }
+        let (s6, d6) = (Ipv6Addr::from(target), Ipv6Addr::from(src));
+        let d = b.data_mut();
+        d[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+        d[4..6].copy_from_slice(&32u16.to_be_bytes());
+        d[6] = next_header::ICMPV6;
+        d[7] = 255;
+        d[8..24].copy_from_slice(&target.to_be_bytes());
+        d[24..40].copy_from_slice(&src.to_be_bytes());
+        let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
+        NdiscRepr::NeighborAdvert {
+            flags: NaFlags(NaFlags::ROUTER.0 | NaFlags::SOLICITED.0 | NaFlags::OVERRIDE.0),
+            target: s6,
+            lladdr: Some(Mac(my_mac)),
+        }
+        .emit(&mut m);
+        m.fill_checksum(s6, d6);
+        let Some(h) = b.push_front(14) else {
+            b.hdr.error = cx.error(E_ND_INVALID);
+            return Next(0);
+        };
+        h[0..6].copy_from_slice(&mac);
+        h[6..12].copy_from_slice(&my_mac);
+        h[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        b.hdr.tx_if = b.hdr.rx_if;
+        cx.count(C_NS_REPLIED as usize, 1);
+        Next(4)
+    }
+}
+
+impl PacketNode for Ip6Local {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        let (nh, off) = match Ipv6Packet::new_checked(d).and_then(|p| p.walk_extensions()) {
+            Ok(x) => x,
+            Err(_) => {
+                b.hdr.error = cx.error(E_BAD_EXT);
+                return Next(0);
+            }
+        };
+        let (src, dst) = (addr_at(d, 8), addr_at(d, 24));
+        match nh {
+            next_header::ICMPV6 => {
+                let (s6, d6) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
+                let ok = off + 8 <= d.len()
+                    && Icmpv6Packet::new_checked(&d[off..])
+                        .map(|m| m.verify_checksum(s6, d6))
+                        .unwrap_or(false);
+                if !ok {
+                    b.hdr.error = cx.error(E_BAD_ICMP);
+                    return Next(0);
+                }
+                let kind = d[off];
+                let nd = matches!(
+                    kind,
+                    icmpv6::kind::NEIGHBOR_SOLICIT
+                        | icmpv6::kind::NEIGHBOR_ADVERT
+                        | icmpv6::kind::ROUTER_SOLICIT
+                        | icmpv6::kind::ROUTER_ADVERT
+                );
+                if nd && (d[7] != 255 || d[off + 1] != 0 || off != 40) {
+                    b.hdr.error = cx.error(E_ND_INVALID);
+                    return Next(0);
+                }
+                match kind {
+                    icmpv6::kind::NEIGHBOR_SOLICIT => self.neighbor_solicit(cx, b),
+                    icmpv6::kind::NEIGHBOR_ADVERT => {
+                        let parsed = Icmpv6Packet::new_checked(&d[off..])
+                            .ok()
+                            .and_then(|m| NdiscRepr::parse(&m).ok());
+                        match parsed {
+                            Some(NdiscRepr::NeighborAdvert {
+                                target,
+                                lladdr: Some(m),
+                                ..
+                            }) => {
+                                self.learn(b.hdr.rx_if, u128::from(target), m.0);
+                                b.hdr.error = cx.error(C_NA_RX);
+                            }
+                            _ => b.hdr.error = cx.error(E_ND_INVALID),
+                        }
+                        Next(0)
+                    }
+                    icmpv6::kind::ROUTER_SOLICIT | icmpv6::kind::ROUTER_ADVERT => {
+                        b.hdr.error = cx.error(C_RD);
+                        Next(0)
+                    }
+                    icmpv6::kind::ECHO_REPLY => {
+                        let ping = self.shared.ping_id.load(Ordering::Relaxed);
+                        let id = u16::from_be_bytes([d[off + 4], d[off + 5]]) as u32;
+                        if ping != 0 && id == ping {
+                            let seq = u16::from_be_bytes([d[off + 6], d[off + 7]]);
+                            if let Ok(mut r) = self.shared.ping_replies.lock() {
+                                if r.len() < 1024 {
+                                    r.push((id as u16, seq, src, d[7], cx.now_tsc()));
+                                }
+                            }
+                            b.hdr.error = cx.error(C_PING_REPLY);
+                            return Next(0);
+                        }
+                        cx.count(C_PUNT as usize, 1);
+                        Next(3)
+                    }
+                    icmpv6::kind::ECHO_REQUEST if off == 40 => {
+                        // Reply from the address asked, or for multicast from the link-local.
+                        let from = if d[24] == 0xff {
+                            self.shared.if_addrs(b.hdr.rx_if).ll
+                        } else {
+                            dst
+                        };
+                        if from == 0 || src == 0 {
+                            b.hdr.error = cx.error(E_BAD_ICMP);
+                            return Next(0);
+                        }
+                        let d = b.data_mut();
+                        d[7] = 64;
+                        d[8..24].copy_from_slice(&from.to_be_bytes());
+                        d[24..40].copy_from_slice(&src.to_be_bytes());
+                        let mut m = Icmpv6Packet::new_unchecked(&mut d[40..]);
+                        m.set_kind_code(icmpv6::kind::ECHO_REPLY, 0);
+                        m.fill_checksum(Ipv6Addr::from(from), Ipv6Addr::from(src));
+                        cx.count(C_ECHO as usize, 1);
+                        Next(1)
+                    }
+                    _ => {
+                        cx.count(C_PUNT as usize, 1);
+                        Next(3)
+                    }
+                }
+            }
+            next_header::UDP if d[24] != 0xff => {
+                b.hdr.feature_meta[ICMP_META] = ((icmpv6::kind::DEST_UNREACH as u64) << 8) | 4;
+                Next(2)
+            }
+            _ => {
+                cx.count(C_PUNT as usize, 1);
+                Next(3)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-icmp-error`: turns the packet into an ICMPv6 error back to its source (RFC 4443):
+/// destination unreachable (no route, port unreachable), packet too big, hop limit
+/// exceeded. Rate limited per thread (token bucket, 1000/s, burst 100).
+///
+/// - uses: `feature_meta[0]` (type << 8 | code), `feature_meta[1]` (MTU), `rx_if` (its
+///   global address, else its link-local, is the error's source).
+/// - sets: rewrites the packet in place (new IPv6 + ICMPv6 header, quoting the original up
+///   to the 1280-byte minimum MTU).
+/// - next: `error-drop` (0); `ip6-lookup` (1).
+/// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv6
+///   address), `suppressed` (about an ICMPv6 error, or from/to multicast or ::),
+///   `no_headroom`.
+pub struct Ip6IcmpError {
+    shared: Arc<Ip6Shared>,
+    tokens: f64,
+    last_tsc: u64,
+    hz: f64,
+}
+
+const C_SENT: u16 = 0;
+const E_RATE: u16 = 1;
+const E_NO_SRC: u16 = 2;
+const E_SUPPRESSED: u16 = 3;
+const E_ICMP_HEADROOM: u16 = 4;
+
+impl PacketNode for Ip6IcmpError {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.hz == 0.0 {
+            self.hz = cx.shared().clock.hz();
+            self.last_tsc = cx.now_tsc();
+            self.tokens = 100.0;
+        }
+        let now = cx.now_tsc();
+        self.tokens =
+            (self.tokens + now.wrapping_sub(self.last_tsc) as f64 / self.hz * 1000.0).min(100.0);
+        self.last_tsc = now;
+        if self.tokens < 1.0 {
+            b.hdr.error = cx.error(E_RATE);
+            return Next(0);
+        }
+        let d = b.data();
+        let orig_src = addr_at(d, 8);
+        let meta = b.hdr.feature_meta[ICMP_META];
+        let kind = (meta >> 8) as u8;
+        // An error about an error (RFC 4443 §2.4 e.1), to/from multicast (except packet too
+        // big), or from the unspecified address is never sent.
+        let about_error = d[6] == next_header::ICMPV6 && d.get(40).is_some_and(|&t| t < 128);
+        if about_error
+            || orig_src == 0
+            || d[8] == 0xff
+            || (d[24] == 0xff && kind != icmpv6::kind::PKT_TOO_BIG)
+        {
+            b.hdr.error = cx.error(E_SUPPRESSED);
+            return Next(0);
+        }
+        let a = self.shared.if_addrs(b.hdr.rx_if);
+        let src = if a.global != 0 && !super::is_link_local(orig_src) {
+            a.global
+        } else {
+            a.ll
+        };
+        if src == 0 {
+            b.hdr.error = cx.error(E_NO_SRC);
+            return Next(0);
+        }
+        self.tokens -= 1.0;
+        let quote = d.len().min(1280 - 48);
+        let mtu = b.hdr.feature_meta[ICMP_MTU] as u32;
+        b.set_len(quote);
+        let Some(h) = b.push_front(48) else {
+            b.hdr.error = cx.error(E_ICMP_HEADROOM);
+            return Next(0);
+        };
+        h.fill(0);
+        h[0] = 0x60;
+        h[4..6].copy_from_slice(&((8 + quote) as u16).to_be_bytes());
+        h[6] = next_header::ICMPV6;
+        h[7] = 255;
+        h[8..24].copy_from_slice(&src.to_be_bytes());
+        h[24..40].copy_from_slice(&orig_src.to_be_bytes());
+        h[40] = kind;
+        h[41] = meta as u8;
+        if kind == icmpv6::kind::PKT_TOO_BIG {
+            h[44..48].copy_from_slice(&mtu.to_be_bytes());
+        }
+        let d = b.data_mut();
+        Icmpv6Packet::new_unchecked(&mut d[40..])
+            .fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(orig_src));
+        cx.count(C_SENT as usize, 1);
+        Next(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-glean`: a packet needs a neighbour that is not resolved: send a Neighbor Solicitation
+/// to its solicited-node group (at most one per target per 10 ms per thread) and drop the
+/// packet, counted.
+///
+/// - uses: `ip.adj_index` (Glean: resolve the packet's destination; Incomplete: the
+///   adjacency's next hop).
+/// - sets: allocates the NS buffer (`tx_if` = the adjacency's interface).
+/// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for the NS.
+/// - counters: `requests_sent` (info), `throttled`, `no_buffer`, `no_source` (interface
+///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop).
+pub struct Ip6Glean {
+    shared: Arc<Ip6Shared>,
+    recent: [(u128, u64); 64],
+    hz: f64,
+}
+
+const C_REQ_SENT: u16 = 0;
+const E_THROTTLED: u16 = 1;
+const E_NO_BUF: u16 = 2;
+const E_GLEAN_NO_SRC: u16 = 3;
+const E_NO_NH: u16 = 4;
+
+impl PacketNode for Ip6Glean {
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.hz == 0.0 {
+            self.hz = cx.shared().clock.hz();
+        }
+        let ai = b.hdr.ip.adj_index;
+        let adj = self.shared.adj.get(ai);
+        let target = match adj.kind {
+            AdjKind::Incomplete => {
+                let m = self.shared.incomplete.read();
+                match m.ok().and_then(|m| m.get(&ai).copied()) {
+                    Some(t) => t,
+                    None => {
+                        b.hdr.error = cx.error(E_NO_NH);
+                        return Next(0);
+                    }
+                }
+            }
+            _ => addr_at(b.data(), 24),
+        };
+        let a = self.shared.if_addrs(adj.tx_if);
+        let src = if a.ll != 0 { a.ll } else { a.global };
+        if src == 0 {
+            b.hdr.error = cx.error(E_GLEAN_NO_SRC);
+            return Next(0);
+        }
+        let now = cx.now_tsc();
+        let h = ((target as u64) ^ ((target >> 64) as u64)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.recent[(h >> 58) as usize];
+        if slot.0 == target && (now.wrapping_sub(slot.1) as f64) < self.hz * 0.01 {
+            b.hdr.error = cx.error(E_THROTTLED);
+            return Next(0);
+        }
+        *slot = (target, now);
+        b.hdr.error = cx.error(C_REQ_SENT);
+        let Some(req) = cx.bufs().alloc_one() else {
+            b.hdr.error = cx.error(E_NO_BUF);
+            return Next(0);
+        };
+        let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
+        let group = solicited_node(target);
+        let mut f = [0u8; 14 + 40 + 32];
+        f[0..6].copy_from_slice(&[
+            0x33,
+            0x33,
+            0xff,
+            f_b(target, 2),
+            f_b(target, 1),
+            f_b(target, 0),
+        ]);
+        f[6..12].copy_from_slice(&my_mac);
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let ip = &mut f[14..];
+        ip[0] = 0x60;
+        ip[4..6].copy_from_slice(&32u16.to_be_bytes());
+        ip[6] = next_header::ICMPV6;
+        ip[7] = 255;
+        ip[8..24].copy_from_slice(&src.to_be_bytes());
+        ip[24..40].copy_from_slice(&group.to_be_bytes());
+        let mut m = Icmpv6Packet::new_unchecked(&mut ip[40..72]);
+        NdiscRepr::NeighborSolicit {
+            target: Ipv6Addr::from(target),
+            lladdr: Some(Mac(my_mac)),
+        }
+        .emit(&mut m);
+        m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(group));
+        // SAFETY: `req` was just allocated by this node and has no other view.
+        let mut v = unsafe { cx.buffer(req) };
+        v.write_packet(&f);
+        v.hdr.tx_if = adj.tx_if;
+        v.hdr.rx_if = b.hdr.rx_if;
+        cx.enqueue(Next(1), req);
+        Next(0)
+    }
+}
+
+/// Byte `k` (0 = lowest) of an address.
+#[inline(always)]
+fn f_b(a: u128, k: u32) -> u8 {
+    (a >> (8 * k)) as u8
+}
+
+// ---------------------------------------------------------------------------------------
+/// `ip6-neighbor-process`: every 10 ms applies neighbours learned by `ip6-local` (adjacency
+/// update + host route). Main thread only. Counter: `learned`.
+pub struct Neighbor6Process {
+    /// Control-plane slot (see `ip6::init`).
+    pub slot: Arc<Mutex<CtlSlot>>,
+}
+
+impl NodeFn for Neighbor6Process {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        let ctl = super::lock(&self.slot).ctl.clone();
+        if let Some(c) = ctl {
+            let n = super::lock(&c).apply_learned();
+            cx.count(0, n as u64);
+        }
+        Suspend::Timeout(0.01)
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Registers the IPv6 nodes.
+pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<CtlSlot>>) {
+    let s = shared.clone();
+    let fslot = crate::feature::slot_of(IP6_INPUT).unwrap_or(0);
+    b.register(
+        NodeRegistration::new(IP6_INPUT, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip6Input {
+                slot: fslot,
+                shared: s.clone(),
+            }))
+        })
+        .nexts(&["error-drop", IP6_LOOKUP, IP6_LOCAL])
+        .counters(&[
+            CounterDesc::error("too_short", "ip6 length < 40 bytes"),
+            CounterDesc::error("version", "ip6 version != 6"),
+            CounterDesc::error("bad_length", "ip6 payload length > l2 length"),
+            CounterDesc::error("src_multicast", "ip6 multicast source address"),
+            CounterDesc::error("multicast", "ip6 multicast not forwarded"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP6_LOOKUP, NodeKind::Internal, move |_| {
+            Box::new(Ip6Lookup {
+                shared: s.clone(),
+                nexts: [0; FRAME_SIZE],
+                dst: [0; FRAME_SIZE],
+            })
+        })
+        .nexts(&[
+            "error-drop",
+            IP6_REWRITE,
+            IP6_LOCAL,
+            IP6_GLEAN,
+            IP6_ICMP_ERROR,
+        ])
+        .counters(&[
+            CounterDesc::error("no_route", "ip6 no route to destination"),
+            CounterDesc::error("drop_route", "ip6 drop route"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP6_REWRITE, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip6Rewrite {
+                shared: s.clone(),
+                cached: None,
+            }))
+        })
+        .nexts(&["error-drop", crate::output::NAME, IP6_ICMP_ERROR])
+        .counters(&[
+            CounterDesc::info("hop_limit_expired", "ip6 hop limit <= 1"),
+            CounterDesc::info("too_big", "ip6 packet larger than the MTU"),
+            CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP6_LOCAL, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip6Local { shared: s.clone() }))
+        })
+        .nexts(&[
+            "error-drop",
+            IP6_LOOKUP,
+            IP6_ICMP_ERROR,
+            "punt",
+            crate::output::NAME,
+        ])
+        .counters(&[
+            CounterDesc::info("echo_replies", "ICMPv6 echo replies sent"),
+            CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMPv6"),
+            CounterDesc::info("punted", "packets for the router punted"),
+            CounterDesc::info("ping_replies", "echo replies to CLI ping"),
+            CounterDesc::info("ns_replied", "neighbor advertisements sent"),
+            CounterDesc::info("na_received", "neighbor advertisements received"),
+            CounterDesc::info("nd_not_for_us", "neighbor solicitation for another address"),
+            CounterDesc::error("nd_invalid", "invalid neighbor discovery packet"),
+            CounterDesc::info(
+                "router_discovery",
+                "router solicitation/advertisement ignored",
+            ),
+            CounterDesc::error("bad_extension", "malformed ip6 extension headers"),
+            CounterDesc::info("dad_ignored", "duplicate address detection probe"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP6_ICMP_ERROR, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip6IcmpError {
+                shared: s.clone(),
+                tokens: 0.0,
+                last_tsc: 0,
+                hz: 0.0,
+            }))
+        })
+        .nexts(&["error-drop", IP6_LOOKUP])
+        .counters(&[
+            CounterDesc::info("sent", "ICMPv6 errors sent"),
+            CounterDesc::error("rate_limited", "ICMPv6 error rate limited"),
+            CounterDesc::error("no_source", "no source address for ICMPv6 error"),
+            CounterDesc::error(
+                "suppressed",
+                "ICMPv6 error not sent (about an error, multicast or unspecified)",
+            ),
+            CounterDesc::error("no_headroom", "no headroom for the ICMPv6 error"),
+        ]),
+    );
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(IP6_GLEAN, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(Ip6Glean {
+                shared: s.clone(),
+                recent: [(0, 0); 64],
+                hz: 0.0,
+            }))
+        })
+        .nexts(&["error-drop", crate::output::NAME])
+        .counters(&[
+            CounterDesc::info("requests_sent", "neighbor solicitations sent"),
+            CounterDesc::info("throttled", "neighbor solicitations throttled"),
+            CounterDesc::error("no_buffer", "no buffer for neighbor solicitation"),
+            CounterDesc::error("no_source", "no IPv6 source address on the interface"),
+            CounterDesc::error("no_next_hop", "incomplete adjacency without next hop"),
+        ]),
+    );
+    b.register(
+        NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
+            Box::new(Neighbor6Process { slot: slot.clone() })
+        })
+        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+    );
+}
