@@ -216,6 +216,10 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let _ = std::fs::create_dir_all(&dir);
     let mut cases = vec![run_case(o, "1 route", vec![(0x2001u128 << 112, 16)], &dir)];
     if !o.quick {
+        // VPP's anchor case: 1M consecutive /64s (`ip route add count`).
+        let base = 0x2001_0db8_0000_0000u128 << 64;
+        let seq: Vec<(u128, u8)> = (0..1_000_000u128).map(|k| (base + (k << 64), 64)).collect();
+        cases.push(run_case(o, "1M /64 routes", seq, &dir));
         if let Some(real) = real_table() {
             let grown = grown_table(&real, 255_000, 3);
             cases.push(run_case(o, "real IPv6 table", real, &dir));
@@ -273,6 +277,21 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.insert_per_sec
         ));
     }
-    let _ = writeln!(out);
+    // Route insertion with the CLI `count` form.
+    let (mut vm, t) = crate::build(0);
+    setup(&mut vm, &t);
+    let t0 = Instant::now();
+    cli(
+        &mut vm,
+        &t,
+        "ip route add count 1000000 2001:db8::/64 via fd01:1::2",
+    );
+    let rate = 1e6 / t0.elapsed().as_secs_f64();
+    let _ = writeln!(
+        out,
+        "\n`ip route add count 1000000 2001:db8::/64 via fd01:1::2`: {rate:.0} routes/s\n"
+    );
+    json.push(format!("\"ip6_route_add_count_per_sec\": {rate:.0}"));
+    vm.stop_workers();
     let _ = std::fs::remove_dir_all(&dir);
 }

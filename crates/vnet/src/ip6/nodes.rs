@@ -114,7 +114,7 @@ impl PacketNode for Ip6Input {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `ip6-lookup`: longest-prefix match on the destination, four packets at a time.
+/// `ip6-lookup`: longest-prefix match on the destination, the whole frame level by level.
 ///
 /// - uses: the IPv6 header at `current_data`.
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes; for packets without a route,
@@ -127,6 +127,7 @@ pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
     nexts: [u16; FRAME_SIZE],
     dst: [u128; FRAME_SIZE],
+    res: [u32; FRAME_SIZE],
 }
 
 const E_NO_ROUTE: u16 = 0;
@@ -150,52 +151,47 @@ impl NodeFn for Ip6Lookup {
             // ip6-input guaranteed a full header.
             self.dst[j] = addr_at(v.data(), 24);
         }
-        let mut i = 0;
-        while i < n {
-            let k = (n - i).min(4);
-            let mut dst = [0u128; 4];
-            dst[..k].copy_from_slice(&self.dst[i..i + k]);
-            let res = fib.lookup_x4(dst);
-            for j in 0..k {
-                // SAFETY: as above.
-                let v = unsafe { pool.buffer(frame[i + j]) };
-                let res = match res[j] {
-                    Some(x) if x >= LB_FLAG => {
-                        let h = flow_hash(v.data());
-                        v.hdr.ip.flow_hash = h;
-                        Some(self.shared.lb.pick(x & (LB_FLAG - 1), h))
-                    }
-                    r => r,
-                };
-                self.nexts[i + j] = match res {
-                    None => {
-                        no_route += 1;
-                        v.hdr.feature_meta[ICMP_META] = (icmpv6::kind::DEST_UNREACH as u64) << 8;
-                        4
-                    }
-                    Some(a) => {
-                        v.hdr.ip.adj_index = a;
-                        let kind = match last {
-                            Some((la, k)) if la == a => k,
-                            _ => {
-                                let k = adj.kind(a);
-                                last = Some((a, k));
-                                k
-                            }
-                        };
-                        match kind {
-                            AdjKind::Rewrite => 1,
-                            AdjKind::Local => 2,
-                            AdjKind::Glean | AdjKind::Incomplete => 3,
-                            AdjKind::Drop => {
-                                v.hdr.error = e_drop;
-                                0
-                            }
+        // All lookups of the frame level by level (independent loads overlap).
+        fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
+        for j in 0..n {
+            // SAFETY: as above.
+            let v = unsafe { pool.buffer(frame[j]) };
+            let res = match self.res[j] {
+                u32::MAX => None,
+                x if x >= LB_FLAG => {
+                    let h = flow_hash(v.data());
+                    v.hdr.ip.flow_hash = h;
+                    Some(self.shared.lb.pick(x & (LB_FLAG - 1), h))
+                }
+                x => Some(x),
+            };
+            self.nexts[j] = match res {
+                None => {
+                    no_route += 1;
+                    v.hdr.feature_meta[ICMP_META] = (icmpv6::kind::DEST_UNREACH as u64) << 8;
+                    4
+                }
+                Some(a) => {
+                    v.hdr.ip.adj_index = a;
+                    let kind = match last {
+                        Some((la, k)) if la == a => k,
+                        _ => {
+                            let k = adj.kind(a);
+                            last = Some((a, k));
+                            k
+                        }
+                    };
+                    match kind {
+                        AdjKind::Rewrite => 1,
+                        AdjKind::Local => 2,
+                        AdjKind::Glean | AdjKind::Incomplete => 3,
+                        AdjKind::Drop => {
+                            v.hdr.error = e_drop;
+                            0
                         }
                     }
-                };
-            }
-            i += k;
+                }
+            };
         }
         if no_route > 0 {
             cx.count(E_NO_ROUTE as usize, no_route);
@@ -782,6 +778,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
                 dst: [0; FRAME_SIZE],
+                res: [0; FRAME_SIZE],
             })
         })
         .nexts(&[
