@@ -153,9 +153,9 @@ impl NodeFn for Ip6Lookup {
         }
         // All lookups of the frame level by level (independent loads overlap).
         fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
-        for j in 0..n {
+        for (j, &bi) in frame[..n].iter().enumerate() {
             // SAFETY: as above.
-            let v = unsafe { pool.buffer(frame[j]) };
+            let v = unsafe { pool.buffer(bi) };
             let res = match self.res[j] {
                 u32::MAX => None,
                 x if x >= LB_FLAG => {
