@@ -10,6 +10,7 @@ pub mod l2;
 pub mod l2patch;
 pub mod loopback;
 pub mod output;
+pub mod subif;
 
 pub use interface::{create_interface, Interfaces, SwIfIndex};
 
@@ -31,6 +32,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     feature::register_cli(t);
     loopback::register_cli(t);
     l2::register_cli(t);
+    subif::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for

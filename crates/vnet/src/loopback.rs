@@ -103,8 +103,10 @@ fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Deletes an interface while traffic may be flowing: it stops transmitting at once (packets
 /// still carrying its index are dropped as `unknown_interface`), its addresses and the routes
-/// through it are removed, and its index is never reused.
+/// through it are removed, its VLAN sub-interfaces are deleted with it, and its index is
+/// never reused.
 pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
+    crate::subif::parent_deleted(vm, i);
     crate::output::detach(vm, i);
     crate::l2::leave_bridge(vm, i);
     crate::ip4::interface_deleted(vm, i.0);

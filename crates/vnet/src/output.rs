@@ -1,11 +1,13 @@
 //! `interface-output`: hands packets to the tx node of the interface in their metadata.
 //!
 //! - uses: `tx_if` (set by the node that chose the output interface).
-//! - sets: `error` on drops.
+//! - sets: `error` on drops; for a VLAN sub-interface inserts its 802.1Q/802.1ad tag(s) after
+//!   the MAC addresses and sets `tx_if` to the parent (whose tx node sends the frame).
 //! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down; else the
 //!   interface's tx node (one arc per tx node, added when an interface is created).
-//! - counters: `unknown_interface`, `interface_down`; per-interface `tx packets`/`tx bytes`
-//!   and `drops`. Captures frames for `pcap trace tx`.
+//! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
+//!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
+//!   `drops`. Captures frames for `pcap trace tx`.
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::BufIdx;
@@ -21,12 +23,25 @@ pub const NAME: &str = "interface-output";
 const NEXT_DROP: u16 = 0;
 const ERR_UNKNOWN: u16 = 0;
 const ERR_DOWN: u16 = 1;
+const ERR_HEADROOM: u16 = 2;
+
+/// How a VLAN sub-interface transmits: through its parent, with tags pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubTx {
+    /// Parent interface.
+    pub parent: u32,
+    /// Tag bytes (TPID + TCI, outer first).
+    pub tags: [u8; 8],
+    /// 4 (one tag) or 8 (two).
+    pub len: u8,
+}
 
 #[derive(Clone)]
 struct TxEntry {
     next: Next,
     up: bool,
     counters: Arc<IfCounters>,
+    sub: Option<SubTx>,
 }
 
 /// Per-thread instance: the interface -> tx arc table.
@@ -42,6 +57,7 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let mut nexts = [0u16; FRAME_SIZE];
         let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));
+        let e_headroom = cx.error(ERR_HEADROOM);
         // Counters accumulate over runs of packets to the same interface.
         let mut run: Option<(u32, u64, u64)> = None;
         let flush = |run: &mut Option<(u32, u64, u64)>, table: &[Option<TxEntry>]| {
@@ -54,10 +70,35 @@ impl NodeFn for InterfaceOutput {
         };
         for (i, &b) in frame.iter().enumerate() {
             // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { pool.buffer(b) };
+            let mut v = unsafe { pool.buffer(b) };
             let len = v.total_len() as u64;
             let tx = v.hdr.tx_if;
             match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
+                Some(e) if e.up && e.sub.is_some() => {
+                    let Some(sub) = e.sub else { continue };
+                    let parent = self.table.get(sub.parent as usize).and_then(|p| p.as_ref());
+                    let Some(p) = parent.filter(|p| p.up) else {
+                        e.counters.add(t, counter::DROPS, 1);
+                        v.hdr.error = e_down;
+                        nexts[i] = NEXT_DROP;
+                        continue;
+                    };
+                    let n = sub.len as usize;
+                    if v.len() < 14 || v.push_front(n).is_none() {
+                        v.hdr.error = e_headroom;
+                        nexts[i] = NEXT_DROP;
+                        continue;
+                    }
+                    let d = v.data_mut();
+                    d.copy_within(n..n + 12, 0);
+                    d[12..12 + n].copy_from_slice(&sub.tags[..n]);
+                    e.counters.add(t, counter::TX_PACKETS, 1);
+                    e.counters.add(t, counter::TX_BYTES, len);
+                    p.counters.add(t, counter::TX_PACKETS, 1);
+                    p.counters.add(t, counter::TX_BYTES, len + n as u64);
+                    v.hdr.tx_if = sub.parent;
+                    nexts[i] = e.next.0;
+                }
                 Some(e) if e.up => {
                     match &mut run {
                         Some((ri, p, by)) if *ri == tx => {
@@ -100,6 +141,7 @@ pub fn register(b: &mut GraphBuilder) {
         .counters(&[
             CounterDesc::error("unknown_interface", "output interface unknown or deleted"),
             CounterDesc::error("interface_down", "output interface is down"),
+            CounterDesc::error("no_headroom", "no headroom for the VLAN tag"),
         ]),
     );
 }
@@ -120,6 +162,7 @@ pub(crate) fn attach(
         next,
         up: false,
         counters,
+        sub: None,
     };
     vm.foreach_thread(move |tg| {
         if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
@@ -131,6 +174,20 @@ pub(crate) fn attach(
         }
     });
     Ok(())
+}
+
+/// Makes an attached interface a VLAN sub-interface of `sub.parent` on every thread.
+pub(crate) fn set_sub(vm: &mut Vlib, idx: SwIfIndex, sub: SubTx) {
+    let Some(out) = vm.registry.find(NAME) else {
+        return;
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
+            if let Some(Some(e)) = o.table.get_mut(idx.0 as usize) {
+                e.sub = Some(sub);
+            }
+        }
+    });
 }
 
 /// Propagates an admin-state change to every thread.

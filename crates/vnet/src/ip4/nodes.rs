@@ -3,6 +3,7 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{CtlSlot, Ip4Shared};
+use crate::interface::{counter, IfCounters};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -15,6 +16,7 @@ use sluice_wire::icmp;
 use sluice_wire::ipv4::{proto, Ipv4Packet};
 use sluice_wire::{checksum, Mac};
 use std::any::Any;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -52,6 +54,9 @@ const ICMP_MTU: usize = 1;
 ///
 /// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
 /// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
+///   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
+///   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
+///   then is classified like an untagged frame of that interface.
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
 ///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
 ///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain); `ip6-input` (4) for
@@ -60,6 +65,9 @@ const ICMP_MTU: usize = 1;
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
     shared: Arc<Ip4Shared>,
+    /// VLAN sub-interfaces: (parent, outer VLAN, inner VLAN or 0) → (sub-interface, its
+    /// counters). A per-thread copy, replaced by the control plane (`subif`).
+    pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
     // Per-frame cache of the last rx interface's MAC and L2 mode.
     cached_if: Option<u32>,
     cached_mac: [u8; 6],
@@ -95,6 +103,38 @@ impl TraceRecord for EthTrace {
     }
 }
 
+impl EthernetInput {
+    /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`,
+    /// counts rx on the sub-interface and returns the inner EtherType.
+    #[inline(never)]
+    fn pop_tags(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<u16> {
+        let d = b.data();
+        if d.len() < 18 {
+            return None;
+        }
+        let outer = u16::from_be_bytes([d[14], d[15]]) & 0x0fff;
+        let et2 = u16::from_be_bytes([d[16], d[17]]);
+        let (inner, n, et) = if et2 == ethertype::VLAN && d.len() >= 22 {
+            (
+                u16::from_be_bytes([d[18], d[19]]) & 0x0fff,
+                8,
+                u16::from_be_bytes([d[20], d[21]]),
+            )
+        } else {
+            (0, 4, et2)
+        };
+        let (sub, counters) = self.subs.get(&(b.hdr.rx_if, outer, inner))?;
+        let len = b.total_len() as u64;
+        counters.add(cx.thread(), counter::RX_PACKETS, 1);
+        counters.add(cx.thread(), counter::RX_BYTES, len);
+        b.hdr.rx_if = *sub;
+        let d = b.data_mut();
+        d.copy_within(0..12, n);
+        b.advance(n);
+        Some(et)
+    }
+}
+
 impl PacketNode for EthernetInput {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
@@ -108,7 +148,13 @@ impl PacketNode for EthernetInput {
             b.hdr.error = cx.error(E_RUNT);
             return Next(0);
         }
-        let et = u16::from_be_bytes([d[12], d[13]]);
+        let mut et = u16::from_be_bytes([d[12], d[13]]);
+        if matches!(et, ethertype::VLAN | ethertype::QINQ | 0x9100) && !self.subs.is_empty() {
+            if let Some(inner) = self.pop_tags(cx, b) {
+                et = inner;
+            }
+        }
+        let d = b.data();
         let dst = [d[0], d[1], d[2], d[3], d[4], d[5]];
         if b.hdr.is_traced() {
             cx.trace(
@@ -799,6 +845,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(EthernetInput {
                 shared: s.clone(),
+                subs: HashMap::new(),
                 cached_if: None,
                 cached_mac: [0; 6],
                 cached_l2: 0,
