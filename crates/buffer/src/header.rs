@@ -22,6 +22,9 @@ pub mod flags {
     pub const L4_CHECKSUM_CORRECT: u32 = 1 << 4;
     /// The L4 checksum still has to be computed before transmit.
     pub const OFFLOAD_L4_CKSUM: u32 = 1 << 5;
+    /// A bridge domain switched the frame to its BVI: `ethernet-input` processes it as L3 on
+    /// `rx_if` (the BVI) instead of handing it back to the bridge.
+    pub const L2_TO_BVI: u32 = 1 << 6;
 }
 
 /// Interface index as stored in buffer metadata (`sw_if_index` in VPP).

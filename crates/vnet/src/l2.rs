@@ -5,8 +5,10 @@
 //! Nodes:
 //! - `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`).
 //!   - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
-//!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods.
-//!   - next: `interface-output` (0); `error-drop` (1).
+//!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
+//!     for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
+//!   - next: `interface-output` (0); `error-drop` (1); `ethernet-input` (2) for frames to the
+//!     BVI (routed from there: the bridge's L3 interface).
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!     interface), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
 //!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
@@ -60,6 +62,8 @@ pub struct BdCfg {
     pub uu_flood: bool,
     /// Member interfaces.
     pub members: Vec<u32>,
+    /// The BVI (also a member), if any.
+    pub bvi: Option<u32>,
 }
 
 /// State shared by the L2 nodes of every thread.
@@ -136,8 +140,11 @@ impl PacketNode for L2Input {
                         b.hdr.error = cx.error(E_FILTERED);
                         return Next(1);
                     }
-                    b.hdr.tx_if = tx;
                     cx.count(1, 1);
+                    if Some(tx) == self.bds.get(bd as usize).and_then(|c| c.as_ref()?.bvi) {
+                        return to_bvi(b, tx);
+                    }
+                    b.hdr.tx_if = tx;
                     return Next(0);
                 }
                 _ => uu_flood,
@@ -163,18 +170,35 @@ impl PacketNode for L2Input {
             match cx.bufs().alloc_with(b.data()) {
                 Some(c) => {
                     // SAFETY: freshly allocated by this node; no other view exists.
-                    let v = unsafe { cx.buffer(c) };
+                    let mut v = unsafe { cx.buffer(c) };
                     v.hdr.tx_if = m;
                     v.hdr.rx_if = rx;
-                    cx.enqueue(Next(0), c);
+                    let next = if cfg.bvi == Some(m) {
+                        to_bvi(&mut v, m)
+                    } else {
+                        Next(0)
+                    };
+                    cx.enqueue(next, c);
                 }
                 None => cx.count(E_NO_BUF as usize, 1),
             }
         }
-        b.hdr.tx_if = cfg.members[last];
         cx.count(2, 1);
+        let m = cfg.members[last];
+        if cfg.bvi == Some(m) {
+            return to_bvi(b, m);
+        }
+        b.hdr.tx_if = m;
         Next(0)
     }
+}
+
+/// Hands a bridged frame to the BVI's L3 side (through `ethernet-input`).
+#[inline(always)]
+fn to_bvi(b: &mut Buffer<'_>, bvi: u32) -> Next {
+    b.hdr.rx_if = bvi;
+    b.hdr.flags |= sluice_buffer::flags::L2_TO_BVI;
+    Next(2)
 }
 
 /// Control plane (main thread).
@@ -301,7 +325,11 @@ pub fn register(b: &mut GraphBuilder) {
                 recent: [(0, 0, 0); 64],
             }))
         })
-        .nexts(&[crate::output::NAME, "error-drop"])
+        .nexts(&[
+            crate::output::NAME,
+            "error-drop",
+            crate::ip4::nodes::ETHERNET_INPUT,
+        ])
         .counters(&[
             CounterDesc::info("xconnect", "L2 cross-connect frames"),
             CounterDesc::info("forwarded", "L2 frames forwarded to a learned MAC"),
@@ -428,6 +456,7 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 flood: true,
                 uu_flood: true,
                 members: Vec::new(),
+                bvi: None,
             },
             mac_age: 0,
             bvi: None,
@@ -480,11 +509,27 @@ fn remove_member(vm: &mut Vlib, c: &Arc<Mutex<L2Control>>, i: u32) {
                 b.cfg.members.retain(|&m| m != i);
                 if b.bvi == Some(i) {
                     b.bvi = None;
+                    b.cfg.bvi = None;
                 }
                 (id, b.cfg.clone())
             })
             .collect()
     };
+    // Static entries pointing at the interface (the BVI's own MAC) go with it.
+    {
+        let mut ctl = lock(c);
+        if let Some(ep) = ctl.epochs.clone() {
+            let stale: Vec<u64> = ctl
+                .fib
+                .iter()
+                .filter(|&(_, v)| v as u32 == i && v & STATIC != 0)
+                .map(|(k, _)| k)
+                .collect();
+            for k in stale {
+                ctl.fib.remove(&ep, k);
+            }
+        }
+    }
     for (id, cfg) in changed {
         publish(vm, id, Some(cfg));
     }
@@ -496,20 +541,50 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let bvi = a.keyword("bvi");
     let _ = a.keyword("shg").then(|| a.u32("split-horizon group"));
     a.finish()?;
-    if bvi {
-        return Err(CliError::new("bvi is not supported yet"));
-    }
+    let bvi_mac = if bvi {
+        let ifs = vm.ext_mut::<Interfaces>();
+        match ifs.get(i) {
+            Some(x) if x.driver == "loopback" => Some(x.mac),
+            _ => {
+                return Err(CliError::new(
+                    "a BVI must be a loopback interface (create loopback interface)",
+                ))
+            }
+        }
+    } else {
+        None
+    };
     let c = control(vm)?;
     if !lock(&c).bds.contains_key(&bd) {
         return Err(CliError::new(format!(
             "bridge domain {bd} does not exist (create bridge-domain {bd})"
         )));
     }
+    if bvi
+        && lock(&c)
+            .bds
+            .get(&bd)
+            .is_some_and(|b| b.bvi.is_some_and(|x| x != i.0))
+    {
+        return Err(CliError::new(format!(
+            "bridge domain {bd} already has a BVI"
+        )));
+    }
     remove_member(vm, &c, i.0);
     let cfg = {
         let mut ctl = lock(&c);
+        if let (Some(mac), Some(ep)) = (bvi_mac, ctl.epochs.clone()) {
+            // The BVI's MAC is a static entry: frames to it are routed, never flooded.
+            ctl.fib
+                .insert(&ep, key(&mac, bd), value(i.0, true, 0))
+                .map_err(|e| CliError::new(e.to_string()))?;
+        }
         let b = ctl.bds.get_mut(&bd).expect("checked above");
         b.cfg.members.push(i.0);
+        if bvi {
+            b.bvi = Some(i.0);
+            b.cfg.bvi = Some(i.0);
+        }
         b.cfg.clone()
     };
     publish(vm, bd, Some(cfg));

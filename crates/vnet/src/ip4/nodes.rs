@@ -4,6 +4,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::interface::{counter, IfCounters};
+use sluice_buffer::flags::L2_TO_BVI;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -180,12 +181,14 @@ impl PacketNode for EthernetInput {
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
             return Next(3);
         }
-        if self.cached_bd != 0 {
-            // Bridged interface: l2-input switches it in its bridge domain.
+        if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
+            // Bridged interface: l2-input switches it in its bridge domain (unless the bridge
+            // just switched it to this interface, its BVI: then it is routed below).
             b.hdr.l2.bd_index = self.cached_bd as u16;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
             return Next(3);
         }
+        b.hdr.flags &= !L2_TO_BVI;
         if dst[0] & 1 == 0 && dst != self.cached_mac {
             b.hdr.error = cx.error(E_MAC_MISMATCH);
             return Next(0);

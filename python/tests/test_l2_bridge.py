@@ -1,0 +1,146 @@
+"""Bridge domains: flooding of unknown and broadcast frames, MAC learning (then unicast
+forwarding only to the learned port), MAC move, static entries, and a BVI routing between
+the bridge and a routed interface (ARP, echo and forwarding through it)."""
+
+from scapy.compat import raw
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+
+from sluice_test import SluiceTestCase
+from sluice_test.parsers import parse_neighbors
+
+A, B, C = "02:00:00:0a:00:01", "02:00:00:0b:00:01", "02:00:00:0c:00:01"
+LOOP_MAC = "02:00:00:ff:00:01"
+
+
+class TestBridge(SluiceTestCase):
+
+    def setup_test(self):
+        self.create_pg_interfaces(range(4), up=True)
+        self.vpp.cli("create bridge-domain 10")
+        for i in range(3):
+            self.vpp.cli(f"set interface l2 bridge pg{i} 10")
+        self.pg = self.pg_interfaces
+        self.snapshot_counters()
+
+    def teardown_test(self):
+        for i in range(3):
+            self.vpp.cli(f"set interface l3 pg{i}")
+        self.vpp.cli_try("set interface l3 loop0")
+        self.vpp.cli_try("delete loopback interface intfc loop0")
+        self.vpp.cli("create bridge-domain 10 del")
+
+    @staticmethod
+    def frame(dst, src, tag):
+        return Ether(raw(Ether(dst=dst, src=src) / IP(src="192.0.2.1", dst="192.0.2.2")
+                         / UDP(sport=7, dport=9) / Raw(tag)))
+
+    def capture_all(self):
+        for p in self.pg[:3]:
+            p.enable_capture()
+
+    def test_flood_learn_then_forward_and_mac_move(self):
+        # Unknown destination: flooded to every other member, not back to the sender.
+        self.capture_all()
+        self.pg[0].add_stream([self.frame(B, A, b"to-unknown")])
+        self.pg_start()
+        for p in (self.pg[1], self.pg[2]):
+            rx = p.get_capture(1, remark="flooded")
+            assert raw(rx[0]) == raw(self.frame(B, A, b"to-unknown"))
+        self.pg[0].assert_nothing_captured(remark="not back to the sender")
+        # B answers from pg1: A was learned on pg0, so only pg0 gets it.
+        self.wait_for(lambda: A.replace(":", "") in self.vpp.cli("show l2fib").replace(":", ""),
+                      "A learned")
+        rx = self.send_and_expect(self.pg[1], [self.frame(A, B, b"reply")], self.pg[0])
+        assert raw(rx[0]) == raw(self.frame(A, B, b"reply"))
+        # Now B is known too: unicast to B goes to pg1 only.
+        self.wait_for(lambda: B.replace(":", "") in self.vpp.cli("show l2fib").replace(":", ""),
+                      "B learned")
+        before = self.get_interface_counters()
+        rx = self.send_and_expect(self.pg[0], [self.frame(B, A, b"known")], self.pg[1])
+        after = self.get_interface_counters()
+        assert after["pg2"].get("tx packets", 0) == before["pg2"].get("tx packets", 0), \
+            "a known unicast is not flooded"
+        # A moves to pg2: traffic to A follows it.
+        self.pg[2].add_stream([self.frame("ff:ff:ff:ff:ff:ff", A, b"A-on-pg2")])
+        self.capture_all()
+        self.pg_start()
+        self.pg[0].get_capture(1, remark="broadcast flooded")
+        self.pg[1].get_capture(1, remark="broadcast flooded")
+        self.wait_for(lambda: "pg2" in [ln.split()[2] for ln in
+                                        self.vpp.cli("show l2fib").splitlines()
+                                        if A.replace(":", "") in ln.replace(":", "")],
+                      "A moved to pg2")
+        rx = self.send_and_expect(self.pg[1], [self.frame(A, B, b"after-move")], self.pg[2])
+        assert raw(rx[0][Raw]) == b"after-move"
+
+    def test_static_entry_and_no_flood_of_known_static(self):
+        self.vpp.cli(f"l2fib add {C} 10 pg2 static")
+        rx = self.send_and_expect(self.pg[0], [self.frame(C, A, b"static")], self.pg[2])
+        assert raw(rx[0][Raw]) == b"static"
+        # A frame from C on another port does not move a static entry.
+        self.pg[1].add_stream([self.frame(A, C, b"spoof")])
+        self.capture_all()
+        self.pg_start()
+        self.pg[0].get_capture(1)
+        rx = self.send_and_expect(self.pg[0], [self.frame(C, A, b"still-pg2")], self.pg[2])
+        assert raw(rx[0][Raw]) == b"still-pg2"
+        self.vpp.cli(f"l2fib del {C} 10")
+
+    def test_bvi_routes_between_bridge_and_routed_interface(self):
+        assert self.vpp.cli(f"create loopback interface mac {LOOP_MAC}").strip() == "loop0"
+        for c in ["set interface l2 bridge loop0 10 bvi", "set interface state loop0 up",
+                  "set interface ip address loop0 10.9.0.1/24",
+                  "set interface ip address pg3 10.0.3.1/24",
+                  f"ip neighbor pg3 10.0.3.2 {self.pg[3].remote_mac}"]:
+            self.vpp.cli(c)
+        # A host on pg0 resolves the BVI's address: the broadcast request reaches the BVI,
+        # the reply comes back through the bridge to pg0 (A learned first: learning is applied
+        # by the main thread every 10 ms, and an unknown unicast reply would be flooded).
+        self.capture_all()
+        self.pg[0].add_stream([self.frame("ff:ff:ff:ff:ff:ff", A, b"hello")])
+        self.pg_start()
+        self.pg[1].get_capture(1)
+        self.pg[2].get_capture(1)
+        self.wait_for(lambda: A.replace(":", "") in self.vpp.cli("show l2fib").replace(":", ""),
+                      "A learned")
+        arp = Ether(dst="ff:ff:ff:ff:ff:ff", src=A) / ARP(
+            op=1, hwsrc=A, psrc="10.9.0.2", pdst="10.9.0.1")
+        self.capture_all()
+        self.pg[0].add_stream([arp])
+        self.pg_start()
+        rx = self.pg[0].get_capture(1, remark="ARP reply from the BVI")
+        assert rx[0][ARP].op == 2 and rx[0][ARP].hwsrc == LOOP_MAC
+        assert rx[0][ARP].psrc == "10.9.0.1" and rx[0].dst == A
+        for p in (self.pg[1], self.pg[2]):
+            assert len(p.get_capture(1, remark="the request is flooded to the bridge")) == 1
+        self.wait_for(lambda: any(n.ip == "10.9.0.2" for n in
+                                  parse_neighbors(self.vpp.cli("show ip neighbors"))),
+                      "host learned on the BVI")
+        # Routed from the bridge out of pg3 ...
+        up = Ether(raw(Ether(dst=LOOP_MAC, src=A) / IP(src="10.9.0.2", dst="10.0.3.2", ttl=5)
+                       / UDP(sport=1, dport=2) / Raw(b"up")))
+        rx = self.send_and_expect(self.pg[0], [up], self.pg[3])
+        assert rx[0].src == self.pg[3].local_mac and rx[0][IP].ttl == 4
+        # ... and from pg3 into the bridge, to the port where A was learned.
+        down = Ether(raw(Ether(dst=self.pg[3].local_mac, src=self.pg[3].remote_mac)
+                         / IP(src="10.0.3.2", dst="10.9.0.2", ttl=5)
+                         / UDP(sport=3, dport=4) / Raw(b"down")))
+        rx = self.send_and_expect(self.pg[3], [down], self.pg[0])
+        assert rx[0].src == LOOP_MAC and rx[0].dst == A and rx[0][IP].ttl == 4
+        # The BVI answers pings from the bridge.
+        echo = Ether(dst=LOOP_MAC, src=A) / IP(src="10.9.0.2", dst="10.9.0.1") / ICMP(id=3)
+        rx = self.send_and_expect(self.pg[0], [echo], self.pg[0])
+        assert rx[0][ICMP].type == 0 and rx[0][IP].src == "10.9.0.1"
+        self.vpp.cli("set interface ip address del pg3 10.0.3.1/24")
+        self.vpp.cli("set interface ip address del loop0 10.9.0.1/24")
+
+    def test_bvi_must_be_a_loopback(self):
+        from sluice_test import CliError
+        try:
+            self.vpp.cli("set interface l2 bridge pg3 10 bvi")
+        except CliError as e:
+            assert "loopback" in e.msg
+        else:
+            raise AssertionError("a pg interface was accepted as BVI")
