@@ -227,7 +227,10 @@ class TestIp6(SluiceTestCase):
         mdst = raw(Ether(dst="33:33:00:00:00:fb", src=self.pg0.remote_mac)
                    / IPv6(src=self.pg0.remote_ip6, dst="ff02::fb") / UDP())
         frames = [Ether(bytes(x)) for x in (long_plen, v4, short, msrc, mdst)]
+        before = self.get_interface_counters()["pg0"].get("drops", 0)
         self.send_and_assert_no_replies(self.pg0, frames)
+        after = self.get_interface_counters()["pg0"].get("drops", 0)
+        assert after - before == len(frames), "drops counted on the receiving interface"
         self.assert_counters({
             ("ip6-input", "ip6 payload length > l2 length"): 1,
             ("ip6-input", "ip6 version != 6"): 1,

@@ -6,6 +6,38 @@ use crate::registry::GraphBuilder;
 use crate::runtime::Cx;
 use sluice_buffer::BufIdx;
 use std::any::Any;
+use std::sync::Arc;
+
+/// Where `error-drop` and `punt` count packets per receiving interface (`show interface`
+/// `drops` and `punt`); installed by the interface layer.
+pub trait IfDropSink: Send + Sync {
+    /// `n` packets received on `sw_if` were dropped on thread `thread`.
+    fn drops(&self, thread: usize, sw_if: u32, n: u64);
+    /// `n` packets received on `sw_if` were punted on thread `thread`.
+    fn punts(&self, thread: usize, sw_if: u32, n: u64);
+}
+
+/// Counts a frame per run of packets with the same `rx_if`.
+fn per_rx_if(cx: &Cx, frame: &[BufIdx], mut f: impl FnMut(u32, u64)) {
+    let pool = cx.pool_ref();
+    let mut run: Option<(u32, u64)> = None;
+    for &b in frame {
+        // SAFETY: the calling node owns the frame; read-only header access.
+        let rx = unsafe { pool.header(b) }.rx_if;
+        match &mut run {
+            Some((r, n)) if *r == rx => *n += 1,
+            _ => {
+                if let Some((r, n)) = run {
+                    f(r, n);
+                }
+                run = Some((rx, 1));
+            }
+        }
+    }
+    if let Some((r, n)) = run {
+        f(r, n);
+    }
+}
 
 /// `error-drop`: the end of every dropped packet.
 ///
@@ -14,8 +46,13 @@ use std::any::Any;
 /// - next: none; buffers are freed.
 /// - counters: counts each packet on the counter named by its `error` (so `show errors` lists
 ///   it under the node that dropped it); `unhandled` counts packets sent to an arc that does not
-///   exist or a node absent from this thread. Captures the frame for `pcap trace drop`.
-pub struct ErrorDrop;
+///   exist or a node absent from this thread. Captures the frame for `pcap trace drop`. With
+///   a sink installed, also counts `drops` on each packet's `rx_if`.
+#[derive(Default)]
+pub struct ErrorDrop {
+    /// Per-interface drop counters (set by the interface layer).
+    pub sink: Option<Arc<dyn IfDropSink>>,
+}
 
 impl NodeFn for ErrorDrop {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
@@ -39,6 +76,10 @@ impl NodeFn for ErrorDrop {
         if let Some(c) = run_code {
             cx.count_error_code(c, run_len);
         }
+        if let Some(s) = &self.sink {
+            let t = cx.thread();
+            per_rx_if(cx, frame, |i, n| s.drops(t, i, n));
+        }
         cx.free(frame);
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -49,13 +90,21 @@ impl NodeFn for ErrorDrop {
 /// `punt`: packets for the host stack. Until a punt path to Linux exists (linux-cp), they are
 /// counted and freed.
 ///
-/// - uses: nothing. sets: nothing. next: none.
+/// - uses: `rx_if` (with a sink installed: `punt` counted on it). sets: nothing. next: none.
 /// - counters: `punted` (packets punted).
-pub struct Punt;
+#[derive(Default)]
+pub struct Punt {
+    /// Per-interface punt counters (set by the interface layer).
+    pub sink: Option<Arc<dyn IfDropSink>>,
+}
 
 impl NodeFn for Punt {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         cx.count(0, frame.len() as u64);
+        if let Some(s) = &self.sink {
+            let t = cx.thread();
+            per_rx_if(cx, frame, |i, n| s.punts(t, i, n));
+        }
         cx.free(frame);
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -82,15 +131,16 @@ impl NodeFn for NullSink {
 /// Registers the built-in nodes.
 pub fn register(b: &mut GraphBuilder) {
     b.register(
-        NodeRegistration::new("error-drop", NodeKind::Internal, |_| Box::new(ErrorDrop)).counters(
-            &[CounterDesc::error(
-                "unhandled",
-                "packets sent to a missing arc or node",
-            )],
-        ),
+        NodeRegistration::new("error-drop", NodeKind::Internal, |_| {
+            Box::new(ErrorDrop::default())
+        })
+        .counters(&[CounterDesc::error(
+            "unhandled",
+            "packets sent to a missing arc or node",
+        )]),
     );
     b.register(
-        NodeRegistration::new("punt", NodeKind::Internal, |_| Box::new(Punt))
+        NodeRegistration::new("punt", NodeKind::Internal, |_| Box::new(Punt::default()))
             .counters(&[CounterDesc::info("punted", "packets punted")]),
     );
     b.register(

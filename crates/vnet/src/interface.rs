@@ -108,11 +108,51 @@ pub struct Interface {
     pub deleted: bool,
 }
 
+/// Every interface's counters by index, read lock-free by `error-drop` and `punt` to count
+/// `drops` and `punt` on the receiving interface. A slot is set once, when the interface is
+/// created (indices are never reused).
+pub struct IfCounterTable {
+    slots: Box<[std::sync::OnceLock<Arc<IfCounters>>]>,
+}
+
+impl Default for IfCounterTable {
+    fn default() -> Self {
+        IfCounterTable {
+            slots: (0..crate::ip4::MAX_IFS)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+        }
+    }
+}
+
+impl IfCounterTable {
+    fn set(&self, i: SwIfIndex, c: Arc<IfCounters>) {
+        if let Some(s) = self.slots.get(i.0 as usize) {
+            let _ = s.set(c);
+        }
+    }
+}
+
+impl sluice_graph::nodes::IfDropSink for IfCounterTable {
+    fn drops(&self, thread: usize, sw_if: u32, n: u64) {
+        if let Some(c) = self.slots.get(sw_if as usize).and_then(|s| s.get()) {
+            c.add(thread, counter::DROPS, n);
+        }
+    }
+    fn punts(&self, thread: usize, sw_if: u32, n: u64) {
+        if let Some(c) = self.slots.get(sw_if as usize).and_then(|s| s.get()) {
+            c.add(thread, counter::PUNT, n);
+        }
+    }
+}
+
 /// The interface table (a `Vlib` extension).
 #[derive(Default)]
 pub struct Interfaces {
     /// Indexed by `sw_if_index`.
     pub list: Vec<Interface>,
+    /// Counters by index for the drop/punt nodes.
+    pub counter_table: Arc<IfCounterTable>,
 }
 
 impl Interfaces {
@@ -163,6 +203,7 @@ pub fn create_interface(
         counters: counters.clone(),
         deleted: false,
     });
+    ifs.counter_table.set(idx, counters.clone());
     crate::output::attach(vm, idx, tx_node, counters)?;
     crate::ip4::sync_all_interfaces(vm);
     Ok(idx)
@@ -173,6 +214,8 @@ pub fn ensure_local0(vm: &mut Vlib) {
     let n_threads = vm.n_threads();
     let ifs = vm.ext_mut::<Interfaces>();
     if ifs.list.is_empty() {
+        let counters = Arc::new(IfCounters::new(n_threads));
+        ifs.counter_table.set(SwIfIndex(0), counters.clone());
         ifs.list.push(Interface {
             sw_if_index: SwIfIndex(0),
             name: "local0".to_string(),
@@ -182,10 +225,26 @@ pub fn ensure_local0(vm: &mut Vlib) {
             mac: [0; 6],
             mtu: 0,
             tx_node: None,
-            counters: Arc::new(IfCounters::new(n_threads)),
+            counters,
             deleted: false,
         });
     }
+}
+
+/// Installs the per-interface drop/punt counting in every thread's `error-drop` and `punt`.
+pub fn install_drop_counting(vm: &mut Vlib) {
+    let table: Arc<dyn sluice_graph::nodes::IfDropSink> =
+        vm.ext_mut::<Interfaces>().counter_table.clone();
+    let drop = vm.registry.find("error-drop");
+    let punt = vm.registry.find("punt");
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = drop.and_then(|d| tg.node_mut::<sluice_graph::nodes::ErrorDrop>(d)) {
+            n.sink = Some(table.clone());
+        }
+        if let Some(n) = punt.and_then(|p| tg.node_mut::<sluice_graph::nodes::Punt>(p)) {
+            n.sink = Some(table.clone());
+        }
+    });
 }
 
 /// Resolves an interface name (for `pcap trace intfc` and driver CLIs).

@@ -39,6 +39,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
 /// `pcap trace intfc`.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     interface::ensure_local0(vm);
+    interface::install_drop_counting(vm);
     vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
     ip4::init(vm);
     ip6::init(vm);
