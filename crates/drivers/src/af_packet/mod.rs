@@ -76,6 +76,8 @@ pub fn register(b: &mut GraphBuilder) {
                 CounterDesc::info("csum_completed", "partial L4 checksums completed"),
                 CounterDesc::info("vlan_restored", "VLAN tags re-inserted"),
                 CounterDesc::info("outgoing", "own transmissions ignored"),
+                CounterDesc::info("gso_segmented", "GSO aggregates cut into segments"),
+                CounterDesc::error("gso_dropped", "GSO aggregate that cannot be cut"),
             ]),
     );
     b.register(
@@ -230,7 +232,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
     let mut rx = Vec::new();
     for q in 0..c.rx_queues {
-        let r = RxRing::open(ifindex, RxGeometry::default(), fanout)
+        let r = RxRing::open(ifindex, RxGeometry::default(), fanout, true)
             .map_err(|e| format!("`{}' rx queue {q}: {e}", c.host))?;
         rx.push(Arc::new(r));
     }

@@ -4,8 +4,10 @@
 //! call it takes up to [`FRAME_SIZE`] packets out of the TPACKET_V3 ring, copies each into a
 //! Sluice buffer (a chain when it is larger than one buffer), re-inserts the 802.1Q header
 //! the kernel stripped (`TP_STATUS_VLAN_VALID`), completes partial TCP/UDP checksums
-//! (`TP_STATUS_CSUMNOTREADY`, common on veth), and gives each block back as soon as it is
-//! consumed.
+//! (`TP_STATUS_CSUMNOTREADY`, common on veth), cuts GSO aggregates (a veth peer's TSO/USO
+//! super-packets, reported in the `virtio_net_hdr` that `PACKET_VNET_HDR` puts in front of
+//! each frame) into MSS-sized segments with their own headers and checksums, and gives each
+//! block back as soon as it is consumed.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header;
 //!   starts traces (`trace add af-packet-input N`).
@@ -14,7 +16,9 @@
 //!   interface's `rx-miss`), `truncated` (error: the kernel captured less than the frame),
 //!   `bad_ring` (error: a ring header pointed outside its block; the rest of the block is
 //!   skipped), `csum_completed` (info), `vlan_restored` (info), `outgoing` (info: our own
-//!   transmissions seen by the socket, ignored).
+//!   transmissions seen by the socket, ignored), `gso_segmented` (info: aggregates cut into
+//!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
+//!   without extension headers, or whose segments would not fit a buffer).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
 //! - polling: the node is active while a queue has a block ready and for 10 ms after the
 //!   last packet (then the thread may sleep until its next timer: adaptive rx mode).
@@ -50,6 +54,8 @@ pub(crate) const C_BAD_RING: usize = 2;
 pub(crate) const C_CSUM: usize = 3;
 pub(crate) const C_VLAN: usize = 4;
 pub(crate) const C_OUTGOING: usize = 5;
+pub(crate) const C_GSO_SEGMENTED: usize = 6;
+pub(crate) const C_GSO_DROPPED: usize = 7;
 
 pub(crate) const C_RING_FULL: usize = 0;
 pub(crate) const C_TOO_BIG: usize = 1;
@@ -167,10 +173,12 @@ fn pkt_hdr(block: &[u8], off: usize) -> Option<PktHdr> {
     })
 }
 
-/// What happened to one packet taken from the ring.
+/// Why a packet taken from the ring did not make it into the graph.
 enum Took {
-    Copied(usize),
+    /// No free buffers (rx-miss).
     NoBuffer,
+    /// Dropped and counted by the callee.
+    Dropped,
 }
 
 impl AfInput {
@@ -183,7 +191,7 @@ impl AfInput {
         pkt: &[u8],
         tag: Option<[u8; 4]>,
         csum: bool,
-    ) -> Took {
+    ) -> Result<usize, Took> {
         let total = pkt.len()
             + if tag.is_some() && pkt.len() >= 12 {
                 4
@@ -199,7 +207,7 @@ impl AfInput {
             if csum && frame::complete_l4_checksum(v.data_mut()) {
                 cx.count(C_CSUM, 1);
             }
-            return Took::Copied(n);
+            return Ok(n);
         }
         // Larger than one buffer (jumbo frame, GSO aggregate): assemble, then chain.
         self.scratch.resize(total, 0);
@@ -209,7 +217,7 @@ impl AfInput {
             cx.count(C_CSUM, 1);
         }
         let Some(tail) = cx.bufs().alloc_with(&self.scratch[ds..]) else {
-            return Took::NoBuffer;
+            return Err(Took::NoBuffer);
         };
         {
             // SAFETY: as above.
@@ -217,21 +225,85 @@ impl AfInput {
             v.write_packet(&self.scratch[..ds]);
         }
         cx.bufs().chain_append(b, tail);
-        Took::Copied(n)
+        Ok(n)
     }
 
-    /// Takes up to `budget` packets from queue `qi`. Returns the number sent on.
+    /// Cuts a GSO aggregate into segments (one buffer each) and adds them to `out`.
+    /// Returns false, taking nothing, when it cannot (not cuttable: counted `gso_dropped`;
+    /// no buffers: the caller counts rx-miss).
+    #[allow(clippy::too_many_arguments)]
+    fn gso_in(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        pkt: &[u8],
+        tag: Option<[u8; 4]>,
+        vh: VnetHdr,
+        rx: &RxCtx,
+        out: &mut Out,
+    ) -> Result<(), Took> {
+        let total = pkt.len() + 4;
+        self.scratch.resize(total, 0);
+        let n = frame::copy_frame(&mut self.scratch, pkt, tag);
+        self.scratch.truncate(n);
+        let ds = pool.data_size();
+        let g = frame::Gso::parse(&self.scratch, vh.gso_type, vh.gso_size);
+        let Some(g) = g.filter(|g| {
+            g.segments(&self.scratch) <= MAX_SEGMENTS && g.segment_len(&self.scratch, 0) <= ds
+        }) else {
+            cx.count(C_GSO_DROPPED, 1);
+            return Err(Took::Dropped);
+        };
+        let nseg = g.segments(&self.scratch);
+        let mut segs = [BufIdx(0); MAX_SEGMENTS];
+        let got = cx.bufs().alloc(&mut segs[..nseg]);
+        if got < nseg {
+            cx.free(&segs[..got]);
+            return Err(Took::NoBuffer);
+        }
+        cx.count(C_GSO_SEGMENTED, 1);
+        for (i, &b) in segs[..nseg].iter().enumerate() {
+            let len = {
+                // SAFETY: freshly allocated by this node, not yet enqueued; one view.
+                let mut v = unsafe { pool.buffer(b) };
+                let len = g.write_segment(&self.scratch, i, v.raw_data_mut());
+                v.set_len(len);
+                len
+            };
+            out.push(cx, pool, b, len, rx);
+        }
+        Ok(())
+    }
+
+    /// Takes up to `budget` packets from queue `qi`. Returns the number of buffers sent on.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
+        {
+            let q = &self.queues[qi];
+            if !q.ring.ready(q.cur) {
+                return 0;
+            }
+        }
         let pool = cx.pool_ref();
         let ring = self.queues[qi].ring.clone();
-        let (sw_if, queue) = (self.queues[qi].sw_if, self.queues[qi].queue);
+        let rx = RxCtx {
+            sw_if: self.queues[qi].sw_if,
+            queue: self.queues[qi].queue,
+            counters: self.queues[qi].counters.clone(),
+        };
+        let vnet = ring.vnet_hdr();
         let nblocks = ring.geometry().block_nr;
-        let mut out = [BufIdx(0); FRAME_SIZE];
         let mut fresh = [BufIdx(0); FRAME_SIZE];
         let budget = budget.min(FRAME_SIZE);
-        let (mut n, mut bytes, mut miss) = (0usize, 0u64, 0u64);
-        let mut traced = cx.trace_budget();
-        'blocks: while n < budget {
+        let mut out = Out {
+            bufs: [BufIdx(0); FRAME_SIZE],
+            n: 0,
+            bytes: 0,
+            total: 0,
+            traced: cx.trace_budget(),
+            trace_status: (0, 0),
+        };
+        let (mut taken, mut miss) = (0usize, 0u64);
+        while taken < budget {
             let cur = self.queues[qi].cur;
             let Some(blk) = ring.user_block(cur) else {
                 break;
@@ -251,7 +323,7 @@ impl AfInput {
                 }
             };
             // Buffers for the packets of this block we will take now.
-            let want = (left as usize).min(budget - n);
+            let want = (left as usize).min(budget - taken);
             let got = if want > 0 {
                 cx.bufs().alloc(&mut fresh[..want])
             } else {
@@ -265,8 +337,19 @@ impl AfInput {
                     break;
                 };
                 let start = off + h.mac;
-                let end = start.checked_add(h.snaplen);
-                let pkt = end.and_then(|e| data.get(start..e));
+                let pkt = start
+                    .checked_add(h.snaplen)
+                    .and_then(|e| data.get(start..e));
+                let vh = if vnet {
+                    start
+                        .checked_sub(VNET_HDR_LEN)
+                        .filter(|&s| s >= off + pkt3::HDR_LEN)
+                        .and_then(|s| data.get(s..start))
+                        .map(VnetHdr::parse)
+                } else {
+                    None
+                };
+                taken += 1;
                 left -= 1;
                 if left > 0 {
                     match off.checked_add(h.next) {
@@ -286,10 +369,7 @@ impl AfInput {
                     cx.count(C_OUTGOING, 1);
                 } else if h.snaplen < h.len || pkt.len() > MAX_RX_FRAME {
                     cx.count(C_TRUNCATED, 1);
-                } else if used >= got {
-                    miss += 1;
                 } else {
-                    let b = fresh[used];
                     let tag = (h.status & status::VLAN_VALID != 0).then(|| {
                         let tpid = (h.status & status::VLAN_TPID_VALID != 0).then_some(h.tpid);
                         frame::vlan_header(tpid, h.tci)
@@ -297,37 +377,25 @@ impl AfInput {
                     if tag.is_some() {
                         cx.count(C_VLAN, 1);
                     }
-                    let csum = h.status & status::CSUMNOTREADY != 0;
-                    match self.copy_in(cx, pool, b, pkt, tag, csum) {
-                        Took::Copied(len) => {
-                            used += 1;
-                            // SAFETY: owned by this node until enqueued below; one view.
-                            let mut v = unsafe { pool.buffer(b) };
-                            v.hdr.rx_if = sw_if;
-                            bytes += len as u64;
-                            if traced > 0 {
-                                let mut head = [0u8; 64];
-                                let d = v.data();
-                                let hl = d.len().min(64);
-                                head[..hl].copy_from_slice(&d[..hl]);
-                                cx.trace_start(
-                                    &mut v,
-                                    RxTrace {
-                                        sw_if,
-                                        queue,
-                                        len: len as u32,
-                                        status: h.status,
-                                        vlan: h.tci,
-                                        head_len: hl as u8,
-                                        head,
-                                    },
-                                );
-                                traced -= 1;
+                    out.trace_status = (h.status, h.tci);
+                    let r = match vh
+                        .filter(|v| v.gso_type & !frame::gso_type::ECN != frame::gso_type::NONE)
+                    {
+                        Some(vh) => self.gso_in(cx, pool, pkt, tag, vh, &rx, &mut out),
+                        None if used >= got => Err(Took::NoBuffer),
+                        None => {
+                            let b = fresh[used];
+                            let csum = h.status & status::CSUMNOTREADY != 0;
+                            let r = self.copy_in(cx, pool, b, pkt, tag, csum);
+                            if let Ok(len) = r {
+                                used += 1;
+                                out.push(cx, pool, b, len, &rx);
                             }
-                            out[n] = b;
-                            n += 1;
+                            r.map(|_| ())
                         }
-                        Took::NoBuffer => miss += 1, // `b` stays unused, freed below
+                    };
+                    if let Err(Took::NoBuffer) = r {
+                        miss += 1;
                     }
                 }
                 if left == 0 {
@@ -344,24 +412,103 @@ impl AfInput {
                 q.pos = None;
             } else {
                 q.pos = Some((left, off));
-                if n >= budget {
-                    break 'blocks;
-                }
             }
         }
-        let q = &self.queues[qi];
-        let t = cx.thread();
         if miss > 0 {
-            q.counters.add(t, counter::RX_MISS, miss);
+            rx.counters.add(cx.thread(), counter::RX_MISS, miss);
             cx.count(C_NO_BUFFERS, miss);
         }
-        if n > 0 {
-            q.counters.add(t, counter::RX_PACKETS, n as u64);
-            q.counters.add(t, counter::RX_BYTES, bytes);
-            cx.pcap_capture(point::RX, &out[..n], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..n]);
+        out.flush(cx, &rx);
+        out.total
+    }
+}
+
+/// Size of `struct virtio_net_hdr` in front of each frame (`PACKET_VNET_HDR`).
+const VNET_HDR_LEN: usize = 10;
+
+/// Most segments one GSO aggregate is cut into.
+const MAX_SEGMENTS: usize = 128;
+
+/// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
+#[derive(Copy, Clone)]
+struct VnetHdr {
+    gso_type: u8,
+    gso_size: u16,
+}
+
+impl VnetHdr {
+    fn parse(b: &[u8]) -> VnetHdr {
+        VnetHdr {
+            gso_type: b.get(1).copied().unwrap_or(0),
+            gso_size: u16::from_le_bytes([
+                b.get(4).copied().unwrap_or(0),
+                b.get(5).copied().unwrap_or(0),
+            ]),
         }
-        n
+    }
+}
+
+/// The queue a packet came from.
+struct RxCtx {
+    sw_if: u32,
+    queue: u16,
+    counters: Arc<IfCounters>,
+}
+
+/// Buffers ready to go to `ethernet-input`, sent on whenever a frame's worth is collected.
+struct Out {
+    bufs: [BufIdx; FRAME_SIZE],
+    n: usize,
+    bytes: u64,
+    total: usize,
+    traced: u32,
+    trace_status: (u32, u16),
+}
+
+impl Out {
+    fn push(&mut self, cx: &mut Cx, pool: &BufferPool, b: BufIdx, len: usize, rx: &RxCtx) {
+        if self.n == FRAME_SIZE {
+            self.flush(cx, rx);
+        }
+        // SAFETY: owned by this node until enqueued; one view.
+        let mut v = unsafe { pool.buffer(b) };
+        v.hdr.rx_if = rx.sw_if;
+        if self.traced > 0 {
+            let mut head = [0u8; 64];
+            let d = v.data();
+            let hl = d.len().min(64);
+            head[..hl].copy_from_slice(&d[..hl]);
+            cx.trace_start(
+                &mut v,
+                RxTrace {
+                    sw_if: rx.sw_if,
+                    queue: rx.queue,
+                    len: len as u32,
+                    status: self.trace_status.0,
+                    vlan: self.trace_status.1,
+                    head_len: hl as u8,
+                    head,
+                },
+            );
+            self.traced -= 1;
+        }
+        self.bufs[self.n] = b;
+        self.n += 1;
+        self.bytes += len as u64;
+    }
+
+    fn flush(&mut self, cx: &mut Cx, rx: &RxCtx) {
+        if self.n == 0 {
+            return;
+        }
+        let t = cx.thread();
+        rx.counters.add(t, counter::RX_PACKETS, self.n as u64);
+        rx.counters.add(t, counter::RX_BYTES, self.bytes);
+        cx.pcap_capture(point::RX, &self.bufs[..self.n], false);
+        cx.enqueue_all(NEXT_ETHERNET, &self.bufs[..self.n]);
+        self.total += self.n;
+        self.n = 0;
+        self.bytes = 0;
     }
 }
 

@@ -22,6 +22,7 @@ const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_LOSS: libc::c_int = 14;
 const PACKET_FANOUT: libc::c_int = 18;
@@ -269,6 +270,7 @@ pub struct RxRing {
     map: Mmap,
     fd: OwnedFd,
     geo: RxGeometry,
+    vnet: bool,
     /// Kernel counters read so far.
     pub stats: RxStats,
 }
@@ -303,7 +305,15 @@ impl<'a> UserBlock<'a> {
 impl RxRing {
     /// Opens an rx queue on `ifindex`: TPACKET_V3 ring, bound to all protocols, outgoing
     /// packets ignored, joined to fanout group `fanout` (hash, with defragmentation) if given.
-    pub fn open(ifindex: u32, geo: RxGeometry, fanout: Option<u16>) -> io::Result<RxRing> {
+    /// With `vnet_hdr`, each frame is preceded by a `virtio_net_hdr` describing GSO
+    /// aggregates (kernels without ring support for it: silently off, see
+    /// [`RxRing::vnet_hdr`]).
+    pub fn open(
+        ifindex: u32,
+        geo: RxGeometry,
+        fanout: Option<u16>,
+        vnet_hdr: bool,
+    ) -> io::Result<RxRing> {
         let fd = packet_socket()?;
         let raw = fd.as_raw_fd();
         setsockopt(
@@ -313,6 +323,8 @@ impl RxRing {
             &TPACKET_V3,
             "PACKET_VERSION V3",
         )?;
+        let vnet = vnet_hdr
+            && setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR").is_ok();
         let req: [u32; 7] = [
             geo.block_size as u32,
             geo.block_nr as u32,
@@ -342,6 +354,7 @@ impl RxRing {
             map,
             fd,
             geo,
+            vnet,
             stats: RxStats::default(),
         })
     }
@@ -369,6 +382,11 @@ impl RxRing {
             &m,
             "PACKET_ADD_MEMBERSHIP promisc",
         )
+    }
+
+    /// Whether frames are preceded by a `virtio_net_hdr`.
+    pub fn vnet_hdr(&self) -> bool {
+        self.vnet
     }
 
     /// Ring geometry.
