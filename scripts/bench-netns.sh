@@ -48,7 +48,7 @@ cleanup() {
     ip link del "${P}g0" 2>/dev/null || true
     ip link del "${P}s0" 2>/dev/null || true
     for n in "$G" "$S" "$R"; do ip netns del "$n" 2>/dev/null || true; done
-    rm -f "$SOCK"
+    rm -f "$SOCK" "/tmp/${P}.log"
 }
 trap cleanup EXIT
 
