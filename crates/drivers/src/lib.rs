@@ -1,16 +1,19 @@
-//! Sluice drivers: the packet generator (`pg`) now; af_packet, af_xdp, memif and tap in later
-//! issues.
+//! Sluice drivers: the packet generator (`pg`) and AF_PACKET host interfaces
+//! (`af_packet`); af_xdp, memif and tap in later issues.
 
+pub mod af_packet;
 pub mod pg;
 
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);
+    af_packet::register(b);
 }
 
 /// Registers every driver's CLI commands.
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     pg::register_cli(t);
+    af_packet::register_cli(t);
 }
 
 /// Per-runtime initialisation.

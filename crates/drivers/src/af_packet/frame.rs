@@ -1,0 +1,554 @@
+//! Packet fix-ups the rx path does while copying frames out of the ring: re-inserting the
+//! VLAN tag the kernel stripped into `tp_vlan_tci`, and completing partial L4 checksums
+//! (`TP_STATUS_CSUMNOTREADY`). Safe code on byte slices; nothing here panics on any input.
+
+use sluice_wire::checksum;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const ET_VLAN: u16 = 0x8100;
+const ET_QINQ: u16 = 0x88a8;
+const ET_IPV4: u16 = 0x0800;
+const ET_IPV6: u16 = 0x86dd;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// The 4-byte 802.1Q header (TPID, TCI) for a tag the kernel reported.
+pub fn vlan_header(tpid: Option<u16>, tci: u16) -> [u8; 4] {
+    let t = tpid.filter(|&t| t != 0).unwrap_or(ET_VLAN).to_be_bytes();
+    let c = tci.to_be_bytes();
+    [t[0], t[1], c[0], c[1]]
+}
+
+/// Copies `pkt` into `dst`, inserting `tag` after the two MAC addresses when given (and the
+/// frame has them). Returns the bytes written, at most `dst.len()`.
+pub fn copy_frame(dst: &mut [u8], pkt: &[u8], tag: Option<[u8; 4]>) -> usize {
+    match tag {
+        Some(t) if pkt.len() >= 12 => {
+            let total = (pkt.len() + 4).min(dst.len());
+            let mut w = 0;
+            for piece in [&pkt[..12], &t[..], &pkt[12..]] {
+                let n = piece.len().min(total - w);
+                dst[w..w + n].copy_from_slice(&piece[..n]);
+                w += n;
+            }
+            w
+        }
+        _ => {
+            let n = pkt.len().min(dst.len());
+            dst[..n].copy_from_slice(&pkt[..n]);
+            n
+        }
+    }
+}
+
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
+}
+
+/// Completes the TCP or UDP checksum of an Ethernet frame (up to two VLAN tags, IPv4 or
+/// IPv6 with hop-by-hop / routing / destination-options headers) whose checksum the sender
+/// left to "hardware" (`CHECKSUM_PARTIAL`): the field is recomputed from scratch over the
+/// pseudo-header and the L4 segment (RFC 768, RFC 793 §3.1, RFC 8200 §8.1). Returns whether
+/// the frame was a TCP/UDP packet it could complete; other frames are left unchanged.
+pub fn complete_l4_checksum(f: &mut [u8]) -> bool {
+    let mut off = 12;
+    let mut et = match be16(f, off) {
+        Some(e) => e,
+        None => return false,
+    };
+    for _ in 0..2 {
+        if et != ET_VLAN && et != ET_QINQ {
+            break;
+        }
+        off += 4;
+        et = match be16(f, off) {
+            Some(e) => e,
+            None => return false,
+        };
+    }
+    let l3 = off + 2;
+    match et {
+        ET_IPV4 => complete_v4(f, l3),
+        ET_IPV6 => complete_v6(f, l3),
+        _ => false,
+    }
+}
+
+fn complete_v4(f: &mut [u8], l3: usize) -> bool {
+    let Some(h) = f.get(l3..l3 + 20) else {
+        return false;
+    };
+    if h[0] >> 4 != 4 {
+        return false;
+    }
+    let ihl = (h[0] & 0xf) as usize * 4;
+    let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let frag = u16::from_be_bytes([h[6], h[7]]);
+    if ihl < 20 || total < ihl || frag & 0x3fff != 0 {
+        return false; // malformed, or a fragment: no complete L4 segment here
+    }
+    let proto = h[9];
+    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    let dst = Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+    let (l4, end) = (l3 + ihl, l3 + total);
+    if end > f.len() {
+        return false;
+    }
+    let l4len = end - l4;
+    let Ok(len16) = u16::try_from(l4len) else {
+        return false;
+    };
+    let pseudo = checksum::pseudo_header_v4(src, dst, proto, len16);
+    complete_l4(&mut f[l4..end], proto, pseudo)
+}
+
+fn complete_v6(f: &mut [u8], l3: usize) -> bool {
+    let Some(h) = f.get(l3..l3 + 40) else {
+        return false;
+    };
+    if h[0] >> 4 != 6 {
+        return false;
+    }
+    let payload = u16::from_be_bytes([h[4], h[5]]) as usize;
+    let mut nh = h[6];
+    let mut s = [0u8; 16];
+    let mut d = [0u8; 16];
+    s.copy_from_slice(&h[8..24]);
+    d.copy_from_slice(&h[24..40]);
+    let end = l3 + 40 + payload;
+    if end > f.len() {
+        return false;
+    }
+    let mut p = l3 + 40;
+    for _ in 0..8 {
+        match nh {
+            0 | 43 | 60 => {
+                let (Some(&next), Some(&len)) = (f.get(p), f.get(p + 1)) else {
+                    return false;
+                };
+                nh = next;
+                p += (len as usize + 1) * 8;
+                if p > end {
+                    return false;
+                }
+            }
+            _ => break,
+        }
+    }
+    let l4len = end - p;
+    let pseudo = sluice_wire::ipv6::pseudo_header_sum(
+        Ipv6Addr::from(s),
+        Ipv6Addr::from(d),
+        nh,
+        l4len as u32,
+    );
+    complete_l4(&mut f[p..end], nh, pseudo)
+}
+
+fn complete_l4(seg: &mut [u8], proto: u8, pseudo: u16) -> bool {
+    let at = match proto {
+        PROTO_TCP if seg.len() >= 20 => 16,
+        PROTO_UDP if seg.len() >= 8 => 6,
+        _ => return false,
+    };
+    seg[at] = 0;
+    seg[at + 1] = 0;
+    let mut c = !checksum::combine(pseudo, checksum::sum(seg));
+    if proto == PROTO_UDP && c == 0 {
+        c = 0xffff; // RFC 768: a computed zero is sent as all ones
+    }
+    seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// `virtio_net_hdr.gso_type` values (the kernel's GSO kinds as packet sockets report them).
+pub mod gso_type {
+    /// Not a GSO packet.
+    pub const NONE: u8 = 0;
+    /// TCP over IPv4.
+    pub const TCPV4: u8 = 1;
+    /// TCP over IPv6.
+    pub const TCPV6: u8 = 4;
+    /// UDP segmentation (UDP_SEGMENT / USO).
+    pub const UDP_L4: u8 = 5;
+    /// Flag: ECN (CWR) on the first segment.
+    pub const ECN: u8 = 0x80;
+}
+
+/// Where the headers of a GSO aggregate are, parsed from the packet itself (the lengths in
+/// the virtio header are not trusted).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Gso {
+    l3: usize,
+    l4: usize,
+    hdr_len: usize,
+    mss: usize,
+    v6: bool,
+    tcp: bool,
+}
+
+impl Gso {
+    /// Parses an Ethernet frame that the kernel reported as a GSO aggregate of `kind`
+    /// with segment size `mss`. `None` when it is not a TCP or UDP packet we can cut.
+    pub fn parse(f: &[u8], kind: u8, mss: u16) -> Option<Gso> {
+        let kind = kind & !gso_type::ECN;
+        let mss = mss as usize;
+        if mss == 0 {
+            return None;
+        }
+        let mut et = be16(f, 12)?;
+        let mut off = 12;
+        for _ in 0..2 {
+            if et != ET_VLAN && et != ET_QINQ {
+                break;
+            }
+            off += 4;
+            et = be16(f, off)?;
+        }
+        let l3 = off + 2;
+        let (v6, proto, l4) = match et {
+            ET_IPV4 => {
+                let h = f.get(l3..l3 + 20)?;
+                let ihl = (h[0] & 0xf) as usize * 4;
+                if h[0] >> 4 != 4 || ihl < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
+                    return None;
+                }
+                (false, h[9], l3 + ihl)
+            }
+            ET_IPV6 => {
+                let h = f.get(l3..l3 + 40)?;
+                if h[0] >> 4 != 6 {
+                    return None;
+                }
+                (true, h[6], l3 + 40) // extension headers: not cut (rare on GSO)
+            }
+            _ => return None,
+        };
+        let tcp = match (kind, proto) {
+            (gso_type::TCPV4, PROTO_TCP) if !v6 => true,
+            (gso_type::TCPV6, PROTO_TCP) if v6 => true,
+            (gso_type::UDP_L4, PROTO_UDP) => false,
+            _ => return None,
+        };
+        let l4h = if tcp {
+            let doff = (*f.get(l4 + 12)? >> 4) as usize * 4;
+            if doff < 20 {
+                return None;
+            }
+            doff
+        } else {
+            8
+        };
+        let hdr_len = l4 + l4h;
+        if hdr_len > f.len() {
+            return None;
+        }
+        Some(Gso {
+            l3,
+            l4,
+            hdr_len,
+            mss,
+            v6,
+            tcp,
+        })
+    }
+
+    /// Number of segments the aggregate `f` is cut into.
+    pub fn segments(&self, f: &[u8]) -> usize {
+        f.len()
+            .saturating_sub(self.hdr_len)
+            .div_ceil(self.mss)
+            .max(1)
+    }
+
+    /// Bytes segment `i` needs (headers + its payload).
+    pub fn segment_len(&self, f: &[u8], i: usize) -> usize {
+        let payload = f.len().saturating_sub(self.hdr_len);
+        let start = (i * self.mss).min(payload);
+        self.hdr_len + (payload - start).min(self.mss)
+    }
+
+    /// Writes segment `i` of `f` into `dst` (at least [`Gso::segment_len`] bytes) with its
+    /// IP length, IPv4 id and header checksum, TCP sequence number and flags (FIN/PSH only on
+    /// the last segment, CWR only on the first) or UDP length, and a full L4 checksum.
+    /// Returns the segment's length, 0 if `dst` is too small.
+    pub fn write_segment(&self, f: &[u8], i: usize, dst: &mut [u8]) -> usize {
+        let n = self.segment_len(f, i);
+        let Some(d) = dst.get_mut(..n) else {
+            return 0;
+        };
+        let h = self.hdr_len;
+        let payload = f.len().saturating_sub(h);
+        let start = h + (i * self.mss).min(payload);
+        d[..h].copy_from_slice(&f[..h]);
+        d[h..].copy_from_slice(&f[start..start + (n - h)]);
+        let last = i + 1 == self.segments(f);
+        let l4len = n - self.l4;
+        if self.v6 {
+            let pl = (n - self.l3 - 40) as u16;
+            d[self.l3 + 4..self.l3 + 6].copy_from_slice(&pl.to_be_bytes());
+        } else {
+            let tot = (n - self.l3) as u16;
+            d[self.l3 + 2..self.l3 + 4].copy_from_slice(&tot.to_be_bytes());
+            let id = u16::from_be_bytes([d[self.l3 + 4], d[self.l3 + 5]]).wrapping_add(i as u16);
+            d[self.l3 + 4..self.l3 + 6].copy_from_slice(&id.to_be_bytes());
+            d[self.l3 + 10] = 0;
+            d[self.l3 + 11] = 0;
+            let ihl = self.l4 - self.l3;
+            let c = checksum::internet_checksum(&d[self.l3..self.l3 + ihl]);
+            d[self.l3 + 10..self.l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        let t = self.l4;
+        if self.tcp {
+            let seq = u32::from_be_bytes([d[t + 4], d[t + 5], d[t + 6], d[t + 7]])
+                .wrapping_add((i * self.mss) as u32);
+            d[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+            if !last {
+                d[t + 13] &= !0x09; // FIN, PSH
+            }
+            if i > 0 {
+                d[t + 13] &= !0x80; // CWR
+            }
+        } else {
+            d[t + 4..t + 6].copy_from_slice(&(l4len as u16).to_be_bytes());
+        }
+        let proto = if self.tcp { PROTO_TCP } else { PROTO_UDP };
+        let pseudo = if self.v6 {
+            let mut s = [0u8; 16];
+            let mut ds = [0u8; 16];
+            s.copy_from_slice(&d[self.l3 + 8..self.l3 + 24]);
+            ds.copy_from_slice(&d[self.l3 + 24..self.l3 + 40]);
+            sluice_wire::ipv6::pseudo_header_sum(
+                Ipv6Addr::from(s),
+                Ipv6Addr::from(ds),
+                proto,
+                l4len as u32,
+            )
+        } else {
+            let a = &d[self.l3 + 12..self.l3 + 20];
+            checksum::pseudo_header_v4(
+                Ipv4Addr::new(a[0], a[1], a[2], a[3]),
+                Ipv4Addr::new(a[4], a[5], a[6], a[7]),
+                proto,
+                l4len as u16,
+            )
+        };
+        complete_l4(&mut d[t..n], proto, pseudo);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip4_udp(payload: &[u8], vlan: bool) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a]);
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        let total = 20 + 8 + payload.len();
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0x40,
+            0,
+            64,
+            17,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+        ];
+        let c = checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let ul = 8 + payload.len();
+        f.extend_from_slice(&[
+            0x30,
+            0x39,
+            0x00,
+            0x35,
+            (ul >> 8) as u8,
+            ul as u8,
+            0xaa,
+            0xbb,
+        ]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// Verifies an L4 checksum by summing pseudo-header + segment: all ones when correct.
+    fn udp4_ok(f: &[u8], l3: usize) -> bool {
+        let seg = &f[l3 + 20..];
+        let p = checksum::pseudo_header_v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            17,
+            seg.len() as u16,
+        );
+        checksum::combine(p, checksum::sum(seg)) == 0xffff
+    }
+
+    #[test]
+    fn completes_ipv4_udp_plain_and_tagged() {
+        for vlan in [false, true] {
+            let mut f = ip4_udp(b"hello, sluice", vlan);
+            let l3 = if vlan { 18 } else { 14 };
+            assert!(!udp4_ok(&f, l3));
+            assert!(complete_l4_checksum(&mut f));
+            assert!(udp4_ok(&f, l3), "vlan {vlan}");
+        }
+    }
+
+    #[test]
+    fn completes_ipv6_tcp_behind_hop_by_hop() {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd];
+        let tcp_len = 20 + 5;
+        let payload = 8 + tcp_len;
+        f.extend_from_slice(&[0x60, 0, 0, 0, 0, payload as u8, 0, 64]);
+        let src = [0xfdu8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let dst = [0xfdu8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]); // hop-by-hop: next TCP, PadN
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 0x50;
+        tcp[16] = 0x12; // garbage "partial" checksum
+        tcp.extend_from_slice(b"abcde");
+        f.extend_from_slice(&tcp);
+        assert!(complete_l4_checksum(&mut f));
+        let seg = &f[14 + 40 + 8..];
+        let p = sluice_wire::ipv6::pseudo_header_sum(
+            Ipv6Addr::from(src),
+            Ipv6Addr::from(dst),
+            6,
+            seg.len() as u32,
+        );
+        assert_eq!(checksum::combine(p, checksum::sum(seg)), 0xffff);
+    }
+
+    #[test]
+    fn leaves_other_frames_alone_and_never_panics() {
+        let mut arp = vec![0xffu8; 12];
+        arp.extend_from_slice(&[0x08, 0x06]);
+        arp.extend_from_slice(&[0u8; 28]);
+        let before = arp.clone();
+        assert!(!complete_l4_checksum(&mut arp));
+        assert_eq!(arp, before);
+        // Every truncation of a valid frame, and lying length fields.
+        let f = ip4_udp(b"payload", true);
+        for n in 0..f.len() {
+            let mut t = f[..n].to_vec();
+            let _ = complete_l4_checksum(&mut t);
+        }
+        let mut lie = f.clone();
+        lie[18 + 2] = 0xff; // IPv4 total length far beyond the frame
+        assert!(!complete_l4_checksum(&mut lie));
+        let mut frag = ip4_udp(b"x", false);
+        frag[14 + 6] = 0x20; // MF set
+        assert!(!complete_l4_checksum(&mut frag));
+    }
+
+    #[test]
+    fn vlan_reinsertion() {
+        let pkt: Vec<u8> = (0u8..20).collect();
+        let mut out = [0u8; 64];
+        let n = copy_frame(&mut out, &pkt, Some(vlan_header(None, 0x0064)));
+        assert_eq!(n, 24);
+        assert_eq!(&out[..12], &pkt[..12]);
+        assert_eq!(&out[12..16], &[0x81, 0x00, 0x00, 0x64]);
+        assert_eq!(&out[16..24], &pkt[12..]);
+        assert_eq!(vlan_header(Some(0x88a8), 5), [0x88, 0xa8, 0, 5]);
+        // Destination too small: truncated, no panic.
+        let mut small = [0u8; 14];
+        assert_eq!(copy_frame(&mut small, &pkt, Some([1, 2, 3, 4])), 14);
+        assert_eq!(copy_frame(&mut small, &pkt, None), 14);
+        // Runt: no tag inserted.
+        assert_eq!(copy_frame(&mut out, &pkt[..6], Some([1, 2, 3, 4])), 6);
+    }
+    #[test]
+    fn gso_tcp4_is_cut_into_valid_segments() {
+        // 14 + 20 + 20 header bytes, 3000 bytes of payload, MSS 1400: 1400 + 1400 + 200.
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+        let total = 40 + payload.len();
+        f.extend_from_slice(&[
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+        ]);
+        let mut tcp = vec![0u8; 20];
+        tcp[0..4].copy_from_slice(&[0x30, 0x39, 0x14, 0x51]);
+        tcp[4..8].copy_from_slice(&0xffff_fc00u32.to_be_bytes()); // wraps during the cut
+        tcp[12] = 0x50;
+        tcp[13] = 0x80 | 0x10 | 0x08 | 0x01; // CWR ACK PSH FIN
+        f.extend_from_slice(&tcp);
+        f.extend_from_slice(&payload);
+        let g = Gso::parse(&f, gso_type::TCPV4 | gso_type::ECN, 1400).unwrap();
+        assert_eq!(g.segments(&f), 3);
+        let mut got = Vec::new();
+        for i in 0..3 {
+            let mut d = [0u8; 2048];
+            let n = g.write_segment(&f, i, &mut d);
+            assert_eq!(n, g.segment_len(&f, i));
+            let s = &d[..n];
+            // IPv4 header valid, lengths right, id incremented.
+            assert_eq!(checksum::sum(&s[14..34]), 0xffff);
+            assert_eq!(u16::from_be_bytes([s[16], s[17]]) as usize, n - 14);
+            assert_eq!(u16::from_be_bytes([s[18], s[19]]), 0x1234 + i as u16);
+            // TCP checksum valid, sequence advanced, flags.
+            let seg = &s[34..];
+            let p = checksum::pseudo_header_v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                6,
+                seg.len() as u16,
+            );
+            assert_eq!(checksum::combine(p, checksum::sum(seg)), 0xffff);
+            let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+            assert_eq!(seq, 0xffff_fc00u32.wrapping_add(1400 * i as u32));
+            let fl = seg[13];
+            assert_eq!(fl & 0x80 != 0, i == 0, "CWR only first");
+            assert_eq!(fl & 0x09 != 0, i == 2, "FIN/PSH only last");
+            got.extend_from_slice(&seg[20..]);
+        }
+        assert_eq!(got, payload);
+        // Too small a destination: nothing written, no panic.
+        assert_eq!(g.write_segment(&f, 0, &mut [0u8; 100]), 0);
+        // Not TCP/IPv4 as claimed, or garbage: refused.
+        assert!(Gso::parse(&f, gso_type::TCPV6, 1400).is_none());
+        assert!(Gso::parse(&f, gso_type::TCPV4, 0).is_none());
+        for n in 0..60 {
+            let _ = Gso::parse(&f[..n], gso_type::TCPV4, 1400);
+        }
+    }
+}

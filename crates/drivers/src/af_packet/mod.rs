@@ -1,0 +1,476 @@
+//! AF_PACKET host interfaces (VPP's `af_packet` plugin): attach Sluice to a Linux network
+//! interface (veth, a NIC the kernel owns, a bridge port) through PACKET_MMAP rings.
+//!
+//! CLI (VPP syntax):
+//! - `create host-interface name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>]
+//!   [hw-addr <mac>] [qdisc-bypass-disable]` creates `host-<linux-if>` and prints its name;
+//! - `delete host-interface name <linux-if>`;
+//! - `show af_packet` (alias `show af-packet`): sockets, rings, queue placement, kernel drops.
+//!
+//! Per interface: `num-rx-queues` TPACKET_V3 rx sockets (joined in a `PACKET_FANOUT_HASH`
+//! group when more than one, so the kernel spreads flows over them), `num-tx-queues`
+//! TPACKET_V2 tx sockets (default: one per thread, so no thread waits for another;
+//! `PACKET_QDISC_BYPASS` unless `qdisc-bypass-disable`). The Linux interface is set up and
+//! put in promiscuous mode for as long as the rx socket is open. The Sluice interface gets
+//! its own MAC (`hw-addr`, or a random locally administered `02:fe:..`), as in VPP, and the
+//! Linux interface's MTU.
+//!
+//! rx queue placement: with worker threads, rx queues go round-robin over the workers (the
+//! main thread polls them when there are none); there is no `set interface rx-placement` yet.
+//!
+//! Delete is safe while traffic flows: the interface stops transmitting at once
+//! (`interface-output` drops what still carries its index), every thread drops its
+//! reference to the rings at a safe point between two dispatcher loops, and the sockets are
+//! closed and the rings unmapped when the last reference goes.
+//!
+//! Nodes: see [`node`].
+
+mod frame;
+pub mod node;
+pub mod ring;
+
+use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
+use ring::{linux_if, RxGeometry, RxRing, TxGeometry, TxRing};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{CounterDesc, GraphBuilder, NodeKind, NodeRegistration, Vlib};
+use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Most rx or tx queues per interface.
+pub const MAX_QUEUES: u32 = 16;
+
+/// One host interface, as the control plane knows it.
+pub struct AfDev {
+    /// Linux interface name.
+    pub host: String,
+    /// Linux ifindex.
+    pub ifindex: u32,
+    /// Sluice interface.
+    pub sw_if: SwIfIndex,
+    /// rx queues and the thread polling each.
+    pub rx: Vec<(Arc<RxRing>, usize)>,
+    /// tx queues.
+    pub tx: Arc<Vec<TxRing>>,
+    /// Fanout group id when there is more than one rx queue.
+    pub fanout: Option<u16>,
+}
+
+/// af_packet control-plane state (a `Vlib` extension).
+#[derive(Default)]
+pub struct AfPacketMain {
+    devs: Vec<AfDev>,
+    next_worker: usize,
+}
+
+/// Registers `af-packet-input` and `af-packet-tx`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfInput::default()))
+            .nexts(&[sluice_vnet::ip4::nodes::ETHERNET_INPUT])
+            .counters(&[
+                CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
+                CounterDesc::error("truncated", "frame truncated by the kernel"),
+                CounterDesc::error("bad_ring", "corrupt ring header, block skipped"),
+                CounterDesc::info("csum_completed", "partial L4 checksums completed"),
+                CounterDesc::info("vlan_restored", "VLAN tags re-inserted"),
+                CounterDesc::info("outgoing", "own transmissions ignored"),
+                CounterDesc::info("gso_segmented", "GSO aggregates cut into segments"),
+                CounterDesc::error("gso_dropped", "GSO aggregate that cannot be cut"),
+            ]),
+    );
+    b.register(
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(AfTx::default())).counters(&[
+            CounterDesc::error("ring_full", "tx ring full"),
+            CounterDesc::error("too_big", "packet larger than a tx frame"),
+            CounterDesc::error("no_interface", "host interface deleted"),
+            CounterDesc::error("send_error", "sendto failed"),
+        ]),
+    );
+}
+
+/// Registers the af_packet CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create host-interface",
+        "create host-interface name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>] [hw-addr <mac>] [qdisc-bypass-disable]",
+        cli_create,
+    );
+    t.add(
+        "delete host-interface",
+        "delete host-interface name <linux-if>",
+        cli_delete,
+    );
+    t.add(
+        "show af_packet",
+        "show af_packet — host interfaces: sockets, rings, rx placement, kernel drops",
+        cli_show,
+    );
+    t.add(
+        "show af-packet",
+        "show af-packet — same as `show af_packet'",
+        cli_show,
+    );
+}
+
+/// Options of `create host-interface`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateArgs {
+    /// Linux interface name.
+    pub host: String,
+    /// rx queues.
+    pub rx_queues: u32,
+    /// tx queues (`None`: one per thread).
+    pub tx_queues: Option<u32>,
+    /// MAC of the Sluice interface.
+    pub hw_addr: Option<[u8; 6]>,
+    /// Bypass the qdisc layer on transmit.
+    pub qdisc_bypass: bool,
+}
+
+fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
+    let mut host = None;
+    let mut rx_queues = 1;
+    let mut tx_queues = None;
+    let mut hw_addr = None;
+    let mut qdisc_bypass = true;
+    let queues = |a: &mut Args, what: &str| -> Result<u32, CliError> {
+        let n = a.u32(what)?;
+        if n == 0 || n > MAX_QUEUES {
+            return Err(CliError::new(format!(
+                "{what} {n} out of range 1..{MAX_QUEUES}"
+            )));
+        }
+        Ok(n)
+    };
+    while !a.is_empty() {
+        if a.keyword("name") {
+            host = Some(a.word("Linux interface name")?);
+        } else if a.keyword("num-rx-queues") {
+            rx_queues = queues(a, "num-rx-queues")?;
+        } else if a.keyword("num-tx-queues") {
+            tx_queues = Some(queues(a, "num-tx-queues")?);
+        } else if a.keyword("hw-addr") {
+            let w = a.word("MAC address")?;
+            let m: sluice_wire::Mac = w
+                .parse()
+                .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
+            if m.0[0] & 1 != 0 {
+                return Err(CliError::new(format!(
+                    "hw-addr `{w}' is a multicast address"
+                )));
+            }
+            hw_addr = Some(m.0);
+        } else if a.keyword("qdisc-bypass-disable") {
+            qdisc_bypass = false;
+        } else if let Some(w @ ("v2" | "mode" | "cksum-gso-disable")) = a.peek() {
+            return Err(CliError::new(format!(
+                "`{w}' is not supported by Sluice's af_packet (rx is always TPACKET_V3, Ethernet mode)"
+            )));
+        } else {
+            a.finish()?;
+        }
+    }
+    let host = host.ok_or_else(|| CliError::new("missing `name <linux-if>'"))?;
+    if host.is_empty()
+        || host.len() >= libc::IFNAMSIZ
+        || host.contains(['/', ':'])
+        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(CliError::new(format!(
+            "bad Linux interface name `{}'",
+            sluice_cli::error::clip(&host)
+        )));
+    }
+    Ok(CreateArgs {
+        host,
+        rx_queues,
+        tx_queues,
+        hw_addr,
+        qdisc_bypass,
+    })
+}
+
+fn random_mac(seed: u64) -> [u8; 6] {
+    // splitmix64 of the seed: distinct MACs for interfaces created in one process.
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let b = z.to_be_bytes();
+    [0x02, 0xfe, b[0], b[1], b[2], b[3]]
+}
+
+fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let c = parse_create(a)?;
+    let name = create(vm, &c).map_err(CliError::new)?;
+    Ok(format!("{name}\n"))
+}
+
+/// Creates a host interface; returns its Sluice name (`host-<linux-if>`).
+pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
+    let name = format!("host-{}", c.host);
+    if vm.ext_mut::<Interfaces>().find(&name).is_some() {
+        return Err(format!("interface `{name}' already exists"));
+    }
+    let ifindex = linux_if::index(&c.host)
+        .ok_or_else(|| format!("unknown Linux interface `{}' (no such device)", c.host))?;
+    let mtu = linux_if::mtu(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    linux_if::set_up(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    let tx_node = vm
+        .registry
+        .find(TX)
+        .ok_or_else(|| "af-packet-tx is not registered".to_string())?;
+    let input = vm
+        .registry
+        .find(INPUT)
+        .ok_or_else(|| "af-packet-input is not registered".to_string())?;
+
+    // Sockets first: nothing in Sluice changes if one of them fails.
+    let seed = sluice_infra::clock::rdtsc() ^ ((std::process::id() as u64) << 32) ^ ifindex as u64;
+    let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
+    let mut rx = Vec::new();
+    for q in 0..c.rx_queues {
+        let r = RxRing::open(ifindex, RxGeometry::default(), fanout, true)
+            .map_err(|e| format!("`{}' rx queue {q}: {e}", c.host))?;
+        rx.push(Arc::new(r));
+    }
+    if let Some(first) = rx.first() {
+        first
+            .set_promiscuous(ifindex)
+            .map_err(|e| format!("`{}': {e}", c.host))?;
+    }
+    let n_tx = c.tx_queues.unwrap_or(vm.n_threads() as u32).max(1);
+    let geo = TxGeometry::for_mtu(mtu);
+    let mut tx = Vec::new();
+    for q in 0..n_tx {
+        tx.push(
+            TxRing::open(ifindex, geo, c.qdisc_bypass)
+                .map_err(|e| format!("`{}' tx queue {q}: {e}", c.host))?,
+        );
+    }
+    let tx = Arc::new(tx);
+
+    let mac = c.hw_addr.unwrap_or_else(|| random_mac(seed));
+    let sw = sluice_vnet::create_interface(vm, &name, "af_packet", mac, Some(tx_node))?;
+    let counters = {
+        let ifs = vm.ext_mut::<Interfaces>();
+        let i = ifs
+            .get_mut(sw)
+            .ok_or_else(|| "interface vanished".to_string())?;
+        i.mtu = mtu.clamp(64, 9216);
+        i.counters.clone()
+    };
+    sluice_vnet::ip4::sync_all_interfaces(vm);
+
+    let entry = TxEntry {
+        queues: tx.clone(),
+        counters: counters.clone(),
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<AfTx>(tx_node) {
+            let i = sw.0 as usize;
+            if n.table.len() <= i {
+                n.table.resize(i + 1, None);
+            }
+            n.table[i] = Some(entry.clone());
+        }
+    });
+    let mut placed = Vec::new();
+    for (q, r) in rx.into_iter().enumerate() {
+        let thread = {
+            let m = vm.ext_mut::<AfPacketMain>();
+            let w = m.next_worker;
+            m.next_worker += 1;
+            w
+        };
+        let thread = match vm.n_workers() {
+            0 => 0,
+            n => 1 + thread % n,
+        };
+        let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone());
+        vm.on_thread(thread, move |tg| {
+            if let Some(n) = tg.node_mut::<AfInput>(input) {
+                n.queues.push(poll);
+            }
+        });
+        placed.push((r, thread));
+    }
+    vm.ext_mut::<AfPacketMain>().devs.push(AfDev {
+        host: c.host.clone(),
+        ifindex,
+        sw_if: sw,
+        rx: placed,
+        tx,
+        fanout,
+    });
+    log::info!(
+        "{name}: attached to Linux `{}' (ifindex {ifindex}), {} rx / {n_tx} tx queues, mac {}",
+        c.host,
+        c.rx_queues,
+        fmt_mac(&mac)
+    );
+    Ok(name)
+}
+
+fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("name");
+    let host = a.word("Linux interface name")?;
+    a.finish()?;
+    delete(vm, &host).map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+/// Deletes the host interface attached to Linux interface `host`.
+pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
+    let pos = vm
+        .ext_mut::<AfPacketMain>()
+        .devs
+        .iter()
+        .position(|d| d.host == host)
+        .ok_or_else(|| format!("no host interface on `{host}'"))?;
+    let sw = vm.ext_mut::<AfPacketMain>().devs[pos].sw_if;
+    // Stop transmitting and forwarding to it, then take the rings away from every thread at
+    // a safe point; the last reference closes the sockets and unmaps the rings.
+    sluice_vnet::loopback::delete_interface(vm, sw);
+    let (input, tx) = (vm.registry.find(INPUT), vm.registry.find(TX));
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = input.and_then(|i| tg.node_mut::<AfInput>(i)) {
+            n.queues.retain(|q| q.sw_if != sw.0);
+        }
+        if let Some(n) = tx.and_then(|i| tg.node_mut::<AfTx>(i)) {
+            if let Some(e) = n.table.get_mut(sw.0 as usize) {
+                *e = None;
+            }
+        }
+    });
+    let dev = vm.ext_mut::<AfPacketMain>().devs.remove(pos);
+    if dev.rx.iter().any(|(r, _)| Arc::strong_count(r) > 1) || Arc::strong_count(&dev.tx) > 1 {
+        // A worker did not answer in time: it drops its reference when it does.
+        log::warn!("host-{host}: rings released late (a worker is busy)");
+    }
+    Ok(())
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("verbose");
+    a.finish()?;
+    let names: Vec<String> = (0..vm.n_threads()).map(|t| vm.thread_name(t)).collect();
+    let mut out = String::new();
+    let m = vm.take_ext::<AfPacketMain>();
+    for d in &m.devs {
+        let sw_name = vm
+            .ext_mut::<Interfaces>()
+            .get(d.sw_if)
+            .map(|i| (i.name.clone(), i.counters.clone()));
+        let Some((sw_name, counters)) = sw_name else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "{sw_name} (sw_if_index {}): Linux `{}' ifindex {}",
+            d.sw_if.0, d.host, d.ifindex
+        );
+        let g = d.rx.first().map(|(r, _)| r.geometry()).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  rx: {} queue(s), TPACKET_V3, {} blocks x {} KiB, block timeout {} ms, fanout {}",
+            d.rx.len(),
+            g.block_nr,
+            g.block_size >> 10,
+            g.retire_ms,
+            match d.fanout {
+                Some(id) => format!("hash (group {id})"),
+                None => "none".into(),
+            }
+        );
+        let mut new_drops = 0;
+        for (q, (r, t)) in d.rx.iter().enumerate() {
+            let before = r.stats.drops.load(Ordering::Relaxed);
+            let _ = r.update_stats();
+            new_drops += r.stats.drops.load(Ordering::Relaxed) - before;
+            let _ = writeln!(
+                out,
+                "    queue {q}: fd {} thread {t} ({}), kernel packets {} drops {}",
+                r.fd(),
+                names.get(*t).map(String::as_str).unwrap_or("?"),
+                r.stats.packets.load(Ordering::Relaxed),
+                r.stats.drops.load(Ordering::Relaxed)
+            );
+        }
+        // Ring-full drops in the kernel are this interface's rx-miss too (thread 0's slot:
+        // the CLI runs on the main thread, the only writer of that slot).
+        counters.add(0, counter::RX_MISS, new_drops);
+        let tg = d.tx.first().map(|t| (t.geometry(), t.qdisc_bypass));
+        if let Some((tg, bypass)) = tg {
+            let _ = writeln!(
+                out,
+                "  tx: {} queue(s), TPACKET_V2, {} frames x {} B, qdisc bypass {}",
+                d.tx.len(),
+                tg.frame_nr,
+                tg.frame_size,
+                if bypass { "on" } else { "off" }
+            );
+        }
+    }
+    vm.put_ext(m);
+    if out.is_empty() {
+        out.push_str("no host interfaces\n");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<CreateArgs, String> {
+        parse_create(&mut Args::new(s)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn create_arguments() {
+        let c = parse("name veth0 num-rx-queues 2 num-tx-queues 3 hw-addr 02:00:00:00:00:09 qdisc-bypass-disable").unwrap();
+        assert_eq!(
+            c,
+            CreateArgs {
+                host: "veth0".into(),
+                rx_queues: 2,
+                tx_queues: Some(3),
+                hw_addr: Some([2, 0, 0, 0, 0, 9]),
+                qdisc_bypass: false,
+            }
+        );
+        let d = parse("name eth1").unwrap();
+        assert_eq!((d.rx_queues, d.tx_queues, d.qdisc_bypass), (1, None, true));
+    }
+
+    #[test]
+    fn bad_arguments_name_the_token() {
+        assert!(parse("").unwrap_err().contains("missing `name"));
+        assert!(parse("name x bogus").unwrap_err().contains("`bogus'"));
+        assert!(parse("name x num-rx-queues 0")
+            .unwrap_err()
+            .contains("num-rx-queues 0"));
+        assert!(parse("name x num-tx-queues 99").unwrap_err().contains("99"));
+        assert!(parse("name x hw-addr zz:zz")
+            .unwrap_err()
+            .contains("`zz:zz'"));
+        assert!(parse("name x hw-addr 01:00:5e:00:00:01")
+            .unwrap_err()
+            .contains("multicast"));
+        assert!(parse("name averyveryverylongname")
+            .unwrap_err()
+            .contains("bad Linux interface name"));
+        assert!(parse("v2 name x").unwrap_err().contains("`v2'"));
+    }
+
+    #[test]
+    fn random_macs_are_local_unicast_and_distinct() {
+        let a = random_mac(1);
+        let b = random_mac(2);
+        assert_eq!(&a[..2], &[0x02, 0xfe]);
+        assert_ne!(a, b);
+    }
+}

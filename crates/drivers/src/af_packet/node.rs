@@ -1,0 +1,639 @@
+//! The af_packet graph nodes.
+//!
+//! `af-packet-input` (input): polls every rx queue placed on this thread. Per queue and
+//! call it takes up to [`FRAME_SIZE`] packets out of the TPACKET_V3 ring, copies each into a
+//! Sluice buffer (a chain when it is larger than one buffer), re-inserts the 802.1Q header
+//! the kernel stripped (`TP_STATUS_VLAN_VALID`), completes partial TCP/UDP checksums
+//! (`TP_STATUS_CSUMNOTREADY`, common on veth), cuts GSO aggregates (a veth peer's TSO/USO
+//! super-packets, reported in the `virtio_net_hdr` that `PACKET_VNET_HDR` puts in front of
+//! each frame) into MSS-sized segments with their own headers and checksums, and gives each
+//! block back as soon as it is consumed.
+//! - uses: nothing (produces packets).
+//! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header;
+//!   starts traces (`trace add af-packet-input N`).
+//! - next: `ethernet-input` (0) for every packet.
+//! - counters: `no_buffers` (error: buffer pool exhausted, packet dropped and counted as the
+//!   interface's `rx-miss`), `truncated` (error: the kernel captured less than the frame),
+//!   `bad_ring` (error: a ring header pointed outside its block; the rest of the block is
+//!   skipped), `csum_completed` (info), `vlan_restored` (info), `outgoing` (info: our own
+//!   transmissions seen by the socket, ignored), `gso_segmented` (info: aggregates cut into
+//!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
+//!   without extension headers, or whose segments would not fit a buffer).
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - polling: the node is active while a queue has a block ready and for 10 ms after the
+//!   last packet (then the thread may sleep until its next timer: adaptive rx mode).
+//!
+//! `af-packet-tx` (internal): the transmit node of every host interface.
+//! - uses: `tx_if` (which interface), the packet (whole chain).
+//! - sets: nothing; every buffer is freed after its bytes were copied into the tx ring.
+//! - next: none.
+//! - counters: `ring_full` (error: no free tx frame; the packet is dropped, never waited
+//!   for), `too_big` (error: larger than a tx frame), `no_interface` (error: interface deleted
+//!   while the packet was in flight), `send_error` (error: `sendto` failed; the frames stay
+//!   queued and leave with the next kick).
+//! - also: interface `tx-error` for `ring_full` and `too_big` drops.
+
+use super::frame;
+use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
+use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::pcap::point;
+use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_vnet::interface::{counter, IfCounters};
+use std::any::Any;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Input node name.
+pub const INPUT: &str = "af-packet-input";
+/// Tx node name.
+pub const TX: &str = "af-packet-tx";
+
+pub(crate) const C_NO_BUFFERS: usize = 0;
+pub(crate) const C_TRUNCATED: usize = 1;
+pub(crate) const C_BAD_RING: usize = 2;
+pub(crate) const C_CSUM: usize = 3;
+pub(crate) const C_VLAN: usize = 4;
+pub(crate) const C_OUTGOING: usize = 5;
+pub(crate) const C_GSO_SEGMENTED: usize = 6;
+pub(crate) const C_GSO_DROPPED: usize = 7;
+
+pub(crate) const C_RING_FULL: usize = 0;
+pub(crate) const C_TOO_BIG: usize = 1;
+pub(crate) const C_NO_INTERFACE: usize = 2;
+pub(crate) const C_SEND_ERROR: usize = 3;
+
+const NEXT_ETHERNET: Next = Next(0);
+
+/// Largest frame accepted from the ring (a 64 KiB GSO aggregate plus L2 headers).
+const MAX_RX_FRAME: usize = 65535 + 64;
+
+/// How long (seconds) the input node keeps polling after its last packet.
+const ADAPTIVE_SECS: f64 = 0.010;
+
+/// One rx queue as polled by one thread.
+pub struct RxPoll {
+    /// Sluice interface.
+    pub sw_if: u32,
+    /// Queue number within the interface.
+    pub queue: u16,
+    /// The ring (shared with the control plane, which owns the interface).
+    pub ring: Arc<RxRing>,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+    cur: usize,
+    // Inside block `cur`: packets left and offset of the next one.
+    pos: Option<(u32, usize)>,
+}
+
+impl RxPoll {
+    /// A queue starting at block 0.
+    pub fn new(sw_if: u32, queue: u16, ring: Arc<RxRing>, counters: Arc<IfCounters>) -> Self {
+        RxPoll {
+            sw_if,
+            queue,
+            ring,
+            counters,
+            cur: 0,
+            pos: None,
+        }
+    }
+}
+
+/// `af-packet-input` instance: the rx queues this thread polls.
+#[derive(Default)]
+pub struct AfInput {
+    /// Queues placed on this thread.
+    pub queues: Vec<RxPoll>,
+    scratch: Vec<u8>,
+    last_rx_tsc: u64,
+    adaptive_tsc: u64,
+}
+
+#[derive(Copy, Clone)]
+struct RxTrace {
+    sw_if: u32,
+    queue: u16,
+    len: u32,
+    status: u32,
+    vlan: u16,
+    head_len: u8,
+    head: [u8; 64],
+}
+
+impl TraceRecord for RxTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "af_packet: sw_if_index {} queue {} len {} status 0x{:x}",
+            self.sw_if, self.queue, self.len, self.status
+        );
+        if self.status & status::VLAN_VALID != 0 {
+            let _ = write!(out, " vlan {}", self.vlan & 0xfff);
+        }
+        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
+        for l in d.lines() {
+            let _ = write!(out, "\n  {l}");
+        }
+    }
+}
+
+/// Header fields of one packet in a V3 block, read with bounds checks.
+struct PktHdr {
+    next: usize,
+    snaplen: usize,
+    len: usize,
+    status: u32,
+    mac: usize,
+    tci: u16,
+    tpid: u16,
+    pkttype: u8,
+}
+
+fn u32_at(d: &[u8], at: usize) -> Option<u32> {
+    let b = d.get(at..at + 4)?;
+    Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn u16_at(d: &[u8], at: usize) -> Option<u16> {
+    let b = d.get(at..at + 2)?;
+    Some(u16::from_ne_bytes([b[0], b[1]]))
+}
+
+fn pkt_hdr(block: &[u8], off: usize) -> Option<PktHdr> {
+    let h = block.get(off..off.checked_add(pkt3::HDR_LEN)?)?;
+    Some(PktHdr {
+        next: u32_at(h, pkt3::NEXT)? as usize,
+        snaplen: u32_at(h, pkt3::SNAPLEN)? as usize,
+        len: u32_at(h, pkt3::LEN)? as usize,
+        status: u32_at(h, pkt3::STATUS)?,
+        mac: u16_at(h, pkt3::MAC)? as usize,
+        tci: u32_at(h, pkt3::VLAN_TCI)? as u16,
+        tpid: u16_at(h, pkt3::VLAN_TPID)?,
+        pkttype: *h.get(pkt3::PKTTYPE)?,
+    })
+}
+
+/// Why a packet taken from the ring did not make it into the graph.
+enum Took {
+    /// No free buffers (rx-miss).
+    NoBuffer,
+    /// Dropped and counted by the callee.
+    Dropped,
+}
+
+impl AfInput {
+    /// Copies one packet into `b` (chaining more buffers when needed).
+    fn copy_in(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        b: BufIdx,
+        pkt: &[u8],
+        tag: Option<[u8; 4]>,
+        csum: bool,
+    ) -> Result<usize, Took> {
+        let total = pkt.len()
+            + if tag.is_some() && pkt.len() >= 12 {
+                4
+            } else {
+                0
+            };
+        let ds = pool.data_size();
+        if total <= ds {
+            // SAFETY: `b` was just allocated by this node and is not yet enqueued; one view.
+            let mut v = unsafe { pool.buffer(b) };
+            let n = frame::copy_frame(v.raw_data_mut(), pkt, tag);
+            v.set_len(n);
+            if csum && frame::complete_l4_checksum(v.data_mut()) {
+                cx.count(C_CSUM, 1);
+            }
+            return Ok(n);
+        }
+        // Larger than one buffer (jumbo frame, GSO aggregate): assemble, then chain.
+        self.scratch.resize(total, 0);
+        let n = frame::copy_frame(&mut self.scratch, pkt, tag);
+        self.scratch.truncate(n);
+        if csum && frame::complete_l4_checksum(&mut self.scratch) {
+            cx.count(C_CSUM, 1);
+        }
+        let Some(tail) = cx.bufs().alloc_with(&self.scratch[ds..]) else {
+            return Err(Took::NoBuffer);
+        };
+        {
+            // SAFETY: as above.
+            let mut v = unsafe { pool.buffer(b) };
+            v.write_packet(&self.scratch[..ds]);
+        }
+        cx.bufs().chain_append(b, tail);
+        Ok(n)
+    }
+
+    /// Cuts a GSO aggregate into segments (one buffer each) and adds them to `out`.
+    /// Returns false, taking nothing, when it cannot (not cuttable: counted `gso_dropped`;
+    /// no buffers: the caller counts rx-miss).
+    #[allow(clippy::too_many_arguments)]
+    fn gso_in(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        pkt: &[u8],
+        tag: Option<[u8; 4]>,
+        vh: VnetHdr,
+        rx: &RxCtx,
+        out: &mut Out,
+    ) -> Result<(), Took> {
+        let total = pkt.len() + 4;
+        self.scratch.resize(total, 0);
+        let n = frame::copy_frame(&mut self.scratch, pkt, tag);
+        self.scratch.truncate(n);
+        let ds = pool.data_size();
+        let g = frame::Gso::parse(&self.scratch, vh.gso_type, vh.gso_size);
+        let Some(g) = g.filter(|g| {
+            g.segments(&self.scratch) <= MAX_SEGMENTS && g.segment_len(&self.scratch, 0) <= ds
+        }) else {
+            cx.count(C_GSO_DROPPED, 1);
+            return Err(Took::Dropped);
+        };
+        let nseg = g.segments(&self.scratch);
+        let mut segs = [BufIdx(0); MAX_SEGMENTS];
+        let got = cx.bufs().alloc(&mut segs[..nseg]);
+        if got < nseg {
+            cx.free(&segs[..got]);
+            return Err(Took::NoBuffer);
+        }
+        cx.count(C_GSO_SEGMENTED, 1);
+        for (i, &b) in segs[..nseg].iter().enumerate() {
+            let len = {
+                // SAFETY: freshly allocated by this node, not yet enqueued; one view.
+                let mut v = unsafe { pool.buffer(b) };
+                let len = g.write_segment(&self.scratch, i, v.raw_data_mut());
+                v.set_len(len);
+                len
+            };
+            out.push(cx, pool, b, len, rx);
+        }
+        Ok(())
+    }
+
+    /// Takes up to `budget` packets from queue `qi`. Returns the number of buffers sent on.
+    fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
+        {
+            let q = &self.queues[qi];
+            if !q.ring.ready(q.cur) {
+                return 0;
+            }
+        }
+        let pool = cx.pool_ref();
+        let ring = self.queues[qi].ring.clone();
+        let rx = RxCtx {
+            sw_if: self.queues[qi].sw_if,
+            queue: self.queues[qi].queue,
+            counters: self.queues[qi].counters.clone(),
+        };
+        let vnet = ring.vnet_hdr();
+        let nblocks = ring.geometry().block_nr;
+        let mut fresh = [BufIdx(0); FRAME_SIZE];
+        let budget = budget.min(FRAME_SIZE);
+        let mut out = Out {
+            bufs: [BufIdx(0); FRAME_SIZE],
+            n: 0,
+            bytes: 0,
+            total: 0,
+            traced: cx.trace_budget(),
+            trace_status: (0, 0),
+        };
+        let (mut taken, mut miss) = (0usize, 0u64);
+        while taken < budget {
+            let cur = self.queues[qi].cur;
+            let Some(blk) = ring.user_block(cur) else {
+                break;
+            };
+            let data = blk.bytes();
+            let (mut left, mut off) = match self.queues[qi].pos {
+                Some(p) => p,
+                None => {
+                    let num = u32_at(data, ring::block::NUM_PKTS).unwrap_or(0);
+                    let first = u32_at(data, ring::block::FIRST).unwrap_or(0) as usize;
+                    if num > 0 && (first < ring::block::HDR_LEN || first >= data.len()) {
+                        cx.count(C_BAD_RING, 1);
+                        (0, 0)
+                    } else {
+                        (num, first)
+                    }
+                }
+            };
+            // Buffers for the packets of this block we will take now.
+            let want = (left as usize).min(budget - taken);
+            let got = if want > 0 {
+                cx.bufs().alloc(&mut fresh[..want])
+            } else {
+                0
+            };
+            let mut used = 0;
+            for _ in 0..want {
+                let Some(h) = pkt_hdr(data, off) else {
+                    cx.count(C_BAD_RING, 1);
+                    left = 0;
+                    break;
+                };
+                let start = off + h.mac;
+                let pkt = start
+                    .checked_add(h.snaplen)
+                    .and_then(|e| data.get(start..e));
+                let vh = if vnet {
+                    start
+                        .checked_sub(VNET_HDR_LEN)
+                        .filter(|&s| s >= off + pkt3::HDR_LEN)
+                        .and_then(|s| data.get(s..start))
+                        .map(VnetHdr::parse)
+                } else {
+                    None
+                };
+                taken += 1;
+                left -= 1;
+                if left > 0 {
+                    match off.checked_add(h.next) {
+                        Some(o) if h.next > 0 && o < data.len() => off = o,
+                        _ => {
+                            cx.count(C_BAD_RING, 1);
+                            left = 0;
+                        }
+                    }
+                }
+                let Some(pkt) = pkt else {
+                    cx.count(C_BAD_RING, 1);
+                    left = 0;
+                    break;
+                };
+                if h.pkttype == ring::PACKET_OUTGOING {
+                    cx.count(C_OUTGOING, 1);
+                } else if h.snaplen < h.len || pkt.len() > MAX_RX_FRAME {
+                    cx.count(C_TRUNCATED, 1);
+                } else {
+                    let tag = (h.status & status::VLAN_VALID != 0).then(|| {
+                        let tpid = (h.status & status::VLAN_TPID_VALID != 0).then_some(h.tpid);
+                        frame::vlan_header(tpid, h.tci)
+                    });
+                    if tag.is_some() {
+                        cx.count(C_VLAN, 1);
+                    }
+                    out.trace_status = (h.status, h.tci);
+                    let r = match vh
+                        .filter(|v| v.gso_type & !frame::gso_type::ECN != frame::gso_type::NONE)
+                    {
+                        Some(vh) => self.gso_in(cx, pool, pkt, tag, vh, &rx, &mut out),
+                        None if used >= got => Err(Took::NoBuffer),
+                        None => {
+                            let b = fresh[used];
+                            let csum = h.status & status::CSUMNOTREADY != 0;
+                            let r = self.copy_in(cx, pool, b, pkt, tag, csum);
+                            if let Ok(len) = r {
+                                used += 1;
+                                out.push(cx, pool, b, len, &rx);
+                            }
+                            r.map(|_| ())
+                        }
+                    };
+                    if let Err(Took::NoBuffer) = r {
+                        miss += 1;
+                    }
+                }
+                if left == 0 {
+                    break;
+                }
+            }
+            if used < got {
+                cx.free(&fresh[used..got]);
+            }
+            let q = &mut self.queues[qi];
+            if left == 0 {
+                blk.release();
+                q.cur = (cur + 1) % nblocks;
+                q.pos = None;
+            } else {
+                q.pos = Some((left, off));
+            }
+        }
+        if miss > 0 {
+            rx.counters.add(cx.thread(), counter::RX_MISS, miss);
+            cx.count(C_NO_BUFFERS, miss);
+        }
+        out.flush(cx, &rx);
+        out.total
+    }
+}
+
+/// Size of `struct virtio_net_hdr` in front of each frame (`PACKET_VNET_HDR`).
+const VNET_HDR_LEN: usize = 10;
+
+/// Most segments one GSO aggregate is cut into.
+const MAX_SEGMENTS: usize = 128;
+
+/// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
+#[derive(Copy, Clone)]
+struct VnetHdr {
+    gso_type: u8,
+    gso_size: u16,
+}
+
+impl VnetHdr {
+    fn parse(b: &[u8]) -> VnetHdr {
+        VnetHdr {
+            gso_type: b.get(1).copied().unwrap_or(0),
+            gso_size: u16::from_le_bytes([
+                b.get(4).copied().unwrap_or(0),
+                b.get(5).copied().unwrap_or(0),
+            ]),
+        }
+    }
+}
+
+/// The queue a packet came from.
+struct RxCtx {
+    sw_if: u32,
+    queue: u16,
+    counters: Arc<IfCounters>,
+}
+
+/// Buffers ready to go to `ethernet-input`, sent on whenever a frame's worth is collected.
+struct Out {
+    bufs: [BufIdx; FRAME_SIZE],
+    n: usize,
+    bytes: u64,
+    total: usize,
+    traced: u32,
+    trace_status: (u32, u16),
+}
+
+impl Out {
+    fn push(&mut self, cx: &mut Cx, pool: &BufferPool, b: BufIdx, len: usize, rx: &RxCtx) {
+        if self.n == FRAME_SIZE {
+            self.flush(cx, rx);
+        }
+        // SAFETY: owned by this node until enqueued; one view.
+        let mut v = unsafe { pool.buffer(b) };
+        v.hdr.rx_if = rx.sw_if;
+        if self.traced > 0 {
+            let mut head = [0u8; 64];
+            let d = v.data();
+            let hl = d.len().min(64);
+            head[..hl].copy_from_slice(&d[..hl]);
+            cx.trace_start(
+                &mut v,
+                RxTrace {
+                    sw_if: rx.sw_if,
+                    queue: rx.queue,
+                    len: len as u32,
+                    status: self.trace_status.0,
+                    vlan: self.trace_status.1,
+                    head_len: hl as u8,
+                    head,
+                },
+            );
+            self.traced -= 1;
+        }
+        self.bufs[self.n] = b;
+        self.n += 1;
+        self.bytes += len as u64;
+    }
+
+    fn flush(&mut self, cx: &mut Cx, rx: &RxCtx) {
+        if self.n == 0 {
+            return;
+        }
+        let t = cx.thread();
+        rx.counters.add(t, counter::RX_PACKETS, self.n as u64);
+        rx.counters.add(t, counter::RX_BYTES, self.bytes);
+        cx.pcap_capture(point::RX, &self.bufs[..self.n], false);
+        cx.enqueue_all(NEXT_ETHERNET, &self.bufs[..self.n]);
+        self.total += self.n;
+        self.n = 0;
+        self.bytes = 0;
+    }
+}
+
+impl NodeFn for AfInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        if self.adaptive_tsc == 0 {
+            self.adaptive_tsc = (cx.shared().clock.hz() * ADAPTIVE_SECS) as u64;
+        }
+        let mut n = 0;
+        for qi in 0..self.queues.len() {
+            n += self.poll_queue(cx, qi, FRAME_SIZE);
+        }
+        if n > 0 {
+            self.last_rx_tsc = cx.now_tsc();
+        }
+        n
+    }
+
+    fn active(&self) -> bool {
+        if self.queues.is_empty() {
+            return false;
+        }
+        if self.queues.iter().any(|q| q.ring.ready(q.cur)) {
+            return true;
+        }
+        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.adaptive_tsc
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A host interface as seen by one thread's tx node.
+#[derive(Clone)]
+pub struct TxEntry {
+    /// The interface's tx queues.
+    pub queues: Arc<Vec<TxRing>>,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+}
+
+/// `af-packet-tx` instance: sw_if_index -> tx queues.
+#[derive(Default)]
+pub struct AfTx {
+    /// Indexed by sw_if_index.
+    pub table: Vec<Option<TxEntry>>,
+}
+
+/// Copies a buffer chain's bytes into `dst`; returns the bytes copied (at most `dst.len()`).
+fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize {
+    let mut w = 0;
+    let mut cur = Some(head);
+    while let Some(b) = cur {
+        // SAFETY: the tx node owns the frame (and so the chains) it was given; views are
+        // used one at a time.
+        let v = unsafe { pool.buffer(b) };
+        let d = v.data();
+        let n = d.len().min(dst.len() - w);
+        dst[w..w + n].copy_from_slice(&d[..n]);
+        w += n;
+        cur = v.hdr.next();
+        if w == dst.len() {
+            break;
+        }
+    }
+    w
+}
+
+impl AfTx {
+    fn send_run(&mut self, cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
+        let t = cx.thread();
+        let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
+            cx.count(C_NO_INTERFACE, run.len() as u64);
+            return;
+        };
+        let cap = q.capacity();
+        let (mut sent, mut full, mut big) = (0u64, 0u64, 0u64);
+        let mut g = q.lock();
+        for &b in run {
+            // SAFETY: owned by this node; short-lived view for the length.
+            let len = unsafe { pool.buffer(b) }.total_len();
+            if len > cap {
+                big += 1;
+                continue;
+            }
+            match g.push(|dst| copy_chain_into(pool, b, dst)) {
+                Ok(()) => sent += 1,
+                Err(TxFull::RingFull) => full += 1,
+            }
+        }
+        if sent > 0 && g.kick().is_err() {
+            cx.count(C_SEND_ERROR, 1);
+        }
+        drop(g);
+        if full + big > 0 {
+            e.counters.add(t, counter::TX_ERROR, full + big);
+            cx.count(C_RING_FULL, full);
+            cx.count(C_TOO_BIG, big);
+        }
+    }
+}
+
+impl NodeFn for AfTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let pool = cx.pool_ref();
+        let mut i = 0;
+        while i < frame.len() {
+            // SAFETY: this node owns the frame; read-only header access.
+            let tx = unsafe { pool.header(frame[i]) }.tx_if;
+            let mut j = i + 1;
+            // SAFETY: as above.
+            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
+                j += 1;
+            }
+            match self.table.get(tx as usize).and_then(|e| e.clone()) {
+                Some(e) => self.send_run(cx, pool, &e, &frame[i..j]),
+                None => cx.count(C_NO_INTERFACE, (j - i) as u64),
+            }
+            i = j;
+        }
+        cx.free(frame);
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,720 @@
+//! AF_PACKET sockets and their PACKET_MMAP rings: the only `unsafe` code of the driver.
+//!
+//! - rx: one socket per rx queue, `TPACKET_V3` block ring. The kernel fills a block with
+//!   packets and hands it to user space by setting `TP_STATUS_USER` in the block header (when
+//!   the block is full or when the retire timer fires); user space gives it back with
+//!   `TP_STATUS_KERNEL`. A block owned by user space is exposed as one byte slice
+//!   ([`UserBlock::bytes`]) and parsed with safe, bounds-checked code: a corrupt header can
+//!   make the parser skip packets, never read outside the ring.
+//! - tx: one socket per tx queue, `TPACKET_V2` frame ring, bound with protocol 0 so it
+//!   receives nothing. A frame whose status is `TP_STATUS_AVAILABLE` belongs to user space;
+//!   we copy a packet in, set `TP_STATUS_SEND_REQUEST`, and one `sendto(fd, NULL, 0,
+//!   MSG_DONTWAIT)` per batch makes the kernel send every requested frame.
+//!
+//! Constants and header layouts are those of `<linux/if_packet.h>` (stable kernel ABI).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const TPACKET_V2: libc::c_int = 1;
+const TPACKET_V3: libc::c_int = 2;
+const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
+const ETH_P_ALL: u16 = 0x0003;
+
+/// `sll_pkttype` of a packet this host sent (seen by taps when the qdisc is not bypassed).
+pub const PACKET_OUTGOING: u8 = 4;
+
+/// Status bits (`tp_status`, `block_status`).
+pub mod status {
+    /// rx: owned by the kernel.
+    pub const KERNEL: u32 = 0;
+    /// rx: owned by user space.
+    pub const USER: u32 = 1 << 0;
+    /// rx: the kernel dropped packets since the last stats read.
+    pub const LOSING: u32 = 1 << 2;
+    /// rx: the L4 checksum is partial (`CHECKSUM_PARTIAL`, e.g. from a veth peer).
+    pub const CSUMNOTREADY: u32 = 1 << 3;
+    /// rx: `tp_vlan_tci` holds a VLAN tag the kernel stripped.
+    pub const VLAN_VALID: u32 = 1 << 4;
+    /// rx: `tp_vlan_tpid` is valid.
+    pub const VLAN_TPID_VALID: u32 = 1 << 6;
+    /// tx: owned by user space.
+    pub const AVAILABLE: u32 = 0;
+    /// tx: to be sent by the kernel.
+    pub const SEND_REQUEST: u32 = 1 << 0;
+    /// tx: being sent.
+    pub const SENDING: u32 = 1 << 1;
+    /// tx: the kernel rejected the frame.
+    pub const WRONG_FORMAT: u32 = 1 << 2;
+}
+
+/// `struct tpacket_block_desc` offsets (V3 block header).
+pub mod block {
+    /// `hdr.bh1.block_status` (u32).
+    pub const STATUS: usize = 8;
+    /// `hdr.bh1.num_pkts` (u32).
+    pub const NUM_PKTS: usize = 12;
+    /// `hdr.bh1.offset_to_first_pkt` (u32).
+    pub const FIRST: usize = 16;
+    /// Size of the block header.
+    pub const HDR_LEN: usize = 48;
+}
+
+/// `struct tpacket3_hdr` offsets (V3 packet header) and the `sockaddr_ll` behind it.
+pub mod pkt3 {
+    /// `tp_next_offset` (u32).
+    pub const NEXT: usize = 0;
+    /// `tp_snaplen` (u32).
+    pub const SNAPLEN: usize = 12;
+    /// `tp_len` (u32).
+    pub const LEN: usize = 16;
+    /// `tp_status` (u32).
+    pub const STATUS: usize = 20;
+    /// `tp_mac` (u16): offset of the frame from the header.
+    pub const MAC: usize = 24;
+    /// `hv1.tp_vlan_tci` (u32).
+    pub const VLAN_TCI: usize = 32;
+    /// `hv1.tp_vlan_tpid` (u16).
+    pub const VLAN_TPID: usize = 36;
+    /// `sockaddr_ll.sll_pkttype` (u8), after the 48-byte aligned header.
+    pub const PKTTYPE: usize = 48 + 10;
+    /// Header plus `sockaddr_ll` (`TPACKET3_HDRLEN`).
+    pub const HDR_LEN: usize = 48 + 20;
+}
+
+/// `struct tpacket2_hdr`: data of a tx frame starts at `TPACKET2_HDRLEN - sizeof(sockaddr_ll)`.
+pub mod pkt2 {
+    /// `tp_status` (u32).
+    pub const STATUS: usize = 0;
+    /// `tp_len` (u32).
+    pub const LEN: usize = 4;
+    /// Offset of the frame data in a tx ring frame.
+    pub const DATA: usize = 32;
+}
+
+fn os_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &T,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: `v` points to a live `T` of `size_of::<T>()` bytes for the duration of the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(os_err(what));
+    }
+    Ok(())
+}
+
+fn packet_socket() -> io::Result<OwnedFd> {
+    // Protocol 0: nothing is received until `bind` names a protocol (the rings are set up
+    // first, so no packet is queued to a ring-less socket).
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        let hint = if e.kind() == io::ErrorKind::PermissionDenied {
+            " (needs root or CAP_NET_RAW)"
+        } else {
+            ""
+        };
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot open AF_PACKET socket: {e}{hint}"),
+        ));
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind(fd: RawFd, ifindex: u32, protocol: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(os_err("bind"));
+    }
+    Ok(())
+}
+
+/// A shared memory mapping of a packet ring.
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared with the kernel; every access goes through the
+// ownership protocol of the ring (status words), documented at each use.
+unsafe impl Send for Mmap {}
+// SAFETY: as above; concurrent users synchronise through atomics on the status words and,
+// for tx, the queue lock.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    fn new(fd: RawFd, len: usize) -> io::Result<Mmap> {
+        // SAFETY: mapping a packet socket's ring, as the PACKET_MMAP ABI prescribes; the
+        // length is the ring size the kernel just accepted.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap of the packet ring"));
+        }
+        Ok(Mmap {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The 32-bit status word at `off` (must be 4-aligned and inside the mapping).
+    fn status_word(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); the kernel accesses
+        // status words with atomic-width stores, so an AtomicU32 view is sound.
+        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU32) })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped; no slice into it outlives the ring
+        // (they borrow the ring).
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// rx ring geometry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RxGeometry {
+    /// Bytes per block (a multiple of the page size).
+    pub block_size: usize,
+    /// Number of blocks.
+    pub block_nr: usize,
+    /// Frame size used for the kernel's frame accounting.
+    pub frame_size: usize,
+    /// Block retire timeout (ms): the longest a packet waits in a partly filled block.
+    pub retire_ms: u32,
+}
+
+impl Default for RxGeometry {
+    fn default() -> Self {
+        RxGeometry {
+            block_size: 256 << 10,
+            block_nr: 32,
+            frame_size: 2048,
+            retire_ms: 1,
+        }
+    }
+}
+
+/// Kernel statistics of an rx socket, accumulated (the kernel resets them on each read).
+#[derive(Default, Debug)]
+pub struct RxStats {
+    /// Packets the kernel queued to the ring.
+    pub packets: AtomicU64,
+    /// Packets the kernel dropped because the ring was full.
+    pub drops: AtomicU64,
+}
+
+/// One rx queue: a TPACKET_V3 socket and its mapped block ring.
+pub struct RxRing {
+    map: Mmap,
+    fd: OwnedFd,
+    geo: RxGeometry,
+    vnet: bool,
+    /// Kernel counters read so far.
+    pub stats: RxStats,
+}
+
+/// A block owned by user space. Dropping it keeps the block (to resume parsing later);
+/// [`UserBlock::release`] hands it back to the kernel.
+pub struct UserBlock<'a> {
+    ring: &'a RxRing,
+    index: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> UserBlock<'a> {
+    /// The whole block (header included): `block_size` bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
+    /// Gives the block back to the kernel.
+    pub fn release(self) {
+        let UserBlock { ring, index, bytes } = self;
+        let _ = bytes; // no reference into the block survives past this point
+        if let Some(s) = ring
+            .map
+            .status_word(index * ring.geo.block_size + block::STATUS)
+        {
+            s.store(status::KERNEL, Ordering::Release);
+        }
+    }
+}
+
+impl RxRing {
+    /// Opens an rx queue on `ifindex`: TPACKET_V3 ring, bound to all protocols, outgoing
+    /// packets ignored, joined to fanout group `fanout` (hash, with defragmentation) if given.
+    /// With `vnet_hdr`, each frame is preceded by a `virtio_net_hdr` describing GSO
+    /// aggregates (kernels without ring support for it: silently off, see
+    /// [`RxRing::vnet_hdr`]).
+    pub fn open(
+        ifindex: u32,
+        geo: RxGeometry,
+        fanout: Option<u16>,
+        vnet_hdr: bool,
+    ) -> io::Result<RxRing> {
+        let fd = packet_socket()?;
+        let raw = fd.as_raw_fd();
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_VERSION,
+            &TPACKET_V3,
+            "PACKET_VERSION V3",
+        )?;
+        let vnet = vnet_hdr
+            && setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR").is_ok();
+        let req: [u32; 7] = [
+            geo.block_size as u32,
+            geo.block_nr as u32,
+            geo.frame_size as u32,
+            ((geo.block_size / geo.frame_size) * geo.block_nr) as u32,
+            geo.retire_ms,
+            0, // tp_sizeof_priv
+            0, // tp_feature_req_word
+        ];
+        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        let map = Mmap::new(raw, geo.block_size * geo.block_nr)?;
+        // Packets this host sends on the interface are not input (Linux >= 4.20; older
+        // kernels: the input node also filters on sll_pkttype).
+        let _ = setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            &1i32,
+            "ignore outgoing",
+        );
+        bind(raw, ifindex, ETH_P_ALL)?;
+        if let Some(id) = fanout {
+            let arg: u32 = id as u32 | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg, "PACKET_FANOUT")?;
+        }
+        Ok(RxRing {
+            map,
+            fd,
+            geo,
+            vnet,
+            stats: RxStats::default(),
+        })
+    }
+
+    /// Puts the interface in promiscuous mode for as long as this socket is open.
+    pub fn set_promiscuous(&self, ifindex: u32) -> io::Result<()> {
+        // struct packet_mreq { int mr_ifindex; unsigned short mr_type, mr_alen; unsigned char mr_address[8]; }
+        #[repr(C)]
+        struct PacketMreq {
+            ifindex: libc::c_int,
+            kind: libc::c_ushort,
+            alen: libc::c_ushort,
+            address: [u8; 8],
+        }
+        let m = PacketMreq {
+            ifindex: ifindex as libc::c_int,
+            kind: PACKET_MR_PROMISC,
+            alen: 0,
+            address: [0; 8],
+        };
+        setsockopt(
+            self.fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_ADD_MEMBERSHIP,
+            &m,
+            "PACKET_ADD_MEMBERSHIP promisc",
+        )
+    }
+
+    /// Whether frames are preceded by a `virtio_net_hdr`.
+    pub fn vnet_hdr(&self) -> bool {
+        self.vnet
+    }
+
+    /// Ring geometry.
+    pub fn geometry(&self) -> RxGeometry {
+        self.geo
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Whether block `b` is owned by user space (packets ready).
+    #[inline(always)]
+    pub fn ready(&self, b: usize) -> bool {
+        self.map
+            .status_word(b * self.geo.block_size + block::STATUS)
+            .is_some_and(|s| s.load(Ordering::Acquire) & status::USER != 0)
+    }
+
+    /// Block `b` if user space owns it.
+    #[inline]
+    pub fn user_block(&self, b: usize) -> Option<UserBlock<'_>> {
+        if b >= self.geo.block_nr {
+            return None;
+        }
+        let off = b * self.geo.block_size;
+        let st = self.map.status_word(off + block::STATUS)?;
+        if st.load(Ordering::Acquire) & status::USER == 0 {
+            return None;
+        }
+        // SAFETY: `off + block_size <= map.len` (b < block_nr). The kernel does not write a
+        // block while its status says user space owns it (the Acquire load above orders our
+        // reads after the kernel's writes), and we hand it back only through
+        // `UserBlock::release`, which consumes the slice's owner.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(self.map.ptr.add(off), self.geo.block_size) };
+        Some(UserBlock {
+            ring: self,
+            index: b,
+            bytes,
+        })
+    }
+
+    /// Reads (and resets) the kernel counters, accumulating them into [`RxRing::stats`].
+    pub fn update_stats(&self) -> io::Result<()> {
+        let mut st = [0u32; 3]; // tpacket_stats_v3: tp_packets, tp_drops, tp_freeze_q_cnt
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: `st` is writable for `len` bytes; `len` is updated by the kernel.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(os_err("PACKET_STATISTICS"));
+        }
+        self.stats
+            .packets
+            .fetch_add(st[0] as u64, Ordering::Relaxed);
+        self.stats.drops.fetch_add(st[1] as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// tx ring geometry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TxGeometry {
+    /// Bytes per frame (header + data), a power of two.
+    pub frame_size: usize,
+    /// Number of frames.
+    pub frame_nr: usize,
+}
+
+impl TxGeometry {
+    /// Frames large enough for an Ethernet frame of `mtu` bytes of payload plus two VLAN
+    /// tags, 1024 of them.
+    pub fn for_mtu(mtu: u32) -> TxGeometry {
+        let need = mtu as usize + 14 + 8 + pkt2::DATA;
+        TxGeometry {
+            frame_size: need.next_power_of_two().clamp(2048, 64 << 10),
+            frame_nr: 1024,
+        }
+    }
+
+    /// Largest packet a frame holds.
+    pub fn capacity(&self) -> usize {
+        self.frame_size - pkt2::DATA
+    }
+
+    fn block_size(&self) -> usize {
+        self.frame_size.max(64 << 10)
+    }
+}
+
+/// One tx queue: a TPACKET_V2 socket and its mapped frame ring, shared by the threads that
+/// transmit on it (one lock acquisition per batch).
+pub struct TxRing {
+    map: Mmap,
+    fd: OwnedFd,
+    geo: TxGeometry,
+    head: AtomicUsize,
+    lock: AtomicBool,
+    /// Whether the socket bypasses the qdisc layer.
+    pub qdisc_bypass: bool,
+}
+
+/// Exclusive access to a tx ring (see [`TxRing::lock`]).
+pub struct TxGuard<'a> {
+    ring: &'a TxRing,
+}
+
+/// Why a packet could not be queued.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TxFull {
+    /// Every frame is waiting to be sent.
+    RingFull,
+}
+
+impl TxRing {
+    /// Opens a tx queue on `ifindex` (protocol 0: the socket receives nothing).
+    pub fn open(ifindex: u32, geo: TxGeometry, qdisc_bypass: bool) -> io::Result<TxRing> {
+        let fd = packet_socket()?;
+        let raw = fd.as_raw_fd();
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_VERSION,
+            &TPACKET_V2,
+            "PACKET_VERSION V2",
+        )?;
+        // Malformed frames are skipped instead of stopping the ring.
+        setsockopt(raw, SOL_PACKET, PACKET_LOSS, &1i32, "PACKET_LOSS")?;
+        if qdisc_bypass {
+            setsockopt(
+                raw,
+                SOL_PACKET,
+                PACKET_QDISC_BYPASS,
+                &1i32,
+                "PACKET_QDISC_BYPASS",
+            )?;
+        }
+        let bs = geo.block_size();
+        let req: [u32; 4] = [
+            bs as u32,
+            (geo.frame_nr * geo.frame_size / bs).max(1) as u32,
+            geo.frame_size as u32,
+            geo.frame_nr as u32,
+        ];
+        setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &req, "PACKET_TX_RING")?;
+        let map = Mmap::new(raw, geo.frame_nr * geo.frame_size)?;
+        bind(raw, ifindex, 0)?;
+        Ok(TxRing {
+            map,
+            fd,
+            geo,
+            head: AtomicUsize::new(0),
+            lock: AtomicBool::new(false),
+            qdisc_bypass,
+        })
+    }
+
+    /// Ring geometry.
+    pub fn geometry(&self) -> TxGeometry {
+        self.geo
+    }
+
+    /// Largest packet a frame holds.
+    pub fn capacity(&self) -> usize {
+        self.geo.capacity()
+    }
+
+    /// Takes the queue (spins while another thread holds it: only when threads share a
+    /// queue, for the duration of one batch).
+    pub fn lock(&self) -> TxGuard<'_> {
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        TxGuard { ring: self }
+    }
+}
+
+impl TxGuard<'_> {
+    /// Copies one packet into the next free frame with `fill` (given the frame's data area,
+    /// returns the packet length) and marks it for sending.
+    #[inline]
+    pub fn push(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> Result<(), TxFull> {
+        let r = self.ring;
+        let head = r.head.load(Ordering::Relaxed);
+        let off = head * r.geo.frame_size;
+        let Some(st) = r.map.status_word(off + pkt2::STATUS) else {
+            return Err(TxFull::RingFull);
+        };
+        // WRONG_FORMAT cannot stay with PACKET_LOSS set; treat it as free either way.
+        if st.load(Ordering::Acquire) & (status::SEND_REQUEST | status::SENDING) != 0 {
+            return Err(TxFull::RingFull);
+        }
+        let len = {
+            // SAFETY: `off + frame_size <= map.len` (head < frame_nr). The frame is
+            // AVAILABLE, so the kernel does not touch it, and we hold the queue lock, so no
+            // other thread does; the slice is dropped before the status store below.
+            let frame =
+                unsafe { std::slice::from_raw_parts_mut(r.map.ptr.add(off), r.geo.frame_size) };
+            let (hdr, data) = frame.split_at_mut(pkt2::DATA);
+            let len = fill(data).min(data.len());
+            hdr[pkt2::LEN..pkt2::LEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+            len
+        };
+        let _ = len;
+        st.store(status::SEND_REQUEST, Ordering::Release);
+        r.head.store((head + 1) % r.geo.frame_nr, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Asks the kernel to send every requested frame, without waiting.
+    pub fn kick(&self) -> io::Result<()> {
+        // SAFETY: sendto with a NULL buffer of length 0 is the PACKET_TX_RING "flush" call.
+        let r = unsafe {
+            libc::sendto(
+                self.ring.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            // Busy device / would block: the frames stay requested and go with the next kick.
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(()),
+                _ => Err(e),
+            }
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for TxGuard<'_> {
+    fn drop(&mut self) {
+        self.ring.lock.store(false, Ordering::Release);
+    }
+}
+
+/// Linux interface helpers (ioctl on a throw-away datagram socket).
+pub mod linux_if {
+    use super::*;
+
+    /// `ifindex` of a Linux interface, `None` if there is no such interface.
+    pub fn index(name: &str) -> Option<u32> {
+        let c = std::ffi::CString::new(name).ok()?;
+        // SAFETY: `c` is a valid NUL-terminated string.
+        let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        (i != 0).then_some(i)
+    }
+
+    fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad interface name",
+            ));
+        }
+        // SAFETY: ifreq is plain data; zeroed is valid.
+        let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        Ok(r)
+    }
+
+    fn ioctl(req: libc::Ioctl, r: &mut libc::ifreq, what: &str) -> io::Result<()> {
+        // SAFETY: plain socket(2).
+        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if s < 0 {
+            return Err(os_err("socket"));
+        }
+        // SAFETY: `s` is ours.
+        let s = unsafe { OwnedFd::from_raw_fd(s) };
+        // SAFETY: `r` is a valid ifreq for these interface ioctls.
+        let rc = unsafe { libc::ioctl(s.as_raw_fd(), req, r as *mut libc::ifreq) };
+        if rc != 0 {
+            return Err(os_err(what));
+        }
+        Ok(())
+    }
+
+    /// MAC address.
+    pub fn mac(name: &str) -> io::Result<[u8; 6]> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFHWADDR, &mut r, "SIOCGIFHWADDR")?;
+        // SAFETY: the kernel filled the hwaddr member of the union.
+        let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+        let mut m = [0u8; 6];
+        for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+            *d = *s as u8;
+        }
+        Ok(m)
+    }
+
+    /// MTU.
+    pub fn mtu(name: &str) -> io::Result<u32> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFMTU, &mut r, "SIOCGIFMTU")?;
+        // SAFETY: the kernel filled the mtu member of the union.
+        Ok(unsafe { r.ifr_ifru.ifru_mtu }.max(0) as u32)
+    }
+
+    /// Sets the interface administratively up.
+    pub fn set_up(name: &str) -> io::Result<()> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFFLAGS, &mut r, "SIOCGIFFLAGS")?;
+        // SAFETY: the kernel filled the flags member of the union.
+        let flags = unsafe { r.ifr_ifru.ifru_flags };
+        if flags & libc::IFF_UP as libc::c_short != 0 {
+            return Ok(());
+        }
+        r.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+        ioctl(libc::SIOCSIFFLAGS, &mut r, "SIOCSIFFLAGS (set up)")
+    }
+}
