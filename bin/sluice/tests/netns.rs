@@ -130,6 +130,30 @@ impl Topo {
     }
 }
 
+impl Topo {
+    /// Like [`Topo::host`] but an IPv6 host: `addr` (no DAD) and a default route via `gw`.
+    fn host6(&mut self, n: char, addr: &str, gw: &str) -> (String, String) {
+        let name = format!("{}{n}", self.tag);
+        must(&["ip", "netns", "add", &name]);
+        self.netns.push(name.clone());
+        must(&[
+            "ip", "link", "add", &name, "type", "veth", "peer", "name", "eth0", "netns", &name,
+        ]);
+        self.links.push(name.clone());
+        // The Sluice side is not a Linux IPv6 host.
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
+        must(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        must(&[
+            "ip", "-n", &name, "-6", "addr", "add", addr, "dev", "eth0", "nodad",
+        ]);
+        must(&["ip", "-n", &name, "link", "set", "eth0", "up"]);
+        must(&[
+            "ip", "-n", &name, "-6", "route", "add", "default", "via", gw,
+        ]);
+        (name.clone(), name)
+    }
+}
+
 impl Drop for Topo {
     fn drop(&mut self) {
         for l in &self.links {
@@ -722,4 +746,83 @@ fn delete_while_flooding() {
     assert!(dd.ok("show interface").contains("local0"));
     wait_no_buffers_in_use(&dd);
     dd.stop();
+}
+
+/// IPv6 routing between two Linux namespaces: Sluice answers the hosts' neighbor
+/// solicitations, solicits them in turn, forwards UDP both ways, and answers a datagram to
+/// its own address with ICMPv6 port unreachable (seen by the host as ECONNREFUSED).
+#[test]
+fn routes_ipv6_between_namespaces() {
+    skip_unless_possible!();
+    let mut t = Topo::new("6");
+    let (a, va) = t.host6('a', "fd91:1::2/64", "fd91:1::1");
+    let (b, vb) = t.host6('b', "fd91:2::2/64", "fd91:2::1");
+    let d = Daemon::start("netns-ip6", "");
+    let ha = attach(&d, &va, Some("fd91:1::1/64"));
+    let hb = attach(&d, &vb, Some("fd91:2::1/64"));
+
+    let server = spawn_in_ns(&b, || {
+        let s = UdpSocket::bind("[fd91:2::2]:7000").expect("bind in B");
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut echoed = 0;
+        while let Ok((n, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&buf[..n], from);
+            echoed += 1;
+            if &buf[..n] == b"done" {
+                break;
+            }
+        }
+        echoed
+    });
+    let replies = in_ns(&a, || {
+        let s = UdpSocket::bind("[fd91:1::2]:0").expect("bind in A");
+        s.connect("[fd91:2::2]:7000").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut got = 0;
+        let mut buf = [0u8; 2048];
+        // The first datagrams may be lost while both sides resolve their neighbours.
+        for i in 0..20u32 {
+            let msg = format!("sluice-ipv6-{i}").into_bytes();
+            let _ = s.send(&msg);
+            if let Ok(n) = s.recv(&mut buf) {
+                assert_eq!(&buf[..n], &msg[..], "echo came back intact");
+                got += 1;
+                if got == 5 {
+                    break;
+                }
+            }
+        }
+        let _ = s.send(b"done");
+        got
+    });
+    assert_eq!(replies, 5, "UDP over IPv6 across Sluice, both directions");
+    assert!(server.join().unwrap() >= 5);
+
+    // A datagram to Sluice itself: ICMPv6 port unreachable -> ECONNREFUSED on the host.
+    let refused = in_ns(&a, || {
+        let s = UdpSocket::bind("[fd91:1::2]:0").unwrap();
+        s.connect("[fd91:1::1]:9").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        (0..5).any(|_| {
+            let _ = s.send(b"x");
+            matches!(s.recv(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+        })
+    });
+    assert!(refused, "no ICMPv6 port unreachable from Sluice's address");
+
+    let nbrs = d.ok("show ip6 neighbors");
+    assert!(
+        nbrs.contains("fd91:1::2") && nbrs.contains("fd91:2::2"),
+        "{nbrs}"
+    );
+    assert!(counter(&d, &hb, "tx packets") >= 5);
+    d.ok(&format!("delete host-interface name {va}"));
+    d.ok(&format!("delete host-interface name {vb}"));
+    assert!(!d.ok("show interface").contains(&ha));
+    wait_no_buffers_in_use(&d);
+    d.stop();
 }
