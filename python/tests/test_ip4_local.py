@@ -46,6 +46,7 @@ class TestIp4Local(Ip4RouterTest):
         for req, rep in zip(reqs, rx):
             assert rep.dst == self.pg0.remote_mac and rep.src == self.pg0.local_mac
             assert rep[IP].src == req[IP].dst, "answered from the address pinged"
+            assert rep[IP].ttl == 64, "locally originated: TTL not decremented"
             assert rep[IP].dst == req[IP].src
             icmp = rep[ICMP]
             assert icmp.type == 0 and icmp.code == 0, "echo reply"

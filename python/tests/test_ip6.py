@@ -147,6 +147,7 @@ class TestIp6(SluiceTestCase):
         rx = self.send_and_expect(self.pg0, reqs, self.pg0)
         for req, rep in zip(reqs, rx):
             assert rep[IPv6].src == req[IPv6].dst and rep[IPv6].dst == req[IPv6].src
+            assert rep[IPv6].hlim == 64, "locally originated: hop limit not decremented"
             e = rep[ICMPv6EchoReply]
             assert (e.id, e.seq, e.data) == (0x77, req[ICMPv6EchoRequest].seq,
                                              req[ICMPv6EchoRequest].data)
@@ -163,6 +164,7 @@ class TestIp6(SluiceTestCase):
         assert rx.dst == self.pg0.remote_mac and rx.src == self.pg0.local_mac
         assert rx[IPv6].src == self.pg0.local_ip6, "from the rx interface's global address"
         assert rx[IPv6].dst == sent[IPv6].src
+        assert rx[IPv6].hlim == 255, "sent with the hop limit it was built with"
         err = rx[icmp_cls]
         chk = err.cksum
         del err.cksum

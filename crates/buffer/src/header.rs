@@ -25,6 +25,9 @@ pub mod flags {
     /// A bridge domain switched the frame to its BVI: `ethernet-input` processes it as L3 on
     /// `rx_if` (the BVI) instead of handing it back to the bridge.
     pub const L2_TO_BVI: u32 = 1 << 6;
+    /// Built by this router (echo reply, ICMP error, CLI ping): `ip4-rewrite`/`ip6-rewrite`
+    /// send it with the TTL/hop limit it was given instead of decrementing it.
+    pub const LOCALLY_ORIGINATED: u32 = 1 << 7;
 }
 
 /// Interface index as stored in buffer metadata (`sw_if_index` in VPP).

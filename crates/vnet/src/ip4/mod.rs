@@ -1025,6 +1025,7 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         // SAFETY: just allocated, owned here until injected.
         let v = unsafe { vm.pool.buffer(b) };
         v.hdr.rx_if = 0;
+        v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         let t0 = clock.now_tsc();
         sent_at.push((seq, t0));
         vm.main.inject(lookup, &[b]);

@@ -4,7 +4,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::interface::{counter, IfCounters};
-use sluice_buffer::flags::L2_TO_BVI;
+use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -188,7 +188,7 @@ impl PacketNode for EthernetInput {
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
             return Next(3);
         }
-        b.hdr.flags &= !L2_TO_BVI;
+        b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
         if dst[0] & 1 == 0 && dst != self.cached_mac {
             b.hdr.error = cx.error(E_MAC_MISMATCH);
             return Next(0);
@@ -435,7 +435,7 @@ fn flow_hash(ip: &[u8]) -> u32 {
 // ---------------------------------------------------------------------------------------
 /// `ip4-rewrite`: TTL decrement with incremental checksum (RFC 1624), MTU check, L2 rewrite.
 ///
-/// - uses: `ip.adj_index` (a Rewrite adjacency).
+/// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip4-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1); `ip4-icmp-error` (2) for TTL expiry and
@@ -470,8 +470,9 @@ impl PacketNode for Ip4Rewrite {
             }
         };
         let len = b.total_len();
+        let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         let d = b.data_mut();
-        if d[8] <= 1 {
+        if d[8] <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmp::kind::TIME_EXCEEDED as u64) << 8;
             cx.count(E_TTL as usize, 1);
             return Next(2);
@@ -485,12 +486,14 @@ impl PacketNode for Ip4Rewrite {
             b.hdr.error = cx.error(E_MTU);
             return Next(0);
         }
-        // TTL decrement, RFC 1624 incremental checksum update.
-        let old = u16::from_be_bytes([d[8], d[9]]);
-        d[8] -= 1;
-        let new = u16::from_be_bytes([d[8], d[9]]);
-        let c = checksum::update_u16(u16::from_be_bytes([d[10], d[11]]), old, new);
-        d[10..12].copy_from_slice(&c.to_be_bytes());
+        if !local {
+            // TTL decrement, RFC 1624 incremental checksum update.
+            let old = u16::from_be_bytes([d[8], d[9]]);
+            d[8] -= 1;
+            let new = u16::from_be_bytes([d[8], d[9]]);
+            let c = checksum::update_u16(u16::from_be_bytes([d[10], d[11]]), old, new);
+            d[10..12].copy_from_slice(&c.to_be_bytes());
+        }
         match b.push_front(14) {
             Some(h) => h.copy_from_slice(&adj.rewrite),
             None => {
@@ -571,6 +574,7 @@ impl PacketNode for Ip4Local {
                 ip.set_dst(s);
                 ip.set_ttl(64);
                 ip.fill_checksum();
+                b.hdr.flags |= LOCALLY_ORIGINATED;
                 cx.count(C_ECHO as usize, 1);
                 Next(1)
             }
@@ -675,6 +679,7 @@ impl PacketNode for Ip4IcmpError {
         }
         let c = checksum::internet_checksum(&d[20..]);
         d[22..24].copy_from_slice(&c.to_be_bytes());
+        b.hdr.flags |= LOCALLY_ORIGINATED;
         cx.count(C_SENT as usize, 1);
         Next(1)
     }

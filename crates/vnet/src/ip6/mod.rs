@@ -1000,6 +1000,7 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
         // SAFETY: just allocated, owned here until injected.
         let v = unsafe { vm.pool.buffer(b) };
         v.hdr.rx_if = 0;
+        v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         let t0 = clock.now_tsc();
         vm.main.inject(lookup, &[b]);
         let deadline = clock.now_secs() + interval;

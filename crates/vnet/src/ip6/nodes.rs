@@ -4,6 +4,7 @@
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
 use crate::ip4::LB_FLAG;
+use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -227,7 +228,8 @@ fn flow_hash(ip: &[u8]) -> u32 {
 // ---------------------------------------------------------------------------------------
 /// `ip6-rewrite`: hop-limit decrement, MTU check, L2 rewrite (no checksum in IPv6).
 ///
-/// - uses: `ip.adj_index` (a Rewrite adjacency).
+/// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (hop limit
+///   kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip6-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1); `ip6-icmp-error` (2) for hop-limit
@@ -261,8 +263,9 @@ impl PacketNode for Ip6Rewrite {
             }
         };
         let len = b.total_len();
+        let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         let d = b.data_mut();
-        if d[7] <= 1 {
+        if d[7] <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
             cx.count(C_HOP_LIMIT as usize, 1);
             return Next(2);
@@ -273,7 +276,9 @@ impl PacketNode for Ip6Rewrite {
             cx.count(C_TOO_BIG as usize, 1);
             return Next(2);
         }
-        d[7] -= 1;
+        if !local {
+            d[7] -= 1;
+        }
         match b.push_front(14) {
             Some(h) => h.copy_from_slice(&adj.rewrite),
             None => {
@@ -509,6 +514,7 @@ impl PacketNode for Ip6Local {
                         let mut m = Icmpv6Packet::new_unchecked(&mut d[40..]);
                         m.set_kind_code(icmpv6::kind::ECHO_REPLY, 0);
                         m.fill_checksum(Ipv6Addr::from(from), Ipv6Addr::from(src));
+                        b.hdr.flags |= LOCALLY_ORIGINATED;
                         cx.count(C_ECHO as usize, 1);
                         Next(1)
                     }
@@ -619,6 +625,7 @@ impl PacketNode for Ip6IcmpError {
         let d = b.data_mut();
         Icmpv6Packet::new_unchecked(&mut d[40..])
             .fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(orig_src));
+        b.hdr.flags |= LOCALLY_ORIGINATED;
         cx.count(C_SENT as usize, 1);
         Next(1)
     }
