@@ -1,19 +1,23 @@
 //! Sluice drivers: the packet generator (`pg`) now; af_packet, af_xdp, memif and tap in later
 //! issues.
 
+pub mod memif;
 pub mod pg;
 
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);
+    memif::register(b);
 }
 
 /// Registers every driver's CLI commands.
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     pg::register_cli(t);
+    memif::register_cli(t);
 }
 
 /// Per-runtime initialisation.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     pg::init(vm);
+    memif::init(vm);
 }
