@@ -190,14 +190,16 @@ impl Drop for QGuard<'_> {
     }
 }
 
-/// Whether rx ring `q` holds descriptors not yet consumed.
+/// Whether rx ring `q` holds descriptors not yet consumed or (slave) slots to refill: a
+/// master may reset the M2S ring indices when it connects (DPDK's server does), so the
+/// slave must refill even before the first packet.
 fn rx_pending(conn: &DataConn, q: &Queue) -> bool {
-    let prod = if conn.is_slave {
-        q.ring.tail()
+    let last = q.last.load(Ordering::Relaxed);
+    if conn.is_slave {
+        q.ring.tail() != last || q.ring.head().wrapping_sub(last) != q.ring.size()
     } else {
-        q.ring.head()
-    };
-    prod != q.last.load(Ordering::Relaxed)
+        q.ring.head() != last
+    }
 }
 
 impl NodeFn for MemifInput {
