@@ -134,7 +134,14 @@ pub struct MemifInput {
     out: Vec<BufIdx>,
     nexts: Vec<u16>,
     segs: [(*const u8, usize); MAX_SEGS],
+    /// Keep polling until this TSC after the last packet (a ring that is empty for an instant
+    /// under load must not put the thread to sleep).
+    busy_until: u64,
+    busy_tsc: u64,
 }
+
+/// How long `memif-input` keeps polling after its last packet.
+const BUSY_POLL_SECS: f64 = 0.01;
 
 // SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
 // calls they are stale values that are never dereferenced.
@@ -149,6 +156,8 @@ impl MemifInput {
             out: Vec::with_capacity(FRAME_SIZE),
             nexts: Vec::with_capacity(FRAME_SIZE),
             segs: [(std::ptr::null(), 0); MAX_SEGS],
+            busy_until: 0,
+            busy_tsc: 0,
         }
     }
 }
@@ -219,10 +228,16 @@ impl NodeFn for MemifInput {
                 total += self.rx_queue(cx, &sh, &conn, qi, q);
             }
         }
+        if total > 0 {
+            if self.busy_tsc == 0 {
+                self.busy_tsc = (cx.shared().clock.hz() * BUSY_POLL_SECS) as u64;
+            }
+            self.busy_until = cx.now_tsc().wrapping_add(self.busy_tsc);
+        }
         total
     }
     fn active(&self) -> bool {
-        if self.view.stale() {
+        if self.view.stale() || sluice_infra::clock::rdtsc() < self.busy_until {
             return true;
         }
         let nt = self.view.sh.n_threads.load(Ordering::Relaxed);
