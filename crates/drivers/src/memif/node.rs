@@ -1,0 +1,700 @@
+//! memif data-path nodes.
+//!
+//! `memif-input` (input): polls the rx rings of connected memif interfaces placed on this
+//! thread (queue q: main thread without workers, else worker `q % workers`), copies each
+//! packet out of shared memory into Sluice buffers (descriptor chains -> buffer chains), and
+//! returns the slots (master: advances `tail`; slave: refills `head` with its own buffers).
+//! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
+//! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
+//!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
+//!   `error-drop` (arc 2).
+//! - counters: `bad_desc` (descriptor outside its region, empty or oversized packet:
+//!   dropped in the ring), `bad_ring` (peer moved head/tail past the ring: resynchronised),
+//!   `no_buffer` (buffer pool exhausted: packet dropped, interface `rx-miss`),
+//!   `ip6_no_node` and `bad_ip_version` (ip mode drops via `error-drop`).
+//!   Interface counters `rx packets`/`rx bytes`/`rx-miss`; `pcap trace rx`.
+//!
+//! `memif-tx` (internal): copies every packet of the frame into free slots of the tx ring of
+//! its `tx_if` (queue = thread % tx queues), chaining descriptors for packets larger than a
+//! slot, publishes the ring once per frame, signals the peer's eventfd unless it set
+//! `MASK_INT`, and frees the buffers. Never waits for ring space.
+//! - uses: `tx_if`, buffer chains. next: none.
+//! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
+//!   region), `too_long` (more than 64 buffers); each also counts interface `tx-error`.
+
+use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
+use super::{DataConn, IfShared, MemifShared, Queue};
+use crate::memif::proto::Mode;
+use sluice_buffer::{flags, BufIdx, BufferPool};
+use sluice_graph::pcap::point;
+use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_vnet::interface::counter;
+use std::any::Any;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub(crate) const NEXT_ETH: Next = Next(0);
+pub(crate) const NEXT_IP4: Next = Next(1);
+pub(crate) const NEXT_DROP: Next = Next(2);
+
+pub(crate) const C_BAD_DESC: usize = 0;
+pub(crate) const C_BAD_RING: usize = 1;
+pub(crate) const C_NO_BUFFER: usize = 2;
+pub(crate) const E_IP6_NO_NODE: u16 = 3;
+pub(crate) const E_BAD_IP: u16 = 4;
+
+pub(crate) const T_NOT_CONNECTED: usize = 0;
+pub(crate) const T_RING_FULL: usize = 1;
+pub(crate) const T_BAD_DESC: usize = 2;
+pub(crate) const T_TOO_LONG: usize = 3;
+
+/// Largest packet accepted from a ring.
+const MAX_PKT: u64 = 65535;
+/// Most buffers of one packet on tx.
+const MAX_SEGS: usize = 64;
+
+struct IfRt {
+    sh: Arc<IfShared>,
+    gen: u64,
+    conn: Option<Arc<DataConn>>,
+}
+
+/// Per-thread cache of the interface list and their connections.
+struct View {
+    sh: Arc<MemifShared>,
+    gen: u64,
+    ifs: Vec<IfRt>,
+    /// sw_if_index -> position in `ifs`.
+    by_sw: Vec<Option<u32>>,
+}
+
+impl View {
+    fn new(sh: Arc<MemifShared>) -> View {
+        View {
+            sh,
+            gen: u64::MAX,
+            ifs: Vec::new(),
+            by_sw: Vec::new(),
+        }
+    }
+    fn stale(&self) -> bool {
+        self.sh.gen.load(Ordering::Acquire) != self.gen
+            || self
+                .ifs
+                .iter()
+                .any(|i| i.sh.gen.load(Ordering::Acquire) != i.gen)
+    }
+    fn refresh(&mut self) {
+        let g = self.sh.gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.gen = g;
+            let list = self.sh.list();
+            self.ifs = list
+                .into_iter()
+                .map(|sh| IfRt {
+                    sh,
+                    gen: u64::MAX,
+                    conn: None,
+                })
+                .collect();
+            self.by_sw.clear();
+            for (k, i) in self.ifs.iter().enumerate() {
+                let s = i.sh.sw_if_index as usize;
+                if self.by_sw.len() <= s {
+                    self.by_sw.resize(s + 1, None);
+                }
+                self.by_sw[s] = Some(k as u32);
+            }
+        }
+        for i in self.ifs.iter_mut() {
+            let g = i.sh.gen.load(Ordering::Acquire);
+            if g != i.gen {
+                i.gen = g;
+                i.conn = i.sh.current();
+            }
+        }
+    }
+}
+
+/// Which thread polls rx queue `q`.
+fn owner(q: usize, n_threads: usize) -> usize {
+    if n_threads <= 1 {
+        0
+    } else {
+        1 + q % (n_threads - 1)
+    }
+}
+
+/// `memif-input` instance.
+pub struct MemifInput {
+    view: View,
+    thread: usize,
+    pre: Vec<BufIdx>,
+    out: Vec<BufIdx>,
+    nexts: Vec<u16>,
+    segs: [(*const u8, usize); MAX_SEGS],
+    /// Keep polling until this TSC after the last packet (a ring that is empty for an instant
+    /// under load must not put the thread to sleep).
+    busy_until: u64,
+    busy_tsc: u64,
+}
+
+/// How long `memif-input` keeps polling after its last packet.
+const BUSY_POLL_SECS: f64 = 0.01;
+
+// SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
+// calls they are stale values that are never dereferenced.
+unsafe impl Send for MemifInput {}
+
+impl MemifInput {
+    pub(crate) fn new(sh: Arc<MemifShared>, thread: usize) -> Self {
+        MemifInput {
+            view: View::new(sh),
+            thread,
+            pre: vec![BufIdx(0); FRAME_SIZE],
+            out: Vec::with_capacity(FRAME_SIZE),
+            nexts: Vec::with_capacity(FRAME_SIZE),
+            segs: [(std::ptr::null(), 0); MAX_SEGS],
+            busy_until: 0,
+            busy_tsc: 0,
+        }
+    }
+}
+
+#[derive(Copy, Clone)]
+struct RxTrace {
+    sw_if_index: u32,
+    queue: u16,
+    len: u32,
+}
+
+impl TraceRecord for RxTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "memif: hw_if_index {} next-index ? queue {} length {}",
+            self.sw_if_index, self.queue, self.len
+        );
+    }
+}
+
+/// Holds a queue's spin lock (uncontended on the usual one-thread-per-queue placement).
+struct QGuard<'a>(&'a Queue);
+impl<'a> QGuard<'a> {
+    fn lock(q: &'a Queue) -> QGuard<'a> {
+        while q
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        QGuard(q)
+    }
+}
+impl Drop for QGuard<'_> {
+    fn drop(&mut self) {
+        self.0.lock.store(false, Ordering::Release);
+    }
+}
+
+/// Whether rx ring `q` holds descriptors not yet consumed or (slave) slots to refill: a
+/// master may reset the M2S ring indices when it connects (DPDK's server does), so the
+/// slave must refill even before the first packet.
+fn rx_pending(conn: &DataConn, q: &Queue) -> bool {
+    let last = q.last.load(Ordering::Relaxed);
+    if conn.is_slave {
+        q.ring.tail() != last || q.ring.head().wrapping_sub(last) != q.ring.size()
+    } else {
+        q.ring.head() != last
+    }
+}
+
+impl NodeFn for MemifInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        self.view.refresh();
+        let nt = cx.shared().n_threads;
+        let mut total = 0;
+        for k in 0..self.view.ifs.len() {
+            let Some(conn) = self.view.ifs[k].conn.clone() else {
+                continue;
+            };
+            let sh = self.view.ifs[k].sh.clone();
+            for (qi, q) in conn.rx.iter().enumerate() {
+                if owner(qi, nt) != self.thread || !rx_pending(&conn, q) {
+                    continue;
+                }
+                total += self.rx_queue(cx, &sh, &conn, qi, q);
+            }
+        }
+        if total > 0 {
+            if self.busy_tsc == 0 {
+                self.busy_tsc = (cx.shared().clock.hz() * BUSY_POLL_SECS) as u64;
+            }
+            self.busy_until = cx.now_tsc().wrapping_add(self.busy_tsc);
+        }
+        total
+    }
+    fn active(&self) -> bool {
+        if self.view.stale() || sluice_infra::clock::rdtsc() < self.busy_until {
+            return true;
+        }
+        let nt = self.view.sh.n_threads.load(Ordering::Relaxed);
+        self.view.ifs.iter().any(|i| {
+            i.conn.as_ref().is_some_and(|c| {
+                c.rx.iter()
+                    .enumerate()
+                    .any(|(qi, q)| owner(qi, nt) == self.thread && rx_pending(c, q))
+            })
+        })
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl MemifInput {
+    fn rx_queue(
+        &mut self,
+        cx: &mut Cx,
+        sh: &IfShared,
+        conn: &DataConn,
+        qi: usize,
+        q: &Queue,
+    ) -> usize {
+        let _g = QGuard::lock(q);
+        let ring = q.ring;
+        let rs = ring.size();
+        let mut cur = q.last.load(Ordering::Relaxed);
+        let prod = if conn.is_slave {
+            ring.tail()
+        } else {
+            ring.head()
+        };
+        let mut n_slots = prod.wrapping_sub(cur);
+        if n_slots > rs {
+            // The peer moved its index past the ring: resynchronise, count, carry on.
+            cx.count(C_BAD_RING, 1);
+            q.last.store(prod, Ordering::Relaxed);
+            if !conn.is_slave {
+                ring.set_tail(prod);
+            }
+            return 0;
+        }
+        let pool = cx.pool_ref();
+        let want = (n_slots as usize).min(FRAME_SIZE);
+        let got = cx.bufs().alloc(&mut self.pre[..want]);
+        let mut avail = 0usize;
+        self.out.clear();
+        self.nexts.clear();
+        let t = cx.thread();
+        let (mut bytes, mut misses, mut bad) = (0u64, 0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        let ip6 = self.view.sh.ip6_next.get().copied();
+        while self.out.len() + (misses as usize) < want && n_slots > 0 {
+            // Find the packet's descriptors and validate every one before copying (the
+            // pointers are taken once, so a peer rewriting descriptors meanwhile cannot
+            // move a copy out of bounds).
+            let mut k: u16 = 0;
+            let mut total = 0u64;
+            let mut ok = true;
+            let complete = loop {
+                if k >= n_slots {
+                    break false;
+                }
+                let d = ring.desc(cur.wrapping_add(k));
+                let src = conn
+                    .regions
+                    .get(d.region as usize)
+                    .and_then(|r| r.range(d.offset as u64, d.length as u64));
+                match src {
+                    Some(p) if (k as usize) < MAX_SEGS => {
+                        self.segs[k as usize] = (p as *const u8, d.length as usize)
+                    }
+                    _ => ok = false,
+                }
+                k += 1;
+                total += d.length as u64;
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break true;
+                }
+            };
+            if !complete {
+                break; // the producer publishes whole packets; wait for the rest
+            }
+            cur = cur.wrapping_add(k);
+            n_slots -= k;
+            if !ok || total == 0 || total > MAX_PKT {
+                bad += 1;
+                continue;
+            }
+            if avail >= got {
+                misses += 1;
+                continue;
+            }
+            let head = self.pre[avail];
+            avail += 1;
+            let segs = &self.segs[..k as usize];
+            if !copy_in(cx, pool, segs, head, total, &self.pre[..got], &mut avail) {
+                misses += 1;
+                continue;
+            }
+            // SAFETY: `head` is owned by this node (allocated above); one view at a time.
+            let mut v = unsafe { pool.buffer(head) };
+            v.hdr.rx_if = sh.sw_if_index;
+            let next = match sh.mode {
+                Mode::Ip => match v.data().first().map(|b| b >> 4) {
+                    Some(4) => NEXT_IP4,
+                    Some(6) if ip6.is_some() => ip6.unwrap_or(NEXT_DROP),
+                    Some(6) => {
+                        v.hdr.error = cx.error(E_IP6_NO_NODE);
+                        NEXT_DROP
+                    }
+                    _ => {
+                        v.hdr.error = cx.error(E_BAD_IP);
+                        NEXT_DROP
+                    }
+                },
+                _ => NEXT_ETH,
+            };
+            if traced > 0 {
+                cx.trace_start(
+                    &mut v,
+                    RxTrace {
+                        sw_if_index: sh.sw_if_index,
+                        queue: qi as u16,
+                        len: total as u32,
+                    },
+                );
+                traced -= 1;
+            }
+            bytes += total;
+            self.out.push(head);
+            self.nexts.push(next.0);
+        }
+        if avail < got {
+            cx.bufs().free(&self.pre[avail..got]);
+        }
+        // Return the slots.
+        q.last.store(cur, Ordering::Relaxed);
+        if conn.is_slave {
+            refill(conn, q);
+        } else {
+            ring.set_tail(cur);
+        }
+        let n = self.out.len();
+        if bad > 0 {
+            cx.count(C_BAD_DESC, bad);
+        }
+        if misses > 0 {
+            cx.count(C_NO_BUFFER, misses);
+            sh.counters.add(t, counter::RX_MISS, misses);
+        }
+        if n > 0 {
+            sh.counters.add(t, counter::RX_PACKETS, n as u64);
+            sh.counters.add(t, counter::RX_BYTES, bytes);
+            cx.pcap_capture(point::RX, &self.out, false);
+            cx.enqueue_to_next(&self.out, &self.nexts);
+        }
+        n
+    }
+}
+
+/// Copies the packet in `segs` (bounds-checked pointers into mapped regions) into `head`,
+/// chaining buffers taken from `pre[*avail..]` (or freshly allocated). On allocation failure
+/// frees what it used (including `head`) and returns false.
+fn copy_in(
+    cx: &mut Cx,
+    pool: &BufferPool,
+    segs: &[(*const u8, usize)],
+    head: BufIdx,
+    total: u64,
+    pre: &[BufIdx],
+    avail: &mut usize,
+) -> bool {
+    let ds = pool.data_size();
+    let mut cur_b = head;
+    let mut fill = 0usize;
+    // SAFETY: `head` is owned by the caller and handed to us; views are created one at a time
+    // for distinct buffers of the chain being built.
+    let mut v = unsafe { pool.buffer(cur_b) };
+    v.hdr.current_data = 0;
+    let mut head_len = 0usize;
+    for &(src, len) in segs {
+        let mut off = 0usize;
+        while off < len {
+            if fill == ds {
+                v.set_len(fill);
+                if cur_b == head {
+                    head_len = fill;
+                }
+                let nb = if *avail < pre.len() {
+                    *avail += 1;
+                    Some(pre[*avail - 1])
+                } else {
+                    cx.bufs().alloc_one()
+                };
+                let Some(nb) = nb else {
+                    cx.free(&[head]);
+                    return false;
+                };
+                v.hdr.next_buffer = nb.0;
+                v.hdr.flags |= flags::NEXT_PRESENT;
+                // SAFETY: `nb` was just taken from this node's allocation.
+                v = unsafe { pool.buffer(nb) };
+                v.hdr.current_data = 0;
+                cur_b = nb;
+                fill = 0;
+            }
+            let n = (len - off).min(ds - fill);
+            let dst = &mut v.raw_data_mut()[fill..fill + n];
+            // SAFETY: `src..src+len` was bounds-checked against its mapped region by the
+            // caller; the destination is a slice of an owned buffer of length n.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.as_mut_ptr(), n) };
+            fill += n;
+            off += n;
+        }
+    }
+    v.set_len(fill);
+    if cur_b != head {
+        // SAFETY: owned head, a different buffer from the one `v` views.
+        let h = unsafe { pool.buffer(head) };
+        h.hdr.total_length_not_including_first_buffer = (total as usize - head_len) as u32;
+        h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+    }
+    true
+}
+
+/// Slave rx: hands every consumed slot back to the master with its own buffer.
+fn refill(conn: &DataConn, q: &Queue) {
+    let ring = q.ring;
+    let rs = ring.size();
+    let head = ring.head();
+    let last_tail = q.last.load(Ordering::Relaxed);
+    let used = head.wrapping_sub(last_tail);
+    if used > rs {
+        return;
+    }
+    let n = rs - used;
+    let bs = conn.buffer_size;
+    let mask = rs - 1;
+    for i in 0..n {
+        let slot = head.wrapping_add(i);
+        ring.set_desc(
+            slot,
+            Desc {
+                flags: 0,
+                region: 0,
+                length: bs,
+                offset: (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
+                metadata: 0,
+            },
+        );
+    }
+    ring.set_head(head.wrapping_add(n));
+}
+
+/// `memif-tx` instance.
+pub struct MemifTx {
+    view: View,
+}
+
+impl MemifTx {
+    pub(crate) fn new(sh: Arc<MemifShared>) -> Self {
+        MemifTx {
+            view: View::new(sh),
+        }
+    }
+}
+
+impl NodeFn for MemifTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if self.view.stale() {
+            self.view.refresh();
+        }
+        let pool = cx.pool_ref();
+        let mut s = 0;
+        while s < frame.len() {
+            // SAFETY: this node owns the frame; read-only header access.
+            let tx = unsafe { pool.header(frame[s]) }.tx_if;
+            let mut e = s + 1;
+            // SAFETY: as above.
+            while e < frame.len() && unsafe { pool.header(frame[e]) }.tx_if == tx {
+                e += 1;
+            }
+            self.tx_run(cx, pool, tx, &frame[s..e]);
+            s = e;
+        }
+        cx.free(frame);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl MemifTx {
+    fn tx_run(&mut self, cx: &mut Cx, pool: &BufferPool, tx: u32, bufs: &[BufIdx]) {
+        let t = cx.thread();
+        let rt = self
+            .view
+            .by_sw
+            .get(tx as usize)
+            .copied()
+            .flatten()
+            .and_then(|k| self.view.ifs.get(k as usize));
+        let Some(rt) = rt else {
+            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
+            return;
+        };
+        let Some(conn) = rt.conn.as_ref() else {
+            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
+            rt.sh.counters.add(t, counter::TX_ERROR, bufs.len() as u64);
+            return;
+        };
+        let q = &conn.tx[t % conn.tx.len()];
+        let (sent, fails) = tx_ring(cx, pool, conn, q, rt.sh.mode, bufs);
+        let failed: u64 = fails.iter().sum();
+        for (c, n) in fails.iter().enumerate() {
+            if *n > 0 {
+                cx.count(c, *n);
+            }
+        }
+        if failed > 0 {
+            rt.sh.counters.add(t, counter::TX_ERROR, failed);
+        }
+        if sent > 0 && q.ring.flags() & RING_FLAG_MASK_INT == 0 {
+            super::shm::signal(std::os::fd::AsRawFd::as_raw_fd(&q.int_fd));
+        }
+    }
+}
+
+/// Writes packets into the ring; returns (packets sent, failures per tx counter).
+fn tx_ring(
+    _cx: &mut Cx,
+    pool: &BufferPool,
+    conn: &DataConn,
+    q: &Queue,
+    mode: Mode,
+    bufs: &[BufIdx],
+) -> (usize, [u64; 4]) {
+    let _g = QGuard::lock(q);
+    let ring = q.ring;
+    let rs = ring.size();
+    let mask = rs - 1;
+    let mut fails = [0u64; 4];
+    // Free slots and the index we advance.
+    let (mut slot, mut free) = if conn.is_slave {
+        let head = ring.head();
+        let used = head.wrapping_sub(ring.tail());
+        (head, rs.saturating_sub(used))
+    } else {
+        let tail = ring.tail();
+        let f = ring.head().wrapping_sub(tail);
+        (tail, if f > rs { 0 } else { f })
+    };
+    let mut sent = 0;
+    let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
+    for (i, &b) in bufs.iter().enumerate() {
+        // Gather the packet's segments.
+        let mut ns = 0;
+        let mut total = 0usize;
+        let mut cur = Some(b);
+        let mut too_long = false;
+        while let Some(x) = cur {
+            if ns == MAX_SEGS {
+                too_long = true;
+                break;
+            }
+            // SAFETY: the frame's buffers (and their chains) are owned by this node.
+            let v = unsafe { pool.buffer(x) };
+            let d = v.data();
+            segs[ns] = (d.as_ptr(), d.len());
+            ns += 1;
+            total += d.len();
+            cur = v.hdr.next();
+        }
+        if mode == Mode::Ip && ns > 0 && segs[0].1 >= 14 {
+            // ip mode carries no L2 header: drop the Ethernet header the rewrite added.
+            segs[0] = (segs[0].0.wrapping_add(14), segs[0].1 - 14);
+            total -= 14;
+        }
+        if too_long || total == 0 {
+            fails[T_TOO_LONG] += 1;
+            continue;
+        }
+        let pkt_start = slot;
+        let mut si = 0;
+        let mut soff = 0;
+        let mut left = total;
+        let mut err = None;
+        while left > 0 {
+            if free == 0 {
+                err = Some(T_RING_FULL);
+                break;
+            }
+            // Destination slot: our own buffer (slave) or the one the slave handed out.
+            let (region, off, cap) = if conn.is_slave {
+                let bs = conn.buffer_size;
+                (
+                    0u16,
+                    (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
+                    bs as usize,
+                )
+            } else {
+                let d = ring.desc(slot);
+                (d.region, d.offset, d.length as usize)
+            };
+            let dst = conn
+                .regions
+                .get(region as usize)
+                .and_then(|r| r.range(off as u64, cap as u64));
+            let Some(dst) = dst.filter(|_| cap > 0) else {
+                err = Some(T_BAD_DESC);
+                break;
+            };
+            let mut w = 0;
+            while w < cap && left > 0 {
+                let (p, l) = segs[si];
+                let n = (l - soff).min(cap - w);
+                // SAFETY: dst..dst+cap is inside a mapped region (checked above); the source
+                // is a live buffer slice of length l >= soff + n.
+                unsafe { std::ptr::copy_nonoverlapping(p.add(soff), dst.add(w), n) };
+                w += n;
+                soff += n;
+                left -= n;
+                if soff == l {
+                    si += 1;
+                    soff = 0;
+                }
+            }
+            ring.set_desc(
+                slot,
+                Desc {
+                    flags: if left > 0 { DESC_FLAG_NEXT } else { 0 },
+                    region,
+                    length: w as u32,
+                    offset: off,
+                    metadata: 0,
+                },
+            );
+            slot = slot.wrapping_add(1);
+            free -= 1;
+        }
+        if let Some(e) = err {
+            // Roll back this packet's slots; the rest of the run cannot go either.
+            slot = pkt_start;
+            fails[e] += (bufs.len() - i) as u64;
+            break;
+        }
+        sent += 1;
+    }
+    if sent > 0 {
+        if conn.is_slave {
+            ring.set_head(slot);
+        } else {
+            ring.set_tail(slot);
+        }
+    }
+    (sent, fails)
+}
