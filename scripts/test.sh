@@ -3,6 +3,19 @@
 # Rust: fmt, clippy, unit/node/graph/end-to-end tests. Python: the functional suite
 # (pytest + scapy, VPP test-framework style) in a virtualenv with pinned requirements.
 source "$(dirname "$0")/common.sh"
+# Real peers for the end-to-end tests, installed when root (the tests skip with a reason
+# otherwise): DPDK's testpmd for memif interop, iperf3 and ping for the netns tests.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  command -v dpdk-testpmd >/dev/null || missing+=(dpdk-dev)
+  command -v iperf3 >/dev/null || missing+=(iperf3)
+  command -v ping >/dev/null || missing+=(iputils-ping)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== apt-get install ${missing[*]}"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+      || echo "sluice: could not install ${missing[*]}; the tests that need them will skip" >&2
+  fi
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
