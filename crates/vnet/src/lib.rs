@@ -10,6 +10,8 @@ pub mod l2;
 pub mod l2patch;
 pub mod loopback;
 pub mod output;
+pub mod ping;
+pub mod routes;
 pub mod subif;
 
 pub use interface::{create_interface, Interfaces, SwIfIndex};

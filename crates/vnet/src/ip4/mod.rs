@@ -9,13 +9,13 @@
 pub mod nodes;
 
 use crate::interface::{Interfaces, SwIfIndex};
+use crate::routes::RouteTable;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::{GraphBuilder, Vlib};
-use sluice_infra::epoch::Epochs;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -48,10 +48,6 @@ impl IfAttr {
     }
 }
 
-/// An echo reply seen by `ip4-local` for the CLI ping: (identifier, sequence, source address,
-/// TTL, TSC at receipt).
-pub type PingReply = (u16, u16, u32, u8, u64);
-
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
     /// The LPM read side.
@@ -67,11 +63,8 @@ pub struct Ip4Shared {
     /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
     /// (interface, address, MAC). A control-plane path, not the fast path.
     pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
-    /// Echo replies for the CLI `ping` (identifier, sequence, source, TTL, TSC at receipt);
-    /// `ip4-local` records them only while `ping_id` is non-zero.
-    pub ping_replies: Mutex<Vec<PingReply>>,
-    /// Identifier of the running CLI ping (0 = none).
-    pub ping_id: AtomicU32,
+    /// Echo replies for the CLI `ping` (recorded by `ip4-local` while a ping runs).
+    pub ping: crate::ping::PingState<Ipv4Addr>,
 }
 
 impl Ip4Shared {
@@ -82,54 +75,15 @@ impl Ip4Shared {
     }
 }
 
-/// Why a route was installed.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Source {
-    /// The router's own address (/32).
-    Local,
-    /// A connected subnet of an interface address.
-    Connected,
-    /// A learned or static neighbour (/32).
-    Adjacency,
-    /// Configured with `ip route`.
-    Static,
-}
-
-impl Source {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Source::Local => "local",
-            Source::Connected => "connected",
-            Source::Adjacency => "adjacency",
-            Source::Static => "static",
-        }
-    }
-}
-
-/// A route: paths (adjacency, weight) per source; the best source's paths are installed.
-#[derive(Clone, Debug)]
-pub struct Route {
-    /// Paths by source (the lowest source wins, as VPP's source priorities).
-    pub by_source: BTreeMap<Source, Vec<(u32, u32)>>,
-}
-
-/// LPM values at or above this are load-balance indices (ECMP); below, adjacency indices.
-pub const LB_FLAG: u32 = 1 << 23;
+pub use crate::routes::{Route, Source, LB_FLAG};
 
 /// The control plane (main thread; shared with the neighbour process node).
 pub struct Ip4Control {
-    lpm: Ip4Lpm,
+    rt: RouteTable<Ip4Lpm>,
     adjs: Adjacencies,
-    epochs: Arc<Epochs>,
     shared: Arc<Ip4Shared>,
-    routes: BTreeMap<(u32, u8), Route>,
     addrs: Vec<(u32, u32, u8)>,
     neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
-    lbs: LoadBalances,
-    route_lb: HashMap<(u32, u8), u32>,
-    // Load-balance objects no route points at any more (kept, not reused, until a later
-    // session adds epoch-based reuse; bounded by route churn).
-    lb_retired: Vec<u32>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -146,63 +100,6 @@ pub(crate) fn lock(c: &Arc<Mutex<Ip4Control>>) -> MutexGuard<'_, Ip4Control> {
 }
 
 impl Ip4Control {
-    fn set_route(&mut self, p: u32, len: u8, src: Source, adj: Option<u32>) -> Result<(), String> {
-        self.set_paths(p, len, src, adj.map(|a| vec![(a, 1)]).unwrap_or_default())
-    }
-
-    /// Replaces the paths of one source of a route (no paths: the source is removed) and
-    /// installs the best source: one path directly, several through a load-balance object.
-    fn set_paths(
-        &mut self,
-        p: u32,
-        len: u8,
-        src: Source,
-        paths: Vec<(u32, u32)>,
-    ) -> Result<(), String> {
-        let key = (mask(p, len), len);
-        let r = self.routes.entry(key).or_insert_with(|| Route {
-            by_source: BTreeMap::new(),
-        });
-        if paths.is_empty() {
-            r.by_source.remove(&src);
-        } else {
-            r.by_source.insert(src, paths);
-        }
-        let best = r.by_source.values().next().cloned();
-        match best {
-            Some(paths) if paths.len() == 1 => {
-                if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
-                }
-                self.lpm
-                    .insert(&self.epochs, key.0, len, paths[0].0)
-                    .map_err(|e| e.to_string())
-            }
-            Some(paths) => {
-                let lb = match self.route_lb.get(&key) {
-                    Some(&l) => l,
-                    None => {
-                        let l = self.lbs.alloc().ok_or("load-balance table full")?;
-                        self.route_lb.insert(key, l);
-                        l
-                    }
-                };
-                self.lbs.set(lb, &paths);
-                self.lpm
-                    .insert(&self.epochs, key.0, len, LB_FLAG | lb)
-                    .map_err(|e| e.to_string())
-            }
-            None => {
-                self.routes.remove(&key);
-                if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
-                }
-                self.lpm.remove(&self.epochs, key.0, len);
-                Ok(())
-            }
-        }
-    }
-
     fn if_mac(&self, i: u32) -> [u8; 6] {
         self.shared.if_attr(i).mac_bytes()
     }
@@ -252,7 +149,7 @@ impl Ip4Control {
         let a = self.nbr_adj(i, ip)?;
         let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
-        self.set_route(ip, 32, Source::Adjacency, Some(a))
+        self.rt.set_route(ip, 32, Source::Adjacency, Some(a))
     }
 
     /// Applies neighbours learned by the data plane.
@@ -312,8 +209,7 @@ pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
         features: Arc::new(crate::feature::FeatureNext::default()),
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
-        ping_replies: Mutex::new(Vec::new()),
-        ping_id: AtomicU32::new(0),
+        ping: Default::default(),
     });
     (shared, lpm, adjs, lbs)
 }
@@ -359,16 +255,11 @@ pub fn init(vm: &mut Vlib) {
         return;
     };
     let ctl = Arc::new(Mutex::new(Ip4Control {
-        lpm,
+        rt: RouteTable::new(lpm, lbs, vm.shared.epochs.clone()),
         adjs,
-        epochs: vm.shared.epochs.clone(),
         shared,
-        routes: BTreeMap::new(),
         addrs: Vec::new(),
         neighbors: HashMap::new(),
-        lbs,
-        route_lb: HashMap::new(),
-        lb_retired: Vec::new(),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
@@ -519,9 +410,11 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         ctl.addrs
             .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
-        ctl.set_route(addr, len, Source::Connected, None)
+        ctl.rt
+            .set_route(addr, len, Source::Connected, None)
             .map_err(CliError::new)?;
-        ctl.set_route(addr, 32, Source::Local, None)
+        ctl.rt
+            .set_route(addr, 32, Source::Local, None)
             .map_err(CliError::new)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0).map(|x| x.1);
         ctl.shared
@@ -574,10 +467,12 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         })
         .ok_or_else(|| CliError::new("adjacency table full"))?;
     if len < 32 {
-        ctl.set_route(addr, len, Source::Connected, Some(glean))
+        ctl.rt
+            .set_route(addr, len, Source::Connected, Some(glean))
             .map_err(CliError::new)?;
     }
-    ctl.set_route(addr, 32, Source::Local, Some(local))
+    ctl.rt
+        .set_route(addr, 32, Source::Local, Some(local))
         .map_err(CliError::new)?;
     Ok(String::new())
 }
@@ -598,107 +493,26 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         return crate::ip6::cli_route(vm, a, del, count, &w);
     }
     let (p, len) = parse_prefix(&w)?;
-    // Paths: `via <nh> [<interface>] [weight <w>]`, repeatable; or `drop`.
-    let mut paths: Vec<(u32, Option<SwIfIndex>, u32)> = Vec::new();
-    let mut drop = false;
-    while !a.is_empty() {
-        if a.keyword("via") {
-            if a.keyword("drop") {
-                drop = true;
-                continue;
-            }
-            let t = a.word("next hop")?;
-            paths.push((parse_ip(&t)?, None, 1));
-        } else if a.keyword("drop") {
-            drop = true;
-        } else if a.keyword("weight") {
-            let wt = a.u32("weight")?;
-            if wt == 0 {
-                return Err(CliError::new("weight must be at least 1"));
-            }
-            match paths.last_mut() {
-                Some(last) => last.2 = wt,
-                None => return Err(CliError::new("`weight' must follow `via <next-hop>'")),
-            }
-        } else if paths.last().is_some_and(|l| l.1.is_none()) {
-            let i = crate::cli::interface_arg(vm, a)?;
-            if let Some(last) = paths.last_mut() {
-                last.1 = Some(i);
-            }
-        } else {
-            a.finish()?;
-        }
-    }
+    let paths = crate::routes::parse_paths(vm, a, |t| parse_ip(t).map(Ipv4Addr::from))?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    let step = if len == 0 {
-        0
-    } else {
-        1u64 << (32 - len as u32)
-    };
-    let mut resolved: Vec<(u32, u32)> = Vec::new();
-    for &(nh, intf, wt) in &paths {
+    let resolved = paths.resolve(del, |nh, intf| {
+        let nh = u32::from(nh);
         let i = match intf {
             Some(SwIfIndex(i)) => i,
-            None => ctl.connected_if(nh).ok_or_else(|| {
-                CliError::new(format!(
-                    "next hop {} is not on a connected subnet (give an interface)",
-                    Ipv4Addr::from(nh)
-                ))
-            })?,
+            None => ctl
+                .connected_if(nh)
+                .ok_or_else(|| crate::routes::not_connected(Ipv4Addr::from(nh)))?,
         };
-        resolved.push((ctl.nbr_adj(i, nh).map_err(CliError::new)?, wt));
-    }
-    if !del && !drop && resolved.is_empty() {
-        return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
-    }
-    let base = mask(p, len) as u64;
-    for k in 0..count as u64 {
-        let q = base + k * step;
-        if q > u32::MAX as u64 {
-            return Err(CliError::new(format!(
-                "count {count} runs past 255.255.255.255"
-            )));
-        }
-        let key = (q as u32, len);
-        let current: Vec<(u32, u32)> = ctl
-            .routes
-            .get(&key)
-            .and_then(|r| r.by_source.get(&Source::Static))
-            .cloned()
-            .unwrap_or_default();
-        let new_paths = if del {
-            if current.is_empty() {
-                if count == 1 {
-                    return Err(CliError::new(format!("no route `{w}'")));
-                }
-                continue;
-            }
-            if resolved.is_empty() {
-                Vec::new()
-            } else {
-                current
-                    .iter()
-                    .copied()
-                    .filter(|p| !resolved.iter().any(|r| r.0 == p.0))
-                    .collect()
-            }
-        } else if drop {
-            vec![(0, 1)]
-        } else {
-            // Adding a path to an existing route adds it (ECMP), as VPP does.
-            let mut v: Vec<(u32, u32)> = current.into_iter().filter(|p| p.0 != 0).collect();
-            for r in &resolved {
-                match v.iter_mut().find(|p| p.0 == r.0) {
-                    Some(p) => p.1 = r.1,
-                    None => v.push(*r),
-                }
-            }
-            v
-        };
-        ctl.set_paths(key.0, len, Source::Static, new_paths)
-            .map_err(CliError::new)?;
-    }
+        ctl.nbr_adj(i, nh).map_err(CliError::new)
+    })?;
+    let (base, step) = (
+        mask(p, len) as u64,
+        if len == 0 { 0 } else { 1u64 << (32 - len) },
+    );
+    let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
+    ctl.rt
+        .apply_static(count, nth, len, del, paths.drop, &resolved, &w)?;
     Ok(String::new())
 }
 
@@ -729,7 +543,8 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
         let adj = neighbor_adj(i.0, ip, None, ctl.if_mac(i.0), ctl.if_mtu(i.0));
         ctl.adjs.update(a, adj);
-        ctl.set_route(ip, 32, Source::Adjacency, None)
+        ctl.rt
+            .set_route(ip, 32, Source::Adjacency, None)
             .map_err(CliError::new)?;
         return Ok(String::new());
     }
@@ -740,30 +555,12 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
-fn fmt_adj(vm_names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
-    let ifn = vm_names
+fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
+    let ifn = names
         .get(&a.tx_if)
         .cloned()
         .unwrap_or_else(|| format!("if{}", a.tx_if));
-    match a.kind {
-        AdjKind::Drop => format!("[@{i}]: dpo-drop ip4"),
-        AdjKind::Local => format!("[@{i}]: dpo-receive on {ifn}"),
-        AdjKind::Glean => format!("[@{i}]: ipv4-glean: [src:{}] {ifn}", Ipv4Addr::from(a.nh)),
-        AdjKind::Incomplete => format!(
-            "[@{i}]: ipv4 via {} {ifn}: incomplete",
-            Ipv4Addr::from(a.nh)
-        ),
-        AdjKind::Rewrite => {
-            let r = a.rewrite;
-            format!(
-                "[@{i}]: ipv4 via {} {ifn}: mtu:{} next:{} {:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}0800",
-                Ipv4Addr::from(a.nh),
-                a.mtu,
-                a.tx_if,
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]
-            )
-        }
-    }
+    crate::routes::fmt_adj("ipv4", a, i, &Ipv4Addr::from(a.nh).to_string(), &ifn)
 }
 
 fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
@@ -775,77 +572,27 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 }
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let mut filter = None;
-    let mut summary = false;
-    while !a.is_empty() {
-        if a.keyword("summary") {
-            summary = true;
-        } else if a.keyword("table") {
-            let t = a.u32("table id")?;
-            if t != 0 {
-                return Err(CliError::new(format!(
-                    "no table {t} (only table 0 exists yet)"
-                )));
-            }
-        } else {
-            let w = a.word("prefix")?;
-            filter = Some(parse_prefix(&w)?);
-        }
-    }
+    let (filter, summary) = crate::routes::parse_show_args(a, parse_prefix)?;
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ipv4-VRF:0, fib_index:0, routes {}",
+        ctl.rt.routes.len()
+    );
     if summary {
-        let mut by_len = [0usize; 33];
-        for &(_, l) in ctl.routes.keys() {
-            by_len[l as usize] += 1;
-        }
-        let _ = writeln!(out, "ipv4-VRF:0, fib_index:0, routes {}", ctl.routes.len());
-        let _ = writeln!(out, "    Prefix length         Count");
-        for (l, n) in by_len.iter().enumerate().rev() {
-            if *n > 0 {
-                let _ = writeln!(out, "{l:>15}{n:>16}");
-            }
-        }
+        ctl.rt.summary(&mut out);
         return Ok(out);
     }
-    let _ = writeln!(out, "ipv4-VRF:0, fib_index:0, routes {}", ctl.routes.len());
-    let shown: Vec<(&(u32, u8), &Route)> = match filter {
-        // With an address: the longest match, as VPP does.
-        Some((addr, 32)) => ctl
-            .routes
-            .iter()
-            .filter(|(&(p, l), _)| mask(addr, l) == p)
-            .max_by_key(|(&(_, l), _)| l)
-            .into_iter()
-            .collect(),
-        Some((p, l)) => ctl
-            .routes
-            .iter()
-            .filter(|(&(q, m), _)| q == mask(p, l) && m == l)
-            .collect(),
-        None => ctl.routes.iter().collect(),
-    };
-    for (&(p, l), r) in shown {
-        let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
-        let _ = writeln!(out, "{}/{}", Ipv4Addr::from(p), l);
-        let _ = writeln!(out, "  source: {}", srcs.join(", "));
-        if let Some(paths) = r.by_source.values().next() {
-            if let Some(lb) = ctl.route_lb.get(&(p, l)) {
-                let _ = writeln!(out, "    load-balance [@{lb}]: {} paths", paths.len());
-            }
-            for &(ai, wt) in paths {
-                let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-                let w = if paths.len() > 1 {
-                    format!(" weight {wt}")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(out, "    {}{w}", fmt_adj(&names, &adj, ai));
-            }
-        }
-    }
+    ctl.rt.show(
+        &mut out,
+        filter,
+        32,
+        |p, l| format!("{}/{l}", Ipv4Addr::from(p)),
+        |ai| fmt_adj(&names, &ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP), ai),
+    );
     Ok(out)
 }
 
@@ -923,7 +670,7 @@ pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> O
 
 /// Number of IPv4 routes (benchmarks, tests).
 pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).routes.len()).unwrap_or(0)
+    control(vm).map(|c| lock(&c).rt.routes.len()).unwrap_or(0)
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).
@@ -939,45 +686,20 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         return crate::ip6::cli_ping(vm, a, &w);
     }
     let dst = parse_ip(&w)?;
-    let mut src_if = None;
-    let mut repeat = 5u32;
-    let mut size = 56usize;
-    let mut interval = 1.0f64;
-    while !a.is_empty() {
-        if a.keyword("source") {
-            src_if = Some(crate::cli::interface_arg(vm, a)?.0);
-        } else if a.keyword("repeat") {
-            repeat = a.u32("repeat count")?.clamp(1, 1000);
-        } else if a.keyword("size") {
-            size = (a.u32("size")? as usize).clamp(0, 1400);
-        } else if a.keyword("interval") {
-            interval = a.f64("interval")?.clamp(0.001, 10.0);
-        } else {
-            a.finish()?;
-        }
-    }
+    let o = crate::ping::PingArgs::parse(vm, a)?;
     let c = control(vm)?;
     let (shared, src) = {
         let ctl = lock(&c);
-        let src = match src_if {
-            Some(i) => ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed),
-            None => {
-                // The address of the interface the route to the destination uses.
-                let out_if = ctl.lpm.lookup(dst).map(|v| {
-                    // An ECMP route: the path its first bucket uses.
-                    let a = if v >= LB_FLAG {
-                        ctl.shared.lb.pick(v & (LB_FLAG - 1), 0)
-                    } else {
-                        v
-                    };
-                    ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0)
-                });
-                match out_if {
-                    Some(i) => ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed),
-                    None => 0,
-                }
-            }
-        };
+        // The source interface's address, or that of the interface the route to the
+        // destination uses (an ECMP route: the path its first bucket uses).
+        let out_if = o.src_if.or_else(|| {
+            ctl.rt
+                .lookup_adj(dst)
+                .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
+        });
+        let src = out_if
+            .map(|i| ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed))
+            .unwrap_or(0);
         (ctl.shared.clone(), src)
     };
     if src == 0 {
@@ -990,16 +712,8 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .registry
         .find(nodes::IP4_LOOKUP)
         .ok_or_else(|| CliError::new("ip4-lookup missing"))?;
-    let id = (std::process::id() as u16) | 1;
-    shared.ping_id.store(id as u32, Ordering::Relaxed);
-    if let Ok(mut r) = shared.ping_replies.lock() {
-        r.clear();
-    }
-    let clock = vm.shared.clock;
-    let mut out = String::new();
-    let mut sent_at = Vec::new();
-    let mut received = 0u32;
-    for seq in 1..=repeat as u16 {
+    let size = o.size;
+    Ok(crate::ping::run(vm, lookup, &shared.ping, &o, |id, seq| {
         let mut icmp = vec![8u8, 0, 0, 0];
         icmp.extend_from_slice(&id.to_be_bytes());
         icmp.extend_from_slice(&seq.to_be_bytes());
@@ -1018,53 +732,8 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             &mut pkt[..],
         ));
         pkt.extend_from_slice(&icmp);
-        let Some(b) = vm.main.bufs().alloc_with(&pkt) else {
-            out.push_str("no buffers\n");
-            break;
-        };
-        // SAFETY: just allocated, owned here until injected.
-        let v = unsafe { vm.pool.buffer(b) };
-        v.hdr.rx_if = 0;
-        v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
-        let t0 = clock.now_tsc();
-        sent_at.push((seq, t0));
-        vm.main.inject(lookup, &[b]);
-        // Run the graph until the reply arrives or the interval passes.
-        let deadline = clock.now_secs() + interval;
-        let mut got = None;
-        while clock.now_secs() < deadline {
-            vm.run_main_once();
-            if let Ok(mut r) = shared.ping_replies.lock() {
-                if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
-                    got = Some(r.remove(p));
-                }
-            }
-            if got.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        if let Some((_, _, from, ttl, t1)) = got {
-            received += 1;
-            let ms = clock.tsc_to_secs(t1.wrapping_sub(t0)) * 1e3;
-            let _ = writeln!(
-                out,
-                "{} bytes from {}: icmp_seq={} ttl={} time={:.4} ms",
-                8 + size,
-                Ipv4Addr::from(from),
-                seq,
-                ttl,
-                ms
-            );
-        }
-    }
-    shared.ping_id.store(0, Ordering::Relaxed);
-    let loss = 100.0 * (repeat - received) as f64 / repeat as f64;
-    let _ = writeln!(
-        out,
-        "\nStatistics: {repeat} sent, {received} received, {loss:.0}% packet loss"
-    );
-    Ok(out)
+        pkt
+    }))
 }
 
 /// Forgets a deleted interface: its addresses, connected/local routes, neighbours, static
@@ -1080,8 +749,8 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .collect();
     ctl.addrs.retain(|x| x.0 != i);
     for (a, l) in addrs {
-        let _ = ctl.set_route(a, l, Source::Connected, None);
-        let _ = ctl.set_route(a, 32, Source::Local, None);
+        let _ = ctl.rt.set_route(a, l, Source::Connected, None);
+        let _ = ctl.rt.set_route(a, 32, Source::Local, None);
     }
     let nbrs: Vec<u32> = ctl
         .neighbors
@@ -1091,7 +760,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .collect();
     for ip in nbrs {
         ctl.neighbors.remove(&(i, ip));
-        let _ = ctl.set_route(ip, 32, Source::Adjacency, None);
+        let _ = ctl.rt.set_route(ip, 32, Source::Adjacency, None);
     }
     // Static paths through the interface.
     let on_if: Vec<u32> = ctl
@@ -1100,21 +769,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .filter(|(k, _)| k.1 == i)
         .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
         .collect();
-    let keys: Vec<(u32, u8)> = ctl.routes.keys().copied().collect();
-    for (p, l) in keys {
-        let paths = ctl
-            .routes
-            .get(&(p, l))
-            .and_then(|r| r.by_source.get(&Source::Static))
-            .cloned();
-        if let Some(paths) = paths {
-            let kept: Vec<(u32, u32)> = paths
-                .into_iter()
-                .filter(|x| !on_if.contains(&x.0))
-                .collect();
-            let _ = ctl.set_paths(p, l, Source::Static, kept);
-        }
-    }
+    ctl.rt.drop_static_paths(&on_if);
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
     }

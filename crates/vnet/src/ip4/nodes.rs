@@ -538,16 +538,10 @@ impl PacketNode for Ip4Local {
                 let kind = d[ihl];
                 if kind == icmp::kind::ECHO_REPLY {
                     // A reply to the CLI ping: record it and consume the packet.
-                    let ping = self.shared.ping_id.load(Ordering::Relaxed);
-                    let id = u16::from_be_bytes([d[ihl + 4], d[ihl + 5]]) as u32;
-                    if ping != 0 && id == ping {
-                        let seq = u16::from_be_bytes([d[ihl + 6], d[ihl + 7]]);
-                        let from = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-                        if let Ok(mut r) = self.shared.ping_replies.lock() {
-                            if r.len() < 1024 {
-                                r.push((id as u16, seq, from, d[8], cx.now_tsc()));
-                            }
-                        }
+                    let id = u16::from_be_bytes([d[ihl + 4], d[ihl + 5]]);
+                    let seq = u16::from_be_bytes([d[ihl + 6], d[ihl + 7]]);
+                    let from = Ipv4Addr::new(d[12], d[13], d[14], d[15]);
+                    if self.shared.ping.record(id, seq, from, d[8], cx.now_tsc()) {
                         b.hdr.error = cx.error(C_PING_REPLY);
                         return Next(0);
                     }

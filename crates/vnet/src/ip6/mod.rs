@@ -12,22 +12,18 @@
 pub mod nodes;
 
 use crate::interface::{Interfaces, SwIfIndex};
-use crate::ip4::{Ip4Shared, Route, Source, LB_FLAG};
+use crate::ip4::Ip4Shared;
+use crate::routes::{RouteTable, Source};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::{GraphBuilder, Vlib};
-use sluice_infra::epoch::Epochs;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-
-/// An echo reply seen by `ip6-local` for the CLI ping: (identifier, sequence, source,
-/// hop limit, TSC at receipt).
-pub type Ping6Reply = (u16, u16, u128, u8, u64);
 
 /// Addresses of one interface as the slow-path nodes need them.
 #[derive(Copy, Clone, Default, Debug)]
@@ -55,10 +51,8 @@ pub struct Ip6Shared {
     /// Neighbours learned from NS/NA on any thread, applied by the main thread:
     /// (interface, address, MAC).
     pub learned: Mutex<Vec<(u32, u128, [u8; 6])>>,
-    /// Echo replies for the CLI `ping` (recorded only while `ping_id` is non-zero).
-    pub ping_replies: Mutex<Vec<Ping6Reply>>,
-    /// Identifier of the running CLI ping (0 = none).
-    pub ping_id: AtomicU32,
+    /// Echo replies for the CLI `ping` (recorded by `ip6-local` while a ping runs).
+    pub ping: crate::ping::PingState<Ipv6Addr>,
 }
 
 impl Ip6Shared {
@@ -98,17 +92,12 @@ pub fn is_link_local(a: u128) -> bool {
 
 /// The control plane (main thread; shared with the neighbour process node).
 pub struct Ip6Control {
-    lpm: Ip6Lpm,
+    rt: RouteTable<Ip6Lpm>,
     adjs: Adjacencies,
-    lbs: LoadBalances,
-    epochs: Arc<Epochs>,
     shared: Arc<Ip6Shared>,
-    routes: BTreeMap<(u128, u8), Route>,
     addrs: Vec<(u32, u128, u8)>,
     neighbors: HashMap<(u32, u128), ([u8; 6], bool)>,
     nbr_adjs: HashMap<(u32, u128), u32>,
-    route_lb: HashMap<(u128, u8), u32>,
-    lb_retired: Vec<u32>,
     serial: u32,
 }
 
@@ -126,63 +115,6 @@ pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ip6Control {
-    fn set_route(&mut self, p: u128, len: u8, src: Source, adj: Option<u32>) -> Result<(), String> {
-        self.set_paths(p, len, src, adj.map(|a| vec![(a, 1)]).unwrap_or_default())
-    }
-
-    /// Replaces the paths of one source of a route and installs the best source (one path
-    /// directly, several through a load-balance object).
-    fn set_paths(
-        &mut self,
-        p: u128,
-        len: u8,
-        src: Source,
-        paths: Vec<(u32, u32)>,
-    ) -> Result<(), String> {
-        let key = (mask(p, len), len);
-        let r = self.routes.entry(key).or_insert_with(|| Route {
-            by_source: BTreeMap::new(),
-        });
-        if paths.is_empty() {
-            r.by_source.remove(&src);
-        } else {
-            r.by_source.insert(src, paths);
-        }
-        let best = r.by_source.values().next().cloned();
-        match best {
-            Some(paths) if paths.len() == 1 => {
-                if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
-                }
-                self.lpm
-                    .insert(&self.epochs, key.0, len, paths[0].0)
-                    .map_err(|e| e.to_string())
-            }
-            Some(paths) => {
-                let lb = match self.route_lb.get(&key) {
-                    Some(&l) => l,
-                    None => {
-                        let l = self.lbs.alloc().ok_or("load-balance table full")?;
-                        self.route_lb.insert(key, l);
-                        l
-                    }
-                };
-                self.lbs.set(lb, &paths);
-                self.lpm
-                    .insert(&self.epochs, key.0, len, LB_FLAG | lb)
-                    .map_err(|e| e.to_string())
-            }
-            None => {
-                self.routes.remove(&key);
-                if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
-                }
-                self.lpm.remove(&self.epochs, key.0, len);
-                Ok(())
-            }
-        }
-    }
-
     fn if_mac(&self, i: u32) -> [u8; 6] {
         self.shared.v4.if_attr(i).mac_bytes()
     }
@@ -259,7 +191,7 @@ impl Ip6Control {
         if is_link_local(ip) {
             return Ok(());
         }
-        self.set_route(ip, 128, Source::Adjacency, Some(a))
+        self.rt.set_route(ip, 128, Source::Adjacency, Some(a))
     }
 
     fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
@@ -272,7 +204,7 @@ impl Ip6Control {
             self.set_incomplete(a, Some(ip));
         }
         if !is_link_local(ip) {
-            let _ = self.set_route(ip, 128, Source::Adjacency, None);
+            let _ = self.rt.set_route(ip, 128, Source::Adjacency, None);
         }
         true
     }
@@ -369,9 +301,10 @@ impl Ip6Control {
                     nh: 0,
                 })
                 .ok_or_else(|| "adjacency table full".to_string())?;
-            self.set_route(addr, len, Source::Connected, Some(glean))?;
+            self.rt
+                .set_route(addr, len, Source::Connected, Some(glean))?;
         }
-        self.set_route(addr, 128, Source::Local, Some(local))?;
+        self.rt.set_route(addr, 128, Source::Local, Some(local))?;
         self.publish_addrs(i);
         Ok(())
     }
@@ -393,9 +326,9 @@ impl Ip6Control {
             return false;
         }
         if len < 128 && !is_link_local(addr) {
-            let _ = self.set_route(addr, len, Source::Connected, None);
+            let _ = self.rt.set_route(addr, len, Source::Connected, None);
         }
-        let _ = self.set_route(addr, 128, Source::Local, None);
+        let _ = self.rt.set_route(addr, 128, Source::Local, None);
         self.publish_addrs(i);
         true
     }
@@ -449,8 +382,7 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
         addrs: RwLock::new(Vec::new()),
         incomplete: RwLock::new(HashMap::new()),
         learned: Mutex::new(Vec::new()),
-        ping_replies: Mutex::new(Vec::new()),
-        ping_id: AtomicU32::new(0),
+        ping: Default::default(),
     });
     let slot = Arc::new(Mutex::new(CtlSlot {
         pending: Some((lpm, adjs, lbs, shared.clone())),
@@ -476,17 +408,12 @@ pub fn init(vm: &mut Vlib) {
         return;
     };
     let ctl = Arc::new(Mutex::new(Ip6Control {
-        lpm,
+        rt: RouteTable::new(lpm, lbs, vm.shared.epochs.clone()),
         adjs,
-        lbs,
-        epochs: vm.shared.epochs.clone(),
         shared,
-        routes: BTreeMap::new(),
         addrs: Vec::new(),
         neighbors: HashMap::new(),
         nbr_adjs: HashMap::new(),
-        route_lb: HashMap::new(),
-        lb_retired: Vec::new(),
         serial: 0,
     }));
     s.ctl = Some(ctl.clone());
@@ -591,104 +518,32 @@ pub fn cli_route(
     w: &str,
 ) -> Result<String, CliError> {
     let (p, len) = parse_prefix(w)?;
-    let mut paths: Vec<(u128, Option<SwIfIndex>, u32)> = Vec::new();
-    let mut drop = false;
-    while !a.is_empty() {
-        if a.keyword("via") {
-            if a.keyword("drop") {
-                drop = true;
-                continue;
-            }
-            let t = a.word("next hop")?;
-            paths.push((parse_ip(&t)?, None, 1));
-        } else if a.keyword("drop") {
-            drop = true;
-        } else if a.keyword("weight") {
-            let wt = a.u32("weight")?;
-            if wt == 0 {
-                return Err(CliError::new("weight must be at least 1"));
-            }
-            match paths.last_mut() {
-                Some(last) => last.2 = wt,
-                None => return Err(CliError::new("`weight' must follow `via <next-hop>'")),
-            }
-        } else if paths.last().is_some_and(|l| l.1.is_none()) {
-            let i = crate::cli::interface_arg(vm, a)?;
-            if let Some(last) = paths.last_mut() {
-                last.1 = Some(i);
-            }
-        } else {
-            a.finish()?;
-        }
-    }
+    let paths = crate::routes::parse_paths(vm, a, |t| parse_ip(t).map(Ipv6Addr::from))?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    let mut resolved: Vec<(u32, u32)> = Vec::new();
-    for &(nh, intf, wt) in &paths {
+    let resolved = paths.resolve(del, |nh, intf| {
+        let nh = u128::from(nh);
         let i = match intf {
             Some(SwIfIndex(i)) => i,
-            None => ctl.connected_if(nh).ok_or_else(|| {
-                CliError::new(format!(
-                    "next hop {} is not on a connected subnet (give an interface)",
-                    Ipv6Addr::from(nh)
-                ))
-            })?,
+            None => ctl
+                .connected_if(nh)
+                .ok_or_else(|| crate::routes::not_connected(Ipv6Addr::from(nh)))?,
         };
-        resolved.push((ctl.nbr_adj(i, nh).map_err(CliError::new)?, wt));
-    }
-    if !del && !drop && resolved.is_empty() {
-        return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
-    }
+        ctl.nbr_adj(i, nh).map_err(CliError::new)
+    })?;
     let step: u128 = if len == 0 {
         0
     } else {
         1u128 << (128 - len as u32)
     };
     let base = mask(p, len);
-    for k in 0..count as u128 {
-        let Some(q) = k.checked_mul(step).and_then(|o| base.checked_add(o)) else {
-            return Err(CliError::new(format!(
-                "count {count} runs past the address space"
-            )));
-        };
-        let key = (q, len);
-        let current: Vec<(u32, u32)> = ctl
-            .routes
-            .get(&key)
-            .and_then(|r| r.by_source.get(&Source::Static))
-            .cloned()
-            .unwrap_or_default();
-        let new_paths = if del {
-            if current.is_empty() {
-                if count == 1 {
-                    return Err(CliError::new(format!("no route `{w}'")));
-                }
-                continue;
-            }
-            if resolved.is_empty() {
-                Vec::new()
-            } else {
-                current
-                    .iter()
-                    .copied()
-                    .filter(|p| !resolved.iter().any(|r| r.0 == p.0))
-                    .collect()
-            }
-        } else if drop {
-            vec![(0, 1)]
-        } else {
-            let mut v: Vec<(u32, u32)> = current.into_iter().filter(|p| p.0 != 0).collect();
-            for r in &resolved {
-                match v.iter_mut().find(|p| p.0 == r.0) {
-                    Some(p) => p.1 = r.1,
-                    None => v.push(*r),
-                }
-            }
-            v
-        };
-        ctl.set_paths(q, len, Source::Static, new_paths)
-            .map_err(CliError::new)?;
-    }
+    let nth = |k: u32| {
+        (k as u128)
+            .checked_mul(step)
+            .and_then(|o| base.checked_add(o))
+    };
+    ctl.rt
+        .apply_static(count, nth, len, del, paths.drop, &resolved, w)?;
     Ok(String::new())
 }
 
@@ -732,20 +587,7 @@ fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> S
     let via = nh
         .map(|n| Ipv6Addr::from(n).to_string())
         .unwrap_or_default();
-    match a.kind {
-        AdjKind::Drop => format!("[@{i}]: dpo-drop ip6"),
-        AdjKind::Local => format!("[@{i}]: dpo-receive on {ifn}"),
-        AdjKind::Glean => format!("[@{i}]: ipv6-glean: {ifn}"),
-        AdjKind::Incomplete => format!("[@{i}]: ipv6 via {via} {ifn}: incomplete"),
-        AdjKind::Rewrite => {
-            let r = a.rewrite;
-            let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
-            format!(
-                "[@{i}]: ipv6 via {via} {ifn}: mtu:{} next:{} {hex}",
-                a.mtu, a.tx_if
-            )
-        }
-    }
+    crate::routes::fmt_adj("ipv6", a, i, &via, &ifn)
 }
 
 fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
@@ -757,23 +599,7 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 }
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let mut filter = None;
-    let mut summary = false;
-    while !a.is_empty() {
-        if a.keyword("summary") {
-            summary = true;
-        } else if a.keyword("table") {
-            let t = a.u32("table id")?;
-            if t != 0 {
-                return Err(CliError::new(format!(
-                    "no table {t} (only table 0 exists yet)"
-                )));
-            }
-        } else {
-            let w = a.word("prefix")?;
-            filter = Some(parse_prefix(&w)?);
-        }
-    }
+    let (filter, summary) = crate::routes::parse_show_args(a, parse_prefix)?;
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
@@ -781,62 +607,25 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = writeln!(
         out,
         "ipv6-VRF:0, fib_index:0, routes {}, groups {} ({} KiB)",
-        ctl.routes.len(),
-        ctl.lpm.groups_in_use(),
-        ctl.lpm.memory_bytes() / 1024
+        ctl.rt.routes.len(),
+        ctl.rt.lpm.groups_in_use(),
+        ctl.rt.lpm.memory_bytes() / 1024
     );
     if summary {
-        let mut by_len = [0usize; 129];
-        for &(_, l) in ctl.routes.keys() {
-            by_len[l as usize] += 1;
-        }
-        let _ = writeln!(out, "    Prefix length         Count");
-        for (l, n) in by_len.iter().enumerate().rev() {
-            if *n > 0 {
-                let _ = writeln!(out, "{l:>15}{n:>16}");
-            }
-        }
+        ctl.rt.summary(&mut out);
         return Ok(out);
     }
     let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
-    let shown: Vec<(&(u128, u8), &Route)> = match filter {
-        Some((addr, 128)) => ctl
-            .routes
-            .iter()
-            .filter(|(&(p, l), _)| mask(addr, l) == p)
-            .max_by_key(|(&(_, l), _)| l)
-            .into_iter()
-            .collect(),
-        Some((p, l)) => ctl
-            .routes
-            .iter()
-            .filter(|(&(q, m), _)| q == mask(p, l) && m == l)
-            .collect(),
-        None => ctl.routes.iter().collect(),
-    };
-    for (&(p, l), r) in shown {
-        let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
-        let _ = writeln!(out, "{}/{}", Ipv6Addr::from(p), l);
-        let _ = writeln!(out, "  source: {}", srcs.join(", "));
-        if let Some(paths) = r.by_source.values().next() {
-            if let Some(lb) = ctl.route_lb.get(&(p, l)) {
-                let _ = writeln!(out, "    load-balance [@{lb}]: {} paths", paths.len());
-            }
-            for &(ai, wt) in paths {
-                let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-                let w = if paths.len() > 1 {
-                    format!(" weight {wt}")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    out,
-                    "    {}{w}",
-                    fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
-                );
-            }
-        }
-    }
+    ctl.rt.show(
+        &mut out,
+        filter,
+        128,
+        |p, l| format!("{}/{l}", Ipv6Addr::from(p)),
+        |ai| {
+            let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+            fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
+        },
+    );
     Ok(out)
 }
 
@@ -899,7 +688,7 @@ pub fn refresh_adjs(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
 
 /// Number of IPv6 routes (benchmarks, tests).
 pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).routes.len()).unwrap_or(0)
+    control(vm).map(|c| lock(&c).rt.routes.len()).unwrap_or(0)
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).
@@ -910,37 +699,15 @@ pub fn apply_learned(vm: &mut Vlib) -> usize {
 /// `ping <ip6> [source <if>] [repeat n] [size n] [interval s]`; `a` after the address.
 pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError> {
     let dst = parse_ip(w)?;
-    let mut src_if = None;
-    let mut repeat = 5u32;
-    let mut size = 56usize;
-    let mut interval = 1.0f64;
-    while !a.is_empty() {
-        if a.keyword("source") {
-            src_if = Some(crate::cli::interface_arg(vm, a)?.0);
-        } else if a.keyword("repeat") {
-            repeat = a.u32("repeat count")?.clamp(1, 1000);
-        } else if a.keyword("size") {
-            size = (a.u32("size")? as usize).clamp(0, 1400);
-        } else if a.keyword("interval") {
-            interval = a.f64("interval")?.clamp(0.001, 10.0);
-        } else {
-            a.finish()?;
-        }
-    }
+    let o = crate::ping::PingArgs::parse(vm, a)?;
     let c = control(vm)?;
     let (shared, src) = {
         let ctl = lock(&c);
-        let out_if = match src_if {
-            Some(i) => Some(i),
-            None => ctl.lpm.lookup(dst).map(|v| {
-                let a = if v >= LB_FLAG {
-                    ctl.shared.lb.pick(v & (LB_FLAG - 1), 0)
-                } else {
-                    v
-                };
-                ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0)
-            }),
-        };
+        let out_if = o.src_if.or_else(|| {
+            ctl.rt
+                .lookup_adj(dst)
+                .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
+        });
         let src = out_if
             .map(|i| {
                 let x = ctl.shared.if_addrs(i);
@@ -963,82 +730,29 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
         .registry
         .find(nodes::IP6_LOOKUP)
         .ok_or_else(|| CliError::new("ip6-lookup missing"))?;
-    let id = (std::process::id() as u16) | 1;
-    shared.ping_id.store(id as u32, Ordering::Relaxed);
-    lock(&shared.ping_replies).clear();
-    let clock = vm.shared.clock;
-    let mut out = String::new();
-    let mut received = 0u32;
-    let (s6, d6) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
-    for seq in 1..=repeat as u16 {
+    let (s6, d6, size) = (Ipv6Addr::from(src), Ipv6Addr::from(dst), o.size);
+    Ok(crate::ping::run(vm, lookup, &shared.ping, &o, |id, seq| {
         let mut pkt = vec![0u8; 40 + 8 + size];
-        {
-            let mut ip = sluice_wire::ipv6::Ipv6Packet::new_unchecked(&mut pkt[..]);
-            sluice_wire::ipv6::Ipv6Repr {
-                src: s6,
-                dst: d6,
-                next_header: sluice_wire::IpProtocol(sluice_wire::ipv6::next_header::ICMPV6),
-                hop_limit: 64,
-                payload_len: 8 + size,
-            }
-            .emit(&mut ip);
+        sluice_wire::ipv6::Ipv6Repr {
+            src: s6,
+            dst: d6,
+            next_header: sluice_wire::IpProtocol(sluice_wire::ipv6::next_header::ICMPV6),
+            hop_limit: 64,
+            payload_len: 8 + size,
         }
-        {
-            let icmp = &mut pkt[40..];
-            icmp[0] = sluice_wire::icmpv6::kind::ECHO_REQUEST;
-            icmp[4..6].copy_from_slice(&id.to_be_bytes());
-            icmp[6..8].copy_from_slice(&seq.to_be_bytes());
-            for (k, x) in icmp[8..].iter_mut().enumerate() {
-                *x = k as u8;
-            }
-            sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
+        .emit(&mut sluice_wire::ipv6::Ipv6Packet::new_unchecked(
+            &mut pkt[..],
+        ));
+        let icmp = &mut pkt[40..];
+        icmp[0] = sluice_wire::icmpv6::kind::ECHO_REQUEST;
+        icmp[4..6].copy_from_slice(&id.to_be_bytes());
+        icmp[6..8].copy_from_slice(&seq.to_be_bytes());
+        for (k, x) in icmp[8..].iter_mut().enumerate() {
+            *x = k as u8;
         }
-        let Some(b) = vm.main.bufs().alloc_with(&pkt) else {
-            out.push_str("no buffers\n");
-            break;
-        };
-        // SAFETY: just allocated, owned here until injected.
-        let v = unsafe { vm.pool.buffer(b) };
-        v.hdr.rx_if = 0;
-        v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
-        let t0 = clock.now_tsc();
-        vm.main.inject(lookup, &[b]);
-        let deadline = clock.now_secs() + interval;
-        let mut got = None;
-        while clock.now_secs() < deadline {
-            vm.run_main_once();
-            {
-                let mut r = lock(&shared.ping_replies);
-                if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
-                    got = Some(r.remove(p));
-                }
-            }
-            if got.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        if let Some((_, _, from, hl, t1)) = got {
-            received += 1;
-            let ms = clock.tsc_to_secs(t1.wrapping_sub(t0)) * 1e3;
-            let _ = writeln!(
-                out,
-                "{} bytes from {}: icmp_seq={} ttl={} time={:.4} ms",
-                8 + size,
-                Ipv6Addr::from(from),
-                seq,
-                hl,
-                ms
-            );
-        }
-    }
-    shared.ping_id.store(0, Ordering::Relaxed);
-    let loss = 100.0 * (repeat - received) as f64 / repeat as f64;
-    let _ = writeln!(
-        out,
-        "\nStatistics: {repeat} sent, {received} received, {loss:.0}% packet loss"
-    );
-    Ok(out)
+        sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
+        pkt
+    }))
 }
 
 /// Forgets a deleted interface: addresses, routes through it, neighbours.
@@ -1075,21 +789,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
                 .map(|(_, &a)| a),
         )
         .collect();
-    let keys: Vec<(u128, u8)> = ctl.routes.keys().copied().collect();
-    for (p, l) in keys {
-        let paths = ctl
-            .routes
-            .get(&(p, l))
-            .and_then(|r| r.by_source.get(&Source::Static))
-            .cloned();
-        if let Some(paths) = paths {
-            let kept: Vec<(u32, u32)> = paths
-                .into_iter()
-                .filter(|x| !on_if.contains(&x.0))
-                .collect();
-            let _ = ctl.set_paths(p, l, Source::Static, kept);
-        }
-    }
+    ctl.rt.drop_static_paths(&on_if);
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
         ctl.set_incomplete(a, None);

@@ -3,7 +3,7 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
-use crate::ip4::LB_FLAG;
+use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
@@ -16,7 +16,6 @@ use sluice_wire::ipv6::{next_header, Ipv6Packet};
 use sluice_wire::Mac;
 use std::any::Any;
 use std::net::Ipv6Addr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// `ip6-input`.
@@ -481,15 +480,10 @@ impl PacketNode for Ip6Local {
                         Next(0)
                     }
                     icmpv6::kind::ECHO_REPLY => {
-                        let ping = self.shared.ping_id.load(Ordering::Relaxed);
-                        let id = u16::from_be_bytes([d[off + 4], d[off + 5]]) as u32;
-                        if ping != 0 && id == ping {
-                            let seq = u16::from_be_bytes([d[off + 6], d[off + 7]]);
-                            if let Ok(mut r) = self.shared.ping_replies.lock() {
-                                if r.len() < 1024 {
-                                    r.push((id as u16, seq, src, d[7], cx.now_tsc()));
-                                }
-                            }
+                        let id = u16::from_be_bytes([d[off + 4], d[off + 5]]);
+                        let seq = u16::from_be_bytes([d[off + 6], d[off + 7]]);
+                        let from = Ipv6Addr::from(src);
+                        if self.shared.ping.record(id, seq, from, d[7], cx.now_tsc()) {
                             b.hdr.error = cx.error(C_PING_REPLY);
                             return Next(0);
                         }

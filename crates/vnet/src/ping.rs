@@ -1,0 +1,148 @@
+//! The CLI `ping` both address families share: options, the send/wait loop on the main
+//! thread, and the echo-reply mailbox `ip4-local`/`ip6-local` fill while a ping runs.
+
+use sluice_cli::{Args, CliError};
+use sluice_graph::{NodeIndex, Vlib};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+/// An echo reply seen by the local node: (identifier, sequence, source, TTL/hop limit, TSC at
+/// receipt).
+pub type Reply<A> = (u16, u16, A, u8, u64);
+
+/// Replies of the running CLI ping (a control-plane path, not the fast path).
+pub struct PingState<A> {
+    /// Identifier of the running ping (0 = none): the local node records only these.
+    pub id: AtomicU32,
+    /// Replies recorded by the local node.
+    pub replies: Mutex<Vec<Reply<A>>>,
+}
+
+impl<A> Default for PingState<A> {
+    fn default() -> Self {
+        PingState {
+            id: AtomicU32::new(0),
+            replies: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<A> PingState<A> {
+    /// Called by the local node for an echo reply: true (consume it) when it answers the
+    /// running CLI ping.
+    pub fn record(&self, id: u16, seq: u16, from: A, ttl: u8, tsc: u64) -> bool {
+        let running = self.id.load(Ordering::Relaxed);
+        if running == 0 || id as u32 != running {
+            return false;
+        }
+        if let Ok(mut r) = self.replies.lock() {
+            if r.len() < 1024 {
+                r.push((id, seq, from, ttl, tsc));
+            }
+        }
+        true
+    }
+}
+
+/// `[source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]`.
+pub struct PingArgs {
+    /// Source interface.
+    pub src_if: Option<u32>,
+    /// Echo requests to send.
+    pub repeat: u32,
+    /// Data bytes per request.
+    pub size: usize,
+    /// Seconds between requests (and the wait for each reply).
+    pub interval: f64,
+}
+
+impl PingArgs {
+    /// Parses the options after the address.
+    pub fn parse(vm: &mut Vlib, a: &mut Args) -> Result<PingArgs, CliError> {
+        let mut p = PingArgs {
+            src_if: None,
+            repeat: 5,
+            size: 56,
+            interval: 1.0,
+        };
+        while !a.is_empty() {
+            if a.keyword("source") {
+                p.src_if = Some(crate::cli::interface_arg(vm, a)?.0);
+            } else if a.keyword("repeat") {
+                p.repeat = a.u32("repeat count")?.clamp(1, 1000);
+            } else if a.keyword("size") {
+                p.size = (a.u32("size")? as usize).clamp(0, 1400);
+            } else if a.keyword("interval") {
+                p.interval = a.f64("interval")?.clamp(0.001, 10.0);
+            } else {
+                a.finish()?;
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Sends `o.repeat` echo requests built by `packet(id, seq)` (an IP packet) into `lookup`
+/// as locally originated, runs the main graph until each reply arrives or the interval
+/// passes, and prints VPP-style lines and statistics.
+pub fn run<A: Copy + std::fmt::Display>(
+    vm: &mut Vlib,
+    lookup: NodeIndex,
+    state: &PingState<A>,
+    o: &PingArgs,
+    packet: impl Fn(u16, u16) -> Vec<u8>,
+) -> String {
+    let id = (std::process::id() as u16) | 1;
+    state.id.store(id as u32, Ordering::Relaxed);
+    if let Ok(mut r) = state.replies.lock() {
+        r.clear();
+    }
+    let clock = vm.shared.clock;
+    let mut out = String::new();
+    let mut received = 0u32;
+    for seq in 1..=o.repeat as u16 {
+        let Some(b) = vm.main.bufs().alloc_with(&packet(id, seq)) else {
+            out.push_str("no buffers\n");
+            break;
+        };
+        // SAFETY: just allocated, owned here until injected.
+        let v = unsafe { vm.pool.buffer(b) };
+        v.hdr.rx_if = 0;
+        v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
+        let t0 = clock.now_tsc();
+        vm.main.inject(lookup, &[b]);
+        // Run the graph until the reply arrives or the interval passes.
+        let deadline = clock.now_secs() + o.interval;
+        let mut got = None;
+        while clock.now_secs() < deadline {
+            vm.run_main_once();
+            if let Ok(mut r) = state.replies.lock() {
+                if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
+                    got = Some(r.remove(p));
+                }
+            }
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        if let Some((_, _, from, ttl, t1)) = got {
+            received += 1;
+            let ms = clock.tsc_to_secs(t1.wrapping_sub(t0)) * 1e3;
+            let _ = writeln!(
+                out,
+                "{} bytes from {from}: icmp_seq={seq} ttl={ttl} time={ms:.4} ms",
+                8 + o.size,
+            );
+        }
+    }
+    state.id.store(0, Ordering::Relaxed);
+    let loss = 100.0 * (o.repeat - received) as f64 / o.repeat as f64;
+    let _ = writeln!(
+        out,
+        "\nStatistics: {} sent, {received} received, {loss:.0}% packet loss",
+        o.repeat
+    );
+    out
+}
