@@ -11,6 +11,7 @@ pub mod l2patch;
 pub mod loopback;
 pub mod output;
 pub mod ping;
+pub mod ratelimit;
 pub mod routes;
 pub mod subif;
 

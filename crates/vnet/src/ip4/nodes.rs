@@ -598,9 +598,7 @@ impl PacketNode for Ip4Local {
 ///   `no_headroom` (no room to prepend the new headers).
 pub struct Ip4IcmpError {
     shared: Arc<Ip4Shared>,
-    tokens: f64,
-    last_tsc: u64,
-    hz: f64,
+    limit: crate::ratelimit::TokenBucket,
 }
 
 const C_SENT: u16 = 0;
@@ -611,16 +609,7 @@ const E_ICMP_HEADROOM: u16 = 4;
 
 impl PacketNode for Ip4IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.hz == 0.0 {
-            self.hz = cx.shared().clock.hz();
-            self.last_tsc = cx.now_tsc();
-            self.tokens = 100.0;
-        }
-        let now = cx.now_tsc();
-        self.tokens =
-            (self.tokens + now.wrapping_sub(self.last_tsc) as f64 / self.hz * 1000.0).min(100.0);
-        self.last_tsc = now;
-        if self.tokens < 1.0 {
+        if !self.limit.ready(cx) {
             b.hdr.error = cx.error(E_RATE);
             return Next(0);
         }
@@ -645,7 +634,7 @@ impl PacketNode for Ip4IcmpError {
             b.hdr.error = cx.error(E_SUPPRESSED);
             return Next(0);
         }
-        self.tokens -= 1.0;
+        self.limit.take();
         // Quote as much of the original as fits in 576 bytes (RFC 1812 §4.3.2.3).
         let quote = d.len().min(576 - 28);
         let meta = b.hdr.feature_meta[ICMP_META];
@@ -756,8 +745,7 @@ impl PacketNode for ArpInput {
 ///   `no_buffer` (allocation failure), `no_source` (interface has no address).
 pub struct Ip4Glean {
     shared: Arc<Ip4Shared>,
-    recent: [(u32, u64); 64],
-    hz: f64,
+    throttle: crate::ratelimit::Throttle<u32>,
 }
 
 const C_REQ_SENT: u16 = 0;
@@ -767,9 +755,6 @@ const E_GLEAN_NO_SRC: u16 = 3;
 
 impl PacketNode for Ip4Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.hz == 0.0 {
-            self.hz = cx.shared().clock.hz();
-        }
         let adj = self.shared.adj.get(b.hdr.ip.adj_index);
         let d = b.data();
         let target = match adj.kind {
@@ -782,13 +767,10 @@ impl PacketNode for Ip4Glean {
             b.hdr.error = cx.error(E_GLEAN_NO_SRC);
             return Next(0);
         }
-        let now = cx.now_tsc();
-        let slot = &mut self.recent[(target.wrapping_mul(2654435761) >> 26) as usize];
-        if slot.0 == target && (now.wrapping_sub(slot.1) as f64) < self.hz * 0.01 {
+        if !self.throttle.allow(cx, target, target as u64) {
             b.hdr.error = cx.error(E_THROTTLED);
             return Next(0);
         }
-        *slot = (target, now);
         b.hdr.error = cx.error(C_REQ_SENT);
         let Some(req) = cx.bufs().alloc_one() else {
             b.hdr.error = cx.error(E_NO_BUF);
@@ -937,9 +919,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         NodeRegistration::new(IP4_ICMP_ERROR, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4IcmpError {
                 shared: s.clone(),
-                tokens: 0.0,
-                last_tsc: 0,
-                hz: 0.0,
+                limit: Default::default(),
             }))
         })
         .nexts(&["error-drop", IP4_LOOKUP])
@@ -972,8 +952,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         NodeRegistration::new(IP4_GLEAN, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Glean {
                 shared: s.clone(),
-                recent: [(0, 0); 64],
-                hz: 0.0,
+                throttle: Default::default(),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME])

@@ -545,9 +545,7 @@ impl PacketNode for Ip6Local {
 ///   `no_headroom`.
 pub struct Ip6IcmpError {
     shared: Arc<Ip6Shared>,
-    tokens: f64,
-    last_tsc: u64,
-    hz: f64,
+    limit: crate::ratelimit::TokenBucket,
 }
 
 const C_SENT: u16 = 0;
@@ -558,16 +556,7 @@ const E_ICMP_HEADROOM: u16 = 4;
 
 impl PacketNode for Ip6IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.hz == 0.0 {
-            self.hz = cx.shared().clock.hz();
-            self.last_tsc = cx.now_tsc();
-            self.tokens = 100.0;
-        }
-        let now = cx.now_tsc();
-        self.tokens =
-            (self.tokens + now.wrapping_sub(self.last_tsc) as f64 / self.hz * 1000.0).min(100.0);
-        self.last_tsc = now;
-        if self.tokens < 1.0 {
+        if !self.limit.ready(cx) {
             b.hdr.error = cx.error(E_RATE);
             return Next(0);
         }
@@ -596,7 +585,7 @@ impl PacketNode for Ip6IcmpError {
             b.hdr.error = cx.error(E_NO_SRC);
             return Next(0);
         }
-        self.tokens -= 1.0;
+        self.limit.take();
         let quote = d.len().min(1280 - 48);
         let mtu = b.hdr.feature_meta[ICMP_MTU] as u32;
         b.set_len(quote);
@@ -627,8 +616,8 @@ impl PacketNode for Ip6IcmpError {
 
 // ---------------------------------------------------------------------------------------
 /// `ip6-glean`: a packet needs a neighbour that is not resolved: send a Neighbor Solicitation
-/// to its solicited-node group (at most one per target per 10 ms per thread) and drop the
-/// packet, counted.
+/// to its solicited-node group (at most one per target per 10 ms per thread, checked before
+/// the slow-path locks of the next-hop and address tables) and drop the packet, counted.
 ///
 /// - uses: `ip.adj_index` (Glean: resolve the packet's destination; Incomplete: the
 ///   adjacency's next hop).
@@ -638,8 +627,7 @@ impl PacketNode for Ip6IcmpError {
 ///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop).
 pub struct Ip6Glean {
     shared: Arc<Ip6Shared>,
-    recent: [(u128, u64); 64],
-    hz: f64,
+    throttle: crate::ratelimit::Throttle<u128>,
 }
 
 const C_REQ_SENT: u16 = 0;
@@ -650,13 +638,27 @@ const E_NO_NH: u16 = 4;
 
 impl PacketNode for Ip6Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.hz == 0.0 {
-            self.hz = cx.shared().clock.hz();
-        }
         let ai = b.hdr.ip.adj_index;
         let adj = self.shared.adj.get(ai);
-        let target = match adj.kind {
-            AdjKind::Incomplete => {
+        // Throttle before taking any lock: an unresolved next hop is keyed by its adjacency
+        // (bit 127 set, never a unicast destination), a connected host by its address.
+        let (key, target) = match adj.kind {
+            AdjKind::Incomplete => ((1u128 << 127) | ai as u128, None),
+            _ => {
+                let t = addr_at(b.data(), 24);
+                (t, Some(t))
+            }
+        };
+        if !self
+            .throttle
+            .allow(cx, key, (key as u64) ^ ((key >> 64) as u64))
+        {
+            b.hdr.error = cx.error(E_THROTTLED);
+            return Next(0);
+        }
+        let target = match target {
+            Some(t) => t,
+            None => {
                 let m = self.shared.incomplete.read();
                 match m.ok().and_then(|m| m.get(&ai).copied()) {
                     Some(t) => t,
@@ -666,7 +668,6 @@ impl PacketNode for Ip6Glean {
                     }
                 }
             }
-            _ => addr_at(b.data(), 24),
         };
         let a = self.shared.if_addrs(adj.tx_if);
         let src = if a.ll != 0 { a.ll } else { a.global };
@@ -674,14 +675,6 @@ impl PacketNode for Ip6Glean {
             b.hdr.error = cx.error(E_GLEAN_NO_SRC);
             return Next(0);
         }
-        let now = cx.now_tsc();
-        let h = ((target as u64) ^ ((target >> 64) as u64)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.recent[(h >> 58) as usize];
-        if slot.0 == target && (now.wrapping_sub(slot.1) as f64) < self.hz * 0.01 {
-            b.hdr.error = cx.error(E_THROTTLED);
-            return Next(0);
-        }
-        *slot = (target, now);
         b.hdr.error = cx.error(C_REQ_SENT);
         let Some(req) = cx.bufs().alloc_one() else {
             b.hdr.error = cx.error(E_NO_BUF);
@@ -843,9 +836,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         NodeRegistration::new(IP6_ICMP_ERROR, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6IcmpError {
                 shared: s.clone(),
-                tokens: 0.0,
-                last_tsc: 0,
-                hz: 0.0,
+                limit: Default::default(),
             }))
         })
         .nexts(&["error-drop", IP6_LOOKUP])
@@ -865,8 +856,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         NodeRegistration::new(IP6_GLEAN, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6Glean {
                 shared: s.clone(),
-                recent: [(0, 0); 64],
-                hz: 0.0,
+                throttle: Default::default(),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME])
