@@ -9,18 +9,16 @@
 //! Entry encoding (u32): bit 31 valid, bit 30 extended (low 24 bits = group index),
 //! bits 24..=29 depth (prefix length that set the entry), bits 0..=23 value.
 
-use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
+use crate::groups::{GroupAlloc, GroupStore};
+use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
 const VALID: u32 = 1 << 31;
 const EXT: u32 = 1 << 30;
 const VALUE_MASK: u32 = 0x00ff_ffff;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
-const GROUPS_PER_CHUNK: usize = 1024;
-const MAX_CHUNKS: usize = 16384;
 
 #[inline(always)]
 fn leaf(depth: u8, value: u32) -> u32 {
@@ -35,15 +33,13 @@ fn depth_of(e: u32) -> u8 {
 /// The read side of the table, shared by every thread (`Arc<Ip4Table>`): lookups only.
 pub struct Ip4Table {
     tbl24: ZeroedAtomicU32s,
-    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+    groups: GroupStore,
 }
 
 /// The IPv4 LPM: the shared [`Ip4Table`] plus the writer's bookkeeping (main thread only).
 pub struct Ip4Lpm {
     table: std::sync::Arc<Ip4Table>,
-    n_groups: usize,
-    free_groups: Vec<u32>,
-    retired: Retired<u32>,
+    alloc: GroupAlloc,
     routes: [HashMap<u32, u32>; 33],
     n_routes: usize,
 }
@@ -84,13 +80,7 @@ pub fn mask(addr: u32, len: u8) -> u32 {
 impl Ip4Table {
     #[inline(always)]
     pub(crate) fn group(&self, g: u32) -> &[AtomicU32] {
-        let c = g as usize / GROUPS_PER_CHUNK;
-        let off = (g as usize % GROUPS_PER_CHUNK) * 256;
-        match self.chunks[c].get() {
-            Some(chunk) => &chunk[off..off + 256],
-            // Published group indices always have their chunk allocated.
-            None => &[],
-        }
+        self.groups.group(g)
     }
 
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
@@ -145,11 +135,9 @@ impl Ip4Lpm {
         Ip4Lpm {
             table: std::sync::Arc::new(Ip4Table {
                 tbl24: ZeroedAtomicU32s::new(1 << 24),
-                chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+                groups: GroupStore::new(),
             }),
-            n_groups: 0,
-            free_groups: Vec::new(),
-            retired: Retired::new(),
+            alloc: GroupAlloc::new(),
             routes: std::array::from_fn(|_| HashMap::new()),
             n_routes: 0,
         }
@@ -167,7 +155,7 @@ impl Ip4Lpm {
 
     /// Second-level groups in use.
     pub fn groups_in_use(&self) -> usize {
-        self.n_groups - self.free_groups.len() - self.retired.len()
+        self.alloc.in_use()
     }
 
     /// The shared read side (give a clone to every thread).
@@ -206,30 +194,7 @@ impl Ip4Lpm {
     }
 
     fn alloc_group(&mut self, epochs: &Epochs, fill: u32) -> Result<u32, LpmError> {
-        for g in self.retired.reclaim(epochs) {
-            self.free_groups.push(g);
-        }
-        let g = match self.free_groups.pop() {
-            Some(g) => g,
-            None => {
-                if self.n_groups >= MAX_CHUNKS * GROUPS_PER_CHUNK {
-                    return Err(LpmError::Full);
-                }
-                let g = self.n_groups as u32;
-                self.n_groups += 1;
-                let c = g as usize / GROUPS_PER_CHUNK;
-                self.table.chunks[c].get_or_init(|| {
-                    (0..GROUPS_PER_CHUNK * 256)
-                        .map(|_| AtomicU32::new(0))
-                        .collect()
-                });
-                g
-            }
-        };
-        for x in self.group(g) {
-            x.store(fill, Ordering::Relaxed);
-        }
-        Ok(g)
+        self.alloc.alloc(&self.table.groups, epochs, fill)
     }
 
     /// Adds or replaces a prefix.
@@ -342,7 +307,7 @@ impl Ip4Lpm {
             }
             if grp.iter().all(|x| x.load(Ordering::Relaxed) == first) {
                 self.table.tbl24.as_slice()[i].store(first, Ordering::Release);
-                self.retired.retire(epochs, g);
+                self.alloc.retire(epochs, g);
             }
         }
     }

@@ -13,20 +13,16 @@
 //! Entry encoding (u32): top byte 0 = empty; 1..=129 = leaf, prefix length + 1, low 24 bits
 //! the value; 0xff = extended, low 24 bits the group index.
 
-use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
+use crate::groups::{GroupAlloc, GroupStore};
+use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
 const EXT: u32 = 0xff00_0000;
 const VALUE_MASK: u32 = 0x00ff_ffff;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
 const ROOT_BITS: u32 = 16;
-// 2 MiB chunks on transparent hugepages: a lookup descending through several groups then
-// costs few TLB misses.
-const GROUPS_PER_CHUNK: usize = 2048;
-const MAX_CHUNKS: usize = 8192;
 
 pub use crate::ip4::LpmError;
 
@@ -62,19 +58,13 @@ pub fn mask(addr: u128, len: u8) -> u128 {
 /// The read side of the table, shared by every thread (`Arc<Ip6Table>`): lookups only.
 pub struct Ip6Table {
     root: ZeroedAtomicU32s,
-    chunks: Box<[OnceLock<ZeroedAtomicU32s>]>,
+    groups: GroupStore,
 }
 
 impl Ip6Table {
     #[inline(always)]
     fn group(&self, g: u32) -> &[AtomicU32] {
-        let c = g as usize / GROUPS_PER_CHUNK;
-        let off = (g as usize % GROUPS_PER_CHUNK) * 256;
-        match self.chunks.get(c).and_then(|c| c.get()) {
-            Some(chunk) => &chunk.as_slice()[off..off + 256],
-            // Published group indices always have their chunk allocated.
-            None => &[],
-        }
+        self.groups.group(g)
     }
 
     #[inline(always)]
@@ -161,9 +151,7 @@ impl Ip6Table {
 /// The IPv6 LPM: the shared [`Ip6Table`] plus the writer's bookkeeping (main thread only).
 pub struct Ip6Lpm {
     table: std::sync::Arc<Ip6Table>,
-    n_groups: usize,
-    free_groups: Vec<u32>,
-    retired: Retired<u32>,
+    alloc: GroupAlloc,
     routes: Vec<HashMap<u128, u32>>,
     n_routes: usize,
 }
@@ -187,11 +175,9 @@ impl Ip6Lpm {
         Ip6Lpm {
             table: std::sync::Arc::new(Ip6Table {
                 root: ZeroedAtomicU32s::new(1 << ROOT_BITS),
-                chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+                groups: GroupStore::new(),
             }),
-            n_groups: 0,
-            free_groups: Vec::new(),
-            retired: Retired::new(),
+            alloc: GroupAlloc::new(),
             routes: (0..=128).map(|_| HashMap::new()).collect(),
             n_routes: 0,
         }
@@ -209,7 +195,7 @@ impl Ip6Lpm {
 
     /// Groups in use.
     pub fn groups_in_use(&self) -> usize {
-        self.n_groups - self.free_groups.len() - self.retired.len()
+        self.alloc.in_use()
     }
 
     /// Bytes of groups in use (the first level, 256 KiB, not counted).
@@ -251,26 +237,7 @@ impl Ip6Lpm {
     }
 
     fn alloc_group(&mut self, epochs: &Epochs, fill: u32) -> Result<u32, LpmError> {
-        for g in self.retired.reclaim(epochs) {
-            self.free_groups.push(g);
-        }
-        let g = match self.free_groups.pop() {
-            Some(g) => g,
-            None => {
-                if self.n_groups >= MAX_CHUNKS * GROUPS_PER_CHUNK {
-                    return Err(LpmError::Full);
-                }
-                let g = self.n_groups as u32;
-                self.n_groups += 1;
-                let c = g as usize / GROUPS_PER_CHUNK;
-                self.table.chunks[c].get_or_init(|| ZeroedAtomicU32s::new(GROUPS_PER_CHUNK * 256));
-                g
-            }
-        };
-        for x in self.table.group(g) {
-            x.store(fill, Ordering::Relaxed);
-        }
-        Ok(g)
+        self.alloc.alloc(&self.table.groups, epochs, fill)
     }
 
     /// Adds or replaces a prefix.
@@ -409,7 +376,7 @@ impl Ip6Lpm {
         }
         if grp.iter().all(|x| x.load(Ordering::Relaxed) == first) {
             self.entry(s).store(first, Ordering::Release);
-            self.retired.retire(epochs, g);
+            self.alloc.retire(epochs, g);
         }
     }
 }

@@ -7,6 +7,7 @@
 //! - [`lb`]: load-balance objects for ECMP routes (flow-hash buckets, weighted).
 
 pub mod adj;
+mod groups;
 pub mod ip4;
 pub mod ip6;
 pub mod lb;
