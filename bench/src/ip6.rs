@@ -3,23 +3,12 @@
 //! IPv4 frames) whose destinations are spread over the installed routes, for FIB sizes from 1
 //! route to the real IPv6 table (160k) and a 255k table built from it.
 
-use crate::{cli, stats, total_vectors, write_pcap};
+use crate::{cli, write_pcap, Rng};
 use sluice_cli::CommandTree;
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
-use std::io::BufRead;
 use std::net::Ipv6Addr;
 use std::time::Instant;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 fn mask(a: u128, l: u8) -> u128 {
     sluice_fib::ip6::mask(a, l)
@@ -27,15 +16,8 @@ fn mask(a: u128, l: u8) -> u128 {
 
 /// The real IPv6 table, if the shared data set is present (fd00::/8, our test space, left out).
 fn real_table() -> Option<Vec<(u128, u8)>> {
-    let paths = [
-        "../shared/data/full-table-prefixes-2024.txt.gz",
-        "../../shared/data/full-table-prefixes-2024.txt.gz",
-    ];
-    let f = paths.iter().find_map(|p| std::fs::File::open(p).ok())?;
-    let r = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
     let mut out = Vec::new();
-    for line in r.lines() {
-        let line = line.ok()?;
+    for line in crate::real_table_lines()? {
         let Some((a, l)) = line.trim().split_once('/') else {
             continue;
         };
@@ -154,59 +136,14 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::pat
         .unwrap_or(0);
     let pcap = dir.join(format!("ip6-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&routes, 0x5eed));
-    let null = vm.registry.find("pg-tx").expect("pg-tx");
-    let mut mpps = Vec::new();
-    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
-    let packets = o.packets / 2;
-    for run in 0..=o.runs {
-        let _ = t.execute(&mut vm, "packet-generator delete s");
-        cli(
-            &mut vm,
-            &t,
-            &format!("packet-generator new pcap {} source pg0 name s limit {packets} node ethernet-input", pcap.display()),
-        );
-        cli(&mut vm, &t, "clear runtime");
-        let before = total_vectors(&vm, null);
-        cli(&mut vm, &t, "packet-generator enable");
-        let t1 = Instant::now();
-        while total_vectors(&vm, null) < before + packets && t1.elapsed().as_secs() < 120 {
-            vm.run_main_once();
-        }
-        let dt = t1.elapsed().as_secs_f64();
-        if run == 0 {
-            continue; // warm-up
-        }
-        mpps.push(packets as f64 / dt / 1e6);
-        for (k, n) in PATH.iter().enumerate() {
-            let i = vm.registry.find(n).expect("node");
-            let s = &vm.registry.node(i).stats.per_thread[0];
-            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
-        }
-    }
-    let drops: u64 = vm
-        .registry
-        .nodes()
-        .iter()
-        .filter(|n| n.name == "error-drop")
-        .map(|n| n.stats.per_thread[0].vectors.get())
-        .sum();
-    assert_eq!(
-        drops, 0,
-        "{name}: packets dropped, the path is not what it claims"
-    );
-    vm.stop_workers();
-    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, name);
     Case {
         name: name.to_string(),
         routes: routes.len(),
         insert_per_sec,
         fib_kib,
-        mpps: stats(mpps),
-        node_clocks: PATH
-            .iter()
-            .zip(clocks)
-            .map(|(n, c)| (n.to_string(), stats(c).1))
-            .collect(),
+        mpps: r.mpps,
+        node_clocks: r.node_clocks,
     }
 }
 

@@ -2,7 +2,7 @@
 //! pg0 replays 4096 64-byte frames (destinations spread over the MACs) -> ethernet-input ->
 //! l2-input -> interface-output -> pg1 (pg-tx discards).
 
-use crate::{cli, stats, total_vectors, write_pcap};
+use crate::{cli, write_pcap};
 use sluice_cli::CommandTree;
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
@@ -60,47 +60,9 @@ fn run(
     let setup_s = t0.elapsed().as_secs_f64();
     let pcap = dir.join(format!("l2-{n_macs}.pcap"));
     write_pcap(&pcap, &frames(n_macs));
-    let sink = vm.registry.find("pg-tx").expect("pg-tx");
-    let packets = o.packets / 2;
-    let mut mpps = Vec::new();
-    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
-    for r in 0..=o.runs {
-        let _ = t.execute(&mut vm, "packet-generator delete s");
-        cli(
-            &mut vm,
-            &t,
-            &format!(
-                "packet-generator new pcap {} source pg0 name s limit {packets}",
-                pcap.display()
-            ),
-        );
-        cli(&mut vm, &t, "clear runtime");
-        let before = total_vectors(&vm, sink);
-        cli(&mut vm, &t, "packet-generator enable");
-        let t1 = Instant::now();
-        while total_vectors(&vm, sink) < before + packets && t1.elapsed().as_secs() < 120 {
-            vm.run_main_once();
-        }
-        if r == 0 {
-            continue;
-        }
-        mpps.push(packets as f64 / t1.elapsed().as_secs_f64() / 1e6);
-        for (k, n) in PATH.iter().enumerate() {
-            let i = vm.registry.find(n).expect("node");
-            let s = &vm.registry.node(i).stats.per_thread[0];
-            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
-        }
-    }
-    let drops: u64 = vm
-        .registry
-        .find("error-drop")
-        .map(|i| vm.registry.node(i).stats.per_thread[0].vectors.get())
-        .unwrap_or(0);
-    assert_eq!(drops, 0, "{name}: packets dropped");
-    vm.stop_workers();
-    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
-    let (a, m, b) = stats(mpps);
-    let node: Vec<f64> = clocks.into_iter().map(|c| stats(c).1).collect();
+    let r = crate::replay_path(o, vm, &t, &pcap, None, &PATH, name);
+    let (a, m, b) = r.mpps;
+    let node: Vec<f64> = r.node_clocks.iter().map(|c| c.1).collect();
     let path: f64 = node.iter().sum();
     let _ = writeln!(
         out,

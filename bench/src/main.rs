@@ -188,6 +188,102 @@ pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[0], v[v.len() / 2], v[v.len() - 1])
 }
 
+/// Xorshift generator for reproducible synthetic tables and traffic.
+pub(crate) struct Rng(pub u64);
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Lines of the real routing table in `../shared/data`, if present.
+pub(crate) fn real_table_lines() -> Option<impl Iterator<Item = String>> {
+    use std::io::BufRead;
+    let paths = [
+        "../shared/data/full-table-prefixes-2024.txt.gz",
+        "../../shared/data/full-table-prefixes-2024.txt.gz",
+    ];
+    let f = paths.iter().find_map(|p| std::fs::File::open(p).ok())?;
+    let r = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
+    Some(r.lines().map_while(Result::ok))
+}
+
+/// A measured path: Mpps (min, median, max) and median clocks/packet of each node of it.
+pub(crate) struct PathResult {
+    pub mpps: (f64, f64, f64),
+    pub node_clocks: Vec<(String, f64)>,
+}
+
+/// Replays `pcap` from pg0 (into `node`, else the stream's default) once to warm up and
+/// then `o.runs` times, `o.packets / 2` packets each, on the main thread; reads the
+/// clocks/packet of every node of `path` from the runtime statistics. Fails if anything
+/// reached `error-drop` (the path is not what it claims) or buffers leaked.
+pub(crate) fn replay_path(
+    o: &Opts,
+    mut vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    node: Option<&str>,
+    path: &[&str],
+    name: &str,
+) -> PathResult {
+    let sink = vm.registry.find("pg-tx").expect("pg-tx");
+    let packets = o.packets / 2;
+    let node = node.map(|n| format!(" node {n}")).unwrap_or_default();
+    let mut mpps = Vec::new();
+    let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); path.len()];
+    for run in 0..=o.runs {
+        let _ = t.execute(&mut vm, "packet-generator delete s");
+        cli(
+            &mut vm,
+            t,
+            &format!(
+                "packet-generator new pcap {} source pg0 name s limit {packets}{node}",
+                pcap.display()
+            ),
+        );
+        cli(&mut vm, t, "clear runtime");
+        let before = total_vectors(&vm, sink);
+        cli(&mut vm, t, "packet-generator enable");
+        let t1 = Instant::now();
+        while total_vectors(&vm, sink) < before + packets && t1.elapsed().as_secs() < 120 {
+            vm.run_main_once();
+        }
+        let dt = t1.elapsed().as_secs_f64();
+        if run == 0 {
+            continue; // warm-up
+        }
+        mpps.push(packets as f64 / dt / 1e6);
+        for (k, n) in path.iter().enumerate() {
+            let i = vm.registry.find(n).expect("node");
+            let s = &vm.registry.node(i).stats.per_thread[0];
+            clocks[k].push(s.clocks.get() as f64 / s.vectors.get().max(1) as f64);
+        }
+    }
+    let drops: u64 = vm
+        .registry
+        .find("error-drop")
+        .map(|i| vm.registry.node(i).stats.per_thread[0].vectors.get())
+        .unwrap_or(0);
+    assert_eq!(
+        drops, 0,
+        "{name}: packets dropped, the path is not what it claims"
+    );
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
+    PathResult {
+        mpps: stats(mpps),
+        node_clocks: path
+            .iter()
+            .zip(clocks)
+            .map(|(n, c)| (n.to_string(), stats(c).1))
+            .collect(),
+    }
+}
+
 fn setup_pg(vm: &mut Vlib, t: &CommandTree<Vlib>) {
     cli(vm, t, "create packet-generator interface pg0");
     cli(vm, t, "set interface state pg0 up");

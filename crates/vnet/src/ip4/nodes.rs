@@ -80,6 +80,8 @@ const E_UNKNOWN_ET: u16 = 0;
 const E_MAC_MISMATCH: u16 = 1;
 const E_TAGGED: u16 = 2;
 const E_RUNT: u16 = 3;
+/// Outer TPID some switches use for QinQ (pre-802.1ad).
+const QINQ_9100: u16 = 0x9100;
 
 #[derive(Copy, Clone)]
 struct EthTrace {
@@ -105,24 +107,35 @@ impl TraceRecord for EthTrace {
 }
 
 impl EthernetInput {
-    /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`,
-    /// counts rx on the sub-interface and returns the inner EtherType.
+    /// A tagged frame: when its tags match a sub-interface of `rx_if`, pops them and
+    /// classifies the frame again as received untagged on the sub-interface.
+    #[inline(always)]
+    fn sub_interface(&mut self, et: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+        if !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) || self.subs.is_empty() {
+            return None;
+        }
+        self.pop_and_reclassify(cx, b)
+    }
+
     #[inline(never)]
-    fn pop_tags(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<u16> {
+    fn pop_and_reclassify(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+        self.pop_tags(cx, b)?;
+        Some(self.process_one(cx, b))
+    }
+
+    /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`
+    /// and counts rx on the sub-interface.
+    fn pop_tags(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<()> {
         let d = b.data();
         if d.len() < 18 {
             return None;
         }
         let outer = u16::from_be_bytes([d[14], d[15]]) & 0x0fff;
         let et2 = u16::from_be_bytes([d[16], d[17]]);
-        let (inner, n, et) = if et2 == ethertype::VLAN && d.len() >= 22 {
-            (
-                u16::from_be_bytes([d[18], d[19]]) & 0x0fff,
-                8,
-                u16::from_be_bytes([d[20], d[21]]),
-            )
+        let (inner, n) = if et2 == ethertype::VLAN && d.len() >= 22 {
+            (u16::from_be_bytes([d[18], d[19]]) & 0x0fff, 8)
         } else {
-            (0, 4, et2)
+            (0, 4)
         };
         let (sub, counters) = self.subs.get(&(b.hdr.rx_if, outer, inner))?;
         let len = b.total_len() as u64;
@@ -132,7 +145,7 @@ impl EthernetInput {
         let d = b.data_mut();
         d.copy_within(0..12, n);
         b.advance(n);
-        Some(et)
+        Some(())
     }
 }
 
@@ -149,13 +162,7 @@ impl PacketNode for EthernetInput {
             b.hdr.error = cx.error(E_RUNT);
             return Next(0);
         }
-        let mut et = u16::from_be_bytes([d[12], d[13]]);
-        if matches!(et, ethertype::VLAN | ethertype::QINQ | 0x9100) && !self.subs.is_empty() {
-            if let Some(inner) = self.pop_tags(cx, b) {
-                et = inner;
-            }
-        }
-        let d = b.data();
+        let et = u16::from_be_bytes([d[12], d[13]]);
         let dst = [d[0], d[1], d[2], d[3], d[4], d[5]];
         if b.hdr.is_traced() {
             cx.trace(
@@ -174,6 +181,13 @@ impl PacketNode for EthernetInput {
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
             self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
         }
+        // Tags are looked at off the L3 fast path (in the EtherType match below) and, on L2
+        // interfaces, before switching: a sub-interface match wins over the parent's mode.
+        if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
+            if let Some(n) = self.sub_interface(et, cx, b) {
+                return n;
+            }
+        }
         if self.cached_l2 != 0 {
             // Cross-connected interface: the whole frame goes to l2-input, any destination.
             b.hdr.tx_if = self.cached_l2 - 1;
@@ -188,8 +202,14 @@ impl PacketNode for EthernetInput {
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
             return Next(3);
         }
-        b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
+        if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
+        }
         if dst[0] & 1 == 0 && dst != self.cached_mac {
+            // Not for this interface's MAC: perhaps for an L2 sub-interface.
+            if let Some(n) = self.sub_interface(et, cx, b) {
+                return n;
+            }
             b.hdr.error = cx.error(E_MAC_MISMATCH);
             return Next(0);
         }
@@ -197,7 +217,10 @@ impl PacketNode for EthernetInput {
             ethertype::IPV4 => Next(1),
             ethertype::ARP => Next(2),
             ethertype::IPV6 => Next(4),
-            ethertype::VLAN | ethertype::QINQ => {
+            ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
+                if let Some(n) = self.sub_interface(et, cx, b) {
+                    return n;
+                }
                 b.hdr.error = cx.error(E_TAGGED);
                 return Next(0);
             }
