@@ -354,6 +354,37 @@ impl<L: Lpm> RouteTable<L> {
     }
 }
 
+/// Parses `<address>[/<len>]` of a family whose addresses parse as `T` (`Ipv4Addr`,
+/// `Ipv6Addr`) and are `bits` long; without a length, a host prefix. Errors name the word.
+pub fn parse_prefix<T: std::str::FromStr>(
+    w: &str,
+    bits: u8,
+    family: &str,
+) -> Result<(T, u8), CliError> {
+    let (a, l) = match w.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (w, None),
+    };
+    let addr: T = a
+        .parse()
+        .map_err(|_| CliError::new(format!("expected {family} prefix, got `{w}'")))?;
+    let len = match l {
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= bits)
+            .ok_or_else(|| CliError::new(format!("bad prefix length in `{w}'")))?,
+        None => bits,
+    };
+    Ok((addr, len))
+}
+
+/// Parses an address of a family (`T` = `Ipv4Addr` or `Ipv6Addr`); errors name the word.
+pub fn parse_addr<T: std::str::FromStr>(w: &str, family: &str) -> Result<T, CliError> {
+    w.parse::<T>()
+        .map_err(|_| CliError::new(format!("expected {family} address, got `{w}'")))
+}
+
 /// Parses `show ip[6] fib [table 0] [<prefix>] [summary]`: (prefix filter, summary).
 pub fn parse_show_args<A>(
     a: &mut Args,

@@ -357,28 +357,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
 }
 
 fn parse_prefix(w: &str) -> Result<(u32, u8), CliError> {
-    let (a, l) = match w.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (w, None),
-    };
-    let addr: Ipv4Addr = a
-        .parse()
-        .map_err(|_| CliError::new(format!("expected IPv4 prefix, got `{w}'")))?;
-    let len = match l {
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= 32)
-            .ok_or_else(|| CliError::new(format!("bad prefix length in `{w}'")))?,
-        None => 32,
-    };
-    Ok((u32::from(addr), len))
+    crate::routes::parse_prefix::<Ipv4Addr>(w, 32, "IPv4").map(|(a, l)| (u32::from(a), l))
 }
 
 fn parse_ip(w: &str) -> Result<u32, CliError> {
-    w.parse::<Ipv4Addr>()
-        .map(u32::from)
-        .map_err(|_| CliError::new(format!("expected IPv4 address, got `{w}'")))
+    crate::routes::parse_addr::<Ipv4Addr>(w, "IPv4").map(u32::from)
 }
 
 fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -135,7 +135,7 @@ impl Ip6Control {
             return Ok(a);
         }
         let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
-        let adj = neighbor_adj(i, nh, mac, self.if_mac(i), self.if_mtu(i));
+        let adj = neighbor_adj(i, mac, self.if_mac(i), self.if_mtu(i));
         self.serial += 1;
         let a = self
             .adjs
@@ -183,7 +183,7 @@ impl Ip6Control {
         }
         self.neighbors.insert((i, ip), (mac, is_static));
         let a = self.nbr_adj(i, ip)?;
-        let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
+        let adj = neighbor_adj(i, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
         self.set_incomplete(a, None);
         // Link-local neighbours have no host route: their scope is the link, and the same
@@ -199,7 +199,7 @@ impl Ip6Control {
             return false;
         }
         if let Some(&a) = self.nbr_adjs.get(&(i, ip)) {
-            let adj = neighbor_adj(i, ip, None, self.if_mac(i), self.if_mtu(i));
+            let adj = neighbor_adj(i, None, self.if_mac(i), self.if_mtu(i));
             self.adjs.update(a, adj);
             self.set_incomplete(a, Some(ip));
         }
@@ -334,11 +334,12 @@ impl Ip6Control {
     }
 }
 
-fn neighbor_adj(i: u32, nh: u128, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
+/// The adjacency of a neighbour on interface `i` (its next hop is kept in `nbr_adjs` and,
+/// while unresolved, in `Ip6Shared::incomplete`).
+fn neighbor_adj(i: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
     let mut rw = [0u8; 14];
     rw[6..12].copy_from_slice(&src);
     rw[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    let _ = nh;
     match mac {
         Some(m) => {
             rw[..6].copy_from_slice(&m);
@@ -450,28 +451,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
 
 /// Parses `<ip6>[/<len>]`; without a length, /128.
 pub fn parse_prefix(w: &str) -> Result<(u128, u8), CliError> {
-    let (a, l) = match w.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (w, None),
-    };
-    let addr: Ipv6Addr = a
-        .parse()
-        .map_err(|_| CliError::new(format!("expected IPv6 prefix, got `{w}'")))?;
-    let len = match l {
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= 128)
-            .ok_or_else(|| CliError::new(format!("bad prefix length in `{w}'")))?,
-        None => 128,
-    };
-    Ok((u128::from(addr), len))
+    crate::routes::parse_prefix::<Ipv6Addr>(w, 128, "IPv6").map(|(a, l)| (u128::from(a), l))
 }
 
 fn parse_ip(w: &str) -> Result<u128, CliError> {
-    w.parse::<Ipv6Addr>()
-        .map(u128::from)
-        .map_err(|_| CliError::new(format!("expected IPv6 address, got `{w}'")))
+    crate::routes::parse_addr::<Ipv6Addr>(w, "IPv6").map(u128::from)
 }
 
 /// `set interface ip address [del] <if> <ip6>/<len>`.
