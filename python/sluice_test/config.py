@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Union
 
-from .parsers import parse_fib, parse_interface_addresses, parse_neighbors
+from .parsers import parse_fib, parse_interface_addresses, parse_interface_tables, parse_neighbors
 
 if TYPE_CHECKING:
     from .pg import PgInterface
@@ -92,9 +92,13 @@ class InterfaceAddress(SluiceObject):
         return f"set interface ip address del {_ifname(self.intf)} {self.prefix}"
 
     def query(self) -> bool:
-        addrs = parse_interface_addresses(self.vpp.cli("show interface address"))
+        text = self.vpp.cli("show interface address")
+        addrs = parse_interface_addresses(text)
         present = self.prefix in addrs.get(_ifname(self.intf), [])
-        fib = parse_fib(self.vpp.cli("show ip6 fib" if self.v6 else "show ip fib"))
+        table = parse_interface_tables(text).get(_ifname(self.intf), {}).get(
+            "ip6" if self.v6 else "ip4", 0)
+        show = "show ip6 fib" if self.v6 else "show ip fib"
+        fib = parse_fib(self.vpp.cli(f"{show} table {table}"))
         local = fib.get(f"{self.iface.ip}/{128 if self.v6 else 32}")
         has_local = local is not None and "local" in local.sources
         if present != has_local:
@@ -139,16 +143,17 @@ class IpRoute(SluiceObject):
     itself disappears with its last path."""
 
     def __init__(self, test: "SluiceTestCase", prefix: str, via: str,
-                 interface: Intf | None = None):
+                 interface: Intf | None = None, table: int = 0):
         super().__init__(test)
         net = ipaddress.ip_network(prefix, strict=True)
         self.prefix = str(net)
         self.via = str(ipaddress.ip_address(via))
         self.v6 = net.version == 6
         self.interface = interface
+        self.table = table
 
     def object_id(self) -> str:
-        return f"ip-route-{self.prefix}-via-{self.via}"
+        return f"ip-route-{self.table}-{self.prefix}-via-{self.via}"
 
     def _path(self) -> str:
         s = f"via {self.via}"
@@ -157,14 +162,14 @@ class IpRoute(SluiceObject):
         return s
 
     def _add_cmd(self) -> str:
-        return f"ip route add {self.prefix} {self._path()}"
+        return f"ip route add {self.prefix} table {self.table} {self._path()}"
 
     def _del_cmd(self) -> str:
-        return f"ip route del {self.prefix} {self._path()}"
+        return f"ip route del {self.prefix} table {self.table} {self._path()}"
 
     def query(self) -> bool:
-        entry = parse_fib(self.vpp.cli("show ip6 fib" if self.v6 else "show ip fib")).get(
-            self.prefix)
+        show = "show ip6 fib" if self.v6 else "show ip fib"
+        entry = parse_fib(self.vpp.cli(f"{show} table {self.table}")).get(self.prefix)
         if entry is None:
             return False
         if "static" not in entry.sources:
@@ -177,4 +182,60 @@ class IpRoute(SluiceObject):
                 if tok[i + 1:i + 2] == [self.via] and (
                         self.interface is None or tok[i + 2:i + 3] == [_ifname(self.interface)]):
                     return True
+        return False
+
+
+class IpTable(SluiceObject):
+    """`ip[6] table add <id>`: a VRF table (deleted at teardown, after its interfaces and
+    routes: config objects are removed in reverse order)."""
+
+    def __init__(self, test: "SluiceTestCase", table_id: int, v6: bool = False):
+        super().__init__(test)
+        self.table_id = table_id
+        self.v6 = v6
+
+    def object_id(self) -> str:
+        return f"ip{'6' if self.v6 else ''}-table-{self.table_id}"
+
+    def _add_cmd(self) -> str:
+        return f"ip{'6' if self.v6 else ''} table add {self.table_id}"
+
+    def _del_cmd(self) -> str:
+        return f"ip{'6' if self.v6 else ''} table del {self.table_id}"
+
+    def query(self) -> bool:
+        show = "show ip6 fib" if self.v6 else "show ip fib"
+        return self.vpp.cli_try(f"{show} table {self.table_id} summary") is not None
+
+
+class InterfaceTable(SluiceObject):
+    """`set interface ip[6] table <intf> <id>`; removal puts the interface back in table 0."""
+
+    def __init__(self, test: "SluiceTestCase", intf: Intf, table_id: int, v6: bool = False):
+        super().__init__(test)
+        self.intf = intf
+        self.table_id = table_id
+        self.v6 = v6
+
+    def object_id(self) -> str:
+        return f"{_ifname(self.intf)}-ip{'6' if self.v6 else ''}-table-{self.table_id}"
+
+    def _add_cmd(self) -> str:
+        return f"set interface ip{'6' if self.v6 else ''} table {_ifname(self.intf)} " \
+            f"{self.table_id}"
+
+    def _del_cmd(self) -> str:
+        return f"set interface ip{'6' if self.v6 else ''} table {_ifname(self.intf)} 0"
+
+    def query(self) -> bool:
+        # `show interface address` suffixes the interface's lines with its table.
+        text = self.vpp.cli("show interface address")
+        name = _ifname(self.intf)
+        tag = f"ip{'6' if self.v6 else '4'} table-id {self.table_id} "
+        section = False
+        for line in text.splitlines():
+            if not line.startswith(" "):
+                section = line.split()[0] == name if line.strip() else False
+            elif section and tag in line + " ":
+                return True
         return False

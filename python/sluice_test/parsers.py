@@ -97,7 +97,8 @@ class FibEntry:
 
 
 def parse_fib(text: str) -> dict[str, FibEntry]:
-    """`show ip fib [...]` or `show ip6 fib [...]` -> {prefix: FibEntry}."""
+    """`show ip fib [...]` or `show ip6 fib [...]` -> {prefix: FibEntry}. Output of several
+    tables (no `table <id>`) merges them: ask for one table to tell them apart."""
     lines = text.splitlines()
     if not lines or not lines[0].startswith(("ipv4-VRF", "ipv6-VRF")):
         raise ValueError(f"unexpected `show ip fib' output: {text!r}")
@@ -107,6 +108,9 @@ def parse_fib(text: str) -> dict[str, FibEntry]:
         if not line.strip():
             continue
         s = line.strip()
+        if s.startswith(("ipv4-VRF", "ipv6-VRF")):
+            cur = None
+            continue
         if not line[0].isspace():
             pfx = s.split()[0]
             cur = out.setdefault(pfx, FibEntry(pfx))
@@ -142,7 +146,8 @@ def parse_neighbors(text: str) -> list[Neighbor]:
 
 
 def parse_interface_addresses(text: str) -> dict[str, list[str]]:
-    """`show interface address` -> {interface: [prefix, ...]}."""
+    """`show interface address` -> {interface: [prefix, ...]} (the `ip4 table-id N
+    fib-idx F` suffix of an interface in a VRF table is not kept)."""
     out: dict[str, list[str]] = {}
     cur = None
     for line in text.splitlines():
@@ -153,7 +158,27 @@ def parse_interface_addresses(text: str) -> dict[str, list[str]]:
             out[cur] = []
         else:
             tok = line.split()
-            if cur is None or len(tok) != 2 or tok[0] != "L3":
+            if cur is not None and len(tok) == 5 and tok[1] == "table-id":
+                continue  # an interface in a table, without addresses
+            if cur is None or len(tok) not in (2, 7) or tok[0] != "L3":
                 raise ValueError(f"bad `show interface address' row: {line!r}")
             out[cur].append(tok[1])
+    return out
+
+
+def parse_interface_tables(text: str) -> dict[str, dict[str, int]]:
+    """`show interface address` -> {interface: {"ip4"|"ip6": table id}} for interfaces in a
+    table other than 0 (from the `ip4 table-id N fib-idx F` suffixes)."""
+    out: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            cur = line.split()[0]
+            continue
+        tok = line.split()
+        if cur is not None and "table-id" in tok:
+            k = tok.index("table-id")
+            out.setdefault(cur, {})[tok[k - 1]] = int(tok[k + 1])
     return out

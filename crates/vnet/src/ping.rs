@@ -45,10 +45,12 @@ impl<A> PingState<A> {
     }
 }
 
-/// `[source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]`.
+/// `[source <interface>] [table <id>] [repeat <n>] [size <bytes>] [interval <sec>]`.
 pub struct PingArgs {
     /// Source interface.
     pub src_if: Option<u32>,
+    /// Table (VRF) id to look the destination up in (default: the source interface's).
+    pub table: Option<u32>,
     /// Echo requests to send.
     pub repeat: u32,
     /// Data bytes per request.
@@ -62,6 +64,7 @@ impl PingArgs {
     pub fn parse(vm: &mut Vlib, a: &mut Args) -> Result<PingArgs, CliError> {
         let mut p = PingArgs {
             src_if: None,
+            table: None,
             repeat: 5,
             size: 56,
             interval: 1.0,
@@ -69,6 +72,8 @@ impl PingArgs {
         while !a.is_empty() {
             if a.keyword("source") {
                 p.src_if = Some(crate::cli::interface_arg(vm, a)?.0);
+            } else if a.keyword("table") {
+                p.table = Some(a.u32("table id")?);
             } else if a.keyword("repeat") {
                 p.repeat = a.u32("repeat count")?.clamp(1, 1000);
             } else if a.keyword("size") {
@@ -84,13 +89,14 @@ impl PingArgs {
 }
 
 /// Sends `o.repeat` echo requests built by `packet(id, seq)` (an IP packet) into `lookup`
-/// as locally originated, runs the main graph until each reply arrives or the interval
+/// as locally originated, looked up in FIB index `fib`, runs the main graph until each reply arrives or the interval
 /// passes, and prints VPP-style lines and statistics.
 pub fn run<A: Copy + std::fmt::Display>(
     vm: &mut Vlib,
     lookup: NodeIndex,
     state: &PingState<A>,
     o: &PingArgs,
+    fib: u32,
     packet: impl Fn(u16, u16) -> Vec<u8>,
 ) -> String {
     let id = (std::process::id() as u16) | 1;
@@ -109,6 +115,7 @@ pub fn run<A: Copy + std::fmt::Display>(
         // SAFETY: just allocated, owned here until injected.
         let v = unsafe { vm.pool.buffer(b) };
         v.hdr.rx_if = 0;
+        v.hdr.ip.fib_index = fib;
         v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         let t0 = clock.now_tsc();
         vm.main.inject(lookup, &[b]);

@@ -1,21 +1,30 @@
-//! The route table both address families share: routes with paths per source, the best
+//! The route tables both address families share: routes with paths per source, the best
 //! source installed in the family's LPM (one path directly, several through a load-balance
-//! object), static-route editing for the `ip route` CLI, and the `show ip[6] fib` rendering.
-//! IPv4 and IPv6 differ only in the LPM ([`Lpm`]) and the address type.
+//! object), recursive static routes (a next hop resolved through the table, following its
+//! cover as routes change), VRF tables ([`Vrfs`]: one LPM per table, published to the data
+//! plane by FIB index), static-route editing for the `ip route` CLI, and the
+//! `show ip[6] fib` rendering. IPv4 and IPv6 differ only in the LPM ([`Lpm`]) and the address
+//! type.
 
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
-use sluice_infra::epoch::Epochs;
-use std::collections::{BTreeMap, HashMap};
+use sluice_infra::epoch::{Epochs, Retired};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::interface::SwIfIndex;
 
 /// LPM values at or above this are load-balance indices (ECMP); below, adjacency indices.
 pub const LB_FLAG: u32 = 1 << 23;
+
+/// FIB indices (VRF tables per family, table 0 included).
+pub const MAX_FIBS: usize = 1024;
+
+/// How deep a change propagates through recursive routes (loops stop here at the latest).
+const MAX_RECURSION: u32 = 16;
 
 /// Why a route was installed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,16 +51,40 @@ impl Source {
 }
 
 /// A route: paths (adjacency, weight) per source; the best source's paths are installed.
-#[derive(Clone, Debug)]
+/// Static routes may also have recursive next hops (`vias`), resolved through the table.
+#[derive(Clone, Debug, Default)]
 pub struct Route {
     /// Paths by source (the lowest source wins, as VPP's source priorities).
     pub by_source: BTreeMap<Source, Vec<(u32, u32)>>,
+    /// Recursive static next hops (address, weight).
+    pub vias: Vec<(u128, u32)>,
+    /// The paths installed (after recursion): what the data plane forwards over.
+    pub installed: Vec<(u32, u32)>,
+    /// The LPM value installed (adjacency, or `LB_FLAG | load-balance`).
+    value: u32,
+}
+
+/// A next hop of a static route as the CLI resolved it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Hop<A> {
+    /// Through this adjacency (attached next hop, or an explicit interface).
+    Adj(u32),
+    /// Recursive: through whatever route covers this address in the same table.
+    Via(A),
 }
 
 /// The longest-prefix-match structure of one address family.
-pub trait Lpm {
+pub trait Lpm: Sized {
     /// Address type (host order).
-    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug;
+    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug + Into<u128>;
+    /// The shared read side.
+    type Table: Send + Sync + 'static;
+    /// Address width in bits.
+    const BITS: u8;
+    /// An empty LPM.
+    fn create() -> Self;
+    /// The shared read side.
+    fn read_side(&self) -> Arc<Self::Table>;
     /// `addr` with its host bits below `len` cleared.
     fn mask(addr: Self::Addr, len: u8) -> Self::Addr;
     /// Adds or replaces a prefix.
@@ -60,10 +93,20 @@ pub trait Lpm {
     fn remove(&mut self, e: &Epochs, p: Self::Addr, len: u8);
     /// Longest-prefix match.
     fn lookup(&self, a: Self::Addr) -> Option<u32>;
+    /// The address from its u128 form (recursive next hops are stored as u128).
+    fn from_u128(a: u128) -> Self::Addr;
 }
 
 impl Lpm for sluice_fib::ip4::Ip4Lpm {
     type Addr = u32;
+    type Table = sluice_fib::ip4::Ip4Table;
+    const BITS: u8 = 32;
+    fn create() -> Self {
+        sluice_fib::ip4::Ip4Lpm::new()
+    }
+    fn read_side(&self) -> Arc<Self::Table> {
+        self.table().clone()
+    }
     fn mask(a: u32, len: u8) -> u32 {
         sluice_fib::ip4::mask(a, len)
     }
@@ -76,10 +119,21 @@ impl Lpm for sluice_fib::ip4::Ip4Lpm {
     fn lookup(&self, a: u32) -> Option<u32> {
         sluice_fib::ip4::Ip4Lpm::lookup(self, a)
     }
+    fn from_u128(a: u128) -> u32 {
+        a as u32
+    }
 }
 
 impl Lpm for sluice_fib::ip6::Ip6Lpm {
     type Addr = u128;
+    type Table = sluice_fib::ip6::Ip6Table;
+    const BITS: u8 = 128;
+    fn create() -> Self {
+        sluice_fib::ip6::Ip6Lpm::new()
+    }
+    fn read_side(&self) -> Arc<Self::Table> {
+        self.table().clone()
+    }
     fn mask(a: u128, len: u8) -> u128 {
         sluice_fib::ip6::mask(a, len)
     }
@@ -92,106 +146,283 @@ impl Lpm for sluice_fib::ip6::Ip6Lpm {
     fn lookup(&self, a: u128) -> Option<u32> {
         sluice_fib::ip6::Ip6Lpm::lookup(self, a)
     }
+    fn from_u128(a: u128) -> u128 {
+        a
+    }
 }
 
-/// Routes of one family (main thread).
+/// The data plane's view of a family's tables: the LPM read side of every FIB index, set once
+/// per index and never removed (a deleted table is emptied and its index reused), so a lookup
+/// is one atomic load and no lock.
+pub struct FibSlots<T> {
+    slots: Box<[OnceLock<Arc<T>>]>,
+}
+
+impl<T> Default for FibSlots<T> {
+    fn default() -> Self {
+        FibSlots {
+            slots: (0..MAX_FIBS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+}
+
+impl<T> FibSlots<T> {
+    /// The table of FIB index `fib` (None: no such table).
+    #[inline(always)]
+    pub fn get(&self, fib: u32) -> Option<&T> {
+        self.slots.get(fib as usize)?.get().map(|t| &**t)
+    }
+
+    fn publish(&self, fib: u32, t: Arc<T>) {
+        if let Some(s) = self.slots.get(fib as usize) {
+            let _ = s.set(t);
+        }
+    }
+}
+
+/// Load-balance objects of a family (shared by its tables), reused after a grace period.
+pub struct Lbs {
+    lbs: LoadBalances,
+    retired: Retired<u32>,
+    epochs: Arc<Epochs>,
+}
+
+impl Lbs {
+    /// Wraps the writer side.
+    pub fn new(lbs: LoadBalances, epochs: Arc<Epochs>) -> Self {
+        Lbs {
+            lbs,
+            retired: Retired::new(),
+            epochs,
+        }
+    }
+
+    /// The read side.
+    pub fn table(&self) -> &Arc<LbTable> {
+        self.lbs.table()
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        for i in self.retired.reclaim(&self.epochs) {
+            self.lbs.free(i);
+        }
+        self.lbs.alloc()
+    }
+
+    fn retire(&mut self, i: u32) {
+        self.retired.retire(&self.epochs, i);
+    }
+}
+
+/// What a route forwards over: (adjacency, weight) paths, and a load-balance object to share.
+type Effective = (Vec<(u32, u32)>, Option<u32>);
+
+/// Routes of one table of one family (main thread).
 pub struct RouteTable<L: Lpm> {
     /// The LPM the best paths are installed in.
     pub lpm: L,
-    lbs: LoadBalances,
     epochs: Arc<Epochs>,
     /// Every route by (prefix, length).
     pub routes: BTreeMap<(L::Addr, u8), Route>,
-    /// Load-balance object of each ECMP route.
+    /// Load-balance object each ECMP route owns.
     pub route_lb: HashMap<(L::Addr, u8), u32>,
-    // Load-balance objects no route points at any more (kept, not reused, until epoch-based
-    // reuse exists; bounded by route churn).
-    lb_retired: Vec<u32>,
+    /// Routes with recursive next hops, by next hop (what to re-resolve when a route changes).
+    by_via: BTreeMap<L::Addr, BTreeSet<(L::Addr, u8)>>,
+    // Load-balance objects to retire once the current change has propagated.
+    unused_lbs: Vec<u32>,
 }
 
 impl<L: Lpm> RouteTable<L> {
     /// An empty table over `lpm`.
-    pub fn new(lpm: L, lbs: LoadBalances, epochs: Arc<Epochs>) -> Self {
+    pub fn new(lpm: L, epochs: Arc<Epochs>) -> Self {
         RouteTable {
             lpm,
-            lbs,
             epochs,
             routes: BTreeMap::new(),
             route_lb: HashMap::new(),
-            lb_retired: Vec::new(),
+            by_via: BTreeMap::new(),
+            unused_lbs: Vec::new(),
         }
-    }
-
-    /// The load-balance read side.
-    pub fn lb_table(&self) -> &Arc<LbTable> {
-        self.lbs.table()
     }
 
     /// One path of one source (None removes the source).
     pub fn set_route(
         &mut self,
+        lbs: &mut Lbs,
         p: L::Addr,
         len: u8,
         src: Source,
         adj: Option<u32>,
     ) -> Result<(), String> {
-        self.set_paths(p, len, src, adj.map(|a| vec![(a, 1)]).unwrap_or_default())
+        let paths = adj.map(|a| vec![(a, 1)]).unwrap_or_default();
+        self.set_paths(lbs, p, len, src, paths)
     }
 
     /// Replaces the paths of one source of a route (no paths: the source is removed) and
-    /// installs the best source: one path directly, several through a load-balance object.
+    /// installs the result.
     pub fn set_paths(
         &mut self,
+        lbs: &mut Lbs,
         p: L::Addr,
         len: u8,
         src: Source,
         paths: Vec<(u32, u32)>,
     ) -> Result<(), String> {
         let key = (L::mask(p, len), len);
-        let r = self.routes.entry(key).or_insert_with(|| Route {
-            by_source: BTreeMap::new(),
-        });
+        let r = self.routes.entry(key).or_default();
         if paths.is_empty() {
             r.by_source.remove(&src);
         } else {
             r.by_source.insert(src, paths);
         }
-        let best = r.by_source.values().next().cloned();
-        match best {
-            Some(paths) if paths.len() == 1 => {
-                if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
-                }
-                self.lpm.insert(&self.epochs, key.0, len, paths[0].0)
+        self.reinstall(lbs, key)
+    }
+
+    /// Installs `key` and propagates to the recursive routes it may cover, then retires the
+    /// load-balance objects nothing points at any more.
+    fn reinstall(&mut self, lbs: &mut Lbs, key: (L::Addr, u8)) -> Result<(), String> {
+        let r = self.install(lbs, key, 0);
+        for lb in std::mem::take(&mut self.unused_lbs) {
+            lbs.retire(lb);
+        }
+        r
+    }
+
+    /// The route covering `a` that a recursive path of `from` resolves through: the longest
+    /// match other than `from` itself (None: unresolved, or a loop through `from`).
+    fn cover(&self, a: L::Addr, from: (L::Addr, u8)) -> Option<(L::Addr, u8)> {
+        (0..=L::BITS)
+            .rev()
+            .map(|l| (L::mask(a, l), l))
+            .find(|k| self.routes.contains_key(k))
+            .filter(|&k| k != from)
+    }
+
+    /// What `key` forwards over: its best source's paths, with recursive next hops resolved
+    /// (static); and, when its only path is one recursive next hop through an ECMP route,
+    /// that route's load-balance object to share.
+    fn effective(&self, key: (L::Addr, u8)) -> Option<Effective> {
+        let r = self.routes.get(&key)?;
+        if let Some((&src, paths)) = r.by_source.iter().next() {
+            if src != Source::Static {
+                return Some((paths.clone(), None));
             }
-            Some(paths) => {
-                let lb = match self.route_lb.get(&key) {
-                    Some(&l) => l,
-                    None => {
-                        let l = self.lbs.alloc().ok_or("load-balance table full")?;
-                        self.route_lb.insert(key, l);
-                        l
-                    }
-                };
-                self.lbs.set(lb, &paths);
-                self.lpm.insert(&self.epochs, key.0, len, LB_FLAG | lb)
+        }
+        let direct = r.by_source.get(&Source::Static);
+        if direct.is_none() && r.vias.is_empty() {
+            return None;
+        }
+        let mut out: Vec<(u32, u32)> = direct.cloned().unwrap_or_default();
+        let mut share = None;
+        for &(nh, w) in &r.vias {
+            let Some(c) = self.cover(L::from_u128(nh), key) else {
+                continue;
+            };
+            let Some(cr) = self.routes.get(&c) else {
+                continue;
+            };
+            // A next hop on a connected subnet is attached, not recursive: the CLI resolves
+            // it to its neighbour when the route is added; one that becomes attached later
+            // stays unresolved rather than glean for the wrong address.
+            if matches!(
+                cr.by_source.keys().next(),
+                Some(Source::Connected) | Some(Source::Local)
+            ) {
+                continue;
             }
+            if r.vias.len() == 1 && direct.is_none() {
+                share = self
+                    .route_lb
+                    .get(&c)
+                    .copied()
+                    .or_else(|| (cr.value >= LB_FLAG).then_some(cr.value & (LB_FLAG - 1)));
+            }
+            out.extend(
+                cr.installed
+                    .iter()
+                    .map(|&(a, cw)| (a, cw.saturating_mul(w))),
+            );
+        }
+        if out.is_empty() {
+            share = None;
+            out.push((0, 1)); // unresolved: drop
+        }
+        Some((out, share))
+    }
+
+    fn install(&mut self, lbs: &mut Lbs, key: (L::Addr, u8), depth: u32) -> Result<(), String> {
+        let before = self
+            .routes
+            .get(&key)
+            .map(|r| (r.value, r.installed.clone()));
+        let res = match self.effective(key) {
             None => {
                 self.routes.remove(&key);
                 if let Some(lb) = self.route_lb.remove(&key) {
-                    self.lb_retired.push(lb);
+                    self.unused_lbs.push(lb);
                 }
-                self.lpm.remove(&self.epochs, key.0, len);
+                self.lpm.remove(&self.epochs, key.0, key.1);
                 Ok(())
             }
+            Some((paths, share)) => {
+                let value = match share {
+                    Some(lb) => {
+                        if let Some(own) = self.route_lb.remove(&key) {
+                            self.unused_lbs.push(own);
+                        }
+                        LB_FLAG | lb
+                    }
+                    None if paths.len() == 1 => {
+                        if let Some(own) = self.route_lb.remove(&key) {
+                            self.unused_lbs.push(own);
+                        }
+                        paths[0].0
+                    }
+                    None => {
+                        let lb = match self.route_lb.get(&key) {
+                            Some(&l) => l,
+                            None => {
+                                let l = lbs.alloc().ok_or("load-balance table full")?;
+                                self.route_lb.insert(key, l);
+                                l
+                            }
+                        };
+                        lbs.lbs.set(lb, &paths);
+                        LB_FLAG | lb
+                    }
+                };
+                if let Some(r) = self.routes.get_mut(&key) {
+                    r.value = value;
+                    r.installed = paths;
+                }
+                self.lpm.insert(&self.epochs, key.0, key.1, value)
+            }
+        };
+        let after = self
+            .routes
+            .get(&key)
+            .map(|r| (r.value, r.installed.clone()));
+        if before != after && depth < MAX_RECURSION && !self.by_via.is_empty() {
+            // Recursive routes whose next hop this prefix covers may resolve differently now.
+            let hi = L::mask(key.0, key.1).into() | host_mask(L::BITS, key.1);
+            let deps: Vec<(L::Addr, u8)> = self
+                .by_via
+                .range(key.0..=L::from_u128(hi))
+                .flat_map(|(_, ks)| ks.iter().copied())
+                .filter(|&k| k != key)
+                .collect();
+            for d in deps {
+                self.install(lbs, d, depth + 1)?;
+            }
         }
+        res
     }
 
     /// The adjacency a lookup of `a` uses (an ECMP route: its first bucket's).
-    pub fn lookup_adj(&self, a: L::Addr) -> Option<u32> {
+    pub fn lookup_adj(&self, lbs: &Lbs, a: L::Addr) -> Option<u32> {
         self.lpm.lookup(a).map(|v| {
             if v >= LB_FLAG {
-                self.lbs.table().pick(v & (LB_FLAG - 1), 0)
+                lbs.table().pick(v & (LB_FLAG - 1), 0)
             } else {
                 v
             }
@@ -203,46 +434,87 @@ impl<L: Lpm> RouteTable<L> {
     /// route a drop route. Err(None) = deleting a route that has no static paths.
     pub fn edit_static(
         &mut self,
+        lbs: &mut Lbs,
         p: L::Addr,
         len: u8,
         del: bool,
         drop: bool,
-        paths: &[(u32, u32)],
+        hops: &[(Hop<L::Addr>, u32)],
     ) -> Result<(), Option<String>> {
         let key = (L::mask(p, len), len);
-        let current: Vec<(u32, u32)> = self
-            .routes
-            .get(&key)
-            .and_then(|r| r.by_source.get(&Source::Static))
-            .cloned()
-            .unwrap_or_default();
-        let new_paths = if del {
-            if current.is_empty() {
+        let (mut direct, mut vias) = match self.routes.get(&key) {
+            Some(r) => (
+                r.by_source
+                    .get(&Source::Static)
+                    .cloned()
+                    .unwrap_or_default(),
+                r.vias.clone(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        if del {
+            if direct.is_empty() && vias.is_empty() {
                 return Err(None);
             }
-            if paths.is_empty() {
-                Vec::new()
-            } else {
-                current
-                    .iter()
-                    .copied()
-                    .filter(|c| !paths.iter().any(|r| r.0 == c.0))
-                    .collect()
+            if hops.is_empty() {
+                direct.clear();
+                vias.clear();
             }
-        } else if drop {
-            vec![(0, 1)]
-        } else {
-            let mut v: Vec<(u32, u32)> = current.into_iter().filter(|c| c.0 != 0).collect();
-            for r in paths {
-                match v.iter_mut().find(|c| c.0 == r.0) {
-                    Some(c) => c.1 = r.1,
-                    None => v.push(*r),
+            for &(h, _) in hops {
+                match h {
+                    Hop::Adj(a) => direct.retain(|c| c.0 != a),
+                    Hop::Via(nh) => vias.retain(|c| c.0 != nh.into()),
                 }
             }
-            v
-        };
-        self.set_paths(key.0, len, Source::Static, new_paths)
-            .map_err(Some)
+        } else if drop {
+            direct = vec![(0, 1)];
+            vias.clear();
+        } else {
+            direct.retain(|c| c.0 != 0);
+            for &(h, w) in hops {
+                match h {
+                    Hop::Adj(a) => match direct.iter_mut().find(|c| c.0 == a) {
+                        Some(c) => c.1 = w,
+                        None => direct.push((a, w)),
+                    },
+                    Hop::Via(nh) => match vias.iter_mut().find(|c| c.0 == nh.into()) {
+                        Some(c) => c.1 = w,
+                        None => vias.push((nh.into(), w)),
+                    },
+                }
+            }
+        }
+        self.set_vias(key, vias);
+        let r = self.routes.entry(key).or_default();
+        if direct.is_empty() {
+            r.by_source.remove(&Source::Static);
+        } else {
+            r.by_source.insert(Source::Static, direct);
+        }
+        self.reinstall(lbs, key).map_err(Some)
+    }
+
+    fn set_vias(&mut self, key: (L::Addr, u8), vias: Vec<(u128, u32)>) {
+        let old = self
+            .routes
+            .get(&key)
+            .map(|r| r.vias.clone())
+            .unwrap_or_default();
+        for (nh, _) in old {
+            let nh = L::from_u128(nh);
+            if let Some(s) = self.by_via.get_mut(&nh) {
+                s.remove(&key);
+                if s.is_empty() {
+                    self.by_via.remove(&nh);
+                }
+            }
+        }
+        for &(nh, _) in &vias {
+            self.by_via.entry(L::from_u128(nh)).or_default().insert(key);
+        }
+        if !vias.is_empty() || self.routes.contains_key(&key) {
+            self.routes.entry(key).or_default().vias = vias;
+        }
     }
 
     /// The `ip route [add|del] [count n] <prefix>/<len> <paths>` loop: `nth(k)` is the k-th
@@ -250,12 +522,13 @@ impl<L: Lpm> RouteTable<L> {
     #[allow(clippy::too_many_arguments)]
     pub fn apply_static(
         &mut self,
+        lbs: &mut Lbs,
         count: u32,
         nth: impl Fn(u32) -> Option<L::Addr>,
         len: u8,
         del: bool,
         drop: bool,
-        resolved: &[(u32, u32)],
+        hops: &[(Hop<L::Addr>, u32)],
         w: &str,
     ) -> Result<(), CliError> {
         for k in 0..count {
@@ -264,7 +537,7 @@ impl<L: Lpm> RouteTable<L> {
                     "count {count} runs past the end of the address space"
                 ))
             })?;
-            match self.edit_static(q, len, del, drop, resolved) {
+            match self.edit_static(lbs, q, len, del, drop, hops) {
                 Ok(()) => {}
                 Err(None) if count == 1 => {
                     return Err(CliError::new(format!("no route `{w}'")));
@@ -277,7 +550,7 @@ impl<L: Lpm> RouteTable<L> {
     }
 
     /// Removes the static paths through any of `adjs` (an interface being deleted).
-    pub fn drop_static_paths(&mut self, adjs: &[u32]) {
+    pub fn drop_static_paths(&mut self, lbs: &mut Lbs, adjs: &[u32]) {
         let keys: Vec<(L::Addr, u8)> = self.routes.keys().copied().collect();
         for (p, l) in keys {
             let paths = self
@@ -289,9 +562,22 @@ impl<L: Lpm> RouteTable<L> {
                 if paths.iter().any(|x| adjs.contains(&x.0)) {
                     let kept: Vec<(u32, u32)> =
                         paths.into_iter().filter(|x| !adjs.contains(&x.0)).collect();
-                    let _ = self.set_paths(p, l, Source::Static, kept);
+                    let _ = self.set_paths(lbs, p, l, Source::Static, kept);
                 }
             }
+        }
+    }
+
+    /// Removes every route (a table being deleted).
+    fn clear(&mut self, lbs: &mut Lbs) {
+        let keys: Vec<(L::Addr, u8)> = self.routes.keys().copied().collect();
+        self.by_via.clear();
+        for k in keys {
+            if let Some(r) = self.routes.get_mut(&k) {
+                r.by_source.clear();
+                r.vias.clear();
+            }
+            let _ = self.reinstall(lbs, k);
         }
     }
 
@@ -302,12 +588,11 @@ impl<L: Lpm> RouteTable<L> {
         &self,
         out: &mut String,
         filter: Option<(L::Addr, u8)>,
-        host_len: u8,
         prefix: impl Fn(L::Addr, u8) -> String,
         adj: impl Fn(u32) -> String,
     ) {
         let shown: Vec<(&(L::Addr, u8), &Route)> = match filter {
-            Some((a, l)) if l == host_len => self
+            Some((a, l)) if l == L::BITS => self
                 .routes
                 .iter()
                 .filter(|(&(p, m), _)| L::mask(a, m) == p)
@@ -322,21 +607,43 @@ impl<L: Lpm> RouteTable<L> {
             None => self.routes.iter().collect(),
         };
         for (&(p, l), r) in shown {
-            let srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
+            let mut srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
+            if !r.vias.is_empty() && !r.by_source.contains_key(&Source::Static) {
+                srcs.push(Source::Static.as_str());
+            }
             let _ = writeln!(out, "{}", prefix(p, l));
             let _ = writeln!(out, "  source: {}", srcs.join(", "));
-            if let Some(paths) = r.by_source.values().next() {
-                if let Some(lb) = self.route_lb.get(&(p, l)) {
-                    let _ = writeln!(out, "    load-balance [@{lb}]: {} paths", paths.len());
-                }
-                for &(ai, wt) in paths {
-                    let w = if paths.len() > 1 {
-                        format!(" weight {wt}")
-                    } else {
-                        String::new()
-                    };
-                    let _ = writeln!(out, "    {}{w}", adj(ai));
-                }
+            for &(nh, w) in &r.vias {
+                let a = prefix(L::from_u128(nh), L::BITS);
+                let a = a.split('/').next().unwrap_or_default();
+                let wt = if w != 1 {
+                    format!(" weight {w}")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "    via {a} recursive{wt}");
+            }
+            let paths = &r.installed;
+            if r.value >= LB_FLAG {
+                let lb = r.value & (LB_FLAG - 1);
+                let shared = if self.route_lb.contains_key(&(p, l)) {
+                    ""
+                } else {
+                    " shared"
+                };
+                let _ = writeln!(
+                    out,
+                    "    load-balance [@{lb}]{shared}: {} paths",
+                    paths.len()
+                );
+            }
+            for &(ai, wt) in paths {
+                let w = if paths.len() > 1 {
+                    format!(" weight {wt}")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "    {}{w}", adj(ai));
             }
         }
     }
@@ -351,6 +658,196 @@ impl<L: Lpm> RouteTable<L> {
         for (l, n) in by_len.iter().rev() {
             let _ = writeln!(out, "{l:>15}{n:>16}");
         }
+    }
+}
+
+/// The low `bits - len` bits set (the host part of a /len prefix).
+fn host_mask(bits: u8, len: u8) -> u128 {
+    let h = bits.saturating_sub(len) as u32;
+    if h >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << h) - 1
+    }
+}
+
+/// One table: its user-facing id (None: deleted, the index free for reuse) and routes.
+pub struct Vrf<L: Lpm> {
+    /// Table id (`ip table add <id>`); table 0 is the default.
+    pub id: Option<u32>,
+    /// The routes.
+    pub rt: RouteTable<L>,
+}
+
+/// Every table of a family (main thread): FIB index → table, the shared load-balance
+/// objects, and the data plane's [`FibSlots`].
+pub struct Vrfs<L: Lpm> {
+    tables: Vec<Vrf<L>>,
+    /// Load-balance objects (all tables).
+    pub lbs: Lbs,
+    slots: Arc<FibSlots<L::Table>>,
+    epochs: Arc<Epochs>,
+}
+
+impl<L: Lpm> Vrfs<L> {
+    /// Table 0 over `lpm0` (already published in `slots` at index 0).
+    pub fn new(
+        lpm0: L,
+        lbs: LoadBalances,
+        epochs: Arc<Epochs>,
+        slots: Arc<FibSlots<L::Table>>,
+    ) -> Self {
+        slots.publish(0, lpm0.read_side());
+        Vrfs {
+            tables: vec![Vrf {
+                id: Some(0),
+                rt: RouteTable::new(lpm0, epochs.clone()),
+            }],
+            lbs: Lbs::new(lbs, epochs.clone()),
+            slots,
+            epochs,
+        }
+    }
+
+    /// The FIB index of table `id`.
+    pub fn fib_of(&self, id: u32) -> Option<u32> {
+        self.tables
+            .iter()
+            .position(|t| t.id == Some(id))
+            .map(|i| i as u32)
+    }
+
+    /// The table id of FIB index `fib`.
+    pub fn id_of(&self, fib: u32) -> Option<u32> {
+        self.tables.get(fib as usize).and_then(|t| t.id)
+    }
+
+    /// Creates table `id` (no-op if it exists); its FIB index.
+    pub fn add_table(&mut self, id: u32) -> Result<u32, String> {
+        if let Some(f) = self.fib_of(id) {
+            return Ok(f);
+        }
+        if let Some(f) = self.tables.iter().position(|t| t.id.is_none()) {
+            self.tables[f].id = Some(id);
+            return Ok(f as u32);
+        }
+        let f = self.tables.len();
+        if f >= MAX_FIBS {
+            return Err(format!("too many tables (at most {MAX_FIBS})"));
+        }
+        let lpm = L::create();
+        self.slots.publish(f as u32, lpm.read_side());
+        self.tables.push(Vrf {
+            id: Some(id),
+            rt: RouteTable::new(lpm, self.epochs.clone()),
+        });
+        Ok(f as u32)
+    }
+
+    /// Deletes table `id` and its routes (table 0 cannot be deleted).
+    pub fn del_table(&mut self, id: u32) -> Result<(), String> {
+        if id == 0 {
+            return Err("table 0 cannot be deleted".into());
+        }
+        let f = self.fib_of(id).ok_or_else(|| format!("no table {id}"))?;
+        let Vrf { rt, id } = &mut self.tables[f as usize];
+        rt.clear(&mut self.lbs);
+        *id = None;
+        Ok(())
+    }
+
+    /// The routes of FIB index `fib`.
+    pub fn rt(&self, fib: u32) -> Option<&RouteTable<L>> {
+        self.tables
+            .get(fib as usize)
+            .filter(|t| t.id.is_some())
+            .map(|t| &t.rt)
+    }
+
+    /// The live tables: (id, FIB index, routes).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32, &RouteTable<L>)> {
+        self.tables
+            .iter()
+            .enumerate()
+            .filter_map(|(f, t)| t.id.map(|id| (id, f as u32, &t.rt)))
+    }
+
+    fn rt_mut(&mut self, fib: u32) -> Result<(&mut RouteTable<L>, &mut Lbs), String> {
+        match self.tables.get_mut(fib as usize) {
+            Some(t) if t.id.is_some() => Ok((&mut t.rt, &mut self.lbs)),
+            _ => Err(format!("no FIB index {fib}")),
+        }
+    }
+
+    /// [`RouteTable::set_route`] in table `fib`.
+    pub fn set_route(
+        &mut self,
+        fib: u32,
+        p: L::Addr,
+        len: u8,
+        src: Source,
+        adj: Option<u32>,
+    ) -> Result<(), String> {
+        let (rt, lbs) = self.rt_mut(fib)?;
+        rt.set_route(lbs, p, len, src, adj)
+    }
+
+    /// [`RouteTable::apply_static`] in table `fib`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_static(
+        &mut self,
+        fib: u32,
+        count: u32,
+        nth: impl Fn(u32) -> Option<L::Addr>,
+        len: u8,
+        del: bool,
+        drop: bool,
+        hops: &[(Hop<L::Addr>, u32)],
+        w: &str,
+    ) -> Result<(), CliError> {
+        let (rt, lbs) = self.rt_mut(fib).map_err(CliError::new)?;
+        rt.apply_static(lbs, count, nth, len, del, drop, hops, w)
+    }
+
+    /// The adjacency a lookup of `a` in table `fib` uses.
+    pub fn lookup_adj(&self, fib: u32, a: L::Addr) -> Option<u32> {
+        self.rt(fib)?.lookup_adj(&self.lbs, a)
+    }
+
+    /// Removes the static paths through any of `adjs` in every table.
+    pub fn drop_static_paths(&mut self, adjs: &[u32]) {
+        for t in self.tables.iter_mut().filter(|t| t.id.is_some()) {
+            t.rt.drop_static_paths(&mut self.lbs, adjs);
+        }
+    }
+
+    /// Routes in every table.
+    pub fn route_count(&self) -> usize {
+        self.iter().map(|(_, _, rt)| rt.routes.len()).sum()
+    }
+
+    /// `show ip[6] fib [table <id>] ...`: the header line of each selected table (by
+    /// `header(id, fib, rt)`) followed by `body(rt)`.
+    pub fn show_tables(
+        &self,
+        table: Option<u32>,
+        mut header: impl FnMut(&mut String, u32, u32, &RouteTable<L>),
+        mut body: impl FnMut(&mut String, &RouteTable<L>),
+    ) -> Result<String, CliError> {
+        let mut out = String::new();
+        if let Some(id) = table {
+            if self.fib_of(id).is_none() {
+                return Err(CliError::new(format!("no table {id}")));
+            }
+        }
+        for (id, fib, rt) in self.iter() {
+            if table.is_some_and(|t| t != id) {
+                continue;
+            }
+            header(&mut out, id, fib, rt);
+            body(&mut out, rt);
+        }
+        Ok(out)
     }
 }
 
@@ -385,47 +882,61 @@ pub fn parse_addr<T: std::str::FromStr>(w: &str, family: &str) -> Result<T, CliE
         .map_err(|_| CliError::new(format!("expected {family} address, got `{w}'")))
 }
 
-/// Parses `show ip[6] fib [table 0] [<prefix>] [summary]`: (prefix filter, summary).
+/// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
+pub struct ShowArgs<A> {
+    /// Only this table.
+    pub table: Option<u32>,
+    /// Only routes matching this prefix (see [`RouteTable::show`]).
+    pub filter: Option<(A, u8)>,
+    /// Counts by prefix length instead of routes.
+    pub summary: bool,
+}
+
+/// Parses `show ip[6] fib [table <id>] [<prefix>] [summary]`.
 pub fn parse_show_args<A>(
     a: &mut Args,
     parse_prefix: impl Fn(&str) -> Result<(A, u8), CliError>,
-) -> Result<(Option<(A, u8)>, bool), CliError> {
-    let mut filter = None;
-    let mut summary = false;
+) -> Result<ShowArgs<A>, CliError> {
+    let mut s = ShowArgs {
+        table: None,
+        filter: None,
+        summary: false,
+    };
     while !a.is_empty() {
         if a.keyword("summary") {
-            summary = true;
+            s.summary = true;
         } else if a.keyword("table") {
-            let t = a.u32("table id")?;
-            if t != 0 {
-                return Err(CliError::new(format!(
-                    "no table {t} (only table 0 exists yet)"
-                )));
-            }
+            s.table = Some(a.u32("table id")?);
         } else {
             let w = a.word("prefix")?;
-            filter = Some(parse_prefix(&w)?);
+            s.filter = Some(parse_prefix(&w)?);
         }
     }
-    Ok((filter, summary))
+    Ok(s)
 }
 
-/// A parsed `ip route` command's paths: (next hop, interface, weight), and `drop`.
+/// A parsed `ip route` command's paths: (next hop, interface, weight), `drop`, and the
+/// table (`table <id>`, 0 when not given).
 pub struct RoutePaths<A> {
     /// `via <nh> [<interface>] [weight <w>]`, in order.
     pub paths: Vec<(A, Option<SwIfIndex>, u32)>,
     /// `drop` / `via drop`.
     pub drop: bool,
+    /// `table <id>`.
+    pub table: u32,
 }
 
 /// Parses the path part of `ip route` (after the prefix), next hops with `parse_nh`.
+/// `table` is the table id given before the prefix, if any.
 pub fn parse_paths<A>(
     vm: &mut Vlib,
     a: &mut Args,
+    table: Option<u32>,
     parse_nh: impl Fn(&str) -> Result<A, CliError>,
 ) -> Result<RoutePaths<A>, CliError> {
     let mut paths: Vec<(A, Option<SwIfIndex>, u32)> = Vec::new();
     let mut drop = false;
+    let mut table = table;
     while !a.is_empty() {
         if a.keyword("via") {
             if a.keyword("drop") {
@@ -436,6 +947,8 @@ pub fn parse_paths<A>(
             paths.push((parse_nh(&t)?, None, 1));
         } else if a.keyword("drop") {
             drop = true;
+        } else if a.keyword("table") {
+            table = Some(a.u32("table id")?);
         } else if a.keyword("weight") {
             let wt = a.u32("weight")?;
             if wt == 0 {
@@ -454,33 +967,30 @@ pub fn parse_paths<A>(
             a.finish()?;
         }
     }
-    Ok(RoutePaths { paths, drop })
+    Ok(RoutePaths {
+        paths,
+        drop,
+        table: table.unwrap_or(0),
+    })
 }
 
 impl<A: std::fmt::Display + Copy> RoutePaths<A> {
-    /// The paths as (adjacency, weight), each next hop resolved by `adj(nh, interface)`;
-    /// an error unless there is a path, `drop`, or `del`.
-    pub fn resolve(
+    /// The paths as (hop, weight), each next hop resolved by `hop(nh, interface)`; an error
+    /// unless there is a path, `drop`, or `del`.
+    pub fn resolve<B>(
         &self,
         del: bool,
-        mut adj: impl FnMut(A, Option<SwIfIndex>) -> Result<u32, CliError>,
-    ) -> Result<Vec<(u32, u32)>, CliError> {
+        mut hop: impl FnMut(A, Option<SwIfIndex>) -> Result<Hop<B>, CliError>,
+    ) -> Result<Vec<(Hop<B>, u32)>, CliError> {
         let mut out = Vec::with_capacity(self.paths.len());
         for &(nh, intf, wt) in &self.paths {
-            out.push((adj(nh, intf)?, wt));
+            out.push((hop(nh, intf)?, wt));
         }
         if !del && !self.drop && out.is_empty() {
             return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
         }
         Ok(out)
     }
-}
-
-/// The error for a next hop that needs an interface.
-pub fn not_connected(nh: impl std::fmt::Display) -> CliError {
-    CliError::new(format!(
-        "next hop {nh} is not on a connected subnet (give an interface)"
-    ))
 }
 
 /// Renders an adjacency as `show ip[6] fib` does: `ipv4`/`ipv6` is the family, `via` the

@@ -8,8 +8,8 @@
 
 pub mod nodes;
 
-use crate::interface::{Interfaces, SwIfIndex};
-use crate::routes::RouteTable;
+use crate::interface::Interfaces;
+use crate::routes::{FibSlots, Hop, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
@@ -37,6 +37,10 @@ pub struct IfAttr {
     pub l2_xc: AtomicU32,
     /// Bridge domain the interface is a member of (0 = none).
     pub l2_bd: AtomicU32,
+    /// IPv4 FIB index (`set interface ip table`; 0 = the default table).
+    pub fib4: AtomicU32,
+    /// IPv6 FIB index (`set interface ip6 table`).
+    pub fib6: AtomicU32,
 }
 
 impl IfAttr {
@@ -50,8 +54,10 @@ impl IfAttr {
 
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
-    /// The LPM read side.
+    /// The LPM read side of table 0.
     pub fib: Arc<Ip4Table>,
+    /// Every table's LPM by FIB index (`fib_index` of the buffer; 0 is `fib`).
+    pub fibs: Arc<FibSlots<Ip4Table>>,
     /// The adjacency read side.
     pub adj: Arc<AdjTable>,
     /// Per-interface attributes.
@@ -68,6 +74,16 @@ pub struct Ip4Shared {
 }
 
 impl Ip4Shared {
+    /// Longest-prefix match of `a` in FIB index `fib` (None: no route, or no such table).
+    #[inline(always)]
+    pub fn lookup(&self, fib: u32, a: u32) -> Option<u32> {
+        if fib == 0 {
+            self.fib.lookup(a)
+        } else {
+            self.fibs.get(fib)?.lookup(a)
+        }
+    }
+
     /// Attributes of an interface (a dummy zero entry for out-of-range indices).
     #[inline(always)]
     pub fn if_attr(&self, i: u32) -> &IfAttr {
@@ -79,7 +95,7 @@ pub use crate::routes::{Route, Source, LB_FLAG};
 
 /// The control plane (main thread; shared with the neighbour process node).
 pub struct Ip4Control {
-    rt: RouteTable<Ip4Lpm>,
+    vrfs: Vrfs<Ip4Lpm>,
     adjs: Adjacencies,
     shared: Arc<Ip4Shared>,
     addrs: Vec<(u32, u32, u8)>,
@@ -112,6 +128,11 @@ impl Ip4Control {
             .min(65535) as u16
     }
 
+    /// The FIB index of an interface's table.
+    fn if_fib(&self, i: u32) -> u32 {
+        self.shared.if_attr(i).fib4.load(Ordering::Relaxed)
+    }
+
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
     fn nbr_adj(&mut self, i: u32, nh: u32) -> Result<u32, String> {
@@ -124,10 +145,11 @@ impl Ip4Control {
             .ok_or_else(|| "adjacency table full".to_string())
     }
 
-    fn connected_if(&self, nh: u32) -> Option<u32> {
+    /// The interface whose subnet in table `fib` holds `nh`.
+    fn connected_if(&self, fib: u32, nh: u32) -> Option<u32> {
         self.addrs
             .iter()
-            .filter(|&&(_, a, l)| mask(a, l) == mask(nh, l))
+            .filter(|&&(i, a, l)| mask(a, l) == mask(nh, l) && self.if_fib(i) == fib)
             .max_by_key(|&&(_, _, l)| l)
             .map(|&(i, _, _)| i)
     }
@@ -149,7 +171,8 @@ impl Ip4Control {
         let a = self.nbr_adj(i, ip)?;
         let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
-        self.rt.set_route(ip, 32, Source::Adjacency, Some(a))
+        let fib = self.if_fib(i);
+        self.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a))
     }
 
     /// Applies neighbours learned by the data plane.
@@ -164,7 +187,7 @@ impl Ip4Control {
         let n = learned.len();
         for (i, ip, mac) in learned {
             // Only neighbours on a connected subnet of that interface.
-            if self.connected_if(ip) == Some(i) {
+            if self.connected_if(self.if_fib(i), ip) == Some(i) {
                 let _ = self.add_neighbor(i, ip, mac, false);
             }
         }
@@ -204,6 +227,7 @@ pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
     let lbs = LoadBalances::new();
     let shared = Arc::new(Ip4Shared {
         fib: lpm.table().clone(),
+        fibs: Arc::new(FibSlots::default()),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
         features: Arc::new(crate::feature::FeatureNext::default()),
@@ -254,8 +278,9 @@ pub fn init(vm: &mut Vlib) {
     let Some((lpm, adjs, lbs, shared)) = s.pending.take() else {
         return;
     };
+    let fibs = shared.fibs.clone();
     let ctl = Arc::new(Mutex::new(Ip4Control {
-        rt: RouteTable::new(lpm, lbs, vm.shared.epochs.clone()),
+        vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), fibs),
         adjs,
         shared,
         addrs: Vec::new(),
@@ -325,8 +350,18 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         cli_address,
     );
     t.add(
+        "ip table",
+        "ip table [add|del] <table-id> — create or delete an IPv4 table (VRF)",
+        cli_table,
+    );
+    t.add(
+        "set interface ip table",
+        "set interface ip table <interface> <table-id> — route the interface's IPv4 in a table",
+        cli_if_table,
+    );
+    t.add(
         "ip route",
-        "ip route [add|del] [count <n>] <dst>/<width> via <next-hop> [<interface>] | drop | local",
+        "ip route [add|del] [count <n>] <dst>/<width> [table <id>] via <next-hop> [<interface>] [weight <w>] | drop",
         cli_route,
     );
     t.add(
@@ -336,12 +371,12 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "ping",
-        "ping <ip4-or-ip6-address> [source <interface>] [repeat <n>] [size <bytes>] [interval <sec>]",
+        "ping <ip4-or-ip6-address> [source <interface>] [table <id>] [repeat <n>] [size <bytes>] [interval <sec>]",
         cli_ping,
     );
     t.add(
         "show ip fib",
-        "show ip fib [<prefix>[/<width>]] [summary] — routes and their adjacencies",
+        "show ip fib [table <id>] [<prefix>[/<width>]] [summary] — routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
@@ -381,6 +416,7 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let c = control(vm)?;
     let mut ctl = lock(&c);
+    let fib = ctl.if_fib(i.0);
     let exists = ctl
         .addrs
         .iter()
@@ -393,11 +429,11 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         ctl.addrs
             .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
-        ctl.rt
-            .set_route(addr, len, Source::Connected, None)
+        ctl.vrfs
+            .set_route(fib, addr, len, Source::Connected, None)
             .map_err(CliError::new)?;
-        ctl.rt
-            .set_route(addr, 32, Source::Local, None)
+        ctl.vrfs
+            .set_route(fib, addr, 32, Source::Local, None)
             .map_err(CliError::new)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0).map(|x| x.1);
         ctl.shared
@@ -409,10 +445,11 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if exists {
         return Ok(String::new());
     }
+    // Subnets may overlap across tables (VRFs), not within one.
     if let Some(&(j, _, _)) = ctl
         .addrs
         .iter()
-        .find(|&&(_, x, l)| mask(x, l.min(len)) == mask(addr, l.min(len)))
+        .find(|&&(j, x, l)| mask(x, l.min(len)) == mask(addr, l.min(len)) && ctl.if_fib(j) == fib)
     {
         if j != i.0 {
             return Err(CliError::new(format!(
@@ -450,12 +487,12 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         })
         .ok_or_else(|| CliError::new("adjacency table full"))?;
     if len < 32 {
-        ctl.rt
-            .set_route(addr, len, Source::Connected, Some(glean))
+        ctl.vrfs
+            .set_route(fib, addr, len, Source::Connected, Some(glean))
             .map_err(CliError::new)?;
     }
-    ctl.rt
-        .set_route(addr, 32, Source::Local, Some(local))
+    ctl.vrfs
+        .set_route(fib, addr, 32, Source::Local, Some(local))
         .map_err(CliError::new)?;
     Ok(String::new())
 }
@@ -468,34 +505,44 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         false
     };
     let mut count = 1u32;
-    if a.keyword("count") {
-        count = a.u32("count")?.max(1);
+    let mut table = None;
+    loop {
+        if a.keyword("count") {
+            count = a.u32("count")?.max(1);
+        } else if a.keyword("table") {
+            table = Some(a.u32("table id")?);
+        } else {
+            break;
+        }
     }
     let w = a.word("destination prefix")?;
     if w.contains(':') {
-        return crate::ip6::cli_route(vm, a, del, count, &w);
+        return crate::ip6::cli_route(vm, a, del, count, table, &w);
     }
     let (p, len) = parse_prefix(&w)?;
-    let paths = crate::routes::parse_paths(vm, a, |t| parse_ip(t).map(Ipv4Addr::from))?;
+    let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
+    let fib = ctl
+        .vrfs
+        .fib_of(paths.table)
+        .ok_or_else(|| no_table(paths.table))?;
+    // A next hop with an interface, or on a connected subnet, is attached (its neighbour's
+    // adjacency); any other resolves recursively through the table.
     let resolved = paths.resolve(del, |nh, intf| {
         let nh = u32::from(nh);
-        let i = match intf {
-            Some(SwIfIndex(i)) => i,
-            None => ctl
-                .connected_if(nh)
-                .ok_or_else(|| crate::routes::not_connected(Ipv4Addr::from(nh)))?,
-        };
-        ctl.nbr_adj(i, nh).map_err(CliError::new)
+        match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
+            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
+            None => Ok(Hop::Via(nh)),
+        }
     })?;
     let (base, step) = (
         mask(p, len) as u64,
         if len == 0 { 0 } else { 1u64 << (32 - len) },
     );
     let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.rt
-        .apply_static(count, nth, len, del, paths.drop, &resolved, &w)?;
+    ctl.vrfs
+        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, &w)?;
     Ok(String::new())
 }
 
@@ -526,8 +573,9 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
         let adj = neighbor_adj(i.0, ip, None, ctl.if_mac(i.0), ctl.if_mtu(i.0));
         ctl.adjs.update(a, adj);
-        ctl.rt
-            .set_route(ip, 32, Source::Adjacency, None)
+        let fib = ctl.if_fib(i.0);
+        ctl.vrfs
+            .set_route(fib, ip, 32, Source::Adjacency, None)
             .map_err(CliError::new)?;
         return Ok(String::new());
     }
@@ -555,28 +603,32 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 }
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (filter, summary) = crate::routes::parse_show_args(a, parse_prefix)?;
+    let sa = crate::routes::parse_show_args(a, parse_prefix)?;
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "ipv4-VRF:0, fib_index:0, routes {}",
-        ctl.rt.routes.len()
-    );
-    if summary {
-        ctl.rt.summary(&mut out);
-        return Ok(out);
-    }
-    ctl.rt.show(
-        &mut out,
-        filter,
-        32,
-        |p, l| format!("{}/{l}", Ipv4Addr::from(p)),
-        |ai| fmt_adj(&names, &ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP), ai),
-    );
-    Ok(out)
+    ctl.vrfs.show_tables(
+        sa.table,
+        |out, id, fib, rt| {
+            let _ = writeln!(
+                out,
+                "ipv4-VRF:{id}, fib_index:{fib}, routes {}",
+                rt.routes.len()
+            );
+        },
+        |out, rt| {
+            if sa.summary {
+                rt.summary(out);
+            } else {
+                rt.show(
+                    out,
+                    sa.filter,
+                    |p, l| format!("{}/{l}", Ipv4Addr::from(p)),
+                    |ai| fmt_adj(&names, &ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP), ai),
+                );
+            }
+        },
+    )
 }
 
 fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -618,6 +670,7 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .keys()
         .map(|&i| (i, crate::ip6::addresses(vm, i)))
         .collect();
+    let v6ids = crate::ip6::table_ids(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
     let mut out = String::new();
@@ -634,11 +687,33 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 "-"
             }
         );
-        for &(_, addr, len) in ctl.addrs.iter().filter(|x| x.0 == i) {
-            let _ = writeln!(out, "  L3 {}/{}", Ipv4Addr::from(addr), len);
+        let attr = ctl.shared.if_attr(i);
+        let fib4 = attr.fib4.load(Ordering::Relaxed);
+        let fib6 = attr.fib6.load(Ordering::Relaxed);
+        // VPP's suffix for addresses outside table 0; an interface in a table without
+        // addresses shows the table alone.
+        let in_table = |fam: &str, fib: u32, id: Option<u32>| {
+            if fib == 0 {
+                String::new()
+            } else {
+                format!(" {fam} table-id {} fib-idx {fib}", id.unwrap_or(0))
+            }
+        };
+        let t4 = in_table("ip4", fib4, ctl.vrfs.id_of(fib4));
+        let t6 = in_table("ip6", fib6, v6ids.get(&fib6).copied());
+        let mine: Vec<_> = ctl.addrs.iter().filter(|x| x.0 == i).collect();
+        for &&(_, addr, len) in &mine {
+            let _ = writeln!(out, "  L3 {}/{}{t4}", Ipv4Addr::from(addr), len);
         }
-        for (addr, len) in v6.get(&i).into_iter().flatten() {
-            let _ = writeln!(out, "  L3 {}/{}", std::net::Ipv6Addr::from(*addr), len);
+        if mine.is_empty() && fib4 != 0 {
+            let _ = writeln!(out, " {t4}");
+        }
+        let theirs = v6.get(&i).map(|v| v.as_slice()).unwrap_or_default();
+        for (addr, len) in theirs {
+            let _ = writeln!(out, "  L3 {}/{}{t6}", std::net::Ipv6Addr::from(*addr), len);
+        }
+        if theirs.is_empty() && fib6 != 0 {
+            let _ = writeln!(out, " {t6}");
         }
     }
     Ok(out)
@@ -653,7 +728,9 @@ pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> O
 
 /// Number of IPv4 routes (benchmarks, tests).
 pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).rt.routes.len()).unwrap_or(0)
+    control(vm)
+        .map(|c| lock(&c).vrfs.route_count())
+        .unwrap_or(0)
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).
@@ -671,19 +748,23 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let dst = parse_ip(&w)?;
     let o = crate::ping::PingArgs::parse(vm, a)?;
     let c = control(vm)?;
-    let (shared, src) = {
+    let (shared, src, fib) = {
         let ctl = lock(&c);
+        let fib = match o.table {
+            Some(t) => ctl.vrfs.fib_of(t).ok_or_else(|| no_table(t))?,
+            None => o.src_if.map(|i| ctl.if_fib(i)).unwrap_or(0),
+        };
         // The source interface's address, or that of the interface the route to the
         // destination uses (an ECMP route: the path its first bucket uses).
         let out_if = o.src_if.or_else(|| {
-            ctl.rt
-                .lookup_adj(dst)
+            ctl.vrfs
+                .lookup_adj(fib, dst)
                 .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
         });
         let src = out_if
             .map(|i| ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed))
             .unwrap_or(0);
-        (ctl.shared.clone(), src)
+        (ctl.shared.clone(), src, fib)
     };
     if src == 0 {
         return Err(CliError::new(format!(
@@ -696,27 +777,34 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .find(nodes::IP4_LOOKUP)
         .ok_or_else(|| CliError::new("ip4-lookup missing"))?;
     let size = o.size;
-    Ok(crate::ping::run(vm, lookup, &shared.ping, &o, |id, seq| {
-        let mut icmp = vec![8u8, 0, 0, 0];
-        icmp.extend_from_slice(&id.to_be_bytes());
-        icmp.extend_from_slice(&seq.to_be_bytes());
-        icmp.extend((0..size).map(|k| k as u8));
-        let ck = sluice_wire::checksum::internet_checksum(&icmp);
-        icmp[2..4].copy_from_slice(&ck.to_be_bytes());
-        let mut pkt = vec![0u8; 20];
-        sluice_wire::ipv4::Ipv4Repr {
-            src: Ipv4Addr::from(src),
-            dst: Ipv4Addr::from(dst),
-            protocol: sluice_wire::IpProtocol::ICMP,
-            ttl: 64,
-            payload_len: icmp.len(),
-        }
-        .emit(&mut sluice_wire::ipv4::Ipv4Packet::new_unchecked(
-            &mut pkt[..],
-        ));
-        pkt.extend_from_slice(&icmp);
-        pkt
-    }))
+    Ok(crate::ping::run(
+        vm,
+        lookup,
+        &shared.ping,
+        &o,
+        fib,
+        |id, seq| {
+            let mut icmp = vec![8u8, 0, 0, 0];
+            icmp.extend_from_slice(&id.to_be_bytes());
+            icmp.extend_from_slice(&seq.to_be_bytes());
+            icmp.extend((0..size).map(|k| k as u8));
+            let ck = sluice_wire::checksum::internet_checksum(&icmp);
+            icmp[2..4].copy_from_slice(&ck.to_be_bytes());
+            let mut pkt = vec![0u8; 20];
+            sluice_wire::ipv4::Ipv4Repr {
+                src: Ipv4Addr::from(src),
+                dst: Ipv4Addr::from(dst),
+                protocol: sluice_wire::IpProtocol::ICMP,
+                ttl: 64,
+                payload_len: icmp.len(),
+            }
+            .emit(&mut sluice_wire::ipv4::Ipv4Packet::new_unchecked(
+                &mut pkt[..],
+            ));
+            pkt.extend_from_slice(&icmp);
+            pkt
+        },
+    ))
 }
 
 /// Forgets a deleted interface: its addresses, connected/local routes, neighbours, static
@@ -724,6 +812,7 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 pub fn interface_deleted(vm: &mut Vlib, i: u32) {
     let Ok(c) = control(vm) else { return };
     let mut ctl = lock(&c);
+    let fib = ctl.if_fib(i);
     let addrs: Vec<(u32, u8)> = ctl
         .addrs
         .iter()
@@ -732,8 +821,8 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .collect();
     ctl.addrs.retain(|x| x.0 != i);
     for (a, l) in addrs {
-        let _ = ctl.rt.set_route(a, l, Source::Connected, None);
-        let _ = ctl.rt.set_route(a, 32, Source::Local, None);
+        let _ = ctl.vrfs.set_route(fib, a, l, Source::Connected, None);
+        let _ = ctl.vrfs.set_route(fib, a, 32, Source::Local, None);
     }
     let nbrs: Vec<u32> = ctl
         .neighbors
@@ -743,7 +832,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .collect();
     for ip in nbrs {
         ctl.neighbors.remove(&(i, ip));
-        let _ = ctl.rt.set_route(ip, 32, Source::Adjacency, None);
+        let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, None);
     }
     // Static paths through the interface.
     let on_if: Vec<u32> = ctl
@@ -752,7 +841,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .filter(|(k, _)| k.1 == i)
         .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
         .collect();
-    ctl.rt.drop_static_paths(&on_if);
+    ctl.vrfs.drop_static_paths(&on_if);
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
     }
@@ -761,5 +850,88 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         x.ip4.store(0, Ordering::Relaxed);
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(0, Ordering::Relaxed);
+        x.fib4.store(0, Ordering::Relaxed);
     }
+}
+
+/// The error for a table id that does not exist.
+pub(crate) fn no_table(id: u32) -> CliError {
+    CliError::new(format!(
+        "no table {id} (create it with `ip table add {id}')"
+    ))
+}
+
+/// The first live interface bound to FIB index `fib` by `field` (`fib4`/`fib6`).
+pub(crate) fn if_in_table(
+    vm: &mut Vlib,
+    fib: u32,
+    field: impl Fn(&IfAttr) -> &AtomicU32,
+) -> Option<String> {
+    let names = if_names(vm);
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    let mut ids: Vec<&u32> = names.keys().collect();
+    ids.sort();
+    ids.into_iter()
+        .find(|&&i| field(ctl.shared.if_attr(i)).load(Ordering::Relaxed) == fib)
+        .map(|i| names[i].clone())
+}
+
+/// `ip table [add|del] <id>`.
+fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let del = a.keyword("del");
+    if !del {
+        a.keyword("add");
+    }
+    let id = a.u32("table id")?;
+    a.finish()?;
+    let c = control(vm)?;
+    if del {
+        let fib = lock(&c).vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+        if let Some(n) = (fib != 0)
+            .then(|| if_in_table(vm, fib, |x| &x.fib4))
+            .flatten()
+        {
+            return Err(CliError::new(format!("table {id} is in use by {n}")));
+        }
+        lock(&c).vrfs.del_table(id).map_err(CliError::new)?;
+    } else {
+        lock(&c).vrfs.add_table(id).map_err(CliError::new)?;
+    }
+    Ok(String::new())
+}
+
+/// `set interface ip table <interface> <id>`: the interface's IPv4 routes and neighbours
+/// move to the table (it must have no IPv4 address, as in VPP).
+fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    let id = a.u32("table id")?;
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let fib = ctl.vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+    let old = ctl.if_fib(i.0);
+    if old == fib {
+        return Ok(String::new());
+    }
+    if ctl.addrs.iter().any(|x| x.0 == i.0) {
+        return Err(CliError::new(
+            "the interface has IPv4 addresses: delete them before changing its table",
+        ));
+    }
+    let nbrs: Vec<u32> = ctl
+        .neighbors
+        .keys()
+        .filter(|k| k.0 == i.0)
+        .map(|k| k.1)
+        .collect();
+    for &ip in &nbrs {
+        let _ = ctl.vrfs.set_route(old, ip, 32, Source::Adjacency, None);
+    }
+    ctl.shared.if_attr(i.0).fib4.store(fib, Ordering::Relaxed);
+    for ip in nbrs {
+        let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
+        let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a));
+    }
+    Ok(String::new())
 }

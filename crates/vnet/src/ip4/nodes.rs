@@ -54,7 +54,8 @@ const ICMP_MTU: usize = 1;
 /// `ethernet-input`: classifies frames by EtherType and strips the Ethernet header.
 ///
 /// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
-/// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`; advances `current_data` to the L3 header.
+/// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`, `ip.fib_index` (the rx interface's IPv4
+///   or IPv6 table); advances `current_data` to the L3 header.
 ///   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
 ///   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
 ///   then is classified like an untagged frame of that interface.
@@ -74,6 +75,7 @@ pub struct EthernetInput {
     cached_mac: [u8; 6],
     cached_l2: u32,
     cached_bd: u32,
+    cached_fib: [u32; 2],
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -180,6 +182,10 @@ impl PacketNode for EthernetInput {
             self.cached_mac = a.mac_bytes();
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
             self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
+            self.cached_fib = [
+                a.fib4.load(Ordering::Relaxed),
+                a.fib6.load(Ordering::Relaxed),
+            ];
         }
         // Tags are looked at off the L3 fast path (in the EtherType match below) and, on L2
         // interfaces, before switching: a sub-interface match wins over the parent's mode.
@@ -214,9 +220,18 @@ impl PacketNode for EthernetInput {
             return Next(0);
         }
         let next = match et {
-            ethertype::IPV4 => Next(1),
-            ethertype::ARP => Next(2),
-            ethertype::IPV6 => Next(4),
+            ethertype::IPV4 => {
+                b.hdr.ip.fib_index = self.cached_fib[0];
+                Next(1)
+            }
+            ethertype::ARP => {
+                b.hdr.ip.fib_index = self.cached_fib[0];
+                Next(2)
+            }
+            ethertype::IPV6 => {
+                b.hdr.ip.fib_index = self.cached_fib[1];
+                Next(4)
+            }
             ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
                 if let Some(n) = self.sub_interface(et, cx, b) {
                     return n;
@@ -299,7 +314,7 @@ impl PacketNode for Ip4Input {
 /// feature on the `ip4-unicast` arc: the route back to the source must leave through the
 /// interface the packet came in on.
 ///
-/// - uses: the IPv4 header (source address), `rx_if`.
+/// - uses: the IPv4 header (source address), `rx_if`, `ip.fib_index`.
 /// - sets: nothing.
 /// - next: `error-drop` (0) when the check fails; otherwise the next feature of the rx
 ///   interface's arc, by default `ip4-lookup` (1).
@@ -318,7 +333,7 @@ impl PacketNode for Ip4SourceCheck {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let d = b.data();
         let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-        let Some(v) = self.shared.fib.lookup(src) else {
+        let Some(v) = self.shared.lookup(b.hdr.ip.fib_index, src) else {
             b.hdr.error = cx.error(E_SC_NO_ROUTE);
             return Next(0);
         };
@@ -344,7 +359,8 @@ impl PacketNode for Ip4SourceCheck {
 // ---------------------------------------------------------------------------------------
 /// `ip4-lookup`: longest-prefix match on the destination, four packets at a time.
 ///
-/// - uses: the IPv4 header at `current_data`.
+/// - uses: the IPv4 header at `current_data`; `ip.fib_index` (the table: frames all in table
+///   0 take the four-at-a-time path, others one lookup per packet in their table).
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes (5-tuple hash picks the
 ///   load-balance bucket).
 /// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
@@ -354,6 +370,7 @@ pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
     dst: [u32; FRAME_SIZE],
+    fib: [u32; FRAME_SIZE],
 }
 
 const E_NO_ROUTE: u16 = 0;
@@ -370,6 +387,7 @@ impl NodeFn for Ip4Lookup {
         let mut last: Option<(u32, AdjKind)> = None;
         // Pass 1: destinations of the whole frame (buffers prefetched ahead), so pass 2's
         // table loads are independent and overlap in the memory system.
+        let mut any_vrf = 0;
         for (j, &b) in frame[..n].iter().enumerate() {
             if let Some(&ahead) = frame.get(j + 4) {
                 pool.prefetch(ahead);
@@ -380,6 +398,8 @@ impl NodeFn for Ip4Lookup {
             // ip4-input guaranteed a full header.
             let a = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
             self.dst[j] = a;
+            self.fib[j] = v.hdr.ip.fib_index;
+            any_vrf |= v.hdr.ip.fib_index;
         }
         // Pass 2: lookups, four at a time.
         let mut i = 0;
@@ -387,7 +407,15 @@ impl NodeFn for Ip4Lookup {
             let k = (n - i).min(4);
             let mut dst = [0u32; 4];
             dst[..k].copy_from_slice(&self.dst[i..i + k]);
-            let res = fib.lookup_x4(dst);
+            let res = if any_vrf == 0 {
+                fib.lookup_x4(dst)
+            } else {
+                std::array::from_fn(|j| {
+                    (j < k)
+                        .then(|| self.shared.lookup(self.fib[i + j], dst[j]))
+                        .flatten()
+                })
+            };
             for j in 0..k {
                 // SAFETY: as above.
                 let v = unsafe { pool.buffer(frame[i + j]) };
@@ -817,6 +845,7 @@ impl PacketNode for Ip4Glean {
         v.write_packet(&frame);
         v.hdr.tx_if = adj.tx_if;
         v.hdr.rx_if = b.hdr.rx_if;
+        v.hdr.ip.fib_index = b.hdr.ip.fib_index;
         cx.enqueue(Next(1), req);
         // The triggering packet is dropped (counted as "ARP request sent").
         Next(0)
@@ -857,6 +886,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_mac: [0; 6],
                 cached_l2: 0,
                 cached_bd: 0,
+                cached_fib: [0; 2],
             }))
         })
         .nexts(&[
@@ -898,6 +928,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
                 dst: [0; FRAME_SIZE],
+                fib: [0; FRAME_SIZE],
             })
         })
         .nexts(&["error-drop", IP4_REWRITE, IP4_LOCAL, IP4_GLEAN])

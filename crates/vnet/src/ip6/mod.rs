@@ -12,8 +12,9 @@
 pub mod nodes;
 
 use crate::interface::{Interfaces, SwIfIndex};
+use crate::ip4::no_table;
 use crate::ip4::Ip4Shared;
-use crate::routes::{RouteTable, Source};
+use crate::routes::{FibSlots, Hop, Source, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
@@ -36,8 +37,10 @@ pub struct If6Addrs {
 
 /// State shared by every thread's IPv6 nodes.
 pub struct Ip6Shared {
-    /// The LPM read side.
+    /// The LPM read side of table 0.
     pub fib: Arc<Ip6Table>,
+    /// Every table's LPM by FIB index (`fib_index` of the buffer; 0 is `fib`).
+    pub fibs: Arc<FibSlots<Ip6Table>>,
     /// The adjacency read side.
     pub adj: Arc<AdjTable>,
     /// The load-balance read side.
@@ -56,6 +59,16 @@ pub struct Ip6Shared {
 }
 
 impl Ip6Shared {
+    /// Longest-prefix match of `a` in FIB index `fib` (None: no route, or no such table).
+    #[inline(always)]
+    pub fn lookup(&self, fib: u32, a: u128) -> Option<u32> {
+        if fib == 0 {
+            self.fib.lookup(a)
+        } else {
+            self.fibs.get(fib)?.lookup(a)
+        }
+    }
+
     /// The addresses of an interface (zeros when IPv6 is not enabled on it).
     pub fn if_addrs(&self, i: u32) -> If6Addrs {
         match self.addrs.read() {
@@ -92,7 +105,7 @@ pub fn is_link_local(a: u128) -> bool {
 
 /// The control plane (main thread; shared with the neighbour process node).
 pub struct Ip6Control {
-    rt: RouteTable<Ip6Lpm>,
+    vrfs: Vrfs<Ip6Lpm>,
     adjs: Adjacencies,
     shared: Arc<Ip6Shared>,
     addrs: Vec<(u32, u128, u8)>,
@@ -157,10 +170,16 @@ impl Ip6Control {
         };
     }
 
-    fn connected_if(&self, nh: u128) -> Option<u32> {
+    /// The FIB index of an interface's IPv6 table.
+    fn if_fib(&self, i: u32) -> u32 {
+        self.shared.v4.if_attr(i).fib6.load(Ordering::Relaxed)
+    }
+
+    /// The interface whose subnet in table `fib` holds `nh`.
+    fn connected_if(&self, fib: u32, nh: u128) -> Option<u32> {
         self.addrs
             .iter()
-            .filter(|&&(_, a, l)| mask(a, l) == mask(nh, l))
+            .filter(|&&(i, a, l)| mask(a, l) == mask(nh, l) && self.if_fib(i) == fib)
             .max_by_key(|&&(_, _, l)| l)
             .map(|&(i, _, _)| i)
     }
@@ -191,7 +210,9 @@ impl Ip6Control {
         if is_link_local(ip) {
             return Ok(());
         }
-        self.rt.set_route(ip, 128, Source::Adjacency, Some(a))
+        let fib = self.if_fib(i);
+        self.vrfs
+            .set_route(fib, ip, 128, Source::Adjacency, Some(a))
     }
 
     fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
@@ -204,7 +225,8 @@ impl Ip6Control {
             self.set_incomplete(a, Some(ip));
         }
         if !is_link_local(ip) {
-            let _ = self.rt.set_route(ip, 128, Source::Adjacency, None);
+            let fib = self.if_fib(i);
+            let _ = self.vrfs.set_route(fib, ip, 128, Source::Adjacency, None);
         }
         true
     }
@@ -219,7 +241,7 @@ impl Ip6Control {
             let ok = if is_link_local(ip) {
                 self.shared.if_addrs(i).ll != 0
             } else {
-                self.connected_if(ip) == Some(i)
+                self.connected_if(self.if_fib(i), ip) == Some(i)
             };
             if ok {
                 let _ = self.add_neighbor(i, ip, mac, false);
@@ -273,9 +295,14 @@ impl Ip6Control {
         {
             return Ok(());
         }
+        let fib = self.if_fib(i);
         if !is_link_local(addr) {
+            // Subnets may overlap across tables (VRFs), not within one.
             if let Some(&(j, _, _)) = self.addrs.iter().find(|&&(j, x, l)| {
-                !is_link_local(x) && j != i && mask(x, l.min(len)) == mask(addr, l.min(len))
+                !is_link_local(x)
+                    && j != i
+                    && mask(x, l.min(len)) == mask(addr, l.min(len))
+                    && self.if_fib(j) == fib
             }) {
                 return Err(format!("overlaps a subnet of interface index {j}"));
             }
@@ -301,10 +328,11 @@ impl Ip6Control {
                     nh: 0,
                 })
                 .ok_or_else(|| "adjacency table full".to_string())?;
-            self.rt
-                .set_route(addr, len, Source::Connected, Some(glean))?;
+            self.vrfs
+                .set_route(fib, addr, len, Source::Connected, Some(glean))?;
         }
-        self.rt.set_route(addr, 128, Source::Local, Some(local))?;
+        self.vrfs
+            .set_route(fib, addr, 128, Source::Local, Some(local))?;
         self.publish_addrs(i);
         Ok(())
     }
@@ -325,10 +353,11 @@ impl Ip6Control {
         if self.addrs.len() == before {
             return false;
         }
+        let fib = self.if_fib(i);
         if len < 128 && !is_link_local(addr) {
-            let _ = self.rt.set_route(addr, len, Source::Connected, None);
+            let _ = self.vrfs.set_route(fib, addr, len, Source::Connected, None);
         }
-        let _ = self.rt.set_route(addr, 128, Source::Local, None);
+        let _ = self.vrfs.set_route(fib, addr, 128, Source::Local, None);
         self.publish_addrs(i);
         true
     }
@@ -377,6 +406,7 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
     let lbs = LoadBalances::new();
     let shared = Arc::new(Ip6Shared {
         fib: lpm.table().clone(),
+        fibs: Arc::new(FibSlots::default()),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
         v4,
@@ -409,7 +439,7 @@ pub fn init(vm: &mut Vlib) {
         return;
     };
     let ctl = Arc::new(Mutex::new(Ip6Control {
-        rt: RouteTable::new(lpm, lbs, vm.shared.epochs.clone()),
+        vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), shared.fibs.clone()),
         adjs,
         shared,
         addrs: Vec::new(),
@@ -434,13 +464,23 @@ fn control(vm: &mut Vlib) -> Result<Arc<Mutex<Ip6Control>>, CliError> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "show ip6 fib",
-        "show ip6 fib [<prefix>[/<width>]] [summary] — IPv6 routes and their adjacencies",
+        "show ip6 fib [table <id>] [<prefix>[/<width>]] [summary] — IPv6 routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
         "show ip6 neighbors",
         "show ip6 neighbors [<interface>] — resolved IPv6 neighbours",
         cli_show_neighbors,
+    );
+    t.add(
+        "ip6 table",
+        "ip6 table [add|del] <table-id> — create or delete an IPv6 table (VRF)",
+        cli_table,
+    );
+    t.add(
+        "set interface ip6 table",
+        "set interface ip6 table <interface> <table-id> — route the interface's IPv6 in a table",
+        cli_if_table,
     );
     t.add(
         "enable ip6 interface",
@@ -492,28 +532,36 @@ fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
-/// `ip route [add|del] [count n] <ip6>/<len> via <nh> [<if>] [weight w] | drop`; `a` is
-/// positioned after the prefix word `w`.
+/// `ip route [add|del] [count n] [table <id>] <ip6>/<len> via <nh> [<if>] [weight w] |
+/// drop`; `a` is positioned after the prefix word `w`.
 pub fn cli_route(
     vm: &mut Vlib,
     a: &mut Args,
     del: bool,
     count: u32,
+    table: Option<u32>,
     w: &str,
 ) -> Result<String, CliError> {
     let (p, len) = parse_prefix(w)?;
-    let paths = crate::routes::parse_paths(vm, a, |t| parse_ip(t).map(Ipv6Addr::from))?;
+    let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv6Addr::from))?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
+    let fib = ctl
+        .vrfs
+        .fib_of(paths.table)
+        .ok_or_else(|| no_table(paths.table))?;
+    // A next hop with an interface, or on a connected subnet, is attached; any other
+    // resolves recursively through the table (link-local ones need their interface).
     let resolved = paths.resolve(del, |nh, intf| {
         let nh = u128::from(nh);
-        let i = match intf {
-            Some(SwIfIndex(i)) => i,
-            None => ctl
-                .connected_if(nh)
-                .ok_or_else(|| crate::routes::not_connected(Ipv6Addr::from(nh)))?,
-        };
-        ctl.nbr_adj(i, nh).map_err(CliError::new)
+        match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
+            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
+            None if is_link_local(nh) => Err(CliError::new(format!(
+                "link-local next hop {} needs an interface",
+                Ipv6Addr::from(nh)
+            ))),
+            None => Ok(Hop::Via(nh)),
+        }
     })?;
     let step: u128 = if len == 0 {
         0
@@ -526,8 +574,8 @@ pub fn cli_route(
             .checked_mul(step)
             .and_then(|o| base.checked_add(o))
     };
-    ctl.rt
-        .apply_static(count, nth, len, del, paths.drop, &resolved, w)?;
+    ctl.vrfs
+        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w)?;
     Ok(String::new())
 }
 
@@ -583,34 +631,38 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 }
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (filter, summary) = crate::routes::parse_show_args(a, parse_prefix)?;
+    let sa = crate::routes::parse_show_args(a, parse_prefix)?;
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "ipv6-VRF:0, fib_index:0, routes {}, groups {} ({} KiB)",
-        ctl.rt.routes.len(),
-        ctl.rt.lpm.groups_in_use(),
-        ctl.rt.lpm.memory_bytes() / 1024
-    );
-    if summary {
-        ctl.rt.summary(&mut out);
-        return Ok(out);
-    }
     let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
-    ctl.rt.show(
-        &mut out,
-        filter,
-        128,
-        |p, l| format!("{}/{l}", Ipv6Addr::from(p)),
-        |ai| {
-            let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-            fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
+    ctl.vrfs.show_tables(
+        sa.table,
+        |out, id, fib, rt| {
+            let _ = writeln!(
+                out,
+                "ipv6-VRF:{id}, fib_index:{fib}, routes {}, groups {} ({} KiB)",
+                rt.routes.len(),
+                rt.lpm.groups_in_use(),
+                rt.lpm.memory_bytes() / 1024
+            );
         },
-    );
-    Ok(out)
+        |out, rt| {
+            if sa.summary {
+                rt.summary(out);
+            } else {
+                rt.show(
+                    out,
+                    sa.filter,
+                    |p, l| format!("{}/{l}", Ipv6Addr::from(p)),
+                    |ai| {
+                        let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+                        fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
+                    },
+                );
+            }
+        },
+    )
 }
 
 fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -670,9 +722,18 @@ pub fn refresh_adjs(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
     }
 }
 
+/// FIB index → table id of the live IPv6 tables.
+pub fn table_ids(vm: &mut Vlib) -> HashMap<u32, u32> {
+    control(vm)
+        .map(|c| lock(&c).vrfs.iter().map(|(id, f, _)| (f, id)).collect())
+        .unwrap_or_default()
+}
+
 /// Number of IPv6 routes (benchmarks, tests).
 pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).rt.routes.len()).unwrap_or(0)
+    control(vm)
+        .map(|c| lock(&c).vrfs.route_count())
+        .unwrap_or(0)
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).
@@ -685,11 +746,15 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
     let dst = parse_ip(w)?;
     let o = crate::ping::PingArgs::parse(vm, a)?;
     let c = control(vm)?;
-    let (shared, src) = {
+    let (shared, src, fib) = {
         let ctl = lock(&c);
+        let fib = match o.table {
+            Some(t) => ctl.vrfs.fib_of(t).ok_or_else(|| no_table(t))?,
+            None => o.src_if.map(|i| ctl.if_fib(i)).unwrap_or(0),
+        };
         let out_if = o.src_if.or_else(|| {
-            ctl.rt
-                .lookup_adj(dst)
+            ctl.vrfs
+                .lookup_adj(fib, dst)
                 .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
         });
         let src = out_if
@@ -702,7 +767,7 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
                 }
             })
             .unwrap_or(0);
-        (ctl.shared.clone(), src)
+        (ctl.shared.clone(), src, fib)
     };
     if src == 0 {
         return Err(CliError::new(format!(
@@ -715,28 +780,35 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
         .find(nodes::IP6_LOOKUP)
         .ok_or_else(|| CliError::new("ip6-lookup missing"))?;
     let (s6, d6, size) = (Ipv6Addr::from(src), Ipv6Addr::from(dst), o.size);
-    Ok(crate::ping::run(vm, lookup, &shared.ping, &o, |id, seq| {
-        let mut pkt = vec![0u8; 40 + 8 + size];
-        sluice_wire::ipv6::Ipv6Repr {
-            src: s6,
-            dst: d6,
-            next_header: sluice_wire::IpProtocol(sluice_wire::ipv6::next_header::ICMPV6),
-            hop_limit: 64,
-            payload_len: 8 + size,
-        }
-        .emit(&mut sluice_wire::ipv6::Ipv6Packet::new_unchecked(
-            &mut pkt[..],
-        ));
-        let icmp = &mut pkt[40..];
-        icmp[0] = sluice_wire::icmpv6::kind::ECHO_REQUEST;
-        icmp[4..6].copy_from_slice(&id.to_be_bytes());
-        icmp[6..8].copy_from_slice(&seq.to_be_bytes());
-        for (k, x) in icmp[8..].iter_mut().enumerate() {
-            *x = k as u8;
-        }
-        sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
-        pkt
-    }))
+    Ok(crate::ping::run(
+        vm,
+        lookup,
+        &shared.ping,
+        &o,
+        fib,
+        |id, seq| {
+            let mut pkt = vec![0u8; 40 + 8 + size];
+            sluice_wire::ipv6::Ipv6Repr {
+                src: s6,
+                dst: d6,
+                next_header: sluice_wire::IpProtocol(sluice_wire::ipv6::next_header::ICMPV6),
+                hop_limit: 64,
+                payload_len: 8 + size,
+            }
+            .emit(&mut sluice_wire::ipv6::Ipv6Packet::new_unchecked(
+                &mut pkt[..],
+            ));
+            let icmp = &mut pkt[40..];
+            icmp[0] = sluice_wire::icmpv6::kind::ECHO_REQUEST;
+            icmp[4..6].copy_from_slice(&id.to_be_bytes());
+            icmp[6..8].copy_from_slice(&seq.to_be_bytes());
+            for (k, x) in icmp[8..].iter_mut().enumerate() {
+                *x = k as u8;
+            }
+            sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
+            pkt
+        },
+    ))
 }
 
 /// Forgets a deleted interface: addresses, routes through it, neighbours.
@@ -773,10 +845,84 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
                 .map(|(_, &a)| a),
         )
         .collect();
-    ctl.rt.drop_static_paths(&on_if);
+    ctl.vrfs.drop_static_paths(&on_if);
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
         ctl.set_incomplete(a, None);
     }
     ctl.nbr_adjs.retain(|k, _| k.0 != i);
+    ctl.shared.v4.if_attr(i).fib6.store(0, Ordering::Relaxed);
+}
+
+/// `ip6 table [add|del] <id>`.
+fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let del = a.keyword("del");
+    if !del {
+        a.keyword("add");
+    }
+    let id = a.u32("table id")?;
+    a.finish()?;
+    let c = control(vm)?;
+    if del {
+        let fib = lock(&c).vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+        if let Some(n) = (fib != 0)
+            .then(|| crate::ip4::if_in_table(vm, fib, |x| &x.fib6))
+            .flatten()
+        {
+            return Err(CliError::new(format!("table {id} is in use by {n}")));
+        }
+        lock(&c).vrfs.del_table(id).map_err(CliError::new)?;
+    } else {
+        lock(&c).vrfs.add_table(id).map_err(CliError::new)?;
+    }
+    Ok(String::new())
+}
+
+/// `set interface ip6 table <interface> <id>`: the interface's IPv6 (its link-local address
+/// included) moves to the table; it must have no global IPv6 address.
+fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    let id = a.u32("table id")?;
+    a.finish()?;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    let fib = ctl.vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+    if ctl.if_fib(i.0) == fib {
+        return Ok(String::new());
+    }
+    if ctl.addrs.iter().any(|x| x.0 == i.0 && !is_link_local(x.1)) {
+        return Err(CliError::new(
+            "the interface has IPv6 addresses: delete them before changing its table",
+        ));
+    }
+    let lls: Vec<(u128, u8)> = ctl
+        .addrs
+        .iter()
+        .filter(|x| x.0 == i.0)
+        .map(|x| (x.1, x.2))
+        .collect();
+    let nbrs: Vec<(u128, [u8; 6], bool)> = ctl
+        .neighbors
+        .iter()
+        .filter(|(k, _)| k.0 == i.0)
+        .map(|(k, v)| (k.1, v.0, v.1))
+        .collect();
+    for &(a, l) in &lls {
+        ctl.del_address(i.0, a, l);
+    }
+    for &(ip, _, _) in &nbrs {
+        ctl.del_neighbor(i.0, ip);
+    }
+    ctl.shared
+        .v4
+        .if_attr(i.0)
+        .fib6
+        .store(fib, Ordering::Relaxed);
+    for (a, l) in lls {
+        ctl.add_address(i.0, a, l).map_err(CliError::new)?;
+    }
+    for (ip, mac, st) in nbrs {
+        ctl.add_neighbor(i.0, ip, mac, st).map_err(CliError::new)?;
+    }
+    Ok(String::new())
 }

@@ -116,7 +116,8 @@ impl PacketNode for Ip6Input {
 // ---------------------------------------------------------------------------------------
 /// `ip6-lookup`: longest-prefix match on the destination, the whole frame level by level.
 ///
-/// - uses: the IPv6 header at `current_data`.
+/// - uses: the IPv6 header at `current_data`; `ip.fib_index` (the table: frames all in table
+///   0 are looked up together level by level, others one packet at a time in their table).
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes; for packets without a route,
 ///   `feature_meta[0]` (ICMPv6 destination unreachable, no route).
 /// - next: `error-drop` (0) for drop routes; `ip6-rewrite` (1); `ip6-local` (2);
@@ -128,6 +129,7 @@ pub struct Ip6Lookup {
     nexts: [u16; FRAME_SIZE],
     dst: [u128; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
+    fib: [u32; FRAME_SIZE],
 }
 
 const E_NO_ROUTE: u16 = 0;
@@ -142,6 +144,7 @@ impl NodeFn for Ip6Lookup {
         let n = frame.len().min(FRAME_SIZE);
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
+        let mut any_vrf = 0;
         for (j, &b) in frame[..n].iter().enumerate() {
             if let Some(&ahead) = frame.get(j + 4) {
                 pool.prefetch(ahead);
@@ -150,9 +153,20 @@ impl NodeFn for Ip6Lookup {
             let v = unsafe { pool.buffer(b) };
             // ip6-input guaranteed a full header.
             self.dst[j] = addr_at(v.data(), 24);
+            self.fib[j] = v.hdr.ip.fib_index;
+            any_vrf |= v.hdr.ip.fib_index;
         }
-        // All lookups of the frame level by level (independent loads overlap).
-        fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
+        if any_vrf == 0 {
+            // All lookups of the frame level by level (independent loads overlap).
+            fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
+        } else {
+            for j in 0..n {
+                self.res[j] = self
+                    .shared
+                    .lookup(self.fib[j], self.dst[j])
+                    .unwrap_or(u32::MAX);
+            }
+        }
         for (j, &bi) in frame[..n].iter().enumerate() {
             // SAFETY: as above.
             let v = unsafe { pool.buffer(bi) };
@@ -323,8 +337,8 @@ const E_BAD_EXT: u16 = 9;
 const C_DAD: u16 = 10;
 
 impl Ip6Local {
-    fn is_mine(&self, a: u128) -> bool {
-        match self.shared.fib.lookup(a) {
+    fn is_mine(&self, fib: u32, a: u128) -> bool {
+        match self.shared.lookup(fib, a) {
             Some(v) if v < LB_FLAG => self.shared.adj.kind(v) == AdjKind::Local,
             _ => false,
         }
@@ -350,7 +364,7 @@ impl Ip6Local {
             return Next(0);
         };
         let target = u128::from(target);
-        if !self.is_mine(target) {
+        if !self.is_mine(b.hdr.ip.fib_index, target) {
             b.hdr.error = cx.error(C_NOT_FOR_US);
             return Next(0);
         }
@@ -773,6 +787,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
                 nexts: [0; FRAME_SIZE],
                 dst: [0; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
+                fib: [0; FRAME_SIZE],
             })
         })
         .nexts(&[
