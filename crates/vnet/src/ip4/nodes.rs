@@ -290,7 +290,8 @@ impl PacketNode for Ip4Input {
             return Next(0);
         }
         let total = u16::from_be_bytes([d[2], d[3]]) as usize;
-        if total < ihl || total > d.len() || ihl > d.len() {
+        // The header must be in the first buffer; the packet may continue in a chain.
+        if total < ihl || ihl > d.len() || (total > d.len() && total > b.total_len()) {
             b.hdr.error = cx.error(E_BAD_LENGTH);
             return Next(0);
         }
@@ -302,7 +303,7 @@ impl PacketNode for Ip4Input {
             b.hdr.error = cx.error(E_CHECKSUM);
             return Next(0);
         }
-        if total < d.len() {
+        if total < d.len() && b.chain_rest_len() == 0 {
             b.set_len(total);
         }
         self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
