@@ -1011,3 +1011,129 @@ pub fn fmt_adj(family: &str, a: &Adj, i: u32, via: &str, ifn: &str) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_fib::ip4::Ip4Lpm;
+
+    fn table() -> (RouteTable<Ip4Lpm>, Lbs) {
+        let e = Arc::new(Epochs::new(1));
+        (
+            RouteTable::new(Ip4Lpm::new(), e.clone()),
+            Lbs::new(LoadBalances::new(), e),
+        )
+    }
+
+    fn ip(a: [u8; 4]) -> u32 {
+        u32::from_be_bytes(a)
+    }
+
+    fn add(rt: &mut RouteTable<Ip4Lpm>, lbs: &mut Lbs, p: [u8; 4], len: u8, h: Hop<u32>) {
+        rt.edit_static(lbs, ip(p), len, false, false, &[(h, 1)])
+            .unwrap();
+    }
+
+    fn del(rt: &mut RouteTable<Ip4Lpm>, lbs: &mut Lbs, p: [u8; 4], len: u8, h: Hop<u32>) {
+        rt.edit_static(lbs, ip(p), len, true, false, &[(h, 1)])
+            .unwrap();
+    }
+
+    #[test]
+    fn recursive_route_follows_its_cover() {
+        let (mut rt, mut lbs) = table();
+        let via = Hop::Via(ip([172, 16, 0, 1]));
+        add(&mut rt, &mut lbs, [10, 50, 0, 0], 16, via);
+        let dst = ip([10, 50, 1, 1]);
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(0), "unresolved: drop");
+        add(&mut rt, &mut lbs, [172, 16, 0, 0], 24, Hop::Adj(5));
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(5));
+        add(&mut rt, &mut lbs, [172, 16, 0, 1], 32, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(7), "the more specific cover");
+        del(&mut rt, &mut lbs, [172, 16, 0, 1], 32, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(5));
+        del(&mut rt, &mut lbs, [172, 16, 0, 0], 24, Hop::Adj(5));
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(0));
+        // A chain: 10.50/16 via 172.16.0.1, covered by 172.16/16 via 192.0.2.1, covered
+        // by 192.0.2.0/24 via adjacency 9.
+        add(
+            &mut rt,
+            &mut lbs,
+            [172, 16, 0, 0],
+            16,
+            Hop::Via(ip([192, 0, 2, 1])),
+        );
+        assert_eq!(rt.lookup_adj(&lbs, dst), Some(0));
+        add(&mut rt, &mut lbs, [192, 0, 2, 0], 24, Hop::Adj(9));
+        assert_eq!(
+            rt.lookup_adj(&lbs, dst),
+            Some(9),
+            "resolved two levels down"
+        );
+        // Removing the recursive route leaves nothing behind.
+        rt.edit_static(&mut lbs, ip([10, 50, 0, 0]), 16, true, false, &[])
+            .unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, dst), None);
+        assert!(!rt.routes.contains_key(&(ip([10, 50, 0, 0]), 16)));
+    }
+
+    #[test]
+    fn loops_resolve_to_drop_and_terminate() {
+        let (mut rt, mut lbs) = table();
+        // Each resolves only through the other (or itself).
+        add(
+            &mut rt,
+            &mut lbs,
+            [10, 0, 0, 0],
+            8,
+            Hop::Via(ip([11, 0, 0, 1])),
+        );
+        add(
+            &mut rt,
+            &mut lbs,
+            [11, 0, 0, 0],
+            8,
+            Hop::Via(ip([10, 0, 0, 1])),
+        );
+        add(
+            &mut rt,
+            &mut lbs,
+            [12, 0, 0, 0],
+            8,
+            Hop::Via(ip([12, 0, 0, 1])),
+        );
+        for a in [[10, 1, 1, 1], [11, 1, 1, 1], [12, 1, 1, 1]] {
+            assert_eq!(rt.lookup_adj(&lbs, ip(a)), Some(0), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn single_via_through_ecmp_cover_shares_its_load_balance() {
+        let (mut rt, mut lbs) = table();
+        add(&mut rt, &mut lbs, [172, 16, 0, 0], 24, Hop::Adj(5));
+        add(&mut rt, &mut lbs, [172, 16, 0, 0], 24, Hop::Adj(6));
+        let cover = rt.route_lb[&(ip([172, 16, 0, 0]), 24)];
+        for k in 0..100u8 {
+            add(
+                &mut rt,
+                &mut lbs,
+                [10, k, 0, 0],
+                16,
+                Hop::Via(ip([172, 16, 0, 1])),
+            );
+        }
+        assert_eq!(
+            rt.route_lb.len(),
+            1,
+            "no load-balance object per recursive route"
+        );
+        let v = rt.lpm.lookup(ip([10, 42, 0, 1])).unwrap();
+        assert_eq!(v, LB_FLAG | cover);
+        // The cover drops to one path: every dependent follows to the adjacency.
+        del(&mut rt, &mut lbs, [172, 16, 0, 0], 24, Hop::Adj(5));
+        assert!(rt.route_lb.is_empty());
+        for k in 0..100u8 {
+            assert_eq!(rt.lpm.lookup(ip([10, k, 0, 1])), Some(6));
+        }
+    }
+}
