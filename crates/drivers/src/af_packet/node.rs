@@ -555,27 +555,7 @@ pub struct TxEntry {
 #[derive(Default)]
 pub struct AfTx {
     /// Indexed by sw_if_index.
-    pub table: Vec<Option<TxEntry>>,
-}
-
-/// Copies a buffer chain's bytes into `dst`; returns the bytes copied (at most `dst.len()`).
-fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize {
-    let mut w = 0;
-    let mut cur = Some(head);
-    while let Some(b) = cur {
-        // SAFETY: the tx node owns the frame (and so the chains) it was given; views are
-        // used one at a time.
-        let v = unsafe { pool.buffer(b) };
-        let d = v.data();
-        let n = d.len().min(dst.len() - w);
-        dst[w..w + n].copy_from_slice(&d[..n]);
-        w += n;
-        cur = v.hdr.next();
-        if w == dst.len() {
-            break;
-        }
-    }
-    w
+    pub table: crate::linux::SwTable<TxEntry>,
 }
 
 impl AfTx {
@@ -595,7 +575,7 @@ impl AfTx {
                 big += 1;
                 continue;
             }
-            match g.push(|dst| copy_chain_into(pool, b, dst)) {
+            match g.push(|dst| crate::linux::copy_chain_into(pool, b, dst)) {
                 Ok(()) => sent += 1,
                 Err(TxFull::RingFull) => full += 1,
             }
@@ -624,7 +604,7 @@ impl NodeFn for AfTx {
             while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
                 j += 1;
             }
-            match self.table.get(tx as usize).and_then(|e| e.clone()) {
+            match self.table.get(tx).cloned() {
                 Some(e) => self.send_run(cx, pool, &e, &frame[i..j]),
                 None => cx.count(C_NO_INTERFACE, (j - i) as u64),
             }
