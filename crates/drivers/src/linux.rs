@@ -4,6 +4,7 @@
 //! table for tx nodes and a spin lock for tx queues shared by threads.
 
 use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::Cx;
 use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -332,6 +333,64 @@ pub fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize
         }
     }
     w
+}
+
+/// The input nodes' adaptive polling: a node stays active for [`AdaptivePoll::SECS`] after
+/// its last packet, then lets the thread sleep until its next timer.
+#[derive(Default)]
+pub struct AdaptivePoll {
+    last_rx_tsc: u64,
+    window_tsc: u64,
+}
+
+impl AdaptivePoll {
+    /// How long (seconds) an input node keeps polling after its last packet.
+    pub const SECS: f64 = 0.010;
+
+    /// Polls every queue with `poll_queue(queue index)` and records when packets came.
+    pub fn poll(
+        &mut self,
+        cx: &mut Cx,
+        queues: usize,
+        mut poll_queue: impl FnMut(&mut Cx, usize) -> usize,
+    ) -> usize {
+        if self.window_tsc == 0 {
+            self.window_tsc = (cx.shared().clock.hz() * Self::SECS) as u64;
+        }
+        let mut n = 0;
+        for qi in 0..queues {
+            n += poll_queue(cx, qi);
+        }
+        if n > 0 {
+            self.last_rx_tsc = cx.now_tsc();
+        }
+        n
+    }
+
+    /// Whether the last packet came less than [`AdaptivePoll::SECS`] ago.
+    pub fn recent(&self) -> bool {
+        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.window_tsc
+    }
+}
+
+/// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the "send what is queued in the tx ring" kick of
+/// PACKET_MMAP and AF_XDP sockets. Returns the raw error for the caller to classify.
+pub fn kick_tx(fd: RawFd) -> io::Result<()> {
+    // SAFETY: sendto with a NULL buffer of length 0 reads and writes no memory.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Checks a Linux interface name given on the CLI.

@@ -67,9 +67,6 @@ const NEXT_ETHERNET: Next = Next(0);
 /// Largest frame accepted from the ring (a 64 KiB GSO aggregate plus L2 headers).
 const MAX_RX_FRAME: usize = 65535 + 64;
 
-/// How long (seconds) the input node keeps polling after its last packet.
-const ADAPTIVE_SECS: f64 = 0.010;
-
 /// One rx queue as polled by one thread.
 pub struct RxPoll {
     /// Sluice interface.
@@ -105,8 +102,7 @@ pub struct AfInput {
     /// Queues placed on this thread.
     pub queues: Vec<RxPoll>,
     scratch: Vec<u8>,
-    last_rx_tsc: u64,
-    adaptive_tsc: u64,
+    adaptive: crate::linux::AdaptivePoll,
 }
 
 #[derive(Copy, Clone)]
@@ -514,16 +510,11 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        if self.adaptive_tsc == 0 {
-            self.adaptive_tsc = (cx.shared().clock.hz() * ADAPTIVE_SECS) as u64;
-        }
-        let mut n = 0;
-        for qi in 0..self.queues.len() {
-            n += self.poll_queue(cx, qi, FRAME_SIZE);
-        }
-        if n > 0 {
-            self.last_rx_tsc = cx.now_tsc();
-        }
+        let mut adaptive = std::mem::take(&mut self.adaptive);
+        let n = adaptive.poll(cx, self.queues.len(), |cx, qi| {
+            self.poll_queue(cx, qi, FRAME_SIZE)
+        });
+        self.adaptive = adaptive;
         n
     }
 
@@ -534,7 +525,7 @@ impl NodeFn for AfInput {
         if self.queues.iter().any(|q| q.ring.ready(q.cur)) {
             return true;
         }
-        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.adaptive_tsc
+        self.adaptive.recent()
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

@@ -515,26 +515,12 @@ impl TxGuard<'_> {
 
     /// Asks the kernel to send every requested frame, without waiting.
     pub fn kick(&self) -> io::Result<()> {
-        // SAFETY: sendto with a NULL buffer of length 0 is the PACKET_TX_RING "flush" call.
-        let r = unsafe {
-            libc::sendto(
-                self.ring.fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        match crate::linux::kick_tx(self.ring.fd.as_raw_fd()) {
             // Busy device / would block: the frames stay requested and go with the next kick.
-            match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(()),
-                _ => Err(e),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
+                Ok(())
             }
-        } else {
-            Ok(())
+            r => r,
         }
     }
 }

@@ -71,9 +71,6 @@ pub fn tx_counters() -> [CounterDesc; 4] {
 
 const NEXT_ETHERNET: Next = Next(0);
 
-/// How long (seconds) the input node keeps polling after its last packet.
-const ADAPTIVE_SECS: f64 = 0.010;
-
 /// One rx queue as polled by one thread: the socket and its rx half.
 pub struct RxQueue {
     /// Sluice interface.
@@ -106,8 +103,7 @@ impl RxQueue {
 pub struct AfXdpInput {
     /// Queues placed on this thread.
     pub queues: Vec<RxQueue>,
-    last_rx_tsc: u64,
-    adaptive_tsc: u64,
+    adaptive: crate::linux::AdaptivePoll,
 }
 
 #[derive(Copy, Clone)]
@@ -236,16 +232,11 @@ impl AfXdpInput {
 
 impl NodeFn for AfXdpInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        if self.adaptive_tsc == 0 {
-            self.adaptive_tsc = (cx.shared().clock.hz() * ADAPTIVE_SECS) as u64;
-        }
-        let mut n = 0;
-        for qi in 0..self.queues.len() {
-            n += self.poll_queue(cx, qi, FRAME_SIZE);
-        }
-        if n > 0 {
-            self.last_rx_tsc = cx.now_tsc();
-        }
+        let mut adaptive = std::mem::take(&mut self.adaptive);
+        let n = adaptive.poll(cx, self.queues.len(), |cx, qi| {
+            self.poll_queue(cx, qi, FRAME_SIZE)
+        });
+        self.adaptive = adaptive;
         n
     }
 
@@ -256,7 +247,7 @@ impl NodeFn for AfXdpInput {
         if self.queues.iter().any(|q| q.rings.rx.has_entries()) {
             return true;
         }
-        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.adaptive_tsc
+        self.adaptive.recent()
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

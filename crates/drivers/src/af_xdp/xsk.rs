@@ -653,19 +653,7 @@ impl Xsk {
         let mut tries = t.tx.outstanding() / 32 + 2;
         while t.tx.outstanding() > 0 && t.tx.needs_wakeup() && tries > 0 {
             tries -= 1;
-            // SAFETY: sendto with a NULL buffer of length 0 is the AF_XDP tx kick.
-            let r = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null(),
-                    0,
-                )
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = crate::linux::kick_tx(self.fd.as_raw_fd()) {
                 match e.raw_os_error() {
                     // Busy: try again (bounded); the frames stay queued otherwise.
                     Some(libc::EAGAIN) | Some(libc::EBUSY) => continue,
