@@ -53,8 +53,8 @@ fn skip_reason() -> Option<String> {
 }
 
 macro_rules! skip_unless_possible {
-    () => {
-        if let Some(why) = skip_reason() {
+    ($drv:expr) => {
+        if let Some(why) = skip_reason().or_else(|| $drv.skip_reason()) {
             eprintln!("SKIPPED: {why}");
             return;
         }
@@ -396,6 +396,17 @@ fn send_raw(ns: &str, frame: Vec<u8>, n: usize) {
     })
 }
 
+/// Starts `args` in namespace `ns` with its output discarded.
+fn spawn_quiet(ns: &str, args: &[&str]) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("ip netns exec {ns} {}: {e}", args.join(" ")))
+}
+
 /// `ip netns exec <ns> ping -c 3 -W 2 <dst>` when a `ping` binary exists.
 fn system_ping(ns: &str, dst: Ipv4Addr) {
     if !have("ping", "-V") {
@@ -503,6 +514,12 @@ impl Driver {
         }
     }
 
+    /// Why this driver's variant cannot run here (beyond root and namespaces).
+    fn skip_reason(self) -> Option<String> {
+        (self == Driver::AfXdp && !have("ethtool", "--version"))
+            .then(|| "`ethtool' is not installed (the af_xdp hosts turn tx offload off)".into())
+    }
+
     fn input_node(self) -> &'static str {
         match self {
             Driver::AfPacket => "af-packet-input",
@@ -577,7 +594,7 @@ fn ip(s: &str) -> Ipv4Addr {
 
 /// Routing between two namespaces, TTL expiry, Sluice's own address, counters, CLI errors.
 fn routes_between_namespaces(drv: Driver) {
-    skip_unless_possible!();
+    skip_unless_possible!(drv);
     let mut t = Topo::new("r", drv);
     let (a, va) = t.host('a', "10.91.1.2/24", Some("10.91.1.1"));
     let (b, vb) = t.host('b', "10.91.2.2/24", Some("10.91.2.1"));
@@ -649,7 +666,7 @@ fn routes_between_namespaces(drv: Driver) {
 /// L2 bridging between three namespaces, plus VLAN-tagged frames, whose tag the kernel
 /// strips into tpacket metadata and af_packet must re-insert (XDP sees the frame as sent).
 fn bridges_three_namespaces(drv: Driver) {
-    skip_unless_possible!();
+    skip_unless_possible!(drv);
     let mut t = Topo::new("l", drv);
     let hosts: Vec<(String, String)> = ['a', 'b', 'c']
         .iter()
@@ -704,7 +721,7 @@ fn bridges_three_namespaces(drv: Driver) {
 /// A TCP transfer across Sluice (af_packet: partial checksums from veth completed by the
 /// driver, TSO aggregates cut), and iperf3 when it is installed.
 fn tcp_across_sluice(drv: Driver) {
-    skip_unless_possible!();
+    skip_unless_possible!(drv);
     let mut t = Topo::new("t", drv);
     let (a, va) = t.host('a', "10.93.1.2/24", Some("10.93.1.1"));
     let (b, vb) = t.host('b', "10.93.2.2/24", Some("10.93.2.1"));
@@ -795,12 +812,7 @@ fn tcp_across_sluice(drv: Driver) {
     eprintln!("{drv:?}: A sent {a_tx}, Sluice received {rx}, rx-miss {miss}");
 
     if have("iperf3", "-v") {
-        let mut srv = Command::new("ip")
-            .args(["netns", "exec", &b, "iperf3", "-s", "-1", "-B", "10.93.2.2"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut srv = spawn_quiet(&b, &["iperf3", "-s", "-1", "-B", "10.93.2.2"]);
         std::thread::sleep(Duration::from_millis(300));
         let r = sh(&[
             "ip",
@@ -836,7 +848,7 @@ fn tcp_across_sluice(drv: Driver) {
 /// fanout queues on one side) does not crash Sluice, leaks no buffer, and the interface can
 /// be attached again.
 fn delete_while_flooding(drv: Driver) {
-    skip_unless_possible!();
+    skip_unless_possible!(drv);
     let mut t = Topo::new("d", drv);
     // Two queues on A's veth: af_packet fans out over two sockets, af_xdp binds one socket
     // to each veth queue.
@@ -862,19 +874,9 @@ fn delete_while_flooding(drv: Driver) {
     ping_ok(&a, ip("10.94.2.2"), 1);
     // iperf3 (TCP) across Sluice while the interfaces go, when installed.
     let iperf = have("iperf3", "-v").then(|| {
-        let srv = Command::new("ip")
-            .args(["netns", "exec", &b, "iperf3", "-s", "-1", "-B", "10.94.2.2"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let srv = spawn_quiet(&b, &["iperf3", "-s", "-1", "-B", "10.94.2.2"]);
         std::thread::sleep(Duration::from_millis(300));
-        let cli = Command::new("ip")
-            .args(["netns", "exec", &a, "iperf3", "-c", "10.94.2.2", "-t", "3"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let cli = spawn_quiet(&a, &["iperf3", "-c", "10.94.2.2", "-t", "3"]);
         [srv, cli]
     });
 
@@ -926,7 +928,7 @@ fn delete_while_flooding(drv: Driver) {
 /// solicitations, solicits them in turn, forwards UDP both ways, and answers a datagram to
 /// its own address with ICMPv6 port unreachable (seen by the host as ECONNREFUSED).
 fn routes_ipv6_between_namespaces(drv: Driver) {
-    skip_unless_possible!();
+    skip_unless_possible!(drv);
     let mut t = Topo::new("6", drv);
     let (a, va) = t.host6('a', "fd91:1::2/64", "fd91:1::1");
     let (b, vb) = t.host6('b', "fd91:2::2/64", "fd91:2::1");

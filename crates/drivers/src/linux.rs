@@ -347,24 +347,22 @@ impl AdaptivePoll {
     /// How long (seconds) an input node keeps polling after its last packet.
     pub const SECS: f64 = 0.010;
 
-    /// Polls every queue with `poll_queue(queue index)` and records when packets came.
-    pub fn poll(
-        &mut self,
-        cx: &mut Cx,
-        queues: usize,
-        mut poll_queue: impl FnMut(&mut Cx, usize) -> usize,
-    ) -> usize {
+    /// Records a poll that produced `n` packets; returns `n`.
+    pub fn record(&mut self, cx: &Cx, n: usize) -> usize {
         if self.window_tsc == 0 {
             self.window_tsc = (cx.shared().clock.hz() * Self::SECS) as u64;
-        }
-        let mut n = 0;
-        for qi in 0..queues {
-            n += poll_queue(cx, qi);
         }
         if n > 0 {
             self.last_rx_tsc = cx.now_tsc();
         }
         n
+    }
+
+    /// Whether an input node with `queues` queues, of which some has packets ready when
+    /// `any_ready()`, should be polled: it has packets, or had some in the last
+    /// [`AdaptivePoll::SECS`].
+    pub fn active(&self, queues: usize, any_ready: impl FnOnce() -> bool) -> bool {
+        queues > 0 && (any_ready() || self.recent())
     }
 
     /// Whether the last packet came less than [`AdaptivePoll::SECS`] ago.

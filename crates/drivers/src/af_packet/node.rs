@@ -510,22 +510,16 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        let mut adaptive = std::mem::take(&mut self.adaptive);
-        let n = adaptive.poll(cx, self.queues.len(), |cx, qi| {
-            self.poll_queue(cx, qi, FRAME_SIZE)
-        });
-        self.adaptive = adaptive;
-        n
+        let n = (0..self.queues.len())
+            .map(|qi| self.poll_queue(cx, qi, FRAME_SIZE))
+            .sum();
+        self.adaptive.record(cx, n)
     }
 
     fn active(&self) -> bool {
-        if self.queues.is_empty() {
-            return false;
-        }
-        if self.queues.iter().any(|q| q.ring.ready(q.cur)) {
-            return true;
-        }
-        self.adaptive.recent()
+        self.adaptive.active(self.queues.len(), || {
+            self.queues.iter().any(|q| q.ring.ready(q.cur))
+        })
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
