@@ -4,12 +4,13 @@
 # (pytest + scapy, VPP test-framework style) in a virtualenv with pinned requirements.
 source "$(dirname "$0")/common.sh"
 # Real peers for the end-to-end tests, installed when root (the tests skip with a reason
-# otherwise): DPDK's testpmd for memif interop, iperf3 and ping for the netns tests.
+# otherwise): DPDK's testpmd for memif interop, iperf3, ping and ethtool for the netns tests.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   command -v dpdk-testpmd >/dev/null || missing+=(dpdk-dev)
   command -v iperf3 >/dev/null || missing+=(iperf3)
   command -v ping >/dev/null || missing+=(iputils-ping)
+  command -v ethtool >/dev/null || missing+=(ethtool)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

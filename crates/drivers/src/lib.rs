@@ -1,7 +1,10 @@
-//! Sluice drivers: the packet generator (`pg`), AF_PACKET host interfaces (`af_packet`) and
-//! shared-memory interfaces (`memif`); af_xdp and tap in later issues.
+//! Sluice drivers: the packet generator (`pg`), AF_PACKET host interfaces (`af_packet`),
+//! AF_XDP interfaces (`af_xdp`) and shared-memory interfaces (`memif`); what the
+//! Linux-facing ones share is in `linux`. tap in a later issue.
 
 pub mod af_packet;
+pub mod af_xdp;
+pub mod linux;
 pub mod memif;
 pub mod pg;
 
@@ -9,6 +12,7 @@ pub mod pg;
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);
     af_packet::register(b);
+    af_xdp::register(b);
     memif::register(b);
 }
 
@@ -16,11 +20,13 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     pg::register_cli(t);
     af_packet::register_cli(t);
+    af_xdp::register_cli(t);
     memif::register_cli(t);
 }
 
 /// Per-runtime initialisation.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     pg::init(vm);
+    af_xdp::init(vm);
     memif::init(vm);
 }

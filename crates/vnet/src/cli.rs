@@ -122,7 +122,9 @@ fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     }
     crate::interface::ensure_local0(vm);
     let ifs = vm.ext_mut::<Interfaces>();
+    let details = ifs.hw_details.clone();
     let mut out = format!("{:<25}{:>5}{:>6}  {}\n", "Name", "Idx", "Link", "Hardware");
+    let mut rows = Vec::new();
     for i in ifs.list.iter().filter(|i| !i.deleted) {
         if !only.is_empty() && !only.contains(&i.sw_if_index) {
             continue;
@@ -132,15 +134,25 @@ fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         } else {
             "down"
         };
-        let _ = writeln!(
-            out,
-            "{:<25}{:>5}{:>6}  {}",
+        let mut row = format!(
+            "{:<25}{:>5}{:>6}  {}\n",
             i.name, i.sw_if_index.0, link, i.name
         );
         if !brief {
-            let _ = writeln!(out, "  Link speed: unknown");
-            let _ = writeln!(out, "  Ethernet address {}", fmt_mac(&i.mac));
-            let _ = writeln!(out, "  driver: {}", i.driver);
+            let _ = writeln!(row, "  Link speed: unknown");
+            let _ = writeln!(row, "  Ethernet address {}", fmt_mac(&i.mac));
+            let _ = writeln!(row, "  driver: {}", i.driver);
+        }
+        let detail = details
+            .iter()
+            .find(|(d, _)| *d == i.driver)
+            .map(|(_, f)| *f);
+        rows.push((row, i.sw_if_index, detail.filter(|_| !brief)));
+    }
+    for (row, sw, detail) in rows {
+        out.push_str(&row);
+        if let Some(f) = detail {
+            out.push_str(&f(vm, sw));
         }
     }
     Ok(out)

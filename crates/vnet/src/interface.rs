@@ -146,6 +146,9 @@ impl sluice_graph::nodes::IfDropSink for IfCounterTable {
     }
 }
 
+/// A driver's extra lines for `show hardware-interfaces` (indented, newline-terminated).
+pub type HwDetailFn = fn(&mut Vlib, SwIfIndex) -> String;
+
 /// The interface table (a `Vlib` extension).
 #[derive(Default)]
 pub struct Interfaces {
@@ -153,6 +156,8 @@ pub struct Interfaces {
     pub list: Vec<Interface>,
     /// Counters by index for the drop/punt nodes.
     pub counter_table: Arc<IfCounterTable>,
+    /// Driver name -> its `show hardware-interfaces` detail lines.
+    pub hw_details: Vec<(&'static str, HwDetailFn)>,
 }
 
 impl Interfaces {

@@ -29,8 +29,9 @@ mod frame;
 pub mod node;
 pub mod ring;
 
+use crate::linux::{check_ifname, linux_if, random_mac, RxPlacement};
 use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
-use ring::{linux_if, RxGeometry, RxRing, TxGeometry, TxRing};
+use ring::{RxGeometry, RxRing, TxGeometry, TxRing};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{CounterDesc, GraphBuilder, NodeKind, NodeRegistration, Vlib};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
@@ -61,7 +62,7 @@ pub struct AfDev {
 #[derive(Default)]
 pub struct AfPacketMain {
     devs: Vec<AfDev>,
-    next_worker: usize,
+    placement: RxPlacement,
 }
 
 /// Registers `af-packet-input` and `af-packet-tx`.
@@ -173,16 +174,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         }
     }
     let host = host.ok_or_else(|| CliError::new("missing `name <linux-if>'"))?;
-    if host.is_empty()
-        || host.len() >= libc::IFNAMSIZ
-        || host.contains(['/', ':'])
-        || host.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(CliError::new(format!(
-            "bad Linux interface name `{}'",
-            sluice_cli::error::clip(&host)
-        )));
-    }
+    check_ifname(&host).map_err(CliError::new)?;
     Ok(CreateArgs {
         host,
         rx_queues,
@@ -190,16 +182,6 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         hw_addr,
         qdisc_bypass,
     })
-}
-
-fn random_mac(seed: u64) -> [u8; 6] {
-    // splitmix64 of the seed: distinct MACs for interfaces created in one process.
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    let b = z.to_be_bytes();
-    [0x02, 0xfe, b[0], b[1], b[2], b[3]]
 }
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -228,7 +210,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         .ok_or_else(|| "af-packet-input is not registered".to_string())?;
 
     // Sockets first: nothing in Sluice changes if one of them fails.
-    let seed = sluice_infra::clock::rdtsc() ^ ((std::process::id() as u64) << 32) ^ ifindex as u64;
+    let seed = crate::linux::seed(ifindex);
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
     let mut rx = Vec::new();
     for q in 0..c.rx_queues {
@@ -270,25 +252,16 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     };
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<AfTx>(tx_node) {
-            let i = sw.0 as usize;
-            if n.table.len() <= i {
-                n.table.resize(i + 1, None);
-            }
-            n.table[i] = Some(entry.clone());
+            n.table.set(sw.0, Some(entry.clone()));
         }
     });
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
-        let thread = {
-            let m = vm.ext_mut::<AfPacketMain>();
-            let w = m.next_worker;
-            m.next_worker += 1;
-            w
-        };
-        let thread = match vm.n_workers() {
-            0 => 0,
-            n => 1 + thread % n,
-        };
+        let n_workers = vm.n_workers();
+        let thread = vm
+            .ext_mut::<AfPacketMain>()
+            .placement
+            .next_thread(n_workers);
         let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone());
         vm.on_thread(thread, move |tg| {
             if let Some(n) = tg.node_mut::<AfInput>(input) {
@@ -340,9 +313,7 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
             n.queues.retain(|q| q.sw_if != sw.0);
         }
         if let Some(n) = tx.and_then(|i| tg.node_mut::<AfTx>(i)) {
-            if let Some(e) = n.table.get_mut(sw.0 as usize) {
-                *e = None;
-            }
+            n.table.set(sw.0, None);
         }
     });
     let dev = vm.ext_mut::<AfPacketMain>().devs.remove(pos);
@@ -464,13 +435,5 @@ mod tests {
             .unwrap_err()
             .contains("bad Linux interface name"));
         assert!(parse("v2 name x").unwrap_err().contains("`v2'"));
-    }
-
-    #[test]
-    fn random_macs_are_local_unicast_and_distinct() {
-        let a = random_mac(1);
-        let b = random_mac(2);
-        assert_eq!(&a[..2], &[0x02, 0xfe]);
-        assert_ne!(a, b);
     }
 }

@@ -67,9 +67,6 @@ const NEXT_ETHERNET: Next = Next(0);
 /// Largest frame accepted from the ring (a 64 KiB GSO aggregate plus L2 headers).
 const MAX_RX_FRAME: usize = 65535 + 64;
 
-/// How long (seconds) the input node keeps polling after its last packet.
-const ADAPTIVE_SECS: f64 = 0.010;
-
 /// One rx queue as polled by one thread.
 pub struct RxPoll {
     /// Sluice interface.
@@ -105,8 +102,7 @@ pub struct AfInput {
     /// Queues placed on this thread.
     pub queues: Vec<RxPoll>,
     scratch: Vec<u8>,
-    last_rx_tsc: u64,
-    adaptive_tsc: u64,
+    adaptive: crate::linux::AdaptivePoll,
 }
 
 #[derive(Copy, Clone)]
@@ -514,27 +510,16 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        if self.adaptive_tsc == 0 {
-            self.adaptive_tsc = (cx.shared().clock.hz() * ADAPTIVE_SECS) as u64;
-        }
-        let mut n = 0;
-        for qi in 0..self.queues.len() {
-            n += self.poll_queue(cx, qi, FRAME_SIZE);
-        }
-        if n > 0 {
-            self.last_rx_tsc = cx.now_tsc();
-        }
-        n
+        let n = (0..self.queues.len())
+            .map(|qi| self.poll_queue(cx, qi, FRAME_SIZE))
+            .sum();
+        self.adaptive.record(cx, n)
     }
 
     fn active(&self) -> bool {
-        if self.queues.is_empty() {
-            return false;
-        }
-        if self.queues.iter().any(|q| q.ring.ready(q.cur)) {
-            return true;
-        }
-        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.adaptive_tsc
+        self.adaptive.active(self.queues.len(), || {
+            self.queues.iter().any(|q| q.ring.ready(q.cur))
+        })
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
@@ -555,27 +540,7 @@ pub struct TxEntry {
 #[derive(Default)]
 pub struct AfTx {
     /// Indexed by sw_if_index.
-    pub table: Vec<Option<TxEntry>>,
-}
-
-/// Copies a buffer chain's bytes into `dst`; returns the bytes copied (at most `dst.len()`).
-fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize {
-    let mut w = 0;
-    let mut cur = Some(head);
-    while let Some(b) = cur {
-        // SAFETY: the tx node owns the frame (and so the chains) it was given; views are
-        // used one at a time.
-        let v = unsafe { pool.buffer(b) };
-        let d = v.data();
-        let n = d.len().min(dst.len() - w);
-        dst[w..w + n].copy_from_slice(&d[..n]);
-        w += n;
-        cur = v.hdr.next();
-        if w == dst.len() {
-            break;
-        }
-    }
-    w
+    pub table: crate::linux::SwTable<TxEntry>,
 }
 
 impl AfTx {
@@ -595,7 +560,7 @@ impl AfTx {
                 big += 1;
                 continue;
             }
-            match g.push(|dst| copy_chain_into(pool, b, dst)) {
+            match g.push(|dst| crate::linux::copy_chain_into(pool, b, dst)) {
                 Ok(()) => sent += 1,
                 Err(TxFull::RingFull) => full += 1,
             }
@@ -624,7 +589,7 @@ impl NodeFn for AfTx {
             while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
                 j += 1;
             }
-            match self.table.get(tx as usize).and_then(|e| e.clone()) {
+            match self.table.get(tx).cloned() {
                 Some(e) => self.send_run(cx, pool, &e, &frame[i..j]),
                 None => cx.count(C_NO_INTERFACE, (j - i) as u64),
             }

@@ -13,12 +13,12 @@
 //!
 //! Constants and header layouts are those of `<linux/if_packet.h>` (stable kernel ABI).
 
+use crate::linux::{os_err, setsockopt, Mmap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 const SOL_PACKET: libc::c_int = 263;
-const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
@@ -28,7 +28,6 @@ const PACKET_LOSS: libc::c_int = 14;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const PACKET_FANOUT_HASH: u32 = 0;
@@ -106,34 +105,6 @@ pub mod pkt2 {
     pub const DATA: usize = 32;
 }
 
-fn os_err(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn setsockopt<T>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: &T,
-    what: &str,
-) -> io::Result<()> {
-    // SAFETY: `v` points to a live `T` of `size_of::<T>()` bytes for the duration of the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(os_err(what));
-    }
-    Ok(())
-}
-
 fn packet_socket() -> io::Result<OwnedFd> {
     // Protocol 0: nothing is received until `bind` names a protocol (the rings are set up
     // first, so no packet is queued to a ring-less socket).
@@ -173,63 +144,6 @@ fn bind(fd: RawFd, ifindex: u32, protocol: u16) -> io::Result<()> {
         return Err(os_err("bind"));
     }
     Ok(())
-}
-
-/// A shared memory mapping of a packet ring.
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory shared with the kernel; every access goes through the
-// ownership protocol of the ring (status words), documented at each use.
-unsafe impl Send for Mmap {}
-// SAFETY: as above; concurrent users synchronise through atomics on the status words and,
-// for tx, the queue lock.
-unsafe impl Sync for Mmap {}
-
-impl Mmap {
-    fn new(fd: RawFd, len: usize) -> io::Result<Mmap> {
-        // SAFETY: mapping a packet socket's ring, as the PACKET_MMAP ABI prescribes; the
-        // length is the ring size the kernel just accepted.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err("mmap of the packet ring"));
-        }
-        Ok(Mmap {
-            ptr: p as *mut u8,
-            len,
-        })
-    }
-
-    /// The 32-bit status word at `off` (must be 4-aligned and inside the mapping).
-    fn status_word(&self, off: usize) -> Option<&AtomicU32> {
-        if off % 4 != 0 || off.checked_add(4)? > self.len {
-            return None;
-        }
-        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); the kernel accesses
-        // status words with atomic-width stores, so an AtomicU32 view is sound.
-        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU32) })
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `new` mapped; no slice into it outlives the ring
-        // (they borrow the ring).
-        unsafe {
-            libc::munmap(self.ptr as *mut libc::c_void, self.len);
-        }
-    }
 }
 
 /// rx ring geometry.
@@ -295,7 +209,7 @@ impl<'a> UserBlock<'a> {
         let _ = bytes; // no reference into the block survives past this point
         if let Some(s) = ring
             .map
-            .status_word(index * ring.geo.block_size + block::STATUS)
+            .atomic_u32(index * ring.geo.block_size + block::STATUS)
         {
             s.store(status::KERNEL, Ordering::Release);
         }
@@ -335,7 +249,12 @@ impl RxRing {
             0, // tp_feature_req_word
         ];
         setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req, "PACKET_RX_RING")?;
-        let map = Mmap::new(raw, geo.block_size * geo.block_nr)?;
+        let map = Mmap::new(
+            raw,
+            geo.block_size * geo.block_nr,
+            0,
+            "mmap of the packet ring",
+        )?;
         // Packets this host sends on the interface are not input (Linux >= 4.20; older
         // kernels: the input node also filters on sll_pkttype).
         let _ = setsockopt(
@@ -361,27 +280,7 @@ impl RxRing {
 
     /// Puts the interface in promiscuous mode for as long as this socket is open.
     pub fn set_promiscuous(&self, ifindex: u32) -> io::Result<()> {
-        // struct packet_mreq { int mr_ifindex; unsigned short mr_type, mr_alen; unsigned char mr_address[8]; }
-        #[repr(C)]
-        struct PacketMreq {
-            ifindex: libc::c_int,
-            kind: libc::c_ushort,
-            alen: libc::c_ushort,
-            address: [u8; 8],
-        }
-        let m = PacketMreq {
-            ifindex: ifindex as libc::c_int,
-            kind: PACKET_MR_PROMISC,
-            alen: 0,
-            address: [0; 8],
-        };
-        setsockopt(
-            self.fd.as_raw_fd(),
-            SOL_PACKET,
-            PACKET_ADD_MEMBERSHIP,
-            &m,
-            "PACKET_ADD_MEMBERSHIP promisc",
-        )
+        crate::linux::add_promiscuous(self.fd.as_raw_fd(), ifindex)
     }
 
     /// Whether frames are preceded by a `virtio_net_hdr`.
@@ -403,7 +302,7 @@ impl RxRing {
     #[inline(always)]
     pub fn ready(&self, b: usize) -> bool {
         self.map
-            .status_word(b * self.geo.block_size + block::STATUS)
+            .atomic_u32(b * self.geo.block_size + block::STATUS)
             .is_some_and(|s| s.load(Ordering::Acquire) & status::USER != 0)
     }
 
@@ -414,7 +313,7 @@ impl RxRing {
             return None;
         }
         let off = b * self.geo.block_size;
-        let st = self.map.status_word(off + block::STATUS)?;
+        let st = self.map.atomic_u32(off + block::STATUS)?;
         if st.load(Ordering::Acquire) & status::USER == 0 {
             return None;
         }
@@ -423,7 +322,7 @@ impl RxRing {
         // reads after the kernel's writes), and we hand it back only through
         // `UserBlock::release`, which consumes the slice's owner.
         let bytes =
-            unsafe { std::slice::from_raw_parts(self.map.ptr.add(off), self.geo.block_size) };
+            unsafe { std::slice::from_raw_parts(self.map.ptr().add(off), self.geo.block_size) };
         Some(UserBlock {
             ring: self,
             index: b,
@@ -541,7 +440,12 @@ impl TxRing {
             geo.frame_nr as u32,
         ];
         setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &req, "PACKET_TX_RING")?;
-        let map = Mmap::new(raw, geo.frame_nr * geo.frame_size)?;
+        let map = Mmap::new(
+            raw,
+            geo.frame_nr * geo.frame_size,
+            0,
+            "mmap of the packet ring",
+        )?;
         bind(raw, ifindex, 0)?;
         Ok(TxRing {
             map,
@@ -585,7 +489,7 @@ impl TxGuard<'_> {
         let r = self.ring;
         let head = r.head.load(Ordering::Relaxed);
         let off = head * r.geo.frame_size;
-        let Some(st) = r.map.status_word(off + pkt2::STATUS) else {
+        let Some(st) = r.map.atomic_u32(off + pkt2::STATUS) else {
             return Err(TxFull::RingFull);
         };
         // WRONG_FORMAT cannot stay with PACKET_LOSS set; treat it as free either way.
@@ -597,7 +501,7 @@ impl TxGuard<'_> {
             // AVAILABLE, so the kernel does not touch it, and we hold the queue lock, so no
             // other thread does; the slice is dropped before the status store below.
             let frame =
-                unsafe { std::slice::from_raw_parts_mut(r.map.ptr.add(off), r.geo.frame_size) };
+                unsafe { std::slice::from_raw_parts_mut(r.map.ptr().add(off), r.geo.frame_size) };
             let (hdr, data) = frame.split_at_mut(pkt2::DATA);
             let len = fill(data).min(data.len());
             hdr[pkt2::LEN..pkt2::LEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
@@ -611,26 +515,12 @@ impl TxGuard<'_> {
 
     /// Asks the kernel to send every requested frame, without waiting.
     pub fn kick(&self) -> io::Result<()> {
-        // SAFETY: sendto with a NULL buffer of length 0 is the PACKET_TX_RING "flush" call.
-        let r = unsafe {
-            libc::sendto(
-                self.ring.fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        match crate::linux::kick_tx(self.ring.fd.as_raw_fd()) {
             // Busy device / would block: the frames stay requested and go with the next kick.
-            match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(()),
-                _ => Err(e),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
+                Ok(())
             }
-        } else {
-            Ok(())
+            r => r,
         }
     }
 }
@@ -638,83 +528,5 @@ impl TxGuard<'_> {
 impl Drop for TxGuard<'_> {
     fn drop(&mut self) {
         self.ring.lock.store(false, Ordering::Release);
-    }
-}
-
-/// Linux interface helpers (ioctl on a throw-away datagram socket).
-pub mod linux_if {
-    use super::*;
-
-    /// `ifindex` of a Linux interface, `None` if there is no such interface.
-    pub fn index(name: &str) -> Option<u32> {
-        let c = std::ffi::CString::new(name).ok()?;
-        // SAFETY: `c` is a valid NUL-terminated string.
-        let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-        (i != 0).then_some(i)
-    }
-
-    fn ifreq(name: &str) -> io::Result<libc::ifreq> {
-        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "bad interface name",
-            ));
-        }
-        // SAFETY: ifreq is plain data; zeroed is valid.
-        let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
-            *d = s as libc::c_char;
-        }
-        Ok(r)
-    }
-
-    fn ioctl(req: libc::Ioctl, r: &mut libc::ifreq, what: &str) -> io::Result<()> {
-        // SAFETY: plain socket(2).
-        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if s < 0 {
-            return Err(os_err("socket"));
-        }
-        // SAFETY: `s` is ours.
-        let s = unsafe { OwnedFd::from_raw_fd(s) };
-        // SAFETY: `r` is a valid ifreq for these interface ioctls.
-        let rc = unsafe { libc::ioctl(s.as_raw_fd(), req, r as *mut libc::ifreq) };
-        if rc != 0 {
-            return Err(os_err(what));
-        }
-        Ok(())
-    }
-
-    /// MAC address.
-    pub fn mac(name: &str) -> io::Result<[u8; 6]> {
-        let mut r = ifreq(name)?;
-        ioctl(libc::SIOCGIFHWADDR, &mut r, "SIOCGIFHWADDR")?;
-        // SAFETY: the kernel filled the hwaddr member of the union.
-        let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
-        let mut m = [0u8; 6];
-        for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
-            *d = *s as u8;
-        }
-        Ok(m)
-    }
-
-    /// MTU.
-    pub fn mtu(name: &str) -> io::Result<u32> {
-        let mut r = ifreq(name)?;
-        ioctl(libc::SIOCGIFMTU, &mut r, "SIOCGIFMTU")?;
-        // SAFETY: the kernel filled the mtu member of the union.
-        Ok(unsafe { r.ifr_ifru.ifru_mtu }.max(0) as u32)
-    }
-
-    /// Sets the interface administratively up.
-    pub fn set_up(name: &str) -> io::Result<()> {
-        let mut r = ifreq(name)?;
-        ioctl(libc::SIOCGIFFLAGS, &mut r, "SIOCGIFFLAGS")?;
-        // SAFETY: the kernel filled the flags member of the union.
-        let flags = unsafe { r.ifr_ifru.ifru_flags };
-        if flags & libc::IFF_UP as libc::c_short != 0 {
-            return Ok(());
-        }
-        r.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
-        ioctl(libc::SIOCSIFFLAGS, &mut r, "SIOCSIFFLAGS (set up)")
     }
 }

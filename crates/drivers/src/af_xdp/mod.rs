@@ -1,0 +1,613 @@
+//! AF_XDP interfaces (VPP's `af_xdp` plugin): attach Sluice to a Linux network interface
+//! through AF_XDP sockets, fed by an XDP program that redirects the interface's packets to
+//! them before the kernel stack sees them.
+//!
+//! CLI (VPP syntax):
+//! - `create interface af_xdp host-if <linux-if> [name <n>] [num-rx-queues <n>|all]
+//!   [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [prog <file>]`
+//!   creates `<linux-if>/<instance>` (or `<n>`) and prints its name;
+//! - `delete interface af_xdp <name>`;
+//! - `show af_xdp` (alias `show af-xdp`): mode, queues, rings, UMEM, kernel counters.
+//!
+//! Per interface: an `XSKMAP` and the built-in redirect program (see [`bpf`]; loaded with
+//! the `bpf(2)` syscall from Rust, no libbpf/libxdp), attached through a bpf_link in native
+//! mode or, when the driver refuses, generic mode; one AF_XDP socket per rx queue, each with
+//! its own UMEM ([`xsk`]), bound with `XDP_USE_NEED_WAKEUP` in zero-copy mode if the driver
+//! grants it, else copy mode. The UMEM is the driver's own memory, not the buffer arena
+//! (which could not be locked within RLIMIT_MEMLOCK): received packets are copied into
+//! Sluice buffers, one memcpy each. Queues beyond the device's are clamped with a message.
+//! The Linux interface is set up and put in promiscuous mode (an AF_PACKET membership that
+//! ends with the interface). The Sluice interface gets its own MAC, as af_packet does.
+//!
+//! Each socket also transmits: thread t uses socket `t % queues`, under a spin lock taken
+//! once per frame (uncontended when queues >= threads).
+//!
+//! Delete is safe while traffic flows: the interface stops transmitting at once, every
+//! thread drops its rx queues and tx entry at a safe point, then the program is detached
+//! (closing the link), the sockets closed and the UMEMs unmapped.
+
+pub mod bpf;
+pub mod node;
+pub mod xsk;
+
+use crate::linux::{check_ifname, linux_if, random_mac, RxPlacement};
+use node::{AfXdpInput, AfXdpTx, RxQueue, TxEntry, INPUT};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{GraphBuilder, NodeIndex, NodeKind, NodeRegistration, Vlib};
+use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use std::fmt::Write as _;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use xsk::{XskGeometry, XskStats, ZcMode, MAX_RING, MIN_RING};
+
+/// Driver name (`show hardware-interfaces`).
+pub const DRIVER: &str = "af_xdp";
+/// Most rx queues per interface.
+pub const MAX_QUEUES: u32 = 16;
+/// Default rx / tx ring sizes: 512 + 512 frames of 2 KiB = 2 MiB of UMEM per queue, so four
+/// queues fit the common 8 MiB RLIMIT_MEMLOCK.
+pub const DEFAULT_RING: u32 = 512;
+/// Largest L3 MTU: a copy-mode frame holds 2048 - 256 bytes of packet.
+pub const MAX_MTU: u32 = (xsk::FRAME_SIZE - 256 - 14 - 8) as u32;
+
+/// How many rx queues to open.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Queues {
+    /// This many (clamped to the device's).
+    N(u32),
+    /// One per device queue.
+    All,
+}
+
+/// Options of `create interface af_xdp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateArgs {
+    /// Linux interface.
+    pub host: String,
+    /// Sluice interface name (default `<host>/<instance>`).
+    pub name: Option<String>,
+    /// rx queues.
+    pub queues: Queues,
+    /// rx (and fill) ring entries.
+    pub rx_size: u32,
+    /// tx (and completion) ring entries.
+    pub tx_size: u32,
+    /// Zero-copy policy.
+    pub mode: ZcMode,
+}
+
+/// One socket as the control plane knows it.
+struct QueueInfo {
+    xsk: Arc<xsk::Xsk>,
+    thread: usize,
+    /// Kernel drop counters already folded into rx-miss.
+    seen: XskStats,
+}
+
+/// One af_xdp interface.
+pub struct XdpDev {
+    /// Linux interface.
+    pub host: String,
+    /// Linux ifindex.
+    pub ifindex: u32,
+    /// Sluice interface.
+    pub sw_if: SwIfIndex,
+    /// Sluice interface name.
+    pub name: String,
+    /// Instance number in the default name.
+    pub instance: u32,
+    /// Queues of the device.
+    pub dev_queues: u32,
+    /// Ring sizes.
+    pub geo: XskGeometry,
+    /// Native (driver) XDP, else generic.
+    pub native: bool,
+    /// Why native mode was not used.
+    pub fallback: Option<String>,
+    queues: Vec<QueueInfo>,
+    // Dropped in this order: the link detaches the program, then the map, then the
+    // promiscuous membership ends; the sockets go with the last `Arc<Xsk>`.
+    _link: bpf::Link,
+    _map: bpf::XskMap,
+    _promisc: OwnedFd,
+}
+
+/// af_xdp control-plane state (a `Vlib` extension).
+#[derive(Default)]
+pub struct AfXdpMain {
+    devs: Vec<XdpDev>,
+    placement: RxPlacement,
+}
+
+/// Registers `af_xdp-input` (the tx nodes are added per interface at runtime).
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfXdpInput::default()))
+            .nexts(&[sluice_vnet::ip4::nodes::ETHERNET_INPUT])
+            .counters(&node::input_counters()),
+    );
+}
+
+/// Adds the driver's lines to `show hardware-interfaces`.
+pub fn init(vm: &mut Vlib) {
+    vm.ext_mut::<Interfaces>()
+        .hw_details
+        .push((DRIVER, hw_detail));
+}
+
+/// Registers the af_xdp CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create interface af_xdp",
+        "create interface af_xdp host-if <linux-if> [name <ifname>] [num-rx-queues <n>|all] [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [prog <file>]",
+        cli_create,
+    );
+    t.add(
+        "delete interface af_xdp",
+        "delete interface af_xdp <interface>",
+        cli_delete,
+    );
+    t.add(
+        "show af_xdp",
+        "show af_xdp — AF_XDP interfaces: XDP mode, copy/zero-copy, queues, rings, kernel counters",
+        cli_show,
+    );
+    t.add(
+        "show af-xdp",
+        "show af-xdp — same as `show af_xdp'",
+        cli_show,
+    );
+}
+
+fn ring_size(a: &mut Args, what: &str) -> Result<u32, CliError> {
+    let n = a.u32(what)?;
+    if !n.is_power_of_two() || !(MIN_RING..=MAX_RING).contains(&n) {
+        return Err(CliError::new(format!(
+            "{what} `{n}' must be a power of two from {MIN_RING} to {MAX_RING}"
+        )));
+    }
+    Ok(n)
+}
+
+fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
+    let mut host = None;
+    let mut name = None;
+    let mut queues = Queues::N(1);
+    let mut rx_size = DEFAULT_RING;
+    let mut tx_size = DEFAULT_RING;
+    let mut mode = ZcMode::Auto;
+    while !a.is_empty() {
+        if a.keyword("host-if") {
+            host = Some(a.word("Linux interface name")?);
+        } else if a.keyword("name") {
+            let n = a.word("interface name")?;
+            if n.is_empty() || n.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(CliError::new(format!("bad interface name `{n}'")));
+            }
+            name = Some(n);
+        } else if a.keyword("num-rx-queues") {
+            if a.keyword("all") {
+                queues = Queues::All;
+            } else {
+                let n = a.u32("num-rx-queues")?;
+                if n == 0 || n > MAX_QUEUES {
+                    return Err(CliError::new(format!(
+                        "num-rx-queues `{n}' out of range 1..{MAX_QUEUES} (or `all')"
+                    )));
+                }
+                queues = Queues::N(n);
+            }
+        } else if a.keyword("rx-queue-size") {
+            rx_size = ring_size(a, "rx-queue-size")?;
+        } else if a.keyword("tx-queue-size") {
+            tx_size = ring_size(a, "tx-queue-size")?;
+        } else if a.keyword("zero-copy") {
+            mode = ZcMode::ZeroCopy;
+        } else if a.keyword("no-zero-copy") {
+            mode = ZcMode::Copy;
+        } else if a.keyword("prog") {
+            let f = a.word("program file")?;
+            return Err(CliError::new(format!(
+                "prog `{}': loading XDP programs from ELF objects is not supported yet; \
+                 Sluice attaches its built-in redirect program (omit `prog')",
+                sluice_cli::error::clip(&f)
+            )));
+        } else if let Some(
+            w @ ("netns" | "no-syscall-lock" | "mac-reuse" | "multi-buffer" | "no-multi-buffer"),
+        ) = a.peek()
+        {
+            return Err(CliError::new(format!(
+                "`{w}' is not supported by Sluice's af_xdp yet"
+            )));
+        } else if host.is_none() {
+            // VPP also accepts the Linux interface without `host-if'.
+            host = Some(a.word("Linux interface name")?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let host = host.ok_or_else(|| CliError::new("missing `host-if <linux-if>'"))?;
+    check_ifname(&host).map_err(CliError::new)?;
+    Ok(CreateArgs {
+        host,
+        name,
+        queues,
+        rx_size,
+        tx_size,
+        mode,
+    })
+}
+
+fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let c = parse_create(a)?;
+    let (name, note) = create(vm, &c).map_err(CliError::new)?;
+    Ok(match note {
+        Some(n) => format!("{name}\n{n}\n"),
+        None => format!("{name}\n"),
+    })
+}
+
+/// The tx node of interface `name`: `<name>-tx`, added on first use and reused when an
+/// interface of that name is created again.
+fn tx_node(vm: &mut Vlib, name: &str) -> Result<NodeIndex, String> {
+    let tx = format!("{name}-tx");
+    if let Some(i) = vm.registry.find(&tx) {
+        return Ok(i);
+    }
+    vm.add_node(
+        NodeRegistration::new(&tx, NodeKind::Internal, |_| Box::new(AfXdpTx::default()))
+            .counters(&node::tx_counters()),
+    )
+    .map_err(|e| format!("cannot add node `{tx}': {e}"))
+}
+
+/// Creates an af_xdp interface; returns its name and a note (queue count clamped).
+pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>), String> {
+    let instance = {
+        let m = vm.ext_mut::<AfXdpMain>();
+        (0..)
+            .find(|i| !m.devs.iter().any(|d| d.instance == *i))
+            .unwrap_or(0)
+    };
+    let name = c
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}/{instance}", c.host));
+    if vm.ext_mut::<Interfaces>().find(&name).is_some() {
+        return Err(format!("interface `{name}' already exists"));
+    }
+    if vm
+        .ext_mut::<AfXdpMain>()
+        .devs
+        .iter()
+        .any(|d| d.host == c.host)
+    {
+        return Err(format!(
+            "Linux interface `{}' already has an af_xdp interface",
+            c.host
+        ));
+    }
+    let ifindex = linux_if::index(&c.host)
+        .ok_or_else(|| format!("unknown Linux interface `{}' (no such device)", c.host))?;
+    let mtu = linux_if::mtu(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    let dev_queues = linux_if::rx_queues(&c.host);
+    let (nq, note) = match c.queues {
+        Queues::All => (dev_queues.min(MAX_QUEUES), None),
+        Queues::N(n) if n > dev_queues => (
+            dev_queues,
+            Some(format!(
+                "num-rx-queues {n} clamped to {dev_queues}: `{}' has {dev_queues} rx queue(s)",
+                c.host
+            )),
+        ),
+        Queues::N(n) => (n, None),
+    };
+    if let Some(n) = &note {
+        log::warn!("{name}: {n}");
+    }
+    let geo = XskGeometry {
+        rx_size: c.rx_size,
+        tx_size: c.tx_size,
+    };
+    // The UMEMs are pinned memory: check the whole process's against RLIMIT_MEMLOCK before
+    // asking, so the answer is a clear message rather than a refused registration.
+    let in_use: usize = vm
+        .ext_mut::<AfXdpMain>()
+        .devs
+        .iter()
+        .map(|d| d.geo.umem_bytes() * d.queues.len())
+        .sum();
+    let want = geo.umem_bytes() * nq as usize;
+    if let Some(limit) = xsk::memlock_limit() {
+        if (in_use + want) as u64 > limit {
+            return Err(format!(
+                "UMEM of {} KiB ({nq} queue(s) x (rx-queue-size {} + tx-queue-size {}) x {} B) \
+                 plus {} KiB of other af_xdp interfaces exceeds the locked-memory limit \
+                 (RLIMIT_MEMLOCK {} KiB): lower the ring sizes or num-rx-queues",
+                want >> 10,
+                geo.rx_size,
+                geo.tx_size,
+                xsk::FRAME_SIZE,
+                in_use >> 10,
+                limit >> 10
+            ));
+        }
+    }
+    linux_if::set_up(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+
+    // Kernel objects first: nothing in Sluice changes if one of them fails.
+    let map = bpf::XskMap::create(dev_queues).map_err(|e| format!("`{}': {e}", c.host))?;
+    let mut socks = Vec::new();
+    for q in 0..nq {
+        let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode)
+            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+        map.set(q, x.fd())
+            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+        socks.push((Arc::new(x), rings));
+    }
+    let (link, fallback) =
+        bpf::attach_redirect(&map, ifindex).map_err(|e| format!("`{}': {e}", c.host))?;
+    if let Some(why) = &fallback {
+        log::warn!("{name}: {why}");
+    }
+    let promisc =
+        crate::linux::promiscuous_socket(ifindex).map_err(|e| format!("`{}': {e}", c.host))?;
+    let tx_node = tx_node(vm, &name)?;
+    let input = vm
+        .registry
+        .find(INPUT)
+        .ok_or_else(|| "af_xdp-input is not registered".to_string())?;
+
+    let mac = random_mac(crate::linux::seed(ifindex));
+    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))?;
+    let counters = {
+        let ifs = vm.ext_mut::<Interfaces>();
+        let i = ifs
+            .get_mut(sw)
+            .ok_or_else(|| "interface vanished".to_string())?;
+        i.mtu = mtu.clamp(64, MAX_MTU);
+        i.counters.clone()
+    };
+    if mtu > MAX_MTU {
+        log::warn!(
+            "{name}: Linux MTU {mtu} is larger than an af_xdp frame carries; Sluice uses {MAX_MTU}"
+        );
+    }
+    sluice_vnet::ip4::sync_all_interfaces(vm);
+
+    let entry = TxEntry {
+        queues: Arc::new(socks.iter().map(|(x, _)| x.clone()).collect()),
+        counters: counters.clone(),
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<AfXdpTx>(tx_node) {
+            n.entry = Some(entry.clone());
+        }
+    });
+    let mut queues = Vec::new();
+    let zero_copy = socks.first().is_some_and(|(x, _)| x.zero_copy);
+    for (x, rings) in socks {
+        let n_workers = vm.n_workers();
+        let thread = vm.ext_mut::<AfXdpMain>().placement.next_thread(n_workers);
+        let rxq = RxQueue::new(sw.0, x.clone(), rings, counters.clone());
+        vm.on_thread(thread, move |tg| {
+            if let Some(n) = tg.node_mut::<AfXdpInput>(input) {
+                n.queues.push(rxq);
+            }
+        });
+        queues.push(QueueInfo {
+            xsk: x,
+            thread,
+            seen: XskStats::default(),
+        });
+    }
+    log::info!(
+        "{name}: attached to Linux `{}' (ifindex {ifindex}), {} XDP, {}, {nq} of {dev_queues} queue(s), rings rx {} tx {}, mac {}",
+        c.host,
+        if link.native() { "native" } else { "generic" },
+        if zero_copy { "zero-copy" } else { "copy mode" },
+        geo.rx_size,
+        geo.tx_size,
+        fmt_mac(&mac)
+    );
+    vm.ext_mut::<AfXdpMain>().devs.push(XdpDev {
+        host: c.host.clone(),
+        ifindex,
+        sw_if: sw,
+        name: name.clone(),
+        instance,
+        dev_queues,
+        geo,
+        native: link.native(),
+        fallback,
+        queues,
+        _link: link,
+        _map: map,
+        _promisc: promisc,
+    });
+    Ok((name, note))
+}
+
+fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let name = a.word("interface")?;
+    a.finish()?;
+    delete(vm, &name).map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+/// Deletes the af_xdp interface `name`.
+pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
+    let pos = vm
+        .ext_mut::<AfXdpMain>()
+        .devs
+        .iter()
+        .position(|d| d.name == name)
+        .ok_or_else(|| format!("no af_xdp interface `{name}'"))?;
+    let sw = vm.ext_mut::<AfXdpMain>().devs[pos].sw_if;
+    // Stop transmitting and forwarding to it, then take the queues away from every thread at
+    // a safe point; the program is detached and the sockets closed when the last reference
+    // goes.
+    sluice_vnet::loopback::delete_interface(vm, sw);
+    let input = vm.registry.find(INPUT);
+    let tx = vm.registry.find(&format!("{name}-tx"));
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = input.and_then(|i| tg.node_mut::<AfXdpInput>(i)) {
+            n.queues.retain(|q| q.sw_if != sw.0);
+        }
+        if let Some(n) = tx.and_then(|i| tg.node_mut::<AfXdpTx>(i)) {
+            n.entry = None;
+        }
+    });
+    let dev = vm.ext_mut::<AfXdpMain>().devs.remove(pos);
+    if dev.queues.iter().any(|q| Arc::strong_count(&q.xsk) > 1) {
+        // A worker did not answer in time: it drops its reference when it does.
+        log::warn!("{name}: sockets released late (a worker is busy)");
+    }
+    Ok(())
+}
+
+fn mode_line(d: &XdpDev) -> String {
+    let zc = d.queues.first().is_some_and(|q| q.xsk.zero_copy);
+    format!(
+        "{} XDP, {}, {} of {} queue(s), rx-queue-size {} tx-queue-size {}, UMEM {} KiB per queue",
+        if d.native { "native" } else { "generic" },
+        if zc { "zero-copy" } else { "copy mode" },
+        d.queues.len(),
+        d.dev_queues,
+        d.geo.rx_size,
+        d.geo.tx_size,
+        d.geo.umem_bytes() >> 10
+    )
+}
+
+fn hw_detail(vm: &mut Vlib, sw: SwIfIndex) -> String {
+    let m = vm.ext_mut::<AfXdpMain>();
+    match m.devs.iter().find(|d| d.sw_if == sw) {
+        Some(d) => format!(
+            "  af_xdp: Linux `{}' ifindex {}\n  {}\n",
+            d.host,
+            d.ifindex,
+            mode_line(d)
+        ),
+        None => String::new(),
+    }
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("verbose");
+    a.finish()?;
+    let names: Vec<String> = (0..vm.n_threads()).map(|t| vm.thread_name(t)).collect();
+    let mut out = String::new();
+    let mut m = vm.take_ext::<AfXdpMain>();
+    for d in &mut m.devs {
+        let counters = vm
+            .ext_mut::<Interfaces>()
+            .get(d.sw_if)
+            .map(|i| i.counters.clone());
+        let Some(counters) = counters else { continue };
+        let _ = writeln!(
+            out,
+            "{} (sw_if_index {}): Linux `{}' ifindex {}",
+            d.name, d.sw_if.0, d.host, d.ifindex
+        );
+        let _ = writeln!(out, "  {}", mode_line(d));
+        if let Some(why) = &d.fallback {
+            let _ = writeln!(out, "  {why}");
+        }
+        let mut new_drops = 0;
+        for q in &mut d.queues {
+            let s = q.xsk.stats().unwrap_or(q.seen);
+            new_drops += (s.rx_dropped + s.rx_ring_full)
+                .saturating_sub(q.seen.rx_dropped + q.seen.rx_ring_full);
+            q.seen = s;
+            let _ = writeln!(
+                out,
+                "    queue {}: fd {} thread {} ({}), kernel rx dropped {} ring full {} fill ring empty {} invalid rx/tx descs {}/{}",
+                q.xsk.queue,
+                q.xsk.fd(),
+                q.thread,
+                names.get(q.thread).map(String::as_str).unwrap_or("?"),
+                s.rx_dropped,
+                s.rx_ring_full,
+                s.rx_fill_ring_empty_descs,
+                s.rx_invalid_descs,
+                s.tx_invalid_descs
+            );
+        }
+        // Kernel drops at the socket are this interface's rx-miss too (thread 0's slot: the
+        // CLI runs on the main thread, the only writer of that slot).
+        counters.add(0, counter::RX_MISS, new_drops);
+    }
+    vm.put_ext(m);
+    if out.is_empty() {
+        out.push_str("no af_xdp interfaces\n");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<CreateArgs, String> {
+        parse_create(&mut Args::new(s)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn create_arguments() {
+        let c = parse("host-if veth0 name x0 num-rx-queues all rx-queue-size 1024 tx-queue-size 256 no-zero-copy").unwrap();
+        assert_eq!(
+            c,
+            CreateArgs {
+                host: "veth0".into(),
+                name: Some("x0".into()),
+                queues: Queues::All,
+                rx_size: 1024,
+                tx_size: 256,
+                mode: ZcMode::Copy,
+            }
+        );
+        let d = parse("host-if eth1 num-rx-queues 2 zero-copy").unwrap();
+        assert_eq!(
+            (d.queues, d.rx_size, d.tx_size, d.mode),
+            (Queues::N(2), DEFAULT_RING, DEFAULT_RING, ZcMode::ZeroCopy)
+        );
+        // VPP's positional form.
+        assert_eq!(parse("eth2").unwrap().host, "eth2");
+    }
+
+    #[test]
+    fn bad_arguments_name_the_token() {
+        assert!(parse("").unwrap_err().contains("missing `host-if"));
+        assert!(parse("host-if x bogus-word")
+            .unwrap_err()
+            .contains("`bogus-word'"));
+        assert!(parse("host-if x num-rx-queues 0")
+            .unwrap_err()
+            .contains("num-rx-queues `0'"));
+        assert!(parse("host-if x rx-queue-size 1000")
+            .unwrap_err()
+            .contains("`1000'"));
+        assert!(parse("host-if x tx-queue-size 8192")
+            .unwrap_err()
+            .contains("`8192'"));
+        assert!(parse("host-if x prog /tmp/p.o")
+            .unwrap_err()
+            .contains("not supported yet"));
+        assert!(parse("host-if x netns foo")
+            .unwrap_err()
+            .contains("`netns'"));
+        assert!(parse("host-if averyveryverylongname")
+            .unwrap_err()
+            .contains("bad Linux interface name"));
+    }
+
+    #[test]
+    fn default_rings_fit_four_queues_in_8_mib() {
+        let g = XskGeometry {
+            rx_size: DEFAULT_RING,
+            tx_size: DEFAULT_RING,
+        };
+        assert!(g.umem_bytes() * 4 <= 8 << 20);
+    }
+}

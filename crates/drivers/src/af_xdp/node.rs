@@ -1,0 +1,312 @@
+//! The af_xdp graph nodes.
+//!
+//! `af_xdp-input` (input): polls every AF_XDP rx queue placed on this thread. Per queue and
+//! call it takes up to [`FRAME_SIZE`] descriptors from the rx ring, copies each packet out
+//! of the UMEM into a Sluice buffer (one memcpy per packet; a chain if the buffer is
+//! smaller), releases the descriptors and gives the frames straight back to the kernel
+//! through the fill ring (waking it with `recvfrom` only when it set
+//! `XDP_RING_NEED_WAKEUP`).
+//! - uses: nothing (produces packets).
+//! - sets: `rx_if` = the af_xdp interface; `current_data` = 0 at the Ethernet header;
+//!   starts traces (`trace add af_xdp-input N`).
+//! - next: `ethernet-input` (0) for every packet.
+//! - counters: `no_buffers` (error: buffer pool exhausted; the packet is dropped, its frame
+//!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
+//!   outside the UMEM, across a frame or empty: dropped).
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - polling: the node is active while a queue's rx ring has entries and for 10 ms after the
+//!   last packet (then the thread may sleep until its next timer).
+//!
+//! `<interface>-tx` (internal, one per af_xdp interface, as VPP's per-interface tx nodes):
+//! - uses: the packet (whole chain); `tx_if` is this interface (`interface-output` chose
+//!   this node by it).
+//! - sets: nothing; every buffer is freed after its bytes were copied into a UMEM tx frame.
+//! - next: none.
+//! - per call: reaps the completion ring (sent frames back to the free list), copies the
+//!   frame's packets into free tx frames, publishes them, and kicks the kernel with `sendto`
+//!   only when the tx ring has `XDP_RING_NEED_WAKEUP` set.
+//! - counters: `ring_full` (error: no free tx frame or tx ring slot; dropped, never waited
+//!   for), `too_big` (error: larger than a UMEM frame), `no_interface` (error: interface
+//!   deleted while the packet was in flight), `send_error` (error: the kick failed; the
+//!   frames stay queued and leave with the next kick).
+//! - also: interface `tx-error` for `ring_full` and `too_big` drops.
+
+use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
+use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::pcap::point;
+use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_vnet::interface::{counter, IfCounters};
+use std::any::Any;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Input node name.
+pub const INPUT: &str = "af_xdp-input";
+
+pub(crate) const C_NO_BUFFERS: usize = 0;
+pub(crate) const C_BAD_DESC: usize = 1;
+
+pub(crate) const C_RING_FULL: usize = 0;
+pub(crate) const C_TOO_BIG: usize = 1;
+pub(crate) const C_NO_INTERFACE: usize = 2;
+pub(crate) const C_SEND_ERROR: usize = 3;
+
+/// Counters of `af_xdp-input`.
+pub fn input_counters() -> [CounterDesc; 2] {
+    [
+        CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
+        CounterDesc::error("bad_desc", "bad rx descriptor (outside the UMEM)"),
+    ]
+}
+
+/// Counters of a `<interface>-tx` node.
+pub fn tx_counters() -> [CounterDesc; 4] {
+    [
+        CounterDesc::error("ring_full", "tx ring full"),
+        CounterDesc::error("too_big", "packet larger than a UMEM frame"),
+        CounterDesc::error("no_interface", "af_xdp interface deleted"),
+        CounterDesc::error("send_error", "tx kick (sendto) failed"),
+    ]
+}
+
+const NEXT_ETHERNET: Next = Next(0);
+
+/// One rx queue as polled by one thread: the socket and its rx half.
+pub struct RxQueue {
+    /// Sluice interface.
+    pub sw_if: u32,
+    /// Device queue.
+    pub queue: u16,
+    // `rings` points into `xsk`'s mappings: declared first, so dropped first.
+    rings: RxRings,
+    /// The socket (shared with the control plane and the tx node).
+    pub xsk: Arc<Xsk>,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+}
+
+impl RxQueue {
+    /// A queue to be polled by one thread.
+    pub fn new(sw_if: u32, xsk: Arc<Xsk>, rings: RxRings, counters: Arc<IfCounters>) -> Self {
+        RxQueue {
+            sw_if,
+            queue: xsk.queue as u16,
+            rings,
+            xsk,
+            counters,
+        }
+    }
+}
+
+/// `af_xdp-input` instance: the rx queues this thread polls.
+#[derive(Default)]
+pub struct AfXdpInput {
+    /// Queues placed on this thread.
+    pub queues: Vec<RxQueue>,
+    adaptive: crate::linux::AdaptivePoll,
+}
+
+#[derive(Copy, Clone)]
+struct RxTrace {
+    sw_if: u32,
+    queue: u16,
+    len: u16,
+    head_len: u8,
+    head: [u8; 64],
+}
+
+impl TraceRecord for RxTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "af_xdp: sw_if_index {} queue {} len {}",
+            self.sw_if, self.queue, self.len
+        );
+        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
+        for l in d.lines() {
+            let _ = write!(out, "\n  {l}");
+        }
+    }
+}
+
+/// Copies `pkt` into `b`, chaining a second buffer when it does not fit one (only with a
+/// buffer data size below the 1792 bytes a UMEM frame can carry). False: no buffer.
+fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
+    let ds = pool.data_size();
+    let head = pkt.len().min(ds);
+    {
+        // SAFETY: `b` was just allocated by this node and is not yet enqueued; one view.
+        let mut v = unsafe { pool.buffer(b) };
+        v.write_packet(&pkt[..head]);
+    }
+    if head < pkt.len() {
+        let Some(tail) = cx.bufs().alloc_with(&pkt[head..]) else {
+            return false;
+        };
+        cx.bufs().chain_append(b, tail);
+    }
+    true
+}
+
+impl AfXdpInput {
+    /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
+    fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
+        let q = &mut self.queues[qi];
+        let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
+        if n == 0 {
+            q.xsk.rx_wakeup(&q.rings);
+            return 0;
+        }
+        let pool = cx.pool_ref();
+        let mut fresh = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut fresh[..n]);
+        let mut out = [BufIdx(0); FRAME_SIZE];
+        let (mut used, mut bytes, mut miss, mut bad) = (0usize, 0u64, 0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        let t = cx.thread();
+        for i in 0..n {
+            let d = q.rings.rx.read(i as u32);
+            match q.xsk.rx_frame(&d) {
+                None => bad += 1,
+                Some(_) if used >= got => miss += 1,
+                Some(pkt) => {
+                    let b = fresh[used];
+                    if !copy_in(cx, pool, b, pkt) {
+                        miss += 1;
+                    } else {
+                        used += 1;
+                        bytes += pkt.len() as u64;
+                        // SAFETY: owned by this node until enqueued; one view.
+                        let mut v = unsafe { pool.buffer(b) };
+                        v.hdr.rx_if = q.sw_if;
+                        if traced > 0 {
+                            let mut head = [0u8; 64];
+                            let hl = pkt.len().min(64);
+                            head[..hl].copy_from_slice(&pkt[..hl]);
+                            let rec = RxTrace {
+                                sw_if: q.sw_if,
+                                queue: q.queue,
+                                len: pkt.len() as u16,
+                                head_len: hl as u8,
+                                head,
+                            };
+                            cx.trace_start(&mut v, rec);
+                            traced -= 1;
+                        }
+                        out[used - 1] = b;
+                    }
+                }
+            }
+            // The packet was copied (or dropped): its frame goes back to the kernel.
+            let base = d.addr - d.addr % UMEM_FRAME as u64;
+            if q.xsk.is_rx_frame(base) {
+                q.rings.recycle.push(base);
+            }
+        }
+        q.rings.rx.release(n as u32);
+        let r = &mut q.rings;
+        let k = r.fill.reserve(r.recycle.len() as u32);
+        for (i, &a) in r.recycle[..k as usize].iter().enumerate() {
+            r.fill.write(i as u32, a);
+        }
+        r.fill.submit(k);
+        r.recycle.drain(..k as usize);
+        q.xsk.rx_wakeup(&q.rings);
+        if used < got {
+            cx.free(&fresh[used..got]);
+        }
+        if miss > 0 {
+            q.counters.add(t, counter::RX_MISS, miss);
+            cx.count(C_NO_BUFFERS, miss);
+        }
+        cx.count(C_BAD_DESC, bad);
+        if used > 0 {
+            q.counters.add(t, counter::RX_PACKETS, used as u64);
+            q.counters.add(t, counter::RX_BYTES, bytes);
+            cx.pcap_capture(point::RX, &out[..used], false);
+            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
+        }
+        used
+    }
+}
+
+impl NodeFn for AfXdpInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        let n = (0..self.queues.len())
+            .map(|qi| self.poll_queue(cx, qi, FRAME_SIZE))
+            .sum();
+        self.adaptive.record(cx, n)
+    }
+
+    fn active(&self) -> bool {
+        self.adaptive.active(self.queues.len(), || {
+            self.queues.iter().any(|q| q.rings.rx.has_entries())
+        })
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// An af_xdp interface as seen by its tx node on one thread.
+#[derive(Clone)]
+pub struct TxEntry {
+    /// The interface's sockets; thread t transmits on `queues[t % len]`.
+    pub queues: Arc<Vec<Arc<Xsk>>>,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+}
+
+/// `<interface>-tx` instance.
+#[derive(Default)]
+pub struct AfXdpTx {
+    /// The interface (`None` once it is deleted).
+    pub entry: Option<TxEntry>,
+}
+
+impl NodeFn for AfXdpTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let pool = cx.pool_ref();
+        let t = cx.thread();
+        let Some(e) = &self.entry else {
+            cx.count(C_NO_INTERFACE, frame.len() as u64);
+            cx.free(frame);
+            return;
+        };
+        let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
+            cx.count(C_NO_INTERFACE, frame.len() as u64);
+            cx.free(frame);
+            return;
+        };
+        let (mut full, mut big) = (0u64, 0u64);
+        let mut g = q.tx_lock();
+        q.tx_reap(&mut g);
+        for &b in frame {
+            // SAFETY: owned by this node; short-lived view for the length.
+            let len = unsafe { pool.buffer(b) }.total_len();
+            if len > UMEM_FRAME {
+                big += 1;
+                continue;
+            }
+            match q.tx_push(&mut g, |dst| crate::linux::copy_chain_into(pool, b, dst)) {
+                Ok(()) => {}
+                Err(TxFull::RingFull) => full += 1,
+            }
+        }
+        if q.tx_submit(&mut g).is_err() {
+            cx.count(C_SEND_ERROR, 1);
+        }
+        drop(g);
+        if full + big > 0 {
+            e.counters.add(t, counter::TX_ERROR, full + big);
+            cx.count(C_RING_FULL, full);
+            cx.count(C_TOO_BIG, big);
+        }
+        cx.free(frame);
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}

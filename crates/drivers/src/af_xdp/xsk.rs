@@ -1,0 +1,832 @@
+//! AF_XDP sockets (XSK): the UMEM, its fill and completion rings, and the rx and tx rings,
+//! all mapped from the kernel. The only `unsafe` code of the driver besides the loader.
+//!
+//! One socket per queue, each with its own UMEM of `rx_size + tx_size` frames of
+//! [`FRAME_SIZE`] bytes: frames `0 .. rx_size` circulate fill ring -> kernel -> rx ring ->
+//! (copied into a Sluice buffer) -> fill ring; frames `rx_size ..` circulate tx free list ->
+//! tx ring -> kernel -> completion ring -> free list. The rx half belongs to the thread that
+//! polls the queue ([`RxRings`]), the tx half to whichever thread holds the queue's tx lock
+//! ([`TxRings`]), so the two never touch the same frame or ring.
+//!
+//! Rings are single-producer single-consumer arrays of a power-of-two size with free-running
+//! u32 producer and consumer indices ([`Ring`]); the index arithmetic is plain wrapping
+//! arithmetic, unit-tested against a simulated kernel side.
+//!
+//! Constants and layouts are those of `<linux/if_xdp.h>` (stable kernel ABI).
+
+use crate::linux::{getsockopt, os_err, setsockopt, Mmap, SpinGuard, SpinLock};
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const AF_XDP: libc::c_int = 44;
+const SOL_XDP: libc::c_int = 283;
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
+const XDP_OPTIONS: libc::c_int = 8;
+/// Linux >= 6.17: how many packets one `sendto` may send in copy mode (default 32).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+const XDP_PGOFF_RX_RING: u64 = 0;
+const XDP_PGOFF_TX_RING: u64 = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: u64 = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: u64 = 0x1_8000_0000;
+
+/// Bytes per UMEM frame (chunk). In copy mode the kernel puts a received packet 256 bytes
+/// (`XDP_PACKET_HEADROOM`) into its frame, so the largest frame received is 1792 bytes.
+pub const FRAME_SIZE: usize = 2048;
+
+/// Most ring entries per ring.
+pub const MAX_RING: u32 = 4096;
+/// Fewest ring entries per ring.
+pub const MIN_RING: u32 = 64;
+
+/// `struct xdp_desc`: a packet in the rx or tx ring.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct XdpDesc {
+    /// Offset of the packet in the UMEM.
+    pub addr: u64,
+    /// Length.
+    pub len: u32,
+    /// Options (0).
+    pub options: u32,
+}
+
+/// `struct xdp_ring_offset`.
+#[derive(Copy, Clone, Debug, Default)]
+#[repr(C)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+/// `struct xdp_mmap_offsets`.
+#[derive(Copy, Clone, Debug, Default)]
+#[repr(C)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+/// `struct xdp_umem_reg` (with the `flags` and `tx_metadata_len` words of newer kernels).
+#[repr(C)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// Entries a consumer can read: `prod - cons` on free-running u32 indices.
+#[inline]
+pub fn ring_entries(prod: u32, cons: u32) -> u32 {
+    prod.wrapping_sub(cons)
+}
+
+/// Entries a producer can write into a ring of `size`.
+#[inline]
+pub fn ring_free(size: u32, prod: u32, cons: u32) -> u32 {
+    size.saturating_sub(ring_entries(prod, cons))
+}
+
+/// One single-producer single-consumer ring shared with the kernel. Sluice is the producer
+/// of the fill and tx rings and the consumer of the rx and completion rings. The indices
+/// run freely (wrapping u32); slot = index & (size - 1). Cached copies of the other side's
+/// index avoid an atomic load per packet.
+pub struct Ring<T> {
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    descs: *mut T,
+    size: u32,
+    cached_prod: u32,
+    cached_cons: u32,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the pointers refer to a mapping kept alive by the owner of the ring (`Xsk`); a
+// ring is used by one thread at a time (the rx poller, or the tx lock holder).
+unsafe impl<T: Send> Send for Ring<T> {}
+
+impl<T: Copy> Ring<T> {
+    /// A ring over memory at `base` laid out by `off` with `size` entries (a power of two).
+    ///
+    /// # Safety
+    /// `base + off.*` must point to the ring's producer, consumer and flags words and to
+    /// `size` descriptors, valid (and 4-/8-aligned) for as long as the ring is used.
+    unsafe fn from_raw(base: *mut u8, off: &RingOffset, size: u32) -> Ring<T> {
+        // SAFETY: per the contract, these offsets lie inside the mapping.
+        let (producer, consumer, flags, descs) = unsafe {
+            (
+                base.add(off.producer as usize) as *const AtomicU32,
+                base.add(off.consumer as usize) as *const AtomicU32,
+                base.add(off.flags as usize) as *const AtomicU32,
+                base.add(off.desc as usize) as *mut T,
+            )
+        };
+        // SAFETY: valid index words per the contract.
+        let (p, c) = unsafe {
+            (
+                (*producer).load(Ordering::Acquire),
+                (*consumer).load(Ordering::Acquire),
+            )
+        };
+        Ring {
+            producer,
+            consumer,
+            flags,
+            descs,
+            size,
+            cached_prod: p,
+            cached_cons: c,
+            _t: PhantomData,
+        }
+    }
+
+    fn prod(&self) -> &AtomicU32 {
+        // SAFETY: valid for the ring's life (see `from_raw`).
+        unsafe { &*self.producer }
+    }
+
+    fn cons(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.consumer }
+    }
+
+    /// Number of entries.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Consumer: how many entries (at most `max`) can be read now.
+    #[inline]
+    pub fn peek(&mut self, max: u32) -> u32 {
+        let mut n = ring_entries(self.cached_prod, self.cached_cons);
+        if n < max {
+            self.cached_prod = self.prod().load(Ordering::Acquire);
+            n = ring_entries(self.cached_prod, self.cached_cons);
+        }
+        n.min(max).min(self.size)
+    }
+
+    /// Consumer: whether the kernel has produced entries not yet released.
+    #[inline]
+    pub fn has_entries(&self) -> bool {
+        self.prod().load(Ordering::Acquire) != self.cached_cons
+    }
+
+    /// Consumer: entry `i` (0-based from the first unreleased one; `i` < what `peek` gave).
+    #[inline]
+    pub fn read(&self, i: u32) -> T {
+        let slot = (self.cached_cons.wrapping_add(i) & (self.size - 1)) as usize;
+        // SAFETY: slot < size; the producer published the entry (acquire in `peek`) and will
+        // not rewrite it before we release it.
+        unsafe { self.descs.add(slot).read_volatile() }
+    }
+
+    /// Consumer: gives `n` read entries back to the producer.
+    #[inline]
+    pub fn release(&mut self, n: u32) {
+        self.cached_cons = self.cached_cons.wrapping_add(n);
+        self.cons().store(self.cached_cons, Ordering::Release);
+    }
+
+    /// Producer: how many entries (at most `max`) can be written now.
+    #[inline]
+    pub fn reserve(&mut self, max: u32) -> u32 {
+        let mut n = ring_free(self.size, self.cached_prod, self.cached_cons);
+        if n < max {
+            self.cached_cons = self.cons().load(Ordering::Acquire);
+            n = ring_free(self.size, self.cached_prod, self.cached_cons);
+        }
+        n.min(max)
+    }
+
+    /// Producer: writes entry `i` (0-based from the next unsubmitted one; `i` < what
+    /// `reserve` gave).
+    #[inline]
+    pub fn write(&mut self, i: u32, v: T) {
+        let slot = (self.cached_prod.wrapping_add(i) & (self.size - 1)) as usize;
+        // SAFETY: slot < size; the consumer has released this slot (checked by `reserve`).
+        unsafe { self.descs.add(slot).write_volatile(v) }
+    }
+
+    /// Producer: publishes `n` written entries.
+    #[inline]
+    pub fn submit(&mut self, n: u32) {
+        self.cached_prod = self.cached_prod.wrapping_add(n);
+        self.prod().store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Producer: entries submitted that the consumer has not taken yet.
+    pub fn outstanding(&self) -> u32 {
+        ring_entries(self.cached_prod, self.cons().load(Ordering::Acquire))
+    }
+
+    /// Whether the kernel asks to be woken up (`XDP_RING_NEED_WAKEUP`).
+    #[inline]
+    pub fn needs_wakeup(&self) -> bool {
+        // SAFETY: valid flags word (see `from_raw`).
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+}
+
+/// Copy or zero-copy, as asked on the CLI.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ZcMode {
+    /// Try zero-copy, fall back to copy (VPP's default).
+    Auto,
+    /// Zero-copy or fail.
+    ZeroCopy,
+    /// Copy mode only.
+    Copy,
+}
+
+/// Ring sizes of one socket.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct XskGeometry {
+    /// rx and fill ring entries (= rx frames).
+    pub rx_size: u32,
+    /// tx and completion ring entries (= tx frames).
+    pub tx_size: u32,
+}
+
+impl XskGeometry {
+    /// UMEM bytes of one socket (pinned: counts against RLIMIT_MEMLOCK).
+    pub fn umem_bytes(&self) -> usize {
+        (self.rx_size + self.tx_size) as usize * FRAME_SIZE
+    }
+}
+
+/// The rx half of a socket: owned by the thread that polls it.
+pub struct RxRings {
+    /// rx ring (consumer).
+    pub rx: Ring<XdpDesc>,
+    /// fill ring (producer).
+    pub fill: Ring<u64>,
+    /// Frames received and copied, waiting for room in the fill ring.
+    pub recycle: Vec<u64>,
+}
+
+/// The tx half of a socket: behind the queue's tx lock.
+pub struct TxRings {
+    /// tx ring (producer).
+    pub tx: Ring<XdpDesc>,
+    /// completion ring (consumer).
+    pub comp: Ring<u64>,
+    /// Tx frames owned by Sluice.
+    pub free: Vec<u64>,
+    /// Entries written since the last submit.
+    pending: u32,
+}
+
+/// Why a packet could not be queued for transmission.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TxFull {
+    /// Every tx frame is in the kernel's hands.
+    RingFull,
+}
+
+/// Kernel statistics of a socket (`XDP_STATISTICS`).
+#[derive(Copy, Clone, Debug, Default)]
+#[repr(C)]
+pub struct XskStats {
+    /// Dropped for other reasons (e.g. frame too big).
+    pub rx_dropped: u64,
+    /// Invalid rx descriptors.
+    pub rx_invalid_descs: u64,
+    /// Invalid tx descriptors.
+    pub tx_invalid_descs: u64,
+    /// Dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// The fill ring was empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// The tx ring was empty when the kernel looked.
+    pub tx_ring_empty_descs: u64,
+}
+
+/// One AF_XDP socket bound to one queue of a device, with its UMEM.
+pub struct Xsk {
+    // Field order is drop order: the socket closes first (the kernel unregisters the UMEM
+    // and stops using the rings), then the mappings go.
+    fd: OwnedFd,
+    umem: Mmap,
+    _rings: Vec<Mmap>,
+    tx: SpinLock<TxRings>,
+    /// Device queue.
+    pub queue: u32,
+    /// Ring sizes.
+    pub geo: XskGeometry,
+    /// Whether the kernel granted zero-copy.
+    pub zero_copy: bool,
+}
+
+fn xsk_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot open AF_XDP socket: {e} (needs root or CAP_NET_RAW, Linux >= 4.18)"),
+        ));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// RLIMIT_MEMLOCK (soft), `None` when unlimited.
+pub fn memlock_limit() -> Option<u64> {
+    // SAFETY: rlimit is plain data; getrlimit fills it.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to an rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0
+        || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(r.rlim_cur)
+}
+
+impl Xsk {
+    /// Opens a socket on (`ifindex`, `queue`) with a fresh UMEM, fills the fill ring and
+    /// binds. Returns the socket and its rx half.
+    pub fn open(
+        ifindex: u32,
+        queue: u32,
+        geo: XskGeometry,
+        mode: ZcMode,
+    ) -> io::Result<(Xsk, RxRings)> {
+        match mode {
+            ZcMode::Copy => Xsk::open_once(ifindex, queue, geo, XDP_COPY),
+            ZcMode::ZeroCopy => Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "zero-copy refused: {e} (the driver has no AF_XDP zero-copy support; \
+                         veth and generic XDP only do copy mode: use no-zero-copy)"
+                    ),
+                )
+            }),
+            ZcMode::Auto => match Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY) {
+                Ok(x) => Ok(x),
+                Err(zc) => {
+                    log::debug!(
+                        "af_xdp: zero-copy not available on queue {queue} ({zc}), copy mode"
+                    );
+                    Xsk::open_once(ifindex, queue, geo, XDP_COPY)
+                }
+            },
+        }
+    }
+
+    fn open_once(
+        ifindex: u32,
+        queue: u32,
+        geo: XskGeometry,
+        bind_mode: u16,
+    ) -> io::Result<(Xsk, RxRings)> {
+        let fd = xsk_socket()?;
+        let raw = fd.as_raw_fd();
+        let umem_len = geo.umem_bytes();
+        let umem = Mmap::anonymous(umem_len, "UMEM mmap")?;
+        let reg = UmemReg {
+            addr: umem.ptr() as u64,
+            len: umem_len as u64,
+            chunk_size: FRAME_SIZE as u32,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(raw, SOL_XDP, XDP_UMEM_REG, &reg, "XDP_UMEM_REG").map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) | Some(libc::EPERM) | Some(libc::ENOMEM)
+                | Some(libc::EAGAIN) => io::Error::new(
+                    e.kind(),
+                    format!(
+                        "UMEM registration of {} KiB refused ({e}); the locked-memory limit \
+                             (RLIMIT_MEMLOCK) is {}: lower rx-queue-size / tx-queue-size / \
+                             num-rx-queues",
+                        umem_len >> 10,
+                        match memlock_limit() {
+                            Some(l) => format!("{} KiB", l >> 10),
+                            None => "unlimited".into(),
+                        }
+                    ),
+                ),
+                _ => e,
+            }
+        })?;
+        setsockopt(
+            raw,
+            SOL_XDP,
+            XDP_UMEM_FILL_RING,
+            &geo.rx_size,
+            "XDP_UMEM_FILL_RING",
+        )?;
+        setsockopt(
+            raw,
+            SOL_XDP,
+            XDP_UMEM_COMPLETION_RING,
+            &geo.tx_size,
+            "XDP_UMEM_COMPLETION_RING",
+        )?;
+        setsockopt(raw, SOL_XDP, XDP_RX_RING, &geo.rx_size, "XDP_RX_RING")?;
+        setsockopt(raw, SOL_XDP, XDP_TX_RING, &geo.tx_size, "XDP_TX_RING")?;
+        let off: MmapOffsets = getsockopt(raw, SOL_XDP, XDP_MMAP_OFFSETS, "XDP_MMAP_OFFSETS")?;
+        let desc = std::mem::size_of::<XdpDesc>() as u64;
+        let map = |o: &RingOffset, n: u32, sz: u64, pgoff: u64, what: &str| {
+            Mmap::new(raw, (o.desc + n as u64 * sz) as usize, pgoff, what)
+        };
+        let rx_map = map(
+            &off.rx,
+            geo.rx_size,
+            desc,
+            XDP_PGOFF_RX_RING,
+            "mmap rx ring",
+        )?;
+        let tx_map = map(
+            &off.tx,
+            geo.tx_size,
+            desc,
+            XDP_PGOFF_TX_RING,
+            "mmap tx ring",
+        )?;
+        let fill_map = map(
+            &off.fr,
+            geo.rx_size,
+            8,
+            XDP_UMEM_PGOFF_FILL_RING,
+            "mmap fill ring",
+        )?;
+        let comp_map = map(
+            &off.cr,
+            geo.tx_size,
+            8,
+            XDP_UMEM_PGOFF_COMPLETION_RING,
+            "mmap completion ring",
+        )?;
+        // SAFETY: each mapping was made from the offsets and sizes the kernel gave for that
+        // ring and lives in `Xsk::_rings` as long as the rings (the rx half is dropped by its
+        // poller before the last `Arc<Xsk>` goes, see `RxQueue`).
+        let (rx, tx, mut fill, comp) = unsafe {
+            (
+                Ring::<XdpDesc>::from_raw(rx_map.ptr(), &off.rx, geo.rx_size),
+                Ring::<XdpDesc>::from_raw(tx_map.ptr(), &off.tx, geo.tx_size),
+                Ring::<u64>::from_raw(fill_map.ptr(), &off.fr, geo.rx_size),
+                Ring::<u64>::from_raw(comp_map.ptr(), &off.cr, geo.tx_size),
+            )
+        };
+        // Every rx frame goes to the kernel at once.
+        let n = fill.reserve(geo.rx_size);
+        for i in 0..n {
+            fill.write(i, i as u64 * FRAME_SIZE as u64);
+        }
+        fill.submit(n);
+        let free = (geo.rx_size..geo.rx_size + geo.tx_size)
+            .rev()
+            .map(|i| i as u64 * FRAME_SIZE as u64)
+            .collect();
+        // Copy mode sends at most 32 packets per sendto unless told otherwise (Linux >= 6.17).
+        let _ = setsockopt(raw, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &geo.tx_size, "budget");
+        let sa = SockaddrXdp {
+            family: AF_XDP as u16,
+            flags: bind_mode | XDP_USE_NEED_WAKEUP,
+            ifindex,
+            queue_id: queue,
+            shared_umem_fd: 0,
+        };
+        // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sa as *const SockaddrXdp as *const libc::sockaddr,
+                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            let e = os_err(&format!(
+                "bind to queue {queue} ({})",
+                if bind_mode == XDP_ZEROCOPY {
+                    "zero-copy"
+                } else {
+                    "copy mode"
+                }
+            ));
+            return Err(match e.raw_os_error() {
+                Some(libc::EBUSY) => io::Error::new(
+                    e.kind(),
+                    format!("{e}: another AF_XDP socket or program owns this queue"),
+                ),
+                _ => e,
+            });
+        }
+        let opts: u32 = getsockopt(raw, SOL_XDP, XDP_OPTIONS, "XDP_OPTIONS").unwrap_or(0);
+        let x = Xsk {
+            fd,
+            umem,
+            _rings: vec![rx_map, tx_map, fill_map, comp_map],
+            tx: SpinLock::new(TxRings {
+                tx,
+                comp,
+                free,
+                pending: 0,
+            }),
+            queue,
+            geo,
+            zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
+        };
+        Ok((
+            x,
+            RxRings {
+                rx,
+                fill,
+                recycle: Vec::with_capacity(geo.rx_size as usize),
+            },
+        ))
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The received packet `d` as a slice of the UMEM, `None` when the descriptor points
+    /// outside it or across a frame boundary.
+    ///
+    /// The frame belongs to Sluice from the moment the kernel put it in the rx ring until
+    /// the poller hands it back through the fill ring, which happens only after the slice is
+    /// no longer used (see `AfXdpInput::poll_queue`).
+    #[inline]
+    pub fn rx_frame(&self, d: &XdpDesc) -> Option<&[u8]> {
+        let start = usize::try_from(d.addr).ok()?;
+        let end = start.checked_add(d.len as usize)?;
+        let frame_end = (start / FRAME_SIZE + 1) * FRAME_SIZE;
+        if end > self.umem.len() || end > frame_end || d.len == 0 {
+            return None;
+        }
+        // SAFETY: in bounds (checked above); the kernel does not write this frame while it
+        // is Sluice's (it is in no fill ring).
+        Some(unsafe { std::slice::from_raw_parts(self.umem.ptr().add(start), d.len as usize) })
+    }
+
+    /// Whether `addr` is the start of an rx frame of this UMEM.
+    pub fn is_rx_frame(&self, addr: u64) -> bool {
+        addr % FRAME_SIZE as u64 == 0 && addr < self.geo.rx_size as u64 * FRAME_SIZE as u64
+    }
+
+    /// Takes the tx half (spins while another thread transmits on this queue).
+    pub fn tx_lock(&self) -> SpinGuard<'_, TxRings> {
+        self.tx.lock()
+    }
+
+    /// Copies one packet into a free tx frame with `fill` (given the frame, returns the
+    /// packet length) and writes its descriptor; [`Xsk::tx_submit`] publishes the batch.
+    #[inline]
+    pub fn tx_push(
+        &self,
+        t: &mut TxRings,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<(), TxFull> {
+        if t.tx.reserve(t.pending + 1) <= t.pending {
+            return Err(TxFull::RingFull);
+        }
+        let Some(addr) = t.free.pop() else {
+            return Err(TxFull::RingFull);
+        };
+        let start = addr as usize;
+        debug_assert!(start + FRAME_SIZE <= self.umem.len());
+        let len = {
+            // SAFETY: `addr` is a tx frame (from the free list: never in the kernel's hands
+            // now) inside the UMEM; we hold the tx lock, so no other thread writes it.
+            let frame =
+                unsafe { std::slice::from_raw_parts_mut(self.umem.ptr().add(start), FRAME_SIZE) };
+            fill(frame).min(FRAME_SIZE)
+        };
+        t.tx.write(
+            t.pending,
+            XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            },
+        );
+        t.pending += 1;
+        Ok(())
+    }
+
+    /// Publishes the packets pushed since the last call and kicks the kernel when it asks
+    /// for it (`XDP_RING_NEED_WAKEUP`). In copy mode the kernel sends a bounded number of
+    /// packets per `sendto`, so it is called again (bounded) until the ring is drained.
+    pub fn tx_submit(&self, t: &mut TxRings) -> io::Result<()> {
+        if t.pending > 0 {
+            t.tx.submit(t.pending);
+            t.pending = 0;
+        }
+        let mut tries = t.tx.outstanding() / 32 + 2;
+        while t.tx.outstanding() > 0 && t.tx.needs_wakeup() && tries > 0 {
+            tries -= 1;
+            if let Err(e) = crate::linux::kick_tx(self.fd.as_raw_fd()) {
+                match e.raw_os_error() {
+                    // Busy: try again (bounded); the frames stay queued otherwise.
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) => continue,
+                    // No room in the device queue, device down: they go with the next kick.
+                    Some(libc::ENOBUFS) | Some(libc::ENETDOWN) | Some(libc::ENXIO) => break,
+                    _ => return Err(e),
+                }
+            }
+            if self.zero_copy {
+                break; // the driver sends asynchronously; one wakeup is enough
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back the tx frames the kernel has sent.
+    #[inline]
+    pub fn tx_reap(&self, t: &mut TxRings) -> u32 {
+        let n = t.comp.peek(t.comp.size());
+        for i in 0..n {
+            let a = t.comp.read(i);
+            let base = a - a % FRAME_SIZE as u64;
+            if base >= self.geo.rx_size as u64 * FRAME_SIZE as u64
+                && (base as usize) < self.umem.len()
+                && t.free.len() < self.geo.tx_size as usize
+            {
+                t.free.push(base);
+            }
+        }
+        t.comp.release(n);
+        n
+    }
+
+    /// Wakes the kernel to refill from the fill ring when it asks for it.
+    #[inline]
+    pub fn rx_wakeup(&self, r: &RxRings) {
+        if r.fill.needs_wakeup() {
+            // SAFETY: recvfrom with a NULL buffer of length 0, non-blocking: the AF_XDP rx
+            // wakeup; nothing is written.
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+            }
+        }
+    }
+
+    /// Kernel statistics.
+    pub fn stats(&self) -> io::Result<XskStats> {
+        getsockopt(
+            self.fd.as_raw_fd(),
+            SOL_XDP,
+            XDP_STATISTICS,
+            "XDP_STATISTICS",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring laid out like the kernel's: producer, consumer, flags words, then descriptors.
+    struct Sim {
+        mem: Vec<u64>,
+        off: RingOffset,
+    }
+
+    impl Sim {
+        fn new(size: u32) -> Sim {
+            Sim {
+                mem: vec![0; 4 + size as usize * 2],
+                off: RingOffset {
+                    producer: 0,
+                    consumer: 8,
+                    flags: 16,
+                    desc: 32,
+                },
+            }
+        }
+        fn ring<T: Copy>(&mut self, size: u32) -> Ring<T> {
+            // SAFETY: the layout above, in a live Vec that outlives the ring in each test.
+            unsafe { Ring::from_raw(self.mem.as_mut_ptr() as *mut u8, &self.off, size) }
+        }
+        fn word(&self, off: u64) -> &AtomicU32 {
+            // SAFETY: inside the Vec, 8-aligned.
+            unsafe { &*((self.mem.as_ptr() as *const u8).add(off as usize) as *const AtomicU32) }
+        }
+        fn set_prod(&self, v: u32) {
+            self.word(self.off.producer).store(v, Ordering::Release);
+        }
+        fn set_cons(&self, v: u32) {
+            self.word(self.off.consumer).store(v, Ordering::Release);
+        }
+        fn prod(&self) -> u32 {
+            self.word(self.off.producer).load(Ordering::Acquire)
+        }
+        fn cons(&self) -> u32 {
+            self.word(self.off.consumer).load(Ordering::Acquire)
+        }
+    }
+
+    #[test]
+    fn index_arithmetic_wraps() {
+        assert_eq!(ring_entries(5, 3), 2);
+        assert_eq!(ring_entries(2, u32::MAX - 1), 4);
+        assert_eq!(ring_free(8, 2, u32::MAX - 1), 4);
+        assert_eq!(ring_free(8, 10, 2), 0);
+        assert_eq!(ring_free(8, 7, 7), 8);
+        // A corrupt index from the other side never makes free space appear from nowhere.
+        assert_eq!(ring_free(8, 100, 2), 0);
+    }
+
+    #[test]
+    fn producer_ring_respects_the_consumer() {
+        let mut s = Sim::new(8);
+        s.set_prod(u32::MAX - 2);
+        s.set_cons(u32::MAX - 2);
+        let mut r: Ring<u64> = s.ring(8);
+        assert_eq!(r.reserve(16), 8);
+        for i in 0..8 {
+            r.write(i, 100 + i as u64);
+        }
+        r.submit(8);
+        assert_eq!(s.prod(), 5); // wrapped
+        assert_eq!(r.reserve(1), 0, "full until the kernel consumes");
+        assert_eq!(r.outstanding(), 8);
+        // The kernel consumes 3: slots of the first three entries.
+        s.set_cons(s.cons().wrapping_add(3));
+        assert_eq!(r.reserve(4), 3);
+        r.write(0, 7);
+        r.submit(1);
+        // Entry written at index prod-1 lands in slot (prod-1) & 7.
+        let slot = (s.prod().wrapping_sub(1) & 7) as usize;
+        assert_eq!(s.mem[4 + slot], 7);
+    }
+
+    #[test]
+    fn consumer_ring_reads_what_was_produced() {
+        let mut s = Sim::new(4);
+        s.set_prod(u32::MAX);
+        s.set_cons(u32::MAX);
+        let mut r: Ring<u64> = s.ring(4);
+        assert_eq!(r.peek(4), 0);
+        assert!(!r.has_entries());
+        // The kernel produces three entries across the wrap.
+        for k in 0..3u32 {
+            let idx = u32::MAX.wrapping_add(k);
+            s.mem[4 + (idx & 3) as usize] = 1000 + k as u64;
+        }
+        s.set_prod(u32::MAX.wrapping_add(3));
+        assert!(r.has_entries());
+        assert_eq!(r.peek(2), 2);
+        assert_eq!((r.read(0), r.read(1)), (1000, 1001));
+        r.release(2);
+        assert_eq!(s.cons(), 1);
+        assert_eq!(r.peek(8), 1);
+        assert_eq!(r.read(0), 1002);
+        r.release(1);
+        assert_eq!(r.peek(8), 0);
+    }
+
+    #[test]
+    fn umem_fits_the_budget() {
+        let g = XskGeometry {
+            rx_size: 512,
+            tx_size: 512,
+        };
+        assert_eq!(g.umem_bytes(), 2 << 20);
+    }
+}

@@ -1,0 +1,581 @@
+//! What the Linux-facing drivers (`af_packet`, `af_xdp`) share: socket-option and mmap
+//! helpers, Linux interface queries (ifindex, MAC, MTU, channels), promiscuous membership,
+//! interface-name checks, default MACs, rx-queue placement over threads, a per-interface
+//! table for tx nodes and a spin lock for tx queues shared by threads.
+
+use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::Cx;
+use std::cell::UnsafeCell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// An `io::Error` from `errno`, prefixed with what failed.
+pub fn os_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// `setsockopt(fd, level, name, v)`.
+pub fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &T,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: `v` points to a live `T` of `size_of::<T>()` bytes for the duration of the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(os_err(what));
+    }
+    Ok(())
+}
+
+/// `getsockopt(fd, level, name)` into a plain-data `T` (zero-initialised, so a shorter
+/// answer from an older kernel leaves the rest zero).
+pub fn getsockopt<T: Copy>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    what: &str,
+) -> io::Result<T> {
+    // SAFETY: only instantiated with plain-data kernel structs, for which zero is valid.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is writable for `len` bytes; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut v as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(os_err(what));
+    }
+    Ok(v)
+}
+
+/// A memory mapping: a ring a socket shares with the kernel, or anonymous memory.
+pub struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory (shared with the kernel for rings); every access goes
+// through the ownership protocol of the ring (status words, producer/consumer indices),
+// documented at each use.
+unsafe impl Send for Mmap {}
+// SAFETY: as above; concurrent users synchronise through atomics in the ring and, for tx,
+// the queue lock.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `fd` at page offset `offset` (a socket's ring), shared.
+    pub fn new(fd: RawFd, len: usize, offset: u64, what: &str) -> io::Result<Mmap> {
+        // SAFETY: mapping a socket's ring as its ABI prescribes (PACKET_MMAP, AF_XDP); the
+        // length is the ring size the kernel just accepted.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err(what));
+        }
+        Ok(Mmap {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// `len` bytes of zeroed, private, populated anonymous memory.
+    pub fn anonymous(len: usize, what: &str) -> io::Result<Mmap> {
+        // SAFETY: a fresh anonymous mapping; no file or existing memory involved.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err(what));
+        }
+        Ok(Mmap {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// Start of the mapping (page-aligned).
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: mmap refuses length 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The 32-bit word at `off` (must be 4-aligned and inside the mapping), for status words
+    /// and ring indices the kernel updates concurrently.
+    pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); the kernel accesses
+        // these words with atomic-width loads and stores, so an AtomicU32 view is sound.
+        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU32) })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new`/`anonymous` mapped; no slice into it outlives
+        // its owner (they borrow it, or are raw pointers the owner keeps alive).
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// Puts interface `ifindex` in promiscuous mode for as long as the AF_PACKET socket `fd` is
+/// open (a membership, so it ends with the socket even if Sluice dies).
+pub fn add_promiscuous(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    const SOL_PACKET: libc::c_int = 263;
+    const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+    const PACKET_MR_PROMISC: libc::c_ushort = 1;
+    // struct packet_mreq { int mr_ifindex; unsigned short mr_type, mr_alen; unsigned char mr_address[8]; }
+    #[repr(C)]
+    struct PacketMreq {
+        ifindex: libc::c_int,
+        kind: libc::c_ushort,
+        alen: libc::c_ushort,
+        address: [u8; 8],
+    }
+    let m = PacketMreq {
+        ifindex: ifindex as libc::c_int,
+        kind: PACKET_MR_PROMISC,
+        alen: 0,
+        address: [0; 8],
+    };
+    setsockopt(
+        fd,
+        SOL_PACKET,
+        PACKET_ADD_MEMBERSHIP,
+        &m,
+        "PACKET_ADD_MEMBERSHIP promisc",
+    )
+}
+
+/// An AF_PACKET socket that receives nothing (protocol 0, never bound) and holds the
+/// promiscuous membership of `ifindex`.
+pub fn promiscuous_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(os_err("AF_PACKET socket for promiscuous mode"));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    add_promiscuous(fd.as_raw_fd(), ifindex)?;
+    Ok(fd)
+}
+
+/// Linux interface helpers (ioctl on a throw-away datagram socket).
+pub mod linux_if {
+    use super::*;
+
+    /// `ifindex` of a Linux interface, `None` if there is no such interface.
+    pub fn index(name: &str) -> Option<u32> {
+        let c = std::ffi::CString::new(name).ok()?;
+        // SAFETY: `c` is a valid NUL-terminated string.
+        let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        (i != 0).then_some(i)
+    }
+
+    fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad interface name",
+            ));
+        }
+        // SAFETY: ifreq is plain data; zeroed is valid.
+        let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        Ok(r)
+    }
+
+    fn ioctl(req: libc::Ioctl, r: &mut libc::ifreq, what: &str) -> io::Result<()> {
+        // SAFETY: plain socket(2).
+        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if s < 0 {
+            return Err(os_err("socket"));
+        }
+        // SAFETY: `s` is ours.
+        let s = unsafe { OwnedFd::from_raw_fd(s) };
+        // SAFETY: `r` is a valid ifreq for these interface ioctls (for SIOCETHTOOL its data
+        // pointer points to a live ethtool command struct).
+        let rc = unsafe { libc::ioctl(s.as_raw_fd(), req, r as *mut libc::ifreq) };
+        if rc != 0 {
+            return Err(os_err(what));
+        }
+        Ok(())
+    }
+
+    /// MAC address.
+    pub fn mac(name: &str) -> io::Result<[u8; 6]> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFHWADDR, &mut r, "SIOCGIFHWADDR")?;
+        // SAFETY: the kernel filled the hwaddr member of the union.
+        let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+        let mut m = [0u8; 6];
+        for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+            *d = *s as u8;
+        }
+        Ok(m)
+    }
+
+    /// MTU.
+    pub fn mtu(name: &str) -> io::Result<u32> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFMTU, &mut r, "SIOCGIFMTU")?;
+        // SAFETY: the kernel filled the mtu member of the union.
+        Ok(unsafe { r.ifr_ifru.ifru_mtu }.max(0) as u32)
+    }
+
+    /// Sets the interface administratively up.
+    pub fn set_up(name: &str) -> io::Result<()> {
+        let mut r = ifreq(name)?;
+        ioctl(libc::SIOCGIFFLAGS, &mut r, "SIOCGIFFLAGS")?;
+        // SAFETY: the kernel filled the flags member of the union.
+        let flags = unsafe { r.ifr_ifru.ifru_flags };
+        if flags & libc::IFF_UP as libc::c_short != 0 {
+            return Ok(());
+        }
+        r.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+        ioctl(libc::SIOCSIFFLAGS, &mut r, "SIOCSIFFLAGS (set up)")
+    }
+
+    /// Number of rx queues the device has: `ETHTOOL_GCHANNELS` (the larger of the rx-only
+    /// and combined channel counts; veth reports its real queue counts there), else the
+    /// `queues/rx-*` entries in sysfs, else 1.
+    pub fn rx_queues(name: &str) -> u32 {
+        const ETHTOOL_GCHANNELS: u32 = 0x3c;
+        // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+        // tx_count, other_count, combined_count.
+        let mut ch = [0u32; 9];
+        ch[0] = ETHTOOL_GCHANNELS;
+        if let Ok(mut r) = ifreq(name) {
+            r.ifr_ifru.ifru_data = ch.as_mut_ptr() as *mut libc::c_char;
+            if ioctl(libc::SIOCETHTOOL, &mut r, "ETHTOOL_GCHANNELS").is_ok() {
+                let n = ch[5].max(ch[8]);
+                if n > 0 {
+                    return n;
+                }
+            }
+        }
+        let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(0);
+        (n as u32).max(1)
+    }
+}
+
+/// Copies a buffer chain's bytes into `dst` (a tx frame); returns the bytes copied (at most
+/// `dst.len()`).
+pub fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize {
+    let mut w = 0;
+    let mut cur = Some(head);
+    while let Some(b) = cur {
+        // SAFETY: the tx node owns the frame (and so the chains) it was given; views are
+        // used one at a time.
+        let v = unsafe { pool.buffer(b) };
+        let d = v.data();
+        let n = d.len().min(dst.len() - w);
+        dst[w..w + n].copy_from_slice(&d[..n]);
+        w += n;
+        cur = v.hdr.next();
+        if w == dst.len() {
+            break;
+        }
+    }
+    w
+}
+
+/// The input nodes' adaptive polling: a node stays active for [`AdaptivePoll::SECS`] after
+/// its last packet, then lets the thread sleep until its next timer.
+#[derive(Default)]
+pub struct AdaptivePoll {
+    last_rx_tsc: u64,
+    window_tsc: u64,
+}
+
+impl AdaptivePoll {
+    /// How long (seconds) an input node keeps polling after its last packet.
+    pub const SECS: f64 = 0.010;
+
+    /// Records a poll that produced `n` packets; returns `n`.
+    pub fn record(&mut self, cx: &Cx, n: usize) -> usize {
+        if self.window_tsc == 0 {
+            self.window_tsc = (cx.shared().clock.hz() * Self::SECS) as u64;
+        }
+        if n > 0 {
+            self.last_rx_tsc = cx.now_tsc();
+        }
+        n
+    }
+
+    /// Whether an input node with `queues` queues, of which some has packets ready when
+    /// `any_ready()`, should be polled: it has packets, or had some in the last
+    /// [`AdaptivePoll::SECS`].
+    pub fn active(&self, queues: usize, any_ready: impl FnOnce() -> bool) -> bool {
+        queues > 0 && (any_ready() || self.recent())
+    }
+
+    /// Whether the last packet came less than [`AdaptivePoll::SECS`] ago.
+    pub fn recent(&self) -> bool {
+        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.window_tsc
+    }
+}
+
+/// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the "send what is queued in the tx ring" kick of
+/// PACKET_MMAP and AF_XDP sockets. Returns the raw error for the caller to classify.
+pub fn kick_tx(fd: RawFd) -> io::Result<()> {
+    // SAFETY: sendto with a NULL buffer of length 0 reads and writes no memory.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Checks a Linux interface name given on the CLI.
+pub fn check_ifname(host: &str) -> Result<(), String> {
+    if host.is_empty()
+        || host.len() >= libc::IFNAMSIZ
+        || host.contains(['/', ':'])
+        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "bad Linux interface name `{}'",
+            sluice_cli::error::clip(host)
+        ));
+    }
+    Ok(())
+}
+
+/// A random locally administered unicast MAC `02:fe:xx:xx:xx:xx` derived from `seed`.
+pub fn random_mac(seed: u64) -> [u8; 6] {
+    // splitmix64 of the seed: distinct MACs for interfaces created in one process.
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let b = z.to_be_bytes();
+    [0x02, 0xfe, b[0], b[1], b[2], b[3]]
+}
+
+/// A seed for [`random_mac`] and group ids: the TSC, the pid and the ifindex.
+pub fn seed(ifindex: u32) -> u64 {
+    sluice_infra::clock::rdtsc() ^ ((std::process::id() as u64) << 32) ^ ifindex as u64
+}
+
+/// Round-robin placement of rx queues on threads: the workers when there are some, else
+/// the main thread. One per driver (a `Vlib` extension field).
+#[derive(Default)]
+pub struct RxPlacement {
+    next: usize,
+}
+
+impl RxPlacement {
+    /// The thread that polls the next rx queue, given the number of worker threads.
+    pub fn next_thread(&mut self, n_workers: usize) -> usize {
+        let w = self.next;
+        self.next += 1;
+        match n_workers {
+            0 => 0,
+            n => 1 + w % n,
+        }
+    }
+}
+
+/// A tx node's per-interface entries, indexed by `sw_if_index`.
+pub struct SwTable<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for SwTable<T> {
+    fn default() -> Self {
+        SwTable { slots: Vec::new() }
+    }
+}
+
+impl<T> SwTable<T> {
+    /// Sets (or with `None` clears) the entry of interface `sw`.
+    pub fn set(&mut self, sw: u32, v: Option<T>) {
+        let i = sw as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = v;
+    }
+
+    /// The entry of interface `sw`.
+    #[inline]
+    pub fn get(&self, sw: u32) -> Option<&T> {
+        self.slots.get(sw as usize).and_then(Option::as_ref)
+    }
+}
+
+/// A spin lock for a tx queue that several threads may share: taken once per batch, held
+/// for the time it takes to queue that batch.
+pub struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through a guard, and only one guard exists at a time.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: moving the lock moves the value; no guard can exist then (guards borrow it).
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+/// Exclusive access to the value of a [`SpinLock`].
+pub struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> SpinLock<T> {
+    /// A new, unlocked lock.
+    pub fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Takes the lock, spinning while another thread holds it.
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        SpinGuard { lock: self }
+    }
+}
+
+impl<T> std::ops::Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock: no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as above, and `&mut self` makes this the only access through the guard.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_macs_are_local_unicast_and_distinct() {
+        let a = random_mac(1);
+        let b = random_mac(2);
+        assert_eq!(&a[..2], &[0x02, 0xfe]);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn interface_names_are_checked() {
+        assert!(check_ifname("veth0").is_ok());
+        for bad in ["", "averyveryverylongname", "a/b", "a:b", "a b"] {
+            assert!(check_ifname(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sw_table_grows_and_clears() {
+        let mut t = SwTable::default();
+        t.set(5, Some(7u8));
+        assert_eq!(t.get(5), Some(&7));
+        assert_eq!(t.get(4), None);
+        assert_eq!(t.get(99), None);
+        t.set(5, None);
+        assert_eq!(t.get(5), None);
+    }
+
+    #[test]
+    fn spin_lock_excludes() {
+        let l = std::sync::Arc::new(SpinLock::new(0u64));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        *l.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(*l.lock(), 20_000);
+    }
+}
