@@ -10,7 +10,12 @@
 # back on the other end, and the median latency. Release build; the namespace is created
 # and removed by this script; no address is configured anywhere.
 #
-#   scripts/tester-bench.sh [--runs N] [--seconds S] [--size BYTES] [--workers N] [--rates "100000 1e9"]
+#   scripts/tester-bench.sh [--runs N] [--seconds S] [--size BYTES] [--workers N] [--tx-worker W]
+#                           [--rates "100000 1e9"] [--no-rx]
+#
+# --workers N starts N worker threads (af_packet rx queues go to worker 0 first);
+# --tx-worker W sends from worker W (default: the main thread); --no-rx leaves the other veth
+# end to the kernel (which drops the frames), to measure the transmit side alone.
 #
 # Needs root, iproute2 and python3. A shared 2-core VM: the tester, the kernel's veth work
 # and the receive side share the cores, so the maximum is a property of this machine.
@@ -20,6 +25,8 @@ RUNS=3
 SECS=2
 SIZE=64
 WORKERS=0
+TXW=""
+RX=1
 RATES="100000 500000 1000000 1e9"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -27,8 +34,10 @@ while [ $# -gt 0 ]; do
         --seconds) SECS="$2"; shift 2 ;;
         --size) SIZE="$2"; shift 2 ;;
         --workers) WORKERS="$2"; shift 2 ;;
+        --tx-worker) TXW="$2"; shift 2 ;;
         --rates) RATES="$2"; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--seconds S] [--size BYTES] [--workers N] [--rates \"R ...\"]" >&2; exit 2 ;;
+        --no-rx) RX=0; shift ;;
+        *) echo "usage: $0 [--runs N] [--seconds S] [--size BYTES] [--workers N] [--tx-worker W] [--rates \"R ...\"] [--no-rx]" >&2; exit 2 ;;
     esac
 done
 
@@ -65,13 +74,16 @@ ip netns exec "$P" "$SLUICE" unix { cli-listen "$SOCK" } buffers { buffers-per-n
 SPID=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 ctl() { "$CTL" -s "$SOCK" "$@"; }
-for c in "create host-interface name ta" "create host-interface name tb" \
-         "set interface state host-ta up" "set interface state host-tb up" \
-         "set interface tester-rx host-tb"; do
-    ctl $c >/dev/null
-done
+ctl create host-interface name ta >/dev/null
+ctl set interface state host-ta up >/dev/null
+if [ "$RX" = 1 ]; then
+    for c in "create host-interface name tb" "set interface state host-tb up" \
+             "set interface tester-rx host-tb"; do
+        ctl $c >/dev/null
+    done
+fi
 W=""
-[ "$WORKERS" -gt 0 ] && W="worker 0"
+[ -n "$TXW" ] && W="worker $TXW"
 
 # One run: prints "accepted_pps offered_pps tx_fail rx_packets tx_packets p50_ns".
 run_once() {
@@ -96,19 +108,22 @@ stats() { # min median max of the arguments
     printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {printf "%s %s %s\n", a[1], a[int((NR+1)/2)], a[NR]}'
 }
 
-echo "tester: ${SIZE}-byte frames, ${SECS}s x ${RUNS} runs, af_packet over veth, $( [ "$WORKERS" -gt 0 ] && echo "tx on worker 0 ($WORKERS workers)" || echo "one thread")"
+echo "tester: ${SIZE}-byte frames, ${SECS}s x ${RUNS} runs, af_packet over veth, $WORKERS worker(s), tx on ${W:-the main thread}, $( [ "$RX" = 1 ] && echo "rx on host-tb" || echo "no rx" ); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %32s %9s %12s %14s %10s\n' "target" "accepted pps min/median/max" "error" "tx-fail" "rx/tx" "p50 lat"
 for r in $RATES; do
-    ACC=(); FAIL=0; RX=0; TX=0; LAT=()
+    ctl clear runtime >/dev/null
+    ACC=(); FAIL=0; RXP=0; TX=0; LAT=()
     for i in $(seq 1 "$RUNS"); do
         read -r acc off fail rx tx p50 <<<"$(run_once "$r")"
-        ACC+=("$acc"); FAIL=$((FAIL + fail)); RX=$((RX + rx)); TX=$((TX + tx)); LAT+=("$p50")
+        ACC+=("$acc"); FAIL=$((FAIL + fail)); RXP=$((RXP + rx)); TX=$((TX + tx)); LAT+=("$p50")
     done
     read -r amin amed amax <<<"$(stats "${ACC[@]}")"
     read -r _ lmed _ <<<"$(stats "${LAT[@]}")"
     label="$r"; [ "$r" = "1e9" ] && label="max"
     err=$(awk -v a="$amed" -v r="$r" 'BEGIN { if (r >= 1e9) print "-"; else printf "%+.2f%%", (a - r) * 100 / r }')
-    ratio=$(awk -v a="$RX" -v b="$TX" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "-" }')
+    ratio=$(awk -v a="$RXP" -v b="$TX" 'BEGIN { if (b > 0 && a > 0) printf "%.4f", a / b; else print "-" }')
     printf '%-10s %10s %10s %10s %9s %12s %14s %8s ns\n' "$label" "$amin" "$amed" "$amax" "$err" "$FAIL" "$ratio" "$lmed"
 done
+echo "show runtime of the last target (clocks per packet of the tx path: the tx timestamp error per frame of a vector):"
+ctl show runtime | grep -E 'Name|tester|interface-output|af-packet' || true
 ctl show errors | grep -E 'tester|af-packet' || true

@@ -79,7 +79,7 @@ fn counter(vm: &Vlib, node: &str, name: &str) -> u64 {
 }
 
 fn in_use(vm: &Vlib) -> u64 {
-    vm.pool.stats().in_use as u64
+    vm.pool.stats().in_use
 }
 
 const ADD: &str = "tester stream add name s interface loop0 size 64 rate 1000000 dst-mac 02:00:00:00:00:02 src 10.0.0.1-10.0.0.10 dst 10.1.0.1";
