@@ -1,7 +1,8 @@
 //! The tester's graph nodes.
 //!
 //! `tester-tx` (input, one instance per thread; a stream runs on one thread):
-//! - for each running stream on this thread, asks the stream's [`Pacer`] how many packets are
+//! - for each running stream on this thread (latency streams first, so their frames lead
+//!   the vector handed to the driver), asks the stream's [`Pacer`] how many packets are
 //!   due (at most one vector of 256), allocates them, writes Ethernet/IPv4/UDP headers from
 //!   the stream's template (source address and port varied over `flows` values round-robin),
 //!   the signature with its sequence number, then — after the whole vector is built, as late
@@ -290,7 +291,14 @@ impl TesterTx {
             let base = s.counters.get(thread, counter::TX_ERROR);
             self.ifaces.push((s.tx_if, s.counters.clone(), base));
         }
-        self.streams.push(s);
+        // Latency streams are generated first in every poll, so their frames lead the vector
+        // and leave first from the driver's batch (their tx timestamp error is smallest).
+        let at = if s.tpl.latency {
+            self.streams.iter().take_while(|o| o.tpl.latency).count()
+        } else {
+            self.streams.len()
+        };
+        self.streams.insert(at, s);
     }
 
     /// Removes a stream.
