@@ -100,7 +100,8 @@ s = json.load(sys.stdin)["streams"]["b"]
 e = s["elapsed_s"] or 1e-9
 p50 = s["latency_ns"]["p50"]
 print("%.0f %.0f %d %d %d %s" % (s["tx_packets"] / e, s["offered_rate_pps"], s["tx_fail"],
-      s["rx_packets"], s["tx_packets"], "-" if p50 is None else p50))'
+      s["rx_packets"], s["tx_packets"], "-" if p50 is None else p50))
+print("run: tx %d elapsed %.6f" % (s["tx_packets"], s["elapsed_s"]), file=sys.stderr)'
     ctl tester stream del name b >/dev/null
 }
 
@@ -109,7 +110,7 @@ stats() { # min median max of the arguments
 }
 
 echo "tester: ${SIZE}-byte frames, ${SECS}s x ${RUNS} runs, af_packet over veth, $WORKERS worker(s), tx on ${W:-the main thread}, $( [ "$RX" = 1 ] && echo "rx on host-tb" || echo "no rx" ); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-10s %32s %9s %12s %14s %10s\n' "target" "accepted pps min/median/max" "error" "tx-fail" "rx/tx" "p50 lat"
+printf '%-10s %32s %9s %9s %8s %10s %9s %12s\n' "target" "accepted pps min/median/max" "error" "tx-fail" "rx/tx" "p50 lat" "vec/call" "drv clk/pkt"
 for r in $RATES; do
     ctl clear runtime >/dev/null
     ACC=(); FAIL=0; RXP=0; TX=0; LAT=()
@@ -122,8 +123,13 @@ for r in $RATES; do
     label="$r"; [ "$r" = "1e9" ] && label="max"
     err=$(awk -v a="$amed" -v r="$r" 'BEGIN { if (r >= 1e9) print "-"; else printf "%+.2f%%", (a - r) * 100 / r }')
     ratio=$(awk -v a="$RXP" -v b="$TX" 'BEGIN { if (b > 0 && a > 0) printf "%.4f", a / b; else print "-" }')
-    printf '%-10s %10s %10s %10s %9s %12s %14s %8s ns\n' "$label" "$amin" "$amed" "$amax" "$err" "$FAIL" "$ratio" "$lmed"
+    # tester-tx vectors per call, and interface-output + af-packet-tx clocks per packet: a
+    # vector's last frame leaves about vec x clk / TSC-Hz after its timestamp.
+    rt=$(ctl show runtime)
+    vec=$(awk '$1 == "tester-tx" { print $NF }' <<<"$rt")
+    clk=$(awk '$1 == "interface-output" || $1 == "af-packet-tx" { s += $(NF-1) } END { printf "%.0f", s }' <<<"$rt")
+    printf '%-10s %10s %10s %10s %9s %9s %8s %7s ns %9s %12s\n' "$label" "$amin" "$amed" "$amax" "$err" "$FAIL" "$ratio" "$lmed" "$vec" "$clk"
 done
-echo "show runtime of the last target (clocks per packet of the tx path: the tx timestamp error per frame of a vector):"
+echo "show runtime of the last target:"
 ctl show runtime | grep -E 'Name|tester|interface-output|af-packet' || true
 ctl show errors | grep -E 'tester|af-packet' || true

@@ -58,6 +58,9 @@ const E_UNKNOWN_STREAM: u16 = 1;
 const C_RECEIVED: usize = 2;
 const C_STALE: usize = 3;
 
+/// After a `duration` stream's deadline, packets due before it may still leave for this long.
+const CATCH_UP_GRACE_S: f64 = 0.01;
+
 /// Offset of the signature in a generated frame (Ethernet 14 + IPv4 20 + UDP 8).
 pub const SIG_OFFSET: usize = 42;
 
@@ -162,6 +165,8 @@ pub struct TxStream {
     flags: u16,
     pacer: Pacer,
     deadline: Option<u64>,
+    /// How long after the deadline a late sender may still catch up (TSC ticks).
+    grace: u64,
     limit: u64,
     sent: u64,
     // Reported counters (zeroed by `tester clear` without disturbing the pacing).
@@ -190,6 +195,7 @@ impl TxStream {
             flags: 0,
             pacer: Pacer::new(1.0, 1.0, 0),
             deadline: None,
+            grace: 0,
             limit: 0,
             sent: 0,
             rep_attempted: 0,
@@ -226,6 +232,7 @@ impl TxStream {
             };
         self.pacer = Pacer::new(self.tpl.rate, hz, now);
         self.deadline = self.tpl.duration.map(|d| now + (d * hz) as u64);
+        self.grace = (CATCH_UP_GRACE_S * hz) as u64;
         self.limit = match (self.tpl.count, self.tpl.duration) {
             (Some(c), _) => c,
             (None, Some(d)) => (d * self.tpl.rate).ceil() as u64,
@@ -362,14 +369,21 @@ impl TesterTx {
         }
         s.last_batch = 0;
         let now = rdtsc();
-        if s.deadline.is_some_and(|d| now >= d) {
+        // Past the deadline, packets that were due before it still leave (catch-up after a
+        // late poll, e.g. the thread was descheduled), for at most `grace`; then the stream
+        // ends. A `duration` trial sends `rate x duration` unless the sender cannot keep up.
+        let due_at = s.deadline.map_or(now, |d| now.min(d));
+        if s.deadline.is_some_and(|d| now >= d + s.grace) {
             s.finish(now);
             return 0;
         }
         let want = (s.limit - s.sent)
             .min(FRAME_SIZE as u64)
-            .min(s.pacer.allowed(now, s.sent)) as usize;
+            .min(s.pacer.allowed(due_at, s.sent)) as usize;
         if want == 0 {
+            if due_at < now {
+                s.finish(now);
+            }
             return 0;
         }
         let mut idx = [BufIdx(0); FRAME_SIZE];

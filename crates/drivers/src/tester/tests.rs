@@ -435,7 +435,7 @@ fn json_output_shape() {
     assert!(j.starts_with(want), "{j}");
     assert!(
         j.ends_with(
-            "\"counts\": [[100, 1], [300, 2]]}, \"running\": false, \"elapsed_s\": 0.004, \"offered_rate_pps\": 1250.000}}}\n"
+            "\"counts\": [[100, 1], [300, 2]]}, \"running\": false, \"elapsed_s\": 0.004000, \"offered_rate_pps\": 1250.000}}}\n"
         ),
         "{j}"
     );
