@@ -1,12 +1,21 @@
 //! Sluice drivers: the packet generator (`pg`), AF_PACKET host interfaces (`af_packet`),
-//! AF_XDP interfaces (`af_xdp`) and shared-memory interfaces (`memif`); what the
-//! Linux-facing ones share is in `linux`. tap in a later issue.
+//! AF_XDP interfaces (`af_xdp`), shared-memory interfaces (`memif`) and the traffic tester
+//! (`tester`, built on pg's stream templates and pacing); what the Linux-facing ones share is
+//! in `linux`. tap in a later issue.
 
 pub mod af_packet;
 pub mod af_xdp;
 pub mod linux;
 pub mod memif;
 pub mod pg;
+pub mod tester;
+
+/// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
+pub(crate) fn parse_mac(w: &str) -> Result<[u8; 6], sluice_cli::CliError> {
+    w.parse::<sluice_wire::Mac>()
+        .map(|m| m.0)
+        .map_err(|_| sluice_cli::CliError::new(format!("bad MAC address `{w}'")))
+}
 
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
@@ -14,6 +23,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
     af_packet::register(b);
     af_xdp::register(b);
     memif::register(b);
+    tester::register(b);
 }
 
 /// Registers every driver's CLI commands.
@@ -22,6 +32,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     af_packet::register_cli(t);
     af_xdp::register_cli(t);
     memif::register_cli(t);
+    tester::register_cli(t);
 }
 
 /// Per-runtime initialisation.

@@ -41,6 +41,9 @@ pub struct IfAttr {
     pub fib4: AtomicU32,
     /// IPv6 FIB index (`set interface ip6 table`).
     pub fib6: AtomicU32,
+    /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
+    /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
+    pub rx_redirect: AtomicU32,
 }
 
 impl IfAttr {
@@ -851,6 +854,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(0, Ordering::Relaxed);
         x.fib4.store(0, Ordering::Relaxed);
+        x.rx_redirect.store(0, Ordering::Relaxed);
     }
 }
 
