@@ -17,7 +17,7 @@ WHAT = ("ip4", "ip6", "l2")
 
 def parse(what: str, raw: dict) -> list[dict]:
     """Turns one `sluice-bench <what> --json` object into a list of cases
-    {family, name, routes, mpps: [min, median, max], path_clocks, nodes: {node: clk/pkt}}."""
+    {family, name, routes, mpps: [min, median, max], path_clocks, nodes: [[node, clk/pkt], ...]}."""
     cases = []
     for key, v in raw.items():
         if not isinstance(v, dict) or "mpps" not in v:
@@ -26,7 +26,9 @@ def parse(what: str, raw: dict) -> list[dict]:
         cases.append({
             "family": what, "name": name, "routes": v.get("routes"),
             "mpps": v["mpps"], "path_clocks": v.get("path_clocks"),
-            "ratio": v.get("ratio"), "nodes": v.get("nodes", {}),
+            "ratio": v.get("ratio"),
+            # A list, not an object: path order survives JSON files written with sort_keys.
+            "nodes": [[n, c] for n, c in v.get("nodes", {}).items()],
         })
     return cases
 

@@ -193,7 +193,7 @@ def engine_csv(data: dict) -> str:
     w.writerow(["family", "case", "routes", "mpps_min", "mpps_median", "mpps_max",
                 "path_clocks", "node", "node_clocks"])
     for c in (data.get("engine") or {}).get("cases", []):
-        for node, clk in c.get("nodes", {}).items():
+        for node, clk in c.get("nodes", []):
             w.writerow([_num(x) for x in (c["family"], c["name"], c.get("routes"), *c["mpps"],
                                            c.get("path_clocks"), node, clk)])
     return f.getvalue()
@@ -275,7 +275,7 @@ def engine_table(data: dict) -> list[str]:
     lines += ["| path | case | routes | Mpps min | median | max | path clk/pkt | clocks/packet per node |",
               "|---|---|---|---|---|---|---|---|"]
     for c in eng.get("cases", []):
-        nodes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("nodes", {}).items())
+        nodes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("nodes", []))
         lo, med, hi = c["mpps"]
         lines.append(f"| {c['family']} | {c['name']} | {c.get('routes') or ''} | {lo:.2f} | "
                      f"{med:.2f} | {hi:.2f} | {fmt(c.get('path_clocks'), 1)} | {nodes} |")
@@ -505,10 +505,10 @@ def plot_all(data: dict, out: Path) -> list[str]:
     cases = (data.get("engine") or {}).get("cases", [])
     if cases:
         fig, ax = plt.subplots(figsize=(max(7, 0.8 * len(cases) + 2), 5))
-        nodes = list(dict.fromkeys(n for c in cases for n in c.get("nodes", {})))
+        nodes = list(dict.fromkeys(n for c in cases for n, _ in c.get("nodes", [])))
         bottom = [0.0] * len(cases)
         for n in nodes:
-            v = [c.get("nodes", {}).get(n, 0.0) for c in cases]
+            v = [dict(c.get("nodes", [])).get(n, 0.0) for c in cases]
             ax.bar(range(len(cases)), v, bottom=bottom, label=n)
             bottom = [b + x for b, x in zip(bottom, v)]
         ax.set_xticks(range(len(cases)), [f"{c['family']}\n{c['name']}" for c in cases],

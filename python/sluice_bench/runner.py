@@ -83,6 +83,9 @@ class Runner:
         self.tester_cores = tester_cores
         self.dut_cores = dut_cores
         self.energy = cpuacct.energy_info()
+        # Replaceable for tests of the run logic without root (python/tests/bench_fakes.py).
+        self.topology_factory = Topology
+        self.tester_factory = Tester
         self.data: dict = {
             "schema": SCHEMA,
             "suite": suite.name,
@@ -150,8 +153,8 @@ class Runner:
         self.progress.say(f"{sc.name} {dut.name}: setting up")
         pending = list(sizes)
         try:
-            with Topology(self.tester_cores, self.dut_cores) as topo, \
-                    Tester(self.sluice_bin, topo) as tester, \
+            with self.topology_factory(self.tester_cores, self.dut_cores) as topo, \
+                    self.tester_factory(self.sluice_bin, topo) as tester, \
                     dut.running(topo, sc) as macs:
                 for size in sizes:
                     entry = self.run_case(sc, dut, topo, tester, macs, size)
