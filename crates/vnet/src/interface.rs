@@ -70,6 +70,11 @@ impl IfCounters {
             s[c].add(n);
         }
     }
+    /// Counter `c` of thread `t` alone.
+    #[inline(always)]
+    pub fn get(&self, t: usize, c: usize) -> u64 {
+        self.per_thread.get(t).map_or(0, |s| s[c].get())
+    }
     /// Sum over threads.
     pub fn total(&self, c: usize) -> u64 {
         self.per_thread.iter().map(|s| s[c].get()).sum()
@@ -229,6 +234,32 @@ pub fn ensure_local0(vm: &mut Vlib) {
             deleted: false,
         });
     }
+}
+
+/// Redirects every frame received on `sw_if` from `ethernet-input`, unchanged and before any
+/// check, to `node` (`None`: back to normal input processing) — VPP's
+/// `vnet_hw_interface_rx_redirect_to_node`, driver-independent because every driver hands
+/// Ethernet frames to `ethernet-input`. The arc is added on every thread before the redirect
+/// is published, so no thread can see an arc index it does not have.
+pub fn set_rx_redirect(
+    vm: &mut Vlib,
+    sw_if: SwIfIndex,
+    node: Option<NodeIndex>,
+) -> Result<(), String> {
+    let v = match node {
+        Some(n) => {
+            let eth = vm
+                .registry
+                .lookup(crate::ip4::nodes::ETHERNET_INPUT)
+                .map_err(|e| e.to_string())?;
+            vm.add_next(eth, n).map_err(|e| e.to_string())?.0 as u32 + 1
+        }
+        None => 0,
+    };
+    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+        x.rx_redirect.store(v, std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok_or_else(|| "interface table full".to_string())
 }
 
 /// Installs the per-interface drop/punt counting in every thread's `error-drop` and `punt`.

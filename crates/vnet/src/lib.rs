@@ -15,7 +15,7 @@ pub mod ratelimit;
 pub mod routes;
 pub mod subif;
 
-pub use interface::{create_interface, Interfaces, SwIfIndex};
+pub use interface::{create_interface, set_rx_redirect, Interfaces, SwIfIndex};
 
 /// Registers the vnet nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {

@@ -293,12 +293,6 @@ fn cli_delete_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
-fn parse_mac(w: &str) -> Result<[u8; 6], CliError> {
-    w.parse::<sluice_wire::Mac>()
-        .map(|m| m.0)
-        .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))
-}
-
 fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mut cfg = IfCfg {
         id: 0,
@@ -336,7 +330,7 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
             cfg.buffer_size = n;
         } else if a.keyword("hw-addr") {
-            mac = Some(parse_mac(&a.word("MAC address")?)?);
+            mac = Some(crate::parse_mac(&a.word("MAC address")?)?);
         } else if a.keyword("master") {
             role = Some(false);
         } else if a.keyword("slave") {

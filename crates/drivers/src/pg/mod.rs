@@ -17,7 +17,7 @@
 
 pub mod stream;
 
-use crate::pg::stream::{Source, StreamDef};
+use crate::pg::stream::{Pacer, Source, StreamDef};
 use sluice_buffer::BufIdx;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
@@ -101,9 +101,8 @@ impl PgInput {
         }
         let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
         if let Some(rate) = s.rate {
-            let elapsed = rdtsc().wrapping_sub(s.start_tsc) as f64 / hz;
-            let allowed = (elapsed * rate) as u64 + 1;
-            want = want.min(allowed.saturating_sub(s.sent) as usize);
+            let allowed = Pacer::new(rate, hz, s.start_tsc).allowed(rdtsc(), s.sent);
+            want = want.min(allowed.min(FRAME as u64) as usize);
         }
         if let Some(to) = s.handoff_to {
             // Back-pressure, like a device ring: generate only what the worker can take.

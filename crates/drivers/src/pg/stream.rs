@@ -100,21 +100,75 @@ impl Synth {
     #[inline(always)]
     pub fn fill(&self, seq: u64, out: &mut [u8]) -> usize {
         let len = self.size.at(seq) as usize;
-        out[..len].copy_from_slice(&self.template[..len]);
+        let fields = Fields {
+            src: self.src.at(seq),
+            dst: self.dst.at(seq),
+            sport: self.sport.at(seq) as u16,
+            dport: self.dport.at(seq) as u16,
+        };
+        self.fill_with(len, len, fields, out);
+        len
+    }
+
+    /// Writes the first `head` bytes (at most the template's length) of a `len`-byte packet
+    /// with the given addresses and ports into `out`: the template, then the IPv4 total
+    /// length, addresses and header checksum and the UDP ports and length (checksum 0). A
+    /// packet longer than `head` continues with `template[head..len]` (in a buffer chain).
+    #[inline(always)]
+    pub fn fill_with(&self, len: usize, head: usize, f: Fields, out: &mut [u8]) {
+        out[..head].copy_from_slice(&self.template[..head]);
         let l3 = self.l3();
-        let ip = &mut out[l3..len];
+        let ip = &mut out[l3..head];
         ip[2..4].copy_from_slice(&((len - l3) as u16).to_be_bytes());
-        ip[12..16].copy_from_slice(&self.src.at(seq).to_be_bytes());
-        ip[16..20].copy_from_slice(&self.dst.at(seq).to_be_bytes());
+        ip[12..16].copy_from_slice(&f.src.to_be_bytes());
+        ip[16..20].copy_from_slice(&f.dst.to_be_bytes());
         ip[10..12].copy_from_slice(&[0, 0]);
         let c = sluice_wire::checksum::internet_checksum(&ip[..IP]);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         let udp = &mut ip[IP..];
-        udp[0..2].copy_from_slice(&(self.sport.at(seq) as u16).to_be_bytes());
-        udp[2..4].copy_from_slice(&(self.dport.at(seq) as u16).to_be_bytes());
+        udp[0..2].copy_from_slice(&f.sport.to_be_bytes());
+        udp[2..4].copy_from_slice(&f.dport.to_be_bytes());
         udp[4..6].copy_from_slice(&((len - l3 - IP) as u16).to_be_bytes());
         // UDP checksum 0: allowed for IPv4 (RFC 768).
-        len
+    }
+}
+
+/// The per-packet header fields of a synthetic packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Fields {
+    /// IPv4 source address.
+    pub src: u32,
+    /// IPv4 destination address.
+    pub dst: u32,
+    /// UDP source port.
+    pub sport: u16,
+    /// UDP destination port.
+    pub dport: u16,
+}
+
+/// Releases packets at a fixed rate measured against the TSC: at `t` seconds after the start,
+/// `floor(t * rate) + 1` packets may have left (the first one at once). A sender that falls
+/// behind catches up (bounded by its vector size per call), so the long-run rate is exact.
+#[derive(Copy, Clone, Debug)]
+pub struct Pacer {
+    start_tsc: u64,
+    per_tick: f64,
+}
+
+impl Pacer {
+    /// A pacer for `rate` packets per second on a `hz` TSC, starting at `start_tsc`.
+    pub fn new(rate: f64, hz: f64, start_tsc: u64) -> Pacer {
+        Pacer {
+            start_tsc,
+            per_tick: rate / hz,
+        }
+    }
+
+    /// How many more packets may leave at TSC `now` when `sent` already have.
+    #[inline(always)]
+    pub fn allowed(&self, now: u64, sent: u64) -> u64 {
+        let due = (now.wrapping_sub(self.start_tsc) as f64 * self.per_tick) as u64 + 1;
+        due.saturating_sub(sent)
     }
 }
 

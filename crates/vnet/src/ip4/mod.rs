@@ -37,6 +37,9 @@ pub struct IfAttr {
     pub l2_xc: AtomicU32,
     /// Bridge domain the interface is a member of (0 = none).
     pub l2_bd: AtomicU32,
+    /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
+    /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
+    pub rx_redirect: AtomicU32,
 }
 
 impl IfAttr {
@@ -761,5 +764,6 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         x.ip4.store(0, Ordering::Relaxed);
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(0, Ordering::Relaxed);
+        x.rx_redirect.store(0, Ordering::Relaxed);
     }
 }

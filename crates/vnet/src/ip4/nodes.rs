@@ -61,7 +61,8 @@ const ICMP_MTU: usize = 1;
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
 ///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
 ///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain); `ip6-input` (4) for
-///   IPv6.
+///   IPv6; every frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
+///   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
 pub struct EthernetInput {
@@ -74,6 +75,7 @@ pub struct EthernetInput {
     cached_mac: [u8; 6],
     cached_l2: u32,
     cached_bd: u32,
+    cached_redirect: u32,
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -157,6 +159,17 @@ impl PacketNode for EthernetInput {
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.cached_if != Some(b.hdr.rx_if) {
+            let a = self.shared.if_attr(b.hdr.rx_if);
+            self.cached_if = Some(b.hdr.rx_if);
+            self.cached_mac = a.mac_bytes();
+            self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
+            self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
+            self.cached_redirect = a.rx_redirect.load(Ordering::Relaxed);
+        }
+        if self.cached_redirect != 0 {
+            return Next((self.cached_redirect - 1) as u16);
+        }
         let d = b.data();
         if d.len() < 14 {
             b.hdr.error = cx.error(E_RUNT);
@@ -173,13 +186,6 @@ impl PacketNode for EthernetInput {
                     et,
                 },
             );
-        }
-        if self.cached_if != Some(b.hdr.rx_if) {
-            let a = self.shared.if_attr(b.hdr.rx_if);
-            self.cached_if = Some(b.hdr.rx_if);
-            self.cached_mac = a.mac_bytes();
-            self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
-            self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
         }
         // Tags are looked at off the L3 fast path (in the EtherType match below) and, on L2
         // interfaces, before switching: a sub-interface match wins over the parent's mode.
@@ -856,6 +862,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_if: None,
                 cached_mac: [0; 6],
                 cached_l2: 0,
+                cached_redirect: 0,
                 cached_bd: 0,
             }))
         })

@@ -1,0 +1,220 @@
+//! The tester signature: 22 bytes at the start of the UDP payload of every tester frame.
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `0x534C4345` ("SLCE"), big-endian |
+//! | 4 | 2 | stream id |
+//! | 6 | 2 | flags: bit 0 = latency stream; bits 8..15 = run generation (stale-run filter) |
+//! | 8 | 6 | sequence number (48 bits; per stream and run, from 0) |
+//! | 14 | 8 | tx timestamp: nanoseconds of the tester's clock (TSC since the daemon started) |
+//!
+//! All fields big-endian. 22 bytes so a 64-byte frame (14 Ethernet + 20 IPv4 + 8 UDP + 22)
+//! carries it. Parsing ([`parse_frame`]) goes through the `wire` views and never panics.
+
+use sluice_wire::ethernet::{parse_tags, EtherType};
+use sluice_wire::ipv4::{IpProtocol, Ipv4Packet};
+use sluice_wire::udp::UdpPacket;
+
+/// "SLCE".
+pub const MAGIC: u32 = 0x534C_4345;
+/// Signature length.
+pub const LEN: usize = 22;
+/// Offset of the tx timestamp inside the signature.
+pub const TS_OFFSET: usize = 14;
+/// Flag: the frame belongs to a latency stream.
+pub const FLAG_LATENCY: u16 = 1;
+/// Largest sequence number (48 bits).
+pub const SEQ_MASK: u64 = (1 << 48) - 1;
+
+/// A parsed signature.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Sig {
+    /// Stream id.
+    pub stream: u16,
+    /// Flags.
+    pub flags: u16,
+    /// Sequence number.
+    pub seq: u64,
+    /// tx timestamp, ns.
+    pub tx_ns: u64,
+}
+
+impl Sig {
+    /// The run generation (flags bits 8..15).
+    #[inline(always)]
+    pub fn generation(&self) -> u8 {
+        (self.flags >> 8) as u8
+    }
+}
+
+/// Why a frame is not a tester frame.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NotTester {
+    /// Not Ethernet/[VLAN]/IPv4/UDP, or truncated headers.
+    Headers,
+    /// A non-first IPv4 fragment.
+    Fragment,
+    /// UDP payload shorter than the signature.
+    Short,
+    /// Wrong magic.
+    Magic,
+}
+
+/// Writes a signature (timestamp included) into `out[..LEN]`.
+#[inline(always)]
+pub fn write(out: &mut [u8], s: &Sig) {
+    let Some(o) = out.get_mut(..LEN) else { return };
+    o[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+    o[4..6].copy_from_slice(&s.stream.to_be_bytes());
+    o[6..8].copy_from_slice(&s.flags.to_be_bytes());
+    o[8..14].copy_from_slice(&(s.seq & SEQ_MASK).to_be_bytes()[2..8]);
+    o[14..22].copy_from_slice(&s.tx_ns.to_be_bytes());
+}
+
+/// Parses the signature of a signature slice (`sig[..LEN]`).
+#[inline(always)]
+pub fn parse(sig: &[u8]) -> Result<Sig, NotTester> {
+    let s: &[u8; LEN] = sig
+        .get(..LEN)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(NotTester::Short)?;
+    if u32::from_be_bytes([s[0], s[1], s[2], s[3]]) != MAGIC {
+        return Err(NotTester::Magic);
+    }
+    let mut seq = [0u8; 8];
+    seq[2..8].copy_from_slice(&s[8..14]);
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&s[14..22]);
+    Ok(Sig {
+        stream: u16::from_be_bytes([s[4], s[5]]),
+        flags: u16::from_be_bytes([s[6], s[7]]),
+        seq: u64::from_be_bytes(seq),
+        tx_ns: u64::from_be_bytes(ts),
+    })
+}
+
+/// Finds and parses the signature of an Ethernet frame: up to two VLAN tags, IPv4 (any
+/// header length, first fragment only), UDP, signature at the start of the UDP payload.
+/// The DUT may have rewritten MACs, TTL, addresses and ports: only the payload matters.
+#[inline]
+pub fn parse_frame(frame: &[u8]) -> Result<Sig, NotTester> {
+    let tags = parse_tags(frame).map_err(|_| NotTester::Headers)?;
+    if tags.ethertype != EtherType::IPV4 {
+        return Err(NotTester::Headers);
+    }
+    let ip = frame
+        .get(tags.l3_offset..)
+        .ok_or(NotTester::Headers)
+        .and_then(|b| Ipv4Packet::new_checked(b).map_err(|_| NotTester::Headers))?;
+    if ip.protocol() != IpProtocol::UDP {
+        return Err(NotTester::Headers);
+    }
+    if ip.frag_offset() != 0 {
+        return Err(NotTester::Fragment);
+    }
+    let udp = UdpPacket::new_checked(ip.payload()).map_err(|_| NotTester::Headers)?;
+    parse(udp.payload())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 64-byte tester frame built by hand.
+    fn frame() -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&50u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[38..40].copy_from_slice(&30u16.to_be_bytes());
+        write(
+            &mut f[42..],
+            &Sig {
+                stream: 7,
+                flags: FLAG_LATENCY | 3 << 8,
+                seq: 0x0123_4567_89ab,
+                tx_ns: 0x1122_3344_5566_7788,
+            },
+        );
+        f
+    }
+
+    #[test]
+    fn round_trip_and_layout() {
+        let f = frame();
+        assert_eq!(&f[42..46], b"SLCE");
+        assert_eq!(&f[50..56], &[0x01, 0x23, 0x45, 0x67, 0x89, 0xab]);
+        let s = parse_frame(&f).unwrap();
+        assert_eq!(s.stream, 7);
+        assert_eq!(s.generation(), 3);
+        assert_eq!(s.flags & FLAG_LATENCY, FLAG_LATENCY);
+        assert_eq!(s.seq, 0x0123_4567_89ab);
+        assert_eq!(s.tx_ns, 0x1122_3344_5566_7788);
+        // A VLAN tag in front (added by the DUT) is skipped.
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+        t.extend_from_slice(&f[12..]);
+        assert_eq!(parse_frame(&t).unwrap(), s);
+        // IPv4 options are skipped.
+        let mut o = f[..14].to_vec();
+        o.push(0x46);
+        o.extend_from_slice(&f[15..34]);
+        o.extend_from_slice(&[1, 1, 1, 0]);
+        o.extend_from_slice(&f[34..]);
+        o[16..18].copy_from_slice(&54u16.to_be_bytes());
+        assert_eq!(parse_frame(&o).unwrap(), s);
+    }
+
+    #[test]
+    fn malformed_frames_are_rejected_without_panicking() {
+        let f = frame();
+        // Every truncation.
+        for n in 0..f.len() {
+            let r = parse_frame(&f[..n]);
+            assert!(r.is_err(), "truncated at {n} parsed: {r:?}");
+        }
+        let mut bad = f.clone();
+        bad[42] ^= 1;
+        assert_eq!(parse_frame(&bad), Err(NotTester::Magic));
+        let mut bad = f.clone();
+        bad[23] = 6; // TCP
+        assert_eq!(parse_frame(&bad), Err(NotTester::Headers));
+        let mut bad = f.clone();
+        bad[20] = 0x00;
+        bad[21] = 0x10; // fragment offset 128
+        assert_eq!(parse_frame(&bad), Err(NotTester::Fragment));
+        let mut bad = f.clone();
+        bad[12] = 0x86;
+        bad[13] = 0xdd; // IPv6 EtherType
+        assert_eq!(parse_frame(&bad), Err(NotTester::Headers));
+        let mut bad = f.clone();
+        bad[14] = 0x44; // IHL 4
+        assert_eq!(parse_frame(&bad), Err(NotTester::Headers));
+        let mut bad = f.clone();
+        bad[14] = 0x4f; // IHL 15: header longer than the frame's IPv4 part allows for UDP
+        assert!(parse_frame(&bad).is_err());
+        let mut bad = f.clone();
+        bad[38..40].copy_from_slice(&20u16.to_be_bytes()); // UDP length leaves 12 bytes
+        assert_eq!(parse_frame(&bad), Err(NotTester::Short));
+        let mut bad = f.clone();
+        bad[16..18].copy_from_slice(&40u16.to_be_bytes()); // IPv4 length cuts the signature
+        assert_eq!(parse_frame(&bad), Err(NotTester::Short));
+        // Random garbage of every length never panics.
+        let mut x = 99u64;
+        for n in 0..600 {
+            let g: Vec<u8> = (0..n % 120)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (x >> 56) as u8
+                })
+                .collect();
+            let _ = parse_frame(&g);
+            let mut h = f.clone();
+            h.truncate(14 + n % 50);
+            h.extend_from_slice(&g);
+            let _ = parse_frame(&h);
+        }
+    }
+}
