@@ -42,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--latency-pps", type=int)
     r.add_argument("--tester-cores", type=_list(int), default=None)
     r.add_argument("--dut-cores", type=_list(int), default=None)
+    r.add_argument("--rps", choices=["on", "off"], default="on",
+                   help="steer each veth's receive work to its owner's cores (default on)")
     r.add_argument("--sluice-bin", type=Path, help="sluice binary (default: the release build)")
     r.add_argument("--bench-bin", type=Path, help="sluice-bench binary for the engine benchmarks")
     r.add_argument("--no-build", action="store_true", help="do not run cargo build first")
@@ -120,7 +122,8 @@ def cmd_run(a) -> int:
         raise SystemExit(128 + sig)  # unwinds the context managers: namespaces, daemons
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    runner = Runner(suite, out, sluice_bin, bench_bin, tester_cores, dut_cores)
+    runner = Runner(suite, out, sluice_bin, bench_bin, tester_cores, dut_cores,
+                    rps=a.rps == "on")
     rc = 0
     try:
         runner.run()

@@ -65,7 +65,9 @@ def summarize(streams: Iterable[dict]) -> dict | None:
     """Combines the latency of several tester streams (each a `show tester json` stream
     object). Returns {samples, min, avg, max, p50, p90, p99, p999, jitter_ns, histogram} in ns,
     or None when no stream received a packet."""
-    streams = [s for s in streams if s.get("rx_packets", 0) > 0 and s.get("latency_ns")]
+    # A stream without samples has every latency field null (tester contract).
+    streams = [s for s in streams if s.get("rx_packets", 0) > 0
+               and (s.get("latency_ns") or {}).get("avg") is not None]
     if not streams:
         return None
     hist = merge_histograms(s.get("histogram") or {} for s in streams)

@@ -293,9 +293,11 @@ def markdown(data: dict, plots: list[str]) -> str:
     out = [f"# Sluice benchmark report — suite `{data['suite']}`", ""]
     out += [f"Run {data['started']} – {data.get('finished', '?')}; {host.get('cpu_model') or 'CPU ?'}, "
             f"{host.get('cores')} cores, Linux {host.get('kernel')}.", ""]
+    rps = ("RPS steers each veth's receive work to its owner's cores (the DUT's veths to the "
+           "DUT cores, the tester's to the tester's)" if pin.get("rps", True) else
+           "RPS off: a receiver's kernel work runs in its sender's transmit call")
     out += [f"**Pinning**: tester (Sluice) on core(s) {pin['tester_cores']}, DUT on core(s) "
-            f"{pin['dut_cores']} (Sluice DUT: `cpu {{ main-core }}`; Linux DUT: RPS of its veths to "
-            "those cores; the tester's veths' RPS to the tester's cores). Tester, DUT and the "
+            f"{pin['dut_cores']} (Sluice: `cpu {{ main-core }}`); {rps}. Tester, DUT and the "
             "kernel's veth work share this small machine: read ratios, not absolutes.", ""]
     out += [f"**Method**: RFC 2544 binary search, trials of {cfg['trial_s']} s after a "
             f"{cfg['warmup_s']} s warm-up, {cfg['repeat']} search(es) per case (median shown), "

@@ -28,8 +28,10 @@ from typing import Callable
 
 @dataclass
 class Trial:
-    """One fixed-rate trial. `tx` counts frames the tester handed to its driver, `rx` the
-    test frames it received back; `offered_pps` is tx over the trial's elapsed time."""
+    """One fixed-rate trial. `tx` counts frames the tester's driver accepted, `rx` the test
+    frames received back (duplicates excluded); `offered_pps` is tx over the trial's elapsed
+    time, i.e. the load the DUT really saw. `tx_fail`: frames the tester's own driver refused
+    (not DUT loss; the trial is tester-limited)."""
 
     target_pps: float
     offered_pps: float
@@ -52,7 +54,12 @@ class Trial:
         return self.offered_pps * (self.rx / self.tx) if self.tx else 0.0
 
     def tester_limited(self, tolerance: float = 0.03) -> bool:
-        """The tester offered clearly less than asked (its own limit, not the DUT's)."""
+        """The tester offered clearly less than asked (its own limit, not the DUT's): its
+        driver refused frames (`tx_fail`, beyond `tolerance / 10` of them) or it paced
+        below the target."""
+        attempted = self.tx + self.tx_fail
+        if attempted and self.tx_fail > attempted * tolerance / 10:
+            return True
         return self.offered_pps < self.target_pps * (1.0 - tolerance)
 
     def passes(self, loss_ratio: float) -> bool:

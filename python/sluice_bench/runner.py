@@ -60,7 +60,7 @@ def make_dut(name: str, sluice_bin: Path) -> Dut:
     raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp)")
 
 
-def host_info(tester_cores: list[int], dut_cores: list[int]) -> dict:
+def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True) -> dict:
     model = ""
     try:
         for line in open("/proc/cpuinfo"):
@@ -70,18 +70,19 @@ def host_info(tester_cores: list[int], dut_cores: list[int]) -> dict:
     except OSError:
         pass
     return {"kernel": platform.release(), "cpu_model": model, "cores": os.cpu_count(),
-            "pinning": {"tester_cores": tester_cores, "dut_cores": dut_cores}}
+            "pinning": {"tester_cores": tester_cores, "dut_cores": dut_cores, "rps": rps}}
 
 
 class Runner:
     def __init__(self, suite: Suite, out_dir: Path, sluice_bin: Path, bench_bin: Path | None,
-                 tester_cores: list[int], dut_cores: list[int]):
+                 tester_cores: list[int], dut_cores: list[int], rps: bool = True):
         self.suite = suite
         self.out_dir = out_dir
         self.sluice_bin = sluice_bin
         self.bench_bin = bench_bin
         self.tester_cores = tester_cores
         self.dut_cores = dut_cores
+        self.rps = rps
         self.energy = cpuacct.energy_info()
         # Replaceable for tests of the run logic without root (python/tests/bench_fakes.py).
         self.topology_factory = Topology
@@ -90,7 +91,7 @@ class Runner:
             "schema": SCHEMA,
             "suite": suite.name,
             "started": dt.datetime.now().isoformat(timespec="seconds"),
-            "host": host_info(tester_cores, dut_cores),
+            "host": host_info(tester_cores, dut_cores, rps),
             "energy": self.energy,
             "config": {
                 "search": vars(suite.search), "trial_s": suite.trial_s,
@@ -153,7 +154,8 @@ class Runner:
         self.progress.say(f"{sc.name} {dut.name}: setting up")
         pending = list(sizes)
         try:
-            with self.topology_factory(self.tester_cores, self.dut_cores) as topo, \
+            with self.topology_factory(self.tester_cores, self.dut_cores,
+                                       rps=self.rps) as topo, \
                     self.tester_factory(self.sluice_bin, topo) as tester, \
                     dut.running(topo, sc) as macs:
                 for size in sizes:
@@ -205,7 +207,8 @@ class Runner:
             res = tester.run(main + lat, duration or s.trial_s, before, after)
             st_main = [res["streams"][m.name] for m in main]
             tx = sum(x["tx_packets"] for x in st_main)
-            rx = sum(x["rx_packets"] for x in st_main)
+            # rx_packets includes duplicates; loss is tx - (rx - duplicate) (tester contract).
+            rx = sum(x["rx_packets"] - x.get("duplicate", 0) for x in st_main)
             elapsed = max((x.get("elapsed_s") or 0.0) for x in st_main) or res["wall_s"]
             c = cpuacct.delta(snaps["a"], snaps["b"], cores)
             c["dut_s"] = c.get(dut.cpu_metric, 0.0)

@@ -12,7 +12,8 @@ namespaces, which removes the veths with them.
 
 RPS: veth delivers a frame on the CPU that transmitted it. To keep the DUT's receive work on
 the DUT's cores (and the tester's on the tester's), each interface's rx queue is steered with
-rps_cpus: d0/d1 to the DUT cores, t0/t1 to the tester cores.
+rps_cpus: d0/d1 to the DUT cores, t0/t1 to the tester cores. Without RPS (`--rps off`) a
+receiver's kernel work runs in its sender's transmit call, on the sender's core.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class Port:
 class Topology:
     """Creates `<p>t` (tester) and `<p>d` (DUT) namespaces with veth pairs t0-d0, t1-d1."""
 
-    def __init__(self, tester_cores: list[int], dut_cores: list[int], tag: str | None = None):
+    def __init__(self, tester_cores: list[int], dut_cores: list[int], tag: str | None = None,
+                 rps: bool = True):
         p = tag or f"sb{os.getpid()}"
         self.prefix = p
         self.tester_ns = f"{p}t"
@@ -77,6 +79,7 @@ class Topology:
                       "198.18.1", "198.18.128.0/17")
         self.b = Port(f"{p}t1", f"{p}d1", "02:fe:7e:00:00:02", "02:fe:d0:00:00:02",
                       "198.19.1", "198.19.128.0/17")
+        self.rps = rps
         self.up = False
 
     @property
@@ -110,7 +113,8 @@ class Topology:
             for ns, ifn, cores in ((self.tester_ns, port.tester_if, self.tester_cores),
                                    (self.dut_ns, port.dut_if, self.dut_cores)):
                 sh("ip", "-n", ns, "link", "set", ifn, "up")
-                self.set_rps(ns, ifn, cores)
+                if self.rps:
+                    self.set_rps(ns, ifn, cores)
 
     def set_rps(self, ns: str, ifn: str, cores: list[int]) -> None:
         # /sys/class/net shows the namespace of the process that mounted sysfs: write it from

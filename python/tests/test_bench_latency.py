@@ -58,6 +58,8 @@ def test_summarize_clamps_bucket_bounds_into_min_max():
     assert s["p50"] == 1005 and s["p999"] == 1005
 
 
-def test_summarize_ignores_streams_without_packets():
+def test_summarize_ignores_streams_without_samples():
     assert summarize([{"rx_packets": 0, "latency_ns": None}]) is None
+    empty = {k: None for k in ("min", "avg", "max", "p50", "p90", "p99", "p999")}
+    assert summarize([{"rx_packets": 5, "latency_ns": empty, "jitter_ns": None}]) is None
     assert summarize([]) is None

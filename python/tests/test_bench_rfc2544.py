@@ -79,6 +79,11 @@ def test_rates_are_offered_rates_not_targets():
     assert r.tester_limited  # every trial fell 10 % short of its target
 
 
+def test_tester_driver_refusals_make_a_trial_tester_limited():
+    assert Trial(1000, 1000, tx=990, rx=990, tx_fail=10).tester_limited()
+    assert not Trial(1000, 1000, tx=1000, rx=990, tx_fail=0).tester_limited()
+
+
 def test_trial_accounting():
     t = Trial(1000, 1000, tx=1000, rx=995)
     assert t.lost == 5 and t.loss_ratio == pytest.approx(0.005)
