@@ -369,6 +369,21 @@ def _plt():
     return plt
 
 
+def _label(ax, xlabel: str, ylabel: str, title: str, log: bool = False,
+           legend: bool = True, xlog: bool = False) -> None:
+    """Axis labels, title, grid, optional log scales and a small legend (if anything is labelled)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if log:
+        ax.set_yscale("log")
+    if xlog:
+        ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
 def plot_all(data: dict, out: Path) -> list[str]:
     """Writes the PNG plots there is data for; returns their file names."""
     plt = _plt()
@@ -392,11 +407,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
             x = [r["frame_size"] for r in rs]
             line, = ax.plot(x, [r["ndr_pps"] / 1e6 for r in rs], "o-", label=f"{sc} / {dut}")
             ax.plot(x, [r["pdr_pps"] / 1e6 for r in rs], "--", color=line.get_color())
-        ax.set_xlabel("frame size (bytes, without FCS)")
-        ax.set_ylabel("throughput (Mpps)")
-        ax.set_title("NDR (solid) / PDR (dashed) vs frame size")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _label(ax, "frame size (bytes, without FCS)", "throughput (Mpps)",
+               "NDR (solid) / PDR (dashed) vs frame size")
         save(fig, "throughput_vs_frame_size.png")
 
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -414,12 +426,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
             ax.plot([x for x, _ in pts], [(l.get("p99") or l["max"]) / 1e3 for _, l in pts],
                     "--", color=line.get_color())
         if any_lat:
-            ax.set_xlabel(f"offered load (Mpps, {small}-byte frames)")
-            ax.set_ylabel("latency (µs)")
-            ax.set_yscale("log")
-            ax.set_title("latency vs load: average (solid), p99 (dashed)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            _label(ax, f"offered load (Mpps, {small}-byte frames)", "latency (µs)",
+                   "latency vs load: average (solid), p99 (dashed)", log=True)
             save(fig, "latency_vs_load.png")
         else:
             plt.close(fig)
@@ -433,12 +441,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
                 ax.plot([t["offered_pps"] / 1e6 for t in ts],
                         [max(100 * t["loss_ratio"], 1e-4) for t in ts], "o-",
                         label=f"{r['scenario']} / {r['dut']}")
-        ax.set_xlabel(f"offered load (Mpps, {small}-byte frames)")
-        ax.set_ylabel("loss % (0 drawn at 1e-4)")
-        ax.set_yscale("log")
-        ax.set_title("loss vs offered load (every search trial)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _label(ax, f"offered load (Mpps, {small}-byte frames)", "loss % (0 drawn at 1e-4)",
+               "loss vs offered load (every search trial)", log=True)
         save(fig, "loss_vs_load.png")
 
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -463,13 +467,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
         a1.set_xticks(range(len(vals)), labels, fontsize=6, rotation=45, ha="right")
         a1.set_ylabel("DUT CPU-seconds per million packets")
         a1.set_title(f"at NDR, {small}-byte frames")
-        a2.set_xlabel("offered load (Mpps)")
-        a2.set_ylabel("DUT CPU-seconds per million packets")
-        a2.set_yscale("log")
-        a2.set_title("vs offered load (trials with ≤ 50 % loss)")
-        a2.grid(alpha=0.3)
-        if a2.get_legend_handles_labels()[0]:
-            a2.legend(fontsize=6)
+        _label(a2, "offered load (Mpps)", "DUT CPU-seconds per million packets",
+               "vs offered load (trials with ≤ 50 % loss)", log=True)
         save(fig, "cpu_per_packet.png")
 
     # FIB size: end-to-end ip4 scenarios (1 route = ip4-oneway) and the engine cases.
@@ -484,24 +483,14 @@ def plot_all(data: dict, out: Path) -> list[str]:
         for dut, pts in sorted(e2e.items()):
             pts.sort()
             a1.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=dut)
-        a1.set_xscale("log")
-        a1.set_xlabel("routes")
-        a1.set_ylabel("NDR (Mpps, 64 B)")
-        a1.set_title("end to end (tester -> DUT -> tester)")
-        a1.grid(alpha=0.3)
-        if e2e:
-            a1.legend(fontsize=7)
+        _label(a1, "routes", "NDR (Mpps, 64 B)", "end to end (tester -> DUT -> tester)",
+               xlog=True)
         for fam in ("ip4", "ip6"):
             pts = sorted((c["routes"], c["mpps"][1]) for c in eng if c["family"] == fam)
             if pts:
                 a2.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"engine {fam}")
-        a2.set_xscale("log")
-        a2.set_xlabel("routes")
-        a2.set_ylabel("Mpps (median, one core)")
-        a2.set_title("engine: pg -> forwarding path")
-        a2.grid(alpha=0.3)
-        if eng:
-            a2.legend(fontsize=7)
+        _label(a2, "routes", "Mpps (median, one core)", "engine: pg -> forwarding path",
+               xlog=True)
         save(fig, "fib_size.png")
 
     cases = (data.get("engine") or {}).get("cases", [])
