@@ -67,7 +67,7 @@ class Dut:
 class LinuxRouter(Dut):
     """The Linux kernel forwarding in the DUT namespace: ip_forward=1, rp_filter off, static
     neighbours for the tester ports, the routes as `ip route` (the FIB filler through
-    `ip -batch`), nftables masquerade for NAT44, `tc` mirred redirect for the cross-connect,
+    `ip -batch`), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
     a Linux bridge with static FDB entries for bridging. RPS steers the receive work to the
     DUT cores (topology). Its CPU is the kernel time on the DUT cores."""
 
@@ -106,7 +106,9 @@ class LinuxRouter(Dut):
         elif sc.kind == "l2xc":
             for src, dst in ((a, b), (b, a)):
                 nsexec(ns, "tc", "qdisc", "add", "dev", src.dut_if, "ingress")
-                nsexec(ns, "tc", "filter", "add", "dev", src.dut_if, "ingress", "matchall",
+                # u32 matching everything: matchall/flower are modules this kernel may lack.
+                nsexec(ns, "tc", "filter", "add", "dev", src.dut_if, "ingress", "protocol", "all",
+                       "u32", "match", "u32", "0", "0",
                        "action", "mirred", "egress", "redirect", "dev", dst.dut_if)
         elif sc.kind == "bridge":
             nsexec(ns, "ip", "link", "add", "br0", "type", "bridge")

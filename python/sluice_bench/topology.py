@@ -25,6 +25,10 @@ from dataclasses import dataclass
 
 log = logging.getLogger("sluice_bench")
 
+#: veth MTU: the tester's frame sizes exclude the FCS, so its 1518-byte frame carries a
+#: 1504-byte IP packet; every link of the topology takes it (Sluice adopts it at creation).
+MTU = 1600
+
 
 class CommandError(RuntimeError):
     pass
@@ -108,8 +112,9 @@ class Topology:
             nsexec(ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
         for port in self.ports:
             sh("ip", "link", "add", port.tester_if, "netns", self.tester_ns,
-               "address", port.tester_mac, "type", "veth",
-               "peer", "name", port.dut_if, "netns", self.dut_ns, "address", port.dut_mac)
+               "address", port.tester_mac, "mtu", str(MTU), "type", "veth",
+               "peer", "name", port.dut_if, "netns", self.dut_ns, "address", port.dut_mac,
+               "mtu", str(MTU))
             for ns, ifn, cores in ((self.tester_ns, port.tester_if, self.tester_cores),
                                    (self.dut_ns, port.dut_if, self.dut_cores)):
                 sh("ip", "-n", ns, "link", "set", ifn, "up")
