@@ -10,7 +10,10 @@
 //! block back as soon as it is consumed.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header;
-//!   starts traces (`trace add af-packet-input N`).
+//!   `rx_tsc` = when the kernel put the packet in the ring (its `tp_sec`/`tp_nsec` receive
+//!   timestamp carried over to the TSC through one `CLOCK_REALTIME`/TSC pair read per call,
+//!   so the up to 1 ms a packet waits for its block to be retired is not counted as latency
+//!   by the tester); starts traces (`trace add af-packet-input N`).
 //! - next: `ethernet-input` (0) for every packet.
 //! - counters: `no_buffers` (error: buffer pool exhausted, packet dropped and counted as the
 //!   interface's `rx-miss`), `truncated` (error: the kernel captured less than the frame),
@@ -107,6 +110,42 @@ pub struct AfInput {
     scratch: Vec<u8>,
     last_rx_tsc: u64,
     adaptive_tsc: u64,
+    ticks_per_ns: f64,
+}
+
+/// Kernel timestamps older than this are not trusted (a clock step): the packet gets `now`.
+const MAX_RING_AGE_NS: u64 = 10_000_000_000;
+
+/// Converts kernel `CLOCK_REALTIME` receive timestamps to the TSC, from one (TSC, realtime)
+/// pair read when a ring is polled: `rx_tsc = tsc - (realtime - tp_ts) * ticks/ns`.
+#[derive(Copy, Clone)]
+struct RxClock {
+    tsc: u64,
+    real_ns: u64,
+    ticks_per_ns: f64,
+}
+
+impl RxClock {
+    fn now(ticks_per_ns: f64) -> RxClock {
+        let real_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        RxClock {
+            tsc: sluice_infra::clock::rdtsc(),
+            real_ns,
+            ticks_per_ns,
+        }
+    }
+
+    #[inline(always)]
+    fn rx_tsc(&self, kernel_ns: u64) -> u64 {
+        let age = self.real_ns.saturating_sub(kernel_ns);
+        if kernel_ns == 0 || age > MAX_RING_AGE_NS {
+            return self.tsc;
+        }
+        self.tsc
+            .wrapping_sub((age as f64 * self.ticks_per_ns) as u64)
+    }
 }
 
 #[derive(Copy, Clone)]
@@ -140,6 +179,7 @@ impl TraceRecord for RxTrace {
 /// Header fields of one packet in a V3 block, read with bounds checks.
 struct PktHdr {
     next: usize,
+    ts_ns: u64,
     snaplen: usize,
     len: usize,
     status: u32,
@@ -163,6 +203,7 @@ fn pkt_hdr(block: &[u8], off: usize) -> Option<PktHdr> {
     let h = block.get(off..off.checked_add(pkt3::HDR_LEN)?)?;
     Some(PktHdr {
         next: u32_at(h, pkt3::NEXT)? as usize,
+        ts_ns: u32_at(h, pkt3::SEC)? as u64 * 1_000_000_000 + u32_at(h, pkt3::NSEC)? as u64,
         snaplen: u32_at(h, pkt3::SNAPLEN)? as usize,
         len: u32_at(h, pkt3::LEN)? as usize,
         status: u32_at(h, pkt3::STATUS)?,
@@ -301,7 +342,12 @@ impl AfInput {
             total: 0,
             traced: cx.trace_budget(),
             trace_status: (0, 0),
+            rx_tsc: 0,
         };
+        if self.ticks_per_ns == 0.0 {
+            self.ticks_per_ns = cx.shared().clock.hz() / 1e9;
+        }
+        let clock = RxClock::now(self.ticks_per_ns);
         let (mut taken, mut miss) = (0usize, 0u64);
         while taken < budget {
             let cur = self.queues[qi].cur;
@@ -378,6 +424,7 @@ impl AfInput {
                         cx.count(C_VLAN, 1);
                     }
                     out.trace_status = (h.status, h.tci);
+                    out.rx_tsc = clock.rx_tsc(h.ts_ns);
                     let r = match vh
                         .filter(|v| v.gso_type & !frame::gso_type::ECN != frame::gso_type::NONE)
                     {
@@ -463,6 +510,8 @@ struct Out {
     total: usize,
     traced: u32,
     trace_status: (u32, u16),
+    /// Receive time of the packet being pushed (TSC).
+    rx_tsc: u64,
 }
 
 impl Out {
@@ -473,6 +522,7 @@ impl Out {
         // SAFETY: owned by this node until enqueued; one view.
         let mut v = unsafe { pool.buffer(b) };
         v.hdr.rx_if = rx.sw_if;
+        v.hdr.rx_tsc = self.rx_tsc;
         if self.traced > 0 {
             let mut head = [0u8; 64];
             let d = v.data();

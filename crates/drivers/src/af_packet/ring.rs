@@ -78,6 +78,10 @@ pub mod block {
 pub mod pkt3 {
     /// `tp_next_offset` (u32).
     pub const NEXT: usize = 0;
+    /// `tp_sec` (u32): kernel receive time, `CLOCK_REALTIME` seconds.
+    pub const SEC: usize = 4;
+    /// `tp_nsec` (u32): its nanoseconds.
+    pub const NSEC: usize = 8;
     /// `tp_snaplen` (u32).
     pub const SNAPLEN: usize = 12;
     /// `tp_len` (u32).

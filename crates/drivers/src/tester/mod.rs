@@ -710,7 +710,7 @@ fn format_json(reps: &[Report]) -> String {
             o,
             "]}}, \"running\": {}, \"elapsed_s\": {}, \"offered_rate_pps\": {}}}",
             r.running,
-            json_f64(Some(r.elapsed_s)),
+            format_args!("{:.6}", r.elapsed_s),
             json_f64(Some(r.offered_rate_pps)),
         );
     }

@@ -1,7 +1,8 @@
 //! The tester's graph nodes.
 //!
 //! `tester-tx` (input, one instance per thread; a stream runs on one thread):
-//! - for each running stream on this thread, asks the stream's [`Pacer`] how many packets are
+//! - for each running stream on this thread (latency streams first, so their frames lead
+//!   the vector handed to the driver), asks the stream's [`Pacer`] how many packets are
 //!   due (at most one vector of 256), allocates them, writes Ethernet/IPv4/UDP headers from
 //!   the stream's template (source address and port varied over `flows` values round-robin),
 //!   the signature with its sequence number, then — after the whole vector is built, as late
@@ -56,6 +57,9 @@ const E_NOT_TESTER: u16 = 0;
 const E_UNKNOWN_STREAM: u16 = 1;
 const C_RECEIVED: usize = 2;
 const C_STALE: usize = 3;
+
+/// After a `duration` stream's deadline, packets due before it may still leave for this long.
+const CATCH_UP_GRACE_S: f64 = 0.01;
 
 /// Offset of the signature in a generated frame (Ethernet 14 + IPv4 20 + UDP 8).
 pub const SIG_OFFSET: usize = 42;
@@ -161,6 +165,8 @@ pub struct TxStream {
     flags: u16,
     pacer: Pacer,
     deadline: Option<u64>,
+    /// How long after the deadline a late sender may still catch up (TSC ticks).
+    grace: u64,
     limit: u64,
     sent: u64,
     // Reported counters (zeroed by `tester clear` without disturbing the pacing).
@@ -189,6 +195,7 @@ impl TxStream {
             flags: 0,
             pacer: Pacer::new(1.0, 1.0, 0),
             deadline: None,
+            grace: 0,
             limit: 0,
             sent: 0,
             rep_attempted: 0,
@@ -225,6 +232,7 @@ impl TxStream {
             };
         self.pacer = Pacer::new(self.tpl.rate, hz, now);
         self.deadline = self.tpl.duration.map(|d| now + (d * hz) as u64);
+        self.grace = (CATCH_UP_GRACE_S * hz) as u64;
         self.limit = match (self.tpl.count, self.tpl.duration) {
             (Some(c), _) => c,
             (None, Some(d)) => (d * self.tpl.rate).ceil() as u64,
@@ -290,7 +298,14 @@ impl TesterTx {
             let base = s.counters.get(thread, counter::TX_ERROR);
             self.ifaces.push((s.tx_if, s.counters.clone(), base));
         }
-        self.streams.push(s);
+        // Latency streams are generated first in every poll, so their frames lead the vector
+        // and leave first from the driver's batch (their tx timestamp error is smallest).
+        let at = if s.tpl.latency {
+            self.streams.iter().take_while(|o| o.tpl.latency).count()
+        } else {
+            self.streams.len()
+        };
+        self.streams.insert(at, s);
     }
 
     /// Removes a stream.
@@ -354,14 +369,21 @@ impl TesterTx {
         }
         s.last_batch = 0;
         let now = rdtsc();
-        if s.deadline.is_some_and(|d| now >= d) {
+        // Past the deadline, packets that were due before it still leave (catch-up after a
+        // late poll, e.g. the thread was descheduled), for at most `grace`; then the stream
+        // ends. A `duration` trial sends `rate x duration` unless the sender cannot keep up.
+        let due_at = s.deadline.map_or(now, |d| now.min(d));
+        if s.deadline.is_some_and(|d| now >= d + s.grace) {
             s.finish(now);
             return 0;
         }
         let want = (s.limit - s.sent)
             .min(FRAME_SIZE as u64)
-            .min(s.pacer.allowed(now, s.sent)) as usize;
+            .min(s.pacer.allowed(due_at, s.sent)) as usize;
         if want == 0 {
+            if due_at < now {
+                s.finish(now);
+            }
             return 0;
         }
         let mut idx = [BufIdx(0); FRAME_SIZE];

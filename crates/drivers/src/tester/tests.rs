@@ -79,7 +79,7 @@ fn counter(vm: &Vlib, node: &str, name: &str) -> u64 {
 }
 
 fn in_use(vm: &Vlib) -> u64 {
-    vm.pool.stats().in_use as u64
+    vm.pool.stats().in_use
 }
 
 const ADD: &str = "tester stream add name s interface loop0 size 64 rate 1000000 dst-mac 02:00:00:00:00:02 src 10.0.0.1-10.0.0.10 dst 10.1.0.1";
@@ -435,7 +435,7 @@ fn json_output_shape() {
     assert!(j.starts_with(want), "{j}");
     assert!(
         j.ends_with(
-            "\"counts\": [[100, 1], [300, 2]]}, \"running\": false, \"elapsed_s\": 0.004, \"offered_rate_pps\": 1250.000}}}\n"
+            "\"counts\": [[100, 1], [300, 2]]}, \"running\": false, \"elapsed_s\": 0.004000, \"offered_rate_pps\": 1250.000}}}\n"
         ),
         "{j}"
     );
@@ -466,4 +466,38 @@ fn json_output_shape() {
     );
     assert!(j.contains("\"jitter_ns\": null"), "{j}");
     assert_eq!(format_json(&[]), "{\"streams\": {}}\n");
+}
+
+#[test]
+fn latency_streams_lead_each_vector() {
+    let (mut vm, t) = setup();
+    let dir = std::env::temp_dir().join(format!("sluice-tester-lat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tx.pcap");
+    ok(&mut vm, &t, &format!("{ADD} count 1000")); // stream id 0, added first
+    ok(
+        &mut vm,
+        &t,
+        "tester stream add name l interface loop0 size 64 rate 1000000 count 1000 dst-mac 02:00:00:00:00:02 src 10.0.0.1 dst 10.1.0.1 latency",
+    );
+    ok(
+        &mut vm,
+        &t,
+        &format!("pcap trace tx max 4 file {}", file.display()),
+    );
+    ok(&mut vm, &t, "tester start");
+    run_until_stopped(&mut vm);
+    ok(&mut vm, &t, "pcap trace off");
+    let frames = crate::pg::stream::read_pcap(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let ids: Vec<(u16, u64)> = frames
+        .iter()
+        .map(|f| {
+            let s = sig::parse_frame(f).unwrap();
+            (s.stream, s.seq)
+        })
+        .collect();
+    // `s' was added and started first, yet the latency stream's frames lead the vector.
+    assert_eq!(ids[0], (1, 0), "{ids:?}");
+    assert_eq!(report(&mut vm, "l").rx.packets, 1000);
 }
