@@ -516,7 +516,12 @@ def generate(out_dir: Path, data: dict | None = None, plots: bool = True) -> lis
     (reading results.json there unless `data` is given). Returns the files written."""
     out_dir = Path(out_dir)
     if data is None:
-        data = json.loads((out_dir / "results.json").read_text())
+        raw = out_dir / "results.json"
+        if not raw.exists() and raw.with_suffix(".json.gz").exists():
+            import gzip  # committed runs keep the raw data gzipped
+            data = json.loads(gzip.decompress(raw.with_suffix(".json.gz").read_bytes()))
+        else:
+            data = json.loads(raw.read_text())
     written = []
     for name, text in (("results.csv", results_csv(data)), ("trials.csv", trials_csv(data)),
                        ("engine.csv", engine_csv(data))):
