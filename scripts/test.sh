@@ -4,13 +4,15 @@
 # (pytest + scapy, VPP test-framework style) in a virtualenv with pinned requirements.
 source "$(dirname "$0")/common.sh"
 # Real peers for the end-to-end tests, installed when root (the tests skip with a reason
-# otherwise): DPDK's testpmd for memif interop, iperf3, ping and ethtool for the netns tests.
+# otherwise): DPDK's testpmd for memif interop, iperf3, ping and ethtool for the netns tests,
+# nftables for the benchmark harness's NAT scenario.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   command -v dpdk-testpmd >/dev/null || missing+=(dpdk-dev)
   command -v iperf3 >/dev/null || missing+=(iperf3)
   command -v ping >/dev/null || missing+=(iputils-ping)
   command -v ethtool >/dev/null || missing+=(ethtool)
+  command -v nft >/dev/null || missing+=(nftables)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
@@ -29,18 +31,6 @@ awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "%d passed, %d f
 rm -f "$log"
 
 echo "== python functional tests"
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-  else
-    echo "sluice: python3-venv is required for the functional tests (apt-get install python3-venv)" >&2
-    exit 1
-  fi
-fi
-if [ ! -x .venv/bin/pytest ] || ! cmp -s python/requirements.txt .venv/.requirements 2>/dev/null; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt
-  cp python/requirements.txt .venv/.requirements
-fi
+./scripts/venv.sh
 cargo build -q -p sluice --locked
 SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/pytest -q -p no:cacheprovider python/tests

@@ -202,7 +202,7 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.insert_per_sec
         );
         json.push(format!(
-            "\"ip6_{}\": {{\"routes\": {}, \"fib_kib\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}}}",
+            "\"ip6_{}\": {{\"routes\": {}, \"fib_kib\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}, \"nodes\": {}}}",
             c.name.replace([' ', '(', ')', '+', '/'], "_"),
             c.routes,
             c.fib_kib,
@@ -211,7 +211,8 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.mpps.2,
             c.mpps.1 / base,
             path,
-            c.insert_per_sec
+            c.insert_per_sec,
+            crate::nodes_json(&c.node_clocks)
         ));
     }
     // Route insertion with the CLI `count` form.

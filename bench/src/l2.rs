@@ -73,8 +73,9 @@ fn run(
             .join(" | ")
     );
     json.push(format!(
-        "\"l2_{}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"path_clocks\": {path:.2}}}",
-        name.replace(' ', "_")
+        "\"l2_{}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"path_clocks\": {path:.2}, \"nodes\": {}}}",
+        name.replace(' ', "_"),
+        crate::nodes_json(&r.node_clocks)
     ));
     m
 }

@@ -12,6 +12,10 @@
 //!   through the graph (generation on main, processing on the worker).
 //!
 //! Each case runs `--runs` times; min/median/max are reported. Nothing here is a test.
+//!
+//! `sluice-bench run --suite smoke|default|full [...]` runs the end-to-end RFC 2544 harness
+//! instead (Sluice tester, Sluice and Linux DUTs in network namespaces; `python/sluice_bench`,
+//! docs/benchmarking.md).
 
 mod ip4;
 mod ip6;
@@ -30,7 +34,8 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, l2.
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, l2; or `run --suite
+    /// smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
     /// Repetitions per case.
@@ -209,6 +214,15 @@ pub(crate) fn real_table_lines() -> Option<impl Iterator<Item = String>> {
     let f = paths.iter().find_map(|p| std::fs::File::open(p).ok())?;
     let r = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
     Some(r.lines().map_while(Result::ok))
+}
+
+/// Per-node clocks/packet as a JSON object (`{"ip4-input": 13.4, ...}`), in path order.
+pub(crate) fn nodes_json(nodes: &[(String, f64)]) -> String {
+    let items: Vec<String> = nodes
+        .iter()
+        .map(|(n, c)| format!("\"{n}\": {c:.2}"))
+        .collect();
+    format!("{{{}}}", items.join(", "))
 }
 
 /// A measured path: Mpps (min, median, max) and median clocks/packet of each node of it.
@@ -445,7 +459,50 @@ fn bench_handoff(o: &Opts, out: &mut String, json: &mut Vec<String>) {
     assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
 }
 
+/// `sluice-bench run ...`: the end-to-end RFC 2544 harness (`python/sluice_bench`). Prepares
+/// the pinned virtualenv (`scripts/venv.sh`) and replaces this process with
+/// `.venv/bin/python -m sluice_bench run ...`, passing the directory of this binary so the
+/// harness finds the `sluice` and `sluice-bench` built next to it.
+fn exec_harness(args: &[std::ffi::OsString]) -> ! {
+    use std::os::unix::process::CommandExt;
+    let repo = std::env::var_os("SLUICE_REPO")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let venv = repo.join("scripts/venv.sh");
+    match std::process::Command::new("bash")
+        .arg(&venv)
+        .current_dir(&repo)
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            eprintln!("sluice-bench: {} failed ({s})", venv.display());
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("sluice-bench: cannot run {}: {e}", venv.display());
+            std::process::exit(1);
+        }
+    }
+    let mut cmd = std::process::Command::new(repo.join(".venv/bin/python"));
+    cmd.arg("-m").arg("sluice_bench").arg("run").args(args);
+    cmd.env("PYTHONPATH", repo.join("python"));
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+    {
+        cmd.env("SLUICE_BENCH_BIN_DIR", dir);
+    }
+    let e = cmd.exec();
+    eprintln!("sluice-bench: cannot start the Python harness: {e}");
+    std::process::exit(1);
+}
+
 fn main() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).map(|a| a == "run").unwrap_or(false) {
+        exec_harness(&argv[2..]);
+    }
     let o = Opts::parse();
     let mut out = String::new();
     let mut json = Vec::new();
@@ -475,7 +532,7 @@ fn main() {
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, ip6, l2)"
+                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, ip6, l2, run)"
             );
             std::process::exit(2);
         }

@@ -72,10 +72,16 @@ class SluiceInstance:
     """
 
     def __init__(self, tag: str = "test", extra_config: str = "", binary: Path | None = None,
-                 cli_timeout: float = 30.0):
+                 cli_timeout: float = 30.0, wrapper: list[str] | None = None,
+                 buffers: str = DEFAULT_BUFFERS):
+        """`wrapper`: a command prefix for the daemon, e.g. `["ip", "netns", "exec", "ns1"]`
+        (it must exec the daemon so `proc.pid` stays the daemon's); `buffers`: the
+        startup.conf buffers section."""
         self.tag = tag
         self.extra_config = extra_config
         self.binary = binary
+        self.wrapper = list(wrapper or [])
+        self.buffers = buffers
         self.cli_timeout = cli_timeout
         self.dir: Path | None = None
         self.sock_path: Path | None = None
@@ -101,13 +107,13 @@ class SluiceInstance:
             "  nodaemon\n"
             f"  cli-listen {self.sock_path}\n"
             "}\n"
-            f"{DEFAULT_BUFFERS}\n"
+            f"{self.buffers}\n"
             f"{self.extra_config}\n"
         )
         log.info("starting %s -c %s", binary, conf)
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [str(binary), "-c", str(conf)],
+                [*self.wrapper, str(binary), "-c", str(conf)],
                 stdin=subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,

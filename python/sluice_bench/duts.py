@@ -1,0 +1,243 @@
+"""Devices under test: small classes that configure the DUT namespace for a scenario.
+
+A DUT is used as a context manager per (scenario, topology):
+
+    with dut.running(topo, scenario):
+        dut.cpu_begin(); ...trial...; dut.cpu_end()
+
+Adding a DUT (another dataplane driven by its own CLI) is one subclass of `Dut`:
+
+- `name`, and `cpu_metric` (which field of the CPU accounting is "the DUT's CPU": the
+  process's own time, or the kernel time on the DUT cores);
+- `unsupported(scenario)`: None, or the reason it cannot run it (printed in the report);
+- `start(topo, scenario)`: start the dataplane in `topo.dut_ns` on `topo.dut_cores`, attach
+  it to `topo.a.dut_if` / `topo.b.dut_if`, configure the scenario (addresses, static
+  neighbours for the tester ports, routes, L2 ...), and return the MAC it answers on each
+  port (`{dut_if: mac}`);
+- `stop()`: stop it and undo what `start` did outside the namespace (the namespace itself is
+  deleted by the topology);
+- optionally `pid()` (for process CPU) and `counters()` (text or dicts kept in the raw JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+
+from sluice_test.instance import SluiceInstance
+
+from .scenarios import TESTER_LIMITS, Scenario, filler_prefixes
+from .topology import Topology, nsexec, sh
+
+log = logging.getLogger("sluice_bench")
+
+
+class Dut:
+    name = "dut"
+    cpu_metric = "kernel_s"
+
+    def unsupported(self, sc: Scenario) -> str | None:
+        return TESTER_LIMITS.get(sc.kind)
+
+    def start(self, topo: Topology, sc: Scenario) -> dict[str, str]:
+        raise NotImplementedError
+
+    def stop(self, failed: bool = False) -> None:
+        pass
+
+    def pid(self) -> int | None:
+        return None
+
+    def counters(self) -> dict:
+        return {}
+
+    @contextlib.contextmanager
+    def running(self, topo: Topology, sc: Scenario):
+        macs = self.start(topo, sc)
+        ok = False
+        try:
+            yield macs
+            ok = True
+        finally:
+            self.stop(failed=not ok)
+
+
+class LinuxRouter(Dut):
+    """The Linux kernel forwarding in the DUT namespace: ip_forward=1, rp_filter off, static
+    neighbours for the tester ports, the routes as `ip route` (the FIB filler through
+    `ip -batch`), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
+    a Linux bridge with static FDB entries for bridging. RPS steers the receive work to the
+    DUT cores (topology). Its CPU is the kernel time on the DUT cores."""
+
+    name = "linux"
+    cpu_metric = "kernel_s"
+
+    def unsupported(self, sc: Scenario) -> str | None:
+        if reason := super().unsupported(sc):
+            return reason
+        if sc.kind == "nat44" and not _have("nft"):
+            return "nft (nftables) is not installed: apt-get install nftables"
+        return None
+
+    def start(self, topo: Topology, sc: Scenario) -> dict[str, str]:
+        ns = topo.dut_ns
+        self.ns = ns
+        a, b = topo.a, topo.b
+        for k in ("all", "default", a.dut_if, b.dut_if):
+            nsexec(ns, "sysctl", "-qw", f"net.ipv4.conf.{k}.rp_filter=0")
+        if sc.kind in ("ip4", "nat44"):
+            nsexec(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            batch = []
+            for p in (a, b):
+                batch.append(f"addr add {p.dut_ip}/24 dev {p.dut_if}")
+                batch.append(f"neigh replace {p.tester_ip} lladdr {p.tester_mac} "
+                             f"dev {p.dut_if} nud permanent")
+                batch.append(f"route add {p.behind} via {p.tester_ip} dev {p.dut_if}")
+            batch += [f"route add {pfx} via {b.tester_ip} dev {b.dut_if}"
+                      for pfx in filler_prefixes(sc.routes - 1)]
+            nsexec(ns, "ip", "-batch", "-", input="\n".join(batch) + "\n")
+            if sc.kind == "nat44":
+                nsexec(ns, "nft", "-f", "-", input=(
+                    "table ip sbnat {\n"
+                    "  chain post { type nat hook postrouting priority srcnat; policy accept;\n"
+                    f"    oifname \"{b.dut_if}\" masquerade\n  }}\n}}\n"))
+        elif sc.kind == "l2xc":
+            for src, dst in ((a, b), (b, a)):
+                nsexec(ns, "tc", "qdisc", "add", "dev", src.dut_if, "ingress")
+                # u32 matching everything: matchall/flower are modules this kernel may lack.
+                nsexec(ns, "tc", "filter", "add", "dev", src.dut_if, "ingress", "protocol", "all",
+                       "u32", "match", "u32", "0", "0",
+                       "action", "mirred", "egress", "redirect", "dev", dst.dut_if)
+        elif sc.kind == "bridge":
+            nsexec(ns, "ip", "link", "add", "br0", "type", "bridge")
+            for p in (a, b):
+                nsexec(ns, "ip", "link", "set", p.dut_if, "master", "br0")
+            nsexec(ns, "ip", "link", "set", "br0", "up")
+            for p in (a, b):
+                nsexec(ns, "bridge", "fdb", "replace", p.tester_mac, "dev", p.dut_if,
+                       "master", "static")
+        else:
+            raise ValueError(f"LinuxRouter cannot configure {sc.kind}")
+        return {a.dut_if: a.dut_mac, b.dut_if: b.dut_mac}
+
+    def counters(self) -> dict:
+        try:
+            links = json.loads(nsexec(self.ns, "ip", "-s", "-j", "link", "show"))
+        except Exception as e:  # counters are informative only
+            return {"error": str(e)}
+        return {l["ifname"]: l.get("stats64", {}) for l in links}
+
+
+class SluiceAfPacket(Dut):
+    """Sluice in the DUT namespace, attached with `create host-interface` (af_packet) to the
+    veth ends, configured through its CLI; `workers` > 0 adds worker threads (the DUT cores
+    after the first). Its CPU is the daemon's own process time."""
+
+    cpu_metric = "process_s"
+
+    def __init__(self, binary: Path, workers: int = 0):
+        self.binary = binary
+        self.workers = workers
+        self.name = "sluice-af_packet" + (f"-{workers}w" if workers else "")
+        self.vpp: SluiceInstance | None = None
+
+    def unsupported(self, sc: Scenario) -> str | None:
+        if reason := super().unsupported(sc):
+            return reason
+        if sc.kind == "nat44":
+            return "Sluice has no NAT44 yet"
+        return None
+
+    def mac(self, port_index: int) -> str:
+        # Not the veth's own MAC: the kernel must see Sluice's frames as PACKET_OTHERHOST.
+        return f"02:fe:5c:00:00:{port_index + 1:02x}"
+
+    def start(self, topo: Topology, sc: Scenario) -> dict[str, str]:
+        cores = topo.dut_cores
+        cpu = f"cpu {{ main-core {cores[0]}"
+        if self.workers:
+            wk = cores[1:] or cores[:1]
+            cpu += f" corelist-workers {','.join(str(c) for c in wk[:self.workers])}"
+        self.vpp = SluiceInstance(
+            f"bench-dut-{sc.name}", extra_config=cpu + " }", binary=self.binary,
+            wrapper=["ip", "netns", "exec", topo.dut_ns],
+            buffers="buffers { buffers-per-numa 32768 page-size 4k }")
+        self.vpp.start()
+        try:
+            self._configure(topo, sc)
+        except BaseException:
+            self.stop(failed=True)
+            raise
+        return {p.dut_if: self.mac(i) for i, p in enumerate(topo.ports)}
+
+    def _configure(self, topo: Topology, sc: Scenario) -> None:
+        cli = self.vpp.cli
+        a, b = topo.a, topo.b
+        for i, p in enumerate(topo.ports):
+            cli(f"create host-interface name {p.dut_if} hw-addr {self.mac(i)}")
+            cli(f"set interface state host-{p.dut_if} up")
+        if sc.kind == "ip4":
+            for p in (a, b):
+                h = f"host-{p.dut_if}"
+                cli(f"set interface ip address {h} {p.dut_ip}/24")
+                cli(f"ip neighbor {h} {p.tester_ip} {p.tester_mac} static")
+                cli(f"ip route add {p.behind} via {p.tester_ip} {h}")
+            if sc.routes > 1:
+                cli(f"ip route add count {sc.routes - 1} {filler_prefixes(1)[0]} "
+                    f"via {b.tester_ip} host-{b.dut_if}")
+        elif sc.kind == "l2xc":
+            cli(f"set interface l2 xconnect host-{a.dut_if} host-{b.dut_if}")
+            cli(f"set interface l2 xconnect host-{b.dut_if} host-{a.dut_if}")
+        elif sc.kind == "bridge":
+            cli("create bridge-domain 1 learn 0")
+            for p in (a, b):
+                cli(f"set interface l2 bridge host-{p.dut_if} 1")
+                cli(f"l2fib add {p.tester_mac} 1 host-{p.dut_if} static")
+        else:
+            raise ValueError(f"SluiceAfPacket cannot configure {sc.kind}")
+
+    def pid(self) -> int | None:
+        return self.vpp.proc.pid if self.vpp and self.vpp.proc else None
+
+    def counters(self) -> dict:
+        if not self.vpp or not self.vpp.alive():
+            return {}
+        return {c: self.vpp.cli_try(c) for c in
+                ("show interface", "show errors", "show runtime", "show buffers")}
+
+    def stop(self, failed: bool = False) -> None:
+        if self.vpp is None or not self.vpp.alive():
+            return
+        vpp, self.vpp = self.vpp, None
+        if failed:
+            vpp.kill()
+            return
+        vpp.stop()  # fails on buffers still in use at exit
+        vpp.remove_dir()
+
+
+class NotSupportedDut(Dut):
+    """A DUT the harness knows about but cannot drive yet: every scenario reports the reason."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+
+    def unsupported(self, sc: Scenario) -> str | None:
+        return self.reason
+
+
+def sluice_memif() -> Dut:
+    return NotSupportedDut(
+        "sluice-memif", "memif DUT not wired into the harness yet: the tester would attach "
+        "over memif instead of veth (no Linux equivalent to compare against)")
+
+
+def sluice_af_xdp() -> Dut:
+    return NotSupportedDut("sluice-af_xdp", "Sluice has no af_xdp driver yet (issue 4)")
+
+
+def _have(cmd: str) -> bool:
+    return sh("sh", "-c", f"command -v {cmd}", check=False).strip() != ""

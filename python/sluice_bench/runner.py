@@ -1,0 +1,271 @@
+"""Runs a suite: for every scenario and DUT a fresh topology, a Sluice tester and the DUT;
+per frame size a warm-up, the NDR/PDR search, latency at fractions of the NDR; then the engine
+benchmarks. Writes the raw JSON after every case (an interrupted run keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from . import cpu as cpuacct
+from . import engine, latency, rfc2544
+from .duts import Dut, LinuxRouter, SluiceAfPacket, sluice_af_xdp, sluice_memif
+from .scenarios import SCENARIOS, Scenario, streams
+from .suites import Suite
+from .tester import Tester
+from .topology import Topology
+
+log = logging.getLogger("sluice_bench")
+
+SCHEMA = 1
+
+
+class Progress:
+    """One line per event on stderr: elapsed time, case counter, what is happening."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.stream = stream or sys.stderr
+
+    def say(self, what: str) -> None:
+        el = int(time.monotonic() - self.t0)
+        bar_w = 20
+        filled = bar_w * self.done // max(self.total, 1)
+        bar = "#" * filled + "." * (bar_w - filled)
+        print(f"[{el // 60:02d}:{el % 60:02d}] [{bar}] {self.done}/{self.total} {what}",
+              file=self.stream, flush=True)
+
+
+def make_dut(name: str, sluice_bin: Path) -> Dut:
+    if name == "linux":
+        return LinuxRouter()
+    if name == "sluice-af_packet":
+        return SluiceAfPacket(sluice_bin)
+    if name.startswith("sluice-af_packet-") and name.endswith("w"):
+        return SluiceAfPacket(sluice_bin, workers=int(name.rsplit("-", 1)[1][:-1]))
+    if name == "sluice-memif":
+        return sluice_memif()
+    if name == "sluice-af_xdp":
+        return sluice_af_xdp()
+    raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp)")
+
+
+def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True) -> dict:
+    model = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"kernel": platform.release(), "cpu_model": model, "cores": os.cpu_count(),
+            "pinning": {"tester_cores": tester_cores, "dut_cores": dut_cores, "rps": rps}}
+
+
+class Runner:
+    def __init__(self, suite: Suite, out_dir: Path, sluice_bin: Path, bench_bin: Path | None,
+                 tester_cores: list[int], dut_cores: list[int], rps: bool = True):
+        self.suite = suite
+        self.out_dir = out_dir
+        self.sluice_bin = sluice_bin
+        self.bench_bin = bench_bin
+        self.tester_cores = tester_cores
+        self.dut_cores = dut_cores
+        self.rps = rps
+        self.energy = cpuacct.energy_info()
+        # Replaceable for tests of the run logic without root (python/tests/bench_fakes.py).
+        self.topology_factory = Topology
+        self.tester_factory = Tester
+        self.data: dict = {
+            "schema": SCHEMA,
+            "suite": suite.name,
+            "started": dt.datetime.now().isoformat(timespec="seconds"),
+            "host": host_info(tester_cores, dut_cores, rps),
+            "energy": self.energy,
+            "config": {
+                "search": vars(suite.search), "trial_s": suite.trial_s,
+                "warmup_s": suite.warmup_s, "repeat": suite.repeat,
+                "latency_fractions": suite.latency_fractions,
+                "latency_pps": suite.latency_pps,
+                "cpu_method": {
+                    "process_s": "utime+stime of the DUT process (/proc/<pid>/stat)",
+                    "kernel_s": "system+irq+softirq of the DUT cores (/proc/stat)",
+                },
+            },
+            "results": [],
+            "engine": None,
+        }
+        n_cases = sum(len(sizes) for _, sizes in suite.cases) * len(suite.duts)
+        self.progress = Progress(n_cases + (1 if suite.engine else 0))
+
+    # -- output -------------------------------------------------------------------------
+
+    @property
+    def raw_path(self) -> Path:
+        return self.out_dir / "results.json"
+
+    def save(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.raw_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+        tmp.replace(self.raw_path)
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        try:
+            for sc_name, sizes in self.suite.cases:
+                sc = SCENARIOS[sc_name]
+                for dut_name in self.suite.duts:
+                    dut = make_dut(dut_name, self.sluice_bin)
+                    self.run_scenario(sc, dut, sizes)
+            if self.suite.engine:
+                self.progress.say("engine benchmarks (sluice-bench ip4, ip6, l2)")
+                self.data["engine"] = engine.run(self.bench_bin, self.suite.engine)
+                self.progress.done += 1
+        finally:
+            self.data["finished"] = dt.datetime.now().isoformat(timespec="seconds")
+            self.save()
+        self.progress.say(f"done: {self.raw_path}")
+        return self.data
+
+    def run_scenario(self, sc: Scenario, dut: Dut, sizes: list[int]) -> None:
+        reason = dut.unsupported(sc)
+        if reason:
+            for size in sizes:
+                self.data["results"].append({"scenario": sc.name, "dut": dut.name,
+                                             "frame_size": size, "status": "not supported",
+                                             "reason": reason})
+                self.progress.done += 1
+            self.progress.say(f"{sc.name} {dut.name}: not supported ({reason})")
+            self.save()
+            return
+        self.progress.say(f"{sc.name} {dut.name}: setting up")
+        pending = list(sizes)
+        try:
+            with self.topology_factory(self.tester_cores, self.dut_cores,
+                                       rps=self.rps) as topo, \
+                    self.tester_factory(self.sluice_bin, topo) as tester, \
+                    dut.running(topo, sc) as macs:
+                for size in sizes:
+                    entry = self.run_case(sc, dut, topo, tester, macs, size)
+                    entry["counters"] = dut.counters() if size == sizes[-1] else {}
+                    self.data["results"].append(entry)
+                    pending.remove(size)
+                    self.progress.done += 1
+                    self.save()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # one broken case must not stop the suite
+            log.exception("%s on %s failed", sc.name, dut.name)
+            for size in pending:
+                self.data["results"].append({"scenario": sc.name, "dut": dut.name,
+                                             "frame_size": size, "status": "error",
+                                             "reason": f"{type(e).__name__}: {e}"[:2000]})
+                self.progress.done += 1
+            self.progress.say(f"{sc.name} {dut.name}: ERROR {e}")
+            self.save()
+
+    def run_case(self, sc: Scenario, dut: Dut, topo: Topology, tester: Tester,
+                 macs: dict, size: int) -> dict:
+        s = self.suite
+        label = f"{sc.name} {dut.name} {size}B"
+        pid = dut.pid()
+        cores = self.dut_cores
+
+        def trial(rate: float, with_latency: bool = False, duration: float | None = None
+                  ) -> rfc2544.Trial:
+            main = streams(sc, topo, macs, size)
+            for st in main:
+                st.rate_pps = rate / len(main)
+            lat = streams(sc, topo, macs, size, latency=True) if with_latency else []
+            for st in lat:
+                st.rate_pps = s.latency_pps
+            snaps: dict = {}
+
+            def before():
+                snaps["a"] = cpuacct.snapshot(pid)
+                if self.energy["rapl"]:
+                    snaps["ea"] = cpuacct.read_energy_uj(self.energy["domains"])
+
+            def after():
+                snaps["b"] = cpuacct.snapshot(pid)
+                if self.energy["rapl"]:
+                    snaps["eb"] = cpuacct.read_energy_uj(self.energy["domains"])
+
+            res = tester.run(main + lat, duration or s.trial_s, before, after)
+            st_main = [res["streams"][m.name] for m in main]
+            tx = sum(x["tx_packets"] for x in st_main)
+            # rx_packets includes duplicates; loss is tx - (rx - duplicate) (tester contract).
+            rx = sum(x["rx_packets"] - x.get("duplicate", 0) for x in st_main)
+            elapsed = max((x.get("elapsed_s") or 0.0) for x in st_main) or res["wall_s"]
+            c = cpuacct.delta(snaps["a"], snaps["b"], cores)
+            c["dut_s"] = c.get(dut.cpu_metric, 0.0)
+            extra: dict = {"cpu": c,
+                           "rx_bytes": sum(x["rx_bytes"] for x in st_main),
+                           "reordered": sum(x.get("reordered", 0) for x in st_main),
+                           "duplicate": sum(x.get("duplicate", 0) for x in st_main)}
+            if "ea" in snaps and snaps["eb"] >= snaps["ea"]:
+                extra["energy_j"] = (snaps["eb"] - snaps["ea"]) / 1e6
+            lm = latency.summarize(st_main)
+            if lm:
+                lm.pop("histogram")
+                extra["latency_main"] = lm
+            if lat:
+                extra["latency"] = latency.summarize([res["streams"][x.name] for x in lat])
+            t = rfc2544.Trial(target_pps=rate, offered_pps=tx / elapsed if elapsed else 0.0,
+                              tx=tx, rx=rx, duration_s=elapsed,
+                              tx_fail=sum(x.get("tx_fail", 0) for x in st_main), extra=extra)
+            self.progress.say(f"{label}: trial {rate / 1e6:.3f} Mpps -> offered "
+                              f"{t.offered_pps / 1e6:.3f}, loss {100 * t.loss_ratio:.3f} %"
+                              + (" (tester-limited)" if t.tester_limited() else ""))
+            return t
+
+        warm_rate = min(50_000.0, s.search.max_rate / 10)
+        warm = trial(warm_rate, duration=s.warmup_s)
+        if warm.rx == 0:
+            raise RuntimeError(f"{label}: the DUT forwarded nothing during the warm-up "
+                               f"({warm.tx} sent at {warm_rate:.0f} pps)")
+        runs = []
+        all_trials: list[rfc2544.Trial] = []
+        for _ in range(s.repeat):
+            ndr, pdr = rfc2544.ndr_pdr(trial, s.search)
+            all_trials += pdr.trials + ndr.trials
+            runs.append({"ndr": ndr.to_json(), "pdr": pdr.to_json()})
+        ndr_rates = [r["ndr"]["rate_pps"] for r in runs]
+        pdr_rates = [r["pdr"]["rate_pps"] for r in runs]
+        ndr_pps = statistics.median(ndr_rates)
+        best = max((r["ndr"]["best"] for r in runs if r["ndr"]["best"]),
+                   key=lambda b: b["offered_pps"], default=None)
+        lat_points = []
+        for f in s.latency_fractions:
+            if ndr_pps <= 0:
+                break
+            t = trial(ndr_pps * f, with_latency=True)
+            lat_points.append({"fraction": f, "trial": t.to_json()})
+        overload = all_trials[0] if all_trials else None
+        return {
+            "scenario": sc.name, "dut": dut.name, "frame_size": size, "status": "ok",
+            "directions": len(sc.directions), "cpu_metric": dut.cpu_metric,
+            "ndr_pps": ndr_pps, "pdr_pps": statistics.median(pdr_rates),
+            "ndr_pps_runs": ndr_rates, "pdr_pps_runs": pdr_rates,
+            "tester_limited": any(r["ndr"]["tester_limited"] or r["pdr"]["tester_limited"]
+                                  for r in runs),
+            "ndr_trial": best,
+            "overload": overload.to_json() if overload else None,
+            "warmup": warm.to_json(),
+            "runs": runs,
+            "trials": [t.to_json() for t in all_trials],
+            "latency": lat_points,
+        }

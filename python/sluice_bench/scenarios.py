@@ -1,0 +1,88 @@
+"""Benchmark scenarios: what the DUT is configured to do and which streams cross it.
+
+A scenario is data; each DUT class turns it into its own configuration (`duts.py`) and says
+whether it can run it. Adding a scenario: add a `Scenario` here with a new `kind` (or reuse one),
+teach the DUT classes that support it to configure it (`Dut.configure`), and list it in a suite
+(`suites.py`). Every DUT that cannot run it must return a reason from `Dut.unsupported`, and the
+report prints "not supported" with that reason, never a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .tester import Stream
+from .topology import Port, Topology
+
+#: First filler prefix for the FIB-scale scenarios: consecutive /24s from 20.0.0.0 (as
+#: `sluice-bench ip4` and VPP's `ip route add count` do), all via port B's tester address.
+FILLER_BASE = 20 << 24
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    kind: str               # "ip4" | "nat44" | "l2xc" | "bridge" | "ip6" | "vxlan"
+    bidir: bool = False
+    routes: int = 1         # routes in the FIB (1 = just the route to the far network)
+    flows: int = 256        # source addresses per direction
+
+    @property
+    def l3(self) -> bool:
+        return self.kind in ("ip4", "nat44", "ip6")
+
+    @property
+    def directions(self) -> list[str]:
+        return ["a2b", "b2a"] if self.bidir else ["a2b"]
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("ip4-oneway", "IPv4 forwarding, one-way", "ip4"),
+    Scenario("ip4-bidir", "IPv4 forwarding, bidirectional", "ip4", bidir=True),
+    Scenario("nat44-oneway", "NAT44 (masquerade) + IPv4 forwarding, one-way", "nat44"),
+    Scenario("l2-xconnect", "L2 cross-connect, one-way", "l2xc"),
+    Scenario("l2-bridge", "L2 bridge (static MACs), one-way", "bridge"),
+    Scenario("ip4-fib-255k", "IPv4 forwarding, 255k routes, one-way", "ip4", routes=255_000),
+    Scenario("ip4-fib-1m", "IPv4 forwarding, 1M routes, one-way", "ip4", routes=1_000_000),
+    Scenario("ip6-oneway", "IPv6 forwarding, one-way", "ip6"),
+    Scenario("ip6-fib-255k", "IPv6 forwarding, 255k routes, one-way", "ip6", routes=255_000),
+    Scenario("vxlan-encap", "VXLAN encapsulation, one-way", "vxlan"),
+]}
+
+#: Why a scenario cannot run at all, whatever the DUT (the tester's own limits).
+TESTER_LIMITS = {
+    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic",
+    "vxlan": "Sluice has no VXLAN yet (and the tester would need to send inner frames)",
+}
+
+
+def filler_prefixes(n: int) -> list[str]:
+    """n consecutive /24 prefixes from 20.0.0.0 (the FIB-scale filler routes)."""
+    out = []
+    for i in range(n):
+        a = FILLER_BASE + (i << 8)
+        out.append(f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.0/24")
+    return out
+
+
+def far_host(port: Port, i: int = 1) -> str:
+    """Address i of the network behind a tester port (x.y.128.0/17)."""
+    base = port.behind.split("/")[0].rsplit(".", 2)[0]  # "198.18"
+    return f"{base}.{128 + (i >> 8)}.{i & 255}"
+
+
+def streams(sc: Scenario, topo: Topology, dut_macs: dict[str, str], size: int,
+            latency: bool = False) -> list[Stream]:
+    """The streams of a scenario. `dut_macs[port.dut_if]` is the MAC the DUT answers on that
+    port (L3 scenarios address it; L2 scenarios address the far tester port)."""
+    out = []
+    for d in sc.directions:
+        src, dst = (topo.a, topo.b) if d == "a2b" else (topo.b, topo.a)
+        mac = dut_macs[src.dut_if] if sc.l3 else dst.tester_mac
+        flows = 1 if latency else sc.flows
+        out.append(Stream(
+            name=f"{d}-lat" if latency else d, port=src, dst_mac=mac,
+            src=f"{far_host(src, 1)}-{far_host(src, flows)}" if flows > 1 else far_host(src, 1),
+            dst=far_host(dst, 1), size=64 if latency else size, flows=flows, latency=latency))
+    return out

@@ -1,0 +1,146 @@
+"""The traffic tester: a Sluice daemon in the tester namespace driven through the `tester` CLI
+(the contract between the tester and this harness: docs/benchmarking.md, "Tester CLI").
+
+One `Tester` owns one daemon with one host-interface per topology port; every port both
+transmits streams and receives (`set interface tester-rx`). A trial creates the streams at
+their rates with `count = rate * duration`, clears the statistics, starts, waits for the
+streams to finish, stops, waits for late packets and reads `show tester json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from sluice_test.instance import CliError, SluiceInstance
+
+from .topology import Port, Topology
+
+log = logging.getLogger("sluice_bench")
+
+#: How long rx keeps counting after `tester stop` before the harness reads (contract: 100-200 ms).
+LATE_WAIT_S = 0.2
+
+
+@dataclass
+class Stream:
+    """One tester stream. `port` transmits; `rate_pps` and `count` are set per trial."""
+
+    name: str
+    port: Port
+    dst_mac: str
+    src: str            # "a.b.c.d" or "a.b.c.d-e.f.g.h"
+    dst: str
+    size: int
+    flows: int = 1
+    latency: bool = False
+    rate_pps: float = 0.0
+    sport: int = 1024
+    dport: int = 1024
+
+    def add_command(self, count: int) -> str:
+        cmd = (f"tester stream add name {self.name} interface host-{self.port.tester_if} "
+               f"size {self.size} rate {max(1, int(round(self.rate_pps)))} count {count} "
+               f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} src {self.src} "
+               f"dst {self.dst} sport {self.sport} dport {self.dport} flows {self.flows}")
+        return cmd + (" latency" if self.latency else "")
+
+
+class TesterError(RuntimeError):
+    pass
+
+
+class Tester:
+    def __init__(self, binary: Path, topo: Topology, buffers: int = 32768):
+        core = topo.tester_cores[0]
+        self.topo = topo
+        self.vpp = SluiceInstance(
+            "bench-tester",
+            extra_config=f"cpu {{ main-core {core} }}",
+            binary=binary,
+            wrapper=["ip", "netns", "exec", topo.tester_ns],
+            buffers=f"buffers {{ buffers-per-numa {buffers} page-size 4k }}",
+        )
+        self._streams: set[str] = set()
+
+    def __enter__(self) -> "Tester":
+        self.vpp.start()
+        try:
+            self.setup()
+        except BaseException:
+            self.vpp.kill()
+            raise
+        return self
+
+    def __exit__(self, exc_type, *rest) -> None:
+        if not self.vpp.alive():
+            return
+        if exc_type is None:
+            self.vpp.stop()  # checks a clean exit with no buffer in use
+            self.vpp.remove_dir()
+        else:
+            self.vpp.kill()
+
+    def cli(self, cmd: str) -> str:
+        return self.vpp.cli(cmd)
+
+    def setup(self) -> None:
+        try:
+            for port in self.topo.ports:
+                ifn = f"host-{port.tester_if}"
+                self.cli(f"create host-interface name {port.tester_if} hw-addr {port.tester_mac}")
+                self.cli(f"set interface state {ifn} up")
+                self.cli(f"set interface tester-rx {ifn}")
+        except CliError as e:
+            raise TesterError(f"the Sluice tester does not accept the tester CLI: {e}") from e
+
+    def show(self) -> dict:
+        text = self.cli("show tester json").strip()
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TesterError(f"`show tester json' did not print JSON ({e}): {text[:200]!r}") from e
+
+    def clear_streams(self) -> None:
+        for name in sorted(self._streams):
+            self.vpp.cli_try(f"tester stream del name {name}")
+        self._streams.clear()
+
+    def run(self, streams: list[Stream], duration_s: float,
+            before: Callable[[], None] | None = None,
+            after: Callable[[], None] | None = None) -> dict:
+        """Runs the streams together for `duration_s`; returns
+        {"streams": {name: stats}, "wall_s": s} (stats as `show tester json`). `before` runs
+        just before `tester start`, `after` once late packets had their time (CPU and energy
+        snapshots bracket the traffic)."""
+        self.clear_streams()
+        for s in streams:
+            count = max(1, int(round(s.rate_pps * duration_s)))
+            self.cli(s.add_command(count))
+            self._streams.add(s.name)
+        self.cli("tester clear")
+        if before:
+            before()
+        t0 = time.monotonic()
+        self.cli("tester start")
+        time.sleep(duration_s)
+        deadline = time.monotonic() + max(2.0, duration_s)
+        while time.monotonic() < deadline:
+            st = self.show()["streams"]
+            if not any(st.get(s.name, {}).get("running") for s in streams):
+                break
+            time.sleep(0.05)
+        self.cli("tester stop")
+        wall = time.monotonic() - t0
+        time.sleep(LATE_WAIT_S)
+        if after:
+            after()
+        out = self.show()
+        missing = [s.name for s in streams if s.name not in out.get("streams", {})]
+        if missing:
+            raise TesterError(f"`show tester json' lacks streams {missing}")
+        return {"streams": {s.name: out["streams"][s.name] for s in streams}, "wall_s": wall}

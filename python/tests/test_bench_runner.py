@@ -1,0 +1,70 @@
+"""The run logic (warm-up, NDR/PDR, latency points, not-supported and error entries, raw JSON)
+with fake DUTs and tester; no root needed."""
+
+import json
+
+import pytest
+
+from bench_fakes import FakeDut, FakeTester, FakeTopology
+from sluice_bench import runner as runner_mod
+from sluice_bench.rfc2544 import SearchConfig
+from sluice_bench.suites import Suite
+
+
+@pytest.fixture
+def fake_run(tmp_path, monkeypatch):
+    duts = {
+        "sluice-af_packet": FakeDut("sluice-af_packet", 900_000, 950_000, 20_000,
+                                    unsupported={"nat44": "Sluice has no NAT44 yet"}),
+        "linux": FakeDut("linux", 400_000, 450_000, 60_000, cpu_metric="kernel_s"),
+    }
+    monkeypatch.setattr(runner_mod, "make_dut", lambda name, _bin: duts[name])
+    suite = Suite("test", [("ip4-oneway", [64, 1518]), ("nat44-oneway", [64]),
+                           ("ip6-oneway", [64])],
+                  ["sluice-af_packet", "linux"],
+                  search=SearchConfig(max_rate=2_000_000, resolution=0.02),
+                  trial_s=1.0, warmup_s=0.5, latency_fractions=[0.1, 0.5, 0.9])
+    r = runner_mod.Runner(suite, tmp_path / "out", tmp_path / "sluice", None, [0], [1])
+    r.topology_factory = FakeTopology
+    r.tester_factory = FakeTester
+    r.progress.stream = open(tmp_path / "progress.txt", "w")
+    return r, tmp_path
+
+
+def test_runner_records_ndr_pdr_latency_and_not_supported(fake_run):
+    r, tmp = fake_run
+    data = r.run()
+    res = {(x["scenario"], x["dut"], x["frame_size"]): x for x in data["results"]}
+    assert len(res) == 8
+    sl = res[("ip4-oneway", "sluice-af_packet", 64)]
+    assert sl["status"] == "ok"
+    assert 900_000 * 0.97 <= sl["ndr_pps"] <= 900_000
+    assert sl["pdr_pps"] >= sl["ndr_pps"]
+    assert sl["ndr_trial"]["rx"] == sl["ndr_trial"]["tx"] > 0
+    assert [p["fraction"] for p in sl["latency"]] == [0.1, 0.5, 0.9]
+    lat = sl["latency"][1]["trial"]["extra"]["latency"]
+    assert lat["samples"] > 0 and lat["histogram"]["counts"]
+    assert sl["warmup"]["rx"] > 0
+    assert res[("nat44-oneway", "sluice-af_packet", 64)] == {
+        "scenario": "nat44-oneway", "dut": "sluice-af_packet", "frame_size": 64,
+        "status": "not supported", "reason": "Sluice has no NAT44 yet"}
+    assert res[("nat44-oneway", "linux", 64)]["status"] == "ok"
+    ip6 = res[("ip6-oneway", "linux", 64)]
+    assert ip6["status"] == "not supported" and "IPv4/UDP only" in ip6["reason"]
+    on_disk = json.loads((tmp / "out" / "results.json").read_text())
+    assert on_disk["results"] == json.loads(json.dumps(data["results"]))
+    progress = (tmp / "progress.txt").read_text()
+    assert "8/8" in progress and "trial" in progress
+
+
+def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
+    r, _ = fake_run
+    broken = FakeDut("linux", 0, 1, 1000)
+    broken.sim.knee_loss = 1.0  # delivers nothing: the warm-up must catch it
+    orig = runner_mod.make_dut
+    runner_mod.make_dut = lambda name, b: broken if name == "linux" else orig(name, b)
+    data = r.run()
+    errs = [x for x in data["results"] if x["status"] == "error"]
+    assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway"}
+    assert all("forwarded nothing during the warm-up" in x["reason"] for x in errs)
+    assert any(x["status"] == "ok" and x["dut"] == "sluice-af_packet" for x in data["results"])

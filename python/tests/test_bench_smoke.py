@@ -1,0 +1,70 @@
+"""End to end: `python -m sluice_bench run --suite smoke` with the real Sluice tester, a Sluice
+DUT and the Linux kernel DUT in network namespaces (root). Checks the report files exist and
+hold both DUTs with delivered packets. Skips with a reason when not root or without iproute2,
+or when the daemon under test has no traffic tester."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sluice_test.instance import REPO_ROOT, CliError, SluiceInstance, sluice_binary
+
+
+def skip_reason():
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, veth pairs)"
+    if shutil.which("ip") is None:
+        return "ip (iproute2) not installed"
+    return None
+
+
+def has_tester(binary: Path) -> bool:
+    vpp = SluiceInstance("bench-probe", binary=binary).start()
+    try:
+        vpp.cli("show tester json")
+        return True
+    except CliError:
+        return False
+    finally:
+        vpp.stop()
+        vpp.remove_dir()
+
+
+@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
+def test_smoke_suite_end_to_end(tmp_path):
+    binary = sluice_binary()
+    if not has_tester(binary):
+        pytest.skip(f"{binary} has no traffic tester (`show tester json' unknown)")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sluice_bench", "run", "--suite", "smoke", "--out", str(out),
+         "--no-build", "--no-engine", "--sluice-bin", str(binary)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        p.stdout, p.stderr = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # the harness cleans up on SIGTERM
+        p.communicate(timeout=30)
+        raise
+    assert p.returncode == 0, p.stdout + p.stderr
+    for f in ("results.json", "report.md", "results.csv", "trials.csv",
+              "throughput_vs_frame_size.png", "loss_vs_load.png"):
+        assert (out / f).is_file(), f"{f} missing; harness output:\n{p.stderr}"
+    data = json.loads((out / "results.json").read_text())
+    by_dut = {r["dut"]: r for r in data["results"]}
+    assert set(by_dut) == {"sluice-af_packet", "linux"}
+    for dut, r in by_dut.items():
+        assert r["status"] == "ok", f"{dut}: {r.get('reason')}"
+        delivered = sum(t["rx"] for t in r["trials"]) + r["warmup"]["rx"]
+        assert delivered > 0, f"{dut} delivered no packet"
+    md = (out / "report.md").read_text()
+    assert "| ip4-oneway | sluice-af_packet |" in md and "| ip4-oneway | linux |" in md
+    # No namespace of the run is left behind (the harness names them sb<pid>t, sb<pid>d).
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [l for l in left.splitlines() if l.split()[0] in (f"sb{p.pid}t", f"sb{p.pid}d")]
