@@ -22,5 +22,6 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
 /// Per-runtime initialisation.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     pg::init(vm);
+    af_packet::init(vm);
     memif::init(vm);
 }

@@ -16,7 +16,10 @@
 //! Linux interface's MTU.
 //!
 //! rx queue placement: with worker threads, rx queues go round-robin over the workers (the
-//! main thread polls them when there are none); there is no `set interface rx-placement` yet.
+//! main thread polls them when there are none); `set interface rx-placement` moves a queue
+//! (its ring and read position) from one thread's `af-packet-input` to another's, and
+//! `set interface rx-mode` switches it between polling, interrupt and adaptive
+//! (`sluice_vnet::rxq`).
 //!
 //! Delete is safe while traffic flows: the interface stops transmitting at once
 //! (`interface-output` drops what still carries its index), every thread drops its
@@ -32,8 +35,11 @@ pub mod ring;
 use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
 use ring::{linux_if, RxGeometry, RxRing, TxGeometry, TxRing};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{CounterDesc, GraphBuilder, NodeKind, NodeRegistration, Vlib};
+use sluice_graph::{
+    CounterDesc, GraphBuilder, NodeIndex, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
+};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use sluice_vnet::rxq::{RxDriver, RxQueueInfo};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,12 +55,22 @@ pub struct AfDev {
     pub ifindex: u32,
     /// Sluice interface.
     pub sw_if: SwIfIndex,
-    /// rx queues and the thread polling each.
-    pub rx: Vec<(Arc<RxRing>, usize)>,
+    /// rx queues.
+    pub rx: Vec<RxPlace>,
     /// tx queues.
     pub tx: Arc<Vec<TxRing>>,
     /// Fanout group id when there is more than one rx queue.
     pub fanout: Option<u16>,
+}
+
+/// One rx queue: its ring, the thread polling it and its mode.
+pub struct RxPlace {
+    /// The ring.
+    pub ring: Arc<RxRing>,
+    /// Thread polling it.
+    pub thread: usize,
+    /// Rx mode.
+    pub mode: RxMode,
 }
 
 /// af_packet control-plane state (a `Vlib` extension).
@@ -289,13 +305,14 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
             0 => 0,
             n => 1 + thread % n,
         };
-        let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone());
-        vm.on_thread(thread, move |tg| {
-            if let Some(n) = tg.node_mut::<AfInput>(input) {
-                n.queues.push(poll);
-            }
+        let mode = RxModeState::new(RxMode::Polling, vm.shared.clock.hz());
+        let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone(), mode);
+        put_queue(vm, input, thread, poll)?;
+        placed.push(RxPlace {
+            ring: r,
+            thread,
+            mode: RxMode::Polling,
         });
-        placed.push((r, thread));
     }
     vm.ext_mut::<AfPacketMain>().devs.push(AfDev {
         host: c.host.clone(),
@@ -312,6 +329,107 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         fmt_mac(&mac)
     );
     Ok(name)
+}
+
+/// Hands an rx queue to `thread`'s `af-packet-input` (at its next safe point).
+fn put_queue(vm: &mut Vlib, input: NodeIndex, thread: usize, q: RxPoll) -> Result<(), String> {
+    vm.on_thread(thread, move |tg| {
+        tg.with_node::<AfInput, _>(input, |n, cx| n.add_queue(cx, q))
+            .unwrap_or_else(|| Err("af-packet-input does not run on that thread".into()))
+    })
+    .unwrap_or_else(|| Err(format!("thread {thread} did not answer")))
+}
+
+/// Registers the rx-queue operations (`set interface rx-mode|rx-placement`).
+pub fn init(vm: &mut Vlib) {
+    sluice_vnet::rxq::register_driver(
+        vm,
+        RxDriver {
+            node: INPUT,
+            queues: rx_queues,
+            set_mode: rx_set_mode,
+            place: rx_place,
+        },
+    );
+}
+
+fn rx_queues(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+    let m = vm.ext_mut::<AfPacketMain>();
+    m.devs
+        .iter()
+        .flat_map(|d| {
+            d.rx.iter().enumerate().map(|(q, p)| RxQueueInfo {
+                sw_if: d.sw_if,
+                queue: q as u16,
+                thread: p.thread,
+                mode: p.mode,
+            })
+        })
+        .collect()
+}
+
+fn find_queue(vm: &mut Vlib, sw: SwIfIndex, queue: u16) -> Result<(usize, NodeIndex), String> {
+    let input = vm
+        .registry
+        .find(INPUT)
+        .ok_or_else(|| "af-packet-input is not registered".to_string())?;
+    let t = vm
+        .ext_mut::<AfPacketMain>()
+        .devs
+        .iter()
+        .find(|d| d.sw_if == sw)
+        .and_then(|d| d.rx.get(queue as usize))
+        .map(|p| p.thread)
+        .ok_or_else(|| format!("no af_packet rx queue {queue} on sw_if_index {}", sw.0))?;
+    Ok((t, input))
+}
+
+fn with_place(vm: &mut Vlib, sw: SwIfIndex, queue: u16, f: impl FnOnce(&mut RxPlace)) {
+    let m = vm.ext_mut::<AfPacketMain>();
+    if let Some(p) = m
+        .devs
+        .iter_mut()
+        .find(|d| d.sw_if == sw)
+        .and_then(|d| d.rx.get_mut(queue as usize))
+    {
+        f(p);
+    }
+}
+
+fn rx_set_mode(vm: &mut Vlib, sw: SwIfIndex, queue: u16, mode: RxMode) -> Result<(), String> {
+    let (t, input) = find_queue(vm, sw, queue)?;
+    let r = vm.on_thread(t, move |tg| {
+        tg.with_node::<AfInput, _>(input, |n, cx| n.set_mode(cx, sw.0, queue, mode))
+    });
+    match r.flatten() {
+        Some(Ok(true)) => {
+            with_place(vm, sw, queue, |p| p.mode = mode);
+            Ok(())
+        }
+        Some(Ok(false)) => Err(format!("rx queue {queue} is not on thread {t}")),
+        Some(Err(e)) => Err(e),
+        None => Err(format!("thread {t} did not answer")),
+    }
+}
+
+/// Moves an rx queue: the old thread lets go of it (unregistering its socket) at its safe
+/// point, then the new thread takes it with its ring position and mode. Packets arriving in
+/// between wait in the kernel ring.
+fn rx_place(vm: &mut Vlib, sw: SwIfIndex, queue: u16, to: usize) -> Result<(), String> {
+    let (from, input) = find_queue(vm, sw, queue)?;
+    if from == to {
+        return Ok(());
+    }
+    let q = vm
+        .on_thread(from, move |tg| {
+            tg.with_node::<AfInput, _>(input, |n, cx| n.take_queue(cx, sw.0, queue))
+                .flatten()
+        })
+        .flatten()
+        .ok_or_else(|| format!("rx queue {queue} is not on thread {from}"))?;
+    put_queue(vm, input, to, q)?;
+    with_place(vm, sw, queue, |p| p.thread = to);
+    Ok(())
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -336,8 +454,8 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
     sluice_vnet::loopback::delete_interface(vm, sw);
     let (input, tx) = (vm.registry.find(INPUT), vm.registry.find(TX));
     vm.foreach_thread(move |tg| {
-        if let Some(n) = input.and_then(|i| tg.node_mut::<AfInput>(i)) {
-            n.queues.retain(|q| q.sw_if != sw.0);
+        if let Some(i) = input {
+            tg.with_node::<AfInput, _>(i, |n, cx| n.remove_interface(cx, sw.0));
         }
         if let Some(n) = tx.and_then(|i| tg.node_mut::<AfTx>(i)) {
             if let Some(e) = n.table.get_mut(sw.0 as usize) {
@@ -346,7 +464,7 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
         }
     });
     let dev = vm.ext_mut::<AfPacketMain>().devs.remove(pos);
-    if dev.rx.iter().any(|(r, _)| Arc::strong_count(r) > 1) || Arc::strong_count(&dev.tx) > 1 {
+    if dev.rx.iter().any(|p| Arc::strong_count(&p.ring) > 1) || Arc::strong_count(&dev.tx) > 1 {
         // A worker did not answer in time: it drops its reference when it does.
         log::warn!("host-{host}: rings released late (a worker is busy)");
     }
@@ -372,7 +490,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             "{sw_name} (sw_if_index {}): Linux `{}' ifindex {}",
             d.sw_if.0, d.host, d.ifindex
         );
-        let g = d.rx.first().map(|(r, _)| r.geometry()).unwrap_or_default();
+        let g = d.rx.first().map(|p| p.ring.geometry()).unwrap_or_default();
         let _ = writeln!(
             out,
             "  rx: {} queue(s), TPACKET_V3, {} blocks x {} KiB, block timeout {} ms, fanout {}",
@@ -386,15 +504,17 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         );
         let mut new_drops = 0;
-        for (q, (r, t)) in d.rx.iter().enumerate() {
+        for (q, p) in d.rx.iter().enumerate() {
+            let (r, t) = (&p.ring, &p.thread);
             let before = r.stats.drops.load(Ordering::Relaxed);
             let _ = r.update_stats();
             new_drops += r.stats.drops.load(Ordering::Relaxed) - before;
             let _ = writeln!(
                 out,
-                "    queue {q}: fd {} thread {t} ({}), kernel packets {} drops {}",
+                "    queue {q}: fd {} thread {t} ({}) {}, kernel packets {} drops {}",
                 r.fd(),
                 names.get(*t).map(String::as_str).unwrap_or("?"),
+                p.mode.as_str(),
                 r.stats.packets.load(Ordering::Relaxed),
                 r.stats.drops.load(Ordering::Relaxed)
             );

@@ -20,8 +20,12 @@
 //!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
 //!   without extension headers, or whose segments would not fit a buffer).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
-//! - polling: the node is active while a queue has a block ready and for 10 ms after the
-//!   last packet (then the thread may sleep until its next timer: adaptive rx mode).
+//! - rx modes (`set interface rx-mode`, see `sluice_graph::rxmode`): a queue in polling mode
+//!   keeps the node active while it has a block ready and for 10 ms after its last packet, and
+//!   asks for a poll every 10 ms when idle; in interrupt and adaptive mode the socket fd is
+//!   registered with the thread's epoll (`POLLIN` = a block was retired to user space), so an
+//!   idle thread sleeps until the kernel has packets; adaptive polls on every loop while the
+//!   queue receives at least 32 packets per 10 ms.
 //!
 //! `af-packet-tx` (internal): the transmit node of every host interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
@@ -37,6 +41,7 @@ use super::frame;
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
+use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::{counter, IfCounters};
 use std::any::Any;
@@ -67,9 +72,6 @@ const NEXT_ETHERNET: Next = Next(0);
 /// Largest frame accepted from the ring (a 64 KiB GSO aggregate plus L2 headers).
 const MAX_RX_FRAME: usize = 65535 + 64;
 
-/// How long (seconds) the input node keeps polling after its last packet.
-const ADAPTIVE_SECS: f64 = 0.010;
-
 /// One rx queue as polled by one thread.
 pub struct RxPoll {
     /// Sluice interface.
@@ -80,22 +82,47 @@ pub struct RxPoll {
     pub ring: Arc<RxRing>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Rx mode and adaptive state.
+    pub mode: RxModeState,
     cur: usize,
     // Inside block `cur`: packets left and offset of the next one.
     pos: Option<(u32, usize)>,
+    // The socket is registered with the polling thread's epoll.
+    registered: bool,
 }
 
 impl RxPoll {
     /// A queue starting at block 0.
-    pub fn new(sw_if: u32, queue: u16, ring: Arc<RxRing>, counters: Arc<IfCounters>) -> Self {
+    pub fn new(
+        sw_if: u32,
+        queue: u16,
+        ring: Arc<RxRing>,
+        counters: Arc<IfCounters>,
+        mode: RxModeState,
+    ) -> Self {
         RxPoll {
             sw_if,
             queue,
             ring,
             counters,
+            mode,
             cur: 0,
             pos: None,
+            registered: false,
         }
+    }
+
+    /// Registers or unregisters the socket with the running thread's epoll to match the mode.
+    fn sync_irq(&mut self, cx: &mut Cx) -> Result<(), String> {
+        let want = self.mode.wants_fd();
+        if want && !self.registered {
+            cx.irq_register(self.ring.fd(), (self.sw_if << 8) | self.queue as u32)
+                .map_err(|e| format!("epoll: {e}"))?;
+        } else if !want && self.registered {
+            cx.irq_unregister(self.ring.fd());
+        }
+        self.registered = want;
+        Ok(())
     }
 }
 
@@ -103,10 +130,70 @@ impl RxPoll {
 #[derive(Default)]
 pub struct AfInput {
     /// Queues placed on this thread.
-    pub queues: Vec<RxPoll>,
+    queues: Vec<RxPoll>,
     scratch: Vec<u8>,
-    last_rx_tsc: u64,
-    adaptive_tsc: u64,
+}
+
+impl AfInput {
+    /// Takes queue `q` in (control plane, on the polling thread), registering its socket if
+    /// its mode needs it.
+    pub fn add_queue(&mut self, cx: &mut Cx, mut q: RxPoll) -> Result<(), String> {
+        q.registered = false;
+        let r = q.sync_irq(cx);
+        self.queues.push(q);
+        r
+    }
+
+    /// Gives queue `queue` of interface `sw_if` up (it moves to another thread).
+    pub fn take_queue(&mut self, cx: &mut Cx, sw_if: u32, queue: u16) -> Option<RxPoll> {
+        let i = self
+            .queues
+            .iter()
+            .position(|q| q.sw_if == sw_if && q.queue == queue)?;
+        let mut q = self.queues.remove(i);
+        if q.registered {
+            cx.irq_unregister(q.ring.fd());
+            q.registered = false;
+        }
+        Some(q)
+    }
+
+    /// Drops every queue of interface `sw_if` (delete).
+    pub fn remove_interface(&mut self, cx: &mut Cx, sw_if: u32) {
+        while let Some(q) = self
+            .queues
+            .iter()
+            .find(|q| q.sw_if == sw_if)
+            .map(|q| q.queue)
+        {
+            self.take_queue(cx, sw_if, q);
+        }
+    }
+
+    /// Sets a queue's rx mode. False when the queue is not on this thread.
+    pub fn set_mode(
+        &mut self,
+        cx: &mut Cx,
+        sw_if: u32,
+        queue: u16,
+        mode: RxMode,
+    ) -> Result<bool, String> {
+        let Some(q) = self
+            .queues
+            .iter_mut()
+            .find(|q| q.sw_if == sw_if && q.queue == queue)
+        else {
+            return Ok(false);
+        };
+        q.mode.set_mode(mode);
+        q.sync_irq(cx)?;
+        Ok(true)
+    }
+
+    /// The queues on this thread.
+    pub fn queues(&self) -> &[RxPoll] {
+        &self.queues
+    }
 }
 
 #[derive(Copy, Clone)]
@@ -514,15 +601,13 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        if self.adaptive_tsc == 0 {
-            self.adaptive_tsc = (cx.shared().clock.hz() * ADAPTIVE_SECS) as u64;
-        }
+        // Which sockets fired does not matter: readiness is in the rings, checked per queue.
         let mut n = 0;
+        let now = cx.now_tsc();
         for qi in 0..self.queues.len() {
-            n += self.poll_queue(cx, qi, FRAME_SIZE);
-        }
-        if n > 0 {
-            self.last_rx_tsc = cx.now_tsc();
+            let got = self.poll_queue(cx, qi, FRAME_SIZE);
+            self.queues[qi].mode.account(got, now);
+            n += got;
         }
         n
     }
@@ -531,10 +616,17 @@ impl NodeFn for AfInput {
         if self.queues.is_empty() {
             return false;
         }
-        if self.queues.iter().any(|q| q.ring.ready(q.cur)) {
-            return true;
-        }
-        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.adaptive_tsc
+        let now = sluice_infra::clock::rdtsc();
+        self.queues
+            .iter()
+            .any(|q| q.ring.ready(q.cur) || q.mode.busy(now))
+    }
+
+    fn poll_interval(&self) -> Option<f64> {
+        self.queues
+            .iter()
+            .any(|q| q.mode.needs_tick())
+            .then_some(POLL_TICK_SECS)
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
