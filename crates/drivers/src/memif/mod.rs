@@ -6,7 +6,7 @@
 //!   `ip4-input` / `ip6-input` (ip mode); drops via `error-drop`.
 //! - `memif-tx` (internal): Sluice buffers -> tx ring; frees every buffer.
 //! - `memif-process` (process, main thread): sockets and the handshake ([`ctl`]), every 2 ms
-//!   while memif interfaces exist.
+//!   while a handshake is in flight, every 20 ms otherwise while memif interfaces exist.
 //!
 //! The control plane publishes a connection to the data path as an `Arc<DataConn>` (mapped
 //! regions, rings, eventfds) behind a generation counter and wakes every graph thread; data-path
