@@ -154,6 +154,17 @@ impl Topo {
     }
 }
 
+impl Topo {
+    /// Creates an empty namespace `<tag><n>` (with `lo` up) and returns its name.
+    fn bare(&mut self, n: char) -> String {
+        let name = format!("{}{n}", self.tag);
+        must(&["ip", "netns", "add", &name]);
+        self.netns.push(name.clone());
+        must(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        name
+    }
+}
+
 impl Drop for Topo {
     fn drop(&mut self) {
         for l in &self.links {
@@ -956,6 +967,92 @@ fn rx_modes_and_placement() {
     assert!(!d.ok("show interface rx-placement").contains(&ha));
     let mut dd = d;
     assert!(dd.alive(), "sluice died");
+    wait_no_buffers_in_use(&dd);
+    dd.stop();
+}
+
+/// A tap interface whose host side Sluice moves into a namespace the test created and
+/// addresses there: the host pings Sluice, Sluice routes between the tap host and a veth
+/// (af_packet) host both ways — pings, a TCP transfer checked byte for byte — also with the
+/// tap queue in interrupt mode on a worker; deleting the tap removes the Linux device.
+#[test]
+fn tap_host_routes_to_af_packet_host() {
+    skip_unless_possible!();
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIPPED: no /dev/net/tun");
+        return;
+    }
+    let mut t = Topo::new("p");
+    let tns = t.bare('t');
+    let (b, vb) = t.host('b', "10.96.2.2/24", Some("10.96.2.1"));
+    let d = Daemon::start("netns-tap", "cpu { workers 1 }");
+    let tif = format!("{}tap", t.tag);
+    let e = d
+        .cli(&format!(
+            "create tap id 7 host-if-name {tif} host-ns {tns} host-ip4-addr 10.96.1.300/24"
+        ))
+        .unwrap_err();
+    assert!(e.contains("`10.96.1.300/24'"), "{e}");
+    let e = d
+        .cli(&format!(
+            "create tap id 7 host-if-name {tif} host-ns {tns}-none"
+        ))
+        .unwrap_err();
+    assert!(e.contains(&format!("{tns}-none")), "{e}");
+    let name = d.ok(&format!(
+        "create tap id 7 host-if-name {tif} host-ns {tns} host-ip4-addr 10.96.1.2/24"
+    ));
+    assert_eq!(name.trim(), "tap7");
+    let e = d.cli("create tap id 7").unwrap_err();
+    assert!(e.contains("already exists"), "{e}");
+    must(&[
+        "ip",
+        "-n",
+        &tns,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.96.1.1",
+    ]);
+    d.ok("set interface state tap7 up");
+    d.ok("set interface ip address tap7 10.96.1.1/24");
+    attach(&d, &vb, Some("10.96.2.1/24"));
+    let show = d.ok("show tap");
+    assert!(
+        show.contains(&format!("host-if-name {tif} host-ns {tns}")),
+        "{show}"
+    );
+    assert!(d
+        .ok("show interface rx-placement")
+        .contains("  node virtio-input:\n    tap7 queue 0 (polling)"));
+
+    ping_ok(&tns, ip("10.96.1.1"), 2);
+    ping_ok(&tns, ip("10.96.2.2"), 2);
+    ping_ok(&b, ip("10.96.1.2"), 2);
+    tcp_transfer(&tns, &b, "10.96.2.2", 2 << 20);
+    tcp_transfer(&b, &tns, "10.96.1.2", 2 << 20);
+    assert!(counter(&d, "tap7", "rx packets") > 1000);
+    assert!(counter(&d, "tap7", "tx packets") > 1000);
+
+    d.ok("set interface rx-mode tap7 interrupt");
+    std::thread::sleep(Duration::from_millis(300));
+    ping_ok(&tns, ip("10.96.2.2"), 3);
+    tcp_transfer(&tns, &b, "10.96.2.2", 1 << 20);
+    d.ok("set interface rx-placement tap7 main");
+    ping_ok(&b, ip("10.96.1.2"), 2);
+    system_ping(&tns, ip("10.96.2.2"));
+    assert!(!d.ok("show errors").contains("GSO frame"));
+
+    d.ok("delete tap tap7");
+    assert!(
+        sh(&["ip", "-n", &tns, "link", "show", &tif]).is_err(),
+        "host side still there"
+    );
+    assert!(!d.ok("show interface").contains("tap7"));
+    d.ok(&format!("delete host-interface name {vb}"));
+    let mut dd = d;
+    assert!(dd.alive());
     wait_no_buffers_in_use(&dd);
     dd.stop();
 }

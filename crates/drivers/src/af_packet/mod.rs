@@ -28,18 +28,19 @@
 //!
 //! Nodes: see [`node`].
 
-mod frame;
+pub(crate) mod frame;
 pub mod node;
 pub mod ring;
 
+use crate::fdq::{self, FdDriver, Placed};
 use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
 use ring::{linux_if, RxGeometry, RxRing, TxGeometry, TxRing};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, GraphBuilder, NodeIndex, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
+    CounterDesc, GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
 };
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
-use sluice_vnet::rxq::{RxDriver, RxQueueInfo};
+use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -145,6 +146,35 @@ pub struct CreateArgs {
     pub qdisc_bypass: bool,
 }
 
+/// A `hw-addr <mac>` argument: a unicast MAC.
+pub(crate) fn hw_addr_arg(a: &mut Args) -> Result<[u8; 6], CliError> {
+    let w = a.word("MAC address")?;
+    let m: sluice_wire::Mac = w
+        .parse()
+        .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
+    if m.0[0] & 1 != 0 {
+        return Err(CliError::new(format!(
+            "hw-addr `{w}' is a multicast address"
+        )));
+    }
+    Ok(m.0)
+}
+
+/// Checks a Linux interface or namespace name (`what` names it in the error).
+pub(crate) fn linux_name(what: &str, w: &str) -> Result<String, CliError> {
+    if w.is_empty()
+        || w.len() >= libc::IFNAMSIZ
+        || w.contains(['/', ':'])
+        || w.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(CliError::new(format!(
+            "bad {what} `{}'",
+            sluice_cli::error::clip(w)
+        )));
+    }
+    Ok(w.to_string())
+}
+
 fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut host = None;
     let mut rx_queues = 1;
@@ -168,16 +198,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         } else if a.keyword("num-tx-queues") {
             tx_queues = Some(queues(a, "num-tx-queues")?);
         } else if a.keyword("hw-addr") {
-            let w = a.word("MAC address")?;
-            let m: sluice_wire::Mac = w
-                .parse()
-                .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
-            if m.0[0] & 1 != 0 {
-                return Err(CliError::new(format!(
-                    "hw-addr `{w}' is a multicast address"
-                )));
-            }
-            hw_addr = Some(m.0);
+            hw_addr = Some(hw_addr_arg(a)?);
         } else if a.keyword("qdisc-bypass-disable") {
             qdisc_bypass = false;
         } else if let Some(w @ ("v2" | "mode" | "cksum-gso-disable")) = a.peek() {
@@ -189,16 +210,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         }
     }
     let host = host.ok_or_else(|| CliError::new("missing `name <linux-if>'"))?;
-    if host.is_empty()
-        || host.len() >= libc::IFNAMSIZ
-        || host.contains(['/', ':'])
-        || host.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(CliError::new(format!(
-            "bad Linux interface name `{}'",
-            sluice_cli::error::clip(&host)
-        )));
-    }
+    let host = linux_name("Linux interface name", &host)?;
     Ok(CreateArgs {
         host,
         rx_queues,
@@ -208,7 +220,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     })
 }
 
-fn random_mac(seed: u64) -> [u8; 6] {
+pub(crate) fn random_mac(seed: u64) -> [u8; 6] {
     // splitmix64 of the seed: distinct MACs for interfaces created in one process.
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -238,11 +250,6 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         .registry
         .find(TX)
         .ok_or_else(|| "af-packet-tx is not registered".to_string())?;
-    let input = vm
-        .registry
-        .find(INPUT)
-        .ok_or_else(|| "af-packet-input is not registered".to_string())?;
-
     // Sockets first: nothing in Sluice changes if one of them fails.
     let seed = sluice_infra::clock::rdtsc() ^ ((std::process::id() as u64) << 32) ^ ifindex as u64;
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
@@ -284,30 +291,15 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         queues: tx.clone(),
         counters: counters.clone(),
     };
-    vm.foreach_thread(move |tg| {
-        if let Some(n) = tg.node_mut::<AfTx>(tx_node) {
-            let i = sw.0 as usize;
-            if n.table.len() <= i {
-                n.table.resize(i + 1, None);
-            }
-            n.table[i] = Some(entry.clone());
-        }
-    });
+    crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
-        let thread = {
-            let m = vm.ext_mut::<AfPacketMain>();
-            let w = m.next_worker;
-            m.next_worker += 1;
-            w
-        };
-        let thread = match vm.n_workers() {
-            0 => 0,
-            n => 1 + thread % n,
-        };
+        let mut next = vm.ext_mut::<AfPacketMain>().next_worker;
+        let thread = fdq::next_thread(vm, &mut next);
+        vm.ext_mut::<AfPacketMain>().next_worker = next;
         let mode = RxModeState::new(RxMode::Polling, vm.shared.clock.hz());
-        let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone(), mode);
-        put_queue(vm, input, thread, poll)?;
+        let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone());
+        fdq::put::<AfPacket>(vm, thread, Placed::new(poll, mode))?;
         placed.push(RxPlace {
             ring: r,
             thread,
@@ -331,105 +323,47 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     Ok(name)
 }
 
-/// Hands an rx queue to `thread`'s `af-packet-input` (at its next safe point).
-fn put_queue(vm: &mut Vlib, input: NodeIndex, thread: usize, q: RxPoll) -> Result<(), String> {
-    vm.on_thread(thread, move |tg| {
-        tg.with_node::<AfInput, _>(input, |n, cx| n.add_queue(cx, q))
-            .unwrap_or_else(|| Err("af-packet-input does not run on that thread".into()))
-    })
-    .unwrap_or_else(|| Err(format!("thread {thread} did not answer")))
+/// The af_packet driver's rx-queue operations ([`crate::fdq`]).
+pub struct AfPacket;
+
+impl FdDriver for AfPacket {
+    type Queue = RxPoll;
+    type Node = AfInput;
+    const INPUT: &'static str = INPUT;
+    fn set(n: &mut AfInput) -> &mut fdq::QueueSet<RxPoll> {
+        &mut n.queues
+    }
+    fn placements(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+        let m = vm.ext_mut::<AfPacketMain>();
+        m.devs
+            .iter()
+            .flat_map(|d| {
+                d.rx.iter().enumerate().map(|(q, p)| RxQueueInfo {
+                    sw_if: d.sw_if,
+                    queue: q as u16,
+                    thread: p.thread,
+                    mode: p.mode,
+                })
+            })
+            .collect()
+    }
+    fn record(vm: &mut Vlib, i: RxQueueInfo) {
+        let m = vm.ext_mut::<AfPacketMain>();
+        if let Some(p) = m
+            .devs
+            .iter_mut()
+            .find(|d| d.sw_if == i.sw_if)
+            .and_then(|d| d.rx.get_mut(i.queue as usize))
+        {
+            p.thread = i.thread;
+            p.mode = i.mode;
+        }
+    }
 }
 
 /// Registers the rx-queue operations (`set interface rx-mode|rx-placement`).
 pub fn init(vm: &mut Vlib) {
-    sluice_vnet::rxq::register_driver(
-        vm,
-        RxDriver {
-            node: INPUT,
-            queues: rx_queues,
-            set_mode: rx_set_mode,
-            place: rx_place,
-        },
-    );
-}
-
-fn rx_queues(vm: &mut Vlib) -> Vec<RxQueueInfo> {
-    let m = vm.ext_mut::<AfPacketMain>();
-    m.devs
-        .iter()
-        .flat_map(|d| {
-            d.rx.iter().enumerate().map(|(q, p)| RxQueueInfo {
-                sw_if: d.sw_if,
-                queue: q as u16,
-                thread: p.thread,
-                mode: p.mode,
-            })
-        })
-        .collect()
-}
-
-fn find_queue(vm: &mut Vlib, sw: SwIfIndex, queue: u16) -> Result<(usize, NodeIndex), String> {
-    let input = vm
-        .registry
-        .find(INPUT)
-        .ok_or_else(|| "af-packet-input is not registered".to_string())?;
-    let t = vm
-        .ext_mut::<AfPacketMain>()
-        .devs
-        .iter()
-        .find(|d| d.sw_if == sw)
-        .and_then(|d| d.rx.get(queue as usize))
-        .map(|p| p.thread)
-        .ok_or_else(|| format!("no af_packet rx queue {queue} on sw_if_index {}", sw.0))?;
-    Ok((t, input))
-}
-
-fn with_place(vm: &mut Vlib, sw: SwIfIndex, queue: u16, f: impl FnOnce(&mut RxPlace)) {
-    let m = vm.ext_mut::<AfPacketMain>();
-    if let Some(p) = m
-        .devs
-        .iter_mut()
-        .find(|d| d.sw_if == sw)
-        .and_then(|d| d.rx.get_mut(queue as usize))
-    {
-        f(p);
-    }
-}
-
-fn rx_set_mode(vm: &mut Vlib, sw: SwIfIndex, queue: u16, mode: RxMode) -> Result<(), String> {
-    let (t, input) = find_queue(vm, sw, queue)?;
-    let r = vm.on_thread(t, move |tg| {
-        tg.with_node::<AfInput, _>(input, |n, cx| n.set_mode(cx, sw.0, queue, mode))
-    });
-    match r.flatten() {
-        Some(Ok(true)) => {
-            with_place(vm, sw, queue, |p| p.mode = mode);
-            Ok(())
-        }
-        Some(Ok(false)) => Err(format!("rx queue {queue} is not on thread {t}")),
-        Some(Err(e)) => Err(e),
-        None => Err(format!("thread {t} did not answer")),
-    }
-}
-
-/// Moves an rx queue: the old thread lets go of it (unregistering its socket) at its safe
-/// point, then the new thread takes it with its ring position and mode. Packets arriving in
-/// between wait in the kernel ring.
-fn rx_place(vm: &mut Vlib, sw: SwIfIndex, queue: u16, to: usize) -> Result<(), String> {
-    let (from, input) = find_queue(vm, sw, queue)?;
-    if from == to {
-        return Ok(());
-    }
-    let q = vm
-        .on_thread(from, move |tg| {
-            tg.with_node::<AfInput, _>(input, |n, cx| n.take_queue(cx, sw.0, queue))
-                .flatten()
-        })
-        .flatten()
-        .ok_or_else(|| format!("rx queue {queue} is not on thread {from}"))?;
-    put_queue(vm, input, to, q)?;
-    with_place(vm, sw, queue, |p| p.thread = to);
-    Ok(())
+    sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<AfPacket>());
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -452,17 +386,10 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
     // Stop transmitting and forwarding to it, then take the rings away from every thread at
     // a safe point; the last reference closes the sockets and unmaps the rings.
     sluice_vnet::loopback::delete_interface(vm, sw);
-    let (input, tx) = (vm.registry.find(INPUT), vm.registry.find(TX));
-    vm.foreach_thread(move |tg| {
-        if let Some(i) = input {
-            tg.with_node::<AfInput, _>(i, |n, cx| n.remove_interface(cx, sw.0));
-        }
-        if let Some(n) = tx.and_then(|i| tg.node_mut::<AfTx>(i)) {
-            if let Some(e) = n.table.get_mut(sw.0 as usize) {
-                *e = None;
-            }
-        }
-    });
+    fdq::remove_interface::<AfPacket>(vm, sw);
+    if let Some(tx) = vm.registry.find(TX) {
+        crate::set_tx_entry::<AfTx, TxEntry>(vm, tx, sw, None, |n| &mut n.table);
+    }
     let dev = vm.ext_mut::<AfPacketMain>().devs.remove(pos);
     if dev.rx.iter().any(|p| Arc::strong_count(&p.ring) > 1) || Arc::strong_count(&dev.tx) > 1 {
         // A worker did not answer in time: it drops its reference when it does.

@@ -39,9 +39,9 @@
 
 use super::frame;
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
+use crate::fdq::{FdQueue, QueueSet};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
-use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::{counter, IfCounters};
 use std::any::Any;
@@ -82,47 +82,31 @@ pub struct RxPoll {
     pub ring: Arc<RxRing>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
-    /// Rx mode and adaptive state.
-    pub mode: RxModeState,
     cur: usize,
     // Inside block `cur`: packets left and offset of the next one.
     pos: Option<(u32, usize)>,
-    // The socket is registered with the polling thread's epoll.
-    registered: bool,
 }
 
 impl RxPoll {
     /// A queue starting at block 0.
-    pub fn new(
-        sw_if: u32,
-        queue: u16,
-        ring: Arc<RxRing>,
-        counters: Arc<IfCounters>,
-        mode: RxModeState,
-    ) -> Self {
+    pub fn new(sw_if: u32, queue: u16, ring: Arc<RxRing>, counters: Arc<IfCounters>) -> Self {
         RxPoll {
             sw_if,
             queue,
             ring,
             counters,
-            mode,
             cur: 0,
             pos: None,
-            registered: false,
         }
     }
+}
 
-    /// Registers or unregisters the socket with the running thread's epoll to match the mode.
-    fn sync_irq(&mut self, cx: &mut Cx) -> Result<(), String> {
-        let want = self.mode.wants_fd();
-        if want && !self.registered {
-            cx.irq_register(self.ring.fd(), (self.sw_if << 8) | self.queue as u32)
-                .map_err(|e| format!("epoll: {e}"))?;
-        } else if !want && self.registered {
-            cx.irq_unregister(self.ring.fd());
-        }
-        self.registered = want;
-        Ok(())
+impl FdQueue for RxPoll {
+    fn id(&self) -> (u32, u16) {
+        (self.sw_if, self.queue)
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.ring.fd()
     }
 }
 
@@ -130,70 +114,8 @@ impl RxPoll {
 #[derive(Default)]
 pub struct AfInput {
     /// Queues placed on this thread.
-    queues: Vec<RxPoll>,
+    pub queues: QueueSet<RxPoll>,
     scratch: Vec<u8>,
-}
-
-impl AfInput {
-    /// Takes queue `q` in (control plane, on the polling thread), registering its socket if
-    /// its mode needs it.
-    pub fn add_queue(&mut self, cx: &mut Cx, mut q: RxPoll) -> Result<(), String> {
-        q.registered = false;
-        let r = q.sync_irq(cx);
-        self.queues.push(q);
-        r
-    }
-
-    /// Gives queue `queue` of interface `sw_if` up (it moves to another thread).
-    pub fn take_queue(&mut self, cx: &mut Cx, sw_if: u32, queue: u16) -> Option<RxPoll> {
-        let i = self
-            .queues
-            .iter()
-            .position(|q| q.sw_if == sw_if && q.queue == queue)?;
-        let mut q = self.queues.remove(i);
-        if q.registered {
-            cx.irq_unregister(q.ring.fd());
-            q.registered = false;
-        }
-        Some(q)
-    }
-
-    /// Drops every queue of interface `sw_if` (delete).
-    pub fn remove_interface(&mut self, cx: &mut Cx, sw_if: u32) {
-        while let Some(q) = self
-            .queues
-            .iter()
-            .find(|q| q.sw_if == sw_if)
-            .map(|q| q.queue)
-        {
-            self.take_queue(cx, sw_if, q);
-        }
-    }
-
-    /// Sets a queue's rx mode. False when the queue is not on this thread.
-    pub fn set_mode(
-        &mut self,
-        cx: &mut Cx,
-        sw_if: u32,
-        queue: u16,
-        mode: RxMode,
-    ) -> Result<bool, String> {
-        let Some(q) = self
-            .queues
-            .iter_mut()
-            .find(|q| q.sw_if == sw_if && q.queue == queue)
-        else {
-            return Ok(false);
-        };
-        q.mode.set_mode(mode);
-        q.sync_irq(cx)?;
-        Ok(true)
-    }
-
-    /// The queues on this thread.
-    pub fn queues(&self) -> &[RxPoll] {
-        &self.queues
-    }
 }
 
 #[derive(Copy, Clone)]
@@ -365,17 +287,17 @@ impl AfInput {
     /// Takes up to `budget` packets from queue `qi`. Returns the number of buffers sent on.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
         {
-            let q = &self.queues[qi];
+            let q = &self.queues.list[qi].q;
             if !q.ring.ready(q.cur) {
                 return 0;
             }
         }
         let pool = cx.pool_ref();
-        let ring = self.queues[qi].ring.clone();
+        let ring = self.queues.list[qi].q.ring.clone();
         let rx = RxCtx {
-            sw_if: self.queues[qi].sw_if,
-            queue: self.queues[qi].queue,
-            counters: self.queues[qi].counters.clone(),
+            sw_if: self.queues.list[qi].q.sw_if,
+            queue: self.queues.list[qi].q.queue,
+            counters: self.queues.list[qi].q.counters.clone(),
         };
         let vnet = ring.vnet_hdr();
         let nblocks = ring.geometry().block_nr;
@@ -391,12 +313,12 @@ impl AfInput {
         };
         let (mut taken, mut miss) = (0usize, 0u64);
         while taken < budget {
-            let cur = self.queues[qi].cur;
+            let cur = self.queues.list[qi].q.cur;
             let Some(blk) = ring.user_block(cur) else {
                 break;
             };
             let data = blk.bytes();
-            let (mut left, mut off) = match self.queues[qi].pos {
+            let (mut left, mut off) = match self.queues.list[qi].q.pos {
                 Some(p) => p,
                 None => {
                     let num = u32_at(data, ring::block::NUM_PKTS).unwrap_or(0);
@@ -492,7 +414,7 @@ impl AfInput {
             if used < got {
                 cx.free(&fresh[used..got]);
             }
-            let q = &mut self.queues[qi];
+            let q = &mut self.queues.list[qi].q;
             if left == 0 {
                 blk.release();
                 q.cur = (cur + 1) % nblocks;
@@ -604,29 +526,27 @@ impl NodeFn for AfInput {
         // Which sockets fired does not matter: readiness is in the rings, checked per queue.
         let mut n = 0;
         let now = cx.now_tsc();
-        for qi in 0..self.queues.len() {
+        for qi in 0..self.queues.list.len() {
             let got = self.poll_queue(cx, qi, FRAME_SIZE);
-            self.queues[qi].mode.account(got, now);
+            self.queues.list[qi].mode.account(got, now);
             n += got;
         }
         n
     }
 
     fn active(&self) -> bool {
-        if self.queues.is_empty() {
+        if self.queues.list.is_empty() {
             return false;
         }
         let now = sluice_infra::clock::rdtsc();
         self.queues
+            .list
             .iter()
-            .any(|q| q.ring.ready(q.cur) || q.mode.busy(now))
+            .any(|p| p.q.ring.ready(p.q.cur) || p.mode.busy(now))
     }
 
     fn poll_interval(&self) -> Option<f64> {
-        self.queues
-            .iter()
-            .any(|q| q.mode.needs_tick())
-            .then_some(POLL_TICK_SECS)
+        self.queues.poll_interval()
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
@@ -707,21 +627,12 @@ impl AfTx {
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let pool = cx.pool_ref();
-        let mut i = 0;
-        while i < frame.len() {
-            // SAFETY: this node owns the frame; read-only header access.
-            let tx = unsafe { pool.header(frame[i]) }.tx_if;
-            let mut j = i + 1;
-            // SAFETY: as above.
-            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
-                j += 1;
-            }
+        crate::for_each_tx_run(pool, frame, |tx, run| {
             match self.table.get(tx as usize).and_then(|e| e.clone()) {
-                Some(e) => self.send_run(cx, pool, &e, &frame[i..j]),
-                None => cx.count(C_NO_INTERFACE, (j - i) as u64),
+                Some(e) => self.send_run(cx, pool, &e, run),
+                None => cx.count(C_NO_INTERFACE, run.len() as u64),
             }
-            i = j;
-        }
+        });
         cx.free(frame);
     }
 
