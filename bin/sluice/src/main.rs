@@ -282,17 +282,22 @@ fn main() -> ExitCode {
             continue;
         }
         last_poll = now;
-        let timeout = if busy {
+        // Idle: sleep in poll(2) on the CLI sockets and the main thread's epoll fd (fds of
+        // interrupt-mode rx queues, wake-ups from workers) until the next timer or poll tick.
+        let mut timeout = if busy {
             0
         } else {
-            let t = vm
-                .main
-                .next_timer_in()
-                .map(|s| (s * 1000.0).ceil() as i32)
-                .unwrap_or(idle_sleep_ms);
-            t.clamp(0, idle_sleep_ms)
+            match vm.main.sleep_timeout() {
+                None => idle_sleep_ms,
+                t => sluice_graph::wake::timeout_ms(t).clamp(0, idle_sleep_ms),
+            }
         };
-        for req in srv.poll(timeout) {
+        if timeout > 0 && !vm.main.prepare_sleep() {
+            timeout = 0;
+        }
+        let reqs = srv.poll(timeout, vm.main.irq_fd());
+        vm.main.wait(Some(0.0));
+        for req in reqs {
             let r = tree.execute(&mut vm, &req.cmd);
             let d = vm.ext_mut::<Daemon>();
             let quit = std::mem::take(&mut d.quit);

@@ -4,7 +4,7 @@
 
 use sluice_cli::proto;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
@@ -62,10 +62,16 @@ impl CliServer {
         &self.path
     }
 
-    /// Waits up to `timeout_ms` (0: just check) for activity, accepts clients and returns the
-    /// complete requests received.
-    pub fn poll(&mut self, timeout_ms: i32) -> Vec<Request> {
-        let mut fds = Vec::with_capacity(1 + self.clients.len());
+    /// Waits up to `timeout_ms` (0: just check) for activity on the CLI sockets or on `wake`
+    /// (the main thread's epoll fd: packets for interrupt-mode queues, wake-ups from other
+    /// threads), accepts clients and returns the complete requests received.
+    pub fn poll(&mut self, timeout_ms: i32, wake: RawFd) -> Vec<Request> {
+        let mut fds = Vec::with_capacity(2 + self.clients.len());
+        fds.push(libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        });
         fds.push(libc::pollfd {
             fd: self.listener.as_raw_fd(),
             events: libc::POLLIN,
@@ -84,7 +90,7 @@ impl CliServer {
         if r <= 0 {
             return out;
         }
-        if fds[0].revents != 0 {
+        if fds[1].revents != 0 {
             while let Ok((s, _)) = self.listener.accept() {
                 if s.set_nonblocking(true).is_ok() {
                     self.clients.push(Client { s, buf: Vec::new() });

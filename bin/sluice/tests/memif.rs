@@ -274,6 +274,118 @@ fn routed_ipv4_over_memif() {
     assert_no_leaks(&b);
 }
 
+/// Frames both ways between the pair, checked byte for byte.
+fn both_ways(p: &Pair, name: &str, n: u32) {
+    let fwd: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            frame(
+                [2, 0, 0, 0, 0, 2],
+                [2, 0, 0, 0, 0, 1],
+                60 + i as usize % 900,
+                i,
+            )
+        })
+        .collect();
+    let got = send(&p.a, "pg0", &p.b, "pg1", &format!("{name}f"), &fwd, "");
+    assert_eq!(got, fwd, "{name}: master -> slave");
+    let rev: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            frame(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                64 + i as usize % 700,
+                i,
+            )
+        })
+        .collect();
+    let got = send(&p.b, "pg1", &p.a, "pg0", &format!("{name}r"), &rev, "");
+    assert_eq!(got, rev, "{name}: slave -> master");
+    p.a.ok(&format!("packet-generator delete {name}f"));
+    p.b.ok(&format!("packet-generator delete {name}r"));
+}
+
+/// Rx modes over memif with the rx rings on worker threads, which sleep in epoll_wait when
+/// idle: in interrupt mode only the ring's eventfd, signalled by the peer once we clear
+/// `MASK_INT`, wakes them. Adaptive mode under a burst and after idle; rx placement moves.
+#[test]
+fn rx_modes_interrupt_and_adaptive() {
+    let p = pair(
+        "memif-rxmode",
+        "cpu { workers 1 }",
+        "cpu { workers 1 }",
+        "",
+        "",
+    );
+    for d in [&p.a, &p.b] {
+        let s = d.ok("show interface rx-placement");
+        assert!(
+            s.contains(
+                "Thread 1 (sluice_wk_0):\n  node memif-input:\n    memif1/0 queue 0 (polling)"
+            ),
+            "{s}"
+        );
+        wait_for(d, "show memif memif1/0", "interrupts masked", 5);
+        d.ok("set interface rx-mode memif1/0 interrupt");
+        assert!(d
+            .ok("show interface rx-placement")
+            .contains("memif1/0 queue 0 (interrupt)"));
+    }
+    // The data path unmasks the rx ring (the peer's tx ring keeps its own flag).
+    for d in [&p.a, &p.b] {
+        let t0 = Instant::now();
+        loop {
+            let s = d.ok("show memif memif1/0");
+            let rx = s
+                .lines()
+                .find(|l| l.contains("rx queue 0"))
+                .unwrap_or("")
+                .to_string();
+            if rx.contains("interrupts enabled") {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "rx ring still masked:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    both_ways(&p, "i1", 500);
+    std::thread::sleep(Duration::from_millis(300)); // both workers asleep
+    both_ways(&p, "i2", 20);
+
+    for d in [&p.a, &p.b] {
+        d.ok("set interface rx-mode memif1/0 adaptive");
+    }
+    both_ways(&p, "a1", 1000); // within one ring: a burst, never a ring-full drop
+    std::thread::sleep(Duration::from_millis(300));
+    both_ways(&p, "a2", 5);
+
+    // Placement: the slave's queue to its main thread and back, the master's stays.
+    p.b.ok("set interface rx-placement memif1/0 main");
+    let s = p.b.ok("show interface rx-placement");
+    assert!(
+        s.contains("Thread 0 (sluice_main):\n  node memif-input:\n    memif1/0 queue 0 (adaptive)"),
+        "{s}"
+    );
+    both_ways(&p, "p1", 200);
+    p.b.ok("set interface rx-placement memif1/0 queue 0 worker 0");
+    p.b.ok("set interface rx-mode memif1/0 queue 0 polling");
+    both_ways(&p, "p2", 200);
+    assert!(p
+        .b
+        .ok("show interface rx-placement")
+        .contains("Thread 1 (sluice_wk_0)"));
+    wait_for(&p.b, "show memif memif1/0", "interrupts masked", 5);
+    let e =
+        p.b.cli("set interface rx-mode memif1/0 queue 1 polling")
+            .unwrap_err();
+    assert!(e.contains("`1'"), "{e}");
+    assert_no_leaks(&p.a);
+    assert_no_leaks(&p.b);
+    let _ = std::fs::remove_file(&p.sock);
+}
+
 #[test]
 fn multiple_queues_carry_traffic_from_several_workers() {
     let p = pair(

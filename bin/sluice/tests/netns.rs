@@ -171,6 +171,17 @@ impl Topo {
     }
 }
 
+impl Topo {
+    /// Creates an empty namespace `<tag><n>` (with `lo` up) and returns its name.
+    fn bare(&mut self, n: char) -> String {
+        let name = format!("{}{n}", self.tag);
+        must(&["ip", "netns", "add", &name]);
+        self.netns.push(name.clone());
+        must(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        name
+    }
+}
+
 impl Drop for Topo {
     fn drop(&mut self) {
         for l in &self.links {
@@ -427,6 +438,91 @@ fn system_ping(ns: &str, dst: Ipv4Addr) {
         "0.2",
         &dst.to_string(),
     ]);
+}
+
+/// Sends `bytes` over TCP from namespace `a` to `dst`:5201 in namespace `b` and checks that
+/// every byte arrived intact (digest both ways).
+fn tcp_transfer(a: &str, b: &str, dst: &str, bytes: usize) {
+    let dst = dst.to_string();
+    let dst2 = dst.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = spawn_in_ns(b, move || {
+        let l = TcpListener::bind((dst.as_str(), 5201)).expect("bind");
+        l.set_nonblocking(true).unwrap();
+        ready_tx.send(()).unwrap();
+        let t0 = Instant::now();
+        let mut s = loop {
+            match l.accept() {
+                Ok((s, _)) => break s,
+                Err(_) if t0.elapsed() < Duration::from_secs(20) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("no connection: {e}"),
+            }
+        };
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let (mut n, mut sum) = (0usize, 0u64);
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let k = s.read(&mut buf).expect("read");
+            if k == 0 {
+                break;
+            }
+            for &x in &buf[..k] {
+                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
+            }
+            n += k;
+        }
+        s.write_all(&sum.to_be_bytes()).unwrap();
+        (n, sum)
+    });
+    ready_rx.recv().unwrap();
+    let client = spawn_in_ns(a, move || {
+        let addr: SocketAddr = format!("{dst2}:5201").parse().unwrap();
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut sum = 0u64;
+        let mut left = bytes;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            s.write_all(&chunk[..k]).expect("write");
+            for &x in &chunk[..k] {
+                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
+            }
+            left -= k;
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = [0u8; 8];
+        s.read_exact(&mut back).expect("server's digest");
+        (sum, u64::from_be_bytes(back))
+    });
+    let (sent_sum, echoed) = client.join().expect("client");
+    let (n, got_sum) = server.join().expect("server");
+    assert_eq!(n, bytes);
+    assert_eq!(got_sum, sent_sum);
+    assert_eq!(echoed, sent_sum);
+}
+
+/// Floods UDP datagrams (32 ports) from `src` in namespace `ns` to `dst` until `stop` is set
+/// or 10 s passed; returns how many it sent.
+fn udp_flood(ns: &str, src: &str, dst: &str, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
+    let (src, dst) = (src.to_string(), dst.to_string());
+    spawn_in_ns(ns, move || {
+        let s = UdpSocket::bind((src.as_str(), 0)).unwrap();
+        let payload = [0x5au8; 512];
+        let t0 = Instant::now();
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(10) {
+            for port in 0..32u16 {
+                let _ = s.send_to(&payload, (dst.as_str(), 9000 + port));
+                n += 1;
+            }
+        }
+        n
+    })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -733,66 +829,7 @@ fn tcp_across_sluice(drv: Driver) {
     attach(&d, drv, &vb, Some("10.93.2.1/24"));
     ping_ok(&a, ip("10.93.2.2"), 1);
 
-    const BYTES: usize = 8 << 20;
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = spawn_in_ns(&b, move || {
-        let l = TcpListener::bind("10.93.2.2:5201").expect("bind");
-        l.set_nonblocking(true).unwrap();
-        ready_tx.send(()).unwrap();
-        let t0 = Instant::now();
-        let mut s = loop {
-            match l.accept() {
-                Ok((s, _)) => break s,
-                Err(_) if t0.elapsed() < Duration::from_secs(20) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("no connection: {e}"),
-            }
-        };
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let (mut n, mut sum) = (0usize, 0u64);
-        let mut buf = vec![0u8; 64 << 10];
-        loop {
-            let k = s.read(&mut buf).expect("read");
-            if k == 0 {
-                break;
-            }
-            for &x in &buf[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            n += k;
-        }
-        s.write_all(&sum.to_be_bytes()).unwrap();
-        (n, sum)
-    });
-    ready_rx.recv().unwrap();
-    let client = spawn_in_ns(&a, move || {
-        let addr: SocketAddr = "10.93.2.2:5201".parse().unwrap();
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let mut sum = 0u64;
-        let mut left = BYTES;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            s.write_all(&chunk[..k]).expect("write");
-            for &x in &chunk[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            left -= k;
-        }
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut back = [0u8; 8];
-        s.read_exact(&mut back).expect("server's digest");
-        (sum, u64::from_be_bytes(back))
-    });
-    let (sent_sum, echoed) = client.join().expect("client");
-    let (n, got_sum) = server.join().expect("server");
-    assert_eq!(n, BYTES);
-    assert_eq!(got_sum, sent_sum);
-    assert_eq!(echoed, sent_sum);
+    tcp_transfer(&a, &b, "10.93.2.2", 8 << 20);
     if drv == Driver::AfPacket {
         let errs = d.ok("show errors");
         assert!(errs.contains("partial L4 checksums completed"), "{errs}");
@@ -865,6 +902,13 @@ fn delete_while_flooding(drv: Driver) {
         d.ok(&drv.delete_cmd("clamp"));
     }
     let hb = attach(&d, drv, &vb, Some("10.94.2.1/24"));
+    if drv == Driver::AfXdp {
+        // af_xdp queues are always polled: rx-mode says so in one line naming the interface.
+        let e = d
+            .cli(&format!("set interface rx-mode {ha} interrupt"))
+            .unwrap_err();
+        assert!(e.contains(&ha) && e.contains("always polled"), "{e}");
+    }
     let show = d.ok(drv.show().0);
     match drv {
         Driver::AfPacket => assert!(show.contains("fanout hash"), "{show}"),
@@ -881,21 +925,7 @@ fn delete_while_flooding(drv: Driver) {
     });
 
     let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let flood = spawn_in_ns(&a, move || {
-        let s = UdpSocket::bind("10.94.1.2:0").unwrap();
-        let payload = [0x5au8; 512];
-        let t0 = Instant::now();
-        let mut n = 0u64;
-        // Bounded: stops when told or after 10 s.
-        while !s2.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(10) {
-            for port in 0..32u16 {
-                let _ = s.send_to(&payload, ("10.94.2.2", 9000 + port));
-                n += 1;
-            }
-        }
-        n
-    });
+    let flood = udp_flood(&a, "10.94.1.2", "10.94.2.2", stop.clone());
     std::thread::sleep(Duration::from_millis(500));
     let before = counter(&d, &ha, "rx packets");
     assert!(before > 0, "flood not seen by Sluice");
@@ -1000,4 +1030,213 @@ fn routes_ipv6_between_namespaces(drv: Driver) {
     assert!(!d.ok("show interface").contains(&ha));
     wait_no_buffers_in_use(&d);
     d.stop();
+}
+
+/// Rx modes and rx placement with a worker thread: traffic crosses Sluice in interrupt mode
+/// (the worker sleeps in epoll until the kernel retires a ring block: without the socket's
+/// registration nothing would wake it) and in adaptive mode (a TCP transfer switches the
+/// queues to polling, pings after idle need the interrupt again); queues move between the
+/// worker and the main thread, also during a flood; CLI errors name the token.
+#[test]
+fn rx_modes_and_placement() {
+    let drv = Driver::AfPacket;
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("m", drv);
+    let (a, va) = t.host('a', "10.95.1.2/24", Some("10.95.1.1"));
+    let (b, vb) = t.host('b', "10.95.2.2/24", Some("10.95.2.1"));
+    let d = Daemon::start("netns-rxmode", "cpu { workers 1 }");
+    let ha = attach(&d, drv, &va, Some("10.95.1.1/24"));
+    let hb = attach(&d, drv, &vb, Some("10.95.2.1/24"));
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement.contains("Thread 1 (sluice_wk_0):\n  node af-packet-input:\n")
+            && placement.contains(&format!("    {ha} queue 0 (polling)"))
+            && placement.contains(&format!("    {hb} queue 0 (polling)")),
+        "{placement}"
+    );
+
+    // Bad input names the token; nothing changes.
+    for (cmd, tok) in [
+        (
+            format!("set interface rx-mode {ha} sometimes"),
+            "`sometimes'",
+        ),
+        (
+            format!("set interface rx-mode {ha} queue 7 interrupt"),
+            "`7'",
+        ),
+        (
+            "set interface rx-mode nosuchif polling".to_string(),
+            "`nosuchif'",
+        ),
+        (
+            "set interface rx-mode local0 polling".to_string(),
+            "`local0'",
+        ),
+        (format!("set interface rx-placement {ha} worker 3"), "`3'"),
+        (
+            format!("set interface rx-placement {ha} queue 0"),
+            "`worker <n>'",
+        ),
+        (format!("set interface rx-mode {ha}"), "rx mode"),
+    ] {
+        let e = d.cli(&cmd).unwrap_err();
+        assert!(e.contains(tok), "`{cmd}': {e}");
+    }
+
+    // Interrupt mode: the worker sleeps until a socket fires.
+    d.ok(&format!("set interface rx-mode {ha} interrupt"));
+    d.ok(&format!("set interface rx-mode {hb} queue 0 interrupt"));
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement.contains(&format!("{ha} queue 0 (interrupt)")),
+        "{placement}"
+    );
+    assert!(
+        placement.contains(&format!("{hb} queue 0 (interrupt)")),
+        "{placement}"
+    );
+    assert!(d.ok("show af_packet").contains("interrupt"));
+    ping_ok(&a, ip("10.95.2.2"), 3);
+    std::thread::sleep(Duration::from_millis(300)); // idle: asleep in epoll_wait
+    ping_ok(&b, ip("10.95.1.2"), 2);
+    tcp_transfer(&a, &b, "10.95.2.2", 2 << 20);
+
+    // Adaptive: the transfer makes the queues poll, idle pings need the fd again.
+    d.ok(&format!("set interface rx-mode {ha} adaptive"));
+    d.ok(&format!("set interface rx-mode {hb} adaptive"));
+    tcp_transfer(&a, &b, "10.95.2.2", 2 << 20);
+    std::thread::sleep(Duration::from_millis(300));
+    ping_ok(&a, ip("10.95.2.2"), 2);
+    system_ping(&a, ip("10.95.2.2"));
+
+    // Placement: A's queue to the main thread (keeps its mode), traffic still flows.
+    d.ok(&format!("set interface rx-placement {ha} main"));
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement.contains(&format!(
+            "Thread 0 (sluice_main):\n  node af-packet-input:\n    {ha} queue 0 (adaptive)"
+        )),
+        "{placement}"
+    );
+    ping_ok(&a, ip("10.95.2.2"), 2);
+    let show = d.ok("show af_packet");
+    assert!(show.contains("thread 0 (sluice_main) adaptive"), "{show}");
+
+    // Moving queues back and forth under a flood neither crashes nor leaks.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = udp_flood(&a, "10.95.1.2", "10.95.2.2", stop.clone());
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..6 {
+        let to = if i % 2 == 0 { "worker 0" } else { "main" };
+        d.ok(&format!("set interface rx-placement {ha} queue 0 {to}"));
+        let mode = ["polling", "interrupt", "adaptive"][i % 3];
+        d.ok(&format!("set interface rx-mode {hb} {mode}"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(flood.join().unwrap() > 0);
+    let rx = counter(&d, &ha, "rx packets");
+    assert!(rx > 1000, "flood not received: {rx}");
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement.contains(&format!("{ha} queue 0 (adaptive)")),
+        "{placement}"
+    );
+    ping_ok(&a, ip("10.95.2.2"), 1);
+
+    d.ok(&format!("delete host-interface name {va}"));
+    d.ok(&format!("delete host-interface name {vb}"));
+    assert!(!d.ok("show interface rx-placement").contains(&ha));
+    let mut dd = d;
+    assert!(dd.alive(), "sluice died");
+    wait_no_buffers_in_use(&dd);
+    dd.stop();
+}
+
+/// A tap interface whose host side Sluice moves into a namespace the test created and
+/// addresses there: the host pings Sluice, Sluice routes between the tap host and a veth
+/// (af_packet) host both ways — pings, a TCP transfer checked byte for byte — also with the
+/// tap queue in interrupt mode on a worker; deleting the tap removes the Linux device.
+#[test]
+fn tap_host_routes_to_af_packet_host() {
+    let drv = Driver::AfPacket;
+    skip_unless_possible!(drv);
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIPPED: no /dev/net/tun");
+        return;
+    }
+    let mut t = Topo::new("p", drv);
+    let tns = t.bare('t');
+    let (b, vb) = t.host('b', "10.96.2.2/24", Some("10.96.2.1"));
+    let d = Daemon::start("netns-tap", "cpu { workers 1 }");
+    let tif = format!("{}tap", t.tag);
+    let e = d
+        .cli(&format!(
+            "create tap id 7 host-if-name {tif} host-ns {tns} host-ip4-addr 10.96.1.300/24"
+        ))
+        .unwrap_err();
+    assert!(e.contains("`10.96.1.300/24'"), "{e}");
+    let e = d
+        .cli(&format!(
+            "create tap id 7 host-if-name {tif} host-ns {tns}-none"
+        ))
+        .unwrap_err();
+    assert!(e.contains(&format!("{tns}-none")), "{e}");
+    let name = d.ok(&format!(
+        "create tap id 7 host-if-name {tif} host-ns {tns} host-ip4-addr 10.96.1.2/24"
+    ));
+    assert_eq!(name.trim(), "tap7");
+    let e = d.cli("create tap id 7").unwrap_err();
+    assert!(e.contains("already exists"), "{e}");
+    must(&[
+        "ip",
+        "-n",
+        &tns,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.96.1.1",
+    ]);
+    d.ok("set interface state tap7 up");
+    d.ok("set interface ip address tap7 10.96.1.1/24");
+    attach(&d, drv, &vb, Some("10.96.2.1/24"));
+    let show = d.ok("show tap");
+    assert!(
+        show.contains(&format!("host-if-name {tif} host-ns {tns}")),
+        "{show}"
+    );
+    assert!(d
+        .ok("show interface rx-placement")
+        .contains("  node virtio-input:\n    tap7 queue 0 (polling)"));
+
+    ping_ok(&tns, ip("10.96.1.1"), 2);
+    ping_ok(&tns, ip("10.96.2.2"), 2);
+    ping_ok(&b, ip("10.96.1.2"), 2);
+    tcp_transfer(&tns, &b, "10.96.2.2", 2 << 20);
+    tcp_transfer(&b, &tns, "10.96.1.2", 2 << 20);
+    assert!(counter(&d, "tap7", "rx packets") > 1000);
+    assert!(counter(&d, "tap7", "tx packets") > 1000);
+
+    d.ok("set interface rx-mode tap7 interrupt");
+    std::thread::sleep(Duration::from_millis(300));
+    ping_ok(&tns, ip("10.96.2.2"), 3);
+    tcp_transfer(&tns, &b, "10.96.2.2", 1 << 20);
+    d.ok("set interface rx-placement tap7 main");
+    ping_ok(&b, ip("10.96.1.2"), 2);
+    system_ping(&tns, ip("10.96.2.2"));
+    assert!(!d.ok("show errors").contains("GSO frame"));
+
+    d.ok("delete tap tap7");
+    assert!(
+        sh(&["ip", "-n", &tns, "link", "show", &tif]).is_err(),
+        "host side still there"
+    );
+    assert!(!d.ok("show interface").contains("tap7"));
+    d.ok(&format!("delete host-interface name {vb}"));
+    let mut dd = d;
+    assert!(dd.alive());
+    wait_no_buffers_in_use(&dd);
+    dd.stop();
 }

@@ -1,14 +1,22 @@
 //! Sluice drivers: the packet generator (`pg`), AF_PACKET host interfaces (`af_packet`),
-//! AF_XDP interfaces (`af_xdp`), shared-memory interfaces (`memif`) and the traffic tester
-//! (`tester`, built on pg's stream templates and pacing); what the Linux-facing ones share is
-//! in `linux`. tap in a later issue.
+//! AF_XDP interfaces (`af_xdp`), shared-memory interfaces (`memif`), Linux tap interfaces
+//! (`tap`) and the traffic tester (`tester`, built on pg's stream templates and pacing). What
+//! the Linux-facing ones share is in [`linux`]; [`fdq`] holds the rx-queue plumbing (rx modes,
+//! placement) of fd-backed drivers.
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod fdq;
 pub mod linux;
 pub mod memif;
 pub mod pg;
+pub mod tap;
 pub mod tester;
+
+use linux::SwTable;
+use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::{NodeIndex, Vlib};
+use sluice_vnet::SwIfIndex;
 
 /// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
 pub(crate) fn parse_mac(w: &str) -> Result<[u8; 6], sluice_cli::CliError> {
@@ -17,12 +25,50 @@ pub(crate) fn parse_mac(w: &str) -> Result<[u8; 6], sluice_cli::CliError> {
         .map_err(|_| sluice_cli::CliError::new(format!("bad MAC address `{w}'")))
 }
 
+/// Sets (`Some`) or clears (`None`) interface `sw`'s entry in the tx node `tx_node` of every
+/// thread (`table` gives the node's per-interface table), at each thread's safe point.
+pub(crate) fn set_tx_entry<N: 'static, E: Clone + Send + Sync + 'static>(
+    vm: &mut Vlib,
+    tx_node: NodeIndex,
+    sw: SwIfIndex,
+    e: Option<E>,
+    table: fn(&mut N) -> &mut SwTable<E>,
+) {
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<N>(tx_node) {
+            table(n).set(sw.0, e.clone());
+        }
+    });
+}
+
+/// Calls `f(tx_if, run)` for each run of consecutive buffers of `frame` with the same
+/// `tx_if` (tx nodes serving several interfaces).
+pub(crate) fn for_each_tx_run(
+    pool: &BufferPool,
+    frame: &[BufIdx],
+    mut f: impl FnMut(u32, &[BufIdx]),
+) {
+    let mut i = 0;
+    while i < frame.len() {
+        // SAFETY: the calling tx node owns the frame; read-only header access.
+        let tx = unsafe { pool.header(frame[i]) }.tx_if;
+        let mut j = i + 1;
+        // SAFETY: as above.
+        while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
+            j += 1;
+        }
+        f(tx, &frame[i..j]);
+        i = j;
+    }
+}
+
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);
     af_packet::register(b);
     af_xdp::register(b);
     memif::register(b);
+    tap::register(b);
     tester::register(b);
 }
 
@@ -32,12 +78,15 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     af_packet::register_cli(t);
     af_xdp::register_cli(t);
     memif::register_cli(t);
+    tap::register_cli(t);
     tester::register_cli(t);
 }
 
 /// Per-runtime initialisation.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     pg::init(vm);
+    af_packet::init(vm);
     af_xdp::init(vm);
     memif::init(vm);
+    tap::init(vm);
 }

@@ -1,10 +1,10 @@
 //! What the Linux-facing drivers (`af_packet`, `af_xdp`) share: socket-option and mmap
 //! helpers, Linux interface queries (ifindex, MAC, MTU, channels), promiscuous membership,
-//! interface-name checks, default MACs, rx-queue placement over threads, a per-interface
-//! table for tx nodes and a spin lock for tx queues shared by threads.
+//! interface-name checks, default MACs, initial rx-queue placement over threads, a
+//! per-interface table for tx nodes and a spin lock for tx queues shared by threads. Rx modes
+//! (polling, interrupt, adaptive) are `sluice_graph::rxmode` through `crate::fdq`.
 
 use sluice_buffer::{BufIdx, BufferPool};
-use sluice_graph::Cx;
 use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -335,42 +335,6 @@ pub fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize
     w
 }
 
-/// The input nodes' adaptive polling: a node stays active for [`AdaptivePoll::SECS`] after
-/// its last packet, then lets the thread sleep until its next timer.
-#[derive(Default)]
-pub struct AdaptivePoll {
-    last_rx_tsc: u64,
-    window_tsc: u64,
-}
-
-impl AdaptivePoll {
-    /// How long (seconds) an input node keeps polling after its last packet.
-    pub const SECS: f64 = 0.010;
-
-    /// Records a poll that produced `n` packets; returns `n`.
-    pub fn record(&mut self, cx: &Cx, n: usize) -> usize {
-        if self.window_tsc == 0 {
-            self.window_tsc = (cx.shared().clock.hz() * Self::SECS) as u64;
-        }
-        if n > 0 {
-            self.last_rx_tsc = cx.now_tsc();
-        }
-        n
-    }
-
-    /// Whether an input node with `queues` queues, of which some has packets ready when
-    /// `any_ready()`, should be polled: it has packets, or had some in the last
-    /// [`AdaptivePoll::SECS`].
-    pub fn active(&self, queues: usize, any_ready: impl FnOnce() -> bool) -> bool {
-        queues > 0 && (any_ready() || self.recent())
-    }
-
-    /// Whether the last packet came less than [`AdaptivePoll::SECS`] ago.
-    pub fn recent(&self) -> bool {
-        sluice_infra::clock::rdtsc().wrapping_sub(self.last_rx_tsc) < self.window_tsc
-    }
-}
-
 /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the "send what is queued in the tx ring" kick of
 /// PACKET_MMAP and AF_XDP sockets. Returns the raw error for the caller to classify.
 pub fn kick_tx(fd: RawFd) -> io::Result<()> {
@@ -391,19 +355,20 @@ pub fn kick_tx(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Checks a Linux interface name given on the CLI.
-pub fn check_ifname(host: &str) -> Result<(), String> {
-    if host.is_empty()
-        || host.len() >= libc::IFNAMSIZ
-        || host.contains(['/', ':'])
-        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+/// Checks a Linux interface or namespace name given on the CLI (`what` names it in the
+/// error).
+pub fn linux_name(what: &str, w: &str) -> Result<String, sluice_cli::CliError> {
+    if w.is_empty()
+        || w.len() >= libc::IFNAMSIZ
+        || w.contains(['/', ':'])
+        || w.chars().any(|c| c.is_whitespace() || c.is_control())
     {
-        return Err(format!(
-            "bad Linux interface name `{}'",
-            sluice_cli::error::clip(host)
-        ));
+        return Err(sluice_cli::CliError::new(format!(
+            "bad {what} `{}'",
+            sluice_cli::error::clip(w)
+        )));
     }
-    Ok(())
+    Ok(w.to_string())
 }
 
 /// A random locally administered unicast MAC `02:fe:xx:xx:xx:xx` derived from `seed`.
@@ -422,8 +387,9 @@ pub fn seed(ifindex: u32) -> u64 {
     sluice_infra::clock::rdtsc() ^ ((std::process::id() as u64) << 32) ^ ifindex as u64
 }
 
-/// Round-robin placement of rx queues on threads: the workers when there are some, else
-/// the main thread. One per driver (a `Vlib` extension field).
+/// Round-robin placement of new rx queues on threads: the workers when there are some, else
+/// the main thread. One per driver (a `Vlib` extension field); `set interface rx-placement`
+/// moves queues afterwards (`crate::fdq`).
 #[derive(Default)]
 pub struct RxPlacement {
     next: usize,
@@ -543,9 +509,9 @@ mod tests {
 
     #[test]
     fn interface_names_are_checked() {
-        assert!(check_ifname("veth0").is_ok());
+        assert_eq!(linux_name("name", "veth0").unwrap(), "veth0");
         for bad in ["", "averyveryverylongname", "a/b", "a:b", "a b"] {
-            assert!(check_ifname(bad).is_err(), "{bad}");
+            assert!(linux_name("name", bad).is_err(), "{bad}");
         }
     }
 

@@ -59,7 +59,8 @@ impl HandoffQueue {
     }
 
     /// Producer side: enqueues as many entries as fit; returns how many. The caller must drop
-    /// and count the rest. Only one thread may produce.
+    /// and count the rest. Only one thread may produce. The consumer may be asleep: use
+    /// [`crate::Shared::handoff_enqueue`], which also wakes it.
     pub fn enqueue(&self, bufs: &[BufIdx], node: NodeIndex) -> usize {
         let head = self.head.0.load(Ordering::Relaxed);
         let tail = self.tail.0.load(Ordering::Acquire);

@@ -17,9 +17,11 @@ pub mod nodes;
 pub mod pcap;
 mod registry;
 mod runtime;
+pub mod rxmode;
 pub mod stats;
 pub mod trace;
 mod vlib;
+pub mod wake;
 
 pub use node::{
     CounterDesc, Factory, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, PacketNode,
@@ -29,6 +31,7 @@ pub use registry::{
     order_features, FeatureOrder, GraphBuilder, GraphError, NodeInfo, NodeSnapshot, Registry,
 };
 pub use runtime::{Cx, Shared, ThreadGraph};
+pub use rxmode::{RxMode, RxModeState};
 pub use vlib::{pin_to_core, CpuConfig, Job, Vlib, VlibError, HANDOFF_RING};
 
 /// Largest number of buffers a node is called with at once.

@@ -131,6 +131,13 @@ pub trait NodeFn: Send + 'static {
     fn active(&self) -> bool {
         true
     }
+    /// Input nodes: while not active, how often the thread must still poll the node (queues
+    /// in polling rx mode, whose readiness no file descriptor signals). `None`: only when
+    /// active or when one of the fds it registered (`Cx::irq_register`) fires, so an idle
+    /// thread may sleep until woken.
+    fn poll_interval(&self) -> Option<f64> {
+        Some(crate::rxmode::POLL_TICK_SECS)
+    }
     /// Process nodes: run until the next suspend.
     fn process(&mut self, _cx: &mut Cx, _wake: Wake) -> Suspend {
         Suspend::Done

@@ -11,14 +11,16 @@ use crate::pcap::PcapTrace;
 use crate::registry::{NodeSnapshot, Registry};
 use crate::stats::NodeStats;
 use crate::trace::{pack_index, TraceEntry, TraceShared};
+use crate::wake::{self, Epoll, Waker, WAKE_TOKEN};
 use crate::FRAME_SIZE;
 use sluice_buffer::{flags, BufIdx, Buffer, BufferCache, BufferPool};
 use sluice_infra::clock::{rdtsc, Clock};
 use sluice_infra::timer::{TimerHandle, TimerWheel};
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// State shared by every thread: clock, trace, pcap capture, handoff queues.
+/// State shared by every thread: clock, trace, pcap capture, handoff queues, wake-ups.
 pub struct Shared {
     /// Calibrated TSC clock.
     pub clock: Clock,
@@ -33,12 +35,14 @@ pub struct Shared {
     /// Quiescent-state counters: bumped by each thread between loops, so tables written by
     /// the main thread can reclaim memory once every worker moved on.
     pub epochs: Arc<sluice_infra::epoch::Epochs>,
+    /// One wake-up eventfd per thread (see [`crate::wake`]).
+    pub wakers: Vec<Waker>,
 }
 
 impl Shared {
     /// Shared state for `n_threads` threads with handoff queues of `ring` entries.
-    pub fn new(clock: Clock, n_threads: usize, ring: usize) -> Shared {
-        Shared {
+    pub fn new(clock: Clock, n_threads: usize, ring: usize) -> std::io::Result<Shared> {
+        Ok(Shared {
             clock,
             trace: TraceShared::default(),
             pcap: PcapTrace::default(),
@@ -51,7 +55,41 @@ impl Shared {
                 .collect(),
             n_threads,
             epochs: Arc::new(sluice_infra::epoch::Epochs::new(n_threads)),
+            wakers: (0..n_threads)
+                .map(|_| Waker::new())
+                .collect::<std::io::Result<_>>()?,
+        })
+    }
+
+    /// Wakes thread `t` (control-plane work was posted for it).
+    pub fn wake(&self, t: usize) {
+        if let Some(w) = self.wakers.get(t) {
+            w.wake();
         }
+    }
+
+    /// Wakes every thread (shared data-path state changed, e.g. a memif connection).
+    pub fn wake_all(&self) {
+        for w in &self.wakers {
+            w.wake();
+        }
+    }
+
+    /// Hands buffers from thread `from` to node `node` on thread `to` and wakes `to` if it
+    /// sleeps. Returns how many the queue took (the caller drops and counts the rest).
+    #[inline]
+    pub fn handoff_enqueue(
+        &self,
+        from: usize,
+        to: usize,
+        bufs: &[BufIdx],
+        node: NodeIndex,
+    ) -> usize {
+        let n = self.handoff[from][to].enqueue(bufs, node);
+        if n > 0 {
+            self.wakers[to].wake_if_sleeping();
+        }
+        n
     }
 }
 
@@ -78,6 +116,9 @@ pub struct ThreadState {
     signals: Vec<(NodeIndex, u64)>,
     now_tsc: u64,
     drop_node: Option<NodeIndex>,
+    epoll: Epoll,
+    irq_pending: Vec<bool>,
+    irq_tokens: Vec<(u32, u32)>,
 }
 
 /// The context handed to a node while it runs.
@@ -279,6 +320,38 @@ impl<'a> Cx<'a> {
         self.st.signals.push((node, data));
     }
 
+    /// Registers `fd` with this thread's epoll for the running node (interrupt and adaptive
+    /// rx modes): when it becomes readable the thread wakes and polls the node, which gets
+    /// `token` from [`Cx::take_irqs`]. Level-triggered: the node must consume what made the
+    /// fd readable (read an eventfd, release ring blocks) or it fires again.
+    pub fn irq_register(&mut self, fd: RawFd, token: u32) -> std::io::Result<()> {
+        self.st
+            .epoll
+            .add(fd, ((self.node.0 as u64) << 32) | token as u64)
+    }
+
+    /// Removes `fd` from this thread's epoll. Call before the fd is closed or the queue
+    /// leaves this thread.
+    pub fn irq_unregister(&mut self, fd: RawFd) {
+        self.st.epoll.del(fd);
+    }
+
+    /// Moves the tokens of the running node's fds that fired since its last poll into `out`.
+    pub fn take_irqs(&mut self, out: &mut Vec<u32>) {
+        let me = self.node.0;
+        if self.st.irq_tokens.is_empty() {
+            return;
+        }
+        self.st.irq_tokens.retain(|&(n, t)| {
+            if n == me {
+                out.push(t);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// How many more packets this (input) node should mark for tracing.
     #[inline]
     pub fn trace_budget(&self) -> u32 {
@@ -408,6 +481,7 @@ pub struct ThreadGraph {
     wheel: TimerWheel<u32>,
     spare: Vec<BufIdx>,
     expired: Vec<u32>,
+    events: Vec<libc::epoll_event>,
     /// Dispatcher loops run.
     pub loops: u64,
 }
@@ -415,8 +489,17 @@ pub struct ThreadGraph {
 impl ThreadGraph {
     /// Instantiates every node of `reg` for thread `thread` (process nodes only on thread 0,
     /// main-only nodes only on thread 0).
-    pub fn new(reg: &Registry, thread: usize, pool: Arc<BufferPool>, shared: Arc<Shared>) -> Self {
+    pub fn new(
+        reg: &Registry,
+        thread: usize,
+        pool: Arc<BufferPool>,
+        shared: Arc<Shared>,
+    ) -> std::io::Result<Self> {
         let now = shared.clock.now_secs();
+        let epoll = Epoll::new()?;
+        if let Some(w) = shared.wakers.get(thread) {
+            epoll.add(w.raw_fd(), WAKE_TOKEN)?;
+        }
         let mut tg = ThreadGraph {
             fns: Vec::new(),
             st: ThreadState {
@@ -437,18 +520,22 @@ impl ThreadGraph {
                 signals: Vec::new(),
                 now_tsc: rdtsc(),
                 drop_node: reg.find("error-drop"),
+                epoll,
+                irq_pending: Vec::new(),
+                irq_tokens: Vec::new(),
             },
             inputs: Vec::new(),
             procs: Vec::new(),
             wheel: TimerWheel::new(1e-3, now),
             spare: Vec::with_capacity(FRAME_SIZE * 4),
             expired: Vec::new(),
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
             loops: 0,
         };
         for n in reg.nodes() {
             tg.instantiate(reg, n.index);
         }
-        tg
+        Ok(tg)
     }
 
     /// Instantiates node `i` (used by [`ThreadGraph::new`]).
@@ -468,6 +555,7 @@ impl ThreadGraph {
             self.st.kinds.push(NodeKind::Internal);
             self.st.stats.push(info.stats.clone());
             self.st.error_base.push(0);
+            self.st.irq_pending.push(false);
         }
         let here = self.st.thread == 0 || info.on_workers;
         let here = here && !(info.kind == NodeKind::Process && self.st.thread != 0);
@@ -560,10 +648,10 @@ impl ThreadGraph {
 
     /// Whether some input node wants to be polled (else the thread may sleep).
     pub fn wants_poll(&self) -> bool {
-        self.inputs
-            .iter()
-            .any(|&i| self.fns[i.0 as usize].as_ref().is_some_and(|f| f.active()))
-            || !self.st.pending.is_empty()
+        self.inputs.iter().any(|&i| {
+            self.st.irq_pending[i.0 as usize]
+                || self.fns[i.0 as usize].as_ref().is_some_and(|f| f.active())
+        }) || !self.st.pending.is_empty()
             || !self.st.signals.is_empty()
     }
 
@@ -572,6 +660,67 @@ impl ThreadGraph {
         self.wheel
             .next_deadline()
             .map(|d| (d - self.st.shared.clock.now_secs()).max(0.0))
+    }
+
+    /// The shortest `poll_interval` of this thread's input nodes: how often an idle thread
+    /// must still poll (queues in polling rx mode). `None`: every input is interrupt-driven.
+    pub fn idle_poll_interval(&self) -> Option<f64> {
+        self.inputs
+            .iter()
+            .filter_map(|&i| self.fns[i.0 as usize].as_ref()?.poll_interval())
+            .reduce(f64::min)
+    }
+
+    /// How long an idle thread may sleep: until its next timer or poll tick (`None`: until an
+    /// fd fires or another thread wakes it).
+    pub fn sleep_timeout(&self) -> Option<f64> {
+        match (self.next_timer_in(), self.idle_poll_interval()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// This thread's epoll fd (readable when the thread should wake; the main thread polls it
+    /// with its CLI sockets).
+    pub fn irq_fd(&self) -> RawFd {
+        self.st.epoll.raw_fd()
+    }
+
+    /// Announces that the thread is about to sleep and re-checks for work that raced with
+    /// the announcement. Returns false (and withdraws) when there is work; otherwise the
+    /// caller checks its own conditions and then calls [`ThreadGraph::wait`].
+    pub fn prepare_sleep(&self) -> bool {
+        let w = &self.st.shared.wakers[self.st.thread];
+        w.set_sleeping(true);
+        if self.wants_poll() || self.has_inbound_handoff() {
+            w.set_sleeping(false);
+            return false;
+        }
+        true
+    }
+
+    /// Waits in `epoll_wait` up to `timeout` seconds (`None`: until woken; `Some(0.0)`: just
+    /// collect what is ready), then records which input nodes' fds fired so the next loop
+    /// polls them. Ends a sleep announced by [`ThreadGraph::prepare_sleep`].
+    pub fn wait(&mut self, timeout: Option<f64>) {
+        let n = self
+            .st
+            .epoll
+            .wait(&mut self.events, wake::timeout_ms(timeout));
+        let w = &self.st.shared.wakers[self.st.thread];
+        w.set_sleeping(false);
+        for e in &self.events[..n] {
+            let data = e.u64;
+            if data == WAKE_TOKEN {
+                w.drain();
+                continue;
+            }
+            let node = (data >> 32) as u32;
+            if let Some(p) = self.st.irq_pending.get_mut(node as usize) {
+                *p = true;
+                self.st.irq_tokens.push((node, data as u32));
+            }
+        }
     }
 
     /// Signals an event to a process node from the control plane.
@@ -592,7 +741,8 @@ impl ThreadGraph {
             let Some(f) = self.fns[ix].as_mut() else {
                 continue;
             };
-            if !f.active() {
+            let irq = self.st.irq_pending[ix];
+            if !irq && !f.active() {
                 continue;
             }
             let t0 = rdtsc();
@@ -603,6 +753,12 @@ impl ThreadGraph {
             let n = f.poll(&mut cx);
             let t1 = rdtsc();
             flush_scratch(&mut self.st, ix);
+            if irq {
+                self.st.irq_pending[ix] = false;
+                if !self.st.irq_tokens.is_empty() {
+                    self.st.irq_tokens.retain(|&(n, _)| n != i.0);
+                }
+            }
             if n > 0 {
                 let s = &self.st.stats[ix].per_thread[self.st.thread];
                 s.calls.add(1);

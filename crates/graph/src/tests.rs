@@ -442,8 +442,8 @@ fn worker_threads_run_jobs_and_handoff() {
     // Hand 300 packets from main to the worker's `even` node.
     let pkts = make_packets(&mut vm, &vec![0u8; 300]);
     let even_i = vm.registry.find("even").unwrap();
-    let q = vm.shared.handoff[0][1].clone();
-    assert_eq!(q.enqueue(&pkts, even_i), 300);
+    // Through `Shared::handoff_enqueue`, which wakes the (sleeping) worker.
+    assert_eq!(vm.shared.handoff_enqueue(0, 1, &pkts, even_i), 300);
     let t0 = std::time::Instant::now();
     while even.0.lock().unwrap().len() < 300 && t0.elapsed().as_secs() < 5 {
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -3,7 +3,8 @@
 //!
 //! Control-plane changes reach workers as closures posted to their mailbox and run between
 //! two dispatcher loops (a safe point); the caller waits for every worker to run them, which
-//! is the barrier used for graph-topology changes.
+//! is the barrier used for graph-topology changes. A post writes the worker's wake-up eventfd
+//! ([`crate::wake`]), so a worker sleeping in `epoll_wait` runs it at once.
 
 use crate::node::{Next, NodeIndex, NodeRegistration};
 use crate::registry::{GraphBuilder, GraphError, Registry};
@@ -30,7 +31,7 @@ struct Mailbox {
 struct Worker {
     mailbox: Arc<Mailbox>,
     handle: Option<JoinHandle<()>>,
-    thread: std::thread::Thread,
+    index: usize,
     lcore: Option<usize>,
     name: String,
 }
@@ -56,6 +57,9 @@ pub enum VlibError {
     /// A worker thread could not be started.
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    /// A thread's epoll or wake-up eventfd could not be created.
+    #[error("cannot create thread wake-up fds: {0}")]
+    Fds(std::io::Error),
 }
 
 /// Size of each handoff queue (entries).
@@ -104,16 +108,18 @@ impl Vlib {
         let registry = builder.build(n_threads)?;
         let pool = BufferPool::new(buffers)?;
         let clock = Clock::calibrate();
-        let shared = Arc::new(Shared::new(clock, n_threads, HANDOFF_RING));
+        let shared = Arc::new(Shared::new(clock, n_threads, HANDOFF_RING).map_err(VlibError::Fds)?);
         if let Some(c) = cpu.main_core {
             if let Err(e) = pin_to_core(c) {
                 log::warn!("cannot pin main thread to core {c}: {e}");
             }
         }
-        let main = ThreadGraph::new(&registry, 0, pool.clone(), shared.clone());
+        let main =
+            ThreadGraph::new(&registry, 0, pool.clone(), shared.clone()).map_err(VlibError::Fds)?;
         let mut workers = Vec::new();
         for (w, core) in cpu.workers.iter().enumerate() {
-            let mut tg = ThreadGraph::new(&registry, w + 1, pool.clone(), shared.clone());
+            let mut tg = ThreadGraph::new(&registry, w + 1, pool.clone(), shared.clone())
+                .map_err(VlibError::Fds)?;
             let mailbox = Arc::new(Mailbox {
                 jobs: Mutex::new(Vec::new()),
                 flag: AtomicBool::new(false),
@@ -135,7 +141,7 @@ impl Vlib {
                 .map_err(VlibError::Thread)?;
             workers.push(Worker {
                 mailbox,
-                thread: handle.thread().clone(),
+                index: w + 1,
                 handle: Some(handle),
                 lcore: core,
                 name,
@@ -198,6 +204,7 @@ impl Vlib {
         let w = self.workers.get(t - 1)?;
         let (tx, rx) = mpsc::channel();
         post(
+            &self.shared,
             w,
             Box::new(move |tg| {
                 let _ = tx.send(f(tg));
@@ -216,6 +223,7 @@ impl Vlib {
             let (tx, rx) = mpsc::channel::<()>();
             let f = f.clone();
             post(
+                &self.shared,
                 w,
                 Box::new(move |tg| {
                     f(tg);
@@ -270,7 +278,7 @@ impl Vlib {
     pub fn stop_workers(&mut self) {
         for w in &self.workers {
             w.mailbox.stop.store(true, Ordering::Release);
-            w.thread.unpark();
+            self.shared.wake(w.index);
         }
         for w in &mut self.workers {
             if let Some(h) = w.handle.take() {
@@ -315,17 +323,18 @@ impl Drop for Vlib {
     }
 }
 
-fn post(w: &Worker, job: Job) {
+fn post(shared: &Shared, w: &Worker, job: Job) {
     match w.mailbox.jobs.lock() {
         Ok(mut j) => j.push(job),
         Err(p) => p.into_inner().push(job),
     }
     w.mailbox.flag.store(true, Ordering::Release);
-    w.thread.unpark();
+    shared.wake(w.index);
 }
 
-/// How long a worker keeps polling after its last packet before it sleeps (adaptive: a
-/// loaded worker polls, an idle one costs almost no CPU).
+/// How long a worker keeps spinning after its last polled packet or handed-off frame before
+/// it sleeps (a loaded worker polls, an idle one costs almost no CPU). Work that came only
+/// from interrupt-mode queues does not spin: the thread sleeps as soon as they are empty.
 const IDLE_POLL_SECS: f64 = 0.002;
 
 fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
@@ -347,17 +356,27 @@ fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
             tg.shutdown();
             return;
         }
-        let n = tg.poll_handoff() + tg.run_once();
-        if n > 0 || tg.wants_poll() || tg.has_inbound_handoff() {
-            last_work = clock.now_secs();
+        let h = tg.poll_handoff();
+        let n = tg.run_once();
+        let now = clock.now_secs();
+        if h > 0 || (n > 0 && tg.idle_poll_interval().is_some()) {
+            last_work = now;
+        }
+        if tg.wants_poll() || tg.has_inbound_handoff() {
             continue;
         }
-        if clock.now_secs() - last_work < IDLE_POLL_SECS {
+        if now - last_work < IDLE_POLL_SECS {
             std::hint::spin_loop();
             continue;
         }
-        let t = tg.next_timer_in().unwrap_or(0.01).min(0.01);
+        if !tg.prepare_sleep() {
+            continue;
+        }
+        if mb.flag.load(Ordering::Acquire) || mb.stop.load(Ordering::Acquire) {
+            tg.wait(Some(0.0));
+            continue;
+        }
         tg.shared().epochs.offline(tg.thread());
-        std::thread::park_timeout(Duration::from_secs_f64(t.max(1e-4)));
+        tg.wait(tg.sleep_timeout());
     }
 }

@@ -13,6 +13,7 @@ pub mod output;
 pub mod ping;
 pub mod ratelimit;
 pub mod routes;
+pub mod rxq;
 pub mod subif;
 
 pub use interface::{create_interface, set_rx_redirect, Interfaces, SwIfIndex};
@@ -36,6 +37,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     loopback::register_cli(t);
     l2::register_cli(t);
     subif::register_cli(t);
+    rxq::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for

@@ -133,12 +133,14 @@ pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     }
 }
 
+/// The packets of a pcap file; a truncated last record (the file is still being written)
+/// ends the list.
 pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     let f = std::fs::File::open(path).unwrap();
     let mut r = PcapReader::new(f).unwrap();
     let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
+    while let Some(Ok(p)) = r.next_packet() {
+        out.push(p.data.into_owned());
     }
     out
 }

@@ -16,7 +16,10 @@
 //! Linux interface's MTU.
 //!
 //! rx queue placement: with worker threads, rx queues go round-robin over the workers (the
-//! main thread polls them when there are none); there is no `set interface rx-placement` yet.
+//! main thread polls them when there are none); `set interface rx-placement` moves a queue
+//! (its ring and read position) from one thread's `af-packet-input` to another's, and
+//! `set interface rx-mode` switches it between polling, interrupt and adaptive
+//! (`sluice_vnet::rxq`).
 //!
 //! Delete is safe while traffic flows: the interface stops transmitting at once
 //! (`interface-output` drops what still carries its index), every thread drops its
@@ -25,16 +28,20 @@
 //!
 //! Nodes: see [`node`].
 
-mod frame;
+pub(crate) mod frame;
 pub mod node;
 pub mod ring;
 
-use crate::linux::{check_ifname, linux_if, random_mac, RxPlacement};
+use crate::fdq::{self, FdDriver, Placed};
+use crate::linux::{linux_if, linux_name, random_mac, RxPlacement};
 use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
 use ring::{RxGeometry, RxRing, TxGeometry, TxRing};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{CounterDesc, GraphBuilder, NodeKind, NodeRegistration, Vlib};
+use sluice_graph::{
+    CounterDesc, GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
+};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -50,12 +57,22 @@ pub struct AfDev {
     pub ifindex: u32,
     /// Sluice interface.
     pub sw_if: SwIfIndex,
-    /// rx queues and the thread polling each.
-    pub rx: Vec<(Arc<RxRing>, usize)>,
+    /// rx queues.
+    pub rx: Vec<RxPlace>,
     /// tx queues.
     pub tx: Arc<Vec<TxRing>>,
     /// Fanout group id when there is more than one rx queue.
     pub fanout: Option<u16>,
+}
+
+/// One rx queue: its ring, the thread polling it and its mode.
+pub struct RxPlace {
+    /// The ring.
+    pub ring: Arc<RxRing>,
+    /// Thread polling it.
+    pub thread: usize,
+    /// Rx mode.
+    pub mode: RxMode,
 }
 
 /// af_packet control-plane state (a `Vlib` extension).
@@ -130,6 +147,18 @@ pub struct CreateArgs {
     pub qdisc_bypass: bool,
 }
 
+/// A `hw-addr <mac>` argument: a unicast MAC.
+pub(crate) fn hw_addr_arg(a: &mut Args) -> Result<[u8; 6], CliError> {
+    let w = a.word("MAC address")?;
+    let m = crate::parse_mac(&w)?;
+    if m[0] & 1 != 0 {
+        return Err(CliError::new(format!(
+            "hw-addr `{w}' is a multicast address"
+        )));
+    }
+    Ok(m)
+}
+
 fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut host = None;
     let mut rx_queues = 1;
@@ -153,16 +182,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         } else if a.keyword("num-tx-queues") {
             tx_queues = Some(queues(a, "num-tx-queues")?);
         } else if a.keyword("hw-addr") {
-            let w = a.word("MAC address")?;
-            let m: sluice_wire::Mac = w
-                .parse()
-                .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
-            if m.0[0] & 1 != 0 {
-                return Err(CliError::new(format!(
-                    "hw-addr `{w}' is a multicast address"
-                )));
-            }
-            hw_addr = Some(m.0);
+            hw_addr = Some(hw_addr_arg(a)?);
         } else if a.keyword("qdisc-bypass-disable") {
             qdisc_bypass = false;
         } else if let Some(w @ ("v2" | "mode" | "cksum-gso-disable")) = a.peek() {
@@ -174,7 +194,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         }
     }
     let host = host.ok_or_else(|| CliError::new("missing `name <linux-if>'"))?;
-    check_ifname(&host).map_err(CliError::new)?;
+    let host = linux_name("Linux interface name", &host)?;
     Ok(CreateArgs {
         host,
         rx_queues,
@@ -204,11 +224,6 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         .registry
         .find(TX)
         .ok_or_else(|| "af-packet-tx is not registered".to_string())?;
-    let input = vm
-        .registry
-        .find(INPUT)
-        .ok_or_else(|| "af-packet-input is not registered".to_string())?;
-
     // Sockets first: nothing in Sluice changes if one of them fails.
     let seed = crate::linux::seed(ifindex);
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
@@ -250,11 +265,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         queues: tx.clone(),
         counters: counters.clone(),
     };
-    vm.foreach_thread(move |tg| {
-        if let Some(n) = tg.node_mut::<AfTx>(tx_node) {
-            n.table.set(sw.0, Some(entry.clone()));
-        }
-    });
+    crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
         let n_workers = vm.n_workers();
@@ -262,13 +273,14 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
             .ext_mut::<AfPacketMain>()
             .placement
             .next_thread(n_workers);
+        let mode = RxModeState::new(RxMode::Polling, vm.shared.clock.hz());
         let poll = RxPoll::new(sw.0, q as u16, r.clone(), counters.clone());
-        vm.on_thread(thread, move |tg| {
-            if let Some(n) = tg.node_mut::<AfInput>(input) {
-                n.queues.push(poll);
-            }
+        fdq::put::<AfPacket>(vm, thread, Placed::new(poll, mode))?;
+        placed.push(RxPlace {
+            ring: r,
+            thread,
+            mode: RxMode::Polling,
         });
-        placed.push((r, thread));
     }
     vm.ext_mut::<AfPacketMain>().devs.push(AfDev {
         host: c.host.clone(),
@@ -285,6 +297,49 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         fmt_mac(&mac)
     );
     Ok(name)
+}
+
+/// The af_packet driver's rx-queue operations ([`crate::fdq`]).
+pub struct AfPacket;
+
+impl FdDriver for AfPacket {
+    type Queue = RxPoll;
+    type Node = AfInput;
+    const INPUT: &'static str = INPUT;
+    fn set(n: &mut AfInput) -> &mut fdq::QueueSet<RxPoll> {
+        &mut n.queues
+    }
+    fn placements(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+        let m = vm.ext_mut::<AfPacketMain>();
+        m.devs
+            .iter()
+            .flat_map(|d| {
+                d.rx.iter().enumerate().map(|(q, p)| RxQueueInfo {
+                    sw_if: d.sw_if,
+                    queue: q as u16,
+                    thread: p.thread,
+                    mode: p.mode,
+                })
+            })
+            .collect()
+    }
+    fn record(vm: &mut Vlib, i: RxQueueInfo) {
+        let m = vm.ext_mut::<AfPacketMain>();
+        if let Some(p) = m
+            .devs
+            .iter_mut()
+            .find(|d| d.sw_if == i.sw_if)
+            .and_then(|d| d.rx.get_mut(i.queue as usize))
+        {
+            p.thread = i.thread;
+            p.mode = i.mode;
+        }
+    }
+}
+
+/// Registers the rx-queue operations (`set interface rx-mode|rx-placement`).
+pub fn init(vm: &mut Vlib) {
+    sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<AfPacket>());
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -307,17 +362,12 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
     // Stop transmitting and forwarding to it, then take the rings away from every thread at
     // a safe point; the last reference closes the sockets and unmaps the rings.
     sluice_vnet::loopback::delete_interface(vm, sw);
-    let (input, tx) = (vm.registry.find(INPUT), vm.registry.find(TX));
-    vm.foreach_thread(move |tg| {
-        if let Some(n) = input.and_then(|i| tg.node_mut::<AfInput>(i)) {
-            n.queues.retain(|q| q.sw_if != sw.0);
-        }
-        if let Some(n) = tx.and_then(|i| tg.node_mut::<AfTx>(i)) {
-            n.table.set(sw.0, None);
-        }
-    });
+    fdq::remove_interface::<AfPacket>(vm, sw);
+    if let Some(tx) = vm.registry.find(TX) {
+        crate::set_tx_entry::<AfTx, TxEntry>(vm, tx, sw, None, |n| &mut n.table);
+    }
     let dev = vm.ext_mut::<AfPacketMain>().devs.remove(pos);
-    if dev.rx.iter().any(|(r, _)| Arc::strong_count(r) > 1) || Arc::strong_count(&dev.tx) > 1 {
+    if dev.rx.iter().any(|p| Arc::strong_count(&p.ring) > 1) || Arc::strong_count(&dev.tx) > 1 {
         // A worker did not answer in time: it drops its reference when it does.
         log::warn!("host-{host}: rings released late (a worker is busy)");
     }
@@ -343,7 +393,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             "{sw_name} (sw_if_index {}): Linux `{}' ifindex {}",
             d.sw_if.0, d.host, d.ifindex
         );
-        let g = d.rx.first().map(|(r, _)| r.geometry()).unwrap_or_default();
+        let g = d.rx.first().map(|p| p.ring.geometry()).unwrap_or_default();
         let _ = writeln!(
             out,
             "  rx: {} queue(s), TPACKET_V3, {} blocks x {} KiB, block timeout {} ms, fanout {}",
@@ -357,15 +407,17 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         );
         let mut new_drops = 0;
-        for (q, (r, t)) in d.rx.iter().enumerate() {
+        for (q, p) in d.rx.iter().enumerate() {
+            let (r, t) = (&p.ring, &p.thread);
             let before = r.stats.drops.load(Ordering::Relaxed);
             let _ = r.update_stats();
             new_drops += r.stats.drops.load(Ordering::Relaxed) - before;
             let _ = writeln!(
                 out,
-                "    queue {q}: fd {} thread {t} ({}), kernel packets {} drops {}",
+                "    queue {q}: fd {} thread {t} ({}) {}, kernel packets {} drops {}",
                 r.fd(),
                 names.get(*t).map(String::as_str).unwrap_or("?"),
+                p.mode.as_str(),
                 r.stats.packets.load(Ordering::Relaxed),
                 r.stats.drops.load(Ordering::Relaxed)
             );

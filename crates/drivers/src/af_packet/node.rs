@@ -23,8 +23,12 @@
 //!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
 //!   without extension headers, or whose segments would not fit a buffer).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
-//! - polling: the node is active while a queue has a block ready and for 10 ms after the
-//!   last packet (then the thread may sleep until its next timer: adaptive rx mode).
+//! - rx modes (`set interface rx-mode`, see `sluice_graph::rxmode`): a queue in polling mode
+//!   keeps the node active while it has a block ready and for 10 ms after its last packet, and
+//!   asks for a poll every 10 ms when idle; in interrupt and adaptive mode the socket fd is
+//!   registered with the thread's epoll (`POLLIN` = a block was retired to user space), so an
+//!   idle thread sleeps until the kernel has packets; adaptive polls on every loop while the
+//!   queue receives at least 32 packets per 10 ms.
 //!
 //! `af-packet-tx` (internal): the transmit node of every host interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
@@ -38,6 +42,7 @@
 
 use super::frame;
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
+use crate::fdq::{FdQueue, QueueSet};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -99,13 +104,21 @@ impl RxPoll {
     }
 }
 
+impl FdQueue for RxPoll {
+    fn id(&self) -> (u32, u16) {
+        (self.sw_if, self.queue)
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.ring.fd()
+    }
+}
+
 /// `af-packet-input` instance: the rx queues this thread polls.
 #[derive(Default)]
 pub struct AfInput {
     /// Queues placed on this thread.
-    pub queues: Vec<RxPoll>,
+    pub queues: QueueSet<RxPoll>,
     scratch: Vec<u8>,
-    adaptive: crate::linux::AdaptivePoll,
     ticks_per_ns: f64,
 }
 
@@ -315,17 +328,17 @@ impl AfInput {
     /// Takes up to `budget` packets from queue `qi`. Returns the number of buffers sent on.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
         {
-            let q = &self.queues[qi];
+            let q = &self.queues.list[qi].q;
             if !q.ring.ready(q.cur) {
                 return 0;
             }
         }
         let pool = cx.pool_ref();
-        let ring = self.queues[qi].ring.clone();
+        let ring = self.queues.list[qi].q.ring.clone();
         let rx = RxCtx {
-            sw_if: self.queues[qi].sw_if,
-            queue: self.queues[qi].queue,
-            counters: self.queues[qi].counters.clone(),
+            sw_if: self.queues.list[qi].q.sw_if,
+            queue: self.queues.list[qi].q.queue,
+            counters: self.queues.list[qi].q.counters.clone(),
         };
         let vnet = ring.vnet_hdr();
         let nblocks = ring.geometry().block_nr;
@@ -346,12 +359,12 @@ impl AfInput {
         let clock = RxClock::now(self.ticks_per_ns);
         let (mut taken, mut miss) = (0usize, 0u64);
         while taken < budget {
-            let cur = self.queues[qi].cur;
+            let cur = self.queues.list[qi].q.cur;
             let Some(blk) = ring.user_block(cur) else {
                 break;
             };
             let data = blk.bytes();
-            let (mut left, mut off) = match self.queues[qi].pos {
+            let (mut left, mut off) = match self.queues.list[qi].q.pos {
                 Some(p) => p,
                 None => {
                     let num = u32_at(data, ring::block::NUM_PKTS).unwrap_or(0);
@@ -448,7 +461,7 @@ impl AfInput {
             if used < got {
                 cx.free(&fresh[used..got]);
             }
-            let q = &mut self.queues[qi];
+            let q = &mut self.queues.list[qi].q;
             if left == 0 {
                 blk.release();
                 q.cur = (cur + 1) % nblocks;
@@ -560,16 +573,30 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        let n = (0..self.queues.len())
-            .map(|qi| self.poll_queue(cx, qi, FRAME_SIZE))
-            .sum();
-        self.adaptive.record(cx, n)
+        // Which sockets fired does not matter: readiness is in the rings, checked per queue.
+        let mut n = 0;
+        let now = cx.now_tsc();
+        for qi in 0..self.queues.list.len() {
+            let got = self.poll_queue(cx, qi, FRAME_SIZE);
+            self.queues.list[qi].mode.account(got, now);
+            n += got;
+        }
+        n
     }
 
     fn active(&self) -> bool {
-        self.adaptive.active(self.queues.len(), || {
-            self.queues.iter().any(|q| q.ring.ready(q.cur))
-        })
+        if self.queues.list.is_empty() {
+            return false;
+        }
+        let now = sluice_infra::clock::rdtsc();
+        self.queues
+            .list
+            .iter()
+            .any(|p| p.q.ring.ready(p.q.cur) || p.mode.busy(now))
+    }
+
+    fn poll_interval(&self) -> Option<f64> {
+        self.queues.poll_interval()
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
@@ -630,21 +657,10 @@ impl AfTx {
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let pool = cx.pool_ref();
-        let mut i = 0;
-        while i < frame.len() {
-            // SAFETY: this node owns the frame; read-only header access.
-            let tx = unsafe { pool.header(frame[i]) }.tx_if;
-            let mut j = i + 1;
-            // SAFETY: as above.
-            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
-                j += 1;
-            }
-            match self.table.get(tx).cloned() {
-                Some(e) => self.send_run(cx, pool, &e, &frame[i..j]),
-                None => cx.count(C_NO_INTERFACE, (j - i) as u64),
-            }
-            i = j;
-        }
+        crate::for_each_tx_run(pool, frame, |tx, run| match self.table.get(tx).cloned() {
+            Some(e) => self.send_run(cx, pool, &e, run),
+            None => cx.count(C_NO_INTERFACE, run.len() as u64),
+        });
         cx.free(frame);
     }
 

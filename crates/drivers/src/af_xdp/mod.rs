@@ -30,7 +30,7 @@ pub mod bpf;
 pub mod node;
 pub mod xsk;
 
-use crate::linux::{check_ifname, linux_if, random_mac, RxPlacement};
+use crate::linux::{linux_if, linux_name, random_mac, RxPlacement};
 use node::{AfXdpInput, AfXdpTx, RxQueue, TxEntry, INPUT};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{GraphBuilder, NodeIndex, NodeKind, NodeRegistration, Vlib};
@@ -227,7 +227,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         }
     }
     let host = host.ok_or_else(|| CliError::new("missing `host-if <linux-if>'"))?;
-    check_ifname(&host).map_err(CliError::new)?;
+    let host = linux_name("Linux interface name", &host)?;
     Ok(CreateArgs {
         host,
         name,
@@ -389,7 +389,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     for (x, rings) in socks {
         let n_workers = vm.n_workers();
         let thread = vm.ext_mut::<AfXdpMain>().placement.next_thread(n_workers);
-        let rxq = RxQueue::new(sw.0, x.clone(), rings, counters.clone());
+        let hz = vm.shared.clock.hz();
+        let rxq = RxQueue::new(sw.0, x.clone(), rings, counters.clone(), hz);
         vm.on_thread(thread, move |tg| {
             if let Some(n) = tg.node_mut::<AfXdpInput>(input) {
                 n.queues.push(rxq);

@@ -14,8 +14,10 @@
 //!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
 //!   outside the UMEM, across a frame or empty: dropped).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
-//! - polling: the node is active while a queue's rx ring has entries and for 10 ms after the
-//!   last packet (then the thread may sleep until its next timer).
+//! - rx mode: always polling (`sluice_graph::rxmode`): the node is active while a queue's rx
+//!   ring has entries and for 10 ms after its last packet, and asks for a poll every 10 ms
+//!   when idle. Interrupt and adaptive modes and `set interface rx-placement` are not
+//!   supported for af_xdp queues yet (the CLI says so).
 //!
 //! `<interface>-tx` (internal, one per af_xdp interface, as VPP's per-interface tx nodes):
 //! - uses: the packet (whole chain); `tx_if` is this interface (`interface-output` chose
@@ -34,6 +36,7 @@
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
+use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::{counter, IfCounters};
 use std::any::Any;
@@ -83,17 +86,26 @@ pub struct RxQueue {
     pub xsk: Arc<Xsk>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Polling state (af_xdp queues are always in polling mode).
+    mode: RxModeState,
 }
 
 impl RxQueue {
-    /// A queue to be polled by one thread.
-    pub fn new(sw_if: u32, xsk: Arc<Xsk>, rings: RxRings, counters: Arc<IfCounters>) -> Self {
+    /// A queue to be polled by one thread, on a TSC of `hz` ticks per second.
+    pub fn new(
+        sw_if: u32,
+        xsk: Arc<Xsk>,
+        rings: RxRings,
+        counters: Arc<IfCounters>,
+        hz: f64,
+    ) -> Self {
         RxQueue {
             sw_if,
             queue: xsk.queue as u16,
             rings,
             xsk,
             counters,
+            mode: RxModeState::new(RxMode::Polling, hz),
         }
     }
 }
@@ -103,7 +115,6 @@ impl RxQueue {
 pub struct AfXdpInput {
     /// Queues placed on this thread.
     pub queues: Vec<RxQueue>,
-    adaptive: crate::linux::AdaptivePoll,
 }
 
 #[derive(Copy, Clone)]
@@ -232,16 +243,25 @@ impl AfXdpInput {
 
 impl NodeFn for AfXdpInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        let n = (0..self.queues.len())
-            .map(|qi| self.poll_queue(cx, qi, FRAME_SIZE))
-            .sum();
-        self.adaptive.record(cx, n)
+        let mut n = 0;
+        let now = cx.now_tsc();
+        for qi in 0..self.queues.len() {
+            let got = self.poll_queue(cx, qi, FRAME_SIZE);
+            self.queues[qi].mode.account(got, now);
+            n += got;
+        }
+        n
     }
 
     fn active(&self) -> bool {
-        self.adaptive.active(self.queues.len(), || {
-            self.queues.iter().any(|q| q.rings.rx.has_entries())
-        })
+        let now = sluice_infra::clock::rdtsc();
+        self.queues
+            .iter()
+            .any(|q| q.rings.rx.has_entries() || q.mode.busy(now))
+    }
+
+    fn poll_interval(&self) -> Option<f64> {
+        (!self.queues.is_empty()).then_some(POLL_TICK_SECS)
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

@@ -6,11 +6,13 @@
 //!   `ip4-input` / `ip6-input` (ip mode); drops via `error-drop`.
 //! - `memif-tx` (internal): Sluice buffers -> tx ring; frees every buffer.
 //! - `memif-process` (process, main thread): sockets and the handshake ([`ctl`]), every 2 ms
-//!   while memif interfaces exist.
+//!   while a handshake is in flight, every 20 ms otherwise while memif interfaces exist.
 //!
 //! The control plane publishes a connection to the data path as an `Arc<DataConn>` (mapped
-//! regions, rings, eventfds) behind a generation counter; data-path nodes pick it up at their
-//! next poll, and the memory is unmapped when the last reference goes.
+//! regions, rings, eventfds) behind a generation counter and wakes every graph thread; data-path
+//! nodes pick it up at their next poll, and the memory is unmapped when the last reference
+//! goes. Rx placement and rx mode of each queue (`set interface rx-placement|rx-mode`) are
+//! atomics in [`IfShared`], published the same way.
 
 pub mod ctl;
 pub mod node;
@@ -23,13 +25,15 @@ use proto::Mode;
 use shm::Ring;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake,
+    CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend,
+    Vlib, Wake,
 };
-use sluice_vnet::interface::{IfCounters, Interfaces};
+use sluice_vnet::interface::{IfCounters, Interfaces, SwIfIndex};
+use sluice_vnet::rxq::{RxDriver, RxQueueInfo};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Input node name.
@@ -75,12 +79,33 @@ pub struct IfShared {
     pub mode: Mode,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
-    /// Bumped whenever `conn` changes.
+    /// Bumped whenever `conn` or the rx placement/modes change.
     pub gen: AtomicU64,
     conn: Mutex<Option<Arc<DataConn>>>,
+    /// Per rx queue: thread + 1 in bits 0-15 (0: default placement), rx mode code in 16-23.
+    rxq: [AtomicU32; ctl::MAX_QUEUES],
+    /// Wakes the graph threads when the data path must look at a change.
+    threads: Option<Arc<Shared>>,
 }
 
 impl IfShared {
+    /// Data-path state of a new interface.
+    pub fn new(
+        sw_if_index: u32,
+        mode: Mode,
+        counters: Arc<IfCounters>,
+        threads: Option<Arc<Shared>>,
+    ) -> IfShared {
+        IfShared {
+            sw_if_index,
+            mode,
+            counters,
+            gen: AtomicU64::new(0),
+            conn: Mutex::new(None),
+            rxq: std::array::from_fn(|_| AtomicU32::new(0)),
+            threads,
+        }
+    }
     /// The current connection.
     pub fn current(&self) -> Option<Arc<DataConn>> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -88,7 +113,38 @@ impl IfShared {
     /// Publishes (or withdraws) the connection.
     pub fn publish(&self, c: Option<Arc<DataConn>>) {
         *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = c;
+        self.changed();
+    }
+    fn changed(&self) {
         self.gen.fetch_add(1, Ordering::AcqRel);
+        if let Some(t) = &self.threads {
+            t.wake_all();
+        }
+    }
+    /// The thread polling rx queue `q` among `n_threads` (default: main without workers,
+    /// else worker `q mod workers`).
+    pub fn rx_thread(&self, q: usize, n_threads: usize) -> usize {
+        let v = self.rxq.get(q).map_or(0, |a| a.load(Ordering::Acquire)) & 0xffff;
+        match v as usize {
+            t1 if t1 >= 1 && t1 <= n_threads => t1 - 1,
+            _ if n_threads <= 1 => 0,
+            _ => 1 + q % (n_threads - 1),
+        }
+    }
+    /// The rx mode of queue `q`.
+    pub fn rx_mode(&self, q: usize) -> RxMode {
+        let v = self.rxq.get(q).map_or(0, |a| a.load(Ordering::Acquire));
+        RxMode::from_code((v >> 16) as u8)
+    }
+    /// Sets queue `q`'s placement and mode and makes the data path apply them.
+    pub fn set_rx(&self, q: usize, thread: usize, mode: RxMode) {
+        if let Some(a) = self.rxq.get(q) {
+            a.store(
+                (thread as u32 + 1).min(0xffff) | (mode.code() as u32) << 16,
+                Ordering::Release,
+            );
+            self.changed();
+        }
     }
 }
 
@@ -98,8 +154,6 @@ pub struct MemifShared {
     ifs: Mutex<Vec<Arc<IfShared>>>,
     /// Bumped whenever the interface list changes.
     pub gen: AtomicU64,
-    /// Threads in the runtime (rx queue placement).
-    pub n_threads: AtomicUsize,
     /// `memif-input -> ip6-input`, when that node exists.
     pub ip6_next: OnceLock<Next>,
 }
@@ -197,13 +251,68 @@ pub fn init(vm: &mut Vlib) {
         return;
     };
     let sh = ctl.lock().unwrap_or_else(|e| e.into_inner()).shared.clone();
-    sh.n_threads.store(vm.n_threads(), Ordering::Relaxed);
     if vm.registry.find("ip6-input").is_some() {
         if let Ok(n) = vm.add_next_by_name(INPUT, "ip6-input") {
             let _ = sh.ip6_next.set(n);
         }
     }
     vm.ext_mut::<MemifMain>().ctl = Some(ctl);
+    sluice_vnet::rxq::register_driver(
+        vm,
+        RxDriver {
+            node: INPUT,
+            queues: rx_queues,
+            set_mode: |vm, sw, q, mode| {
+                let (sh, nt) = rx_iface(vm, sw, q)?;
+                sh.set_rx(q as usize, sh.rx_thread(q as usize, nt), mode);
+                Ok(())
+            },
+            place: |vm, sw, q, t| {
+                let (sh, _) = rx_iface(vm, sw, q)?;
+                sh.set_rx(q as usize, t, sh.rx_mode(q as usize));
+                Ok(())
+            },
+        },
+    );
+}
+
+/// rx queues: the connected ring count, or the configured one while not connected.
+fn rx_queues(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+    let nt = vm.n_threads();
+    let Ok(c) = ctl(vm) else {
+        return Vec::new();
+    };
+    let g = lock(&c);
+    let mut v = Vec::new();
+    for x in &g.ifs {
+        let n =
+            x.sh.current()
+                .map_or(x.cfg.rx_queues as usize, |c| c.rx.len());
+        for q in 0..n.min(ctl::MAX_QUEUES) {
+            v.push(RxQueueInfo {
+                sw_if: SwIfIndex(x.sh.sw_if_index),
+                queue: q as u16,
+                thread: x.sh.rx_thread(q, nt),
+                mode: x.sh.rx_mode(q),
+            });
+        }
+    }
+    v
+}
+
+fn rx_iface(vm: &mut Vlib, sw: SwIfIndex, q: u16) -> Result<(Arc<IfShared>, usize), String> {
+    let nt = vm.n_threads();
+    let c = ctl(vm).map_err(|e| e.to_string())?;
+    let g = lock(&c);
+    let x = g
+        .ifs
+        .iter()
+        .find(|x| x.sh.sw_if_index == sw.0)
+        .ok_or_else(|| format!("sw_if_index {} is not a memif interface", sw.0))?;
+    if q as usize >= ctl::MAX_QUEUES {
+        return Err(format!("queue `{q}' out of range"));
+    }
+    Ok((x.sh.clone(), nt))
 }
 
 /// Registers the memif CLI.
@@ -405,13 +514,12 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         i.link_up = false;
         i.counters.clone()
     };
-    let sh = Arc::new(IfShared {
-        sw_if_index: idx.0,
-        mode: cfg.mode,
+    let sh = Arc::new(IfShared::new(
+        idx.0,
+        cfg.mode,
         counters,
-        gen: AtomicU64::new(0),
-        conn: Mutex::new(None),
-    });
+        Some(vm.shared.clone()),
+    ));
     lock(&c).add_iface(name.clone(), cfg, sh);
     Ok(format!("{name}\n"))
 }

@@ -1,9 +1,15 @@
 //! memif data-path nodes.
 //!
 //! `memif-input` (input): polls the rx rings of connected memif interfaces placed on this
-//! thread (queue q: main thread without workers, else worker `q % workers`), copies each
-//! packet out of shared memory into Sluice buffers (descriptor chains -> buffer chains), and
-//! returns the slots (master: advances `tail`; slave: refills `head` with its own buffers).
+//! thread (queue q: main thread without workers, else worker `q % workers`, or where
+//! `set interface rx-placement` put it), copies each packet out of shared memory into Sluice
+//! buffers (descriptor chains -> buffer chains), and returns the slots (master: advances
+//! `tail`; slave: refills `head` with its own buffers).
+//! - rx modes (`set interface rx-mode`, `sluice_graph::rxmode`): polling sets the ring's
+//!   `MASK_INT` flag (the peer does not signal) and polls while busy and every 10 ms when
+//!   idle; interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
+//!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
+//!   while idle and sets `MASK_INT` while it polls under load.
 //! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
 //! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
 //!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
@@ -17,7 +23,8 @@
 //! `memif-tx` (internal): copies every packet of the frame into free slots of the tx ring of
 //! its `tx_if` (queue = thread % tx queues), chaining descriptors for packets larger than a
 //! slot, publishes the ring once per frame, signals the peer's eventfd unless it set
-//! `MASK_INT`, and frees the buffers. Never waits for ring space.
+//! `MASK_INT` (read after a full fence, so a peer that unmasks and then checks the ring
+//! cannot miss the packets), and frees the buffers. Never waits for ring space.
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
 //!   region), `too_long` (more than 64 buffers); each also counts interface `tx-error`.
@@ -27,11 +34,13 @@ use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::memif::proto::Mode;
 use sluice_buffer::{flags, BufIdx, BufferPool};
 use sluice_graph::pcap::point;
+use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::counter;
 use std::any::Any;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 pub(crate) const NEXT_ETH: Next = Next(0);
@@ -117,31 +126,30 @@ impl View {
     }
 }
 
-/// Which thread polls rx queue `q`.
-fn owner(q: usize, n_threads: usize) -> usize {
-    if n_threads <= 1 {
-        0
-    } else {
-        1 + q % (n_threads - 1)
-    }
+/// An rx queue this thread polls.
+struct RxQ {
+    /// Position of the interface in the view.
+    k: usize,
+    /// Queue index.
+    qi: usize,
+    /// epoll token: sw_if_index << 8 | queue.
+    token: u32,
+    /// The interrupt eventfd while registered with this thread's epoll.
+    fd: Option<std::os::fd::RawFd>,
+    mode: RxModeState,
 }
 
 /// `memif-input` instance.
 pub struct MemifInput {
     view: View,
     thread: usize,
+    qs: Vec<RxQ>,
+    irqs: Vec<u32>,
     pre: Vec<BufIdx>,
     out: Vec<BufIdx>,
     nexts: Vec<u16>,
     segs: [(*const u8, usize); MAX_SEGS],
-    /// Keep polling until this TSC after the last packet (a ring that is empty for an instant
-    /// under load must not put the thread to sleep).
-    busy_until: u64,
-    busy_tsc: u64,
 }
-
-/// How long `memif-input` keeps polling after its last packet.
-const BUSY_POLL_SECS: f64 = 0.01;
 
 // SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
 // calls they are stale values that are never dereferenced.
@@ -152,14 +160,75 @@ impl MemifInput {
         MemifInput {
             view: View::new(sh),
             thread,
+            qs: Vec::new(),
+            irqs: Vec::new(),
             pre: vec![BufIdx(0); FRAME_SIZE],
             out: Vec::with_capacity(FRAME_SIZE),
             nexts: Vec::with_capacity(FRAME_SIZE),
             segs: [(std::ptr::null(), 0); MAX_SEGS],
-            busy_until: 0,
-            busy_tsc: 0,
         }
     }
+
+    /// Picks up connection, placement and mode changes: unregisters the eventfds of the old
+    /// queues (still open: the view holds their connection), refreshes the view, then takes
+    /// the queues placed on this thread, registering their eventfds and setting `MASK_INT`
+    /// as their modes want.
+    fn reconcile(&mut self, cx: &mut Cx) {
+        for q in self.qs.drain(..) {
+            if let Some(fd) = q.fd {
+                cx.irq_unregister(fd);
+            }
+        }
+        self.view.refresh();
+        let nt = cx.shared().n_threads;
+        let hz = cx.shared().clock.hz();
+        for (k, i) in self.view.ifs.iter().enumerate() {
+            let Some(conn) = i.conn.as_ref() else {
+                continue;
+            };
+            for (qi, q) in conn.rx.iter().enumerate() {
+                if i.sh.rx_thread(qi, nt) != self.thread {
+                    continue;
+                }
+                let mode = RxModeState::new(i.sh.rx_mode(qi), hz);
+                let token = (i.sh.sw_if_index << 8) | qi as u32;
+                let fd = mode.wants_fd().then(|| q.int_fd.as_raw_fd());
+                if let Some(fd) = fd {
+                    if let Err(e) = cx.irq_register(fd, token) {
+                        log::warn!("memif: rx queue {qi}: cannot watch its eventfd: {e}");
+                    }
+                }
+                set_mask(q, &mode);
+                self.qs.push(RxQ {
+                    k,
+                    qi,
+                    token,
+                    fd,
+                    mode,
+                });
+            }
+        }
+    }
+}
+
+/// Masks the peer's interrupts on our rx ring, or unmasks them, as the queue's state wants.
+/// After unmasking, a full fence orders the flag store before the caller's next look at the
+/// ring (the peer writes the ring, then reads the flag).
+fn set_mask(q: &Queue, mode: &RxModeState) {
+    let f = q.ring.flags();
+    if mode.interrupts() {
+        q.ring.set_flags(f & !RING_FLAG_MASK_INT);
+        fence(Ordering::SeqCst);
+    } else {
+        q.ring.set_flags(f | RING_FLAG_MASK_INT);
+    }
+}
+
+/// Consumes an eventfd's pending interrupts (non-blocking).
+fn drain_eventfd(fd: std::os::fd::RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a local from an fd owned by a live connection.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
 }
 
 #[derive(Copy, Clone)]
@@ -213,41 +282,57 @@ fn rx_pending(conn: &DataConn, q: &Queue) -> bool {
 
 impl NodeFn for MemifInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
-        self.view.refresh();
-        let nt = cx.shared().n_threads;
+        if self.view.stale() {
+            self.reconcile(cx);
+        }
+        self.irqs.clear();
+        cx.take_irqs(&mut self.irqs);
+        for &t in &self.irqs {
+            if let Some(fd) = self.qs.iter().find(|q| q.token == t).and_then(|q| q.fd) {
+                drain_eventfd(fd);
+            }
+        }
+        let now = cx.now_tsc();
         let mut total = 0;
-        for k in 0..self.view.ifs.len() {
+        for j in 0..self.qs.len() {
+            let (k, qi) = (self.qs[j].k, self.qs[j].qi);
             let Some(conn) = self.view.ifs[k].conn.clone() else {
                 continue;
             };
             let sh = self.view.ifs[k].sh.clone();
-            for (qi, q) in conn.rx.iter().enumerate() {
-                if owner(qi, nt) != self.thread || !rx_pending(&conn, q) {
-                    continue;
-                }
-                total += self.rx_queue(cx, &sh, &conn, qi, q);
+            let Some(q) = conn.rx.get(qi) else {
+                continue;
+            };
+            let n = if rx_pending(&conn, q) {
+                self.rx_queue(cx, &sh, &conn, qi, q)
+            } else {
+                0
+            };
+            if self.qs[j].mode.account(n, now) {
+                set_mask(q, &self.qs[j].mode);
             }
-        }
-        if total > 0 {
-            if self.busy_tsc == 0 {
-                self.busy_tsc = (cx.shared().clock.hz() * BUSY_POLL_SECS) as u64;
-            }
-            self.busy_until = cx.now_tsc().wrapping_add(self.busy_tsc);
+            total += n;
         }
         total
     }
     fn active(&self) -> bool {
-        if self.view.stale() || sluice_infra::clock::rdtsc() < self.busy_until {
+        if self.view.stale() {
             return true;
         }
-        let nt = self.view.sh.n_threads.load(Ordering::Relaxed);
-        self.view.ifs.iter().any(|i| {
-            i.conn.as_ref().is_some_and(|c| {
-                c.rx.iter()
-                    .enumerate()
-                    .any(|(qi, q)| owner(qi, nt) == self.thread && rx_pending(c, q))
-            })
+        let now = sluice_infra::clock::rdtsc();
+        self.qs.iter().any(|q| {
+            q.mode.busy(now)
+                || self.view.ifs[q.k]
+                    .conn
+                    .as_ref()
+                    .is_some_and(|c| c.rx.get(q.qi).is_some_and(|r| rx_pending(c, r)))
         })
+    }
+    fn poll_interval(&self) -> Option<f64> {
+        self.qs
+            .iter()
+            .any(|q| q.mode.needs_tick())
+            .then_some(POLL_TICK_SECS)
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -563,8 +648,12 @@ impl MemifTx {
         if failed > 0 {
             rt.sh.counters.add(t, counter::TX_ERROR, failed);
         }
-        if sent > 0 && q.ring.flags() & RING_FLAG_MASK_INT == 0 {
-            super::shm::signal(std::os::fd::AsRawFd::as_raw_fd(&q.int_fd));
+        if sent > 0 {
+            // The ring index was published (release store); order it before reading the flag.
+            fence(Ordering::SeqCst);
+            if q.ring.flags() & RING_FLAG_MASK_INT == 0 {
+                super::shm::signal(q.int_fd.as_raw_fd());
+            }
         }
     }
 }

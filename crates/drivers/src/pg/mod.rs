@@ -172,8 +172,7 @@ impl PgInput {
         match s.handoff_to {
             None => cx.enqueue_all(s.next, &idx[..got]),
             Some(to) => {
-                let q = cx.shared().handoff[t][to].clone();
-                let n = q.enqueue(&idx[..got], s.node);
+                let n = cx.shared().handoff_enqueue(t, to, &idx[..got], s.node);
                 if n < got {
                     cx.count(C_CONGESTION, (got - n) as u64);
                     cx.free(&idx[n..got]);
@@ -204,6 +203,11 @@ impl NodeFn for PgInput {
         self.streams
             .iter()
             .any(|s| s.enabled.load(Ordering::Relaxed))
+    }
+    fn poll_interval(&self) -> Option<f64> {
+        // Active while a stream is enabled; streams are enabled through the thread's mailbox,
+        // which wakes it. Nothing to poll otherwise.
+        None
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
