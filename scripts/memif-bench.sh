@@ -1,37 +1,67 @@
-#!/bin/sh
-# Mpps over a memif link between two Sluice instances on this host, 64-byte frames:
-#   A: synthetic pg stream -> l2 xconnect -> memif1/0 (master, tx)
-#   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (no capture: pg-tx frees)
-# Prints B's memif rx rate and A's tx-error (ring full) rate over SECONDS (default 10), and
-# `show runtime` of both. Each instance runs single-threaded; on a 2-core machine each gets
-# one core. Usage: scripts/memif-bench.sh [seconds]
-set -eu
-SECS=${1:-10}
+#!/usr/bin/env bash
+# Mpps over a memif link on this host, 64-byte frames, one core per process (taskset: the
+# Sluice sender or the testpmd peer on CPU 0/1 as below). Three pairs, measured in the same
+# run, interleaved RUNS times, each run with fresh processes; min/median/max at the end:
+#   sluice          A: pg -> l2 xconnect -> memif1/0 (master, tx)              [CPU 0]
+#                   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (pg-tx frees) [CPU 1]
+#   sluice-testpmd  A as above ==> dpdk-testpmd net_memif client, rxonly        [CPU 1]
+#   testpmd-sluice  dpdk-testpmd net_memif server, txonly 64 B                 [CPU 0]
+#                   ==> B as above
+# Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B, tx
+# packets and tx-error = ring full of A), testpmd's from `show port stats` (Rx-pps / Tx-pps
+# since the previous show, i.e. over the same window); clocks/packet of memif-tx and
+# memif-input from `show runtime` cleared at the window's start. testpmd is skipped with a
+# reason when not installed (scripts/testpmd-memif.sh).
+# Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)]
+# MEMIF_BENCH_KEEP=1 keeps the temp dir (logs of both sides) and prints its path.
+set -euo pipefail
+SECS=${1:-5}
+RUNS=${2:-5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
-cargo build --release -q -p sluice -p sluicectl
+(cd "$ROOT" && cargo build --release -q -p sluice -p sluicectl)
 S=$T/release/sluice
 C=$T/release/sluicectl
+TESTPMD="$ROOT/scripts/testpmd-memif.sh"
 D=$(mktemp -d /tmp/sluice-memif-bench.XXXXXX)
-for x in a b; do
-  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" $x > "$D/$x.conf"
-done
-"$S" -c "$D/a.conf" > "$D/a.log" 2>&1 & PA=$!
-"$S" -c "$D/b.conf" > "$D/b.log" 2>&1 & PB=$!
-trap 'kill $PA $PB 2>/dev/null; rm -rf "$D"' EXIT
-while [ ! -S "$D/a.sock" ] || [ ! -S "$D/b.sock" ]; do sleep 0.1; done
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+trap 'cleanup; if [ -n "${MEMIF_BENCH_KEEP:-}" ]; then echo "kept $D"; else rm -rf "$D"; fi' EXIT
+
 a() { "$C" -s "$D/a.sock" "$@"; }
 b() { "$C" -s "$D/b.sock" "$@"; }
-a create memif socket id 1 filename "$D/memif.sock" >/dev/null
-a create interface memif id 0 socket-id 1 master >/dev/null
-b create memif socket id 1 filename "$D/memif.sock" >/dev/null
-b create interface memif id 0 socket-id 1 slave >/dev/null
-for x in a b; do $x create packet-generator interface pg0 >/dev/null; $x create packet-generator interface pg1 >/dev/null
-  $x set interface state memif1/0 up; $x set interface state pg0 up; $x set interface state pg1 up; done
-a set interface l2 xconnect pg0 memif1/0
-b set interface l2 xconnect memif1/0 pg1
-until b show memif memif1/0 | grep -q "link up"; do sleep 0.1; done
-cat > "$D/stream.cli" <<EOS
+counter() { awk -v n="$2" '$0 ~ n {print $NF; f=1} END {if (!f) print 0}' <<<"$1"; }
+clocks() { awk -v n="$1" '$1 == n {print $6 + 0}' <<<"$2"; }
+now() { date +%s.%N; }
+mpps() { awk -v a="$1" -v b="$2" -v t0="$3" -v t1="$4" 'BEGIN {printf "%.2f", (b - a) / (t1 - t0) / 1e6}'; }
+until_link_up() {
+  for _ in $(seq 150); do "$1" show memif memif1/0 | grep -q "link up" && return 0; sleep 0.1; done
+  echo "memif link did not come up" >&2
+  return 1
+}
+record() { printf '%s|%s|%s\n' "$1" "$2" "$3" >> "$D/results"; }
+
+# One Sluice instance X (a|b) on CPU $2: memif1/0 on the bench socket as master|slave ($3),
+# pg0 -> memif1/0 (a) or memif1/0 -> pg1 (b).
+sluice_up() {
+  local x=$1 cpu=$2 role=$3
+  rm -f "$D/$x.sock"
+  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
+  taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
+  PIDS+=($!)
+  while [ ! -S "$D/$x.sock" ]; do sleep 0.05; done
+  $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
+  $x create interface memif id 0 socket-id 1 "$role" >/dev/null
+  $x set interface state memif1/0 up
+  if [ "$x" = a ]; then
+    a create packet-generator interface pg0 >/dev/null
+    a set interface state pg0 up
+    a set interface l2 xconnect pg0 memif1/0
+    cat > "$D/stream.cli" <<EOS
 packet-generator new {
   name bench
   size 64-64
@@ -45,16 +75,163 @@ packet-generator new {
   }
 }
 EOS
-a exec "$D/stream.cli"
-rx() { b show interface memif1/0 | awk '/rx packets/ {print $NF}'; }
-txe() { a show interface memif1/0 | awk '/tx-error/ {print $NF}'; }
-a packet-generator enable bench
-sleep 1
-R0=$(rx); E0=$(txe); T0=$(date +%s.%N)
-sleep "$SECS"
-R1=$(rx); E1=$(txe); T1=$(date +%s.%N)
-a packet-generator disable bench
-awk -v r0="$R0" -v r1="$R1" -v e0="${E0:-0}" -v e1="${E1:-0}" -v t0="$T0" -v t1="$T1" 'BEGIN {
-  d = t1 - t0; printf "memif rx on B: %.2f Mpps (64-byte frames, %.1f s); ring-full drops on A: %.2f Mpps\n", (r1 - r0) / d / 1e6, d, (e1 - e0) / d / 1e6 }'
-echo "--- A (pg -> memif-tx) ---"; a show runtime
-echo "--- B (memif-input -> pg-tx) ---"; b show runtime
+    a exec "$D/stream.cli"
+  else
+    b create packet-generator interface pg1 >/dev/null
+    b set interface state pg1 up
+    b set interface l2 xconnect memif1/0 pg1
+  fi
+}
+
+# testpmd on CPU $1 (both its lcores), interactive on a fifo: ROLE, then testpmd options.
+testpmd_up() {
+  local cpu=$1
+  shift
+  rm -f "$D/tp.in" "$D/tp.log"
+  mkfifo "$D/tp.in"
+  TESTPMD_LCORES="0@$cpu,1@$cpu" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
+    < "$D/tp.in" > "$D/tp.log" 2>&1 &
+  PIDS+=($!)
+  exec 3> "$D/tp.in"
+}
+tp() { echo "$*" >&3; }
+# `show port stats 0` and wait for its output; prints "Rx-pps Tx-pps" (since the last show).
+tp_stats() {
+  local n
+  n=$(grep -c "Rx-pps:" "$D/tp.log" || true)
+  tp show port stats 0
+  for _ in $(seq 100); do
+    [ "$(grep -c "Rx-pps:" "$D/tp.log" || true)" -gt "$n" ] && [ "$(grep -c "Tx-pps:" "$D/tp.log" || true)" -gt "$n" ] && break
+    sleep 0.05
+  done
+  echo "$(grep "Rx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}') $(grep "Tx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}')"
+}
+testpmd_down() {
+  tp quit 2>/dev/null || true
+  exec 3>&-
+  cleanup
+}
+
+run_sluice() {
+  local r=$1
+  rm -f "$D/memif.sock"
+  sluice_up a 0 master
+  sluice_up b 1 slave
+  until_link_up a && until_link_up b
+  a packet-generator enable bench
+  sleep 1
+  local ia ib t0 t1 ia1 ib1
+  a clear runtime; b clear runtime
+  ia=$(a show interface memif1/0); ib=$(b show interface memif1/0); t0=$(now)
+  sleep "$SECS"
+  ia1=$(a show interface memif1/0); ib1=$(b show interface memif1/0); t1=$(now)
+  local rx tx err ctx crx
+  rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
+  tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
+  err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
+  ctx=$(clocks memif-tx "$(a show runtime)")
+  crx=$(clocks memif-input "$(b show runtime)")
+  a packet-generator disable bench
+  record sluice "B memif rx Mpps" "$rx"
+  record sluice "A memif tx Mpps" "$tx"
+  record sluice "A ring-full Mpps" "$err"
+  record sluice "A memif-tx clk/pkt" "$ctx"
+  record sluice "B memif-input clk/pkt" "$crx"
+  echo "run $r sluice->sluice: B rx $rx Mpps, A tx $tx Mpps (ring full $err), memif-tx $ctx clk/pkt, memif-input $crx clk/pkt"
+  cleanup
+}
+
+run_sluice_testpmd() {
+  local r=$1
+  rm -f "$D/memif.sock"
+  sluice_up a 0 master
+  testpmd_up 1 client --forward-mode=rxonly
+  until_link_up a
+  tp start
+  # DPDK's client re-initialises its rings when it processes CONNECTED (docs/memif.md).
+  sleep 1
+  a packet-generator enable bench
+  sleep 1
+  local ia ia1 t0 t1
+  tp_stats > /dev/null
+  a clear runtime
+  ia=$(a show interface memif1/0); t0=$(now)
+  sleep "$SECS"
+  local st
+  st=$(tp_stats)
+  ia1=$(a show interface memif1/0); t1=$(now)
+  local rx tx err ctx
+  rx=$(awk -v p="${st% *}" 'BEGIN {printf "%.2f", p / 1e6}')
+  tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
+  err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
+  ctx=$(clocks memif-tx "$(a show runtime)")
+  a packet-generator disable bench
+  record sluice-testpmd "testpmd rx Mpps" "$rx"
+  record sluice-testpmd "A memif tx Mpps" "$tx"
+  record sluice-testpmd "A ring-full Mpps" "$err"
+  record sluice-testpmd "A memif-tx clk/pkt" "$ctx"
+  echo "run $r sluice->testpmd: testpmd rx $rx Mpps, A tx $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
+  testpmd_down
+}
+
+run_testpmd_sluice() {
+  local r=$1
+  rm -f "$D/memif.sock"
+  testpmd_up 0 server --forward-mode=txonly --txpkts=64
+  for _ in $(seq 300); do [ -S "$D/memif.sock" ] && break; sleep 0.1; done
+  sluice_up b 1 slave
+  until_link_up b
+  tp start
+  sleep 1
+  local ib ib1 t0 t1
+  tp_stats > /dev/null
+  b clear runtime
+  ib=$(b show interface memif1/0); t0=$(now)
+  sleep "$SECS"
+  local st
+  st=$(tp_stats)
+  ib1=$(b show interface memif1/0); t1=$(now)
+  local rx tx miss crx
+  rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
+  miss=$(mpps "$(counter "$ib" 'rx-miss')" "$(counter "$ib1" 'rx-miss')" "$t0" "$t1")
+  tx=$(awk -v p="${st#* }" 'BEGIN {printf "%.2f", p / 1e6}')
+  crx=$(clocks memif-input "$(b show runtime)")
+  tp stop
+  record testpmd-sluice "B memif rx Mpps" "$rx"
+  record testpmd-sluice "testpmd tx Mpps" "$tx"
+  record testpmd-sluice "B rx-miss Mpps" "$miss"
+  record testpmd-sluice "B memif-input clk/pkt" "$crx"
+  echo "run $r testpmd->sluice: B rx $rx Mpps (rx-miss $miss), testpmd tx $tx Mpps, memif-input $crx clk/pkt"
+  # Stop the testpmd server before its client: the Debian testpmd memif server may crash
+  # when its client disconnects (the numbers are recorded above either way).
+  testpmd_down
+}
+
+have_testpmd=1
+if ! msg=$("$TESTPMD" --check); then
+  have_testpmd=0
+  echo "$msg (testpmd pairs not measured)"
+fi
+echo "memif benchmark: 64-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs"
+for r in $(seq "$RUNS"); do
+  run_sluice "$r"
+  if [ $have_testpmd = 1 ]; then
+    run_sluice_testpmd "$r"
+    run_testpmd_sluice "$r"
+  fi
+done
+
+echo
+printf '%-16s %-24s %8s %8s %8s\n' pair metric min median max
+sort -t'|' -s -k1,2 "$D/results" | awk -F'|' '
+  function flush() {
+    if (n == 0) return
+    # insertion sort of n values
+    for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+    med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    printf "%-16s %-24s %8.2f %8.2f %8.2f\n", p, m, v[1], med, v[n]
+    n = 0
+  }
+  $1 != p || $2 != m { flush(); p = $1; m = $2 }
+  { v[++n] = $3 + 0 }
+  END { flush() }'
