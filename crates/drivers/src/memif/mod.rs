@@ -81,6 +81,16 @@ pub struct IfShared {
 }
 
 impl IfShared {
+    /// An interface not connected yet (the control plane publishes its connections).
+    pub fn new(sw_if_index: u32, mode: Mode, counters: Arc<IfCounters>) -> IfShared {
+        IfShared {
+            sw_if_index,
+            mode,
+            counters,
+            gen: AtomicU64::new(0),
+            conn: Mutex::new(None),
+        }
+    }
     /// The current connection.
     pub fn current(&self) -> Option<Arc<DataConn>> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -411,13 +421,7 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         i.link_up = false;
         i.counters.clone()
     };
-    let sh = Arc::new(IfShared {
-        sw_if_index: idx.0,
-        mode: cfg.mode,
-        counters,
-        gen: AtomicU64::new(0),
-        conn: Mutex::new(None),
-    });
+    let sh = Arc::new(IfShared::new(idx.0, cfg.mode, counters));
     lock(&c).add_iface(name.clone(), cfg, sh);
     Ok(format!("{name}\n"))
 }
