@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Mpps over a memif link on this host, 64-byte frames, one core per process (taskset: the
-# Sluice sender or the testpmd peer on CPU 0/1 as below). Three pairs, measured in the same
-# run, interleaved RUNS times, each run with fresh processes; min/median/max at the end:
+# Mpps over a memif link on this host, one core per process (taskset CPU 0 / CPU 1), frames
+# of SIZE bytes (default 64). Three pairs, measured in the same run, interleaved RUNS times,
+# each run with fresh processes; min/median/max at the end:
 #   sluice          A: pg -> l2 xconnect -> memif1/0 (master, tx)              [CPU 0]
 #                   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (pg-tx frees) [CPU 1]
 #   sluice-testpmd  A as above ==> dpdk-testpmd net_memif client, rxonly        [CPU 1]
-#   testpmd-sluice  dpdk-testpmd net_memif server, txonly 64 B                 [CPU 0]
+#   testpmd-sluice  dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
 #                   ==> B as above
 # Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B, tx
 # packets and tx-error = ring full of A), testpmd's from `show port stats` (Rx-pps / Tx-pps
 # since the previous show, i.e. over the same window); clocks/packet of memif-tx and
-# memif-input from `show runtime` cleared at the window's start. testpmd is skipped with a
-# reason when not installed (scripts/testpmd-memif.sh).
-# Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)]
+# memif-input from `show runtime` cleared at the window's start. The testpmd pairs are
+# skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
+# Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
+# When root, the measured processes run at nice -20 (MEMIF_BENCH_NICE to change), so that
+# other work on a shared machine takes little of their cores.
 # MEMIF_BENCH_KEEP=1 keeps the temp dir (logs of both sides) and prints its path.
 set -euo pipefail
 SECS=${1:-5}
 RUNS=${2:-5}
+SIZE=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
 (cd "$ROOT" && cargo build --release -q -p sluice -p sluicectl)
@@ -24,6 +27,8 @@ S=$T/release/sluice
 C=$T/release/sluicectl
 TESTPMD="$ROOT/scripts/testpmd-memif.sh"
 D=$(mktemp -d /tmp/sluice-memif-bench.XXXXXX)
+NICE=()
+if [ "$(id -u)" = 0 ]; then NICE=(nice -n "${MEMIF_BENCH_NICE:--20}"); fi
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -51,7 +56,7 @@ sluice_up() {
   local x=$1 cpu=$2 role=$3
   rm -f "$D/$x.sock"
   printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
-  taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
+  "${NICE[@]}" taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
   PIDS+=($!)
   while [ ! -S "$D/$x.sock" ]; do sleep 0.05; done
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
@@ -64,7 +69,7 @@ sluice_up() {
     cat > "$D/stream.cli" <<EOS
 packet-generator new {
   name bench
-  size 64-64
+  size $SIZE-$SIZE
   node ethernet-input
   interface pg0
   data {
@@ -89,7 +94,7 @@ testpmd_up() {
   shift
   rm -f "$D/tp.in" "$D/tp.log"
   mkfifo "$D/tp.in"
-  TESTPMD_LCORES="0@$cpu,1@$cpu" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
+  TESTPMD_LCORES="0@$cpu,1@$cpu" "${NICE[@]}" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
     < "$D/tp.in" > "$D/tp.log" 2>&1 &
   PIDS+=($!)
   exec 3> "$D/tp.in"
@@ -177,7 +182,7 @@ run_sluice_testpmd() {
 run_testpmd_sluice() {
   local r=$1
   rm -f "$D/memif.sock"
-  testpmd_up 0 server --forward-mode=txonly --txpkts=64
+  testpmd_up 0 server --forward-mode=txonly --txpkts=$SIZE
   for _ in $(seq 300); do [ -S "$D/memif.sock" ] && break; sleep 0.1; done
   sluice_up b 1 slave
   until_link_up b
@@ -212,7 +217,7 @@ if ! msg=$("$TESTPMD" --check); then
   have_testpmd=0
   echo "$msg (testpmd pairs not measured)"
 fi
-echo "memif benchmark: 64-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs"
+echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, ${NICE[*]:-no nice}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$RUNS"); do
   run_sluice "$r"
   if [ $have_testpmd = 1 ]; then
