@@ -7,15 +7,16 @@
 #   sluice-testpmd  A as above ==> dpdk-testpmd net_memif client, rxonly        [CPU 1]
 #   testpmd-sluice  dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
 #                   ==> B as above
-# Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B, tx
-# packets and tx-error = ring full of A), testpmd's from `show port stats` (Rx-pps / Tx-pps
+# Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B; of A
+# tx packets = offered to memif1/0, tx-error = dropped because the ring was full, their
+# difference = written into the ring), testpmd's from `show port stats` (Rx-pps / Tx-pps
 # since the previous show, i.e. over the same window); clocks/packet of memif-tx and
-# memif-input from `show runtime` cleared at the window's start. The testpmd pairs are
+# memif-input from `show runtime` cleared at the window's start, and memif-input's packets per
+# call (256: the receiver is saturated; fewer: it keeps up with its sender). The testpmd pairs are
 # skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
 # Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
-# When root, the measured processes run at nice -20 (MEMIF_BENCH_NICE to change), so that
-# other work on a shared machine takes little of their cores.
-# MEMIF_BENCH_KEEP=1 keeps the temp dir (logs of both sides) and prints its path.
+# MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named.
+# MEMIF_BENCH_KEEP=1 keeps the temp dir (logs, `show runtime` of every run) and prints its path.
 set -euo pipefail
 SECS=${1:-5}
 RUNS=${2:-5}
@@ -27,8 +28,6 @@ S=$T/release/sluice
 C=$T/release/sluicectl
 TESTPMD="$ROOT/scripts/testpmd-memif.sh"
 D=$(mktemp -d /tmp/sluice-memif-bench.XXXXXX)
-NICE=()
-if [ "$(id -u)" = 0 ]; then NICE=(nice -n "${MEMIF_BENCH_NICE:--20}"); fi
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -40,7 +39,8 @@ trap 'cleanup; if [ -n "${MEMIF_BENCH_KEEP:-}" ]; then echo "kept $D"; else rm -
 a() { "$C" -s "$D/a.sock" "$@"; }
 b() { "$C" -s "$D/b.sock" "$@"; }
 counter() { awk -v n="$2" '$0 ~ n {print $NF; f=1} END {if (!f) print 0}' <<<"$1"; }
-clocks() { awk -v n="$1" '$1 == n {print $6 + 0}' <<<"$2"; }
+# Column of node $1 in `show runtime` text $3: 6 = clocks/packet, 7 = vectors/call.
+runtime() { awk -v n="$1" -v c="$2" '$1 == n {print $c + 0}' <<<"$3"; }
 now() { date +%s.%N; }
 mpps() { awk -v a="$1" -v b="$2" -v t0="$3" -v t1="$4" 'BEGIN {printf "%.2f", (b - a) / (t1 - t0) / 1e6}'; }
 until_link_up() {
@@ -56,7 +56,7 @@ sluice_up() {
   local x=$1 cpu=$2 role=$3
   rm -f "$D/$x.sock"
   printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
-  "${NICE[@]}" taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
+  taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
   PIDS+=($!)
   while [ ! -S "$D/$x.sock" ]; do sleep 0.05; done
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
@@ -94,7 +94,7 @@ testpmd_up() {
   shift
   rm -f "$D/tp.in" "$D/tp.log"
   mkfifo "$D/tp.in"
-  TESTPMD_LCORES="0@$cpu,1@$cpu" "${NICE[@]}" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
+  TESTPMD_LCORES="0@$cpu,1@$cpu" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
     < "$D/tp.in" > "$D/tp.log" 2>&1 &
   PIDS+=($!)
   exec 3> "$D/tp.in"
@@ -134,15 +134,21 @@ run_sluice() {
   rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
   tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
   err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
-  ctx=$(clocks memif-tx "$(a show runtime)")
-  crx=$(clocks memif-input "$(b show runtime)")
+  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-sluice-$r-a.txt")")
+  local rtb vrx
+  rtb=$(b show runtime | tee "$D/runtime-sluice-$r-b.txt")
+  crx=$(runtime memif-input 6 "$rtb")
+  vrx=$(runtime memif-input 7 "$rtb")
   a packet-generator disable bench
+  local into
+  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
   record sluice "B memif rx Mpps" "$rx"
-  record sluice "A memif tx Mpps" "$tx"
+  record sluice "A into ring Mpps" "$into"
   record sluice "A ring-full Mpps" "$err"
   record sluice "A memif-tx clk/pkt" "$ctx"
   record sluice "B memif-input clk/pkt" "$crx"
-  echo "run $r sluice->sluice: B rx $rx Mpps, A tx $tx Mpps (ring full $err), memif-tx $ctx clk/pkt, memif-input $crx clk/pkt"
+  record sluice "B memif-input vec/call" "$vrx"
+  echo "run $r sluice->sluice: B rx $rx Mpps, A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call"
   cleanup
 }
 
@@ -169,13 +175,15 @@ run_sluice_testpmd() {
   rx=$(awk -v p="${st% *}" 'BEGIN {printf "%.2f", p / 1e6}')
   tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
   err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
-  ctx=$(clocks memif-tx "$(a show runtime)")
+  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-sluice-testpmd-$r-a.txt")")
   a packet-generator disable bench
+  local into
+  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
   record sluice-testpmd "testpmd rx Mpps" "$rx"
-  record sluice-testpmd "A memif tx Mpps" "$tx"
+  record sluice-testpmd "A into ring Mpps" "$into"
   record sluice-testpmd "A ring-full Mpps" "$err"
   record sluice-testpmd "A memif-tx clk/pkt" "$ctx"
-  echo "run $r sluice->testpmd: testpmd rx $rx Mpps, A tx $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
+  echo "run $r sluice->testpmd: testpmd rx $rx Mpps, A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
   testpmd_down
 }
 
@@ -200,13 +208,17 @@ run_testpmd_sluice() {
   rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
   miss=$(mpps "$(counter "$ib" 'rx-miss')" "$(counter "$ib1" 'rx-miss')" "$t0" "$t1")
   tx=$(awk -v p="${st#* }" 'BEGIN {printf "%.2f", p / 1e6}')
-  crx=$(clocks memif-input "$(b show runtime)")
+  local rtb vrx
+  rtb=$(b show runtime | tee "$D/runtime-testpmd-sluice-$r-b.txt")
+  crx=$(runtime memif-input 6 "$rtb")
+  vrx=$(runtime memif-input 7 "$rtb")
   tp stop
   record testpmd-sluice "B memif rx Mpps" "$rx"
   record testpmd-sluice "testpmd tx Mpps" "$tx"
   record testpmd-sluice "B rx-miss Mpps" "$miss"
   record testpmd-sluice "B memif-input clk/pkt" "$crx"
-  echo "run $r testpmd->sluice: B rx $rx Mpps (rx-miss $miss), testpmd tx $tx Mpps, memif-input $crx clk/pkt"
+  record testpmd-sluice "B memif-input vec/call" "$vrx"
+  echo "run $r testpmd->sluice: B rx $rx Mpps (rx-miss $miss), testpmd tx $tx Mpps, memif-input $crx clk/pkt at $vrx pkts/call"
   # Stop the testpmd server before its client: the Debian testpmd memif server may crash
   # when its client disconnects (the numbers are recorded above either way).
   testpmd_down
@@ -217,15 +229,18 @@ if ! msg=$("$TESTPMD" --check); then
   have_testpmd=0
   echo "$msg (testpmd pairs not measured)"
 fi
-echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, ${NICE[*]:-no nice}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+PAIRS=${MEMIF_BENCH_PAIRS:-sluice sluice-testpmd testpmd-sluice}
 for r in $(seq "$RUNS"); do
-  run_sluice "$r"
-  if [ $have_testpmd = 1 ]; then
-    run_sluice_testpmd "$r"
-    run_testpmd_sluice "$r"
-  fi
+  for p in $PAIRS; do
+    case $p in
+      sluice) run_sluice "$r" ;;
+      sluice-testpmd) if [ $have_testpmd = 1 ]; then run_sluice_testpmd "$r"; fi ;;
+      testpmd-sluice) if [ $have_testpmd = 1 ]; then run_testpmd_sluice "$r"; fi ;;
+      *) echo "unknown pair \`$p' in MEMIF_BENCH_PAIRS" >&2; exit 2 ;;
+    esac
+  done
 done
-
 echo
 printf '%-16s %-24s %8s %8s %8s\n' pair metric min median max
 sort -t'|' -s -k1,2 "$D/results" | awk -F'|' '
