@@ -11,8 +11,9 @@
 # tx packets = offered to memif1/0, tx-error = dropped because the ring was full, their
 # difference = written into the ring), testpmd's from `show port stats` (Rx-pps / Tx-pps
 # since the previous show, i.e. over the same window); clocks/packet of memif-tx and
-# memif-input from `show runtime` cleared at the window's start, and memif-input's packets per
-# call (256: the receiver is saturated; fewer: it keeps up with its sender). The testpmd pairs are
+# memif-input from `show runtime` cleared at the window's start (the per-run lines add
+# memif-input's packets per call: testpmd publishes 32-packet bursts, so near 256 there means
+# the receiver is behind; a Sluice sender publishes whole 256-packet frames). The testpmd pairs are
 # skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
 # Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
 # MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named.
@@ -117,6 +118,55 @@ testpmd_down() {
   cleanup
 }
 
+# Window bookkeeping: snap_start/snap_end take `show interface memif1/0` of the Sluice side(s)
+# given (runtime cleared at the start); sender/receiver turn the deltas into records and set
+# MSG_A / MSG_B for the run's line.
+snap_start() {
+  local x
+  for x in "$@"; do $x clear runtime; done
+  for x in "$@"; do eval "I0_$x=\$($x show interface memif1/0)"; done
+  T0=$(now)
+}
+snap_end() {
+  local x
+  for x in "$@"; do eval "I1_$x=\$($x show interface memif1/0)"; done
+  T1=$(now)
+}
+delta() { mpps "$(counter "$1" "$3")" "$(counter "$2" "$3")" "$T0" "$T1"; }
+sender() {
+  local pair=$1 r=$2 tx err into ctx
+  tx=$(delta "$I0_a" "$I1_a" 'tx packets')
+  err=$(delta "$I0_a" "$I1_a" 'tx-error')
+  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
+  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-$pair-$r-a.txt")")
+  record "$pair" "A into ring Mpps" "$into"
+  record "$pair" "A ring-full Mpps" "$err"
+  record "$pair" "A memif-tx clk/pkt" "$ctx"
+  MSG_A="A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
+}
+receiver() {
+  local pair=$1 r=$2 rx miss rtb crx vrx
+  rx=$(delta "$I0_b" "$I1_b" 'rx packets')
+  miss=$(delta "$I0_b" "$I1_b" 'rx-miss')
+  rtb=$(b show runtime | tee "$D/runtime-$pair-$r-b.txt")
+  crx=$(runtime memif-input 6 "$rtb")
+  vrx=$(runtime memif-input 7 "$rtb")
+  record "$pair" "B memif rx Mpps" "$rx"
+  record "$pair" "B rx-miss Mpps" "$miss"
+  record "$pair" "B memif-input clk/pkt" "$crx"
+  MSG_B="B rx $rx Mpps (rx-miss $miss), memif-input $crx clk/pkt at $vrx pkts/call"
+}
+# The measurement window of a pair with testpmd, Sluice side $1; testpmd's stats in TP_ST.
+tp_window() {
+  tp_stats > /dev/null
+  snap_start "$1"
+  sleep "$SECS"
+  TP_ST=$(tp_stats)
+  snap_end "$1"
+}
+# Prints testpmd's Rx-pps (field 1) or Tx-pps (field 2) of `tp_stats` output $2, in Mpps.
+tp_mpps() { awk -v p="$2" -v f="$1" 'BEGIN {split(p, v, " "); printf "%.2f", v[f] / 1e6}'; }
+
 run_sluice() {
   local r=$1
   rm -f "$D/memif.sock"
@@ -125,35 +175,18 @@ run_sluice() {
   until_link_up a && until_link_up b
   a packet-generator enable bench
   sleep 1
-  local ia ib t0 t1 ia1 ib1
-  a clear runtime; b clear runtime
-  ia=$(a show interface memif1/0); ib=$(b show interface memif1/0); t0=$(now)
+  snap_start a b
   sleep "$SECS"
-  ia1=$(a show interface memif1/0); ib1=$(b show interface memif1/0); t1=$(now)
-  local rx tx err ctx crx
-  rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
-  tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
-  err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
-  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-sluice-$r-a.txt")")
-  local rtb vrx
-  rtb=$(b show runtime | tee "$D/runtime-sluice-$r-b.txt")
-  crx=$(runtime memif-input 6 "$rtb")
-  vrx=$(runtime memif-input 7 "$rtb")
+  snap_end a b
+  sender sluice "$r"
+  receiver sluice "$r"
   a packet-generator disable bench
-  local into
-  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
-  record sluice "B memif rx Mpps" "$rx"
-  record sluice "A into ring Mpps" "$into"
-  record sluice "A ring-full Mpps" "$err"
-  record sluice "A memif-tx clk/pkt" "$ctx"
-  record sluice "B memif-input clk/pkt" "$crx"
-  record sluice "B memif-input vec/call" "$vrx"
-  echo "run $r sluice->sluice: B rx $rx Mpps, A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call"
+  echo "run $r sluice->sluice: $MSG_B; $MSG_A"
   cleanup
 }
 
 run_sluice_testpmd() {
-  local r=$1
+  local r=$1 rx
   rm -f "$D/memif.sock"
   sluice_up a 0 master
   testpmd_up 1 client --forward-mode=rxonly
@@ -163,62 +196,30 @@ run_sluice_testpmd() {
   sleep 1
   a packet-generator enable bench
   sleep 1
-  local ia ia1 t0 t1
-  tp_stats > /dev/null
-  a clear runtime
-  ia=$(a show interface memif1/0); t0=$(now)
-  sleep "$SECS"
-  local st
-  st=$(tp_stats)
-  ia1=$(a show interface memif1/0); t1=$(now)
-  local rx tx err ctx
-  rx=$(awk -v p="${st% *}" 'BEGIN {printf "%.2f", p / 1e6}')
-  tx=$(mpps "$(counter "$ia" 'tx packets')" "$(counter "$ia1" 'tx packets')" "$t0" "$t1")
-  err=$(mpps "$(counter "$ia" 'tx-error')" "$(counter "$ia1" 'tx-error')" "$t0" "$t1")
-  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-sluice-testpmd-$r-a.txt")")
-  a packet-generator disable bench
-  local into
-  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
+  tp_window a
+  rx=$(tp_mpps 1 "$TP_ST")
   record sluice-testpmd "testpmd rx Mpps" "$rx"
-  record sluice-testpmd "A into ring Mpps" "$into"
-  record sluice-testpmd "A ring-full Mpps" "$err"
-  record sluice-testpmd "A memif-tx clk/pkt" "$ctx"
-  echo "run $r sluice->testpmd: testpmd rx $rx Mpps, A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
+  sender sluice-testpmd "$r"
+  a packet-generator disable bench
+  echo "run $r sluice->testpmd: testpmd rx $rx Mpps; $MSG_A"
   testpmd_down
 }
 
 run_testpmd_sluice() {
-  local r=$1
+  local r=$1 tx
   rm -f "$D/memif.sock"
-  testpmd_up 0 server --forward-mode=txonly --txpkts=$SIZE
+  testpmd_up 0 server --forward-mode=txonly --txpkts="$SIZE"
   for _ in $(seq 300); do [ -S "$D/memif.sock" ] && break; sleep 0.1; done
   sluice_up b 1 slave
   until_link_up b
   tp start
   sleep 1
-  local ib ib1 t0 t1
-  tp_stats > /dev/null
-  b clear runtime
-  ib=$(b show interface memif1/0); t0=$(now)
-  sleep "$SECS"
-  local st
-  st=$(tp_stats)
-  ib1=$(b show interface memif1/0); t1=$(now)
-  local rx tx miss crx
-  rx=$(mpps "$(counter "$ib" 'rx packets')" "$(counter "$ib1" 'rx packets')" "$t0" "$t1")
-  miss=$(mpps "$(counter "$ib" 'rx-miss')" "$(counter "$ib1" 'rx-miss')" "$t0" "$t1")
-  tx=$(awk -v p="${st#* }" 'BEGIN {printf "%.2f", p / 1e6}')
-  local rtb vrx
-  rtb=$(b show runtime | tee "$D/runtime-testpmd-sluice-$r-b.txt")
-  crx=$(runtime memif-input 6 "$rtb")
-  vrx=$(runtime memif-input 7 "$rtb")
-  tp stop
-  record testpmd-sluice "B memif rx Mpps" "$rx"
+  tp_window b
+  tx=$(tp_mpps 2 "$TP_ST")
   record testpmd-sluice "testpmd tx Mpps" "$tx"
-  record testpmd-sluice "B rx-miss Mpps" "$miss"
-  record testpmd-sluice "B memif-input clk/pkt" "$crx"
-  record testpmd-sluice "B memif-input vec/call" "$vrx"
-  echo "run $r testpmd->sluice: B rx $rx Mpps (rx-miss $miss), testpmd tx $tx Mpps, memif-input $crx clk/pkt at $vrx pkts/call"
+  receiver testpmd-sluice "$r"
+  tp stop
+  echo "run $r testpmd->sluice: testpmd tx $tx Mpps; $MSG_B"
   # Stop the testpmd server before its client: the Debian testpmd memif server may crash
   # when its client disconnects (the numbers are recorded above either way).
   testpmd_down
