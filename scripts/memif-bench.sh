@@ -59,7 +59,12 @@ sluice_up() {
   printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
   taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
   PIDS+=($!)
-  while [ ! -S "$D/$x.sock" ]; do sleep 0.05; done
+  for _ in $(seq 200); do [ -S "$D/$x.sock" ] && break; sleep 0.05; done
+  if [ ! -S "$D/$x.sock" ]; then
+    echo "sluice $x did not start:" >&2
+    cat "$D/$x.log" >&2
+    exit 1
+  fi
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
   $x create interface memif id 0 socket-id 1 "$role" >/dev/null
   $x set interface state memif1/0 up
@@ -100,7 +105,10 @@ testpmd_up() {
   PIDS+=($!)
   exec 3> "$D/tp.in"
 }
-tp() { echo "$*" >&3; }
+# A testpmd that died must not kill this script with SIGPIPE: writes fail instead, and
+# tp_stats reports that testpmd did not answer.
+trap '' PIPE
+tp() { echo "$*" >&3 2>/dev/null || true; }
 # `show port stats 0` and wait for its output; prints "Rx-pps Tx-pps" (since the last show).
 tp_stats() {
   local n
@@ -110,6 +118,11 @@ tp_stats() {
     [ "$(grep -c "Rx-pps:" "$D/tp.log" || true)" -gt "$n" ] && [ "$(grep -c "Tx-pps:" "$D/tp.log" || true)" -gt "$n" ] && break
     sleep 0.05
   done
+  if [ "$(grep -c "Tx-pps:" "$D/tp.log" || true)" -le "$n" ]; then
+    echo "testpmd did not answer \`show port stats' (exited?):" >&2
+    tail -20 "$D/tp.log" >&2
+    exit 1
+  fi
   echo "$(grep "Rx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}') $(grep "Tx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}')"
 }
 testpmd_down() {
@@ -172,7 +185,8 @@ run_sluice() {
   rm -f "$D/memif.sock"
   sluice_up a 0 master
   sluice_up b 1 slave
-  until_link_up a && until_link_up b
+  until_link_up a
+  until_link_up b
   a packet-generator enable bench
   sleep 1
   snap_start a b
