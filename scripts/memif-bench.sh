@@ -1,40 +1,81 @@
-#!/bin/sh
-# Mpps over a memif link between two Sluice instances on this host, 64-byte frames:
-#   A: synthetic pg stream -> l2 xconnect -> memif1/0 (master, tx)
-#   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (no capture: pg-tx frees)
-# Prints B's memif rx rate and A's tx-error (ring full) rate over SECONDS (default 10), and
-# `show runtime` of both. Each instance runs single-threaded; on a 2-core machine each gets
-# one core. Usage: scripts/memif-bench.sh [seconds]
-set -eu
-SECS=${1:-10}
+#!/usr/bin/env bash
+# Mpps over a memif link on this host, one core per process (taskset CPU 0 / CPU 1), frames
+# of SIZE bytes (default 64). Three pairs, measured in the same run, interleaved RUNS times,
+# each run with fresh processes; min/median/max at the end:
+#   sluice          A: pg -> l2 xconnect -> memif1/0 (master, tx)              [CPU 0]
+#                   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (pg-tx frees) [CPU 1]
+#   sluice-testpmd  A as above ==> dpdk-testpmd net_memif client, rxonly        [CPU 1]
+#   testpmd-sluice  dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
+#                   ==> B as above
+# Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B; of A
+# tx packets = offered to memif1/0, tx-error = dropped because the ring was full, their
+# difference = written into the ring), testpmd's from `show port stats` (Rx-pps / Tx-pps
+# since the previous show, i.e. over the same window); clocks/packet of memif-tx and
+# memif-input from `show runtime` cleared at the window's start (the per-run lines add
+# memif-input's packets per call: testpmd publishes 32-packet bursts, so near 256 there means
+# the receiver is behind; a Sluice sender publishes whole 256-packet frames). The testpmd pairs are
+# skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
+# Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
+# MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named.
+# MEMIF_BENCH_KEEP=1 keeps the temp dir (logs, `show runtime` of every run) and prints its path.
+set -euo pipefail
+SECS=${1:-5}
+RUNS=${2:-5}
+SIZE=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
-cargo build --release -q -p sluice -p sluicectl
+(cd "$ROOT" && cargo build --release -q -p sluice -p sluicectl)
 S=$T/release/sluice
 C=$T/release/sluicectl
+TESTPMD="$ROOT/scripts/testpmd-memif.sh"
 D=$(mktemp -d /tmp/sluice-memif-bench.XXXXXX)
-for x in a b; do
-  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" $x > "$D/$x.conf"
-done
-"$S" -c "$D/a.conf" > "$D/a.log" 2>&1 & PA=$!
-"$S" -c "$D/b.conf" > "$D/b.log" 2>&1 & PB=$!
-trap 'kill $PA $PB 2>/dev/null; rm -rf "$D"' EXIT
-while [ ! -S "$D/a.sock" ] || [ ! -S "$D/b.sock" ]; do sleep 0.1; done
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+trap 'cleanup; if [ -n "${MEMIF_BENCH_KEEP:-}" ]; then echo "kept $D"; else rm -rf "$D"; fi' EXIT
+
 a() { "$C" -s "$D/a.sock" "$@"; }
 b() { "$C" -s "$D/b.sock" "$@"; }
-a create memif socket id 1 filename "$D/memif.sock" >/dev/null
-a create interface memif id 0 socket-id 1 master >/dev/null
-b create memif socket id 1 filename "$D/memif.sock" >/dev/null
-b create interface memif id 0 socket-id 1 slave >/dev/null
-for x in a b; do $x create packet-generator interface pg0 >/dev/null; $x create packet-generator interface pg1 >/dev/null
-  $x set interface state memif1/0 up; $x set interface state pg0 up; $x set interface state pg1 up; done
-a set interface l2 xconnect pg0 memif1/0
-b set interface l2 xconnect memif1/0 pg1
-until b show memif memif1/0 | grep -q "link up"; do sleep 0.1; done
-cat > "$D/stream.cli" <<EOS
+counter() { awk -v n="$2" '$0 ~ n {print $NF; f=1} END {if (!f) print 0}' <<<"$1"; }
+# Column of node $1 in `show runtime` text $3: 6 = clocks/packet, 7 = vectors/call.
+runtime() { awk -v n="$1" -v c="$2" '$1 == n {print $c + 0}' <<<"$3"; }
+now() { date +%s.%N; }
+mpps() { awk -v a="$1" -v b="$2" -v t0="$3" -v t1="$4" 'BEGIN {printf "%.2f", (b - a) / (t1 - t0) / 1e6}'; }
+until_link_up() {
+  for _ in $(seq 150); do "$1" show memif memif1/0 | grep -q "link up" && return 0; sleep 0.1; done
+  echo "memif link did not come up" >&2
+  return 1
+}
+record() { printf '%s|%s|%s\n' "$1" "$2" "$3" >> "$D/results"; }
+
+# One Sluice instance X (a|b) on CPU $2: memif1/0 on the bench socket as master|slave ($3),
+# pg0 -> memif1/0 (a) or memif1/0 -> pg1 (b).
+sluice_up() {
+  local x=$1 cpu=$2 role=$3
+  rm -f "$D/$x.sock"
+  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
+  taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 200); do [ -S "$D/$x.sock" ] && break; sleep 0.05; done
+  if [ ! -S "$D/$x.sock" ]; then
+    echo "sluice $x did not start:" >&2
+    cat "$D/$x.log" >&2
+    exit 1
+  fi
+  $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
+  $x create interface memif id 0 socket-id 1 "$role" >/dev/null
+  $x set interface state memif1/0 up
+  if [ "$x" = a ]; then
+    a create packet-generator interface pg0 >/dev/null
+    a set interface state pg0 up
+    a set interface l2 xconnect pg0 memif1/0
+    cat > "$D/stream.cli" <<EOS
 packet-generator new {
   name bench
-  size 64-64
+  size $SIZE-$SIZE
   node ethernet-input
   interface pg0
   data {
@@ -45,16 +86,187 @@ packet-generator new {
   }
 }
 EOS
-a exec "$D/stream.cli"
-rx() { b show interface memif1/0 | awk '/rx packets/ {print $NF}'; }
-txe() { a show interface memif1/0 | awk '/tx-error/ {print $NF}'; }
-a packet-generator enable bench
-sleep 1
-R0=$(rx); E0=$(txe); T0=$(date +%s.%N)
-sleep "$SECS"
-R1=$(rx); E1=$(txe); T1=$(date +%s.%N)
-a packet-generator disable bench
-awk -v r0="$R0" -v r1="$R1" -v e0="${E0:-0}" -v e1="${E1:-0}" -v t0="$T0" -v t1="$T1" 'BEGIN {
-  d = t1 - t0; printf "memif rx on B: %.2f Mpps (64-byte frames, %.1f s); ring-full drops on A: %.2f Mpps\n", (r1 - r0) / d / 1e6, d, (e1 - e0) / d / 1e6 }'
-echo "--- A (pg -> memif-tx) ---"; a show runtime
-echo "--- B (memif-input -> pg-tx) ---"; b show runtime
+    a exec "$D/stream.cli"
+  else
+    b create packet-generator interface pg1 >/dev/null
+    b set interface state pg1 up
+    b set interface l2 xconnect memif1/0 pg1
+  fi
+}
+
+# testpmd on CPU $1 (both its lcores), interactive on a fifo: ROLE, then testpmd options.
+testpmd_up() {
+  local cpu=$1
+  shift
+  rm -f "$D/tp.in" "$D/tp.log"
+  mkfifo "$D/tp.in"
+  TESTPMD_LCORES="0@$cpu,1@$cpu" taskset -c "$cpu" stdbuf -oL "$TESTPMD" "$1" "$D/memif.sock" -i "${@:2}" \
+    < "$D/tp.in" > "$D/tp.log" 2>&1 &
+  PIDS+=($!)
+  exec 3> "$D/tp.in"
+}
+# A testpmd that died must not kill this script with SIGPIPE: writes fail instead, and
+# tp_stats reports that testpmd did not answer.
+trap '' PIPE
+tp() { echo "$*" >&3 2>/dev/null || true; }
+# `show port stats 0` and wait for its output; prints "Rx-pps Tx-pps" (since the last show).
+tp_stats() {
+  local n
+  n=$(grep -c "Rx-pps:" "$D/tp.log" || true)
+  tp show port stats 0
+  for _ in $(seq 100); do
+    [ "$(grep -c "Rx-pps:" "$D/tp.log" || true)" -gt "$n" ] && [ "$(grep -c "Tx-pps:" "$D/tp.log" || true)" -gt "$n" ] && break
+    sleep 0.05
+  done
+  if [ "$(grep -c "Tx-pps:" "$D/tp.log" || true)" -le "$n" ]; then
+    echo "testpmd did not answer \`show port stats' (exited?):" >&2
+    tail -20 "$D/tp.log" >&2
+    exit 1
+  fi
+  echo "$(grep "Rx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}') $(grep "Tx-pps:" "$D/tp.log" | tail -1 | awk '{print $2}')"
+}
+testpmd_down() {
+  tp quit 2>/dev/null || true
+  exec 3>&-
+  cleanup
+}
+
+# Window bookkeeping: snap_start/snap_end take `show interface memif1/0` of the Sluice side(s)
+# given (runtime cleared at the start); sender/receiver turn the deltas into records and set
+# MSG_A / MSG_B for the run's line.
+snap_start() {
+  local x
+  for x in "$@"; do $x clear runtime; done
+  for x in "$@"; do eval "I0_$x=\$($x show interface memif1/0)"; done
+  T0=$(now)
+}
+snap_end() {
+  local x
+  for x in "$@"; do eval "I1_$x=\$($x show interface memif1/0)"; done
+  T1=$(now)
+}
+delta() { mpps "$(counter "$1" "$3")" "$(counter "$2" "$3")" "$T0" "$T1"; }
+sender() {
+  local pair=$1 r=$2 tx err into ctx
+  tx=$(delta "$I0_a" "$I1_a" 'tx packets')
+  err=$(delta "$I0_a" "$I1_a" 'tx-error')
+  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
+  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-$pair-$r-a.txt")")
+  record "$pair" "A into ring Mpps" "$into"
+  record "$pair" "A ring-full Mpps" "$err"
+  record "$pair" "A memif-tx clk/pkt" "$ctx"
+  MSG_A="A offered $tx Mpps (ring full $err), memif-tx $ctx clk/pkt"
+}
+receiver() {
+  local pair=$1 r=$2 rx miss rtb crx vrx
+  rx=$(delta "$I0_b" "$I1_b" 'rx packets')
+  miss=$(delta "$I0_b" "$I1_b" 'rx-miss')
+  rtb=$(b show runtime | tee "$D/runtime-$pair-$r-b.txt")
+  crx=$(runtime memif-input 6 "$rtb")
+  vrx=$(runtime memif-input 7 "$rtb")
+  record "$pair" "B memif rx Mpps" "$rx"
+  record "$pair" "B rx-miss Mpps" "$miss"
+  record "$pair" "B memif-input clk/pkt" "$crx"
+  MSG_B="B rx $rx Mpps (rx-miss $miss), memif-input $crx clk/pkt at $vrx pkts/call"
+}
+# The measurement window of a pair with testpmd, Sluice side $1; testpmd's stats in TP_ST.
+tp_window() {
+  tp_stats > /dev/null
+  snap_start "$1"
+  sleep "$SECS"
+  TP_ST=$(tp_stats)
+  snap_end "$1"
+}
+# Prints testpmd's Rx-pps (field 1) or Tx-pps (field 2) of `tp_stats` output $2, in Mpps.
+tp_mpps() { awk -v p="$2" -v f="$1" 'BEGIN {split(p, v, " "); printf "%.2f", v[f] / 1e6}'; }
+
+run_sluice() {
+  local r=$1
+  rm -f "$D/memif.sock"
+  sluice_up a 0 master
+  sluice_up b 1 slave
+  until_link_up a
+  until_link_up b
+  a packet-generator enable bench
+  sleep 1
+  snap_start a b
+  sleep "$SECS"
+  snap_end a b
+  sender sluice "$r"
+  receiver sluice "$r"
+  a packet-generator disable bench
+  echo "run $r sluice->sluice: $MSG_B; $MSG_A"
+  cleanup
+}
+
+run_sluice_testpmd() {
+  local r=$1 rx
+  rm -f "$D/memif.sock"
+  sluice_up a 0 master
+  testpmd_up 1 client --forward-mode=rxonly
+  until_link_up a
+  tp start
+  # DPDK's client re-initialises its rings when it processes CONNECTED (docs/memif.md).
+  sleep 1
+  a packet-generator enable bench
+  sleep 1
+  tp_window a
+  rx=$(tp_mpps 1 "$TP_ST")
+  record sluice-testpmd "testpmd rx Mpps" "$rx"
+  sender sluice-testpmd "$r"
+  a packet-generator disable bench
+  echo "run $r sluice->testpmd: testpmd rx $rx Mpps; $MSG_A"
+  testpmd_down
+}
+
+run_testpmd_sluice() {
+  local r=$1 tx
+  rm -f "$D/memif.sock"
+  testpmd_up 0 server --forward-mode=txonly --txpkts="$SIZE"
+  for _ in $(seq 300); do [ -S "$D/memif.sock" ] && break; sleep 0.1; done
+  sluice_up b 1 slave
+  until_link_up b
+  tp start
+  sleep 1
+  tp_window b
+  tx=$(tp_mpps 2 "$TP_ST")
+  record testpmd-sluice "testpmd tx Mpps" "$tx"
+  receiver testpmd-sluice "$r"
+  tp stop
+  echo "run $r testpmd->sluice: testpmd tx $tx Mpps; $MSG_B"
+  # Stop the testpmd server before its client: the Debian testpmd memif server may crash
+  # when its client disconnects (the numbers are recorded above either way).
+  testpmd_down
+}
+
+have_testpmd=1
+if ! msg=$("$TESTPMD" --check); then
+  have_testpmd=0
+  echo "$msg (testpmd pairs not measured)"
+fi
+echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+PAIRS=${MEMIF_BENCH_PAIRS:-sluice sluice-testpmd testpmd-sluice}
+for r in $(seq "$RUNS"); do
+  for p in $PAIRS; do
+    case $p in
+      sluice) run_sluice "$r" ;;
+      sluice-testpmd) if [ $have_testpmd = 1 ]; then run_sluice_testpmd "$r"; fi ;;
+      testpmd-sluice) if [ $have_testpmd = 1 ]; then run_testpmd_sluice "$r"; fi ;;
+      *) echo "unknown pair \`$p' in MEMIF_BENCH_PAIRS" >&2; exit 2 ;;
+    esac
+  done
+done
+echo
+printf '%-16s %-24s %8s %8s %8s\n' pair metric min median max
+sort -t'|' -s -k1,2 "$D/results" | awk -F'|' '
+  function flush() {
+    if (n == 0) return
+    # insertion sort of n values
+    for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+    med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    printf "%-16s %-24s %8.2f %8.2f %8.2f\n", p, m, v[1], med, v[n]
+    n = 0
+  }
+  $1 != p || $2 != m { flush(); p = $1; m = $2 }
+  { v[++n] = $3 + 0 }
+  END { flush() }'

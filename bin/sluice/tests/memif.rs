@@ -780,35 +780,25 @@ impl Drop for Testpmd {
     }
 }
 
+/// `scripts/testpmd-memif.sh`: testpmd with one net_memif port, shared with the benchmark.
+fn testpmd_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/testpmd-memif.sh")
+}
+
 fn testpmd(dir: &std::path::Path, role: &str, sock: &std::path::Path) -> Option<Testpmd> {
-    let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists());
-    let Some(bin) = bin else {
-        eprintln!("SKIP: dpdk-testpmd not installed (apt-get install dpdk dpdk-dev)");
+    let check = std::process::Command::new(testpmd_script())
+        .arg("--check")
+        .output()
+        .expect("run scripts/testpmd-memif.sh");
+    if !check.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&check.stdout).trim());
         return None;
-    };
+    }
     let log = std::fs::File::create(dir.join(format!("testpmd-{role}.log"))).unwrap();
-    let child = std::process::Command::new(bin)
-        .args([
-            "--no-huge",
-            "-m",
-            "512",
-            "--no-pci",
-            "-l",
-            "0-1", // main lcore + one forwarding lcore
-            "--file-prefix",
-            &format!("sluice-memif-{}-{role}", std::process::id()),
-            &format!(
-                "--vdev=net_memif0,role={role},socket={},socket-abstract=no",
-                sock.display()
-            ),
-            "--",
-            "--forward-mode=io",
-            "--auto-start",
-            "--stats-period=1",
-            "--total-num-mbufs=32768",
-        ])
+    let child = std::process::Command::new(testpmd_script())
+        .arg(role)
+        .arg(sock)
+        .args(["--forward-mode=io", "--auto-start", "--stats-period=1"])
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
