@@ -214,13 +214,14 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
         }
         let ins = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
         let dst = destinations(&routes, 0x5eed);
+        let bytes: Vec<[u8; 16]> = dst.iter().map(|d| d.to_be_bytes()).collect();
         let mut res = vec![0u32; 256];
         let table = lpm.table().clone();
         let rounds = (o.packets / dst.len() as u64).max(1);
         let mut run = |rounds: u64| {
             let t = rdtsc();
             for _ in 0..rounds {
-                for c in dst.chunks(256) {
+                for c in bytes.chunks(256) {
                     lookup_vector(&table, c, &mut res);
                     std::hint::black_box(&res);
                 }
@@ -257,7 +258,7 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
 /// One vector's lookups, not inlined so that `valgrind --tool=callgrind
 /// --toggle-collect='*lookup_vector*'` counts the lookup's instructions alone.
 #[inline(never)]
-fn lookup_vector(t: &sluice_fib::ip6::Ip6Table, addrs: &[u128], out: &mut [u32]) {
+fn lookup_vector(t: &sluice_fib::ip6::Ip6Table, addrs: &[[u8; 16]], out: &mut [u32]) {
     t.lookup_many(addrs, out);
 }
 

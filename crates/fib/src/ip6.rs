@@ -23,6 +23,7 @@ const VALUE_MASK: u32 = 0x00ff_ffff;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
 const ROOT_BITS: u32 = 16;
+const ROOT_BYTES: usize = ROOT_BITS as usize / 8;
 
 pub use crate::ip4::LpmError;
 
@@ -61,18 +62,20 @@ pub struct Ip6Table {
     groups: GroupStore,
 }
 
+/// First-level index of an address (its top `ROOT_BITS` bits).
+#[inline(always)]
+fn root_index(a: &[u8; 16]) -> usize {
+    let mut x = 0usize;
+    for &b in &a[..ROOT_BYTES] {
+        x = x << 8 | b as usize;
+    }
+    x
+}
+
 impl Ip6Table {
     #[inline(always)]
     fn group(&self, g: u32) -> &[AtomicU32] {
         self.groups.group(g)
-    }
-
-    #[inline(always)]
-    fn step(&self, e: u32, addr: u128, shift: u32) -> u32 {
-        self.group(e & VALUE_MASK)
-            .get(((addr >> shift) & 0xff) as usize)
-            .map(|x| x.load(Ordering::Acquire))
-            .unwrap_or(0)
     }
 
     #[inline(always)]
@@ -83,66 +86,76 @@ impl Ip6Table {
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        let mut e =
-            self.root.as_slice()[(addr >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire);
-        let mut shift = 128 - ROOT_BITS;
-        while is_ext(e) && shift >= 8 {
-            shift -= 8;
-            e = self.step(e, addr, shift);
+        let a = addr.to_be_bytes();
+        let mut e = self.root.as_slice()[root_index(&a)].load(Ordering::Acquire);
+        for &b in &a[ROOT_BYTES..] {
+            if !is_ext(e) {
+                break;
+            }
+            e = self.groups.entry(e & VALUE_MASK, b);
         }
         Self::result(e)
     }
 
-    /// Four lookups at once, level by level, so the four chains of loads overlap.
-    #[inline(always)]
-    pub fn lookup_x4(&self, a: [u128; 4]) -> [Option<u32>; 4] {
-        let r = self.root.as_slice();
-        let mut e = [
-            r[(a[0] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[1] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[2] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[3] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-        ];
-        let mut shift = 128 - ROOT_BITS;
-        while shift >= 8 && e.iter().any(|&x| is_ext(x)) {
-            shift -= 8;
-            for i in 0..4 {
-                if is_ext(e[i]) {
-                    e[i] = self.step(e[i], a[i], shift);
-                }
-            }
+    /// Lookups for a whole vector of addresses in network byte order (as they sit in the
+    /// packets), level by level: every pass issues one independent load per address still
+    /// descending, so many cache misses are in flight at once instead of one chain of
+    /// dependent loads per packet. Addresses whose entry is a leaf leave the work list
+    /// (compacted without a branch) so a pass costs only the addresses still descending, and
+    /// one long prefix in the vector does not make every packet walk its depth. `out[i]` gets
+    /// the value, or `u32::MAX` when no prefix covers `addrs[i]`.
+    #[inline]
+    pub fn lookup_many(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
+        let n = addrs.len().min(out.len());
+        for (a, o) in addrs[..n].chunks(256).zip(out[..n].chunks_mut(256)) {
+            self.lookup_vector(a, o);
         }
-        e.map(Self::result)
     }
 
-    /// Lookups for a whole vector, level by level: every pass issues one independent load per
-    /// packet still descending, so up to `addrs.len()` cache misses are in flight at once
-    /// instead of one chain of dependent loads per packet. `out[i]` gets the value, or
-    /// `u32::MAX` when no prefix covers `addrs[i]`.
-    #[inline]
-    pub fn lookup_many(&self, addrs: &[u128], out: &mut [u32]) {
-        let n = addrs.len().min(out.len());
+    /// [`Self::lookup_many`] for at most 256 addresses (`addrs.len() == out.len()`).
+    #[inline(always)]
+    fn lookup_vector(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
         let r = self.root.as_slice();
-        for i in 0..n {
-            out[i] = r[(addrs[i] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire);
+        let mut m = 0;
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            let e = r[root_index(a)].load(Ordering::Acquire);
+            *o = e;
+            m += is_ext(e) as usize;
         }
-        let mut shift = 128 - ROOT_BITS;
-        loop {
-            let mut more = false;
-            if shift >= 8 {
-                shift -= 8;
-                for i in 0..n {
-                    if is_ext(out[i]) {
-                        out[i] = self.step(out[i], addrs[i], shift);
-                        more |= is_ext(out[i]);
+        if m > 0 {
+            // Indices of the addresses whose entry is still a group pointer.
+            let mut work = [0u8; 256];
+            for (i, w) in work.iter_mut().enumerate().take(out.len()) {
+                *w = i as u8;
+            }
+            let mut all = out.len();
+            for k in ROOT_BYTES..16 {
+                if m < all {
+                    // Some addresses reached a leaf: drop them from the list. This runs after
+                    // the pass that loaded the entries, not inside it: a store whose position
+                    // depends on a value being loaded would make the next reads of the list
+                    // wait for that load.
+                    let mut left = 0;
+                    for j in 0..all {
+                        let i = work[j];
+                        work[left] = i;
+                        left += is_ext(out[i as usize]) as usize;
                     }
                 }
-            }
-            if !more {
-                break;
+                all = m;
+                m = 0;
+                for &i in &work[..all] {
+                    let i = i as usize;
+                    let e = self.groups.entry(out[i] & VALUE_MASK, addrs[i][k]);
+                    out[i] = e;
+                    m += is_ext(e) as usize;
+                }
+                if m == 0 {
+                    break;
+                }
             }
         }
-        for x in &mut out[..n] {
+        for x in out.iter_mut() {
             *x = Self::result(*x).unwrap_or(u32::MAX);
         }
     }
@@ -417,11 +430,10 @@ mod tests {
         assert_eq!(t.lookup(a("2001:db8:1:2::2")), Some(4));
         assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(5));
         assert_eq!(t.lookup(a("2001:db8:1:2:8000::1")), Some(7));
-        assert_eq!(
-            t.table()
-                .lookup_x4([a("::1"), a("2001:db8:1:2::1"), a("3fff::"), a("2001:db8::")]),
-            [Some(1), Some(5), Some(6), Some(2)]
-        );
+        let xs = [a("::1"), a("2001:db8:1:2::1"), a("3fff::"), a("2001:db8::")];
+        let mut got = [0; 4];
+        t.table().lookup_many(&xs.map(u128::to_be_bytes), &mut got);
+        assert_eq!(got, [1, 5, 6, 2]);
         assert!(t.groups_in_use() > 0);
         assert_eq!(t.remove(&e, a("2001:db8:1:2::1"), 128), Some(5));
         assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(4));
@@ -484,11 +496,11 @@ mod tests {
                     prop_assert_eq!(t.lookup(x), oracle(&model, x), "addr {:x}", x);
                 }
             }
-            let xs = [probes[0].0, probes[probes.len() / 2].0, 0, u128::MAX];
-            prop_assert_eq!(t.table().lookup_x4(xs), xs.map(|x| oracle(&model, x)));
-            let many: Vec<u128> = probes.iter().map(|p| p.0 | 1).collect();
+            let mut many: Vec<u128> = probes.iter().map(|p| p.0 | 1).collect();
+            many.extend([0, u128::MAX]);
+            let bytes: Vec<[u8; 16]> = many.iter().map(|x| x.to_be_bytes()).collect();
             let mut got = vec![0u32; many.len()];
-            t.table().lookup_many(&many, &mut got);
+            t.table().lookup_many(&bytes, &mut got);
             for (x, g) in many.iter().zip(got) {
                 prop_assert_eq!(Some(g).filter(|&v| v != u32::MAX), oracle(&model, *x));
             }

@@ -126,7 +126,8 @@ impl PacketNode for Ip6Input {
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
     nexts: [u16; FRAME_SIZE],
-    dst: [u128; FRAME_SIZE],
+    /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
+    dst: [[u8; 16]; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
 }
 
@@ -148,8 +149,12 @@ impl NodeFn for Ip6Lookup {
             }
             // SAFETY: this node owns the frame; one view at a time.
             let v = unsafe { pool.buffer(b) };
-            // ip6-input guaranteed a full header.
-            self.dst[j] = addr_at(v.data(), 24);
+            // ip6-input guaranteed a full header (a short one would look up `::`).
+            self.dst[j] = v
+                .data()
+                .get(24..40)
+                .and_then(|d| d.try_into().ok())
+                .unwrap_or_default();
         }
         // All lookups of the frame level by level (independent loads overlap).
         fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
@@ -771,7 +776,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
             Box::new(Ip6Lookup {
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
-                dst: [0; FRAME_SIZE],
+                dst: [[0; 16]; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
             })
         })
