@@ -42,20 +42,28 @@ impl GroupStore {
     #[inline(always)]
     pub(crate) fn group(&self, g: u32) -> &[AtomicU32] {
         let off = g as usize * GROUP;
-        self.entries
-            .as_slice()
-            .get(off..off + GROUP)
-            .unwrap_or(&[])
+        self.entries.as_slice().get(off..off + GROUP).unwrap_or(&[])
     }
 
     /// Entry `i` of group `g` (0, an empty entry, beyond the capacity).
     #[inline(always)]
     pub(crate) fn entry(&self, g: u32, i: u8) -> u32 {
-        self.entries
-            .as_slice()
-            .get((g as usize) << 8 | i as usize)
-            .map_or(0, |x| x.load(Ordering::Acquire))
+        entry_in(self.entries(), g, i)
     }
+
+    /// Every group's entries, for loops that hoist the slice out of [`entry_in`] calls.
+    #[inline(always)]
+    pub(crate) fn entries(&self) -> &[AtomicU32] {
+        self.entries.as_slice()
+    }
+}
+
+/// Entry `i` of group `g` in [`GroupStore::entries`] (0, an empty entry, beyond them).
+#[inline(always)]
+pub(crate) fn entry_in(entries: &[AtomicU32], g: u32, i: u8) -> u32 {
+    entries
+        .get((g as usize) << 8 | i as usize)
+        .map_or(0, |x| x.load(Ordering::Acquire))
 }
 
 /// Writer side (main thread).

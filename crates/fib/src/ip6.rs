@@ -13,16 +13,16 @@
 //! Entry encoding (u32): top byte 0 = empty; 1..=129 = leaf, prefix length + 1, low 24 bits
 //! the value; 0xff = extended, low 24 bits the group index.
 
-use crate::groups::{GroupAlloc, GroupStore};
+use crate::groups::{entry_in, GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 const EXT: u32 = 0xff00_0000;
 const VALUE_MASK: u32 = 0x00ff_ffff;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
-const ROOT_BITS: u32 = 16;
+const ROOT_BITS: u32 = 24;
 const ROOT_BYTES: usize = ROOT_BITS as usize / 8;
 
 pub use crate::ip4::LpmError;
@@ -60,16 +60,24 @@ pub fn mask(addr: u128, len: u8) -> u128 {
 pub struct Ip6Table {
     root: ZeroedAtomicU32s,
     groups: GroupStore,
+    /// Group levels [`Self::lookup_many`] descends without a branch (see [`fixed_levels`]).
+    fixed: AtomicU8,
 }
+
+const ROOT_SIZE: usize = 1 << ROOT_BITS;
+/// Most group levels taken without a branch.
+const MAX_FIXED: usize = 5;
 
 /// First-level index of an address (its top `ROOT_BITS` bits).
 #[inline(always)]
 fn root_index(a: &[u8; 16]) -> usize {
-    let mut x = 0usize;
-    for &b in &a[..ROOT_BYTES] {
-        x = x << 8 | b as usize;
-    }
-    x
+    (u32::from_be_bytes([a[0], a[1], a[2], a[3]]) >> (32 - ROOT_BITS)) as usize
+}
+
+/// All ones for an extended entry, else zero.
+#[inline(always)]
+fn ext_mask(e: u32) -> u32 {
+    0u32.wrapping_sub(is_ext(e) as u32)
 }
 
 impl Ip6Table {
@@ -78,87 +86,117 @@ impl Ip6Table {
         self.groups.group(g)
     }
 
+    /// The value of a fully descended entry (a leaf, or empty: no extended entry is left
+    /// after the last level).
     #[inline(always)]
     fn result(e: u32) -> Option<u32> {
-        depth_of(e).map(|_| e & VALUE_MASK)
+        (e >> 24 != 0 && !is_ext(e)).then_some(e & VALUE_MASK)
+    }
+
+    #[inline(always)]
+    fn root(&self) -> &[AtomicU32; ROOT_SIZE] {
+        self.root
+            .as_slice()
+            .try_into()
+            .expect("the first level has ROOT_SIZE entries")
     }
 
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
         let a = addr.to_be_bytes();
-        let mut e = self.root.as_slice()[root_index(&a)].load(Ordering::Acquire);
-        for &b in &a[ROOT_BYTES..] {
-            if !is_ext(e) {
-                break;
-            }
-            e = self.groups.entry(e & VALUE_MASK, b);
-        }
-        Self::result(e)
+        let e = self.root()[root_index(&a)].load(Ordering::Acquire);
+        Self::result(descend_rest(self.groups.entries(), e, &a, ROOT_BYTES))
     }
 
     /// Lookups for a whole vector of addresses in network byte order (as they sit in the
-    /// packets), level by level: every pass issues one independent load per address still
-    /// descending, so many cache misses are in flight at once instead of one chain of
-    /// dependent loads per packet. Addresses whose entry is a leaf leave the work list
-    /// (compacted without a branch) so a pass costs only the addresses still descending, and
-    /// one long prefix in the vector does not make every packet walk its depth. `out[i]` gets
-    /// the value, or `u32::MAX` when no prefix covers `addrs[i]`.
+    /// packets). `out[i]` gets the value, or `u32::MAX` when no prefix covers `addrs[i]`.
+    ///
+    /// The vector goes through the first level, then level by level through the `F` group
+    /// levels that hold most prefixes (see [`fixed_levels`]) without a branch: an address
+    /// that already reached a leaf reads entry 0 of group 0 (always in cache) and keeps its
+    /// leaf. Nothing a packet's bytes decide is a branch there, so the core runs ahead and
+    /// keeps the independent loads of many packets in flight. Addresses that need more levels
+    /// finish with a loop.
     #[inline]
     pub fn lookup_many(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
-        let n = addrs.len().min(out.len());
-        for (a, o) in addrs[..n].chunks(256).zip(out[..n].chunks_mut(256)) {
-            self.lookup_vector(a, o);
+        match self.fixed.load(Ordering::Relaxed) {
+            0 => self.lookup_fixed::<0>(addrs, out),
+            1 => self.lookup_fixed::<1>(addrs, out),
+            2 => self.lookup_fixed::<2>(addrs, out),
+            3 => self.lookup_fixed::<3>(addrs, out),
+            4 => self.lookup_fixed::<4>(addrs, out),
+            _ => self.lookup_fixed::<MAX_FIXED>(addrs, out),
         }
     }
 
-    /// [`Self::lookup_many`] for at most 256 addresses (`addrs.len() == out.len()`).
     #[inline(always)]
-    fn lookup_vector(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
-        let r = self.root.as_slice();
-        let mut m = 0;
+    fn lookup_fixed<const F: usize>(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
+        let root = self.root();
+        let groups = self.groups.entries();
+        let n = addrs.len().min(out.len());
+        let (addrs, out) = (&addrs[..n], &mut out[..n]);
+        if F > 0 {
+            for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                *o = root[root_index(a)].load(Ordering::Acquire);
+            }
+            for k in ROOT_BYTES..ROOT_BYTES + F {
+                for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                    let e = *o;
+                    let m = ext_mask(e);
+                    let i = (((e & VALUE_MASK) << 8) | a[k] as u32) & m;
+                    let x = entry_in(groups, i >> 8, i as u8);
+                    *o = (x & m) | (e & !m);
+                }
+            }
+        }
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
-            let e = r[root_index(a)].load(Ordering::Acquire);
-            *o = e;
-            m += is_ext(e) as usize;
-        }
-        if m > 0 {
-            // Indices of the addresses whose entry is still a group pointer.
-            let mut work = [0u8; 256];
-            for (i, w) in work.iter_mut().enumerate().take(out.len()) {
-                *w = i as u8;
-            }
-            let mut all = out.len();
-            for k in ROOT_BYTES..16 {
-                if m < all {
-                    // Some addresses reached a leaf: drop them from the list. This runs after
-                    // the pass that loaded the entries, not inside it: a store whose position
-                    // depends on a value being loaded would make the next reads of the list
-                    // wait for that load.
-                    let mut left = 0;
-                    for j in 0..all {
-                        let i = work[j];
-                        work[left] = i;
-                        left += is_ext(out[i as usize]) as usize;
-                    }
-                }
-                all = m;
-                m = 0;
-                for &i in &work[..all] {
-                    let i = i as usize;
-                    let e = self.groups.entry(out[i] & VALUE_MASK, addrs[i][k]);
-                    out[i] = e;
-                    m += is_ext(e) as usize;
-                }
-                if m == 0 {
-                    break;
-                }
-            }
-        }
-        for x in out.iter_mut() {
-            *x = Self::result(*x).unwrap_or(u32::MAX);
+            let e = if F > 0 {
+                *o
+            } else {
+                root[root_index(a)].load(Ordering::Acquire)
+            };
+            *o = Self::result(descend_rest(groups, e, a, ROOT_BYTES + F)).unwrap_or(u32::MAX);
         }
     }
+}
+
+/// Follows group pointers from `e`, at address byte `k`, down to a leaf.
+#[inline(always)]
+fn descend_rest(groups: &[AtomicU32], mut e: u32, a: &[u8; 16], k: usize) -> u32 {
+    for &b in &a[k.min(16)..] {
+        if !is_ext(e) {
+            break;
+        }
+        e = entry_in(groups, e & VALUE_MASK, b);
+    }
+    e
+}
+
+/// How many group levels lookups take without a branch: the fewest that hold at least 7/8 of
+/// the prefixes (capped at [`MAX_FIXED`]). Deeper levels cost a branch per packet, mostly
+/// predicted since few packets go there; shallower prefixes pay for levels they do not need
+/// (a load from a line in cache and a few ALU operations each).
+fn fixed_levels(per_level: &[usize; LEVELS]) -> u8 {
+    let total: usize = per_level.iter().sum();
+    let mut covered = 0;
+    for (f, &n) in per_level.iter().enumerate().take(MAX_FIXED + 1) {
+        covered += n;
+        if covered * 8 >= total * 7 {
+            return f as u8;
+        }
+    }
+    MAX_FIXED as u8
+}
+
+/// Levels of the trie: the first, then one per 8-bit stride.
+const LEVELS: usize = 1 + (128 - ROOT_BITS as usize) / 8;
+
+/// The level a prefix of this length is stored at.
+fn level_of(len: u8) -> usize {
+    (len as usize)
+        .saturating_sub(ROOT_BITS as usize)
+        .div_ceil(8)
 }
 
 /// The IPv6 LPM: the shared [`Ip6Table`] plus the writer's bookkeeping (main thread only).
@@ -167,6 +205,8 @@ pub struct Ip6Lpm {
     alloc: GroupAlloc,
     routes: Vec<HashMap<u128, u32>>,
     n_routes: usize,
+    /// Prefixes stored at each level (for [`fixed_levels`]).
+    per_level: [usize; LEVELS],
 }
 
 impl Default for Ip6Lpm {
@@ -189,10 +229,12 @@ impl Ip6Lpm {
             table: std::sync::Arc::new(Ip6Table {
                 root: ZeroedAtomicU32s::new(1 << ROOT_BITS),
                 groups: GroupStore::new(),
+                fixed: AtomicU8::new(0),
             }),
             alloc: GroupAlloc::new(),
             routes: (0..=128).map(|_| HashMap::new()).collect(),
             n_routes: 0,
+            per_level: [0; LEVELS],
         }
     }
 
@@ -242,6 +284,15 @@ impl Ip6Lpm {
             .flat_map(|(l, m)| m.iter().map(move |(&p, &v)| (p, l as u8, v)))
     }
 
+    /// Lookups read the branchless depth once per vector; any value is correct (deeper
+    /// levels are walked by the loop), so a relaxed store is enough.
+    fn publish_fixed(&self) {
+        let f = fixed_levels(&self.per_level);
+        if self.table.fixed.load(Ordering::Relaxed) != f {
+            self.table.fixed.store(f, Ordering::Relaxed);
+        }
+    }
+
     fn entry(&self, s: Slot) -> &AtomicU32 {
         match s {
             Slot::Root(i) => &self.table.root.as_slice()[i],
@@ -288,6 +339,8 @@ impl Ip6Lpm {
         }
         if self.routes[len as usize].insert(p, value).is_none() {
             self.n_routes += 1;
+            self.per_level[level_of(len)] += 1;
+            self.publish_fixed();
         }
         // The prefix covers 2^(end - len) slots of this level.
         let n = 1usize << (end - len as u32);
@@ -303,6 +356,8 @@ impl Ip6Lpm {
         let p = mask(prefix, len);
         let v = self.routes[len as usize].remove(&p)?;
         self.n_routes -= 1;
+        self.per_level[level_of(len)] -= 1;
+        self.publish_fixed();
         // The longest shorter prefix covering this one takes over its entries.
         let mut repl = 0;
         for l in (0..len).rev() {
@@ -453,18 +508,85 @@ mod tests {
         assert_eq!(t.remove(&e, 0, 8), None);
     }
 
+    #[test]
+    fn branchless_depth_follows_the_prefix_mix() {
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        let fixed = |t: &Ip6Lpm| t.table().fixed.load(Ordering::Relaxed);
+        t.insert(&e, a("2001::"), 16, 1).unwrap();
+        assert_eq!(fixed(&t), 0, "first level only");
+        for k in 0..100u128 {
+            t.insert(&e, a("2001:db8::") + (k << 80), 48, 2).unwrap();
+        }
+        assert_eq!(
+            fixed(&t),
+            3,
+            "/48s: three 8-bit levels below the 24-bit first level"
+        );
+        for k in 0..1000u128 {
+            t.insert(&e, a("2001:db8:ffff::") + (k << 64), 64, 3)
+                .unwrap();
+        }
+        assert_eq!(fixed(&t), 5);
+        for k in 0..1000u128 {
+            t.remove(&e, a("2001:db8:ffff::") + (k << 64), 64);
+        }
+        assert_eq!(fixed(&t), 3);
+        // A /128 below them all: the loop after the branchless levels finds it.
+        t.insert(&e, a("2001:db8::1"), 128, 4).unwrap();
+        let xs = [a("2001:db8::1"), a("2001:db8::2"), a("2001:1::")].map(u128::to_be_bytes);
+        let mut got = [0; 3];
+        t.table().lookup_many(&xs, &mut got);
+        assert_eq!(got, [4, 2, 1]);
+    }
+
+    #[test]
+    fn first_level_boundary() {
+        // Prefixes ending just before, at and just after the 24-bit first level.
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        t.insert(&e, a("2001:c00::"), 23, 1).unwrap();
+        t.insert(&e, a("2001:d00::"), 24, 2).unwrap();
+        t.insert(&e, a("2001:d00::"), 25, 3).unwrap();
+        t.insert(&e, a("2001:d80::"), 25, 4).unwrap();
+        assert_eq!(t.lookup(a("2001:d00::1")), Some(3));
+        assert_eq!(t.lookup(a("2001:d80::1")), Some(4));
+        assert_eq!(t.lookup(a("2001:dff::1")), Some(4));
+        assert_eq!(t.lookup(a("2001:c00::1")), Some(1));
+        assert_eq!(t.lookup(a("2001:e00::1")), None);
+        assert_eq!(t.remove(&e, a("2001:d80::"), 25), Some(4));
+        assert_eq!(t.lookup(a("2001:d80::1")), Some(2));
+        assert_eq!(t.remove(&e, a("2001:d00::"), 25), Some(3));
+        assert_eq!(
+            t.groups_in_use(),
+            0,
+            "the /24's group folded back into the first level"
+        );
+        assert_eq!(t.remove(&e, a("2001:d00::"), 24), Some(2));
+        assert_eq!(t.lookup(a("2001:d00::1")), Some(1));
+    }
+
     fn prefix() -> impl Strategy<Value = (u128, u8)> {
         // Lengths spread over every level boundary; addresses from a small space so
         // prefixes overlap and nest.
         (
-            prop_oneof![1 => Just(0u8), 5 => 1u8..=16, 10 => 17u8..=48, 5 => 49u8..=64, 3 => 65u8..=127, 3 => Just(128u8)],
+            // /17../32 straddle the 24-bit first level (painted ranges of it, or groups right
+            // below it) and get their own weight.
+            prop_oneof![1 => Just(0u8), 1 => 1u8..=8, 4 => 9u8..=16, 6 => 17u8..=32, 6 => 33u8..=48, 5 => 49u8..=64, 3 => 65u8..=127, 3 => Just(128u8)],
             0u64..1 << 10,
             any::<u64>(),
         )
             .prop_map(|(l, hi, lo)| {
                 let top = 0x2001_0db8u128 << 96;
                 let addr = top | ((hi as u128) << 70) | ((lo as u128) & 0x3f_ffff);
-                let addr = if l < 16 { addr ^ ((hi as u128) << 118) } else { addr };
+                let addr = if l < 16 {
+                    addr ^ ((hi as u128) << 118)
+                } else if l <= 32 {
+                    // Vary bits 20..28 from the top: both sides of the first level's end.
+                    addr ^ ((hi as u128 & 0xff) << 100)
+                } else {
+                    addr
+                };
                 (mask(addr, l), l)
             })
     }
@@ -499,11 +621,19 @@ mod tests {
             let mut many: Vec<u128> = probes.iter().map(|p| p.0 | 1).collect();
             many.extend([0, u128::MAX]);
             let bytes: Vec<[u8; 16]> = many.iter().map(|x| x.to_be_bytes()).collect();
-            let mut got = vec![0u32; many.len()];
-            t.table().lookup_many(&bytes, &mut got);
-            for (x, g) in many.iter().zip(got) {
-                prop_assert_eq!(Some(g).filter(|&v| v != u32::MAX), oracle(&model, *x));
+            let want: Vec<Option<u32>> = many.iter().map(|&x| oracle(&model, x)).collect();
+            // Whatever number of branchless levels the table chose, and every other one
+            // (a reader may see any value while the writer changes it).
+            let chosen = t.table().fixed.load(Ordering::Relaxed);
+            for f in std::iter::once(chosen).chain(0..=MAX_FIXED as u8 + 1) {
+                t.table().fixed.store(f, Ordering::Relaxed);
+                let mut got = vec![0u32; many.len()];
+                t.table().lookup_many(&bytes, &mut got);
+                for ((x, g), w) in many.iter().zip(got).zip(&want) {
+                    prop_assert_eq!(Some(g).filter(|&v| v != u32::MAX), *w, "addr {:x} fixed {}", x, f);
+                }
             }
+            t.table().fixed.store(chosen, Ordering::Relaxed);
             // Removing everything leaves no group behind.
             for (p, l, _) in model.drain(..) {
                 t.remove(&e, p, l);
