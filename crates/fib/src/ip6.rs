@@ -16,7 +16,7 @@
 use crate::groups::{entry_in, GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const EXT: u32 = 0xff00_0000;
 const VALUE_MASK: u32 = 0x00ff_ffff;
@@ -60,13 +60,9 @@ pub fn mask(addr: u128, len: u8) -> u128 {
 pub struct Ip6Table {
     root: ZeroedAtomicU32s,
     groups: GroupStore,
-    /// Group levels [`Self::lookup_many`] descends without a branch (see [`fixed_levels`]).
-    fixed: AtomicU8,
 }
 
 const ROOT_SIZE: usize = 1 << ROOT_BITS;
-/// Most group levels taken without a branch.
-const MAX_FIXED: usize = 5;
 
 /// First-level index of an address (its top `ROOT_BITS` bits).
 #[inline(always)]
@@ -112,51 +108,44 @@ impl Ip6Table {
     /// Lookups for a whole vector of addresses in network byte order (as they sit in the
     /// packets). `out[i]` gets the value, or `u32::MAX` when no prefix covers `addrs[i]`.
     ///
-    /// The vector goes through the first level, then level by level through the `F` group
-    /// levels that hold most prefixes (see [`fixed_levels`]) without a branch: an address
-    /// that already reached a leaf reads entry 0 of group 0 (always in cache) and keeps its
-    /// leaf. Nothing a packet's bytes decide is a branch there, so the core runs ahead and
-    /// keeps the independent loads of many packets in flight. Addresses that need more levels
-    /// finish with a loop.
+    /// The vector goes through the first level, then level by level through the groups
+    /// without a branch for as long as at least 1/8 of it still descends: an address that
+    /// already reached a leaf reads entry 0 of group 0 (always in cache) and keeps its leaf.
+    /// Nothing a packet's bytes decide is a branch there, so the core runs ahead and keeps the
+    /// independent loads of many packets in flight. The few addresses that need more levels
+    /// finish with a loop (a branch each).
     #[inline]
     pub fn lookup_many(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
-        match self.fixed.load(Ordering::Relaxed) {
-            0 => self.lookup_fixed::<0>(addrs, out),
-            1 => self.lookup_fixed::<1>(addrs, out),
-            2 => self.lookup_fixed::<2>(addrs, out),
-            3 => self.lookup_fixed::<3>(addrs, out),
-            4 => self.lookup_fixed::<4>(addrs, out),
-            _ => self.lookup_fixed::<MAX_FIXED>(addrs, out),
-        }
-    }
-
-    #[inline(always)]
-    fn lookup_fixed<const F: usize>(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
         let root = self.root();
         let groups = self.groups.entries();
         let n = addrs.len().min(out.len());
         let (addrs, out) = (&addrs[..n], &mut out[..n]);
-        if F > 0 {
+        let mut m = 0;
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            let e = root[root_index(a)].load(Ordering::Acquire);
+            *o = e;
+            m += is_ext(e) as usize;
+        }
+        let mut k = ROOT_BYTES;
+        while k < 16 && m * 8 >= n && m > 0 {
+            m = 0;
             for (a, o) in addrs.iter().zip(out.iter_mut()) {
-                *o = root[root_index(a)].load(Ordering::Acquire);
+                let e = *o;
+                let x = ext_mask(e);
+                let i = (((e & VALUE_MASK) << 8) | a[k] as u32) & x;
+                let e = (entry_in(groups, i >> 8, i as u8) & x) | (e & !x);
+                *o = e;
+                m += is_ext(e) as usize;
             }
-            for k in ROOT_BYTES..ROOT_BYTES + F {
-                for (a, o) in addrs.iter().zip(out.iter_mut()) {
-                    let e = *o;
-                    let m = ext_mask(e);
-                    let i = (((e & VALUE_MASK) << 8) | a[k] as u32) & m;
-                    let x = entry_in(groups, i >> 8, i as u8);
-                    *o = (x & m) | (e & !m);
-                }
-            }
+            k += 1;
         }
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
-            let e = if F > 0 {
-                *o
+            let e = if m > 0 {
+                descend_rest(groups, *o, a, k)
             } else {
-                root[root_index(a)].load(Ordering::Acquire)
+                *o
             };
-            *o = Self::result(descend_rest(groups, e, a, ROOT_BYTES + F)).unwrap_or(u32::MAX);
+            *o = Self::result(e).unwrap_or(u32::MAX);
         }
     }
 }
@@ -173,40 +162,12 @@ fn descend_rest(groups: &[AtomicU32], mut e: u32, a: &[u8; 16], k: usize) -> u32
     e
 }
 
-/// How many group levels lookups take without a branch: the fewest that hold at least 7/8 of
-/// the prefixes (capped at [`MAX_FIXED`]). Deeper levels cost a branch per packet, mostly
-/// predicted since few packets go there; shallower prefixes pay for levels they do not need
-/// (a load from a line in cache and a few ALU operations each).
-fn fixed_levels(per_level: &[usize; LEVELS]) -> u8 {
-    let total: usize = per_level.iter().sum();
-    let mut covered = 0;
-    for (f, &n) in per_level.iter().enumerate().take(MAX_FIXED + 1) {
-        covered += n;
-        if covered * 8 >= total * 7 {
-            return f as u8;
-        }
-    }
-    MAX_FIXED as u8
-}
-
-/// Levels of the trie: the first, then one per 8-bit stride.
-const LEVELS: usize = 1 + (128 - ROOT_BITS as usize) / 8;
-
-/// The level a prefix of this length is stored at.
-fn level_of(len: u8) -> usize {
-    (len as usize)
-        .saturating_sub(ROOT_BITS as usize)
-        .div_ceil(8)
-}
-
 /// The IPv6 LPM: the shared [`Ip6Table`] plus the writer's bookkeeping (main thread only).
 pub struct Ip6Lpm {
     table: std::sync::Arc<Ip6Table>,
     alloc: GroupAlloc,
     routes: Vec<HashMap<u128, u32>>,
     n_routes: usize,
-    /// Prefixes stored at each level (for [`fixed_levels`]).
-    per_level: [usize; LEVELS],
 }
 
 impl Default for Ip6Lpm {
@@ -229,12 +190,10 @@ impl Ip6Lpm {
             table: std::sync::Arc::new(Ip6Table {
                 root: ZeroedAtomicU32s::new(1 << ROOT_BITS),
                 groups: GroupStore::new(),
-                fixed: AtomicU8::new(0),
             }),
             alloc: GroupAlloc::new(),
             routes: (0..=128).map(|_| HashMap::new()).collect(),
             n_routes: 0,
-            per_level: [0; LEVELS],
         }
     }
 
@@ -284,15 +243,6 @@ impl Ip6Lpm {
             .flat_map(|(l, m)| m.iter().map(move |(&p, &v)| (p, l as u8, v)))
     }
 
-    /// Lookups read the branchless depth once per vector; any value is correct (deeper
-    /// levels are walked by the loop), so a relaxed store is enough.
-    fn publish_fixed(&self) {
-        let f = fixed_levels(&self.per_level);
-        if self.table.fixed.load(Ordering::Relaxed) != f {
-            self.table.fixed.store(f, Ordering::Relaxed);
-        }
-    }
-
     fn entry(&self, s: Slot) -> &AtomicU32 {
         match s {
             Slot::Root(i) => &self.table.root.as_slice()[i],
@@ -339,8 +289,6 @@ impl Ip6Lpm {
         }
         if self.routes[len as usize].insert(p, value).is_none() {
             self.n_routes += 1;
-            self.per_level[level_of(len)] += 1;
-            self.publish_fixed();
         }
         // The prefix covers 2^(end - len) slots of this level.
         let n = 1usize << (end - len as u32);
@@ -356,8 +304,6 @@ impl Ip6Lpm {
         let p = mask(prefix, len);
         let v = self.routes[len as usize].remove(&p)?;
         self.n_routes -= 1;
-        self.per_level[level_of(len)] -= 1;
-        self.publish_fixed();
         // The longest shorter prefix covering this one takes over its entries.
         let mut repl = 0;
         for l in (0..len).rev() {
@@ -508,36 +454,39 @@ mod tests {
         assert_eq!(t.remove(&e, 0, 8), None);
     }
 
+    /// `lookup_many` against `lookup` for one vector.
+    fn check_many(t: &Ip6Lpm, xs: &[u128]) {
+        let bytes: Vec<[u8; 16]> = xs.iter().map(|x| x.to_be_bytes()).collect();
+        let mut got = vec![0; xs.len()];
+        t.table().lookup_many(&bytes, &mut got);
+        for (x, g) in xs.iter().zip(got) {
+            assert_eq!(Some(g).filter(|&v| v != u32::MAX), t.lookup(*x), "{x:x}");
+        }
+    }
+
     #[test]
-    fn branchless_depth_follows_the_prefix_mix() {
+    fn vectors_of_every_depth_mix() {
         let e = Epochs::new(1);
         let mut t = Ip6Lpm::new();
-        let fixed = |t: &Ip6Lpm| t.table().fixed.load(Ordering::Relaxed);
         t.insert(&e, a("2001::"), 16, 1).unwrap();
-        assert_eq!(fixed(&t), 0, "first level only");
         for k in 0..100u128 {
             t.insert(&e, a("2001:db8::") + (k << 80), 48, 2).unwrap();
         }
-        assert_eq!(
-            fixed(&t),
-            3,
-            "/48s: three 8-bit levels below the 24-bit first level"
-        );
-        for k in 0..1000u128 {
-            t.insert(&e, a("2001:db8:ffff::") + (k << 64), 64, 3)
-                .unwrap();
-        }
-        assert_eq!(fixed(&t), 5);
-        for k in 0..1000u128 {
-            t.remove(&e, a("2001:db8:ffff::") + (k << 64), 64);
-        }
-        assert_eq!(fixed(&t), 3);
-        // A /128 below them all: the loop after the branchless levels finds it.
-        t.insert(&e, a("2001:db8::1"), 128, 4).unwrap();
-        let xs = [a("2001:db8::1"), a("2001:db8::2"), a("2001:1::")].map(u128::to_be_bytes);
-        let mut got = [0; 3];
-        t.table().lookup_many(&xs, &mut got);
-        assert_eq!(got, [4, 2, 1]);
+        t.insert(&e, a("2001:db8::1"), 128, 3).unwrap();
+        let shallow = a("2001:1::1");
+        let mid = a("2001:db8:5::1");
+        let deep = a("2001:db8::1");
+        // First level only; every address through every level without a branch; most
+        // addresses done at /48 and a few finishing with the loop; nothing routed.
+        check_many(&t, &[shallow; 256]);
+        check_many(&t, &[deep; 256]);
+        let mut v = vec![mid; 250];
+        v.extend([deep; 6]);
+        check_many(&t, &v);
+        v.extend([shallow; 100]);
+        check_many(&t, &v);
+        check_many(&t, &[a("3001::1"), deep, a("2001:db8::2")]);
+        check_many(&t, &[]);
     }
 
     #[test]
@@ -622,18 +571,17 @@ mod tests {
             many.extend([0, u128::MAX]);
             let bytes: Vec<[u8; 16]> = many.iter().map(|x| x.to_be_bytes()).collect();
             let want: Vec<Option<u32>> = many.iter().map(|&x| oracle(&model, x)).collect();
-            // Whatever number of branchless levels the table chose, and every other one
-            // (a reader may see any value while the writer changes it).
-            let chosen = t.table().fixed.load(Ordering::Relaxed);
-            for f in std::iter::once(chosen).chain(0..=MAX_FIXED as u8 + 1) {
-                t.table().fixed.store(f, Ordering::Relaxed);
-                let mut got = vec![0u32; many.len()];
-                t.table().lookup_many(&bytes, &mut got);
-                for ((x, g), w) in many.iter().zip(got).zip(&want) {
-                    prop_assert_eq!(Some(g).filter(|&v| v != u32::MAX), *w, "addr {:x} fixed {}", x, f);
+            // Vectors of several sizes: how many addresses still descend decides when the
+            // branchless passes stop.
+            for size in [1, 7, 256] {
+                for (c, w) in bytes.chunks(size).zip(want.chunks(size)) {
+                    let mut got = vec![0u32; c.len()];
+                    t.table().lookup_many(c, &mut got);
+                    let got: Vec<Option<u32>> =
+                        got.iter().map(|&g| Some(g).filter(|&v| v != u32::MAX)).collect();
+                    prop_assert_eq!(&got[..], w);
                 }
             }
-            t.table().fixed.store(chosen, Ordering::Relaxed);
             // Removing everything leaves no group behind.
             for (p, l, _) in model.drain(..) {
                 t.remove(&e, p, l);
