@@ -1,9 +1,15 @@
-//! IPv6 longest-prefix match: a multibit trie with a 2^16-entry first level indexed by the
-//! top 16 bits and 256-entry groups (8-bit strides) below it, leaf-pushed, so a lookup is one
-//! load per level actually used: a /32 costs 3 loads, a /48 costs 5, whatever the number of
-//! routes. Memory grows with the number of distinct 8-bit-aligned parents (a real Internet
-//! table of 160k prefixes needs ~38k groups = ~38 MiB), not with a hash per prefix length —
-//! VPP's per-length hash probes every length present and slows down as the table grows.
+//! IPv6 longest-prefix match: a multibit trie with a 2^24-entry first level indexed by the
+//! top 24 bits (64 MiB of address space, backed by the OS only where written, THP-advised —
+//! IPv4's DIR-24-8 first level) and 256-entry groups (8-bit strides) below it, leaf-pushed,
+//! so a lookup is one load per level actually used: a /24 or shorter costs 1 load, a /32 2,
+//! a /48 4, a /64 6, whatever the number of routes. Memory grows with the number of distinct
+//! 8-bit-aligned parents (the real Internet table of 160k prefixes needs ~38k groups =
+//! ~37 MiB), not with a hash per prefix length — VPP's per-length hash probes every length
+//! present and slows down as the table grows.
+//!
+//! [`Ip6Table::lookup_many`] (what `ip6-lookup` calls for a frame) walks the vector level by
+//! level without data-dependent branches while at least 1/8 of it still descends, so the
+//! core overlaps the loads of many packets; addresses go in as the packet's bytes.
 //!
 //! Same concurrency model as [`crate::ip4`]: lookups are plain acquire loads from any thread,
 //! the main thread writes (`&mut self`) with atomic stores, a new group is filled before it
@@ -212,9 +218,15 @@ impl Ip6Lpm {
         self.alloc.in_use()
     }
 
-    /// Bytes of groups in use (the first level, 256 KiB, not counted).
+    /// Bytes of groups in use (the first level, [`Self::first_level_bytes`], not counted).
     pub fn memory_bytes(&self) -> usize {
         self.groups_in_use() * 256 * 4
+    }
+
+    /// Size of the first level: address space reserved up front, backed by the OS only
+    /// where entries were written (a default route writes all of it).
+    pub fn first_level_bytes(&self) -> usize {
+        ROOT_SIZE * 4
     }
 
     /// The shared read side (give a clone to every thread).

@@ -590,10 +590,11 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "ipv6-VRF:0, fib_index:0, routes {}, groups {} ({} KiB)",
+        "ipv6-VRF:0, fib_index:0, routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
         ctl.rt.routes.len(),
         ctl.rt.lpm.groups_in_use(),
-        ctl.rt.lpm.memory_bytes() / 1024
+        ctl.rt.lpm.memory_bytes() / 1024,
+        ctl.rt.lpm.first_level_bytes() >> 20
     );
     if summary {
         ctl.rt.summary(&mut out);
