@@ -203,16 +203,19 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
     );
     let _ = writeln!(
         out,
-        "| FIB | routes | groups | trie KiB | clk/lookup min | median | max | inserts/s |\n|---|---|---|---|---|---|---|---|"
+        "| FIB | routes | groups | groups KiB | RSS growth KiB | clk/lookup min | median | max | inserts/s |\n|---|---|---|---|---|---|---|---|---|"
     );
     for (name, routes) in selected_tables(o) {
         let e = Epochs::new(1);
+        let rss0 = rss_kib();
         let mut lpm = Ip6Lpm::new();
         let t0 = Instant::now();
         for (k, &(p, l)) in routes.iter().enumerate() {
             lpm.insert(&e, p, l, (k as u32) & 0xffff).expect("insert");
         }
         let ins = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+        // Memory the table made the OS back (first level and groups, hugepages included).
+        let rss = rss_kib().saturating_sub(rss0);
         let dst = destinations(&routes, 0x5eed);
         let bytes: Vec<[u8; 16]> = dst.iter().map(|d| d.to_be_bytes()).collect();
         let mut res = vec![0u32; 256];
@@ -234,7 +237,7 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
         assert_eq!(missing, 0, "{name}: destinations without a route");
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {ins:.0} |",
+            "| {name} | {} | {} | {} | {rss} | {:.1} | {:.1} | {:.1} | {ins:.0} |",
             routes.len(),
             lpm.groups_in_use(),
             lpm.memory_bytes() / 1024,
@@ -243,7 +246,7 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
             clk.2
         );
         json.push(format!(
-            "\"ip6_lpm_{}\": {{\"routes\": {}, \"kib\": {}, \"clocks\": [{:.2}, {:.2}, {:.2}], \"inserts_per_sec\": {ins:.0}}}",
+            "\"ip6_lpm_{}\": {{\"routes\": {}, \"kib\": {}, \"rss_kib\": {rss}, \"clocks\": [{:.2}, {:.2}, {:.2}], \"inserts_per_sec\": {ins:.0}}}",
             name.replace([' ', '(', ')', '+', '/'], "_"),
             routes.len(),
             lpm.memory_bytes() / 1024,
@@ -253,6 +256,18 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
         ));
     }
     let _ = writeln!(out);
+}
+
+/// Resident memory of this process (VmRSS), KiB.
+fn rss_kib() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// One vector's lookups, not inlined so that `valgrind --tool=callgrind
