@@ -197,4 +197,11 @@ mod tests {
         z.as_slice()[5].store(9, Ordering::Relaxed);
         assert_eq!(z.as_slice()[5].load(Ordering::Relaxed), 9);
     }
+
+    #[test]
+    fn zeroed_atomics_too_big_is_an_error() {
+        // More than the address space: an error to fall back from, not a panic.
+        assert!(ZeroedAtomicU32s::try_new(usize::MAX / 2).is_err());
+        assert!(ZeroedAtomicU32s::try_new(1 << 60).is_err());
+    }
 }
