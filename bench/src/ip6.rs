@@ -56,14 +56,28 @@ fn grown_table(real: &[(u128, u8)], n: usize, seed: u64) -> Vec<(u128, u8)> {
     out
 }
 
-/// 4096 frames with destinations inside random routes of `routes`.
-fn frames(routes: &[(u128, u8)], seed: u64) -> Vec<Vec<u8>> {
+/// 4096 destinations inside random routes of `routes`.
+fn destinations(routes: &[(u128, u8)], seed: u64) -> Vec<u128> {
     let mut r = Rng(seed);
     (0..4096)
-        .map(|i| {
+        .map(|_| {
             let (p, l) = routes[(r.next() % routes.len() as u64) as usize];
             let host = ((r.next() as u128) << 64 | r.next() as u128) & (u128::MAX >> l.min(127));
-            let dst = if l >= 128 { p } else { p | host };
+            if l >= 128 {
+                p
+            } else {
+                p | host
+            }
+        })
+        .collect()
+}
+
+/// 4096 frames with destinations inside random routes of `routes`.
+fn frames(routes: &[(u128, u8)], seed: u64) -> Vec<Vec<u8>> {
+    destinations(routes, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, dst)| {
             let mut f = vec![0u8; 78];
             f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, 0]);
             f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
@@ -147,25 +161,141 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::pat
     }
 }
 
+/// The benchmark's FIBs: 1 route; unless `quick`, VPP's anchor case (1M consecutive /64s,
+/// what `ip route add count` installs), and when the shared data set is present the real table
+/// and the 255k table grown from it.
+fn tables(quick: bool) -> Vec<(&'static str, Vec<(u128, u8)>)> {
+    let mut t = vec![("1 route", vec![(0x2001u128 << 112, 16)])];
+    if !quick {
+        let base = 0x2001_0db8_0000_0000u128 << 64;
+        let seq = (0..1_000_000u128).map(|k| (base + (k << 64), 64)).collect();
+        t.push(("1M /64 routes", seq));
+        if let Some(real) = real_table() {
+            let grown = grown_table(&real, 255_000, 3);
+            t.push(("real IPv6 table", real));
+            t.push(("255k (real + /48s)", grown));
+        }
+    }
+    t
+}
+
+/// [`tables`], filtered by `--only`.
+fn selected_tables(o: &crate::Opts) -> Vec<(&'static str, Vec<(u128, u8)>)> {
+    let mut t = tables(o.quick);
+    if let Some(only) = &o.only {
+        t.retain(|(name, _)| name.contains(only.as_str()));
+    }
+    t
+}
+
+/// The LPM alone (`sluice-bench ip6-lpm`): the same tables and destinations as the forwarding
+/// benchmark, installed directly with `Ip6Lpm::insert`, looked up with `lookup_many` over
+/// 256-address vectors as `ip6-lookup` does; reports TSC clocks per lookup (min/median/max of
+/// the runs), the trie's memory and the insert rate. No graph, no packets: this isolates the
+/// lookup from the rest of the path when comparing trie layouts.
+pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    use sluice_fib::ip6::Ip6Lpm;
+    use sluice_infra::clock::rdtsc;
+    use sluice_infra::epoch::Epochs;
+    let _ = writeln!(
+        out,
+        "## IPv6 LPM alone: lookup_many over 256-address vectors, 4096 destinations spread over the FIB\n"
+    );
+    let _ = writeln!(
+        out,
+        "| FIB | routes | groups | groups KiB | RSS growth KiB | clk/lookup min | median | max | inserts/s |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for (name, routes) in selected_tables(o) {
+        let e = Epochs::new(1);
+        let rss0 = rss_kib();
+        let mut lpm = Ip6Lpm::new();
+        let t0 = Instant::now();
+        for (k, &(p, l)) in routes.iter().enumerate() {
+            lpm.insert(&e, p, l, (k as u32) & 0xffff).expect("insert");
+        }
+        let ins = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+        // Memory the table made the OS back (first level and groups, hugepages included).
+        let rss = rss_kib().saturating_sub(rss0);
+        let dst = destinations(&routes, 0x5eed);
+        let bytes: Vec<[u8; 16]> = dst.iter().map(|d| d.to_be_bytes()).collect();
+        let mut res = vec![0u32; 256];
+        let table = lpm.table().clone();
+        let rounds = (o.packets / dst.len() as u64).max(1);
+        let mut run = |rounds: u64| {
+            let t = rdtsc();
+            for _ in 0..rounds {
+                for c in bytes.chunks(256) {
+                    lookup_vector(&table, c, &mut res);
+                    std::hint::black_box(&res);
+                }
+            }
+            (rdtsc() - t) as f64 / (rounds * dst.len() as u64) as f64
+        };
+        run(rounds / 10 + 1);
+        let clk = crate::stats((0..o.runs).map(|_| run(rounds)).collect());
+        let missing = dst.iter().filter(|&&d| lpm.lookup(d).is_none()).count();
+        assert_eq!(missing, 0, "{name}: destinations without a route");
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {rss} | {:.1} | {:.1} | {:.1} | {ins:.0} |",
+            routes.len(),
+            lpm.groups_in_use(),
+            lpm.memory_bytes() / 1024,
+            clk.0,
+            clk.1,
+            clk.2
+        );
+        json.push(format!(
+            "\"ip6_lpm_{}\": {{\"routes\": {}, \"kib\": {}, \"rss_kib\": {rss}, \"clocks\": [{:.2}, {:.2}, {:.2}], \"inserts_per_sec\": {ins:.0}}}",
+            name.replace([' ', '(', ')', '+', '/'], "_"),
+            routes.len(),
+            lpm.memory_bytes() / 1024,
+            clk.0,
+            clk.1,
+            clk.2
+        ));
+    }
+    let _ = writeln!(out);
+}
+
+/// Resident memory of this process (VmRSS), KiB.
+fn rss_kib() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One vector's lookups, not inlined so that `valgrind --tool=callgrind
+/// --toggle-collect='*lookup_vector*'` counts the lookup's instructions alone.
+#[inline(never)]
+fn lookup_vector(t: &sluice_fib::ip6::Ip6Table, addrs: &[[u8; 16]], out: &mut [u32]) {
+    t.lookup_many(addrs, out);
+}
+
 /// Runs the IPv6 FIB-scale benchmark.
 pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench6-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let mut cases = vec![run_case(o, "1 route", vec![(0x2001u128 << 112, 16)], &dir)];
-    if !o.quick {
-        // VPP's anchor case: 1M consecutive /64s (`ip route add count`).
-        let base = 0x2001_0db8_0000_0000u128 << 64;
-        let seq: Vec<(u128, u8)> = (0..1_000_000u128).map(|k| (base + (k << 64), 64)).collect();
-        cases.push(run_case(o, "1M /64 routes", seq, &dir));
-        if let Some(real) = real_table() {
-            let grown = grown_table(&real, 255_000, 3);
-            cases.push(run_case(o, "real IPv6 table", real, &dir));
-            cases.push(run_case(o, "255k (real + /48s)", grown, &dir));
-        } else {
-            let _ = writeln!(out, "(real table not found: only the 1-route case ran)\n");
-        }
+    if !o.quick && crate::real_table_lines().is_none() {
+        let _ = writeln!(
+            out,
+            "(real table not found: the real-table cases did not run)\n"
+        );
     }
-    let base = cases[0].mpps.1;
+    let cases: Vec<Case> = selected_tables(o)
+        .into_iter()
+        .map(|(name, routes)| run_case(o, name, routes, &dir))
+        .collect();
+    // Ratios against the 1-route case (NaN when `--only` left it out).
+    let base = cases
+        .iter()
+        .find(|c| c.routes == 1)
+        .map_or(f64::NAN, |c| c.mpps.1);
     let _ = writeln!(
         out,
         "## IPv6 forwarding, one core, 78-byte frames, destinations spread over the FIB\n"

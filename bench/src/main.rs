@@ -34,8 +34,8 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, l2; or `run --suite
-    /// smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2; or `run
+    /// --suite smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
     /// Repetitions per case.
@@ -50,6 +50,9 @@ pub struct Opts {
     /// Skip the large-FIB cases.
     #[arg(long)]
     quick: bool,
+    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// Pass-through node: touches the buffer header like a real node reading metadata.
@@ -529,10 +532,11 @@ fn main() {
         "handoff" => bench_handoff(&o, &mut out, &mut json),
         "ip4" => ip4::bench_ip4(&o, &mut out, &mut json),
         "ip6" => ip6::bench_ip6(&o, &mut out, &mut json),
+        "ip6-lpm" => ip6::bench_ip6_lpm(&o, &mut out, &mut json),
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}' (engine, null, chain, handoff, ip4, ip6, l2, run)"
+                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, run)"
             );
             std::process::exit(2);
         }

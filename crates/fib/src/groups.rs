@@ -1,41 +1,71 @@
-//! The 256-entry groups both LPMs hang below their first level: a read side of 2 MiB chunks
-//! on transparent hugepages (allocated once, never freed while the table lives, so readers
-//! need no lock) and a writer-side allocator that reuses a retired group only after every
-//! worker passed a quiescent point.
+//! The 256-entry groups both LPMs hang below their first level: a read side that is one
+//! flat, lazily backed region of address space (group `g` is entries `g*256 .. g*256+256`,
+//! so reading an entry is one load at a computed offset, no chunk table to go through; the
+//! region is advised for transparent hugepages and never moves or shrinks while the table
+//! lives, so readers need no lock) and a writer-side allocator that reuses a retired group
+//! only after every worker passed a quiescent point.
 
 use crate::ip4::LpmError;
 use sluice_infra::epoch::{Epochs, Retired, ZeroedAtomicU32s};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
-// 2 MiB chunks: a lookup descending through several groups costs few TLB misses.
-const GROUPS_PER_CHUNK: usize = 2048;
-const MAX_CHUNKS: usize = 8192;
-/// Most groups a table can hold (group indices fit in 24 bits).
-pub const MAX_GROUPS: usize = GROUPS_PER_CHUNK * MAX_CHUNKS;
+const GROUP: usize = 256;
+/// Most groups a table can hold: 2M groups, 2 GiB (the real IPv6 table needs 38k). Group
+/// indices would fit 2^24, but reserving 16 GiB per table made `ethernet-input` 2–3 clocks
+/// per packet slower in the 1-route IPv6 benchmark (same instructions; 4 GiB too, 2 GiB not).
+pub const MAX_GROUPS: usize = 1 << 21;
+/// The store gives up halving its reservation below this many groups.
+const MIN_GROUPS: usize = 1 << 12;
 
 /// Read side: group index -> its 256 entries.
 pub(crate) struct GroupStore {
-    chunks: Box<[OnceLock<ZeroedAtomicU32s>]>,
+    entries: ZeroedAtomicU32s,
+    capacity: usize,
 }
 
 impl GroupStore {
+    /// Reserves address space for [`MAX_GROUPS`] groups (2 GiB, none of it backed until
+    /// written); where the address space is limited (RLIMIT_AS, strict overcommit) settles
+    /// for the largest power-of-two share it gets.
     pub(crate) fn new() -> Self {
-        GroupStore {
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+        let mut capacity = MAX_GROUPS;
+        loop {
+            match ZeroedAtomicU32s::try_new(capacity * GROUP) {
+                Ok(entries) => return GroupStore { entries, capacity },
+                Err(e) if capacity <= MIN_GROUPS => {
+                    panic!("cannot map {capacity} LPM groups: {e}")
+                }
+                Err(_) => capacity /= 2,
+            }
         }
     }
 
-    /// Group `g` (empty for an index never allocated: published indices always are).
+    /// Group `g` (empty beyond the capacity: published indices are always inside it).
     #[inline(always)]
     pub(crate) fn group(&self, g: u32) -> &[AtomicU32] {
-        let c = g as usize / GROUPS_PER_CHUNK;
-        let off = (g as usize % GROUPS_PER_CHUNK) * 256;
-        match self.chunks.get(c).and_then(|c| c.get()) {
-            Some(chunk) => &chunk.as_slice()[off..off + 256],
-            None => &[],
-        }
+        let off = g as usize * GROUP;
+        self.entries.as_slice().get(off..off + GROUP).unwrap_or(&[])
     }
+
+    /// Entry `i` of group `g` (0, an empty entry, beyond the capacity).
+    #[inline(always)]
+    pub(crate) fn entry(&self, g: u32, i: u8) -> u32 {
+        entry_in(self.entries(), g, i)
+    }
+
+    /// Every group's entries, for loops that hoist the slice out of [`entry_in`] calls.
+    #[inline(always)]
+    pub(crate) fn entries(&self) -> &[AtomicU32] {
+        self.entries.as_slice()
+    }
+}
+
+/// Entry `i` of group `g` in [`GroupStore::entries`] (0, an empty entry, beyond them).
+#[inline(always)]
+pub(crate) fn entry_in(entries: &[AtomicU32], g: u32, i: u8) -> u32 {
+    entries
+        .get((g as usize) << 8 | i as usize)
+        .map_or(0, |x| x.load(Ordering::Acquire))
 }
 
 /// Writer side (main thread).
@@ -65,13 +95,11 @@ impl GroupAlloc {
         let g = match self.free.pop() {
             Some(g) => g,
             None => {
-                if self.n_groups >= MAX_GROUPS {
+                if self.n_groups >= store.capacity {
                     return Err(LpmError::Full);
                 }
                 let g = self.n_groups as u32;
                 self.n_groups += 1;
-                store.chunks[g as usize / GROUPS_PER_CHUNK]
-                    .get_or_init(|| ZeroedAtomicU32s::new(GROUPS_PER_CHUNK * 256));
                 g
             }
         };

@@ -88,11 +88,7 @@ impl Ip4Table {
     pub fn lookup(&self, addr: u32) -> Option<u32> {
         let mut e = self.tbl24.as_slice()[(addr >> 8) as usize].load(Ordering::Acquire);
         if e & EXT != 0 {
-            e = self
-                .group(e & VALUE_MASK)
-                .get((addr & 0xff) as usize)
-                .map(|x| x.load(Ordering::Relaxed))
-                .unwrap_or(0);
+            e = self.groups.entry(e & VALUE_MASK, addr as u8);
         }
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
@@ -111,11 +107,7 @@ impl Ip4Table {
         for i in 0..4 {
             let mut x = e[i];
             if x & EXT != 0 {
-                x = self
-                    .group(x & VALUE_MASK)
-                    .get((a[i] & 0xff) as usize)
-                    .map(|y| y.load(Ordering::Relaxed))
-                    .unwrap_or(0);
+                x = self.groups.entry(x & VALUE_MASK, a[i] as u8);
             }
             out[i] = (x & VALID != 0).then_some(x & VALUE_MASK);
         }

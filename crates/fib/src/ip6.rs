@@ -1,9 +1,15 @@
-//! IPv6 longest-prefix match: a multibit trie with a 2^16-entry first level indexed by the
-//! top 16 bits and 256-entry groups (8-bit strides) below it, leaf-pushed, so a lookup is one
-//! load per level actually used: a /32 costs 3 loads, a /48 costs 5, whatever the number of
-//! routes. Memory grows with the number of distinct 8-bit-aligned parents (a real Internet
-//! table of 160k prefixes needs ~38k groups = ~38 MiB), not with a hash per prefix length —
-//! VPP's per-length hash probes every length present and slows down as the table grows.
+//! IPv6 longest-prefix match: a multibit trie with a 2^24-entry first level indexed by the
+//! top 24 bits (64 MiB of address space, backed by the OS only where written, THP-advised —
+//! IPv4's DIR-24-8 first level) and 256-entry groups (8-bit strides) below it, leaf-pushed,
+//! so a lookup is one load per level actually used: a /24 or shorter costs 1 load, a /32 2,
+//! a /48 4, a /64 6, whatever the number of routes. Memory grows with the number of distinct
+//! 8-bit-aligned parents (the real Internet table of 160k prefixes needs ~38k groups =
+//! ~37 MiB), not with a hash per prefix length — VPP's per-length hash probes every length
+//! present and slows down as the table grows.
+//!
+//! [`Ip6Table::lookup_many`] (what `ip6-lookup` calls for a frame) walks the vector level by
+//! level without data-dependent branches while at least 1/8 of it still descends, so the
+//! core overlaps the loads of many packets; addresses go in as the packet's bytes.
 //!
 //! Same concurrency model as [`crate::ip4`]: lookups are plain acquire loads from any thread,
 //! the main thread writes (`&mut self`) with atomic stores, a new group is filled before it
@@ -13,7 +19,7 @@
 //! Entry encoding (u32): top byte 0 = empty; 1..=129 = leaf, prefix length + 1, low 24 bits
 //! the value; 0xff = extended, low 24 bits the group index.
 
-use crate::groups::{GroupAlloc, GroupStore};
+use crate::groups::{entry_in, GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,7 +28,8 @@ const EXT: u32 = 0xff00_0000;
 const VALUE_MASK: u32 = 0x00ff_ffff;
 /// Largest value an entry can carry.
 pub const MAX_VALUE: u32 = VALUE_MASK;
-const ROOT_BITS: u32 = 16;
+const ROOT_BITS: u32 = 24;
+const ROOT_BYTES: usize = ROOT_BITS as usize / 8;
 
 pub use crate::ip4::LpmError;
 
@@ -61,91 +68,104 @@ pub struct Ip6Table {
     groups: GroupStore,
 }
 
+const ROOT_SIZE: usize = 1 << ROOT_BITS;
+
+/// First-level index of an address (its top `ROOT_BITS` bits).
+#[inline(always)]
+fn root_index(a: &[u8; 16]) -> usize {
+    (u32::from_be_bytes([a[0], a[1], a[2], a[3]]) >> (32 - ROOT_BITS)) as usize
+}
+
+/// All ones for an extended entry, else zero.
+#[inline(always)]
+fn ext_mask(e: u32) -> u32 {
+    0u32.wrapping_sub(is_ext(e) as u32)
+}
+
 impl Ip6Table {
     #[inline(always)]
     fn group(&self, g: u32) -> &[AtomicU32] {
         self.groups.group(g)
     }
 
+    /// The value of a fully descended entry (a leaf, or empty: no extended entry is left
+    /// after the last level).
     #[inline(always)]
-    fn step(&self, e: u32, addr: u128, shift: u32) -> u32 {
-        self.group(e & VALUE_MASK)
-            .get(((addr >> shift) & 0xff) as usize)
-            .map(|x| x.load(Ordering::Acquire))
-            .unwrap_or(0)
+    fn result(e: u32) -> Option<u32> {
+        (e >> 24 != 0 && !is_ext(e)).then_some(e & VALUE_MASK)
     }
 
     #[inline(always)]
-    fn result(e: u32) -> Option<u32> {
-        depth_of(e).map(|_| e & VALUE_MASK)
+    fn root(&self) -> &[AtomicU32; ROOT_SIZE] {
+        self.root
+            .as_slice()
+            .try_into()
+            .expect("the first level has ROOT_SIZE entries")
     }
 
     /// Longest-prefix match: the value of the longest prefix covering `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        let mut e =
-            self.root.as_slice()[(addr >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire);
-        let mut shift = 128 - ROOT_BITS;
-        while is_ext(e) && shift >= 8 {
-            shift -= 8;
-            e = self.step(e, addr, shift);
-        }
-        Self::result(e)
+        let a = addr.to_be_bytes();
+        let e = self.root()[root_index(&a)].load(Ordering::Acquire);
+        Self::result(descend_rest(self.groups.entries(), e, &a, ROOT_BYTES))
     }
 
-    /// Four lookups at once, level by level, so the four chains of loads overlap.
-    #[inline(always)]
-    pub fn lookup_x4(&self, a: [u128; 4]) -> [Option<u32>; 4] {
-        let r = self.root.as_slice();
-        let mut e = [
-            r[(a[0] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[1] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[2] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-            r[(a[3] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire),
-        ];
-        let mut shift = 128 - ROOT_BITS;
-        while shift >= 8 && e.iter().any(|&x| is_ext(x)) {
-            shift -= 8;
-            for i in 0..4 {
-                if is_ext(e[i]) {
-                    e[i] = self.step(e[i], a[i], shift);
-                }
-            }
-        }
-        e.map(Self::result)
-    }
-
-    /// Lookups for a whole vector, level by level: every pass issues one independent load per
-    /// packet still descending, so up to `addrs.len()` cache misses are in flight at once
-    /// instead of one chain of dependent loads per packet. `out[i]` gets the value, or
-    /// `u32::MAX` when no prefix covers `addrs[i]`.
+    /// Lookups for a whole vector of addresses in network byte order (as they sit in the
+    /// packets). `out[i]` gets the value, or `u32::MAX` when no prefix covers `addrs[i]`.
+    ///
+    /// The vector goes through the first level, then level by level through the groups
+    /// without a branch for as long as at least 1/8 of it still descends: an address that
+    /// already reached a leaf reads entry 0 of group 0 (always in cache) and keeps its leaf.
+    /// Nothing a packet's bytes decide is a branch there, so the core runs ahead and keeps the
+    /// independent loads of many packets in flight. The few addresses that need more levels
+    /// finish with a loop (a branch each).
     #[inline]
-    pub fn lookup_many(&self, addrs: &[u128], out: &mut [u32]) {
+    pub fn lookup_many(&self, addrs: &[[u8; 16]], out: &mut [u32]) {
+        let root = self.root();
+        let groups = self.groups.entries();
         let n = addrs.len().min(out.len());
-        let r = self.root.as_slice();
-        for i in 0..n {
-            out[i] = r[(addrs[i] >> (128 - ROOT_BITS)) as usize].load(Ordering::Acquire);
+        let (addrs, out) = (&addrs[..n], &mut out[..n]);
+        let mut m = 0;
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            let e = root[root_index(a)].load(Ordering::Acquire);
+            *o = e;
+            m += is_ext(e) as usize;
         }
-        let mut shift = 128 - ROOT_BITS;
-        loop {
-            let mut more = false;
-            if shift >= 8 {
-                shift -= 8;
-                for i in 0..n {
-                    if is_ext(out[i]) {
-                        out[i] = self.step(out[i], addrs[i], shift);
-                        more |= is_ext(out[i]);
-                    }
-                }
+        let mut k = ROOT_BYTES;
+        while k < 16 && m * 8 >= n && m > 0 {
+            m = 0;
+            for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                let e = *o;
+                let x = ext_mask(e);
+                let i = (((e & VALUE_MASK) << 8) | a[k] as u32) & x;
+                let e = (entry_in(groups, i >> 8, i as u8) & x) | (e & !x);
+                *o = e;
+                m += is_ext(e) as usize;
             }
-            if !more {
-                break;
-            }
+            k += 1;
         }
-        for x in &mut out[..n] {
-            *x = Self::result(*x).unwrap_or(u32::MAX);
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            let e = if m > 0 {
+                descend_rest(groups, *o, a, k)
+            } else {
+                *o
+            };
+            *o = Self::result(e).unwrap_or(u32::MAX);
         }
     }
+}
+
+/// Follows group pointers from `e`, at address byte `k`, down to a leaf.
+#[inline(always)]
+fn descend_rest(groups: &[AtomicU32], mut e: u32, a: &[u8; 16], k: usize) -> u32 {
+    for &b in &a[k.min(16)..] {
+        if !is_ext(e) {
+            break;
+        }
+        e = entry_in(groups, e & VALUE_MASK, b);
+    }
+    e
 }
 
 /// The IPv6 LPM: the shared [`Ip6Table`] plus the writer's bookkeeping (main thread only).
@@ -198,9 +218,15 @@ impl Ip6Lpm {
         self.alloc.in_use()
     }
 
-    /// Bytes of groups in use (the first level, 256 KiB, not counted).
+    /// Bytes of groups in use (the first level, [`Self::first_level_bytes`], not counted).
     pub fn memory_bytes(&self) -> usize {
         self.groups_in_use() * 256 * 4
+    }
+
+    /// Size of the first level: address space reserved up front, backed by the OS only
+    /// where entries were written (a default route writes all of it).
+    pub fn first_level_bytes(&self) -> usize {
+        ROOT_SIZE * 4
     }
 
     /// The shared read side (give a clone to every thread).
@@ -417,11 +443,10 @@ mod tests {
         assert_eq!(t.lookup(a("2001:db8:1:2::2")), Some(4));
         assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(5));
         assert_eq!(t.lookup(a("2001:db8:1:2:8000::1")), Some(7));
-        assert_eq!(
-            t.table()
-                .lookup_x4([a("::1"), a("2001:db8:1:2::1"), a("3fff::"), a("2001:db8::")]),
-            [Some(1), Some(5), Some(6), Some(2)]
-        );
+        let xs = [a("::1"), a("2001:db8:1:2::1"), a("3fff::"), a("2001:db8::")];
+        let mut got = [0; 4];
+        t.table().lookup_many(&xs.map(u128::to_be_bytes), &mut got);
+        assert_eq!(got, [1, 5, 6, 2]);
         assert!(t.groups_in_use() > 0);
         assert_eq!(t.remove(&e, a("2001:db8:1:2::1"), 128), Some(5));
         assert_eq!(t.lookup(a("2001:db8:1:2::1")), Some(4));
@@ -441,18 +466,88 @@ mod tests {
         assert_eq!(t.remove(&e, 0, 8), None);
     }
 
+    /// `lookup_many` against `lookup` for one vector.
+    fn check_many(t: &Ip6Lpm, xs: &[u128]) {
+        let bytes: Vec<[u8; 16]> = xs.iter().map(|x| x.to_be_bytes()).collect();
+        let mut got = vec![0; xs.len()];
+        t.table().lookup_many(&bytes, &mut got);
+        for (x, g) in xs.iter().zip(got) {
+            assert_eq!(Some(g).filter(|&v| v != u32::MAX), t.lookup(*x), "{x:x}");
+        }
+    }
+
+    #[test]
+    fn vectors_of_every_depth_mix() {
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        t.insert(&e, a("2001::"), 16, 1).unwrap();
+        for k in 0..100u128 {
+            t.insert(&e, a("2001:db8::") + (k << 80), 48, 2).unwrap();
+        }
+        t.insert(&e, a("2001:db8::1"), 128, 3).unwrap();
+        let shallow = a("2001:1::1");
+        let mid = a("2001:db8:5::1");
+        let deep = a("2001:db8::1");
+        // First level only; every address through every level without a branch; most
+        // addresses done at /48 and a few finishing with the loop; nothing routed.
+        check_many(&t, &[shallow; 256]);
+        check_many(&t, &[deep; 256]);
+        let mut v = vec![mid; 250];
+        v.extend([deep; 6]);
+        check_many(&t, &v);
+        v.extend([shallow; 100]);
+        check_many(&t, &v);
+        check_many(&t, &[a("3001::1"), deep, a("2001:db8::2")]);
+        check_many(&t, &[]);
+    }
+
+    #[test]
+    fn first_level_boundary() {
+        // Prefixes ending just before, at and just after the 24-bit first level.
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        t.insert(&e, a("2001:c00::"), 23, 1).unwrap();
+        t.insert(&e, a("2001:d00::"), 24, 2).unwrap();
+        t.insert(&e, a("2001:d00::"), 25, 3).unwrap();
+        t.insert(&e, a("2001:d80::"), 25, 4).unwrap();
+        assert_eq!(t.lookup(a("2001:d00::1")), Some(3));
+        assert_eq!(t.lookup(a("2001:d80::1")), Some(4));
+        assert_eq!(t.lookup(a("2001:dff::1")), Some(4));
+        assert_eq!(t.lookup(a("2001:c00::1")), Some(1));
+        assert_eq!(t.lookup(a("2001:e00::1")), None);
+        assert_eq!(t.remove(&e, a("2001:d80::"), 25), Some(4));
+        assert_eq!(t.lookup(a("2001:d80::1")), Some(2));
+        assert_eq!(t.remove(&e, a("2001:d00::"), 25), Some(3));
+        assert_eq!(
+            t.groups_in_use(),
+            0,
+            "the /24's group folded back into the first level"
+        );
+        assert_eq!(t.remove(&e, a("2001:d00::"), 24), Some(2));
+        assert_eq!(t.lookup(a("2001:d00::1")), Some(1));
+    }
+
     fn prefix() -> impl Strategy<Value = (u128, u8)> {
         // Lengths spread over every level boundary; addresses from a small space so
         // prefixes overlap and nest.
         (
-            prop_oneof![1 => Just(0u8), 5 => 1u8..=16, 10 => 17u8..=48, 5 => 49u8..=64, 3 => 65u8..=127, 3 => Just(128u8)],
+            // /17../32 straddle the 24-bit first level (painted ranges of it, or groups right
+            // below it) and get their own weight.
+            prop_oneof![1 => Just(0u8), 1 => 1u8..=8, 4 => 9u8..=16, 6 => 17u8..=32, 6 => 33u8..=48, 5 => 49u8..=64, 3 => 65u8..=127, 3 => Just(128u8)],
             0u64..1 << 10,
             any::<u64>(),
         )
             .prop_map(|(l, hi, lo)| {
                 let top = 0x2001_0db8u128 << 96;
                 let addr = top | ((hi as u128) << 70) | ((lo as u128) & 0x3f_ffff);
-                let addr = if l < 16 { addr ^ ((hi as u128) << 118) } else { addr };
+                let addr = if l < 16 {
+                    addr ^ ((hi as u128) << 118)
+                } else if l <= 32 {
+                    // Vary bits 20..28 from the top: both sides of the first level's end.
+                    addr ^ ((hi as u128 & 0xff) << 100)
+                } else {
+                    addr
+                };
                 (mask(addr, l), l)
             })
     }
@@ -484,13 +579,20 @@ mod tests {
                     prop_assert_eq!(t.lookup(x), oracle(&model, x), "addr {:x}", x);
                 }
             }
-            let xs = [probes[0].0, probes[probes.len() / 2].0, 0, u128::MAX];
-            prop_assert_eq!(t.table().lookup_x4(xs), xs.map(|x| oracle(&model, x)));
-            let many: Vec<u128> = probes.iter().map(|p| p.0 | 1).collect();
-            let mut got = vec![0u32; many.len()];
-            t.table().lookup_many(&many, &mut got);
-            for (x, g) in many.iter().zip(got) {
-                prop_assert_eq!(Some(g).filter(|&v| v != u32::MAX), oracle(&model, *x));
+            let mut many: Vec<u128> = probes.iter().map(|p| p.0 | 1).collect();
+            many.extend([0, u128::MAX]);
+            let bytes: Vec<[u8; 16]> = many.iter().map(|x| x.to_be_bytes()).collect();
+            let want: Vec<Option<u32>> = many.iter().map(|&x| oracle(&model, x)).collect();
+            // Vectors of several sizes: how many addresses still descend decides when the
+            // branchless passes stop.
+            for size in [1, 7, 256] {
+                for (c, w) in bytes.chunks(size).zip(want.chunks(size)) {
+                    let mut got = vec![0u32; c.len()];
+                    t.table().lookup_many(c, &mut got);
+                    let got: Vec<Option<u32>> =
+                        got.iter().map(|&g| Some(g).filter(|&v| v != u32::MAX)).collect();
+                    prop_assert_eq!(&got[..], w);
+                }
             }
             // Removing everything leaves no group behind.
             for (p, l, _) in model.drain(..) {

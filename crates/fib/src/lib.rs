@@ -2,7 +2,7 @@
 //! (atomic stores, seqlocks, deferred reclamation).
 //!
 //! - [`ip4`]: IPv4 longest-prefix match (DIR-24-8).
-//! - [`ip6`]: IPv6 longest-prefix match (16-bit first level, 8-bit strides).
+//! - [`ip6`]: IPv6 longest-prefix match (24-bit first level, 8-bit strides).
 //! - [`adj`]: adjacencies (rewrite, local, glean, incomplete, drop).
 //! - [`lb`]: load-balance objects for ECMP routes (flow-hash buckets, weighted).
 

@@ -109,9 +109,22 @@ unsafe impl Sync for ZeroedAtomicU32s {}
 
 impl ZeroedAtomicU32s {
     /// `n` zeroed entries.
+    ///
+    /// # Panics
+    /// If the address space cannot be mapped (see [`Self::try_new`]).
     pub fn new(n: usize) -> Self {
+        Self::try_new(n).unwrap_or_else(|e| panic!("cannot map {} entries: {e}", n))
+    }
+
+    /// `n` zeroed entries, or the OS's error when the region cannot be mapped (address-space
+    /// limit, strict overcommit). Only pages written later take memory.
+    pub fn try_new(n: usize) -> std::io::Result<Self> {
         const HUGE: usize = 2 << 20;
-        let bytes = (n.max(1) * 4).div_ceil(HUGE) * HUGE;
+        let bytes = n
+            .max(1)
+            .checked_mul(4)
+            .map(|b| b.div_ceil(HUGE) * HUGE)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
         // SAFETY: anonymous private mapping with no address hint; the result is checked.
         let p = unsafe {
             libc::mmap(
@@ -123,20 +136,18 @@ impl ZeroedAtomicU32s {
                 0,
             )
         };
-        assert!(
-            p != libc::MAP_FAILED,
-            "cannot map {bytes} bytes: {}",
-            std::io::Error::last_os_error()
-        );
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
         // SAFETY: advice on our own mapping; failure (no THP) is harmless.
         unsafe {
             libc::madvise(p, bytes, libc::MADV_HUGEPAGE);
         }
-        ZeroedAtomicU32s {
+        Ok(ZeroedAtomicU32s {
             ptr: p as *mut AtomicU32Compat,
             len: n,
             map_len: bytes,
-        }
+        })
     }
 
     /// The entries.
@@ -185,5 +196,12 @@ mod tests {
         assert_eq!(z.as_slice()[12345].load(Ordering::Relaxed), 0);
         z.as_slice()[5].store(9, Ordering::Relaxed);
         assert_eq!(z.as_slice()[5].load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn zeroed_atomics_too_big_is_an_error() {
+        // More than the address space: an error to fall back from, not a panic.
+        assert!(ZeroedAtomicU32s::try_new(usize::MAX / 2).is_err());
+        assert!(ZeroedAtomicU32s::try_new(1 << 60).is_err());
     }
 }

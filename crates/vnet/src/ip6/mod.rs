@@ -641,10 +641,11 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         |out, id, fib, rt| {
             let _ = writeln!(
                 out,
-                "ipv6-VRF:{id}, fib_index:{fib}, routes {}, groups {} ({} KiB)",
+                "ipv6-VRF:{id}, fib_index:{fib}, routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
                 rt.routes.len(),
                 rt.lpm.groups_in_use(),
-                rt.lpm.memory_bytes() / 1024
+                rt.lpm.memory_bytes() / 1024,
+                rt.lpm.first_level_bytes() >> 20
             );
         },
         |out, rt| {

@@ -127,7 +127,8 @@ impl PacketNode for Ip6Input {
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
     nexts: [u16; FRAME_SIZE],
-    dst: [u128; FRAME_SIZE],
+    /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
+    dst: [[u8; 16]; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
     fib: [u32; FRAME_SIZE],
 }
@@ -151,8 +152,12 @@ impl NodeFn for Ip6Lookup {
             }
             // SAFETY: this node owns the frame; one view at a time.
             let v = unsafe { pool.buffer(b) };
-            // ip6-input guaranteed a full header.
-            self.dst[j] = addr_at(v.data(), 24);
+            // ip6-input guaranteed a full header (a short one would look up `::`).
+            self.dst[j] = v
+                .data()
+                .get(24..40)
+                .and_then(|d| d.try_into().ok())
+                .unwrap_or_default();
             self.fib[j] = v.hdr.ip.fib_index;
             any_vrf |= v.hdr.ip.fib_index;
         }
@@ -163,7 +168,7 @@ impl NodeFn for Ip6Lookup {
             for j in 0..n {
                 self.res[j] = self
                     .shared
-                    .lookup(self.fib[j], self.dst[j])
+                    .lookup(self.fib[j], u128::from_be_bytes(self.dst[j]))
                     .unwrap_or(u32::MAX);
             }
         }
@@ -785,7 +790,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
             Box::new(Ip6Lookup {
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
-                dst: [0; FRAME_SIZE],
+                dst: [[0; 16]; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
                 fib: [0; FRAME_SIZE],
             })
