@@ -7,8 +7,9 @@
 //!   - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!     for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
-//!   - next: `interface-output` (0); `error-drop` (1); `ethernet-input` (2) for frames to the
-//!     BVI (routed from there: the bridge's L3 interface).
+//!   - next: `interface-output` (0), or the first feature enabled on the tx interface's
+//!     `l2-output` arc (flooded copies included); `error-drop` (1); `ethernet-input` (2) for
+//!     frames to the BVI (routed from there: the bridge's L3 interface; not an output).
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!     interface), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
 //!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
@@ -79,6 +80,26 @@ pub struct L2Input {
     shared: Arc<L2Shared>,
     bds: Vec<Option<BdCfg>>,
     recent: [(u64, u32, u32); 64],
+    features: Arc<crate::feature::FeatureNext>,
+    slot: usize,
+    // Per-frame cache: the last tx interface and its `l2-output` arc next.
+    out: Option<(u32, Next)>,
+}
+
+impl L2Input {
+    /// The arc towards `interface-output` for a frame sent on `tx` (through the features
+    /// enabled on its `l2-output` arc).
+    #[inline(always)]
+    fn output(&mut self, tx: u32) -> Next {
+        match self.out {
+            Some((i, n)) if i == tx => n,
+            _ => {
+                let n = self.features.next(self.slot, tx, Next(0));
+                self.out = Some((tx, n));
+                n
+            }
+        }
+    }
 }
 
 const E_FILTERED: u16 = 3;
@@ -87,11 +108,16 @@ const E_NO_MEMBER: u16 = 5;
 const E_NO_BUF: u16 = 6;
 
 impl PacketNode for L2Input {
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.out = None;
+    }
+
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let bd = b.hdr.l2.bd_index;
         if bd == 0 {
             cx.count(0, 1);
-            return Next(0);
+            return self.output(b.hdr.tx_if);
         }
         let (learn, forward, flood_bcast, uu_flood) = match self.bds.get(bd as usize) {
             Some(Some(c)) => (c.learn, c.forward, c.flood, c.uu_flood),
@@ -145,7 +171,7 @@ impl PacketNode for L2Input {
                         return to_bvi(b, tx);
                     }
                     b.hdr.tx_if = tx;
-                    return Next(0);
+                    return self.output(tx);
                 }
                 _ => uu_flood,
             }
@@ -176,7 +202,7 @@ impl PacketNode for L2Input {
                     let next = if cfg.bvi == Some(m) {
                         to_bvi(&mut v, m)
                     } else {
-                        Next(0)
+                        self.features.next(self.slot, m, Next(0))
                     };
                     cx.enqueue(next, c);
                 }
@@ -189,7 +215,7 @@ impl PacketNode for L2Input {
             return to_bvi(b, m);
         }
         b.hdr.tx_if = m;
-        Next(0)
+        self.features.next(self.slot, m, Next(0))
     }
 }
 
@@ -303,8 +329,10 @@ pub struct L2Main {
     ctl: Option<Arc<Mutex<L2Control>>>,
 }
 
-/// Registers `l2-input` and `l2-learn-process`.
-pub fn register(b: &mut GraphBuilder) {
+/// Registers `l2-input` and `l2-learn-process`; `features` is the feature-arc next table
+/// (`l2-input` starts the `l2-output` arc).
+pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>) {
+    let slot = crate::feature::slot_of(L2_INPUT).unwrap_or(0);
     let fib = Bihash::new();
     let shared = Arc::new(L2Shared {
         fib: fib.table().clone(),
@@ -323,6 +351,9 @@ pub fn register(b: &mut GraphBuilder) {
                 shared: shared.clone(),
                 bds: Vec::new(),
                 recent: [(0, 0, 0); 64],
+                features: features.clone(),
+                slot,
+                out: None,
             }))
         })
         .nexts(&[

@@ -13,6 +13,7 @@ pub mod output;
 pub mod ping;
 pub mod ratelimit;
 pub mod routes;
+pub mod rpf;
 pub mod rxq;
 pub mod subif;
 
@@ -23,9 +24,11 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
     output::register(b);
     l2patch::register(b);
     let v4 = ip4::register(b);
-    ip6::register(b, v4);
+    let v6 = ip6::register(b, v4.clone());
+    feature::register(b, v4.features.clone());
+    rpf::register(b, v4.clone(), v6);
     loopback::register(b);
-    l2::register(b);
+    l2::register(b, v4.features.clone());
 }
 
 /// Registers the vnet CLI commands and installs interface-name resolution for the runtime.

@@ -42,8 +42,6 @@ pub const IP4_GLEAN: &str = "ip4-glean";
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// `l2-input` (see `crate::l2`).
 pub const L2_INPUT: &str = crate::l2::L2_INPUT;
-/// `ip4-source-check-via-rx` (feature on `ip4-unicast`).
-pub const IP4_SOURCE_CHECK: &str = "ip4-source-check-via-rx";
 
 /// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
 /// `feature_meta[1]`: the MTU for "fragmentation needed".
@@ -61,8 +59,9 @@ const ICMP_MTU: usize = 1;
 ///   then is classified like an untagged frame of that interface.
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
 ///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
-///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain); `ip6-input` (4) for
-///   IPv6; every frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
+///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain) — or the first
+///   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
+///   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
 ///   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
@@ -78,6 +77,9 @@ pub struct EthernetInput {
     cached_bd: u32,
     cached_fib: [u32; 2],
     cached_redirect: u32,
+    // ... and the `l2-input` arc's next for it.
+    cached_l2_next: Next,
+    slot: usize,
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -172,6 +174,9 @@ impl PacketNode for EthernetInput {
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
             ];
+            if self.cached_l2 != 0 || self.cached_bd != 0 {
+                self.cached_l2_next = self.shared.features.next(self.slot, b.hdr.rx_if, Next(3));
+            }
         }
         if self.cached_redirect != 0 {
             return Next((self.cached_redirect - 1) as u16);
@@ -205,14 +210,14 @@ impl PacketNode for EthernetInput {
             b.hdr.tx_if = self.cached_l2 - 1;
             b.hdr.l2.bd_index = 0;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return Next(3);
+            return self.cached_l2_next;
         }
         if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
             // Bridged interface: l2-input switches it in its bridge domain (unless the bridge
             // just switched it to this interface, its BVI: then it is routed below).
             b.hdr.l2.bd_index = self.cached_bd as u16;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return Next(3);
+            return self.cached_l2_next;
         }
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
@@ -312,53 +317,6 @@ impl PacketNode for Ip4Input {
         if total < d.len() && b.chain_rest_len() == 0 {
             b.set_len(total);
         }
-        self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-/// `ip4-source-check-via-rx`: strict reverse-path check (uRPF strict, RFC 3704 §2.2), a
-/// feature on the `ip4-unicast` arc: the route back to the source must leave through the
-/// interface the packet came in on.
-///
-/// - uses: the IPv4 header (source address), `rx_if`, `ip.fib_index`.
-/// - sets: nothing.
-/// - next: `error-drop` (0) when the check fails; otherwise the next feature of the rx
-///   interface's arc, by default `ip4-lookup` (1).
-/// - counters: `no_route` (no route back to the source), `wrong_interface` (route back leaves
-///   through another interface), `passed` (info).
-pub struct Ip4SourceCheck {
-    shared: Arc<Ip4Shared>,
-    slot: usize,
-}
-
-const E_SC_NO_ROUTE: u16 = 0;
-const E_SC_WRONG_IF: u16 = 1;
-const C_SC_PASSED: u16 = 2;
-
-impl PacketNode for Ip4SourceCheck {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let d = b.data();
-        let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-        let Some(v) = self.shared.lookup(b.hdr.ip.fib_index, src) else {
-            b.hdr.error = cx.error(E_SC_NO_ROUTE);
-            return Next(0);
-        };
-        let ok = if v >= super::LB_FLAG {
-            // ECMP route back: any of its paths may be the rx interface; accept (loose).
-            true
-        } else {
-            let a = self.shared.adj.get(v);
-            matches!(
-                a.kind,
-                AdjKind::Rewrite | AdjKind::Glean | AdjKind::Incomplete
-            ) && a.tx_if == b.hdr.rx_if
-        };
-        if !ok {
-            b.hdr.error = cx.error(E_SC_WRONG_IF);
-            return Next(0);
-        }
-        cx.count(C_SC_PASSED as usize, 1);
         self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
     }
 }
@@ -496,14 +454,17 @@ fn flow_hash(ip: &[u8]) -> u32 {
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip4-icmp-error`.
-/// - next: `error-drop` (0); `interface-output` (1); `ip4-icmp-error` (2) for TTL expiry and
-///   DF packets over the MTU.
+/// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
+///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
+///   the MTU.
 /// - counters: `ttl_expired` (ip4 ttl <= 1, info: an ICMP error follows), `mtu_exceeded`
 ///   (packet larger than MTU and fragmentation not supported), `no_headroom`.
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
-    // Per-frame cache: consecutive packets usually share an adjacency.
-    cached: Option<(u32, Adj)>,
+    slot: usize,
+    // Per-frame cache: consecutive packets usually share an adjacency; with it, the
+    // `ip4-output` arc's next for its interface.
+    cached: Option<(u32, Adj, Next)>,
 }
 
 const E_TTL: u16 = 0;
@@ -519,12 +480,13 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let adj = match self.cached {
-            Some((i, a)) if i == ai => a,
+        let (adj, out) = match self.cached {
+            Some((i, a, o)) if i == ai => (a, o),
             _ => {
                 let a = self.shared.adj.get(ai);
-                self.cached = Some((ai, a));
-                a
+                let o = self.shared.features.next(self.slot, a.tx_if, Next(1));
+                self.cached = Some((ai, a, o));
+                (a, o)
             }
         };
         let len = b.total_len();
@@ -560,7 +522,7 @@ impl PacketNode for Ip4Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        Next(1)
+        out
     }
 }
 
@@ -884,6 +846,7 @@ impl NodeFn for NeighborProcess {
 /// Registers the IPv4 nodes.
 pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<CtlSlot>>) {
     let s = shared.clone();
+    let eslot = crate::feature::slot_of(ETHERNET_INPUT).unwrap_or(0);
     b.register(
         NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(EthernetInput {
@@ -895,6 +858,8 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_redirect: 0,
                 cached_bd: 0,
                 cached_fib: [0; 2],
+                cached_l2_next: Next(3),
+                slot: eslot,
             }))
         })
         .nexts(&[
@@ -946,10 +911,12 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
+    let rslot = crate::feature::slot_of(IP4_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Rewrite {
                 shared: s.clone(),
+                slot: rslot,
                 cached: None,
             }))
         })
@@ -1023,25 +990,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("throttled", "ARP requests throttled"),
             CounterDesc::error("no_buffer", "no buffer for ARP request"),
             CounterDesc::error("no_source", "no source address for ARP request"),
-        ]),
-    );
-    let s = shared.clone();
-    let fslot = crate::feature::slot_of(IP4_SOURCE_CHECK).unwrap_or(0);
-    b.register(
-        NodeRegistration::new(IP4_SOURCE_CHECK, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4SourceCheck {
-                shared: s.clone(),
-                slot: fslot,
-            }))
-        })
-        .nexts(&["error-drop", IP4_LOOKUP])
-        .counters(&[
-            CounterDesc::error("no_route", "ip4 source check: no route to source"),
-            CounterDesc::error(
-                "wrong_interface",
-                "ip4 source check: route to source via another interface",
-            ),
-            CounterDesc::info("passed", "ip4 source check passed"),
         ]),
     );
     b.register(

@@ -400,7 +400,7 @@ pub struct CtlSlot {
 }
 
 /// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
+pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -419,7 +419,8 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared, slot);
+    nodes::register(b, shared.clone(), slot);
+    shared
 }
 
 /// Completes the control plane once the runtime exists.

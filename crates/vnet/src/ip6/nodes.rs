@@ -245,13 +245,16 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///   kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip6-icmp-error`.
-/// - next: `error-drop` (0); `interface-output` (1); `ip6-icmp-error` (2) for hop-limit
-///   expiry and packets over the MTU (routers never fragment IPv6).
+/// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
+///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
+///   the MTU (routers never fragment IPv6).
 /// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
 ///   over the MTU, ICMPv6 packet too big follows), `no_headroom`.
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
-    cached: Option<(u32, Adj)>,
+    slot: usize,
+    // Per-frame cache: the last adjacency and the `ip6-output` arc's next for its interface.
+    cached: Option<(u32, Adj, Next)>,
 }
 
 const C_HOP_LIMIT: u16 = 0;
@@ -267,12 +270,13 @@ impl PacketNode for Ip6Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let adj = match self.cached {
-            Some((i, a)) if i == ai => a,
+        let (adj, out) = match self.cached {
+            Some((i, a, o)) if i == ai => (a, o),
             _ => {
                 let a = self.shared.adj.get(ai);
-                self.cached = Some((ai, a));
-                a
+                let o = self.shared.v4.features.next(self.slot, a.tx_if, Next(1));
+                self.cached = Some((ai, a, o));
+                (a, o)
             }
         };
         let len = b.total_len();
@@ -300,7 +304,7 @@ impl PacketNode for Ip6Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        Next(1)
+        out
     }
 }
 
@@ -803,10 +807,12 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
+    let rslot = crate::feature::slot_of(IP6_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP6_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6Rewrite {
                 shared: s.clone(),
+                slot: rslot,
                 cached: None,
             }))
         })
