@@ -9,6 +9,7 @@ pub mod ip6;
 pub mod l2;
 pub mod l2patch;
 pub mod loopback;
+pub mod neighbor;
 pub mod output;
 pub mod ping;
 pub mod ratelimit;
@@ -37,6 +38,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     ip4::register_cli(t);
     ip6::register_cli(t);
     feature::register_cli(t);
+    neighbor::register_cli(t);
     loopback::register_cli(t);
     l2::register_cli(t);
     subif::register_cli(t);

@@ -689,14 +689,17 @@ impl PacketNode for Ip4IcmpError {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `arp-input`: answers ARP requests for the interface's address and learns senders.
+/// `arp-input`: answers ARP requests for any address of the receiving interface, learns
+/// senders, and refreshes existing entries from gratuitous ARP.
 ///
-/// - uses: `rx_if`; the ARP packet at `current_data`.
+/// - uses: `rx_if`, `ip.fib_index`; the ARP packet at `current_data`.
 /// - sets: turns requests into replies in place (new Ethernet header in the headroom),
 ///   `tx_if` = `rx_if`.
 /// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies.
 /// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
-///   (info: request for another address), `malformed` (not Ethernet/IPv4 ARP).
+///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
+///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
+///   target address — which only updates an existing neighbour, as VPP: it never creates one).
 pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
@@ -705,6 +708,22 @@ const C_REPLIES_SENT: u16 = 0;
 const C_REPLIES_RX: u16 = 1;
 const C_NOT_FOR_US: u16 = 2;
 const E_MALFORMED: u16 = 3;
+const C_GARP: u16 = 4;
+
+impl ArpInput {
+    fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
+        if let Ok(mut l) = self.shared.learned.lock() {
+            if l.len() < 4096 {
+                l.push(crate::neighbor::Learned {
+                    sw_if: b.hdr.rx_if,
+                    ip: u32::from(r.spa),
+                    mac: r.sha.0,
+                    update_only,
+                });
+            }
+        }
+    }
+}
 
 impl PacketNode for ArpInput {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -715,21 +734,31 @@ impl PacketNode for ArpInput {
                 return Next(0);
             }
         };
-        let attr = self.shared.if_attr(b.hdr.rx_if);
-        let mine = attr.ip4.load(Ordering::Relaxed);
-        if u32::from(r.tpa) != mine || mine == 0 {
+        if r.spa == r.tpa {
+            // Gratuitous ARP: refreshes the sender's entry if it exists; never answered.
+            self.learn(b, &r, true);
+            b.hdr.error = cx.error(C_GARP);
+            return Next(0);
+        }
+        // Ours when the target's route is a local address of this very interface (any of
+        // its addresses, not only the first).
+        let tpa = u32::from(r.tpa);
+        let ours = self
+            .shared
+            .lookup(b.hdr.ip.fib_index, tpa)
+            .filter(|&v| v < super::LB_FLAG)
+            .map(|v| self.shared.adj.get(v))
+            .is_some_and(|a| a.kind == AdjKind::Local && a.tx_if == b.hdr.rx_if);
+        if !ours {
             b.hdr.error = cx.error(C_NOT_FOR_US);
             return Next(0);
         }
-        if let Ok(mut l) = self.shared.learned.lock() {
-            if l.len() < 4096 {
-                l.push((b.hdr.rx_if, u32::from(r.spa), r.sha.0));
-            }
-        }
+        self.learn(b, &r, false);
         if r.op != arp::op::REQUEST {
             b.hdr.error = cx.error(C_REPLIES_RX);
             return Next(0);
         }
+        let attr = self.shared.if_attr(b.hdr.rx_if);
         let my_mac = Mac(attr.mac_bytes());
         let reply = ArpRepr {
             op: arp::op::REPLY,
@@ -796,21 +825,9 @@ impl PacketNode for Ip4Glean {
             b.hdr.error = cx.error(E_NO_BUF);
             return Next(0);
         };
-        let my_mac = Mac(attr.mac_bytes());
+        let frame = arp_request(Mac::BROADCAST, Mac(attr.mac_bytes()), src_ip, target);
         // SAFETY: `req` was just allocated by this node and has no other view.
         let mut v = unsafe { cx.buffer(req) };
-        let mut frame = [0u8; 14 + arp::LEN];
-        frame[0..6].copy_from_slice(&Mac::BROADCAST.0);
-        frame[6..12].copy_from_slice(&my_mac.0);
-        frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
-        ArpRepr {
-            op: arp::op::REQUEST,
-            sha: my_mac,
-            spa: Ipv4Addr::from(src_ip),
-            tha: Mac::default(),
-            tpa: Ipv4Addr::from(target),
-        }
-        .emit(&mut frame[14..]);
         v.write_packet(&frame);
         v.hdr.tx_if = adj.tx_if;
         v.hdr.rx_if = b.hdr.rx_if;
@@ -821,12 +838,36 @@ impl PacketNode for Ip4Glean {
     }
 }
 
+/// An ARP request frame (Ethernet header included) from `my_mac`/`src` for `target`, to
+/// `dst` (broadcast, or the neighbour's MAC for an aging probe).
+fn arp_request(dst: Mac, my_mac: Mac, src: u32, target: u32) -> [u8; 14 + arp::LEN] {
+    let mut frame = [0u8; 14 + arp::LEN];
+    frame[0..6].copy_from_slice(&dst.0);
+    frame[6..12].copy_from_slice(&my_mac.0);
+    frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+    ArpRepr {
+        op: arp::op::REQUEST,
+        sha: my_mac,
+        spa: Ipv4Addr::from(src),
+        tha: Mac::default(),
+        tpa: Ipv4Addr::from(target),
+    }
+    .emit(&mut frame[14..]);
+    frame
+}
+
 // ---------------------------------------------------------------------------------------
 /// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
-/// update + host route). Main thread only.
+/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip4
+/// age`): sends unicast ARP requests to stale ones, removes those still stale after their
+/// probe. Main thread only.
+///
+/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
+/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
 pub struct NeighborProcess {
     /// Control-plane slot (see `ip4::init`).
     pub slot: Arc<Mutex<CtlSlot>>,
+    last_age: f64,
 }
 
 impl NodeFn for NeighborProcess {
@@ -835,6 +876,20 @@ impl NodeFn for NeighborProcess {
         if let Some(c) = ctl {
             let n = super::lock(&c).apply_learned();
             cx.count(0, n as u64);
+            if cx.now_secs() - self.last_age >= crate::neighbor::AGE_INTERVAL {
+                self.last_age = cx.now_secs();
+                let mut ctl = super::lock(&c);
+                let probes: Vec<_> = ctl
+                    .age_neighbors()
+                    .into_iter()
+                    .map(|(i, ip, mac, src)| {
+                        let me = Mac(ctl.shared.if_attr(i).mac_bytes());
+                        (i, arp_request(Mac(mac), me, src, ip))
+                    })
+                    .collect();
+                drop(ctl);
+                crate::neighbor::send_probes(cx, probes);
+            }
         }
         Suspend::Timeout(0.01)
     }
@@ -974,6 +1029,10 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("replies_received", "ARP replies received"),
             CounterDesc::info("not_for_us", "ARP for another address"),
             CounterDesc::error("malformed", "malformed ARP packet"),
+            CounterDesc::info(
+                "gratuitous",
+                "gratuitous ARP (updates an existing neighbour only)",
+            ),
         ]),
     );
     let s = shared.clone();
@@ -994,8 +1053,12 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(NeighborProcess { slot: slot.clone() })
+            Box::new(NeighborProcess {
+                slot: slot.clone(),
+                last_age: 0.0,
+            })
         })
-        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+        .nexts(&[crate::output::NAME])
+        .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
 }

@@ -351,7 +351,12 @@ impl Ip6Local {
     fn learn(&self, i: u32, ip: u128, mac: [u8; 6]) {
         if let Ok(mut l) = self.shared.learned.lock() {
             if l.len() < 4096 {
-                l.push((i, ip, mac));
+                l.push(crate::neighbor::Learned {
+                    sw_if: i,
+                    ip,
+                    mac,
+                    update_only: false,
+                });
             }
         }
     }
@@ -700,31 +705,15 @@ impl PacketNode for Ip6Glean {
         };
         let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
         let group = solicited_node(target);
-        let mut f = [0u8; 14 + 40 + 32];
-        f[0..6].copy_from_slice(&[
+        let dst_mac = [
             0x33,
             0x33,
             0xff,
             f_b(target, 2),
             f_b(target, 1),
             f_b(target, 0),
-        ]);
-        f[6..12].copy_from_slice(&my_mac);
-        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        let ip = &mut f[14..];
-        ip[0] = 0x60;
-        ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-        ip[6] = next_header::ICMPV6;
-        ip[7] = 255;
-        ip[8..24].copy_from_slice(&src.to_be_bytes());
-        ip[24..40].copy_from_slice(&group.to_be_bytes());
-        let mut m = Icmpv6Packet::new_unchecked(&mut ip[40..72]);
-        NdiscRepr::NeighborSolicit {
-            target: Ipv6Addr::from(target),
-            lladdr: Some(Mac(my_mac)),
-        }
-        .emit(&mut m);
-        m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(group));
+        ];
+        let f = neighbor_solicit(my_mac, src, dst_mac, group, target);
         // SAFETY: `req` was just allocated by this node and has no other view.
         let mut v = unsafe { cx.buffer(req) };
         v.write_packet(&f);
@@ -735,6 +724,37 @@ impl PacketNode for Ip6Glean {
     }
 }
 
+/// A neighbor solicitation frame (Ethernet header included) for `target`, from
+/// `my_mac`/`src` to `dst_mac`/`dst` (the solicited-node group, or the neighbour itself for
+/// an aging probe), with the source link-layer address option.
+fn neighbor_solicit(
+    my_mac: [u8; 6],
+    src: u128,
+    dst_mac: [u8; 6],
+    dst: u128,
+    target: u128,
+) -> [u8; 14 + 40 + 32] {
+    let mut f = [0u8; 14 + 40 + 32];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&my_mac);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&32u16.to_be_bytes());
+    ip[6] = next_header::ICMPV6;
+    ip[7] = 255;
+    ip[8..24].copy_from_slice(&src.to_be_bytes());
+    ip[24..40].copy_from_slice(&dst.to_be_bytes());
+    let mut m = Icmpv6Packet::new_unchecked(&mut ip[40..72]);
+    NdiscRepr::NeighborSolicit {
+        target: Ipv6Addr::from(target),
+        lladdr: Some(Mac(my_mac)),
+    }
+    .emit(&mut m);
+    m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(dst));
+    f
+}
+
 /// Byte `k` (0 = lowest) of an address.
 #[inline(always)]
 fn f_b(a: u128, k: u32) -> u8 {
@@ -743,10 +763,16 @@ fn f_b(a: u128, k: u32) -> u8 {
 
 // ---------------------------------------------------------------------------------------
 /// `ip6-neighbor-process`: every 10 ms applies neighbours learned by `ip6-local` (adjacency
-/// update + host route). Main thread only. Counter: `learned`.
+/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip6
+/// age`): sends unicast neighbor solicitations to stale ones, removes those still stale
+/// after their probe. Main thread only.
+///
+/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
+/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
 pub struct Neighbor6Process {
     /// Control-plane slot (see `ip6::init`).
     pub slot: Arc<Mutex<CtlSlot>>,
+    last_age: f64,
 }
 
 impl NodeFn for Neighbor6Process {
@@ -755,6 +781,20 @@ impl NodeFn for Neighbor6Process {
         if let Some(c) = ctl {
             let n = super::lock(&c).apply_learned();
             cx.count(0, n as u64);
+            if cx.now_secs() - self.last_age >= crate::neighbor::AGE_INTERVAL {
+                self.last_age = cx.now_secs();
+                let mut ctl = super::lock(&c);
+                let probes: Vec<_> = ctl
+                    .age_neighbors()
+                    .into_iter()
+                    .map(|(i, ip, mac, src)| {
+                        let me = ctl.shared.v4.if_attr(i).mac_bytes();
+                        (i, neighbor_solicit(me, src, mac, ip, ip))
+                    })
+                    .collect();
+                drop(ctl);
+                crate::neighbor::send_probes(cx, probes);
+            }
         }
         Suspend::Timeout(0.01)
     }
@@ -891,8 +931,12 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(Neighbor6Process { slot: slot.clone() })
+            Box::new(Neighbor6Process {
+                slot: slot.clone(),
+                last_age: 0.0,
+            })
         })
-        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+        .nexts(&[crate::output::NAME])
+        .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
 }
