@@ -275,7 +275,9 @@ impl L2Control {
         n
     }
 
-    fn age(&mut self, now: f64) -> usize {
+    /// Removes dynamic entries older than their bridge domain's `mac-age` at `now` (of the
+    /// bridge domain `only`, or all); returns how many.
+    fn age(&mut self, now: f64, only: Option<u16>) -> usize {
         let Some(ep) = self.epochs.clone() else {
             return 0;
         };
@@ -286,7 +288,8 @@ impl L2Control {
             .filter(|&(k, v)| {
                 let bd = (k >> 48) as u16;
                 let age = self.bds.get(&bd).map(|b| b.mac_age).unwrap_or(0);
-                v & STATIC == 0
+                only.is_none_or(|o| o == bd)
+                    && v & STATIC == 0
                     && age > 0
                     && t.saturating_sub((v >> 40) as u32 & 0xff_ffff) >= age * 60
             })
@@ -313,7 +316,7 @@ impl NodeFn for LearnProcess {
         cx.count(0, n as u64);
         if now - self.last_age >= 1.0 {
             self.last_age = now;
-            let aged = c.age(now);
+            let aged = c.age(now, None);
             cx.count(1, aged as u64);
         }
         Suspend::Timeout(0.01)
@@ -457,6 +460,29 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "l2fib del <mac> <bridge-domain-id>",
         cli_l2fib_del,
     );
+    t.add(
+        "test l2fib age",
+        "test l2fib age <bridge-domain-id> [advance <minutes>] — run the MAC aging pass now, as if the clock were <minutes> ahead (debug)",
+        cli_test_age,
+    );
+}
+
+fn cli_test_age(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let bd = bd_arg(a)?;
+    let advance = if a.keyword("advance") {
+        a.u32("minutes")?
+    } else {
+        0
+    };
+    a.finish()?;
+    let now = vm.shared.clock.now_secs() + advance as f64 * 60.0;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if !ctl.bds.contains_key(&bd) {
+        return Err(CliError::new(format!("no bridge domain `{bd}'")));
+    }
+    let n = ctl.age(now, Some(bd));
+    Ok(format!("aged {n} entries\n"))
 }
 
 fn flag(a: &mut Args, what: &str) -> Result<bool, CliError> {
