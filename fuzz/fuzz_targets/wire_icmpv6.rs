@@ -4,8 +4,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_wire::icmpv6::{Icmpv6Packet, NdiscOptions, NdiscRepr};
+use sluice_wire::icmpv6::Icmpv6Packet;
 use std::net::Ipv6Addr;
+
+#[path = "common/ndisc.rs"]
+mod ndisc;
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 1, 0xff00);
@@ -14,26 +17,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(p) = Icmpv6Packet::new_checked(data) else {
         return;
     };
-    let _ = (p.kind(), p.code(), p.checksum(), p.echo_ident(), p.echo_seq());
+    let _ = (
+        p.kind(),
+        p.code(),
+        p.checksum(),
+        p.echo_ident(),
+        p.echo_seq(),
+    );
     let _ = (p.mtu(), p.pointer(), p.data().len());
     let _ = (p.verify_checksum(SRC, DST), p.compute_checksum(SRC, DST));
-    for o in p.ndisc_options() {
-        let Ok(o) = o else { break };
-        let mut b = vec![0u8; o.buffer_len()];
-        assert_eq!(o.emit(&mut b), b.len());
-        let back = NdiscOptions::new(&b).next().expect("one option").expect("valid");
-        assert_eq!(back, o);
-    }
-    if let Ok(r) = NdiscRepr::parse(&p) {
-        let _ = r.kind();
-        let mut b = vec![0u8; r.buffer_len()];
-        let mut q = Icmpv6Packet::new_unchecked(&mut b[..]);
-        r.emit(&mut q);
-        q.fill_checksum(SRC, DST);
-        assert!(q.verify_checksum(SRC, DST));
-        let q = Icmpv6Packet::new_checked(&b[..]).expect("emitted message parses");
-        assert_eq!(NdiscRepr::parse(&q), Ok(r));
-    }
+    ndisc::check(&p, SRC, DST);
     let mut copy = data.to_vec();
     let mut m = Icmpv6Packet::new_checked(&mut copy[..]).expect("same bytes");
     m.fill_checksum(SRC, DST);

@@ -16,9 +16,23 @@ fuzz_target!(|data: &[u8]| {
     let Ok(t) = TcpPacket::new_checked(data) else {
         return;
     };
-    let _ = (t.src_port(), t.dst_port(), t.seq_number(), t.ack_number(), t.window());
-    let _ = (t.checksum(), t.urgent_ptr(), t.data_offset(), t.flags().to_string());
-    let _ = (t.verify_checksum_v4(SRC4, DST4), t.verify_checksum_v6(SRC6, DST6));
+    let _ = (
+        t.src_port(),
+        t.dst_port(),
+        t.seq_number(),
+        t.ack_number(),
+        t.window(),
+    );
+    let _ = (
+        t.checksum(),
+        t.urgent_ptr(),
+        t.data_offset(),
+        t.flags().to_string(),
+    );
+    let _ = (
+        t.verify_checksum_v4(SRC4, DST4),
+        t.verify_checksum_v6(SRC6, DST6),
+    );
     for o in t.options_iter() {
         let _ = o;
     }

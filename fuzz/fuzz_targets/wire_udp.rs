@@ -13,7 +13,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(u) = UdpPacket::new_checked(data) else {
         return;
     };
-    let _ = (u.src_port(), u.dst_port(), u.len(), u.checksum(), u.payload().len());
+    let _ = (
+        u.src_port(),
+        u.dst_port(),
+        u.len(),
+        u.checksum(),
+        u.payload().len(),
+    );
     let _ = u.verify_checksum_v4(SRC, DST);
     let Ok(r) = UdpRepr::parse(&u) else {
         return;

@@ -11,7 +11,12 @@ fuzz_target!(|data: &[u8]| {
         let r = EthernetRepr::parse(&f);
         let et = f.ethertype();
         assert_eq!(r.ethertype, et);
-        let _ = (f.dst().is_multicast(), f.src().to_string(), et.name(), et.to_string());
+        let _ = (
+            f.dst().is_multicast(),
+            f.src().to_string(),
+            et.name(),
+            et.to_string(),
+        );
         assert_eq!(f.payload().len() + 14, data.len());
     }
     let Ok(t) = parse_tags(data) else {

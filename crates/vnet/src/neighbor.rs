@@ -216,10 +216,26 @@ pub fn age<A: Copy + Eq + Hash + Ord, T: Table<A>>(
     probes
 }
 
+/// One run of a `*-neighbor-process` node: applies the learned neighbours (`apply` returns
+/// how many: counter 0) and, every [`AGE_INTERVAL`], sends the probes `age` returns.
+pub fn process_tick<F: AsRef<[u8]>>(
+    cx: &mut Cx,
+    last_age: &mut f64,
+    apply: impl FnOnce() -> usize,
+    age: impl FnOnce() -> Vec<(u32, F)>,
+) {
+    let n = apply();
+    cx.count(0, n as u64);
+    if cx.now_secs() - *last_age >= AGE_INTERVAL {
+        *last_age = cx.now_secs();
+        send_probes(cx, age());
+    }
+}
+
 /// Sends aging probes from a `*-neighbor-process` node whose arc 0 is `interface-output`:
 /// each (interface, frame) is copied into a new buffer. Counts counter 1 (`probes_sent`) per
 /// probe and counter 2 (`no_buffer`) per allocation failure.
-pub fn send_probes<F: AsRef<[u8]>>(cx: &mut Cx, probes: impl IntoIterator<Item = (u32, F)>) {
+fn send_probes<F: AsRef<[u8]>>(cx: &mut Cx, probes: impl IntoIterator<Item = (u32, F)>) {
     for (i, frame) in probes {
         let Some(b) = cx.bufs().alloc_one() else {
             cx.count(2, 1);

@@ -215,8 +215,9 @@ impl Ip4Control {
     }
 
     /// Neighbour aging: removes dynamic entries still stale after their probe and returns
-    /// the probes to send now: (interface, neighbour, its MAC, our address on its subnet).
-    pub fn age_neighbors(&mut self) -> Vec<(u32, u32, [u8; 6], u32)> {
+    /// the probes to send now: (interface, unicast ARP request to the neighbour from our
+    /// address on its subnet).
+    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 14 + sluice_wire::arp::LEN])> {
         let probes = crate::neighbor::age(self, std::time::Instant::now());
         probes
             .into_iter()
@@ -225,7 +226,8 @@ impl Ip4Control {
                     .addrs
                     .iter()
                     .find(|&&(j, a, l)| j == i && mask(a, l) == mask(ip, l))?;
-                Some((i, ip, mac, src.1))
+                let me = sluice_wire::Mac(self.if_mac(i));
+                Some((i, nodes::arp_request(sluice_wire::Mac(mac), me, src.1, ip)))
             })
             .collect()
     }

@@ -840,7 +840,7 @@ impl PacketNode for Ip4Glean {
 
 /// An ARP request frame (Ethernet header included) from `my_mac`/`src` for `target`, to
 /// `dst` (broadcast, or the neighbour's MAC for an aging probe).
-fn arp_request(dst: Mac, my_mac: Mac, src: u32, target: u32) -> [u8; 14 + arp::LEN] {
+pub(crate) fn arp_request(dst: Mac, my_mac: Mac, src: u32, target: u32) -> [u8; 14 + arp::LEN] {
     let mut frame = [0u8; 14 + arp::LEN];
     frame[0..6].copy_from_slice(&dst.0);
     frame[6..12].copy_from_slice(&my_mac.0);
@@ -874,22 +874,12 @@ impl NodeFn for NeighborProcess {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let ctl = self.slot.lock().ok().and_then(|s| s.ctl.clone());
         if let Some(c) = ctl {
-            let n = super::lock(&c).apply_learned();
-            cx.count(0, n as u64);
-            if cx.now_secs() - self.last_age >= crate::neighbor::AGE_INTERVAL {
-                self.last_age = cx.now_secs();
-                let mut ctl = super::lock(&c);
-                let probes: Vec<_> = ctl
-                    .age_neighbors()
-                    .into_iter()
-                    .map(|(i, ip, mac, src)| {
-                        let me = Mac(ctl.shared.if_attr(i).mac_bytes());
-                        (i, arp_request(Mac(mac), me, src, ip))
-                    })
-                    .collect();
-                drop(ctl);
-                crate::neighbor::send_probes(cx, probes);
-            }
+            crate::neighbor::process_tick(
+                cx,
+                &mut self.last_age,
+                || super::lock(&c).apply_learned(),
+                || super::lock(&c).age_neighbors(),
+            );
         }
         Suspend::Timeout(0.01)
     }

@@ -254,15 +254,17 @@ impl Ip6Control {
     }
 
     /// Neighbour aging: removes dynamic entries still stale after their probe and returns
-    /// the probes to send now: (interface, neighbour, its MAC, our source address).
-    pub fn age_neighbors(&mut self) -> Vec<(u32, u128, [u8; 6], u128)> {
+    /// the probes to send now: (interface, unicast NS to the neighbour from our link-local
+    /// or, without one, global address).
+    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 86])> {
         let probes = crate::neighbor::age(self, std::time::Instant::now());
         probes
             .into_iter()
             .filter_map(|(i, ip, mac)| {
                 let a = self.shared.if_addrs(i);
                 let src = if a.ll != 0 { a.ll } else { a.global };
-                (src != 0).then_some((i, ip, mac, src))
+                let ns = nodes::neighbor_solicit(self.if_mac(i), src, mac, ip, ip);
+                (src != 0).then_some((i, ns))
             })
             .collect()
     }

@@ -416,22 +416,12 @@ impl Ip6Local {
             b.hdr.error = cx.error(E_ND_INVALID);
             return Next(0);
         }
-        let (s6, d6) = (Ipv6Addr::from(target), Ipv6Addr::from(src));
-        let d = b.data_mut();
-        d[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
-        d[4..6].copy_from_slice(&32u16.to_be_bytes());
-        d[6] = next_header::ICMPV6;
-        d[7] = 255;
-        d[8..24].copy_from_slice(&target.to_be_bytes());
-        d[24..40].copy_from_slice(&src.to_be_bytes());
-        let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
-        NdiscRepr::NeighborAdvert {
+        let na = NdiscRepr::NeighborAdvert {
             flags: NaFlags(NaFlags::ROUTER.0 | NaFlags::SOLICITED.0 | NaFlags::OVERRIDE.0),
-            target: s6,
+            target: Ipv6Addr::from(target),
             lladdr: Some(Mac(my_mac)),
-        }
-        .emit(&mut m);
-        m.fill_checksum(s6, d6);
+        };
+        write_nd(b.data_mut(), target, src, &na);
         let Some(h) = b.push_front(14) else {
             b.hdr.error = cx.error(E_ND_INVALID);
             return Next(0);
@@ -727,7 +717,7 @@ impl PacketNode for Ip6Glean {
 /// A neighbor solicitation frame (Ethernet header included) for `target`, from
 /// `my_mac`/`src` to `dst_mac`/`dst` (the solicited-node group, or the neighbour itself for
 /// an aging probe), with the source link-layer address option.
-fn neighbor_solicit(
+pub(crate) fn neighbor_solicit(
     my_mac: [u8; 6],
     src: u128,
     dst_mac: [u8; 6],
@@ -738,21 +728,26 @@ fn neighbor_solicit(
     f[0..6].copy_from_slice(&dst_mac);
     f[6..12].copy_from_slice(&my_mac);
     f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    let ip = &mut f[14..];
-    ip[0] = 0x60;
-    ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-    ip[6] = next_header::ICMPV6;
-    ip[7] = 255;
-    ip[8..24].copy_from_slice(&src.to_be_bytes());
-    ip[24..40].copy_from_slice(&dst.to_be_bytes());
-    let mut m = Icmpv6Packet::new_unchecked(&mut ip[40..72]);
-    NdiscRepr::NeighborSolicit {
+    let ns = NdiscRepr::NeighborSolicit {
         target: Ipv6Addr::from(target),
         lladdr: Some(Mac(my_mac)),
-    }
-    .emit(&mut m);
-    m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(dst));
+    };
+    write_nd(&mut f[14..], src, dst, &ns);
     f
+}
+
+/// Writes a 72-byte NS or NA (with its link-layer address option) at the start of `d`: the
+/// IPv6 header (hop limit 255, RFC 4861 §7.1) from `src` to `dst`, the message, its checksum.
+fn write_nd(d: &mut [u8], src: u128, dst: u128, r: &NdiscRepr) {
+    d[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    d[4..6].copy_from_slice(&32u16.to_be_bytes());
+    d[6] = next_header::ICMPV6;
+    d[7] = 255;
+    d[8..24].copy_from_slice(&src.to_be_bytes());
+    d[24..40].copy_from_slice(&dst.to_be_bytes());
+    let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
+    r.emit(&mut m);
+    m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(dst));
 }
 
 /// Byte `k` (0 = lowest) of an address.
@@ -779,22 +774,12 @@ impl NodeFn for Neighbor6Process {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let ctl = super::lock(&self.slot).ctl.clone();
         if let Some(c) = ctl {
-            let n = super::lock(&c).apply_learned();
-            cx.count(0, n as u64);
-            if cx.now_secs() - self.last_age >= crate::neighbor::AGE_INTERVAL {
-                self.last_age = cx.now_secs();
-                let mut ctl = super::lock(&c);
-                let probes: Vec<_> = ctl
-                    .age_neighbors()
-                    .into_iter()
-                    .map(|(i, ip, mac, src)| {
-                        let me = ctl.shared.v4.if_attr(i).mac_bytes();
-                        (i, neighbor_solicit(me, src, mac, ip, ip))
-                    })
-                    .collect();
-                drop(ctl);
-                crate::neighbor::send_probes(cx, probes);
-            }
+            crate::neighbor::process_tick(
+                cx,
+                &mut self.last_age,
+                || super::lock(&c).apply_learned(),
+                || super::lock(&c).age_neighbors(),
+            );
         }
         Suspend::Timeout(0.01)
     }
