@@ -50,6 +50,10 @@ pub struct Opts {
     /// Skip the large-FIB cases.
     #[arg(long)]
     quick: bool,
+    /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
+    /// (pg0) and `ip4-output` (pg1) arcs (the price of enabled features).
+    #[arg(long)]
+    features: bool,
 }
 
 /// Pass-through node: touches the buffer header like a real node reading metadata.
