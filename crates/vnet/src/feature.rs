@@ -367,15 +367,7 @@ pub fn set_feature(
     } else {
         set.remove(feature);
     }
-    let enabled: Vec<FeatureOrder> = features_of(a)
-        .filter(|x| set.contains(x.node))
-        .map(|x| FeatureOrder {
-            name: x.node.to_string(),
-            runs_before: x.runs_before.iter().map(|s| s.to_string()).collect(),
-            runs_after: x.runs_after.iter().map(|s| s.to_string()).collect(),
-        })
-        .collect();
-    let order = order_features(a.name, &enabled).map_err(|e| CliError::new(e.to_string()))?;
+    let order = ordered(a, set)?;
     // Reset every participant's entry for this interface, then write the chain.
     for x in features_of(a) {
         if let Some(s) = slot_of(x.node) {
@@ -394,6 +386,19 @@ pub fn set_feature(
         }
     }
     Ok(())
+}
+
+/// The enabled features of an arc in the order they run.
+fn ordered(a: &ArcDef, enabled: &BTreeSet<String>) -> Result<Vec<String>, CliError> {
+    let feats: Vec<FeatureOrder> = features_of(a)
+        .filter(|x| enabled.contains(x.node))
+        .map(|x| FeatureOrder {
+            name: x.node.to_string(),
+            runs_before: x.runs_before.iter().map(|s| s.to_string()).collect(),
+            runs_after: x.runs_after.iter().map(|s| s.to_string()).collect(),
+        })
+        .collect();
+    order_features(a.name, &feats).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// Registers the feature CLI.
@@ -433,20 +438,18 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .ext_mut::<FeatureMain>()
             .enabled
             .get(&(i.0, arc.name))
-            .cloned();
-        let mut any = false;
-        for f in features_of(arc) {
-            if set.as_ref().is_some_and(|s| s.contains(f.node)) {
-                any = true;
-                if f.node == arc.count {
-                    let (p, by) = counts(vm, arc, i.0);
-                    let _ = writeln!(out, "  {} (packets {p}, bytes {by})", f.node);
-                } else {
-                    let _ = writeln!(out, "  {}", f.node);
-                }
+            .cloned()
+            .unwrap_or_default();
+        let order = ordered(arc, &set)?;
+        for f in &order {
+            if f == arc.count {
+                let (p, by) = counts(vm, arc, i.0);
+                let _ = writeln!(out, "  {f} (packets {p}, bytes {by})");
+            } else {
+                let _ = writeln!(out, "  {f}");
             }
         }
-        if !any {
+        if order.is_empty() {
             out.push_str("  none configured\n");
         }
     }
