@@ -31,7 +31,7 @@ use sluice_graph::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Interfaces the tables cover.
@@ -39,9 +39,11 @@ pub const MAX_IFS: usize = crate::ip4::MAX_IFS;
 /// Nodes that can take part in feature arcs.
 pub const MAX_SLOTS: usize = 32;
 
-/// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc).
+/// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc); per
+/// slot, how many interfaces have a non-default entry.
 pub struct FeatureNext {
     t: Box<[AtomicU16]>,
+    used: [AtomicU32; MAX_SLOTS],
 }
 
 impl Default for FeatureNext {
@@ -50,6 +52,7 @@ impl Default for FeatureNext {
             t: (0..MAX_SLOTS * MAX_IFS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
+            used: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 }
@@ -68,9 +71,32 @@ impl FeatureNext {
         }
     }
 
+    /// Whether node `slot` has a non-default next for any interface (nodes read it once
+    /// per frame to skip the per-packet lookup while an arc is empty everywhere).
+    #[inline(always)]
+    pub fn any(&self, slot: usize) -> bool {
+        self.used
+            .get(slot)
+            .is_some_and(|u| u.load(Ordering::Relaxed) != 0)
+    }
+
     fn set(&self, slot: usize, sw_if: u32, next: Option<Next>) {
-        if let Some(v) = self.t.get(slot * MAX_IFS + sw_if as usize) {
-            v.store(next.map(|n| n.0 + 1).unwrap_or(0), Ordering::Relaxed);
+        let (Some(v), Some(used)) = (
+            self.t.get(slot * MAX_IFS + sw_if as usize),
+            self.used.get(slot),
+        ) else {
+            return;
+        };
+        let new = next.map(|n| n.0 + 1).unwrap_or(0);
+        let old = v.swap(new, Ordering::Relaxed);
+        match (old, new) {
+            (0, n) if n != 0 => {
+                used.fetch_add(1, Ordering::Relaxed);
+            }
+            (o, 0) if o != 0 => {
+                used.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
     }
 }
@@ -368,11 +394,18 @@ pub fn set_feature(
         set.remove(feature);
     }
     let order = ordered(a, set)?;
-    // Reset every participant's entry for this interface, then write the chain.
+    // Reset every participant's entry for this interface, then write the chain (nothing
+    // enabled: the start node keeps its default arc).
     for x in features_of(a) {
         if let Some(s) = slot_of(x.node) {
             table.set(s, sw_if, None);
         }
+    }
+    if order.is_empty() {
+        if let Some(s) = slot_of(a.start) {
+            table.set(s, sw_if, None);
+        }
+        return Ok(());
     }
     let mut chain: Vec<String> = vec![a.start.to_string()];
     chain.extend(order);

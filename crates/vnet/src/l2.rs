@@ -82,7 +82,9 @@ pub struct L2Input {
     recent: [(u64, u32, u32); 64],
     features: Arc<crate::feature::FeatureNext>,
     slot: usize,
-    // Per-frame cache: the last tx interface and its `l2-output` arc next.
+    // Per-frame: whether any interface has `l2-output` features, and the last tx interface
+    // with its `l2-output` arc next.
+    out_any: bool,
     out: Option<(u32, Next)>,
 }
 
@@ -91,6 +93,9 @@ impl L2Input {
     /// enabled on its `l2-output` arc).
     #[inline(always)]
     fn output(&mut self, tx: u32) -> Next {
+        if !self.out_any {
+            return Next(0);
+        }
         match self.out {
             Some((i, n)) if i == tx => n,
             _ => {
@@ -110,6 +115,7 @@ const E_NO_BUF: u16 = 6;
 impl PacketNode for L2Input {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.out_any = self.features.any(self.slot);
         self.out = None;
     }
 
@@ -356,6 +362,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
                 recent: [(0, 0, 0); 64],
                 features: features.clone(),
                 slot,
+                out_any: false,
                 out: None,
             }))
         })
