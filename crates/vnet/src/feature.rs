@@ -488,3 +488,46 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_table_defaults_and_counts_non_default_entries() {
+        let t = FeatureNext::default();
+        assert_eq!(t.next(3, 7, Next(1)), Next(1));
+        assert!(!t.any(3));
+        t.set(3, 7, Some(Next(4)));
+        t.set(3, 8, Some(Next(0)));
+        assert_eq!(
+            (t.next(3, 7, Next(1)), t.next(3, 8, Next(1))),
+            (Next(4), Next(0))
+        );
+        assert_eq!(t.next(2, 7, Next(1)), Next(1), "other slots untouched");
+        t.set(3, 7, Some(Next(5)));
+        assert!(t.any(3));
+        t.set(3, 7, None);
+        assert!(t.any(3), "interface 8 still has an entry");
+        t.set(3, 8, None);
+        t.set(3, 8, None);
+        assert!(!t.any(3));
+        // Out of range: ignored, never a panic.
+        t.set(MAX_SLOTS, 0, Some(Next(1)));
+        assert_eq!(t.next(MAX_SLOTS, u32::MAX, Next(2)), Next(2));
+    }
+
+    #[test]
+    fn every_arc_node_has_its_own_slot() {
+        let mut seen = BTreeSet::new();
+        for a in ARCS {
+            assert!(seen.insert(slot_of(a.start).expect("start has a slot")));
+            assert!(seen.insert(slot_of(a.count).expect("counter has a slot")));
+            assert_eq!(arc_of(a.count).map(|x| x.name), Some(a.name));
+        }
+        for f in FEATURES {
+            assert!(seen.insert(slot_of(f.node).expect("feature has a slot")));
+        }
+        assert!(seen.iter().all(|&s| s < MAX_SLOTS));
+    }
+}
