@@ -77,7 +77,9 @@ pub struct EthernetInput {
     cached_bd: u32,
     cached_fib: [u32; 2],
     cached_redirect: u32,
-    // ... and the `l2-input` arc's next for it.
+    // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
+    // (per frame).
+    l2_any: bool,
     cached_l2_next: Next,
     slot: usize,
 }
@@ -155,10 +157,23 @@ impl EthernetInput {
     }
 }
 
+impl EthernetInput {
+    /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
+    #[inline(always)]
+    fn l2_next(&self) -> Next {
+        if self.l2_any {
+            self.cached_l2_next
+        } else {
+            Next(3)
+        }
+    }
+}
+
 impl PacketNode for EthernetInput {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached_if = None;
+        self.l2_any = self.shared.features.any(self.slot);
     }
 
     #[inline(always)]
@@ -174,7 +189,7 @@ impl PacketNode for EthernetInput {
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
             ];
-            if self.cached_l2 != 0 || self.cached_bd != 0 {
+            if self.l2_any && (self.cached_l2 != 0 || self.cached_bd != 0) {
                 self.cached_l2_next = self.shared.features.next(self.slot, b.hdr.rx_if, Next(3));
             }
         }
@@ -210,14 +225,14 @@ impl PacketNode for EthernetInput {
             b.hdr.tx_if = self.cached_l2 - 1;
             b.hdr.l2.bd_index = 0;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return self.cached_l2_next;
+            return self.l2_next();
         }
         if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
             // Bridged interface: l2-input switches it in its bridge domain (unless the bridge
             // just switched it to this interface, its BVI: then it is routed below).
             b.hdr.l2.bd_index = self.cached_bd as u16;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return self.cached_l2_next;
+            return self.l2_next();
         }
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
@@ -462,9 +477,12 @@ fn flow_hash(ip: &[u8]) -> u32 {
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
     slot: usize,
-    // Per-frame cache: consecutive packets usually share an adjacency; with it, the
-    // `ip4-output` arc's next for its interface.
-    cached: Option<(u32, Adj, Next)>,
+    // Per-frame cache: consecutive packets usually share an adjacency.
+    cached: Option<(u32, Adj)>,
+    // Per frame: whether any interface has `ip4-output` features; if so, the arc's next
+    // for the cached adjacency's interface.
+    out_any: bool,
+    cached_out: Next,
 }
 
 const E_TTL: u16 = 0;
@@ -475,18 +493,21 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached = None;
+        self.out_any = self.shared.features.any(self.slot);
     }
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let (adj, out) = match self.cached {
-            Some((i, a, o)) if i == ai => (a, o),
+        let adj = match self.cached {
+            Some((i, a)) if i == ai => a,
             _ => {
                 let a = self.shared.adj.get(ai);
-                let o = self.shared.features.next(self.slot, a.tx_if, Next(1));
-                self.cached = Some((ai, a, o));
-                (a, o)
+                self.cached = Some((ai, a));
+                if self.out_any {
+                    self.cached_out = self.shared.features.next(self.slot, a.tx_if, Next(1));
+                }
+                a
             }
         };
         let len = b.total_len();
@@ -522,7 +543,11 @@ impl PacketNode for Ip4Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        out
+        if self.out_any {
+            self.cached_out
+        } else {
+            Next(1)
+        }
     }
 }
 
@@ -903,6 +928,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_redirect: 0,
                 cached_bd: 0,
                 cached_fib: [0; 2],
+                l2_any: false,
                 cached_l2_next: Next(3),
                 slot: eslot,
             }))
@@ -963,6 +989,8 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 slot: rslot,
                 cached: None,
+                out_any: false,
+                cached_out: Next(1),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])

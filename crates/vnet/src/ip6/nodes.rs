@@ -253,8 +253,12 @@ fn flow_hash(ip: &[u8]) -> u32 {
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
     slot: usize,
-    // Per-frame cache: the last adjacency and the `ip6-output` arc's next for its interface.
-    cached: Option<(u32, Adj, Next)>,
+    // Per-frame cache: the last adjacency.
+    cached: Option<(u32, Adj)>,
+    // Per frame: whether any interface has `ip6-output` features; if so, the arc's next
+    // for the cached adjacency's interface.
+    out_any: bool,
+    cached_out: Next,
 }
 
 const C_HOP_LIMIT: u16 = 0;
@@ -265,18 +269,21 @@ impl PacketNode for Ip6Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached = None;
+        self.out_any = self.shared.v4.features.any(self.slot);
     }
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let (adj, out) = match self.cached {
-            Some((i, a, o)) if i == ai => (a, o),
+        let adj = match self.cached {
+            Some((i, a)) if i == ai => a,
             _ => {
                 let a = self.shared.adj.get(ai);
-                let o = self.shared.v4.features.next(self.slot, a.tx_if, Next(1));
-                self.cached = Some((ai, a, o));
-                (a, o)
+                self.cached = Some((ai, a));
+                if self.out_any {
+                    self.cached_out = self.shared.v4.features.next(self.slot, a.tx_if, Next(1));
+                }
+                a
             }
         };
         let len = b.total_len();
@@ -304,7 +311,11 @@ impl PacketNode for Ip6Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        out
+        if self.out_any {
+            self.cached_out
+        } else {
+            Next(1)
+        }
     }
 }
 
@@ -839,6 +850,8 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 slot: rslot,
                 cached: None,
+                out_any: false,
+                cached_out: Next(1),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP6_ICMP_ERROR])
