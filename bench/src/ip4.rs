@@ -251,23 +251,14 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         out,
         "## IPv4 forwarding, one core, 64-byte frames, destinations spread over the FIB\n"
     );
-    let _ = writeln!(
+    crate::table_header(
         out,
-        "| FIB | routes | Mpps min | median | max | × 1 route | path clk/pkt | {} | route adds/s (CLI) |",
-        PATH.join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|---|---|{}---|",
-        "---|".repeat(PATH.len())
+        &[&["FIB", "routes"][..], &crate::FIB_COLS].concat(),
+        &PATH,
+        &["route adds/s (CLI)"],
     );
     for c in &cases {
-        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
-        let nodes: Vec<String> = c
-            .node_clocks
-            .iter()
-            .map(|x| format!("{:.1}", x.1))
-            .collect();
+        let (path, nodes) = crate::clock_cells(&c.node_clocks);
         let _ = writeln!(
             out,
             "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} |",
@@ -278,7 +269,7 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.mpps.2,
             c.mpps.1 / base,
             path,
-            nodes.join(" | "),
+            nodes,
             c.insert_per_sec
         );
         json.push(format!(
@@ -295,31 +286,18 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         ));
     }
     if let Some(c) = with_features {
-        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
-        let _ = writeln!(
+        let (path, nodes) = crate::clock_cells(&c.node_clocks);
+        out.push('\n');
+        crate::table_header(
             out,
-            "\n| with features | Mpps min | median | max | path clk/pkt | {} |",
-            FEATURE_PATH.join(" | ")
+            &["with features", "Mpps min", "median", "max", "path clk/pkt"],
+            &FEATURE_PATH,
+            &[],
         );
-        let _ = writeln!(
-            out,
-            "|---|---|---|---|---|{}",
-            "---|".repeat(FEATURE_PATH.len())
-        );
-        let nodes: Vec<String> = c
-            .node_clocks
-            .iter()
-            .map(|x| format!("{:.1}", x.1))
-            .collect();
         let _ = writeln!(
             out,
             "| {} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
-            c.name,
-            c.mpps.0,
-            c.mpps.1,
-            c.mpps.2,
-            path,
-            nodes.join(" | ")
+            c.name, c.mpps.0, c.mpps.1, c.mpps.2, path, nodes
         );
         json.push(format!(
             "\"ip4_features\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"path_clocks\": {:.2}}}",

@@ -192,6 +192,24 @@ pub(crate) fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     }
 }
 
+/// Result columns of the FIB-scale tables, after the case's own columns.
+pub(crate) const FIB_COLS: [&str; 5] = ["Mpps min", "median", "max", "× 1 route", "path clk/pkt"];
+
+/// Writes a Markdown table header: the `lead` columns, one per node of `path`, the `tail`
+/// columns.
+pub(crate) fn table_header(out: &mut String, lead: &[&str], path: &[&str], tail: &[&str]) {
+    let cols: Vec<&str> = lead.iter().chain(path).chain(tail).copied().collect();
+    let _ = writeln!(out, "| {} |", cols.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(cols.len()));
+}
+
+/// The per-node clocks/packet as table cells (`12.3 | 4.5 | ...`) and their sum (the path's
+/// clocks/packet).
+pub(crate) fn clock_cells(node_clocks: &[(String, f64)]) -> (f64, String) {
+    let cells: Vec<String> = node_clocks.iter().map(|x| format!("{:.1}", x.1)).collect();
+    (node_clocks.iter().map(|x| x.1).sum(), cells.join(" | "))
+}
+
 pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[0], v[v.len() / 2], v[v.len() - 1])
