@@ -157,9 +157,39 @@ struct Case {
     node_clocks: Vec<(String, f64)>,
 }
 
+/// Counter features the `--features` case enables, and the path with them.
+const FEATURES: [&str; 2] = [
+    "set interface feature pg0 ip4-unicast-count arc ip4-unicast",
+    "set interface feature pg1 ip4-output-count arc ip4-output",
+];
+const FEATURE_PATH: [&str; 8] = [
+    "ethernet-input",
+    "ip4-input",
+    "ip4-unicast-count",
+    "ip4-lookup",
+    "ip4-rewrite",
+    "ip4-output-count",
+    "interface-output",
+    "pg-tx",
+];
+
 fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u32, u8)>, dir: &std::path::Path) -> Case {
+    run_case_with(o, name, routes, dir, &[], &PATH)
+}
+
+fn run_case_with(
+    o: &crate::Opts,
+    name: &str,
+    routes: Vec<(u32, u8)>,
+    dir: &std::path::Path,
+    extra: &[&str],
+    path: &[&str],
+) -> Case {
     let (mut vm, t) = crate::build(0);
     setup(&mut vm, &t);
+    for c in extra {
+        cli(&mut vm, &t, c);
+    }
     let t0 = Instant::now();
     for &(p, l) in &routes {
         cli(
@@ -174,7 +204,7 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u32, u8)>, dir: &std::path
     let insert_per_sec = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
     let pcap = dir.join(format!("ip4-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&routes, 0x5eed));
-    let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, name);
+    let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), path, name);
     Case {
         name: name.to_string(),
         routes: routes.len(),
@@ -189,6 +219,16 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let mut cases = vec![run_case(o, "1 route", vec![(0x1400_0000, 8)], &dir)];
+    let with_features = o.features.then(|| {
+        run_case_with(
+            o,
+            "1 route, 2 counter features",
+            vec![(0x1400_0000, 8)],
+            &dir,
+            &FEATURES,
+            &FEATURE_PATH,
+        )
+    });
     if !o.quick {
         cases.push(run_case(
             o,
@@ -211,23 +251,14 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         out,
         "## IPv4 forwarding, one core, 64-byte frames, destinations spread over the FIB\n"
     );
-    let _ = writeln!(
+    crate::table_header(
         out,
-        "| FIB | routes | Mpps min | median | max | × 1 route | path clk/pkt | {} | route adds/s (CLI) |",
-        PATH.join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|---|---|{}---|",
-        "---|".repeat(PATH.len())
+        &[&["FIB", "routes"][..], &crate::FIB_COLS].concat(),
+        &PATH,
+        &["route adds/s (CLI)"],
     );
     for c in &cases {
-        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
-        let nodes: Vec<String> = c
-            .node_clocks
-            .iter()
-            .map(|x| format!("{:.1}", x.1))
-            .collect();
+        let (path, nodes) = crate::clock_cells(&c.node_clocks);
         let _ = writeln!(
             out,
             "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} |",
@@ -238,7 +269,7 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.mpps.2,
             c.mpps.1 / base,
             path,
-            nodes.join(" | "),
+            nodes,
             c.insert_per_sec
         );
         json.push(format!(
@@ -252,6 +283,25 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             path,
             c.insert_per_sec,
             crate::nodes_json(&c.node_clocks)
+        ));
+    }
+    if let Some(c) = with_features {
+        let (path, nodes) = crate::clock_cells(&c.node_clocks);
+        out.push('\n');
+        crate::table_header(
+            out,
+            &["with features", "Mpps min", "median", "max", "path clk/pkt"],
+            &FEATURE_PATH,
+            &[],
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
+            c.name, c.mpps.0, c.mpps.1, c.mpps.2, path, nodes
+        );
+        json.push(format!(
+            "\"ip4_features\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"path_clocks\": {:.2}}}",
+            c.mpps.0, c.mpps.1, c.mpps.2, path
         ));
     }
     // Route insertion with the CLI `count` form.

@@ -300,23 +300,14 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         out,
         "## IPv6 forwarding, one core, 78-byte frames, destinations spread over the FIB\n"
     );
-    let _ = writeln!(
+    crate::table_header(
         out,
-        "| FIB | routes | FIB KiB | Mpps min | median | max | × 1 route | path clk/pkt | {} | route adds/s (CLI) |",
-        PATH.join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|---|---|---|{}---|",
-        "---|".repeat(PATH.len())
+        &[&["FIB", "routes", "FIB KiB"][..], &crate::FIB_COLS].concat(),
+        &PATH,
+        &["route adds/s (CLI)"],
     );
     for c in &cases {
-        let path: f64 = c.node_clocks.iter().map(|x| x.1).sum();
-        let nodes: Vec<String> = c
-            .node_clocks
-            .iter()
-            .map(|x| format!("{:.1}", x.1))
-            .collect();
+        let (path, nodes) = crate::clock_cells(&c.node_clocks);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} |",
@@ -328,7 +319,7 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.mpps.2,
             c.mpps.1 / base,
             path,
-            nodes.join(" | "),
+            nodes,
             c.insert_per_sec
         );
         json.push(format!(

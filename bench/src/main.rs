@@ -53,6 +53,10 @@ pub struct Opts {
     /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`).
     #[arg(long)]
     only: Option<String>,
+    /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
+    /// (pg0) and `ip4-output` (pg1) arcs (the price of enabled features).
+    #[arg(long)]
+    features: bool,
 }
 
 /// Pass-through node: touches the buffer header like a real node reading metadata.
@@ -189,6 +193,24 @@ pub(crate) fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
         ))
         .expect("pcap write");
     }
+}
+
+/// Result columns of the FIB-scale tables, after the case's own columns.
+pub(crate) const FIB_COLS: [&str; 5] = ["Mpps min", "median", "max", "× 1 route", "path clk/pkt"];
+
+/// Writes a Markdown table header: the `lead` columns, one per node of `path`, the `tail`
+/// columns.
+pub(crate) fn table_header(out: &mut String, lead: &[&str], path: &[&str], tail: &[&str]) {
+    let cols: Vec<&str> = lead.iter().chain(path).chain(tail).copied().collect();
+    let _ = writeln!(out, "| {} |", cols.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(cols.len()));
+}
+
+/// The per-node clocks/packet as table cells (`12.3 | 4.5 | ...`) and their sum (the path's
+/// clocks/packet).
+pub(crate) fn clock_cells(node_clocks: &[(String, f64)]) -> (f64, String) {
+    let cells: Vec<String> = node_clocks.iter().map(|x| format!("{:.1}", x.1)).collect();
+    (node_clocks.iter().map(|x| x.1).sum(), cells.join(" | "))
 }
 
 pub(crate) fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Union
 
-from .parsers import parse_fib, parse_interface_addresses, parse_interface_tables, parse_neighbors
+from .parsers import (parse_features, parse_fib, parse_interface_addresses,
+                      parse_interface_tables, parse_neighbors)
 
 if TYPE_CHECKING:
     from .pg import PgInterface
@@ -239,3 +240,38 @@ class InterfaceTable(SluiceObject):
             elif section and tag in line + " ":
                 return True
         return False
+
+
+class Feature(SluiceObject):
+    """`set interface feature <intf> <feature> arc <arc> [disable]`; `query()` reads
+    `show interface features <intf>`."""
+
+    def __init__(self, test: "SluiceTestCase", intf: Intf, feature: str, arc: str):
+        super().__init__(test)
+        self.intf = intf
+        self.feature = feature
+        self.arc = arc
+
+    def object_id(self) -> str:
+        return f"feature-{self.feature}-{self.arc}-{_ifname(self.intf)}"
+
+    def _add_cmd(self) -> str:
+        return f"set interface feature {_ifname(self.intf)} {self.feature} arc {self.arc}"
+
+    def _del_cmd(self) -> str:
+        return self._add_cmd() + " disable"
+
+    def features(self):
+        return parse_features(self.vpp.cli(f"show interface features {_ifname(self.intf)}"))
+
+    def query(self) -> bool:
+        return any(f.name == self.feature for f in self.features().get(self.arc, []))
+
+    def counts(self) -> tuple[int, int]:
+        """(packets, bytes) of a counter feature."""
+        for f in self.features().get(self.arc, []):
+            if f.name == self.feature:
+                if f.packets is None:
+                    raise AssertionError(f"{self.feature} shows no counts")
+                return f.packets, f.bytes
+        raise AssertionError(f"{self.object_id()}: not enabled")

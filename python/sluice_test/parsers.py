@@ -3,6 +3,8 @@ understand, so a format change fails the tests loudly instead of reading as zero
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 
@@ -181,4 +183,41 @@ def parse_interface_tables(text: str) -> dict[str, dict[str, int]]:
         if cur is not None and "table-id" in tok:
             k = tok.index("table-id")
             out.setdefault(cur, {})[tok[k - 1]] = int(tok[k + 1])
+    return out
+
+
+@dataclass
+class ArcFeature:
+    """One enabled feature of `show interface features`; a counter feature
+    (`<arc>-count`) carries its packets/bytes."""
+    name: str
+    packets: int | None = None
+    bytes: int | None = None
+
+
+def parse_features(text: str) -> dict[str, list[ArcFeature]]:
+    """`show interface features <if>` -> {arc: [enabled features in order]}."""
+    out: dict[str, list[ArcFeature]] = {}
+    arc = None
+    for ln in text.splitlines():
+        if not ln.strip() or ln.startswith("Feature paths"):
+            continue
+        if not ln.startswith(" "):
+            if not ln.endswith(":"):
+                raise ValueError(f"show interface features: unexpected line {ln!r}")
+            arc = ln[:-1]
+            out[arc] = []
+            continue
+        if arc is None:
+            raise ValueError(f"show interface features: feature before an arc: {ln!r}")
+        s = ln.strip()
+        if s == "none configured":
+            continue
+        m = re.fullmatch(r"(\S+)(?: \(packets (\d+), bytes (\d+)\))?", s)
+        if not m:
+            raise ValueError(f"show interface features: unexpected line {ln!r}")
+        f = ArcFeature(m.group(1))
+        if m.group(2) is not None:
+            f.packets, f.bytes = int(m.group(2)), int(m.group(3))
+        out[arc].append(f)
     return out

@@ -144,3 +144,46 @@ class TestBridge(SluiceTestCase):
             assert "loopback" in e.msg
         else:
             raise AssertionError("a pg interface was accepted as BVI")
+
+    def test_mac_aging(self):
+        """mac-age is in minutes (as VPP); `test l2fib age <bd> advance <m>` runs the real
+        aging pass as if the clock were m minutes ahead."""
+        def l2fib():
+            return {ln.split()[0].lower(): ln.split() for ln in
+                    self.vpp.cli("show l2fib").splitlines()[1:-1]}
+
+        self.vpp.cli("create bridge-domain 10 mac-age 2")
+        self.vpp.cli(f"l2fib add {C} 10 pg2 static")
+        self.capture_all()
+        self.pg[0].add_stream([self.frame("ff:ff:ff:ff:ff:ff", A, b"from-A")])
+        self.pg[1].add_stream([self.frame("ff:ff:ff:ff:ff:ff", B, b"from-B")])
+        self.pg_start()
+        self.wait_for(lambda: {A, B} <= set(l2fib()), "A and B learned")
+        assert self.vpp.cli("test l2fib age 10").strip() == "aged 0 entries"
+        assert self.vpp.cli("test l2fib age 10 advance 1").strip() == "aged 0 entries"
+        assert self.vpp.cli("test l2fib age 10 advance 3").strip() == "aged 2 entries"
+        entries = l2fib()
+        assert A not in entries and B not in entries, entries
+        assert entries[C][3] == "yes", "static entries never age"
+        # A is unknown again: a frame to it is flooded, not sent to pg0 only.
+        self.capture_all()
+        self.pg[1].add_stream([self.frame(A, B, b"to-aged-A")])
+        self.pg_start()
+        self.pg[0].get_capture(1)
+        self.pg[2].get_capture(1, remark="unknown unicast flooded after aging")
+        # mac-age 0: never.
+        self.vpp.cli("create bridge-domain 10 mac-age 0")
+        d = "02:00:00:0d:00:01"
+        self.capture_all()
+        self.pg[1].add_stream([self.frame("ff:ff:ff:ff:ff:ff", d, b"from-D")])
+        self.pg_start()
+        self.wait_for(lambda: d in l2fib(), "D learned")
+        assert self.vpp.cli("test l2fib age 10 advance 100000").strip() == "aged 0 entries"
+        from sluice_test import CliError
+        try:
+            self.vpp.cli("test l2fib age 11")
+        except CliError as e:
+            assert "`11'" in e.msg
+        else:
+            raise AssertionError("aging a missing bridge domain was accepted")
+        self.vpp.cli(f"l2fib del {C} 10")

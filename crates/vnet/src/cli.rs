@@ -45,7 +45,7 @@ pub fn register(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "clear interfaces",
-        "clear interfaces — reset interface counters",
+        "clear interfaces — reset interface counters (and the feature-arc counters)",
         clear_interfaces,
     );
     t.add(
@@ -183,6 +183,7 @@ fn clear_interfaces(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
     for i in &vm.ext_mut::<Interfaces>().list {
         i.counters.clear();
     }
+    crate::feature::clear_counts(vm);
     Ok(String::new())
 }
 

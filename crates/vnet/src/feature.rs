@@ -1,26 +1,49 @@
 //! Feature arcs: named, ordered lists of optional nodes spliced into a path per interface
-//! (DESIGN.md §3). `ip4-unicast` runs between `ip4-input` and `ip4-lookup`.
+//! (DESIGN.md §3).
+//!
+//! | arc | from | to | keyed by |
+//! |---|---|---|---|
+//! | `ip4-unicast` | `ip4-input` | `ip4-lookup` | rx interface |
+//! | `ip6-unicast` | `ip6-input` | `ip6-lookup` | rx interface |
+//! | `ip4-output` | `ip4-rewrite` | `interface-output` | tx interface |
+//! | `ip6-output` | `ip6-rewrite` | `interface-output` | tx interface |
+//! | `l2-input` | `ethernet-input` | `l2-input` | rx interface |
+//! | `l2-output` | `l2-input` | `interface-output` | tx interface |
 //!
 //! The control plane orders an interface's enabled features with `runs_before`/`runs_after`
 //! (a cycle is an error naming it), adds the graph arcs it needs, and writes, for every node of
 //! the chain, the arc to take next for that interface into a shared table of atomics. Nodes
-//! read it lock-free: `FeatureNext::next(slot, sw_if_index)`.
+//! read it lock-free: `FeatureNext::next(slot, sw_if_index, default)`. Start nodes cache the
+//! answer with other per-interface state they already cache per frame (`ip4-rewrite` with
+//! its adjacency, `ethernet-input` with the rx interface's L2 mode, `l2-input` per tx
+//! interface), so an arc with nothing enabled costs no extra load per packet.
+//!
+//! Every arc has a counter feature `<arc>-count` ([`FeatureCount`]): per-interface packets
+//! and bytes that crossed the arc, shown by `show interface features` and reset by
+//! `clear interfaces`.
 
+use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{order_features, FeatureOrder, Next, Vlib};
+use sluice_graph::stats::Counter;
+use sluice_graph::{
+    order_features, Cx, FeatureOrder, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode,
+    PerPacket, Vlib,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Interfaces the tables cover.
 pub const MAX_IFS: usize = crate::ip4::MAX_IFS;
 /// Nodes that can take part in feature arcs.
-pub const MAX_SLOTS: usize = 16;
+pub const MAX_SLOTS: usize = 32;
 
-/// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc).
+/// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc); per
+/// slot, how many interfaces have a non-default entry.
 pub struct FeatureNext {
     t: Box<[AtomicU16]>,
+    used: [AtomicU32; MAX_SLOTS],
 }
 
 impl Default for FeatureNext {
@@ -29,12 +52,14 @@ impl Default for FeatureNext {
             t: (0..MAX_SLOTS * MAX_IFS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
+            used: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 }
 
 impl FeatureNext {
-    /// The arc node `slot` takes for a packet received on `sw_if`, or `default`.
+    /// The arc node `slot` takes for a packet of interface `sw_if` (rx or tx, as the arc is
+    /// keyed), or `default`.
     #[inline(always)]
     pub fn next(&self, slot: usize, sw_if: u32, default: Next) -> Next {
         match self.t.get(slot * MAX_IFS + sw_if as usize) {
@@ -46,9 +71,52 @@ impl FeatureNext {
         }
     }
 
+    /// Whether node `slot` has a non-default next for any interface (nodes read it once
+    /// per frame to skip the per-packet lookup while an arc is empty everywhere).
+    #[inline(always)]
+    pub fn any(&self, slot: usize) -> bool {
+        self.used
+            .get(slot)
+            .is_some_and(|u| u.load(Ordering::Relaxed) != 0)
+    }
+
     fn set(&self, slot: usize, sw_if: u32, next: Option<Next>) {
-        if let Some(v) = self.t.get(slot * MAX_IFS + sw_if as usize) {
-            v.store(next.map(|n| n.0 + 1).unwrap_or(0), Ordering::Relaxed);
+        let (Some(v), Some(used)) = (
+            self.t.get(slot * MAX_IFS + sw_if as usize),
+            self.used.get(slot),
+        ) else {
+            return;
+        };
+        let new = next.map(|n| n.0 + 1).unwrap_or(0);
+        let old = v.swap(new, Ordering::Relaxed);
+        match (old, new) {
+            (0, n) if n != 0 => {
+                used.fetch_add(1, Ordering::Relaxed);
+            }
+            (o, 0) if o != 0 => {
+                used.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Which interface of a packet selects an arc's features.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArcKey {
+    /// The interface it was received on (`rx_if`).
+    Rx,
+    /// The interface it will be sent on (`tx_if`).
+    Tx,
+}
+
+impl ArcKey {
+    /// The packet's interface this key selects.
+    #[inline(always)]
+    pub fn sw_if(self, b: &Buffer<'_>) -> u32 {
+        match self {
+            ArcKey::Rx => b.hdr.rx_if,
+            ArcKey::Tx => b.hdr.tx_if,
         }
     }
 }
@@ -61,9 +129,14 @@ pub struct ArcDef {
     pub start: &'static str,
     /// Node the arc ends at.
     pub end: &'static str,
+    /// Interface whose configuration applies.
+    pub key: ArcKey,
+    /// The arc's counter feature (`<arc>-count`).
+    pub count: &'static str,
 }
 
 /// A feature: a node on an arc with ordering constraints.
+#[derive(Clone, Copy)]
 pub struct FeatureDef {
     /// Arc name.
     pub arc: &'static str,
@@ -75,33 +148,204 @@ pub struct FeatureDef {
     pub runs_after: &'static [&'static str],
 }
 
-/// The arcs and features Sluice has.
+/// `ip4-output`.
+pub const IP4_OUTPUT: &str = "ip4-output";
+/// `ip6-output`.
+pub const IP6_OUTPUT: &str = "ip6-output";
+/// `l2-input` (the arc; the node of the same name is its end).
+pub const L2_INPUT_ARC: &str = "l2-input";
+/// `l2-output`.
+pub const L2_OUTPUT: &str = "l2-output";
+
+/// The arcs Sluice has.
 pub const ARCS: &[ArcDef] = &[
     ArcDef {
         name: "ip4-unicast",
         start: crate::ip4::nodes::IP4_INPUT,
         end: crate::ip4::nodes::IP4_LOOKUP,
+        key: ArcKey::Rx,
+        count: "ip4-unicast-count",
     },
     ArcDef {
         name: "ip6-unicast",
         start: crate::ip6::nodes::IP6_INPUT,
         end: crate::ip6::nodes::IP6_LOOKUP,
+        key: ArcKey::Rx,
+        count: "ip6-unicast-count",
+    },
+    ArcDef {
+        name: IP4_OUTPUT,
+        start: crate::ip4::nodes::IP4_REWRITE,
+        end: crate::output::NAME,
+        key: ArcKey::Tx,
+        count: "ip4-output-count",
+    },
+    ArcDef {
+        name: IP6_OUTPUT,
+        start: crate::ip6::nodes::IP6_REWRITE,
+        end: crate::output::NAME,
+        key: ArcKey::Tx,
+        count: "ip6-output-count",
+    },
+    ArcDef {
+        name: L2_INPUT_ARC,
+        start: crate::ip4::nodes::ETHERNET_INPUT,
+        end: crate::l2::L2_INPUT,
+        key: ArcKey::Rx,
+        count: "l2-input-count",
+    },
+    ArcDef {
+        name: L2_OUTPUT,
+        start: crate::l2::L2_INPUT,
+        end: crate::output::NAME,
+        key: ArcKey::Tx,
+        count: "l2-output-count",
     },
 ];
 
-/// Registered features.
-pub const FEATURES: &[FeatureDef] = &[FeatureDef {
-    arc: "ip4-unicast",
-    node: crate::ip4::nodes::IP4_SOURCE_CHECK,
-    runs_before: &[],
-    runs_after: &[],
-}];
+/// A feature with no ordering constraints.
+const fn plain(arc: &'static str, node: &'static str) -> FeatureDef {
+    FeatureDef {
+        arc,
+        node,
+        runs_before: &[],
+        runs_after: &[],
+    }
+}
+
+/// Registered features (besides each arc's counter, see [`ArcDef::count`]).
+pub const FEATURES: &[FeatureDef] = &[
+    plain("ip4-unicast", crate::rpf::IP4_SOURCE_CHECK),
+    plain("ip6-unicast", crate::rpf::IP6_SOURCE_CHECK),
+];
+
+/// Every feature of an arc: the registered ones, then its counter (which may run anywhere
+/// on the arc; it runs last among features without constraints).
+fn features_of(arc: &ArcDef) -> impl Iterator<Item = FeatureDef> + '_ {
+    FEATURES
+        .iter()
+        .filter(|f| f.arc == arc.name)
+        .copied()
+        .chain(std::iter::once(plain(arc.name, arc.count)))
+}
 
 /// Table slot of a node taking part in arcs (start nodes and features).
 pub fn slot_of(node: &str) -> Option<usize> {
-    let mut names: Vec<&str> = ARCS.iter().map(|a| a.start).collect();
-    names.extend(FEATURES.iter().map(|f| f.node));
-    names.iter().position(|n| *n == node)
+    ARCS.iter()
+        .map(|a| a.start)
+        .chain(FEATURES.iter().map(|f| f.node))
+        .chain(ARCS.iter().map(|a| a.count))
+        .position(|n| n == node)
+}
+
+/// The arc a feature node is on.
+fn arc_of(node: &str) -> Option<&'static ArcDef> {
+    ARCS.iter()
+        .find(|a| a.count == node || FEATURES.iter().any(|f| f.node == node && f.arc == a.name))
+}
+
+/// Per-interface packet and byte counts of one thread.
+pub struct IfCounts {
+    c: Box<[[Counter; 2]]>,
+}
+
+impl Default for IfCounts {
+    fn default() -> Self {
+        IfCounts {
+            c: (0..MAX_IFS).map(|_| Default::default()).collect(),
+        }
+    }
+}
+
+/// `<arc>-count`: counts the packets and bytes crossing an arc, per interface.
+///
+/// - uses: `rx_if` or `tx_if` (the arc's key); the buffer's total length.
+/// - sets: nothing.
+/// - next: the next feature enabled on the arc for the interface, by default the arc's end
+///   (arc 0: `ip4-lookup`, `ip6-lookup`, `interface-output` or `l2-input`).
+/// - counters: none in `show errors`; per-interface packets/bytes in
+///   `show interface features <if>`, reset by `clear interfaces`.
+pub struct FeatureCount {
+    features: Arc<FeatureNext>,
+    slot: usize,
+    key: ArcKey,
+    mine: Arc<IfCounts>,
+    /// Every thread's counts (for `show`/`clear`).
+    all: Arc<Mutex<Vec<Arc<IfCounts>>>>,
+}
+
+impl PacketNode for FeatureCount {
+    const PREFETCH_DATA: bool = false;
+
+    #[inline(always)]
+    fn process_one(&mut self, _cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let i = self.key.sw_if(b);
+        if let Some(c) = self.mine.c.get(i as usize) {
+            c[0].add(1);
+            c[1].add(b.total_len() as u64);
+        }
+        self.features.next(self.slot, i, Next(0))
+    }
+}
+
+/// Registers every arc's counter feature (`<arc>-count`).
+pub fn register(b: &mut GraphBuilder, features: Arc<FeatureNext>) {
+    for arc in ARCS {
+        let all: Arc<Mutex<Vec<Arc<IfCounts>>>> = Default::default();
+        let slot = slot_of(arc.count).unwrap_or(0);
+        let features = features.clone();
+        let key = arc.key;
+        b.register(
+            NodeRegistration::new(arc.count, NodeKind::Internal, move |_| {
+                let mine = Arc::new(IfCounts::default());
+                if let Ok(mut a) = all.lock() {
+                    a.push(mine.clone());
+                }
+                Box::new(PerPacket::new(FeatureCount {
+                    features: features.clone(),
+                    slot,
+                    key,
+                    mine,
+                    all: all.clone(),
+                }))
+            })
+            .nexts(&[arc.end]),
+        );
+    }
+}
+
+/// Packets and bytes an arc's counter feature saw on an interface (summed over threads).
+pub fn counts(vm: &mut Vlib, arc: &ArcDef, sw_if: u32) -> (u64, u64) {
+    let mut r = (0, 0);
+    for t in counters_of(vm, arc) {
+        if let Some(c) = t.c.get(sw_if as usize) {
+            r.0 += c[0].get();
+            r.1 += c[1].get();
+        }
+    }
+    r
+}
+
+fn counters_of(vm: &mut Vlib, arc: &ArcDef) -> Vec<Arc<IfCounts>> {
+    let Some(i) = vm.registry.find(arc.count) else {
+        return Vec::new();
+    };
+    vm.main
+        .node_mut::<FeatureCount>(i)
+        .and_then(|n| n.all.lock().ok().map(|a| a.clone()))
+        .unwrap_or_default()
+}
+
+/// Resets every arc counter (`clear interfaces`).
+pub fn clear_counts(vm: &mut Vlib) {
+    for arc in ARCS {
+        for t in counters_of(vm, arc) {
+            for c in t.c.iter() {
+                c[0].clear();
+                c[1].clear();
+            }
+        }
+    }
 }
 
 /// Control-plane state (a `Vlib` extension).
@@ -109,7 +353,7 @@ pub fn slot_of(node: &str) -> Option<usize> {
 pub struct FeatureMain {
     /// Shared next table (also held by the nodes).
     pub table: Option<Arc<FeatureNext>>,
-    enabled: BTreeMap<(u32, &'static str), BTreeSet<&'static str>>,
+    enabled: BTreeMap<(u32, &'static str), BTreeSet<String>>,
 }
 
 /// Installs the shared table (from `vnet::init`).
@@ -129,10 +373,15 @@ pub fn set_feature(
         .iter()
         .find(|a| a.name == arc)
         .ok_or_else(|| CliError::new(format!("unknown feature arc `{arc}'")))?;
-    let f = FEATURES
-        .iter()
-        .find(|f| f.node == feature && f.arc == arc)
-        .ok_or_else(|| CliError::new(format!("unknown feature `{feature}' on arc `{arc}'")))?;
+    if !features_of(a).any(|f| f.node == feature) {
+        let hint = match arc_of(feature) {
+            Some(o) => format!(" (it is on arc `{}')", o.name),
+            None => String::new(),
+        };
+        return Err(CliError::new(format!(
+            "unknown feature `{feature}' on arc `{arc}'{hint}"
+        )));
+    }
     let fm = vm.ext_mut::<FeatureMain>();
     let table = fm
         .table
@@ -140,25 +389,23 @@ pub fn set_feature(
         .ok_or_else(|| CliError::new("feature arcs not initialised"))?;
     let set = fm.enabled.entry((sw_if, a.name)).or_default();
     if on {
-        set.insert(f.node);
+        set.insert(feature.to_string());
     } else {
-        set.remove(f.node);
+        set.remove(feature);
     }
-    let enabled: Vec<FeatureOrder> = FEATURES
-        .iter()
-        .filter(|x| x.arc == a.name && set.contains(x.node))
-        .map(|x| FeatureOrder {
-            name: x.node.to_string(),
-            runs_before: x.runs_before.iter().map(|s| s.to_string()).collect(),
-            runs_after: x.runs_after.iter().map(|s| s.to_string()).collect(),
-        })
-        .collect();
-    let order = order_features(a.name, &enabled).map_err(|e| CliError::new(e.to_string()))?;
-    // Reset every participant's entry for this interface, then write the chain.
-    for x in FEATURES.iter().filter(|x| x.arc == a.name) {
+    let order = ordered(a, set)?;
+    // Reset every participant's entry for this interface, then write the chain (nothing
+    // enabled: the start node keeps its default arc).
+    for x in features_of(a) {
         if let Some(s) = slot_of(x.node) {
             table.set(s, sw_if, None);
         }
+    }
+    if order.is_empty() {
+        if let Some(s) = slot_of(a.start) {
+            table.set(s, sw_if, None);
+        }
+        return Ok(());
     }
     let mut chain: Vec<String> = vec![a.start.to_string()];
     chain.extend(order);
@@ -174,6 +421,19 @@ pub fn set_feature(
     Ok(())
 }
 
+/// The enabled features of an arc in the order they run.
+fn ordered(a: &ArcDef, enabled: &BTreeSet<String>) -> Result<Vec<String>, CliError> {
+    let feats: Vec<FeatureOrder> = features_of(a)
+        .filter(|x| enabled.contains(x.node))
+        .map(|x| FeatureOrder {
+            name: x.node.to_string(),
+            runs_before: x.runs_before.iter().map(|s| s.to_string()).collect(),
+            runs_after: x.runs_after.iter().map(|s| s.to_string()).collect(),
+        })
+        .collect();
+    order_features(a.name, &feats).map_err(|e| CliError::new(e.to_string()))
+}
+
 /// Registers the feature CLI.
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
@@ -183,7 +443,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show interface features",
-        "show interface features <interface> — enabled features per arc, in order",
+        "show interface features <interface> — enabled features per arc, in order, with the counter features' packets/bytes",
         cli_show,
     );
 }
@@ -204,21 +464,70 @@ fn cli_set(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     a.finish()?;
-    let fm = vm.ext_mut::<FeatureMain>();
     let mut out = String::from("Feature paths configured on the interface:\n");
     for arc in ARCS {
         let _ = writeln!(out, "{}:", arc.name);
-        let set = fm.enabled.get(&(i.0, arc.name));
-        let mut any = false;
-        for f in FEATURES.iter().filter(|f| f.arc == arc.name) {
-            if set.is_some_and(|s| s.contains(f.node)) {
-                let _ = writeln!(out, "  {}", f.node);
-                any = true;
+        let set = vm
+            .ext_mut::<FeatureMain>()
+            .enabled
+            .get(&(i.0, arc.name))
+            .cloned()
+            .unwrap_or_default();
+        let order = ordered(arc, &set)?;
+        for f in &order {
+            if f == arc.count {
+                let (p, by) = counts(vm, arc, i.0);
+                let _ = writeln!(out, "  {f} (packets {p}, bytes {by})");
+            } else {
+                let _ = writeln!(out, "  {f}");
             }
         }
-        if !any {
+        if order.is_empty() {
             out.push_str("  none configured\n");
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_table_defaults_and_counts_non_default_entries() {
+        let t = FeatureNext::default();
+        assert_eq!(t.next(3, 7, Next(1)), Next(1));
+        assert!(!t.any(3));
+        t.set(3, 7, Some(Next(4)));
+        t.set(3, 8, Some(Next(0)));
+        assert_eq!(
+            (t.next(3, 7, Next(1)), t.next(3, 8, Next(1))),
+            (Next(4), Next(0))
+        );
+        assert_eq!(t.next(2, 7, Next(1)), Next(1), "other slots untouched");
+        t.set(3, 7, Some(Next(5)));
+        assert!(t.any(3));
+        t.set(3, 7, None);
+        assert!(t.any(3), "interface 8 still has an entry");
+        t.set(3, 8, None);
+        t.set(3, 8, None);
+        assert!(!t.any(3));
+        // Out of range: ignored, never a panic.
+        t.set(MAX_SLOTS, 0, Some(Next(1)));
+        assert_eq!(t.next(MAX_SLOTS, u32::MAX, Next(2)), Next(2));
+    }
+
+    #[test]
+    fn every_arc_node_has_its_own_slot() {
+        let mut seen = BTreeSet::new();
+        for a in ARCS {
+            assert!(seen.insert(slot_of(a.start).expect("start has a slot")));
+            assert!(seen.insert(slot_of(a.count).expect("counter has a slot")));
+            assert_eq!(arc_of(a.count).map(|x| x.name), Some(a.name));
+        }
+        for f in FEATURES {
+            assert!(seen.insert(slot_of(f.node).expect("feature has a slot")));
+        }
+        assert!(seen.iter().all(|&s| s < MAX_SLOTS));
+    }
 }

@@ -7,8 +7,9 @@
 //!   - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!     for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
-//!   - next: `interface-output` (0); `error-drop` (1); `ethernet-input` (2) for frames to the
-//!     BVI (routed from there: the bridge's L3 interface).
+//!   - next: `interface-output` (0), or the first feature enabled on the tx interface's
+//!     `l2-output` arc (flooded copies included); `error-drop` (1); `ethernet-input` (2) for
+//!     frames to the BVI (routed from there: the bridge's L3 interface; not an output).
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!     interface), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
 //!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
@@ -79,6 +80,31 @@ pub struct L2Input {
     shared: Arc<L2Shared>,
     bds: Vec<Option<BdCfg>>,
     recent: [(u64, u32, u32); 64],
+    features: Arc<crate::feature::FeatureNext>,
+    slot: usize,
+    // Per-frame: whether any interface has `l2-output` features, and the last tx interface
+    // with its `l2-output` arc next.
+    out_any: bool,
+    out: Option<(u32, Next)>,
+}
+
+impl L2Input {
+    /// The arc towards `interface-output` for a frame sent on `tx` (through the features
+    /// enabled on its `l2-output` arc).
+    #[inline(always)]
+    fn output(&mut self, tx: u32) -> Next {
+        if !self.out_any {
+            return Next(0);
+        }
+        match self.out {
+            Some((i, n)) if i == tx => n,
+            _ => {
+                let n = self.features.next(self.slot, tx, Next(0));
+                self.out = Some((tx, n));
+                n
+            }
+        }
+    }
 }
 
 const E_FILTERED: u16 = 3;
@@ -87,11 +113,17 @@ const E_NO_MEMBER: u16 = 5;
 const E_NO_BUF: u16 = 6;
 
 impl PacketNode for L2Input {
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.out_any = self.features.any(self.slot);
+        self.out = None;
+    }
+
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let bd = b.hdr.l2.bd_index;
         if bd == 0 {
             cx.count(0, 1);
-            return Next(0);
+            return self.output(b.hdr.tx_if);
         }
         let (learn, forward, flood_bcast, uu_flood) = match self.bds.get(bd as usize) {
             Some(Some(c)) => (c.learn, c.forward, c.flood, c.uu_flood),
@@ -145,7 +177,7 @@ impl PacketNode for L2Input {
                         return to_bvi(b, tx);
                     }
                     b.hdr.tx_if = tx;
-                    return Next(0);
+                    return self.output(tx);
                 }
                 _ => uu_flood,
             }
@@ -176,7 +208,7 @@ impl PacketNode for L2Input {
                     let next = if cfg.bvi == Some(m) {
                         to_bvi(&mut v, m)
                     } else {
-                        Next(0)
+                        self.features.next(self.slot, m, Next(0))
                     };
                     cx.enqueue(next, c);
                 }
@@ -189,7 +221,7 @@ impl PacketNode for L2Input {
             return to_bvi(b, m);
         }
         b.hdr.tx_if = m;
-        Next(0)
+        self.features.next(self.slot, m, Next(0))
     }
 }
 
@@ -249,7 +281,9 @@ impl L2Control {
         n
     }
 
-    fn age(&mut self, now: f64) -> usize {
+    /// Removes dynamic entries older than their bridge domain's `mac-age` at `now` (of the
+    /// bridge domain `only`, or all); returns how many.
+    fn age(&mut self, now: f64, only: Option<u16>) -> usize {
         let Some(ep) = self.epochs.clone() else {
             return 0;
         };
@@ -260,7 +294,8 @@ impl L2Control {
             .filter(|&(k, v)| {
                 let bd = (k >> 48) as u16;
                 let age = self.bds.get(&bd).map(|b| b.mac_age).unwrap_or(0);
-                v & STATIC == 0
+                only.is_none_or(|o| o == bd)
+                    && v & STATIC == 0
                     && age > 0
                     && t.saturating_sub((v >> 40) as u32 & 0xff_ffff) >= age * 60
             })
@@ -287,7 +322,7 @@ impl NodeFn for LearnProcess {
         cx.count(0, n as u64);
         if now - self.last_age >= 1.0 {
             self.last_age = now;
-            let aged = c.age(now);
+            let aged = c.age(now, None);
             cx.count(1, aged as u64);
         }
         Suspend::Timeout(0.01)
@@ -303,8 +338,10 @@ pub struct L2Main {
     ctl: Option<Arc<Mutex<L2Control>>>,
 }
 
-/// Registers `l2-input` and `l2-learn-process`.
-pub fn register(b: &mut GraphBuilder) {
+/// Registers `l2-input` and `l2-learn-process`; `features` is the feature-arc next table
+/// (`l2-input` starts the `l2-output` arc).
+pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>) {
+    let slot = crate::feature::slot_of(L2_INPUT).unwrap_or(0);
     let fib = Bihash::new();
     let shared = Arc::new(L2Shared {
         fib: fib.table().clone(),
@@ -323,6 +360,10 @@ pub fn register(b: &mut GraphBuilder) {
                 shared: shared.clone(),
                 bds: Vec::new(),
                 recent: [(0, 0, 0); 64],
+                features: features.clone(),
+                slot,
+                out_any: false,
+                out: None,
             }))
         })
         .nexts(&[
@@ -426,6 +467,29 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "l2fib del <mac> <bridge-domain-id>",
         cli_l2fib_del,
     );
+    t.add(
+        "test l2fib age",
+        "test l2fib age <bridge-domain-id> [advance <minutes>] — run the MAC aging pass now, as if the clock were <minutes> ahead (debug)",
+        cli_test_age,
+    );
+}
+
+fn cli_test_age(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let bd = bd_arg(a)?;
+    let advance = if a.keyword("advance") {
+        a.u32("minutes")?
+    } else {
+        0
+    };
+    a.finish()?;
+    let now = vm.shared.clock.now_secs() + advance as f64 * 60.0;
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    if !ctl.bds.contains_key(&bd) {
+        return Err(CliError::new(format!("no bridge domain `{bd}'")));
+    }
+    let n = ctl.age(now, Some(bd));
+    Ok(format!("aged {n} entries\n"))
 }
 
 fn flag(a: &mut Args, what: &str) -> Result<bool, CliError> {

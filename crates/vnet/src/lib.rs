@@ -9,10 +9,12 @@ pub mod ip6;
 pub mod l2;
 pub mod l2patch;
 pub mod loopback;
+pub mod neighbor;
 pub mod output;
 pub mod ping;
 pub mod ratelimit;
 pub mod routes;
+pub mod rpf;
 pub mod rxq;
 pub mod subif;
 
@@ -23,9 +25,11 @@ pub fn register(b: &mut sluice_graph::GraphBuilder) {
     output::register(b);
     l2patch::register(b);
     let v4 = ip4::register(b);
-    ip6::register(b, v4);
+    let v6 = ip6::register(b, v4.clone());
+    feature::register(b, v4.features.clone());
+    rpf::register(b, v4.clone(), v6);
     loopback::register(b);
-    l2::register(b);
+    l2::register(b, v4.features.clone());
 }
 
 /// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
@@ -34,6 +38,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     ip4::register_cli(t);
     ip6::register_cli(t);
     feature::register_cli(t);
+    neighbor::register_cli(t);
     loopback::register_cli(t);
     l2::register_cli(t);
     subif::register_cli(t);

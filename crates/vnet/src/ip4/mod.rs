@@ -71,7 +71,7 @@ pub struct Ip4Shared {
     pub features: Arc<crate::feature::FeatureNext>,
     /// Neighbours learned by `arp-input` on any thread, applied by the main thread:
     /// (interface, address, MAC). A control-plane path, not the fast path.
-    pub learned: Mutex<Vec<(u32, u32, [u8; 6])>>,
+    pub learned: Mutex<Vec<crate::neighbor::Learned<u32>>>,
     /// Echo replies for the CLI `ping` (recorded by `ip4-local` while a ping runs).
     pub ping: crate::ping::PingState<Ipv4Addr>,
 }
@@ -103,6 +103,7 @@ pub struct Ip4Control {
     shared: Arc<Ip4Shared>,
     addrs: Vec<(u32, u32, u8)>,
     neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
+    aging: crate::neighbor::Aging<(u32, u32)>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -188,13 +189,64 @@ impl Ip4Control {
             std::mem::take(&mut *l)
         };
         let n = learned.len();
-        for (i, ip, mac) in learned {
+        let now = std::time::Instant::now();
+        for l in learned {
             // Only neighbours on a connected subnet of that interface.
-            if self.connected_if(self.if_fib(i), ip) == Some(i) {
-                let _ = self.add_neighbor(i, ip, mac, false);
+            if self.connected_if(self.if_fib(l.sw_if), l.ip) == Some(l.sw_if) {
+                crate::neighbor::apply(self, l, now);
             }
         }
         n
+    }
+
+    /// Removes a neighbour: its adjacency becomes incomplete, its host route goes.
+    pub fn del_neighbor(&mut self, i: u32, ip: u32) -> bool {
+        if self.neighbors.remove(&(i, ip)).is_none() {
+            return false;
+        }
+        self.aging.forget(&(i, ip));
+        if let Ok(a) = self.nbr_adj(i, ip) {
+            let adj = neighbor_adj(i, ip, None, self.if_mac(i), self.if_mtu(i));
+            self.adjs.update(a, adj);
+        }
+        let fib = self.if_fib(i);
+        let _ = self.vrfs.set_route(fib, ip, 32, Source::Adjacency, None);
+        true
+    }
+
+    /// Neighbour aging: removes dynamic entries still stale after their probe and returns
+    /// the probes to send now: (interface, unicast ARP request to the neighbour from our
+    /// address on its subnet).
+    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 14 + sluice_wire::arp::LEN])> {
+        let probes = crate::neighbor::age(self, std::time::Instant::now());
+        probes
+            .into_iter()
+            .filter_map(|(i, ip, mac)| {
+                let src = self
+                    .addrs
+                    .iter()
+                    .find(|&&(j, a, l)| j == i && mask(a, l) == mask(ip, l))?;
+                let me = sluice_wire::Mac(self.if_mac(i));
+                Some((i, nodes::arp_request(sluice_wire::Mac(mac), me, src.1, ip)))
+            })
+            .collect()
+    }
+}
+
+impl crate::neighbor::Table<u32> for Ip4Control {
+    fn split(
+        &mut self,
+    ) -> (
+        &crate::neighbor::Entries<u32>,
+        &mut crate::neighbor::Aging<(u32, u32)>,
+    ) {
+        (&self.neighbors, &mut self.aging)
+    }
+    fn add_dynamic(&mut self, i: u32, ip: u32, mac: [u8; 6]) -> bool {
+        self.add_neighbor(i, ip, mac, false).is_ok()
+    }
+    fn remove(&mut self, i: u32, ip: u32) -> bool {
+        self.del_neighbor(i, ip)
     }
 }
 
@@ -288,6 +340,7 @@ pub fn init(vm: &mut Vlib) {
         shared,
         addrs: Vec::new(),
         neighbors: HashMap::new(),
+        aging: Default::default(),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
@@ -570,16 +623,9 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if del {
-        if ctl.neighbors.remove(&(i.0, ip)).is_none() {
+        if !ctl.del_neighbor(i.0, ip) {
             return Err(CliError::new(format!("no neighbor {}", Ipv4Addr::from(ip))));
         }
-        let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
-        let adj = neighbor_adj(i.0, ip, None, ctl.if_mac(i.0), ctl.if_mtu(i.0));
-        ctl.adjs.update(a, adj);
-        let fib = ctl.if_fib(i.0);
-        ctl.vrfs
-            .set_route(fib, ip, 32, Source::Adjacency, None)
-            .map_err(CliError::new)?;
         return Ok(String::new());
     }
     // CLI entries are static (VPP marks them S whether or not `static' is given).
@@ -734,6 +780,16 @@ pub fn route_count(vm: &mut Vlib) -> usize {
     control(vm)
         .map(|c| lock(&c).vrfs.route_count())
         .unwrap_or(0)
+}
+
+/// Runs `f` on the IPv4 neighbour aging state (`set ip neighbor-config ip4`).
+pub fn with_aging<R>(
+    vm: &mut Vlib,
+    f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u32)>) -> R,
+) -> Result<R, CliError> {
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    Ok(f(&mut ctl.aging))
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).

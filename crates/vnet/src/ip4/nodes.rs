@@ -42,8 +42,6 @@ pub const IP4_GLEAN: &str = "ip4-glean";
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// `l2-input` (see `crate::l2`).
 pub const L2_INPUT: &str = crate::l2::L2_INPUT;
-/// `ip4-source-check-via-rx` (feature on `ip4-unicast`).
-pub const IP4_SOURCE_CHECK: &str = "ip4-source-check-via-rx";
 
 /// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
 /// `feature_meta[1]`: the MTU for "fragmentation needed".
@@ -61,8 +59,9 @@ const ICMP_MTU: usize = 1;
 ///   then is classified like an untagged frame of that interface.
 /// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
 ///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
-///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain); `ip6-input` (4) for
-///   IPv6; every frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
+///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain) — or the first
+///   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
+///   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
 ///   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
 /// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
 ///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
@@ -78,6 +77,11 @@ pub struct EthernetInput {
     cached_bd: u32,
     cached_fib: [u32; 2],
     cached_redirect: u32,
+    // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
+    // (per frame).
+    l2_any: bool,
+    cached_l2_next: Next,
+    slot: usize,
 }
 
 const E_UNKNOWN_ET: u16 = 0;
@@ -153,10 +157,23 @@ impl EthernetInput {
     }
 }
 
+impl EthernetInput {
+    /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
+    #[inline(always)]
+    fn l2_next(&self) -> Next {
+        if self.l2_any {
+            self.cached_l2_next
+        } else {
+            Next(3)
+        }
+    }
+}
+
 impl PacketNode for EthernetInput {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached_if = None;
+        self.l2_any = self.shared.features.any(self.slot);
     }
 
     #[inline(always)]
@@ -172,6 +189,9 @@ impl PacketNode for EthernetInput {
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
             ];
+            if self.l2_any && (self.cached_l2 != 0 || self.cached_bd != 0) {
+                self.cached_l2_next = self.shared.features.next(self.slot, b.hdr.rx_if, Next(3));
+            }
         }
         if self.cached_redirect != 0 {
             return Next((self.cached_redirect - 1) as u16);
@@ -205,14 +225,14 @@ impl PacketNode for EthernetInput {
             b.hdr.tx_if = self.cached_l2 - 1;
             b.hdr.l2.bd_index = 0;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return Next(3);
+            return self.l2_next();
         }
         if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
             // Bridged interface: l2-input switches it in its bridge domain (unless the bridge
             // just switched it to this interface, its BVI: then it is routed below).
             b.hdr.l2.bd_index = self.cached_bd as u16;
             b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return Next(3);
+            return self.l2_next();
         }
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
@@ -312,53 +332,6 @@ impl PacketNode for Ip4Input {
         if total < d.len() && b.chain_rest_len() == 0 {
             b.set_len(total);
         }
-        self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-/// `ip4-source-check-via-rx`: strict reverse-path check (uRPF strict, RFC 3704 §2.2), a
-/// feature on the `ip4-unicast` arc: the route back to the source must leave through the
-/// interface the packet came in on.
-///
-/// - uses: the IPv4 header (source address), `rx_if`, `ip.fib_index`.
-/// - sets: nothing.
-/// - next: `error-drop` (0) when the check fails; otherwise the next feature of the rx
-///   interface's arc, by default `ip4-lookup` (1).
-/// - counters: `no_route` (no route back to the source), `wrong_interface` (route back leaves
-///   through another interface), `passed` (info).
-pub struct Ip4SourceCheck {
-    shared: Arc<Ip4Shared>,
-    slot: usize,
-}
-
-const E_SC_NO_ROUTE: u16 = 0;
-const E_SC_WRONG_IF: u16 = 1;
-const C_SC_PASSED: u16 = 2;
-
-impl PacketNode for Ip4SourceCheck {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let d = b.data();
-        let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-        let Some(v) = self.shared.lookup(b.hdr.ip.fib_index, src) else {
-            b.hdr.error = cx.error(E_SC_NO_ROUTE);
-            return Next(0);
-        };
-        let ok = if v >= super::LB_FLAG {
-            // ECMP route back: any of its paths may be the rx interface; accept (loose).
-            true
-        } else {
-            let a = self.shared.adj.get(v);
-            matches!(
-                a.kind,
-                AdjKind::Rewrite | AdjKind::Glean | AdjKind::Incomplete
-            ) && a.tx_if == b.hdr.rx_if
-        };
-        if !ok {
-            b.hdr.error = cx.error(E_SC_WRONG_IF);
-            return Next(0);
-        }
-        cx.count(C_SC_PASSED as usize, 1);
         self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
     }
 }
@@ -496,14 +469,20 @@ fn flow_hash(ip: &[u8]) -> u32 {
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip4-icmp-error`.
-/// - next: `error-drop` (0); `interface-output` (1); `ip4-icmp-error` (2) for TTL expiry and
-///   DF packets over the MTU.
+/// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
+///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
+///   the MTU.
 /// - counters: `ttl_expired` (ip4 ttl <= 1, info: an ICMP error follows), `mtu_exceeded`
 ///   (packet larger than MTU and fragmentation not supported), `no_headroom`.
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
+    slot: usize,
     // Per-frame cache: consecutive packets usually share an adjacency.
     cached: Option<(u32, Adj)>,
+    // Per frame: whether any interface has `ip4-output` features; if so, the arc's next
+    // for the cached adjacency's interface.
+    out_any: bool,
+    cached_out: Next,
 }
 
 const E_TTL: u16 = 0;
@@ -514,6 +493,7 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached = None;
+        self.out_any = self.shared.features.any(self.slot);
     }
 
     #[inline(always)]
@@ -524,6 +504,9 @@ impl PacketNode for Ip4Rewrite {
             _ => {
                 let a = self.shared.adj.get(ai);
                 self.cached = Some((ai, a));
+                if self.out_any {
+                    self.cached_out = self.shared.features.next(self.slot, a.tx_if, Next(1));
+                }
                 a
             }
         };
@@ -560,7 +543,11 @@ impl PacketNode for Ip4Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        Next(1)
+        if self.out_any {
+            self.cached_out
+        } else {
+            Next(1)
+        }
     }
 }
 
@@ -727,14 +714,17 @@ impl PacketNode for Ip4IcmpError {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `arp-input`: answers ARP requests for the interface's address and learns senders.
+/// `arp-input`: answers ARP requests for any address of the receiving interface, learns
+/// senders, and refreshes existing entries from gratuitous ARP.
 ///
-/// - uses: `rx_if`; the ARP packet at `current_data`.
+/// - uses: `rx_if`, `ip.fib_index`; the ARP packet at `current_data`.
 /// - sets: turns requests into replies in place (new Ethernet header in the headroom),
 ///   `tx_if` = `rx_if`.
 /// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies.
 /// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
-///   (info: request for another address), `malformed` (not Ethernet/IPv4 ARP).
+///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
+///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
+///   target address — which only updates an existing neighbour, as VPP: it never creates one).
 pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
@@ -743,6 +733,22 @@ const C_REPLIES_SENT: u16 = 0;
 const C_REPLIES_RX: u16 = 1;
 const C_NOT_FOR_US: u16 = 2;
 const E_MALFORMED: u16 = 3;
+const C_GARP: u16 = 4;
+
+impl ArpInput {
+    fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
+        if let Ok(mut l) = self.shared.learned.lock() {
+            if l.len() < 4096 {
+                l.push(crate::neighbor::Learned {
+                    sw_if: b.hdr.rx_if,
+                    ip: u32::from(r.spa),
+                    mac: r.sha.0,
+                    update_only,
+                });
+            }
+        }
+    }
+}
 
 impl PacketNode for ArpInput {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -753,21 +759,31 @@ impl PacketNode for ArpInput {
                 return Next(0);
             }
         };
-        let attr = self.shared.if_attr(b.hdr.rx_if);
-        let mine = attr.ip4.load(Ordering::Relaxed);
-        if u32::from(r.tpa) != mine || mine == 0 {
+        if r.spa == r.tpa {
+            // Gratuitous ARP: refreshes the sender's entry if it exists; never answered.
+            self.learn(b, &r, true);
+            b.hdr.error = cx.error(C_GARP);
+            return Next(0);
+        }
+        // Ours when the target's route is a local address of this very interface (any of
+        // its addresses, not only the first).
+        let tpa = u32::from(r.tpa);
+        let ours = self
+            .shared
+            .lookup(b.hdr.ip.fib_index, tpa)
+            .filter(|&v| v < super::LB_FLAG)
+            .map(|v| self.shared.adj.get(v))
+            .is_some_and(|a| a.kind == AdjKind::Local && a.tx_if == b.hdr.rx_if);
+        if !ours {
             b.hdr.error = cx.error(C_NOT_FOR_US);
             return Next(0);
         }
-        if let Ok(mut l) = self.shared.learned.lock() {
-            if l.len() < 4096 {
-                l.push((b.hdr.rx_if, u32::from(r.spa), r.sha.0));
-            }
-        }
+        self.learn(b, &r, false);
         if r.op != arp::op::REQUEST {
             b.hdr.error = cx.error(C_REPLIES_RX);
             return Next(0);
         }
+        let attr = self.shared.if_attr(b.hdr.rx_if);
         let my_mac = Mac(attr.mac_bytes());
         let reply = ArpRepr {
             op: arp::op::REPLY,
@@ -834,21 +850,9 @@ impl PacketNode for Ip4Glean {
             b.hdr.error = cx.error(E_NO_BUF);
             return Next(0);
         };
-        let my_mac = Mac(attr.mac_bytes());
+        let frame = arp_request(Mac::BROADCAST, Mac(attr.mac_bytes()), src_ip, target);
         // SAFETY: `req` was just allocated by this node and has no other view.
         let mut v = unsafe { cx.buffer(req) };
-        let mut frame = [0u8; 14 + arp::LEN];
-        frame[0..6].copy_from_slice(&Mac::BROADCAST.0);
-        frame[6..12].copy_from_slice(&my_mac.0);
-        frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
-        ArpRepr {
-            op: arp::op::REQUEST,
-            sha: my_mac,
-            spa: Ipv4Addr::from(src_ip),
-            tha: Mac::default(),
-            tpa: Ipv4Addr::from(target),
-        }
-        .emit(&mut frame[14..]);
         v.write_packet(&frame);
         v.hdr.tx_if = adj.tx_if;
         v.hdr.rx_if = b.hdr.rx_if;
@@ -859,20 +863,48 @@ impl PacketNode for Ip4Glean {
     }
 }
 
+/// An ARP request frame (Ethernet header included) from `my_mac`/`src` for `target`, to
+/// `dst` (broadcast, or the neighbour's MAC for an aging probe).
+pub(crate) fn arp_request(dst: Mac, my_mac: Mac, src: u32, target: u32) -> [u8; 14 + arp::LEN] {
+    let mut frame = [0u8; 14 + arp::LEN];
+    frame[0..6].copy_from_slice(&dst.0);
+    frame[6..12].copy_from_slice(&my_mac.0);
+    frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+    ArpRepr {
+        op: arp::op::REQUEST,
+        sha: my_mac,
+        spa: Ipv4Addr::from(src),
+        tha: Mac::default(),
+        tpa: Ipv4Addr::from(target),
+    }
+    .emit(&mut frame[14..]);
+    frame
+}
+
 // ---------------------------------------------------------------------------------------
 /// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
-/// update + host route). Main thread only.
+/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip4
+/// age`): sends unicast ARP requests to stale ones, removes those still stale after their
+/// probe. Main thread only.
+///
+/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
+/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
 pub struct NeighborProcess {
     /// Control-plane slot (see `ip4::init`).
     pub slot: Arc<Mutex<CtlSlot>>,
+    last_age: f64,
 }
 
 impl NodeFn for NeighborProcess {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let ctl = self.slot.lock().ok().and_then(|s| s.ctl.clone());
         if let Some(c) = ctl {
-            let n = super::lock(&c).apply_learned();
-            cx.count(0, n as u64);
+            crate::neighbor::process_tick(
+                cx,
+                &mut self.last_age,
+                || super::lock(&c).apply_learned(),
+                || super::lock(&c).age_neighbors(),
+            );
         }
         Suspend::Timeout(0.01)
     }
@@ -884,6 +916,7 @@ impl NodeFn for NeighborProcess {
 /// Registers the IPv4 nodes.
 pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<CtlSlot>>) {
     let s = shared.clone();
+    let eslot = crate::feature::slot_of(ETHERNET_INPUT).unwrap_or(0);
     b.register(
         NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(EthernetInput {
@@ -895,6 +928,9 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_redirect: 0,
                 cached_bd: 0,
                 cached_fib: [0; 2],
+                l2_any: false,
+                cached_l2_next: Next(3),
+                slot: eslot,
             }))
         })
         .nexts(&[
@@ -946,11 +982,15 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
+    let rslot = crate::feature::slot_of(IP4_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Rewrite {
                 shared: s.clone(),
+                slot: rslot,
                 cached: None,
+                out_any: false,
+                cached_out: Next(1),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])
@@ -1007,6 +1047,10 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("replies_received", "ARP replies received"),
             CounterDesc::info("not_for_us", "ARP for another address"),
             CounterDesc::error("malformed", "malformed ARP packet"),
+            CounterDesc::info(
+                "gratuitous",
+                "gratuitous ARP (updates an existing neighbour only)",
+            ),
         ]),
     );
     let s = shared.clone();
@@ -1025,29 +1069,14 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::error("no_source", "no source address for ARP request"),
         ]),
     );
-    let s = shared.clone();
-    let fslot = crate::feature::slot_of(IP4_SOURCE_CHECK).unwrap_or(0);
-    b.register(
-        NodeRegistration::new(IP4_SOURCE_CHECK, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4SourceCheck {
-                shared: s.clone(),
-                slot: fslot,
-            }))
-        })
-        .nexts(&["error-drop", IP4_LOOKUP])
-        .counters(&[
-            CounterDesc::error("no_route", "ip4 source check: no route to source"),
-            CounterDesc::error(
-                "wrong_interface",
-                "ip4 source check: route to source via another interface",
-            ),
-            CounterDesc::info("passed", "ip4 source check passed"),
-        ]),
-    );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(NeighborProcess { slot: slot.clone() })
+            Box::new(NeighborProcess {
+                slot: slot.clone(),
+                last_age: 0.0,
+            })
         })
-        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+        .nexts(&[crate::output::NAME])
+        .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
 }

@@ -53,7 +53,7 @@ pub struct Ip6Shared {
     pub incomplete: RwLock<HashMap<u32, u128>>,
     /// Neighbours learned from NS/NA on any thread, applied by the main thread:
     /// (interface, address, MAC).
-    pub learned: Mutex<Vec<(u32, u128, [u8; 6])>>,
+    pub learned: Mutex<Vec<crate::neighbor::Learned<u128>>>,
     /// Echo replies for the CLI `ping` (recorded by `ip6-local` while a ping runs).
     pub ping: crate::ping::PingState<Ipv6Addr>,
 }
@@ -112,6 +112,7 @@ pub struct Ip6Control {
     neighbors: HashMap<(u32, u128), ([u8; 6], bool)>,
     nbr_adjs: HashMap<(u32, u128), u32>,
     serial: u32,
+    aging: crate::neighbor::Aging<(u32, u128)>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -235,7 +236,9 @@ impl Ip6Control {
     pub fn apply_learned(&mut self) -> usize {
         let learned = std::mem::take(&mut *lock(&self.shared.learned));
         let n = learned.len();
-        for (i, ip, mac) in learned {
+        let now = std::time::Instant::now();
+        for l in learned {
+            let (i, ip) = (l.sw_if, l.ip);
             // Neighbours on a connected subnet of that interface, or link-local ones of an
             // interface with IPv6 enabled.
             let ok = if is_link_local(ip) {
@@ -244,10 +247,26 @@ impl Ip6Control {
                 self.connected_if(self.if_fib(i), ip) == Some(i)
             };
             if ok {
-                let _ = self.add_neighbor(i, ip, mac, false);
+                crate::neighbor::apply(self, l, now);
             }
         }
         n
+    }
+
+    /// Neighbour aging: removes dynamic entries still stale after their probe and returns
+    /// the probes to send now: (interface, unicast NS to the neighbour from our link-local
+    /// or, without one, global address).
+    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 86])> {
+        let probes = crate::neighbor::age(self, std::time::Instant::now());
+        probes
+            .into_iter()
+            .filter_map(|(i, ip, mac)| {
+                let a = self.shared.if_addrs(i);
+                let src = if a.ll != 0 { a.ll } else { a.global };
+                let ns = nodes::neighbor_solicit(self.if_mac(i), src, mac, ip, ip);
+                (src != 0).then_some((i, ns))
+            })
+            .collect()
     }
 
     fn publish_addrs(&self, i: u32) {
@@ -400,7 +419,7 @@ pub struct CtlSlot {
 }
 
 /// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
+pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -419,7 +438,8 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared, slot);
+    nodes::register(b, shared.clone(), slot);
+    shared
 }
 
 /// Completes the control plane once the runtime exists.
@@ -446,6 +466,7 @@ pub fn init(vm: &mut Vlib) {
         neighbors: HashMap::new(),
         nbr_adjs: HashMap::new(),
         serial: 0,
+        aging: Default::default(),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
@@ -735,6 +756,33 @@ pub fn route_count(vm: &mut Vlib) -> usize {
     control(vm)
         .map(|c| lock(&c).vrfs.route_count())
         .unwrap_or(0)
+}
+
+impl crate::neighbor::Table<u128> for Ip6Control {
+    fn split(
+        &mut self,
+    ) -> (
+        &crate::neighbor::Entries<u128>,
+        &mut crate::neighbor::Aging<(u32, u128)>,
+    ) {
+        (&self.neighbors, &mut self.aging)
+    }
+    fn add_dynamic(&mut self, i: u32, ip: u128, mac: [u8; 6]) -> bool {
+        self.add_neighbor(i, ip, mac, false).is_ok()
+    }
+    fn remove(&mut self, i: u32, ip: u128) -> bool {
+        self.del_neighbor(i, ip)
+    }
+}
+
+/// Runs `f` on the IPv6 neighbour aging state (`set ip neighbor-config ip6`).
+pub fn with_aging<R>(
+    vm: &mut Vlib,
+    f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u128)>) -> R,
+) -> Result<R, CliError> {
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    Ok(f(&mut ctl.aging))
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).

@@ -250,13 +250,20 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///   kept).
 /// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
 ///   `feature_meta[0..2]` for `ip6-icmp-error`.
-/// - next: `error-drop` (0); `interface-output` (1); `ip6-icmp-error` (2) for hop-limit
-///   expiry and packets over the MTU (routers never fragment IPv6).
+/// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
+///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
+///   the MTU (routers never fragment IPv6).
 /// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
 ///   over the MTU, ICMPv6 packet too big follows), `no_headroom`.
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
+    slot: usize,
+    // Per-frame cache: the last adjacency.
     cached: Option<(u32, Adj)>,
+    // Per frame: whether any interface has `ip6-output` features; if so, the arc's next
+    // for the cached adjacency's interface.
+    out_any: bool,
+    cached_out: Next,
 }
 
 const C_HOP_LIMIT: u16 = 0;
@@ -267,6 +274,7 @@ impl PacketNode for Ip6Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.cached = None;
+        self.out_any = self.shared.v4.features.any(self.slot);
     }
 
     #[inline(always)]
@@ -277,6 +285,9 @@ impl PacketNode for Ip6Rewrite {
             _ => {
                 let a = self.shared.adj.get(ai);
                 self.cached = Some((ai, a));
+                if self.out_any {
+                    self.cached_out = self.shared.v4.features.next(self.slot, a.tx_if, Next(1));
+                }
                 a
             }
         };
@@ -305,7 +316,11 @@ impl PacketNode for Ip6Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        Next(1)
+        if self.out_any {
+            self.cached_out
+        } else {
+            Next(1)
+        }
     }
 }
 
@@ -352,7 +367,12 @@ impl Ip6Local {
     fn learn(&self, i: u32, ip: u128, mac: [u8; 6]) {
         if let Ok(mut l) = self.shared.learned.lock() {
             if l.len() < 4096 {
-                l.push((i, ip, mac));
+                l.push(crate::neighbor::Learned {
+                    sw_if: i,
+                    ip,
+                    mac,
+                    update_only: false,
+                });
             }
         }
     }
@@ -412,22 +432,12 @@ impl Ip6Local {
             b.hdr.error = cx.error(E_ND_INVALID);
             return Next(0);
         }
-        let (s6, d6) = (Ipv6Addr::from(target), Ipv6Addr::from(src));
-        let d = b.data_mut();
-        d[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
-        d[4..6].copy_from_slice(&32u16.to_be_bytes());
-        d[6] = next_header::ICMPV6;
-        d[7] = 255;
-        d[8..24].copy_from_slice(&target.to_be_bytes());
-        d[24..40].copy_from_slice(&src.to_be_bytes());
-        let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
-        NdiscRepr::NeighborAdvert {
+        let na = NdiscRepr::NeighborAdvert {
             flags: NaFlags(NaFlags::ROUTER.0 | NaFlags::SOLICITED.0 | NaFlags::OVERRIDE.0),
-            target: s6,
+            target: Ipv6Addr::from(target),
             lladdr: Some(Mac(my_mac)),
-        }
-        .emit(&mut m);
-        m.fill_checksum(s6, d6);
+        };
+        write_nd(b.data_mut(), target, src, &na);
         let Some(h) = b.push_front(14) else {
             b.hdr.error = cx.error(E_ND_INVALID);
             return Next(0);
@@ -701,31 +711,15 @@ impl PacketNode for Ip6Glean {
         };
         let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
         let group = solicited_node(target);
-        let mut f = [0u8; 14 + 40 + 32];
-        f[0..6].copy_from_slice(&[
+        let dst_mac = [
             0x33,
             0x33,
             0xff,
             f_b(target, 2),
             f_b(target, 1),
             f_b(target, 0),
-        ]);
-        f[6..12].copy_from_slice(&my_mac);
-        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        let ip = &mut f[14..];
-        ip[0] = 0x60;
-        ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-        ip[6] = next_header::ICMPV6;
-        ip[7] = 255;
-        ip[8..24].copy_from_slice(&src.to_be_bytes());
-        ip[24..40].copy_from_slice(&group.to_be_bytes());
-        let mut m = Icmpv6Packet::new_unchecked(&mut ip[40..72]);
-        NdiscRepr::NeighborSolicit {
-            target: Ipv6Addr::from(target),
-            lladdr: Some(Mac(my_mac)),
-        }
-        .emit(&mut m);
-        m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(group));
+        ];
+        let f = neighbor_solicit(my_mac, src, dst_mac, group, target);
         // SAFETY: `req` was just allocated by this node and has no other view.
         let mut v = unsafe { cx.buffer(req) };
         v.write_packet(&f);
@@ -736,6 +730,42 @@ impl PacketNode for Ip6Glean {
     }
 }
 
+/// A neighbor solicitation frame (Ethernet header included) for `target`, from
+/// `my_mac`/`src` to `dst_mac`/`dst` (the solicited-node group, or the neighbour itself for
+/// an aging probe), with the source link-layer address option.
+pub(crate) fn neighbor_solicit(
+    my_mac: [u8; 6],
+    src: u128,
+    dst_mac: [u8; 6],
+    dst: u128,
+    target: u128,
+) -> [u8; 14 + 40 + 32] {
+    let mut f = [0u8; 14 + 40 + 32];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&my_mac);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let ns = NdiscRepr::NeighborSolicit {
+        target: Ipv6Addr::from(target),
+        lladdr: Some(Mac(my_mac)),
+    };
+    write_nd(&mut f[14..], src, dst, &ns);
+    f
+}
+
+/// Writes a 72-byte NS or NA (with its link-layer address option) at the start of `d`: the
+/// IPv6 header (hop limit 255, RFC 4861 §7.1) from `src` to `dst`, the message, its checksum.
+fn write_nd(d: &mut [u8], src: u128, dst: u128, r: &NdiscRepr) {
+    d[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    d[4..6].copy_from_slice(&32u16.to_be_bytes());
+    d[6] = next_header::ICMPV6;
+    d[7] = 255;
+    d[8..24].copy_from_slice(&src.to_be_bytes());
+    d[24..40].copy_from_slice(&dst.to_be_bytes());
+    let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
+    r.emit(&mut m);
+    m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(dst));
+}
+
 /// Byte `k` (0 = lowest) of an address.
 #[inline(always)]
 fn f_b(a: u128, k: u32) -> u8 {
@@ -744,18 +774,28 @@ fn f_b(a: u128, k: u32) -> u8 {
 
 // ---------------------------------------------------------------------------------------
 /// `ip6-neighbor-process`: every 10 ms applies neighbours learned by `ip6-local` (adjacency
-/// update + host route). Main thread only. Counter: `learned`.
+/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip6
+/// age`): sends unicast neighbor solicitations to stale ones, removes those still stale
+/// after their probe. Main thread only.
+///
+/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
+/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
 pub struct Neighbor6Process {
     /// Control-plane slot (see `ip6::init`).
     pub slot: Arc<Mutex<CtlSlot>>,
+    last_age: f64,
 }
 
 impl NodeFn for Neighbor6Process {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let ctl = super::lock(&self.slot).ctl.clone();
         if let Some(c) = ctl {
-            let n = super::lock(&c).apply_learned();
-            cx.count(0, n as u64);
+            crate::neighbor::process_tick(
+                cx,
+                &mut self.last_age,
+                || super::lock(&c).apply_learned(),
+                || super::lock(&c).age_neighbors(),
+            );
         }
         Suspend::Timeout(0.01)
     }
@@ -808,11 +848,15 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
+    let rslot = crate::feature::slot_of(IP6_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP6_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6Rewrite {
                 shared: s.clone(),
+                slot: rslot,
                 cached: None,
+                out_any: false,
+                cached_out: Next(1),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP6_ICMP_ERROR])
@@ -890,8 +934,12 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(Neighbor6Process { slot: slot.clone() })
+            Box::new(Neighbor6Process {
+                slot: slot.clone(),
+                last_age: 0.0,
+            })
         })
-        .counters(&[CounterDesc::info("learned", "neighbours learned")]),
+        .nexts(&[crate::output::NAME])
+        .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
 }

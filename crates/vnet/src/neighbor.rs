@@ -1,0 +1,394 @@
+//! Neighbour-table policy shared by ARP (IPv4) and ND (IPv6): VPP's
+//! `set ip neighbor-config ip4|ip6 [limit <n>] [age <seconds>] [recycle|norecycle]`.
+//!
+//! - **limit**: at most `limit` neighbours per family. A new dynamic (learned) entry beyond
+//!   it is refused, or with `recycle` replaces the oldest dynamic entry. Static entries are
+//!   always accepted (and count).
+//! - **age**: a dynamic entry not refreshed for `age` seconds is probed once (unicast ARP
+//!   request / neighbor solicitation to its MAC); if nothing refreshes it within
+//!   [`PROBE_WAIT`] it is removed. 0 (the default, as in VPP) never ages. Static entries
+//!   never age.
+//!
+//! The families' control planes ([`crate::ip4::Ip4Control`], [`crate::ip6::Ip6Control`])
+//! own an [`Aging`] each; their `*-neighbor-process` nodes run [`Aging::scan`] and send the
+//! probes.
+
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{CounterDesc, Cx, Next, Vlib};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// How long a probed entry has to answer before it is removed.
+pub const PROBE_WAIT: Duration = Duration::from_secs(1);
+
+/// A neighbour learned by the data plane, applied by the main thread.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Learned<A> {
+    /// Interface it was heard on.
+    pub sw_if: u32,
+    /// Its address.
+    pub ip: A,
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Only refresh an existing entry, never create one (gratuitous ARP, as VPP).
+    pub update_only: bool,
+}
+
+/// `set ip neighbor-config` values of one family.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct NeighborConfig {
+    /// Maximum number of neighbours.
+    pub limit: usize,
+    /// Seconds without refresh before a dynamic entry is probed (0 = never).
+    pub age: u32,
+    /// At the limit, replace the oldest dynamic entry instead of refusing a new one.
+    pub recycle: bool,
+}
+
+impl Default for NeighborConfig {
+    fn default() -> Self {
+        NeighborConfig {
+            limit: 50_000,
+            age: 0,
+            recycle: false,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug)]
+struct Dynamic {
+    updated: Instant,
+    probed: Option<Instant>,
+}
+
+/// Whether a new dynamic entry may be added.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admit<K> {
+    /// Yes.
+    Yes,
+    /// Yes, after removing this (oldest) dynamic entry.
+    Evict(K),
+    /// No: the limit is reached and recycling is off.
+    Refuse,
+}
+
+/// What a scan found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Scan<K> {
+    /// Stale entries to probe now.
+    pub probe: Vec<K>,
+    /// Entries still stale after their probe: remove them.
+    pub expire: Vec<K>,
+}
+
+/// Dynamic-entry bookkeeping of one family; keys are (interface, address).
+pub struct Aging<K> {
+    /// The configuration.
+    pub cfg: NeighborConfig,
+    dynamic: HashMap<K, Dynamic>,
+}
+
+impl<K> Default for Aging<K> {
+    fn default() -> Self {
+        Aging {
+            cfg: NeighborConfig::default(),
+            dynamic: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> Aging<K> {
+    /// Whether a new dynamic entry may join a table of `total` entries.
+    pub fn admit(&self, total: usize) -> Admit<K> {
+        if total < self.cfg.limit {
+            return Admit::Yes;
+        }
+        if !self.cfg.recycle {
+            return Admit::Refuse;
+        }
+        // The least recently refreshed dynamic entry (ties: the smallest key).
+        match self.dynamic.iter().min_by_key(|(k, d)| (d.updated, **k)) {
+            Some((k, _)) => Admit::Evict(*k),
+            None => Admit::Refuse,
+        }
+    }
+
+    /// A dynamic entry was learned or refreshed now.
+    pub fn touch(&mut self, k: K, now: Instant) {
+        self.dynamic.insert(
+            k,
+            Dynamic {
+                updated: now,
+                probed: None,
+            },
+        );
+    }
+
+    /// Stops tracking an entry (removed, or now static).
+    pub fn forget(&mut self, k: &K) {
+        self.dynamic.remove(k);
+    }
+
+    /// Entries to probe and to remove at `now`. `is_dynamic` tells whether the table still
+    /// has the key as a dynamic entry (others are dropped from the bookkeeping).
+    pub fn scan(&mut self, now: Instant, is_dynamic: impl Fn(&K) -> bool) -> Scan<K> {
+        let mut s = Scan {
+            probe: Vec::new(),
+            expire: Vec::new(),
+        };
+        self.dynamic.retain(|k, _| is_dynamic(k));
+        if self.cfg.age == 0 {
+            return s;
+        }
+        let age = Duration::from_secs(self.cfg.age as u64);
+        for (k, d) in self.dynamic.iter_mut() {
+            match d.probed {
+                None if now.saturating_duration_since(d.updated) >= age => {
+                    d.probed = Some(now);
+                    s.probe.push(*k);
+                }
+                Some(p) if now.saturating_duration_since(p) >= PROBE_WAIT => s.expire.push(*k),
+                _ => {}
+            }
+        }
+        for k in &s.expire {
+            self.dynamic.remove(k);
+        }
+        s.probe.sort();
+        s.expire.sort();
+        s
+    }
+}
+
+/// A family's neighbour table: (interface, address) → (MAC, static).
+pub type Entries<A> = HashMap<(u32, A), ([u8; 6], bool)>;
+
+/// What [`apply`] and [`age`] need from a family's control plane.
+pub trait Table<A: Copy + Eq + Hash + Ord> {
+    /// The entries and the aging state.
+    fn split(&mut self) -> (&Entries<A>, &mut Aging<(u32, A)>);
+    /// Adds or refreshes a dynamic entry (adjacency, host route); false on failure.
+    fn add_dynamic(&mut self, i: u32, ip: A, mac: [u8; 6]) -> bool;
+    /// Removes an entry (its adjacency becomes incomplete); false if absent.
+    fn remove(&mut self, i: u32, ip: A) -> bool;
+}
+
+/// Applies one neighbour learned on a connected subnet of its interface: static entries are
+/// kept, gratuitous ARP only refreshes existing entries, new entries obey the limit.
+pub fn apply<A: Copy + Eq + Hash + Ord, T: Table<A>>(t: &mut T, l: Learned<A>, now: Instant) {
+    let k = (l.sw_if, l.ip);
+    let (entries, aging) = t.split();
+    match entries.get(&k) {
+        Some(&(_, true)) => return,
+        Some(_) => {}
+        None if l.update_only => return,
+        None => match aging.admit(entries.len()) {
+            Admit::Yes => {}
+            Admit::Evict(old) => {
+                t.remove(old.0, old.1);
+            }
+            Admit::Refuse => return,
+        },
+    }
+    if t.add_dynamic(l.sw_if, l.ip, l.mac) {
+        t.split().1.touch(k, now);
+    }
+}
+
+/// Ages the table at `now`: removes entries still stale after their probe and returns the
+/// probes to send: (interface, address, MAC).
+pub fn age<A: Copy + Eq + Hash + Ord, T: Table<A>>(
+    t: &mut T,
+    now: Instant,
+) -> Vec<(u32, A, [u8; 6])> {
+    let (entries, aging) = t.split();
+    let scan = aging.scan(now, |k| entries.get(k).is_some_and(|e| !e.1));
+    let probes = scan
+        .probe
+        .iter()
+        .filter_map(|k| entries.get(k).map(|e| (k.0, k.1, e.0)))
+        .collect();
+    for (i, ip) in scan.expire {
+        t.remove(i, ip);
+    }
+    probes
+}
+
+/// One run of a `*-neighbor-process` node: applies the learned neighbours (`apply` returns
+/// how many: counter 0) and, every [`AGE_INTERVAL`], sends the probes `age` returns.
+pub fn process_tick<F: AsRef<[u8]>>(
+    cx: &mut Cx,
+    last_age: &mut f64,
+    apply: impl FnOnce() -> usize,
+    age: impl FnOnce() -> Vec<(u32, F)>,
+) {
+    let n = apply();
+    cx.count(0, n as u64);
+    if cx.now_secs() - *last_age >= AGE_INTERVAL {
+        *last_age = cx.now_secs();
+        send_probes(cx, age());
+    }
+}
+
+/// Sends aging probes from a `*-neighbor-process` node whose arc 0 is `interface-output`:
+/// each (interface, frame) is copied into a new buffer. Counts counter 1 (`probes_sent`) per
+/// probe and counter 2 (`no_buffer`) per allocation failure.
+fn send_probes<F: AsRef<[u8]>>(cx: &mut Cx, probes: impl IntoIterator<Item = (u32, F)>) {
+    for (i, frame) in probes {
+        let Some(b) = cx.bufs().alloc_one() else {
+            cx.count(2, 1);
+            continue;
+        };
+        // SAFETY: `b` was just allocated here and has no other view.
+        let mut v = unsafe { cx.buffer(b) };
+        v.write_packet(frame.as_ref());
+        v.hdr.tx_if = i;
+        v.hdr.rx_if = i;
+        cx.enqueue(Next(0), b);
+        cx.count(1, 1);
+    }
+}
+
+/// Counters of the `*-neighbor-process` nodes (in this order).
+pub const PROCESS_COUNTERS: [CounterDesc; 3] = [
+    CounterDesc::info("learned", "neighbours learned"),
+    CounterDesc::info("probes_sent", "neighbour aging probes sent"),
+    CounterDesc::error("no_buffer", "no buffer for a neighbour aging probe"),
+];
+
+/// How often the `*-neighbor-process` nodes age their table (seconds).
+pub const AGE_INTERVAL: f64 = 0.1;
+
+/// Registers `set ip neighbor-config` and `show ip neighbor-config`.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "set ip neighbor-config",
+        "set ip neighbor-config ip4|ip6 [limit <n>] [age <seconds>] [recycle|norecycle]",
+        cli_set,
+    );
+    t.add(
+        "show ip neighbor-config",
+        "show ip neighbor-config — neighbour limit, age and recycling per family",
+        cli_show,
+    );
+}
+
+fn cli_set(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let v6 = if a.keyword("ip4") {
+        false
+    } else if a.keyword("ip6") {
+        true
+    } else {
+        let w = a.word("ip4|ip6")?;
+        return Err(CliError::new(format!("expected ip4 or ip6, got `{w}'")));
+    };
+    let mut cfg = config(vm, v6)?;
+    while !a.is_empty() {
+        if a.keyword("limit") {
+            cfg.limit = a.u32("limit")? as usize;
+        } else if a.keyword("age") {
+            cfg.age = a.u32("age (seconds)")?;
+        } else if a.keyword("recycle") {
+            cfg.recycle = true;
+        } else if a.keyword("norecycle") {
+            cfg.recycle = false;
+        } else {
+            let w = a.word("option")?;
+            return Err(CliError::new(format!(
+                "unknown option `{w}' (limit, age, recycle, norecycle)"
+            )));
+        }
+    }
+    set_config(vm, v6, cfg)
+}
+
+fn config(vm: &mut Vlib, v6: bool) -> Result<NeighborConfig, CliError> {
+    if v6 {
+        crate::ip6::with_aging(vm, |a| a.cfg)
+    } else {
+        crate::ip4::with_aging(vm, |a| a.cfg)
+    }
+}
+
+fn set_config(vm: &mut Vlib, v6: bool, cfg: NeighborConfig) -> Result<String, CliError> {
+    if v6 {
+        crate::ip6::with_aging(vm, |a| a.cfg = cfg)?;
+    } else {
+        crate::ip4::with_aging(vm, |a| a.cfg = cfg)?;
+    }
+    Ok(String::new())
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let mut out = String::new();
+    for (name, v6) in [("ip4", false), ("ip6", true)] {
+        let c = config(vm, v6)?;
+        let _ = writeln!(
+            out,
+            "{name}:\n  limit:{}, age:{}, recycle:{}",
+            c.limit, c.age, c.recycle as u8
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_entries_are_probed_then_expire_unless_refreshed() {
+        let mut a: Aging<(u32, u32)> = Aging::default();
+        a.cfg.age = 2;
+        let t0 = Instant::now();
+        a.touch((1, 10), t0);
+        a.touch((1, 11), t0);
+        let all = |_: &(u32, u32)| true;
+        assert!(a.scan(t0 + Duration::from_secs(1), all).probe.is_empty());
+        let s = a.scan(t0 + Duration::from_secs(2), all);
+        assert_eq!(s.probe, vec![(1, 10), (1, 11)]);
+        assert!(s.expire.is_empty());
+        // Not probed twice; (1, 11) answers the probe.
+        let t1 = t0 + Duration::from_millis(2500);
+        a.touch((1, 11), t1);
+        assert_eq!(
+            a.scan(t1, all),
+            Scan {
+                probe: vec![],
+                expire: vec![]
+            }
+        );
+        let s = a.scan(t0 + Duration::from_secs(3), all);
+        assert_eq!(s.expire, vec![(1, 10)]);
+        // Entries the table no longer has as dynamic are dropped, never reported.
+        let s = a.scan(t0 + Duration::from_secs(60), |_| false);
+        assert!(s.probe.is_empty() && s.expire.is_empty());
+    }
+
+    #[test]
+    fn age_zero_never_ages() {
+        let mut a: Aging<(u32, u32)> = Aging::default();
+        let t0 = Instant::now();
+        a.touch((1, 10), t0);
+        let s = a.scan(t0 + Duration::from_secs(1_000_000), |_| true);
+        assert!(s.probe.is_empty() && s.expire.is_empty());
+    }
+
+    #[test]
+    fn limit_refuses_or_recycles_the_oldest() {
+        let mut a: Aging<(u32, u32)> = Aging::default();
+        a.cfg.limit = 2;
+        let t0 = Instant::now();
+        assert_eq!(a.admit(1), Admit::Yes);
+        a.touch((1, 20), t0 + Duration::from_secs(1));
+        a.touch((1, 10), t0);
+        assert_eq!(a.admit(2), Admit::Refuse);
+        a.cfg.recycle = true;
+        assert_eq!(a.admit(2), Admit::Evict((1, 10)));
+        a.forget(&(1, 10));
+        assert_eq!(a.admit(2), Admit::Evict((1, 20)));
+    }
+}
