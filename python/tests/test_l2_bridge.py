@@ -187,3 +187,52 @@ class TestBridge(SluiceTestCase):
         else:
             raise AssertionError("aging a missing bridge domain was accepted")
         self.vpp.cli(f"l2fib del {C} 10")
+
+
+class TestSplitHorizon(SluiceTestCase):
+    """pg0 and pg1 in split-horizon group 1, pg2 in none: what enters through a group member
+    never leaves through another member of that group (VPP's shg)."""
+
+    def setup_test(self):
+        self.create_pg_interfaces(range(3), up=True)
+        self.pg = self.pg_interfaces
+        self.vpp.cli("create bridge-domain 20 learn 0")
+        self.vpp.cli("set interface l2 bridge pg0 20 shg 1")
+        self.vpp.cli("set interface l2 bridge pg1 20 shg 1")
+        self.vpp.cli("set interface l2 bridge pg2 20")
+        self.vpp.cli(f"l2fib add {B} 20 pg1 static")
+        self.vpp.cli(f"l2fib add {C} 20 pg2 static")
+        self.snapshot_counters()
+
+    def teardown_test(self):
+        for i in range(3):
+            self.vpp.cli(f"set interface l3 pg{i}")
+        self.vpp.cli("create bridge-domain 20 del")
+
+    def test_flood_and_unicast_respect_the_group(self):
+        frame = TestBridge.frame
+        assert "pg0 shg 1" in self.vpp.cli("show bridge-domain 20 detail")
+        for p in self.pg:
+            p.enable_capture()
+        # Broadcast from pg0: only pg2 (pg1 shares the group).
+        self.pg[0].add_stream([frame("ff:ff:ff:ff:ff:ff", A, b"bcast")])
+        self.pg_start()
+        self.pg[2].get_capture(1, remark="flooded outside the group")
+        self.pg[1].assert_nothing_captured(remark="same split-horizon group")
+        # Known unicast from pg0 to B (on pg1, same group): dropped with the reason.
+        self.send_and_assert_no_replies(self.pg[0], [frame(B, A, b"u") for _ in range(3)],
+                                        remark="split horizon")
+        # From pg2 (no group) to B and back the other way: forwarded.
+        self.send_and_expect(self.pg[2], [frame(B, C, b"ok")], self.pg[1])
+        self.send_and_expect(self.pg[1], [frame(C, B, b"ok")], self.pg[2])
+        self.assert_counters({
+            ("l2-input", "L2 frames flooded"): 1,
+            ("l2-input", "L2 destination in the source's split-horizon group"): 3,
+            ("l2-input", "L2 frames forwarded to a learned MAC"): 2,
+        })
+
+    def test_bad_group_names_the_token(self):
+        import pytest
+        from sluice_test import CliError
+        with pytest.raises(CliError, match="split-horizon group `300' out of range"):
+            self.vpp.cli("set interface l2 bridge pg2 20 shg 300")

@@ -11,7 +11,8 @@
 //!     `l2-output` arc (flooded copies included); `error-drop` (1); `ethernet-input` (2) for
 //!     frames to the BVI (routed from there: the bridge's L3 interface; not an output).
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
-//!     interface), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
+//!     interface), `split_horizon` (destination in the rx interface's split-horizon group; floods
+//!     skip those members), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
 //!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
 //! - `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
 //!   dynamic entries once a second.
@@ -63,8 +64,28 @@ pub struct BdCfg {
     pub uu_flood: bool,
     /// Member interfaces.
     pub members: Vec<u32>,
+    /// Split-horizon group of each member (same index; 0 = none): a frame received on a
+    /// member of group g is never sent to another member of group g.
+    pub shg: Vec<u8>,
     /// The BVI (also a member), if any.
     pub bvi: Option<u32>,
+}
+
+impl BdCfg {
+    /// The split-horizon group of member `i` (0: none, or not a member).
+    #[inline(always)]
+    fn shg_of(&self, i: u32) -> u8 {
+        match self.members.iter().position(|&m| m == i) {
+            Some(k) => self.shg.get(k).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    /// Whether a frame from `rx` (split-horizon group `g`) may leave through member `k`.
+    #[inline(always)]
+    fn may_send(&self, k: usize, rx: u32, g: u8) -> bool {
+        self.members[k] != rx && (g == 0 || self.shg.get(k).copied().unwrap_or(0) != g)
+    }
 }
 
 /// State shared by the L2 nodes of every thread.
@@ -111,6 +132,7 @@ const E_FILTERED: u16 = 3;
 const E_UU: u16 = 4;
 const E_NO_MEMBER: u16 = 5;
 const E_NO_BUF: u16 = 6;
+const E_SHG: u16 = 8;
 
 impl PacketNode for L2Input {
     #[inline(always)]
@@ -172,6 +194,13 @@ impl PacketNode for L2Input {
                         b.hdr.error = cx.error(E_FILTERED);
                         return Next(1);
                     }
+                    if let Some(Some(c)) = self.bds.get(bd as usize) {
+                        let g = c.shg_of(rx);
+                        if g != 0 && c.shg_of(tx) == g {
+                            b.hdr.error = cx.error(E_SHG);
+                            return Next(1);
+                        }
+                    }
                     cx.count(1, 1);
                     if Some(tx) == self.bds.get(bd as usize).and_then(|c| c.as_ref()?.bvi) {
                         return to_bvi(b, tx);
@@ -190,13 +219,14 @@ impl PacketNode for L2Input {
             b.hdr.error = cx.error(E_NO_MEMBER);
             return Next(1);
         };
-        let Some(last) = cfg.members.iter().rposition(|&m| m != rx) else {
+        let g = cfg.shg_of(rx);
+        let Some(last) = (0..cfg.members.len()).rposition(|k| cfg.may_send(k, rx, g)) else {
             b.hdr.error = cx.error(E_NO_MEMBER);
             return Next(1);
         };
         // Copies for every member but the last; the original goes to the last one.
         for (k, &m) in cfg.members.iter().enumerate() {
-            if m == rx || k == last {
+            if k == last || !cfg.may_send(k, rx, g) {
                 continue;
             }
             match cx.bufs().alloc_with(b.data()) {
@@ -380,6 +410,10 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
             CounterDesc::error("no_member", "L2 no bridge member to send to"),
             CounterDesc::error("no_buffer", "L2 flood copy: no buffer"),
             CounterDesc::info("learn_events", "L2 MAC learning events"),
+            CounterDesc::error(
+                "split_horizon",
+                "L2 destination in the source's split-horizon group",
+            ),
         ]),
     );
     b.register(
@@ -444,7 +478,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "set interface l2 bridge",
-        "set interface l2 bridge <interface> <bridge-domain-id> [bvi]",
+        "set interface l2 bridge <interface> <bridge-domain-id> [bvi] [shg <split-horizon-group>]",
         cli_set_bridge,
     );
     t.add(
@@ -520,6 +554,7 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 flood: true,
                 uu_flood: true,
                 members: Vec::new(),
+                shg: Vec::new(),
                 bvi: None,
             },
             mac_age: 0,
@@ -570,7 +605,12 @@ fn remove_member(vm: &mut Vlib, c: &Arc<Mutex<L2Control>>, i: u32) {
             .iter_mut()
             .filter(|(_, b)| b.cfg.members.contains(&i))
             .map(|(&id, b)| {
-                b.cfg.members.retain(|&m| m != i);
+                if let Some(k) = b.cfg.members.iter().position(|&m| m == i) {
+                    b.cfg.members.remove(k);
+                    if k < b.cfg.shg.len() {
+                        b.cfg.shg.remove(k);
+                    }
+                }
                 if b.bvi == Some(i) {
                     b.bvi = None;
                     b.cfg.bvi = None;
@@ -603,7 +643,13 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     let bd = bd_arg(a)?;
     let bvi = a.keyword("bvi");
-    let _ = a.keyword("shg").then(|| a.u32("split-horizon group"));
+    let shg = if a.keyword("shg") {
+        let w = a.u32("split-horizon group")?;
+        u8::try_from(w)
+            .map_err(|_| CliError::new(format!("split-horizon group `{w}' out of range (0-255)")))?
+    } else {
+        0
+    };
     a.finish()?;
     let bvi_mac = if bvi {
         let ifs = vm.ext_mut::<Interfaces>();
@@ -645,6 +691,7 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         let b = ctl.bds.get_mut(&bd).expect("checked above");
         b.cfg.members.push(i.0);
+        b.cfg.shg.push(shg);
         if bvi {
             b.bvi = Some(i.0);
             b.cfg.bvi = Some(i.0);
@@ -709,7 +756,13 @@ fn cli_show_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
         if detail || only.is_some() {
             for m in &b.cfg.members {
-                let _ = writeln!(out, "      {}", nm.get(m).cloned().unwrap_or_default());
+                let g = b.cfg.shg_of(*m);
+                let shg = if g != 0 {
+                    format!(" shg {g}")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "      {}{shg}", nm.get(m).cloned().unwrap_or_default());
             }
         }
     }
