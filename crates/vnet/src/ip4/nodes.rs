@@ -350,7 +350,6 @@ pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
     dst: [u32; FRAME_SIZE],
-    fib: [u32; FRAME_SIZE],
 }
 
 const E_NO_ROUTE: u16 = 0;
@@ -378,7 +377,6 @@ impl NodeFn for Ip4Lookup {
             // ip4-input guaranteed a full header.
             let a = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
             self.dst[j] = a;
-            self.fib[j] = v.hdr.ip.fib_index;
             any_vrf |= v.hdr.ip.fib_index;
         }
         // Pass 2: lookups, four at a time.
@@ -392,7 +390,11 @@ impl NodeFn for Ip4Lookup {
             } else {
                 std::array::from_fn(|j| {
                     (j < k)
-                        .then(|| self.shared.lookup(self.fib[i + j], dst[j]))
+                        .then(|| {
+                            // SAFETY: this node owns the frame; read-only header access.
+                            let f = unsafe { pool.header(frame[i + j]) }.ip.fib_index;
+                            self.shared.lookup(f, dst[j])
+                        })
                         .flatten()
                 })
             };
@@ -972,7 +974,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
                 dst: [0; FRAME_SIZE],
-                fib: [0; FRAME_SIZE],
             })
         })
         .nexts(&["error-drop", IP4_REWRITE, IP4_LOCAL, IP4_GLEAN])
