@@ -882,6 +882,38 @@ pub fn parse_addr<T: std::str::FromStr>(w: &str, family: &str) -> Result<T, CliE
         .map_err(|_| CliError::new(format!("expected {family} address, got `{w}'")))
 }
 
+/// The error for a table id that does not exist.
+pub fn no_table(id: u32) -> CliError {
+    CliError::new(format!(
+        "no table {id} (create it with `ip table add {id}')"
+    ))
+}
+
+/// `ip[6] table [add|del] <id>` on a family's tables; `bound` maps FIB indices to an
+/// interface routed in them (a table in use cannot be deleted).
+pub fn cli_table<L: Lpm>(
+    a: &mut Args,
+    bound: &BTreeMap<u32, String>,
+    vrfs: &mut Vrfs<L>,
+) -> Result<String, CliError> {
+    let del = a.keyword("del");
+    if !del {
+        a.keyword("add");
+    }
+    let id = a.u32("table id")?;
+    a.finish()?;
+    if del {
+        let fib = vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+        if let Some(n) = bound.get(&fib).filter(|_| fib != 0) {
+            return Err(CliError::new(format!("table {id} is in use by {n}")));
+        }
+        vrfs.del_table(id).map_err(CliError::new)?;
+    } else {
+        vrfs.add_table(id).map_err(CliError::new)?;
+    }
+    Ok(String::new())
+}
+
 /// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
 pub struct ShowArgs<A> {
     /// Only this table.

@@ -9,13 +9,13 @@
 pub mod nodes;
 
 use crate::interface::Interfaces;
-use crate::routes::{FibSlots, Hop, Vrfs};
+use crate::routes::{no_table, FibSlots, Hop, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::{GraphBuilder, Vlib};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -914,51 +914,35 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
     }
 }
 
-/// The error for a table id that does not exist.
-pub(crate) fn no_table(id: u32) -> CliError {
-    CliError::new(format!(
-        "no table {id} (create it with `ip table add {id}')"
-    ))
-}
-
-/// The first live interface bound to FIB index `fib` by `field` (`fib4`/`fib6`).
-pub(crate) fn if_in_table(
+/// FIB index → the first interface (by index) routed in that table, for every table other
+/// than 0 that has one; `field` picks the family (`fib4`/`fib6`).
+pub(crate) fn tables_in_use(
     vm: &mut Vlib,
-    fib: u32,
     field: impl Fn(&IfAttr) -> &AtomicU32,
-) -> Option<String> {
+) -> BTreeMap<u32, String> {
     let names = if_names(vm);
-    let c = control(vm).ok()?;
+    let Ok(c) = control(vm) else {
+        return BTreeMap::new();
+    };
     let ctl = lock(&c);
     let mut ids: Vec<&u32> = names.keys().collect();
     ids.sort();
-    ids.into_iter()
-        .find(|&&i| field(ctl.shared.if_attr(i)).load(Ordering::Relaxed) == fib)
-        .map(|i| names[i].clone())
+    let mut out = BTreeMap::new();
+    for &i in ids {
+        let fib = field(ctl.shared.if_attr(i)).load(Ordering::Relaxed);
+        if fib != 0 {
+            out.entry(fib).or_insert_with(|| names[&i].clone());
+        }
+    }
+    out
 }
 
 /// `ip table [add|del] <id>`.
 fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let del = a.keyword("del");
-    if !del {
-        a.keyword("add");
-    }
-    let id = a.u32("table id")?;
-    a.finish()?;
+    let bound = tables_in_use(vm, |x| &x.fib4);
     let c = control(vm)?;
-    if del {
-        let fib = lock(&c).vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
-        if let Some(n) = (fib != 0)
-            .then(|| if_in_table(vm, fib, |x| &x.fib4))
-            .flatten()
-        {
-            return Err(CliError::new(format!("table {id} is in use by {n}")));
-        }
-        lock(&c).vrfs.del_table(id).map_err(CliError::new)?;
-    } else {
-        lock(&c).vrfs.add_table(id).map_err(CliError::new)?;
-    }
-    Ok(String::new())
+    let mut ctl = lock(&c);
+    crate::routes::cli_table(a, &bound, &mut ctl.vrfs)
 }
 
 /// `set interface ip table <interface> <id>`: the interface's IPv4 routes and neighbours

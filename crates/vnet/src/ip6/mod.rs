@@ -12,8 +12,8 @@
 pub mod nodes;
 
 use crate::interface::{Interfaces, SwIfIndex};
-use crate::ip4::no_table;
 use crate::ip4::Ip4Shared;
+use crate::routes::no_table;
 use crate::routes::{FibSlots, Hop, Source, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
@@ -905,26 +905,10 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
 
 /// `ip6 table [add|del] <id>`.
 fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let del = a.keyword("del");
-    if !del {
-        a.keyword("add");
-    }
-    let id = a.u32("table id")?;
-    a.finish()?;
+    let bound = crate::ip4::tables_in_use(vm, |x| &x.fib6);
     let c = control(vm)?;
-    if del {
-        let fib = lock(&c).vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
-        if let Some(n) = (fib != 0)
-            .then(|| crate::ip4::if_in_table(vm, fib, |x| &x.fib6))
-            .flatten()
-        {
-            return Err(CliError::new(format!("table {id} is in use by {n}")));
-        }
-        lock(&c).vrfs.del_table(id).map_err(CliError::new)?;
-    } else {
-        lock(&c).vrfs.add_table(id).map_err(CliError::new)?;
-    }
-    Ok(String::new())
+    let mut ctl = lock(&c);
+    crate::routes::cli_table(a, &bound, &mut ctl.vrfs)
 }
 
 /// `set interface ip6 table <interface> <id>`: the interface's IPv6 (its link-local address
