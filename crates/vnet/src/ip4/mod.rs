@@ -242,8 +242,8 @@ impl crate::neighbor::Table<u32> for Ip4Control {
     ) {
         (&self.neighbors, &mut self.aging)
     }
-    fn add_dynamic(&mut self, i: u32, ip: u32, mac: [u8; 6]) -> bool {
-        self.add_neighbor(i, ip, mac, false).is_ok()
+    fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> Result<(), String> {
+        self.add_neighbor(i, ip, mac, is_static)
     }
     fn remove(&mut self, i: u32, ip: u32) -> bool {
         self.del_neighbor(i, ip)
@@ -628,10 +628,7 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         return Ok(String::new());
     }
-    // CLI entries are static (VPP marks them S whether or not `static' is given).
-    let _ = is_static;
-    ctl.add_neighbor(i.0, ip, mac, true)
-        .map_err(CliError::new)?;
+    crate::neighbor::cli_add(&mut *ctl, i.0, ip, mac, is_static, &w)?;
     Ok(String::new())
 }
 

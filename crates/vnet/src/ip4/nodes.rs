@@ -741,12 +741,12 @@ impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
         if let Ok(mut l) = self.shared.learned.lock() {
             if l.len() < 4096 {
-                l.push(crate::neighbor::Learned {
-                    sw_if: b.hdr.rx_if,
-                    ip: u32::from(r.spa),
-                    mac: r.sha.0,
-                    update_only,
-                });
+                l.push(crate::neighbor::Learned::heard(
+                    b.hdr.rx_if,
+                    u32::from(r.spa),
+                    r.sha.0,
+                    !update_only,
+                ));
             }
         }
     }
