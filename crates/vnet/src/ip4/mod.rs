@@ -18,7 +18,7 @@ use sluice_graph::{GraphBuilder, Vlib};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Interfaces the per-interface attribute table can hold.
@@ -44,6 +44,11 @@ pub struct IfAttr {
     /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
     /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
     pub rx_redirect: AtomicU32,
+    /// Admin state (`set interface state`): `ethernet-input` drops what a down interface
+    /// receives.
+    pub admin_up: AtomicBool,
+    /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
+    pub promisc: AtomicBool,
 }
 
 impl IfAttr {
