@@ -180,6 +180,31 @@ fn l2_frames_cross_memif_in_both_directions() {
 }
 
 #[test]
+fn tx_counters_say_what_the_driver_sent() {
+    // A master nobody connects to: memif-tx can send nothing. `interface-output` counts the
+    // frames as tx before the driver; the driver moves what it could not send to tx-error.
+    let dir = tmpdir("memif-txerr-sock");
+    let a = Daemon::start("memif-txerr", "");
+    setup_master(&a, &dir.join("memif.sock"), "");
+    let frames: Vec<Vec<u8>> = (0..20u32)
+        .map(|i| frame([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 100, i))
+        .collect();
+    let inp = a.dir.join("txerr-in.pcap");
+    write_pcap(&inp, &frames);
+    a.ok(&format!(
+        "packet-generator new pcap {} source pg0 name txerr",
+        inp.display()
+    ));
+    a.ok("packet-generator enable txerr");
+    wait_streams_done(&a);
+    wait_for(&a, "show interface memif1/0", "tx-error", 5);
+    assert_eq!(counter(&a, "memif1/0", "tx-error"), 20);
+    assert_eq!(counter(&a, "memif1/0", "tx packets"), 0);
+    assert_eq!(counter(&a, "memif1/0", "tx bytes"), 0);
+    assert_no_leaks(&a);
+}
+
+#[test]
 fn jumbo_frames_use_descriptor_and_buffer_chains() {
     let p = pair("memif-jumbo", "", "", "", "buffer-size 2048 ring-size 256");
     let frames: Vec<Vec<u8>> = (0..40u32)

@@ -70,6 +70,16 @@ impl IfCounters {
             s[c].add(n);
         }
     }
+    /// A tx node could not send `n` packets (`bytes` bytes) that `interface-output` counted
+    /// as sent on this thread: they move from `tx packets`/`tx bytes` to `tx-error`, so the
+    /// tx counters say what the driver handed to the device.
+    pub fn tx_failed(&self, t: usize, n: u64, bytes: u64) {
+        if let Some(s) = self.per_thread.get(t) {
+            s[counter::TX_PACKETS].sub(n);
+            s[counter::TX_BYTES].sub(bytes);
+            s[counter::TX_ERROR].add(n);
+        }
+    }
     /// Counter `c` of thread `t` alone.
     #[inline(always)]
     pub fn get(&self, t: usize, c: usize) -> u64 {
