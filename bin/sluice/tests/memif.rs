@@ -123,6 +123,16 @@ fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `show runtime` row of `node` in thread `thread`'s section.
+fn runtime_row(d: &Daemon, thread: usize, node: &str) -> String {
+    let out = d.ok("show runtime");
+    out.split("Thread ")
+        .find(|s| s.starts_with(&format!("{thread} ")))
+        .and_then(|s| s.lines().find(|l| l.starts_with(node)))
+        .unwrap_or_else(|| panic!("no {node} row in thread {thread}:\n{out}"))
+        .to_string()
+}
+
 fn assert_no_leaks(d: &Daemon) {
     let t0 = Instant::now();
     while buffers_in_use(d) != 0 {
@@ -378,6 +388,11 @@ fn rx_modes_interrupt_and_adaptive() {
     both_ways(&p, "i1", 500);
     std::thread::sleep(Duration::from_millis(300)); // both workers asleep
     both_ways(&p, "i2", 20);
+    // `show runtime` shows the input node's state on its thread as VPP does.
+    for d in [&p.a, &p.b] {
+        let row = runtime_row(d, 1, "memif-input");
+        assert!(row.contains("interrupt wait"), "{row}");
+    }
 
     for d in [&p.a, &p.b] {
         d.ok("set interface rx-mode memif1/0 adaptive");
@@ -397,6 +412,8 @@ fn rx_modes_interrupt_and_adaptive() {
     p.b.ok("set interface rx-placement memif1/0 queue 0 worker 0");
     p.b.ok("set interface rx-mode memif1/0 queue 0 polling");
     both_ways(&p, "p2", 200);
+    let row = runtime_row(&p.b, 1, "memif-input");
+    assert!(row.contains(" polling "), "{row}");
     assert!(p
         .b
         .ok("show interface rx-placement")

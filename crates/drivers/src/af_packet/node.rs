@@ -599,6 +599,10 @@ impl NodeFn for AfInput {
         self.queues.poll_interval()
     }
 
+    fn polling(&self) -> bool {
+        self.queues.polling()
+    }
+
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }

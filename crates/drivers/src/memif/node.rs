@@ -334,6 +334,9 @@ impl NodeFn for MemifInput {
             .any(|q| q.mode.needs_tick())
             .then_some(POLL_TICK_SECS)
     }
+    fn polling(&self) -> bool {
+        self.qs.iter().any(|q| q.mode.is_polling())
+    }
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }

@@ -337,6 +337,10 @@ impl NodeFn for TapInput {
         self.queues.poll_interval()
     }
 
+    fn polling(&self) -> bool {
+        self.queues.polling()
+    }
+
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
