@@ -290,7 +290,8 @@ pub fn sync_rx_flags(vm: &mut Vlib, sw_if: SwIfIndex) {
         .map_or((false, false), |i| (i.admin_up, i.promisc));
     crate::ip4::with_if_attr(vm, sw_if.0, |x| {
         x.admin_up.store(up, std::sync::atomic::Ordering::Relaxed);
-        x.promisc.store(promisc, std::sync::atomic::Ordering::Relaxed);
+        x.promisc
+            .store(promisc, std::sync::atomic::Ordering::Relaxed);
     });
 }
 

@@ -524,7 +524,9 @@ mod tests {
         assert_eq!(t.entries[&(1, 10)], (M1, true));
         let e = cli_add(&mut t, 1, 10, M2, false, "10.0.0.1").unwrap_err();
         assert!(e.to_string().contains("`10.0.0.1'"), "{e}");
-        let s = t.aging.scan(later + Duration::from_secs(9), |k| !t.entries[k].1);
+        let s = t
+            .aging
+            .scan(later + Duration::from_secs(9), |k| !t.entries[k].1);
         assert!(s.probe.is_empty() && s.expire.is_empty());
     }
 }
