@@ -110,7 +110,7 @@ class InterfaceAddress(SluiceObject):
 
 
 class IpNeighbor(SluiceObject):
-    """`ip neighbor <intf> <ip> <mac>` (a static neighbour, IPv4 or IPv6)."""
+    """`ip neighbor <intf> <ip> <mac> static` (a static neighbour, IPv4 or IPv6)."""
 
     def __init__(self, test: "SluiceTestCase", intf: Intf, ip: str, mac: str):
         super().__init__(test)
@@ -124,7 +124,7 @@ class IpNeighbor(SluiceObject):
         return f"ip-neighbor-{_ifname(self.intf)}-{self.ip}"
 
     def _add_cmd(self) -> str:
-        return f"ip neighbor {_ifname(self.intf)} {self.ip} {self.mac}"
+        return f"ip neighbor {_ifname(self.intf)} {self.ip} {self.mac} static"
 
     def _del_cmd(self) -> str:
         return f"ip neighbor del {_ifname(self.intf)} {self.ip}"

@@ -1,7 +1,8 @@
-"""Neighbours: gratuitous ARP refreshes existing entries only (as VPP), ARP is answered for
-every address of the interface (not only the first), and `set ip neighbor-config`: aging
-(probe, then removal of entries still stale; static entries never age) and the limit
-(refuse, or recycle the oldest)."""
+"""Neighbours: gratuitous ARP refreshes existing entries only (as VPP), unsolicited neighbour
+advertisements likewise (RFC 4861 §7.2.5), ARP is answered for every address of the
+interface (not only the first), `ip neighbor` without `static` adds a dynamic entry, and
+`set ip neighbor-config`: aging (probe, then removal of entries still stale; static entries
+never age) and the limit (refuse, or recycle the oldest)."""
 
 from scapy.compat import raw
 from scapy.layers.inet import IP, UDP
@@ -108,6 +109,70 @@ class TestArp(NeighborTest):
                        arp(1, host_mac, "10.50.0.3", "10.50.0.4")])
         self.wait_for(lambda: "10.60.7.3" in self.neighbors(), "senders learned")
         self.assert_counters({REPLIES: 3, NOT_FOR_US: 2, LEARNED4: 3})
+
+
+def na(src_if, host, host_mac, lladdr, S, O):
+    """A neighbour advertisement from `host` (`host_mac`) for itself, to the router."""
+    return (Ether(dst=src_if.local_mac, src=host_mac)
+            / IPv6(src=host, dst=src_if.local_ip6_ll, hlim=255)
+            / ICMPv6ND_NA(tgt=host, R=0, S=S, O=O) / ICMPv6NDOptDstLLAddr(lladdr=lladdr))
+
+
+class TestUnsolicitedNa(NeighborTest):
+
+    def test_unsolicited_na_updates_existing_entries_only(self):
+        host, hmac = self.pg0.remote_host_ip6(7), self.pg0.remote_host_mac(7)
+        m2, m3 = "02:00:00:00:77:02", "02:00:00:00:77:03"
+        # No entry: an unsolicited NA (S clear), even with O set, creates none.
+        self.send_and_assert_no_replies(self.pg0, [na(self.pg0, host, hmac, hmac, S=0, O=1)])
+        self.wait_for(lambda: self.get_counters().get(LEARNED6, 0) >= 1, "NA applied")
+        assert host not in self.neighbors(v6=True)
+        # A solicited one creates it (dynamic).
+        self.send_and_assert_no_replies(self.pg0, [na(self.pg0, host, hmac, hmac, S=1, O=1)])
+        self.wait_for(lambda: host in self.neighbors(v6=True), "solicited NA learned")
+        assert self.neighbors(v6=True)[host].flags == "D"
+        # Override clear and another MAC: ignored, solicited or not.
+        self.send_and_assert_no_replies(self.pg0, [na(self.pg0, host, m2, m2, S=0, O=0),
+                                                   na(self.pg0, host, m2, m2, S=1, O=0)])
+        self.wait_for(lambda: self.get_counters().get(LEARNED6, 0) >= 4, "NAs applied")
+        assert self.neighbors(v6=True)[host].mac == hmac
+        # Unsolicited with Override: the existing entry moves to the new MAC.
+        self.send_and_assert_no_replies(self.pg0, [na(self.pg0, host, m3, m3, S=0, O=1)])
+        self.wait_for(lambda: self.neighbors(v6=True)[host].mac == m3, "override applied")
+        self.assert_counters({NA_RX: 5, LEARNED6: 5})
+        self.vpp.cli(f"ip neighbor del pg0 {host}")
+
+
+class TestCliNeighbors(NeighborTest):
+
+    def teardown_test(self):
+        self.vpp.cli("set ip neighbor-config ip4 age 0")
+
+    def test_cli_entry_is_dynamic_without_static(self):
+        dyn, smac = self.pg0.remote_host_ip4(2), self.pg0.remote_host_mac(2)
+        st = self.pg0.remote_host_ip4(3)
+        d6 = self.pg0.remote_host_ip6(2)
+        self.vpp.cli(f"ip neighbor pg0 {dyn} {smac}")
+        self.vpp.cli(f"ip neighbor pg0 {st} {smac} static")
+        self.vpp.cli(f"ip neighbor pg0 {d6} {smac}")
+        n = self.neighbors()
+        assert (n[dyn].flags, n[st].flags) == ("D", "S"), n
+        assert self.neighbors(v6=True)[d6].flags == "D"
+        # A dynamic entry does not replace a static one; the error names the address.
+        try:
+            self.vpp.cli(f"ip neighbor pg0 {st} 02:00:00:00:99:99")
+        except CliError as e:
+            assert f"`{st}'" in e.msg, e.msg
+        else:
+            raise AssertionError("dynamic entry replaced a static one")
+        # The dynamic entry ages like a learned one (probed, unanswered, removed); the
+        # static one stays.
+        self.vpp.cli("set ip neighbor-config ip4 age 1")
+        self.wait_for(lambda: dyn not in self.neighbors(), "dynamic CLI entry aged out",
+                      timeout=6)
+        assert self.neighbors()[st].flags == "S"
+        self.vpp.cli(f"ip neighbor del pg0 {st}")
+        self.vpp.cli(f"ip neighbor del pg0 {d6}")
 
 
 class TestNeighborConfig(NeighborTest):

@@ -123,6 +123,16 @@ fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `show runtime` row of `node` in thread `thread`'s section.
+fn runtime_row(d: &Daemon, thread: usize, node: &str) -> String {
+    let out = d.ok("show runtime");
+    out.split("Thread ")
+        .find(|s| s.starts_with(&format!("{thread} ")))
+        .and_then(|s| s.lines().find(|l| l.starts_with(node)))
+        .unwrap_or_else(|| panic!("no {node} row in thread {thread}:\n{out}"))
+        .to_string()
+}
+
 fn assert_no_leaks(d: &Daemon) {
     let t0 = Instant::now();
     while buffers_in_use(d) != 0 {
@@ -177,6 +187,31 @@ fn l2_frames_cross_memif_in_both_directions() {
     assert_no_leaks(&p.a);
     assert_no_leaks(&p.b);
     let _ = std::fs::remove_file(&p.sock);
+}
+
+#[test]
+fn tx_counters_say_what_the_driver_sent() {
+    // A master nobody connects to: memif-tx can send nothing. `interface-output` counts the
+    // frames as tx before the driver; the driver moves what it could not send to tx-error.
+    let dir = tmpdir("memif-txerr-sock");
+    let a = Daemon::start("memif-txerr", "");
+    setup_master(&a, &dir.join("memif.sock"), "");
+    let frames: Vec<Vec<u8>> = (0..20u32)
+        .map(|i| frame([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 100, i))
+        .collect();
+    let inp = a.dir.join("txerr-in.pcap");
+    write_pcap(&inp, &frames);
+    a.ok(&format!(
+        "packet-generator new pcap {} source pg0 name txerr",
+        inp.display()
+    ));
+    a.ok("packet-generator enable txerr");
+    wait_streams_done(&a);
+    wait_for(&a, "show interface memif1/0", "tx-error", 5);
+    assert_eq!(counter(&a, "memif1/0", "tx-error"), 20);
+    assert_eq!(counter(&a, "memif1/0", "tx packets"), 0);
+    assert_eq!(counter(&a, "memif1/0", "tx bytes"), 0);
+    assert_no_leaks(&a);
 }
 
 #[test]
@@ -353,6 +388,11 @@ fn rx_modes_interrupt_and_adaptive() {
     both_ways(&p, "i1", 500);
     std::thread::sleep(Duration::from_millis(300)); // both workers asleep
     both_ways(&p, "i2", 20);
+    // `show runtime` shows the input node's state on its thread as VPP does.
+    for d in [&p.a, &p.b] {
+        let row = runtime_row(d, 1, "memif-input");
+        assert!(row.contains("interrupt wait"), "{row}");
+    }
 
     for d in [&p.a, &p.b] {
         d.ok("set interface rx-mode memif1/0 adaptive");
@@ -372,6 +412,8 @@ fn rx_modes_interrupt_and_adaptive() {
     p.b.ok("set interface rx-placement memif1/0 queue 0 worker 0");
     p.b.ok("set interface rx-mode memif1/0 queue 0 polling");
     both_ways(&p, "p2", 200);
+    let row = runtime_row(&p.b, 1, "memif-input");
+    assert!(row.contains(" polling "), "{row}");
     assert!(p
         .b
         .ok("show interface rx-placement")

@@ -111,6 +111,11 @@ impl<Q: FdQueue> QueueSet<Q> {
         Ok(true)
     }
 
+    /// `NodeFn::polling` of a node polling these queues: one of them is polled now.
+    pub fn polling(&self) -> bool {
+        self.list.iter().any(|p| p.mode.is_polling())
+    }
+
     /// `NodeFn::poll_interval` of a node polling these queues: a tick while one of them is in
     /// polling mode.
     pub fn poll_interval(&self) -> Option<f64> {

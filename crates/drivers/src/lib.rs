@@ -62,6 +62,15 @@ pub(crate) fn for_each_tx_run(
     }
 }
 
+/// Bytes of the packets `bufs` (chains included): what a tx node could not send, for
+/// `IfCounters::tx_failed` (failure paths only).
+pub(crate) fn total_bytes(pool: &BufferPool, bufs: &[BufIdx]) -> u64 {
+    bufs.iter()
+        // SAFETY: the calling tx node owns the buffers; short-lived read-only views.
+        .map(|&b| unsafe { pool.buffer(b) }.total_len() as u64)
+        .sum()
+}
+
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);

@@ -94,6 +94,10 @@ pub fn show_runtime(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         .filter_map(|n| vm.main.process_state(n.index).map(|s| (n.index, s)))
         .collect();
     for t in 0..vm.n_threads() {
+        // Input nodes' state on this thread as VPP shows it: "polling", or "interrupt wait"
+        // when every queue it has here is interrupt-driven (rx mode interrupt, or adaptive
+        // while idle).
+        let inputs = vm.on_thread(t, |tg| tg.input_states()).unwrap_or_default();
         let core = vm
             .thread_core(t)
             .map(|c| format!(" (lcore {c})"))
@@ -154,7 +158,12 @@ pub fn show_runtime(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
                 continue;
             }
             let state = match n.kind {
-                NodeKind::Input | NodeKind::PreInput => "polling",
+                NodeKind::Input | NodeKind::PreInput => {
+                    match inputs.iter().find(|x| x.0 == n.index) {
+                        Some((_, false)) => "interrupt wait",
+                        _ => "polling",
+                    }
+                }
                 NodeKind::Internal => "active",
                 NodeKind::Process => procs
                     .iter()

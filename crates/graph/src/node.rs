@@ -138,6 +138,12 @@ pub trait NodeFn: Send + 'static {
     fn poll_interval(&self) -> Option<f64> {
         Some(crate::rxmode::POLL_TICK_SECS)
     }
+    /// Input nodes: whether the node is polled on this thread (`show runtime` shows
+    /// "polling"), or only woken by its fds ("interrupt wait"): true when one of its queues
+    /// here is in polling mode or in adaptive mode's polling state.
+    fn polling(&self) -> bool {
+        true
+    }
     /// Process nodes: run until the next suspend.
     fn process(&mut self, _cx: &mut Cx, _wake: Wake) -> Suspend {
         Suspend::Done

@@ -655,6 +655,14 @@ impl ThreadGraph {
             || !self.st.signals.is_empty()
     }
 
+    /// Every input node on this thread and whether it is polled now ([`NodeFn::polling`]).
+    pub fn input_states(&self) -> Vec<(NodeIndex, bool)> {
+        self.inputs
+            .iter()
+            .filter_map(|&i| Some((i, self.fns[i.0 as usize].as_ref()?.polling())))
+            .collect()
+    }
+
     /// Seconds until the next process-node timer, if any.
     pub fn next_timer_in(&self) -> Option<f64> {
         self.wheel

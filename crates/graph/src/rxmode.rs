@@ -137,6 +137,16 @@ impl RxModeState {
         }
     }
 
+    /// Whether the queue is polled now (`show runtime` state): polling mode, or adaptive
+    /// mode while it is in its polling state.
+    pub fn is_polling(&self) -> bool {
+        match self.mode {
+            RxMode::Polling => true,
+            RxMode::Interrupt => false,
+            RxMode::Adaptive => self.polling,
+        }
+    }
+
     /// Whether the idle queue must be polled at ticks (polling mode).
     pub fn needs_tick(&self) -> bool {
         self.mode == RxMode::Polling

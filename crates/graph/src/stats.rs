@@ -18,6 +18,15 @@ impl Counter {
             Ordering::Relaxed,
         );
     }
+    /// Subtracts `n`, stopping at zero (single writer, as `add`; a `clear` between the add
+    /// and the subtraction must not wrap the counter).
+    #[inline(always)]
+    pub fn sub(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).saturating_sub(n),
+            Ordering::Relaxed,
+        );
+    }
     /// Current value.
     #[inline(always)]
     pub fn get(&self) -> u64 {

@@ -29,6 +29,11 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         set_mac,
     );
     t.add(
+        "set interface promiscuous",
+        "set interface promiscuous on|off <interface>",
+        set_promiscuous,
+    );
+    t.add(
         "set interface mtu",
         "set interface mtu [packet|ip4|ip6] <value> <interface>",
         set_mtu,
@@ -141,6 +146,9 @@ fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         if !brief {
             let _ = writeln!(row, "  Link speed: unknown");
             let _ = writeln!(row, "  Ethernet address {}", fmt_mac(&i.mac));
+            if i.promisc {
+                let _ = writeln!(row, "  promiscuous: on");
+            }
             let _ = writeln!(row, "  driver: {}", i.driver);
         }
         let detail = details
@@ -158,23 +166,45 @@ fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     Ok(out)
 }
 
+/// `yes` (true) or `no` (false); otherwise an error naming the token found.
+fn either(args: &mut Args, yes: &str, no: &str) -> Result<bool, CliError> {
+    if args.keyword(yes) {
+        Ok(true)
+    } else if args.keyword(no) {
+        Ok(false)
+    } else {
+        match args.peek() {
+            Some(t) => Err(CliError::new(format!("expected {yes} or {no}, got `{t}'"))),
+            None => Err(CliError::new(format!("expected {yes} or {no}"))),
+        }
+    }
+}
+
 fn set_state(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let idx = interface_arg(vm, args)?;
-    let up = if args.keyword("up") {
-        true
-    } else if args.keyword("down") {
-        false
-    } else {
-        return match args.peek() {
-            Some(t) => Err(CliError::new(format!("expected up or down, got `{t}'"))),
-            None => Err(CliError::new("expected up or down")),
-        };
-    };
+    let up = either(args, "up", "down")?;
     args.finish()?;
     if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
         i.admin_up = up;
     }
     crate::output::set_up(vm, idx, up);
+    crate::interface::sync_rx_flags(vm, idx);
+    Ok(String::new())
+}
+
+/// `set interface promiscuous on|off <interface>` (VPP): an L3 interface in promiscuous mode
+/// accepts unicast frames whatever their destination MAC (`ethernet-input` skips its
+/// `l3 mac mismatch` check). af_packet and af_xdp keep their Linux interface promiscuous
+/// for as long as Sluice uses it anyway (Sluice's MAC is not the Linux one), so this switch
+/// is Sluice's filter only.
+fn set_promiscuous(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let on = either(args, "on", "off")?;
+    let idx = interface_arg(vm, args)?;
+    args.finish()?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
+        i.promisc = on;
+    }
+    crate::interface::sync_rx_flags(vm, idx);
     Ok(String::new())
 }
 

@@ -70,6 +70,16 @@ impl IfCounters {
             s[c].add(n);
         }
     }
+    /// A tx node could not send `n` packets (`bytes` bytes) that `interface-output` counted
+    /// as sent on this thread: they move from `tx packets`/`tx bytes` to `tx-error`, so the
+    /// tx counters say what the driver handed to the device.
+    pub fn tx_failed(&self, t: usize, n: u64, bytes: u64) {
+        if let Some(s) = self.per_thread.get(t) {
+            s[counter::TX_PACKETS].sub(n);
+            s[counter::TX_BYTES].sub(bytes);
+            s[counter::TX_ERROR].add(n);
+        }
+    }
     /// Counter `c` of thread `t` alone.
     #[inline(always)]
     pub fn get(&self, t: usize, c: usize) -> u64 {
@@ -105,6 +115,8 @@ pub struct Interface {
     pub mac: [u8; 6],
     /// L3 MTU.
     pub mtu: u32,
+    /// `set interface promiscuous on`: the L3 MAC filter of `ethernet-input` is off.
+    pub promisc: bool,
     /// Node that transmits on this interface (`interface-output` sends here), if any.
     pub tx_node: Option<NodeIndex>,
     /// Counters.
@@ -209,6 +221,7 @@ pub fn create_interface(
         link_up: true,
         mac,
         mtu: 1500,
+        promisc: false,
         tx_node,
         counters: counters.clone(),
         deleted: false,
@@ -234,6 +247,7 @@ pub fn ensure_local0(vm: &mut Vlib) {
             link_up: false,
             mac: [0; 6],
             mtu: 0,
+            promisc: false,
             tx_node: None,
             counters,
             deleted: false,
@@ -265,6 +279,20 @@ pub fn set_rx_redirect(
         x.rx_redirect.store(v, std::sync::atomic::Ordering::Relaxed)
     })
     .ok_or_else(|| "interface table full".to_string())
+}
+
+/// Publishes an interface's admin state and promiscuous flag to the data path
+/// (`ethernet-input` reads them; `interface-output` has its own copy of the admin state).
+pub fn sync_rx_flags(vm: &mut Vlib, sw_if: SwIfIndex) {
+    let (up, promisc) = vm
+        .ext_mut::<Interfaces>()
+        .get(sw_if)
+        .map_or((false, false), |i| (i.admin_up, i.promisc));
+    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+        x.admin_up.store(up, std::sync::atomic::Ordering::Relaxed);
+        x.promisc
+            .store(promisc, std::sync::atomic::Ordering::Relaxed);
+    });
 }
 
 /// Installs the per-interface drop/punt counting in every thread's `error-drop` and `punt`.

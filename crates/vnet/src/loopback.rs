@@ -115,4 +115,5 @@ pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
         x.deleted = true;
         x.admin_up = false;
     }
+    crate::interface::sync_rx_flags(vm, i);
 }

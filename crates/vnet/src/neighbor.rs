@@ -32,8 +32,43 @@ pub struct Learned<A> {
     pub ip: A,
     /// Its MAC.
     pub mac: [u8; 6],
-    /// Only refresh an existing entry, never create one (gratuitous ARP, as VPP).
-    pub update_only: bool,
+    /// May create an entry (false: only an existing entry is updated — gratuitous ARP, as
+    /// VPP, and unsolicited neighbour advertisements, RFC 4861 §7.2.5).
+    pub create: bool,
+    /// May replace an existing entry's different MAC (false: an NA with the Override flag
+    /// clear, which RFC 4861 §7.2.5 says must not update the cache).
+    pub override_mac: bool,
+    /// Confirms the neighbour is reachable now: restarts its aging (false: an NA without
+    /// the Solicited flag; a changed MAC is recorded but the entry stays as stale as it was).
+    pub reachable: bool,
+}
+
+impl<A> Learned<A> {
+    /// An ARP packet or neighbour solicitation from the neighbour itself: creates, updates
+    /// and refreshes (`create` false: gratuitous ARP).
+    pub fn heard(sw_if: u32, ip: A, mac: [u8; 6], create: bool) -> Self {
+        Learned {
+            sw_if,
+            ip,
+            mac,
+            create,
+            override_mac: true,
+            reachable: true,
+        }
+    }
+
+    /// A neighbour advertisement with its Solicited and Override flags (RFC 4861 §7.2.5):
+    /// only a solicited one (the answer to our solicitation) may create an entry.
+    pub fn advert(sw_if: u32, ip: A, mac: [u8; 6], solicited: bool, override_mac: bool) -> Self {
+        Learned {
+            sw_if,
+            ip,
+            mac,
+            create: solicited,
+            override_mac,
+            reachable: solicited,
+        }
+    }
 }
 
 /// `set ip neighbor-config` values of one family.
@@ -169,21 +204,26 @@ pub type Entries<A> = HashMap<(u32, A), ([u8; 6], bool)>;
 pub trait Table<A: Copy + Eq + Hash + Ord> {
     /// The entries and the aging state.
     fn split(&mut self) -> (&Entries<A>, &mut Aging<(u32, A)>);
-    /// Adds or refreshes a dynamic entry (adjacency, host route); false on failure.
-    fn add_dynamic(&mut self, i: u32, ip: A, mac: [u8; 6]) -> bool;
+    /// Adds or updates an entry, static or dynamic (adjacency, host route).
+    fn add(&mut self, i: u32, ip: A, mac: [u8; 6], is_static: bool) -> Result<(), String>;
     /// Removes an entry (its adjacency becomes incomplete); false if absent.
     fn remove(&mut self, i: u32, ip: A) -> bool;
 }
 
 /// Applies one neighbour learned on a connected subnet of its interface: static entries are
-/// kept, gratuitous ARP only refreshes existing entries, new entries obey the limit.
+/// kept, gratuitous ARP and unsolicited NAs only update existing entries, an NA without the
+/// Override flag never changes a MAC, new entries obey the limit.
 pub fn apply<A: Copy + Eq + Hash + Ord, T: Table<A>>(t: &mut T, l: Learned<A>, now: Instant) {
     let k = (l.sw_if, l.ip);
     let (entries, aging) = t.split();
     match entries.get(&k) {
         Some(&(_, true)) => return,
-        Some(_) => {}
-        None if l.update_only => return,
+        Some(&(mac, false)) => {
+            if (mac != l.mac && !l.override_mac) || (mac == l.mac && !l.reachable) {
+                return; // nothing to record (RFC 4861 §7.2.5)
+            }
+        }
+        None if !l.create => return,
         None => match aging.admit(entries.len()) {
             Admit::Yes => {}
             Admit::Evict(old) => {
@@ -192,9 +232,36 @@ pub fn apply<A: Copy + Eq + Hash + Ord, T: Table<A>>(t: &mut T, l: Learned<A>, n
             Admit::Refuse => return,
         },
     }
-    if t.add_dynamic(l.sw_if, l.ip, l.mac) {
+    if t.add(l.sw_if, l.ip, l.mac, false).is_ok() && l.reachable {
         t.split().1.touch(k, now);
     }
+}
+
+/// `ip neighbor <if> <ip> <mac> [static]`: a static entry, or without `static` (as VPP) a
+/// dynamic one that ages like a learned entry. A dynamic entry does not replace a static one
+/// (VPP refuses that too); a static one replaces either. `token` is the address as typed.
+pub fn cli_add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
+    t: &mut T,
+    i: u32,
+    ip: A,
+    mac: [u8; 6],
+    is_static: bool,
+    token: &str,
+) -> Result<(), CliError> {
+    let k = (i, ip);
+    if !is_static && t.split().0.get(&k).is_some_and(|e| e.1) {
+        return Err(CliError::new(format!(
+            "neighbor `{token}' is static: delete it first or add `static'"
+        )));
+    }
+    t.add(i, ip, mac, is_static).map_err(CliError::new)?;
+    let aging = t.split().1;
+    if is_static {
+        aging.forget(&k);
+    } else {
+        aging.touch(k, Instant::now());
+    }
+    Ok(())
 }
 
 /// Ages the table at `now`: removes entries still stale after their probe and returns the
@@ -390,5 +457,76 @@ mod tests {
         assert_eq!(a.admit(2), Admit::Evict((1, 10)));
         a.forget(&(1, 10));
         assert_eq!(a.admit(2), Admit::Evict((1, 20)));
+    }
+
+    /// A table with nothing but the entries (no adjacencies).
+    #[derive(Default)]
+    struct Plain {
+        entries: Entries<u32>,
+        aging: Aging<(u32, u32)>,
+    }
+
+    impl Table<u32> for Plain {
+        fn split(&mut self) -> (&Entries<u32>, &mut Aging<(u32, u32)>) {
+            (&self.entries, &mut self.aging)
+        }
+        fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], st: bool) -> Result<(), String> {
+            self.entries.insert((i, ip), (mac, st));
+            Ok(())
+        }
+        fn remove(&mut self, i: u32, ip: u32) -> bool {
+            self.entries.remove(&(i, ip)).is_some()
+        }
+    }
+
+    const M1: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const M2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn unsolicited_advert_updates_but_never_creates() {
+        let mut t = Plain::default();
+        let t0 = Instant::now();
+        // RFC 4861 §7.2.5: no entry, S clear: discarded (even with O set).
+        apply(&mut t, Learned::advert(1, 10, M1, false, true), t0);
+        assert!(t.entries.is_empty());
+        // A solicited NA (answer to our NS) creates.
+        apply(&mut t, Learned::advert(1, 10, M1, true, true), t0);
+        assert_eq!(t.entries[&(1, 10)], (M1, false));
+        // S clear, O clear, another MAC: the cache is not updated.
+        apply(&mut t, Learned::advert(1, 10, M2, false, false), t0);
+        assert_eq!(t.entries[&(1, 10)].0, M1);
+        // S set, O clear, another MAC: not updated either.
+        apply(&mut t, Learned::advert(1, 10, M2, true, false), t0);
+        assert_eq!(t.entries[&(1, 10)].0, M1);
+        // S clear, O set: the MAC moves, but the entry is not confirmed reachable (its
+        // aging clock keeps running from the last confirmation).
+        let t1 = t0 + Duration::from_secs(5);
+        apply(&mut t, Learned::advert(1, 10, M2, false, true), t1);
+        assert_eq!(t.entries[&(1, 10)].0, M2);
+        t.aging.cfg.age = 5;
+        assert_eq!(t.aging.scan(t1, |_| true).probe, vec![(1, 10)]);
+        // A static entry is never touched by adverts.
+        t.entries.insert((1, 11), (M1, true));
+        apply(&mut t, Learned::advert(1, 11, M2, true, true), t1);
+        assert_eq!(t.entries[&(1, 11)], (M1, true));
+    }
+
+    #[test]
+    fn cli_entries_are_dynamic_unless_static() {
+        let mut t = Plain::default();
+        t.aging.cfg.age = 1;
+        cli_add(&mut t, 1, 10, M1, false, "10").unwrap();
+        assert_eq!(t.entries[&(1, 10)], (M1, false));
+        let later = Instant::now() + Duration::from_secs(2);
+        assert_eq!(t.aging.scan(later, |_| true).probe, vec![(1, 10)]);
+        // Made static: no longer aged; and a dynamic add may not replace it.
+        cli_add(&mut t, 1, 10, M1, true, "10").unwrap();
+        assert_eq!(t.entries[&(1, 10)], (M1, true));
+        let e = cli_add(&mut t, 1, 10, M2, false, "10.0.0.1").unwrap_err();
+        assert!(e.to_string().contains("`10.0.0.1'"), "{e}");
+        let s = t
+            .aging
+            .scan(later + Duration::from_secs(9), |k| !t.entries[k].1);
+        assert!(s.probe.is_empty() && s.expire.is_empty());
     }
 }

@@ -8,6 +8,14 @@
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
 //!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
 //!   `drops`. Captures frames for `pcap trace tx`.
+//!
+//! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
+//! interface, before the driver. A tx node that cannot send a packet (ring full, too big,
+//! not connected, write error) takes it back with `IfCounters::tx_failed` — tx packets and
+//! bytes down, `tx-error` up, on the same thread's counters — so `show interface` tx is what
+//! the driver handed to the device. The success path costs nothing extra; the failure path
+//! one subtraction per run. (A VLAN sub-interface's own tx counters are not taken back: the
+//! driver sees only the parent.)
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::BufIdx;

@@ -599,6 +599,10 @@ impl NodeFn for AfInput {
         self.queues.poll_interval()
     }
 
+    fn polling(&self) -> bool {
+        self.queues.polling()
+    }
+
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
@@ -628,18 +632,22 @@ impl AfTx {
             return;
         };
         let cap = q.capacity();
-        let (mut sent, mut full, mut big) = (0u64, 0u64, 0u64);
+        let (mut sent, mut full, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
         let mut g = q.lock();
         for &b in run {
             // SAFETY: owned by this node; short-lived view for the length.
             let len = unsafe { pool.buffer(b) }.total_len();
             if len > cap {
                 big += 1;
+                lost += len as u64;
                 continue;
             }
             match g.push(|dst| crate::linux::copy_chain_into(pool, b, dst)) {
                 Ok(()) => sent += 1,
-                Err(TxFull::RingFull) => full += 1,
+                Err(TxFull::RingFull) => {
+                    full += 1;
+                    lost += len as u64;
+                }
             }
         }
         if sent > 0 && g.kick().is_err() {
@@ -647,7 +655,7 @@ impl AfTx {
         }
         drop(g);
         if full + big > 0 {
-            e.counters.add(t, counter::TX_ERROR, full + big);
+            e.counters.tx_failed(t, full + big, lost);
             cx.count(C_RING_FULL, full);
             cx.count(C_TOO_BIG, big);
         }

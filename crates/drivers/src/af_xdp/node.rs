@@ -299,7 +299,7 @@ impl NodeFn for AfXdpTx {
             cx.free(frame);
             return;
         };
-        let (mut full, mut big) = (0u64, 0u64);
+        let (mut full, mut big, mut lost) = (0u64, 0u64, 0u64);
         let mut g = q.tx_lock();
         q.tx_reap(&mut g);
         for &b in frame {
@@ -307,11 +307,15 @@ impl NodeFn for AfXdpTx {
             let len = unsafe { pool.buffer(b) }.total_len();
             if len > UMEM_FRAME {
                 big += 1;
+                lost += len as u64;
                 continue;
             }
             match q.tx_push(&mut g, |dst| crate::linux::copy_chain_into(pool, b, dst)) {
                 Ok(()) => {}
-                Err(TxFull::RingFull) => full += 1,
+                Err(TxFull::RingFull) => {
+                    full += 1;
+                    lost += len as u64;
+                }
             }
         }
         if q.tx_submit(&mut g).is_err() {
@@ -319,7 +323,7 @@ impl NodeFn for AfXdpTx {
         }
         drop(g);
         if full + big > 0 {
-            e.counters.add(t, counter::TX_ERROR, full + big);
+            e.counters.tx_failed(t, full + big, lost);
             cx.count(C_RING_FULL, full);
             cx.count(C_TOO_BIG, big);
         }

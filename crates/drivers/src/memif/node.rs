@@ -334,6 +334,9 @@ impl NodeFn for MemifInput {
             .any(|q| q.mode.needs_tick())
             .then_some(POLL_TICK_SECS)
     }
+    fn polling(&self) -> bool {
+        self.qs.iter().any(|q| q.mode.is_polling())
+    }
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
@@ -634,11 +637,12 @@ impl MemifTx {
         };
         let Some(conn) = rt.conn.as_ref() else {
             cx.count(T_NOT_CONNECTED, bufs.len() as u64);
-            rt.sh.counters.add(t, counter::TX_ERROR, bufs.len() as u64);
+            let lost = crate::total_bytes(pool, bufs);
+            rt.sh.counters.tx_failed(t, bufs.len() as u64, lost);
             return;
         };
         let q = &conn.tx[t % conn.tx.len()];
-        let (sent, fails) = tx_ring(cx, pool, conn, q, rt.sh.mode, bufs);
+        let (sent, fails, lost) = tx_ring(cx, pool, conn, q, rt.sh.mode, bufs);
         let failed: u64 = fails.iter().sum();
         for (c, n) in fails.iter().enumerate() {
             if *n > 0 {
@@ -646,7 +650,7 @@ impl MemifTx {
             }
         }
         if failed > 0 {
-            rt.sh.counters.add(t, counter::TX_ERROR, failed);
+            rt.sh.counters.tx_failed(t, failed, lost);
         }
         if sent > 0 {
             // The ring index was published (release store); order it before reading the flag.
@@ -666,12 +670,14 @@ fn tx_ring(
     q: &Queue,
     mode: Mode,
     bufs: &[BufIdx],
-) -> (usize, [u64; 4]) {
+) -> (usize, [u64; 4], u64) {
     let _g = QGuard::lock(q);
     let ring = q.ring;
     let rs = ring.size();
     let mask = rs - 1;
     let mut fails = [0u64; 4];
+    // Bytes of the packets not sent (as `interface-output` counted them).
+    let mut lost = 0u64;
     // Free slots and the index we advance.
     let (mut slot, mut free) = if conn.is_slave {
         let head = ring.head();
@@ -710,6 +716,7 @@ fn tx_ring(
         }
         if too_long || total == 0 {
             fails[T_TOO_LONG] += 1;
+            lost += crate::total_bytes(pool, &[b]);
             continue;
         }
         let pkt_start = slot;
@@ -774,6 +781,7 @@ fn tx_ring(
             // Roll back this packet's slots; the rest of the run cannot go either.
             slot = pkt_start;
             fails[e] += (bufs.len() - i) as u64;
+            lost += crate::total_bytes(pool, &bufs[i..]);
             break;
         }
         sent += 1;
@@ -785,5 +793,5 @@ fn tx_ring(
             ring.set_tail(slot);
         }
     }
-    (sent, fails)
+    (sent, fails, lost)
 }

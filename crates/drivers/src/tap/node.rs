@@ -337,6 +337,10 @@ impl NodeFn for TapInput {
         self.queues.poll_interval()
     }
 
+    fn polling(&self) -> bool {
+        self.queues.polling()
+    }
+
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
@@ -369,7 +373,7 @@ impl TapTx {
             return;
         };
         let zero = [0u8; VNET_HDR_LEN];
-        let (mut full, mut err) = (0u64, 0u64);
+        let (mut full, mut err, mut lost) = (0u64, 0u64, 0u64);
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -396,6 +400,7 @@ impl TapTx {
             // SAFETY: `n` iovecs over live buffers (the kernel only reads them).
             let r = unsafe { libc::writev(fd, iov.as_ptr(), n as i32) };
             if r < 0 {
+                lost += iov[1..n].iter().map(|v| v.iov_len as u64).sum::<u64>();
                 match std::io::Error::last_os_error().raw_os_error() {
                     Some(libc::EAGAIN) => full += 1,
                     _ => err += 1,
@@ -403,7 +408,7 @@ impl TapTx {
             }
         }
         if full + err > 0 {
-            e.counters.add(t, counter::TX_ERROR, full + err);
+            e.counters.tx_failed(t, full + err, lost);
             cx.count(T_FULL, full);
             cx.count(T_WRITE_ERROR, err);
         }

@@ -18,7 +18,7 @@ use sluice_graph::{GraphBuilder, Vlib};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Interfaces the per-interface attribute table can hold.
@@ -44,6 +44,11 @@ pub struct IfAttr {
     /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
     /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
     pub rx_redirect: AtomicU32,
+    /// Admin state (`set interface state`): `ethernet-input` drops what a down interface
+    /// receives.
+    pub admin_up: AtomicBool,
+    /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
+    pub promisc: AtomicBool,
 }
 
 impl IfAttr {
@@ -242,8 +247,8 @@ impl crate::neighbor::Table<u32> for Ip4Control {
     ) {
         (&self.neighbors, &mut self.aging)
     }
-    fn add_dynamic(&mut self, i: u32, ip: u32, mac: [u8; 6]) -> bool {
-        self.add_neighbor(i, ip, mac, false).is_ok()
+    fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> Result<(), String> {
+        self.add_neighbor(i, ip, mac, is_static)
     }
     fn remove(&mut self, i: u32, ip: u32) -> bool {
         self.del_neighbor(i, ip)
@@ -628,10 +633,7 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         return Ok(String::new());
     }
-    // CLI entries are static (VPP marks them S whether or not `static' is given).
-    let _ = is_static;
-    ctl.add_neighbor(i.0, ip, mac, true)
-        .map_err(CliError::new)?;
+    crate::neighbor::cli_add(&mut *ctl, i.0, ip, mac, is_static, &w)?;
     Ok(String::new())
 }
 

@@ -63,8 +63,16 @@ const ICMP_MTU: usize = 1;
 ///   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
 ///   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
 ///   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
-/// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface),
-///   `tagged` (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header).
+///   Frames of an admin-down interface (or sub-interface) go to `error-drop` first of all.
+/// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface's MAC
+///   on an L3 interface that is not promiscuous; L2 interfaces take every frame), `tagged`
+///   (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header), `down`
+///   (received on an admin-down interface).
+///
+/// Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
+/// per run of packets from one interface (normally once per frame); the admin-down drop
+/// shares the per-packet test of the input redirect, and the promiscuous flag is looked at
+/// only for a frame that failed the MAC compare — neither adds work to the forwarding path.
 pub struct EthernetInput {
     shared: Arc<Ip4Shared>,
     /// VLAN sub-interfaces: (parent, outer VLAN, inner VLAN or 0) → (sub-interface, its
@@ -76,7 +84,9 @@ pub struct EthernetInput {
     cached_l2: u32,
     cached_bd: u32,
     cached_fib: [u32; 2],
+    /// 0, an input redirect's arc + 1, or [`RX_DOWN`].
     cached_redirect: u32,
+    cached_promisc: bool,
     // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
     // (per frame).
     l2_any: bool,
@@ -88,6 +98,9 @@ const E_UNKNOWN_ET: u16 = 0;
 const E_MAC_MISMATCH: u16 = 1;
 const E_TAGGED: u16 = 2;
 const E_RUNT: u16 = 3;
+const E_DOWN: u16 = 4;
+/// `cached_redirect` of an admin-down interface: every frame is dropped.
+const RX_DOWN: u32 = u32::MAX;
 /// Outer TPID some switches use for QinQ (pre-802.1ad).
 const QINQ_9100: u16 = 0x9100;
 
@@ -158,6 +171,16 @@ impl EthernetInput {
 }
 
 impl EthernetInput {
+    /// A frame of an interface with an input redirect, or of an admin-down interface.
+    #[inline(never)]
+    fn redirect_or_down(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.cached_redirect == RX_DOWN {
+            b.hdr.error = cx.error(E_DOWN);
+            return Next(0);
+        }
+        Next((self.cached_redirect - 1) as u16)
+    }
+
     /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
     #[inline(always)]
     fn l2_next(&self) -> Next {
@@ -184,7 +207,12 @@ impl PacketNode for EthernetInput {
             self.cached_mac = a.mac_bytes();
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
             self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
-            self.cached_redirect = a.rx_redirect.load(Ordering::Relaxed);
+            self.cached_redirect = if a.admin_up.load(Ordering::Relaxed) {
+                a.rx_redirect.load(Ordering::Relaxed)
+            } else {
+                RX_DOWN
+            };
+            self.cached_promisc = a.promisc.load(Ordering::Relaxed);
             self.cached_fib = [
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
@@ -194,7 +222,7 @@ impl PacketNode for EthernetInput {
             }
         }
         if self.cached_redirect != 0 {
-            return Next((self.cached_redirect - 1) as u16);
+            return self.redirect_or_down(cx, b);
         }
         let d = b.data();
         if d.len() < 14 {
@@ -242,8 +270,10 @@ impl PacketNode for EthernetInput {
             if let Some(n) = self.sub_interface(et, cx, b) {
                 return n;
             }
-            b.hdr.error = cx.error(E_MAC_MISMATCH);
-            return Next(0);
+            if !self.cached_promisc {
+                b.hdr.error = cx.error(E_MAC_MISMATCH);
+                return Next(0);
+            }
         }
         let next = match et {
             ethertype::IPV4 => {
@@ -741,12 +771,12 @@ impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
         if let Ok(mut l) = self.shared.learned.lock() {
             if l.len() < 4096 {
-                l.push(crate::neighbor::Learned {
-                    sw_if: b.hdr.rx_if,
-                    ip: u32::from(r.spa),
-                    mac: r.sha.0,
-                    update_only,
-                });
+                l.push(crate::neighbor::Learned::heard(
+                    b.hdr.rx_if,
+                    u32::from(r.spa),
+                    r.sha.0,
+                    !update_only,
+                ));
             }
         }
     }
@@ -928,6 +958,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 cached_mac: [0; 6],
                 cached_l2: 0,
                 cached_redirect: 0,
+                cached_promisc: false,
                 cached_bd: 0,
                 cached_fib: [0; 2],
                 l2_any: false,
@@ -947,6 +978,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
             CounterDesc::error("tagged", "VLAN-tagged frame, no sub-interface"),
             CounterDesc::error("runt", "frame shorter than an Ethernet header"),
+            CounterDesc::error("down", "subinterface down"),
         ]),
     );
     let s = shared.clone();

@@ -617,7 +617,7 @@ pub fn cli_neighbor(
             .map_err(|_| CliError::new(format!("bad MAC address `{m}'")))?
             .0
     };
-    let _ = a.keyword("static");
+    let is_static = a.keyword("static");
     a.finish()?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
@@ -627,8 +627,7 @@ pub fn cli_neighbor(
         }
         return Ok(String::new());
     }
-    ctl.add_neighbor(i.0, ip, mac, true)
-        .map_err(CliError::new)?;
+    crate::neighbor::cli_add(&mut *ctl, i.0, ip, mac, is_static, w)?;
     Ok(String::new())
 }
 
@@ -767,8 +766,8 @@ impl crate::neighbor::Table<u128> for Ip6Control {
     ) {
         (&self.neighbors, &mut self.aging)
     }
-    fn add_dynamic(&mut self, i: u32, ip: u128, mac: [u8; 6]) -> bool {
-        self.add_neighbor(i, ip, mac, false).is_ok()
+    fn add(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> Result<(), String> {
+        self.add_neighbor(i, ip, mac, is_static)
     }
     fn remove(&mut self, i: u32, ip: u128) -> bool {
         self.del_neighbor(i, ip)

@@ -364,15 +364,10 @@ impl Ip6Local {
         }
     }
 
-    fn learn(&self, i: u32, ip: u128, mac: [u8; 6]) {
+    fn learn(&self, n: crate::neighbor::Learned<u128>) {
         if let Ok(mut l) = self.shared.learned.lock() {
             if l.len() < 4096 {
-                l.push(crate::neighbor::Learned {
-                    sw_if: i,
-                    ip,
-                    mac,
-                    update_only: false,
-                });
+                l.push(n);
             }
         }
     }
@@ -424,7 +419,7 @@ impl Ip6Local {
             return Next(0);
         };
         if lladdr.is_some() {
-            self.learn(b.hdr.rx_if, src, mac);
+            self.learn(crate::neighbor::Learned::heard(b.hdr.rx_if, src, mac, true));
         }
         let my_mac = self.shared.v4.if_attr(b.hdr.rx_if).mac_bytes();
         // Build the advertisement in place: 40 + 24 + 8 (target link-layer address).
@@ -493,11 +488,19 @@ impl PacketNode for Ip6Local {
                             .and_then(|m| NdiscRepr::parse(&m).ok());
                         match parsed {
                             Some(NdiscRepr::NeighborAdvert {
+                                flags,
                                 target,
                                 lladdr: Some(m),
-                                ..
                             }) => {
-                                self.learn(b.hdr.rx_if, u128::from(target), m.0);
+                                // RFC 4861 §7.2.5: unsolicited (S clear) updates an
+                                // existing entry only; O clear never changes a MAC.
+                                self.learn(crate::neighbor::Learned::advert(
+                                    b.hdr.rx_if,
+                                    u128::from(target),
+                                    m.0,
+                                    flags.contains(NaFlags::SOLICITED),
+                                    flags.contains(NaFlags::OVERRIDE),
+                                ));
                                 b.hdr.error = cx.error(C_NA_RX);
                             }
                             _ => b.hdr.error = cx.error(E_ND_INVALID),
