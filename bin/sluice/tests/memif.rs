@@ -227,10 +227,21 @@ fn eth_ip4_udp(dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], ttl: u8, seq: u16) 
 
 #[test]
 fn routed_ipv4_over_memif() {
-    let dir = tmpdir("memif-ip4-sock");
+    routed_ipv4("memif-ip4", "", "");
+}
+
+#[test]
+fn routed_ipv4_over_memif_to_a_zero_copy_slave() {
+    routed_ipv4("memif-ip4zc", "buffers { shared }", " zero-copy");
+}
+
+/// A routes 10.2.0.0/16 over memif to B (slave, `b_conf`, `slave_extra`), which routes it
+/// out of pg1.
+fn routed_ipv4(tag: &str, b_conf: &str, slave_extra: &str) {
+    let dir = tmpdir(&format!("{tag}-sock"));
     let sock = dir.join("memif.sock");
-    let a = Daemon::start("memif-ip4-a", "");
-    let b = Daemon::start("memif-ip4-b", "");
+    let a = Daemon::start(&format!("{tag}-a"), "");
+    let b = Daemon::start(&format!("{tag}-b"), b_conf);
     for c in [
         format!("create memif socket id 1 filename {}", sock.display()),
         "create interface memif id 0 socket-id 1 master".into(),
@@ -246,7 +257,9 @@ fn routed_ipv4_over_memif() {
     }
     for c in [
         format!("create memif socket id 1 filename {}", sock.display()),
-        "create interface memif id 0 socket-id 1 slave hw-addr 02:fe:6d:01:00:00".into(),
+        format!(
+            "create interface memif id 0 socket-id 1 slave hw-addr 02:fe:6d:01:00:00{slave_extra}"
+        ),
         "create packet-generator interface pg1".into(),
         "set interface state pg1 up".into(),
         "set interface state memif1/0 up".into(),
@@ -271,6 +284,8 @@ fn routed_ipv4_over_memif() {
     }
     assert_eq!(counter(&b, "memif1/0", "rx packets"), 200);
     assert_no_leaks(&a);
+    // A zero-copy slave's rx ring holds its buffers until the interface goes.
+    b.ok("delete interface memif memif1/0");
     assert_no_leaks(&b);
 }
 
