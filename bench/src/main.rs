@@ -99,6 +99,8 @@ pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
         buffers: 16384,
         data_size: 2048,
         page_size: PageSize::Default,
+        // `buffers { shared }` (memfd-backed data array), to measure what it costs.
+        shared: std::env::var_os("SLUICE_BENCH_SHARED_BUFFERS").is_some_and(|v| v == "1"),
     };
     let mut vm = Vlib::new(b, &cpu, &pool).expect("runtime");
     sluice_vnet::init(&mut vm);

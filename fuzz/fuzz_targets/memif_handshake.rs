@@ -94,6 +94,7 @@ fuzz_target!(|data: &[u8]| {
         tx_queues: 2,
         mode: Mode::Ethernet,
         secret: String::new(),
+        zero_copy: None,
     };
     let counters = Arc::new(IfCounters::new(1));
     let sh = Arc::new(IfShared::new(1, Mode::Ethernet, counters, None));

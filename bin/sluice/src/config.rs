@@ -253,6 +253,9 @@ fn buffers(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfE
                     }
                 };
             }
+            // Sluice's own key: the data array becomes a shared memfd that memif zero-copy
+            // hands to its peer (docs/memif.md).
+            "shared" => cfg.buffers.shared = true,
             "layout" | "numa-mask" => {
                 c.value(k)?;
             }
@@ -315,6 +318,13 @@ mod tests {
         assert_eq!(c.cpu.workers.len(), 1);
         assert_eq!(c.buffers.buffers, 4096);
         assert_eq!(c.buffers.page_size, PageSize::Small);
+        assert!(!c.buffers.shared, "private data array by default");
+        assert!(
+            parse("buffers {\n shared\n}\n", "t.conf")
+                .unwrap()
+                .buffers
+                .shared
+        );
         assert_eq!(c.warnings.len(), 1);
         assert!(c.warnings[0].starts_with("t.conf:9: section `dpdk'"));
     }

@@ -262,10 +262,21 @@ fn eth_ip4_udp(dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], ttl: u8, seq: u16) 
 
 #[test]
 fn routed_ipv4_over_memif() {
-    let dir = tmpdir("memif-ip4-sock");
+    routed_ipv4("memif-ip4", "", "");
+}
+
+#[test]
+fn routed_ipv4_over_memif_to_a_zero_copy_slave() {
+    routed_ipv4("memif-ip4zc", "buffers { shared }", " zero-copy");
+}
+
+/// A routes 10.2.0.0/16 over memif to B (slave, `b_conf`, `slave_extra`), which routes it
+/// out of pg1.
+fn routed_ipv4(tag: &str, b_conf: &str, slave_extra: &str) {
+    let dir = tmpdir(&format!("{tag}-sock"));
     let sock = dir.join("memif.sock");
-    let a = Daemon::start("memif-ip4-a", "");
-    let b = Daemon::start("memif-ip4-b", "");
+    let a = Daemon::start(&format!("{tag}-a"), "");
+    let b = Daemon::start(&format!("{tag}-b"), b_conf);
     for c in [
         format!("create memif socket id 1 filename {}", sock.display()),
         "create interface memif id 0 socket-id 1 master".into(),
@@ -281,7 +292,9 @@ fn routed_ipv4_over_memif() {
     }
     for c in [
         format!("create memif socket id 1 filename {}", sock.display()),
-        "create interface memif id 0 socket-id 1 slave hw-addr 02:fe:6d:01:00:00".into(),
+        format!(
+            "create interface memif id 0 socket-id 1 slave hw-addr 02:fe:6d:01:00:00{slave_extra}"
+        ),
         "create packet-generator interface pg1".into(),
         "set interface state pg1 up".into(),
         "set interface state memif1/0 up".into(),
@@ -306,6 +319,8 @@ fn routed_ipv4_over_memif() {
     }
     assert_eq!(counter(&b, "memif1/0", "rx packets"), 200);
     assert_no_leaks(&a);
+    // A zero-copy slave's rx ring holds its buffers until the interface goes.
+    b.ok("delete interface memif memif1/0");
     assert_no_leaks(&b);
 }
 
@@ -523,6 +538,118 @@ fn slave_reconnects_after_master_restart() {
     assert_eq!(send(&a2, "pg0", &p.b, "pg1", "after", &f2, ""), f2);
     assert_no_leaks(&a2);
     assert_no_leaks(&p.b);
+}
+
+/// Waits until `d` holds exactly `n` buffers.
+fn wait_in_use(d: &Daemon, n: u64) {
+    let t0 = Instant::now();
+    while buffers_in_use(d) != n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "expected {n} buffers in use:\n{}\n{}",
+            d.ok("show buffers"),
+            d.ok("show memif")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Slave zero-copy (B, `buffers { shared }`) against a copying Sluice master: L2 both ways,
+/// chained jumbo frames, master crash and reconnect; B's rings hold its own buffers while
+/// connected (M2S: one per slot) and give every one back when the link goes down or the
+/// interface is deleted.
+#[test]
+fn zero_copy_slave_l2_jumbo_reconnect_without_leaks() {
+    let mut p = pair("memif-zc", "", "buffers { shared }", "", "zero-copy");
+    let s = p.b.ok("show memif memif1/0");
+    assert!(s.contains("flags slave zero-copy connected"), "{s}");
+    assert!(s.contains("regions 2"), "rings + the buffer arena: {s}");
+    // Every M2S slot holds one of B's buffers, handed to the master at the first poll.
+    wait_for(
+        &p.b,
+        "show memif memif1/0",
+        "zero-copy: buffers held 1024",
+        5,
+    );
+    both_ways(&p, "zc", 700);
+    let jumbo: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| {
+            frame(
+                [2, 0, 0, 0, 0, 2],
+                [2, 0, 0, 0, 0, 1],
+                9000 - i as usize * 3,
+                i,
+            )
+        })
+        .collect();
+    assert_eq!(send(&p.a, "pg0", &p.b, "pg1", "zjf", &jumbo, ""), jumbo);
+    let back: Vec<Vec<u8>> = jumbo
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+            f
+        })
+        .collect();
+    assert_eq!(send(&p.b, "pg1", &p.a, "pg0", "zjr", &back, ""), back);
+    assert_eq!(counter(&p.b, "memif1/0", "rx packets"), 740);
+    assert_eq!(counter(&p.a, "memif1/0", "tx-error"), 0);
+    assert_eq!(counter(&p.b, "memif1/0", "tx-error"), 0);
+    assert!(
+        p.b.ok("show errors").lines().all(|l| !l.contains("memif")),
+        "{}",
+        p.b.ok("show errors")
+    );
+    assert_no_leaks(&p.a);
+    // Connected: B's buffers in use are those its rings hold (M2S: 1024; S2M: the
+    // packets the master consumed are given back at B's next transmit).
+    let held: u64 =
+        p.b.ok("show memif memif1/0")
+            .lines()
+            .filter(|l| l.contains("buffers held"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum();
+    assert_eq!(held, 1024);
+    assert!(buffers_in_use(&p.b) >= 1024);
+    // Crash the master: the disconnect gives every ring buffer back.
+    p.a.child.kill().unwrap();
+    p.a.child.wait().unwrap();
+    wait_for(&p.b, "show memif memif1/0", "link down", 10);
+    wait_in_use(&p.b, 0);
+    // A new master: zero-copy again, traffic both ways, then delete: nothing leaks.
+    let a2 = Daemon::start("memif-zc-a2", "");
+    setup_master(&a2, &p.sock, "");
+    wait_connected(&a2);
+    let s = wait_connected(&p.b);
+    assert!(s.contains("connects 2") && s.contains("zero-copy"), "{s}");
+    let p2 = Pair {
+        a: a2,
+        b: p.b,
+        sock: p.sock.clone(),
+    };
+    both_ways(&p2, "zc2", 300);
+    p2.b.ok("delete interface memif memif1/0");
+    wait_in_use(&p2.b, 0);
+    assert_no_leaks(&p2.a);
+}
+
+#[test]
+fn zero_copy_is_refused_for_master_and_without_a_shared_arena() {
+    let d = Daemon::start("memif-zc-cli", "");
+    let dir = tmpdir("memif-zc-cli-sock");
+    d.ok(&format!(
+        "create memif socket id 1 filename {}",
+        dir.join("m.sock").display()
+    ));
+    let e = d
+        .cli("create interface memif id 0 socket-id 1 master zero-copy")
+        .unwrap_err();
+    assert!(e.contains("`zero-copy' is slave-only"), "{e}");
+    let e = d
+        .cli("create interface memif id 0 socket-id 1 slave zero-copy")
+        .unwrap_err();
+    assert!(e.contains("buffers { shared }"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }
 
 // ---- a rogue slave written against the wire format, not against Sluice's code ----

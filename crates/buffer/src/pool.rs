@@ -1,9 +1,13 @@
-//! The buffer arena: one contiguous memory region of fixed-stride buffers, a global free list
-//! and per-thread caches.
+//! The buffer arena: a header array and a data array of fixed-stride buffers, a global free
+//! list and per-thread caches.
 //!
-//! Layout of one buffer: `[BufferHeader: 128 B][headroom][data: data_size]`, the stride rounded
-//! up to a cache line. The region is backed by 2 MiB hugepages when asked for and available,
-//! else by ordinary 4 KiB pages (one log line says which).
+//! Buffer `i` is `headers[i]` (a 128-byte [`BufferHeader`] in a private array) plus
+//! `data[i * stride ..]` = `[headroom][data: data_size]` in the data array, the stride rounded
+//! up to a cache line. Keeping the headers apart lets the data array be handed to a peer
+//! (memif zero-copy, AF_XDP-style UMEM registration) without exposing any metadata. Both arrays
+//! are backed by 2 MiB hugepages when asked for and available, else by ordinary 4 KiB pages
+//! (one log line says which). With `shared` the data array is a memfd mapped `MAP_SHARED`
+//! whose fd [`BufferPool::shared_fd`] exposes.
 
 use crate::header::{flags, BufIdx, BufferHeader};
 use crate::Buffer;
@@ -44,6 +48,9 @@ pub struct PoolConfig {
     pub data_size: usize,
     /// Backing page size (`page-size`).
     pub page_size: PageSize,
+    /// Back the data array by a memfd mapped `MAP_SHARED` (`buffers { shared }`), so that it
+    /// can be handed to a peer process (memif zero-copy).
+    pub shared: bool,
 }
 
 impl Default for PoolConfig {
@@ -52,6 +59,7 @@ impl Default for PoolConfig {
             buffers: DEFAULT_BUFFERS,
             data_size: DEFAULT_DATA_SIZE,
             page_size: PageSize::Default,
+            shared: false,
         }
     }
 }
@@ -98,8 +106,13 @@ pub struct PoolStats {
 
 /// A preallocated arena of buffers shared by all threads.
 pub struct BufferPool {
-    base: *mut u8,
-    map_len: usize,
+    /// `n` headers, private.
+    hdrs: *mut BufferHeader,
+    /// Keeps the header array mapped.
+    _hdr_map: Mapping,
+    /// `n * stride` bytes of headroom + data.
+    data: *mut u8,
+    data_map: Mapping,
     n: u32,
     stride: usize,
     data_size: usize,
@@ -132,13 +145,28 @@ impl BufferPool {
                 cfg.data_size, MAX_DATA_SIZE
             )));
         }
-        let stride =
-            (core::mem::size_of::<BufferHeader>() + HEADROOM + cfg.data_size).div_ceil(64) * 64;
-        let bytes = stride * cfg.buffers as usize;
-        let (base, map_len, backing) = map_arena(bytes, cfg.page_size)?;
+        let stride = (HEADROOM + cfg.data_size).div_ceil(64) * 64;
+        let n = cfg.buffers as usize;
+        let data_map = if cfg.shared {
+            map_shared(stride * n, cfg.page_size)?
+        } else {
+            map_private(stride * n, cfg.page_size, "buffer data")?
+        };
+        let hdr_map = map_private(
+            core::mem::size_of::<BufferHeader>() * n,
+            if data_map.backing == Backing::Huge2M {
+                PageSize::Default
+            } else {
+                PageSize::Small
+            },
+            "buffer headers",
+        )?;
+        let backing = data_map.backing;
         let pool = BufferPool {
-            base,
-            map_len,
+            hdrs: hdr_map.ptr as *mut BufferHeader,
+            _hdr_map: hdr_map,
+            data: data_map.ptr,
+            data_map,
             n: cfg.buffers,
             stride,
             data_size: cfg.data_size,
@@ -167,19 +195,34 @@ impl BufferPool {
         self.data_size
     }
 
-    /// Distance between two buffers in bytes.
+    /// Distance between two buffers in the data array (headroom + data, cache-line rounded).
     pub fn stride(&self) -> usize {
         self.stride
     }
 
-    /// What backs the arena.
+    /// What backs the data array.
     pub fn backing(&self) -> Backing {
         self.backing
     }
 
-    /// Base address and length of the arena (for drivers that register it, e.g. AF_XDP UMEM).
+    /// Base address and mapped length of the data array (headroom + data of every buffer, no
+    /// headers), for drivers that hand it to a peer or a device (memif zero-copy regions,
+    /// UMEM-style registration).
     pub fn region(&self) -> (*mut u8, usize) {
-        (self.base, self.map_len)
+        (self.data, self.data_map.len)
+    }
+
+    /// Offset of buffer `idx`'s headroom in the data array ([`BufferPool::region`]); its data
+    /// area starts [`HEADROOM`] bytes later. `None` for an index outside the pool.
+    #[inline(always)]
+    pub fn data_offset(&self, idx: BufIdx) -> Option<usize> {
+        (idx.0 < self.n).then(|| idx.0 as usize * self.stride)
+    }
+
+    /// The memfd behind the data array when the pool was created `shared`.
+    pub fn shared_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.data_map.fd.as_ref().map(|f| f.as_raw_fd())
     }
 
     /// Current totals. `in_use` is exact when no thread is allocating concurrently.
@@ -216,7 +259,15 @@ impl BufferPool {
     #[inline(always)]
     fn check(&self, idx: BufIdx) -> usize {
         assert!(idx.0 < self.n, "buffer index {} out of range", idx.0);
-        idx.0 as usize * self.stride
+        idx.0 as usize
+    }
+
+    /// Pointer to the header of a checked index.
+    #[inline(always)]
+    fn hdr_ptr(&self, idx: BufIdx) -> *mut BufferHeader {
+        let i = self.check(idx);
+        // SAFETY: i < n, and the header array holds n headers.
+        unsafe { self.hdrs.add(i) }
     }
 
     /// Shared access to a buffer's header.
@@ -225,10 +276,9 @@ impl BufferPool {
     /// The caller must own `idx` (no other thread or live [`Buffer`] may write to it).
     #[inline(always)]
     pub unsafe fn header(&self, idx: BufIdx) -> &BufferHeader {
-        let off = self.check(idx);
-        // SAFETY: off is inside the mapping (checked) and 64-aligned; the header was initialised
-        // at map time (zero pages) or by alloc.
-        unsafe { &*(self.base.add(off) as *const BufferHeader) }
+        // SAFETY: in the header array (checked), 128-aligned; initialised at map time (zero
+        // pages) or by alloc.
+        unsafe { &*self.hdr_ptr(idx) }
     }
 
     /// A mutable view of a buffer: header plus headroom and data.
@@ -239,16 +289,16 @@ impl BufferPool {
     #[inline(always)]
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn buffer(&self, idx: BufIdx) -> Buffer<'_> {
-        let off = self.check(idx);
-        // SAFETY: the header and the bytes behind it up to `stride` lie inside the mapping; the
-        // caller guarantees exclusive ownership of this buffer.
+        let hdr = self.hdr_ptr(idx);
+        // SAFETY: the header is in the header array and `stride >= HEADROOM + data_size` bytes
+        // at `idx * stride` lie in the data array (idx checked by hdr_ptr); the caller
+        // guarantees exclusive ownership of this buffer.
         unsafe {
-            let hdr = &mut *(self.base.add(off) as *mut BufferHeader);
             let mem = core::slice::from_raw_parts_mut(
-                self.base.add(off + core::mem::size_of::<BufferHeader>()),
+                self.data.add(idx.0 as usize * self.stride),
                 HEADROOM + self.data_size,
             );
-            Buffer::from_parts(hdr, mem)
+            Buffer::from_parts(&mut *hdr, mem)
         }
     }
 
@@ -260,9 +310,9 @@ impl BufferPool {
             // SAFETY: prefetch never faults; the address is inside the mapping anyway.
             unsafe {
                 use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let p = self.base.add(idx.0 as usize * self.stride) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(p);
-                _mm_prefetch::<_MM_HINT_T0>(p.add(core::mem::size_of::<BufferHeader>() + HEADROOM));
+                _mm_prefetch::<_MM_HINT_T0>(self.hdrs.add(idx.0 as usize) as *const i8);
+                let d = self.data.add(idx.0 as usize * self.stride + HEADROOM) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(d);
             }
         }
     }
@@ -275,8 +325,7 @@ impl BufferPool {
             // SAFETY: prefetch never faults.
             unsafe {
                 use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let p = self.base.add(idx.0 as usize * self.stride) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(p);
+                _mm_prefetch::<_MM_HINT_T0>(self.hdrs.add(idx.0 as usize) as *const i8);
             }
         }
     }
@@ -304,67 +353,150 @@ impl BufferPool {
     }
 }
 
-impl Drop for BufferPool {
+/// One mapping of the arena (unmapped when dropped).
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+    backing: Backing,
+    /// The memfd of a shared mapping.
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: base/map_len came from a successful mmap and nothing refers to the arena once
-        // the last Arc is gone (caches hold an Arc).
+        // SAFETY: ptr/len came from a successful mmap and nothing refers to the mapping once
+        // the pool (its owner) is gone: caches hold an Arc of the pool.
         unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
         }
     }
 }
 
-fn map_arena(bytes: usize, page: PageSize) -> Result<(*mut u8, usize, Backing), PoolError> {
-    const HUGE: usize = 2 << 20;
-    if page != PageSize::Small {
-        let len = bytes.div_ceil(HUGE) * HUGE;
-        // SAFETY: anonymous private mapping with no address hint; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                -1,
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
-            log::info!("buffers: {} MiB on 2 MiB hugepages", len >> 20);
-            return Ok((p as *mut u8, len, Backing::Huge2M));
-        }
-        log::info!(
-            "buffers: no 2 MiB hugepages reserved ({}), using 4 KiB pages (transparent hugepages requested)",
-            std::io::Error::last_os_error()
-        );
-    } else {
-        log::info!("buffers: using 4 KiB pages (page-size 4k)");
-    }
-    let len = bytes.div_ceil(4096) * 4096;
-    // SAFETY: as above.
+const HUGE: usize = 2 << 20;
+
+/// `mmap` of `len` bytes, read/write, no address hint.
+fn mmap(len: usize, flags: libc::c_int, fd: libc::c_int) -> Option<*mut u8> {
+    // SAFETY: a fresh mapping with no address hint; the result is checked.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
+            flags,
+            fd,
             0,
         )
     };
-    if p == libc::MAP_FAILED {
-        return Err(PoolError::Map {
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Private anonymous memory: 2 MiB hugepages when asked for and reserved, else 4 KiB pages
+/// with transparent hugepages requested.
+fn map_private(bytes: usize, page: PageSize, what: &str) -> Result<Mapping, PoolError> {
+    if page != PageSize::Small {
+        let len = bytes.div_ceil(HUGE) * HUGE;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB;
+        if let Some(ptr) = mmap(len, flags, -1) {
+            log::info!("{what}: {} MiB on 2 MiB hugepages", len >> 20);
+            return Ok(Mapping {
+                ptr,
+                len,
+                backing: Backing::Huge2M,
+                fd: None,
+            });
+        }
+        log::info!(
+            "{what}: no 2 MiB hugepages reserved ({}), using 4 KiB pages (transparent hugepages requested)",
+            std::io::Error::last_os_error()
+        );
+    } else {
+        log::info!("{what}: using 4 KiB pages (page-size 4k)");
+    }
+    let len = bytes.div_ceil(4096) * 4096;
+    let ptr =
+        mmap(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1).ok_or_else(|| PoolError::Map {
             bytes: len,
             err: std::io::Error::last_os_error(),
-        });
-    }
+        })?;
     // Ask for transparent hugepages where the kernel allows it (fewer TLB misses); harmless
     // when THP is off.
     // SAFETY: advice on our own fresh mapping.
     unsafe {
-        libc::madvise(p, len, libc::MADV_HUGEPAGE);
+        libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
-    Ok((p as *mut u8, len, Backing::Small4K))
+    Ok(Mapping {
+        ptr,
+        len,
+        backing: Backing::Small4K,
+        fd: None,
+    })
+}
+
+/// A memfd mapped `MAP_SHARED` (`buffers { shared }`): on 2 MiB hugepages (`MFD_HUGETLB`) when
+/// asked for and reserved, else on 4 KiB shmem pages, which get transparent hugepages only when
+/// `/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it. Sealed against shrinking, so
+/// a peer holding the fd cannot make our accesses fault.
+fn map_shared(bytes: usize, page: PageSize) -> Result<Mapping, PoolError> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let fail = |len: usize| PoolError::Map {
+        bytes: len,
+        err: std::io::Error::last_os_error(),
+    };
+    let create = |flags: libc::c_uint, len: usize| -> Option<OwnedFd> {
+        // SAFETY: a NUL-terminated constant name; the result is checked.
+        let fd = unsafe {
+            libc::memfd_create(
+                c"sluice-buffers".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | flags,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: fd was just created and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: plain syscalls on an fd we own.
+        let ok = unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) == 0 };
+        ok.then_some(fd)
+    };
+    let try_map = |fd: OwnedFd, len: usize, backing: Backing| -> Option<Mapping> {
+        let ptr = mmap(len, libc::MAP_SHARED, fd.as_raw_fd())?;
+        // SAFETY: fcntl on an fd we own; hugetlbfs memfds may refuse sealing, which only
+        // matters once the fd is handed out (then the peer is trusted not to shrink it).
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
+        Some(Mapping {
+            ptr,
+            len,
+            backing,
+            fd: Some(fd),
+        })
+    };
+    if page != PageSize::Small {
+        let len = bytes.div_ceil(HUGE) * HUGE;
+        if let Some(m) =
+            create(libc::MFD_HUGETLB, len).and_then(|fd| try_map(fd, len, Backing::Huge2M))
+        {
+            log::info!(
+                "buffer data: {} MiB shared memfd on 2 MiB hugepages",
+                len >> 20
+            );
+            return Ok(m);
+        }
+        log::info!(
+            "buffer data: no 2 MiB hugepages reserved ({}), shared memfd on 4 KiB pages",
+            std::io::Error::last_os_error()
+        );
+    }
+    let len = bytes.div_ceil(4096) * 4096;
+    let fd = create(0, len).ok_or_else(|| fail(len))?;
+    let m = try_map(fd, len, Backing::Small4K).ok_or_else(|| fail(len))?;
+    // Transparent hugepages for shmem only where shmem_enabled allows (`advise`/`always`).
+    // SAFETY: advice on our own fresh mapping.
+    unsafe {
+        libc::madvise(m.ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+    log::info!("buffer data: {} MiB shared memfd on 4 KiB pages", len >> 20);
+    Ok(m)
 }
 
 /// A per-thread cache of free buffers. Allocation and free are batch operations; the global
@@ -409,9 +541,7 @@ impl BufferCache {
         for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
             *o = BufIdx(b);
             // SAFETY: the index came off the free list, so this cache owns it exclusively.
-            let hdr =
-                unsafe { &mut *(self.pool.base.add(self.pool.check(*o)) as *mut BufferHeader) };
-            *hdr = BufferHeader::TEMPLATE;
+            unsafe { *self.pool.hdr_ptr(*o) = BufferHeader::TEMPLATE };
         }
         self.bufs.truncate(at);
         self.publish();

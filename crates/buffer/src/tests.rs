@@ -6,6 +6,7 @@ fn pool(n: u32) -> Arc<BufferPool> {
         buffers: n,
         data_size: 2048,
         page_size: PageSize::Small,
+        shared: false,
     })
     .expect("pool")
 }
@@ -107,6 +108,75 @@ fn views_keep_bounds() {
     assert_eq!(v.data(), &[9, 9]);
     let big = vec![0xabu8; 5000];
     assert_eq!(v.write_packet(&big), 2048);
+    c.free(&[b]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn data_array_holds_no_headers() {
+    let p = pool(3);
+    assert_eq!(p.stride(), HEADROOM + 2048, "no header in the data stride");
+    let (base, len) = p.region();
+    assert!(len >= 3 * p.stride());
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 3];
+    assert_eq!(c.alloc(&mut idx), 3);
+    // Fill the whole headroom + data of the middle buffer: no header (its own or a
+    // neighbour's) may change.
+    let mid = idx[1];
+    let off = p.data_offset(mid).unwrap();
+    assert_eq!(off, mid.0 as usize * p.stride());
+    // SAFETY: the test owns every buffer; the range is the middle buffer's data slot.
+    unsafe { core::ptr::write_bytes(base.add(off), 0xee, p.stride()) };
+    for &b in &idx {
+        assert_eq!(*unsafe { p.header(b) }, BufferHeader::TEMPLATE);
+    }
+    let mut v = unsafe { p.buffer(mid) };
+    assert!(v.set_len(4));
+    assert_eq!(
+        v.data(),
+        &[0xee; 4],
+        "the view's data area is at data_offset + HEADROOM"
+    );
+    assert_eq!(p.data_offset(BufIdx(3)), None);
+    assert!(p.shared_fd().is_none(), "private by default");
+    c.free(&idx);
+}
+
+#[test]
+fn shared_data_array_is_visible_through_its_fd() {
+    let p = BufferPool::new(&PoolConfig {
+        buffers: 64,
+        data_size: 2048,
+        page_size: PageSize::Small,
+        shared: true,
+    })
+    .expect("shared pool");
+    let fd = p.shared_fd().expect("memfd");
+    let (_, len) = p.region();
+    // A second, independent mapping of the fd sees what the pool writes (as a peer would).
+    // SAFETY: mapping our own memfd; checked; unmapped below.
+    let peer = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    assert_ne!(peer, libc::MAP_FAILED);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    let mut v = unsafe { p.buffer(b) };
+    v.write_packet(b"zero-copy");
+    let off = p.data_offset(b).unwrap() + HEADROOM;
+    // SAFETY: off + 9 <= len (inside the peer mapping).
+    let seen = unsafe { core::slice::from_raw_parts((peer as *const u8).add(off), 9) };
+    assert_eq!(seen, b"zero-copy");
+    // SAFETY: unmapping what we mapped above.
+    unsafe { libc::munmap(peer, len) };
     c.free(&[b]);
     assert_eq!(p.stats().in_use, 0);
 }

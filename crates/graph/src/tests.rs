@@ -10,6 +10,7 @@ fn small_pool() -> PoolConfig {
         buffers: 4096,
         data_size: 2048,
         page_size: PageSize::Small,
+        shared: false,
     }
 }
 

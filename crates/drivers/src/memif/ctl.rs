@@ -5,7 +5,8 @@
 //! Master: listens; on accept sends HELLO; INIT selects the interface (id, secret, mode);
 //! ADD_REGION / ADD_RING are acknowledged and collected; CONNECT maps and validates them
 //! (sizes, ring bounds, cookies) and is answered with CONNECTED.
-//! Slave: connects (retried every second); on HELLO creates the region (rings, then buffers)
+//! Slave: connects (retried every second); on HELLO creates the region (rings, then buffers;
+//! zero-copy: rings only, and the shared buffer arena is announced as region 1)
 //! and one eventfd per ring and sends INIT, ADD_REGION, ADD_RING..., CONNECT one at a time,
 //! each after the previous ACK; CONNECTED completes the link.
 //! Any protocol error, bad message, bad ring, timeout or peer close tears the connection down
@@ -50,6 +51,18 @@ pub struct IfCfg {
     pub mode: Mode,
     /// Secret (empty: none).
     pub secret: String,
+    /// Slave zero-copy (`zero-copy`): the pool whose shared data array becomes region 1.
+    pub zero_copy: Option<ZeroCopy>,
+}
+
+/// The shared buffer pool a zero-copy slave announces (region 1) and takes buffers from.
+#[derive(Clone)]
+pub struct ZeroCopy(pub Arc<sluice_buffer::BufferPool>);
+
+impl std::fmt::Debug for ZeroCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZeroCopy({} buffers)", self.0.len())
+    }
 }
 
 /// Connection state.
@@ -635,6 +648,7 @@ fn master_build(ch: &mut Channel) -> Result<DataConn, String> {
             tx,
             is_slave: false,
             buffer_size: 0,
+            zc: None,
         }),
         _ => Err("missing rings (need S2M and M2S rings numbered from 0)".into()),
     }
@@ -655,7 +669,11 @@ fn slave_msg(x: &mut Iface, m: Msg, _fds: Vec<OwnedFd>) -> MsgResult {
                 ));
             }
             x.remote_name = h.name.clone();
-            let conn = slave_build(&x.cfg, &h).map_err(|e| (e, true))?;
+            let conn = match &x.cfg.zero_copy {
+                Some(zc) => slave_build_zc(&x.cfg, &h, &zc.0),
+                None => slave_build(&x.cfg, &h),
+            }
+            .map_err(|e| (e, true))?;
             let mut q = VecDeque::new();
             let init = Msg::Init(Init {
                 version: proto::VERSION,
@@ -775,6 +793,74 @@ fn slave_build(cfg: &IfCfg, h: &Hello) -> Result<DataConn, String> {
         tx,
         is_slave: true,
         buffer_size: bs as u32,
+        zc: None,
+    })
+}
+
+/// Zero-copy slave: region 0 holds the rings only; region 1 is the buffer pool's shared data
+/// array. M2S rings start empty (`memif-input` hands out fresh buffers at its first poll),
+/// S2M descriptors are written by `memif-tx` pointing at the packets' own buffers.
+fn slave_build_zc(
+    cfg: &IfCfg,
+    h: &Hello,
+    pool: &Arc<sluice_buffer::BufferPool>,
+) -> Result<DataConn, String> {
+    let n_s2m = (cfg.tx_queues as usize)
+        .min(h.max_s2m_ring as usize + 1)
+        .max(1);
+    let n_m2s = (cfg.rx_queues as usize)
+        .min(h.max_m2s_ring as usize + 1)
+        .max(1);
+    let log2 = cfg.log2_ring.min(h.max_log2_ring_size).max(1);
+    let rs = 1usize << log2;
+    let rb = shm::ring_bytes(log2);
+    let n = n_s2m + n_m2s;
+    let region = Region::create("memif region 0", n * rb).map_err(|e| format!("memfd: {e}"))?;
+    let (base, len) = pool.region();
+    if len > u32::MAX as usize {
+        return Err("buffer arena larger than 4 GiB: memif offsets are 32-bit".into());
+    }
+    let fd = pool
+        .shared_fd()
+        .ok_or("zero-copy needs `buffers { shared }'")?;
+    // SAFETY: dup of the pool's memfd, owned by the returned OwnedFd.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(format!("dup: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `dup` is a fresh fd nobody else owns.
+    let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+    let arena = Region::borrowed(base, len, dup);
+    let mut tx = Vec::new();
+    let mut rx = Vec::new();
+    for g in 0..n {
+        let ring = Ring::new(&region, (g * rb) as u64, log2).ok_or("ring layout")?;
+        ring.set_cookie(proto::COOKIE);
+        ring.set_head(0);
+        ring.set_tail(0);
+        for j in 0..rs {
+            ring.set_desc(j as u16, Desc::default());
+        }
+        let fd = shm::eventfd().map_err(|e| format!("eventfd: {e}"))?;
+        let mut q = Queue::new(ring, fd, 0, 0);
+        q.shadow = (0..rs)
+            .map(|_| std::sync::atomic::AtomicU32::new(0))
+            .collect();
+        if g < n_s2m {
+            ring.set_flags(0);
+            tx.push(q);
+        } else {
+            ring.set_flags(shm::RING_FLAG_MASK_INT);
+            rx.push(q);
+        }
+    }
+    Ok(DataConn {
+        regions: vec![region, arena],
+        rx,
+        tx,
+        is_slave: true,
+        buffer_size: pool.data_size() as u32,
+        zc: Some(pool.clone()),
     })
 }
 
@@ -787,6 +873,7 @@ impl Queue {
             lock: AtomicBool::new(false),
             last: AtomicU16::new(last),
             buf_base: base,
+            shadow: Box::new([]),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod sock;
 use ctl::{Ctl, IfCfg, State};
 use proto::Mode;
 use shm::Ring;
+use sluice_buffer::{BufIdx, BufferPool};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
     CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend,
@@ -55,6 +56,30 @@ pub struct Queue {
     pub last: AtomicU16,
     /// Slave only: offset in region 0 of the buffer of slot 0 (slot i: + i * buffer_size).
     pub buf_base: u64,
+    /// Zero-copy only (else empty): per slot, the Sluice buffer it holds, as `BufIdx + 1`
+    /// (0: none). M2S: the fresh buffer handed to the master; S2M: the head of the packet's
+    /// chain, on the packet's last slot. Written under the queue lock; the descriptors the
+    /// peer may rewrite are never used to find a buffer.
+    pub shadow: Box<[AtomicU32]>,
+}
+
+impl Queue {
+    /// Buffers this ring holds (zero-copy; 0 in copy mode). S2M counts packets (chain heads).
+    pub fn held(&self) -> usize {
+        self.shadow
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+    /// Takes every buffer out of the shadow array.
+    pub(crate) fn take_all(&self, out: &mut Vec<BufIdx>) {
+        for s in self.shadow.iter() {
+            let v = s.swap(0, Ordering::Relaxed);
+            if v != 0 {
+                out.push(BufIdx(v - 1));
+            }
+        }
+    }
 }
 
 /// A live connection's memory: regions (unmapped on drop), rx and tx queues.
@@ -69,6 +94,25 @@ pub struct DataConn {
     pub is_slave: bool,
     /// Slave: size of each shared buffer.
     pub buffer_size: u32,
+    /// Slave zero-copy: the buffer pool whose data array is region 1. Buffers still held by
+    /// the rings are freed to it when the connection is dropped (after the data path let go).
+    pub zc: Option<Arc<BufferPool>>,
+}
+
+impl Drop for DataConn {
+    fn drop(&mut self) {
+        let Some(pool) = &self.zc else {
+            return;
+        };
+        let mut held = Vec::new();
+        for q in self.rx.iter().chain(self.tx.iter()) {
+            q.take_all(&mut held);
+        }
+        if !held.is_empty() {
+            let mut c = pool.cache();
+            c.free(&held);
+        }
+    }
 }
 
 /// What the data path knows of one interface.
@@ -329,7 +373,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "create interface memif",
-        "create interface memif [id <id>] [socket-id <socket-id>] [ring-size <size>] [buffer-size <size>] [hw-addr <mac-address>] <master|slave> [rx-queues <number>] [tx-queues <number>] [mode ethernet|ip] [secret <string>]",
+        "create interface memif [id <id>] [socket-id <socket-id>] [ring-size <size>] [buffer-size <size>] [hw-addr <mac-address>] <master|slave> [rx-queues <number>] [tx-queues <number>] [mode ethernet|ip] [secret <string>] [zero-copy]",
         cli_create_if,
     );
     t.add(
@@ -414,8 +458,10 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         tx_queues: 1,
         mode: Mode::Ethernet,
         secret: String::new(),
+        zero_copy: None,
     };
     let mut role = None;
+    let mut zero_copy = false;
     let mut mac = None;
     while !a.is_empty() {
         if a.keyword("id") {
@@ -455,6 +501,8 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 "ip" => Mode::Ip,
                 _ => return Err(CliError::new(format!("unknown mode `{w}' (ethernet|ip)"))),
             };
+        } else if a.keyword("zero-copy") {
+            zero_copy = true;
         } else if a.keyword("secret") {
             let s = a.word("secret")?;
             if s.len() > proto::SECRET_SZ {
@@ -466,8 +514,23 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     cfg.slave = role.ok_or_else(|| CliError::new("missing `master' or `slave'"))?;
-    if !cfg.slave {
-        // The master's queue counts come from the slave's rings.
+    if zero_copy {
+        if !cfg.slave {
+            return Err(CliError::new(
+                "`zero-copy' is slave-only (a master always copies into the slave's buffers)",
+            ));
+        }
+        if vm.pool.shared_fd().is_none() {
+            return Err(CliError::new(
+                "`zero-copy' needs a shared buffer arena: add `buffers { shared }' to startup.conf",
+            ));
+        }
+        if vm.pool.region().1 > u32::MAX as usize {
+            return Err(CliError::new(
+                "`zero-copy' needs a buffer arena under 4 GiB (memif offsets are 32-bit)",
+            ));
+        }
+        cfg.zero_copy = Some(ctl::ZeroCopy(vm.pool.clone()));
     }
     let c = ctl(vm)?;
     let name = format!("memif{}/{}", cfg.socket_id, cfg.id);
@@ -603,8 +666,13 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
         let _ = writeln!(
             o,
-            "  flags {} {}",
+            "  flags {}{} {}",
             if x.cfg.slave { "slave" } else { "master" },
+            if x.cfg.zero_copy.is_some() {
+                " zero-copy"
+            } else {
+                ""
+            },
             state
         );
         let _ = writeln!(
@@ -651,6 +719,10 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                         r.flags(),
                         if r.flags() & shm::RING_FLAG_MASK_INT != 0 { "masked" } else { "enabled" }
                     );
+                    if conn.zc.is_some() {
+                        let what = if dir == "rx" { "buffers" } else { "packets" };
+                        let _ = writeln!(o, "    zero-copy: {what} held {}", q.held());
+                    }
                     if descs {
                         let _ = writeln!(
                             o,

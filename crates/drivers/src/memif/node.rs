@@ -32,7 +32,7 @@
 use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
 use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::memif::proto::Mode;
-use sluice_buffer::{flags, BufIdx, BufferPool};
+use sluice_buffer::{flags, BufIdx, BufferPool, HEADROOM};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -41,7 +41,7 @@ use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 pub(crate) const NEXT_ETH: Next = Next(0);
 pub(crate) const NEXT_IP4: Next = Next(1);
@@ -66,12 +66,19 @@ const MAX_SEGS: usize = 64;
 struct IfRt {
     sh: Arc<IfShared>,
     gen: u64,
+    /// The connection, held (memif-input: it polls whenever the view is stale, so it lets
+    /// go of a dead connection promptly).
     conn: Option<Arc<DataConn>>,
+    /// The connection, not held (memif-tx: it may not run again for a long time, and a dead
+    /// connection's zero-copy buffers are freed only when the last holder lets go).
+    weak: Weak<DataConn>,
 }
 
 /// Per-thread cache of the interface list and their connections.
 struct View {
     sh: Arc<MemifShared>,
+    /// Keep strong references in `conn` (else only `weak`).
+    hold: bool,
     gen: u64,
     ifs: Vec<IfRt>,
     /// sw_if_index -> position in `ifs`.
@@ -79,9 +86,10 @@ struct View {
 }
 
 impl View {
-    fn new(sh: Arc<MemifShared>) -> View {
+    fn new(sh: Arc<MemifShared>, hold: bool) -> View {
         View {
             sh,
+            hold,
             gen: u64::MAX,
             ifs: Vec::new(),
             by_sw: Vec::new(),
@@ -105,6 +113,7 @@ impl View {
                     sh,
                     gen: u64::MAX,
                     conn: None,
+                    weak: Weak::new(),
                 })
                 .collect();
             self.by_sw.clear();
@@ -120,7 +129,9 @@ impl View {
             let g = i.sh.gen.load(Ordering::Acquire);
             if g != i.gen {
                 i.gen = g;
-                i.conn = i.sh.current();
+                let c = i.sh.current();
+                i.weak = c.as_ref().map_or_else(Weak::new, Arc::downgrade);
+                i.conn = if self.hold { c } else { None };
             }
         }
     }
@@ -149,6 +160,11 @@ pub struct MemifInput {
     out: Vec<BufIdx>,
     nexts: Vec<u16>,
     segs: [(*const u8, usize); MAX_SEGS],
+    /// Zero-copy rx: the buffers and lengths of the packet being received.
+    zc_idx: Vec<BufIdx>,
+    zc_len: Vec<u32>,
+    /// Zero-copy rx: fresh buffers for refilling.
+    fill: Vec<BufIdx>,
 }
 
 // SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
@@ -158,7 +174,7 @@ unsafe impl Send for MemifInput {}
 impl MemifInput {
     pub(crate) fn new(sh: Arc<MemifShared>, thread: usize) -> Self {
         MemifInput {
-            view: View::new(sh),
+            view: View::new(sh, true),
             thread,
             qs: Vec::new(),
             irqs: Vec::new(),
@@ -166,6 +182,9 @@ impl MemifInput {
             out: Vec::with_capacity(FRAME_SIZE),
             nexts: Vec::with_capacity(FRAME_SIZE),
             segs: [(std::ptr::null(), 0); MAX_SEGS],
+            zc_idx: Vec::new(),
+            zc_len: Vec::new(),
+            fill: Vec::new(),
         }
     }
 
@@ -351,6 +370,9 @@ impl MemifInput {
         qi: usize,
         q: &Queue,
     ) -> usize {
+        if let Some(pool) = conn.zc.as_ref() {
+            return self.rx_queue_zc(cx, sh, pool, qi, q);
+        }
         let _g = QGuard::lock(q);
         let ring = q.ring;
         let rs = ring.size();
@@ -376,7 +398,6 @@ impl MemifInput {
         let mut avail = 0usize;
         self.out.clear();
         self.nexts.clear();
-        let t = cx.thread();
         let (mut bytes, mut misses, mut bad) = (0u64, 0u64, 0u64);
         let mut traced = cx.trace_budget();
         let ip6 = self.view.sh.ip6_next.get().copied();
@@ -428,38 +449,8 @@ impl MemifInput {
                 misses += 1;
                 continue;
             }
-            // SAFETY: `head` is owned by this node (allocated above); one view at a time.
-            let mut v = unsafe { pool.buffer(head) };
-            v.hdr.rx_if = sh.sw_if_index;
-            let next = match sh.mode {
-                Mode::Ip => match v.data().first().map(|b| b >> 4) {
-                    Some(4) => NEXT_IP4,
-                    Some(6) if ip6.is_some() => ip6.unwrap_or(NEXT_DROP),
-                    Some(6) => {
-                        v.hdr.error = cx.error(E_IP6_NO_NODE);
-                        NEXT_DROP
-                    }
-                    _ => {
-                        v.hdr.error = cx.error(E_BAD_IP);
-                        NEXT_DROP
-                    }
-                },
-                _ => NEXT_ETH,
-            };
-            if traced > 0 {
-                cx.trace_start(
-                    &mut v,
-                    RxTrace {
-                        sw_if_index: sh.sw_if_index,
-                        queue: qi as u16,
-                        len: total as u32,
-                    },
-                );
-                traced -= 1;
-            }
+            self.deliver(cx, pool, sh, qi, head, total, ip6, &mut traced);
             bytes += total;
-            self.out.push(head);
-            self.nexts.push(next.0);
         }
         if avail < got {
             cx.bufs().free(&self.pre[avail..got]);
@@ -471,6 +462,60 @@ impl MemifInput {
         } else {
             ring.set_tail(cur);
         }
+        self.flush_rx(cx, sh, bytes, misses, bad)
+    }
+
+    /// Sets a received packet's `rx_if`, picks its next arc (ip mode: by IP version), starts
+    /// its trace and queues it for enqueueing.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn deliver(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        sh: &IfShared,
+        qi: usize,
+        head: BufIdx,
+        total: u64,
+        ip6: Option<Next>,
+        traced: &mut u32,
+    ) {
+        // SAFETY: `head` is owned by this node (just received); one view at a time.
+        let mut v = unsafe { pool.buffer(head) };
+        v.hdr.rx_if = sh.sw_if_index;
+        let next = match sh.mode {
+            Mode::Ip => match v.data().first().map(|b| b >> 4) {
+                Some(4) => NEXT_IP4,
+                Some(6) if ip6.is_some() => ip6.unwrap_or(NEXT_DROP),
+                Some(6) => {
+                    v.hdr.error = cx.error(E_IP6_NO_NODE);
+                    NEXT_DROP
+                }
+                _ => {
+                    v.hdr.error = cx.error(E_BAD_IP);
+                    NEXT_DROP
+                }
+            },
+            _ => NEXT_ETH,
+        };
+        if *traced > 0 {
+            cx.trace_start(
+                &mut v,
+                RxTrace {
+                    sw_if_index: sh.sw_if_index,
+                    queue: qi as u16,
+                    len: total as u32,
+                },
+            );
+            *traced -= 1;
+        }
+        self.out.push(head);
+        self.nexts.push(next.0);
+    }
+
+    /// Counts a poll's packets and drops and hands the packets to the next nodes.
+    fn flush_rx(&mut self, cx: &mut Cx, sh: &IfShared, bytes: u64, misses: u64, bad: u64) -> usize {
+        let t = cx.thread();
         let n = self.out.len();
         if bad > 0 {
             cx.count(C_BAD_DESC, bad);
@@ -486,6 +531,159 @@ impl MemifInput {
             cx.enqueue_to_next(&self.out, &self.nexts);
         }
         n
+    }
+
+    /// Zero-copy slave rx (M2S ring): the master wrote packets into the buffers we handed out.
+    /// Each slot's buffer comes from the shadow array, never from the descriptor's
+    /// region/offset (which the master may rewrite); only `length` and the `NEXT` flag are
+    /// read from the descriptor, and the length is checked against the data size. Then the
+    /// consumed slots are refilled with fresh buffers.
+    fn rx_queue_zc(
+        &mut self,
+        cx: &mut Cx,
+        sh: &IfShared,
+        pool: &BufferPool,
+        qi: usize,
+        q: &Queue,
+    ) -> usize {
+        let _g = QGuard::lock(q);
+        let ring = q.ring;
+        let rs = ring.size();
+        let mask = rs - 1;
+        let ds = pool.data_size();
+        let mut cur = q.last.load(Ordering::Relaxed);
+        let prod = ring.tail();
+        let mut n_slots = prod.wrapping_sub(cur);
+        if n_slots > rs {
+            // The master moved tail past the ring: resynchronise (the shadow array keeps
+            // every buffer, so nothing leaks), count, refill.
+            cx.count(C_BAD_RING, 1);
+            cur = prod;
+            n_slots = 0;
+        }
+        self.out.clear();
+        self.nexts.clear();
+        let (mut bytes, mut bad) = (0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        let ip6 = self.view.sh.ip6_next.get().copied();
+        while self.out.len() < FRAME_SIZE && n_slots > 0 {
+            // How many descriptors the packet spans (published whole by the master).
+            let mut k: u16 = 0;
+            let complete = loop {
+                if k >= n_slots {
+                    break false;
+                }
+                let d = ring.desc(cur.wrapping_add(k));
+                k += 1;
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break true;
+                }
+            };
+            if !complete {
+                break;
+            }
+            let mut ok = k as usize <= MAX_SEGS;
+            let mut total = 0u64;
+            self.zc_idx.clear();
+            self.zc_len.clear();
+            for j in 0..k {
+                let slot = cur.wrapping_add(j);
+                let len = ring.desc(slot).length;
+                let b = q.shadow[(slot & mask) as usize].swap(0, Ordering::Relaxed);
+                if b == 0 {
+                    ok = false; // a slot we never handed out
+                    continue;
+                }
+                ok &= len as usize <= ds;
+                total += len as u64;
+                self.zc_idx.push(BufIdx(b - 1));
+                self.zc_len.push(len);
+            }
+            cur = cur.wrapping_add(k);
+            n_slots -= k;
+            if !ok || total == 0 || total > MAX_PKT {
+                bad += 1;
+                cx.free(&self.zc_idx);
+                continue;
+            }
+            let head = self.zc_idx[0];
+            for (j, (&b, &len)) in self.zc_idx.iter().zip(&self.zc_len).enumerate() {
+                // SAFETY: `b` came out of the shadow array, so this node owns it; one view at
+                // a time. The peer may still write its bytes: zero-copy trusts the peer for
+                // packet bytes (docs/memif.md), never for metadata.
+                let mut v = unsafe { pool.buffer(b) };
+                v.hdr.current_data = 0;
+                v.set_len(len as usize);
+                if let Some(n) = self.zc_idx.get(j + 1) {
+                    v.hdr.next_buffer = n.0;
+                    v.hdr.flags |= flags::NEXT_PRESENT;
+                }
+            }
+            if k > 1 {
+                // SAFETY: owned head; the views above are gone.
+                let h = unsafe { pool.buffer(head) };
+                h.hdr.total_length_not_including_first_buffer =
+                    (total - self.zc_len[0] as u64) as u32;
+                h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+            }
+            self.deliver(cx, pool, sh, qi, head, total, ip6, &mut traced);
+            bytes += total;
+        }
+        q.last.store(cur, Ordering::Relaxed);
+        self.refill_zc(cx, pool, q);
+        self.flush_rx(cx, sh, bytes, 0, bad)
+    }
+
+    /// Zero-copy slave: hands every free M2S slot to the master with a buffer (the one the
+    /// shadow array still holds for it, else a fresh one): `{region 1, offset: the buffer's
+    /// data area (behind the headroom, so encapsulation still works in place), length: data
+    /// size}`. Stops early, to retry at the next poll, when the pool is exhausted.
+    fn refill_zc(&mut self, cx: &mut Cx, pool: &BufferPool, q: &Queue) {
+        let ring = q.ring;
+        let rs = ring.size();
+        let mask = rs - 1;
+        let head = ring.head();
+        let used = head.wrapping_sub(q.last.load(Ordering::Relaxed));
+        if used > rs {
+            return;
+        }
+        let n = rs - used;
+        let slot = |i: u16| &q.shadow[(head.wrapping_add(i) & mask) as usize];
+        let empty = (0..n)
+            .filter(|&i| slot(i).load(Ordering::Relaxed) == 0)
+            .count();
+        self.fill.resize(empty, BufIdx(0));
+        let got = cx.bufs().alloc(&mut self.fill);
+        let mut fresh = self.fill[..got].iter();
+        let mut filled = 0u16;
+        for i in 0..n {
+            let s = slot(i);
+            let b = match s.load(Ordering::Relaxed) {
+                0 => match fresh.next() {
+                    Some(b) => {
+                        s.store(b.0 + 1, Ordering::Relaxed);
+                        *b
+                    }
+                    None => break,
+                },
+                v => BufIdx(v - 1),
+            };
+            let off = pool.data_offset(b).unwrap_or(0) + HEADROOM;
+            ring.set_desc(
+                head.wrapping_add(i),
+                Desc {
+                    flags: 0,
+                    region: 1,
+                    length: pool.data_size() as u32,
+                    offset: off as u32,
+                    metadata: 0,
+                },
+            );
+            filled += 1;
+        }
+        if filled > 0 {
+            ring.set_head(head.wrapping_add(filled));
+        }
     }
 }
 
@@ -586,12 +784,16 @@ fn refill(conn: &DataConn, q: &Queue) {
 /// `memif-tx` instance.
 pub struct MemifTx {
     view: View,
+    /// Buffers to free at the end of the frame (all of them in copy mode; in zero-copy mode
+    /// the ones not left in the ring plus the ones the master consumed).
+    done: Vec<BufIdx>,
 }
 
 impl MemifTx {
     pub(crate) fn new(sh: Arc<MemifShared>) -> Self {
         MemifTx {
-            view: View::new(sh),
+            view: View::new(sh, false),
+            done: Vec::with_capacity(FRAME_SIZE),
         }
     }
 }
@@ -614,7 +816,8 @@ impl NodeFn for MemifTx {
             self.tx_run(cx, pool, tx, &frame[s..e]);
             s = e;
         }
-        cx.free(frame);
+        cx.free(&self.done);
+        self.done.clear();
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -633,16 +836,23 @@ impl MemifTx {
             .and_then(|k| self.view.ifs.get(k as usize));
         let Some(rt) = rt else {
             cx.count(T_NOT_CONNECTED, bufs.len() as u64);
+            self.done.extend_from_slice(bufs);
             return;
         };
-        let Some(conn) = rt.conn.as_ref() else {
+        let Some(conn) = rt.weak.upgrade() else {
             cx.count(T_NOT_CONNECTED, bufs.len() as u64);
             let lost = crate::total_bytes(pool, bufs);
             rt.sh.counters.tx_failed(t, bufs.len() as u64, lost);
+            self.done.extend_from_slice(bufs);
             return;
         };
         let q = &conn.tx[t % conn.tx.len()];
-        let (sent, fails, lost) = tx_ring(cx, pool, conn, q, rt.sh.mode, bufs);
+        let (sent, fails, lost) = if conn.zc.is_some() {
+            tx_ring_zc(pool, q, rt.sh.mode, bufs, &mut self.done)
+        } else {
+            self.done.extend_from_slice(bufs);
+            tx_ring(cx, pool, &conn, q, rt.sh.mode, bufs)
+        };
         let failed: u64 = fails.iter().sum();
         for (c, n) in fails.iter().enumerate() {
             if *n > 0 {
@@ -792,6 +1002,106 @@ fn tx_ring(
         } else {
             ring.set_tail(slot);
         }
+    }
+    (sent, fails, lost)
+}
+
+/// Zero-copy slave tx (S2M ring): first takes back the packets the master consumed (old
+/// `tail` .. new `tail`; resynchronises, taking back everything, when the peer's indices are
+/// inconsistent), then writes one descriptor per buffer of each packet pointing at the buffer's
+/// bytes in region 1 (chains: `NEXT`), and keeps the chain's head in the shadow slot of the
+/// packet's last descriptor. Buffers to free (consumed, or not sent) go to `done`. Returns
+/// (packets sent, failures per tx counter).
+fn tx_ring_zc(
+    pool: &BufferPool,
+    q: &Queue,
+    mode: Mode,
+    bufs: &[BufIdx],
+    done: &mut Vec<BufIdx>,
+) -> (usize, [u64; 4], u64) {
+    let _g = QGuard::lock(q);
+    let ring = q.ring;
+    let rs = ring.size();
+    let mask = rs - 1;
+    let mut fails = [0u64; 4];
+    let mut slot = ring.head();
+    let tail = ring.tail();
+    let last = q.last.load(Ordering::Relaxed);
+    let inflight = slot.wrapping_sub(last);
+    let consumed = tail.wrapping_sub(last);
+    if inflight > rs || consumed > inflight {
+        q.take_all(done);
+        slot = tail;
+    } else {
+        for j in 0..consumed {
+            let v = q.shadow[(last.wrapping_add(j) & mask) as usize].swap(0, Ordering::Relaxed);
+            if v != 0 {
+                done.push(BufIdx(v - 1));
+            }
+        }
+    }
+    q.last.store(tail, Ordering::Relaxed);
+    let mut free = rs - slot.wrapping_sub(tail);
+    let mut sent = 0;
+    let mut segs = [(0usize, 0usize); MAX_SEGS];
+    // Bytes of the packets not sent (as `interface-output` counted them).
+    let mut lost = 0u64;
+    for (i, &b) in bufs.iter().enumerate() {
+        let mut ns = 0;
+        let mut total = 0usize;
+        let mut cur = Some(b);
+        let mut too_long = false;
+        while let Some(x) = cur {
+            if ns == MAX_SEGS {
+                too_long = true;
+                break;
+            }
+            // SAFETY: the frame's buffers (and their chains) are owned by this node.
+            let v = unsafe { pool.buffer(x) };
+            segs[ns] = (pool.data_offset(x).unwrap_or(0) + v.headroom(), v.len());
+            ns += 1;
+            total += v.len();
+            cur = v.hdr.next();
+        }
+        if mode == Mode::Ip && ns > 0 && segs[0].1 >= 14 {
+            // ip mode carries no L2 header: skip the Ethernet header the rewrite added.
+            segs[0] = (segs[0].0 + 14, segs[0].1 - 14);
+            total -= 14;
+        }
+        if too_long || total == 0 {
+            fails[T_TOO_LONG] += 1;
+            lost += crate::total_bytes(pool, &[b]);
+            done.push(b);
+            continue;
+        }
+        if ns > free as usize {
+            fails[T_RING_FULL] += (bufs.len() - i) as u64;
+            lost += crate::total_bytes(pool, &bufs[i..]);
+            done.extend_from_slice(&bufs[i..]);
+            break;
+        }
+        for (j, &(off, len)) in segs[..ns].iter().enumerate() {
+            let last_seg = j + 1 == ns;
+            ring.set_desc(
+                slot,
+                Desc {
+                    flags: if last_seg { 0 } else { DESC_FLAG_NEXT },
+                    region: 1,
+                    length: len as u32,
+                    offset: off as u32,
+                    metadata: 0,
+                },
+            );
+            if last_seg {
+                q.shadow[(slot & mask) as usize].store(b.0 + 1, Ordering::Relaxed);
+            }
+            slot = slot.wrapping_add(1);
+            free -= 1;
+        }
+        sent += 1;
+    }
+    if sent > 0 {
+        ring.set_head(slot);
     }
     (sent, fails, lost)
 }

@@ -36,6 +36,9 @@ pub struct Region {
     ptr: *mut u8,
     size: usize,
     fd: OwnedFd,
+    /// Whether this Region mapped the memory (and unmaps it when dropped); false for the
+    /// buffer arena announced in zero-copy mode, which the buffer pool owns.
+    owned: bool,
 }
 
 // SAFETY: the mapping is plain shared memory; every access goes through raw pointers with
@@ -119,7 +122,20 @@ impl Region {
             ptr: p as *mut u8,
             size,
             fd,
+            owned: true,
         })
+    }
+
+    /// Announces memory mapped by someone else (the shared buffer arena, `fd` a dup of its
+    /// memfd) as a region. The caller keeps the mapping alive for as long as the Region (the
+    /// connection holds an `Arc` of the buffer pool); it is not unmapped on drop.
+    pub fn borrowed(ptr: *mut u8, size: usize, fd: OwnedFd) -> Region {
+        Region {
+            ptr,
+            size,
+            fd,
+            owned: false,
+        }
     }
 
     /// Size in bytes.
@@ -146,6 +162,9 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: ptr/size are exactly what mmap returned; nothing references the mapping
         // any more (the data path holds the Region through an Arc).
         unsafe {

@@ -16,6 +16,7 @@ fn setup() -> (Vlib, CommandTree<Vlib>) {
         buffers: 8192,
         data_size: 2048,
         page_size: PageSize::Small,
+        shared: false,
     };
     let mut vm = Vlib::new(b, &CpuConfig::default(), &pool).unwrap();
     sluice_vnet::init(&mut vm);
