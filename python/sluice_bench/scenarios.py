@@ -66,7 +66,8 @@ SCENARIOS = {s.name: s for s in [
 
 #: Why a scenario cannot run at all, whatever the DUT (the tester's own limits).
 TESTER_LIMITS = {
-    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic",
+    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic (needs an "
+           "IPv6 frame template with the mandatory UDP checksum and IPv6 parsing in tester-rx)",
     "vxlan": "Sluice has no VXLAN yet (and the tester would need to send inner frames)",
 }
 
