@@ -16,7 +16,9 @@ Adding a DUT (another dataplane driven by its own CLI) is one subclass of `Dut`:
   port (`{dut_if: mac}`);
 - `stop()`: stop it and undo what `start` did outside the namespace (the namespace itself is
   deleted by the topology);
-- optionally `pid()` (for process CPU) and `counters()` (text or dicts kept in the raw JSON).
+- optionally `pid()` (for process CPU) and `counters()` (text or dicts kept in the raw JSON),
+  `max_rate` (the first trial's rate when the suite's is far too low for it) and
+  `tester_args()` (how the tester attaches: af_packet on the veths by default, memif).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 from sluice_test.instance import SluiceInstance
@@ -51,6 +56,13 @@ class Dut:
         return None
 
     def counters(self) -> dict:
+        return {}
+
+    #: First trial's rate for this DUT, pps (None: the suite's `max_rate`).
+    max_rate: float | None = None
+
+    def tester_args(self) -> dict:
+        """Extra arguments for the tester (`tester.Tester`): how it attaches to the ports."""
         return {}
 
     @contextlib.contextmanager
@@ -133,14 +145,16 @@ class LinuxRouter(Dut):
 class SluiceAfPacket(Dut):
     """Sluice in the DUT namespace, attached with `create host-interface` (af_packet) to the
     veth ends, configured through its CLI; `workers` > 0 adds worker threads (the DUT cores
-    after the first). Its CPU is the daemon's own process time."""
+    after the first). Its CPU is the daemon's own process time. The other Sluice DUTs change
+    only how a port is attached (`attach`)."""
 
     cpu_metric = "process_s"
+    driver = "af_packet"
 
     def __init__(self, binary: Path, workers: int = 0):
         self.binary = binary
         self.workers = workers
-        self.name = "sluice-af_packet" + (f"-{workers}w" if workers else "")
+        self.name = f"sluice-{self.driver}" + (f"-{workers}w" if workers else "")
         self.vpp: SluiceInstance | None = None
 
     def unsupported(self, sc: Scenario) -> str | None:
@@ -153,6 +167,11 @@ class SluiceAfPacket(Dut):
     def mac(self, port_index: int) -> str:
         # Not the veth's own MAC: the kernel must see Sluice's frames as PACKET_OTHERHOST.
         return f"02:fe:5c:00:00:{port_index + 1:02x}"
+
+    def attach(self, port_index: int, port) -> str:
+        """Creates the interface for a topology port; returns its Sluice name."""
+        self.vpp.cli(f"create host-interface name {port.dut_if} hw-addr {self.mac(port_index)}")
+        return f"host-{port.dut_if}"
 
     def start(self, topo: Topology, sc: Scenario) -> dict[str, str]:
         cores = topo.dut_cores
@@ -175,28 +194,30 @@ class SluiceAfPacket(Dut):
     def _configure(self, topo: Topology, sc: Scenario) -> None:
         cli = self.vpp.cli
         a, b = topo.a, topo.b
+        ifs = {}
         for i, p in enumerate(topo.ports):
-            cli(f"create host-interface name {p.dut_if} hw-addr {self.mac(i)}")
-            cli(f"set interface state host-{p.dut_if} up")
+            ifs[p.dut_if] = self.attach(i, p)
+            cli(f"set interface state {ifs[p.dut_if]} up")
+        ha, hb = ifs[a.dut_if], ifs[b.dut_if]
         if sc.kind == "ip4":
             for p in (a, b):
-                h = f"host-{p.dut_if}"
+                h = ifs[p.dut_if]
                 cli(f"set interface ip address {h} {p.dut_ip}/24")
                 cli(f"ip neighbor {h} {p.tester_ip} {p.tester_mac} static")
                 cli(f"ip route add {p.behind} via {p.tester_ip} {h}")
             if sc.routes > 1:
                 cli(f"ip route add count {sc.routes - 1} {filler_prefixes(1)[0]} "
-                    f"via {b.tester_ip} host-{b.dut_if}")
+                    f"via {b.tester_ip} {hb}")
         elif sc.kind == "l2xc":
-            cli(f"set interface l2 xconnect host-{a.dut_if} host-{b.dut_if}")
-            cli(f"set interface l2 xconnect host-{b.dut_if} host-{a.dut_if}")
+            cli(f"set interface l2 xconnect {ha} {hb}")
+            cli(f"set interface l2 xconnect {hb} {ha}")
         elif sc.kind == "bridge":
             cli("create bridge-domain 1 learn 0")
             for p in (a, b):
-                cli(f"set interface l2 bridge host-{p.dut_if} 1")
-                cli(f"l2fib add {p.tester_mac} 1 host-{p.dut_if} static")
+                cli(f"set interface l2 bridge {ifs[p.dut_if]} 1")
+                cli(f"l2fib add {p.tester_mac} 1 {ifs[p.dut_if]} static")
         else:
-            raise ValueError(f"SluiceAfPacket cannot configure {sc.kind}")
+            raise ValueError(f"{type(self).__name__} cannot configure {sc.kind}")
 
     def pid(self) -> int | None:
         return self.vpp.proc.pid if self.vpp and self.vpp.proc else None
@@ -218,6 +239,71 @@ class SluiceAfPacket(Dut):
         vpp.remove_dir()
 
 
+class SluiceAfXdp(SluiceAfPacket):
+    """Sluice attached to the same veth ends with `create interface af_xdp host-if` (native
+    XDP, copy mode on veth, default rings); the port MAC is set with `set interface mac
+    address` (af_xdp picks a random one). The tester still uses af_packet."""
+
+    driver = "af_xdp"
+
+    def attach(self, port_index: int, port) -> str:
+        name = f"xdp{port_index}"
+        self.vpp.cli(f"create interface af_xdp host-if {port.dut_if} name {name}")
+        self.vpp.cli(f"set interface mac address {name} {self.mac(port_index)}")
+        return name
+
+
+class SluiceMemif(SluiceAfPacket):
+    """Sluice with memif ports: tester Sluice <-memif-> DUT Sluice <-memif-> tester, one memif
+    socket (a file in a private temp dir; the tester is master, the DUT slave) and one memif
+    interface per port (`memif1/0` = port A, `memif1/1` = port B) instead of the veths. No
+    kernel on the data path, so no Linux equivalent: the report shows it on its own, never
+    as a ratio to Linux. It searches from `max_rate` (the tester's own limit shows as "≥")."""
+
+    driver = "memif"
+    max_rate = 20_000_000.0
+    LINK_TIMEOUT_S = 10.0
+
+    def __init__(self, binary: Path, workers: int = 0):
+        super().__init__(binary, workers)
+        self.sock_dir: Path | None = None
+
+    def tester_args(self) -> dict:
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="sb-memif-"))
+        return {"attach": "memif", "memif_socket": self.sock_dir / "memif.sock"}
+
+    def attach(self, port_index: int, port) -> str:
+        if port_index == 0:
+            self.vpp.cli(f"create memif socket id 1 filename {self.sock_dir / 'memif.sock'}")
+        self.vpp.cli(f"create interface memif id {port_index} socket-id 1 slave "
+                     f"hw-addr {self.mac(port_index)}")
+        return f"memif1/{port_index}"
+
+    def _configure(self, topo: Topology, sc: Scenario) -> None:
+        super()._configure(topo, sc)
+        wait_memif_up(self.vpp, [f"memif1/{i}" for i in range(len(topo.ports))],
+                      self.LINK_TIMEOUT_S)
+
+    def stop(self, failed: bool = False) -> None:
+        try:
+            super().stop(failed)
+        finally:
+            if self.sock_dir:
+                shutil.rmtree(self.sock_dir, ignore_errors=True)
+                self.sock_dir = None
+
+
+def wait_memif_up(vpp: SluiceInstance, names: list[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        down = [n for n in names if "link up" not in vpp.cli(f"show memif {n}")]
+        if not down:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"memif {', '.join(down)} not up after {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
 class NotSupportedDut(Dut):
     """A DUT the harness knows about but cannot drive yet: every scenario reports the reason."""
 
@@ -227,16 +313,6 @@ class NotSupportedDut(Dut):
 
     def unsupported(self, sc: Scenario) -> str | None:
         return self.reason
-
-
-def sluice_memif() -> Dut:
-    return NotSupportedDut(
-        "sluice-memif", "memif DUT not wired into the harness yet: the tester would attach "
-        "over memif instead of veth (no Linux equivalent to compare against)")
-
-
-def sluice_af_xdp() -> Dut:
-    return NotSupportedDut("sluice-af_xdp", "Sluice has no af_xdp driver yet (issue 4)")
 
 
 def _have(cmd: str) -> bool:

@@ -213,11 +213,49 @@ def _table(data: dict, key: str, digits: int = 3) -> list[str]:
     return lines
 
 
+def is_memif(dut: str) -> bool:
+    return "memif" in dut
+
+
+def frame_note(cfg: dict) -> str:
+    if cfg.get("frame_size") == "rfc2544":
+        return ("frame sizes are RFC 2544's, FCS included: the tester hands size − 4 bytes to "
+                "its driver (1518 → 1514, a 1500-byte IP packet at the standard MTU 1500), "
+                "except 64, sent as 64 bytes + FCS (68 on the wire: the tester's 22-byte "
+                "signature does not fit a 60-byte frame)")
+    return "frame size is the frame without FCS"
+
+
+def memif_section(data: dict) -> list[str]:
+    """Sluice over memif on its own: throughput, no Linux ratio."""
+    cfgs = [(sc, d) for sc, d in configs(data) if is_memif(d)]
+    if not any(find(data, sc, d, z) and find(data, sc, d, z).get("status") == "ok"
+               for sc, d in cfgs for z in sizes(data)):
+        return []
+    lines = ["Tester Sluice <-memif-> DUT Sluice <-memif-> tester: no kernel on the data path, "
+             "so there is no Linux equivalent and no ratio; compare it with the Sluice veth "
+             "DUTs to see what the veth/kernel I/O costs.", "",
+             "| scenario | DUT | frame | NDR Mpps | PDR Mpps | avg latency µs at 50 % NDR | "
+             "CPU s/Mpkt |", "|---|---|---|---|---|---|---|"]
+    for sc, d in cfgs:
+        for z in sizes(data):
+            r = find(data, sc, d, z)
+            if not r or r.get("status") != "ok":
+                continue
+            m = metrics(r)
+            ge = "≥ " if r.get("tester_limited") else ""
+            lines.append(f"| {sc} | {d} | {z} B | {ge}{fmt(m['ndr_mpps'])} | "
+                         f"{fmt(m['pdr_mpps'])} | {fmt(m['lat_avg_us'], 1)} | "
+                         f"{fmt(m['cpu_s_per_mpkt'])} |")
+    return lines
+
+
 def headline(data: dict) -> list[str]:
     """Sluice / Linux ratios for every (scenario, size) both ran."""
     lines = []
     duts = {d for _, d in configs(data)}
-    sluices = sorted(d for d in duts if d.startswith("sluice"))
+    # memif has no kernel equivalent (no veth, no Linux on the path): never a Linux ratio.
+    sluices = sorted(d for d in duts if d.startswith("sluice") and not is_memif(d))
     if "linux" not in duts:
         return lines
     for sc, _ in dict.fromkeys((s, None) for s, _ in configs(data)):
@@ -304,8 +342,8 @@ def markdown(data: dict, plots: list[str]) -> str:
             f"first trial at {s['max_rate'] / 1e6:.3f} Mpps, resolution {100 * s['resolution']:.1f} %, "
             f"at most {s['max_trials']} trials per search. NDR: zero loss; PDR: loss ≤ "
             f"{100 * s['pdr_loss']:.2f} %. Rates are aggregate offered rates measured by the tester "
-            "(both directions summed for bidirectional scenarios); frame size is the frame "
-            "without FCS. Latency: a 64-byte latency stream of "
+            "(both directions summed for bidirectional scenarios); " + frame_note(cfg) + ". "
+            "Latency: a 64-byte latency stream of "
             f"{cfg['latency_pps']} pps per direction beside the main stream at "
             + ", ".join(f"{100 * f:.0f} %" for f in cfg["latency_fractions"]) + " of NDR. "
             "\"≥\" marks a result capped by the tester, not by the DUT.", ""]
@@ -322,6 +360,9 @@ def markdown(data: dict, plots: list[str]) -> str:
     hl = headline(data)
     if hl:
         out += ["## Headline: Sluice / Linux", "", *hl, ""]
+    mf = memif_section(data)
+    if mf:
+        out += ["## Sluice over memif (its own class, not compared with Linux)", "", *mf, ""]
     out += ["## Throughput: NDR (Mpps, zero loss)", "", *_table(data, "ndr_mpps"), ""]
     out += ["## Throughput: PDR (Mpps, loss ≤ "
             f"{100 * s['pdr_loss']:.2f} %)", "", *_table(data, "pdr_mpps"), ""]
@@ -407,7 +448,7 @@ def plot_all(data: dict, out: Path) -> list[str]:
             x = [r["frame_size"] for r in rs]
             line, = ax.plot(x, [r["ndr_pps"] / 1e6 for r in rs], "o-", label=f"{sc} / {dut}")
             ax.plot(x, [r["pdr_pps"] / 1e6 for r in rs], "--", color=line.get_color())
-        _label(ax, "frame size (bytes, without FCS)", "throughput (Mpps)",
+        _label(ax, "frame size (bytes" + (", with FCS)" if data["config"].get("frame_size") == "rfc2544" else ", without FCS)"), "throughput (Mpps)",
                "NDR (solid) / PDR (dashed) vs frame size")
         save(fig, "throughput_vs_frame_size.png")
 

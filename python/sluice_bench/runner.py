@@ -5,6 +5,7 @@ benchmarks. Writes the raw JSON after every case (an interrupted run keeps what 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -17,8 +18,8 @@ from pathlib import Path
 
 from . import cpu as cpuacct
 from . import engine, latency, rfc2544
-from .duts import Dut, LinuxRouter, SluiceAfPacket, sluice_af_xdp, sluice_memif
-from .scenarios import SCENARIOS, Scenario, streams
+from .duts import Dut, LinuxRouter, SluiceAfPacket, SluiceAfXdp, SluiceMemif
+from .scenarios import SCENARIOS, Scenario, streams, tester_size
 from .suites import Suite
 from .tester import Tester
 from .topology import Topology
@@ -54,9 +55,9 @@ def make_dut(name: str, sluice_bin: Path) -> Dut:
     if name.startswith("sluice-af_packet-") and name.endswith("w"):
         return SluiceAfPacket(sluice_bin, workers=int(name.rsplit("-", 1)[1][:-1]))
     if name == "sluice-memif":
-        return sluice_memif()
+        return SluiceMemif(sluice_bin)
     if name == "sluice-af_xdp":
-        return sluice_af_xdp()
+        return SluiceAfXdp(sluice_bin)
     raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp)")
 
 
@@ -98,6 +99,7 @@ class Runner:
                 "warmup_s": suite.warmup_s, "repeat": suite.repeat,
                 "latency_fractions": suite.latency_fractions,
                 "latency_pps": suite.latency_pps,
+                "frame_size": "rfc2544",  # with FCS; the tester sends max(size - 4, 64) bytes
                 "cpu_method": {
                     "process_s": "utime+stime of the DUT process (/proc/<pid>/stat)",
                     "kernel_s": "system+irq+softirq of the DUT cores (/proc/stat)",
@@ -156,7 +158,7 @@ class Runner:
         try:
             with self.topology_factory(self.tester_cores, self.dut_cores,
                                        rps=self.rps) as topo, \
-                    self.tester_factory(self.sluice_bin, topo) as tester, \
+                    self.tester_factory(self.sluice_bin, topo, **dut.tester_args()) as tester, \
                     dut.running(topo, sc) as macs:
                 for size in sizes:
                     entry = self.run_case(sc, dut, topo, tester, macs, size)
@@ -186,7 +188,7 @@ class Runner:
 
         def trial(rate: float, with_latency: bool = False, duration: float | None = None
                   ) -> rfc2544.Trial:
-            main = streams(sc, topo, macs, size)
+            main = streams(sc, topo, macs, tester_size(size))
             for st in main:
                 st.rate_pps = rate / len(main)
             lat = streams(sc, topo, macs, size, latency=True) if with_latency else []
@@ -232,6 +234,9 @@ class Runner:
                               + (" (tester-limited)" if t.tester_limited() else ""))
             return t
 
+        search = s.search
+        if dut.max_rate and dut.max_rate > search.max_rate:
+            search = dataclasses.replace(search, max_rate=dut.max_rate)
         warm_rate = min(50_000.0, s.search.max_rate / 10)
         warm = trial(warm_rate, duration=s.warmup_s)
         if warm.rx == 0:
@@ -240,7 +245,7 @@ class Runner:
         runs = []
         all_trials: list[rfc2544.Trial] = []
         for _ in range(s.repeat):
-            ndr, pdr = rfc2544.ndr_pdr(trial, s.search)
+            ndr, pdr = rfc2544.ndr_pdr(trial, search)
             all_trials += pdr.trials + ndr.trials
             runs.append({"ndr": ndr.to_json(), "pdr": pdr.to_json()})
         ndr_rates = [r["ndr"]["rate_pps"] for r in runs]
@@ -257,6 +262,7 @@ class Runner:
         overload = all_trials[0] if all_trials else None
         return {
             "scenario": sc.name, "dut": dut.name, "frame_size": size, "status": "ok",
+            "tester_size": tester_size(size), "max_rate": search.max_rate,
             "directions": len(sc.directions), "cpu_metric": dut.cpu_metric,
             "ndr_pps": ndr_pps, "pdr_pps": statistics.median(pdr_rates),
             "ndr_pps_runs": ndr_rates, "pdr_pps_runs": pdr_rates,

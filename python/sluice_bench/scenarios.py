@@ -14,6 +14,20 @@ from dataclasses import dataclass
 from .tester import Stream
 from .topology import Port, Topology
 
+#: Ethernet FCS: RFC 2544 frame sizes include it, the tester's `size` does not.
+FCS = 4
+#: Smallest frame the tester builds (headers + its 22-byte signature, FCS excluded).
+TESTER_MIN_SIZE = 64
+
+
+def tester_size(frame_size: int) -> int:
+    """The tester's `size` (bytes handed to the driver) for an RFC 2544 frame size (with FCS):
+    frame_size - 4, but at least 64: the 64-byte row is sent as 64 bytes + FCS (68 on the
+    wire) because 14 + 20 + 8 header bytes leave only 18 of a 60-byte frame for the
+    22-byte signature. 1518 -> 1514 (a 1500-byte IP packet: the standard MTU)."""
+    return max(frame_size - FCS, TESTER_MIN_SIZE)
+
+
 #: First filler prefix for the FIB-scale scenarios: consecutive /24s from 20.0.0.0 (as
 #: `sluice-bench ip4` and VPP's `ip route add count` do), all via port B's tester address.
 FILLER_BASE = 20 << 24
@@ -52,7 +66,8 @@ SCENARIOS = {s.name: s for s in [
 
 #: Why a scenario cannot run at all, whatever the DUT (the tester's own limits).
 TESTER_LIMITS = {
-    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic",
+    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic (needs an "
+           "IPv6 frame template with the mandatory UDP checksum and IPv6 parsing in tester-rx)",
     "vxlan": "Sluice has no VXLAN yet (and the tester would need to send inner frames)",
 }
 
@@ -64,6 +79,17 @@ def filler_prefixes(n: int) -> list[str]:
         a = FILLER_BASE + (i << 8)
         out.append(f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.0/24")
     return out
+
+
+def _ip(a: int) -> str:
+    return f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}"
+
+
+def filler_range(n: int) -> str:
+    """Every address of the first n filler /24s, as the tester's `dst a-b` range: the tester
+    spreads destinations over it (golden-ratio walk), so the FIB scenarios look up routes all
+    over the table instead of one."""
+    return f"{_ip(FILLER_BASE)}-{_ip(FILLER_BASE + (n << 8) - 1)}"
 
 
 def far_host(port: Port, i: int = 1) -> str:
@@ -81,8 +107,13 @@ def streams(sc: Scenario, topo: Topology, dut_macs: dict[str, str], size: int,
         src, dst = (topo.a, topo.b) if d == "a2b" else (topo.b, topo.a)
         mac = dut_macs[src.dut_if] if sc.l3 else dst.tester_mac
         flows = 1 if latency else sc.flows
+        # FIB scenarios: a2b destinations spread over the filler routes (all via port B);
+        # the latency stream keeps one destination (its frames must not wait behind lookups
+        # the main stream does not make).
+        far = (filler_range(sc.routes - 1) if sc.routes > 1 and d == "a2b" and not latency
+               else far_host(dst, 1))
         out.append(Stream(
             name=f"{d}-lat" if latency else d, port=src, dst_mac=mac,
             src=f"{far_host(src, 1)}-{far_host(src, flows)}" if flows > 1 else far_host(src, 1),
-            dst=far_host(dst, 1), size=64 if latency else size, flows=flows, latency=latency))
+            dst=far, size=64 if latency else size, flows=flows, latency=latency))
     return out

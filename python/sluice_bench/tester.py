@@ -41,9 +41,11 @@ class Stream:
     rate_pps: float = 0.0
     sport: int = 1024
     dport: int = 1024
+    ifname: str | None = None   # the tester's interface (default: host-<port.tester_if>)
 
     def add_command(self, count: int) -> str:
-        cmd = (f"tester stream add name {self.name} interface host-{self.port.tester_if} "
+        ifname = self.ifname or f"host-{self.port.tester_if}"
+        cmd = (f"tester stream add name {self.name} interface {ifname} "
                f"size {self.size} rate {max(1, int(round(self.rate_pps)))} count {count} "
                f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} src {self.src} "
                f"dst {self.dst} sport {self.sport} dport {self.dport} flows {self.flows}")
@@ -55,9 +57,16 @@ class TesterError(RuntimeError):
 
 
 class Tester:
-    def __init__(self, binary: Path, topo: Topology, buffers: int = 32768):
+    """`attach`: "af_packet" (a host-interface on each tester veth) or "memif" (memif master
+    interfaces `memif1/<port>` on the socket `memif_socket`, for the memif DUT)."""
+
+    def __init__(self, binary: Path, topo: Topology, buffers: int = 32768,
+                 attach: str = "af_packet", memif_socket: Path | None = None):
         core = topo.tester_cores[0]
         self.topo = topo
+        self.attach = attach
+        self.memif_socket = memif_socket
+        self.ifnames: dict[str, str] = {}
         self.vpp = SluiceInstance(
             "bench-tester",
             extra_config=f"cpu {{ main-core {core} }}",
@@ -90,9 +99,18 @@ class Tester:
 
     def setup(self) -> None:
         try:
-            for port in self.topo.ports:
-                ifn = f"host-{port.tester_if}"
-                self.cli(f"create host-interface name {port.tester_if} hw-addr {port.tester_mac}")
+            for i, port in enumerate(self.topo.ports):
+                if self.attach == "memif":
+                    if i == 0:
+                        self.cli(f"create memif socket id 1 filename {self.memif_socket}")
+                    self.cli(f"create interface memif id {i} socket-id 1 master "
+                             f"hw-addr {port.tester_mac}")
+                    ifn = f"memif1/{i}"
+                else:
+                    self.cli(f"create host-interface name {port.tester_if} "
+                             f"hw-addr {port.tester_mac}")
+                    ifn = f"host-{port.tester_if}"
+                self.ifnames[port.tester_if] = ifn
                 self.cli(f"set interface state {ifn} up")
                 self.cli(f"set interface tester-rx {ifn}")
         except CliError as e:
@@ -119,6 +137,7 @@ class Tester:
         snapshots bracket the traffic)."""
         self.clear_streams()
         for s in streams:
+            s.ifname = self.ifnames.get(s.port.tester_if, s.ifname)
             count = max(1, int(round(s.rate_pps * duration_s)))
             self.cli(s.add_command(count))
             self._streams.add(s.name)

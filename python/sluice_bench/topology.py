@@ -25,9 +25,11 @@ from dataclasses import dataclass
 
 log = logging.getLogger("sluice_bench")
 
-#: veth MTU: the tester's frame sizes exclude the FCS, so its 1518-byte frame carries a
-#: 1504-byte IP packet; every link of the topology takes it (Sluice adopts it at creation).
-MTU = 1600
+#: veth MTU: Ethernet's standard 1500. Frame sizes are RFC 2544's, FCS included: the largest,
+#: 1518, is 1514 bytes handed to the driver carrying a 1500-byte IP packet
+#: (`scenarios.tester_size`), so every DUT forwards it at its default MTU. (An earlier harness
+#: sent 1518 bytes without FCS, a 1504-byte packet, and raised the MTU to 1600 to make it fit.)
+MTU = 1500
 
 
 class CommandError(RuntimeError):

@@ -8,7 +8,7 @@
 //!
 //! CLI:
 //! - `tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> |
-//!   count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4> [sport <n>]
+//!   count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4>[-<ip4>] [sport <n>]
 //!   [dport <n>] [flows <n>] [latency] [worker <n>]`
 //! - `tester stream del name <s>`
 //! - `tester start [name <s>]`, `tester stop [name <s>]`, `tester clear`
@@ -24,7 +24,7 @@ pub mod seq;
 pub mod sig;
 
 use crate::pg::stream::{Range, Synth};
-use node::{RxStats, TesterRx, TesterTx, TxShared, TxStream, TxTemplate, RX, TX};
+use node::{DstWalk, RxStats, TesterRx, TesterTx, TxShared, TxStream, TxTemplate, RX, TX};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{GraphBuilder, NodeIndex, Vlib};
 use sluice_infra::clock::rdtsc;
@@ -67,7 +67,7 @@ pub fn register(b: &mut GraphBuilder) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "tester stream add",
-        "tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> | count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4> [sport <n>] [dport <n>] [flows <n>] [latency] [worker <n>]",
+        "tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> | count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4>[-<ip4>] [sport <n>] [dport <n>] [flows <n>] [latency] [worker <n>]",
         cli_stream_add,
     );
     t.add(
@@ -114,9 +114,9 @@ fn parse_ip(w: &str) -> Result<u32, CliError> {
         .map_err(|_| CliError::new(format!("expected IPv4 address, got `{w}'")))
 }
 
-/// `<ip4>`, `<ip4>-<ip4>` or `<ip4> - <ip4>`.
-fn parse_src_range(a: &mut Args) -> Result<Range, CliError> {
-    let w = a.word("source IPv4 address")?;
+/// `<ip4>`, `<ip4>-<ip4>` or `<ip4> - <ip4>` (`what`: "source", "destination").
+fn parse_ip_range(a: &mut Args, what: &str) -> Result<Range, CliError> {
+    let w = a.word(&format!("{what} IPv4 address"))?;
     let (lo, hi) = match w.split_once('-') {
         Some((l, h)) => (parse_ip(l)?, Some(h.to_string())),
         None if a.keyword("-") => (parse_ip(&w)?, Some(a.word("IPv4 address")?)),
@@ -187,9 +187,9 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else if a.keyword("src-mac") {
             src_mac = Some(mac_arg(a)?);
         } else if a.keyword("src") {
-            src = Some(parse_src_range(a)?);
+            src = Some(parse_ip_range(a, "source")?);
         } else if a.keyword("dst") {
-            dst = Some(parse_ip(&a.word("destination IPv4 address")?)?);
+            dst = Some(parse_ip_range(a, "destination")?);
         } else if a.keyword("sport") {
             sport = parse_port(a, "UDP source port")?;
         } else if a.keyword("dport") {
@@ -218,7 +218,7 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let rate = need(rate, "rate <pps>")?;
     let dst_mac = need(dst_mac, "dst-mac <mac>")?;
     let src = need(src, "src <ip4>[-<ip4>]")?;
-    let dst = need(dst, "dst <ip4>")?;
+    let dst = need(dst, "dst <ip4>[-<ip4>]")?;
     if duration.is_some() && count.is_some() {
         return Err(CliError::new("give `duration' or `count', not both"));
     }
@@ -269,7 +269,7 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mut synth = Synth {
         eth: Some((dst_mac, src_mac.unwrap_or(if_mac))),
         src: Range::fixed(src.start),
-        dst: Range::fixed(dst),
+        dst: Range::fixed(dst.start),
         sport: Range::fixed(sport as u32),
         dport: Range::fixed(dport as u32),
         ttl: 64,
@@ -284,6 +284,7 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         flows,
         src,
         dst,
+        dst_walk: DstWalk::new(dst.count()),
         sport,
         dport,
         rate,

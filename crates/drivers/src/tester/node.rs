@@ -115,8 +115,10 @@ pub struct TxTemplate {
     pub flows: u64,
     /// Source addresses.
     pub src: Range,
-    /// Destination address.
-    pub dst: u32,
+    /// Destination addresses (one, or a range walked by [`DstWalk`]).
+    pub dst: Range,
+    /// How the destination walks `dst`.
+    pub dst_walk: DstWalk,
     /// First UDP source port.
     pub sport: u16,
     /// UDP destination port.
@@ -139,9 +141,49 @@ impl TxTemplate {
         let n_src = self.src.count();
         Fields {
             src: self.src.start + (f % n_src) as u32,
-            dst: self.dst,
+            dst: self.dst.start + self.dst_walk.index(seq) as u32,
             sport: self.sport.wrapping_add((f / n_src) as u16),
             dport: self.dport,
+        }
+    }
+}
+
+/// The destination of packet `seq` in a range of `n` addresses: index `(seq * step) mod n`
+/// with `step` coprime to `n` near `n / φ` (golden-ratio stepping). Every `n` consecutive
+/// packets visit every address once, and consecutive packets land far apart, so even a short
+/// trial spreads over the whole range (e.g. over every /24 route of a FIB-scale table)
+/// instead of walking the first few prefixes address by address.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DstWalk {
+    n: u64,
+    step: u64,
+}
+
+impl DstWalk {
+    /// The walk over `n` (≥ 1, ≤ 2^32) addresses.
+    pub fn new(n: u64) -> DstWalk {
+        fn gcd(mut a: u64, mut b: u64) -> u64 {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        }
+        let n = n.max(1);
+        let mut step = ((n as f64) * 0.618_033_988_749_895) as u64 % n;
+        step = step.max(1);
+        while gcd(step, n) != 1 {
+            step += 1;
+        }
+        DstWalk { n, step }
+    }
+    /// Index of packet `seq`'s destination in the range.
+    #[inline(always)]
+    pub fn index(&self, seq: u64) -> u64 {
+        if self.n == 1 {
+            0
+        } else {
+            // Both factors < n ≤ 2^32: the product fits in u64.
+            (seq % self.n) * self.step % self.n
         }
     }
 }
@@ -755,7 +797,8 @@ mod tests {
                 start: 100,
                 end: 102,
             },
-            dst: 7,
+            dst: Range::fixed(7),
+            dst_walk: DstWalk::new(1),
             sport: 1000,
             dport: 2000,
             rate: 1.0,
@@ -781,5 +824,26 @@ mod tests {
                 (100, 1000)
             ]
         );
+    }
+
+    #[test]
+    fn dst_range_visits_every_address_once_per_lap_spread_out() {
+        for n in [1u64, 2, 3, 10, 256, 1000, 65_280_000] {
+            let w = DstWalk::new(n);
+            let lap = n.min(5000);
+            let mut seen = std::collections::HashSet::new();
+            for s in 0..lap {
+                let i = w.index(s);
+                assert!(i < n);
+                assert!(seen.insert(i), "n {n}: index {i} twice in the first {lap}");
+                assert_eq!(w.index(s + n), i, "n {n}: the walk repeats with period n");
+            }
+        }
+        // 255k /24 routes (the FIB scenario): 10,000 packets touch thousands of distinct /24s,
+        // not the 40 that address-by-address stepping would.
+        let w = DstWalk::new(255_000 * 256);
+        let prefixes: std::collections::HashSet<u64> =
+            (0..10_000).map(|s| w.index(s) >> 8).collect();
+        assert!(prefixes.len() > 9_000, "{} prefixes", prefixes.len());
     }
 }

@@ -199,6 +199,56 @@ fn flows_source_addresses_and_jumbo_frames_on_the_wire() {
     assert_eq!(in_use(&vm), 0);
 }
 
+#[test]
+fn destination_range_spreads_over_every_address_with_valid_checksums() {
+    let (mut vm, t) = setup();
+    let dir = std::env::temp_dir().join(format!("sluice-tester-dst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tx.pcap");
+    ok(
+        &mut vm,
+        &t,
+        &format!("pcap trace tx max 100 file {}", file.display()),
+    );
+    // 5 destinations: every 5 consecutive frames visit each once, not in address order.
+    ok(
+        &mut vm,
+        &t,
+        "tester stream add name d interface loop0 size 64 rate 100000 count 10 dst-mac 02:00:00:00:00:02 src 10.0.0.1 dst 10.1.0.1 - 10.1.0.5",
+    );
+    ok(&mut vm, &t, "tester start");
+    run_until_stopped(&mut vm);
+    ok(&mut vm, &t, "pcap trace off");
+    assert_eq!(report(&mut vm, "d").rx.packets, 10);
+    let frames = crate::pg::stream::read_pcap(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(frames.len(), 10);
+    let dsts: Vec<u8> = frames
+        .iter()
+        .map(|f| {
+            assert_eq!(&f[30..33], &[10, 1, 0]);
+            assert_eq!(
+                sluice_wire::checksum::internet_checksum(&f[14..34]),
+                0,
+                "IPv4 checksum"
+            );
+            f[33]
+        })
+        .collect();
+    let mut lap: Vec<u8> = dsts[..5].to_vec();
+    lap.sort();
+    assert_eq!(lap, vec![1, 2, 3, 4, 5], "{dsts:?}");
+    assert_eq!(&dsts[..5], &dsts[5..], "period 5");
+    assert_ne!(&dsts[..5], &[1, 2, 3, 4, 5], "spread, not address order");
+    assert!(err(
+        &mut vm,
+        &t,
+        &ADD.replace("dst 10.1.0.1", "dst 10.1.0.9-10.1.0.1")
+    )
+    .contains("ends before it starts at `10.1.0.1'"));
+    assert_eq!(in_use(&vm), 0);
+}
+
 /// Builds a 64-byte tester frame and injects it into `ethernet-input` as received on loop0.
 fn inject(vm: &mut Vlib, frames: &[Vec<u8>]) {
     let eth = vm.registry.find("ethernet-input").unwrap();
