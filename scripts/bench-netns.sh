@@ -25,6 +25,7 @@
 #   scripts/bench-netns.sh [--runs N] [--seconds S] [--sizes "64 1514"]
 #                          [--drivers "af_packet af_xdp linux"]
 #
+# RXMODE=interrupt|adaptive|polling (default polling) sets Sluice's rx mode on both interfaces.
 # Sizes are frame lengths on the veth without FCS (1514 = a 1518-byte frame with FCS; the
 # veth MTU is 1500). Needs root, iproute2, ethtool, python3 and 2 CPUs.
 set -euo pipefail
@@ -176,7 +177,9 @@ for drv in $DRIVERS; do
             for c in "$(mk g0)" "$(mk s0)" \
                      "set interface state $(ifn g0) up" "set interface state $(ifn s0) up" \
                      "set interface ip address $(ifn g0) 10.97.1.1/24" \
-                     "set interface ip address $(ifn s0) 10.97.2.1/24"; do
+                     "set interface ip address $(ifn s0) 10.97.2.1/24" \
+                     "set interface rx-mode $(ifn g0) ${RXMODE:-polling}" \
+                     "set interface rx-mode $(ifn s0) ${RXMODE:-polling}"; do
                 "$CTL" -s "$SOCK" $c >/dev/null
             done
             if [ "$drv" = af_xdp ]; then
