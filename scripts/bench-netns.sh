@@ -1,107 +1,141 @@
 #!/usr/bin/env bash
-# Forwarding through Sluice (af_packet, then af_xdp) vs the Linux kernel, between network
-# namespaces.
+# Forwarding through Sluice (af_packet, af_xdp) vs the Linux kernel between network
+# namespaces: packets per second at the sink, CPU used by the router, pps per core used.
 #
-#   generator ns --veth--> router --veth--> sink ns
+#   generator ns (eth0) --veth-- (g0) router ns (s0) --veth-- (eth0) sink ns
 #
-# The router is Sluice (two interfaces on the host ends of the veths, IPv4 routing), attached
-# once with af_packet (`create host-interface`) and once with af_xdp (`create interface
-# af_xdp`, native XDP, copy mode), or, for comparison, a namespace with ip_forward=1 holding
-# the same veth ends. Sluice's CPU use (user + system time of the process, % of one core)
-# is printed per run. The generator computes its own checksums (`ethtool -K eth0 tx off`,
-# which af_xdp needs, see docs/interfaces.md) in every variant. Traffic: `iperf3 -u` (UDP, unlimited rate,
-# small datagrams) from the generator; the rate is what the sink's eth0 received, so it
-# counts only forwarded packets. Prints min/median/max over N runs and the ratio of medians.
+# Generator: a Sluice traffic tester (`tester stream`, af_packet PACKET_MMAP tx ring with
+# qdisc bypass, 1000 UDP flows, unlimited rate) in the generator namespace, the same for all
+# three routers. The router is, in turn: Sluice with af_packet (`create host-interface`),
+# Sluice with af_xdp (`create interface af_xdp`, native XDP on the veth, copy mode), and the
+# kernel (ip_forward=1 in the router namespace). The rate is what the sink's eth0 counted
+# (rx_packets), so only forwarded packets count.
+#
+# CPU placement on a 2-core machine (docs/benchmarking.md, "Sluice vs the kernel"):
+#   CPU 1: the generator (taskset) and the sink's receive (RPS on the sink's eth0),
+#   CPU 0: the router: Sluice (taskset: every thread); the kernel's receive of g0
+#          (RPS on g0 for the kernel and af_packet; for af_xdp the veth's NAPI runs in a
+#          kthread, `threaded` on g0, pinned to CPU 0 — otherwise XDP and the copy into the
+#          UMEM would run on the generator's CPU, in its sendto).
+# Router CPU = Sluice's user+system time + CPU 0 softirq time (/proc/stat) + the g0/s0 NAPI
+# threads' time, per second of the run. For the kernel the same minus Sluice. CPU 0's and
+# CPU 1's total busy time are printed too (other engineers' builds show up there).
 # Addresses are private and live only in namespaces this script creates and removes.
 #
-#   scripts/bench-netns.sh [--runs N] [--seconds S] [--size BYTES] [--drivers "af_packet af_xdp"]
+#   scripts/bench-netns.sh [--runs N] [--seconds S] [--sizes "64 1514"]
+#                          [--drivers "af_packet af_xdp linux"]
 #
-# Needs root, iproute2 and iperf3 (Debian: apt-get install iperf3). A shared 2-core VM runs
-# the generator, the router and the sink on the same cores: read the ratio, not the
-# absolute numbers.
+# RXMODE=interrupt|adaptive|polling (default polling) sets Sluice's rx mode on both interfaces.
+# Sizes are frame lengths on the veth without FCS (1514 = a 1518-byte frame with FCS; the
+# veth MTU is 1500). Needs root, iproute2, ethtool, python3 and 2 CPUs.
 set -euo pipefail
 
 RUNS=3
 SECS=5
-SIZE=64
-DRIVERS="af_packet af_xdp"
+SIZES="64 1514"
+DRIVERS="af_packet af_xdp linux"
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS="$2"; shift 2 ;;
         --seconds) SECS="$2"; shift 2 ;;
-        --size) SIZE="$2"; shift 2 ;;
+        --sizes | --size) SIZES="$2"; shift 2 ;;
         --drivers) DRIVERS="$2"; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--seconds S] [--size BYTES] [--drivers \"af_packet af_xdp\"]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--seconds S] [--sizes \"64 1514\"] [--drivers \"af_packet af_xdp linux\"]" >&2; exit 2 ;;
     esac
 done
 
 skip() { echo "bench-netns: skipped: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v ip >/dev/null || skip "ip (iproute2) not installed"
-command -v iperf3 >/dev/null || skip "iperf3 not installed (apt-get install iperf3)"
 command -v ethtool >/dev/null || skip "ethtool not installed (apt-get install ethtool)"
+command -v python3 >/dev/null || skip "python3 not installed"
+[ "$(nproc)" -ge 2 ] || skip "needs 2 CPUs (generator and router on different cores)"
 
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 TARGET="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p sluice -p sluicectl
 SLUICE="$TARGET/release/sluice"
 CTL="$TARGET/release/sluicectl"
+HZ=$(getconf CLK_TCK)
 
 P="slb$$"
 G="${P}g"; S="${P}s"; R="${P}r"
-SOCK="/tmp/${P}.sock"
-SPID=""
+GSOCK="/tmp/${P}g.sock"; SOCK="/tmp/${P}.sock"
+GPID=""; SPID=""
 cleanup() {
-    [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null || true
-    ip link del "${P}g0" 2>/dev/null || true
-    ip link del "${P}s0" 2>/dev/null || true
+    for p in "$SPID" "$GPID"; do
+        [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
+    done
     for n in "$G" "$S" "$R"; do ip netns del "$n" 2>/dev/null || true; done
-    rm -f "$SOCK" "/tmp/${P}.log"
+    rm -f "$SOCK" "$GSOCK" "/tmp/${P}.log" "/tmp/${P}g.log"
 }
 trap cleanup EXIT
 
 ip netns add "$G"; ip netns add "$S"; ip netns add "$R"
-ip link add "${P}g0" type veth peer name eth0 netns "$G"
-ip link add "${P}s0" type veth peer name eth0 netns "$S"
-for n in "$G" "$S"; do
+ip -n "$R" link add name g0 type veth peer name eth0 netns "$G"
+ip -n "$R" link add name s0 type veth peer name eth0 netns "$S"
+for n in "$G" "$S" "$R"; do
+    ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     ip -n "$n" link set lo up
-    ip -n "$n" link set eth0 up
-    ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    ip netns exec "$n" ethtool -K eth0 tx off >/dev/null
 done
+for n in "$G" "$S"; do
+    ip -n "$n" link set eth0 up
+    ip netns exec "$n" ethtool -K eth0 tx off >/dev/null
+    # The generator's and the sink's kernel receive work goes to CPU 1.
+    echo 2 | ip netns exec "$n" tee /sys/class/net/eth0/queues/rx-0/rps_cpus >/dev/null
+done
+ip -n "$R" link set g0 up; ip -n "$R" link set s0 up
+# The router's receive of g0 and s0 goes to CPU 0 (RPS: veth delivers through netif_rx).
+for d in g0 s0; do echo 1 | ip netns exec "$R" tee /sys/class/net/$d/queues/rx-0/rps_cpus >/dev/null; done
 ip -n "$G" addr add 10.97.1.2/24 dev eth0; ip -n "$G" route add default via 10.97.1.1
 ip -n "$S" addr add 10.97.2.2/24 dev eth0; ip -n "$S" route add default via 10.97.2.1
 
+# The generator: a Sluice tester on CPU 1, sending on the generator's eth0.
+ip netns exec "$G" taskset -c 1 "$SLUICE" unix { cli-listen "$GSOCK" } \
+    buffers { buffers-per-numa 32768 } >"/tmp/${P}g.log" 2>&1 &
+GPID=$!
+for _ in $(seq 1 100); do [ -S "$GSOCK" ] && break; sleep 0.1; done
+gctl() { "$CTL" -s "$GSOCK" "$@"; }
+gctl create host-interface name eth0 >/dev/null
+gctl set interface state host-eth0 up >/dev/null
+
 rx_sink() { ip netns exec "$S" cat /sys/class/net/eth0/statistics/rx_packets; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU 0 softirq, CPU 0 busy, CPU 1 busy (ticks).
+cpustat() { awk '$1 == "cpu0" {s = $8; b0 = $2+$3+$4+$7+$8+$9} $1 == "cpu1" {b1 = $2+$3+$4+$7+$8+$9} END {print s, b0, b1}' /proc/stat; }
+napi_pids() { # the router's veth NAPI threads, if threaded
+    for p in /proc/[0-9]*; do
+        case "$(cat "$p/comm" 2>/dev/null)" in napi/g0-* | napi/s0-*) echo "${p#/proc/}" ;; esac
+    done
+}
+napi_ticks() { local t=0 p; for p in $NAPI; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
+now() { date +%s%N; }
 
-# CPU time (user + system, clock ticks) of process $1.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-
-# One run: prints forwarded packets per second and, when $SPID is set, Sluice's CPU use in
-# percent of one core.
+# One run: "sink_pps router_cpu_cores offered_pps cpu0_busy cpu1_busy".
 run_once() {
-    ip netns exec "$S" iperf3 -s -1 -B 10.97.2.2 >/dev/null 2>&1 &
-    local srv=$!
-    sleep 0.3
-    local r0 r1 c0 c1 t0 t1
-    r0=$(rx_sink)
-    [ -n "$SPID" ] && c0=$(cpu_ticks "$SPID")
-    t0=$(date +%s%N)
-    ip netns exec "$G" iperf3 -c 10.97.2.2 -u -b 0 -l "$SIZE" -t "$SECS" >/dev/null 2>&1 || true
-    t1=$(date +%s%N)
-    r1=$(rx_sink)
-    [ -n "$SPID" ] && c1=$(cpu_ticks "$SPID")
-    kill "$srv" 2>/dev/null || true; wait "$srv" 2>/dev/null || true
-    if [ -n "$SPID" ]; then
-        awk -v r=$((r1 - r0)) -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v s="$SECS" \
-            'BEGIN {printf "%d %d\n", r / s, 100 * c / hz / (ns / 1e9)}'
-    else
-        echo "$(( (r1 - r0) / SECS )) 0"
-    fi
+    local size="$1" mac="$2" r0 r1 c0 c1 n0 n1 t0 t1 s0 s1 b00 b01 b10 b11 off
+    gctl tester stream add name b interface host-eth0 size "$size" rate 1e9 duration "$SECS" \
+        dst-mac "$mac" src 10.97.1.10-10.97.1.250 dst 10.97.2.2 dport 9 flows 1000 >/dev/null
+    r0=$(rx_sink); c0=0; [ -n "$SPID" ] && c0=$(ticks "$SPID"); n0=$(napi_ticks)
+    read -r s0 b00 b10 <<<"$(cpustat)"; t0=$(now)
+    gctl tester start >/dev/null
+    sleep "$SECS"
+    while gctl show tester json | grep -q '"running": true'; do sleep 0.05; done
+    sleep 0.1
+    r1=$(rx_sink); c1=0; [ -n "$SPID" ] && c1=$(ticks "$SPID"); n1=$(napi_ticks)
+    read -r s1 b01 b11 <<<"$(cpustat)"; t1=$(now)
+    off=$(gctl show tester json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["streams"]["b"]
+print("%.0f" % (s["tx_packets"] / (s["elapsed_s"] or 1e-9)))')
+    gctl tester stream del name b >/dev/null
+    awk -v r=$((r1 - r0)) -v c=$((c1 - c0 + s1 - s0 + n1 - n0)) -v hz="$HZ" -v ns=$((t1 - t0)) -v off="$off" \
+        -v b0=$((b01 - b00)) -v b1=$((b11 - b10)) \
+        'BEGIN {t = ns / 1e9; printf "%d %.3f %d %.2f %.2f\n", r / t, c / hz / t, off, b0 / hz / t, b1 / hz / t}'
 }
 
 stats() { # min median max of the arguments
-    printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {printf "%d %d %d\n", a[1], a[int((NR+1)/2)], a[NR]}'
+    printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {printf "%s %s %s\n", a[1], a[int((NR+1)/2)], a[NR]}'
 }
 
 warm() { # wait for the path to work (ARP on both sides; each router has other MACs)
@@ -112,55 +146,89 @@ warm() { # wait for the path to work (ARP on both sides; each router has other M
     echo "bench-netns: no path from generator to sink" >&2; return 1
 }
 
-# --- Sluice ---------------------------------------------------------------------------------
-declare -A RES CPU
+declare -A RES
+# Runs every size against the router now in place; $1 = driver, $2 = the router's g0 MAC.
+measure() {
+    local drv="$1" mac="$2" size i pps cpu off b0 b1
+    for size in $SIZES; do
+        local PPS=() CPU=() PPC=() OFF=() B0=() B1=()
+        for i in $(seq 1 "$RUNS"); do
+            read -r pps cpu off b0 b1 <<<"$(run_once "$size" "$mac")"
+            PPS+=("$pps"); CPU+=("$cpu"); OFF+=("$off"); B0+=("$b0"); B1+=("$b1")
+            PPC+=("$(awk -v p="$pps" -v c="$cpu" 'BEGIN {printf "%d", (c > 0) ? p / c : 0}')")
+        done
+        RES[$drv,$size]="$(stats "${PPS[@]}")|$(stats "${CPU[@]}")|$(stats "${PPC[@]}")|$(stats "${OFF[@]}")|$(stats "${B0[@]}")|$(stats "${B1[@]}")"
+    done
+}
+
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for drv in $DRIVERS; do
+    NAPI=""
     case "$drv" in
-        af_packet) mk() { echo "create host-interface name $1"; }; ifn() { echo "host-$1"; } ;;
-        af_xdp) mk() { echo "create interface af_xdp host-if $1 name $1/0 ${XDP_OPTS:-}"; }; ifn() { echo "$1/0"; } ;;
+        af_packet | af_xdp)
+            case "$drv" in
+                af_packet) mk() { echo "create host-interface name $1"; }; ifn() { echo "host-$1"; } ;;
+                af_xdp) mk() { echo "create interface af_xdp host-if $1 name $1/0 ${XDP_OPTS:-}"; }; ifn() { echo "$1/0"; } ;;
+            esac
+            ip netns exec "$R" taskset -c 0 "$SLUICE" unix { cli-listen "$SOCK" } \
+                buffers { buffers-per-numa 32768 } >"/tmp/${P}.log" 2>&1 &
+            SPID=$!
+            for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+            for c in "$(mk g0)" "$(mk s0)" \
+                     "set interface state $(ifn g0) up" "set interface state $(ifn s0) up" \
+                     "set interface ip address $(ifn g0) 10.97.1.1/24" \
+                     "set interface ip address $(ifn s0) 10.97.2.1/24" \
+                     "set interface rx-mode $(ifn g0) ${RXMODE:-polling}" \
+                     "set interface rx-mode $(ifn s0) ${RXMODE:-polling}"; do
+                "$CTL" -s "$SOCK" $c >/dev/null
+            done
+            if [ "$drv" = af_xdp ]; then
+                # Native XDP gives the veth a NAPI instance; run it in a thread on CPU 0.
+                for d in g0 s0; do echo 1 | ip netns exec "$R" tee /sys/class/net/$d/threaded >/dev/null; done
+                NAPI=$(napi_pids)
+                for p in $NAPI; do taskset -pc 0 "$p" >/dev/null; done
+                echo "af_xdp: $("$CTL" -s "$SOCK" show af_xdp | grep -Eo 'native|generic' | head -1) XDP, NAPI threads: $NAPI"
+            fi
+            warm || { for c in "show interface" "show errors" "show ip neighbors" "show $drv"; do "$CTL" -s "$SOCK" $c; done; cat "/tmp/${P}.log"; exit 1; }
+            MAC=$("$CTL" -s "$SOCK" show hardware-interfaces | awk -v n="$(ifn g0)" '$1 == n {f = 1} f && /Ethernet address/ {print $3; exit}')
+            measure "$drv" "$MAC"
+            "$CTL" -s "$SOCK" show errors | grep -Ev ' info ' || true
+            [ -n "${VERBOSE:-}" ] && "$CTL" -s "$SOCK" show runtime && "$CTL" -s "$SOCK" show "$drv"
+            kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""
+            rm -f "$SOCK"
+            ;;
+        linux)
+            ip -n "$R" addr add 10.97.1.1/24 dev g0; ip -n "$R" addr add 10.97.2.1/24 dev s0
+            ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1
+            warm
+            measure linux "$(ip netns exec "$R" cat /sys/class/net/g0/address)"
+            ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=0
+            ip -n "$R" addr flush dev g0; ip -n "$R" addr flush dev s0
+            ;;
         *) echo "bench-netns: unknown driver $drv" >&2; exit 2 ;;
     esac
-    "$SLUICE" unix { cli-listen "$SOCK" } buffers { buffers-per-numa 32768 } >/tmp/${P}.log 2>&1 &
-    SPID=$!
-    for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
-    for c in "$(mk ${P}g0)" "$(mk ${P}s0)" \
-             "set interface state $(ifn ${P}g0) up" "set interface state $(ifn ${P}s0) up" \
-             "set interface ip address $(ifn ${P}g0) 10.97.1.1/24" \
-             "set interface ip address $(ifn ${P}s0) 10.97.2.1/24"; do
-        "$CTL" -s "$SOCK" $c >/dev/null
-    done
-    warm || { "$CTL" -s "$SOCK" show interface; "$CTL" -s "$SOCK" show errors; "$CTL" -s "$SOCK" show ip neighbors; "$CTL" -s "$SOCK" show af_xdp; cat /tmp/${P}.log; exit 1; }
-    PPS=(); PCT=()
-    for i in $(seq 1 "$RUNS"); do read -r pps cpu <<<"$(run_once)"; PPS+=("$pps"); PCT+=("$cpu"); done
-    RES[$drv]="${PPS[*]}"; CPU[$drv]="${PCT[*]}"
-    "$CTL" -s "$SOCK" show errors | grep -Ev ' info ' || true
-    [ -n "${VERBOSE:-}" ] && "$CTL" -s "$SOCK" show runtime && "$CTL" -s "$SOCK" show "$drv"
-    kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""
-    rm -f "$SOCK"
 done
 
-# --- Linux kernel ---------------------------------------------------------------------------
-ip link set "${P}g0" netns "$R"; ip link set "${P}s0" netns "$R"
-ip -n "$R" addr add 10.97.1.1/24 dev "${P}g0"; ip -n "$R" addr add 10.97.2.1/24 dev "${P}s0"
-ip -n "$R" link set "${P}g0" up; ip -n "$R" link set "${P}s0" up; ip -n "$R" link set lo up
-ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1
-warm
-KR=()
-for i in $(seq 1 "$RUNS"); do read -r pps _ <<<"$(run_once)"; KR+=("$pps"); done
-ip -n "$R" link del "${P}g0" 2>/dev/null || true
-ip -n "$R" link del "${P}s0" 2>/dev/null || true
-
-read -r kmin kmed kmax <<<"$(stats "${KR[@]}")"
-echo "UDP ${SIZE}-byte payload, ${SECS}s x ${RUNS} runs, packets/s received by the sink:"
-for drv in $DRIVERS; do
-    # shellcheck disable=SC2086
-    read -r smin smed smax <<<"$(stats ${RES[$drv]})"
-    # shellcheck disable=SC2086
-    read -r cmin cmed cmax <<<"$(stats ${CPU[$drv]})"
-    printf '  %-22s min %9d  median %9d  max %9d   Sluice CPU %d/%d/%d %% of a core\n' \
-        "Sluice ($drv)" "$smin" "$smed" "$smax" "$cmin" "$cmed" "$cmax"
-    if [ "$kmed" -gt 0 ]; then
-        awk -v s="$smed" -v k="$kmed" -v d="$drv" 'BEGIN {printf "  %-22s %.2f\n", "  / Linux (medians)", s / k}'
+echo "${SECS}s x ${RUNS} runs per cell, min/median/max; load average before $LOAD0, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "pps = received by the sink; cores = router CPU-seconds per second; pps/core = pps / cores (per run);"
+echo "offered = generator tx pps; cpu0/cpu1 = busy fraction of each CPU (all processes)"
+for size in $SIZES; do
+    echo "frame ${size} B (without FCS):"
+    for drv in $DRIVERS; do
+        label="Sluice ($drv)"; [ "$drv" = linux ] && label="Linux ip_forward"
+        IFS='|' read -r p c pc o b0 b1 <<<"${RES[$drv,$size]}"
+        printf '  %-18s pps %-26s cores %-18s pps/core %-26s offered %-26s cpu0 %-15s cpu1 %s\n' \
+            "$label" "${p// //}" "${c// //}" "${pc// //}" "${o// //}" "${b0// //}" "${b1// //}"
+    done
+    if [[ " $DRIVERS " == *" linux "* ]]; then
+        read -r _ kp _ <<<"$(cut -d'|' -f1 <<<"${RES[linux,$size]}")"
+        read -r _ kc _ <<<"$(cut -d'|' -f3 <<<"${RES[linux,$size]}")"
+        for drv in $DRIVERS; do
+            [ "$drv" = linux ] && continue
+            read -r _ sp _ <<<"$(cut -d'|' -f1 <<<"${RES[$drv,$size]}")"
+            read -r _ sc _ <<<"$(cut -d'|' -f3 <<<"${RES[$drv,$size]}")"
+            awk -v d="$drv" -v sp="$sp" -v kp="$kp" -v sc="$sc" -v kc="$kc" \
+                'BEGIN {printf "  %-18s / Linux (medians): raw %.2fx, per core used %.2fx\n", d, kp ? sp / kp : 0, kc ? sc / kc : 0}'
+        done
     fi
 done
-printf '  %-22s min %9d  median %9d  max %9d\n' "Linux ip_forward" "$kmin" "$kmed" "$kmax"

@@ -103,7 +103,7 @@ fn select(
         .collect();
     if mine.is_empty() {
         return Err(CliError::new(format!(
-            "interface `{name}' has no rx queues with selectable rx mode and placement (af_packet, tap and memif interfaces have them; af_xdp queues are always polled)"
+            "interface `{name}' has no rx queues with selectable rx mode and placement (af_packet, af_xdp, tap and memif interfaces have them)"
         )));
     }
     let Some(n) = queue else {

@@ -30,11 +30,14 @@ pub mod bpf;
 pub mod node;
 pub mod xsk;
 
+use crate::fdq::{self, FdDriver, Placed};
 use crate::linux::{linux_if, linux_name, random_mac, RxPlacement};
 use node::{AfXdpInput, AfXdpTx, RxQueue, TxEntry, INPUT};
 use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::rxmode::{RxMode, RxModeState};
 use sluice_graph::{GraphBuilder, NodeIndex, NodeKind, NodeRegistration, Vlib};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
+use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -80,6 +83,7 @@ pub struct CreateArgs {
 struct QueueInfo {
     xsk: Arc<xsk::Xsk>,
     thread: usize,
+    mode: RxMode,
     /// Kernel drop counters already folded into rx-miss.
     seen: XskStats,
 }
@@ -128,8 +132,48 @@ pub fn register(b: &mut GraphBuilder) {
     );
 }
 
-/// Adds the driver's lines to `show hardware-interfaces`.
+/// The af_xdp driver's rx-queue operations ([`crate::fdq`]).
+pub struct AfXdp;
+
+impl FdDriver for AfXdp {
+    type Queue = RxQueue;
+    type Node = AfXdpInput;
+    const INPUT: &'static str = INPUT;
+    fn set(n: &mut AfXdpInput) -> &mut fdq::QueueSet<RxQueue> {
+        &mut n.queues
+    }
+    fn placements(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+        let m = vm.ext_mut::<AfXdpMain>();
+        m.devs
+            .iter()
+            .flat_map(|d| {
+                d.queues.iter().map(|q| RxQueueInfo {
+                    sw_if: d.sw_if,
+                    queue: q.xsk.queue as u16,
+                    thread: q.thread,
+                    mode: q.mode,
+                })
+            })
+            .collect()
+    }
+    fn record(vm: &mut Vlib, i: RxQueueInfo) {
+        let m = vm.ext_mut::<AfXdpMain>();
+        if let Some(q) = m
+            .devs
+            .iter_mut()
+            .find(|d| d.sw_if == i.sw_if)
+            .and_then(|d| d.queues.iter_mut().find(|q| q.xsk.queue as u16 == i.queue))
+        {
+            q.thread = i.thread;
+            q.mode = i.mode;
+        }
+    }
+}
+
+/// Adds the driver's lines to `show hardware-interfaces` and registers the rx-queue
+/// operations (`set interface rx-mode|rx-placement`).
 pub fn init(vm: &mut Vlib) {
+    sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<AfXdp>());
     vm.ext_mut::<Interfaces>()
         .hw_details
         .push((DRIVER, hw_detail));
@@ -353,8 +397,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     let promisc =
         crate::linux::promiscuous_socket(ifindex).map_err(|e| format!("`{}': {e}", c.host))?;
     let tx_node = tx_node(vm, &name)?;
-    let input = vm
-        .registry
+    vm.registry
         .find(INPUT)
         .ok_or_else(|| "af_xdp-input is not registered".to_string())?;
 
@@ -390,15 +433,16 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         let n_workers = vm.n_workers();
         let thread = vm.ext_mut::<AfXdpMain>().placement.next_thread(n_workers);
         let hz = vm.shared.clock.hz();
-        let rxq = RxQueue::new(sw.0, x.clone(), rings, counters.clone(), hz);
-        vm.on_thread(thread, move |tg| {
-            if let Some(n) = tg.node_mut::<AfXdpInput>(input) {
-                n.queues.push(rxq);
-            }
-        });
+        let rxq = RxQueue::new(sw.0, x.clone(), rings, counters.clone());
+        fdq::put::<AfXdp>(
+            vm,
+            thread,
+            Placed::new(rxq, RxModeState::new(RxMode::Polling, hz)),
+        )?;
         queues.push(QueueInfo {
             xsk: x,
             thread,
+            mode: RxMode::Polling,
             seen: XskStats::default(),
         });
     }
@@ -449,12 +493,9 @@ pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
     // a safe point; the program is detached and the sockets closed when the last reference
     // goes.
     sluice_vnet::loopback::delete_interface(vm, sw);
-    let input = vm.registry.find(INPUT);
+    fdq::remove_interface::<AfXdp>(vm, sw);
     let tx = vm.registry.find(&format!("{name}-tx"));
     vm.foreach_thread(move |tg| {
-        if let Some(n) = input.and_then(|i| tg.node_mut::<AfXdpInput>(i)) {
-            n.queues.retain(|q| q.sw_if != sw.0);
-        }
         if let Some(n) = tx.and_then(|i| tg.node_mut::<AfXdpTx>(i)) {
             n.entry = None;
         }
@@ -523,11 +564,12 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             q.seen = s;
             let _ = writeln!(
                 out,
-                "    queue {}: fd {} thread {} ({}), kernel rx dropped {} ring full {} fill ring empty {} invalid rx/tx descs {}/{}",
+                "    queue {}: fd {} thread {} ({}) {}, kernel rx dropped {} ring full {} fill ring empty {} invalid rx/tx descs {}/{}",
                 q.xsk.queue,
                 q.xsk.fd(),
                 q.thread,
                 names.get(q.thread).map(String::as_str).unwrap_or("?"),
+                q.mode.as_str(),
                 s.rx_dropped,
                 s.rx_ring_full,
                 s.rx_fill_ring_empty_descs,

@@ -14,10 +14,12 @@
 //!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
 //!   outside the UMEM, across a frame or empty: dropped).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
-//! - rx mode: always polling (`sluice_graph::rxmode`): the node is active while a queue's rx
-//!   ring has entries and for 10 ms after its last packet, and asks for a poll every 10 ms
-//!   when idle. Interrupt and adaptive modes and `set interface rx-placement` are not
-//!   supported for af_xdp queues yet (the CLI says so).
+//! - rx mode (`set interface rx-mode`, per queue, [`crate::fdq`]): polling (the node is active
+//!   while a queue's rx ring has entries and for 10 ms after its last packet, and asks for a
+//!   poll every 10 ms when idle), interrupt (the socket is in the thread's epoll: the kernel
+//!   makes it readable when its rx ring is not empty, so the thread sleeps until a packet
+//!   arrives), adaptive (interrupt while idle, polling under load). Queues move between
+//!   threads with `set interface rx-placement`.
 //!
 //! `<interface>-tx` (internal, one per af_xdp interface, as VPP's per-interface tx nodes):
 //! - uses: the packet (whole chain); `tx_if` is this interface (`interface-output` chose
@@ -34,9 +36,9 @@
 //! - also: interface `tx-error` for `ring_full` and `too_big` drops.
 
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
+use crate::fdq::{FdQueue, QueueSet};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
-use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::{counter, IfCounters};
 use std::any::Any;
@@ -86,35 +88,36 @@ pub struct RxQueue {
     pub xsk: Arc<Xsk>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
-    /// Polling state (af_xdp queues are always in polling mode).
-    mode: RxModeState,
 }
 
 impl RxQueue {
-    /// A queue to be polled by one thread, on a TSC of `hz` ticks per second.
-    pub fn new(
-        sw_if: u32,
-        xsk: Arc<Xsk>,
-        rings: RxRings,
-        counters: Arc<IfCounters>,
-        hz: f64,
-    ) -> Self {
+    /// A queue to be polled by one thread.
+    pub fn new(sw_if: u32, xsk: Arc<Xsk>, rings: RxRings, counters: Arc<IfCounters>) -> Self {
         RxQueue {
             sw_if,
             queue: xsk.queue as u16,
             rings,
             xsk,
             counters,
-            mode: RxModeState::new(RxMode::Polling, hz),
         }
+    }
+}
+
+impl FdQueue for RxQueue {
+    fn id(&self) -> (u32, u16) {
+        (self.sw_if, self.queue)
+    }
+    // The XSK is readable (EPOLLIN) while its rx ring has entries.
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.xsk.fd()
     }
 }
 
 /// `af_xdp-input` instance: the rx queues this thread polls.
 #[derive(Default)]
 pub struct AfXdpInput {
-    /// Queues placed on this thread.
-    pub queues: Vec<RxQueue>,
+    /// Queues placed on this thread, with their rx modes.
+    pub queues: QueueSet<RxQueue>,
 }
 
 #[derive(Copy, Clone)]
@@ -162,7 +165,7 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        let q = &mut self.queues[qi];
+        let q = &mut self.queues.list[qi].q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
         if n == 0 {
             q.xsk.rx_wakeup(&q.rings);
@@ -245,9 +248,9 @@ impl NodeFn for AfXdpInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
         let mut n = 0;
         let now = cx.now_tsc();
-        for qi in 0..self.queues.len() {
+        for qi in 0..self.queues.list.len() {
             let got = self.poll_queue(cx, qi, FRAME_SIZE);
-            self.queues[qi].mode.account(got, now);
+            self.queues.list[qi].mode.account(got, now);
             n += got;
         }
         n
@@ -256,12 +259,13 @@ impl NodeFn for AfXdpInput {
     fn active(&self) -> bool {
         let now = sluice_infra::clock::rdtsc();
         self.queues
+            .list
             .iter()
-            .any(|q| q.rings.rx.has_entries() || q.mode.busy(now))
+            .any(|p| p.q.rings.rx.has_entries() || p.mode.busy(now))
     }
 
     fn poll_interval(&self) -> Option<f64> {
-        (!self.queues.is_empty()).then_some(POLL_TICK_SECS)
+        self.queues.poll_interval()
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
