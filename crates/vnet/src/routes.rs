@@ -232,6 +232,38 @@ pub struct RouteTable<L: Lpm> {
     unused_lbs: Vec<u32>,
 }
 
+/// The LPM value for `paths`: the shared load-balance `share`, the single path's adjacency,
+/// or the route's own load-balance object (allocated on first use) set to the paths. A route
+/// that stops owning one queues it in `unused` for retirement.
+fn lpm_value<K: Eq + std::hash::Hash>(
+    route_lb: &mut HashMap<K, u32>,
+    unused: &mut Vec<u32>,
+    lbs: &mut Lbs,
+    key: K,
+    paths: &[(u32, u32)],
+    share: Option<u32>,
+) -> Result<u32, String> {
+    if share.is_some() || paths.len() == 1 {
+        // Hashing costs: most tables own no load-balance object at all.
+        if !route_lb.is_empty() {
+            if let Some(own) = route_lb.remove(&key) {
+                unused.push(own);
+            }
+        }
+        return Ok(share.map_or(paths[0].0, |lb| LB_FLAG | lb));
+    }
+    let lb = match route_lb.get(&key) {
+        Some(&l) => l,
+        None => {
+            let l = lbs.alloc().ok_or("load-balance table full")?;
+            route_lb.insert(key, l);
+            l
+        }
+    };
+    lbs.lbs.set(lb, paths);
+    Ok(LB_FLAG | lb)
+}
+
 impl<L: Lpm> RouteTable<L> {
     /// An empty table over `lpm`.
     pub fn new(lpm: L, epochs: Arc<Epochs>) -> Self {
@@ -351,58 +383,82 @@ impl<L: Lpm> RouteTable<L> {
     }
 
     fn install(&mut self, lbs: &mut Lbs, key: (L::Addr, u8), depth: u32) -> Result<(), String> {
+        // Fast path (every route without recursive next hops, e.g. `ip route add count`): it
+        // forwards over its best source's paths, computed and stored with one map access.
+        if let Some(r) = self.routes.get_mut(&key) {
+            if let (true, Some(best)) = (r.vias.is_empty(), r.by_source.values().next()) {
+                let paths = best.clone();
+                let value = lpm_value(
+                    &mut self.route_lb,
+                    &mut self.unused_lbs,
+                    lbs,
+                    key,
+                    &paths,
+                    None,
+                )?;
+                let changed = r.value != value || r.installed != paths;
+                r.value = value;
+                r.installed = paths;
+                let res = self.lpm.insert(&self.epochs, key.0, key.1, value);
+                self.propagate(lbs, key, depth, changed)?;
+                return res;
+            }
+        }
+        // What was installed, moved out rather than cloned (`effective` never reads the
+        // route's own installed paths: a route is never its own cover).
         let before = self
             .routes
-            .get(&key)
-            .map(|r| (r.value, r.installed.clone()));
-        let res = match self.effective(key) {
+            .get_mut(&key)
+            .map(|r| (r.value, std::mem::take(&mut r.installed)));
+        let (res, changed) = match self.effective(key) {
             None => {
                 self.routes.remove(&key);
                 if let Some(lb) = self.route_lb.remove(&key) {
                     self.unused_lbs.push(lb);
                 }
                 self.lpm.remove(&self.epochs, key.0, key.1);
-                Ok(())
+                (Ok(()), before.is_some())
             }
             Some((paths, share)) => {
-                let value = match share {
-                    Some(lb) => {
-                        if let Some(own) = self.route_lb.remove(&key) {
-                            self.unused_lbs.push(own);
+                let value = match lpm_value(
+                    &mut self.route_lb,
+                    &mut self.unused_lbs,
+                    lbs,
+                    key,
+                    &paths,
+                    share,
+                ) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        // Unchanged: put back what was installed.
+                        if let (Some(r), Some((v, p))) = (self.routes.get_mut(&key), before) {
+                            r.value = v;
+                            r.installed = p;
                         }
-                        LB_FLAG | lb
-                    }
-                    None if paths.len() == 1 => {
-                        if let Some(own) = self.route_lb.remove(&key) {
-                            self.unused_lbs.push(own);
-                        }
-                        paths[0].0
-                    }
-                    None => {
-                        let lb = match self.route_lb.get(&key) {
-                            Some(&l) => l,
-                            None => {
-                                let l = lbs.alloc().ok_or("load-balance table full")?;
-                                self.route_lb.insert(key, l);
-                                l
-                            }
-                        };
-                        lbs.lbs.set(lb, &paths);
-                        LB_FLAG | lb
+                        return Err(e);
                     }
                 };
+                let changed = before.is_none_or(|(v, p)| v != value || p != paths);
                 if let Some(r) = self.routes.get_mut(&key) {
                     r.value = value;
                     r.installed = paths;
                 }
-                self.lpm.insert(&self.epochs, key.0, key.1, value)
+                (self.lpm.insert(&self.epochs, key.0, key.1, value), changed)
             }
         };
-        let after = self
-            .routes
-            .get(&key)
-            .map(|r| (r.value, r.installed.clone()));
-        if before != after && depth < MAX_RECURSION && !self.by_via.is_empty() {
+        self.propagate(lbs, key, depth, changed)?;
+        res
+    }
+
+    /// After `key` changed: re-installs the recursive routes whose next hop it may cover.
+    fn propagate(
+        &mut self,
+        lbs: &mut Lbs,
+        key: (L::Addr, u8),
+        depth: u32,
+        changed: bool,
+    ) -> Result<(), String> {
+        if changed && depth < MAX_RECURSION && !self.by_via.is_empty() {
             // Recursive routes whose next hop this prefix covers may resolve differently now.
             let hi = L::mask(key.0, key.1).into() | host_mask(L::BITS, key.1);
             let deps: Vec<(L::Addr, u8)> = self
@@ -415,7 +471,7 @@ impl<L: Lpm> RouteTable<L> {
                 self.install(lbs, d, depth + 1)?;
             }
         }
-        res
+        Ok(())
     }
 
     /// The adjacency a lookup of `a` uses (an ECMP route: its first bucket's).
@@ -442,18 +498,19 @@ impl<L: Lpm> RouteTable<L> {
         hops: &[(Hop<L::Addr>, u32)],
     ) -> Result<(), Option<String>> {
         let key = (L::mask(p, len), len);
-        let (mut direct, mut vias) = match self.routes.get(&key) {
-            Some(r) => (
-                r.by_source
-                    .get(&Source::Static)
-                    .cloned()
-                    .unwrap_or_default(),
-                r.vias.clone(),
-            ),
-            None => (Vec::new(), Vec::new()),
-        };
+        // The static paths and next hops are moved out and written back below (no copies);
+        // when there are none, nothing was moved.
+        // One map access: a route is created here if needed (and removed again when a `del`
+        // finds nothing to delete).
+        let r = self.routes.entry(key).or_default();
+        let mut direct = r.by_source.remove(&Source::Static).unwrap_or_default();
+        let mut vias = std::mem::take(&mut r.vias);
+        let old_vias = vias.clone();
         if del {
             if direct.is_empty() && vias.is_empty() {
+                if r.by_source.is_empty() {
+                    self.routes.remove(&key);
+                }
                 return Err(None);
             }
             if hops.is_empty() {
@@ -484,23 +541,20 @@ impl<L: Lpm> RouteTable<L> {
                 }
             }
         }
-        self.set_vias(key, vias);
-        let r = self.routes.entry(key).or_default();
-        if direct.is_empty() {
-            r.by_source.remove(&Source::Static);
-        } else {
+        let new_vias = (!vias.is_empty()).then(|| vias.clone());
+        r.vias = vias;
+        if !direct.is_empty() {
             r.by_source.insert(Source::Static, direct);
+        }
+        if !old_vias.is_empty() || new_vias.is_some() {
+            self.index_vias(key, &old_vias, new_vias.as_deref().unwrap_or_default());
         }
         self.reinstall(lbs, key).map_err(Some)
     }
 
-    fn set_vias(&mut self, key: (L::Addr, u8), vias: Vec<(u128, u32)>) {
-        let old = self
-            .routes
-            .get(&key)
-            .map(|r| r.vias.clone())
-            .unwrap_or_default();
-        for (nh, _) in old {
+    /// Moves `key` from the recursive-route index of its `old` next hops to that of `new`.
+    fn index_vias(&mut self, key: (L::Addr, u8), old: &[(u128, u32)], new: &[(u128, u32)]) {
+        for &(nh, _) in old {
             let nh = L::from_u128(nh);
             if let Some(s) = self.by_via.get_mut(&nh) {
                 s.remove(&key);
@@ -509,11 +563,8 @@ impl<L: Lpm> RouteTable<L> {
                 }
             }
         }
-        for &(nh, _) in &vias {
+        for &(nh, _) in new {
             self.by_via.entry(L::from_u128(nh)).or_default().insert(key);
-        }
-        if !vias.is_empty() || self.routes.contains_key(&key) {
-            self.routes.entry(key).or_default().vias = vias;
         }
     }
 

@@ -43,6 +43,31 @@ pub fn sum_ip4_header(h: &[u8; 20]) -> u16 {
     fold(w(0) + w(4) + w(8) + w(12) + w(16))
 }
 
+/// Whether a 20-byte IPv4 header (no options) carries a correct checksum: the same answer as
+/// `sum_ip4_header(h) == 0xffff`, cheaper. The five 32-bit words are loaded in native byte
+/// order (ones'-complement sums are byte-order independent, RFC 1071 §2 (B)) and added in a
+/// u64; since 2^16 ≡ 1 (mod 0xffff), the 16-bit ones'-complement sum is 0xffff exactly when
+/// that total is a non-zero multiple of 0xffff — one multiply-based modulo instead of a fold
+/// loop.
+#[inline(always)]
+pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
+    let w = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u64;
+    let s = w(0) + w(4) + w(8) + w(12) + w(16);
+    s % 0xffff == 0 && s != 0
+}
+
+/// TTL decrement with the RFC 1624 incremental checksum update, on the IPv4 header's bytes
+/// 8..12 read as one big-endian word (TTL, protocol, checksum): the TTL loses one and the
+/// checksum gains 0x0100 in ones' complement (end-around carry; a result of 0xffff becomes
+/// 0). Equal to decrementing byte 8 and applying [`update_u16`] to the TTL/protocol word;
+/// the TTL must be at least 1.
+#[inline(always)]
+pub fn ip4_ttl_decrement(w: u32) -> u32 {
+    let c = (w & 0xffff) + 0x0100;
+    let c = (c + (c >= 0xffff) as u32) & 0xffff;
+    ((w & 0xffff_0000) - 0x0100_0000) | c
+}
+
 /// Folds a wide ones'-complement accumulator to 16 bits (end-around carry, RFC 1071 §2 (C)).
 #[inline(always)]
 pub fn fold(mut acc: u64) -> u16 {
@@ -116,6 +141,51 @@ pub fn update_u32(csum: u16, old: u32, new: u32) -> u16 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn ttl_decrement_matches_rfc1624_update_for_every_checksum() {
+        for ttl in [1u32, 2, 64, 255] {
+            for proto in [6u32, 17] {
+                for c in 0..=0xffffu32 {
+                    let w = ttl << 24 | proto << 16 | c;
+                    let old = (ttl << 8 | proto) as u16;
+                    let new = old - 0x100;
+                    let want = update_u16(c as u16, old, new) as u32;
+                    assert_eq!(
+                        ip4_ttl_decrement(w),
+                        (ttl - 1) << 24 | proto << 16 | want,
+                        "ttl {ttl} checksum {c:#x}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ip4_header_valid_agrees_with_the_fold(mut h in proptest::array::uniform20(any::<u8>()), fix in any::<bool>()) {
+            if fix {
+                h[10] = 0;
+                h[11] = 0;
+                let c = !sum(&h);
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            prop_assert_eq!(ip4_header_valid(&h), sum_ip4_header(&h) == 0xffff);
+        }
+    }
+
+    #[test]
+    fn ip4_header_valid_edge_cases() {
+        assert!(!ip4_header_valid(&[0; 20]), "all zero: sum 0, not 0xffff");
+        assert!(ip4_header_valid(&[0xff; 20]));
+        let mut h = [0u8; 20];
+        h[0] = 0x45;
+        h[10] = 0xba;
+        h[11] = 0xff;
+        assert!(ip4_header_valid(&h));
+        h[11] = 0xfe;
+        assert!(!ip4_header_valid(&h));
+    }
 
     /// A bit-at-a-time reference: the RFC 1071 definition, words one by one.
     fn reference_sum(data: &[u8]) -> u16 {

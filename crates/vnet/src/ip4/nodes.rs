@@ -80,7 +80,10 @@ pub struct EthernetInput {
     pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
     // Per-frame cache of the last rx interface's MAC and L2 mode.
     cached_if: Option<u32>,
-    cached_mac: [u8; 6],
+    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes.
+    cached_mac: u64,
+    // Whether the interface is cross-connected or bridged (one test for the L3 fast path).
+    cached_l2_mode: bool,
     cached_l2: u32,
     cached_bd: u32,
     cached_fib: [u32; 2],
@@ -204,9 +207,11 @@ impl PacketNode for EthernetInput {
         if self.cached_if != Some(b.hdr.rx_if) {
             let a = self.shared.if_attr(b.hdr.rx_if);
             self.cached_if = Some(b.hdr.rx_if);
-            self.cached_mac = a.mac_bytes();
+            let m = a.mac_bytes();
+            self.cached_mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
             self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
+            self.cached_l2_mode = self.cached_l2 != 0 || self.cached_bd != 0;
             self.cached_redirect = if a.admin_up.load(Ordering::Relaxed) {
                 a.rx_redirect.load(Ordering::Relaxed)
             } else {
@@ -224,48 +229,50 @@ impl PacketNode for EthernetInput {
         if self.cached_redirect != 0 {
             return self.redirect_or_down(cx, b);
         }
-        let d = b.data();
-        if d.len() < 14 {
+        let Some(h) = b.data().first_chunk::<14>() else {
             b.hdr.error = cx.error(E_RUNT);
             return Next(0);
-        }
-        let et = u16::from_be_bytes([d[12], d[13]]);
-        let dst = [d[0], d[1], d[2], d[3], d[4], d[5]];
+        };
+        let et = u16::from_be_bytes([h[12], h[13]]);
+        // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte).
+        let dst =
+            u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) & 0xffff_ffff_ffff;
         if b.hdr.is_traced() {
-            cx.trace(
-                b,
-                EthTrace {
-                    dst,
-                    src: [d[6], d[7], d[8], d[9], d[10], d[11]],
-                    et,
-                },
-            );
+            let t = EthTrace {
+                dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
+                src: [h[6], h[7], h[8], h[9], h[10], h[11]],
+                et,
+            };
+            cx.trace(b, t);
         }
-        // Tags are looked at off the L3 fast path (in the EtherType match below) and, on L2
-        // interfaces, before switching: a sub-interface match wins over the parent's mode.
-        if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
-            if let Some(n) = self.sub_interface(et, cx, b) {
-                return n;
+        if self.cached_l2_mode {
+            // Tags are looked at off the L3 fast path (in the EtherType match below) and, on
+            // L2 interfaces, before switching: a sub-interface match wins over the parent's
+            // mode.
+            if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
+                if let Some(n) = self.sub_interface(et, cx, b) {
+                    return n;
+                }
             }
-        }
-        if self.cached_l2 != 0 {
-            // Cross-connected interface: the whole frame goes to l2-input, any destination.
-            b.hdr.tx_if = self.cached_l2 - 1;
-            b.hdr.l2.bd_index = 0;
-            b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return self.l2_next();
-        }
-        if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
-            // Bridged interface: l2-input switches it in its bridge domain (unless the bridge
-            // just switched it to this interface, its BVI: then it is routed below).
-            b.hdr.l2.bd_index = self.cached_bd as u16;
-            b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-            return self.l2_next();
+            if self.cached_l2 != 0 {
+                // Cross-connected interface: the whole frame goes to l2-input, any destination.
+                b.hdr.tx_if = self.cached_l2 - 1;
+                b.hdr.l2.bd_index = 0;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return self.l2_next();
+            }
+            if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
+                // Bridged interface: l2-input switches it in its bridge domain (unless the
+                // bridge just switched it to this interface, its BVI: then it is routed below).
+                b.hdr.l2.bd_index = self.cached_bd as u16;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return self.l2_next();
+            }
         }
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
         }
-        if dst[0] & 1 == 0 && dst != self.cached_mac {
+        if dst & 1 == 0 && dst != self.cached_mac {
             // Not for this interface's MAC: perhaps for an L2 sub-interface.
             if let Some(n) = self.sub_interface(et, cx, b) {
                 return n;
@@ -320,6 +327,9 @@ impl PacketNode for EthernetInput {
 pub struct Ip4Input {
     shared: Arc<Ip4Shared>,
     slot: usize,
+    // Per frame: whether any interface has `ip4-unicast` features (else every packet goes
+    // to ip4-lookup without a per-interface table read).
+    features_any: bool,
 }
 
 const E_TOO_SHORT: u16 = 0;
@@ -328,41 +338,80 @@ const E_IHL: u16 = 2;
 const E_BAD_LENGTH: u16 = 3;
 const E_CHECKSUM: u16 = 4;
 
-impl PacketNode for Ip4Input {
-    #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+impl Ip4Input {
+    /// Everything but the common 20-byte header (too short, IHL/version != 0x45): the
+    /// checks one by one, in RFC 1812 order. The header's total length, or the drop arc.
+    #[cold]
+    #[inline(never)]
+    fn check_slow(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
         let d = b.data();
         if d.len() < 20 {
             b.hdr.error = cx.error(E_TOO_SHORT);
-            return Next(0);
+            return Err(Next(0));
         }
         if d[0] >> 4 != 4 {
             b.hdr.error = cx.error(E_VERSION);
-            return Next(0);
+            return Err(Next(0));
         }
         let ihl = ((d[0] & 0xf) as usize) * 4;
         if ihl < 20 {
             b.hdr.error = cx.error(E_IHL);
-            return Next(0);
+            return Err(Next(0));
         }
         let total = u16::from_be_bytes([d[2], d[3]]) as usize;
         // The header must be in the first buffer; the packet may continue in a chain.
         if total < ihl || ihl > d.len() || (total > d.len() && total > b.total_len()) {
             b.hdr.error = cx.error(E_BAD_LENGTH);
-            return Next(0);
+            return Err(Next(0));
         }
-        let ok = match <&[u8; 20]>::try_from(&d[..ihl]) {
-            Ok(h) => checksum::sum_ip4_header(h) == 0xffff,
-            Err(_) => checksum::sum(&d[..ihl]) == 0xffff,
-        };
-        if !ok {
+        if checksum::sum(&d[..ihl]) != 0xffff {
             b.hdr.error = cx.error(E_CHECKSUM);
-            return Next(0);
+            return Err(Next(0));
         }
-        if total < d.len() && b.chain_rest_len() == 0 {
+        Ok(total)
+    }
+}
+
+impl PacketNode for Ip4Input {
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.features_any = self.shared.features.any(self.slot);
+    }
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let d = b.data();
+        let len = d.len();
+        // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
+        // are then the length and a branch-free checksum over five words.
+        let total = match d.first_chunk::<20>() {
+            Some(h) if h[0] == 0x45 => {
+                let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+                let valid = checksum::ip4_header_valid(h);
+                // The packet may continue in a buffer chain.
+                if total < 20 || (total > len && total > b.total_len()) {
+                    b.hdr.error = cx.error(E_BAD_LENGTH);
+                    return Next(0);
+                }
+                if !valid {
+                    b.hdr.error = cx.error(E_CHECKSUM);
+                    return Next(0);
+                }
+                total
+            }
+            _ => match Self::check_slow(cx, b) {
+                Ok(t) => t,
+                Err(n) => return n,
+            },
+        };
+        if total < len && b.chain_rest_len() == 0 {
             b.set_len(total);
         }
-        self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
+        if self.features_any {
+            self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
+        } else {
+            Next(1)
+        }
     }
 }
 
@@ -505,21 +554,54 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
 ///   the MTU.
 /// - counters: `ttl_expired` (ip4 ttl <= 1, info: an ICMP error follows), `mtu_exceeded`
-///   (packet larger than MTU and fragmentation not supported), `no_headroom`.
+///   (packet larger than MTU and fragmentation not supported), `no_headroom`, `truncated`
+///   (less than a 20-byte header: never from ip4-input, counted rather than trusted).
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
     slot: usize,
     // Per-frame cache: consecutive packets usually share an adjacency.
-    cached: Option<(u32, Adj)>,
-    // Per frame: whether any interface has `ip4-output` features; if so, the arc's next
-    // for the cached adjacency's interface.
+    cached: Option<RewriteCache>,
+    // Per frame: whether any interface has `ip4-output` features.
     out_any: bool,
-    cached_out: Next,
+}
+
+#[derive(Copy, Clone)]
+/// What `ip4-rewrite` needs of the last adjacency, in the form the per-packet code uses.
+struct RewriteCache {
+    index: u32,
+    rewrite: [u8; 14],
+    tx_if: u32,
+    /// The MTU, `usize::MAX` for none (0).
+    mtu: usize,
+    /// `interface-output`, or the first `ip4-output` feature of `tx_if`.
+    next: Next,
+}
+
+impl Ip4Rewrite {
+    fn load(&self, index: u32) -> RewriteCache {
+        let a: Adj = self.shared.adj.get(index);
+        RewriteCache {
+            index,
+            rewrite: a.rewrite,
+            tx_if: a.tx_if,
+            mtu: if a.mtu == 0 {
+                usize::MAX
+            } else {
+                a.mtu as usize
+            },
+            next: if self.out_any {
+                self.shared.features.next(self.slot, a.tx_if, Next(1))
+            } else {
+                Next(1)
+            },
+        }
+    }
 }
 
 const E_TTL: u16 = 0;
 const E_MTU: u16 = 1;
 const E_HEADROOM: u16 = 2;
+const E_TRUNCATED: u16 = 3;
 
 impl PacketNode for Ip4Rewrite {
     #[inline(always)]
@@ -531,55 +613,55 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let adj = match self.cached {
-            Some((i, a)) if i == ai => a,
+        let RewriteCache {
+            rewrite,
+            tx_if,
+            mtu,
+            next,
+            ..
+        } = match self.cached {
+            Some(c) if c.index == ai => c,
             _ => {
-                let a = self.shared.adj.get(ai);
-                self.cached = Some((ai, a));
-                if self.out_any {
-                    self.cached_out = self.shared.features.next(self.slot, a.tx_if, Next(1));
-                }
-                a
+                let c = self.load(ai);
+                self.cached = Some(c);
+                c
             }
         };
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        let d = b.data_mut();
-        if d[8] <= 1 && !local {
+        let Some(h) = b.data_mut().first_chunk_mut::<20>() else {
+            b.hdr.error = cx.error(E_TRUNCATED);
+            return Next(0);
+        };
+        // TTL, protocol and checksum as one word: the TTL check and the decrement with the
+        // incremental checksum update (RFC 1624) are a few ALU operations on it.
+        let w = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+        if w >> 24 <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmp::kind::TIME_EXCEEDED as u64) << 8;
             cx.count(E_TTL as usize, 1);
             return Next(2);
         }
-        if len > adj.mtu as usize && adj.mtu != 0 {
-            if d[6] & 0x40 != 0 {
+        if len > mtu {
+            if h[6] & 0x40 != 0 {
                 b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 4;
-                b.hdr.feature_meta[ICMP_MTU] = adj.mtu as u64;
+                b.hdr.feature_meta[ICMP_MTU] = mtu as u64;
                 return Next(2);
             }
             b.hdr.error = cx.error(E_MTU);
             return Next(0);
         }
         if !local {
-            // TTL decrement, RFC 1624 incremental checksum update.
-            let old = u16::from_be_bytes([d[8], d[9]]);
-            d[8] -= 1;
-            let new = u16::from_be_bytes([d[8], d[9]]);
-            let c = checksum::update_u16(u16::from_be_bytes([d[10], d[11]]), old, new);
-            d[10..12].copy_from_slice(&c.to_be_bytes());
+            h[8..12].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
         }
-        match b.push_front(14) {
-            Some(h) => h.copy_from_slice(&adj.rewrite),
+        match b.push_front(14).and_then(|h| h.first_chunk_mut::<14>()) {
+            Some(h) => *h = rewrite,
             None => {
                 b.hdr.error = cx.error(E_HEADROOM);
                 return Next(0);
             }
         }
-        b.hdr.tx_if = adj.tx_if;
-        if self.out_any {
-            self.cached_out
-        } else {
-            Next(1)
-        }
+        b.hdr.tx_if = tx_if;
+        next
     }
 }
 
@@ -955,7 +1037,8 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 shared: s.clone(),
                 subs: HashMap::new(),
                 cached_if: None,
-                cached_mac: [0; 6],
+                cached_mac: 0,
+                cached_l2_mode: false,
                 cached_l2: 0,
                 cached_redirect: 0,
                 cached_promisc: false,
@@ -988,6 +1071,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
             Box::new(PerPacket::new(Ip4Input {
                 shared: s.clone(),
                 slot: fslot,
+                features_any: false,
             }))
         })
         .nexts(&["error-drop", IP4_LOOKUP])
@@ -1023,7 +1107,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 slot: rslot,
                 cached: None,
                 out_any: false,
-                cached_out: Next(1),
             }))
         })
         .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])
@@ -1034,6 +1117,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 "ip4 MTU exceeded and DF not set (no fragmentation)",
             ),
             CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
+            CounterDesc::error("truncated", "shorter than an ip4 header"),
         ]),
     );
     b.register(
