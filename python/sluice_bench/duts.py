@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sluice_test.instance import SluiceInstance
 
-from .scenarios import TESTER_LIMITS, Scenario, filler_prefixes
+from .scenarios import TESTER_LIMITS, Scenario, filler6_prefixes, filler_prefixes
 from .topology import Topology, nsexec, sh
 
 log = logging.getLogger("sluice_bench")
@@ -79,7 +79,8 @@ class Dut:
 class LinuxRouter(Dut):
     """The Linux kernel forwarding in the DUT namespace: ip_forward=1, rp_filter off, static
     neighbours for the tester ports, the routes as `ip route` (the FIB filler through
-    `ip -batch`), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
+    `ip -batch`; IPv6: the kernel's IPv6 enabled on the two ports only, without DAD, router
+    advertisements or autoconfiguration, forwarding=1, `ip -6` routes the same way), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
     a Linux bridge with static FDB entries for bridging. RPS steers the receive work to the
     DUT cores (topology). Its CPU is the kernel time on the DUT cores."""
 
@@ -115,6 +116,21 @@ class LinuxRouter(Dut):
                     "table ip sbnat {\n"
                     "  chain post { type nat hook postrouting priority srcnat; policy accept;\n"
                     f"    oifname \"{b.dut_if}\" masquerade\n  }}\n}}\n"))
+        elif sc.kind == "ip6":
+            for k in ("all", "default", a.dut_if, b.dut_if):
+                for opt, v in (("accept_dad", 0), ("accept_ra", 0), ("autoconf", 0),
+                               ("disable_ipv6", 0), ("forwarding", 1)):
+                    nsexec(ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.{opt}={v}")
+            batch = []
+            for p in (a, b):
+                batch.append(f"addr add {p.dut_ip6}/64 dev {p.dut_if} nodad")
+                batch.append(f"neigh replace {p.tester_ip6} lladdr {p.tester_mac} "
+                             f"dev {p.dut_if} nud permanent")
+                batch.append(f"route add {p.behind6_prefix} via {p.tester_ip6} "
+                             f"dev {p.dut_if}")
+            batch += [f"route add {pfx} via {b.tester_ip6} dev {b.dut_if}"
+                      for pfx in filler6_prefixes(sc.routes - 1)]
+            nsexec(ns, "ip", "-6", "-batch", "-", input="\n".join(batch) + "\n")
         elif sc.kind == "l2xc":
             for src, dst in ((a, b), (b, a)):
                 nsexec(ns, "tc", "qdisc", "add", "dev", src.dut_if, "ingress")
@@ -208,6 +224,15 @@ class SluiceAfPacket(Dut):
             if sc.routes > 1:
                 cli(f"ip route add count {sc.routes - 1} {filler_prefixes(1)[0]} "
                     f"via {b.tester_ip} {hb}")
+        elif sc.kind == "ip6":
+            for p in (a, b):
+                h = ifs[p.dut_if]
+                cli(f"set interface ip address {h} {p.dut_ip6}/64")
+                cli(f"ip neighbor {h} {p.tester_ip6} {p.tester_mac} static")
+                cli(f"ip route add {p.behind6_prefix} via {p.tester_ip6} {h}")
+            if sc.routes > 1:
+                cli(f"ip route add count {sc.routes - 1} {filler6_prefixes(1)[0]} "
+                    f"via {b.tester_ip6} {hb}")
         elif sc.kind == "l2xc":
             cli(f"set interface l2 xconnect {ha} {hb}")
             cli(f"set interface l2 xconnect {hb} {ha}")

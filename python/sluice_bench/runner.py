@@ -188,7 +188,7 @@ class Runner:
 
         def trial(rate: float, with_latency: bool = False, duration: float | None = None
                   ) -> rfc2544.Trial:
-            main = streams(sc, topo, macs, tester_size(size))
+            main = streams(sc, topo, macs, tester_size(size, sc.ip6))
             for st in main:
                 st.rate_pps = rate / len(main)
             lat = streams(sc, topo, macs, size, latency=True) if with_latency else []
@@ -262,7 +262,7 @@ class Runner:
         overload = all_trials[0] if all_trials else None
         return {
             "scenario": sc.name, "dut": dut.name, "frame_size": size, "status": "ok",
-            "tester_size": tester_size(size), "max_rate": search.max_rate,
+            "tester_size": tester_size(size, sc.ip6), "max_rate": search.max_rate,
             "directions": len(sc.directions), "cpu_metric": dut.cpu_metric,
             "ndr_pps": ndr_pps, "pdr_pps": statistics.median(pdr_rates),
             "ndr_pps_runs": ndr_rates, "pdr_pps_runs": pdr_rates,

@@ -33,7 +33,7 @@ class Stream:
     name: str
     port: Port
     dst_mac: str
-    src: str            # "a.b.c.d" or "a.b.c.d-e.f.g.h"
+    src: str            # "a.b.c.d" or "a.b.c.d-e.f.g.h" (IPv6 likewise)
     dst: str
     size: int
     flows: int = 1
@@ -42,12 +42,14 @@ class Stream:
     sport: int = 1024
     dport: int = 1024
     ifname: str | None = None   # the tester's interface (default: host-<port.tester_if>)
+    ip6: bool = False           # IPv6/UDP frames (src and dst are IPv6)
 
     def add_command(self, count: int) -> str:
         ifname = self.ifname or f"host-{self.port.tester_if}"
         cmd = (f"tester stream add name {self.name} interface {ifname} "
                f"size {self.size} rate {max(1, int(round(self.rate_pps)))} count {count} "
-               f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} src {self.src} "
+               f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} "
+               f"{'ip6 ' if self.ip6 else ''}src {self.src} "
                f"dst {self.dst} sport {self.sport} dport {self.dport} flows {self.flows}")
         return cmd + (" latency" if self.latency else "")
 

@@ -1,12 +1,14 @@
 """The benchmark topology: a tester namespace and a DUT namespace joined by two veth pairs.
 
     tester ns                         DUT ns
-    t0 (02:fe:7e:00:00:01) ---veth--- d0 (02:fe:d0:00:00:01)   port A, 198.18.1.0/24
-    t1 (02:fe:7e:00:00:02) ---veth--- d1 (02:fe:d0:00:00:02)   port B, 198.19.1.0/24
+    t0 (02:fe:7e:00:00:01) ---veth--- d0 (02:fe:d0:00:00:01)   port A, 198.18.1.0/24, 2001:2:0:1::/64
+    t1 (02:fe:7e:00:00:02) ---veth--- d1 (02:fe:d0:00:00:02)   port B, 198.19.1.0/24, 2001:2:0:2::/64
 
 Names carry the harness's pid so concurrent runs never collide; every address lives only in
 these namespaces (RFC 2544 appendix C's 198.18.0.0/15 benchmark range, plus the FIB-scale
-filler prefixes, which no frame is ever sent to outside them). `Topology` is a context
+filler prefixes, which no frame is ever sent to outside them; IPv6: RFC 5180's benchmark
+range 2001:2::/48). The kernel's IPv6 is disabled in both namespaces unless a Linux DUT
+enables it on its ports for an IPv6 scenario. `Topology` is a context
 manager: leaving it (also on an exception or a signal turned into one) deletes both
 namespaces, which removes the veths with them.
 
@@ -60,6 +62,8 @@ class Port:
     dut_mac: str
     net: str        # link subnet prefix, e.g. "198.18.1"
     behind: str     # network behind the tester port, e.g. "198.18.128.0/17"
+    net6: str = "2001:2:0:1"        # IPv6 link /64 prefix
+    behind6: str = "2001:2:0:10"    # IPv6 /64 behind the tester port
 
     @property
     def dut_ip(self) -> str:
@@ -68,6 +72,18 @@ class Port:
     @property
     def tester_ip(self) -> str:
         return f"{self.net}.2"
+
+    @property
+    def dut_ip6(self) -> str:
+        return f"{self.net6}::1"
+
+    @property
+    def tester_ip6(self) -> str:
+        return f"{self.net6}::2"
+
+    @property
+    def behind6_prefix(self) -> str:
+        return f"{self.behind6}::/64"
 
 
 class Topology:
@@ -82,9 +98,9 @@ class Topology:
         self.tester_cores = tester_cores
         self.dut_cores = dut_cores
         self.a = Port(f"{p}t0", f"{p}d0", "02:fe:7e:00:00:01", "02:fe:d0:00:00:01",
-                      "198.18.1", "198.18.128.0/17")
+                      "198.18.1", "198.18.128.0/17", "2001:2:0:1", "2001:2:0:10")
         self.b = Port(f"{p}t1", f"{p}d1", "02:fe:7e:00:00:02", "02:fe:d0:00:00:02",
-                      "198.19.1", "198.19.128.0/17")
+                      "198.19.1", "198.19.128.0/17", "2001:2:0:2", "2001:2:0:20")
         self.rps = rps
         self.up = False
 
