@@ -16,7 +16,9 @@ Adding a DUT (another dataplane driven by its own CLI) is one subclass of `Dut`:
   port (`{dut_if: mac}`);
 - `stop()`: stop it and undo what `start` did outside the namespace (the namespace itself is
   deleted by the topology);
-- optionally `pid()` (for process CPU) and `counters()` (text or dicts kept in the raw JSON),
+- optionally `pid()` (for process CPU), `counters()` (text or dicts kept in the raw JSON)
+  and `counter_snapshot()` (flat {name: count}; the harness records the non-zero deltas of
+  every trial, so every loss can be traced to a drop counter),
   `max_rate` (the first trial's rate when the suite's is far too low for it) and
   `tester_args()` (how the tester attaches: af_packet on the veths by default, memif).
 """
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from sluice_test.instance import SluiceInstance
 
+from .counters import kernel_counters, sched_counters, sluice_counters
 from .scenarios import TESTER_LIMITS, Scenario, filler6_prefixes, filler_prefixes
 from .topology import Topology, nsexec, sh
 
@@ -56,6 +59,10 @@ class Dut:
         return None
 
     def counters(self) -> dict:
+        return {}
+
+    def counter_snapshot(self) -> dict[str, int]:
+        """Cumulative counters as {name: count} (drops, errors, per-interface packets)."""
         return {}
 
     #: First trial's rate for this DUT, pps (None: the suite's `max_rate`).
@@ -157,6 +164,9 @@ class LinuxRouter(Dut):
             return {"error": str(e)}
         return {l["ifname"]: l.get("stats64", {}) for l in links}
 
+    def counter_snapshot(self) -> dict[str, int]:
+        return kernel_counters(self.ns)
+
 
 class SluiceAfPacket(Dut):
     """Sluice in the DUT namespace, attached with `create host-interface` (af_packet) to the
@@ -172,6 +182,7 @@ class SluiceAfPacket(Dut):
         self.workers = workers
         self.name = f"sluice-{self.driver}" + (f"-{workers}w" if workers else "")
         self.vpp: SluiceInstance | None = None
+        self.ns: str | None = None
 
     def unsupported(self, sc: Scenario) -> str | None:
         if reason := super().unsupported(sc):
@@ -195,9 +206,10 @@ class SluiceAfPacket(Dut):
         if self.workers:
             wk = cores[1:] or cores[:1]
             cpu += f" corelist-workers {','.join(str(c) for c in wk[:self.workers])}"
+        self.ns = topo.dut_ns
         self.vpp = SluiceInstance(
             f"bench-dut-{sc.name}", extra_config=cpu + " }", binary=self.binary,
-            wrapper=["ip", "netns", "exec", topo.dut_ns],
+            wrapper=topo.wrapper(topo.dut_ns),
             buffers="buffers { buffers-per-numa 32768 page-size 4k }")
         self.vpp.start()
         try:
@@ -251,7 +263,22 @@ class SluiceAfPacket(Dut):
         if not self.vpp or not self.vpp.alive():
             return {}
         return {c: self.vpp.cli_try(c) for c in
-                ("show interface", "show errors", "show runtime", "show buffers")}
+                ("show interface", "show errors", "show runtime", "show buffers")
+                + self.driver_shows}
+
+    #: Driver `show` commands kept with the counters (text).
+    driver_shows: tuple[str, ...] = ()
+
+    def counter_snapshot(self) -> dict[str, int]:
+        if not self.vpp or not self.vpp.alive():
+            return {}
+        # The daemon's counters and the kernel's under it (the veths and the backlog of the
+        # DUT namespace: frames the kernel dropped before the driver saw them).
+        out = sluice_counters(self.vpp, self.driver_shows)
+        out.update(sched_counters(self.pid(), "dut"))
+        if self.ns:
+            out.update(kernel_counters(self.ns))
+        return out
 
     def stop(self, failed: bool = False) -> None:
         if self.vpp is None or not self.vpp.alive():
@@ -270,6 +297,7 @@ class SluiceAfXdp(SluiceAfPacket):
     address` (af_xdp picks a random one). The tester still uses af_packet."""
 
     driver = "af_xdp"
+    driver_shows = ("show af_xdp",)
 
     def attach(self, port_index: int, port) -> str:
         name = f"xdp{port_index}"
@@ -286,6 +314,7 @@ class SluiceMemif(SluiceAfPacket):
     as a ratio to Linux. It searches from `max_rate` (the tester's own limit shows as "≥")."""
 
     driver = "memif"
+    driver_shows = ("show memif",)
     max_rate = 20_000_000.0
     LINK_TIMEOUT_S = 10.0
 

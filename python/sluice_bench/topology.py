@@ -86,11 +86,29 @@ class Port:
         return f"{self.behind6}::/64"
 
 
+#: Scheduling of the Sluice daemons (tester and Sluice DUTs), `--priority`:
+#: - "normal": as started (CFS, nice 0, in the harness's session);
+#: - "high": its own session (so its own autogroup: with kernel.sched_autogroup_enabled, nice
+#:   only weighs inside a session's group) at autogroup nice -20: against nice-0 neighbours
+#:   the pinned poller gets ~99 % of its core, and they still run;
+#: - "realtime": SCHED_FIFO 10, never preempted by normal tasks, but the kernel's RT
+#:   throttling (sched_rt_runtime_us, 950 ms per 1 s) stops a spinning poller for 50 ms
+#:   every second: worse than "high" for loss.
+#: On a shared machine a polling daemon that waits for its core cannot poll: its rings
+#: overflow at any rate (docs/benchmarking.md, "Loss at low rates").
+PRIORITIES = {
+    "normal": [],
+    "high": ["setsid", "sh", "-c", 'echo -20 > /proc/self/autogroup 2>/dev/null; exec nice -n -20 "$@"',
+             "sh"],
+    "realtime": ["chrt", "-f", "10"],
+}
+
+
 class Topology:
     """Creates `<p>t` (tester) and `<p>d` (DUT) namespaces with veth pairs t0-d0, t1-d1."""
 
     def __init__(self, tester_cores: list[int], dut_cores: list[int], tag: str | None = None,
-                 rps: bool = True):
+                 rps: bool = True, priority: str = "normal"):
         p = tag or f"sb{os.getpid()}"
         self.prefix = p
         self.tester_ns = f"{p}t"
@@ -102,7 +120,12 @@ class Topology:
         self.b = Port(f"{p}t1", f"{p}d1", "02:fe:7e:00:00:02", "02:fe:d0:00:00:02",
                       "198.19.1", "198.19.128.0/17", "2001:2:0:2", "2001:2:0:20")
         self.rps = rps
+        self.priority = priority
         self.up = False
+
+    def wrapper(self, ns: str) -> list[str]:
+        """The command prefix that starts a daemon in namespace `ns` at the suite's priority."""
+        return [*PRIORITIES[self.priority], "ip", "netns", "exec", ns]
 
     @property
     def ports(self) -> tuple[Port, Port]:
