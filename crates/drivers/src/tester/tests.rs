@@ -688,10 +688,7 @@ fn ip6_streams_on_the_wire_with_udp_checksums_and_looped_back() {
     let e = err(
         &mut vm,
         &t,
-        &format!(
-            "{}",
-            base.replace("size 84", "size 64") + " src 2001:db8::1 dst 2001:db8::2"
-        ),
+        &(base.replace("size 84", "size 64") + " src 2001:db8::1 dst 2001:db8::2"),
     );
     assert!(e.contains("`64' out of range 84..9000 for IPv6"), "{e}");
     ok(&mut vm, &t, "tester stream del v6");
