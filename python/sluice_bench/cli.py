@@ -44,6 +44,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dut-cores", type=_list(int), default=None)
     r.add_argument("--rps", choices=["on", "off"], default="on",
                    help="steer each veth's receive work to its owner's cores (default on)")
+    r.add_argument("--priority", choices=["normal", "high", "realtime"], default="high",
+                   help="scheduling of the Sluice tester and DUT daemons (default high: own "
+                        "session at autogroup nice -20, so a shared machine's other work "
+                        "does not preempt the pollers; see docs/benchmarking.md)")
     r.add_argument("--sluice-bin", type=Path, help="sluice binary (default: the release build)")
     r.add_argument("--bench-bin", type=Path, help="sluice-bench binary for the engine benchmarks")
     r.add_argument("--no-build", action="store_true", help="do not run cargo build first")
@@ -123,7 +127,7 @@ def cmd_run(a) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     runner = Runner(suite, out, sluice_bin, bench_bin, tester_cores, dut_cores,
-                    rps=a.rps == "on")
+                    rps=a.rps == "on", priority=a.priority)
     rc = 0
     try:
         runner.run()

@@ -16,7 +16,9 @@ Adding a DUT (another dataplane driven by its own CLI) is one subclass of `Dut`:
   port (`{dut_if: mac}`);
 - `stop()`: stop it and undo what `start` did outside the namespace (the namespace itself is
   deleted by the topology);
-- optionally `pid()` (for process CPU) and `counters()` (text or dicts kept in the raw JSON),
+- optionally `pid()` (for process CPU), `counters()` (text or dicts kept in the raw JSON)
+  and `counter_snapshot()` (flat {name: count}; the harness records the non-zero deltas of
+  every trial, so every loss can be traced to a drop counter),
   `max_rate` (the first trial's rate when the suite's is far too low for it) and
   `tester_args()` (how the tester attaches: af_packet on the veths by default, memif).
 """
@@ -33,7 +35,8 @@ from pathlib import Path
 
 from sluice_test.instance import SluiceInstance
 
-from .scenarios import TESTER_LIMITS, Scenario, filler_prefixes
+from .counters import kernel_counters, sched_counters, sluice_counters
+from .scenarios import TESTER_LIMITS, Scenario, filler6_prefixes, filler_prefixes
 from .topology import Topology, nsexec, sh
 
 log = logging.getLogger("sluice_bench")
@@ -58,6 +61,10 @@ class Dut:
     def counters(self) -> dict:
         return {}
 
+    def counter_snapshot(self) -> dict[str, int]:
+        """Cumulative counters as {name: count} (drops, errors, per-interface packets)."""
+        return {}
+
     #: First trial's rate for this DUT, pps (None: the suite's `max_rate`).
     max_rate: float | None = None
 
@@ -79,7 +86,8 @@ class Dut:
 class LinuxRouter(Dut):
     """The Linux kernel forwarding in the DUT namespace: ip_forward=1, rp_filter off, static
     neighbours for the tester ports, the routes as `ip route` (the FIB filler through
-    `ip -batch`), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
+    `ip -batch`; IPv6: the kernel's IPv6 enabled on the two ports only, without DAD, router
+    advertisements or autoconfiguration, forwarding=1, `ip -6` routes the same way), nftables masquerade for NAT44, `tc` u32 + mirred redirect for the cross-connect,
     a Linux bridge with static FDB entries for bridging. RPS steers the receive work to the
     DUT cores (topology). Its CPU is the kernel time on the DUT cores."""
 
@@ -115,6 +123,21 @@ class LinuxRouter(Dut):
                     "table ip sbnat {\n"
                     "  chain post { type nat hook postrouting priority srcnat; policy accept;\n"
                     f"    oifname \"{b.dut_if}\" masquerade\n  }}\n}}\n"))
+        elif sc.kind == "ip6":
+            for k in ("all", "default", a.dut_if, b.dut_if):
+                for opt, v in (("accept_dad", 0), ("accept_ra", 0), ("autoconf", 0),
+                               ("disable_ipv6", 0), ("forwarding", 1)):
+                    nsexec(ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.{opt}={v}")
+            batch = []
+            for p in (a, b):
+                batch.append(f"addr add {p.dut_ip6}/64 dev {p.dut_if} nodad")
+                batch.append(f"neigh replace {p.tester_ip6} lladdr {p.tester_mac} "
+                             f"dev {p.dut_if} nud permanent")
+                batch.append(f"route add {p.behind6_prefix} via {p.tester_ip6} "
+                             f"dev {p.dut_if}")
+            batch += [f"route add {pfx} via {b.tester_ip6} dev {b.dut_if}"
+                      for pfx in filler6_prefixes(sc.routes - 1)]
+            nsexec(ns, "ip", "-6", "-batch", "-", input="\n".join(batch) + "\n")
         elif sc.kind == "l2xc":
             for src, dst in ((a, b), (b, a)):
                 nsexec(ns, "tc", "qdisc", "add", "dev", src.dut_if, "ingress")
@@ -141,6 +164,9 @@ class LinuxRouter(Dut):
             return {"error": str(e)}
         return {l["ifname"]: l.get("stats64", {}) for l in links}
 
+    def counter_snapshot(self) -> dict[str, int]:
+        return kernel_counters(self.ns)
+
 
 class SluiceAfPacket(Dut):
     """Sluice in the DUT namespace, attached with `create host-interface` (af_packet) to the
@@ -156,6 +182,7 @@ class SluiceAfPacket(Dut):
         self.workers = workers
         self.name = f"sluice-{self.driver}" + (f"-{workers}w" if workers else "")
         self.vpp: SluiceInstance | None = None
+        self.ns: str | None = None
 
     def unsupported(self, sc: Scenario) -> str | None:
         if reason := super().unsupported(sc):
@@ -179,9 +206,10 @@ class SluiceAfPacket(Dut):
         if self.workers:
             wk = cores[1:] or cores[:1]
             cpu += f" corelist-workers {','.join(str(c) for c in wk[:self.workers])}"
+        self.ns = topo.dut_ns
         self.vpp = SluiceInstance(
             f"bench-dut-{sc.name}", extra_config=cpu + " }", binary=self.binary,
-            wrapper=["ip", "netns", "exec", topo.dut_ns],
+            wrapper=topo.wrapper(topo.dut_ns),
             buffers="buffers { buffers-per-numa 32768 page-size 4k }")
         self.vpp.start()
         try:
@@ -208,6 +236,15 @@ class SluiceAfPacket(Dut):
             if sc.routes > 1:
                 cli(f"ip route add count {sc.routes - 1} {filler_prefixes(1)[0]} "
                     f"via {b.tester_ip} {hb}")
+        elif sc.kind == "ip6":
+            for p in (a, b):
+                h = ifs[p.dut_if]
+                cli(f"set interface ip address {h} {p.dut_ip6}/64")
+                cli(f"ip neighbor {h} {p.tester_ip6} {p.tester_mac} static")
+                cli(f"ip route add {p.behind6_prefix} via {p.tester_ip6} {h}")
+            if sc.routes > 1:
+                cli(f"ip route add count {sc.routes - 1} {filler6_prefixes(1)[0]} "
+                    f"via {b.tester_ip6} {hb}")
         elif sc.kind == "l2xc":
             cli(f"set interface l2 xconnect {ha} {hb}")
             cli(f"set interface l2 xconnect {hb} {ha}")
@@ -226,7 +263,22 @@ class SluiceAfPacket(Dut):
         if not self.vpp or not self.vpp.alive():
             return {}
         return {c: self.vpp.cli_try(c) for c in
-                ("show interface", "show errors", "show runtime", "show buffers")}
+                ("show interface", "show errors", "show runtime", "show buffers")
+                + self.driver_shows}
+
+    #: Driver `show` commands kept with the counters (text).
+    driver_shows: tuple[str, ...] = ()
+
+    def counter_snapshot(self) -> dict[str, int]:
+        if not self.vpp or not self.vpp.alive():
+            return {}
+        # The daemon's counters and the kernel's under it (the veths and the backlog of the
+        # DUT namespace: frames the kernel dropped before the driver saw them).
+        out = sluice_counters(self.vpp, self.driver_shows)
+        out.update(sched_counters(self.pid(), "dut"))
+        if self.ns:
+            out.update(kernel_counters(self.ns))
+        return out
 
     def stop(self, failed: bool = False) -> None:
         if self.vpp is None or not self.vpp.alive():
@@ -245,6 +297,7 @@ class SluiceAfXdp(SluiceAfPacket):
     address` (af_xdp picks a random one). The tester still uses af_packet."""
 
     driver = "af_xdp"
+    driver_shows = ("show af_xdp",)
 
     def attach(self, port_index: int, port) -> str:
         name = f"xdp{port_index}"
@@ -261,6 +314,7 @@ class SluiceMemif(SluiceAfPacket):
     as a ratio to Linux. It searches from `max_rate` (the tester's own limit shows as "≥")."""
 
     driver = "memif"
+    driver_shows = ("show memif",)
     max_rate = 20_000_000.0
     LINK_TIMEOUT_S = 10.0
 

@@ -302,6 +302,55 @@ def latency_table(data: dict) -> list[str]:
     return lines if n else []
 
 
+#: Counter names that say where a frame was dropped or delayed (substrings).
+DROP_WORDS = ("drop", "miss", "full", "fail", "empty", "error", "earlier run", "not a tester",
+              "squeeze")
+
+
+def drops(counters: dict | None) -> str:
+    """The drop counters of a trial's counter deltas, `name +n` joined."""
+    items = [(k, v) for k, v in (counters or {}).items()
+             if any(w in k for w in DROP_WORDS) and not k.endswith("bytes")
+             and "received" not in k]
+    return "; ".join(f"{k} +{v}" for k, v in items) or "–"
+
+
+def lowrate_table(data: dict) -> list[str]:
+    """Every case's warm-up trial (a low rate any DUT must forward without loss): loss, how
+    long the daemons waited for their cores, and the drop counters that moved."""
+    lines = ["| scenario | DUT | frame | offered kpps | loss % | CPU wait % | drained | "
+             "DUT drop counters | tester drop counters |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    n = 0
+    for r in ok_entries(data):
+        w = r.get("warmup")
+        if not w or "dut_counters" not in w.get("extra", {}):
+            continue
+        e = w["extra"]
+        loss = 100 * (w["tx"] - w["rx"]) / w["tx"] if w["tx"] else 0.0
+        lines.append(f"| {r['scenario']} | {r['dut']} | {r['frame_size']} | "
+                     f"{w['offered_pps'] / 1e3:.1f} | {loss:.3f} | "
+                     f"{100 * e.get('cpu_wait_ratio', 0.0):.1f} | "
+                     f"{'yes' if e.get('drained') else 'no'} | {drops(e.get('dut_counters'))} | "
+                     f"{drops(e.get('tester_counters'))} |")
+        n += 1
+    return lines if n else []
+
+
+def contention_note(data: dict) -> str:
+    ts = [t for r in ok_entries(data) for t in [r.get("warmup")] + r.get("trials", [])
+          + [p["trial"] for p in r.get("latency", [])] if t and "cpu_wait_ratio" in t.get("extra", {})]
+    if not ts:
+        return ""
+    busy = sum(1 for t in ts if t["extra"]["cpu_wait_ratio"] > 0.05)
+    return (f"**CPU contention**: in {busy} of {len(ts)} trials the DUT or the tester process "
+            "waited for its core more than 5 % of the trial (`cpu_wait_ratio` in results.json, "
+            "from /proc/<pid>/task/*/schedstat). Every trial also records the non-zero deltas "
+            "of the DUT's and the tester's counters (`dut_counters`, `tester_counters`: "
+            "`show errors`, `show interface`, af_xdp kernel ring counters, the kernel's veth "
+            "and backlog counters), so every loss can be traced to where it happened.")
+
+
 def engine_table(data: dict) -> list[str]:
     eng = data.get("engine")
     if not eng:
@@ -334,9 +383,19 @@ def markdown(data: dict, plots: list[str]) -> str:
     rps = ("RPS steers each veth's receive work to its owner's cores (the DUT's veths to the "
            "DUT cores, the tester's to the tester's)" if pin.get("rps", True) else
            "RPS off: a receiver's kernel work runs in its sender's transmit call")
+    prio = {"high": " The Sluice daemons (tester and Sluice DUTs) run at high priority (their "
+                    "own session at autogroup nice -20, `--priority high`), so other work on "
+                    "this shared machine does not preempt the pollers.",
+            "realtime": " The Sluice daemons run SCHED_FIFO (`--priority realtime`; the "
+                        "kernel's RT throttling stops them 50 ms per second).",
+            "normal": " The Sluice daemons run at normal priority (`--priority normal`): on "
+                      "a shared machine they wait for their cores while other work runs.",
+            }.get(pin.get("priority"), "")
     out += [f"**Pinning**: tester (Sluice) on core(s) {pin['tester_cores']}, DUT on core(s) "
-            f"{pin['dut_cores']} (Sluice: `cpu {{ main-core }}`); {rps}. Tester, DUT and the "
-            "kernel's veth work share this small machine: read ratios, not absolutes.", ""]
+            f"{pin['dut_cores']} (Sluice: `cpu {{ main-core }}`); {rps}.{prio} Tester, DUT and "
+            "the kernel's veth work share this small machine: read ratios, not absolutes.", ""]
+    if note := contention_note(data):
+        out += [note, ""]
     out += [f"**Method**: RFC 2544 binary search, trials of {cfg['trial_s']} s after a "
             f"{cfg['warmup_s']} s warm-up, {cfg['repeat']} search(es) per case (median shown), "
             f"first trial at {s['max_rate'] / 1e6:.3f} Mpps, resolution {100 * s['resolution']:.1f} %, "
@@ -391,6 +450,12 @@ def markdown(data: dict, plots: list[str]) -> str:
             reason = reason.replace("|", "\\|").replace("\n", " ")
             out.append(f"| {sc} | {dut} | {', '.join(szs)} | {st} | {reason} |")
         out.append("")
+    if lr := lowrate_table(data):
+        out += ["## Loss at a low rate (each case's warm-up trial) and where it went", "",
+                "A DUT must forward the warm-up rate without loss. Frames still in flight "
+                "when the tester stops are waited for (drain: until all arrived, or nothing "
+                "arrived for 0.25 s, at most 2 s); \"drained: no\" means some never came.", "",
+                *lr, ""]
     out += ["## Engine benchmarks (clocks/packet per node)", "", *engine_table(data), ""]
     if plots:
         out += ["## Plots", ""]

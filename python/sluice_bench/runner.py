@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import cpu as cpuacct
 from . import engine, latency, rfc2544
+from .counters import counter_delta
 from .duts import Dut, LinuxRouter, SluiceAfPacket, SluiceAfXdp, SluiceMemif
 from .scenarios import SCENARIOS, Scenario, streams, tester_size
 from .suites import Suite
@@ -61,7 +62,13 @@ def make_dut(name: str, sluice_bin: Path) -> Dut:
     raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp)")
 
 
-def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True) -> dict:
+def tester_counters(tester) -> dict[str, int]:
+    snap = getattr(tester, "counter_snapshot", None)
+    return snap() if snap else {}
+
+
+def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True,
+              priority: str = "normal") -> dict:
     model = ""
     try:
         for line in open("/proc/cpuinfo"):
@@ -71,12 +78,14 @@ def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True) -
     except OSError:
         pass
     return {"kernel": platform.release(), "cpu_model": model, "cores": os.cpu_count(),
-            "pinning": {"tester_cores": tester_cores, "dut_cores": dut_cores, "rps": rps}}
+            "pinning": {"tester_cores": tester_cores, "dut_cores": dut_cores, "rps": rps,
+                        "priority": priority}}
 
 
 class Runner:
     def __init__(self, suite: Suite, out_dir: Path, sluice_bin: Path, bench_bin: Path | None,
-                 tester_cores: list[int], dut_cores: list[int], rps: bool = True):
+                 tester_cores: list[int], dut_cores: list[int], rps: bool = True,
+                 priority: str = "normal"):
         self.suite = suite
         self.out_dir = out_dir
         self.sluice_bin = sluice_bin
@@ -84,6 +93,7 @@ class Runner:
         self.tester_cores = tester_cores
         self.dut_cores = dut_cores
         self.rps = rps
+        self.priority = priority
         self.energy = cpuacct.energy_info()
         # Replaceable for tests of the run logic without root (python/tests/bench_fakes.py).
         self.topology_factory = Topology
@@ -92,7 +102,7 @@ class Runner:
             "schema": SCHEMA,
             "suite": suite.name,
             "started": dt.datetime.now().isoformat(timespec="seconds"),
-            "host": host_info(tester_cores, dut_cores, rps),
+            "host": host_info(tester_cores, dut_cores, rps, priority),
             "energy": self.energy,
             "config": {
                 "search": vars(suite.search), "trial_s": suite.trial_s,
@@ -157,7 +167,7 @@ class Runner:
         pending = list(sizes)
         try:
             with self.topology_factory(self.tester_cores, self.dut_cores,
-                                       rps=self.rps) as topo, \
+                                       rps=self.rps, priority=self.priority) as topo, \
                     self.tester_factory(self.sluice_bin, topo, **dut.tester_args()) as tester, \
                     dut.running(topo, sc) as macs:
                 for size in sizes:
@@ -188,7 +198,7 @@ class Runner:
 
         def trial(rate: float, with_latency: bool = False, duration: float | None = None
                   ) -> rfc2544.Trial:
-            main = streams(sc, topo, macs, tester_size(size))
+            main = streams(sc, topo, macs, tester_size(size, sc.ip6))
             for st in main:
                 st.rate_pps = rate / len(main)
             lat = streams(sc, topo, macs, size, latency=True) if with_latency else []
@@ -197,6 +207,7 @@ class Runner:
             snaps: dict = {}
 
             def before():
+                snaps["ca"] = (dut.counter_snapshot(), tester_counters(tester))
                 snaps["a"] = cpuacct.snapshot(pid)
                 if self.energy["rapl"]:
                     snaps["ea"] = cpuacct.read_energy_uj(self.energy["domains"])
@@ -205,6 +216,7 @@ class Runner:
                 snaps["b"] = cpuacct.snapshot(pid)
                 if self.energy["rapl"]:
                     snaps["eb"] = cpuacct.read_energy_uj(self.energy["domains"])
+                snaps["cb"] = (dut.counter_snapshot(), tester_counters(tester))
 
             res = tester.run(main + lat, duration or s.trial_s, before, after)
             st_main = [res["streams"][m.name] for m in main]
@@ -214,10 +226,20 @@ class Runner:
             elapsed = max((x.get("elapsed_s") or 0.0) for x in st_main) or res["wall_s"]
             c = cpuacct.delta(snaps["a"], snaps["b"], cores)
             c["dut_s"] = c.get(dut.cpu_metric, 0.0)
+            dc = counter_delta(snaps["ca"][0], snaps["cb"][0])
+            tc = counter_delta(snaps["ca"][1], snaps["cb"][1])
+            # Share of the trial the DUT's or the tester's process waited for its core (a
+            # polling daemon that waits cannot poll: loss without any drop counter).
+            wait_us = max(dc.get("sched dut wait us", 0), tc.get("sched tester wait us", 0))
+            wall = res["wall_s"] + (res.get("drain_s") or 0.0)
             extra: dict = {"cpu": c,
                            "rx_bytes": sum(x["rx_bytes"] for x in st_main),
                            "reordered": sum(x.get("reordered", 0) for x in st_main),
-                           "duplicate": sum(x.get("duplicate", 0) for x in st_main)}
+                           "duplicate": sum(x.get("duplicate", 0) for x in st_main),
+                           "drain_s": res.get("drain_s"), "drained": res.get("drained"),
+                           # Non-zero counter deltas of the trial: where frames were dropped.
+                           "dut_counters": dc, "tester_counters": tc,
+                           "cpu_wait_ratio": round(wait_us / 1e6 / wall, 4) if wall else 0.0}
             if "ea" in snaps and snaps["eb"] >= snaps["ea"]:
                 extra["energy_j"] = (snaps["eb"] - snaps["ea"]) / 1e6
             lm = latency.summarize(st_main)
@@ -262,7 +284,7 @@ class Runner:
         overload = all_trials[0] if all_trials else None
         return {
             "scenario": sc.name, "dut": dut.name, "frame_size": size, "status": "ok",
-            "tester_size": tester_size(size), "max_rate": search.max_rate,
+            "tester_size": tester_size(size, sc.ip6), "max_rate": search.max_rate,
             "directions": len(sc.directions), "cpu_metric": dut.cpu_metric,
             "ndr_pps": ndr_pps, "pdr_pps": statistics.median(pdr_rates),
             "ndr_pps_runs": ndr_rates, "pdr_pps_runs": pdr_rates,

@@ -9,6 +9,7 @@ report prints "not supported" with that reason, never a number.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from .tester import Stream
@@ -18,14 +19,17 @@ from .topology import Port, Topology
 FCS = 4
 #: Smallest frame the tester builds (headers + its 22-byte signature, FCS excluded).
 TESTER_MIN_SIZE = 64
+#: The same for IPv6 (14 + 40 + 8 + 22).
+TESTER_MIN_SIZE_IP6 = 84
 
 
-def tester_size(frame_size: int) -> int:
+def tester_size(frame_size: int, ip6: bool = False) -> int:
     """The tester's `size` (bytes handed to the driver) for an RFC 2544 frame size (with FCS):
     frame_size - 4, but at least 64: the 64-byte row is sent as 64 bytes + FCS (68 on the
     wire) because 14 + 20 + 8 header bytes leave only 18 of a 60-byte frame for the
-    22-byte signature. 1518 -> 1514 (a 1500-byte IP packet: the standard MTU)."""
-    return max(frame_size - FCS, TESTER_MIN_SIZE)
+    22-byte signature. 1518 -> 1514 (a 1500-byte IP packet: the standard MTU). IPv6 frames
+    are at least 84 bytes (88 on the wire): the 64-byte IPv6 row is sent as 84 + FCS."""
+    return max(frame_size - FCS, TESTER_MIN_SIZE_IP6 if ip6 else TESTER_MIN_SIZE)
 
 
 #: First filler prefix for the FIB-scale scenarios: consecutive /24s from 20.0.0.0 (as
@@ -47,6 +51,10 @@ class Scenario:
         return self.kind in ("ip4", "nat44", "ip6")
 
     @property
+    def ip6(self) -> bool:
+        return self.kind == "ip6"
+
+    @property
     def directions(self) -> list[str]:
         return ["a2b", "b2a"] if self.bidir else ["a2b"]
 
@@ -64,10 +72,15 @@ SCENARIOS = {s.name: s for s in [
     Scenario("vxlan-encap", "VXLAN encapsulation, one-way", "vxlan"),
 ]}
 
+#: First IPv6 filler prefix: consecutive /120s from 2001:2:0:f000:: (all via port B). /120,
+#: not /64: the tester's destination range spans at most 2^32 addresses, and 255k /120s
+#: (65M addresses) fit in it as the IPv4 /24 fillers do; every route has the same length, so
+#: each lookup still chooses among 255k distinct prefixes.
+FILLER6_BASE = 0x2001_0002_0000_f000 << 64
+FILLER6_LEN = 120
+
 #: Why a scenario cannot run at all, whatever the DUT (the tester's own limits).
 TESTER_LIMITS = {
-    "ip6": "the tester generates IPv4/UDP only (tester contract): no IPv6 traffic (needs an "
-           "IPv6 frame template with the mandatory UDP checksum and IPv6 parsing in tester-rx)",
     "vxlan": "Sluice has no VXLAN yet (and the tester would need to send inner frames)",
 }
 
@@ -92,8 +105,21 @@ def filler_range(n: int) -> str:
     return f"{_ip(FILLER_BASE)}-{_ip(FILLER_BASE + (n << 8) - 1)}"
 
 
-def far_host(port: Port, i: int = 1) -> str:
-    """Address i of the network behind a tester port (x.y.128.0/17)."""
+def filler6_prefixes(n: int) -> list[str]:
+    """n consecutive IPv6 /120 prefixes from 2001:2:0:f000:: (the FIB-scale filler routes)."""
+    return [f"{ipaddress.IPv6Address(FILLER6_BASE + (i << 8))}/{FILLER6_LEN}" for i in range(n)]
+
+
+def filler6_range(n: int) -> str:
+    """Every address of the first n IPv6 filler /120s, as the tester's `dst a-b` range."""
+    last = FILLER6_BASE + (n << 8) - 1
+    return f"{ipaddress.IPv6Address(FILLER6_BASE)}-{ipaddress.IPv6Address(last)}"
+
+
+def far_host(port: Port, i: int = 1, ip6: bool = False) -> str:
+    """Address i of the network behind a tester port (x.y.128.0/17; IPv6: its /64)."""
+    if ip6:
+        return f"{port.behind6}::{i:x}"
     base = port.behind.split("/")[0].rsplit(".", 2)[0]  # "198.18"
     return f"{base}.{128 + (i >> 8)}.{i & 255}"
 
@@ -110,10 +136,16 @@ def streams(sc: Scenario, topo: Topology, dut_macs: dict[str, str], size: int,
         # FIB scenarios: a2b destinations spread over the filler routes (all via port B);
         # the latency stream keeps one destination (its frames must not wait behind lookups
         # the main stream does not make).
-        far = (filler_range(sc.routes - 1) if sc.routes > 1 and d == "a2b" and not latency
-               else far_host(dst, 1))
+        v6 = sc.ip6
+        spread = sc.routes > 1 and d == "a2b" and not latency
+        if spread:
+            far = filler6_range(sc.routes - 1) if v6 else filler_range(sc.routes - 1)
+        else:
+            far = far_host(dst, 1, v6)
+        first = far_host(src, 1, v6)
         out.append(Stream(
             name=f"{d}-lat" if latency else d, port=src, dst_mac=mac,
-            src=f"{far_host(src, 1)}-{far_host(src, flows)}" if flows > 1 else far_host(src, 1),
-            dst=far, size=64 if latency else size, flows=flows, latency=latency))
+            src=f"{first}-{far_host(src, flows, v6)}" if flows > 1 else first,
+            dst=far, size=tester_size(64, v6) if latency else size, flows=flows,
+            latency=latency, ip6=v6))
     return out

@@ -54,7 +54,7 @@ def get(name: str) -> Suite:
             "default",
             [("ip4-oneway", FRAME_SIZES), ("ip4-bidir", [64]), ("nat44-oneway", [64]),
              ("l2-xconnect", [64]), ("l2-bridge", [64]), ("ip4-fib-255k", [64]),
-             ("ip6-oneway", [64]), ("vxlan-encap", [64])],
+             ("ip6-oneway", [64]), ("ip6-fib-255k", [64]), ("vxlan-encap", [64])],
             ALL_DUTS,
             search=SearchConfig(max_rate=1_000_000, resolution=0.03, max_trials=10),
             trial_s=1.0, warmup_s=1.0,

@@ -4,7 +4,9 @@
 One `Tester` owns one daemon with one host-interface per topology port; every port both
 transmits streams and receives (`set interface tester-rx`). A trial creates the streams at
 their rates with `count = rate * duration`, clears the statistics, starts, waits for the
-streams to finish, stops, waits for late packets and reads `show tester json`.
+streams to finish, stops, drains (waits until every frame sent was received or reception
+stopped, RFC 2544 §23: frames still in flight when the transmitter stops are not lost) and
+reads `show tester json`.
 """
 
 from __future__ import annotations
@@ -18,12 +20,20 @@ from typing import Callable
 
 from sluice_test.instance import CliError, SluiceInstance
 
+from .counters import kernel_counters, sched_counters, sluice_counters
+
 from .topology import Port, Topology
 
 log = logging.getLogger("sluice_bench")
 
-#: How long rx keeps counting after `tester stop` before the harness reads (contract: 100-200 ms).
-LATE_WAIT_S = 0.2
+#: Drain after `tester stop`: at least this long (frames in flight reach the tester) ...
+DRAIN_MIN_S = 0.02
+#: ... then until every stream received what it sent, or its receive count did not move for
+#: this long (the rest is lost) ...
+DRAIN_IDLE_S = 0.25
+#: ... but never longer than this (RFC 2544 §23's 2 s wait for residual frames).
+DRAIN_MAX_S = 2.0
+DRAIN_POLL_S = 0.025
 
 
 @dataclass
@@ -33,7 +43,7 @@ class Stream:
     name: str
     port: Port
     dst_mac: str
-    src: str            # "a.b.c.d" or "a.b.c.d-e.f.g.h"
+    src: str            # "a.b.c.d" or "a.b.c.d-e.f.g.h" (IPv6 likewise)
     dst: str
     size: int
     flows: int = 1
@@ -42,12 +52,14 @@ class Stream:
     sport: int = 1024
     dport: int = 1024
     ifname: str | None = None   # the tester's interface (default: host-<port.tester_if>)
+    ip6: bool = False           # IPv6/UDP frames (src and dst are IPv6)
 
     def add_command(self, count: int) -> str:
         ifname = self.ifname or f"host-{self.port.tester_if}"
         cmd = (f"tester stream add name {self.name} interface {ifname} "
                f"size {self.size} rate {max(1, int(round(self.rate_pps)))} count {count} "
-               f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} src {self.src} "
+               f"dst-mac {self.dst_mac} src-mac {self.port.tester_mac} "
+               f"{'ip6 ' if self.ip6 else ''}src {self.src} "
                f"dst {self.dst} sport {self.sport} dport {self.dport} flows {self.flows}")
         return cmd + (" latency" if self.latency else "")
 
@@ -71,7 +83,7 @@ class Tester:
             "bench-tester",
             extra_config=f"cpu {{ main-core {core} }}",
             binary=binary,
-            wrapper=["ip", "netns", "exec", topo.tester_ns],
+            wrapper=topo.wrapper(topo.tester_ns),
             buffers=f"buffers {{ buffers-per-numa {buffers} page-size 4k }}",
         )
         self._streams: set[str] = set()
@@ -123,6 +135,33 @@ class Tester:
         except json.JSONDecodeError as e:
             raise TesterError(f"`show tester json' did not print JSON ({e}): {text[:200]!r}") from e
 
+    def counter_snapshot(self) -> dict[str, int]:
+        """The tester daemon's own counters (its drivers' drops, tester-rx errors) and, on
+        veths, the kernel's in the tester namespace."""
+        out = sluice_counters(self.vpp)
+        out.update(sched_counters(self.vpp.proc.pid if self.vpp.proc else None, "tester"))
+        if self.attach != "memif":
+            out.update(kernel_counters(self.topo.tester_ns))
+        return out
+
+    def drain(self, streams: list[Stream]) -> dict:
+        """Waits for frames still in flight after `tester stop` (see DRAIN_*); returns
+        {"drain_s": waited, "drained": True if everything sent was received}."""
+        t0 = time.monotonic()
+        time.sleep(DRAIN_MIN_S)
+        last, since = None, time.monotonic()
+        while True:
+            st = self.show()["streams"]
+            now = time.monotonic()
+            rx = tuple(st.get(s.name, {}).get("rx_packets", 0) for s in streams)
+            done = all(x.get("rx_packets", 0) - x.get("duplicate", 0) >= x.get("tx_packets", 0)
+                       for x in (st.get(s.name, {}) for s in streams))
+            if rx != last:
+                last, since = rx, now
+            if done or now - since >= DRAIN_IDLE_S or now - t0 >= DRAIN_MAX_S:
+                return {"drain_s": round(now - t0, 3), "drained": done}
+            time.sleep(DRAIN_POLL_S)
+
     def clear_streams(self) -> None:
         for name in sorted(self._streams):
             self.vpp.cli_try(f"tester stream del name {name}")
@@ -132,7 +171,7 @@ class Tester:
             before: Callable[[], None] | None = None,
             after: Callable[[], None] | None = None) -> dict:
         """Runs the streams together for `duration_s`; returns
-        {"streams": {name: stats}, "wall_s": s} (stats as `show tester json`). `before` runs
+        {"streams": {name: stats}, "wall_s": s, "drain_s": s, "drained": bool} (stats as `show tester json`). `before` runs
         just before `tester start`, `after` once late packets had their time (CPU and energy
         snapshots bracket the traffic)."""
         self.clear_streams()
@@ -155,11 +194,12 @@ class Tester:
             time.sleep(0.05)
         self.cli("tester stop")
         wall = time.monotonic() - t0
-        time.sleep(LATE_WAIT_S)
+        drain = self.drain(streams)
         if after:
             after()
         out = self.show()
         missing = [s.name for s in streams if s.name not in out.get("streams", {})]
         if missing:
             raise TesterError(f"`show tester json' lacks streams {missing}")
-        return {"streams": {s.name: out["streams"][s.name] for s in streams}, "wall_s": wall}
+        return {"streams": {s.name: out["streams"][s.name] for s in streams}, "wall_s": wall,
+                **drain}

@@ -1,12 +1,14 @@
 """The benchmark topology: a tester namespace and a DUT namespace joined by two veth pairs.
 
     tester ns                         DUT ns
-    t0 (02:fe:7e:00:00:01) ---veth--- d0 (02:fe:d0:00:00:01)   port A, 198.18.1.0/24
-    t1 (02:fe:7e:00:00:02) ---veth--- d1 (02:fe:d0:00:00:02)   port B, 198.19.1.0/24
+    t0 (02:fe:7e:00:00:01) ---veth--- d0 (02:fe:d0:00:00:01)   port A, 198.18.1.0/24, 2001:2:0:1::/64
+    t1 (02:fe:7e:00:00:02) ---veth--- d1 (02:fe:d0:00:00:02)   port B, 198.19.1.0/24, 2001:2:0:2::/64
 
 Names carry the harness's pid so concurrent runs never collide; every address lives only in
 these namespaces (RFC 2544 appendix C's 198.18.0.0/15 benchmark range, plus the FIB-scale
-filler prefixes, which no frame is ever sent to outside them). `Topology` is a context
+filler prefixes, which no frame is ever sent to outside them; IPv6: RFC 5180's benchmark
+range 2001:2::/48). The kernel's IPv6 is disabled in both namespaces unless a Linux DUT
+enables it on its ports for an IPv6 scenario. `Topology` is a context
 manager: leaving it (also on an exception or a signal turned into one) deletes both
 namespaces, which removes the veths with them.
 
@@ -60,6 +62,8 @@ class Port:
     dut_mac: str
     net: str        # link subnet prefix, e.g. "198.18.1"
     behind: str     # network behind the tester port, e.g. "198.18.128.0/17"
+    net6: str = "2001:2:0:1"        # IPv6 link /64 prefix
+    behind6: str = "2001:2:0:10"    # IPv6 /64 behind the tester port
 
     @property
     def dut_ip(self) -> str:
@@ -69,12 +73,42 @@ class Port:
     def tester_ip(self) -> str:
         return f"{self.net}.2"
 
+    @property
+    def dut_ip6(self) -> str:
+        return f"{self.net6}::1"
+
+    @property
+    def tester_ip6(self) -> str:
+        return f"{self.net6}::2"
+
+    @property
+    def behind6_prefix(self) -> str:
+        return f"{self.behind6}::/64"
+
+
+#: Scheduling of the Sluice daemons (tester and Sluice DUTs), `--priority`:
+#: - "normal": as started (CFS, nice 0, in the harness's session);
+#: - "high": its own session (so its own autogroup: with kernel.sched_autogroup_enabled, nice
+#:   only weighs inside a session's group) at autogroup nice -20: against nice-0 neighbours
+#:   the pinned poller gets ~99 % of its core, and they still run;
+#: - "realtime": SCHED_FIFO 10, never preempted by normal tasks, but the kernel's RT
+#:   throttling (sched_rt_runtime_us, 950 ms per 1 s) stops a spinning poller for 50 ms
+#:   every second: worse than "high" for loss.
+#: On a shared machine a polling daemon that waits for its core cannot poll: its rings
+#: overflow at any rate (docs/benchmarking.md, "Loss at low rates").
+PRIORITIES = {
+    "normal": [],
+    "high": ["setsid", "sh", "-c", 'echo -20 > /proc/self/autogroup 2>/dev/null; exec nice -n -20 "$@"',
+             "sh"],
+    "realtime": ["chrt", "-f", "10"],
+}
+
 
 class Topology:
     """Creates `<p>t` (tester) and `<p>d` (DUT) namespaces with veth pairs t0-d0, t1-d1."""
 
     def __init__(self, tester_cores: list[int], dut_cores: list[int], tag: str | None = None,
-                 rps: bool = True):
+                 rps: bool = True, priority: str = "normal"):
         p = tag or f"sb{os.getpid()}"
         self.prefix = p
         self.tester_ns = f"{p}t"
@@ -82,11 +116,16 @@ class Topology:
         self.tester_cores = tester_cores
         self.dut_cores = dut_cores
         self.a = Port(f"{p}t0", f"{p}d0", "02:fe:7e:00:00:01", "02:fe:d0:00:00:01",
-                      "198.18.1", "198.18.128.0/17")
+                      "198.18.1", "198.18.128.0/17", "2001:2:0:1", "2001:2:0:10")
         self.b = Port(f"{p}t1", f"{p}d1", "02:fe:7e:00:00:02", "02:fe:d0:00:00:02",
-                      "198.19.1", "198.19.128.0/17")
+                      "198.19.1", "198.19.128.0/17", "2001:2:0:2", "2001:2:0:20")
         self.rps = rps
+        self.priority = priority
         self.up = False
+
+    def wrapper(self, ns: str) -> list[str]:
+        """The command prefix that starts a daemon in namespace `ns` at the suite's priority."""
+        return [*PRIORITIES[self.priority], "ip", "netns", "exec", ns]
 
     @property
     def ports(self) -> tuple[Port, Port]:

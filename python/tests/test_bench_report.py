@@ -70,3 +70,33 @@ def test_headline_ratios_are_sluice_over_linux(generated):
             / r[("ip4-oneway", "linux", 64)]["ndr_pps"])
     md = (out / "report.md").read_text()
     assert f"| ip4-oneway | 64 B | sluice-af_packet | {want:.2f} |" in md
+
+
+def test_low_rate_loss_is_explained_by_counters_and_cpu_wait():
+    """The warm-up table and the contention note read the per-trial diagnostics."""
+    def trial(tx, rx, wait, dut, tst, drained):
+        return {"tx": tx, "rx": rx, "offered_pps": 50_000.0, "extra": {
+            "cpu_wait_ratio": wait, "drained": drained, "dut_counters": dut,
+            "tester_counters": tst}}
+    xdp = {"af_xdp xdp0 q0 kernel fill ring empty": 350, "xdp0 rx-miss": 350,
+           "xdp0 rx packets": 49650, "sched dut wait us": 450_000}
+    data = {"results": [
+        {"scenario": "ip4-oneway", "dut": "sluice-af_xdp", "frame_size": 64, "status": "ok",
+         "warmup": trial(50_000, 49_650, 0.45, xdp, {"error tester-rx: tester frames "
+                                                     "received": 49650}, False),
+         "trials": [trial(1, 1, 0.01, {}, {}, True)], "latency": []},
+        {"scenario": "ip4-oneway", "dut": "linux", "frame_size": 64, "status": "ok",
+         "warmup": trial(50_000, 50_000, 0.0, {"kernel d0 rx packets": 50000}, {}, True),
+         "trials": [], "latency": []},
+    ]}
+    rows = report.lowrate_table(data)
+    assert len(rows) == 4
+    assert rows[2] == ("| ip4-oneway | sluice-af_xdp | 64 | 50.0 | 0.700 | 45.0 | no | "
+                       "af_xdp xdp0 q0 kernel fill ring empty +350; xdp0 rx-miss +350 | – |")
+    assert rows[3].startswith("| ip4-oneway | linux | 64 | 50.0 | 0.000 | 0.0 | yes | – |")
+    note = report.contention_note(data)
+    assert note.startswith("**CPU contention**: in 1 of 3 trials")
+    # Recorded JSON without the diagnostics (older runs) prints neither.
+    old = {"results": [{"status": "ok", "warmup": {"tx": 1, "rx": 1, "extra": {}},
+                        "trials": [], "latency": []}]}
+    assert report.lowrate_table(old) == [] and report.contention_note(old) == ""

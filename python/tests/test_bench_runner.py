@@ -20,7 +20,7 @@ def fake_run(tmp_path, monkeypatch):
     }
     monkeypatch.setattr(runner_mod, "make_dut", lambda name, _bin: duts[name])
     suite = Suite("test", [("ip4-oneway", [64, 1518]), ("nat44-oneway", [64]),
-                           ("ip6-oneway", [64])],
+                           ("ip6-oneway", [64]), ("vxlan-encap", [64])],
                   ["sluice-af_packet", "linux"],
                   search=SearchConfig(max_rate=2_000_000, resolution=0.02),
                   trial_s=1.0, warmup_s=0.5, latency_fractions=[0.1, 0.5, 0.9])
@@ -35,7 +35,7 @@ def test_runner_records_ndr_pdr_latency_and_not_supported(fake_run):
     r, tmp = fake_run
     data = r.run()
     res = {(x["scenario"], x["dut"], x["frame_size"]): x for x in data["results"]}
-    assert len(res) == 8
+    assert len(res) == 10
     sl = res[("ip4-oneway", "sluice-af_packet", 64)]
     assert sl["status"] == "ok"
     assert 900_000 * 0.97 <= sl["ndr_pps"] <= 900_000
@@ -50,11 +50,14 @@ def test_runner_records_ndr_pdr_latency_and_not_supported(fake_run):
         "status": "not supported", "reason": "Sluice has no NAT44 yet"}
     assert res[("nat44-oneway", "linux", 64)]["status"] == "ok"
     ip6 = res[("ip6-oneway", "linux", 64)]
-    assert ip6["status"] == "not supported" and "IPv4/UDP only" in ip6["reason"]
+    # IPv6 frames carry 40-byte headers: the 64-byte row is sent as 84 bytes + FCS.
+    assert ip6["status"] == "ok" and ip6["tester_size"] == 84
+    vx = res[("vxlan-encap", "linux", 64)]
+    assert vx["status"] == "not supported" and "VXLAN" in vx["reason"]
     on_disk = json.loads((tmp / "out" / "results.json").read_text())
     assert on_disk["results"] == json.loads(json.dumps(data["results"]))
     progress = (tmp / "progress.txt").read_text()
-    assert "8/8" in progress and "trial" in progress
+    assert "10/10" in progress and "trial" in progress
 
 
 def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
@@ -65,6 +68,6 @@ def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
     runner_mod.make_dut = lambda name, b: broken if name == "linux" else orig(name, b)
     data = r.run()
     errs = [x for x in data["results"] if x["status"] == "error"]
-    assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway"}
+    assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway", "ip6-oneway"}
     assert all("forwarded nothing during the warm-up" in x["reason"] for x in errs)
     assert any(x["status"] == "ok" and x["dut"] == "sluice-af_packet" for x in data["results"])

@@ -7,6 +7,7 @@ import struct
 
 from scapy.compat import raw
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
@@ -114,3 +115,59 @@ class TestTester(SluiceTestCase):
         self.vpp.cli("tester clear")
         st = self.show()["r"]
         assert st["rx_packets"] == 0 and st["histogram"]["counts"] == []
+
+    def test_ip6_frames_on_the_wire(self):
+        """IPv6 streams: scapy checks the mandatory UDP checksum (pseudo-header included) of
+        every frame, addresses over the source range then ports, the signature."""
+        self.pg1.enable_capture()
+        self.add("w6", "interface pg1 size 120 rate 20000 count 12 dst-mac 02:00:00:00:00:aa "
+                       "src-mac 02:00:00:00:00:bb ip6 src 2001:db8::1-2001:db8::3 "
+                       "dst 2001:db8:9::1 sport 5000 dport 7 flows 6")
+        self.vpp.cli("tester start")
+        st = self.wait_stopped()["w6"]
+        assert st["tx_packets"] == 12 and st["tx_fail"] == 0 and st["ip_version"] == 6
+        pkts = self.pg1.get_capture(12)
+        flows = []
+        for i, p in enumerate(pkts):
+            assert len(raw(p)) == 120
+            ip6 = p[IPv6]
+            assert ip6.plen == 66 and ip6.nh == 17 and ip6.hlim == 64
+            assert ip6.dst == "2001:db8:9::1"
+            udp = p[UDP]
+            assert udp.len == 66 and udp.dport == 7 and udp.chksum != 0
+            rebuilt = UDP(raw(udp))
+            del rebuilt.chksum
+            rebuilt = IPv6(src=ip6.src, dst=ip6.dst) / rebuilt
+            assert IPv6(raw(rebuilt))[UDP].chksum == udp.chksum, f"UDP checksum of frame {i}"
+            payload = raw(udp.payload)
+            assert payload[:4] == MAGIC
+            assert int.from_bytes(payload[8:14], "big") == i, "sequence"
+            assert struct.unpack(">Q", payload[14:22])[0] > 0, "tx timestamp"
+            flows.append((ip6.src, udp.sport))
+        assert flows[:4] == [("2001:db8::1", 5000), ("2001:db8::2", 5000),
+                             ("2001:db8::3", 5000), ("2001:db8::1", 5001)]
+        assert len(set(flows)) == 6
+
+    def test_ip6_rx_accounting(self):
+        """tester-rx parses IPv6 (extension headers walked; later fragments and non-UDP are
+        `not a tester frame')."""
+        self.vpp.cli("set interface tester-rx pg0")
+        self.add("r6", "interface pg1 size 84 rate 1000 count 0 dst-mac 02:00:00:00:00:aa "
+                       "src 2001:db8::1 dst 2001:db8:9::1")
+        self.vpp.cli("tester start")
+        self.wait_stopped()
+        self.snapshot_counters()
+        eth = Ether(dst="02:00:00:00:00:aa", src="02:00:00:00:00:cc")
+        ip = IPv6(src="2001:db8::1", dst="2001:db8:9::1")
+        frames = [raw(eth / ip / UDP(sport=1, dport=2) / Raw(signature(0, 1, s, 1000)))
+                  for s in (0, 1, 2)]
+        frames.append(raw(eth / ip / IPv6ExtHdrDestOpt() / UDP() / Raw(signature(0, 1, 3, 0))))
+        frames.append(raw(eth / ip / IPv6ExtHdrFragment(offset=0, m=1, id=7) / UDP()
+                          / Raw(signature(0, 1, 4, 0))))
+        frames.append(raw(eth / ip / IPv6ExtHdrFragment(offset=8, id=7) / Raw(bytes(40))))
+        frames.append(raw(eth / ip / Raw(b"x" * 30)))  # next header 59
+        self.pg0.add_stream(frames)
+        self.pg_start()
+        self.assert_counters({RECEIVED: 5, NOT_TESTER: 2})
+        st = self.show()["r6"]
+        assert st["rx_packets"] == 5 and st["duplicate"] == 0 and st["reordered"] == 0

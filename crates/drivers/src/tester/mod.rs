@@ -1,5 +1,5 @@
 //! The traffic tester (like TRex or MoonGen on DPDK, built on Sluice itself): streams of
-//! Ethernet/IPv4/UDP frames sent at a paced rate out of any interface, each frame carrying a
+//! Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frames sent at a paced rate out of any interface, each frame carrying a
 //! signature (stream, sequence number, tx timestamp); frames received on interfaces put in
 //! tester-rx mode are matched to their stream for loss, reordering, duplicates, latency
 //! (log-linear histogram, merged over threads) and jitter. The contract with the RFC 2544
@@ -8,8 +8,9 @@
 //!
 //! CLI:
 //! - `tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> |
-//!   count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4>[-<ip4>] [sport <n>]
-//!   [dport <n>] [flows <n>] [latency] [worker <n>]`
+//!   count <n>] dst-mac <mac> [src-mac <mac>] [ip6] src <ip>[-<ip>] dst <ip>[-<ip>]
+//!   [sport <n>] [dport <n>] [flows <n>] [latency] [worker <n>]` (IPv4 or IPv6 addresses; an
+//!   IPv6 range spans at most 2^32 addresses; IPv6 frames are at least 84 bytes)
 //! - `tester stream del name <s>`
 //! - `tester start [name <s>]`, `tester stop [name <s>]`, `tester clear`
 //! - `set interface tester-rx <if> [disable]`
@@ -18,12 +19,14 @@
 //! Nodes: `tester-tx`, `tester-rx` (see [`node`]). Streams are sent by one thread each (the
 //! main thread, or worker `n` with `worker <n>`); every thread receives.
 
+pub mod frame6;
 pub mod hist;
 pub mod node;
 pub mod seq;
 pub mod sig;
 
 use crate::pg::stream::{Range, Synth};
+use frame6::Ip6Frame;
 use node::{DstWalk, RxStats, TesterRx, TesterTx, TxShared, TxStream, TxTemplate, RX, TX};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{GraphBuilder, NodeIndex, Vlib};
@@ -31,7 +34,7 @@ use sluice_infra::clock::rdtsc;
 use sluice_vnet::interface::Interfaces;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -67,7 +70,7 @@ pub fn register(b: &mut GraphBuilder) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "tester stream add",
-        "tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> | count <n>] dst-mac <mac> [src-mac <mac>] src <ip4>[-<ip4>] dst <ip4>[-<ip4>] [sport <n>] [dport <n>] [flows <n>] [latency] [worker <n>]",
+        "tester stream add name <s> interface <if> size <bytes> rate <pps> [duration <secs> | count <n>] dst-mac <mac> [src-mac <mac>] [ip6] src <ip>[-<ip>] dst <ip>[-<ip>] [sport <n>] [dport <n>] [flows <n>] [latency] [worker <n>]",
         cli_stream_add,
     );
     t.add(
@@ -108,33 +111,83 @@ fn node_index(vm: &Vlib, name: &str) -> Result<NodeIndex, CliError> {
         .ok_or_else(|| CliError::new(format!("node `{name}' missing")))
 }
 
-fn parse_ip(w: &str) -> Result<u32, CliError> {
-    w.parse::<Ipv4Addr>()
-        .map(u32::from)
-        .map_err(|_| CliError::new(format!("expected IPv4 address, got `{w}'")))
+/// An address range of a stream: IPv4 (absolute), or IPv6 as a base and a range of
+/// offsets (0..n-1, n ≤ 2^32) so flows and the destination walk work the same for both.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum AddrRange {
+    V4(Range),
+    V6(u128, Range),
 }
 
-/// `<ip4>`, `<ip4>-<ip4>` or `<ip4> - <ip4>` (`what`: "source", "destination").
-fn parse_ip_range(a: &mut Args, what: &str) -> Result<Range, CliError> {
-    let w = a.word(&format!("{what} IPv4 address"))?;
-    let (lo, hi) = match w.split_once('-') {
-        Some((l, h)) => (parse_ip(l)?, Some(h.to_string())),
-        None if a.keyword("-") => (parse_ip(&w)?, Some(a.word("IPv4 address")?)),
-        None => (parse_ip(&w)?, None),
+impl AddrRange {
+    fn range(&self) -> Range {
+        match *self {
+            AddrRange::V4(r) | AddrRange::V6(_, r) => r,
+        }
+    }
+    fn is_v6(&self) -> bool {
+        matches!(self, AddrRange::V6(..))
+    }
+}
+
+fn parse_ip(w: &str) -> Result<u128, CliError> {
+    if w.contains(':') {
+        w.parse::<Ipv6Addr>()
+            .map(u128::from)
+            .map_err(|_| CliError::new(format!("expected IPv6 address, got `{w}'")))
+    } else {
+        w.parse::<Ipv4Addr>()
+            .map(|a| u32::from(a) as u128)
+            .map_err(|_| CliError::new(format!("expected IPv4 address, got `{w}'")))
+    }
+}
+
+/// `<ip>`, `<ip>-<ip>` or `<ip> - <ip>`, IPv4 or IPv6 (`what`: "source", "destination").
+fn parse_ip_range(a: &mut Args, what: &str) -> Result<AddrRange, CliError> {
+    let w = a.word(&format!("{what} IP address"))?;
+    let (lo_w, hi_w) = match w.split_once('-') {
+        Some((l, h)) => (l.to_string(), Some(h.to_string())),
+        None if a.keyword("-") => (w.clone(), Some(a.word("IP address")?)),
+        None => (w.clone(), None),
     };
-    let hi = match hi {
+    let v6 = lo_w.contains(':');
+    let lo = parse_ip(&lo_w)?;
+    let hi = match &hi_w {
         Some(h) => {
-            let v = parse_ip(&h)?;
+            if h.contains(':') != v6 {
+                return Err(CliError::new(format!(
+                    "address range mixes IPv4 and IPv6 at `{h}'"
+                )));
+            }
+            let v = parse_ip(h)?;
             if v < lo {
                 return Err(CliError::new(format!(
                     "address range ends before it starts at `{h}'"
+                )));
+            }
+            if v - lo > u32::MAX as u128 {
+                return Err(CliError::new(format!(
+                    "address range spans more than 2^32 addresses at `{h}'"
                 )));
             }
             v
         }
         None => lo,
     };
-    Ok(Range { start: lo, end: hi })
+    Ok(if v6 {
+        AddrRange::V6(
+            lo,
+            Range {
+                start: 0,
+                end: (hi - lo) as u32,
+            },
+        )
+    } else {
+        AddrRange::V4(Range {
+            start: lo as u32,
+            end: hi as u32,
+        })
+    })
 }
 
 fn parse_port(a: &mut Args, what: &str) -> Result<u16, CliError> {
@@ -151,7 +204,8 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let (mut name, mut intf, mut size, mut rate) = (None, None, None, None);
     let (mut duration, mut count, mut dst_mac, mut src_mac) = (None, None, None, None);
     let (mut src, mut dst, mut sport, mut dport) = (None, None, 1024u16, 1024u16);
-    let (mut flows, mut latency, mut worker) = (None, false, None);
+    let (mut flows, mut latency, mut worker, mut ip6) = (None, false, None, false);
+    let mut dst_word = String::new();
     while !a.is_empty() {
         if a.keyword("name") {
             name = Some(a.word("stream name")?);
@@ -165,7 +219,7 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                     "frame size `{w}' out of range {MIN_SIZE}..{MAX_SIZE}"
                 )));
             }
-            size = Some(s);
+            size = Some((s, w));
         } else if a.keyword("rate") {
             let w = a.peek().unwrap_or_default().to_string();
             let r = a.f64("rate (packets per second)")?;
@@ -189,6 +243,7 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else if a.keyword("src") {
             src = Some(parse_ip_range(a, "source")?);
         } else if a.keyword("dst") {
+            dst_word = a.peek().unwrap_or_default().to_string();
             dst = Some(parse_ip_range(a, "destination")?);
         } else if a.keyword("sport") {
             sport = parse_port(a, "UDP source port")?;
@@ -203,6 +258,8 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             flows = Some(f as u64);
         } else if a.keyword("latency") {
             latency = true;
+        } else if a.keyword("ip6") {
+            ip6 = true;
         } else if a.keyword("worker") {
             worker = Some(a.u32("worker")? as usize);
         } else {
@@ -214,11 +271,31 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let name: String = need(name, "name <s>")?;
     let if_name: String = need(intf, "interface <if>")?;
-    let size = need(size, "size <bytes>")?;
+    let (size, size_word) = need(size, "size <bytes>")?;
     let rate = need(rate, "rate <pps>")?;
     let dst_mac = need(dst_mac, "dst-mac <mac>")?;
-    let src = need(src, "src <ip4>[-<ip4>]")?;
-    let dst = need(dst, "dst <ip4>[-<ip4>]")?;
+    let src: AddrRange = need(src, "src <ip>[-<ip>]")?;
+    let dst: AddrRange = need(dst, "dst <ip>[-<ip>]")?;
+    if src.is_v6() != dst.is_v6() {
+        return Err(CliError::new(format!(
+            "`dst {dst_word}': source and destination must both be IPv4 or both IPv6"
+        )));
+    }
+    if ip6 && !src.is_v6() {
+        return Err(CliError::new("`ip6' needs IPv6 `src' and `dst' addresses"));
+    }
+    let ip6 = src.is_v6();
+    if ip6 && size < frame6::MIN_SIZE {
+        return Err(CliError::new(format!(
+            "frame size `{size_word}' out of range {}..{MAX_SIZE} for IPv6",
+            frame6::MIN_SIZE
+        )));
+    }
+    let (src6, dst6) = match (src, dst) {
+        (AddrRange::V6(s, _), AddrRange::V6(d, _)) => (s, d),
+        _ => (0, 0),
+    };
+    let (src, dst) = (src.range(), dst.range());
     if duration.is_some() && count.is_some() {
         return Err(CliError::new("give `duration' or `count', not both"));
     }
@@ -277,9 +354,14 @@ fn cli_stream_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         payload: 0,
         template: Vec::new(),
     };
-    synth.build_template();
+    let src_mac = src_mac.unwrap_or(if_mac);
+    let ip6 = ip6.then(|| Arc::new(Ip6Frame::new(size, dst_mac, src_mac, src6, dst6)));
+    if ip6.is_none() {
+        synth.build_template();
+    }
     let tpl = TxTemplate {
         synth: Arc::new(synth),
+        ip6,
         size,
         flows,
         src,
@@ -485,6 +567,7 @@ struct Report {
     rate: f64,
     flows: u64,
     latency_stream: bool,
+    ip_version: u8,
     tx_packets: u64,
     tx_bytes: u64,
     tx_fail: u64,
@@ -554,6 +637,7 @@ fn reports(vm: &mut Vlib) -> Result<Vec<Report>, CliError> {
                 rate: s.tpl.rate,
                 flows: s.tpl.flows,
                 latency_stream: s.tpl.latency,
+                ip_version: if s.tpl.ip6.is_some() { 6 } else { 4 },
                 tx_packets,
                 tx_bytes: bytes.saturating_sub(fail * s.tpl.size as u64),
                 tx_fail: fail,
@@ -595,9 +679,10 @@ fn format_text(reps: &[Report]) -> String {
         let l = r.rx.latency.summary();
         let _ = writeln!(
             out,
-            "{}: interface {}, size {}, rate {} pps, flows {}{}, {}, elapsed {:.3} s, offered {:.1} pps",
+            "{}: interface {}, IPv{}, size {}, rate {} pps, flows {}{}, {}, elapsed {:.3} s, offered {:.1} pps",
             r.name,
             r.interface,
+            r.ip_version,
             r.size,
             r.rate,
             r.flows,
@@ -672,13 +757,14 @@ fn format_json(reps: &[Report]) -> String {
         }
         let _ = write!(
             o,
-            "{}: {{\"interface\": {}, \"size\": {}, \"rate_pps\": {}, \"flows\": {}, \"latency_stream\": {}, \
+            "{}: {{\"interface\": {}, \"ip_version\": {}, \"size\": {}, \"rate_pps\": {}, \"flows\": {}, \"latency_stream\": {}, \
              \"tx_packets\": {}, \"tx_bytes\": {}, \"tx_fail\": {}, \"rx_packets\": {}, \"rx_bytes\": {}, \
              \"lost\": {}, \"reordered\": {}, \"duplicate\": {}, \
              \"latency_ns\": {{\"min\": {}, \"avg\": {}, \"max\": {}, \"p50\": {}, \"p90\": {}, \"p99\": {}, \"p999\": {}}}, \
              \"jitter_ns\": {}, \"histogram\": {{\"bucket_scheme\": {}, \"counts\": [",
             json_str(&r.name),
             json_str(&r.interface),
+            r.ip_version,
             r.size,
             json_f64(Some(r.rate)),
             r.flows,

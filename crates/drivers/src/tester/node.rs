@@ -3,11 +3,12 @@
 //! `tester-tx` (input, one instance per thread; a stream runs on one thread):
 //! - for each running stream on this thread (latency streams first, so their frames lead
 //!   the vector handed to the driver), asks the stream's [`Pacer`] how many packets are
-//!   due (at most one vector of 256), allocates them, writes Ethernet/IPv4/UDP headers from
-//!   the stream's template (source address and port varied over `flows` values round-robin),
-//!   the signature with its sequence number, then — after the whole vector is built, as late
-//!   as this node can — the tx timestamp (one TSC read per vector), and sends the vector
-//!   straight to `interface-output`.
+//!   due (at most one vector of 256), allocates them, writes Ethernet/IPv4/UDP or
+//!   Ethernet/IPv6/UDP headers from the stream's template (source address and port varied
+//!   over `flows` values round-robin), the signature with its sequence number (IPv6: then the
+//!   UDP checksum), then — after the whole vector is built, as late as this node can — the tx
+//!   timestamp (one TSC read per vector; IPv6: folded into the UDP checksum), and sends the
+//!   vector straight to `interface-output`.
 //! - sets: `tx_if` = the stream's interface, `rx_if` = 0 (`local0`: locally generated);
 //!   starts traces (`trace add tester-tx N`).
 //! - next: `interface-output` (0).
@@ -29,6 +30,7 @@
 //!   `unknown_stream` (error: no such stream), `stale` (info: frame of an earlier run of the
 //!   stream, arriving after `tester start` restarted it).
 
+use super::frame6::{self, Ip6Frame};
 use super::hist::Histogram;
 use super::seq::{Seen, SeqTracker};
 use super::sig::{self, Sig};
@@ -61,7 +63,7 @@ const C_STALE: usize = 3;
 /// After a `duration` stream's deadline, packets due before it may still leave for this long.
 const CATCH_UP_GRACE_S: f64 = 0.01;
 
-/// Offset of the signature in a generated frame (Ethernet 14 + IPv4 20 + UDP 8).
+/// Offset of the signature in a generated IPv4 frame (Ethernet 14 + IPv4 20 + UDP 8).
 pub const SIG_OFFSET: usize = 42;
 
 /// TSC → nanoseconds of the tester clock (the TSC since the graph's clock started).
@@ -107,8 +109,11 @@ pub struct TxShared {
 /// What a stream sends (immutable while it exists).
 #[derive(Clone, Debug)]
 pub struct TxTemplate {
-    /// Headers and payload pattern of the largest frame; `size` bytes.
+    /// Headers and payload pattern of the largest frame; `size` bytes (IPv4 streams).
     pub synth: Arc<Synth>,
+    /// IPv6 streams: their frame template (then `synth` is unused and `src`/`dst` are
+    /// offsets from its base addresses).
+    pub ip6: Option<Arc<Ip6Frame>>,
     /// Frame size (no FCS).
     pub size: usize,
     /// Flows: source address over `src`, then source port upwards, round-robin.
@@ -134,6 +139,24 @@ pub struct TxTemplate {
 }
 
 impl TxTemplate {
+    /// Offset of the signature in this stream's frames.
+    #[inline(always)]
+    pub fn sig_offset(&self) -> usize {
+        if self.ip6.is_some() {
+            frame6::SIG_OFFSET
+        } else {
+            SIG_OFFSET
+        }
+    }
+
+    /// The frame bytes after the first `head` (continued in a buffer chain).
+    fn tail(&self, head: usize) -> &[u8] {
+        match &self.ip6 {
+            Some(f) => &f.template[head..self.size],
+            None => &self.synth.template[head..self.size],
+        }
+    }
+
     /// Header fields of packet `seq`.
     #[inline(always)]
     pub fn fields(&self, seq: u64) -> Fields {
@@ -442,16 +465,23 @@ impl TesterTx {
             let mut v = unsafe { pool.buffer(b) };
             v.set_len(0);
             let out = v.raw_data_mut();
-            s.tpl.synth.fill_with(size, head, s.tpl.fields(seq), out);
-            sig::write(
-                &mut out[SIG_OFFSET..],
-                &Sig {
-                    stream: s.id,
-                    flags: s.flags,
-                    seq,
-                    tx_ns: 0,
-                },
-            );
+            let sig = Sig {
+                stream: s.id,
+                flags: s.flags,
+                seq,
+                tx_ns: 0,
+            };
+            match &s.tpl.ip6 {
+                None => {
+                    s.tpl.synth.fill_with(size, head, s.tpl.fields(seq), out);
+                    sig::write(&mut out[SIG_OFFSET..], &sig);
+                }
+                Some(f6) => {
+                    f6.fill_with(head, s.tpl.fields(seq), out);
+                    sig::write(&mut out[frame6::SIG_OFFSET..], &sig);
+                    f6.checksum(out);
+                }
+            }
             v.set_len(head);
             v.hdr.tx_if = s.tx_if;
             if traced > 0 {
@@ -468,7 +498,7 @@ impl TesterTx {
             }
             if size > head {
                 // Jumbo frame: the rest of the payload pattern in a buffer chain.
-                match cx.bufs().alloc_with(&s.tpl.synth.template[head..size]) {
+                match cx.bufs().alloc_with(s.tpl.tail(head)) {
                     Some(tail) => cx.bufs().chain_append(b, tail),
                     None => {
                         // No buffer for the tail: drop this packet, keep the vector dense.
@@ -484,9 +514,14 @@ impl TesterTx {
         // The timestamp, as late as this node can take it: after the vector is built, just
         // before it is handed to interface-output and the driver.
         let ts = clock.ns(rdtsc()).to_be_bytes();
+        let ip6 = s.tpl.ip6.is_some();
         for &b in &idx[..got] {
             // SAFETY: allocated above and still owned by this node; one view at a time.
             let mut v = unsafe { pool.buffer(b) };
+            if ip6 {
+                Ip6Frame::stamp(v.data_mut(), &ts);
+                continue;
+            }
             let at = SIG_OFFSET + sig::TS_OFFSET;
             if let Some(t) = v.data_mut().get_mut(at..at + 8) {
                 t.copy_from_slice(&ts);
@@ -791,6 +826,7 @@ mod tests {
                 payload: 0,
                 template: Vec::new(),
             }),
+            ip6: None,
             size: 64,
             flows: 6,
             src: Range {

@@ -9,10 +9,12 @@
 //! | 14 | 8 | tx timestamp: nanoseconds of the tester's clock (TSC since the daemon started) |
 //!
 //! All fields big-endian. 22 bytes so a 64-byte frame (14 Ethernet + 20 IPv4 + 8 UDP + 22)
-//! carries it. Parsing ([`parse_frame`]) goes through the `wire` views and never panics.
+//! carries it (IPv6: 14 + 40 + 8 + 22 = 84 bytes at least). Parsing ([`parse_frame`]) goes
+//! through the `wire` views and never panics.
 
 use sluice_wire::ethernet::{parse_tags, EtherType};
 use sluice_wire::ipv4::{IpProtocol, Ipv4Packet};
+use sluice_wire::ipv6::{next_header, Ipv6Packet};
 use sluice_wire::udp::UdpPacket;
 
 /// "SLCE".
@@ -50,9 +52,9 @@ impl Sig {
 /// Why a frame is not a tester frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NotTester {
-    /// Not Ethernet/[VLAN]/IPv4/UDP, or truncated headers.
+    /// Not Ethernet/[VLAN]/IPv4|IPv6/UDP, or truncated headers.
     Headers,
-    /// A non-first IPv4 fragment.
+    /// A non-first IPv4 or IPv6 fragment.
     Fragment,
     /// UDP payload shorter than the signature.
     Short,
@@ -94,26 +96,41 @@ pub fn parse(sig: &[u8]) -> Result<Sig, NotTester> {
 }
 
 /// Finds and parses the signature of an Ethernet frame: up to two VLAN tags, IPv4 (any
-/// header length, first fragment only), UDP, signature at the start of the UDP payload.
-/// The DUT may have rewritten MACs, TTL, addresses and ports: only the payload matters.
+/// header length, first fragment only) or IPv6 (extension headers walked, first fragment
+/// only), UDP, signature at the start of the UDP payload. The DUT may have rewritten MACs,
+/// TTL/hop limit, addresses and ports: only the payload matters (the UDP checksum is not
+/// verified).
 #[inline]
 pub fn parse_frame(frame: &[u8]) -> Result<Sig, NotTester> {
     let tags = parse_tags(frame).map_err(|_| NotTester::Headers)?;
-    if tags.ethertype != EtherType::IPV4 {
-        return Err(NotTester::Headers);
+    let l3 = frame.get(tags.l3_offset..).ok_or(NotTester::Headers)?;
+    if tags.ethertype == EtherType::IPV4 {
+        let ip = Ipv4Packet::new_checked(l3).map_err(|_| NotTester::Headers)?;
+        if ip.protocol() != IpProtocol::UDP {
+            return Err(NotTester::Headers);
+        }
+        if ip.frag_offset() != 0 {
+            return Err(NotTester::Fragment);
+        }
+        let udp = UdpPacket::new_checked(ip.payload()).map_err(|_| NotTester::Headers)?;
+        parse(udp.payload())
+    } else if tags.ethertype == EtherType::IPV6 {
+        let ip = Ipv6Packet::new_checked(l3).map_err(|_| NotTester::Headers)?;
+        let (nh, off) = ip.walk_extensions().map_err(|_| NotTester::Headers)?;
+        if nh == next_header::FRAGMENT {
+            return Err(NotTester::Fragment);
+        }
+        if nh != next_header::UDP {
+            return Err(NotTester::Headers);
+        }
+        // The payload per its length field (clamped to the frame), from the UDP header on.
+        let end = 40 + ip.payload().len();
+        let b = l3.get(off..end).ok_or(NotTester::Headers)?;
+        let udp = UdpPacket::new_checked(b).map_err(|_| NotTester::Headers)?;
+        parse(udp.payload())
+    } else {
+        Err(NotTester::Headers)
     }
-    let ip = frame
-        .get(tags.l3_offset..)
-        .ok_or(NotTester::Headers)
-        .and_then(|b| Ipv4Packet::new_checked(b).map_err(|_| NotTester::Headers))?;
-    if ip.protocol() != IpProtocol::UDP {
-        return Err(NotTester::Headers);
-    }
-    if ip.frag_offset() != 0 {
-        return Err(NotTester::Fragment);
-    }
-    let udp = UdpPacket::new_checked(ip.payload()).map_err(|_| NotTester::Headers)?;
-    parse(udp.payload())
 }
 
 #[cfg(test)]
@@ -187,7 +204,7 @@ mod tests {
         assert_eq!(parse_frame(&bad), Err(NotTester::Fragment));
         let mut bad = f.clone();
         bad[12] = 0x86;
-        bad[13] = 0xdd; // IPv6 EtherType
+        bad[13] = 0xdd; // IPv6 EtherType on an IPv4 packet: version 4
         assert_eq!(parse_frame(&bad), Err(NotTester::Headers));
         let mut bad = f.clone();
         bad[14] = 0x44; // IHL 4

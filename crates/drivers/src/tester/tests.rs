@@ -111,7 +111,7 @@ fn a_stream_looped_back_is_fully_accounted() {
     assert!(report(&mut vm, "lat").latency_stream);
     assert_eq!(counter(&vm, node::RX, "received"), 20020);
     let text = ok(&mut vm, &t, "show tester");
-    assert!(text.contains("s: interface loop0, size 64"), "{text}");
+    assert!(text.contains("s: interface loop0, IPv4, size 64"), "{text}");
     assert!(text.contains("rx packets 20000"), "{text}");
     let json = ok(&mut vm, &t, "show tester json");
     assert_eq!(json.lines().count(), 1);
@@ -466,6 +466,7 @@ fn json_output_shape() {
         rate: 1000.0,
         flows: 1,
         latency_stream: false,
+        ip_version: 4,
         tx_packets: 4,
         tx_bytes: 256,
         tx_fail: 1,
@@ -477,7 +478,7 @@ fn json_output_shape() {
     };
     let j = format_json(&[r]);
     let want = concat!(
-        "{\"streams\": {\"a\\\"b\": {\"interface\": \"host-x\", \"size\": 64, \"rate_pps\": 1000.000, ",
+        "{\"streams\": {\"a\\\"b\": {\"interface\": \"host-x\", \"ip_version\": 4, \"size\": 64, \"rate_pps\": 1000.000, ",
         "\"flows\": 1, \"latency_stream\": false, \"tx_packets\": 4, \"tx_bytes\": 256, \"tx_fail\": 1, ",
         "\"rx_packets\": 3, \"rx_bytes\": 192, \"lost\": 1, \"reordered\": 0, \"duplicate\": 0, ",
         "\"latency_ns\": {\"min\": 100, \"avg\": 233.333, \"max\": 300, \"p50\": 300, \"p90\": 300, ",
@@ -500,6 +501,7 @@ fn json_output_shape() {
             rate: 1.0,
             flows: 1,
             latency_stream: true,
+            ip_version: 6,
             tx_packets: 0,
             tx_bytes: 0,
             tx_fail: 0,
@@ -551,4 +553,145 @@ fn latency_streams_lead_each_vector() {
     // `s' was added and started first, yet the latency stream's frames lead the vector.
     assert_eq!(ids[0], (1, 0), "{ids:?}");
     assert_eq!(report(&mut vm, "l").rx.packets, 1000);
+}
+
+#[test]
+fn ip6_streams_on_the_wire_with_udp_checksums_and_looped_back() {
+    let (mut vm, t) = setup();
+    let dir = std::env::temp_dir().join(format!("sluice-tester-ip6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tx.pcap");
+    ok(
+        &mut vm,
+        &t,
+        &format!(
+            "pcap trace tx max 100 max-bytes-per-pkt 9000 file {}",
+            file.display()
+        ),
+    );
+    // Source range over 3 addresses (flows 6: then the port), destinations over 5 addresses
+    // whose range carries across a 32-bit boundary of the address.
+    ok(
+        &mut vm,
+        &t,
+        "tester stream add name v6 interface loop0 size 84 rate 100000 count 10 dst-mac 02:00:00:00:00:02 src-mac 02:00:00:00:00:01 ip6 src 2001:db8::1-2001:db8::3 dst 2001:db8:1::ffff:fffe - 2001:db8:1::1:0:2 sport 5000 dport 7 flows 6",
+    );
+    ok(
+        &mut vm,
+        &t,
+        "tester stream add name j6 interface loop0 size 5000 rate 100000 count 4 dst-mac 02:00:00:00:00:02 src 2001:db8::9 dst 2001:db8:2::1",
+    );
+    ok(&mut vm, &t, "tester start");
+    run_until_stopped(&mut vm);
+    ok(&mut vm, &t, "pcap trace off");
+    for (name, n, size) in [("v6", 10u64, 84u64), ("j6", 4, 5000)] {
+        let r = report(&mut vm, name);
+        assert_eq!((r.tx_packets, r.tx_fail), (n, 0), "{name}");
+        assert_eq!(
+            (r.rx.packets, r.rx.bytes, r.lost),
+            (n, n * size, 0),
+            "{name}"
+        );
+        assert_eq!(r.ip_version, 6);
+        assert_eq!(r.rx.latency.count(), n);
+    }
+    let json = ok(&mut vm, &t, "show tester json");
+    assert!(json.contains("\"ip_version\": 6"), "{json}");
+    let frames = crate::pg::stream::read_pcap(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(frames.len(), 14);
+    let mut seen = Vec::new();
+    for f in &frames {
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!(f[14] >> 4, 6);
+        assert_eq!((f[20], f[21]), (17, 64), "next header UDP, hop limit 64");
+        let plen = u16::from_be_bytes([f[18], f[19]]) as usize;
+        assert_eq!(plen, f.len() - 54, "payload length");
+        assert_eq!(
+            u16::from_be_bytes([f[58], f[59]]) as usize,
+            plen,
+            "UDP length"
+        );
+        // The UDP checksum recomputed over the pseudo-header and the whole datagram.
+        let src = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&f[22..38]).unwrap());
+        let dst = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&f[38..54]).unwrap());
+        let ph = sluice_wire::ipv6::pseudo_header_sum(src, dst, 17, plen as u32);
+        let total = sluice_wire::checksum::combine(ph, sluice_wire::checksum::sum(&f[54..]));
+        assert_eq!(total, 0xffff, "UDP checksum of {src} -> {dst}");
+        assert_ne!(&f[60..62], &[0, 0], "UDP checksum present");
+        let s = sig::parse_frame(f).unwrap();
+        assert!(s.tx_ns > 0);
+        if f.len() == 84 {
+            seen.push((
+                src.to_string(),
+                dst.to_string(),
+                u16::from_be_bytes([f[54], f[55]]),
+                s.seq,
+            ));
+        } else {
+            assert_eq!(f.len(), 5000);
+            assert_eq!(
+                (src.to_string(), dst.to_string()),
+                ("2001:db8::9".into(), "2001:db8:2::1".into())
+            );
+        }
+    }
+    assert_eq!(seen.len(), 10);
+    let srcs: Vec<(&str, u16)> = seen.iter().map(|x| (x.0.as_str(), x.2)).collect();
+    assert_eq!(
+        &srcs[..4],
+        &[
+            ("2001:db8::1", 5000),
+            ("2001:db8::2", 5000),
+            ("2001:db8::3", 5000),
+            ("2001:db8::1", 5001)
+        ]
+    );
+    let mut dsts: Vec<&str> = seen[..5].iter().map(|x| x.1.as_str()).collect();
+    dsts.sort();
+    assert_eq!(
+        dsts,
+        vec![
+            "2001:db8:1::1:0:0",
+            "2001:db8:1::1:0:1",
+            "2001:db8:1::1:0:2",
+            "2001:db8:1::ffff:fffe",
+            "2001:db8:1::ffff:ffff"
+        ],
+        "every destination once per lap"
+    );
+    // Bad lines name the token.
+    let base =
+        "tester stream add name e interface loop0 size 84 rate 1000 dst-mac 02:00:00:00:00:02";
+    for (args, want) in [
+        (
+            "src 2001:db8::1 dst 10.0.0.1",
+            "`dst 10.0.0.1': source and destination must both",
+        ),
+        ("ip6 src 10.0.0.1 dst 10.0.0.2", "needs IPv6"),
+        (
+            "src 2001:db8::1 dst 2001:db8::5-10.0.0.1",
+            "mixes IPv4 and IPv6 at `10.0.0.1'",
+        ),
+        (
+            "src 2001:db8::1 dst 2001:db8::1-2001:db9::",
+            "more than 2^32 addresses at `2001:db9::'",
+        ),
+        (
+            "src 2001:db8::1 dst 2001:zz8::1",
+            "expected IPv6 address, got `2001:zz8::1'",
+        ),
+    ] {
+        let e = err(&mut vm, &t, &format!("{base} {args}"));
+        assert!(e.contains(want), "{args}: {e}");
+    }
+    let e = err(
+        &mut vm,
+        &t,
+        &(base.replace("size 84", "size 64") + " src 2001:db8::1 dst 2001:db8::2"),
+    );
+    assert!(e.contains("`64' out of range 84..9000 for IPv6"), "{e}");
+    ok(&mut vm, &t, "tester stream del v6");
+    ok(&mut vm, &t, "tester stream del j6");
+    assert_eq!(in_use(&vm), 0);
 }
