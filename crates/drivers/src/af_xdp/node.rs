@@ -88,6 +88,11 @@ pub struct RxQueue {
     pub xsk: Arc<Xsk>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Whether busy polling drives this queue's NAPI in polling mode: unknown until the
+    /// first packet (the kernel records the socket's NAPI id then), then whether the socket
+    /// has busy polling and a NAPI id (veth on some kernels registers its XDP queue without
+    /// one; a `recvfrom` per poll would then be a wasted system call).
+    busy: Option<bool>,
 }
 
 impl RxQueue {
@@ -99,6 +104,7 @@ impl RxQueue {
             rings,
             xsk,
             counters,
+            busy: None,
         }
     }
 }
@@ -165,10 +171,16 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        let q = &mut self.queues.list[qi].q;
+        let p = &mut self.queues.list[qi];
+        let q = &mut p.q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
+        q.xsk.counters.rx_poll(n);
+        if q.busy.is_none() && n > 0 {
+            q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
+        }
+        let busy = p.mode.is_polling() && q.busy == Some(true);
         if n == 0 {
-            q.xsk.rx_wakeup(&q.rings);
+            q.xsk.rx_wakeup(&q.rings, busy);
             return 0;
         }
         let pool = cx.pool_ref();
@@ -225,7 +237,10 @@ impl AfXdpInput {
         }
         r.fill.submit(k);
         r.recycle.drain(..k as usize);
-        q.xsk.rx_wakeup(&q.rings);
+        if !r.recycle.is_empty() {
+            super::xsk::bump(&q.xsk.counters.fill_short, r.recycle.len() as u64);
+        }
+        q.xsk.rx_wakeup(&q.rings, busy);
         if used < got {
             cx.free(&fresh[used..got]);
         }
