@@ -205,6 +205,13 @@ for drv in $DRIVERS; do
             [ -n "${VERBOSE:-}" ] && "$CTL" -s "$SOCK" show runtime && "$CTL" -s "$SOCK" show "$drv"
             kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""
             rm -f "$SOCK"
+            # Back to the veths' defaults for the next router (a NAPI left threaded or
+            # deferred would move the kernel's forwarding off CPU 0 and out of the count).
+            for d in g0 s0; do
+                for k in threaded napi_defer_hard_irqs gro_flush_timeout; do
+                    echo 0 | ip netns exec "$R" tee /sys/class/net/$d/$k >/dev/null 2>&1 || true
+                done
+            done
             ;;
         linux)
             ip -n "$R" addr add 10.97.1.1/24 dev g0; ip -n "$R" addr add 10.97.2.1/24 dev s0

@@ -13,7 +13,12 @@
 //! - counters: `no_buffers` (error: buffer pool exhausted; the packet is dropped, its frame
 //!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
 //!   outside the UMEM, across a frame or empty: dropped).
-//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`; the socket's
+//!   ring counters (`XskCounters`: polls, empty polls, batch-size histogram, deferred
+//!   refills, `recvfrom` calls), shown by `show af_xdp`.
+//! - busy polling: a queue in polling mode whose socket has a NAPI id (checked once, at the
+//!   first packet) calls `recvfrom` on every poll, so the kernel runs the device's NAPI
+//!   (XDP and the copy into the UMEM) in this thread (`SO_PREFER_BUSY_POLL`).
 //! - rx mode (`set interface rx-mode`, per queue, [`crate::fdq`]): polling (the node is active
 //!   while a queue's rx ring has entries and for 10 ms after its last packet, and asks for a
 //!   poll every 10 ms when idle), interrupt (the socket is in the thread's epoll: the kernel
@@ -33,7 +38,8 @@
 //!   for), `too_big` (error: larger than a UMEM frame), `no_interface` (error: interface
 //!   deleted while the packet was in flight), `send_error` (error: the kick failed; the
 //!   frames stay queued and leave with the next kick).
-//! - also: interface `tx-error` for `ring_full` and `too_big` drops.
+//! - also: interface `tx-error` for `ring_full` and `too_big` drops; the socket's tx kicks,
+//!   busy kicks, completions and frames in flight (`show af_xdp`).
 
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};

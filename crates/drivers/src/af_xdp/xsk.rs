@@ -668,8 +668,8 @@ impl Xsk {
             });
         }
         let opts: u32 = getsockopt(raw, SOL_XDP, XDP_OPTIONS, "XDP_OPTIONS").unwrap_or(0);
-        // Copy mode: every tx frame in the kernel's hands is an skb charged to the socket.
-        crate::linux::set_sndbuf(raw, geo.tx_size as usize * (FRAME_SIZE + 1024));
+        // The default send buffer is kept: sizing it for the whole tx ring (as af_packet does)
+        // removed the EAGAIN kicks but did not forward more per core (paired runs on veth).
         let busy_poll = match set_busy_poll(raw) {
             Ok(()) => true,
             Err(e) => {
