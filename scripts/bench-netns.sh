@@ -182,11 +182,20 @@ for drv in $DRIVERS; do
                      "set interface rx-mode $(ifn s0) ${RXMODE:-polling}"; do
                 "$CTL" -s "$SOCK" $c >/dev/null
             done
-            if [ "$drv" = af_xdp ]; then
+            if [ "$drv" = af_xdp ] && [[ " ${XDP_OPTS:-} " != *" generic-xdp "* ]]; then
                 # Native XDP gives the veth a NAPI instance; run it in a thread on CPU 0.
                 for d in g0 s0; do echo 1 | ip netns exec "$R" tee /sys/class/net/$d/threaded >/dev/null; done
                 NAPI=$(napi_pids)
                 for p in $NAPI; do taskset -pc 0 "$p" >/dev/null; done
+                if [ "${RXMODE:-polling}" = polling ] && [ -z "${NO_BUSY_POLL:-}" ]; then
+                    # Busy polling: a polling Sluice runs the veth NAPI itself (recvfrom on the
+                    # XSK, SO_PREFER_BUSY_POLL). Deferring the NAPI's re-arm (200 µs, 2 rounds)
+                    # keeps the NAPI thread from taking it back while Sluice polls.
+                    for d in g0 s0; do
+                        echo 2 | ip netns exec "$R" tee /sys/class/net/$d/napi_defer_hard_irqs >/dev/null
+                        echo 200000 | ip netns exec "$R" tee /sys/class/net/$d/gro_flush_timeout >/dev/null
+                    done
+                fi
                 echo "af_xdp: $("$CTL" -s "$SOCK" show af_xdp | grep -Eo 'native|generic' | head -1) XDP, NAPI threads: $NAPI"
             fi
             warm || { for c in "show interface" "show errors" "show ip neighbors" "show $drv"; do "$CTL" -s "$SOCK" $c; done; cat "/tmp/${P}.log"; exit 1; }
@@ -196,6 +205,13 @@ for drv in $DRIVERS; do
             [ -n "${VERBOSE:-}" ] && "$CTL" -s "$SOCK" show runtime && "$CTL" -s "$SOCK" show "$drv"
             kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""
             rm -f "$SOCK"
+            # Back to the veths' defaults for the next router (a NAPI left threaded or
+            # deferred would move the kernel's forwarding off CPU 0 and out of the count).
+            for d in g0 s0; do
+                for k in threaded napi_defer_hard_irqs gro_flush_timeout; do
+                    echo 0 | ip netns exec "$R" tee /sys/class/net/$d/$k >/dev/null 2>&1 || true
+                done
+            done
             ;;
         linux)
             ip -n "$R" addr add 10.97.1.1/24 dev g0; ip -n "$R" addr add 10.97.2.1/24 dev s0

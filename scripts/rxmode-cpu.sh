@@ -2,6 +2,7 @@
 # CPU use of Sluice per rx mode (polling, interrupt, adaptive), idle and with traffic.
 #
 #   af_packet: ns A --veth-- Sluice (2 host-interfaces, IPv4 routing) --veth-- ns B
+#   af_xdp:    the same veths, a second Sluice with 2 af_xdp interfaces (native XDP)
 #   memif:     Sluice M (master, pg stream) ==memif== Sluice S (slave, measured)
 #
 # Both Sluice layouts use `cpu { workers 1 }` (rx queues on the worker, the main thread runs
@@ -104,33 +105,50 @@ for n in A B; do
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
 done
 for l in "${P}a0" "${P}b0"; do echo 1 > "/proc/sys/net/ipv6/conf/$l/disable_ipv6"; done
-start af
-ctl af create host-interface name "${P}a0" >/dev/null
-ctl af create host-interface name "${P}b0" >/dev/null
-for l in a b; do ctl af set interface state "host-${P}${l}0" up; done
-ctl af set interface ip address "host-${P}a0" 10.97.1.1/24
-ctl af set interface ip address "host-${P}b0" 10.97.2.1/24
-ip netns exec "$A" ping -c 2 -W 2 10.97.2.2 >/dev/null
-
 ping_a() { ip netns exec "$A" ping "$@" > "$D/ping.txt" 2>&1 || true; }
 
-echo "af_packet (two host-interfaces on worker 0; A pings B through Sluice)"
-row mode "test" "CPU %  (idle: min / median / max)"
-for mode in polling interrupt adaptive; do
-    for l in a b; do ctl af set interface rx-mode "host-${P}${l}0" "$mode"; done
-    sleep 1
-    v=()
-    for _ in $(seq "$RUNS"); do v+=("$(cpu "$PID_af" "$SECS")"); done
-    row "$mode" "idle" "$(stats "${v[@]}")"
-    light=$(cpu "$PID_af" "$SECS" ping_a -q -i 0.01 -w "$SECS" 10.97.2.2)
-    loss=$(grep -o '[0-9.]*% packet loss' "$D/ping.txt" || echo "?")
-    row "$mode" "ping 100/s (${loss:-?})" "$light"
-    flood=$(cpu "$PID_af" "$SECS" ping_a -q -f -w "$SECS" 10.97.2.2)
-    sent=$(awk '/packets transmitted/ { print $1 " sent, " $4 " back" }' "$D/ping.txt")
-    row "$mode" "ping -f (${sent:-?})" "$flood"
-done
-ctl af show interface rx-placement | sed 's/^/    /'
-echo
+# measure_linux <driver> <sluice name>: one Sluice attached to both veths with <driver>.
+measure_linux() {
+    local drv=$1 n=$2 a b pid
+    start "$n"
+    case "$drv" in
+        af_packet)
+            a="host-${P}a0"; b="host-${P}b0"
+            ctl "$n" create host-interface name "${P}a0" >/dev/null
+            ctl "$n" create host-interface name "${P}b0" >/dev/null ;;
+        af_xdp)
+            a="${P}a0/0"; b="${P}b0/0"
+            ctl "$n" create interface af_xdp host-if "${P}a0" name "$a" >/dev/null
+            ctl "$n" create interface af_xdp host-if "${P}b0" name "$b" >/dev/null ;;
+    esac
+    for l in "$a" "$b"; do ctl "$n" set interface state "$l" up; done
+    ctl "$n" set interface ip address "$a" 10.97.1.1/24
+    ctl "$n" set interface ip address "$b" 10.97.2.1/24
+    for n2 in "$A" "$B"; do ip -n "$n2" neigh flush all; done
+    ip netns exec "$A" ping -c 2 -W 2 10.97.2.2 >/dev/null
+    pid=$(eval echo "\$PID_$n")
+
+    echo "$drv (two interfaces on worker 0; A pings B through Sluice)"
+    row mode "test" "CPU %  (idle: min / median / max)"
+    for mode in polling interrupt adaptive; do
+        for l in "$a" "$b"; do ctl "$n" set interface rx-mode "$l" "$mode"; done
+        sleep 1
+        v=()
+        for _ in $(seq "$RUNS"); do v+=("$(cpu "$pid" "$SECS")"); done
+        row "$mode" "idle" "$(stats "${v[@]}")"
+        light=$(cpu "$pid" "$SECS" ping_a -q -i 0.01 -w "$SECS" 10.97.2.2)
+        loss=$(grep -o '[0-9.]*% packet loss' "$D/ping.txt" || echo "?")
+        row "$mode" "ping 100/s (${loss:-?})" "$light"
+        flood=$(cpu "$pid" "$SECS" ping_a -q -f -w "$SECS" 10.97.2.2)
+        sent=$(awk '/packets transmitted/ { print $1 " sent, " $4 " back" }' "$D/ping.txt")
+        row "$mode" "ping -f (${sent:-?})" "$flood"
+    done
+    ctl "$n" show interface rx-placement | sed 's/^/    /'
+    echo
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+measure_linux af_packet af
+measure_linux af_xdp xdp
 
 # ---------------------------------------------------------------------------------------
 # memif

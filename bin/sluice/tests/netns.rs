@@ -752,6 +752,28 @@ fn routes_between_namespaces(drv: Driver) {
     assert!(rx >= a_tx, "host-a rx packets {rx} < {a_tx} sent by A");
     assert!(counter(&d, &hb, "tx packets") >= 4);
     assert!(counter(&d, &ha, "rx-miss") == 0);
+    if drv == Driver::AfXdp {
+        // The driver's own ring counters: every packet A's side delivered went through a
+        // non-empty poll, and B's side sent with at least one kick.
+        let show = d.ok("show af_xdp");
+        let field = |after: &str, name: &str| -> u64 {
+            let at = show
+                .find(after)
+                .unwrap_or_else(|| panic!("no {after}: {show}"));
+            let rest = &show[at..];
+            let f = rest
+                .find(name)
+                .unwrap_or_else(|| panic!("no {name}: {show}"));
+            rest[f + name.len()..]
+                .split(|c: char| !c.is_ascii_digit())
+                .find(|w| !w.is_empty())
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("no number after {name}: {show}"))
+        };
+        assert!(field(&ha, "packets ") >= rx.min(a_tx), "{show}");
+        assert!(field(&hb, "tx kicks ") >= 1, "{show}");
+        assert!(show.contains("napi id"), "{show}");
+    }
 
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));

@@ -335,6 +335,27 @@ pub fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize
     w
 }
 
+/// Lets a transmitting socket (AF_PACKET tx ring, AF_XDP copy mode) have `bytes` of skbs in
+/// flight. Every frame sent becomes an skb charged to the socket until the receiver frees it
+/// (on veth: when the peer's backlog, maybe on another CPU, got to it); with the default
+/// `wmem_default` (~208 KiB, ~270 small skbs) the kernel stops sending long before the
+/// ring is empty, so frames pile up and the ring reports full. Root may exceed `wmem_max`
+/// (`SO_SNDBUFFORCE`); otherwise `SO_SNDBUF` is clamped by the kernel. Best effort.
+pub fn set_sndbuf(fd: RawFd, bytes: usize) {
+    let v = i32::try_from(bytes / 2).unwrap_or(i32::MAX); // the kernel doubles it
+    if setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUFFORCE,
+        &v,
+        "SO_SNDBUFFORCE",
+    )
+    .is_err()
+    {
+        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &v, "SO_SNDBUF");
+    }
+}
+
 /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the "send what is queued in the tx ring" kick of
 /// PACKET_MMAP and AF_XDP sockets. Returns the raw error for the caller to classify.
 pub fn kick_tx(fd: RawFd) -> io::Result<()> {

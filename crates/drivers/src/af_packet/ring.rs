@@ -453,6 +453,9 @@ impl TxRing {
             "mmap of the packet ring",
         )?;
         bind(raw, ifindex, 0)?;
+        // Every frame of the ring may be an skb in flight (a small skb's truesize is ~1 KiB
+        // beyond its data).
+        crate::linux::set_sndbuf(raw, geo.frame_nr * (geo.frame_size + 1024));
         Ok(TxRing {
             map,
             fd,

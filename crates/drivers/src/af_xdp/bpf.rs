@@ -291,9 +291,17 @@ impl Link {
 }
 
 /// Loads the redirect program and attaches it to `ifindex`: native mode first, generic mode
-/// when the driver refuses (the reason is logged and returned with the link).
-pub fn attach_redirect(map: &XskMap, ifindex: u32) -> io::Result<(Link, Option<String>)> {
+/// when the driver refuses (the reason is logged and returned with the link); generic mode
+/// only with `generic`.
+pub fn attach_redirect(
+    map: &XskMap,
+    ifindex: u32,
+    generic: bool,
+) -> io::Result<(Link, Option<String>)> {
     let prog = Program::load_redirect(map)?;
+    if generic {
+        return Ok((prog.attach(ifindex, XDP_FLAGS_SKB_MODE)?, None));
+    }
     match prog.attach(ifindex, XDP_FLAGS_DRV_MODE) {
         Ok(l) => Ok((l, None)),
         Err(native) => {

@@ -77,6 +77,8 @@ pub struct CreateArgs {
     pub tx_size: u32,
     /// Zero-copy policy.
     pub mode: ZcMode,
+    /// Generic (skb) XDP even where the driver has native XDP.
+    pub generic: bool,
 }
 
 /// One socket as the control plane knows it.
@@ -183,7 +185,7 @@ pub fn init(vm: &mut Vlib) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create interface af_xdp",
-        "create interface af_xdp host-if <linux-if> [name <ifname>] [num-rx-queues <n>|all] [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [prog <file>]",
+        "create interface af_xdp host-if <linux-if> [name <ifname>] [num-rx-queues <n>|all] [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [generic-xdp] [prog <file>]",
         cli_create,
     );
     t.add(
@@ -220,6 +222,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut rx_size = DEFAULT_RING;
     let mut tx_size = DEFAULT_RING;
     let mut mode = ZcMode::Auto;
+    let mut generic = false;
     while !a.is_empty() {
         if a.keyword("host-if") {
             host = Some(a.word("Linux interface name")?);
@@ -249,6 +252,8 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
             mode = ZcMode::ZeroCopy;
         } else if a.keyword("no-zero-copy") {
             mode = ZcMode::Copy;
+        } else if a.keyword("generic-xdp") {
+            generic = true;
         } else if a.keyword("prog") {
             let f = a.word("program file")?;
             return Err(CliError::new(format!(
@@ -279,6 +284,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         rx_size,
         tx_size,
         mode,
+        generic,
     })
 }
 
@@ -390,7 +396,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         socks.push((Arc::new(x), rings));
     }
     let (link, fallback) =
-        bpf::attach_redirect(&map, ifindex).map_err(|e| format!("`{}': {e}", c.host))?;
+        bpf::attach_redirect(&map, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
     if let Some(why) = &fallback {
         log::warn!("{name}: {why}");
     }
@@ -518,7 +524,7 @@ fn mode_line(d: &XdpDev) -> String {
         d.dev_queues,
         d.geo.rx_size,
         d.geo.tx_size,
-        d.geo.umem_bytes() >> 10
+        d.geo.umem_bytes() >> 10,
     )
 }
 
@@ -576,6 +582,20 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 s.rx_invalid_descs,
                 s.tx_invalid_descs
             );
+            let napi = q.xsk.napi_id();
+            let _ = writeln!(
+                out,
+                "      napi id {napi}{}",
+                match (q.xsk.busy_poll, napi) {
+                    (false, _) => " (busy polling refused by the kernel)",
+                    (true, 0) =>
+                        " (none recorded: no busy polling, the kernel's NAPI does the receive work)",
+                    (true, _) => " (busy polled in polling mode)",
+                }
+            );
+            for l in q.xsk.counters.format().lines() {
+                let _ = writeln!(out, "      {l}");
+            }
         }
         // Kernel drops at the socket are this interface's rx-miss too (thread 0's slot: the
         // CLI runs on the main thread, the only writer of that slot).
@@ -608,6 +628,7 @@ mod tests {
                 rx_size: 1024,
                 tx_size: 256,
                 mode: ZcMode::Copy,
+                generic: false,
             }
         );
         let d = parse("host-if eth1 num-rx-queues 2 zero-copy").unwrap();
@@ -615,6 +636,7 @@ mod tests {
             (d.queues, d.rx_size, d.tx_size, d.mode),
             (Queues::N(2), DEFAULT_RING, DEFAULT_RING, ZcMode::ZeroCopy)
         );
+        assert!(parse("host-if eth1 generic-xdp").unwrap().generic);
         // VPP's positional form.
         assert_eq!(parse("eth2").unwrap().host, "eth2");
     }

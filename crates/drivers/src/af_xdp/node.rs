@@ -13,7 +13,12 @@
 //! - counters: `no_buffers` (error: buffer pool exhausted; the packet is dropped, its frame
 //!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
 //!   outside the UMEM, across a frame or empty: dropped).
-//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`; the socket's
+//!   ring counters (`XskCounters`: polls, empty polls, batch-size histogram, deferred
+//!   refills, `recvfrom` calls), shown by `show af_xdp`.
+//! - busy polling: a queue in polling mode whose socket has a NAPI id (checked once, at the
+//!   first packet) calls `recvfrom` on every poll, so the kernel runs the device's NAPI
+//!   (XDP and the copy into the UMEM) in this thread (`SO_PREFER_BUSY_POLL`).
 //! - rx mode (`set interface rx-mode`, per queue, [`crate::fdq`]): polling (the node is active
 //!   while a queue's rx ring has entries and for 10 ms after its last packet, and asks for a
 //!   poll every 10 ms when idle), interrupt (the socket is in the thread's epoll: the kernel
@@ -33,7 +38,8 @@
 //!   for), `too_big` (error: larger than a UMEM frame), `no_interface` (error: interface
 //!   deleted while the packet was in flight), `send_error` (error: the kick failed; the
 //!   frames stay queued and leave with the next kick).
-//! - also: interface `tx-error` for `ring_full` and `too_big` drops.
+//! - also: interface `tx-error` for `ring_full` and `too_big` drops; the socket's tx kicks,
+//!   busy kicks, completions and frames in flight (`show af_xdp`).
 
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
@@ -88,6 +94,11 @@ pub struct RxQueue {
     pub xsk: Arc<Xsk>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Whether busy polling drives this queue's NAPI in polling mode: unknown until the
+    /// first packet (the kernel records the socket's NAPI id then), then whether the socket
+    /// has busy polling and a NAPI id (veth on some kernels registers its XDP queue without
+    /// one; a `recvfrom` per poll would then be a wasted system call).
+    busy: Option<bool>,
 }
 
 impl RxQueue {
@@ -99,6 +110,7 @@ impl RxQueue {
             rings,
             xsk,
             counters,
+            busy: None,
         }
     }
 }
@@ -165,10 +177,16 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        let q = &mut self.queues.list[qi].q;
+        let p = &mut self.queues.list[qi];
+        let q = &mut p.q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
+        q.xsk.counters.rx_poll(n);
+        if q.busy.is_none() && n > 0 {
+            q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
+        }
+        let busy = p.mode.is_polling() && q.busy == Some(true);
         if n == 0 {
-            q.xsk.rx_wakeup(&q.rings);
+            q.xsk.rx_wakeup(&q.rings, busy);
             return 0;
         }
         let pool = cx.pool_ref();
@@ -225,7 +243,10 @@ impl AfXdpInput {
         }
         r.fill.submit(k);
         r.recycle.drain(..k as usize);
-        q.xsk.rx_wakeup(&q.rings);
+        if !r.recycle.is_empty() {
+            super::xsk::bump(&q.xsk.counters.fill_short, r.recycle.len() as u64);
+        }
+        q.xsk.rx_wakeup(&q.rings, busy);
         if used < got {
             cx.free(&fresh[used..got]);
         }

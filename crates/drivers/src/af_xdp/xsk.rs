@@ -18,7 +18,7 @@ use crate::linux::{getsockopt, os_err, setsockopt, Mmap, SpinGuard, SpinLock};
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const AF_XDP: libc::c_int = 44;
 const SOL_XDP: libc::c_int = 283;
@@ -314,6 +314,84 @@ pub enum TxFull {
     RingFull,
 }
 
+/// Sluice's own counters of one socket, for `show af_xdp`: where the time between the
+/// kernel and the graph goes (poll batch sizes, wakeups, kicks, completion lag). Each field
+/// has one writer (the rx poller or the tx lock holder) and is updated once per poll or per
+/// tx frame, never per packet.
+#[derive(Default)]
+pub struct XskCounters {
+    /// rx polls (calls of the input node on this queue).
+    pub polls: AtomicU64,
+    /// rx polls that found the rx ring empty.
+    pub empty_polls: AtomicU64,
+    /// Packets taken from the rx ring.
+    pub rx_packets: AtomicU64,
+    /// Non-empty polls by batch size: 1-15, 16-63, 64-255, 256 (the most a poll takes).
+    pub rx_batches: [AtomicU64; 4],
+    /// Frames that could not go back to the fill ring at once (refilled at a later poll).
+    pub fill_short: AtomicU64,
+    /// `recvfrom` calls: fill-ring wakeups (`XDP_RING_NEED_WAKEUP`) and busy polls.
+    pub rx_syscalls: AtomicU64,
+    /// tx `sendto` kicks.
+    pub tx_kicks: AtomicU64,
+    /// tx kicks answered EAGAIN/EBUSY (repeated, bounded).
+    pub tx_kick_busy: AtomicU64,
+    /// Completions reaped.
+    pub tx_completed: AtomicU64,
+    /// Tx frames in the kernel's hands (tx ring + completion ring) when last submitted.
+    pub tx_in_flight: AtomicU64,
+}
+
+/// Adds `n` to a single-writer counter (no locked read-modify-write needed).
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl XskCounters {
+    /// Records one rx poll that took `n` packets.
+    #[inline]
+    pub fn rx_poll(&self, n: usize) {
+        bump(&self.polls, 1);
+        if n == 0 {
+            bump(&self.empty_polls, 1);
+            return;
+        }
+        bump(&self.rx_packets, n as u64);
+        let b = match n {
+            1..=15 => 0,
+            16..=63 => 1,
+            64..=255 => 2,
+            _ => 3,
+        };
+        bump(&self.rx_batches[b], 1);
+    }
+
+    /// The `show af_xdp` lines of these counters.
+    pub fn format(&self) -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let polls = g(&self.polls);
+        let full = polls - g(&self.empty_polls).min(polls);
+        let pk = g(&self.rx_packets);
+        format!(
+            "rx polls {polls} (empty {}), packets {pk}, {:.1} per non-empty poll, batches 1-15/16-63/64-255/256: {}/{}/{}/{}, fill ring refills deferred {}, recvfrom {}\n\
+             tx kicks {} (busy {}), completions {}, frames in flight at last submit {}",
+            g(&self.empty_polls),
+            if full > 0 { pk as f64 / full as f64 } else { 0.0 },
+            g(&self.rx_batches[0]),
+            g(&self.rx_batches[1]),
+            g(&self.rx_batches[2]),
+            g(&self.rx_batches[3]),
+            g(&self.fill_short),
+            g(&self.rx_syscalls),
+            g(&self.tx_kicks),
+            g(&self.tx_kick_busy),
+            g(&self.tx_completed),
+            g(&self.tx_in_flight),
+        )
+    }
+}
+
 /// Kernel statistics of a socket (`XDP_STATISTICS`).
 #[derive(Copy, Clone, Debug, Default)]
 #[repr(C)]
@@ -346,6 +424,47 @@ pub struct Xsk {
     pub geo: XskGeometry,
     /// Whether the kernel granted zero-copy.
     pub zero_copy: bool,
+    /// Whether busy polling is configured on the socket (`SO_PREFER_BUSY_POLL`,
+    /// `SO_BUSY_POLL`): a `recvfrom` then runs the device queue's NAPI poll in Sluice's
+    /// context (see [`Xsk::rx_wakeup`]).
+    pub busy_poll: bool,
+    /// Sluice-side counters.
+    pub counters: XskCounters,
+}
+
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_INCOMING_NAPI_ID: libc::c_int = 56;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+/// Busy-poll time per `recvfrom` (µs). The non-blocking `recvfrom` runs one NAPI poll and
+/// returns, so this only has to be non-zero.
+const BUSY_POLL_USECS: i32 = 20;
+/// Packets one busy poll may take from the device queue (a full Sluice vector).
+pub const BUSY_POLL_BUDGET: i32 = 256;
+
+/// Turns busy polling on for an AF_XDP socket (Linux >= 5.11 for the preference and budget).
+fn set_busy_poll(fd: RawFd) -> io::Result<()> {
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        SO_PREFER_BUSY_POLL,
+        &1i32,
+        "SO_PREFER_BUSY_POLL",
+    )?;
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        SO_BUSY_POLL,
+        &BUSY_POLL_USECS,
+        "SO_BUSY_POLL",
+    )?;
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        SO_BUSY_POLL_BUDGET,
+        &BUSY_POLL_BUDGET,
+        "SO_BUSY_POLL_BUDGET",
+    )
 }
 
 fn xsk_socket() -> io::Result<OwnedFd> {
@@ -549,6 +668,15 @@ impl Xsk {
             });
         }
         let opts: u32 = getsockopt(raw, SOL_XDP, XDP_OPTIONS, "XDP_OPTIONS").unwrap_or(0);
+        // The default send buffer is kept: sizing it for the whole tx ring (as af_packet does)
+        // removed the EAGAIN kicks but did not forward more per core (paired runs on veth).
+        let busy_poll = match set_busy_poll(raw) {
+            Ok(()) => true,
+            Err(e) => {
+                log::debug!("af_xdp: no busy polling on queue {queue}: {e}");
+                false
+            }
+        };
         let x = Xsk {
             fd,
             umem,
@@ -562,6 +690,8 @@ impl Xsk {
             queue,
             geo,
             zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
+            busy_poll,
+            counters: XskCounters::default(),
         };
         Ok((
             x,
@@ -650,13 +780,20 @@ impl Xsk {
             t.tx.submit(t.pending);
             t.pending = 0;
         }
+        let c = &self.counters;
+        let in_flight = self.geo.tx_size as usize - t.free.len();
+        c.tx_in_flight.store(in_flight as u64, Ordering::Relaxed);
         let mut tries = t.tx.outstanding() / 32 + 2;
         while t.tx.outstanding() > 0 && t.tx.needs_wakeup() && tries > 0 {
             tries -= 1;
+            bump(&c.tx_kicks, 1);
             if let Err(e) = crate::linux::kick_tx(self.fd.as_raw_fd()) {
                 match e.raw_os_error() {
                     // Busy: try again (bounded); the frames stay queued otherwise.
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) => continue,
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) => {
+                        bump(&c.tx_kick_busy, 1);
+                        continue;
+                    }
                     // No room in the device queue, device down: they go with the next kick.
                     Some(libc::ENOBUFS) | Some(libc::ENETDOWN) | Some(libc::ENXIO) => break,
                     _ => return Err(e),
@@ -684,13 +821,21 @@ impl Xsk {
             }
         }
         t.comp.release(n);
+        if n > 0 {
+            bump(&self.counters.tx_completed, n as u64);
+        }
         n
     }
 
-    /// Wakes the kernel to refill from the fill ring when it asks for it.
+    /// Wakes the kernel to refill from the fill ring when it asks for it. With `busy` (a
+    /// queue in polling mode on a socket with busy polling and a NAPI id) it always calls `recvfrom`: the
+    /// kernel then runs the device queue's NAPI poll (the XDP program and, in copy mode, the
+    /// copy into the UMEM) right here, up to [`BUSY_POLL_BUDGET`] packets, instead of in a
+    /// softirq or NAPI thread that would compete with Sluice for the core.
     #[inline]
-    pub fn rx_wakeup(&self, r: &RxRings) {
-        if r.fill.needs_wakeup() {
+    pub fn rx_wakeup(&self, r: &RxRings, busy: bool) {
+        if busy || r.fill.needs_wakeup() {
+            bump(&self.counters.rx_syscalls, 1);
             // SAFETY: recvfrom with a NULL buffer of length 0, non-blocking: the AF_XDP rx
             // wakeup; nothing is written.
             unsafe {
@@ -704,6 +849,18 @@ impl Xsk {
                 );
             }
         }
+    }
+
+    /// The NAPI instance the kernel recorded for this socket (`SO_INCOMING_NAPI_ID`, set by the
+    /// first received packet); busy polling needs one. 0: none (yet).
+    pub fn napi_id(&self) -> u32 {
+        getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_INCOMING_NAPI_ID,
+            "napi id",
+        )
+        .unwrap_or(0)
     }
 
     /// Kernel statistics.
