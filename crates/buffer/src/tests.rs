@@ -167,7 +167,11 @@ fn arena_resolves_like_the_pool() {
         // SAFETY: the test owns every buffer; one view at a time.
         let mut v = unsafe { a.buffer(b) };
         assert_eq!(v.data_size(), 1000);
-        assert_eq!(v.write_packet(&[k as u8; 1200]), 1000, "view ends at data_size");
+        assert_eq!(
+            v.write_packet(&[k as u8; 1200]),
+            1000,
+            "view ends at data_size"
+        );
         let start = v.data().as_ptr() as usize;
         assert_eq!(start, base as usize + p.data_offset(b).unwrap() + HEADROOM);
         // SAFETY: as above, the view is no longer used.
