@@ -270,12 +270,6 @@ impl BufferPool {
         self.arena
     }
 
-    /// Pointer to the header of a checked index.
-    #[inline(always)]
-    fn hdr_ptr(&self, idx: BufIdx) -> *mut BufferHeader {
-        self.arena.hdr_ptr(idx)
-    }
-
     /// Shared access to a buffer's header.
     ///
     /// # Safety
@@ -618,10 +612,11 @@ impl BufferCache {
             self.pool.alloc_failures.fetch_add(1, Ordering::Relaxed);
         }
         let at = self.bufs.len() - n;
+        let arena = self.pool.arena();
         for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
             *o = BufIdx(b);
             // SAFETY: the index came off the free list, so this cache owns it exclusively.
-            unsafe { *self.pool.hdr_ptr(*o) = BufferHeader::TEMPLATE };
+            unsafe { *arena.header_mut(*o) = BufferHeader::TEMPLATE };
         }
         self.bufs.truncate(at);
         self.publish();
@@ -637,14 +632,16 @@ impl BufferCache {
     /// Frees buffers and every buffer chained behind them.
     #[inline]
     pub fn free(&mut self, idxs: &[BufIdx]) {
+        let arena = self.pool.arena();
+        // The heads in one copy, then whatever is chained behind them.
+        self.bufs.extend(idxs.iter().map(|b| b.0));
         for &b in idxs {
-            self.bufs.push(b.0);
             // SAFETY: the caller hands over ownership of the chain.
-            let mut next = unsafe { self.pool.header(b) }.next();
+            let mut next = unsafe { arena.header(b) }.next();
             while let Some(n) = next {
                 self.bufs.push(n.0);
                 // SAFETY: chain members are owned with their head.
-                next = unsafe { self.pool.header(n) }.next();
+                next = unsafe { arena.header(n) }.next();
             }
         }
         if self.bufs.len() > CACHE_HIGH {
