@@ -159,6 +159,22 @@ impl BufferHeader {
         }
     }
 
+    /// Bytes in the rest of the chain (0 for a single buffer).
+    #[inline(always)]
+    pub fn chain_rest_len(&self) -> u32 {
+        if self.flags & flags::TOTAL_LENGTH_VALID != 0 {
+            self.total_length_not_including_first_buffer
+        } else {
+            0
+        }
+    }
+
+    /// Total packet length including chained buffers.
+    #[inline(always)]
+    pub fn total_len(&self) -> usize {
+        self.current_length as usize + self.chain_rest_len() as usize
+    }
+
     /// Whether the packet is traced.
     #[inline(always)]
     pub fn is_traced(&self) -> bool {

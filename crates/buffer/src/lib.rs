@@ -1,8 +1,9 @@
 //! Sluice packet buffers.
 //!
 //! Buffers are `u32` indices ([`BufIdx`]) into one preallocated arena ([`BufferPool`]). Each
-//! buffer is a 128-byte [`BufferHeader`] followed by [`HEADROOM`] bytes of headroom and the data
-//! area. Threads allocate and free in batches through a [`BufferCache`]; the pool tracks free,
+//! buffer is a 128-byte [`BufferHeader`] in a private header array plus [`HEADROOM`] bytes of
+//! headroom and the data area in a separate data array. Nodes resolve indices through an
+//! [`Arena`] taken once per frame. Threads allocate and free in batches through a [`BufferCache`]; the pool tracks free,
 //! cached and in-use counts so tests can assert that nothing leaked.
 //!
 //! `unsafe` is confined to this crate: turning an index into a view ([`BufferPool::buffer`]) is
@@ -14,8 +15,8 @@ mod pool;
 
 pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
 pub use pool::{
-    Backing, BufferCache, BufferPool, PageSize, PoolConfig, PoolError, PoolStats, CACHE_BATCH,
-    DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM, MAX_DATA_SIZE,
+    Arena, Backing, BufferCache, BufferPool, PageSize, PoolConfig, PoolError, PoolStats,
+    CACHE_BATCH, DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM, MAX_DATA_SIZE,
 };
 
 /// A mutable view of one buffer: its header and its headroom + data bytes.
@@ -83,16 +84,13 @@ impl<'a> Buffer<'a> {
     /// Bytes in the rest of the chain (0 for a single buffer).
     #[inline(always)]
     pub fn chain_rest_len(&self) -> u32 {
-        if self.hdr.flags & flags::TOTAL_LENGTH_VALID != 0 {
-            self.hdr.total_length_not_including_first_buffer
-        } else {
-            0
-        }
+        self.hdr.chain_rest_len()
     }
 
     /// Total packet length including chained buffers.
+    #[inline(always)]
     pub fn total_len(&self) -> usize {
-        self.len() + self.chain_rest_len() as usize
+        self.hdr.total_len()
     }
 
     /// Bytes available in front of the packet.

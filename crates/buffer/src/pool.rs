@@ -106,11 +106,11 @@ pub struct PoolStats {
 
 /// A preallocated arena of buffers shared by all threads.
 pub struct BufferPool {
-    /// `n` headers, private.
-    hdrs: *mut BufferHeader,
+    /// Where buffer `i`'s header and data are (the `n` private headers, the `n * stride`
+    /// bytes of headroom + data).
+    arena: Arena<'static>,
     /// Keeps the header array mapped.
     _hdr_map: Mapping,
-    /// `n * stride` bytes of headroom + data.
     data: *mut u8,
     data_map: Mapping,
     n: u32,
@@ -163,7 +163,14 @@ impl BufferPool {
         )?;
         let backing = data_map.backing;
         let pool = BufferPool {
-            hdrs: hdr_map.ptr as *mut BufferHeader,
+            arena: Arena {
+                hdrs: hdr_map.ptr as *mut BufferHeader,
+                data: data_map.ptr,
+                n: cfg.buffers,
+                stride: stride as u32,
+                mem_len: (HEADROOM + cfg.data_size) as u32,
+                _pool: core::marker::PhantomData,
+            },
             _hdr_map: hdr_map,
             data: data_map.ptr,
             data_map,
@@ -256,18 +263,11 @@ impl BufferPool {
         }
     }
 
+    /// The pool's address arithmetic as plain values, for a node's per-frame loop (see
+    /// [`Arena`]).
     #[inline(always)]
-    fn check(&self, idx: BufIdx) -> usize {
-        assert!(idx.0 < self.n, "buffer index {} out of range", idx.0);
-        idx.0 as usize
-    }
-
-    /// Pointer to the header of a checked index.
-    #[inline(always)]
-    fn hdr_ptr(&self, idx: BufIdx) -> *mut BufferHeader {
-        let i = self.check(idx);
-        // SAFETY: i < n, and the header array holds n headers.
-        unsafe { self.hdrs.add(i) }
+    pub fn arena(&self) -> Arena<'_> {
+        self.arena
     }
 
     /// Shared access to a buffer's header.
@@ -276,9 +276,8 @@ impl BufferPool {
     /// The caller must own `idx` (no other thread or live [`Buffer`] may write to it).
     #[inline(always)]
     pub unsafe fn header(&self, idx: BufIdx) -> &BufferHeader {
-        // SAFETY: in the header array (checked), 128-aligned; initialised at map time (zero
-        // pages) or by alloc.
-        unsafe { &*self.hdr_ptr(idx) }
+        // SAFETY: forwarded contract.
+        unsafe { self.arena.header(idx) }
     }
 
     /// A mutable view of a buffer: header plus headroom and data.
@@ -287,47 +286,21 @@ impl BufferPool {
     /// The caller must own `idx` exclusively for the lifetime of the view: an index appears in
     /// at most one frame/queue/cache at a time and no second view of it may exist.
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
     pub unsafe fn buffer(&self, idx: BufIdx) -> Buffer<'_> {
-        let hdr = self.hdr_ptr(idx);
-        // SAFETY: the header is in the header array and `stride >= HEADROOM + data_size` bytes
-        // at `idx * stride` lie in the data array (idx checked by hdr_ptr); the caller
-        // guarantees exclusive ownership of this buffer.
-        unsafe {
-            let mem = core::slice::from_raw_parts_mut(
-                self.data.add(idx.0 as usize * self.stride),
-                HEADROOM + self.data_size,
-            );
-            Buffer::from_parts(&mut *hdr, mem)
-        }
+        // SAFETY: forwarded contract.
+        unsafe { self.arena.buffer(idx) }
     }
 
     /// Hints the CPU to fetch a buffer's header (and first data line) ahead of use.
     #[inline(always)]
     pub fn prefetch(&self, idx: BufIdx) {
-        if idx.0 < self.n {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetch never faults; the address is inside the mapping anyway.
-            unsafe {
-                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.hdrs.add(idx.0 as usize) as *const i8);
-                let d = self.data.add(idx.0 as usize * self.stride + HEADROOM) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(d);
-            }
-        }
+        self.arena.prefetch(idx)
     }
 
     /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
     #[inline(always)]
     pub fn prefetch_header(&self, idx: BufIdx) {
-        if idx.0 < self.n {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetch never faults.
-            unsafe {
-                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.hdrs.add(idx.0 as usize) as *const i8);
-            }
-        }
+        self.arena.prefetch_header(idx)
     }
 
     fn take_global(&self, out: &mut Vec<u32>, want: usize) -> usize {
@@ -350,6 +323,107 @@ impl BufferPool {
         };
         free.extend_from_slice(from);
         self.free_count.store(free.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Where a pool's buffers are: the header array, the data array, the buffer count and the
+/// data stride, copied out of the pool.
+///
+/// A node takes it once per frame ([`BufferPool::arena`]) and resolves every packet through
+/// it. Unlike `&BufferPool` (which holds a mutex and atomics, so the compiler must assume
+/// any store may change it) these are plain values it keeps in registers across the loop:
+/// an index costs one bound compare, one shift for the header and one multiply for the data.
+#[derive(Copy, Clone)]
+pub struct Arena<'a> {
+    hdrs: *mut BufferHeader,
+    data: *mut u8,
+    n: u32,
+    stride: u32,
+    /// `HEADROOM + data_size`: the length of a buffer's view.
+    mem_len: u32,
+    _pool: core::marker::PhantomData<&'a BufferPool>,
+}
+
+impl<'a> Arena<'a> {
+    /// Pointer to the header of a checked index.
+    #[inline(always)]
+    fn hdr_ptr(&self, idx: BufIdx) -> *mut BufferHeader {
+        assert!(idx.0 < self.n, "buffer index {} out of range", idx.0);
+        // SAFETY: idx < n, and the header array holds n headers.
+        unsafe { self.hdrs.add(idx.0 as usize) }
+    }
+
+    /// Shared access to a buffer's header.
+    ///
+    /// # Safety
+    /// The caller must own `idx` (no other thread or live [`Buffer`] may write to it).
+    #[inline(always)]
+    pub unsafe fn header(self, idx: BufIdx) -> &'a BufferHeader {
+        // SAFETY: in the header array (checked), 128-aligned; initialised at map time (zero
+        // pages) or by alloc; the arena borrows the pool, which keeps it mapped.
+        unsafe { &*self.hdr_ptr(idx) }
+    }
+
+    /// Mutable access to a buffer's header only (nodes that do not touch packet bytes).
+    ///
+    /// # Safety
+    /// As [`Arena::buffer`]: the caller owns `idx` exclusively and holds no other view of it.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn header_mut(self, idx: BufIdx) -> &'a mut BufferHeader {
+        // SAFETY: as in `header`; exclusivity is the caller's contract.
+        unsafe { &mut *self.hdr_ptr(idx) }
+    }
+
+    /// A mutable view of a buffer: header plus headroom and data.
+    ///
+    /// # Safety
+    /// The caller must own `idx` exclusively for the lifetime of the view: an index appears in
+    /// at most one frame/queue/cache at a time and no second view of it may exist.
+    #[inline(always)]
+    pub unsafe fn buffer(self, idx: BufIdx) -> Buffer<'a> {
+        let hdr = self.hdr_ptr(idx);
+        // SAFETY: the header is in the header array and `stride >= HEADROOM + data_size` bytes
+        // at `idx * stride` lie in the data array (idx checked by hdr_ptr); the caller
+        // guarantees exclusive ownership of this buffer.
+        unsafe {
+            let mem = core::slice::from_raw_parts_mut(
+                self.data.add(idx.0 as usize * self.stride as usize),
+                self.mem_len as usize,
+            );
+            Buffer::from_parts(&mut *hdr, mem)
+        }
+    }
+
+    /// Hints the CPU to fetch a buffer's header line and the line where its packet starts
+    /// (the data area, after the headroom) ahead of use. No bound check: a prefetch of any
+    /// address never faults, and the addresses are only computed (wrapping), not dereferenced.
+    #[inline(always)]
+    pub fn prefetch(self, idx: BufIdx) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults and has no architectural effect.
+        unsafe {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let i = idx.0 as usize;
+            _mm_prefetch::<_MM_HINT_T0>(self.hdrs.wrapping_add(i) as *const i8);
+            let d = self.data.wrapping_add(i * self.stride as usize + HEADROOM);
+            _mm_prefetch::<_MM_HINT_T0>(d as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = idx;
+    }
+
+    /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
+    #[inline(always)]
+    pub fn prefetch_header(self, idx: BufIdx) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults and has no architectural effect.
+        unsafe {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.hdrs.wrapping_add(idx.0 as usize) as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = idx;
     }
 }
 
@@ -538,10 +612,11 @@ impl BufferCache {
             self.pool.alloc_failures.fetch_add(1, Ordering::Relaxed);
         }
         let at = self.bufs.len() - n;
+        let arena = self.pool.arena();
         for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
             *o = BufIdx(b);
             // SAFETY: the index came off the free list, so this cache owns it exclusively.
-            unsafe { *self.pool.hdr_ptr(*o) = BufferHeader::TEMPLATE };
+            unsafe { *arena.header_mut(*o) = BufferHeader::TEMPLATE };
         }
         self.bufs.truncate(at);
         self.publish();
@@ -557,14 +632,16 @@ impl BufferCache {
     /// Frees buffers and every buffer chained behind them.
     #[inline]
     pub fn free(&mut self, idxs: &[BufIdx]) {
+        let arena = self.pool.arena();
+        // The heads in one copy, then whatever is chained behind them.
+        self.bufs.extend(idxs.iter().map(|b| b.0));
         for &b in idxs {
-            self.bufs.push(b.0);
             // SAFETY: the caller hands over ownership of the chain.
-            let mut next = unsafe { self.pool.header(b) }.next();
+            let mut next = unsafe { arena.header(b) }.next();
             while let Some(n) = next {
                 self.bufs.push(n.0);
                 // SAFETY: chain members are owned with their head.
-                next = unsafe { self.pool.header(n) }.next();
+                next = unsafe { arena.header(n) }.next();
             }
         }
         if self.bufs.len() > CACHE_HIGH {

@@ -144,6 +144,59 @@ fn data_array_holds_no_headers() {
 }
 
 #[test]
+fn arena_resolves_like_the_pool() {
+    // An odd data size: the stride is rounded to a cache line, the view is not.
+    let p = BufferPool::new(&PoolConfig {
+        buffers: 4,
+        data_size: 1000,
+        page_size: PageSize::Small,
+        shared: false,
+    })
+    .expect("pool");
+    assert_eq!(p.stride(), (HEADROOM + 1000).div_ceil(64) * 64);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 4];
+    assert_eq!(c.alloc(&mut idx), 4);
+    let a = p.arena();
+    let (base, _) = p.region();
+    for (k, &b) in idx.iter().enumerate() {
+        // Prefetching any index, in range or not, is harmless.
+        a.prefetch(b);
+        a.prefetch(BufIdx(u32::MAX - k as u32));
+        a.prefetch_header(BufIdx(1 << 30));
+        // SAFETY: the test owns every buffer; one view at a time.
+        let mut v = unsafe { a.buffer(b) };
+        assert_eq!(v.data_size(), 1000);
+        assert_eq!(
+            v.write_packet(&[k as u8; 1200]),
+            1000,
+            "view ends at data_size"
+        );
+        let start = v.data().as_ptr() as usize;
+        assert_eq!(start, base as usize + p.data_offset(b).unwrap() + HEADROOM);
+        // SAFETY: as above, the view is no longer used.
+        let h = unsafe { a.header_mut(b) };
+        h.tx_if = 7 + k as u32;
+        assert_eq!(unsafe { p.header(b) }.tx_if, 7 + k as u32);
+        assert_eq!(unsafe { p.header(b) }.total_len(), 1000);
+    }
+    for (k, &b) in idx.iter().enumerate() {
+        // SAFETY: as above.
+        assert_eq!(unsafe { p.buffer(b) }.data()[999], k as u8, "no overlap");
+    }
+    c.free(&idx);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn arena_checks_the_index() {
+    let p = pool(2);
+    // SAFETY: never returns: the index is out of range.
+    let _ = unsafe { p.arena().header_mut(BufIdx(2)) };
+}
+
+#[test]
 fn shared_data_array_is_visible_through_its_fd() {
     let p = BufferPool::new(&PoolConfig {
         buffers: 64,

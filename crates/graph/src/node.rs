@@ -191,24 +191,24 @@ pub const PREFETCH_AHEAD: usize = 4;
 impl<N: PacketNode> NodeFn for PerPacket<N> {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
+        let arena = cx.arena();
         let n = frame.len().min(crate::FRAME_SIZE);
+        let frame = &frame[..n];
         self.node.begin_frame(cx);
-        let nexts = &mut self.nexts[..n];
-        for (i, next) in nexts.iter_mut().enumerate() {
+        for (i, (next, &bi)) in self.nexts[..n].iter_mut().zip(frame).enumerate() {
             if let Some(&ahead) = frame.get(i + PREFETCH_AHEAD) {
                 if N::PREFETCH_DATA {
-                    pool.prefetch(ahead);
+                    arena.prefetch(ahead);
                 } else {
-                    pool.prefetch_header(ahead);
+                    arena.prefetch_header(ahead);
                 }
             }
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
             // `frame`; each index appears once and the view lives only for this call.
-            let mut b = unsafe { pool.buffer(frame[i]) };
+            let mut b = unsafe { arena.buffer(bi) };
             *next = self.node.process_one(cx, &mut b).0;
         }
-        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         &mut self.node

@@ -13,7 +13,7 @@ use crate::stats::NodeStats;
 use crate::trace::{pack_index, TraceEntry, TraceShared};
 use crate::wake::{self, Epoll, Waker, WAKE_TOKEN};
 use crate::FRAME_SIZE;
-use sluice_buffer::{flags, BufIdx, Buffer, BufferCache, BufferPool};
+use sluice_buffer::{flags, Arena, BufIdx, Buffer, BufferCache, BufferPool};
 use sluice_infra::clock::{rdtsc, Clock};
 use sluice_infra::timer::{TimerHandle, TimerWheel};
 use std::os::fd::RawFd;
@@ -155,6 +155,13 @@ impl<'a> Cx<'a> {
         unsafe { &*Arc::as_ptr(&self.st.pool) }
     }
 
+    /// The pool's address arithmetic, for a per-frame loop over buffers (plain values the
+    /// compiler keeps in registers; see [`Arena`]).
+    #[inline(always)]
+    pub fn arena(&self) -> Arena<'a> {
+        self.pool_ref().arena()
+    }
+
     /// This thread's buffer cache (batch alloc/free).
     #[inline(always)]
     pub fn bufs(&mut self) -> &mut BufferCache {
@@ -222,7 +229,8 @@ impl<'a> Cx<'a> {
             return;
         }
         let first = nexts[0];
-        if nexts[..n].iter().all(|&x| x == first) {
+        // Branch-free (vectorised) test of the whole vector, no early exit.
+        if nexts[..n].iter().fold(0, |d, &x| d | (x ^ first)) == 0 {
             let t = self.target(Next(first));
             self.st.push(t, &bufs[..n]);
             return;

@@ -53,37 +53,57 @@ struct TxEntry {
 }
 
 /// Per-thread instance: the interface -> tx arc table.
-#[derive(Default)]
 pub struct InterfaceOutput {
     table: Vec<Option<TxEntry>>,
+    // Kept across calls so a frame does not clear 512 bytes.
+    nexts: [u16; FRAME_SIZE],
+}
+
+impl Default for InterfaceOutput {
+    fn default() -> Self {
+        InterfaceOutput {
+            table: Vec::new(),
+            nexts: [0; FRAME_SIZE],
+        }
+    }
 }
 
 impl NodeFn for InterfaceOutput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         cx.pcap_capture(point::TX, frame, true);
-        let pool = cx.pool_ref();
+        let arena = cx.arena();
         let t = cx.thread();
-        let mut nexts = [0u16; FRAME_SIZE];
+        let n = frame.len().min(FRAME_SIZE);
+        let nexts = &mut self.nexts;
         let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));
         let e_headroom = cx.error(ERR_HEADROOM);
-        // Counters accumulate over runs of packets to the same interface.
-        let mut run: Option<(u32, u64, u64)> = None;
-        let flush = |run: &mut Option<(u32, u64, u64)>, table: &[Option<TxEntry>]| {
-            if let Some((i, p, by)) = run.take() {
-                if let Some(Some(e)) = table.get(i as usize) {
-                    e.counters.add(t, counter::TX_PACKETS, p);
-                    e.counters.add(t, counter::TX_BYTES, by);
-                }
+        // Counters accumulate over runs of packets to the same up, untagged interface; the
+        // run also caches that interface's arc, so a packet of the run is one compare. The
+        // run's interface is widened: u64::MAX (no run) never equals a packet's u32.
+        let (mut run_tx, mut run_next, mut run_p, mut run_by) = (u64::MAX, 0u16, 0u64, 0u64);
+        let flush = |run_tx: u64, p: u64, by: u64, table: &[Option<TxEntry>]| {
+            if let Some(Some(e)) = usize::try_from(run_tx).ok().and_then(|i| table.get(i)) {
+                e.counters.add(t, counter::TX_PACKETS, p);
+                e.counters.add(t, counter::TX_BYTES, by);
             }
         };
-        for (i, &b) in frame.iter().enumerate() {
-            // SAFETY: this node owns the frame; one view at a time.
-            let mut v = unsafe { pool.buffer(b) };
-            let len = v.total_len() as u64;
-            let tx = v.hdr.tx_if;
+        for (i, &b) in frame[..n].iter().enumerate() {
+            // SAFETY: this node owns the frame; one view at a time (the header reference is
+            // not used while the sub-interface path holds a whole-buffer view).
+            let hdr = unsafe { arena.header_mut(b) };
+            let len = hdr.total_len() as u64;
+            let tx = hdr.tx_if;
+            if tx as u64 == run_tx {
+                run_p += 1;
+                run_by += len;
+                nexts[i] = run_next;
+                continue;
+            }
             match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
                 Some(e) if e.up && e.sub.is_some() => {
                     let Some(sub) = e.sub else { continue };
+                    // SAFETY: as above; packet bytes are needed to insert the tags.
+                    let mut v = unsafe { arena.buffer(b) };
                     let parent = self.table.get(sub.parent as usize).and_then(|p| p.as_ref());
                     let Some(p) = parent.filter(|p| p.up) else {
                         e.counters.add(t, counter::DROPS, 1);
@@ -108,31 +128,23 @@ impl NodeFn for InterfaceOutput {
                     nexts[i] = e.next.0;
                 }
                 Some(e) if e.up => {
-                    match &mut run {
-                        Some((ri, p, by)) if *ri == tx => {
-                            *p += 1;
-                            *by += len;
-                        }
-                        _ => {
-                            flush(&mut run, &self.table);
-                            run = Some((tx, 1, len));
-                        }
-                    }
+                    flush(run_tx, run_p, run_by, &self.table);
+                    (run_tx, run_next, run_p, run_by) = (tx as u64, e.next.0, 1, len);
                     nexts[i] = e.next.0;
                 }
                 Some(e) => {
                     e.counters.add(t, counter::DROPS, 1);
-                    v.hdr.error = e_down;
+                    hdr.error = e_down;
                     nexts[i] = NEXT_DROP;
                 }
                 None => {
-                    v.hdr.error = e_unknown;
+                    hdr.error = e_unknown;
                     nexts[i] = NEXT_DROP;
                 }
             }
         }
-        flush(&mut run, &self.table);
-        cx.enqueue_to_next(frame, &nexts[..frame.len()]);
+        flush(run_tx, run_p, run_by, &self.table);
+        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

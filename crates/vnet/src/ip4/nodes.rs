@@ -436,7 +436,7 @@ const E_DROP_ROUTE: u16 = 1;
 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
+        let arena = cx.arena();
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
         let (e_none, e_drop) = (cx.error(E_NO_ROUTE), cx.error(E_DROP_ROUTE));
@@ -448,13 +448,15 @@ impl NodeFn for Ip4Lookup {
         let mut any_vrf = 0;
         for (j, &b) in frame[..n].iter().enumerate() {
             if let Some(&ahead) = frame.get(j + 4) {
-                pool.prefetch(ahead);
+                arena.prefetch(ahead);
             }
             // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { pool.buffer(b) };
-            let d = v.data();
-            // ip4-input guaranteed a full header.
-            let a = u32::from_be_bytes([d[16], d[17], d[18], d[19]]);
+            let v = unsafe { arena.buffer(b) };
+            // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
+            let a = v
+                .data()
+                .first_chunk::<20>()
+                .map_or(0, |h| u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
             self.dst[j] = a;
             any_vrf |= v.hdr.ip.fib_index;
         }
@@ -471,30 +473,32 @@ impl NodeFn for Ip4Lookup {
                     (j < k)
                         .then(|| {
                             // SAFETY: this node owns the frame; read-only header access.
-                            let f = unsafe { pool.header(frame[i + j]) }.ip.fib_index;
+                            let f = unsafe { arena.header(frame[i + j]) }.ip.fib_index;
                             self.shared.lookup(f, dst[j])
                         })
                         .flatten()
                 })
             };
-            for j in 0..k {
-                // SAFETY: as above.
-                let v = unsafe { pool.buffer(frame[i + j]) };
+            for (j, &bi) in frame[i..i + k].iter().enumerate() {
                 let res = match res[j] {
                     Some(x) if x >= super::LB_FLAG => {
+                        // SAFETY: as above; the view ends with this block.
+                        let v = unsafe { arena.buffer(bi) };
                         let h = flow_hash(v.data());
                         v.hdr.ip.flow_hash = h;
                         Some(self.shared.lb.pick(x & (super::LB_FLAG - 1), h))
                     }
                     r => r,
                 };
+                // SAFETY: as above; only the header is needed from here on.
+                let hdr = unsafe { arena.header_mut(bi) };
                 self.nexts[i + j] = match res {
                     None => {
-                        v.hdr.error = e_none;
+                        hdr.error = e_none;
                         0
                     }
                     Some(a) => {
-                        v.hdr.ip.adj_index = a;
+                        hdr.ip.adj_index = a;
                         let kind = match last {
                             Some((la, k)) if la == a => k,
                             _ => {
@@ -508,7 +512,7 @@ impl NodeFn for Ip4Lookup {
                             AdjKind::Local => 2,
                             AdjKind::Glean | AdjKind::Incomplete => 3,
                             AdjKind::Drop => {
-                                v.hdr.error = e_drop;
+                                hdr.error = e_drop;
                                 0
                             }
                         }

@@ -138,7 +138,7 @@ const E_DROP_ROUTE: u16 = 1;
 
 impl NodeFn for Ip6Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
+        let arena = cx.arena();
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
         let e_drop = cx.error(E_DROP_ROUTE);
@@ -148,10 +148,10 @@ impl NodeFn for Ip6Lookup {
         let mut any_vrf = 0;
         for (j, &b) in frame[..n].iter().enumerate() {
             if let Some(&ahead) = frame.get(j + 4) {
-                pool.prefetch(ahead);
+                arena.prefetch(ahead);
             }
             // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { pool.buffer(b) };
+            let v = unsafe { arena.buffer(b) };
             // ip6-input guaranteed a full header (a short one would look up `::`).
             self.dst[j] = v
                 .data()
@@ -174,7 +174,7 @@ impl NodeFn for Ip6Lookup {
         }
         for (j, &bi) in frame[..n].iter().enumerate() {
             // SAFETY: as above.
-            let v = unsafe { pool.buffer(bi) };
+            let v = unsafe { arena.buffer(bi) };
             let res = match self.res[j] {
                 u32::MAX => None,
                 x if x >= LB_FLAG => {
