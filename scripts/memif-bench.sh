@@ -57,6 +57,8 @@ until_link_up() {
   echo "memif link did not come up" >&2
   return 1
 }
+# Other work on the machine shows in the numbers: every run line ends with the load average.
+load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
 record() { printf '%s %s|%s|%s\n' "$1" "$MODE" "$2" "$3" >> "$D/results"; }
 
 # One Sluice instance X (a|b) on CPU $2: memif1/0 on the bench socket as master|slave ($3),
@@ -209,7 +211,7 @@ run_sluice() {
   sender "$pair" "$r"
   receiver "$pair" "$r"
   a packet-generator disable bench
-  echo "run $r $pair $MODE: $MSG_B; $MSG_A"
+  echo "run $r $pair $MODE: $MSG_B; $MSG_A; $(load)"
   cleanup
 }
 
@@ -238,7 +240,7 @@ run_sluice_testpmd() {
   record "$pair" "testpmd rx Mpps" "$rx"
   sender "$pair" "$r"
   a packet-generator disable bench
-  echo "run $r $pair $MODE: testpmd rx $rx Mpps; $MSG_A"
+  echo "run $r $pair $MODE: testpmd rx $rx Mpps; $MSG_A; $(load)"
   # Stop the testpmd server before its client (see run_testpmd_sluice).
   testpmd_down
 }
@@ -257,7 +259,7 @@ run_testpmd_sluice() {
   record testpmd-sluice "testpmd tx Mpps" "$tx"
   receiver testpmd-sluice "$r"
   tp stop
-  echo "run $r testpmd-sluice $MODE: testpmd tx $tx Mpps; $MSG_B"
+  echo "run $r testpmd-sluice $MODE: testpmd tx $tx Mpps; $MSG_B; $(load)"
   # Stop the testpmd server before its client: the Debian testpmd memif server may crash
   # when its client disconnects (the numbers are recorded above either way).
   testpmd_down
