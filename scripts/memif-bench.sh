@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Mpps over a memif link on this host, one core per process (taskset CPU 0 / CPU 1), frames
-# of SIZE bytes (default 64). Three pairs, measured in the same run, interleaved RUNS times,
-# each run with fresh processes; min/median/max at the end:
-#   sluice          A: pg -> l2 xconnect -> memif1/0 (master, tx)              [CPU 0]
-#                   B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (pg-tx frees) [CPU 1]
-#   sluice-testpmd  A as above ==> dpdk-testpmd net_memif client, rxonly        [CPU 1]
-#   testpmd-sluice  dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
-#                   ==> B as above
+# Mpps over a memif link on this host, one core per process (taskset: the sender on CPU 0,
+# the receiver on CPU 1), frames of SIZE bytes (default 64). Pairs, measured in the same run,
+# interleaved RUNS times, each run with fresh processes; min/median/max at the end:
+#   sluice             A: pg -> l2 xconnect -> memif1/0 (master, tx)              [CPU 0]
+#                      B: memif1/0 (slave, rx) -> l2 xconnect -> pg1 (pg-tx frees) [CPU 1]
+#   sluice-s2m         the same with the roles swapped: A is the slave, B the master
+#   sluice-testpmd     A (master) as above ==> dpdk-testpmd net_memif client, rxonly [CPU 1]
+#   testpmd-sluice     dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
+#                      ==> B (slave) as above
+#   sluice-s2m-testpmd A (slave) ==> dpdk-testpmd net_memif server, rxonly       [CPU 1]
+# Modes (MEMIF_BENCH_MODES, default "copy"; "copy zc" alternates them within every run):
+# `zc' makes every Sluice slave `zero-copy' (with `buffers { shared }'): B's rx in `sluice'
+# and `testpmd-sluice', A's tx in `sluice-s2m' and `sluice-s2m-testpmd'. `sluice-testpmd'
+# has no Sluice slave and runs in copy mode only.
 # Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B; of A
-# tx packets = offered to memif1/0, tx-error = dropped because the ring was full, their
-# difference = written into the ring), testpmd's from `show port stats` (Rx-pps / Tx-pps
+# tx packets = written into the ring, tx-error = dropped because the ring was full, their
+# sum = offered to memif1/0), testpmd's from `show port stats` (Rx-pps / Tx-pps
 # since the previous show, i.e. over the same window); clocks/packet of memif-tx and
 # memif-input from `show runtime` cleared at the window's start (the per-run lines add
 # memif-input's packets per call: testpmd publishes 32-packet bursts, so near 256 there means
 # the receiver is behind; a Sluice sender publishes whole 256-packet frames). The testpmd pairs are
 # skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
 # Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
-# MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named.
+# MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named (default: sluice
+# sluice-testpmd testpmd-sluice; the s2m pairs on request).
 # MEMIF_BENCH_KEEP=1 keeps the temp dir (logs, `show runtime` of every run) and prints its path.
 set -euo pipefail
 SECS=${1:-5}
@@ -31,6 +38,7 @@ TESTPMD="$ROOT/scripts/testpmd-memif.sh"
 D=$(mktemp -d /tmp/sluice-memif-bench.XXXXXX)
 PIDS=()
 cleanup() {
+  local p
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
@@ -49,14 +57,20 @@ until_link_up() {
   echo "memif link did not come up" >&2
   return 1
 }
-record() { printf '%s|%s|%s\n' "$1" "$2" "$3" >> "$D/results"; }
+# Other work on the machine shows in the numbers: every run line ends with the load average.
+load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
+record() { printf '%s %s|%s|%s\n' "$1" "$MODE" "$2" "$3" >> "$D/results"; }
 
 # One Sluice instance X (a|b) on CPU $2: memif1/0 on the bench socket as master|slave ($3),
-# pg0 -> memif1/0 (a) or memif1/0 -> pg1 (b).
+# pg0 -> memif1/0 (a) or memif1/0 -> pg1 (b). A slave is zero-copy when MODE is zc.
 sluice_up() {
-  local x=$1 cpu=$2 role=$3
+  local x=$1 cpu=$2 role=$3 shared="" zc=""
+  if [ "$role" = slave ] && [ "$MODE" = zc ]; then
+    shared=" shared"
+    zc=" zero-copy"
+  fi
   rm -f "$D/$x.sock"
-  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' "$D" "$x" > "$D/$x.conf"
+  printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768%s }\n' "$D" "$x" "$shared" > "$D/$x.conf"
   taskset -c "$cpu" "$S" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 200); do [ -S "$D/$x.sock" ] && break; sleep 0.05; done
@@ -66,7 +80,7 @@ sluice_up() {
     exit 1
   fi
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
-  $x create interface memif id 0 socket-id 1 "$role" >/dev/null
+  $x create interface memif id 0 socket-id 1 "$role"$zc >/dev/null
   $x set interface state memif1/0 up
   if [ "$x" = a ]; then
     a create packet-generator interface pg0 >/dev/null
@@ -148,9 +162,9 @@ snap_end() {
 delta() { mpps "$(counter "$1" "$3")" "$(counter "$2" "$3")" "$T0" "$T1"; }
 sender() {
   local pair=$1 r=$2 tx err into ctx
-  tx=$(delta "$I0_a" "$I1_a" 'tx packets')
+  into=$(delta "$I0_a" "$I1_a" 'tx packets')
   err=$(delta "$I0_a" "$I1_a" 'tx-error')
-  into=$(awk -v a="$tx" -v b="$err" 'BEGIN {printf "%.2f", a - b}')
+  tx=$(awk -v a="$into" -v b="$err" 'BEGIN {printf "%.2f", a + b}')
   ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-$pair-$r-a.txt")")
   record "$pair" "A into ring Mpps" "$into"
   record "$pair" "A ring-full Mpps" "$err"
@@ -180,11 +194,13 @@ tp_window() {
 # Prints testpmd's Rx-pps (field 1) or Tx-pps (field 2) of `tp_stats` output $2, in Mpps.
 tp_mpps() { awk -v p="$2" -v f="$1" 'BEGIN {split(p, v, " "); printf "%.2f", v[f] / 1e6}'; }
 
+# Sluice A (sender, CPU 0) -> Sluice B (receiver, CPU 1); $2: A's role.
 run_sluice() {
-  local r=$1
+  local r=$1 arole=$2 brole pair
+  if [ "$arole" = master ]; then brole=slave pair=sluice; else brole=master pair=sluice-s2m; fi
   rm -f "$D/memif.sock"
-  sluice_up a 0 master
-  sluice_up b 1 slave
+  sluice_up a 0 "$arole"
+  sluice_up b 1 "$brole"
   until_link_up a
   until_link_up b
   a packet-generator enable bench
@@ -192,18 +208,27 @@ run_sluice() {
   snap_start a b
   sleep "$SECS"
   snap_end a b
-  sender sluice "$r"
-  receiver sluice "$r"
+  sender "$pair" "$r"
+  receiver "$pair" "$r"
   a packet-generator disable bench
-  echo "run $r sluice->sluice: $MSG_B; $MSG_A"
+  echo "run $r $pair $MODE: $MSG_B; $MSG_A; $(load)"
   cleanup
 }
 
+# Sluice A (sender, CPU 0) -> testpmd rxonly (CPU 1); $2: A's role (testpmd takes the other).
 run_sluice_testpmd() {
-  local r=$1 rx
+  local r=$1 arole=$2 pair rx
   rm -f "$D/memif.sock"
-  sluice_up a 0 master
-  testpmd_up 1 client --forward-mode=rxonly
+  if [ "$arole" = master ]; then
+    pair=sluice-testpmd
+    sluice_up a 0 master
+    testpmd_up 1 client --forward-mode=rxonly
+  else
+    pair=sluice-s2m-testpmd
+    testpmd_up 1 server --forward-mode=rxonly
+    for _ in $(seq 300); do [ -S "$D/memif.sock" ] && break; sleep 0.1; done
+    sluice_up a 0 slave
+  fi
   until_link_up a
   tp start
   # DPDK's client re-initialises its rings when it processes CONNECTED (docs/memif.md).
@@ -212,10 +237,11 @@ run_sluice_testpmd() {
   sleep 1
   tp_window a
   rx=$(tp_mpps 1 "$TP_ST")
-  record sluice-testpmd "testpmd rx Mpps" "$rx"
-  sender sluice-testpmd "$r"
+  record "$pair" "testpmd rx Mpps" "$rx"
+  sender "$pair" "$r"
   a packet-generator disable bench
-  echo "run $r sluice->testpmd: testpmd rx $rx Mpps; $MSG_A"
+  echo "run $r $pair $MODE: testpmd rx $rx Mpps; $MSG_A; $(load)"
+  # Stop the testpmd server before its client (see run_testpmd_sluice).
   testpmd_down
 }
 
@@ -233,7 +259,7 @@ run_testpmd_sluice() {
   record testpmd-sluice "testpmd tx Mpps" "$tx"
   receiver testpmd-sluice "$r"
   tp stop
-  echo "run $r testpmd->sluice: testpmd tx $tx Mpps; $MSG_B"
+  echo "run $r testpmd-sluice $MODE: testpmd tx $tx Mpps; $MSG_B; $(load)"
   # Stop the testpmd server before its client: the Debian testpmd memif server may crash
   # when its client disconnects (the numbers are recorded above either way).
   testpmd_down
@@ -246,25 +272,35 @@ if ! msg=$("$TESTPMD" --check); then
 fi
 echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 PAIRS=${MEMIF_BENCH_PAIRS:-sluice sluice-testpmd testpmd-sluice}
+MODES=${MEMIF_BENCH_MODES:-copy}
+echo "pairs: $PAIRS; modes: $MODES"
 for r in $(seq "$RUNS"); do
   for p in $PAIRS; do
-    case $p in
-      sluice) run_sluice "$r" ;;
-      sluice-testpmd) if [ $have_testpmd = 1 ]; then run_sluice_testpmd "$r"; fi ;;
-      testpmd-sluice) if [ $have_testpmd = 1 ]; then run_testpmd_sluice "$r"; fi ;;
-      *) echo "unknown pair \`$p' in MEMIF_BENCH_PAIRS" >&2; exit 2 ;;
-    esac
+    for MODE in $MODES; do
+      case $MODE in
+        copy | zc) ;;
+        *) echo "unknown mode \`$MODE' in MEMIF_BENCH_MODES (copy|zc)" >&2; exit 2 ;;
+      esac
+      case $p in
+        sluice) run_sluice "$r" master ;;
+        sluice-s2m) run_sluice "$r" slave ;;
+        sluice-testpmd) if [ $have_testpmd = 1 ] && [ "$MODE" = copy ]; then run_sluice_testpmd "$r" master; fi ;;
+        sluice-s2m-testpmd) if [ $have_testpmd = 1 ]; then run_sluice_testpmd "$r" slave; fi ;;
+        testpmd-sluice) if [ $have_testpmd = 1 ]; then run_testpmd_sluice "$r"; fi ;;
+        *) echo "unknown pair \`$p' in MEMIF_BENCH_PAIRS" >&2; exit 2 ;;
+      esac
+    done
   done
 done
 echo
-printf '%-16s %-24s %8s %8s %8s\n' pair metric min median max
+printf '%-24s %-24s %8s %8s %8s\n' pair metric min median max
 sort -t'|' -s -k1,2 "$D/results" | awk -F'|' '
   function flush() {
     if (n == 0) return
     # insertion sort of n values
     for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
     med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    printf "%-16s %-24s %8.2f %8.2f %8.2f\n", p, m, v[1], med, v[n]
+    printf "%-24s %-24s %8.2f %8.2f %8.2f\n", p, m, v[1], med, v[n]
     n = 0
   }
   $1 != p || $2 != m { flush(); p = $1; m = $2 }

@@ -97,7 +97,8 @@ fuzz_target!(|data: &[u8]| {
         zero_copy: None,
     };
     let counters = Arc::new(IfCounters::new(1));
-    let sh = Arc::new(IfShared::new(1, Mode::Ethernet, counters, None));
+    let link = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sh = Arc::new(IfShared::new(1, Mode::Ethernet, counters, None, link));
     ctl.add_iface("memif1/0".into(), cfg, sh);
     // Slave role: the fuzzer is the master and listens; Sluice connects at its first poll
     // (and again a second after each disconnect).

@@ -134,7 +134,7 @@ fn show_hardware(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         if !only.is_empty() && !only.contains(&i.sw_if_index) {
             continue;
         }
-        let link = if i.admin_up && i.link_up {
+        let link = if i.admin_up && i.link_up() {
             "up"
         } else {
             "down"

@@ -3,6 +3,7 @@
 
 use sluice_graph::stats::Counter;
 use sluice_graph::{NodeIndex, Vlib};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Index of a software interface (`sw_if_index`); `local0` is 0.
@@ -109,8 +110,11 @@ pub struct Interface {
     pub driver: String,
     /// Admin state.
     pub admin_up: bool,
-    /// Link state.
-    pub link_up: bool,
+    /// Link state, shared with the driver: a driver keeps a clone ([`Interface::link_handle`])
+    /// and publishes carrier changes from any thread (memif's control plane does it as it
+    /// connects and disconnects), so `show hardware-interfaces` is current without a
+    /// main-thread round trip.
+    pub link: Arc<AtomicBool>,
     /// MAC address.
     pub mac: [u8; 6],
     /// L3 MTU.
@@ -123,6 +127,21 @@ pub struct Interface {
     pub counters: Arc<IfCounters>,
     /// Deleted (the index is not reused while packets may still carry it).
     pub deleted: bool,
+}
+
+impl Interface {
+    /// Link (carrier) state.
+    pub fn link_up(&self) -> bool {
+        self.link.load(Ordering::Acquire)
+    }
+    /// Sets the link state (any thread may; see [`Interface::link_handle`]).
+    pub fn set_link_up(&self, up: bool) {
+        self.link.store(up, Ordering::Release);
+    }
+    /// The link state for a driver to publish changes from its own thread.
+    pub fn link_handle(&self) -> Arc<AtomicBool> {
+        self.link.clone()
+    }
 }
 
 /// Every interface's counters by index, read lock-free by `error-drop` and `punt` to count
@@ -218,7 +237,7 @@ pub fn create_interface(
         name: name.to_string(),
         driver: driver.to_string(),
         admin_up: false,
-        link_up: true,
+        link: Arc::new(AtomicBool::new(true)),
         mac,
         mtu: 1500,
         promisc: false,
@@ -244,7 +263,7 @@ pub fn ensure_local0(vm: &mut Vlib) {
             name: "local0".to_string(),
             driver: "local".to_string(),
             admin_up: false,
-            link_up: false,
+            link: Arc::new(AtomicBool::new(false)),
             mac: [0; 6],
             mtu: 0,
             promisc: false,

@@ -281,6 +281,24 @@ impl Ctl {
         }
     }
 
+    /// Zero-copy slaves: takes back (into `out`) the tx buffers the masters consumed, on every
+    /// queue whose lock is free (a queue being transmitted on reclaims them itself).
+    pub fn reclaim_tx(&self, out: &mut Vec<sluice_buffer::BufIdx>) {
+        for x in &self.ifs {
+            let Some(conn) = x.sh.current().filter(|c| c.zc.is_some()) else {
+                continue;
+            };
+            for q in &conn.tx {
+                if q.ring.tail() == q.last.load(std::sync::atomic::Ordering::Relaxed) {
+                    continue;
+                }
+                if let Some(_g) = super::node::QGuard::try_lock(q) {
+                    q.reclaim_tx(q.ring.head(), out);
+                }
+            }
+        }
+    }
+
     /// One control-plane step: accept, receive, handshake, timeouts, reconnects.
     pub fn poll(&mut self, now: f64) {
         self.poll_listeners(now);

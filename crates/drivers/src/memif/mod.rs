@@ -71,6 +71,30 @@ impl Queue {
             .filter(|s| s.load(Ordering::Relaxed) != 0)
             .count()
     }
+    /// Zero-copy S2M ring (caller holds the queue lock): moves the packets the master consumed
+    /// since the last look (old `tail` .. new `tail`) from the shadow array to `out`; `head` is
+    /// the ring's head as the caller read it. Returns false, taking nothing, when the peer's
+    /// `tail` is inconsistent (past `head`, or the ring reset): the transmit path then takes
+    /// everything back and resynchronises.
+    pub(crate) fn reclaim_tx(&self, head: u16, out: &mut Vec<BufIdx>) -> bool {
+        let rs = self.ring.size();
+        let mask = rs - 1;
+        let tail = self.ring.tail();
+        let last = self.last.load(Ordering::Relaxed);
+        let inflight = head.wrapping_sub(last);
+        let consumed = tail.wrapping_sub(last);
+        if inflight > rs || consumed > inflight {
+            return false;
+        }
+        for j in 0..consumed {
+            let v = self.shadow[(last.wrapping_add(j) & mask) as usize].swap(0, Ordering::Relaxed);
+            if v != 0 {
+                out.push(BufIdx(v - 1));
+            }
+        }
+        self.last.store(tail, Ordering::Relaxed);
+        true
+    }
     /// Takes every buffer out of the shadow array.
     pub(crate) fn take_all(&self, out: &mut Vec<BufIdx>) {
         for s in self.shadow.iter() {
@@ -130,6 +154,9 @@ pub struct IfShared {
     rxq: [AtomicU32; ctl::MAX_QUEUES],
     /// Wakes the graph threads when the data path must look at a change.
     threads: Option<Arc<Shared>>,
+    /// The interface table's link state (`Interface::link_handle`): up exactly while a
+    /// connection is published, set by the control plane as it connects and disconnects.
+    link: Arc<AtomicBool>,
 }
 
 impl IfShared {
@@ -139,6 +166,7 @@ impl IfShared {
         mode: Mode,
         counters: Arc<IfCounters>,
         threads: Option<Arc<Shared>>,
+        link: Arc<AtomicBool>,
     ) -> IfShared {
         IfShared {
             sw_if_index,
@@ -148,15 +176,18 @@ impl IfShared {
             conn: Mutex::new(None),
             rxq: std::array::from_fn(|_| AtomicU32::new(0)),
             threads,
+            link,
         }
     }
     /// The current connection.
     pub fn current(&self) -> Option<Arc<DataConn>> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-    /// Publishes (or withdraws) the connection.
+    /// Publishes (or withdraws) the connection, and with it the interface's link state.
     pub fn publish(&self, c: Option<Arc<DataConn>>) {
+        let up = c.is_some();
         *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = c;
+        self.link.store(up, Ordering::Release);
         self.changed();
     }
     fn changed(&self) {
@@ -219,9 +250,12 @@ impl MemifShared {
     }
 }
 
-/// `memif-process`: runs the control plane.
+/// `memif-process`: runs the control plane, and takes back the zero-copy tx buffers the
+/// masters consumed (so an interface that stopped transmitting does not hold them until its
+/// next transmit).
 pub struct MemifProcess {
     ctl: Arc<Mutex<Ctl>>,
+    reclaimed: Vec<BufIdx>,
 }
 
 impl NodeFn for MemifProcess {
@@ -229,6 +263,11 @@ impl NodeFn for MemifProcess {
         let now = cx.now_secs();
         let mut c = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         c.poll(now);
+        c.reclaim_tx(&mut self.reclaimed);
+        if !self.reclaimed.is_empty() {
+            cx.free(&self.reclaimed);
+            self.reclaimed.clear();
+        }
         Suspend::Timeout(c.tick())
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -282,7 +321,12 @@ pub fn register(b: &mut GraphBuilder) {
     b.register(NodeRegistration::new(
         PROCESS,
         NodeKind::Process,
-        move |_| Box::new(MemifProcess { ctl: ctl.clone() }),
+        move |_| {
+            Box::new(MemifProcess {
+                ctl: ctl.clone(),
+                reclaimed: Vec::new(),
+            })
+        },
     ));
 }
 
@@ -397,16 +441,6 @@ fn ctl(vm: &mut Vlib) -> Result<Arc<Mutex<Ctl>>, CliError> {
 
 fn lock(c: &Arc<Mutex<Ctl>>) -> std::sync::MutexGuard<'_, Ctl> {
     c.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Copies the connection state into the interface table's link state.
-fn sync_link(vm: &mut Vlib, c: &Ctl) {
-    let ifs = vm.ext_mut::<Interfaces>();
-    for x in &c.ifs {
-        if let Some(i) = ifs.get_mut(sluice_vnet::SwIfIndex(x.sh.sw_if_index)) {
-            i.link_up = x.state == State::Connected;
-        }
-    }
 }
 
 fn cli_create_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -569,19 +603,20 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let tx = vm.registry.find(TX);
     let idx =
         sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx).map_err(CliError::new)?;
-    let counters = {
+    let (counters, link) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs
             .get_mut(idx)
             .ok_or_else(|| CliError::new("interface vanished"))?;
-        i.link_up = false;
-        i.counters.clone()
+        i.set_link_up(false);
+        (i.counters.clone(), i.link_handle())
     };
     let sh = Arc::new(IfShared::new(
         idx.0,
         cfg.mode,
         counters,
         Some(vm.shared.clone()),
+        link,
     ));
     lock(&c).add_iface(name.clone(), cfg, sh);
     Ok(format!("{name}\n"))
@@ -621,7 +656,6 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let c = ctl(vm)?;
     let g = lock(&c);
-    sync_link(vm, &g);
     if let Some(n) = &only {
         if !g.ifs.iter().any(|x| &x.name == n) {
             return Err(CliError::new(format!("unknown memif interface `{n}'")));

@@ -28,6 +28,9 @@
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
 //!   region), `too_long` (more than 64 buffers); each also counts interface `tx-error`.
+//! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
+//!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
+//!   so an idle interface holds none for long.
 
 use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
 use super::{DataConn, IfShared, MemifShared, Queue};
@@ -268,8 +271,15 @@ impl TraceRecord for RxTrace {
 }
 
 /// Holds a queue's spin lock (uncontended on the usual one-thread-per-queue placement).
-struct QGuard<'a>(&'a Queue);
+pub(crate) struct QGuard<'a>(&'a Queue);
 impl<'a> QGuard<'a> {
+    /// The lock if it is free (for work that can wait for the next try).
+    pub(crate) fn try_lock(q: &'a Queue) -> Option<QGuard<'a>> {
+        q.lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(QGuard(q))
+    }
     fn lock(q: &'a Queue) -> QGuard<'a> {
         while q
             .lock
@@ -1025,23 +1035,12 @@ fn tx_ring_zc(
     let mask = rs - 1;
     let mut fails = [0u64; 4];
     let mut slot = ring.head();
-    let tail = ring.tail();
-    let last = q.last.load(Ordering::Relaxed);
-    let inflight = slot.wrapping_sub(last);
-    let consumed = tail.wrapping_sub(last);
-    if inflight > rs || consumed > inflight {
+    if !q.reclaim_tx(slot, done) {
         q.take_all(done);
-        slot = tail;
-    } else {
-        for j in 0..consumed {
-            let v = q.shadow[(last.wrapping_add(j) & mask) as usize].swap(0, Ordering::Relaxed);
-            if v != 0 {
-                done.push(BufIdx(v - 1));
-            }
-        }
+        slot = ring.tail();
+        q.last.store(slot, Ordering::Relaxed);
     }
-    q.last.store(tail, Ordering::Relaxed);
-    let mut free = rs - slot.wrapping_sub(tail);
+    let mut free = rs - slot.wrapping_sub(q.last.load(Ordering::Relaxed));
     let mut sent = 0;
     let mut segs = [(0usize, 0usize); MAX_SEGS];
     // Bytes of the packets not sent (as `interface-output` counted them).
