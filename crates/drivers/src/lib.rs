@@ -71,6 +71,36 @@ pub(crate) fn total_bytes(pool: &BufferPool, bufs: &[BufIdx]) -> u64 {
         .sum()
 }
 
+/// The first bytes of a received packet, as an input node's trace record keeps them: shown
+/// decoded (Ethernet and what follows) under the record's own line.
+#[derive(Copy, Clone)]
+pub(crate) struct TraceHead {
+    len: u8,
+    bytes: [u8; 64],
+}
+
+impl TraceHead {
+    /// Keeps the first 64 bytes of `pkt` (all of it when shorter).
+    pub(crate) fn new(pkt: &[u8]) -> Self {
+        let mut bytes = [0u8; 64];
+        let n = pkt.len().min(bytes.len());
+        bytes[..n].copy_from_slice(&pkt[..n]);
+        TraceHead {
+            len: n as u8,
+            bytes,
+        }
+    }
+
+    /// Appends the decoded header lines to `out`, one indented line each.
+    pub(crate) fn format(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let d = sluice_wire::format::describe_ethernet(&self.bytes[..self.len as usize]);
+        for l in d.lines() {
+            let _ = write!(out, "\n  {l}");
+        }
+    }
+}
+
 /// Registers every driver's nodes.
 pub fn register(b: &mut sluice_graph::GraphBuilder) {
     pg::register(b);
@@ -98,4 +128,27 @@ pub fn init(vm: &mut sluice_graph::Vlib) {
     af_xdp::init(vm);
     memif::init(vm);
     tap::init(vm);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceHead;
+
+    #[test]
+    fn trace_head_keeps_at_most_64_bytes_and_decodes_them() {
+        // Ethernet to a broadcast MAC, type ARP, then 100 bytes of padding.
+        let mut pkt = vec![0xff; 6];
+        pkt.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        pkt.resize(114, 0);
+        let h = TraceHead::new(&pkt);
+        assert_eq!(h.len, 64);
+        assert_eq!(&h.bytes[..], &pkt[..64]);
+        let mut out = String::new();
+        h.format(&mut out);
+        assert!(out.starts_with("\n  "), "{out:?}");
+        assert!(out.contains("02:00:00:00:00:01"), "{out:?}");
+        let short = TraceHead::new(&pkt[..10]);
+        assert_eq!(short.len, 10);
+        assert_eq!(&short.bytes[..10], &pkt[..10]);
+    }
 }
