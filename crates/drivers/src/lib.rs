@@ -15,7 +15,7 @@ pub mod tester;
 
 use linux::SwTable;
 use sluice_buffer::{BufIdx, BufferPool};
-use sluice_graph::{NodeIndex, Vlib};
+use sluice_graph::{Cx, NodeIndex, Vlib};
 use sluice_vnet::SwIfIndex;
 
 /// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
@@ -41,13 +41,18 @@ pub(crate) fn set_tx_entry<N: 'static, E: Clone + Send + Sync + 'static>(
     });
 }
 
-/// Calls `f(tx_if, run)` for each run of consecutive buffers of `frame` with the same
-/// `tx_if` (tx nodes serving several interfaces).
-pub(crate) fn for_each_tx_run(
-    pool: &BufferPool,
+/// `NodeFn::frame` of a tx node serving several interfaces: calls `send(cx, pool, entry, run)`
+/// for each run of consecutive buffers of `frame` with the same `tx_if`, `entry` being that
+/// interface's in `table`; the buffers of an interface without one are counted as counter
+/// `no_interface`. Frees the frame afterwards (`send` only reads the buffers).
+pub(crate) fn tx_runs<E>(
+    cx: &mut Cx,
     frame: &[BufIdx],
-    mut f: impl FnMut(u32, &[BufIdx]),
+    table: &SwTable<E>,
+    no_interface: usize,
+    mut send: impl FnMut(&mut Cx, &BufferPool, &E, &[BufIdx]),
 ) {
+    let pool = cx.pool_ref();
     let mut i = 0;
     while i < frame.len() {
         // SAFETY: the calling tx node owns the frame; read-only header access.
@@ -57,9 +62,13 @@ pub(crate) fn for_each_tx_run(
         while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
             j += 1;
         }
-        f(tx, &frame[i..j]);
+        match table.get(tx) {
+            Some(e) => send(cx, pool, e, &frame[i..j]),
+            None => cx.count(no_interface, (j - i) as u64),
+        }
         i = j;
     }
+    cx.free(frame);
 }
 
 /// Bytes of the packets `bufs` (chains included): what a tx node could not send, for

@@ -618,7 +618,7 @@ pub struct AfTx {
 }
 
 impl AfTx {
-    fn send_run(&mut self, cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
             cx.count(C_NO_INTERFACE, run.len() as u64);
@@ -657,12 +657,7 @@ impl AfTx {
 
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
-        crate::for_each_tx_run(pool, frame, |tx, run| match self.table.get(tx).cloned() {
-            Some(e) => self.send_run(cx, pool, &e, run),
-            None => cx.count(C_NO_INTERFACE, run.len() as u64),
-        });
-        cx.free(frame);
+        crate::tx_runs(cx, frame, &self.table, C_NO_INTERFACE, Self::send_run);
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

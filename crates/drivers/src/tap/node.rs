@@ -359,7 +359,7 @@ pub struct TapTx {
 const MAX_SEGS: usize = 64;
 
 impl TapTx {
-    fn send_run(&mut self, cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(fd) = e.fds.get(t % e.fds.len().max(1)).map(|f| f.as_raw_fd()) else {
             cx.count(T_NO_INTERFACE, run.len() as u64);
@@ -410,12 +410,7 @@ impl TapTx {
 
 impl NodeFn for TapTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
-        crate::for_each_tx_run(pool, frame, |tx, run| match self.table.get(tx).cloned() {
-            Some(e) => self.send_run(cx, pool, &e, run),
-            None => cx.count(T_NO_INTERFACE, run.len() as u64),
-        });
-        cx.free(frame);
+        crate::tx_runs(cx, frame, &self.table, T_NO_INTERFACE, Self::send_run);
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
