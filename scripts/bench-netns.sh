@@ -134,9 +134,6 @@ print("%.0f" % (s["tx_packets"] / (s["elapsed_s"] or 1e-9)))')
         'BEGIN {t = ns / 1e9; printf "%d %.3f %d %.2f %.2f\n", r / t, c / hz / t, off, b0 / hz / t, b1 / hz / t}'
 }
 
-stats() { # min median max of the arguments
-    printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {printf "%s %s %s\n", a[1], a[int((NR+1)/2)], a[NR]}'
-}
 
 warm() { # wait for the path to work (ARP on both sides; each router has other MACs)
     ip -n "$G" neigh flush all; ip -n "$S" neigh flush all

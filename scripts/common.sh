@@ -10,3 +10,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
+
+# stats v1 v2 ...: "min median max" of the numbers (an even count's median is the mean of
+# the middle two), for the benchmark scripts' min/median/max over repeated runs.
+stats() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        print v[1], m, v[NR] }'
+}

@@ -36,7 +36,7 @@ skip() { echo "rxmode-cpu: skipped: $*"; exit 0; }
 command -v ip >/dev/null || skip "ip (iproute2) not installed"
 command -v ping >/dev/null || skip "ping not installed (apt-get install iputils-ping)"
 
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 TARGET="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p sluice -p sluicectl
 SLUICE="$TARGET/release/sluice"
@@ -80,12 +80,8 @@ cpu() {
     awk -v c="$((c1 - c0))" -v hz="$HZ" -v t0="$t0" -v t1="$t1" \
         'BEGIN { printf "%.2f", 100 * c / hz / (t1 - t0) }'
 }
-# stats v1 v2 ...: "min / median / max"
-stats() {
-    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%6.2f / %6.2f / %6.2f", v[1], m, v[NR] }'
-}
+# mmm v1 v2 ...: "min / median / max"
+mmm() { stats "$@" | awk '{ printf "%6.2f / %6.2f / %6.2f", $1, $2, $3 }'; }
 row() { printf '  %-10s %-28s %s\n' "$1" "$2" "$3"; }
 
 echo "Sluice CPU use by rx mode, % of one core (utime+stime of the process), ${SECS} s per sample"
@@ -135,7 +131,7 @@ measure_linux() {
         sleep 1
         v=()
         for _ in $(seq "$RUNS"); do v+=("$(cpu "$pid" "$SECS")"); done
-        row "$mode" "idle" "$(stats "${v[@]}")"
+        row "$mode" "idle" "$(mmm "${v[@]}")"
         light=$(cpu "$pid" "$SECS" ping_a -q -i 0.01 -w "$SECS" 10.97.2.2)
         loss=$(grep -o '[0-9.]*% packet loss' "$D/ping.txt" || echo "?")
         row "$mode" "ping 100/s (${loss:-?})" "$light"
@@ -191,7 +187,7 @@ for mode in polling interrupt adaptive; do
     sleep 1
     v=()
     for _ in $(seq "$RUNS"); do v+=("$(cpu "$PID_s" "$SECS")"); done
-    row "$mode" "idle" "$(stats "${v[@]}")"
+    row "$mode" "idle" "$(mmm "${v[@]}")"
     r0=$(rxs)
     ctl m packet-generator enable load
     load=$(cpu "$PID_s" "$SECS")

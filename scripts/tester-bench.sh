@@ -105,9 +105,6 @@ print("run: tx %d elapsed %.6f" % (s["tx_packets"], s["elapsed_s"]), file=sys.st
     ctl tester stream del name b >/dev/null
 }
 
-stats() { # min median max of the arguments
-    printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {printf "%s %s %s\n", a[1], a[int((NR+1)/2)], a[NR]}'
-}
 
 echo "tester: ${SIZE}-byte frames, ${SECS}s x ${RUNS} runs, af_packet over veth, $WORKERS worker(s), tx on ${W:-the main thread}, $( [ "$RX" = 1 ] && echo "rx on host-tb" || echo "no rx" ); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %32s %9s %9s %8s %10s %9s %12s\n' "target" "accepted pps min/median/max" "error" "tx-fail" "rx/tx" "p50 lat" "vec/call" "drv clk/pkt"

@@ -15,7 +15,7 @@ pub mod tester;
 
 use linux::SwTable;
 use sluice_buffer::{BufIdx, BufferPool};
-use sluice_graph::{NodeIndex, Vlib};
+use sluice_graph::{Cx, NodeIndex, Vlib};
 use sluice_vnet::SwIfIndex;
 
 /// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
@@ -41,13 +41,18 @@ pub(crate) fn set_tx_entry<N: 'static, E: Clone + Send + Sync + 'static>(
     });
 }
 
-/// Calls `f(tx_if, run)` for each run of consecutive buffers of `frame` with the same
-/// `tx_if` (tx nodes serving several interfaces).
-pub(crate) fn for_each_tx_run(
-    pool: &BufferPool,
+/// `NodeFn::frame` of a tx node serving several interfaces: calls `send(cx, pool, entry, run)`
+/// for each run of consecutive buffers of `frame` with the same `tx_if`, `entry` being that
+/// interface's in `table`; the buffers of an interface without one are counted as counter
+/// `no_interface`. Frees the frame afterwards (`send` only reads the buffers).
+pub(crate) fn tx_runs<E>(
+    cx: &mut Cx,
     frame: &[BufIdx],
-    mut f: impl FnMut(u32, &[BufIdx]),
+    table: &SwTable<E>,
+    no_interface: usize,
+    mut send: impl FnMut(&mut Cx, &BufferPool, &E, &[BufIdx]),
 ) {
+    let pool = cx.pool_ref();
     let mut i = 0;
     while i < frame.len() {
         // SAFETY: the calling tx node owns the frame; read-only header access.
@@ -57,9 +62,13 @@ pub(crate) fn for_each_tx_run(
         while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
             j += 1;
         }
-        f(tx, &frame[i..j]);
+        match table.get(tx) {
+            Some(e) => send(cx, pool, e, &frame[i..j]),
+            None => cx.count(no_interface, (j - i) as u64),
+        }
         i = j;
     }
+    cx.free(frame);
 }
 
 /// Bytes of the packets `bufs` (chains included): what a tx node could not send, for
@@ -69,6 +78,36 @@ pub(crate) fn total_bytes(pool: &BufferPool, bufs: &[BufIdx]) -> u64 {
         // SAFETY: the calling tx node owns the buffers; short-lived read-only views.
         .map(|&b| unsafe { pool.buffer(b) }.total_len() as u64)
         .sum()
+}
+
+/// The first bytes of a received packet, as an input node's trace record keeps them: shown
+/// decoded (Ethernet and what follows) under the record's own line.
+#[derive(Copy, Clone)]
+pub(crate) struct TraceHead {
+    len: u8,
+    bytes: [u8; 64],
+}
+
+impl TraceHead {
+    /// Keeps the first 64 bytes of `pkt` (all of it when shorter).
+    pub(crate) fn new(pkt: &[u8]) -> Self {
+        let mut bytes = [0u8; 64];
+        let n = pkt.len().min(bytes.len());
+        bytes[..n].copy_from_slice(&pkt[..n]);
+        TraceHead {
+            len: n as u8,
+            bytes,
+        }
+    }
+
+    /// Appends the decoded header lines to `out`, one indented line each.
+    pub(crate) fn format(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let d = sluice_wire::format::describe_ethernet(&self.bytes[..self.len as usize]);
+        for l in d.lines() {
+            let _ = write!(out, "\n  {l}");
+        }
+    }
 }
 
 /// Registers every driver's nodes.
@@ -98,4 +137,27 @@ pub fn init(vm: &mut sluice_graph::Vlib) {
     af_xdp::init(vm);
     memif::init(vm);
     tap::init(vm);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceHead;
+
+    #[test]
+    fn trace_head_keeps_at_most_64_bytes_and_decodes_them() {
+        // Ethernet to a broadcast MAC, type ARP, then 100 bytes of padding.
+        let mut pkt = vec![0xff; 6];
+        pkt.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        pkt.resize(114, 0);
+        let h = TraceHead::new(&pkt);
+        assert_eq!(h.len, 64);
+        assert_eq!(&h.bytes[..], &pkt[..64]);
+        let mut out = String::new();
+        h.format(&mut out);
+        assert!(out.starts_with("\n  "), "{out:?}");
+        assert!(out.contains("02:00:00:00:00:01"), "{out:?}");
+        let short = TraceHead::new(&pkt[..10]);
+        assert_eq!(short.len, 10);
+        assert_eq!(&short.bytes[..10], &pkt[..10]);
+    }
 }

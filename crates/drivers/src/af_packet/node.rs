@@ -43,6 +43,7 @@
 use super::frame;
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
 use crate::fdq::{FdQueue, QueueSet};
+use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -164,8 +165,7 @@ struct RxTrace {
     len: u32,
     status: u32,
     vlan: u16,
-    head_len: u8,
-    head: [u8; 64],
+    head: TraceHead,
 }
 
 impl TraceRecord for RxTrace {
@@ -178,10 +178,7 @@ impl TraceRecord for RxTrace {
         if self.status & status::VLAN_VALID != 0 {
             let _ = write!(out, " vlan {}", self.vlan & 0xfff);
         }
-        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
-        for l in d.lines() {
-            let _ = write!(out, "\n  {l}");
-        }
+        self.head.format(out);
     }
 }
 
@@ -533,10 +530,7 @@ impl Out {
         v.hdr.rx_if = rx.sw_if;
         v.hdr.rx_tsc = self.rx_tsc;
         if self.traced > 0 {
-            let mut head = [0u8; 64];
-            let d = v.data();
-            let hl = d.len().min(64);
-            head[..hl].copy_from_slice(&d[..hl]);
+            let head = TraceHead::new(v.data());
             cx.trace_start(
                 &mut v,
                 RxTrace {
@@ -545,7 +539,6 @@ impl Out {
                     len: len as u32,
                     status: self.trace_status.0,
                     vlan: self.trace_status.1,
-                    head_len: hl as u8,
                     head,
                 },
             );
@@ -625,7 +618,7 @@ pub struct AfTx {
 }
 
 impl AfTx {
-    fn send_run(&mut self, cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
             cx.count(C_NO_INTERFACE, run.len() as u64);
@@ -664,12 +657,7 @@ impl AfTx {
 
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
-        crate::for_each_tx_run(pool, frame, |tx, run| match self.table.get(tx).cloned() {
-            Some(e) => self.send_run(cx, pool, &e, run),
-            None => cx.count(C_NO_INTERFACE, run.len() as u64),
-        });
-        cx.free(frame);
+        crate::tx_runs(cx, frame, &self.table, C_NO_INTERFACE, Self::send_run);
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

@@ -13,10 +13,10 @@
 //!
 //! Constants and header layouts are those of `<linux/if_packet.h>` (stable kernel ABI).
 
-use crate::linux::{os_err, setsockopt, Mmap};
+use crate::linux::{os_err, setsockopt, Mmap, SpinGuard, SpinLock};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -397,8 +397,8 @@ pub struct TxRing {
     map: Mmap,
     fd: OwnedFd,
     geo: TxGeometry,
-    head: AtomicUsize,
-    lock: AtomicBool,
+    /// The next frame to fill, under the queue lock.
+    head: SpinLock<usize>,
     /// Whether the socket bypasses the qdisc layer.
     pub qdisc_bypass: bool,
 }
@@ -406,6 +406,7 @@ pub struct TxRing {
 /// Exclusive access to a tx ring (see [`TxRing::lock`]).
 pub struct TxGuard<'a> {
     ring: &'a TxRing,
+    head: SpinGuard<'a, usize>,
 }
 
 /// Why a packet could not be queued.
@@ -460,8 +461,7 @@ impl TxRing {
             map,
             fd,
             geo,
-            head: AtomicUsize::new(0),
-            lock: AtomicBool::new(false),
+            head: SpinLock::new(0),
             qdisc_bypass,
         })
     }
@@ -479,14 +479,10 @@ impl TxRing {
     /// Takes the queue (spins while another thread holds it: only when threads share a
     /// queue, for the duration of one batch).
     pub fn lock(&self) -> TxGuard<'_> {
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
+        TxGuard {
+            ring: self,
+            head: self.head.lock(),
         }
-        TxGuard { ring: self }
     }
 }
 
@@ -496,7 +492,7 @@ impl TxGuard<'_> {
     #[inline]
     pub fn push(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> Result<(), TxFull> {
         let r = self.ring;
-        let head = r.head.load(Ordering::Relaxed);
+        let head = *self.head;
         let off = head * r.geo.frame_size;
         let Some(st) = r.map.atomic_u32(off + pkt2::STATUS) else {
             return Err(TxFull::RingFull);
@@ -505,7 +501,7 @@ impl TxGuard<'_> {
         if st.load(Ordering::Acquire) & (status::SEND_REQUEST | status::SENDING) != 0 {
             return Err(TxFull::RingFull);
         }
-        let len = {
+        {
             // SAFETY: `off + frame_size <= map.len` (head < frame_nr). The frame is
             // AVAILABLE, so the kernel does not touch it, and we hold the queue lock, so no
             // other thread does; the slice is dropped before the status store below.
@@ -514,11 +510,9 @@ impl TxGuard<'_> {
             let (hdr, data) = frame.split_at_mut(pkt2::DATA);
             let len = fill(data).min(data.len());
             hdr[pkt2::LEN..pkt2::LEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
-            len
-        };
-        let _ = len;
+        }
         st.store(status::SEND_REQUEST, Ordering::Release);
-        r.head.store((head + 1) % r.geo.frame_nr, Ordering::Relaxed);
+        *self.head = (head + 1) % r.geo.frame_nr;
         Ok(())
     }
 
@@ -531,11 +525,5 @@ impl TxGuard<'_> {
             }
             r => r,
         }
-    }
-}
-
-impl Drop for TxGuard<'_> {
-    fn drop(&mut self) {
-        self.ring.lock.store(false, Ordering::Release);
     }
 }

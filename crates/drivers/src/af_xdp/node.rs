@@ -43,6 +43,7 @@
 
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
+use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -137,8 +138,7 @@ struct RxTrace {
     sw_if: u32,
     queue: u16,
     len: u16,
-    head_len: u8,
-    head: [u8; 64],
+    head: TraceHead,
 }
 
 impl TraceRecord for RxTrace {
@@ -148,10 +148,7 @@ impl TraceRecord for RxTrace {
             "af_xdp: sw_if_index {} queue {} len {}",
             self.sw_if, self.queue, self.len
         );
-        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
-        for l in d.lines() {
-            let _ = write!(out, "\n  {l}");
-        }
+        self.head.format(out);
     }
 }
 
@@ -212,14 +209,11 @@ impl AfXdpInput {
                         let mut v = unsafe { pool.buffer(b) };
                         v.hdr.rx_if = q.sw_if;
                         if traced > 0 {
-                            let mut head = [0u8; 64];
-                            let hl = pkt.len().min(64);
-                            head[..hl].copy_from_slice(&pkt[..hl]);
+                            let head = TraceHead::new(pkt);
                             let rec = RxTrace {
                                 sw_if: q.sw_if,
                                 queue: q.queue,
                                 len: pkt.len() as u16,
-                                head_len: hl as u8,
                                 head,
                             };
                             cx.trace_start(&mut v, rec);

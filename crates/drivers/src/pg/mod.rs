@@ -18,6 +18,7 @@
 pub mod stream;
 
 use crate::pg::stream::{Pacer, Source, StreamDef};
+use crate::TraceHead;
 use sluice_buffer::BufIdx;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
@@ -74,8 +75,7 @@ struct PgTrace {
     stream: u32,
     rx_if: u32,
     len: u16,
-    head_len: u8,
-    head: [u8; 64],
+    head: TraceHead,
 }
 
 impl TraceRecord for PgTrace {
@@ -85,10 +85,7 @@ impl TraceRecord for PgTrace {
             "stream {}, {} bytes, sw_if_index {}",
             self.stream, self.len, self.rx_if
         );
-        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
-        for l in d.lines() {
-            let _ = write!(out, "\n  {l}");
-        }
+        self.head.format(out);
     }
 }
 
@@ -148,17 +145,13 @@ impl PgInput {
             v.hdr.rx_if = s.rx_if;
             bytes += len as u64;
             if traced > 0 {
-                let mut head = [0u8; 64];
-                let d = v.data();
-                let hl = d.len().min(64);
-                head[..hl].copy_from_slice(&d[..hl]);
+                let head = TraceHead::new(v.data());
                 cx.trace_start(
                     &mut v,
                     PgTrace {
                         stream: s.id,
                         rx_if: s.rx_if,
                         len: len.min(u16::MAX as usize) as u16,
-                        head_len: hl as u8,
                         head,
                     },
                 );

@@ -28,6 +28,7 @@
 
 use crate::af_packet::frame;
 use crate::fdq::{FdQueue, QueueSet};
+use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::POLL_TICK_SECS;
@@ -127,8 +128,7 @@ struct RxTrace {
     len: u32,
     flags: u8,
     gso_type: u8,
-    head_len: u8,
-    head: [u8; 64],
+    head: TraceHead,
 }
 
 impl TraceRecord for RxTrace {
@@ -138,10 +138,7 @@ impl TraceRecord for RxTrace {
             "virtio: sw_if_index {} queue {} len {} vnet-hdr flags 0x{:x} gso_type {}",
             self.sw_if, self.queue, self.len, self.flags, self.gso_type
         );
-        let d = sluice_wire::format::describe_ethernet(&self.head[..self.head_len as usize]);
-        for l in d.lines() {
-            let _ = write!(out, "\n  {l}");
-        }
+        self.head.format(out);
     }
 }
 
@@ -266,10 +263,7 @@ impl TapInput {
             if traced > 0 {
                 // SAFETY: as above.
                 let mut v = unsafe { pool.buffer(b) };
-                let mut head = [0u8; 64];
-                let d = v.data();
-                let hl = d.len().min(64);
-                head[..hl].copy_from_slice(&d[..hl]);
+                let head = TraceHead::new(v.data());
                 cx.trace_start(
                     &mut v,
                     RxTrace {
@@ -278,7 +272,6 @@ impl TapInput {
                         len: flen as u32,
                         flags,
                         gso_type,
-                        head_len: hl as u8,
                         head,
                     },
                 );
@@ -366,7 +359,7 @@ pub struct TapTx {
 const MAX_SEGS: usize = 64;
 
 impl TapTx {
-    fn send_run(&mut self, cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(fd) = e.fds.get(t % e.fds.len().max(1)).map(|f| f.as_raw_fd()) else {
             cx.count(T_NO_INTERFACE, run.len() as u64);
@@ -417,12 +410,7 @@ impl TapTx {
 
 impl NodeFn for TapTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let pool = cx.pool_ref();
-        crate::for_each_tx_run(pool, frame, |tx, run| match self.table.get(tx).cloned() {
-            Some(e) => self.send_run(cx, pool, &e, run),
-            None => cx.count(T_NO_INTERFACE, run.len() as u64),
-        });
-        cx.free(frame);
+        crate::tx_runs(cx, frame, &self.table, T_NO_INTERFACE, Self::send_run);
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
