@@ -31,7 +31,8 @@ RUNS=${2:-5}
 SIZE=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
-(cd "$ROOT" && cargo build --release -q -p sluice -p sluicectl)
+. "$ROOT/scripts/common.sh"
+cargo build --release -q -p sluice -p sluicectl
 S=$T/release/sluice
 C=$T/release/sluicectl
 TESTPMD="$ROOT/scripts/testpmd-memif.sh"
@@ -294,15 +295,9 @@ for r in $(seq "$RUNS"); do
 done
 echo
 printf '%-24s %-24s %8s %8s %8s\n' pair metric min median max
-sort -t'|' -s -k1,2 "$D/results" | awk -F'|' '
-  function flush() {
-    if (n == 0) return
-    # insertion sort of n values
-    for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-    med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    printf "%-24s %-24s %8.2f %8.2f %8.2f\n", p, m, v[1], med, v[n]
-    n = 0
-  }
-  $1 != p || $2 != m { flush(); p = $1; m = $2 }
-  { v[++n] = $3 + 0 }
-  END { flush() }'
+# One row per pair and metric, in the order of the pair (with its mode) and the metric.
+cut -d'|' -f1,2 "$D/results" | sort -s -u | while IFS='|' read -r p m; do
+  mapfile -t v < <(awk -F'|' -v p="$p" -v m="$m" '$1 == p && $2 == m {print $3 + 0}' "$D/results")
+  read -r lo med hi <<<"$(stats "${v[@]}")"
+  printf '%-24s %-24s %8.2f %8.2f %8.2f\n' "$p" "$m" "$lo" "$med" "$hi"
+done

@@ -147,24 +147,34 @@ def parse_neighbors(text: str) -> list[Neighbor]:
     return out
 
 
-def parse_interface_addresses(text: str) -> dict[str, list[str]]:
-    """`show interface address` -> {interface: [prefix, ...]} (the `ip4 table-id N
-    fib-idx F` suffix of an interface in a VRF table is not kept)."""
-    out: dict[str, list[str]] = {}
+def _interface_address_lines(text: str):
+    """`show interface address` -> (interface, None, None) for an interface's own line and
+    (interface, line, tokens) for each indented line under it (interface None before the
+    first one)."""
     cur = None
     for line in text.splitlines():
         if not line.strip():
             continue
         if not line[0].isspace():
             cur = line.split()[0]
-            out[cur] = []
+            yield cur, None, None
         else:
-            tok = line.split()
-            if cur is not None and len(tok) == 5 and tok[1] == "table-id":
-                continue  # an interface in a table, without addresses
-            if cur is None or len(tok) not in (2, 7) or tok[0] != "L3":
-                raise ValueError(f"bad `show interface address' row: {line!r}")
-            out[cur].append(tok[1])
+            yield cur, line, line.split()
+
+
+def parse_interface_addresses(text: str) -> dict[str, list[str]]:
+    """`show interface address` -> {interface: [prefix, ...]} (the `ip4 table-id N
+    fib-idx F` suffix of an interface in a VRF table is not kept)."""
+    out: dict[str, list[str]] = {}
+    for cur, line, tok in _interface_address_lines(text):
+        if tok is None:
+            out[cur] = []
+            continue
+        if cur is not None and len(tok) == 5 and tok[1] == "table-id":
+            continue  # an interface in a table, without addresses
+        if cur is None or len(tok) not in (2, 7) or tok[0] != "L3":
+            raise ValueError(f"bad `show interface address' row: {line!r}")
+        out[cur].append(tok[1])
     return out
 
 
@@ -172,15 +182,8 @@ def parse_interface_tables(text: str) -> dict[str, dict[str, int]]:
     """`show interface address` -> {interface: {"ip4"|"ip6": table id}} for interfaces in a
     table other than 0 (from the `ip4 table-id N fib-idx F` suffixes)."""
     out: dict[str, dict[str, int]] = {}
-    cur = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            cur = line.split()[0]
-            continue
-        tok = line.split()
-        if cur is not None and "table-id" in tok:
+    for cur, _, tok in _interface_address_lines(text):
+        if cur is not None and tok is not None and "table-id" in tok:
             k = tok.index("table-id")
             out.setdefault(cur, {})[tok[k - 1]] = int(tok[k + 1])
     return out

@@ -303,6 +303,16 @@ class SluiceTestCase:
                 f"{remark + ': ' if remark else ''}expected no packets out, but tx counters "
                 f"moved {moved}:\n" + "\n".join(leaked))
 
+    def assert_cli_error(self, line: str, token: str, what: str | None = None) -> str:
+        """Runs CLI `line`, which must fail with an error naming `token`; returns the error.
+        `what` says what acceptance would mean (default: `accepted: <line>`)."""
+        try:
+            self.vpp.cli(line)
+        except CliError as e:
+            assert token in e.msg, e.msg
+            return e.msg
+        raise AssertionError(what or f"accepted: {line}")
+
     def wait_for(self, cond, what: str, timeout: float = 2.0) -> None:
         """Polls `cond()` until it is true; fails naming `what` after `timeout` seconds."""
         deadline = time.monotonic() + timeout

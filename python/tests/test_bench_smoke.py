@@ -35,16 +35,17 @@ def has_tester(binary: Path) -> bool:
         vpp.remove_dir()
 
 
-@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
-def test_smoke_suite_end_to_end(tmp_path):
+def run_smoke_suite(out: Path, *args: str) -> subprocess.Popen:
+    """Runs `sluice_bench run --suite smoke` (with `args`) against the daemon under test into
+    `out` and returns the finished process, its output in stdout/stderr; skips when the daemon
+    has no tester. On a timeout the harness gets SIGTERM, so it removes its namespaces."""
     binary = sluice_binary()
     if not has_tester(binary):
         pytest.skip(f"{binary} has no traffic tester (`show tester json' unknown)")
-    out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
     p = subprocess.Popen(
         [sys.executable, "-m", "sluice_bench", "run", "--suite", "smoke", "--out", str(out),
-         "--no-build", "--no-engine", "--sluice-bin", str(binary)],
+         "--no-build", "--no-engine", "--sluice-bin", str(binary), *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         p.stdout, p.stderr = p.communicate(timeout=120)
@@ -52,6 +53,13 @@ def test_smoke_suite_end_to_end(tmp_path):
         p.terminate()  # the harness cleans up on SIGTERM
         p.communicate(timeout=30)
         raise
+    return p
+
+
+@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
+def test_smoke_suite_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    p = run_smoke_suite(out)
     assert p.returncode == 0, p.stdout + p.stderr
     for f in ("results.json", "report.md", "results.csv", "trials.csv",
               "throughput_vs_frame_size.png", "loss_vs_load.png"):
@@ -76,17 +84,9 @@ def test_largest_rfc2544_frame_forwards_at_the_standard_mtu(tmp_path):
     tester, a 1500-byte IP packet on veths of MTU 1500, and a Sluice DUT over af_packet and
     over memif forwards them (an earlier harness sent 1518 bytes + FCS and the af_packet
     DUT's case failed with nothing forwarded)."""
-    binary = sluice_binary()
-    if not has_tester(binary):
-        pytest.skip(f"{binary} has no traffic tester (`show tester json' unknown)")
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
-    p = subprocess.run(
-        [sys.executable, "-m", "sluice_bench", "run", "--suite", "smoke", "--out", str(out),
-         "--no-build", "--no-engine", "--no-plots", "--sluice-bin", str(binary),
-         "--sizes", "1518", "--duts", "sluice-af_packet,sluice-memif",
-         "--latency-fractions", "0.5"],
-        env=env, capture_output=True, text=True, timeout=120)
+    p = run_smoke_suite(out, "--no-plots", "--sizes", "1518",
+                        "--duts", "sluice-af_packet,sluice-memif", "--latency-fractions", "0.5")
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads((out / "results.json").read_text())
     assert {r["dut"] for r in data["results"]} == {"sluice-af_packet", "sluice-memif"}

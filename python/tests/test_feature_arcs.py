@@ -9,7 +9,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from sluice_test import CliError, Feature, IpRoute, SluiceTestCase
+from sluice_test import Feature, IpRoute, SluiceTestCase
 
 A, B = "02:00:00:0a:00:01", "02:00:00:0b:00:01"
 
@@ -156,12 +156,8 @@ class TestFeatureArcs(SluiceTestCase):
                 ("set interface feature pg0 ip4-output-count arc l2-output",
                  "on arc `ip4-output'"),
                 ("set interface feature pg9 ip4-output-count arc ip4-output", "`pg9'")]:
-            try:
-                self.vpp.cli(line)
-            except CliError as e:
-                assert token in e.msg and "\n" not in e.msg.strip(), e.msg
-            else:
-                raise AssertionError(f"accepted: {line}")
+            msg = self.assert_cli_error(line, token)
+            assert "\n" not in msg.strip(), msg
 
 
 class TestL2FeatureArcs(SluiceTestCase):

@@ -13,7 +13,7 @@ from scapy.packet import Raw
 from scapy.utils6 import in6_getnsma, in6_getnsmac
 from socket import AF_INET6, inet_ntop, inet_pton
 
-from sluice_test import CliError, InterfaceAddress, SluiceTestCase
+from sluice_test import InterfaceAddress, SluiceTestCase
 from sluice_test.parsers import parse_neighbors
 
 GARP = ("arp-input", "gratuitous ARP (updates an existing neighbour only)")
@@ -159,12 +159,8 @@ class TestCliNeighbors(NeighborTest):
         assert (n[dyn].flags, n[st].flags) == ("D", "S"), n
         assert self.neighbors(v6=True)[d6].flags == "D"
         # A dynamic entry does not replace a static one; the error names the address.
-        try:
-            self.vpp.cli(f"ip neighbor pg0 {st} 02:00:00:00:99:99")
-        except CliError as e:
-            assert f"`{st}'" in e.msg, e.msg
-        else:
-            raise AssertionError("dynamic entry replaced a static one")
+        self.assert_cli_error(f"ip neighbor pg0 {st} 02:00:00:00:99:99", f"`{st}'",
+                              "dynamic entry replaced a static one")
         # The dynamic entry ages like a learned one (probed, unanswered, removed); the
         # static one stays.
         self.vpp.cli("set ip neighbor-config ip4 age 1")
@@ -190,12 +186,7 @@ class TestNeighborConfig(NeighborTest):
         for line, token in [("set ip neighbor-config ip5 age 1", "`ip5'"),
                             ("set ip neighbor-config ip4 age soon", "`soon'"),
                             ("set ip neighbor-config ip4 maxage 3", "`maxage'")]:
-            try:
-                self.vpp.cli(line)
-            except CliError as e:
-                assert token in e.msg, e.msg
-            else:
-                raise AssertionError(f"accepted: {line}")
+            self.assert_cli_error(line, token)
 
     def test_ip4_stale_entry_is_probed_then_removed(self):
         self.vpp.cli("set ip neighbor-config ip4 age 1")

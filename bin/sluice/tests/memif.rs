@@ -24,6 +24,13 @@ fn frame(dst: [u8; 6], src: [u8; 6], len: usize, seq: u32) -> Vec<u8> {
     f
 }
 
+/// Frames 0..n from `src` to `dst`: frame i has `len(i)` bytes and sequence number i.
+fn frames(dst: [u8; 6], src: [u8; 6], n: u32, len: impl Fn(usize) -> usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| frame(dst, src, len(i as usize), i))
+        .collect()
+}
+
 fn wait_for(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
     let t0 = Instant::now();
     loop {
@@ -152,24 +159,15 @@ fn l2_frames_cross_memif_in_both_directions() {
     assert!(s.contains("flags slave connected"), "{s}");
     assert!(s.contains("link up"), "{s}");
     assert!(p.b.ok("show hardware-interfaces").contains("memif1/0"));
-    let fwd: Vec<Vec<u8>> = (0..600u32)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 2],
-                [2, 0, 0, 0, 0, 1],
-                60 + (i as usize * 7) % 1455,
-                i,
-            )
-        })
-        .collect();
+    let fwd = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 600, |i| {
+        60 + (i * 7) % 1455
+    });
     // master -> slave (master fills the slave's M2S buffers)
     let got = send(&p.a, "pg0", &p.b, "pg1", "fwd", &fwd, "");
     assert_eq!(got, fwd, "frames arrive intact and in order");
     assert_eq!(counter(&p.b, "memif1/0", "rx packets"), 600);
     // slave -> master (slave's S2M rings)
-    let rev: Vec<Vec<u8>> = (0..300u32)
-        .map(|i| frame([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 64 + i as usize, i))
-        .collect();
+    let rev = frames([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 300, |i| 64 + i);
     let got = send(&p.b, "pg1", &p.a, "pg0", "rev", &rev, "");
     assert_eq!(got, rev);
     assert_eq!(counter(&p.a, "memif1/0", "rx packets"), 300);
@@ -196,9 +194,7 @@ fn tx_counters_say_what_the_driver_sent() {
     let dir = tmpdir("memif-txerr-sock");
     let a = Daemon::start("memif-txerr", "");
     setup_master(&a, &dir.join("memif.sock"), "");
-    let frames: Vec<Vec<u8>> = (0..20u32)
-        .map(|i| frame([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 100, i))
-        .collect();
+    let frames = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 20, |_| 100);
     let inp = a.dir.join("txerr-in.pcap");
     write_pcap(&inp, &frames);
     a.ok(&format!(
@@ -217,16 +213,7 @@ fn tx_counters_say_what_the_driver_sent() {
 #[test]
 fn jumbo_frames_use_descriptor_and_buffer_chains() {
     let p = pair("memif-jumbo", "", "", "", "buffer-size 2048 ring-size 256");
-    let frames: Vec<Vec<u8>> = (0..40u32)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 2],
-                [2, 0, 0, 0, 0, 1],
-                9000 - i as usize * 3,
-                i,
-            )
-        })
-        .collect();
+    let frames = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 40, |i| 9000 - i * 3);
     let got = send(&p.a, "pg0", &p.b, "pg1", "jf", &frames, "");
     assert_eq!(got, frames, "9000-byte frames over 2048-byte memif buffers");
     let got = send(&p.b, "pg1", &p.a, "pg0", "jr", &frames, "");
@@ -326,28 +313,10 @@ fn routed_ipv4(tag: &str, b_conf: &str, slave_extra: &str) {
 
 /// Frames both ways between the pair, checked byte for byte.
 fn both_ways(p: &Pair, name: &str, n: u32) {
-    let fwd: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 2],
-                [2, 0, 0, 0, 0, 1],
-                60 + i as usize % 900,
-                i,
-            )
-        })
-        .collect();
+    let fwd = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], n, |i| 60 + i % 900);
     let got = send(&p.a, "pg0", &p.b, "pg1", &format!("{name}f"), &fwd, "");
     assert_eq!(got, fwd, "{name}: master -> slave");
-    let rev: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 1],
-                [2, 0, 0, 0, 0, 2],
-                64 + i as usize % 700,
-                i,
-            )
-        })
-        .collect();
+    let rev = frames([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], n, |i| 64 + i % 700);
     let got = send(&p.b, "pg1", &p.a, "pg0", &format!("{name}r"), &rev, "");
     assert_eq!(got, rev, "{name}: slave -> master");
     p.a.ok(&format!("packet-generator delete {name}f"));
@@ -462,16 +431,9 @@ fn multiple_queues_carry_traffic_from_several_workers() {
         out.display()
     ));
     for w in 0..2u32 {
-        let frames: Vec<Vec<u8>> = (0..300u32)
-            .map(|i| {
-                frame(
-                    [2, 0, 0, 0, 0, 2],
-                    [2, 0, 0, 0, w as u8, 1],
-                    60 + i as usize,
-                    i,
-                )
-            })
-            .collect();
+        let frames = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, w as u8, 1], 300, |i| {
+            60 + i
+        });
         let inp = p.a.dir.join(format!("mq{w}.pcap"));
         write_pcap(&inp, &frames);
         p.a.ok(&format!(
@@ -502,9 +464,7 @@ fn multiple_queues_carry_traffic_from_several_workers() {
 #[test]
 fn slave_reconnects_after_master_restart() {
     let mut p = pair("memif-restart", "", "", "", "");
-    let f1: Vec<Vec<u8>> = (0..50u32)
-        .map(|i| frame([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 100, i))
-        .collect();
+    let f1 = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 50, |_| 100);
     assert_eq!(send(&p.a, "pg0", &p.b, "pg1", "before", &f1, ""), f1);
     assert_eq!(hw_link(&p.b), "up");
     // Crash the master. The interface table's link state follows the connection by itself:
@@ -601,16 +561,7 @@ fn zero_copy_slave_l2_jumbo_reconnect_without_leaks() {
         5,
     );
     both_ways(&p, "zc", 700);
-    let jumbo: Vec<Vec<u8>> = (0..40u32)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 2],
-                [2, 0, 0, 0, 0, 1],
-                9000 - i as usize * 3,
-                i,
-            )
-        })
-        .collect();
+    let jumbo = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 40, |i| 9000 - i * 3);
     assert_eq!(send(&p.a, "pg0", &p.b, "pg1", "zjf", &jumbo, ""), jumbo);
     let back: Vec<Vec<u8>> = jumbo
         .iter()
@@ -921,9 +872,7 @@ fn rogue_peer_cannot_crash_or_wedge_the_master() {
     }
     wait_connected(&a);
     wait_connected(&b);
-    let f: Vec<Vec<u8>> = (0..20u32)
-        .map(|i| frame([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 90, i))
-        .collect();
+    let f = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 20, |_| 90);
     assert_eq!(send(&a, "pg0", &b, "pg1", "ok", &f, ""), f);
     assert_no_leaks(&a);
     assert_no_leaks(&b);
@@ -1058,16 +1007,9 @@ fn dpdk_server_leg(tag: &str, conf: &str, slave_args: &str, frames: &[Vec<u8>]) 
 
 #[test]
 fn interop_with_dpdk_testpmd_as_server_and_client() {
-    let frames: Vec<Vec<u8>> = (0..500u32)
-        .map(|i| {
-            frame(
-                [2, 0, 0, 0, 0, 2],
-                [2, 0, 0, 0, 0, 1],
-                60 + (i as usize * 13) % 1400,
-                i,
-            )
-        })
-        .collect();
+    let frames = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 500, |i| {
+        60 + (i * 13) % 1400
+    });
     // DPDK server (master), Sluice slave: copy mode, then zero-copy (Sluice's rings point
     // into its shared buffer arena, region 1, which testpmd maps and reads/writes).
     if dpdk_server_leg("memif-dpdk-s", "", "", &frames).is_none() {

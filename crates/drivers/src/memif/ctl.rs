@@ -753,16 +753,22 @@ fn send_next(ch: &mut Channel) -> MsgResult {
     Ok(())
 }
 
-/// Slave side: creates region 0 (S2M rings, M2S rings, then every ring's buffers) and one
-/// eventfd per ring, within the master's limits.
-fn slave_build(cfg: &IfCfg, h: &Hello) -> Result<DataConn, String> {
+/// Slave side: (S2M rings, M2S rings, log2 ring size) as configured, within the master's
+/// limits from its hello (at least one ring each way, rings of at least 2 slots).
+fn slave_rings(cfg: &IfCfg, h: &Hello) -> (usize, usize, u8) {
     let n_s2m = (cfg.tx_queues as usize)
         .min(h.max_s2m_ring as usize + 1)
         .max(1);
     let n_m2s = (cfg.rx_queues as usize)
         .min(h.max_m2s_ring as usize + 1)
         .max(1);
-    let log2 = cfg.log2_ring.min(h.max_log2_ring_size).max(1);
+    (n_s2m, n_m2s, cfg.log2_ring.min(h.max_log2_ring_size).max(1))
+}
+
+/// Slave side: creates region 0 (S2M rings, M2S rings, then every ring's buffers) and one
+/// eventfd per ring, within the master's limits.
+fn slave_build(cfg: &IfCfg, h: &Hello) -> Result<DataConn, String> {
+    let (n_s2m, n_m2s, log2) = slave_rings(cfg, h);
     let rs = 1usize << log2;
     let rb = shm::ring_bytes(log2);
     let n = n_s2m + n_m2s;
@@ -823,13 +829,7 @@ fn slave_build_zc(
     h: &Hello,
     pool: &Arc<sluice_buffer::BufferPool>,
 ) -> Result<DataConn, String> {
-    let n_s2m = (cfg.tx_queues as usize)
-        .min(h.max_s2m_ring as usize + 1)
-        .max(1);
-    let n_m2s = (cfg.rx_queues as usize)
-        .min(h.max_m2s_ring as usize + 1)
-        .max(1);
-    let log2 = cfg.log2_ring.min(h.max_log2_ring_size).max(1);
+    let (n_s2m, n_m2s, log2) = slave_rings(cfg, h);
     let rs = 1usize << log2;
     let rb = shm::ring_bytes(log2);
     let n = n_s2m + n_m2s;

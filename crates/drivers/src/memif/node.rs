@@ -35,7 +35,7 @@
 use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
 use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::memif::proto::Mode;
-use sluice_buffer::{flags, BufIdx, BufferPool, HEADROOM};
+use sluice_buffer::{flags, BufIdx, Buffer, BufferPool, HEADROOM};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -882,6 +882,42 @@ impl MemifTx {
     }
 }
 
+/// Gathers packet `b`'s buffer chain into `segs`, one (start, length) per buffer, `start`
+/// being `at(buffer, its view, bytes skipped)`: a pointer to copy from, or the bytes' offset
+/// in the pool's data array for zero-copy. In ip mode the first segment skips the Ethernet
+/// header the rewrite added (ip mode carries no L2 header). Returns (segments, bytes), or
+/// `None` when the chain has more than `MAX_SEGS` buffers.
+#[inline(always)]
+fn gather<T: Copy>(
+    pool: &BufferPool,
+    b: BufIdx,
+    mode: Mode,
+    segs: &mut [(T, usize); MAX_SEGS],
+    at: impl Fn(BufIdx, &Buffer<'_>, usize) -> T,
+) -> Option<(usize, usize)> {
+    let mut ns = 0;
+    let mut total = 0usize;
+    let mut cur = Some(b);
+    while let Some(x) = cur {
+        if ns == MAX_SEGS {
+            return None;
+        }
+        // SAFETY: the frame's buffers (and their chains) are owned by this node.
+        let v = unsafe { pool.buffer(x) };
+        let len = v.data().len();
+        let skip = if ns == 0 && mode == Mode::Ip && len >= 14 {
+            14
+        } else {
+            0
+        };
+        segs[ns] = (at(x, &v, skip), len - skip);
+        ns += 1;
+        total += len - skip;
+        cur = v.hdr.next();
+    }
+    Some((ns, total))
+}
+
 /// Writes packets into the ring; returns (packets sent, failures per tx counter).
 fn tx_ring(
     _cx: &mut Cx,
@@ -910,35 +946,13 @@ fn tx_ring(
     };
     let mut sent = 0;
     let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
+    let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
     for (i, &b) in bufs.iter().enumerate() {
-        // Gather the packet's segments.
-        let mut ns = 0;
-        let mut total = 0usize;
-        let mut cur = Some(b);
-        let mut too_long = false;
-        while let Some(x) = cur {
-            if ns == MAX_SEGS {
-                too_long = true;
-                break;
-            }
-            // SAFETY: the frame's buffers (and their chains) are owned by this node.
-            let v = unsafe { pool.buffer(x) };
-            let d = v.data();
-            segs[ns] = (d.as_ptr(), d.len());
-            ns += 1;
-            total += d.len();
-            cur = v.hdr.next();
-        }
-        if mode == Mode::Ip && ns > 0 && segs[0].1 >= 14 {
-            // ip mode carries no L2 header: drop the Ethernet header the rewrite added.
-            segs[0] = (segs[0].0.wrapping_add(14), segs[0].1 - 14);
-            total -= 14;
-        }
-        if too_long || total == 0 {
+        let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
             fails[T_TOO_LONG] += 1;
             lost += crate::total_bytes(pool, &[b]);
             continue;
-        }
+        };
         let pkt_start = slot;
         let mut si = 0;
         let mut soff = 0;
@@ -1045,34 +1059,15 @@ fn tx_ring_zc(
     let mut segs = [(0usize, 0usize); MAX_SEGS];
     // Bytes of the packets not sent (as `interface-output` counted them).
     let mut lost = 0u64;
+    // A descriptor points at the bytes in region 1, the pool's data array.
+    let at = |x, v: &Buffer<'_>, skip| pool.data_offset(x).unwrap_or(0) + v.headroom() + skip;
     for (i, &b) in bufs.iter().enumerate() {
-        let mut ns = 0;
-        let mut total = 0usize;
-        let mut cur = Some(b);
-        let mut too_long = false;
-        while let Some(x) = cur {
-            if ns == MAX_SEGS {
-                too_long = true;
-                break;
-            }
-            // SAFETY: the frame's buffers (and their chains) are owned by this node.
-            let v = unsafe { pool.buffer(x) };
-            segs[ns] = (pool.data_offset(x).unwrap_or(0) + v.headroom(), v.len());
-            ns += 1;
-            total += v.len();
-            cur = v.hdr.next();
-        }
-        if mode == Mode::Ip && ns > 0 && segs[0].1 >= 14 {
-            // ip mode carries no L2 header: skip the Ethernet header the rewrite added.
-            segs[0] = (segs[0].0 + 14, segs[0].1 - 14);
-            total -= 14;
-        }
-        if too_long || total == 0 {
+        let Some((ns, _)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
             fails[T_TOO_LONG] += 1;
             lost += crate::total_bytes(pool, &[b]);
             done.push(b);
             continue;
-        }
+        };
         if ns > free as usize {
             fails[T_RING_FULL] += (bufs.len() - i) as u64;
             lost += crate::total_bytes(pool, &bufs[i..]);

@@ -85,6 +85,35 @@ fn in_use(vm: &Vlib) -> u64 {
 
 const ADD: &str = "tester stream add name s interface loop0 size 64 rate 1000000 dst-mac 02:00:00:00:00:02 src 10.0.0.1-10.0.0.10 dst 10.1.0.1";
 
+/// A `pcap trace tx` capture into its own temp dir, removed when the frames are read.
+struct TxCapture {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+impl TxCapture {
+    /// Starts `pcap trace tx <opts> file ...` in a fresh dir named after `tag`.
+    fn start(vm: &mut Vlib, t: &CommandTree<Vlib>, tag: &str, opts: &str) -> TxCapture {
+        let dir = std::env::temp_dir().join(format!("sluice-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tx.pcap");
+        ok(
+            vm,
+            t,
+            &format!("pcap trace tx {opts} file {}", file.display()),
+        );
+        TxCapture { dir, file }
+    }
+
+    /// Stops the capture; the frames it wrote.
+    fn frames(self, vm: &mut Vlib, t: &CommandTree<Vlib>) -> Vec<Vec<u8>> {
+        ok(vm, t, "pcap trace off");
+        let frames = crate::pg::stream::read_pcap(&self.file).unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        frames
+    }
+}
+
 #[test]
 fn a_stream_looped_back_is_fully_accounted() {
     let (mut vm, t) = setup();
@@ -140,17 +169,7 @@ fn a_stream_looped_back_is_fully_accounted() {
 fn flows_source_addresses_and_jumbo_frames_on_the_wire() {
     let (mut vm, t) = setup();
     // A pcap of what interface-output sends shows the exact frames.
-    let dir = std::env::temp_dir().join(format!("sluice-tester-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tx.pcap");
-    ok(
-        &mut vm,
-        &t,
-        &format!(
-            "pcap trace tx max 100 max-bytes-per-pkt 9000 file {}",
-            file.display()
-        ),
-    );
+    let cap = TxCapture::start(&mut vm, &t, "tester", "max 100 max-bytes-per-pkt 9000");
     ok(
         &mut vm,
         &t,
@@ -158,11 +177,9 @@ fn flows_source_addresses_and_jumbo_frames_on_the_wire() {
     );
     ok(&mut vm, &t, "tester start");
     run_until_stopped(&mut vm);
-    ok(&mut vm, &t, "pcap trace off");
+    let frames = cap.frames(&mut vm, &t);
     let r = report(&mut vm, "j");
     assert_eq!((r.tx_packets, r.rx.packets, r.rx.bytes), (6, 6, 30000));
-    let frames = crate::pg::stream::read_pcap(&file).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(frames.len(), 6);
     let mut tuples = Vec::new();
     for (i, f) in frames.iter().enumerate() {
@@ -202,14 +219,7 @@ fn flows_source_addresses_and_jumbo_frames_on_the_wire() {
 #[test]
 fn destination_range_spreads_over_every_address_with_valid_checksums() {
     let (mut vm, t) = setup();
-    let dir = std::env::temp_dir().join(format!("sluice-tester-dst-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tx.pcap");
-    ok(
-        &mut vm,
-        &t,
-        &format!("pcap trace tx max 100 file {}", file.display()),
-    );
+    let cap = TxCapture::start(&mut vm, &t, "tester-dst", "max 100");
     // 5 destinations: every 5 consecutive frames visit each once, not in address order.
     ok(
         &mut vm,
@@ -218,10 +228,8 @@ fn destination_range_spreads_over_every_address_with_valid_checksums() {
     );
     ok(&mut vm, &t, "tester start");
     run_until_stopped(&mut vm);
-    ok(&mut vm, &t, "pcap trace off");
+    let frames = cap.frames(&mut vm, &t);
     assert_eq!(report(&mut vm, "d").rx.packets, 10);
-    let frames = crate::pg::stream::read_pcap(&file).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(frames.len(), 10);
     let dsts: Vec<u8> = frames
         .iter()
@@ -524,25 +532,16 @@ fn json_output_shape() {
 #[test]
 fn latency_streams_lead_each_vector() {
     let (mut vm, t) = setup();
-    let dir = std::env::temp_dir().join(format!("sluice-tester-lat-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tx.pcap");
     ok(&mut vm, &t, &format!("{ADD} count 1000")); // stream id 0, added first
     ok(
         &mut vm,
         &t,
         "tester stream add name l interface loop0 size 64 rate 1000000 count 1000 dst-mac 02:00:00:00:00:02 src 10.0.0.1 dst 10.1.0.1 latency",
     );
-    ok(
-        &mut vm,
-        &t,
-        &format!("pcap trace tx max 4 file {}", file.display()),
-    );
+    let cap = TxCapture::start(&mut vm, &t, "tester-lat", "max 4");
     ok(&mut vm, &t, "tester start");
     run_until_stopped(&mut vm);
-    ok(&mut vm, &t, "pcap trace off");
-    let frames = crate::pg::stream::read_pcap(&file).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let frames = cap.frames(&mut vm, &t);
     let ids: Vec<(u16, u64)> = frames
         .iter()
         .map(|f| {
@@ -558,17 +557,7 @@ fn latency_streams_lead_each_vector() {
 #[test]
 fn ip6_streams_on_the_wire_with_udp_checksums_and_looped_back() {
     let (mut vm, t) = setup();
-    let dir = std::env::temp_dir().join(format!("sluice-tester-ip6-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tx.pcap");
-    ok(
-        &mut vm,
-        &t,
-        &format!(
-            "pcap trace tx max 100 max-bytes-per-pkt 9000 file {}",
-            file.display()
-        ),
-    );
+    let cap = TxCapture::start(&mut vm, &t, "tester-ip6", "max 100 max-bytes-per-pkt 9000");
     // Source range over 3 addresses (flows 6: then the port), destinations over 5 addresses
     // whose range carries across a 32-bit boundary of the address.
     ok(
@@ -583,7 +572,7 @@ fn ip6_streams_on_the_wire_with_udp_checksums_and_looped_back() {
     );
     ok(&mut vm, &t, "tester start");
     run_until_stopped(&mut vm);
-    ok(&mut vm, &t, "pcap trace off");
+    let frames = cap.frames(&mut vm, &t);
     for (name, n, size) in [("v6", 10u64, 84u64), ("j6", 4, 5000)] {
         let r = report(&mut vm, name);
         assert_eq!((r.tx_packets, r.tx_fail), (n, 0), "{name}");
@@ -597,8 +586,6 @@ fn ip6_streams_on_the_wire_with_udp_checksums_and_looped_back() {
     }
     let json = ok(&mut vm, &t, "show tester json");
     assert!(json.contains("\"ip_version\": 6"), "{json}");
-    let frames = crate::pg::stream::read_pcap(&file).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(frames.len(), 14);
     let mut seen = Vec::new();
     for f in &frames {
