@@ -529,19 +529,22 @@ impl NodeFn for Ip4Lookup {
 }
 
 /// 5-tuple flow hash of an IPv4 packet (addresses, protocol, and ports for the first fragment
-/// of UDP/TCP), for ECMP bucket choice: one flow always takes one path.
+/// of UDP/TCP), for ECMP bucket choice: one flow always takes one path. A packet shorter
+/// than a header (never from ip4-input; `ip4-lookup` looks it up as 0.0.0.0) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
-    let w = |i: usize| u32::from_be_bytes([ip[i], ip[i + 1], ip[i + 2], ip[i + 3]]);
-    let ihl = ((ip[0] & 0xf) as usize) * 4;
-    let first_frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
-    let ports = if (ip[9] == 6 || ip[9] == 17) && first_frag && ip.len() >= ihl + 4 {
-        w(ihl)
-    } else {
-        0
+    let Some(hdr) = ip.first_chunk::<20>() else {
+        return 0;
     };
-    let mut h = (w(12) as u64) << 32 | w(16) as u64;
-    h ^= ((ports as u64) << 8) | ip[9] as u64;
+    let w = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let ihl = ((hdr[0] & 0xf) as usize) * 4;
+    let first_frag = u16::from_be_bytes([hdr[6], hdr[7]]) & 0x1fff == 0;
+    let ports = match ip.get(ihl..ihl + 4) {
+        Some(p) if (hdr[9] == 6 || hdr[9] == 17) && first_frag => w(p, 0),
+        _ => 0,
+    };
+    let mut h = (w(hdr, 12) as u64) << 32 | w(hdr, 16) as u64;
+    h ^= ((ports as u64) << 8) | hdr[9] as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -1200,4 +1203,29 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         .nexts(&[crate::output::NAME])
         .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_hash;
+
+    #[test]
+    fn flow_hash_of_short_packets_is_zero() {
+        // What ip4-lookup may see from a feature that shortened a packet: no panic.
+        for n in 0..20 {
+            assert_eq!(flow_hash(&[0x45; 64][..n]), 0, "{n} bytes");
+        }
+        // UDP with a 24-byte IHL whose ports are cut off: hashed without them.
+        let mut p = [0u8; 28];
+        p[0] = 0x46;
+        p[9] = 17;
+        p[24..28].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        let with_ports = flow_hash(&p);
+        assert_eq!(flow_hash(&p[..27]), flow_hash(&p[..24]));
+        assert_ne!(
+            flow_hash(&p[..24]),
+            with_ports,
+            "ports take part in the hash"
+        );
+    }
 }

@@ -223,20 +223,23 @@ impl NodeFn for Ip6Lookup {
 }
 
 /// Flow hash of an IPv6 packet (addresses, flow label, next header, and ports when the
-/// next header is UDP/TCP) for ECMP bucket choice.
+/// next header is UDP/TCP) for ECMP bucket choice. A packet shorter than a header (never
+/// from ip6-input; `ip6-lookup` looks it up as `::`) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
-    let a = addr_at(ip, 8);
-    let b = addr_at(ip, 24);
-    let ports = if (ip[6] == 6 || ip[6] == 17) && ip.len() >= 44 {
-        u32::from_be_bytes([ip[40], ip[41], ip[42], ip[43]])
-    } else {
-        0
+    let Some(hdr) = ip.first_chunk::<40>() else {
+        return 0;
     };
-    let label = u32::from_be_bytes([0, ip[1] & 0xf, ip[2], ip[3]]);
+    let a = addr_at(hdr, 8);
+    let b = addr_at(hdr, 24);
+    let ports = match ip.get(40..44) {
+        Some(p) if hdr[6] == 6 || hdr[6] == 17 => u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+        _ => 0,
+    };
+    let label = u32::from_be_bytes([0, hdr[1] & 0xf, hdr[2], hdr[3]]);
     let mut h = (a as u64) ^ ((a >> 64) as u64).rotate_left(17) ^ (b as u64).rotate_left(31);
     h ^= ((b >> 64) as u64).rotate_left(47);
-    h ^= ((ports as u64) << 24) ^ ((label as u64) << 8) ^ ip[6] as u64;
+    h ^= ((ports as u64) << 24) ^ ((label as u64) << 8) ^ hdr[6] as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -945,4 +948,28 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         .nexts(&[crate::output::NAME])
         .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_hash;
+
+    #[test]
+    fn flow_hash_of_short_packets_is_zero() {
+        // What ip6-lookup may see from a feature that shortened a packet: no panic.
+        for n in 0..40 {
+            assert_eq!(flow_hash(&[0x60; 64][..n]), 0, "{n} bytes");
+        }
+        // UDP whose ports are cut off: hashed without them.
+        let mut p = [0u8; 44];
+        p[0] = 0x60;
+        p[6] = 17;
+        p[40..44].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(flow_hash(&p[..43]), flow_hash(&p[..40]));
+        assert_ne!(
+            flow_hash(&p[..40]),
+            flow_hash(&p),
+            "ports take part in the hash"
+        );
+    }
 }
