@@ -257,7 +257,8 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
 ///   the MTU (routers never fragment IPv6).
 /// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
-///   over the MTU, ICMPv6 packet too big follows), `no_headroom`.
+///   over the MTU, ICMPv6 packet too big follows), `no_headroom`, `truncated` (less than a
+///   40-byte header: never from ip6-input, counted rather than trusted).
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
     slot: usize,
@@ -272,6 +273,7 @@ pub struct Ip6Rewrite {
 const C_HOP_LIMIT: u16 = 0;
 const C_TOO_BIG: u16 = 1;
 const E_HEADROOM: u16 = 2;
+const E_TRUNCATED: u16 = 3;
 
 impl PacketNode for Ip6Rewrite {
     #[inline(always)]
@@ -296,7 +298,10 @@ impl PacketNode for Ip6Rewrite {
         };
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        let d = b.data_mut();
+        let Some(d) = b.data_mut().first_chunk_mut::<40>() else {
+            b.hdr.error = cx.error(E_TRUNCATED);
+            return Next(0);
+        };
         if d[7] <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
             cx.count(C_HOP_LIMIT as usize, 1);
@@ -870,6 +875,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("hop_limit_expired", "ip6 hop limit <= 1"),
             CounterDesc::info("too_big", "ip6 packet larger than the MTU"),
             CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
+            CounterDesc::error("truncated", "shorter than an ip6 header"),
         ]),
     );
     let s = shared.clone();
