@@ -13,7 +13,9 @@
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!     interface), `split_horizon` (destination in the rx interface's split-horizon group; floods
 //!     skip those members), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
-//!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
+//!     to, or a bridge domain deleted under traffic), `no_buffer` (copy for flooding failed),
+//!     `learn_events` (info), `runt` (shorter than an Ethernet header: never from
+//!     `ethernet-input`, counted rather than trusted).
 //! - `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
 //!   dynamic entries once a second.
 
@@ -133,6 +135,7 @@ const E_UU: u16 = 4;
 const E_NO_MEMBER: u16 = 5;
 const E_NO_BUF: u16 = 6;
 const E_SHG: u16 = 8;
+const E_RUNT: u16 = 9;
 
 impl PacketNode for L2Input {
     #[inline(always)]
@@ -156,7 +159,7 @@ impl PacketNode for L2Input {
         };
         let d = b.data();
         if d.len() < 14 {
-            b.hdr.error = cx.error(E_NO_MEMBER);
+            b.hdr.error = cx.error(E_RUNT);
             return Next(1);
         }
         let rx = b.hdr.rx_if;
@@ -414,6 +417,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
                 "split_horizon",
                 "L2 destination in the source's split-horizon group",
             ),
+            CounterDesc::error("runt", "L2 frame shorter than an Ethernet header"),
         ]),
     );
     b.register(

@@ -845,7 +845,8 @@ impl PacketNode for Ip4IcmpError {
 /// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
 ///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
 ///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
-///   target address — which only updates an existing neighbour, as VPP: it never creates one).
+///   target address — which only updates an existing neighbour, as VPP: it never creates one),
+///   `no_headroom` (no room for the reply's Ethernet header).
 pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
@@ -855,6 +856,7 @@ const C_REPLIES_RX: u16 = 1;
 const C_NOT_FOR_US: u16 = 2;
 const E_MALFORMED: u16 = 3;
 const C_GARP: u16 = 4;
+const E_ARP_HEADROOM: u16 = 5;
 
 impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
@@ -916,7 +918,7 @@ impl PacketNode for ArpInput {
         b.set_len(arp::LEN);
         reply.emit(b.data_mut());
         let Some(h) = b.push_front(14) else {
-            b.hdr.error = cx.error(E_MALFORMED);
+            b.hdr.error = cx.error(E_ARP_HEADROOM);
             return Next(0);
         };
         h[0..6].copy_from_slice(&r.sha.0);
@@ -1175,6 +1177,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 "gratuitous",
                 "gratuitous ARP (updates an existing neighbour only)",
             ),
+            CounterDesc::error("no_headroom", "no headroom for the ARP reply's header"),
         ]),
     );
     let s = shared.clone();
