@@ -273,6 +273,9 @@ pub struct L2Control {
     epochs: Option<Arc<Epochs>>,
     bds: BTreeMap<u16, BdState>,
     started: f64,
+    /// The learning queue's other half: swapped with `L2Shared::learned` on each drain, so
+    /// both keep their capacity and a worker's push does not allocate.
+    learn_spare: Vec<(u64, u32)>,
 }
 
 /// A bridge domain as configured.
@@ -298,19 +301,22 @@ impl L2Control {
         let Some(ep) = self.epochs.clone() else {
             return 0;
         };
-        let ev = match self.shared.learned.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        };
+        let mut ev = std::mem::take(&mut self.learn_spare);
+        match self.shared.learned.lock() {
+            Ok(mut g) => std::mem::swap(&mut *g, &mut ev),
+            Err(p) => std::mem::swap(&mut *p.into_inner(), &mut ev),
+        }
         let n = ev.len();
         let stamp = (now - self.started).max(0.0) as u32;
-        for (k, rx) in ev {
+        for &(k, rx) in &ev {
             if self.fib.get(k).is_some_and(|v| v & STATIC != 0) {
                 continue;
             }
             let _ = self.fib.insert(&ep, k, value(rx, false, stamp));
         }
         self.fib.reclaim(&ep);
+        ev.clear();
+        self.learn_spare = ev;
         n
     }
 
@@ -386,6 +392,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
         epochs: None,
         bds: BTreeMap::new(),
         started: 0.0,
+        learn_spare: Vec::new(),
     }));
     b.register(
         NodeRegistration::new(L2_INPUT, NodeKind::Internal, move |_| {
