@@ -13,7 +13,9 @@
 //!   - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
 //!     interface), `split_horizon` (destination in the rx interface's split-horizon group; floods
 //!     skip those members), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
-//!     to), `no_buffer` (copy for flooding failed), `learn_events` (info).
+//!     to, or a bridge domain deleted under traffic), `no_buffer` (copy for flooding failed),
+//!     `learn_events` (info), `runt` (shorter than an Ethernet header: never from
+//!     `ethernet-input`, counted rather than trusted).
 //! - `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
 //!   dynamic entries once a second.
 
@@ -133,6 +135,7 @@ const E_UU: u16 = 4;
 const E_NO_MEMBER: u16 = 5;
 const E_NO_BUF: u16 = 6;
 const E_SHG: u16 = 8;
+const E_RUNT: u16 = 9;
 
 impl PacketNode for L2Input {
     #[inline(always)]
@@ -156,7 +159,7 @@ impl PacketNode for L2Input {
         };
         let d = b.data();
         if d.len() < 14 {
-            b.hdr.error = cx.error(E_NO_MEMBER);
+            b.hdr.error = cx.error(E_RUNT);
             return Next(1);
         }
         let rx = b.hdr.rx_if;
@@ -270,6 +273,9 @@ pub struct L2Control {
     epochs: Option<Arc<Epochs>>,
     bds: BTreeMap<u16, BdState>,
     started: f64,
+    /// The learning queue's other half: swapped with `L2Shared::learned` on each drain, so
+    /// both keep their capacity and a worker's push does not allocate.
+    learn_spare: Vec<(u64, u32)>,
 }
 
 /// A bridge domain as configured.
@@ -295,19 +301,22 @@ impl L2Control {
         let Some(ep) = self.epochs.clone() else {
             return 0;
         };
-        let ev = match self.shared.learned.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        };
+        let mut ev = std::mem::take(&mut self.learn_spare);
+        match self.shared.learned.lock() {
+            Ok(mut g) => std::mem::swap(&mut *g, &mut ev),
+            Err(p) => std::mem::swap(&mut *p.into_inner(), &mut ev),
+        }
         let n = ev.len();
         let stamp = (now - self.started).max(0.0) as u32;
-        for (k, rx) in ev {
+        for &(k, rx) in &ev {
             if self.fib.get(k).is_some_and(|v| v & STATIC != 0) {
                 continue;
             }
             let _ = self.fib.insert(&ep, k, value(rx, false, stamp));
         }
         self.fib.reclaim(&ep);
+        ev.clear();
+        self.learn_spare = ev;
         n
     }
 
@@ -383,6 +392,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
         epochs: None,
         bds: BTreeMap::new(),
         started: 0.0,
+        learn_spare: Vec::new(),
     }));
     b.register(
         NodeRegistration::new(L2_INPUT, NodeKind::Internal, move |_| {
@@ -414,6 +424,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
                 "split_horizon",
                 "L2 destination in the source's split-horizon group",
             ),
+            CounterDesc::error("runt", "L2 frame shorter than an Ethernet header"),
         ]),
     );
     b.register(

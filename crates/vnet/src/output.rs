@@ -100,8 +100,13 @@ impl NodeFn for InterfaceOutput {
                 continue;
             }
             match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
-                Some(e) if e.up && e.sub.is_some() => {
-                    let Some(sub) = e.sub else { continue };
+                Some(
+                    e @ TxEntry {
+                        up: true,
+                        sub: Some(sub),
+                        ..
+                    },
+                ) => {
                     // SAFETY: as above; packet bytes are needed to insert the tags.
                     let mut v = unsafe { arena.buffer(b) };
                     let parent = self.table.get(sub.parent as usize).and_then(|p| p.as_ref());

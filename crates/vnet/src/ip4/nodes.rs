@@ -529,19 +529,22 @@ impl NodeFn for Ip4Lookup {
 }
 
 /// 5-tuple flow hash of an IPv4 packet (addresses, protocol, and ports for the first fragment
-/// of UDP/TCP), for ECMP bucket choice: one flow always takes one path.
+/// of UDP/TCP), for ECMP bucket choice: one flow always takes one path. A packet shorter
+/// than a header (never from ip4-input; `ip4-lookup` looks it up as 0.0.0.0) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
-    let w = |i: usize| u32::from_be_bytes([ip[i], ip[i + 1], ip[i + 2], ip[i + 3]]);
-    let ihl = ((ip[0] & 0xf) as usize) * 4;
-    let first_frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
-    let ports = if (ip[9] == 6 || ip[9] == 17) && first_frag && ip.len() >= ihl + 4 {
-        w(ihl)
-    } else {
-        0
+    let Some(hdr) = ip.first_chunk::<20>() else {
+        return 0;
     };
-    let mut h = (w(12) as u64) << 32 | w(16) as u64;
-    h ^= ((ports as u64) << 8) | ip[9] as u64;
+    let w = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let ihl = ((hdr[0] & 0xf) as usize) * 4;
+    let first_frag = u16::from_be_bytes([hdr[6], hdr[7]]) & 0x1fff == 0;
+    let ports = match ip.get(ihl..ihl + 4) {
+        Some(p) if (hdr[9] == 6 || hdr[9] == 17) && first_frag => w(p, 0),
+        _ => 0,
+    };
+    let mut h = (w(hdr, 12) as u64) << 32 | w(hdr, 16) as u64;
+    h ^= ((ports as u64) << 8) | hdr[9] as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -842,7 +845,8 @@ impl PacketNode for Ip4IcmpError {
 /// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
 ///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
 ///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
-///   target address — which only updates an existing neighbour, as VPP: it never creates one).
+///   target address — which only updates an existing neighbour, as VPP: it never creates one),
+///   `no_headroom` (no room for the reply's Ethernet header).
 pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
@@ -852,6 +856,7 @@ const C_REPLIES_RX: u16 = 1;
 const C_NOT_FOR_US: u16 = 2;
 const E_MALFORMED: u16 = 3;
 const C_GARP: u16 = 4;
+const E_ARP_HEADROOM: u16 = 5;
 
 impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
@@ -913,7 +918,7 @@ impl PacketNode for ArpInput {
         b.set_len(arp::LEN);
         reply.emit(b.data_mut());
         let Some(h) = b.push_front(14) else {
-            b.hdr.error = cx.error(E_MALFORMED);
+            b.hdr.error = cx.error(E_ARP_HEADROOM);
             return Next(0);
         };
         h[0..6].copy_from_slice(&r.sha.0);
@@ -1172,6 +1177,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
                 "gratuitous",
                 "gratuitous ARP (updates an existing neighbour only)",
             ),
+            CounterDesc::error("no_headroom", "no headroom for the ARP reply's header"),
         ]),
     );
     let s = shared.clone();
@@ -1200,4 +1206,29 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         .nexts(&[crate::output::NAME])
         .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_hash;
+
+    #[test]
+    fn flow_hash_of_short_packets_is_zero() {
+        // What ip4-lookup may see from a feature that shortened a packet: no panic.
+        for n in 0..20 {
+            assert_eq!(flow_hash(&[0x45; 64][..n]), 0, "{n} bytes");
+        }
+        // UDP with a 24-byte IHL whose ports are cut off: hashed without them.
+        let mut p = [0u8; 28];
+        p[0] = 0x46;
+        p[9] = 17;
+        p[24..28].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        let with_ports = flow_hash(&p);
+        assert_eq!(flow_hash(&p[..27]), flow_hash(&p[..24]));
+        assert_ne!(
+            flow_hash(&p[..24]),
+            with_ports,
+            "ports take part in the hash"
+        );
+    }
 }

@@ -223,20 +223,23 @@ impl NodeFn for Ip6Lookup {
 }
 
 /// Flow hash of an IPv6 packet (addresses, flow label, next header, and ports when the
-/// next header is UDP/TCP) for ECMP bucket choice.
+/// next header is UDP/TCP) for ECMP bucket choice. A packet shorter than a header (never
+/// from ip6-input; `ip6-lookup` looks it up as `::`) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
-    let a = addr_at(ip, 8);
-    let b = addr_at(ip, 24);
-    let ports = if (ip[6] == 6 || ip[6] == 17) && ip.len() >= 44 {
-        u32::from_be_bytes([ip[40], ip[41], ip[42], ip[43]])
-    } else {
-        0
+    let Some(hdr) = ip.first_chunk::<40>() else {
+        return 0;
     };
-    let label = u32::from_be_bytes([0, ip[1] & 0xf, ip[2], ip[3]]);
+    let a = addr_at(hdr, 8);
+    let b = addr_at(hdr, 24);
+    let ports = match ip.get(40..44) {
+        Some(p) if hdr[6] == 6 || hdr[6] == 17 => u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+        _ => 0,
+    };
+    let label = u32::from_be_bytes([0, hdr[1] & 0xf, hdr[2], hdr[3]]);
     let mut h = (a as u64) ^ ((a >> 64) as u64).rotate_left(17) ^ (b as u64).rotate_left(31);
     h ^= ((b >> 64) as u64).rotate_left(47);
-    h ^= ((ports as u64) << 24) ^ ((label as u64) << 8) ^ ip[6] as u64;
+    h ^= ((ports as u64) << 24) ^ ((label as u64) << 8) ^ hdr[6] as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -254,7 +257,8 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
 ///   the MTU (routers never fragment IPv6).
 /// - counters: `hop_limit_expired` (info: an ICMPv6 error follows), `too_big` (info: packet
-///   over the MTU, ICMPv6 packet too big follows), `no_headroom`.
+///   over the MTU, ICMPv6 packet too big follows), `no_headroom`, `truncated` (less than a
+///   40-byte header: never from ip6-input, counted rather than trusted).
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
     slot: usize,
@@ -269,6 +273,7 @@ pub struct Ip6Rewrite {
 const C_HOP_LIMIT: u16 = 0;
 const C_TOO_BIG: u16 = 1;
 const E_HEADROOM: u16 = 2;
+const E_TRUNCATED: u16 = 3;
 
 impl PacketNode for Ip6Rewrite {
     #[inline(always)]
@@ -293,7 +298,10 @@ impl PacketNode for Ip6Rewrite {
         };
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        let d = b.data_mut();
+        let Some(d) = b.data_mut().first_chunk_mut::<40>() else {
+            b.hdr.error = cx.error(E_TRUNCATED);
+            return Next(0);
+        };
         if d[7] <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
             cx.count(C_HOP_LIMIT as usize, 1);
@@ -867,6 +875,7 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
             CounterDesc::info("hop_limit_expired", "ip6 hop limit <= 1"),
             CounterDesc::info("too_big", "ip6 packet larger than the MTU"),
             CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
+            CounterDesc::error("truncated", "shorter than an ip6 header"),
         ]),
     );
     let s = shared.clone();
@@ -945,4 +954,28 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         .nexts(&[crate::output::NAME])
         .counters(&crate::neighbor::PROCESS_COUNTERS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_hash;
+
+    #[test]
+    fn flow_hash_of_short_packets_is_zero() {
+        // What ip6-lookup may see from a feature that shortened a packet: no panic.
+        for n in 0..40 {
+            assert_eq!(flow_hash(&[0x60; 64][..n]), 0, "{n} bytes");
+        }
+        // UDP whose ports are cut off: hashed without them.
+        let mut p = [0u8; 44];
+        p[0] = 0x60;
+        p[6] = 17;
+        p[40..44].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(flow_hash(&p[..43]), flow_hash(&p[..40]));
+        assert_ne!(
+            flow_hash(&p[..40]),
+            flow_hash(&p),
+            "ports take part in the hash"
+        );
+    }
 }
