@@ -204,9 +204,10 @@ pub struct CreateArgs {
 }
 
 impl CreateArgs {
-    /// Queue fds to open: every one is read, the first `tx` are written.
+    /// Queue fds to open (at least one): every one is read, the first `tx_queues` are
+    /// written.
     pub fn n_fds(&self) -> u32 {
-        self.rx_queues.max(self.tx_queues.unwrap_or(0))
+        self.rx_queues.max(self.tx_queues.unwrap_or(0)).max(1)
     }
 }
 
