@@ -1401,8 +1401,12 @@ fn tap_multi_queue_spreads_flows() {
         d.ok("show tap")
     );
 
-    // Queue 1 to the main thread; both threads now read a queue, nothing is lost.
+    // Queue 1 to the main thread; both threads now read a queue, nothing is lost. The
+    // queue arrives idle (no traffic for a while) on a thread whose virtio-input never
+    // polled before: it must still be polled.
+    std::thread::sleep(Duration::from_millis(100));
     d.ok("set interface rx-placement tap3 queue 1 main");
+    std::thread::sleep(Duration::from_millis(100));
     let placement = d.ok("show interface rx-placement");
     assert!(
         placement
@@ -1419,8 +1423,16 @@ fn tap_multi_queue_spreads_flows() {
     let before = tap_queue_rx(&d, "tap3");
     let sink = udp_sink(&b, dst, (flows * rounds) as u64);
     let sent = udp_flows(&tns, "10.97.1.2", dst, flows, rounds);
-    assert_eq!(sink.join().unwrap(), sent, "lost datagrams after placement");
+    let got = sink.join().unwrap();
     let after = tap_queue_rx(&d, "tap3");
+    assert_eq!(
+        got,
+        sent,
+        "lost datagrams after placement: {before:?} -> {after:?}\n{}\n{}\n{}",
+        d.ok("show errors"),
+        d.ok("show interface"),
+        d.ok("show runtime")
+    );
     assert!(
         after.iter().zip(&before).all(|(a, b)| a - b >= sent / 16),
         "{before:?} -> {after:?}"

@@ -16,7 +16,8 @@
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, the queue's own `rx packets` /
 //!   `rx bytes` ([`QueueStats`], `show tap`), `pcap trace rx`.
 //! - rx modes: polling reads every loop while the queue delivered packets in the last 10 ms,
-//!   and every 10 ms when idle; interrupt and adaptive register the tap fd with the thread's
+//!   and every 10 ms when idle (also a queue that arrived idle on a thread by
+//!   `rx-placement`); interrupt and adaptive register the tap fd with the thread's
 //!   epoll (readable = a frame is queued) and read until `EAGAIN` or a full frame.
 //!
 //! `tap-tx` (internal): the transmit node of every tap interface: one `writev` per packet of
@@ -341,10 +342,14 @@ impl NodeFn for TapInput {
 
     fn active(&self) -> bool {
         // Readiness of a tap fd is only known by reading it (or from epoll): in polling mode
-        // the queue is read on every loop while busy and once per tick while idle.
+        // the queue is read on every loop while busy and once per tick while idle. An
+        // instance that never polled does not know its tick yet (`poll` sets it): it polls
+        // now, or an idle queue moved to this thread by `rx-placement` would never be read.
         let now = sluice_infra::clock::rdtsc();
+        let first = self.tick_tsc == u64::MAX;
         self.queues.list.iter().any(|p| {
-            p.q.more
+            first
+                || p.q.more
                 || p.mode.busy(now)
                 || (p.mode.needs_tick() && now.wrapping_sub(p.q.last_poll) >= self.tick_tsc)
         })
