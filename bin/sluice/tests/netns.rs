@@ -1258,3 +1258,298 @@ fn tap_host_routes_to_af_packet_host() {
     wait_no_buffers_in_use(&dd);
     dd.stop();
 }
+
+// ------------------------------------------------------------------------------------------
+// tap: multi-queue, host-side options
+
+/// Skips a tap test without `/dev/net/tun` (besides root and namespaces).
+macro_rules! skip_unless_tap {
+    () => {
+        skip_unless_possible!(Driver::AfPacket);
+        if !std::path::Path::new("/dev/net/tun").exists() {
+            eprintln!("SKIPPED: no /dev/net/tun");
+            return;
+        }
+    };
+}
+
+/// The `rx packets` of each queue of tap interface `name` (`show tap`).
+fn tap_queue_rx(d: &Daemon, name: &str) -> Vec<u64> {
+    let show = d.ok("show tap");
+    show.lines()
+        .skip_while(|l| !l.starts_with(&format!("{name} (")))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| l.starts_with("  queue "))
+        .map(|l| {
+            l.split_once("rx packets ")
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no rx packets in `{l}':\n{show}"))
+        })
+        .collect()
+}
+
+/// A UDP socket bound to `addr` in namespace `ns` that counts datagrams until `expect`
+/// arrived or none came for 2 s; returns the count. Bound when this returns.
+fn udp_sink(ns: &str, addr: SocketAddr, expect: u64) -> JoinHandle<u64> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let h = spawn_in_ns(ns, move || {
+        let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while n < expect && s.recv_from(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    ready_rx.recv().expect("sink did not start");
+    h
+}
+
+/// Sends `rounds` rounds of one datagram on each of `flows` UDP flows (one socket, hence
+/// one source port, per flow) from `src` in namespace `ns` to `dst`, 5 ms apart so that no
+/// queue on the way overflows. Returns the datagrams sent.
+fn udp_flows(ns: &str, src: &str, dst: SocketAddr, flows: usize, rounds: usize) -> u64 {
+    let src = src.to_string();
+    in_ns(ns, move || {
+        let socks: Vec<UdpSocket> = (0..flows)
+            .map(|_| UdpSocket::bind((src.as_str(), 0)).expect("bind flow socket"))
+            .collect();
+        let mut sent = 0;
+        for r in 0..rounds {
+            for s in &socks {
+                s.send_to(&(r as u32).to_be_bytes(), dst).expect("send");
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        sent
+    })
+}
+
+/// `num-rx-queues 2`: the host side sends many UDP flows, the kernel spreads them over both
+/// queues by flow hash, Sluice forwards every datagram to a veth host; then queue 1 moves to
+/// the main thread and both queues still deliver. The host side really has the MAC, MTU and
+/// IPv4 default route given on the command line (read back with `ip`; the flows only reach
+/// the other host through that route).
+#[test]
+fn tap_multi_queue_spreads_flows() {
+    skip_unless_tap!();
+    let mut t = Topo::new("q", Driver::AfPacket);
+    let tns = t.bare('t');
+    let (b, vb) = t.host('b', "10.97.2.2/24", Some("10.97.2.1"));
+    let d = Daemon::start("netns-tapmq", "cpu { workers 1 }");
+    let tif = format!("{}tap", t.tag);
+    let name = d.ok(&format!(
+        "create tap id 3 num-rx-queues 2 host-if-name {tif} host-ns {tns} \
+         host-mac-addr 02:42:00:00:97:02 host-mtu-size 9000 \
+         host-ip4-addr 10.97.1.2/24 host-ip4-gw 10.97.1.1"
+    ));
+    assert_eq!(name.trim(), "tap3");
+    d.ok("set interface state tap3 up");
+    d.ok("set interface ip address tap3 10.97.1.1/24");
+    attach(&d, Driver::AfPacket, &vb, Some("10.97.2.1/24"));
+
+    // The host side as Linux sees it; Sluice's side has the same MTU.
+    let link = must(&["ip", "-n", &tns, "link", "show", "dev", &tif]);
+    assert!(link.contains("mtu 9000"), "{link}");
+    assert!(link.contains("link/ether 02:42:00:00:97:02"), "{link}");
+    let route = must(&["ip", "-n", &tns, "route", "show", "default"]);
+    assert!(
+        route.contains(&format!("default via 10.97.1.1 dev {tif}")),
+        "{route}"
+    );
+    let intf = d.ok("show interface tap3");
+    assert!(intf.contains(" 9000/0/0/0 "), "{intf}");
+    let show = d.ok("show tap");
+    assert!(
+        show.contains("mtu 9000\n  rx queues 2 tx queues 2\n"),
+        "{show}"
+    );
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement.contains(
+            "  node virtio-input:\n    tap3 queue 0 (polling)\n    tap3 queue 1 (polling)"
+        ),
+        "{placement}"
+    );
+
+    // Resolve ARP on every hop first, so no datagram waits for it.
+    ping_ok(&tns, ip("10.97.2.2"), 1);
+    let dst: SocketAddr = "10.97.2.2:7000".parse().unwrap();
+    let (flows, rounds) = (32, 40);
+    let before = tap_queue_rx(&d, "tap3");
+    let sink = udp_sink(&b, dst, (flows * rounds) as u64);
+    let sent = udp_flows(&tns, "10.97.1.2", dst, flows, rounds);
+    assert_eq!(
+        sink.join().unwrap(),
+        sent,
+        "not every datagram crossed Sluice"
+    );
+    let after = tap_queue_rx(&d, "tap3");
+    let got: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(got.len(), 2);
+    eprintln!("{sent} datagrams on {flows} flows, per tap queue: {got:?}");
+    assert!(got.iter().sum::<u64>() >= sent, "{got:?} < {sent}");
+    // 32 flows hashed over 2 queues: each gets several (all on one: odds 2^-31).
+    assert!(
+        got.iter().all(|&n| n >= sent / 16),
+        "flows not spread over the queues: {got:?}\n{}",
+        d.ok("show tap")
+    );
+
+    // Queue 1 to the main thread; both threads now read a queue, nothing is lost. The
+    // queue arrives idle (no traffic for a while) on a thread whose virtio-input never
+    // polled before: it must still be polled.
+    std::thread::sleep(Duration::from_millis(100));
+    d.ok("set interface rx-placement tap3 queue 1 main");
+    std::thread::sleep(Duration::from_millis(100));
+    let placement = d.ok("show interface rx-placement");
+    assert!(
+        placement
+            .contains("Thread 0 (sluice_main):\n  node virtio-input:\n    tap3 queue 1 (polling)"),
+        "{placement}"
+    );
+    assert!(
+        placement
+            .split_once("Thread 1 (sluice_wk_0):")
+            .is_some_and(|(_, wk)| wk.contains("  node virtio-input:\n    tap3 queue 0 (polling)")),
+        "{placement}"
+    );
+    assert!(d.ok("show tap").contains("queue 1: fd "));
+    let before = tap_queue_rx(&d, "tap3");
+    let sink = udp_sink(&b, dst, (flows * rounds) as u64);
+    let sent = udp_flows(&tns, "10.97.1.2", dst, flows, rounds);
+    let got = sink.join().unwrap();
+    let after = tap_queue_rx(&d, "tap3");
+    assert_eq!(
+        got,
+        sent,
+        "lost datagrams after placement: {before:?} -> {after:?}\n{}\n{}\n{}",
+        d.ok("show errors"),
+        d.ok("show interface"),
+        d.ok("show runtime")
+    );
+    assert!(
+        after.iter().zip(&before).all(|(a, b)| a - b >= sent / 16),
+        "{before:?} -> {after:?}"
+    );
+    ping_ok(&tns, ip("10.97.2.2"), 2);
+
+    d.ok("delete tap tap3");
+    assert!(sh(&["ip", "-n", &tns, "link", "show", &tif]).is_err());
+    d.ok(&format!("delete host-interface name {vb}"));
+    let mut dd = d;
+    assert!(dd.alive(), "sluice died");
+    wait_no_buffers_in_use(&dd);
+    dd.stop();
+}
+
+/// `host-bridge`: the host side becomes a port of a Linux bridge in the namespace, and the
+/// bridge's address reaches Sluice through it. `host-ip6-gw`: the IPv6 default route of
+/// the host side, used by UDP to a veth host behind Sluice. `num-tx-queues` above
+/// `num-rx-queues` opens (and reads) that many queues. A create that fails half-way on the
+/// host side (no such bridge, unreachable gateway) leaves no device and no interface.
+#[test]
+fn tap_host_bridge_and_ipv6_gateway() {
+    skip_unless_tap!();
+    let mut t = Topo::new("h", Driver::AfPacket);
+    let tns = t.bare('t');
+    let (b, vb) = t.host6('b', "fd98:2::2/64", "fd98:2::1");
+    must(&["ip", "-n", &tns, "link", "add", "br0", "type", "bridge"]);
+    must(&[
+        "ip",
+        "-n",
+        &tns,
+        "addr",
+        "add",
+        "10.98.1.2/24",
+        "dev",
+        "br0",
+    ]);
+    must(&["ip", "-n", &tns, "link", "set", "br0", "up"]);
+    let d = Daemon::start("netns-tapbr", "");
+    let tif = format!("{}tap", t.tag);
+
+    // Host-side failures roll back: the error names the token, no device or interface stays.
+    for (opts, token) in [
+        (format!("host-ns {tns} host-bridge nosuchbr"), "nosuchbr"),
+        (format!("host-ns {tns} host-ip4-gw 10.98.9.1"), "10.98.9.1"),
+        (
+            format!("host-ns {tns} host-ip6-addr fd00:98::2/64 host-ip6-gw fd00:99::1"),
+            "fd00:99::1",
+        ),
+    ] {
+        let cmd = format!("create tap id 5 host-if-name {tif} {opts}");
+        let e = d.cli(&cmd).unwrap_err();
+        assert!(e.contains(token) && !e.contains('\n'), "`{cmd}': {e}");
+        assert!(
+            sh(&["ip", "-n", &tns, "link", "show", &tif]).is_err(),
+            "`{cmd}' left the host side behind"
+        );
+        assert!(sh(&["ip", "link", "show", &tif]).is_err());
+        assert!(!d.ok("show interface").contains("tap5"));
+    }
+
+    // A bridge port: the bridge's address in the namespace reaches Sluice through it.
+    d.ok(&format!(
+        "create tap id 5 host-if-name {tif} host-ns {tns} host-bridge br0"
+    ));
+    d.ok("set interface state tap5 up");
+    d.ok("set interface ip address tap5 10.98.1.1/24");
+    let link = must(&["ip", "-n", &tns, "link", "show", "dev", &tif]);
+    assert!(link.contains("master br0"), "{link}");
+    assert!(d.ok("show tap").contains("host-bridge br0 mtu 1500"));
+    ping_ok(&tns, ip("10.98.1.1"), 2);
+
+    // IPv6 default route on the host side; two queues from num-tx-queues.
+    let tif6 = format!("{tif}6");
+    d.ok(&format!(
+        "create tap id 6 num-tx-queues 2 host-if-name {tif6} host-ns {tns} \
+         host-ip6-addr fd00:98::2/64 host-ip6-gw fd00:98::1"
+    ));
+    d.ok("set interface state tap6 up");
+    d.ok("set interface ip address tap6 fd00:98::1/64");
+    let hb = attach(&d, Driver::AfPacket, &vb, Some("fd98:2::1/64"));
+    let route = must(&["ip", "-n", &tns, "-6", "route", "show", "default"]);
+    assert!(
+        route.contains(&format!("default via fd00:98::1 dev {tif6}")),
+        "{route}"
+    );
+    let show = d.ok("show tap");
+    assert!(
+        show.contains("tap6 (") && show.contains("  rx queues 2 tx queues 2\n"),
+        "{show}"
+    );
+    let dst: SocketAddr = "[fd98:2::2]:7000".parse().unwrap();
+    // The first datagrams may wait for neighbour discovery on both hops.
+    let mut reached = 0;
+    for _ in 0..20 {
+        let sink = udp_sink(&b, dst, 1);
+        udp_flows(&tns, "fd00:98::2", dst, 1, 1);
+        reached = sink.join().unwrap();
+        if reached == 1 {
+            break;
+        }
+    }
+    assert_eq!(reached, 1, "no IPv6 datagram through the default route");
+    let sink = udp_sink(&b, dst, 8 * 10);
+    let sent = udp_flows(&tns, "fd00:98::2", dst, 8, 10);
+    assert_eq!(sink.join().unwrap(), sent);
+    assert!(counter(&d, &hb, "tx packets") >= sent);
+
+    d.ok("delete tap tap5");
+    d.ok("delete tap tap6");
+    for l in [&tif, &tif6] {
+        assert!(sh(&["ip", "-n", &tns, "link", "show", l]).is_err());
+    }
+    assert!(must(&["ip", "-n", &tns, "link", "show", "br0"]).contains("br0"));
+    d.ok(&format!("delete host-interface name {vb}"));
+    let mut dd = d;
+    assert!(dd.alive(), "sluice died");
+    wait_no_buffers_in_use(&dd);
+    dd.stop();
+}

@@ -149,11 +149,16 @@ pub struct CreateArgs {
 
 /// A `hw-addr <mac>` argument: a unicast MAC.
 pub(crate) fn hw_addr_arg(a: &mut Args) -> Result<[u8; 6], CliError> {
+    unicast_mac_arg(a, "hw-addr")
+}
+
+/// A unicast MAC argument of option `what` (named in the error).
+pub(crate) fn unicast_mac_arg(a: &mut Args, what: &str) -> Result<[u8; 6], CliError> {
     let w = a.word("MAC address")?;
     let m = crate::parse_mac(&w)?;
     if m[0] & 1 != 0 {
         return Err(CliError::new(format!(
-            "hw-addr `{w}' is a multicast address"
+            "{what} `{w}' is a multicast address"
         )));
     }
     Ok(m)

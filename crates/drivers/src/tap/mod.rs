@@ -4,23 +4,32 @@
 //! for attaching Linux hosts without a veth.
 //!
 //! CLI (VPP syntax):
-//! - `create tap [id <n>] [hw-addr <mac>] [host-if-name <name>] [host-ns <netns>]
-//!   [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [num-rx-queues <n>]` creates `tap<N>`
-//!   and prints its name;
+//! - `create tap [id <n>] [hw-addr <mac>] [num-rx-queues <n>] [num-tx-queues <n>]
+//!   [host-if-name <name>] [host-ns <netns>] [host-bridge <br>] [host-mac-addr <mac>]
+//!   [host-mtu-size <n>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [host-ip4-gw <a>]
+//!   [host-ip6-gw <a>] [no-gso]` creates `tap<N>` and prints its name; VPP's `tun`,
+//!   `persist`, `attach`, `gso`, `gro-coalesce`, `csum-offload`, ring sizes and `if-name`
+//!   are refused with a one-line "not supported" error;
 //! - `delete tap <interface>`;
-//! - `show tap`.
+//! - `show tap`: host side, queues with their thread, mode and rx counters.
 //!
-//! Per interface: `num-rx-queues` fds on `/dev/net/tun` with `IFF_TAP | IFF_NO_PI |
-//! IFF_VNET_HDR` (`IFF_MULTI_QUEUE` for more than one; the kernel spreads flows over them),
-//! a 10-byte `virtio_net_hdr` on every frame, offloads off (`TUNSETOFFLOAD 0`: the kernel
-//! segments and checksums before handing frames to Sluice). Thread t transmits on queue
-//! `t mod queues`. The rx queues are placed round-robin on the workers (main without
-//! workers) and follow `set interface rx-mode|rx-placement` (see [`crate::fdq`]).
+//! Per interface: max(`num-rx-queues`, `num-tx-queues`) fds on `/dev/net/tun` with
+//! `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR` (`IFF_MULTI_QUEUE` for more than one: the kernel
+//! picks the queue of each frame it sends by flow hash, or the queue Sluice last sent that
+//! flow on), a 10-byte `virtio_net_hdr` on every frame, offloads off (`TUNSETOFFLOAD 0`: the
+//! kernel segments and checksums before handing frames to Sluice). Since the kernel may
+//! deliver on any queue fd, every fd is an rx queue (so `num-tx-queues` above
+//! `num-rx-queues` raises the rx queues too); thread t transmits on queue
+//! `t mod num-tx-queues` (default: every queue). The rx queues are placed round-robin on the
+//! workers (main without workers) and follow `set interface rx-mode|rx-placement` (see
+//! [`crate::fdq`]).
 //!
 //! The host side is configured by running iproute2's `ip` (`ip link set <if> netns <ns>`,
-//! `ip -n <ns> addr add ...`, `ip -n <ns> link set <if> up`): set-up only, never on the data
-//! path, and the errors `ip` prints are passed on. The device disappears when Sluice closes
-//! its fds (delete, exit).
+//! then, with `-n <ns>`: `link set <if> address|mtu|master`, `addr add`, `link set <if> up`,
+//! `route add default via`): set-up only, never on the data path, and the errors `ip`
+//! prints are passed on in one line. The device disappears when Sluice closes its fds
+//! (delete, exit, or a failed create: whatever was set up on the host side goes with it).
+//! `host-mtu-size` is also the Sluice side's MTU, as in VPP.
 //!
 //! Nodes: see [`node`].
 
@@ -28,7 +37,7 @@ pub mod node;
 
 use crate::fdq::{self, FdDriver, Placed};
 use crate::linux::{linux_name, random_mac, RxPlacement};
-use node::{TapInput, TapQueue, TapTx, TxEntry, INPUT, TX};
+use node::{QueueStats, TapInput, TapQueue, TapTx, TxEntry, INPUT, TX};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
     CounterDesc, GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
@@ -36,12 +45,20 @@ use sluice_graph::{
 use sluice_vnet::interface::{fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Most rx queues per interface.
 pub const MAX_QUEUES: u32 = 16;
+
+/// `host-mtu-size` range (Linux's IPv4 minimum .. Sluice's largest interface MTU).
+pub const HOST_MTU: std::ops::RangeInclusive<u32> = 68..=9216;
+
+/// MTU of both sides without `host-mtu-size`.
+pub const DEFAULT_MTU: u32 = 1500;
 
 /// One tap interface, as the control plane knows it.
 pub struct TapDev {
@@ -53,10 +70,18 @@ pub struct TapDev {
     pub host_if: String,
     /// Namespace of the host side (`None`: Sluice's own).
     pub host_ns: Option<String>,
+    /// Linux bridge the host side is a port of.
+    pub host_bridge: Option<String>,
+    /// MTU of both sides.
+    pub mtu: u32,
     /// Queue fds (queue q = fds[q]).
     pub fds: Arc<Vec<Arc<OwnedFd>>>,
+    /// Queues transmitted on (the first `n_tx` fds).
+    pub n_tx: usize,
     /// Thread and mode of each rx queue.
     pub rx: Vec<(usize, RxMode)>,
+    /// Counters of each rx queue.
+    pub stats: Vec<Arc<QueueStats>>,
 }
 
 /// tap control-plane state (a `Vlib` extension).
@@ -136,7 +161,7 @@ pub fn init(vm: &mut Vlib) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create tap",
-        "create tap [id <n>] [hw-addr <mac>] [host-if-name <name>] [host-ns <netns>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [num-rx-queues <n>]",
+        "create tap [id <n>] [hw-addr <mac>] [num-rx-queues <n>] [num-tx-queues <n>] [host-if-name <name>] [host-ns <netns>] [host-bridge <br>] [host-mac-addr <mac>] [host-mtu-size <n>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [host-ip4-gw <a>] [host-ip6-gw <a>] [no-gso]",
         cli_create,
     );
     t.add("delete tap", "delete tap <interface>", cli_delete);
@@ -162,8 +187,28 @@ pub struct CreateArgs {
     pub host_ip4: Option<String>,
     /// IPv6 address for the host side.
     pub host_ip6: Option<String>,
+    /// IPv4 default route of the host side.
+    pub host_ip4_gw: Option<Ipv4Addr>,
+    /// IPv6 default route of the host side.
+    pub host_ip6_gw: Option<Ipv6Addr>,
+    /// MAC of the host side (default: the kernel's random one).
+    pub host_mac: Option<[u8; 6]>,
+    /// MTU of the host side and of the Sluice side (default [`DEFAULT_MTU`]).
+    pub host_mtu: Option<u32>,
+    /// Existing Linux bridge (in `host_ns` if given) to make the host side a port of.
+    pub host_bridge: Option<String>,
     /// rx queues (1 default).
     pub rx_queues: u32,
+    /// tx queues (default: as many as rx queues).
+    pub tx_queues: Option<u32>,
+}
+
+impl CreateArgs {
+    /// Queue fds to open (at least one): every one is read, the first `tx_queues` are
+    /// written.
+    pub fn n_fds(&self) -> u32 {
+        self.rx_queues.max(self.tx_queues.unwrap_or(0)).max(1)
+    }
 }
 
 fn prefix(a: &mut Args, v6: bool) -> Result<String, CliError> {
@@ -187,6 +232,23 @@ fn prefix(a: &mut Args, v6: bool) -> Result<String, CliError> {
     Ok(w)
 }
 
+/// A `what <value>` argument parsed as `T`; the error names option and token.
+fn parsed<T: std::str::FromStr>(a: &mut Args, what: &str) -> Result<T, CliError> {
+    let w = a.word(what)?;
+    w.parse()
+        .map_err(|_| CliError::new(format!("bad {what} `{}'", sluice_cli::error::clip(&w))))
+}
+
+fn queues(a: &mut Args, what: &str) -> Result<u32, CliError> {
+    let n = a.u32(what)?;
+    if n == 0 || n > MAX_QUEUES {
+        return Err(CliError::new(format!(
+            "{what} `{n}' out of range 1..{MAX_QUEUES}"
+        )));
+    }
+    Ok(n)
+}
+
 fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut c = CreateArgs {
         rx_queues: 1,
@@ -205,14 +267,39 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
             c.host_ip4 = Some(prefix(a, false)?);
         } else if a.keyword("host-ip6-addr") {
             c.host_ip6 = Some(prefix(a, true)?);
-        } else if a.keyword("num-rx-queues") {
-            let n = a.u32("num-rx-queues")?;
-            if n == 0 || n > MAX_QUEUES {
+        } else if a.keyword("host-ip4-gw") {
+            c.host_ip4_gw = Some(parsed(a, "host-ip4-gw")?);
+        } else if a.keyword("host-ip6-gw") {
+            c.host_ip6_gw = Some(parsed(a, "host-ip6-gw")?);
+        } else if a.keyword("host-mac-addr") {
+            c.host_mac = Some(crate::af_packet::unicast_mac_arg(a, "host-mac-addr")?);
+        } else if a.keyword("host-mtu-size") {
+            let n = a.u32("host-mtu-size")?;
+            if !HOST_MTU.contains(&n) {
                 return Err(CliError::new(format!(
-                    "num-rx-queues `{n}' out of range 1..{MAX_QUEUES}"
+                    "host-mtu-size `{n}' out of range {}..{}",
+                    HOST_MTU.start(),
+                    HOST_MTU.end()
                 )));
             }
-            c.rx_queues = n;
+            c.host_mtu = Some(n);
+        } else if a.keyword("host-bridge") {
+            c.host_bridge = Some(linux_name("host-bridge", &a.word("bridge name")?)?);
+        } else if a.keyword("num-rx-queues") {
+            c.rx_queues = queues(a, "num-rx-queues")?;
+        } else if a.keyword("num-tx-queues") {
+            c.tx_queues = Some(queues(a, "num-tx-queues")?);
+        } else if a.keyword("no-gso") {
+            // Sluice's taps never take GSO frames: what VPP's `no-gso` asks for.
+        } else if let Some(
+            w @ ("tun" | "persist" | "attach" | "gso" | "gro-coalesce" | "csum-offload"
+            | "rx-ring-size" | "tx-ring-size" | "if-name" | "packed" | "in-order"
+            | "consistent-qp"),
+        ) = a.peek()
+        {
+            return Err(CliError::new(format!(
+                "`{w}' is not supported yet by Sluice's tap (Ethernet taps, offloads off)"
+            )));
         } else {
             a.finish()?;
         }
@@ -262,7 +349,7 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
-/// Runs `ip <args>` (host-side set-up).
+/// Runs `ip <args>` (host-side set-up); an error is one line quoting the command.
 fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
@@ -271,15 +358,22 @@ fn ip(args: &[&str]) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
+        let err = String::from_utf8_lossy(&out.stderr);
         Err(format!(
             "`ip {}' failed: {}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
+            err.split('\n')
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ")
         ))
     }
 }
 
-/// Configures the host side: namespace, addresses, up.
+/// Configures the host side: namespace, MAC, MTU, bridge port, addresses, up, default
+/// routes. On error the caller closes the fds, which removes the device and with it all of
+/// this.
 fn host_setup(c: &CreateArgs, host_if: &str) -> Result<(), String> {
     let mut pre: Vec<&str> = Vec::new();
     if let Some(ns) = &c.host_ns {
@@ -291,13 +385,31 @@ fn host_setup(c: &CreateArgs, host_if: &str) -> Result<(), String> {
         v.extend_from_slice(rest);
         ip(&v)
     };
+    if let Some(m) = &c.host_mac {
+        run(&["link", "set", "dev", host_if, "address", &fmt_mac(m)])?;
+    }
+    if let Some(m) = c.host_mtu {
+        run(&["link", "set", "dev", host_if, "mtu", &m.to_string()])?;
+    }
+    if let Some(br) = &c.host_bridge {
+        run(&["link", "set", "dev", host_if, "master", br])?;
+    }
     if let Some(a) = &c.host_ip4 {
         run(&["addr", "add", a, "dev", host_if])?;
     }
     if let Some(a) = &c.host_ip6 {
         run(&["-6", "addr", "add", a, "dev", host_if, "nodad"])?;
     }
-    run(&["link", "set", "dev", host_if, "up"])
+    run(&["link", "set", "dev", host_if, "up"])?;
+    if let Some(gw) = c.host_ip4_gw {
+        let gw = gw.to_string();
+        run(&["route", "add", "default", "via", &gw, "dev", host_if])?;
+    }
+    if let Some(gw) = c.host_ip6_gw {
+        let gw = gw.to_string();
+        run(&["-6", "route", "add", "default", "via", &gw, "dev", host_if])?;
+    }
+    Ok(())
 }
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -328,14 +440,18 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         .ok_or_else(|| "tap-tx is not registered".to_string())?;
     // Device and host side first: nothing in Sluice changes if they fail (closing the fds
     // removes the device).
+    let n_fds = c.n_fds();
     let mut fds = Vec::new();
-    for q in 0..c.rx_queues {
-        let fd = open_queue(&host_if, c.rx_queues > 1)
+    for q in 0..n_fds {
+        let fd = open_queue(&host_if, n_fds > 1)
             .map_err(|e| format!("tap `{host_if}' queue {q}: {e}"))?;
         fds.push(Arc::new(fd));
     }
     host_setup(c, &host_if)?;
+    let n_tx = c.tx_queues.unwrap_or(n_fds) as usize;
+    let tx_fds = Arc::new(fds[..n_tx].to_vec());
     let fds = Arc::new(fds);
+    let mtu = c.host_mtu.unwrap_or(DEFAULT_MTU);
 
     let mac = c
         .hw_addr
@@ -346,21 +462,24 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         let i = ifs
             .get_mut(sw)
             .ok_or_else(|| "interface vanished".to_string())?;
-        i.mtu = 1500;
+        i.mtu = mtu;
         i.counters.clone()
     };
     sluice_vnet::ip4::sync_all_interfaces(vm);
     let entry = TxEntry {
-        fds: fds.clone(),
+        fds: tx_fds,
         counters: counters.clone(),
     };
     crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut TapTx| &mut n.table);
     let hz = vm.shared.clock.hz();
     let mut rx = Vec::new();
+    let mut stats = Vec::new();
     for (q, fd) in fds.iter().enumerate() {
         let n_workers = vm.n_workers();
         let thread = vm.ext_mut::<TapMain>().placement.next_thread(n_workers);
-        let tq = TapQueue::new(sw.0, q as u16, fd.clone(), counters.clone());
+        let st = Arc::new(QueueStats::default());
+        stats.push(st.clone());
+        let tq = TapQueue::new(sw.0, q as u16, fd.clone(), counters.clone(), st);
         fdq::put::<Tap>(
             vm,
             thread,
@@ -373,16 +492,22 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         sw_if: sw,
         host_if: host_if.clone(),
         host_ns: c.host_ns.clone(),
+        host_bridge: c.host_bridge.clone(),
+        mtu,
         fds,
+        n_tx,
         rx,
+        stats,
     });
+    if n_fds > c.rx_queues {
+        log::info!("{name}: num-tx-queues {n_fds}: the kernel delivers on every queue, so {n_fds} rx queues");
+    }
     log::info!(
-        "{name}: Linux tap `{host_if}'{}, {} queue(s), mac {}",
+        "{name}: Linux tap `{host_if}'{}, {n_fds} rx / {n_tx} tx queue(s), mtu {mtu}, mac {}",
         c.host_ns
             .as_ref()
             .map(|n| format!(" in namespace `{n}'"))
             .unwrap_or_default(),
-        c.rx_queues,
         fmt_mac(&mac)
     );
     Ok(name)
@@ -430,18 +555,23 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{sw_name} (sw_if_index {}): host-if-name {} host-ns {}",
+            "{sw_name} (sw_if_index {}): host-if-name {} host-ns {} host-bridge {} mtu {}",
             d.sw_if.0,
             d.host_if,
-            d.host_ns.as_deref().unwrap_or("-")
+            d.host_ns.as_deref().unwrap_or("-"),
+            d.host_bridge.as_deref().unwrap_or("-"),
+            d.mtu
         );
-        for (q, (fd, (t, mode))) in d.fds.iter().zip(&d.rx).enumerate() {
+        let _ = writeln!(out, "  rx queues {} tx queues {}", d.fds.len(), d.n_tx);
+        for (q, ((fd, (t, mode)), st)) in d.fds.iter().zip(&d.rx).zip(&d.stats).enumerate() {
             let _ = writeln!(
                 out,
-                "  queue {q}: fd {} thread {t} ({}) {}",
+                "  queue {q}: fd {} thread {t} ({}) {} rx packets {} rx bytes {}",
                 fd.as_raw_fd(),
                 vm.thread_name(*t),
-                mode.as_str()
+                mode.as_str(),
+                st.rx_packets.load(Ordering::Relaxed),
+                st.rx_bytes.load(Ordering::Relaxed)
             );
         }
     }
@@ -473,9 +603,28 @@ mod tests {
                 host_ip4: Some("10.0.0.2/24".into()),
                 host_ip6: Some("fd00::2/64".into()),
                 rx_queues: 2,
+                ..CreateArgs::default()
             }
         );
-        assert_eq!(parse("").unwrap().rx_queues, 1);
+        let c = parse("");
+        assert_eq!(c.as_ref().map(|c| (c.rx_queues, c.n_fds())), Ok((1, 1)));
+        let c = parse("host-bridge br0 host-mac-addr 02:aa:00:00:00:01 host-mtu-size 9000 host-ip4-gw 10.0.0.1 host-ip6-gw fd00::1 num-rx-queues 2 num-tx-queues 4 no-gso").unwrap();
+        assert_eq!(
+            c,
+            CreateArgs {
+                host_bridge: Some("br0".into()),
+                host_mac: Some([2, 0xaa, 0, 0, 0, 1]),
+                host_mtu: Some(9000),
+                host_ip4_gw: Some(Ipv4Addr::new(10, 0, 0, 1)),
+                host_ip6_gw: Some("fd00::1".parse().unwrap()),
+                rx_queues: 2,
+                tx_queues: Some(4),
+                ..CreateArgs::default()
+            }
+        );
+        assert_eq!(c.n_fds(), 4);
+        let c = parse("num-rx-queues 4 num-tx-queues 1").unwrap();
+        assert_eq!((c.n_fds(), c.tx_queues), (4, Some(1)));
     }
 
     #[test]
@@ -495,5 +644,29 @@ mod tests {
         assert!(parse("hw-addr 01:00:5e:00:00:01")
             .unwrap_err()
             .contains("multicast"));
+        for (line, token) in [
+            ("host-ip4-gw 10.0.0.256", "`10.0.0.256'"),
+            ("host-ip4-gw fd00::1", "`fd00::1'"),
+            ("host-ip6-gw 10.0.0.1", "`10.0.0.1'"),
+            ("host-ip6-gw", "expected host-ip6-gw"),
+            ("host-mtu-size 67", "`67'"),
+            ("host-mtu-size 9217", "`9217'"),
+            ("host-mtu-size big", "`big'"),
+            (
+                "host-mac-addr 03:00:00:00:00:01",
+                "host-mac-addr `03:00:00:00:00:01'",
+            ),
+            ("host-mac-addr 02:00:00:00:00", "`02:00:00:00:00'"),
+            ("host-bridge a/b", "host-bridge `a/b'"),
+            ("num-tx-queues 0", "`0'"),
+            ("num-tx-queues 17", "`17'"),
+            ("tun", "`tun' is not supported"),
+            ("id 1 persist", "`persist' is not supported"),
+            ("gso", "`gso' is not supported"),
+        ] {
+            let e = parse(line).unwrap_err();
+            assert!(e.contains(token), "`{line}': {e}");
+            assert!(!e.contains('\n'), "`{line}': {e}");
+        }
     }
 }

@@ -13,13 +13,15 @@
 //!   anyway is dropped), `csum_completed` (info: `VIRTIO_NET_HDR_F_NEEDS_CSUM` frames whose
 //!   TCP/UDP checksum Sluice completed), `short` (error: shorter than the header plus an
 //!   Ethernet header), `read_error` (error: `readv` failed other than `EAGAIN`).
-//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, the queue's own `rx packets` /
+//!   `rx bytes` ([`QueueStats`], `show tap`), `pcap trace rx`.
 //! - rx modes: polling reads every loop while the queue delivered packets in the last 10 ms,
-//!   and every 10 ms when idle; interrupt and adaptive register the tap fd with the thread's
+//!   and every 10 ms when idle (also a queue that arrived idle on a thread by
+//!   `rx-placement`); interrupt and adaptive register the tap fd with the thread's
 //!   epoll (readable = a frame is queued) and read until `EAGAIN` or a full frame.
 //!
 //! `tap-tx` (internal): the transmit node of every tap interface: one `writev` per packet of
-//! `[zeroed virtio_net_hdr][buffer chain]` on queue `thread mod queues`.
+//! `[zeroed virtio_net_hdr][buffer chain]` on queue `thread mod num-tx-queues`.
 //! - uses: `tx_if`, buffer chains. sets: nothing; frees every buffer. next: none.
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
@@ -27,6 +29,7 @@
 //!   also counted as interface `tx-error` except `no_interface`.
 
 use crate::af_packet::frame;
+use crate::af_xdp::xsk::bump;
 use crate::fdq::{FdQueue, QueueSet};
 use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
@@ -37,6 +40,7 @@ use sluice_vnet::interface::{counter, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Input node name.
@@ -63,6 +67,15 @@ const F_NEEDS_CSUM: u8 = 1;
 /// Largest frame read (a 64 KiB aggregate plus headers).
 const MAX_FRAME: usize = 65535 + 64;
 
+/// Per-queue receive counters (`show tap`): written only by the thread polling the queue.
+#[derive(Default, Debug)]
+pub struct QueueStats {
+    /// Frames read from the queue and sent on.
+    pub rx_packets: AtomicU64,
+    /// Their bytes (Ethernet frame, without the virtio header).
+    pub rx_bytes: AtomicU64,
+}
+
 /// One tap queue as polled by one thread.
 pub struct TapQueue {
     /// Sluice interface.
@@ -73,6 +86,8 @@ pub struct TapQueue {
     pub fd: Arc<OwnedFd>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// This queue's counters.
+    pub stats: Arc<QueueStats>,
     /// The last read filled a whole frame: more may be queued.
     more: bool,
     /// TSC of the last read (polling mode reads again a tick later).
@@ -81,12 +96,19 @@ pub struct TapQueue {
 
 impl TapQueue {
     /// A queue over `fd`.
-    pub fn new(sw_if: u32, queue: u16, fd: Arc<OwnedFd>, counters: Arc<IfCounters>) -> Self {
+    pub fn new(
+        sw_if: u32,
+        queue: u16,
+        fd: Arc<OwnedFd>,
+        counters: Arc<IfCounters>,
+        stats: Arc<QueueStats>,
+    ) -> Self {
         TapQueue {
             sw_if,
             queue,
             fd,
             counters,
+            stats,
             more: true,
             last_poll: 0,
         }
@@ -292,6 +314,9 @@ impl TapInput {
         if n_out > 0 {
             counters.add(t, counter::RX_PACKETS, n_out as u64);
             counters.add(t, counter::RX_BYTES, bytes);
+            let stats = &self.queues.list[qi].q.stats;
+            bump(&stats.rx_packets, n_out as u64);
+            bump(&stats.rx_bytes, bytes);
             cx.pcap_capture(point::RX, &out[..n_out], false);
             cx.enqueue_all(NEXT_ETHERNET, &out[..n_out]);
         }
@@ -317,10 +342,14 @@ impl NodeFn for TapInput {
 
     fn active(&self) -> bool {
         // Readiness of a tap fd is only known by reading it (or from epoll): in polling mode
-        // the queue is read on every loop while busy and once per tick while idle.
+        // the queue is read on every loop while busy and once per tick while idle. An
+        // instance that never polled does not know its tick yet (`poll` sets it): it polls
+        // now, or an idle queue moved to this thread by `rx-placement` would never be read.
         let now = sluice_infra::clock::rdtsc();
+        let first = self.tick_tsc == u64::MAX;
         self.queues.list.iter().any(|p| {
-            p.q.more
+            first
+                || p.q.more
                 || p.mode.busy(now)
                 || (p.mode.needs_tick() && now.wrapping_sub(p.q.last_poll) >= self.tick_tsc)
         })
