@@ -26,6 +26,8 @@
 #                          [--drivers "af_packet af_xdp linux"]
 #
 # RXMODE=interrupt|adaptive|polling (default polling) sets Sluice's rx mode on both interfaces.
+# AFP_OPTS="v2" adds words to the router's `create host-interface` (XDP_OPTS likewise for
+# af_xdp); SLUICE_BIN=<path> runs another sluice binary as the router (paired old/new runs).
 # Sizes are frame lengths on the veth without FCS (1514 = a 1518-byte frame with FCS; the
 # veth MTU is 1500). Needs root, iproute2, ethtool, python3 and 2 CPUs.
 set -euo pipefail
@@ -55,6 +57,7 @@ command -v python3 >/dev/null || skip "python3 not installed"
 TARGET="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p sluice -p sluicectl
 SLUICE="$TARGET/release/sluice"
+ROUTER_BIN="${SLUICE_BIN:-$SLUICE}"
 CTL="$TARGET/release/sluicectl"
 HZ=$(getconf CLK_TCK)
 
@@ -164,10 +167,10 @@ for drv in $DRIVERS; do
     case "$drv" in
         af_packet | af_xdp)
             case "$drv" in
-                af_packet) mk() { echo "create host-interface name $1"; }; ifn() { echo "host-$1"; } ;;
+                af_packet) mk() { echo "create host-interface name $1 ${AFP_OPTS:-}"; }; ifn() { echo "host-$1"; } ;;
                 af_xdp) mk() { echo "create interface af_xdp host-if $1 name $1/0 ${XDP_OPTS:-}"; }; ifn() { echo "$1/0"; } ;;
             esac
-            ip netns exec "$R" taskset -c 0 "$SLUICE" unix { cli-listen "$SOCK" } \
+            ip netns exec "$R" taskset -c 0 "$ROUTER_BIN" unix { cli-listen "$SOCK" } \
                 buffers { buffers-per-numa 32768 } >"/tmp/${P}.log" 2>&1 &
             SPID=$!
             for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

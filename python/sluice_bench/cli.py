@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import report, suites
+from . import latsweep, report, suites
 from .scenarios import SCENARIOS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-engine", action="store_true", help="skip the engine benchmarks")
     r.add_argument("--no-plots", action="store_true")
     r.add_argument("-v", "--verbose", action="store_true")
+    latsweep.parser(sub)
     g = sub.add_parser("report", help="regenerate CSV, markdown and plots from DIR/results.json")
     g.add_argument("dir", type=Path)
     g.add_argument("--no-plots", action="store_true")
@@ -148,4 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         files = report.generate(a.dir, plots=not a.no_plots)
         print(f"report: {a.dir / 'report.md'} ({len(files)} files)")
         return 0
+    if a.cmd == "latency":
+        return latsweep.cmd_latency(a)
     return cmd_run(a)

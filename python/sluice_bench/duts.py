@@ -183,6 +183,10 @@ class SluiceAfPacket(Dut):
         self.name = f"sluice-{self.driver}" + (f"-{workers}w" if workers else "")
         self.vpp: SluiceInstance | None = None
         self.ns: str | None = None
+        #: Extra words for `create host-interface` (af_packet only, e.g. "v2").
+        self.create_args = ""
+        #: `set interface rx-mode` for every port after configuration (None: the default).
+        self.rx_mode: str | None = None
 
     def unsupported(self, sc: Scenario) -> str | None:
         if reason := super().unsupported(sc):
@@ -197,7 +201,9 @@ class SluiceAfPacket(Dut):
 
     def attach(self, port_index: int, port) -> str:
         """Creates the interface for a topology port; returns its Sluice name."""
-        self.vpp.cli(f"create host-interface name {port.dut_if} hw-addr {self.mac(port_index)}")
+        extra = f" {self.create_args}" if self.create_args else ""
+        self.vpp.cli(f"create host-interface name {port.dut_if} "
+                     f"hw-addr {self.mac(port_index)}{extra}")
         return f"host-{port.dut_if}"
 
     def start(self, topo: Topology, sc: Scenario) -> dict[str, str]:
@@ -255,6 +261,9 @@ class SluiceAfPacket(Dut):
                 cli(f"l2fib add {p.tester_mac} 1 {ifs[p.dut_if]} static")
         else:
             raise ValueError(f"{type(self).__name__} cannot configure {sc.kind}")
+        if self.rx_mode:
+            for h in ifs.values():
+                cli(f"set interface rx-mode {h} {self.rx_mode}")
 
     def pid(self) -> int | None:
         return self.vpp.proc.pid if self.vpp and self.vpp.proc else None

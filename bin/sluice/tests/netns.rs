@@ -840,16 +840,32 @@ fn bridges_three_namespaces(drv: Driver) {
 /// A TCP transfer across Sluice (af_packet: partial checksums from veth completed by the
 /// driver, TSO aggregates cut), and iperf3 when it is installed.
 fn tcp_across_sluice(drv: Driver) {
+    tcp_across_sluice_with(drv, "t", "");
+}
+
+/// The same over TPACKET_V2 rx rings (`create host-interface v2`): A's TSO aggregates do
+/// not fit a 2 KiB frame, so each arrives through the socket's receive queue
+/// (`TP_STATUS_COPY`) and is cut into segments like on V3.
+#[test]
+fn tcp_across_sluice_af_packet_v2() {
+    tcp_across_sluice_with(Driver::AfPacket, "u", "v2");
+}
+
+fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
     skip_unless_possible!(drv);
-    let mut t = Topo::new("t", drv);
+    let mut t = Topo::new(tag, drv);
     let (a, va) = t.host('a', "10.93.1.2/24", Some("10.93.1.1"));
     let (b, vb) = t.host('b', "10.93.2.2/24", Some("10.93.2.1"));
     // af_packet: veth offloads stay on (the Linux default): the driver completes partial
     // checksums and cuts the TSO aggregates A sends into MSS-sized segments. af_xdp: see
     // `Driver::prepare_peer` (an XDP program on the veth turns the peer's TSO off).
     let d = Daemon::start("netns-tcp", "");
-    let ha = attach(&d, drv, &va, Some("10.93.1.1/24"));
-    attach(&d, drv, &vb, Some("10.93.2.1/24"));
+    let ha = attach_with(&d, drv, &va, create_args, Some("10.93.1.1/24"));
+    attach_with(&d, drv, &vb, create_args, Some("10.93.2.1/24"));
+    if !create_args.is_empty() {
+        let show = d.ok(drv.show().0);
+        assert!(show.contains("TPACKET_V2, 4096 frames x 2048 B"), "{show}");
+    }
     ping_ok(&a, ip("10.93.2.2"), 1);
 
     tcp_transfer(&a, &b, "10.93.2.2", 8 << 20);
@@ -1564,4 +1580,75 @@ fn tap_host_bridge_and_ipv6_gateway() {
     assert!(dd.alive(), "sluice died");
     wait_no_buffers_in_use(&dd);
     dd.stop();
+}
+
+/// The kernel mechanism behind `create host-interface v2` (docs/interfaces.md, "rx
+/// latency"): a TPACKET_V3 block reaches user space only when it is full or its retire timer
+/// fires, a TPACKET_V2 frame as soon as its packet is in it. One frame goes into a V3 ring
+/// with a 3 s block timeout and into a V2 ring on the same veth: the V2 socket is readable
+/// and its first frame holds the packet at once (within 2 s), while the V3 block is still
+/// the kernel's 300 ms later; it comes once the timer fires. Bounds are seconds apart, so a
+/// loaded machine cannot flip the outcome.
+#[test]
+fn af_packet_rx_ring_v2_frames_at_once_v3_blocks_on_timer() {
+    use sluice_drivers::af_packet::ring::{RxGeometry, RxRing};
+    skip_unless_possible!(Driver::AfPacket);
+    let mut t = Topo::new("m", Driver::AfPacket);
+    let (a, va) = t.host('a', "10.96.1.2/24", None);
+    must(&["ip", "link", "set", &va, "up"]);
+    let name = std::ffi::CString::new(va.clone()).unwrap();
+    // SAFETY: NUL-terminated name.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    assert!(ifindex > 0, "{va}");
+    let geo3 = RxGeometry {
+        retire_ms: 3000,
+        ..RxGeometry::default()
+    };
+    let v3 = RxRing::open(ifindex, geo3, None, true).expect("V3 ring");
+    let v2 = RxRing::open(ifindex, RxGeometry::v2_for_mtu(1500), None, true).expect("V2 ring");
+    let readable = |fd: i32, ms: i32| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) > 0 }
+    };
+    let mut frame = vec![0xffu8; 6];
+    frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5]); // local experimental type
+    frame.extend_from_slice(b"sluice v2 ring mechanism test payload........");
+    let sent = Instant::now();
+    send_raw(&a, frame.clone(), 1);
+
+    // Frame 0 normally; a stray frame from the namespace may come first.
+    let (mut next, mut got) = (0, false);
+    while !got && sent.elapsed() < Duration::from_secs(2) {
+        if !readable(v2.fd(), 50) {
+            continue;
+        }
+        while let Some(f) = v2.user_block(next) {
+            got = f
+                .bytes()
+                .windows(frame.len())
+                .any(|w| w == frame.as_slice());
+            f.release();
+            next += 1;
+            if got {
+                break;
+            }
+        }
+    }
+    assert!(got, "no V2 frame held the packet within 2 s");
+
+    std::thread::sleep(Duration::from_millis(300).saturating_sub(sent.elapsed()));
+    if sent.elapsed() < Duration::from_millis(2500) {
+        assert!(!v3.ready(0), "V3 block handed over before its timer");
+        assert!(!readable(v3.fd(), 0), "V3 socket readable before its timer");
+    }
+    assert!(
+        readable(v3.fd(), 10_000),
+        "V3 block not retired by its timer"
+    );
+    assert!(v3.ready(0));
 }

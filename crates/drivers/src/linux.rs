@@ -342,17 +342,19 @@ pub fn copy_chain_into(pool: &BufferPool, head: BufIdx, dst: &mut [u8]) -> usize
 /// ring is empty, so frames pile up and the ring reports full. Root may exceed `wmem_max`
 /// (`SO_SNDBUFFORCE`); otherwise `SO_SNDBUF` is clamped by the kernel. Best effort.
 pub fn set_sndbuf(fd: RawFd, bytes: usize) {
+    set_sockbuf(fd, bytes, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF);
+}
+
+/// Sets a socket's receive buffer (the bytes of skbs queued to it) to `bytes`, as
+/// [`set_sndbuf`]. Best effort.
+pub fn set_rcvbuf(fd: RawFd, bytes: usize) {
+    set_sockbuf(fd, bytes, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF);
+}
+
+fn set_sockbuf(fd: RawFd, bytes: usize, force: libc::c_int, plain: libc::c_int) {
     let v = i32::try_from(bytes / 2).unwrap_or(i32::MAX); // the kernel doubles it
-    if setsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_SNDBUFFORCE,
-        &v,
-        "SO_SNDBUFFORCE",
-    )
-    .is_err()
-    {
-        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &v, "SO_SNDBUF");
+    if setsockopt(fd, libc::SOL_SOCKET, force, &v, "SO_*BUFFORCE").is_err() {
+        let _ = setsockopt(fd, libc::SOL_SOCKET, plain, &v, "SO_*BUF");
     }
 }
 

@@ -2,12 +2,13 @@
 //! interface (veth, a NIC the kernel owns, a bridge port) through PACKET_MMAP rings.
 //!
 //! CLI (VPP syntax):
-//! - `create host-interface name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>]
-//!   [hw-addr <mac>] [qdisc-bypass-disable]` creates `host-<linux-if>` and prints its name;
+//! - `create host-interface [v2] name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>]
+//!   [hw-addr <mac>] [qdisc-bypass-disable]` creates `host-<linux-if>` and prints its name
+//!   (`v2`: TPACKET_V2 rx rings, one wake-up per packet instead of per block: low latency);
 //! - `delete host-interface name <linux-if>`;
 //! - `show af_packet` (alias `show af-packet`): sockets, rings, queue placement, kernel drops.
 //!
-//! Per interface: `num-rx-queues` TPACKET_V3 rx sockets (joined in a `PACKET_FANOUT_HASH`
+//! Per interface: `num-rx-queues` TPACKET_V3 (or V2) rx sockets (joined in a `PACKET_FANOUT_HASH`
 //! group when more than one, so the kernel spreads flows over them), `num-tx-queues`
 //! TPACKET_V2 tx sockets (default: one per thread, so no thread waits for another;
 //! `PACKET_QDISC_BYPASS` unless `qdisc-bypass-disable`). The Linux interface is set up and
@@ -112,7 +113,7 @@ pub fn register(b: &mut GraphBuilder) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create host-interface",
-        "create host-interface name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>] [hw-addr <mac>] [qdisc-bypass-disable]",
+        "create host-interface [v2] name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>] [hw-addr <mac>] [qdisc-bypass-disable]",
         cli_create,
     );
     t.add(
@@ -145,6 +146,8 @@ pub struct CreateArgs {
     pub hw_addr: Option<[u8; 6]>,
     /// Bypass the qdisc layer on transmit.
     pub qdisc_bypass: bool,
+    /// TPACKET_V2 rx rings (per-packet hand-over) instead of V3 blocks.
+    pub v2: bool,
 }
 
 /// A `hw-addr <mac>` argument: a unicast MAC.
@@ -170,6 +173,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut tx_queues = None;
     let mut hw_addr = None;
     let mut qdisc_bypass = true;
+    let mut v2 = false;
     let queues = |a: &mut Args, what: &str| -> Result<u32, CliError> {
         let n = a.u32(what)?;
         if n == 0 || n > MAX_QUEUES {
@@ -190,9 +194,11 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
             hw_addr = Some(hw_addr_arg(a)?);
         } else if a.keyword("qdisc-bypass-disable") {
             qdisc_bypass = false;
-        } else if let Some(w @ ("v2" | "mode" | "cksum-gso-disable")) = a.peek() {
+        } else if a.keyword("v2") {
+            v2 = true;
+        } else if let Some(w @ ("mode" | "cksum-gso-disable")) = a.peek() {
             return Err(CliError::new(format!(
-                "`{w}' is not supported by Sluice's af_packet (rx is always TPACKET_V3, Ethernet mode)"
+                "`{w}' is not supported by Sluice's af_packet (always Ethernet mode, offloads handled)"
             )));
         } else {
             a.finish()?;
@@ -206,6 +212,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         tx_queues,
         hw_addr,
         qdisc_bypass,
+        v2,
     })
 }
 
@@ -233,8 +240,13 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let seed = crate::linux::seed(ifindex);
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
     let mut rx = Vec::new();
+    let rx_geo = if c.v2 {
+        RxGeometry::v2_for_mtu(mtu)
+    } else {
+        RxGeometry::default()
+    };
     for q in 0..c.rx_queues {
-        let r = RxRing::open(ifindex, RxGeometry::default(), fanout, true)
+        let r = RxRing::open(ifindex, rx_geo, fanout, true)
             .map_err(|e| format!("`{}' rx queue {q}: {e}", c.host))?;
         rx.push(Arc::new(r));
     }
@@ -399,13 +411,20 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             d.sw_if.0, d.host, d.ifindex
         );
         let g = d.rx.first().map(|p| p.ring.geometry()).unwrap_or_default();
+        let ring = if g.v2 {
+            format!("TPACKET_V2, {} frames x {} B", g.slots(), g.frame_size)
+        } else {
+            format!(
+                "TPACKET_V3, {} blocks x {} KiB, block timeout {} ms",
+                g.block_nr,
+                g.block_size >> 10,
+                g.retire_ms
+            )
+        };
         let _ = writeln!(
             out,
-            "  rx: {} queue(s), TPACKET_V3, {} blocks x {} KiB, block timeout {} ms, fanout {}",
+            "  rx: {} queue(s), {ring}, fanout {}",
             d.rx.len(),
-            g.block_nr,
-            g.block_size >> 10,
-            g.retire_ms,
             match d.fanout {
                 Some(id) => format!("hash (group {id})"),
                 None => "none".into(),
@@ -468,10 +487,13 @@ mod tests {
                 tx_queues: Some(3),
                 hw_addr: Some([2, 0, 0, 0, 0, 9]),
                 qdisc_bypass: false,
+                v2: false,
             }
         );
         let d = parse("name eth1").unwrap();
         assert_eq!((d.rx_queues, d.tx_queues, d.qdisc_bypass), (1, None, true));
+        assert!(!d.v2);
+        assert!(parse("v2 name eth1").unwrap().v2);
     }
 
     #[test]
@@ -491,6 +513,6 @@ mod tests {
         assert!(parse("name averyveryverylongname")
             .unwrap_err()
             .contains("bad Linux interface name"));
-        assert!(parse("v2 name x").unwrap_err().contains("`v2'"));
+        assert!(parse("name x mode ip").unwrap_err().contains("`mode'"));
     }
 }

@@ -1,7 +1,8 @@
 //! The af_packet graph nodes.
 //!
 //! `af-packet-input` (input): polls every rx queue placed on this thread. Per queue and
-//! call it takes up to [`FRAME_SIZE`] packets out of the TPACKET_V3 ring, copies each into a
+//! call it takes up to [`FRAME_SIZE`] packets out of the TPACKET_V3 ring (or, `v2`, the
+//! TPACKET_V2 frame ring, reading a packet too large for its frame from the socket), copies each into a
 //! Sluice buffer (a chain when it is larger than one buffer), re-inserts the 802.1Q header
 //! the kernel stripped (`TP_STATUS_VLAN_VALID`), completes partial TCP/UDP checksums
 //! (`TP_STATUS_CSUMNOTREADY`, common on veth), cuts GSO aggregates (a veth peer's TSO/USO
@@ -12,13 +13,13 @@
 //! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header;
 //!   `rx_tsc` = when the kernel put the packet in the ring (its `tp_sec`/`tp_nsec` receive
 //!   timestamp carried over to the TSC through one `CLOCK_REALTIME`/TSC pair read per call,
-//!   so the up to 1 ms a packet waits for its block to be retired is not counted as latency
-//!   by the tester); starts traces (`trace add af-packet-input N`).
+//!   so the up to 1 ms a packet waits for its V3 block to be retired is not counted as
+//!   latency by the tester); starts traces (`trace add af-packet-input N`).
 //! - next: `ethernet-input` (0) for every packet.
 //! - counters: `no_buffers` (error: buffer pool exhausted, packet dropped and counted as the
 //!   interface's `rx-miss`), `truncated` (error: the kernel captured less than the frame),
-//!   `bad_ring` (error: a ring header pointed outside its block; the rest of the block is
-//!   skipped), `csum_completed` (info), `vlan_restored` (info), `outgoing` (info: our own
+//!   `bad_ring` (error: a ring header pointed outside its block or frame; the rest of the
+//!   block is skipped), `csum_completed` (info), `vlan_restored` (info), `outgoing` (info: our own
 //!   transmissions seen by the socket, ignored), `gso_segmented` (info: aggregates cut into
 //!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
 //!   without extension headers, or whose segments would not fit a buffer).
@@ -26,8 +27,8 @@
 //! - rx modes (`set interface rx-mode`, see `sluice_graph::rxmode`): a queue in polling mode
 //!   keeps the node active while it has a block ready and for 10 ms after its last packet, and
 //!   asks for a poll every 10 ms when idle; in interrupt and adaptive mode the socket fd is
-//!   registered with the thread's epoll (`POLLIN` = a block was retired to user space), so an
-//!   idle thread sleeps until the kernel has packets; adaptive polls on every loop while the
+//!   registered with the thread's epoll (`POLLIN` = a V3 block was retired to user space, or
+//!   a V2 frame filled), so an idle thread sleeps until the kernel has packets; adaptive polls on every loop while the
 //!   queue receives at least 32 packets per 10 ms.
 //!
 //! `af-packet-tx` (internal): the transmit node of every host interface.
@@ -120,6 +121,8 @@ pub struct AfInput {
     /// Queues placed on this thread.
     pub queues: QueueSet<RxPoll>,
     scratch: Vec<u8>,
+    /// V2: a whole packet read from the socket (`TP_STATUS_COPY`).
+    copied: Vec<u8>,
     ticks_per_ns: f64,
 }
 
@@ -218,6 +221,45 @@ fn pkt_hdr(block: &[u8], off: usize) -> Option<PktHdr> {
         tpid: u16_at(h, pkt3::VLAN_TPID)?,
         pkttype: *h.get(pkt3::PKTTYPE)?,
     })
+}
+
+/// The same fields of a V2 frame (`next` unused).
+fn pkt_hdr2(frame: &[u8]) -> Option<PktHdr> {
+    use ring::pkt2;
+    let h = frame.get(..pkt2::HDR_LEN)?;
+    Some(PktHdr {
+        next: 0,
+        ts_ns: u32_at(h, pkt2::SEC)? as u64 * 1_000_000_000 + u32_at(h, pkt2::NSEC)? as u64,
+        snaplen: u32_at(h, pkt2::SNAPLEN)? as usize,
+        len: u32_at(h, pkt2::LEN)? as usize,
+        status: u32_at(h, pkt2::STATUS)?,
+        mac: u16_at(h, pkt2::MAC)? as usize,
+        tci: u16_at(h, pkt2::VLAN_TCI)?,
+        tpid: u16_at(h, pkt2::VLAN_TPID)?,
+        pkttype: *h.get(pkt2::PKTTYPE)?,
+    })
+}
+
+/// The packet at `start` (`snaplen` bytes) of a block or frame, and its `virtio_net_hdr`
+/// (just before it, after the ring header ending at `hdr_end`) when the socket has them.
+fn packet_at(
+    data: &[u8],
+    start: usize,
+    snaplen: usize,
+    hdr_end: usize,
+    vnet: bool,
+) -> (Option<&[u8]>, Option<VnetHdr>) {
+    let pkt = start.checked_add(snaplen).and_then(|e| data.get(start..e));
+    let vh = if vnet {
+        start
+            .checked_sub(VNET_HDR_LEN)
+            .filter(|&s| s >= hdr_end)
+            .and_then(|s| data.get(s..start))
+            .map(VnetHdr::parse)
+    } else {
+        None
+    };
+    (pkt, vh)
 }
 
 /// Why a packet taken from the ring did not make it into the graph.
@@ -355,7 +397,10 @@ impl AfInput {
         }
         let clock = RxClock::now(self.ticks_per_ns);
         let (mut taken, mut miss) = (0usize, 0u64);
-        while taken < budget {
+        if ring.geometry().v2 {
+            miss = self.poll_frames(cx, qi, budget, &ring, &rx, &mut out, &clock);
+        }
+        while taken < budget && !ring.geometry().v2 {
             let cur = self.queues.list[qi].q.cur;
             let Some(blk) = ring.user_block(cur) else {
                 break;
@@ -389,18 +434,7 @@ impl AfInput {
                     break;
                 };
                 let start = off + h.mac;
-                let pkt = start
-                    .checked_add(h.snaplen)
-                    .and_then(|e| data.get(start..e));
-                let vh = if vnet {
-                    start
-                        .checked_sub(VNET_HDR_LEN)
-                        .filter(|&s| s >= off + pkt3::HDR_LEN)
-                        .and_then(|s| data.get(s..start))
-                        .map(VnetHdr::parse)
-                } else {
-                    None
-                };
+                let (pkt, vh) = packet_at(data, start, h.snaplen, off + pkt3::HDR_LEN, vnet);
                 taken += 1;
                 left -= 1;
                 if left > 0 {
@@ -417,39 +451,11 @@ impl AfInput {
                     left = 0;
                     break;
                 };
-                if h.pkttype == ring::PACKET_OUTGOING {
-                    cx.count(C_OUTGOING, 1);
-                } else if h.snaplen < h.len || pkt.len() > MAX_RX_FRAME {
-                    cx.count(C_TRUNCATED, 1);
-                } else {
-                    let tag = (h.status & status::VLAN_VALID != 0).then(|| {
-                        let tpid = (h.status & status::VLAN_TPID_VALID != 0).then_some(h.tpid);
-                        frame::vlan_header(tpid, h.tci)
-                    });
-                    if tag.is_some() {
-                        cx.count(C_VLAN, 1);
-                    }
-                    out.trace_status = (h.status, h.tci);
-                    out.rx_tsc = clock.rx_tsc(h.ts_ns);
-                    let r = match vh
-                        .filter(|v| v.gso_type & !frame::gso_type::ECN != frame::gso_type::NONE)
-                    {
-                        Some(vh) => self.gso_in(cx, pool, pkt, tag, vh, &rx, &mut out),
-                        None if used >= got => Err(Took::NoBuffer),
-                        None => {
-                            let b = fresh[used];
-                            let csum = h.status & status::CSUMNOTREADY != 0;
-                            let r = self.copy_in(cx, pool, b, pkt, tag, csum);
-                            if let Ok(len) = r {
-                                used += 1;
-                                out.push(cx, pool, b, len, &rx);
-                            }
-                            r.map(|_| ())
-                        }
-                    };
-                    if let Err(Took::NoBuffer) = r {
-                        miss += 1;
-                    }
+                let spare = &fresh[..got];
+                if self.deliver(
+                    cx, pool, &h, pkt, vh, spare, &mut used, &rx, &mut out, &clock,
+                ) {
+                    miss += 1;
                 }
                 if left == 0 {
                     break;
@@ -473,6 +479,139 @@ impl AfInput {
         }
         out.flush(cx, &rx);
         out.total
+    }
+}
+
+impl AfInput {
+    /// Hands one packet of the ring (`pkt`: its captured bytes, described by `h`) to the
+    /// graph through `out`, taking a buffer from `spare[*used..]`. Returns true when it was
+    /// dropped for lack of buffers (rx-miss); other drops are counted here.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        h: &PktHdr,
+        pkt: &[u8],
+        vh: Option<VnetHdr>,
+        spare: &[BufIdx],
+        used: &mut usize,
+        rx: &RxCtx,
+        out: &mut Out,
+        clock: &RxClock,
+    ) -> bool {
+        if h.pkttype == ring::PACKET_OUTGOING {
+            cx.count(C_OUTGOING, 1);
+            return false;
+        }
+        if h.snaplen < h.len || pkt.len() > MAX_RX_FRAME {
+            cx.count(C_TRUNCATED, 1);
+            return false;
+        }
+        let tag = (h.status & status::VLAN_VALID != 0).then(|| {
+            let tpid = (h.status & status::VLAN_TPID_VALID != 0).then_some(h.tpid);
+            frame::vlan_header(tpid, h.tci)
+        });
+        if tag.is_some() {
+            cx.count(C_VLAN, 1);
+        }
+        out.trace_status = (h.status, h.tci);
+        out.rx_tsc = clock.rx_tsc(h.ts_ns);
+        let r = match vh.filter(|v| v.gso_type & !frame::gso_type::ECN != frame::gso_type::NONE) {
+            Some(vh) => self.gso_in(cx, pool, pkt, tag, vh, rx, out),
+            None if *used >= spare.len() => Err(Took::NoBuffer),
+            None => {
+                let b = spare[*used];
+                let csum = h.status & status::CSUMNOTREADY != 0;
+                let r = self.copy_in(cx, pool, b, pkt, tag, csum);
+                if let Ok(len) = r {
+                    *used += 1;
+                    out.push(cx, pool, b, len, rx);
+                }
+                r.map(|_| ())
+            }
+        };
+        matches!(r, Err(Took::NoBuffer))
+    }
+
+    /// V2: takes up to `budget` ready frames of queue `qi`, in ring order, each given back
+    /// to the kernel at once. A `TP_STATUS_COPY` frame holds only the head of its packet:
+    /// the whole packet is the next one in the socket's receive queue (the kernel queues it
+    /// under the same lock that assigns the frame, so the orders agree). Returns rx-misses.
+    #[allow(clippy::too_many_arguments)]
+    fn poll_frames(
+        &mut self,
+        cx: &mut Cx,
+        qi: usize,
+        budget: usize,
+        ring: &RxRing,
+        rx: &RxCtx,
+        out: &mut Out,
+        clock: &RxClock,
+    ) -> u64 {
+        let pool = cx.pool_ref();
+        let slots = ring.geometry().slots();
+        let vnet = ring.vnet_hdr();
+        let start = self.queues.list[qi].q.cur;
+        let mut n = 0;
+        while n < budget && ring.ready((start + n) % slots) {
+            n += 1;
+        }
+        let mut fresh = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut fresh[..n]);
+        let (mut used, mut miss) = (0, 0);
+        for i in 0..n {
+            let cur = (start + i) % slots;
+            let Some(f) = ring.user_block(cur) else {
+                break;
+            };
+            let data = f.bytes();
+            match pkt_hdr2(data) {
+                None => cx.count(C_BAD_RING, 1),
+                Some(mut h) if h.status & status::COPY != 0 => {
+                    // The whole packet, behind its virtio_net_hdr.
+                    let mut buf = std::mem::take(&mut self.copied);
+                    buf.resize(MAX_RX_FRAME + VNET_HDR_LEN, 0);
+                    let skip = if vnet { VNET_HDR_LEN } else { 0 };
+                    match ring.recv_copy(&mut buf) {
+                        Ok(len) if len >= skip && len <= buf.len() && len - skip == h.len => {
+                            h.snaplen = h.len;
+                            let (pkt, vh) = packet_at(&buf[..len], skip, h.len, 0, vnet);
+                            let spare = &fresh[..got];
+                            if let Some(pkt) = pkt {
+                                if self.deliver(
+                                    cx, pool, &h, pkt, vh, spare, &mut used, rx, out, clock,
+                                ) {
+                                    miss += 1;
+                                }
+                            }
+                        }
+                        // Not there, or not the packet of this frame: dropped as truncated.
+                        _ => cx.count(C_TRUNCATED, 1),
+                    }
+                    self.copied = buf;
+                }
+                Some(h) => {
+                    let (pkt, vh) = packet_at(data, h.mac, h.snaplen, ring::pkt2::HDR_LEN, vnet);
+                    match pkt {
+                        Some(pkt) => {
+                            let spare = &fresh[..got];
+                            if self.deliver(cx, pool, &h, pkt, vh, spare, &mut used, rx, out, clock)
+                            {
+                                miss += 1;
+                            }
+                        }
+                        None => cx.count(C_BAD_RING, 1),
+                    }
+                }
+            }
+            f.release();
+            self.queues.list[qi].q.cur = (cur + 1) % slots;
+        }
+        if used < got {
+            cx.free(&fresh[used..got]);
+        }
+        miss
     }
 }
 

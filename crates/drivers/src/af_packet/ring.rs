@@ -1,11 +1,15 @@
 //! AF_PACKET sockets and their PACKET_MMAP rings: the only `unsafe` code of the driver.
 //!
-//! - rx: one socket per rx queue, `TPACKET_V3` block ring. The kernel fills a block with
-//!   packets and hands it to user space by setting `TP_STATUS_USER` in the block header (when
-//!   the block is full or when the retire timer fires); user space gives it back with
-//!   `TP_STATUS_KERNEL`. A block owned by user space is exposed as one byte slice
-//!   ([`UserBlock::bytes`]) and parsed with safe, bounds-checked code: a corrupt header can
-//!   make the parser skip packets, never read outside the ring.
+//! - rx: one socket per rx queue, `TPACKET_V3` block ring (default). The kernel fills a block
+//!   with packets and hands it to user space by setting `TP_STATUS_USER` in the block header
+//!   (when the block is full or when the retire timer fires); user space gives it back with
+//!   `TP_STATUS_KERNEL`. Or (`v2`) a `TPACKET_V2` frame ring: one packet per frame, each
+//!   handed over on its own (`TP_STATUS_USER` in the frame header, and a socket wake-up per
+//!   packet), so no packet waits for a block timer; a frame too small for its packet (a GSO
+//!   aggregate) carries `TP_STATUS_COPY` and the whole packet waits in the socket's receive
+//!   queue (`PACKET_COPY_THRESH`), read with `recv`. A block or frame owned by user space is
+//!   exposed as one byte slice ([`UserBlock::bytes`]) and parsed with safe, bounds-checked
+//!   code: a corrupt header can make the parser skip packets, never read outside the ring.
 //! - tx: one socket per tx queue, `TPACKET_V2` frame ring, bound with protocol 0 so it
 //!   receives nothing. A frame whose status is `TP_STATUS_AVAILABLE` belongs to user space;
 //!   we copy a packet in, set `TP_STATUS_SEND_REQUEST`, and one `sendto(fd, NULL, 0,
@@ -20,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_COPY_THRESH: libc::c_int = 7;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_VNET_HDR: libc::c_int = 15;
@@ -43,6 +48,9 @@ pub mod status {
     pub const KERNEL: u32 = 0;
     /// rx: owned by user space.
     pub const USER: u32 = 1 << 0;
+    /// rx (V2): the frame holds only the head of the packet; the whole packet is the next
+    /// one in the socket's receive queue.
+    pub const COPY: u32 = 1 << 1;
     /// rx: the kernel dropped packets since the last stats read.
     pub const LOSING: u32 = 1 << 2;
     /// rx: the L4 checksum is partial (`CHECKSUM_PARTIAL`, e.g. from a veth peer).
@@ -105,6 +113,22 @@ pub mod pkt2 {
     pub const STATUS: usize = 0;
     /// `tp_len` (u32).
     pub const LEN: usize = 4;
+    /// `tp_snaplen` (u32).
+    pub const SNAPLEN: usize = 8;
+    /// `tp_mac` (u16): offset of the frame from the header.
+    pub const MAC: usize = 12;
+    /// `tp_sec` (u32): kernel receive time, `CLOCK_REALTIME` seconds.
+    pub const SEC: usize = 16;
+    /// `tp_nsec` (u32).
+    pub const NSEC: usize = 20;
+    /// `tp_vlan_tci` (u16).
+    pub const VLAN_TCI: usize = 24;
+    /// `tp_vlan_tpid` (u16).
+    pub const VLAN_TPID: usize = 26;
+    /// `sockaddr_ll.sll_pkttype` (u8), after the 32-byte aligned header.
+    pub const PKTTYPE: usize = 32 + 10;
+    /// Header plus `sockaddr_ll` (`TPACKET2_HDRLEN`).
+    pub const HDR_LEN: usize = 32 + 20;
     /// Offset of the frame data in a tx ring frame.
     pub const DATA: usize = 32;
 }
@@ -157,19 +181,77 @@ pub struct RxGeometry {
     pub block_size: usize,
     /// Number of blocks.
     pub block_nr: usize,
-    /// Frame size used for the kernel's frame accounting.
+    /// V3: frame size used for the kernel's frame accounting. V2: bytes per frame (header
+    /// included; a packet that does not fit is read from the socket, see [`status::COPY`]).
     pub frame_size: usize,
-    /// Block retire timeout (ms): the longest a packet waits in a partly filled block.
+    /// V3: block retire timeout (ms), the longest a packet waits in a partly filled block.
     pub retire_ms: u32,
+    /// A `TPACKET_V2` frame ring instead of V3 blocks.
+    pub v2: bool,
 }
 
 impl Default for RxGeometry {
+    /// V3: 32 blocks of 256 KiB. A block must hold a whole 64 KiB GSO aggregate plus its
+    /// headers, so blocks cannot be made small enough to fill within the 1 ms retire timeout
+    /// at moderate rates (a 128 KiB block holds ~800 64-byte frames); the `v2` ring is the
+    /// low-latency choice (docs/interfaces.md, "rx latency").
     fn default() -> Self {
         RxGeometry {
             block_size: 256 << 10,
             block_nr: 32,
             frame_size: 2048,
             retire_ms: 1,
+            v2: false,
+        }
+    }
+}
+
+impl RxGeometry {
+    /// V2: frames large enough for an Ethernet frame of `mtu` bytes of payload, two VLAN
+    /// tags, the `virtio_net_hdr` and the frame header (2 KiB at 1500), 8 MiB in all (4096
+    /// frames at 2 KiB), 64 KiB blocks.
+    pub fn v2_for_mtu(mtu: u32) -> RxGeometry {
+        let need = mtu as usize + 14 + 8 + 10 + 96;
+        let frame_size = need.next_power_of_two().clamp(2048, 64 << 10);
+        let block_size = frame_size.max(64 << 10);
+        RxGeometry {
+            block_size,
+            block_nr: (8 << 20) / block_size,
+            frame_size,
+            retire_ms: 0,
+            v2: true,
+        }
+    }
+
+    /// Frames per block (V2).
+    fn frames_per_block(&self) -> usize {
+        self.block_size / self.frame_size
+    }
+
+    /// Ring slots user space walks: blocks (V3) or frames (V2).
+    pub fn slots(&self) -> usize {
+        if self.v2 {
+            self.block_nr * self.frames_per_block()
+        } else {
+            self.block_nr
+        }
+    }
+
+    /// Bytes of one slot.
+    pub fn slot_size(&self) -> usize {
+        if self.v2 {
+            self.frame_size
+        } else {
+            self.block_size
+        }
+    }
+
+    /// Offset of the status word of slot `i` (V3: `block_status`; V2: `tp_status`).
+    fn status_at(&self, i: usize) -> usize {
+        if self.v2 {
+            i * self.frame_size + pkt2::STATUS
+        } else {
+            i * self.block_size + block::STATUS
         }
     }
 }
@@ -183,7 +265,8 @@ pub struct RxStats {
     pub drops: AtomicU64,
 }
 
-/// One rx queue: a TPACKET_V3 socket and its mapped block ring.
+/// One rx queue: a TPACKET_V3 socket and its mapped block ring, or a TPACKET_V2 socket and
+/// its frame ring.
 pub struct RxRing {
     map: Mmap,
     fd: OwnedFd,
@@ -193,8 +276,8 @@ pub struct RxRing {
     pub stats: RxStats,
 }
 
-/// A block owned by user space. Dropping it keeps the block (to resume parsing later);
-/// [`UserBlock::release`] hands it back to the kernel.
+/// A block (V3) or frame (V2) owned by user space. Dropping it keeps it (to resume parsing
+/// later); [`UserBlock::release`] hands it back to the kernel.
 pub struct UserBlock<'a> {
     ring: &'a RxRing,
     index: usize,
@@ -202,7 +285,7 @@ pub struct UserBlock<'a> {
 }
 
 impl<'a> UserBlock<'a> {
-    /// The whole block (header included): `block_size` bytes.
+    /// The whole block or frame (header included): `slot_size` bytes.
     pub fn bytes(&self) -> &[u8] {
         self.bytes
     }
@@ -211,18 +294,16 @@ impl<'a> UserBlock<'a> {
     pub fn release(self) {
         let UserBlock { ring, index, bytes } = self;
         let _ = bytes; // no reference into the block survives past this point
-        if let Some(s) = ring
-            .map
-            .atomic_u32(index * ring.geo.block_size + block::STATUS)
-        {
+        if let Some(s) = ring.map.atomic_u32(ring.geo.status_at(index)) {
             s.store(status::KERNEL, Ordering::Release);
         }
     }
 }
 
 impl RxRing {
-    /// Opens an rx queue on `ifindex`: TPACKET_V3 ring, bound to all protocols, outgoing
-    /// packets ignored, joined to fanout group `fanout` (hash, with defragmentation) if given.
+    /// Opens an rx queue on `ifindex`: TPACKET_V3 ring (V2 with `geo.v2`), bound to all
+    /// protocols, outgoing packets ignored, joined to fanout group `fanout` (hash, with
+    /// defragmentation) if given.
     /// With `vnet_hdr`, each frame is preceded by a `virtio_net_hdr` describing GSO
     /// aggregates (kernels without ring support for it: silently off, see
     /// [`RxRing::vnet_hdr`]).
@@ -234,25 +315,41 @@ impl RxRing {
     ) -> io::Result<RxRing> {
         let fd = packet_socket()?;
         let raw = fd.as_raw_fd();
-        setsockopt(
-            raw,
-            SOL_PACKET,
-            PACKET_VERSION,
-            &TPACKET_V3,
-            "PACKET_VERSION V3",
-        )?;
+        let (version, what) = if geo.v2 {
+            (TPACKET_V2, "PACKET_VERSION V2")
+        } else {
+            (TPACKET_V3, "PACKET_VERSION V3")
+        };
+        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &version, what)?;
         let vnet = vnet_hdr
             && setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR").is_ok();
+        let frame_nr = (geo.block_size / geo.frame_size * geo.block_nr) as u32;
         let req: [u32; 7] = [
             geo.block_size as u32,
             geo.block_nr as u32,
             geo.frame_size as u32,
-            ((geo.block_size / geo.frame_size) * geo.block_nr) as u32,
+            frame_nr,
             geo.retire_ms,
             0, // tp_sizeof_priv
             0, // tp_feature_req_word
         ];
-        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        if geo.v2 {
+            // struct tpacket_req: the first four words.
+            let req2: [u32; 4] = [req[0], req[1], req[2], req[3]];
+            setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req2, "PACKET_RX_RING")?;
+            // Packets larger than a frame (GSO aggregates) are also queued whole to the
+            // socket; room for a few dozen 64 KiB aggregates.
+            setsockopt(
+                raw,
+                SOL_PACKET,
+                PACKET_COPY_THRESH,
+                &1i32,
+                "PACKET_COPY_THRESH",
+            )?;
+            crate::linux::set_rcvbuf(raw, 4 << 20);
+        } else {
+            setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        }
         let map = Mmap::new(
             raw,
             geo.block_size * geo.block_nr,
@@ -302,36 +399,57 @@ impl RxRing {
         self.fd.as_raw_fd()
     }
 
-    /// Whether block `b` is owned by user space (packets ready).
+    /// Whether slot `b` (block, or V2 frame) is owned by user space (packets ready).
     #[inline(always)]
     pub fn ready(&self, b: usize) -> bool {
         self.map
-            .atomic_u32(b * self.geo.block_size + block::STATUS)
+            .atomic_u32(self.geo.status_at(b))
             .is_some_and(|s| s.load(Ordering::Acquire) & status::USER != 0)
     }
 
-    /// Block `b` if user space owns it.
+    /// Slot `b` (block, or V2 frame) if user space owns it.
     #[inline]
     pub fn user_block(&self, b: usize) -> Option<UserBlock<'_>> {
-        if b >= self.geo.block_nr {
+        if b >= self.geo.slots() {
             return None;
         }
-        let off = b * self.geo.block_size;
-        let st = self.map.atomic_u32(off + block::STATUS)?;
+        let size = self.geo.slot_size();
+        let off = b * size;
+        let st = self.map.atomic_u32(self.geo.status_at(b))?;
         if st.load(Ordering::Acquire) & status::USER == 0 {
             return None;
         }
-        // SAFETY: `off + block_size <= map.len` (b < block_nr). The kernel does not write a
-        // block while its status says user space owns it (the Acquire load above orders our
+        // SAFETY: `off + size <= map.len` (b < slots; V2 blocks are a whole number of
+        // frames, so frame b starts at b * frame_size). The kernel does not write a block or
+        // frame while its status says user space owns it (the Acquire load above orders our
         // reads after the kernel's writes), and we hand it back only through
         // `UserBlock::release`, which consumes the slice's owner.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(self.map.ptr().add(off), self.geo.block_size) };
+        let bytes = unsafe { std::slice::from_raw_parts(self.map.ptr().add(off), size) };
         Some(UserBlock {
             ring: self,
             index: b,
             bytes,
         })
+    }
+
+    /// V2: reads the next packet of the socket's receive queue (the whole packet of a
+    /// [`status::COPY`] frame, behind its `virtio_net_hdr` when [`RxRing::vnet_hdr`]) into
+    /// `buf`, without waiting. Returns its length (`buf` may have been too small: compare).
+    pub fn recv_copy(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is writable for `buf.len()` bytes; MSG_TRUNC only changes the
+        // returned length.
+        let r = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        if r < 0 {
+            return Err(os_err("recv"));
+        }
+        Ok(r as usize)
     }
 
     /// Reads (and resets) the kernel counters, accumulating them into [`RxRing::stats`].
