@@ -683,6 +683,7 @@ for_each_driver!(
     routes_ipv6_between_namespaces,
     rx_modes_and_placement,
     refused_kicks_are_retried,
+    sub_interface_tx_refused,
 );
 
 fn ip(s: &str) -> Ipv4Addr {
@@ -1305,6 +1306,62 @@ fn refused_kicks_are_retried(drv: Driver) {
         assert!(moved > 0, "{mode}: no kick was retried\n{errs}");
     }
     d.ok(&drv.delete_cmd(&ha));
+    d.ok(&drv.delete_cmd(&hb));
+    wait_no_buffers_in_use(&d);
+    d.stop();
+}
+
+/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
+/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
+/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
+fn sub_interface_tx_refused(drv: Driver) {
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("v", drv);
+    let (a, b) = (t.veth('a'), t.veth('b'));
+    for ns in [&a, &b] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ns}/disable_ipv6"), "1");
+        must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
+    }
+    must(&["ip", "link", "set", &a, "mtu", "9000"]);
+    must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
+    let d = Daemon::start("netns-subtx", "");
+    // A's side is af_packet for both drivers: an AF_XDP frame cannot take a jumbo frame in.
+    let ha = attach(&d, Driver::AfPacket, &a, None);
+    let hb = attach(&d, drv, &b, None);
+    let sub = d.ok(&format!("create sub-interfaces {hb} 100 dot1q 100"));
+    let sub = sub.trim();
+    assert_eq!(sub, format!("{hb}.100"));
+    d.ok(&format!("set interface state {sub} up"));
+    d.ok(&format!("set interface l2 xconnect {ha} {sub}"));
+    let frame = |len: usize| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+        f.resize(len, 0x5a);
+        f
+    };
+    // 2200 bytes plus the tag: more than a 2048-byte af_packet tx frame or AF_XDP UMEM frame.
+    send_raw(&a, frame(2200), 5);
+    send_raw(&a, frame(200), 3);
+    let t0 = Instant::now();
+    while counter(&d, &hb, "tx-error") + counter(&d, &hb, "tx packets") < 8 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "frames not forwarded\n{}\n{}",
+            d.ok("show interface"),
+            d.ok("show errors")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let show = d.ok("show interface");
+    for intf in [sub, hb.as_str()] {
+        assert_eq!(counter(&d, intf, "tx packets"), 3, "{intf}\n{show}");
+        assert_eq!(counter(&d, intf, "tx-error"), 5, "{intf}\n{show}");
+    }
+    // Bytes without the tag on the sub-interface, with it on the parent.
+    assert_eq!(counter(&d, sub, "tx bytes"), 3 * 200, "{show}");
+    assert_eq!(counter(&d, &hb, "tx bytes"), 3 * 204, "{show}");
+    assert!(d.ok("show errors").contains("packet larger than a"));
+    d.ok(&format!("delete sub-interface {sub}"));
+    d.ok(&Driver::AfPacket.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     wait_no_buffers_in_use(&d);
     d.stop();

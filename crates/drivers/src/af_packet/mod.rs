@@ -272,6 +272,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let entry = TxEntry {
         queues: tx.clone(),
         counters: counters.clone(),
+        subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
     set_kicks(vm, sw, Some((tx.clone(), counters.clone())));

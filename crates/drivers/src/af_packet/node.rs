@@ -61,7 +61,7 @@ use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
-use sluice_vnet::interface::{counter, IfCounters};
+use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -626,6 +626,8 @@ pub struct TxEntry {
     pub queues: Arc<Vec<Arc<TxRing>>>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces of this one, for refused packets).
+    pub subs: Arc<IfCounterTable>,
 }
 
 /// `af-packet-tx` instance: sw_if_index -> tx queues.
@@ -646,11 +648,13 @@ impl AfTx {
         let (mut sent, mut full, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
         let mut g = q.lock();
         for &b in run {
-            // SAFETY: owned by this node; short-lived view for the length.
-            let len = unsafe { pool.buffer(b) }.total_len();
+            // SAFETY: owned by this node; short-lived read-only header access.
+            let h = unsafe { pool.header(b) };
+            let len = h.total_len();
             if len > cap {
                 big += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
                 continue;
             }
             match g.push(|dst| crate::linux::copy_chain_into(pool, b, dst)) {
@@ -658,6 +662,7 @@ impl AfTx {
                 Err(TxFull::RingFull) => {
                     full += 1;
                     lost += len as u64;
+                    e.subs.sub_tx_failed(t, h);
                 }
             }
         }

@@ -427,6 +427,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     let entry = TxEntry {
         queues: Arc::new(socks.iter().map(|(x, _)| x.clone()).collect()),
         counters: counters.clone(),
+        subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     let kicks = (entry.queues.clone(), counters.clone());
     vm.foreach_thread(move |tg| {

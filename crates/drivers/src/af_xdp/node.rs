@@ -60,7 +60,7 @@ use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
-use sluice_vnet::interface::{counter, IfCounters};
+use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -323,6 +323,8 @@ pub struct TxEntry {
     pub queues: Arc<Vec<Arc<Xsk>>>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces of this one, for refused packets).
+    pub subs: Arc<IfCounterTable>,
 }
 
 /// `<interface>-tx` instance.
@@ -350,11 +352,13 @@ impl NodeFn for AfXdpTx {
         let mut g = q.tx_lock();
         q.tx_reap(&mut g);
         for &b in frame {
-            // SAFETY: owned by this node; short-lived view for the length.
-            let len = unsafe { pool.buffer(b) }.total_len();
+            // SAFETY: owned by this node; short-lived read-only header access.
+            let h = unsafe { pool.header(b) };
+            let len = h.total_len();
             if len > UMEM_FRAME {
                 big += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
                 continue;
             }
             match q.tx_push(&mut g, |dst| crate::linux::copy_chain_into(pool, b, dst)) {
@@ -362,6 +366,7 @@ impl NodeFn for AfXdpTx {
                 Err(TxFull::RingFull) => {
                     full += 1;
                     lost += len as u64;
+                    e.subs.sub_tx_failed(t, h);
                 }
             }
         }
