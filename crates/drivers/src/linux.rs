@@ -445,10 +445,12 @@ impl KickState {
         }
     }
 
-    /// Whether a retry is due at `now` (`retry`: ticks between retries).
+    /// Whether a retry is due at `now` (`retry`: ticks between retries). Times come from
+    /// several threads' loop-start TSC reads, so one may be behind a stored one: differences
+    /// saturate at zero.
     #[inline(always)]
     pub fn due(&self, now: u64, retry: u64) -> bool {
-        self.pending() && now.wrapping_sub(self.last.load(Ordering::Relaxed)) >= retry
+        self.pending() && now.saturating_sub(self.last.load(Ordering::Relaxed)) >= retry
     }
 
     /// Kicks `ring` (whose lock the caller holds) again. Frames that left restart the
@@ -473,7 +475,7 @@ impl KickState {
             self.since.store(now.max(1), Ordering::Relaxed);
             return (0, 0);
         }
-        if now.wrapping_sub(self.since.load(Ordering::Relaxed)) < give_up {
+        if now.saturating_sub(self.since.load(Ordering::Relaxed)) < give_up {
             return (0, 0);
         }
         let bytes = ring.give_up(after);
@@ -819,6 +821,11 @@ mod tests {
         k.settle(9000, true);
         r.left = 1;
         r.per_kick = 0;
+        // Another thread's loop started before the refusal: its older time is not a
+        // give-up (nor a due retry).
+        assert!(!k.due(8000, retry));
+        assert_eq!(k.retry(&mut r, 8000, bound), (0, 0));
+        assert!(k.pending());
         assert_eq!(k.retry(&mut r, 9500, bound), (0, 0));
         assert_eq!(k.retry(&mut r, 10_000, bound), (1, 100));
     }

@@ -24,7 +24,8 @@
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
 //!   is down), `no_interface` (error: interface deleted while the packet was in flight), each
-//!   also counted as interface `tx-error` except `no_interface`.
+//!   also counted as interface `tx-error` except `no_interface` (taken off `tx packets` /
+//!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
 use crate::af_packet::frame;
 use crate::fdq::{FdQueue, QueueSet};
