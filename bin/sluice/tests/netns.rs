@@ -44,7 +44,10 @@ fn skip_reason() -> Option<String> {
     if !have("ip", "-V") {
         return Some("`ip' (iproute2) is not installed".into());
     }
-    let probe = format!("sl{}probe", std::process::id());
+    // Unique per call: the tests of this file run in parallel threads of one process.
+    static PROBES: AtomicUsize = AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, Ordering::Relaxed);
+    let probe = format!("sl{}probe{n}", std::process::id());
     if sh(&["ip", "netns", "add", &probe]).is_err() {
         return Some("cannot create network namespaces".into());
     }
@@ -554,17 +557,16 @@ fn wait_no_buffers_in_use(d: &Daemon) {
 }
 
 fn ns_tx_packets(ns: &str) -> u64 {
-    must(&[
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "cat",
-        "/sys/class/net/eth0/statistics/tx_packets",
-    ])
-    .trim()
-    .parse()
-    .unwrap()
+    ns_stat(ns, "tx_packets")
+}
+
+/// Counter `stat` (`/sys/class/net/eth0/statistics/<stat>`) of `eth0` in namespace `ns`.
+fn ns_stat(ns: &str, stat: &str) -> u64 {
+    let path = format!("/sys/class/net/eth0/statistics/{stat}");
+    must(&["ip", "netns", "exec", ns, "cat", &path])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// The driver a scenario attaches the veths with.
@@ -680,6 +682,8 @@ for_each_driver!(
     delete_while_flooding,
     routes_ipv6_between_namespaces,
     rx_modes_and_placement,
+    refused_kicks_are_retried,
+    sub_interface_tx_refused,
 );
 
 fn ip(s: &str) -> Ipv4Addr {
@@ -1198,6 +1202,202 @@ fn rx_modes_and_placement(drv: Driver) {
     assert!(dd.alive(), "sluice died");
     wait_no_buffers_in_use(&dd);
     dd.stop();
+}
+
+/// A tx kick the kernel refuses leaves frames in the ring: with no further traffic they must
+/// still leave (re-kicked from the input node, also while its thread sleeps in interrupt
+/// mode), and every packet Sluice counts as tx must reach the peer. The refusal comes from a
+/// slow consumer behind B's veth:
+/// - af_packet (`qdisc-bypass-disable`): a small tbf qdisc on the host-side veth drops what
+///   exceeds its queue, so `sendto` answers ENOBUFS and the frame stays requested;
+/// - af_xdp (always past the qdisc): B bridges the frames out of a tbf-limited veth, so their
+///   skbs stay charged to the socket's send buffer until tbf lets them go, and `sendto`
+///   answers EAGAIN.
+///
+/// With a worker: the frames are sent, and retried, by a thread that sleeps between polls
+/// (main and worker share the af_xdp socket and both retry it).
+fn refused_kicks_are_retried(drv: Driver) {
+    skip_unless_possible!(drv);
+    if !have("tc", "-V") {
+        eprintln!("SKIPPED: `tc' (iproute2) is not installed");
+        return;
+    }
+    let mut t = Topo::new("k", drv);
+    let (a, b) = (t.veth('a'), t.veth('b'));
+    for ns in [&a, &b] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ns}/disable_ipv6"), "1");
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+        must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
+    }
+    // 2 Mbit/s: a burst of 1000 frames of 114 bytes drains in about 0.5 s.
+    let tbf = ["tbf", "rate", "2mbit", "burst", "4kb", "limit"];
+    match drv {
+        Driver::AfPacket => {
+            let mut cmd = vec!["tc", "qdisc", "add", "dev", &b, "root"];
+            cmd.extend(tbf);
+            cmd.push("8kb");
+            must(&cmd);
+        }
+        Driver::AfXdp => {
+            let ipb = |args: &[&str]| {
+                let mut cmd = vec!["ip", "-n", &b];
+                cmd.extend(args);
+                must(&cmd);
+            };
+            ipb(&["link", "add", "br0", "type", "bridge"]);
+            ipb(&["link", "add", "s0", "type", "veth", "peer", "name", "s1"]);
+            ipb(&["link", "set", "eth0", "master", "br0"]);
+            ipb(&["link", "set", "s0", "master", "br0"]);
+            for l in ["br0", "s0", "s1"] {
+                ipb(&["link", "set", l, "up"]);
+            }
+            let mut cmd = vec!["ip", "netns", "exec", &b, "tc", "qdisc", "add", "dev", "s0"];
+            cmd.push("root");
+            cmd.extend(tbf);
+            cmd.push("1mb");
+            must(&cmd);
+        }
+    }
+    let d = Daemon::start("netns-kick", "cpu { workers 1 }");
+    let ha = attach(&d, drv, &a, None);
+    let bypass = if drv == Driver::AfPacket {
+        "qdisc-bypass-disable"
+    } else {
+        ""
+    };
+    let hb = attach_with(&d, drv, &b, bypass, None);
+    d.ok(&format!("set interface l2 xconnect {ha} {hb}"));
+    // To a MAC nobody has: B's bridge floods it out of the slow port only.
+    let mut frame = vec![0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+    frame.resize(114, 0x5a);
+    let retries = |d: &Daemon| -> u64 {
+        d.ok("show errors")
+            .lines()
+            .filter(|l| l.contains("tx kicks retried"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    };
+    for mode in ["polling", "interrupt"] {
+        d.ok(&format!("set interface rx-mode {ha} {mode}"));
+        d.ok(&format!("set interface rx-mode {hb} {mode}"));
+        let before = retries(&d);
+        send_raw(&a, frame.clone(), 1000);
+        // Sluice has taken the burst in when its rx count stops moving; from then on nothing
+        // is sent to it, so only re-kicks can get what the kernel refused out.
+        let mut rx = counter(&d, &ha, "rx packets");
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = counter(&d, &ha, "rx packets");
+            if now == rx {
+                break;
+            }
+            rx = now;
+        }
+        // What B received plus what the veth itself dropped on the way (its backlog is
+        // shared with the rest of the machine) is what the kernel took from Sluice's ring.
+        let veth_dropped = || -> u64 {
+            must(&["cat", &format!("/sys/class/net/{b}/statistics/tx_dropped")])
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let t0 = Instant::now();
+        let (tx, peer) = loop {
+            let tx = counter(&d, &hb, "tx packets");
+            let peer = ns_stat(&b, "rx_packets") + veth_dropped();
+            if tx == peer || t0.elapsed() > Duration::from_secs(2) {
+                break (tx, peer);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let errs = d.ok("show errors");
+        assert_eq!(
+            tx,
+            peer,
+            "{mode}: {hb} counted {tx} tx packets, B received (or the veth dropped) {peer}\n{errs}\n{}\n{}\n{}\n{}",
+            d.ok(&format!("show interface {hb}")),
+            d.ok(drv.show().0),
+            sh(&["ip", "-s", "link", "show", &b]).unwrap_or_default(),
+            sh(&["tc", "-s", "qdisc", "show", "dev", &b]).unwrap_or_default(),
+        );
+        let moved = retries(&d) - before;
+        eprintln!(
+            "{drv:?} {mode}: {rx} received, {tx} sent and received by B (veth drops {}), {moved} kick retries, tx-error {}",
+            veth_dropped(),
+            counter(&d, &hb, "tx-error")
+        );
+        assert!(moved > 0, "{mode}: no kick was retried\n{errs}");
+        // The peer kept taking frames: nothing waited long enough to be given up.
+        assert!(!errs.contains("tx frames given up"), "{mode}\n{errs}");
+    }
+    d.ok(&drv.delete_cmd(&ha));
+    d.ok(&drv.delete_cmd(&hb));
+    wait_no_buffers_in_use(&d);
+    d.stop();
+}
+
+/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
+/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
+/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
+fn sub_interface_tx_refused(drv: Driver) {
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("v", drv);
+    let (a, b) = (t.veth('a'), t.veth('b'));
+    for ns in [&a, &b] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ns}/disable_ipv6"), "1");
+        must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
+    }
+    must(&["ip", "link", "set", &a, "mtu", "9000"]);
+    must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
+    let d = Daemon::start("netns-subtx", "");
+    // A's side is af_packet for both drivers: an AF_XDP frame cannot take a jumbo frame in.
+    let ha = attach(&d, Driver::AfPacket, &a, None);
+    let hb = attach(&d, drv, &b, None);
+    let sub = d.ok(&format!("create sub-interfaces {hb} 100 dot1q 100"));
+    let sub = sub.trim();
+    assert_eq!(sub, format!("{hb}.100"));
+    d.ok(&format!("set interface state {sub} up"));
+    d.ok(&format!("set interface l2 xconnect {ha} {sub}"));
+    let frame = |len: usize| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+        f.resize(len, 0x5a);
+        f
+    };
+    // 2200 bytes plus the tag: more than a 2048-byte af_packet tx frame or AF_XDP UMEM frame.
+    send_raw(&a, frame(2200), 5);
+    send_raw(&a, frame(200), 3);
+    let t0 = Instant::now();
+    while counter(&d, &hb, "tx-error") + counter(&d, &hb, "tx packets") < 8 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "frames not forwarded\n{}\n{}",
+            d.ok("show interface"),
+            d.ok("show errors")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let show = d.ok("show interface");
+    for intf in [sub, hb.as_str()] {
+        assert_eq!(counter(&d, intf, "tx packets"), 3, "{intf}\n{show}");
+        assert_eq!(counter(&d, intf, "tx-error"), 5, "{intf}\n{show}");
+    }
+    // Bytes without the tag on the sub-interface, with it on the parent.
+    assert_eq!(counter(&d, sub, "tx bytes"), 3 * 200, "{show}");
+    assert_eq!(counter(&d, &hb, "tx bytes"), 3 * 204, "{show}");
+    assert!(d.ok("show errors").contains("packet larger than a"));
+    d.ok(&format!("delete sub-interface {sub}"));
+    d.ok(&Driver::AfPacket.delete_cmd(&ha));
+    d.ok(&drv.delete_cmd(&hb));
+    wait_no_buffers_in_use(&d);
+    d.stop();
 }
 
 /// A tap interface whose host side Sluice moves into a namespace the test created and

@@ -28,6 +28,9 @@ pub mod flags {
     /// Built by this router (echo reply, ICMP error, CLI ping): `ip4-rewrite`/`ip6-rewrite`
     /// send it with the TTL/hop limit it was given instead of decrementing it.
     pub const LOCALLY_ORIGINATED: u32 = 1 << 7;
+    /// `tx_sub_if` and `tx_sub_tags` are valid: `interface-output` sent the packet on a VLAN
+    /// sub-interface (and pointed `tx_if` at the parent).
+    pub const TX_SUB: u32 = 1 << 8;
 }
 
 /// Interface index as stored in buffer metadata (`sw_if_index` in VPP).
@@ -108,7 +111,13 @@ pub struct BufferHeader {
     pub feature_meta: [u64; 6],
     /// Timestamp (TSC) set by input nodes when latency measurement is enabled.
     pub rx_tsc: u64,
-    _pad1: u64,
+    /// The VLAN sub-interface the packet was counted as sent on, valid with
+    /// `flags::TX_SUB` (owned by `vnet`'s `interface-output`): a tx node that cannot send the
+    /// packet corrects that interface's tx counters too.
+    pub tx_sub_if: IfIndex,
+    /// Bytes of VLAN tags `interface-output` pushed for that sub-interface (4 or 8).
+    pub tx_sub_tags: u8,
+    _pad1: [u8; 3],
 }
 
 const _: () = assert!(core::mem::size_of::<BufferHeader>() == 128);
@@ -146,7 +155,9 @@ impl BufferHeader {
         _pad0: 0,
         feature_meta: [0; 6],
         rx_tsc: 0,
-        _pad1: 0,
+        tx_sub_if: 0,
+        tx_sub_tags: 0,
+        _pad1: [0; 3],
     };
 
     /// The next buffer of the chain, if any.

@@ -13,10 +13,12 @@ pub mod pg;
 pub mod tap;
 pub mod tester;
 
-use linux::SwTable;
+use linux::{KickEntry, KickSet, SwTable, TxKick};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::{Cx, NodeIndex, Vlib};
+use sluice_vnet::interface::IfCounters;
 use sluice_vnet::SwIfIndex;
+use std::sync::Arc;
 
 /// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
 pub(crate) fn parse_mac(w: &str) -> Result<[u8; 6], sluice_cli::CliError> {
@@ -37,6 +39,43 @@ pub(crate) fn set_tx_entry<N: 'static, E: Clone + Send + Sync + 'static>(
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<N>(tx_node) {
             table(n).set(sw.0, e.clone());
+        }
+    });
+}
+
+/// An interface's tx queues (thread t transmits on `queues[t % len]`) and its counters.
+pub(crate) type TxQueues<K> = (Arc<Vec<K>>, Arc<IfCounters>);
+
+/// Sets (`Some((queues, counters))`) or clears (`None`) interface `sw`'s entry in the kick
+/// set of input node `input` on every thread (`kicks` gives the node's set): thread t gets
+/// `queues[t % len]`, the queue its tx node transmits on. Retries and frames given up are
+/// counted on `tx_node`'s counters `c_retry` and `c_dropped`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn set_kick_entry<N: 'static, K: TxKick + Clone + Sync>(
+    vm: &mut Vlib,
+    input: NodeIndex,
+    tx_node: NodeIndex,
+    sw: SwIfIndex,
+    queues: Option<TxQueues<K>>,
+    kicks: fn(&mut N) -> &mut KickSet<K>,
+    c_retry: usize,
+    c_dropped: usize,
+) {
+    let base = vm.registry.node(tx_node).error_base;
+    let hz = vm.shared.clock.hz();
+    vm.foreach_thread(move |tg| {
+        let t = tg.thread();
+        let e = queues.as_ref().and_then(|(qs, counters)| {
+            Some(KickEntry {
+                sw_if: sw.0,
+                q: qs.get(t % qs.len().max(1))?.clone(),
+                counters: counters.clone(),
+                err_retry: base + c_retry as u16,
+                err_dropped: base + c_dropped as u16,
+            })
+        });
+        if let Some(n) = tg.node_mut::<N>(input) {
+            kicks(n).set(sw.0, e, hz);
         }
     });
 }

@@ -1,14 +1,18 @@
 //! What the Linux-facing drivers (`af_packet`, `af_xdp`) share: socket-option and mmap
 //! helpers, Linux interface queries (ifindex, MAC, MTU, channels), promiscuous membership,
 //! interface-name checks, default MACs, initial rx-queue placement over threads, a
-//! per-interface table for tx nodes and a spin lock for tx queues shared by threads. Rx modes
+//! per-interface table for tx nodes, a spin lock for tx queues shared by threads, and the
+//! retry of tx kicks the kernel refused ([`KickState`], [`KickSet`]). Rx modes
 //! (polling, interrupt, adaptive) are `sluice_graph::rxmode` through `crate::fdq`.
 
 use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::Cx;
+use sluice_vnet::interface::IfCounters;
 use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// An `io::Error` from `errno`, prefixed with what failed.
 pub fn os_err(what: &str) -> io::Error {
@@ -378,6 +382,210 @@ pub fn kick_tx(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// How often a tx queue whose kick the kernel refused is kicked again (by the input node of
+/// a thread that transmits on it), while frames wait in its ring.
+pub const KICK_RETRY_SECS: f64 = 0.001;
+
+/// How long the frames left in a tx ring may go without any of them leaving, kick after
+/// kick, before they are given up (dropped and counted as `tx-error`).
+pub const KICK_GIVE_UP_SECS: f64 = 1.0;
+
+/// Whether a tx queue has frames that a refused kick left behind, and since when.
+///
+/// The kernel sends what a tx ring holds only when kicked (`sendto`), and it may stop half
+/// way: AF_PACKET answers ENOBUFS when the device or qdisc drops a frame (which then stays
+/// requested) or stops when the socket's send buffer is full; AF_XDP answers EAGAIN/EBUSY
+/// or sends nothing more when its send buffer is full. Whatever the answer, the tx node
+/// looks at the ring after its kick and marks the queue pending if frames are left; a thread
+/// that transmits on the queue then kicks it again from its input node every
+/// [`KICK_RETRY_SECS`] ([`KickSet`]), so those frames leave without new traffic. When no
+/// frame has left for [`KICK_GIVE_UP_SECS`] the rest is given up.
+///
+/// Written under the queue's lock; read without it (one relaxed load) to decide whether a
+/// retry is due.
+#[derive(Default, Debug)]
+pub struct KickState {
+    /// TSC when frames were first left behind, or when some last left while pending; 0:
+    /// nothing pending.
+    since: AtomicU64,
+    /// TSC of the last retry (or of the refusal that made the queue pending).
+    last: AtomicU64,
+    /// Kicks retried.
+    pub retries: AtomicU64,
+    /// Frames given up after their kicks kept failing.
+    pub given_up: AtomicU64,
+}
+
+/// A tx ring as [`KickState::retry`] needs it, through the queue's lock.
+pub trait KickRing {
+    /// Frames published to the kernel and not taken by it yet.
+    fn left(&mut self) -> u32;
+    /// Kicks the kernel (what `sendto` answers does not matter: [`KickRing::left`] tells).
+    fn kick(&mut self);
+    /// Stops waiting for the `n` frames left: takes them back where the ring allows it.
+    /// Returns their bytes.
+    fn give_up(&mut self, n: u32) -> u64;
+}
+
+impl KickState {
+    /// Whether frames wait for a retry.
+    #[inline(always)]
+    pub fn pending(&self) -> bool {
+        self.since.load(Ordering::Relaxed) != 0
+    }
+
+    /// Records, after a kick at `now`, whether it left frames in the ring.
+    #[inline]
+    pub fn settle(&self, now: u64, left: bool) {
+        if left {
+            if !self.pending() {
+                self.since.store(now.max(1), Ordering::Relaxed);
+                self.last.store(now, Ordering::Relaxed);
+            }
+        } else if self.pending() {
+            self.since.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a retry is due at `now` (`retry`: ticks between retries). Times come from
+    /// several threads' loop-start TSC reads, so one may be behind a stored one: differences
+    /// saturate at zero.
+    #[inline(always)]
+    pub fn due(&self, now: u64, retry: u64) -> bool {
+        self.pending() && now.saturating_sub(self.last.load(Ordering::Relaxed)) >= retry
+    }
+
+    /// Kicks `ring` (whose lock the caller holds) again. Frames that left restart the
+    /// give-up clock; when none has left for `give_up` ticks the rest is given up. Returns
+    /// the (packets, bytes) given up.
+    pub fn retry(&self, ring: &mut impl KickRing, now: u64, give_up: u64) -> (u64, u64) {
+        if !self.pending() {
+            return (0, 0);
+        }
+        let before = ring.left();
+        if before > 0 {
+            ring.kick();
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
+        let after = ring.left();
+        self.last.store(now, Ordering::Relaxed);
+        if after == 0 {
+            self.since.store(0, Ordering::Relaxed);
+            return (0, 0);
+        }
+        if after < before {
+            self.since.store(now.max(1), Ordering::Relaxed);
+            return (0, 0);
+        }
+        if now.saturating_sub(self.since.load(Ordering::Relaxed)) < give_up {
+            return (0, 0);
+        }
+        let bytes = ring.give_up(after);
+        self.given_up.fetch_add(after as u64, Ordering::Relaxed);
+        self.since.store(0, Ordering::Relaxed);
+        (after as u64, bytes)
+    }
+}
+
+/// A tx queue an input node may have to kick again.
+pub trait TxKick: Send + 'static {
+    /// The queue's kick state.
+    fn kick_state(&self) -> &KickState;
+    /// Takes the queue's lock and calls [`KickState::retry`].
+    fn retry(&self, now: u64, give_up: u64) -> (u64, u64);
+}
+
+/// One tx queue in a [`KickSet`].
+pub struct KickEntry<K> {
+    /// The interface.
+    pub sw_if: u32,
+    /// The queue.
+    pub q: K,
+    /// Interface counters (frames given up move from tx to `tx-error`).
+    pub counters: Arc<IfCounters>,
+    /// Graph-wide error code of the tx node's `kick_retries` counter.
+    pub err_retry: u16,
+    /// Graph-wide error code of the tx node's `kick_dropped` counter.
+    pub err_dropped: u16,
+}
+
+/// The tx queues one thread transmits on, as its input node sees them: every poll retries
+/// the kicks that are due (a relaxed load per queue when none is), and while one is pending
+/// the node asks to be polled every [`KICK_RETRY_SECS`], also in interrupt mode, so a sleeping
+/// thread wakes up for it.
+pub struct KickSet<K> {
+    list: Vec<KickEntry<K>>,
+    retry: u64,
+    give_up: u64,
+}
+
+impl<K> Default for KickSet<K> {
+    fn default() -> Self {
+        KickSet {
+            list: Vec::new(),
+            retry: 0,
+            give_up: 0,
+        }
+    }
+}
+
+impl<K: TxKick> KickSet<K> {
+    /// Sets (or with `None` removes) the queue of interface `sw_if`; `hz`: TSC frequency.
+    pub fn set(&mut self, sw_if: u32, e: Option<KickEntry<K>>, hz: f64) {
+        self.retry = (hz * KICK_RETRY_SECS) as u64;
+        self.give_up = (hz * KICK_GIVE_UP_SECS) as u64;
+        self.list.retain(|x| x.sw_if != sw_if);
+        self.list.extend(e);
+    }
+
+    /// Whether a queue waits for a retry.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.list.iter().any(|e| e.q.kick_state().pending())
+    }
+
+    /// Whether a retry is due at `now`.
+    #[inline]
+    pub fn due(&self, now: u64) -> bool {
+        self.list
+            .iter()
+            .any(|e| e.q.kick_state().due(now, self.retry))
+    }
+
+    /// `NodeFn::poll_interval` contribution: a retry interval while a queue is pending.
+    #[inline]
+    pub fn poll_interval(&self) -> Option<f64> {
+        self.pending().then_some(KICK_RETRY_SECS)
+    }
+
+    /// Retries the kicks that are due; counts retries and frames given up on the tx node
+    /// and the interface.
+    #[inline]
+    pub fn run(&self, cx: &mut Cx) {
+        let now = cx.now_tsc();
+        for e in &self.list {
+            if !e.q.kick_state().due(now, self.retry) {
+                continue;
+            }
+            let (n, bytes) = e.q.retry(now, self.give_up);
+            cx.count_error_code(e.err_retry, 1);
+            if n > 0 {
+                e.counters.tx_failed(cx.thread(), n, bytes);
+                cx.count_error_code(e.err_dropped, n);
+            }
+        }
+    }
+}
+
+/// The shorter of two optional poll intervals (`NodeFn::poll_interval` of an input node
+/// that has rx queues and tx kicks to retry).
+pub fn min_interval(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Checks a Linux interface or namespace name given on the CLI (`what` names it in the
 /// error).
 pub fn linux_name(what: &str, w: &str) -> Result<String, sluice_cli::CliError> {
@@ -547,6 +755,89 @@ mod tests {
         assert_eq!(t.get(99), None);
         t.set(5, None);
         assert_eq!(t.get(5), None);
+    }
+
+    /// A ring the kernel drains by `per_kick` frames per kick.
+    struct FakeRing {
+        left: u32,
+        per_kick: u32,
+        kicks: u32,
+        given_up: u32,
+    }
+
+    impl KickRing for FakeRing {
+        fn left(&mut self) -> u32 {
+            self.left
+        }
+        fn kick(&mut self) {
+            self.kicks += 1;
+            self.left -= self.left.min(self.per_kick);
+        }
+        fn give_up(&mut self, n: u32) -> u64 {
+            self.given_up += n;
+            self.left -= n;
+            n as u64 * 100
+        }
+    }
+
+    #[test]
+    fn refused_kicks_are_retried_then_given_up() {
+        let (retry, bound) = (10u64, 1000u64);
+        let k = KickState::default();
+        let mut r = FakeRing {
+            left: 5,
+            per_kick: 2,
+            kicks: 0,
+            given_up: 0,
+        };
+        // A kick that took everything leaves nothing pending.
+        k.settle(100, false);
+        assert!(!k.pending() && !k.due(10_000, retry));
+        // Frames left at t=100: due one retry interval later, not before.
+        k.settle(100, true);
+        assert!(k.pending());
+        assert!(!k.due(105, retry) && k.due(110, retry));
+        // Each retry that moves frames keeps the queue pending and restarts the clock.
+        assert_eq!(k.retry(&mut r, 110, bound), (0, 0));
+        assert_eq!((r.left, k.pending()), (3, true));
+        assert_eq!(k.retry(&mut r, 2000, bound), (0, 0));
+        assert_eq!(r.left, 1);
+        // Stuck: retried, and given up once nothing moved for the bound.
+        r.per_kick = 0;
+        assert_eq!(k.retry(&mut r, 2500, bound), (0, 0));
+        assert!(k.pending());
+        assert_eq!(k.retry(&mut r, 3000, bound), (1, 100));
+        assert_eq!((r.left, r.given_up, k.pending()), (0, 1, false));
+        assert_eq!(k.retries.load(Ordering::Relaxed), 4);
+        assert_eq!(k.given_up.load(Ordering::Relaxed), 1);
+        // Not pending: a retry does nothing.
+        assert_eq!(k.retry(&mut r, 4000, bound), (0, 0));
+        assert_eq!(r.kicks, 4);
+        // The last frames leaving clears the state.
+        r.left = 2;
+        r.per_kick = 2;
+        k.settle(5000, true);
+        assert_eq!(k.retry(&mut r, 5010, bound), (0, 0));
+        assert!(!k.pending());
+        // A later kick of the tx path that leaves frames starts a new give-up clock.
+        k.settle(9000, true);
+        r.left = 1;
+        r.per_kick = 0;
+        // Another thread's loop started before the refusal: its older time is not a
+        // give-up (nor a due retry).
+        assert!(!k.due(8000, retry));
+        assert_eq!(k.retry(&mut r, 8000, bound), (0, 0));
+        assert!(k.pending());
+        assert_eq!(k.retry(&mut r, 9500, bound), (0, 0));
+        assert_eq!(k.retry(&mut r, 10_000, bound), (1, 100));
+    }
+
+    #[test]
+    fn poll_intervals_take_the_shorter() {
+        assert_eq!(min_interval(Some(0.01), Some(0.001)), Some(0.001));
+        assert_eq!(min_interval(None, Some(0.001)), Some(0.001));
+        assert_eq!(min_interval(Some(0.01), None), Some(0.01));
+        assert_eq!(min_interval(None, None), None);
     }
 
     #[test]

@@ -167,16 +167,39 @@ impl IfCounterTable {
             let _ = s.set(c);
         }
     }
+
+    /// The counters of interface `sw_if` (indices are never reused, so a deleted
+    /// interface's counters stay reachable for packets still in flight).
+    #[inline]
+    pub fn get(&self, sw_if: u32) -> Option<&Arc<IfCounters>> {
+        self.slots.get(sw_if as usize).and_then(|s| s.get())
+    }
+
+    /// A tx node could not send the packet with header `hdr`, which `interface-output`
+    /// counted as sent: if it went out through a VLAN sub-interface (`flags::TX_SUB`), that
+    /// interface's tx counters are corrected as well (its bytes exclude the tags). The
+    /// parent's, which the tx node knows, are corrected by the caller
+    /// ([`IfCounters::tx_failed`]).
+    #[inline]
+    pub fn sub_tx_failed(&self, t: usize, hdr: &sluice_buffer::BufferHeader) {
+        if hdr.flags & sluice_buffer::flags::TX_SUB == 0 {
+            return;
+        }
+        if let Some(c) = self.get(hdr.tx_sub_if) {
+            let bytes = hdr.total_len().saturating_sub(hdr.tx_sub_tags as usize);
+            c.tx_failed(t, 1, bytes as u64);
+        }
+    }
 }
 
 impl sluice_graph::nodes::IfDropSink for IfCounterTable {
     fn drops(&self, thread: usize, sw_if: u32, n: u64) {
-        if let Some(c) = self.slots.get(sw_if as usize).and_then(|s| s.get()) {
+        if let Some(c) = self.get(sw_if) {
             c.add(thread, counter::DROPS, n);
         }
     }
     fn punts(&self, thread: usize, sw_if: u32, n: u64) {
-        if let Some(c) = self.slots.get(sw_if as usize).and_then(|s| s.get()) {
+        if let Some(c) = self.get(sw_if) {
             c.add(thread, counter::PUNT, n);
         }
     }
@@ -341,4 +364,35 @@ pub fn fmt_mac(m: &[u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::{flags, BufferHeader};
+
+    #[test]
+    fn refused_packets_come_off_the_sub_interface_they_were_counted_on() {
+        let t = IfCounterTable::default();
+        let sub = Arc::new(IfCounters::new(1));
+        t.set(SwIfIndex(7), sub.clone());
+        sub.add(0, counter::TX_PACKETS, 2);
+        sub.add(0, counter::TX_BYTES, 200);
+        let mut h = BufferHeader::TEMPLATE;
+        h.current_length = 104;
+        // Not sent through a sub-interface: nothing to correct.
+        t.sub_tx_failed(0, &h);
+        assert_eq!(sub.total(counter::TX_PACKETS), 2);
+        h.flags |= flags::TX_SUB;
+        h.tx_sub_if = 7;
+        h.tx_sub_tags = 4;
+        t.sub_tx_failed(0, &h);
+        assert_eq!(sub.total(counter::TX_PACKETS), 1);
+        assert_eq!(sub.total(counter::TX_BYTES), 100);
+        assert_eq!(sub.total(counter::TX_ERROR), 1);
+        // An index without counters is ignored.
+        h.tx_sub_if = 9;
+        t.sub_tx_failed(0, &h);
+        assert_eq!(sub.total(counter::TX_ERROR), 1);
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! - uses: `tx_if` (set by the node that chose the output interface).
 //! - sets: `error` on drops; for a VLAN sub-interface inserts its 802.1Q/802.1ad tag(s) after
-//!   the MAC addresses and sets `tx_if` to the parent (whose tx node sends the frame).
+//!   the MAC addresses, sets `tx_if` to the parent (whose tx node sends the frame) and records
+//!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`).
 //! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down; else the
 //!   interface's tx node (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
@@ -14,8 +15,10 @@
 //! not connected, write error) takes it back with `IfCounters::tx_failed` — tx packets and
 //! bytes down, `tx-error` up, on the same thread's counters — so `show interface` tx is what
 //! the driver handed to the device. The success path costs nothing extra; the failure path
-//! one subtraction per run. (A VLAN sub-interface's own tx counters are not taken back: the
-//! driver sees only the parent.)
+//! one subtraction per run. A packet sent on a VLAN sub-interface is counted on both the
+//! sub-interface and its parent; the driver sees only the parent, so for each such packet
+//! it cannot send it also calls `IfCounterTable::sub_tx_failed`, which finds the
+//! sub-interface in the buffer (`tx_sub_if`) and takes the packet back there too.
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::BufIdx;
@@ -129,6 +132,9 @@ impl NodeFn for InterfaceOutput {
                     e.counters.add(t, counter::TX_BYTES, len);
                     p.counters.add(t, counter::TX_PACKETS, 1);
                     p.counters.add(t, counter::TX_BYTES, len + n as u64);
+                    v.hdr.flags |= sluice_buffer::flags::TX_SUB;
+                    v.hdr.tx_sub_if = tx;
+                    v.hdr.tx_sub_tags = sub.len;
                     v.hdr.tx_if = sub.parent;
                     nexts[i] = e.next.0;
                 }

@@ -61,7 +61,7 @@ pub struct AfDev {
     /// rx queues.
     pub rx: Vec<RxPlace>,
     /// tx queues.
-    pub tx: Arc<Vec<TxRing>>,
+    pub tx: Arc<Vec<Arc<TxRing>>>,
     /// Fanout group id when there is more than one rx queue.
     pub fanout: Option<u16>,
 }
@@ -105,6 +105,14 @@ pub fn register(b: &mut GraphBuilder) {
             CounterDesc::error("too_big", "packet larger than a tx frame"),
             CounterDesc::error("no_interface", "host interface deleted"),
             CounterDesc::error("send_error", "sendto failed"),
+            CounterDesc::info(
+                "kick_retries",
+                "tx kicks retried (frames left by the kernel)",
+            ),
+            CounterDesc::error(
+                "kick_dropped",
+                "tx frames given up (kernel refused their kicks for 1 s)",
+            ),
         ]),
     );
 }
@@ -259,10 +267,10 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let geo = TxGeometry::for_mtu(mtu);
     let mut tx = Vec::new();
     for q in 0..n_tx {
-        tx.push(
+        tx.push(Arc::new(
             TxRing::open(ifindex, geo, c.qdisc_bypass)
                 .map_err(|e| format!("`{}' tx queue {q}: {e}", c.host))?,
-        );
+        ));
     }
     let tx = Arc::new(tx);
 
@@ -281,8 +289,10 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let entry = TxEntry {
         queues: tx.clone(),
         counters: counters.clone(),
+        subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
+    set_kicks(vm, sw, Some((tx.clone(), counters.clone())));
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
         let n_workers = vm.n_workers();
@@ -314,6 +324,23 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         fmt_mac(&mac)
     );
     Ok(name)
+}
+
+/// Sets or clears interface `sw`'s tx queues in every thread's kick set.
+fn set_kicks(vm: &mut Vlib, sw: SwIfIndex, q: Option<crate::TxQueues<Arc<TxRing>>>) {
+    let (Some(input), Some(tx)) = (vm.registry.find(INPUT), vm.registry.find(TX)) else {
+        return;
+    };
+    crate::set_kick_entry(
+        vm,
+        input,
+        tx,
+        sw,
+        q,
+        |n: &mut AfInput| &mut n.kicks,
+        node::C_KICK_RETRY,
+        node::C_KICK_DROPPED,
+    );
 }
 
 /// The af_packet driver's rx-queue operations ([`crate::fdq`]).
@@ -380,6 +407,7 @@ pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
     // a safe point; the last reference closes the sockets and unmaps the rings.
     sluice_vnet::loopback::delete_interface(vm, sw);
     fdq::remove_interface::<AfPacket>(vm, sw);
+    set_kicks(vm, sw, None);
     if let Some(tx) = vm.registry.find(TX) {
         crate::set_tx_entry::<AfTx, TxEntry>(vm, tx, sw, None, |n| &mut n.table);
     }
@@ -458,6 +486,20 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 tg.frame_nr,
                 tg.frame_size,
                 if bypass { "on" } else { "off" }
+            );
+        }
+        for (q, r) in d.tx.iter().enumerate() {
+            let k = &r.kick;
+            let _ = writeln!(
+                out,
+                "    queue {q}: kick retries {}, frames given up {}{}",
+                k.retries.load(Ordering::Relaxed),
+                k.given_up.load(Ordering::Relaxed),
+                if k.pending() {
+                    ", frames waiting for a kick"
+                } else {
+                    ""
+                }
             );
         }
     }

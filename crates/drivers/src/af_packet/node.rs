@@ -30,25 +30,39 @@
 //!   registered with the thread's epoll (`POLLIN` = a V3 block was retired to user space, or
 //!   a V2 frame filled), so an idle thread sleeps until the kernel has packets; adaptive polls on every loop while the
 //!   queue receives at least 32 packets per 10 ms.
+//! - tx kicks: every poll first retries the kicks of this thread's tx queues that the kernel
+//!   refused (`af-packet-tx` below); while one is pending the node asks for a poll every
+//!   1 ms, also in interrupt mode (the thread's `epoll_wait` times out for it).
 //!
 //! `af-packet-tx` (internal): the transmit node of every host interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
 //! - sets: nothing; every buffer is freed after its bytes were copied into the tx ring.
 //! - next: none.
+//! - kicks: one `sendto` per run of packets. When the kernel leaves frames in the ring
+//!   (ENOBUFS: the device or qdisc dropped one, which stays requested; EAGAIN or a short send:
+//!   the socket's send buffer is full) the queue is marked pending
+//!   ([`crate::linux::KickState`]); the `af-packet-input` of each thread transmitting on it
+//!   kicks it again every 1 ms until the ring is empty, and gives the frames up (back to the
+//!   ring, counted) when none has left for 1 s.
 //! - counters: `ring_full` (error: no free tx frame; the packet is dropped, never waited
 //!   for), `too_big` (error: larger than a tx frame), `no_interface` (error: interface deleted
-//!   while the packet was in flight), `send_error` (error: `sendto` failed; the frames stay
-//!   queued and leave with the next kick).
-//! - also: interface `tx-error` for `ring_full` and `too_big` drops.
+//!   while the packet was in flight), `send_error` (error: `sendto` failed otherwise; the
+//!   frames stay queued and are retried like refused ones), `kick_retries` (info: kicks
+//!   retried for frames a refused kick left), `kick_dropped` (error: frames given up after
+//!   their kicks kept failing).
+//! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
+//!   `tx packets`/`tx bytes`, which count what went into the ring); for a packet sent on a
+//!   VLAN sub-interface, `ring_full`/`too_big` also correct the sub-interface's counters.
 
 use super::frame;
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
 use crate::fdq::{FdQueue, QueueSet};
+use crate::linux::KickSet;
 use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
-use sluice_vnet::interface::{counter, IfCounters};
+use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -71,6 +85,8 @@ pub(crate) const C_RING_FULL: usize = 0;
 pub(crate) const C_TOO_BIG: usize = 1;
 pub(crate) const C_NO_INTERFACE: usize = 2;
 pub(crate) const C_SEND_ERROR: usize = 3;
+pub(crate) const C_KICK_RETRY: usize = 4;
+pub(crate) const C_KICK_DROPPED: usize = 5;
 
 const NEXT_ETHERNET: Next = Next(0);
 
@@ -120,6 +136,8 @@ impl FdQueue for RxPoll {
 pub struct AfInput {
     /// Queues placed on this thread.
     pub queues: QueueSet<RxPoll>,
+    /// The tx queue this thread transmits on, per interface (kicks to retry).
+    pub kicks: KickSet<Arc<TxRing>>,
     scratch: Vec<u8>,
     /// V2: a whole packet read from the socket (`TP_STATUS_COPY`).
     copied: Vec<u8>,
@@ -705,6 +723,7 @@ impl Out {
 
 impl NodeFn for AfInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
+        self.kicks.run(cx);
         // Which sockets fired does not matter: readiness is in the rings, checked per queue.
         let mut n = 0;
         let now = cx.now_tsc();
@@ -717,18 +736,17 @@ impl NodeFn for AfInput {
     }
 
     fn active(&self) -> bool {
-        if self.queues.list.is_empty() {
-            return false;
-        }
         let now = sluice_infra::clock::rdtsc();
-        self.queues
-            .list
-            .iter()
-            .any(|p| p.q.ring.ready(p.q.cur) || p.mode.busy(now))
+        self.kicks.due(now)
+            || self
+                .queues
+                .list
+                .iter()
+                .any(|p| p.q.ring.ready(p.q.cur) || p.mode.busy(now))
     }
 
     fn poll_interval(&self) -> Option<f64> {
-        self.queues.poll_interval()
+        crate::linux::min_interval(self.queues.poll_interval(), self.kicks.poll_interval())
     }
 
     fn polling(&self) -> bool {
@@ -744,9 +762,11 @@ impl NodeFn for AfInput {
 #[derive(Clone)]
 pub struct TxEntry {
     /// The interface's tx queues.
-    pub queues: Arc<Vec<TxRing>>,
+    pub queues: Arc<Vec<Arc<TxRing>>>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces of this one, for refused packets).
+    pub subs: Arc<IfCounterTable>,
 }
 
 /// `af-packet-tx` instance: sw_if_index -> tx queues.
@@ -767,11 +787,13 @@ impl AfTx {
         let (mut sent, mut full, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
         let mut g = q.lock();
         for &b in run {
-            // SAFETY: owned by this node; short-lived view for the length.
-            let len = unsafe { pool.buffer(b) }.total_len();
+            // SAFETY: owned by this node; short-lived read-only header access.
+            let h = unsafe { pool.header(b) };
+            let len = h.total_len();
             if len > cap {
                 big += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
                 continue;
             }
             match g.push(|dst| crate::linux::copy_chain_into(pool, b, dst)) {
@@ -779,10 +801,11 @@ impl AfTx {
                 Err(TxFull::RingFull) => {
                     full += 1;
                     lost += len as u64;
+                    e.subs.sub_tx_failed(t, h);
                 }
             }
         }
-        if sent > 0 && g.kick().is_err() {
+        if sent > 0 && g.kick(cx.now_tsc()).is_err() {
             cx.count(C_SEND_ERROR, 1);
         }
         drop(g);

@@ -13,14 +13,21 @@
 //! - tx: one socket per tx queue, `TPACKET_V2` frame ring, bound with protocol 0 so it
 //!   receives nothing. A frame whose status is `TP_STATUS_AVAILABLE` belongs to user space;
 //!   we copy a packet in, set `TP_STATUS_SEND_REQUEST`, and one `sendto(fd, NULL, 0,
-//!   MSG_DONTWAIT)` per batch makes the kernel send every requested frame.
+//!   MSG_DONTWAIT)` per batch makes the kernel send every requested frame. The kernel walks
+//!   the ring from its own head, which follows ours: it stops at the first frame it cannot
+//!   send (device or qdisc full: ENOBUFS, that frame stays requested; send buffer full:
+//!   EAGAIN or a short count), so the frames left are the contiguous run just before our
+//!   head. A kick that leaves frames makes the queue pending ([`crate::linux::KickState`]);
+//!   given up frames go back to `TP_STATUS_AVAILABLE` and our head back to the first of
+//!   them, where the kernel's head stands.
 //!
 //! Constants and header layouts are those of `<linux/if_packet.h>` (stable kernel ABI).
 
-use crate::linux::{os_err, setsockopt, Mmap, SpinGuard, SpinLock};
+use crate::linux::{os_err, setsockopt, KickRing, KickState, Mmap, SpinGuard, SpinLock, TxKick};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -519,6 +526,8 @@ pub struct TxRing {
     head: SpinLock<usize>,
     /// Whether the socket bypasses the qdisc layer.
     pub qdisc_bypass: bool,
+    /// Frames a refused kick left in the ring.
+    pub kick: KickState,
 }
 
 /// Exclusive access to a tx ring (see [`TxRing::lock`]).
@@ -581,6 +590,7 @@ impl TxRing {
             geo,
             head: SpinLock::new(0),
             qdisc_bypass,
+            kick: KickState::default(),
         })
     }
 
@@ -634,14 +644,79 @@ impl TxGuard<'_> {
         Ok(())
     }
 
-    /// Asks the kernel to send every requested frame, without waiting.
-    pub fn kick(&self) -> io::Result<()> {
-        match crate::linux::kick_tx(self.ring.fd.as_raw_fd()) {
-            // Busy device / would block: the frames stay requested and go with the next kick.
+    /// Asks the kernel to send every requested frame, without waiting, and records whether
+    /// it left some in the ring (`now`: TSC). Returns what `sendto` answered, busy device
+    /// (ENOBUFS) and full send buffer (EAGAIN) excepted: frames left for those reasons are
+    /// retried ([`KickState`]).
+    pub fn kick(&mut self, now: u64) -> io::Result<()> {
+        let r = crate::linux::kick_tx(self.ring.fd.as_raw_fd());
+        let left = self.requested(1);
+        self.ring.kick.settle(now, left);
+        match r {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
                 Ok(())
             }
             r => r,
         }
+    }
+
+    /// The status word of the frame `back` frames before the head.
+    fn status_back(&self, back: usize) -> Option<&std::sync::atomic::AtomicU32> {
+        let nr = self.ring.geo.frame_nr;
+        let i = (*self.head + nr - back % nr) % nr;
+        self.ring
+            .map
+            .atomic_u32(i * self.ring.geo.frame_size + pkt2::STATUS)
+    }
+
+    /// Whether the frame `back` frames before the head is still requested (not taken by the
+    /// kernel).
+    fn requested(&self, back: usize) -> bool {
+        self.status_back(back)
+            .is_some_and(|s| s.load(Ordering::Acquire) & status::SEND_REQUEST != 0)
+    }
+}
+
+impl KickRing for TxGuard<'_> {
+    fn left(&mut self) -> u32 {
+        let nr = self.ring.geo.frame_nr;
+        (1..=nr).take_while(|&b| self.requested(b)).count() as u32
+    }
+
+    fn kick(&mut self) {
+        let _ = crate::linux::kick_tx(self.ring.fd.as_raw_fd());
+    }
+
+    fn give_up(&mut self, n: u32) -> u64 {
+        let r = self.ring;
+        let nr = r.geo.frame_nr;
+        let n = (n as usize).min(nr);
+        let mut bytes = 0u64;
+        for back in 1..=n {
+            let i = (*self.head + nr - back) % nr;
+            let off = i * r.geo.frame_size;
+            if let Some(len) = r.map.atomic_u32(off + pkt2::LEN) {
+                bytes += len.load(Ordering::Relaxed) as u64;
+            }
+            // The kernel touches a requested frame only inside a kick, and kicks happen
+            // under the queue lock we hold: the frame is ours to take back.
+            if let Some(st) = r.map.atomic_u32(off + pkt2::STATUS) {
+                st.store(status::AVAILABLE, Ordering::Release);
+            }
+        }
+        // The kernel's head stopped at the oldest of them: ours goes back there.
+        *self.head = (*self.head + nr - n) % nr;
+        bytes
+    }
+}
+
+impl TxKick for Arc<TxRing> {
+    fn kick_state(&self) -> &KickState {
+        &self.kick
+    }
+
+    fn retry(&self, now: u64, give_up: u64) -> (u64, u64) {
+        let mut g = self.lock();
+        self.kick.retry(&mut g, now, give_up)
     }
 }

@@ -427,12 +427,15 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     let entry = TxEntry {
         queues: Arc::new(socks.iter().map(|(x, _)| x.clone()).collect()),
         counters: counters.clone(),
+        subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
+    let kicks = (entry.queues.clone(), counters.clone());
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<AfXdpTx>(tx_node) {
             n.entry = Some(entry.clone());
         }
     });
+    set_kicks(vm, tx_node, sw, Some(kicks));
     let mut queues = Vec::new();
     let zero_copy = socks.first().is_some_and(|(x, _)| x.zero_copy);
     for (x, rings) in socks {
@@ -479,6 +482,29 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     Ok((name, note))
 }
 
+/// Sets or clears interface `sw`'s tx sockets in every thread's kick set (`tx`: its tx
+/// node, which counts the retries).
+fn set_kicks(
+    vm: &mut Vlib,
+    tx: NodeIndex,
+    sw: SwIfIndex,
+    q: Option<crate::TxQueues<Arc<xsk::Xsk>>>,
+) {
+    let Some(input) = vm.registry.find(INPUT) else {
+        return;
+    };
+    crate::set_kick_entry(
+        vm,
+        input,
+        tx,
+        sw,
+        q,
+        |n: &mut AfXdpInput| &mut n.kicks,
+        node::C_KICK_RETRY,
+        node::C_KICK_DROPPED,
+    );
+}
+
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = a.word("interface")?;
     a.finish()?;
@@ -501,6 +527,9 @@ pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
     sluice_vnet::loopback::delete_interface(vm, sw);
     fdq::remove_interface::<AfXdp>(vm, sw);
     let tx = vm.registry.find(&format!("{name}-tx"));
+    if let Some(tx) = tx {
+        set_kicks(vm, tx, sw, None);
+    }
     vm.foreach_thread(move |tg| {
         if let Some(n) = tx.and_then(|i| tg.node_mut::<AfXdpTx>(i)) {
             n.entry = None;
@@ -596,6 +625,18 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             for l in q.xsk.counters.format().lines() {
                 let _ = writeln!(out, "      {l}");
             }
+            let k = &q.xsk.kick;
+            let _ = writeln!(
+                out,
+                "      tx kick retries {}, frames given up {}{}",
+                k.retries.load(std::sync::atomic::Ordering::Relaxed),
+                k.given_up.load(std::sync::atomic::Ordering::Relaxed),
+                if k.pending() {
+                    ", frames waiting for a kick"
+                } else {
+                    ""
+                }
+            );
         }
         // Kernel drops at the socket are this interface's rx-miss too (thread 0's slot: the
         // CLI runs on the main thread, the only writer of that slot).

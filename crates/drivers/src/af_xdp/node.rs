@@ -25,6 +25,9 @@
 //!   makes it readable when its rx ring is not empty, so the thread sleeps until a packet
 //!   arrives), adaptive (interrupt while idle, polling under load). Queues move between
 //!   threads with `set interface rx-placement`.
+//! - tx kicks: every poll first retries the kicks of this thread's tx sockets that the
+//!   kernel refused (`<interface>-tx` below); while one is pending the node asks for a poll
+//!   every 1 ms, also in interrupt mode (the thread's `epoll_wait` times out for it).
 //!
 //! `<interface>-tx` (internal, one per af_xdp interface, as VPP's per-interface tx nodes):
 //! - uses: the packet (whole chain); `tx_if` is this interface (`interface-output` chose
@@ -33,21 +36,31 @@
 //! - next: none.
 //! - per call: reaps the completion ring (sent frames back to the free list), copies the
 //!   frame's packets into free tx frames, publishes them, and kicks the kernel with `sendto`
-//!   only when the tx ring has `XDP_RING_NEED_WAKEUP` set.
+//!   only when the tx ring has `XDP_RING_NEED_WAKEUP` set. When the kernel leaves
+//!   descriptors in the ring (send buffer full, device busy or down: EAGAIN/EBUSY after the
+//!   bounded retries, ENOBUFS, ENETDOWN, ENXIO) the socket is marked pending
+//!   ([`crate::linux::KickState`]); the `af_xdp-input` of each thread transmitting on it kicks
+//!   it again every 1 ms until the ring is empty, and gives the descriptors up (counted; the
+//!   ring cannot take them back from the kernel) when none has left for 1 s.
 //! - counters: `ring_full` (error: no free tx frame or tx ring slot; dropped, never waited
 //!   for), `too_big` (error: larger than a UMEM frame), `no_interface` (error: interface
-//!   deleted while the packet was in flight), `send_error` (error: the kick failed; the
-//!   frames stay queued and leave with the next kick).
-//! - also: interface `tx-error` for `ring_full` and `too_big` drops; the socket's tx kicks,
-//!   busy kicks, completions and frames in flight (`show af_xdp`).
+//!   deleted while the packet was in flight), `send_error` (error: the kick failed otherwise;
+//!   the frames stay queued and are retried like refused ones), `kick_retries` (info: kicks
+//!   retried for descriptors a refused kick left), `kick_dropped` (error: descriptors given
+//!   up after their kicks kept failing).
+//! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
+//!   `tx packets`/`tx bytes`); for a packet sent on a VLAN sub-interface, `ring_full`/`too_big`
+//!   also correct the sub-interface's counters; the socket's tx kicks, busy kicks, kick
+//!   retries, completions and frames in flight (`show af_xdp`).
 
 use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
+use crate::linux::KickSet;
 use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
-use sluice_vnet::interface::{counter, IfCounters};
+use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -62,6 +75,8 @@ pub(crate) const C_RING_FULL: usize = 0;
 pub(crate) const C_TOO_BIG: usize = 1;
 pub(crate) const C_NO_INTERFACE: usize = 2;
 pub(crate) const C_SEND_ERROR: usize = 3;
+pub(crate) const C_KICK_RETRY: usize = 4;
+pub(crate) const C_KICK_DROPPED: usize = 5;
 
 /// Counters of `af_xdp-input`.
 pub fn input_counters() -> [CounterDesc; 2] {
@@ -72,12 +87,20 @@ pub fn input_counters() -> [CounterDesc; 2] {
 }
 
 /// Counters of a `<interface>-tx` node.
-pub fn tx_counters() -> [CounterDesc; 4] {
+pub fn tx_counters() -> [CounterDesc; 6] {
     [
         CounterDesc::error("ring_full", "tx ring full"),
         CounterDesc::error("too_big", "packet larger than a UMEM frame"),
         CounterDesc::error("no_interface", "af_xdp interface deleted"),
         CounterDesc::error("send_error", "tx kick (sendto) failed"),
+        CounterDesc::info(
+            "kick_retries",
+            "tx kicks retried (frames left by the kernel)",
+        ),
+        CounterDesc::error(
+            "kick_dropped",
+            "tx frames given up (kernel refused their kicks for 1 s)",
+        ),
     ]
 }
 
@@ -131,6 +154,8 @@ impl FdQueue for RxQueue {
 pub struct AfXdpInput {
     /// Queues placed on this thread, with their rx modes.
     pub queues: QueueSet<RxQueue>,
+    /// The tx socket this thread transmits on, per interface (kicks to retry).
+    pub kicks: KickSet<Arc<Xsk>>,
 }
 
 #[derive(Copy, Clone)]
@@ -261,6 +286,7 @@ impl AfXdpInput {
 
 impl NodeFn for AfXdpInput {
     fn poll(&mut self, cx: &mut Cx) -> usize {
+        self.kicks.run(cx);
         let mut n = 0;
         let now = cx.now_tsc();
         for qi in 0..self.queues.list.len() {
@@ -273,14 +299,16 @@ impl NodeFn for AfXdpInput {
 
     fn active(&self) -> bool {
         let now = sluice_infra::clock::rdtsc();
-        self.queues
-            .list
-            .iter()
-            .any(|p| p.q.rings.rx.has_entries() || p.mode.busy(now))
+        self.kicks.due(now)
+            || self
+                .queues
+                .list
+                .iter()
+                .any(|p| p.q.rings.rx.has_entries() || p.mode.busy(now))
     }
 
     fn poll_interval(&self) -> Option<f64> {
-        self.queues.poll_interval()
+        crate::linux::min_interval(self.queues.poll_interval(), self.kicks.poll_interval())
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
@@ -295,6 +323,8 @@ pub struct TxEntry {
     pub queues: Arc<Vec<Arc<Xsk>>>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces of this one, for refused packets).
+    pub subs: Arc<IfCounterTable>,
 }
 
 /// `<interface>-tx` instance.
@@ -322,11 +352,13 @@ impl NodeFn for AfXdpTx {
         let mut g = q.tx_lock();
         q.tx_reap(&mut g);
         for &b in frame {
-            // SAFETY: owned by this node; short-lived view for the length.
-            let len = unsafe { pool.buffer(b) }.total_len();
+            // SAFETY: owned by this node; short-lived read-only header access.
+            let h = unsafe { pool.header(b) };
+            let len = h.total_len();
             if len > UMEM_FRAME {
                 big += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
                 continue;
             }
             match q.tx_push(&mut g, |dst| crate::linux::copy_chain_into(pool, b, dst)) {
@@ -334,10 +366,11 @@ impl NodeFn for AfXdpTx {
                 Err(TxFull::RingFull) => {
                     full += 1;
                     lost += len as u64;
+                    e.subs.sub_tx_failed(t, h);
                 }
             }
         }
-        if q.tx_submit(&mut g).is_err() {
+        if q.tx_submit(&mut g, cx.now_tsc()).is_err() {
             cx.count(C_SEND_ERROR, 1);
         }
         drop(g);

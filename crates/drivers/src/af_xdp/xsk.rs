@@ -14,11 +14,14 @@
 //!
 //! Constants and layouts are those of `<linux/if_xdp.h>` (stable kernel ABI).
 
-use crate::linux::{getsockopt, os_err, setsockopt, Mmap, SpinGuard, SpinLock};
+use crate::linux::{
+    getsockopt, os_err, setsockopt, KickRing, KickState, Mmap, SpinGuard, SpinLock, TxKick,
+};
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 const AF_XDP: libc::c_int = 44;
 const SOL_XDP: libc::c_int = 283;
@@ -250,6 +253,29 @@ impl<T: Copy> Ring<T> {
         ring_entries(self.cached_prod, self.cons().load(Ordering::Acquire))
     }
 
+    /// Producer: index of the next entry to submit.
+    pub fn prod_index(&self) -> u32 {
+        self.cached_prod
+    }
+
+    /// Producer: entries submitted after index `mark` (all of them if the consumer is past
+    /// `mark`) that the consumer has not taken yet.
+    pub fn outstanding_after(&self, mark: u32) -> u32 {
+        self.outstanding().min(ring_entries(self.cached_prod, mark))
+    }
+
+    /// Producer: the last `n` entries submitted (only read; the consumer may be taking
+    /// them).
+    pub fn last_submitted(&self, n: u32) -> impl Iterator<Item = T> + '_ {
+        let n = n.min(self.size);
+        (0..n).map(move |i| {
+            let slot = (self.cached_prod.wrapping_sub(n - i) & (self.size - 1)) as usize;
+            // SAFETY: slot < size; we wrote the entry before submitting it and the consumer
+            // only reads it.
+            unsafe { self.descs.add(slot).read_volatile() }
+        })
+    }
+
     /// Whether the kernel asks to be woken up (`XDP_RING_NEED_WAKEUP`).
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
@@ -305,6 +331,16 @@ pub struct TxRings {
     pub free: Vec<u64>,
     /// Entries written since the last submit.
     pending: u32,
+    /// Producer index up to which descriptors left in the ring were given up (they no longer
+    /// keep the queue pending; the kernel may still send them).
+    given_up_to: u32,
+}
+
+impl TxRings {
+    /// Descriptors the kernel has not taken yet and that were not given up.
+    fn left(&self) -> u32 {
+        self.tx.outstanding_after(self.given_up_to)
+    }
 }
 
 /// Why a packet could not be queued for transmission.
@@ -430,6 +466,8 @@ pub struct Xsk {
     pub busy_poll: bool,
     /// Sluice-side counters.
     pub counters: XskCounters,
+    /// Frames a refused kick left in the tx ring.
+    pub kick: KickState,
 }
 
 const SO_BUSY_POLL: libc::c_int = 46;
@@ -682,6 +720,7 @@ impl Xsk {
             umem,
             _rings: vec![rx_map, tx_map, fill_map, comp_map],
             tx: SpinLock::new(TxRings {
+                given_up_to: tx.prod_index(),
                 tx,
                 comp,
                 free,
@@ -692,6 +731,7 @@ impl Xsk {
             zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
             busy_poll,
             counters: XskCounters::default(),
+            kick: KickState::default(),
         };
         Ok((
             x,
@@ -774,27 +814,45 @@ impl Xsk {
 
     /// Publishes the packets pushed since the last call and kicks the kernel when it asks
     /// for it (`XDP_RING_NEED_WAKEUP`). In copy mode the kernel sends a bounded number of
-    /// packets per `sendto`, so it is called again (bounded) until the ring is drained.
-    pub fn tx_submit(&self, t: &mut TxRings) -> io::Result<()> {
+    /// packets per `sendto`, so it is called again (bounded) until the ring is drained. When
+    /// the kernel leaves descriptors in the ring (send buffer full, device busy or down) the
+    /// queue becomes pending and is kicked again later ([`KickState`]; `now`: TSC).
+    pub fn tx_submit(&self, t: &mut TxRings, now: u64) -> io::Result<()> {
         if t.pending > 0 {
             t.tx.submit(t.pending);
             t.pending = 0;
         }
-        let c = &self.counters;
         let in_flight = self.geo.tx_size as usize - t.free.len();
-        c.tx_in_flight.store(in_flight as u64, Ordering::Relaxed);
+        self.counters
+            .tx_in_flight
+            .store(in_flight as u64, Ordering::Relaxed);
+        let r = self.kick_out(t);
+        // Zero-copy drivers send asynchronously: descriptors left after a wakeup that was
+        // not refused are on their way.
+        let left = t.left() > 0 && (!self.zero_copy || !matches!(r, Ok(false)));
+        self.kick.settle(now, left);
+        r.map(|_| ())
+    }
+
+    /// Kicks until the kernel has taken the tx ring (bounded). `Ok(true)`: it refused (busy
+    /// after the retries, no room in the device queue, device down or gone).
+    fn kick_out(&self, t: &TxRings) -> io::Result<bool> {
+        let c = &self.counters;
         let mut tries = t.tx.outstanding() / 32 + 2;
+        let mut refused = false;
         while t.tx.outstanding() > 0 && t.tx.needs_wakeup() && tries > 0 {
             tries -= 1;
             bump(&c.tx_kicks, 1);
+            refused = false;
             if let Err(e) = crate::linux::kick_tx(self.fd.as_raw_fd()) {
+                refused = true;
                 match e.raw_os_error() {
                     // Busy: try again (bounded); the frames stay queued otherwise.
                     Some(libc::EAGAIN) | Some(libc::EBUSY) => {
                         bump(&c.tx_kick_busy, 1);
                         continue;
                     }
-                    // No room in the device queue, device down: they go with the next kick.
+                    // No room in the device queue, device down: retried later.
                     Some(libc::ENOBUFS) | Some(libc::ENETDOWN) | Some(libc::ENXIO) => break,
                     _ => return Err(e),
                 }
@@ -803,7 +861,7 @@ impl Xsk {
                 break; // the driver sends asynchronously; one wakeup is enough
             }
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// Takes back the tx frames the kernel has sent.
@@ -871,6 +929,43 @@ impl Xsk {
             XDP_STATISTICS,
             "XDP_STATISTICS",
         )
+    }
+}
+
+/// The tx half of a socket with its lock held, for [`KickState::retry`].
+struct XskTx<'a> {
+    x: &'a Xsk,
+    t: &'a mut TxRings,
+}
+
+impl KickRing for XskTx<'_> {
+    fn left(&mut self) -> u32 {
+        self.t.left()
+    }
+
+    fn kick(&mut self) {
+        self.x.tx_reap(self.t);
+        let _ = self.x.kick_out(self.t);
+    }
+
+    /// Descriptors in the tx ring cannot be taken back from the kernel: they are counted as
+    /// given up and no longer keep the queue pending; their frames return through the
+    /// completion ring if the kernel sends them after all.
+    fn give_up(&mut self, n: u32) -> u64 {
+        self.t.given_up_to = self.t.tx.prod_index();
+        self.t.tx.last_submitted(n).map(|d| d.len as u64).sum()
+    }
+}
+
+impl TxKick for Arc<Xsk> {
+    fn kick_state(&self) -> &KickState {
+        &self.kick
+    }
+
+    fn retry(&self, now: u64, give_up: u64) -> (u64, u64) {
+        let mut g = self.tx_lock();
+        let mut r = XskTx { x: self, t: &mut g };
+        self.kick.retry(&mut r, now, give_up)
     }
 }
 

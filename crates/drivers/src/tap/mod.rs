@@ -469,6 +469,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let entry = TxEntry {
         fds: tx_fds,
         counters: counters.clone(),
+        subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     crate::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut TapTx| &mut n.table);
     let hz = vm.shared.clock.hz();

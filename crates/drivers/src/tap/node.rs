@@ -26,7 +26,8 @@
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
 //!   is down), `no_interface` (error: interface deleted while the packet was in flight), each
-//!   also counted as interface `tx-error` except `no_interface`.
+//!   also counted as interface `tx-error` except `no_interface` (taken off `tx packets` /
+//!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
 use crate::af_packet::frame;
 use crate::af_xdp::xsk::bump;
@@ -36,7 +37,7 @@ use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::POLL_TICK_SECS;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
-use sluice_vnet::interface::{counter, IfCounters};
+use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -375,6 +376,8 @@ pub struct TxEntry {
     pub fds: Arc<Vec<Arc<OwnedFd>>>,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces of this one, for refused packets).
+    pub subs: Arc<IfCounterTable>,
 }
 
 /// `tap-tx` instance: sw_if_index -> queues.
@@ -423,6 +426,8 @@ impl TapTx {
             let r = unsafe { libc::writev(fd, iov.as_ptr(), n as i32) };
             if r < 0 {
                 lost += iov[1..n].iter().map(|v| v.iov_len as u64).sum::<u64>();
+                // SAFETY: owned by this node; read-only header access.
+                e.subs.sub_tx_failed(t, unsafe { pool.header(b) });
                 match std::io::Error::last_os_error().raw_os_error() {
                     Some(libc::EAGAIN) => full += 1,
                     _ => err += 1,
