@@ -459,14 +459,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
 
     // Kernel objects first: nothing in Sluice changes if one of them fails.
     let map = bpf::XskMap::create(dev_queues).map_err(|e| format!("`{}': {e}", c.host))?;
-    let mut socks = Vec::new();
-    for q in 0..nq {
-        let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode)
-            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
-        map.set(q, x.fd())
-            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
-        socks.push((Arc::new(x), rings));
-    }
+    // The program before the sockets: a closed AF_XDP socket frees its queue only later (the
+    // kernel defers it), so a refused program must not have bound one.
     let (prog, program) = match &object {
         None => (
             bpf::Program::load_redirect(&map).map_err(|e| format!("`{}': {e}", c.host))?,
@@ -506,6 +500,14 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             )
         }
     };
+    let mut socks = Vec::new();
+    for q in 0..nq {
+        let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode)
+            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+        map.set(q, x.fd())
+            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+        socks.push((Arc::new(x), rings));
+    }
     let (link, fallback) =
         bpf::attach_xdp(&prog, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
     drop(prog);
