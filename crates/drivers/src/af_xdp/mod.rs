@@ -201,7 +201,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show af_xdp",
-        "show af_xdp — AF_XDP interfaces: XDP mode, copy/zero-copy, queues, rings, kernel counters",
+        "show af_xdp — AF_XDP interfaces: XDP mode and program, copy/zero-copy, queues, rings, kernel counters",
         cli_show,
     );
     t.add(
