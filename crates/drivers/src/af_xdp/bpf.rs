@@ -527,6 +527,14 @@ mod kernel_tests {
     }
 
     #[test]
+    fn btf_style_fixture_loads() {
+        let Some(xsk) = map() else { return };
+        let o = elf::parse(include_bytes!("../../tests/data/xdp_btf_xsks.o")).unwrap();
+        let p = load_object(&o, &xsk);
+        assert!(p.is_ok(), "{:?}", p.err());
+    }
+
+    #[test]
     fn verifier_refusal_is_one_line_with_the_whole_log_kept() {
         let Some(xsk) = map() else { return };
         let mut o = elf::parse(FIXTURE).unwrap();

@@ -559,6 +559,29 @@ mod tests {
     }
 
     #[test]
+    fn btf_style_xsks_map_is_recognised_by_name() {
+        let b = include_bytes!("../../tests/data/xdp_btf_xsks.o");
+        let o = parse(b).unwrap();
+        assert_eq!(o.function.as_deref(), Some("xdp_redirect_all"));
+        assert_eq!(
+            o.maps,
+            vec![MapDef {
+                name: XSKS_MAP.into(),
+                def: None
+            }]
+        );
+        assert_eq!(o.relocs, vec![MapReloc { insn: 1, map: 0 }]);
+        let mut other = b.to_vec();
+        let at = other.windows(9).position(|w| w == b"xsks_map\0").unwrap();
+        other[at + 7] = b'q';
+        let e = parse(&other).unwrap_err();
+        assert!(
+            e.contains("BTF-defined map `xsks_maq' is not supported"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn system_xdp_objects_without_xsks_map_are_refused() {
         // xdp-tools' filter programs (BTF maps, no xsks_map), when installed.
         let dir = std::path::Path::new("/usr/lib/x86_64-linux-gnu/bpf");
