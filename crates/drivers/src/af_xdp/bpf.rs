@@ -7,12 +7,18 @@
 //!   ([`redirect_program`]): `return bpf_redirect_map(&xsks_map, ctx->rx_queue_index,
 //!   XDP_PASS)` — packets of a queue with a socket go to Sluice, the others (queues without a
 //!   socket) to the Linux stack;
+//! - or load a user's program from an object file (`prog <file>`, parsed by [`super::elf`]):
+//!   its legacy maps are created, its `xsks_map` is the interface's XSKMAP, its map
+//!   relocations are applied ([`load_object`]); a refused program's verifier verdict goes in
+//!   the one-line error and the whole log in the daemon log;
 //! - attach it to an interface with `BPF_LINK_CREATE` in native (driver) mode or generic
 //!   (SKB) mode. A bpf_link detaches when its last fd closes: deleting the interface, or
 //!   Sluice exiting or crashing, takes the program off the interface; nothing is pinned.
 //!
 //! Constants are those of `<linux/bpf.h>` and `<linux/if_link.h>` (stable kernel ABI).
 
+use super::elf::Object;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -215,6 +221,88 @@ impl XskMap {
     }
 }
 
+/// A map created from an object file's legacy definition; closed after the program that
+/// uses it is loaded (the program keeps it alive).
+pub struct Map {
+    fd: OwnedFd,
+}
+
+impl Map {
+    /// Creates a map from `def` = (type, key_size, value_size, max_entries, map_flags).
+    pub fn create(name: &str, def: [u32; 5]) -> io::Result<Map> {
+        let mut a = Attr::new();
+        a.u32(0, def[0])
+            .u32(4, def[1])
+            .u32(8, def[2])
+            .u32(12, def[3])
+            .u32(16, def[4])
+            .name(28, &kernel_name(name));
+        let r = bpf(
+            BPF_MAP_CREATE,
+            &mut a,
+            &format!("BPF_MAP_CREATE (`{name}', type {})", def[0]),
+        )?;
+        Ok(Map { fd: fd_of(r) })
+    }
+}
+
+/// `name` cut to what the kernel accepts in `map_name`/`prog_name`: 15 characters of
+/// `[A-Za-z0-9_.]`.
+fn kernel_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+        .take(15)
+        .collect()
+}
+
+/// Why `BPF_PROG_LOAD` failed: the error with the verifier's verdict for one line, and the
+/// whole verifier log.
+#[derive(Debug)]
+pub struct LoadError {
+    /// One line: the syscall error and the verifier's last relevant lines.
+    pub message: String,
+    /// The complete verifier log (empty when the kernel wrote none).
+    pub log: String,
+}
+
+/// The lines of a verifier log that say why it refused: those after the last instruction
+/// trace line (`12: (61) r2 = ...`), without the statistics (`processed N insns`, ...),
+/// at most the last two, joined with `; `.
+pub fn verifier_verdict(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let is_insn = |l: &str| {
+        let d = l.chars().take_while(char::is_ascii_digit).count();
+        d > 0 && l[d..].starts_with(':')
+    };
+    let is_stat = |l: &str| {
+        l.starts_with("processed ")
+            || l.starts_with("verification time")
+            || l.starts_with("stack depth")
+            || l.starts_with("-- END PROG LOAD LOG --")
+    };
+    let start = lines.iter().rposition(|l| is_insn(l)).map_or(0, |i| i + 1);
+    let mut why: Vec<&str> = lines[start..]
+        .iter()
+        .copied()
+        .filter(|l| !is_stat(l))
+        .collect();
+    if why.is_empty() {
+        why = lines
+            .iter()
+            .rev()
+            .copied()
+            .filter(|l| !is_stat(l))
+            .take(1)
+            .collect();
+    }
+    let n = why.len();
+    why[n.saturating_sub(2)..].join("; ")
+}
+
 /// A loaded XDP program.
 pub struct Program {
     fd: OwnedFd,
@@ -223,40 +311,58 @@ pub struct Program {
 impl Program {
     /// Loads the built-in redirect program for `map`.
     pub fn load_redirect(map: &XskMap) -> io::Result<Program> {
-        let insns = redirect_program(map.fd());
-        let bytes: Vec<u8> = insns.iter().flat_map(|i| i.to_bytes()).collect();
         // bpf_redirect_map is not a GPL-only helper: any license string is accepted.
-        let license = c"Apache-2.0 OR MIT";
-        let mut log = vec![0u8; 4096];
-        let mut a = Attr::new();
-        // prog_type, insn_cnt, insns at 8, license at 16, log_level at 24, log_size at 28,
-        // log_buf at 32, kern_version at 40, prog_flags at 44, prog_name[16] at 48,
-        // prog_ifindex at 64, expected_attach_type at 68.
-        a.u32(0, BPF_PROG_TYPE_XDP)
-            .u32(4, insns.len() as u32)
-            .u64(8, bytes.as_ptr() as u64)
-            .u64(16, license.as_ptr() as u64)
-            .u32(24, 1)
-            .u32(28, log.len() as u32)
-            .u64(32, log.as_mut_ptr() as u64)
-            .name(48, "sluice_xsk")
-            .u32(68, BPF_XDP);
-        match bpf(BPF_PROG_LOAD, &mut a, "BPF_PROG_LOAD") {
-            Ok(r) => Ok(Program { fd: fd_of(r) }),
-            Err(e) => {
-                let end = log.iter().position(|&c| c == 0).unwrap_or(0);
-                let v = String::from_utf8_lossy(&log[..end]);
-                let last = v.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-                Err(io::Error::new(
-                    e.kind(),
-                    if last.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{e}; verifier: {last}")
-                    },
-                ))
+        Program::load(
+            &redirect_program(map.fd()),
+            c"Apache-2.0 OR MIT",
+            "sluice_xsk",
+        )
+        .map_err(|e| io::Error::other(e.message))
+    }
+
+    /// Loads `insns` as an XDP program. Without a log first (a verifier log can be larger
+    /// than any buffer for a program that is fine); when that fails, again with a log for
+    /// the reason.
+    pub fn load(insns: &[Insn], license: &CStr, name: &str) -> Result<Program, LoadError> {
+        let bytes: Vec<u8> = insns.iter().flat_map(|i| i.to_bytes()).collect();
+        let name = kernel_name(name);
+        let attempt = |log: &mut [u8]| {
+            let mut a = Attr::new();
+            // prog_type, insn_cnt, insns at 8, license at 16, log_level at 24, log_size at
+            // 28, log_buf at 32, kern_version at 40, prog_flags at 44, prog_name[16] at 48,
+            // prog_ifindex at 64, expected_attach_type at 68.
+            a.u32(0, BPF_PROG_TYPE_XDP)
+                .u32(4, insns.len() as u32)
+                .u64(8, bytes.as_ptr() as u64)
+                .u64(16, license.as_ptr() as u64)
+                .name(48, &name)
+                .u32(68, BPF_XDP);
+            if !log.is_empty() {
+                a.u32(24, 1)
+                    .u32(28, log.len() as u32)
+                    .u64(32, log.as_mut_ptr() as u64);
             }
+            bpf(BPF_PROG_LOAD, &mut a, "BPF_PROG_LOAD")
+        };
+        let first = match attempt(&mut []) {
+            Ok(r) => return Ok(Program { fd: fd_of(r) }),
+            Err(e) => e,
+        };
+        let mut log = vec![0u8; 1 << 20];
+        if let Ok(r) = attempt(&mut log) {
+            return Ok(Program { fd: fd_of(r) });
         }
+        let end = log.iter().position(|&c| c == 0).unwrap_or(log.len());
+        let log = String::from_utf8_lossy(&log[..end]).into_owned();
+        let verdict = verifier_verdict(&log);
+        Err(LoadError {
+            message: if verdict.is_empty() {
+                first.to_string()
+            } else {
+                format!("{first}; verifier: {verdict}")
+            },
+            log,
+        })
     }
 
     /// Attaches the program to `ifindex` in mode `flags` (`XDP_FLAGS_DRV_MODE` or
@@ -290,15 +396,51 @@ impl Link {
     }
 }
 
-/// Loads the redirect program and attaches it to `ifindex`: native mode first, generic mode
-/// when the driver refuses (the reason is logged and returned with the link); generic mode
-/// only with `generic`.
-pub fn attach_redirect(
-    map: &XskMap,
+/// Loads the program of an object file ([`super::elf`]) for the interface whose XSKMAP is
+/// `xsk`: its `xsks_map` is `xsk` whatever the object declares, its other maps are created
+/// as declared (and closed once the program holds them), its `ld_imm64` map relocations get
+/// `src_reg = BPF_PSEUDO_MAP_FD` and the map's descriptor.
+pub fn load_object(obj: &Object, xsk: &XskMap) -> Result<Program, LoadError> {
+    let mut owned = Vec::new();
+    let mut fds = Vec::new();
+    for m in &obj.maps {
+        match m.def {
+            None => fds.push(xsk.fd()),
+            Some(def) => {
+                let map = Map::create(&m.name, def).map_err(|e| LoadError {
+                    message: e.to_string(),
+                    log: String::new(),
+                })?;
+                fds.push(map.fd.as_raw_fd());
+                owned.push(map);
+            }
+        }
+    }
+    let mut insns = obj.insns.clone();
+    for r in &obj.relocs {
+        let (Some(&fd), true) = (fds.get(r.map), r.insn + 1 < insns.len()) else {
+            return Err(LoadError {
+                message: format!("bad relocation at instruction {}", r.insn),
+                log: String::new(),
+            });
+        };
+        let i = &mut insns[r.insn];
+        i.regs = (BPF_PSEUDO_MAP_FD << 4) | (i.regs & 0xf);
+        i.imm = fd;
+        insns[r.insn + 1].imm = 0;
+    }
+    let license = CString::new(obj.license.as_str()).unwrap_or_default();
+    let name = obj.function.as_deref().unwrap_or(&obj.section);
+    Program::load(&insns, &license, name)
+}
+
+/// Attaches `prog` to `ifindex`: native mode first, generic mode when the driver refuses (the
+/// reason is logged and returned with the link); generic mode only with `generic`.
+pub fn attach_xdp(
+    prog: &Program,
     ifindex: u32,
     generic: bool,
 ) -> io::Result<(Link, Option<String>)> {
-    let prog = Program::load_redirect(map)?;
     if generic {
         return Ok((prog.attach(ifindex, XDP_FLAGS_SKB_MODE)?, None));
     }
@@ -355,5 +497,74 @@ mod tests {
         assert_eq!((p[3].code, p[3].regs, p[3].imm), (0xb7, 3, XDP_PASS));
         assert_eq!((p[4].code, p[4].imm), (0x85, FUNC_REDIRECT_MAP));
         assert_eq!(p[5].code, 0x95);
+    }
+}
+
+/// Against the kernel: needs root (CAP_BPF); skipped otherwise.
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+    use crate::af_xdp::elf;
+
+    const FIXTURE: &[u8] = include_bytes!("../../tests/data/xdp_drop_icmp.o");
+
+    fn map() -> Option<XskMap> {
+        match XskMap::create(4) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("SKIPPED: cannot create an XSKMAP here: {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn fixture_loads_with_its_maps() {
+        let Some(xsk) = map() else { return };
+        let o = elf::parse(FIXTURE).unwrap();
+        let p = load_object(&o, &xsk);
+        assert!(p.is_ok(), "{:?}", p.err());
+    }
+
+    #[test]
+    fn btf_style_fixture_loads() {
+        let Some(xsk) = map() else { return };
+        let o = elf::parse(include_bytes!("../../tests/data/xdp_btf_xsks.o")).unwrap();
+        let p = load_object(&o, &xsk);
+        assert!(p.is_ok(), "{:?}", p.err());
+    }
+
+    #[test]
+    fn verifier_refusal_is_one_line_with_the_whole_log_kept() {
+        let Some(xsk) = map() else { return };
+        let mut o = elf::parse(FIXTURE).unwrap();
+        // `r4 += 34` -> `r4 += 14`: the bounds check no longer covers the IPv4 protocol byte.
+        assert_eq!((o.insns[3].code, o.insns[3].imm), (0x07, 34));
+        o.insns[3].imm = 14;
+        let e = load_object(&o, &xsk)
+            .err()
+            .expect("the verifier accepted it");
+        eprintln!("{}", e.message);
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        assert!(e.message.contains("verifier:"), "{}", e.message);
+        assert!(e.message.contains("outside of the packet"), "{}", e.message);
+        assert!(e.log.lines().count() > 5, "{}", e.log);
+    }
+
+    #[test]
+    fn verdict_lines() {
+        let log = "func#0 @0\n0: R1=ctx() R10=fp0\n11: (71) r2 = *(u8 *)(r2 +23)\n\
+                   invalid access to packet, off=23 size=1, R2(id=0,off=23,r=14)\n\
+                   R2 offset is outside of the packet\n\
+                   processed 12 insns (limit 1000000) max_states_per_insn 0\n";
+        assert_eq!(
+            verifier_verdict(log),
+            "invalid access to packet, off=23 size=1, R2(id=0,off=23,r=14); R2 offset is outside of the packet"
+        );
+        assert_eq!(
+            verifier_verdict("last insn is not an exit or jmp\nprocessed 0 insns\n"),
+            "last insn is not an exit or jmp"
+        );
+        assert_eq!(verifier_verdict(""), "");
     }
 }

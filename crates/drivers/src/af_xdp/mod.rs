@@ -10,7 +10,8 @@
 //! - `show af_xdp` (alias `show af-xdp`): mode, queues, rings, UMEM, kernel counters.
 //!
 //! Per interface: an `XSKMAP` and the built-in redirect program (see [`bpf`]; loaded with
-//! the `bpf(2)` syscall from Rust, no libbpf/libxdp), attached through a bpf_link in native
+//! the `bpf(2)` syscall from Rust, no libbpf/libxdp) or, with `prog <file>`, the XDP program
+//! of an eBPF object file ([`elf`]) whose `xsks_map` becomes that XSKMAP, attached through a bpf_link in native
 //! mode or, when the driver refuses, generic mode; one AF_XDP socket per rx queue, each with
 //! its own UMEM ([`xsk`]), bound with `XDP_USE_NEED_WAKEUP` in zero-copy mode if the driver
 //! grants it, else copy mode. The UMEM is the driver's own memory, not the buffer arena
@@ -27,6 +28,7 @@
 //! (closing the link), the sockets closed and the UMEMs unmapped.
 
 pub mod bpf;
+pub mod elf;
 pub mod node;
 pub mod xsk;
 
@@ -79,6 +81,8 @@ pub struct CreateArgs {
     pub mode: ZcMode,
     /// Generic (skb) XDP even where the driver has native XDP.
     pub generic: bool,
+    /// `prog <file>`: an eBPF object file instead of the built-in program.
+    pub prog: Option<String>,
 }
 
 /// One socket as the control plane knows it.
@@ -110,6 +114,8 @@ pub struct XdpDev {
     pub native: bool,
     /// Why native mode was not used.
     pub fallback: Option<String>,
+    /// The XDP program: built-in or file and section.
+    pub program: String,
     queues: Vec<QueueInfo>,
     // Dropped in this order: the link detaches the program, then the map, then the
     // promiscuous membership ends; the sockets go with the last `Arc<Xsk>`.
@@ -195,7 +201,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show af_xdp",
-        "show af_xdp — AF_XDP interfaces: XDP mode, copy/zero-copy, queues, rings, kernel counters",
+        "show af_xdp — AF_XDP interfaces: XDP mode and program, copy/zero-copy, queues, rings, kernel counters",
         cli_show,
     );
     t.add(
@@ -223,6 +229,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut tx_size = DEFAULT_RING;
     let mut mode = ZcMode::Auto;
     let mut generic = false;
+    let mut prog = None;
     while !a.is_empty() {
         if a.keyword("host-if") {
             host = Some(a.word("Linux interface name")?);
@@ -255,12 +262,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         } else if a.keyword("generic-xdp") {
             generic = true;
         } else if a.keyword("prog") {
-            let f = a.word("program file")?;
-            return Err(CliError::new(format!(
-                "prog `{}': loading XDP programs from ELF objects is not supported yet; \
-                 Sluice attaches its built-in redirect program (omit `prog')",
-                sluice_cli::error::clip(&f)
-            )));
+            prog = Some(a.word("program file")?);
         } else if let Some(
             w @ ("netns" | "no-syscall-lock" | "mac-reuse" | "multi-buffer" | "no-multi-buffer"),
         ) = a.peek()
@@ -285,7 +287,60 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         tx_size,
         mode,
         generic,
+        prog,
     })
+}
+
+/// Most bytes read from a `prog` file (eBPF objects are kilobytes; this keeps `/dev/zero`
+/// or a mistyped multi-gigabyte path from stalling the control plane).
+const MAX_PROG_FILE: u64 = 16 << 20;
+
+/// Where a `prog` name without `/` is looked up, as VPP (libxdp's `LIBXDP_OBJECT_PATH`,
+/// then the usual install directories); a name with `/` is a path (relative to the daemon's
+/// working directory).
+fn prog_dirs() -> Vec<std::path::PathBuf> {
+    let mut d: Vec<std::path::PathBuf> = std::env::var_os("LIBXDP_OBJECT_PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    d.push("/usr/lib/bpf".into());
+    d.push(format!("/usr/lib/{}-linux-gnu/bpf", std::env::consts::ARCH).into());
+    d
+}
+
+/// Reads and parses the object file of `prog <file>`.
+fn read_prog(file: &str) -> Result<(std::path::PathBuf, elf::Object), String> {
+    use std::io::Read as _;
+    let path = if file.contains('/') {
+        std::path::PathBuf::from(file)
+    } else {
+        let dirs = prog_dirs();
+        dirs.iter()
+            .map(|d| d.join(file))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                let where_: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                format!(
+                    "not found in {} (a name with `/' is a path)",
+                    where_.join(", ")
+                )
+            })?
+    };
+    let f = std::fs::File::open(&path).map_err(|e| format!("cannot open: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("cannot open: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut data = Vec::new();
+    f.take(MAX_PROG_FILE + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if data.len() as u64 > MAX_PROG_FILE {
+        return Err(format!(
+            "larger than {} MiB, not an eBPF object",
+            MAX_PROG_FILE >> 20
+        ));
+    }
+    Ok((path, elf::parse(&data)?))
 }
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -383,10 +438,68 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             ));
         }
     }
+    // The program file is read and checked before anything changes.
+    let object = match &c.prog {
+        Some(f) => {
+            let clip = sluice_cli::error::clip(f);
+            let (path, o) = read_prog(f).map_err(|e| format!("prog `{clip}': {e}"))?;
+            if !o.others.is_empty() {
+                log::info!(
+                    "{name}: {}: loading {}, not the other XDP section(s) {}",
+                    path.display(),
+                    o.describe(),
+                    o.others.join(", ")
+                );
+            }
+            Some((clip, path, o))
+        }
+        None => None,
+    };
     linux_if::set_up(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
 
     // Kernel objects first: nothing in Sluice changes if one of them fails.
     let map = bpf::XskMap::create(dev_queues).map_err(|e| format!("`{}': {e}", c.host))?;
+    // The program before the sockets: a closed AF_XDP socket frees its queue only later (the
+    // kernel defers it), so a refused program must not have bound one.
+    let (prog, program) = match &object {
+        None => (
+            bpf::Program::load_redirect(&map).map_err(|e| format!("`{}': {e}", c.host))?,
+            "built-in (bpf_redirect_map(xsks_map, rx_queue_index, XDP_PASS))".to_string(),
+        ),
+        Some((clip, path, o)) => {
+            let p = bpf::load_object(o, &map).map_err(|e| {
+                if !e.log.is_empty() {
+                    log::error!(
+                        "{name}: prog {}: {} refused; verifier log:\n{}",
+                        path.display(),
+                        o.describe(),
+                        e.log.trim_end()
+                    );
+                }
+                format!(
+                    "prog `{clip}': {}: {}{}",
+                    o.describe(),
+                    e.message,
+                    if e.log.is_empty() {
+                        ""
+                    } else {
+                        " (verifier log in the daemon log)"
+                    }
+                )
+            })?;
+            let maps: Vec<&str> = o.maps.iter().map(|m| m.name.as_str()).collect();
+            (
+                p,
+                format!(
+                    "{} {}, {} instructions, maps {}",
+                    path.display(),
+                    o.describe(),
+                    o.insns.len(),
+                    maps.join(" ")
+                ),
+            )
+        }
+    };
     let mut socks = Vec::new();
     for q in 0..nq {
         let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode)
@@ -396,7 +509,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         socks.push((Arc::new(x), rings));
     }
     let (link, fallback) =
-        bpf::attach_redirect(&map, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
+        bpf::attach_xdp(&prog, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
+    drop(prog);
     if let Some(why) = &fallback {
         log::warn!("{name}: {why}");
     }
@@ -456,7 +570,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         });
     }
     log::info!(
-        "{name}: attached to Linux `{}' (ifindex {ifindex}), {} XDP, {}, {nq} of {dev_queues} queue(s), rings rx {} tx {}, mac {}",
+        "{name}: attached to Linux `{}' (ifindex {ifindex}), {} XDP, {}, {nq} of {dev_queues} queue(s), rings rx {} tx {}, mac {}, program {program}",
         c.host,
         if link.native() { "native" } else { "generic" },
         if zero_copy { "zero-copy" } else { "copy mode" },
@@ -474,6 +588,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         geo,
         native: link.native(),
         fallback,
+        program,
         queues,
         _link: link,
         _map: map,
@@ -561,10 +676,11 @@ fn hw_detail(vm: &mut Vlib, sw: SwIfIndex) -> String {
     let m = vm.ext_mut::<AfXdpMain>();
     match m.devs.iter().find(|d| d.sw_if == sw) {
         Some(d) => format!(
-            "  af_xdp: Linux `{}' ifindex {}\n  {}\n",
+            "  af_xdp: Linux `{}' ifindex {}\n  {}\n  XDP program: {}\n",
             d.host,
             d.ifindex,
-            mode_line(d)
+            mode_line(d),
+            d.program
         ),
         None => String::new(),
     }
@@ -588,6 +704,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             d.name, d.sw_if.0, d.host, d.ifindex
         );
         let _ = writeln!(out, "  {}", mode_line(d));
+        let _ = writeln!(out, "  XDP program: {}", d.program);
         if let Some(why) = &d.fallback {
             let _ = writeln!(out, "  {why}");
         }
@@ -670,6 +787,7 @@ mod tests {
                 tx_size: 256,
                 mode: ZcMode::Copy,
                 generic: false,
+                prog: None,
             }
         );
         let d = parse("host-if eth1 num-rx-queues 2 zero-copy").unwrap();
@@ -678,6 +796,10 @@ mod tests {
             (Queues::N(2), DEFAULT_RING, DEFAULT_RING, ZcMode::ZeroCopy)
         );
         assert!(parse("host-if eth1 generic-xdp").unwrap().generic);
+        assert_eq!(
+            parse("host-if eth1 prog /tmp/p.o").unwrap().prog.as_deref(),
+            Some("/tmp/p.o")
+        );
         // VPP's positional form.
         assert_eq!(parse("eth2").unwrap().host, "eth2");
     }
@@ -697,15 +819,29 @@ mod tests {
         assert!(parse("host-if x tx-queue-size 8192")
             .unwrap_err()
             .contains("`8192'"));
-        assert!(parse("host-if x prog /tmp/p.o")
+        assert!(parse("host-if x prog")
             .unwrap_err()
-            .contains("not supported yet"));
+            .contains("program file"));
         assert!(parse("host-if x netns foo")
             .unwrap_err()
             .contains("`netns'"));
         assert!(parse("host-if averyveryverylongname")
             .unwrap_err()
             .contains("bad Linux interface name"));
+    }
+
+    #[test]
+    fn prog_files_are_checked_before_anything_changes() {
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/xdp_drop_icmp.o");
+        let (path, o) = read_prog(fixture).unwrap();
+        assert_eq!(path, std::path::PathBuf::from(fixture));
+        assert_eq!(o.section, "xdp");
+        let e = |f: &str| read_prog(f).map(|_| ()).unwrap_err();
+        assert!(e("/nonexistent/x.o").contains("cannot open"));
+        assert!(e("/dev/zero").contains("not a regular file"));
+        assert!(e("/").contains("not a regular file"));
+        assert!(e("no-such-prog-file.o").contains("not found in"));
+        assert!(e("/proc/self/status").contains("not an ELF object"));
     }
 
     #[test]
