@@ -88,6 +88,7 @@ cargo build --release -q -p sluice -p sluicectl
 SLUICE="$TARGET/release/sluice"
 CTL="$TARGET/release/sluicectl"
 HZ=$(getconf CLK_TCK)
+GEN_RATE="${RATE:-1e9}"
 IDLE_WARN=0.03 # CPU 0 busy fraction with no traffic above which results include other work
 
 P="slb$$"
@@ -201,7 +202,7 @@ run_once() {
     local size="$1" mac="$2" tc=gctl tif=host-eth0 rate=rx_sink r0 r1 c0=0 c1=0 n0 n1 a b off
     [ "$MODE" = tx ] && { tc=rctl; tif="$SIF"; }
     [ "$MODE" = rx ] && rate=rx_sluice
-    $tc tester stream add name b interface "$tif" size "$size" rate "${RATE:-1e9}" duration "$SECS" \
+    $tc tester stream add name b interface "$tif" size "$size" rate "$GEN_RATE" duration "$SECS" \
         dst-mac "$mac" src 10.97.1.10-10.97.1.250 dst 10.97.2.2 dport 9 flows 1000 >/dev/null
     r0=$($rate); [ -n "$SPID" ] && c0=$(ticks "$SPID"); n0=$(napi_ticks); a=$(snap)
     $tc tester start >/dev/null
@@ -231,38 +232,40 @@ warm() { # wait for the path to work (ARP on both sides; each router has other M
 
 declare -A RES IDLE
 WARNED=""
-# 2 s with no traffic before a variant's series: CPU 0 and CPU 1 busy fractions.
-# With QUIET_WAIT=<s>, repeats the window until CPU 0 is quiet or <s> seconds have passed.
-idle_baseline() {
+# idle_window <variant> before|after: CPU 0 and CPU 1 busy fractions over 2 s with no
+# traffic, before and after a variant's series. Before, with QUIET_WAIT=<s>, the window is
+# repeated until CPU 0 is quiet or <s> seconds have passed.
+idle_window() {
     local a b b0 b1 t0=$SECONDS
     while :; do
         a=$(snap); sleep 2; b=$(snap)
-        IDLE[$1]=$(busy "$a" "$b")
-        read -r b0 b1 <<<"${IDLE[$1]}"
+        read -r b0 b1 <<<"$(busy "$a" "$b")"
         awk -v b="$b0" -v w="$IDLE_WARN" 'BEGIN {exit !(b > w)}' || break
-        [ $((SECONDS - t0)) -lt "${QUIET_WAIT:-0}" ] || break
+        [ "$2" = before ] && [ $((SECONDS - t0)) -lt "${QUIET_WAIT:-0}" ] || break
     done
-    echo "$1: idle baseline (2 s, no traffic) CPU 0 $b0, CPU 1 $b1 busy; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    IDLE[$1]+="${IDLE[$1]:+ -> }$b0/$b1"
+    echo "$1: idle $2 (2 s, no traffic) CPU 0 $b0, CPU 1 $b1 busy; load average $(cut -d' ' -f1-3 /proc/loadavg)"
     if awk -v b="$b0" -v w="$IDLE_WARN" 'BEGIN {exit !(b > w)}'; then
-        WARNED+=" $1"
-        echo "WARNING: $1: CPU 0 is $b0 busy with no traffic (> $IDLE_WARN): its results include other work"
+        WARNED+=" $1($2)"
+        echo "WARNING: $1: CPU 0 is $b0 busy with no traffic $2 the series (> $IDLE_WARN): its results include other work"
     fi
 }
 
 # Runs every size against the variant now in place; $1 = variant, $2 = destination MAC.
 measure() {
     local drv="$1" mac="$2" size i rate cores off c1 sl so na
-    idle_baseline "$drv"
+    idle_window "$drv" before
     for size in $SIZES; do
-        local RATE=() CORES=() PPC=() OFF=() C1=() SL=() SO=() NA=()
+        local RATES=() CORES=() PPC=() OFF=() C1=() SL=() SO=() NA=()
         for i in $(seq 1 "$RUNS"); do
             read -r rate cores off c1 sl so na <<<"$(run_once "$size" "$mac")"
-            RATE+=("$rate"); CORES+=("$cores"); OFF+=("$off"); C1+=("$c1")
+            RATES+=("$rate"); CORES+=("$cores"); OFF+=("$off"); C1+=("$c1")
             SL+=("$sl"); SO+=("$so"); NA+=("$na")
             PPC+=("$(awk -v p="$rate" -v c="$cores" 'BEGIN {printf "%d", (c > 0) ? p / c : 0}')")
         done
-        RES[$drv,$size]="$(stats "${RATE[@]}")|$(stats "${CORES[@]}")|$(stats "${PPC[@]}")|$(stats "${OFF[@]}")|$(stats "${C1[@]}")|$(stats "${SL[@]}")|$(stats "${SO[@]}")|$(stats "${NA[@]}")"
+        RES[$drv,$size]="$(stats "${RATES[@]}")|$(stats "${CORES[@]}")|$(stats "${PPC[@]}")|$(stats "${OFF[@]}")|$(stats "${C1[@]}")|$(stats "${SL[@]}")|$(stats "${SO[@]}")|$(stats "${NA[@]}")"
     done
+    idle_window "$drv" after
 }
 
 mac_of() { # Sluice's MAC of interface $1
@@ -386,18 +389,18 @@ label() {
 med() { cut -d'|' -f"$2" <<<"${RES[$1]}" | awk '{print $2}'; }
 has() { [[ " $DRIVERS " == *" $1 "* ]]; }
 
-echo "${SECS}s x ${RUNS} runs per cell, min/median/max; RXMODE=${RXMODE:-polling}; RATE=${RATE:-1e9}; load average before $LOAD0, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "${SECS}s x ${RUNS} runs per cell, min/median/max; RXMODE=${RXMODE:-polling}; RATE=$GEN_RATE; load average before $LOAD0, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rate = pps received by the sink (tx only: sent by Sluice's tester; rx only: Sluice's rx counter);"
 echo "cores = CPU 0 busy (elapsed - idle, /proc/stat): the router's CPU-seconds per second; pps/core = rate / cores (per run);"
-echo "offered = tester tx pps; cpu1 = CPU 1 busy; idle = CPU 0/CPU 1 busy with no traffic before the series;"
+echo "offered = tester tx pps; cpu1 = CPU 1 busy; idle = CPU 0/CPU 1 busy with no traffic before -> after the series;"
 echo "parts (tick-sampled, information only, medians): Sluice utime+stime / CPU 0 softirq / NAPI threads"
 for size in $SIZES; do
     echo "frame ${size} B (without FCS):"
     for drv in $DRIVERS; do
         IFS='|' read -r p c pc o b1 sl so na <<<"${RES[$drv,$size]}"
-        printf '  %-18s rate %-26s cores %-18s pps/core %-26s offered %-26s cpu1 %-18s idle %-12s parts %s/%s/%s\n' \
+        printf '  %-18s rate %-26s cores %-18s pps/core %-26s offered %-26s cpu1 %-18s idle %-25s parts %s/%s/%s\n' \
             "$(label "$drv")" "${p// //}" "${c// //}" "${pc// //}" "${o// //}" "${b1// //}" \
-            "${IDLE[$drv]// //}" "$(awk '{print $2}' <<<"$sl")" "$(awk '{print $2}' <<<"$so")" "$(awk '{print $2}' <<<"$na")"
+            "${IDLE[$drv]}" "$(awk '{print $2}' <<<"$sl")" "$(awk '{print $2}' <<<"$so")" "$(awk '{print $2}' <<<"$na")"
     done
     kc=""
     if has linux; then
@@ -421,5 +424,5 @@ for size in $SIZES; do
     done
 done
 if [ -n "$WARNED" ]; then
-    echo "WARNING: CPU 0 was more than $IDLE_WARN busy with no traffic before:$WARNED — those results include other work (see the idle column)"
+    echo "WARNING: CPU 0 was more than $IDLE_WARN busy with no traffic around:$WARNED — those results include other work (see the idle column)"
 fi
