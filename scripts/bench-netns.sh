@@ -236,15 +236,19 @@ WARNED=""
 # traffic, before and after a variant's series. Before, with QUIET_WAIT=<s>, the window is
 # repeated until CPU 0 is quiet or <s> seconds have passed.
 idle_window() {
-    local a b b0 b1 t0=$SECONDS
+    local a b b0 b1 own c0=0 c1=0 n0 n1 t0=$SECONDS
     while :; do
-        a=$(snap); sleep 2; b=$(snap)
+        [ -n "$SPID" ] && c0=$(ticks "$SPID"); n0=$(napi_ticks); a=$(snap)
+        sleep 2
+        [ -n "$SPID" ] && c1=$(ticks "$SPID"); n1=$(napi_ticks); b=$(snap)
         read -r b0 b1 <<<"$(busy "$a" "$b")"
+        own=$(awk -v c=$((c1 - c0 + n1 - n0)) -v hz="$HZ" -v a="$a" -v b="$b" \
+            'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.3f", c / hz / ((y[1] - x[1]) / 1e9)}')
         awk -v b="$b0" -v w="$IDLE_WARN" 'BEGIN {exit !(b > w)}' || break
         [ "$2" = before ] && [ $((SECONDS - t0)) -lt "${QUIET_WAIT:-0}" ] || break
     done
     IDLE[$1]+="${IDLE[$1]:+ -> }$b0/$b1"
-    echo "$1: idle $2 (2 s, no traffic) CPU 0 $b0, CPU 1 $b1 busy; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "$1: idle $2 (2 s, no traffic) CPU 0 $b0, CPU 1 $b1 busy (the router's Sluice and NAPI threads: $own); load average $(cut -d' ' -f1-3 /proc/loadavg)"
     if awk -v b="$b0" -v w="$IDLE_WARN" 'BEGIN {exit !(b > w)}'; then
         WARNED+=" $1($2)"
         echo "WARNING: $1: CPU 0 is $b0 busy with no traffic $2 the series (> $IDLE_WARN): its results include other work"
