@@ -315,7 +315,7 @@ sluice_veth() {
                 echo 200000 | ip netns exec "$R" tee /sys/class/net/$d/gro_flush_timeout >/dev/null
             done
         fi
-        echo "$drv: $(rctl show af_xdp | grep -Eo 'native|generic' | head -1) XDP, NAPI threads: $NAPI"
+        echo "$drv: $(rctl show af_xdp | grep -Eo "native|generic" | head -1) XDP, NAPI threads:" $NAPI
     fi
     case "$MODE" in
         fwd) warm || router_failed; mac=$(mac_of "$GIF") ;;
