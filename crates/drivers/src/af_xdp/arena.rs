@@ -130,6 +130,7 @@ impl ArenaGeo {
 /// The buffers one ring has given to the kernel: a bitmap over the pool and a count.
 pub struct Held {
     bits: Vec<u64>,
+    n: u32,
     count: u32,
 }
 
@@ -138,6 +139,7 @@ impl Held {
     pub fn new(n: u32) -> Held {
         Held {
             bits: vec![0; (n as usize).div_ceil(64)],
+            n,
             count: 0,
         }
     }
@@ -152,6 +154,9 @@ impl Held {
     /// outside the pool.
     #[inline(always)]
     pub fn give(&mut self, b: BufIdx) -> bool {
+        if b.0 >= self.n {
+            return false;
+        }
         let (w, m) = (b.0 as usize / 64, 1u64 << (b.0 % 64));
         match self.bits.get_mut(w) {
             Some(x) if *x & m == 0 => {
