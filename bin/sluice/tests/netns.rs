@@ -599,7 +599,7 @@ enum Driver {
     AfXdp,
     /// The same in a daemon with a small arena ([`ARENA_CONF`]): the arena is the UMEM,
     /// packets are received into and sent from graph buffers (zero-copy).
-    AfXdpArena,
+    XdpArena,
 }
 
 /// Startup config of the arena variant: 3072 x 2304 B = 6.75 MiB of buffer data, within the
@@ -612,7 +612,7 @@ impl Driver {
         match self {
             Driver::AfPacket => 'p',
             Driver::AfXdp => 'x',
-            Driver::AfXdpArena => 'z',
+            Driver::XdpArena => 'z',
         }
     }
 
@@ -624,7 +624,7 @@ impl Driver {
     /// Starts the daemon of a scenario (`extra`: more startup config).
     fn daemon(self, tag: &str, extra: &str) -> Daemon {
         match self {
-            Driver::AfXdpArena => Daemon::start(tag, &format!("{extra}\n{ARENA_CONF}")),
+            Driver::XdpArena => Daemon::start(tag, &format!("{extra}\n{ARENA_CONF}")),
             _ => Daemon::start(tag, extra),
         }
     }
@@ -632,7 +632,7 @@ impl Driver {
     fn create_cmd(self, veth: &str, extra: &str) -> String {
         match self {
             Driver::AfPacket => format!("create host-interface name {veth} {extra}"),
-            Driver::AfXdp | Driver::AfXdpArena => {
+            Driver::AfXdp | Driver::XdpArena => {
                 format!("create interface af_xdp host-if {veth} {extra}")
             }
         }
@@ -644,7 +644,7 @@ impl Driver {
                 "delete host-interface name {}",
                 name.strip_prefix("host-").unwrap_or(name)
             ),
-            Driver::AfXdp | Driver::AfXdpArena => format!("delete interface af_xdp {name}"),
+            Driver::AfXdp | Driver::XdpArena => format!("delete interface af_xdp {name}"),
         }
     }
 
@@ -653,7 +653,7 @@ impl Driver {
         match self {
             Driver::AfPacket => ("show af_packet", "TPACKET_V3"),
             Driver::AfXdp => ("show af_xdp", "umem: per-socket umem (copy)"),
-            Driver::AfXdpArena => (
+            Driver::XdpArena => (
                 "show af_xdp",
                 "umem: buffer arena (zero-copy into graph buffers)",
             ),
@@ -669,7 +669,7 @@ impl Driver {
     fn input_node(self) -> &'static str {
         match self {
             Driver::AfPacket => "af-packet-input",
-            Driver::AfXdp | Driver::AfXdpArena => "af_xdp-input",
+            Driver::AfXdp | Driver::XdpArena => "af_xdp-input",
         }
     }
 
@@ -694,11 +694,11 @@ fn attach_with(d: &Daemon, drv: Driver, veth: &str, extra: &str, addr: Option<&s
     let name = out.lines().next().unwrap_or("").trim().to_string();
     match drv {
         Driver::AfPacket => assert_eq!(name, format!("host-{veth}")),
-        Driver::AfXdp | Driver::AfXdpArena => {
+        Driver::AfXdp | Driver::XdpArena => {
             assert!(name.starts_with(&format!("{veth}/")), "{out}")
         }
     }
-    if drv == Driver::AfXdpArena {
+    if drv == Driver::XdpArena {
         let hw = d.ok(&format!("show hardware-interfaces {name}"));
         assert!(hw.contains("umem: buffer arena"), "not in arena mode: {hw}");
     }
@@ -728,7 +728,7 @@ macro_rules! for_each_driver {
             }
             #[test]
             fn af_xdp_arena() {
-                super::$scenario(super::Driver::AfXdpArena);
+                super::$scenario(super::Driver::XdpArena);
             }
         }
     )*};
@@ -853,7 +853,7 @@ fn routes_between_namespaces(drv: Driver) {
         assert!(field(&ha, "packets ") >= rx.min(a_tx), "{show}");
         assert!(field(&hb, "tx kicks ") >= 1, "{show}");
         assert!(show.contains("napi id"), "{show}");
-        if drv == Driver::AfXdpArena {
+        if drv == Driver::XdpArena {
             // Each queue keeps its fill ring stocked with rx-queue-size graph buffers.
             assert!(
                 show.contains("arena buffers held by the kernel: rx 512"),
@@ -1032,7 +1032,7 @@ fn delete_while_flooding(drv: Driver) {
     let show = d.ok(drv.show().0);
     match drv {
         Driver::AfPacket => assert!(show.contains("fanout hash"), "{show}"),
-        Driver::AfXdp | Driver::AfXdpArena => assert!(show.contains("2 of 2 queue(s)"), "{show}"),
+        Driver::AfXdp | Driver::XdpArena => assert!(show.contains("2 of 2 queue(s)"), "{show}"),
     }
     assert!(show.contains("sluice_wk_0"), "{show}");
     ping_ok(&a, ip("10.94.2.2"), 1);
@@ -1330,7 +1330,7 @@ fn refused_kicks_are_retried(drv: Driver) {
             cmd.push("8kb");
             must(&cmd);
         }
-        Driver::AfXdp | Driver::AfXdpArena => {
+        Driver::AfXdp | Driver::XdpArena => {
             let ipb = |args: &[&str]| {
                 let mut cmd = vec!["ip", "-n", &b];
                 cmd.extend(args);

@@ -454,7 +454,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         rx_size: c.rx_size,
         tx_size: c.tx_size,
     };
-    let (use_arena, umem_why, share) = choose_umem(vm, c, nq, geo)?;
+    let (use_arena, umem_why, share) = choose_umem(vm, c, ifindex, nq, geo)?;
     // The program file is read and checked before anything changes.
     let object = match &c.prog {
         Some(f) => {
@@ -728,6 +728,7 @@ fn mode_line(d: &XdpDev) -> String {
 fn choose_umem(
     vm: &mut Vlib,
     c: &CreateArgs,
+    ifindex: u32,
     nq: u32,
     geo: XskGeometry,
 ) -> Result<(bool, String, Option<Arc<xsk::Xsk>>), String> {
@@ -736,7 +737,14 @@ fn choose_umem(
     let region = pool.region().1;
     let m = vm.ext_mut::<AfXdpMain>();
     m.arena_socks.retain(|w| w.strong_count() > 0);
-    let share = m.arena_socks.iter().find_map(Weak::upgrade);
+    // Not a socket of this device (one of a deleted interface a busy worker still holds):
+    // sharing with a socket on the same device and queue is another kernel path (one fill
+    // ring for both), which Sluice does not use.
+    let share = m
+        .arena_socks
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|x| x.ifindex != ifindex);
     // The UMEMs are pinned memory: the whole process's are checked against RLIMIT_MEMLOCK
     // before asking, so the answer is a clear message rather than a refused registration.
     let own: usize = m

@@ -12,6 +12,7 @@
 //!   buffers (fill ring + kernel); a buffer pool too empty to refill is counted
 //!   (`fill ring refills deferred`) and the kernel drops what it cannot place (`show af_xdp`,
 //!   folded into `rx-miss`).
+//!
 //! In both, the kernel is woken with `recvfrom` only when it set `XDP_RING_NEED_WAKEUP`.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the af_xdp interface; `current_data` = 0 at the Ethernet header (arena:

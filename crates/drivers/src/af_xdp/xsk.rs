@@ -512,6 +512,8 @@ pub struct Xsk {
     umem: Option<Mmap>,
     _rings: Vec<Mmap>,
     tx: SpinLock<TxRings>,
+    /// Device (Linux ifindex).
+    pub ifindex: u32,
     /// Device queue.
     pub queue: u32,
     /// Ring sizes.
@@ -848,6 +850,7 @@ impl Xsk {
                 arena: tx_arena,
                 pending: 0,
             }),
+            ifindex,
             queue,
             geo,
             zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
