@@ -540,7 +540,18 @@ fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits until no buffer is in use. af_xdp interfaces whose UMEM is the buffer arena hold
+/// rx-queue-size buffers per queue in their fill rings by design: they are deleted first,
+/// which must return every buffer they held.
 fn wait_no_buffers_in_use(d: &Daemon) {
+    let mut intf = String::new();
+    for l in d.ok("show af_xdp").lines() {
+        if l.contains(" (sw_if_index ") {
+            intf = l.split_whitespace().next().unwrap_or("").to_string();
+        } else if l.contains("umem: buffer arena") {
+            d.ok(&format!("delete interface af_xdp {intf}"));
+        }
+    }
     let t0 = Instant::now();
     loop {
         let n = buffers_in_use(d);
@@ -554,6 +565,15 @@ fn wait_no_buffers_in_use(d: &Daemon) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether this process's RLIMIT_MEMLOCK is finite.
+fn memlock_limited() -> bool {
+    std::fs::read_to_string("/proc/self/limits")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))
+        .is_some_and(|l| !l.contains("unlimited"))
 }
 
 fn ns_tx_packets(ns: &str) -> u64 {
@@ -574,9 +594,17 @@ fn ns_stat(ns: &str, stat: &str) -> u64 {
 enum Driver {
     /// `create host-interface name <veth>` (AF_PACKET) -> `host-<veth>`.
     AfPacket,
-    /// `create interface af_xdp host-if <veth>` (AF_XDP) -> `<veth>/<instance>`.
+    /// `create interface af_xdp host-if <veth>` (AF_XDP) -> `<veth>/<instance>`, in a daemon
+    /// whose buffer arena is too large to be a UMEM: per-socket UMEMs, packets copied.
     AfXdp,
+    /// The same in a daemon with a small arena ([`ARENA_CONF`]): the arena is the UMEM,
+    /// packets are received into and sent from graph buffers (zero-copy).
+    XdpArena,
 }
+
+/// Startup config of the arena variant: 3072 x 2304 B = 6.75 MiB of buffer data, within the
+/// 8 MiB RLIMIT_MEMLOCK of these machines (the harness's default 8192 buffers are not).
+const ARENA_CONF: &str = "buffers { buffers-per-numa 3072 }";
 
 impl Driver {
     /// Suffix of namespace and veth names, so both drivers' runs can go in parallel.
@@ -584,13 +612,29 @@ impl Driver {
         match self {
             Driver::AfPacket => 'p',
             Driver::AfXdp => 'x',
+            Driver::XdpArena => 'z',
+        }
+    }
+
+    /// Either af_xdp variant.
+    fn is_xdp(self) -> bool {
+        self != Driver::AfPacket
+    }
+
+    /// Starts the daemon of a scenario (`extra`: more startup config).
+    fn daemon(self, tag: &str, extra: &str) -> Daemon {
+        match self {
+            Driver::XdpArena => Daemon::start(tag, &format!("{extra}\n{ARENA_CONF}")),
+            _ => Daemon::start(tag, extra),
         }
     }
 
     fn create_cmd(self, veth: &str, extra: &str) -> String {
         match self {
             Driver::AfPacket => format!("create host-interface name {veth} {extra}"),
-            Driver::AfXdp => format!("create interface af_xdp host-if {veth} {extra}"),
+            Driver::AfXdp | Driver::XdpArena => {
+                format!("create interface af_xdp host-if {veth} {extra}")
+            }
         }
     }
 
@@ -600,7 +644,7 @@ impl Driver {
                 "delete host-interface name {}",
                 name.strip_prefix("host-").unwrap_or(name)
             ),
-            Driver::AfXdp => format!("delete interface af_xdp {name}"),
+            Driver::AfXdp | Driver::XdpArena => format!("delete interface af_xdp {name}"),
         }
     }
 
@@ -608,20 +652,24 @@ impl Driver {
     fn show(self) -> (&'static str, &'static str) {
         match self {
             Driver::AfPacket => ("show af_packet", "TPACKET_V3"),
-            Driver::AfXdp => ("show af_xdp", "native XDP, copy mode"),
+            Driver::AfXdp => ("show af_xdp", "umem: per-socket umem (copy)"),
+            Driver::XdpArena => (
+                "show af_xdp",
+                "umem: buffer arena (zero-copy into graph buffers)",
+            ),
         }
     }
 
     /// Why this driver's variant cannot run here (beyond root and namespaces).
     fn skip_reason(self) -> Option<String> {
-        (self == Driver::AfXdp && !have("ethtool", "--version"))
+        (self.is_xdp() && !have("ethtool", "--version"))
             .then(|| "`ethtool' is not installed (the af_xdp hosts turn tx offload off)".into())
     }
 
     fn input_node(self) -> &'static str {
         match self {
             Driver::AfPacket => "af-packet-input",
-            Driver::AfXdp => "af_xdp-input",
+            Driver::AfXdp | Driver::XdpArena => "af_xdp-input",
         }
     }
 
@@ -631,7 +679,7 @@ impl Driver {
     /// sum and be dropped by the receiver, so the hosts compute checksums themselves
     /// (docs/interfaces.md, "known kernel limits"). af_packet completes them instead.
     fn prepare_peer(self, ns: &str) {
-        if self == Driver::AfXdp {
+        if self.is_xdp() {
             must(&[
                 "ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off",
             ]);
@@ -646,7 +694,13 @@ fn attach_with(d: &Daemon, drv: Driver, veth: &str, extra: &str, addr: Option<&s
     let name = out.lines().next().unwrap_or("").trim().to_string();
     match drv {
         Driver::AfPacket => assert_eq!(name, format!("host-{veth}")),
-        Driver::AfXdp => assert!(name.starts_with(&format!("{veth}/")), "{out}"),
+        Driver::AfXdp | Driver::XdpArena => {
+            assert!(name.starts_with(&format!("{veth}/")), "{out}")
+        }
+    }
+    if drv == Driver::XdpArena {
+        let hw = d.ok(&format!("show hardware-interfaces {name}"));
+        assert!(hw.contains("umem: buffer arena"), "not in arena mode: {hw}");
     }
     d.ok(&format!("set interface state {name} up"));
     if let Some(a) = addr {
@@ -659,7 +713,8 @@ fn attach(d: &Daemon, drv: Driver, veth: &str, addr: Option<&str>) -> String {
     attach_with(d, drv, veth, "", addr)
 }
 
-/// Runs a scenario once per driver: `<scenario>::af_packet` and `<scenario>::af_xdp`.
+/// Runs a scenario once per driver: `<scenario>::af_packet`, `<scenario>::af_xdp` and
+/// `<scenario>::af_xdp_arena`.
 macro_rules! for_each_driver {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
@@ -670,6 +725,10 @@ macro_rules! for_each_driver {
             #[test]
             fn af_xdp() {
                 super::$scenario(super::Driver::AfXdp);
+            }
+            #[test]
+            fn af_xdp_arena() {
+                super::$scenario(super::Driver::XdpArena);
             }
         }
     )*};
@@ -699,7 +758,7 @@ fn routes_between_namespaces(drv: Driver) {
     let mut t = Topo::new("r", drv);
     let (a, va) = t.host('a', "10.91.1.2/24", Some("10.91.1.1"));
     let (b, vb) = t.host('b', "10.91.2.2/24", Some("10.91.2.1"));
-    let d = Daemon::start("netns-route", "");
+    let d = drv.daemon("netns-route", "");
 
     // Bad input: one-line errors naming the token, and the daemon lives on.
     let e = d.cli(&drv.create_cmd("sl-no-such-if", "")).unwrap_err();
@@ -709,7 +768,7 @@ fn routes_between_namespaces(drv: Driver) {
     let e = d.cli(&drv.delete_cmd("nothere")).unwrap_err();
     assert!(e.contains("nothere"), "{e}");
 
-    if drv == Driver::AfXdp {
+    if drv.is_xdp() {
         // veth has no AF_XDP zero-copy: asking for it is a clear error that leaves nothing.
         let e = d.cli(&drv.create_cmd(&vb, "zero-copy")).unwrap_err();
         assert!(e.contains("zero-copy refused"), "{e}");
@@ -717,6 +776,21 @@ fn routes_between_namespaces(drv: Driver) {
             .cli(&drv.create_cmd(&va, "prog /nonexistent/x.o"))
             .unwrap_err();
         assert!(e.contains("prog `/nonexistent/x.o': cannot open"), "{e}");
+        let e = d.cli(&drv.create_cmd(&va, "umem bogus")).unwrap_err();
+        assert!(e.contains("umem `bogus'"), "{e}");
+        // The harness's 8192-buffer arena (18 MiB) cannot be locked within a limited
+        // RLIMIT_MEMLOCK: asking for it is a one-line error that leaves nothing.
+        if drv == Driver::AfXdp && memlock_limited() {
+            let e = d.cli(&drv.create_cmd(&va, "umem arena")).unwrap_err();
+            assert!(
+                e.contains("umem `arena'") && e.contains("RLIMIT_MEMLOCK"),
+                "{e}"
+            );
+            assert!(
+                !d.ok("show interface").contains(&va),
+                "umem arena left an interface"
+            );
+        }
     }
     let ha = attach(&d, drv, &va, Some("10.91.1.1/24"));
     let hb = attach(&d, drv, &vb, Some("10.91.2.1/24"));
@@ -726,7 +800,7 @@ fn routes_between_namespaces(drv: Driver) {
     let show = d.ok(show_cmd);
     assert!(show.contains(&ha) && show.contains(marker), "{show}");
     let hw = d.ok(&format!("show hardware-interfaces {ha}"));
-    if drv == Driver::AfXdp {
+    if drv.is_xdp() {
         assert!(
             hw.contains("native XDP, copy mode, 1 of 1 queue(s)"),
             "{hw}"
@@ -758,7 +832,7 @@ fn routes_between_namespaces(drv: Driver) {
     assert!(rx >= a_tx, "host-a rx packets {rx} < {a_tx} sent by A");
     assert!(counter(&d, &hb, "tx packets") >= 4);
     assert!(counter(&d, &ha, "rx-miss") == 0);
-    if drv == Driver::AfXdp {
+    if drv.is_xdp() {
         // The driver's own ring counters: every packet A's side delivered went through a
         // non-empty poll, and B's side sent with at least one kick.
         let show = d.ok("show af_xdp");
@@ -779,6 +853,14 @@ fn routes_between_namespaces(drv: Driver) {
         assert!(field(&ha, "packets ") >= rx.min(a_tx), "{show}");
         assert!(field(&hb, "tx kicks ") >= 1, "{show}");
         assert!(show.contains("napi id"), "{show}");
+        if drv == Driver::XdpArena {
+            // Each queue keeps its fill ring stocked with rx-queue-size graph buffers.
+            assert!(
+                show.contains("arena buffers held by the kernel: rx 512"),
+                "{show}"
+            );
+            assert!(show.contains("already registered, shared"), "{show}");
+        }
     }
 
     d.ok(&drv.delete_cmd(&ha));
@@ -798,7 +880,7 @@ fn bridges_three_namespaces(drv: Driver) {
         .enumerate()
         .map(|(i, &n)| t.host(n, &format!("10.92.0.{}/24", i + 1), None))
         .collect();
-    let d = Daemon::start("netns-bridge", "");
+    let d = drv.daemon("netns-bridge", "");
     d.ok("create bridge-domain 1");
     let mut names = Vec::new();
     for (_, veth) in &hosts {
@@ -865,7 +947,7 @@ fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
     // af_packet: veth offloads stay on (the Linux default): the driver completes partial
     // checksums and cuts the TSO aggregates A sends into MSS-sized segments. af_xdp: see
     // `Driver::prepare_peer` (an XDP program on the veth turns the peer's TSO off).
-    let d = Daemon::start("netns-tcp", "");
+    let d = drv.daemon("netns-tcp", "");
     let ha = attach_with(&d, drv, &va, create_args, Some("10.93.1.1/24"));
     attach_with(&d, drv, &vb, create_args, Some("10.93.2.1/24"));
     if !create_args.is_empty() {
@@ -938,9 +1020,9 @@ fn delete_while_flooding(drv: Driver) {
     let (a, va) = t.host('a', "10.94.1.2/24", Some("10.94.1.1"));
     t.queues = 1;
     let (b, vb) = t.host('b', "10.94.2.2/24", Some("10.94.2.1"));
-    let d = Daemon::start("netns-delete", "cpu { workers 1 }");
+    let d = drv.daemon("netns-delete", "cpu { workers 1 }");
     let ha = attach_with(&d, drv, &va, "num-rx-queues 2", Some("10.94.1.1/24"));
-    if drv == Driver::AfXdp {
+    if drv.is_xdp() {
         // More queues than B's veth has: clamped, with a message.
         let out = d.ok(&drv.create_cmd(&vb, "name clamp num-rx-queues 4"));
         assert!(out.contains("clamped to 1"), "{out}");
@@ -950,7 +1032,7 @@ fn delete_while_flooding(drv: Driver) {
     let show = d.ok(drv.show().0);
     match drv {
         Driver::AfPacket => assert!(show.contains("fanout hash"), "{show}"),
-        Driver::AfXdp => assert!(show.contains("2 of 2 queue(s)"), "{show}"),
+        Driver::AfXdp | Driver::XdpArena => assert!(show.contains("2 of 2 queue(s)"), "{show}"),
     }
     assert!(show.contains("sluice_wk_0"), "{show}");
     ping_ok(&a, ip("10.94.2.2"), 1);
@@ -1000,7 +1082,7 @@ fn routes_ipv6_between_namespaces(drv: Driver) {
     let mut t = Topo::new("6", drv);
     let (a, va) = t.host6('a', "fd91:1::2/64", "fd91:1::1");
     let (b, vb) = t.host6('b', "fd91:2::2/64", "fd91:2::1");
-    let d = Daemon::start("netns-ip6", "");
+    let d = drv.daemon("netns-ip6", "");
     let ha = attach(&d, drv, &va, Some("fd91:1::1/64"));
     let hb = attach(&d, drv, &vb, Some("fd91:2::1/64"));
 
@@ -1093,7 +1175,7 @@ fn rx_modes_and_placement(drv: Driver) {
     let mut t = Topo::new("m", drv);
     let (a, va) = t.host('a', "10.95.1.2/24", Some("10.95.1.1"));
     let (b, vb) = t.host('b', "10.95.2.2/24", Some("10.95.2.1"));
-    let d = Daemon::start("netns-rxmode", "cpu { workers 1 }");
+    let d = drv.daemon("netns-rxmode", "cpu { workers 1 }");
     let ha = attach(&d, drv, &va, Some("10.95.1.1/24"));
     let hb = attach(&d, drv, &vb, Some("10.95.2.1/24"));
     let placement = d.ok("show interface rx-placement");
@@ -1248,7 +1330,7 @@ fn refused_kicks_are_retried(drv: Driver) {
             cmd.push("8kb");
             must(&cmd);
         }
-        Driver::AfXdp => {
+        Driver::AfXdp | Driver::XdpArena => {
             let ipb = |args: &[&str]| {
                 let mut cmd = vec!["ip", "-n", &b];
                 cmd.extend(args);
@@ -1268,7 +1350,7 @@ fn refused_kicks_are_retried(drv: Driver) {
             must(&cmd);
         }
     }
-    let d = Daemon::start("netns-kick", "cpu { workers 1 }");
+    let d = drv.daemon("netns-kick", "cpu { workers 1 }");
     let ha = attach(&d, drv, &a, None);
     let bypass = if drv == Driver::AfPacket {
         "qdisc-bypass-disable"
@@ -1359,7 +1441,7 @@ fn sub_interface_tx_refused(drv: Driver) {
     }
     must(&["ip", "link", "set", &a, "mtu", "9000"]);
     must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
-    let d = Daemon::start("netns-subtx", "");
+    let d = drv.daemon("netns-subtx", "");
     // A's side is af_packet for both drivers: an AF_XDP frame cannot take a jumbo frame in.
     let ha = attach(&d, Driver::AfPacket, &a, None);
     let hb = attach(&d, drv, &b, None);

@@ -4,7 +4,8 @@
 //!
 //! CLI (VPP syntax):
 //! - `create interface af_xdp host-if <linux-if> [name <n>] [num-rx-queues <n>|all]
-//!   [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [prog <file>]`
+//!   [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [prog <file>]
+//!   [umem auto|arena|own]`
 //!   creates `<linux-if>/<instance>` (or `<n>`) and prints its name;
 //! - `delete interface af_xdp <name>`;
 //! - `show af_xdp` (alias `show af-xdp`): mode, queues, rings, UMEM, kernel counters.
@@ -13,10 +14,12 @@
 //! the `bpf(2)` syscall from Rust, no libbpf/libxdp) or, with `prog <file>`, the XDP program
 //! of an eBPF object file ([`elf`]) whose `xsks_map` becomes that XSKMAP, attached through a bpf_link in native
 //! mode or, when the driver refuses, generic mode; one AF_XDP socket per rx queue, each with
-//! its own UMEM ([`xsk`]), bound with `XDP_USE_NEED_WAKEUP` in zero-copy mode if the driver
-//! grants it, else copy mode. The UMEM is the driver's own memory, not the buffer arena
-//! (which could not be locked within RLIMIT_MEMLOCK): received packets are copied into
-//! Sluice buffers, one memcpy each. Queues beyond the device's are clamped with a message.
+//! bound with `XDP_USE_NEED_WAKEUP` in zero-copy mode if the driver grants it, else copy mode.
+//! The UMEM ([`arena`], [`xsk`]) is the buffer pool's data array itself when it fits what
+//! RLIMIT_MEMLOCK leaves (`umem arena`, chosen by `umem auto`, the default): registered once
+//! and shared by every af_xdp socket, packets are received into and sent from graph buffers
+//! with no copy. Otherwise (`umem own`) each socket has its own small UMEM and packets are
+//! copied, one memcpy each. Queues beyond the device's are clamped with a message.
 //! The Linux interface is set up and put in promiscuous mode (an AF_PACKET membership that
 //! ends with the interface). The Sluice interface gets its own MAC, as af_packet does.
 //!
@@ -27,6 +30,7 @@
 //! thread drops its rx queues and tx entry at a safe point, then the program is detached
 //! (closing the link), the sockets closed and the UMEMs unmapped.
 
+pub mod arena;
 pub mod bpf;
 pub mod elf;
 pub mod node;
@@ -42,8 +46,8 @@ use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
-use xsk::{XskGeometry, XskStats, ZcMode, MAX_RING, MIN_RING};
+use std::sync::{Arc, Weak};
+use xsk::{UmemSpec, XskGeometry, XskStats, ZcMode, MAX_RING, MIN_RING};
 
 /// Driver name (`show hardware-interfaces`).
 pub const DRIVER: &str = "af_xdp";
@@ -62,6 +66,17 @@ pub enum Queues {
     N(u32),
     /// One per device queue.
     All,
+}
+
+/// Which UMEM an interface's sockets use (`umem auto|arena|own`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum UmemChoice {
+    /// The buffer arena when it fits, else per-socket UMEMs (the default).
+    Auto,
+    /// The buffer arena or fail.
+    Arena,
+    /// Per-socket UMEMs (copy).
+    Own,
 }
 
 /// Options of `create interface af_xdp`.
@@ -83,6 +98,8 @@ pub struct CreateArgs {
     pub generic: bool,
     /// `prog <file>`: an eBPF object file instead of the built-in program.
     pub prog: Option<String>,
+    /// UMEM policy.
+    pub umem: UmemChoice,
 }
 
 /// One socket as the control plane knows it.
@@ -116,6 +133,10 @@ pub struct XdpDev {
     pub fallback: Option<String>,
     /// The XDP program: built-in or file and section.
     pub program: String,
+    /// Whether the sockets use the buffer arena as UMEM.
+    pub arena: bool,
+    /// Why this UMEM was chosen.
+    pub umem_why: String,
     queues: Vec<QueueInfo>,
     // Dropped in this order: the link detaches the program, then the map, then the
     // promiscuous membership ends; the sockets go with the last `Arc<Xsk>`.
@@ -129,6 +150,10 @@ pub struct XdpDev {
 pub struct AfXdpMain {
     devs: Vec<XdpDev>,
     placement: RxPlacement,
+    /// Every socket that uses the buffer arena as UMEM, also those of deleted interfaces a
+    /// busy worker still holds: while one lives the arena is registered, and a new socket
+    /// shares it through a live one.
+    arena_socks: Vec<Weak<xsk::Xsk>>,
 }
 
 /// Registers `af_xdp-input` (the tx nodes are added per interface at runtime).
@@ -191,7 +216,7 @@ pub fn init(vm: &mut Vlib) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create interface af_xdp",
-        "create interface af_xdp host-if <linux-if> [name <ifname>] [num-rx-queues <n>|all] [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [generic-xdp] [prog <file>]",
+        "create interface af_xdp host-if <linux-if> [name <ifname>] [num-rx-queues <n>|all] [rx-queue-size <n>] [tx-queue-size <n>] [zero-copy|no-zero-copy] [generic-xdp] [prog <file>] [umem auto|arena|own]",
         cli_create,
     );
     t.add(
@@ -230,6 +255,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut mode = ZcMode::Auto;
     let mut generic = false;
     let mut prog = None;
+    let mut umem = UmemChoice::Auto;
     while !a.is_empty() {
         if a.keyword("host-if") {
             host = Some(a.word("Linux interface name")?);
@@ -263,6 +289,19 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
             generic = true;
         } else if a.keyword("prog") {
             prog = Some(a.word("program file")?);
+        } else if a.keyword("umem") {
+            let w = a.word("umem auto|arena|own")?;
+            umem = match w.as_str() {
+                "auto" => UmemChoice::Auto,
+                "arena" => UmemChoice::Arena,
+                "own" => UmemChoice::Own,
+                _ => {
+                    return Err(CliError::new(format!(
+                        "umem `{}': expected auto, arena or own",
+                        sluice_cli::error::clip(&w)
+                    )))
+                }
+            };
         } else if let Some(
             w @ ("netns" | "no-syscall-lock" | "mac-reuse" | "multi-buffer" | "no-multi-buffer"),
         ) = a.peek()
@@ -288,6 +327,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         mode,
         generic,
         prog,
+        umem,
     })
 }
 
@@ -414,30 +454,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         rx_size: c.rx_size,
         tx_size: c.tx_size,
     };
-    // The UMEMs are pinned memory: check the whole process's against RLIMIT_MEMLOCK before
-    // asking, so the answer is a clear message rather than a refused registration.
-    let in_use: usize = vm
-        .ext_mut::<AfXdpMain>()
-        .devs
-        .iter()
-        .map(|d| d.geo.umem_bytes() * d.queues.len())
-        .sum();
-    let want = geo.umem_bytes() * nq as usize;
-    if let Some(limit) = xsk::memlock_limit() {
-        if (in_use + want) as u64 > limit {
-            return Err(format!(
-                "UMEM of {} KiB ({nq} queue(s) x (rx-queue-size {} + tx-queue-size {}) x {} B) \
-                 plus {} KiB of other af_xdp interfaces exceeds the locked-memory limit \
-                 (RLIMIT_MEMLOCK {} KiB): lower the ring sizes or num-rx-queues",
-                want >> 10,
-                geo.rx_size,
-                geo.tx_size,
-                xsk::FRAME_SIZE,
-                in_use >> 10,
-                limit >> 10
-            ));
-        }
-    }
+    let (use_arena, umem_why, share) = choose_umem(vm, c, ifindex, nq, geo)?;
     // The program file is read and checked before anything changes.
     let object = match &c.prog {
         Some(f) => {
@@ -500,13 +517,36 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             )
         }
     };
-    let mut socks = Vec::new();
+    let mut socks: Vec<(Arc<xsk::Xsk>, xsk::RxRings)> = Vec::new();
+    let pool = vm.pool.clone();
+    let huge = pool.backing() == sluice_buffer::Backing::Huge2M;
     for q in 0..nq {
-        let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode)
+        let spec = if use_arena {
+            UmemSpec::Arena {
+                pool: pool.clone(),
+                // The first socket registers the arena unless a live one already did.
+                share: share
+                    .as_ref()
+                    .or(socks.first().map(|(x, _)| x))
+                    .map(|x| x.fd()),
+                // Driver zero-copy DMA needs a chunk in contiguous memory: a 2304-byte chunk
+                // crosses 4 KiB pages.
+                zero_copy: huge && c.mode != ZcMode::Copy,
+            }
+        } else {
+            UmemSpec::Own
+        };
+        let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode, &spec)
             .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
         map.set(q, x.fd())
             .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
         socks.push((Arc::new(x), rings));
+    }
+    drop(share);
+    if use_arena {
+        let m = vm.ext_mut::<AfXdpMain>();
+        m.arena_socks
+            .extend(socks.iter().map(|(x, _)| Arc::downgrade(x)));
     }
     let (link, fallback) =
         bpf::attach_xdp(&prog, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
@@ -569,6 +609,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             seen: XskStats::default(),
         });
     }
+    log::info!("{name}: {umem_why}");
     log::info!(
         "{name}: attached to Linux `{}' (ifindex {ifindex}), {} XDP, {}, {nq} of {dev_queues} queue(s), rings rx {} tx {}, mac {}, program {program}",
         c.host,
@@ -589,6 +630,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         native: link.native(),
         fallback,
         program,
+        arena: use_arena,
+        umem_why,
         queues,
         _link: link,
         _map: map,
@@ -661,15 +704,119 @@ pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
 fn mode_line(d: &XdpDev) -> String {
     let zc = d.queues.first().is_some_and(|q| q.xsk.zero_copy);
     format!(
-        "{} XDP, {}, {} of {} queue(s), rx-queue-size {} tx-queue-size {}, UMEM {} KiB per queue",
+        "{} XDP, {}, {} of {} queue(s), rx-queue-size {} tx-queue-size {}\n  umem: {}",
         if d.native { "native" } else { "generic" },
         if zc { "zero-copy" } else { "copy mode" },
         d.queues.len(),
         d.dev_queues,
         d.geo.rx_size,
         d.geo.tx_size,
-        d.geo.umem_bytes() >> 10,
+        if d.arena {
+            "buffer arena (zero-copy into graph buffers)".to_string()
+        } else {
+            format!(
+                "per-socket umem (copy), {} KiB per queue",
+                d.geo.umem_bytes() >> 10
+            )
+        }
     )
+}
+
+/// Whether an interface's sockets use the buffer arena as UMEM (with why, for the log)
+/// and a live socket already sharing it, if any; checks the per-socket UMEMs against
+/// RLIMIT_MEMLOCK otherwise. `umem arena` that cannot be is a one-line error.
+fn choose_umem(
+    vm: &mut Vlib,
+    c: &CreateArgs,
+    ifindex: u32,
+    nq: u32,
+    geo: XskGeometry,
+) -> Result<(bool, String, Option<Arc<xsk::Xsk>>), String> {
+    let pool = vm.pool.clone();
+    let ag = arena::ArenaGeo::of(&pool);
+    let region = pool.region().1;
+    let m = vm.ext_mut::<AfXdpMain>();
+    m.arena_socks.retain(|w| w.strong_count() > 0);
+    // Not a socket of this device (one of a deleted interface a busy worker still holds):
+    // sharing with a socket on the same device and queue is another kernel path (one fill
+    // ring for both), which Sluice does not use.
+    let share = m
+        .arena_socks
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|x| x.ifindex != ifindex);
+    // The UMEMs are pinned memory: the whole process's are checked against RLIMIT_MEMLOCK
+    // before asking, so the answer is a clear message rather than a refused registration.
+    let own: usize = m
+        .devs
+        .iter()
+        .filter(|d| !d.arena)
+        .map(|d| d.geo.umem_bytes() * d.queues.len())
+        .sum();
+    let limit = xsk::memlock_limit();
+    let why_not = if c.mode == ZcMode::ZeroCopy
+        && (share.is_some() || pool.backing() != sluice_buffer::Backing::Huge2M)
+    {
+        Some(
+            "driver zero-copy on the buffer arena needs the buffers on 2 MiB hugepages and              this interface to register the arena (the first one using it)"
+                .to_string(),
+        )
+    } else {
+        arena::arena_fits(&ag, region, share.is_some(), own, limit)
+    };
+    let arena = match (c.umem, &why_not) {
+        (UmemChoice::Own, _) => false,
+        (UmemChoice::Arena, Some(w)) => return Err(format!("umem `arena': {w}")),
+        (UmemChoice::Arena, None) | (UmemChoice::Auto, None) => true,
+        (UmemChoice::Auto, Some(_)) => false,
+    };
+    if arena {
+        let how = match &share {
+            Some(x) => format!(
+                "already registered, shared through the socket of queue {}",
+                x.queue
+            ),
+            None => format!("{} KiB registered", region >> 10),
+        };
+        return Ok((
+            true,
+            format!(
+                "UMEM = the buffer arena (zero-copy into graph buffers): {} buffers x {} B, chunk {} B, {how}",
+                ag.n, ag.stride, ag.chunk
+            ),
+            share,
+        ));
+    }
+    let pinned = own + if share.is_some() { region } else { 0 };
+    let want = geo.umem_bytes() * nq as usize;
+    if let Some(limit) = limit {
+        if (pinned + want) as u64 > limit {
+            return Err(format!(
+                "UMEM of {} KiB ({nq} queue(s) x (rx-queue-size {} + tx-queue-size {}) x {} B) \
+                 plus {} KiB of other af_xdp interfaces exceeds the locked-memory limit \
+                 (RLIMIT_MEMLOCK {} KiB): lower the ring sizes or num-rx-queues",
+                want >> 10,
+                geo.rx_size,
+                geo.tx_size,
+                xsk::FRAME_SIZE,
+                pinned >> 10,
+                limit >> 10
+            ));
+        }
+    }
+    let why = match (c.umem, why_not) {
+        (UmemChoice::Own, _) => "asked for (`umem own')".to_string(),
+        (_, Some(w)) => format!("the buffer arena cannot be the UMEM: {w}"),
+        (_, None) => String::new(),
+    };
+    Ok((
+        false,
+        format!(
+            "per-socket UMEMs (packets copied), {} KiB per queue: {why}",
+            geo.umem_bytes() >> 10
+        ),
+        None,
+    ))
 }
 
 fn hw_detail(vm: &mut Vlib, sw: SwIfIndex) -> String {
@@ -704,6 +851,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             d.name, d.sw_if.0, d.host, d.ifindex
         );
         let _ = writeln!(out, "  {}", mode_line(d));
+        let _ = writeln!(out, "  {}", d.umem_why);
         let _ = writeln!(out, "  XDP program: {}", d.program);
         if let Some(why) = &d.fallback {
             let _ = writeln!(out, "  {why}");
@@ -739,7 +887,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                     (true, _) => " (busy polled in polling mode)",
                 }
             );
-            for l in q.xsk.counters.format().lines() {
+            for l in q.xsk.counters.format(d.arena).lines() {
                 let _ = writeln!(out, "      {l}");
             }
             let k = &q.xsk.kick;
@@ -788,6 +936,7 @@ mod tests {
                 mode: ZcMode::Copy,
                 generic: false,
                 prog: None,
+                umem: UmemChoice::Auto,
             }
         );
         let d = parse("host-if eth1 num-rx-queues 2 zero-copy").unwrap();

@@ -1,18 +1,29 @@
 //! The af_xdp graph nodes.
 //!
 //! `af_xdp-input` (input): polls every AF_XDP rx queue placed on this thread. Per queue and
-//! call it takes up to [`FRAME_SIZE`] descriptors from the rx ring, copies each packet out
-//! of the UMEM into a Sluice buffer (one memcpy per packet; a chain if the buffer is
-//! smaller), releases the descriptors and gives the frames straight back to the kernel
-//! through the fill ring (waking it with `recvfrom` only when it set
-//! `XDP_RING_NEED_WAKEUP`).
+//! call it takes up to [`FRAME_SIZE`] descriptors from the rx ring, then, by UMEM:
+//! - per-socket UMEM (copy): copies each packet out of the UMEM into a Sluice buffer (one
+//!   memcpy per packet; a chain if the buffer is smaller), releases the descriptors and
+//!   gives the frames straight back to the kernel through the fill ring;
+//! - buffer arena (zero-copy, [`super::arena`]): each descriptor names the graph buffer the
+//!   kernel wrote the packet into; it is bounds-checked and must be one this queue gave the
+//!   kernel, and goes to the graph as is (no copy). The fill ring is then topped up with
+//!   fresh buffers from the thread's cache, so that the queue holds at most rx-queue-size
+//!   buffers (fill ring + kernel); a buffer pool too empty to refill is counted
+//!   (`fill ring refills deferred`) and the kernel drops what it cannot place (`show af_xdp`,
+//!   folded into `rx-miss`).
+//!
+//! In both, the kernel is woken with `recvfrom` only when it set `XDP_RING_NEED_WAKEUP`.
 //! - uses: nothing (produces packets).
-//! - sets: `rx_if` = the af_xdp interface; `current_data` = 0 at the Ethernet header;
-//!   starts traces (`trace add af_xdp-input N`).
+//! - sets: `rx_if` = the af_xdp interface; `current_data` = 0 at the Ethernet header (arena:
+//!   where the kernel put it, 0 too), `current_length`; starts traces
+//!   (`trace add af_xdp-input N`).
 //! - next: `ethernet-input` (0) for every packet.
-//! - counters: `no_buffers` (error: buffer pool exhausted; the packet is dropped, its frame
-//!   recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a descriptor
-//!   outside the UMEM, across a frame or empty: dropped).
+//! - counters: `no_buffers` (error, copy: buffer pool exhausted; the packet is dropped, its
+//!   frame recycled, and counted as the interface's `rx-miss`), `bad_desc` (error: a
+//!   descriptor outside the UMEM, across a frame, empty, or (arena) naming a buffer this
+//!   queue did not give the kernel or a packet that does not fit it: dropped; a buffer of
+//!   ours is freed, any other left alone).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`; the socket's
 //!   ring counters (`XskCounters`: polls, empty polls, batch-size histogram, deferred
 //!   refills, `recvfrom` calls), shown by `show af_xdp`.
@@ -32,10 +43,15 @@
 //! `<interface>-tx` (internal, one per af_xdp interface, as VPP's per-interface tx nodes):
 //! - uses: the packet (whole chain); `tx_if` is this interface (`interface-output` chose
 //!   this node by it).
-//! - sets: nothing; every buffer is freed after its bytes were copied into a UMEM tx frame.
+//! - sets: nothing. Per-socket UMEM: every buffer is freed after its bytes were copied into
+//!   a UMEM tx frame. Buffer arena: a single-buffer packet's own buffer goes in the tx ring
+//!   (address = its packet start) and stays the socket's until its completion comes back,
+//!   then it is freed; a chain is copied into one fresh buffer (`chain_copied`) which is sent
+//!   instead, the chain freed.
 //! - next: none.
-//! - per call: reaps the completion ring (sent frames back to the free list), copies the
-//!   frame's packets into free tx frames, publishes them, and kicks the kernel with `sendto`
+//! - per call: reaps the completion ring (sent frames back to the free list; arena: sent
+//!   buffers freed), copies (or, arena, queues) the frame's packets, publishes them,
+//!   reaps again, and kicks the kernel with `sendto`
 //!   only when the tx ring has `XDP_RING_NEED_WAKEUP` set. When the kernel leaves
 //!   descriptors in the ring (send buffer full, device busy or down: EAGAIN/EBUSY after the
 //!   bounded retries, ENOBUFS, ENETDOWN, ENXIO) the socket is marked pending
@@ -47,13 +63,17 @@
 //!   deleted while the packet was in flight), `send_error` (error: the kick failed otherwise;
 //!   the frames stay queued and are retried like refused ones), `kick_retries` (info: kicks
 //!   retried for descriptors a refused kick left), `kick_dropped` (error: descriptors given
-//!   up after their kicks kept failing).
+//!   up after their kicks kept failing), `chain_copied` (info, arena: chained packets copied
+//!   into one buffer), `no_buffers` (error, arena: no buffer to copy a chain into),
+//!   `in_flight` (error, arena: a buffer handed over while already in the tx ring; dropped,
+//!   not freed).
 //! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
 //!   `tx packets`/`tx bytes`); for a packet sent on a VLAN sub-interface, `ring_full`/`too_big`
 //!   also correct the sub-interface's counters; the socket's tx kicks, busy kicks, kick
 //!   retries, completions and frames in flight (`show af_xdp`).
 
-use super::xsk::{RxRings, TxFull, Xsk, FRAME_SIZE as UMEM_FRAME};
+use super::arena::RxDesc;
+use super::xsk::{bump, RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
 use crate::linux::KickSet;
 use crate::TraceHead;
@@ -77,6 +97,9 @@ pub(crate) const C_NO_INTERFACE: usize = 2;
 pub(crate) const C_SEND_ERROR: usize = 3;
 pub(crate) const C_KICK_RETRY: usize = 4;
 pub(crate) const C_KICK_DROPPED: usize = 5;
+pub(crate) const C_CHAIN_COPIED: usize = 6;
+pub(crate) const C_TX_NO_BUFFERS: usize = 7;
+pub(crate) const C_IN_FLIGHT: usize = 8;
 
 /// Counters of `af_xdp-input`.
 pub fn input_counters() -> [CounterDesc; 2] {
@@ -87,7 +110,7 @@ pub fn input_counters() -> [CounterDesc; 2] {
 }
 
 /// Counters of a `<interface>-tx` node.
-pub fn tx_counters() -> [CounterDesc; 6] {
+pub fn tx_counters() -> [CounterDesc; 9] {
     [
         CounterDesc::error("ring_full", "tx ring full"),
         CounterDesc::error("too_big", "packet larger than a UMEM frame"),
@@ -101,6 +124,12 @@ pub fn tx_counters() -> [CounterDesc; 6] {
             "kick_dropped",
             "tx frames given up (kernel refused their kicks for 1 s)",
         ),
+        CounterDesc::info(
+            "chain_copied",
+            "chained packets copied into one buffer (buffer arena UMEM)",
+        ),
+        CounterDesc::error("no_buffers", "no buffer to copy a chained packet into"),
+        CounterDesc::error("in_flight", "buffer already in the tx ring (dropped)"),
     ]
 }
 
@@ -199,6 +228,9 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
+        if self.queues.list[qi].q.rings.arena.is_some() {
+            return self.poll_arena(cx, qi, budget);
+        }
         let p = &mut self.queues.list[qi];
         let q = &mut p.q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
@@ -263,7 +295,7 @@ impl AfXdpInput {
         r.fill.submit(k);
         r.recycle.drain(..k as usize);
         if !r.recycle.is_empty() {
-            super::xsk::bump(&q.xsk.counters.fill_short, r.recycle.len() as u64);
+            bump(&q.xsk.counters.fill_short, r.recycle.len() as u64);
         }
         q.xsk.rx_wakeup(&q.rings, busy);
         if used < got {
@@ -273,6 +305,108 @@ impl AfXdpInput {
             q.counters.add(t, counter::RX_MISS, miss);
             cx.count(C_NO_BUFFERS, miss);
         }
+        cx.count(C_BAD_DESC, bad);
+        if used > 0 {
+            q.counters.add(t, counter::RX_PACKETS, used as u64);
+            q.counters.add(t, counter::RX_BYTES, bytes);
+            cx.pcap_capture(point::RX, &out[..used], false);
+            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
+        }
+        used
+    }
+}
+
+impl AfXdpInput {
+    /// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena: the received
+    /// buffers go to the graph as they are, the fill ring is topped up with fresh ones.
+    fn poll_arena(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
+        let p = &mut self.queues.list[qi];
+        let q = &mut p.q;
+        let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
+        q.xsk.counters.rx_poll(n);
+        if q.busy.is_none() && n > 0 {
+            q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
+        }
+        let busy = p.mode.is_polling() && q.busy == Some(true);
+        let arena = cx.arena();
+        let t = cx.thread();
+        let mut traced = cx.trace_budget();
+        let mut out = [BufIdx(0); FRAME_SIZE];
+        let mut ours_bad = [BufIdx(0); FRAME_SIZE];
+        let (mut used, mut nob, mut bad, mut bytes) = (0usize, 0usize, 0u64, 0u64);
+        let RxRings {
+            rx,
+            fill,
+            arena: ra,
+            ..
+        } = &mut q.rings;
+        let Some(ra) = ra.as_mut() else { return 0 };
+        for i in 0..n {
+            let d = rx.read(i as u32);
+            match ra.geo.rx_desc(d.addr, d.len) {
+                RxDesc::Packet {
+                    idx,
+                    current_data,
+                    len,
+                } if ra.held.take(idx) => {
+                    // SAFETY: the kernel handed `idx` back through the rx ring and it was
+                    // one this queue gave it (its held bit was set, now cleared): this node
+                    // owns it until it is enqueued; one view at a time.
+                    let mut v = unsafe { arena.buffer(idx) };
+                    v.hdr.current_data = current_data;
+                    v.hdr.current_length = len;
+                    v.hdr.rx_if = q.sw_if;
+                    bytes += len as u64;
+                    if traced > 0 {
+                        let rec = RxTrace {
+                            sw_if: q.sw_if,
+                            queue: q.queue,
+                            len,
+                            head: TraceHead::new(v.data()),
+                        };
+                        cx.trace_start(&mut v, rec);
+                        traced -= 1;
+                    }
+                    out[used] = idx;
+                    used += 1;
+                }
+                RxDesc::Bad(Some(idx)) if ra.held.take(idx) => {
+                    bad += 1;
+                    ours_bad[nob] = idx;
+                    nob += 1;
+                }
+                _ => bad += 1,
+            }
+        }
+        rx.release(n as u32);
+        // Top the fill ring up so that the queue holds at most rx-queue-size buffers.
+        let want = q.xsk.geo.rx_size.saturating_sub(ra.held.count());
+        let room = fill.reserve(want);
+        let mut w = 0u32;
+        while w < room {
+            let k = ((room - w) as usize).min(FRAME_SIZE);
+            let mut fresh = [BufIdx(0); FRAME_SIZE];
+            let got = cx.bufs().alloc(&mut fresh[..k]);
+            for &b in &fresh[..got] {
+                // A fresh buffer is never held; if it were (a double free elsewhere), it is
+                // already the kernel's and must not be given twice.
+                if ra.held.give(b) {
+                    fill.write(w, ra.geo.fill_addr(b));
+                    w += 1;
+                }
+            }
+            if got < k {
+                bump(&q.xsk.counters.fill_short, (room - w) as u64);
+                break;
+            }
+        }
+        fill.submit(w);
+        q.xsk
+            .counters
+            .rx_held
+            .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
+        q.xsk.rx_wakeup(&q.rings, busy);
+        cx.free(&ours_bad[..nob]);
         cx.count(C_BAD_DESC, bad);
         if used > 0 {
             q.counters.add(t, counter::RX_PACKETS, used as u64);
@@ -304,7 +438,7 @@ impl NodeFn for AfXdpInput {
                 .queues
                 .list
                 .iter()
-                .any(|p| p.q.rings.rx.has_entries() || p.mode.busy(now))
+                .any(|p| p.q.rings.rx.has_entries() || p.mode.busy(now) || p.q.rings.needs_refill())
     }
 
     fn poll_interval(&self) -> Option<f64> {
@@ -348,6 +482,9 @@ impl NodeFn for AfXdpTx {
             cx.free(frame);
             return;
         };
+        if q.arena.is_some() {
+            return tx_arena(cx, e, q, frame);
+        }
         let (mut full, mut big, mut lost) = (0u64, 0u64, 0u64);
         let mut g = q.tx_lock();
         q.tx_reap(&mut g);
@@ -363,7 +500,7 @@ impl NodeFn for AfXdpTx {
             }
             match q.tx_push(&mut g, |dst| crate::linux::copy_chain_into(pool, b, dst)) {
                 Ok(()) => {}
-                Err(TxFull::RingFull) => {
+                Err(TxFull::RingFull | TxFull::InFlight) => {
                     full += 1;
                     lost += len as u64;
                     e.subs.sub_tx_failed(t, h);
@@ -385,4 +522,101 @@ impl NodeFn for AfXdpTx {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// Frees the buffers whose completions came back (under the tx lock: the list is the
+/// socket's).
+fn free_done(cx: &mut Cx, g: &mut TxRings) {
+    if let Some(ra) = g.arena.as_mut() {
+        if !ra.done.is_empty() {
+            cx.free(&ra.done);
+            ra.done.clear();
+        }
+    }
+}
+
+/// `<interface>-tx` for a socket whose UMEM is the buffer arena: the packets' own buffers go
+/// in the tx ring (chains are copied into one buffer first) and are freed when their
+/// completions come back.
+fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, frame: &[BufIdx]) {
+    let pool = cx.pool_ref();
+    let arena = cx.arena();
+    let t = cx.thread();
+    let ds = pool.data_size();
+    let Some(geo) = q.arena else { return };
+    // Buffers to free at the end: refused packets, and chains once copied.
+    let mut drop = [BufIdx(0); 2 * FRAME_SIZE];
+    let mut nd = 0;
+    let (mut full, mut big, mut lost, mut copied, mut nobuf, mut twice) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut g = q.tx_lock();
+    q.tx_reap(&mut g);
+    free_done(cx, &mut g);
+    for &b in frame {
+        // SAFETY: owned by this node; short-lived read-only header access.
+        let h = unsafe { arena.header(b) };
+        let len = h.total_len();
+        if len > ds {
+            big += 1;
+            lost += len as u64;
+            e.subs.sub_tx_failed(t, h);
+            drop[nd] = b;
+            nd += 1;
+            continue;
+        }
+        let (sb, cd) = if h.next().is_some() {
+            let Some(c) = cx.bufs().alloc_one() else {
+                nobuf += 1;
+                lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
+                drop[nd] = b;
+                nd += 1;
+                continue;
+            };
+            // SAFETY: `c` was just allocated by this node; `b`'s chain is read through
+            // separate views inside `copy_chain_into`, never `c`.
+            let mut v = unsafe { arena.buffer(c) };
+            let n = crate::linux::copy_chain_into(pool, b, v.raw_data_mut());
+            v.set_len(n);
+            copied += 1;
+            drop[nd] = b;
+            nd += 1;
+            (c, 0)
+        } else {
+            (b, h.current_data)
+        };
+        // SAFETY: `sb` is owned by this node (its frame or just allocated).
+        let plen = unsafe { arena.header(sb) }.current_length as u32;
+        match q.tx_push_buf(&mut g, sb, geo.tx_addr(sb, cd), plen) {
+            Ok(()) => {}
+            Err(TxFull::RingFull) => {
+                full += 1;
+                lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
+                drop[nd] = sb;
+                nd += 1;
+            }
+            Err(TxFull::InFlight) => {
+                // Already the kernel's: counted, not freed (it is freed at its completion).
+                twice += 1;
+                lost += len as u64;
+            }
+        }
+    }
+    if q.tx_submit(&mut g, cx.now_tsc()).is_err() {
+        cx.count(C_SEND_ERROR, 1);
+    }
+    // Copy mode completes during `sendto` when the peer took the frame at once.
+    q.tx_reap(&mut g);
+    free_done(cx, &mut g);
+    std::mem::drop(g);
+    if full + big + nobuf + twice > 0 {
+        e.counters.tx_failed(t, full + big + nobuf + twice, lost);
+        cx.count(C_RING_FULL, full);
+        cx.count(C_TOO_BIG, big);
+        cx.count(C_TX_NO_BUFFERS, nobuf);
+        cx.count(C_IN_FLIGHT, twice);
+    }
+    cx.count(C_CHAIN_COPIED, copied);
+    cx.free(&drop[..nd]);
 }

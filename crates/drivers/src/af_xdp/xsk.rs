@@ -1,12 +1,16 @@
 //! AF_XDP sockets (XSK): the UMEM, its fill and completion rings, and the rx and tx rings,
 //! all mapped from the kernel. The only `unsafe` code of the driver besides the loader.
 //!
-//! One socket per queue, each with its own UMEM of `rx_size + tx_size` frames of
-//! [`FRAME_SIZE`] bytes: frames `0 .. rx_size` circulate fill ring -> kernel -> rx ring ->
+//! Two kinds of UMEM ([`UmemSpec`]). Per-socket ("own", copy into graph buffers): one socket
+//! per queue, each with its own UMEM of `rx_size + tx_size` frames of [`FRAME_SIZE`] bytes: frames `0 .. rx_size` circulate fill ring -> kernel -> rx ring ->
 //! (copied into a Sluice buffer) -> fill ring; frames `rx_size ..` circulate tx free list ->
 //! tx ring -> kernel -> completion ring -> free list. The rx half belongs to the thread that
 //! polls the queue ([`RxRings`]), the tx half to whichever thread holds the queue's tx lock
-//! ([`TxRings`]), so the two never touch the same frame or ring.
+//! ([`TxRings`]), so the two never touch the same frame or ring. Buffer arena (zero-copy
+//! into graph buffers, [`super::arena`]): the pool's data array is the UMEM, registered by the
+//! first socket and shared by the others (`XDP_SHARED_UMEM`, each with its own fill and
+//! completion rings); the fill ring carries fresh buffers, the tx ring the graph's buffers,
+//! and each ring's [`RingArena`] records which buffers the kernel holds.
 //!
 //! Rings are single-producer single-consumer arrays of a power-of-two size with free-running
 //! u32 producer and consumer indices ([`Ring`]); the index arithmetic is plain wrapping
@@ -14,9 +18,11 @@
 //!
 //! Constants and layouts are those of `<linux/if_xdp.h>` (stable kernel ABI).
 
+use super::arena::{ArenaGeo, Parking, RingArena, UNALIGNED_CHUNK_FLAG};
 use crate::linux::{
     getsockopt, os_err, setsockopt, KickRing, KickState, Mmap, SpinGuard, SpinLock, TxKick,
 };
+use sluice_buffer::{BufIdx, BufferPool};
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -36,6 +42,7 @@ const XDP_OPTIONS: libc::c_int = 8;
 /// Linux >= 6.17: how many packets one `sendto` may send in copy mode (default 32).
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+const XDP_SHARED_UMEM: u16 = 1;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
@@ -311,14 +318,46 @@ impl XskGeometry {
     }
 }
 
+/// Which UMEM a socket uses.
+#[derive(Clone)]
+pub enum UmemSpec {
+    /// Its own UMEM of `rx_size + tx_size` frames (packets copied to and from graph buffers).
+    Own,
+    /// The buffer pool's data array: registered by this socket (`share` None) or shared
+    /// with the bound socket `share` that registered it or shares it.
+    Arena {
+        /// The pool.
+        pool: Arc<BufferPool>,
+        /// A bound socket already using the arena as its UMEM.
+        share: Option<RawFd>,
+        /// Ask for driver zero-copy (only with a registering socket; sharers inherit).
+        zero_copy: bool,
+    },
+}
+
 /// The rx half of a socket: owned by the thread that polls it.
 pub struct RxRings {
     /// rx ring (consumer).
     pub rx: Ring<XdpDesc>,
     /// fill ring (producer).
     pub fill: Ring<u64>,
-    /// Frames received and copied, waiting for room in the fill ring.
+    /// Own UMEM: frames received and copied, waiting for room in the fill ring.
     pub recycle: Vec<u64>,
+    /// Arena UMEM: the buffers in the fill ring or the kernel.
+    pub arena: Option<RingArena>,
+}
+
+impl RxRings {
+    /// Arena UMEM: the fill ring and the kernel hold fewer than half the rx ring's worth of
+    /// buffers (at the start, or after the pool ran dry). Such a queue receives little or
+    /// nothing, so nothing else would make its poller run and refill it: the input node
+    /// stays active (polls) until it is stocked.
+    #[inline]
+    pub fn needs_refill(&self) -> bool {
+        self.arena
+            .as_ref()
+            .is_some_and(|a| a.held.count() < self.rx.size() / 2)
+    }
 }
 
 /// The tx half of a socket: behind the queue's tx lock.
@@ -327,8 +366,10 @@ pub struct TxRings {
     pub tx: Ring<XdpDesc>,
     /// completion ring (consumer).
     pub comp: Ring<u64>,
-    /// Tx frames owned by Sluice.
+    /// Own UMEM: tx frames owned by Sluice.
     pub free: Vec<u64>,
+    /// Arena UMEM: the buffers in the tx ring or the kernel, and those completed.
+    pub arena: Option<RingArena>,
     /// Entries written since the last submit.
     pending: u32,
     /// Producer index up to which descriptors left in the ring were given up (they no longer
@@ -348,6 +389,9 @@ impl TxRings {
 pub enum TxFull {
     /// Every tx frame is in the kernel's hands.
     RingFull,
+    /// Arena UMEM: the buffer is already in the kernel's hands (handed to the tx node
+    /// twice): it must not be freed.
+    InFlight,
 }
 
 /// Sluice's own counters of one socket, for `show af_xdp`: where the time between the
@@ -376,6 +420,10 @@ pub struct XskCounters {
     pub tx_completed: AtomicU64,
     /// Tx frames in the kernel's hands (tx ring + completion ring) when last submitted.
     pub tx_in_flight: AtomicU64,
+    /// Arena UMEM: buffers in the fill ring or the kernel after the last poll.
+    pub rx_held: AtomicU64,
+    /// Arena UMEM: completions naming no buffer in flight (ignored).
+    pub bad_completions: AtomicU64,
 }
 
 /// Adds `n` to a single-writer counter (no locked read-modify-write needed).
@@ -403,8 +451,8 @@ impl XskCounters {
         bump(&self.rx_batches[b], 1);
     }
 
-    /// The `show af_xdp` lines of these counters.
-    pub fn format(&self) -> String {
+    /// The `show af_xdp` lines of these counters (`arena`: with the arena UMEM's).
+    pub fn format(&self, arena: bool) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let polls = g(&self.polls);
         let full = polls - g(&self.empty_polls).min(polls);
@@ -424,7 +472,16 @@ impl XskCounters {
             g(&self.tx_kick_busy),
             g(&self.tx_completed),
             g(&self.tx_in_flight),
-        )
+        ) + &if arena {
+            format!(
+                "\narena buffers held by the kernel: rx {} tx {} (at last poll/submit), completions not ours {}",
+                g(&self.rx_held),
+                g(&self.tx_in_flight),
+                g(&self.bad_completions)
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -451,9 +508,12 @@ pub struct Xsk {
     // Field order is drop order: the socket closes first (the kernel unregisters the UMEM
     // and stops using the rings), then the mappings go.
     fd: OwnedFd,
-    umem: Mmap,
+    /// Own UMEM (`None`: the buffer arena).
+    umem: Option<Mmap>,
     _rings: Vec<Mmap>,
     tx: SpinLock<TxRings>,
+    /// Device (Linux ifindex).
+    pub ifindex: u32,
     /// Device queue.
     pub queue: u32,
     /// Ring sizes.
@@ -468,6 +528,11 @@ pub struct Xsk {
     pub counters: XskCounters,
     /// Frames a refused kick left in the tx ring.
     pub kick: KickState,
+    /// Arena UMEM: where the buffers are.
+    pub arena: Option<ArenaGeo>,
+    /// Arena UMEM: buffers the rings held when they went, freed when this (declared after
+    /// `fd`, so dropped after the socket is closed) and every ring have gone.
+    _park: Option<Arc<Parking>>,
 }
 
 const SO_BUSY_POLL: libc::c_int = 46;
@@ -540,25 +605,36 @@ impl Xsk {
         queue: u32,
         geo: XskGeometry,
         mode: ZcMode,
+        umem: &UmemSpec,
     ) -> io::Result<(Xsk, RxRings)> {
+        let mode = match umem {
+            // A sharer inherits copy/zero-copy from the socket that registered the UMEM.
+            UmemSpec::Arena { share: Some(_), .. } => ZcMode::Copy,
+            UmemSpec::Arena {
+                zero_copy: false, ..
+            } => ZcMode::Copy,
+            _ => mode,
+        };
         match mode {
-            ZcMode::Copy => Xsk::open_once(ifindex, queue, geo, XDP_COPY),
-            ZcMode::ZeroCopy => Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "zero-copy refused: {e} (the driver has no AF_XDP zero-copy support; \
+            ZcMode::Copy => Xsk::open_once(ifindex, queue, geo, XDP_COPY, umem),
+            ZcMode::ZeroCopy => {
+                Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY, umem).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "zero-copy refused: {e} (the driver has no AF_XDP zero-copy support; \
                          veth and generic XDP only do copy mode: use no-zero-copy)"
-                    ),
-                )
-            }),
-            ZcMode::Auto => match Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY) {
+                        ),
+                    )
+                })
+            }
+            ZcMode::Auto => match Xsk::open_once(ifindex, queue, geo, XDP_ZEROCOPY, umem) {
                 Ok(x) => Ok(x),
                 Err(zc) => {
                     log::debug!(
                         "af_xdp: zero-copy not available on queue {queue} ({zc}), copy mode"
                     );
-                    Xsk::open_once(ifindex, queue, geo, XDP_COPY)
+                    Xsk::open_once(ifindex, queue, geo, XDP_COPY, umem)
                 }
             },
         }
@@ -569,38 +645,70 @@ impl Xsk {
         queue: u32,
         geo: XskGeometry,
         bind_mode: u16,
+        spec: &UmemSpec,
     ) -> io::Result<(Xsk, RxRings)> {
         let fd = xsk_socket()?;
         let raw = fd.as_raw_fd();
-        let umem_len = geo.umem_bytes();
-        let umem = Mmap::anonymous(umem_len, "UMEM mmap")?;
-        let reg = UmemReg {
-            addr: umem.ptr() as u64,
-            len: umem_len as u64,
-            chunk_size: FRAME_SIZE as u32,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        setsockopt(raw, SOL_XDP, XDP_UMEM_REG, &reg, "XDP_UMEM_REG").map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::ENOBUFS) | Some(libc::EPERM) | Some(libc::ENOMEM)
-                | Some(libc::EAGAIN) => io::Error::new(
-                    e.kind(),
-                    format!(
-                        "UMEM registration of {} KiB refused ({e}); the locked-memory limit \
-                             (RLIMIT_MEMLOCK) is {}: lower rx-queue-size / tx-queue-size / \
-                             num-rx-queues",
-                        umem_len >> 10,
-                        match memlock_limit() {
-                            Some(l) => format!("{} KiB", l >> 10),
-                            None => "unlimited".into(),
-                        }
-                    ),
-                ),
-                _ => e,
+        let (umem, reg, arena, park) = match spec {
+            UmemSpec::Own => {
+                let umem_len = geo.umem_bytes();
+                let umem = Mmap::anonymous(umem_len, "UMEM mmap")?;
+                let reg = UmemReg {
+                    addr: umem.ptr() as u64,
+                    len: umem_len as u64,
+                    chunk_size: FRAME_SIZE as u32,
+                    headroom: 0,
+                    flags: 0,
+                    tx_metadata_len: 0,
+                };
+                (Some(umem), Some(reg), None, None)
             }
-        })?;
+            UmemSpec::Arena { pool, share, .. } => {
+                let g = ArenaGeo::of(pool);
+                if let Some(why) = g.unfit() {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+                }
+                let (base, len) = pool.region();
+                // Unaligned chunks: a chunk is any `chunk` bytes, here a buffer's headroom +
+                // data at `idx * stride`; no UMEM headroom, so the kernel puts a packet
+                // XDP_PACKET_HEADROOM (256) bytes into the chunk: at the buffer's data start.
+                let reg = share.is_none().then_some(UmemReg {
+                    addr: base as u64,
+                    len: len as u64,
+                    chunk_size: g.chunk,
+                    headroom: 0,
+                    flags: UNALIGNED_CHUNK_FLAG,
+                    tx_metadata_len: 0,
+                });
+                (None, reg, Some(g), Some(Parking::new(pool.clone())))
+            }
+        };
+        let umem_len = reg.as_ref().map_or(0, |r| r.len as usize);
+        if let Some(reg) = &reg {
+            setsockopt(raw, SOL_XDP, XDP_UMEM_REG, reg, "XDP_UMEM_REG").map_err(|e| {
+                match e.raw_os_error() {
+                    Some(libc::ENOBUFS) | Some(libc::EPERM) | Some(libc::ENOMEM)
+                    | Some(libc::EAGAIN) => io::Error::new(
+                        e.kind(),
+                        format!(
+                            "UMEM registration of {} KiB refused ({e}); the locked-memory limit \
+                             (RLIMIT_MEMLOCK) is {}: {}",
+                            umem_len >> 10,
+                            match memlock_limit() {
+                                Some(l) => format!("{} KiB", l >> 10),
+                                None => "unlimited".into(),
+                            },
+                            if arena.is_some() {
+                                "use fewer buffers (`buffers { buffers-per-numa N }') or `umem own'"
+                            } else {
+                                "lower rx-queue-size / tx-queue-size / num-rx-queues"
+                            }
+                        ),
+                    ),
+                    _ => e,
+                }
+            })?;
+        }
         setsockopt(
             raw,
             SOL_XDP,
@@ -661,24 +769,35 @@ impl Xsk {
                 Ring::<u64>::from_raw(comp_map.ptr(), &off.cr, geo.tx_size),
             )
         };
-        // Every rx frame goes to the kernel at once.
-        let n = fill.reserve(geo.rx_size);
-        for i in 0..n {
-            fill.write(i, i as u64 * FRAME_SIZE as u64);
-        }
-        fill.submit(n);
-        let free = (geo.rx_size..geo.rx_size + geo.tx_size)
-            .rev()
-            .map(|i| i as u64 * FRAME_SIZE as u64)
-            .collect();
+        let free = if umem.is_some() {
+            // Every rx frame goes to the kernel at once.
+            let n = fill.reserve(geo.rx_size);
+            for i in 0..n {
+                fill.write(i, i as u64 * FRAME_SIZE as u64);
+            }
+            fill.submit(n);
+            (geo.rx_size..geo.rx_size + geo.tx_size)
+                .rev()
+                .map(|i| i as u64 * FRAME_SIZE as u64)
+                .collect()
+        } else {
+            // Arena: the poller stocks the fill ring with fresh buffers.
+            Vec::new()
+        };
+        let (bind_flags, shared_umem_fd) = match spec {
+            // The kernel refuses any other flag with XDP_SHARED_UMEM: copy/zero-copy and
+            // need-wakeup are those of the socket that registered the UMEM.
+            UmemSpec::Arena { share: Some(s), .. } => (XDP_SHARED_UMEM, *s as u32),
+            _ => (bind_mode | XDP_USE_NEED_WAKEUP, 0),
+        };
         // Copy mode sends at most 32 packets per sendto unless told otherwise (Linux >= 6.17).
         let _ = setsockopt(raw, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &geo.tx_size, "budget");
         let sa = SockaddrXdp {
             family: AF_XDP as u16,
-            flags: bind_mode | XDP_USE_NEED_WAKEUP,
+            flags: bind_flags,
             ifindex,
             queue_id: queue,
-            shared_umem_fd: 0,
+            shared_umem_fd,
         };
         // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
         let r = unsafe {
@@ -691,7 +810,9 @@ impl Xsk {
         if r != 0 {
             let e = os_err(&format!(
                 "bind to queue {queue} ({})",
-                if bind_mode == XDP_ZEROCOPY {
+                if shared_umem_fd != 0 {
+                    "sharing the buffer arena UMEM"
+                } else if bind_mode == XDP_ZEROCOPY {
                     "zero-copy"
                 } else {
                     "copy mode"
@@ -715,6 +836,8 @@ impl Xsk {
                 false
             }
         };
+        let ring_arena = || arena.zip(park.clone()).map(|(g, p)| RingArena::new(g, p));
+        let tx_arena = ring_arena();
         let x = Xsk {
             fd,
             umem,
@@ -724,21 +847,26 @@ impl Xsk {
                 tx,
                 comp,
                 free,
+                arena: tx_arena,
                 pending: 0,
             }),
+            ifindex,
             queue,
             geo,
             zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
             busy_poll,
             counters: XskCounters::default(),
             kick: KickState::default(),
+            arena,
+            _park: park.clone(),
         };
         Ok((
             x,
             RxRings {
                 rx,
                 fill,
-                recycle: Vec::with_capacity(geo.rx_size as usize),
+                recycle: Vec::new(),
+                arena: ring_arena(),
             },
         ))
     }
@@ -759,12 +887,13 @@ impl Xsk {
         let start = usize::try_from(d.addr).ok()?;
         let end = start.checked_add(d.len as usize)?;
         let frame_end = (start / FRAME_SIZE + 1) * FRAME_SIZE;
-        if end > self.umem.len() || end > frame_end || d.len == 0 {
+        let umem = self.umem.as_ref()?;
+        if end > umem.len() || end > frame_end || d.len == 0 {
             return None;
         }
         // SAFETY: in bounds (checked above); the kernel does not write this frame while it
         // is Sluice's (it is in no fill ring).
-        Some(unsafe { std::slice::from_raw_parts(self.umem.ptr().add(start), d.len as usize) })
+        Some(unsafe { std::slice::from_raw_parts(umem.ptr().add(start), d.len as usize) })
     }
 
     /// Whether `addr` is the start of an rx frame of this UMEM.
@@ -788,16 +917,19 @@ impl Xsk {
         if t.tx.reserve(t.pending + 1) <= t.pending {
             return Err(TxFull::RingFull);
         }
+        let Some(umem) = &self.umem else {
+            return Err(TxFull::RingFull);
+        };
         let Some(addr) = t.free.pop() else {
             return Err(TxFull::RingFull);
         };
         let start = addr as usize;
-        debug_assert!(start + FRAME_SIZE <= self.umem.len());
+        debug_assert!(start + FRAME_SIZE <= umem.len());
         let len = {
             // SAFETY: `addr` is a tx frame (from the free list: never in the kernel's hands
             // now) inside the UMEM; we hold the tx lock, so no other thread writes it.
             let frame =
-                unsafe { std::slice::from_raw_parts_mut(self.umem.ptr().add(start), FRAME_SIZE) };
+                unsafe { std::slice::from_raw_parts_mut(umem.ptr().add(start), FRAME_SIZE) };
             fill(frame).min(FRAME_SIZE)
         };
         t.tx.write(
@@ -805,6 +937,39 @@ impl Xsk {
             XdpDesc {
                 addr,
                 len: len as u32,
+                options: 0,
+            },
+        );
+        t.pending += 1;
+        Ok(())
+    }
+
+    /// Arena UMEM: queues buffer `b` itself (its packet at `addr`, `len` bytes, one buffer)
+    /// for transmission; it stays the tx ring's until its completion comes back
+    /// ([`Xsk::tx_reap`]). [`Xsk::tx_submit`] publishes the batch.
+    #[inline]
+    pub fn tx_push_buf(
+        &self,
+        t: &mut TxRings,
+        b: BufIdx,
+        addr: u64,
+        len: u32,
+    ) -> Result<(), TxFull> {
+        let Some(ra) = t.arena.as_mut() else {
+            return Err(TxFull::RingFull);
+        };
+        // At most tx_size buffers in flight: the completion ring always has room for them.
+        if ra.held.count() >= self.geo.tx_size || t.tx.reserve(t.pending + 1) <= t.pending {
+            return Err(TxFull::RingFull);
+        }
+        if !ra.held.give(b) {
+            return Err(TxFull::InFlight);
+        }
+        t.tx.write(
+            t.pending,
+            XdpDesc {
+                addr,
+                len,
                 options: 0,
             },
         );
@@ -822,7 +987,10 @@ impl Xsk {
             t.tx.submit(t.pending);
             t.pending = 0;
         }
-        let in_flight = self.geo.tx_size as usize - t.free.len();
+        let in_flight = match &t.arena {
+            Some(ra) => ra.held.count() as usize,
+            None => self.geo.tx_size as usize - t.free.len(),
+        };
         self.counters
             .tx_in_flight
             .store(in_flight as u64, Ordering::Relaxed);
@@ -864,15 +1032,32 @@ impl Xsk {
         Ok(refused)
     }
 
-    /// Takes back the tx frames the kernel has sent.
+    /// Takes back the tx frames the kernel has sent (arena UMEM: into `t.arena.done`, for
+    /// the caller to free; a completion naming no buffer in flight is counted and ignored).
     #[inline]
     pub fn tx_reap(&self, t: &mut TxRings) -> u32 {
         let n = t.comp.peek(t.comp.size());
+        if let Some(ra) = t.arena.as_mut() {
+            let mut bad = 0;
+            for i in 0..n {
+                match ra.geo.tx_buffer(t.comp.read(i)) {
+                    Some(b) if ra.held.take(b) => ra.done.push(b),
+                    _ => bad += 1,
+                }
+            }
+            t.comp.release(n);
+            if n > 0 {
+                bump(&self.counters.tx_completed, n as u64);
+                bump(&self.counters.bad_completions, bad);
+            }
+            return n;
+        }
+        let umem_len = self.umem.as_ref().map_or(0, |u| u.len());
         for i in 0..n {
             let a = t.comp.read(i);
             let base = a - a % FRAME_SIZE as u64;
             if base >= self.geo.rx_size as u64 * FRAME_SIZE as u64
-                && (base as usize) < self.umem.len()
+                && (base as usize) < umem_len
                 && t.free.len() < self.geo.tx_size as usize
             {
                 t.free.push(base);
