@@ -97,6 +97,23 @@ struct Topo {
     queues: u32,
 }
 
+/// Keeps IPv6 autoconfiguration chatter (MLD reports, router and neighbour solicitations)
+/// off the wire Sluice sees: IPv6 off on host-side veth `name` and in namespace `name`.
+fn no_ipv6(name: &str) {
+    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        name,
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+        "net.ipv6.conf.eth0.disable_ipv6=1",
+    ]);
+}
+
 impl Topo {
     fn new(tag: &str, drv: Driver) -> Topo {
         Topo {
@@ -135,17 +152,7 @@ impl Topo {
     /// (namespace, host-side veth).
     fn host(&mut self, n: char, addr: &str, gw: Option<&str>) -> (String, String) {
         let name = self.veth(n);
-        // Keep IPv6 autoconfiguration chatter off the wire Sluice sees.
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
-        let _ = sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &name,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
+        no_ipv6(&name);
         must(&["ip", "-n", &name, "link", "set", "lo", "up"]);
         must(&["ip", "-n", &name, "addr", "add", addr, "dev", "eth0"]);
         must(&["ip", "-n", &name, "link", "set", "eth0", "up"]);
@@ -1309,16 +1316,7 @@ fn refused_kicks_are_retried(drv: Driver) {
     let mut t = Topo::new("k", drv);
     let (a, b) = (t.veth('a'), t.veth('b'));
     for ns in [&a, &b] {
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ns}/disable_ipv6"), "1");
-        must(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
+        no_ipv6(ns);
         must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
     }
     // 2 Mbit/s: a burst of 1000 frames of 114 bytes drains in about 0.5 s.
@@ -1436,7 +1434,7 @@ fn sub_interface_tx_refused(drv: Driver) {
     let mut t = Topo::new("v", drv);
     let (a, b) = (t.veth('a'), t.veth('b'));
     for ns in [&a, &b] {
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ns}/disable_ipv6"), "1");
+        no_ipv6(ns);
         must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
     }
     must(&["ip", "link", "set", &a, "mtu", "9000"]);
