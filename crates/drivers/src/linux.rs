@@ -14,10 +14,41 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// An `io::Error` from `errno`, prefixed with what failed.
+/// An `io::Error` from `errno`, prefixed with what failed; [`errno`] still reads the code.
 pub fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
+    io::Error::new(
+        e.kind(),
+        OsErr {
+            msg: format!("{what}: {e}"),
+            errno: e.raw_os_error().unwrap_or(0),
+        },
+    )
+}
+
+/// The payload of [`os_err`]: the message and the `errno` it came from.
+#[derive(Debug)]
+struct OsErr {
+    msg: String,
+    errno: i32,
+}
+
+impl std::fmt::Display for OsErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for OsErr {}
+
+/// The `errno` behind `e`: a plain OS error's or an [`os_err`]'s (whose message hides it
+/// from `raw_os_error`).
+pub fn errno(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|i| i.downcast_ref::<OsErr>())
+            .map(|o| o.errno)
+    })
 }
 
 /// `setsockopt(fd, level, name, v)`.
@@ -729,6 +760,21 @@ impl<T> Drop for SpinGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_err_keeps_the_errno_behind_its_message() {
+        // SAFETY: close(-1) touches no memory; it fails with EBADF.
+        assert_eq!(unsafe { libc::close(-1) }, -1);
+        let e = os_err("closing nothing");
+        assert!(e.to_string().starts_with("closing nothing: "), "{e}");
+        assert_eq!(e.raw_os_error(), None);
+        assert_eq!(errno(&e), Some(libc::EBADF));
+        assert_eq!(
+            errno(&io::Error::from_raw_os_error(libc::EBUSY)),
+            Some(libc::EBUSY)
+        );
+        assert_eq!(errno(&io::Error::other("no errno")), None);
+    }
 
     #[test]
     fn random_macs_are_local_unicast_and_distinct() {

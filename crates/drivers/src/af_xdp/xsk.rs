@@ -686,7 +686,7 @@ impl Xsk {
         let umem_len = reg.as_ref().map_or(0, |r| r.len as usize);
         if let Some(reg) = &reg {
             setsockopt(raw, SOL_XDP, XDP_UMEM_REG, reg, "XDP_UMEM_REG").map_err(|e| {
-                match e.raw_os_error() {
+                match crate::linux::errno(&e) {
                     Some(libc::ENOBUFS) | Some(libc::EPERM) | Some(libc::ENOMEM)
                     | Some(libc::EAGAIN) => io::Error::new(
                         e.kind(),
@@ -799,13 +799,26 @@ impl Xsk {
             queue_id: queue,
             shared_umem_fd,
         };
-        // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sa as *const SockaddrXdp as *const libc::sockaddr,
-                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-            )
+        // A socket closed on this queue (a deleted interface, an earlier attempt) gives its
+        // queue back only when the kernel's deferred release has run (xsk_destruct ->
+        // xp_release_deferred, a workqueue item): until then bind says EBUSY. A failed bind
+        // leaves the socket unbound with its rings, so it is retried for up to 1 s; a queue
+        // that is really owned by someone else still fails, after that second.
+        let started = std::time::Instant::now();
+        let r = loop {
+            // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
+            let r = unsafe {
+                libc::bind(
+                    raw,
+                    &sa as *const SockaddrXdp as *const libc::sockaddr,
+                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            let busy = r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY);
+            if !busy || started.elapsed() >= std::time::Duration::from_secs(1) {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         };
         if r != 0 {
             let e = os_err(&format!(
@@ -818,7 +831,7 @@ impl Xsk {
                     "copy mode"
                 }
             ));
-            return Err(match e.raw_os_error() {
+            return Err(match crate::linux::errno(&e) {
                 Some(libc::EBUSY) => io::Error::new(
                     e.kind(),
                     format!("{e}: another AF_XDP socket or program owns this queue"),
