@@ -166,6 +166,11 @@ pub trait PacketNode: Send + 'static {
     /// Handles one packet and returns the arc it goes to. To drop, set `b.hdr.error` with
     /// [`Cx::error`] and return the node's drop arc.
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next;
+
+    /// Called once after each frame's packets, before they go to their next nodes (e.g. to
+    /// publish what the frame collected with one lock instead of one per packet).
+    #[inline(always)]
+    fn end_frame(&mut self, _cx: &mut Cx) {}
 }
 
 /// Adapter turning a [`PacketNode`] into a [`NodeFn`] with the optimised generic loop.
@@ -208,6 +213,7 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
             let mut b = unsafe { arena.buffer(bi) };
             *next = self.node.process_one(cx, &mut b).0;
         }
+        self.node.end_frame(cx);
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {

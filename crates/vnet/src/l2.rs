@@ -1,6 +1,6 @@
 //! L2 switching: cross-connects and bridge domains with MAC learning, move detection, aging
 //! and flooding. The L2 FIB is an `infra::bihash` read lock-free by every worker; learning
-//! events go through a queue to the main thread, which owns all writes.
+//! events go through a queue to the main thread (one lock per frame that has any), which owns all writes.
 //!
 //! Nodes:
 //! - `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`).
@@ -109,6 +109,8 @@ pub struct L2Input {
     // with its `l2-output` arc next.
     out_any: bool,
     out: Option<(u32, Next)>,
+    /// Learning events of the current frame (capacity one frame: never reallocates).
+    pending: Vec<(u64, u32)>,
 }
 
 impl L2Input {
@@ -142,6 +144,19 @@ impl PacketNode for L2Input {
     fn begin_frame(&mut self, _cx: &mut Cx) {
         self.out_any = self.features.any(self.slot);
         self.out = None;
+    }
+
+    #[inline(always)]
+    fn end_frame(&mut self, _cx: &mut Cx) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Ok(mut l) = self.shared.learned.lock() {
+            let room = 65536usize.saturating_sub(l.len());
+            let n = self.pending.len().min(room);
+            l.extend_from_slice(&self.pending[..n]);
+        }
+        self.pending.clear();
     }
 
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -178,10 +193,9 @@ impl PacketNode for L2Input {
                 let slot = &mut self.recent[(k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
                 if slot.0 != k || slot.1 != rx || now != slot.2 {
                     *slot = (k, rx, now);
-                    if let Ok(mut l) = self.shared.learned.lock() {
-                        if l.len() < 65536 {
-                            l.push((k, rx));
-                        }
+                    // Published at the end of the frame: one lock per frame, not per event.
+                    if self.pending.len() < sluice_graph::FRAME_SIZE {
+                        self.pending.push((k, rx));
                     }
                     cx.count(7, 1);
                 }
@@ -404,6 +418,7 @@ pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>
                 slot,
                 out_any: false,
                 out: None,
+                pending: Vec::with_capacity(sluice_graph::FRAME_SIZE),
             }))
         })
         .nexts(&[
