@@ -49,7 +49,8 @@
 # AFP_OPTS="v2" adds words to the router's `create host-interface` (XDP_OPTS likewise for
 # af_xdp); SLUICE_BIN=<path> runs another sluice binary as the router (paired old/new runs);
 # ROUTER_BUFFERS=<n> sets the router's buffers-per-numa (default 32768; <= 3072 puts af_xdp's
-# UMEM on the buffer arena);
+# UMEM on the buffer arena); TAP_GEN_OPTS="" lets the tap variant's generator keep qdisc
+# bypass (default qdisc-bypass-disable, as in the 2026-11-23 series);
 # RATE=<pps> paces the tester (default 1e9: as fast as it can); QUIET_WAIT=<s> waits up to
 # <s> seconds before each variant for a 2 s window in which CPU 0 is quiet (<= 3 % busy).
 # Sizes are frame lengths on the veth without FCS (1514 = a 1518-byte frame with FCS; the
@@ -356,9 +357,10 @@ sluice_tap() {
         rctl $c >/dev/null || router_failed
     done
     # The generator goes through the host side's qdisc here: tun drops what Sluice has not
-    # read yet once its 1000-packet ring is full, and with qdisc bypass that drop stops the
-    # generator's tx ring (see docs/interfaces.md, "Benchmark"); the qdisc absorbs it.
-    hosts_up qdisc-bypass-disable
+    # read yet once its 1000-packet ring is full, and with qdisc bypass that drop used to stop
+    # the generator's tx ring (see docs/interfaces.md, "Benchmark"); the qdisc absorbs it.
+    # TAP_GEN_OPTS="" runs the generator with qdisc bypass, as for the other variants.
+    hosts_up "${TAP_GEN_OPTS-qdisc-bypass-disable}"
     warm || router_failed
     measure tap "$(mac_of tap0)"
     rctl show errors | grep -Ev ' info ' || true

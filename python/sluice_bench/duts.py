@@ -233,24 +233,17 @@ class SluiceAfPacket(Dut):
             ifs[p.dut_if] = self.attach(i, p)
             cli(f"set interface state {ifs[p.dut_if]} up")
         ha, hb = ifs[a.dut_if], ifs[b.dut_if]
-        if sc.kind == "ip4":
+        if sc.kind in ("ip4", "ip6"):
+            ip6 = sc.kind == "ip6"
             for p in (a, b):
                 h = ifs[p.dut_if]
-                cli(f"set interface ip address {h} {p.dut_ip}/24")
-                cli(f"ip neighbor {h} {p.tester_ip} {p.tester_mac} static")
-                cli(f"ip route add {p.behind} via {p.tester_ip} {h}")
+                cidr, gw, behind = p.l3(ip6)
+                cli(f"set interface ip address {h} {cidr}")
+                cli(f"ip neighbor {h} {gw} {p.tester_mac} static")
+                cli(f"ip route add {behind} via {gw} {h}")
             if sc.routes > 1:
-                cli(f"ip route add count {sc.routes - 1} {filler_prefixes(1)[0]} "
-                    f"via {b.tester_ip} {hb}")
-        elif sc.kind == "ip6":
-            for p in (a, b):
-                h = ifs[p.dut_if]
-                cli(f"set interface ip address {h} {p.dut_ip6}/64")
-                cli(f"ip neighbor {h} {p.tester_ip6} {p.tester_mac} static")
-                cli(f"ip route add {p.behind6_prefix} via {p.tester_ip6} {h}")
-            if sc.routes > 1:
-                cli(f"ip route add count {sc.routes - 1} {filler6_prefixes(1)[0]} "
-                    f"via {b.tester_ip6} {hb}")
+                first = (filler6_prefixes if ip6 else filler_prefixes)(1)[0]
+                cli(f"ip route add count {sc.routes - 1} {first} via {b.l3(ip6)[1]} {hb}")
         elif sc.kind == "l2xc":
             cli(f"set interface l2 xconnect {ha} {hb}")
             cli(f"set interface l2 xconnect {hb} {ha}")

@@ -85,6 +85,13 @@ class Port:
     def behind6_prefix(self) -> str:
         return f"{self.behind6}::/64"
 
+    def l3(self, ip6: bool) -> tuple[str, str, str]:
+        """(DUT address with its prefix length, tester address, network behind the tester)
+        of this port in one address family."""
+        if ip6:
+            return f"{self.dut_ip6}/64", self.tester_ip6, self.behind6_prefix
+        return f"{self.dut_ip}/24", self.tester_ip, self.behind
+
 
 #: Scheduling of the Sluice daemons (tester and Sluice DUTs), `--priority`:
 #: - "normal": as started (CFS, nice 0, in the harness's session);

@@ -20,6 +20,14 @@ UNKNOWN = ("tester-rx", "tester frame of an unknown stream")
 STALE = ("tester-rx", "tester frames of an earlier run")
 
 
+def check_signature(payload: bytes, seq: int) -> None:
+    """A sent frame's payload starts with the tester signature: magic, sequence `seq`, a
+    transmit timestamp."""
+    assert payload[:4] == MAGIC
+    assert int.from_bytes(payload[8:14], "big") == seq, "sequence"
+    assert struct.unpack(">Q", payload[14:22])[0] > 0, "tx timestamp"
+
+
 def signature(stream: int, generation: int, seq: int, tx_ns: int, latency=False) -> bytes:
     flags = (generation << 8) | (1 if latency else 0)
     return MAGIC + struct.pack(">HH", stream, flags) + seq.to_bytes(6, "big") + \
@@ -71,11 +79,9 @@ class TestTester(SluiceTestCase):
             assert IP(raw(rebuilt)).chksum == ip.chksum, "IPv4 header checksum"
             assert p[UDP].len == 66 and p[UDP].chksum == 0 and p[UDP].dport == 7
             payload = raw(p[UDP].payload)
-            assert payload[:4] == MAGIC
+            check_signature(payload, i)
             stream, flags = struct.unpack(">HH", payload[4:8])
             assert flags & 1 == 1, "latency flag"
-            assert int.from_bytes(payload[8:14], "big") == i, "sequence"
-            assert struct.unpack(">Q", payload[14:22])[0] > 0, "tx timestamp"
             flows.append((ip.src, p[UDP].sport))
         # 10 flows over 4 addresses: address first, then the port.
         assert len(set(flows)) == 10
@@ -139,10 +145,7 @@ class TestTester(SluiceTestCase):
             del rebuilt.chksum
             rebuilt = IPv6(src=ip6.src, dst=ip6.dst) / rebuilt
             assert IPv6(raw(rebuilt))[UDP].chksum == udp.chksum, f"UDP checksum of frame {i}"
-            payload = raw(udp.payload)
-            assert payload[:4] == MAGIC
-            assert int.from_bytes(payload[8:14], "big") == i, "sequence"
-            assert struct.unpack(">Q", payload[14:22])[0] > 0, "tx timestamp"
+            check_signature(raw(udp.payload), i)
             flows.append((ip6.src, udp.sport))
         assert flows[:4] == [("2001:db8::1", 5000), ("2001:db8::2", 5000),
                              ("2001:db8::3", 5000), ("2001:db8::1", 5001)]

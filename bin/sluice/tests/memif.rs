@@ -531,16 +531,18 @@ fn wait_hw_link(d: &Daemon, state: &str) {
 
 /// Waits until `d` holds exactly `n` buffers.
 fn wait_in_use(d: &Daemon, n: u64) {
-    let t0 = Instant::now();
-    while buffers_in_use(d) != n {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "expected {n} buffers in use:\n{}\n{}",
-            d.ok("show buffers"),
-            d.ok("show memif")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || buffers_in_use(d) == n,
+        || {
+            format!(
+                "expected {n} buffers in use:\n{}\n{}",
+                d.ok("show buffers"),
+                d.ok("show memif")
+            )
+        },
+    );
 }
 
 /// Slave zero-copy (B, `buffers { shared }`) against a copying Sluice master: L2 both ways,

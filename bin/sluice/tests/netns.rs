@@ -559,19 +559,30 @@ fn wait_no_buffers_in_use(d: &Daemon) {
             d.ok(&format!("delete interface af_xdp {intf}"));
         }
     }
-    let t0 = Instant::now();
-    loop {
-        let n = buffers_in_use(d);
-        if n == 0 {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "{n} buffers still in use:\n{}",
-            d.ok("show buffers")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let n = std::cell::Cell::new(0);
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || {
+            n.set(buffers_in_use(d));
+            n.get() == 0
+        },
+        || {
+            format!(
+                "{} buffers still in use:\n{}",
+                n.get(),
+                d.ok("show buffers")
+            )
+        },
+    );
+}
+
+/// Ends a test: the daemon is still running, every buffer came back, and it stops cleanly
+/// on SIGTERM. Returns its stderr.
+fn finish(mut d: Daemon) -> String {
+    assert!(d.alive(), "sluice died");
+    wait_no_buffers_in_use(&d);
+    d.stop()
 }
 
 /// Whether this process's RLIMIT_MEMLOCK is finite.
@@ -873,8 +884,7 @@ fn routes_between_namespaces(drv: Driver) {
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     assert!(!d.ok("show interface").contains(&ha));
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// L2 bridging between three namespaces, plus VLAN-tagged frames, whose tag the kernel
@@ -928,8 +938,7 @@ fn bridges_three_namespaces(drv: Driver) {
     for h in &names {
         d.ok(&drv.delete_cmd(h));
     }
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// A TCP transfer across Sluice (af_packet: partial checksums from veth completed by the
@@ -1011,8 +1020,7 @@ fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
             "note: iperf3 not installed (Debian package `iperf3'); built-in TCP transfer only"
         );
     }
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// Deleting host interfaces while a flood runs through them (rx queues on a worker, two
@@ -1074,11 +1082,8 @@ fn delete_while_flooding(drv: Driver) {
         let _ = p.kill();
         let _ = p.wait();
     }
-    let mut dd = d;
-    assert!(dd.alive(), "sluice died");
-    assert!(dd.ok("show interface").contains("local0"));
-    wait_no_buffers_in_use(&dd);
-    dd.stop();
+    assert!(d.ok("show interface").contains("local0"));
+    finish(d);
 }
 
 /// IPv6 routing between two Linux namespaces: Sluice answers the hosts' neighbor
@@ -1167,8 +1172,7 @@ fn routes_ipv6_between_namespaces(drv: Driver) {
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     assert!(!d.ok("show interface").contains(&ha));
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// Rx modes and rx placement with a worker thread: traffic crosses Sluice in interrupt mode
@@ -1289,10 +1293,7 @@ fn rx_modes_and_placement(drv: Driver) {
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     assert!(!d.ok("show interface rx-placement").contains(&ha));
-    let mut dd = d;
-    assert!(dd.alive(), "sluice died");
-    wait_no_buffers_in_use(&dd);
-    dd.stop();
+    finish(d);
 }
 
 /// A tx kick the kernel refuses leaves frames in the ring: with no further traffic they must
@@ -1422,8 +1423,7 @@ fn refused_kicks_are_retried(drv: Driver) {
     }
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
@@ -1456,16 +1456,18 @@ fn sub_interface_tx_refused(drv: Driver) {
     // 2200 bytes plus the tag: more than a 2048-byte af_packet tx frame or AF_XDP UMEM frame.
     send_raw(&a, frame(2200), 5);
     send_raw(&a, frame(200), 3);
-    let t0 = Instant::now();
-    while counter(&d, &hb, "tx-error") + counter(&d, &hb, "tx packets") < 8 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(3),
-            "frames not forwarded\n{}\n{}",
-            d.ok("show interface"),
-            d.ok("show errors")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+        || counter(&d, &hb, "tx-error") + counter(&d, &hb, "tx packets") >= 8,
+        || {
+            format!(
+                "frames not forwarded\n{}\n{}",
+                d.ok("show interface"),
+                d.ok("show errors")
+            )
+        },
+    );
     let show = d.ok("show interface");
     for intf in [sub, hb.as_str()] {
         assert_eq!(counter(&d, intf, "tx packets"), 3, "{intf}\n{show}");
@@ -1478,8 +1480,7 @@ fn sub_interface_tx_refused(drv: Driver) {
     d.ok(&format!("delete sub-interface {sub}"));
     d.ok(&Driver::AfPacket.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
-    wait_no_buffers_in_use(&d);
-    d.stop();
+    finish(d);
 }
 
 /// A tap interface whose host side Sluice moves into a namespace the test created and
@@ -1563,10 +1564,7 @@ fn tap_host_routes_to_af_packet_host() {
     );
     assert!(!d.ok("show interface").contains("tap7"));
     d.ok(&format!("delete host-interface name {vb}"));
-    let mut dd = d;
-    assert!(dd.alive());
-    wait_no_buffers_in_use(&dd);
-    dd.stop();
+    finish(d);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1752,10 +1750,7 @@ fn tap_multi_queue_spreads_flows() {
     d.ok("delete tap tap3");
     assert!(sh(&["ip", "-n", &tns, "link", "show", &tif]).is_err());
     d.ok(&format!("delete host-interface name {vb}"));
-    let mut dd = d;
-    assert!(dd.alive(), "sluice died");
-    wait_no_buffers_in_use(&dd);
-    dd.stop();
+    finish(d);
 }
 
 /// `host-bridge`: the host side becomes a port of a Linux bridge in the namespace, and the
@@ -1858,10 +1853,7 @@ fn tap_host_bridge_and_ipv6_gateway() {
     }
     assert!(must(&["ip", "-n", &tns, "link", "show", "br0"]).contains("br0"));
     d.ok(&format!("delete host-interface name {vb}"));
-    let mut dd = d;
-    assert!(dd.alive(), "sluice died");
-    wait_no_buffers_in_use(&dd);
-    dd.stop();
+    finish(d);
 }
 
 /// The kernel mechanism behind `create host-interface v2` (docs/interfaces.md, "rx
@@ -2051,8 +2043,7 @@ fn af_xdp_user_program_drops_icmp_in_the_kernel() {
 
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
-    wait_no_buffers_in_use(&d);
-    let log = d.stop();
+    let log = finish(d);
     // The refused program's whole verifier log is in the daemon log.
     assert!(
         log.contains("verifier log:") && log.contains("R2 offset is outside of the packet"),

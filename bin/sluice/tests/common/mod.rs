@@ -155,6 +155,23 @@ pub fn buffers_in_use(d: &Daemon) -> u64 {
     line.split_whitespace().nth(8).unwrap().parse().unwrap()
 }
 
+/// Polls `done` every `every` until it holds; panics with `why()` (evaluated only then,
+/// so it may ask the daemon for diagnostics) once `limit` has passed.
+pub fn wait_until(
+    limit: Duration,
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+    why: impl FnOnce() -> String,
+) {
+    let t0 = Instant::now();
+    while !done() {
+        if t0.elapsed() >= limit {
+            panic!("{}", why());
+        }
+        std::thread::sleep(every);
+    }
+}
+
 pub fn wait_streams_done(d: &Daemon) {
     let t0 = Instant::now();
     loop {
