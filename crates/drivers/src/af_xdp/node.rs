@@ -228,9 +228,6 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        if self.queues.list[qi].q.rings.arena.is_some() {
-            return self.poll_arena(cx, qi, budget);
-        }
         let p = &mut self.queues.list[qi];
         let q = &mut p.q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
@@ -239,6 +236,9 @@ impl AfXdpInput {
             q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
         }
         let busy = p.mode.is_polling() && q.busy == Some(true);
+        if q.rings.arena.is_some() {
+            return poll_arena(cx, q, n, busy);
+        }
         if n == 0 {
             q.xsk.rx_wakeup(&q.rings, busy);
             return 0;
@@ -306,116 +306,109 @@ impl AfXdpInput {
             cx.count(C_NO_BUFFERS, miss);
         }
         cx.count(C_BAD_DESC, bad);
-        if used > 0 {
-            q.counters.add(t, counter::RX_PACKETS, used as u64);
-            q.counters.add(t, counter::RX_BYTES, bytes);
-            cx.pcap_capture(point::RX, &out[..used], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
-        }
+        deliver(cx, q, &out[..used], bytes);
         used
     }
 }
 
-impl AfXdpInput {
-    /// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena: the received
-    /// buffers go to the graph as they are, the fill ring is topped up with fresh ones.
-    fn poll_arena(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        let p = &mut self.queues.list[qi];
-        let q = &mut p.q;
-        let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
-        q.xsk.counters.rx_poll(n);
-        if q.busy.is_none() && n > 0 {
-            q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
-        }
-        let busy = p.mode.is_polling() && q.busy == Some(true);
-        let arena = cx.arena();
-        let t = cx.thread();
-        let mut traced = cx.trace_budget();
-        let mut out = [BufIdx(0); FRAME_SIZE];
-        let mut ours_bad = [BufIdx(0); FRAME_SIZE];
-        let (mut used, mut nob, mut bad, mut bytes) = (0usize, 0usize, 0u64, 0u64);
-        let RxRings {
-            rx,
-            fill,
-            arena: ra,
-            ..
-        } = &mut q.rings;
-        let Some(ra) = ra.as_mut() else { return 0 };
-        for i in 0..n {
-            let d = rx.read(i as u32);
-            match ra.geo.rx_desc(d.addr, d.len) {
-                RxDesc::Packet {
-                    idx,
-                    current_data,
-                    len,
-                } if ra.held.take(idx) => {
-                    // SAFETY: the kernel handed `idx` back through the rx ring and it was
-                    // one this queue gave it (its held bit was set, now cleared): this node
-                    // owns it until it is enqueued; one view at a time.
-                    let mut v = unsafe { arena.buffer(idx) };
-                    v.hdr.current_data = current_data;
-                    v.hdr.current_length = len;
-                    v.hdr.rx_if = q.sw_if;
-                    bytes += len as u64;
-                    if traced > 0 {
-                        let rec = RxTrace {
-                            sw_if: q.sw_if,
-                            queue: q.queue,
-                            len,
-                            head: TraceHead::new(v.data()),
-                        };
-                        cx.trace_start(&mut v, rec);
-                        traced -= 1;
-                    }
-                    out[used] = idx;
-                    used += 1;
-                }
-                RxDesc::Bad(Some(idx)) if ra.held.take(idx) => {
-                    bad += 1;
-                    ours_bad[nob] = idx;
-                    nob += 1;
-                }
-                _ => bad += 1,
-            }
-        }
-        rx.release(n as u32);
-        // Top the fill ring up so that the queue holds at most rx-queue-size buffers.
-        let want = q.xsk.geo.rx_size.saturating_sub(ra.held.count());
-        let room = fill.reserve(want);
-        let mut w = 0u32;
-        while w < room {
-            let k = ((room - w) as usize).min(FRAME_SIZE);
-            let mut fresh = [BufIdx(0); FRAME_SIZE];
-            let got = cx.bufs().alloc(&mut fresh[..k]);
-            for &b in &fresh[..got] {
-                // A fresh buffer is never held; if it were (a double free elsewhere), it is
-                // already the kernel's and must not be given twice.
-                if ra.held.give(b) {
-                    fill.write(w, ra.geo.fill_addr(b));
-                    w += 1;
-                }
-            }
-            if got < k {
-                bump(&q.xsk.counters.fill_short, (room - w) as u64);
-                break;
-            }
-        }
-        fill.submit(w);
-        q.xsk
-            .counters
-            .rx_held
-            .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
-        q.xsk.rx_wakeup(&q.rings, busy);
-        cx.free(&ours_bad[..nob]);
-        cx.count(C_BAD_DESC, bad);
-        if used > 0 {
-            q.counters.add(t, counter::RX_PACKETS, used as u64);
-            q.counters.add(t, counter::RX_BYTES, bytes);
-            cx.pcap_capture(point::RX, &out[..used], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
-        }
-        used
+/// The packets a poll of `q` received (`bytes` in all) go to the graph: interface rx
+/// counters, `pcap trace rx`, `ethernet-input`.
+fn deliver(cx: &mut Cx, q: &RxQueue, out: &[BufIdx], bytes: u64) {
+    if out.is_empty() {
+        return;
     }
+    let t = cx.thread();
+    q.counters.add(t, counter::RX_PACKETS, out.len() as u64);
+    q.counters.add(t, counter::RX_BYTES, bytes);
+    cx.pcap_capture(point::RX, out, false);
+    cx.enqueue_all(NEXT_ETHERNET, out);
+}
+
+/// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena, after the `n`
+/// descriptors were peeked: the received buffers go to the graph as they are, the fill ring
+/// is topped up with fresh ones (also when nothing arrived).
+fn poll_arena(cx: &mut Cx, q: &mut RxQueue, n: usize, busy: bool) -> usize {
+    let arena = cx.arena();
+    let mut traced = cx.trace_budget();
+    let mut out = [BufIdx(0); FRAME_SIZE];
+    let mut ours_bad = [BufIdx(0); FRAME_SIZE];
+    let (mut used, mut nob, mut bad, mut bytes) = (0usize, 0usize, 0u64, 0u64);
+    let RxRings {
+        rx,
+        fill,
+        arena: ra,
+        ..
+    } = &mut q.rings;
+    let Some(ra) = ra.as_mut() else { return 0 };
+    for i in 0..n {
+        let d = rx.read(i as u32);
+        match ra.geo.rx_desc(d.addr, d.len) {
+            RxDesc::Packet {
+                idx,
+                current_data,
+                len,
+            } if ra.held.take(idx) => {
+                // SAFETY: the kernel handed `idx` back through the rx ring and it was
+                // one this queue gave it (its held bit was set, now cleared): this node
+                // owns it until it is enqueued; one view at a time.
+                let mut v = unsafe { arena.buffer(idx) };
+                v.hdr.current_data = current_data;
+                v.hdr.current_length = len;
+                v.hdr.rx_if = q.sw_if;
+                bytes += len as u64;
+                if traced > 0 {
+                    let rec = RxTrace {
+                        sw_if: q.sw_if,
+                        queue: q.queue,
+                        len,
+                        head: TraceHead::new(v.data()),
+                    };
+                    cx.trace_start(&mut v, rec);
+                    traced -= 1;
+                }
+                out[used] = idx;
+                used += 1;
+            }
+            RxDesc::Bad(Some(idx)) if ra.held.take(idx) => {
+                bad += 1;
+                ours_bad[nob] = idx;
+                nob += 1;
+            }
+            _ => bad += 1,
+        }
+    }
+    rx.release(n as u32);
+    // Top the fill ring up so that the queue holds at most rx-queue-size buffers.
+    let want = q.xsk.geo.rx_size.saturating_sub(ra.held.count());
+    let room = fill.reserve(want);
+    let mut w = 0u32;
+    while w < room {
+        let k = ((room - w) as usize).min(FRAME_SIZE);
+        let mut fresh = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut fresh[..k]);
+        for &b in &fresh[..got] {
+            // A fresh buffer is never held; if it were (a double free elsewhere), it is
+            // already the kernel's and must not be given twice.
+            if ra.held.give(b) {
+                fill.write(w, ra.geo.fill_addr(b));
+                w += 1;
+            }
+        }
+        if got < k {
+            bump(&q.xsk.counters.fill_short, (room - w) as u64);
+            break;
+        }
+    }
+    fill.submit(w);
+    q.xsk
+        .counters
+        .rx_held
+        .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
+    q.xsk.rx_wakeup(&q.rings, busy);
+    cx.free(&ours_bad[..nob]);
+    cx.count(C_BAD_DESC, bad);
+    deliver(cx, q, &out[..used], bytes);
+    used
 }
 
 impl NodeFn for AfXdpInput {
