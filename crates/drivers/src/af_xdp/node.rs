@@ -116,14 +116,8 @@ pub fn tx_counters() -> [CounterDesc; 9] {
         CounterDesc::error("too_big", "packet larger than a UMEM frame"),
         CounterDesc::error("no_interface", "af_xdp interface deleted"),
         CounterDesc::error("send_error", "tx kick (sendto) failed"),
-        CounterDesc::info(
-            "kick_retries",
-            "tx kicks retried (frames left by the kernel)",
-        ),
-        CounterDesc::error(
-            "kick_dropped",
-            "tx frames given up (kernel refused their kicks for 1 s)",
-        ),
+        crate::linux::KICK_RETRIES,
+        crate::linux::KICK_DROPPED,
         CounterDesc::info(
             "chain_copied",
             "chained packets copied into one buffer (buffer arena UMEM)",
