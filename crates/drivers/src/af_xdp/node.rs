@@ -67,12 +67,13 @@
 //!   into one buffer), `no_buffers` (error, arena: no buffer to copy a chain into),
 //!   `in_flight` (error, arena: a buffer handed over while already in the tx ring; dropped,
 //!   not freed).
-//! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
-//!   `tx packets`/`tx bytes`); for a packet sent on a VLAN sub-interface, `ring_full`/`too_big`
-//!   also correct the sub-interface's counters; the socket's tx kicks, busy kicks, kick
+//! - also: interface `tx-error` for `ring_full`, `too_big`, `kick_dropped` and (arena)
+//!   `no_buffers`/`in_flight` drops (taken off `tx packets`/`tx bytes`); for a packet sent on
+//!   a VLAN sub-interface, these drops (but `kick_dropped`) also correct the sub-interface's
+//!   counters; the socket's tx kicks, busy kicks, kick
 //!   retries, completions and frames in flight (`show af_xdp`).
 
-use super::arena::RxDesc;
+use super::arena::{ArenaGeo, RxDesc};
 use super::xsk::{bump, RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
 use crate::linux::KickSet;
@@ -469,8 +470,8 @@ impl NodeFn for AfXdpTx {
             cx.free(frame);
             return;
         };
-        if q.arena.is_some() {
-            return tx_arena(cx, e, q, frame);
+        if let Some(geo) = q.arena {
+            return tx_arena(cx, e, q, geo, frame);
         }
         let (mut full, mut big, mut lost) = (0u64, 0u64, 0u64);
         let mut g = q.tx_lock();
@@ -525,12 +526,11 @@ fn free_done(cx: &mut Cx, g: &mut TxRings) {
 /// `<interface>-tx` for a socket whose UMEM is the buffer arena: the packets' own buffers go
 /// in the tx ring (chains are copied into one buffer first) and are freed when their
 /// completions come back.
-fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, frame: &[BufIdx]) {
+fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, geo: ArenaGeo, frame: &[BufIdx]) {
     let pool = cx.pool_ref();
     let arena = cx.arena();
     let t = cx.thread();
     let ds = pool.data_size();
-    let Some(geo) = q.arena else { return };
     // Buffers to free at the end: refused packets, and chains once copied.
     let mut drop = [BufIdx(0); 2 * FRAME_SIZE];
     let mut nd = 0;
@@ -587,6 +587,7 @@ fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, frame: &[BufIdx]) {
                 // Already the kernel's: counted, not freed (it is freed at its completion).
                 twice += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
             }
         }
     }
