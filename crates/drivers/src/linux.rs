@@ -6,7 +6,7 @@
 //! (polling, interrupt, adaptive) are `sluice_graph::rxmode` through `crate::fdq`.
 
 use sluice_buffer::{BufIdx, BufferPool};
-use sluice_graph::Cx;
+use sluice_graph::{CounterDesc, Cx};
 use sluice_vnet::interface::IfCounters;
 use std::cell::UnsafeCell;
 use std::io;
@@ -539,6 +539,17 @@ pub struct KickEntry<K> {
     /// Graph-wide error code of the tx node's `kick_dropped` counter.
     pub err_dropped: u16,
 }
+
+/// The tx node's `kick_retries` counter (the kicks a [`KickSet`] retries).
+pub const KICK_RETRIES: CounterDesc = CounterDesc::info(
+    "kick_retries",
+    "tx kicks retried (frames left by the kernel)",
+);
+/// The tx node's `kick_dropped` counter (frames a [`KickSet`] gave up).
+pub const KICK_DROPPED: CounterDesc = CounterDesc::error(
+    "kick_dropped",
+    "tx frames given up (kernel refused their kicks for 1 s)",
+);
 
 /// The tx queues one thread transmits on, as its input node sees them: every poll retries
 /// the kicks that are due (a relaxed load per queue when none is), and while one is pending

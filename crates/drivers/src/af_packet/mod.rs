@@ -105,14 +105,8 @@ pub fn register(b: &mut GraphBuilder) {
             CounterDesc::error("too_big", "packet larger than a tx frame"),
             CounterDesc::error("no_interface", "host interface deleted"),
             CounterDesc::error("send_error", "sendto failed"),
-            CounterDesc::info(
-                "kick_retries",
-                "tx kicks retried (frames left by the kernel)",
-            ),
-            CounterDesc::error(
-                "kick_dropped",
-                "tx frames given up (kernel refused their kicks for 1 s)",
-            ),
+            crate::linux::KICK_RETRIES,
+            crate::linux::KICK_DROPPED,
         ]),
     );
 }

@@ -67,12 +67,13 @@
 //!   into one buffer), `no_buffers` (error, arena: no buffer to copy a chain into),
 //!   `in_flight` (error, arena: a buffer handed over while already in the tx ring; dropped,
 //!   not freed).
-//! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
-//!   `tx packets`/`tx bytes`); for a packet sent on a VLAN sub-interface, `ring_full`/`too_big`
-//!   also correct the sub-interface's counters; the socket's tx kicks, busy kicks, kick
+//! - also: interface `tx-error` for `ring_full`, `too_big`, `kick_dropped` and (arena)
+//!   `no_buffers`/`in_flight` drops (taken off `tx packets`/`tx bytes`); for a packet sent on
+//!   a VLAN sub-interface, these drops (but `kick_dropped`) also correct the sub-interface's
+//!   counters; the socket's tx kicks, busy kicks, kick
 //!   retries, completions and frames in flight (`show af_xdp`).
 
-use super::arena::RxDesc;
+use super::arena::{ArenaGeo, RxDesc};
 use super::xsk::{bump, RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
 use crate::linux::KickSet;
@@ -116,14 +117,8 @@ pub fn tx_counters() -> [CounterDesc; 9] {
         CounterDesc::error("too_big", "packet larger than a UMEM frame"),
         CounterDesc::error("no_interface", "af_xdp interface deleted"),
         CounterDesc::error("send_error", "tx kick (sendto) failed"),
-        CounterDesc::info(
-            "kick_retries",
-            "tx kicks retried (frames left by the kernel)",
-        ),
-        CounterDesc::error(
-            "kick_dropped",
-            "tx frames given up (kernel refused their kicks for 1 s)",
-        ),
+        crate::linux::KICK_RETRIES,
+        crate::linux::KICK_DROPPED,
         CounterDesc::info(
             "chain_copied",
             "chained packets copied into one buffer (buffer arena UMEM)",
@@ -228,9 +223,6 @@ fn copy_in(cx: &mut Cx, pool: &BufferPool, b: BufIdx, pkt: &[u8]) -> bool {
 impl AfXdpInput {
     /// Takes up to `budget` packets from queue `qi`; returns how many went to the graph.
     fn poll_queue(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        if self.queues.list[qi].q.rings.arena.is_some() {
-            return self.poll_arena(cx, qi, budget);
-        }
         let p = &mut self.queues.list[qi];
         let q = &mut p.q;
         let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
@@ -239,6 +231,9 @@ impl AfXdpInput {
             q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
         }
         let busy = p.mode.is_polling() && q.busy == Some(true);
+        if q.rings.arena.is_some() {
+            return poll_arena(cx, q, n, busy);
+        }
         if n == 0 {
             q.xsk.rx_wakeup(&q.rings, busy);
             return 0;
@@ -306,116 +301,109 @@ impl AfXdpInput {
             cx.count(C_NO_BUFFERS, miss);
         }
         cx.count(C_BAD_DESC, bad);
-        if used > 0 {
-            q.counters.add(t, counter::RX_PACKETS, used as u64);
-            q.counters.add(t, counter::RX_BYTES, bytes);
-            cx.pcap_capture(point::RX, &out[..used], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
-        }
+        deliver(cx, q, &out[..used], bytes);
         used
     }
 }
 
-impl AfXdpInput {
-    /// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena: the received
-    /// buffers go to the graph as they are, the fill ring is topped up with fresh ones.
-    fn poll_arena(&mut self, cx: &mut Cx, qi: usize, budget: usize) -> usize {
-        let p = &mut self.queues.list[qi];
-        let q = &mut p.q;
-        let n = q.rings.rx.peek(budget.min(FRAME_SIZE) as u32) as usize;
-        q.xsk.counters.rx_poll(n);
-        if q.busy.is_none() && n > 0 {
-            q.busy = Some(q.xsk.busy_poll && q.xsk.napi_id() != 0);
-        }
-        let busy = p.mode.is_polling() && q.busy == Some(true);
-        let arena = cx.arena();
-        let t = cx.thread();
-        let mut traced = cx.trace_budget();
-        let mut out = [BufIdx(0); FRAME_SIZE];
-        let mut ours_bad = [BufIdx(0); FRAME_SIZE];
-        let (mut used, mut nob, mut bad, mut bytes) = (0usize, 0usize, 0u64, 0u64);
-        let RxRings {
-            rx,
-            fill,
-            arena: ra,
-            ..
-        } = &mut q.rings;
-        let Some(ra) = ra.as_mut() else { return 0 };
-        for i in 0..n {
-            let d = rx.read(i as u32);
-            match ra.geo.rx_desc(d.addr, d.len) {
-                RxDesc::Packet {
-                    idx,
-                    current_data,
-                    len,
-                } if ra.held.take(idx) => {
-                    // SAFETY: the kernel handed `idx` back through the rx ring and it was
-                    // one this queue gave it (its held bit was set, now cleared): this node
-                    // owns it until it is enqueued; one view at a time.
-                    let mut v = unsafe { arena.buffer(idx) };
-                    v.hdr.current_data = current_data;
-                    v.hdr.current_length = len;
-                    v.hdr.rx_if = q.sw_if;
-                    bytes += len as u64;
-                    if traced > 0 {
-                        let rec = RxTrace {
-                            sw_if: q.sw_if,
-                            queue: q.queue,
-                            len,
-                            head: TraceHead::new(v.data()),
-                        };
-                        cx.trace_start(&mut v, rec);
-                        traced -= 1;
-                    }
-                    out[used] = idx;
-                    used += 1;
-                }
-                RxDesc::Bad(Some(idx)) if ra.held.take(idx) => {
-                    bad += 1;
-                    ours_bad[nob] = idx;
-                    nob += 1;
-                }
-                _ => bad += 1,
-            }
-        }
-        rx.release(n as u32);
-        // Top the fill ring up so that the queue holds at most rx-queue-size buffers.
-        let want = q.xsk.geo.rx_size.saturating_sub(ra.held.count());
-        let room = fill.reserve(want);
-        let mut w = 0u32;
-        while w < room {
-            let k = ((room - w) as usize).min(FRAME_SIZE);
-            let mut fresh = [BufIdx(0); FRAME_SIZE];
-            let got = cx.bufs().alloc(&mut fresh[..k]);
-            for &b in &fresh[..got] {
-                // A fresh buffer is never held; if it were (a double free elsewhere), it is
-                // already the kernel's and must not be given twice.
-                if ra.held.give(b) {
-                    fill.write(w, ra.geo.fill_addr(b));
-                    w += 1;
-                }
-            }
-            if got < k {
-                bump(&q.xsk.counters.fill_short, (room - w) as u64);
-                break;
-            }
-        }
-        fill.submit(w);
-        q.xsk
-            .counters
-            .rx_held
-            .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
-        q.xsk.rx_wakeup(&q.rings, busy);
-        cx.free(&ours_bad[..nob]);
-        cx.count(C_BAD_DESC, bad);
-        if used > 0 {
-            q.counters.add(t, counter::RX_PACKETS, used as u64);
-            q.counters.add(t, counter::RX_BYTES, bytes);
-            cx.pcap_capture(point::RX, &out[..used], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..used]);
-        }
-        used
+/// The packets a poll of `q` received (`bytes` in all) go to the graph: interface rx
+/// counters, `pcap trace rx`, `ethernet-input`.
+fn deliver(cx: &mut Cx, q: &RxQueue, out: &[BufIdx], bytes: u64) {
+    if out.is_empty() {
+        return;
     }
+    let t = cx.thread();
+    q.counters.add(t, counter::RX_PACKETS, out.len() as u64);
+    q.counters.add(t, counter::RX_BYTES, bytes);
+    cx.pcap_capture(point::RX, out, false);
+    cx.enqueue_all(NEXT_ETHERNET, out);
+}
+
+/// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena, after the `n`
+/// descriptors were peeked: the received buffers go to the graph as they are, the fill ring
+/// is topped up with fresh ones (also when nothing arrived).
+fn poll_arena(cx: &mut Cx, q: &mut RxQueue, n: usize, busy: bool) -> usize {
+    let arena = cx.arena();
+    let mut traced = cx.trace_budget();
+    let mut out = [BufIdx(0); FRAME_SIZE];
+    let mut ours_bad = [BufIdx(0); FRAME_SIZE];
+    let (mut used, mut nob, mut bad, mut bytes) = (0usize, 0usize, 0u64, 0u64);
+    let RxRings {
+        rx,
+        fill,
+        arena: ra,
+        ..
+    } = &mut q.rings;
+    let Some(ra) = ra.as_mut() else { return 0 };
+    for i in 0..n {
+        let d = rx.read(i as u32);
+        match ra.geo.rx_desc(d.addr, d.len) {
+            RxDesc::Packet {
+                idx,
+                current_data,
+                len,
+            } if ra.held.take(idx) => {
+                // SAFETY: the kernel handed `idx` back through the rx ring and it was
+                // one this queue gave it (its held bit was set, now cleared): this node
+                // owns it until it is enqueued; one view at a time.
+                let mut v = unsafe { arena.buffer(idx) };
+                v.hdr.current_data = current_data;
+                v.hdr.current_length = len;
+                v.hdr.rx_if = q.sw_if;
+                bytes += len as u64;
+                if traced > 0 {
+                    let rec = RxTrace {
+                        sw_if: q.sw_if,
+                        queue: q.queue,
+                        len,
+                        head: TraceHead::new(v.data()),
+                    };
+                    cx.trace_start(&mut v, rec);
+                    traced -= 1;
+                }
+                out[used] = idx;
+                used += 1;
+            }
+            RxDesc::Bad(Some(idx)) if ra.held.take(idx) => {
+                bad += 1;
+                ours_bad[nob] = idx;
+                nob += 1;
+            }
+            _ => bad += 1,
+        }
+    }
+    rx.release(n as u32);
+    // Top the fill ring up so that the queue holds at most rx-queue-size buffers.
+    let want = q.xsk.geo.rx_size.saturating_sub(ra.held.count());
+    let room = fill.reserve(want);
+    let mut w = 0u32;
+    while w < room {
+        let k = ((room - w) as usize).min(FRAME_SIZE);
+        let mut fresh = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut fresh[..k]);
+        for &b in &fresh[..got] {
+            // A fresh buffer is never held; if it were (a double free elsewhere), it is
+            // already the kernel's and must not be given twice.
+            if ra.held.give(b) {
+                fill.write(w, ra.geo.fill_addr(b));
+                w += 1;
+            }
+        }
+        if got < k {
+            bump(&q.xsk.counters.fill_short, (room - w) as u64);
+            break;
+        }
+    }
+    fill.submit(w);
+    q.xsk
+        .counters
+        .rx_held
+        .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
+    q.xsk.rx_wakeup(&q.rings, busy);
+    cx.free(&ours_bad[..nob]);
+    cx.count(C_BAD_DESC, bad);
+    deliver(cx, q, &out[..used], bytes);
+    used
 }
 
 impl NodeFn for AfXdpInput {
@@ -482,8 +470,8 @@ impl NodeFn for AfXdpTx {
             cx.free(frame);
             return;
         };
-        if q.arena.is_some() {
-            return tx_arena(cx, e, q, frame);
+        if let Some(geo) = q.arena {
+            return tx_arena(cx, e, q, geo, frame);
         }
         let (mut full, mut big, mut lost) = (0u64, 0u64, 0u64);
         let mut g = q.tx_lock();
@@ -538,12 +526,11 @@ fn free_done(cx: &mut Cx, g: &mut TxRings) {
 /// `<interface>-tx` for a socket whose UMEM is the buffer arena: the packets' own buffers go
 /// in the tx ring (chains are copied into one buffer first) and are freed when their
 /// completions come back.
-fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, frame: &[BufIdx]) {
+fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, geo: ArenaGeo, frame: &[BufIdx]) {
     let pool = cx.pool_ref();
     let arena = cx.arena();
     let t = cx.thread();
     let ds = pool.data_size();
-    let Some(geo) = q.arena else { return };
     // Buffers to free at the end: refused packets, and chains once copied.
     let mut drop = [BufIdx(0); 2 * FRAME_SIZE];
     let mut nd = 0;
@@ -600,6 +587,7 @@ fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, frame: &[BufIdx]) {
                 // Already the kernel's: counted, not freed (it is freed at its completion).
                 twice += 1;
                 lost += len as u64;
+                e.subs.sub_tx_failed(t, h);
             }
         }
     }
