@@ -1426,12 +1426,8 @@ fn refused_kicks_are_retried(drv: Driver) {
     d.stop();
 }
 
-/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
-/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
-/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
-fn sub_interface_tx_refused(drv: Driver) {
-    skip_unless_possible!(drv);
-    let mut t = Topo::new("v", drv);
+/// Two veth namespaces up without IPv6, A's link with a 9000-byte MTU (jumbo frames in).
+fn jumbo_pair(t: &mut Topo) -> (String, String) {
     let (a, b) = (t.veth('a'), t.veth('b'));
     for ns in [&a, &b] {
         no_ipv6(ns);
@@ -1439,6 +1435,16 @@ fn sub_interface_tx_refused(drv: Driver) {
     }
     must(&["ip", "link", "set", &a, "mtu", "9000"]);
     must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
+    (a, b)
+}
+
+/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
+/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
+/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
+fn sub_interface_tx_refused(drv: Driver) {
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("v", drv);
+    let (a, b) = jumbo_pair(&mut t);
     let d = drv.daemon("netns-subtx", "");
     // A's side is af_packet for both drivers: an AF_XDP frame cannot take a jumbo frame in.
     let ha = attach(&d, Driver::AfPacket, &a, None);
@@ -1491,13 +1497,7 @@ fn looped_sub_interface_keeps_its_tx_counters() {
     let drv = Driver::AfPacket;
     skip_unless_possible!(drv);
     let mut t = Topo::new("w", drv);
-    let (a, b) = (t.veth('a'), t.veth('b'));
-    for ns in [&a, &b] {
-        no_ipv6(ns);
-        must(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
-    }
-    must(&["ip", "link", "set", &a, "mtu", "9000"]);
-    must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
+    let (a, b) = jumbo_pair(&mut t);
     let d = drv.daemon("netns-looptx", "");
     let ha = attach(&d, drv, &a, None);
     let hb = attach(&d, drv, &b, None);
