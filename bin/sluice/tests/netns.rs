@@ -1426,12 +1426,8 @@ fn refused_kicks_are_retried(drv: Driver) {
     finish(d);
 }
 
-/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
-/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
-/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
-fn sub_interface_tx_refused(drv: Driver) {
-    skip_unless_possible!(drv);
-    let mut t = Topo::new("v", drv);
+/// Two veth namespaces up without IPv6, A's link with a 9000-byte MTU (jumbo frames in).
+fn jumbo_pair(t: &mut Topo) -> (String, String) {
     let (a, b) = (t.veth('a'), t.veth('b'));
     for ns in [&a, &b] {
         no_ipv6(ns);
@@ -1439,6 +1435,16 @@ fn sub_interface_tx_refused(drv: Driver) {
     }
     must(&["ip", "link", "set", &a, "mtu", "9000"]);
     must(&["ip", "-n", &a, "link", "set", "eth0", "mtu", "9000"]);
+    (a, b)
+}
+
+/// Packets the driver refuses on a VLAN sub-interface come off the tx counters of the
+/// sub-interface they were counted on, not only the parent's: frames cross-connected from A
+/// (jumbo MTU, af_packet) to `<B>.100`, some larger than a tx frame of B's driver (too_big).
+fn sub_interface_tx_refused(drv: Driver) {
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("v", drv);
+    let (a, b) = jumbo_pair(&mut t);
     let d = drv.daemon("netns-subtx", "");
     // A's side is af_packet for both drivers: an AF_XDP frame cannot take a jumbo frame in.
     let ha = attach(&d, Driver::AfPacket, &a, None);
@@ -1481,6 +1487,55 @@ fn sub_interface_tx_refused(drv: Driver) {
     d.ok(&Driver::AfPacket.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     finish(d);
+}
+
+/// A packet sent out of a loopback's VLAN sub-interface comes back in on it and goes out
+/// again untagged; when B's driver refuses it there, only B's counters take it back: the
+/// sub-interface it was first sent on keeps it as sent (its `TX_SUB` mark does not survive
+/// the second `interface-output`).
+#[test]
+fn looped_sub_interface_keeps_its_tx_counters() {
+    let drv = Driver::AfPacket;
+    skip_unless_possible!(drv);
+    let mut t = Topo::new("w", drv);
+    let (a, b) = jumbo_pair(&mut t);
+    let d = drv.daemon("netns-looptx", "");
+    let ha = attach(&d, drv, &a, None);
+    let hb = attach(&d, drv, &b, None);
+    assert_eq!(d.ok("create loopback interface").trim(), "loop0");
+    d.ok("set interface state loop0 up");
+    assert_eq!(
+        d.ok("create sub-interfaces loop0 100 dot1q 100").trim(),
+        "loop0.100"
+    );
+    d.ok("set interface state loop0.100 up");
+    // A -> loop0.100 (tagged, looped back in on loop0.100) -> B, where 2200 bytes are more
+    // than a tx frame holds.
+    d.ok(&format!("set interface l2 xconnect {ha} loop0.100"));
+    d.ok(&format!("set interface l2 xconnect loop0.100 {hb}"));
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+    f.resize(2200, 0x5a);
+    send_raw(&a, f, 5);
+    let t0 = Instant::now();
+    while counter(&d, &hb, "tx-error") < 5 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "frames not forwarded\n{}\n{}",
+            d.ok("show interface"),
+            d.ok("show errors")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let show = d.ok("show interface");
+    assert_eq!(counter(&d, "loop0.100", "tx packets"), 5, "{show}");
+    assert_eq!(counter(&d, "loop0.100", "tx-error"), 0, "{show}");
+    assert_eq!(counter(&d, &hb, "tx packets"), 0, "{show}");
+    assert!(d.ok("show errors").contains("packet larger than a"));
+    d.ok("delete loopback interface intfc loop0");
+    d.ok(&drv.delete_cmd(&ha));
+    d.ok(&drv.delete_cmd(&hb));
+    wait_no_buffers_in_use(&d);
+    d.stop();
 }
 
 /// A tap interface whose host side Sluice moves into a namespace the test created and

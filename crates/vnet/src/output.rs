@@ -3,7 +3,8 @@
 //! - uses: `tx_if` (set by the node that chose the output interface).
 //! - sets: `error` on drops; for a VLAN sub-interface inserts its 802.1Q/802.1ad tag(s) after
 //!   the MAC addresses, sets `tx_if` to the parent (whose tx node sends the frame) and records
-//!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`).
+//!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`, cleared on every other
+//!   packet).
 //! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down; else the
 //!   interface's tx node (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
@@ -96,6 +97,10 @@ impl NodeFn for InterfaceOutput {
             let hdr = unsafe { arena.header_mut(b) };
             let len = hdr.total_len() as u64;
             let tx = hdr.tx_if;
+            // A packet that went out of a sub-interface before (looped back by `loop-tx`)
+            // carries a stale `TX_SUB`: only the sub-interface path below may set it, or a
+            // tx node refusing the packet would take it off that sub-interface's counters.
+            hdr.flags &= !sluice_buffer::flags::TX_SUB;
             if tx as u64 == run_tx {
                 run_p += 1;
                 run_by += len;
