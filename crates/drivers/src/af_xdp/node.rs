@@ -74,7 +74,7 @@
 //!   retries, completions and frames in flight (`show af_xdp`).
 
 use super::arena::{ArenaGeo, RxDesc};
-use super::xsk::{bump, RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
+use super::xsk::{RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
 use crate::fdq::{FdQueue, QueueSet};
 use crate::linux::KickSet;
 use crate::TraceHead;
@@ -290,7 +290,7 @@ impl AfXdpInput {
         r.fill.submit(k);
         r.recycle.drain(..k as usize);
         if !r.recycle.is_empty() {
-            bump(&q.xsk.counters.fill_short, r.recycle.len() as u64);
+            q.xsk.counters.fill_short.add(r.recycle.len() as u64);
         }
         q.xsk.rx_wakeup(&q.rings, busy);
         if used < got {
@@ -390,7 +390,7 @@ fn poll_arena(cx: &mut Cx, q: &mut RxQueue, n: usize, busy: bool) -> usize {
             }
         }
         if got < k {
-            bump(&q.xsk.counters.fill_short, (room - w) as u64);
+            q.xsk.counters.fill_short.add((room - w) as u64);
             break;
         }
     }

@@ -23,6 +23,7 @@ use crate::linux::{
     getsockopt, os_err, setsockopt, KickRing, KickState, Mmap, SpinGuard, SpinLock, TxKick,
 };
 use sluice_buffer::{BufIdx, BufferPool};
+use sluice_graph::stats::Counter;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -401,59 +402,54 @@ pub enum TxFull {
 #[derive(Default)]
 pub struct XskCounters {
     /// rx polls (calls of the input node on this queue).
-    pub polls: AtomicU64,
+    pub polls: Counter,
     /// rx polls that found the rx ring empty.
-    pub empty_polls: AtomicU64,
+    pub empty_polls: Counter,
     /// Packets taken from the rx ring.
-    pub rx_packets: AtomicU64,
+    pub rx_packets: Counter,
     /// Non-empty polls by batch size: 1-15, 16-63, 64-255, 256 (the most a poll takes).
-    pub rx_batches: [AtomicU64; 4],
+    pub rx_batches: [Counter; 4],
     /// Frames that could not go back to the fill ring at once (refilled at a later poll).
-    pub fill_short: AtomicU64,
+    pub fill_short: Counter,
     /// `recvfrom` calls: fill-ring wakeups (`XDP_RING_NEED_WAKEUP`) and busy polls.
-    pub rx_syscalls: AtomicU64,
+    pub rx_syscalls: Counter,
     /// tx `sendto` kicks.
-    pub tx_kicks: AtomicU64,
+    pub tx_kicks: Counter,
     /// tx kicks answered EAGAIN/EBUSY (repeated, bounded).
-    pub tx_kick_busy: AtomicU64,
+    pub tx_kick_busy: Counter,
     /// Completions reaped.
-    pub tx_completed: AtomicU64,
+    pub tx_completed: Counter,
     /// Tx frames in the kernel's hands (tx ring + completion ring) when last submitted.
     pub tx_in_flight: AtomicU64,
     /// Arena UMEM: buffers in the fill ring or the kernel after the last poll.
     pub rx_held: AtomicU64,
     /// Arena UMEM: completions naming no buffer in flight (ignored).
-    pub bad_completions: AtomicU64,
-}
-
-/// Adds `n` to a single-writer counter (no locked read-modify-write needed).
-#[inline]
-pub fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    pub bad_completions: Counter,
 }
 
 impl XskCounters {
     /// Records one rx poll that took `n` packets.
     #[inline]
     pub fn rx_poll(&self, n: usize) {
-        bump(&self.polls, 1);
+        self.polls.add(1);
         if n == 0 {
-            bump(&self.empty_polls, 1);
+            self.empty_polls.add(1);
             return;
         }
-        bump(&self.rx_packets, n as u64);
+        self.rx_packets.add(n as u64);
         let b = match n {
             1..=15 => 0,
             16..=63 => 1,
             64..=255 => 2,
             _ => 3,
         };
-        bump(&self.rx_batches[b], 1);
+        self.rx_batches[b].add(1);
     }
 
     /// The `show af_xdp` lines of these counters (`arena`: with the arena UMEM's).
     pub fn format(&self, arena: bool) -> String {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let g = |c: &Counter| c.get();
+        let gauge = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let polls = g(&self.polls);
         let full = polls - g(&self.empty_polls).min(polls);
         let pk = g(&self.rx_packets);
@@ -471,12 +467,12 @@ impl XskCounters {
             g(&self.tx_kicks),
             g(&self.tx_kick_busy),
             g(&self.tx_completed),
-            g(&self.tx_in_flight),
+            gauge(&self.tx_in_flight),
         ) + &if arena {
             format!(
                 "\narena buffers held by the kernel: rx {} tx {} (at last poll/submit), completions not ours {}",
-                g(&self.rx_held),
-                g(&self.tx_in_flight),
+                gauge(&self.rx_held),
+                gauge(&self.tx_in_flight),
                 g(&self.bad_completions)
             )
         } else {
@@ -1023,14 +1019,14 @@ impl Xsk {
         let mut refused = false;
         while t.tx.outstanding() > 0 && t.tx.needs_wakeup() && tries > 0 {
             tries -= 1;
-            bump(&c.tx_kicks, 1);
+            c.tx_kicks.add(1);
             refused = false;
             if let Err(e) = crate::linux::kick_tx(self.fd.as_raw_fd()) {
                 refused = true;
                 match e.raw_os_error() {
                     // Busy: try again (bounded); the frames stay queued otherwise.
                     Some(libc::EAGAIN) | Some(libc::EBUSY) => {
-                        bump(&c.tx_kick_busy, 1);
+                        c.tx_kick_busy.add(1);
                         continue;
                     }
                     // No room in the device queue, device down: retried later.
@@ -1060,8 +1056,8 @@ impl Xsk {
             }
             t.comp.release(n);
             if n > 0 {
-                bump(&self.counters.tx_completed, n as u64);
-                bump(&self.counters.bad_completions, bad);
+                self.counters.tx_completed.add(n as u64);
+                self.counters.bad_completions.add(bad);
             }
             return n;
         }
@@ -1078,7 +1074,7 @@ impl Xsk {
         }
         t.comp.release(n);
         if n > 0 {
-            bump(&self.counters.tx_completed, n as u64);
+            self.counters.tx_completed.add(n as u64);
         }
         n
     }
@@ -1091,7 +1087,7 @@ impl Xsk {
     #[inline]
     pub fn rx_wakeup(&self, r: &RxRings, busy: bool) {
         if busy || r.fill.needs_wakeup() {
-            bump(&self.counters.rx_syscalls, 1);
+            self.counters.rx_syscalls.add(1);
             // SAFETY: recvfrom with a NULL buffer of length 0, non-blocking: the AF_XDP rx
             // wakeup; nothing is written.
             unsafe {

@@ -48,7 +48,6 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Most rx queues per interface.
@@ -571,8 +570,8 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 fd.as_raw_fd(),
                 vm.thread_name(*t),
                 mode.as_str(),
-                st.rx_packets.load(Ordering::Relaxed),
-                st.rx_bytes.load(Ordering::Relaxed)
+                st.rx_packets.get(),
+                st.rx_bytes.get()
             );
         }
     }

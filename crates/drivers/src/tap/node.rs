@@ -30,18 +30,17 @@
 //!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
 use crate::af_packet::frame;
-use crate::af_xdp::xsk::bump;
 use crate::fdq::{FdQueue, QueueSet};
 use crate::TraceHead;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::POLL_TICK_SECS;
+use sluice_graph::stats::Counter;
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Input node name.
@@ -72,9 +71,9 @@ const MAX_FRAME: usize = 65535 + 64;
 #[derive(Default, Debug)]
 pub struct QueueStats {
     /// Frames read from the queue and sent on.
-    pub rx_packets: AtomicU64,
+    pub rx_packets: Counter,
     /// Their bytes (Ethernet frame, without the virtio header).
-    pub rx_bytes: AtomicU64,
+    pub rx_bytes: Counter,
 }
 
 /// One tap queue as polled by one thread.
@@ -316,8 +315,8 @@ impl TapInput {
             counters.add(t, counter::RX_PACKETS, n_out as u64);
             counters.add(t, counter::RX_BYTES, bytes);
             let stats = &self.queues.list[qi].q.stats;
-            bump(&stats.rx_packets, n_out as u64);
-            bump(&stats.rx_bytes, bytes);
+            stats.rx_packets.add(n_out as u64);
+            stats.rx_bytes.add(bytes);
             cx.pcap_capture(point::RX, &out[..n_out], false);
             cx.enqueue_all(NEXT_ETHERNET, &out[..n_out]);
         }
