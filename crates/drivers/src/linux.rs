@@ -609,8 +609,16 @@ impl<K: TxKick> KickSet<K> {
             if !e.q.kick_state().due(now, self.retry) {
                 continue;
             }
+            // Count the kicks made, not the calls: a ring another thread drained meanwhile is
+            // not kicked. (Threads sharing a queue may see each other's kick in the delta; the
+            // per-queue `retries` in `show af_packet`/`show af_xdp` is exact.)
+            let st = e.q.kick_state();
+            let before = st.retries.load(Ordering::Relaxed);
             let (n, bytes) = e.q.retry(now, self.give_up);
-            cx.count_error_code(e.err_retry, 1);
+            let kicked = st.retries.load(Ordering::Relaxed).wrapping_sub(before);
+            if kicked > 0 {
+                cx.count_error_code(e.err_retry, kicked);
+            }
             if n > 0 {
                 e.counters.tx_failed(cx.thread(), n, bytes);
                 cx.count_error_code(e.err_dropped, n);
