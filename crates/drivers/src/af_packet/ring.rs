@@ -461,7 +461,9 @@ impl RxRing {
 
     /// Reads (and resets) the kernel counters, accumulating them into [`RxRing::stats`].
     pub fn update_stats(&self) -> io::Result<()> {
-        let mut st = [0u32; 3]; // tpacket_stats_v3: tp_packets, tp_drops, tp_freeze_q_cnt
+        // tpacket_stats_v3 (tp_packets, tp_drops, tp_freeze_q_cnt); a V2 ring gets the shorter
+        // tpacket_stats, whose first two fields are the same.
+        let mut st = [0u32; 3];
         let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
         // SAFETY: `st` is writable for `len` bytes; `len` is updated by the kernel.
         let r = unsafe {
