@@ -37,6 +37,8 @@ pub struct Shared {
     pub epochs: Arc<sluice_infra::epoch::Epochs>,
     /// One wake-up eventfd per thread (see [`crate::wake`]).
     pub wakers: Vec<Waker>,
+    /// Dispatcher loops run, per thread (the statistics segment's `/sys/loops`).
+    pub loops: Box<[crate::stats::PaddedCounter]>,
 }
 
 impl Shared {
@@ -58,6 +60,7 @@ impl Shared {
             wakers: (0..n_threads)
                 .map(|_| Waker::new())
                 .collect::<std::io::Result<_>>()?,
+            loops: (0..n_threads.max(1)).map(|_| Default::default()).collect(),
         })
     }
 
@@ -748,6 +751,9 @@ impl ThreadGraph {
     /// of packets processed by input and internal nodes.
     pub fn run_once(&mut self) -> usize {
         self.loops += 1;
+        if let Some(l) = self.st.shared.loops.get(self.st.thread) {
+            l.0.add(1);
+        }
         self.st.shared.epochs.quiesce(self.st.thread);
         self.st.now_tsc = rdtsc();
         let mut work = 0;

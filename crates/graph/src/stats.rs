@@ -39,6 +39,12 @@ impl Counter {
     }
 }
 
+/// A [`Counter`] alone on its cache line, for counters that different threads bump often (a
+/// per-thread array of them shares no line between threads).
+#[derive(Default, Debug)]
+#[repr(align(64))]
+pub struct PaddedCounter(pub Counter);
+
 /// One thread's statistics for one node.
 #[derive(Default, Debug)]
 pub struct ThreadNodeStats {
