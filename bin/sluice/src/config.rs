@@ -4,6 +4,7 @@
 use sluice_buffer::{PageSize, PoolConfig};
 use sluice_cli::conf::{self, ConfError, ConfFile, Section, SectionCursor};
 use sluice_graph::CpuConfig;
+use sluice_stats::collector::StatsConfig;
 use std::path::PathBuf;
 
 /// `unix { ... }`.
@@ -23,11 +24,13 @@ pub struct UnixConfig {
     pub cli_prompt: Option<String>,
 }
 
-/// `metrics { listen <addr:port> }` (served by a later issue; validated now).
+/// `metrics { listen <addr:port> [prefix <s>] }`: the Prometheus endpoint.
 #[derive(Clone, Debug, Default)]
 pub struct MetricsConfig {
     /// Listen address.
-    pub listen: Option<String>,
+    pub listen: Option<std::net::SocketAddr>,
+    /// Put in front of every metric name (e.g. `vpp_`).
+    pub prefix: String,
 }
 
 /// The whole startup configuration.
@@ -43,6 +46,8 @@ pub struct StartupConfig {
     pub api_socket: Option<PathBuf>,
     /// `metrics`.
     pub metrics: MetricsConfig,
+    /// `statseg`.
+    pub statseg: StatsConfig,
     /// Warnings to log once the logger is up (sections accepted but not used).
     pub warnings: Vec<String>,
 }
@@ -55,7 +60,6 @@ const IGNORED_SECTIONS: &[&str] = &[
     "api-segment",
     "socksvr",
     "memory",
-    "statseg",
     "logging",
     "node",
     "l3fib",
@@ -85,6 +89,7 @@ pub fn from_conf(cf: &ConfFile, file: &str) -> Result<StartupConfig, ConfError> 
             "buffers" => buffers(s, file, &mut cfg)?,
             "api" => api(s, file, &mut cfg)?,
             "metrics" => metrics(s, file, &mut cfg)?,
+            "statseg" => statseg(s, file, &mut cfg)?,
             n if IGNORED_SECTIONS.contains(&n) => cfg.warnings.push(format!(
                 "{file}:{}: section `{n}' is accepted for VPP compatibility and ignored",
                 s.line
@@ -282,14 +287,89 @@ fn metrics(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfE
         match k.text.as_str() {
             "listen" => {
                 let v = c.value(k)?;
-                if v.text.parse::<std::net::SocketAddr>().is_err() {
+                let Ok(a) = v.text.parse::<std::net::SocketAddr>() else {
                     return Err(c.error(
                         v,
                         &format!("bad listen address `{}': expected ip:port", v.text),
                     ));
-                }
-                cfg.metrics.listen = Some(v.text.clone());
+                };
+                cfg.metrics.listen = Some(a);
             }
+            // Sluice's own key: a prefix for every metric name (`vpp_` as Calico/VPP).
+            "prefix" => {
+                let v = c.value(k)?;
+                let ok = v.text.chars().enumerate().all(|(i, ch)| {
+                    ch.is_ascii_alphabetic() || ch == '_' || (i > 0 && ch.is_ascii_digit())
+                });
+                if !ok {
+                    return Err(c.error(
+                        v,
+                        &format!("bad metric prefix `{}': letters, digits and `_'", v.text),
+                    ));
+                }
+                cfg.metrics.prefix = v.text.clone();
+            }
+            _ => return Err(c.unknown(k)),
+        }
+    }
+    Ok(())
+}
+
+/// `statseg { socket-name <path> size <n> update-interval <s> per-node-counters on|off
+/// page-size <x> disable }` (VPP's keys; `disable` is Sluice's own).
+fn statseg(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
+    let mut c = SectionCursor::new(s, file);
+    let st = &mut cfg.statseg;
+    while let Some(k) = c.next_key() {
+        match k.text.as_str() {
+            "socket-name" => st.socket = Some(PathBuf::from(&c.value(k)?.text)),
+            "size" => {
+                let v = c.value(k)?;
+                match conf::parse_size(&v.text) {
+                    Some(n) if ((64 << 10)..=(1 << 34)).contains(&n) => st.size = n as usize,
+                    _ => {
+                        return Err(c.error(
+                            v,
+                            &format!("bad statseg size `{}': expected 64k..16g", v.text),
+                        ))
+                    }
+                }
+            }
+            "update-interval" => {
+                let v = c.value(k)?;
+                match v.text.parse::<f64>() {
+                    Ok(x) if sluice_stats::collector::INTERVAL_RANGE.contains(&x) => {
+                        st.interval = x
+                    }
+                    _ => {
+                        return Err(c.error(
+                            v,
+                            &format!(
+                                "bad update-interval `{}': expected seconds, 0.001..3600",
+                                v.text
+                            ),
+                        ))
+                    }
+                }
+            }
+            "per-node-counters" => {
+                let v = c.value(k)?;
+                st.per_node_counters = match v.text.as_str() {
+                    "on" | "enable" => true,
+                    "off" | "disable" => false,
+                    _ => {
+                        return Err(c.error(
+                            v,
+                            &format!("bad per-node-counters `{}': expected on or off", v.text),
+                        ))
+                    }
+                };
+            }
+            // VPP sizes its segment's pages; Sluice's memfd uses the kernel's.
+            "page-size" => {
+                c.value(k)?;
+            }
+            "disable" => st.disabled = true,
             _ => return Err(c.unknown(k)),
         }
     }
@@ -377,6 +457,50 @@ mod tests {
     fn syntax_errors_from_the_parser_keep_file_line() {
         let e = err("unix {\n nodaemon\n");
         assert!(e.starts_with("t.conf:1:"), "{e}");
+    }
+
+    #[test]
+    fn statseg_and_metrics_keys() {
+        let c = parse(
+            "statseg {\n socket-name /tmp/st.sock\n size 4m\n update-interval 0.25\n per-node-counters off\n page-size 4k\n}\nmetrics { listen 127.0.0.1:9482 prefix vpp_ }\n",
+            "t.conf",
+        )
+        .unwrap();
+        assert_eq!(
+            c.statseg.socket.as_deref(),
+            Some(std::path::Path::new("/tmp/st.sock"))
+        );
+        assert_eq!(c.statseg.size, 4 << 20);
+        assert_eq!(c.statseg.interval, 0.25);
+        assert!(!c.statseg.per_node_counters && !c.statseg.disabled);
+        assert_eq!(c.metrics.listen, Some("127.0.0.1:9482".parse().unwrap()));
+        assert_eq!(c.metrics.prefix, "vpp_");
+        assert!(c.warnings.is_empty(), "statseg is used, not ignored");
+        assert!(parse("statseg { disable }", "t.conf").unwrap().statseg.disabled);
+        assert_eq!(
+            err("statseg {\n size 1k\n}"),
+            "t.conf:2: bad statseg size `1k': expected 64k..16g"
+        );
+        assert_eq!(
+            err("statseg { update-interval 0 }"),
+            "t.conf:1: bad update-interval `0': expected seconds, 0.001..3600"
+        );
+        assert_eq!(
+            err("statseg { update-interval soon }"),
+            "t.conf:1: bad update-interval `soon': expected seconds, 0.001..3600"
+        );
+        assert_eq!(
+            err("statseg { per-node-counters maybe }"),
+            "t.conf:1: bad per-node-counters `maybe': expected on or off"
+        );
+        assert_eq!(
+            err("statseg { colour red }"),
+            "t.conf:1: unknown key `colour' in section `statseg'"
+        );
+        assert_eq!(
+            err("metrics { listen 127.0.0.1:1 prefix 9x }"),
+            "t.conf:1: bad metric prefix `9x': letters, digits and `_'"
+        );
     }
 
     #[test]

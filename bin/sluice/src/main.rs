@@ -92,6 +92,7 @@ fn build_tree() -> CommandTree<Vlib> {
     sluice_graph::cli::register(&mut t);
     sluice_vnet::register_cli(&mut t);
     sluice_drivers::register_cli(&mut t);
+    sluice_stats::collector::register_cli(&mut t);
     t.add("exec", "exec <file> — run a CLI script", cli_exec);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
@@ -239,6 +240,45 @@ fn main() -> ExitCode {
         srv.path().display()
     );
 
+    // The statistics segment (beside the CLI socket unless `statseg { socket-name }`) and the
+    // Prometheus endpoint reading it from a thread of its own.
+    let stats_sock = cfg
+        .statseg
+        .socket
+        .clone()
+        .unwrap_or_else(|| sluice_stats::stats_socket_beside(srv.path()));
+    if let Err(e) = sluice_stats::collector::StatsSegment::start(
+        &mut vm,
+        &cfg.statseg,
+        &stats_sock,
+        cfg.statseg.socket.is_some(),
+    ) {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(1);
+    }
+    if let Some(p) = vm
+        .ext::<sluice_stats::collector::StatsExt>()
+        .and_then(|e| e.0.as_ref())
+        .and_then(|s| s.socket())
+    {
+        log::info!("statistics segment on {}", p.display());
+    }
+    let _metrics = match cfg.metrics.listen {
+        Some(addr) => {
+            match sluice_stats::collector::start_metrics(&mut vm, addr, &cfg.metrics.prefix) {
+                Ok(m) => {
+                    log::info!("metrics on http://{}/metrics", m.local_addr());
+                    Some(m)
+                }
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        None => None,
+    };
+
     if let Some(file) = &cfg.unix.exec {
         if let Err(e) = run_script(&mut vm, &tree, file) {
             eprintln!("sluice: {e}");
@@ -282,6 +322,8 @@ fn main() -> ExitCode {
             continue;
         }
         last_poll = now;
+        // Copy the counters into the statistics segment when due (main thread only).
+        let stats_in = sluice_stats::collector::tick(&mut vm);
         // Idle: sleep in poll(2) on the CLI sockets and the main thread's epoll fd (fds of
         // interrupt-mode rx queues, wake-ups from workers) until the next timer or poll tick.
         let mut timeout = if busy {
@@ -292,6 +334,9 @@ fn main() -> ExitCode {
                 t => sluice_graph::wake::timeout_ms(t).clamp(0, idle_sleep_ms),
             }
         };
+        if let Some(s) = stats_in.filter(|_| timeout > 0) {
+            timeout = timeout.min(((s * 1000.0).ceil() as i32).max(1));
+        }
         if timeout > 0 && !vm.main.prepare_sleep() {
             timeout = 0;
         }

@@ -14,9 +14,14 @@
 //!   (prompt `... `) and is sent as one command with embedded newlines. Blank lines and lines
 //!   starting with `#` (outside a block) are skipped.
 //!
+//! - `stats ls|dump|poll [<pattern>...]` reads the daemon's statistics segment instead (shared
+//!   memory, no CLI round trip; see [`stats`]).
+//!
 //! The socket is `-s`, else `$SLUICE_CLI_SOCKET`, else the daemon's default
 //! ([`proto::default_cli_socket`]). When the daemon cannot be reached, or drops the connection,
 //! one line says why and the exit status is 2.
+
+mod stats;
 
 use clap::Parser;
 use sluice_cli::proto;
@@ -191,6 +196,23 @@ fn is_leave(cmd: &str) -> bool {
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let path = resolve_socket(opts.socket, std::env::var_os("SLUICE_CLI_SOCKET"));
+    if opts.command.first().map(String::as_str) == Some("stats") {
+        let c = match stats::parse(&opts.command[1..]) {
+            Ok(c) => c,
+            Err(msg) => {
+                eprintln!("{msg}");
+                return ExitCode::from(EXIT_CMD_FAILED);
+            }
+        };
+        let sock = stats::resolve(c.socket.clone(), std::env::var_os("SLUICE_STATS_SOCKET"), &path);
+        return match stats::run(&c, &sock) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((msg, code)) => {
+                eprintln!("{msg}");
+                ExitCode::from(code)
+            }
+        };
+    }
     let mut session = match Session::connect(&path) {
         Ok(s) => s,
         Err(msg) => {

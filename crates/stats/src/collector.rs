@@ -12,7 +12,7 @@
 //! | `/sys/node/names`, `/sys/node/{calls,vectors,clocks,suspends}` `[thread][node]` | `NodeStats` (`show runtime`) |
 //! | `/nodes/<node>/{calls,vectors,clocks,suspends}` | symlinks to the item of the vectors above |
 //! | `/err/<node>/<counter>` `[thread][0]` | node counters (`show errors`) |
-//! | `/buffer-pools/default-numa-0/{cached,used,available,total,alloc-failures}` | `BufferPool::stats` (`show buffers`) |
+//! | `/buffer-pools/default-numa-0/{cached,used,available,alloc-failures}` | `BufferPool::stats` (`show buffers`) |
 //! | `/sys/num_worker_threads`, `/sys/heartbeat`, `/sys/boottime`, `/sys/last_update`, `/sys/update_interval` | the runtime |
 //! | `/sys/vector_rate`, `/sys/vector_rate_per_worker`, `/sys/input_rate` | deltas of `NodeStats` over the last interval |
 //! | `/sys/loops`, `/sys/loops_per_worker` | `Shared::loops` (one counter per thread) |
@@ -86,7 +86,7 @@ const IF_SIMPLE: [(&str, usize); 6] = [
 const NODE_STATS: [&str; 4] = ["calls", "vectors", "clocks", "suspends"];
 /// Buffer pool scalars.
 const POOL: &str = "default-numa-0";
-const POOL_STATS: [&str; 5] = ["cached", "used", "available", "total", "alloc-failures"];
+const POOL_STATS: [&str; 4] = ["cached", "used", "available", "alloc-failures"];
 
 /// Entry indices of one layout.
 #[derive(Default)]
@@ -101,7 +101,7 @@ struct Map {
     vrate_per_worker: usize,
     loops: usize,
     loops_per_worker: usize,
-    pool: [usize; 5],
+    pool: [usize; 4],
     if_rx: usize,
     if_tx: usize,
     if_simple: [usize; 6],
@@ -587,7 +587,7 @@ fn fill(
     }
     *prev = sum;
     let p = vm.pool.stats();
-    for (k, v) in [p.cached, p.in_use, p.free, p.total, p.alloc_failures]
+    for (k, v) in [p.cached, p.in_use, p.free, p.alloc_failures]
         .into_iter()
         .enumerate()
     {
@@ -681,4 +681,32 @@ fn show_segment(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
     }
     Ok(o)
+}
+
+/// Starts `metrics { listen }`: a [`crate::http::MetricsServer`] whose thread renders the
+/// exposition from its own read-only view of the segment.
+pub fn start_metrics(
+    vm: &mut Vlib,
+    addr: std::net::SocketAddr,
+    prefix: &str,
+) -> Result<crate::http::MetricsServer, StatsError> {
+    let Some(seg) = vm.ext_mut::<StatsExt>().0.as_mut() else {
+        return Err(StatsError::Layout(
+            "metrics need the statistics segment (remove statseg { disable })".into(),
+        ));
+    };
+    let mut client = seg.reader()?;
+    let opts = crate::prometheus::Options {
+        prefix: prefix.to_string(),
+    };
+    let render: crate::http::Render = Box::new(move || {
+        let stats = client
+            .dump_where(|e| e.kind != crate::layout::Kind::Symlink)
+            .map_err(|e| e.to_string())?;
+        Ok(crate::prometheus::render(&stats, &opts, unix_now()))
+    });
+    let srv = crate::http::MetricsServer::start(addr, crate::http::Limits::default(), render)
+        .map_err(|e| StatsError::Io(format!("cannot listen on {addr} for metrics"), e))?;
+    seg.set_metrics(srv.local_addr(), srv.counters.clone());
+    Ok(srv)
 }
