@@ -5,7 +5,8 @@
 source "$(dirname "$0")/common.sh"
 # Real peers for the end-to-end tests, installed when root (the tests skip with a reason
 # otherwise): DPDK's testpmd for memif interop, iperf3, ping and ethtool for the netns tests,
-# nftables for the benchmark harness's NAT scenario.
+# nftables for the benchmark harness's NAT scenario, promtool (package prometheus) to check
+# the /metrics exposition.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   command -v dpdk-testpmd >/dev/null || missing+=(dpdk-dev)
@@ -13,6 +14,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   command -v ping >/dev/null || missing+=(iputils-ping)
   command -v ethtool >/dev/null || missing+=(ethtool)
   command -v nft >/dev/null || missing+=(nftables)
+  command -v promtool >/dev/null || missing+=(prometheus)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

@@ -476,7 +476,12 @@ mod tests {
         assert_eq!(c.metrics.listen, Some("127.0.0.1:9482".parse().unwrap()));
         assert_eq!(c.metrics.prefix, "vpp_");
         assert!(c.warnings.is_empty(), "statseg is used, not ignored");
-        assert!(parse("statseg { disable }", "t.conf").unwrap().statseg.disabled);
+        assert!(
+            parse("statseg { disable }", "t.conf")
+                .unwrap()
+                .statseg
+                .disabled
+        );
         assert_eq!(
             err("statseg {\n size 1k\n}"),
             "t.conf:2: bad statseg size `1k': expected 64k..16g"

@@ -101,7 +101,10 @@ fn show_errors(d: &Daemon) -> HashMap<(String, String), u64> {
                 .filter_map(|l| {
                     let (name, rest) = l.split_once(' ')?;
                     let (_, desc) = rest.split_once("): ")?;
-                    Some((desc.split_whitespace().collect::<Vec<_>>().join(" "), name.into()))
+                    Some((
+                        desc.split_whitespace().collect::<Vec<_>>().join(" "),
+                        name.into(),
+                    ))
                 })
                 .collect()
         });
@@ -201,7 +204,10 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
     stop.store(true, Ordering::Relaxed);
     let (polls, moving) = reader.join().unwrap();
     assert!(polls > 10, "{polls} polls");
-    assert!(moving >= 2, "the reader saw counters move only {moving} times");
+    assert!(
+        moving >= 2,
+        "the reader saw counters move only {moving} times"
+    );
 
     // Interfaces: every row of `show interface` equals the segment's totals, and no
     // segment counter of a live interface is non-zero where `show interface` shows nothing.
@@ -210,7 +216,10 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
         shown[&("pg0".to_string(), "rx packets".to_string())] == 400_000,
         "{shown:?}"
     );
-    assert!(shown.contains_key(&("pg0".into(), "drops".into())), "{shown:?}");
+    assert!(
+        shown.contains_key(&("pg0".into(), "drops".into())),
+        "{shown:?}"
+    );
     let snap = c.dump(&["^/if/".into()]).unwrap();
     let get = |n: &str| &snap.iter().find(|s| s.name == n).unwrap().value;
     let StatValue::Names(names) = get("/if/names") else {
@@ -236,7 +245,10 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
             } else {
                 get(path).item_total(i)
             };
-            let s = shown.get(&(name.clone(), row.to_string())).copied().unwrap_or(0);
+            let s = shown
+                .get(&(name.clone(), row.to_string()))
+                .copied()
+                .unwrap_or(0);
             assert_eq!(v, s, "{name} {row}: segment {v}, show interface {s}");
             compared += (s != 0) as usize;
         }
@@ -283,7 +295,10 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
         .sum();
     assert_eq!(rx0, 400_000, "{body}");
     assert!(body.contains("\nerr{node=\"ip4-input\",error="), "{body}");
-    assert!(body.contains("\nnodes_vectors{node=\"ip4-lookup\",index="), "{body}");
+    assert!(
+        body.contains("\nnodes_vectors{node=\"ip4-lookup\",index="),
+        "{body}"
+    );
     assert!(body.contains("\nsys_vector_rate "), "{body}");
     promtool_check(&body);
     let shown = d.ok("show statistics segment");

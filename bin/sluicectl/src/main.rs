@@ -204,7 +204,11 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_CMD_FAILED);
             }
         };
-        let sock = stats::resolve(c.socket.clone(), std::env::var_os("SLUICE_STATS_SOCKET"), &path);
+        let sock = stats::resolve(
+            c.socket.clone(),
+            std::env::var_os("SLUICE_STATS_SOCKET"),
+            &path,
+        );
         return match stats::run(&c, &sock) {
             Ok(()) => ExitCode::SUCCESS,
             Err((msg, code)) => {

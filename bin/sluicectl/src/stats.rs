@@ -298,7 +298,10 @@ mod tests {
     fn parses_vpp_get_stats_style_arguments() {
         let c = parse(&w("ls /if")).unwrap();
         assert_eq!((c.op, c.patterns, c.socket), (Op::Ls, w("/if"), None));
-        let c = parse(&w("socket-name /x/s.sock poll interval 0.5 count 3 /err ^/sys")).unwrap();
+        let c = parse(&w(
+            "socket-name /x/s.sock poll interval 0.5 count 3 /err ^/sys",
+        ))
+        .unwrap();
         assert_eq!(c.op, Op::Poll);
         assert_eq!(c.socket, Some(PathBuf::from("/x/s.sock")));
         assert_eq!((c.interval, c.count), (0.5, 3));
@@ -313,7 +316,9 @@ mod tests {
             parse(&w("poll count x")).unwrap_err(),
             "sluicectl: bad count `x': expected a number"
         );
-        assert!(parse(&w("frob")).unwrap_err().contains("unknown stats command `frob'"));
+        assert!(parse(&w("frob"))
+            .unwrap_err()
+            .contains("unknown stats command `frob'"));
         assert!(parse(&[]).unwrap_err().starts_with("usage:"));
     }
 
@@ -339,13 +344,19 @@ mod tests {
             symlink: false,
         };
         let d = vec![
-            st("/if/names", StatValue::Names(vec!["local0".into(), "pg0".into()])),
+            st(
+                "/if/names",
+                StatValue::Names(vec!["local0".into(), "pg0".into()]),
+            ),
             st(
                 "/if/rx",
                 StatValue::Combined(vec![vec![(0, 0), (2, 128)], vec![(0, 0), (3, 192)]]),
             ),
             st("/sys/vector_rate", StatValue::Scalar(4.5)),
-            st("/err/ip4-input/ttl", StatValue::Simple(vec![vec![1], vec![2]])),
+            st(
+                "/err/ip4-input/ttl",
+                StatValue::Simple(vec![vec![1], vec![2]]),
+            ),
         ];
         let t = totals(&d);
         assert!(t.contains(&("/if/rx[pg0]".into(), 5.0, Some(320))), "{t:?}");

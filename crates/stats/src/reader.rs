@@ -262,29 +262,30 @@ impl StatClient {
                 None
             } else {
                 let epoch = w[hdr::EPOCH].load(Ordering::Relaxed);
-                let mut fresh = false;
-                let dir = match &self.dir {
-                    Some((e, d)) if *e == epoch => Ok(d.clone()),
-                    _ => {
-                        fresh = true;
-                        read_dir(w)
-                    }
+                // The cached directory, if still of this epoch (moved out, not cloned).
+                let cached = match self.dir.take() {
+                    Some((e, d)) if e == epoch => Some(d),
+                    _ => None,
                 };
-                let r = dir.and_then(|d| f(w, &d).map(|v| (v, d)));
+                let fresh = cached.is_none();
+                let dir = match cached {
+                    Some(d) => Ok(d),
+                    None => read_dir(w),
+                };
+                let (r, dir) = match dir {
+                    Ok(d) => (f(w, &d), Some(d)),
+                    Err(e) => (Err(e), None),
+                };
                 // The reader half of the sequence lock: every load above happens before the
                 // second read of the sequence.
                 fence(Ordering::Acquire);
                 let s2 = w[hdr::SEQ].load(Ordering::Relaxed);
-                if s1 == s2 {
-                    Some(r.map(|(v, d)| {
-                        if fresh {
-                            self.dir = Some((epoch, d));
-                        }
-                        v
-                    }))
-                } else {
-                    None
+                // A directory read in an overlapped window may be garbage: keep only one
+                // read cleanly, or the cached one (its epoch is checked again next time).
+                if s1 == s2 || !fresh {
+                    self.dir = dir.map(|d| (epoch, d));
                 }
+                (s1 == s2).then_some(r)
             };
             match r {
                 Some(r) => return r,

@@ -212,6 +212,8 @@ fn a_reader_racing_the_writer_sees_consistent_monotonic_snapshots() {
     let mut r = reader(&seg);
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen2 = seen.clone();
     let rd = std::thread::spawn(move || {
         let mut last = 0u64;
         let mut snaps = 0u64;
@@ -245,16 +247,23 @@ fn a_reader_racing_the_writer_sees_consistent_monotonic_snapshots() {
             assert!(hb >= last, "heartbeat went back from {last} to {hb}");
             if hb != last {
                 distinct += 1;
+                seen2.store(distinct, Ordering::Relaxed);
             }
             last = hb;
             snaps += 1;
         }
         (snaps, distinct, r.retries())
     });
+    // The writer runs until the reader saw 200 different updates (or 30 s on a machine too
+    // loaded to let it), pausing a little between updates as the daemon does (it writes for
+    // microseconds per interval), so the reader gets windows.
     let t0 = Instant::now();
     let mut n = 0u64;
     let mut c = cols;
-    while t0.elapsed() < Duration::from_millis(500) {
+    while seen.load(Ordering::Relaxed) < 200 && t0.elapsed() < Duration::from_secs(30) {
+        if n % 16 == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
         n += 1;
         let mut w = seg.write();
         if n % 1000 == 0 {
