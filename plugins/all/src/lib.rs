@@ -13,5 +13,6 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tap::PLUGIN,
         &sluice_tester::PLUGIN,
         &sluice_example::PLUGIN,
+        &sluice_nat44::PLUGIN,
     ]
 }
