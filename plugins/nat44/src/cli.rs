@@ -57,7 +57,11 @@ pub fn register(r: &mut Registrar) {
         cli_show_sessions,
     );
     r.cli("show nat44 summary", "show nat44 summary", cli_show_summary);
-    r.cli("show nat44 addresses", "show nat44 addresses", cli_show_addresses);
+    r.cli(
+        "show nat44 addresses",
+        "show nat44 addresses",
+        cli_show_addresses,
+    );
     r.cli(
         "show nat44 interfaces",
         "show nat44 interfaces",
@@ -186,7 +190,10 @@ fn cli_plugin(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let max = if owner { sessions as usize } else { 0 };
         *lock(w) = Some(Worker {
             cfg: snap.clone(),
-            table: Table::new(max, 0x9e37_79b9 ^ (t as u64) << 32 ^ vm.shared.clock.now_tsc()),
+            table: Table::new(
+                max,
+                0x9e37_79b9 ^ (t as u64) << 32 ^ vm.shared.clock.now_tsc(),
+            ),
             epochs: epochs.clone(),
         });
     }
@@ -237,9 +244,7 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 (false, Some(_)) => {
                     return Err(err(NatError::Exists(format!("address {}", ip(x)))))
                 }
-                (true, None) => {
-                    return Err(err(NatError::NotFound(format!("address {}", ip(x)))))
-                }
+                (true, None) => return Err(err(NatError::NotFound(format!("address {}", ip(x))))),
                 _ => {}
             }
         }
@@ -268,7 +273,9 @@ fn cli_interface_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError
         let pos = c.pool.iter().position(|p| p.src == AddrSrc::Interface(i));
         match (del, pos) {
             (false, Some(_)) => Err(err(NatError::Exists(format!("interface address of `{w}'")))),
-            (true, None) => Err(err(NatError::NotFound(format!("interface address of `{w}'")))),
+            (true, None) => Err(err(NatError::NotFound(format!(
+                "interface address of `{w}'"
+            )))),
             (false, None) => {
                 c.pool.push(PoolAddr {
                     src: AddrSrc::Interface(i),
@@ -376,7 +383,10 @@ fn set_mapping(vm: &mut Vlib, m: StaticMapping, del: bool) -> Result<String, Cli
         }
         // One mapping per local side and per external side.
         if let Some(x) = c.mappings.values().find(|x| {
-            (x.local == m.local && x.local_port == m.local_port && x.proto == m.proto && x.fib == m.fib)
+            (x.local == m.local
+                && x.local_port == m.local_port
+                && x.proto == m.proto
+                && x.fib == m.fib)
                 || (x.external == m.external
                     && x.external_port == m.external_port
                     && x.proto == m.proto)
@@ -433,7 +443,9 @@ fn cli_static(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let local = local.ok_or_else(|| CliError::new("expected local <addr>"))?;
     let external = external.ok_or_else(|| CliError::new("expected external <addr>|<interface>"))?;
     if local_port.is_some() != external_port.is_some() {
-        return Err(CliError::new("give both the local and the external port, or neither"));
+        return Err(CliError::new(
+            "give both the local and the external port, or neither",
+        ));
     }
     if local_port.is_some() && proto.is_none() {
         return Err(CliError::new("a port mapping needs tcp|udp|icmp"));

@@ -162,11 +162,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Builds the snapshot; `addr_of(sw_if)` resolves an interface's first IPv4 address.
-    pub fn build(
-        c: &Control,
-        n_threads: usize,
-        addr_of: impl Fn(u32) -> Option<u32>,
-    ) -> Snapshot {
+    pub fn build(c: &Control, n_threads: usize, addr_of: impl Fn(u32) -> Option<u32>) -> Snapshot {
         let resolve = |s: AddrSrc| match s {
             AddrSrc::Fixed(a) => Some(a),
             AddrSrc::Interface(i) => addr_of(i),
@@ -326,7 +322,8 @@ impl Snapshot {
             }
         }
         let h = (t.src as u64) << 32 | t.dst as u64;
-        let h = h ^ ((t.sport as u64) << 24 | (t.dport as u64) << 8 | t.proto as u64).rotate_left(41);
+        let h =
+            h ^ ((t.sport as u64) << 24 | (t.dport as u64) << 8 | t.proto as u64).rotate_left(41);
         let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         ((h >> 32) as usize * n) >> 32
     }

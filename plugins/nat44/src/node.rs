@@ -103,7 +103,10 @@ pub mod counter {
         CounterDesc::error("no_pool_address", "no NAT pool address"),
         CounterDesc::error("non_first_fragment", "non-first fragment (no L4 header)"),
         CounterDesc::error("truncated", "truncated L4 header"),
-        CounterDesc::error("bad_icmp_error", "ICMP error with a truncated or unsupported quoted packet"),
+        CounterDesc::error(
+            "bad_icmp_error",
+            "ICMP error with a truncated or unsupported quoted packet",
+        ),
         CounterDesc::error("unsupported_icmp", "unsupported ICMP type"),
         CounterDesc::error("unsupported_protocol", "unsupported protocol"),
         CounterDesc::error("hash_collision", "session key digest collision"),
@@ -171,9 +174,15 @@ impl TraceRecord for NatTrace {
                 x.dport
             )
         };
-        let dir = if self.out { "NAT44_OUT2IN_ED" } else { "NAT44_IN2OUT_ED" };
+        let dir = if self.out {
+            "NAT44_OUT2IN_ED"
+        } else {
+            "NAT44_IN2OUT_ED"
+        };
         match (self.handoff, self.session) {
-            (Some(th), _) => out.push_str(&format!("{dir}: handoff to thread {th}: {}", t(&self.from))),
+            (Some(th), _) => {
+                out.push_str(&format!("{dir}: handoff to thread {th}: {}", t(&self.from)))
+            }
             (None, Some(s)) => out.push_str(&format!(
                 "{dir}: session {s}: {} translated to {}",
                 t(&self.from),
@@ -331,7 +340,14 @@ fn ports(kind: L4, t: &Tuple, sp: u16, dp: u16) -> (u16, u16) {
 /// A session from an inside packet: the static mapping of its source or a pool address
 /// and free port of `slot`'s range; the static mapping of its destination when
 /// hairpinning.
-fn create_in2out(pc: &mut Pc, cx: &mut Cx, t: &Tuple, kind: L4, fib: u32, slot: usize) -> Result<(u32, u8), u16> {
+fn create_in2out(
+    pc: &mut Pc,
+    cx: &mut Cx,
+    t: &Tuple,
+    kind: L4,
+    fib: u32,
+    slot: usize,
+) -> Result<(u32, u8), u16> {
     let cfg = pc.cfg;
     let mut flags = 0;
     let mut mapping = None;
@@ -498,7 +514,11 @@ fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
     };
     match p {
         Parsed::Flow { t, l4, kind } => {
-            if !via && cfg.mapping_by_external(t.dst, t.dst_port_or_id(), t.proto).is_none() {
+            if !via
+                && cfg
+                    .mapping_by_external(t.dst, t.dst_port_or_id(), t.proto)
+                    .is_none()
+            {
                 return pc.pass(cx, b);
             }
             let slot = cfg.slot_in2out(&t, fib);
@@ -548,9 +568,12 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
         Ok(p) => p,
         Err(e) => return drop_pkt(cx, b, bad_counter(e)),
     };
-    let own = pc
-        .ip4
-        .is_some_and(|v| v.if_attr(b.hdr.rx_if).ip4.load(std::sync::atomic::Ordering::Relaxed) == dst);
+    let own = pc.ip4.is_some_and(|v| {
+        v.if_attr(b.hdr.rx_if)
+            .ip4
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == dst
+    });
     match p {
         Parsed::Flow { t, l4, kind } => {
             let port = t.dst_port_or_id();
@@ -566,8 +589,8 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
                     },
                     None => {
                         // The router's own traffic on its interface address.
-                        let to_router = kind == L4::EchoRequest
-                            || (kind == L4::Udp && t.dport == 68);
+                        let to_router =
+                            kind == L4::EchoRequest || (kind == L4::Udp && t.dport == 68);
                         if own && to_router {
                             return pc.pass(cx, b);
                         }
@@ -721,4 +744,3 @@ impl NodeFn for NatNode {
         self
     }
 }
-

@@ -319,7 +319,11 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
     rewrite_ip(d, 0, new.src, new.dst);
     match kind {
         L4::Tcp(_) | L4::Udp => {
-            let co = if matches!(kind, L4::Udp) { l4 + 6 } else { l4 + 16 };
+            let co = if matches!(kind, L4::Udp) {
+                l4 + 6
+            } else {
+                l4 + 16
+            };
             let c0 = get16(d, co);
             if matches!(kind, L4::Udp) && c0 == 0 {
                 // RFC 768: no checksum.
@@ -369,7 +373,13 @@ fn icmp_put16(d: &mut [u8], o: usize, v: u16, c: &mut u16) {
 /// the quoted packet's tuple becomes `inner` (its IPv4 checksum, its TCP/UDP checksum when
 /// quoted, or its ICMP echo checksum updated), and the ICMP checksum follows every word
 /// that changed. `p` must be what [`parse`] returned for these bytes.
-pub fn translate_icmp_error(d: &mut [u8], p: &Parsed, outer_src: u32, outer_dst: u32, inner: Tuple) {
+pub fn translate_icmp_error(
+    d: &mut [u8],
+    p: &Parsed,
+    outer_src: u32,
+    outer_dst: u32,
+    inner: Tuple,
+) {
     let Parsed::IcmpError {
         icmp,
         inner_ip,
@@ -518,7 +528,10 @@ mod tests {
             let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
                 panic!("parses")
             };
-            assert_eq!((t.sport, t.dport), (u16::from_be_bytes([d[20], d[21]]), t.dport));
+            assert_eq!(
+                (t.sport, t.dport),
+                (u16::from_be_bytes([d[20], d[21]]), t.dport)
+            );
             let new = Tuple {
                 src: a([192, 0, 2, 1]),
                 sport: 1025,
@@ -612,7 +625,10 @@ mod tests {
                     let mut x = e[..n].to_vec();
                     translate_icmp_error(&mut x, &p, 1, 2, Tuple::default());
                 }
-                Err(b) => assert!(matches!(b, Bad::Truncated | Bad::BadIcmpError), "{n}: {b:?}"),
+                Err(b) => assert!(
+                    matches!(b, Bad::Truncated | Bad::BadIcmpError),
+                    "{n}: {b:?}"
+                ),
             }
         }
         // Non-first fragments and other protocols.

@@ -301,8 +301,7 @@ impl Table {
 
     /// Bytes used: the key table's array and the session pool's slots.
     pub fn memory_bytes(&self) -> usize {
-        self.keys.memory_bytes()
-            + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
+        self.keys.memory_bytes() + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
     }
 
     /// Every session.
@@ -336,7 +335,11 @@ impl Table {
         let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
         let s = self.sessions.get(i)?;
         let f = s.flow(which);
-        let ffib = if which == 0 || f.side == Side::In { s.fib } else { 0 };
+        let ffib = if which == 0 || f.side == Side::In {
+            s.fib
+        } else {
+            0
+        };
         (f.key == *t && f.side == side && ffib == fib).then_some((i, which))
     }
 
@@ -538,26 +541,39 @@ mod tests {
         let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
-        let a = tb.create(&e, session(1000, 2000, 0.0), 0.0, &to).expect("a");
+        let a = tb
+            .create(&e, session(1000, 2000, 0.0), 0.0, &to)
+            .expect("a");
         assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
         assert_eq!(tb.lookup(Side::Out, &t(99, 53, 20, 2000), 0), Some((a, 1)));
-        assert_eq!(tb.lookup(Side::In, &t(99, 53, 20, 2000), 0), None, "side counts");
-        assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 1), None, "fib counts");
+        assert_eq!(
+            tb.lookup(Side::In, &t(99, 53, 20, 2000), 0),
+            None,
+            "side counts"
+        );
+        assert_eq!(
+            tb.lookup(Side::In, &t(10, 1000, 99, 53), 1),
+            None,
+            "fib counts"
+        );
         assert!(!tb.key_free(Side::Out, &t(99, 53, 20, 2000), 0));
         // The same tuple twice is refused.
         assert_eq!(
             tb.create(&e, session(1000, 2000, 0.0), 0.0, &to),
             Err(CreateError::Collision)
         );
-        tb.create(&e, session(1001, 2001, 100.0), 100.0, &to).expect("b");
-        tb.create(&e, session(1002, 2002, 200.0), 200.0, &to).expect("c");
+        tb.create(&e, session(1001, 2001, 100.0), 100.0, &to)
+            .expect("b");
+        tb.create(&e, session(1002, 2002, 200.0), 200.0, &to)
+            .expect("c");
         // Full: nothing expired at 250 s (UDP 300 s).
         assert_eq!(
             tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
             Err(CreateError::Full)
         );
         // At 301 s the first expired: it is recycled for the new session.
-        tb.create(&e, session(1003, 2003, 301.0), 301.0, &to).expect("d");
+        tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
+            .expect("d");
         assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
