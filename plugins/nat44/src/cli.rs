@@ -326,7 +326,7 @@ fn cli_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             crate::OUT2IN
         };
         let has = lock(&sh.ctl).roles.get(&i).copied().unwrap_or(0) & r != 0;
-        if has == !del {
+        if has != del {
             continue;
         }
         sluice_vnet::feature::set_feature(vm, i, "ip4-unicast", node, !del)?;

@@ -242,6 +242,7 @@ impl Pc<'_> {
 
     /// Translates a TCP/UDP/echo packet with flow `which` of session `i`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         cx: &mut Cx,
