@@ -3,7 +3,7 @@
 //! signature (stream, sequence number, tx timestamp); frames received on interfaces put in
 //! tester-rx mode are matched to their stream for loss, reordering, duplicates, latency
 //! (log-linear histogram, merged over threads) and jitter. The contract with the RFC 2544
-//! harness is `notes/tester-contract.md` (CLI and `show tester json`); the method, timestamp
+//! harness is the CLI below and `show tester json` (python/sluice_bench/tester.py reads it); the method, timestamp
 //! points and measured accuracy are in `docs/benchmarking.md` ("The tester").
 //!
 //! CLI:
