@@ -51,7 +51,7 @@ fn session(i: u32) -> (u32, u16, u32) {
     (host, port, 0x1400_0000 + i)
 }
 
-fn udp_frame(dst_mac: u8, src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
+pub(crate) fn udp_frame(dst_mac: u8, src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 60];
     f[0..6].copy_from_slice(&[0x02, 0xfe, 0, 0, 0, dst_mac]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
@@ -125,7 +125,11 @@ fn setup(vm: &mut Vlib, t: &CommandTree<Vlib>, nat_sessions: Option<u32>) {
         cli(
             vm,
             t,
-            &format!("ip neighbor pg0 10.0.0.{} 02:00:00:00:00:{:02x}", 16 + h, 16 + h),
+            &format!(
+                "ip neighbor pg0 10.0.0.{} 02:00:00:00:00:{:02x}",
+                16 + h,
+                16 + h
+            ),
         );
     }
     if let Some(n) = nat_sessions {
@@ -165,7 +169,11 @@ fn replay_once(vm: &mut Vlib, t: &CommandTree<Vlib>, pcap: &std::path::Path, n: 
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
@@ -208,7 +216,10 @@ fn nat_case(o: &crate::Opts, n: u32, out2in: bool, dir: &std::path::Path) -> Cas
     } else {
         in2out_frames(&mix)
     };
-    let pcap = dir.join(format!("nat-{}-{n}.pcap", if out2in { "o2i" } else { "i2o" }));
+    let pcap = dir.join(format!(
+        "nat-{}-{n}.pcap",
+        if out2in { "o2i" } else { "i2o" }
+    ));
     write_pcap(&pcap, &frames);
     let (src, path) = if out2in {
         ("pg1", &PATH_O2I[..])
@@ -238,7 +249,16 @@ fn base_case(o: &crate::Opts, n: u32, dir: &std::path::Path) -> ((f64, f64, f64)
     setup(&mut vm, &t, None);
     let pcap = dir.join(format!("nat-base-{n}.pcap"));
     write_pcap(&pcap, &in2out_frames(&shuffled(n, 0x5eed ^ n as u64)));
-    let r = replay_path_from(o, vm, &t, &pcap, "pg0", Some("ethernet-input"), &PATH_IP4, "ip4 base");
+    let r = replay_path_from(
+        o,
+        vm,
+        &t,
+        &pcap,
+        "pg0",
+        Some("ethernet-input"),
+        &PATH_IP4,
+        "ip4 base",
+    );
     let _ = std::fs::remove_file(&pcap);
     (r.mpps, r.node_clocks.iter().map(|x| x.1).sum())
 }

@@ -14,5 +14,6 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tester::PLUGIN,
         &sluice_example::PLUGIN,
         &sluice_nat44::PLUGIN,
+        &sluice_acl::PLUGIN,
     ]
 }
