@@ -185,6 +185,7 @@ fn op_str(op: BinOp) -> &'static str {
 }
 
 /// Evaluates a binary operator on constants (the executor uses the same function).
+#[inline(always)]
 pub fn eval_bin(op: Bin, a: u64, b: u64, m: u64) -> u64 {
     match op {
         Bin::Add => a.wrapping_add(b) & m,

@@ -425,6 +425,7 @@ impl Exec<'_> {
         Flow::Next
     }
 
+    #[inline(never)]
     fn apply(&mut self, c: &mut Ctx, p: &[u64], ap: &Apply) -> Flow {
         let prog = self.prog;
         let t = &prog.tables[ap.table as usize];
@@ -490,6 +491,7 @@ impl Exec<'_> {
         }
     }
 
+    #[inline(never)]
     fn csum(&mut self, c: &mut Ctx, p: &[u64], cs: &Csum) {
         if self.eval(c, p, &cs.cond) == 0 {
             return;

@@ -306,11 +306,11 @@ impl P4Node {
         let Ok(mut side) = l.side[self.thread.min(l.side.len() - 1)].lock() else {
             // A panic elsewhere poisoned the side table: drop the frame, counted.
             let n = frame.len();
-            for i in 0..n {
+            for (nx, &bi) in self.nexts[..n].iter_mut().zip(frame) {
                 // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-                let b = unsafe { arena.buffer(frame[i]) };
+                let b = unsafe { arena.buffer(bi) };
                 b.hdr.error = cx.error(E_NOT_LOADED);
-                self.nexts[i] = NEXT_DROP;
+                *nx = NEXT_DROP;
             }
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;

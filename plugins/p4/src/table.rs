@@ -47,6 +47,9 @@ pub enum TableError {
     Index(String),
 }
 
+/// A range field of a linear entry: shift in the key, width mask, low, high.
+pub type RangeField = (u8, u64, u64, u64);
+
 /// One entry (slab slot).
 #[derive(Clone, Debug, Default)]
 pub struct EntryRt {
@@ -64,7 +67,7 @@ pub struct EntryRt {
     /// (shift, width mask, lo, hi).
     pub value: u128,
     pub mask: u128,
-    pub ranges: Vec<(u8, u64, u64, u64)>,
+    pub ranges: Vec<RangeField>,
     pub live: bool,
 }
 
@@ -240,7 +243,7 @@ impl TableRt {
         &self,
         t: &Table,
         ms: &[Match],
-    ) -> Result<(u128, u128, Vec<(u8, u64, u64, u64)>), TableError> {
+    ) -> Result<(u128, u128, Vec<RangeField>), TableError> {
         if ms.len() != self.widths.len() {
             return Err(TableError::KeyCount(self.widths.len(), ms.len()));
         }

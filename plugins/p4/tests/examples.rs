@@ -350,3 +350,40 @@ fn l2switch_static_tables_and_direct_counter() {
         assert_eq!(ts.tables[t].direct[id as usize][1], 3 * f.len() as u64);
     }
 }
+
+mod robustness {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        /// Mutated programs never panic the compiler; what compiles never panics on packets.
+        #[test]
+        fn mutated_programs_never_panic(
+            which in 0usize..4,
+            edits in prop::collection::vec((any::<u16>(), any::<u8>(), 0u8..3), 1..6),
+            pkts in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 1..6),
+        ) {
+            let name = ["router.p4", "l2switch.p4", "firewall.p4", "tunnel.p4"][which];
+            let mut b = src(name).into_bytes();
+            for (pos, byte, op) in edits {
+                let p = pos as usize % (b.len() + 1);
+                match op {
+                    0 => b.insert(p, byte),
+                    1 if p < b.len() => { b.remove(p); }
+                    _ if p < b.len() => b[p] = byte,
+                    _ => {}
+                }
+            }
+            let text = String::from_utf8_lossy(&b);
+            if let Ok(p) = sluice_p4::compile(&text, name, Opts::default()) {
+                if let Ok(mut ts) = ThreadState::new(&p) {
+                    let sh = Shared::new(&p);
+                    for pk in &pkts {
+                        let _ = simulate(&p, &mut ts, &sh, pk, 1);
+                    }
+                }
+            }
+        }
+    }
+}
