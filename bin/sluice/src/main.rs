@@ -10,7 +10,7 @@ mod server;
 
 use clap::Parser;
 use sluice_cli::{script, Args, CliError, CommandTree};
-use sluice_graph::{GraphBuilder, Vlib};
+use sluice_graph::Vlib;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,11 +87,8 @@ fn default_socket() -> PathBuf {
     sluice_cli::proto::default_cli_socket()
 }
 
-fn build_tree() -> CommandTree<Vlib> {
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
+/// Adds the daemon's own commands to the tree the core and the plugins registered.
+fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     t.add("exec", "exec <file> — run a CLI script", cli_exec);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
@@ -100,7 +97,6 @@ fn build_tree() -> CommandTree<Vlib> {
         "show version [verbose] — Sluice version",
         cli_version,
     );
-    t
 }
 
 fn cli_exec(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -169,22 +165,27 @@ fn cli_version(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(s)
 }
 
-fn load_config(o: &Opts) -> Result<config::StartupConfig, String> {
+fn load_config(
+    o: &Opts,
+    plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
+) -> Result<config::StartupConfig, String> {
     if let Some(path) = &o.config {
         let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let text = String::from_utf8_lossy(&text);
-        return config::parse(&text, &path.display().to_string()).map_err(|e| e.to_string());
+        return config::parse(&text, &path.display().to_string(), plugins)
+            .map_err(|e| e.to_string());
     }
     if !o.inline.is_empty() {
         let cf = sluice_cli::conf::parse_argv(&o.inline).map_err(|e| e.to_string())?;
-        return config::from_conf(&cf, "<command line>").map_err(|e| e.to_string());
+        return config::from_conf(&cf, "<command line>", plugins).map_err(|e| e.to_string());
     }
     Ok(config::StartupConfig::default())
 }
 
 fn main() -> ExitCode {
     let o = Opts::parse();
-    let mut cfg = match load_config(&o) {
+    let plugins = sluice_plugins::all();
+    let mut cfg = match load_config(&o, &plugins) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: {e}");
@@ -208,20 +209,18 @@ fn main() -> ExitCode {
     }
     install_signals();
 
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
-    let mut vm = match Vlib::new(b, &cfg.cpu, &cfg.buffers) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let tree = Arc::new(build_tree());
+    let entries = cfg.plugins.entries(&plugins);
+    let staged = std::mem::take(&mut cfg.staged);
+    let (mut vm, mut tree) =
+        match sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged) {
+            Ok(a) => (a.vm, a.cli),
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    add_daemon_commands(&mut tree);
+    let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());
 
     let sock = cfg.unix.cli_listen.clone().unwrap_or_else(default_socket);

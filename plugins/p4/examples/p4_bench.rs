@@ -10,7 +10,7 @@
 //! the rate of `p4 table add`. Nothing here is a test; the numbers depend on the machine.
 
 use sluice_cli::CommandTree;
-use sluice_graph::{CpuConfig, GraphBuilder, Vlib};
+use sluice_graph::{CpuConfig, Vlib};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -23,10 +23,6 @@ struct Opts {
 }
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
     let cpu = CpuConfig {
         main_core: Some(0),
         workers: Vec::new(),
@@ -37,14 +33,11 @@ fn build() -> (Vlib, CommandTree<Vlib>) {
         page_size: sluice_buffer::PageSize::Default,
         shared: false,
     };
-    let mut vm = Vlib::new(b, &cpu, &pool).expect("runtime");
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
-    sluice_p4::register_cli(&mut t);
+    let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&sluice_p4::PLUGIN];
+    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+    let a =
+        sluice_vnet::plugin::assemble(&entries, &cpu, &pool, Default::default()).expect("runtime");
+    let (mut vm, t) = (a.vm, a.cli);
     for c in [
         "create packet-generator interface pg0",
         "create packet-generator interface pg1",

@@ -23,3 +23,29 @@ pub use error::CompileError;
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register_cli(t);
 }
+
+/// The plugin (`plugins { plugin p4 { disable } }`): the `p4 ...` commands; the program
+/// nodes are added to the graph by `p4 load` at run time.
+pub struct P4Plugin;
+
+/// This plugin, for the daemon's plugin list (`sluice_plugins::all()`).
+pub static PLUGIN: P4Plugin = P4Plugin;
+
+impl sluice_vnet::plugin::Plugin for P4Plugin {
+    fn name(&self) -> &'static str {
+        "p4"
+    }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "P4-16 (v1model subset) programs compiled into graph nodes (docs/p4.md)"
+    }
+    fn register(
+        &self,
+        r: &mut sluice_vnet::plugin::Registrar,
+    ) -> Result<(), sluice_vnet::plugin::RegisterError> {
+        register_cli(&mut r.cli);
+        Ok(())
+    }
+}

@@ -4,14 +4,10 @@
 
 use proptest::prelude::*;
 use sluice_cli::CommandTree;
-use sluice_graph::{CpuConfig, GraphBuilder, Vlib};
+use sluice_graph::{CpuConfig, Vlib};
 use sluice_vnet::Interfaces;
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
     let cpu = CpuConfig {
         main_core: None,
         workers: Vec::new(),
@@ -22,14 +18,11 @@ fn build() -> (Vlib, CommandTree<Vlib>) {
         page_size: sluice_buffer::PageSize::Small,
         shared: false,
     };
-    let mut vm = Vlib::new(b, &cpu, &pool).expect("runtime");
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
-    sluice_p4::register_cli(&mut t);
+    let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&sluice_p4::PLUGIN];
+    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+    let a =
+        sluice_vnet::plugin::assemble(&entries, &cpu, &pool, Default::default()).expect("runtime");
+    let (mut vm, t) = (a.vm, a.cli);
     for c in [
         "create packet-generator interface pg0",
         "create packet-generator interface pg1",
@@ -117,7 +110,7 @@ fn run(vm: &mut Vlib, t: &CommandTree<Vlib>, frames: &[Vec<u8>], tag: &str) -> (
     );
     cli(vm, t, "packet-generator enable");
     let t0 = std::time::Instant::now();
-    while sluice_drivers::pg::any_enabled(vm) && t0.elapsed().as_secs() < 20 {
+    while sluice_vnet::pg::any_enabled(vm) && t0.elapsed().as_secs() < 20 {
         vm.run_main_once();
     }
     for _ in 0..10 {
