@@ -910,3 +910,52 @@ fn check_validates_ranges_and_referenced_files() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn memif_socket_filename_never_removes_a_file() {
+    let logdir = tmpdir("memiflog");
+    let log = logdir.join("d.log");
+    let d = Daemon::start("memiffile", &format!("unix {{ log {} }}", log.display()));
+    let f = d.dir.join("memif.sock");
+    std::fs::write(&f, "precious").unwrap();
+    d.ok(&format!(
+        "create memif socket id 1 filename {}",
+        f.display()
+    ));
+    d.ok("create interface memif id 0 socket-id 1 master");
+    // The listener is (re)tried in the background: the reason is logged, the socket shown
+    // in error, the file left alone.
+    wait_log(
+        &log,
+        &format!(
+            "memif: cannot listen on {}: refusing {}: it exists and is not a socket (not removing it)",
+            f.display(),
+            f.display()
+        ),
+    );
+    let show = d.ok("show memif");
+    assert!(
+        show.lines()
+            .any(|l| l.contains("error") && l.contains("memif.sock")),
+        "{show}"
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "precious");
+    // A fresh name works and gets mode 0660; deleting the interface removes the socket.
+    let s = d.dir.join("m2.sock");
+    d.ok(&format!(
+        "create memif socket id 2 filename {}",
+        s.display()
+    ));
+    d.ok("create interface memif id 0 socket-id 2 master");
+    wait_until(
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || s.exists(),
+        || "no memif socket".into(),
+    );
+    assert_eq!(mode(&s), 0o660);
+    d.ok("delete interface memif memif2/0");
+    assert!(!s.exists());
+    d.stop();
+    let _ = std::fs::remove_dir_all(&logdir);
+}

@@ -21,13 +21,16 @@
 //! - **Clients** call [`check_before_connect`]: the path must be a socket owned by the caller
 //!   or root, in a directory that passes the same ownership test and is not world-writable.
 //!
-//! Abstract sockets (`@name`, memif) have no file and are outside this module.
+//! [`OwnedListener`] binds a `SOCK_STREAM` listener. Other socket types (memif's
+//! `SOCK_SEQPACKET`) use the same steps: [`prepare`], bind inside [`with_private_umask`],
+//! [`set_perms`], and [`remove_if_same`] / [`remove_socket`] when closing. Abstract sockets
+//! (`@name`) have no file and are outside this module.
 //!
 //! ```no_run
 //! use sluice_infra::unix_socket::{OwnedListener, SocketPerms};
 //! let l = OwnedListener::bind("/run/sluice/api.sock".as_ref(), &SocketPerms::default())?;
 //! l.set_nonblocking(true)?;
-//! # Ok::<(), sluice_infra::unix_socket::SocketError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::ffi::CString;
@@ -244,14 +247,59 @@ pub fn ensure_dir(path: &Path, dir: &Path, perms: &SocketPerms) -> Result<(), So
 /// Serialises the process-wide umask change around `bind`.
 static UMASK: Mutex<()> = Mutex::new(());
 
-fn bind_private(path: &Path) -> io::Result<UnixListener> {
+/// Runs `bind` (any socket type's `bind(2)`) under a `0177` umask, so the socket file is
+/// created owner-only until [`set_perms`] gives it its mode.
+pub fn with_private_umask<T>(bind: impl FnOnce() -> T) -> T {
     let _g = UMASK.lock().unwrap_or_else(|p| p.into_inner());
     // SAFETY: umask only swaps the process's file creation mask.
     let old = unsafe { libc::umask(0o177) };
-    let r = UnixListener::bind(path);
+    let r = bind();
     // SAFETY: as above, restoring the previous mask.
     unsafe { libc::umask(old) };
     r
+}
+
+/// The first half of binding a socket of a type [`OwnedListener`] does not create (e.g.
+/// memif's `SOCK_SEQPACKET`): the directory is created or checked ([`ensure_dir`]) and a
+/// stale socket at `path` removed, never anything else. Then bind inside
+/// [`with_private_umask`] and call [`set_perms`].
+pub fn prepare(path: &Path, perms: &SocketPerms) -> Result<(), SocketError> {
+    ensure_dir(path, &socket_dir(path), perms)?;
+    clear_stale(path)
+}
+
+/// The second half: gives the bound socket file `perms`; returns its (device, inode) for
+/// [`remove_if_same`].
+pub fn set_perms(path: &Path, perms: &SocketPerms) -> Result<(u64, u64), SocketError> {
+    let m = std::fs::symlink_metadata(path).map_err(|e| SocketError::io(path, "stat", e))?;
+    if let Some(g) = perms.group {
+        chown_group(path, g)?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms.mode & 0o777))
+        .map_err(|e| SocketError::io(path, "chmod", e))?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// Unlinks `path` only if it is still the socket identified by `id` (from [`set_perms`]).
+pub fn remove_if_same(path: &Path, id: (u64, u64)) {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if (m.dev(), m.ino()) == id {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Unlinks `path` only if it is a socket (never a file or symlink put there since).
+pub fn remove_socket(path: &Path) {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn bind_private(path: &Path) -> io::Result<UnixListener> {
+    with_private_umask(|| UnixListener::bind(path))
 }
 
 /// Removes a stale socket at `path`: nothing there is fine; a socket that refuses connections
@@ -275,6 +323,10 @@ fn clear_stale(path: &Path) -> Result<(), SocketError> {
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
             std::fs::remove_file(path).map_err(|e| SocketError::io(path, "unlink stale socket", e))
         }
+        // A listener of another socket type (e.g. SOCK_SEQPACKET) is alive.
+        Err(e) if e.raw_os_error() == Some(libc::EPROTOTYPE) => Err(SocketError::InUse {
+            path: path.to_path_buf(),
+        }),
         Err(e) => Err(SocketError::io(path, "connect to existing socket", e)),
     }
 }
@@ -297,18 +349,14 @@ impl OwnedListener {
         ensure_dir(path, &dir, perms)?;
         clear_stale(path)?;
         let listener = bind_private(path).map_err(|e| SocketError::io(path, "bind", e))?;
-        let m = std::fs::symlink_metadata(path).map_err(|e| SocketError::io(path, "stat", e))?;
-        let owned = OwnedListener {
+        let id = set_perms(path, perms).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })?;
+        Ok(OwnedListener {
             listener,
             path: path.to_path_buf(),
-            id: (m.dev(), m.ino()),
-        };
-        if let Some(g) = perms.group {
-            chown_group(path, g)?;
-        }
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perms.mode & 0o777))
-            .map_err(|e| SocketError::io(path, "chmod", e))?;
-        Ok(owned)
+            id,
+        })
     }
 
     /// The socket path.
@@ -331,11 +379,7 @@ impl std::ops::Deref for OwnedListener {
 
 impl Drop for OwnedListener {
     fn drop(&mut self) {
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.id {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
+        remove_if_same(&self.path, self.id);
     }
 }
 
