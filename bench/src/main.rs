@@ -25,9 +25,9 @@ use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
 use sluice_cli::CommandTree;
 use sluice_graph::{
-    CpuConfig, Cx, GraphBuilder, Next, NodeIndex, NodeKind, NodeRegistration, PacketNode,
-    PerPacket, Vlib,
+    CpuConfig, Cx, Next, NodeIndex, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
+use sluice_vnet::plugin::{assemble, Plugin, PluginsConfig, RegisterError, Registrar, Staged};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -73,24 +73,40 @@ impl PacketNode for Pass {
 
 const CHAIN: usize = 10;
 
-pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
-    for i in 0..CHAIN {
-        let next = if i + 1 < CHAIN {
-            format!("pass-{}", i + 1)
-        } else {
-            "null-sink".to_string()
-        };
-        b.register(
-            NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
-                Box::new(PerPacket::new(Pass))
-            })
-            .nexts(&[&next]),
-        );
+/// The benchmark's own nodes (the pass-through chain), registered through the plugin
+/// boundary like any plugin's.
+struct BenchPlugin;
+static BENCH_PLUGIN: BenchPlugin = BenchPlugin;
+
+impl Plugin for BenchPlugin {
+    fn name(&self) -> &'static str {
+        "bench"
     }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "benchmark pass-through nodes"
+    }
+    fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
+        for i in 0..CHAIN {
+            let next = if i + 1 < CHAIN {
+                format!("pass-{}", i + 1)
+            } else {
+                "null-sink".to_string()
+            };
+            r.node(
+                NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
+                    Box::new(PerPacket::new(Pass))
+                })
+                .nexts(&[&next]),
+            );
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
     let cpu = CpuConfig {
         main_core: Some(0),
         workers: (0..workers).map(|_| Some(1)).collect(),
@@ -102,14 +118,11 @@ pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
         // `buffers { shared }` (memfd-backed data array), to measure what it costs.
         shared: std::env::var_os("SLUICE_BENCH_SHARED_BUFFERS").is_some_and(|v| v == "1"),
     };
-    let mut vm = Vlib::new(b, &cpu, &pool).expect("runtime");
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
-    (vm, t)
+    let mut plugins = sluice_plugins::all();
+    plugins.push(&BENCH_PLUGIN);
+    let entries = PluginsConfig::default().entries(&plugins);
+    let a = assemble(&entries, &cpu, &pool, Staged::default()).expect("runtime");
+    (a.vm, a.cli)
 }
 
 pub(crate) fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {
@@ -145,7 +158,7 @@ fn run_stream(
     let before = total_vectors(vm, null);
     cli(vm, t, "packet-generator enable");
     let t0 = Instant::now();
-    while sluice_drivers::pg::any_enabled(vm) {
+    while sluice_vnet::pg::any_enabled(vm) {
         vm.run_main_once();
     }
     // Wait for workers to finish what was handed off.

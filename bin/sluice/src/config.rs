@@ -4,6 +4,7 @@
 use sluice_buffer::{PageSize, PoolConfig};
 use sluice_cli::conf::{self, ConfError, ConfFile, Section, SectionCursor};
 use sluice_graph::CpuConfig;
+use sluice_vnet::plugin::{plugin_name, Plugin, PluginsConfig, Staged};
 use std::path::PathBuf;
 
 /// Where the CLI listens (`cli-listen`).
@@ -87,7 +88,7 @@ pub struct MetricsConfig {
 }
 
 /// The whole startup configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct StartupConfig {
     /// `unix`.
     pub unix: UnixConfig,
@@ -99,14 +100,18 @@ pub struct StartupConfig {
     pub api_socket: Option<PathBuf>,
     /// `metrics`.
     pub metrics: MetricsConfig,
+    /// `plugins { ... }`: which plugins run.
+    pub plugins: PluginsConfig,
+    /// The plugins' own sections, validated by them (becomes the runtime's extension map).
+    pub staged: Staged,
     /// Warnings to log once the logger is up (sections accepted but not used).
     pub warnings: Vec<String>,
 }
 
-/// VPP sections Sluice accepts and ignores with a warning.
+/// VPP sections Sluice accepts and ignores with a warning (unless a plugin of this build
+/// owns them).
 const IGNORED_SECTIONS: &[&str] = &[
     "dpdk",
-    "plugins",
     "api-trace",
     "api-segment",
     "socksvr",
@@ -157,16 +162,48 @@ const IGNORED_SECTIONS: &[&str] = &[
     "unittest",
 ];
 
-/// Parses and validates a startup.conf text.
-pub fn parse(text: &str, file: &str) -> Result<StartupConfig, ConfError> {
+/// Parses and validates a startup.conf text; `plugins` is the build's plugin list (their
+/// sections are theirs to validate).
+pub fn parse(
+    text: &str,
+    file: &str,
+    plugins: &[&'static dyn Plugin],
+) -> Result<StartupConfig, ConfError> {
     let cf = conf::parse(text, file)?;
-    from_conf(&cf, file)
+    from_conf(&cf, file, plugins)
 }
 
 /// Validates a parsed file.
-pub fn from_conf(cf: &ConfFile, file: &str) -> Result<StartupConfig, ConfError> {
+pub fn from_conf(
+    cf: &ConfFile,
+    file: &str,
+    plugins: &[&'static dyn Plugin],
+) -> Result<StartupConfig, ConfError> {
     let mut cfg = StartupConfig::default();
+    // `plugins` first, wherever it is: it decides whose sections the others are.
+    for s in cf.sections.iter().filter(|s| s.name == "plugins") {
+        plugins_section(s, file, plugins, &mut cfg)?;
+    }
+    let entries = cfg.plugins.entries(plugins);
     for s in &cf.sections {
+        let owner = entries
+            .iter()
+            .find(|e| e.plugin.config_sections().contains(&s.name.as_str()));
+        if let Some(e) = owner {
+            if !e.enabled {
+                return Err(ConfError {
+                    file: file.to_string(),
+                    line: s.line,
+                    msg: format!(
+                        "section `{}' belongs to plugin `{}', which is disabled",
+                        s.name,
+                        e.plugin.name()
+                    ),
+                });
+            }
+            e.plugin.configure(&mut cfg.staged, s, file)?;
+            continue;
+        }
         match s.name.as_str() {
             "unix" => unix(s, file, &mut cfg)?,
             "cpu" => cpu(s, file, &mut cfg)?,
@@ -188,6 +225,7 @@ pub fn from_conf(cf: &ConfFile, file: &str) -> Result<StartupConfig, ConfError> 
                     s.line
                 ));
             }
+            "plugins" => {}
             n if IGNORED_SECTIONS.contains(&n) => cfg.warnings.push(format!(
                 "{file}:{}: section `{n}' is accepted for VPP compatibility and ignored",
                 s.line
@@ -547,6 +585,69 @@ fn buffers(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfE
     Ok(())
 }
 
+/// `plugins { plugin <name> { enable|disable } plugin default { disable } path <dir> }`
+/// (VPP's; names with or without `_plugin.so`).
+fn plugins_section(
+    s: &Section,
+    file: &str,
+    all: &[&'static dyn Plugin],
+    cfg: &mut StartupConfig,
+) -> Result<(), ConfError> {
+    let mut c = SectionCursor::new(s, file);
+    while let Some(k) = c.next_key() {
+        match k.text.as_str() {
+            "plugin" => {
+                let n = c.value(k)?;
+                let block = c.block(n)?;
+                let mut on = None;
+                for t in block {
+                    match t.text.as_str() {
+                        "enable" => on = Some(true),
+                        "disable" => on = Some(false),
+                        "skip-version-check" => {}
+                        _ => {
+                            return Err(c.error(
+                                t,
+                                &format!(
+                                    "unknown word `{}' in `plugin {}': expected enable or disable",
+                                    t.text, n.text
+                                ),
+                            ))
+                        }
+                    }
+                }
+                let name = plugin_name(&n.text);
+                let Some(on) = on else {
+                    continue;
+                };
+                if name == "default" {
+                    cfg.plugins.default_disable = !on;
+                } else if all.iter().any(|p| p.name() == name) {
+                    cfg.plugins.explicit.push((name.to_string(), on));
+                } else {
+                    cfg.warnings.push(format!(
+                        "{file}:{}: plugin `{}' is not part of this build; ignored",
+                        n.line, n.text
+                    ));
+                }
+            }
+            "path" | "add-path" => {
+                let v = c.value(k)?;
+                cfg.warnings.push(format!(
+                    "{file}:{}: plugins are linked into the binary; `{} {}' ignored",
+                    k.line, k.text, v.text
+                ));
+            }
+            "vat-plugin" => {
+                let n = c.value(k)?;
+                c.block(n)?;
+            }
+            _ => return Err(c.unknown(k)),
+        }
+    }
+    Ok(())
+}
+
 fn api(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
     let mut c = SectionCursor::new(s, file);
     while let Some(k) = c.next_key() {
@@ -583,7 +684,9 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        parse(text, "t.conf").unwrap_err().to_string()
+        parse(text, "t.conf", &sluice_plugins::all())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -593,6 +696,7 @@ mod tests {
         let c = parse(
             &format!("unix {{\n  nodaemon\n  cli-listen /tmp/x.sock\n  exec {}\n}}\n# comment\ncpu {{ main-core 0 workers 1 }}\nbuffers {{ buffers-per-numa 4096 default data-size 2048 page-size 4k }}\ndpdk {{ dev default {{ num-rx-queues 2 }} }}\n", script.display()),
             "t.conf",
+            &sluice_plugins::all(),
         )
         .unwrap();
         std::fs::remove_file(&script).unwrap();
@@ -605,7 +709,7 @@ mod tests {
         assert_eq!(c.buffers.page_size, PageSize::Small);
         assert!(!c.buffers.shared, "private data array by default");
         assert!(
-            parse("buffers {\n shared\n}\n", "t.conf")
+            parse("buffers {\n shared\n}\n", "t.conf", &[])
                 .unwrap()
                 .buffers
                 .shared
@@ -659,6 +763,31 @@ mod tests {
     }
 
     #[test]
+    fn plugins_section_enables_disables_and_owns_sections() {
+        let all = sluice_plugins::all();
+        let c = parse(
+            "plugins {\n path /usr/lib/vpp_plugins\n plugin default { disable }\n plugin memif_plugin.so { enable }\n plugin dpdk_plugin.so { disable }\n}\n",
+            "t.conf",
+            &all,
+        )
+        .unwrap();
+        let on: Vec<(&str, bool)> = c
+            .plugins
+            .entries(&all)
+            .iter()
+            .map(|e| (e.plugin.name(), e.enabled))
+            .collect();
+        assert!(on.contains(&("memif", true)), "{on:?}");
+        assert!(on.contains(&("af_packet", false)), "{on:?}");
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(c.warnings[1].contains("`dpdk_plugin.so' is not part of this build"));
+        assert_eq!(
+            err("plugins {\n plugin memif { sometimes }\n}"),
+            "t.conf:2: unknown word `sometimes' in `plugin memif': expected enable or disable"
+        );
+    }
+
+    #[test]
     fn syntax_errors_from_the_parser_keep_file_line() {
         let e = err("unix {\n nodaemon\n");
         assert!(e.starts_with("t.conf:1:"), "{e}");
@@ -666,7 +795,7 @@ mod tests {
 
     #[test]
     fn empty_config_is_defaults() {
-        let c = parse("", "t.conf").unwrap();
+        let c = parse("", "t.conf", &[]).unwrap();
         assert!(c.cpu.workers.is_empty());
         assert_eq!(c.buffers.buffers, sluice_buffer::DEFAULT_BUFFERS);
     }

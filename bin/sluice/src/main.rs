@@ -15,7 +15,7 @@ mod server;
 
 use clap::Parser;
 use sluice_cli::{script, Args, CliError, CommandTree};
-use sluice_graph::{GraphBuilder, Vlib};
+use sluice_graph::Vlib;
 use sluice_infra::unix_socket::{self, SocketPerms};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -77,11 +77,8 @@ pub struct Daemon {
     exec_depth: usize,
 }
 
-fn build_tree() -> CommandTree<Vlib> {
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
+/// Adds the daemon's own commands to the tree the core and the plugins registered.
+fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     t.add("exec", "exec <file> — run a CLI script", cli_exec);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
@@ -90,7 +87,6 @@ fn build_tree() -> CommandTree<Vlib> {
         "show version [verbose] — Sluice version",
         cli_version,
     );
-    t
 }
 
 fn cli_exec(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -194,23 +190,28 @@ fn cli_version(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(s)
 }
 
-fn load_config(o: &Opts) -> Result<config::StartupConfig, String> {
+fn load_config(
+    o: &Opts,
+    plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
+) -> Result<config::StartupConfig, String> {
     if let Some(path) = &o.config {
         let text = sluice_infra::files::read_regular(path, config::MAX_SCRIPT_BYTES)
             .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&text);
-        return config::parse(&text, &path.display().to_string()).map_err(|e| e.to_string());
+        return config::parse(&text, &path.display().to_string(), plugins)
+            .map_err(|e| e.to_string());
     }
     if !o.inline.is_empty() {
         let cf = sluice_cli::conf::parse_argv(&o.inline).map_err(|e| e.to_string())?;
-        return config::from_conf(&cf, "<command line>").map_err(|e| e.to_string());
+        return config::from_conf(&cf, "<command line>", plugins).map_err(|e| e.to_string());
     }
     Ok(config::StartupConfig::default())
 }
 
 fn main() -> ExitCode {
     let o = Opts::parse();
-    let mut cfg = match load_config(&o) {
+    let plugins = sluice_plugins::all();
+    let mut cfg = match load_config(&o, &plugins) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: {e}");
@@ -271,7 +272,7 @@ fn main() -> ExitCode {
         log::warn!("{w}");
     }
     install_signals();
-    match run(&o, &cfg, &mut ready, &logger) {
+    match run(&o, &mut cfg, &plugins, &mut ready, &logger) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::error!("{e}");
@@ -301,7 +302,8 @@ impl log::Log for LogRef {
 /// Starts the runtime and serves until stopped.
 fn run(
     o: &Opts,
-    cfg: &config::StartupConfig,
+    cfg: &mut config::StartupConfig,
+    plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
     ready: &mut daemon::Readiness,
     logger: &daemon::Logger,
 ) -> Result<(), String> {
@@ -319,14 +321,14 @@ fn run(
     let rdir = cfg.unix.runtime_dir();
     unix_socket::ensure_dir(&rdir, &rdir, &perms).map_err(|e| format!("runtime-dir: {e}"))?;
 
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
-    let mut vm = Vlib::new(b, &cfg.cpu, &cfg.buffers).map_err(|e| e.to_string())?;
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let tree = Arc::new(build_tree());
+    let entries = cfg.plugins.entries(plugins);
+    let staged = std::mem::take(&mut cfg.staged);
+    let (mut vm, mut tree) =
+        sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged)
+            .map(|a| (a.vm, a.cli))
+            .map_err(|e| e.to_string())?;
+    add_daemon_commands(&mut tree);
+    let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());
     *vm.ext_mut::<sluice_cli::Interrupt>() = sluice_cli::Interrupt::new(&STOP);
     if let Some(d) = &cfg.unix.capture_dir {

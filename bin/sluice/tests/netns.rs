@@ -1920,7 +1920,7 @@ fn tap_host_bridge_and_ipv6_gateway() {
 /// loaded machine cannot flip the outcome.
 #[test]
 fn af_packet_rx_ring_v2_frames_at_once_v3_blocks_on_timer() {
-    use sluice_drivers::af_packet::ring::{RxGeometry, RxRing};
+    use sluice_af_packet::ring::{RxGeometry, RxRing};
     skip_unless_possible!(Driver::AfPacket);
     let mut t = Topo::new("m", Driver::AfPacket);
     let (a, va) = t.host('a', "10.96.1.2/24", None);
@@ -1986,10 +1986,10 @@ fn af_packet_rx_ring_v2_frames_at_once_v3_blocks_on_timer() {
 // af_xdp `prog <file>`: a user's XDP program from an eBPF object instead of the built-in one.
 
 /// The committed fixture: drops IPv4 ICMP with XDP_DROP, redirects the rest to `xsks_map`
-/// (crates/drivers/tests/data/xdp_drop_icmp.ll).
+/// (crates/bpf/tests/data/xdp_drop_icmp.ll).
 const XDP_DROP_ICMP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../crates/drivers/tests/data/xdp_drop_icmp.o"
+    "/../../crates/bpf/tests/data/xdp_drop_icmp.o"
 );
 
 /// With `prog xdp_drop_icmp.o` on A's side, UDP crosses Sluice but pings do not: the program

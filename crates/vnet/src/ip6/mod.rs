@@ -19,7 +19,7 @@ use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
-use sluice_graph::{GraphBuilder, Vlib};
+use sluice_graph::Vlib;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
@@ -419,7 +419,7 @@ pub struct CtlSlot {
 }
 
 /// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
+pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -438,7 +438,7 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared.clone(), slot);
+    nodes::register(r, shared.clone(), slot);
     shared
 }
 
