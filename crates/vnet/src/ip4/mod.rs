@@ -581,6 +581,11 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
+    crate::routes::check_route_count(count, del)?;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl
@@ -601,8 +606,17 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         if len == 0 { 0 } else { 1u64 << (32 - len) },
     );
     let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, &w)?;
+    ctl.vrfs.apply_static(
+        fib,
+        count,
+        nth,
+        len,
+        del,
+        paths.drop,
+        &resolved,
+        &w,
+        &|| intr.requested(),
+    )?;
     Ok(String::new())
 }
 
