@@ -17,25 +17,28 @@
 //! instead (Sluice tester, Sluice and Linux DUTs in network namespaces; `python/sluice_bench`,
 //! docs/benchmarking.md).
 
+mod acl;
 mod ip4;
 mod ip6;
 mod l2;
+mod memif;
+mod nat;
 mod stats;
 
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
 use sluice_cli::CommandTree;
 use sluice_graph::{
-    CpuConfig, Cx, GraphBuilder, Next, NodeIndex, NodeKind, NodeRegistration, PacketNode,
-    PerPacket, Vlib,
+    CpuConfig, Cx, Next, NodeIndex, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
+use sluice_vnet::plugin::{assemble, Plugin, PluginsConfig, RegisterError, Registrar, Staged};
 use std::fmt::Write as _;
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, stats; or `run
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats; or `run
     /// --suite smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
@@ -74,24 +77,40 @@ impl PacketNode for Pass {
 
 const CHAIN: usize = 10;
 
-pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
-    let mut b = GraphBuilder::new();
-    sluice_graph::nodes::register(&mut b);
-    sluice_vnet::register(&mut b);
-    sluice_drivers::register(&mut b);
-    for i in 0..CHAIN {
-        let next = if i + 1 < CHAIN {
-            format!("pass-{}", i + 1)
-        } else {
-            "null-sink".to_string()
-        };
-        b.register(
-            NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
-                Box::new(PerPacket::new(Pass))
-            })
-            .nexts(&[&next]),
-        );
+/// The benchmark's own nodes (the pass-through chain), registered through the plugin
+/// boundary like any plugin's.
+struct BenchPlugin;
+static BENCH_PLUGIN: BenchPlugin = BenchPlugin;
+
+impl Plugin for BenchPlugin {
+    fn name(&self) -> &'static str {
+        "bench"
     }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "benchmark pass-through nodes"
+    }
+    fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
+        for i in 0..CHAIN {
+            let next = if i + 1 < CHAIN {
+                format!("pass-{}", i + 1)
+            } else {
+                "null-sink".to_string()
+            };
+            r.node(
+                NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
+                    Box::new(PerPacket::new(Pass))
+                })
+                .nexts(&[&next]),
+            );
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
     let cpu = CpuConfig {
         main_core: Some(0),
         workers: (0..workers).map(|_| Some(1)).collect(),
@@ -103,14 +122,11 @@ pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
         // `buffers { shared }` (memfd-backed data array), to measure what it costs.
         shared: std::env::var_os("SLUICE_BENCH_SHARED_BUFFERS").is_some_and(|v| v == "1"),
     };
-    let mut vm = Vlib::new(b, &cpu, &pool).expect("runtime");
-    sluice_vnet::init(&mut vm);
-    sluice_drivers::init(&mut vm);
-    let mut t = CommandTree::new();
-    sluice_graph::cli::register(&mut t);
-    sluice_vnet::register_cli(&mut t);
-    sluice_drivers::register_cli(&mut t);
-    (vm, t)
+    let mut plugins = sluice_plugins::all();
+    plugins.push(&BENCH_PLUGIN);
+    let entries = PluginsConfig::default().entries(&plugins);
+    let a = assemble(&entries, &cpu, &pool, Staged::default()).expect("runtime");
+    (a.vm, a.cli)
 }
 
 pub(crate) fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, cmd: &str) -> String {
@@ -146,7 +162,7 @@ fn run_stream(
     let before = total_vectors(vm, null);
     cli(vm, t, "packet-generator enable");
     let t0 = Instant::now();
-    while sluice_drivers::pg::any_enabled(vm) {
+    while sluice_vnet::pg::any_enabled(vm) {
         vm.run_main_once();
     }
     // Wait for workers to finish what was handed off.
@@ -265,9 +281,24 @@ pub(crate) struct PathResult {
 /// reached `error-drop` (the path is not what it claims) or buffers leaked.
 pub(crate) fn replay_path(
     o: &Opts,
+    vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    node: Option<&str>,
+    path: &[&str],
+    name: &str,
+) -> PathResult {
+    replay_path_from(o, vm, t, pcap, "pg0", node, path, name)
+}
+
+/// [`replay_path`] with the frames received on pg interface `source`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_path_from(
+    o: &Opts,
     mut vm: Vlib,
     t: &CommandTree<Vlib>,
     pcap: &std::path::Path,
+    source: &str,
     node: Option<&str>,
     path: &[&str],
     name: &str,
@@ -283,7 +314,7 @@ pub(crate) fn replay_path(
             &mut vm,
             t,
             &format!(
-                "packet-generator new pcap {} source pg0 name s limit {packets}{node}",
+                "packet-generator new pcap {} source {source} name s limit {packets}{node}",
                 pcap.display()
             ),
         );
@@ -559,10 +590,13 @@ fn main() {
         "ip6" => ip6::bench_ip6(&o, &mut out, &mut json),
         "ip6-lpm" => ip6::bench_ip6_lpm(&o, &mut out, &mut json),
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
+        "memif" => memif::bench_memif(&o, &mut out, &mut json),
+        "nat" => nat::bench_nat(&o, &mut out, &mut json),
+        "acl" => acl::bench_acl(&o, &mut out, &mut json),
         "stats" => stats::bench_stats(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, stats, run)"
+                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats, run)"
             );
             std::process::exit(2);
         }

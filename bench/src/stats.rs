@@ -28,11 +28,14 @@ pub(crate) fn bench_stats(o: &crate::Opts, out: &mut String, json: &mut Vec<Stri
         cli(&mut vm, &t, "create loopback interface");
     }
     let dir = std::env::temp_dir().join(format!("sluice-bench-stats-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
     StatsSegment::start(
         &mut vm,
         &StatsConfig::default(),
         &dir.join("stats.sock"),
+        &sluice_infra::unix_socket::SocketPerms {
+            mode: 0o660,
+            group: None,
+        },
         true,
     )
     .expect("statistics segment");

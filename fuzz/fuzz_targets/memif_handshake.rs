@@ -14,10 +14,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_drivers::memif::ctl::{Ctl, IfCfg};
-use sluice_drivers::memif::proto::{Mode, COOKIE, MSG_SIZE};
-use sluice_drivers::memif::sock::{self, Recv};
-use sluice_drivers::memif::{IfShared, MemifShared};
+use sluice_memif::ctl::{Ctl, IfCfg};
+use sluice_memif::proto::{Mode, COOKIE, MSG_SIZE};
+use sluice_memif::sock::{self, Recv};
+use sluice_memif::{IfShared, MemifShared};
 use sluice_vnet::interface::IfCounters;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};

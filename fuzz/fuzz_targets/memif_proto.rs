@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_drivers::memif::proto::{decode, encode};
+use sluice_memif::proto::{decode, encode};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(m) = decode(data) else {

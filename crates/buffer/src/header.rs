@@ -1,7 +1,7 @@
 //! The 128-byte buffer header (VPP's `vlib_buffer_t` metadata).
 //!
 //! Hot fields sit in the first cache line; per-layer metadata is typed and owned by the layer
-//! named in its doc comment (DESIGN.md §3).
+//! named in its doc comment (docs/architecture.md, "Buffers").
 
 /// Index of a buffer in the arena. Buffers are never owned `Vec<u8>`s.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -263,7 +263,7 @@ impl Registry {
     }
 }
 
-/// One feature of an arc with its ordering constraints (DESIGN.md §3 feature arcs).
+/// One feature of an arc with its ordering constraints (docs/architecture.md, "Feature arcs").
 #[derive(Clone, Debug)]
 pub struct FeatureOrder {
     /// Feature node name.

@@ -315,6 +315,13 @@ impl Vlib {
     pub fn put_ext<T: 'static>(&mut self, v: T) {
         self.ext.insert(TypeId::of::<T>(), Box::new(v));
     }
+
+    /// Sets state whose type is known only by its id (configuration staged before the
+    /// runtime existed); `v` must be of the type `id` names.
+    pub fn put_ext_any(&mut self, id: TypeId, v: Box<dyn Any>) {
+        debug_assert_eq!((*v).type_id(), id);
+        self.ext.insert(id, v);
+    }
 }
 
 impl Drop for Vlib {

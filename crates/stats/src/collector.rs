@@ -28,11 +28,10 @@ use crate::writer::{Segment, Shape, Spec, Writer};
 use crate::StatsError;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{NodeKind, Vlib};
+use sluice_infra::unix_socket::{OwnedListener, SocketPerms};
 use sluice_vnet::interface::{counter, Interfaces};
 use std::fmt::Write as _;
-use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -135,25 +134,11 @@ struct SocketServer {
 }
 
 impl SocketServer {
-    fn start(path: &Path, fd: OwnedFd) -> std::io::Result<SocketServer> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        if path.exists() {
-            // A live daemon answers; a stale socket refuses.
-            if UnixStream::connect(path).is_ok() {
-                return Err(std::io::Error::new(
-                    ErrorKind::AddrInUse,
-                    format!("{} is in use by a running sluice", path.display()),
-                ));
-            }
-            let _ = std::fs::remove_file(path);
-        }
-        let l = UnixListener::bind(path)?;
-        // Readers of the same group may map the segment (as the CLI socket's access).
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660));
-        l.set_nonblocking(true)?;
+    fn start(path: &Path, perms: &SocketPerms, fd: OwnedFd) -> Result<SocketServer, String> {
+        // The project's one way to bind a Unix socket: checked directory, stale socket
+        // replaced, a live one or a non-socket refused, mode and group set.
+        let l = OwnedListener::bind(path, perms).map_err(|e| e.to_string())?;
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let handle = std::thread::Builder::new()
@@ -176,7 +161,8 @@ impl SocketServer {
                         }
                     }
                 }
-            })?;
+            })
+            .map_err(|e| format!("cannot start the stats socket thread: {e}"))?;
         Ok(SocketServer {
             path: path.to_path_buf(),
             stop,
@@ -191,7 +177,7 @@ impl Drop for SocketServer {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        // The thread's OwnedListener unlinked the socket (if it is still ours).
     }
 }
 
@@ -355,20 +341,22 @@ impl StatsSegment {
         vm: &mut Vlib,
         cfg: &StatsConfig,
         socket: &Path,
+        perms: &SocketPerms,
         socket_required: bool,
     ) -> Result<(), StatsError> {
         if cfg.disabled {
             return Ok(());
         }
         let seg = Segment::create(cfg.size, vm.n_threads())?;
-        let server = match shm::readonly_fd(seg.fd()).and_then(|fd| SocketServer::start(socket, fd))
-        {
+        let fd = shm::readonly_fd(seg.fd())
+            .map_err(|e| StatsError::Io("cannot reopen the statistics segment".into(), e))?;
+        let server = match SocketServer::start(socket, perms, fd) {
             Ok(s) => Some(s),
             Err(e) if socket_required => {
-                return Err(StatsError::Io(
-                    format!("cannot serve the stats socket {}", socket.display()),
-                    e,
-                ))
+                return Err(StatsError::Socket(format!(
+                    "cannot serve the stats socket {}: {e}",
+                    socket.display()
+                )))
             }
             Err(e) => {
                 log::warn!(

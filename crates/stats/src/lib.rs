@@ -50,6 +50,9 @@ pub enum StatsError {
     /// A system call failed.
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
+    /// The stats socket cannot be served.
+    #[error("{0}")]
+    Socket(String),
     /// The entries do not fit in the segment.
     #[error("statistics segment full: {need} bytes needed, {size} available (statseg {{ size }})")]
     Full {

@@ -157,8 +157,12 @@ fn corrupt(what: impl Into<String>) -> StatsError {
 
 impl StatClient {
     /// Connects to a daemon's stats socket (`statseg { socket-name }`) and maps the segment
-    /// it hands over.
+    /// it hands over. The socket is checked first as `sluicectl` checks the CLI socket (a
+    /// socket owned by the caller or root, in a directory others cannot write).
     pub fn connect(path: &Path) -> Result<StatClient, StatsError> {
+        sluice_infra::unix_socket::check_before_connect(path).map_err(|e| {
+            StatsError::Socket(format!("cannot connect to {}: {e}", path.display()))
+        })?;
         let s = UnixStream::connect(path)
             .map_err(|e| StatsError::Io(format!("cannot connect to {}", path.display()), e))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));

@@ -1,5 +1,5 @@
 //! Feature arcs: named, ordered lists of optional nodes spliced into a path per interface
-//! (DESIGN.md §3).
+//! (docs/architecture.md, "Feature arcs").
 //!
 //! | arc | from | to | keyed by |
 //! |---|---|---|---|
@@ -35,15 +35,16 @@ use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Interfaces the tables cover.
-pub const MAX_IFS: usize = crate::ip4::MAX_IFS;
-/// Nodes that can take part in feature arcs.
-pub const MAX_SLOTS: usize = 32;
+pub const MAX_IFS: usize = crate::interface::MAX_IFS;
+/// Nodes that can take part in feature arcs (start nodes, features and counters of every
+/// registered arc; a registration past it is refused with [`FeatureError::TooMany`]).
+pub const MAX_SLOTS: usize = 128;
 
 /// Per (node slot, interface): the next arc index + 1 (0 = the node's default arc); per
 /// slot, how many interfaces have a non-default entry.
 pub struct FeatureNext {
     t: Box<[AtomicU16]>,
-    used: [AtomicU32; MAX_SLOTS],
+    used: Box<[AtomicU32]>,
 }
 
 impl Default for FeatureNext {
@@ -52,7 +53,7 @@ impl Default for FeatureNext {
             t: (0..MAX_SLOTS * MAX_IFS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
-            used: std::array::from_fn(|_| AtomicU32::new(0)),
+            used: (0..MAX_SLOTS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 }
@@ -122,6 +123,7 @@ impl ArcKey {
 }
 
 /// A feature arc.
+#[derive(Clone, Copy, Debug)]
 pub struct ArcDef {
     /// Arc name (`ip4-unicast`).
     pub name: &'static str,
@@ -136,7 +138,7 @@ pub struct ArcDef {
 }
 
 /// A feature: a node on an arc with ordering constraints.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct FeatureDef {
     /// Arc name.
     pub arc: &'static str,
@@ -157,8 +159,8 @@ pub const L2_INPUT_ARC: &str = "l2-input";
 /// `l2-output`.
 pub const L2_OUTPUT: &str = "l2-output";
 
-/// The arcs Sluice has.
-pub const ARCS: &[ArcDef] = &[
+/// The arcs vnet declares (plugins may declare more through [`FeatureRegistry::add_arc`]).
+pub const VNET_ARCS: &[ArcDef] = &[
     ArcDef {
         name: "ip4-unicast",
         start: crate::ip4::nodes::IP4_INPUT,
@@ -204,7 +206,7 @@ pub const ARCS: &[ArcDef] = &[
 ];
 
 /// A feature with no ordering constraints.
-const fn plain(arc: &'static str, node: &'static str) -> FeatureDef {
+pub const fn plain(arc: &'static str, node: &'static str) -> FeatureDef {
     FeatureDef {
         arc,
         node,
@@ -213,35 +215,130 @@ const fn plain(arc: &'static str, node: &'static str) -> FeatureDef {
     }
 }
 
-/// Registered features (besides each arc's counter, see [`ArcDef::count`]).
-pub const FEATURES: &[FeatureDef] = &[
-    plain("ip4-unicast", crate::rpf::IP4_SOURCE_CHECK),
-    plain("ip6-unicast", crate::rpf::IP6_SOURCE_CHECK),
-];
-
-/// Every feature of an arc: the registered ones, then its counter (which may run anywhere
-/// on the arc; it runs last among features without constraints).
-fn features_of(arc: &ArcDef) -> impl Iterator<Item = FeatureDef> + '_ {
-    FEATURES
-        .iter()
-        .filter(|f| f.arc == arc.name)
-        .copied()
-        .chain(std::iter::once(plain(arc.name, arc.count)))
+/// Why an arc or feature registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureError {
+    /// Two arcs with one name.
+    #[error("feature arc `{0}' registered twice")]
+    DuplicateArc(&'static str),
+    /// A feature on an arc nobody registered.
+    #[error("feature `{node}' is placed on unknown arc `{arc}'")]
+    UnknownArc {
+        /// The feature node.
+        node: &'static str,
+        /// The arc it names.
+        arc: &'static str,
+    },
+    /// A node registered twice as a feature or arc start.
+    #[error("node `{0}' already takes part in a feature arc")]
+    DuplicateNode(&'static str),
+    /// More participants than [`MAX_SLOTS`].
+    #[error("too many feature-arc nodes (at most {MAX_SLOTS}): `{0}' refused")]
+    TooMany(&'static str),
 }
 
-/// Table slot of a node taking part in arcs (start nodes and features).
-pub fn slot_of(node: &str) -> Option<usize> {
-    ARCS.iter()
-        .map(|a| a.start)
-        .chain(FEATURES.iter().map(|f| f.node))
-        .chain(ARCS.iter().map(|a| a.count))
-        .position(|n| n == node)
+/// Every arc and feature registered by vnet and the plugins, with the table slot of every
+/// node taking part (start nodes, features, counters), built at registration time and read
+/// by the control plane afterwards (a `Vlib` extension through [`FeatureMain`]).
+pub struct FeatureRegistry {
+    arcs: Vec<ArcDef>,
+    features: Vec<FeatureDef>,
+    slots: Vec<&'static str>,
+    table: Arc<FeatureNext>,
 }
 
-/// The arc a feature node is on.
-fn arc_of(node: &str) -> Option<&'static ArcDef> {
-    ARCS.iter()
-        .find(|a| a.count == node || FEATURES.iter().any(|f| f.node == node && f.arc == a.name))
+impl Default for FeatureRegistry {
+    fn default() -> Self {
+        FeatureRegistry {
+            arcs: Vec::new(),
+            features: Vec::new(),
+            slots: Vec::new(),
+            table: Arc::new(FeatureNext::default()),
+        }
+    }
+}
+
+impl FeatureRegistry {
+    /// The shared next table the nodes read.
+    pub fn table(&self) -> Arc<FeatureNext> {
+        self.table.clone()
+    }
+
+    /// The registered arcs, in registration order.
+    pub fn arcs(&self) -> &[ArcDef] {
+        &self.arcs
+    }
+
+    /// The arc called `name`.
+    pub fn arc(&self, name: &str) -> Option<&ArcDef> {
+        self.arcs.iter().find(|a| a.name == name)
+    }
+
+    /// Table slot of a node taking part in arcs (start nodes, features, counters).
+    pub fn slot(&self, node: &str) -> Option<usize> {
+        self.slots.iter().position(|n| *n == node)
+    }
+
+    fn add_slot(&mut self, node: &'static str) -> Result<usize, FeatureError> {
+        if self.slot(node).is_some() {
+            return Err(FeatureError::DuplicateNode(node));
+        }
+        if self.slots.len() >= MAX_SLOTS {
+            return Err(FeatureError::TooMany(node));
+        }
+        self.slots.push(node);
+        Ok(self.slots.len() - 1)
+    }
+
+    /// Declares an arc: its start node and its counter feature get slots. The counter node
+    /// itself is registered by [`crate::plugin::Registrar::arc`].
+    pub fn add_arc(&mut self, a: ArcDef) -> Result<(), FeatureError> {
+        if self.arc(a.name).is_some() {
+            return Err(FeatureError::DuplicateArc(a.name));
+        }
+        // A node may start several arcs (`l2-input` starts `l2-output` and ends `l2-input`):
+        // one slot serves them all, since a packet is on one arc at a time there.
+        if self.slot(a.start).is_none() {
+            self.add_slot(a.start)?;
+        }
+        self.add_slot(a.count)?;
+        self.arcs.push(a);
+        Ok(())
+    }
+
+    /// Places a feature node on an arc; returns its slot in the next table.
+    pub fn add_feature(&mut self, f: FeatureDef) -> Result<usize, FeatureError> {
+        if self.arc(f.arc).is_none() {
+            return Err(FeatureError::UnknownArc {
+                node: f.node,
+                arc: f.arc,
+            });
+        }
+        let s = self.add_slot(f.node)?;
+        self.features.push(f);
+        Ok(s)
+    }
+
+    /// Every feature of an arc: the registered ones, then its counter (which may run
+    /// anywhere on the arc; it runs last among features without constraints).
+    fn features_of<'a>(&'a self, arc: &'a ArcDef) -> impl Iterator<Item = FeatureDef> + 'a {
+        self.features
+            .iter()
+            .filter(move |f| f.arc == arc.name)
+            .copied()
+            .chain(std::iter::once(plain(arc.name, arc.count)))
+    }
+
+    /// The arc a feature node is on.
+    fn arc_of(&self, node: &str) -> Option<&ArcDef> {
+        self.arcs.iter().find(|a| {
+            a.count == node
+                || self
+                    .features
+                    .iter()
+                    .any(|f| f.node == node && f.arc == a.name)
+        })
+    }
 }
 
 /// Per-interface packet and byte counts of one thread.
@@ -288,30 +385,30 @@ impl PacketNode for FeatureCount {
     }
 }
 
-/// Registers every arc's counter feature (`<arc>-count`).
-pub fn register(b: &mut GraphBuilder, features: Arc<FeatureNext>) {
-    for arc in ARCS {
-        let all: Arc<Mutex<Vec<Arc<IfCounts>>>> = Default::default();
-        let slot = slot_of(arc.count).unwrap_or(0);
-        let features = features.clone();
-        let key = arc.key;
-        b.register(
-            NodeRegistration::new(arc.count, NodeKind::Internal, move |_| {
-                let mine = Arc::new(IfCounts::default());
-                if let Ok(mut a) = all.lock() {
-                    a.push(mine.clone());
-                }
-                Box::new(PerPacket::new(FeatureCount {
-                    features: features.clone(),
-                    slot,
-                    key,
-                    mine,
-                    all: all.clone(),
-                }))
-            })
-            .nexts(&[arc.end]),
-        );
-    }
+/// Registers arc `arc`'s counter feature (`<arc>-count`); the arc is declared in `reg`.
+pub fn register_count(b: &mut GraphBuilder, reg: &FeatureRegistry, arc: &ArcDef) {
+    let all: Arc<Mutex<Vec<Arc<IfCounts>>>> = Default::default();
+    let Some(slot) = reg.slot(arc.count) else {
+        return;
+    };
+    let features = reg.table();
+    let key = arc.key;
+    b.register(
+        NodeRegistration::new(arc.count, NodeKind::Internal, move |_| {
+            let mine = Arc::new(IfCounts::default());
+            if let Ok(mut a) = all.lock() {
+                a.push(mine.clone());
+            }
+            Box::new(PerPacket::new(FeatureCount {
+                features: features.clone(),
+                slot,
+                key,
+                mine,
+                all: all.clone(),
+            }))
+        })
+        .nexts(&[arc.end]),
+    );
 }
 
 /// Packets and bytes an arc's counter feature saw on an interface (summed over threads).
@@ -338,7 +435,7 @@ fn counters_of(vm: &mut Vlib, arc: &ArcDef) -> Vec<Arc<IfCounts>> {
 
 /// Resets every arc counter (`clear interfaces`).
 pub fn clear_counts(vm: &mut Vlib) {
-    for arc in ARCS {
+    for arc in registry(vm).arcs() {
         for t in counters_of(vm, arc) {
             for c in t.c.iter() {
                 c[0].clear();
@@ -351,14 +448,22 @@ pub fn clear_counts(vm: &mut Vlib) {
 /// Control-plane state (a `Vlib` extension).
 #[derive(Default)]
 pub struct FeatureMain {
-    /// Shared next table (also held by the nodes).
-    pub table: Option<Arc<FeatureNext>>,
+    /// Every arc and feature (set when the graph is assembled).
+    pub registry: Option<Arc<FeatureRegistry>>,
     enabled: BTreeMap<(u32, &'static str), BTreeSet<String>>,
 }
 
-/// Installs the shared table (from `vnet::init`).
-pub fn init(vm: &mut Vlib, table: Arc<FeatureNext>) {
-    vm.ext_mut::<FeatureMain>().table = Some(table);
+/// Installs the registry built at registration (`plugin::assemble`).
+pub fn init(vm: &mut Vlib, registry: Arc<FeatureRegistry>) {
+    vm.ext_mut::<FeatureMain>().registry = Some(registry);
+}
+
+/// The registry (an empty one before [`init`]).
+pub fn registry(vm: &mut Vlib) -> Arc<FeatureRegistry> {
+    vm.ext_mut::<FeatureMain>()
+        .registry
+        .get_or_insert_with(Default::default)
+        .clone()
 }
 
 /// Enables or disables a feature on an interface and rewires the chain.
@@ -369,12 +474,12 @@ pub fn set_feature(
     feature: &str,
     on: bool,
 ) -> Result<(), CliError> {
-    let a = ARCS
-        .iter()
-        .find(|a| a.name == arc)
+    let reg = registry(vm);
+    let a = reg
+        .arc(arc)
         .ok_or_else(|| CliError::new(format!("unknown feature arc `{arc}'")))?;
-    if !features_of(a).any(|f| f.node == feature) {
-        let hint = match arc_of(feature) {
+    if !reg.features_of(a).any(|f| f.node == feature) {
+        let hint = match reg.arc_of(feature) {
             Some(o) => format!(" (it is on arc `{}')", o.name),
             None => String::new(),
         };
@@ -382,27 +487,27 @@ pub fn set_feature(
             "unknown feature `{feature}' on arc `{arc}'{hint}"
         )));
     }
-    let fm = vm.ext_mut::<FeatureMain>();
-    let table = fm
-        .table
-        .clone()
-        .ok_or_else(|| CliError::new("feature arcs not initialised"))?;
-    let set = fm.enabled.entry((sw_if, a.name)).or_default();
+    let table = reg.table();
+    let set = vm
+        .ext_mut::<FeatureMain>()
+        .enabled
+        .entry((sw_if, a.name))
+        .or_default();
     if on {
         set.insert(feature.to_string());
     } else {
         set.remove(feature);
     }
-    let order = ordered(a, set)?;
+    let order = ordered(&reg, a, set)?;
     // Reset every participant's entry for this interface, then write the chain (nothing
     // enabled: the start node keeps its default arc).
-    for x in features_of(a) {
-        if let Some(s) = slot_of(x.node) {
+    for x in reg.features_of(a) {
+        if let Some(s) = reg.slot(x.node) {
             table.set(s, sw_if, None);
         }
     }
     if order.is_empty() {
-        if let Some(s) = slot_of(a.start) {
+        if let Some(s) = reg.slot(a.start) {
             table.set(s, sw_if, None);
         }
         return Ok(());
@@ -414,7 +519,7 @@ pub fn set_feature(
         let next = vm
             .add_next_by_name(&w[0], &w[1])
             .map_err(|e| CliError::new(e.to_string()))?;
-        if let Some(s) = slot_of(&w[0]) {
+        if let Some(s) = reg.slot(&w[0]) {
             table.set(s, sw_if, Some(next));
         }
     }
@@ -422,8 +527,13 @@ pub fn set_feature(
 }
 
 /// The enabled features of an arc in the order they run.
-fn ordered(a: &ArcDef, enabled: &BTreeSet<String>) -> Result<Vec<String>, CliError> {
-    let feats: Vec<FeatureOrder> = features_of(a)
+fn ordered(
+    reg: &FeatureRegistry,
+    a: &ArcDef,
+    enabled: &BTreeSet<String>,
+) -> Result<Vec<String>, CliError> {
+    let feats: Vec<FeatureOrder> = reg
+        .features_of(a)
         .filter(|x| enabled.contains(x.node))
         .map(|x| FeatureOrder {
             name: x.node.to_string(),
@@ -465,7 +575,8 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     a.finish()?;
     let mut out = String::from("Feature paths configured on the interface:\n");
-    for arc in ARCS {
+    let reg = registry(vm);
+    for arc in reg.arcs() {
         let _ = writeln!(out, "{}:", arc.name);
         let set = vm
             .ext_mut::<FeatureMain>()
@@ -473,7 +584,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .get(&(i.0, arc.name))
             .cloned()
             .unwrap_or_default();
-        let order = ordered(arc, &set)?;
+        let order = ordered(&reg, arc, &set)?;
         for f in &order {
             if f == arc.count {
                 let (p, by) = counts(vm, arc, i.0);
@@ -518,16 +629,58 @@ mod tests {
     }
 
     #[test]
-    fn every_arc_node_has_its_own_slot() {
+    fn arcs_and_features_get_their_own_slots() {
+        let mut r = FeatureRegistry::default();
+        for a in VNET_ARCS {
+            r.add_arc(*a).expect("vnet arc");
+        }
+        let f = r
+            .add_feature(plain("ip4-unicast", "test-feature"))
+            .expect("feature");
         let mut seen = BTreeSet::new();
-        for a in ARCS {
-            assert!(seen.insert(slot_of(a.start).expect("start has a slot")));
-            assert!(seen.insert(slot_of(a.count).expect("counter has a slot")));
-            assert_eq!(arc_of(a.count).map(|x| x.name), Some(a.name));
+        for a in VNET_ARCS {
+            seen.insert(r.slot(a.start).expect("start has a slot"));
+            assert!(seen.insert(r.slot(a.count).expect("counter has a slot")));
+            assert_eq!(r.arc_of(a.count).map(|x| x.name), Some(a.name));
         }
-        for f in FEATURES {
-            assert!(seen.insert(slot_of(f.node).expect("feature has a slot")));
-        }
+        assert!(seen.insert(f));
+        assert_eq!(
+            r.arc_of("test-feature").map(|x| x.name),
+            Some("ip4-unicast")
+        );
         assert!(seen.iter().all(|&s| s < MAX_SLOTS));
+        // Refusals name what was refused.
+        assert_eq!(
+            r.add_arc(VNET_ARCS[0]),
+            Err(FeatureError::DuplicateArc("ip4-unicast"))
+        );
+        assert_eq!(
+            r.add_feature(plain("no-such-arc", "x")),
+            Err(FeatureError::UnknownArc {
+                node: "x",
+                arc: "no-such-arc"
+            })
+        );
+        assert_eq!(
+            r.add_feature(plain("ip6-unicast", "test-feature")),
+            Err(FeatureError::DuplicateNode("test-feature"))
+        );
+    }
+
+    #[test]
+    fn slots_are_bounded() {
+        let mut r = FeatureRegistry::default();
+        r.add_arc(VNET_ARCS[0]).expect("arc");
+        let names: Vec<&'static str> = (0..MAX_SLOTS)
+            .map(|i| &*Box::leak(format!("f{i}").into_boxed_str()))
+            .collect();
+        let mut last = Ok(0);
+        for n in names {
+            last = r.add_feature(plain("ip4-unicast", n));
+            if last.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(last, Err(FeatureError::TooMany(_))));
     }
 }

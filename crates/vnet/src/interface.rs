@@ -6,6 +6,9 @@ use sluice_graph::{NodeIndex, Vlib};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Interfaces the per-interface tables (attributes, feature arcs, counters) can hold.
+pub const MAX_IFS: usize = 4096;
+
 /// Index of a software interface (`sw_if_index`); `local0` is 0.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SwIfIndex(pub u32);
@@ -154,9 +157,7 @@ pub struct IfCounterTable {
 impl Default for IfCounterTable {
     fn default() -> Self {
         IfCounterTable {
-            slots: (0..crate::ip4::MAX_IFS)
-                .map(|_| std::sync::OnceLock::new())
-                .collect(),
+            slots: (0..MAX_IFS).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
 }

@@ -23,8 +23,8 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    Suspend, Vlib, Wake,
+    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
+    Vlib, Wake,
 };
 use sluice_infra::bihash::{Bihash, BihashTable};
 use sluice_infra::epoch::Epochs;
@@ -393,8 +393,10 @@ pub struct L2Main {
 
 /// Registers `l2-input` and `l2-learn-process`; `features` is the feature-arc next table
 /// (`l2-input` starts the `l2-output` arc).
-pub fn register(b: &mut GraphBuilder, features: Arc<crate::feature::FeatureNext>) {
-    let slot = crate::feature::slot_of(L2_INPUT).unwrap_or(0);
+pub fn register(r: &mut crate::plugin::Registrar) {
+    let slot = crate::ip4::nodes::arc_slot(r, L2_INPUT);
+    let features = r.feature_table();
+    let b = &mut r.graph;
     let fib = Bihash::new();
     let shared = Arc::new(L2Shared {
         fib: fib.table().clone(),

@@ -1,7 +1,10 @@
-//! Sluice networking layer (VPP's vnet): interfaces, interface output, `l2-patch`, and IPv4
-//! forwarding (Ethernet input, ARP, ICMP), IPv6 forwarding (ND, ICMPv6), L2 switching.
+//! Sluice networking layer (VPP's vnet): interfaces, interface output, `l2-patch`, IPv4
+//! forwarding (Ethernet input, ARP, ICMP), IPv6 forwarding (ND, ICMPv6), L2 switching, the
+//! packet generator (`pg`), what device drivers share (`devices`, `offload`), feature arcs
+//! and the plugin boundary (`plugin`).
 
 pub mod cli;
+pub mod devices;
 pub mod feature;
 pub mod interface;
 pub mod ip4;
@@ -10,8 +13,11 @@ pub mod l2;
 pub mod l2patch;
 pub mod loopback;
 pub mod neighbor;
+pub mod offload;
 pub mod output;
+pub mod pg;
 pub mod ping;
+pub mod plugin;
 pub mod ratelimit;
 pub mod routes;
 pub mod rpf;
@@ -20,20 +26,28 @@ pub mod subif;
 
 pub use interface::{create_interface, set_rx_redirect, Interfaces, SwIfIndex};
 
-/// Registers the vnet nodes.
-pub fn register(b: &mut sluice_graph::GraphBuilder) {
-    output::register(b);
-    l2patch::register(b);
-    let v4 = ip4::register(b);
-    let v6 = ip6::register(b, v4.clone());
-    feature::register(b, v4.features.clone());
-    rpf::register(b, v4.clone(), v6);
-    loopback::register(b);
-    l2::register(b, v4.features.clone());
+/// Registers vnet: its feature arcs, nodes and CLI commands (called by
+/// [`plugin::assemble`] before any plugin registers).
+pub fn register(r: &mut plugin::Registrar) -> Result<(), plugin::RegisterError> {
+    for a in feature::VNET_ARCS {
+        r.arc(*a)?;
+    }
+    r.feature(feature::plain("ip4-unicast", rpf::IP4_SOURCE_CHECK))?;
+    r.feature(feature::plain("ip6-unicast", rpf::IP6_SOURCE_CHECK))?;
+    output::register(&mut r.graph);
+    l2patch::register(&mut r.graph);
+    let v4 = ip4::register(r);
+    let v6 = ip6::register(r, v4.clone());
+    rpf::register(r, v4.clone(), v6);
+    loopback::register(&mut r.graph);
+    pg::register(&mut r.graph);
+    l2::register(r);
+    register_cli(&mut r.cli);
+    Ok(())
 }
 
-/// Registers the vnet CLI commands and installs interface-name resolution for the runtime.
-pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
+/// Registers the vnet CLI commands.
+fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     cli::register(t);
     ip4::register_cli(t);
     ip6::register_cli(t);
@@ -43,6 +57,7 @@ pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     l2::register_cli(t);
     subif::register_cli(t);
     rxq::register_cli(t);
+    pg::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for
@@ -54,4 +69,5 @@ pub fn init(vm: &mut sluice_graph::Vlib) {
     ip4::init(vm);
     ip6::init(vm);
     l2::init(vm);
+    pg::init(vm);
 }

@@ -16,9 +16,7 @@ use crate::feature::FeatureNext;
 use crate::routes::LB_FLAG;
 use sluice_buffer::Buffer;
 use sluice_fib::adj::{AdjKind, AdjTable};
-use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket,
-};
+use sluice_graph::{CounterDesc, Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket};
 use std::sync::Arc;
 
 /// `ip4-source-check-via-rx`.
@@ -119,7 +117,7 @@ impl<F: RpfFamily> PacketNode for SourceCheck<F> {
 
 /// Registers both families' source checks.
 pub fn register(
-    b: &mut GraphBuilder,
+    b: &mut crate::plugin::Registrar,
     v4: Arc<crate::ip4::Ip4Shared>,
     v6: Arc<crate::ip6::Ip6Shared>,
 ) {
@@ -150,14 +148,14 @@ pub fn register(
 /// Registers one family's node, whose default arc leads to `lookup`; `desc` describes the
 /// counters `no_route`, `wrong_interface`, `passed`.
 fn register_one<F: RpfFamily>(
-    b: &mut GraphBuilder,
+    r: &mut crate::plugin::Registrar,
     name: &'static str,
     lookup: &str,
     shared: Arc<F>,
     desc: [&'static str; 3],
 ) {
-    let slot = crate::feature::slot_of(name).unwrap_or(0);
-    b.register(
+    let slot = crate::ip4::nodes::arc_slot(r, name);
+    r.graph.register(
         NodeRegistration::new(name, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(SourceCheck {
                 shared: shared.clone(),

@@ -14,15 +14,14 @@ use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
-use sluice_graph::{GraphBuilder, Vlib};
+use sluice_graph::Vlib;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Interfaces the per-interface attribute table can hold.
-pub const MAX_IFS: usize = 4096;
+pub use crate::interface::MAX_IFS;
 
 /// Per-interface attributes read by the nodes (written by the main thread).
 #[derive(Default)]
@@ -281,7 +280,9 @@ fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -
 }
 
 /// Creates the shared state (called by `register`, before the graph is built).
-pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
+pub fn new_shared(
+    features: Arc<crate::feature::FeatureNext>,
+) -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
     let lpm = Ip4Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -290,7 +291,7 @@ pub fn new_shared() -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
         fibs: Arc::new(FibSlots::default()),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
-        features: Arc::new(crate::feature::FeatureNext::default()),
+        features,
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
@@ -309,13 +310,13 @@ pub struct CtlSlot {
 
 /// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
 /// (and its epochs) exists.
-pub fn register(b: &mut GraphBuilder) -> Arc<Ip4Shared> {
-    let (shared, lpm, adjs, lbs) = new_shared();
+pub fn register(r: &mut crate::plugin::Registrar) -> Arc<Ip4Shared> {
+    let (shared, lpm, adjs, lbs) = new_shared(r.feature_table());
     let slot = Arc::new(Mutex::new(CtlSlot {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared.clone(), slot);
+    nodes::register(r, shared.clone(), slot);
     shared
 }
 
@@ -349,8 +350,6 @@ pub fn init(vm: &mut Vlib) {
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
-    let features = lock(&ctl).shared.features.clone();
-    crate::feature::init(vm, features);
     vm.ext_mut::<Ip4Main>().ctl = Some(ctl);
     sync_all_interfaces(vm);
 }
@@ -582,6 +581,11 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
+    crate::routes::check_route_count(count, del)?;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl
@@ -602,8 +606,17 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         if len == 0 { 0 } else { 1u64 << (32 - len) },
     );
     let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, &w)?;
+    ctl.vrfs.apply_static(
+        fib,
+        count,
+        nth,
+        len,
+        del,
+        paths.drop,
+        &resolved,
+        &w,
+        &|| intr.requested(),
+    )?;
     Ok(String::new())
 }
 
@@ -775,6 +788,23 @@ pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> O
     let c = control(vm).ok()?;
     let ctl = lock(&c);
     ctl.shared.ifs.get(i as usize).map(f)
+}
+
+/// The read side the IPv4 nodes share (FIB, adjacencies, interface attributes), for a
+/// plugin's nodes that look routes up or read interface addresses (NAT44 asks whether a
+/// destination is reached through an outside interface). None before [`init`].
+pub fn shared(vm: &mut Vlib) -> Option<Arc<Ip4Shared>> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    Some(ctl.shared.clone())
+}
+
+/// The FIB index of IPv4 table `id` (`ip table add <id>`; table 0 is FIB index 0), for
+/// plugins that take a `vrf <id>` argument.
+pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.vrfs.fib_of(id)
 }
 
 /// Number of IPv4 routes (benchmarks, tests).

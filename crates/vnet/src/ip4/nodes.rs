@@ -8,8 +8,8 @@ use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    Suspend, TraceRecord, Wake, FRAME_SIZE,
+    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
+    TraceRecord, Wake, FRAME_SIZE,
 };
 use sluice_wire::arp::{self, ArpRepr};
 use sluice_wire::ethernet::ethertype;
@@ -1036,10 +1036,24 @@ impl NodeFn for NeighborProcess {
     }
 }
 
+/// The feature-arc slot of an arc's start node, declared by `vnet::register` before the
+/// nodes register.
+pub(crate) fn arc_slot(r: &crate::plugin::Registrar, node: &str) -> usize {
+    r.feature_slot(node)
+        .unwrap_or_else(|| panic!("vnet declares the arc that `{node}' starts"))
+}
+
 /// Registers the IPv4 nodes.
-pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<CtlSlot>>) {
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    shared: Arc<Ip4Shared>,
+    slot: Arc<Mutex<CtlSlot>>,
+) {
+    let eslot = arc_slot(r, ETHERNET_INPUT);
+    let fslot = arc_slot(r, IP4_INPUT);
+    let rslot = arc_slot(r, IP4_REWRITE);
+    let b = &mut r.graph;
     let s = shared.clone();
-    let eslot = crate::feature::slot_of(ETHERNET_INPUT).unwrap_or(0);
     b.register(
         NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(EthernetInput {
@@ -1074,7 +1088,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
-    let fslot = crate::feature::slot_of(IP4_INPUT).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Input {
@@ -1108,7 +1121,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip4Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
-    let rslot = crate::feature::slot_of(IP4_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP4_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Rewrite {

@@ -19,7 +19,7 @@ use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
-use sluice_graph::{GraphBuilder, Vlib};
+use sluice_graph::Vlib;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
@@ -419,7 +419,7 @@ pub struct CtlSlot {
 }
 
 /// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
+pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -438,7 +438,7 @@ pub fn register(b: &mut GraphBuilder, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
         pending: Some((lpm, adjs, lbs, shared.clone())),
         ctl: None,
     }));
-    nodes::register(b, shared.clone(), slot);
+    nodes::register(r, shared.clone(), slot);
     shared
 }
 
@@ -565,6 +565,11 @@ pub fn cli_route(
 ) -> Result<String, CliError> {
     let (p, len) = parse_prefix(w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv6Addr::from))?;
+    crate::routes::check_route_count(count, del)?;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl
@@ -596,7 +601,9 @@ pub fn cli_route(
             .and_then(|o| base.checked_add(o))
     };
     ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w)?;
+        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w, &|| {
+            intr.requested()
+        })?;
     Ok(String::new())
 }
 

@@ -8,8 +8,8 @@ use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    Suspend, Wake, FRAME_SIZE,
+    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
+    Wake, FRAME_SIZE,
 };
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
 use sluice_wire::ipv6::{next_header, Ipv6Packet};
@@ -816,9 +816,15 @@ impl NodeFn for Neighbor6Process {
 }
 
 /// Registers the IPv6 nodes.
-pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<CtlSlot>>) {
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    shared: Arc<Ip6Shared>,
+    slot: Arc<Mutex<CtlSlot>>,
+) {
+    let fslot = crate::ip4::nodes::arc_slot(r, IP6_INPUT);
+    let rslot = crate::ip4::nodes::arc_slot(r, IP6_REWRITE);
+    let b = &mut r.graph;
     let s = shared.clone();
-    let fslot = crate::feature::slot_of(IP6_INPUT).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP6_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6Input {
@@ -859,7 +865,6 @@ pub fn register(b: &mut GraphBuilder, shared: Arc<Ip6Shared>, slot: Arc<Mutex<Ct
         ]),
     );
     let s = shared.clone();
-    let rslot = crate::feature::slot_of(IP6_REWRITE).unwrap_or(0);
     b.register(
         NodeRegistration::new(IP6_REWRITE, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip6Rewrite {

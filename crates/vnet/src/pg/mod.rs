@@ -1,0 +1,665 @@
+//! Packet generator (VPP's pg): interfaces `pg<N>`, streams replayed from pcap files or
+//! synthesised (IPv4/UDP with incrementing fields), and pcap capture of what the graph sends
+//! out of a pg interface.
+//!
+//! Nodes:
+//! - `pg-input` (input): for each enabled stream on this thread, allocates up to a frame of
+//!   buffers (batch), writes the packets, and sends them to the stream's node (an arc added
+//!   with `add_next` when the stream is created) or, for `worker N` streams, through the
+//!   handoff queue to that worker.
+//!   - sets: `rx_if` = the stream's pg interface, `tx_if` = 0; starts traces.
+//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated),
+//!     `handoff_congestion` (handoff queue full: packets dropped).
+//!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
+//! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
+//!   interface's capture file when one is set (`packet-generator capture`), then frees them.
+//!   - uses: `tx_if`. next: none. counters: `captured`, `capture_error`.
+
+pub mod stream;
+
+use crate::devices::TraceHead;
+use crate::interface::{counter, IfCounters, Interfaces};
+use crate::pg::stream::{Pacer, Source, StreamDef};
+use sluice_buffer::BufIdx;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::pcap::{point, PcapSink};
+use sluice_graph::{
+    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration,
+    TraceRecord, Vlib, FRAME_SIZE,
+};
+use sluice_infra::clock::rdtsc;
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Largest vector pg produces per stream per poll.
+pub const FRAME: usize = FRAME_SIZE;
+/// Input node name.
+pub const INPUT: &str = "pg-input";
+/// Tx node name.
+pub const TX: &str = "pg-tx";
+
+const C_ALLOC_FAIL: usize = 0;
+const C_CONGESTION: usize = 1;
+
+/// Runtime state of one stream on the thread that generates it.
+pub struct StreamRt {
+    id: u32,
+    source: Source,
+    next: Next,
+    node: NodeIndex,
+    rx_if: u32,
+    limit: u64,
+    sent: u64,
+    rate: Option<f64>,
+    start_tsc: u64,
+    maxframe: usize,
+    handoff_to: Option<usize>,
+    shared_sent: Arc<AtomicU64>,
+    enabled: Arc<AtomicBool>,
+    counters: Arc<IfCounters>,
+}
+
+/// `pg-input` instance: the streams this thread generates.
+#[derive(Default)]
+pub struct PgInput {
+    streams: Vec<StreamRt>,
+    hz: f64,
+}
+
+#[derive(Copy, Clone)]
+struct PgTrace {
+    stream: u32,
+    rx_if: u32,
+    len: u16,
+    head: TraceHead,
+}
+
+impl TraceRecord for PgTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "stream {}, {} bytes, sw_if_index {}",
+            self.stream, self.len, self.rx_if
+        );
+        self.head.format(out);
+    }
+}
+
+impl PgInput {
+    fn gen(&mut self, cx: &mut Cx, si: usize) -> usize {
+        let hz = self.hz;
+        let s = &mut self.streams[si];
+        if !s.enabled.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
+        if let Some(rate) = s.rate {
+            let allowed = Pacer::new(rate, hz, s.start_tsc).allowed(rdtsc(), s.sent);
+            want = want.min(allowed.min(FRAME as u64) as usize);
+        }
+        if let Some(to) = s.handoff_to {
+            // Back-pressure, like a device ring: generate only what the worker can take.
+            want = want.min(cx.shared().handoff[cx.thread()][to].free_slots());
+        }
+        if want == 0 {
+            return 0;
+        }
+        let mut idx = [BufIdx(0); FRAME];
+        let got = cx.bufs().alloc(&mut idx[..want]);
+        if got < want {
+            cx.count(C_ALLOC_FAIL, (want - got) as u64);
+        }
+        if got == 0 {
+            return 0;
+        }
+        let pool = cx.pool_ref();
+        let mut bytes = 0u64;
+        let mut traced = cx.trace_budget();
+        for (k, &b) in idx[..got].iter().enumerate() {
+            let seq = s.sent + k as u64;
+            // SAFETY: freshly allocated by this node; one view at a time.
+            let mut v = unsafe { pool.buffer(b) };
+            let len = match &s.source {
+                Source::Synth(syn) => {
+                    v.set_len(0);
+                    let n = syn.fill(seq, v.raw_data_mut());
+                    v.set_len(n);
+                    n
+                }
+                Source::Pcap(pkts) => {
+                    let p = &pkts[(seq % pkts.len() as u64) as usize];
+                    let n = v.write_packet(p);
+                    if n < p.len() {
+                        // Longer than one buffer: continue in a chain.
+                        if let Some(tail) = cx.bufs().alloc_with(&p[n..]) {
+                            cx.bufs().chain_append(b, tail);
+                        }
+                    }
+                    p.len()
+                }
+            };
+            v.hdr.rx_if = s.rx_if;
+            bytes += len as u64;
+            if traced > 0 {
+                let head = TraceHead::new(v.data());
+                cx.trace_start(
+                    &mut v,
+                    PgTrace {
+                        stream: s.id,
+                        rx_if: s.rx_if,
+                        len: len.min(u16::MAX as usize) as u16,
+                        head,
+                    },
+                );
+                traced -= 1;
+            }
+        }
+        let t = cx.thread();
+        s.counters.add(t, counter::RX_PACKETS, got as u64);
+        s.counters.add(t, counter::RX_BYTES, bytes);
+        cx.pcap_capture(point::RX, &idx[..got], false);
+        match s.handoff_to {
+            None => cx.enqueue_all(s.next, &idx[..got]),
+            Some(to) => {
+                let n = cx.shared().handoff_enqueue(t, to, &idx[..got], s.node);
+                if n < got {
+                    cx.count(C_CONGESTION, (got - n) as u64);
+                    cx.free(&idx[n..got]);
+                }
+            }
+        }
+        s.sent += got as u64;
+        s.shared_sent.store(s.sent, Ordering::Relaxed);
+        if s.sent >= s.limit {
+            s.enabled.store(false, Ordering::Relaxed);
+        }
+        got
+    }
+}
+
+impl NodeFn for PgInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        if self.hz == 0.0 {
+            self.hz = cx.shared().clock.hz();
+        }
+        let mut n = 0;
+        for i in 0..self.streams.len() {
+            n += self.gen(cx, i);
+        }
+        n
+    }
+    fn active(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|s| s.enabled.load(Ordering::Relaxed))
+    }
+    fn poll_interval(&self) -> Option<f64> {
+        // Active while a stream is enabled; streams are enabled through the thread's mailbox,
+        // which wakes it. Nothing to poll otherwise.
+        None
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// One interface's capture file.
+struct Capture {
+    sink: PcapSink,
+    limit: Option<u64>,
+}
+
+/// State shared by every thread's `pg-tx`.
+#[derive(Default)]
+pub struct PgShared {
+    any_capture: AtomicBool,
+    captures: Mutex<HashMap<u32, Capture>>,
+    clock_offset: Mutex<f64>,
+}
+
+/// `pg-tx` instance.
+#[derive(Default)]
+pub struct PgTx {
+    shared: Option<Arc<PgShared>>,
+}
+
+const C_CAPTURED: usize = 0;
+const C_CAPTURE_ERR: usize = 1;
+
+impl NodeFn for PgTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if let Some(sh) = self
+            .shared
+            .as_ref()
+            .filter(|s| s.any_capture.load(Ordering::Relaxed))
+        {
+            let pool = cx.pool_ref();
+            let off = *sh.clock_offset.lock().unwrap_or_else(|p| p.into_inner());
+            let ts = cx.now_secs() + off;
+            let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
+            let (mut ok, mut err) = (0u64, 0u64);
+            let mut bytes = Vec::new();
+            for &b in frame {
+                // SAFETY: this node owns the frame; read-only header access.
+                let tx = unsafe { pool.header(b) }.tx_if;
+                let Some(c) = caps.get_mut(&tx) else { continue };
+                bytes.clear();
+                cx.bufs().copy_chain(b, &mut bytes, 65535);
+                match c.sink.write(ts, &bytes, bytes.len() as u32) {
+                    Ok(()) => ok += 1,
+                    Err(_) => err += 1,
+                }
+                if c.limit.is_some_and(|l| c.sink.written >= l) {
+                    let _ = c.sink.flush();
+                    caps.remove(&tx);
+                }
+            }
+            for c in caps.values_mut() {
+                let _ = c.sink.flush();
+            }
+            if caps.is_empty() {
+                sh.any_capture.store(false, Ordering::Relaxed);
+            }
+            cx.count(C_CAPTURED, ok);
+            cx.count(C_CAPTURE_ERR, err);
+        }
+        cx.free(frame);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A stream as the control plane knows it.
+pub struct StreamInfo {
+    id: u32,
+    def: StreamDef,
+    thread: usize,
+    sent: Arc<AtomicU64>,
+    enabled: Arc<AtomicBool>,
+}
+
+/// pg control-plane state (a `Vlib` extension).
+#[derive(Default)]
+pub struct PgMain {
+    streams: Vec<StreamInfo>,
+    next_id: u32,
+    shared: Option<Arc<PgShared>>,
+}
+
+/// Registers `pg-input` and `pg-tx`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(PgInput::default())).counters(
+            &[
+                CounterDesc::error("alloc_fail", "buffer allocation failure"),
+                CounterDesc::error("handoff_congestion", "handoff queue full"),
+            ],
+        ),
+    );
+    b.register(
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PgTx::default())).counters(&[
+            CounterDesc::info("captured", "packets written to capture file"),
+            CounterDesc::error("capture_error", "capture file write error"),
+        ]),
+    );
+}
+
+/// Connects the pg-tx instances to the shared capture state.
+pub fn init(vm: &mut Vlib) {
+    let sh = Arc::new(PgShared::default());
+    *sh.clock_offset.lock().unwrap_or_else(|p| p.into_inner()) = vm.shared.clock_epoch_offset();
+    vm.ext_mut::<PgMain>().shared = Some(sh.clone());
+    if let Some(tx) = vm.registry.find(TX) {
+        vm.foreach_thread(move |tg| {
+            if let Some(n) = tg.node_mut::<PgTx>(tx) {
+                n.shared = Some(sh.clone());
+            }
+        });
+    }
+}
+
+/// Registers the pg CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create packet-generator interface",
+        "create packet-generator interface pg<N>",
+        cli_create_if,
+    );
+    t.add(
+        "packet-generator new",
+        "packet-generator new { name <s> limit <n> rate <pps> size <a>-<b> node <node> interface pg<N> [worker <n>] data { ... } } | pcap <file> source pg<N> name <s> [limit <n>] [maxframe <n>] [worker <n>] [node <node>]",
+        cli_new,
+    );
+    t.add(
+        "packet-generator enable",
+        "packet-generator enable [<name>] — start streams",
+        cli_enable,
+    );
+    t.add(
+        "packet-generator enable-stream",
+        "packet-generator enable-stream [<name>] — start streams",
+        cli_enable,
+    );
+    t.add(
+        "packet-generator disable",
+        "packet-generator disable [<name>] — stop streams",
+        cli_disable,
+    );
+    t.add(
+        "packet-generator disable-stream",
+        "packet-generator disable-stream [<name>] — stop streams",
+        cli_disable,
+    );
+    t.add(
+        "packet-generator delete",
+        "packet-generator delete <name>",
+        cli_delete,
+    );
+    t.add(
+        "packet-generator capture",
+        "packet-generator capture pg<N> pcap <file> [count <n>] | pg<N> disable",
+        cli_capture,
+    );
+    t.add(
+        "show packet-generator",
+        "show packet-generator — streams, enabled, packets sent",
+        cli_show,
+    );
+}
+
+fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut name = a.word("interface name (pg<N>)")?;
+    if name == "interface" {
+        name = a.word("interface name (pg<N>)")?;
+    }
+    a.finish()?;
+    let n: u32 = name
+        .strip_prefix("pg")
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| CliError::new(format!("expected pg<N>, got `{name}'")))?;
+    if vm.ext_mut::<Interfaces>().find(&name).is_some() {
+        return Ok(format!("{name}\n"));
+    }
+    let tx = vm.registry.find(TX);
+    let mac = [0x02, 0xfe, 0, 0, (n >> 8) as u8, n as u8];
+    crate::create_interface(vm, &name, "pg", mac, tx).map_err(CliError::new)?;
+    Ok(format!("{name}\n"))
+}
+
+fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let def = match a.peek() {
+        Some(_) if a.next_is_group() && a.remaining() == 1 => {
+            // One brace group: `packet-generator new { ... }`.
+            let body = a.word("stream definition")?;
+            stream::parse_new(&mut Args::new(&body), vm.pool.data_size())?
+        }
+        _ => stream::parse_new(a, vm.pool.data_size())?,
+    };
+    add_stream(vm, def)?;
+    Ok(String::new())
+}
+
+/// Creates a stream (disabled) and installs it on the thread that generates it.
+pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
+    if vm
+        .ext_mut::<PgMain>()
+        .streams
+        .iter()
+        .any(|s| s.def.name == def.name)
+    {
+        return Err(CliError::new(format!(
+            "stream `{}' already exists",
+            def.name
+        )));
+    }
+    let if_name = def.interface.clone().unwrap_or_else(|| "pg0".to_string());
+    let (rx_if, counters) = {
+        let ifs = vm.ext_mut::<Interfaces>();
+        let i = ifs.find(&if_name).ok_or_else(|| {
+            CliError::new(format!(
+                "unknown interface `{if_name}' (create it with `create packet-generator interface {if_name}')"
+            ))
+        })?;
+        let intf = ifs
+            .get(i)
+            .ok_or_else(|| CliError::new("interface vanished"))?;
+        (i.0, intf.counters.clone())
+    };
+    let node_name = match &def.node {
+        Some(n) => n.clone(),
+        None if vm.registry.find("ethernet-input").is_some() => "ethernet-input".to_string(),
+        None => crate::l2patch::NAME.to_string(),
+    };
+    let node = vm
+        .registry
+        .find(&node_name)
+        .ok_or_else(|| CliError::new(format!("unknown node `{node_name}'")))?;
+    if vm.registry.node(node).kind != NodeKind::Internal {
+        return Err(CliError::new(format!(
+            "node `{node_name}' is not an internal node"
+        )));
+    }
+    let handoff_to = match def.worker {
+        None => None,
+        Some(w) if w < vm.n_workers() => Some(w + 1),
+        Some(w) => {
+            return Err(CliError::new(format!(
+                "worker {w} does not exist ({} workers)",
+                vm.n_workers()
+            )))
+        }
+    };
+    let input = vm
+        .registry
+        .lookup(INPUT)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    let next = vm
+        .add_next(input, node)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    let limit = def.limit.unwrap_or(match &def.source {
+        Source::Pcap(p) => p.len() as u64,
+        Source::Synth(_) => u64::MAX,
+    });
+    let pg = vm.ext_mut::<PgMain>();
+    let id = pg.next_id;
+    pg.next_id += 1;
+    let sent = Arc::new(AtomicU64::new(0));
+    let enabled = Arc::new(AtomicBool::new(false));
+    let rt = StreamRt {
+        id,
+        source: def.source.clone(),
+        next,
+        node,
+        rx_if,
+        limit,
+        sent: 0,
+        rate: def.rate,
+        start_tsc: 0,
+        maxframe: def.maxframe,
+        handoff_to,
+        shared_sent: sent.clone(),
+        enabled: enabled.clone(),
+        counters,
+    };
+    // Generated on the main thread; `worker N` streams are handed off from there.
+    let thread = 0;
+    pg.streams.push(StreamInfo {
+        id,
+        def,
+        thread,
+        sent,
+        enabled,
+    });
+    vm.on_thread(thread, move |tg| {
+        if let Some(p) = tg.node_mut::<PgInput>(input) {
+            p.streams.push(rt);
+        }
+    });
+    Ok(())
+}
+
+fn select(vm: &mut Vlib, a: &mut Args) -> Result<Vec<(u32, usize)>, CliError> {
+    let name = a.opt_word();
+    a.finish()?;
+    let pg = vm.ext_mut::<PgMain>();
+    let v: Vec<(u32, usize)> = pg
+        .streams
+        .iter()
+        .filter(|s| name.as_ref().is_none_or(|n| *n == s.def.name))
+        .map(|s| (s.id, s.thread))
+        .collect();
+    if let (Some(n), true) = (&name, v.is_empty()) {
+        return Err(CliError::new(format!("unknown stream `{n}'")));
+    }
+    Ok(v)
+}
+
+fn set_enabled(vm: &mut Vlib, sel: Vec<(u32, usize)>, on: bool) {
+    let input = match vm.registry.find(INPUT) {
+        Some(i) => i,
+        None => return,
+    };
+    for (id, thread) in sel {
+        vm.on_thread(thread, move |tg| {
+            if let Some(p) = tg.node_mut::<PgInput>(input) {
+                for s in p.streams.iter_mut().filter(|s| s.id == id) {
+                    if on {
+                        s.sent = 0;
+                        s.shared_sent.store(0, Ordering::Relaxed);
+                        s.start_tsc = rdtsc();
+                    }
+                    s.enabled.store(on && s.limit > 0, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
+fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let sel = select(vm, a)?;
+    set_enabled(vm, sel, true);
+    Ok(String::new())
+}
+
+fn cli_disable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let sel = select(vm, a)?;
+    set_enabled(vm, sel, false);
+    Ok(String::new())
+}
+
+fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let name = a.word("stream name")?;
+    a.finish()?;
+    let pg = vm.ext_mut::<PgMain>();
+    let Some(pos) = pg.streams.iter().position(|s| s.def.name == name) else {
+        return Err(CliError::new(format!("unknown stream `{name}'")));
+    };
+    let s = pg.streams.remove(pos);
+    let (id, thread) = (s.id, s.thread);
+    if let Some(input) = vm.registry.find(INPUT) {
+        vm.on_thread(thread, move |tg| {
+            if let Some(p) = tg.node_mut::<PgInput>(input) {
+                p.streams.retain(|s| s.id != id);
+            }
+        });
+    }
+    Ok(String::new())
+}
+
+fn cli_capture(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let ifname = a.word("interface")?;
+    let idx = vm
+        .ext_mut::<Interfaces>()
+        .find(&ifname)
+        .ok_or_else(|| CliError::new(format!("unknown interface `{ifname}'")))?;
+    let sh = vm
+        .ext_mut::<PgMain>()
+        .shared
+        .clone()
+        .ok_or_else(|| CliError::new("pg not initialised"))?;
+    if a.keyword("disable") {
+        a.finish()?;
+        let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut c) = caps.remove(&idx.0) {
+            let _ = c.sink.flush();
+        }
+        if caps.is_empty() {
+            sh.any_capture.store(false, Ordering::Relaxed);
+        }
+        return Ok(String::new());
+    }
+    let mut file = None;
+    let mut count = None;
+    while !a.is_empty() {
+        if a.keyword("pcap") {
+            file = Some(a.word("pcap file")?);
+        } else if a.keyword("count") {
+            count = Some(a.u64("count")?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let file = file.ok_or_else(|| CliError::new("missing `pcap <file>'"))?;
+    // Confined to the capture directory (`unix { capture-dir }`, sluice_graph::pcap).
+    let dir = vm
+        .ext::<sluice_graph::pcap::CaptureDir>()
+        .cloned()
+        .unwrap_or_default();
+    let sink =
+        PcapSink::create_in(&dir.0, &file, 65535).map_err(|e| CliError::new(e.to_string()))?;
+    let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
+    caps.insert(idx.0, Capture { sink, limit: count });
+    sh.any_capture.store(true, Ordering::Relaxed);
+    Ok(String::new())
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("verbose");
+    a.finish()?;
+    let pg = vm.ext_mut::<PgMain>();
+    let mut out = format!(
+        "{:<20}{:>10}{:>16}  {}\n",
+        "Name", "Enabled", "Count", "Parameters"
+    );
+    for s in &pg.streams {
+        let mut params = Vec::new();
+        match &s.def.source {
+            Source::Pcap(p) => params.push(format!("pcap {} packets", p.len())),
+            Source::Synth(syn) => params.push(format!("size {}-{}", syn.size.start, syn.size.end)),
+        }
+        if let Some(l) = s.def.limit {
+            params.push(format!("limit {l}"));
+        }
+        if let Some(r) = s.def.rate {
+            params.push(format!("rate {r:.2e} pps"));
+        }
+        if let Some(w) = s.def.worker {
+            params.push(format!("worker {w}"));
+        }
+        let _ = writeln!(
+            out,
+            "{:<20}{:>10}{:>16}  {}",
+            s.def.name,
+            if s.enabled.load(Ordering::Relaxed) {
+                "Yes"
+            } else {
+                "No"
+            },
+            s.sent.load(Ordering::Relaxed),
+            params.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+/// Whether any stream is still enabled (used by the daemon's `--run-until-done`).
+pub fn any_enabled(vm: &mut Vlib) -> bool {
+    vm.ext_mut::<PgMain>()
+        .streams
+        .iter()
+        .any(|s| s.enabled.load(Ordering::Relaxed))
+}

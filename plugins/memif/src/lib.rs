@@ -1,0 +1,810 @@
+//! memif: shared-memory packet interfaces, wire-compatible with VPP, libmemif and DPDK's
+//! net_memif (protocol 2.0). See `docs/memif.md`.
+//!
+//! Nodes (details in [`node`]):
+//! - `memif-input` (input): rx rings -> Sluice buffers -> `ethernet-input` (ethernet mode) or
+//!   `ip4-input` / `ip6-input` (ip mode); drops via `error-drop`.
+//! - `memif-tx` (internal): Sluice buffers -> tx ring; frees every buffer.
+//! - `memif-process` (process, main thread): sockets and the handshake ([`ctl`]), every 2 ms
+//!   while a handshake is in flight, every 20 ms otherwise while memif interfaces exist.
+//!
+//! The control plane publishes a connection to the data path as an `Arc<DataConn>` (mapped
+//! regions, rings, eventfds) behind a generation counter and wakes every graph thread; data-path
+//! nodes pick it up at their next poll, and the memory is unmapped when the last reference
+//! goes. Rx placement and rx mode of each queue (`set interface rx-placement|rx-mode`) are
+//! atomics in [`IfShared`], published the same way.
+
+pub mod ctl;
+pub mod node;
+pub mod proto;
+pub mod shm;
+pub mod sock;
+
+use ctl::{Ctl, IfCfg, State};
+use proto::Mode;
+use shm::Ring;
+use sluice_buffer::{BufIdx, BufferPool};
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{
+    CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend,
+    Vlib, Wake,
+};
+use sluice_vnet::interface::{IfCounters, Interfaces, SwIfIndex};
+use sluice_vnet::rxq::{RxDriver, RxQueueInfo};
+use std::any::Any;
+use std::fmt::Write as _;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Input node name.
+pub const INPUT: &str = "memif-input";
+/// Tx node name.
+pub const TX: &str = "memif-tx";
+/// Control-plane process node name.
+pub const PROCESS: &str = "memif-process";
+
+/// One ring as the data path uses it.
+pub struct Queue {
+    /// The ring.
+    pub ring: Ring,
+    /// Its interrupt eventfd.
+    pub int_fd: OwnedFd,
+    /// Serialises threads sharing the queue.
+    pub lock: AtomicBool,
+    /// rx: next slot to consume (master: last head seen; slave: last tail seen).
+    pub last: AtomicU16,
+    /// Slave only: offset in region 0 of the buffer of slot 0 (slot i: + i * buffer_size).
+    pub buf_base: u64,
+    /// Zero-copy only (else empty): per slot, the Sluice buffer it holds, as `BufIdx + 1`
+    /// (0: none). M2S: the fresh buffer handed to the master; S2M: the head of the packet's
+    /// chain, on the packet's last slot. Written under the queue lock; the descriptors the
+    /// peer may rewrite are never used to find a buffer.
+    pub shadow: Box<[AtomicU32]>,
+}
+
+impl Queue {
+    /// Buffers this ring holds (zero-copy; 0 in copy mode). S2M counts packets (chain heads).
+    pub fn held(&self) -> usize {
+        self.shadow
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+    /// Zero-copy S2M ring (caller holds the queue lock): moves the packets the master consumed
+    /// since the last look (old `tail` .. new `tail`) from the shadow array to `out`; `head` is
+    /// the ring's head as the caller read it. Returns false, taking nothing, when the peer's
+    /// `tail` is inconsistent (past `head`, or the ring reset): the transmit path then takes
+    /// everything back and resynchronises.
+    pub(crate) fn reclaim_tx(&self, head: u16, out: &mut Vec<BufIdx>) -> bool {
+        let rs = self.ring.size();
+        let mask = rs - 1;
+        let tail = self.ring.tail();
+        let last = self.last.load(Ordering::Relaxed);
+        let inflight = head.wrapping_sub(last);
+        let consumed = tail.wrapping_sub(last);
+        if inflight > rs || consumed > inflight {
+            return false;
+        }
+        for j in 0..consumed {
+            let v = self.shadow[(last.wrapping_add(j) & mask) as usize].swap(0, Ordering::Relaxed);
+            if v != 0 {
+                out.push(BufIdx(v - 1));
+            }
+        }
+        self.last.store(tail, Ordering::Relaxed);
+        true
+    }
+    /// Takes every buffer out of the shadow array.
+    pub(crate) fn take_all(&self, out: &mut Vec<BufIdx>) {
+        for s in self.shadow.iter() {
+            let v = s.swap(0, Ordering::Relaxed);
+            if v != 0 {
+                out.push(BufIdx(v - 1));
+            }
+        }
+    }
+}
+
+/// A live connection's memory: regions (unmapped on drop), rx and tx queues.
+pub struct DataConn {
+    /// Mapped regions.
+    pub regions: Vec<shm::Region>,
+    /// Rings we receive on (master: S2M; slave: M2S).
+    pub rx: Vec<Queue>,
+    /// Rings we transmit on (master: M2S; slave: S2M).
+    pub tx: Vec<Queue>,
+    /// Our role.
+    pub is_slave: bool,
+    /// Slave: size of each shared buffer.
+    pub buffer_size: u32,
+    /// Slave zero-copy: the buffer pool whose data array is region 1. Buffers still held by
+    /// the rings are freed to it when the connection is dropped (after the data path let go).
+    pub zc: Option<Arc<BufferPool>>,
+}
+
+impl Drop for DataConn {
+    fn drop(&mut self) {
+        let Some(pool) = &self.zc else {
+            return;
+        };
+        let mut held = Vec::new();
+        for q in self.rx.iter().chain(self.tx.iter()) {
+            q.take_all(&mut held);
+        }
+        if !held.is_empty() {
+            let mut c = pool.cache();
+            c.free(&held);
+        }
+    }
+}
+
+/// What the data path knows of one interface.
+pub struct IfShared {
+    /// Interface index.
+    pub sw_if_index: u32,
+    /// Ethernet or IP.
+    pub mode: Mode,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+    /// Bumped whenever `conn` or the rx placement/modes change.
+    pub gen: AtomicU64,
+    conn: Mutex<Option<Arc<DataConn>>>,
+    /// Per rx queue: thread + 1 in bits 0-15 (0: default placement), rx mode code in 16-23.
+    rxq: [AtomicU32; ctl::MAX_QUEUES],
+    /// Wakes the graph threads when the data path must look at a change.
+    threads: Option<Arc<Shared>>,
+    /// The interface table's link state (`Interface::link_handle`): up exactly while a
+    /// connection is published, set by the control plane as it connects and disconnects.
+    link: Arc<AtomicBool>,
+}
+
+impl IfShared {
+    /// Data-path state of a new interface.
+    pub fn new(
+        sw_if_index: u32,
+        mode: Mode,
+        counters: Arc<IfCounters>,
+        threads: Option<Arc<Shared>>,
+        link: Arc<AtomicBool>,
+    ) -> IfShared {
+        IfShared {
+            sw_if_index,
+            mode,
+            counters,
+            gen: AtomicU64::new(0),
+            conn: Mutex::new(None),
+            rxq: std::array::from_fn(|_| AtomicU32::new(0)),
+            threads,
+            link,
+        }
+    }
+    /// The current connection.
+    pub fn current(&self) -> Option<Arc<DataConn>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// Publishes (or withdraws) the connection, and with it the interface's link state.
+    pub fn publish(&self, c: Option<Arc<DataConn>>) {
+        let up = c.is_some();
+        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = c;
+        self.link.store(up, Ordering::Release);
+        self.changed();
+    }
+    fn changed(&self) {
+        self.gen.fetch_add(1, Ordering::AcqRel);
+        if let Some(t) = &self.threads {
+            t.wake_all();
+        }
+    }
+    /// The thread polling rx queue `q` among `n_threads` (default: main without workers,
+    /// else worker `q mod workers`).
+    pub fn rx_thread(&self, q: usize, n_threads: usize) -> usize {
+        let v = self.rxq.get(q).map_or(0, |a| a.load(Ordering::Acquire)) & 0xffff;
+        match v as usize {
+            t1 if t1 >= 1 && t1 <= n_threads => t1 - 1,
+            _ if n_threads <= 1 => 0,
+            _ => 1 + q % (n_threads - 1),
+        }
+    }
+    /// The rx mode of queue `q`.
+    pub fn rx_mode(&self, q: usize) -> RxMode {
+        let v = self.rxq.get(q).map_or(0, |a| a.load(Ordering::Acquire));
+        RxMode::from_code((v >> 16) as u8)
+    }
+    /// Sets queue `q`'s placement and mode and makes the data path apply them.
+    pub fn set_rx(&self, q: usize, thread: usize, mode: RxMode) {
+        if let Some(a) = self.rxq.get(q) {
+            a.store(
+                (thread as u32 + 1).min(0xffff) | (mode.code() as u32) << 16,
+                Ordering::Release,
+            );
+            self.changed();
+        }
+    }
+}
+
+/// State shared by the memif nodes of every thread.
+#[derive(Default)]
+pub struct MemifShared {
+    ifs: Mutex<Vec<Arc<IfShared>>>,
+    /// Bumped whenever the interface list changes.
+    pub gen: AtomicU64,
+    /// `memif-input -> ip6-input`, when that node exists.
+    pub ip6_next: OnceLock<Next>,
+}
+
+impl MemifShared {
+    fn list(&self) -> Vec<Arc<IfShared>> {
+        self.ifs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn add(&self, i: Arc<IfShared>) {
+        self.ifs.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+        self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+    fn remove(&self, sw: u32) {
+        self.ifs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|i| i.sw_if_index != sw);
+        self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// `memif-process`: runs the control plane, and takes back the zero-copy tx buffers the
+/// masters consumed (so an interface that stopped transmitting does not hold them until its
+/// next transmit).
+pub struct MemifProcess {
+    ctl: Arc<Mutex<Ctl>>,
+    reclaimed: Vec<BufIdx>,
+}
+
+impl NodeFn for MemifProcess {
+    fn process(&mut self, cx: &mut sluice_graph::Cx, _wake: Wake) -> Suspend {
+        let now = cx.now_secs();
+        let mut c = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        c.poll(now);
+        c.reclaim_tx(&mut self.reclaimed);
+        if !self.reclaimed.is_empty() {
+            cx.free(&self.reclaimed);
+            self.reclaimed.clear();
+        }
+        Suspend::Timeout(c.tick())
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// memif state reachable from the CLI (a `Vlib` extension).
+#[derive(Default)]
+pub struct MemifMain {
+    ctl: Option<Arc<Mutex<Ctl>>>,
+}
+
+/// The `memif` plugin.
+pub struct MemifPlugin;
+
+/// This plugin, for the daemon's plugin list (`sluice_plugins::all()`).
+pub static PLUGIN: MemifPlugin = MemifPlugin;
+
+impl sluice_vnet::plugin::Plugin for MemifPlugin {
+    fn name(&self) -> &'static str {
+        "memif"
+    }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "Packet Memory Interface (memif)"
+    }
+    fn register(
+        &self,
+        r: &mut sluice_vnet::plugin::Registrar,
+    ) -> Result<(), sluice_vnet::plugin::RegisterError> {
+        register(&mut r.graph);
+        register_cli(&mut r.cli);
+        Ok(())
+    }
+    fn init(&self, vm: &mut Vlib) -> Result<(), String> {
+        init(vm);
+        Ok(())
+    }
+}
+
+/// Registers the memif nodes.
+pub fn register(b: &mut GraphBuilder) {
+    let sh = Arc::new(MemifShared::default());
+    let ctl = Arc::new(Mutex::new(Ctl::new(sh.clone())));
+    let s1 = sh.clone();
+    b.register(
+        NodeRegistration::new(INPUT, NodeKind::Input, move |t| {
+            Box::new(node::MemifInput::new(s1.clone(), t))
+        })
+        .nexts(&[
+            sluice_vnet::ip4::nodes::ETHERNET_INPUT,
+            sluice_vnet::ip4::nodes::IP4_INPUT,
+            "error-drop",
+        ])
+        .counters(&[
+            CounterDesc::error(
+                "bad_desc",
+                "bad descriptor (outside region, empty or oversized)",
+            ),
+            CounterDesc::error("bad_ring", "peer moved ring index past the ring"),
+            CounterDesc::error("no_buffer", "no buffer (rx-miss)"),
+            CounterDesc::error("ip6_no_node", "ip6 packet in ip mode, no ip6-input"),
+            CounterDesc::error("bad_ip_version", "ip mode packet is neither ip4 nor ip6"),
+        ]),
+    );
+    let s2 = sh.clone();
+    b.register(
+        NodeRegistration::new(TX, NodeKind::Internal, move |_| {
+            Box::new(node::MemifTx::new(s2.clone()))
+        })
+        .counters(&[
+            CounterDesc::error("not_connected", "interface not connected"),
+            CounterDesc::error("ring_full", "tx ring full"),
+            CounterDesc::error("bad_desc", "peer handed out a bad descriptor"),
+            CounterDesc::error("too_long", "packet empty or chained over 64 buffers"),
+        ]),
+    );
+    b.register(NodeRegistration::new(
+        PROCESS,
+        NodeKind::Process,
+        move |_| {
+            Box::new(MemifProcess {
+                ctl: ctl.clone(),
+                reclaimed: Vec::new(),
+            })
+        },
+    ));
+}
+
+/// Connects the CLI to the control plane; adds the `ip6-input` arc when it exists.
+pub fn init(vm: &mut Vlib) {
+    let Some(p) = vm.registry.find(PROCESS) else {
+        return;
+    };
+    let Some(ctl) = vm.main.node_mut::<MemifProcess>(p).map(|n| n.ctl.clone()) else {
+        return;
+    };
+    let sh = ctl.lock().unwrap_or_else(|e| e.into_inner()).shared.clone();
+    if vm.registry.find("ip6-input").is_some() {
+        if let Ok(n) = vm.add_next_by_name(INPUT, "ip6-input") {
+            let _ = sh.ip6_next.set(n);
+        }
+    }
+    vm.ext_mut::<MemifMain>().ctl = Some(ctl);
+    sluice_vnet::rxq::register_driver(
+        vm,
+        RxDriver {
+            node: INPUT,
+            queues: rx_queues,
+            set_mode: |vm, sw, q, mode| {
+                let (sh, nt) = rx_iface(vm, sw, q)?;
+                sh.set_rx(q as usize, sh.rx_thread(q as usize, nt), mode);
+                Ok(())
+            },
+            place: |vm, sw, q, t| {
+                let (sh, _) = rx_iface(vm, sw, q)?;
+                sh.set_rx(q as usize, t, sh.rx_mode(q as usize));
+                Ok(())
+            },
+        },
+    );
+}
+
+/// rx queues: the connected ring count, or the configured one while not connected.
+fn rx_queues(vm: &mut Vlib) -> Vec<RxQueueInfo> {
+    let nt = vm.n_threads();
+    let Ok(c) = ctl(vm) else {
+        return Vec::new();
+    };
+    let g = lock(&c);
+    let mut v = Vec::new();
+    for x in &g.ifs {
+        let n =
+            x.sh.current()
+                .map_or(x.cfg.rx_queues as usize, |c| c.rx.len());
+        for q in 0..n.min(ctl::MAX_QUEUES) {
+            v.push(RxQueueInfo {
+                sw_if: SwIfIndex(x.sh.sw_if_index),
+                queue: q as u16,
+                thread: x.sh.rx_thread(q, nt),
+                mode: x.sh.rx_mode(q),
+            });
+        }
+    }
+    v
+}
+
+fn rx_iface(vm: &mut Vlib, sw: SwIfIndex, q: u16) -> Result<(Arc<IfShared>, usize), String> {
+    let nt = vm.n_threads();
+    let c = ctl(vm).map_err(|e| e.to_string())?;
+    let g = lock(&c);
+    let x = g
+        .ifs
+        .iter()
+        .find(|x| x.sh.sw_if_index == sw.0)
+        .ok_or_else(|| format!("sw_if_index {} is not a memif interface", sw.0))?;
+    if q as usize >= ctl::MAX_QUEUES {
+        return Err(format!("queue `{q}' out of range"));
+    }
+    Ok((x.sh.clone(), nt))
+}
+
+/// Registers the memif CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create memif socket",
+        "create memif socket [id <id>] [filename <path>|@<abstract-name>]",
+        cli_create_socket,
+    );
+    t.add(
+        "delete memif socket",
+        "delete memif socket id <id>",
+        cli_delete_socket,
+    );
+    t.add(
+        "create interface memif",
+        "create interface memif [id <id>] [socket-id <socket-id>] [ring-size <size>] [buffer-size <size>] [hw-addr <mac-address>] <master|slave> [rx-queues <number>] [tx-queues <number>] [mode ethernet|ip] [secret <string>] [zero-copy]",
+        cli_create_if,
+    );
+    t.add(
+        "delete interface memif",
+        "delete interface memif <interface>",
+        cli_delete_if,
+    );
+    t.add(
+        "show memif",
+        "show memif [<interface>] [descriptors]",
+        cli_show,
+    );
+}
+
+fn ctl(vm: &mut Vlib) -> Result<Arc<Mutex<Ctl>>, CliError> {
+    vm.ext_mut::<MemifMain>()
+        .ctl
+        .clone()
+        .ok_or_else(|| CliError::new("memif not initialised"))
+}
+
+fn lock(c: &Arc<Mutex<Ctl>>) -> std::sync::MutexGuard<'_, Ctl> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn cli_create_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut id = None;
+    let mut path = None;
+    while !a.is_empty() {
+        if a.keyword("id") {
+            id = Some(a.u32("socket id")?);
+        } else if a.keyword("filename") {
+            path = Some(a.word("socket filename")?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let id = id.ok_or_else(|| CliError::new("missing `id <n>'"))?;
+    let path = path.ok_or_else(|| CliError::new("missing `filename <path>'"))?;
+    if path.len() > 100 || path == "@" {
+        return Err(CliError::new(format!("bad socket filename `{path}'")));
+    }
+    let path = if path.starts_with('@') || path.starts_with('/') {
+        path
+    } else {
+        // VPP resolves relative names in its run directory.
+        format!("/run/vpp/{path}")
+    };
+    let c = ctl(vm)?;
+    lock(&c).add_socket(id, &path).map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+fn cli_delete_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("id");
+    let id = a.u32("socket id")?;
+    a.finish()?;
+    let c = ctl(vm)?;
+    lock(&c).del_socket(id).map_err(CliError::new)?;
+    Ok(String::new())
+}
+
+fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut cfg = IfCfg {
+        id: 0,
+        socket_id: 0,
+        log2_ring: 10,
+        buffer_size: 2048,
+        mac: [0; 6],
+        slave: false,
+        rx_queues: 1,
+        tx_queues: 1,
+        mode: Mode::Ethernet,
+        secret: String::new(),
+        zero_copy: None,
+    };
+    let mut role = None;
+    let mut zero_copy = false;
+    let mut mac = None;
+    while !a.is_empty() {
+        if a.keyword("id") {
+            cfg.id = a.u32("interface id")?;
+        } else if a.keyword("socket-id") {
+            cfg.socket_id = a.u32("socket id")?;
+        } else if a.keyword("ring-size") {
+            let n = a.u32("ring size")?;
+            if !n.is_power_of_two() || !(2..=1 << proto::MAX_LOG2_RING_SIZE).contains(&n) {
+                return Err(CliError::new(format!(
+                    "ring-size `{n}' must be a power of 2 between 2 and 16384"
+                )));
+            }
+            cfg.log2_ring = n.trailing_zeros() as u8;
+        } else if a.keyword("buffer-size") {
+            let n = a.u32("buffer size")?;
+            if !(128..=65535).contains(&n) {
+                return Err(CliError::new(format!(
+                    "buffer-size `{n}' must be between 128 and 65535"
+                )));
+            }
+            cfg.buffer_size = n;
+        } else if a.keyword("hw-addr") {
+            mac = Some(sluice_vnet::devices::parse_mac(&a.word("MAC address")?)?);
+        } else if a.keyword("master") {
+            role = Some(false);
+        } else if a.keyword("slave") {
+            role = Some(true);
+        } else if a.keyword("rx-queues") {
+            cfg.rx_queues = queues(a, "rx-queues")?;
+        } else if a.keyword("tx-queues") {
+            cfg.tx_queues = queues(a, "tx-queues")?;
+        } else if a.keyword("mode") {
+            let w = a.word("mode")?;
+            cfg.mode = match w.as_str() {
+                "ethernet" => Mode::Ethernet,
+                "ip" => Mode::Ip,
+                _ => return Err(CliError::new(format!("unknown mode `{w}' (ethernet|ip)"))),
+            };
+        } else if a.keyword("zero-copy") {
+            zero_copy = true;
+        } else if a.keyword("secret") {
+            let s = a.word("secret")?;
+            if s.len() > proto::SECRET_SZ {
+                return Err(CliError::new(format!("secret `{s}' longer than 24 bytes")));
+            }
+            cfg.secret = s;
+        } else {
+            a.finish()?;
+        }
+    }
+    cfg.slave = role.ok_or_else(|| CliError::new("missing `master' or `slave'"))?;
+    if zero_copy {
+        if !cfg.slave {
+            return Err(CliError::new(
+                "`zero-copy' is slave-only (a master always copies into the slave's buffers)",
+            ));
+        }
+        if vm.pool.shared_fd().is_none() {
+            return Err(CliError::new(
+                "`zero-copy' needs a shared buffer arena: add `buffers { shared }' to startup.conf",
+            ));
+        }
+        if vm.pool.region().1 > u32::MAX as usize {
+            return Err(CliError::new(
+                "`zero-copy' needs a buffer arena under 4 GiB (memif offsets are 32-bit)",
+            ));
+        }
+        cfg.zero_copy = Some(ctl::ZeroCopy(vm.pool.clone()));
+    }
+    let c = ctl(vm)?;
+    let name = format!("memif{}/{}", cfg.socket_id, cfg.id);
+    {
+        let g = lock(&c);
+        if !g.sockets.contains_key(&cfg.socket_id) {
+            return Err(CliError::new(format!(
+                "socket-id `{}' does not exist (create memif socket id {} filename <path>)",
+                cfg.socket_id, cfg.socket_id
+            )));
+        }
+        if g.ifs.iter().any(|x| x.name == name) {
+            return Err(CliError::new(format!("interface `{name}' already exists")));
+        }
+        if let Some(x) = g
+            .ifs
+            .iter()
+            .find(|x| x.cfg.socket_id == cfg.socket_id && x.cfg.slave != cfg.slave)
+        {
+            return Err(CliError::new(format!(
+                "socket-id `{}' is used by {} as {}; one socket cannot be master and slave",
+                cfg.socket_id,
+                x.name,
+                if x.cfg.slave { "slave" } else { "master" }
+            )));
+        }
+    }
+    cfg.mac = mac.unwrap_or([
+        0x02,
+        0xfe,
+        0x6d,
+        cfg.socket_id as u8,
+        (cfg.id >> 8) as u8,
+        cfg.id as u8,
+    ]);
+    let tx = vm.registry.find(TX);
+    let idx =
+        sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx).map_err(CliError::new)?;
+    let (counters, link) = {
+        let ifs = vm.ext_mut::<Interfaces>();
+        let i = ifs
+            .get_mut(idx)
+            .ok_or_else(|| CliError::new("interface vanished"))?;
+        i.set_link_up(false);
+        (i.counters.clone(), i.link_handle())
+    };
+    let sh = Arc::new(IfShared::new(
+        idx.0,
+        cfg.mode,
+        counters,
+        Some(vm.shared.clone()),
+        link,
+    ));
+    lock(&c).add_iface(name.clone(), cfg, sh);
+    Ok(format!("{name}\n"))
+}
+
+fn queues(a: &mut Args, what: &str) -> Result<u8, CliError> {
+    let n = a.u32(what)?;
+    if n == 0 || n as usize > ctl::MAX_QUEUES {
+        return Err(CliError::new(format!(
+            "{what} `{n}' must be between 1 and {}",
+            ctl::MAX_QUEUES
+        )));
+    }
+    Ok(n as u8)
+}
+
+fn cli_delete_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let name = a.word("interface")?;
+    a.finish()?;
+    let c = ctl(vm)?;
+    let sw = lock(&c)
+        .del_iface(&name)
+        .ok_or_else(|| CliError::new(format!("unknown memif interface `{name}'")))?;
+    sluice_vnet::loopback::delete_interface(vm, sluice_vnet::SwIfIndex(sw));
+    Ok(String::new())
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let mut only = None;
+    let mut descs = false;
+    while !a.is_empty() {
+        if a.keyword("descriptors") {
+            descs = true;
+        } else {
+            only = Some(a.word("interface")?);
+        }
+    }
+    let c = ctl(vm)?;
+    let g = lock(&c);
+    if let Some(n) = &only {
+        if !g.ifs.iter().any(|x| &x.name == n) {
+            return Err(CliError::new(format!("unknown memif interface `{n}'")));
+        }
+    }
+    let mut o = String::new();
+    if only.is_none() {
+        let _ = writeln!(o, "sockets\n  {:<6}{:<12}filename", "id", "listener");
+        for (id, s) in &g.sockets {
+            let l = if s.listening() {
+                "yes"
+            } else if s.listen_err.is_some() {
+                "error"
+            } else {
+                "no"
+            };
+            let _ = writeln!(o, "  {:<6}{:<12}{}", id, l, s.path);
+        }
+        if g.errors > 0 {
+            let _ = writeln!(o, "protocol errors: {}", g.errors);
+        }
+    }
+    for x in g
+        .ifs
+        .iter()
+        .filter(|x| only.as_ref().is_none_or(|n| *n == x.name))
+    {
+        let state = match x.state {
+            State::Connected => "connected",
+            State::Connecting => "connecting",
+            State::Disconnected => "disconnected",
+        };
+        let _ = writeln!(o, "interface {}", x.name);
+        let _ = writeln!(o, "  remote-name \"{}\"", x.remote_name);
+        let _ = writeln!(o, "  remote-interface \"{}\"", x.remote_if_name);
+        let _ = writeln!(
+            o,
+            "  socket-id {} id {} mode {}",
+            x.cfg.socket_id,
+            x.cfg.id,
+            x.cfg.mode.as_str()
+        );
+        let _ = writeln!(
+            o,
+            "  flags {}{} {}",
+            if x.cfg.slave { "slave" } else { "master" },
+            if x.cfg.zero_copy.is_some() {
+                " zero-copy"
+            } else {
+                ""
+            },
+            state
+        );
+        let _ = writeln!(
+            o,
+            "  link {}",
+            if x.state == State::Connected {
+                "up"
+            } else {
+                "down"
+            }
+        );
+        let _ = writeln!(o, "  connects {}", x.connects);
+        if !x.last_reason.is_empty() {
+            let _ = writeln!(o, "  last disconnect reason \"{}\"", x.last_reason);
+        }
+        let _ = writeln!(
+            o,
+            "  ring-size {} buffer-size {} secret {}",
+            1u32 << x.cfg.log2_ring,
+            x.cfg.buffer_size,
+            if x.cfg.secret.is_empty() { "no" } else { "yes" }
+        );
+        if let Some(conn) = x.sh.current() {
+            let _ = writeln!(
+                o,
+                "  regions {} rx-queues {} tx-queues {}",
+                conn.regions.len(),
+                conn.rx.len(),
+                conn.tx.len()
+            );
+            for (dir, list) in [("rx", &conn.rx), ("tx", &conn.tx)] {
+                for (i, q) in list.iter().enumerate() {
+                    let r = q.ring;
+                    let kind = match (conn.is_slave, dir) {
+                        (true, "rx") | (false, "tx") => "M2S",
+                        _ => "S2M",
+                    };
+                    let _ = writeln!(
+                        o,
+                        "  {dir} queue {i} ({kind}): ring-size {} head {} tail {} flags 0x{:04x} interrupts {}",
+                        r.size(),
+                        r.head(),
+                        r.tail(),
+                        r.flags(),
+                        if r.flags() & shm::RING_FLAG_MASK_INT != 0 { "masked" } else { "enabled" }
+                    );
+                    if conn.zc.is_some() {
+                        let what = if dir == "rx" { "buffers" } else { "packets" };
+                        let _ = writeln!(o, "    zero-copy: {what} held {}", q.held());
+                    }
+                    if descs {
+                        let _ = writeln!(
+                            o,
+                            "    {:>5} {:>6} {:>6} {:>10} {:>10}",
+                            "id", "flags", "region", "offset", "length"
+                        );
+                        for s in 0..r.size() {
+                            let d = r.desc(s);
+                            let _ = writeln!(
+                                o,
+                                "    {:>5} 0x{:04x} {:>6} {:>10} {:>10}",
+                                s, d.flags, d.region, d.offset, d.length
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(o)
+}

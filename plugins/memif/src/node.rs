@@ -1,0 +1,1101 @@
+//! memif data-path nodes.
+//!
+//! `memif-input` (input): polls the rx rings of connected memif interfaces placed on this
+//! thread (queue q: main thread without workers, else worker `q % workers`, or where
+//! `set interface rx-placement` put it), copies each packet out of shared memory into Sluice
+//! buffers (descriptor chains -> buffer chains), and returns the slots (master: advances
+//! `tail`; slave: refills `head` with its own buffers).
+//! - rx modes (`set interface rx-mode`, `sluice_graph::rxmode`): polling sets the ring's
+//!   `MASK_INT` flag (the peer does not signal) and polls while busy and every 10 ms when
+//!   idle; interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
+//!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
+//!   while idle and sets `MASK_INT` while it polls under load.
+//! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
+//! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
+//!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
+//!   `error-drop` (arc 2).
+//! - counters: `bad_desc` (descriptor outside its region, empty or oversized packet:
+//!   dropped in the ring), `bad_ring` (peer moved head/tail past the ring: resynchronised),
+//!   `no_buffer` (buffer pool exhausted: packet dropped, interface `rx-miss`),
+//!   `ip6_no_node` and `bad_ip_version` (ip mode drops via `error-drop`).
+//!   Interface counters `rx packets`/`rx bytes`/`rx-miss`; `pcap trace rx`.
+//!
+//! `memif-tx` (internal): copies every packet of the frame into free slots of the tx ring of
+//! its `tx_if` (queue = thread % tx queues), chaining descriptors for packets larger than a
+//! slot, publishes the ring once per frame, signals the peer's eventfd unless it set
+//! `MASK_INT` (read after a full fence, so a peer that unmasks and then checks the ring
+//! cannot miss the packets), and frees the buffers. Never waits for ring space.
+//! - uses: `tx_if`, buffer chains. next: none.
+//! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
+//!   region), `too_long` (more than 64 buffers); each also counts interface `tx-error`.
+//! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
+//!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
+//!   so an idle interface holds none for long.
+
+use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
+use super::{DataConn, IfShared, MemifShared, Queue};
+use crate::proto::Mode;
+use sluice_buffer::{flags, BufIdx, Buffer, BufferPool, HEADROOM};
+use sluice_graph::pcap::point;
+use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
+use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_vnet::interface::counter;
+use std::any::Any;
+use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Weak};
+
+pub(crate) const NEXT_ETH: Next = Next(0);
+pub(crate) const NEXT_IP4: Next = Next(1);
+pub(crate) const NEXT_DROP: Next = Next(2);
+
+pub(crate) const C_BAD_DESC: usize = 0;
+pub(crate) const C_BAD_RING: usize = 1;
+pub(crate) const C_NO_BUFFER: usize = 2;
+pub(crate) const E_IP6_NO_NODE: u16 = 3;
+pub(crate) const E_BAD_IP: u16 = 4;
+
+pub(crate) const T_NOT_CONNECTED: usize = 0;
+pub(crate) const T_RING_FULL: usize = 1;
+pub(crate) const T_BAD_DESC: usize = 2;
+pub(crate) const T_TOO_LONG: usize = 3;
+
+/// Largest packet accepted from a ring.
+const MAX_PKT: u64 = 65535;
+/// Most buffers of one packet on tx.
+const MAX_SEGS: usize = 64;
+
+struct IfRt {
+    sh: Arc<IfShared>,
+    gen: u64,
+    /// The connection, held (memif-input: it polls whenever the view is stale, so it lets
+    /// go of a dead connection promptly).
+    conn: Option<Arc<DataConn>>,
+    /// The connection, not held (memif-tx: it may not run again for a long time, and a dead
+    /// connection's zero-copy buffers are freed only when the last holder lets go).
+    weak: Weak<DataConn>,
+}
+
+/// Per-thread cache of the interface list and their connections.
+struct View {
+    sh: Arc<MemifShared>,
+    /// Keep strong references in `conn` (else only `weak`).
+    hold: bool,
+    gen: u64,
+    ifs: Vec<IfRt>,
+    /// sw_if_index -> position in `ifs`.
+    by_sw: Vec<Option<u32>>,
+}
+
+impl View {
+    fn new(sh: Arc<MemifShared>, hold: bool) -> View {
+        View {
+            sh,
+            hold,
+            gen: u64::MAX,
+            ifs: Vec::new(),
+            by_sw: Vec::new(),
+        }
+    }
+    fn stale(&self) -> bool {
+        self.sh.gen.load(Ordering::Acquire) != self.gen
+            || self
+                .ifs
+                .iter()
+                .any(|i| i.sh.gen.load(Ordering::Acquire) != i.gen)
+    }
+    fn refresh(&mut self) {
+        let g = self.sh.gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.gen = g;
+            let list = self.sh.list();
+            self.ifs = list
+                .into_iter()
+                .map(|sh| IfRt {
+                    sh,
+                    gen: u64::MAX,
+                    conn: None,
+                    weak: Weak::new(),
+                })
+                .collect();
+            self.by_sw.clear();
+            for (k, i) in self.ifs.iter().enumerate() {
+                let s = i.sh.sw_if_index as usize;
+                if self.by_sw.len() <= s {
+                    self.by_sw.resize(s + 1, None);
+                }
+                self.by_sw[s] = Some(k as u32);
+            }
+        }
+        for i in self.ifs.iter_mut() {
+            let g = i.sh.gen.load(Ordering::Acquire);
+            if g != i.gen {
+                i.gen = g;
+                let c = i.sh.current();
+                i.weak = c.as_ref().map_or_else(Weak::new, Arc::downgrade);
+                i.conn = if self.hold { c } else { None };
+            }
+        }
+    }
+}
+
+/// An rx queue this thread polls.
+struct RxQ {
+    /// Position of the interface in the view.
+    k: usize,
+    /// Queue index.
+    qi: usize,
+    /// epoll token: sw_if_index << 8 | queue.
+    token: u32,
+    /// The interrupt eventfd while registered with this thread's epoll.
+    fd: Option<std::os::fd::RawFd>,
+    mode: RxModeState,
+}
+
+/// `memif-input` instance.
+pub struct MemifInput {
+    view: View,
+    thread: usize,
+    qs: Vec<RxQ>,
+    irqs: Vec<u32>,
+    pre: Vec<BufIdx>,
+    out: Vec<BufIdx>,
+    nexts: Vec<u16>,
+    segs: [(*const u8, usize); MAX_SEGS],
+    /// Zero-copy rx: the buffers and lengths of the packet being received.
+    zc_idx: Vec<BufIdx>,
+    zc_len: Vec<u32>,
+    /// Zero-copy rx: fresh buffers for refilling.
+    fill: Vec<BufIdx>,
+}
+
+// SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
+// calls they are stale values that are never dereferenced.
+unsafe impl Send for MemifInput {}
+
+impl MemifInput {
+    pub(crate) fn new(sh: Arc<MemifShared>, thread: usize) -> Self {
+        MemifInput {
+            view: View::new(sh, true),
+            thread,
+            qs: Vec::new(),
+            irqs: Vec::new(),
+            pre: vec![BufIdx(0); FRAME_SIZE],
+            out: Vec::with_capacity(FRAME_SIZE),
+            nexts: Vec::with_capacity(FRAME_SIZE),
+            segs: [(std::ptr::null(), 0); MAX_SEGS],
+            zc_idx: Vec::new(),
+            zc_len: Vec::new(),
+            fill: Vec::new(),
+        }
+    }
+
+    /// Picks up connection, placement and mode changes: unregisters the eventfds of the old
+    /// queues (still open: the view holds their connection), refreshes the view, then takes
+    /// the queues placed on this thread, registering their eventfds and setting `MASK_INT`
+    /// as their modes want.
+    fn reconcile(&mut self, cx: &mut Cx) {
+        for q in self.qs.drain(..) {
+            if let Some(fd) = q.fd {
+                cx.irq_unregister(fd);
+            }
+        }
+        self.view.refresh();
+        let nt = cx.shared().n_threads;
+        let hz = cx.shared().clock.hz();
+        for (k, i) in self.view.ifs.iter().enumerate() {
+            let Some(conn) = i.conn.as_ref() else {
+                continue;
+            };
+            for (qi, q) in conn.rx.iter().enumerate() {
+                if i.sh.rx_thread(qi, nt) != self.thread {
+                    continue;
+                }
+                let mode = RxModeState::new(i.sh.rx_mode(qi), hz);
+                let token = (i.sh.sw_if_index << 8) | qi as u32;
+                let fd = mode.wants_fd().then(|| q.int_fd.as_raw_fd());
+                if let Some(fd) = fd {
+                    if let Err(e) = cx.irq_register(fd, token) {
+                        log::warn!("memif: rx queue {qi}: cannot watch its eventfd: {e}");
+                    }
+                }
+                set_mask(q, &mode);
+                self.qs.push(RxQ {
+                    k,
+                    qi,
+                    token,
+                    fd,
+                    mode,
+                });
+            }
+        }
+    }
+}
+
+/// Masks the peer's interrupts on our rx ring, or unmasks them, as the queue's state wants.
+/// After unmasking, a full fence orders the flag store before the caller's next look at the
+/// ring (the peer writes the ring, then reads the flag).
+fn set_mask(q: &Queue, mode: &RxModeState) {
+    let f = q.ring.flags();
+    if mode.interrupts() {
+        q.ring.set_flags(f & !RING_FLAG_MASK_INT);
+        fence(Ordering::SeqCst);
+    } else {
+        q.ring.set_flags(f | RING_FLAG_MASK_INT);
+    }
+}
+
+/// Consumes an eventfd's pending interrupts (non-blocking).
+fn drain_eventfd(fd: std::os::fd::RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a local from an fd owned by a live connection.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+#[derive(Copy, Clone)]
+struct RxTrace {
+    sw_if_index: u32,
+    queue: u16,
+    len: u32,
+}
+
+impl TraceRecord for RxTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "memif: hw_if_index {} next-index ? queue {} length {}",
+            self.sw_if_index, self.queue, self.len
+        );
+    }
+}
+
+/// Holds a queue's spin lock (uncontended on the usual one-thread-per-queue placement).
+pub(crate) struct QGuard<'a>(&'a Queue);
+impl<'a> QGuard<'a> {
+    /// The lock if it is free (for work that can wait for the next try).
+    pub(crate) fn try_lock(q: &'a Queue) -> Option<QGuard<'a>> {
+        q.lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(QGuard(q))
+    }
+    fn lock(q: &'a Queue) -> QGuard<'a> {
+        while q
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        QGuard(q)
+    }
+}
+impl Drop for QGuard<'_> {
+    fn drop(&mut self) {
+        self.0.lock.store(false, Ordering::Release);
+    }
+}
+
+/// Whether rx ring `q` holds descriptors not yet consumed or (slave) slots to refill: a
+/// master may reset the M2S ring indices when it connects (DPDK's server does), so the
+/// slave must refill even before the first packet.
+fn rx_pending(conn: &DataConn, q: &Queue) -> bool {
+    let last = q.last.load(Ordering::Relaxed);
+    if conn.is_slave {
+        q.ring.tail() != last || q.ring.head().wrapping_sub(last) != q.ring.size()
+    } else {
+        q.ring.head() != last
+    }
+}
+
+impl NodeFn for MemifInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        if self.view.stale() {
+            self.reconcile(cx);
+        }
+        self.irqs.clear();
+        cx.take_irqs(&mut self.irqs);
+        for &t in &self.irqs {
+            if let Some(fd) = self.qs.iter().find(|q| q.token == t).and_then(|q| q.fd) {
+                drain_eventfd(fd);
+            }
+        }
+        let now = cx.now_tsc();
+        let mut total = 0;
+        for j in 0..self.qs.len() {
+            let (k, qi) = (self.qs[j].k, self.qs[j].qi);
+            let Some(conn) = self.view.ifs[k].conn.clone() else {
+                continue;
+            };
+            let sh = self.view.ifs[k].sh.clone();
+            let Some(q) = conn.rx.get(qi) else {
+                continue;
+            };
+            let n = if rx_pending(&conn, q) {
+                self.rx_queue(cx, &sh, &conn, qi, q)
+            } else {
+                0
+            };
+            if self.qs[j].mode.account(n, now) {
+                set_mask(q, &self.qs[j].mode);
+            }
+            total += n;
+        }
+        total
+    }
+    fn active(&self) -> bool {
+        if self.view.stale() {
+            return true;
+        }
+        let now = sluice_infra::clock::rdtsc();
+        self.qs.iter().any(|q| {
+            q.mode.busy(now)
+                || self.view.ifs[q.k]
+                    .conn
+                    .as_ref()
+                    .is_some_and(|c| c.rx.get(q.qi).is_some_and(|r| rx_pending(c, r)))
+        })
+    }
+    fn poll_interval(&self) -> Option<f64> {
+        self.qs
+            .iter()
+            .any(|q| q.mode.needs_tick())
+            .then_some(POLL_TICK_SECS)
+    }
+    fn polling(&self) -> bool {
+        self.qs.iter().any(|q| q.mode.is_polling())
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl MemifInput {
+    fn rx_queue(
+        &mut self,
+        cx: &mut Cx,
+        sh: &IfShared,
+        conn: &DataConn,
+        qi: usize,
+        q: &Queue,
+    ) -> usize {
+        if let Some(pool) = conn.zc.as_ref() {
+            return self.rx_queue_zc(cx, sh, pool, qi, q);
+        }
+        let _g = QGuard::lock(q);
+        let ring = q.ring;
+        let rs = ring.size();
+        let mut cur = q.last.load(Ordering::Relaxed);
+        let prod = if conn.is_slave {
+            ring.tail()
+        } else {
+            ring.head()
+        };
+        let mut n_slots = prod.wrapping_sub(cur);
+        if n_slots > rs {
+            // The peer moved its index past the ring: resynchronise, count, carry on.
+            cx.count(C_BAD_RING, 1);
+            q.last.store(prod, Ordering::Relaxed);
+            if !conn.is_slave {
+                ring.set_tail(prod);
+            }
+            return 0;
+        }
+        let pool = cx.pool_ref();
+        let want = (n_slots as usize).min(FRAME_SIZE);
+        let got = cx.bufs().alloc(&mut self.pre[..want]);
+        let mut avail = 0usize;
+        self.out.clear();
+        self.nexts.clear();
+        let (mut bytes, mut misses, mut bad) = (0u64, 0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        let ip6 = self.view.sh.ip6_next.get().copied();
+        while self.out.len() + (misses as usize) < want && n_slots > 0 {
+            // Find the packet's descriptors and validate every one before copying (the
+            // pointers are taken once, so a peer rewriting descriptors meanwhile cannot
+            // move a copy out of bounds).
+            let mut k: u16 = 0;
+            let mut total = 0u64;
+            let mut ok = true;
+            let complete = loop {
+                if k >= n_slots {
+                    break false;
+                }
+                let d = ring.desc(cur.wrapping_add(k));
+                let src = conn
+                    .regions
+                    .get(d.region as usize)
+                    .and_then(|r| r.range(d.offset as u64, d.length as u64));
+                match src {
+                    Some(p) if (k as usize) < MAX_SEGS => {
+                        self.segs[k as usize] = (p as *const u8, d.length as usize)
+                    }
+                    _ => ok = false,
+                }
+                k += 1;
+                total += d.length as u64;
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break true;
+                }
+            };
+            if !complete {
+                break; // the producer publishes whole packets; wait for the rest
+            }
+            cur = cur.wrapping_add(k);
+            n_slots -= k;
+            if !ok || total == 0 || total > MAX_PKT {
+                bad += 1;
+                continue;
+            }
+            if avail >= got {
+                misses += 1;
+                continue;
+            }
+            let head = self.pre[avail];
+            avail += 1;
+            let segs = &self.segs[..k as usize];
+            if !copy_in(cx, pool, segs, head, total, &self.pre[..got], &mut avail) {
+                misses += 1;
+                continue;
+            }
+            self.deliver(cx, pool, sh, qi, head, total, ip6, &mut traced);
+            bytes += total;
+        }
+        if avail < got {
+            cx.bufs().free(&self.pre[avail..got]);
+        }
+        // Return the slots.
+        q.last.store(cur, Ordering::Relaxed);
+        if conn.is_slave {
+            refill(conn, q);
+        } else {
+            ring.set_tail(cur);
+        }
+        self.flush_rx(cx, sh, bytes, misses, bad)
+    }
+
+    /// Sets a received packet's `rx_if`, picks its next arc (ip mode: by IP version), starts
+    /// its trace and queues it for enqueueing.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn deliver(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        sh: &IfShared,
+        qi: usize,
+        head: BufIdx,
+        total: u64,
+        ip6: Option<Next>,
+        traced: &mut u32,
+    ) {
+        // SAFETY: `head` is owned by this node (just received); one view at a time.
+        let mut v = unsafe { pool.buffer(head) };
+        v.hdr.rx_if = sh.sw_if_index;
+        let next = match sh.mode {
+            Mode::Ip => match v.data().first().map(|b| b >> 4) {
+                Some(4) => NEXT_IP4,
+                Some(6) if ip6.is_some() => ip6.unwrap_or(NEXT_DROP),
+                Some(6) => {
+                    v.hdr.error = cx.error(E_IP6_NO_NODE);
+                    NEXT_DROP
+                }
+                _ => {
+                    v.hdr.error = cx.error(E_BAD_IP);
+                    NEXT_DROP
+                }
+            },
+            _ => NEXT_ETH,
+        };
+        if *traced > 0 {
+            cx.trace_start(
+                &mut v,
+                RxTrace {
+                    sw_if_index: sh.sw_if_index,
+                    queue: qi as u16,
+                    len: total as u32,
+                },
+            );
+            *traced -= 1;
+        }
+        self.out.push(head);
+        self.nexts.push(next.0);
+    }
+
+    /// Counts a poll's packets and drops and hands the packets to the next nodes.
+    fn flush_rx(&mut self, cx: &mut Cx, sh: &IfShared, bytes: u64, misses: u64, bad: u64) -> usize {
+        let t = cx.thread();
+        let n = self.out.len();
+        if bad > 0 {
+            cx.count(C_BAD_DESC, bad);
+        }
+        if misses > 0 {
+            cx.count(C_NO_BUFFER, misses);
+            sh.counters.add(t, counter::RX_MISS, misses);
+        }
+        if n > 0 {
+            sh.counters.add(t, counter::RX_PACKETS, n as u64);
+            sh.counters.add(t, counter::RX_BYTES, bytes);
+            cx.pcap_capture(point::RX, &self.out, false);
+            cx.enqueue_to_next(&self.out, &self.nexts);
+        }
+        n
+    }
+
+    /// Zero-copy slave rx (M2S ring): the master wrote packets into the buffers we handed out.
+    /// Each slot's buffer comes from the shadow array, never from the descriptor's
+    /// region/offset (which the master may rewrite); only `length` and the `NEXT` flag are
+    /// read from the descriptor, and the length is checked against the data size. Then the
+    /// consumed slots are refilled with fresh buffers.
+    fn rx_queue_zc(
+        &mut self,
+        cx: &mut Cx,
+        sh: &IfShared,
+        pool: &BufferPool,
+        qi: usize,
+        q: &Queue,
+    ) -> usize {
+        let _g = QGuard::lock(q);
+        let ring = q.ring;
+        let rs = ring.size();
+        let mask = rs - 1;
+        let ds = pool.data_size();
+        let mut cur = q.last.load(Ordering::Relaxed);
+        let prod = ring.tail();
+        let mut n_slots = prod.wrapping_sub(cur);
+        if n_slots > rs {
+            // The master moved tail past the ring: resynchronise (the shadow array keeps
+            // every buffer, so nothing leaks), count, refill.
+            cx.count(C_BAD_RING, 1);
+            cur = prod;
+            n_slots = 0;
+        }
+        self.out.clear();
+        self.nexts.clear();
+        let (mut bytes, mut bad) = (0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        let ip6 = self.view.sh.ip6_next.get().copied();
+        while self.out.len() < FRAME_SIZE && n_slots > 0 {
+            // How many descriptors the packet spans (published whole by the master).
+            let mut k: u16 = 0;
+            let complete = loop {
+                if k >= n_slots {
+                    break false;
+                }
+                let d = ring.desc(cur.wrapping_add(k));
+                k += 1;
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break true;
+                }
+            };
+            if !complete {
+                break;
+            }
+            let mut ok = k as usize <= MAX_SEGS;
+            let mut total = 0u64;
+            self.zc_idx.clear();
+            self.zc_len.clear();
+            for j in 0..k {
+                let slot = cur.wrapping_add(j);
+                let len = ring.desc(slot).length;
+                let b = q.shadow[(slot & mask) as usize].swap(0, Ordering::Relaxed);
+                if b == 0 {
+                    ok = false; // a slot we never handed out
+                    continue;
+                }
+                ok &= len as usize <= ds;
+                total += len as u64;
+                self.zc_idx.push(BufIdx(b - 1));
+                self.zc_len.push(len);
+            }
+            cur = cur.wrapping_add(k);
+            n_slots -= k;
+            if !ok || total == 0 || total > MAX_PKT {
+                bad += 1;
+                cx.free(&self.zc_idx);
+                continue;
+            }
+            let head = self.zc_idx[0];
+            for (j, (&b, &len)) in self.zc_idx.iter().zip(&self.zc_len).enumerate() {
+                // SAFETY: `b` came out of the shadow array, so this node owns it; one view at
+                // a time. The peer may still write its bytes: zero-copy trusts the peer for
+                // packet bytes (docs/memif.md), never for metadata.
+                let mut v = unsafe { pool.buffer(b) };
+                v.hdr.current_data = 0;
+                v.set_len(len as usize);
+                if let Some(n) = self.zc_idx.get(j + 1) {
+                    v.hdr.next_buffer = n.0;
+                    v.hdr.flags |= flags::NEXT_PRESENT;
+                }
+            }
+            if k > 1 {
+                // SAFETY: owned head; the views above are gone.
+                let h = unsafe { pool.buffer(head) };
+                h.hdr.total_length_not_including_first_buffer =
+                    (total - self.zc_len[0] as u64) as u32;
+                h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+            }
+            self.deliver(cx, pool, sh, qi, head, total, ip6, &mut traced);
+            bytes += total;
+        }
+        q.last.store(cur, Ordering::Relaxed);
+        self.refill_zc(cx, pool, q);
+        self.flush_rx(cx, sh, bytes, 0, bad)
+    }
+
+    /// Zero-copy slave: hands every free M2S slot to the master with a buffer (the one the
+    /// shadow array still holds for it, else a fresh one): `{region 1, offset: the buffer's
+    /// data area (behind the headroom, so encapsulation still works in place), length: data
+    /// size}`. Stops early, to retry at the next poll, when the pool is exhausted.
+    fn refill_zc(&mut self, cx: &mut Cx, pool: &BufferPool, q: &Queue) {
+        let ring = q.ring;
+        let rs = ring.size();
+        let mask = rs - 1;
+        let head = ring.head();
+        let used = head.wrapping_sub(q.last.load(Ordering::Relaxed));
+        if used > rs {
+            return;
+        }
+        let n = rs - used;
+        let slot = |i: u16| &q.shadow[(head.wrapping_add(i) & mask) as usize];
+        let empty = (0..n)
+            .filter(|&i| slot(i).load(Ordering::Relaxed) == 0)
+            .count();
+        self.fill.resize(empty, BufIdx(0));
+        let got = cx.bufs().alloc(&mut self.fill);
+        let mut fresh = self.fill[..got].iter();
+        let mut filled = 0u16;
+        for i in 0..n {
+            let s = slot(i);
+            let b = match s.load(Ordering::Relaxed) {
+                0 => match fresh.next() {
+                    Some(b) => {
+                        s.store(b.0 + 1, Ordering::Relaxed);
+                        *b
+                    }
+                    None => break,
+                },
+                v => BufIdx(v - 1),
+            };
+            let off = pool.data_offset(b).unwrap_or(0) + HEADROOM;
+            ring.set_desc(
+                head.wrapping_add(i),
+                Desc {
+                    flags: 0,
+                    region: 1,
+                    length: pool.data_size() as u32,
+                    offset: off as u32,
+                    metadata: 0,
+                },
+            );
+            filled += 1;
+        }
+        if filled > 0 {
+            ring.set_head(head.wrapping_add(filled));
+        }
+    }
+}
+
+/// Copies the packet in `segs` (bounds-checked pointers into mapped regions) into `head`,
+/// chaining buffers taken from `pre[*avail..]` (or freshly allocated). On allocation failure
+/// frees what it used (including `head`) and returns false.
+fn copy_in(
+    cx: &mut Cx,
+    pool: &BufferPool,
+    segs: &[(*const u8, usize)],
+    head: BufIdx,
+    total: u64,
+    pre: &[BufIdx],
+    avail: &mut usize,
+) -> bool {
+    let ds = pool.data_size();
+    let mut cur_b = head;
+    let mut fill = 0usize;
+    // SAFETY: `head` is owned by the caller and handed to us; views are created one at a time
+    // for distinct buffers of the chain being built.
+    let mut v = unsafe { pool.buffer(cur_b) };
+    v.hdr.current_data = 0;
+    let mut head_len = 0usize;
+    for &(src, len) in segs {
+        let mut off = 0usize;
+        while off < len {
+            if fill == ds {
+                v.set_len(fill);
+                if cur_b == head {
+                    head_len = fill;
+                }
+                let nb = if *avail < pre.len() {
+                    *avail += 1;
+                    Some(pre[*avail - 1])
+                } else {
+                    cx.bufs().alloc_one()
+                };
+                let Some(nb) = nb else {
+                    cx.free(&[head]);
+                    return false;
+                };
+                v.hdr.next_buffer = nb.0;
+                v.hdr.flags |= flags::NEXT_PRESENT;
+                // SAFETY: `nb` was just taken from this node's allocation.
+                v = unsafe { pool.buffer(nb) };
+                v.hdr.current_data = 0;
+                cur_b = nb;
+                fill = 0;
+            }
+            let n = (len - off).min(ds - fill);
+            let dst = &mut v.raw_data_mut()[fill..fill + n];
+            // SAFETY: `src..src+len` was bounds-checked against its mapped region by the
+            // caller; the destination is a slice of an owned buffer of length n.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.as_mut_ptr(), n) };
+            fill += n;
+            off += n;
+        }
+    }
+    v.set_len(fill);
+    if cur_b != head {
+        // SAFETY: owned head, a different buffer from the one `v` views.
+        let h = unsafe { pool.buffer(head) };
+        h.hdr.total_length_not_including_first_buffer = (total as usize - head_len) as u32;
+        h.hdr.flags |= flags::TOTAL_LENGTH_VALID;
+    }
+    true
+}
+
+/// Slave rx: hands every consumed slot back to the master with its own buffer.
+fn refill(conn: &DataConn, q: &Queue) {
+    let ring = q.ring;
+    let rs = ring.size();
+    let head = ring.head();
+    let last_tail = q.last.load(Ordering::Relaxed);
+    let used = head.wrapping_sub(last_tail);
+    if used > rs {
+        return;
+    }
+    let n = rs - used;
+    let bs = conn.buffer_size;
+    let mask = rs - 1;
+    for i in 0..n {
+        let slot = head.wrapping_add(i);
+        ring.set_desc(
+            slot,
+            Desc {
+                flags: 0,
+                region: 0,
+                length: bs,
+                offset: (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
+                metadata: 0,
+            },
+        );
+    }
+    ring.set_head(head.wrapping_add(n));
+}
+
+/// `memif-tx` instance.
+pub struct MemifTx {
+    view: View,
+    /// Buffers to free at the end of the frame (all of them in copy mode; in zero-copy mode
+    /// the ones not left in the ring plus the ones the master consumed).
+    done: Vec<BufIdx>,
+}
+
+impl MemifTx {
+    pub(crate) fn new(sh: Arc<MemifShared>) -> Self {
+        MemifTx {
+            view: View::new(sh, false),
+            done: Vec::with_capacity(FRAME_SIZE),
+        }
+    }
+}
+
+impl NodeFn for MemifTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if self.view.stale() {
+            self.view.refresh();
+        }
+        let pool = cx.pool_ref();
+        let mut s = 0;
+        while s < frame.len() {
+            // SAFETY: this node owns the frame; read-only header access.
+            let tx = unsafe { pool.header(frame[s]) }.tx_if;
+            let mut e = s + 1;
+            // SAFETY: as above.
+            while e < frame.len() && unsafe { pool.header(frame[e]) }.tx_if == tx {
+                e += 1;
+            }
+            self.tx_run(cx, pool, tx, &frame[s..e]);
+            s = e;
+        }
+        cx.free(&self.done);
+        self.done.clear();
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl MemifTx {
+    fn tx_run(&mut self, cx: &mut Cx, pool: &BufferPool, tx: u32, bufs: &[BufIdx]) {
+        let t = cx.thread();
+        let rt = self
+            .view
+            .by_sw
+            .get(tx as usize)
+            .copied()
+            .flatten()
+            .and_then(|k| self.view.ifs.get(k as usize));
+        let Some(rt) = rt else {
+            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
+            self.done.extend_from_slice(bufs);
+            return;
+        };
+        let Some(conn) = rt.weak.upgrade() else {
+            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
+            let lost = sluice_vnet::devices::total_bytes(pool, bufs);
+            rt.sh.counters.tx_failed(t, bufs.len() as u64, lost);
+            self.done.extend_from_slice(bufs);
+            return;
+        };
+        let q = &conn.tx[t % conn.tx.len()];
+        let (sent, fails, lost) = if conn.zc.is_some() {
+            tx_ring_zc(pool, q, rt.sh.mode, bufs, &mut self.done)
+        } else {
+            self.done.extend_from_slice(bufs);
+            tx_ring(cx, pool, &conn, q, rt.sh.mode, bufs)
+        };
+        let failed: u64 = fails.iter().sum();
+        for (c, n) in fails.iter().enumerate() {
+            if *n > 0 {
+                cx.count(c, *n);
+            }
+        }
+        if failed > 0 {
+            rt.sh.counters.tx_failed(t, failed, lost);
+        }
+        if sent > 0 {
+            // The ring index was published (release store); order it before reading the flag.
+            fence(Ordering::SeqCst);
+            if q.ring.flags() & RING_FLAG_MASK_INT == 0 {
+                super::shm::signal(q.int_fd.as_raw_fd());
+            }
+        }
+    }
+}
+
+/// Gathers packet `b`'s buffer chain into `segs`, one (start, length) per buffer, `start`
+/// being `at(buffer, its view, bytes skipped)`: a pointer to copy from, or the bytes' offset
+/// in the pool's data array for zero-copy. In ip mode the first segment skips the Ethernet
+/// header the rewrite added (ip mode carries no L2 header). Returns (segments, bytes), or
+/// `None` when the chain has more than `MAX_SEGS` buffers.
+#[inline(always)]
+fn gather<T: Copy>(
+    pool: &BufferPool,
+    b: BufIdx,
+    mode: Mode,
+    segs: &mut [(T, usize); MAX_SEGS],
+    at: impl Fn(BufIdx, &Buffer<'_>, usize) -> T,
+) -> Option<(usize, usize)> {
+    let mut ns = 0;
+    let mut total = 0usize;
+    let mut cur = Some(b);
+    while let Some(x) = cur {
+        if ns == MAX_SEGS {
+            return None;
+        }
+        // SAFETY: the frame's buffers (and their chains) are owned by this node.
+        let v = unsafe { pool.buffer(x) };
+        let len = v.data().len();
+        let skip = if ns == 0 && mode == Mode::Ip && len >= 14 {
+            14
+        } else {
+            0
+        };
+        segs[ns] = (at(x, &v, skip), len - skip);
+        ns += 1;
+        total += len - skip;
+        cur = v.hdr.next();
+    }
+    Some((ns, total))
+}
+
+/// Writes packets into the ring; returns (packets sent, failures per tx counter).
+fn tx_ring(
+    _cx: &mut Cx,
+    pool: &BufferPool,
+    conn: &DataConn,
+    q: &Queue,
+    mode: Mode,
+    bufs: &[BufIdx],
+) -> (usize, [u64; 4], u64) {
+    let _g = QGuard::lock(q);
+    let ring = q.ring;
+    let rs = ring.size();
+    let mask = rs - 1;
+    let mut fails = [0u64; 4];
+    // Bytes of the packets not sent (as `interface-output` counted them).
+    let mut lost = 0u64;
+    // Free slots and the index we advance.
+    let (mut slot, mut free) = if conn.is_slave {
+        let head = ring.head();
+        let used = head.wrapping_sub(ring.tail());
+        (head, rs.saturating_sub(used))
+    } else {
+        let tail = ring.tail();
+        let f = ring.head().wrapping_sub(tail);
+        (tail, if f > rs { 0 } else { f })
+    };
+    let mut sent = 0;
+    let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
+    let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
+    for (i, &b) in bufs.iter().enumerate() {
+        let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
+            fails[T_TOO_LONG] += 1;
+            lost += sluice_vnet::devices::total_bytes(pool, &[b]);
+            continue;
+        };
+        let pkt_start = slot;
+        let mut si = 0;
+        let mut soff = 0;
+        let mut left = total;
+        let mut err = None;
+        while left > 0 {
+            if free == 0 {
+                err = Some(T_RING_FULL);
+                break;
+            }
+            // Destination slot: our own buffer (slave) or the one the slave handed out.
+            let (region, off, cap) = if conn.is_slave {
+                let bs = conn.buffer_size;
+                (
+                    0u16,
+                    (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
+                    bs as usize,
+                )
+            } else {
+                let d = ring.desc(slot);
+                (d.region, d.offset, d.length as usize)
+            };
+            let dst = conn
+                .regions
+                .get(region as usize)
+                .and_then(|r| r.range(off as u64, cap as u64));
+            let Some(dst) = dst.filter(|_| cap > 0) else {
+                err = Some(T_BAD_DESC);
+                break;
+            };
+            let mut w = 0;
+            while w < cap && left > 0 {
+                let (p, l) = segs[si];
+                let n = (l - soff).min(cap - w);
+                // SAFETY: dst..dst+cap is inside a mapped region (checked above); the source
+                // is a live buffer slice of length l >= soff + n.
+                unsafe { std::ptr::copy_nonoverlapping(p.add(soff), dst.add(w), n) };
+                w += n;
+                soff += n;
+                left -= n;
+                if soff == l {
+                    si += 1;
+                    soff = 0;
+                }
+            }
+            ring.set_desc(
+                slot,
+                Desc {
+                    flags: if left > 0 { DESC_FLAG_NEXT } else { 0 },
+                    region,
+                    length: w as u32,
+                    offset: off,
+                    metadata: 0,
+                },
+            );
+            slot = slot.wrapping_add(1);
+            free -= 1;
+        }
+        if let Some(e) = err {
+            // Roll back this packet's slots; the rest of the run cannot go either.
+            slot = pkt_start;
+            fails[e] += (bufs.len() - i) as u64;
+            lost += sluice_vnet::devices::total_bytes(pool, &bufs[i..]);
+            break;
+        }
+        sent += 1;
+    }
+    if sent > 0 {
+        if conn.is_slave {
+            ring.set_head(slot);
+        } else {
+            ring.set_tail(slot);
+        }
+    }
+    (sent, fails, lost)
+}
+
+/// Zero-copy slave tx (S2M ring): first takes back the packets the master consumed (old
+/// `tail` .. new `tail`; resynchronises, taking back everything, when the peer's indices are
+/// inconsistent), then writes one descriptor per buffer of each packet pointing at the buffer's
+/// bytes in region 1 (chains: `NEXT`), and keeps the chain's head in the shadow slot of the
+/// packet's last descriptor. Buffers to free (consumed, or not sent) go to `done`. Returns
+/// (packets sent, failures per tx counter).
+fn tx_ring_zc(
+    pool: &BufferPool,
+    q: &Queue,
+    mode: Mode,
+    bufs: &[BufIdx],
+    done: &mut Vec<BufIdx>,
+) -> (usize, [u64; 4], u64) {
+    let _g = QGuard::lock(q);
+    let ring = q.ring;
+    let rs = ring.size();
+    let mask = rs - 1;
+    let mut fails = [0u64; 4];
+    let mut slot = ring.head();
+    if !q.reclaim_tx(slot, done) {
+        q.take_all(done);
+        slot = ring.tail();
+        q.last.store(slot, Ordering::Relaxed);
+    }
+    let mut free = rs - slot.wrapping_sub(q.last.load(Ordering::Relaxed));
+    let mut sent = 0;
+    let mut segs = [(0usize, 0usize); MAX_SEGS];
+    // Bytes of the packets not sent (as `interface-output` counted them).
+    let mut lost = 0u64;
+    // A descriptor points at the bytes in region 1, the pool's data array.
+    let at = |x, v: &Buffer<'_>, skip| pool.data_offset(x).unwrap_or(0) + v.headroom() + skip;
+    for (i, &b) in bufs.iter().enumerate() {
+        let Some((ns, _)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
+            fails[T_TOO_LONG] += 1;
+            lost += sluice_vnet::devices::total_bytes(pool, &[b]);
+            done.push(b);
+            continue;
+        };
+        if ns > free as usize {
+            fails[T_RING_FULL] += (bufs.len() - i) as u64;
+            lost += sluice_vnet::devices::total_bytes(pool, &bufs[i..]);
+            done.extend_from_slice(&bufs[i..]);
+            break;
+        }
+        for (j, &(off, len)) in segs[..ns].iter().enumerate() {
+            let last_seg = j + 1 == ns;
+            ring.set_desc(
+                slot,
+                Desc {
+                    flags: if last_seg { 0 } else { DESC_FLAG_NEXT },
+                    region: 1,
+                    length: len as u32,
+                    offset: off as u32,
+                    metadata: 0,
+                },
+            );
+            if last_seg {
+                q.shadow[(slot & mask) as usize].store(b.0 + 1, Ordering::Relaxed);
+            }
+            slot = slot.wrapping_add(1);
+            free -= 1;
+        }
+        sent += 1;
+    }
+    if sent > 0 {
+        ring.set_head(slot);
+    }
+    (sent, fails, lost)
+}
