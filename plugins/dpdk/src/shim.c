@@ -408,16 +408,21 @@ void sd_pool_fill(struct rte_mempool *mp, const uint8_t *bytes, const uint16_t *
 
 /* ---- fast path ----------------------------------------------------------------------- */
 
-/* Receives up to `n` packets, bursting until the queue is empty or `n` are taken (vector
- * PMDs return at most 32 per call). */
+/* Packets per PMD call and per mempool request: a request larger than the per-lcore cache
+ * bypasses it and cycles through the whole pool (cold memory); 32 is also what vector PMDs
+ * return at most per call. */
+#define SD_BURST 32
+
+/* Receives up to `n` packets, in bursts of SD_BURST while the queue fills them. */
 uint16_t sd_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n)
 {
     uint16_t got = 0;
     while (got < n) {
-        uint16_t k = rte_eth_rx_burst(port, q, m + got, (uint16_t)(n - got));
-        if (k == 0)
-            break;
+        uint16_t want = (uint16_t)(n - got) < SD_BURST ? (uint16_t)(n - got) : SD_BURST;
+        uint16_t k = rte_eth_rx_burst(port, q, m + got, want);
         got = (uint16_t)(got + k);
+        if (k < want)
+            break;
     }
     return got;
 }
@@ -490,13 +495,14 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
     if (npkts > SD_MAX_TX)
         npkts = SD_MAX_TX;
     uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
-    if (rte_pktmbuf_alloc_bulk(mp, m, npkts) != 0) {
-        /* The pool is short: as many as there are, one by one. */
-        uint16_t k = 0;
-        while (k < npkts && (m[k] = rte_pktmbuf_alloc(mp)) != NULL)
-            k++;
-        for (uint16_t i = k; i < npkts; i++)
-            m[i] = NULL;
+    for (uint16_t a = 0; a < npkts; a = (uint16_t)(a + SD_BURST)) {
+        uint16_t k = (uint16_t)(npkts - a) < SD_BURST ? (uint16_t)(npkts - a) : SD_BURST;
+        if (rte_pktmbuf_alloc_bulk(mp, m + a, k) != 0) {
+            /* The pool is short: as many as there are, one by one. */
+            for (uint16_t i = a; i < npkts; i++)
+                m[i] = rte_pktmbuf_alloc(mp);
+            break;
+        }
     }
     uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
     for (uint16_t i = 0; i < npkts; i++) {
