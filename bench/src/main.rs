@@ -20,6 +20,7 @@
 mod ip4;
 mod ip6;
 mod l2;
+mod memif;
 
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
@@ -34,7 +35,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2; or `run
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif; or `run
     /// --suite smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
@@ -571,9 +572,10 @@ fn main() {
         "ip6" => ip6::bench_ip6(&o, &mut out, &mut json),
         "ip6-lpm" => ip6::bench_ip6_lpm(&o, &mut out, &mut json),
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
+        "memif" => memif::bench_memif(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, run)"
+                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, run)"
             );
             std::process::exit(2);
         }
