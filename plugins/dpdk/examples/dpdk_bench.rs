@@ -73,7 +73,10 @@ fn mac(vm: &mut Vlib, name: &str) -> [u8; 6] {
 fn tx_packets(vm: &mut Vlib, name: &str) -> u64 {
     let ifs = vm.ext_mut::<Interfaces>();
     let sw = ifs.find(name).expect("interface");
-    ifs.get(sw).expect("interface").counters.total(counter::TX_PACKETS)
+    ifs.get(sw)
+        .expect("interface")
+        .counters
+        .total(counter::TX_PACKETS)
 }
 
 /// 4096 60-byte IPv4/UDP frames to `dst_mac`, destinations spread over `net`.0.0/16.
@@ -263,7 +266,9 @@ fn main() {
         sluice_dpdk::sys::BUILT_VERSION
     );
     println!("| path | Mpps min | median | max |\n|---|---|---|---|");
-    println!("| net_null0 -> dpdk-input -> ip4 -> dpdk-tx -> net_null1 | {a:.2} | {m:.2} | {b:.2} |");
+    println!(
+        "| net_null0 -> dpdk-input -> ip4 -> dpdk-tx -> net_null1 | {a:.2} | {m:.2} | {b:.2} |"
+    );
     println!("| pg0 -> pg-input -> ip4 -> pg-tx | {pa:.2} | {pm:.2} | {pb:.2} |");
     println!("| ratio dpdk / pg (per run pair) | {ra:.2} | {rm:.2} | {rb:.2} |\n");
     let (x, y, z) = stats(io);

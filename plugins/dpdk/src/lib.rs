@@ -110,7 +110,8 @@ pub static PLUGIN: DpdkPlugin = DpdkPlugin;
 #[cfg(sluice_dpdk)]
 const DESCRIPTION: &str = "DPDK poll-mode drivers (dpdk section; libdpdk loaded at start)";
 #[cfg(not(sluice_dpdk))]
-const DESCRIPTION: &str = "DPDK poll-mode drivers: NOT BUILT (libdpdk not found at build time)";
+const DESCRIPTION: &str =
+    "DPDK poll-mode drivers: NOT BUILT (no libdpdk at build time, or SLUICE_DPDK=0)";
 
 /// The one-line answer to a `dpdk` section in a build without DPDK.
 pub fn not_built() -> String {
@@ -182,6 +183,10 @@ impl Plugin for DpdkPlugin {
             return Ok(());
         }
         if !cfg.present {
+            return Ok(());
+        }
+        if cfg.devs.is_empty() && cfg.vdevs.is_empty() {
+            log::info!("dpdk: the `dpdk' section names no device; DPDK not started");
             return Ok(());
         }
         start(vm, &cfg)
