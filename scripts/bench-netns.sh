@@ -99,14 +99,15 @@ IDLE_WARN=0.03 # CPU 0 busy fraction with no traffic above which results include
 
 P="slb$$"
 G="${P}g"; S="${P}s"; R="${P}r"
-GSOCK="/tmp/${P}g.sock"; SOCK="/tmp/${P}.sock"
+SOCKDIR=$(mktemp -d /tmp/slb.XXXXXX) # private: sluice refuses sockets in a world-writable dir
+GSOCK="$SOCKDIR/g.sock"; SOCK="$SOCKDIR/r.sock"
 GPID=""; SPID=""
 cleanup() {
     for p in "$SPID" "$GPID"; do
         [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
     done
     for n in "$G" "$S" "$R"; do ip netns del "$n" 2>/dev/null || true; done
-    rm -f "$SOCK" "$GSOCK" "/tmp/${P}.log" "/tmp/${P}g.log"
+    rm -rf "$SOCKDIR"; rm -f "/tmp/${P}.log" "/tmp/${P}g.log"
 }
 trap cleanup EXIT
 
@@ -117,7 +118,7 @@ for n in "$G" "$S" "$R"; do
 done
 
 # The generator: a Sluice tester on CPU 1, sending on the generator's eth0.
-ip netns exec "$G" taskset -c 1 "$SLUICE" unix { cli-listen "$GSOCK" } \
+ip netns exec "$G" taskset -c 1 "$SLUICE" unix { nodaemon cli-listen "$GSOCK" } \
     buffers { buffers-per-numa 32768 } >"/tmp/${P}g.log" 2>&1 &
 GPID=$!
 for _ in $(seq 1 100); do [ -S "$GSOCK" ] && break; sleep 0.1; done
@@ -163,7 +164,7 @@ veths_down() {
 }
 
 start_router() {
-    ip netns exec "$R" taskset -c 0 "$ROUTER_BIN" unix { cli-listen "$SOCK" } \
+    ip netns exec "$R" taskset -c 0 "$ROUTER_BIN" unix { nodaemon cli-listen "$SOCK" } \
         buffers { buffers-per-numa "${ROUTER_BUFFERS:-32768}" } >"/tmp/${P}.log" 2>&1 &
     SPID=$!
     for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

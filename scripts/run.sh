@@ -3,5 +3,7 @@
 # IPv4/UDP, live rate, then show runtime). Extra arguments go to sluice, e.g. --seconds 10.
 source "$(dirname "$0")/common.sh"
 cargo build --release -p sluice -p sluicectl
-sock="${XDG_RUNTIME_DIR:-/tmp}/sluice-demo-$$.sock"
-exec ./target/release/sluice --demo "$@" unix { cli-listen "$sock" }
+# A private directory for the CLI socket (sluice refuses one in a world-writable directory).
+dir=$(mktemp -d "${XDG_RUNTIME_DIR:-/tmp}/sluice-demo.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+./target/release/sluice --demo "$@" unix { cli-listen "$dir/cli.sock" }

@@ -53,12 +53,13 @@ SLUICE="$TARGET/release/sluice"
 CTL="$TARGET/release/sluicectl"
 
 P="sltb$$"
-SOCK="/tmp/${P}.sock"
+SOCKDIR=$(mktemp -d /tmp/sltb.XXXXXX) # private: sluice refuses sockets in a world-writable dir
+SOCK="$SOCKDIR/cli.sock"
 SPID=""
 cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null || true
     ip netns del "$P" 2>/dev/null || true
-    rm -f "$SOCK" "/tmp/${P}.log"
+    rm -rf "$SOCKDIR"; rm -f "/tmp/${P}.log"
 }
 trap cleanup EXIT
 
@@ -69,7 +70,7 @@ for l in lo ta tb; do ip -n "$P" link set "$l" up; done
 
 CPU=""
 [ "$WORKERS" -gt 0 ] && CPU="cpu { workers $WORKERS }"
-ip netns exec "$P" "$SLUICE" unix { cli-listen "$SOCK" } buffers { buffers-per-numa 65536 } $CPU \
+ip netns exec "$P" "$SLUICE" unix { nodaemon cli-listen "$SOCK" } buffers { buffers-per-numa 65536 } $CPU \
     >"/tmp/${P}.log" 2>&1 &
 SPID=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

@@ -106,6 +106,7 @@ class SluiceInstance:
             "unix {\n"
             "  nodaemon\n"
             f"  cli-listen {self.sock_path}\n"
+            f"  capture-dir {self.dir}\n"
             "}\n"
             f"{self.buffers}\n"
             f"{self.extra_config}\n"

@@ -91,6 +91,10 @@ impl TxCapture {
         let dir = std::env::temp_dir().join(format!("sluice-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("tx.pcap");
+        // Capture files are confined to the capture directory (sluice_graph::pcap).
+        *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(
+            sluice_infra::files::OutputDir::new(&dir).expect("absolute temp dir"),
+        );
         ok(
             vm,
             t,

@@ -7,21 +7,77 @@ use sluice_graph::CpuConfig;
 use sluice_vnet::plugin::{plugin_name, Plugin, PluginsConfig, Staged};
 use std::path::PathBuf;
 
+/// Where the CLI listens (`cli-listen`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CliListen {
+    /// A Unix socket path (relative paths are inside `runtime-dir`).
+    Unix(PathBuf),
+    /// A TCP address (`cli-listen localhost:5002`; `:5002` is 127.0.0.1). Plain-text line
+    /// mode as VPP's telnet CLI.
+    Tcp(std::net::SocketAddr),
+}
+
 /// `unix { ... }`.
 #[derive(Clone, Debug, Default)]
 pub struct UnixConfig {
-    /// CLI socket path (`cli-listen`).
-    pub cli_listen: Option<PathBuf>,
+    /// CLI socket (`cli-listen`); `None`: `cli.sock` in the runtime directory.
+    pub cli_listen: Option<CliListen>,
+    /// Stay in the foreground (`nodaemon`, implied by `interactive`).
+    pub nodaemon: bool,
     /// Interactive prompt on stdin (`interactive`).
     pub interactive: bool,
-    /// CLI script run at boot (`exec` / `startup-config`).
-    pub exec: Option<PathBuf>,
-    /// Log file (`log`).
+    /// CLI script run at boot (`exec` / `startup-config`) and the line of the key.
+    pub exec: Option<(PathBuf, usize)>,
+    /// Log file (`log`), appended to.
     pub log: Option<PathBuf>,
-    /// Sleep between loops when idle, microseconds (`poll-sleep-usec`).
+    /// File the daemon's pid is written to (`pidfile`), removed at exit.
+    pub pidfile: Option<PathBuf>,
+    /// Directory of the default sockets (`runtime-dir`); `None`: [`default_runtime_dir`].
+    pub runtime_dir: Option<PathBuf>,
+    /// Group of the sockets and of the runtime directory, and the daemon's effective group
+    /// (`gid <name|id>`), with the name as written.
+    pub gid: Option<(u32, String)>,
+    /// Directory `pcap trace` and `packet-generator capture` write to (`capture-dir`, default
+    /// `/tmp` as VPP).
+    pub capture_dir: Option<PathBuf>,
+    /// Sleep between loops when idle, microseconds (`poll-sleep-usec`, 0..=1000000).
     pub poll_sleep_usec: Option<u64>,
     /// `cli-prompt`.
     pub cli_prompt: Option<String>,
+    /// A daemonised sluice does not copy its log to syslog (`nosyslog`).
+    pub nosyslog: bool,
+    /// Core file size limit in bytes (`coredump-size <n>|unlimited`); `Some(None)`: unlimited.
+    pub coredump_size: Option<Option<u64>>,
+    /// CLI server limits (`cli-max-clients`, `cli-max-request-bytes`,
+    /// `cli-max-output-bytes`, `cli-client-timeout`).
+    pub cli_limits: crate::server::Limits,
+}
+
+/// The default runtime directory: `/run/sluice` as root, else `$XDG_RUNTIME_DIR/sluice`,
+/// else `/tmp/sluice-<uid>` (see `sluice_cli::proto::default_cli_socket`).
+pub fn default_runtime_dir() -> PathBuf {
+    sluice_cli::proto::default_cli_socket()
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/sluice"))
+}
+
+impl UnixConfig {
+    /// The runtime directory (configured or default).
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.runtime_dir.clone().unwrap_or_else(default_runtime_dir)
+    }
+
+    /// The CLI endpoint with a relative socket path placed in the runtime directory.
+    pub fn cli_endpoint(&self) -> CliListen {
+        match &self.cli_listen {
+            None => CliListen::Unix(self.runtime_dir().join("cli.sock")),
+            Some(CliListen::Unix(p)) if p.is_relative() => {
+                CliListen::Unix(self.runtime_dir().join(p))
+            }
+            Some(l) => l.clone(),
+        }
+    }
 }
 
 /// `metrics { listen <addr:port> }` (served by a later issue; validated now).
@@ -72,6 +128,38 @@ const IGNORED_SECTIONS: &[&str] = &[
     "punt",
     "session",
     "tcp",
+    "tls",
+    "quic",
+    "http",
+    "nat",
+    "nat44",
+    "nat64",
+    "nat66",
+    "acl-plugin",
+    "lcp",
+    "ikev2",
+    "ipsec",
+    "crypto-engines",
+    "vhost-user",
+    "tuntap",
+    "vlib",
+    "api-queue",
+    "l2learn",
+    "mactime",
+    "perfmon",
+    "flowprobe",
+    "dhcp",
+    "vrrp",
+    "cnat",
+    "lb",
+    "gtpu",
+    "pppoe",
+    "srv6",
+    "sr",
+    "dns",
+    "igmp",
+    "map",
+    "unittest",
 ];
 
 /// Parses and validates a startup.conf text; `plugins` is the build's plugin list (their
@@ -122,6 +210,21 @@ pub fn from_conf(
             "buffers" => buffers(s, file, &mut cfg)?,
             "api" => api(s, file, &mut cfg)?,
             "metrics" => metrics(s, file, &mut cfg)?,
+            // VPP's top-level `heapsize <size>` (no braces; `sluice_cli::conf`).
+            "heapsize" => {
+                let v = &s.tokens()[0];
+                if conf::parse_size(&v.text).is_none() {
+                    return Err(ConfError {
+                        file: file.to_string(),
+                        line: v.line,
+                        msg: format!("bad value `{}' for `heapsize': expected a size", v.text),
+                    });
+                }
+                cfg.warnings.push(format!(
+                    "{file}:{}: heapsize is accepted for VPP compatibility and ignored (Sluice has no fixed-size main heap)",
+                    s.line
+                ));
+            }
             "plugins" => {}
             n if IGNORED_SECTIONS.contains(&n) => cfg.warnings.push(format!(
                 "{file}:{}: section `{n}' is accepted for VPP compatibility and ignored",
@@ -139,39 +242,190 @@ pub fn from_conf(
     Ok(cfg)
 }
 
+/// Largest CLI script `exec` / `startup-config` read (bytes).
+pub const MAX_SCRIPT_BYTES: u64 = 4 << 20;
+
+/// `p` made absolute against the current directory (a daemon changes to `/`).
+fn absolute(p: &str) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p))
+}
+
+/// A numeric value of `key` in `lo..=hi`, or ``file:line: key N out of range lo..hi``.
+fn ranged(c: &mut SectionCursor, k: &conf::Token, lo: u64, hi: u64) -> Result<u64, ConfError> {
+    let v = c.value_u64(k)?;
+    if !(lo..=hi).contains(&v) {
+        return Err(c.error(k, &format!("{} {v} out of range {lo}..{hi}", k.text)));
+    }
+    Ok(v)
+}
+
+/// Resolves a group name or number (`gid vpp`, `gid 1000`).
+pub fn resolve_group(name: &str) -> Option<u32> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Some(n);
+    }
+    let c = std::ffi::CString::new(name).ok()?;
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    let mut res: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf's length is passed; res is set to
+    // null or to &grp.
+    let r =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut res) };
+    (r == 0 && !res.is_null()).then_some(grp.gr_gid)
+}
+
+/// Parses a `cli-listen` value: a path, or `host:port` / `:port` (TCP, loopback by default).
+fn cli_listen(c: &SectionCursor, v: &conf::Token) -> Result<CliListen, ConfError> {
+    let t = v.text.as_str();
+    if t.starts_with('/') || t.starts_with('.') || !t.contains(':') {
+        return Ok(CliListen::Unix(PathBuf::from(t)));
+    }
+    let bad = || {
+        c.error(
+            v,
+            &format!("bad cli-listen `{t}': expected a socket path or <host>:<port>"),
+        )
+    };
+    let (host, port) = t.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip: std::net::IpAddr = match host {
+        "" | "localhost" => std::net::Ipv4Addr::LOCALHOST.into(),
+        h => h.parse().map_err(|_| bad())?,
+    };
+    Ok(CliListen::Tcp(std::net::SocketAddr::new(ip, port)))
+}
+
 fn unix(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
     let mut c = SectionCursor::new(s, file);
+    let warn = |cfg: &mut StartupConfig, k: &conf::Token, why: &str| {
+        cfg.warnings
+            .push(format!("{file}:{}: unix {{ {} }}: {why}", k.line, k.text));
+    };
     while let Some(k) = c.next_key() {
         match k.text.as_str() {
             "cli-listen" => {
                 let v = c.value(k)?;
-                // VPP also accepts host:port for a TCP CLI; Sluice serves only Unix sockets.
-                if !v.text.starts_with('/') && !v.text.starts_with('.') && v.text.contains(':') {
+                cfg.unix.cli_listen = Some(cli_listen(&c, v)?);
+            }
+            "interactive" => {
+                cfg.unix.interactive = true;
+                cfg.unix.nodaemon = true;
+            }
+            "nodaemon" => cfg.unix.nodaemon = true,
+            "exec" | "startup-config" => {
+                let v = c.value(k)?;
+                let p = absolute(&v.text);
+                if let Err(e) = sluice_infra::files::read_regular(&p, MAX_SCRIPT_BYTES) {
+                    return Err(c.error(v, &format!("{}: {e}", k.text)));
+                }
+                cfg.unix.exec = Some((p, k.line))
+            }
+            "log" | "pidfile" => {
+                let v = c.value(k)?;
+                let p = absolute(&v.text);
+                let dir = p.parent().unwrap_or(std::path::Path::new("/"));
+                if !dir.is_dir() {
                     return Err(c.error(
                         v,
                         &format!(
-                            "cli-listen `{}': only Unix socket paths are supported",
+                            "{} `{}': directory {} does not exist",
+                            k.text,
+                            v.text,
+                            dir.display()
+                        ),
+                    ));
+                }
+                if p.is_dir() {
+                    return Err(c.error(v, &format!("{} `{}': is a directory", k.text, v.text)));
+                }
+                if k.text == "log" {
+                    cfg.unix.log = Some(p);
+                } else {
+                    cfg.unix.pidfile = Some(p);
+                }
+            }
+            "runtime-dir" => {
+                let v = c.value(k)?;
+                let p = absolute(&v.text);
+                if p.exists() && !p.is_dir() {
+                    return Err(c.error(v, &format!("runtime-dir `{}': not a directory", v.text)));
+                }
+                cfg.unix.runtime_dir = Some(p);
+            }
+            "capture-dir" => {
+                let v = c.value(k)?;
+                if sluice_infra::files::OutputDir::new(std::path::Path::new(&v.text)).is_none() {
+                    return Err(c.error(
+                        v,
+                        &format!(
+                            "capture-dir `{}': expected an absolute path without `..'",
                             v.text
                         ),
                     ));
                 }
-                cfg.unix.cli_listen = Some(PathBuf::from(&v.text));
+                if !std::path::Path::new(&v.text).is_dir() {
+                    return Err(c.error(v, &format!("capture-dir `{}': no such directory", v.text)));
+                }
+                cfg.unix.capture_dir = Some(PathBuf::from(&v.text));
             }
-            "interactive" => cfg.unix.interactive = true,
-            "exec" | "startup-config" => cfg.unix.exec = Some(PathBuf::from(&c.value(k)?.text)),
-            "log" => cfg.unix.log = Some(PathBuf::from(&c.value(k)?.text)),
-            "poll-sleep-usec" => cfg.unix.poll_sleep_usec = Some(c.value_u64(k)?),
+            "gid" => {
+                let v = c.value(k)?;
+                let g = resolve_group(&v.text)
+                    .ok_or_else(|| c.error(v, &format!("unknown group `{}'", v.text)))?;
+                cfg.unix.gid = Some((g, v.text.clone()));
+            }
+            "poll-sleep-usec" => cfg.unix.poll_sleep_usec = Some(ranged(&mut c, k, 0, 1_000_000)?),
             "cli-prompt" => cfg.unix.cli_prompt = Some(c.value(k)?.text.clone()),
-            "nodaemon" | "full-coredump" | "nocolor" | "nobanner" | "coredump-size" => {
-                if k.text == "coredump-size" {
-                    c.value(k)?;
-                }
+            "coredump-size" => {
+                let v = c.value(k)?;
+                cfg.unix.coredump_size = Some(if v.text == "unlimited" {
+                    None
+                } else {
+                    Some(conf::parse_size(&v.text).ok_or_else(|| {
+                        c.error(
+                            v,
+                            &format!(
+                                "bad value `{}' for `coredump-size': expected a size or unlimited",
+                                v.text
+                            ),
+                        )
+                    })?)
+                });
             }
-            "gid" | "runtime-dir" | "pidfile" | "cli-history-limit" | "cli-line-mode" => {
-                if k.text != "cli-line-mode" {
-                    c.value(k)?;
-                }
+            "cli-max-clients" => {
+                cfg.unix.cli_limits.max_clients = ranged(&mut c, k, 1, 4096)? as usize
             }
+            "cli-max-request-bytes" => {
+                cfg.unix.cli_limits.max_request =
+                    ranged(&mut c, k, 1024, sluice_cli::proto::MAX_FRAME as u64)? as usize
+            }
+            "cli-max-output-bytes" => {
+                cfg.unix.cli_limits.max_output = ranged(&mut c, k, 64 << 10, 4 << 30)? as usize
+            }
+            "cli-client-timeout" => {
+                cfg.unix.cli_limits.client_timeout =
+                    std::time::Duration::from_secs(ranged(&mut c, k, 1, 3600)?)
+            }
+            // Sluice never colours its output nor prints a banner: honoured as is.
+            "nocolor" | "nobanner" => {}
+            "full-coredump" => warn(
+                cfg,
+                k,
+                "ignored (core dumps follow the kernel's coredump_filter; see coredump-size)",
+            ),
+            "cli-history-limit" => {
+                ranged(&mut c, k, 0, 1_000_000)?;
+                warn(cfg, k, "ignored (sluicectl keeps its own history)");
+            }
+            "cli-line-mode" => warn(cfg, k, "ignored (sluicectl edits lines itself)"),
+            "cli-no-pager" => warn(cfg, k, "ignored (the CLI has no pager)"),
+            "cli-pager-buffer-limit" => {
+                c.value_u64(k)?;
+                warn(cfg, k, "ignored (the CLI has no pager)");
+            }
+            "nosyslog" => cfg.unix.nosyslog = true,
             _ => return Err(c.unknown(k)),
         }
     }
@@ -230,12 +484,36 @@ fn cpu(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError
                 }
                 cfg.cpu.workers = cores.into_iter().map(Some).collect();
             }
-            "skip-cores" | "scheduler-priority" => {
-                c.value_u64(k)?;
+            "skip-cores" => {
+                ranged(&mut c, k, 0, ncpu as u64)?;
+                cfg.warnings.push(format!(
+                    "{file}:{}: cpu {{ skip-cores }}: ignored (give main-core / corelist-workers)",
+                    k.line
+                ));
             }
-            "relative" => {}
+            "scheduler-priority" => {
+                ranged(&mut c, k, 0, 99)?;
+                cfg.warnings.push(format!("{file}:{}: cpu {{ scheduler-priority }}: ignored (threads keep the default policy)", k.line));
+            }
+            "relative" => cfg.warnings.push(format!(
+                "{file}:{}: cpu {{ relative }}: ignored (core numbers are absolute)",
+                k.line
+            )),
             "scheduler-policy" => {
-                c.value(k)?;
+                let v = c.value(k)?;
+                if !["rr", "fifo", "batch", "idle", "other"].contains(&v.text.as_str()) {
+                    return Err(c.error(
+                        v,
+                        &format!(
+                            "bad scheduler-policy `{}': expected rr, fifo, batch, idle or other",
+                            v.text
+                        ),
+                    ));
+                }
+                cfg.warnings.push(format!(
+                    "{file}:{}: cpu {{ scheduler-policy }}: ignored (threads keep the default policy)",
+                    k.line
+                ));
             }
             _ => return Err(c.unknown(k)),
         }
@@ -296,6 +574,10 @@ fn buffers(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfE
             "shared" => cfg.buffers.shared = true,
             "layout" | "numa-mask" => {
                 c.value(k)?;
+                cfg.warnings.push(format!(
+                    "{file}:{}: buffers {{ {} }}: ignored (one pool, one NUMA node)",
+                    k.line, k.text
+                ));
             }
             _ => return Err(c.unknown(k)),
         }
@@ -409,15 +691,18 @@ mod tests {
 
     #[test]
     fn accepts_vpp_style_config() {
+        let script = std::env::temp_dir().join(format!("sluice-conf-{}.cli", std::process::id()));
+        std::fs::write(&script, "show int\n").unwrap();
         let c = parse(
-            "unix {\n  nodaemon\n  cli-listen /tmp/x.sock\n  exec /tmp/s.cli\n}\n# comment\ncpu { main-core 0 workers 1 }\nbuffers { buffers-per-numa 4096 default data-size 2048 page-size 4k }\nstatseg { socket-name /run/vpp/stats.sock }\n",
+            &format!("unix {{\n  nodaemon\n  cli-listen /tmp/x.sock\n  exec {}\n}}\n# comment\ncpu {{ main-core 0 workers 1 }}\nbuffers {{ buffers-per-numa 4096 default data-size 2048 page-size 4k }}\nstatseg {{ socket-name /run/vpp/stats.sock }}\n", script.display()),
             "t.conf",
             &sluice_plugins::all(),
         )
         .unwrap();
+        std::fs::remove_file(&script).unwrap();
         assert_eq!(
-            c.unix.cli_listen.as_deref(),
-            Some(std::path::Path::new("/tmp/x.sock"))
+            c.unix.cli_listen,
+            Some(CliListen::Unix(PathBuf::from("/tmp/x.sock")))
         );
         assert_eq!(c.cpu.workers.len(), 1);
         assert_eq!(c.buffers.buffers, 4096);

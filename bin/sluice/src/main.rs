@@ -3,14 +3,20 @@
 //! `sluice [-c startup.conf] [--check] [--demo [--seconds N]] [inline config ...]` parses the
 //! startup configuration, builds the graph, starts the worker threads and serves the CLI on a
 //! Unix socket (`sluicectl` connects there) from the main thread's dispatcher loop.
+//!
+//! As VPP, it daemonises unless `unix { nodaemon }` (or `interactive`, or `--demo`) is given
+//! (see [`daemon`]). Signals: SIGTERM and SIGINT stop it cleanly (a running `ping` or
+//! `ip route add count` stops early); SIGHUP reopens the log file; SIGPIPE is ignored.
 
 mod config;
+mod daemon;
 mod demo;
 mod server;
 
 use clap::Parser;
 use sluice_cli::{script, Args, CliError, CommandTree};
 use sluice_graph::Vlib;
+use sluice_infra::unix_socket::{self, SocketPerms};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,37 +49,25 @@ struct Opts {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static HUP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGHUP {
+        HUP.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
 fn install_signals() {
-    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    // SAFETY: the handler only stores to atomics (async-signal-safe).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGHUP, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
-
-struct Logger;
-impl log::Log for Logger {
-    fn enabled(&self, m: &log::Metadata) -> bool {
-        m.level() <= log::Level::Info
-    }
-    fn log(&self, r: &log::Record) {
-        if self.enabled(r.metadata()) {
-            eprintln!(
-                "sluice: {}: {}",
-                r.level().as_str().to_lowercase(),
-                r.args()
-            );
-        }
-    }
-    fn flush(&self) {}
-}
-static LOGGER: Logger = Logger;
 
 /// Daemon-level state reachable from CLI handlers.
 #[derive(Default)]
@@ -81,10 +75,6 @@ pub struct Daemon {
     tree: Option<Arc<CommandTree<Vlib>>>,
     quit: bool,
     exec_depth: usize,
-}
-
-fn default_socket() -> PathBuf {
-    sluice_cli::proto::default_cli_socket()
 }
 
 /// Adds the daemon's own commands to the tree the core and the plugins registered.
@@ -116,19 +106,54 @@ fn cli_exec(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 /// Runs a CLI script; the first failing command stops it with `file:line: error`.
+///
+/// The file must be a regular file of at most [`config::MAX_SCRIPT_BYTES`] (a FIFO or device
+/// is refused without blocking). Errors never show the file's content beyond the token that
+/// failed, and not even that when the line does not start with a command-like word (so `exec`
+/// on a secret file does not print it). A stop request (SIGTERM) ends the script early.
 pub fn run_script(vm: &mut Vlib, tree: &CommandTree<Vlib>, file: &Path) -> Result<String, String> {
-    let text = std::fs::read(file).map_err(|e| format!("cannot read `{}': {e}", file.display()))?;
+    let text = sluice_infra::files::read_regular(file, config::MAX_SCRIPT_BYTES)
+        .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&text);
     let cmds = script::split_script(&text)
         .map_err(|e| format!("{}:{}: {}", file.display(), e.line, e.msg))?;
     let mut out = String::new();
     for (line, cmd) in cmds {
+        if vm
+            .ext::<sluice_cli::Interrupt>()
+            .is_some_and(|i| i.requested())
+        {
+            return Err(format!("{}:{line}: interrupted", file.display()));
+        }
         match tree.execute(vm, &cmd) {
             Ok(s) => out.push_str(&s),
-            Err(e) => return Err(format!("{}:{}: {}", file.display(), line, e)),
+            Err(e) => {
+                return Err(format!(
+                    "{}:{}: {}",
+                    file.display(),
+                    line,
+                    script_error(&cmd, &e)
+                ))
+            }
         }
     }
     Ok(out)
+}
+
+/// The message for a failed script line: the command's own error, unless the line's first
+/// word is not command-like (letters, digits, `-_.`, at most 32 characters), which is
+/// reported without quoting it.
+fn script_error(cmd: &str, e: &CliError) -> String {
+    let first = cmd.split_whitespace().next().unwrap_or("");
+    let wordlike = first.len() <= 32
+        && first
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !wordlike && e.msg.contains(&sluice_cli::error::clip(first)) {
+        "not a CLI command (line not shown)".to_string()
+    } else {
+        e.msg.clone()
+    }
 }
 
 fn cli_quit(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -170,7 +195,8 @@ fn load_config(
     plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
 ) -> Result<config::StartupConfig, String> {
     if let Some(path) = &o.config {
-        let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = sluice_infra::files::read_regular(path, config::MAX_SCRIPT_BYTES)
+            .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&text);
         return config::parse(&text, &path.display().to_string(), plugins)
             .map_err(|e| e.to_string());
@@ -199,71 +225,161 @@ fn main() -> ExitCode {
         println!("configuration OK");
         return ExitCode::SUCCESS;
     }
-    let _ = log::set_logger(&LOGGER);
-    log::set_max_level(log::LevelFilter::Info);
-    for w in &cfg.warnings {
-        log::warn!("{w}");
-    }
     if o.demo && cfg.cpu.workers.is_empty() {
         cfg.cpu.workers = vec![None; o.demo_workers];
     }
-    install_signals();
-
-    let entries = cfg.plugins.entries(&plugins);
-    let staged = std::mem::take(&mut cfg.staged);
-    let (mut vm, mut tree) =
-        match sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged) {
-            Ok(a) => (a.vm, a.cli),
+    let foreground = cfg.unix.nodaemon || o.demo;
+    // Before forking: what can fail here is reported on the terminal.
+    let pre = (|| -> Result<Option<(PathBuf, std::fs::File)>, String> {
+        if let Some((g, name)) = &cfg.unix.gid {
+            daemon::set_group(*g, name)?;
+        }
+        if let Some(c) = cfg.unix.coredump_size {
+            daemon::set_core_limit(c)?;
+        }
+        cfg.unix
+            .log
+            .as_ref()
+            .map(|p| daemon::open_log(p).map(|f| (p.clone(), f)))
+            .transpose()
+    })();
+    let log_file = match pre {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut ready = if foreground {
+        daemon::Readiness::foreground()
+    } else {
+        match daemon::daemonize() {
+            Ok(r) => r,
             Err(e) => {
                 eprintln!("sluice: {e}");
                 return ExitCode::from(1);
             }
-        };
+        }
+    };
+    let logger = Arc::new(daemon::Logger::new(
+        foreground,
+        !foreground && !cfg.unix.nosyslog,
+        log_file,
+    ));
+    let _ = log::set_logger(Box::leak(Box::new(LogRef(logger.clone()))));
+    log::set_max_level(log::LevelFilter::Info);
+    for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
+    install_signals();
+    match run(&o, &mut cfg, &plugins, &mut ready, &logger) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            if ready.daemonised() {
+                ready.fail(&e);
+            } else if cfg.unix.log.is_some() {
+                // The logger wrote it to the file and stderr already.
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Shares the logger between `log` and the SIGHUP handler in the main loop.
+struct LogRef(Arc<daemon::Logger>);
+
+impl log::Log for LogRef {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        self.0.enabled(m)
+    }
+    fn log(&self, r: &log::Record) {
+        self.0.log(r)
+    }
+    fn flush(&self) {}
+}
+
+/// Starts the runtime and serves until stopped.
+fn run(
+    o: &Opts,
+    cfg: &mut config::StartupConfig,
+    plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
+    ready: &mut daemon::Readiness,
+    logger: &daemon::Logger,
+) -> Result<(), String> {
+    let _pidfile = cfg
+        .unix
+        .pidfile
+        .as_ref()
+        .map(|p| daemon::Pidfile::write(p))
+        .transpose()?;
+    let perms = SocketPerms {
+        mode: 0o660,
+        group: cfg.unix.gid.as_ref().map(|g| g.0),
+    };
+    // The runtime directory holds the default sockets (CLI, API, stats), as VPP's.
+    let rdir = cfg.unix.runtime_dir();
+    unix_socket::ensure_dir(&rdir, &rdir, &perms).map_err(|e| format!("runtime-dir: {e}"))?;
+
+    let entries = cfg.plugins.entries(plugins);
+    let staged = std::mem::take(&mut cfg.staged);
+    let (mut vm, mut tree) =
+        sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged)
+            .map(|a| (a.vm, a.cli))
+            .map_err(|e| e.to_string())?;
     add_daemon_commands(&mut tree);
     let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());
+    *vm.ext_mut::<sluice_cli::Interrupt>() = sluice_cli::Interrupt::new(&STOP);
+    if let Some(d) = &cfg.unix.capture_dir {
+        let od = sluice_infra::files::OutputDir::new(d)
+            .ok_or_else(|| format!("capture-dir {}: not an absolute path", d.display()))?;
+        *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(od);
+    }
 
-    let sock = cfg.unix.cli_listen.clone().unwrap_or_else(default_socket);
-    let mut srv = match server::CliServer::bind(&sock) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("sluice: cannot listen on {}: {e}", sock.display());
-            return ExitCode::from(1);
+    let prompt = cfg
+        .unix
+        .cli_prompt
+        .clone()
+        .unwrap_or_else(|| "sluice# ".into());
+    let ep = cfg.unix.cli_endpoint();
+    let eps = match &ep {
+        config::CliListen::Unix(p) => vec![server::Endpoint::Unix(p, perms)],
+        config::CliListen::Tcp(a) => {
+            if !a.ip().is_loopback() {
+                log::warn!(
+                    "cli-listen {a}: the CLI is reachable from the network, with no authentication"
+                );
+            }
+            vec![server::Endpoint::Tcp(*a)]
         }
     };
+    let mut srv = server::CliServer::bind(&eps, cfg.unix.cli_limits, &prompt)
+        .map_err(|e| format!("cannot listen: {e}"))?;
     log::info!(
-        "{} thread(s), CLI on {} (sluicectl -s {})",
+        "{} thread(s), CLI on {}{}",
         vm.n_threads(),
-        srv.path().display(),
-        srv.path().display()
+        srv.describe(),
+        match &ep {
+            config::CliListen::Unix(p) => format!(" (sluicectl -s {})", p.display()),
+            config::CliListen::Tcp(_) => String::new(),
+        }
     );
 
-    if let Some(file) = &cfg.unix.exec {
-        if let Err(e) = run_script(&mut vm, &tree, file) {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
+    if let Some((file, _)) = &cfg.unix.exec {
+        run_script(&mut vm, &tree, file)?;
     }
 
     let mut demo = if o.demo {
-        match demo::Demo::start(&mut vm, &tree, o.seconds) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                eprintln!("sluice: demo: {e}");
-                return ExitCode::from(1);
-            }
-        }
+        Some(demo::Demo::start(&mut vm, &tree, o.seconds).map_err(|e| format!("demo: {e}"))?)
     } else {
         None
     };
-    let console = cfg.unix.interactive.then(|| {
-        demo::Console::start(
-            cfg.unix
-                .cli_prompt
-                .clone()
-                .unwrap_or_else(|| "sluice# ".into()),
-        )
-    });
+    let console = cfg
+        .unix
+        .interactive
+        .then(|| demo::Console::start(prompt.clone()));
+    ready.ok();
 
     let clock = vm.shared.clock;
     let poll_every = (clock.hz() / 1000.0) as u64; // check the CLI socket every 1 ms when busy
@@ -271,9 +387,15 @@ fn main() -> ExitCode {
     let idle_sleep_ms = cfg
         .unix
         .poll_sleep_usec
-        .map(|u| (u / 1000).max(1) as i32)
+        .map(|u| (u / 1000).clamp(1, 1000) as i32)
         .unwrap_or(100);
     while !STOP.load(Ordering::Relaxed) {
+        if HUP.swap(false, Ordering::Relaxed) {
+            match logger.reopen() {
+                Some(m) => log::info!("{m}"),
+                None => log::info!("SIGHUP: no log file to reopen; ignored"),
+            }
+        }
         let n = vm.run_main_once();
         let busy = n > 0 || vm.main_wants_poll() || demo.as_ref().is_some_and(|d| d.running());
         let now = clock.now_tsc();
@@ -308,7 +430,6 @@ fn main() -> ExitCode {
                 srv.close(req.client);
             }
         }
-        srv.reap();
         if let Some(c) = &console {
             if c.serve(&mut vm, &tree) {
                 break;
@@ -326,5 +447,5 @@ fn main() -> ExitCode {
         log::warn!("{} buffers still in use at exit", s.in_use);
     }
     log::info!("stopped");
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -91,8 +91,9 @@ impl Netns {
         std::fs::write(
             &conf,
             format!(
-                "unix {{\n  nodaemon\n  cli-listen {}\n}}\nbuffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}\n",
-                sock.display()
+                "unix {{\n  nodaemon\n  cli-listen {}\n  capture-dir {}\n}}\nbuffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}\n",
+                sock.display(),
+                dir.display()
             ),
         )
         .unwrap();

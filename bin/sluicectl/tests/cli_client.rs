@@ -231,3 +231,62 @@ fn piped_stdin_keeps_going_after_an_error_and_exits_1() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn refuses_a_path_that_is_not_a_socket() {
+    let dir = TempDir::new("notsock");
+    let f = dir.path("cli.sock");
+    std::fs::write(&f, "not a socket").unwrap();
+    let o = run(&f, &["show", "version"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "sluicectl: refusing {}: it exists and is not a socket (not removing it)\n",
+            f.display()
+        )
+    );
+    // A symlink to a real socket is refused too: the path itself must be the socket.
+    let real = dir.path("real.sock");
+    fake_daemon(&real);
+    let link = dir.path("link.sock");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = run(&link, &["show", "version"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+#[test]
+fn refuses_a_socket_in_a_world_writable_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("worldw");
+    let sock = dir.path("cli.sock");
+    fake_daemon(&sock);
+    assert_eq!(run(&sock, &["x"]).status.code(), Some(0));
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = run(&sock, &["x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("is writable by others (mode 1777)"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing was sent");
+}
+
+#[test]
+fn vppctl_is_the_same_client_under_vpps_name() {
+    let dir = TempDir::new("vppctl");
+    let sock = dir.path("cli.sock");
+    fake_daemon(&sock);
+    let o = Command::new(env!("CARGO_BIN_EXE_vppctl"))
+        .arg("-s")
+        .arg(&sock)
+        .args(["show", "version"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "echo: show version\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_vppctl"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("vppctl"), "{}", text(&o.stdout));
+}

@@ -19,6 +19,10 @@
 use crate::args::parse_u64;
 use crate::error::clip;
 
+/// Top-level keys that take one value instead of a `{ ... }` block (VPP's `heapsize 2G`):
+/// parsed as a section whose only token is the value.
+pub const VALUE_SECTIONS: &[&str] = &["heapsize"];
+
 /// Deepest brace nesting accepted, the section's own braces included.
 pub const MAX_DEPTH: usize = 16;
 
@@ -214,6 +218,21 @@ pub fn parse(text: &str, file: &str) -> Result<ConfFile, ConfError> {
         }
         match toks.get(i + 1) {
             Some(t) if t.text == "{" => {}
+            Some(v) if VALUE_SECTIONS.contains(&name.text.as_str()) && v.text != "}" => {
+                cf.sections.push(Section {
+                    name: name.text.clone(),
+                    line: name.line,
+                    items: vec![Item {
+                        key: v.text.clone(),
+                        values: Vec::new(),
+                        line: v.line,
+                        block: None,
+                    }],
+                    tokens: vec![v.clone()],
+                });
+                i += 2;
+                continue;
+            }
             _ => {
                 return Err(error(
                     file,
@@ -543,6 +562,19 @@ mod tests {
         assert_eq!(
             err("unix { a }\ndpdk {\n dev x {\n  name y\n }\n"),
             "a.conf:2: unbalanced `{' in section `dpdk'"
+        );
+    }
+
+    #[test]
+    fn heapsize_takes_a_value_without_braces() {
+        let cf = parse("heapsize 2G\nunix { nodaemon }\n", "h.conf").unwrap();
+        assert_eq!(cf.sections.len(), 2);
+        assert_eq!(cf.sections[0].name, "heapsize");
+        assert_eq!(texts(&cf.sections[0]), vec!["2G"]);
+        assert_eq!(cf.sections[1].name, "unix");
+        assert_eq!(
+            err("heapsize\n"),
+            "a.conf:1: expected `{' after section name `heapsize'"
         );
     }
 

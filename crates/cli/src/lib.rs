@@ -9,7 +9,8 @@
 //!   blocks spanning lines;
 //! - [`conf`]: the startup.conf parser (VPP brace syntax) with `file:line` errors and a
 //!   [`conf::SectionCursor`] for typed validation;
-//! - [`proto`]: the framing of the CLI socket shared by `sluice` and `sluicectl`.
+//! - [`proto`]: the framing of the CLI socket shared by `sluice` and `sluicectl`;
+//! - [`Interrupt`]: the stop request long-running handlers check.
 //!
 //! Nothing here panics on user input: garbage lines and files give a clean error. Only
 //! registering a command wrongly (twice, empty path) panics, at start-up.
@@ -39,10 +40,12 @@
 pub mod args;
 pub mod conf;
 pub mod error;
+pub mod interrupt;
 pub mod proto;
 pub mod script;
 pub mod tree;
 
 pub use args::Args;
 pub use error::CliError;
+pub use interrupt::Interrupt;
 pub use tree::{CommandTree, Handler};

@@ -7,7 +7,6 @@ use crate::trace::format_time;
 use crate::vlib::Vlib;
 use sluice_cli::{Args, CliError, CommandTree};
 use std::fmt::Write;
-use std::path::PathBuf;
 
 /// Registers the runtime's commands.
 pub fn register(t: &mut CommandTree<Vlib>) {
@@ -397,7 +396,7 @@ fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         max: 100,
         max_bytes_per_pkt: 512,
         intfc: None,
-        file: PathBuf::new(),
+        file: String::new(),
     };
     let mut file: Option<String> = None;
     while !args.is_empty() {
@@ -442,16 +441,16 @@ fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         }
         .to_string()
     });
-    // VPP writes under /tmp; a name with a slash is taken as a path.
-    cfg.file = if name.contains('/') {
-        PathBuf::from(&name)
-    } else {
-        PathBuf::from("/tmp").join(&name)
-    };
+    // VPP writes under /tmp; Sluice under the capture directory (`unix { capture-dir }`).
+    cfg.file = name;
+    let dir = vm
+        .ext::<crate::pcap::CaptureDir>()
+        .cloned()
+        .unwrap_or_default();
     vm.shared
         .pcap
-        .start(cfg.clone())
-        .map_err(|e| CliError::new(format!("cannot create `{}': {e}", cfg.file.display())))?;
+        .start(&dir.0, cfg)
+        .map_err(|e| CliError::new(e.to_string()))?;
     Ok(String::new())
 }
 

@@ -1,9 +1,17 @@
 //! pcap files: the `pcap trace rx tx drop ...` dispatch capture and a streaming writer used by
 //! drivers (e.g. `packet-generator capture`). Files are standard libpcap (microsecond,
 //! Ethernet link type) readable by tcpdump and Wireshark.
+//!
+//! Every capture file goes to one directory, [`CaptureDir`] (`unix { capture-dir }`, `/tmp`
+//! by default as VPP): a CLI name is a file name or an absolute path directly in it; other
+//! paths and `..` are refused with an error saying where files may go. Files are created
+//! owner-only under a fresh name and renamed over the target
+//! ([`sluice_infra::files::OutputDir::create`]): an existing file or a symlink at the name is
+//! replaced, never written through.
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::DataLink;
+use sluice_infra::files::{FileError, OutputDir};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -30,10 +38,45 @@ pub struct PcapSink {
     path: PathBuf,
 }
 
+/// The directory capture files are written to (a `Vlib` extension set by the daemon from
+/// `unix { capture-dir }`; `/tmp` when unset).
+#[derive(Clone, Debug, Default)]
+pub struct CaptureDir(pub OutputDir);
+
+/// Why a capture file could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The name or the file system refused.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// Writing the pcap header failed.
+    #[error("cannot write `{path}': {source}")]
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
 impl PcapSink {
-    /// Creates (truncates) `path` and writes the pcap file header.
+    /// Creates the capture file `name` in `dir` (see the module doc) and writes the pcap
+    /// file header.
+    pub fn create_in(dir: &OutputDir, name: &str, snaplen: u32) -> Result<PcapSink, CaptureError> {
+        let (f, path) = dir.create(name)?;
+        PcapSink::with_file(f, &path, snaplen).map_err(|source| CaptureError::Header {
+            path: path.clone(),
+            source,
+        })
+    }
+
+    /// Creates (truncates) `path` and writes the pcap file header. Not confined: for tests
+    /// and tools; CLI paths go through [`PcapSink::create_in`].
     pub fn create(path: &Path, snaplen: u32) -> std::io::Result<PcapSink> {
-        let f = File::create(path)?;
+        PcapSink::with_file(File::create(path)?, path, snaplen)
+    }
+
+    fn with_file(f: File, path: &Path, snaplen: u32) -> std::io::Result<PcapSink> {
         let hdr = PcapHeader {
             snaplen,
             datalink: DataLink::ETHERNET,
@@ -79,8 +122,8 @@ pub struct PcapTraceConfig {
     pub max_bytes_per_pkt: u32,
     /// Only packets received on / sent to this interface.
     pub intfc: Option<u32>,
-    /// Output file.
-    pub file: PathBuf,
+    /// Output file name (a name in, or a path directly inside, the capture directory).
+    pub file: String,
 }
 
 struct PcapTraceState {
@@ -98,11 +141,11 @@ pub struct PcapTrace {
 }
 
 impl PcapTrace {
-    /// Starts a capture, replacing any running one.
-    pub fn start(&self, cfg: PcapTraceConfig) -> std::io::Result<()> {
+    /// Starts a capture into `dir`, replacing any running one.
+    pub fn start(&self, dir: &OutputDir, cfg: PcapTraceConfig) -> Result<(), CaptureError> {
         // The file's snaplen stays 65535 (some readers reject orig_len > snaplen); packets are
         // truncated to max_bytes_per_pkt when written.
-        let sink = PcapSink::create(&cfg.file, 65535)?;
+        let sink = PcapSink::create_in(dir, &cfg.file, 65535)?;
         let mut st = self.lock();
         self.points.store(cfg.points, Ordering::Release);
         *st = Some(PcapTraceState {

@@ -1,7 +1,7 @@
 //! Sluice infrastructure (VPP's vppinfra): the calibrated TSC [`clock`], the hierarchical
 //! [`timer`] wheel, index [`pool`]s with free lists, fixed-size [`bitmap`]s and
-//! [`epoch`]-based deferred reclamation for tables read without locks. Depends on nothing
-//! of ours.
+//! [`epoch`]-based deferred reclamation for tables read without locks, listening
+//! [`unix_socket`]s and control-plane [`files`] opened safely. Depends on nothing of ours.
 
 #![warn(missing_docs)]
 
@@ -9,5 +9,7 @@ pub mod bihash;
 pub mod bitmap;
 pub mod clock;
 pub mod epoch;
+pub mod files;
 pub mod pool;
 pub mod timer;
+pub mod unix_socket;

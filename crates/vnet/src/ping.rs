@@ -45,6 +45,10 @@ impl<A> PingState<A> {
     }
 }
 
+/// Longest a CLI ping may run (`repeat` × `interval`), seconds: the CLI serves one command
+/// at a time, so a ping holds the other sessions for that long.
+pub const MAX_PING_SECONDS: f64 = 60.0;
+
 /// `[source <interface>] [table <id>] [repeat <n>] [size <bytes>] [interval <sec>]`.
 pub struct PingArgs {
     /// Source interface.
@@ -84,6 +88,13 @@ impl PingArgs {
                 a.finish()?;
             }
         }
+        let total = p.repeat as f64 * p.interval;
+        if total > MAX_PING_SECONDS {
+            return Err(CliError::new(format!(
+                "ping would run up to {total:.0} s (repeat {} x interval {}); the limit is {MAX_PING_SECONDS:.0} s",
+                p.repeat, p.interval
+            )));
+        }
         Ok(p)
     }
 }
@@ -107,11 +118,21 @@ pub fn run<A: Copy + std::fmt::Display>(
     let clock = vm.shared.clock;
     let mut out = String::new();
     let mut received = 0u32;
+    let mut sent = 0u32;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     for seq in 1..=o.repeat as u16 {
+        if intr.requested() {
+            out.push_str("interrupted\n");
+            break;
+        }
         let Some(b) = vm.main.bufs().alloc_with(&packet(id, seq)) else {
             out.push_str("no buffers\n");
             break;
         };
+        sent += 1;
         // SAFETY: just allocated, owned here until injected.
         let v = unsafe { vm.pool.buffer(b) };
         v.hdr.rx_if = 0;
@@ -122,7 +143,7 @@ pub fn run<A: Copy + std::fmt::Display>(
         // Run the graph until the reply arrives or the interval passes.
         let deadline = clock.now_secs() + o.interval;
         let mut got = None;
-        while clock.now_secs() < deadline {
+        while clock.now_secs() < deadline && !intr.requested() {
             vm.run_main_once();
             if let Ok(mut r) = state.replies.lock() {
                 if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
@@ -145,11 +166,10 @@ pub fn run<A: Copy + std::fmt::Display>(
         }
     }
     state.id.store(0, Ordering::Relaxed);
-    let loss = 100.0 * (o.repeat - received) as f64 / o.repeat as f64;
+    let loss = 100.0 * (sent - received) as f64 / sent.max(1) as f64;
     let _ = writeln!(
         out,
-        "\nStatistics: {} sent, {received} received, {loss:.0}% packet loss",
-        o.repeat
+        "\nStatistics: {sent} sent, {received} received, {loss:.0}% packet loss"
     );
     out
 }

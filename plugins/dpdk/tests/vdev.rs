@@ -40,7 +40,11 @@ fn send_and_capture(
     frames: &[Vec<u8>],
 ) -> Vec<Vec<u8>> {
     let inp = dir.join(format!("{src}-in.pcap"));
-    let out = dir.join(format!("{dst}-out.pcap"));
+    // Captures may only be written directly under /tmp (the CLI's file policy).
+    let out = std::path::PathBuf::from(format!(
+        "/tmp/sluice-dpdk-{}-{src}-{dst}.pcap",
+        std::process::id()
+    ));
     write_pcap(&inp, frames);
     rt.ok(&format!(
         "packet-generator capture {dst} pcap {} count {}",
@@ -60,6 +64,7 @@ fn send_and_capture(
     rt.run_for(Duration::from_millis(50));
     rt.ok(&format!("packet-generator capture {dst} disable"));
     let got = read_pcap(&out);
+    let _ = std::fs::remove_file(&out);
     assert!(done, "only {} of {n} frames reached {dst}", got.len());
     got
 }

@@ -258,7 +258,7 @@ impl Ctl {
                 if let Some(l) = s.listener.take() {
                     drop(l);
                     if !s.path.starts_with('@') {
-                        let _ = std::fs::remove_file(&s.path);
+                        sluice_infra::unix_socket::remove_socket(std::path::Path::new(&s.path));
                     }
                 }
             }
@@ -487,7 +487,7 @@ impl Ctl {
 
 fn close_listener(s: SockEnt) {
     if s.listener.is_some() && !s.path.starts_with('@') {
-        let _ = std::fs::remove_file(&s.path);
+        sluice_infra::unix_socket::remove_socket(std::path::Path::new(&s.path));
     }
 }
 

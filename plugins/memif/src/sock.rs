@@ -62,38 +62,35 @@ pub fn connect(path: &str) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Listens on `path`. A stale socket file nobody listens on is replaced; one in use is an
-/// error.
+/// Listens on `path` under `sluice_infra::unix_socket`'s rules: the directory is created
+/// `0700` or must be owned by this user (or root) and not writable by others, a stale socket
+/// nobody listens on is replaced, a live one or anything that is not a socket is an error
+/// (never removed); the socket gets mode `0660`.
 pub fn listen(path: &str) -> io::Result<OwnedFd> {
+    use sluice_infra::unix_socket::{self as us, SocketPerms};
     let (a, len) = sockaddr(path)?;
-    if !path.starts_with('@') {
-        let p = std::path::Path::new(path);
-        if p.exists() {
-            if connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("`{path}' is in use by another process"),
-                ));
-            }
-            let _ = std::fs::remove_file(p);
-        } else if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
+    let file = (!path.starts_with('@')).then(|| std::path::Path::new(path));
+    if let Some(p) = file {
+        us::prepare(p, &SocketPerms::default()).map_err(|e| io::Error::new(e.kind(), e))?;
     }
     let fd = socket()?;
-    // SAFETY: a/len describe a valid sockaddr_un; plain syscalls on our fd.
-    unsafe {
-        if libc::bind(
+    // SAFETY: a/len describe a valid sockaddr_un; plain syscall on our fd.
+    let r = us::with_private_umask(|| unsafe {
+        libc::bind(
             fd.as_raw_fd(),
             &a as *const libc::sockaddr_un as *const libc::sockaddr,
             len,
-        ) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::listen(fd.as_raw_fd(), 16) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        )
+    });
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if let Some(p) = file {
+        us::set_perms(p, &SocketPerms::default()).map_err(|e| io::Error::new(e.kind(), e))?;
+    }
+    // SAFETY: plain syscall on our fd.
+    if unsafe { libc::listen(fd.as_raw_fd(), 16) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(fd)
 }

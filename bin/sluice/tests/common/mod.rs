@@ -33,8 +33,9 @@ impl Daemon {
         std::fs::write(
             &conf,
             format!(
-                "unix {{\n  nodaemon\n  cli-listen {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
-                sock.display()
+                "unix {{\n  nodaemon\n  cli-listen {}\n  capture-dir {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
+                sock.display(),
+                dir.display()
             ),
         )
         .unwrap();

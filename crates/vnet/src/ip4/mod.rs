@@ -581,6 +581,11 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
+    crate::routes::check_route_count(count, del)?;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl
@@ -601,8 +606,17 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         if len == 0 { 0 } else { 1u64 << (32 - len) },
     );
     let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, &w)?;
+    ctl.vrfs.apply_static(
+        fib,
+        count,
+        nth,
+        len,
+        del,
+        paths.drop,
+        &resolved,
+        &w,
+        &|| intr.requested(),
+    )?;
     Ok(String::new())
 }
 
@@ -774,6 +788,23 @@ pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> O
     let c = control(vm).ok()?;
     let ctl = lock(&c);
     ctl.shared.ifs.get(i as usize).map(f)
+}
+
+/// The read side the IPv4 nodes share (FIB, adjacencies, interface attributes), for a
+/// plugin's nodes that look routes up or read interface addresses (NAT44 asks whether a
+/// destination is reached through an outside interface). None before [`init`].
+pub fn shared(vm: &mut Vlib) -> Option<Arc<Ip4Shared>> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    Some(ctl.shared.clone())
+}
+
+/// The FIB index of IPv4 table `id` (`ip table add <id>`; table 0 is FIB index 0), for
+/// plugins that take a `vrf <id>` argument.
+pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.vrfs.fib_of(id)
 }
 
 /// Number of IPv4 routes (benchmarks, tests).

@@ -565,6 +565,11 @@ pub fn cli_route(
 ) -> Result<String, CliError> {
     let (p, len) = parse_prefix(w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv6Addr::from))?;
+    crate::routes::check_route_count(count, del)?;
+    let intr = vm
+        .ext::<sluice_cli::Interrupt>()
+        .copied()
+        .unwrap_or_default();
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl
@@ -596,7 +601,9 @@ pub fn cli_route(
             .and_then(|o| base.checked_add(o))
     };
     ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w)?;
+        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w, &|| {
+            intr.requested()
+        })?;
     Ok(String::new())
 }
 

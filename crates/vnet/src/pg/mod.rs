@@ -31,7 +31,6 @@ use sluice_infra::clock::rdtsc;
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -604,9 +603,14 @@ fn cli_capture(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             a.finish()?;
         }
     }
-    let file = PathBuf::from(file.ok_or_else(|| CliError::new("missing `pcap <file>'"))?);
-    let sink = PcapSink::create(&file, 65535)
-        .map_err(|e| CliError::new(format!("cannot create `{}': {e}", file.display())))?;
+    let file = file.ok_or_else(|| CliError::new("missing `pcap <file>'"))?;
+    // Confined to the capture directory (`unix { capture-dir }`, sluice_graph::pcap).
+    let dir = vm
+        .ext::<sluice_graph::pcap::CaptureDir>()
+        .cloned()
+        .unwrap_or_default();
+    let sink =
+        PcapSink::create_in(&dir.0, &file, 65535).map_err(|e| CliError::new(e.to_string()))?;
     let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
     caps.insert(idx.0, Capture { sink, limit: count });
     sh.any_capture.store(true, Ordering::Relaxed);

@@ -1,0 +1,899 @@
+//! The `p4 ...` commands and the control-plane state of loaded programs.
+//!
+//! ```text
+//! p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]
+//!         [no-flat] [no-resolve] [no-redundant] [no-dual]
+//! p4 unload [<name>]
+//! show p4 program [<name>]
+//! p4 table add <prog> <table> <action> key <v>... [priority <p>] param <v>...
+//! p4 table del <prog> <table> key <v>... [priority <p>]
+//! p4 table show <prog> <table>
+//! p4 table clear <prog> <table>
+//! show p4 counter <prog> <counter> [<index>]
+//! show p4 register <prog> <register> [<index>]
+//! p4 meter set <prog> <meter> <index> cir <rate> cburst <n> pir <rate> pburst <n>
+//! ```
+//!
+//! Key values: exact `v`; lpm `v/len` (or `v` for a full-length prefix); ternary `v&&&mask`,
+//! `v` (all bits) or `*`; range `lo..hi`, `v` or `*`. Values are decimal, `0x` hex, dotted
+//! IPv4 or colon MAC.
+
+use crate::exec::{MeterConf, Shared, ThreadState};
+use crate::ir::{EntrySpec, Match, MatchKind, Opts, Program};
+use crate::node::{self, Loaded, Mode, NodeState, P4Node};
+use crate::table::TableError;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{NodeIndex, NodeKind, NodeRegistration, Vlib};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// A loaded program (main thread).
+pub struct LoadedProg {
+    pub file: String,
+    pub loaded: Arc<Loaded>,
+    /// The master copy of the tables (validates changes, answers `show`).
+    pub master: ThreadState,
+    /// Nodes in use: entry first, then the segment nodes.
+    pub nodes: Vec<NodeIndex>,
+    pub ifs: Vec<u32>,
+    pub load_secs: f64,
+}
+
+/// Control-plane state: programs by name, and every node ever made for a name (nodes stay
+/// in the graph after `p4 unload` and are reused by the next program of that name).
+#[derive(Default)]
+pub struct P4State {
+    pub progs: BTreeMap<String, LoadedProg>,
+    pub pools: BTreeMap<String, Vec<NodeIndex>>,
+}
+
+/// Registers the commands.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "p4 load",
+        "p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]",
+        cli_load,
+    );
+    t.add("p4 unload", "p4 unload [<name>]", cli_unload);
+    t.add("show p4 program", "show p4 program [<name>]", cli_show);
+    t.add(
+        "p4 table add",
+        "p4 table add <prog> <table> <action> key <v>... [priority <p>] param <v>...",
+        cli_table_add,
+    );
+    t.add(
+        "p4 table del",
+        "p4 table del <prog> <table> key <v>... [priority <p>]",
+        cli_table_del,
+    );
+    t.add(
+        "p4 table show",
+        "p4 table show <prog> <table>",
+        cli_table_show,
+    );
+    t.add(
+        "p4 table clear",
+        "p4 table clear <prog> <table>",
+        cli_table_clear,
+    );
+    t.add(
+        "show p4 counter",
+        "show p4 counter <prog> <counter> [<index>]",
+        cli_show_counter,
+    );
+    t.add(
+        "show p4 register",
+        "show p4 register <prog> <register> [<index>]",
+        cli_show_register,
+    );
+    t.add(
+        "p4 meter set",
+        "p4 meter set <prog> <meter> <index> cir <r> cburst <n> pir <r> pburst <n>",
+        cli_meter_set,
+    );
+}
+
+/// Parses a value: decimal, `0x` hex, dotted IPv4, colon MAC.
+pub fn parse_value(s: &str) -> Option<u64> {
+    if s.contains(':') {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() != 6 {
+            return None;
+        }
+        let mut v = 0u64;
+        for p in parts {
+            if p.is_empty() || p.len() > 2 {
+                return None;
+            }
+            v = (v << 8) | u8::from_str_radix(p, 16).ok()? as u64;
+        }
+        return Some(v);
+    }
+    if s.matches('.').count() == 3 {
+        return s
+            .parse::<std::net::Ipv4Addr>()
+            .ok()
+            .map(|a| u32::from(a) as u64);
+    }
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        return u64::from_str_radix(h, 16).ok();
+    }
+    s.parse().ok()
+}
+
+fn value(s: &str, what: &str) -> Result<u64, CliError> {
+    parse_value(s)
+        .ok_or_else(|| CliError::new(format!("bad {what} `{}'", sluice_cli::error::clip(s))))
+}
+
+/// Parses one key token for a key of `kind`.
+pub fn parse_match(tok: &str, kind: MatchKind, width: u16) -> Result<Match, CliError> {
+    let full = crate::ir::mask(width);
+    Ok(match kind {
+        MatchKind::Exact => Match::Exact(value(tok, "key value")?),
+        MatchKind::Lpm => match tok.split_once('/') {
+            Some((v, l)) => {
+                let l: u8 = l
+                    .parse()
+                    .map_err(|_| CliError::new(format!("bad prefix length in `{tok}'")))?;
+                Match::Lpm(value(v, "key value")?, l)
+            }
+            None => Match::Lpm(value(tok, "key value")?, width.min(255) as u8),
+        },
+        MatchKind::Ternary => {
+            if tok == "*" || tok == "_" {
+                Match::Ternary(0, 0)
+            } else if let Some((v, m)) = tok.split_once("&&&") {
+                Match::Ternary(value(v, "key value")?, value(m, "key mask")?)
+            } else {
+                Match::Ternary(value(tok, "key value")?, full)
+            }
+        }
+        MatchKind::Range => {
+            if tok == "*" || tok == "_" {
+                Match::Range(0, full)
+            } else if let Some((a, b)) = tok.split_once("..") {
+                Match::Range(value(a, "range start")?, value(b, "range end")?)
+            } else {
+                let v = value(tok, "key value")?;
+                Match::Range(v, v)
+            }
+        }
+    })
+}
+
+fn state(vm: &mut Vlib) -> &mut P4State {
+    vm.ext_mut::<P4State>()
+}
+
+fn prog_arg<'a>(st: &'a mut P4State, args: &mut Args) -> Result<&'a mut LoadedProg, CliError> {
+    let n = args.word("program name")?;
+    st.progs
+        .get_mut(&n)
+        .ok_or_else(|| CliError::new(format!("no P4 program `{}'", sluice_cli::error::clip(&n))))
+}
+
+fn table_arg(p: &Program, args: &mut Args) -> Result<usize, CliError> {
+    let n = args.word("table name")?;
+    p.table(&n)
+        .ok_or_else(|| CliError::new(format!("no table `{}'", sluice_cli::error::clip(&n))))
+}
+
+fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let file = args.word("P4 file")?;
+    let mut name = None;
+    let mut mode = Mode::Single;
+    let mut ifs = Vec::new();
+    let mut opts = Opts::default();
+    while !args.is_empty() {
+        if args.keyword("name") {
+            name = Some(args.word("program name")?);
+        } else if args.keyword("mode") {
+            let m = args.word("mode")?;
+            mode = match m.as_str() {
+                "single" => Mode::Single,
+                "multi" => Mode::Multi,
+                "auto" => Mode::Auto,
+                _ => {
+                    return Err(CliError::new(format!(
+                        "bad mode `{}'",
+                        sluice_cli::error::clip(&m)
+                    )))
+                }
+            };
+        } else if args.keyword("on") {
+            while let Some(w) = args.peek() {
+                if matches!(
+                    w,
+                    "name" | "mode" | "no-flat" | "no-resolve" | "no-redundant" | "no-dual"
+                ) {
+                    break;
+                }
+                let w = args.word("interface")?;
+                let i = sluice_vnet::interface::resolve(vm, &w).ok_or_else(|| {
+                    CliError::new(format!(
+                        "unknown interface `{}'",
+                        sluice_cli::error::clip(&w)
+                    ))
+                })?;
+                ifs.push(i);
+            }
+        } else if args.keyword("no-flat") {
+            opts.flat = false;
+        } else if args.keyword("no-resolve") {
+            opts.resolved = false;
+        } else if args.keyword("no-redundant") {
+            opts.no_redundant = false;
+        } else if args.keyword("no-dual") {
+            opts.dual = false;
+        } else {
+            args.finish()?;
+        }
+    }
+    let name = name.unwrap_or_else(|| {
+        std::path::Path::new(&file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("p4")
+            .to_string()
+    });
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(CliError::new(format!(
+            "bad program name `{}'",
+            sluice_cli::error::clip(&name)
+        )));
+    }
+    if state(vm).progs.contains_key(&name) {
+        return Err(CliError::new(format!(
+            "P4 program `{name}' is already loaded"
+        )));
+    }
+    let t0 = std::time::Instant::now();
+    let src = std::fs::read_to_string(&file).map_err(|e| {
+        CliError::new(format!(
+            "cannot read `{}': {e}",
+            sluice_cli::error::clip(&file)
+        ))
+    })?;
+    let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
+    if mode != Mode::Single {
+        node::split_for_multi(&mut prog);
+    }
+    let segments = if mode == Mode::Single {
+        vec![(0, prog.ingress.len())]
+    } else {
+        node::segments(&prog)
+    };
+    let master =
+        ThreadState::new(&prog).map_err(|e| CliError::new(format!("const entries: {e}")))?;
+    let nodes = ensure_nodes(vm, &name, segments.len())?;
+    let mut seg_next = Vec::new();
+    for k in 0..nodes.len() {
+        if k + 1 < nodes.len() {
+            let nx = vm
+                .add_next(nodes[k], nodes[k + 1])
+                .map_err(|e| CliError::new(e.to_string()))?;
+            seg_next.push(Some(nx.0));
+        } else {
+            seg_next.push(None);
+        }
+    }
+    let prog = Arc::new(prog);
+    let loaded = Arc::new(Loaded {
+        prog: prog.clone(),
+        shared: Arc::new(Shared::new(&prog)),
+        segments,
+        mode,
+        side: (0..vm.n_threads()).map(|_| Mutex::default()).collect(),
+    });
+    install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    for &i in &ifs {
+        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))
+            .map_err(CliError::new)?;
+    }
+    let load_secs = t0.elapsed().as_secs_f64();
+    let n_entries: usize = master.tables.iter().map(|t| t.len()).sum();
+    let msg = format!(
+        "loaded `{name}': {} tables, {} actions, {} node(s) ({}), {} const entries, {:.3} s",
+        prog.tables.len(),
+        prog.actions.len() - 1,
+        nodes.len(),
+        mode.as_str(),
+        n_entries,
+        load_secs
+    );
+    state(vm).progs.insert(
+        name,
+        LoadedProg {
+            file,
+            loaded,
+            master,
+            nodes,
+            ifs,
+            load_secs,
+        },
+    );
+    Ok(msg)
+}
+
+/// The first `n` nodes of a program name's pool, created as needed.
+fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, CliError> {
+    let have = state(vm).pools.get(name).cloned().unwrap_or_default();
+    let mut out = have.clone();
+    for k in have.len()..n {
+        let nn = if k == 0 {
+            format!("p4-{name}")
+        } else {
+            format!("p4-{name}-s{k}")
+        };
+        let reg = NodeRegistration::new(&nn, NodeKind::Internal, move |t| {
+            Box::new(P4Node::new(k, t))
+        })
+        .nexts(&node::NEXTS)
+        .counters(&node::counters());
+        let i = vm.add_node(reg).map_err(|e| CliError::new(e.to_string()))?;
+        out.push(i);
+    }
+    state(vm).pools.insert(name.to_string(), out.clone());
+    out.truncate(n.max(1));
+    Ok(out)
+}
+
+/// Installs (or with `None` removes) a program in its nodes on every thread.
+fn install(
+    vm: &mut Vlib,
+    name: &str,
+    nodes: &[NodeIndex],
+    what: Option<(Arc<Loaded>, Vec<Option<u16>>)>,
+) {
+    let pool = state(vm).pools.get(name).cloned().unwrap_or_default();
+    let nodes = nodes.to_vec();
+    vm.foreach_thread(move |tg| {
+        for &i in &pool {
+            if let Some(n) = tg.node_mut::<P4Node>(i) {
+                n.st = None;
+            }
+        }
+        if let Some((l, seg_next)) = &what {
+            for (k, &i) in nodes.iter().enumerate() {
+                let ts = ThreadState::new(&l.prog).ok();
+                if let (Some(n), Some(ts)) = (tg.node_mut::<P4Node>(i), ts) {
+                    n.st = Some(NodeState::new(l.clone(), ts, seg_next[k]));
+                }
+            }
+        }
+    });
+}
+
+fn cli_unload(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let name = match args.opt_word() {
+        Some(n) => n,
+        None => {
+            let st = state(vm);
+            if st.progs.len() != 1 {
+                return Err(CliError::new(format!(
+                    "{} P4 programs loaded: name the one to unload",
+                    st.progs.len()
+                )));
+            }
+            st.progs.keys().next().cloned().unwrap_or_default()
+        }
+    };
+    args.finish()?;
+    let p = state(vm).progs.remove(&name).ok_or_else(|| {
+        CliError::new(format!(
+            "no P4 program `{}'",
+            sluice_cli::error::clip(&name)
+        ))
+    })?;
+    for &i in &p.ifs {
+        let _ = sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), None);
+    }
+    install(vm, &name, &p.nodes, None);
+    Ok(format!("unloaded `{name}'"))
+}
+
+fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let only = args.opt_word();
+    args.finish()?;
+    let mut out = String::new();
+    let names: Vec<String> = state(vm).progs.keys().cloned().collect();
+    if let Some(o) = &only {
+        if !names.contains(o) {
+            return Err(CliError::new(format!(
+                "no P4 program `{}'",
+                sluice_cli::error::clip(o)
+            )));
+        }
+    }
+    for name in names {
+        if only.as_ref().is_some_and(|o| *o != name) {
+            continue;
+        }
+        let autos = collect_auto(vm, &name);
+        let node_names: Vec<String> = state(vm).progs[&name]
+            .nodes
+            .clone()
+            .into_iter()
+            .map(|i| vm.registry.node(i).name.clone())
+            .collect();
+        let st = state(vm);
+        let p = &st.progs[&name];
+        let prog = &p.loaded.prog;
+        let o = prog.opts;
+        let _ = writeln!(
+            out,
+            "{name}: {} mode {} nodes {} loaded in {:.3} s",
+            p.file,
+            p.loaded.mode.as_str(),
+            p.nodes.len(),
+            p.load_secs
+        );
+        let _ = writeln!(
+            out,
+            "  optimisations: flat-metadata {} resolved-actions {} redundant-tables-removed {} dual-loop {}",
+            on(o.flat),
+            on(o.resolved),
+            on(o.no_redundant),
+            on(o.dual)
+        );
+        let _ = writeln!(
+            out,
+            "  headers {} ({} bytes), metadata slots {}, parser states {}{}",
+            prog.headers.len(),
+            prog.hdr_bytes,
+            prog.meta_slots,
+            prog.states.len(),
+            if prog.parser_loops {
+                " (loops: bounded)"
+            } else {
+                ""
+            }
+        );
+        if p.loaded.mode != Mode::Single {
+            let segs: Vec<String> = p
+                .loaded
+                .segments
+                .iter()
+                .map(|(a, b)| format!("[{a}..{b})"))
+                .collect();
+            let _ = writeln!(out, "  ingress segments: {}", segs.join(" "));
+        }
+        if p.loaded.mode == Mode::Auto {
+            let (d, m) = autos;
+            let _ = writeln!(out, "  auto: {d} decisions, multi-node chosen {m} times");
+        }
+        if !prog.inlined_tables.is_empty() {
+            let _ = writeln!(out, "  inlined tables: {}", prog.inlined_tables.join(" "));
+        }
+        for (i, t) in prog.tables.iter().enumerate() {
+            let keys: Vec<String> = t
+                .keys
+                .iter()
+                .map(|k| format!("{}:{}/{}", k.name, k.kind.as_str(), k.width))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  table {}.{} [{}] entries {} index {}{}",
+                t.control,
+                t.name,
+                keys.join(" "),
+                p.master.tables[i].len(),
+                p.master.tables[i].index_kind(),
+                if t.synthetic { " (synthetic)" } else { "" }
+            );
+        }
+        let _ = writeln!(out, "  nodes: {}", node_names.join(" "));
+    }
+    if out.is_empty() {
+        out.push_str("no P4 programs loaded\n");
+    }
+    Ok(out)
+}
+
+fn on(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn collect_auto(vm: &mut Vlib, name: &str) -> (u64, u64) {
+    let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
+        return (0, 0);
+    };
+    let acc = Arc::new(Mutex::new((0u64, 0u64)));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        if let Some(st) = tg.node_mut::<P4Node>(entry).and_then(|n| n.st.as_ref()) {
+            if let Ok(mut a) = a2.lock() {
+                a.0 += st.auto.decisions;
+                a.1 += st.auto.multi_chosen;
+            }
+        }
+    });
+    let r = *acc.lock().unwrap_or_else(|e| e.into_inner());
+    r
+}
+
+/// Applies a table change to the master, then to every node on every thread.
+fn replicate(
+    vm: &mut Vlib,
+    nodes: Vec<NodeIndex>,
+    t: usize,
+    f: impl Fn(&mut crate::table::TableRt, &Program) -> Result<(), TableError> + Send + Sync + 'static,
+    prog: Arc<Program>,
+) {
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
+                let _ = f(&mut st.ts.tables[t], &prog);
+            }
+        }
+    });
+}
+
+fn read_keys(prog: &Program, t: usize, args: &mut Args) -> Result<(Vec<Match>, u32), CliError> {
+    let tb = &prog.tables[t];
+    if !args.keyword("key") {
+        if tb.keys.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        return Err(CliError::new(match args.peek() {
+            Some(w) => format!("expected `key', found `{}'", sluice_cli::error::clip(w)),
+            None => "expected `key'".into(),
+        }));
+    }
+    let mut ms = Vec::new();
+    for k in &tb.keys {
+        let w = args.word(&format!("value for key {}", k.name))?;
+        ms.push(parse_match(&w, k.kind, k.width)?);
+    }
+    let mut prio = 0;
+    if args.keyword("priority") {
+        prio = args.u32("priority")?;
+    }
+    Ok((ms, prio))
+}
+
+fn cli_table_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let t = table_arg(&prog, args)?;
+    let an = args.word("action name")?;
+    let action = prog
+        .action_in(&an, &prog.tables[t].actions)
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "`{}' is not an action of table `{}'",
+                sluice_cli::error::clip(&an),
+                prog.tables[t].name
+            ))
+        })?;
+    let (matches, priority) = read_keys(&prog, t, args)?;
+    let mut params = Vec::new();
+    if args.keyword("param") {
+        while !args.is_empty() {
+            let w = args.word("parameter")?;
+            params.push(value(&w, "parameter")?);
+        }
+    }
+    args.finish()?;
+    let spec = EntrySpec {
+        matches,
+        action,
+        params,
+        priority,
+    };
+    let id = p.master.tables[t]
+        .add(&prog.tables[t], &prog.actions, &spec)
+        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
+    let nodes = p.nodes.clone();
+    replicate(
+        vm,
+        nodes,
+        t,
+        move |tr, prog| tr.add(&prog.tables[t], &prog.actions, &spec).map(|_| ()),
+        prog,
+    );
+    Ok(format!("entry {id}"))
+}
+
+fn cli_table_del(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let t = table_arg(&prog, args)?;
+    let (matches, priority) = read_keys(&prog, t, args)?;
+    args.finish()?;
+    p.master.tables[t]
+        .del(&matches, priority)
+        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
+    let nodes = p.nodes.clone();
+    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), prog);
+    Ok(String::new())
+}
+
+fn cli_table_clear(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let t = table_arg(&prog, args)?;
+    args.finish()?;
+    p.master.tables[t]
+        .clear()
+        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
+    let nodes = p.nodes.clone();
+    replicate(vm, nodes, t, move |tr, _| tr.clear(), prog);
+    Ok(String::new())
+}
+
+fn fmt_match(m: &Match) -> String {
+    match m {
+        Match::Exact(v) => format!("{v:#x}"),
+        Match::Lpm(v, l) => format!("{v:#x}/{l}"),
+        Match::Ternary(v, m) => format!("{v:#x}&&&{m:#x}"),
+        Match::Range(a, b) => format!("{a:#x}..{b:#x}"),
+    }
+}
+
+fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let t = table_arg(&prog, args)?;
+    args.finish()?;
+    let nodes = p.nodes.clone();
+    // Sum the direct counters and misses of every node on every thread.
+    let acc = Arc::new(Mutex::new((Vec::<[u64; 2]>::new(), [0u64; 2])));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
+                let tr = &st.ts.tables[t];
+                if let Ok(mut a) = a2.lock() {
+                    if a.0.len() < tr.direct.len() {
+                        a.0.resize(tr.direct.len(), [0; 2]);
+                    }
+                    for (x, y) in a.0.iter_mut().zip(&tr.direct) {
+                        x[0] += y[0];
+                        x[1] += y[1];
+                    }
+                    a.1[0] += tr.miss[0];
+                    a.1[1] += tr.miss[1];
+                }
+            }
+        }
+    });
+    let (direct, miss) = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    let st = state(vm);
+    let p = &st
+        .progs
+        .values()
+        .find(|x| Arc::ptr_eq(&x.loaded.prog, &prog))
+        .expect("program");
+    let tb = &prog.tables[t];
+    let tr = &p.master.tables[t];
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "table {}.{}: {} entries, index {}{}",
+        tb.control,
+        tb.name,
+        tr.len(),
+        tr.index_kind(),
+        if tr.read_only() {
+            ", const entries"
+        } else {
+            ""
+        }
+    );
+    let mut rows: Vec<(u32, &crate::table::EntryRt)> = tr.iter().collect();
+    rows.sort_by_key(|(id, e)| (std::cmp::Reverse(e.priority), *id));
+    for (id, e) in rows {
+        let keys: Vec<String> = e.matches.iter().map(fmt_match).collect();
+        let ps: Vec<String> = e.params[..e.nparams as usize]
+            .iter()
+            .map(|v| format!("{v:#x}"))
+            .collect();
+        let c = direct.get(id as usize).copied().unwrap_or([0; 2]);
+        let _ = writeln!(
+            out,
+            "  [{id}] key {}{} -> {}({}){}",
+            keys.join(" "),
+            if e.priority != 0 {
+                format!(" priority {}", e.priority)
+            } else {
+                String::new()
+            },
+            prog.actions[e.action as usize].name,
+            ps.join(", "),
+            if tb.direct_counter.is_some() {
+                format!(" packets {} bytes {}", c[0], c[1])
+            } else {
+                String::new()
+            }
+        );
+    }
+    let d = &tr.default;
+    let ps: Vec<String> = d.params[..d.nparams as usize]
+        .iter()
+        .map(|v| format!("{v:#x}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  default -> {}({}) misses {} packets {} bytes",
+        prog.actions[d.action as usize].name,
+        ps.join(", "),
+        miss[0],
+        miss[1]
+    );
+    Ok(out)
+}
+
+fn index_arg(args: &mut Args, size: u32) -> Result<Option<u32>, CliError> {
+    match args.opt_word() {
+        None => Ok(None),
+        Some(w) => {
+            let i: u32 = w.parse().map_err(|_| {
+                CliError::new(format!("bad index `{}'", sluice_cli::error::clip(&w)))
+            })?;
+            if i >= size {
+                return Err(CliError::new(format!(
+                    "index `{i}' out of range (size {size})"
+                )));
+            }
+            Ok(Some(i))
+        }
+    }
+}
+
+fn cli_show_counter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let n = args.word("counter name")?;
+    let c = prog
+        .counters
+        .iter()
+        .position(|x| x.name == n)
+        .ok_or_else(|| CliError::new(format!("no counter `{}'", sluice_cli::error::clip(&n))))?;
+    let idx = index_arg(args, prog.counters[c].size)?;
+    args.finish()?;
+    let nodes = p.nodes.clone();
+    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; prog.counters[c].size as usize]));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
+                if let Ok(mut a) = a2.lock() {
+                    for (x, y) in a.iter_mut().zip(st.ts.counters[c].iter()) {
+                        x[0] += y[0];
+                        x[1] += y[1];
+                    }
+                }
+            }
+        }
+    });
+    let v = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    let mut out = String::new();
+    for (i, x) in v.iter().enumerate() {
+        if idx.is_some_and(|k| k as usize != i) || (idx.is_none() && x[0] == 0) {
+            continue;
+        }
+        let _ = writeln!(out, "{n}[{i}]: packets {} bytes {}", x[0], x[1]);
+    }
+    Ok(out)
+}
+
+fn cli_show_register(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let n = args.word("register name")?;
+    let r = prog
+        .registers
+        .iter()
+        .position(|x| x.name == n)
+        .ok_or_else(|| CliError::new(format!("no register `{}'", sluice_cli::error::clip(&n))))?;
+    let idx = index_arg(args, prog.registers[r].size)?;
+    args.finish()?;
+    let mut out = String::new();
+    for (i, x) in p.loaded.shared.registers[r].iter().enumerate() {
+        let v = x.load(Ordering::Relaxed);
+        if idx.is_some_and(|k| k as usize != i) || (idx.is_none() && v == 0) {
+            continue;
+        }
+        let _ = writeln!(out, "{n}[{i}]: {v:#x}");
+    }
+    Ok(out)
+}
+
+fn cli_meter_set(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let st = state(vm);
+    let p = prog_arg(st, args)?;
+    let prog = p.loaded.prog.clone();
+    let n = args.word("meter name")?;
+    let m = prog
+        .meters
+        .iter()
+        .position(|x| x.name == n)
+        .ok_or_else(|| CliError::new(format!("no meter `{}'", sluice_cli::error::clip(&n))))?;
+    let i = index_arg(args, prog.meters[m].size)?
+        .ok_or_else(|| CliError::new("expected a meter index"))?;
+    let mut c = MeterConf {
+        cir: 0.0,
+        cburst: 0,
+        pir: 0.0,
+        pburst: 0,
+    };
+    while !args.is_empty() {
+        if args.keyword("cir") {
+            c.cir = args.f64("cir")?;
+        } else if args.keyword("cburst") {
+            c.cburst = args.u64("cburst")?;
+        } else if args.keyword("pir") {
+            c.pir = args.f64("pir")?;
+        } else if args.keyword("pburst") {
+            c.pburst = args.u64("pburst")?;
+        } else {
+            args.finish()?;
+        }
+    }
+    if c.pir < c.cir {
+        return Err(CliError::new("pir must be at least cir"));
+    }
+    p.loaded.shared.meters[m][i as usize].set(&c);
+    Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_and_matches() {
+        assert_eq!(parse_value("10.0.1.2"), Some(0x0a00_0102));
+        assert_eq!(parse_value("02:fe:00:00:00:01"), Some(0x02fe_0000_0001));
+        assert_eq!(parse_value("0x800"), Some(0x800));
+        assert_eq!(parse_value("42"), Some(42));
+        assert_eq!(parse_value("1.2.3"), None);
+        assert_eq!(parse_value("zz:00:00:00:00:00"), None);
+        assert_eq!(
+            parse_match("10.0.0.0/8", MatchKind::Lpm, 32).unwrap(),
+            Match::Lpm(0x0a00_0000, 8)
+        );
+        assert_eq!(
+            parse_match("6&&&0xff", MatchKind::Ternary, 8).unwrap(),
+            Match::Ternary(6, 0xff)
+        );
+        assert_eq!(
+            parse_match("*", MatchKind::Range, 16).unwrap(),
+            Match::Range(0, 0xffff)
+        );
+        assert_eq!(
+            parse_match("80..90", MatchKind::Range, 16).unwrap(),
+            Match::Range(80, 90)
+        );
+        assert_eq!(
+            parse_match("10.0.0.0/x", MatchKind::Lpm, 32)
+                .unwrap_err()
+                .to_string(),
+            "bad prefix length in `10.0.0.0/x'"
+        );
+        assert_eq!(
+            parse_match("q", MatchKind::Exact, 8)
+                .unwrap_err()
+                .to_string(),
+            "bad key value `q'"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Compile errors: every one names the construct and where it is (file:line:column).
+
+/// A position in the source (1-based line and column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// What kind of error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The text is not P4-16.
+    Syntax,
+    /// P4-16 outside the subset Sluice compiles.
+    Unsupported,
+    /// Types do not agree (widths, bool vs bit, unknown names).
+    Type,
+    /// The program is well-typed but cannot be loaded (limits, missing package).
+    Program,
+}
+
+/// A compile error with its position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {msg} at {}{}:{}", kind_str(*.kind), file_prefix(.file), .pos.line, .pos.col)]
+pub struct CompileError {
+    pub kind: ErrorKind,
+    pub msg: String,
+    pub pos: Pos,
+    /// Source file name, once known.
+    pub file: Option<String>,
+}
+
+fn kind_str(k: ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::Syntax => "syntax error",
+        ErrorKind::Unsupported => "not supported",
+        ErrorKind::Type => "type error",
+        ErrorKind::Program => "error",
+    }
+}
+
+fn file_prefix(f: &Option<String>) -> String {
+    f.as_ref().map(|f| format!("{f}:")).unwrap_or_default()
+}
+
+impl CompileError {
+    fn new(kind: ErrorKind, pos: Pos, msg: &str) -> Self {
+        CompileError {
+            kind,
+            msg: msg.to_string(),
+            pos,
+            file: None,
+        }
+    }
+    /// A syntax error.
+    pub fn syntax(pos: Pos, msg: &str) -> Self {
+        Self::new(ErrorKind::Syntax, pos, msg)
+    }
+    /// A construct outside the subset.
+    pub fn unsupported(pos: Pos, what: &str) -> Self {
+        Self::new(ErrorKind::Unsupported, pos, what)
+    }
+    /// A type error.
+    pub fn ty(pos: Pos, msg: &str) -> Self {
+        Self::new(ErrorKind::Type, pos, msg)
+    }
+    /// A program-level error.
+    pub fn program(pos: Pos, msg: &str) -> Self {
+        Self::new(ErrorKind::Program, pos, msg)
+    }
+    /// Names the source file.
+    pub fn in_file(mut self, file: &str) -> Self {
+        self.file = Some(file.to_string());
+        self
+    }
+}

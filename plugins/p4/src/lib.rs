@@ -1,0 +1,51 @@
+//! `sluice-p4`: P4-16 programs (v1model subset) compiled into Sluice graph nodes.
+//!
+//! The front end (`lexer`, `parser`, `compile`) turns source text into a pre-resolved
+//! [`ir::Program`]; `table` holds the run-time match tables; `exec` runs the program on packets
+//! (one tight interpreter over the resolved form); `node` puts it in the graph (one node, or
+//! one per pipeline segment) and `cli` gives the `p4 ...` commands. See docs/p4.md.
+
+pub mod ast;
+pub mod cli;
+pub mod compile;
+pub mod error;
+pub mod exec;
+pub mod ir;
+pub mod lexer;
+pub mod node;
+pub mod parser;
+pub mod table;
+
+pub use compile::compile;
+pub use error::CompileError;
+
+/// Registers the commands (nodes are added at run time by `p4 load`).
+pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
+    cli::register_cli(t);
+}
+
+/// The plugin (`plugins { plugin p4 { disable } }`): the `p4 ...` commands; the program
+/// nodes are added to the graph by `p4 load` at run time.
+pub struct P4Plugin;
+
+/// This plugin, for the daemon's plugin list (`sluice_plugins::all()`).
+pub static PLUGIN: P4Plugin = P4Plugin;
+
+impl sluice_vnet::plugin::Plugin for P4Plugin {
+    fn name(&self) -> &'static str {
+        "p4"
+    }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "P4-16 (v1model subset) programs compiled into graph nodes (docs/p4.md)"
+    }
+    fn register(
+        &self,
+        r: &mut sluice_vnet::plugin::Registrar,
+    ) -> Result<(), sluice_vnet::plugin::RegisterError> {
+        register_cli(&mut r.cli);
+        Ok(())
+    }
+}

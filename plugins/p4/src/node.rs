@@ -1,0 +1,529 @@
+//! `p4-<name>` (and `p4-<name>-s<k>`): a loaded P4 program as graph nodes.
+//!
+//! - uses: `rx_if` (as `standard_metadata.ingress_port`), the packet bytes of the first
+//!   buffer (the parser sees only those: a chained packet's tail is payload).
+//! - sets: `tx_if` (`egress_spec`) on forwarded packets; the packet start and length when
+//!   the emitted headers are longer or shorter than the parsed ones; `error` on drops.
+//! - next: `error-drop` (arc 0) when the program drops (`mark_to_drop`, egress_spec 511),
+//!   the parser loops, the headroom is too short for the emitted headers, or no program is
+//!   loaded; `interface-output` (arc 1) with `tx_if` = egress_spec; `punt` (arc 2) for
+//!   egress_spec 510 (CPU port); the next segment's node (arc 3) in multi-node mode.
+//! - counters: `forwarded`, `punted` (info); `dropped`, `parser_loop`, `no_headroom`,
+//!   `not_loaded` (error, drop reasons); `parser_too_short`, `parser_no_match`,
+//!   `parser_reject` (info: v1model continues into ingress with `parser_error` set).
+//!
+//! Modes. Single: one node runs parser, verify, ingress, egress, compute and deparser.
+//! Multi: the ingress control's top-level statements are cut into segments, one per table
+//! application (PVPP's one node per table, plus whatever runs between tables), each segment a
+//! node; the packet state travels between them in a per-thread side table indexed by buffer
+//! index (one uncontended lock per frame and node, never per packet). Auto: both exist;
+//! the entry node times both on live traffic (a 16-frame trial of each, then the faster for
+//! the next period, which doubles up to 65536 frames while single keeps winning), so it
+//! costs at most the trials when the split does not pay.
+//!
+//! Tables and counters are per thread (in each node instance); the control plane keeps a
+//! master copy and replays every change on every thread (`vm.foreach_thread`).
+
+use crate::exec::{emit, emit_len, Ctx, Exec, ParseEnd, Shared, ThreadState, Verdict};
+use crate::ir::{
+    Lv, Program, Un, E, ERR_NO_ERROR, ERR_NO_MATCH, ERR_PACKET_TOO_SHORT, META_MAX, S,
+};
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_graph::{CounterDesc, Cx, NodeFn, FRAME_SIZE};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+/// Next arcs.
+pub const NEXT_DROP: u16 = 0;
+pub const NEXT_OUTPUT: u16 = 1;
+pub const NEXT_PUNT: u16 = 2;
+pub const NEXT_SEGMENT: u16 = 3;
+/// Next node names, in arc order (the segment arc is added when the next segment exists).
+pub const NEXTS: [&str; 3] = ["error-drop", "interface-output", "punt"];
+
+/// Counter indices.
+pub const C_FORWARDED: usize = 0;
+pub const C_PUNTED: usize = 1;
+pub const E_DROPPED: u16 = 2;
+pub const E_PARSER_LOOP: u16 = 3;
+pub const E_NO_HEADROOM: u16 = 4;
+pub const E_NOT_LOADED: u16 = 5;
+pub const C_TOO_SHORT: usize = 6;
+pub const C_NO_MATCH: usize = 7;
+pub const C_REJECT: usize = 8;
+
+/// The node's counters.
+pub fn counters() -> Vec<CounterDesc> {
+    vec![
+        CounterDesc::info("forwarded", "P4 packets sent to an interface"),
+        CounterDesc::info("punted", "P4 packets sent to the CPU port"),
+        CounterDesc::error("dropped", "P4 program dropped the packet"),
+        CounterDesc::error("parser_loop", "P4 parser looped too long"),
+        CounterDesc::error("no_headroom", "P4 deparser: no headroom for the headers"),
+        CounterDesc::error("not_loaded", "no P4 program loaded"),
+        CounterDesc::info("parser_too_short", "P4 parser error PacketTooShort"),
+        CounterDesc::info("parser_no_match", "P4 parser error NoMatch"),
+        CounterDesc::info("parser_reject", "P4 parser rejected"),
+    ]
+}
+
+/// How a program is placed in the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Single,
+    Multi,
+    Auto,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Single => "single",
+            Mode::Multi => "multi",
+            Mode::Auto => "auto",
+        }
+    }
+}
+
+/// Per-thread packet state between segment nodes (multi-node mode).
+#[derive(Default)]
+pub struct Side {
+    pub ctxs: Vec<Ctx>,
+    /// Clocks spent by the segment nodes after the entry node (auto mode's measurement).
+    pub clocks: u64,
+}
+
+/// What every node of a program shares (read-only on the data path except the side tables).
+pub struct Loaded {
+    pub prog: Arc<Program>,
+    pub shared: Arc<Shared>,
+    /// Ingress statement ranges, one per segment node.
+    pub segments: Vec<(usize, usize)>,
+    pub mode: Mode,
+    /// One side table per thread.
+    pub side: Box<[Mutex<Side>]>,
+}
+
+/// Auto mode's schedule (entry node).
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Auto {
+    /// Frames left in the current phase.
+    left: u32,
+    /// 0: trial multi, 1: trial single, 2: run the winner.
+    phase: u8,
+    multi_wins: bool,
+    period: u32,
+    clk: [u64; 2],
+    pkts: [u64; 2],
+    side_start: u64,
+    /// Decisions taken (for `show p4 program`).
+    pub decisions: u64,
+    pub multi_chosen: u64,
+}
+
+const TRIAL: u32 = 16;
+const PERIOD_MIN: u32 = 1024;
+const PERIOD_MAX: u32 = 65536;
+
+/// One node instance (per thread).
+pub struct P4Node {
+    /// Segment index (0: the entry node).
+    pub seg: usize,
+    pub thread: usize,
+    pub st: Option<NodeState>,
+    nexts: [u16; FRAME_SIZE],
+}
+
+/// A node's per-thread state.
+pub struct NodeState {
+    pub loaded: Arc<Loaded>,
+    pub ts: ThreadState,
+    /// Arc to the next segment's node (None: last segment).
+    pub seg_next: Option<u16>,
+    pub auto: Auto,
+    ctx: [Box<Ctx>; 2],
+}
+
+impl NodeState {
+    /// State for a node of `loaded`.
+    pub fn new(loaded: Arc<Loaded>, ts: ThreadState, seg_next: Option<u16>) -> Self {
+        NodeState {
+            loaded,
+            ts,
+            seg_next,
+            auto: Auto {
+                period: PERIOD_MIN,
+                ..Default::default()
+            },
+            ctx: [Box::default(), Box::default()],
+        }
+    }
+}
+
+impl P4Node {
+    /// An instance with no program.
+    pub fn new(seg: usize, thread: usize) -> Self {
+        P4Node {
+            seg,
+            thread,
+            st: None,
+            nexts: [0; FRAME_SIZE],
+        }
+    }
+}
+
+/// Writes the emitted headers in front of the payload; false if the headroom is short.
+#[inline(always)]
+fn deparse(p: &Program, c: &Ctx, b: &mut Buffer<'_>) -> bool {
+    let n = emit_len(p, c);
+    let pos = c.pos as usize;
+    if n > pos {
+        if b.push_front(n - pos).is_none() {
+            return false;
+        }
+    } else if n < pos && !b.advance(pos - n) {
+        return false;
+    }
+    emit(p, c, b.data_mut());
+    true
+}
+
+#[inline(always)]
+fn parse_count(cx: &mut Cx, pe: ParseEnd) {
+    if let ParseEnd::Error(e) = pe {
+        match e {
+            ERR_PACKET_TOO_SHORT => cx.count(C_TOO_SHORT, 1),
+            ERR_NO_MATCH => cx.count(C_NO_MATCH, 1),
+            ERR_NO_ERROR => cx.count(C_REJECT, 1),
+            _ => cx.count(C_REJECT, 1),
+        }
+    }
+}
+
+/// Turns a verdict into a next arc (and deparses packets that leave).
+#[inline(always)]
+fn verdict_next(cx: &mut Cx, p: &Program, c: &Ctx, b: &mut Buffer<'_>, v: Verdict) -> u16 {
+    if v == Verdict::Drop {
+        b.hdr.error = cx.error(E_DROPPED);
+        return NEXT_DROP;
+    }
+    if !deparse(p, c, b) {
+        b.hdr.error = cx.error(E_NO_HEADROOM);
+        return NEXT_DROP;
+    }
+    match v {
+        Verdict::Port(port) => {
+            b.hdr.tx_if = port;
+            cx.count(C_FORWARDED, 1);
+            NEXT_OUTPUT
+        }
+        _ => {
+            cx.count(C_PUNTED, 1);
+            NEXT_PUNT
+        }
+    }
+}
+
+/// The whole pipeline on one packet.
+#[inline(always)]
+fn run_one(cx: &mut Cx, ex: &mut Exec<'_>, c: &mut Ctx, b: &mut Buffer<'_>) -> u16 {
+    let len = b.total_len();
+    ex.pkt_len = len as u64;
+    ex.begin(c, b.hdr.rx_if, len as u32);
+    match ex.pipeline(c, b.data()) {
+        Err(_) => {
+            b.hdr.error = cx.error(E_PARSER_LOOP);
+            NEXT_DROP
+        }
+        Ok(v) => {
+            // Parser errors are counted; the packet continued (v1model).
+            let pe = c.meta[ex.prog.std.parser_error as usize];
+            if pe != 0 {
+                parse_count(cx, ParseEnd::Error(pe));
+            }
+            let p = ex.prog;
+            verdict_next(cx, p, c, b, v)
+        }
+    }
+}
+
+impl P4Node {
+    fn frame_single(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let st = self.st.as_mut().expect("checked");
+        let l = st.loaded.clone();
+        let now_ns = (cx.now_secs() * 1e9) as u64;
+        let arena = cx.arena();
+        let mut ex = Exec {
+            prog: &l.prog,
+            ts: &mut st.ts,
+            shared: &l.shared,
+            now_ns,
+            pkt_len: 0,
+        };
+        let [c0, c1] = &mut st.ctx;
+        let n = frame.len();
+        let nexts = &mut self.nexts[..n];
+        if l.prog.opts.dual {
+            let mut i = 0;
+            while i + 1 < n {
+                if let Some(&a) = frame.get(i + 2) {
+                    arena.prefetch(a);
+                }
+                if let Some(&a) = frame.get(i + 3) {
+                    arena.prefetch(a);
+                }
+                // SAFETY: the dispatcher hands this node exclusive ownership of every index
+                // in `frame`; indices are distinct, so the two views do not alias, and they
+                // live only for this iteration.
+                let (mut b0, mut b1) =
+                    unsafe { (arena.buffer(frame[i]), arena.buffer(frame[i + 1])) };
+                nexts[i] = run_one(cx, &mut ex, c0, &mut b0);
+                nexts[i + 1] = run_one(cx, &mut ex, c1, &mut b1);
+                i += 2;
+            }
+            if i < n {
+                // SAFETY: as above.
+                let mut b = unsafe { arena.buffer(frame[i]) };
+                nexts[i] = run_one(cx, &mut ex, c0, &mut b);
+            }
+        } else {
+            for (nx, &bi) in nexts.iter_mut().zip(frame) {
+                // SAFETY: as above; one view at a time.
+                let mut b = unsafe { arena.buffer(bi) };
+                *nx = run_one(cx, &mut ex, c0, &mut b);
+            }
+        }
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+
+    /// Multi-node: this node's segment on every packet of the frame.
+    fn frame_segment(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let st = self.st.as_mut().expect("checked");
+        let l = st.loaded.clone();
+        let t0 = cx.now_tsc();
+        let now_ns = (cx.now_secs() * 1e9) as u64;
+        let arena = cx.arena();
+        let Ok(mut side) = l.side[self.thread.min(l.side.len() - 1)].lock() else {
+            // A panic elsewhere poisoned the side table: drop the frame, counted.
+            let n = frame.len();
+            for (nx, &bi) in self.nexts[..n].iter_mut().zip(frame) {
+                // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+                let b = unsafe { arena.buffer(bi) };
+                b.hdr.error = cx.error(E_NOT_LOADED);
+                *nx = NEXT_DROP;
+            }
+            cx.enqueue_to_next(frame, &self.nexts[..n]);
+            return;
+        };
+        let nbuf = cx.pool().len() as usize;
+        if side.ctxs.len() < nbuf {
+            side.ctxs.resize_with(nbuf, Ctx::default);
+        }
+        let mut ex = Exec {
+            prog: &l.prog,
+            ts: &mut st.ts,
+            shared: &l.shared,
+            now_ns,
+            pkt_len: 0,
+        };
+        let (from, to) = l.segments[self.seg];
+        let last = st.seg_next.is_none();
+        let n = frame.len();
+        for i in 0..n {
+            let bi = frame[i];
+            if let Some(&a) = frame.get(i + 2) {
+                arena.prefetch(a);
+            }
+            // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+            let mut b = unsafe { arena.buffer(bi) };
+            let Some(c) = side.ctxs.get_mut(bi.0 as usize) else {
+                b.hdr.error = cx.error(E_NOT_LOADED);
+                self.nexts[i] = NEXT_DROP;
+                continue;
+            };
+            let len = b.total_len();
+            ex.pkt_len = len as u64;
+            if self.seg == 0 {
+                ex.begin(c, b.hdr.rx_if, len as u32);
+                let pe = ex.parse(c, b.data());
+                if pe == ParseEnd::Loop {
+                    b.hdr.error = cx.error(E_PARSER_LOOP);
+                    self.nexts[i] = NEXT_DROP;
+                    continue;
+                }
+                parse_count(cx, pe);
+                ex.verify(c);
+            }
+            ex.ingress_range(c, from, to);
+            self.nexts[i] = match st.seg_next {
+                Some(nx) if !last => nx,
+                _ => {
+                    let v = ex.finish(c);
+                    verdict_next(cx, &l.prog, c, &mut b, v)
+                }
+            };
+        }
+        if self.seg > 0 {
+            side.clocks += cx.now_tsc().wrapping_sub(t0);
+        }
+        drop(side);
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+}
+
+impl NodeFn for P4Node {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
+        let Some(st) = self.st.as_mut() else {
+            let arena = cx.arena();
+            for (i, &bi) in frame.iter().enumerate() {
+                // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+                let b = unsafe { arena.buffer(bi) };
+                b.hdr.error = cx.error(E_NOT_LOADED);
+                self.nexts[i] = NEXT_DROP;
+            }
+            cx.enqueue_to_next(frame, &self.nexts[..frame.len()]);
+            return;
+        };
+        let mode = st.loaded.mode;
+        if self.seg > 0 {
+            return self.frame_segment(cx, frame);
+        }
+        match mode {
+            Mode::Single => self.frame_single(cx, frame),
+            Mode::Multi => self.frame_segment(cx, frame),
+            Mode::Auto => {
+                let a = st.auto;
+                let multi = match a.phase {
+                    0 => true,
+                    1 => false,
+                    _ => a.multi_wins,
+                };
+                let side0 = if a.phase == 0 && a.left == 0 {
+                    st.loaded.side[self.thread.min(st.loaded.side.len() - 1)]
+                        .lock()
+                        .map(|s| s.clocks)
+                        .unwrap_or(0)
+                } else {
+                    a.side_start
+                };
+                let t0 = cx.now_tsc();
+                if multi && st.seg_next.is_some() {
+                    self.frame_segment(cx, frame);
+                } else {
+                    self.frame_single(cx, frame);
+                }
+                let dt = cx.now_tsc().wrapping_sub(t0);
+                let l = self.st.as_ref().expect("loaded").loaded.clone();
+                let st = self.st.as_mut().expect("loaded");
+                let a = &mut st.auto;
+                if a.phase == 0 && a.left == 0 {
+                    a.side_start = side0;
+                    a.left = TRIAL;
+                    a.clk = [0; 2];
+                    a.pkts = [0; 2];
+                }
+                if a.phase < 2 {
+                    a.clk[a.phase as usize] += dt;
+                    a.pkts[a.phase as usize] += frame.len() as u64;
+                }
+                a.left = a.left.saturating_sub(1);
+                if a.left == 0 {
+                    match a.phase {
+                        0 => {
+                            let side = l.side[self.thread.min(l.side.len() - 1)]
+                                .lock()
+                                .map(|s| s.clocks)
+                                .unwrap_or(0);
+                            a.clk[0] += side.wrapping_sub(a.side_start);
+                            a.phase = 1;
+                            a.left = TRIAL;
+                        }
+                        1 => {
+                            let per = |k: usize| a.clk[k] as f64 / a.pkts[k].max(1) as f64;
+                            a.multi_wins = per(0) < per(1);
+                            a.decisions += 1;
+                            if a.multi_wins {
+                                a.multi_chosen += 1;
+                                a.period = PERIOD_MIN;
+                            } else {
+                                a.period = (a.period * 2).min(PERIOD_MAX);
+                            }
+                            a.phase = 2;
+                            a.left = a.period;
+                        }
+                        _ => {
+                            a.phase = 0;
+                            a.left = 0;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+fn has_apply(s: &S) -> bool {
+    match s {
+        S::Apply(_) => true,
+        S::If(_, a, b) => a.iter().chain(b).any(has_apply),
+        _ => false,
+    }
+}
+
+/// Prepares a program for multi-node mode: a top-level `if` whose branches apply several
+/// tables is split so each table can get its own node — the condition is evaluated once
+/// into a hidden metadata slot and every group of statements is guarded by it.
+pub fn split_for_multi(p: &mut Program) {
+    let body = std::mem::take(&mut p.ingress);
+    let mut out = Vec::new();
+    for s in body {
+        match s {
+            S::If(c, a, b)
+                if a.iter().chain(&b).filter(|x| has_apply(x)).count() >= 2
+                    && p.meta_slots < META_MAX =>
+            {
+                let slot = p.meta_slots as u16;
+                p.meta_slots += 1;
+                out.push(S::Set(Lv::M(slot, 1), c));
+                for (branch, guard) in [
+                    (a, E::M(slot)),
+                    (b, E::Un(Un::Not, Box::new(E::M(slot)), 1)),
+                ] {
+                    let mut group: Vec<S> = Vec::new();
+                    for x in branch {
+                        if has_apply(&x) && group.iter().any(has_apply) {
+                            out.push(S::If(guard.clone(), std::mem::take(&mut group), Vec::new()));
+                        }
+                        group.push(x);
+                    }
+                    if !group.is_empty() {
+                        out.push(S::If(guard.clone(), group, Vec::new()));
+                    }
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    p.ingress = out;
+}
+
+/// Cuts the ingress statements into segments: each top-level statement that applies a
+/// table starts a new segment once the current one holds a table.
+pub fn segments(p: &Program) -> Vec<(usize, usize)> {
+    let body = &p.ingress;
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, s) in body.iter().enumerate() {
+        if has_apply(s) && body[start..i].iter().any(has_apply) && out.len() < 63 {
+            out.push((start, i));
+            start = i;
+        }
+    }
+    out.push((start, body.len()));
+    out
+}

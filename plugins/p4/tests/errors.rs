@@ -1,0 +1,249 @@
+//! Every compile error names the construct and file:line:column.
+
+use sluice_p4::ir::Opts;
+
+fn router() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.p4")).unwrap()
+}
+
+/// Compiles router.p4 with `from` replaced by `to`; returns the error text.
+fn err(from: &str, to: &str) -> String {
+    let s = router();
+    assert!(s.contains(from), "{from}");
+    let s = s.replacen(from, to, 1);
+    sluice_p4::compile(&s, "r.p4", Opts::default())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn unsupported_constructs() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "struct metadata {",
+            "enum E { A }\nstruct metadata {",
+            "not supported: top-level `enum' declaration at r.p4:",
+        ),
+        (
+            "bit<8>    ttl;",
+            "bit<8>    ttl[2];",
+            "not supported: header stack at r.p4:",
+        ),
+        (
+            "bit<8>    ttl;",
+            "int<8>    ttl;",
+            "not supported: type `int' at r.p4:",
+        ),
+        (
+            "        packet.extract(hdr.ipv4);\n",
+            "        packet.extract(hdr.ipv4);\n        packet.advance(8);\n",
+            "not supported: packet_in.advance at r.p4:",
+        ),
+        (
+            "    action _drop() {\n        mark_to_drop(standard_metadata);",
+            "    action _drop() {\n        clone(CloneType.I2E, 1);",
+            "not supported: `clone' at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "standard_metadata.mcast_grp = 1;",
+            "not supported: multicast (standard_metadata.mcast_grp) at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hdr.ipv4.ttl / hdr.ipv4.ihl;",
+            "not supported: `/' on run-time values at r.p4:",
+        ),
+        (
+            "key = { hdr.ipv4.dstAddr: lpm; }",
+            "key = { hdr.ipv4.dstAddr: optional; }",
+            "not supported: match kind `optional' at r.p4:",
+        ),
+        (
+            "        size = 512;",
+            "        implementation = foo;",
+            "not supported: table property `implementation' at r.p4:",
+        ),
+        (
+            "V1Switch(MyParser()",
+            "PSA(MyParser()",
+            "not supported: package `PSA' (only V1Switch) at r.p4:",
+        ),
+        (
+            "    apply {\n        send_frame.apply();",
+            "    register<bool>(4) r;\n    apply {\n        send_frame.apply();",
+            "not supported: register of bool at r.p4:",
+        ),
+        (
+            "        packet.emit(hdr.ethernet);",
+            "        if (hdr.ipv4.isValid()) { packet.emit(hdr.ethernet); }",
+            "not supported: deparser statement other than packet.emit(header) at r.p4:",
+        ),
+        (
+            "    apply {\n        send_frame.apply();",
+            "    apply {\n        switch (hdr.ipv4.ttl) { default: { } }",
+            "not supported: switch on an expression (only table.apply().action_run) at r.p4:",
+        ),
+        (
+            "#include <v1model.p4>",
+            "#include <psa.p4>",
+            "not supported: preprocessor directive `#include' at r.p4:5:1",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hash(1);",
+            "not supported: call of `hash' in an expression at r.p4:",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let e = err(from, to);
+        assert!(e.starts_with(want), "{to}\n got: {e}\nwant: {want}");
+    }
+}
+
+#[test]
+fn type_errors() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hdr.ipv4.totalLen;",
+            "type error: expected bit<8>, found bit<16> at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = 300;",
+            "type error: value 300 does not fit in bit<8> at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hdr.ipv4.nosuch;",
+            "type error: `hdr.ipv4.nosuch' does not exist at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "nhop_ipv4 = 1;",
+            "type error: cannot assign to action parameter `nhop_ipv4' at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - hdr.ipv4.totalLen;",
+            "type error: operands of `-' differ: bit<8> and bit<16> at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "if (hdr.ipv4.ttl) { }",
+            "type error: if condition is bit<8>, not bool at r.p4:",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+            "hdr.ipv4.ttl = hdr.ipv4.ttl[8:1];",
+            "type error: slice [8:1] out of bit<8> at r.p4:",
+        ),
+        (
+            "actions = { set_nhop; _drop; }",
+            "actions = { set_nhop; nosuch; }",
+            "type error: unknown action `nosuch' at r.p4:",
+        ),
+        (
+            "        default_action = _drop();\n    }\n    table forward",
+            "        default_action = set_dmac(1);\n    }\n    table forward",
+            "type error: action `set_dmac' is not in the table's actions at r.p4:",
+        ),
+        (
+            "            TYPE_IPV4: parse_ipv4;",
+            "            TYPE_IPV4: parse_ipv6;",
+            "type error: unknown state `parse_ipv6' at r.p4:",
+        ),
+        (
+            "            TYPE_IPV4: parse_ipv4;",
+            "            (TYPE_IPV4, 1): parse_ipv4;",
+            "type error: case has 2 key sets, select has 1 keys at r.p4:",
+        ),
+        (
+            "    state start {",
+            "    state begin {",
+            "type error: parser has no `start' state at r.p4:",
+        ),
+        (
+            "        ipv4_lpm.apply();",
+            "        ipv4_lpm.apply();\n        nosuch();",
+            "type error: unknown function or action `nosuch' at r.p4:",
+        ),
+        (
+            "        ipv4_lpm.apply();",
+            "        set_nhop(1);",
+            "type error: action `set_nhop' takes 2 arguments, got 1 at r.p4:",
+        ),
+        (
+            "    bit<4>    ihl;",
+            "    bit<3>    ihl;",
+            "type error: header `ipv4' is 159 bits, not a whole number of bytes at r.p4:",
+        ),
+        (
+            "V1Switch(MyParser(), MyVerifyChecksum(),",
+            "V1Switch(MyParser(),",
+            "type error: V1Switch takes 5 blocks, got 5 at r.p4:",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let e = err(from, to);
+        if want.contains("takes 5 blocks") {
+            assert!(
+                e.starts_with("type error: V1Switch takes 6 blocks, got 5 at r.p4:"),
+                "{e}"
+            );
+            continue;
+        }
+        assert!(e.starts_with(want), "{to}\n got: {e}\nwant: {want}");
+    }
+}
+
+#[test]
+fn positions_are_exact() {
+    let e = err("hdr.ipv4.ttl = hdr.ipv4.ttl - 1;", "hdr.ipv4.ttl = 300;");
+    // Line of the assignment in router.p4, column of the statement.
+    let line = router()
+        .lines()
+        .position(|l| l.contains("hdr.ipv4.ttl = hdr.ipv4.ttl - 1;"))
+        .unwrap()
+        + 1;
+    assert_eq!(
+        e,
+        format!("type error: value 300 does not fit in bit<8> at r.p4:{line}:9")
+    );
+    let no_pkg = router()
+        .replace("V1Switch(", "// V1Switch(")
+        .replace("         MyDeparser()) main;", "");
+    assert_eq!(
+        sluice_p4::compile(&no_pkg, "r.p4", Opts::default())
+            .unwrap_err()
+            .to_string(),
+        "error: no `V1Switch(...) main;' instantiation at r.p4:1:1"
+    );
+}
+
+#[test]
+fn parser_loops_are_bounded() {
+    // A state that loops on itself: compiled (bounded), and a packet that keeps matching
+    // is dropped as a parser loop, counted by the node.
+    let s = router().replacen(
+        "        packet.extract(hdr.ipv4);\n        transition accept;",
+        "        packet.extract(hdr.ipv4);\n        transition select(hdr.ipv4.ttl) { 0: parse_ipv4; default: accept; }",
+        1,
+    );
+    let p = sluice_p4::compile(&s, "loop.p4", Opts::default()).unwrap();
+    assert!(p.parser_loops);
+    let mut ts = sluice_p4::exec::ThreadState::new(&p).unwrap();
+    let sh = sluice_p4::exec::Shared::new(&p);
+    let mut pkt = vec![0u8; 14 + 20 * 100];
+    pkt[12] = 8;
+    assert_eq!(
+        sluice_p4::exec::simulate(&p, &mut ts, &sh, &pkt, 0),
+        sluice_p4::exec::Outcome::ParserLoop
+    );
+    // Short of data first: PacketTooShort, not a loop.
+    assert_eq!(
+        sluice_p4::exec::simulate(&p, &mut ts, &sh, &pkt[..200], 0),
+        sluice_p4::exec::Outcome::Drop
+    );
+}

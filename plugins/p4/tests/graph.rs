@@ -1,0 +1,404 @@
+//! The P4 pipeline in the real graph (pg -> ethernet-input -> p4 -> interface-output -> pg),
+//! differentially against Sluice's native IPv4 path configured the same way: identical
+//! output bytes and identical drops, for random route tables and random packets.
+
+use proptest::prelude::*;
+use sluice_cli::CommandTree;
+use sluice_graph::{CpuConfig, Vlib};
+use sluice_vnet::Interfaces;
+
+fn build() -> (Vlib, CommandTree<Vlib>) {
+    let cpu = CpuConfig {
+        main_core: None,
+        workers: Vec::new(),
+    };
+    let pool = sluice_buffer::PoolConfig {
+        buffers: 4096,
+        data_size: 2048,
+        page_size: sluice_buffer::PageSize::Small,
+        shared: false,
+    };
+    let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&sluice_p4::PLUGIN];
+    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+    let a =
+        sluice_vnet::plugin::assemble(&entries, &cpu, &pool, Default::default()).expect("runtime");
+    let (mut vm, t) = (a.vm, a.cli);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, c: &str) -> String {
+    t.execute(vm, c).unwrap_or_else(|e| panic!("`{c}': {e}"))
+}
+
+fn mac_of(vm: &Vlib, name: &str) -> [u8; 6] {
+    let ifs = vm.ext::<Interfaces>().unwrap();
+    ifs.get(ifs.find(name).unwrap()).unwrap().mac
+}
+
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = pcap_file::pcap::PcapWriter::new(f).unwrap();
+    for fr in frames {
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            std::time::Duration::ZERO,
+            fr.len() as u32,
+            fr,
+        ))
+        .unwrap();
+    }
+}
+
+fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let Ok(mut r) = pcap_file::pcap::PcapReader::new(f) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    while let Some(Ok(p)) = r.next_packet() {
+        out.push(p.data.to_vec());
+    }
+    out
+}
+
+fn error_drops(vm: &Vlib) -> u64 {
+    let i = vm.registry.find("error-drop").unwrap();
+    vm.registry
+        .node(i)
+        .stats
+        .per_thread
+        .iter()
+        .map(|s| s.vectors.get())
+        .sum()
+}
+
+/// Sends `frames` into pg0 and returns what pg1 sent and how many packets were dropped.
+fn run(vm: &mut Vlib, t: &CommandTree<Vlib>, frames: &[Vec<u8>], tag: &str) -> (Vec<Vec<u8>>, u64) {
+    let dir = std::env::temp_dir().join(format!("sluice-p4-test-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let inp = dir.join("in.pcap");
+    let outp = dir.join("out.pcap");
+    write_pcap(&inp, frames);
+    let d0 = error_drops(vm);
+    cli(
+        vm,
+        t,
+        &format!(
+            "packet-generator capture pg1 pcap {} count {}",
+            outp.display(),
+            frames.len()
+        ),
+    );
+    let _ = t.execute(vm, "packet-generator delete s");
+    cli(
+        vm,
+        t,
+        &format!(
+            "packet-generator new pcap {} source pg0 name s limit {} node ethernet-input",
+            inp.display(),
+            frames.len()
+        ),
+    );
+    cli(vm, t, "packet-generator enable");
+    let t0 = std::time::Instant::now();
+    while sluice_vnet::pg::any_enabled(vm) && t0.elapsed().as_secs() < 20 {
+        vm.run_main_once();
+    }
+    for _ in 0..10 {
+        vm.run_main_once();
+    }
+    cli(vm, t, "packet-generator capture pg1 disable");
+    let out = read_pcap(&outp);
+    let _ = std::fs::remove_dir_all(&dir);
+    (out, error_drops(vm) - d0)
+}
+
+const ROUTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.p4");
+
+fn ip4_frame(
+    dmac: [u8; 6],
+    ttl: u8,
+    dst: u32,
+    bad_csum: bool,
+    len: usize,
+    proto_ether: u16,
+) -> Vec<u8> {
+    let mut f = dmac.to_vec();
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
+    f.extend_from_slice(&proto_ether.to_be_bytes());
+    let mut h = vec![0x45, 0, 0, 0, 0, 1, 0, 0, ttl, 17, 0, 0, 10, 0, 0, 16];
+    h.extend_from_slice(&dst.to_be_bytes());
+    let tl = (20 + 8 + len) as u16;
+    h[2..4].copy_from_slice(&tl.to_be_bytes());
+    let c = sluice_wire::checksum::internet_checksum(&h);
+    h[10..12].copy_from_slice(&(c ^ bad_csum as u16).to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(&[0x04, 0x00, 0, 53, 0, (8 + len) as u8, 0, 0]);
+    f.extend((0..len).map(|i| i as u8));
+    f
+}
+
+/// Both pipelines configured with the same routes; returns (outputs, drops) of each.
+fn compare(
+    routes: &[(u32, u8)],
+    pkts: &[(u32, u8, bool, usize, bool)],
+    mode: &str,
+) -> (usize, u64) {
+    // Native.
+    let (mut nv, nt) = build();
+    cli(&mut nv, &nt, "set interface ip address pg0 10.0.0.1/24");
+    cli(&mut nv, &nt, "set interface ip address pg1 10.0.1.1/24");
+    cli(&mut nv, &nt, "ip neighbor pg1 10.0.1.2 02:00:00:00:01:02");
+    for &(p, l) in routes {
+        cli(
+            &mut nv,
+            &nt,
+            &format!(
+                "ip route add {}/{l} via 10.0.1.2",
+                std::net::Ipv4Addr::from(p)
+            ),
+        );
+    }
+    // P4.
+    let (mut pv, pt) = build();
+    let pg1 = sluice_vnet::interface::resolve(&pv, "pg1").unwrap();
+    cli(
+        &mut pv,
+        &pt,
+        &format!("p4 load {ROUTER} name r mode {mode} on pg0"),
+    );
+    for &(p, l) in routes {
+        cli(
+            &mut pv,
+            &pt,
+            &format!(
+                "p4 table add r ipv4_lpm set_nhop key {}/{l} param 10.0.1.2 {pg1}",
+                std::net::Ipv4Addr::from(p)
+            ),
+        );
+    }
+    cli(
+        &mut pv,
+        &pt,
+        "p4 table add r forward set_dmac key 10.0.1.2 param 02:00:00:00:01:02",
+    );
+    let m = mac_of(&pv, "pg1");
+    let ms: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+    cli(
+        &mut pv,
+        &pt,
+        &format!(
+            "p4 table add r send_frame rewrite_mac key {pg1} param {}",
+            ms.join(":")
+        ),
+    );
+    assert_eq!(mac_of(&nv, "pg0"), mac_of(&pv, "pg0"));
+    let dmac = mac_of(&nv, "pg0");
+    let frames: Vec<Vec<u8>> = pkts
+        .iter()
+        .map(|&(dst, ttl, bad, len, other)| {
+            let mut f = ip4_frame(
+                dmac,
+                ttl,
+                dst,
+                bad,
+                len,
+                if other { 0x88b5 } else { 0x0800 },
+            );
+            if len == 0 && bad {
+                f.truncate(14 + 12); // truncated IPv4 header
+            }
+            f
+        })
+        .collect();
+    let (no, nd) = run(&mut nv, &nt, &frames, "native");
+    let (po, pd) = run(&mut pv, &pt, &frames, "p4");
+    assert_eq!(no.len() + nd as usize, frames.len(), "native lost packets");
+    assert_eq!(po, no, "outputs differ");
+    assert_eq!(pd, nd, "drops differ");
+    nv.stop_workers();
+    pv.stop_workers();
+    assert_eq!(nv.pool.stats().in_use, 0);
+    assert_eq!(pv.pool.stats().in_use, 0);
+    (po.len(), pd)
+}
+
+#[test]
+fn router_matches_native_fixed_cases() {
+    let routes = [(0x1400_0000, 8), (0x1401_0200, 24), (0x1e00_0000, 16)];
+    let pkts = [
+        (0x1401_0203, 64, false, 18, false),
+        (0x1402_0203, 2, false, 100, false),
+        (0x1e00_0001, 255, false, 0, false),
+        (0x2800_0001, 64, false, 18, false), // no route
+        (0x1401_0203, 64, true, 18, false),  // bad checksum
+        (0x1401_0203, 64, true, 0, false),   // truncated
+        (0x1401_0203, 64, false, 18, true),  // not IPv4
+    ];
+    for mode in ["single", "multi", "auto"] {
+        assert_eq!(compare(&routes, &pkts, mode), (3, 4), "{mode}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #[test]
+    fn router_matches_native_random(
+        routes in prop::collection::vec((0x0b00_0000u32..0xdf00_0000, 1u8..=32), 1..40),
+        picks in prop::collection::vec((any::<u32>(), 2u8..=255, prop::bool::weighted(0.1), 0usize..200, prop::bool::weighted(0.05), prop::bool::weighted(0.8)), 1..64),
+        multi in any::<bool>(),
+    ) {
+        let routes: Vec<(u32, u8)> = routes
+            .into_iter()
+            .map(|(a, l)| (a & (u32::MAX << (32 - l as u32)), l))
+            .filter(|(a, _)| a >> 24 != 10 && a >> 24 != 127)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        prop_assume!(!routes.is_empty());
+        let pkts: Vec<(u32, u8, bool, usize, bool)> = picks
+            .into_iter()
+            .map(|(r, ttl, bad, len, other, inroute)| {
+                let dst = if inroute {
+                    let (p, l) = routes[r as usize % routes.len()];
+                    p | ((r.rotate_left(7)) & (u32::MAX.checked_shr(l as u32).unwrap_or(0)))
+                } else {
+                    r
+                };
+                // Destinations the native path handles locally or as special are outside
+                // the comparison (10/8 local subnets, loopback, multicast, broadcast).
+                let dst = if dst >> 24 == 10 || dst >> 24 == 127 || dst >> 28 >= 0xe || dst >> 24 == 0 { 0x0b00_0001 } else { dst };
+                (dst, ttl, bad, len, other)
+            })
+            .collect();
+        compare(&routes, &pkts, if multi { "multi" } else { "single" });
+    }
+}
+
+#[test]
+fn cli_errors_and_show() {
+    let (mut vm, t) = build();
+    let e = |vm: &mut Vlib, c: &str| t.execute(vm, c).unwrap_err().to_string();
+    assert_eq!(
+        e(&mut vm, "p4 load /nonexistent.p4")
+            .split(':')
+            .next()
+            .unwrap(),
+        "cannot read `/nonexistent.p4'"
+    );
+    assert_eq!(
+        e(&mut vm, &format!("p4 load {ROUTER} mode fast")),
+        "bad mode `fast'"
+    );
+    assert_eq!(
+        e(&mut vm, &format!("p4 load {ROUTER} on nosuch0")),
+        "unknown interface `nosuch0'"
+    );
+    cli(&mut vm, &t, &format!("p4 load {ROUTER} name r on pg0"));
+    assert_eq!(
+        e(&mut vm, &format!("p4 load {ROUTER} name r")),
+        "P4 program `r' is already loaded"
+    );
+    assert_eq!(
+        e(
+            &mut vm,
+            "p4 table add x ipv4_lpm set_nhop key 1.0.0.0/8 param 1 1"
+        ),
+        "no P4 program `x'"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table add r nosuch set_nhop key 1.0.0.0/8"),
+        "no table `nosuch'"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table add r ipv4_lpm set_dmac key 1.0.0.0/8"),
+        "`set_dmac' is not an action of table `ipv4_lpm'"
+    );
+    assert_eq!(
+        e(
+            &mut vm,
+            "p4 table add r ipv4_lpm set_nhop key 1.0.0.0/8 param 1"
+        ),
+        "ipv4_lpm: action takes 2 parameters, got 1"
+    );
+    assert_eq!(
+        e(
+            &mut vm,
+            "p4 table add r ipv4_lpm set_nhop key 1.0.0.0/8 param 1 512"
+        ),
+        "ipv4_lpm: parameter `port': value 0x200 does not fit in bit<9>"
+    );
+    assert_eq!(
+        e(
+            &mut vm,
+            "p4 table add r ipv4_lpm set_nhop key 1.0.0.1/8 param 1 1"
+        ),
+        "ipv4_lpm: key hdr.ipv4.dstAddr: value 0x1000001 has bits set beyond /8"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table add r ipv4_lpm set_nhop key zz param 1 1"),
+        "bad key value `zz'"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table add r ipv4_lpm set_nhop 1.0.0.0/8"),
+        "expected `key', found `1.0.0.0/8'"
+    );
+    cli(
+        &mut vm,
+        &t,
+        "p4 table add r ipv4_lpm set_nhop key 1.0.0.0/8 param 1.2.3.4 1",
+    );
+    assert_eq!(
+        e(
+            &mut vm,
+            "p4 table add r ipv4_lpm set_nhop key 1.0.0.0/8 param 1.2.3.4 1"
+        ),
+        "ipv4_lpm: entry already exists"
+    );
+    let s = cli(&mut vm, &t, "p4 table show r ipv4_lpm");
+    assert!(
+        s.contains("key 0x1000000/8 -> set_nhop(0x1020304, 0x1)"),
+        "{s}"
+    );
+    let s = cli(&mut vm, &t, "show p4 program");
+    assert!(s.contains("table MyIngress.ipv4_lpm [hdr.ipv4.dstAddr:lpm/32] entries 1 index lpm DIR-24-8 (fib ip4)"), "{s}");
+    cli(&mut vm, &t, "p4 table del r ipv4_lpm key 1.0.0.0/8");
+    assert_eq!(
+        e(&mut vm, "p4 table del r ipv4_lpm key 1.0.0.0/8"),
+        "ipv4_lpm: no such entry"
+    );
+    cli(&mut vm, &t, "p4 unload r");
+    assert_eq!(
+        cli(&mut vm, &t, "show p4 program"),
+        "no P4 programs loaded\n"
+    );
+    // Reload under the same name reuses the nodes; multi mode adds segment nodes.
+    let s = cli(
+        &mut vm,
+        &t,
+        &format!("p4 load {ROUTER} name r mode multi on pg0"),
+    );
+    assert!(s.contains("2 node(s) (multi)"), "{s}");
+    // A compile error names file:line:col.
+    let dir = std::env::temp_dir().join(format!("sluice-p4-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.p4");
+    std::fs::write(&bad, "header h_t { bit<8> a; }\nextern Foo { }\n").unwrap();
+    assert_eq!(
+        e(&mut vm, &format!("p4 load {}", bad.display())),
+        format!(
+            "not supported: top-level `extern' declaration at {}:2:1",
+            bad.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
