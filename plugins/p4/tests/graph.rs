@@ -88,6 +88,10 @@ fn run(vm: &mut Vlib, t: &CommandTree<Vlib>, frames: &[Vec<u8>], tag: &str) -> (
     let inp = dir.join("in.pcap");
     let outp = dir.join("out.pcap");
     write_pcap(&inp, frames);
+    // Capture files are confined to the capture directory (sluice_graph::pcap).
+    *vm.ext_mut::<sluice_graph::pcap::CaptureDir>() = sluice_graph::pcap::CaptureDir(
+        sluice_infra::files::OutputDir::new(&dir).expect("absolute temp dir"),
+    );
     let d0 = error_drops(vm);
     cli(
         vm,
