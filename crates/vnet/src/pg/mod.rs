@@ -339,20 +339,15 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "packet-generator enable [<name>] — start streams",
         cli_enable,
     );
-    t.add(
-        "packet-generator enable-stream",
-        "packet-generator enable-stream [<name>] — start streams",
-        cli_enable,
-    );
+    t.alias("packet-generator enable-stream", "packet-generator enable");
     t.add(
         "packet-generator disable",
         "packet-generator disable [<name>] — stop streams",
         cli_disable,
     );
-    t.add(
+    t.alias(
         "packet-generator disable-stream",
-        "packet-generator disable-stream [<name>] — stop streams",
-        cli_disable,
+        "packet-generator disable",
     );
     t.add(
         "packet-generator delete",
