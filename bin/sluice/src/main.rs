@@ -11,6 +11,7 @@
 mod config;
 mod daemon;
 mod demo;
+mod logging;
 mod scripting;
 mod server;
 
@@ -81,6 +82,7 @@ pub struct Daemon {
 /// Adds the daemon's own commands to the tree the core and the plugins registered.
 fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     scripting::register(t);
+    logging::register(t);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
     t.add(
@@ -264,6 +266,7 @@ fn run(
     add_daemon_commands(&mut tree);
     let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());
+    *vm.ext_mut::<logging::Handle>() = logging::Handle(Some(logger.ring()));
     *vm.ext_mut::<sluice_cli::Interrupt>() = sluice_cli::Interrupt::new(&STOP);
     if let Some(d) = &cfg.unix.capture_dir {
         let od = sluice_infra::files::OutputDir::new(d)
