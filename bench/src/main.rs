@@ -17,10 +17,12 @@
 //! instead (Sluice tester, Sluice and Linux DUTs in network namespaces; `python/sluice_bench`,
 //! docs/benchmarking.md).
 
+mod acl;
 mod ip4;
 mod ip6;
 mod l2;
 mod memif;
+mod nat;
 
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
@@ -35,7 +37,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif; or `run
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl; or `run
     /// --suite smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
@@ -278,9 +280,24 @@ pub(crate) struct PathResult {
 /// reached `error-drop` (the path is not what it claims) or buffers leaked.
 pub(crate) fn replay_path(
     o: &Opts,
+    vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    node: Option<&str>,
+    path: &[&str],
+    name: &str,
+) -> PathResult {
+    replay_path_from(o, vm, t, pcap, "pg0", node, path, name)
+}
+
+/// [`replay_path`] with the frames received on pg interface `source`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_path_from(
+    o: &Opts,
     mut vm: Vlib,
     t: &CommandTree<Vlib>,
     pcap: &std::path::Path,
+    source: &str,
     node: Option<&str>,
     path: &[&str],
     name: &str,
@@ -296,7 +313,7 @@ pub(crate) fn replay_path(
             &mut vm,
             t,
             &format!(
-                "packet-generator new pcap {} source pg0 name s limit {packets}{node}",
+                "packet-generator new pcap {} source {source} name s limit {packets}{node}",
                 pcap.display()
             ),
         );
@@ -573,9 +590,11 @@ fn main() {
         "ip6-lpm" => ip6::bench_ip6_lpm(&o, &mut out, &mut json),
         "l2" => l2::bench_l2(&o, &mut out, &mut json),
         "memif" => memif::bench_memif(&o, &mut out, &mut json),
+        "nat" => nat::bench_nat(&o, &mut out, &mut json),
+        "acl" => acl::bench_acl(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, run)"
+                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, run)"
             );
             std::process::exit(2);
         }

@@ -14,5 +14,7 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tester::PLUGIN,
         &sluice_example::PLUGIN,
         &sluice_p4::PLUGIN,
+        &sluice_nat44::PLUGIN,
+        &sluice_acl::PLUGIN,
     ]
 }

@@ -827,6 +827,23 @@ pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> O
     ctl.shared.ifs.get(i as usize).map(f)
 }
 
+/// The read side the IPv4 nodes share (FIB, adjacencies, interface attributes), for a
+/// plugin's nodes that look routes up or read interface addresses (NAT44 asks whether a
+/// destination is reached through an outside interface). None before [`init`].
+pub fn shared(vm: &mut Vlib) -> Option<Arc<Ip4Shared>> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    Some(ctl.shared.clone())
+}
+
+/// The FIB index of IPv4 table `id` (`ip table add <id>`; table 0 is FIB index 0), for
+/// plugins that take a `vrf <id>` argument.
+pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.vrfs.fib_of(id)
+}
+
 /// Number of IPv4 routes (benchmarks, tests).
 pub fn route_count(vm: &mut Vlib) -> usize {
     control(vm)

@@ -1,0 +1,138 @@
+//! ACL benchmark (plugins/acl): the IPv4 path with an input ACL of 1, 100, 1k and 10k rules
+//! on pg0 (random deny rules the traffic does not match, then a permit-all, so every packet
+//! is classified against the whole list), against the 1-rule rate.
+
+use crate::{cli, replay_path, write_pcap, Rng};
+use std::fmt::Write as _;
+
+const PATH: [&str; 7] = [
+    "ethernet-input",
+    "ip4-input",
+    "acl-plugin-in-ip4-fa",
+    "ip4-lookup",
+    "ip4-rewrite",
+    "interface-output",
+    "pg-tx",
+];
+
+/// `n - 1` random deny rules (sources in 172.16.0.0/12 with mixed prefix lengths, some
+/// with protocols and port ranges) and a final permit-all.
+fn rules(n: usize, seed: u64) -> String {
+    let mut r = Rng(seed);
+    let mut v = Vec::with_capacity(n);
+    for _ in 1..n {
+        let len = [12u32, 16, 20, 24, 28, 32][(r.next() % 6) as usize];
+        let a = 0xac10_0000u32 | (r.next() as u32 & 0x000f_ffff);
+        let a = if len == 32 {
+            a
+        } else {
+            a & (u32::MAX << (32 - len))
+        };
+        let mut s = format!(
+            "deny src {}/{len} dst 0.0.0.0/0",
+            std::net::Ipv4Addr::from(a)
+        );
+        match r.next() % 3 {
+            0 => {}
+            1 => s.push_str(&format!(" proto 17 dport {}", r.next() % 65536)),
+            _ => {
+                let lo = r.next() % 60000;
+                s.push_str(&format!(" proto 6 dport {lo}-{}", lo + r.next() % 5000))
+            }
+        }
+        v.push(s);
+    }
+    v.push("permit src 0.0.0.0/0 dst 0.0.0.0/0".into());
+    v.join(", ")
+}
+
+/// Runs the ACL benchmark.
+pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut r = Rng(7);
+    let frames: Vec<Vec<u8>> = (0..4096)
+        .map(|_| {
+            crate::nat::udp_frame(
+                0,
+                0x0a00_0010,
+                0x1400_0000 | (r.next() as u32 & 0xffff),
+                1024 + (r.next() % 1000) as u16,
+                53,
+            )
+        })
+        .collect();
+    let pcap = dir.join("acl.pcap");
+    write_pcap(&pcap, &frames);
+    let _ = writeln!(
+        out,
+        "## IPv4 + input ACL, one core, 64-byte frames, every packet matched by the last rule\n"
+    );
+    let _ = writeln!(
+        out,
+        "| rules | mask types | Mpps min | median | max | × 1 rule | path clk/pkt | ACL node clk/pkt |"
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(8));
+    let mut base = None;
+    let sizes: &[usize] = if o.quick {
+        &[1, 100, 1000]
+    } else {
+        &[1, 100, 1000, 10_000]
+    };
+    for &n in sizes {
+        let (mut vm, t) = crate::build(0);
+        for c in [
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            "set interface ip address pg0 10.0.0.1/24",
+            "set interface ip address pg1 10.0.1.1/24",
+            "ip neighbor pg1 10.0.1.2 02:00:00:00:01:02",
+            "ip route add 20.0.0.0/8 via 10.0.1.2",
+        ] {
+            cli(&mut vm, &t, c);
+        }
+        cli(
+            &mut vm,
+            &t,
+            &format!("set acl-plugin acl {}", rules(n, n as u64)),
+        );
+        cli(&mut vm, &t, "set acl-plugin interface pg0 input acl 0");
+        let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");
+        assert!(
+            shown.contains(&format!("count {n} ")),
+            "{n} rules installed"
+        );
+        let types: usize = cli(&mut vm, &t, "show acl-plugin interface")
+            .split("mask types")
+            .next()
+            .and_then(|x| x.rsplit('(').next())
+            .and_then(|x| x.trim().parse().ok())
+            .unwrap_or(0);
+        let r = replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, "acl");
+        let b = *base.get_or_insert(r.mpps.1);
+        let (path, _) = crate::clock_cells(&r.node_clocks);
+        let _ = writeln!(
+            out,
+            "| {n} | {types} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            r.mpps.0,
+            r.mpps.1,
+            r.mpps.2,
+            r.mpps.1 / b,
+            path,
+            r.node_clocks[2].1
+        );
+        json.push(format!(
+            "\"acl_{n}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
+            r.mpps.0,
+            r.mpps.1,
+            r.mpps.2,
+            r.mpps.1 / b,
+            path,
+            r.node_clocks[2].1
+        ));
+    }
+    out.push('\n');
+    let _ = std::fs::remove_dir_all(&dir);
+}

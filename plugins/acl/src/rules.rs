@@ -1,0 +1,435 @@
+//! ACL rules, the packet fields they match, and the classifier: tuple-space search.
+//!
+//! Rules of an interface's ACL list are numbered in the order they apply (the first match
+//! wins). The classifier groups them by *mask type* — address family, source and
+//! destination prefix lengths, whether the protocol is given, whether each port is one exact
+//! value — and keeps one hash table per mask type from the masked fields to the rules having
+//! them, in order. A lookup visits the mask types in the order of their first rule and stops
+//! as soon as no remaining type can hold a rule earlier than the best match so far; in a
+//! table hit, port ranges (and ICMP type/code ranges) and TCP flags are checked rule by
+//! rule. The cost grows with the number of distinct mask types (small in practice: a few
+//! prefix lengths), not with the number of rules. The tables use std's `HashMap` with its
+//! per-process random SipHash key (not DoS-unsafe).
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// What a matching rule does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Drop.
+    Deny,
+    /// Pass.
+    Permit,
+}
+
+/// One rule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Action.
+    pub action: Action,
+    /// IPv6 (prefixes are IPv6).
+    pub v6: bool,
+    /// Source prefix (IPv4 in the low 32 bits) and length.
+    pub src: (u128, u8),
+    /// Destination prefix and length.
+    pub dst: (u128, u8),
+    /// Protocol (None: any).
+    pub proto: Option<u8>,
+    /// Source port range (ICMP: type range), inclusive.
+    pub sport: (u16, u16),
+    /// Destination port range (ICMP: code range), inclusive.
+    pub dport: (u16, u16),
+    /// TCP flags value and mask (`tcpflags <v> mask <m>`; mask 0: any).
+    pub tcp_flags: (u8, u8),
+}
+
+impl Rule {
+    /// A rule matching every packet of a family.
+    pub fn any(action: Action, v6: bool) -> Rule {
+        Rule {
+            action,
+            v6,
+            src: (0, 0),
+            dst: (0, 0),
+            proto: None,
+            sport: (0, 65535),
+            dport: (0, 65535),
+            tcp_flags: (0, 0),
+        }
+    }
+
+    fn ports_any(&self) -> bool {
+        self.sport == (0, 65535) && self.dport == (0, 65535) && self.tcp_flags.1 == 0
+    }
+
+    /// Whether the rule matches `k` (the reference semantics the classifier follows).
+    pub fn matches(&self, k: &Key) -> bool {
+        self.v6 == k.v6
+            && mask(k.src, self.src.1, self.v6) == self.src.0
+            && mask(k.dst, self.dst.1, self.v6) == self.dst.0
+            && self.proto.is_none_or(|p| p == k.proto)
+            && self.l4_matches(k)
+    }
+
+    /// The checks the hash tables do not cover: port ranges and TCP flags. A packet without
+    /// an L4 header (a non-first fragment, a truncated header) matches only rules that do
+    /// not look at L4.
+    #[inline(always)]
+    fn l4_matches(&self, k: &Key) -> bool {
+        if !k.l4 {
+            return self.ports_any();
+        }
+        if self.proto.is_none() {
+            return true;
+        }
+        (self.sport.0..=self.sport.1).contains(&k.sport)
+            && (self.dport.0..=self.dport.1).contains(&k.dport)
+            && (k.tcp_flags & self.tcp_flags.1) == self.tcp_flags.0 & self.tcp_flags.1
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = match self.action {
+            Action::Deny => "deny",
+            Action::Permit => "permit",
+        };
+        let p = |(x, l): (u128, u8)| {
+            if self.v6 {
+                format!("{}/{l}", std::net::Ipv6Addr::from(x))
+            } else {
+                format!("{}/{l}", std::net::Ipv4Addr::from(x as u32))
+            }
+        };
+        write!(
+            f,
+            "{} src {} dst {} proto {} sport {}-{} dport {}-{}",
+            a,
+            p(self.src),
+            p(self.dst),
+            self.proto.unwrap_or(0),
+            self.sport.0,
+            self.sport.1,
+            self.dport.0,
+            self.dport.1
+        )?;
+        if self.tcp_flags.1 != 0 {
+            write!(
+                f,
+                " tcpflags {} mask {}",
+                self.tcp_flags.0, self.tcp_flags.1
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The fields of a packet ACLs match.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Key {
+    /// IPv6.
+    pub v6: bool,
+    /// Source address (IPv4 in the low 32 bits).
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Protocol (IPv6: the upper-layer header after the extension headers).
+    pub proto: u8,
+    /// Source port (ICMP: type).
+    pub sport: u16,
+    /// Destination port (ICMP: code).
+    pub dport: u16,
+    /// TCP flags.
+    pub tcp_flags: u8,
+    /// Whether the L4 fields are valid.
+    pub l4: bool,
+}
+
+/// `a` with only its first `len` bits (of 32 or 128).
+#[inline(always)]
+pub fn mask(a: u128, len: u8, v6: bool) -> u128 {
+    let bits = if v6 { 128 } else { 32 };
+    let len = len.min(bits) as u32;
+    if len == 0 {
+        return 0;
+    }
+    let m = if v6 {
+        u128::MAX << (128 - len)
+    } else {
+        ((u32::MAX << (32 - len)) as u128) & 0xffff_ffff
+    };
+    a & m
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct MaskType {
+    v6: bool,
+    src_len: u8,
+    dst_len: u8,
+    proto: bool,
+    sport: bool,
+    dport: bool,
+}
+
+type HashKey = (u128, u128, u8, u16, u16);
+
+struct Table {
+    mt: MaskType,
+    first: u32,
+    map: HashMap<HashKey, Vec<u32>>,
+}
+
+impl MaskType {
+    fn of(r: &Rule) -> MaskType {
+        let exact = |p: (u16, u16)| r.proto.is_some() && p.0 == p.1;
+        MaskType {
+            v6: r.v6,
+            src_len: r.src.1,
+            dst_len: r.dst.1,
+            proto: r.proto.is_some(),
+            sport: exact(r.sport),
+            dport: exact(r.dport),
+        }
+    }
+
+    #[inline(always)]
+    fn key(&self, k: &Key) -> HashKey {
+        (
+            mask(k.src, self.src_len, self.v6),
+            mask(k.dst, self.dst_len, self.v6),
+            if self.proto { k.proto } else { 0 },
+            if self.sport { k.sport } else { 0 },
+            if self.dport { k.dport } else { 0 },
+        )
+    }
+
+    fn rule_key(&self, r: &Rule) -> HashKey {
+        (
+            r.src.0,
+            r.dst.0,
+            r.proto.unwrap_or(0),
+            if self.sport { r.sport.0 } else { 0 },
+            if self.dport { r.dport.0 } else { 0 },
+        )
+    }
+}
+
+/// A compiled list of rules (an interface's ACLs in order).
+pub struct Classifier {
+    rules: Vec<Rule>,
+    tables: Vec<Table>,
+}
+
+impl Classifier {
+    /// Compiles `rules` (index = priority, 0 first).
+    pub fn new(rules: Vec<Rule>) -> Classifier {
+        let mut by: HashMap<MaskType, usize> = HashMap::new();
+        let mut tables: Vec<Table> = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let mt = MaskType::of(r);
+            let t = *by.entry(mt).or_insert_with(|| {
+                tables.push(Table {
+                    mt,
+                    first: i as u32,
+                    map: HashMap::new(),
+                });
+                tables.len() - 1
+            });
+            // A key whose ports cannot match (exact port of a fragment-only rule) is still
+            // stored: rules are normalised by the CLI.
+            let key = mt.rule_key(r);
+            tables[t].map.entry(key).or_default().push(i as u32);
+        }
+        // Tables are created in order of their first rule already.
+        Classifier { rules, tables }
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Mask types (hash tables a lookup may visit).
+    pub fn mask_types(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// The first rule matching `k`.
+    #[inline]
+    pub fn lookup(&self, k: &Key) -> Option<u32> {
+        let mut best: Option<u32> = None;
+        for t in &self.tables {
+            if best.is_some_and(|b| b < t.first) {
+                break;
+            }
+            if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
+                continue;
+            }
+            let Some(c) = t.map.get(&t.mt.key(k)) else {
+                continue;
+            };
+            for &r in c {
+                if best.is_some_and(|b| r >= b) {
+                    break;
+                }
+                if self.rules[r as usize].l4_matches(k) {
+                    best = Some(r);
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    fn random_rule(r: &mut Rng) -> Rule {
+        let v6 = r.next() % 4 == 0;
+        let lens: &[u8] = if v6 {
+            &[0, 32, 48, 64, 128]
+        } else {
+            &[0, 8, 16, 24, 32]
+        };
+        let sl = lens[(r.next() % lens.len() as u64) as usize];
+        let dl = lens[(r.next() % lens.len() as u64) as usize];
+        // Few distinct addresses, so that packets hit rules.
+        let addr = |r: &mut Rng| -> u128 {
+            let b = (r.next() % 4) as u128;
+            if v6 {
+                (0xfd00u128 << 112) | (b << 64) | (b + 1)
+            } else {
+                0x0a00_0000 | (b << 16) | (b + 1)
+            }
+        };
+        let proto = match r.next() % 4 {
+            0 => None,
+            1 => Some(6),
+            2 => Some(17),
+            _ => Some(if v6 { 58 } else { 1 }),
+        };
+        let port = |r: &mut Rng| -> (u16, u16) {
+            match r.next() % 3 {
+                0 => (0, 65535),
+                1 => {
+                    let p = (r.next() % 8) as u16 * 100;
+                    (p, p)
+                }
+                _ => {
+                    let a = (r.next() % 8) as u16 * 100;
+                    (a, a + (r.next() % 300) as u16)
+                }
+            }
+        };
+        let (sport, dport) = if proto.is_some() {
+            (port(r), port(r))
+        } else {
+            ((0, 65535), (0, 65535))
+        };
+        let tcp_flags = if proto == Some(6) && r.next() % 4 == 0 {
+            (0x02, 0x12)
+        } else {
+            (0, 0)
+        };
+        Rule {
+            action: if r.next() % 2 == 0 {
+                Action::Permit
+            } else {
+                Action::Deny
+            },
+            v6,
+            src: (mask(addr(r), sl, v6), sl),
+            dst: (mask(addr(r), dl, v6), dl),
+            proto,
+            sport,
+            dport,
+            tcp_flags,
+        }
+    }
+
+    fn random_key(r: &mut Rng) -> Key {
+        let v6 = r.next() % 4 == 0;
+        let addr = |r: &mut Rng| -> u128 {
+            let b = (r.next() % 4) as u128;
+            if v6 {
+                (0xfd00u128 << 112) | (b << 64) | (b + (r.next() % 2) as u128)
+            } else {
+                0x0a00_0000 | (b << 16) | (b + (r.next() % 2) as u128)
+            }
+        };
+        Key {
+            v6,
+            src: addr(r),
+            dst: addr(r),
+            proto: [6, 17, 1, 58][(r.next() % 4) as usize],
+            sport: (r.next() % 900) as u16,
+            dport: (r.next() % 900) as u16,
+            tcp_flags: (r.next() % 64) as u8,
+            l4: r.next() % 8 != 0,
+        }
+    }
+
+    #[test]
+    fn classifier_agrees_with_first_match_linear_scan() {
+        let mut r = Rng(0x1234_5678);
+        for n in [1usize, 5, 50, 400] {
+            let rules: Vec<Rule> = (0..n).map(|_| random_rule(&mut r)).collect();
+            let c = Classifier::new(rules.clone());
+            let mut hits = 0;
+            for _ in 0..5000 {
+                let k = random_key(&mut r);
+                let want = rules.iter().position(|x| x.matches(&k)).map(|i| i as u32);
+                assert_eq!(c.lookup(&k), want, "{n} rules, key {k:?}");
+                hits += want.is_some() as usize;
+            }
+            assert!(hits > 100, "the test exercises matches ({hits})");
+        }
+    }
+
+    #[test]
+    fn first_match_wins_and_ranges() {
+        let mut deny = Rule::any(Action::Deny, false);
+        deny.proto = Some(17);
+        deny.dport = (1000, 2000);
+        let permit = Rule::any(Action::Permit, false);
+        let c = Classifier::new(vec![deny, permit]);
+        let k = |dport, l4| Key {
+            v6: false,
+            src: 1,
+            dst: 2,
+            proto: 17,
+            sport: 5,
+            dport,
+            tcp_flags: 0,
+            l4,
+        };
+        assert_eq!(c.lookup(&k(999, true)), Some(1));
+        assert_eq!(c.lookup(&k(1000, true)), Some(0));
+        assert_eq!(c.lookup(&k(2000, true)), Some(0));
+        assert_eq!(c.lookup(&k(2001, true)), Some(1));
+        // A non-first fragment has no ports: only the L3 rule matches.
+        assert_eq!(c.lookup(&k(1500, false)), Some(1));
+        // IPv6 packets do not match IPv4 rules.
+        assert_eq!(
+            c.lookup(&Key {
+                v6: true,
+                ..k(1500, true)
+            }),
+            None
+        );
+        assert_eq!(c.mask_types(), 2);
+    }
+}

@@ -1,0 +1,747 @@
+//! `nat44-ed-in2out` and `nat44-ed-out2in`: one node type, two directions.
+//!
+//! `nat44-ed-in2out` (the `ip4-unicast` feature of inside interfaces):
+//! - uses: the IPv4 packet at `current_data` (ip4-input validated its header and trimmed
+//!   the length), `rx_if`, `ip.fib_index`, `handoff_thread` (a packet handed over from
+//!   another thread is processed where it lands, never handed on twice).
+//! - does: packets whose destination is reached through an outside interface (FIB lookup),
+//!   or is the outside side of a static mapping (hairpinning), are translated: the session
+//!   of their tuple (created on first sight: static mapping of the source, else a pool
+//!   address and a free port of the owning thread's range) gives the new source (and, for
+//!   hairpinning, destination); ICMP errors are matched by the packet they quote, which is
+//!   translated too. Everything else passes unchanged.
+//! - sets: `handoff_thread` = owner + 1 on a packet handed to its owning thread, 0 after.
+//! - next: `error-drop` (0) for the drops below; `ip4-lookup` (1) or the next feature of the
+//!   rx interface's `ip4-unicast` arc; packets owned by another thread go to this node on
+//!   that thread through the handoff queue.
+//!
+//! `nat44-ed-out2in` (the `ip4-unicast` feature of outside interfaces): packets to an
+//! external address (pool or static mapping) are matched to a session by their tuple
+//! (replies of in2out sessions), or create one from a static mapping; the destination is
+//! rewritten to the inside host. Unknown sessions are dropped (`no_translation`), except
+//! what the router itself must receive on its own interface address: ICMP echo requests,
+//! ICMP errors and DHCP replies (UDP port 68). Packets to other addresses pass unchanged.
+//! Same metadata and next arcs as in2out.
+//!
+//! Counters (both nodes): `translated`, `passed`, `session_created`, `handoff` (info);
+//! drops: `congestion_drop` (handoff queue full), `no_translation`,
+//! `max_sessions_exceeded`, `out_of_ports`, `no_pool_address`, `non_first_fragment`,
+//! `truncated` (L4 header shorter than its minimum), `bad_icmp_error` (quoted packet
+//! truncated or not TCP/UDP/echo), `unsupported_icmp`, `unsupported_protocol`,
+//! `hash_collision`, `icmp_error_no_session`.
+
+use crate::config::{role, Snapshot};
+use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
+use crate::session::{sflags, tcp_update, CreateError, Flow, Session, Side, Table};
+use crate::{lock, NatShared};
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_fib::adj::AdjKind;
+use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_infra::epoch::Epochs;
+use sluice_vnet::feature::FeatureNext;
+use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
+use sluice_wire::ipv4::proto;
+use std::any::Any;
+use std::sync::Arc;
+
+/// Next arcs.
+pub mod next {
+    use sluice_graph::Next;
+    /// `error-drop`.
+    pub const DROP: Next = Next(0);
+    /// `ip4-lookup` (the arc's end).
+    pub const LOOKUP: Next = Next(1);
+    /// In registration order.
+    pub const NAMES: [&str; 2] = ["error-drop", "ip4-lookup"];
+}
+
+/// Counters.
+pub mod counter {
+    use sluice_graph::CounterDesc;
+    /// Translated.
+    pub const TRANSLATED: u16 = 0;
+    /// Passed untranslated.
+    pub const PASSED: u16 = 1;
+    /// Sessions created.
+    pub const SESSION_CREATED: u16 = 2;
+    /// Handed to the owning thread.
+    pub const HANDOFF: u16 = 3;
+    /// Handoff queue full.
+    pub const CONGESTION: u16 = 4;
+    /// out2in without a session or mapping.
+    pub const NO_TRANSLATION: u16 = 5;
+    /// Session limit.
+    pub const MAX_SESSIONS: u16 = 6;
+    /// No free port.
+    pub const OUT_OF_PORTS: u16 = 7;
+    /// No pool address.
+    pub const NO_POOL_ADDRESS: u16 = 8;
+    /// Non-first fragment.
+    pub const NON_FIRST_FRAGMENT: u16 = 9;
+    /// Truncated L4 header.
+    pub const TRUNCATED: u16 = 10;
+    /// Bad ICMP error.
+    pub const BAD_ICMP_ERROR: u16 = 11;
+    /// Unsupported ICMP type.
+    pub const UNSUPPORTED_ICMP: u16 = 12;
+    /// Unsupported protocol.
+    pub const UNSUPPORTED_PROTOCOL: u16 = 13;
+    /// Key digest collision.
+    pub const HASH_COLLISION: u16 = 14;
+    /// ICMP error for no session.
+    pub const ICMP_ERROR_NO_SESSION: u16 = 15;
+    /// In registration order.
+    pub const DESCS: [CounterDesc; 16] = [
+        CounterDesc::info("translated", "packets translated"),
+        CounterDesc::info("passed", "packets passed untranslated (not NAT traffic)"),
+        CounterDesc::info("session_created", "sessions created"),
+        CounterDesc::info("handoff", "packets handed to the session's owning thread"),
+        CounterDesc::error("congestion_drop", "handoff queue to the owning thread full"),
+        CounterDesc::error("no_translation", "no session or static mapping"),
+        CounterDesc::error("max_sessions_exceeded", "maximum sessions exceeded"),
+        CounterDesc::error("out_of_ports", "out of ports"),
+        CounterDesc::error("no_pool_address", "no NAT pool address"),
+        CounterDesc::error("non_first_fragment", "non-first fragment (no L4 header)"),
+        CounterDesc::error("truncated", "truncated L4 header"),
+        CounterDesc::error(
+            "bad_icmp_error",
+            "ICMP error with a truncated or unsupported quoted packet",
+        ),
+        CounterDesc::error("unsupported_icmp", "unsupported ICMP type"),
+        CounterDesc::error("unsupported_protocol", "unsupported protocol"),
+        CounterDesc::error("hash_collision", "session key digest collision"),
+        CounterDesc::error("icmp_error_no_session", "ICMP error for no session"),
+    ];
+}
+
+/// Random ports tried per pool address before the next address is tried.
+const PORT_ATTEMPTS: usize = 32;
+
+/// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
+const FRAME_EXPIRE: usize = 8;
+
+/// The per-thread instance.
+pub struct NatNode {
+    out: bool,
+    shared: Arc<NatShared>,
+    features: Arc<FeatureNext>,
+    slot: usize,
+    keep: Vec<BufIdx>,
+    nexts: Vec<u16>,
+    hand: Vec<Vec<BufIdx>>,
+}
+
+impl NatNode {
+    /// `out`: the out2in direction.
+    pub fn new(out: bool, shared: Arc<NatShared>, features: Arc<FeatureNext>, slot: usize) -> Self {
+        NatNode {
+            out,
+            shared,
+            features,
+            slot,
+            keep: Vec::with_capacity(FRAME_SIZE),
+            nexts: Vec::with_capacity(FRAME_SIZE),
+            hand: Vec::new(),
+        }
+    }
+}
+
+/// What happens to a packet.
+enum Verdict {
+    Next(Next),
+    Handoff(usize),
+}
+
+/// A trace record.
+#[derive(Copy, Clone)]
+struct NatTrace {
+    out: bool,
+    session: Option<u32>,
+    from: Tuple,
+    to: Tuple,
+    handoff: Option<u16>,
+}
+
+impl TraceRecord for NatTrace {
+    fn format(&self, out: &mut String) {
+        let t = |x: &Tuple| {
+            format!(
+                "{} {}:{} -> {}:{}",
+                crate::config::proto_name(x.proto),
+                crate::config::ip(x.src),
+                x.sport,
+                crate::config::ip(x.dst),
+                x.dport
+            )
+        };
+        let dir = if self.out {
+            "NAT44_OUT2IN_ED"
+        } else {
+            "NAT44_IN2OUT_ED"
+        };
+        match (self.handoff, self.session) {
+            (Some(th), _) => {
+                out.push_str(&format!("{dir}: handoff to thread {th}: {}", t(&self.from)))
+            }
+            (None, Some(s)) => out.push_str(&format!(
+                "{dir}: session {s}: {} translated to {}",
+                t(&self.from),
+                t(&self.to)
+            )),
+            (None, None) => out.push_str(&format!("{dir}: {}", t(&self.from))),
+        }
+    }
+}
+
+/// Per-frame context of the packet functions.
+struct Pc<'a> {
+    cfg: &'a Snapshot,
+    table: &'a mut Table,
+    epochs: &'a Epochs,
+    ip4: Option<&'a Ip4Shared>,
+    features: &'a FeatureNext,
+    slot: usize,
+    me: usize,
+    now: f64,
+    trace: Option<NatTrace>,
+}
+
+impl Pc<'_> {
+    #[inline(always)]
+    fn pass(&self, cx: &mut Cx, b: &Buffer<'_>) -> Verdict {
+        cx.count(counter::PASSED as usize, 1);
+        Verdict::Next(self.features.next(self.slot, b.hdr.rx_if, next::LOOKUP))
+    }
+
+    /// Hands the packet to `owner` unless it is this thread or the packet was handed here.
+    #[inline(always)]
+    fn owner(&self, b: &mut Buffer<'_>, owner: usize) -> Option<Verdict> {
+        if owner != self.me && b.hdr.handoff_thread as usize != self.me + 1 {
+            b.hdr.handoff_thread = (owner + 1) as u16;
+            return Some(Verdict::Handoff(owner));
+        }
+        b.hdr.handoff_thread = 0;
+        None
+    }
+
+    /// The live session of a tuple (an expired one is freed on the way).
+    #[inline(always)]
+    fn lookup(&mut self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
+        let (i, which) = self.table.lookup(side, t, fib)?;
+        if self
+            .table
+            .get(i)
+            .is_some_and(|s| s.expired(self.now, &self.cfg.timeouts))
+        {
+            self.table.free(self.epochs, i);
+            self.table.stats.expired += 1;
+            return None;
+        }
+        Some((i, which))
+    }
+
+    /// Translates a TCP/UDP/echo packet with flow `which` of session `i`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        i: u32,
+        which: u8,
+        l4: usize,
+        kind: L4,
+        t: Tuple,
+    ) -> Verdict {
+        let len = b.len();
+        let Some(s) = self.table.get_mut(i) else {
+            return drop_pkt(cx, b, counter::NO_TRANSLATION);
+        };
+        let rw = s.flow(which).rw;
+        let class = if t.proto == proto::TCP {
+            tcp_update(&mut s.tcp, which == 0, flags_of(kind))
+        } else {
+            s.class
+        };
+        packet::translate(b.data_mut(), l4, kind, t, rw);
+        self.table.touch(i, self.now, len, class);
+        cx.count(counter::TRANSLATED as usize, 1);
+        if b.hdr.is_traced() {
+            self.trace = Some(NatTrace {
+                out: which == 1,
+                session: Some(i),
+                from: t,
+                to: rw,
+                handoff: None,
+            });
+        }
+        Verdict::Next(self.features.next(self.slot, b.hdr.rx_if, next::LOOKUP))
+    }
+
+    /// Creates a session's flows in the table.
+    fn create(&mut self, cx: &mut Cx, s: Session, which: u8) -> Result<(u32, u8), u16> {
+        match self
+            .table
+            .create(self.epochs, s, self.now, &self.cfg.timeouts)
+        {
+            Ok(i) => {
+                cx.count(counter::SESSION_CREATED as usize, 1);
+                Ok((i, which))
+            }
+            Err(CreateError::Full) => Err(counter::MAX_SESSIONS),
+            Err(CreateError::Collision) => Err(counter::HASH_COLLISION),
+        }
+    }
+}
+
+#[inline(always)]
+fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: u16) -> Verdict {
+    b.hdr.error = cx.error(c);
+    Verdict::Next(next::DROP)
+}
+
+fn bad_counter(e: Bad) -> u16 {
+    match e {
+        Bad::NonFirstFragment => counter::NON_FIRST_FRAGMENT,
+        Bad::Truncated => counter::TRUNCATED,
+        Bad::BadIcmpError => counter::BAD_ICMP_ERROR,
+        Bad::UnsupportedIcmp => counter::UNSUPPORTED_ICMP,
+        Bad::UnsupportedProto => counter::UNSUPPORTED_PROTOCOL,
+    }
+}
+
+/// Whether `dst` is reached through an outside interface (VPP ED translates in2out only
+/// then: traffic between inside interfaces and to the router itself passes).
+#[inline(always)]
+fn via_outside(ip4: Option<&Ip4Shared>, cfg: &Snapshot, fib: u32, dst: u32) -> bool {
+    let Some(ip4) = ip4 else { return false };
+    let Some(v) = ip4.lookup(fib, dst) else {
+        return false;
+    };
+    let adj = if v >= LB_FLAG {
+        ip4.lb.pick(v & (LB_FLAG - 1), 0)
+    } else {
+        v
+    };
+    let a = ip4.adj.get(adj);
+    !matches!(a.kind, AdjKind::Drop | AdjKind::Local) && cfg.role(a.tx_if) & role::OUTSIDE != 0
+}
+
+/// The tuple's ports with the source side's port (or identifier) `sp` and the destination
+/// side's `dp`, by the L4 kind's positions.
+#[inline(always)]
+fn ports(kind: L4, t: &Tuple, sp: u16, dp: u16) -> (u16, u16) {
+    match kind {
+        L4::EchoRequest => (sp, 0),
+        L4::EchoReply => (0, t.dport),
+        L4::Tcp(_) | L4::Udp => (sp, dp),
+    }
+}
+
+/// A session from an inside packet: the static mapping of its source or a pool address
+/// and free port of `slot`'s range; the static mapping of its destination when
+/// hairpinning.
+fn create_in2out(
+    pc: &mut Pc,
+    cx: &mut Cx,
+    t: &Tuple,
+    kind: L4,
+    fib: u32,
+    slot: usize,
+) -> Result<(u32, u8), u16> {
+    let cfg = pc.cfg;
+    let mut flags = 0;
+    let mut mapping = None;
+    // Destination side: hairpinning to a static mapping's outside address.
+    let (edst, edport, hairpin) = match cfg
+        .is_external(t.dst)
+        .then(|| cfg.mapping_by_external(t.dst, t.dst_port_or_id(), t.proto))
+        .flatten()
+    {
+        Some(mj) => {
+            let m = &cfg.mappings[mj as usize];
+            flags |= sflags::HAIRPIN;
+            (m.local, m.local_port.unwrap_or(t.dst_port_or_id()), true)
+        }
+        None => (t.dst, t.dport, false),
+    };
+    let o2i_side = if hairpin { Side::In } else { Side::Out };
+    // Source side.
+    let (esrc, esport) = match cfg.mapping_by_local(t.src, t.src_port_or_id(), t.proto, fib) {
+        Some(mi) => {
+            let m = &cfg.mappings[mi as usize];
+            let ext = cfg.mapping_ext[mi as usize].ok_or(counter::NO_TRANSLATION)?;
+            flags |= sflags::STATIC;
+            if m.identity {
+                flags |= sflags::IDENTITY;
+            }
+            mapping = Some(m.id);
+            (ext, m.external_port.unwrap_or(t.src_port_or_id()))
+        }
+        None => {
+            if kind == L4::EchoReply {
+                return Err(counter::UNSUPPORTED_ICMP);
+            }
+            alloc(pc.table, cfg, slot, t, kind, fib, edst, edport, o2i_side)?
+        }
+    };
+    let (sp, dp) = ports(kind, t, esport, edport);
+    let rw = Tuple {
+        src: esrc,
+        dst: edst,
+        sport: sp,
+        dport: dp,
+        proto: t.proto,
+    };
+    let s = Session::new(
+        Flow {
+            key: *t,
+            side: Side::In,
+            rw,
+        },
+        Flow {
+            key: rw.reversed(),
+            side: o2i_side,
+            rw: t.reversed(),
+        },
+        fib,
+        flags,
+        mapping,
+        pc.now,
+    );
+    pc.create(cx, s, 0)
+}
+
+/// A pool address and a port of `slot`'s range whose outside flow key is free: the
+/// packet's own port first, then random ones. Ports of static mappings are never used.
+#[allow(clippy::too_many_arguments)]
+fn alloc(
+    table: &mut Table,
+    cfg: &Snapshot,
+    slot: usize,
+    t: &Tuple,
+    kind: L4,
+    fib: u32,
+    edst: u32,
+    edport: u16,
+    side: Side,
+) -> Result<(u32, u16), u16> {
+    let n = cfg.pool.len();
+    if !cfg.pool.iter().any(|p| p.1.is_none_or(|f| f == fib)) {
+        return Err(counter::NO_POOL_ADDRESS);
+    }
+    let (lo, hi) = cfg.port_range(slot);
+    let want = t.src_port_or_id() as u32;
+    // A host keeps one pool address while its ports last (VPP's paired behaviour).
+    let start = ((t.src as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % n;
+    let fibo = if side == Side::In { fib } else { 0 };
+    for k in 0..n {
+        let (a, tf) = cfg.pool[(start + k) % n];
+        if tf.is_some_and(|f| f != fib) {
+            continue;
+        }
+        for attempt in 0..PORT_ATTEMPTS {
+            let p = if attempt == 0 && (lo..hi).contains(&want) {
+                want
+            } else {
+                lo + (table.random() % (hi - lo) as u64) as u32
+            } as u16;
+            if cfg.is_static_external_port(a, p, t.proto) {
+                continue;
+            }
+            let (sp, dp) = ports(kind, t, p, edport);
+            let okey = Tuple {
+                src: edst,
+                dst: a,
+                sport: dp,
+                dport: sp,
+                proto: t.proto,
+            };
+            if table.key_free(side, &okey, fibo) {
+                return Ok((a, p));
+            }
+        }
+    }
+    Err(counter::OUT_OF_PORTS)
+}
+
+/// A session from an outside packet to a static mapping.
+fn create_out2in(pc: &mut Pc, cx: &mut Cx, t: &Tuple, kind: L4, mi: u32) -> Result<(u32, u8), u16> {
+    let m = pc.cfg.mappings[mi as usize];
+    let dport = match kind {
+        L4::Tcp(_) | L4::Udp => m.local_port.unwrap_or(t.dport),
+        L4::EchoRequest | L4::EchoReply => t.dport,
+    };
+    let rw = Tuple {
+        dst: m.local,
+        dport,
+        ..*t
+    };
+    let flags = sflags::STATIC | if m.identity { sflags::IDENTITY } else { 0 };
+    let s = Session::new(
+        Flow {
+            key: rw.reversed(),
+            side: Side::In,
+            rw: t.reversed(),
+        },
+        Flow {
+            key: *t,
+            side: Side::Out,
+            rw,
+        },
+        m.fib,
+        flags,
+        Some(m.id),
+        pc.now,
+    );
+    pc.create(cx, s, 1)
+}
+
+fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
+    let fib = b.hdr.ip.fib_index;
+    let cfg = pc.cfg;
+    let Some((_, dst)) = ip4_addrs(b.data()) else {
+        return drop_pkt(cx, b, counter::TRUNCATED);
+    };
+    let via = via_outside(pc.ip4, cfg, fib, dst);
+    if !via && !cfg.is_external(dst) {
+        return pc.pass(cx, b);
+    }
+    let p = match parse(b.data()) {
+        Ok(p) => p,
+        Err(e) if via => return drop_pkt(cx, b, bad_counter(e)),
+        // Not to an outside interface: only a static mapping's packets are ours.
+        Err(_) => return pc.pass(cx, b),
+    };
+    match p {
+        Parsed::Flow { t, l4, kind } => {
+            if !via
+                && cfg
+                    .mapping_by_external(t.dst, t.dst_port_or_id(), t.proto)
+                    .is_none()
+            {
+                return pc.pass(cx, b);
+            }
+            let slot = cfg.slot_in2out(&t, fib);
+            if let Some(v) = pc.owner(b, cfg.threads[slot]) {
+                return v;
+            }
+            let (i, which) = match pc.lookup(Side::In, &t, fib) {
+                Some(x) => x,
+                None => match create_in2out(pc, cx, &t, kind, fib, slot) {
+                    Ok(x) => x,
+                    Err(c) => return drop_pkt(cx, b, c),
+                },
+            };
+            pc.apply(cx, b, i, which, l4, kind, t)
+        }
+        Parsed::IcmpError { dst, inner, .. } => {
+            if !via {
+                return pc.pass(cx, b);
+            }
+            let k = inner.reversed();
+            if let Some(v) = pc.owner(b, cfg.threads[cfg.slot_in2out(&k, fib)]) {
+                return v;
+            }
+            let Some((i, which)) = pc.lookup(Side::In, &k, fib) else {
+                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+            };
+            let Some(f) = pc.table.get(i).map(|s| *s.flow(which)) else {
+                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+            };
+            let odst = if dst == k.dst { f.rw.dst } else { dst };
+            packet::translate_icmp_error(b.data_mut(), &p, f.rw.src, odst, f.rw.reversed());
+            cx.count(counter::TRANSLATED as usize, 1);
+            Verdict::Next(pc.features.next(pc.slot, b.hdr.rx_if, next::LOOKUP))
+        }
+    }
+}
+
+fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
+    let cfg = pc.cfg;
+    let Some((_, dst)) = ip4_addrs(b.data()) else {
+        return drop_pkt(cx, b, counter::TRUNCATED);
+    };
+    if !cfg.is_external(dst) {
+        return pc.pass(cx, b);
+    }
+    let p = match parse(b.data()) {
+        Ok(p) => p,
+        Err(e) => return drop_pkt(cx, b, bad_counter(e)),
+    };
+    let own = pc.ip4.is_some_and(|v| {
+        v.if_attr(b.hdr.rx_if)
+            .ip4
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == dst
+    });
+    match p {
+        Parsed::Flow { t, l4, kind } => {
+            let port = t.dst_port_or_id();
+            if let Some(v) = pc.owner(b, cfg.threads[cfg.slot_of_port(port)]) {
+                return v;
+            }
+            let (i, which) = match pc.lookup(Side::Out, &t, 0) {
+                Some(x) => x,
+                None => match cfg.mapping_by_external(t.dst, port, t.proto) {
+                    Some(mi) => match create_out2in(pc, cx, &t, kind, mi) {
+                        Ok(x) => x,
+                        Err(c) => return drop_pkt(cx, b, c),
+                    },
+                    None => {
+                        // The router's own traffic on its interface address.
+                        let to_router =
+                            kind == L4::EchoRequest || (kind == L4::Udp && t.dport == 68);
+                        if own && to_router {
+                            return pc.pass(cx, b);
+                        }
+                        return drop_pkt(cx, b, counter::NO_TRANSLATION);
+                    }
+                },
+            };
+            pc.apply(cx, b, i, which, l4, kind, t)
+        }
+        Parsed::IcmpError { src, inner, .. } => {
+            let k = inner.reversed();
+            if let Some(v) = pc.owner(b, cfg.threads[cfg.slot_of_port(k.dst_port_or_id())]) {
+                return v;
+            }
+            let Some((i, which)) = pc.lookup(Side::Out, &k, 0) else {
+                if own {
+                    return pc.pass(cx, b);
+                }
+                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+            };
+            let Some(f) = pc.table.get(i).map(|s| *s.flow(which)) else {
+                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+            };
+            let osrc = if src == k.src { f.rw.src } else { src };
+            packet::translate_icmp_error(b.data_mut(), &p, osrc, f.rw.dst, f.rw.reversed());
+            cx.count(counter::TRANSLATED as usize, 1);
+            Verdict::Next(pc.features.next(pc.slot, b.hdr.rx_if, next::LOOKUP))
+        }
+    }
+}
+
+impl NodeFn for NatNode {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        let me = cx.thread();
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let NatNode {
+            out,
+            shared,
+            features,
+            slot,
+            keep,
+            nexts,
+            hand,
+        } = self;
+        keep.clear();
+        nexts.clear();
+        let workers = shared.workers();
+        if hand.len() < workers.len() {
+            hand.resize_with(workers.len(), || Vec::with_capacity(FRAME_SIZE));
+        }
+        let mut guard = workers.get(me).map(lock);
+        let Some(w) = guard.as_mut().and_then(|g| g.as_mut()) else {
+            // NAT disabled: everything passes.
+            std::mem::drop(guard);
+            for &bi in frame {
+                // SAFETY: the dispatcher hands this node exclusive ownership of every index
+                // in `frame`; each index appears once and the view lives only for this
+                // statement.
+                let b = unsafe { arena.buffer(bi) };
+                nexts.push(features.next(*slot, b.hdr.rx_if, next::LOOKUP).0);
+            }
+            cx.count(counter::PASSED as usize, n as u64);
+            cx.enqueue_to_next(frame, nexts);
+            return;
+        };
+        let now = cx.now_secs();
+        let cfg = w.cfg.clone();
+        let timeouts = cfg.timeouts;
+        w.table.expire(&w.epochs, now, &timeouts, FRAME_EXPIRE);
+        let mut pc = Pc {
+            cfg: &cfg,
+            table: &mut w.table,
+            epochs: &w.epochs,
+            ip4: shared.ip4.get().map(|a| &**a),
+            features,
+            slot: *slot,
+            me,
+            now,
+            trace: None,
+        };
+        let mut handed = 0u64;
+        for (i, &bi) in frame.iter().enumerate() {
+            if let Some(&ahead) = frame.get(i + 2) {
+                arena.prefetch(ahead);
+            }
+            // SAFETY: as above — exclusive ownership of `bi` for this iteration.
+            let mut b = unsafe { arena.buffer(bi) };
+            let v = if *out {
+                out2in(&mut pc, cx, &mut b)
+            } else {
+                in2out(&mut pc, cx, &mut b)
+            };
+            match v {
+                Verdict::Next(nx) => {
+                    if let Some(rec) = pc.trace.take() {
+                        cx.trace(&b, rec);
+                    }
+                    keep.push(bi);
+                    nexts.push(nx.0);
+                }
+                Verdict::Handoff(t) => {
+                    if b.hdr.is_traced() {
+                        let from = match parse(b.data()) {
+                            Ok(Parsed::Flow { t, .. }) => t,
+                            _ => Tuple::default(),
+                        };
+                        cx.trace(
+                            &b,
+                            NatTrace {
+                                out: *out,
+                                session: None,
+                                from,
+                                to: from,
+                                handoff: Some(t as u16),
+                            },
+                        );
+                    }
+                    if let Some(h) = hand.get_mut(t) {
+                        h.push(bi);
+                        handed += 1;
+                    } else {
+                        b.hdr.error = cx.error(counter::CONGESTION);
+                        keep.push(bi);
+                        nexts.push(next::DROP.0);
+                    }
+                }
+            }
+        }
+        std::mem::drop(guard);
+        cx.enqueue_to_next(keep, nexts);
+        if handed > 0 {
+            cx.count(counter::HANDOFF as usize, handed);
+            let node = cx.node();
+            for (t, h) in hand.iter_mut().enumerate() {
+                if h.is_empty() {
+                    continue;
+                }
+                let took = cx.shared().handoff_enqueue(me, t, h, node);
+                if took < h.len() {
+                    let lost = &h[took..];
+                    cx.count(counter::CONGESTION as usize, lost.len() as u64);
+                    cx.free(lost);
+                }
+                h.clear();
+            }
+        }
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,648 @@
+//! What NAT44 reads from and writes to a packet: the 5-tuple of TCP, UDP and ICMP echo
+//! packets, the packet an ICMP error quotes, and in-place rewrites with incrementally
+//! updated checksums (RFC 1624, `sluice_wire::checksum::update_*`).
+//!
+//! Everything here works on the bytes of an IPv4 packet (`data[0]` is the IPv4 header) with
+//! bounds-checked accesses: a short or malformed packet is reported as [`Bad`], never a
+//! panic. ICMP echo requests carry their identifier in the source-port position of the
+//! tuple (destination port 0), echo replies in the destination-port position, so that a
+//! request and its reply have mirrored tuples like TCP and UDP.
+
+use sluice_wire::checksum::{update_u16, update_u32};
+use sluice_wire::ipv4::proto;
+
+/// ICMP echo reply.
+pub const ICMP_ECHO_REPLY: u8 = 0;
+/// ICMP echo request.
+pub const ICMP_ECHO_REQUEST: u8 = 8;
+
+/// TCP flags NAT looks at.
+pub mod tcp_flags {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+}
+
+/// A 5-tuple, host byte order.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    /// Source address.
+    pub src: u32,
+    /// Destination address.
+    pub dst: u32,
+    /// Source port (ICMP echo request: identifier).
+    pub sport: u16,
+    /// Destination port (ICMP echo reply: identifier).
+    pub dport: u16,
+    /// IP protocol.
+    pub proto: u8,
+}
+
+impl Tuple {
+    /// The tuple of a packet going the other way.
+    #[inline(always)]
+    pub fn reversed(self) -> Tuple {
+        Tuple {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            proto: self.proto,
+        }
+    }
+
+    /// The port (or ICMP identifier) that names the destination side's session: the
+    /// destination port, or the identifier of an ICMP echo.
+    #[inline(always)]
+    pub fn dst_port_or_id(self) -> u16 {
+        if self.proto == proto::ICMP {
+            self.sport | self.dport
+        } else {
+            self.dport
+        }
+    }
+
+    /// The source side's port or ICMP identifier.
+    #[inline(always)]
+    pub fn src_port_or_id(self) -> u16 {
+        if self.proto == proto::ICMP {
+            self.sport | self.dport
+        } else {
+            self.sport
+        }
+    }
+}
+
+/// What a packet's L4 header is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum L4 {
+    /// TCP, with its flags.
+    Tcp(u8),
+    /// UDP.
+    Udp,
+    /// ICMP echo request.
+    EchoRequest,
+    /// ICMP echo reply.
+    EchoReply,
+}
+
+/// A packet NAT can translate.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// TCP, UDP or ICMP echo.
+    Flow {
+        /// Its tuple.
+        t: Tuple,
+        /// Offset of the L4 header.
+        l4: usize,
+        /// What the L4 header is.
+        kind: L4,
+    },
+    /// An ICMP error quoting a TCP, UDP or ICMP echo packet.
+    IcmpError {
+        /// Outer source address.
+        src: u32,
+        /// Outer destination address.
+        dst: u32,
+        /// Offset of the ICMP header.
+        icmp: usize,
+        /// Offset of the quoted IPv4 header.
+        inner_ip: usize,
+        /// Offset of the quoted L4 header.
+        inner_l4: usize,
+        /// The quoted packet's tuple, as quoted.
+        inner: Tuple,
+        /// The quoted packet's L4 kind (TCP flags are 0: they may not be quoted).
+        inner_kind: L4,
+    },
+}
+
+/// Why a packet cannot be translated (each is a drop counter of the NAT nodes).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Bad {
+    /// A fragment other than the first: it has no L4 header (see docs/nat.md).
+    NonFirstFragment,
+    /// The L4 header is shorter than its protocol's minimum.
+    Truncated,
+    /// An ICMP error whose quoted packet is truncated or not TCP/UDP/ICMP echo.
+    BadIcmpError,
+    /// ICMP other than echo and the error types.
+    UnsupportedIcmp,
+    /// An IP protocol other than TCP, UDP and ICMP.
+    UnsupportedProto,
+}
+
+#[inline(always)]
+fn be16(d: &[u8], o: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*d.get(o)?, *d.get(o + 1)?]))
+}
+
+#[inline(always)]
+fn be32(d: &[u8], o: usize) -> Option<u32> {
+    let b = d.get(o..o + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Whether an ICMP type is an error message that quotes a packet (RFC 792: destination
+/// unreachable, source quench, redirect, time exceeded, parameter problem).
+#[inline(always)]
+pub fn icmp_is_error(ty: u8) -> bool {
+    matches!(ty, 3 | 4 | 5 | 11 | 12)
+}
+
+/// The IPv4 header's source and destination and whether the packet is a non-first
+/// fragment. `None` if shorter than an IPv4 header (ip4-input checked it; kept safe).
+#[inline(always)]
+pub fn ip4_addrs(d: &[u8]) -> Option<(u32, u32)> {
+    Some((be32(d, 12)?, be32(d, 16)?))
+}
+
+/// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
+pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
+    let ihl = (*d.first().ok_or(Bad::Truncated)? as usize & 0x0f) * 4;
+    let frag = be16(d, 6).ok_or(Bad::Truncated)?;
+    if frag & 0x1fff != 0 {
+        return Err(Bad::NonFirstFragment);
+    }
+    let p = *d.get(9).ok_or(Bad::Truncated)?;
+    let (src, dst) = ip4_addrs(d).ok_or(Bad::Truncated)?;
+    let l4 = ihl;
+    match p {
+        proto::TCP | proto::UDP => {
+            let min = if p == proto::TCP { 20 } else { 8 };
+            if d.len() < l4 + min || ihl < 20 {
+                return Err(Bad::Truncated);
+            }
+            let kind = if p == proto::TCP {
+                L4::Tcp(d[l4 + 13])
+            } else {
+                L4::Udp
+            };
+            Ok(Parsed::Flow {
+                t: Tuple {
+                    src,
+                    dst,
+                    sport: be16(d, l4).ok_or(Bad::Truncated)?,
+                    dport: be16(d, l4 + 2).ok_or(Bad::Truncated)?,
+                    proto: p,
+                },
+                l4,
+                kind,
+            })
+        }
+        proto::ICMP => {
+            if d.len() < l4 + 8 || ihl < 20 {
+                return Err(Bad::Truncated);
+            }
+            let ty = d[l4];
+            match ty {
+                ICMP_ECHO_REQUEST | ICMP_ECHO_REPLY => {
+                    let id = be16(d, l4 + 4).ok_or(Bad::Truncated)?;
+                    let req = ty == ICMP_ECHO_REQUEST;
+                    Ok(Parsed::Flow {
+                        t: Tuple {
+                            src,
+                            dst,
+                            sport: if req { id } else { 0 },
+                            dport: if req { 0 } else { id },
+                            proto: p,
+                        },
+                        l4,
+                        kind: if req { L4::EchoRequest } else { L4::EchoReply },
+                    })
+                }
+                t if icmp_is_error(t) => parse_icmp_error(d, src, dst, l4),
+                _ => Err(Bad::UnsupportedIcmp),
+            }
+        }
+        _ => Err(Bad::UnsupportedProto),
+    }
+}
+
+fn parse_icmp_error(d: &[u8], src: u32, dst: u32, icmp: usize) -> Result<Parsed, Bad> {
+    let inner_ip = icmp + 8;
+    let vihl = *d.get(inner_ip).ok_or(Bad::BadIcmpError)?;
+    let ihl = (vihl as usize & 0x0f) * 4;
+    if vihl >> 4 != 4 || ihl < 20 {
+        return Err(Bad::BadIcmpError);
+    }
+    let inner_l4 = inner_ip + ihl;
+    // RFC 792: the quoted packet's header and at least 8 bytes of its payload.
+    if d.len() < inner_l4 + 8 {
+        return Err(Bad::BadIcmpError);
+    }
+    let frag = be16(d, inner_ip + 6).ok_or(Bad::BadIcmpError)?;
+    if frag & 0x1fff != 0 {
+        return Err(Bad::BadIcmpError);
+    }
+    let p = d[inner_ip + 9];
+    let (isrc, idst) = ip4_addrs(&d[inner_ip..]).ok_or(Bad::BadIcmpError)?;
+    let (sport, dport, kind) = match p {
+        proto::TCP => (be16(d, inner_l4), be16(d, inner_l4 + 2), L4::Tcp(0)),
+        proto::UDP => (be16(d, inner_l4), be16(d, inner_l4 + 2), L4::Udp),
+        proto::ICMP => {
+            let id = be16(d, inner_l4 + 4);
+            match d[inner_l4] {
+                ICMP_ECHO_REQUEST => (id, Some(0), L4::EchoRequest),
+                ICMP_ECHO_REPLY => (Some(0), id, L4::EchoReply),
+                _ => return Err(Bad::BadIcmpError),
+            }
+        }
+        _ => return Err(Bad::BadIcmpError),
+    };
+    Ok(Parsed::IcmpError {
+        src,
+        dst,
+        icmp,
+        inner_ip,
+        inner_l4,
+        inner: Tuple {
+            src: isrc,
+            dst: idst,
+            sport: sport.ok_or(Bad::BadIcmpError)?,
+            dport: dport.ok_or(Bad::BadIcmpError)?,
+            proto: p,
+        },
+        inner_kind: kind,
+    })
+}
+
+#[inline(always)]
+fn get16(d: &[u8], o: usize) -> u16 {
+    be16(d, o).unwrap_or(0)
+}
+
+#[inline(always)]
+fn put16(d: &mut [u8], o: usize, v: u16) {
+    if let Some(b) = d.get_mut(o..o + 2) {
+        b.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[inline(always)]
+fn put32(d: &mut [u8], o: usize, v: u32) {
+    if let Some(b) = d.get_mut(o..o + 4) {
+        b.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Rewrites the IPv4 header at `ip` to `src`/`dst` and updates its checksum; returns the
+/// ones'-complement delta as (old, new) pairs applied, for callers that must carry it into
+/// an enclosing checksum.
+#[inline(always)]
+fn rewrite_ip(d: &mut [u8], ip: usize, src: u32, dst: u32) -> (u32, u32, u16, u16) {
+    let (os, od) = (be32(d, ip + 12).unwrap_or(0), be32(d, ip + 16).unwrap_or(0));
+    let oc = get16(d, ip + 10);
+    let mut c = oc;
+    if os != src {
+        c = update_u32(c, os, src);
+        put32(d, ip + 12, src);
+    }
+    if od != dst {
+        c = update_u32(c, od, dst);
+        put32(d, ip + 16, dst);
+    }
+    put16(d, ip + 10, c);
+    (os, od, oc, c)
+}
+
+/// Rewrites a TCP, UDP or ICMP echo packet from tuple `old` to tuple `new` (addresses,
+/// ports or identifier) and updates the IPv4, TCP/UDP or ICMP checksums incrementally. The
+/// L4 checksum of a first fragment covers the whole datagram; the incremental update is
+/// still right because only the changed words enter it.
+pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
+    rewrite_ip(d, 0, new.src, new.dst);
+    match kind {
+        L4::Tcp(_) | L4::Udp => {
+            let co = if matches!(kind, L4::Udp) {
+                l4 + 6
+            } else {
+                l4 + 16
+            };
+            let c0 = get16(d, co);
+            if matches!(kind, L4::Udp) && c0 == 0 {
+                // RFC 768: no checksum.
+                put16(d, l4, new.sport);
+                put16(d, l4 + 2, new.dport);
+                return;
+            }
+            let mut c = c0;
+            c = update_u32(c, old.src, new.src);
+            c = update_u32(c, old.dst, new.dst);
+            c = update_u16(c, old.sport, new.sport);
+            c = update_u16(c, old.dport, new.dport);
+            if matches!(kind, L4::Udp) && c == 0 {
+                c = 0xffff;
+            }
+            put16(d, l4, new.sport);
+            put16(d, l4 + 2, new.dport);
+            put16(d, co, c);
+        }
+        L4::EchoRequest | L4::EchoReply => {
+            let (o, n) = if kind == L4::EchoRequest {
+                (old.sport, new.sport)
+            } else {
+                (old.dport, new.dport)
+            };
+            if o != n {
+                let c = update_u16(get16(d, l4 + 2), o, n);
+                put16(d, l4 + 4, n);
+                put16(d, l4 + 2, c);
+            }
+        }
+    }
+}
+
+/// Writes a 16-bit word of an ICMP message's payload and carries the change into the ICMP
+/// checksum `c`.
+#[inline(always)]
+fn icmp_put16(d: &mut [u8], o: usize, v: u16, c: &mut u16) {
+    let old = get16(d, o);
+    if old != v {
+        *c = update_u16(*c, old, v);
+        put16(d, o, v);
+    }
+}
+
+/// Translates an ICMP error: the outer header's addresses become `outer_src`/`outer_dst`,
+/// the quoted packet's tuple becomes `inner` (its IPv4 checksum, its TCP/UDP checksum when
+/// quoted, or its ICMP echo checksum updated), and the ICMP checksum follows every word
+/// that changed. `p` must be what [`parse`] returned for these bytes.
+pub fn translate_icmp_error(
+    d: &mut [u8],
+    p: &Parsed,
+    outer_src: u32,
+    outer_dst: u32,
+    inner: Tuple,
+) {
+    let Parsed::IcmpError {
+        icmp,
+        inner_ip,
+        inner_l4,
+        inner: old,
+        inner_kind,
+        ..
+    } = *p
+    else {
+        return;
+    };
+    let mut c = get16(d, icmp + 2);
+    // The quoted IPv4 header: addresses and checksum (each word is in the ICMP payload).
+    let ic_old = get16(d, inner_ip + 10);
+    let mut ic = ic_old;
+    ic = update_u32(ic, old.src, inner.src);
+    ic = update_u32(ic, old.dst, inner.dst);
+    icmp_put16(d, inner_ip + 12, (inner.src >> 16) as u16, &mut c);
+    icmp_put16(d, inner_ip + 14, inner.src as u16, &mut c);
+    icmp_put16(d, inner_ip + 16, (inner.dst >> 16) as u16, &mut c);
+    icmp_put16(d, inner_ip + 18, inner.dst as u16, &mut c);
+    icmp_put16(d, inner_ip + 10, ic, &mut c);
+    match inner_kind {
+        L4::Tcp(_) | L4::Udp => {
+            let co = if inner_kind == L4::Udp {
+                inner_l4 + 6
+            } else {
+                inner_l4 + 16
+            };
+            // The quoted L4 checksum, when it is quoted (RFC 792 promises 8 bytes: UDP's
+            // is in them, TCP's only if the quote is longer) and in use.
+            if co + 2 <= d.len() {
+                let l0 = get16(d, co);
+                if !(inner_kind == L4::Udp && l0 == 0) {
+                    let mut l = l0;
+                    l = update_u32(l, old.src, inner.src);
+                    l = update_u32(l, old.dst, inner.dst);
+                    l = update_u16(l, old.sport, inner.sport);
+                    l = update_u16(l, old.dport, inner.dport);
+                    if inner_kind == L4::Udp && l == 0 {
+                        l = 0xffff;
+                    }
+                    icmp_put16(d, co, l, &mut c);
+                }
+            }
+            icmp_put16(d, inner_l4, inner.sport, &mut c);
+            icmp_put16(d, inner_l4 + 2, inner.dport, &mut c);
+        }
+        L4::EchoRequest | L4::EchoReply => {
+            let (o, n) = if inner_kind == L4::EchoRequest {
+                (old.sport, inner.sport)
+            } else {
+                (old.dport, inner.dport)
+            };
+            if o != n {
+                let ec = update_u16(get16(d, inner_l4 + 2), o, n);
+                icmp_put16(d, inner_l4 + 4, n, &mut c);
+                icmp_put16(d, inner_l4 + 2, ec, &mut c);
+            }
+        }
+    }
+    put16(d, icmp + 2, c);
+    rewrite_ip(d, 0, outer_src, outer_dst);
+}
+
+/// The TCP flags of a packet parsed as TCP (0 otherwise).
+#[inline(always)]
+pub fn flags_of(kind: L4) -> u8 {
+    match kind {
+        L4::Tcp(f) => f,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_wire::checksum::internet_checksum;
+
+    fn ip4(p: u8, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, p, 0, 0];
+        v.extend_from_slice(&src);
+        v.extend_from_slice(&dst);
+        v.extend_from_slice(payload);
+        let len = v.len() as u16;
+        v[2..4].copy_from_slice(&len.to_be_bytes());
+        let c = internet_checksum(&v[..20]);
+        v[10..12].copy_from_slice(&c.to_be_bytes());
+        v
+    }
+
+    /// The L4 checksum over the pseudo-header and the segment (0 when valid).
+    fn l4_sum(d: &[u8]) -> u16 {
+        let mut ph = Vec::new();
+        ph.extend_from_slice(&d[12..20]);
+        ph.push(0);
+        ph.push(d[9]);
+        ph.extend_from_slice(&((d.len() - 20) as u16).to_be_bytes());
+        ph.extend_from_slice(&d[20..]);
+        internet_checksum(&ph)
+    }
+
+    fn with_l4_checksum(mut d: Vec<u8>, off: usize) -> Vec<u8> {
+        let c = l4_sum(&d);
+        d[20 + off..22 + off].copy_from_slice(&c.to_be_bytes());
+        d
+    }
+
+    fn udp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16) -> Vec<u8> {
+        let mut u = Vec::new();
+        u.extend_from_slice(&sp.to_be_bytes());
+        u.extend_from_slice(&dp.to_be_bytes());
+        u.extend_from_slice(&12u16.to_be_bytes());
+        u.extend_from_slice(&[0, 0, b'a', b'b', b'c', b'd']);
+        with_l4_checksum(ip4(17, src, dst, &u), 6)
+    }
+
+    fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, flags: u8) -> Vec<u8> {
+        let mut t = Vec::new();
+        t.extend_from_slice(&sp.to_be_bytes());
+        t.extend_from_slice(&dp.to_be_bytes());
+        t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        t.extend_from_slice(b"hello");
+        with_l4_checksum(ip4(6, src, dst, &t), 16)
+    }
+
+    fn echo(src: [u8; 4], dst: [u8; 4], ty: u8, id: u16) -> Vec<u8> {
+        let mut m = vec![ty, 0, 0, 0];
+        m.extend_from_slice(&id.to_be_bytes());
+        m.extend_from_slice(&[0, 7, 1, 2, 3, 4]);
+        let c = internet_checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        ip4(1, src, dst, &m)
+    }
+
+    fn a(x: [u8; 4]) -> u32 {
+        u32::from_be_bytes(x)
+    }
+
+    #[test]
+    fn udp_tcp_and_echo_translate_with_valid_checksums() {
+        for (mut d, off) in [
+            (udp([10, 0, 0, 2], [8, 8, 8, 8], 1234, 53), 6),
+            (tcp([10, 0, 0, 2], [8, 8, 8, 8], 40000, 80, 0x02), 16),
+        ] {
+            let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
+                panic!("parses")
+            };
+            assert_eq!(
+                (t.sport, t.dport),
+                (u16::from_be_bytes([d[20], d[21]]), t.dport)
+            );
+            let new = Tuple {
+                src: a([192, 0, 2, 1]),
+                sport: 1025,
+                ..t
+            };
+            translate(&mut d, l4, kind, t, new);
+            assert_eq!(internet_checksum(&d[..20]), 0, "ip checksum");
+            assert_eq!(l4_sum(&d), 0, "l4 checksum at {off}");
+            let Ok(Parsed::Flow { t: t2, .. }) = parse(&d) else {
+                panic!()
+            };
+            assert_eq!(t2, new);
+        }
+        let mut d = echo([10, 0, 0, 2], [8, 8, 8, 8], ICMP_ECHO_REQUEST, 77);
+        let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
+            panic!()
+        };
+        assert_eq!((t.sport, t.dport, kind), (77, 0, L4::EchoRequest));
+        let new = Tuple {
+            src: a([192, 0, 2, 1]),
+            sport: 4000,
+            ..t
+        };
+        translate(&mut d, l4, kind, t, new);
+        assert_eq!(internet_checksum(&d[20..]), 0);
+        assert_eq!(u16::from_be_bytes([d[24], d[25]]), 4000);
+        let r = echo([8, 8, 8, 8], [192, 0, 2, 1], ICMP_ECHO_REPLY, 4000);
+        let Ok(Parsed::Flow { t, .. }) = parse(&r) else {
+            panic!()
+        };
+        assert_eq!((t.sport, t.dport), (0, 4000));
+    }
+
+    #[test]
+    fn udp_without_checksum_stays_without() {
+        let mut d = udp([10, 0, 0, 2], [8, 8, 8, 8], 1, 2);
+        d[26] = 0;
+        d[27] = 0;
+        let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
+            panic!()
+        };
+        translate(&mut d, l4, kind, t, Tuple { sport: 9, ..t });
+        assert_eq!(&d[26..28], &[0, 0]);
+        assert_eq!(&d[20..22], &9u16.to_be_bytes());
+    }
+
+    #[test]
+    fn icmp_error_translates_quoted_packet() {
+        // The outside host answers E:1025 -> R:53 with port unreachable.
+        let quoted = udp([192, 0, 2, 1], [8, 8, 8, 8], 1025, 53);
+        let mut m = vec![3, 3, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(&quoted);
+        let c = internet_checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut d = ip4(1, [8, 8, 8, 8], [192, 0, 2, 1], &m);
+        let p = parse(&d).expect("parses");
+        let Parsed::IcmpError { inner, .. } = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!((inner.sport, inner.dport), (1025, 53));
+        let new_inner = Tuple {
+            src: a([10, 0, 0, 2]),
+            sport: 1234,
+            ..inner
+        };
+        translate_icmp_error(&mut d, &p, a([8, 8, 8, 8]), a([10, 0, 0, 2]), new_inner);
+        assert_eq!(internet_checksum(&d[..20]), 0, "outer ip");
+        assert_eq!(internet_checksum(&d[20..]), 0, "icmp");
+        assert_eq!(internet_checksum(&d[28..48]), 0, "quoted ip");
+        assert_eq!(l4_sum(&d[28..]), 0, "quoted udp");
+        assert_eq!(&d[16..20], &[10, 0, 0, 2]);
+        assert_eq!(&d[40..44], &[10, 0, 0, 2]);
+    }
+
+    #[test]
+    fn bad_input_is_reported_never_panics() {
+        let d = udp([10, 0, 0, 2], [8, 8, 8, 8], 1, 2);
+        // Every truncation of a UDP packet and of an ICMP error.
+        for n in 0..d.len() {
+            let r = parse(&d[..n]);
+            assert!(r.is_err() || n >= 28, "{n}: {r:?}");
+        }
+        let quoted = tcp([192, 0, 2, 1], [8, 8, 8, 8], 1025, 80, 2);
+        let mut m = vec![11, 0, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(&quoted);
+        let e = ip4(1, [9, 9, 9, 9], [192, 0, 2, 1], &m);
+        for n in 0..e.len() {
+            match parse(&e[..n]) {
+                Ok(p) => {
+                    assert!(n >= 20 + 8 + 20 + 8, "{n}");
+                    let mut x = e[..n].to_vec();
+                    translate_icmp_error(&mut x, &p, 1, 2, Tuple::default());
+                }
+                Err(b) => assert!(
+                    matches!(b, Bad::Truncated | Bad::BadIcmpError),
+                    "{n}: {b:?}"
+                ),
+            }
+        }
+        // Non-first fragments and other protocols.
+        let mut f = d.clone();
+        f[6] = 0;
+        f[7] = 10;
+        assert_eq!(parse(&f), Err(Bad::NonFirstFragment));
+        let g = ip4(47, [1, 1, 1, 1], [2, 2, 2, 2], &[0; 8]);
+        assert_eq!(parse(&g), Err(Bad::UnsupportedProto));
+        let r = ip4(1, [1, 1, 1, 1], [2, 2, 2, 2], &[10, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(parse(&r), Err(Bad::UnsupportedIcmp));
+        // A first fragment (MF set, offset 0) parses.
+        let mut ff = d.clone();
+        ff[6] = 0x20;
+        assert!(parse(&ff).is_ok());
+    }
+}

@@ -1,0 +1,607 @@
+//! A thread's NAT44-ED sessions: a pool of sessions, a `Bihash` from flow keys to sessions,
+//! LRU lists per timeout class, port allocation and TCP state.
+//!
+//! A session has two flows (VPP ED's 6-tuple flows): the inside flow matches packets
+//! received on an inside interface and says what their tuple becomes; the outside flow
+//! matches the replies received on an outside interface (or, for a hairpinned session, the
+//! replies of the inside server, received on an inside interface). Each flow's match tuple
+//! is a key of the table. Keys are 16 bytes wide (tuple, FIB, which node looks it up) and the
+//! table's are 8: the key stored is their keyed SipHash digest
+//! ([`sluice_infra::bihash::WideKeyHash`]), and a hit is confirmed by comparing the flow's
+//! full match tuple. Two live flows with one digest (probability 2^-64 per pair under a
+//! secret key) cannot both exist: the second is refused and counted (`hash_collision`).
+//!
+//! Only the owning thread reads and writes its table (packets are handed to the owner
+//! first); the control plane reaches it under the thread's mutex.
+
+use crate::config::Timeouts;
+use crate::packet::{tcp_flags, Tuple};
+use sluice_infra::bihash::{Bihash, WideKeyHash};
+use sluice_infra::epoch::Epochs;
+use sluice_infra::pool::Pool;
+
+/// Which node looks a flow's key up.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// `nat44-ed-in2out` (packets from inside interfaces).
+    In,
+    /// `nat44-ed-out2in`.
+    Out,
+}
+
+/// One direction of a session.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Flow {
+    /// The tuple of the packets it matches.
+    pub key: Tuple,
+    /// Who looks it up.
+    pub side: Side,
+    /// What their tuple becomes.
+    pub rw: Tuple,
+}
+
+/// Timeout classes (one LRU list each).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Class {
+    /// UDP.
+    Udp = 0,
+    /// TCP established.
+    TcpEstablished = 1,
+    /// TCP opening/closing.
+    TcpTransitory = 2,
+    /// ICMP echo.
+    Icmp = 3,
+}
+
+/// Number of classes.
+pub const N_CLASSES: usize = 4;
+
+impl Class {
+    /// The class's timeout.
+    #[inline(always)]
+    pub fn timeout(self, t: &Timeouts) -> f64 {
+        (match self {
+            Class::Udp => t.udp,
+            Class::TcpEstablished => t.tcp_established,
+            Class::TcpTransitory => t.tcp_transitory,
+            Class::Icmp => t.icmp,
+        }) as f64
+    }
+}
+
+/// TCP state bits of a session.
+pub mod tcp {
+    /// SYN from the inside.
+    pub const SYN_IN: u8 = 1;
+    /// SYN from the outside.
+    pub const SYN_OUT: u8 = 2;
+    /// FIN from the inside.
+    pub const FIN_IN: u8 = 4;
+    /// FIN from the outside.
+    pub const FIN_OUT: u8 = 8;
+    /// RST seen.
+    pub const RST: u8 = 16;
+    /// Both SYNs seen and not closed since: established.
+    pub const ESTABLISHED: u8 = 32;
+}
+
+/// Session flags.
+pub mod sflags {
+    /// Created from a static or identity mapping.
+    pub const STATIC: u8 = 1;
+    /// Hairpinned (inside to inside through an outside address).
+    pub const HAIRPIN: u8 = 2;
+    /// Identity mapping (nothing rewritten).
+    pub const IDENTITY: u8 = 4;
+}
+
+/// A session.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The inside flow.
+    pub i2o: Flow,
+    /// The outside flow.
+    pub o2i: Flow,
+    /// FIB index of the inside side.
+    pub fib: u32,
+    /// [`sflags`].
+    pub flags: u8,
+    /// [`tcp`] state bits.
+    pub tcp: u8,
+    /// Timeout class.
+    pub class: Class,
+    /// The static mapping it was made from.
+    pub mapping: Option<u32>,
+    /// Last packet (seconds, the runtime clock).
+    pub last: f64,
+    /// When it was last moved to its LRU list's tail (whole seconds).
+    lru_stamp: u32,
+    prev: Option<u32>,
+    next: Option<u32>,
+    /// Packets in both directions.
+    pub pkts: u64,
+    /// Bytes in both directions.
+    pub bytes: u64,
+    keys: [u64; 2],
+}
+
+impl Session {
+    /// A new session (not in a table yet).
+    pub fn new(i2o: Flow, o2i: Flow, fib: u32, flags: u8, mapping: Option<u32>, now: f64) -> Self {
+        let class = match i2o.key.proto {
+            6 => Class::TcpTransitory,
+            1 => Class::Icmp,
+            _ => Class::Udp,
+        };
+        Session {
+            i2o,
+            o2i,
+            fib,
+            flags,
+            tcp: 0,
+            class,
+            mapping,
+            last: now,
+            lru_stamp: now as u32,
+            prev: None,
+            next: None,
+            pkts: 0,
+            bytes: 0,
+            keys: [0; 2],
+        }
+    }
+
+    /// The flow for `which` (0: inside flow, 1: outside flow).
+    #[inline(always)]
+    pub fn flow(&self, which: u8) -> &Flow {
+        if which == 0 {
+            &self.i2o
+        } else {
+            &self.o2i
+        }
+    }
+
+    /// Whether it expired at `now`.
+    #[inline(always)]
+    pub fn expired(&self, now: f64, t: &Timeouts) -> bool {
+        now - self.last > self.class.timeout(t)
+    }
+
+    /// The TCP state's name (`show nat44 sessions detail`).
+    pub fn tcp_state(&self) -> &'static str {
+        let s = self.tcp;
+        if s & tcp::RST != 0 {
+            "reset"
+        } else if s & (tcp::FIN_IN | tcp::FIN_OUT) == tcp::FIN_IN | tcp::FIN_OUT {
+            "closed"
+        } else if s & tcp::ESTABLISHED != 0 {
+            if s & (tcp::FIN_IN | tcp::FIN_OUT) != 0 {
+                "closing"
+            } else {
+                "established"
+            }
+        } else {
+            "opening"
+        }
+    }
+}
+
+/// Applies a TCP segment's flags to a session's state (`inside`: the segment came from the
+/// inside) and returns the timeout class that follows.
+pub fn tcp_update(state: &mut u8, inside: bool, flags: u8) -> Class {
+    let (syn, fin) = if inside {
+        (tcp::SYN_IN, tcp::FIN_IN)
+    } else {
+        (tcp::SYN_OUT, tcp::FIN_OUT)
+    };
+    let closed = *state & (tcp::RST | tcp::FIN_IN | tcp::FIN_OUT) != 0;
+    if flags & tcp_flags::SYN != 0 && flags & tcp_flags::ACK == 0 && closed {
+        // A new connection reusing the tuple of one that closed.
+        *state = 0;
+    }
+    if flags & tcp_flags::RST != 0 {
+        *state |= tcp::RST;
+    }
+    if flags & tcp_flags::SYN != 0 {
+        *state |= syn;
+        if *state & (tcp::SYN_IN | tcp::SYN_OUT) == tcp::SYN_IN | tcp::SYN_OUT
+            && *state & (tcp::RST | tcp::FIN_IN | tcp::FIN_OUT) == 0
+        {
+            *state |= tcp::ESTABLISHED;
+        }
+    }
+    if flags & tcp_flags::FIN != 0 {
+        *state |= fin;
+    }
+    let s = *state;
+    if s & tcp::ESTABLISHED != 0
+        && s & tcp::RST == 0
+        && s & (tcp::FIN_IN | tcp::FIN_OUT) != tcp::FIN_IN | tcp::FIN_OUT
+    {
+        Class::TcpEstablished
+    } else {
+        Class::TcpTransitory
+    }
+}
+
+/// Why a session could not be created.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CreateError {
+    /// The thread's session limit is reached and no session has expired.
+    Full,
+    /// A key collided with a live flow's (see the module documentation).
+    Collision,
+}
+
+/// Per-thread counters shown by `show nat44 summary`.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Stats {
+    /// Sessions created.
+    pub created: u64,
+    /// Sessions freed because they timed out.
+    pub expired: u64,
+    /// Sessions freed otherwise (configuration changes, CLI).
+    pub deleted: u64,
+}
+
+/// A thread's sessions.
+pub struct Table {
+    sessions: Pool<Session>,
+    keys: Bihash,
+    hasher: WideKeyHash,
+    heads: [Option<u32>; N_CLASSES],
+    tails: [Option<u32>; N_CLASSES],
+    max: usize,
+    rng: u64,
+    /// Counters.
+    pub stats: Stats,
+}
+
+#[inline(always)]
+fn key_words(side: Side, t: &Tuple, fib: u32) -> (u64, u64) {
+    let a = (t.src as u64) << 32 | t.dst as u64;
+    let b = (t.sport as u64) << 48
+        | (t.dport as u64) << 32
+        | (t.proto as u64) << 24
+        | ((side == Side::Out) as u64) << 23
+        | (fib as u64 & 0x7f_ffff);
+    (a, b)
+}
+
+impl Table {
+    /// A table for at most `max` sessions.
+    pub fn new(max: usize, seed: u64) -> Table {
+        Table {
+            sessions: Pool::with_capacity(max),
+            keys: Bihash::with_limit(2 * max, 2 * max),
+            hasher: WideKeyHash::new(),
+            heads: [None; N_CLASSES],
+            tails: [None; N_CLASSES],
+            max,
+            rng: seed | 1,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// No session.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// The session limit.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes used: the key table's array and the session pool's slots.
+    pub fn memory_bytes(&self) -> usize {
+        self.keys.memory_bytes() + self.sessions.slots() * std::mem::size_of::<Option<Session>>()
+    }
+
+    /// Every session.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Session)> + '_ {
+        self.sessions.iter()
+    }
+
+    /// A session.
+    #[inline(always)]
+    pub fn get(&self, i: u32) -> Option<&Session> {
+        self.sessions.get(i)
+    }
+
+    /// A session.
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut Session> {
+        self.sessions.get_mut(i)
+    }
+
+    #[inline(always)]
+    fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
+        let (a, b) = key_words(side, t, fib);
+        self.hasher.hash(a, b)
+    }
+
+    /// The session and flow (0: inside, 1: outside) matching a packet's tuple looked up by
+    /// `side`'s node.
+    #[inline(always)]
+    pub fn lookup(&self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
+        let v = self.keys.get(self.digest(side, t, fib))?;
+        let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
+        let s = self.sessions.get(i)?;
+        let f = s.flow(which);
+        let ffib = if which == 0 || f.side == Side::In {
+            s.fib
+        } else {
+            0
+        };
+        (f.key == *t && f.side == side && ffib == fib).then_some((i, which))
+    }
+
+    /// Whether no flow has the key (`side`, `t`, `fib`): a port is allocated only if the
+    /// outside flow it would make is free, so no live tuple is ever reused.
+    #[inline]
+    pub fn key_free(&self, side: Side, t: &Tuple, fib: u32) -> bool {
+        self.keys.get(self.digest(side, t, fib)).is_none()
+    }
+
+    /// Adds a session. If the table is full, the oldest expired session is freed first.
+    pub fn create(
+        &mut self,
+        e: &Epochs,
+        s: Session,
+        now: f64,
+        t: &Timeouts,
+    ) -> Result<u32, CreateError> {
+        if self.sessions.len() >= self.max && self.expire(e, now, t, 1) == 0 {
+            return Err(CreateError::Full);
+        }
+        let fib_o = if s.o2i.side == Side::In { s.fib } else { 0 };
+        let k0 = self.digest(s.i2o.side, &s.i2o.key, s.fib);
+        let k1 = self.digest(s.o2i.side, &s.o2i.key, fib_o);
+        if k0 == k1 || self.keys.get(k0).is_some() || self.keys.get(k1).is_some() {
+            return Err(CreateError::Collision);
+        }
+        let class = s.class;
+        let i = self.sessions.insert(s);
+        let ok0 = self.keys.insert(e, k0, (i as u64) << 1).is_ok();
+        let ok1 = ok0 && self.keys.insert(e, k1, (i as u64) << 1 | 1).is_ok();
+        if !ok1 {
+            if ok0 {
+                self.keys.remove(e, k0);
+            }
+            self.sessions.remove(i);
+            return Err(CreateError::Full);
+        }
+        if let Some(x) = self.sessions.get_mut(i) {
+            x.keys = [k0, k1];
+        }
+        self.link_tail(i, class);
+        self.stats.created += 1;
+        Ok(i)
+    }
+
+    /// Frees a session.
+    pub fn free(&mut self, e: &Epochs, i: u32) -> Option<Session> {
+        let class = self.sessions.get(i)?.class;
+        self.unlink(i, class);
+        let s = self.sessions.remove(i)?;
+        self.keys.remove(e, s.keys[0]);
+        self.keys.remove(e, s.keys[1]);
+        Some(s)
+    }
+
+    /// Records a packet of session `i` at `now` (its LRU position moves at most once a
+    /// second) and its new timeout class.
+    #[inline(always)]
+    pub fn touch(&mut self, i: u32, now: f64, bytes: usize, class: Class) {
+        let Some(s) = self.sessions.get_mut(i) else {
+            return;
+        };
+        s.last = now;
+        s.pkts += 1;
+        s.bytes += bytes as u64;
+        let old = s.class;
+        let stamp = now as u32;
+        if old != class || s.lru_stamp != stamp {
+            s.lru_stamp = stamp;
+            s.class = class;
+            self.unlink(i, old);
+            self.link_tail(i, class);
+        }
+    }
+
+    fn link_tail(&mut self, i: u32, c: Class) {
+        let c = c as usize;
+        let prev = self.tails[c];
+        if let Some(s) = self.sessions.get_mut(i) {
+            s.prev = prev;
+            s.next = None;
+        }
+        match prev.and_then(|p| self.sessions.get_mut(p)) {
+            Some(p) => p.next = Some(i),
+            None => self.heads[c] = Some(i),
+        }
+        self.tails[c] = Some(i);
+    }
+
+    fn unlink(&mut self, i: u32, c: Class) {
+        let c = c as usize;
+        let Some(s) = self.sessions.get(i) else {
+            return;
+        };
+        let (prev, next) = (s.prev, s.next);
+        match prev.and_then(|p| self.sessions.get_mut(p)) {
+            Some(p) => p.next = next,
+            None => self.heads[c] = next,
+        }
+        match next.and_then(|n| self.sessions.get_mut(n)) {
+            Some(n) => n.prev = prev,
+            None => self.tails[c] = prev,
+        }
+    }
+
+    /// Frees up to `budget` expired sessions, oldest first in each class; returns how many.
+    /// A session's LRU position lags its last packet by less than a second, so a session
+    /// is freed at most a second after it expired.
+    pub fn expire(&mut self, e: &Epochs, now: f64, t: &Timeouts, budget: usize) -> usize {
+        let mut n = 0;
+        for c in 0..N_CLASSES {
+            while n < budget {
+                let Some(h) = self.heads[c] else { break };
+                let Some(s) = self.sessions.get(h) else { break };
+                if !s.expired(now, t) {
+                    break;
+                }
+                self.free(e, h);
+                n += 1;
+            }
+        }
+        self.stats.expired += n as u64;
+        n
+    }
+
+    /// Frees every session `f` selects; returns how many.
+    pub fn free_where(&mut self, e: &Epochs, f: impl Fn(&Session) -> bool) -> usize {
+        let v: Vec<u32> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| f(s))
+            .map(|(i, _)| i)
+            .collect();
+        for &i in &v {
+            self.free(e, i);
+        }
+        self.stats.deleted += v.len() as u64;
+        v.len()
+    }
+
+    /// Frees the old key arrays whose grace period is over.
+    pub fn reclaim(&mut self, e: &Epochs) {
+        self.keys.reclaim(e);
+    }
+
+    /// A pseudo-random number (xorshift64*), for port choice.
+    #[inline(always)]
+    pub fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
+        Tuple {
+            src,
+            dst,
+            sport,
+            dport,
+            proto: 17,
+        }
+    }
+
+    fn session(in_port: u16, out_port: u16, now: f64) -> Session {
+        let k = t(10, in_port, 99, 53);
+        Session::new(
+            Flow {
+                key: k,
+                side: Side::In,
+                rw: Tuple {
+                    src: 20,
+                    sport: out_port,
+                    ..k
+                },
+            },
+            Flow {
+                key: t(99, 53, 20, out_port),
+                side: Side::Out,
+                rw: t(99, 53, 10, in_port),
+            },
+            0,
+            0,
+            None,
+            now,
+        )
+    }
+
+    #[test]
+    fn create_lookup_expire_free() {
+        let e = Epochs::new(1);
+        let to = Timeouts::default();
+        let mut tb = Table::new(3, 7);
+        let a = tb
+            .create(&e, session(1000, 2000, 0.0), 0.0, &to)
+            .expect("a");
+        assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
+        assert_eq!(tb.lookup(Side::Out, &t(99, 53, 20, 2000), 0), Some((a, 1)));
+        assert_eq!(
+            tb.lookup(Side::In, &t(99, 53, 20, 2000), 0),
+            None,
+            "side counts"
+        );
+        assert_eq!(
+            tb.lookup(Side::In, &t(10, 1000, 99, 53), 1),
+            None,
+            "fib counts"
+        );
+        assert!(!tb.key_free(Side::Out, &t(99, 53, 20, 2000), 0));
+        // The same tuple twice is refused.
+        assert_eq!(
+            tb.create(&e, session(1000, 2000, 0.0), 0.0, &to),
+            Err(CreateError::Collision)
+        );
+        tb.create(&e, session(1001, 2001, 100.0), 100.0, &to)
+            .expect("b");
+        tb.create(&e, session(1002, 2002, 200.0), 200.0, &to)
+            .expect("c");
+        // Full: nothing expired at 250 s (UDP 300 s).
+        assert_eq!(
+            tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
+            Err(CreateError::Full)
+        );
+        // At 301 s the first expired: it is recycled for the new session.
+        tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
+            .expect("d");
+        assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), None);
+        assert_eq!(tb.len(), 3);
+        // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
+        let b = tb.lookup(Side::In, &t(10, 1001, 99, 53), 0).expect("b").0;
+        tb.touch(b, 450.0, 60, Class::Udp);
+        assert_eq!(tb.expire(&e, 520.0, &to, 100), 1);
+        assert!(tb.lookup(Side::In, &t(10, 1001, 99, 53), 0).is_some());
+        assert_eq!(tb.expire(&e, 10_000.0, &to, 100), 2);
+        assert!(tb.is_empty());
+        assert_eq!(tb.stats.created, 4);
+        assert_eq!(tb.stats.expired, 4);
+    }
+
+    #[test]
+    fn tcp_states() {
+        use tcp_flags::*;
+        let mut s = 0;
+        assert_eq!(tcp_update(&mut s, true, SYN), Class::TcpTransitory);
+        assert_eq!(tcp_update(&mut s, false, SYN | ACK), Class::TcpEstablished);
+        assert_eq!(tcp_update(&mut s, true, ACK), Class::TcpEstablished);
+        assert_eq!(tcp_update(&mut s, true, FIN | ACK), Class::TcpEstablished);
+        assert_eq!(tcp_update(&mut s, false, FIN | ACK), Class::TcpTransitory);
+        // A new SYN on the closed tuple starts over.
+        assert_eq!(tcp_update(&mut s, true, SYN), Class::TcpTransitory);
+        assert_eq!(s, tcp::SYN_IN);
+        let mut r = 0;
+        tcp_update(&mut r, true, SYN);
+        tcp_update(&mut r, false, SYN | ACK);
+        assert_eq!(tcp_update(&mut r, false, RST), Class::TcpTransitory);
+    }
+}
