@@ -732,11 +732,13 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         None
     };
     let c = control(vm)?;
-    if !lock(&c).bds.contains_key(&bd) {
-        // As VPP: the bridge domain is created with its defaults.
-        let st = default_bd();
-        lock(&c).bds.insert(bd, st.clone());
-        publish(vm, bd, Some(st.cfg));
+    // As VPP: a missing bridge domain is created with its defaults.
+    let created = match lock(&c).bds.entry(bd) {
+        std::collections::btree_map::Entry::Vacant(e) => Some(e.insert(default_bd()).cfg.clone()),
+        std::collections::btree_map::Entry::Occupied(_) => None,
+    };
+    if let Some(cfg) = created {
+        publish(vm, bd, Some(cfg));
     }
     if bvi
         && lock(&c)
