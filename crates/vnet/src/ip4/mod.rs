@@ -480,6 +480,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         cli_show_fib,
     );
     t.add(
+        "show adj",
+        "show adj — IPv4 and IPv6 adjacencies",
+        cli_show_adj,
+    );
+    t.add(
         "show interface address",
         "show interface address — interface IP addresses",
         cli_show_addr,
@@ -1066,4 +1071,31 @@ pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
             age: ctl.aging.updated(&(i, ip)).map(|t| now.duration_since(t)),
         })
         .collect()
+}
+
+/// Every IPv4 adjacency as `show adj` prints it, by index.
+pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let names = if_names(vm);
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<(u32, String)> = ctl
+        .adjs
+        .iter()
+        .filter_map(|(k, a)| ctl.adjs.find(k).map(|i| (i, fmt_adj(&names, a, i))))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `show adj`: the IPv4 then the IPv6 adjacencies.
+fn cli_show_adj(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let mut out = String::new();
+    for (_, l) in adj_lines(vm).into_iter().chain(crate::ip6::adj_lines(vm)) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    Ok(out)
 }

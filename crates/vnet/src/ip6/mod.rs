@@ -984,3 +984,27 @@ pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
         })
         .collect()
 }
+
+/// Every IPv6 adjacency as `show adj` prints it, by index.
+pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let names = if_names(vm);
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<(u32, String)> = ctl
+        .adjs
+        .iter()
+        .filter_map(|(k, a)| {
+            let i = ctl.adjs.find(k)?;
+            let nh = ctl
+                .nbr_adjs
+                .iter()
+                .find(|(_, &x)| x == i)
+                .map(|((_, nh), _)| *nh);
+            Some((i, fmt_adj(&names, a, i, nh)))
+        })
+        .collect();
+    v.sort();
+    v
+}
