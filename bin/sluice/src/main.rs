@@ -87,7 +87,7 @@ fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     t.add("help", "help [<command prefix>] — list commands", cli_help);
     t.add(
         "show version",
-        "show version [verbose] — Sluice version",
+        "show version [verbose] [cmdline] — Sluice version",
         cli_version,
     );
 }
@@ -107,21 +107,47 @@ fn cli_help(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 fn cli_version(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let verbose = a.keyword("verbose");
-    a.finish()?;
+    let mut verbose = false;
+    let mut cmdline = false;
+    while !a.is_empty() {
+        if a.keyword("verbose") {
+            verbose = true;
+        } else if a.keyword("cmdline") {
+            cmdline = true;
+        } else {
+            a.finish()?;
+        }
+    }
     let mut s = format!(
         "sluice v{} (Rust vector packet processing)\n",
         env!("CARGO_PKG_VERSION")
     );
     if verbose {
-        s.push_str(&format!(
-            "threads: {}, buffers: {} x {} B ({:?}), TSC {:.3} GHz\n",
-            vm.n_threads(),
-            vm.pool.len(),
-            vm.pool.data_size(),
-            vm.pool.backing(),
-            vm.shared.clock.hz() / 1e9
-        ));
+        // VPP's `Key: value` lines; Sluice is built by cargo, which records no build host,
+        // date or compiler, so those are not shown.
+        s = String::new();
+        let rows = [
+            ("Version", format!("v{}", env!("CARGO_PKG_VERSION"))),
+            ("Current PID", std::process::id().to_string()),
+            ("Threads", vm.n_threads().to_string()),
+            (
+                "Buffers",
+                format!(
+                    "{} x {} B ({:?})",
+                    vm.pool.len(),
+                    vm.pool.data_size(),
+                    vm.pool.backing()
+                ),
+            ),
+            ("TSC", format!("{:.3} GHz", vm.shared.clock.hz() / 1e9)),
+        ];
+        for (k, v) in rows {
+            s.push_str(&format!("{:<26}{v}\n", format!("{k}:")));
+        }
+    }
+    if cmdline {
+        let args: Vec<String> = std::env::args().collect();
+        s.push_str(&format!("Command line arguments:\n  {}\n", args.join(" ")));
     }
     Ok(s)
 }

@@ -771,7 +771,16 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let names = if_names(vm);
+    // Deleted interfaces are gone; the mark is the admin state, as VPP's `(up)`/`(dn)`.
+    let up: HashMap<u32, bool> = vm
+        .ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .filter(|i| !i.deleted)
+        .map(|i| (i.sw_if_index.0, i.admin_up))
+        .collect();
+    let mut names = if_names(vm);
+    names.retain(|i, _| up.contains_key(i));
     let v6: HashMap<u32, Vec<(u128, u8)>> = names
         .keys()
         .map(|&i| (i, crate::ip6::addresses(vm, i)))
@@ -785,12 +794,12 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     for i in ifs {
         let _ = writeln!(
             out,
-            "{} ({})",
+            "{} ({}):",
             names[&i],
-            if ctl.addrs.iter().any(|x| x.0 == i) || v6.get(&i).is_some_and(|v| !v.is_empty()) {
+            if up.get(&i).copied().unwrap_or(false) {
                 "up"
             } else {
-                "-"
+                "dn"
             }
         );
         let attr = ctl.shared.if_attr(i);
