@@ -229,7 +229,11 @@ fn cli_comment(_: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 fn cli_uncomment(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let body = a.rest();
+    let body = if a.next_is_group() && a.remaining() == 1 {
+        a.word("command")?
+    } else {
+        a.rest()
+    };
     let Some(tree) = vm.ext_mut::<crate::Daemon>().tree.clone() else {
         return Err(CliError::new("uncomment unavailable"));
     };
