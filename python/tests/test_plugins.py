@@ -20,7 +20,7 @@ class TestExamplePlugin(Ip4RouterTest):
 
     def test_show_plugins_lists_every_plugin_and_its_state(self):
         out = self.vpp.cli("show plugins")
-        for name in ("af_packet", "af_xdp", "memif", "tap", "tester", "example"):
+        for name in ("af_packet", "af_xdp", "memif", "tap", "dpdk", "tester", "example"):
             assert name in out, out
         assert "disabled" not in out, out
 

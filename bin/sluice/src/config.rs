@@ -711,7 +711,7 @@ mod tests {
         let script = std::env::temp_dir().join(format!("sluice-conf-{}.cli", std::process::id()));
         std::fs::write(&script, "show int\n").unwrap();
         let c = parse(
-            &format!("unix {{\n  nodaemon\n  cli-listen /tmp/x.sock\n  exec {}\n}}\n# comment\ncpu {{ main-core 0 workers 1 }}\nbuffers {{ buffers-per-numa 4096 default data-size 2048 page-size 4k }}\ndpdk {{ dev default {{ num-rx-queues 2 }} }}\n", script.display()),
+            &format!("unix {{\n  nodaemon\n  cli-listen /tmp/x.sock\n  exec {}\n}}\n# comment\ncpu {{ main-core 0 workers 1 }}\nbuffers {{ buffers-per-numa 4096 default data-size 2048 page-size 4k }}\nstatseg {{ socket-name /run/vpp/stats.sock }}\n", script.display()),
             "t.conf",
             &sluice_plugins::all(),
         )
@@ -732,7 +732,7 @@ mod tests {
                 .shared
         );
         assert_eq!(c.warnings.len(), 1);
-        assert!(c.warnings[0].starts_with("t.conf:9: section `dpdk'"));
+        assert!(c.warnings[0].starts_with("t.conf:9: section `statseg'"));
     }
 
     #[test]
@@ -797,7 +797,7 @@ mod tests {
     fn plugins_section_enables_disables_and_owns_sections() {
         let all = sluice_plugins::all();
         let c = parse(
-            "plugins {\n path /usr/lib/vpp_plugins\n plugin default { disable }\n plugin memif_plugin.so { enable }\n plugin dpdk_plugin.so { disable }\n}\n",
+            "plugins {\n path /usr/lib/vpp_plugins\n plugin default { disable }\n plugin memif_plugin.so { enable }\n plugin dpdk_plugin.so { disable }\n plugin lacp_plugin.so { disable }\n}\n",
             "t.conf",
             &all,
         )
@@ -810,8 +810,9 @@ mod tests {
             .collect();
         assert!(on.contains(&("memif", true)), "{on:?}");
         assert!(on.contains(&("af_packet", false)), "{on:?}");
+        assert!(on.contains(&("dpdk", false)), "{on:?}");
         assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
-        assert!(c.warnings[1].contains("`dpdk_plugin.so' is not part of this build"));
+        assert!(c.warnings[1].contains("`lacp_plugin.so' is not part of this build"));
         assert_eq!(
             err("plugins {\n plugin memif { sometimes }\n}"),
             "t.conf:2: unknown word `sometimes' in `plugin memif': expected enable or disable"

@@ -252,7 +252,7 @@ fn startup_conf_errors_name_file_and_line() {
     let (code, err, _) = run(&long);
     assert_eq!(code, Some(1), "{err}");
     let (code, out, _) = run(
-        b"# fine\nunix { nodaemon }\ncpu { workers 1 }\ndpdk { dev default { num-rx-queues 2 } }\n",
+        b"# fine\nunix { nodaemon }\ncpu { workers 1 }\nstatseg { socket-name /run/vpp/stats.sock }\n",
     );
     assert_eq!(code, Some(0), "{out}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,0 +1,505 @@
+//! The dpdk graph nodes.
+//!
+//! `dpdk-input` (input): polls every rx queue placed on this thread. Per queue and call it
+//! takes up to [`FRAME_SIZE`] packets from the PMD (`rte_eth_rx_burst`, repeated while the
+//! queue gives packets: vector PMDs return at most 32 per call), allocates as many Sluice
+//! buffers and copies each packet into one (the copy: Sluice buffers are not DPDK memory,
+//! see docs/interfaces.md), then frees the mbufs in one bulk call. A packet larger than a
+//! Sluice buffer becomes a buffer chain.
+//! - uses: nothing (produces packets).
+//! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
+//!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
+//! - next: `ethernet-input` for every packet.
+//! - counters: `no_buffers` (error: Sluice buffer pool exhausted; the packet is dropped and
+//!   counted as the interface's `rx-miss`), `too_long` (error: longer than 64 KiB or its
+//!   chain could not be allocated).
+//! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
+//! - rx mode: polling only (`set interface rx-mode` refuses interrupt and adaptive: the
+//!   plugin enables no rx interrupts); `set interface rx-placement` moves queues.
+//!
+//! `dpdk-tx` (internal): the transmit node of every DPDK interface.
+//! - uses: `tx_if` (which interface), the packet (whole chain).
+//! - sets: nothing; every buffer is freed after its bytes were copied into mbufs.
+//! - next: none.
+//! - queues: thread t transmits on queue `t % num-tx-queues`; a queue shared by several
+//!   threads (fewer queues than threads) is taken with a spin lock around the burst.
+//! - counters: `no_mbuf` (error: the tx mbuf pool is exhausted), `queue_full` (error: the
+//!   device's tx queue did not take the packet), `no_interface` (error: not a DPDK
+//!   interface any more).
+//! - also: interface `tx-error` for `no_mbuf` and `queue_full` drops (taken off `tx
+//!   packets`/`tx bytes`, which `interface-output` counted), VLAN sub-interface counters
+//!   corrected likewise.
+//!
+//! `dpdk-process` (process, main thread): every second reads each port's link (devices
+//! without link-state interrupts change state only here; with them, the interrupt thread
+//! publishes at once) and adds the device's missed and no-mbuf counters to the interface's
+//! `rx-miss`.
+
+use crate::port::{LinkState, Pool};
+use crate::sys::{self, Api, RteMbuf};
+use sluice_buffer::BufIdx;
+use sluice_graph::pcap::point;
+use sluice_graph::{Cx, NodeFn, Suspend, TraceRecord, Wake, FRAME_SIZE};
+use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
+use sluice_vnet::devices::linux::SwTable;
+use sluice_vnet::devices::TraceHead;
+use sluice_vnet::interface::{counter as ifc, IfCounterTable, IfCounters};
+use std::any::Any;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Input node name.
+pub const INPUT: &str = "dpdk-input";
+/// Tx node name.
+pub const TX: &str = "dpdk-tx";
+/// Process node name.
+pub const PROCESS: &str = "dpdk-process";
+
+/// Next arcs of `dpdk-input`.
+pub mod next {
+    use sluice_graph::Next;
+    /// `ethernet-input`.
+    pub const ETHERNET: Next = Next(0);
+    /// In registration order.
+    pub const NAMES: [&str; 1] = ["ethernet-input"];
+}
+
+/// Counters of `dpdk-input`.
+pub mod rx_counter {
+    use sluice_graph::CounterDesc;
+    /// No Sluice buffer for a packet.
+    pub const NO_BUFFERS: usize = 0;
+    /// Too long, or its chain could not be allocated.
+    pub const TOO_LONG: usize = 1;
+    /// In registration order.
+    pub const DESCS: [CounterDesc; 2] = [
+        CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
+        CounterDesc::error("too_long", "packet longer than 64 KiB or its buffer chain"),
+    ];
+}
+
+/// Counters of `dpdk-tx`.
+pub mod tx_counter {
+    use sluice_graph::CounterDesc;
+    /// No mbuf to copy the packet into.
+    pub const NO_MBUF: usize = 0;
+    /// The device queue did not take it.
+    pub const QUEUE_FULL: usize = 1;
+    /// Not a DPDK interface.
+    pub const NO_INTERFACE: usize = 2;
+    /// In registration order.
+    pub const DESCS: [CounterDesc; 3] = [
+        CounterDesc::error("no_mbuf", "tx mbuf pool exhausted"),
+        CounterDesc::error("queue_full", "device tx queue full"),
+        CounterDesc::error("no_interface", "not a DPDK interface"),
+    ];
+}
+
+/// Longest packet accepted from a device.
+const MAX_PKT: usize = 65535;
+
+/// One rx queue as polled by one thread.
+pub struct RxQ {
+    /// The shim.
+    pub api: &'static Api,
+    /// DPDK port.
+    pub port: u16,
+    /// Queue number.
+    pub queue: u16,
+    /// Sluice interface.
+    pub sw_if: u32,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+}
+
+impl FdQueue for RxQ {
+    fn id(&self) -> (u32, u16) {
+        (self.sw_if, self.queue)
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        // Polling only: no fd is ever registered (the plugin refuses other rx modes).
+        -1
+    }
+}
+
+#[derive(Copy, Clone)]
+struct RxTrace {
+    port: u16,
+    queue: u16,
+    sw_if: u32,
+    len: u32,
+    head: TraceHead,
+}
+
+impl TraceRecord for RxTrace {
+    fn format(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "dpdk: port {} queue {} sw_if_index {} len {}",
+            self.port, self.queue, self.sw_if, self.len
+        );
+        self.head.format(out);
+    }
+}
+
+/// `dpdk-input` instance: the rx queues this thread polls.
+#[derive(Default)]
+pub struct DpdkInput {
+    /// Queues placed on this thread.
+    pub queues: QueueSet<RxQ>,
+    scratch: Vec<u8>,
+}
+
+impl DpdkInput {
+    fn poll_queue(&mut self, cx: &mut Cx, qi: usize) -> usize {
+        let (api, port, queue, sw_if) = {
+            let q = &self.queues.list[qi].q;
+            (q.api, q.port, q.queue, q.sw_if)
+        };
+        let mut mb = [std::ptr::null_mut::<RteMbuf>(); FRAME_SIZE];
+        // SAFETY: `mb` has room for FRAME_SIZE mbuf pointers; the port and queue exist and
+        // this thread is the queue's only poller.
+        let n = unsafe { (api.rx_burst)(port, queue, mb.as_mut_ptr(), FRAME_SIZE as u16) } as usize;
+        if n == 0 {
+            return 0;
+        }
+        let n = n.min(FRAME_SIZE);
+        let mut bufs = [BufIdx(0); FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut bufs[..n]);
+        let pool = cx.pool_ref();
+        let cap = pool.data_size();
+        let now = cx.now_tsc();
+        let mut dst = [std::ptr::null_mut::<u8>(); FRAME_SIZE];
+        for (d, &b) in dst.iter_mut().zip(&bufs[..got]) {
+            // SAFETY: freshly allocated by this node, not yet enqueued; one view at a time.
+            let mut v = unsafe { pool.buffer(b) };
+            v.hdr.rx_if = sw_if;
+            v.hdr.rx_tsc = now;
+            *d = v.raw_data_mut().as_mut_ptr();
+        }
+        let mut lens = [0u32; FRAME_SIZE];
+        // SAFETY: `dst[..got]` point at `cap` writable bytes each (the data areas of buffers
+        // this node owns, no view alive); `mb[..got]` are mbufs the PMD gave us.
+        unsafe {
+            (api.rx_copy)(
+                mb.as_ptr(),
+                got as u16,
+                dst.as_ptr(),
+                cap as u32,
+                lens.as_mut_ptr(),
+            )
+        };
+        let mut out = [BufIdx(0); FRAME_SIZE];
+        let (mut k, mut bytes, mut long) = (0usize, 0u64, 0u64);
+        let mut traced = cx.trace_budget();
+        for i in 0..got {
+            let (b, len) = (bufs[i], lens[i] as usize);
+            if len > cap && !self.chain_rest(cx, api, mb[i], b, cap, len) {
+                long += 1;
+                cx.free(&[b]);
+                continue;
+            }
+            // SAFETY: owned by this node; one view.
+            let mut v = unsafe { pool.buffer(b) };
+            v.set_len(len.min(cap));
+            if traced > 0 {
+                let head = TraceHead::new(v.data());
+                cx.trace_start(
+                    &mut v,
+                    RxTrace {
+                        port,
+                        queue,
+                        sw_if,
+                        len: len as u32,
+                        head,
+                    },
+                );
+                traced -= 1;
+            }
+            out[k] = b;
+            k += 1;
+            bytes += len as u64;
+        }
+        // SAFETY: every mbuf of the burst was copied (or dropped) and is released once.
+        unsafe { (api.free_bulk)(mb.as_ptr(), n as u16) };
+        let q = &self.queues.list[qi].q;
+        let t = cx.thread();
+        if got < n {
+            let miss = (n - got) as u64;
+            q.counters.add(t, ifc::RX_MISS, miss);
+            cx.count(rx_counter::NO_BUFFERS, miss);
+        }
+        if long > 0 {
+            cx.count(rx_counter::TOO_LONG, long);
+        }
+        if k > 0 {
+            q.counters.add(t, ifc::RX_PACKETS, k as u64);
+            q.counters.add(t, ifc::RX_BYTES, bytes);
+            cx.pcap_capture(point::RX, &out[..k], false);
+            cx.enqueue_all(next::ETHERNET, &out[..k]);
+        }
+        n
+    }
+
+    /// Packet `m` (`len` bytes) is longer than buffer `b`, which holds its first `cap`
+    /// bytes: appends the rest as a chain. False when it is too long or buffers ran out.
+    fn chain_rest(
+        &mut self,
+        cx: &mut Cx,
+        api: &Api,
+        m: *mut RteMbuf,
+        b: BufIdx,
+        cap: usize,
+        len: usize,
+    ) -> bool {
+        if len > MAX_PKT {
+            return false;
+        }
+        self.scratch.resize(len - cap, 0);
+        // SAFETY: `m` is a live mbuf of this burst; `scratch` has room for `len - cap` bytes.
+        let r = unsafe {
+            (api.mbuf_read)(m, cap as u32, self.scratch.as_mut_ptr(), (len - cap) as u32)
+        };
+        if r as usize != len - cap {
+            return false;
+        }
+        let Some(tail) = cx.bufs().alloc_with(&self.scratch) else {
+            return false;
+        };
+        {
+            // SAFETY: owned by this node; one view.
+            let mut v = unsafe { cx.pool_ref().buffer(b) };
+            v.set_len(cap);
+        }
+        cx.bufs().chain_append(b, tail);
+        true
+    }
+}
+
+impl NodeFn for DpdkInput {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        let mut n = 0;
+        let now = cx.now_tsc();
+        for qi in 0..self.queues.list.len() {
+            let got = self.poll_queue(cx, qi);
+            self.queues.list[qi].mode.account(got, now);
+            n += got;
+        }
+        n
+    }
+
+    fn active(&self) -> bool {
+        !self.queues.list.is_empty()
+    }
+
+    fn poll_interval(&self) -> Option<f64> {
+        self.queues.poll_interval()
+    }
+
+    fn polling(&self) -> bool {
+        self.queues.polling()
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// One tx queue's lock, taken only when threads share the queue.
+#[derive(Default)]
+pub struct TxLock(AtomicBool);
+
+impl TxLock {
+    fn lock(&self) {
+        while self
+            .0
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+    }
+    fn unlock(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A DPDK interface as seen by one thread's tx node.
+#[derive(Clone)]
+pub struct TxEntry {
+    /// The shim.
+    pub api: &'static Api,
+    /// DPDK port.
+    pub port: u16,
+    /// One lock per tx queue.
+    pub queues: Arc<Vec<TxLock>>,
+    /// More threads than queues: take the lock.
+    pub shared: bool,
+    /// Mbufs for transmitted copies.
+    pub pool: Pool,
+    /// Interface counters.
+    pub counters: Arc<IfCounters>,
+    /// Every interface's counters (VLAN sub-interfaces, for refused packets).
+    pub subs: Arc<IfCounterTable>,
+}
+
+/// Most segments handed to one `sd_tx` call.
+const MAX_SEGS: usize = 2 * FRAME_SIZE;
+
+/// `dpdk-tx` instance: sw_if_index -> port.
+#[derive(Default)]
+pub struct DpdkTx {
+    /// Indexed by sw_if_index.
+    pub table: SwTable<TxEntry>,
+}
+
+impl DpdkTx {
+    fn send_run(cx: &mut Cx, pool: &sluice_buffer::BufferPool, e: &TxEntry, run: &[BufIdx]) {
+        let t = cx.thread();
+        let nq = e.queues.len().max(1);
+        let q = t % nq;
+        let mut seg = [std::ptr::null::<u8>(); MAX_SEGS];
+        let mut seg_len = [0u16; MAX_SEGS];
+        let mut nseg = [0u16; FRAME_SIZE];
+        let mut i = 0;
+        while i < run.len() {
+            // Gather as many whole packets as fit.
+            let (start, mut ns, mut np) = (i, 0usize, 0usize);
+            while i < run.len() && np < FRAME_SIZE {
+                let mut cur = Some(run[i]);
+                let mut cnt = 0usize;
+                while let Some(b) = cur {
+                    if ns == MAX_SEGS {
+                        break;
+                    }
+                    // SAFETY: the tx node owns the frame and its chains; read-only view.
+                    let v = unsafe { pool.buffer(b) };
+                    let d = v.data();
+                    seg[ns] = d.as_ptr();
+                    seg_len[ns] = d.len() as u16;
+                    ns += 1;
+                    cnt += 1;
+                    cur = v.hdr.next();
+                }
+                if cur.is_some() {
+                    // Does not fit this batch: send what we have first (the segments
+                    // gathered for it are overwritten by the next batch).
+                    if np == 0 {
+                        // A chain of more than MAX_SEGS buffers cannot exist (64 KiB);
+                        // defend anyway: count it as refused.
+                        cx.count(tx_counter::NO_MBUF, 1);
+                        i += 1;
+                    }
+                    break;
+                }
+                nseg[np] = cnt as u16;
+                np += 1;
+                i += 1;
+            }
+            if np == 0 {
+                continue;
+            }
+            let mut status = [0u8; FRAME_SIZE];
+            if e.shared {
+                e.queues[q].lock();
+            }
+            // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node owns
+            // until the frame is freed after this call; `nseg[..np]` sums to `ns`; the queue
+            // is this thread's alone or locked above.
+            let sent = unsafe {
+                (e.api.tx)(
+                    e.port,
+                    q as u16,
+                    e.pool.0,
+                    seg.as_ptr(),
+                    seg_len.as_ptr(),
+                    nseg.as_ptr(),
+                    np as u16,
+                    status.as_mut_ptr(),
+                )
+            } as usize;
+            if e.shared {
+                e.queues[q].unlock();
+            }
+            if sent < np {
+                let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
+                for (k, &b) in run[start..start + np].iter().enumerate() {
+                    match status[k] {
+                        sys::TX_SENT => continue,
+                        sys::TX_NO_MBUF => nombuf += 1,
+                        _ => full += 1,
+                    }
+                    // SAFETY: owned by this node; short-lived read-only header access.
+                    let h = unsafe { pool.header(b) };
+                    bytes += h.total_len() as u64;
+                    e.subs.sub_tx_failed(t, h);
+                }
+                e.counters.tx_failed(t, nombuf + full, bytes);
+                cx.count(tx_counter::NO_MBUF, nombuf);
+                cx.count(tx_counter::QUEUE_FULL, full);
+            }
+        }
+    }
+}
+
+impl NodeFn for DpdkTx {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        sluice_vnet::devices::tx_runs(
+            cx,
+            frame,
+            &self.table,
+            tx_counter::NO_INTERFACE,
+            Self::send_run,
+        );
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// What `dpdk-process` watches (shared with the control plane, which adds ports).
+#[derive(Default, Clone)]
+pub struct Watch(pub Arc<Mutex<Vec<Watched>>>);
+
+/// One port as `dpdk-process` watches it.
+pub struct Watched {
+    /// Its link.
+    pub link: Arc<LinkState>,
+    /// Its interface counters.
+    pub counters: Arc<IfCounters>,
+    /// Device rx-miss (imissed + rx_nombuf) already added to the interface.
+    pub seen_miss: u64,
+}
+
+/// `dpdk-process`: link polling and device miss counters, once a second.
+pub struct DpdkProcess {
+    /// The ports.
+    pub watch: Watch,
+}
+
+impl NodeFn for DpdkProcess {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        let t = cx.thread();
+        if let Ok(mut w) = self.watch.0.lock() {
+            for p in w.iter_mut() {
+                p.link.refresh();
+                let mut s = sys::Stats::default();
+                // SAFETY: `s` is a valid out pointer; the port lives as long as the process.
+                if unsafe { (p.link.api.stats_get)(p.link.port, &mut s) } == 0 {
+                    let miss = s.imissed + s.rx_nombuf;
+                    if miss > p.seen_miss {
+                        p.counters.add(t, ifc::RX_MISS, miss - p.seen_miss);
+                    }
+                    p.seen_miss = miss;
+                }
+            }
+        }
+        Suspend::Timeout(1.0)
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
