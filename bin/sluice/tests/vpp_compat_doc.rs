@@ -19,7 +19,10 @@ fn table(h: &str) -> Vec<(String, String)> {
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cols: Vec<&str> = l.split(" | ").collect();
-            let first = cols[0].trim_start_matches("| ").trim_matches('`').to_string();
+            let first = cols[0]
+                .trim_start_matches("| ")
+                .trim_matches('`')
+                .to_string();
             (first, cols[1].trim().to_string())
         })
         .collect()
@@ -48,10 +51,16 @@ fn command_table_matches_help() {
     );
     for (c, st) in &rows {
         if st == "not supported" {
-            assert!(!help.contains(c), "`{c}' is marked not supported but exists");
+            assert!(
+                !help.contains(c),
+                "`{c}' is marked not supported but exists"
+            );
             assert!(d.cli(c).is_err(), "`{c}' is marked not supported but runs");
         } else {
-            assert!(help.contains(c), "`{c}' is marked {st} but `help' does not list it");
+            assert!(
+                help.contains(c),
+                "`{c}' is marked {st} but `help' does not list it"
+            );
         }
     }
     d.stop();
@@ -65,7 +74,10 @@ fn startup_table_matches_check() {
     let script = dir.join("boot.cli");
     std::fs::write(&script, "show version\n").unwrap();
     for (snippet, st) in &rows {
-        assert!(STATUSES.contains(&st.as_str()), "`{snippet}': bad status `{st}'");
+        assert!(
+            STATUSES.contains(&st.as_str()),
+            "`{snippet}': bad status `{st}'"
+        );
         let conf = dir.join("startup.conf");
         std::fs::write(
             &conf,
