@@ -134,14 +134,13 @@ class Neighbor:
 
 
 def parse_neighbors(text: str) -> list[Neighbor]:
-    """`show ip neighbors` -> rows (columns IP Flags Ethernet Interface)."""
+    """`show ip[4|6] neighbors` -> rows (VPP's columns Age IP Flags Ethernet Interface; the
+    age of a static entry is `-`)."""
     out = []
-    for line in _table_rows(text, "IP"):
+    for line in _table_rows(text, "Age"):
         tok = line.split()
-        if len(tok) == 4:
-            out.append(Neighbor(*tok))
-        elif len(tok) == 3:  # no flags
-            out.append(Neighbor(tok[0], "", tok[1], tok[2]))
+        if len(tok) == 5:
+            out.append(Neighbor(*tok[1:]))
         else:
             raise ValueError(f"bad `show ip neighbors' row: {line!r}")
     return out

@@ -29,6 +29,10 @@ pub struct UnixConfig {
     pub interactive: bool,
     /// CLI script run at boot (`exec` / `startup-config`) and the line of the key.
     pub exec: Option<(PathBuf, usize)>,
+    /// `exec-strict` (Sluice's own key): a missing start-up script, or its first failing
+    /// line, stops start-up. Without it, as VPP, a missing script is a warning and a failing
+    /// line is logged with `file:line` and the script goes on.
+    pub exec_strict: bool,
     /// Log file (`log`), appended to.
     pub log: Option<PathBuf>,
     /// File the daemon's pid is written to (`pidfile`), removed at exit.
@@ -304,6 +308,7 @@ fn cli_listen(c: &SectionCursor, v: &conf::Token) -> Result<CliListen, ConfError
 
 fn unix(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfError> {
     let mut c = SectionCursor::new(s, file);
+    let mut unreadable: Option<ConfError> = None;
     let warn = |cfg: &mut StartupConfig, k: &conf::Token, why: &str| {
         cfg.warnings
             .push(format!("{file}:{}: unix {{ {} }}: {why}", k.line, k.text));
@@ -323,10 +328,14 @@ fn unix(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfErro
                 let v = c.value(k)?;
                 let p = absolute(&v.text);
                 if let Err(e) = sluice_infra::files::read_regular(&p, MAX_SCRIPT_BYTES) {
-                    return Err(c.error(v, &format!("{}: {e}", k.text)));
+                    // Decided once the whole section is read (`exec-strict` may follow).
+                    unreadable = Some(c.error(v, &format!("{}: {e}", k.text)));
+                } else {
+                    unreadable = None;
                 }
                 cfg.unix.exec = Some((p, k.line))
             }
+            "exec-strict" => cfg.unix.exec_strict = true,
             "log" | "pidfile" => {
                 let v = c.value(k)?;
                 let p = absolute(&v.text);
@@ -433,6 +442,14 @@ fn unix(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfErro
             "nosyslog" => cfg.unix.nosyslog = true,
             _ => return Err(c.unknown(k)),
         }
+    }
+    if let Some(e) = unreadable {
+        if cfg.unix.exec_strict {
+            return Err(e);
+        }
+        // VPP warns and starts without the script.
+        cfg.warnings.push(format!("{e} (start-up script skipped)"));
+        cfg.unix.exec = None;
     }
     Ok(())
 }
@@ -796,6 +813,20 @@ mod tests {
         );
         assert_eq!(c.warnings.len(), 1);
         assert!(c.warnings[0].starts_with("t.conf:9: section `memory'"));
+    }
+
+    #[test]
+    fn missing_startup_script_warns_unless_strict() {
+        let c = parse("unix {\n exec /nonexistent/boot.cli\n}\n", "t.conf", &[]).unwrap();
+        assert!(c.unix.exec.is_none());
+        assert_eq!(
+            c.warnings,
+            vec!["t.conf:2: exec: cannot read `/nonexistent/boot.cli': No such file or directory (os error 2) (start-up script skipped)".to_string()]
+        );
+        assert_eq!(
+            err("unix {\n startup-config /nonexistent/boot.cli\n exec-strict\n}\n"),
+            "t.conf:2: startup-config: cannot read `/nonexistent/boot.cli': No such file or directory (os error 2)"
+        );
     }
 
     #[test]

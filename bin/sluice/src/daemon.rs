@@ -47,6 +47,7 @@ pub struct Logger {
     syslog: bool,
     path: Option<PathBuf>,
     file: Mutex<Option<File>>,
+    ring: std::sync::Arc<crate::logging::LogRing>,
 }
 
 impl Logger {
@@ -65,6 +66,7 @@ impl Logger {
             syslog,
             path,
             file: Mutex::new(file),
+            ring: Default::default(),
         }
     }
 
@@ -106,9 +108,16 @@ pub fn utc_stamp(secs: u64) -> String {
     )
 }
 
+impl Logger {
+    /// The ring of recent entries and class levels (`show log`, `set logging class`).
+    pub fn ring(&self) -> std::sync::Arc<crate::logging::LogRing> {
+        self.ring.clone()
+    }
+}
+
 impl log::Log for Logger {
     fn enabled(&self, m: &log::Metadata) -> bool {
-        m.level() <= log::Level::Info
+        self.ring.enabled(m.target(), m.level())
     }
 
     fn log(&self, r: &log::Record) {
@@ -117,6 +126,7 @@ impl log::Log for Logger {
         }
         let level = r.level().as_str().to_lowercase();
         let msg = r.args().to_string();
+        self.ring.push(r.target(), r.level(), &msg);
         if self.stderr {
             eprintln!("sluice: {level}: {msg}");
         }

@@ -210,7 +210,7 @@ impl Console {
                 if t == "quit" || t == "exit" {
                     return true;
                 }
-                let out = match tree.execute(vm, &cmd) {
+                let out = match crate::scripting::run_line(vm, tree, &cmd) {
                     Ok(s) => s,
                     Err(e) => format!("{e}\n"),
                 };

@@ -11,13 +11,15 @@
 mod config;
 mod daemon;
 mod demo;
+mod logging;
+mod scripting;
 mod server;
 
 use clap::Parser;
-use sluice_cli::{script, Args, CliError, CommandTree};
+use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::Vlib;
 use sluice_infra::unix_socket::{self, SocketPerms};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -80,81 +82,15 @@ pub struct Daemon {
 /// Adds the daemon's own commands to the tree the core and the plugins registered.
 fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     sluice_stats::collector::register_cli(t);
-    t.add("exec", "exec <file> — run a CLI script", cli_exec);
+    scripting::register(t);
+    logging::register(t);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
     t.add(
         "show version",
-        "show version [verbose] — Sluice version",
+        "show version [verbose] [cmdline] — Sluice version",
         cli_version,
     );
-}
-
-fn cli_exec(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let file = a.word("file name")?;
-    a.finish()?;
-    let d = vm.ext_mut::<Daemon>();
-    if d.exec_depth >= 8 {
-        return Err(CliError::new("exec nested too deeply"));
-    }
-    let Some(tree) = d.tree.clone() else {
-        return Err(CliError::new("exec unavailable"));
-    };
-    d.exec_depth += 1;
-    let r = run_script(vm, &tree, Path::new(&file));
-    vm.ext_mut::<Daemon>().exec_depth -= 1;
-    r.map_err(CliError::new)
-}
-
-/// Runs a CLI script; the first failing command stops it with `file:line: error`.
-///
-/// The file must be a regular file of at most [`config::MAX_SCRIPT_BYTES`] (a FIFO or device
-/// is refused without blocking). Errors never show the file's content beyond the token that
-/// failed, and not even that when the line does not start with a command-like word (so `exec`
-/// on a secret file does not print it). A stop request (SIGTERM) ends the script early.
-pub fn run_script(vm: &mut Vlib, tree: &CommandTree<Vlib>, file: &Path) -> Result<String, String> {
-    let text = sluice_infra::files::read_regular(file, config::MAX_SCRIPT_BYTES)
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&text);
-    let cmds = script::split_script(&text)
-        .map_err(|e| format!("{}:{}: {}", file.display(), e.line, e.msg))?;
-    let mut out = String::new();
-    for (line, cmd) in cmds {
-        if vm
-            .ext::<sluice_cli::Interrupt>()
-            .is_some_and(|i| i.requested())
-        {
-            return Err(format!("{}:{line}: interrupted", file.display()));
-        }
-        match tree.execute(vm, &cmd) {
-            Ok(s) => out.push_str(&s),
-            Err(e) => {
-                return Err(format!(
-                    "{}:{}: {}",
-                    file.display(),
-                    line,
-                    script_error(&cmd, &e)
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The message for a failed script line: the command's own error, unless the line's first
-/// word is not command-like (letters, digits, `-_.`, at most 32 characters), which is
-/// reported without quoting it.
-fn script_error(cmd: &str, e: &CliError) -> String {
-    let first = cmd.split_whitespace().next().unwrap_or("");
-    let wordlike = first.len() <= 32
-        && first
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !wordlike && e.msg.contains(&sluice_cli::error::clip(first)) {
-        "not a CLI command (line not shown)".to_string()
-    } else {
-        e.msg.clone()
-    }
 }
 
 fn cli_quit(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -172,21 +108,47 @@ fn cli_help(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 fn cli_version(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let verbose = a.keyword("verbose");
-    a.finish()?;
+    let mut verbose = false;
+    let mut cmdline = false;
+    while !a.is_empty() {
+        if a.keyword("verbose") {
+            verbose = true;
+        } else if a.keyword("cmdline") {
+            cmdline = true;
+        } else {
+            a.finish()?;
+        }
+    }
     let mut s = format!(
         "sluice v{} (Rust vector packet processing)\n",
         env!("CARGO_PKG_VERSION")
     );
     if verbose {
-        s.push_str(&format!(
-            "threads: {}, buffers: {} x {} B ({:?}), TSC {:.3} GHz\n",
-            vm.n_threads(),
-            vm.pool.len(),
-            vm.pool.data_size(),
-            vm.pool.backing(),
-            vm.shared.clock.hz() / 1e9
-        ));
+        // VPP's `Key: value` lines; Sluice is built by cargo, which records no build host,
+        // date or compiler, so those are not shown.
+        s = String::new();
+        let rows = [
+            ("Version", format!("v{}", env!("CARGO_PKG_VERSION"))),
+            ("Current PID", std::process::id().to_string()),
+            ("Threads", vm.n_threads().to_string()),
+            (
+                "Buffers",
+                format!(
+                    "{} x {} B ({:?})",
+                    vm.pool.len(),
+                    vm.pool.data_size(),
+                    vm.pool.backing()
+                ),
+            ),
+            ("TSC", format!("{:.3} GHz", vm.shared.clock.hz() / 1e9)),
+        ];
+        for (k, v) in rows {
+            s.push_str(&format!("{:<26}{v}\n", format!("{k}:")));
+        }
+    }
+    if cmdline {
+        let args: Vec<String> = std::env::args().collect();
+        s.push_str(&format!("Command line arguments:\n  {}\n", args.join(" ")));
     }
     Ok(s)
 }
@@ -331,6 +293,7 @@ fn run(
     add_daemon_commands(&mut tree);
     let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());
+    *vm.ext_mut::<logging::Handle>() = logging::Handle(Some(logger.ring()));
     *vm.ext_mut::<sluice_cli::Interrupt>() = sluice_cli::Interrupt::new(&STOP);
     if let Some(d) = &cfg.unix.capture_dir {
         let od = sluice_infra::files::OutputDir::new(d)
@@ -399,7 +362,12 @@ fn run(
     };
 
     if let Some((file, _)) = &cfg.unix.exec {
-        run_script(&mut vm, &tree, file)?;
+        // As VPP: a failing line is logged with file:line and the script goes on, unless
+        // `exec-strict`.
+        let run = scripting::run_script(&mut vm, &tree, file, cfg.unix.exec_strict)?;
+        for f in &run.failed {
+            log::warn!("{f}");
+        }
     }
 
     let mut demo = if o.demo {
@@ -456,7 +424,7 @@ fn run(
         let reqs = srv.poll(timeout, vm.main.irq_fd());
         vm.main.wait(Some(0.0));
         for req in reqs {
-            let r = tree.execute(&mut vm, &req.cmd);
+            let r = scripting::run_line(&mut vm, &tree, &req.cmd);
             let d = vm.ext_mut::<Daemon>();
             let quit = std::mem::take(&mut d.quit);
             match r {

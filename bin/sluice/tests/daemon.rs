@@ -259,7 +259,7 @@ fn startup_conf_errors_name_file_and_line() {
 }
 
 #[test]
-fn startup_exec_script_failure_stops_with_file_line() {
+fn startup_exec_script_failure_stops_with_file_line_when_strict() {
     let dir = tmpdir("exec");
     let script = dir.join("boot.cli");
     std::fs::write(
@@ -270,15 +270,40 @@ fn startup_exec_script_failure_stops_with_file_line() {
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("unix")
         .arg("{")
+        .arg("nodaemon")
         .arg("cli-listen")
         .arg(dir.join("s.sock").to_str().unwrap())
         .arg("exec")
         .arg(script.to_str().unwrap())
+        .arg("exec-strict")
         .arg("}")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{}:3: unknown interface `pg7'", script.display())),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `exec-strict`, as VPP: the failing line is logged with file:line and the script
+/// goes on (the interface of line 5 exists and is up).
+#[test]
+fn startup_exec_script_logs_a_failing_line_and_goes_on() {
+    let dir = tmpdir("execgo");
+    let script = dir.join("boot.cli");
+    std::fs::write(
+        &script,
+        "create packet-generator interface pg0\n\nset interface state pg7 up\n# next\nset interface state pg0 up\n",
+    )
+    .unwrap();
+    let mut d = Daemon::start("execgo", &format!("unix {{ exec {} }}", script.display()));
+    assert!(d.alive());
+    let int = d.ok("show interface pg0");
+    assert!(int.contains(" up "), "{int}");
+    let err = d.stop();
     assert!(
         err.contains(&format!("{}:3: unknown interface `pg7'", script.display())),
         "{err}"

@@ -700,15 +700,19 @@ fn exec_reads_regular_files_only_and_never_echoes_content() {
     )
     .unwrap();
     let e = d.cli(&format!("exec {}", secret.display())).unwrap_err();
+    // `exec` goes on past a failing line (VPP); its error lists the failed lines.
     assert_eq!(
         e,
-        format!("{}:1: not a CLI command (line not shown)", secret.display())
+        format!(
+            "{0}:1: not a CLI command (line not shown)\n{0}: 1 line(s) failed",
+            secret.display()
+        )
     );
     assert!(!e.contains("SECRET"));
     // A typo in a real script still names the token.
     let s = d.dir.join("typo.cli");
     std::fs::write(&s, "show version\nshow frob\n").unwrap();
-    let e = d.cli(&format!("exec {}", s.display())).unwrap_err();
+    let e = d.cli(&format!("exec {} strict", s.display())).unwrap_err();
     assert_eq!(e, format!("{}:2: unknown input `frob'", s.display()));
     d.stop();
 }
@@ -866,7 +870,8 @@ fn check_validates_ranges_and_referenced_files() {
             format!("sluice: {c}:2: scheduler-priority 500 out of range 0..99"),
         ),
         (
-            "unix {\n\n exec /nonexistent/boot.cli\n}\n",
+            // A missing start-up script is a warning as in VPP; `exec-strict` makes it fatal.
+            "unix {\n\n exec /nonexistent/boot.cli\n exec-strict\n}\n",
             format!(
                 "sluice: {c}:3: exec: cannot read `/nonexistent/boot.cli': No such file or directory (os error 2)"
             ),

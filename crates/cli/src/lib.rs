@@ -7,6 +7,7 @@
 //!   cursor handlers use to read keywords and numbers;
 //! - [`script`]: splitting `exec` scripts and startup-config files into commands, brace
 //!   blocks spanning lines;
+//! - [`macros`]: `define` variables and their `$(name)` expansion;
 //! - [`conf`]: the startup.conf parser (VPP brace syntax) with `file:line` errors and a
 //!   [`conf::SectionCursor`] for typed validation;
 //! - [`proto`]: the framing of the CLI socket shared by `sluice` and `sluicectl`;
@@ -41,6 +42,7 @@ pub mod args;
 pub mod conf;
 pub mod error;
 pub mod interrupt;
+pub mod macros;
 pub mod proto;
 pub mod script;
 pub mod tree;

@@ -1,7 +1,14 @@
 //! Splitting CLI scripts (`exec <file>`, `unix { startup-config <file> }`) into commands.
 //!
-//! One command per line, except that a command whose `{` braces are not yet balanced
-//! continues on the following lines, as in
+//! One command per line, as VPP reads them, with:
+//!
+//! - **continuation lines**: a line ending in `\` continues on the next one (VPP's scripts
+//!   write every `packet-generator new` stanza so);
+//! - **comments**: a `#` at the start of a line or after white space starts a comment that
+//!   runs to the end of the line (VPP cuts at any `#`; Sluice keeps a `#` inside a word, as
+//!   in `a#b`);
+//! - **brace blocks** (Sluice's addition): a command whose `{` braces are not yet balanced
+//!   continues on the following lines without `\`, as in
 //!
 //! ```text
 //! packet-generator new {
@@ -11,7 +18,8 @@
 //! ```
 //!
 //! Braces are counted as raw characters (quotes do not hide them), the same way
-//! [`crate::Args`] groups them.
+//! [`crate::Args`] groups them. Macros (`define`, `$(name)`) are expanded later, line by
+//! line, by [`crate::macros::Macros::expand`].
 
 /// A script error: `line N: msg`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,36 +31,62 @@ pub struct ScriptError {
     pub msg: String,
 }
 
-fn is_skipped(line: &str) -> bool {
-    let t = line.trim();
-    t.is_empty() || t.starts_with('#')
+/// `line` without its comment: from a `#` at the start or after white space to the end.
+fn strip_comment(line: &str) -> &str {
+    let b = line.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'#' && (i == 0 || b[i - 1].is_ascii_whitespace()) {
+            return &line[..i];
+        }
+    }
+    line
+}
+
+/// Splits a line into (its text without comment, whether it ends in a `\` continuation).
+fn continued(line: &str) -> (&str, bool) {
+    let t = line.trim_end();
+    match t.strip_suffix('\\') {
+        // `\\` at the end is an escaped backslash, not a continuation.
+        Some(body) if !body.ends_with('\\') => (strip_comment(body), true),
+        _ => (strip_comment(line), false),
+    }
 }
 
 /// Splits a script into `(line where the command starts, command text)` pairs, 1-based.
 ///
-/// Blank lines and lines whose first non-space character is `#` are skipped, also inside a
-/// multi-line command. A trailing `\r` is stripped from every line. A command whose `{` are
-/// unbalanced continues on the following lines (joined with `\n`) until balanced. Errors:
-/// ``line N: unbalanced `{'`` (N = first line of the command left open at the end of the
-/// text) and ``line N: unbalanced `}'`` (N = line of the stray `}`).
+/// Blank lines and comments are skipped, also inside a multi-line command. A trailing `\r`
+/// is stripped from every line. A line ending in `\` continues on the next line, and so
+/// does a command whose `{` are unbalanced; the lines of one command are joined with `\n`.
+/// Errors: ``line N: unbalanced `{'`` (N = first line of the command left open at the end
+/// of the text) and ``line N: unbalanced `}'`` (N = line of the stray `}`).
 pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut start = 0;
     let mut depth: usize = 0;
+    // The previous line ended in `\`.
+    let mut open = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
-        if is_skipped(line) {
+        let (body, more) = continued(line);
+        let pending = !cur.is_empty() && (depth > 0 || open);
+        open = more;
+        if body.trim().is_empty() {
+            if pending && !more && depth == 0 {
+                // A continuation ending on an empty line completes the command.
+                out.push((start, cur.trim().to_string()));
+                cur.clear();
+            }
             continue;
         }
-        if depth == 0 {
+        if !pending {
             start = i + 1;
             cur.clear();
         } else {
             cur.push('\n');
         }
-        cur.push_str(line);
-        for c in line.chars() {
+        cur.push_str(body);
+        for c in body.chars() {
             match c {
                 '{' => depth += 1,
                 '}' => {
@@ -64,8 +98,9 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
                 _ => {}
             }
         }
-        if depth == 0 {
+        if depth == 0 && !more {
             out.push((start, cur.trim().to_string()));
+            cur.clear();
         }
     }
     if depth > 0 {
@@ -73,6 +108,10 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
             line: start,
             msg: "unbalanced `{'".into(),
         });
+    }
+    if !cur.trim().is_empty() {
+        // The text ended after a continuation.
+        out.push((start, cur.trim().to_string()));
     }
     Ok(out)
 }
@@ -172,9 +211,56 @@ mod tests {
         );
     }
 
+    #[test]
+    fn backslash_continues_a_command_as_in_vpp_scripts() {
+        let s = "packet-generator new {\t\t\\\n  name x\t\\\n  limit 1 \\\n  data {\t\\\n    ICMP: 1.2.3.4 -> 5.6.7.8 \\\n    ICMP echo_request \\\n  }\t\\\n}\n\ntrace add pg-input 100\n";
+        let v = cmds(s);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0].0, 1);
+        assert!(v[0].1.starts_with("packet-generator new {"));
+        assert!(v[0].1.contains("ICMP echo_request"));
+        assert!(v[0].1.ends_with('}'));
+        assert!(!v[0].1.contains('\\'));
+        assert_eq!(v[1], (10, "trace add pg-input 100".into()));
+    }
+
+    #[test]
+    fn continuation_of_plain_lines_and_at_end_of_text() {
+        assert_eq!(
+            cmds("ip route add \\\n  10.0.0.0/8 via 1.1.1.1\nshow ip fib\n"),
+            vec![
+                (1, "ip route add \n  10.0.0.0/8 via 1.1.1.1".into()),
+                (3, "show ip fib".into())
+            ]
+        );
+        // A continuation into an empty line or the end of the text ends the command.
+        assert_eq!(
+            cmds("show \\\n\nshow run \\"),
+            vec![(1, "show".into()), (3, "show run".into())]
+        );
+        // `\\` at the end is an escaped backslash.
+        assert_eq!(
+            cmds("echo a\\\\\nshow run\n"),
+            vec![(1, "echo a\\\\".into()), (2, "show run".into())]
+        );
+    }
+
+    #[test]
+    fn comments_after_white_space_are_cut() {
+        assert_eq!(
+            cmds("show int # all of them\nset int state pg0 up\t#now\n"),
+            vec![(1, "show int".into()), (2, "set int state pg0 up".into())]
+        );
+        // A comment inside a continued command, and a `{` in a comment, do not count.
+        assert_eq!(
+            cmds("pg new { \\\n  name x # a { brace \\\n}\n"),
+            vec![(1, "pg new { \n  name x \n}".into())]
+        );
+    }
+
     proptest::proptest! {
         #[test]
-        fn never_panics_and_commands_are_clean(s in "(\\r\\n|[a-z {}#\\n\\t]){0,300}") {
+        fn never_panics_and_commands_are_clean(s in "(\\r\\n|\\\\\\n|[a-z {}#\\\\\\n\\t]){0,300}") {
             if let Ok(v) = split_script(&s) {
                 let mut last = 0;
                 for (line, cmd) in v {

@@ -18,6 +18,8 @@ struct Node<C> {
     word: String,
     children: Vec<Node<C>>,
     cmd: Option<(Handler<C>, String)>,
+    /// The full path of the command this one is another name of (`alias`).
+    alias_of: Option<String>,
 }
 
 impl<C> Node<C> {
@@ -26,6 +28,7 @@ impl<C> Node<C> {
             word: word.to_string(),
             children: Vec::new(),
             cmd: None,
+            alias_of: None,
         }
     }
 
@@ -132,6 +135,49 @@ impl<C> CommandTree<C> {
         node.cmd = Some((handler, short_help.to_string()));
     }
 
+    /// Registers `path` as another name of the registered command `target` (same handler,
+    /// help `same as `target'`). Where a typed prefix matches both, it is not ambiguous: the
+    /// target runs (`packet-generator en` with `enable` and its alias `enable-stream`).
+    ///
+    /// # Panics
+    ///
+    /// As [`CommandTree::add`], and when `target` is not registered.
+    pub fn alias(&mut self, path: &str, target: &str) {
+        let target = target.split_whitespace().collect::<Vec<_>>().join(" ");
+        let h = self
+            .commands_ref()
+            .into_iter()
+            .find(|(p, _)| *p == target)
+            .map(|(_, h)| h)
+            .unwrap_or_else(|| panic!("alias `{path}': no command `{target}'"));
+        self.add(path, &format!("same as `{target}'"), h);
+        let mut node = &mut self.root;
+        for w in path.split_whitespace() {
+            let i = node
+                .children
+                .iter()
+                .position(|c| c.word == w)
+                .expect("just added");
+            node = &mut node.children[i];
+        }
+        node.alias_of = Some(target);
+    }
+
+    /// Every command's path and handler.
+    fn commands_ref(&self) -> Vec<(String, Handler<C>)> {
+        fn walk<C>(n: &Node<C>, path: &str, out: &mut Vec<(String, Handler<C>)>) {
+            if let Some((h, _)) = &n.cmd {
+                out.push((path.to_string(), *h));
+            }
+            for c in &n.children {
+                walk(c, &join_path(path, &c.word), out);
+            }
+        }
+        let mut v = Vec::new();
+        walk(&self.root, "", &mut v);
+        v
+    }
+
     /// Walks the plain words of `args` from the root, at most `limit` of them.
     fn walk(&self, args: &Args, limit: usize) -> Walk<'_, C> {
         let mut node = &self.root;
@@ -141,7 +187,12 @@ impl<C> CommandTree<C> {
             let Some(w) = args.word_at(used).filter(|_| used < limit) else {
                 break Stop::End;
             };
-            let m = node.matches(w);
+            let mut m = node.matches(w);
+            if m.len() > 1 {
+                // Aliases of another candidate are the same command.
+                let names: Vec<String> = m.iter().map(|c| join_path(&path, &c.word)).collect();
+                m.retain(|c| c.alias_of.as_ref().is_none_or(|t| !names.contains(t)));
+            }
             match m.len() {
                 1 => node = m[0],
                 0 => break Stop::Unknown(w.to_string()),
@@ -385,6 +436,23 @@ mod tests {
         assert_eq!(run("show interface addr pg0").unwrap(), "address [pg0]");
         assert_eq!(run("show interface pg0 addr").unwrap(), "ran [pg0 addr]");
         assert_eq!(err("show runtime now"), "unknown input `now'");
+    }
+
+    #[test]
+    fn an_alias_is_not_ambiguous_with_its_target() {
+        let mut t = tree();
+        t.add("packet-generator enable", "enable", rec);
+        t.alias("packet-generator enable-stream", "packet-generator enable");
+        let mut c = Ctx::default();
+        assert_eq!(t.execute(&mut c, "pa en s1").unwrap(), "ran [s1]");
+        assert_eq!(t.execute(&mut c, "pa enable-s s1").unwrap(), "ran [s1]");
+        assert!(t
+            .help("packet-generator")
+            .unwrap()
+            .contains("same as `packet-generator enable'"));
+        // A real second command still makes the prefix ambiguous.
+        t.add("packet-generator end", "end", rec);
+        assert!(t.execute(&mut c, "pa en s1").is_err());
     }
 
     #[test]

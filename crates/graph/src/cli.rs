@@ -60,11 +60,7 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         "show buffers — buffer pool totals",
         show_buffers,
     );
-    t.add(
-        "show threads",
-        "show threads — threads and cores",
-        show_threads,
-    );
+    crate::diag::register(t);
 }
 
 fn fmt_clocks(v: f64) -> String {
@@ -491,23 +487,5 @@ pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         s.alloc_failures
     );
     let _ = writeln!(out, "memory: {backing}");
-    Ok(out)
-}
-
-fn show_threads(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    args.finish()?;
-    let mut out = format!("{:<6}{:<20}{:<10}{:<8}\n", "ID", "Name", "Type", "lcore");
-    for t in 0..vm.n_threads() {
-        let _ = writeln!(
-            out,
-            "{:<6}{:<20}{:<10}{:<8}",
-            t,
-            vm.thread_name(t),
-            if t == 0 { "main" } else { "workers" },
-            vm.thread_core(t)
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "-".to_string())
-        );
-    }
     Ok(out)
 }

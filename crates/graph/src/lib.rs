@@ -11,6 +11,7 @@
 //! output nodes). See `docs/writing-a-node.md`.
 
 pub mod cli;
+pub mod diag;
 pub mod handoff;
 mod node;
 pub mod nodes;

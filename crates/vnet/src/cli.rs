@@ -58,6 +58,11 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         "test l2patch rx <interface> tx <interface> [del]",
         crate::l2patch::cli_l2patch,
     );
+    t.add(
+        "show l2patch",
+        "show l2patch — patched interfaces (rx -> tx)",
+        crate::l2patch::cli_show,
+    );
 }
 
 /// Parses an interface name argument.

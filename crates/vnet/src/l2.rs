@@ -41,6 +41,10 @@ pub const LEARN_PROCESS: &str = "l2-learn-process";
 
 const STATIC: u64 = 1 << 32;
 
+/// Most entries the L2 FIB holds (what `show bridge-domain` reports as the learn limit).
+const L2FIB_CAPACITY: usize =
+    sluice_infra::bihash::MAX_BUCKETS * sluice_infra::bihash::SLOTS * 3 / 4;
+
 /// L2 FIB key: MAC (48 bits) and bridge domain (16 bits).
 #[inline(always)]
 pub fn key(mac: &[u8], bd: u16) -> u64 {
@@ -511,13 +515,18 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show bridge-domain",
-        "show bridge-domain [<id> [detail]]",
+        "show bridge-domain [<id> [detail|int]]",
         cli_show_bd,
     );
     t.add(
         "show l2fib",
-        "show l2fib [all | bd_id <id>]",
+        "show l2fib [verbose | all | bd_id <id>]",
         cli_show_l2fib,
+    );
+    t.add(
+        "set interface l2 tag-rewrite",
+        "set interface l2 tag-rewrite <interface> pop 1|pop 2 — sub-interface tags (always popped on input, pushed on output)",
+        cli_tag_rewrite,
     );
     t.add(
         "l2fib add",
@@ -548,7 +557,10 @@ fn cli_test_age(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if !ctl.bds.contains_key(&bd) {
-        return Err(CliError::new(format!("no bridge domain `{bd}'")));
+        return Err(CliError::new(format!(
+            "no bridge domain `{}'",
+            bd_id_shown(bd)
+        )));
     }
     let n = ctl.age(now, Some(bd));
     Ok(format!("aged {n} entries\n"))
@@ -562,32 +574,58 @@ fn flag(a: &mut Args, what: &str) -> Result<bool, CliError> {
     }
 }
 
+/// The internal id of VPP's default bridge domain 0 (internal id 0 means "not bridged").
+pub const BD0: u16 = u16::MAX;
+
+/// A bridge domain's id as the user gave it (`BD0` is 0).
+pub fn bd_id_shown(bd: u16) -> u32 {
+    if bd == BD0 {
+        0
+    } else {
+        bd as u32
+    }
+}
+
+/// A bridge-domain id: 0 (VPP's default domain) to 65534.
 fn bd_arg(a: &mut Args) -> Result<u16, CliError> {
     let w = a.word("bridge-domain id")?;
-    w.parse::<u16>()
-        .ok()
-        .filter(|&v| v != 0)
-        .ok_or_else(|| CliError::new(format!("bridge-domain id 1..65535 expected, got `{w}'")))
+    match w.parse::<u16>() {
+        Ok(0) => Ok(BD0),
+        Ok(v) if v != BD0 => Ok(v),
+        _ => Err(CliError::new(format!(
+            "bridge-domain id 0..65534 expected, got `{w}'"
+        ))),
+    }
+}
+
+/// A new bridge domain's settings (VPP's defaults: learn, forward, flood, uu-flood on).
+fn default_bd() -> BdState {
+    BdState {
+        cfg: BdCfg {
+            learn: true,
+            forward: true,
+            flood: true,
+            uu_flood: true,
+            members: Vec::new(),
+            shg: Vec::new(),
+            bvi: None,
+        },
+        mac_age: 0,
+        bvi: None,
+    }
 }
 
 fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let bd = bd_arg(a)?;
+    if bd == BD0 {
+        return Err(CliError::new(
+            "No operations on the default bridge domain are supported",
+        ));
+    }
     let c = control(vm)?;
     let mut st = {
         let ctl = lock(&c);
-        ctl.bds.get(&bd).cloned().unwrap_or(BdState {
-            cfg: BdCfg {
-                learn: true,
-                forward: true,
-                flood: true,
-                uu_flood: true,
-                members: Vec::new(),
-                shg: Vec::new(),
-                bvi: None,
-            },
-            mac_age: 0,
-            bvi: None,
-        })
+        ctl.bds.get(&bd).cloned().unwrap_or_else(default_bd)
     };
     let mut del = false;
     while !a.is_empty() {
@@ -613,7 +651,8 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let ctl = lock(&c);
         if ctl.bds.get(&bd).is_some_and(|b| !b.cfg.members.is_empty()) {
             return Err(CliError::new(format!(
-                "bridge domain {bd} still has interfaces"
+                "bridge domain {} still has interfaces",
+                bd_id_shown(bd)
             )));
         }
         drop(ctl);
@@ -693,10 +732,13 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         None
     };
     let c = control(vm)?;
-    if !lock(&c).bds.contains_key(&bd) {
-        return Err(CliError::new(format!(
-            "bridge domain {bd} does not exist (create bridge-domain {bd})"
-        )));
+    // As VPP: a missing bridge domain is created with its defaults.
+    let created = match lock(&c).bds.entry(bd) {
+        std::collections::btree_map::Entry::Vacant(e) => Some(e.insert(default_bd()).cfg.clone()),
+        std::collections::btree_map::Entry::Occupied(_) => None,
+    };
+    if let Some(cfg) = created {
+        publish(vm, bd, Some(cfg));
     }
     if bvi
         && lock(&c)
@@ -705,7 +747,8 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .is_some_and(|b| b.bvi.is_some_and(|x| x != i.0))
     {
         return Err(CliError::new(format!(
-            "bridge domain {bd} already has a BVI"
+            "bridge domain {} already has a BVI",
+            bd_id_shown(bd)
         )));
     }
     remove_member(vm, &c, i.0);
@@ -750,67 +793,263 @@ fn names(vm: &mut Vlib) -> BTreeMap<u32, String> {
         .collect()
 }
 
+/// VPP's `%=Ns`: `t` centred in `n` columns (the extra space on the right).
+fn centre(t: &str, n: usize) -> String {
+    format!("{t:^n$}")
+}
+
+/// The tag rewrite of a bridged interface as VPP's `VLAN-Tag-Rewrite` column: Sluice pops
+/// a sub-interface's tags on input and pushes them on output.
+fn vtr_of(vm: &mut Vlib, i: u32) -> &'static str {
+    match vm.ext_mut::<crate::subif::SubIfs>().subs.get(&i) {
+        Some((s, _)) if s.inner != 0 => "pop-2",
+        Some(_) => "pop-1",
+        None => "none",
+    }
+}
+
+/// `show bridge-domain [<id> [detail|int]]`, VPP's columns. Sluice has no sequence numbers
+/// (BSN, ISN: 0), ARP termination or learn limit (Learn-limit: the L2 FIB's size).
 fn cli_show_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let only = if a.is_empty() { None } else { Some(bd_arg(a)?) };
-    let detail = a.keyword("detail");
+    let detail = a.keyword("detail") || a.keyword("det");
+    let intf = a.keyword("int");
     a.finish()?;
+    if only == Some(BD0) {
+        return Err(CliError::new(
+            "No operations on the default bridge domain are supported",
+        ));
+    }
     let nm = names(vm);
     let c = control(vm)?;
-    let ctl = lock(&c);
-    let mut out = format!(
-        "{:>6}{:>8}{:>8}{:>8}{:>10}{:>10}{:>10}\n",
-        "BD-ID", "Learn", "Fwd", "Flood", "UU-Flood", "Age(min)", "Members"
-    );
-    let yn = |b: bool| if b { "on" } else { "off" };
-    for (id, b) in ctl
-        .bds
-        .iter()
-        .filter(|(id, _)| only.is_none_or(|o| o == **id))
-    {
-        let _ = writeln!(
-            out,
-            "{:>6}{:>8}{:>8}{:>8}{:>10}{:>10}{:>10}",
-            id,
-            yn(b.cfg.learn),
-            yn(b.cfg.forward),
-            yn(b.cfg.flood),
-            yn(b.cfg.uu_flood),
-            if b.mac_age == 0 {
-                "off".to_string()
-            } else {
-                b.mac_age.to_string()
-            },
-            b.cfg.members.len()
-        );
-        if detail || only.is_some() {
-            for m in &b.cfg.members {
-                let g = b.cfg.shg_of(*m);
-                let shg = if g != 0 {
-                    format!(" shg {g}")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(out, "      {}{shg}", nm.get(m).cloned().unwrap_or_default());
+    let bds: Vec<(u16, BdState)> = {
+        let ctl = lock(&c);
+        if let Some(o) = only {
+            if !ctl.bds.contains_key(&o) {
+                return Err(CliError::new(format!("No such bridge domain {o}")));
             }
         }
-    }
-    if only.is_some_and(|o| !ctl.bds.contains_key(&o)) {
-        return Err(CliError::new(format!(
-            "no bridge domain {}",
-            only.unwrap_or(0)
-        )));
+        // As VPP, the default domain 0 is not listed.
+        ctl.bds
+            .iter()
+            .filter(|(id, _)| only.is_none_or(|o| o == **id) && **id != BD0)
+            .map(|(id, b)| (*id, b.clone()))
+            .collect()
+    };
+    let learned: BTreeMap<u16, usize> = {
+        let ctl = lock(&c);
+        let mut m = BTreeMap::new();
+        for (k, v) in ctl.fib.iter() {
+            if v & STATIC == 0 {
+                *m.entry((k >> 48) as u16).or_default() += 1;
+            }
+        }
+        m
+    };
+    let mut out = String::new();
+    let onoff = |b: bool| if b { "on" } else { "off" };
+    for (n, (id, b)) in bds.iter().enumerate() {
+        if n == 0 {
+            let _ = writeln!(
+                out,
+                "{} {} {} {} {} {} {} {} {} {} {} {} {}",
+                centre("BD-ID", 8),
+                centre("Index", 7),
+                centre("BSN", 4),
+                centre("Age(min)", 9),
+                centre("Learning", 9),
+                centre("U-Forwrd", 9),
+                centre("UU-Flood", 11),
+                centre("Flooding", 9),
+                centre("ARP-Term", 9),
+                centre("arp-ufwd", 9),
+                centre("Learn-count", 8),
+                centre("Learn-limit", 8),
+                centre("BVI-Intf", 11)
+            );
+        }
+        let age = if b.mac_age == 0 {
+            "off".to_string()
+        } else {
+            b.mac_age.to_string()
+        };
+        let bvi = b
+            .cfg
+            .bvi
+            .and_then(|i| nm.get(&i).cloned())
+            .unwrap_or_else(|| "N/A".into());
+        let _ = writeln!(
+            out,
+            "{} {} {} {} {} {} {} {} {} {} {} {} {}",
+            centre(&bd_id_shown(*id).to_string(), 8),
+            centre(&id.to_string(), 7),
+            centre("0", 4),
+            centre(&age, 9),
+            centre(onoff(b.cfg.learn), 9),
+            centre(onoff(b.cfg.forward), 9),
+            centre(if b.cfg.uu_flood { "flood" } else { "drop" }, 11),
+            centre(onoff(b.cfg.flood), 9),
+            centre("off", 9),
+            centre("off", 9),
+            centre(&learned.get(id).copied().unwrap_or(0).to_string(), 8),
+            centre(&L2FIB_CAPACITY.to_string(), 8),
+            centre(&bvi, 11)
+        );
+        if detail || intf {
+            for (k, m) in b.cfg.members.iter().enumerate() {
+                if k == 0 {
+                    let _ = writeln!(
+                        out,
+                        "\n{}{}{}{}{}{}{}",
+                        centre("Interface", 30),
+                        centre("If-idx", 7),
+                        centre("ISN", 5),
+                        centre("SHG", 5),
+                        centre("BVI", 5),
+                        centre("TxFlood", 9),
+                        centre("VLAN-Tag-Rewrite", 30)
+                    );
+                }
+                let vtr = vtr_of(vm, *m);
+                let _ = writeln!(
+                    out,
+                    "{}{}{}{}{}{}{}",
+                    centre(&nm.get(m).cloned().unwrap_or_default(), 30),
+                    centre(&m.to_string(), 7),
+                    centre("0", 5),
+                    centre(&b.cfg.shg_of(*m).to_string(), 5),
+                    centre(if b.cfg.bvi == Some(*m) { "*" } else { "-" }, 5),
+                    centre("*", 9),
+                    centre(vtr, 30)
+                );
+            }
+        }
     }
     Ok(out)
 }
 
-fn cli_show_l2fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let _ = a.keyword("all");
-    let only = if a.keyword("bd_id") || a.keyword("bd-id") {
-        Some(bd_arg(a)?)
-    } else {
-        None
+/// `show l2fib verbose|all|bd_id <id>`: VPP's table. Sluice keeps no entry sequence
+/// numbers (BSN-ISN `0/0`) nor filter entries; BD-Idx is the bridge domain's id.
+fn show_l2fib_verbose(vm: &mut Vlib, only: Option<u16>) -> Result<String, CliError> {
+    let nm = names(vm);
+    let c = control(vm)?;
+    let now_min = {
+        let ctl = lock(&c);
+        ((vm.shared.clock.now_secs() - ctl.started).max(0.0) / 60.0) as u32
     };
-    a.finish()?;
+    let ctl = lock(&c);
+    let mut v: Vec<(u64, u64)> = ctl
+        .fib
+        .iter()
+        .filter(|(k, _)| only.is_none_or(|o| (k >> 48) as u16 == o))
+        .collect();
+    v.sort();
+    let total = ctl.fib.iter().count();
+    let learned = ctl.fib.iter().filter(|(_, v)| v & STATIC == 0).count();
+    let mut out = String::new();
+    for (n, (k, val)) in v.iter().enumerate() {
+        if n == 0 {
+            let _ = writeln!(
+                out,
+                "{}{}{}{}{}{}{}{}{}",
+                centre("Mac-Address", 19),
+                centre("BD-Idx", 7),
+                centre("If-Idx", 7),
+                centre("BSN-ISN", 8),
+                centre("Age(min)", 9),
+                centre("static", 7),
+                centre("filter", 7),
+                centre("bvi", 5),
+                centre("Interface-Name", 30)
+            );
+        }
+        let m = (k & 0xffff_ffff_ffff).to_be_bytes();
+        let bd = (k >> 48) as u16;
+        let sw = *val as u32;
+        let is_static = val & STATIC != 0;
+        let b = ctl.bds.get(&bd);
+        let age = if is_static {
+            "no".to_string()
+        } else if b.is_none_or(|b| b.mac_age == 0) {
+            "-".to_string()
+        } else {
+            let stamp = ((val >> 40) & 0xff_ffff) as u32 / 60;
+            now_min.saturating_sub(stamp).to_string()
+        };
+        let bvi = b.is_some_and(|b| b.cfg.bvi == Some(sw));
+        let _ = writeln!(
+            out,
+            "{}{}{} {}{}{}{}{}{}",
+            centre(
+                &sluice_wire::Mac([m[2], m[3], m[4], m[5], m[6], m[7]]).to_string(),
+                19
+            ),
+            centre(&bd_id_shown(bd).to_string(), 7),
+            centre(&sw.to_string(), 7),
+            centre("0/0", 8),
+            centre(&age, 9),
+            centre(if is_static { "*" } else { "-" }, 7),
+            centre("-", 7),
+            centre(if bvi { "*" } else { "-" }, 5),
+            centre(&nm.get(&sw).cloned().unwrap_or_else(|| "N/A".into()), 30)
+        );
+    }
+    if total == 0 {
+        out.push_str("no l2fib entries\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "L2FIB total/learned entries: {total}/{learned}  Last scan time: 0.0000e0sec  Learn limit: {L2FIB_CAPACITY} "
+        );
+    }
+    Ok(out)
+}
+
+/// `set interface l2 tag-rewrite <interface> disable|pop 1|pop 2|push ...|translate ...`.
+/// Sluice always pops a sub-interface's own tags on input and pushes them back on output,
+/// so `pop` matching the sub-interface's tag count is accepted as what it already does;
+/// anything else cannot be followed and says so.
+fn cli_tag_rewrite(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    let depth = match vm.ext_mut::<crate::subif::SubIfs>().subs.get(&i.0) {
+        Some((s, _)) if s.inner != 0 => 2,
+        Some(_) => 1,
+        None => 0,
+    };
+    if a.keyword("pop") {
+        let n = a.u32("1|2")?;
+        a.finish()?;
+        if n == depth {
+            return Ok(String::new());
+        }
+        return Err(CliError::new(format!(
+            "set interface l2 tag-rewrite pop {n}: Sluice pops exactly a sub-interface's own tags ({depth} here); create the sub-interface with the tags to pop (create sub-interfaces)"
+        )));
+    }
+    let what = a.word("disable|pop|push|translate")?;
+    Err(CliError::new(format!(
+        "set interface l2 tag-rewrite {what}: not supported; a bridged sub-interface (create sub-interfaces <if> <id> dot1q <vlan>) has its tag popped on input and pushed on output"
+    )))
+}
+
+fn cli_show_l2fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    // `verbose`, `all` and `bd_id` print VPP's table; plain `show l2fib` Sluice's short one
+    // (VPP prints only the entry count).
+    let mut verbose = false;
+    let mut only = None;
+    while !a.is_empty() {
+        if a.keyword("all") || a.keyword("verbose") {
+            verbose = true;
+        } else if a.keyword("bd_id") || a.keyword("bd-id") {
+            only = Some(bd_arg(a)?);
+            verbose = true;
+        } else {
+            a.finish()?;
+        }
+    }
+    if verbose {
+        return show_l2fib_verbose(vm, only);
+    }
     let nm = names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
@@ -830,7 +1069,7 @@ fn cli_show_l2fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             out,
             "{:<20}{:>6}{:>16}{:>8}",
             sluice_wire::Mac([m[2], m[3], m[4], m[5], m[6], m[7]]).to_string(),
-            k >> 48,
+            bd_id_shown((k >> 48) as u16),
             nm.get(&(*val as u32)).cloned().unwrap_or_default(),
             if val & STATIC != 0 { "yes" } else { "no" }
         );
@@ -855,7 +1094,10 @@ fn cli_l2fib_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if !ctl.bds.contains_key(&bd) {
-        return Err(CliError::new(format!("bridge domain {bd} does not exist")));
+        return Err(CliError::new(format!(
+            "bridge domain {} does not exist",
+            bd_id_shown(bd)
+        )));
     }
     let ep = ctl
         .epochs
@@ -883,8 +1125,9 @@ fn cli_l2fib_del(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .map(|_| String::new())
         .ok_or_else(|| {
             CliError::new(format!(
-                "no l2fib entry {} in bd {bd}",
-                sluice_wire::Mac(mac)
+                "no l2fib entry {} in bd {}",
+                sluice_wire::Mac(mac),
+                bd_id_shown(bd)
             ))
         })
 }

@@ -122,3 +122,33 @@ pub fn cli_l2patch(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let _ = vm.ext_mut::<Interfaces>();
     Ok(String::new())
 }
+
+/// `show l2patch`: `<rx> -> <tx>` per patched interface, as VPP.
+pub fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    args.finish()?;
+    let node = vm
+        .registry
+        .find(NAME)
+        .ok_or_else(|| CliError::new("l2-patch node missing"))?;
+    let map = vm
+        .main
+        .node_mut::<L2Patch>(node)
+        .map(|p| p.map.clone())
+        .unwrap_or_default();
+    let ifs = vm.ext_mut::<Interfaces>();
+    let name = |i: u32| {
+        ifs.get(SwIfIndex(i))
+            .map(|x| x.name.clone())
+            .unwrap_or_else(|| format!("if{i}"))
+    };
+    let mut out = String::new();
+    for (rx, tx) in map.iter().enumerate() {
+        if let Some(tx) = tx {
+            out.push_str(&format!("{:>30} -> {}\n", name(rx as u32), name(*tx)));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no l2patch mappings\n");
+    }
+    Ok(out)
+}

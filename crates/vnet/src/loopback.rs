@@ -51,6 +51,9 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "delete loopback interface intfc <interface>",
         cli_delete,
     );
+    // VPP's older names, which its scripts abbreviate as `loop create`.
+    t.alias("loopback create-interface", "create loopback interface");
+    t.alias("loopback delete-interface", "delete loopback interface");
 }
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -161,6 +161,11 @@ impl<K: Copy + Eq + Hash + Ord> Aging<K> {
         );
     }
 
+    /// When a dynamic entry was last learned or refreshed.
+    pub fn updated(&self, k: &K) -> Option<Instant> {
+        self.dynamic.get(k).map(|d| d.updated)
+    }
+
     /// Stops tracking an entry (removed, or now static).
     pub fn forget(&mut self, k: &K) {
         self.dynamic.remove(k);
@@ -330,6 +335,25 @@ pub const AGE_INTERVAL: f64 = 0.1;
 
 /// Registers `set ip neighbor-config` and `show ip neighbor-config`.
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.alias("set ip neighbor", "ip neighbor");
+    t.add(
+        "show ip neighbors",
+        "show ip neighbors [<interface>] — IPv4 and IPv6 neighbours",
+        cli_show_all,
+    );
+    t.alias("show ip neighbor", "show ip neighbors");
+    t.add(
+        "show ip4 neighbors",
+        "show ip4 neighbors [<interface>] — IPv4 neighbours",
+        cli_show_ip4,
+    );
+    t.alias("show ip4 neighbor", "show ip4 neighbors");
+    t.add(
+        "show ip6 neighbors",
+        "show ip6 neighbors [<interface>] — IPv6 neighbours",
+        cli_show_ip6,
+    );
+    t.alias("show ip6 neighbor", "show ip6 neighbors");
     t.add(
         "set ip neighbor-config",
         "set ip neighbor-config ip4|ip6 [limit <n>] [age <seconds>] [recycle|norecycle]",
@@ -340,6 +364,76 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "show ip neighbor-config — neighbour limit, age and recycling per family",
         cli_show,
     );
+}
+
+/// A neighbour as `show ip neighbors` prints it.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Interface.
+    pub sw_if: u32,
+    /// Address.
+    pub ip: std::net::IpAddr,
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// Configured (`static`), not learned.
+    pub is_static: bool,
+    /// Time since a dynamic entry was learned or refreshed.
+    pub age: Option<std::time::Duration>,
+}
+
+/// VPP's table: `Age IP Flags Ethernet Interface`, sorted by interface then address (the
+/// age of a static entry is `-`; VPP prints the header only when there are entries).
+fn show_rows(vm: &mut Vlib, a: &mut Args, v4: bool, v6: bool) -> Result<String, CliError> {
+    let only = if a.is_empty() {
+        None
+    } else {
+        Some(crate::cli::interface_arg(vm, a)?)
+    };
+    a.finish()?;
+    let mut rows = Vec::new();
+    if v4 {
+        rows.extend(crate::ip4::neighbor_rows(vm));
+    }
+    if v6 {
+        rows.extend(crate::ip6::neighbor_rows(vm));
+    }
+    rows.retain(|r| only.is_none_or(|o| o.0 == r.sw_if));
+    rows.sort_by_key(|r| (r.sw_if, r.ip));
+    let ifs = vm.ext_mut::<crate::interface::Interfaces>();
+    let mut out = format!(
+        "{:^12}{:^40}{:^6}{:^20}{:^24}\n",
+        "Age", "IP", "Flags", "Ethernet", "Interface"
+    );
+    for r in rows {
+        let name = ifs
+            .get(crate::interface::SwIfIndex(r.sw_if))
+            .map(|i| i.name.clone())
+            .unwrap_or_default();
+        let age = r
+            .age
+            .map(|d| format!("{:.4}", d.as_secs_f64()))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "{age:^12}{:^40}{:^6}{:^20}{name}",
+            r.ip.to_string(),
+            if r.is_static { "S" } else { "D" },
+            sluice_wire::Mac(r.mac).to_string(),
+        );
+    }
+    Ok(out)
+}
+
+fn cli_show_all(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    show_rows(vm, a, true, true)
+}
+
+fn cli_show_ip4(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    show_rows(vm, a, true, false)
+}
+
+fn cli_show_ip6(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    show_rows(vm, a, false, true)
 }
 
 fn cli_set(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -1015,6 +1015,26 @@ pub struct RoutePaths<A> {
     pub drop: bool,
     /// `table <id>`.
     pub table: u32,
+    /// `via <interface> [weight <w>]`: attached paths without a next-hop address.
+    pub via_if: Vec<(SwIfIndex, u32)>,
+    /// `via local`: the router receives the packets.
+    pub local: bool,
+    /// `resolve-via-host`: a recursive next hop must be covered by a host route.
+    pub resolve_via_host: bool,
+    /// `resolve-via-attached` (`resolve-via-connected`): a recursive next hop must be on a
+    /// connected subnet.
+    pub resolve_via_attached: bool,
+    /// `del` / `add` after the prefix (VPP takes them anywhere): `Some(true)` = delete.
+    pub del: Option<bool>,
+    /// `count <n>` after the prefix.
+    pub count: Option<u32>,
+}
+
+impl<A> RoutePaths<A> {
+    /// Whether the command names any path (a next hop, an interface, `local` or `drop`).
+    pub fn has_path(&self) -> bool {
+        !self.paths.is_empty() || !self.via_if.is_empty() || self.local || self.drop
+    }
 }
 
 /// Most routes one `ip route add|del count <n>` may touch.
@@ -1063,44 +1083,122 @@ pub fn parse_paths<A>(
     table: Option<u32>,
     parse_nh: impl Fn(&str) -> Result<A, CliError>,
 ) -> Result<RoutePaths<A>, CliError> {
-    let mut paths: Vec<(A, Option<SwIfIndex>, u32)> = Vec::new();
-    let mut drop = false;
+    let mut rp = RoutePaths {
+        paths: Vec::new(),
+        drop: false,
+        table: 0,
+        via_if: Vec::new(),
+        local: false,
+        resolve_via_host: false,
+        resolve_via_attached: false,
+        del: None,
+        count: None,
+    };
     let mut table = table;
+    // What `weight` applies to: the last next hop (false) or the last `via <interface>`.
+    let mut last_is_if = false;
     while !a.is_empty() {
         if a.keyword("via") {
             if a.keyword("drop") {
-                drop = true;
+                rp.drop = true;
+                continue;
+            }
+            if a.keyword("local") {
+                rp.local = true;
                 continue;
             }
             let t = a.word("next hop")?;
-            paths.push((parse_nh(&t)?, None, 1));
+            match parse_nh(&t) {
+                Ok(nh) => {
+                    rp.paths.push((nh, None, 1));
+                    last_is_if = false;
+                }
+                // `via <interface>`: an attached path (VPP's interface route).
+                Err(e) => match vm.ext_mut::<crate::interface::Interfaces>().find(&t) {
+                    Some(i) => {
+                        rp.via_if.push((i, 1));
+                        last_is_if = true;
+                    }
+                    None => return Err(e),
+                },
+            }
         } else if a.keyword("drop") {
-            drop = true;
+            rp.drop = true;
         } else if a.keyword("table") {
             table = Some(a.u32("table id")?);
+        } else if a.keyword("del") {
+            rp.del = Some(true);
+        } else if a.keyword("add") {
+            rp.del = Some(false);
+        } else if a.keyword("count") {
+            rp.count = Some(a.u32("count")?.max(1));
+        } else if a.keyword("resolve-via-host") {
+            rp.resolve_via_host = true;
+        } else if a.keyword("resolve-via-attached") || a.keyword("resolve-via-connected") {
+            rp.resolve_via_attached = true;
         } else if a.keyword("weight") {
             let wt = a.u32("weight")?;
             if wt == 0 {
                 return Err(CliError::new("weight must be at least 1"));
             }
-            match paths.last_mut() {
-                Some(last) => last.2 = wt,
+            let last = if last_is_if {
+                rp.via_if.last_mut().map(|l| &mut l.1)
+            } else {
+                rp.paths.last_mut().map(|l| &mut l.2)
+            };
+            match last {
+                Some(l) => *l = wt,
                 None => return Err(CliError::new("`weight' must follow `via <next-hop>'")),
             }
-        } else if paths.last().is_some_and(|l| l.1.is_none()) {
+        } else if !last_is_if && rp.paths.last().is_some_and(|l| l.1.is_none()) {
             let i = crate::cli::interface_arg(vm, a)?;
-            if let Some(last) = paths.last_mut() {
+            if let Some(last) = rp.paths.last_mut() {
                 last.1 = Some(i);
             }
         } else {
             a.finish()?;
         }
     }
-    Ok(RoutePaths {
-        paths,
-        drop,
-        table: table.unwrap_or(0),
-    })
+    rp.table = table.unwrap_or(0);
+    Ok(rp)
+}
+
+/// `resolve-via-host` / `resolve-via-attached` for a recursive next hop `nh` in table `fib`:
+/// checked when the route is configured (VPP also re-checks when the covering routes
+/// change; Sluice does not).
+pub fn check_resolve_via<A, L: Lpm>(
+    paths: &RoutePaths<A>,
+    vrfs: &Vrfs<L>,
+    fib: u32,
+    nh: L::Addr,
+    host_len: u8,
+) -> Result<(), CliError> {
+    if paths.resolve_via_attached {
+        return Err(CliError::new(format!(
+            "next hop {} is not on a connected subnet (resolve-via-attached)",
+            fmt_addr::<L>(nh)
+        )));
+    }
+    if paths.resolve_via_host
+        && !vrfs
+            .rt(fib)
+            .is_some_and(|rt| rt.routes.contains_key(&(nh, host_len)))
+    {
+        return Err(CliError::new(format!(
+            "next hop {} has no host route (resolve-via-host)",
+            fmt_addr::<L>(nh)
+        )));
+    }
+    Ok(())
+}
+
+fn fmt_addr<L: Lpm>(a: L::Addr) -> String {
+    let v: u128 = a.into();
+    if L::BITS == 32 {
+        std::net::Ipv4Addr::from(v as u32).to_string()
+    } else {
+        std::net::Ipv6Addr::from(v).to_string()
+    }
 }
 
 impl<A: std::fmt::Display + Copy> RoutePaths<A> {
@@ -1115,7 +1213,7 @@ impl<A: std::fmt::Display + Copy> RoutePaths<A> {
         for &(nh, intf, wt) in &self.paths {
             out.push((hop(nh, intf)?, wt));
         }
-        if !del && !self.drop && out.is_empty() {
+        if !del && !self.has_path() {
             return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
         }
         Ok(out)

@@ -622,14 +622,13 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             )));
         }
     }
-    cfg.mac = mac.unwrap_or([
-        0x02,
-        0xfe,
-        0x6d,
-        cfg.socket_id as u8,
-        (cfg.id >> 8) as u8,
-        cfg.id as u8,
-    ]);
+    // As VPP: a random locally administered MAC unless `hw-addr` is given (a MAC derived
+    // from socket-id/id would be the same on both ends of a pair).
+    cfg.mac = mac.unwrap_or_else(|| {
+        sluice_vnet::devices::linux::random_mac(sluice_vnet::devices::linux::seed(
+            cfg.socket_id << 16 ^ cfg.id,
+        ))
+    });
     let tx = vm.registry.find(TX);
     let idx =
         sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx).map_err(CliError::new)?;

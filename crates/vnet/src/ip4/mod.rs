@@ -153,6 +153,46 @@ impl Ip4Control {
             .ok_or_else(|| "adjacency table full".to_string())
     }
 
+    /// The glean adjacency of interface `i` (ARP for the destination), sourced from its
+    /// first address.
+    fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+        let src = self.if_mac(i);
+        let mtu = self.if_mtu(i);
+        let addr = self
+            .addrs
+            .iter()
+            .find(|x| x.0 == i)
+            .map(|x| x.1)
+            .unwrap_or(0);
+        self.adjs
+            .find_or_add((AdjKind::Glean, i, 0), || Adj {
+                kind: AdjKind::Glean,
+                tx_if: i,
+                mtu,
+                rewrite: {
+                    let mut r = [0u8; 14];
+                    r[6..12].copy_from_slice(&src);
+                    r
+                },
+                nh: addr,
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
+    /// The receive adjacency of interface `i` (`via local`).
+    fn local_adj(&mut self, i: u32) -> Result<u32, String> {
+        let mtu = self.if_mtu(i);
+        self.adjs
+            .find_or_add((AdjKind::Local, i, 0), || Adj {
+                kind: AdjKind::Local,
+                tx_if: i,
+                mtu,
+                rewrite: [0; 14],
+                nh: 0,
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
     /// The interface whose subnet in table `fib` holds `nh`.
     fn connected_if(&self, fib: u32, nh: u32) -> Option<u32> {
         self.addrs
@@ -440,9 +480,9 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         cli_show_fib,
     );
     t.add(
-        "show ip neighbors",
-        "show ip neighbors [<interface>] — resolved neighbours",
-        cli_show_neighbors,
+        "show adj",
+        "show adj — IPv4 and IPv6 adjacencies",
+        cli_show_adj,
     );
     t.add(
         "show interface address",
@@ -558,16 +598,16 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let del = if a.keyword("del") {
-        true
-    } else {
-        a.keyword("add");
-        false
-    };
+    // VPP takes `add`/`del`, `count` and `table` in any order, before or after the prefix.
+    let mut del = false;
     let mut count = 1u32;
     let mut table = None;
     loop {
-        if a.keyword("count") {
+        if a.keyword("del") {
+            del = true;
+        } else if a.keyword("add") {
+            del = false;
+        } else if a.keyword("count") {
             count = a.u32("count")?.max(1);
         } else if a.keyword("table") {
             table = Some(a.u32("table id")?);
@@ -581,6 +621,8 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
+    let del = paths.del.unwrap_or(del);
+    let count = paths.count.unwrap_or(count);
     crate::routes::check_route_count(count, del)?;
     let intr = vm
         .ext::<sluice_cli::Interrupt>()
@@ -594,13 +636,29 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .ok_or_else(|| no_table(paths.table))?;
     // A next hop with an interface, or on a connected subnet, is attached (its neighbour's
     // adjacency); any other resolves recursively through the table.
-    let resolved = paths.resolve(del, |nh, intf| {
+    let mut resolved = paths.resolve(del, |nh, intf| {
         let nh = u32::from(nh);
         match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
             Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
-            None => Ok(Hop::Via(nh)),
+            None => {
+                crate::routes::check_resolve_via(&paths, &ctl.vrfs, fib, nh, 32)?;
+                Ok(Hop::Via(nh))
+            }
         }
     })?;
+    // `via <interface>`: a host route's neighbour is the destination itself; a wider
+    // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
+    for &(i, wt) in &paths.via_if {
+        let adj = if len == 32 {
+            ctl.nbr_adj(i.0, p)
+        } else {
+            ctl.glean_adj(i.0)
+        };
+        resolved.push((Hop::Adj(adj.map_err(CliError::new)?), wt));
+    }
+    if paths.local {
+        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(CliError::new)?), 1));
+    }
     let (base, step) = (
         mask(p, len) as u64,
         if len == 0 { 0 } else { 1u64 << (32 - len) },
@@ -621,22 +679,38 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let del = a.keyword("del");
+    // VPP takes `static` and `del`/`delete` before the interface too.
+    let (mut del, mut is_static) = (false, false);
+    loop {
+        if a.keyword("del") || a.keyword("delete") {
+            del = true;
+        } else if a.keyword("static") {
+            is_static = true;
+        } else {
+            break;
+        }
+    }
     let i = crate::cli::interface_arg(vm, a)?;
     let w = a.word("IP address")?;
     if w.contains(':') {
-        return crate::ip6::cli_neighbor(vm, a, del, i, &w);
+        return crate::ip6::cli_neighbor(vm, a, (del, is_static), i, &w);
     }
     let ip = parse_ip(&w)?;
-    let mac = if del {
-        [0; 6]
-    } else {
-        let w = a.word("MAC address")?;
-        w.parse::<sluice_wire::Mac>()
-            .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?
-            .0
+    // `del` takes the MAC address too (VPP's form), but does not need it.
+    let mac = match (del, a.peek()) {
+        (true, Some(m)) if m != "static" => {
+            a.word("MAC address")?;
+            [0; 6]
+        }
+        (true, _) => [0; 6],
+        (false, _) => {
+            let w = a.word("MAC address")?;
+            w.parse::<sluice_wire::Mac>()
+                .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?
+                .0
+        }
     };
-    let is_static = a.keyword("static");
+    let is_static = a.keyword("static") || is_static;
     a.finish()?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
@@ -695,41 +769,18 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     )
 }
 
-fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let only = if a.is_empty() {
-        None
-    } else {
-        Some(crate::cli::interface_arg(vm, a)?)
-    };
-    a.finish()?;
-    let names = if_names(vm);
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    let mut v: Vec<_> = ctl.neighbors.iter().collect();
-    v.sort_by_key(|(k, _)| **k);
-    let mut out = format!(
-        "{:<18}{:<8}{:<20}{:<16}\n",
-        "IP", "Flags", "Ethernet", "Interface"
-    );
-    for (&(i, ip), &(mac, st)) in v {
-        if only.is_some_and(|o| o.0 != i) {
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "{:<18}{:<8}{:<20}{:<16}",
-            Ipv4Addr::from(ip).to_string(),
-            if st { "S" } else { "D" },
-            sluice_wire::Mac(mac).to_string(),
-            names.get(&i).cloned().unwrap_or_default()
-        );
-    }
-    Ok(out)
-}
-
 fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let names = if_names(vm);
+    // Deleted interfaces are gone; the mark is the admin state, as VPP's `(up)`/`(dn)`.
+    let up: HashMap<u32, bool> = vm
+        .ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .filter(|i| !i.deleted)
+        .map(|i| (i.sw_if_index.0, i.admin_up))
+        .collect();
+    let mut names = if_names(vm);
+    names.retain(|i, _| up.contains_key(i));
     let v6: HashMap<u32, Vec<(u128, u8)>> = names
         .keys()
         .map(|&i| (i, crate::ip6::addresses(vm, i)))
@@ -743,12 +794,12 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     for i in ifs {
         let _ = writeln!(
             out,
-            "{} ({})",
+            "{} ({}):",
             names[&i],
-            if ctl.addrs.iter().any(|x| x.0 == i) || v6.get(&i).is_some_and(|v| !v.is_empty()) {
+            if up.get(&i).copied().unwrap_or(false) {
                 "up"
             } else {
-                "-"
+                "dn"
             }
         );
         let attr = ctl.shared.if_attr(i);
@@ -1010,4 +1061,50 @@ fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a));
     }
     Ok(String::new())
+}
+
+/// Every IPv4 neighbour, for `show ip neighbors` (`crate::neighbor`).
+pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let now = std::time::Instant::now();
+    ctl.neighbors
+        .iter()
+        .map(|(&(i, ip), &(mac, is_static))| crate::neighbor::Row {
+            sw_if: i,
+            ip: Ipv4Addr::from(ip).into(),
+            mac,
+            is_static,
+            age: ctl.aging.updated(&(i, ip)).map(|t| now.duration_since(t)),
+        })
+        .collect()
+}
+
+/// Every IPv4 adjacency as `show adj` prints it, by index.
+pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let names = if_names(vm);
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<(u32, String)> = ctl
+        .adjs
+        .iter()
+        .filter_map(|(k, a)| ctl.adjs.find(k).map(|i| (i, fmt_adj(&names, a, i))))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `show adj`: the IPv4 then the IPv6 adjacencies.
+fn cli_show_adj(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let mut out = String::new();
+    for (_, l) in adj_lines(vm).into_iter().chain(crate::ip6::adj_lines(vm)) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    Ok(out)
 }

@@ -305,6 +305,24 @@ impl Ip6Control {
             .ok_or_else(|| "adjacency table full".to_string())
     }
 
+    /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
+    fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+        let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
+        self.adjs
+            .find_or_add((AdjKind::Glean, i, 0), || Adj {
+                kind: AdjKind::Glean,
+                tx_if: i,
+                mtu,
+                rewrite: {
+                    let mut r = [0u8; 14];
+                    r[6..12].copy_from_slice(&src);
+                    r
+                },
+                nh: 0,
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
     /// Adds an address (and, with the first one, the interface's link-local address).
     fn add_address(&mut self, i: u32, addr: u128, len: u8) -> Result<(), String> {
         if self
@@ -489,11 +507,6 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         cli_show_fib,
     );
     t.add(
-        "show ip6 neighbors",
-        "show ip6 neighbors [<interface>] — resolved IPv6 neighbours",
-        cli_show_neighbors,
-    );
-    t.add(
         "ip6 table",
         "ip6 table [add|del] <table-id> — create or delete an IPv6 table (VRF)",
         cli_table,
@@ -565,6 +578,8 @@ pub fn cli_route(
 ) -> Result<String, CliError> {
     let (p, len) = parse_prefix(w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv6Addr::from))?;
+    let del = paths.del.unwrap_or(del);
+    let count = paths.count.unwrap_or(count);
     crate::routes::check_route_count(count, del)?;
     let intr = vm
         .ext::<sluice_cli::Interrupt>()
@@ -578,7 +593,7 @@ pub fn cli_route(
         .ok_or_else(|| no_table(paths.table))?;
     // A next hop with an interface, or on a connected subnet, is attached; any other
     // resolves recursively through the table (link-local ones need their interface).
-    let resolved = paths.resolve(del, |nh, intf| {
+    let mut resolved = paths.resolve(del, |nh, intf| {
         let nh = u128::from(nh);
         match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
             Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
@@ -586,9 +601,24 @@ pub fn cli_route(
                 "link-local next hop {} needs an interface",
                 Ipv6Addr::from(nh)
             ))),
-            None => Ok(Hop::Via(nh)),
+            None => {
+                crate::routes::check_resolve_via(&paths, &ctl.vrfs, fib, nh, 128)?;
+                Ok(Hop::Via(nh))
+            }
         }
     })?;
+    // As IPv4: `via <interface>` is the neighbour of a host route, else glean; `via local`.
+    for &(i, wt) in &paths.via_if {
+        let adj = if len == 128 {
+            ctl.nbr_adj(i.0, p)
+        } else {
+            ctl.glean_adj(i.0)
+        };
+        resolved.push((Hop::Adj(adj.map_err(CliError::new)?), wt));
+    }
+    if paths.local {
+        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(CliError::new)?), 1));
+    }
     let step: u128 = if len == 0 {
         0
     } else {
@@ -611,20 +641,26 @@ pub fn cli_route(
 pub fn cli_neighbor(
     vm: &mut Vlib,
     a: &mut Args,
-    del: bool,
+    (del, is_static): (bool, bool),
     i: SwIfIndex,
     w: &str,
 ) -> Result<String, CliError> {
     let ip = parse_ip(w)?;
-    let mac = if del {
-        [0; 6]
-    } else {
-        let m = a.word("MAC address")?;
-        m.parse::<sluice_wire::Mac>()
-            .map_err(|_| CliError::new(format!("bad MAC address `{m}'")))?
-            .0
+    let mac = match (del, a.peek()) {
+        // `del` takes the MAC address too (VPP's form), but does not need it.
+        (true, Some(m)) if m != "static" => {
+            a.word("MAC address")?;
+            [0; 6]
+        }
+        (true, _) => [0; 6],
+        (false, _) => {
+            let m = a.word("MAC address")?;
+            m.parse::<sluice_wire::Mac>()
+                .map_err(|_| CliError::new(format!("bad MAC address `{m}'")))?
+                .0
+        }
     };
-    let is_static = a.keyword("static");
+    let is_static = a.keyword("static") || is_static;
     a.finish()?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
@@ -691,42 +727,6 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         },
     )
-}
-
-fn cli_show_neighbors(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let only = if a.is_empty() {
-        None
-    } else {
-        Some(crate::cli::interface_arg(vm, a)?)
-    };
-    a.finish()?;
-    let names = if_names(vm);
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    Ok(neighbors_table(&ctl, &names, only.map(|o| o.0)))
-}
-
-fn neighbors_table(ctl: &Ip6Control, names: &HashMap<u32, String>, only: Option<u32>) -> String {
-    let mut v: Vec<_> = ctl.neighbors.iter().collect();
-    v.sort_by_key(|(k, _)| **k);
-    let mut out = format!(
-        "{:<40}{:<8}{:<20}{:<16}\n",
-        "IP", "Flags", "Ethernet", "Interface"
-    );
-    for (&(i, ip), &(mac, st)) in v {
-        if only.is_some_and(|o| o != i) {
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "{:<40}{:<8}{:<20}{:<16}",
-            Ipv6Addr::from(ip).to_string(),
-            if st { "S" } else { "D" },
-            sluice_wire::Mac(mac).to_string(),
-            names.get(&i).cloned().unwrap_or_default()
-        );
-    }
-    out
 }
 
 /// The IPv6 addresses of an interface (for `show interface address`).
@@ -964,4 +964,47 @@ fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         ctl.add_neighbor(i.0, ip, mac, st).map_err(CliError::new)?;
     }
     Ok(String::new())
+}
+
+/// Every IPv6 neighbour, for `show ip neighbors` (`crate::neighbor`).
+pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let now = std::time::Instant::now();
+    ctl.neighbors
+        .iter()
+        .map(|(&(i, ip), &(mac, is_static))| crate::neighbor::Row {
+            sw_if: i,
+            ip: Ipv6Addr::from(ip).into(),
+            mac,
+            is_static,
+            age: ctl.aging.updated(&(i, ip)).map(|t| now.duration_since(t)),
+        })
+        .collect()
+}
+
+/// Every IPv6 adjacency as `show adj` prints it, by index.
+pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let names = if_names(vm);
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<(u32, String)> = ctl
+        .adjs
+        .iter()
+        .filter_map(|(k, a)| {
+            let i = ctl.adjs.find(k)?;
+            let nh = ctl
+                .nbr_adjs
+                .iter()
+                .find(|(_, &x)| x == i)
+                .map(|((_, nh), _)| *nh);
+            Some((i, fmt_adj(&names, a, i, nh)))
+        })
+        .collect();
+    v.sort();
+    v
 }

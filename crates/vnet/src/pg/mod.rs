@@ -15,6 +15,7 @@
 //!   interface's capture file when one is set (`packet-generator capture`), then frees them.
 //!   - uses: `tx_if`. next: none. counters: `captured`, `capture_error`.
 
+pub mod build;
 pub mod stream;
 
 use crate::devices::TraceHead;
@@ -51,6 +52,8 @@ pub struct StreamRt {
     next: Next,
     node: NodeIndex,
     rx_if: u32,
+    /// `tx-interface`: the packets' tx interface (for streams starting at an output node).
+    tx_if: Option<u32>,
     limit: u64,
     sent: u64,
     rate: Option<f64>,
@@ -142,6 +145,9 @@ impl PgInput {
                 }
             };
             v.hdr.rx_if = s.rx_if;
+            if let Some(t) = s.tx_if {
+                v.hdr.tx_if = t;
+            }
             bytes += len as u64;
             if traced > 0 {
                 let head = TraceHead::new(v.data());
@@ -339,20 +345,15 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "packet-generator enable [<name>] — start streams",
         cli_enable,
     );
-    t.add(
-        "packet-generator enable-stream",
-        "packet-generator enable-stream [<name>] — start streams",
-        cli_enable,
-    );
+    t.alias("packet-generator enable-stream", "packet-generator enable");
     t.add(
         "packet-generator disable",
         "packet-generator disable [<name>] — stop streams",
         cli_disable,
     );
-    t.add(
+    t.alias(
         "packet-generator disable-stream",
-        "packet-generator disable-stream [<name>] — stop streams",
-        cli_disable,
+        "packet-generator disable",
     );
     t.add(
         "packet-generator delete",
@@ -429,10 +430,26 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
             .ok_or_else(|| CliError::new("interface vanished"))?;
         (i.0, intf.counters.clone())
     };
+    // VPP's per-interface output nodes: `node <if>-output` is `interface-output` with the
+    // packets' tx interface set to <if>.
+    let mut tx_name = def.tx_interface.clone();
     let node_name = match &def.node {
+        Some(n) if vm.registry.find(n).is_none() && n.ends_with("-output") => {
+            tx_name = Some(n.trim_end_matches("-output").to_string());
+            crate::output::NAME.to_string()
+        }
         Some(n) => n.clone(),
         None if vm.registry.find("ethernet-input").is_some() => "ethernet-input".to_string(),
         None => crate::l2patch::NAME.to_string(),
+    };
+    let tx_if = match &tx_name {
+        None => None,
+        Some(t) => Some(
+            vm.ext_mut::<Interfaces>()
+                .find(t)
+                .ok_or_else(|| CliError::new(format!("unknown interface `{t}'")))?
+                .0,
+        ),
     };
     let node = vm
         .registry
@@ -475,6 +492,7 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
         next,
         node,
         rx_if,
+        tx_if,
         limit,
         sent: 0,
         rate: def.rate,

@@ -200,6 +200,9 @@ pub struct StreamDef {
     pub worker: Option<usize>,
     /// Packet source.
     pub source: Source,
+    /// Interface the packets are sent on when they start at an output node (`tx-interface
+    /// <if>`, or the `<if>` of `node <if>-output`).
+    pub tx_interface: Option<String>,
 }
 
 /// Reads every packet of a pcap file.
@@ -216,7 +219,7 @@ pub fn read_pcap(path: &Path) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
+pub(crate) fn parse_mac(s: &str) -> Option<[u8; 6]> {
     // aa:bb:cc:dd:ee:ff, or VPP's dotted form of three 16-bit groups (1.2.3, 0001.0002.0003).
     let mut m = [0u8; 6];
     if s.contains(':') {
@@ -342,12 +345,24 @@ pub fn parse_new(a: &mut Args, max_size: usize) -> Result<StreamDef, CliError> {
     let mut worker = None;
     let mut size: Option<(u32, u32)> = None;
     let mut synth: Option<Synth> = None;
+    let mut built: Option<super::build::Template> = None;
     let mut pcap: Option<String> = None;
+    let mut tx_interface = None;
     while !a.is_empty() {
         if a.keyword("name") {
             name = Some(a.word("stream name")?);
         } else if a.keyword("limit") {
-            limit = Some(a.u64("limit")?);
+            // As VPP: `limit 0` and `limit -1` mean no limit.
+            limit = Some(if a.keyword("-1") {
+                u64::MAX
+            } else {
+                match a.u64("limit")? {
+                    0 => u64::MAX,
+                    n => n,
+                }
+            });
+        } else if a.keyword("tx-interface") {
+            tx_interface = Some(a.word("interface")?);
         } else if a.keyword("rate") {
             let r = a.f64("rate")?;
             if r <= 0.0 || !r.is_finite() {
@@ -368,12 +383,41 @@ pub fn parse_new(a: &mut Args, max_size: usize) -> Result<StreamDef, CliError> {
             pcap = Some(a.word("pcap file")?);
         } else if a.keyword("data") {
             let block = a.word("data { ... }")?;
-            synth = Some(parse_data(&block)?);
+            // IPv4/UDP with incrementing fields is generated per packet; anything else
+            // (IP6:, ICMP:, TCP:, hex, length, checksum, ...) is built once per size.
+            match parse_data(&block) {
+                Ok(s) => synth = Some(s),
+                Err(_) => built = Some(super::build::parse(&block)?),
+            }
         } else {
             a.finish()?;
         }
     }
     let name = name.ok_or_else(|| CliError::new("stream needs `name <name>'"))?;
+    if let Some(t) = built {
+        if pcap.is_some() {
+            return Err(CliError::new(
+                "give either `pcap <file>' or `data { ... }', not both",
+            ));
+        }
+        let pkts = super::build::packets(&t, size)?;
+        if let Some(big) = pkts.iter().map(|p| p.len()).max().filter(|&l| l > max_size) {
+            return Err(CliError::new(format!(
+                "size {big} is larger than a buffer ({max_size} bytes)"
+            )));
+        }
+        return Ok(StreamDef {
+            name,
+            interface,
+            node,
+            limit: Some(limit.unwrap_or(u64::MAX)),
+            rate,
+            maxframe,
+            worker,
+            source: Source::Pcap(Arc::new(pkts)),
+            tx_interface,
+        });
+    }
     let source = match (pcap, synth) {
         (Some(_), Some(_)) => {
             return Err(CliError::new(
@@ -411,6 +455,7 @@ pub fn parse_new(a: &mut Args, max_size: usize) -> Result<StreamDef, CliError> {
         }
     };
     Ok(StreamDef {
+        tx_interface,
         name,
         interface,
         node,
