@@ -29,7 +29,10 @@ def _norm_mac(mac: str) -> str:
 
 
 class SluiceObject:
-    """Base class. Subclasses define `_add_cmd()`, `_del_cmd()` and `query()`."""
+    """Base class. Subclasses define `_add_cmd()`, `_del_cmd()` and `query()`, and
+    `_api_add()`/`_api_del()`: with `config_via = "api"` on the test class the object is
+    configured through the control API (`sluice_papi`) instead of the CLI, and still read
+    back with `show` commands, so both paths are checked against each other."""
 
     def __init__(self, test: "SluiceTestCase"):
         self.test = test
@@ -55,8 +58,23 @@ class SluiceObject:
         """Whether the daemon has this object (read back from a `show` command)."""
         raise NotImplementedError
 
+    def _via_api(self) -> bool:
+        return getattr(self.test, "config_via", "cli") == "api"
+
+    def _api_add(self) -> None:
+        raise NotImplementedError
+
+    def _api_del(self) -> None:
+        raise NotImplementedError
+
+    def sw_if_index(self, intf: Intf) -> int:
+        return self.vpp.sw_if_index(_ifname(intf))
+
     def add_config(self):
-        self.vpp.cli(self._add_cmd())
+        if self._via_api():
+            self._api_add()
+        else:
+            self.vpp.cli(self._add_cmd())
         if not self.query():
             raise AssertionError(f"{self.object_id()}: not visible after `{self._add_cmd()}'")
         self.configured = True
@@ -64,7 +82,10 @@ class SluiceObject:
         return self
 
     def remove_config(self) -> None:
-        self.vpp.cli(self._del_cmd())
+        if self._via_api():
+            self._api_del()
+        else:
+            self.vpp.cli(self._del_cmd())
         self.configured = False
         self.test.unregister_config(self)
         if self.query():
@@ -91,6 +112,13 @@ class InterfaceAddress(SluiceObject):
 
     def _del_cmd(self) -> str:
         return f"set interface ip address del {_ifname(self.intf)} {self.prefix}"
+
+    def _api_add(self, is_add: bool = True) -> None:
+        self.vpp.api().sw_interface_add_del_address(
+            sw_if_index=self.sw_if_index(self.intf), is_add=is_add, prefix=self.prefix)
+
+    def _api_del(self) -> None:
+        self._api_add(False)
 
     def query(self) -> bool:
         text = self.vpp.cli("show interface address")
@@ -128,6 +156,14 @@ class IpNeighbor(SluiceObject):
 
     def _del_cmd(self) -> str:
         return f"ip neighbor del {_ifname(self.intf)} {self.ip}"
+
+    def _api_add(self, is_add: bool = True) -> None:
+        self.vpp.api().ip_neighbor_add_del(
+            is_add=is_add, sw_if_index=self.sw_if_index(self.intf), ip_address=self.ip,
+            mac_address=self.mac, is_static=True)
+
+    def _api_del(self) -> None:
+        self._api_add(False)
 
     def query(self) -> bool:
         for n in parse_neighbors(self.vpp.cli("show ip6 neighbors" if self.v6
@@ -168,6 +204,15 @@ class IpRoute(SluiceObject):
     def _del_cmd(self) -> str:
         return f"ip route del {self.prefix} table {self.table} {self._path()}"
 
+    def _api_add(self, is_add: bool = True) -> None:
+        sw = 0 if self.interface is None else self.sw_if_index(self.interface)
+        self.vpp.api().ip_route_add_del(
+            is_add=is_add, table_id=self.table, prefix=self.prefix,
+            paths=[{"next_hop": self.via, "sw_if_index": sw}])
+
+    def _api_del(self) -> None:
+        self._api_add(False)
+
     def query(self) -> bool:
         show = "show ip6 fib" if self.v6 else "show ip fib"
         entry = parse_fib(self.vpp.cli(f"{show} table {self.table}")).get(self.prefix)
@@ -204,6 +249,12 @@ class IpTable(SluiceObject):
     def _del_cmd(self) -> str:
         return f"ip{'6' if self.v6 else ''} table del {self.table_id}"
 
+    def _api_add(self, is_add: bool = True) -> None:
+        self.vpp.api().ip_table_add_del(is_add=is_add, is_ipv6=self.v6, table_id=self.table_id)
+
+    def _api_del(self) -> None:
+        self._api_add(False)
+
     def query(self) -> bool:
         show = "show ip6 fib" if self.v6 else "show ip fib"
         return self.vpp.cli_try(f"{show} table {self.table_id} summary") is not None
@@ -227,6 +278,14 @@ class InterfaceTable(SluiceObject):
 
     def _del_cmd(self) -> str:
         return f"set interface ip{'6' if self.v6 else ''} table {_ifname(self.intf)} 0"
+
+    def _api_add(self, table: int | None = None) -> None:
+        self.vpp.api().sw_interface_set_table(
+            sw_if_index=self.sw_if_index(self.intf), is_ipv6=self.v6,
+            table_id=self.table_id if table is None else table)
+
+    def _api_del(self) -> None:
+        self._api_add(0)
 
     def query(self) -> bool:
         # `show interface address` suffixes the interface's lines with its table.
@@ -260,6 +319,14 @@ class Feature(SluiceObject):
 
     def _del_cmd(self) -> str:
         return self._add_cmd() + " disable"
+
+    def _api_add(self, enable: bool = True) -> None:
+        self.vpp.api().feature_enable_disable(
+            sw_if_index=self.sw_if_index(self.intf), enable=enable, arc_name=self.arc,
+            feature_name=self.feature)
+
+    def _api_del(self) -> None:
+        self._api_add(False)
 
     def features(self):
         return parse_features(self.vpp.cli(f"show interface features {_ifname(self.intf)}"))

@@ -88,6 +88,7 @@ class SluiceInstance:
         self.stderr_path: Path | None = None
         self.proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
+        self._api = None
         self.history: list[tuple[str, bool, str]] = []
 
     # -- life cycle ---------------------------------------------------------------------
@@ -138,6 +139,27 @@ class SluiceInstance:
                 time.sleep(0.02)
         log.info("sluice pid %d up, dir %s", self.proc.pid, self.dir)
         return self
+
+    @property
+    def api_path(self) -> Path:
+        """The API socket (the daemon's default: beside the CLI socket)."""
+        assert self.dir is not None
+        return self.dir / "api.sock"
+
+    def api(self):
+        """A connected control-API client (`sluice_papi.Client`), made on first use and
+        closed by `stop()`."""
+        if self._api is None:
+            from sluice_papi import Client
+            self._api = Client(self.api_path, name=f"test-{self.tag}"[:64]).connect()
+        return self._api
+
+    def sw_if_index(self, name: str) -> int:
+        """An interface's index, read through the API."""
+        r = self.api().sw_interface_dump(name_filter=name)
+        if not r:
+            raise KeyError(f"no interface `{name}'")
+        return r[0].sw_if_index
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -202,6 +224,9 @@ class SluiceInstance:
         self._sock = s
 
     def _close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
         if self._sock is not None:
             try:
                 self._sock.close()

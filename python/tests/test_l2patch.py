@@ -17,7 +17,10 @@ class TestL2Patch(SluiceTestCase):
 
     def setup_test(self):
         self.pg0, self.pg1 = self.create_pg_interfaces(range(2))
-        self.vpp.cli("test l2patch rx pg0 tx pg1")
+        # Through the control API (the same action as `test l2patch rx pg0 tx pg1`).
+        api = self.vpp.api()
+        api.l2_patch_add_del(rx_sw_if_index=self.vpp.sw_if_index("pg0"),
+                             tx_sw_if_index=self.vpp.sw_if_index("pg1"), is_add=True)
 
     def frames(self):
         rnd = random.Random(20240607)

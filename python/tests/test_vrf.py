@@ -35,7 +35,10 @@ def udp6(intf, src, dst, sport=1234):
 class TestVrf(SluiceTestCase):
     """pg0, pg1 in table 10 and pg2, pg3 in table 20, both with the same addresses:
     192.168.1.1/24 on the ingress side, 192.168.2.1/24 on the egress side, the egress
-    neighbour 192.168.2.2 with a different MAC in each table."""
+    neighbour 192.168.2.2 with a different MAC in each table. Configured through the
+    control API (read back with `show` commands)."""
+
+    config_via = "api"
 
     def setup_test(self):
         self.create_pg_interfaces(range(4))
@@ -132,6 +135,8 @@ class TestVrf(SluiceTestCase):
 class TestRecursiveRoutes(SluiceTestCase):
     """Table 0, pg0..pg2 with 10.0.N.1/24 and neighbours 10.0.N.2. 10.50.0.0/16 is routed
     via 172.16.0.1, which is not attached: it resolves through the route covering it."""
+
+    config_via = "api"
 
     def setup_test(self):
         self.create_pg_interfaces(range(3), up=True, ip4=True, resolve=True)

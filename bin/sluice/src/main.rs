@@ -19,7 +19,7 @@ use clap::Parser;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::Vlib;
 use sluice_infra::unix_socket::{self, SocketPerms};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -77,6 +77,48 @@ pub struct Daemon {
     tree: Option<Arc<CommandTree<Vlib>>>,
     quit: bool,
     exec_depth: usize,
+    /// The API socket and its modules (`show api`).
+    api: Option<(PathBuf, Vec<sluice_api::ModuleInfo>)>,
+}
+
+/// The API socket beside the CLI socket: `api.sock` next to `cli.sock` (VPP's pair),
+/// `<name>-api.sock` next to any other `<name>.sock`, so two daemons whose CLI sockets share
+/// a directory do not share an API socket; in the runtime directory when the CLI is on TCP.
+fn default_api_socket(cli: Option<&Path>, runtime_dir: &Path) -> PathBuf {
+    let Some(cli) = cli else {
+        return runtime_dir.join("api.sock");
+    };
+    let stem = cli.file_stem().and_then(|s| s.to_str()).unwrap_or("cli");
+    if stem == "cli" {
+        cli.with_file_name("api.sock")
+    } else {
+        cli.with_file_name(format!("{stem}-api.sock"))
+    }
+}
+
+fn cli_show_api(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let Some((path, mods)) = vm.ext_mut::<Daemon>().api.clone() else {
+        return Ok("API disabled\n".into());
+    };
+    let mut s = format!(
+        "socket {}\n{:<12}{:<10}{:<12}{}\n",
+        path.display(),
+        "Module",
+        "Version",
+        "CRC",
+        "Messages"
+    );
+    for m in mods {
+        s.push_str(&format!(
+            "{:<12}{:<10}{:<12}{}\n",
+            m.name,
+            m.version,
+            format!("{:#010x}", m.crc),
+            m.messages.len()
+        ));
+    }
+    Ok(s)
 }
 
 /// Adds the daemon's own commands to the tree the core and the plugins registered.
@@ -86,6 +128,11 @@ fn add_daemon_commands(t: &mut CommandTree<Vlib>) {
     logging::register(t);
     t.add("quit", "quit — close this CLI session", cli_quit);
     t.add("help", "help [<command prefix>] — list commands", cli_help);
+    t.add(
+        "show api",
+        "show api — the API socket and its schema modules (version, content hash)",
+        cli_show_api,
+    );
     t.add(
         "show version",
         "show version [verbose] [cmdline] — Sluice version",
@@ -286,9 +333,9 @@ fn run(
 
     let entries = cfg.plugins.entries(plugins);
     let staged = std::mem::take(&mut cfg.staged);
-    let (mut vm, mut tree) =
+    let (mut vm, mut tree, api_reg) =
         sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged)
-            .map(|a| (a.vm, a.cli))
+            .map(|a| (a.vm, a.cli, a.api))
             .map_err(|e| e.to_string())?;
     add_daemon_commands(&mut tree);
     let tree = Arc::new(tree);
@@ -320,14 +367,29 @@ fn run(
     };
     let mut srv = server::CliServer::bind(&eps, cfg.unix.cli_limits, &prompt)
         .map_err(|e| format!("cannot listen: {e}"))?;
+    let api_sock = cfg
+        .api_socket
+        .clone()
+        .map(|p| if p.is_relative() { rdir.join(p) } else { p })
+        .unwrap_or_else(|| {
+            let cli = match &ep {
+                config::CliListen::Unix(p) => Some(p.as_path()),
+                config::CliListen::Tcp(_) => None,
+            };
+            default_api_socket(cli, &rdir)
+        });
+    let mut api = sluice_api::ApiServer::bind(&api_sock, &perms, api_reg)
+        .map_err(|e| format!("cannot listen: {e}"))?;
+    vm.ext_mut::<Daemon>().api = Some((api_sock.clone(), api.registry().modules().to_vec()));
     log::info!(
-        "{} thread(s), CLI on {}{}",
+        "{} thread(s), CLI on {}{}, API on {}",
         vm.n_threads(),
         srv.describe(),
         match &ep {
             config::CliListen::Unix(p) => format!(" (sluicectl -s {})", p.display()),
             config::CliListen::Tcp(_) => String::new(),
-        }
+        },
+        api_sock.display()
     );
 
     // The statistics segment (beside the CLI socket unless `statseg { socket-name }`) and the
@@ -384,6 +446,7 @@ fn run(
     let clock = vm.shared.clock;
     let poll_every = (clock.hz() / 1000.0) as u64; // check the CLI socket every 1 ms when busy
     let mut last_poll = 0u64;
+    let mut api_fds = Vec::new();
     let idle_sleep_ms = cfg
         .unix
         .poll_sleep_usec
@@ -421,7 +484,9 @@ fn run(
         if timeout > 0 && !vm.main.prepare_sleep() {
             timeout = 0;
         }
-        let reqs = srv.poll(timeout, vm.main.irq_fd());
+        api_fds.clear();
+        api.pollfds(&mut api_fds);
+        let reqs = srv.poll(timeout, vm.main.irq_fd(), &api_fds);
         vm.main.wait(Some(0.0));
         for req in reqs {
             let r = scripting::run_line(&mut vm, &tree, &req.cmd);
@@ -435,6 +500,7 @@ fn run(
                 srv.close(req.client);
             }
         }
+        api.service(&mut vm);
         if let Some(c) = &console {
             if c.serve(&mut vm, &tree) {
                 break;

@@ -230,8 +230,14 @@ impl CliServer {
     /// Waits up to `timeout_ms` (0: just check) for activity on the CLI sockets or on `wake`
     /// (the main thread's epoll fd: packets for interrupt-mode queues, wake-ups from other
     /// threads), accepts clients, writes pending output and returns the complete requests
-    /// received (at most one per client).
-    pub fn poll(&mut self, mut timeout_ms: i32, wake: RawFd) -> Vec<Request> {
+    /// received (at most one per client). `extra` are more descriptors to wait on (the API
+    /// server's); their events are not reported: their owner checks them itself.
+    pub fn poll(
+        &mut self,
+        mut timeout_ms: i32,
+        wake: RawFd,
+        extra: &[libc::pollfd],
+    ) -> Vec<Request> {
         let now = Instant::now();
         let accepting = match self.accept_paused_until {
             Some(t) if t > now => {
@@ -258,7 +264,8 @@ impl CliServer {
                 timeout_ms.min(ms)
             };
         }
-        let mut fds = Vec::with_capacity(1 + self.listeners.len() + self.clients.len());
+        let mut fds =
+            Vec::with_capacity(1 + self.listeners.len() + self.clients.len() + extra.len());
         fds.push(pollfd(wake, libc::POLLIN));
         let nl = if accepting { self.listeners.len() } else { 0 };
         for l in self.listeners.iter().take(nl) {
@@ -273,6 +280,7 @@ impl CliServer {
             }
             fds.push(pollfd(c.s.fd(), ev));
         }
+        fds.extend_from_slice(extra);
         // SAFETY: fds is a valid array of pollfd for its length.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         let mut out = Vec::new();

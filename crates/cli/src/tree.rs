@@ -409,6 +409,23 @@ mod tests {
     }
 
     #[test]
+    fn an_alias_keeps_an_abbreviation_unambiguous() {
+        let mut t: CommandTree<Ctx> = CommandTree::new();
+        t.add("show runtime", "show runtime", rec);
+        t.add("show running-config", "show running-config", rec);
+        assert!(
+            t.execute(&mut Ctx::default(), "sh run").is_err(),
+            "ambiguous"
+        );
+        t.alias("show run", "show runtime");
+        let mut c = Ctx::default();
+        t.execute(&mut c, "sh run").unwrap();
+        t.execute(&mut c, "sh runn").unwrap();
+        t.execute(&mut c, "sh runt").unwrap();
+        assert_eq!(c.ran.len(), 3);
+    }
+
+    #[test]
     fn unique_prefixes_expand_every_path_word() {
         assert_eq!(run("sho run").unwrap(), "runtime");
         assert_eq!(run("show err").unwrap(), "ran []");

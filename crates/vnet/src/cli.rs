@@ -189,11 +189,7 @@ fn set_state(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let idx = interface_arg(vm, args)?;
     let up = either(args, "up", "down")?;
     args.finish()?;
-    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
-        i.admin_up = up;
-    }
-    crate::output::set_up(vm, idx, up);
-    crate::interface::sync_rx_flags(vm, idx);
+    crate::interface::set_admin_state(vm, idx, up)?;
     Ok(String::new())
 }
 
@@ -206,19 +202,13 @@ fn set_promiscuous(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let on = either(args, "on", "off")?;
     let idx = interface_arg(vm, args)?;
     args.finish()?;
-    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
-        i.promisc = on;
-    }
-    crate::interface::sync_rx_flags(vm, idx);
+    crate::interface::set_promisc(vm, idx, on)?;
     Ok(String::new())
 }
 
 fn clear_interfaces(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     args.finish()?;
-    for i in &vm.ext_mut::<Interfaces>().list {
-        i.counters.clear();
-    }
-    crate::feature::clear_counts(vm);
+    crate::interface::clear_counters(vm);
     Ok(String::new())
 }
 
@@ -229,25 +219,19 @@ fn set_mac(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         .parse()
         .map_err(|_| CliError::new(format!("bad MAC address `{w}'")))?;
     args.finish()?;
-    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
-        i.mac = mac.0;
-    }
-    crate::ip4::sync_all_interfaces(vm);
+    crate::interface::set_mac(vm, idx, mac.0)?;
     Ok(String::new())
 }
 
 fn set_mtu(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let _ = args.keyword("packet") || args.keyword("ip4") || args.keyword("ip6");
     let mtu = args.u32("MTU")?;
-    if !(64..=9216).contains(&mtu) {
+    if !crate::interface::MTU_RANGE.contains(&mtu) {
         return Err(CliError::new(format!("MTU {mtu} out of range 64..9216")));
     }
     let idx = interface_arg(vm, args)?;
     args.finish()?;
-    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(idx) {
-        i.mtu = mtu;
-    }
-    crate::ip4::sync_all_interfaces(vm);
+    crate::interface::set_mtu(vm, idx, mtu)?;
     Ok(String::new())
 }
 
@@ -255,23 +239,13 @@ fn set_xconnect(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let a = interface_arg(vm, args)?;
     let b = interface_arg(vm, args)?;
     args.finish()?;
-    if a == b {
-        return Err(CliError::new("cannot cross-connect an interface to itself"));
-    }
-    crate::l2::leave_bridge(vm, a);
-    crate::ip4::with_if_attr(vm, a.0, |x| {
-        x.l2_xc.store(b.0 + 1, std::sync::atomic::Ordering::Relaxed)
-    })
-    .ok_or_else(|| CliError::new("interface table full"))?;
+    crate::interface::set_xconnect(vm, a, b)?;
     Ok(String::new())
 }
 
 fn set_l3(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let a = interface_arg(vm, args)?;
     args.finish()?;
-    crate::l2::leave_bridge(vm, a);
-    crate::ip4::with_if_attr(vm, a.0, |x| {
-        x.l2_xc.store(0, std::sync::atomic::Ordering::Relaxed)
-    });
+    crate::interface::set_l3(vm, a)?;
     Ok(String::new())
 }

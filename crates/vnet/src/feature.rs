@@ -473,17 +473,19 @@ pub fn set_feature(
     arc: &str,
     feature: &str,
     on: bool,
-) -> Result<(), CliError> {
+) -> crate::error::VnetResult {
+    use crate::error::VnetError;
+    crate::interface::check(vm, crate::SwIfIndex(sw_if))?;
     let reg = registry(vm);
     let a = reg
         .arc(arc)
-        .ok_or_else(|| CliError::new(format!("unknown feature arc `{arc}'")))?;
+        .ok_or_else(|| VnetError::invalid(format!("unknown feature arc `{arc}'")))?;
     if !reg.features_of(a).any(|f| f.node == feature) {
         let hint = match reg.arc_of(feature) {
             Some(o) => format!(" (it is on arc `{}')", o.name),
             None => String::new(),
         };
-        return Err(CliError::new(format!(
+        return Err(VnetError::invalid(format!(
             "unknown feature `{feature}' on arc `{arc}'{hint}"
         )));
     }
@@ -498,7 +500,7 @@ pub fn set_feature(
     } else {
         set.remove(feature);
     }
-    let order = ordered(&reg, a, set)?;
+    let order = ordered(&reg, a, set).map_err(|e| VnetError::invalid(e.msg))?;
     // Reset every participant's entry for this interface, then write the chain (nothing
     // enabled: the start node keeps its default arc).
     for x in reg.features_of(a) {
@@ -518,12 +520,30 @@ pub fn set_feature(
     for w in chain.windows(2) {
         let next = vm
             .add_next_by_name(&w[0], &w[1])
-            .map_err(|e| CliError::new(e.to_string()))?;
+            .map_err(|e| VnetError::System(e.to_string()))?;
         if let Some(s) = reg.slot(&w[0]) {
             table.set(s, sw_if, Some(next));
         }
     }
     Ok(())
+}
+
+/// The enabled features of interface `sw_if`: (arc, feature) in the order they run.
+pub fn enabled(vm: &mut Vlib, sw_if: u32) -> Vec<(&'static str, String)> {
+    let reg = registry(vm);
+    let mut out = Vec::new();
+    for arc in reg.arcs() {
+        let set = vm
+            .ext_mut::<FeatureMain>()
+            .enabled
+            .get(&(sw_if, arc.name))
+            .cloned()
+            .unwrap_or_default();
+        for f in ordered(&reg, arc, &set).unwrap_or_default() {
+            out.push((arc.name, f));
+        }
+    }
+    out
 }
 
 /// The enabled features of an arc in the order they run.

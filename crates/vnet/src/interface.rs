@@ -1,6 +1,7 @@
 //! Interfaces: the sw/hw interface table, per-interface counters summed over threads, and the
 //! CLI to show and change them.
 
+use crate::error::{VnetError, VnetResult};
 use sluice_graph::stats::Counter;
 use sluice_graph::{NodeIndex, Vlib};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -365,6 +366,102 @@ pub fn fmt_mac(m: &[u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+// ---- Actions (called by the CLI and the API) -------------------------------------------------
+
+/// Checks that `sw` is a live interface.
+pub fn check(vm: &mut Vlib, sw: SwIfIndex) -> VnetResult {
+    match vm.ext_mut::<Interfaces>().get(sw) {
+        Some(_) => Ok(()),
+        None => Err(VnetError::NoSuchInterface(sw.0)),
+    }
+}
+
+/// `set interface state <if> up|down`.
+pub fn set_admin_state(vm: &mut Vlib, sw: SwIfIndex, up: bool) -> VnetResult {
+    check(vm, sw)?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
+        i.admin_up = up;
+    }
+    crate::output::set_up(vm, sw, up);
+    sync_rx_flags(vm, sw);
+    Ok(())
+}
+
+/// `set interface promiscuous on|off <if>` (see `cli::set_promiscuous`).
+pub fn set_promisc(vm: &mut Vlib, sw: SwIfIndex, on: bool) -> VnetResult {
+    check(vm, sw)?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
+        i.promisc = on;
+    }
+    sync_rx_flags(vm, sw);
+    Ok(())
+}
+
+/// `set interface mac address <if> <mac>`.
+pub fn set_mac(vm: &mut Vlib, sw: SwIfIndex, mac: [u8; 6]) -> VnetResult {
+    check(vm, sw)?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
+        i.mac = mac;
+    }
+    crate::ip4::sync_all_interfaces(vm);
+    Ok(())
+}
+
+/// Smallest and largest L3 MTU.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=9216;
+
+/// `set interface mtu <mtu> <if>`.
+pub fn set_mtu(vm: &mut Vlib, sw: SwIfIndex, mtu: u32) -> VnetResult {
+    if !MTU_RANGE.contains(&mtu) {
+        return Err(VnetError::invalid(format!(
+            "MTU {mtu} out of range 64..9216"
+        )));
+    }
+    check(vm, sw)?;
+    if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
+        i.mtu = mtu;
+    }
+    crate::ip4::sync_all_interfaces(vm);
+    Ok(())
+}
+
+/// `set interface l2 xconnect <a> <b>`: what `a` receives is sent out of `b`.
+pub fn set_xconnect(vm: &mut Vlib, a: SwIfIndex, b: SwIfIndex) -> VnetResult {
+    check(vm, a)?;
+    check(vm, b)?;
+    if a == b {
+        return Err(VnetError::invalid(
+            "cannot cross-connect an interface to itself",
+        ));
+    }
+    crate::l2::leave_bridge(vm, a);
+    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.store(b.0 + 1, Ordering::Relaxed))
+        .ok_or_else(|| VnetError::Full("interface table full".into()))
+}
+
+/// `set interface l3 <if>`: back to routed mode (leaves a bridge or cross-connect).
+pub fn set_l3(vm: &mut Vlib, a: SwIfIndex) -> VnetResult {
+    check(vm, a)?;
+    crate::l2::leave_bridge(vm, a);
+    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.store(0, Ordering::Relaxed));
+    Ok(())
+}
+
+/// The cross-connect peer of `a`, if it is cross-connected.
+pub fn xconnect_peer(vm: &mut Vlib, a: SwIfIndex) -> Option<SwIfIndex> {
+    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.load(Ordering::Relaxed))
+        .filter(|&v| v != 0)
+        .map(|v| SwIfIndex(v - 1))
+}
+
+/// `clear interfaces`: every interface counter and the feature-arc counters.
+pub fn clear_counters(vm: &mut Vlib) {
+    for i in &vm.ext_mut::<Interfaces>().list {
+        i.counters.clear();
+    }
+    crate::feature::clear_counts(vm);
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
 //!   dynamic entries once a second.
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -478,11 +479,11 @@ pub fn init(vm: &mut Vlib) {
     vm.ext_mut::<L2Main>().ctl = Some(ctl);
 }
 
-fn control(vm: &mut Vlib) -> Result<Arc<Mutex<L2Control>>, CliError> {
+fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<L2Control>>> {
     vm.ext_mut::<L2Main>()
         .ctl
         .clone()
-        .ok_or_else(|| CliError::new("l2 not initialised"))
+        .ok_or_else(|| VnetError::System("l2 not initialised".into()))
 }
 
 /// Pushes a bridge domain's data-plane settings to every thread.
@@ -615,6 +616,75 @@ fn default_bd() -> BdState {
     }
 }
 
+/// A bridge domain's settings (`create bridge-domain <id> [learn 0|1] ...`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BdSettings {
+    /// Learn source MACs.
+    pub learn: bool,
+    /// Forward by the L2 FIB.
+    pub forward: bool,
+    /// Flood broadcast/multicast.
+    pub flood: bool,
+    /// Flood unknown unicast.
+    pub uu_flood: bool,
+    /// MAC age in minutes (0: never).
+    pub mac_age: u32,
+}
+
+impl Default for BdSettings {
+    fn default() -> Self {
+        BdSettings {
+            learn: true,
+            forward: true,
+            flood: true,
+            uu_flood: true,
+            mac_age: 0,
+        }
+    }
+}
+
+/// A bridge domain id of the API (1..65535).
+pub fn bd_id(id: u32) -> VnetResult<u16> {
+    u16::try_from(id)
+        .ok()
+        .filter(|&v| v != 0 && v != BD0)
+        .ok_or_else(|| {
+            VnetError::invalid(format!("bridge-domain id 1..65534 expected, got `{id}'"))
+        })
+}
+
+/// One bridge domain as dumped: id, settings, members (interface, split-horizon group), BVI.
+pub type BdDump = (u16, BdSettings, Vec<(u32, u8)>, Option<u32>);
+
+/// The bridge domains.
+pub fn bridge_domains(vm: &mut Vlib) -> Vec<BdDump> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    ctl.bds
+        .iter()
+        .map(|(&id, b)| {
+            (
+                id,
+                BdSettings {
+                    learn: b.cfg.learn,
+                    forward: b.cfg.forward,
+                    flood: b.cfg.flood,
+                    uu_flood: b.cfg.uu_flood,
+                    mac_age: b.mac_age,
+                },
+                b.cfg
+                    .members
+                    .iter()
+                    .map(|&m| (m, b.cfg.shg_of(m)))
+                    .collect(),
+                b.bvi,
+            )
+        })
+        .collect()
+}
+
 fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let bd = bd_arg(a)?;
     if bd == BD0 {
@@ -622,21 +692,21 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             "No operations on the default bridge domain are supported",
         ));
     }
-    let c = control(vm)?;
-    let mut st = {
-        let ctl = lock(&c);
-        ctl.bds.get(&bd).cloned().unwrap_or_else(default_bd)
-    };
+    let mut st = bridge_domains(vm)
+        .into_iter()
+        .find(|b| b.0 == bd)
+        .map(|b| b.1)
+        .unwrap_or_default();
     let mut del = false;
     while !a.is_empty() {
         if a.keyword("learn") {
-            st.cfg.learn = flag(a, "learn")?;
+            st.learn = flag(a, "learn")?;
         } else if a.keyword("forward") {
-            st.cfg.forward = flag(a, "forward")?;
+            st.forward = flag(a, "forward")?;
         } else if a.keyword("flood") {
-            st.cfg.flood = flag(a, "flood")?;
+            st.flood = flag(a, "flood")?;
         } else if a.keyword("uu-flood") {
-            st.cfg.uu_flood = flag(a, "uu-flood")?;
+            st.uu_flood = flag(a, "uu-flood")?;
         } else if a.keyword("mac-age") {
             st.mac_age = a.u32("mac-age minutes")?;
         } else if a.keyword("del") {
@@ -647,22 +717,53 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             a.finish()?;
         }
     }
-    if del {
-        let ctl = lock(&c);
+    bridge_domain_add_del(vm, bd as u32, (!del).then_some(st))?;
+    Ok(String::new())
+}
+
+/// Creates or updates bridge domain `bd` with `settings` (members are kept), or deletes it
+/// (`None`; it must have no members).
+pub fn bridge_domain_add_del(vm: &mut Vlib, bd: u32, settings: Option<BdSettings>) -> VnetResult {
+    let bd = bd_id(bd)?;
+    let c = control(vm)?;
+    let Some(st) = settings else {
+        let mut ctl = lock(&c);
         if ctl.bds.get(&bd).is_some_and(|b| !b.cfg.members.is_empty()) {
-            return Err(CliError::new(format!(
-                "bridge domain {} still has interfaces",
-                bd_id_shown(bd)
+            return Err(VnetError::InUse(format!(
+                "bridge domain {bd} still has interfaces"
             )));
         }
+        if ctl.bds.remove(&bd).is_none() {
+            return Err(VnetError::NotFound(format!("no bridge domain {bd}")));
+        }
         drop(ctl);
-        lock(&c).bds.remove(&bd);
         publish(vm, bd, None);
-        return Ok(String::new());
-    }
-    lock(&c).bds.insert(bd, st.clone());
-    publish(vm, bd, Some(st.cfg));
-    Ok(String::new())
+        return Ok(());
+    };
+    let cfg = {
+        let mut ctl = lock(&c);
+        let b = ctl.bds.entry(bd).or_insert_with(|| BdState {
+            cfg: BdCfg {
+                learn: true,
+                forward: true,
+                flood: true,
+                uu_flood: true,
+                members: Vec::new(),
+                shg: Vec::new(),
+                bvi: None,
+            },
+            mac_age: 0,
+            bvi: None,
+        });
+        b.cfg.learn = st.learn;
+        b.cfg.forward = st.forward;
+        b.cfg.flood = st.flood;
+        b.cfg.uu_flood = st.uu_flood;
+        b.mac_age = st.mac_age;
+        b.cfg.clone()
+    };
+    publish(vm, bd, Some(cfg));
+    Ok(())
 }
 
 fn remove_member(vm: &mut Vlib, c: &Arc<Mutex<L2Control>>, i: u32) {
@@ -718,12 +819,21 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         0
     };
     a.finish()?;
+    set_bridge(vm, i, bd as u32, bvi, shg)?;
+    Ok(String::new())
+}
+
+/// `set interface l2 bridge <if> <bd> [bvi] [shg <n>]`: the interface joins the bridge domain
+/// (leaving any other and any cross-connect); a BVI must be a loopback.
+pub fn set_bridge(vm: &mut Vlib, i: SwIfIndex, bd: u32, bvi: bool, shg: u8) -> VnetResult {
+    crate::interface::check(vm, i)?;
+    let bd = bd_id(bd)?;
     let bvi_mac = if bvi {
         let ifs = vm.ext_mut::<Interfaces>();
         match ifs.get(i) {
             Some(x) if x.driver == "loopback" => Some(x.mac),
             _ => {
-                return Err(CliError::new(
+                return Err(VnetError::invalid(
                     "a BVI must be a loopback interface (create loopback interface)",
                 ))
             }
@@ -746,7 +856,7 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .get(&bd)
             .is_some_and(|b| b.bvi.is_some_and(|x| x != i.0))
     {
-        return Err(CliError::new(format!(
+        return Err(VnetError::Exists(format!(
             "bridge domain {} already has a BVI",
             bd_id_shown(bd)
         )));
@@ -758,9 +868,11 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             // The BVI's MAC is a static entry: frames to it are routed, never flooded.
             ctl.fib
                 .insert(&ep, key(&mac, bd), value(i.0, true, 0))
-                .map_err(|e| CliError::new(e.to_string()))?;
+                .map_err(|e| VnetError::Full(e.to_string()))?;
         }
-        let b = ctl.bds.get_mut(&bd).expect("checked above");
+        let Some(b) = ctl.bds.get_mut(&bd) else {
+            return Err(VnetError::NotFound(format!("no bridge domain {bd}")));
+        };
         b.cfg.members.push(i.0);
         b.cfg.shg.push(shg);
         if bvi {
@@ -774,7 +886,7 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(bd as u32, Ordering::Relaxed);
     });
-    Ok(String::new())
+    Ok(())
 }
 
 /// `set interface l3`: leaves any bridge domain.
@@ -1091,10 +1203,24 @@ fn cli_l2fib_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     let st = a.keyword("static");
     a.finish()?;
+    l2fib_add(vm, mac, bd as u32, i, st)?;
+    Ok(String::new())
+}
+
+/// `l2fib add <mac> <bd> <if> [static]`.
+pub fn l2fib_add(
+    vm: &mut Vlib,
+    mac: [u8; 6],
+    bd: u32,
+    i: SwIfIndex,
+    is_static: bool,
+) -> VnetResult {
+    crate::interface::check(vm, i)?;
+    let bd = bd_id(bd)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if !ctl.bds.contains_key(&bd) {
-        return Err(CliError::new(format!(
+        return Err(VnetError::NotFound(format!(
             "bridge domain {} does not exist",
             bd_id_shown(bd)
         )));
@@ -1102,32 +1228,65 @@ fn cli_l2fib_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let ep = ctl
         .epochs
         .clone()
-        .ok_or_else(|| CliError::new("l2 not initialised"))?;
+        .ok_or_else(|| VnetError::System("l2 not initialised".into()))?;
     let now = (vm.shared.clock.now_secs() - ctl.started).max(0.0) as u32;
     ctl.fib
-        .insert(&ep, key(&mac, bd), value(i.0, st, now))
-        .map_err(|e| CliError::new(e.to_string()))?;
-    Ok(String::new())
+        .insert(&ep, key(&mac, bd), value(i.0, is_static, now))
+        .map(|_| ())
+        .map_err(|e| VnetError::Full(e.to_string()))
 }
 
 fn cli_l2fib_del(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mac = parse_mac(a)?;
     let bd = bd_arg(a)?;
     a.finish()?;
+    l2fib_del(vm, mac, bd as u32)?;
+    Ok(String::new())
+}
+
+/// `l2fib del <mac> <bd>`.
+pub fn l2fib_del(vm: &mut Vlib, mac: [u8; 6], bd: u32) -> VnetResult {
+    let bd = bd_id(bd)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let ep = ctl
         .epochs
         .clone()
-        .ok_or_else(|| CliError::new("l2 not initialised"))?;
+        .ok_or_else(|| VnetError::System("l2 not initialised".into()))?;
     ctl.fib
         .remove(&ep, key(&mac, bd))
-        .map(|_| String::new())
+        .map(|_| ())
         .ok_or_else(|| {
-            CliError::new(format!(
+            VnetError::NotFound(format!(
                 "no l2fib entry {} in bd {}",
                 sluice_wire::Mac(mac),
                 bd_id_shown(bd)
             ))
         })
+}
+
+/// The L2 FIB of bridge domain `only` (all when `None`): (MAC, bridge domain, interface,
+/// static), sorted.
+pub fn l2fib_entries(vm: &mut Vlib, only: Option<u16>) -> Vec<([u8; 6], u16, u32, bool)> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<(u64, u64)> = ctl
+        .fib
+        .iter()
+        .filter(|(k, _)| only.is_none_or(|o| (k >> 48) as u16 == o))
+        .collect();
+    v.sort();
+    v.into_iter()
+        .map(|(k, val)| {
+            let m = (k & 0xffff_ffff_ffff).to_be_bytes();
+            (
+                [m[2], m[3], m[4], m[5], m[6], m[7]],
+                (k >> 48) as u16,
+                val as u32,
+                val & STATIC != 0,
+            )
+        })
+        .collect()
 }

@@ -7,6 +7,7 @@
 //! - next: `interface-output` (arc 0) when a patch exists; `error-drop` (arc 1) otherwise.
 //! - counters: `patched` (info: packets patched), `no_patch` (error: rx interface has no patch).
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError};
@@ -101,26 +102,52 @@ pub fn cli_l2patch(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     }
     let rx: SwIfIndex = rx.ok_or_else(|| CliError::new("missing rx interface"))?;
     let tx = match (tx, del) {
-        (Some(t), _) => Some(t.0),
-        (None, true) => None,
+        (_, true) => None,
+        (Some(t), false) => Some(t),
         (None, false) => return Err(CliError::new("missing tx interface")),
     };
-    let tx = if del { None } else { tx };
+    set_patch(vm, rx, tx)?;
+    Ok(String::new())
+}
+
+/// The configured patches (a `Vlib` extension): rx interface → tx interface.
+#[derive(Default)]
+pub struct L2Patches {
+    /// rx → tx.
+    pub map: std::collections::BTreeMap<u32, u32>,
+}
+
+/// Patches what `rx` receives straight to `tx` (`None`: removes the patch).
+pub fn set_patch(vm: &mut Vlib, rx: SwIfIndex, tx: Option<SwIfIndex>) -> VnetResult {
+    crate::interface::check(vm, rx)?;
+    if let Some(t) = tx {
+        crate::interface::check(vm, t)?;
+    } else if !vm.ext_mut::<L2Patches>().map.contains_key(&rx.0) {
+        return Err(VnetError::NotFound(format!(
+            "no l2 patch from sw_if_index {}",
+            rx.0
+        )));
+    }
     let node = vm
         .registry
         .find(NAME)
-        .ok_or_else(|| CliError::new("l2-patch node missing"))?;
+        .ok_or_else(|| VnetError::System("l2-patch node missing".into()))?;
+    let txi = tx.map(|t| t.0);
     vm.foreach_thread(move |tg| {
         if let Some(p) = tg.node_mut::<L2Patch>(node) {
             let i = rx.0 as usize;
             if p.map.len() <= i {
                 p.map.resize(i + 1, None);
             }
-            p.map[i] = tx;
+            p.map[i] = txi;
         }
     });
-    let _ = vm.ext_mut::<Interfaces>();
-    Ok(String::new())
+    let m = &mut vm.ext_mut::<L2Patches>().map;
+    match txi {
+        Some(t) => m.insert(rx.0, t),
+        None => m.remove(&rx.0),
+    };
+    Ok(())
 }
 
 /// `show l2patch`: `<rx> -> <tx>` per patched interface, as VPP.

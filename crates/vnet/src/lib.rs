@@ -3,8 +3,11 @@
 //! packet generator (`pg`), what device drivers share (`devices`, `offload`), feature arcs
 //! and the plugin boundary (`plugin`).
 
+pub mod api;
 pub mod cli;
 pub mod devices;
+pub mod error;
+pub mod events;
 pub mod feature;
 pub mod interface;
 pub mod ip4;
@@ -21,6 +24,7 @@ pub mod plugin;
 pub mod ratelimit;
 pub mod routes;
 pub mod rpf;
+pub mod runconf;
 pub mod rxq;
 pub mod subif;
 
@@ -58,6 +62,7 @@ fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     subif::register_cli(t);
     rxq::register_cli(t);
     pg::register_cli(t);
+    runconf::register_cli(t);
 }
 
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for

@@ -6,6 +6,7 @@
 //! - next: `ethernet-input` (0).
 //! - counters: `looped` (info).
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -73,6 +74,18 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             a.finish()?;
         }
     }
+    let i = create(vm, mac, instance)?;
+    let name = vm
+        .ext_mut::<Interfaces>()
+        .get(i)
+        .map(|x| x.name.clone())
+        .unwrap_or_default();
+    Ok(format!("{name}\n"))
+}
+
+/// `create loopback interface [mac <mac>] [instance <n>]`: `loop<n>` (the first free
+/// instance when not given; MAC de:ad:00:00:nn:nn when not given).
+pub fn create(vm: &mut Vlib, mac: Option<[u8; 6]>, instance: Option<u32>) -> VnetResult<SwIfIndex> {
     let n = match instance {
         Some(n) => n,
         None => {
@@ -85,23 +98,29 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = format!("loop{n}");
     let mac = mac.unwrap_or([0xde, 0xad, 0, 0, (n >> 8) as u8, n as u8]);
     let tx = vm.registry.find(TX);
-    crate::create_interface(vm, &name, "loopback", mac, tx).map_err(CliError::new)?;
-    Ok(format!("{name}\n"))
+    crate::create_interface(vm, &name, "loopback", mac, tx).map_err(VnetError::Exists)
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = a.keyword("intfc");
     let i = crate::cli::interface_arg(vm, a)?;
     a.finish()?;
+    delete(vm, i)?;
+    Ok(String::new())
+}
+
+/// `delete loopback interface intfc <if>`.
+pub fn delete(vm: &mut Vlib, i: SwIfIndex) -> VnetResult {
+    crate::interface::check(vm, i)?;
     let is_loop = vm
         .ext_mut::<Interfaces>()
         .get(i)
         .is_some_and(|x| x.driver == "loopback");
     if !is_loop {
-        return Err(CliError::new("not a loopback interface"));
+        return Err(VnetError::invalid("not a loopback interface"));
     }
     delete_interface(vm, i);
-    Ok(String::new())
+    Ok(())
 }
 
 /// Deletes an interface while traffic may be flowing: it stops transmitting at once (packets
@@ -119,4 +138,7 @@ pub fn delete_interface(vm: &mut Vlib, i: SwIfIndex) {
         x.admin_up = false;
     }
     crate::interface::sync_rx_flags(vm, i);
+    vm.ext_mut::<crate::l2patch::L2Patches>()
+        .map
+        .retain(|&rx, &mut tx| rx != i.0 && tx != i.0);
 }

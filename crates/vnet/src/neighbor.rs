@@ -13,11 +13,14 @@
 //! own an [`Aging`] each; their `*-neighbor-process` nodes run [`Aging::scan`] and send the
 //! probes.
 
+use crate::error::{VnetError, VnetResult};
+use crate::interface::SwIfIndex;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{CounterDesc, Cx, Next, Vlib};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::Hash;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// How long a probed entry has to answer before it is removed.
@@ -245,21 +248,21 @@ pub fn apply<A: Copy + Eq + Hash + Ord, T: Table<A>>(t: &mut T, l: Learned<A>, n
 /// `ip neighbor <if> <ip> <mac> [static]`: a static entry, or without `static` (as VPP) a
 /// dynamic one that ages like a learned entry. A dynamic entry does not replace a static one
 /// (VPP refuses that too); a static one replaces either. `token` is the address as typed.
-pub fn cli_add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
+pub fn add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
     t: &mut T,
     i: u32,
     ip: A,
     mac: [u8; 6],
     is_static: bool,
     token: &str,
-) -> Result<(), CliError> {
+) -> VnetResult {
     let k = (i, ip);
     if !is_static && t.split().0.get(&k).is_some_and(|e| e.1) {
-        return Err(CliError::new(format!(
+        return Err(VnetError::Exists(format!(
             "neighbor `{token}' is static: delete it first or add `static'"
         )));
     }
-    t.add(i, ip, mac, is_static).map_err(CliError::new)?;
+    t.add(i, ip, mac, is_static).map_err(VnetError::Full)?;
     let aging = t.split().1;
     if is_static {
         aging.forget(&k);
@@ -267,6 +270,21 @@ pub fn cli_add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
         aging.touch(k, Instant::now());
     }
     Ok(())
+}
+
+/// `ip neighbor [del] <if> <ip> <mac> [static]` of either family.
+pub fn add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    i: SwIfIndex,
+    ip: IpAddr,
+    mac: [u8; 6],
+    is_static: bool,
+) -> VnetResult {
+    match ip {
+        IpAddr::V4(a) => crate::ip4::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),
+        IpAddr::V6(a) => crate::ip6::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),
+    }
 }
 
 /// Ages the table at `now`: removes entries still stale after their probe and returns the
@@ -462,10 +480,12 @@ fn cli_set(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             )));
         }
     }
-    set_config(vm, v6, cfg)
+    set_config(vm, v6, cfg)?;
+    Ok(String::new())
 }
 
-fn config(vm: &mut Vlib, v6: bool) -> Result<NeighborConfig, CliError> {
+/// The neighbour policy of a family.
+pub fn config(vm: &mut Vlib, v6: bool) -> VnetResult<NeighborConfig> {
     if v6 {
         crate::ip6::with_aging(vm, |a| a.cfg)
     } else {
@@ -473,13 +493,13 @@ fn config(vm: &mut Vlib, v6: bool) -> Result<NeighborConfig, CliError> {
     }
 }
 
-fn set_config(vm: &mut Vlib, v6: bool, cfg: NeighborConfig) -> Result<String, CliError> {
+/// `set ip neighbor-config ip4|ip6 ...`: sets a family's neighbour policy.
+pub fn set_config(vm: &mut Vlib, v6: bool, cfg: NeighborConfig) -> VnetResult {
     if v6 {
-        crate::ip6::with_aging(vm, |a| a.cfg = cfg)?;
+        crate::ip6::with_aging(vm, |a| a.cfg = cfg)
     } else {
-        crate::ip4::with_aging(vm, |a| a.cfg = cfg)?;
+        crate::ip4::with_aging(vm, |a| a.cfg = cfg)
     }
-    Ok(String::new())
 }
 
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -609,14 +629,14 @@ mod tests {
     fn cli_entries_are_dynamic_unless_static() {
         let mut t = Plain::default();
         t.aging.cfg.age = 1;
-        cli_add(&mut t, 1, 10, M1, false, "10").unwrap();
+        add(&mut t, 1, 10, M1, false, "10").unwrap();
         assert_eq!(t.entries[&(1, 10)], (M1, false));
         let later = Instant::now() + Duration::from_secs(2);
         assert_eq!(t.aging.scan(later, |_| true).probe, vec![(1, 10)]);
         // Made static: no longer aged; and a dynamic add may not replace it.
-        cli_add(&mut t, 1, 10, M1, true, "10").unwrap();
+        add(&mut t, 1, 10, M1, true, "10").unwrap();
         assert_eq!(t.entries[&(1, 10)], (M1, true));
-        let e = cli_add(&mut t, 1, 10, M2, false, "10.0.0.1").unwrap_err();
+        let e = add(&mut t, 1, 10, M2, false, "10.0.0.1").unwrap_err();
         assert!(e.to_string().contains("`10.0.0.1'"), "{e}");
         let s = t
             .aging

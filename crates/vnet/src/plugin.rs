@@ -122,6 +122,9 @@ pub struct Registrar {
     pub cli: CommandTree<Vlib>,
     /// Feature arcs and the features placed on them.
     pub features: FeatureRegistry,
+    /// API messages: a plugin adds its schema modules, handlers and event sources
+    /// (`r.api.module(&mymod::MODULE); r.api.request(handler);`, see `docs/api.md`).
+    pub api: sluice_api::ApiRegistry,
     /// The configuration the plugins' sections produced ([`Plugin::configure`]); it becomes
     /// the runtime's extension map once everything registered, so a plugin can hand its
     /// nodes state shared with its configuration (an `Arc` in its config type).
@@ -142,6 +145,7 @@ impl Registrar {
             graph: GraphBuilder::new(),
             cli: CommandTree::new(),
             features: FeatureRegistry::default(),
+            api: sluice_api::ApiRegistry::new(),
             staged: Staged::default(),
             owner: "core",
         }
@@ -312,6 +316,8 @@ pub struct Assembled {
     pub vm: Vlib,
     /// Every command of the core and the enabled plugins.
     pub cli: CommandTree<Vlib>,
+    /// Every API message of the core and the enabled plugins.
+    pub api: sluice_api::ApiRegistry,
 }
 
 /// Registers the core and every enabled plugin, builds the runtime, installs the staged
@@ -328,6 +334,7 @@ pub fn assemble(
     sluice_graph::cli::register(&mut r.cli);
     r.set_owner("vnet");
     crate::register(&mut r)?;
+    crate::api::register(&mut r.api);
     r.cli(
         "show plugins",
         "show plugins — plugins, their versions and whether they are enabled",
@@ -342,6 +349,7 @@ pub fn assemble(
         cli,
         features,
         staged,
+        api,
         ..
     } = r;
     let mut vm = Vlib::new(graph, cpu, buffers)?;
@@ -355,7 +363,7 @@ pub fn assemble(
             msg,
         })?;
     }
-    Ok(Assembled { vm, cli })
+    Ok(Assembled { vm, cli, api })
 }
 
 fn cli_show_plugins(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -6,6 +6,8 @@
 //! `show ip[6] fib` rendering. IPv4 and IPv6 differ only in the LPM ([`Lpm`]) and the address
 //! type.
 
+use crate::error::{VnetError, VnetResult};
+use crate::events::{EventLog, VnetEvent};
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::lb::{LbTable, LoadBalances};
@@ -62,6 +64,28 @@ pub struct Route {
     pub installed: Vec<(u32, u32)>,
     /// The LPM value installed (adjacency, or `LB_FLAG | load-balance`).
     value: u32,
+}
+
+impl Route {
+    /// The static source as configured: whether it is a drop route, and its attached paths
+    /// (adjacency, weight).
+    pub fn static_paths(&self) -> (bool, Vec<(u32, u32)>) {
+        let direct = self.by_source.get(&Source::Static);
+        let drop = direct.is_some_and(|d| d.iter().any(|p| p.0 == 0));
+        let adjs = direct
+            .map(|d| d.iter().copied().filter(|p| p.0 != 0).collect())
+            .unwrap_or_default();
+        (drop, adjs)
+    }
+
+    /// The route's sources (a route with only recursive next hops is static).
+    pub fn sources(&self) -> Vec<Source> {
+        let mut v: Vec<Source> = self.by_source.keys().copied().collect();
+        if !self.vias.is_empty() && !v.contains(&Source::Static) {
+            v.push(Source::Static);
+        }
+        v
+    }
 }
 
 /// A next hop of a static route as the CLI resolved it.
@@ -568,45 +592,6 @@ impl<L: Lpm> RouteTable<L> {
         }
     }
 
-    /// The `ip route [add|del] [count n] <prefix>/<len> <paths>` loop: `nth(k)` is the k-th
-    /// prefix (None: past the address space), `w` the prefix as typed (for errors). `stop` is
-    /// checked every 4096 routes: true ends the loop with an error saying how far it got.
-    #[allow(clippy::too_many_arguments)]
-    pub fn apply_static(
-        &mut self,
-        lbs: &mut Lbs,
-        count: u32,
-        nth: impl Fn(u32) -> Option<L::Addr>,
-        len: u8,
-        del: bool,
-        drop: bool,
-        hops: &[(Hop<L::Addr>, u32)],
-        w: &str,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), CliError> {
-        for k in 0..count {
-            if k % 4096 == 4095 && stop() {
-                return Err(CliError::new(format!(
-                    "interrupted after {k} of {count} routes"
-                )));
-            }
-            let q = nth(k).ok_or_else(|| {
-                CliError::new(format!(
-                    "count {count} runs past the end of the address space"
-                ))
-            })?;
-            match self.edit_static(lbs, q, len, del, drop, hops) {
-                Ok(()) => {}
-                Err(None) if count == 1 => {
-                    return Err(CliError::new(format!("no route `{w}'")));
-                }
-                Err(None) => {}
-                Err(Some(e)) => return Err(CliError::new(e)),
-            }
-        }
-        Ok(())
-    }
-
     /// Removes the static paths through any of `adjs` (an interface being deleted).
     pub fn drop_static_paths(&mut self, lbs: &mut Lbs, adjs: &[u32]) {
         let keys: Vec<(L::Addr, u8)> = self.routes.keys().copied().collect();
@@ -745,6 +730,7 @@ pub struct Vrfs<L: Lpm> {
     pub lbs: Lbs,
     slots: Arc<FibSlots<L::Table>>,
     epochs: Arc<Epochs>,
+    events: Option<Arc<EventLog>>,
 }
 
 impl<L: Lpm> Vrfs<L> {
@@ -764,7 +750,46 @@ impl<L: Lpm> Vrfs<L> {
             lbs: Lbs::new(lbs, epochs.clone()),
             slots,
             epochs,
+            events: None,
         }
+    }
+
+    /// Records route additions and removals in `log` (while it is enabled).
+    pub fn set_events(&mut self, log: Arc<EventLog>) {
+        self.events = Some(log);
+    }
+
+    /// The address of a prefix of this family.
+    pub fn ip(a: L::Addr) -> std::net::IpAddr {
+        let v: u128 = a.into();
+        if L::BITS == 32 {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::from(v as u32))
+        } else {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::from(v))
+        }
+    }
+
+    /// The event log, when it records.
+    fn recording(&self) -> Option<&Arc<EventLog>> {
+        self.events.as_ref().filter(|l| l.enabled())
+    }
+
+    /// Records that `key` of table `fib` appeared or disappeared (`had`: it existed before).
+    fn note(&self, fib: u32, key: (L::Addr, u8), had: bool) {
+        let Some(log) = self.recording() else { return };
+        let has = self.rt(fib).is_some_and(|rt| rt.routes.contains_key(&key));
+        if had != has {
+            log.push(VnetEvent::Route {
+                table_id: self.id_of(fib).unwrap_or(0),
+                addr: Self::ip(key.0),
+                len: key.1,
+                added: has,
+            });
+        }
+    }
+
+    fn has(&self, fib: u32, key: (L::Addr, u8)) -> bool {
+        self.recording().is_some() && self.rt(fib).is_some_and(|rt| rt.routes.contains_key(&key))
     }
 
     /// The FIB index of table `id`.
@@ -846,11 +871,19 @@ impl<L: Lpm> Vrfs<L> {
         src: Source,
         adj: Option<u32>,
     ) -> Result<(), String> {
+        let key = (L::mask(p, len), len);
+        let had = self.has(fib, key);
         let (rt, lbs) = self.rt_mut(fib)?;
-        rt.set_route(lbs, p, len, src, adj)
+        let r = rt.set_route(lbs, p, len, src, adj);
+        self.note(fib, key, had);
+        r
     }
 
-    /// [`RouteTable::apply_static`] in table `fib`.
+    /// `ip route [add|del] [count n] <prefix>/<len> <paths>` in table `fib`: `nth(k)` is the
+    /// k-th prefix (None: past the address space), `w` the prefix as typed (for errors).
+    /// Deleting a single route that has no static paths is an error; with a count, such
+    /// prefixes are skipped. `stop` is checked every 4096 routes: true ends the loop with an
+    /// error saying how far it got.
     #[allow(clippy::too_many_arguments)]
     pub fn apply_static(
         &mut self,
@@ -861,11 +894,35 @@ impl<L: Lpm> Vrfs<L> {
         del: bool,
         drop: bool,
         hops: &[(Hop<L::Addr>, u32)],
-        w: &str,
+        w: &dyn std::fmt::Display,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(), CliError> {
-        let (rt, lbs) = self.rt_mut(fib).map_err(CliError::new)?;
-        rt.apply_static(lbs, count, nth, len, del, drop, hops, w, stop)
+    ) -> VnetResult {
+        self.rt_mut(fib).map_err(VnetError::NoTable)?;
+        for k in 0..count {
+            if k % 4096 == 4095 && stop() {
+                return Err(VnetError::System(format!(
+                    "interrupted after {k} of {count} routes"
+                )));
+            }
+            let q = nth(k).ok_or_else(|| {
+                VnetError::invalid(format!(
+                    "count {count} runs past the end of the address space"
+                ))
+            })?;
+            let key = (L::mask(q, len), len);
+            let had = self.has(fib, key);
+            let (rt, lbs) = self.rt_mut(fib).map_err(VnetError::NoTable)?;
+            match rt.edit_static(lbs, q, len, del, drop, hops) {
+                Ok(()) => {}
+                Err(None) if count == 1 => {
+                    return Err(VnetError::NotFound(format!("no route `{w}'")));
+                }
+                Err(None) => {}
+                Err(Some(e)) => return Err(VnetError::Full(e)),
+            }
+            self.note(fib, key, had);
+        }
+        Ok(())
     }
 
     /// The adjacency a lookup of `a` in table `fib` uses.
@@ -942,35 +999,39 @@ pub fn parse_addr<T: std::str::FromStr>(w: &str, family: &str) -> Result<T, CliE
 }
 
 /// The error for a table id that does not exist.
-pub fn no_table(id: u32) -> CliError {
-    CliError::new(format!(
+pub fn no_table(id: u32) -> VnetError {
+    VnetError::NoTable(format!(
         "no table {id} (create it with `ip table add {id}')"
     ))
 }
 
-/// `ip[6] table [add|del] <id>` on a family's tables; `bound` maps FIB indices to an
-/// interface routed in them (a table in use cannot be deleted).
-pub fn cli_table<L: Lpm>(
-    a: &mut Args,
-    bound: &BTreeMap<u32, String>,
-    vrfs: &mut Vrfs<L>,
-) -> Result<String, CliError> {
+/// Parses `ip[6] table [add|del] <id>`: (is_add, id).
+pub fn parse_table(a: &mut Args) -> Result<(bool, u32), CliError> {
     let del = a.keyword("del");
     if !del {
         a.keyword("add");
     }
     let id = a.u32("table id")?;
     a.finish()?;
-    if del {
-        let fib = vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
-        if let Some(n) = bound.get(&fib).filter(|_| fib != 0) {
-            return Err(CliError::new(format!("table {id} is in use by {n}")));
-        }
-        vrfs.del_table(id).map_err(CliError::new)?;
-    } else {
-        vrfs.add_table(id).map_err(CliError::new)?;
+    Ok((!del, id))
+}
+
+/// Creates (no-op if it exists) or deletes table `id` of a family; `bound` maps FIB indices
+/// to an interface routed in them (a table in use cannot be deleted).
+pub fn table_add_del<L: Lpm>(
+    vrfs: &mut Vrfs<L>,
+    bound: &BTreeMap<u32, String>,
+    id: u32,
+    is_add: bool,
+) -> VnetResult {
+    if is_add {
+        return vrfs.add_table(id).map(|_| ()).map_err(VnetError::Full);
     }
-    Ok(String::new())
+    let fib = vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
+    if let Some(n) = bound.get(&fib).filter(|_| fib != 0) {
+        return Err(VnetError::InUse(format!("table {id} is in use by {n}")));
+    }
+    vrfs.del_table(id).map_err(VnetError::invalid)
 }
 
 /// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
@@ -1028,6 +1089,22 @@ pub struct RoutePaths<A> {
     pub del: Option<bool>,
     /// `count <n>` after the prefix.
     pub count: Option<u32>,
+}
+
+impl<A> Default for RoutePaths<A> {
+    fn default() -> Self {
+        RoutePaths {
+            paths: Vec::new(),
+            drop: false,
+            table: 0,
+            via_if: Vec::new(),
+            local: false,
+            resolve_via_host: false,
+            resolve_via_attached: false,
+            del: None,
+            count: None,
+        }
+    }
 }
 
 impl<A> RoutePaths<A> {
@@ -1172,9 +1249,9 @@ pub fn check_resolve_via<A, L: Lpm>(
     fib: u32,
     nh: L::Addr,
     host_len: u8,
-) -> Result<(), CliError> {
+) -> crate::error::VnetResult {
     if paths.resolve_via_attached {
-        return Err(CliError::new(format!(
+        return Err(crate::error::VnetError::invalid(format!(
             "next hop {} is not on a connected subnet (resolve-via-attached)",
             fmt_addr::<L>(nh)
         )));
@@ -1184,7 +1261,7 @@ pub fn check_resolve_via<A, L: Lpm>(
             .rt(fib)
             .is_some_and(|rt| rt.routes.contains_key(&(nh, host_len)))
     {
-        return Err(CliError::new(format!(
+        return Err(crate::error::VnetError::invalid(format!(
             "next hop {} has no host route (resolve-via-host)",
             fmt_addr::<L>(nh)
         )));
@@ -1207,14 +1284,14 @@ impl<A: std::fmt::Display + Copy> RoutePaths<A> {
     pub fn resolve<B>(
         &self,
         del: bool,
-        mut hop: impl FnMut(A, Option<SwIfIndex>) -> Result<Hop<B>, CliError>,
-    ) -> Result<Vec<(Hop<B>, u32)>, CliError> {
+        mut hop: impl FnMut(A, Option<SwIfIndex>) -> VnetResult<Hop<B>>,
+    ) -> VnetResult<Vec<(Hop<B>, u32)>> {
         let mut out = Vec::with_capacity(self.paths.len());
         for &(nh, intf, wt) in &self.paths {
             out.push((hop(nh, intf)?, wt));
         }
         if !del && !self.has_path() {
-            return Err(CliError::new("missing `via <next-hop>' (or `drop')"));
+            return Err(VnetError::invalid("missing `via <next-hop>' (or `drop')"));
         }
         Ok(out)
     }
@@ -1236,6 +1313,66 @@ pub fn fmt_adj(family: &str, a: &Adj, i: u32, via: &str, ifn: &str) -> String {
                 a.mtu, a.tx_if
             )
         }
+    }
+}
+
+/// A route as dumps and `show running-config` see it.
+#[derive(Clone, Debug, Default)]
+pub struct RouteInfo {
+    /// Prefix address.
+    pub addr: Option<std::net::IpAddr>,
+    /// Prefix length.
+    pub len: u8,
+    /// Its sources.
+    pub sources: Vec<Source>,
+    /// The static source is a drop route.
+    pub drop: bool,
+    /// The static paths as configured: next hop, interface (None: recursive), weight.
+    pub paths: Vec<(std::net::IpAddr, Option<u32>, u32)>,
+    /// Paths the data plane forwards over.
+    pub installed: usize,
+}
+
+impl<L: Lpm> Vrfs<L> {
+    /// Calls `f` with every route of table `id`; `adj_path(adj)` gives an attached path's
+    /// (next hop, interface).
+    pub fn for_each_route(
+        &self,
+        id: u32,
+        adj_path: impl Fn(u32) -> Option<(std::net::IpAddr, u32)>,
+        mut f: impl FnMut(&RouteInfo),
+    ) -> VnetResult {
+        let fib = self.fib_of(id).ok_or_else(|| no_table(id))?;
+        let Some(rt) = self.rt(fib) else {
+            return Err(no_table(id));
+        };
+        let mut info = RouteInfo::default();
+        for (&(p, l), r) in &rt.routes {
+            info.addr = Some(Self::ip(p));
+            info.len = l;
+            info.sources = r.sources();
+            let (drop, adjs) = r.static_paths();
+            info.drop = drop;
+            info.paths.clear();
+            for (a, w) in adjs {
+                if let Some((nh, sw)) = adj_path(a) {
+                    info.paths.push((nh, Some(sw), w));
+                }
+            }
+            for &(nh, w) in &r.vias {
+                info.paths.push((Self::ip(L::from_u128(nh)), None, w));
+            }
+            info.installed = r.installed.len();
+            f(&info);
+        }
+        Ok(())
+    }
+
+    /// The live tables: (table id, FIB index, routes).
+    pub fn tables(&self) -> Vec<(u32, u32, usize)> {
+        self.iter()
+            .map(|(id, fib, rt)| (id, fib, rt.routes.len()))
+            .collect()
     }
 }
 

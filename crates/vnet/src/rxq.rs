@@ -13,6 +13,7 @@
 //! takes it), so it is safe while traffic flows; what arrives in between waits in the ring.
 //! Modes are described in [`sluice_graph::rxmode`].
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{RxMode, Vlib};
@@ -93,16 +94,21 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
 /// or queue when there are none.
 fn select(
     vm: &mut Vlib,
-    name: &str,
     sw: SwIfIndex,
     queue: Option<u16>,
-) -> Result<Vec<(RxDriver, RxQueueInfo)>, CliError> {
+) -> VnetResult<Vec<(RxDriver, RxQueueInfo)>> {
+    crate::interface::check(vm, sw)?;
+    let name = vm
+        .ext_mut::<Interfaces>()
+        .get(sw)
+        .map(|i| i.name.clone())
+        .unwrap_or_default();
     let mine: Vec<_> = all_queues(vm)
         .into_iter()
         .filter(|(_, q)| q.sw_if == sw)
         .collect();
     if mine.is_empty() {
-        return Err(CliError::new(format!(
+        return Err(VnetError::NotSupported(format!(
             "interface `{name}' has no rx queues with selectable rx mode and placement (af_packet, af_xdp, tap and memif interfaces have them)"
         )));
     }
@@ -111,20 +117,11 @@ fn select(
     };
     let sel: Vec<_> = mine.into_iter().filter(|(_, q)| q.queue == n).collect();
     if sel.is_empty() {
-        return Err(CliError::new(format!(
+        return Err(VnetError::NotFound(format!(
             "queue `{n}' does not exist on interface `{name}'"
         )));
     }
     Ok(sel)
-}
-
-fn interface(vm: &mut Vlib, a: &mut Args) -> Result<(String, SwIfIndex), CliError> {
-    let name = a.word("interface name")?;
-    let sw = vm
-        .ext_mut::<Interfaces>()
-        .find(&name)
-        .ok_or_else(|| CliError::new(format!("unknown interface `{name}'")))?;
-    Ok((name, sw))
 }
 
 fn queue_arg(a: &mut Args) -> Result<u16, CliError> {
@@ -133,7 +130,7 @@ fn queue_arg(a: &mut Args) -> Result<u16, CliError> {
 }
 
 fn cli_rx_mode(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (name, sw) = interface(vm, a)?;
+    let sw = crate::cli::interface_arg(vm, a)?;
     let mut queue = None;
     let mut mode = None;
     while !a.is_empty() {
@@ -151,14 +148,20 @@ fn cli_rx_mode(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mode = mode.ok_or_else(|| {
         CliError::new("missing rx mode: `polling', `interrupt' or `adaptive'".to_string())
     })?;
-    for (d, q) in select(vm, &name, sw, queue)? {
-        (d.set_mode)(vm, sw, q.queue, mode).map_err(CliError::new)?;
-    }
+    set_rx_mode(vm, sw, queue, mode)?;
     Ok(String::new())
 }
 
+/// `set interface rx-mode <if> [queue <n>] polling|interrupt|adaptive`.
+pub fn set_rx_mode(vm: &mut Vlib, sw: SwIfIndex, queue: Option<u16>, mode: RxMode) -> VnetResult {
+    for (d, q) in select(vm, sw, queue)? {
+        (d.set_mode)(vm, sw, q.queue, mode).map_err(VnetError::invalid)?;
+    }
+    Ok(())
+}
+
 fn cli_rx_placement(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (name, sw) = interface(vm, a)?;
+    let sw = crate::cli::interface_arg(vm, a)?;
     let mut queue = None;
     let mut thread = None;
     while !a.is_empty() {
@@ -167,26 +170,38 @@ fn cli_rx_placement(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else if a.keyword("main") {
             thread = Some(0);
         } else if a.keyword("worker") {
-            let w = a.u32("worker number")? as usize;
-            if w >= vm.n_workers() {
-                return Err(CliError::new(format!(
-                    "worker `{w}' does not exist ({} worker thread(s); see cpu {{ workers N }})",
-                    vm.n_workers()
-                )));
-            }
-            thread = Some(w + 1);
+            thread = Some(a.u32("worker number")? as usize + 1);
         } else {
             a.finish()?;
         }
     }
     let thread =
         thread.ok_or_else(|| CliError::new("missing `worker <n>' or `main'".to_string()))?;
-    for (d, q) in select(vm, &name, sw, queue)? {
+    set_rx_placement(vm, sw, queue, thread)?;
+    Ok(String::new())
+}
+
+/// `set interface rx-placement <if> [queue <n>] worker <n>|main`: `thread` 0 is the main
+/// thread, worker n is thread n + 1.
+pub fn set_rx_placement(
+    vm: &mut Vlib,
+    sw: SwIfIndex,
+    queue: Option<u16>,
+    thread: usize,
+) -> VnetResult {
+    if thread > vm.n_workers() {
+        return Err(VnetError::invalid(format!(
+            "worker `{}' does not exist ({} worker thread(s); see cpu {{ workers N }})",
+            thread - 1,
+            vm.n_workers()
+        )));
+    }
+    for (d, q) in select(vm, sw, queue)? {
         if q.thread != thread {
-            (d.place)(vm, sw, q.queue, thread).map_err(CliError::new)?;
+            (d.place)(vm, sw, q.queue, thread).map_err(VnetError::invalid)?;
         }
     }
-    Ok(String::new())
+    Ok(())
 }
 
 /// `show interface rx-placement`, VPP's layout:

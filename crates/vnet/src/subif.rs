@@ -8,6 +8,7 @@
 //! are thus always popped on input and pushed on output (VPP's `l2 tag-rewrite pop` behaviour,
 //! which Sluice applies by default so bridged and routed sub-interfaces behave alike).
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{IfCounters, Interfaces, SwIfIndex};
 use crate::output::SubTx;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -75,12 +76,40 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             a.finish()?;
         }
     }
+    let idx = create(vm, parent, id, outer, inner, dot1ad)?;
+    let name = vm
+        .ext_mut::<Interfaces>()
+        .get(idx)
+        .map(|x| x.name.clone())
+        .unwrap_or_default();
+    Ok(format!("{name}\n"))
+}
+
+/// `create sub-interfaces <parent> <id> [dot1q|dot1ad <outer> [inner-dot1q <inner>]]`:
+/// `<parent>.<id>` matching the tags exactly (outer = id when not given; inner 0: single
+/// tag).
+pub fn create(
+    vm: &mut Vlib,
+    parent: SwIfIndex,
+    id: u32,
+    outer: Option<u16>,
+    inner: u16,
+    dot1ad: bool,
+) -> VnetResult<SwIfIndex> {
+    crate::interface::check(vm, parent)?;
+    for v in outer.into_iter().chain((inner != 0).then_some(inner)) {
+        if v == 0 || v > 4094 {
+            return Err(VnetError::invalid(format!("vlan {v} out of range 1-4094")));
+        }
+    }
     let outer = match outer {
         Some(o) => o,
-        None if inner != 0 => return Err(CliError::new("`inner-dot1q' needs dot1q or dot1ad")),
+        None if inner != 0 => {
+            return Err(VnetError::invalid("`inner-dot1q' needs dot1q or dot1ad"))
+        }
         None => {
             if id == 0 || id > 4094 {
-                return Err(CliError::new(format!(
+                return Err(VnetError::invalid(format!(
                     "sub-interface id {id} is not a VLAN (give dot1q <vlan>)"
                 )));
             }
@@ -91,11 +120,11 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let ifs = vm.ext_mut::<Interfaces>();
         let p = ifs
             .get(parent)
-            .ok_or_else(|| CliError::new("parent interface deleted"))?;
+            .ok_or(VnetError::NoSuchInterface(parent.0))?;
         (p.name.clone(), p.mac, p.tx_node, p.driver.clone())
     };
     if pdriver == "sub" {
-        return Err(CliError::new(format!(
+        return Err(VnetError::invalid(format!(
             "`{pname}' is itself a sub-interface"
         )));
     }
@@ -111,17 +140,17 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .values()
         .any(|(s, _)| s.parent == m.parent && s.outer == m.outer && s.inner == m.inner)
     {
-        return Err(CliError::new(format!(
+        return Err(VnetError::Exists(format!(
             "a sub-interface of `{pname}' already matches these tags"
         )));
     }
     let name = format!("{pname}.{id}");
-    let idx = crate::create_interface(vm, &name, "sub", pmac, ptx).map_err(CliError::new)?;
+    let idx = crate::create_interface(vm, &name, "sub", pmac, ptx).map_err(VnetError::Exists)?;
     let counters = vm
         .ext_mut::<Interfaces>()
         .get(idx)
         .map(|i| i.counters.clone())
-        .ok_or_else(|| CliError::new("sub-interface vanished"))?;
+        .ok_or(VnetError::NoSuchInterface(idx.0))?;
     let mut tags = [0u8; 8];
     let tpid: u16 = if dot1ad { 0x88a8 } else { 0x8100 };
     tags[0..2].copy_from_slice(&tpid.to_be_bytes());
@@ -144,17 +173,24 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     );
     vm.ext_mut::<SubIfs>().subs.insert(idx.0, (m, counters));
     publish(vm);
-    Ok(format!("{name}\n"))
+    Ok(idx)
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     a.finish()?;
+    delete(vm, i)?;
+    Ok(String::new())
+}
+
+/// `delete sub-interface <if>`.
+pub fn delete(vm: &mut Vlib, i: SwIfIndex) -> VnetResult {
+    crate::interface::check(vm, i)?;
     if !vm.ext_mut::<SubIfs>().subs.contains_key(&i.0) {
-        return Err(CliError::new("not a sub-interface"));
+        return Err(VnetError::invalid("not a sub-interface"));
     }
     remove(vm, i);
-    Ok(String::new())
+    Ok(())
 }
 
 fn remove(vm: &mut Vlib, i: SwIfIndex) {

@@ -29,6 +29,7 @@
 //!
 //! Nodes: see [`node`].
 
+pub mod api;
 pub mod node;
 pub mod ring;
 
@@ -63,6 +64,8 @@ pub struct AfDev {
     pub tx: Arc<Vec<Arc<TxRing>>>,
     /// Fanout group id when there is more than one rx queue.
     pub fanout: Option<u16>,
+    /// How it was created (`show running-config`).
+    pub args: CreateArgs,
 }
 
 /// One rx queue: its ring, the thread polling it and its mode.
@@ -104,6 +107,7 @@ impl sluice_vnet::plugin::Plugin for AfPacketPlugin {
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         register(&mut r.graph);
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -322,6 +326,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         rx: placed,
         tx,
         fanout,
+        args: c.clone(),
     });
     log::info!(
         "{name}: attached to Linux `{}' (ifindex {ifindex}), {} rx / {n_tx} tx queues, mac {}",
@@ -390,6 +395,7 @@ impl FdDriver for AfPacket {
 /// Registers the rx-queue operations (`set interface rx-mode|rx-placement`).
 pub fn init(vm: &mut Vlib) {
     sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<AfPacket>());
+    sluice_vnet::runconf::register_creator(vm, "af_packet", api::creator);
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

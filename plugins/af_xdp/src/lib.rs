@@ -30,6 +30,7 @@
 //! thread drops its rx queues and tx entry at a safe point, then the program is detached
 //! (closing the link), the sockets closed and the UMEMs unmapped.
 
+pub mod api;
 pub mod arena;
 pub mod node;
 use sluice_bpf::{bpf, elf};
@@ -136,6 +137,8 @@ pub struct XdpDev {
     pub arena: bool,
     /// Why this UMEM was chosen.
     pub umem_why: String,
+    /// How it was created (`show running-config`).
+    pub args: CreateArgs,
     queues: Vec<QueueInfo>,
     // Dropped in this order: the link detaches the program, then the map, then the
     // promiscuous membership ends; the sockets go with the last `Arc<Xsk>`.
@@ -177,6 +180,7 @@ impl sluice_vnet::plugin::Plugin for AfXdpPlugin {
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         register(&mut r.graph);
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -236,6 +240,7 @@ impl FdDriver for AfXdp {
 /// operations (`set interface rx-mode|rx-placement`).
 pub fn init(vm: &mut Vlib) {
     sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<AfXdp>());
+    sluice_vnet::runconf::register_creator(vm, DRIVER, api::creator);
     vm.ext_mut::<Interfaces>()
         .hw_details
         .push((DRIVER, hw_detail));
@@ -661,6 +666,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         program,
         arena: use_arena,
         umem_why,
+        args: c.clone(),
         queues,
         _link: link,
         _map: map,

@@ -14,6 +14,7 @@
 //! goes. Rx placement and rx mode of each queue (`set interface rx-placement|rx-mode`) are
 //! atomics in [`IfShared`], published the same way.
 
+pub mod api;
 pub mod ctl;
 pub mod node;
 pub mod proto;
@@ -29,6 +30,7 @@ use sluice_graph::{
     CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend,
     Vlib, Wake,
 };
+use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::interface::{IfCounters, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::{RxDriver, RxQueueInfo};
 use std::any::Any;
@@ -279,6 +281,8 @@ impl NodeFn for MemifProcess {
 #[derive(Default)]
 pub struct MemifMain {
     ctl: Option<Arc<Mutex<Ctl>>>,
+    /// How each interface was created (`show running-config`), by sw_if_index.
+    created: std::collections::BTreeMap<u32, CreateIf>,
 }
 
 /// The `memif` plugin.
@@ -303,6 +307,7 @@ impl sluice_vnet::plugin::Plugin for MemifPlugin {
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         register(&mut r.graph);
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -362,6 +367,7 @@ pub fn register(b: &mut GraphBuilder) {
 
 /// Connects the CLI to the control plane; adds the `ip6-input` arc when it exists.
 pub fn init(vm: &mut Vlib) {
+    sluice_vnet::runconf::register_creator(vm, "memif", api::creator);
     let Some(p) = vm.registry.find(PROCESS) else {
         return;
     };
@@ -462,11 +468,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
 }
 
-fn ctl(vm: &mut Vlib) -> Result<Arc<Mutex<Ctl>>, CliError> {
+fn ctl(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ctl>>> {
     vm.ext_mut::<MemifMain>()
         .ctl
         .clone()
-        .ok_or_else(|| CliError::new("memif not initialised"))
+        .ok_or_else(|| VnetError::System("memif not initialised".into()))
 }
 
 fn lock(c: &Arc<Mutex<Ctl>>) -> std::sync::MutexGuard<'_, Ctl> {
@@ -487,111 +493,185 @@ fn cli_create_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let id = id.ok_or_else(|| CliError::new("missing `id <n>'"))?;
     let path = path.ok_or_else(|| CliError::new("missing `filename <path>'"))?;
-    if path.len() > 100 || path == "@" {
-        return Err(CliError::new(format!("bad socket filename `{path}'")));
+    create_socket(vm, id, &path)?;
+    Ok(String::new())
+}
+
+/// `create memif socket id <id> filename <path>|@<abstract>` (a relative name is under
+/// /run/vpp, as VPP).
+pub fn create_socket(vm: &mut Vlib, id: u32, path: &str) -> VnetResult {
+    if path.is_empty() || path.len() > 100 || path == "@" {
+        return Err(VnetError::invalid(format!("bad socket filename `{path}'")));
     }
     let path = if path.starts_with('@') || path.starts_with('/') {
-        path
+        path.to_string()
     } else {
         // VPP resolves relative names in its run directory.
         format!("/run/vpp/{path}")
     };
     let c = ctl(vm)?;
-    lock(&c).add_socket(id, &path).map_err(CliError::new)?;
-    Ok(String::new())
+    let r = lock(&c).add_socket(id, &path).map_err(VnetError::from_text);
+    r
 }
 
 fn cli_delete_socket(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = a.keyword("id");
     let id = a.u32("socket id")?;
     a.finish()?;
-    let c = ctl(vm)?;
-    lock(&c).del_socket(id).map_err(CliError::new)?;
+    delete_socket(vm, id)?;
     Ok(String::new())
 }
 
+/// `delete memif socket id <id>`.
+pub fn delete_socket(vm: &mut Vlib, id: u32) -> VnetResult {
+    let c = ctl(vm)?;
+    let r = lock(&c).del_socket(id).map_err(VnetError::from_text);
+    r
+}
+
+/// Options of `create interface memif`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateIf {
+    /// Interface id.
+    pub id: u32,
+    /// Socket id.
+    pub socket_id: u32,
+    /// Ring size (a power of 2, 2..16384).
+    pub ring_size: u32,
+    /// Buffer size (128..65535).
+    pub buffer_size: u32,
+    /// MAC (default 02:fe:6d:<socket>:<id>).
+    pub hw_addr: Option<[u8; 6]>,
+    /// Slave (true) or master.
+    pub slave: bool,
+    /// rx queues (1..).
+    pub rx_queues: u32,
+    /// tx queues (1..).
+    pub tx_queues: u32,
+    /// IP mode rather than Ethernet.
+    pub ip_mode: bool,
+    /// Shared secret (at most 24 bytes).
+    pub secret: String,
+    /// Zero-copy (slave only, needs `buffers { shared }`).
+    pub zero_copy: bool,
+}
+
+impl Default for CreateIf {
+    fn default() -> Self {
+        CreateIf {
+            id: 0,
+            socket_id: 0,
+            ring_size: 1024,
+            buffer_size: 2048,
+            hw_addr: None,
+            slave: false,
+            rx_queues: 1,
+            tx_queues: 1,
+            ip_mode: false,
+            secret: String::new(),
+            zero_copy: false,
+        }
+    }
+}
+
 fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let mut cfg = IfCfg {
-        id: 0,
-        socket_id: 0,
-        log2_ring: 10,
-        buffer_size: 2048,
-        mac: [0; 6],
-        slave: false,
-        rx_queues: 1,
-        tx_queues: 1,
-        mode: Mode::Ethernet,
-        secret: String::new(),
-        zero_copy: None,
-    };
+    let mut c = CreateIf::default();
     let mut role = None;
-    let mut zero_copy = false;
-    let mut mac = None;
     while !a.is_empty() {
         if a.keyword("id") {
-            cfg.id = a.u32("interface id")?;
+            c.id = a.u32("interface id")?;
         } else if a.keyword("socket-id") {
-            cfg.socket_id = a.u32("socket id")?;
+            c.socket_id = a.u32("socket id")?;
         } else if a.keyword("ring-size") {
-            let n = a.u32("ring size")?;
-            if !n.is_power_of_two() || !(2..=1 << proto::MAX_LOG2_RING_SIZE).contains(&n) {
-                return Err(CliError::new(format!(
-                    "ring-size `{n}' must be a power of 2 between 2 and 16384"
-                )));
-            }
-            cfg.log2_ring = n.trailing_zeros() as u8;
+            c.ring_size = a.u32("ring size")?;
         } else if a.keyword("buffer-size") {
-            let n = a.u32("buffer size")?;
-            if !(128..=65535).contains(&n) {
-                return Err(CliError::new(format!(
-                    "buffer-size `{n}' must be between 128 and 65535"
-                )));
-            }
-            cfg.buffer_size = n;
+            c.buffer_size = a.u32("buffer size")?;
         } else if a.keyword("hw-addr") {
-            mac = Some(sluice_vnet::devices::parse_mac(&a.word("MAC address")?)?);
+            c.hw_addr = Some(sluice_vnet::devices::parse_mac(&a.word("MAC address")?)?);
         } else if a.keyword("master") {
             role = Some(false);
         } else if a.keyword("slave") {
             role = Some(true);
         } else if a.keyword("rx-queues") {
-            cfg.rx_queues = queues(a, "rx-queues")?;
+            c.rx_queues = a.u32("rx-queues")?;
         } else if a.keyword("tx-queues") {
-            cfg.tx_queues = queues(a, "tx-queues")?;
+            c.tx_queues = a.u32("tx-queues")?;
         } else if a.keyword("mode") {
             let w = a.word("mode")?;
-            cfg.mode = match w.as_str() {
-                "ethernet" => Mode::Ethernet,
-                "ip" => Mode::Ip,
+            c.ip_mode = match w.as_str() {
+                "ethernet" => false,
+                "ip" => true,
                 _ => return Err(CliError::new(format!("unknown mode `{w}' (ethernet|ip)"))),
             };
         } else if a.keyword("zero-copy") {
-            zero_copy = true;
+            c.zero_copy = true;
         } else if a.keyword("secret") {
-            let s = a.word("secret")?;
-            if s.len() > proto::SECRET_SZ {
-                return Err(CliError::new(format!("secret `{s}' longer than 24 bytes")));
-            }
-            cfg.secret = s;
+            c.secret = a.word("secret")?;
         } else {
             a.finish()?;
         }
     }
-    cfg.slave = role.ok_or_else(|| CliError::new("missing `master' or `slave'"))?;
-    if zero_copy {
+    c.slave = role.ok_or_else(|| CliError::new("missing `master' or `slave'"))?;
+    let (_, name) = create_if(vm, &c)?;
+    Ok(format!("{name}\n"))
+}
+
+/// `create interface memif ...`: `memif<socket>/<id>`, link down until the peer connects.
+pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIndex, String)> {
+    let n = o.ring_size;
+    if !n.is_power_of_two() || !(2..=1 << proto::MAX_LOG2_RING_SIZE).contains(&n) {
+        return Err(VnetError::invalid(format!(
+            "ring-size `{n}' must be a power of 2 between 2 and 16384"
+        )));
+    }
+    if !(128..=65535).contains(&o.buffer_size) {
+        return Err(VnetError::invalid(format!(
+            "buffer-size `{}' must be between 128 and 65535",
+            o.buffer_size
+        )));
+    }
+    for (what, q) in [("rx-queues", o.rx_queues), ("tx-queues", o.tx_queues)] {
+        if q == 0 || q as usize > ctl::MAX_QUEUES {
+            return Err(VnetError::invalid(format!(
+                "{what} `{q}' must be between 1 and {}",
+                ctl::MAX_QUEUES
+            )));
+        }
+    }
+    if o.secret.len() > proto::SECRET_SZ {
+        return Err(VnetError::invalid(format!(
+            "secret `{}' longer than 24 bytes",
+            o.secret
+        )));
+    }
+    let mut cfg = IfCfg {
+        id: o.id,
+        socket_id: o.socket_id,
+        log2_ring: n.trailing_zeros() as u8,
+        buffer_size: o.buffer_size,
+        mac: [0; 6],
+        slave: o.slave,
+        rx_queues: o.rx_queues as u8,
+        tx_queues: o.tx_queues as u8,
+        mode: if o.ip_mode { Mode::Ip } else { Mode::Ethernet },
+        secret: o.secret.clone(),
+        zero_copy: None,
+    };
+    if o.zero_copy {
         if !cfg.slave {
-            return Err(CliError::new(
+            return Err(VnetError::invalid(
                 "`zero-copy' is slave-only (a master always copies into the slave's buffers)",
             ));
         }
         if vm.pool.shared_fd().is_none() {
-            return Err(CliError::new(
-                "`zero-copy' needs a shared buffer arena: add `buffers { shared }' to startup.conf",
+            return Err(VnetError::NotSupported(
+                "`zero-copy' needs a shared buffer arena: add `buffers { shared }' to startup.conf"
+                    .into(),
             ));
         }
         if vm.pool.region().1 > u32::MAX as usize {
-            return Err(CliError::new(
-                "`zero-copy' needs a buffer arena under 4 GiB (memif offsets are 32-bit)",
+            return Err(VnetError::NotSupported(
+                "`zero-copy' needs a buffer arena under 4 GiB (memif offsets are 32-bit)".into(),
             ));
         }
         cfg.zero_copy = Some(ctl::ZeroCopy(vm.pool.clone()));
@@ -601,20 +681,22 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     {
         let g = lock(&c);
         if !g.sockets.contains_key(&cfg.socket_id) {
-            return Err(CliError::new(format!(
+            return Err(VnetError::NotFound(format!(
                 "socket-id `{}' does not exist (create memif socket id {} filename <path>)",
                 cfg.socket_id, cfg.socket_id
             )));
         }
         if g.ifs.iter().any(|x| x.name == name) {
-            return Err(CliError::new(format!("interface `{name}' already exists")));
+            return Err(VnetError::Exists(format!(
+                "interface `{name}' already exists"
+            )));
         }
         if let Some(x) = g
             .ifs
             .iter()
             .find(|x| x.cfg.socket_id == cfg.socket_id && x.cfg.slave != cfg.slave)
         {
-            return Err(CliError::new(format!(
+            return Err(VnetError::InUse(format!(
                 "socket-id `{}' is used by {} as {}; one socket cannot be master and slave",
                 cfg.socket_id,
                 x.name,
@@ -624,19 +706,17 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     // As VPP: a random locally administered MAC unless `hw-addr` is given (a MAC derived
     // from socket-id/id would be the same on both ends of a pair).
-    cfg.mac = mac.unwrap_or_else(|| {
+    cfg.mac = o.hw_addr.unwrap_or_else(|| {
         sluice_vnet::devices::linux::random_mac(sluice_vnet::devices::linux::seed(
             cfg.socket_id << 16 ^ cfg.id,
         ))
     });
     let tx = vm.registry.find(TX);
-    let idx =
-        sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx).map_err(CliError::new)?;
+    let idx = sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx)
+        .map_err(VnetError::Exists)?;
     let (counters, link) = {
         let ifs = vm.ext_mut::<Interfaces>();
-        let i = ifs
-            .get_mut(idx)
-            .ok_or_else(|| CliError::new("interface vanished"))?;
+        let i = ifs.get_mut(idx).ok_or(VnetError::NoSuchInterface(idx.0))?;
         i.set_link_up(false);
         (i.counters.clone(), i.link_handle())
     };
@@ -648,29 +728,26 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         link,
     ));
     lock(&c).add_iface(name.clone(), cfg, sh);
-    Ok(format!("{name}\n"))
-}
-
-fn queues(a: &mut Args, what: &str) -> Result<u8, CliError> {
-    let n = a.u32(what)?;
-    if n == 0 || n as usize > ctl::MAX_QUEUES {
-        return Err(CliError::new(format!(
-            "{what} `{n}' must be between 1 and {}",
-            ctl::MAX_QUEUES
-        )));
-    }
-    Ok(n as u8)
+    vm.ext_mut::<MemifMain>().created.insert(idx.0, o.clone());
+    Ok((idx, name))
 }
 
 fn cli_delete_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = a.word("interface")?;
     a.finish()?;
+    delete_if(vm, &name)?;
+    Ok(String::new())
+}
+
+/// `delete interface memif <name>`.
+pub fn delete_if(vm: &mut Vlib, name: &str) -> VnetResult {
     let c = ctl(vm)?;
     let sw = lock(&c)
-        .del_iface(&name)
-        .ok_or_else(|| CliError::new(format!("unknown memif interface `{name}'")))?;
+        .del_iface(name)
+        .ok_or_else(|| VnetError::NotFound(format!("unknown memif interface `{name}'")))?;
+    vm.ext_mut::<MemifMain>().created.remove(&sw);
     sluice_vnet::loopback::delete_interface(vm, sluice_vnet::SwIfIndex(sw));
-    Ok(String::new())
+    Ok(())
 }
 
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -806,4 +883,16 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     Ok(o)
+}
+
+/// The sockets: (id, filename).
+pub fn sockets(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let Ok(c) = ctl(vm) else {
+        return Vec::new();
+    };
+    let g = lock(&c);
+    g.sockets
+        .iter()
+        .map(|(k, s)| (*k, s.path.clone()))
+        .collect()
 }

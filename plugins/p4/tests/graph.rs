@@ -83,7 +83,10 @@ fn error_drops(vm: &Vlib) -> u64 {
 
 /// Sends `frames` into pg0 and returns what pg1 sent and how many packets were dropped.
 fn run(vm: &mut Vlib, t: &CommandTree<Vlib>, frames: &[Vec<u8>], tag: &str) -> (Vec<Vec<u8>>, u64) {
-    let dir = std::env::temp_dir().join(format!("sluice-p4-test-{}-{tag}", std::process::id()));
+    // Tests of this file run in parallel in one process: each run gets its own directory.
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sluice-p4-test-{}-{tag}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let inp = dir.join("in.pcap");
     let outp = dir.join("out.pcap");

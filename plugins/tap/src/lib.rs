@@ -33,6 +33,7 @@
 //!
 //! Nodes: see [`node`].
 
+pub mod api;
 pub mod node;
 
 use node::{QueueStats, TapInput, TapQueue, TapTx, TxEntry, INPUT, TX};
@@ -81,6 +82,8 @@ pub struct TapDev {
     pub rx: Vec<(usize, RxMode)>,
     /// Counters of each rx queue.
     pub stats: Vec<Arc<QueueStats>>,
+    /// How it was created (`show running-config`).
+    pub args: CreateArgs,
 }
 
 /// tap control-plane state (a `Vlib` extension).
@@ -151,6 +154,7 @@ impl sluice_vnet::plugin::Plugin for TapPlugin {
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         register(&mut r.graph);
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -183,6 +187,7 @@ pub fn register(b: &mut GraphBuilder) {
 
 /// Registers the rx-queue operations.
 pub fn init(vm: &mut Vlib) {
+    sluice_vnet::runconf::register_creator(vm, "tap", api::creator);
     sluice_vnet::rxq::register_driver(vm, fdq::rx_driver::<Tap>());
 }
 
@@ -240,9 +245,9 @@ impl CreateArgs {
     }
 }
 
-fn prefix(a: &mut Args, v6: bool) -> Result<String, CliError> {
-    let w = a.word("address/length")?;
-    let ok = w.split_once('/').is_some_and(|(ip, len)| {
+/// Whether `w` is `<address>/<len>` of the family.
+pub(crate) fn valid_prefix(w: &str, v6: bool) -> bool {
+    w.split_once('/').is_some_and(|(ip, len)| {
         let max = if v6 { 128 } else { 32 };
         let ip_ok = if v6 {
             ip.parse::<std::net::Ipv6Addr>().is_ok()
@@ -250,7 +255,12 @@ fn prefix(a: &mut Args, v6: bool) -> Result<String, CliError> {
             ip.parse::<std::net::Ipv4Addr>().is_ok()
         };
         ip_ok && len.parse::<u8>().is_ok_and(|l| l <= max)
-    });
+    })
+}
+
+fn prefix(a: &mut Args, v6: bool) -> Result<String, CliError> {
+    let w = a.word("address/length")?;
+    let ok = valid_prefix(&w, v6);
     if !ok {
         return Err(CliError::new(format!(
             "bad {} prefix `{}'",
@@ -528,6 +538,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         n_tx,
         rx,
         stats,
+        args: c.clone(),
     });
     if n_fds > c.rx_queues {
         log::info!("{name}: num-tx-queues {n_fds}: the kernel delivers on every queue, so {n_fds} rx queues");

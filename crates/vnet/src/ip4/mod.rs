@@ -8,8 +8,9 @@
 
 pub mod nodes;
 
-use crate::interface::Interfaces;
-use crate::routes::{no_table, FibSlots, Hop, Vrfs};
+use crate::error::{VnetError, VnetResult};
+use crate::interface::{Interfaces, SwIfIndex};
+use crate::routes::{no_table, FibSlots, Hop, RoutePaths, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
@@ -108,6 +109,7 @@ pub struct Ip4Control {
     addrs: Vec<(u32, u32, u8)>,
     neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
     aging: crate::neighbor::Aging<(u32, u32)>,
+    events: Arc<crate::events::EventLog>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -216,6 +218,13 @@ impl Ip4Control {
             }
         }
         self.neighbors.insert((i, ip), (mac, is_static));
+        self.events.push(crate::events::VnetEvent::Neighbor {
+            sw_if: i,
+            ip: Ipv4Addr::from(ip).into(),
+            mac,
+            is_static,
+            added: true,
+        });
         let a = self.nbr_adj(i, ip)?;
         let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
@@ -245,9 +254,16 @@ impl Ip4Control {
 
     /// Removes a neighbour: its adjacency becomes incomplete, its host route goes.
     pub fn del_neighbor(&mut self, i: u32, ip: u32) -> bool {
-        if self.neighbors.remove(&(i, ip)).is_none() {
+        let Some((_, is_static)) = self.neighbors.remove(&(i, ip)) else {
             return false;
-        }
+        };
+        self.events.push(crate::events::VnetEvent::Neighbor {
+            sw_if: i,
+            ip: Ipv4Addr::from(ip).into(),
+            mac: [0; 6],
+            is_static,
+            added: false,
+        });
         self.aging.forget(&(i, ip));
         if let Ok(a) = self.nbr_adj(i, ip) {
             let adj = neighbor_adj(i, ip, None, self.if_mac(i), self.if_mtu(i));
@@ -387,18 +403,25 @@ pub fn init(vm: &mut Vlib) {
         addrs: Vec::new(),
         neighbors: HashMap::new(),
         aging: Default::default(),
+        events: Default::default(),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
+    let log = crate::events::log(vm);
+    {
+        let mut c = lock(&ctl);
+        c.vrfs.set_events(log.clone());
+        c.events = log;
+    }
     vm.ext_mut::<Ip4Main>().ctl = Some(ctl);
     sync_all_interfaces(vm);
 }
 
-fn control(vm: &mut Vlib) -> Result<Arc<Mutex<Ip4Control>>, CliError> {
+fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip4Control>>> {
     vm.ext_mut::<Ip4Main>()
         .ctl
         .clone()
-        .ok_or_else(|| CliError::new("ip4 not initialised"))
+        .ok_or_else(|| VnetError::System("ip4 not initialised".into()))
 }
 
 /// Copies interface MAC/MTU into the shared attribute table (after create / mac / mtu change).
@@ -505,12 +528,40 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let w = a.word("address/width")?;
     if w.contains(':') {
         a.finish()?;
-        return crate::ip6::cli_address(vm, i, del, &w);
+        let (addr, len) = crate::ip6::parse_prefix(&w)?;
+        if !w.contains('/') {
+            return Err(CliError::new(format!(
+                "expected <address>/<width>, got `{w}'"
+            )));
+        }
+        crate::ip6::address_add_del(vm, i, !del, addr, len)?;
+        return Ok(String::new());
     }
     let (addr, len) = parse_prefix(&w)?;
     a.finish()?;
-    if len == 0 || (len == 32 && !w.contains('/')) {
+    if len == 32 && !w.contains('/') {
         return Err(CliError::new(format!(
+            "expected <address>/<width>, got `{w}'"
+        )));
+    }
+    address_add_del(vm, i, !del, addr, len)?;
+    Ok(String::new())
+}
+
+/// `set interface ip address [del] <if> <addr>/<len>` (IPv4): the connected and local routes
+/// of the address; an address overlapping another interface's subnet in the same table is
+/// refused.
+pub fn address_add_del(
+    vm: &mut Vlib,
+    i: SwIfIndex,
+    is_add: bool,
+    addr: u32,
+    len: u8,
+) -> VnetResult {
+    crate::interface::check(vm, i)?;
+    let w = format!("{}/{len}", Ipv4Addr::from(addr));
+    if len == 0 || len > 32 {
+        return Err(VnetError::invalid(format!(
             "expected <address>/<width>, got `{w}'"
         )));
     }
@@ -521,9 +572,10 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .addrs
         .iter()
         .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
-    if del {
+    let full = |e: String| VnetError::Full(e);
+    if !is_add {
         if !exists {
-            return Err(CliError::new(format!(
+            return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));
         }
@@ -531,19 +583,19 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
         ctl.vrfs
             .set_route(fib, addr, len, Source::Connected, None)
-            .map_err(CliError::new)?;
+            .map_err(full)?;
         ctl.vrfs
             .set_route(fib, addr, 32, Source::Local, None)
-            .map_err(CliError::new)?;
+            .map_err(full)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0).map(|x| x.1);
         ctl.shared
             .if_attr(i.0)
             .ip4
             .store(first.unwrap_or(0), Ordering::Relaxed);
-        return Ok(String::new());
+        return Ok(());
     }
     if exists {
-        return Ok(String::new());
+        return Ok(());
     }
     // Subnets may overlap across tables (VRFs), not within one.
     if let Some(&(j, _, _)) = ctl
@@ -552,7 +604,7 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .find(|&&(j, x, l)| mask(x, l.min(len)) == mask(addr, l.min(len)) && ctl.if_fib(j) == fib)
     {
         if j != i.0 {
-            return Err(CliError::new(format!(
+            return Err(VnetError::Exists(format!(
                 "`{w}' overlaps a subnet of interface index {j}"
             )));
         }
@@ -575,7 +627,7 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             },
             nh: addr,
         })
-        .ok_or_else(|| CliError::new("adjacency table full"))?;
+        .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
     let local = ctl
         .adjs
         .find_or_add((AdjKind::Local, i.0, 0), || Adj {
@@ -585,16 +637,16 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             rewrite: [0; 14],
             nh: 0,
         })
-        .ok_or_else(|| CliError::new("adjacency table full"))?;
+        .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
     if len < 32 {
         ctl.vrfs
             .set_route(fib, addr, len, Source::Connected, Some(glean))
-            .map_err(CliError::new)?;
+            .map_err(full)?;
     }
     ctl.vrfs
         .set_route(fib, addr, 32, Source::Local, Some(local))
-        .map_err(CliError::new)?;
-    Ok(String::new())
+        .map_err(full)?;
+    Ok(())
 }
 
 fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -617,13 +669,50 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let w = a.word("destination prefix")?;
     if w.contains(':') {
-        return crate::ip6::cli_route(vm, a, del, count, table, &w);
+        let (p, len) = crate::ip6::parse_prefix(&w)?;
+        let paths = crate::routes::parse_paths(vm, a, table, |t| {
+            crate::ip6::parse_ip(t).map(std::net::Ipv6Addr::from)
+        })?;
+        let del = paths.del.unwrap_or(del);
+        let count = paths.count.unwrap_or(count);
+        crate::ip6::route_add_del(vm, !del, count, p, len, &paths, &w)?;
+        return Ok(String::new());
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
     let del = paths.del.unwrap_or(del);
     let count = paths.count.unwrap_or(count);
-    crate::routes::check_route_count(count, del)?;
+    route_add_del(vm, !del, count, p, len, &paths, &w)?;
+    Ok(String::new())
+}
+
+/// `ip route [add|del] [count <n>] <p>/<len> <paths>` (IPv4): `count` consecutive prefixes
+/// of length `len` from `p`; `w` names the prefix in errors. A next hop with an interface, or
+/// on a connected subnet, is attached (its neighbour's adjacency); any other resolves
+/// recursively through the table.
+pub fn route_add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    count: u32,
+    p: u32,
+    len: u8,
+    paths: &RoutePaths<Ipv4Addr>,
+    w: &dyn std::fmt::Display,
+) -> VnetResult {
+    if len > 32 {
+        return Err(VnetError::invalid(format!("bad prefix length in `{w}'")));
+    }
+    for &(_, i, wt) in &paths.paths {
+        if let Some(i) = i {
+            crate::interface::check(vm, i)?;
+        }
+        if wt == 0 {
+            return Err(VnetError::invalid("weight must be at least 1"));
+        }
+    }
+    if count > 1 {
+        crate::routes::check_route_count(count, !is_add).map_err(|e| VnetError::invalid(e.msg))?;
+    }
     let intr = vm
         .ext::<sluice_cli::Interrupt>()
         .copied()
@@ -636,12 +725,12 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .ok_or_else(|| no_table(paths.table))?;
     // A next hop with an interface, or on a connected subnet, is attached (its neighbour's
     // adjacency); any other resolves recursively through the table.
-    let mut resolved = paths.resolve(del, |nh, intf| {
+    let mut resolved = paths.resolve(!is_add, |nh, intf| {
         let nh = u32::from(nh);
         match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
+            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
             None => {
-                crate::routes::check_resolve_via(&paths, &ctl.vrfs, fib, nh, 32)?;
+                crate::routes::check_resolve_via(paths, &ctl.vrfs, fib, nh, 32)?;
                 Ok(Hop::Via(nh))
             }
         }
@@ -654,10 +743,10 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else {
             ctl.glean_adj(i.0)
         };
-        resolved.push((Hop::Adj(adj.map_err(CliError::new)?), wt));
+        resolved.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
     }
     if paths.local {
-        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(CliError::new)?), 1));
+        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(VnetError::Full)?), 1));
     }
     let (base, step) = (
         mask(p, len) as u64,
@@ -666,16 +755,15 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
     ctl.vrfs.apply_static(
         fib,
-        count,
+        count.max(1),
         nth,
         len,
-        del,
+        !is_add,
         paths.drop,
         &resolved,
-        &w,
+        w,
         &|| intr.requested(),
-    )?;
-    Ok(String::new())
+    )
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -692,10 +780,12 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let i = crate::cli::interface_arg(vm, a)?;
     let w = a.word("IP address")?;
-    if w.contains(':') {
-        return crate::ip6::cli_neighbor(vm, a, (del, is_static), i, &w);
-    }
-    let ip = parse_ip(&w)?;
+    let v6 = w.contains(':');
+    let ip: std::net::IpAddr = if v6 {
+        std::net::Ipv6Addr::from(crate::ip6::parse_ip(&w)?).into()
+    } else {
+        Ipv4Addr::from(parse_ip(&w)?).into()
+    };
     // `del` takes the MAC address too (VPP's form), but does not need it.
     let mac = match (del, a.peek()) {
         (true, Some(m)) if m != "static" => {
@@ -712,16 +802,39 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     };
     let is_static = a.keyword("static") || is_static;
     a.finish()?;
+    crate::neighbor::add_del(vm, !del, i, ip, mac, is_static)?;
+    Ok(String::new())
+}
+
+/// `ip neighbor [del] <if> <ip4> <mac> [static]` (IPv4).
+pub fn neighbor_add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    i: SwIfIndex,
+    ip: u32,
+    mac: [u8; 6],
+    is_static: bool,
+) -> VnetResult {
+    crate::interface::check(vm, i)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    if del {
+    if !is_add {
         if !ctl.del_neighbor(i.0, ip) {
-            return Err(CliError::new(format!("no neighbor {}", Ipv4Addr::from(ip))));
+            return Err(VnetError::NotFound(format!(
+                "no neighbor {}",
+                Ipv4Addr::from(ip)
+            )));
         }
-        return Ok(String::new());
+        return Ok(());
     }
-    crate::neighbor::cli_add(&mut *ctl, i.0, ip, mac, is_static, &w)?;
-    Ok(String::new())
+    crate::neighbor::add(
+        &mut *ctl,
+        i.0,
+        ip,
+        mac,
+        is_static,
+        &Ipv4Addr::from(ip).to_string(),
+    )
 }
 
 fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
@@ -869,7 +982,7 @@ pub fn route_count(vm: &mut Vlib) -> usize {
 pub fn with_aging<R>(
     vm: &mut Vlib,
     f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u32)>) -> R,
-) -> Result<R, CliError> {
+) -> VnetResult<R> {
     let c = control(vm)?;
     let mut ctl = lock(&c);
     Ok(f(&mut ctl.aging))
@@ -1022,28 +1135,42 @@ pub(crate) fn tables_in_use(
 
 /// `ip table [add|del] <id>`.
 fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let (is_add, id) = crate::routes::parse_table(a)?;
+    table_add_del(vm, id, is_add)?;
+    Ok(String::new())
+}
+
+/// Creates (no-op if it exists) or deletes IPv4 table `id`; a table an interface is routed
+/// in cannot be deleted, nor can table 0.
+pub fn table_add_del(vm: &mut Vlib, id: u32, is_add: bool) -> VnetResult {
     let bound = tables_in_use(vm, |x| &x.fib4);
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    crate::routes::cli_table(a, &bound, &mut ctl.vrfs)
+    crate::routes::table_add_del(&mut ctl.vrfs, &bound, id, is_add)
 }
 
-/// `set interface ip table <interface> <id>`: the interface's IPv4 routes and neighbours
-/// move to the table (it must have no IPv4 address, as in VPP).
 fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     let id = a.u32("table id")?;
     a.finish()?;
+    set_interface_table(vm, i, id)?;
+    Ok(String::new())
+}
+
+/// `set interface ip table <interface> <id>`: the interface's IPv4 routes and neighbours
+/// move to the table (it must have no IPv4 address, as in VPP).
+pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
+    crate::interface::check(vm, i)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl.vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
     let old = ctl.if_fib(i.0);
     if old == fib {
-        return Ok(String::new());
+        return Ok(());
     }
     if ctl.addrs.iter().any(|x| x.0 == i.0) {
-        return Err(CliError::new(
-            "the interface has IPv4 addresses: delete them before changing its table",
+        return Err(VnetError::InUse(
+            "the interface has IPv4 addresses: delete them before changing its table".into(),
         ));
     }
     let nbrs: Vec<u32> = ctl
@@ -1057,10 +1184,75 @@ fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     ctl.shared.if_attr(i.0).fib4.store(fib, Ordering::Relaxed);
     for ip in nbrs {
-        let a = ctl.nbr_adj(i.0, ip).map_err(CliError::new)?;
+        let a = ctl.nbr_adj(i.0, ip).map_err(VnetError::Full)?;
         let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a));
     }
-    Ok(String::new())
+    Ok(())
+}
+
+/// Calls `f` with every route of IPv4 table `id`.
+pub fn for_each_route(
+    vm: &mut Vlib,
+    id: u32,
+    f: impl FnMut(&crate::routes::RouteInfo),
+) -> VnetResult {
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    ctl.vrfs.for_each_route(
+        id,
+        |a| {
+            ctl.adjs
+                .get(a)
+                .map(|x| (std::net::IpAddr::from(Ipv4Addr::from(x.nh)), x.tx_if))
+        },
+        f,
+    )
+}
+
+/// The IPv4 tables: (table id, FIB index, routes).
+pub fn tables(vm: &mut Vlib) -> Vec<(u32, u32, usize)> {
+    control(vm)
+        .map(|c| lock(&c).vrfs.tables())
+        .unwrap_or_default()
+}
+
+/// The IPv4 table id of an interface.
+pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
+    control(vm)
+        .map(|c| {
+            let ctl = lock(&c);
+            ctl.vrfs.id_of(ctl.if_fib(i)).unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// The IPv4 addresses of an interface, in the order they were added.
+pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u32, u8)> {
+    control(vm)
+        .map(|c| {
+            lock(&c)
+                .addrs
+                .iter()
+                .filter(|x| x.0 == i)
+                .map(|x| (x.1, x.2))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The IPv4 neighbours: (interface, address, MAC, static), sorted.
+pub fn neighbors(vm: &mut Vlib) -> Vec<(u32, u32, [u8; 6], bool)> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<_> = ctl
+        .neighbors
+        .iter()
+        .map(|(&(i, ip), &(mac, st))| (i, ip, mac, st))
+        .collect();
+    v.sort();
+    v
 }
 
 /// Every IPv4 neighbour, for `show ip neighbors` (`crate::neighbor`).

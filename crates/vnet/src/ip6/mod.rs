@@ -11,10 +11,11 @@
 
 pub mod nodes;
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use crate::ip4::Ip4Shared;
 use crate::routes::no_table;
-use crate::routes::{FibSlots, Hop, Source, Vrfs};
+use crate::routes::{FibSlots, Hop, RoutePaths, Source, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
@@ -113,6 +114,7 @@ pub struct Ip6Control {
     nbr_adjs: HashMap<(u32, u128), u32>,
     serial: u32,
     aging: crate::neighbor::Aging<(u32, u128)>,
+    events: Arc<crate::events::EventLog>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
@@ -202,6 +204,13 @@ impl Ip6Control {
             }
         }
         self.neighbors.insert((i, ip), (mac, is_static));
+        self.events.push(crate::events::VnetEvent::Neighbor {
+            sw_if: i,
+            ip: Ipv6Addr::from(ip).into(),
+            mac,
+            is_static,
+            added: true,
+        });
         let a = self.nbr_adj(i, ip)?;
         let adj = neighbor_adj(i, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
@@ -217,9 +226,16 @@ impl Ip6Control {
     }
 
     fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
-        if self.neighbors.remove(&(i, ip)).is_none() {
+        let Some((_, is_static)) = self.neighbors.remove(&(i, ip)) else {
             return false;
-        }
+        };
+        self.events.push(crate::events::VnetEvent::Neighbor {
+            sw_if: i,
+            ip: Ipv6Addr::from(ip).into(),
+            mac: [0; 6],
+            is_static,
+            added: false,
+        });
         if let Some(&a) = self.nbr_adjs.get(&(i, ip)) {
             let adj = neighbor_adj(i, None, self.if_mac(i), self.if_mtu(i));
             self.adjs.update(a, adj);
@@ -485,17 +501,23 @@ pub fn init(vm: &mut Vlib) {
         nbr_adjs: HashMap::new(),
         serial: 0,
         aging: Default::default(),
+        events: crate::events::log(vm),
     }));
     s.ctl = Some(ctl.clone());
     drop(s);
+    {
+        let mut c = lock(&*ctl);
+        let log = c.events.clone();
+        c.vrfs.set_events(log);
+    }
     vm.ext_mut::<Ip6Main>().ctl = Some(ctl);
 }
 
-fn control(vm: &mut Vlib) -> Result<Arc<Mutex<Ip6Control>>, CliError> {
+fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
     vm.ext_mut::<Ip6Main>()
         .ctl
         .clone()
-        .ok_or_else(|| CliError::new("ip6 not initialised"))
+        .ok_or_else(|| VnetError::System("ip6 not initialised".into()))
 }
 
 /// Registers the IPv6-only CLI (the shared commands — `set interface ip address`,
@@ -528,59 +550,101 @@ pub fn parse_prefix(w: &str) -> Result<(u128, u8), CliError> {
     crate::routes::parse_prefix::<Ipv6Addr>(w, 128, "IPv6").map(|(a, l)| (u128::from(a), l))
 }
 
-fn parse_ip(w: &str) -> Result<u128, CliError> {
+/// Parses an IPv6 address; errors name the word.
+pub fn parse_ip(w: &str) -> Result<u128, CliError> {
     crate::routes::parse_addr::<Ipv6Addr>(w, "IPv6").map(u128::from)
 }
 
-/// `set interface ip address [del] <if> <ip6>/<len>`.
-pub fn cli_address(vm: &mut Vlib, i: SwIfIndex, del: bool, w: &str) -> Result<String, CliError> {
-    let (addr, len) = parse_prefix(w)?;
-    if len == 0 || !w.contains('/') {
-        return Err(CliError::new(format!(
+/// `set interface ip address [del] <if> <ip6>/<len>`: the connected and local routes (and,
+/// with the first global address, the link-local address).
+pub fn address_add_del(
+    vm: &mut Vlib,
+    i: SwIfIndex,
+    is_add: bool,
+    addr: u128,
+    len: u8,
+) -> VnetResult {
+    crate::interface::check(vm, i)?;
+    let w = format!("{}/{len}", Ipv6Addr::from(addr));
+    if len == 0 || len > 128 {
+        return Err(VnetError::invalid(format!(
             "expected <address>/<width>, got `{w}'"
         )));
     }
     if addr >> 120 == 0xff || addr == 0 {
-        return Err(CliError::new(format!("`{w}' is not a unicast address")));
+        return Err(VnetError::invalid(format!(
+            "`{w}' is not a unicast address"
+        )));
     }
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    if del {
+    if !is_add {
         if !ctl.del_address(i.0, addr, len) {
-            return Err(CliError::new(format!(
+            return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));
         }
-        return Ok(String::new());
+        return Ok(());
     }
-    ctl.add_address(i.0, addr, len)
-        .map_err(|e| CliError::new(format!("`{w}' {e}")))?;
-    Ok(String::new())
+    ctl.add_address(i.0, addr, len).map_err(|e| {
+        if e.starts_with("overlaps") {
+            VnetError::Exists(format!("`{w}' {e}"))
+        } else {
+            VnetError::Full(format!("`{w}' {e}"))
+        }
+    })
 }
 
 fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     a.finish()?;
-    let c = control(vm)?;
-    lock(&c).enable(i.0).map_err(CliError::new)?;
+    enable(vm, i)?;
     Ok(String::new())
 }
 
+/// `enable ip6 interface <if>`: its link-local address and neighbour discovery.
+pub fn enable(vm: &mut Vlib, i: SwIfIndex) -> VnetResult {
+    crate::interface::check(vm, i)?;
+    let c = control(vm)?;
+    let r = lock(&c).enable(i.0).map_err(VnetError::Full);
+    r
+}
+
+/// Whether IPv6 is enabled on `i` (it has a link-local address).
+pub fn enabled(vm: &mut Vlib, i: u32) -> bool {
+    control(vm).is_ok_and(|c| {
+        lock(&c)
+            .addrs
+            .iter()
+            .any(|x| x.0 == i && is_link_local(x.1))
+    })
+}
+
 /// `ip route [add|del] [count n] [table <id>] <ip6>/<len> via <nh> [<if>] [weight w] |
-/// drop`; `a` is positioned after the prefix word `w`.
-pub fn cli_route(
+/// drop` (see [`crate::ip4::route_add_del`]); link-local next hops need their interface.
+pub fn route_add_del(
     vm: &mut Vlib,
-    a: &mut Args,
-    del: bool,
+    is_add: bool,
     count: u32,
-    table: Option<u32>,
-    w: &str,
-) -> Result<String, CliError> {
-    let (p, len) = parse_prefix(w)?;
-    let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv6Addr::from))?;
-    let del = paths.del.unwrap_or(del);
-    let count = paths.count.unwrap_or(count);
-    crate::routes::check_route_count(count, del)?;
+    p: u128,
+    len: u8,
+    paths: &RoutePaths<Ipv6Addr>,
+    w: &dyn std::fmt::Display,
+) -> VnetResult {
+    if len > 128 {
+        return Err(VnetError::invalid(format!("bad prefix length in `{w}'")));
+    }
+    for &(_, i, wt) in &paths.paths {
+        if let Some(i) = i {
+            crate::interface::check(vm, i)?;
+        }
+        if wt == 0 {
+            return Err(VnetError::invalid("weight must be at least 1"));
+        }
+    }
+    if count > 1 {
+        crate::routes::check_route_count(count, !is_add).map_err(|e| VnetError::invalid(e.msg))?;
+    }
     let intr = vm
         .ext::<sluice_cli::Interrupt>()
         .copied()
@@ -593,16 +657,16 @@ pub fn cli_route(
         .ok_or_else(|| no_table(paths.table))?;
     // A next hop with an interface, or on a connected subnet, is attached; any other
     // resolves recursively through the table (link-local ones need their interface).
-    let mut resolved = paths.resolve(del, |nh, intf| {
+    let mut resolved = paths.resolve(!is_add, |nh, intf| {
         let nh = u128::from(nh);
         match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(CliError::new),
-            None if is_link_local(nh) => Err(CliError::new(format!(
+            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
+            None if is_link_local(nh) => Err(VnetError::invalid(format!(
                 "link-local next hop {} needs an interface",
                 Ipv6Addr::from(nh)
             ))),
             None => {
-                crate::routes::check_resolve_via(&paths, &ctl.vrfs, fib, nh, 128)?;
+                crate::routes::check_resolve_via(paths, &ctl.vrfs, fib, nh, 128)?;
                 Ok(Hop::Via(nh))
             }
         }
@@ -614,10 +678,10 @@ pub fn cli_route(
         } else {
             ctl.glean_adj(i.0)
         };
-        resolved.push((Hop::Adj(adj.map_err(CliError::new)?), wt));
+        resolved.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
     }
     if paths.local {
-        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(CliError::new)?), 1));
+        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(VnetError::Full)?), 1));
     }
     let step: u128 = if len == 0 {
         0
@@ -630,48 +694,48 @@ pub fn cli_route(
             .checked_mul(step)
             .and_then(|o| base.checked_add(o))
     };
-    ctl.vrfs
-        .apply_static(fib, count, nth, len, del, paths.drop, &resolved, w, &|| {
-            intr.requested()
-        })?;
-    Ok(String::new())
+    ctl.vrfs.apply_static(
+        fib,
+        count.max(1),
+        nth,
+        len,
+        !is_add,
+        paths.drop,
+        &resolved,
+        w,
+        &|| intr.requested(),
+    )
 }
 
-/// `ip neighbor [del] <if> <ip6> <mac> [static]`; `a` is positioned after the address.
-pub fn cli_neighbor(
+/// `ip neighbor [del] <if> <ip6> <mac> [static]`.
+pub fn neighbor_add_del(
     vm: &mut Vlib,
-    a: &mut Args,
-    (del, is_static): (bool, bool),
+    is_add: bool,
     i: SwIfIndex,
-    w: &str,
-) -> Result<String, CliError> {
-    let ip = parse_ip(w)?;
-    let mac = match (del, a.peek()) {
-        // `del` takes the MAC address too (VPP's form), but does not need it.
-        (true, Some(m)) if m != "static" => {
-            a.word("MAC address")?;
-            [0; 6]
-        }
-        (true, _) => [0; 6],
-        (false, _) => {
-            let m = a.word("MAC address")?;
-            m.parse::<sluice_wire::Mac>()
-                .map_err(|_| CliError::new(format!("bad MAC address `{m}'")))?
-                .0
-        }
-    };
-    let is_static = a.keyword("static") || is_static;
-    a.finish()?;
+    ip: u128,
+    mac: [u8; 6],
+    is_static: bool,
+) -> VnetResult {
+    crate::interface::check(vm, i)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    if del {
+    if !is_add {
         if !ctl.del_neighbor(i.0, ip) {
-            return Err(CliError::new(format!("no neighbor {}", Ipv6Addr::from(ip))));
+            return Err(VnetError::NotFound(format!(
+                "no neighbor {}",
+                Ipv6Addr::from(ip)
+            )));
         }
-        return Ok(String::new());
+        return Ok(());
     }
-    crate::neighbor::cli_add(&mut *ctl, i.0, ip, mac, is_static, w)?;
-    Ok(String::new())
+    crate::neighbor::add(
+        &mut *ctl,
+        i.0,
+        ip,
+        mac,
+        is_static,
+        &Ipv6Addr::from(ip).to_string(),
+    )
 }
 
 fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> String {
@@ -785,7 +849,7 @@ impl crate::neighbor::Table<u128> for Ip6Control {
 pub fn with_aging<R>(
     vm: &mut Vlib,
     f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u128)>) -> R,
-) -> Result<R, CliError> {
+) -> VnetResult<R> {
     let c = control(vm)?;
     let mut ctl = lock(&c);
     Ok(f(&mut ctl.aging))
@@ -911,27 +975,40 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
 
 /// `ip6 table [add|del] <id>`.
 fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let (is_add, id) = crate::routes::parse_table(a)?;
+    table_add_del(vm, id, is_add)?;
+    Ok(String::new())
+}
+
+/// Creates (no-op if it exists) or deletes IPv6 table `id` (see [`crate::ip4::table_add_del`]).
+pub fn table_add_del(vm: &mut Vlib, id: u32, is_add: bool) -> VnetResult {
     let bound = crate::ip4::tables_in_use(vm, |x| &x.fib6);
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    crate::routes::cli_table(a, &bound, &mut ctl.vrfs)
+    crate::routes::table_add_del(&mut ctl.vrfs, &bound, id, is_add)
 }
 
-/// `set interface ip6 table <interface> <id>`: the interface's IPv6 (its link-local address
-/// included) moves to the table; it must have no global IPv6 address.
 fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     let id = a.u32("table id")?;
     a.finish()?;
+    set_interface_table(vm, i, id)?;
+    Ok(String::new())
+}
+
+/// `set interface ip6 table <interface> <id>`: the interface's IPv6 (its link-local address
+/// included) moves to the table; it must have no global IPv6 address.
+pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
+    crate::interface::check(vm, i)?;
     let c = control(vm)?;
     let mut ctl = lock(&c);
     let fib = ctl.vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
     if ctl.if_fib(i.0) == fib {
-        return Ok(String::new());
+        return Ok(());
     }
     if ctl.addrs.iter().any(|x| x.0 == i.0 && !is_link_local(x.1)) {
-        return Err(CliError::new(
-            "the interface has IPv6 addresses: delete them before changing its table",
+        return Err(VnetError::InUse(
+            "the interface has IPv6 addresses: delete them before changing its table".into(),
         ));
     }
     let lls: Vec<(u128, u8)> = ctl
@@ -958,12 +1035,69 @@ fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .fib6
         .store(fib, Ordering::Relaxed);
     for (a, l) in lls {
-        ctl.add_address(i.0, a, l).map_err(CliError::new)?;
+        ctl.add_address(i.0, a, l).map_err(VnetError::Full)?;
     }
     for (ip, mac, st) in nbrs {
-        ctl.add_neighbor(i.0, ip, mac, st).map_err(CliError::new)?;
+        ctl.add_neighbor(i.0, ip, mac, st)
+            .map_err(VnetError::Full)?;
     }
-    Ok(String::new())
+    Ok(())
+}
+
+/// Calls `f` with every route of IPv6 table `id`.
+pub fn for_each_route(
+    vm: &mut Vlib,
+    id: u32,
+    f: impl FnMut(&crate::routes::RouteInfo),
+) -> VnetResult {
+    let c = control(vm)?;
+    let ctl = lock(&c);
+    let by_adj: HashMap<u32, (u32, u128)> = ctl
+        .nbr_adjs
+        .iter()
+        .map(|(&(i, nh), &a)| (a, (i, nh)))
+        .collect();
+    ctl.vrfs.for_each_route(
+        id,
+        |a| {
+            by_adj
+                .get(&a)
+                .map(|&(i, nh)| (std::net::IpAddr::from(Ipv6Addr::from(nh)), i))
+        },
+        f,
+    )
+}
+
+/// The IPv6 tables: (table id, FIB index, routes).
+pub fn tables(vm: &mut Vlib) -> Vec<(u32, u32, usize)> {
+    control(vm)
+        .map(|c| lock(&c).vrfs.tables())
+        .unwrap_or_default()
+}
+
+/// The IPv6 table id of an interface.
+pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
+    control(vm)
+        .map(|c| {
+            let ctl = lock(&c);
+            ctl.vrfs.id_of(ctl.if_fib(i)).unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// The IPv6 neighbours: (interface, address, MAC, static), sorted.
+pub fn neighbors(vm: &mut Vlib) -> Vec<(u32, u128, [u8; 6], bool)> {
+    let Ok(c) = control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let mut v: Vec<_> = ctl
+        .neighbors
+        .iter()
+        .map(|(&(i, ip), &(mac, st))| (i, ip, mac, st))
+        .collect();
+    v.sort();
+    v
 }
 
 /// Every IPv6 neighbour, for `show ip neighbors` (`crate::neighbor`).

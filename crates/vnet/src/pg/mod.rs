@@ -19,8 +19,10 @@ pub mod build;
 pub mod stream;
 
 use crate::devices::TraceHead;
+use crate::error::{VnetError, VnetResult};
 use crate::interface::{counter, IfCounters, Interfaces};
 use crate::pg::stream::{Pacer, Source, StreamDef};
+use crate::SwIfIndex;
 use sluice_buffer::BufIdx;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
@@ -316,6 +318,10 @@ pub fn register(b: &mut GraphBuilder) {
 
 /// Connects the pg-tx instances to the shared capture state.
 pub fn init(vm: &mut Vlib) {
+    crate::runconf::register_creator(vm, "pg", |vm, sw| {
+        let name = vm.ext_mut::<Interfaces>().get(sw)?.name.clone();
+        Some(format!("create packet-generator interface {name}"))
+    });
     let sh = Arc::new(PgShared::default());
     *sh.clock_offset.lock().unwrap_or_else(|p| p.into_inner()) = vm.shared.clock_epoch_offset();
     vm.ext_mut::<PgMain>().shared = Some(sh.clone());
@@ -382,13 +388,20 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .strip_prefix("pg")
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| CliError::new(format!("expected pg<N>, got `{name}'")))?;
-    if vm.ext_mut::<Interfaces>().find(&name).is_some() {
-        return Ok(format!("{name}\n"));
+    create_interface(vm, n)?;
+    Ok(format!("{name}\n"))
+}
+
+/// `create packet-generator interface pg<n>` (an existing one is returned as it is); MAC
+/// 02:fe:00:00:nn:nn.
+pub fn create_interface(vm: &mut Vlib, n: u32) -> VnetResult<SwIfIndex> {
+    let name = format!("pg{n}");
+    if let Some(i) = vm.ext_mut::<Interfaces>().find(&name) {
+        return Ok(i);
     }
     let tx = vm.registry.find(TX);
     let mac = [0x02, 0xfe, 0, 0, (n >> 8) as u8, n as u8];
-    crate::create_interface(vm, &name, "pg", mac, tx).map_err(CliError::new)?;
-    Ok(format!("{name}\n"))
+    crate::create_interface(vm, &name, "pg", mac, tx).map_err(VnetError::Exists)
 }
 
 fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -405,14 +418,14 @@ fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 /// Creates a stream (disabled) and installs it on the thread that generates it.
-pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
+pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
     if vm
         .ext_mut::<PgMain>()
         .streams
         .iter()
         .any(|s| s.def.name == def.name)
     {
-        return Err(CliError::new(format!(
+        return Err(VnetError::Exists(format!(
             "stream `{}' already exists",
             def.name
         )));
@@ -421,13 +434,11 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
     let (rx_if, counters) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs.find(&if_name).ok_or_else(|| {
-            CliError::new(format!(
+            VnetError::NotFound(format!(
                 "unknown interface `{if_name}' (create it with `create packet-generator interface {if_name}')"
             ))
         })?;
-        let intf = ifs
-            .get(i)
-            .ok_or_else(|| CliError::new("interface vanished"))?;
+        let intf = ifs.get(i).ok_or(VnetError::NoSuchInterface(i.0))?;
         (i.0, intf.counters.clone())
     };
     // VPP's per-interface output nodes: `node <if>-output` is `interface-output` with the
@@ -447,16 +458,16 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
         Some(t) => Some(
             vm.ext_mut::<Interfaces>()
                 .find(t)
-                .ok_or_else(|| CliError::new(format!("unknown interface `{t}'")))?
+                .ok_or_else(|| VnetError::invalid(format!("unknown interface `{t}'")))?
                 .0,
         ),
     };
     let node = vm
         .registry
         .find(&node_name)
-        .ok_or_else(|| CliError::new(format!("unknown node `{node_name}'")))?;
+        .ok_or_else(|| VnetError::invalid(format!("unknown node `{node_name}'")))?;
     if vm.registry.node(node).kind != NodeKind::Internal {
-        return Err(CliError::new(format!(
+        return Err(VnetError::invalid(format!(
             "node `{node_name}' is not an internal node"
         )));
     }
@@ -464,7 +475,7 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
         None => None,
         Some(w) if w < vm.n_workers() => Some(w + 1),
         Some(w) => {
-            return Err(CliError::new(format!(
+            return Err(VnetError::invalid(format!(
                 "worker {w} does not exist ({} workers)",
                 vm.n_workers()
             )))
@@ -473,10 +484,10 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
     let input = vm
         .registry
         .lookup(INPUT)
-        .map_err(|e| CliError::new(e.to_string()))?;
+        .map_err(|e| VnetError::System(e.to_string()))?;
     let next = vm
         .add_next(input, node)
-        .map_err(|e| CliError::new(e.to_string()))?;
+        .map_err(|e| VnetError::System(e.to_string()))?;
     let limit = def.limit.unwrap_or(match &def.source {
         Source::Pcap(p) => p.len() as u64,
         Source::Synth(_) => u64::MAX,
@@ -520,18 +531,17 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> Result<(), CliError> {
     Ok(())
 }
 
-fn select(vm: &mut Vlib, a: &mut Args) -> Result<Vec<(u32, usize)>, CliError> {
-    let name = a.opt_word();
-    a.finish()?;
+/// The streams called `name` (all when `None`): (id, thread).
+fn select(vm: &mut Vlib, name: Option<&str>) -> VnetResult<Vec<(u32, usize)>> {
     let pg = vm.ext_mut::<PgMain>();
     let v: Vec<(u32, usize)> = pg
         .streams
         .iter()
-        .filter(|s| name.as_ref().is_none_or(|n| *n == s.def.name))
+        .filter(|s| name.is_none_or(|n| n == s.def.name))
         .map(|s| (s.id, s.thread))
         .collect();
-    if let (Some(n), true) = (&name, v.is_empty()) {
-        return Err(CliError::new(format!("unknown stream `{n}'")));
+    if let (Some(n), true) = (name, v.is_empty()) {
+        return Err(VnetError::NotFound(format!("unknown stream `{n}'")));
     }
     Ok(v)
 }
@@ -557,24 +567,40 @@ fn set_enabled(vm: &mut Vlib, sel: Vec<(u32, usize)>, on: bool) {
     }
 }
 
+/// `packet-generator enable|disable [<name>]`: starts (from its first packet) or stops the
+/// stream called `name`, or every stream.
+pub fn enable_disable(vm: &mut Vlib, name: Option<&str>, on: bool) -> VnetResult {
+    let sel = select(vm, name)?;
+    set_enabled(vm, sel, on);
+    Ok(())
+}
+
 fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let sel = select(vm, a)?;
-    set_enabled(vm, sel, true);
+    let name = a.opt_word();
+    a.finish()?;
+    enable_disable(vm, name.as_deref(), true)?;
     Ok(String::new())
 }
 
 fn cli_disable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let sel = select(vm, a)?;
-    set_enabled(vm, sel, false);
+    let name = a.opt_word();
+    a.finish()?;
+    enable_disable(vm, name.as_deref(), false)?;
     Ok(String::new())
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = a.word("stream name")?;
     a.finish()?;
+    delete_stream(vm, &name)?;
+    Ok(String::new())
+}
+
+/// `packet-generator delete <name>`.
+pub fn delete_stream(vm: &mut Vlib, name: &str) -> VnetResult {
     let pg = vm.ext_mut::<PgMain>();
     let Some(pos) = pg.streams.iter().position(|s| s.def.name == name) else {
-        return Err(CliError::new(format!("unknown stream `{name}'")));
+        return Err(VnetError::NotFound(format!("unknown stream `{name}'")));
     };
     let s = pg.streams.remove(pos);
     let (id, thread) = (s.id, s.thread);
@@ -585,29 +611,14 @@ fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         });
     }
-    Ok(String::new())
+    Ok(())
 }
 
 fn cli_capture(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let ifname = a.word("interface")?;
-    let idx = vm
-        .ext_mut::<Interfaces>()
-        .find(&ifname)
-        .ok_or_else(|| CliError::new(format!("unknown interface `{ifname}'")))?;
-    let sh = vm
-        .ext_mut::<PgMain>()
-        .shared
-        .clone()
-        .ok_or_else(|| CliError::new("pg not initialised"))?;
+    let idx = crate::cli::interface_arg(vm, a)?;
     if a.keyword("disable") {
         a.finish()?;
-        let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(mut c) = caps.remove(&idx.0) {
-            let _ = c.sink.flush();
-        }
-        if caps.is_empty() {
-            sh.any_capture.store(false, Ordering::Relaxed);
-        }
+        capture(vm, idx, None, None)?;
         return Ok(String::new());
     }
     let mut file = None;
@@ -622,17 +633,45 @@ fn cli_capture(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     let file = file.ok_or_else(|| CliError::new("missing `pcap <file>'"))?;
-    // Confined to the capture directory (`unix { capture-dir }`, sluice_graph::pcap).
+    capture(vm, idx, Some(&file), count)?;
+    Ok(String::new())
+}
+
+/// `packet-generator capture <if> pcap <file> [count <n>]` (`file` None: `... disable`):
+/// what the interface transmits is written to a pcap file, confined to the capture directory
+/// (`unix { capture-dir }`, `sluice_graph::pcap`).
+pub fn capture(
+    vm: &mut Vlib,
+    idx: SwIfIndex,
+    file: Option<&str>,
+    count: Option<u64>,
+) -> VnetResult {
+    crate::interface::check(vm, idx)?;
+    let sh = vm
+        .ext_mut::<PgMain>()
+        .shared
+        .clone()
+        .ok_or_else(|| VnetError::System("pg not initialised".into()))?;
+    let Some(file) = file else {
+        let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut c) = caps.remove(&idx.0) {
+            let _ = c.sink.flush();
+        }
+        if caps.is_empty() {
+            sh.any_capture.store(false, Ordering::Relaxed);
+        }
+        return Ok(());
+    };
     let dir = vm
         .ext::<sluice_graph::pcap::CaptureDir>()
         .cloned()
         .unwrap_or_default();
     let sink =
-        PcapSink::create_in(&dir.0, &file, 65535).map_err(|e| CliError::new(e.to_string()))?;
+        PcapSink::create_in(&dir.0, file, 65535).map_err(|e| VnetError::invalid(e.to_string()))?;
     let mut caps = sh.captures.lock().unwrap_or_else(|p| p.into_inner());
     caps.insert(idx.0, Capture { sink, limit: count });
     sh.any_capture.store(true, Ordering::Relaxed);
-    Ok(String::new())
+    Ok(())
 }
 
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -680,4 +719,24 @@ pub fn any_enabled(vm: &mut Vlib) -> bool {
         .streams
         .iter()
         .any(|s| s.enabled.load(Ordering::Relaxed))
+}
+
+/// The streams: (name, interface name, enabled, packets sent, limit).
+pub fn streams(vm: &mut Vlib) -> Vec<(String, String, bool, u64, u64)> {
+    vm.ext_mut::<PgMain>()
+        .streams
+        .iter()
+        .map(|s| {
+            (
+                s.def.name.clone(),
+                s.def.interface.clone().unwrap_or_else(|| "pg0".into()),
+                s.enabled.load(Ordering::Relaxed),
+                s.sent.load(Ordering::Relaxed),
+                s.def.limit.unwrap_or(match &s.def.source {
+                    Source::Pcap(p) => p.len() as u64,
+                    Source::Synth(_) => u64::MAX,
+                }),
+            )
+        })
+        .collect()
 }

@@ -1,0 +1,253 @@
+//! Rust code for a schema: one struct per message and typedef, one enum per enum, their
+//! encoders and decoders (against `sluice_api::codec`) and the module's [`ModuleInfo`] with
+//! every message's name, kind and CRC. Called from a crate's `build.rs`:
+//!
+//! ```ignore
+//! sluice_api_schema::rust::build(&["api/interface.api", "api/ip.api"]);
+//! ```
+//!
+//! and included with `pub mod interface { sluice_api::include_api!("interface"); }`.
+//!
+//! [`ModuleInfo`]: ../../sluice_api/struct.ModuleInfo.html
+
+use crate::{Field, FieldType, MsgKind, Scalar, Schema};
+use std::fmt::Write as _;
+use std::path::Path;
+
+const KEYWORDS: &[&str] = &[
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+];
+
+/// `ip_route_add_del` → `IpRouteAddDel`.
+pub fn camel(name: &str) -> String {
+    name.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+fn ident(name: &str) -> String {
+    if KEYWORDS.contains(&name) {
+        format!("r#{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+fn scalar(s: Scalar) -> &'static str {
+    match s {
+        Scalar::Bool => "bool",
+        s => s.name(),
+    }
+}
+
+fn elem_type(t: &FieldType) -> String {
+    match t {
+        FieldType::Scalar(s) => scalar(*s).to_string(),
+        FieldType::Address => "std::net::IpAddr".into(),
+        FieldType::Prefix => "sluice_api::types::Prefix".into(),
+        FieldType::MacAddress => "sluice_api::types::MacAddress".into(),
+        FieldType::String(_) => "String".into(),
+        FieldType::Enum(n) | FieldType::Struct(n) => camel(n),
+    }
+}
+
+fn field_type(f: &Field) -> String {
+    if f.array {
+        format!("Vec<{}>", elem_type(&f.ty))
+    } else {
+        elem_type(&f.ty)
+    }
+}
+
+fn decode_expr(f: &Field) -> String {
+    let one = match &f.ty {
+        FieldType::String(limit) => format!("r.string({limit:?})"),
+        _ => "sluice_api::codec::Decode::decode(r)".into(),
+    };
+    if f.array {
+        format!("r.array(|r| {one})")
+    } else {
+        one
+    }
+}
+
+fn encode_stmt(f: &Field) -> String {
+    let id = ident(&f.name);
+    match (&f.ty, f.array) {
+        (FieldType::String(limit), false) => format!("w.string(&self.{id}, {limit:?});"),
+        (FieldType::String(limit), true) => {
+            format!("w.array(&self.{id}, |w, s| w.string(s, {limit:?}));")
+        }
+        (_, true) => {
+            format!("w.array(&self.{id}, |w, x| sluice_api::codec::Encode::encode(x, w));")
+        }
+        _ => format!("sluice_api::codec::Encode::encode(&self.{id}, w);"),
+    }
+}
+
+fn struct_code(out: &mut String, name: &str, doc: &str, fields: &[Field]) {
+    let rn = camel(name);
+    if doc.is_empty() {
+        let _ = writeln!(out, "/// `{name}`.");
+    } else {
+        let _ = writeln!(out, "/// `{name}`: {doc}");
+    }
+    let _ = writeln!(out, "#[derive(Clone, Debug, PartialEq)]");
+    let _ = writeln!(out, "pub struct {rn} {{");
+    for f in fields {
+        let _ = writeln!(out, "    /// `{}`.", f.name);
+        let _ = writeln!(out, "    pub {}: {},", ident(&f.name), field_type(f));
+    }
+    let _ = writeln!(out, "}}");
+    let _ = writeln!(out, "impl sluice_api::codec::Encode for {rn} {{");
+    let w = if fields.is_empty() { "_w" } else { "w" };
+    let _ = writeln!(
+        out,
+        "    fn encode(&self, {w}: &mut sluice_api::codec::Writer) {{"
+    );
+    for f in fields {
+        let _ = writeln!(out, "        {}", encode_stmt(f));
+    }
+    let _ = writeln!(out, "    }}\n}}");
+    let _ = writeln!(out, "impl sluice_api::codec::Decode for {rn} {{");
+    let r = if fields.is_empty() { "_r" } else { "r" };
+    let _ = writeln!(
+        out,
+        "    fn decode({r}: &mut sluice_api::codec::Reader<'_>) -> Result<Self, sluice_api::codec::DecodeError> {{"
+    );
+    let _ = writeln!(out, "        Ok(Self {{");
+    for f in fields {
+        let _ = writeln!(
+            out,
+            "            {}: {}.map_err(|e| e.in_field(\"{}\"))?,",
+            ident(&f.name),
+            decode_expr(f),
+            f.name
+        );
+    }
+    let _ = writeln!(out, "        }})\n    }}\n}}");
+}
+
+/// The Rust code for one schema; `api_path` is the `.api` file (embedded with
+/// `include_str!`, so the daemon can show the schema it speaks).
+pub fn generate(s: &Schema, api_path: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// Generated by sluice-api-schema from {}. Do not edit.\n",
+        api_path.display()
+    );
+    for e in s.enums.values() {
+        let rn = camel(&e.name);
+        let repr = scalar(e.repr);
+        let _ = writeln!(out, "/// `enum {}`.", e.name);
+        let _ = writeln!(out, "#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]");
+        let _ = writeln!(out, "#[repr({repr})]");
+        let _ = writeln!(out, "pub enum {rn} {{");
+        for (m, v) in &e.values {
+            let _ = writeln!(out, "    /// `{m}`.\n    {} = {v},", camel(m));
+        }
+        let _ = writeln!(out, "}}");
+        let _ = writeln!(out, "impl sluice_api::codec::Encode for {rn} {{");
+        let _ = writeln!(
+            out,
+            "    fn encode(&self, w: &mut sluice_api::codec::Writer) {{ sluice_api::codec::Encode::encode(&(*self as {repr}), w) }}\n}}"
+        );
+        let _ = writeln!(out, "impl sluice_api::codec::Decode for {rn} {{");
+        let _ = writeln!(
+            out,
+            "    fn decode(r: &mut sluice_api::codec::Reader<'_>) -> Result<Self, sluice_api::codec::DecodeError> {{"
+        );
+        let _ = writeln!(
+            out,
+            "        let v: {repr} = sluice_api::codec::Decode::decode(r)?;"
+        );
+        let _ = writeln!(out, "        match v {{");
+        for (m, v) in &e.values {
+            let _ = writeln!(out, "            {v} => Ok(Self::{}),", camel(m));
+        }
+        let _ = writeln!(
+            out,
+            "            v => Err(sluice_api::codec::DecodeError::bad_enum(\"{}\", v as u64)),\n        }}\n    }}\n}}",
+            e.name
+        );
+    }
+    for t in s.typedefs.values() {
+        struct_code(&mut out, &t.name, "", &t.fields);
+    }
+    for m in &s.messages {
+        struct_code(&mut out, &m.name, &m.doc, &m.fields);
+        let kind = match m.kind {
+            MsgKind::Request => "Request",
+            MsgKind::Reply => "Reply",
+            MsgKind::Dump => "Dump",
+            MsgKind::Details => "Details",
+            MsgKind::Event => "Event",
+        };
+        let _ = writeln!(
+            out,
+            "impl sluice_api::Message for {} {{\n    const NAME: &'static str = \"{}\";\n    const CRC: u32 = {:#010x};\n    const KIND: sluice_api::MsgKind = sluice_api::MsgKind::{kind};\n}}",
+            camel(&m.name),
+            m.name,
+            s.crc(m)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "/// The `{}` module: version, content hash and messages.",
+        s.module
+    );
+    let _ = writeln!(
+        out,
+        "pub const MODULE: sluice_api::ModuleInfo = sluice_api::ModuleInfo {{\n    name: \"{}\",\n    version: \"{}\",\n    crc: {:#010x},\n    text: include_str!({:?}),\n    messages: &[",
+        s.module,
+        s.version,
+        s.module_crc(),
+        api_path.display().to_string()
+    );
+    for m in &s.messages {
+        let _ = writeln!(out, "        (\"{}\", {:#010x}),", m.name, s.crc(m));
+    }
+    let _ = writeln!(out, "    ],\n}};");
+    out
+}
+
+/// For a `build.rs`: parses each `.api` file (relative to the crate), writes
+/// `$OUT_DIR/<stem>.rs` and tells Cargo to rerun when one changes. A schema error fails the
+/// build with `file:line: message`.
+pub fn build(files: &[&str]) {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let out = std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into());
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+        let path = Path::new(&dir).join(f);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => panic!("{}: {e}", path.display()),
+        };
+        let stem = Path::new(f)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("api");
+        let s = match Schema::parse(stem, &text, f) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        let code = generate(&s, &path);
+        let dest = Path::new(&out).join(format!("{stem}.rs"));
+        if let Err(e) = std::fs::write(&dest, code) {
+            panic!("{}: {e}", dest.display());
+        }
+    }
+}

@@ -1,0 +1,143 @@
+"""The plugins' API messages (memif, af_packet, af_xdp, tap): create, dump, delete, their
+error codes, and their lines in `show running-config`. The Linux-facing drivers run the
+daemon inside a network namespace the test creates (root only; skipped otherwise)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from sluice_papi import ApiError, Retval
+from sluice_test import SluiceInstance, SluiceTestCase
+
+
+def expect(code: Retval, fn, match: str | None = None, **kw):
+    with pytest.raises(ApiError) as ei:
+        fn(**kw)
+    assert ei.value.retval == code, str(ei.value)
+    if match is not None:
+        assert match in ei.value.message, ei.value.message
+    return ei.value
+
+
+class TestMemifMessages(SluiceTestCase):
+
+    def test_sockets_interfaces_and_running_config(self):
+        a = self.vpp.api()
+        path = str(self.vpp.dir / "m.sock")
+        a.memif_socket_filename_add(socket_id=1, socket_filename=path)
+        assert (1, path) in [(s.socket_id, s.socket_filename)
+                             for s in a.memif_socket_filename_dump()]
+        m = a.memif_create(id=3, socket_id=1, ring_size=512).sw_if_index
+        d = a.memif_dump()
+        assert [(x.sw_if_index, x.if_name, x.id, x.is_slave, x.link_up) for x in d] == [
+            (m, "memif1/3", 3, False, False)]
+        text = self.vpp.cli("show running-config")
+        assert f"create memif socket id 1 filename {path}\n" \
+               "create interface memif id 3 socket-id 1 master ring-size 512" in text
+        expect(Retval.ALREADY_EXISTS, a.memif_create, id=3, socket_id=1)
+        expect(Retval.NO_SUCH_ENTRY, a.memif_create, id=1, socket_id=9,
+               match="socket-id `9' does not exist")
+        expect(Retval.INVALID_VALUE, a.memif_create, id=4, socket_id=1, ring_size=1000)
+        expect(Retval.IN_USE, a.memif_create, id=5, socket_id=1, is_slave=True)
+        expect(Retval.INVALID_VALUE, a.memif_create, id=6, socket_id=1, zero_copy=True,
+               match="slave-only")
+        expect(Retval.IN_USE, a.memif_socket_filename_del, socket_id=1, match="in use")
+        expect(Retval.NO_SUCH_ENTRY, a.memif_socket_filename_del, socket_id=7)
+        expect(Retval.INVALID_VALUE, a.memif_socket_filename_add, socket_id=2,
+               socket_filename="")
+        expect(Retval.NO_SUCH_INTERFACE, a.memif_delete, sw_if_index=0)
+        a.memif_delete(sw_if_index=m)
+        assert a.memif_dump() == []
+        a.memif_socket_filename_del(socket_id=1)
+        assert 1 not in [s.socket_id for s in a.memif_socket_filename_dump()]
+
+
+def _root_netns_skip() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (`ip`)"
+    return None
+
+
+@pytest.fixture
+def netns_daemon():
+    """A daemon inside a fresh network namespace holding a veth pair `vA`/`vB`."""
+    why = _root_netns_skip()
+    if why:
+        pytest.skip(why)
+    ns = f"sluice-apit-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    vpp = None
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "vA", "type", "veth", "peer", "name",
+                        "vB"], check=True)
+        for i in ("vA", "vB"):
+            subprocess.run(["ip", "-n", ns, "link", "set", i, "up"], check=True)
+        vpp = SluiceInstance(tag="api-netns", wrapper=["ip", "netns", "exec", ns]).start()
+        yield vpp, ns
+    finally:
+        if vpp is not None:
+            try:
+                vpp.stop()
+            finally:
+                vpp.remove_dir()
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_af_packet_messages(netns_daemon):
+    vpp, _ = netns_daemon
+    a = vpp.api()
+    sw = a.af_packet_create(host_if_name="vA", rx_queues=2).sw_if_index
+    d = a.af_packet_dump()
+    assert [(x.sw_if_index, x.host_if_name, x.rx_queues) for x in d] == [(sw, "vA", 2)]
+    assert "create host-interface name vA num-rx-queues 2" in vpp.cli("show running-config")
+    assert a.sw_interface_dump(name_filter="host-vA")[0].sw_if_index == sw
+    expect(Retval.ALREADY_EXISTS, a.af_packet_create, host_if_name="vA")
+    expect(Retval.NO_SUCH_ENTRY, a.af_packet_create, host_if_name="nosuch0",
+           match="unknown Linux interface")
+    expect(Retval.INVALID_VALUE, a.af_packet_create, host_if_name="a/b")
+    expect(Retval.INVALID_VALUE, a.af_packet_create, host_if_name="vB", rx_queues=99)
+    a.af_packet_delete(host_if_name="vA")
+    assert a.af_packet_dump() == []
+    expect(Retval.NO_SUCH_ENTRY, a.af_packet_delete, host_if_name="vA")
+
+
+def test_tap_messages(netns_daemon):
+    vpp, _ = netns_daemon
+    if not os.path.exists("/dev/net/tun"):
+        pytest.skip("needs /dev/net/tun")
+    a = vpp.api()
+    sw = a.tap_create(id_valid=True, id=4, host_if_name="sluicetap4",
+                      host_ip4_prefix="192.0.2.1/24").sw_if_index
+    d = a.tap_dump()
+    assert [(x.sw_if_index, x.id, x.host_if_name) for x in d] == [(sw, 4, "sluicetap4")]
+    assert "create tap id 4 host-if-name sluicetap4 host-ip4-addr 192.0.2.1/24" in vpp.cli(
+        "show running-config")
+    expect(Retval.INVALID_VALUE, a.tap_create, host_ip4_prefix="192.0.2.1")
+    expect(Retval.INVALID_VALUE, a.tap_create, host_ip6_gw="nope")
+    expect(Retval.NO_SUCH_INTERFACE, a.tap_delete, sw_if_index=999)
+    a.tap_delete(sw_if_index=sw)
+    assert a.tap_dump() == []
+
+
+def test_af_xdp_messages(netns_daemon):
+    vpp, _ = netns_daemon
+    a = vpp.api()
+    expect(Retval.INVALID_VALUE, a.af_xdp_create, host_if="vA", rxq_size=1000,
+           match="power of two")
+    expect(Retval.NO_SUCH_INTERFACE, a.af_xdp_delete, sw_if_index=999)
+    try:
+        r = a.af_xdp_create(host_if="vA", generic_xdp=True, mode="copy")
+    except ApiError as e:
+        pytest.skip(f"this kernel refuses AF_XDP here: {e.message}")
+    d = a.af_xdp_dump()
+    assert [(x.sw_if_index, x.host_if) for x in d] == [(r.sw_if_index, "vA")]
+    assert "create interface af_xdp host-if vA" in vpp.cli("show running-config")
+    a.af_xdp_delete(sw_if_index=r.sw_if_index)
+    assert a.af_xdp_dump() == []
