@@ -349,13 +349,20 @@ class TestL2Messages(ApiTest):
         bd = a.bridge_domain_dump(bd_id=10)[0]
         assert (bd.uu_flood, bd.mac_age, bd.bvi_sw_if_index) == (False, 5, lo0)
         assert [(m.sw_if_index, m.shg) for m in bd.members] == [(lo0, 0), (lo1, 2)]
-        assert "loop1 shg 2" in self.vpp.cli("show bridge-domain 10 detail")
+        # VPP's member columns: Interface If-idx ISN SHG BVI TxFlood VLAN-Tag-Rewrite.
+        rows = [l.split() for l in self.vpp.cli("show bridge-domain 10 detail").splitlines()]
+        assert ["loop1", str(lo1), "0", "2"] in [r[:4] for r in rows]
         expect(Retval.IN_USE, a.bridge_domain_add_del, bd_id=10, is_add=False)
         expect(Retval.NO_SUCH_ENTRY, a.bridge_domain_add_del, bd_id=11, is_add=False)
         expect(Retval.INVALID_VALUE, a.bridge_domain_add_del, bd_id=70000, is_add=True)
         expect(Retval.NO_SUCH_ENTRY, a.bridge_domain_dump, bd_id=12)
-        expect(Retval.NO_SUCH_ENTRY, a.sw_interface_set_l2_bridge, rx_sw_if_index=lo2,
-               bd_id=12, enable=True, match="does not exist")
+        # As VPP: joining a missing bridge domain creates it with the defaults.
+        a.sw_interface_set_l2_bridge(rx_sw_if_index=lo2, bd_id=12, enable=True)
+        assert [m.sw_if_index for m in a.bridge_domain_dump(bd_id=12)[0].members] == [lo2]
+        a.sw_interface_set_l2_bridge(rx_sw_if_index=lo2, bd_id=12, enable=False)
+        a.bridge_domain_add_del(bd_id=12, is_add=False)
+        expect(Retval.INVALID_VALUE, a.bridge_domain_add_del, bd_id=0, is_add=True,
+               match="default bridge domain")
         expect(Retval.ALREADY_EXISTS, a.sw_interface_set_l2_bridge, rx_sw_if_index=lo2,
                bd_id=10, enable=True, bvi=True, match="already has a BVI")
         a.l2fib_add_del(mac="02:00:00:00:11:11", bd_id=10, sw_if_index=lo1, is_add=True,

@@ -169,7 +169,11 @@ fn sw_interface_dump(
                 ifm::L2Mode::L3
             },
             xconnect_sw_if_index: xc.map_or(0, |x| x.0),
-            bd_id: bd,
+            bd_id: if bd == 0 {
+                0
+            } else {
+                crate::l2::bd_id_shown(bd as u16)
+            },
             rx_packets: cnt[0],
             rx_bytes: cnt[1],
             tx_packets: cnt[2],
@@ -691,7 +695,8 @@ fn bridge_domain_dump(
         return Err(VnetError::NotFound(format!("no bridge domain {}", q.bd_id)).into());
     }
     for (id, st, members, bvi) in all {
-        if q.bd_id != 0 && id as u32 != q.bd_id {
+        // VPP's default domain (0) is not listed, as in `show bridge-domain`.
+        if id == crate::l2::BD0 || (q.bd_id != 0 && id as u32 != q.bd_id) {
             continue;
         }
         out.send(&l2::BridgeDomainDetails {

@@ -643,14 +643,16 @@ impl Default for BdSettings {
     }
 }
 
-/// A bridge domain id of the API (1..65535).
+/// A bridge domain id as the user gives it (0, VPP's default domain, to 65534) to the
+/// internal id (0 is `BD0`).
 pub fn bd_id(id: u32) -> VnetResult<u16> {
-    u16::try_from(id)
-        .ok()
-        .filter(|&v| v != 0 && v != BD0)
-        .ok_or_else(|| {
-            VnetError::invalid(format!("bridge-domain id 1..65534 expected, got `{id}'"))
-        })
+    match u16::try_from(id) {
+        Ok(0) => Ok(BD0),
+        Ok(v) if v != BD0 => Ok(v),
+        _ => Err(VnetError::invalid(format!(
+            "bridge-domain id 0..65534 expected, got `{id}'"
+        ))),
+    }
 }
 
 /// One bridge domain as dumped: id, settings, members (interface, split-horizon group), BVI.
@@ -717,7 +719,7 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             a.finish()?;
         }
     }
-    bridge_domain_add_del(vm, bd as u32, (!del).then_some(st))?;
+    bridge_domain_add_del(vm, bd_id_shown(bd), (!del).then_some(st))?;
     Ok(String::new())
 }
 
@@ -725,6 +727,11 @@ fn cli_create_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// (`None`; it must have no members).
 pub fn bridge_domain_add_del(vm: &mut Vlib, bd: u32, settings: Option<BdSettings>) -> VnetResult {
     let bd = bd_id(bd)?;
+    if bd == BD0 {
+        return Err(VnetError::invalid(
+            "No operations on the default bridge domain are supported",
+        ));
+    }
     let c = control(vm)?;
     let Some(st) = settings else {
         let mut ctl = lock(&c);
@@ -819,7 +826,7 @@ fn cli_set_bridge(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         0
     };
     a.finish()?;
-    set_bridge(vm, i, bd as u32, bvi, shg)?;
+    set_bridge(vm, i, bd_id_shown(bd), bvi, shg)?;
     Ok(String::new())
 }
 
@@ -1203,7 +1210,7 @@ fn cli_l2fib_add(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = crate::cli::interface_arg(vm, a)?;
     let st = a.keyword("static");
     a.finish()?;
-    l2fib_add(vm, mac, bd as u32, i, st)?;
+    l2fib_add(vm, mac, bd_id_shown(bd), i, st)?;
     Ok(String::new())
 }
 
@@ -1240,7 +1247,7 @@ fn cli_l2fib_del(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let mac = parse_mac(a)?;
     let bd = bd_arg(a)?;
     a.finish()?;
-    l2fib_del(vm, mac, bd as u32)?;
+    l2fib_del(vm, mac, bd_id_shown(bd))?;
     Ok(String::new())
 }
 
