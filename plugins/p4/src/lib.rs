@@ -7,8 +7,10 @@
 
 pub mod ast;
 pub mod cli;
+pub mod code;
 pub mod compile;
 pub mod error;
+pub mod exact;
 pub mod exec;
 pub mod ir;
 pub mod lexer;
