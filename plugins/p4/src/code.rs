@@ -115,6 +115,23 @@ fn ms(s: u16) -> usize {
     s as usize & (META_MAX - 1)
 }
 
+/// The 8 header bytes at `off` as a big-endian integer (`off + 8 <= HDR_MAX`).
+#[inline(always)]
+fn win(h: &[u8; HDR_MAX], off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h[off..off + 8]);
+    u64::from_be_bytes(b)
+}
+
+/// Folds a ones' complement sum to 16 bits (0 only for an all-zero sum).
+#[inline(always)]
+fn fold64(mut acc: u64) -> u64 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc
+}
+
 /// Compiles an expression.
 pub fn expr(e: &E) -> EF {
     match e {
@@ -141,6 +158,11 @@ pub fn expr(e: &E) -> EF {
                     u32::from_be_bytes([c.hdr[off], c.hdr[off + 1], c.hdr[off + 2], c.hdr[off + 3]])
                         as u64
                 }),
+                HKind::Bits { n, shift, mask } if off + 8 <= HDR_MAX && n > 0 => {
+                    // One 8-byte big-endian window load.
+                    let sh = 64 - 8 * n as u32 + shift as u32;
+                    Box::new(move |_, c, _| (win(&c.hdr, off) >> sh) & mask)
+                }
                 k => Box::new(move |_, c, _| hload(&c.hdr, off, k)),
             }
         }
@@ -260,6 +282,24 @@ fn store(lv: &Lv) -> ST {
                 HKind::B32 => Box::new(move |_, c, v| {
                     c.hdr[off..off + 4].copy_from_slice(&(v as u32).to_be_bytes())
                 }),
+                HKind::Bits { n, shift: 0, mask }
+                    if n > 0 && mask == crate::ir::mask(8 * n as u16) =>
+                {
+                    // Whole bytes (a MAC address): write them.
+                    let n = n as usize;
+                    Box::new(move |_, c, v| {
+                        c.hdr[off..off + n].copy_from_slice(&v.to_be_bytes()[8 - n..])
+                    })
+                }
+                HKind::Bits { n, shift, mask } if off + 8 <= HDR_MAX && n > 0 => {
+                    // Read-modify-write of one 8-byte big-endian window.
+                    let sh = 64 - 8 * n as u32 + shift as u32;
+                    let m = mask << sh;
+                    Box::new(move |_, c, v| {
+                        let w = (win(&c.hdr, off) & !m) | ((v & mask) << sh);
+                        c.hdr[off..off + 8].copy_from_slice(&w.to_be_bytes());
+                    })
+                }
                 k => Box::new(move |_, c, v| hstore(&mut c.hdr, off, k, v)),
             }
         }
@@ -511,21 +551,29 @@ fn csum(p: &Program, cs: &Csum) -> SF {
         CsumSrc::Header { inst, dst_off } => {
             let h = &p.headers[*inst as usize];
             let (o, l, d) = (h.off as usize, h.len as usize, *dst_off as usize);
+            // The destination word as it was added: the high half of a 32-bit word, or a
+            // 16-bit word (in the tail).
+            let hi = d % 4 == 0 && d + 4 <= l - l % 4;
             Box::new(move |_, c, _| {
                 let b = &c.hdr[o..o + l];
-                let mut acc = 0u32;
-                let mut w = b.chunks_exact(2);
+                let mut acc = 0u64;
+                let mut w = b.chunks_exact(4);
                 for x in &mut w {
-                    acc += u16::from_be_bytes([x[0], x[1]]) as u32;
+                    acc += u32::from_be_bytes([x[0], x[1], x[2], x[3]]) as u64;
                 }
-                if let [x] = w.remainder() {
-                    acc += (*x as u32) << 8;
+                let r = w.remainder();
+                if r.len() >= 2 {
+                    acc += u16::from_be_bytes([r[0], r[1]]) as u64;
+                }
+                if r.len() % 2 == 1 {
+                    acc += (r[r.len() - 1] as u64) << 8;
                 }
                 // The destination field reads as zero.
                 if d + 1 < l {
-                    acc -= u16::from_be_bytes([b[d], b[d + 1]]) as u32;
+                    let v = u16::from_be_bytes([b[d], b[d + 1]]) as u64;
+                    acc -= if hi { v << 16 } else { v };
                 }
-                fold(acc) as u64
+                fold64(acc) as u64
             })
         }
         CsumSrc::Fields(fs) => {
