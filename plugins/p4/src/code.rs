@@ -573,7 +573,7 @@ fn csum(p: &Program, cs: &Csum) -> SF {
                     let v = u16::from_be_bytes([b[d], b[d + 1]]) as u64;
                     acc -= if hi { v << 16 } else { v };
                 }
-                fold64(acc) as u64
+                fold64(acc)
             })
         }
         CsumSrc::Fields(fs) => {
