@@ -20,6 +20,11 @@ struct Opts {
     runs: usize,
     packets: u64,
     quick: bool,
+    /// Run one case only (`native` or the `p4 load` options, e.g. `mode single no-dual`),
+    /// for callgrind (`scripts/p4-bench.sh --callgrind`).
+    only: Option<String>,
+    /// Routes for `--only` (1 or more).
+    routes: usize,
 }
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
@@ -337,6 +342,8 @@ fn main() {
         runs: 5,
         packets: 4_000_000,
         quick: false,
+        only: None,
+        routes: 1,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -351,6 +358,14 @@ fn main() {
                 o.packets = a[i].parse().expect("--packets N");
             }
             "--quick" => o.quick = true,
+            "--only" => {
+                i += 1;
+                o.only = Some(a[i].clone());
+            }
+            "--routes" => {
+                i += 1;
+                o.routes = a[i].parse().expect("--routes N");
+            }
             x => panic!("unknown argument {x}"),
         }
         i += 1;
@@ -358,6 +373,22 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("sluice-p4-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut out = String::new();
+    if let Some(only) = o.only.clone() {
+        let rs = if o.routes <= 1 {
+            vec![(0x1400_0000u32, 8u8)]
+        } else {
+            routes(o.routes, 1)
+        };
+        let r = if only == "native" {
+            native(&o, &rs, &dir)
+        } else {
+            p4(&o, &rs, &dir, &only).0
+        };
+        row(&mut out, &only, &r, r.mpps.1);
+        let _ = std::fs::remove_dir_all(&dir);
+        print!("{out}");
+        return;
+    }
     let _ = writeln!(
         out,
         "## P4 router (PVPP's program) vs native IPv4, one core, 64 B, {} runs x {} packets\n",

@@ -286,6 +286,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     }
     let prog = Arc::new(prog);
     let loaded = Arc::new(Loaded {
+        code: crate::code::Code::new(&prog),
         prog: prog.clone(),
         shared: Arc::new(Shared::new(&prog)),
         segments,

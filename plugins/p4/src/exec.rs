@@ -13,8 +13,9 @@
 //! - `meter` cells are shared: two GCRA buckets (peak, committed; RFC 2698 colour-blind
 //!   trTCM) updated with compare-and-swap, so the configured rate holds across workers.
 
+use crate::code::{run, Code, Step};
 use crate::ir::*;
-use crate::table::{EntryRt, TableError, TableRt};
+use crate::table::{TableError, TableRt};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One packet's state.
@@ -201,8 +202,8 @@ pub enum Verdict {
 }
 
 /// Control flow out of a statement list.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Flow {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
     Next,
     Return,
     Exit,
@@ -211,6 +212,8 @@ enum Flow {
 /// The executor for one frame on one thread.
 pub struct Exec<'a> {
     pub prog: &'a Program,
+    /// The program compiled to closures ([`Code::new`] of `prog`).
+    pub code: &'a Code,
     pub ts: &'a mut ThreadState,
     pub shared: &'a Shared,
     /// Current time for meters (ns).
@@ -238,7 +241,7 @@ fn be_store(b: &mut [u8], off: usize, n: usize, v: u64) {
 }
 
 #[inline(always)]
-fn hload(hdr: &[u8; HDR_MAX], off: usize, k: HKind) -> u64 {
+pub(crate) fn hload(hdr: &[u8; HDR_MAX], off: usize, k: HKind) -> u64 {
     match k {
         HKind::B8 => hdr[off] as u64,
         HKind::B16 => u16::from_be_bytes([hdr[off], hdr[off + 1]]) as u64,
@@ -250,7 +253,7 @@ fn hload(hdr: &[u8; HDR_MAX], off: usize, k: HKind) -> u64 {
 }
 
 #[inline(always)]
-fn hstore(hdr: &mut [u8; HDR_MAX], off: usize, k: HKind, v: u64) {
+pub(crate) fn hstore(hdr: &mut [u8; HDR_MAX], off: usize, k: HKind, v: u64) {
     match k {
         HKind::B8 => hdr[off] = v as u8,
         HKind::B16 => hdr[off..off + 2].copy_from_slice(&(v as u16).to_be_bytes()),
@@ -265,292 +268,6 @@ fn hstore(hdr: &mut [u8; HDR_MAX], off: usize, k: HKind, v: u64) {
 }
 
 impl Exec<'_> {
-    #[inline]
-    pub fn eval(&self, c: &Ctx, p: &[u64], e: &E) -> u64 {
-        match e {
-            E::Const(v) => *v,
-            E::M(s) => c.meta[*s as usize],
-            E::MI(i, s) => c.meta[(self.prog.meta_bases[*i as usize] + *s) as usize],
-            E::H(a) => hload(&c.hdr, a.off as usize, a.kind),
-            E::HI(i, a) => hload(
-                &c.hdr,
-                (self.prog.hdr_bases[*i as usize] + a.off) as usize,
-                a.kind,
-            ),
-            E::Valid(i) => (c.valid >> *i) & 1,
-            E::Param(i) => p.get(*i as usize).copied().unwrap_or(0),
-            E::Un(op, x, m) => {
-                let v = self.eval(c, p, x);
-                match op {
-                    Un::Not => (v == 0) as u64,
-                    Un::BitNot => !v & m,
-                    Un::Neg => v.wrapping_neg() & m,
-                }
-            }
-            E::Bin(op, a, b, m) => {
-                // Short-circuit the logical operators.
-                match op {
-                    Bin::LAnd => (self.eval(c, p, a) != 0 && self.eval(c, p, b) != 0) as u64,
-                    Bin::LOr => (self.eval(c, p, a) != 0 || self.eval(c, p, b) != 0) as u64,
-                    _ => crate::compile::eval_bin(*op, self.eval(c, p, a), self.eval(c, p, b), *m),
-                }
-            }
-            E::Slice(x, sh, m) => (self.eval(c, p, x) >> sh) & m,
-            E::Concat(a, b, wb) => (self.eval(c, p, a) << wb) | self.eval(c, p, b),
-            E::Mux(x, a, b) => {
-                if self.eval(c, p, x) != 0 {
-                    self.eval(c, p, a)
-                } else {
-                    self.eval(c, p, b)
-                }
-            }
-        }
-    }
-
-    fn load_lv(&self, c: &Ctx, lv: &Lv) -> u64 {
-        match lv {
-            Lv::M(s, _) => c.meta[*s as usize],
-            Lv::MI(i, s, _) => c.meta[(self.prog.meta_bases[*i as usize] + *s) as usize],
-            Lv::H(a) => hload(&c.hdr, a.off as usize, a.kind),
-            Lv::HI(i, a) => hload(
-                &c.hdr,
-                (self.prog.hdr_bases[*i as usize] + a.off) as usize,
-                a.kind,
-            ),
-            Lv::Slice(x, sh, m) => (self.load_lv(c, x) >> sh) & m,
-        }
-    }
-
-    #[inline]
-    fn store(&self, c: &mut Ctx, lv: &Lv, v: u64) {
-        match lv {
-            Lv::M(s, m) => c.meta[*s as usize] = v & m,
-            Lv::MI(i, s, m) => c.meta[(self.prog.meta_bases[*i as usize] + *s) as usize] = v & m,
-            Lv::H(a) => hstore(&mut c.hdr, a.off as usize, a.kind, v),
-            Lv::HI(i, a) => hstore(
-                &mut c.hdr,
-                (self.prog.hdr_bases[*i as usize] + a.off) as usize,
-                a.kind,
-                v,
-            ),
-            Lv::Slice(x, sh, m) => {
-                let old = self.load_lv(c, x);
-                let mm = m << sh;
-                self.store(c, x, (old & !mm) | ((v & m) << sh));
-            }
-        }
-    }
-
-    fn run(&mut self, c: &mut Ctx, p: &[u64], body: &[S]) -> Flow {
-        for s in body {
-            let f = self.stmt(c, p, s);
-            if f != Flow::Next {
-                return f;
-            }
-        }
-        Flow::Next
-    }
-
-    fn call(&mut self, c: &mut Ctx, a: u16, params: &[u64]) -> Flow {
-        let prog = self.prog;
-        match self.run(c, params, &prog.actions[a as usize].body) {
-            Flow::Exit => Flow::Exit,
-            _ => Flow::Next, // `return` ends the action only
-        }
-    }
-
-    fn stmt(&mut self, c: &mut Ctx, p: &[u64], s: &S) -> Flow {
-        match s {
-            S::Set(lv, e) => {
-                let v = self.eval(c, p, e);
-                self.store(c, lv, v);
-            }
-            S::Extract(_) => {} // handled by the parser loop
-            S::SetValid(i) => c.valid |= 1 << i,
-            S::SetInvalid(i) => c.valid &= !(1 << i),
-            S::If(e, a, b) => {
-                return if self.eval(c, p, e) != 0 {
-                    self.run(c, p, a)
-                } else {
-                    self.run(c, p, b)
-                }
-            }
-            S::Apply(ap) => return self.apply(c, p, ap),
-            S::Call(a, args) => {
-                let mut v = [0u64; PARAMS_MAX];
-                for (i, e) in args.iter().enumerate().take(PARAMS_MAX) {
-                    v[i] = self.eval(c, p, e);
-                }
-                return self.call(c, *a, &v[..args.len().min(PARAMS_MAX)]);
-            }
-            S::Drop => c.meta[self.prog.std.egress_spec as usize] = DROP_PORT,
-            S::Exit => return Flow::Exit,
-            S::Return => return Flow::Return,
-            S::Count(k, e) => {
-                let i = self.eval(c, p, e) as usize;
-                let len = self.pkt_len;
-                if let Some(x) = self.ts.counters[*k as usize].get_mut(i) {
-                    x[0] += 1;
-                    x[1] += len;
-                }
-            }
-            S::RegRead(r, lv, e) => {
-                let i = self.eval(c, p, e) as usize;
-                let v = self.shared.registers[*r as usize]
-                    .get(i)
-                    .map_or(0, |x| x.load(Ordering::Relaxed));
-                self.store(c, lv, v);
-            }
-            S::RegWrite(r, ei, ev) => {
-                let i = self.eval(c, p, ei) as usize;
-                let v = self.eval(c, p, ev) & mask(self.prog.registers[*r as usize].width);
-                if let Some(x) = self.shared.registers[*r as usize].get(i) {
-                    x.store(v, Ordering::Relaxed);
-                }
-            }
-            S::Meter(m, ei, lv) => {
-                let i = self.eval(c, p, ei) as usize;
-                let units = if self.prog.meters[*m as usize].bytes {
-                    self.pkt_len
-                } else {
-                    1
-                };
-                let col = self.shared.meters[*m as usize]
-                    .get(i)
-                    .map_or(GREEN, |x| x.execute(units, self.now_ns));
-                self.store(c, lv, col);
-            }
-            S::Csum(cs) => self.csum(c, p, cs),
-        }
-        Flow::Next
-    }
-
-    #[inline(never)]
-    fn apply(&mut self, c: &mut Ctx, p: &[u64], ap: &Apply) -> Flow {
-        let prog = self.prog;
-        let t = &prog.tables[ap.table as usize];
-        let mut vals = [0u64; 16];
-        let n = t.keys.len().min(16);
-        for (v, k) in vals.iter_mut().zip(&t.keys) {
-            *v = self.eval(c, p, &k.e);
-        }
-        let tr = &mut self.ts.tables[ap.table as usize];
-        let id = if n == 0 {
-            None
-        } else {
-            tr.lookup(tr.key_of(&vals[..n]))
-        };
-        let hit = id.is_some();
-        let len = self.pkt_len;
-        let (action, params) = match id {
-            Some(id) => {
-                if t.direct_counter.is_some() {
-                    let d = &mut tr.direct[id as usize];
-                    d[0] += 1;
-                    d[1] += len;
-                }
-                let e: &EntryRt = &tr.entries[id as usize];
-                if prog.opts.resolved {
-                    (e.action, e.params)
-                } else {
-                    // Non-resolved: the table-local slot and the parameter pool.
-                    let a = t.actions[e.slot as usize];
-                    let mut ps = [0u64; PARAMS_MAX];
-                    let o = e.pool_off as usize;
-                    let np = e.nparams as usize;
-                    ps[..np].copy_from_slice(&tr.pool[o..o + np]);
-                    (a, ps)
-                }
-            }
-            None => {
-                tr.miss[0] += 1;
-                tr.miss[1] += len;
-                (tr.default.action, tr.default.params)
-            }
-        };
-        let np = prog.actions[action as usize].params.len();
-        if self.call(c, action, &params[..np]) == Flow::Exit {
-            return Flow::Exit;
-        }
-        match &ap.arms {
-            Arms::None => Flow::Next,
-            Arms::Hit(h, m) => self.run(c, p, if hit { h } else { m }),
-            Arms::Switch {
-                by_action,
-                bodies,
-                default,
-            } => match by_action
-                .get(action as usize)
-                .copied()
-                .flatten()
-                .or(*default)
-            {
-                Some(b) => self.run(c, p, &bodies[b as usize]),
-                None => Flow::Next,
-            },
-        }
-    }
-
-    #[inline(never)]
-    fn csum(&mut self, c: &mut Ctx, p: &[u64], cs: &Csum) {
-        if self.eval(c, p, &cs.cond) == 0 {
-            return;
-        }
-        let sum = match &cs.src {
-            CsumSrc::Header { inst, dst_off } => {
-                let h = &self.prog.headers[*inst as usize];
-                let (o, l, d) = (h.off as usize, h.len as usize, *dst_off as usize);
-                let mut acc = 0u32;
-                let b = &c.hdr[o..o + l];
-                let mut i = 0;
-                while i + 1 < l {
-                    if i != d {
-                        acc += u16::from_be_bytes([b[i], b[i + 1]]) as u32;
-                    }
-                    i += 2;
-                }
-                if i < l {
-                    acc += (b[i] as u32) << 8;
-                }
-                fold(acc)
-            }
-            CsumSrc::Fields(fs) => {
-                // Concatenate into 16-bit words.
-                let mut acc = 0u32;
-                let mut word = 0u64;
-                let mut bits = 0u32;
-                for (e, w) in fs {
-                    let v = self.eval(c, p, e);
-                    let mut w = *w as u32;
-                    while w > 0 {
-                        let take = w.min(16 - bits);
-                        let chunk = (v >> (w - take)) & ((1u64 << take) - 1);
-                        word = (word << take) | chunk;
-                        bits += take;
-                        w -= take;
-                        if bits == 16 {
-                            acc += word as u32;
-                            word = 0;
-                            bits = 0;
-                        }
-                    }
-                }
-                if bits > 0 {
-                    acc += (word << (16 - bits)) as u32;
-                }
-                fold(acc)
-            }
-        };
-        let ck = !sum & 0xffff;
-        if cs.verify {
-            if self.eval(c, p, &cs.dst_e) != ck as u64 {
-                c.meta[cs.err_slot as usize] = 1;
-            }
-        } else {
-            self.store(c, &cs.dst, ck as u64);
-        }
-    }
-
     /// Resets the per-packet state and sets the ingress standard metadata.
     #[inline]
     pub fn begin(&self, c: &mut Ctx, in_port: u32, len: u32) {
@@ -573,26 +290,30 @@ impl Exec<'_> {
                 return ParseEnd::Loop;
             }
             let s = &prog.states[st as usize];
-            for x in &s.body {
-                if let S::Extract(i) = x {
-                    let h = &prog.headers[*i as usize];
-                    let (o, l, pos) = (h.off as usize, h.len as usize, c.pos as usize);
-                    if pos + l > data.len() {
-                        return self.parse_error(c, ERR_PACKET_TOO_SHORT);
+            let code = self.code;
+            let sc = &code.states[st as usize];
+            for x in sc.steps.iter() {
+                match x {
+                    Step::Extract(i, o, l) => {
+                        let (o, l, pos) = (*o as usize, *l as usize, c.pos as usize);
+                        if pos + l > data.len() {
+                            return self.parse_error(c, ERR_PACKET_TOO_SHORT);
+                        }
+                        c.hdr[o..o + l].copy_from_slice(&data[pos..pos + l]);
+                        c.valid |= 1 << i;
+                        c.pos += l as u32;
                     }
-                    c.hdr[o..o + l].copy_from_slice(&data[pos..pos + l]);
-                    c.valid |= 1 << i;
-                    c.pos += l as u32;
-                } else {
-                    self.stmt(c, &[], x);
+                    Step::Stmt(f) => {
+                        f(self, c, &[]);
+                    }
                 }
             }
             let t = match &s.trans {
                 Trans::Goto(t) => *t,
-                Trans::Select { keys, cases } => {
+                Trans::Select { cases, .. } => {
                     let mut kv = [0u64; 8];
-                    for (v, k) in kv.iter_mut().zip(keys) {
-                        *v = self.eval(c, &[], k);
+                    for (v, k) in kv.iter_mut().zip(sc.keys.iter()) {
+                        *v = k(self, c, &[]);
                     }
                     let hit = cases.iter().find(|(ks, _)| {
                         ks.iter().zip(&kv).all(|(k, &v)| match *k {
@@ -628,31 +349,31 @@ impl Exec<'_> {
         if c.exited {
             return;
         }
-        let prog = self.prog;
-        if self.run(c, &[], &prog.ingress[from..to]) != Flow::Next {
+        let code = self.code;
+        if run(&code.ingress[from..to], self, c, &[]) != Flow::Next {
             c.exited = true;
         }
     }
 
     /// Verify checksum control.
     pub fn verify(&mut self, c: &mut Ctx) {
-        let prog = self.prog;
-        self.run(c, &[], &prog.verify);
+        let code = self.code;
+        run(&code.verify, self, c, &[]);
     }
 
     /// After ingress: the traffic manager's decision, egress, compute checksum.
     pub fn finish(&mut self, c: &mut Ctx) -> Verdict {
-        let prog = self.prog;
+        let (prog, code) = (self.prog, self.code);
         let es = c.meta[prog.std.egress_spec as usize];
         if es == DROP_PORT {
             return Verdict::Drop;
         }
         c.meta[prog.std.egress_port as usize] = es;
-        self.run(c, &[], &prog.egress);
+        run(&code.egress, self, c, &[]);
         if c.meta[prog.std.egress_spec as usize] == DROP_PORT {
             return Verdict::Drop;
         }
-        self.run(c, &[], &prog.compute);
+        run(&code.compute, self, c, &[]);
         if es == CPU_PORT {
             Verdict::Punt
         } else {
@@ -679,7 +400,7 @@ impl Exec<'_> {
 }
 
 #[inline(always)]
-fn fold(mut acc: u32) -> u32 {
+pub(crate) fn fold(mut acc: u32) -> u32 {
     while acc >> 16 != 0 {
         acc = (acc & 0xffff) + (acc >> 16);
     }
@@ -742,8 +463,10 @@ pub fn simulate(
     in_port: u32,
 ) -> Outcome {
     let mut c = Box::<Ctx>::default();
+    let code = Code::new(prog);
     let mut x = Exec {
         prog,
+        code: &code,
         ts,
         shared,
         now_ns: 0,

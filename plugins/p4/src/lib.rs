@@ -1,14 +1,17 @@
 //! `sluice-p4`: P4-16 programs (v1model subset) compiled into Sluice graph nodes.
 //!
 //! The front end (`lexer`, `parser`, `compile`) turns source text into a pre-resolved
-//! [`ir::Program`]; `table` holds the run-time match tables; `exec` runs the program on packets
-//! (one tight interpreter over the resolved form); `node` puts it in the graph (one node, or
-//! one per pipeline segment) and `cli` gives the `p4 ...` commands. See docs/p4.md.
+//! [`ir::Program`]; `code` compiles that into closures specialised for their operands; `table`
+//! and `exact` hold the run-time match tables; `exec` runs the program on packets; `node` puts
+//! it in the graph (one node, or one per pipeline segment) and `cli` gives the `p4 ...`
+//! commands. See docs/p4.md.
 
 pub mod ast;
 pub mod cli;
+pub mod code;
 pub mod compile;
 pub mod error;
+pub mod exact;
 pub mod exec;
 pub mod ir;
 pub mod lexer;

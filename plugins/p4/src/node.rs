@@ -96,6 +96,8 @@ pub struct Side {
 /// What every node of a program shares (read-only on the data path except the side tables).
 pub struct Loaded {
     pub prog: Arc<Program>,
+    /// `prog` compiled to closures.
+    pub code: crate::code::Code,
     pub shared: Arc<Shared>,
     /// Ingress statement ranges, one per segment node.
     pub segments: Vec<(usize, usize)>,
@@ -255,6 +257,7 @@ impl P4Node {
         let arena = cx.arena();
         let mut ex = Exec {
             prog: &l.prog,
+            code: &l.code,
             ts: &mut st.ts,
             shared: &l.shared,
             now_ns,
@@ -321,6 +324,7 @@ impl P4Node {
         }
         let mut ex = Exec {
             prog: &l.prog,
+            code: &l.code,
             ts: &mut st.ts,
             shared: &l.shared,
             now_ns,

@@ -6,7 +6,8 @@
 //! | keys | index | lookup |
 //! |---|---|---|
 //! | none | — | always the default action |
-//! | exact, <= 64 bits | `infra::bihash` (SipHash keyed per table, DoS-safe) | one hash, ~1 bucket |
+//! | exact, <= 16 bits | direct array (`exact`) | one load |
+//! | exact, <= 64 bits | open addressing, random-seeded multiplicative hash (`exact`) | ~1 probe |
 //! | exact, > 64 bits | sorted array | binary search |
 //! | one 32-bit lpm key | `fib::ip4::Ip4Lpm` (DIR-24-8) | 1-2 loads |
 //! | lpm (+ exact), <= 64 bits | one bihash per prefix length in use, longest first | <= 1 hash per length |
@@ -16,6 +17,7 @@
 //! parameters inline (PVPP's pre-resolved rule) and, for the non-optimised mode, a
 //! table-local action slot and an offset into a separate parameter pool.
 
+use crate::exact::ExactIndex;
 use crate::ir::{mask, EntrySpec, Match, MatchKind, Table, PARAMS_MAX};
 use sluice_fib::ip4::Ip4Lpm;
 use sluice_infra::bihash::Bihash;
@@ -84,7 +86,7 @@ impl EntryRt {
 
 enum Index {
     None,
-    Exact(Bihash, Epochs),
+    Exact(ExactIndex),
     ExactWide(Vec<(u128, u32)>),
     Lpm32(Box<Ip4Lpm>, Epochs),
     /// (prefix length, key mask, key -> id), longest first.
@@ -146,7 +148,7 @@ impl TableRt {
         } else if has_lpm {
             Index::Linear(Vec::new())
         } else if total <= 64 {
-            Index::Exact(Bihash::new(), Epochs::new(1))
+            Index::Exact(ExactIndex::new(total as u16))
         } else {
             Index::ExactWide(Vec::new())
         };
@@ -190,9 +192,9 @@ impl TableRt {
 
     /// Which index the table uses (for `show`).
     pub fn index_kind(&self) -> &'static str {
-        match self.index {
+        match &self.index {
             Index::None => "none (keyless)",
-            Index::Exact(..) => "exact hash (bihash)",
+            Index::Exact(x) => x.kind(),
             Index::ExactWide(_) => "exact sorted array",
             Index::Lpm32(..) => "lpm DIR-24-8 (fib ip4)",
             Index::LpmLen(..) => "lpm hash per prefix length",
@@ -352,11 +354,9 @@ impl TableRt {
         });
         let r: Result<(), TableError> = match &mut self.index {
             Index::None => Err(TableError::Index("a keyless table takes no entries".into())),
-            Index::Exact(h, ep) => {
-                ep.quiesce(0);
-                h.insert(ep, value as u64, id as u64)
-                    .map(|_| ())
-                    .map_err(|e| TableError::Index(e.to_string()))
+            Index::Exact(h) => {
+                h.insert(value as u64, id);
+                Ok(())
             }
             Index::ExactWide(v) => {
                 let p = v.partition_point(|x| x.0 < value);
@@ -426,10 +426,7 @@ impl TableRt {
         );
         match &mut self.index {
             Index::None => {}
-            Index::Exact(h, ep) => {
-                ep.quiesce(0);
-                h.remove(ep, value as u64);
-            }
+            Index::Exact(h) => h.remove(value as u64),
             Index::ExactWide(v) => v.retain(|x| x.1 != id),
             Index::Lpm32(l, ep) => {
                 ep.quiesce(0);
@@ -481,7 +478,7 @@ impl TableRt {
     pub fn lookup(&self, k: u128) -> Option<u32> {
         match &self.index {
             Index::None => None,
-            Index::Exact(h, _) => h.get(k as u64).map(|v| v as u32),
+            Index::Exact(h) => h.get(k as u64),
             Index::Lpm32(l, _) => l.lookup(k as u32),
             Index::ExactWide(v) => v.binary_search_by(|x| x.0.cmp(&k)).ok().map(|p| v[p].1),
             Index::LpmLen(v, _) => v
