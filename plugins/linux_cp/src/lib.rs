@@ -203,13 +203,23 @@ fn check_pairs(vm: &mut Vlib) {
 }
 
 /// Applies a batch the netlink thread of `ns` posted (received at `at`).
-pub(crate) fn apply_batch(vm: &mut Vlib, ns: Option<String>, items: Vec<sync::Item>, at: Instant) {
+pub(crate) fn apply_batch(vm: &mut Vlib, tag: sync::Tag, items: Vec<sync::Item>, at: Instant) {
     let mut m = vm.take_ext::<LcpMain>();
-    if !m.listeners.contains_key(&ns) {
-        // Posted before the namespace's last pair was deleted.
+    let ns = tag.ns;
+    if m.listeners.get(&ns).map(|l| l.id) != Some(tag.id) {
+        // Posted by a listener stopped since (its namespace's last pair was deleted).
         vm.put_ext(m);
         return;
     }
+    let deleting: std::collections::HashSet<u32> = items
+        .iter()
+        .filter_map(|i| match i {
+            sync::Item::M(netlink::Msg::Link {
+                del: true, index, ..
+            }) => Some(*index),
+            _ => None,
+        })
+        .collect();
     let mut st = m.ns.remove(&ns).unwrap_or_default();
     let names: HashMap<String, SwIfIndex> = m
         .pairs
@@ -221,9 +231,14 @@ pub(crate) fn apply_batch(vm: &mut Vlib, ns: Option<String>, items: Vec<sync::It
     for it in items {
         match it {
             sync::Item::M(msg) => {
-                if let sync::After::TwinDeleted(sw) =
-                    sync::apply(vm, &mut st, &mut m.stats, msg, |n| names.get(n).copied())
-                {
+                if let sync::After::TwinDeleted(sw) = sync::apply(
+                    vm,
+                    &mut st,
+                    &mut m.stats,
+                    msg,
+                    |n| names.get(n).copied(),
+                    &deleting,
+                ) {
                     deleted.push(sw);
                 }
             }

@@ -62,7 +62,18 @@ pub enum Cmd {
 pub struct Listener {
     /// Requests to it.
     pub cmd: mpsc::Sender<Cmd>,
+    /// Unique id: batches of an earlier listener of the same namespace are dropped.
+    pub id: u64,
     stop: Arc<AtomicBool>,
+}
+
+/// Which listener a batch comes from.
+#[derive(Clone)]
+pub struct Tag {
+    /// Namespace (`None`: Sluice's own).
+    pub ns: Option<String>,
+    /// [`Listener::id`].
+    pub id: u64,
 }
 
 impl Drop for Listener {
@@ -149,24 +160,27 @@ impl NsState {
 
 /// Starts the listener of namespace `ns` (`None`: Sluice's own).
 pub fn start(ns: Option<String>, poster: MainPoster) -> Result<Listener, String> {
+    static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
+    let tag = Tag { ns, id };
     std::thread::Builder::new()
         .name("sluice_lcp_nl".into())
-        .spawn(move || run(ns, poster, rx, st))
+        .spawn(move || run(tag, poster, rx, st))
         .map_err(|e| format!("cannot start the netlink thread: {e}"))?;
-    Ok(Listener { cmd: tx, stop })
+    Ok(Listener { cmd: tx, id, stop })
 }
 
-fn post(poster: &MainPoster, ns: &Option<String>, items: Vec<Item>, at: Instant) {
+fn post(poster: &MainPoster, ns: &Tag, items: Vec<Item>, at: Instant) {
     let ns = ns.clone();
     poster.post(Box::new(move |vm: &mut Vlib| {
         crate::apply_batch(vm, ns, items, at)
     }));
 }
 
-fn resync(req: &mut netlink::Socket, poster: &MainPoster, ns: &Option<String>) {
+fn resync(req: &mut netlink::Socket, poster: &MainPoster, ns: &Tag) {
     let at = Instant::now();
     let mut items = vec![Item::ResyncBegin];
     let r = req.dump_all(|m| {
@@ -182,9 +196,9 @@ fn resync(req: &mut netlink::Socket, poster: &MainPoster, ns: &Option<String>) {
     post(poster, ns, items, at);
 }
 
-fn run(ns: Option<String>, poster: MainPoster, cmd: mpsc::Receiver<Cmd>, stop: Arc<AtomicBool>) {
+fn run(ns: Tag, poster: MainPoster, cmd: mpsc::Receiver<Cmd>, stop: Arc<AtomicBool>) {
     let fail = |e: String| post(&poster, &ns, vec![Item::Failed(e)], Instant::now());
-    if let Some(n) = &ns {
+    if let Some(n) = &ns.ns {
         if let Err(e) = netlink::enter_netns(n) {
             return fail(format!("namespace `{n}': {e}"));
         }
@@ -441,12 +455,15 @@ pub enum After {
 
 /// Applies one message of namespace state `ns`; `twin_index(name)` maps a link name to its
 /// pair's interface.
+/// `deleting`: links deleted later in the same batch (their last "down" is the kernel
+/// closing the device, not an admin change to mirror).
 pub fn apply(
     vm: &mut Vlib,
     ns: &mut NsState,
     st: &mut Stats,
     m: Msg,
     twin: impl Fn(&str) -> Option<SwIfIndex>,
+    deleting: &HashSet<u32>,
 ) -> After {
     st.msgs += 1;
     match m {
@@ -467,6 +484,9 @@ pub fn apply(
                 return After::TwinDeleted(sw);
             }
             ns.ifindex.insert(index, sw);
+            if deleting.contains(&index) {
+                return After::Nothing;
+            }
             let prev = ns.linux_up.insert(index, up);
             if prev.is_some_and(|p| p != up) {
                 st.links += 1;

@@ -1,0 +1,545 @@
+//! linux-cp end to end (root; otherwise every test prints SKIPPED and passes).
+//!
+//! Topology, all in namespaces this file creates (`lcp<pid><n><x>`, removed on drop):
+//! Sluice runs inside namespace S (`ip netns exec`) and attaches, with af_packet, the S ends
+//! of two veths whose other ends are `eth0` of host namespaces A (10.81.0.2/24, fd81::2/64)
+//! and B (10.83.0.2/24). Both Sluice interfaces get a Linux twin in the control-plane
+//! namespace L (`linux-cp { default netns L }`), where the addresses and routes are
+//! configured — as a routing daemon would — and Sluice follows by netlink.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn sh(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn must(args: &[&str]) -> String {
+    sh(args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: plain geteuid(2).
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (namespaces, taps and AF_PACKET need root)".into());
+    }
+    if sh(&["ip", "-V"]).is_err() {
+        return Some("`ip' (iproute2) is not installed".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun".into());
+    }
+    None
+}
+
+macro_rules! skip_unless_possible {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+}
+
+/// Namespaces of one test, deleted on drop (their veths and taps go with them).
+struct Netns {
+    tag: String,
+    names: Vec<String>,
+}
+
+impl Netns {
+    fn new(t: &str) -> Netns {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        Netns {
+            tag: format!("lcp{}{n}{t}", std::process::id() % 100000),
+            names: Vec::new(),
+        }
+    }
+    fn add(&mut self, x: &str) -> String {
+        let name = format!("{}{x}", self.tag);
+        must(&["ip", "netns", "add", &name]);
+        must(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        self.names.push(name.clone());
+        name
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in self.names.iter().rev() {
+            let _ = sh(&["ip", "netns", "del", n]);
+        }
+    }
+}
+
+/// Runs `f` on a thread inside namespace `ns`.
+fn in_netns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let fd = std::fs::File::open(&path).unwrap();
+        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
+        assert_eq!(
+            unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Starts Sluice inside namespace `ns`.
+fn start_in(ns: &str, tag: &str, extra: &str) -> Daemon {
+    let dir = tmpdir(tag);
+    let sock = dir.join("cli.sock");
+    let conf = dir.join("startup.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "unix {{\n  nodaemon\n  cli-listen {}\n  log {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
+            sock.display(),
+            dir.join("log").display()
+        ),
+    )
+    .unwrap();
+    // `ip netns exec` enters the namespace and execs sluice: the child is sluice itself.
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_sluice"), "-c"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice");
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no CLI socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon { child, sock, dir }
+}
+
+/// A veth from Sluice's namespace `s` (end `<name>`) to `eth0` of a new namespace.
+fn veth(s: &str, name: &str, host: &str, addrs: &[&str]) {
+    must(&[
+        "ip", "link", "add", name, "netns", s, "type", "veth", "peer", "name", "eth0", "netns",
+        host,
+    ]);
+    must(&["ip", "-n", s, "link", "set", name, "up"]);
+    for a in addrs {
+        let mut c = vec!["ip", "-n", host, "addr", "add", a, "dev", "eth0"];
+        if a.contains(':') {
+            c.push("nodad");
+        }
+        must(&c);
+    }
+    must(&["ip", "-n", host, "link", "set", "eth0", "up"]);
+}
+
+fn wait_for(d: &Daemon, cmd: &str, what: &str, present: bool) {
+    wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || d.ok(cmd).contains(what) == present,
+        || {
+            format!(
+                "`{cmd}' {} `{what}':\n{}\n{}",
+                if present {
+                    "never showed"
+                } else {
+                    "still shows"
+                },
+                d.ok(cmd),
+                d.ok("show lcp")
+            )
+        },
+    );
+}
+
+fn ping(ns: &str, dst: &str) -> bool {
+    sh(&["ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", dst]).is_ok()
+}
+
+fn counter(show_lcp: &str, name: &str) -> u64 {
+    let s = show_lcp.split(&format!(" {name} ")).nth(1).unwrap_or("");
+    s.split_whitespace()
+        .next()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn twins_punt_and_netlink_sync() {
+    skip_unless_possible!();
+    if sh(&["ping", "-V"]).is_err() {
+        eprintln!("SKIPPED: `ping' (iputils-ping) is not installed");
+        return;
+    }
+    let mut ns = Netns::new("a");
+    let (s, a, b, l) = (ns.add("S"), ns.add("A"), ns.add("B"), ns.add("L"));
+    let (va, vb) = (format!("{}va", ns.tag), format!("{}vb", ns.tag));
+    let (ta, tb) = (format!("{}ta", ns.tag), format!("{}tb", ns.tag));
+    veth(&s, &va, &a, &["10.81.0.2/24", "fd81::2/64"]);
+    veth(&s, &vb, &b, &["10.83.0.2/24"]);
+    // A and B route through Sluice (the addresses Linux gives the twins below).
+    must(&[
+        "ip",
+        "-n",
+        &b,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.83.0.1",
+    ]);
+    must(&["ip", "-n", &a, "addr", "add", "10.82.0.1/32", "dev", "lo"]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "route",
+        "add",
+        "10.83.0.0/24",
+        "via",
+        "10.81.0.1",
+    ]);
+    let d = start_in(&s, "lcp", &format!("linux-cp {{ default netns {l} }}"));
+    let (ha, hb) = (format!("host-{va}"), format!("host-{vb}"));
+    for (v, h, t) in [(&va, &ha, &ta), (&vb, &hb, &tb)] {
+        d.ok(&format!("create host-interface name {v}"));
+        d.ok(&format!("set interface state {h} up"));
+        d.ok(&format!("lcp create {h} host-if {t}"));
+    }
+    let show = d.ok("show lcp");
+    assert!(show.contains(&format!("lcp default netns {l}")), "{show}");
+    assert!(show.contains(&format!("itf-pair: {ha} tap")), "{show}");
+    // Twin: same MAC as the Sluice interface, in L, up.
+    let hw = d.ok(&format!("show hardware-interfaces {ha}"));
+    let link = must(&["ip", "-n", &l, "-br", "link", "show", &ta]);
+    let mac = link.split_whitespace().nth(2).unwrap().to_string();
+    assert!(hw.contains(&mac), "twin MAC {mac} not in:\n{hw}");
+    assert!(link.contains("UP"), "{link}");
+
+    // Addresses configured in Linux appear on the Sluice interfaces.
+    must(&["ip", "-n", &l, "addr", "add", "10.81.0.1/24", "dev", &ta]);
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "-6",
+        "addr",
+        "add",
+        "fd81::1/64",
+        "dev",
+        &ta,
+        "nodad",
+    ]);
+    must(&["ip", "-n", &l, "addr", "add", "10.83.0.1/24", "dev", &tb]);
+    wait_for(&d, "show interface address", "10.81.0.1/24", true);
+    wait_for(&d, "show interface address", "fd81::1/64", true);
+    wait_for(&d, "show interface address", "10.83.0.1/24", true);
+
+    // Ping is answered by Sluice; TCP and UDP to Sluice's address are answered by Linux
+    // through the twin (punt, and back out through linux-cp-xc).
+    assert!(ping(&a, "10.81.0.1"), "ping 10.81.0.1 from A");
+    let tl = in_netns(&l, || TcpListener::bind("10.81.0.1:7179").unwrap());
+    let ul = in_netns(&l, || UdpSocket::bind("10.81.0.1:7180").unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, peer) = tl.accept().unwrap();
+        let mut buf = [0u8; 5];
+        c.read_exact(&mut buf).unwrap();
+        c.write_all(b"world").unwrap();
+        ul.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (n, _) = ul.recv_from(&mut buf).unwrap();
+        (peer, buf[..n].to_vec())
+    });
+    let got = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.81.0.1:7179".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        c.read_exact(&mut buf).unwrap();
+        let u = UdpSocket::bind("0.0.0.0:0").unwrap();
+        u.send_to(b"udp!", "10.81.0.1:7180").unwrap();
+        buf
+    });
+    assert_eq!(&got, b"world");
+    let (peer, udp) = server.join().unwrap();
+    assert_eq!(peer.ip().to_string(), "10.81.0.2");
+    assert_eq!(udp, b"udp!");
+    let errs = d.ok("show errors");
+    assert!(errs.contains("punted to the Linux twin"), "{errs}");
+    assert!(
+        errs.contains("sent by Linux out of the paired interface"),
+        "{errs}"
+    );
+    // Linux learned A's MAC (from the ARP copies), Sluice its own.
+    let n = must(&["ip", "-n", &l, "neigh", "show", "10.81.0.2", "dev", &ta]);
+    assert!(n.contains("lladdr"), "Linux did not learn 10.81.0.2: {n}");
+
+    // Routes added in Linux appear in Sluice's FIB: next hop, ECMP, blackhole, IPv6; and
+    // forward: B pings A's 10.82.0.1 through the learned route.
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "route",
+        "add",
+        "10.82.0.0/16",
+        "via",
+        "10.81.0.2",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "route",
+        "add",
+        "10.90.0.0/16",
+        "nexthop",
+        "via",
+        "10.81.0.2",
+        "weight",
+        "1",
+        "nexthop",
+        "via",
+        "10.83.0.2",
+        "weight",
+        "3",
+    ]);
+    must(&["ip", "-n", &l, "route", "add", "blackhole", "10.91.0.0/16"]);
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "-6",
+        "route",
+        "add",
+        "2001:db8:81::/48",
+        "via",
+        "fd81::2",
+    ]);
+    wait_for(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2", true);
+    wait_for(&d, "show ip fib 10.90.0.0/16", "2 paths", true);
+    wait_for(&d, "show ip fib 10.91.0.0/16", "dpo-drop", true);
+    wait_for(&d, "show ip6 fib 2001:db8:81::/48", "via fd81::2", true);
+    let fib = d.ok("show ip fib 10.90.0.0/16");
+    assert!(fib.contains("weight 3"), "{fib}");
+    assert!(
+        ping(&b, "10.82.0.1"),
+        "B → 10.82.0.1 over the learned route"
+    );
+    must(&["ip", "-n", &l, "route", "del", "10.82.0.0/16"]);
+    wait_for(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2", false);
+    assert!(!ping(&b, "10.82.0.1"), "withdrawn route still forwards");
+
+    // A static neighbour in Linux becomes a static neighbour in Sluice.
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "neigh",
+        "add",
+        "10.81.0.9",
+        "lladdr",
+        "02:00:00:00:81:09",
+        "dev",
+        &ta,
+        "nud",
+        "permanent",
+    ]);
+    wait_for(&d, "show ip neighbors", "02:00:00:00:81:09", true);
+    must(&["ip", "-n", &l, "neigh", "del", "10.81.0.9", "dev", &ta]);
+    wait_for(&d, "show ip neighbors", "02:00:00:00:81:09", false);
+
+    // Not applied, counted: a route through a non-twin interface, a route in a table
+    // Sluice does not have.
+    let before = d.ok("show lcp");
+    must(&[
+        "ip", "-n", &l, "link", "add", "other0", "type", "veth", "peer", "name", "other1",
+    ]);
+    must(&["ip", "-n", &l, "link", "set", "other0", "up"]);
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "route",
+        "add",
+        "10.92.0.0/16",
+        "dev",
+        "other0",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &l,
+        "route",
+        "add",
+        "10.93.0.0/16",
+        "via",
+        "10.81.0.2",
+        "table",
+        "77",
+    ]);
+    wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || {
+            let now = d.ok("show lcp");
+            counter(&now, "unknown-interface") > counter(&before, "unknown-interface")
+                && counter(&now, "unknown-table") > counter(&before, "unknown-table")
+        },
+        || d.ok("show lcp"),
+    );
+    assert!(!d.ok("show ip fib").contains("10.92.0.0/16"));
+
+    // Admin state both ways.
+    d.ok(&format!("set interface state {hb} down"));
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || !must(&["ip", "-n", &l, "-br", "link", "show", &tb]).contains("UP"),
+        || "twin not brought down".into(),
+    );
+    d.ok(&format!("set interface state {hb} up"));
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || must(&["ip", "-n", &l, "-br", "link", "show", &tb]).contains("UP"),
+        || "twin not brought up".into(),
+    );
+    let state = |d: &Daemon| {
+        d.ok("show interface")
+            .lines()
+            .find(|x| x.starts_with(&format!("{hb} ")))
+            .and_then(|x| x.split_whitespace().nth(2).map(String::from))
+            .unwrap_or_default()
+    };
+    must(&["ip", "-n", &l, "link", "set", &tb, "down"]);
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || state(&d) == "down",
+        || d.ok("show interface"),
+    );
+    must(&["ip", "-n", &l, "link", "set", &tb, "up"]);
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || state(&d) == "up",
+        || d.ok("show interface"),
+    );
+
+    // The twin deleted in Linux: the pair goes, nothing else.
+    must(&["ip", "-n", &l, "link", "del", &tb]);
+    wait_for(&d, "show lcp", &format!("itf-pair: {hb}"), false);
+    assert!(d.ok("show interface").contains(&hb));
+
+    // Deleting the pair under traffic (A floods UDP to Sluice's address, punted to the
+    // twin) does not crash; then the Sluice interface of a pair is deleted.
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let flood = std::thread::spawn(move || {
+        let a = format!("/run/netns/{a}");
+        let fd = std::fs::File::open(&a).unwrap();
+        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
+        assert_eq!(
+            unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        let u = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let to: SocketAddr = "10.81.0.1:7181".parse().unwrap();
+        let mut n = 0u64;
+        while !st.load(Ordering::Relaxed) {
+            let _ = u.send_to(&[0u8; 200], to);
+            n += 1;
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    d.ok(&format!("lcp delete {ha}"));
+    std::thread::sleep(Duration::from_millis(300));
+    d.ok(&format!("lcp create {ha} host-if {ta}"));
+    std::thread::sleep(Duration::from_millis(300));
+    d.ok(&format!("delete host-interface name {va}"));
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    assert!(flood.join().unwrap() > 0);
+    wait_for(&d, "show lcp", "itf-pair", false);
+    assert!(
+        sh(&["ip", "-n", &l, "link", "show", &ta]).is_err(),
+        "twin left behind"
+    );
+    let err = d.cli("lcp delete local0").unwrap_err();
+    assert!(err.contains("`local0' has no Linux twin"), "{err}");
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || buffers_in_use(&d) == 0,
+        || format!("buffers in use: {}", d.ok("show buffers")),
+    );
+    d.stop();
+}
+
+#[test]
+fn bad_lcp_commands_name_the_token() {
+    skip_unless_possible!();
+    let mut ns = Netns::new("b");
+    let s = ns.add("S");
+    let d = start_in(&s, "lcpbad", "");
+    for (cmd, want) in [
+        (
+            "lcp create nosuch0 host-if x",
+            "unknown interface `nosuch0'",
+        ),
+        ("lcp create local0", "expected `host-if <name>'"),
+        ("lcp create local0 host-if averyveryverylongname", "host-if"),
+        ("lcp create local0 host-if x bogus", "`bogus'"),
+        ("lcp delete local0", "`local0' has no Linux twin"),
+        ("lcp default netns a/b", "netns"),
+    ] {
+        let e = d.cli(cmd).unwrap_err();
+        assert!(e.contains(want), "`{cmd}': {e}");
+        assert!(!e.contains('\n'), "`{cmd}': {e}");
+    }
+    d.ok("lcp default netns blue");
+    assert!(d.ok("show lcp").contains("lcp default netns blue"));
+    d.ok("lcp default netns");
+    assert!(d.ok("show lcp").contains("lcp default netns -"));
+    // A twin in a namespace that does not exist: the tap is refused, nothing is left.
+    d.ok("create loopback interface");
+    let e = d
+        .cli(&format!(
+            "lcp create loop0 host-if {}t netns {}nope",
+            ns.tag, ns.tag
+        ))
+        .unwrap_err();
+    assert!(e.contains("netns"), "{e}");
+    assert!(!d.ok("show lcp").contains("itf-pair"));
+    assert!(!d.ok("show interface").contains("tap"));
+    d.stop();
+}
