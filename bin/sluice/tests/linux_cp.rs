@@ -543,3 +543,222 @@ fn bad_lcp_commands_name_the_token() {
     assert!(!d.ok("show interface").contains("tap"));
     d.stop();
 }
+
+/// A BIRD 2 daemon in a namespace, killed on drop.
+struct Bird {
+    child: std::process::Child,
+    sock: std::path::PathBuf,
+    ns: String,
+}
+
+impl Bird {
+    fn start(ns: &str, dir: &std::path::Path, name: &str, conf: &str) -> Bird {
+        let cf = dir.join(format!("{name}.conf"));
+        let sock = dir.join(format!("{name}.ctl"));
+        std::fs::write(&cf, conf).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "bird", "-f", "-c"])
+            .arg(&cf)
+            .arg("-s")
+            .arg(&sock)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start bird");
+        Bird {
+            child,
+            sock,
+            ns: ns.to_string(),
+        }
+    }
+    fn cmd(&self, args: &[&str]) -> String {
+        let mut c = vec!["birdc", "-s", self.sock.to_str().unwrap()];
+        c.extend_from_slice(args);
+        sh(&c).unwrap_or_else(|e| e)
+    }
+}
+
+impl Drop for Bird {
+    /// SIGTERM: BIRD withdraws its routes from the kernel as it shuts down.
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our child's pid (`ip netns exec` execs bird).
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let t0 = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                eprintln!("bird in {} ignored SIGTERM; killed", self.ns);
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn bird_conf(id: &str, local_as: u32, peer: &str, peer_as: u32, direct_if: &str) -> String {
+    format!(
+        "router id {id};
+protocol device {{ scan time 1; }}
+protocol direct lan {{ ipv4; interface \"{direct_if}\"; }}
+protocol kernel {{ ipv4 {{ import none; export where source = RTS_BGP; }}; }}
+protocol bgp peer {{
+  local {id} as {local_as};
+  neighbor {peer} as {peer_as};
+  connect delay time 1; connect retry time 2; error wait time 1, 2;
+  hold time 9; keepalive time 3;
+  ipv4 {{ import all; export where source = RTS_DEVICE; }};
+}}
+"
+    )
+}
+
+/// BIRD in the control-plane namespace peers by BGP, across Sluice, with BIRD in a peer
+/// router namespace P; the prefixes they exchange are forwarded by Sluice (A pings H
+/// behind P), and a withdrawal removes the route from Sluice's FIB.
+#[test]
+fn bird_bgp_over_sluice() {
+    skip_unless_possible!();
+    for tool in ["bird", "birdc", "ping"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .map_or(true, |s| !s.success())
+        {
+            eprintln!("SKIPPED: `{tool}' is not installed (apt-get install bird2 iputils-ping)");
+            return;
+        }
+    }
+    let mut ns = Netns::new("g");
+    let (s, l, p, a, h) = (
+        ns.add("S"),
+        ns.add("L"),
+        ns.add("P"),
+        ns.add("A"),
+        ns.add("H"),
+    );
+    let t = ns.tag.clone();
+    let (vp, va) = (format!("{t}vp"), format!("{t}va"));
+    let (tp, ta) = (format!("{t}tp"), format!("{t}ta"));
+    veth(&s, &vp, &p, &["10.85.0.2/24"]);
+    veth(&s, &va, &a, &["10.86.0.2/24"]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.86.0.1",
+    ]);
+    // H behind P on 10.87.0.0/24.
+    must(&[
+        "ip", "-n", &p, "link", "add", "lan0", "type", "veth", "peer", "name", "eth0", "netns", &h,
+    ]);
+    must(&["ip", "-n", &p, "addr", "add", "10.87.0.1/24", "dev", "lan0"]);
+    must(&["ip", "-n", &p, "link", "set", "lan0", "up"]);
+    must(&["ip", "-n", &h, "addr", "add", "10.87.0.2/24", "dev", "eth0"]);
+    must(&["ip", "-n", &h, "link", "set", "eth0", "up"]);
+    must(&[
+        "ip",
+        "-n",
+        &h,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.87.0.1",
+    ]);
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &p,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+
+    let d = start_in(&s, "lcpbird", &format!("linux-cp {{ default netns {l} }}"));
+    for (v, tw) in [(&vp, &tp), (&va, &ta)] {
+        d.ok(&format!("create host-interface name {v}"));
+        d.ok(&format!("set interface state host-{v} up"));
+        d.ok(&format!("lcp create host-{v} host-if {tw}"));
+    }
+    must(&["ip", "-n", &l, "addr", "add", "10.85.0.1/24", "dev", &tp]);
+    must(&["ip", "-n", &l, "addr", "add", "10.86.0.1/24", "dev", &ta]);
+    wait_for(&d, "show interface address", "10.86.0.1/24", true);
+
+    let r1 = Bird::start(
+        &l,
+        &d.dir,
+        "r1",
+        &bird_conf("10.85.0.1", 65001, "10.85.0.2", 65002, &ta),
+    );
+    let r2 = Bird::start(
+        &p,
+        &d.dir,
+        "r2",
+        &bird_conf("10.85.0.2", 65002, "10.85.0.1", 65001, "lan0"),
+    );
+    let t0 = Instant::now();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+        || {
+            format!(
+                "BGP route never reached Sluice:\nr1: {}\nr2: {}\n{}",
+                r1.cmd(&["show", "protocols", "all", "peer"]),
+                r2.cmd(&["show", "protocols"]),
+                d.ok("show lcp")
+            )
+        },
+    );
+    eprintln!(
+        "BGP up and 10.87.0.0/24 in Sluice's FIB {:.1} s after BIRD started",
+        t0.elapsed().as_secs_f64()
+    );
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || ping(&a, "10.87.0.2"),
+        || {
+            format!(
+                "A cannot reach H over the BGP route:\n{}\n{}",
+                must(&["ip", "-n", &p, "route"]),
+                d.ok("show ip fib")
+            )
+        },
+    );
+    // Withdrawal: P stops announcing its LAN.
+    r2.cmd(&["disable", "lan"]);
+    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);
+    assert!(!ping(&a, "10.87.0.2"), "withdrawn route still forwards");
+    r2.cmd(&["enable", "lan"]);
+    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", true);
+    // The routing daemon restarts: it flushes its routes from the kernel as it stops (and
+    // Sluice follows), and they are relearned.
+    drop(r1);
+    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);
+    let r1 = Bird::start(
+        &l,
+        &d.dir,
+        "r1",
+        &bird_conf("10.85.0.1", 65001, "10.85.0.2", 65002, &ta),
+    );
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+        || r1.cmd(&["show", "protocols", "all", "peer"]),
+    );
+    assert!(ping(&a, "10.87.0.2") || ping(&a, "10.87.0.2"));
+    drop(r1);
+    drop(r2);
+    d.stop();
+}
