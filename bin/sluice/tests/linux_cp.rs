@@ -762,3 +762,105 @@ fn bird_bgp_over_sluice() {
     drop(r2);
     d.stop();
 }
+
+fn lcp_routes(d: &Daemon) -> u64 {
+    let s = d.ok("show lcp");
+    s.split(": routes ")
+        .nth(1)
+        .and_then(|x| x.split_whitespace().next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Bulk changes through a tiny netlink receive buffer: the listener overruns (ENOBUFS),
+/// dumps the whole state again and the main loop sweeps: Sluice ends with exactly Linux's
+/// routes, never a silent divergence.
+#[test]
+fn netlink_overrun_resyncs() {
+    skip_unless_possible!();
+    let mut ns = Netns::new("o");
+    let (s, l) = (ns.add("S"), ns.add("L"));
+    let tw = format!("{}tw", ns.tag);
+    let d = start_in(
+        &s,
+        "lcpovr",
+        &format!("linux-cp {{ default netns {l} netlink-rcvbuf 4096 }}"),
+    );
+    d.ok("create loopback interface");
+    d.ok("set interface state loop0 up");
+    d.ok(&format!("lcp create loop0 host-if {tw}"));
+    must(&["ip", "-n", &l, "addr", "add", "10.88.0.1/24", "dev", &tw]);
+    wait_for(&d, "show interface address", "10.88.0.1/24", true);
+    const N: u32 = 20000;
+    let batch = |verb: &str| {
+        let f = d.dir.join(format!("{verb}.batch"));
+        let mut s = String::new();
+        for i in 0..N {
+            s.push_str(&format!(
+                "route {verb} 10.{}.{}.{}/32 via 10.88.0.2\n",
+                200 + (i >> 16),
+                (i >> 8) & 255,
+                i & 255
+            ));
+        }
+        std::fs::write(&f, s).unwrap();
+        f
+    };
+    let (add, del) = (batch("add"), batch("del"));
+    let t0 = Instant::now();
+    must(&["ip", "-n", &l, "-batch", add.to_str().unwrap()]);
+    let t_linux = t0.elapsed();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(20),
+        || lcp_routes(&d) == N as u64,
+        || d.ok("show lcp"),
+    );
+    let t_sluice = t0.elapsed();
+    let show = d.ok("show lcp");
+    eprintln!(
+        "{N} routes: ip -batch {:.3} s, in Sluice's FIB after {:.3} s; {}",
+        t_linux.as_secs_f64(),
+        t_sluice.as_secs_f64(),
+        show.lines().last().unwrap_or("")
+    );
+    let fib = d.ok("show ip fib 10.200.78.31/32");
+    assert!(fib.contains("via 10.88.0.2"), "{fib}");
+    // Sluice stalls (SIGSTOP: no thread reads the socket) while Linux deletes every route
+    // and adds others: the 4 KiB buffer overruns. On SIGCONT the listener sees ENOBUFS,
+    // dumps again and the sweep removes what Linux no longer has.
+    let other = d.dir.join("other.batch");
+    let o: String = (0..100)
+        .map(|i| format!("route add 10.250.0.{i}/32 via 10.88.0.2\n"))
+        .collect();
+    std::fs::write(&other, o).unwrap();
+    let pid = d.child.id() as i32;
+    // SAFETY: plain kill(2) on our child's pid.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let r = sh(&["ip", "-n", &l, "-batch", del.to_str().unwrap()])
+        .and_then(|_| sh(&["ip", "-n", &l, "-batch", other.to_str().unwrap()]));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    r.unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(20),
+        || lcp_routes(&d) == 100,
+        || d.ok("show lcp"),
+    );
+    let show = d.ok("show lcp");
+    eprintln!("after the stall: {}", show.lines().last().unwrap_or(""));
+    assert!(counter(&show, "overruns") >= 1, "{show}");
+    assert!(counter(&show, "resyncs") >= 2, "{show}");
+    let fib = d.ok("show ip fib 10.200.78.31/32");
+    assert!(!fib.contains("10.200.78.31/32"), "{fib}");
+    let fib = d.ok("show ip fib 10.250.0.57/32");
+    assert!(fib.contains("via 10.88.0.2"), "{fib}");
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || buffers_in_use(&d) == 0,
+        || d.ok("show buffers"),
+    );
+    d.stop();
+}

@@ -13,7 +13,8 @@
 //!   created without `netns`;
 //! - `show lcp`: pairs, and per namespace the sync state and counters.
 //!
-//! startup.conf: `linux-cp { default netns <ns> }`.
+//! startup.conf: `linux-cp { default netns <ns> netlink-rcvbuf <bytes> }` (the event
+//! socket's receive buffer, default 64 MiB: smaller overruns sooner, which the tests use).
 //!
 //! Data path (see [`node`]): `punt` hands its packets to `linux-cp-punt` (the one hook this
 //! plugin adds to the core, `sluice_graph::nodes::set_punt_handler`); the paired interface is
@@ -64,12 +65,14 @@ pub struct LcpMain {
     failed: HashMap<Option<String>, String>,
     stats: sync::Stats,
     n_pairs: Arc<AtomicUsize>,
+    rcvbuf: Option<usize>,
 }
 
 /// Staged startup configuration.
 #[derive(Default)]
 pub struct LcpConfig {
     default_netns: Option<String>,
+    rcvbuf: Option<usize>,
 }
 
 /// The plugin.
@@ -106,6 +109,16 @@ impl Plugin for LinuxCpPlugin {
                     let n = linux_name("netns", &ns.text).map_err(|e| c.error(ns, &e.msg))?;
                     staged.get_mut::<LcpConfig>().default_netns = Some(n);
                 }
+                "netlink-rcvbuf" => {
+                    let v = c.value_u64(k)?;
+                    if !(4096..=1 << 30).contains(&v) {
+                        return Err(c.error(
+                            k,
+                            &format!("netlink-rcvbuf {v} out of range 4096..1073741824"),
+                        ));
+                    }
+                    staged.get_mut::<LcpConfig>().rcvbuf = Some(v as usize);
+                }
                 _ => return Err(c.unknown(k)),
             }
         }
@@ -126,8 +139,10 @@ impl Plugin for LinuxCpPlugin {
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
-        let ns = vm.ext_mut::<LcpConfig>().default_netns.take();
-        vm.ext_mut::<LcpMain>().default_netns = ns;
+        let c = std::mem::take(vm.ext_mut::<LcpConfig>());
+        let m = vm.ext_mut::<LcpMain>();
+        m.default_netns = c.default_netns;
+        m.rcvbuf = c.rcvbuf;
         let punt = vm
             .registry
             .find(node::PUNT)
@@ -369,7 +384,7 @@ pub fn create_pair(
     });
     if !m.listeners.contains_key(&netns) {
         m.failed.remove(&netns);
-        match sync::start(netns.clone(), poster) {
+        match sync::start(netns.clone(), poster, m.rcvbuf.unwrap_or(sync::RCVBUF)) {
             Ok(l) => {
                 m.listeners.insert(netns.clone(), l);
             }

@@ -392,6 +392,23 @@ impl Socket {
         Ok(Socket { fd, seq: 1 })
     }
 
+    /// The receive buffer the kernel granted (`SO_RCVBUF`).
+    pub fn rcvbuf(&self) -> usize {
+        let mut v: libc::c_int = 0;
+        let mut l = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes an int of the given size.
+        unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &mut v as *mut libc::c_int as *mut libc::c_void,
+                &mut l,
+            );
+        }
+        v.max(0) as usize
+    }
+
     /// The fd (for poll).
     pub fn raw(&self) -> i32 {
         self.fd.as_raw_fd()

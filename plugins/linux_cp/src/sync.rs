@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 /// Most messages in one batch handed to the main loop.
 pub const BATCH: usize = 8192;
 
-/// Receive buffer asked for the event socket (forced past `rmem_max` as root).
+/// Receive buffer asked for the event socket by default (forced past `rmem_max` as root;
+/// `linux-cp { netlink-rcvbuf <bytes> }`).
 pub const RCVBUF: usize = 64 << 20;
 
 /// One item of a batch.
@@ -159,7 +160,7 @@ impl NsState {
 }
 
 /// Starts the listener of namespace `ns` (`None`: Sluice's own).
-pub fn start(ns: Option<String>, poster: MainPoster) -> Result<Listener, String> {
+pub fn start(ns: Option<String>, poster: MainPoster, rcvbuf: usize) -> Result<Listener, String> {
     static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let id = IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel();
@@ -168,7 +169,7 @@ pub fn start(ns: Option<String>, poster: MainPoster) -> Result<Listener, String>
     let tag = Tag { ns, id };
     std::thread::Builder::new()
         .name("sluice_lcp_nl".into())
-        .spawn(move || run(tag, poster, rx, st))
+        .spawn(move || run(tag, poster, rx, st, rcvbuf))
         .map_err(|e| format!("cannot start the netlink thread: {e}"))?;
     Ok(Listener { cmd: tx, id, stop })
 }
@@ -196,7 +197,13 @@ fn resync(req: &mut netlink::Socket, poster: &MainPoster, ns: &Tag) {
     post(poster, ns, items, at);
 }
 
-fn run(ns: Tag, poster: MainPoster, cmd: mpsc::Receiver<Cmd>, stop: Arc<AtomicBool>) {
+fn run(
+    ns: Tag,
+    poster: MainPoster,
+    cmd: mpsc::Receiver<Cmd>,
+    stop: Arc<AtomicBool>,
+    rcvbuf: usize,
+) {
     let fail = |e: String| post(&poster, &ns, vec![Item::Failed(e)], Instant::now());
     if let Some(n) = &ns.ns {
         if let Err(e) = netlink::enter_netns(n) {
@@ -204,12 +211,17 @@ fn run(ns: Tag, poster: MainPoster, cmd: mpsc::Receiver<Cmd>, stop: Arc<AtomicBo
         }
     }
     let (ev, mut req) = match (
-        netlink::Socket::open(netlink::GROUPS, RCVBUF),
+        netlink::Socket::open(netlink::GROUPS, rcvbuf),
         netlink::Socket::open(0, 1 << 20),
     ) {
         (Ok(e), Ok(r)) => (e, r),
         (Err(e), _) | (_, Err(e)) => return fail(format!("netlink socket: {e}")),
     };
+    log::info!(
+        "linux-cp: netlink listener in namespace {}, receive buffer {} bytes",
+        ns.ns.as_deref().unwrap_or("(sluice's)"),
+        ev.rcvbuf()
+    );
     resync(&mut req, &poster, &ns);
     let mut buf = vec![0u8; 1 << 16];
     let mut parsed = Vec::new();
