@@ -241,6 +241,12 @@ fn twins_punt_and_netlink_sync() {
     let mac = link.split_whitespace().nth(2).unwrap().to_string();
     assert!(hw.contains(&mac), "twin MAC {mac} not in:\n{hw}");
     assert!(link.contains("UP"), "{link}");
+    let rc = d.ok("show running-config");
+    assert!(
+        rc.contains(&format!("lcp create {ha} host-if {ta} netns {l}")),
+        "{rc}"
+    );
+    assert!(!rc.contains("create tap"), "{rc}");
 
     // Addresses configured in Linux appear on the Sluice interfaces.
     must(&["ip", "-n", &l, "addr", "add", "10.81.0.1/24", "dev", &ta]);

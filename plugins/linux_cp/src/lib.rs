@@ -83,6 +83,29 @@ pub static PLUGIN: LinuxCpPlugin = LinuxCpPlugin;
 
 const PROCESS: &str = "linux-cp-process";
 
+/// Driver name of the twins' Sluice side (`show hardware-interfaces`, running-config).
+pub const DRIVER: &str = "linux-cp";
+
+/// `show running-config`: a twin is recreated by `lcp create` (in interface order, so the
+/// twin gets the same `tap<N>` on replay).
+fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
+    let p = vm
+        .ext_mut::<LcpMain>()
+        .pairs
+        .iter()
+        .find(|p| p.tap == sw)?
+        .clone();
+    let phy = vm.ext_mut::<Interfaces>().get(p.phy)?.name.clone();
+    Some(format!(
+        "lcp create {phy} host-if {}{}",
+        p.host_if,
+        p.netns
+            .as_ref()
+            .map(|n| format!(" netns {n}"))
+            .unwrap_or_default()
+    ))
+}
+
 impl Plugin for LinuxCpPlugin {
     fn name(&self) -> &'static str {
         "linux_cp"
@@ -148,6 +171,7 @@ impl Plugin for LinuxCpPlugin {
             .find(node::PUNT)
             .ok_or("linux-cp-punt is not registered")?;
         sluice_graph::nodes::set_punt_handler(vm, Some(punt)).map_err(|e| e.to_string())?;
+        sluice_vnet::runconf::register_creator(vm, DRIVER, creator);
         let poster = vm.main_poster();
         let n = vm.ext_mut::<LcpMain>().n_pairs.clone();
         if let Some(p) = vm.registry.find(PROCESS) {
@@ -183,12 +207,19 @@ impl NodeFn for Process {
     }
 }
 
-/// Mirrors admin state to Linux and deletes pairs whose interface is gone.
+/// Mirrors admin state to Linux and deletes pairs whose interface (or twin, `delete tap`)
+/// is gone.
 fn check_pairs(vm: &mut Vlib) {
     let mut m = vm.take_ext::<LcpMain>();
     let mut gone = Vec::new();
     for p in m.pairs.iter_mut() {
-        let Some(up) = vm.ext_mut::<Interfaces>().get(p.phy).map(|i| i.admin_up) else {
+        let tap_alive = vm.ext_mut::<Interfaces>().get(p.tap).is_some();
+        let Some(up) = vm
+            .ext_mut::<Interfaces>()
+            .get(p.phy)
+            .map(|i| i.admin_up)
+            .filter(|_| tap_alive)
+        else {
             gone.push(p.phy);
             continue;
         };
@@ -356,6 +387,7 @@ pub fn create_pair(
         host_mac: Some(mac),
         host_mtu: Some(mtu.clamp(*sluice_tap::HOST_MTU.start(), *sluice_tap::HOST_MTU.end())),
         rx_queues: 1,
+        driver: Some(DRIVER),
         ..sluice_tap::CreateArgs::default()
     };
     let tap_name = sluice_tap::create(vm, &args).map_err(LcpError::Tap)?;

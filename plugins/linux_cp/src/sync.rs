@@ -31,6 +31,9 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Longest a batch waits for more messages of a burst before it is handed over.
+pub const COALESCE: Duration = Duration::from_millis(2);
+
 /// Most messages in one batch handed to the main loop.
 pub const BATCH: usize = 8192;
 
@@ -247,7 +250,14 @@ fn run(
         let mut overrun = false;
         loop {
             match ev.recv(&mut buf, true) {
-                Ok(0) => break,
+                Ok(0) if items.is_empty() || at.elapsed() >= COALESCE => break,
+                Ok(0) => {
+                    // A burst (a routing daemon installing a table) arrives faster than
+                    // one message per wake-up: gather it for up to COALESCE so the main
+                    // loop applies few large batches rather than many tiny ones.
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 1) };
+                }
                 Ok(n) => {
                     parsed.clear();
                     netlink::parse(&buf[..n], &mut parsed);
