@@ -19,26 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}' failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn must(args: &[&str]) -> String {
-    sh(args).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn skip_reason() -> Option<String> {
     // SAFETY: plain geteuid(2).
     if unsafe { libc::geteuid() } != 0 {
@@ -112,32 +92,7 @@ fn in_netns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static)
 
 /// Starts Sluice inside namespace `ns`.
 fn start_in(ns: &str, tag: &str, extra: &str) -> Daemon {
-    let dir = tmpdir(tag);
-    let sock = dir.join("cli.sock");
-    let conf = dir.join("startup.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "unix {{\n  nodaemon\n  cli-listen {}\n  log {}\n}}\nbuffers {{ buffers-per-numa 8192 page-size 4k }}\n{extra}\n",
-            sock.display(),
-            dir.join("log").display()
-        ),
-    )
-    .unwrap();
-    // `ip netns exec` enters the namespace and execs sluice: the child is sluice itself.
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_sluice"), "-c"])
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice");
-    let t0 = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no CLI socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon { child, sock, dir }
+    Daemon::start_in(Some(ns), tag, extra)
 }
 
 /// A veth from Sluice's namespace `s` (end `<name>`) to `eth0` of a new namespace.

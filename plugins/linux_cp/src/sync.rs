@@ -323,6 +323,31 @@ fn is_link_local(a: IpAddr) -> bool {
     matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80)
 }
 
+/// The `ip route` paths of `paths` in family `A` (`fam` picks a gateway of that family).
+fn route_paths<A>(
+    add: bool,
+    table: u32,
+    paths: &Installed,
+    fam: impl Fn(IpAddr) -> Option<A>,
+) -> RoutePaths<A> {
+    let mut p = RoutePaths::<A> {
+        table,
+        drop: add && paths.is_empty(),
+        ..RoutePaths::default()
+    };
+    for &(gw, sw, wt) in paths {
+        match gw {
+            Some(g) => {
+                if let Some(g) = fam(g) {
+                    p.paths.push((g, Some(SwIfIndex(sw)), wt));
+                }
+            }
+            None => p.via_if.push((SwIfIndex(sw), wt)),
+        }
+    }
+    p
+}
+
 /// Calls `ip route` (either family) for one prefix with `paths`.
 fn route_action(
     vm: &mut Vlib,
@@ -335,33 +360,17 @@ fn route_action(
     let w = format!("{dst}/{len}");
     match dst {
         IpAddr::V4(d) => {
-            let mut p = RoutePaths::<std::net::Ipv4Addr> {
-                table,
-                drop: add && paths.is_empty(),
-                ..RoutePaths::default()
-            };
-            for &(gw, sw, wt) in paths {
-                match gw {
-                    Some(IpAddr::V4(g)) => p.paths.push((g, Some(SwIfIndex(sw)), wt)),
-                    None => p.via_if.push((SwIfIndex(sw), wt)),
-                    Some(IpAddr::V6(_)) => {}
-                }
-            }
+            let p = route_paths(add, table, paths, |g| match g {
+                IpAddr::V4(g) => Some(g),
+                IpAddr::V6(_) => None,
+            });
             sluice_vnet::ip4::route_add_del(vm, add, 1, d.into(), len, &p, &w)
         }
         IpAddr::V6(d) => {
-            let mut p = RoutePaths::<std::net::Ipv6Addr> {
-                table,
-                drop: add && paths.is_empty(),
-                ..RoutePaths::default()
-            };
-            for &(gw, sw, wt) in paths {
-                match gw {
-                    Some(IpAddr::V6(g)) => p.paths.push((g, Some(SwIfIndex(sw)), wt)),
-                    None => p.via_if.push((SwIfIndex(sw), wt)),
-                    Some(IpAddr::V4(_)) => {}
-                }
-            }
+            let p = route_paths(add, table, paths, |g| match g {
+                IpAddr::V6(g) => Some(g),
+                IpAddr::V4(_) => None,
+            });
             sluice_vnet::ip6::route_add_del(vm, add, 1, d.into(), len, &p, &w)
         }
     }
