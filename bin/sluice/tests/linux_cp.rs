@@ -572,6 +572,9 @@ impl Bird {
         let cf = dir.join(format!("{name}.conf"));
         let sock = dir.join(format!("{name}.ctl"));
         std::fs::write(&cf, conf).unwrap();
+        if let Err(e) = sh(&["bird", "-p", "-c", cf.to_str().unwrap()]) {
+            panic!("{name}: bad BIRD configuration: {e}");
+        }
         let child = Command::new("ip")
             .args(["netns", "exec", ns, "bird", "-f", "-c"])
             .arg(&cf)
@@ -581,11 +584,18 @@ impl Bird {
             .stderr(Stdio::null())
             .spawn()
             .expect("start bird");
-        Bird {
+        let b = Bird {
             child,
             sock,
             ns: ns.to_string(),
-        }
+        };
+        wait_until(
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || b.sock.exists(),
+            || format!("{name}: BIRD did not open its control socket"),
+        );
+        b
     }
     fn cmd(&self, args: &[&str]) -> String {
         let mut c = vec!["birdc", "-s", self.sock.to_str().unwrap()];
@@ -631,84 +641,131 @@ protocol bgp peer {{
     )
 }
 
+/// Two routers across Sluice: the control-plane namespace L (twins of Sluice's interfaces
+/// `tp` towards P, 10.85.0.1/24, and `ta` towards host A, 10.86.0.1/24) and router P
+/// (10.85.0.2 on `eth0`, LAN 10.87.0.0/24 on `lan0` with host H, 10.87.0.2, behind it).
+struct RouterTopo {
+    ns: Netns,
+    d: Daemon,
+    l: String,
+    p: String,
+    a: String,
+    tp: String,
+    ta: String,
+}
+
+impl RouterTopo {
+    /// `None` (after printing SKIPPED) when the tests cannot run here.
+    fn new(tag: &str) -> Option<RouterTopo> {
+        if let Some(why) = skip_reason() {
+            eprintln!("SKIPPED: {why}");
+            return None;
+        }
+        for tool in ["bird", "birdc", "ping"] {
+            if Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(Stdio::null())
+                .status()
+                .map_or(true, |s| !s.success())
+            {
+                eprintln!(
+                    "SKIPPED: `{tool}' is not installed (apt-get install bird2 iputils-ping)"
+                );
+                return None;
+            }
+        }
+        let mut ns = Netns::new(tag);
+        let (s, l, p, a, h) = (
+            ns.add("S"),
+            ns.add("L"),
+            ns.add("P"),
+            ns.add("A"),
+            ns.add("H"),
+        );
+        let t = ns.tag.clone();
+        let (vp, va) = (format!("{t}vp"), format!("{t}va"));
+        let (tp, ta) = (format!("{t}tp"), format!("{t}ta"));
+        veth(&s, &vp, &p, &["10.85.0.2/24"]);
+        veth(&s, &va, &a, &["10.86.0.2/24"]);
+        must(&[
+            "ip",
+            "-n",
+            &a,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.86.0.1",
+        ]);
+        must(&[
+            "ip", "-n", &p, "link", "add", "lan0", "type", "veth", "peer", "name", "eth0", "netns",
+            &h,
+        ]);
+        must(&["ip", "-n", &p, "addr", "add", "10.87.0.1/24", "dev", "lan0"]);
+        must(&["ip", "-n", &p, "link", "set", "lan0", "up"]);
+        must(&["ip", "-n", &h, "addr", "add", "10.87.0.2/24", "dev", "eth0"]);
+        must(&["ip", "-n", &h, "link", "set", "eth0", "up"]);
+        must(&[
+            "ip",
+            "-n",
+            &h,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.87.0.1",
+        ]);
+        let _ = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &p,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ]);
+        let d = start_in(
+            &s,
+            &format!("lcpr{tag}"),
+            &format!("linux-cp {{ default netns {l} }}"),
+        );
+        for (v, tw) in [(&vp, &tp), (&va, &ta)] {
+            d.ok(&format!("create host-interface name {v}"));
+            d.ok(&format!("set interface state host-{v} up"));
+            d.ok(&format!("lcp create host-{v} host-if {tw}"));
+        }
+        must(&["ip", "-n", &l, "addr", "add", "10.85.0.1/24", "dev", &tp]);
+        must(&["ip", "-n", &l, "addr", "add", "10.86.0.1/24", "dev", &ta]);
+        wait_for(&d, "show interface address", "10.86.0.1/24", true);
+        Some(RouterTopo {
+            ns,
+            d,
+            l,
+            p,
+            a,
+            tp,
+            ta,
+        })
+    }
+}
+
 /// BIRD in the control-plane namespace peers by BGP, across Sluice, with BIRD in a peer
 /// router namespace P; the prefixes they exchange are forwarded by Sluice (A pings H
 /// behind P), and a withdrawal removes the route from Sluice's FIB.
 #[test]
 fn bird_bgp_over_sluice() {
-    skip_unless_possible!();
-    for tool in ["bird", "birdc", "ping"] {
-        if Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .map_or(true, |s| !s.success())
-        {
-            eprintln!("SKIPPED: `{tool}' is not installed (apt-get install bird2 iputils-ping)");
-            return;
-        }
-    }
-    let mut ns = Netns::new("g");
-    let (s, l, p, a, h) = (
-        ns.add("S"),
-        ns.add("L"),
-        ns.add("P"),
-        ns.add("A"),
-        ns.add("H"),
-    );
-    let t = ns.tag.clone();
-    let (vp, va) = (format!("{t}vp"), format!("{t}va"));
-    let (tp, ta) = (format!("{t}tp"), format!("{t}ta"));
-    veth(&s, &vp, &p, &["10.85.0.2/24"]);
-    veth(&s, &va, &a, &["10.86.0.2/24"]);
-    must(&[
-        "ip",
-        "-n",
-        &a,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.86.0.1",
-    ]);
-    // H behind P on 10.87.0.0/24.
-    must(&[
-        "ip", "-n", &p, "link", "add", "lan0", "type", "veth", "peer", "name", "eth0", "netns", &h,
-    ]);
-    must(&["ip", "-n", &p, "addr", "add", "10.87.0.1/24", "dev", "lan0"]);
-    must(&["ip", "-n", &p, "link", "set", "lan0", "up"]);
-    must(&["ip", "-n", &h, "addr", "add", "10.87.0.2/24", "dev", "eth0"]);
-    must(&["ip", "-n", &h, "link", "set", "eth0", "up"]);
-    must(&[
-        "ip",
-        "-n",
-        &h,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.87.0.1",
-    ]);
-    let _ = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &p,
-        "sysctl",
-        "-qw",
-        "net.ipv4.ip_forward=1",
-    ]);
-
-    let d = start_in(&s, "lcpbird", &format!("linux-cp {{ default netns {l} }}"));
-    for (v, tw) in [(&vp, &tp), (&va, &ta)] {
-        d.ok(&format!("create host-interface name {v}"));
-        d.ok(&format!("set interface state host-{v} up"));
-        d.ok(&format!("lcp create host-{v} host-if {tw}"));
-    }
-    must(&["ip", "-n", &l, "addr", "add", "10.85.0.1/24", "dev", &tp]);
-    must(&["ip", "-n", &l, "addr", "add", "10.86.0.1/24", "dev", &ta]);
-    wait_for(&d, "show interface address", "10.86.0.1/24", true);
-
+    let Some(RouterTopo {
+        ns: _ns,
+        d,
+        l,
+        p,
+        a,
+        ta,
+        ..
+    }) = RouterTopo::new("g")
+    else {
+        return;
+    };
     let r1 = Bird::start(
         &l,
         &d.dir,
@@ -776,6 +833,77 @@ fn bird_bgp_over_sluice() {
     assert!(ping(&a, "10.87.0.2") || ping(&a, "10.87.0.2"));
     drop(r1);
     drop(r2);
+    d.stop();
+}
+
+fn ospf_conf(id: &str, lan: &str, wan: &str) -> String {
+    format!(
+        "router id {id};
+protocol device {{ scan time 1; }}
+protocol kernel {{ ipv4 {{ import none; export where source ~ [ RTS_OSPF, RTS_OSPF_IA ]; }}; }}
+protocol ospf v2 o {{
+  ipv4 {{ import all; export none; }};
+  area 0 {{
+    interface \"{wan}\" {{ type broadcast; hello 1; dead 4; wait 2; }};
+    interface \"{lan}\" {{ stub yes; }};
+  }};
+}}
+"
+    )
+}
+
+/// OSPFv2 between BIRD in the control-plane namespace and BIRD in router P, across Sluice:
+/// the hellos to 224.0.0.5 reach Linux (`224.0.0.0/24 via local` in the pair's table, then
+/// punt) and leave through the twin; the LAN P advertises is forwarded by Sluice.
+#[test]
+fn bird_ospf_over_sluice() {
+    let Some(RouterTopo {
+        ns: _ns,
+        d,
+        l,
+        p,
+        a,
+        tp,
+        ta,
+    }) = RouterTopo::new("f")
+    else {
+        return;
+    };
+    let r1 = Bird::start(&l, &d.dir, "o1", &ospf_conf("10.85.0.1", &ta, &tp));
+    let r2 = Bird::start(&p, &d.dir, "o2", &ospf_conf("10.85.0.2", "lan0", "eth0"));
+    let t0 = Instant::now();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+        || {
+            format!(
+                "OSPF route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}",
+                r1.cmd(&["show", "ospf", "neighbors"]),
+                r2.cmd(&["show", "ospf", "neighbors"]),
+                d.ok("show lcp"),
+                d.ok("show errors")
+            )
+        },
+    );
+    eprintln!(
+        "OSPF full and 10.87.0.0/24 in Sluice's FIB {:.1} s after BIRD started",
+        t0.elapsed().as_secs_f64()
+    );
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || ping(&a, "10.87.0.2"),
+        || {
+            format!(
+                "A cannot reach H over the OSPF route:\n{}",
+                d.ok("show ip fib")
+            )
+        },
+    );
+    drop(r2);
+    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);
+    drop(r1);
     d.stop();
 }
 

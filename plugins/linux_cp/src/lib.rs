@@ -360,6 +360,35 @@ fn set_maps(vm: &mut Vlib) {
     vm.ext_mut::<LcpMain>().n_pairs.store(np, Ordering::Relaxed);
 }
 
+/// The IPv4 link-local multicast block, received by the router so routing protocols
+/// (OSPF's 224.0.0.5/6, VRRP, IGMP, ...) reach `ip4-local` and are punted to the twins.
+const MCAST_LOCAL: (std::net::Ipv4Addr, u8) = (std::net::Ipv4Addr::new(224, 0, 0, 0), 24);
+
+/// Adds (or removes, when no pair is left in the table) `224.0.0.0/24 via local` in the
+/// IPv4 table of `phy`.
+fn mcast_route(vm: &mut Vlib, phy: SwIfIndex, add: bool) {
+    let table = sluice_vnet::ip4::if_table_id(vm, phy.0);
+    if !add {
+        let others = vm.ext_mut::<LcpMain>().pairs.clone();
+        if others
+            .iter()
+            .any(|p| sluice_vnet::ip4::if_table_id(vm, p.phy.0) == table)
+        {
+            return;
+        }
+    }
+    let paths = sluice_vnet::routes::RoutePaths::<std::net::Ipv4Addr> {
+        table,
+        local: add,
+        ..Default::default()
+    };
+    let (p, len) = MCAST_LOCAL;
+    let w = format!("{p}/{len}");
+    if let Err(e) = sluice_vnet::ip4::route_add_del(vm, add, 1, p.into(), len, &paths, &w) {
+        log::warn!("linux-cp: ip route {w} via local: {e}");
+    }
+}
+
 /// `lcp create <if> host-if <name> [netns <ns>]`.
 pub fn create_pair(
     vm: &mut Vlib,
@@ -428,6 +457,7 @@ pub fn create_pair(
     }
     let _ = up; // mirrored by the next check (100 ms)
     set_maps(vm);
+    mcast_route(vm, phy, true);
     log::info!(
         "linux-cp: {ifname} paired with Linux `{host_if}'{} ({tap_name})",
         netns
@@ -454,6 +484,7 @@ pub fn delete_pair(vm: &mut Vlib, phy: SwIfIndex) -> Result<(), LcpError> {
         m.ns.remove(&p.netns);
     }
     set_maps(vm);
+    mcast_route(vm, phy, false);
     let _ = sluice_vnet::set_punt_host(vm, phy, false);
     let _ = sluice_vnet::set_rx_redirect(vm, p.tap, None);
     let tap_name = vm

@@ -713,7 +713,10 @@ impl PacketNode for Ip4Local {
                         return Next(0);
                     }
                 }
-                if kind != icmp::kind::ECHO_REQUEST {
+                // An echo request to a multicast group (224.0.0.0/24 is received when a
+                // host stack is paired, linux-cp) is the host stack's to answer, never
+                // answered from the group address.
+                if kind != icmp::kind::ECHO_REQUEST || d[16] >> 4 == 0xe {
                     cx.count(C_PUNT as usize, 1);
                     return Next(3);
                 }
