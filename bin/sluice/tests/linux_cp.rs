@@ -443,6 +443,13 @@ fn twins_punt_and_netlink_sync() {
         || must(&["ip", "-n", &l, "-br", "link", "show", &tb]).contains("UP"),
         || "twin not brought up".into(),
     );
+    d.ok(&format!("set interface mtu 1400 {hb}"));
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || must(&["ip", "-n", &l, "link", "show", &tb]).contains("mtu 1400"),
+        || "twin MTU not mirrored".into(),
+    );
     let state = |d: &Daemon| {
         d.ok("show interface")
             .lines()

@@ -20,8 +20,8 @@
 //! plugin adds to the core, `sluice_graph::nodes::set_punt_handler`); the paired interface is
 //! marked `punt_host` so UDP to closed ports is punted rather than refused and ARP/ND for
 //! its addresses is copied to the twin; the twin's frames are redirected from
-//! `ethernet-input` to `linux-cp-xc`. Admin state: Sluice → Linux by a 100 ms check of
-//! the paired interfaces (`linux-cp-process`), Linux → Sluice by netlink. Netlink: [`sync`].
+//! `ethernet-input` to `linux-cp-xc`. Admin state and MTU: Sluice → Linux by a 100 ms check
+//! of the paired interfaces (`linux-cp-process`), Linux → Sluice by netlink. Netlink: [`sync`].
 
 pub mod netlink;
 pub mod node;
@@ -51,8 +51,8 @@ pub struct Pair {
     pub host_if: String,
     /// Its namespace (`None`: Sluice's own).
     pub netns: Option<String>,
-    /// The paired interface's admin state last mirrored to Linux.
-    mirrored_up: bool,
+    /// The paired interface's admin state and MTU last mirrored to Linux.
+    mirrored: (bool, u32),
 }
 
 /// linux-cp state (a `Vlib` extension).
@@ -214,17 +214,17 @@ fn check_pairs(vm: &mut Vlib) {
     let mut gone = Vec::new();
     for p in m.pairs.iter_mut() {
         let tap_alive = vm.ext_mut::<Interfaces>().get(p.tap).is_some();
-        let Some(up) = vm
+        let Some((up, mtu)) = vm
             .ext_mut::<Interfaces>()
             .get(p.phy)
-            .map(|i| i.admin_up)
+            .map(|i| (i.admin_up, i.mtu))
             .filter(|_| tap_alive)
         else {
             gone.push(p.phy);
             continue;
         };
-        if up != p.mirrored_up {
-            p.mirrored_up = up;
+        if (up, mtu) != p.mirrored {
+            let old = std::mem::replace(&mut p.mirrored, (up, mtu));
             let idx = m.ns.get(&p.netns).and_then(|s| {
                 s.ifindex
                     .iter()
@@ -235,7 +235,11 @@ fn check_pairs(vm: &mut Vlib) {
                 if let Some(s) = m.ns.get_mut(&p.netns) {
                     s.linux_up.insert(i, up);
                 }
-                let _ = l.cmd.send(sync::Cmd::SetUp(i, up));
+                let _ = l.cmd.send(sync::Cmd::SetLink(
+                    i,
+                    (old.0 != up).then_some(up),
+                    (old.1 != mtu).then_some(mtu),
+                ));
             }
         }
     }
@@ -441,7 +445,7 @@ pub fn create_pair(
         tap,
         host_if: host_if.to_string(),
         netns: netns.clone(),
-        mirrored_up: true, // the tap plugin brings the twin up
+        mirrored: (true, args.host_mtu.unwrap_or(mtu)), // the twin as the tap plugin made it
     });
     if !m.listeners.contains_key(&netns) {
         m.failed.remove(&netns);

@@ -508,13 +508,26 @@ impl Socket {
         Ok(())
     }
 
-    /// Sets link `index` up or down (`RTM_NEWLINK` changing `IFF_UP`) and waits for the ACK.
-    pub fn set_link_up(&mut self, index: u32, up: bool) -> std::io::Result<()> {
-        let mut body = [0u8; 16];
+    /// Sets link `index` up or down (`IFF_UP`) and/or its MTU (`RTM_NEWLINK`) and waits for
+    /// the ACK.
+    pub fn set_link(
+        &mut self,
+        index: u32,
+        up: Option<bool>,
+        mtu: Option<u32>,
+    ) -> std::io::Result<()> {
+        let mut body = vec![0u8; 16];
         body[4..8].copy_from_slice(&index.to_ne_bytes());
-        let flags = if up { libc::IFF_UP as u32 } else { 0 };
-        body[8..12].copy_from_slice(&flags.to_ne_bytes());
-        body[12..16].copy_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+        if let Some(up) = up {
+            let flags = if up { libc::IFF_UP as u32 } else { 0 };
+            body[8..12].copy_from_slice(&flags.to_ne_bytes());
+            body[12..16].copy_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+        }
+        if let Some(m) = mtu {
+            body.extend_from_slice(&8u16.to_ne_bytes());
+            body.extend_from_slice(&IFLA_MTU.to_ne_bytes());
+            body.extend_from_slice(&m.to_ne_bytes());
+        }
         let seq = self.send(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &body)?;
         let mut buf = vec![0u8; 8192];
         let mut msgs = Vec::new();

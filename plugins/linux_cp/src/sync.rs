@@ -58,8 +58,8 @@ pub enum Item {
 
 /// Requests from the main loop to the listener thread.
 pub enum Cmd {
-    /// Set a twin's link up or down (Sluice → Linux admin state).
-    SetUp(u32, bool),
+    /// Set a twin's link (ifindex) up or down and/or its MTU (Sluice → Linux).
+    SetLink(u32, Option<bool>, Option<u32>),
 }
 
 /// A listener thread.
@@ -231,9 +231,9 @@ fn run(
     while !stop.load(Ordering::Relaxed) {
         while let Ok(c) = cmd.try_recv() {
             match c {
-                Cmd::SetUp(index, up) => {
-                    if let Err(e) = req.set_link_up(index, up) {
-                        log::warn!("linux-cp: set ifindex {index} up={up}: {e}");
+                Cmd::SetLink(index, up, mtu) => {
+                    if let Err(e) = req.set_link(index, up, mtu) {
+                        log::warn!("linux-cp: set ifindex {index} up {up:?} mtu {mtu:?}: {e}");
                     }
                 }
             }
@@ -582,6 +582,17 @@ pub fn apply(
                 st.unknown_if += 1;
                 return After::Nothing;
             };
+            // Linux keeps NOARP entries for multicast groups (224.0.0.5 on an OSPF
+            // interface): not neighbours, and a host route for them would hide the group
+            // from `224.0.0.0/24 via local`.
+            let group = match ip {
+                IpAddr::V4(v) => v.is_multicast() || v.is_broadcast() || v.is_unspecified(),
+                IpAddr::V6(v) => v.is_multicast() || v.is_unspecified(),
+            } || mac.is_some_and(|m| m[0] & 1 != 0);
+            if group {
+                st.ignored += 1;
+                return After::Nothing;
+            }
             let key = (sw.0, ip);
             let gone = del || state & (nud::FAILED | nud::INCOMPLETE) != 0 || mac.is_none();
             if gone {
