@@ -16,10 +16,10 @@
 //! startup.conf: `linux-cp { default netns <ns> netlink-rcvbuf <bytes> }` (the event
 //! socket's receive buffer, default 64 MiB: smaller overruns sooner, which the tests use).
 //!
-//! Data path (see [`node`]): `punt` hands its packets to `linux-cp-punt` (the one hook this
-//! plugin adds to the core, `sluice_graph::nodes::set_punt_handler`); the paired interface is
-//! marked `punt_host` so UDP to closed ports is punted rather than refused and ARP/ND for
-//! its addresses is copied to the twin; the twin's frames are redirected from
+//! Data path (see [`node`]): while pairs exist, `punt` hands its packets to
+//! `linux-cp-punt` (`sluice_graph::nodes::set_punt_handler`, a hook this plugin added to
+//! the core); the paired interface is marked `punt_host` so UDP to closed ports is punted
+//! rather than refused and ARP/ND for its addresses is copied to the twin; the twin's frames are redirected from
 //! `ethernet-input` to `linux-cp-xc`. Admin state and MTU: Sluice → Linux by a 100 ms check
 //! of the paired interfaces (`linux-cp-process`), Linux → Sluice by netlink. Netlink: [`sync`].
 
@@ -166,11 +166,6 @@ impl Plugin for LinuxCpPlugin {
         let m = vm.ext_mut::<LcpMain>();
         m.default_netns = c.default_netns;
         m.rcvbuf = c.rcvbuf;
-        let punt = vm
-            .registry
-            .find(node::PUNT)
-            .ok_or("linux-cp-punt is not registered")?;
-        sluice_graph::nodes::set_punt_handler(vm, Some(punt)).map_err(|e| e.to_string())?;
         sluice_vnet::runconf::register_creator(vm, DRIVER, creator);
         let poster = vm.main_poster();
         let n = vm.ext_mut::<LcpMain>().n_pairs.clone();
@@ -362,6 +357,12 @@ fn set_maps(vm: &mut Vlib) {
     });
     let np = pairs.len();
     vm.ext_mut::<LcpMain>().n_pairs.store(np, Ordering::Relaxed);
+    // `punt` hands its packets to linux-cp only while pairs exist: without them, punting
+    // is exactly what it was without the plugin.
+    let handler = if np > 0 { punt } else { None };
+    if let Err(e) = sluice_graph::nodes::set_punt_handler(vm, handler) {
+        log::warn!("linux-cp: punt handler: {e}");
+    }
 }
 
 /// The IPv4 link-local multicast block, received by the router so routing protocols

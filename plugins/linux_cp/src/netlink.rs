@@ -328,7 +328,17 @@ fn multipath(family: u8, mut b: &[u8]) -> Vec<Hop> {
 }
 
 /// Parses a datagram of messages: (message, its `nlmsg_seq`) for each one used.
-pub fn parse(mut b: &[u8], out: &mut Vec<(Msg, u32)>) -> usize {
+pub fn parse(b: &[u8], out: &mut Vec<(Msg, u32)>) -> usize {
+    parse_flags(b, out).0
+}
+
+/// `NLM_F_DUMP_INTR`: the kernel's table changed while it dumped it (entries may be
+/// missing or stale): the dump must be redone.
+pub const NLM_F_DUMP_INTR: u16 = 0x10;
+
+/// [`parse`], also saying whether any message carried [`NLM_F_DUMP_INTR`].
+pub fn parse_flags(mut b: &[u8], out: &mut Vec<(Msg, u32)>) -> (usize, bool) {
+    let mut intr = false;
     let mut n = 0;
     while let (Some(len), Some(ty), Some(flags), Some(seq)) =
         (u32_at(b, 0), u16_at(b, 4), u16_at(b, 6), u32_at(b, 8))
@@ -338,12 +348,13 @@ pub fn parse(mut b: &[u8], out: &mut Vec<(Msg, u32)>) -> usize {
             break;
         }
         n += 1;
+        intr |= flags & NLM_F_DUMP_INTR != 0;
         if let Some(m) = parse_one(ty, flags, &b[16..len]) {
             out.push((m, seq));
         }
         b = b.get(align4(len)..).unwrap_or(&[]);
     }
-    n
+    (n, intr)
 }
 
 /// A `NETLINK_ROUTE` socket.
@@ -469,10 +480,12 @@ impl Socket {
     }
 
     /// Dumps links, addresses, routes and neighbours (both families), in that order, calling
-    /// `f` with each message.
-    pub fn dump_all(&mut self, mut f: impl FnMut(Msg)) -> std::io::Result<()> {
+    /// `f` with each message. `Ok(false)`: the kernel flagged the dump inconsistent
+    /// ([`NLM_F_DUMP_INTR`]); redo it.
+    pub fn dump_all(&mut self, mut f: impl FnMut(Msg)) -> std::io::Result<bool> {
         let mut buf = vec![0u8; 1 << 16];
         let mut msgs = Vec::new();
+        let mut clean = true;
         for (what, fam) in [
             (RTM_GETLINK, libc::AF_UNSPEC as u8),
             (RTM_GETADDR, libc::AF_INET as u8),
@@ -486,7 +499,8 @@ impl Socket {
             'recv: loop {
                 let n = self.recv(&mut buf, false)?;
                 msgs.clear();
-                parse(&buf[..n], &mut msgs);
+                let (_, intr) = parse_flags(&buf[..n], &mut msgs);
+                clean &= !intr;
                 for (m, s) in msgs.drain(..) {
                     if s != seq {
                         continue;
@@ -505,7 +519,26 @@ impl Socket {
                 }
             }
         }
-        Ok(())
+        Ok(clean)
+    }
+
+    /// Bounds blocking receives (dumps, ACKs) to `secs`: a lost reply is an error, not a
+    /// hung listener.
+    pub fn set_recv_timeout(&self, secs: u32) {
+        let tv = libc::timeval {
+            tv_sec: secs as libc::time_t,
+            tv_usec: 0,
+        };
+        // SAFETY: setsockopt reads a timeval of the given size.
+        unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const libc::timeval as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            );
+        }
     }
 
     /// Sets link `index` up or down (`IFF_UP`) and/or its MTU (`RTM_NEWLINK`) and waits for

@@ -184,20 +184,36 @@ fn post(poster: &MainPoster, ns: &Tag, items: Vec<Item>, at: Instant) {
     }));
 }
 
+/// A full dump, handed over between `ResyncBegin` and `ResyncEnd`; redone (up to 5 times)
+/// when the kernel flags it inconsistent or a receive fails.
 fn resync(req: &mut netlink::Socket, poster: &MainPoster, ns: &Tag) {
-    let at = Instant::now();
-    let mut items = vec![Item::ResyncBegin];
-    let r = req.dump_all(|m| {
-        items.push(Item::M(m));
-        if items.len() >= BATCH {
-            post(poster, ns, std::mem::take(&mut items), at);
+    let mut last = String::new();
+    for attempt in 0..5 {
+        let at = Instant::now();
+        let mut items = vec![Item::ResyncBegin];
+        let mut n = 0usize;
+        let r = req.dump_all(|m| {
+            n += 1;
+            items.push(Item::M(m));
+            if items.len() >= BATCH {
+                post(poster, ns, std::mem::take(&mut items), at);
+            }
+        });
+        match r {
+            Ok(true) => {
+                log::debug!("linux-cp: dump of {n} messages");
+                items.push(Item::ResyncEnd);
+                post(poster, ns, items, at);
+                return;
+            }
+            Ok(false) => last = "dump interrupted by changes (NLM_F_DUMP_INTR)".into(),
+            Err(e) => last = format!("netlink dump: {e}"),
         }
-    });
-    match r {
-        Ok(()) => items.push(Item::ResyncEnd),
-        Err(e) => items.push(Item::Failed(format!("netlink dump: {e}"))),
+        log::info!("linux-cp: {last}; dumping again (attempt {})", attempt + 2);
+        post(poster, ns, items, at);
+        std::thread::sleep(Duration::from_millis(50));
     }
-    post(poster, ns, items, at);
+    post(poster, ns, vec![Item::Failed(last)], Instant::now());
 }
 
 fn run(
@@ -220,6 +236,7 @@ fn run(
         (Ok(e), Ok(r)) => (e, r),
         (Err(e), _) | (_, Err(e)) => return fail(format!("netlink socket: {e}")),
     };
+    req.set_recv_timeout(5);
     log::info!(
         "linux-cp: netlink listener in namespace {}, receive buffer {} bytes",
         ns.ns.as_deref().unwrap_or("(sluice's)"),
