@@ -64,26 +64,6 @@ macro_rules! skip_unless_possible {
     };
 }
 
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}' failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn must(args: &[&str]) -> String {
-    sh(args).unwrap_or_else(|e| panic!("{e}"))
-}
-
 // ------------------------------------------------------------------------------------------
 // Topology: namespaces with a veth each; the host end stays in the default namespace.
 

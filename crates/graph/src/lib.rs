@@ -33,7 +33,7 @@ pub use registry::{
 };
 pub use runtime::{Cx, Shared, ThreadGraph};
 pub use rxmode::{RxMode, RxModeState};
-pub use vlib::{pin_to_core, CpuConfig, Job, Vlib, VlibError, HANDOFF_RING};
+pub use vlib::{pin_to_core, CpuConfig, Job, MainJob, MainPoster, Vlib, VlibError, HANDOFF_RING};
 
 /// Largest number of buffers a node is called with at once.
 pub const FRAME_SIZE: usize = 256;

@@ -87,15 +87,19 @@ impl NodeFn for ErrorDrop {
     }
 }
 
-/// `punt`: packets for the host stack. Until a punt path to Linux exists (linux-cp), they are
-/// counted and freed.
+/// `punt`: packets for the host stack. Without a handler they are counted and freed; with
+/// one (a plugin's node, e.g. linux-cp's `linux-cp-punt`, set by [`set_punt_handler`]) they
+/// are counted and handed to it.
 ///
-/// - uses: `rx_if` (with a sink installed: `punt` counted on it). sets: nothing. next: none.
+/// - uses: `rx_if` (with a sink installed: `punt` counted on it). sets: nothing.
+/// - next: the handler's arc (added at runtime) when one is set; otherwise none (freed).
 /// - counters: `punted` (packets punted).
 #[derive(Default)]
 pub struct Punt {
     /// Per-interface punt counters (set by the interface layer).
     pub sink: Option<Arc<dyn IfDropSink>>,
+    /// Where punted packets go (set by [`set_punt_handler`]); `None`: freed.
+    pub handler: Option<crate::node::Next>,
 }
 
 impl NodeFn for Punt {
@@ -105,7 +109,10 @@ impl NodeFn for Punt {
             let t = cx.thread();
             per_rx_if(cx, frame, |i, n| s.punts(t, i, n));
         }
-        cx.free(frame);
+        match self.handler {
+            Some(n) => cx.enqueue_all(n, frame),
+            None => cx.free(frame),
+        }
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -126,6 +133,25 @@ impl NodeFn for NullSink {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// Hands every packet `punt` receives to node `handler` (`None`: free them again), on every
+/// thread. The arc is added on every thread before the handler is published.
+pub fn set_punt_handler(
+    vm: &mut crate::Vlib,
+    handler: Option<crate::node::NodeIndex>,
+) -> Result<(), crate::registry::GraphError> {
+    let punt = vm.registry.lookup("punt")?;
+    let next = match handler {
+        Some(h) => Some(vm.add_next(punt, h)?),
+        None => None,
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<Punt>(punt) {
+            n.handler = next;
+        }
+    });
+    Ok(())
 }
 
 /// Registers the built-in nodes.

@@ -480,3 +480,37 @@ fn error_drop_counts_unknown_arcs_as_unhandled() {
     // Sent to error-drop with error code 0 = error-drop's own `unhandled`.
     assert_eq!(counter(&vm, "error-drop", 0), 3);
 }
+
+#[test]
+fn main_poster_runs_closures_on_the_main_loop() {
+    let (mut vm, _even, _odd) = split_graph();
+    let p = vm.main_poster();
+    let t = std::thread::spawn(move || {
+        p.post(Box::new(|vm: &mut Vlib| vm.put_ext(7u32)));
+    });
+    t.join().unwrap();
+    assert!(vm.main_wants_poll());
+    vm.run_main_once();
+    assert_eq!(vm.ext::<u32>(), Some(&7));
+    assert!(!vm.main_wants_poll() || vm.main.wants_poll());
+}
+
+#[test]
+fn punt_handler_receives_punted_packets() {
+    let (mut vm, _even, _odd) = split_graph();
+    let punt = vm.registry.find("punt").unwrap();
+    let sink = vm.registry.find("null-sink").unwrap();
+    crate::nodes::set_punt_handler(&mut vm, Some(sink)).unwrap();
+    let mut bufs = [BufIdx(0); 3];
+    assert_eq!(vm.main.bufs().alloc(&mut bufs), 3);
+    vm.main.inject(punt, &bufs);
+    vm.main.drain();
+    assert_eq!(vm.registry.node(sink).stats.counter_total(0), 3);
+    assert_eq!(vm.registry.node(punt).stats.counter_total(0), 3);
+    crate::nodes::set_punt_handler(&mut vm, None).unwrap();
+    assert_eq!(vm.main.bufs().alloc(&mut bufs), 3);
+    vm.main.inject(punt, &bufs);
+    vm.main.drain();
+    assert_eq!(vm.registry.node(sink).stats.counter_total(0), 3);
+    assert_eq!(vm.pool.stats().in_use, 0);
+}

@@ -22,6 +22,36 @@ use std::time::Duration;
 /// A closure run on a thread's graph at a safe point.
 pub type Job = Box<dyn FnOnce(&mut ThreadGraph) + Send>;
 
+/// A closure run by the main loop with the whole runtime (see [`MainPoster`]).
+pub type MainJob = Box<dyn FnOnce(&mut Vlib) + Send>;
+
+#[derive(Default)]
+struct MainQueue {
+    jobs: Mutex<Vec<MainJob>>,
+    flag: AtomicBool,
+}
+
+/// Posts closures from any thread to the main loop, which runs them with `&mut Vlib` at
+/// its next iteration (`Vlib::run_main_once`) — how a control-plane thread of a plugin
+/// (e.g. linux-cp's netlink listener) calls the same actions as the CLI without blocking
+/// or locking the data path. A post wakes the main thread if it sleeps.
+#[derive(Clone)]
+pub struct MainPoster {
+    q: Arc<MainQueue>,
+    shared: Arc<Shared>,
+}
+
+impl MainPoster {
+    /// Queues `f` for the main loop.
+    pub fn post(&self, f: MainJob) {
+        if let Ok(mut j) = self.q.jobs.lock() {
+            j.push(f);
+        }
+        self.q.flag.store(true, Ordering::Release);
+        self.shared.wake(0);
+    }
+}
+
 struct Mailbox {
     jobs: Mutex<Vec<Job>>,
     flag: AtomicBool,
@@ -78,6 +108,7 @@ pub struct Vlib {
     workers: Vec<Worker>,
     main_core: Option<usize>,
     ext: HashMap<TypeId, Box<dyn Any>>,
+    main_jobs: Arc<MainQueue>,
     /// Seconds (clock time) when the runtime started.
     pub start_secs: f64,
     /// Seconds (clock time) of the last `clear runtime`.
@@ -156,6 +187,7 @@ impl Vlib {
             workers,
             main_core: cpu.main_core,
             ext: HashMap::new(),
+            main_jobs: Arc::new(MainQueue::default()),
             start_secs: now,
             runtime_cleared_secs: now,
         })
@@ -263,14 +295,40 @@ impl Vlib {
         Ok(i)
     }
 
-    /// One main-thread loop: handoff queues, input nodes, pending frames, process nodes.
+    /// One main-thread loop: handoff queues, input nodes, pending frames, process nodes,
+    /// then the closures posted by [`MainPoster`]s (one relaxed load when there are none).
     pub fn run_main_once(&mut self) -> usize {
-        self.main.poll_handoff() + self.main.run_once()
+        let n = self.main.poll_handoff() + self.main.run_once();
+        if self.main_jobs.flag.load(Ordering::Relaxed) {
+            self.run_main_jobs();
+        }
+        n
+    }
+
+    /// A handle to post closures to the main loop from any thread.
+    pub fn main_poster(&self) -> MainPoster {
+        MainPoster {
+            q: self.main_jobs.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Runs the closures posted to the main loop so far.
+    pub fn run_main_jobs(&mut self) {
+        self.main_jobs.flag.store(false, Ordering::Relaxed);
+        let jobs = match self.main_jobs.jobs.lock() {
+            Ok(mut j) => std::mem::take(&mut *j),
+            Err(_) => return,
+        };
+        for j in jobs {
+            j(self);
+        }
     }
 
     /// Whether the main thread has polling work (else it may sleep).
     pub fn main_wants_poll(&self) -> bool {
         self.main.wants_poll()
+            || self.main_jobs.flag.load(Ordering::Relaxed)
             || (0..self.n_threads()).any(|f| !self.shared.handoff[f][0].is_empty())
     }
 

@@ -325,6 +325,42 @@ pub fn set_rx_redirect(
     .ok_or_else(|| "interface table full".to_string())
 }
 
+/// Marks `sw_if` as having a host stack behind `punt` (linux-cp; see
+/// [`crate::ip4::IfAttr::punt_host`]).
+pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
+    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+        x.punt_host.store(on, std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok_or_else(|| "interface table full".to_string())
+}
+
+/// Copies the frame of `b` — from its Ethernet header (`l2.l2_hdr_offset`) to its end, at
+/// most 512 bytes — into a new buffer with the same `rx_if` and FIB index, at its Ethernet
+/// header (`l2_hdr_offset` = `current_data`), for `punt`. `None` when the frame is longer,
+/// its L2 header is not in the buffer or no buffer is free.
+pub(crate) fn copy_frame(
+    cx: &mut sluice_graph::Cx,
+    b: &mut sluice_buffer::Buffer<'_>,
+) -> Option<sluice_buffer::BufIdx> {
+    let back = b.hdr.current_data as isize - b.hdr.l2.l2_hdr_offset as isize;
+    if !(0..=64).contains(&back) || b.len() + back as usize > 512 || b.hdr.next().is_some() {
+        return None;
+    }
+    let back = back as usize;
+    let mut tmp = [0u8; 512];
+    b.push_front(back)?;
+    let n = b.len();
+    tmp[..n].copy_from_slice(b.data());
+    b.advance(back);
+    let c = cx.bufs().alloc_with(&tmp[..n])?;
+    // SAFETY: `c` was just allocated here and has no other view.
+    let v = unsafe { cx.buffer(c) };
+    v.hdr.rx_if = b.hdr.rx_if;
+    v.hdr.ip.fib_index = b.hdr.ip.fib_index;
+    v.hdr.l2.l2_hdr_offset = v.hdr.current_data;
+    Some(c)
+}
+
 /// Publishes an interface's admin state and promiscuous flag to the data path
 /// (`ethernet-input` reads them; `interface-output` has its own copy of the admin state).
 pub fn sync_rx_flags(vm: &mut Vlib, sw_if: SwIfIndex) {

@@ -11,6 +11,7 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_af_xdp::PLUGIN,
         &sluice_memif::PLUGIN,
         &sluice_tap::PLUGIN,
+        &sluice_linux_cp::PLUGIN,
         &sluice_dpdk::PLUGIN,
         &sluice_tester::PLUGIN,
         &sluice_example::PLUGIN,

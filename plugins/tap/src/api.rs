@@ -65,6 +65,7 @@ fn create(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::TapCreate) -> Result<m::TapCreat
         host_bridge: opt(q.host_bridge),
         rx_queues: q.rx_queues.max(1),
         tx_queues: (q.tx_queues != 0).then_some(q.tx_queues),
+        driver: None,
     };
     let name = crate::create(vm, &c).map_err(VnetError::from_text)?;
     let sw = vm

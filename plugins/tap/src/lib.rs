@@ -235,6 +235,10 @@ pub struct CreateArgs {
     pub rx_queues: u32,
     /// tx queues (default: as many as rx queues).
     pub tx_queues: Option<u32>,
+    /// Driver name of the Sluice interface (default `tap`): another plugin creating taps for
+    /// its own use (linux-cp's twins) names itself, so `show running-config` asks it how to
+    /// recreate them.
+    pub driver: Option<&'static str>,
 }
 
 impl CreateArgs {
@@ -495,7 +499,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     let mac = c
         .hw_addr
         .unwrap_or_else(|| random_mac(sluice_vnet::devices::linux::seed(id)));
-    let sw = sluice_vnet::create_interface(vm, &name, "tap", mac, Some(tx_node))?;
+    let driver = c.driver.unwrap_or("tap");
+    let sw = sluice_vnet::create_interface(vm, &name, driver, mac, Some(tx_node))?;
     let counters = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs

@@ -25,8 +25,36 @@ pub fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
+/// Runs a command; its stdout, or a one-line error with its stderr.
+pub fn sh(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// [`sh`] that must succeed.
+pub fn must(args: &[&str]) -> String {
+    sh(args).unwrap_or_else(|e| panic!("{e}"))
+}
+
 impl Daemon {
     pub fn start(tag: &str, extra: &str) -> Daemon {
+        Self::start_in(None, tag, extra)
+    }
+
+    /// Starts sluice inside network namespace `netns` (`ip netns exec`, which execs it:
+    /// the child is sluice itself) or, with `None`, here.
+    pub fn start_in(netns: Option<&str>, tag: &str, extra: &str) -> Daemon {
         let dir = tmpdir(tag);
         let sock = dir.join("cli.sock");
         let conf = dir.join("startup.conf");
@@ -39,7 +67,15 @@ impl Daemon {
             ),
         )
         .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_sluice")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sluice")),
+        };
+        let child = cmd
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())

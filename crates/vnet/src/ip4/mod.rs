@@ -49,6 +49,12 @@ pub struct IfAttr {
     pub admin_up: AtomicBool,
     /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
     pub promisc: AtomicBool,
+    /// A host stack takes this interface's punted traffic (linux-cp's tap twin, see
+    /// [`crate::set_punt_host`]): `ip4-local`/`ip6-local` punt UDP to a port Sluice does not
+    /// serve instead of answering port unreachable, and `arp-input`/`ip6-local` copy the ARP
+    /// and ND packets for the interface's addresses to `punt` so the host learns its
+    /// neighbours too.
+    pub punt_host: AtomicBool,
 }
 
 impl IfAttr {

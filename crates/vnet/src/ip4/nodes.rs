@@ -678,7 +678,8 @@ impl PacketNode for Ip4Rewrite {
 /// - uses: the IPv4 header; `rx_if`.
 /// - sets: rewrites echo requests into replies; `feature_meta[0]` for port unreachable.
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
-///   closed port; `punt` (3) for other protocols.
+///   closed port; `punt` (3) for other protocols, and for UDP when the rx interface has a
+///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
 ///   the CLI `ping`, consumed).
@@ -712,7 +713,10 @@ impl PacketNode for Ip4Local {
                         return Next(0);
                     }
                 }
-                if kind != icmp::kind::ECHO_REQUEST {
+                // An echo request to a multicast group (224.0.0.0/24 is received when a
+                // host stack is paired, linux-cp) is the host stack's to answer, never
+                // answered from the group address.
+                if kind != icmp::kind::ECHO_REQUEST || d[16] >> 4 == 0xe {
                     cx.count(C_PUNT as usize, 1);
                     return Next(3);
                 }
@@ -739,6 +743,16 @@ impl PacketNode for Ip4Local {
                 Next(1)
             }
             proto::UDP => {
+                if self
+                    .shared
+                    .if_attr(b.hdr.rx_if)
+                    .punt_host
+                    .load(Ordering::Relaxed)
+                {
+                    // A host stack behind `punt` serves (or refuses) the port.
+                    cx.count(C_PUNT as usize, 1);
+                    return Next(3);
+                }
                 b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 3;
                 Next(2)
             }
@@ -841,12 +855,15 @@ impl PacketNode for Ip4IcmpError {
 /// - uses: `rx_if`, `ip.fib_index`; the ARP packet at `current_data`.
 /// - sets: turns requests into replies in place (new Ethernet header in the headroom),
 ///   `tx_if` = `rx_if`.
-/// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies.
+/// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies;
+///   `punt` (2) for a copy of each request or reply for us received on an interface with a
+///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
 /// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
 ///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
 ///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
 ///   target address — which only updates an existing neighbour, as VPP: it never creates one),
-///   `no_headroom` (no room for the reply's Ethernet header).
+///   `no_headroom` (no room for the reply's Ethernet header), `punt_copies` (info: copies
+///   sent to `punt`), `no_punt_copy` (no buffer for the copy, or the frame is too long).
 pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
@@ -857,6 +874,9 @@ const C_NOT_FOR_US: u16 = 2;
 const E_MALFORMED: u16 = 3;
 const C_GARP: u16 = 4;
 const E_ARP_HEADROOM: u16 = 5;
+const C_COPIED: u16 = 6;
+const E_NO_COPY: u16 = 7;
+const NEXT_ARP_PUNT: Next = Next(2);
 
 impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
@@ -902,6 +922,22 @@ impl PacketNode for ArpInput {
             return Next(0);
         }
         self.learn(b, &r, false);
+        if self
+            .shared
+            .if_attr(b.hdr.rx_if)
+            .punt_host
+            .load(Ordering::Relaxed)
+        {
+            // The host stack behind `punt` learns the neighbour (and sees replies to its
+            // own requests) from a copy.
+            match crate::interface::copy_frame(cx, b) {
+                Some(c) => {
+                    cx.count(C_COPIED as usize, 1);
+                    cx.enqueue(NEXT_ARP_PUNT, c);
+                }
+                None => cx.count(E_NO_COPY as usize, 1),
+            }
+        }
         if r.op != arp::op::REQUEST {
             b.hdr.error = cx.error(C_REPLIES_RX);
             return Next(0);
@@ -1179,7 +1215,7 @@ pub fn register(
         NodeRegistration::new(ARP_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(ArpInput { shared: s.clone() }))
         })
-        .nexts(&["error-drop", crate::output::NAME])
+        .nexts(&["error-drop", crate::output::NAME, "punt"])
         .counters(&[
             CounterDesc::info("replies_sent", "ARP replies sent"),
             CounterDesc::info("replies_received", "ARP replies received"),
@@ -1190,6 +1226,8 @@ pub fn register(
                 "gratuitous ARP (updates an existing neighbour only)",
             ),
             CounterDesc::error("no_headroom", "no headroom for the ARP reply's header"),
+            CounterDesc::info("punt_copies", "ARP copies punted to the host stack"),
+            CounterDesc::error("no_punt_copy", "ARP copy for the host stack not made"),
         ]),
     );
     let s = shared.clone();

@@ -341,13 +341,15 @@ impl PacketNode for Ip6Rewrite {
 /// - sets: rewrites echo requests into replies and solicitations into advertisements in
 ///   place; `tx_if` = `rx_if` for advertisements; `feature_meta[0]` for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
-///   to a closed port; `punt` (3) for other protocols; `interface-output` (4) for
-///   advertisements.
+///   to a closed port; `punt` (3) for other protocols, for UDP and for a copy of each NS/NA
+///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
+///   `interface-output` (4) for advertisements.
 /// - counters: `echo_replies`, `bad_icmp` (truncated or bad checksum), `punted`,
 ///   `ping_replies` (replies to the CLI ping, consumed), `ns_replied` (NA sent),
 ///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
 ///   255, malformed, or no way to reach the sender), `router_discovery` (RS/RA ignored),
-///   `bad_extension` (malformed extension header chain), `dad_ignored` (NS from ::).
+///   `bad_extension` (malformed extension header chain), `dad_ignored` (NS from ::),
+///   `nd_punt_copies` (info: NS/NA copies punted), `nd_no_punt_copy` (copy not made).
 pub struct Ip6Local {
     shared: Arc<Ip6Shared>,
 }
@@ -363,8 +365,18 @@ const E_ND_INVALID: u16 = 7;
 const C_RD: u16 = 8;
 const E_BAD_EXT: u16 = 9;
 const C_DAD: u16 = 10;
+const C_ND_COPIED: u16 = 11;
+const E_ND_NO_COPY: u16 = 12;
 
 impl Ip6Local {
+    fn punt_host(&self, rx_if: u32) -> bool {
+        self.shared
+            .v4
+            .if_attr(rx_if)
+            .punt_host
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn is_mine(&self, fib: u32, a: u128) -> bool {
         match self.shared.lookup(fib, a) {
             Some(v) if v < LB_FLAG => self.shared.adj.kind(v) == AdjKind::Local,
@@ -488,6 +500,21 @@ impl PacketNode for Ip6Local {
                     b.hdr.error = cx.error(E_ND_INVALID);
                     return Next(0);
                 }
+                if matches!(
+                    kind,
+                    icmpv6::kind::NEIGHBOR_SOLICIT | icmpv6::kind::NEIGHBOR_ADVERT
+                ) && self.punt_host(b.hdr.rx_if)
+                {
+                    // The host stack behind `punt` learns neighbours from a copy.
+                    match crate::interface::copy_frame(cx, b) {
+                        Some(c) => {
+                            cx.count(C_ND_COPIED as usize, 1);
+                            cx.enqueue(Next(3), c);
+                        }
+                        None => cx.count(E_ND_NO_COPY as usize, 1),
+                    }
+                }
+                let d = b.data();
                 match kind {
                     icmpv6::kind::NEIGHBOR_SOLICIT => self.neighbor_solicit(cx, b),
                     icmpv6::kind::NEIGHBOR_ADVERT => {
@@ -559,6 +586,11 @@ impl PacketNode for Ip6Local {
                 }
             }
             next_header::UDP if d[24] != 0xff => {
+                if self.punt_host(b.hdr.rx_if) {
+                    // A host stack behind `punt` serves (or refuses) the port.
+                    cx.count(C_PUNT as usize, 1);
+                    return Next(3);
+                }
                 b.hdr.feature_meta[ICMP_META] = ((icmpv6::kind::DEST_UNREACH as u64) << 8) | 4;
                 Next(2)
             }
@@ -910,6 +942,8 @@ pub fn register(
             ),
             CounterDesc::error("bad_extension", "malformed ip6 extension headers"),
             CounterDesc::info("dad_ignored", "duplicate address detection probe"),
+            CounterDesc::info("nd_punt_copies", "NS/NA copies punted to the host stack"),
+            CounterDesc::error("nd_no_punt_copy", "NS/NA copy for the host stack not made"),
         ]),
     );
     let s = shared.clone();
