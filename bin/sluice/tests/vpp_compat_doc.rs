@@ -92,6 +92,14 @@ fn startup_table_matches_check() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         let warned = err.contains("warning");
+        // The dpdk section is supported when the binary was built against libdpdk; a build
+        // without it refuses the section with a one-line error, which is checked instead.
+        if snippet.starts_with("dpdk") && err.contains("DPDK support is not built into this binary")
+        {
+            assert!(!o.status.success() && err.lines().count() == 1, "{err}");
+            println!("SKIPPED: `{snippet}': this binary was built without DPDK");
+            continue;
+        }
         match st.as_str() {
             "supported" | "Sluice only" => assert!(
                 o.status.success() && !warned,
