@@ -267,7 +267,7 @@ fn run(
         let mut overrun = false;
         loop {
             match ev.recv(&mut buf, true) {
-                Ok(0) if items.is_empty() || at.elapsed() >= COALESCE => break,
+                Ok(0) if overrun || items.is_empty() || at.elapsed() >= COALESCE => break,
                 Ok(0) => {
                     // A burst (a routing daemon installing a table) arrives faster than
                     // one message per wake-up: gather it for up to COALESCE so the main
@@ -284,8 +284,11 @@ fn run(
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // Keep reading until the queue is empty before the resync: the kernel
+                    // reports ENOBUFS once per congestion episode and clears the episode
+                    // only when the queue drains, so overruns during a dump taken with a
+                    // non-empty queue would go unreported and their events stay lost.
                     overrun = true;
-                    break;
                 }
                 Err(e) => {
                     log::warn!("linux-cp: netlink receive: {e}");
