@@ -513,6 +513,14 @@ pub fn init(vm: &mut Vlib) {
     vm.ext_mut::<Ip6Main>().ctl = Some(ctl);
 }
 
+/// The FIB index of IPv6 table `id` (`ip6 table add <id>`; table 0 is FIB index 0), for
+/// plugins that take a table argument.
+pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.vrfs.fib_of(id)
+}
+
 fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
     vm.ext_mut::<Ip6Main>()
         .ctl
