@@ -33,7 +33,13 @@ impl Plugin for VxlanPlugin {
         api::register_vxlan(&mut r.api);
         Ok(())
     }
+    fn init(&self, vm: &mut sluice_graph::Vlib) -> Result<(), String> {
+        sluice_vnet::runconf::register_creator(vm, PROTO_DRIVER_VXLAN, vxlan::creator);
+        Ok(())
+    }
 }
+
+const PROTO_DRIVER_VXLAN: &str = "vxlan";
 
 /// Every tunnel plugin of this crate (tests and benchmarks; the daemon's list names them
 /// one by one in `plugins/all`).

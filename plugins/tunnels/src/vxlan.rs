@@ -355,6 +355,25 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(out)
 }
 
+/// The `create vxlan tunnel` line recreating `sw` (`show running-config`).
+pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
+    let tm = vm.ext_mut::<tunnel::Tunnels>();
+    let (_, t) = tm
+        .iter_kind(|k| k == Kind::Vxlan)
+        .find(|(_, t)| t.sw_if == sw)?;
+    let mut s = format!(
+        "create vxlan tunnel src {} dst {} vni {} instance {}",
+        t.src, t.dst, t.key, t.instance
+    );
+    if t.table_id != 0 {
+        s.push_str(&format!(" encap-vrf-id {}", t.table_id));
+    }
+    if let Some(n) = &t.decap_next {
+        s.push_str(&format!(" decap-next node {n}"));
+    }
+    Some(s)
+}
+
 /// Registers the VXLAN CLI.
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(

@@ -294,3 +294,13 @@ fn bad_cli_input_names_the_token() {
         .to_string();
     assert!(e.contains("vxlan_tunnel0"), "{e}");
 }
+
+#[test]
+fn running_config_recreates_the_tunnel() {
+    let (mut vm, t) = setup(false);
+    let rc = cli(&mut vm, &t, "show running-config");
+    assert!(
+        rc.contains("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 13 instance 0"),
+        "{rc}"
+    );
+}
