@@ -1,3 +1,3 @@
 fn main() {
-    sluice_api_schema::rust::build(&["api/vxlan.api"]);
+    sluice_api_schema::rust::build(&["api/vxlan.api", "api/gre.api", "api/ipip.api"]);
 }

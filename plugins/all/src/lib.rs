@@ -19,5 +19,7 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_nat44::PLUGIN,
         &sluice_acl::PLUGIN,
         &sluice_tunnels::VXLAN,
+        &sluice_tunnels::GRE,
+        &sluice_tunnels::IPIP,
     ]
 }

@@ -242,13 +242,18 @@ impl PacketNode for Encap {
             _ => 0,
         };
         let l3 = match e.kind {
-            Kind::Gre { teb: false } | Kind::Ipip => match l3_proto(b.data().first()) {
-                Some(p) => Some(p),
-                None => {
-                    b.hdr.error = cx.error(c::BAD_INNER);
-                    return encap_next::DROP;
+            Kind::Gre { teb: false } | Kind::Ipip => {
+                // A point-to-point interface: `ip4-rewrite`/`ip6-rewrite` wrote the
+                // adjacency's placeholder Ethernet header; the payload is the IP packet.
+                let p = b.data().get(14).and_then(|v| l3_proto(Some(v)));
+                match p {
+                    Some(p) if b.advance(14) => Some(p),
+                    _ => {
+                        b.hdr.error = cx.error(c::BAD_INNER);
+                        return encap_next::DROP;
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let chained = b.chain_rest_len() != 0;
@@ -323,13 +328,16 @@ impl PacketNode for Encap {
 }
 
 /// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
-/// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP).
+/// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
+/// bit 0, key present bit 1; else 0).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DecapKey {
     /// Underlay FIB index the packet arrived in.
     pub fib: u32,
     /// VNI / GRE key / 0.
     pub key: u32,
+    /// GRE: TEB (1) | key present (2); else 0.
+    pub sub: u8,
     /// Outer source (the tunnel's `dst`).
     pub src: u128,
     /// Outer destination (the tunnel's `src`).
@@ -353,6 +361,9 @@ pub struct DecapEntry {
     pub next: Next,
     /// The tunnel's counters (rx packets/bytes).
     pub counters: Arc<IfCounters>,
+    /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
+    /// front of the inner packet for `ethernet-input`).
+    pub mac: [u8; 6],
 }
 
 /// A decap node's tunnel table (one copy per thread): key → entry, with a one-entry cache
@@ -425,6 +436,40 @@ pub fn decap_to(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Ne
     e.next
 }
 
+/// Strips `n` bytes of outer headers in front of an inner IP packet (EtherType `et`) and
+/// hands it to tunnel `e` through `ethernet-input`, which applies the tunnel interface's
+/// state, table and features: a 14-byte header to the tunnel's MAC goes in front (the
+/// outer headers were at least that long, so there is room).
+#[inline(always)]
+pub fn decap_l3(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u16) -> Next {
+    b.advance(n);
+    let len = b.total_len() as u64;
+    if let Some(h) = b.push_front(14) {
+        h[..6].copy_from_slice(&e.mac);
+        h[6..12].fill(0);
+        h[12..14].copy_from_slice(&et.to_be_bytes());
+    }
+    b.hdr.rx_if = e.sw_if;
+    b.hdr.flags &= !LOCALLY_ORIGINATED;
+    let t = cx.thread();
+    e.counters
+        .add(t, sluice_vnet::interface::counter::RX_PACKETS, 1);
+    e.counters
+        .add(t, sluice_vnet::interface::counter::RX_BYTES, len);
+    e.next
+}
+
+/// The EtherType of an inner IP packet whose first byte is `v`, if it is the version
+/// `proto` (IP protocol 4 / 41, or GRE's 0x0800 / 0x86dd) announces.
+#[inline(always)]
+pub fn inner_et(v: Option<&u8>, ip4: bool) -> Option<u16> {
+    match (v.map(|v| v >> 4), ip4) {
+        (Some(4), true) => Some(0x0800),
+        (Some(6), false) => Some(0x86dd),
+        _ => None,
+    }
+}
+
 /// Trace record of the decap nodes.
 #[derive(Copy, Clone)]
 pub struct DecapTrace {
@@ -479,13 +524,23 @@ pub struct Tunnel {
 }
 
 impl Tunnel {
-    fn decap_key(&self) -> DecapKey {
+    /// Its decap key.
+    pub fn decap_key(&self) -> DecapKey {
         DecapKey {
             fib: self.fib_index,
             key: self.key,
+            sub: sub_of(self.kind, self.key),
             src: addr_key(self.dst),
             dst: addr_key(self.src),
         }
+    }
+}
+
+/// The decap key's sub-type of a tunnel.
+pub fn sub_of(kind: Kind, key: u32) -> u8 {
+    match kind {
+        Kind::Gre { teb } => teb as u8 | ((key != 0) as u8) << 1,
+        _ => 0,
     }
 }
 
@@ -653,11 +708,15 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         .get(sw)
         .map(|i| i.counters.clone())
         .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
+    if matches!(a.kind, Kind::Gre { teb: false } | Kind::Ipip) {
+        sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
+    }
     let entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
     let de = DecapEntry {
         sw_if: sw.0,
         next,
         counters,
+        mac,
     };
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
@@ -696,12 +755,13 @@ pub fn del(vm: &mut Vlib, p: &Proto, a: &AddArgs) -> VnetResult<SwIfIndex> {
     let key = DecapKey {
         fib: fib_index,
         key: a.key,
+        sub: sub_of(a.kind, a.key),
         src: addr_key(a.dst),
         dst: addr_key(a.src),
     };
     let found = vm
         .ext_mut::<Tunnels>()
-        .iter_kind(|k| k == a.kind)
+        .iter_kind(p.same_space)
         .find(|(_, t)| t.decap_key() == key && t.src.is_ipv6() == ip6)
         .map(|(i, t)| (i, t.sw_if));
     let (idx, sw) = found.ok_or_else(|| {
@@ -745,4 +805,36 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
         }
     });
     sluice_vnet::loopback::delete_interface(vm, t.sw_if);
+}
+
+/// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).
+pub fn register_encap(b: &mut sluice_graph::GraphBuilder, v4: &str, v6: &str) {
+    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    for (name, ip6) in [(v4, false), (v6, true)] {
+        b.register(
+            NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(PerPacket::new(Encap::default()))
+            })
+            .nexts(if ip6 {
+                &encap_next::NAMES6
+            } else {
+                &encap_next::NAMES4
+            })
+            .counters(&encap_counter::DESCS),
+        );
+    }
+}
+
+/// An address argument, or a one-line error naming it.
+pub fn parse_addr(w: &str, what: &str) -> Result<IpAddr, sluice_cli::CliError> {
+    w.parse()
+        .map_err(|_| sluice_cli::CliError::new(format!("bad {what} address `{w}'")))
+}
+
+/// The name of interface `sw`.
+pub fn if_name(vm: &mut Vlib, sw: SwIfIndex) -> String {
+    vm.ext_mut::<Interfaces>()
+        .get(sw)
+        .map(|i| i.name.clone())
+        .unwrap_or_default()
 }

@@ -30,7 +30,7 @@ use sluice_graph::{
 };
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
-use sluice_vnet::{Interfaces, SwIfIndex};
+use sluice_vnet::SwIfIndex;
 use std::net::IpAddr;
 
 /// Node names.
@@ -120,6 +120,7 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
         let key = DecapKey {
             fib: b.hdr.ip.fib_index,
             key: vni,
+            sub: 0,
             src,
             dst,
         };
@@ -178,19 +179,7 @@ pub static PROTO: Proto = Proto {
 
 /// Registers the four nodes.
 pub fn register(b: &mut GraphBuilder) {
-    for (name, v6) in [(ENCAP4, false), (ENCAP6, true)] {
-        b.register(
-            NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(PerPacket::new(tunnel::Encap::default()))
-            })
-            .nexts(if v6 {
-                &tunnel::encap_next::NAMES6
-            } else {
-                &tunnel::encap_next::NAMES4
-            })
-            .counters(&tunnel::encap_counter::DESCS),
-        );
-    }
+    tunnel::register_encap(b, ENCAP4, ENCAP6);
     b.register(
         NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(VxlanInput::<false>::default()))
@@ -265,11 +254,6 @@ pub fn add_del(vm: &mut Vlib, a: &VxlanArgs) -> VnetResult<SwIfIndex> {
     }
 }
 
-fn parse_addr(w: &str, what: &str) -> Result<IpAddr, CliError> {
-    w.parse()
-        .map_err(|_| CliError::new(format!("bad {what} address `{w}'")))
-}
-
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let (mut src, mut dst, mut vni) = (None, None, None);
     let mut r = VxlanArgs {
@@ -283,9 +267,9 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     };
     while !a.is_empty() {
         if a.keyword("src") {
-            src = Some(parse_addr(&a.word("src address")?, "src")?);
+            src = Some(tunnel::parse_addr(&a.word("src address")?, "src")?);
         } else if a.keyword("dst") {
-            dst = Some(parse_addr(&a.word("dst address")?, "dst")?);
+            dst = Some(tunnel::parse_addr(&a.word("dst address")?, "dst")?);
         } else if a.keyword("vni") {
             vni = Some(a.u32("vni")?);
         } else if a.keyword("instance") {
@@ -316,12 +300,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if !r.is_add {
         return Ok(String::new());
     }
-    let name = vm
-        .ext_mut::<Interfaces>()
-        .get(sw)
-        .map(|i| i.name.clone())
-        .unwrap_or_default();
-    Ok(format!("{name}\n"))
+    Ok(format!("{}\n", tunnel::if_name(vm, sw)))
 }
 
 /// One `show vxlan tunnel` line (VPP's format).
