@@ -708,9 +708,15 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         .get(sw)
         .map(|i| i.counters.clone())
         .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
-    if matches!(a.kind, Kind::Gre { teb: false } | Kind::Ipip) {
+    let l3 = matches!(a.kind, Kind::Gre { teb: false } | Kind::Ipip);
+    if l3 {
         sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
     }
+    // The L3 MTU that keeps the outer packet within a 1500-byte underlay (Linux's defaults:
+    // vxlan 1450/1430, gre 1476, gretap 1462, ipip 1480); routed packets over it get
+    // frag-needed / packet-too-big from ip4-rewrite/ip6-rewrite.
+    let mtu = 1500 - rewrite.len() as u32 - if l3 { 0 } else { 14 };
+    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
     let entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
     let de = DecapEntry {
         sw_if: sw.0,

@@ -158,6 +158,22 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
         assert_eq!(if_counter(&vm, "gre0", ifc::TX_PACKETS), 2);
         let n = if v6_under { "gre6-input" } else { "gre4-input" };
         assert_eq!(counter(&vm, n, "decapsulated"), 2);
+        // The tunnel's MTU leaves room for the outer headers: a DF packet over it gets
+        // ICMP fragmentation needed with that MTU.
+        let mtu = if v6_under { 1456u16 } else { 1476 };
+        let mut big = eth(pg1, HOST_MAC, 0x0800);
+        let mut ip = ip4([172, 16, 0, 2], [198, 51, 100, 7], 17, 1480 - 20, 64);
+        ip[6] = 0x40;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let c = sluice_wire::checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        big.extend(ip);
+        big.extend(std::iter::repeat_n(0u8, 1460));
+        let got = run(&mut vm, &t, "pg1", "pg1", &[big], 1);
+        assert_eq!(got.len(), 1, "frag-needed back to the sender");
+        let icmp = &got[0][14 + 20..];
+        assert_eq!((icmp[0], icmp[1]), (3, 4));
+        assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), mtu);
         assert_eq!(in_use(&vm), 0);
     }
 }
