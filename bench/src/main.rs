@@ -24,6 +24,7 @@ mod l2;
 mod memif;
 mod nat;
 mod stats;
+mod tunnel;
 
 use clap::Parser;
 use sluice_buffer::{BufIdx, Buffer, PageSize, PoolConfig};
@@ -38,7 +39,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "Sluice engine benchmarks")]
 pub struct Opts {
-    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats; or `run
+    /// Which benchmark: engine (all), null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats, tunnel; or `run
     /// --suite smoke|default|full` for the end-to-end RFC 2544 harness (python/sluice_bench).
     #[arg(default_value = "engine")]
     what: String,
@@ -54,7 +55,8 @@ pub struct Opts {
     /// Skip the large-FIB cases.
     #[arg(long)]
     quick: bool,
-    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`).
+    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`);
+    /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
@@ -594,9 +596,10 @@ fn main() {
         "nat" => nat::bench_nat(&o, &mut out, &mut json),
         "acl" => acl::bench_acl(&o, &mut out, &mut json),
         "stats" => stats::bench_stats(&o, &mut out, &mut json),
+        "tunnel" => tunnel::bench_tunnel(&o, &mut out, &mut json),
         w => {
             eprintln!(
-                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats, run)"
+                "sluice-bench: unknown benchmark `{w}\' (engine, null, chain, handoff, ip4, ip6, ip6-lpm, l2, memif, nat, acl, stats, tunnel, run)"
             );
             std::process::exit(2);
         }

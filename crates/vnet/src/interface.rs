@@ -334,6 +334,30 @@ pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), St
     .ok_or_else(|| "interface table full".to_string())
 }
 
+/// Marks `sw_if` point-to-point (an L3 tunnel: no ARP/ND; see
+/// [`crate::ip4::IfAttr::p2p`]). Set it before the interface gets addresses or routes:
+/// adjacencies made earlier are not redone.
+pub fn set_p2p(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
+    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+        x.p2p.store(on, std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok_or_else(|| "interface table full".to_string())
+}
+
+/// The adjacency of a point-to-point interface: a Rewrite whose Ethernet header (zero MACs,
+/// EtherType `et`) the interface's tx node strips.
+pub(crate) fn p2p_adj(i: u32, mtu: u16, et: u16) -> sluice_fib::adj::Adj {
+    let mut rewrite = [0u8; 14];
+    rewrite[12..14].copy_from_slice(&et.to_be_bytes());
+    sluice_fib::adj::Adj {
+        kind: sluice_fib::adj::AdjKind::Rewrite,
+        tx_if: i,
+        mtu,
+        rewrite,
+        nh: 0,
+    }
+}
+
 /// Copies the frame of `b` — from its Ethernet header (`l2.l2_hdr_offset`) to its end, at
 /// most 512 bytes — into a new buffer with the same `rx_if` and FIB index, at its Ethernet
 /// header (`l2_hdr_offset` = `current_data`), for `punt`. `None` when the frame is longer,

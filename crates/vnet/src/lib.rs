@@ -12,6 +12,7 @@ pub mod feature;
 pub mod interface;
 pub mod ip4;
 pub mod ip6;
+pub mod ip_local;
 pub mod l2;
 pub mod l2patch;
 pub mod loopback;
@@ -28,7 +29,9 @@ pub mod runconf;
 pub mod rxq;
 pub mod subif;
 
-pub use interface::{create_interface, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex};
+pub use interface::{
+    create_interface, set_p2p, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex,
+};
 
 /// Registers vnet: its feature arcs, nodes and CLI commands (called by
 /// [`plugin::assemble`] before any plugin registers).

@@ -18,5 +18,8 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_p4::PLUGIN,
         &sluice_nat44::PLUGIN,
         &sluice_acl::PLUGIN,
+        &sluice_tunnels::VXLAN,
+        &sluice_tunnels::GRE,
+        &sluice_tunnels::IPIP,
     ]
 }

@@ -55,6 +55,11 @@ pub struct IfAttr {
     /// and ND packets for the interface's addresses to `punt` so the host learns its
     /// neighbours too.
     pub punt_host: AtomicBool,
+    /// Point-to-point (an L3 tunnel, [`crate::set_p2p`]): no ARP/ND on it. Every next hop
+    /// through it and every destination of its connected prefixes share one Rewrite
+    /// adjacency whose Ethernet header is a placeholder (zero MACs, the family's EtherType)
+    /// that the interface's tx node strips. Read by the control plane only.
+    pub p2p: AtomicBool,
 }
 
 impl IfAttr {
@@ -152,6 +157,9 @@ impl Ip4Control {
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
     fn nbr_adj(&mut self, i: u32, nh: u32) -> Result<u32, String> {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
         let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
         let src = self.if_mac(i);
         let mtu = self.if_mtu(i);
@@ -164,6 +172,9 @@ impl Ip4Control {
     /// The glean adjacency of interface `i` (ARP for the destination), sourced from its
     /// first address.
     fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
         let src = self.if_mac(i);
         let mtu = self.if_mtu(i);
         let addr = self
@@ -183,6 +194,16 @@ impl Ip4Control {
                     r
                 },
                 nh: addr,
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
+    /// The one adjacency of point-to-point interface `i` ([`IfAttr::p2p`]).
+    fn p2p_adj(&mut self, i: u32) -> Result<u32, String> {
+        let mtu = self.if_mtu(i);
+        self.adjs
+            .find_or_add((AdjKind::Rewrite, i, 0), || {
+                crate::interface::p2p_adj(i, mtu, 0x0800)
             })
             .ok_or_else(|| "adjacency table full".to_string())
     }

@@ -679,12 +679,16 @@ impl PacketNode for Ip4Rewrite {
 /// - sets: rewrites echo requests into replies; `feature_meta[0]` for port unreachable.
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
 ///   closed port; `punt` (3) for other protocols, and for UDP when the rx interface has a
-///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
+///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp); the serving node's arc
+///   (added at runtime) for a UDP port or protocol registered by a plugin
+///   (`crate::ip_local`, e.g. VXLAN's 4789), before any of these.
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
 ///   the CLI `ping`, consumed).
 pub struct Ip4Local {
     shared: Arc<Ip4Shared>,
+    /// Ports and protocols served by other nodes (`crate::ip_local`).
+    pub(crate) dispatch: crate::ip_local::LocalDispatch,
 }
 
 const C_ECHO: u16 = 0;
@@ -743,6 +747,14 @@ impl PacketNode for Ip4Local {
                 Next(1)
             }
             proto::UDP => {
+                if !self.dispatch.no_udp() {
+                    let port = d
+                        .get(ihl + 2..ihl + 4)
+                        .map(|p| u16::from_be_bytes([p[0], p[1]]));
+                    if let Some(n) = port.and_then(|p| self.dispatch.udp(p)) {
+                        return n;
+                    }
+                }
                 if self
                     .shared
                     .if_attr(b.hdr.rx_if)
@@ -756,7 +768,10 @@ impl PacketNode for Ip4Local {
                 b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 3;
                 Next(2)
             }
-            _ => {
+            p => {
+                if let Some(n) = self.dispatch.protocol(p) {
+                    return n;
+                }
                 cx.count(C_PUNT as usize, 1);
                 Next(3)
             }
@@ -1180,7 +1195,12 @@ pub fn register(
     b.register(
         NodeRegistration::new(IP4_LOCAL, NodeKind::Internal, {
             let s = shared.clone();
-            move |_| Box::new(PerPacket::new(Ip4Local { shared: s.clone() }))
+            move |_| {
+                Box::new(PerPacket::new(Ip4Local {
+                    shared: s.clone(),
+                    dispatch: Default::default(),
+                }))
+            }
         })
         .nexts(&["error-drop", IP4_LOOKUP, IP4_ICMP_ERROR, "punt"])
         .counters(&[

@@ -147,6 +147,9 @@ impl Ip6Control {
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
     fn nbr_adj(&mut self, i: u32, nh: u128) -> Result<u32, String> {
+        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
         if let Some(&a) = self.nbr_adjs.get(&(i, nh)) {
             return Ok(a);
         }
@@ -321,8 +324,22 @@ impl Ip6Control {
             .ok_or_else(|| "adjacency table full".to_string())
     }
 
+    /// The one adjacency of point-to-point interface `i` (`IfAttr::p2p`); neighbour
+    /// adjacencies are keyed by a serial from 1, so key 0 is free.
+    fn p2p_adj(&mut self, i: u32) -> Result<u32, String> {
+        let mtu = self.if_mtu(i);
+        self.adjs
+            .find_or_add((AdjKind::Rewrite, i, 0), || {
+                crate::interface::p2p_adj(i, mtu, 0x86dd)
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
     /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
     fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
         let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
         self.adjs
             .find_or_add((AdjKind::Glean, i, 0), || Adj {
@@ -511,6 +528,14 @@ pub fn init(vm: &mut Vlib) {
         c.vrfs.set_events(log);
     }
     vm.ext_mut::<Ip6Main>().ctl = Some(ctl);
+}
+
+/// The FIB index of IPv6 table `id` (`ip6 table add <id>`; table 0 is FIB index 0), for
+/// plugins that take a table argument.
+pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    ctl.vrfs.fib_of(id)
 }
 
 fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {

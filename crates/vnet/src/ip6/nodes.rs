@@ -343,7 +343,9 @@ impl PacketNode for Ip6Rewrite {
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
 ///   to a closed port; `punt` (3) for other protocols, for UDP and for a copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
-///   `interface-output` (4) for advertisements.
+///   `interface-output` (4) for advertisements; the serving node's arc (added at runtime)
+///   for a UDP port or protocol registered by a plugin (`crate::ip_local`), before any of
+///   these.
 /// - counters: `echo_replies`, `bad_icmp` (truncated or bad checksum), `punted`,
 ///   `ping_replies` (replies to the CLI ping, consumed), `ns_replied` (NA sent),
 ///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
@@ -352,6 +354,8 @@ impl PacketNode for Ip6Rewrite {
 ///   `nd_punt_copies` (info: NS/NA copies punted), `nd_no_punt_copy` (copy not made).
 pub struct Ip6Local {
     shared: Arc<Ip6Shared>,
+    /// Ports and protocols served by other nodes (`crate::ip_local`).
+    pub(crate) dispatch: crate::ip_local::LocalDispatch,
 }
 
 const C_ECHO: u16 = 0;
@@ -586,6 +590,14 @@ impl PacketNode for Ip6Local {
                 }
             }
             next_header::UDP if d[24] != 0xff => {
+                if !self.dispatch.no_udp() {
+                    let port = d
+                        .get(off + 2..off + 4)
+                        .map(|p| u16::from_be_bytes([p[0], p[1]]));
+                    if let Some(n) = port.and_then(|p| self.dispatch.udp(p)) {
+                        return n;
+                    }
+                }
                 if self.punt_host(b.hdr.rx_if) {
                     // A host stack behind `punt` serves (or refuses) the port.
                     cx.count(C_PUNT as usize, 1);
@@ -594,7 +606,10 @@ impl PacketNode for Ip6Local {
                 b.hdr.feature_meta[ICMP_META] = ((icmpv6::kind::DEST_UNREACH as u64) << 8) | 4;
                 Next(2)
             }
-            _ => {
+            p => {
+                if let Some(n) = self.dispatch.protocol(p) {
+                    return n;
+                }
                 cx.count(C_PUNT as usize, 1);
                 Next(3)
             }
@@ -918,7 +933,10 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP6_LOCAL, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip6Local { shared: s.clone() }))
+            Box::new(PerPacket::new(Ip6Local {
+                shared: s.clone(),
+                dispatch: Default::default(),
+            }))
         })
         .nexts(&[
             "error-drop",

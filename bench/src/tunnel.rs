@@ -1,0 +1,336 @@
+//! Tunnel benchmarks (plugins/tunnels, docs/tunnels.md): VXLAN encap (L2 bridge into the
+//! tunnel) and decap (1 tunnel and `--tunnels N`, frames spread over every VNI), GRE L3
+//! and IP-in-IP encap/decap; one core, 64-byte inner frames, pg in, pg-tx out.
+
+use crate::{cli, write_pcap};
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
+use std::fmt::Write as _;
+
+const PEER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const H1: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 1];
+const H2: [u8; 6] = [0x02, 0xbb, 0, 0, 0, 2];
+
+fn ip4(src: [u8; 4], dst: [u8; 4], proto: u8, payload: usize) -> Vec<u8> {
+    let total = (20 + payload) as u16;
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&total.to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0, 0, 64, proto, 0, 0]);
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    let c = sluice_wire::checksum::internet_checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h
+}
+
+fn eth(dst: [u8; 6], src: [u8; 6], et: u16) -> Vec<u8> {
+    let mut v = dst.to_vec();
+    v.extend_from_slice(&src);
+    v.extend_from_slice(&et.to_be_bytes());
+    v
+}
+
+/// A 64-byte inner Ethernet frame (IPv4/UDP, port `p`).
+fn inner(dst: [u8; 6], src: [u8; 6], p: u16) -> Vec<u8> {
+    let mut f = eth(dst, src, 0x0800);
+    f.extend(ip4([192, 168, 1, 1], [192, 168, 1, 2], 17, 26));
+    f.extend_from_slice(&p.to_be_bytes());
+    f.extend_from_slice(&9u16.to_be_bytes());
+    f.extend_from_slice(&26u16.to_be_bytes());
+    f.extend_from_slice(&[0; 20]);
+    f
+}
+
+/// A routed 64-byte IPv4 frame into `dmac` to 198.51.100.x.
+fn routed(dmac: [u8; 6], x: u8) -> Vec<u8> {
+    let mut f = eth(dmac, H1, 0x0800);
+    f.extend(ip4([172, 16, 0, 2], [198, 51, 100, x], 17, 30));
+    f.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 30]);
+    f.extend_from_slice(&[0; 24]);
+    f
+}
+
+/// The underlay frame from the peer (10.0.0.2) to us (10.0.0.1) carrying `payload`.
+fn from_peer(pg0: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = eth(pg0, PEER, 0x0800);
+    f.extend(ip4([10, 0, 0, 2], [10, 0, 0, 1], proto, payload.len()));
+    f.extend_from_slice(payload);
+    f
+}
+
+fn vxlan(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
+    let inner = inner(H2, H1, i);
+    let mut p = Vec::new();
+    p.extend_from_slice(&(49152 + (i & 0x3fff)).to_be_bytes());
+    p.extend_from_slice(&4789u16.to_be_bytes());
+    p.extend_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
+    p.extend_from_slice(&(vni << 8).to_be_bytes());
+    p.extend_from_slice(&inner);
+    from_peer(pg0, 17, &p)
+}
+
+/// pg0 (input side) and pg1; the underlay on `underlay` (10.0.0.1/24, peer .2).
+fn base(underlay: &str) -> (Vlib, CommandTree<Vlib>) {
+    let (mut vm, t) = crate::build(0);
+    for c in [
+        "create packet-generator interface pg0".to_string(),
+        "create packet-generator interface pg1".to_string(),
+        "set interface state pg0 up".to_string(),
+        "set interface state pg1 up".to_string(),
+        format!("set interface ip address {underlay} 10.0.0.1/24"),
+        format!("ip neighbor {underlay} 10.0.0.2 02:00:00:00:00:02 static"),
+    ] {
+        cli(&mut vm, &t, &c);
+    }
+    (vm, t)
+}
+
+fn mac_of(vm: &Vlib, name: &str) -> [u8; 6] {
+    let ifs = vm.ext::<sluice_vnet::Interfaces>().expect("interfaces");
+    ifs.get(ifs.find(name).expect("interface"))
+        .expect("live")
+        .mac
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    o: &crate::Opts,
+    name: &str,
+    vm: Vlib,
+    t: &CommandTree<Vlib>,
+    frames: &[Vec<u8>],
+    path: &[&str],
+    dir: &std::path::Path,
+    out: &mut String,
+    json: &mut Vec<String>,
+) -> f64 {
+    if o.only.as_deref().is_some_and(|w| !name.contains(w)) {
+        return 0.0;
+    }
+    let pcap = dir.join(format!("{}.pcap", name.replace([' ', ','], "_")));
+    write_pcap(&pcap, frames);
+    let r = crate::replay_path(o, vm, t, &pcap, None, path, name);
+    let (a, m, b) = r.mpps;
+    let path_clk: f64 = r.node_clocks.iter().map(|c| c.1).sum();
+    let _ = writeln!(
+        out,
+        "| {name} | {a:.2} | {m:.2} | {b:.2} | {path_clk:.1} | {} |",
+        r.node_clocks
+            .iter()
+            .map(|(n, c)| format!("{n} {c:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    json.push(format!(
+        "\"tunnel_{}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"path_clocks\": {path_clk:.2}, \"nodes\": {}}}",
+        name.replace([' ', ','], "_"),
+        crate::nodes_json(&r.node_clocks)
+    ));
+    m
+}
+
+const DECAP_PATH: [&str; 8] = [
+    "ethernet-input",
+    "ip4-input",
+    "ip4-lookup",
+    "ip4-local",
+    "vxlan4-input",
+    "l2-input",
+    "interface-output",
+    "pg-tx",
+];
+
+fn vxlan_decap(
+    o: &crate::Opts,
+    n: u32,
+    dir: &std::path::Path,
+    out: &mut String,
+    json: &mut Vec<String>,
+) -> f64 {
+    let (mut vm, t) = base("pg0");
+    for v in 0..n {
+        cli(
+            &mut vm,
+            &t,
+            &format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v} instance {v}"),
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("set interface state vxlan_tunnel{v} up"),
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("set interface l2 xconnect vxlan_tunnel{v} pg1"),
+        );
+    }
+    let pg0 = mac_of(&vm, "pg0");
+    // A pseudo-random VNI per frame: with n tunnels every lookup misses the one-entry cache.
+    let mut x = 0x9e37_79b9u32;
+    let frames: Vec<Vec<u8>> = (0..4096u16)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            vxlan(pg0, x % n, i)
+        })
+        .collect();
+    let name = format!("vxlan decap, {n} tunnel{}", if n > 1 { "s" } else { "" });
+    case(o, &name, vm, &t, &frames, &DECAP_PATH, dir, out, json)
+}
+
+/// Runs the tunnel benchmarks.
+pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-tunnel-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = writeln!(out, "## Tunnels, one core, 64-byte inner frames\n");
+    let _ = writeln!(
+        out,
+        "| case | Mpps min | median | max | path clk/pkt | clocks/packet per node |\n|---|---|---|---|---|---|"
+    );
+    // VXLAN encap: pg0 bridged with the tunnel (static MAC), underlay out of pg1.
+    {
+        let (mut vm, t) = base("pg1");
+        for c in [
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 13",
+            "set interface state vxlan_tunnel0 up",
+            "create bridge-domain 1 learn 0",
+            "set interface l2 bridge pg0 1",
+            "set interface l2 bridge vxlan_tunnel0 1",
+            "l2fib add 02:bb:00:00:00:02 1 vxlan_tunnel0 static",
+        ] {
+            cli(&mut vm, &t, c);
+        }
+        let frames: Vec<Vec<u8>> = (0..4096u16).map(|i| inner(H2, H1, i)).collect();
+        let path = [
+            "ethernet-input",
+            "l2-input",
+            "vxlan4-encap",
+            "ip4-lookup",
+            "ip4-rewrite",
+            "interface-output",
+            "pg-tx",
+        ];
+        case(o, "vxlan encap", vm, &t, &frames, &path, &dir, out, json);
+    }
+    let one = vxlan_decap(o, 1, &dir, out, json);
+    let n = std::env::var("SLUICE_BENCH_TUNNELS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4000u32);
+    if !o.quick
+        && o.only
+            .as_deref()
+            .is_none_or(|w| "vxlan decap, N tunnels".contains(w))
+    {
+        let many = vxlan_decap(o, n, &dir, out, json);
+        let _ = writeln!(
+            out,
+            "\nvxlan decap {n} tunnels / 1 tunnel: {:.2}\n",
+            many / one
+        );
+    }
+    // GRE L3 and IP-in-IP: routed from pg0 into the tunnel, underlay out of pg1; decap
+    // from pg1 routed out of pg0.
+    for (proto, cmd, enc, dec, ipp) in [
+        (
+            "gre",
+            "create gre tunnel src 10.0.0.1 dst 10.0.0.2",
+            "gre4-encap",
+            "gre4-input",
+            47u8,
+        ),
+        (
+            "ipip",
+            "create ipip tunnel src 10.0.0.1 dst 10.0.0.2",
+            "ipip4-encap",
+            "ipip4-input",
+            4u8,
+        ),
+    ] {
+        let setup = |vm: &mut Vlib, t: &CommandTree<Vlib>| {
+            cli(vm, t, cmd);
+            for c in [
+                format!("set interface state {proto}0 up"),
+                "set interface ip address pg0 172.16.0.1/24".to_string(),
+                "ip neighbor pg0 172.16.0.2 02:aa:00:00:00:01 static".to_string(),
+                format!("ip route add 198.51.100.0/24 via {proto}0"),
+            ] {
+                cli(vm, t, &c);
+            }
+        };
+        let (mut vm, t) = base("pg1");
+        setup(&mut vm, &t);
+        let pg0 = mac_of(&vm, "pg0");
+        let frames: Vec<Vec<u8>> = (0..4096u32).map(|i| routed(pg0, i as u8)).collect();
+        let path = [
+            "ethernet-input",
+            "ip4-input",
+            "ip4-lookup",
+            "ip4-rewrite",
+            "interface-output",
+            enc,
+            "pg-tx",
+        ];
+        case(
+            o,
+            &format!("{proto} encap"),
+            vm,
+            &t,
+            &frames,
+            &path,
+            &dir,
+            out,
+            json,
+        );
+        // Decap: the underlay is pg0 here (frames come in on pg0), the LAN pg1.
+        let (mut vm, t) = base("pg0");
+        cli(&mut vm, &t, cmd);
+        for c in [
+            format!("set interface state {proto}0 up"),
+            "set interface ip address pg1 198.51.100.1/24".to_string(),
+            "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static".to_string(),
+        ] {
+            cli(&mut vm, &t, &c);
+        }
+        let pg0 = mac_of(&vm, "pg0");
+        let frames: Vec<Vec<u8>> = (0..4096u32)
+            .map(|i| {
+                let mut ip = ip4([172, 16, 0, 2], [198, 51, 100, 2], 17, 30);
+                ip.extend_from_slice(&[(i >> 8) as u8, i as u8, 0, 9, 0, 30]);
+                ip.extend_from_slice(&[0; 24]);
+                let mut p = if ipp == 47 {
+                    vec![0, 0, 0x08, 0]
+                } else {
+                    Vec::new()
+                };
+                p.extend_from_slice(&ip);
+                from_peer(pg0, ipp, &p)
+            })
+            .collect();
+        let path = [
+            "ethernet-input",
+            "ip4-input",
+            "ip4-lookup",
+            "ip4-local",
+            dec,
+            "ip4-rewrite",
+            "interface-output",
+            "pg-tx",
+        ];
+        case(
+            o,
+            &format!("{proto} decap"),
+            vm,
+            &t,
+            &frames,
+            &path,
+            &dir,
+            out,
+            json,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

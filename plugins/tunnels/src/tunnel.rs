@@ -1,0 +1,846 @@
+//! What every tunnel shares: the tunnel interface, the precomputed outer header (rewrite),
+//! the encap node that prepends it, and the decap lookup by (table, outer source, outer
+//! destination, key).
+//!
+//! A tunnel is a first-class interface (`create_interface` with the protocol's encap node
+//! as its tx node): `interface-output` counts its tx packets and hands its frames to the
+//! encap node, which prepends the outer header and sends the packet to `ip4-lookup` /
+//! `ip6-lookup` in the tunnel's underlay table. The decap node (reached from
+//! `ip4-local`/`ip6-local` through `sluice_vnet::ip_local`) finds the tunnel, strips the
+//! outer headers, sets `rx_if` to the tunnel and counts its rx packets. So addresses,
+//! routes, ARP/ND, bridge domains and `show interface` work on tunnels as on any other
+//! interface.
+//!
+//! # `<proto>4-encap` / `<proto>6-encap` (one generic node, [`Encap`])
+//! - uses: `tx_if` (the tunnel); the inner frame at `current_data`.
+//! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
+//!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
+//!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
+//!   table; the `LOCALLY_ORIGINATED` flag.
+//! - next: `lookup` (`ip4-lookup` or `ip6-lookup`); `drop` (`error-drop`).
+//! - counters: `encapsulated` (info), `no_tunnel` (tx interface is no tunnel of this
+//!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
+//!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
+//!   (an L3 tunnel's payload is neither IPv4 nor IPv6).
+
+use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::Buffer;
+use sluice_graph::{CounterDesc, Cx, Next, PacketNode, TraceRecord};
+use sluice_vnet::interface::IfCounters;
+use sluice_wire::checksum;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Longest rewrite: IPv6 (40) + GRE with key (8), or IPv6 + UDP + VXLAN (56).
+pub const MAX_REWRITE: usize = 64;
+
+/// VXLAN's UDP port (RFC 7348 §5).
+pub const VXLAN_PORT: u16 = 4789;
+
+/// What follows the outer IP header.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// UDP + VXLAN header; Ethernet inside.
+    Vxlan,
+    /// GRE; Ethernet inside (`teb`: protocol 0x6558) or IP (protocol from the payload).
+    Gre {
+        /// Transparent Ethernet bridging.
+        teb: bool,
+    },
+    /// IP directly inside IP (protocol 4 or 41 from the payload).
+    Ipip,
+}
+
+/// One tunnel's encap data, per thread (indexed by the tunnel's `sw_if_index`).
+#[derive(Copy, Clone, Debug)]
+pub struct EncapEntry {
+    /// The outer headers, lengths and checksums zero.
+    pub rewrite: [u8; MAX_REWRITE],
+    /// Bytes of `rewrite` used.
+    pub len: u8,
+    /// IPv6 underlay.
+    pub ip6: bool,
+    /// What the rewrite carries.
+    pub kind: Kind,
+    /// Underlay FIB index.
+    pub fib_index: u32,
+    /// Ones'-complement sum of the outer IPv4 header with total length and checksum 0.
+    pub ip4_sum: u16,
+}
+
+/// The outer IP header for `src` → `dst` (same family) carrying `proto`, lengths and
+/// checksum zero; TTL/hop limit 64, DF clear.
+pub fn outer_ip(src: IpAddr, dst: IpAddr, proto: u8, out: &mut Vec<u8>) {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            out.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0]);
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            out.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, proto, 64]);
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+        }
+        // Mixed families: refused by `check_endpoints` before any rewrite is used.
+        _ => {}
+    }
+}
+
+impl EncapEntry {
+    /// An entry from a complete rewrite (at most [`MAX_REWRITE`] bytes).
+    pub fn new(rw: &[u8], ip6: bool, kind: Kind, fib_index: u32) -> Self {
+        let mut rewrite = [0u8; MAX_REWRITE];
+        rewrite[..rw.len()].copy_from_slice(rw);
+        let ip4_sum = if ip6 { 0 } else { checksum::sum(&rw[..20]) };
+        EncapEntry {
+            rewrite,
+            len: rw.len() as u8,
+            ip6,
+            kind,
+            fib_index,
+            ip4_sum,
+        }
+    }
+}
+
+/// A 32-bit hash of an inner Ethernet frame's flow: MAC addresses, and for IPv4/IPv6 the
+/// addresses, protocol and (UDP/TCP) ports. One flow always gets one VXLAN source port, so
+/// the underlay's ECMP keeps it on one path (RFC 7348 §5).
+#[inline(always)]
+pub fn inner_flow_hash(f: &[u8]) -> u32 {
+    let w = |i: usize| -> u64 {
+        f.get(i..i + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    let mut h = (w(0) << 32 | w(4)) ^ (w(8) << 16);
+    match f.get(12..14) {
+        Some([0x08, 0x00]) if f.len() >= 34 => {
+            let ihl = ((f[14] & 0xf) as usize) * 4;
+            let p = f[23];
+            h ^= (w(26) << 32 | w(30)).rotate_left(7) ^ p as u64;
+            if p == 6 || p == 17 {
+                h ^= w(14 + ihl) << 17;
+            }
+        }
+        Some([0x86, 0xdd]) if f.len() >= 54 => {
+            h ^= (w(22) ^ w(26) ^ w(30) ^ w(34)) << 32 | (w(38) ^ w(42) ^ w(46) ^ w(50));
+            let p = f[20];
+            h ^= p as u64;
+            if p == 6 || p == 17 {
+                h ^= w(54) << 17;
+            }
+        }
+        _ => {}
+    }
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (h >> 32) as u32
+}
+
+/// Next arcs of the encap nodes.
+pub mod encap_next {
+    use sluice_graph::Next;
+    /// `error-drop`.
+    pub const DROP: Next = Next(0);
+    /// `ip4-lookup` / `ip6-lookup`.
+    pub const LOOKUP: Next = Next(1);
+    /// Arc names of an IPv4 encap node.
+    pub const NAMES4: [&str; 2] = ["error-drop", "ip4-lookup"];
+    /// Arc names of an IPv6 encap node.
+    pub const NAMES6: [&str; 2] = ["error-drop", "ip6-lookup"];
+}
+
+/// Counters of the encap nodes.
+pub mod encap_counter {
+    use sluice_graph::CounterDesc;
+    /// Packets encapsulated.
+    pub const ENCAPSULATED: usize = 0;
+    /// The tx interface is no tunnel of this node.
+    pub const NO_TUNNEL: u16 = 1;
+    /// No headroom for the outer headers.
+    pub const NO_HEADROOM: u16 = 2;
+    /// IPv6 UDP checksum over a buffer chain.
+    pub const CHAINED_IP6: u16 = 3;
+    /// L3 tunnel payload neither IPv4 nor IPv6.
+    pub const BAD_INNER: u16 = 4;
+    /// In registration order.
+    pub const DESCS: [CounterDesc; 5] = [
+        CounterDesc::info("encapsulated", "packets encapsulated"),
+        CounterDesc::error("no_tunnel", "tx interface is not a tunnel (deleted?)"),
+        CounterDesc::error("no_headroom", "no headroom for the outer headers"),
+        CounterDesc::error(
+            "chained_ip6",
+            "IPv6 UDP checksum over a buffer chain not supported",
+        ),
+        CounterDesc::error("bad_inner", "L3 tunnel payload is neither IPv4 nor IPv6"),
+    ];
+}
+
+/// Trace record of the encap nodes.
+#[derive(Copy, Clone)]
+pub struct EncapTrace {
+    /// Tunnel interface.
+    pub sw_if: u32,
+    /// Outer length.
+    pub len: u16,
+}
+
+impl TraceRecord for EncapTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!(
+            "tunnel sw_if_index {} outer length {}",
+            self.sw_if, self.len
+        ));
+    }
+}
+
+/// The encap node (one instance per thread and per protocol/family).
+#[derive(Default)]
+pub struct Encap {
+    /// By tunnel `sw_if_index`.
+    pub table: Vec<Option<EncapEntry>>,
+}
+
+impl Encap {
+    /// Sets (or clears) the entry of tunnel interface `sw_if`.
+    pub fn set(&mut self, sw_if: u32, e: Option<EncapEntry>) {
+        let i = sw_if as usize;
+        if self.table.len() <= i {
+            self.table.resize(i + 1, None);
+        }
+        self.table[i] = e;
+    }
+}
+
+/// The IP protocol / IPv6 next header of an L3 payload, from its version nibble.
+#[inline(always)]
+fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
+    match first.map(|v| v >> 4) {
+        Some(4) => Some((4, 0x0800)),
+        Some(6) => Some((41, 0x86dd)),
+        _ => None,
+    }
+}
+
+impl PacketNode for Encap {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        use encap_counter as c;
+        let Some(e) = self
+            .table
+            .get(b.hdr.tx_if as usize)
+            .and_then(|e| e.as_ref())
+        else {
+            b.hdr.error = cx.error(c::NO_TUNNEL);
+            return encap_next::DROP;
+        };
+        let hash = match e.kind {
+            Kind::Vxlan => inner_flow_hash(b.data()),
+            _ => 0,
+        };
+        let l3 = match e.kind {
+            Kind::Gre { teb: false } | Kind::Ipip => {
+                // A point-to-point interface: `ip4-rewrite`/`ip6-rewrite` wrote the
+                // adjacency's placeholder Ethernet header; the payload is the IP packet.
+                let p = b.data().get(14).and_then(|v| l3_proto(Some(v)));
+                match p {
+                    Some(p) if b.advance(14) => Some(p),
+                    _ => {
+                        b.hdr.error = cx.error(c::BAD_INNER);
+                        return encap_next::DROP;
+                    }
+                }
+            }
+            _ => None,
+        };
+        let chained = b.chain_rest_len() != 0;
+        let rl = e.len as usize;
+        let total = b.total_len() + rl;
+        let (ip6, kind, fib, ip4_sum) = (e.ip6, e.kind, e.fib_index, e.ip4_sum);
+        if ip6 && kind == Kind::Vxlan && chained {
+            b.hdr.error = cx.error(c::CHAINED_IP6);
+            return encap_next::DROP;
+        }
+        let Some(h) = b.push_front(rl) else {
+            b.hdr.error = cx.error(c::NO_HEADROOM);
+            return encap_next::DROP;
+        };
+        h.copy_from_slice(&e.rewrite[..rl]);
+        let ipl = if ip6 { 40 } else { 20 };
+        if ip6 {
+            h[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            if let (Kind::Ipip, Some((p, _))) = (kind, l3) {
+                h[6] = p;
+            }
+        } else {
+            h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            let mut sum = ip4_sum;
+            if let (Kind::Ipip, Some((p, _))) = (kind, l3) {
+                h[9] = p;
+                sum = checksum::combine(sum, p as u16);
+            }
+            let csum = !checksum::combine(sum, total as u16);
+            h[10..12].copy_from_slice(&csum.to_be_bytes());
+        }
+        match kind {
+            Kind::Vxlan => {
+                let sport = 0xc000 | (hash >> 18) as u16;
+                let ulen = (total - ipl) as u16;
+                h[ipl..ipl + 2].copy_from_slice(&sport.to_be_bytes());
+                h[ipl + 4..ipl + 6].copy_from_slice(&ulen.to_be_bytes());
+                if ip6 {
+                    // RFC 6935 allows a zero checksum for tunnels, but Linux (and RFC 7348
+                    // implementations by default) drop it: compute it.
+                    let d = b.data_mut();
+                    let mut acc = checksum::sum(&d[8..40]) as u64 + 17 + ulen as u64;
+                    acc += checksum::sum(&d[40..]) as u64;
+                    let mut cs = !checksum::fold(acc);
+                    if cs == 0 {
+                        cs = 0xffff;
+                    }
+                    d[46..48].copy_from_slice(&cs.to_be_bytes());
+                }
+            }
+            Kind::Gre { teb: false } => {
+                if let Some((_, et)) = l3 {
+                    h[ipl + 2..ipl + 4].copy_from_slice(&et.to_be_bytes());
+                }
+            }
+            _ => {}
+        }
+        b.hdr.ip.fib_index = fib;
+        b.hdr.flags |= LOCALLY_ORIGINATED;
+        cx.count(c::ENCAPSULATED, 1);
+        if b.hdr.is_traced() {
+            cx.trace(
+                b,
+                EncapTrace {
+                    sw_if: b.hdr.tx_if,
+                    len: total as u16,
+                },
+            );
+        }
+        encap_next::LOOKUP
+    }
+}
+
+/// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
+/// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
+/// bit 0, key present bit 1; else 0).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DecapKey {
+    /// Underlay FIB index the packet arrived in.
+    pub fib: u32,
+    /// VNI / GRE key / 0.
+    pub key: u32,
+    /// GRE: TEB (1) | key present (2); else 0.
+    pub sub: u8,
+    /// Outer source (the tunnel's `dst`).
+    pub src: u128,
+    /// Outer destination (the tunnel's `src`).
+    pub dst: u128,
+}
+
+/// An address as the key's `u128`.
+pub fn addr_key(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u32::from(a) as u128,
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// What a decap hit yields.
+#[derive(Clone)]
+pub struct DecapEntry {
+    /// The tunnel interface.
+    pub sw_if: u32,
+    /// Where the inner packet goes.
+    pub next: Next,
+    /// The tunnel's counters (rx packets/bytes).
+    pub counters: Arc<IfCounters>,
+    /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
+    /// front of the inner packet for `ethernet-input`).
+    pub mac: [u8; 6],
+}
+
+/// A decap node's tunnel table (one copy per thread): key → entry, with a one-entry cache
+/// in front (a frame usually comes from one tunnel, so the hash runs once per frame).
+/// `HashMap`'s default hasher is keyed SipHash: outer headers cannot aim at one bucket.
+#[derive(Default)]
+pub struct DecapTable {
+    map: HashMap<DecapKey, u32>,
+    entries: Vec<Option<DecapEntry>>,
+    last: Option<(DecapKey, u32)>,
+}
+
+impl DecapTable {
+    /// Adds or replaces tunnel `idx`.
+    pub fn insert(&mut self, k: DecapKey, idx: u32, e: DecapEntry) {
+        self.map.insert(k, idx);
+        let i = idx as usize;
+        if self.entries.len() <= i {
+            self.entries.resize(i + 1, None);
+        }
+        self.entries[i] = Some(e);
+        self.last = None;
+    }
+    /// Removes tunnel `idx` (key `k`).
+    pub fn remove(&mut self, k: &DecapKey, idx: u32) {
+        self.map.remove(k);
+        if let Some(e) = self.entries.get_mut(idx as usize) {
+            *e = None;
+        }
+        self.last = None;
+    }
+    /// Number of tunnels.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// No tunnel.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    /// The tunnel of `k`.
+    #[inline(always)]
+    pub fn lookup(&mut self, k: &DecapKey) -> Option<&DecapEntry> {
+        let idx = match self.last {
+            Some((lk, i)) if lk == *k => i,
+            _ => {
+                let i = *self.map.get(k)?;
+                self.last = Some((*k, i));
+                i
+            }
+        };
+        self.entries.get(idx as usize)?.as_ref()
+    }
+}
+
+/// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
+/// rx counters.
+#[inline(always)]
+pub fn decap_to(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
+    b.advance(n);
+    b.hdr.rx_if = e.sw_if;
+    b.hdr.flags &= !LOCALLY_ORIGINATED;
+    let t = cx.thread();
+    e.counters
+        .add(t, sluice_vnet::interface::counter::RX_PACKETS, 1);
+    e.counters.add(
+        t,
+        sluice_vnet::interface::counter::RX_BYTES,
+        b.total_len() as u64,
+    );
+    e.next
+}
+
+/// Strips `n` bytes of outer headers in front of an inner IP packet (EtherType `et`) and
+/// hands it to tunnel `e` through `ethernet-input`, which applies the tunnel interface's
+/// state, table and features: a 14-byte header to the tunnel's MAC goes in front (the
+/// outer headers were at least that long, so there is room).
+#[inline(always)]
+pub fn decap_l3(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u16) -> Next {
+    b.advance(n);
+    let len = b.total_len() as u64;
+    if let Some(h) = b.push_front(14) {
+        h[..6].copy_from_slice(&e.mac);
+        h[6..12].fill(0);
+        h[12..14].copy_from_slice(&et.to_be_bytes());
+    }
+    b.hdr.rx_if = e.sw_if;
+    b.hdr.flags &= !LOCALLY_ORIGINATED;
+    let t = cx.thread();
+    e.counters
+        .add(t, sluice_vnet::interface::counter::RX_PACKETS, 1);
+    e.counters
+        .add(t, sluice_vnet::interface::counter::RX_BYTES, len);
+    e.next
+}
+
+/// The EtherType of an inner IP packet whose first byte is `v`, if it is the version
+/// `proto` (IP protocol 4 / 41, or GRE's 0x0800 / 0x86dd) announces.
+#[inline(always)]
+pub fn inner_et(v: Option<&u8>, ip4: bool) -> Option<u16> {
+    match (v.map(|v| v >> 4), ip4) {
+        (Some(4), true) => Some(0x0800),
+        (Some(6), false) => Some(0x86dd),
+        _ => None,
+    }
+}
+
+/// Trace record of the decap nodes.
+#[derive(Copy, Clone)]
+pub struct DecapTrace {
+    /// Tunnel interface, if found.
+    pub sw_if: Option<u32>,
+    /// VNI / key.
+    pub key: u32,
+}
+
+impl TraceRecord for DecapTrace {
+    fn format(&self, out: &mut String) {
+        match self.sw_if {
+            Some(i) => out.push_str(&format!("tunnel sw_if_index {} key {}", i, self.key)),
+            None => out.push_str(&format!("no tunnel, key {}", self.key)),
+        }
+    }
+}
+
+/// Counter descriptions shared by name where decap nodes share them.
+pub const NO_SUCH_TUNNEL: CounterDesc =
+    CounterDesc::error("no_such_tunnel", "no tunnel for (src, dst, key)");
+
+// ---------------------------------------------------------------------------------------
+// Control plane: the tunnel table and the add/delete every protocol calls.
+
+use sluice_graph::{NodeIndex, ThreadGraph, Vlib};
+use sluice_vnet::error::{VnetError, VnetResult};
+use sluice_vnet::ip_local::LocalKey;
+use sluice_vnet::{Interfaces, SwIfIndex};
+
+/// One tunnel.
+#[derive(Clone, Debug)]
+pub struct Tunnel {
+    /// Protocol.
+    pub kind: Kind,
+    /// Interface name instance (`vxlan_tunnel<n>`, `gre<n>`, `ipip<n>`).
+    pub instance: u32,
+    /// The tunnel interface.
+    pub sw_if: SwIfIndex,
+    /// Local (outer source) address.
+    pub src: IpAddr,
+    /// Remote (outer destination) address.
+    pub dst: IpAddr,
+    /// VNI, GRE key (0: none), or 0.
+    pub key: u32,
+    /// Underlay table id and its FIB index.
+    pub table_id: u32,
+    /// FIB index of `table_id`.
+    pub fib_index: u32,
+    /// `decap-next node <n>` (None: the protocol's default).
+    pub decap_next: Option<String>,
+}
+
+impl Tunnel {
+    /// Its decap key.
+    pub fn decap_key(&self) -> DecapKey {
+        DecapKey {
+            fib: self.fib_index,
+            key: self.key,
+            sub: sub_of(self.kind, self.key),
+            src: addr_key(self.dst),
+            dst: addr_key(self.src),
+        }
+    }
+}
+
+/// The decap key's sub-type of a tunnel.
+pub fn sub_of(kind: Kind, key: u32) -> u8 {
+    match kind {
+        Kind::Gre { teb } => teb as u8 | ((key != 0) as u8) << 1,
+        _ => 0,
+    }
+}
+
+/// Every tunnel (a `Vlib` extension), by tunnel index.
+#[derive(Default)]
+pub struct Tunnels {
+    /// Index = tunnel index (slots of deleted tunnels are reused).
+    pub list: Vec<Option<Tunnel>>,
+}
+
+impl Tunnels {
+    /// The live tunnels of the kinds `f` accepts.
+    pub fn iter_kind(&self, f: impl Fn(Kind) -> bool) -> impl Iterator<Item = (usize, &Tunnel)> {
+        self.list
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, t)| t.as_ref().filter(|t| f(t.kind)).map(|t| (i, t)))
+    }
+}
+
+/// Access to a decap node's table on one thread.
+pub type DecapTableOf = fn(&mut ThreadGraph, NodeIndex) -> Option<&mut DecapTable>;
+
+/// How a protocol makes its tunnels.
+pub struct Proto {
+    /// Interface name prefix (`vxlan_tunnel`).
+    pub prefix: &'static str,
+    /// Driver name (`show hardware-interfaces`).
+    pub driver: &'static str,
+    /// Encap node names (IPv4, IPv6 underlay).
+    pub encap: [&'static str; 2],
+    /// Decap node names.
+    pub decap: [&'static str; 2],
+    /// The decap nodes' tables.
+    pub table_of: [DecapTableOf; 2],
+    /// What `ip4-local`/`ip6-local` dispatch to the decap nodes.
+    pub local: &'static [LocalKey],
+    /// The default next of the decap nodes (`ethernet-input`, or the IP input).
+    pub default_next: &'static str,
+    /// Tunnels that share the decap key space with `kind` (a GRE L3 and a TEB tunnel with
+    /// the same endpoints and key conflict).
+    pub same_space: fn(Kind) -> bool,
+}
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct AddArgs {
+    /// Protocol.
+    pub kind: Kind,
+    /// Outer source.
+    pub src: IpAddr,
+    /// Outer destination.
+    pub dst: IpAddr,
+    /// VNI / GRE key / 0.
+    pub key: u32,
+    /// Underlay table id.
+    pub table_id: u32,
+    /// Name instance (None: the first free).
+    pub instance: Option<u32>,
+    /// Decap next node (None: the protocol's default).
+    pub decap_next: Option<String>,
+}
+
+/// Refuses mixed families, equal, unspecified and multicast endpoints.
+pub fn check_endpoints(src: IpAddr, dst: IpAddr) -> VnetResult {
+    if src.is_ipv4() != dst.is_ipv4() {
+        return Err(VnetError::invalid(format!(
+            "src {src} and dst {dst} are of different families"
+        )));
+    }
+    if src == dst {
+        return Err(VnetError::invalid(format!("src and dst are both {src}")));
+    }
+    for a in [src, dst] {
+        if a.is_unspecified() || a.is_multicast() {
+            return Err(VnetError::NotSupported(format!(
+                "address {a}: unspecified or multicast tunnel endpoint not supported"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates a tunnel interface; its name on success.
+pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<SwIfIndex> {
+    check_endpoints(a.src, a.dst)?;
+    let ip6 = a.src.is_ipv6();
+    let fam = ip6 as usize;
+    let fib_index = if ip6 {
+        sluice_vnet::ip6::fib_index(vm, a.table_id)
+    } else {
+        sluice_vnet::ip4::fib_index(vm, a.table_id)
+    }
+    .ok_or_else(|| sluice_vnet::routes::no_table(a.table_id))?;
+    let t = Tunnel {
+        kind: a.kind,
+        instance: 0,
+        sw_if: SwIfIndex(0),
+        src: a.src,
+        dst: a.dst,
+        key: a.key,
+        table_id: a.table_id,
+        fib_index,
+        decap_next: a.decap_next.clone(),
+    };
+    let key = t.decap_key();
+    {
+        let tm = vm.ext_mut::<Tunnels>();
+        if let Some((_, o)) = tm
+            .iter_kind(p.same_space)
+            .find(|(_, o)| o.decap_key() == key)
+        {
+            return Err(VnetError::Exists(format!(
+                "tunnel {}{} has the same endpoints and key",
+                p.prefix, o.instance
+            )));
+        }
+    }
+    let instance = match a.instance {
+        Some(n) => n,
+        None => {
+            let ifs = vm.ext_mut::<Interfaces>();
+            (0..u32::MAX)
+                .find(|n| ifs.find(&format!("{}{n}", p.prefix)).is_none())
+                .unwrap_or(0)
+        }
+    };
+    let name = format!("{}{instance}", p.prefix);
+    let (encap, decap) = (
+        vm.registry
+            .find(p.encap[fam])
+            .ok_or_else(|| VnetError::System(format!("{} missing", p.encap[fam])))?,
+        vm.registry
+            .find(p.decap[fam])
+            .ok_or_else(|| VnetError::System(format!("{} missing", p.decap[fam])))?,
+    );
+    let next_name = a.decap_next.as_deref().unwrap_or(p.default_next);
+    if vm.registry.find(next_name).is_none() {
+        return Err(VnetError::invalid(format!("no node `{next_name}'")));
+    }
+    let tm = vm.ext_mut::<Tunnels>();
+    let idx = tm
+        .list
+        .iter()
+        .position(|t| t.is_none())
+        .unwrap_or(tm.list.len());
+    let mac = [
+        0x02,
+        0xfe,
+        p.prefix.as_bytes()[0],
+        (idx >> 16) as u8,
+        (idx >> 8) as u8,
+        idx as u8,
+    ];
+    let sw = sluice_vnet::create_interface(vm, &name, p.driver, mac, Some(encap))
+        .map_err(VnetError::Exists)?;
+    let next = vm
+        .add_next_by_name(p.decap[fam], next_name)
+        .map_err(|e| VnetError::System(e.to_string()))?;
+    for k in p.local {
+        sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+    }
+    let counters = vm
+        .ext_mut::<Interfaces>()
+        .get(sw)
+        .map(|i| i.counters.clone())
+        .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
+    let l3 = matches!(a.kind, Kind::Gre { teb: false } | Kind::Ipip);
+    if l3 {
+        sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
+    }
+    // The L3 MTU that keeps the outer packet within a 1500-byte underlay (Linux's defaults:
+    // vxlan 1450/1430, gre 1476, gretap 1462, ipip 1480); routed packets over it get
+    // frag-needed / packet-too-big from ip4-rewrite/ip6-rewrite.
+    let mtu = 1500 - rewrite.len() as u32 - if l3 { 0 } else { 14 };
+    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+    let entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
+    let de = DecapEntry {
+        sw_if: sw.0,
+        next,
+        counters,
+        mac,
+    };
+    let table_of = p.table_of[fam];
+    let tidx = idx as u32;
+    vm.foreach_thread(move |tg| {
+        if let Some(n) = tg.node_mut::<Encap>(encap) {
+            n.set(sw.0, Some(entry));
+        }
+        if let Some(tbl) = table_of(tg, decap) {
+            tbl.insert(key, tidx, de.clone());
+        }
+    });
+    let t = Tunnel {
+        instance,
+        sw_if: sw,
+        ..t
+    };
+    let tm = vm.ext_mut::<Tunnels>();
+    if idx == tm.list.len() {
+        tm.list.push(Some(t));
+    } else {
+        tm.list[idx] = Some(t);
+    }
+    Ok(sw)
+}
+
+/// Deletes the tunnel of kind class `p` with these endpoints and key (traffic may flow:
+/// packets still carrying its index are dropped and counted).
+pub fn del(vm: &mut Vlib, p: &Proto, a: &AddArgs) -> VnetResult<SwIfIndex> {
+    let ip6 = a.src.is_ipv6();
+    let fib_index = if ip6 {
+        sluice_vnet::ip6::fib_index(vm, a.table_id)
+    } else {
+        sluice_vnet::ip4::fib_index(vm, a.table_id)
+    }
+    .ok_or_else(|| sluice_vnet::routes::no_table(a.table_id))?;
+    let key = DecapKey {
+        fib: fib_index,
+        key: a.key,
+        sub: sub_of(a.kind, a.key),
+        src: addr_key(a.dst),
+        dst: addr_key(a.src),
+    };
+    let found = vm
+        .ext_mut::<Tunnels>()
+        .iter_kind(p.same_space)
+        .find(|(_, t)| t.decap_key() == key && t.src.is_ipv6() == ip6)
+        .map(|(i, t)| (i, t.sw_if));
+    let (idx, sw) = found.ok_or_else(|| {
+        VnetError::NotFound(format!(
+            "no such tunnel: src {} dst {} key {}",
+            a.src, a.dst, a.key
+        ))
+    })?;
+    delete_index(vm, p, idx);
+    Ok(sw)
+}
+
+/// Deletes tunnel `idx`.
+pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
+    let Some(t) = vm
+        .ext_mut::<Tunnels>()
+        .list
+        .get_mut(idx)
+        .and_then(|t| t.take())
+    else {
+        return;
+    };
+    let fam = t.src.is_ipv6() as usize;
+    let key = t.decap_key();
+    let (encap, decap) = (
+        vm.registry.find(p.encap[fam]),
+        vm.registry.find(p.decap[fam]),
+    );
+    let table_of = p.table_of[fam];
+    let sw = t.sw_if.0;
+    vm.foreach_thread(move |tg| {
+        if let Some(i) = encap {
+            if let Some(n) = tg.node_mut::<Encap>(i) {
+                n.set(sw, None);
+            }
+        }
+        if let Some(i) = decap {
+            if let Some(tbl) = table_of(tg, i) {
+                tbl.remove(&key, idx as u32);
+            }
+        }
+    });
+    sluice_vnet::loopback::delete_interface(vm, t.sw_if);
+}
+
+/// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).
+pub fn register_encap(b: &mut sluice_graph::GraphBuilder, v4: &str, v6: &str) {
+    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    for (name, ip6) in [(v4, false), (v6, true)] {
+        b.register(
+            NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(PerPacket::new(Encap::default()))
+            })
+            .nexts(if ip6 {
+                &encap_next::NAMES6
+            } else {
+                &encap_next::NAMES4
+            })
+            .counters(&encap_counter::DESCS),
+        );
+    }
+}
+
+/// An address argument, or a one-line error naming it.
+pub fn parse_addr(w: &str, what: &str) -> Result<IpAddr, sluice_cli::CliError> {
+    w.parse()
+        .map_err(|_| sluice_cli::CliError::new(format!("bad {what} address `{w}'")))
+}
+
+/// The name of interface `sw`.
+pub fn if_name(vm: &mut Vlib, sw: SwIfIndex) -> String {
+    vm.ext_mut::<Interfaces>()
+        .get(sw)
+        .map(|i| i.name.clone())
+        .unwrap_or_default()
+}

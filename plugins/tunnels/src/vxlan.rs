@@ -1,0 +1,364 @@
+//! VXLAN (RFC 7348): Ethernet over UDP port 4789, IPv4 and IPv6 underlay.
+//!
+//! ```text
+//! create vxlan tunnel src <a> dst <a> vni <n> [instance <n>] [decap-next l2|node <name>]
+//!                     [encap-vrf-id <id>] [del]
+//! show vxlan tunnel
+//! ```
+//!
+//! Encap: `vxlan4-encap`/`vxlan6-encap`, the shared [`crate::tunnel::Encap`] node (outer
+//! IP + UDP + VXLAN header precomputed per tunnel; UDP source port 49152 + 14 bits of the
+//! inner flow hash; IPv6 UDP checksum computed).
+//!
+//! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`])
+//! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
+//!   dispatched by `ip4-local`/`ip6-local` for UDP port 4789); `ip.fib_index`.
+//! - sets: strips outer IP/UDP/VXLAN headers; `rx_if` = the tunnel; the tunnel's rx
+//!   counters.
+//! - next: `drop` (`error-drop`); the tunnel's decap next: `ethernet-input` (`decap-next
+//!   l2`, the default) or the node named by `decap-next node <name>` (arc added at runtime).
+//! - counters: `decapsulated` (info), `truncated` (shorter than outer headers + an Ethernet
+//!   header), `bad_udp_length` (UDP length field disagrees with the IP length),
+//!   `bad_flags` (I flag clear, RFC 7348 §5), `ip6_extension` (IPv6 extension headers
+//!   before UDP: not supported), `no_such_tunnel` (unknown (src, dst, VNI) in the table).
+
+use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
+use sluice_buffer::Buffer;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_graph::{
+    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
+};
+use sluice_vnet::error::{VnetError, VnetResult};
+use sluice_vnet::ip_local::LocalKey;
+use sluice_vnet::SwIfIndex;
+use std::net::IpAddr;
+
+/// Node names.
+pub const ENCAP4: &str = "vxlan4-encap";
+/// IPv6 underlay encap.
+pub const ENCAP6: &str = "vxlan6-encap";
+/// IPv4 underlay decap.
+pub const INPUT4: &str = "vxlan4-input";
+/// IPv6 underlay decap.
+pub const INPUT6: &str = "vxlan6-input";
+
+/// Outer header bytes after the IP header: UDP (8) + VXLAN (8).
+const UDP_VXLAN: usize = 16;
+
+/// Next arcs of the decap nodes (the tunnels' decap nexts are added at runtime).
+mod next {
+    use sluice_graph::Next;
+    pub const DROP: Next = Next(0);
+    pub const NAMES: [&str; 2] = ["error-drop", "ethernet-input"];
+}
+
+/// Counters of the decap nodes.
+mod counter {
+    use sluice_graph::CounterDesc;
+    pub const DECAPSULATED: usize = 0;
+    pub const TRUNCATED: u16 = 1;
+    pub const BAD_UDP_LENGTH: u16 = 2;
+    pub const BAD_FLAGS: u16 = 3;
+    pub const IP6_EXTENSION: u16 = 4;
+    pub const NO_SUCH_TUNNEL: u16 = 5;
+    pub const DESCS: [CounterDesc; 6] = [
+        CounterDesc::info("decapsulated", "packets decapsulated"),
+        CounterDesc::error("truncated", "shorter than outer headers + Ethernet"),
+        CounterDesc::error("bad_udp_length", "UDP length disagrees with the IP length"),
+        CounterDesc::error("bad_flags", "VXLAN I flag clear"),
+        CounterDesc::error("ip6_extension", "IPv6 extension headers before UDP"),
+        crate::tunnel::NO_SUCH_TUNNEL,
+    ];
+}
+
+/// The decap node; `V6` selects the underlay family.
+#[derive(Default)]
+pub struct VxlanInput<const V6: bool> {
+    /// (table, src, dst, VNI) → tunnel.
+    pub table: DecapTable,
+}
+
+impl<const V6: bool> PacketNode for VxlanInput<V6> {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        use counter as c;
+        let d = b.data();
+        let (ipl, src, dst) = if V6 {
+            if d.len() < 40 || d[6] != 17 {
+                b.hdr.error = cx.error(c::IP6_EXTENSION);
+                return next::DROP;
+            }
+            let a = |i: usize| u128::from_be_bytes(d[i..i + 16].try_into().unwrap_or([0; 16]));
+            (40, a(8), a(24))
+        } else {
+            let Some(h) = d.first_chunk::<20>() else {
+                b.hdr.error = cx.error(c::TRUNCATED);
+                return next::DROP;
+            };
+            let a = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u128;
+            (((h[0] & 0xf) as usize) * 4, a(12), a(16))
+        };
+        let Some(v) = d.get(ipl..ipl + UDP_VXLAN) else {
+            b.hdr.error = cx.error(c::TRUNCATED);
+            return next::DROP;
+        };
+        let ulen = u16::from_be_bytes([v[4], v[5]]) as usize;
+        let ip_payload = b.total_len() - ipl;
+        if ulen != ip_payload {
+            b.hdr.error = cx.error(c::BAD_UDP_LENGTH);
+            return next::DROP;
+        }
+        if ulen < UDP_VXLAN + 14 {
+            b.hdr.error = cx.error(c::TRUNCATED);
+            return next::DROP;
+        }
+        if v[8] & 0x08 == 0 {
+            b.hdr.error = cx.error(c::BAD_FLAGS);
+            return next::DROP;
+        }
+        let vni = u32::from_be_bytes([0, v[12], v[13], v[14]]);
+        let key = DecapKey {
+            fib: b.hdr.ip.fib_index,
+            key: vni,
+            sub: 0,
+            src,
+            dst,
+        };
+        let traced = b.hdr.is_traced();
+        let Some(e) = self.table.lookup(&key) else {
+            if traced {
+                cx.trace(
+                    b,
+                    tunnel::DecapTrace {
+                        sw_if: None,
+                        key: vni,
+                    },
+                );
+            }
+            b.hdr.error = cx.error(c::NO_SUCH_TUNNEL);
+            return next::DROP;
+        };
+        if traced {
+            cx.trace(
+                b,
+                tunnel::DecapTrace {
+                    sw_if: Some(e.sw_if),
+                    key: vni,
+                },
+            );
+        }
+        cx.count(c::DECAPSULATED, 1);
+        tunnel::decap_to(cx, b, ipl + UDP_VXLAN, e)
+    }
+}
+
+fn table4(
+    tg: &mut sluice_graph::ThreadGraph,
+    i: sluice_graph::NodeIndex,
+) -> Option<&mut DecapTable> {
+    tg.node_mut::<VxlanInput<false>>(i).map(|n| &mut n.table)
+}
+fn table6(
+    tg: &mut sluice_graph::ThreadGraph,
+    i: sluice_graph::NodeIndex,
+) -> Option<&mut DecapTable> {
+    tg.node_mut::<VxlanInput<true>>(i).map(|n| &mut n.table)
+}
+
+/// How VXLAN makes its tunnels.
+pub static PROTO: Proto = Proto {
+    prefix: "vxlan_tunnel",
+    driver: "vxlan",
+    encap: [ENCAP4, ENCAP6],
+    decap: [INPUT4, INPUT6],
+    table_of: [table4, table6],
+    local: &[LocalKey::UdpPort(tunnel::VXLAN_PORT)],
+    default_next: "ethernet-input",
+    same_space: |k| k == Kind::Vxlan,
+};
+
+/// Registers the four nodes.
+pub fn register(b: &mut GraphBuilder) {
+    tunnel::register_encap(b, ENCAP4, ENCAP6);
+    b.register(
+        NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(VxlanInput::<false>::default()))
+        })
+        .nexts(&next::NAMES)
+        .counters(&counter::DESCS),
+    );
+    b.register(
+        NodeRegistration::new(INPUT6, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(VxlanInput::<true>::default()))
+        })
+        .nexts(&next::NAMES)
+        .counters(&counter::DESCS),
+    );
+}
+
+/// The outer headers of a VXLAN tunnel: IP, UDP (source port filled per packet, checksum 0
+/// for IPv4), VXLAN with the I flag and the VNI.
+pub fn rewrite(src: IpAddr, dst: IpAddr, vni: u32) -> Vec<u8> {
+    let mut rw = Vec::with_capacity(56);
+    tunnel::outer_ip(src, dst, 17, &mut rw);
+    rw.extend_from_slice(&[0, 0]);
+    rw.extend_from_slice(&tunnel::VXLAN_PORT.to_be_bytes());
+    rw.extend_from_slice(&[0, 0, 0, 0]);
+    rw.extend_from_slice(&[0x08, 0, 0, 0]);
+    rw.extend_from_slice(&(vni << 8).to_be_bytes());
+    rw
+}
+
+/// What `create vxlan tunnel` and `vxlan_add_del_tunnel` ask for.
+#[derive(Clone, Debug)]
+pub struct VxlanArgs {
+    /// Add or delete.
+    pub is_add: bool,
+    /// Local address.
+    pub src: IpAddr,
+    /// Remote address.
+    pub dst: IpAddr,
+    /// 24-bit VNI.
+    pub vni: u32,
+    /// Name instance.
+    pub instance: Option<u32>,
+    /// `decap-next node <name>` (None: l2, `ethernet-input`).
+    pub decap_next: Option<String>,
+    /// Underlay table id.
+    pub encap_vrf_id: u32,
+}
+
+/// Creates or deletes a VXLAN tunnel (the CLI and the API call this); the tunnel's
+/// interface.
+pub fn add_del(vm: &mut Vlib, a: &VxlanArgs) -> VnetResult<SwIfIndex> {
+    if a.vni >= 1 << 24 {
+        return Err(VnetError::invalid(format!(
+            "vni {} out of range 0..16777215",
+            a.vni
+        )));
+    }
+    let args = AddArgs {
+        kind: Kind::Vxlan,
+        src: a.src,
+        dst: a.dst,
+        key: a.vni,
+        table_id: a.encap_vrf_id,
+        instance: a.instance,
+        decap_next: a.decap_next.clone(),
+    };
+    if a.is_add {
+        tunnel::check_endpoints(a.src, a.dst)?;
+        tunnel::add(vm, &PROTO, &args, &rewrite(a.src, a.dst, a.vni))
+    } else {
+        tunnel::del(vm, &PROTO, &args)
+    }
+}
+
+fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let (mut src, mut dst, mut vni) = (None, None, None);
+    let mut r = VxlanArgs {
+        is_add: true,
+        src: IpAddr::from([0, 0, 0, 0]),
+        dst: IpAddr::from([0, 0, 0, 0]),
+        vni: 0,
+        instance: None,
+        decap_next: None,
+        encap_vrf_id: 0,
+    };
+    while !a.is_empty() {
+        if a.keyword("src") {
+            src = Some(tunnel::parse_addr(&a.word("src address")?, "src")?);
+        } else if a.keyword("dst") {
+            dst = Some(tunnel::parse_addr(&a.word("dst address")?, "dst")?);
+        } else if a.keyword("vni") {
+            vni = Some(a.u32("vni")?);
+        } else if a.keyword("instance") {
+            r.instance = Some(a.u32("instance")?);
+        } else if a.keyword("encap-vrf-id") {
+            r.encap_vrf_id = a.u32("encap-vrf-id")?;
+        } else if a.keyword("decap-next") {
+            if a.keyword("l2") {
+                r.decap_next = None;
+            } else if a.keyword("node") {
+                r.decap_next = Some(a.word("node name")?);
+            } else {
+                let w = a.word("decap-next")?;
+                return Err(CliError::new(format!(
+                    "decap-next `{w}': expected l2 or node <name>"
+                )));
+            }
+        } else if a.keyword("del") {
+            r.is_add = false;
+        } else {
+            a.finish()?;
+        }
+    }
+    r.src = src.ok_or_else(|| CliError::new("missing src <address>"))?;
+    r.dst = dst.ok_or_else(|| CliError::new("missing dst <address>"))?;
+    r.vni = vni.ok_or_else(|| CliError::new("missing vni <n>"))?;
+    let sw = add_del(vm, &r)?;
+    if !r.is_add {
+        return Ok(String::new());
+    }
+    Ok(format!("{}\n", tunnel::if_name(vm, sw)))
+}
+
+/// One `show vxlan tunnel` line (VPP's format).
+pub fn show_line(i: usize, t: &tunnel::Tunnel) -> String {
+    format!(
+        "[{i}] instance {} src {} dst {} src_port 0 dst_port {} vni {} fib-idx {} sw-if-idx {} {}\n",
+        t.instance,
+        t.src,
+        t.dst,
+        tunnel::VXLAN_PORT,
+        t.key,
+        t.fib_index,
+        t.sw_if.0,
+        match &t.decap_next {
+            None => "decap-next-l2".to_string(),
+            Some(n) => format!("decap-next-node {n}"),
+        }
+    )
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let tm = vm.ext_mut::<tunnel::Tunnels>();
+    let mut out = String::new();
+    for (i, t) in tm.iter_kind(|k| k == Kind::Vxlan) {
+        out.push_str(&show_line(i, t));
+    }
+    if out.is_empty() {
+        out.push_str("No vxlan tunnels configured...\n");
+    }
+    Ok(out)
+}
+
+/// The `create vxlan tunnel` line recreating `sw` (`show running-config`).
+pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
+    let tm = vm.ext_mut::<tunnel::Tunnels>();
+    let (_, t) = tm
+        .iter_kind(|k| k == Kind::Vxlan)
+        .find(|(_, t)| t.sw_if == sw)?;
+    let mut s = format!(
+        "create vxlan tunnel src {} dst {} vni {} instance {}",
+        t.src, t.dst, t.key, t.instance
+    );
+    if t.table_id != 0 {
+        s.push_str(&format!(" encap-vrf-id {}", t.table_id));
+    }
+    if let Some(n) = &t.decap_next {
+        s.push_str(&format!(" decap-next node {n}"));
+    }
+    Some(s)
+}
+
+/// Registers the VXLAN CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "create vxlan tunnel",
+        "create vxlan tunnel src <addr> dst <addr> vni <nn> [instance <n>] [encap-vrf-id <nn>] [decap-next l2|node <name>] [del]",
+        cli_create,
+    );
+    t.add("show vxlan tunnel", "show vxlan tunnel", cli_show);
+}

@@ -1,0 +1,342 @@
+//! GRE (L3, TEB, keys) and IP-in-IP (4in4, 6in4, 4in6, 6in6) in the real graph: pg in, pcap
+//! out, exact bytes (built here field by field; python/tests/test_gre_ipip.py checks the
+//! same with scapy's layers). The kernel here has no GRE/IPIP modules, so there is no Linux
+//! peer for these protocols.
+
+mod common;
+use common::*;
+use sluice_vnet::interface::counter as ifc;
+
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
+const A4: [u8; 4] = [10, 0, 0, 1];
+const B4: [u8; 4] = [10, 0, 0, 2];
+
+fn a6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// pg0: underlay (10.0.0.1/24 and 2001:db8::1/64, peer .2 / ::2); pg1: a routed LAN
+/// 172.16.0.1/24 + 2001:db8:1::1/64 with host .2 / ::2.
+fn routed() -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg0 2001:db8::1/64",
+        "set interface ip address pg1 172.16.0.1/24",
+        "set interface ip address pg1 2001:db8:1::1/64",
+        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut p = ip4(src, dst, 17, 12, ttl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
+    let mut p = ip6(src, dst, 17, 12, hl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+/// Underlay frame pg0 ↔ peer carrying `payload` with IP protocol `proto`.
+fn under(v6: bool, to_peer: bool, proto: u8, payload: &[u8], pg0: [u8; 6]) -> Vec<u8> {
+    let (smac, dmac) = if to_peer {
+        (pg0, PEER_MAC)
+    } else {
+        (PEER_MAC, pg0)
+    };
+    if v6 {
+        let (s, d) = (a6("2001:db8::1"), a6("2001:db8::2"));
+        let (s, d) = if to_peer { (s, d) } else { (d, s) };
+        let mut f = eth(dmac, smac, 0x86dd);
+        f.extend(ip6(s, d, proto, payload.len(), 64));
+        f.extend_from_slice(payload);
+        f
+    } else {
+        let (s, d) = if to_peer { (A4, B4) } else { (B4, A4) };
+        let mut f = eth(dmac, smac, 0x0800);
+        f.extend(ip4(s, d, proto, payload.len(), 64));
+        f.extend_from_slice(payload);
+        f
+    }
+}
+
+fn gre_hdr(proto: u16, key: Option<u32>) -> Vec<u8> {
+    let mut g = if key.is_some() {
+        vec![0x20, 0]
+    } else {
+        vec![0, 0]
+    };
+    g.extend_from_slice(&proto.to_be_bytes());
+    if let Some(k) = key {
+        g.extend_from_slice(&k.to_be_bytes());
+    }
+    g
+}
+
+#[test]
+fn gre_l3_routes_ip4_and_ip6_both_ways() {
+    for v6_under in [false, true] {
+        let (mut vm, t) = routed();
+        let (l, r) = if v6_under {
+            ("2001:db8::1", "2001:db8::2")
+        } else {
+            ("10.0.0.1", "10.0.0.2")
+        };
+        let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
+        assert_eq!(out, "gre0\n");
+        for c in [
+            "set interface state gre0 up",
+            "set interface ip address gre0 10.99.0.1/30",
+            "set interface ip address gre0 2001:db8:99::1/64",
+            "ip route add 198.51.100.0/24 via gre0",
+            "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
+        ] {
+            cli(&mut vm, &t, c);
+        }
+        let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+        // Encap: IPv4 and IPv6 from the LAN, routed into the tunnel.
+        let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
+        let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+        let mut f4 = eth(pg1, HOST_MAC, 0x0800);
+        f4.extend_from_slice(&in4);
+        let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+        f6.extend_from_slice(&in6);
+        let got = run(&mut vm, &t, "pg1", "pg0", &[f4, f6], 2);
+        let mut r4 = in4.clone();
+        r4[8] = 63;
+        r4[10..12].copy_from_slice(&[0, 0]);
+        let c = sluice_wire::checksum::internet_checksum(&r4[..20]);
+        r4[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut r6 = in6.clone();
+        r6[7] = 63;
+        let mut g4 = gre_hdr(0x0800, None);
+        g4.extend_from_slice(&r4);
+        let mut g6 = gre_hdr(0x86dd, None);
+        g6.extend_from_slice(&r6);
+        assert_eq!(
+            got,
+            vec![
+                under(v6_under, true, 47, &g4, pg0),
+                under(v6_under, true, 47, &g6, pg0)
+            ],
+            "v6 underlay: {v6_under}"
+        );
+        // Decap: the peer sends LAN-bound packets back through the tunnel.
+        let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+        let b6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+        let mut gb4 = gre_hdr(0x0800, None);
+        gb4.extend_from_slice(&b4);
+        let mut gb6 = gre_hdr(0x86dd, None);
+        gb6.extend_from_slice(&b6);
+        let frames = [
+            under(v6_under, false, 47, &gb4, pg0),
+            under(v6_under, false, 47, &gb6, pg0),
+        ];
+        let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        assert_eq!(got.len(), 2);
+        assert_eq!(&got[0][14 + 12..14 + 20], &b4[12..20]);
+        assert_eq!(got[0][14 + 8], 63);
+        assert_eq!(&got[1][14 + 8..14 + 40], &b6[8..40]);
+        assert_eq!(if_counter(&vm, "gre0", ifc::RX_PACKETS), 2);
+        assert_eq!(if_counter(&vm, "gre0", ifc::TX_PACKETS), 2);
+        let n = if v6_under { "gre6-input" } else { "gre4-input" };
+        assert_eq!(counter(&vm, n, "decapsulated"), 2);
+        // The tunnel's MTU leaves room for the outer headers: a DF packet over it gets
+        // ICMP fragmentation needed with that MTU.
+        let mtu = if v6_under { 1456u16 } else { 1476 };
+        let mut big = eth(pg1, HOST_MAC, 0x0800);
+        let mut ip = ip4([172, 16, 0, 2], [198, 51, 100, 7], 17, 1480 - 20, 64);
+        ip[6] = 0x40;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let c = sluice_wire::checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        big.extend(ip);
+        big.extend(std::iter::repeat_n(0u8, 1460));
+        let got = run(&mut vm, &t, "pg1", "pg1", &[big], 1);
+        assert_eq!(got.len(), 1, "frag-needed back to the sender");
+        let icmp = &got[0][14 + 20..];
+        assert_eq!((icmp[0], icmp[1]), (3, 4));
+        assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), mtu);
+        assert_eq!(in_use(&vm), 0);
+    }
+}
+
+#[test]
+fn gre_teb_with_key_bridges_and_counts_bad_headers() {
+    let (mut vm, t) = routed();
+    for c in [
+        "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb key 1234 instance 3",
+        "set interface state gre3 up",
+        "set interface l3 pg1",
+        "set interface l2 bridge pg1 1",
+        "set interface l2 bridge gre3 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let pg0 = mac_of(&vm, "pg0");
+    let inner = inner_frame([0x02, 0xbb, 0, 0, 0, 2], [0x02, 0xaa, 0, 0, 0, 1], 30);
+    let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
+    let mut g = gre_hdr(0x6558, Some(1234));
+    g.extend_from_slice(&inner);
+    assert_eq!(out, vec![under(false, true, 47, &g, pg0)]);
+    // Back: the right key decapsulates; a wrong or missing key, version 1, routing and an
+    // unknown protocol are counted.
+    let back = inner_frame([0x02, 0xaa, 0, 0, 0, 1], [0x02, 0xbb, 0, 0, 0, 2], 31);
+    let mk = |proto: u16, key: Option<u32>, flags: Option<[u8; 2]>| {
+        let mut g = gre_hdr(proto, key);
+        if let Some(f) = flags {
+            g[..2].copy_from_slice(&f);
+        }
+        g.extend_from_slice(&back);
+        under(false, false, 47, &g, pg0)
+    };
+    let frames = vec![
+        mk(0x6558, Some(1234), None),
+        mk(0x6558, Some(99), None),
+        mk(0x6558, None, None),
+        mk(0x6558, Some(1234), Some([0x20, 1])),
+        mk(0x6558, Some(1234), Some([0x60, 0])),
+        mk(0x88be, Some(1234), None),
+    ];
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames, 1);
+    assert_eq!(out, vec![back]);
+    assert_eq!(counter(&vm, "gre4-input", "decapsulated"), 1);
+    assert_eq!(counter(&vm, "gre4-input", "no_such_tunnel"), 2);
+    assert_eq!(counter(&vm, "gre4-input", "bad_version"), 1);
+    assert_eq!(counter(&vm, "gre4-input", "routing_present"), 1);
+    assert_eq!(counter(&vm, "gre4-input", "bad_protocol"), 1);
+    let show = cli(&mut vm, &t, "show gre tunnel");
+    assert!(
+        show.contains("instance 3 src 10.0.0.1 dst 10.0.0.2"),
+        "{show}"
+    );
+    assert!(show.contains("payload TEB key 1234"), "{show}");
+    let rc = cli(&mut vm, &t, "show running-config");
+    assert!(
+        rc.contains("create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb instance 3 key 1234"),
+        "{rc}"
+    );
+    cli(
+        &mut vm,
+        &t,
+        "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb key 1234 del",
+    );
+    assert_eq!(
+        cli(&mut vm, &t, "show gre tunnel"),
+        "No GRE tunnels configured\n"
+    );
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn ipip_all_four_combinations() {
+    for v6_under in [false, true] {
+        let (mut vm, t) = routed();
+        let (l, r) = if v6_under {
+            ("2001:db8::1", "2001:db8::2")
+        } else {
+            ("10.0.0.1", "10.0.0.2")
+        };
+        let out = cli(&mut vm, &t, &format!("create ipip tunnel src {l} dst {r}"));
+        assert_eq!(out, "ipip0\n");
+        for c in [
+            "set interface state ipip0 up",
+            "set interface ip address ipip0 10.98.0.1/30",
+            "ip route add 198.51.100.0/24 via ipip0",
+            "ip route add 2001:db8:51::/48 via ipip0",
+        ] {
+            cli(&mut vm, &t, c);
+        }
+        let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+        let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
+        let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+        let mut f4 = eth(pg1, HOST_MAC, 0x0800);
+        f4.extend_from_slice(&in4);
+        let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+        f6.extend_from_slice(&in6);
+        let got = run(&mut vm, &t, "pg1", "pg0", &[f4, f6], 2);
+        let mut r4 = in4.clone();
+        r4[8] = 63;
+        r4[10..12].copy_from_slice(&[0, 0]);
+        let c = sluice_wire::checksum::internet_checksum(&r4[..20]);
+        r4[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut r6 = in6.clone();
+        r6[7] = 63;
+        assert_eq!(
+            got,
+            vec![
+                under(v6_under, true, 4, &r4, pg0),
+                under(v6_under, true, 41, &r6, pg0)
+            ],
+            "v6 underlay: {v6_under}"
+        );
+        let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+        let b6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+        let frames = [
+            under(v6_under, false, 4, &b4, pg0),
+            under(v6_under, false, 41, &b6, pg0),
+            // Protocol 4 carrying IPv6: a mismatch; a truncated inner packet.
+            under(v6_under, false, 4, &b6, pg0),
+            under(v6_under, false, 41, &[], pg0),
+        ];
+        let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        assert_eq!(got.len(), 2, "v6 underlay: {v6_under}");
+        assert_eq!(
+            &got[0][14 + 12..],
+            &{
+                let mut r = b4.clone();
+                r[8] = 63;
+                r[10..12].copy_from_slice(&[0, 0]);
+                let c = sluice_wire::checksum::internet_checksum(&r[..20]);
+                r[10..12].copy_from_slice(&c.to_be_bytes());
+                r
+            }[12..]
+        );
+        assert_eq!(got[1][14 + 7], 63);
+        let n = if v6_under {
+            "ipip6-input"
+        } else {
+            "ipip4-input"
+        };
+        assert_eq!(counter(&vm, n, "decapsulated"), 2);
+        assert_eq!(counter(&vm, n, "bad_inner"), 1);
+        assert_eq!(counter(&vm, n, "truncated"), 1);
+        let show = cli(&mut vm, &t, "show ipip tunnel");
+        assert!(
+            show.contains(&format!("src {l} dst {r} table-ID 0")),
+            "{show}"
+        );
+        let sw = vm
+            .ext::<sluice_vnet::Interfaces>()
+            .unwrap()
+            .find("ipip0")
+            .unwrap();
+        cli(
+            &mut vm,
+            &t,
+            &format!("delete ipip tunnel sw_if_index {}", sw.0),
+        );
+        assert_eq!(
+            cli(&mut vm, &t, "show ipip tunnel"),
+            "No IPIP tunnels configured\n"
+        );
+        assert_eq!(in_use(&vm), 0);
+    }
+}

@@ -1,0 +1,306 @@
+//! VXLAN in the real graph: pg in, pcap out, exact bytes; drops counted by name; no leaks.
+
+mod common;
+use common::*;
+use sluice_vnet::interface::counter as ifc;
+
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const H1: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 0x01];
+const H2: [u8; 6] = [0x02, 0xbb, 0, 0, 0, 0x02];
+
+/// pg0: underlay 10.0.0.1/24 (peer 10.0.0.2); pg1 and vxlan_tunnel0 in bridge domain 1.
+fn setup(
+    v6: bool,
+) -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let (mut vm, t) = build();
+    let (l, r) = if v6 {
+        ("2001:db8::1", "2001:db8::2")
+    } else {
+        ("10.0.0.1", "10.0.0.2")
+    };
+    for c in [
+        "create packet-generator interface pg0".to_string(),
+        "create packet-generator interface pg1".to_string(),
+        "set interface state pg0 up".to_string(),
+        "set interface state pg1 up".to_string(),
+        format!(
+            "set interface ip address pg0 {l}/{}",
+            if v6 { 64 } else { 24 }
+        ),
+        format!("ip neighbor pg0 {r} 02:00:00:00:00:02 static"),
+    ] {
+        cli(&mut vm, &t, &c);
+    }
+    let out = cli(
+        &mut vm,
+        &t,
+        &format!("create vxlan tunnel src {l} dst {r} vni 13"),
+    );
+    assert_eq!(out, "vxlan_tunnel0\n");
+    for c in [
+        "set interface state vxlan_tunnel0 up",
+        "set interface l2 bridge pg1 1",
+        "set interface l2 bridge vxlan_tunnel0 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+fn vxlan_outer4(inner: &[u8], sport: u16, vni: u32, pg0: [u8; 6], to_peer: bool) -> Vec<u8> {
+    let (s, d, smac, dmac) = if to_peer {
+        ([10, 0, 0, 1], [10, 0, 0, 2], pg0, PEER_MAC)
+    } else {
+        ([10, 0, 0, 2], [10, 0, 0, 1], PEER_MAC, pg0)
+    };
+    let mut f = eth(dmac, smac, 0x0800);
+    f.extend(ip4(s, d, 17, 16 + inner.len(), 64));
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&4789u16.to_be_bytes());
+    f.extend_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
+    f.extend_from_slice(&(vni << 8).to_be_bytes());
+    f.extend_from_slice(inner);
+    f
+}
+
+#[test]
+fn vxlan4_encap_exact_bytes() {
+    let (mut vm, t) = setup(false);
+    let pg0 = mac_of(&vm, "pg0");
+    let frames: Vec<Vec<u8>> = (0..4).map(|i| inner_frame(H2, H1, 20 + i)).collect();
+    let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
+    assert_eq!(out.len(), frames.len());
+    for (o, i) in out.iter().zip(&frames) {
+        let sport = 0xc000 | (sluice_tunnels::tunnel::inner_flow_hash(i) >> 18) as u16;
+        assert_eq!(o, &vxlan_outer4(i, sport, 13, pg0, true));
+    }
+    assert_eq!(counter(&vm, "vxlan4-encap", "encapsulated"), 4);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::TX_PACKETS), 4);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn vxlan4_decap_exact_bytes_and_drops() {
+    let (mut vm, t) = setup(false);
+    let pg0 = mac_of(&vm, "pg0");
+    let inner: Vec<Vec<u8>> = (0..3).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let mut frames: Vec<Vec<u8>> = inner
+        .iter()
+        .map(|i| vxlan_outer4(i, 5555, 13, pg0, false))
+        .collect();
+    // Unknown VNI, I flag clear, truncated inner frame, UDP length lie.
+    frames.push(vxlan_outer4(&inner[0], 5555, 14, pg0, false));
+    let mut noi = vxlan_outer4(&inner[0], 5555, 13, pg0, false);
+    noi[14 + 20 + 8] = 0;
+    frames.push(noi);
+    frames.push(vxlan_outer4(&inner[0][..10], 5555, 13, pg0, false));
+    let mut lie = vxlan_outer4(&inner[0], 5555, 13, pg0, false);
+    lie[14 + 20 + 5] ^= 1;
+    frames.push(lie);
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames, 3);
+    assert_eq!(out, inner);
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 3);
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 1);
+    assert_eq!(counter(&vm, "vxlan4-input", "bad_flags"), 1);
+    assert_eq!(counter(&vm, "vxlan4-input", "truncated"), 1);
+    assert_eq!(counter(&vm, "vxlan4-input", "bad_udp_length"), 1);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 3);
+    let rx_bytes: usize = inner.iter().map(|f| f.len()).sum();
+    assert_eq!(
+        if_counter(&vm, "vxlan_tunnel0", ifc::RX_BYTES),
+        rx_bytes as u64
+    );
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn vxlan6_encap_checksum_and_decap() {
+    let (mut vm, t) = setup(true);
+    let pg0 = mac_of(&vm, "pg0");
+    let a1: [u8; 16] = "2001:db8::1"
+        .parse::<std::net::Ipv6Addr>()
+        .unwrap()
+        .octets();
+    let a2: [u8; 16] = "2001:db8::2"
+        .parse::<std::net::Ipv6Addr>()
+        .unwrap()
+        .octets();
+    let i = inner_frame(H2, H1, 40);
+    let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&i), 1);
+    assert_eq!(out.len(), 1);
+    let o = &out[0];
+    let sport = 0xc000 | (sluice_tunnels::tunnel::inner_flow_hash(&i) >> 18) as u16;
+    let ulen = 16 + i.len();
+    let mut want = eth(PEER_MAC, pg0, 0x86dd);
+    want.extend(ip6(a1, a2, 17, ulen, 64));
+    want.extend_from_slice(&sport.to_be_bytes());
+    want.extend_from_slice(&4789u16.to_be_bytes());
+    want.extend_from_slice(&(ulen as u16).to_be_bytes());
+    want.extend_from_slice(&[0, 0, 0x08, 0, 0, 0, 0, 0, 13, 0]);
+    want.extend_from_slice(&i);
+    // The UDP checksum: pseudo-header + UDP, summing to all ones.
+    let mut ph = a1.to_vec();
+    ph.extend_from_slice(&a2);
+    ph.extend_from_slice(&(ulen as u32).to_be_bytes());
+    ph.extend_from_slice(&[0, 0, 0, 17]);
+    ph.extend_from_slice(&o[54..]);
+    assert_eq!(sluice_wire::checksum::sum(&ph), 0xffff, "UDP checksum");
+    let mut got = o.clone();
+    got[60..62].copy_from_slice(&[0, 0]);
+    assert_eq!(got, want);
+    // Decap: the same packet coming back from the peer.
+    let mut back = eth(pg0, PEER_MAC, 0x86dd);
+    back.extend(ip6(a2, a1, 17, ulen, 64));
+    back.extend_from_slice(&o[54..]);
+    let out = run(&mut vm, &t, "pg0", "pg1", &[back], 1);
+    assert_eq!(out, vec![i]);
+    assert_eq!(counter(&vm, "vxlan6-input", "decapsulated"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn routed_vxlan_and_delete_under_traffic() {
+    // The tunnel is an L3 interface: an address, a neighbour behind it, a route through it.
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg1 172.16.0.1/24",
+        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+        "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 7 instance 5",
+        "set interface state vxlan_tunnel5 up",
+        "set interface ip address vxlan_tunnel5 192.168.9.1/24",
+        "ip neighbor vxlan_tunnel5 192.168.9.2 02:cc:00:00:00:01 static",
+        "ip route add 198.51.100.0/24 via 192.168.9.2 vxlan_tunnel5",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let pg1 = mac_of(&vm, "pg1");
+    let tun = mac_of(&vm, "vxlan_tunnel5");
+    let mut f = eth(pg1, H1, 0x0800);
+    f.extend(ip4([172, 16, 0, 2], [198, 51, 100, 7], 17, 8, 64));
+    f.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+    let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&f), 1);
+    assert_eq!(out.len(), 1);
+    let o = &out[0];
+    // Inner: routed (TTL 63), Ethernet from the tunnel's MAC to the neighbour's.
+    let inner = &o[14 + 20 + 16..];
+    assert_eq!(&inner[..6], &[0x02, 0xcc, 0, 0, 0, 1]);
+    assert_eq!(&inner[6..12], &tun);
+    assert_eq!(inner[14 + 8], 63);
+    assert_eq!(&o[14 + 20 + 12..14 + 20 + 15], &[0, 0, 7]);
+    let show = cli(&mut vm, &t, "show vxlan tunnel");
+    assert!(
+        show.contains("instance 5 src 10.0.0.1 dst 10.0.0.2 src_port 0 dst_port 4789 vni 7"),
+        "{show}"
+    );
+    // Delete while a stream is queued: every packet forwarded or counted, no leak.
+    let frames: Vec<Vec<u8>> = (0..50).map(|_| f.clone()).collect();
+    let dir = std::env::temp_dir().join(format!("tunnels-del-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("in.pcap");
+    write_pcap(&p, &frames);
+    cli(
+        &mut vm,
+        &t,
+        &format!(
+            "packet-generator new pcap {} source pg1 name d limit 5000 rate 100000 node ethernet-input",
+            p.display()
+        ),
+    );
+    cli(&mut vm, &t, "packet-generator enable");
+    for _ in 0..20 {
+        vm.run_main_once();
+    }
+    cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 7 del",
+    );
+    let t0 = std::time::Instant::now();
+    while sluice_vnet::pg::any_enabled(&mut vm) && t0.elapsed().as_secs() < 20 {
+        vm.run_main_once();
+    }
+    for _ in 0..10 {
+        vm.run_main_once();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        cli(&mut vm, &t, "show vxlan tunnel"),
+        "No vxlan tunnels configured...\n"
+    );
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn bad_cli_input_names_the_token() {
+    let (mut vm, t) = build();
+    for (c, want) in [
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2",
+            "missing vni",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.x dst 10.0.0.2 vni 1",
+            "`10.0.0.x'",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 16777216",
+            "vni 16777216",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 2001:db8::1 vni 1",
+            "different families",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 encap-vrf-id 9",
+            "9",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 decap-next foo",
+            "`foo'",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 del",
+            "no such tunnel",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 224.0.0.1 vni 1",
+            "multicast",
+        ),
+    ] {
+        let e = t.execute(&mut vm, c).expect_err(c).to_string();
+        assert!(e.contains(want), "`{c}': {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1",
+    );
+    let e = t
+        .execute(
+            &mut vm,
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1",
+        )
+        .expect_err("duplicate")
+        .to_string();
+    assert!(e.contains("vxlan_tunnel0"), "{e}");
+}
+
+#[test]
+fn running_config_recreates_the_tunnel() {
+    let (mut vm, t) = setup(false);
+    let rc = cli(&mut vm, &t, "show running-config");
+    assert!(
+        rc.contains("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 13 instance 0"),
+        "{rc}"
+    );
+}
