@@ -20,6 +20,7 @@ mod registry;
 mod runtime;
 pub mod rxmode;
 pub mod stats;
+pub mod testing;
 pub mod trace;
 mod vlib;
 pub mod wake;

@@ -632,6 +632,13 @@ impl ThreadGraph {
             .downcast_mut::<T>()
     }
 
+    /// Replaces node `i`'s instance on this thread (the node-level test harness,
+    /// [`crate::testing`], puts capture nodes in place of a node's next nodes). Returns the
+    /// previous instance; nothing when the node does not run on this thread.
+    pub fn replace_node(&mut self, i: NodeIndex, f: Box<dyn NodeFn>) -> Option<Box<dyn NodeFn>> {
+        self.fns.get_mut(i.0 as usize)?.replace(f)
+    }
+
     /// Runs `f` with node `i`'s instance and a context for it (control-plane operations that
     /// need to allocate or free buffers, e.g. deleting a stream).
     pub fn with_node<T: 'static, R>(

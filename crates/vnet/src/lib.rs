@@ -27,6 +27,7 @@ pub mod rpf;
 pub mod runconf;
 pub mod rxq;
 pub mod subif;
+pub mod testing;
 
 pub use interface::{create_interface, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex};
 

@@ -682,7 +682,7 @@ impl PacketNode for Ip4Rewrite {
 ///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
-///   the CLI `ping`, consumed).
+///   the CLI `ping`, consumed), `truncated` (shorter than its header: never from ip4-input).
 pub struct Ip4Local {
     shared: Arc<Ip4Shared>,
 }
@@ -691,11 +691,17 @@ const C_ECHO: u16 = 0;
 const E_BAD_ICMP: u16 = 1;
 const C_PUNT: u16 = 2;
 const C_PING_REPLY: u16 = 3;
+const E_LOCAL_TRUNCATED: u16 = 4;
 
 impl PacketNode for Ip4Local {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let d = b.data_mut();
-        let ihl = ((d[0] & 0xf) as usize) * 4;
+        let ihl = d.first().map_or(0, |v| ((v & 0xf) as usize) * 4);
+        if ihl < 20 || d.len() < ihl {
+            // Never from ip4-input; a feature may have shortened the packet.
+            b.hdr.error = cx.error(E_LOCAL_TRUNCATED);
+            return Next(0);
+        }
         match d[9] {
             proto::ICMP => {
                 if d.len() < ihl + 8 || checksum::sum(&d[ihl..]) != 0xffff {
@@ -775,7 +781,8 @@ impl PacketNode for Ip4Local {
 /// - next: `error-drop` (0); `ip4-lookup` (1).
 /// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv4 address),
 ///   `suppressed` (about an ICMP error, a fragment or a broadcast: RFC 1812 §4.3.2.7),
-///   `no_headroom` (no room to prepend the new headers).
+///   `no_headroom` (no room to prepend the new headers), `truncated` (shorter than an IPv4
+///   header: never from the IPv4 nodes).
 pub struct Ip4IcmpError {
     shared: Arc<Ip4Shared>,
     limit: crate::ratelimit::TokenBucket,
@@ -786,6 +793,7 @@ const E_RATE: u16 = 1;
 const E_NO_SRC: u16 = 2;
 const E_SUPPRESSED: u16 = 3;
 const E_ICMP_HEADROOM: u16 = 4;
+const E_ICMP_TRUNCATED: u16 = 5;
 
 impl PacketNode for Ip4IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -799,6 +807,10 @@ impl PacketNode for Ip4IcmpError {
             return Next(0);
         }
         let d = b.data();
+        if d.len() < 20 {
+            b.hdr.error = cx.error(E_ICMP_TRUNCATED);
+            return Next(0);
+        }
         let ihl = ((d[0] & 0xf) as usize) * 4;
         let orig_src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
         let frag_off = u16::from_be_bytes([d[6], d[7]]) & 0x1fff;
@@ -975,7 +987,8 @@ impl PacketNode for ArpInput {
 /// - sets: allocates the ARP request buffer (`tx_if` = the adjacency's interface).
 /// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for requests.
 /// - counters: `requests_sent` (info), `throttled` (request suppressed, packet dropped),
-///   `no_buffer` (allocation failure), `no_source` (interface has no address).
+///   `no_buffer` (allocation failure), `no_source` (interface has no address), `truncated`
+///   (shorter than an IPv4 header: never from ip4-input).
 pub struct Ip4Glean {
     shared: Arc<Ip4Shared>,
     throttle: crate::ratelimit::Throttle<u32>,
@@ -985,14 +998,19 @@ const C_REQ_SENT: u16 = 0;
 const E_THROTTLED: u16 = 1;
 const E_NO_BUF: u16 = 2;
 const E_GLEAN_NO_SRC: u16 = 3;
+const E_GLEAN_TRUNCATED: u16 = 4;
 
 impl PacketNode for Ip4Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let adj = self.shared.adj.get(b.hdr.ip.adj_index);
         let d = b.data();
-        let target = match adj.kind {
-            AdjKind::Incomplete => adj.nh,
-            _ => u32::from_be_bytes([d[16], d[17], d[18], d[19]]),
+        let target = match (adj.kind, d.get(16..20)) {
+            (AdjKind::Incomplete, _) => adj.nh,
+            (_, Some(a)) => u32::from_be_bytes([a[0], a[1], a[2], a[3]]),
+            (_, None) => {
+                b.hdr.error = cx.error(E_GLEAN_TRUNCATED);
+                return Next(0);
+            }
         };
         let attr = self.shared.if_attr(adj.tx_if);
         let src_ip = attr.ip4.load(Ordering::Relaxed);
@@ -1188,6 +1206,7 @@ pub fn register(
             CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMP"),
             CounterDesc::info("punted", "packets for the router punted"),
             CounterDesc::info("ping_replies", "echo replies to CLI ping"),
+            CounterDesc::error("truncated", "shorter than its ip4 header"),
         ]),
     );
     let s = shared.clone();
@@ -1208,6 +1227,7 @@ pub fn register(
                 "ICMP error not sent (ICMP error, fragment or broadcast)",
             ),
             CounterDesc::error("no_headroom", "no headroom for the ICMP error"),
+            CounterDesc::error("truncated", "shorter than an ip4 header"),
         ]),
     );
     let s = shared.clone();
@@ -1244,6 +1264,7 @@ pub fn register(
             CounterDesc::info("throttled", "ARP requests throttled"),
             CounterDesc::error("no_buffer", "no buffer for ARP request"),
             CounterDesc::error("no_source", "no source address for ARP request"),
+            CounterDesc::error("truncated", "shorter than an ip4 header"),
         ]),
     );
     b.register(

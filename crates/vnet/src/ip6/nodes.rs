@@ -614,7 +614,7 @@ impl PacketNode for Ip6Local {
 /// - next: `error-drop` (0); `ip6-lookup` (1).
 /// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv6
 ///   address), `suppressed` (about an ICMPv6 error, or from/to multicast or ::),
-///   `no_headroom`.
+///   `no_headroom`, `truncated` (shorter than an IPv6 header: never from the IPv6 nodes).
 pub struct Ip6IcmpError {
     shared: Arc<Ip6Shared>,
     limit: crate::ratelimit::TokenBucket,
@@ -625,6 +625,7 @@ const E_RATE: u16 = 1;
 const E_NO_SRC: u16 = 2;
 const E_SUPPRESSED: u16 = 3;
 const E_ICMP_HEADROOM: u16 = 4;
+const E_ICMP_TRUNCATED: u16 = 5;
 
 impl PacketNode for Ip6IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -633,6 +634,10 @@ impl PacketNode for Ip6IcmpError {
             return Next(0);
         }
         let d = b.data();
+        if d.len() < 40 {
+            b.hdr.error = cx.error(E_ICMP_TRUNCATED);
+            return Next(0);
+        }
         let orig_src = addr_at(d, 8);
         let meta = b.hdr.feature_meta[ICMP_META];
         let kind = (meta >> 8) as u8;
@@ -696,7 +701,8 @@ impl PacketNode for Ip6IcmpError {
 /// - sets: allocates the NS buffer (`tx_if` = the adjacency's interface).
 /// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for the NS.
 /// - counters: `requests_sent` (info), `throttled`, `no_buffer`, `no_source` (interface
-///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop).
+///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop),
+///   `truncated` (shorter than an IPv6 header: never from ip6-input).
 pub struct Ip6Glean {
     shared: Arc<Ip6Shared>,
     throttle: crate::ratelimit::Throttle<u128>,
@@ -707,6 +713,7 @@ const E_THROTTLED: u16 = 1;
 const E_NO_BUF: u16 = 2;
 const E_GLEAN_NO_SRC: u16 = 3;
 const E_NO_NH: u16 = 4;
+const E_GLEAN_TRUNCATED: u16 = 5;
 
 impl PacketNode for Ip6Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -716,6 +723,10 @@ impl PacketNode for Ip6Glean {
         // (bit 127 set, never a unicast destination), a connected host by its address.
         let (key, target) = match adj.kind {
             AdjKind::Incomplete => ((1u128 << 127) | ai as u128, None),
+            _ if b.data().len() < 40 => {
+                b.hdr.error = cx.error(E_GLEAN_TRUNCATED);
+                return Next(0);
+            }
             _ => {
                 let t = addr_at(b.data(), 24);
                 (t, Some(t))
@@ -964,6 +975,7 @@ pub fn register(
                 "ICMPv6 error not sent (about an error, multicast or unspecified)",
             ),
             CounterDesc::error("no_headroom", "no headroom for the ICMPv6 error"),
+            CounterDesc::error("truncated", "shorter than an ip6 header"),
         ]),
     );
     let s = shared.clone();
@@ -981,6 +993,7 @@ pub fn register(
             CounterDesc::error("no_buffer", "no buffer for neighbor solicitation"),
             CounterDesc::error("no_source", "no IPv6 source address on the interface"),
             CounterDesc::error("no_next_hop", "incomplete adjacency without next hop"),
+            CounterDesc::error("truncated", "shorter than an ip6 header"),
         ]),
     );
     b.register(
