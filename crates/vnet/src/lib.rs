@@ -4,9 +4,11 @@
 //! and the plugin boundary (`plugin`).
 
 pub mod api;
+pub mod arp;
 pub mod cli;
 pub mod devices;
 pub mod error;
+pub mod ethernet;
 pub mod events;
 pub mod feature;
 pub mod interface;

@@ -1,29 +1,29 @@
-//! The IPv4 path's nodes. Each node's header: name, metadata used/set, next arcs, counters.
+//! The IPv4 path's nodes (`ethernet-input` is [`crate::ethernet`], `arp-input`
+//! [`crate::arp`]). Each node's header: name, metadata used/set, next arcs, counters.
 //!
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{CtlSlot, Ip4Shared};
-use crate::interface::{counter, IfCounters};
-use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
+use crate::arp::arp_request;
+use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
-    TraceRecord, Wake, FRAME_SIZE,
+    Wake, FRAME_SIZE,
 };
-use sluice_wire::arp::{self, ArpRepr};
-use sluice_wire::ethernet::ethertype;
 use sluice_wire::icmp;
 use sluice_wire::ipv4::{proto, Ipv4Packet};
 use sluice_wire::{checksum, Mac};
 use std::any::Any;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-/// Node names.
-pub const ETHERNET_INPUT: &str = "ethernet-input";
+/// `arp-input`, now in [`crate::arp`] (kept here for plugins).
+pub use crate::arp::ARP_INPUT;
+/// `ethernet-input`, now in [`crate::ethernet`] (kept here for plugins).
+pub use crate::ethernet::ETHERNET_INPUT;
 /// `ip4-input`.
 pub const IP4_INPUT: &str = "ip4-input";
 /// `ip4-lookup`.
@@ -34,285 +34,15 @@ pub const IP4_REWRITE: &str = "ip4-rewrite";
 pub const IP4_LOCAL: &str = "ip4-local";
 /// `ip4-icmp-error`.
 pub const IP4_ICMP_ERROR: &str = "ip4-icmp-error";
-/// `arp-input`.
-pub const ARP_INPUT: &str = "arp-input";
 /// `ip4-glean`.
 pub const IP4_GLEAN: &str = "ip4-glean";
 /// `ip4-neighbor-process`.
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
-/// `l2-input` (see `crate::l2`).
-pub const L2_INPUT: &str = crate::l2::L2_INPUT;
 
 /// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
 /// `feature_meta[1]`: the MTU for "fragmentation needed".
 const ICMP_META: usize = 0;
 const ICMP_MTU: usize = 1;
-
-// ---------------------------------------------------------------------------------------
-/// `ethernet-input`: classifies frames by EtherType and strips the Ethernet header.
-///
-/// - uses: `rx_if`; reads the interface MAC from the shared attribute table.
-/// - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`, `ip.fib_index` (the rx interface's IPv4
-///   or IPv6 table); advances `current_data` to the L3 header.
-///   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
-///   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
-///   then is classified like an untagged frame of that interface.
-/// - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
-///   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
-///   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain) — or the first
-///   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
-///   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
-///   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
-///   Frames of an admin-down interface (or sub-interface) go to `error-drop` first of all.
-/// - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface's MAC
-///   on an L3 interface that is not promiscuous; L2 interfaces take every frame), `tagged`
-///   (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header), `down`
-///   (received on an admin-down interface).
-///
-/// Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
-/// per run of packets from one interface (normally once per frame); the admin-down drop
-/// shares the per-packet test of the input redirect, and the promiscuous flag is looked at
-/// only for a frame that failed the MAC compare — neither adds work to the forwarding path.
-pub struct EthernetInput {
-    shared: Arc<Ip4Shared>,
-    /// VLAN sub-interfaces: (parent, outer VLAN, inner VLAN or 0) → (sub-interface, its
-    /// counters). A per-thread copy, replaced by the control plane (`subif`).
-    pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
-    // Per-frame cache of the last rx interface's MAC and L2 mode.
-    cached_if: Option<u32>,
-    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes.
-    cached_mac: u64,
-    // Whether the interface is cross-connected or bridged (one test for the L3 fast path).
-    cached_l2_mode: bool,
-    cached_l2: u32,
-    cached_bd: u32,
-    cached_fib: [u32; 2],
-    /// 0, an input redirect's arc + 1, or [`RX_DOWN`].
-    cached_redirect: u32,
-    cached_promisc: bool,
-    // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
-    // (per frame).
-    l2_any: bool,
-    cached_l2_next: Next,
-    slot: usize,
-}
-
-const E_UNKNOWN_ET: u16 = 0;
-const E_MAC_MISMATCH: u16 = 1;
-const E_TAGGED: u16 = 2;
-const E_RUNT: u16 = 3;
-const E_DOWN: u16 = 4;
-/// `cached_redirect` of an admin-down interface: every frame is dropped.
-const RX_DOWN: u32 = u32::MAX;
-/// Outer TPID some switches use for QinQ (pre-802.1ad).
-const QINQ_9100: u16 = 0x9100;
-
-#[derive(Copy, Clone)]
-struct EthTrace {
-    dst: [u8; 6],
-    src: [u8; 6],
-    et: u16,
-}
-
-impl TraceRecord for EthTrace {
-    fn format(&self, out: &mut String) {
-        out.push_str(&format!(
-            "{}: {} -> {}",
-            match self.et {
-                ethertype::IPV4 => "IP4".to_string(),
-                ethertype::ARP => "ARP".to_string(),
-                ethertype::IPV6 => "IP6".to_string(),
-                v => format!("0x{v:04x}"),
-            },
-            Mac(self.src),
-            Mac(self.dst)
-        ));
-    }
-}
-
-impl EthernetInput {
-    /// A tagged frame: when its tags match a sub-interface of `rx_if`, pops them and
-    /// classifies the frame again as received untagged on the sub-interface.
-    #[inline(always)]
-    fn sub_interface(&mut self, et: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
-        if !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) || self.subs.is_empty() {
-            return None;
-        }
-        self.pop_and_reclassify(cx, b)
-    }
-
-    #[inline(never)]
-    fn pop_and_reclassify(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
-        self.pop_tags(cx, b)?;
-        Some(self.process_one(cx, b))
-    }
-
-    /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`
-    /// and counts rx on the sub-interface.
-    fn pop_tags(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<()> {
-        let d = b.data();
-        if d.len() < 18 {
-            return None;
-        }
-        let outer = u16::from_be_bytes([d[14], d[15]]) & 0x0fff;
-        let et2 = u16::from_be_bytes([d[16], d[17]]);
-        let (inner, n) = if et2 == ethertype::VLAN && d.len() >= 22 {
-            (u16::from_be_bytes([d[18], d[19]]) & 0x0fff, 8)
-        } else {
-            (0, 4)
-        };
-        let (sub, counters) = self.subs.get(&(b.hdr.rx_if, outer, inner))?;
-        let len = b.total_len() as u64;
-        counters.add(cx.thread(), counter::RX_PACKETS, 1);
-        counters.add(cx.thread(), counter::RX_BYTES, len);
-        b.hdr.rx_if = *sub;
-        let d = b.data_mut();
-        d.copy_within(0..12, n);
-        b.advance(n);
-        Some(())
-    }
-}
-
-impl EthernetInput {
-    /// A frame of an interface with an input redirect, or of an admin-down interface.
-    #[inline(never)]
-    fn redirect_or_down(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.cached_redirect == RX_DOWN {
-            b.hdr.error = cx.error(E_DOWN);
-            return Next(0);
-        }
-        Next((self.cached_redirect - 1) as u16)
-    }
-
-    /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
-    #[inline(always)]
-    fn l2_next(&self) -> Next {
-        if self.l2_any {
-            self.cached_l2_next
-        } else {
-            Next(3)
-        }
-    }
-}
-
-impl PacketNode for EthernetInput {
-    #[inline(always)]
-    fn begin_frame(&mut self, _cx: &mut Cx) {
-        self.cached_if = None;
-        self.l2_any = self.shared.features.any(self.slot);
-    }
-
-    #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.cached_if != Some(b.hdr.rx_if) {
-            let a = self.shared.if_attr(b.hdr.rx_if);
-            self.cached_if = Some(b.hdr.rx_if);
-            let m = a.mac_bytes();
-            self.cached_mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
-            self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
-            self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
-            self.cached_l2_mode = self.cached_l2 != 0 || self.cached_bd != 0;
-            self.cached_redirect = if a.admin_up.load(Ordering::Relaxed) {
-                a.rx_redirect.load(Ordering::Relaxed)
-            } else {
-                RX_DOWN
-            };
-            self.cached_promisc = a.promisc.load(Ordering::Relaxed);
-            self.cached_fib = [
-                a.fib4.load(Ordering::Relaxed),
-                a.fib6.load(Ordering::Relaxed),
-            ];
-            if self.l2_any && (self.cached_l2 != 0 || self.cached_bd != 0) {
-                self.cached_l2_next = self.shared.features.next(self.slot, b.hdr.rx_if, Next(3));
-            }
-        }
-        if self.cached_redirect != 0 {
-            return self.redirect_or_down(cx, b);
-        }
-        let Some(h) = b.data().first_chunk::<14>() else {
-            b.hdr.error = cx.error(E_RUNT);
-            return Next(0);
-        };
-        let et = u16::from_be_bytes([h[12], h[13]]);
-        // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte).
-        let dst =
-            u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) & 0xffff_ffff_ffff;
-        if b.hdr.is_traced() {
-            let t = EthTrace {
-                dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
-                src: [h[6], h[7], h[8], h[9], h[10], h[11]],
-                et,
-            };
-            cx.trace(b, t);
-        }
-        if self.cached_l2_mode {
-            // Tags are looked at off the L3 fast path (in the EtherType match below) and, on
-            // L2 interfaces, before switching: a sub-interface match wins over the parent's
-            // mode.
-            if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
-                if let Some(n) = self.sub_interface(et, cx, b) {
-                    return n;
-                }
-            }
-            if self.cached_l2 != 0 {
-                // Cross-connected interface: the whole frame goes to l2-input, any destination.
-                b.hdr.tx_if = self.cached_l2 - 1;
-                b.hdr.l2.bd_index = 0;
-                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-                return self.l2_next();
-            }
-            if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
-                // Bridged interface: l2-input switches it in its bridge domain (unless the
-                // bridge just switched it to this interface, its BVI: then it is routed below).
-                b.hdr.l2.bd_index = self.cached_bd as u16;
-                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-                return self.l2_next();
-            }
-        }
-        if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
-            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
-        }
-        if dst & 1 == 0 && dst != self.cached_mac {
-            // Not for this interface's MAC: perhaps for an L2 sub-interface.
-            if let Some(n) = self.sub_interface(et, cx, b) {
-                return n;
-            }
-            if !self.cached_promisc {
-                b.hdr.error = cx.error(E_MAC_MISMATCH);
-                return Next(0);
-            }
-        }
-        let next = match et {
-            ethertype::IPV4 => {
-                b.hdr.ip.fib_index = self.cached_fib[0];
-                Next(1)
-            }
-            ethertype::ARP => {
-                b.hdr.ip.fib_index = self.cached_fib[0];
-                Next(2)
-            }
-            ethertype::IPV6 => {
-                b.hdr.ip.fib_index = self.cached_fib[1];
-                Next(4)
-            }
-            ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
-                if let Some(n) = self.sub_interface(et, cx, b) {
-                    return n;
-                }
-                b.hdr.error = cx.error(E_TAGGED);
-                return Next(0);
-            }
-            _ => {
-                b.hdr.error = cx.error(E_UNKNOWN_ET);
-                return Next(0);
-            }
-        };
-        b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-        b.advance(14);
-        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
-        next
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 /// `ip4-input`: validates IPv4 headers (RFC 1812 §5.2.2) and trims Ethernet padding.
@@ -861,124 +591,6 @@ impl PacketNode for Ip4IcmpError {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `arp-input`: answers ARP requests for any address of the receiving interface, learns
-/// senders, and refreshes existing entries from gratuitous ARP.
-///
-/// - uses: `rx_if`, `ip.fib_index`; the ARP packet at `current_data`.
-/// - sets: turns requests into replies in place (new Ethernet header in the headroom),
-///   `tx_if` = `rx_if`.
-/// - next: `error-drop` (0) for consumed or invalid packets; `interface-output` (1) for replies;
-///   `punt` (2) for a copy of each request or reply for us received on an interface with a
-///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
-/// - counters: `replies_sent` (info), `replies_received` (info, learned), `not_for_us`
-///   (info: the target is not an address of the interface), `malformed` (not Ethernet/IPv4
-///   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
-///   target address — which only updates an existing neighbour, as VPP: it never creates one),
-///   `no_headroom` (no room for the reply's Ethernet header), `punt_copies` (info: copies
-///   sent to `punt`), `no_punt_copy` (no buffer for the copy, or the frame is too long).
-pub struct ArpInput {
-    shared: Arc<Ip4Shared>,
-}
-
-const C_REPLIES_SENT: u16 = 0;
-const C_REPLIES_RX: u16 = 1;
-const C_NOT_FOR_US: u16 = 2;
-const E_MALFORMED: u16 = 3;
-const C_GARP: u16 = 4;
-const E_ARP_HEADROOM: u16 = 5;
-const C_COPIED: u16 = 6;
-const E_NO_COPY: u16 = 7;
-const NEXT_ARP_PUNT: Next = Next(2);
-
-impl ArpInput {
-    fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
-        if let Ok(mut l) = self.shared.learned.lock() {
-            if l.len() < 4096 {
-                l.push(crate::neighbor::Learned::heard(
-                    b.hdr.rx_if,
-                    u32::from(r.spa),
-                    r.sha.0,
-                    !update_only,
-                ));
-            }
-        }
-    }
-}
-
-impl PacketNode for ArpInput {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let r = match ArpRepr::parse(b.data()) {
-            Ok(r) => r,
-            Err(_) => {
-                b.hdr.error = cx.error(E_MALFORMED);
-                return Next(0);
-            }
-        };
-        if r.spa == r.tpa {
-            // Gratuitous ARP: refreshes the sender's entry if it exists; never answered.
-            self.learn(b, &r, true);
-            b.hdr.error = cx.error(C_GARP);
-            return Next(0);
-        }
-        // Ours when the target's route is a local address of this very interface (any of
-        // its addresses, not only the first).
-        let tpa = u32::from(r.tpa);
-        let ours = self
-            .shared
-            .lookup(b.hdr.ip.fib_index, tpa)
-            .filter(|&v| v < super::LB_FLAG)
-            .map(|v| self.shared.adj.get(v))
-            .is_some_and(|a| a.kind == AdjKind::Local && a.tx_if == b.hdr.rx_if);
-        if !ours {
-            b.hdr.error = cx.error(C_NOT_FOR_US);
-            return Next(0);
-        }
-        self.learn(b, &r, false);
-        if self
-            .shared
-            .if_attr(b.hdr.rx_if)
-            .punt_host
-            .load(Ordering::Relaxed)
-        {
-            // The host stack behind `punt` learns the neighbour (and sees replies to its
-            // own requests) from a copy.
-            match crate::interface::copy_frame(cx, b) {
-                Some(c) => {
-                    cx.count(C_COPIED as usize, 1);
-                    cx.enqueue(NEXT_ARP_PUNT, c);
-                }
-                None => cx.count(E_NO_COPY as usize, 1),
-            }
-        }
-        if r.op != arp::op::REQUEST {
-            b.hdr.error = cx.error(C_REPLIES_RX);
-            return Next(0);
-        }
-        let attr = self.shared.if_attr(b.hdr.rx_if);
-        let my_mac = Mac(attr.mac_bytes());
-        let reply = ArpRepr {
-            op: arp::op::REPLY,
-            sha: my_mac,
-            spa: r.tpa,
-            tha: r.sha,
-            tpa: r.spa,
-        };
-        b.set_len(arp::LEN);
-        reply.emit(b.data_mut());
-        let Some(h) = b.push_front(14) else {
-            b.hdr.error = cx.error(E_ARP_HEADROOM);
-            return Next(0);
-        };
-        h[0..6].copy_from_slice(&r.sha.0);
-        h[6..12].copy_from_slice(&my_mac.0);
-        h[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
-        b.hdr.tx_if = b.hdr.rx_if;
-        cx.count(C_REPLIES_SENT as usize, 1);
-        Next(1)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 /// `ip4-glean`: a packet needs a neighbour that is not resolved: send an ARP request (at most
 /// one per target per 10 ms per thread) and drop the packet, counted.
 ///
@@ -1040,24 +652,6 @@ impl PacketNode for Ip4Glean {
     }
 }
 
-/// An ARP request frame (Ethernet header included) from `my_mac`/`src` for `target`, to
-/// `dst` (broadcast, or the neighbour's MAC for an aging probe).
-pub(crate) fn arp_request(dst: Mac, my_mac: Mac, src: u32, target: u32) -> [u8; 14 + arp::LEN] {
-    let mut frame = [0u8; 14 + arp::LEN];
-    frame[0..6].copy_from_slice(&dst.0);
-    frame[6..12].copy_from_slice(&my_mac.0);
-    frame[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
-    ArpRepr {
-        op: arp::op::REQUEST,
-        sha: my_mac,
-        spa: Ipv4Addr::from(src),
-        tha: Mac::default(),
-        tpa: Ipv4Addr::from(target),
-    }
-    .emit(&mut frame[14..]);
-    frame
-}
-
 // ---------------------------------------------------------------------------------------
 /// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
 /// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip4
@@ -1103,44 +697,10 @@ pub fn register(
     shared: Arc<Ip4Shared>,
     slot: Arc<Mutex<CtlSlot>>,
 ) {
-    let eslot = arc_slot(r, ETHERNET_INPUT);
     let fslot = arc_slot(r, IP4_INPUT);
     let rslot = arc_slot(r, IP4_REWRITE);
+    crate::ethernet::register(r, shared.clone());
     let b = &mut r.graph;
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(ETHERNET_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(EthernetInput {
-                shared: s.clone(),
-                subs: HashMap::new(),
-                cached_if: None,
-                cached_mac: 0,
-                cached_l2_mode: false,
-                cached_l2: 0,
-                cached_redirect: 0,
-                cached_promisc: false,
-                cached_bd: 0,
-                cached_fib: [0; 2],
-                l2_any: false,
-                cached_l2_next: Next(3),
-                slot: eslot,
-            }))
-        })
-        .nexts(&[
-            "error-drop",
-            IP4_INPUT,
-            ARP_INPUT,
-            L2_INPUT,
-            crate::ip6::nodes::IP6_INPUT,
-        ])
-        .counters(&[
-            CounterDesc::error("unknown_ethertype", "unknown ethernet type"),
-            CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
-            CounterDesc::error("tagged", "VLAN-tagged frame, no sub-interface"),
-            CounterDesc::error("runt", "frame shorter than an Ethernet header"),
-            CounterDesc::error("down", "subinterface down"),
-        ]),
-    );
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
@@ -1230,26 +790,8 @@ pub fn register(
             CounterDesc::error("truncated", "shorter than an ip4 header"),
         ]),
     );
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(ARP_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(ArpInput { shared: s.clone() }))
-        })
-        .nexts(&["error-drop", crate::output::NAME, "punt"])
-        .counters(&[
-            CounterDesc::info("replies_sent", "ARP replies sent"),
-            CounterDesc::info("replies_received", "ARP replies received"),
-            CounterDesc::info("not_for_us", "ARP for another address"),
-            CounterDesc::error("malformed", "malformed ARP packet"),
-            CounterDesc::info(
-                "gratuitous",
-                "gratuitous ARP (updates an existing neighbour only)",
-            ),
-            CounterDesc::error("no_headroom", "no headroom for the ARP reply's header"),
-            CounterDesc::info("punt_copies", "ARP copies punted to the host stack"),
-            CounterDesc::error("no_punt_copy", "ARP copy for the host stack not made"),
-        ]),
-    );
+    crate::arp::register(r, shared.clone());
+    let b = &mut r.graph;
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_GLEAN, NodeKind::Internal, move |_| {
