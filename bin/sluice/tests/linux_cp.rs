@@ -78,8 +78,8 @@ fn in_netns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static)
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let fd = std::fs::File::open(&path).unwrap();
-        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
         assert_eq!(
+            // SAFETY: setns(2) on an open namespace fd; only this thread moves.
             unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
             0
         );
@@ -483,8 +483,8 @@ fn twins_punt_and_netlink_sync() {
     let flood = std::thread::spawn(move || {
         let a = format!("/run/netns/{a}");
         let fd = std::fs::File::open(&a).unwrap();
-        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
         assert_eq!(
+            // SAFETY: setns(2) on an open namespace fd; only this thread moves.
             unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
             0
         );

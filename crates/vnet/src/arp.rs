@@ -20,7 +20,7 @@
 use crate::ip4::{Ip4Shared, LB_FLAG};
 use sluice_buffer::Buffer;
 use sluice_fib::adj::AdjKind;
-use sluice_graph::{CounterDesc, Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket};
+use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket};
 use sluice_wire::arp::{self, ArpRepr};
 use sluice_wire::ethernet::ethertype;
 use sluice_wire::Mac;
@@ -36,15 +36,39 @@ pub struct ArpInput {
     shared: Arc<Ip4Shared>,
 }
 
-const C_REPLIES_SENT: u16 = 0;
-const C_REPLIES_RX: u16 = 1;
-const C_NOT_FOR_US: u16 = 2;
-const E_MALFORMED: u16 = 3;
-const C_GARP: u16 = 4;
-const E_ARP_HEADROOM: u16 = 5;
-const C_COPIED: u16 = 6;
-const E_NO_COPY: u16 = 7;
-const NEXT_ARP_PUNT: Next = Next(2);
+sluice_graph::arcs! {
+    /// `arp-input`'s next arcs.
+    pub enum ArpNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+        /// To `punt`.
+        Punt => "punt",
+    }
+}
+
+sluice_graph::counters! {
+    /// `arp-input`'s counters.
+    pub enum ArpCounter {
+        /// ARP replies sent.
+        RepliesSent => info("replies_sent", "ARP replies sent"),
+        /// ARP replies received.
+        RepliesReceived => info("replies_received", "ARP replies received"),
+        /// ARP for another address.
+        NotForUs => info("not_for_us", "ARP for another address"),
+        /// Malformed ARP packet.
+        Malformed => error("malformed", "malformed ARP packet"),
+        /// Gratuitous ARP (updates an existing neighbour only).
+        Gratuitous => info("gratuitous", "gratuitous ARP (updates an existing neighbour only)"),
+        /// No headroom for the ARP reply's header.
+        NoHeadroom => error("no_headroom", "no headroom for the ARP reply's header"),
+        /// ARP copies punted to the host stack.
+        PuntCopies => info("punt_copies", "ARP copies punted to the host stack"),
+        /// ARP copy for the host stack not made.
+        NoPuntCopy => error("no_punt_copy", "ARP copy for the host stack not made"),
+    }
+}
 
 impl ArpInput {
     fn learn(&self, b: &Buffer<'_>, r: &ArpRepr, update_only: bool) {
@@ -66,15 +90,15 @@ impl PacketNode for ArpInput {
         let r = match ArpRepr::parse(b.data()) {
             Ok(r) => r,
             Err(_) => {
-                b.hdr.error = cx.error(E_MALFORMED);
-                return Next(0);
+                b.hdr.error = cx.error(ArpCounter::Malformed);
+                return ArpNext::Drop.next();
             }
         };
         if r.spa == r.tpa {
             // Gratuitous ARP: refreshes the sender's entry if it exists; never answered.
             self.learn(b, &r, true);
-            b.hdr.error = cx.error(C_GARP);
-            return Next(0);
+            b.hdr.error = cx.error(ArpCounter::Gratuitous);
+            return ArpNext::Drop.next();
         }
         // Ours when the target's route is a local address of this very interface (any of
         // its addresses, not only the first).
@@ -86,8 +110,8 @@ impl PacketNode for ArpInput {
             .map(|v| self.shared.adj.get(v))
             .is_some_and(|a| a.kind == AdjKind::Local && a.tx_if == b.hdr.rx_if);
         if !ours {
-            b.hdr.error = cx.error(C_NOT_FOR_US);
-            return Next(0);
+            b.hdr.error = cx.error(ArpCounter::NotForUs);
+            return ArpNext::Drop.next();
         }
         self.learn(b, &r, false);
         if self
@@ -100,15 +124,15 @@ impl PacketNode for ArpInput {
             // own requests) from a copy.
             match crate::interface::copy_frame(cx, b) {
                 Some(c) => {
-                    cx.count(C_COPIED as usize, 1);
-                    cx.enqueue(NEXT_ARP_PUNT, c);
+                    cx.count(ArpCounter::PuntCopies, 1);
+                    cx.enqueue(ArpNext::Punt.next(), c);
                 }
-                None => cx.count(E_NO_COPY as usize, 1),
+                None => cx.count(ArpCounter::NoPuntCopy, 1),
             }
         }
         if r.op != arp::op::REQUEST {
-            b.hdr.error = cx.error(C_REPLIES_RX);
-            return Next(0);
+            b.hdr.error = cx.error(ArpCounter::RepliesReceived);
+            return ArpNext::Drop.next();
         }
         let attr = self.shared.if_attr(b.hdr.rx_if);
         let my_mac = Mac(attr.mac_bytes());
@@ -122,15 +146,15 @@ impl PacketNode for ArpInput {
         b.set_len(arp::LEN);
         reply.emit(b.data_mut());
         let Some(h) = b.push_front(14) else {
-            b.hdr.error = cx.error(E_ARP_HEADROOM);
-            return Next(0);
+            b.hdr.error = cx.error(ArpCounter::NoHeadroom);
+            return ArpNext::Drop.next();
         };
         h[0..6].copy_from_slice(&r.sha.0);
         h[6..12].copy_from_slice(&my_mac.0);
         h[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
         b.hdr.tx_if = b.hdr.rx_if;
-        cx.count(C_REPLIES_SENT as usize, 1);
-        Next(1)
+        cx.count(ArpCounter::RepliesSent, 1);
+        ArpNext::Output.next()
     }
 }
 
@@ -160,19 +184,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
         NodeRegistration::new(ARP_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(ArpInput { shared: s.clone() }))
         })
-        .nexts(&["error-drop", crate::output::NAME, "punt"])
-        .counters(&[
-            CounterDesc::info("replies_sent", "ARP replies sent"),
-            CounterDesc::info("replies_received", "ARP replies received"),
-            CounterDesc::info("not_for_us", "ARP for another address"),
-            CounterDesc::error("malformed", "malformed ARP packet"),
-            CounterDesc::info(
-                "gratuitous",
-                "gratuitous ARP (updates an existing neighbour only)",
-            ),
-            CounterDesc::error("no_headroom", "no headroom for the ARP reply's header"),
-            CounterDesc::info("punt_copies", "ARP copies punted to the host stack"),
-            CounterDesc::error("no_punt_copy", "ARP copy for the host stack not made"),
-        ]),
+        .nexts(ArpNext::NAMES)
+        .counters(ArpCounter::DESCS),
     );
 }

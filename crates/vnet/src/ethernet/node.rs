@@ -29,10 +29,8 @@ use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::Buffer;
-use sluice_graph::{
-    CounterDesc, Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord,
-};
-use sluice_wire::ethernet::ethertype;
+use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
+use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -66,11 +64,37 @@ pub struct EthernetInput {
     slot: usize,
 }
 
-const E_UNKNOWN_ET: u16 = 0;
-const E_MAC_MISMATCH: u16 = 1;
-const E_TAGGED: u16 = 2;
-const E_RUNT: u16 = 3;
-const E_DOWN: u16 = 4;
+sluice_graph::arcs! {
+    /// `ethernet-input`'s next arcs (input redirects add more at runtime).
+    pub enum EthNext {
+        /// Errors, frames of admin-down interfaces.
+        Drop => "error-drop",
+        /// IPv4.
+        Ip4 => crate::ip4::nodes::IP4_INPUT,
+        /// ARP.
+        Arp => crate::arp::ARP_INPUT,
+        /// Every frame of an L2 interface (or its first `l2-input` feature).
+        L2 => crate::l2::L2_INPUT,
+        /// IPv6.
+        Ip6 => crate::ip6::nodes::IP6_INPUT,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ethernet-input`'s counters.
+    pub enum EthCounter {
+        /// Unknown EtherType.
+        UnknownEthertype => error("unknown_ethertype", "unknown ethernet type"),
+        /// Unicast for another MAC on an L3 interface that is not promiscuous.
+        MacMismatch => error("l3_mac_mismatch", "l3 mac mismatch"),
+        /// VLAN-tagged and no sub-interface matches.
+        Tagged => error("tagged", "VLAN-tagged frame, no sub-interface"),
+        /// Shorter than an Ethernet header.
+        Runt => error("runt", "frame shorter than an Ethernet header"),
+        /// Received on an admin-down (sub-)interface.
+        Down => error("down", "subinterface down"),
+    }
+}
 /// `cached_redirect` of an admin-down interface: every frame is dropped.
 const RX_DOWN: u32 = u32::MAX;
 /// Outer TPID some switches use for QinQ (pre-802.1ad).
@@ -123,12 +147,15 @@ impl EthernetInput {
         if d.len() < 18 {
             return None;
         }
-        let outer = u16::from_be_bytes([d[14], d[15]]) & 0x0fff;
-        let et2 = u16::from_be_bytes([d[16], d[17]]);
-        let (inner, n) = if et2 == ethertype::VLAN && d.len() >= 22 {
-            (u16::from_be_bytes([d[18], d[19]]) & 0x0fff, 8)
+        let be16 = |at: usize| u16::from_be_bytes([d[at], d[at + 1]]);
+        let outer = be16(field::TCI) & 0x0fff;
+        let (inner, n) = if be16(field::INNER_ETHERTYPE) == ethertype::VLAN && d.len() >= 22 {
+            (
+                be16(field::TCI + field::TAG_LEN) & 0x0fff,
+                2 * field::TAG_LEN,
+            )
         } else {
-            (0, 4)
+            (0, field::TAG_LEN)
         };
         let (sub, counters) = self.subs.get(&(b.hdr.rx_if, outer, inner))?;
         let len = b.total_len() as u64;
@@ -136,7 +163,7 @@ impl EthernetInput {
         counters.add(cx.thread(), counter::RX_BYTES, len);
         b.hdr.rx_if = *sub;
         let d = b.data_mut();
-        d.copy_within(0..12, n);
+        d.copy_within(field::DST..field::ETHERTYPE, n);
         b.advance(n);
         Some(())
     }
@@ -147,8 +174,8 @@ impl EthernetInput {
     #[inline(never)]
     fn redirect_or_down(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         if self.cached_redirect == RX_DOWN {
-            b.hdr.error = cx.error(E_DOWN);
-            return Next(0);
+            b.hdr.error = cx.error(EthCounter::Down);
+            return EthNext::Drop.next();
         }
         Next((self.cached_redirect - 1) as u16)
     }
@@ -159,7 +186,7 @@ impl EthernetInput {
         if self.l2_any {
             self.cached_l2_next
         } else {
-            Next(3)
+            EthNext::L2.next()
         }
     }
 }
@@ -192,17 +219,20 @@ impl PacketNode for EthernetInput {
                 a.fib6.load(Ordering::Relaxed),
             ];
             if self.l2_any && (self.cached_l2 != 0 || self.cached_bd != 0) {
-                self.cached_l2_next = self.shared.features.next(self.slot, b.hdr.rx_if, Next(3));
+                self.cached_l2_next =
+                    self.shared
+                        .features
+                        .next(self.slot, b.hdr.rx_if, EthNext::L2.next());
             }
         }
         if self.cached_redirect != 0 {
             return self.redirect_or_down(cx, b);
         }
-        let Some(h) = b.data().first_chunk::<14>() else {
-            b.hdr.error = cx.error(E_RUNT);
-            return Next(0);
+        let Some(h) = b.data().first_chunk::<HEADER_LEN>() else {
+            b.hdr.error = cx.error(EthCounter::Runt);
+            return EthNext::Drop.next();
         };
-        let et = u16::from_be_bytes([h[12], h[13]]);
+        let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
         // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte).
         let dst =
             u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) & 0xffff_ffff_ffff;
@@ -247,37 +277,37 @@ impl PacketNode for EthernetInput {
                 return n;
             }
             if !self.cached_promisc {
-                b.hdr.error = cx.error(E_MAC_MISMATCH);
-                return Next(0);
+                b.hdr.error = cx.error(EthCounter::MacMismatch);
+                return EthNext::Drop.next();
             }
         }
         let next = match et {
             ethertype::IPV4 => {
                 b.hdr.ip.fib_index = self.cached_fib[0];
-                Next(1)
+                EthNext::Ip4.next()
             }
             ethertype::ARP => {
                 b.hdr.ip.fib_index = self.cached_fib[0];
-                Next(2)
+                EthNext::Arp.next()
             }
             ethertype::IPV6 => {
                 b.hdr.ip.fib_index = self.cached_fib[1];
-                Next(4)
+                EthNext::Ip6.next()
             }
             ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
                 if let Some(n) = self.sub_interface(et, cx, b) {
                     return n;
                 }
-                b.hdr.error = cx.error(E_TAGGED);
-                return Next(0);
+                b.hdr.error = cx.error(EthCounter::Tagged);
+                return EthNext::Drop.next();
             }
             _ => {
-                b.hdr.error = cx.error(E_UNKNOWN_ET);
-                return Next(0);
+                b.hdr.error = cx.error(EthCounter::UnknownEthertype);
+                return EthNext::Drop.next();
             }
         };
         b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-        b.advance(14);
+        b.advance(HEADER_LEN);
         b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
         next
     }
@@ -302,23 +332,11 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
                 cached_bd: 0,
                 cached_fib: [0; 2],
                 l2_any: false,
-                cached_l2_next: Next(3),
+                cached_l2_next: EthNext::L2.next(),
                 slot: eslot,
             }))
         })
-        .nexts(&[
-            "error-drop",
-            crate::ip4::nodes::IP4_INPUT,
-            crate::arp::ARP_INPUT,
-            crate::l2::L2_INPUT,
-            crate::ip6::nodes::IP6_INPUT,
-        ])
-        .counters(&[
-            CounterDesc::error("unknown_ethertype", "unknown ethernet type"),
-            CounterDesc::error("l3_mac_mismatch", "l3 mac mismatch"),
-            CounterDesc::error("tagged", "VLAN-tagged frame, no sub-interface"),
-            CounterDesc::error("runt", "frame shorter than an Ethernet header"),
-            CounterDesc::error("down", "subinterface down"),
-        ]),
+        .nexts(EthNext::NAMES)
+        .counters(EthCounter::DESCS),
     );
 }

@@ -9,11 +9,11 @@ use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
-    Wake, FRAME_SIZE,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Wake, FRAME_SIZE,
 };
+use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
-use sluice_wire::ipv4::{proto, Ipv4Packet};
+use sluice_wire::ipv4::{field, proto, Ipv4Packet, MIN_HEADER_LEN};
 use sluice_wire::{checksum, Mac};
 use std::any::Any;
 use std::net::Ipv4Addr;
@@ -62,11 +62,31 @@ pub struct Ip4Input {
     features_any: bool,
 }
 
-const E_TOO_SHORT: u16 = 0;
-const E_VERSION: u16 = 1;
-const E_IHL: u16 = 2;
-const E_BAD_LENGTH: u16 = 3;
-const E_CHECKSUM: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip4-input`'s next arcs.
+    pub enum InputNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip4-lookup`.
+        Lookup => IP4_LOOKUP,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-input`'s counters.
+    pub enum InputCounter {
+        /// Ip4 length < 20 bytes.
+        TooShort => error("too_short", "ip4 length < 20 bytes"),
+        /// Ip4 version != 4.
+        Version => error("version", "ip4 version != 4"),
+        /// Ip4 header length < 20 bytes.
+        BadIhl => error("bad_ihl", "ip4 header length < 20 bytes"),
+        /// Ip4 length > l2 length.
+        BadLength => error("bad_length", "ip4 length > l2 length"),
+        /// Bad ip4 checksum.
+        BadChecksum => error("bad_checksum", "bad ip4 checksum"),
+    }
+}
 
 impl Ip4Input {
     /// Everything but the common 20-byte header (too short, IHL/version != 0x45): the
@@ -76,27 +96,27 @@ impl Ip4Input {
     fn check_slow(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
         let d = b.data();
         if d.len() < 20 {
-            b.hdr.error = cx.error(E_TOO_SHORT);
-            return Err(Next(0));
+            b.hdr.error = cx.error(InputCounter::TooShort);
+            return Err(InputNext::Drop.next());
         }
-        if d[0] >> 4 != 4 {
-            b.hdr.error = cx.error(E_VERSION);
-            return Err(Next(0));
+        if d[field::VER_IHL] >> 4 != 4 {
+            b.hdr.error = cx.error(InputCounter::Version);
+            return Err(InputNext::Drop.next());
         }
-        let ihl = ((d[0] & 0xf) as usize) * 4;
-        if ihl < 20 {
-            b.hdr.error = cx.error(E_IHL);
-            return Err(Next(0));
+        let ihl = ((d[field::VER_IHL] & 0xf) as usize) * 4;
+        if ihl < MIN_HEADER_LEN {
+            b.hdr.error = cx.error(InputCounter::BadIhl);
+            return Err(InputNext::Drop.next());
         }
-        let total = u16::from_be_bytes([d[2], d[3]]) as usize;
+        let total = u16::from_be_bytes([d[field::TOTAL_LEN], d[field::TOTAL_LEN + 1]]) as usize;
         // The header must be in the first buffer; the packet may continue in a chain.
         if total < ihl || ihl > d.len() || (total > d.len() && total > b.total_len()) {
-            b.hdr.error = cx.error(E_BAD_LENGTH);
-            return Err(Next(0));
+            b.hdr.error = cx.error(InputCounter::BadLength);
+            return Err(InputNext::Drop.next());
         }
         if checksum::sum(&d[..ihl]) != 0xffff {
-            b.hdr.error = cx.error(E_CHECKSUM);
-            return Err(Next(0));
+            b.hdr.error = cx.error(InputCounter::BadChecksum);
+            return Err(InputNext::Drop.next());
         }
         Ok(total)
     }
@@ -114,18 +134,19 @@ impl PacketNode for Ip4Input {
         let len = d.len();
         // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
         // are then the length and a branch-free checksum over five words.
-        let total = match d.first_chunk::<20>() {
-            Some(h) if h[0] == 0x45 => {
-                let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+        let total = match d.first_chunk::<MIN_HEADER_LEN>() {
+            Some(h) if h[field::VER_IHL] == 0x45 => {
+                let total =
+                    u16::from_be_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]) as usize;
                 let valid = checksum::ip4_header_valid(h);
                 // The packet may continue in a buffer chain.
                 if total < 20 || (total > len && total > b.total_len()) {
-                    b.hdr.error = cx.error(E_BAD_LENGTH);
-                    return Next(0);
+                    b.hdr.error = cx.error(InputCounter::BadLength);
+                    return InputNext::Drop.next();
                 }
                 if !valid {
-                    b.hdr.error = cx.error(E_CHECKSUM);
-                    return Next(0);
+                    b.hdr.error = cx.error(InputCounter::BadChecksum);
+                    return InputNext::Drop.next();
                 }
                 total
             }
@@ -138,9 +159,11 @@ impl PacketNode for Ip4Input {
             b.set_len(total);
         }
         if self.features_any {
-            self.shared.features.next(self.slot, b.hdr.rx_if, Next(1))
+            self.shared
+                .features
+                .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next())
         } else {
-            Next(1)
+            InputNext::Lookup.next()
         }
     }
 }
@@ -161,15 +184,39 @@ pub struct Ip4Lookup {
     dst: [u32; FRAME_SIZE],
 }
 
-const E_NO_ROUTE: u16 = 0;
-const E_DROP_ROUTE: u16 = 1;
+sluice_graph::arcs! {
+    /// `ip4-lookup`'s next arcs.
+    pub enum LookupNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip4-rewrite`.
+        Rewrite => IP4_REWRITE,
+        /// To `ip4-local`.
+        Local => IP4_LOCAL,
+        /// To `ip4-glean`.
+        Glean => IP4_GLEAN,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-lookup`'s counters.
+    pub enum LookupCounter {
+        /// No route to destination.
+        NoRoute => error("no_route", "no route to destination"),
+        /// Ip4 drop route.
+        DropRoute => error("drop_route", "ip4 drop route"),
+    }
+}
 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
-        let (e_none, e_drop) = (cx.error(E_NO_ROUTE), cx.error(E_DROP_ROUTE));
+        let (e_none, e_drop) = (
+            cx.error(LookupCounter::NoRoute),
+            cx.error(LookupCounter::DropRoute),
+        );
         let n = frame.len().min(FRAME_SIZE);
         // Kind of the last adjacency seen (consecutive packets usually share one).
         let mut last: Option<(u32, AdjKind)> = None;
@@ -183,10 +230,10 @@ impl NodeFn for Ip4Lookup {
             // SAFETY: this node owns the frame; one view at a time.
             let v = unsafe { arena.buffer(b) };
             // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
-            let a = v
-                .data()
-                .first_chunk::<20>()
-                .map_or(0, |h| u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
+            let a = v.data().first_chunk::<MIN_HEADER_LEN>().map_or(0, |h| {
+                let a = field::DST;
+                u32::from_be_bytes([h[a], h[a + 1], h[a + 2], h[a + 3]])
+            });
             self.dst[j] = a;
             any_vrf |= v.hdr.ip.fib_index;
         }
@@ -225,7 +272,7 @@ impl NodeFn for Ip4Lookup {
                 self.nexts[i + j] = match res {
                     None => {
                         hdr.error = e_none;
-                        0
+                        LookupNext::Drop as u16
                     }
                     Some(a) => {
                         hdr.ip.adj_index = a;
@@ -237,15 +284,15 @@ impl NodeFn for Ip4Lookup {
                                 k
                             }
                         };
-                        match kind {
-                            AdjKind::Rewrite => 1,
-                            AdjKind::Local => 2,
-                            AdjKind::Glean | AdjKind::Incomplete => 3,
+                        (match kind {
+                            AdjKind::Rewrite => LookupNext::Rewrite,
+                            AdjKind::Local => LookupNext::Local,
+                            AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
                             AdjKind::Drop => {
                                 hdr.error = e_drop;
-                                0
+                                LookupNext::Drop
                             }
-                        }
+                        }) as u16
                     }
                 };
             }
@@ -263,18 +310,20 @@ impl NodeFn for Ip4Lookup {
 /// than a header (never from ip4-input; `ip4-lookup` looks it up as 0.0.0.0) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
-    let Some(hdr) = ip.first_chunk::<20>() else {
+    let Some(hdr) = ip.first_chunk::<MIN_HEADER_LEN>() else {
         return 0;
     };
     let w = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let ihl = ((hdr[0] & 0xf) as usize) * 4;
-    let first_frag = u16::from_be_bytes([hdr[6], hdr[7]]) & 0x1fff == 0;
+    let ihl = ((hdr[field::VER_IHL] & 0xf) as usize) * 4;
+    let ff = field::FLAGS_FRAG;
+    let first_frag = u16::from_be_bytes([hdr[ff], hdr[ff + 1]]) & 0x1fff == 0;
+    let p = hdr[field::PROTOCOL];
     let ports = match ip.get(ihl..ihl + 4) {
-        Some(p) if (hdr[9] == 6 || hdr[9] == 17) && first_frag => w(p, 0),
+        Some(l4) if (p == proto::TCP || p == proto::UDP) && first_frag => w(l4, 0),
         _ => 0,
     };
-    let mut h = (w(hdr, 12) as u64) << 32 | w(hdr, 16) as u64;
-    h ^= ((ports as u64) << 8) | hdr[9] as u64;
+    let mut h = (w(hdr, field::SRC) as u64) << 32 | w(hdr, field::DST) as u64;
+    h ^= ((ports as u64) << 8) | p as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -327,18 +376,41 @@ impl Ip4Rewrite {
                 a.mtu as usize
             },
             next: if self.out_any {
-                self.shared.features.next(self.slot, a.tx_if, Next(1))
+                self.shared
+                    .features
+                    .next(self.slot, a.tx_if, RewriteNext::Output.next())
             } else {
-                Next(1)
+                RewriteNext::Output.next()
             },
         }
     }
 }
 
-const E_TTL: u16 = 0;
-const E_MTU: u16 = 1;
-const E_HEADROOM: u16 = 2;
-const E_TRUNCATED: u16 = 3;
+sluice_graph::arcs! {
+    /// `ip4-rewrite`'s next arcs.
+    pub enum RewriteNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+        /// To `ip4-icmp-error`.
+        IcmpError => IP4_ICMP_ERROR,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-rewrite`'s counters.
+    pub enum RewriteCounter {
+        /// Ip4 ttl <= 1.
+        TtlExpired => info("ttl_expired", "ip4 ttl <= 1"),
+        /// Ip4 MTU exceeded and DF not set (no fragmentation).
+        MtuExceeded => error("mtu_exceeded", "ip4 MTU exceeded and DF not set (no fragmentation)"),
+        /// No headroom for the L2 rewrite.
+        NoHeadroom => error("no_headroom", "no headroom for the L2 rewrite"),
+        /// Shorter than an ip4 header.
+        Truncated => error("truncated", "shorter than an ip4 header"),
+    }
+}
 
 impl PacketNode for Ip4Rewrite {
     #[inline(always)]
@@ -366,35 +438,39 @@ impl PacketNode for Ip4Rewrite {
         };
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        let Some(h) = b.data_mut().first_chunk_mut::<20>() else {
-            b.hdr.error = cx.error(E_TRUNCATED);
-            return Next(0);
+        let Some(h) = b.data_mut().first_chunk_mut::<MIN_HEADER_LEN>() else {
+            b.hdr.error = cx.error(RewriteCounter::Truncated);
+            return RewriteNext::Drop.next();
         };
         // TTL, protocol and checksum as one word: the TTL check and the decrement with the
         // incremental checksum update (RFC 1624) are a few ALU operations on it.
-        let w = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+        let t = field::TTL;
+        let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
         if w >> 24 <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmp::kind::TIME_EXCEEDED as u64) << 8;
-            cx.count(E_TTL as usize, 1);
-            return Next(2);
+            cx.count(RewriteCounter::TtlExpired, 1);
+            return RewriteNext::IcmpError.next();
         }
         if len > mtu {
-            if h[6] & 0x40 != 0 {
+            if h[field::FLAGS_FRAG] & field::DF_BIT != 0 {
                 b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 4;
                 b.hdr.feature_meta[ICMP_MTU] = mtu as u64;
-                return Next(2);
+                return RewriteNext::IcmpError.next();
             }
-            b.hdr.error = cx.error(E_MTU);
-            return Next(0);
+            b.hdr.error = cx.error(RewriteCounter::MtuExceeded);
+            return RewriteNext::Drop.next();
         }
         if !local {
-            h[8..12].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
+            h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
         }
-        match b.push_front(14).and_then(|h| h.first_chunk_mut::<14>()) {
+        match b
+            .push_front(ETH_HEADER_LEN)
+            .and_then(|h| h.first_chunk_mut::<ETH_HEADER_LEN>())
+        {
             Some(h) => *h = rewrite,
             None => {
-                b.hdr.error = cx.error(E_HEADROOM);
-                return Next(0);
+                b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
+                return RewriteNext::Drop.next();
             }
         }
         b.hdr.tx_if = tx_if;
@@ -417,56 +493,82 @@ pub struct Ip4Local {
     shared: Arc<Ip4Shared>,
 }
 
-const C_ECHO: u16 = 0;
-const E_BAD_ICMP: u16 = 1;
-const C_PUNT: u16 = 2;
-const C_PING_REPLY: u16 = 3;
-const E_LOCAL_TRUNCATED: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip4-local`'s next arcs.
+    pub enum LocalNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip4-lookup`.
+        Lookup => IP4_LOOKUP,
+        /// To `ip4-icmp-error`.
+        IcmpError => IP4_ICMP_ERROR,
+        /// To `punt`.
+        Punt => "punt",
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-local`'s counters.
+    pub enum LocalCounter {
+        /// ICMP echo replies sent.
+        EchoReplies => info("echo_replies", "ICMP echo replies sent"),
+        /// Truncated or bad-checksum ICMP.
+        BadIcmp => error("bad_icmp", "truncated or bad-checksum ICMP"),
+        /// Packets for the router punted.
+        Punted => info("punted", "packets for the router punted"),
+        /// Echo replies to CLI ping.
+        PingReplies => info("ping_replies", "echo replies to CLI ping"),
+        /// Shorter than its ip4 header.
+        Truncated => error("truncated", "shorter than its ip4 header"),
+    }
+}
 
 impl PacketNode for Ip4Local {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let d = b.data_mut();
         let ihl = d.first().map_or(0, |v| ((v & 0xf) as usize) * 4);
-        if ihl < 20 || d.len() < ihl {
+        if ihl < MIN_HEADER_LEN || d.len() < ihl {
             // Never from ip4-input; a feature may have shortened the packet.
-            b.hdr.error = cx.error(E_LOCAL_TRUNCATED);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::Truncated);
+            return LocalNext::Drop.next();
         }
-        match d[9] {
+        match d[field::PROTOCOL] {
             proto::ICMP => {
                 if d.len() < ihl + 8 || checksum::sum(&d[ihl..]) != 0xffff {
-                    b.hdr.error = cx.error(E_BAD_ICMP);
-                    return Next(0);
+                    b.hdr.error = cx.error(LocalCounter::BadIcmp);
+                    return LocalNext::Drop.next();
                 }
                 let kind = d[ihl];
                 if kind == icmp::kind::ECHO_REPLY {
                     // A reply to the CLI ping: record it and consume the packet.
                     let id = u16::from_be_bytes([d[ihl + 4], d[ihl + 5]]);
                     let seq = u16::from_be_bytes([d[ihl + 6], d[ihl + 7]]);
-                    let from = Ipv4Addr::new(d[12], d[13], d[14], d[15]);
-                    if self.shared.ping.record(id, seq, from, d[8], cx.now_tsc()) {
-                        b.hdr.error = cx.error(C_PING_REPLY);
-                        return Next(0);
+                    let a = field::SRC;
+                    let from = Ipv4Addr::new(d[a], d[a + 1], d[a + 2], d[a + 3]);
+                    let ttl = d[field::TTL];
+                    if self.shared.ping.record(id, seq, from, ttl, cx.now_tsc()) {
+                        b.hdr.error = cx.error(LocalCounter::PingReplies);
+                        return LocalNext::Drop.next();
                     }
                 }
                 // An echo request to a multicast group (224.0.0.0/24 is received when a
                 // host stack is paired, linux-cp) is the host stack's to answer, never
                 // answered from the group address.
-                if kind != icmp::kind::ECHO_REQUEST || d[16] >> 4 == 0xe {
-                    cx.count(C_PUNT as usize, 1);
-                    return Next(3);
+                if kind != icmp::kind::ECHO_REQUEST || d[field::DST] >> 4 == 0xe {
+                    cx.count(LocalCounter::Punted, 1);
+                    return LocalNext::Punt.next();
                 }
                 let Ok(mut m) = icmp::IcmpPacket::new_checked(&mut d[ihl..]) else {
-                    b.hdr.error = cx.error(E_BAD_ICMP);
-                    return Next(0);
+                    b.hdr.error = cx.error(LocalCounter::BadIcmp);
+                    return LocalNext::Drop.next();
                 };
                 m.set_kind_code(icmp::kind::ECHO_REPLY, 0);
                 m.fill_checksum();
                 let mut ip = match Ipv4Packet::new_checked(&mut d[..]) {
                     Ok(p) => p,
                     Err(_) => {
-                        b.hdr.error = cx.error(E_BAD_ICMP);
-                        return Next(0);
+                        b.hdr.error = cx.error(LocalCounter::BadIcmp);
+                        return LocalNext::Drop.next();
                     }
                 };
                 let (s, t) = (ip.src(), ip.dst());
@@ -475,8 +577,8 @@ impl PacketNode for Ip4Local {
                 ip.set_ttl(64);
                 ip.fill_checksum();
                 b.hdr.flags |= LOCALLY_ORIGINATED;
-                cx.count(C_ECHO as usize, 1);
-                Next(1)
+                cx.count(LocalCounter::EchoReplies, 1);
+                LocalNext::Lookup.next()
             }
             proto::UDP => {
                 if self
@@ -486,15 +588,15 @@ impl PacketNode for Ip4Local {
                     .load(Ordering::Relaxed)
                 {
                     // A host stack behind `punt` serves (or refuses) the port.
-                    cx.count(C_PUNT as usize, 1);
-                    return Next(3);
+                    cx.count(LocalCounter::Punted, 1);
+                    return LocalNext::Punt.next();
                 }
                 b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 3;
-                Next(2)
+                LocalNext::IcmpError.next()
             }
             _ => {
-                cx.count(C_PUNT as usize, 1);
-                Next(3)
+                cx.count(LocalCounter::Punted, 1);
+                LocalNext::Punt.next()
             }
         }
     }
@@ -518,33 +620,56 @@ pub struct Ip4IcmpError {
     limit: crate::ratelimit::TokenBucket,
 }
 
-const C_SENT: u16 = 0;
-const E_RATE: u16 = 1;
-const E_NO_SRC: u16 = 2;
-const E_SUPPRESSED: u16 = 3;
-const E_ICMP_HEADROOM: u16 = 4;
-const E_ICMP_TRUNCATED: u16 = 5;
+sluice_graph::arcs! {
+    /// `ip4-icmp-error`'s next arcs.
+    pub enum IcmpErrorNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip4-lookup`.
+        Lookup => IP4_LOOKUP,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-icmp-error`'s counters.
+    pub enum IcmpErrorCounter {
+        /// ICMP errors sent.
+        Sent => info("sent", "ICMP errors sent"),
+        /// ICMP error rate limited.
+        RateLimited => error("rate_limited", "ICMP error rate limited"),
+        /// No source address for ICMP error.
+        NoSource => error("no_source", "no source address for ICMP error"),
+        /// ICMP error not sent (ICMP error, fragment or broadcast).
+        Suppressed => error("suppressed", "ICMP error not sent (ICMP error, fragment or broadcast)"),
+        /// No headroom for the ICMP error.
+        NoHeadroom => error("no_headroom", "no headroom for the ICMP error"),
+        /// Shorter than an ip4 header.
+        Truncated => error("truncated", "shorter than an ip4 header"),
+    }
+}
 
 impl PacketNode for Ip4IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         if !self.limit.ready(cx) {
-            b.hdr.error = cx.error(E_RATE);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::RateLimited);
+            return IcmpErrorNext::Drop.next();
         }
         let src = self.shared.if_attr(b.hdr.rx_if).ip4.load(Ordering::Relaxed);
         if src == 0 {
-            b.hdr.error = cx.error(E_NO_SRC);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::NoSource);
+            return IcmpErrorNext::Drop.next();
         }
         let d = b.data();
         if d.len() < 20 {
-            b.hdr.error = cx.error(E_ICMP_TRUNCATED);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::Truncated);
+            return IcmpErrorNext::Drop.next();
         }
-        let ihl = ((d[0] & 0xf) as usize) * 4;
-        let orig_src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-        let frag_off = u16::from_be_bytes([d[6], d[7]]) & 0x1fff;
-        let is_icmp_error = d[9] == proto::ICMP
+        let ihl = ((d[field::VER_IHL] & 0xf) as usize) * 4;
+        let a = field::SRC;
+        let orig_src = u32::from_be_bytes([d[a], d[a + 1], d[a + 2], d[a + 3]]);
+        let frag_off =
+            u16::from_be_bytes([d[field::FLAGS_FRAG], d[field::FLAGS_FRAG + 1]]) & 0x1fff;
+        let is_icmp_error = d[field::PROTOCOL] == proto::ICMP
             && d.get(ihl)
                 .is_some_and(|&t| t != icmp::kind::ECHO_REQUEST && t != icmp::kind::ECHO_REPLY);
         if is_icmp_error
@@ -553,8 +678,8 @@ impl PacketNode for Ip4IcmpError {
             || orig_src >> 28 >= 0xe
             || orig_src == u32::MAX
         {
-            b.hdr.error = cx.error(E_SUPPRESSED);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::Suppressed);
+            return IcmpErrorNext::Drop.next();
         }
         self.limit.take();
         // Quote as much of the original as fits in 576 bytes (RFC 1812 §4.3.2.3).
@@ -563,19 +688,19 @@ impl PacketNode for Ip4IcmpError {
         let mtu = b.hdr.feature_meta[ICMP_MTU] as u16;
         b.set_len(quote);
         let Some(h) = b.push_front(28) else {
-            b.hdr.error = cx.error(E_ICMP_HEADROOM);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::NoHeadroom);
+            return IcmpErrorNext::Drop.next();
         };
         let total = (28 + quote) as u16;
         h.fill(0);
-        h[0] = 0x45;
-        h[2..4].copy_from_slice(&total.to_be_bytes());
-        h[8] = 64;
-        h[9] = proto::ICMP;
-        h[12..16].copy_from_slice(&src.to_be_bytes());
-        h[16..20].copy_from_slice(&orig_src.to_be_bytes());
+        h[field::VER_IHL] = 0x45;
+        h[field::TOTAL_LEN..field::TOTAL_LEN + 2].copy_from_slice(&total.to_be_bytes());
+        h[field::TTL] = 64;
+        h[field::PROTOCOL] = proto::ICMP;
+        h[field::SRC..field::SRC + 4].copy_from_slice(&src.to_be_bytes());
+        h[field::DST..field::DST + 4].copy_from_slice(&orig_src.to_be_bytes());
         let c = checksum::internet_checksum(&h[..20]);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
         let d = b.data_mut();
         d[20] = (meta >> 8) as u8;
         d[21] = meta as u8;
@@ -585,8 +710,8 @@ impl PacketNode for Ip4IcmpError {
         let c = checksum::internet_checksum(&d[20..]);
         d[22..24].copy_from_slice(&c.to_be_bytes());
         b.hdr.flags |= LOCALLY_ORIGINATED;
-        cx.count(C_SENT as usize, 1);
-        Next(1)
+        cx.count(IcmpErrorCounter::Sent, 1);
+        IcmpErrorNext::Lookup.next()
     }
 }
 
@@ -606,11 +731,31 @@ pub struct Ip4Glean {
     throttle: crate::ratelimit::Throttle<u32>,
 }
 
-const C_REQ_SENT: u16 = 0;
-const E_THROTTLED: u16 = 1;
-const E_NO_BUF: u16 = 2;
-const E_GLEAN_NO_SRC: u16 = 3;
-const E_GLEAN_TRUNCATED: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip4-glean`'s next arcs.
+    pub enum GleanNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip4-glean`'s counters.
+    pub enum GleanCounter {
+        /// ARP requests sent.
+        RequestsSent => info("requests_sent", "ARP requests sent"),
+        /// ARP requests throttled.
+        Throttled => info("throttled", "ARP requests throttled"),
+        /// No buffer for ARP request.
+        NoBuffer => error("no_buffer", "no buffer for ARP request"),
+        /// No source address for ARP request.
+        NoSource => error("no_source", "no source address for ARP request"),
+        /// Shorter than an ip4 header.
+        Truncated => error("truncated", "shorter than an ip4 header"),
+    }
+}
 
 impl PacketNode for Ip4Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -620,24 +765,24 @@ impl PacketNode for Ip4Glean {
             (AdjKind::Incomplete, _) => adj.nh,
             (_, Some(a)) => u32::from_be_bytes([a[0], a[1], a[2], a[3]]),
             (_, None) => {
-                b.hdr.error = cx.error(E_GLEAN_TRUNCATED);
-                return Next(0);
+                b.hdr.error = cx.error(GleanCounter::Truncated);
+                return GleanNext::Drop.next();
             }
         };
         let attr = self.shared.if_attr(adj.tx_if);
         let src_ip = attr.ip4.load(Ordering::Relaxed);
         if src_ip == 0 {
-            b.hdr.error = cx.error(E_GLEAN_NO_SRC);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::NoSource);
+            return GleanNext::Drop.next();
         }
         if !self.throttle.allow(cx, target, target as u64) {
-            b.hdr.error = cx.error(E_THROTTLED);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::Throttled);
+            return GleanNext::Drop.next();
         }
-        b.hdr.error = cx.error(C_REQ_SENT);
+        b.hdr.error = cx.error(GleanCounter::RequestsSent);
         let Some(req) = cx.bufs().alloc_one() else {
-            b.hdr.error = cx.error(E_NO_BUF);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::NoBuffer);
+            return GleanNext::Drop.next();
         };
         let frame = arp_request(Mac::BROADCAST, Mac(attr.mac_bytes()), src_ip, target);
         // SAFETY: `req` was just allocated by this node and has no other view.
@@ -646,9 +791,9 @@ impl PacketNode for Ip4Glean {
         v.hdr.tx_if = adj.tx_if;
         v.hdr.rx_if = b.hdr.rx_if;
         v.hdr.ip.fib_index = b.hdr.ip.fib_index;
-        cx.enqueue(Next(1), req);
+        cx.enqueue(GleanNext::Output.next(), req);
         // The triggering packet is dropped (counted as "ARP request sent").
-        Next(0)
+        GleanNext::Drop.next()
     }
 }
 
@@ -710,14 +855,8 @@ pub fn register(
                 features_any: false,
             }))
         })
-        .nexts(&["error-drop", IP4_LOOKUP])
-        .counters(&[
-            CounterDesc::error("too_short", "ip4 length < 20 bytes"),
-            CounterDesc::error("version", "ip4 version != 4"),
-            CounterDesc::error("bad_ihl", "ip4 header length < 20 bytes"),
-            CounterDesc::error("bad_length", "ip4 length > l2 length"),
-            CounterDesc::error("bad_checksum", "bad ip4 checksum"),
-        ]),
+        .nexts(InputNext::NAMES)
+        .counters(InputCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -728,11 +867,8 @@ pub fn register(
                 dst: [0; FRAME_SIZE],
             })
         })
-        .nexts(&["error-drop", IP4_REWRITE, IP4_LOCAL, IP4_GLEAN])
-        .counters(&[
-            CounterDesc::error("no_route", "no route to destination"),
-            CounterDesc::error("drop_route", "ip4 drop route"),
-        ]),
+        .nexts(LookupNext::NAMES)
+        .counters(LookupCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -744,30 +880,16 @@ pub fn register(
                 out_any: false,
             }))
         })
-        .nexts(&["error-drop", crate::output::NAME, IP4_ICMP_ERROR])
-        .counters(&[
-            CounterDesc::info("ttl_expired", "ip4 ttl <= 1"),
-            CounterDesc::error(
-                "mtu_exceeded",
-                "ip4 MTU exceeded and DF not set (no fragmentation)",
-            ),
-            CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
-            CounterDesc::error("truncated", "shorter than an ip4 header"),
-        ]),
+        .nexts(RewriteNext::NAMES)
+        .counters(RewriteCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(IP4_LOCAL, NodeKind::Internal, {
             let s = shared.clone();
             move |_| Box::new(PerPacket::new(Ip4Local { shared: s.clone() }))
         })
-        .nexts(&["error-drop", IP4_LOOKUP, IP4_ICMP_ERROR, "punt"])
-        .counters(&[
-            CounterDesc::info("echo_replies", "ICMP echo replies sent"),
-            CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMP"),
-            CounterDesc::info("punted", "packets for the router punted"),
-            CounterDesc::info("ping_replies", "echo replies to CLI ping"),
-            CounterDesc::error("truncated", "shorter than its ip4 header"),
-        ]),
+        .nexts(LocalNext::NAMES)
+        .counters(LocalCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -777,18 +899,8 @@ pub fn register(
                 limit: Default::default(),
             }))
         })
-        .nexts(&["error-drop", IP4_LOOKUP])
-        .counters(&[
-            CounterDesc::info("sent", "ICMP errors sent"),
-            CounterDesc::error("rate_limited", "ICMP error rate limited"),
-            CounterDesc::error("no_source", "no source address for ICMP error"),
-            CounterDesc::error(
-                "suppressed",
-                "ICMP error not sent (ICMP error, fragment or broadcast)",
-            ),
-            CounterDesc::error("no_headroom", "no headroom for the ICMP error"),
-            CounterDesc::error("truncated", "shorter than an ip4 header"),
-        ]),
+        .nexts(IcmpErrorNext::NAMES)
+        .counters(IcmpErrorCounter::DESCS),
     );
     crate::arp::register(r, shared.clone());
     let b = &mut r.graph;
@@ -800,14 +912,8 @@ pub fn register(
                 throttle: Default::default(),
             }))
         })
-        .nexts(&["error-drop", crate::output::NAME])
-        .counters(&[
-            CounterDesc::info("requests_sent", "ARP requests sent"),
-            CounterDesc::info("throttled", "ARP requests throttled"),
-            CounterDesc::error("no_buffer", "no buffer for ARP request"),
-            CounterDesc::error("no_source", "no source address for ARP request"),
-            CounterDesc::error("truncated", "shorter than an ip4 header"),
-        ]),
+        .nexts(GleanNext::NAMES)
+        .counters(GleanCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
