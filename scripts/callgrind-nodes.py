@@ -8,7 +8,8 @@
 Record with --demangle=no: every monomorphised `PerPacket<N>::frame` then keeps its own symbol
 (demangled, they all read `PerPacket<N>::frame` and callgrind merges them). Each row shows the
 first and last source line of the node files its inlined code covers, which tells the nodes
-apart (ethernet-input, ip4-input and ip4-rewrite are in crates/vnet/src/ip4/nodes.rs). The
+apart (ip4-input and ip4-rewrite are in crates/vnet/src/ip4/nodes.rs, ethernet-input in
+crates/vnet/src/ethernet/node.rs). The
 packet count is what the nodes processed (with `--runs 1 --packets 409600`, ip4-lookup is
 called 1,600 times with full 256-packet frames). Add a third argument to list the costly source lines of each.
 """
@@ -57,7 +58,7 @@ for raw in open(path):
 rows = []
 for fid, n in names.items():
     if "PerPacket" in n and "frame" in n or ("NodeFn" in n and "5frame" in n):
-        src = sorted(k for k in lines[fid] if k[0].endswith(("nodes.rs", "output.rs")) and k[1] > 0)
+        src = sorted(k for k in lines[fid] if k[0].endswith(("nodes.rs", "node.rs", "output.rs")) and k[1] > 0)
         rows.append((n, incl[fid], src[:1], src[-1:]))
 for n, c, a, b in sorted(rows, key=lambda r: -r[1]):
     if c > packets:

@@ -274,6 +274,7 @@ pub fn resolve_group(name: &str) -> Option<u32> {
         return Some(n);
     }
     let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: libc::group is plain C data (integers and pointers); all zeroes is a valid value.
     let mut grp: libc::group = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 << 10];
     let mut res: *mut libc::group = std::ptr::null_mut();

@@ -28,11 +28,6 @@ fn cli_at(sock: &Path, cmd: &str) -> String {
     ask(&mut s, cmd).1
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
@@ -88,12 +83,12 @@ struct TestUser {
 
 impl TestUser {
     fn create(tag: &str) -> Option<TestUser> {
-        if !is_root() {
-            eprintln!("skipped: creating a test user needs root");
+        if let Some(why) = sluice_infra::testing::not_root("creating a test user") {
+            sluice_infra::testing::skip(&why);
             return None;
         }
         if Command::new("useradd").arg("--help").output().is_err() {
-            eprintln!("skipped: useradd not installed");
+            sluice_infra::testing::skip("useradd not installed");
             return None;
         }
         let name = format!("slt{tag}{}", std::process::id() % 100_000);

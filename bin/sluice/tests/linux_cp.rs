@@ -20,9 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn skip_reason() -> Option<String> {
-    // SAFETY: plain geteuid(2).
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (namespaces, taps and AF_PACKET need root)".into());
+    if let Some(why) = sluice_infra::testing::not_root("namespaces, taps and AF_PACKET") {
+        return Some(why);
     }
     if sh(&["ip", "-V"]).is_err() {
         return Some("`ip' (iproute2) is not installed".into());
@@ -36,7 +35,7 @@ fn skip_reason() -> Option<String> {
 macro_rules! skip_unless_possible {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("SKIPPED: {why}");
+            sluice_infra::testing::skip(&why);
             return;
         }
     };
@@ -79,8 +78,8 @@ fn in_netns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static)
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let fd = std::fs::File::open(&path).unwrap();
-        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
         assert_eq!(
+            // SAFETY: setns(2) on an open namespace fd; only this thread moves.
             unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
             0
         );
@@ -153,7 +152,7 @@ fn counter(show_lcp: &str, name: &str) -> u64 {
 fn twins_punt_and_netlink_sync() {
     skip_unless_possible!();
     if sh(&["ping", "-V"]).is_err() {
-        eprintln!("SKIPPED: `ping' (iputils-ping) is not installed");
+        sluice_infra::testing::skip("`ping' (iputils-ping) is not installed");
         return;
     }
     let mut ns = Netns::new("a");
@@ -484,8 +483,8 @@ fn twins_punt_and_netlink_sync() {
     let flood = std::thread::spawn(move || {
         let a = format!("/run/netns/{a}");
         let fd = std::fs::File::open(&a).unwrap();
-        // SAFETY: setns(2) on an open namespace fd; only this thread moves.
         assert_eq!(
+            // SAFETY: setns(2) on an open namespace fd; only this thread moves.
             unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
             0
         );
@@ -665,7 +664,7 @@ impl RouterTopo {
     /// `None` (after printing SKIPPED) when the tests cannot run here.
     fn new(tag: &str) -> Option<RouterTopo> {
         if let Some(why) = skip_reason() {
-            eprintln!("SKIPPED: {why}");
+            sluice_infra::testing::skip(&why);
             return None;
         }
         for tool in ["bird", "birdc", "ping"] {
@@ -675,9 +674,9 @@ impl RouterTopo {
                 .status()
                 .map_or(true, |s| !s.success())
             {
-                eprintln!(
-                    "SKIPPED: `{tool}' is not installed (apt-get install bird2 iputils-ping)"
-                );
+                sluice_infra::testing::skip(&format!(
+                    "`{tool}' is not installed (apt-get install bird2 iputils-ping)"
+                ));
                 return None;
             }
         }

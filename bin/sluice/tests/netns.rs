@@ -27,19 +27,13 @@ use std::time::{Duration, Instant};
 // Environment
 
 fn have(cmd: &str, arg: &str) -> bool {
-    Command::new(cmd)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    sluice_infra::testing::missing_tool(cmd, arg).is_none()
 }
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: plain geteuid(2).
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and AF_PACKET need root)".into());
+    if let Some(why) = sluice_infra::testing::not_root("network namespaces and AF_PACKET") {
+        return Some(why);
     }
     if !have("ip", "-V") {
         return Some("`ip' (iproute2) is not installed".into());
@@ -58,7 +52,7 @@ fn skip_reason() -> Option<String> {
 macro_rules! skip_unless_possible {
     ($drv:expr) => {
         if let Some(why) = skip_reason().or_else(|| $drv.skip_reason()) {
-            eprintln!("SKIPPED: {why}");
+            sluice_infra::testing::skip(&why);
             return;
         }
     };
@@ -1291,7 +1285,7 @@ fn rx_modes_and_placement(drv: Driver) {
 fn refused_kicks_are_retried(drv: Driver) {
     skip_unless_possible!(drv);
     if !have("tc", "-V") {
-        eprintln!("SKIPPED: `tc' (iproute2) is not installed");
+        sluice_infra::testing::skip("`tc' (iproute2) is not installed");
         return;
     }
     let mut t = Topo::new("k", drv);
@@ -1527,7 +1521,7 @@ fn tap_host_routes_to_af_packet_host() {
     let drv = Driver::AfPacket;
     skip_unless_possible!(drv);
     if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIPPED: no /dev/net/tun");
+        sluice_infra::testing::skip("no /dev/net/tun");
         return;
     }
     let mut t = Topo::new("p", drv);
@@ -1610,7 +1604,7 @@ macro_rules! skip_unless_tap {
     () => {
         skip_unless_possible!(Driver::AfPacket);
         if !std::path::Path::new("/dev/net/tun").exists() {
-            eprintln!("SKIPPED: no /dev/net/tun");
+            sluice_infra::testing::skip("no /dev/net/tun");
             return;
         }
     };

@@ -332,7 +332,9 @@ fn promtool_check(body: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn();
     let Ok(mut child) = child else {
-        eprintln!("SKIPPED promtool check: promtool not installed (Debian package `prometheus`)");
+        sluice_infra::testing::skip(
+            "promtool check: promtool not installed (Debian package `prometheus`)",
+        );
         return;
     };
     child

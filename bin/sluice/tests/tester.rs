@@ -18,9 +18,8 @@ fn must(args: &[&str]) {
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: plain geteuid(2).
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and AF_PACKET need root)".into());
+    if let Some(why) = sluice_infra::testing::not_root("network namespaces and AF_PACKET") {
+        return Some(why);
     }
     if sh(&["ip", "-V"]).is_err() {
         return Some("`ip' (iproute2) is not installed".into());
@@ -31,7 +30,7 @@ fn skip_reason() -> Option<String> {
 macro_rules! skip_unless_possible {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("SKIPPED: {why}");
+            sluice_infra::testing::skip(&why);
             return;
         }
     };

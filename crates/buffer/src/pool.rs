@@ -121,6 +121,9 @@ pub struct BufferPool {
     free_count: AtomicU64,
     cached: Mutex<Vec<Arc<AtomicU64>>>,
     alloc_failures: AtomicU64,
+    /// Debug builds: whether each buffer is free or owned (the ownership check, see `FREE`).
+    #[cfg(debug_assertions)]
+    _owner: Box<[core::sync::atomic::AtomicU8]>,
 }
 
 // SAFETY: the arena is plain memory; concurrent access to one buffer is excluded by the ownership
@@ -162,6 +165,10 @@ impl BufferPool {
             "buffer headers",
         )?;
         let backing = data_map.backing;
+        #[cfg(debug_assertions)]
+        let owner: Box<[core::sync::atomic::AtomicU8]> = (0..n)
+            .map(|_| core::sync::atomic::AtomicU8::new(FREE))
+            .collect();
         let pool = BufferPool {
             arena: Arena {
                 hdrs: hdr_map.ptr as *mut BufferHeader,
@@ -170,6 +177,8 @@ impl BufferPool {
                 stride: stride as u32,
                 mem_len: (HEADROOM + cfg.data_size) as u32,
                 _pool: core::marker::PhantomData,
+                #[cfg(debug_assertions)]
+                owner: owner.as_ptr(),
             },
             _hdr_map: hdr_map,
             data: data_map.ptr,
@@ -183,6 +192,8 @@ impl BufferPool {
             free_count: AtomicU64::new(cfg.buffers as u64),
             cached: Mutex::new(Vec::new()),
             alloc_failures: AtomicU64::new(0),
+            #[cfg(debug_assertions)]
+            _owner: owner,
         };
         Ok(Arc::new(pool))
     }
@@ -342,6 +353,57 @@ pub struct Arena<'a> {
     /// `HEADROOM + data_size`: the length of a buffer's view.
     mem_len: u32,
     _pool: core::marker::PhantomData<&'a BufferPool>,
+    /// Debug builds: the pool's ownership table (`n` entries).
+    #[cfg(debug_assertions)]
+    owner: *const core::sync::atomic::AtomicU8,
+}
+
+/// Ownership state of a buffer in debug builds: on the free list or in a cache.
+#[cfg(debug_assertions)]
+const FREE: u8 = 0;
+/// Ownership state of a buffer in debug builds: allocated (a frame, queue, ring, stream).
+#[cfg(debug_assertions)]
+const OWNED: u8 = 1;
+
+// The debug-build buffer ownership check. Every buffer is either free (on the free list or
+// in a thread's cache) or owned; allocation and free move it between the two and a view of a
+// buffer needs it owned. So a double free, a use after free and an index never allocated
+// stop the (test) run at the faulty call, naming the buffer, instead of two owners silently
+// sharing it later. Release builds keep no state and check nothing.
+#[cfg(debug_assertions)]
+impl Arena<'_> {
+    #[inline]
+    fn owner(&self, idx: BufIdx) -> &core::sync::atomic::AtomicU8 {
+        assert!(idx.0 < self.n, "buffer index {} out of range", idx.0);
+        // SAFETY: idx < n and the table holds n entries, kept alive by the pool the arena
+        // borrows.
+        unsafe { &*self.owner.add(idx.0 as usize) }
+    }
+
+    /// Asserts that `idx` is allocated (a view of a free buffer is a use after free).
+    #[inline]
+    fn check_owned(&self, idx: BufIdx) {
+        let st = self.owner(idx).load(Ordering::Relaxed);
+        assert!(
+            st == OWNED,
+            "buffer {} used while free (use after free, or never allocated)",
+            idx.0
+        );
+    }
+
+    /// Marks `idx` allocated (it must have been free).
+    #[inline]
+    fn mark_owned(&self, idx: BufIdx) {
+        let was = self.owner(idx).swap(OWNED, Ordering::Relaxed);
+        assert!(was == FREE, "buffer {} allocated while in use", idx.0);
+    }
+
+    /// Marks `idx` free (it must have been allocated: else a double free).
+    #[inline]
+    fn mark_free(&self, idx: BufIdx) {
+        let was = self.owner(idx).swap(FREE, Ordering::Relaxed);
+        assert!(was == OWNED, "buffer {} freed twice (double free)", idx.0);
+    }
 }
 
 impl<'a> Arena<'a> {
@@ -359,8 +421,21 @@ impl<'a> Arena<'a> {
     /// The caller must own `idx` (no other thread or live [`Buffer`] may write to it).
     #[inline(always)]
     pub unsafe fn header(self, idx: BufIdx) -> &'a BufferHeader {
+        #[cfg(debug_assertions)]
+        self.check_owned(idx);
         // SAFETY: in the header array (checked), 128-aligned; initialised at map time (zero
         // pages) or by alloc; the arena borrows the pool, which keeps it mapped.
+        unsafe { &*self.hdr_ptr(idx) }
+    }
+
+    /// The header of a buffer being freed (its chain is walked after the ownership check
+    /// marked it free).
+    ///
+    /// # Safety
+    /// As [`Arena::header`].
+    #[inline(always)]
+    unsafe fn header_of_freed(self, idx: BufIdx) -> &'a BufferHeader {
+        // SAFETY: as in `header`.
         unsafe { &*self.hdr_ptr(idx) }
     }
 
@@ -371,6 +446,8 @@ impl<'a> Arena<'a> {
     #[inline(always)]
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn header_mut(self, idx: BufIdx) -> &'a mut BufferHeader {
+        #[cfg(debug_assertions)]
+        self.check_owned(idx);
         // SAFETY: as in `header`; exclusivity is the caller's contract.
         unsafe { &mut *self.hdr_ptr(idx) }
     }
@@ -382,6 +459,8 @@ impl<'a> Arena<'a> {
     /// at most one frame/queue/cache at a time and no second view of it may exist.
     #[inline(always)]
     pub unsafe fn buffer(self, idx: BufIdx) -> Buffer<'a> {
+        #[cfg(debug_assertions)]
+        self.check_owned(idx);
         let hdr = self.hdr_ptr(idx);
         // SAFETY: the header is in the header array and `stride >= HEADROOM + data_size` bytes
         // at `idx * stride` lie in the data array (idx checked by hdr_ptr); the caller
@@ -615,6 +694,8 @@ impl BufferCache {
         let arena = self.pool.arena();
         for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
             *o = BufIdx(b);
+            #[cfg(debug_assertions)]
+            arena.mark_owned(*o);
             // SAFETY: the index came off the free list, so this cache owns it exclusively.
             unsafe { *arena.header_mut(*o) = BufferHeader::TEMPLATE };
         }
@@ -636,12 +717,16 @@ impl BufferCache {
         // The heads in one copy, then whatever is chained behind them.
         self.bufs.extend(idxs.iter().map(|b| b.0));
         for &b in idxs {
+            #[cfg(debug_assertions)]
+            arena.mark_free(b);
             // SAFETY: the caller hands over ownership of the chain.
-            let mut next = unsafe { arena.header(b) }.next();
+            let mut next = unsafe { arena.header_of_freed(b) }.next();
             while let Some(n) = next {
                 self.bufs.push(n.0);
+                #[cfg(debug_assertions)]
+                arena.mark_free(n);
                 // SAFETY: chain members are owned with their head.
-                next = unsafe { arena.header(n) }.next();
+                next = unsafe { arena.header_of_freed(n) }.next();
             }
         }
         if self.bufs.len() > CACHE_HIGH {

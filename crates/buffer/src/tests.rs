@@ -74,6 +74,7 @@ fn headers_reset_on_alloc() {
     let p = pool(4);
     let mut c = p.cache();
     let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     unsafe {
         let v = p.buffer(b);
         v.hdr.flags = flags::TRACED;
@@ -82,6 +83,7 @@ fn headers_reset_on_alloc() {
     c.free(&[b]);
     let b2 = c.alloc_one().unwrap();
     assert_eq!(b2, b, "LIFO reuse keeps buffers hot");
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     let h = unsafe { p.header(b2) };
     assert_eq!(*h, BufferHeader::TEMPLATE);
     c.free(&[b2]);
@@ -92,6 +94,7 @@ fn views_keep_bounds() {
     let p = pool(2);
     let mut c = p.cache();
     let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     let mut v = unsafe { p.buffer(b) };
     assert_eq!(v.write_packet(&[1, 2, 3, 4, 5, 6]), 6);
     assert_eq!(v.data(), &[1, 2, 3, 4, 5, 6]);
@@ -129,8 +132,10 @@ fn data_array_holds_no_headers() {
     // SAFETY: the test owns every buffer; the range is the middle buffer's data slot.
     unsafe { core::ptr::write_bytes(base.add(off), 0xee, p.stride()) };
     for &b in &idx {
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
         assert_eq!(*unsafe { p.header(b) }, BufferHeader::TEMPLATE);
     }
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     let mut v = unsafe { p.buffer(mid) };
     assert!(v.set_len(4));
     assert_eq!(
@@ -177,7 +182,9 @@ fn arena_resolves_like_the_pool() {
         // SAFETY: as above, the view is no longer used.
         let h = unsafe { a.header_mut(b) };
         h.tx_if = 7 + k as u32;
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
         assert_eq!(unsafe { p.header(b) }.tx_if, 7 + k as u32);
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
         assert_eq!(unsafe { p.header(b) }.total_len(), 1000);
     }
     for (k, &b) in idx.iter().enumerate() {
@@ -222,6 +229,7 @@ fn shared_data_array_is_visible_through_its_fd() {
     assert_ne!(peer, libc::MAP_FAILED);
     let mut c = p.cache();
     let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     let mut v = unsafe { p.buffer(b) };
     v.write_packet(b"zero-copy");
     let off = p.data_offset(b).unwrap() + HEADROOM;
@@ -251,6 +259,7 @@ fn chains_append_copy_and_free() {
     let tail = c.alloc_with(&[7u8; 10]).unwrap();
     c.chain_append(head, tail);
     assert_eq!(c.chain_len(head), 5010);
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     assert_eq!(unsafe { p.buffer(head) }.total_len(), 5010);
     c.free(&[head]);
     assert_eq!(p.stats().in_use, 0, "freeing the head frees the chain");
@@ -299,4 +308,44 @@ proptest::proptest! {
         c.free(&held);
         proptest::prop_assert_eq!(p.stats().in_use, 0);
     }
+}
+
+/// Debug builds stop a double free at the second `free`, naming the buffer.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "freed twice (double free)")]
+fn double_free_is_detected() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    c.free(&[b]);
+    c.free(&[b]);
+}
+
+/// Debug builds stop a view of a freed buffer (use after free).
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "used while free (use after free, or never allocated)")]
+fn use_after_free_is_detected() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    c.free(&[b]);
+    // SAFETY: deliberately wrong: the buffer was freed; the debug check stops before any access.
+    let _ = unsafe { p.buffer(b) };
+}
+
+/// Freeing a chain frees (and marks) every member once; they can be allocated again.
+#[test]
+fn chains_free_every_member_once() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let head = c.alloc_with(&[7u8; 5000]).unwrap();
+    assert!(c.chain_len(head) == 5000);
+    c.free(&[head]);
+    c.flush();
+    assert_eq!(p.stats().in_use, 0);
+    let mut again = [BufIdx(0); 64];
+    assert_eq!(c.alloc(&mut again), 64);
+    c.free(&again);
 }

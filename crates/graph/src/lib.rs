@@ -20,7 +20,9 @@ mod registry;
 mod runtime;
 pub mod rxmode;
 pub mod stats;
+pub mod testing;
 pub mod trace;
+mod typed;
 mod vlib;
 pub mod wake;
 
@@ -33,6 +35,7 @@ pub use registry::{
 };
 pub use runtime::{Cx, Shared, ThreadGraph};
 pub use rxmode::{RxMode, RxModeState};
+pub use typed::CounterId;
 pub use vlib::{pin_to_core, CpuConfig, Job, MainJob, MainPoster, Vlib, VlibError, HANDOFF_RING};
 
 /// Largest number of buffers a node is called with at once.

@@ -80,6 +80,14 @@ impl CounterDesc {
             severity: Severity::Error,
         }
     }
+    /// A warning counter (something unusual, no packet lost).
+    pub const fn warn(name: &'static str, description: &'static str) -> Self {
+        CounterDesc {
+            name,
+            description,
+            severity: Severity::Warn,
+        }
+    }
     /// An informational counter.
     pub const fn info(name: &'static str, description: &'static str) -> Self {
         CounterDesc {

@@ -266,22 +266,48 @@ impl<'a> Cx<'a> {
     fn target(&self, next: Next) -> NodeIndex {
         match self.st.nexts[self.node.0 as usize].get(next.0 as usize) {
             Some(&t) => t,
-            // An arc index the node never declared: a bug in the node; packets go to the drop
-            // node rather than anywhere else.
-            None => self.st.drop_node.unwrap_or(self.node),
+            // An arc index the node never declared: a bug in the node. Debug builds (the
+            // tests) stop on it; release builds send the packets to the drop node, counted
+            // as `unhandled`, rather than anywhere else.
+            None => {
+                debug_assert!(
+                    false,
+                    "node #{} sent a packet along arc {}, but declared only {} arcs",
+                    self.node.0,
+                    next.0,
+                    self.st.nexts[self.node.0 as usize].len()
+                );
+                self.st.drop_node.unwrap_or(self.node)
+            }
         }
     }
 
-    /// The graph-wide error code of the running node's counter `i` (store it in `b.hdr.error`
-    /// before sending the packet to `error-drop`).
+    /// In debug builds, stops on a counter the running node did not declare.
     #[inline(always)]
-    pub fn error(&self, i: u16) -> u16 {
-        self.st.error_base[self.node.0 as usize] + i
+    fn check_counter(&self, i: usize) {
+        debug_assert!(
+            i < self.st.stats[self.node.0 as usize].per_thread[self.st.thread]
+                .counters
+                .len(),
+            "node #{} used counter {i}, which it did not declare",
+            self.node.0
+        );
     }
 
-    /// Adds `n` to the running node's counter `i` (flushed once per call).
+    /// The graph-wide error code of the running node's counter `c` (store it in `b.hdr.error`
+    /// before sending the packet to `error-drop`).
     #[inline(always)]
-    pub fn count(&mut self, i: usize, n: u64) {
+    pub fn error(&self, c: impl crate::CounterId) -> u16 {
+        let i = c.index();
+        self.check_counter(i);
+        self.st.error_base[self.node.0 as usize] + i as u16
+    }
+
+    /// Adds `n` to the running node's counter `c` (flushed once per call).
+    #[inline(always)]
+    pub fn count(&mut self, c: impl crate::CounterId, n: u64) {
+        let i = c.index();
+        self.check_counter(i);
         if i < FAST_COUNTERS {
             self.st.scratch[i] += n;
             self.st.scratch_dirty = true;
@@ -630,6 +656,13 @@ impl ThreadGraph {
             .as_mut()?
             .as_any()
             .downcast_mut::<T>()
+    }
+
+    /// Replaces node `i`'s instance on this thread (the node-level test harness,
+    /// [`crate::testing`], puts capture nodes in place of a node's next nodes). Returns the
+    /// previous instance; nothing when the node does not run on this thread.
+    pub fn replace_node(&mut self, i: NodeIndex, f: Box<dyn NodeFn>) -> Option<Box<dyn NodeFn>> {
+        self.fns.get_mut(i.0 as usize)?.replace(f)
     }
 
     /// Runs `f` with node `i`'s instance and a context for it (control-plane operations that

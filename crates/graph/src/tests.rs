@@ -90,6 +90,7 @@ fn make_packets(vm: &mut Vlib, first_bytes: &[u8]) -> Vec<BufIdx> {
     let mut v = vec![BufIdx(0); first_bytes.len()];
     assert_eq!(vm.main.bufs().alloc(&mut v), first_bytes.len());
     for (b, &x) in v.iter().zip(first_bytes) {
+        // SAFETY: just allocated by this test; one view at a time.
         let mut view = unsafe { vm.pool.buffer(*b) };
         view.write_packet(&[x, 1, 2, 3]);
     }
@@ -264,6 +265,7 @@ impl NodeFn for Source {
         let got = cx.bufs().alloc(&mut v[..n]);
         let mut budget = cx.trace_budget();
         for (k, &b) in v[..got].iter().enumerate() {
+            // SAFETY: just allocated by this node; one view at a time.
             let mut view = unsafe { cx.buffer(b) };
             view.write_packet(&[(k % 2) as u8 * 2, 0, 0, 0]);
             if budget > 0 {
@@ -458,14 +460,61 @@ fn worker_threads_run_jobs_and_handoff() {
     assert_eq!(vm.pool.stats().in_use, 0);
 }
 
+struct Bad;
+impl PacketNode for Bad {
+    fn process_one(&mut self, _cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
+        Next(9) // never declared
+    }
+}
+
+/// Debug builds (the tests) stop on an arc the node never declared.
 #[test]
-fn error_drop_counts_unknown_arcs_as_unhandled() {
-    struct Bad;
-    impl PacketNode for Bad {
-        fn process_one(&mut self, _cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
-            Next(9) // never declared
+#[cfg(debug_assertions)]
+#[should_panic(expected = "sent a packet along arc 9, but declared only 0 arcs")]
+fn undeclared_arc_stops_debug_builds() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(NodeRegistration::new("bad", NodeKind::Internal, |_| {
+        Box::new(PerPacket::new(Bad))
+    }));
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let pkts = make_packets(&mut vm, &[1]);
+    let bad = vm.registry.find("bad").unwrap();
+    vm.main.inject(bad, &pkts);
+    vm.main.drain();
+}
+
+/// Debug builds (the tests) stop on a counter the node never declared.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "used counter 5, which it did not declare")]
+fn undeclared_counter_stops_debug_builds() {
+    struct Miscount;
+    impl PacketNode for Miscount {
+        fn process_one(&mut self, cx: &mut Cx, _b: &mut Buffer<'_>) -> Next {
+            cx.count(5, 1);
+            Next(0)
         }
     }
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    b.register(
+        NodeRegistration::new("miscount", NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Miscount))
+        })
+        .nexts(&["null-sink"]),
+    );
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let pkts = make_packets(&mut vm, &[1]);
+    let n = vm.registry.find("miscount").unwrap();
+    vm.main.inject(n, &pkts);
+    vm.main.drain();
+}
+
+/// Release builds send packets on an undeclared arc to error-drop, counted.
+#[test]
+#[cfg(not(debug_assertions))]
+fn error_drop_counts_unknown_arcs_as_unhandled() {
     let mut b = GraphBuilder::new();
     nodes::register(&mut b);
     b.register(NodeRegistration::new("bad", NodeKind::Internal, |_| {

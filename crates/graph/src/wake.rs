@@ -30,8 +30,8 @@ impl Epoll {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: fd was just created and is owned by nobody else.
         Ok(Epoll {
+            // SAFETY: fd was just created and is owned by nobody else.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }

@@ -11,5 +11,6 @@ pub mod clock;
 pub mod epoch;
 pub mod files;
 pub mod pool;
+pub mod testing;
 pub mod timer;
 pub mod unix_socket;

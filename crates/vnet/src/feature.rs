@@ -191,7 +191,7 @@ pub const VNET_ARCS: &[ArcDef] = &[
     },
     ArcDef {
         name: L2_INPUT_ARC,
-        start: crate::ip4::nodes::ETHERNET_INPUT,
+        start: crate::ethernet::ETHERNET_INPUT,
         end: crate::l2::L2_INPUT,
         key: ArcKey::Rx,
         count: "l2-input-count",

@@ -313,7 +313,7 @@ pub fn set_rx_redirect(
         Some(n) => {
             let eth = vm
                 .registry
-                .lookup(crate::ip4::nodes::ETHERNET_INPUT)
+                .lookup(crate::ethernet::ETHERNET_INPUT)
                 .map_err(|e| e.to_string())?;
             vm.add_next(eth, n).map_err(|e| e.to_string())?.0 as u32 + 1
         }

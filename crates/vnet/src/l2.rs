@@ -431,7 +431,7 @@ pub fn register(r: &mut crate::plugin::Registrar) {
         .nexts(&[
             crate::output::NAME,
             "error-drop",
-            crate::ip4::nodes::ETHERNET_INPUT,
+            crate::ethernet::ETHERNET_INPUT,
         ])
         .counters(&[
             CounterDesc::info("xconnect", "L2 cross-connect frames"),

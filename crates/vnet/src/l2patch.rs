@@ -12,16 +12,31 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket,
-    TraceRecord, Vlib,
+    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord, Vlib,
 };
 
 /// Node name.
 pub const NAME: &str = "l2-patch";
-const NEXT_OUTPUT: Next = Next(0);
-const NEXT_DROP: Next = Next(1);
-const C_PATCHED: usize = 0;
-const E_NO_PATCH: u16 = 1;
+
+sluice_graph::arcs! {
+    /// `l2-patch`'s next arcs.
+    pub enum PatchNext {
+        /// Patched packets.
+        Output => crate::output::NAME,
+        /// Packets of an interface without a patch.
+        Drop => "error-drop",
+    }
+}
+
+sluice_graph::counters! {
+    /// `l2-patch`'s counters.
+    pub enum PatchCounter {
+        /// Packets patched.
+        Patched => info("patched", "L2 patch packets"),
+        /// Packets of an interface without a patch.
+        NoPatch => error("no_patch", "no l2 patch for rx interface"),
+    }
+}
 
 /// Per-thread instance: rx interface -> tx interface.
 #[derive(Default)]
@@ -50,7 +65,7 @@ impl PacketNode for L2Patch {
         match self.map.get(b.hdr.rx_if as usize).copied().flatten() {
             Some(tx) => {
                 b.hdr.tx_if = tx;
-                cx.count(C_PATCHED, 1);
+                cx.count(PatchCounter::Patched, 1);
                 if b.hdr.is_traced() {
                     cx.trace(
                         b,
@@ -60,11 +75,11 @@ impl PacketNode for L2Patch {
                         },
                     );
                 }
-                NEXT_OUTPUT
+                PatchNext::Output.next()
             }
             None => {
-                b.hdr.error = cx.error(E_NO_PATCH);
-                NEXT_DROP
+                b.hdr.error = cx.error(PatchCounter::NoPatch);
+                PatchNext::Drop.next()
             }
         }
     }
@@ -76,11 +91,8 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(NAME, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(L2Patch::default()))
         })
-        .nexts(&[crate::output::NAME, "error-drop"])
-        .counters(&[
-            CounterDesc::info("patched", "L2 patch packets"),
-            CounterDesc::error("no_patch", "no l2 patch for rx interface"),
-        ]),
+        .nexts(PatchNext::NAMES)
+        .counters(PatchCounter::DESCS),
     );
 }
 

@@ -4,9 +4,11 @@
 //! and the plugin boundary (`plugin`).
 
 pub mod api;
+pub mod arp;
 pub mod cli;
 pub mod devices;
 pub mod error;
+pub mod ethernet;
 pub mod events;
 pub mod feature;
 pub mod interface;
@@ -28,6 +30,7 @@ pub mod rpf;
 pub mod runconf;
 pub mod rxq;
 pub mod subif;
+pub mod testing;
 
 pub use interface::{
     create_interface, set_p2p, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex,

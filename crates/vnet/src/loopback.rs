@@ -35,7 +35,7 @@ impl PacketNode for LoopTx {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PerPacket::new(LoopTx)))
-            .nexts(&[crate::ip4::nodes::ETHERNET_INPUT])
+            .nexts(&[crate::ethernet::ETHERNET_INPUT])
             .counters(&[CounterDesc::info("looped", "frames looped back")]),
     );
 }

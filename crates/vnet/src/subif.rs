@@ -221,11 +221,11 @@ fn publish(vm: &mut Vlib) {
         .iter()
         .map(|(&k, (s, c))| ((s.parent, s.outer, s.inner), (k, c.clone())))
         .collect();
-    let Some(node) = vm.registry.find(crate::ip4::nodes::ETHERNET_INPUT) else {
+    let Some(node) = vm.registry.find(crate::ethernet::ETHERNET_INPUT) else {
         return;
     };
     vm.foreach_thread(move |tg| {
-        if let Some(n) = tg.node_mut::<crate::ip4::nodes::EthernetInput>(node) {
+        if let Some(n) = tg.node_mut::<crate::ethernet::EthernetInput>(node) {
             n.subs = table.clone();
         }
     });

@@ -158,6 +158,23 @@ pub mod ethertype {
 /// Ethernet II header length (dst, src, type).
 pub const HEADER_LEN: usize = 14;
 
+/// Byte offsets of the Ethernet header's fields (and of an 802.1Q tag's), for fast paths
+/// that read a field straight out of a frame.
+pub mod field {
+    /// Destination MAC (6 bytes).
+    pub const DST: usize = 0;
+    /// Source MAC (6 bytes).
+    pub const SRC: usize = 6;
+    /// EtherType, or the first tag's TPID (2 bytes).
+    pub const ETHERTYPE: usize = 12;
+    /// In a tagged frame: the tag control information (PCP, DEI, 12-bit VLAN; 2 bytes).
+    pub const TCI: usize = 14;
+    /// In a tagged frame: the EtherType after the tag (or an inner tag's TPID).
+    pub const INNER_ETHERTYPE: usize = 16;
+    /// Length of one 802.1Q tag.
+    pub const TAG_LEN: usize = 4;
+}
+
 /// A zero-copy view of an Ethernet II frame: a byte buffer at least [`HEADER_LEN`] long.
 #[derive(Debug, Clone)]
 pub struct EthernetFrame<T: AsRef<[u8]>> {
@@ -199,13 +216,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     #[inline]
     pub fn src(&self) -> EthernetAddress {
         let b = self.buf.as_ref();
-        EthernetAddress([b[6], b[7], b[8], b[9], b[10], b[11]])
+        let m = field::SRC;
+        EthernetAddress([b[m], b[m + 1], b[m + 2], b[m + 3], b[m + 4], b[m + 5]])
     }
 
     /// EtherType (the TPID of the first tag in a tagged frame).
     #[inline]
     pub fn ethertype(&self) -> EtherType {
-        EtherType(be16(self.buf.as_ref(), 12))
+        EtherType(be16(self.buf.as_ref(), field::ETHERTYPE))
     }
 
     /// The bytes after the 14-byte header.
@@ -219,19 +237,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     /// Sets the destination address.
     #[inline]
     pub fn set_dst(&mut self, m: EthernetAddress) {
-        self.buf.as_mut()[0..6].copy_from_slice(&m.0);
+        self.buf.as_mut()[field::DST..field::DST + 6].copy_from_slice(&m.0);
     }
 
     /// Sets the source address.
     #[inline]
     pub fn set_src(&mut self, m: EthernetAddress) {
-        self.buf.as_mut()[6..12].copy_from_slice(&m.0);
+        self.buf.as_mut()[field::SRC..field::SRC + 6].copy_from_slice(&m.0);
     }
 
     /// Sets the EtherType.
     #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
-        self.buf.as_mut()[12..14].copy_from_slice(&t.0.to_be_bytes());
+        let at = field::ETHERTYPE;
+        self.buf.as_mut()[at..at + 2].copy_from_slice(&t.0.to_be_bytes());
     }
 
     /// The bytes after the header, writable.

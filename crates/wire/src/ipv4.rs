@@ -8,6 +8,33 @@ use std::net::Ipv4Addr;
 /// Minimum (option-less) header length.
 pub const MIN_HEADER_LEN: usize = 20;
 
+/// Byte offsets of the IPv4 header's fields (RFC 791), for fast paths that read a field
+/// straight out of a packet.
+pub mod field {
+    /// Version (high nibble) and IHL (low nibble, in 32-bit words).
+    pub const VER_IHL: usize = 0;
+    /// DSCP and ECN.
+    pub const DSCP_ECN: usize = 1;
+    /// Total length (2 bytes).
+    pub const TOTAL_LEN: usize = 2;
+    /// Identification (2 bytes).
+    pub const IDENT: usize = 4;
+    /// Flags (high 3 bits) and fragment offset (2 bytes).
+    pub const FLAGS_FRAG: usize = 6;
+    /// The don't-fragment bit in the byte at [`FLAGS_FRAG`].
+    pub const DF_BIT: u8 = 0x40;
+    /// Time to live.
+    pub const TTL: usize = 8;
+    /// Protocol.
+    pub const PROTOCOL: usize = 9;
+    /// Header checksum (2 bytes).
+    pub const CHECKSUM: usize = 10;
+    /// Source address (4 bytes).
+    pub const SRC: usize = 12;
+    /// Destination address (4 bytes).
+    pub const DST: usize = 16;
+}
+
 /// An IP protocol number (IPv4 protocol field, IPv6 next header).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IpProtocol(pub u8);
@@ -136,13 +163,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Version field (4 for a checked packet).
     #[inline]
     pub fn version(&self) -> u8 {
-        self.buf.as_ref()[0] >> 4
+        self.buf.as_ref()[field::VER_IHL] >> 4
     }
 
     /// IHL field: header length in 32-bit words.
     #[inline]
     pub fn ihl(&self) -> u8 {
-        self.buf.as_ref()[0] & 0xf
+        self.buf.as_ref()[field::VER_IHL] & 0xf
     }
 
     /// Header length in bytes (`ihl * 4`).
@@ -154,25 +181,25 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// The DSCP/ECN byte (formerly type of service).
     #[inline]
     pub fn dscp_ecn(&self) -> u8 {
-        self.buf.as_ref()[1]
+        self.buf.as_ref()[field::DSCP_ECN]
     }
 
     /// Total length field: header plus payload in bytes.
     #[inline]
     pub fn total_len(&self) -> u16 {
-        be16(self.buf.as_ref(), 2)
+        be16(self.buf.as_ref(), field::TOTAL_LEN)
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u16 {
-        be16(self.buf.as_ref(), 4)
+        be16(self.buf.as_ref(), field::IDENT)
     }
 
     /// The 3 flag bits (see [`flags`]).
     #[inline]
     pub fn flags(&self) -> u8 {
-        self.buf.as_ref()[6] >> 5
+        self.buf.as_ref()[field::FLAGS_FRAG] >> 5
     }
 
     /// Don't-fragment flag.
@@ -190,49 +217,49 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Fragment offset in bytes (the field counts 8-byte units).
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        (be16(self.buf.as_ref(), 6) & 0x1fff) << 3
+        (be16(self.buf.as_ref(), field::FLAGS_FRAG) & 0x1fff) << 3
     }
 
     /// More-fragments flag or a non-zero offset: the packet is a fragment.
     #[inline]
     pub fn is_fragment(&self) -> bool {
-        be16(self.buf.as_ref(), 6) & 0x3fff != 0
+        be16(self.buf.as_ref(), field::FLAGS_FRAG) & 0x3fff != 0
     }
 
     /// Time to live.
     #[inline]
     pub fn ttl(&self) -> u8 {
-        self.buf.as_ref()[8]
+        self.buf.as_ref()[field::TTL]
     }
 
     /// Protocol of the payload.
     #[inline]
     pub fn protocol(&self) -> IpProtocol {
-        IpProtocol(self.buf.as_ref()[9])
+        IpProtocol(self.buf.as_ref()[field::PROTOCOL])
     }
 
     /// Header checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buf.as_ref(), 10)
+        be16(self.buf.as_ref(), field::CHECKSUM)
     }
 
     /// Source address.
     #[inline]
     pub fn src(&self) -> Ipv4Addr {
-        Ipv4Addr::from(be32(self.buf.as_ref(), 12))
+        Ipv4Addr::from(be32(self.buf.as_ref(), field::SRC))
     }
 
     /// Destination address.
     #[inline]
     pub fn dst(&self) -> Ipv4Addr {
-        Ipv4Addr::from(be32(self.buf.as_ref(), 16))
+        Ipv4Addr::from(be32(self.buf.as_ref(), field::DST))
     }
 
     /// Destination as a host-order integer (for LPM lookups).
     #[inline]
     pub fn dst_u32(&self) -> u32 {
-        be32(self.buf.as_ref(), 16)
+        be32(self.buf.as_ref(), field::DST)
     }
 
     /// Whether the header checksum is correct (the header sums to all ones).
@@ -301,13 +328,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the TTL (checksum not updated).
     #[inline]
     pub fn set_ttl(&mut self, t: u8) {
-        self.buf.as_mut()[8] = t;
+        self.buf.as_mut()[field::TTL] = t;
     }
 
     /// Sets the protocol (checksum not updated).
     #[inline]
     pub fn set_protocol(&mut self, p: IpProtocol) {
-        self.buf.as_mut()[9] = p.0;
+        self.buf.as_mut()[field::PROTOCOL] = p.0;
     }
 
     /// Sets the checksum field.
@@ -319,13 +346,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the source address (checksum not updated).
     #[inline]
     pub fn set_src(&mut self, a: Ipv4Addr) {
-        self.buf.as_mut()[12..16].copy_from_slice(&a.octets());
+        self.buf.as_mut()[field::SRC..field::SRC + 4].copy_from_slice(&a.octets());
     }
 
     /// Sets the destination address (checksum not updated).
     #[inline]
     pub fn set_dst(&mut self, a: Ipv4Addr) {
-        self.buf.as_mut()[16..20].copy_from_slice(&a.octets());
+        self.buf.as_mut()[field::DST..field::DST + 4].copy_from_slice(&a.octets());
     }
 
     /// Decrements the TTL (wrapping) and updates the checksum incrementally (RFC 1624 eqn. 3).

@@ -9,6 +9,23 @@ use std::net::Ipv6Addr;
 /// Length of the fixed IPv6 header.
 pub const HEADER_LEN: usize = 40;
 
+/// Byte offsets of the IPv6 header's fields (RFC 8200), for fast paths that read a field
+/// straight out of a packet.
+pub mod field {
+    /// Version (high nibble), traffic class and flow label (4 bytes).
+    pub const VER_TC_FLOW: usize = 0;
+    /// Payload length (2 bytes).
+    pub const PAYLOAD_LEN: usize = 4;
+    /// Next header.
+    pub const NEXT_HEADER: usize = 6;
+    /// Hop limit.
+    pub const HOP_LIMIT: usize = 7;
+    /// Source address (16 bytes).
+    pub const SRC: usize = 8;
+    /// Destination address (16 bytes).
+    pub const DST: usize = 24;
+}
+
 /// The most extension headers [`Ipv6Packet::walk_extensions`] steps over before it gives up.
 ///
 /// RFC 8200 §4.1 recommends an order in which each header appears at most once (Destination
@@ -134,19 +151,19 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Payload length: the bytes after the fixed header, extension headers included.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        be16(self.buf.as_ref(), 4)
+        be16(self.buf.as_ref(), field::PAYLOAD_LEN)
     }
 
     /// Next header: the first extension header or the upper-layer protocol.
     #[inline]
     pub fn next_header(&self) -> IpProtocol {
-        IpProtocol(self.buf.as_ref()[6])
+        IpProtocol(self.buf.as_ref()[field::NEXT_HEADER])
     }
 
     /// Hop limit.
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.buf.as_ref()[7]
+        self.buf.as_ref()[field::HOP_LIMIT]
     }
 
     /// Source address.
@@ -165,7 +182,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn src_octets(&self) -> [u8; 16] {
         let mut a = [0u8; 16];
-        a.copy_from_slice(&self.buf.as_ref()[8..24]);
+        a.copy_from_slice(&self.buf.as_ref()[field::SRC..field::SRC + 16]);
         a
     }
 
@@ -173,7 +190,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn dst_octets(&self) -> [u8; 16] {
         let mut a = [0u8; 16];
-        a.copy_from_slice(&self.buf.as_ref()[24..40]);
+        a.copy_from_slice(&self.buf.as_ref()[field::DST..field::DST + 16]);
         a
     }
 
@@ -280,13 +297,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets the next header.
     #[inline]
     pub fn set_next_header(&mut self, p: IpProtocol) {
-        self.buf.as_mut()[6] = p.0;
+        self.buf.as_mut()[field::NEXT_HEADER] = p.0;
     }
 
     /// Sets the hop limit.
     #[inline]
     pub fn set_hop_limit(&mut self, h: u8) {
-        self.buf.as_mut()[7] = h;
+        self.buf.as_mut()[field::HOP_LIMIT] = h;
     }
 
     /// Decrements the hop limit (wrapping: callers forwarding a packet check for a hop limit
@@ -300,13 +317,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets the source address.
     #[inline]
     pub fn set_src(&mut self, a: Ipv6Addr) {
-        self.buf.as_mut()[8..24].copy_from_slice(&a.octets());
+        self.buf.as_mut()[field::SRC..field::SRC + 16].copy_from_slice(&a.octets());
     }
 
     /// Sets the destination address.
     #[inline]
     pub fn set_dst(&mut self, a: Ipv6Addr) {
-        self.buf.as_mut()[24..40].copy_from_slice(&a.octets());
+        self.buf.as_mut()[field::DST..field::DST + 16].copy_from_slice(&a.octets());
     }
 
     /// The payload per the payload length field (clamped to the buffer), writable.

@@ -120,7 +120,7 @@ impl sluice_vnet::plugin::Plugin for AfPacketPlugin {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfInput::default()))
-            .nexts(&[sluice_vnet::ip4::nodes::ETHERNET_INPUT])
+            .nexts(&[sluice_vnet::ethernet::ETHERNET_INPUT])
             .counters(&[
                 CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
                 CounterDesc::error("truncated", "frame truncated by the kernel"),

@@ -193,7 +193,7 @@ impl sluice_vnet::plugin::Plugin for AfXdpPlugin {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfXdpInput::default()))
-            .nexts(&[sluice_vnet::ip4::nodes::ETHERNET_INPUT])
+            .nexts(&[sluice_vnet::ethernet::ETHERNET_INPUT])
             .counters(&node::input_counters()),
     );
 }

@@ -53,7 +53,7 @@ impl Drop for Ns {
 #[test]
 fn af_packet_and_tap_route_ping_and_tcp() {
     if let Some(why) = skip_reason_root() {
-        eprintln!("SKIPPED: {why}");
+        sluice_infra::testing::skip(&why);
         return;
     }
     for tool in ["ip", "ping", "iperf3", "ethtool"] {
@@ -63,7 +63,7 @@ fn af_packet_and_tap_route_ping_and_tcp() {
             .map(|o| !o.status.success())
             .unwrap_or(true)
         {
-            eprintln!("SKIPPED: `{tool}' is not installed");
+            sluice_infra::testing::skip(&format!("`{tool}' is not installed"));
             return;
         }
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 macro_rules! skip_unless_dpdk {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("SKIPPED: {why}");
+            sluice_infra::testing::skip(&why);
             return;
         }
     };
@@ -383,7 +383,7 @@ fn pci_device_without_a_dpdk_driver_is_a_one_line_error() {
                     })
                 })
             else {
-                eprintln!("SKIPPED: no PCI host bridge to name");
+                sluice_infra::testing::skip("no PCI host bridge to name");
                 return;
             };
             let e = start_error(&format!("dpdk {{ dev {addr} }}"));
@@ -407,7 +407,7 @@ fn missing_hugepages_is_a_one_line_error() {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(0);
         if free > 0 {
-            eprintln!("SKIPPED: this machine has free hugepages");
+            sluice_infra::testing::skip("this machine has free hugepages");
             return;
         }
         let e = start_error("dpdk { vdev net_null0 huge-dir /dev/hugepages }");

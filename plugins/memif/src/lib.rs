@@ -326,7 +326,7 @@ pub fn register(b: &mut GraphBuilder) {
             Box::new(node::MemifInput::new(s1.clone(), t))
         })
         .nexts(&[
-            sluice_vnet::ip4::nodes::ETHERNET_INPUT,
+            sluice_vnet::ethernet::ETHERNET_INPUT,
             sluice_vnet::ip4::nodes::IP4_INPUT,
             "error-drop",
         ])

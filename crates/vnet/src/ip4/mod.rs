@@ -1,10 +1,11 @@
 //! IPv4 forwarding: shared lock-free state read by the nodes, the main-thread control plane
 //! (interface addresses, routes, neighbours) and its CLI.
 //!
-//! Nodes: `ethernet-input` → `ip4-input` → `ip4-lookup` → `ip4-rewrite` → `interface-output`,
-//! plus `ip4-local` (echo replies), `ip4-icmp-error` (TTL exceeded, unreachable, frag needed),
-//! `arp-input` (replies and learning) and `ip4-glean` (ARP requests for unresolved next hops),
-//! and the `ip4-neighbor-process` process node that applies learned neighbours.
+//! Nodes (`nodes`): `ip4-input` → `ip4-lookup` → `ip4-rewrite` → `interface-output` after
+//! `ethernet-input` ([`crate::ethernet`]), plus `ip4-local` (echo replies), `ip4-icmp-error`
+//! (TTL exceeded, unreachable, frag needed), `ip4-glean` (ARP requests for unresolved next
+//! hops; `arp-input` is [`crate::arp`]), and the `ip4-neighbor-process` process node that
+//! applies learned neighbours.
 
 pub mod nodes;
 
@@ -314,7 +315,10 @@ impl Ip4Control {
                     .iter()
                     .find(|&&(j, a, l)| j == i && mask(a, l) == mask(ip, l))?;
                 let me = sluice_wire::Mac(self.if_mac(i));
-                Some((i, nodes::arp_request(sluice_wire::Mac(mac), me, src.1, ip)))
+                Some((
+                    i,
+                    crate::arp::arp_request(sluice_wire::Mac(mac), me, src.1, ip),
+                ))
             })
             .collect()
     }

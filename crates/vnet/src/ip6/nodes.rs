@@ -8,8 +8,7 @@ use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
-    Wake, FRAME_SIZE,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Wake, FRAME_SIZE,
 };
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
 use sluice_wire::ipv6::{next_header, Ipv6Packet};
@@ -61,32 +60,54 @@ pub struct Ip6Input {
     shared: Arc<Ip6Shared>,
 }
 
-const E_TOO_SHORT: u16 = 0;
-const E_VERSION: u16 = 1;
-const E_BAD_LENGTH: u16 = 2;
-const E_SRC_MCAST: u16 = 3;
-const E_MCAST: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip6-input`'s next arcs.
+    pub enum InputNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip6-lookup`.
+        Lookup => IP6_LOOKUP,
+        /// To `ip6-local`.
+        Local => IP6_LOCAL,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-input`'s counters.
+    pub enum InputCounter {
+        /// Ip6 length < 40 bytes.
+        TooShort => error("too_short", "ip6 length < 40 bytes"),
+        /// Ip6 version != 6.
+        Version => error("version", "ip6 version != 6"),
+        /// Ip6 payload length > l2 length.
+        BadLength => error("bad_length", "ip6 payload length > l2 length"),
+        /// Ip6 multicast source address.
+        SrcMulticast => error("src_multicast", "ip6 multicast source address"),
+        /// Ip6 multicast not forwarded.
+        Multicast => error("multicast", "ip6 multicast not forwarded"),
+    }
+}
 
 impl PacketNode for Ip6Input {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let d = b.data();
         if d.len() < 40 {
-            b.hdr.error = cx.error(E_TOO_SHORT);
-            return Next(0);
+            b.hdr.error = cx.error(InputCounter::TooShort);
+            return InputNext::Drop.next();
         }
         if d[0] >> 4 != 6 {
-            b.hdr.error = cx.error(E_VERSION);
-            return Next(0);
+            b.hdr.error = cx.error(InputCounter::Version);
+            return InputNext::Drop.next();
         }
         let total = 40 + u16::from_be_bytes([d[4], d[5]]) as usize;
         if total > b.total_len() {
-            b.hdr.error = cx.error(E_BAD_LENGTH);
-            return Next(0);
+            b.hdr.error = cx.error(InputCounter::BadLength);
+            return InputNext::Drop.next();
         }
         if d[8] == 0xff {
-            b.hdr.error = cx.error(E_SRC_MCAST);
-            return Next(0);
+            b.hdr.error = cx.error(InputCounter::SrcMulticast);
+            return InputNext::Drop.next();
         }
         if d[24] == 0xff {
             let dst = addr_at(d, 24);
@@ -95,13 +116,13 @@ impl PacketNode for Ip6Input {
                 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
                 || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000;
             if !link_scope {
-                b.hdr.error = cx.error(E_MCAST);
-                return Next(0);
+                b.hdr.error = cx.error(InputCounter::Multicast);
+                return InputNext::Drop.next();
             }
             if total < b.len() {
                 b.set_len(total);
             }
-            return Next(2);
+            return InputNext::Local.next();
         }
         if total < b.len() && b.chain_rest_len() == 0 {
             b.set_len(total);
@@ -109,7 +130,7 @@ impl PacketNode for Ip6Input {
         self.shared
             .v4
             .features
-            .next(self.slot, b.hdr.rx_if, Next(1))
+            .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next())
     }
 }
 
@@ -133,15 +154,38 @@ pub struct Ip6Lookup {
     fib: [u32; FRAME_SIZE],
 }
 
-const E_NO_ROUTE: u16 = 0;
-const E_DROP_ROUTE: u16 = 1;
+sluice_graph::arcs! {
+    /// `ip6-lookup`'s next arcs.
+    pub enum LookupNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip6-rewrite`.
+        Rewrite => IP6_REWRITE,
+        /// To `ip6-local`.
+        Local => IP6_LOCAL,
+        /// To `ip6-glean`.
+        Glean => IP6_GLEAN,
+        /// To `ip6-icmp-error`.
+        IcmpError => IP6_ICMP_ERROR,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-lookup`'s counters.
+    pub enum LookupCounter {
+        /// Ip6 no route to destination.
+        NoRoute => error("no_route", "ip6 no route to destination"),
+        /// Ip6 drop route.
+        DropRoute => error("drop_route", "ip6 drop route"),
+    }
+}
 
 impl NodeFn for Ip6Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
-        let e_drop = cx.error(E_DROP_ROUTE);
+        let e_drop = cx.error(LookupCounter::DropRoute);
         let n = frame.len().min(FRAME_SIZE);
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
@@ -188,7 +232,7 @@ impl NodeFn for Ip6Lookup {
                 None => {
                     no_route += 1;
                     v.hdr.feature_meta[ICMP_META] = (icmpv6::kind::DEST_UNREACH as u64) << 8;
-                    4
+                    LookupNext::IcmpError as u16
                 }
                 Some(a) => {
                     v.hdr.ip.adj_index = a;
@@ -200,20 +244,20 @@ impl NodeFn for Ip6Lookup {
                             k
                         }
                     };
-                    match kind {
-                        AdjKind::Rewrite => 1,
-                        AdjKind::Local => 2,
-                        AdjKind::Glean | AdjKind::Incomplete => 3,
+                    (match kind {
+                        AdjKind::Rewrite => LookupNext::Rewrite,
+                        AdjKind::Local => LookupNext::Local,
+                        AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
                         AdjKind::Drop => {
                             v.hdr.error = e_drop;
-                            0
+                            LookupNext::Drop
                         }
-                    }
+                    }) as u16
                 }
             };
         }
         if no_route > 0 {
-            cx.count(E_NO_ROUTE as usize, no_route);
+            cx.count(LookupCounter::NoRoute, no_route);
         }
         cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
     }
@@ -270,10 +314,31 @@ pub struct Ip6Rewrite {
     cached_out: Next,
 }
 
-const C_HOP_LIMIT: u16 = 0;
-const C_TOO_BIG: u16 = 1;
-const E_HEADROOM: u16 = 2;
-const E_TRUNCATED: u16 = 3;
+sluice_graph::arcs! {
+    /// `ip6-rewrite`'s next arcs.
+    pub enum RewriteNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+        /// To `ip6-icmp-error`.
+        IcmpError => IP6_ICMP_ERROR,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-rewrite`'s counters.
+    pub enum RewriteCounter {
+        /// Ip6 hop limit <= 1.
+        HopLimitExpired => info("hop_limit_expired", "ip6 hop limit <= 1"),
+        /// Ip6 packet larger than the MTU.
+        TooBig => info("too_big", "ip6 packet larger than the MTU"),
+        /// No headroom for the L2 rewrite.
+        NoHeadroom => error("no_headroom", "no headroom for the L2 rewrite"),
+        /// Shorter than an ip6 header.
+        Truncated => error("truncated", "shorter than an ip6 header"),
+    }
+}
 
 impl PacketNode for Ip6Rewrite {
     #[inline(always)]
@@ -291,7 +356,11 @@ impl PacketNode for Ip6Rewrite {
                 let a = self.shared.adj.get(ai);
                 self.cached = Some((ai, a));
                 if self.out_any {
-                    self.cached_out = self.shared.v4.features.next(self.slot, a.tx_if, Next(1));
+                    self.cached_out = self.shared.v4.features.next(
+                        self.slot,
+                        a.tx_if,
+                        RewriteNext::Output.next(),
+                    );
                 }
                 a
             }
@@ -299,19 +368,19 @@ impl PacketNode for Ip6Rewrite {
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         let Some(d) = b.data_mut().first_chunk_mut::<40>() else {
-            b.hdr.error = cx.error(E_TRUNCATED);
-            return Next(0);
+            b.hdr.error = cx.error(RewriteCounter::Truncated);
+            return RewriteNext::Drop.next();
         };
         if d[7] <= 1 && !local {
             b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
-            cx.count(C_HOP_LIMIT as usize, 1);
-            return Next(2);
+            cx.count(RewriteCounter::HopLimitExpired, 1);
+            return RewriteNext::IcmpError.next();
         }
         if len > adj.mtu as usize && adj.mtu != 0 {
             b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::PKT_TOO_BIG as u64) << 8;
             b.hdr.feature_meta[ICMP_MTU] = adj.mtu as u64;
-            cx.count(C_TOO_BIG as usize, 1);
-            return Next(2);
+            cx.count(RewriteCounter::TooBig, 1);
+            return RewriteNext::IcmpError.next();
         }
         if !local {
             d[7] -= 1;
@@ -319,15 +388,15 @@ impl PacketNode for Ip6Rewrite {
         match b.push_front(14) {
             Some(h) => h.copy_from_slice(&adj.rewrite),
             None => {
-                b.hdr.error = cx.error(E_HEADROOM);
-                return Next(0);
+                b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
+                return RewriteNext::Drop.next();
             }
         }
         b.hdr.tx_if = adj.tx_if;
         if self.out_any {
             self.cached_out
         } else {
-            Next(1)
+            RewriteNext::Output.next()
         }
     }
 }
@@ -358,19 +427,53 @@ pub struct Ip6Local {
     pub(crate) dispatch: crate::ip_local::LocalDispatch,
 }
 
-const C_ECHO: u16 = 0;
-const E_BAD_ICMP: u16 = 1;
-const C_PUNT: u16 = 2;
-const C_PING_REPLY: u16 = 3;
-const C_NS_REPLIED: u16 = 4;
-const C_NA_RX: u16 = 5;
-const C_NOT_FOR_US: u16 = 6;
-const E_ND_INVALID: u16 = 7;
-const C_RD: u16 = 8;
-const E_BAD_EXT: u16 = 9;
-const C_DAD: u16 = 10;
-const C_ND_COPIED: u16 = 11;
-const E_ND_NO_COPY: u16 = 12;
+sluice_graph::arcs! {
+    /// `ip6-local`'s next arcs.
+    pub enum LocalNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip6-lookup`.
+        Lookup => IP6_LOOKUP,
+        /// To `ip6-icmp-error`.
+        IcmpError => IP6_ICMP_ERROR,
+        /// To `punt`.
+        Punt => "punt",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-local`'s counters.
+    pub enum LocalCounter {
+        /// ICMPv6 echo replies sent.
+        EchoReplies => info("echo_replies", "ICMPv6 echo replies sent"),
+        /// Truncated or bad-checksum ICMPv6.
+        BadIcmp => error("bad_icmp", "truncated or bad-checksum ICMPv6"),
+        /// Packets for the router punted.
+        Punted => info("punted", "packets for the router punted"),
+        /// Echo replies to CLI ping.
+        PingReplies => info("ping_replies", "echo replies to CLI ping"),
+        /// Neighbor advertisements sent.
+        NsReplied => info("ns_replied", "neighbor advertisements sent"),
+        /// Neighbor advertisements received.
+        NaReceived => info("na_received", "neighbor advertisements received"),
+        /// Neighbor solicitation for another address.
+        NdNotForUs => info("nd_not_for_us", "neighbor solicitation for another address"),
+        /// Invalid neighbor discovery packet.
+        NdInvalid => error("nd_invalid", "invalid neighbor discovery packet"),
+        /// Router solicitation/advertisement ignored.
+        RouterDiscovery => info("router_discovery", "router solicitation/advertisement ignored"),
+        /// Malformed ip6 extension headers.
+        BadExtension => error("bad_extension", "malformed ip6 extension headers"),
+        /// Duplicate address detection probe.
+        DadIgnored => info("dad_ignored", "duplicate address detection probe"),
+        /// NS/NA copies punted to the host stack.
+        NdPuntCopies => info("nd_punt_copies", "NS/NA copies punted to the host stack"),
+        /// NS/NA copy for the host stack not made.
+        NdNoPuntCopy => error("nd_no_punt_copy", "NS/NA copy for the host stack not made"),
+    }
+}
 
 impl Ip6Local {
     fn punt_host(&self, rx_if: u32) -> bool {
@@ -400,22 +503,22 @@ impl Ip6Local {
         let d = b.data();
         let (src, dst_is_mcast) = (addr_at(d, 8), d[24] == 0xff);
         let Ok(icmp) = Icmpv6Packet::new_checked(&d[40..]) else {
-            b.hdr.error = cx.error(E_ND_INVALID);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdInvalid);
+            return LocalNext::Drop.next();
         };
         let Ok(NdiscRepr::NeighborSolicit { target, lladdr }) = NdiscRepr::parse(&icmp) else {
-            b.hdr.error = cx.error(E_ND_INVALID);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdInvalid);
+            return LocalNext::Drop.next();
         };
         let target = u128::from(target);
         if !self.is_mine(b.hdr.ip.fib_index, target) {
-            b.hdr.error = cx.error(C_NOT_FOR_US);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdNotForUs);
+            return LocalNext::Drop.next();
         }
         if src == 0 {
             // Duplicate address detection by another node: we do not defend (DAD-less).
-            b.hdr.error = cx.error(C_DAD);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::DadIgnored);
+            return LocalNext::Drop.next();
         }
         // The sender's MAC: its option, else (unicast NS) the frame's Ethernet source.
         let mac = match lladdr {
@@ -439,8 +542,8 @@ impl Ip6Local {
             None => None,
         };
         let Some(mac) = mac else {
-            b.hdr.error = cx.error(E_ND_INVALID);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdInvalid);
+            return LocalNext::Drop.next();
         };
         if lladdr.is_some() {
             self.learn(crate::neighbor::Learned::heard(b.hdr.rx_if, src, mac, true));
@@ -448,8 +551,8 @@ impl Ip6Local {
         let my_mac = self.shared.v4.if_attr(b.hdr.rx_if).mac_bytes();
         // Build the advertisement in place: 40 + 24 + 8 (target link-layer address).
         if !b.set_len(72) {
-            b.hdr.error = cx.error(E_ND_INVALID);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdInvalid);
+            return LocalNext::Drop.next();
         }
         let na = NdiscRepr::NeighborAdvert {
             flags: NaFlags(NaFlags::ROUTER.0 | NaFlags::SOLICITED.0 | NaFlags::OVERRIDE.0),
@@ -458,15 +561,15 @@ impl Ip6Local {
         };
         write_nd(b.data_mut(), target, src, &na);
         let Some(h) = b.push_front(14) else {
-            b.hdr.error = cx.error(E_ND_INVALID);
-            return Next(0);
+            b.hdr.error = cx.error(LocalCounter::NdInvalid);
+            return LocalNext::Drop.next();
         };
         h[0..6].copy_from_slice(&mac);
         h[6..12].copy_from_slice(&my_mac);
         h[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
         b.hdr.tx_if = b.hdr.rx_if;
-        cx.count(C_NS_REPLIED as usize, 1);
-        Next(4)
+        cx.count(LocalCounter::NsReplied, 1);
+        LocalNext::Output.next()
     }
 }
 
@@ -476,8 +579,8 @@ impl PacketNode for Ip6Local {
         let (nh, off) = match Ipv6Packet::new_checked(d).and_then(|p| p.walk_extensions()) {
             Ok(x) => x,
             Err(_) => {
-                b.hdr.error = cx.error(E_BAD_EXT);
-                return Next(0);
+                b.hdr.error = cx.error(LocalCounter::BadExtension);
+                return LocalNext::Drop.next();
             }
         };
         let (src, dst) = (addr_at(d, 8), addr_at(d, 24));
@@ -489,8 +592,8 @@ impl PacketNode for Ip6Local {
                         .map(|m| m.verify_checksum(s6, d6))
                         .unwrap_or(false);
                 if !ok {
-                    b.hdr.error = cx.error(E_BAD_ICMP);
-                    return Next(0);
+                    b.hdr.error = cx.error(LocalCounter::BadIcmp);
+                    return LocalNext::Drop.next();
                 }
                 let kind = d[off];
                 let nd = matches!(
@@ -501,8 +604,8 @@ impl PacketNode for Ip6Local {
                         | icmpv6::kind::ROUTER_ADVERT
                 );
                 if nd && (d[7] != 255 || d[off + 1] != 0 || off != 40) {
-                    b.hdr.error = cx.error(E_ND_INVALID);
-                    return Next(0);
+                    b.hdr.error = cx.error(LocalCounter::NdInvalid);
+                    return LocalNext::Drop.next();
                 }
                 if matches!(
                     kind,
@@ -512,10 +615,10 @@ impl PacketNode for Ip6Local {
                     // The host stack behind `punt` learns neighbours from a copy.
                     match crate::interface::copy_frame(cx, b) {
                         Some(c) => {
-                            cx.count(C_ND_COPIED as usize, 1);
-                            cx.enqueue(Next(3), c);
+                            cx.count(LocalCounter::NdPuntCopies, 1);
+                            cx.enqueue(LocalNext::Punt.next(), c);
                         }
-                        None => cx.count(E_ND_NO_COPY as usize, 1),
+                        None => cx.count(LocalCounter::NdNoPuntCopy, 1),
                     }
                 }
                 let d = b.data();
@@ -540,26 +643,26 @@ impl PacketNode for Ip6Local {
                                     flags.contains(NaFlags::SOLICITED),
                                     flags.contains(NaFlags::OVERRIDE),
                                 ));
-                                b.hdr.error = cx.error(C_NA_RX);
+                                b.hdr.error = cx.error(LocalCounter::NaReceived);
                             }
-                            _ => b.hdr.error = cx.error(E_ND_INVALID),
+                            _ => b.hdr.error = cx.error(LocalCounter::NdInvalid),
                         }
-                        Next(0)
+                        LocalNext::Drop.next()
                     }
                     icmpv6::kind::ROUTER_SOLICIT | icmpv6::kind::ROUTER_ADVERT => {
-                        b.hdr.error = cx.error(C_RD);
-                        Next(0)
+                        b.hdr.error = cx.error(LocalCounter::RouterDiscovery);
+                        LocalNext::Drop.next()
                     }
                     icmpv6::kind::ECHO_REPLY => {
                         let id = u16::from_be_bytes([d[off + 4], d[off + 5]]);
                         let seq = u16::from_be_bytes([d[off + 6], d[off + 7]]);
                         let from = Ipv6Addr::from(src);
                         if self.shared.ping.record(id, seq, from, d[7], cx.now_tsc()) {
-                            b.hdr.error = cx.error(C_PING_REPLY);
-                            return Next(0);
+                            b.hdr.error = cx.error(LocalCounter::PingReplies);
+                            return LocalNext::Drop.next();
                         }
-                        cx.count(C_PUNT as usize, 1);
-                        Next(3)
+                        cx.count(LocalCounter::Punted, 1);
+                        LocalNext::Punt.next()
                     }
                     icmpv6::kind::ECHO_REQUEST if off == 40 => {
                         // Reply from the address asked, or for multicast from the link-local.
@@ -569,8 +672,8 @@ impl PacketNode for Ip6Local {
                             dst
                         };
                         if from == 0 || src == 0 {
-                            b.hdr.error = cx.error(E_BAD_ICMP);
-                            return Next(0);
+                            b.hdr.error = cx.error(LocalCounter::BadIcmp);
+                            return LocalNext::Drop.next();
                         }
                         let d = b.data_mut();
                         d[7] = 64;
@@ -580,12 +683,12 @@ impl PacketNode for Ip6Local {
                         m.set_kind_code(icmpv6::kind::ECHO_REPLY, 0);
                         m.fill_checksum(Ipv6Addr::from(from), Ipv6Addr::from(src));
                         b.hdr.flags |= LOCALLY_ORIGINATED;
-                        cx.count(C_ECHO as usize, 1);
-                        Next(1)
+                        cx.count(LocalCounter::EchoReplies, 1);
+                        LocalNext::Lookup.next()
                     }
                     _ => {
-                        cx.count(C_PUNT as usize, 1);
-                        Next(3)
+                        cx.count(LocalCounter::Punted, 1);
+                        LocalNext::Punt.next()
                     }
                 }
             }
@@ -600,18 +703,18 @@ impl PacketNode for Ip6Local {
                 }
                 if self.punt_host(b.hdr.rx_if) {
                     // A host stack behind `punt` serves (or refuses) the port.
-                    cx.count(C_PUNT as usize, 1);
-                    return Next(3);
+                    cx.count(LocalCounter::Punted, 1);
+                    return LocalNext::Punt.next();
                 }
                 b.hdr.feature_meta[ICMP_META] = ((icmpv6::kind::DEST_UNREACH as u64) << 8) | 4;
-                Next(2)
+                LocalNext::IcmpError.next()
             }
             p => {
                 if let Some(n) = self.dispatch.protocol(p) {
                     return n;
                 }
-                cx.count(C_PUNT as usize, 1);
-                Next(3)
+                cx.count(LocalCounter::Punted, 1);
+                LocalNext::Punt.next()
             }
         }
     }
@@ -629,25 +732,51 @@ impl PacketNode for Ip6Local {
 /// - next: `error-drop` (0); `ip6-lookup` (1).
 /// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv6
 ///   address), `suppressed` (about an ICMPv6 error, or from/to multicast or ::),
-///   `no_headroom`.
+///   `no_headroom`, `truncated` (shorter than an IPv6 header: never from the IPv6 nodes).
 pub struct Ip6IcmpError {
     shared: Arc<Ip6Shared>,
     limit: crate::ratelimit::TokenBucket,
 }
 
-const C_SENT: u16 = 0;
-const E_RATE: u16 = 1;
-const E_NO_SRC: u16 = 2;
-const E_SUPPRESSED: u16 = 3;
-const E_ICMP_HEADROOM: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip6-icmp-error`'s next arcs.
+    pub enum IcmpErrorNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ip6-lookup`.
+        Lookup => IP6_LOOKUP,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-icmp-error`'s counters.
+    pub enum IcmpErrorCounter {
+        /// ICMPv6 errors sent.
+        Sent => info("sent", "ICMPv6 errors sent"),
+        /// ICMPv6 error rate limited.
+        RateLimited => error("rate_limited", "ICMPv6 error rate limited"),
+        /// No source address for ICMPv6 error.
+        NoSource => error("no_source", "no source address for ICMPv6 error"),
+        /// ICMPv6 error not sent (about an error, multicast or unspecified).
+        Suppressed => error("suppressed", "ICMPv6 error not sent (about an error, multicast or unspecified)"),
+        /// No headroom for the ICMPv6 error.
+        NoHeadroom => error("no_headroom", "no headroom for the ICMPv6 error"),
+        /// Shorter than an ip6 header.
+        Truncated => error("truncated", "shorter than an ip6 header"),
+    }
+}
 
 impl PacketNode for Ip6IcmpError {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         if !self.limit.ready(cx) {
-            b.hdr.error = cx.error(E_RATE);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::RateLimited);
+            return IcmpErrorNext::Drop.next();
         }
         let d = b.data();
+        if d.len() < 40 {
+            b.hdr.error = cx.error(IcmpErrorCounter::Truncated);
+            return IcmpErrorNext::Drop.next();
+        }
         let orig_src = addr_at(d, 8);
         let meta = b.hdr.feature_meta[ICMP_META];
         let kind = (meta >> 8) as u8;
@@ -659,8 +788,8 @@ impl PacketNode for Ip6IcmpError {
             || d[8] == 0xff
             || (d[24] == 0xff && kind != icmpv6::kind::PKT_TOO_BIG)
         {
-            b.hdr.error = cx.error(E_SUPPRESSED);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::Suppressed);
+            return IcmpErrorNext::Drop.next();
         }
         let a = self.shared.if_addrs(b.hdr.rx_if);
         let src = if a.global != 0 && !super::is_link_local(orig_src) {
@@ -669,16 +798,16 @@ impl PacketNode for Ip6IcmpError {
             a.ll
         };
         if src == 0 {
-            b.hdr.error = cx.error(E_NO_SRC);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::NoSource);
+            return IcmpErrorNext::Drop.next();
         }
         self.limit.take();
         let quote = d.len().min(1280 - 48);
         let mtu = b.hdr.feature_meta[ICMP_MTU] as u32;
         b.set_len(quote);
         let Some(h) = b.push_front(48) else {
-            b.hdr.error = cx.error(E_ICMP_HEADROOM);
-            return Next(0);
+            b.hdr.error = cx.error(IcmpErrorCounter::NoHeadroom);
+            return IcmpErrorNext::Drop.next();
         };
         h.fill(0);
         h[0] = 0x60;
@@ -696,8 +825,8 @@ impl PacketNode for Ip6IcmpError {
         Icmpv6Packet::new_unchecked(&mut d[40..])
             .fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(orig_src));
         b.hdr.flags |= LOCALLY_ORIGINATED;
-        cx.count(C_SENT as usize, 1);
-        Next(1)
+        cx.count(IcmpErrorCounter::Sent, 1);
+        IcmpErrorNext::Lookup.next()
     }
 }
 
@@ -711,17 +840,40 @@ impl PacketNode for Ip6IcmpError {
 /// - sets: allocates the NS buffer (`tx_if` = the adjacency's interface).
 /// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for the NS.
 /// - counters: `requests_sent` (info), `throttled`, `no_buffer`, `no_source` (interface
-///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop).
+///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop),
+///   `truncated` (shorter than an IPv6 header: never from ip6-input).
 pub struct Ip6Glean {
     shared: Arc<Ip6Shared>,
     throttle: crate::ratelimit::Throttle<u128>,
 }
 
-const C_REQ_SENT: u16 = 0;
-const E_THROTTLED: u16 = 1;
-const E_NO_BUF: u16 = 2;
-const E_GLEAN_NO_SRC: u16 = 3;
-const E_NO_NH: u16 = 4;
+sluice_graph::arcs! {
+    /// `ip6-glean`'s next arcs.
+    pub enum GleanNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ip6-glean`'s counters.
+    pub enum GleanCounter {
+        /// Neighbor solicitations sent.
+        RequestsSent => info("requests_sent", "neighbor solicitations sent"),
+        /// Neighbor solicitations throttled.
+        Throttled => info("throttled", "neighbor solicitations throttled"),
+        /// No buffer for neighbor solicitation.
+        NoBuffer => error("no_buffer", "no buffer for neighbor solicitation"),
+        /// No IPv6 source address on the interface.
+        NoSource => error("no_source", "no IPv6 source address on the interface"),
+        /// Incomplete adjacency without next hop.
+        NoNextHop => error("no_next_hop", "incomplete adjacency without next hop"),
+        /// Shorter than an ip6 header.
+        Truncated => error("truncated", "shorter than an ip6 header"),
+    }
+}
 
 impl PacketNode for Ip6Glean {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -731,6 +883,10 @@ impl PacketNode for Ip6Glean {
         // (bit 127 set, never a unicast destination), a connected host by its address.
         let (key, target) = match adj.kind {
             AdjKind::Incomplete => ((1u128 << 127) | ai as u128, None),
+            _ if b.data().len() < 40 => {
+                b.hdr.error = cx.error(GleanCounter::Truncated);
+                return GleanNext::Drop.next();
+            }
             _ => {
                 let t = addr_at(b.data(), 24);
                 (t, Some(t))
@@ -740,8 +896,8 @@ impl PacketNode for Ip6Glean {
             .throttle
             .allow(cx, key, (key as u64) ^ ((key >> 64) as u64))
         {
-            b.hdr.error = cx.error(E_THROTTLED);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::Throttled);
+            return GleanNext::Drop.next();
         }
         let target = match target {
             Some(t) => t,
@@ -750,8 +906,8 @@ impl PacketNode for Ip6Glean {
                 match m.ok().and_then(|m| m.get(&ai).copied()) {
                     Some(t) => t,
                     None => {
-                        b.hdr.error = cx.error(E_NO_NH);
-                        return Next(0);
+                        b.hdr.error = cx.error(GleanCounter::NoNextHop);
+                        return GleanNext::Drop.next();
                     }
                 }
             }
@@ -759,13 +915,13 @@ impl PacketNode for Ip6Glean {
         let a = self.shared.if_addrs(adj.tx_if);
         let src = if a.ll != 0 { a.ll } else { a.global };
         if src == 0 {
-            b.hdr.error = cx.error(E_GLEAN_NO_SRC);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::NoSource);
+            return GleanNext::Drop.next();
         }
-        b.hdr.error = cx.error(C_REQ_SENT);
+        b.hdr.error = cx.error(GleanCounter::RequestsSent);
         let Some(req) = cx.bufs().alloc_one() else {
-            b.hdr.error = cx.error(E_NO_BUF);
-            return Next(0);
+            b.hdr.error = cx.error(GleanCounter::NoBuffer);
+            return GleanNext::Drop.next();
         };
         let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
         let group = solicited_node(target);
@@ -783,8 +939,8 @@ impl PacketNode for Ip6Glean {
         v.write_packet(&f);
         v.hdr.tx_if = adj.tx_if;
         v.hdr.rx_if = b.hdr.rx_if;
-        cx.enqueue(Next(1), req);
-        Next(0)
+        cx.enqueue(GleanNext::Output.next(), req);
+        GleanNext::Drop.next()
     }
 }
 
@@ -879,14 +1035,8 @@ pub fn register(
                 shared: s.clone(),
             }))
         })
-        .nexts(&["error-drop", IP6_LOOKUP, IP6_LOCAL])
-        .counters(&[
-            CounterDesc::error("too_short", "ip6 length < 40 bytes"),
-            CounterDesc::error("version", "ip6 version != 6"),
-            CounterDesc::error("bad_length", "ip6 payload length > l2 length"),
-            CounterDesc::error("src_multicast", "ip6 multicast source address"),
-            CounterDesc::error("multicast", "ip6 multicast not forwarded"),
-        ]),
+        .nexts(InputNext::NAMES)
+        .counters(InputCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -899,17 +1049,8 @@ pub fn register(
                 fib: [0; FRAME_SIZE],
             })
         })
-        .nexts(&[
-            "error-drop",
-            IP6_REWRITE,
-            IP6_LOCAL,
-            IP6_GLEAN,
-            IP6_ICMP_ERROR,
-        ])
-        .counters(&[
-            CounterDesc::error("no_route", "ip6 no route to destination"),
-            CounterDesc::error("drop_route", "ip6 drop route"),
-        ]),
+        .nexts(LookupNext::NAMES)
+        .counters(LookupCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -919,16 +1060,11 @@ pub fn register(
                 slot: rslot,
                 cached: None,
                 out_any: false,
-                cached_out: Next(1),
+                cached_out: RewriteNext::Output.next(),
             }))
         })
-        .nexts(&["error-drop", crate::output::NAME, IP6_ICMP_ERROR])
-        .counters(&[
-            CounterDesc::info("hop_limit_expired", "ip6 hop limit <= 1"),
-            CounterDesc::info("too_big", "ip6 packet larger than the MTU"),
-            CounterDesc::error("no_headroom", "no headroom for the L2 rewrite"),
-            CounterDesc::error("truncated", "shorter than an ip6 header"),
-        ]),
+        .nexts(RewriteNext::NAMES)
+        .counters(RewriteCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -938,31 +1074,8 @@ pub fn register(
                 dispatch: Default::default(),
             }))
         })
-        .nexts(&[
-            "error-drop",
-            IP6_LOOKUP,
-            IP6_ICMP_ERROR,
-            "punt",
-            crate::output::NAME,
-        ])
-        .counters(&[
-            CounterDesc::info("echo_replies", "ICMPv6 echo replies sent"),
-            CounterDesc::error("bad_icmp", "truncated or bad-checksum ICMPv6"),
-            CounterDesc::info("punted", "packets for the router punted"),
-            CounterDesc::info("ping_replies", "echo replies to CLI ping"),
-            CounterDesc::info("ns_replied", "neighbor advertisements sent"),
-            CounterDesc::info("na_received", "neighbor advertisements received"),
-            CounterDesc::info("nd_not_for_us", "neighbor solicitation for another address"),
-            CounterDesc::error("nd_invalid", "invalid neighbor discovery packet"),
-            CounterDesc::info(
-                "router_discovery",
-                "router solicitation/advertisement ignored",
-            ),
-            CounterDesc::error("bad_extension", "malformed ip6 extension headers"),
-            CounterDesc::info("dad_ignored", "duplicate address detection probe"),
-            CounterDesc::info("nd_punt_copies", "NS/NA copies punted to the host stack"),
-            CounterDesc::error("nd_no_punt_copy", "NS/NA copy for the host stack not made"),
-        ]),
+        .nexts(LocalNext::NAMES)
+        .counters(LocalCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -972,17 +1085,8 @@ pub fn register(
                 limit: Default::default(),
             }))
         })
-        .nexts(&["error-drop", IP6_LOOKUP])
-        .counters(&[
-            CounterDesc::info("sent", "ICMPv6 errors sent"),
-            CounterDesc::error("rate_limited", "ICMPv6 error rate limited"),
-            CounterDesc::error("no_source", "no source address for ICMPv6 error"),
-            CounterDesc::error(
-                "suppressed",
-                "ICMPv6 error not sent (about an error, multicast or unspecified)",
-            ),
-            CounterDesc::error("no_headroom", "no headroom for the ICMPv6 error"),
-        ]),
+        .nexts(IcmpErrorNext::NAMES)
+        .counters(IcmpErrorCounter::DESCS),
     );
     let s = shared.clone();
     b.register(
@@ -992,14 +1096,8 @@ pub fn register(
                 throttle: Default::default(),
             }))
         })
-        .nexts(&["error-drop", crate::output::NAME])
-        .counters(&[
-            CounterDesc::info("requests_sent", "neighbor solicitations sent"),
-            CounterDesc::info("throttled", "neighbor solicitations throttled"),
-            CounterDesc::error("no_buffer", "no buffer for neighbor solicitation"),
-            CounterDesc::error("no_source", "no IPv6 source address on the interface"),
-            CounterDesc::error("no_next_hop", "incomplete adjacency without next hop"),
-        ]),
+        .nexts(GleanNext::NAMES)
+        .counters(GleanCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {

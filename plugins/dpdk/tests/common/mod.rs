@@ -28,10 +28,7 @@ pub fn skip_reason() -> Option<String> {
 
 /// Why root-only DPDK tests cannot run here, if they cannot.
 pub fn skip_reason_root() -> Option<String> {
-    skip_reason().or_else(|| {
-        // SAFETY: geteuid has no preconditions.
-        (unsafe { libc::geteuid() } != 0).then(|| "needs root (network namespaces)".into())
-    })
+    skip_reason().or_else(|| sluice_infra::testing::not_root("network namespaces"))
 }
 
 /// Runs `body` in a child process of its own (EAL starts once per process). `name` is the

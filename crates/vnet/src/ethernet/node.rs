@@ -1,0 +1,342 @@
+//! `ethernet-input`: classifies frames by EtherType and strips the Ethernet header.
+//!
+//! - uses: `rx_if`; reads the interface MAC from the shared attribute table.
+//! - sets: `l2.l2_hdr_offset`, `ip.l3_hdr_offset`, `ip.fib_index` (the rx interface's IPv4
+//!   or IPv6 table); advances `current_data` to the L3 header.
+//!   A frame tagged for a VLAN sub-interface (802.1Q, 802.1ad/0x9100 outer with optional
+//!   802.1Q inner) gets `rx_if` = the sub-interface and its tags removed (the MACs move up),
+//!   then is classified like an untagged frame of that interface.
+//! - next: `error-drop` (0) on errors; `ip4-input` (1) for IPv4; `arp-input` (2) for ARP;
+//!   `l2-input` (3) for every frame of an L2 interface: cross-connected (`tx_if` = the peer,
+//!   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain) — or the first
+//!   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
+//!   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
+//!   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
+//!   Frames of an admin-down interface (or sub-interface) go to `error-drop` first of all.
+//! - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface's MAC
+//!   on an L3 interface that is not promiscuous; L2 interfaces take every frame), `tagged`
+//!   (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header), `down`
+//!   (received on an admin-down interface).
+//!
+//! Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
+//! per run of packets from one interface (normally once per frame); the admin-down drop
+//! shares the per-packet test of the input redirect, and the promiscuous flag is looked at
+//! only for a frame that failed the MAC compare — neither adds work to the forwarding path.
+//!
+//! VPP: `vnet/ethernet/node.c`.
+
+use crate::interface::{counter, IfCounters};
+use crate::ip4::Ip4Shared;
+use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
+use sluice_buffer::Buffer;
+use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
+use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
+use sluice_wire::Mac;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Node name.
+pub const NAME: &str = "ethernet-input";
+
+/// `ethernet-input` (see the module doc). One instance per thread.
+pub struct EthernetInput {
+    shared: Arc<Ip4Shared>,
+    /// VLAN sub-interfaces: (parent, outer VLAN, inner VLAN or 0) → (sub-interface, its
+    /// counters). A per-thread copy, replaced by the control plane (`subif`).
+    pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
+    // Per-frame cache of the last rx interface's MAC and L2 mode.
+    cached_if: Option<u32>,
+    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes.
+    cached_mac: u64,
+    // Whether the interface is cross-connected or bridged (one test for the L3 fast path).
+    cached_l2_mode: bool,
+    cached_l2: u32,
+    cached_bd: u32,
+    cached_fib: [u32; 2],
+    /// 0, an input redirect's arc + 1, or [`RX_DOWN`].
+    cached_redirect: u32,
+    cached_promisc: bool,
+    // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
+    // (per frame).
+    l2_any: bool,
+    cached_l2_next: Next,
+    slot: usize,
+}
+
+sluice_graph::arcs! {
+    /// `ethernet-input`'s next arcs (input redirects add more at runtime).
+    pub enum EthNext {
+        /// Errors, frames of admin-down interfaces.
+        Drop => "error-drop",
+        /// IPv4.
+        Ip4 => crate::ip4::nodes::IP4_INPUT,
+        /// ARP.
+        Arp => crate::arp::ARP_INPUT,
+        /// Every frame of an L2 interface (or its first `l2-input` feature).
+        L2 => crate::l2::L2_INPUT,
+        /// IPv6.
+        Ip6 => crate::ip6::nodes::IP6_INPUT,
+    }
+}
+
+sluice_graph::counters! {
+    /// `ethernet-input`'s counters.
+    pub enum EthCounter {
+        /// Unknown EtherType.
+        UnknownEthertype => error("unknown_ethertype", "unknown ethernet type"),
+        /// Unicast for another MAC on an L3 interface that is not promiscuous.
+        MacMismatch => error("l3_mac_mismatch", "l3 mac mismatch"),
+        /// VLAN-tagged and no sub-interface matches.
+        Tagged => error("tagged", "VLAN-tagged frame, no sub-interface"),
+        /// Shorter than an Ethernet header.
+        Runt => error("runt", "frame shorter than an Ethernet header"),
+        /// Received on an admin-down (sub-)interface.
+        Down => error("down", "subinterface down"),
+    }
+}
+/// `cached_redirect` of an admin-down interface: every frame is dropped.
+const RX_DOWN: u32 = u32::MAX;
+/// Outer TPID some switches use for QinQ (pre-802.1ad).
+const QINQ_9100: u16 = 0x9100;
+
+#[derive(Copy, Clone)]
+struct EthTrace {
+    dst: [u8; 6],
+    src: [u8; 6],
+    et: u16,
+}
+
+impl TraceRecord for EthTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!(
+            "{}: {} -> {}",
+            match self.et {
+                ethertype::IPV4 => "IP4".to_string(),
+                ethertype::ARP => "ARP".to_string(),
+                ethertype::IPV6 => "IP6".to_string(),
+                v => format!("0x{v:04x}"),
+            },
+            Mac(self.src),
+            Mac(self.dst)
+        ));
+    }
+}
+
+impl EthernetInput {
+    /// A tagged frame: when its tags match a sub-interface of `rx_if`, pops them and
+    /// classifies the frame again as received untagged on the sub-interface.
+    #[inline(always)]
+    fn sub_interface(&mut self, et: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+        if !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) || self.subs.is_empty() {
+            return None;
+        }
+        self.pop_and_reclassify(cx, b)
+    }
+
+    #[inline(never)]
+    fn pop_and_reclassify(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+        self.pop_tags(cx, b)?;
+        Some(self.process_one(cx, b))
+    }
+
+    /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`
+    /// and counts rx on the sub-interface.
+    fn pop_tags(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<()> {
+        let d = b.data();
+        if d.len() < 18 {
+            return None;
+        }
+        let be16 = |at: usize| u16::from_be_bytes([d[at], d[at + 1]]);
+        let outer = be16(field::TCI) & 0x0fff;
+        let (inner, n) = if be16(field::INNER_ETHERTYPE) == ethertype::VLAN && d.len() >= 22 {
+            (
+                be16(field::TCI + field::TAG_LEN) & 0x0fff,
+                2 * field::TAG_LEN,
+            )
+        } else {
+            (0, field::TAG_LEN)
+        };
+        let (sub, counters) = self.subs.get(&(b.hdr.rx_if, outer, inner))?;
+        let len = b.total_len() as u64;
+        counters.add(cx.thread(), counter::RX_PACKETS, 1);
+        counters.add(cx.thread(), counter::RX_BYTES, len);
+        b.hdr.rx_if = *sub;
+        let d = b.data_mut();
+        d.copy_within(field::DST..field::ETHERTYPE, n);
+        b.advance(n);
+        Some(())
+    }
+}
+
+impl EthernetInput {
+    /// A frame of an interface with an input redirect, or of an admin-down interface.
+    #[inline(never)]
+    fn redirect_or_down(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.cached_redirect == RX_DOWN {
+            b.hdr.error = cx.error(EthCounter::Down);
+            return EthNext::Drop.next();
+        }
+        Next((self.cached_redirect - 1) as u16)
+    }
+
+    /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
+    #[inline(always)]
+    fn l2_next(&self) -> Next {
+        if self.l2_any {
+            self.cached_l2_next
+        } else {
+            EthNext::L2.next()
+        }
+    }
+}
+
+impl PacketNode for EthernetInput {
+    #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.cached_if = None;
+        self.l2_any = self.shared.features.any(self.slot);
+    }
+
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        if self.cached_if != Some(b.hdr.rx_if) {
+            let a = self.shared.if_attr(b.hdr.rx_if);
+            self.cached_if = Some(b.hdr.rx_if);
+            let m = a.mac_bytes();
+            self.cached_mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+            self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
+            self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
+            self.cached_l2_mode = self.cached_l2 != 0 || self.cached_bd != 0;
+            self.cached_redirect = if a.admin_up.load(Ordering::Relaxed) {
+                a.rx_redirect.load(Ordering::Relaxed)
+            } else {
+                RX_DOWN
+            };
+            self.cached_promisc = a.promisc.load(Ordering::Relaxed);
+            self.cached_fib = [
+                a.fib4.load(Ordering::Relaxed),
+                a.fib6.load(Ordering::Relaxed),
+            ];
+            if self.l2_any && (self.cached_l2 != 0 || self.cached_bd != 0) {
+                self.cached_l2_next =
+                    self.shared
+                        .features
+                        .next(self.slot, b.hdr.rx_if, EthNext::L2.next());
+            }
+        }
+        if self.cached_redirect != 0 {
+            return self.redirect_or_down(cx, b);
+        }
+        let Some(h) = b.data().first_chunk::<HEADER_LEN>() else {
+            b.hdr.error = cx.error(EthCounter::Runt);
+            return EthNext::Drop.next();
+        };
+        let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+        // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte).
+        let dst =
+            u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) & 0xffff_ffff_ffff;
+        if b.hdr.is_traced() {
+            let t = EthTrace {
+                dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
+                src: [h[6], h[7], h[8], h[9], h[10], h[11]],
+                et,
+            };
+            cx.trace(b, t);
+        }
+        if self.cached_l2_mode {
+            // Tags are looked at off the L3 fast path (in the EtherType match below) and, on
+            // L2 interfaces, before switching: a sub-interface match wins over the parent's
+            // mode.
+            if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
+                if let Some(n) = self.sub_interface(et, cx, b) {
+                    return n;
+                }
+            }
+            if self.cached_l2 != 0 {
+                // Cross-connected interface: the whole frame goes to l2-input, any destination.
+                b.hdr.tx_if = self.cached_l2 - 1;
+                b.hdr.l2.bd_index = 0;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return self.l2_next();
+            }
+            if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
+                // Bridged interface: l2-input switches it in its bridge domain (unless the
+                // bridge just switched it to this interface, its BVI: then it is routed below).
+                b.hdr.l2.bd_index = self.cached_bd as u16;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return self.l2_next();
+            }
+        }
+        if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
+        }
+        if dst & 1 == 0 && dst != self.cached_mac {
+            // Not for this interface's MAC: perhaps for an L2 sub-interface.
+            if let Some(n) = self.sub_interface(et, cx, b) {
+                return n;
+            }
+            if !self.cached_promisc {
+                b.hdr.error = cx.error(EthCounter::MacMismatch);
+                return EthNext::Drop.next();
+            }
+        }
+        let next = match et {
+            ethertype::IPV4 => {
+                b.hdr.ip.fib_index = self.cached_fib[0];
+                EthNext::Ip4.next()
+            }
+            ethertype::ARP => {
+                b.hdr.ip.fib_index = self.cached_fib[0];
+                EthNext::Arp.next()
+            }
+            ethertype::IPV6 => {
+                b.hdr.ip.fib_index = self.cached_fib[1];
+                EthNext::Ip6.next()
+            }
+            ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
+                if let Some(n) = self.sub_interface(et, cx, b) {
+                    return n;
+                }
+                b.hdr.error = cx.error(EthCounter::Tagged);
+                return EthNext::Drop.next();
+            }
+            _ => {
+                b.hdr.error = cx.error(EthCounter::UnknownEthertype);
+                return EthNext::Drop.next();
+            }
+        };
+        b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+        b.advance(HEADER_LEN);
+        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
+        next
+    }
+}
+
+/// Registers `ethernet-input` (its arc slot declared by `vnet::register`).
+pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>) {
+    let eslot = crate::ip4::nodes::arc_slot(r, NAME);
+    let b = &mut r.graph;
+    let s = shared.clone();
+    b.register(
+        NodeRegistration::new(NAME, NodeKind::Internal, move |_| {
+            Box::new(PerPacket::new(EthernetInput {
+                shared: s.clone(),
+                subs: HashMap::new(),
+                cached_if: None,
+                cached_mac: 0,
+                cached_l2_mode: false,
+                cached_l2: 0,
+                cached_redirect: 0,
+                cached_promisc: false,
+                cached_bd: 0,
+                cached_fib: [0; 2],
+                l2_any: false,
+                cached_l2_next: EthNext::L2.next(),
+                slot: eslot,
+            }))
+        })
+        .nexts(EthNext::NAMES)
+        .counters(EthCounter::DESCS),
+    );
+}

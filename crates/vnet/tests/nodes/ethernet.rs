@@ -1,0 +1,130 @@
+//! `ethernet-input`: classification by EtherType, MAC filter, VLAN sub-interfaces, L2 mode.
+
+use super::*;
+use sluice_vnet::testing::pkt;
+
+#[test]
+fn classifies_by_ethertype_and_strips_the_header() {
+    let (mut t, sw) = setup("ethernet-input");
+    let v4 = udp4("10.0.0.2", "10.0.1.2");
+    let v6 = pkt(&format!(
+        "IP6: {PEER_MAC} -> {OUR_MAC}\nUDP: 2001:db8::2 -> 2001:db8:1::2\nUDP: 1 -> 2"
+    ));
+    let mut arp = v4.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    t.run_with(&[v4.clone(), v6.clone(), arp], |h| h.rx_if = sw);
+    let ip4 = t.arc("ip4-input");
+    assert_eq!(ip4.len(), 1);
+    assert_eq!(ip4[0].data, v4[14..], "Ethernet header stripped");
+    assert_eq!(ip4[0].hdr.current_data, 14);
+    assert_eq!(ip4[0].hdr.l2.l2_hdr_offset, 0);
+    assert_eq!(ip4[0].hdr.ip.l3_hdr_offset, 14);
+    assert_eq!(t.arc("ip6-input")[0].data, v6[14..]);
+    assert_eq!(t.arc("arp-input").len(), 1);
+    assert!(t.arc("error-drop").is_empty());
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn drops_are_counted_by_reason() {
+    let (mut t, sw) = setup("ethernet-input");
+    let good = udp4("10.0.0.2", "10.0.1.2");
+    let mut other_mac = good.clone();
+    other_mac[5] = 0x99;
+    let mut unknown = good.clone();
+    unknown[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let tagged = pkt(&format!(
+        "IP4: {PEER_MAC} -> {OUR_MAC} vlan 100\nUDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1 -> 2"
+    ));
+    let runt = good[..13].to_vec();
+    let mut bcast = good.clone();
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    t.run_with(&[other_mac, unknown, tagged, runt, bcast], |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-input").len(), 1, "broadcast accepted");
+    assert_eq!(
+        t.drops()
+            .iter()
+            .map(|(n, c)| format!("{n}/{c}"))
+            .collect::<Vec<_>>(),
+        [
+            "ethernet-input/l3_mac_mismatch",
+            "ethernet-input/unknown_ethertype",
+            "ethernet-input/tagged",
+            "ethernet-input/runt",
+        ]
+    );
+    t.assert_counters(&[
+        ("l3_mac_mismatch", 1),
+        ("unknown_ethertype", 1),
+        ("tagged", 1),
+        ("runt", 1),
+    ]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn promiscuous_interface_takes_other_macs() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli("set interface promiscuous on loop0");
+    let mut other_mac = udp4("10.0.0.2", "10.0.1.2");
+    other_mac[5] = 0x99;
+    t.run_with(&[other_mac], |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-input").len(), 1);
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn admin_down_interface_drops_everything() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli("set interface state loop0 down");
+    t.run_with(&[udp4("10.0.0.2", "10.0.1.2"), vec![0; 4]], |h| {
+        h.rx_if = sw
+    });
+    t.assert_counters(&[("down", 2)]);
+    assert_eq!(t.arc("error-drop").len(), 2);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn vlan_sub_interface_pops_the_tag() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "create sub-interfaces loop0 100
+         set interface state loop0.100 up
+         set interface ip address loop0.100 10.1.0.1/24",
+    );
+    let sub = t.sw_if("loop0.100");
+    let tagged = pkt(&format!(
+        "IP4: {PEER_MAC} -> {OUR_MAC} vlan 100\nUDP: 10.1.0.2 -> 10.0.1.2\nUDP: 1 -> 2"
+    ));
+    let mut other_vlan = tagged.clone();
+    other_vlan[15] = 101;
+    t.run_with(&[tagged.clone(), other_vlan], |h| h.rx_if = sw);
+    let got = t.arc("ip4-input");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].hdr.rx_if, sub, "received on the sub-interface");
+    assert_eq!(got[0].data, tagged[18..], "tag and Ethernet header removed");
+    t.assert_counters(&[("tagged", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn l2_interfaces_send_every_frame_to_l2_input() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface l2 bridge loop0 7",
+    );
+    let mut other_mac = udp4("10.0.0.2", "10.0.1.2");
+    other_mac[5] = 0x99;
+    t.run_with(&[other_mac.clone()], |h| h.rx_if = sw);
+    let got = t.arc("l2-input");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].hdr.l2.bd_index, 7);
+    assert_eq!(got[0].data, other_mac, "L2 frames keep their header");
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}

@@ -1,0 +1,170 @@
+//! The IPv4 path: `ip4-input`, `ip4-lookup`, `ip4-rewrite`, `ip4-local`.
+
+use super::*;
+use sluice_buffer::BufIdx;
+use sluice_wire::checksum;
+use sluice_wire::ipv4::Ipv4Packet;
+
+/// A valid checksum after editing header bytes.
+fn refill(p: &mut [u8]) {
+    let mut ip = Ipv4Packet::new_checked(&mut p[..]).unwrap();
+    ip.fill_checksum();
+}
+
+#[test]
+fn input_validates_headers_and_trims_padding() {
+    let (mut t, sw) = setup("ip4-input");
+    let good = udp4_l3("10.0.0.2", "10.0.1.2");
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0; 6]);
+    let mut version = good.clone();
+    version[0] = 0x65;
+    let mut ihl = good.clone();
+    ihl[0] = 0x44;
+    let mut long = good.clone();
+    long[2..4].copy_from_slice(&200u16.to_be_bytes());
+    refill(&mut long);
+    let mut csum = good.clone();
+    csum[10] ^= 1;
+    let short = good[..19].to_vec();
+    t.run_with(
+        &[good.clone(), padded, version, ihl, long, csum, short],
+        |h| h.rx_if = sw,
+    );
+    let fwd = t.arc("ip4-lookup");
+    assert_eq!(fwd.len(), 2);
+    assert_eq!(fwd[1].data, good, "Ethernet padding trimmed");
+    t.assert_counters(&[
+        ("version", 1),
+        ("bad_ihl", 1),
+        ("bad_length", 1),
+        ("bad_checksum", 1),
+        ("too_short", 1),
+    ]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn lookup_sends_each_packet_to_its_adjacency_kind() {
+    let (mut t, sw) = setup("ip4-lookup");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         ip route add 10.0.1.0/24 via 10.0.0.2 loop0
+         ip route add 10.0.2.0/24 via 10.0.0.3 loop0
+         ip route add 10.0.3.0/24 via drop"
+    ));
+    let pkts = [
+        udp4_l3("10.0.0.2", "10.0.1.2"),  // rewrite
+        udp4_l3("10.0.0.2", "10.0.0.1"),  // local
+        udp4_l3("10.0.0.2", "10.0.0.9"),  // glean (connected, unresolved)
+        udp4_l3("10.0.0.2", "10.0.2.2"),  // via an unresolved next hop
+        udp4_l3("10.0.0.2", "10.0.3.2"),  // drop route
+        udp4_l3("10.0.0.2", "192.0.2.1"), // no route
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let rw = t.arc("ip4-rewrite");
+    assert_eq!(rw.len(), 1);
+    let shared = sluice_vnet::ip4::shared(&mut t.h.vm).unwrap();
+    assert_eq!(
+        Some(rw[0].hdr.ip.adj_index),
+        shared.lookup(0, u32::from_be_bytes([10, 0, 1, 2]))
+    );
+    assert_eq!(t.arc("ip4-local").len(), 1);
+    assert_eq!(t.arc("ip4-glean").len(), 2);
+    assert_eq!(
+        t.drops().iter().map(|d| d.1).collect::<Vec<_>>(),
+        ["drop_route", "no_route"]
+    );
+    t.assert_counters(&[("drop_route", 1), ("no_route", 1)]);
+    t.assert_no_leaks();
+}
+
+/// `ip4-rewrite` under test, packets entering at `ip4-lookup` (which sets `adj_index`).
+fn rewrite_setup() -> (NodeTest, u32) {
+    let (mut t, sw) = setup("ip4-rewrite");
+    t.cli(&format!(
+        "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+         ip route add 10.0.1.0/24 via 10.0.0.2 loop0
+         set interface mtu 1000 loop0"
+    ));
+    (t, sw)
+}
+
+fn through_lookup(t: &mut NodeTest, sw: u32, pkts: &[Vec<u8>]) {
+    let bufs: Vec<BufIdx> = pkts.iter().map(|p| t.packet(p, |h| h.rx_if = sw)).collect();
+    t.inject_at("ip4-lookup", &bufs);
+}
+
+#[test]
+fn rewrite_decrements_ttl_and_writes_the_l2_header() {
+    let (mut t, sw) = rewrite_setup();
+    let p = udp4_l3("10.0.0.5", "10.0.1.2");
+    through_lookup(&mut t, sw, std::slice::from_ref(&p));
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].hdr.tx_if, sw);
+    let d = &out[0].data;
+    assert_eq!(&d[0..6], &[2, 0, 0, 0, 0, 2]);
+    assert_eq!(&d[6..12], &[2, 0, 0, 0, 0, 1]);
+    assert_eq!(&d[12..14], &[0x08, 0x00]);
+    assert_eq!(d[14 + 8], p[8] - 1, "TTL decremented");
+    assert_eq!(checksum::sum(&d[14..34]), 0xffff, "checksum updated");
+    assert_eq!(d[14 + 12..], p[12..], "the rest unchanged");
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
+    let (mut t, sw) = rewrite_setup();
+    let mut ttl1 = udp4_l3("10.0.0.5", "10.0.1.2");
+    ttl1[8] = 1;
+    refill(&mut ttl1);
+    let big = pkt("UDP: 10.0.0.5 -> 10.0.1.2\nUDP: 1 -> 2\nincrementing 1200");
+    let mut df = big.clone();
+    df[6] = 0x40;
+    refill(&mut df);
+    through_lookup(&mut t, sw, &[ttl1, df, big]);
+    let icmp = t.arc("ip4-icmp-error");
+    assert_eq!(icmp.len(), 2);
+    assert_eq!(icmp[0].hdr.feature_meta[0], 11 << 8, "time exceeded");
+    assert_eq!(
+        icmp[1].hdr.feature_meta[0],
+        (3 << 8) | 4,
+        "fragmentation needed"
+    );
+    assert_eq!(icmp[1].hdr.feature_meta[1], 1000, "with the MTU");
+    assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "mtu_exceeded")]);
+    t.assert_counters(&[("ttl_expired", 1), ("mtu_exceeded", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn local_answers_echo_and_punts_or_refuses_the_rest() {
+    let (mut t, sw) = setup("ip4-local");
+    let echo = pkt("ICMP: 10.0.0.2 -> 10.0.0.1\nICMP echo_request id 7 seq 1\nincrementing 8");
+    let mut bad_icmp = echo.clone();
+    bad_icmp[30] ^= 0xff;
+    let tcp = pkt("TCP: 10.0.0.2 -> 10.0.0.1\nTCP: 1000 -> 22 SYN");
+    let udp = udp4_l3("10.0.0.2", "10.0.0.1");
+    t.run_with(&[echo.clone(), bad_icmp, tcp, udp], |h| h.rx_if = sw);
+    let replies = t.arc("ip4-lookup");
+    assert_eq!(replies.len(), 1);
+    let r = &replies[0].data;
+    assert_eq!(&r[12..16], &[10, 0, 0, 1], "from the address pinged");
+    assert_eq!(&r[16..20], &[10, 0, 0, 2]);
+    assert_eq!(r[20], 0, "echo reply");
+    assert_eq!(checksum::sum(&r[..20]), 0xffff);
+    assert_eq!(checksum::sum(&r[20..]), 0xffff);
+    assert_eq!(r[24..], echo[24..], "id, seq and data echoed");
+    assert_eq!(t.arc("punt").len(), 1, "TCP to the host");
+    let unreach = t.arc("ip4-icmp-error");
+    assert_eq!(unreach.len(), 1);
+    assert_eq!(
+        unreach[0].hdr.feature_meta[0],
+        (3 << 8) | 3,
+        "port unreachable"
+    );
+    t.assert_counters(&[("echo_replies", 1), ("bad_icmp", 1), ("punted", 1)]);
+    t.assert_no_leaks();
+}

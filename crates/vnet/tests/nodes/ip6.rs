@@ -1,0 +1,123 @@
+//! The IPv6 path: `ip6-input`, `ip6-lookup`, `ip6-rewrite`, `ip6-local`.
+
+use super::*;
+use sluice_buffer::BufIdx;
+
+#[test]
+fn input_validates_headers_and_admits_link_scope_multicast() {
+    let (mut t, sw) = setup("ip6-input");
+    let good = udp6_l3("2001:db8::2", "2001:db8:1::2");
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0; 6]);
+    let mut version = good.clone();
+    version[0] = 0x40;
+    let mut long = good.clone();
+    long[4..6].copy_from_slice(&500u16.to_be_bytes());
+    let src_mcast = udp6_l3("ff02::1", "2001:db8:1::2");
+    let all_nodes = udp6_l3("fe80::2", "ff02::1");
+    let other_group = udp6_l3("fe80::2", "ff05::9");
+    t.run_with(
+        &[
+            good.clone(),
+            padded,
+            version,
+            long,
+            src_mcast,
+            all_nodes,
+            other_group,
+            good[..39].to_vec(),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let fwd = t.arc("ip6-lookup");
+    assert_eq!(fwd.len(), 2);
+    assert_eq!(fwd[1].data, good, "Ethernet padding trimmed");
+    assert_eq!(t.arc("ip6-local").len(), 1, "ff02::1 is for us");
+    t.assert_counters(&[
+        ("version", 1),
+        ("bad_length", 1),
+        ("src_multicast", 1),
+        ("multicast", 1),
+        ("too_short", 1),
+    ]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn lookup_sends_each_packet_to_its_adjacency_kind() {
+    let (mut t, sw) = setup("ip6-lookup");
+    t.cli(&format!(
+        "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
+         ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
+         ip route add 2001:db8:3::/64 via drop"
+    ));
+    let pkts = [
+        udp6_l3("2001:db8::2", "2001:db8:1::2"),
+        udp6_l3("2001:db8::2", "2001:db8::1"),
+        udp6_l3("2001:db8::2", "2001:db8::9"),
+        udp6_l3("2001:db8::2", "2001:db8:3::2"),
+        udp6_l3("2001:db8::2", "3fff::1"),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip6-rewrite").len(), 1);
+    assert_eq!(t.arc("ip6-local").len(), 1);
+    assert_eq!(t.arc("ip6-glean").len(), 1);
+    assert_eq!(
+        t.arc("ip6-icmp-error").len(),
+        1,
+        "no route: ICMPv6 unreachable"
+    );
+    assert_eq!(
+        t.drops().iter().map(|d| d.1).collect::<Vec<_>>(),
+        ["drop_route"]
+    );
+    t.assert_counters(&[("drop_route", 1), ("no_route", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn rewrite_decrements_hop_limit_and_refuses_expiry_and_too_big() {
+    let (mut t, sw) = setup("ip6-rewrite");
+    t.cli(&format!(
+        "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
+         ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
+         set interface mtu 1300 loop0"
+    ));
+    let p = udp6_l3("2001:db8::5", "2001:db8:1::2");
+    let mut hl1 = p.clone();
+    hl1[7] = 1;
+    let big = pkt("UDP: 2001:db8::5 -> 2001:db8:1::2\nUDP: 1 -> 2\nincrementing 1400");
+    let bufs: Vec<BufIdx> = [p.clone(), hl1, big]
+        .iter()
+        .map(|x| t.packet(x, |h| h.rx_if = sw))
+        .collect();
+    t.inject_at("ip6-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    let d = &out[0].data;
+    assert_eq!(&d[0..6], &[2, 0, 0, 0, 0, 2]);
+    assert_eq!(&d[12..14], &[0x86, 0xdd]);
+    assert_eq!(d[14 + 7], p[7] - 1, "hop limit decremented");
+    assert_eq!(out[0].hdr.tx_if, sw);
+    assert_eq!(t.arc("ip6-icmp-error").len(), 2);
+    t.assert_counters(&[("hop_limit_expired", 1), ("too_big", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn local_answers_echo_and_refuses_closed_udp_ports() {
+    let (mut t, sw) = setup("ip6-local");
+    let echo =
+        pkt("ICMP6: 2001:db8::2 -> 2001:db8::1\nICMP echo_request id 7 seq 1\nincrementing 8");
+    let udp = udp6_l3("2001:db8::2", "2001:db8::1");
+    let tcp = pkt("TCP: 2001:db8::2 -> 2001:db8::1\nTCP: 1000 -> 22 SYN");
+    t.run_with(&[echo.clone(), udp, tcp], |h| h.rx_if = sw);
+    let r = t.arc("ip6-lookup");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].data[40], 129, "echo reply");
+    assert_eq!(&r[0].data[8..24], &echo[24..40], "back to the sender");
+    assert_eq!(t.arc("ip6-icmp-error").len(), 1);
+    assert_eq!(t.arc("punt").len(), 1);
+    t.assert_counters(&[("echo_replies", 1), ("punted", 1)]);
+    t.assert_no_leaks();
+}
