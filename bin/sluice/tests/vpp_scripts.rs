@@ -121,7 +121,7 @@ fn script_routes() {
     };
     assert!(entry(&fib0, "5.6.7.8/32").contains("dpo-receive"), "{fib0}");
     assert!(
-        entry(&fib0, "8.0.0.1/32").contains("ipv4 via 8.0.0.1 loop0"),
+        entry(&fib0, "8.0.0.1/32").contains("arp-ipv4: via 8.0.0.1 loop0"),
         "host route via an interface: the destination is the neighbour\n{fib0}"
     );
     assert!(entry(&fib0, "10.2.0.9/32").contains("via 10.2.0.2 loop0"));

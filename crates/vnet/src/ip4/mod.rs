@@ -505,7 +505,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show ip fib",
-        "show ip fib [table <id>] [<prefix>[/<width>]] [summary] — routes and their adjacencies",
+        "show ip fib [table <id>] [<prefix>[/<width>]] [summary] [detail] — routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
@@ -859,30 +859,74 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
         .collect()
 }
 
+/// VPP's header line of a table in `show ip[6] fib`.
+pub(crate) const FIB_HEADER_TAIL: &str =
+    "flow hash:[src dst sport dport proto flowlabel ] epoch:0 flags:none locks:[default-route:1, ]";
+
+/// The entries VPP creates in every IPv4 table that Sluice shows beside its routes:
+/// 0.0.0.0/0, 0.0.0.0/32, 224.0.0.0/4, 240.0.0.0/4, 255.255.255.255/32 and, for each
+/// connected subnet of table `fib` up to /30, its network and broadcast /32s (all drop).
+fn special_entries(ctl: &Ip4Control, fib: u32) -> Vec<((u32, u8), String)> {
+    let drop = "[@0]: dpo-drop ip4".to_string();
+    let mut v: Vec<((u32, u8), String)> = [
+        (0, 0),
+        (0, 32),
+        (0xe000_0000, 4),
+        (0xf000_0000, 4),
+        (u32::MAX, 32),
+    ]
+    .into_iter()
+    .map(|k| (k, drop.clone()))
+    .collect();
+    for &(i, a, l) in &ctl.addrs {
+        if l <= 30 && ctl.if_fib(i) == fib {
+            let net = sluice_fib::ip4::mask(a, l);
+            v.push(((net, 32), drop.clone()));
+            v.push(((net | (u32::MAX >> l), 32), drop.clone()));
+        }
+    }
+    v
+}
+
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
+    let prefix = |p: u32, l: u8| format!("{}/{l}", Ipv4Addr::from(p));
+    let dpo = |ai: u32, p: u32, l: u8| {
+        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+        let ifn = names
+            .get(&a.tx_if)
+            .cloned()
+            .unwrap_or_else(|| format!("if{}", a.tx_if));
+        crate::routes::fmt_dpo(
+            "ipv4",
+            &a,
+            &Ipv4Addr::from(a.nh).to_string(),
+            &ifn,
+            &Ipv4Addr::from(p).to_string(),
+            &prefix(p, l),
+        )
+    };
     ctl.vrfs.show_tables(
         sa.table,
-        |out, id, fib, rt| {
-            let _ = writeln!(
-                out,
-                "ipv4-VRF:{id}, fib_index:{fib}, routes {}",
-                rt.routes.len()
-            );
+        |out, id, fib, _| {
+            let _ = writeln!(out, "ipv4-VRF:{id}, fib_index:{fib}, {FIB_HEADER_TAIL}");
         },
-        |out, rt| {
+        |out, fib, rt| {
             if sa.summary {
                 rt.summary(out);
             } else {
-                rt.show(
-                    out,
-                    sa.filter,
-                    |p, l| format!("{}/{l}", Ipv4Addr::from(p)),
-                    |ai| fmt_adj(&names, &ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP), ai),
-                );
+                let f = crate::routes::ShowFib {
+                    proto: "ip4",
+                    filter: sa.filter,
+                    detail: sa.detail || sa.filter.is_some(),
+                    specials: special_entries(&ctl, fib),
+                    prefix: &prefix,
+                    dpo: &dpo,
+                };
+                rt.show(out, &f);
             }
         },
     )

@@ -525,7 +525,7 @@ fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "show ip6 fib",
-        "show ip6 fib [table <id>] [<prefix>[/<width>]] [summary] — IPv6 routes and their adjacencies",
+        "show ip6 fib [table <id>] [<prefix>[/<width>]] [summary] [detail] — IPv6 routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
@@ -763,31 +763,63 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = control(vm)?;
     let ctl = lock(&c);
     let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
+    let prefix = |p: u128, l: u8| format!("{}/{l}", Ipv6Addr::from(p));
+    let dpo = |ai: u32, p: u128, l: u8| {
+        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+        let ifn = names
+            .get(&a.tx_if)
+            .cloned()
+            .unwrap_or_else(|| format!("if{}", a.tx_if));
+        let via = nh_of
+            .get(&ai)
+            .map(|&n| Ipv6Addr::from(n).to_string())
+            .unwrap_or_default();
+        crate::routes::fmt_dpo(
+            "ipv6",
+            &a,
+            &via,
+            &ifn,
+            &Ipv6Addr::from(p).to_string(),
+            &prefix(p, l),
+        )
+    };
+    // VPP's entries of every IPv6 table: the default route (drop) and link-local.
+    let specials = vec![
+        ((0u128, 0u8), "[@0]: dpo-drop ip6".to_string()),
+        ((0xfe80u128 << 112, 10), "[@14]: ip6-link-local".to_string()),
+    ];
     ctl.vrfs.show_tables(
         sa.table,
         |out, id, fib, rt| {
             let _ = writeln!(
                 out,
-                "ipv6-VRF:{id}, fib_index:{fib}, routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
-                rt.routes.len(),
-                rt.lpm.groups_in_use(),
-                rt.lpm.memory_bytes() / 1024,
-                rt.lpm.first_level_bytes() >> 20
+                "ipv6-VRF:{id}, fib_index:{fib}, {}",
+                crate::ip4::FIB_HEADER_TAIL
             );
+            if sa.summary {
+                let _ = writeln!(
+                    out,
+                    "  routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
+                    rt.routes.len(),
+                    rt.lpm.groups_in_use(),
+                    rt.lpm.memory_bytes() / 1024,
+                    rt.lpm.first_level_bytes() >> 20
+                );
+            }
         },
-        |out, rt| {
+        |out, _, rt| {
             if sa.summary {
                 rt.summary(out);
             } else {
-                rt.show(
-                    out,
-                    sa.filter,
-                    |p, l| format!("{}/{l}", Ipv6Addr::from(p)),
-                    |ai| {
-                        let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-                        fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
-                    },
-                );
+                let f = crate::routes::ShowFib {
+                    proto: "ip6",
+                    filter: sa.filter,
+                    detail: sa.detail || sa.filter.is_some(),
+                    specials: specials.clone(),
+                    prefix: &prefix,
+                    dpo: &dpo,
+                };
+                rt.show(out, &f);
             }
         },
     )
