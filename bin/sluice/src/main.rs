@@ -277,7 +277,7 @@ fn main() -> ExitCode {
         log_file,
     ));
     let _ = log::set_logger(Box::leak(Box::new(LogRef(logger.clone()))));
-    log::set_max_level(log::LevelFilter::Info);
+    logger.ring().configure(&cfg.logging);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
