@@ -495,13 +495,15 @@ pub fn parse_config(
                                 )
                             })?)
                         }
-                        _ => return Err(c.error(
-                            t,
-                            &format!(
+                        _ => {
+                            return Err(c.error(
+                                t,
+                                &format!(
                                 "unknown key `{}' in `class {}' (level, syslog-level, rate-limit)",
                                 t.text, name.text
                             ),
-                        )),
+                            ))
+                        }
                     }
                 }
                 cfg.classes.insert(name.text.clone(), cc);

@@ -705,8 +705,25 @@ pub fn route_add_del(
     paths: &RoutePaths<Ipv4Addr>,
     w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    if len > 32 {
-        return Err(VnetError::invalid(format!("bad prefix length in `{w}'")));
+    routes_add_del(vm, is_add, count, &[(p, len)], paths, &|_| w.to_string())
+}
+
+/// [`route_add_del`] of each prefix of `prefixes` (`count` consecutive ones from each) with
+/// the same paths, resolved once: `ip_route_add_del_multi`. `w(k)` names prefix `k` in
+/// errors; the first failure stops the edit (the prefixes before it stay edited).
+pub fn routes_add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    count: u32,
+    prefixes: &[(u32, u8)],
+    paths: &RoutePaths<Ipv4Addr>,
+    w: &dyn Fn(usize) -> String,
+) -> VnetResult {
+    if let Some(k) = prefixes.iter().position(|&(_, len)| len > 32) {
+        return Err(VnetError::invalid(format!(
+            "bad prefix length in `{}'",
+            w(k)
+        )));
     }
     for &(_, i, wt) in &paths.paths {
         if let Some(i) = i {
@@ -743,33 +760,49 @@ pub fn route_add_del(
     })?;
     // `via <interface>`: a host route's neighbour is the destination itself; a wider
     // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
-    for &(i, wt) in &paths.via_if {
-        let adj = if len == 32 {
-            ctl.nbr_adj(i.0, p)
+    let local = if paths.local {
+        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
+    } else {
+        None
+    };
+    if paths.via_if.is_empty() {
+        resolved.extend(local.map(|l| (Hop::Adj(l), 1)));
+    }
+    for (k, &(p, len)) in prefixes.iter().enumerate() {
+        let mut r;
+        let resolved = if paths.via_if.is_empty() {
+            &resolved
         } else {
-            ctl.glean_adj(i.0)
+            r = resolved.clone();
+            for &(i, wt) in &paths.via_if {
+                let adj = if len == 32 {
+                    ctl.nbr_adj(i.0, p)
+                } else {
+                    ctl.glean_adj(i.0)
+                };
+                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+            }
+            r.extend(local.map(|l| (Hop::Adj(l), 1)));
+            &r
         };
-        resolved.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+        let (base, step) = (
+            mask(p, len) as u64,
+            if len == 0 { 0 } else { 1u64 << (32 - len) },
+        );
+        let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
+        ctl.vrfs.apply_static(
+            fib,
+            count.max(1),
+            nth,
+            len,
+            !is_add,
+            paths.drop,
+            resolved,
+            &crate::routes::Named(w, k),
+            &|| intr.requested(),
+        )?;
     }
-    if paths.local {
-        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(VnetError::Full)?), 1));
-    }
-    let (base, step) = (
-        mask(p, len) as u64,
-        if len == 0 { 0 } else { 1u64 << (32 - len) },
-    );
-    let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.vrfs.apply_static(
-        fib,
-        count.max(1),
-        nth,
-        len,
-        !is_add,
-        paths.drop,
-        &resolved,
-        w,
-        &|| intr.requested(),
-    )
+    Ok(())
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
