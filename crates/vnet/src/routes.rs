@@ -624,21 +624,24 @@ impl<L: Lpm> RouteTable<L> {
         }
     }
 
-    /// `show ip[6] fib` body in VPP's format: the routes selected by `f.filter` ((addr, host
+    /// `show ip[6] fib` body in VPP's format (from after `f.after`, at most `f.budget` routes:
+    /// returns the last entry shown when it stopped early): the routes selected by `f.filter` ((addr, host
     /// length) = the longest match of addr; (prefix, len) = exactly that prefix; None = all)
     /// merged with the special entries VPP creates in every table (`f.specials`, shown where
     /// no route has their prefix), in (address, length) order; each as
     /// `<prefix>` / `  unicast-ip4-chain` / `  [@0]: dpo-load-balance: [...]` / one
     /// `    [<bucket>] <dpo>` line per load-balance bucket. With `f.detail`, the route's
     /// sources and recursive next hops follow the prefix line.
-    pub fn show(&self, out: &mut String, f: &ShowFib<'_, L::Addr>) {
+    pub fn show(&self, out: &mut String, f: &ShowFib<'_, L::Addr>) -> Option<(L::Addr, u8)> {
         let mut specials: Vec<&((L::Addr, u8), String)> = f
             .specials
             .iter()
             .filter(|(k, _)| !self.routes.contains_key(k))
             .collect();
         specials.sort_by_key(|(k, _)| *k);
-        let wanted = |k: (L::Addr, u8)| f.filter.is_none_or(|(p, l)| k == (L::mask(p, l), l));
+        let wanted = |k: (L::Addr, u8)| {
+            f.filter.is_none_or(|(p, l)| k == (L::mask(p, l), l)) && f.after.is_none_or(|a| k > a)
+        };
         if let Some((a, _)) = f.filter.filter(|&(_, l)| l == L::BITS) {
             // The longest match of `a` among routes and special entries.
             let best = (0..=L::BITS)
@@ -654,25 +657,35 @@ impl<L: Lpm> RouteTable<L> {
                     }
                 }
             }
-            return;
+            return None;
         }
         let mut sp = specials.into_iter().filter(|(k, _)| wanted(*k)).peekable();
-        let routes = match f.filter {
-            Some((p, l)) => {
+        let routes = match (f.filter, f.after) {
+            (Some((p, l)), _) => {
                 let k = (L::mask(p, l), l);
                 self.routes.range(k..=k)
             }
-            None => self.routes.range(..),
+            (None, Some(a)) => self
+                .routes
+                .range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+            (None, None) => self.routes.range(..),
         };
+        // Stop after `budget` routes: the last entry shown is where to go on.
+        let (mut left, mut last) = (f.budget, None);
         for (&k, r) in routes {
+            if left == 0 {
+                return last;
+            }
             while let Some((s, d)) = sp.next_if(|(s, _)| *s < k) {
                 show_special(out, f, *s, d);
             }
             self.show_route(out, f, k, r);
+            (left, last) = (left - 1, Some(k));
         }
         for (s, d) in sp {
             show_special(out, f, *s, d);
         }
+        None
     }
 
     /// One route of [`RouteTable::show`].
@@ -733,6 +746,30 @@ fn host_mask(bits: u8, len: u8) -> u128 {
     }
 }
 
+/// Where a streamed `show ip[6] fib` stopped ([`Vrfs::show_tables`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FibCursor<A> {
+    /// The FIB index to go on in.
+    pub fib: u32,
+    /// The last entry shown in it.
+    pub after: Option<(A, u8)>,
+    /// Something was shown.
+    pub started: bool,
+    /// Everything was shown.
+    pub done: bool,
+}
+
+impl<A> Default for FibCursor<A> {
+    fn default() -> Self {
+        FibCursor {
+            fib: 0,
+            after: None,
+            started: false,
+            done: false,
+        }
+    }
+}
+
 /// What [`RouteTable::show`] renders and how.
 pub struct ShowFib<'a, A> {
     /// `ip4` or `ip6` (the chain and load-balance protocol).
@@ -743,6 +780,10 @@ pub struct ShowFib<'a, A> {
     pub detail: bool,
     /// VPP's special entries of this table: prefix and the DPO text they forward to.
     pub specials: Vec<((A, u8), String)>,
+    /// Start after this entry (a streamed reply going on).
+    pub after: Option<(A, u8)>,
+    /// Most routes to show (`usize::MAX`: all).
+    pub budget: usize,
     /// A prefix as text.
     pub prefix: &'a dyn Fn(A, u8) -> String,
     /// The DPO of a bucket: adjacency index and the route's prefix → `[@5]: ipv4 via ...`.
@@ -997,12 +1038,22 @@ impl<L: Lpm> Vrfs<L> {
     }
 
     /// `show ip[6] fib [table <id>] ...`: the header line of each selected table (by
-    /// `header(id, fib, rt)`) followed by `body(rt)`.
+    /// `header(id, fib, rt)`) followed by `body(fib, rt, after, budget)` (which returns where it
+    /// stopped, see [`RouteTable::show`]), going on from `cur` for at most `budget` routes;
+    /// `cur.done` once every table is shown.
     pub fn show_tables(
         &self,
         table: Option<u32>,
+        cur: &mut FibCursor<L::Addr>,
+        budget: usize,
         mut header: impl FnMut(&mut String, u32, u32, &RouteTable<L>),
-        mut body: impl FnMut(&mut String, u32, &RouteTable<L>),
+        mut body: impl FnMut(
+            &mut String,
+            u32,
+            &RouteTable<L>,
+            Option<(L::Addr, u8)>,
+            usize,
+        ) -> Option<(L::Addr, u8)>,
     ) -> Result<String, CliError> {
         let mut out = String::new();
         if let Some(id) = table {
@@ -1011,12 +1062,32 @@ impl<L: Lpm> Vrfs<L> {
             }
         }
         for (id, fib, rt) in self.iter() {
-            if table.is_some_and(|t| t != id) {
+            if table.is_some_and(|t| t != id) || (cur.started && fib < cur.fib) {
                 continue;
             }
-            header(&mut out, id, fib, rt);
-            body(&mut out, fib, rt);
+            let going_on = cur.started && fib == cur.fib && cur.after.is_some();
+            if !going_on {
+                header(&mut out, id, fib, rt);
+            }
+            let after = if going_on { cur.after } else { None };
+            if let Some(k) = body(&mut out, fib, rt, after, budget) {
+                *cur = FibCursor {
+                    fib,
+                    after: Some(k),
+                    started: true,
+                    done: false,
+                };
+                return Ok(out);
+            }
+            // This table is done: a later call starts at the next one.
+            *cur = FibCursor {
+                fib: fib + 1,
+                after: None,
+                started: true,
+                done: false,
+            };
         }
+        cur.done = true;
         Ok(out)
     }
 }
@@ -1098,6 +1169,7 @@ pub fn table_add_del<L: Lpm>(
 }
 
 /// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
+#[derive(Clone, Copy, Debug)]
 pub struct ShowArgs<A> {
     /// Only this table.
     pub table: Option<u32>,
@@ -1107,6 +1179,38 @@ pub struct ShowArgs<A> {
     pub summary: bool,
     /// `detail`: sources and recursive next hops too (always with a prefix).
     pub detail: bool,
+}
+
+/// One piece of `show ip[6] fib`: at most `budget` routes from the cursor.
+pub type ShowPart<A> =
+    fn(&mut Vlib, &ShowArgs<A>, &mut FibCursor<A>, usize) -> Result<String, CliError>;
+
+/// Runs `show ip[6] fib` through `part` (one piece of at most `budget` routes from a cursor):
+/// in one piece, or — when the CLI server can stream the reply — the first piece now and the
+/// rest from a producer the server calls as the client reads ([`sluice_graph::reply`]).
+pub fn stream_show<A: Copy + Send + 'static>(
+    vm: &mut Vlib,
+    sa: ShowArgs<A>,
+    part: ShowPart<A>,
+) -> Result<String, CliError> {
+    let mut cur = FibCursor::default();
+    if !sluice_graph::reply::allowed(vm) {
+        return part(vm, &sa, &mut cur, usize::MAX);
+    }
+    let first = part(vm, &sa, &mut cur, crate::ip4::FIB_CHUNK)?;
+    if !cur.done {
+        sluice_graph::reply::set_producer(
+            vm,
+            Box::new(move |vm| {
+                if cur.done {
+                    return None;
+                }
+                // A table deleted meanwhile ends the reply with what was shown.
+                part(vm, &sa, &mut cur, crate::ip4::FIB_CHUNK).ok()
+            }),
+        );
+    }
+    Ok(first)
 }
 
 /// Parses `show ip[6] fib [table <id>] [<prefix>] [summary]`.

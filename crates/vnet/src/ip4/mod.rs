@@ -921,8 +921,21 @@ fn special_entries(ctl: &Ip4Control, fib: u32) -> Vec<((u32, u8), String)> {
     v
 }
 
+/// Routes per piece of a streamed `show ip[6] fib`.
+pub(crate) const FIB_CHUNK: usize = 4096;
+
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
+    crate::routes::stream_show(vm, sa, show_fib_part)
+}
+
+/// One piece of `show ip fib`: at most `budget` routes from `cur`.
+fn show_fib_part(
+    vm: &mut Vlib,
+    sa: &crate::routes::ShowArgs<u32>,
+    cur: &mut crate::routes::FibCursor<u32>,
+    budget: usize,
+) -> Result<String, CliError> {
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
@@ -944,23 +957,27 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     };
     ctl.vrfs.show_tables(
         sa.table,
+        cur,
+        budget,
         |out, id, fib, _| {
             let _ = writeln!(out, "ipv4-VRF:{id}, fib_index:{fib}, {FIB_HEADER_TAIL}");
         },
-        |out, fib, rt| {
+        |out, fib, rt, after, budget| {
             if sa.summary {
                 rt.summary(out);
-            } else {
-                let f = crate::routes::ShowFib {
-                    proto: "ip4",
-                    filter: sa.filter,
-                    detail: sa.detail || sa.filter.is_some(),
-                    specials: special_entries(&ctl, fib),
-                    prefix: &prefix,
-                    dpo: &dpo,
-                };
-                rt.show(out, &f);
+                return None;
             }
+            let f = crate::routes::ShowFib {
+                proto: "ip4",
+                filter: sa.filter,
+                detail: sa.detail || sa.filter.is_some(),
+                specials: special_entries(&ctl, fib),
+                after,
+                budget,
+                prefix: &prefix,
+                dpo: &dpo,
+            };
+            rt.show(out, &f)
         },
     )
 }

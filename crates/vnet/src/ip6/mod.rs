@@ -793,6 +793,16 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
+    crate::routes::stream_show(vm, sa, show_fib_part)
+}
+
+/// One piece of `show ip6 fib` (see the IPv4 one).
+fn show_fib_part(
+    vm: &mut Vlib,
+    sa: &crate::routes::ShowArgs<u128>,
+    cur: &mut crate::routes::FibCursor<u128>,
+    budget: usize,
+) -> Result<String, CliError> {
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
@@ -824,6 +834,8 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     ];
     ctl.vrfs.show_tables(
         sa.table,
+        cur,
+        budget,
         |out, id, fib, rt| {
             let _ = writeln!(
                 out,
@@ -841,20 +853,22 @@ fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 );
             }
         },
-        |out, _, rt| {
+        |out, _, rt, after, budget| {
             if sa.summary {
                 rt.summary(out);
-            } else {
-                let f = crate::routes::ShowFib {
-                    proto: "ip6",
-                    filter: sa.filter,
-                    detail: sa.detail || sa.filter.is_some(),
-                    specials: specials.clone(),
-                    prefix: &prefix,
-                    dpo: &dpo,
-                };
-                rt.show(out, &f);
+                return None;
             }
+            let f = crate::routes::ShowFib {
+                proto: "ip6",
+                filter: sa.filter,
+                detail: sa.detail || sa.filter.is_some(),
+                specials: specials.clone(),
+                after,
+                budget,
+                prefix: &prefix,
+                dpo: &dpo,
+            };
+            rt.show(out, &f)
         },
     )
 }
