@@ -157,6 +157,33 @@ fn forwards_with_ttl_decrement_and_correct_checksums() {
             "{n} missing in trace:\n{tr}"
         );
     }
+    // Every node's visit is decoded as VPP's: the IP header an ip4-* node read (UDP line,
+    // tos/ttl/length/checksum, fragment id, then the UDP header), the Ethernet header of
+    // the others; ip4-rewrite saw TTL 64, interface-output the rewritten frame.
+    let after = |node: &str| -> Vec<&str> {
+        let mut l = tr
+            .lines()
+            .skip_while(|l| !l.ends_with(&format!(": {node}")));
+        l.next();
+        l.take_while(|l| l.starts_with("  ")).collect()
+    };
+    let ip = after("ip4-lookup");
+    assert!(
+        ip[0].starts_with("  UDP: 10.0.0.") && ip[0].contains(" -> 10.2."),
+        "{tr}"
+    );
+    assert!(ip[1].starts_with("    tos 0x00, ttl 64, length "), "{tr}");
+    assert!(ip[2].starts_with("    fragment id 0x"), "{tr}");
+    assert!(
+        ip[3].starts_with("  UDP: ") && ip[4].starts_with("    length "),
+        "{tr}"
+    );
+    let out = after("interface-output");
+    assert!(
+        out[0] == "  IP4: 02:fe:00:00:00:01 -> 02:00:00:00:01:02",
+        "{tr}"
+    );
+    assert!(out.iter().any(|l| l.contains("ttl 63")), "{tr}");
     let fib = d.ok("show ip fib 10.2.3.4");
     assert!(
         fib.contains("10.2.0.0/16") && fib.contains("via 10.0.1.2") && fib.contains("020000000102"),

@@ -353,6 +353,7 @@ pub struct TracedPacket {
 pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
     let clock = vm.shared.clock;
     let base_tsc = clock.now_tsc() as f64 - clock.now_secs() * clock.hz();
+    let decode = vm.ext::<crate::trace::TraceDecoder>().and_then(|d| d.0);
     let store = vm.shared.trace.lock();
     let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); vm.n_threads()];
     for (i, p) in store.packets.iter().enumerate() {
@@ -373,12 +374,23 @@ pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
                     format_time(secs),
                     vm.registry.node(e.node).name
                 );
+                let name = &vm.registry.node(e.node).name;
+                let mut s = String::new();
                 if let Some(r) = &e.rec {
-                    let mut s = String::new();
                     r.format(&mut s);
-                    for line in s.lines() {
-                        let _ = writeln!(text, "  {line}");
+                } else if name == "error-drop" {
+                    // VPP names the reason: `<node>: <counter description>`.
+                    if let Some((n, c)) = vm.registry.error_of(e.error) {
+                        let node = vm.registry.node(n);
+                        if let Some(d) = node.counters.get(c as usize) {
+                            s = format!("{}: {}", node.name, d.description);
+                        }
                     }
+                } else if let (Some(f), false) = (decode, e.data.is_empty()) {
+                    s = f(name, &e.data);
+                }
+                for line in s.lines() {
+                    let _ = writeln!(text, "  {line}");
                 }
             }
             out.push(TracedPacket {
