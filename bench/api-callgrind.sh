@@ -6,11 +6,12 @@
 # difference divided by the routes.
 #
 #   RAW=raw.txt bench/api-callgrind.sh [routes]     # default 100000; RAW keeps the totals
+#   CASES="api_pipelined api_batched" SKIP_BUILD=1 ...  # some cases, the binaries as built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
 SMALL=$((N / 10))
-cargo build -q --release -p sluice -p sluicectl -p sluice-bench --bins
+[ -n "${SKIP_BUILD:-}" ] || cargo build -q --release -p sluice -p sluicectl -p sluice-bench --bins
 BIN=target/release
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'; }
 case_run() {
@@ -32,6 +33,7 @@ case_run() {
 }
 none() { :; }
 api_pipelined() { "$BIN/sluice-apibench" routes --socket "$1/api.sock" --n "$N" --window 4096; }
+api_batched() { "$BIN/sluice-apibench" routes --socket "$1/api.sock" --n "$N" --window 8 --batch 8192; }
 api_single() { "$BIN/sluice-apibench" routes --socket "$1/api.sock" --n "$SMALL" --window 1; }
 cli_count() { "$BIN/sluicectl" -s "$1/cli.sock" ip route add count "$N" 20.0.0.0/32 via 10.0.0.2; }
 cli_lines() {
@@ -42,14 +44,14 @@ count_dump() { cli_count "$1"; "$BIN/sluice-apibench" dump --socket "$1/api.sock
 {
   base=$(case_run baseline none | awk '{print $2}')
   echo "baseline $base"
-  for c in api_pipelined api_single cli_count cli_lines count_dump; do
+  for c in ${CASES:-api_pipelined api_batched api_single cli_count cli_lines count_dump}; do
     case_run "$c" "$c"
   done
 } | tee "${RAW:-/dev/null}" | awk -v n="$N" -v small="$SMALL" '
   $1 == "baseline" { b = $2; next }
   { v[$1] = $2 - b }
   END {
-    printf "instructions per route add: api pipelined %.0f, api one at a time %.0f, cli count %.0f, cli one line per route %.0f\n",
-      v["api_pipelined"] / n, v["api_single"] / small, v["cli_count"] / n, v["cli_lines"] / small
+    printf "instructions per route add: api pipelined %.0f, api batched %.0f, api one at a time %.0f, cli count %.0f, cli one line per route %.0f\n",
+      v["api_pipelined"] / n, v["api_batched"] / n, v["api_single"] / small, v["cli_count"] / n, v["cli_lines"] / small
     printf "instructions per dumped route: %.0f\n", (v["count_dump"] - v["cli_count"]) / n
   }'

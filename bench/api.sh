@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Control-API benchmark (not a test): route adds through the API one request at a time and
-# pipelined, against `ip route add count` and one CLI line per route; the time to dump the
+# Control-API benchmark (not a test): route adds through the API one request at a time,
+# pipelined, and batched (`ip_route_add_del_multi`, 8192 prefixes a request, 8 in flight), against `ip route add count` and one CLI line per route; the time to dump the
 # routes; and the encoding comparison (binary vs JSON). Every figure is measured RUNS times
 # on a release build and reported as min / median / max.
 #
@@ -43,6 +43,8 @@ del() { cli ip route del count "$1" 20.0.0.0/32 via 10.0.0.2; }
     api routes --n "$SMALL" --window 1 | sed 's/^/api-single /'
     del "$SMALL"
     api routes --n "$N" --window 4096 | sed 's/^/api-pipelined /'
+    del "$N"
+    api routes --n "$N" --window 8 --batch 8192 | sed 's/^/api-batched /'
     api dump | sed 's/^/api-dump /'
     del "$N"
     t0=$(now); cli ip route add count "$N" 20.0.0.0/32 via 10.0.0.2; t1=$(now)
@@ -70,7 +72,7 @@ for line in open(sys.argv[1]):
         m = re.match(r"codec (binary|json) round trip ([\d.]+) M", line)
         if m:
             add(f"{m[1]} round trip (M msgs/s)", float(m[2]))
-    elif w[0] in ("api-single", "api-pipelined"):
+    elif w[0] in ("api-single", "api-pipelined", "api-batched"):
         kv = dict(zip(w[1::2], w[2::2]))
         add(f"{w[0]} route adds/s", float(kv["rate"]))
     elif w[0] == "api-dump":

@@ -7,7 +7,8 @@
 //!   pipelines): the measurement behind the choice of encoding (docs/api.md).
 //! - `routes --socket S --n N [--window W] [--base A] [--next-hop A] [--del]`: N route adds
 //!   (or deletes) of consecutive /32s from `base`, one request at a time (`--window 1`) or
-//!   pipelined with W requests in flight. Prints seconds and routes/s.
+//!   pipelined with W requests in flight. Prints seconds and routes/s. `--batch B`: B
+//!   prefixes per `ip_route_add_del_multi` request (W is then in requests).
 //! - `dump --socket S [--table T]`: time to dump a table's routes. Prints seconds and count.
 
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,8 @@ use sluice_api::control::{ApiHello, ApiHelloReply, MessageCrc};
 use sluice_api::types::Prefix;
 use sluice_api::Message;
 use sluice_vnet::api::ip::{
-    FibPath, IpRouteAddDel, IpRouteAddDelReply, IpRouteDetails, IpRouteDump,
+    FibPath, IpRouteAddDel, IpRouteAddDelMulti, IpRouteAddDelMultiReply, IpRouteAddDelReply,
+    IpRouteDetails, IpRouteDump,
 };
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -317,6 +319,8 @@ impl Conn {
         let msgs = [
             (IpRouteAddDel::NAME, IpRouteAddDel::CRC),
             (IpRouteAddDelReply::NAME, IpRouteAddDelReply::CRC),
+            (IpRouteAddDelMulti::NAME, IpRouteAddDelMulti::CRC),
+            (IpRouteAddDelMultiReply::NAME, IpRouteAddDelMultiReply::CRC),
             (IpRouteDump::NAME, IpRouteDump::CRC),
             (IpRouteDetails::NAME, IpRouteDetails::CRC),
         ];
@@ -382,17 +386,41 @@ fn routes(args: &[String]) {
     let base: Ipv4Addr = arg(args, "--base", Ipv4Addr::new(20, 0, 0, 0));
     let nh: Ipv4Addr = arg(args, "--next-hop", Ipv4Addr::new(10, 0, 0, 2));
     let del = args.iter().any(|a| a == "--del");
+    let batch: u32 = arg(args, "--batch", 1).max(1);
     let mut c = Conn::connect(&path);
-    let id = c.ids[IpRouteAddDel::NAME];
-    let ok_id = c.ids[IpRouteAddDelReply::NAME];
+    let (id, ok_id) = if batch > 1 {
+        (
+            c.ids[IpRouteAddDelMulti::NAME],
+            c.ids[IpRouteAddDelMultiReply::NAME],
+        )
+    } else {
+        (c.ids[IpRouteAddDel::NAME], c.ids[IpRouteAddDelReply::NAME])
+    };
     let base = u32::from(base);
+    // Requests: one per route, or one per `batch` routes.
+    let reqs = n.div_ceil(batch);
     let t = Instant::now();
     let (mut sent, mut done, mut errors) = (0u32, 0u32, 0u32);
     let mut w = Writer::new();
-    while done < n {
+    while done < reqs {
         w.buf.clear();
-        while sent < n && sent - done < window {
-            frame(&mut w, id, sent + 1, &route(sent, base, nh, !del));
+        while sent < reqs && sent - done < window {
+            if batch > 1 {
+                let first = sent * batch;
+                let last = (first + batch).min(n);
+                let m = IpRouteAddDelMulti {
+                    is_add: !del,
+                    table_id: 0,
+                    is_drop: false,
+                    paths: route(0, base, nh, true).paths,
+                    prefixes: (first..last)
+                        .map(|i| route(i, base, nh, true).prefix)
+                        .collect(),
+                };
+                frame(&mut w, id, sent + 1, &m);
+            } else {
+                frame(&mut w, id, sent + 1, &route(sent, base, nh, !del));
+            }
             sent += 1;
         }
         if !w.buf.is_empty() {
@@ -414,7 +442,7 @@ fn routes(args: &[String]) {
     }
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "routes {} n {n} window {window} seconds {secs:.4} rate {:.0} errors {errors}",
+        "routes {} n {n} window {window} batch {batch} seconds {secs:.4} rate {:.0} errors {errors}",
         if del { "del" } else { "add" },
         n as f64 / secs
     );

@@ -4,5 +4,6 @@ fn main() {
         "api/ip.api",
         "api/l2.api",
         "api/pg.api",
+        "api/trace.api",
     ]);
 }

@@ -127,7 +127,7 @@ class InterfaceAddress(SluiceObject):
         table = parse_interface_tables(text).get(_ifname(self.intf), {}).get(
             "ip6" if self.v6 else "ip4", 0)
         show = "show ip6 fib" if self.v6 else "show ip fib"
-        fib = parse_fib(self.vpp.cli(f"{show} table {table}"))
+        fib = parse_fib(self.vpp.cli(f"{show} table {table} detail"))
         local = fib.get(f"{self.iface.ip}/{128 if self.v6 else 32}")
         has_local = local is not None and "local" in local.sources
         if present != has_local:
@@ -215,13 +215,13 @@ class IpRoute(SluiceObject):
 
     def query(self) -> bool:
         show = "show ip6 fib" if self.v6 else "show ip fib"
-        entry = parse_fib(self.vpp.cli(f"{show} table {self.table}")).get(self.prefix)
+        entry = parse_fib(self.vpp.cli(f"{show} table {self.table} detail")).get(self.prefix)
         if entry is None:
             return False
         if "static" not in entry.sources:
             return False
         for path in entry.paths:
-            # `[@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 ...` or `...: incomplete`
+            # `[0] [@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 ...` or `[0] [@3]: arp-ipv4: via ...`
             tok = [t.rstrip(":") for t in path.split()]
             if "via" in tok:
                 i = tok.index("via")

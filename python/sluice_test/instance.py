@@ -2,7 +2,8 @@
 
 The CLI protocol (crates/cli/src/proto.rs): a request is a u32 little-endian length followed
 by the UTF-8 command; a response is a u32 little-endian length N (N >= 1), one status byte
-(0 ok, 1 error) and N-1 bytes of UTF-8 text. One connection carries any number of requests.
+(0 ok, 1 error) and N-1 bytes of UTF-8 text; a long reply comes first as frames with status 2
+(more follows). One connection carries any number of requests.
 """
 
 from __future__ import annotations
@@ -250,10 +251,18 @@ class SluiceInstance:
             self._connect()
         try:
             self._sock.sendall(struct.pack("<I", len(data)) + data)
-            (n,) = struct.unpack("<I", self._recv_exact(4))
-            if n == 0 or n > MAX_FRAME:
-                raise SluiceError(f"bad CLI response length {n} for `{cmd}'")
-            body = self._recv_exact(n)
+            # A long reply comes in pieces: frames with status 2 (more follows), then the
+            # final frame (status 0 or 1).
+            pieces = []
+            while True:
+                (n,) = struct.unpack("<I", self._recv_exact(4))
+                if n == 0 or n > MAX_FRAME:
+                    raise SluiceError(f"bad CLI response length {n} for `{cmd}'")
+                body = self._recv_exact(n)
+                if body[0] != 2:
+                    break
+                pieces.append(body[1:])
+            body = body[:1] + b"".join(pieces) + body[1:]
         except (OSError, ConnectionError) as e:
             self._close()
             state = ("still running" if self.alive()

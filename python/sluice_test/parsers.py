@@ -91,11 +91,16 @@ def parse_pg_streams(text: str) -> dict[str, PgStream]:
 @dataclass
 class FibEntry:
     prefix: str
-    #: Sources that contributed the route (`static`, `connected`, `local`, `adjacency`).
+    #: Sources that contributed the route (`static`, `connected`, `local`, `adjacency`;
+    #: `special` for VPP's default entries); only with `detail` or a prefix asked for.
     sources: list[str] = field(default_factory=list)
-    #: Path lines of the winning source: `[@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 ...`,
-    #: `[@1]: ipv4-glean: [src:10.0.0.1] pg0`, `load-balance [@0]: 2 paths`, ...
+    #: The lines under the prefix as VPP prints them: `unicast-ip4-chain`,
+    #: `[@0]: dpo-load-balance: [proto:ip4 index:9 buckets:1 uRPF:9 to:[0:0]]`,
+    #: `[0] [@5]: ipv4 via 10.0.1.2 pg1: mtu:1500 next:2 flags:[] ...`; with `detail`, also
+    #: `via 10.9.0.1 recursive` for a recursive next hop.
     paths: list[str] = field(default_factory=list)
+    #: The DPO of each load-balance bucket (`[@5]: ipv4 via ...`, `[@0]: dpo-drop ip4`).
+    buckets: list[str] = field(default_factory=list)
 
 
 def parse_fib(text: str) -> dict[str, FibEntry]:
@@ -122,6 +127,9 @@ def parse_fib(text: str) -> dict[str, FibEntry]:
             cur.sources += [x.strip() for x in s.split(":", 1)[1].split(",") if x.strip()]
         else:
             cur.paths.append(s)
+            m = re.match(r"\[\d+\] (\[@\d+\]: .*)$", s)
+            if m:
+                cur.buckets.append(m.group(1))
     return out
 
 

@@ -430,6 +430,113 @@ class TestPgMessages(ApiTest):
         assert a.pg_stream_dump() == []
 
 
+class TestTracePcapSave(ApiTest):
+    """trace_add / trace_dump / trace_clear, pcap_trace_on / off, save_running_config and
+    ip_route_add_del_multi: the same actions as `trace add`, `show trace`, `pcap trace`,
+    `save running-config` and `ip route add`."""
+
+    def pg_pair(self):
+        a = self.api
+        pg, pg1 = (a.pg_create_interface(interface_id=i).sw_if_index for i in (0, 1))
+        for i in (pg, pg1):
+            a.sw_interface_set_flags(sw_if_index=i, admin_up=True)
+        a.sw_interface_set_l2_xconnect(rx_sw_if_index=pg, tx_sw_if_index=pg1, enable=True)
+        return pg, pg1
+
+    def run_stream(self, pg, n=3):
+        a = self.api
+        pcap = self.new_file("in", "pcap")
+        frame = bytes.fromhex("02fe00000001" "020000000002" "0800") + bytes(
+            [0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 1, 2]) + bytes(8)
+        write_pcap(pcap, [frame] * n)
+        a.pg_stream_add(name="t", pcap_file=str(pcap), sw_if_index=pg)
+        a.pg_enable_disable(is_enabled=True, stream_name="t")
+        deadline = time.monotonic() + 10
+        while a.pg_stream_dump()[0].sent < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        a.pg_stream_delete(name="t")
+
+    def test_trace_add_dump_clear(self):
+        a = self.api
+        pg, _ = self.pg_pair()
+        a.trace_add(node_name="pg-input", count=2)
+        self.run_stream(pg)
+        pkts = a.trace_dump(max=0)
+        assert [(p.thread_index, p.packet_number) for p in pkts] == [(0, 1), (0, 2)], pkts
+        assert ": pg-input" in pkts[0].trace_data and ": pg-tx" in pkts[0].trace_data
+        # The same text as `show trace`.
+        assert pkts[1].trace_data in self.vpp.cli("show trace")
+        assert len(a.trace_dump(max=1)) == 1
+        a.trace_clear()
+        assert a.trace_dump(max=0) == []
+        expect(Retval.NO_SUCH_ENTRY, a.trace_add, node_name="no-such-node", count=1,
+               match="unknown node `no-such-node'")
+        expect(Retval.NOT_SUPPORTED, a.trace_add, node_name="ip4-lookup", count=1,
+               match="not an input node")
+
+    def test_pcap_trace_on_off(self):
+        a = self.api
+        pg, pg1 = self.pg_pair()
+        a.pcap_trace_on(capture_rx=True, capture_tx=False, capture_drop=False,
+                        max_packets=10, max_bytes_per_packet=0, sw_if_index=0xFFFFFFFF,
+                        filename="api-rx.pcap")
+        assert "api-rx.pcap" in self.vpp.cli("pcap trace status")
+        self.run_stream(pg)
+        msg = a.pcap_trace_off().message
+        assert msg == f"Write 3 packets to {self.vpp.dir / 'api-rx.pcap'}, and stop capture...", msg
+        from sluice_test import count_pcap_records
+        assert count_pcap_records(self.vpp.dir / "api-rx.pcap") == 3
+        assert a.pcap_trace_off().message == "capture already complete"
+        expect(Retval.INVALID_VALUE, a.pcap_trace_on, sw_if_index=0xFFFFFFFF,
+               match="choose at least one of rx, tx, drop")
+        expect(Retval.NO_SUCH_INTERFACE, a.pcap_trace_on, capture_tx=True, sw_if_index=999)
+        expect(Retval.INVALID_VALUE, a.pcap_trace_on, capture_tx=True,
+               sw_if_index=0xFFFFFFFF, filename="../escape.pcap")
+
+    def test_save_running_config(self):
+        a = self.api
+        self.loop()
+        path = a.save_running_config(filename="saved.cli").path
+        assert path == str(self.vpp.dir / "saved.cli")
+        text = Path(path).read_text()
+        assert text == self.vpp.cli("show running-config")
+        assert "create loopback interface" in text
+        expect(Retval.INVALID_VALUE, a.save_running_config, filename="/etc/x.cli")
+
+    def test_route_add_del_multi(self):
+        a = self.api
+        sw = self.loop()
+        a.sw_interface_set_flags(sw_if_index=sw, admin_up=True)
+        a.sw_interface_add_del_address(sw_if_index=sw, is_add=True, prefix="10.0.0.1/24")
+        nh = [{"next_hop": "10.0.0.2", "sw_if_index": 0, "weight": 1}]
+        pfx = [f"20.0.{i // 256}.{i % 256}/32" for i in range(1000)] + ["30.0.0.0/8"]
+        assert a.ip_route_add_del_multi(is_add=True, table_id=0, paths=nh,
+                                        prefixes=pfx).count == 1001
+        routes = {str(r.prefix): r for r in a.ip_route_dump(table_id=0)}
+        assert all(p in routes for p in pfx)
+        assert [str(x.next_hop) for x in routes["30.0.0.0/8"].paths] == ["10.0.0.2"]
+        assert a.ip_route_add_del_multi(is_add=True, prefixes=[]).count == 0
+        # Mixed families are refused before anything changes; the failing prefix is named.
+        expect(Retval.INVALID_VALUE, a.ip_route_add_del_multi, is_add=True, paths=nh,
+               prefixes=["40.0.0.0/8", "2001:db8::/32"], match="prefixes[1] 2001:db8::/32")
+        assert "40.0.0.0/8" not in {str(r.prefix) for r in a.ip_route_dump(table_id=0)}
+        # Deleting stops at the first prefix without a route (those before it are gone).
+        expect(Retval.NO_SUCH_ENTRY, a.ip_route_add_del_multi, is_add=False, paths=nh,
+               prefixes=["30.0.0.0/8", "50.0.0.0/8", "20.0.0.0/32"],
+               match="prefixes[1] 50.0.0.0/8")
+        left = {str(r.prefix) for r in a.ip_route_dump(table_id=0)}
+        assert "30.0.0.0/8" not in left and "20.0.0.0/32" in left
+        a.ip_route_add_del_multi(is_add=False, paths=nh, prefixes=pfx[:1000])
+        assert not any(p.startswith("20.0.") for p in
+                       (str(r.prefix) for r in a.ip_route_dump(table_id=0)))
+        a.ip_route_add_del_multi(is_add=True, is_drop=True,
+                                 prefixes=["2001:db8::/32", "2001:db9::/32"])
+        r6 = {str(r.prefix): r for r in a.ip_route_dump(table_id=0, is_ipv6=True)}
+        assert r6["2001:db8::/32"].is_drop and r6["2001:db9::/32"].is_drop
+        expect(Retval.NO_SUCH_TABLE, a.ip_route_add_del_multi, is_add=True, table_id=77,
+               paths=nh, prefixes=["60.0.0.0/8"])
+
+
 class TestBadInput(ApiTest):
     """Each bad input gets an error reply or a clean close; the daemon keeps serving."""
 

@@ -109,6 +109,8 @@ pub struct StartupConfig {
     pub metrics: MetricsConfig,
     /// `statseg`.
     pub statseg: StatsConfig,
+    /// `logging`.
+    pub logging: crate::logging::Config,
     /// `plugins { ... }`: which plugins run.
     pub plugins: PluginsConfig,
     /// The plugins' own sections, validated by them (becomes the runtime's extension map).
@@ -125,7 +127,6 @@ const IGNORED_SECTIONS: &[&str] = &[
     "api-segment",
     "socksvr",
     "memory",
-    "logging",
     "node",
     "l3fib",
     "l2fib",
@@ -219,6 +220,7 @@ pub fn from_conf(
             "api" => api(s, file, &mut cfg)?,
             "metrics" => metrics(s, file, &mut cfg)?,
             "statseg" => statseg(s, file, &mut cfg)?,
+            "logging" => cfg.logging = crate::logging::parse_config(s, file)?,
             // VPP's top-level `heapsize <size>` (no braces; `sluice_cli::conf`).
             "heapsize" => {
                 let v = &s.tokens()[0];

@@ -125,21 +125,15 @@ impl log::Log for Logger {
             return;
         }
         let level = r.level().as_str().to_lowercase();
-        let msg = r.args().to_string();
-        self.ring.push(r.target(), r.level(), &msg);
-        if self.stderr {
-            eprintln!("sluice: {level}: {msg}");
+        let mut msg = r.args().to_string();
+        let sinks = self.ring.admit(r.target(), r.level(), &msg);
+        if sinks.throttled {
+            msg = "--- message(s) throttled ---".to_string();
         }
-        {
-            let mut g = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(f) = g.as_mut() {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let _ = writeln!(f, "{} sluice: {level}: {msg}", utc_stamp(now));
-            }
+        if sinks.log {
+            self.write_log(&level, &msg);
         }
-        if self.syslog {
+        if self.syslog && sinks.syslog {
             let prio = match r.level() {
                 log::Level::Error => libc::LOG_ERR,
                 log::Level::Warn => libc::LOG_WARNING,
@@ -153,6 +147,24 @@ impl log::Log for Logger {
     }
 
     fn flush(&self) {}
+}
+
+impl Logger {
+    /// Writes a record to stderr and the log file (the sinks `level` covers).
+    fn write_log(&self, level: &str, msg: &str) {
+        if self.stderr {
+            eprintln!("sluice: {level}: {msg}");
+        }
+        {
+            let mut g = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(f) = g.as_mut() {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let _ = writeln!(f, "{} sluice: {level}: {msg}", utc_stamp(now));
+            }
+        }
+    }
 }
 
 /// The pipe to the process that started a daemonised sluice.

@@ -277,7 +277,7 @@ fn main() -> ExitCode {
         log_file,
     ));
     let _ = log::set_logger(Box::leak(Box::new(LogRef(logger.clone()))));
-    log::set_max_level(log::LevelFilter::Info);
+    logger.ring().configure(&cfg.logging);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -489,17 +489,23 @@ fn run(
         let reqs = srv.poll(timeout, vm.main.irq_fd(), &api_fds);
         vm.main.wait(Some(0.0));
         for req in reqs {
-            let r = scripting::run_line(&mut vm, &tree, &req.cmd);
+            // A long reply may be streamed: the command leaves a producer of the rest.
+            let r = sluice_graph::reply::with_allowed(&mut vm, true, |vm| {
+                scripting::run_line(vm, &tree, &req.cmd)
+            });
+            let producer = sluice_graph::reply::take_producer(&mut vm);
             let d = vm.ext_mut::<Daemon>();
             let quit = std::mem::take(&mut d.quit);
-            match r {
-                Ok(s) => srv.reply(req.client, true, &s),
-                Err(e) => srv.reply(req.client, false, &e.to_string()),
+            match (r, producer) {
+                (Ok(s), Some(p)) => srv.reply_stream(req.client, &s, p),
+                (Ok(s), None) => srv.reply(req.client, true, &s),
+                (Err(e), _) => srv.reply(req.client, false, &e.to_string()),
             }
             if quit {
                 srv.close(req.client);
             }
         }
+        srv.pump(&mut vm);
         api.service(&mut vm);
         if let Some(c) = &console {
             if c.serve(&mut vm, &tree) {

@@ -172,7 +172,10 @@ fn cli_exec(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         return Err(CliError::new("exec unavailable"));
     };
     d.exec_depth += 1;
-    let r = run_script(vm, &tree, Path::new(&file), strict);
+    // The transcript holds every line's whole output: no streamed pieces.
+    let r = sluice_graph::reply::with_allowed(vm, false, |vm| {
+        run_script(vm, &tree, Path::new(&file), strict)
+    });
     vm.ext_mut::<crate::Daemon>().exec_depth -= 1;
     let run = r.map_err(CliError::new)?;
     if run.failed.is_empty() {

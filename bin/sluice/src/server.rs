@@ -11,7 +11,10 @@
 //! - replies buffered for all clients together stay under `max_output`; a reply that would
 //!   exceed it is replaced by a short error;
 //! - a reply larger than the frame limit ([`proto::MAX_FRAME`]) is refused with an error that
-//!   says so (no silent close);
+//!   says so (no silent close) — except a streamed one: a command that can be long (`show ip
+//!   fib`) leaves a producer ([`sluice_graph::reply`]) and its reply goes out in pieces
+//!   (frames with status `more`, [`proto::write_chunk`]), the next piece made only once the
+//!   client has read the queued output below [`STREAM_LOW`] bytes;
 //! - a client that leaves a reply unread for `client_timeout` is dropped with a log line;
 //! - `accept` failing for lack of descriptors (EMFILE, ENFILE) pauses accepting for 100 ms
 //!   instead of spinning.
@@ -54,6 +57,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// A streamed reply's next piece is made when less than this is queued for its client.
+pub const STREAM_LOW: usize = 256 << 10;
 
 /// How long accepting pauses after EMFILE/ENFILE.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -123,6 +129,8 @@ struct Client {
     out_since: Instant,
     close_after_flush: bool,
     dead: bool,
+    /// The rest of a streamed reply.
+    producer: Option<sluice_graph::reply::Producer>,
 }
 
 impl Client {
@@ -377,6 +385,7 @@ impl CliServer {
                         out_since: Instant::now(),
                         close_after_flush: false,
                         dead: false,
+                        producer: None,
                     };
                     if line {
                         c.out.extend_from_slice(self.prompt.as_bytes());
@@ -472,6 +481,49 @@ impl CliServer {
         flush(c);
     }
 
+    /// Queues the first piece of a streamed reply; `p` makes the rest ([`CliServer::pump`]).
+    pub fn reply_stream(&mut self, client: u64, first: &str, p: sluice_graph::reply::Producer) {
+        let Some(c) = self.clients.iter_mut().find(|c| c.id == client) else {
+            return;
+        };
+        c.producer = Some(p);
+        queue_piece(c, first);
+        flush(c);
+    }
+
+    /// Makes the next pieces of streamed replies whose clients have read what was queued;
+    /// a finished one gets its closing frame (and the prompt in line mode).
+    pub fn pump(&mut self, vm: &mut sluice_graph::Vlib) {
+        let prompt = self.prompt.clone();
+        for c in self
+            .clients
+            .iter_mut()
+            .filter(|c| c.producer.is_some() && !c.dead)
+        {
+            while c.pending() < STREAM_LOW {
+                let Some(p) = c.producer.as_mut() else { break };
+                match p(vm) {
+                    Some(piece) => queue_piece(c, &piece),
+                    None => {
+                        c.producer = None;
+                        c.busy = false;
+                        let mut frame = Vec::new();
+                        if c.line.is_some() {
+                            if !c.close_after_flush {
+                                frame.extend_from_slice(prompt.as_bytes());
+                            }
+                        } else {
+                            let _ = proto::write_response(&mut frame, true, "");
+                        }
+                        c.out.extend_from_slice(&frame);
+                        break;
+                    }
+                }
+            }
+            flush(c);
+        }
+    }
+
     /// Closes a client's session once its output is written (`quit`).
     pub fn close(&mut self, client: u64) {
         if let Some(c) = self.clients.iter_mut().find(|c| c.id == client) {
@@ -506,6 +558,23 @@ fn refuse(mut s: Stream, line: bool, msg: &str) {
         let _ = proto::write_response(&mut v, false, msg);
     }
     let _ = s.write(&v);
+}
+
+/// Queues one piece of a streamed reply (a `more` frame; raw text in line mode).
+fn queue_piece(c: &mut Client, text: &str) {
+    if c.out_pos == c.out.len() {
+        c.out.clear();
+        c.out_pos = 0;
+    }
+    if c.line.is_some() {
+        c.out.extend_from_slice(text.as_bytes());
+    } else if proto::write_chunk(&mut c.out, text).is_err() {
+        // A piece is a few thousand entries, far below the frame limit.
+        c.dead = true;
+    }
+    if c.pending() > 0 {
+        c.out_since = Instant::now();
+    }
 }
 
 /// Writes as much pending output as the socket takes.

@@ -466,3 +466,42 @@ fn interactive_console_runs_commands_from_stdin() {
     assert!(out.contains("unknown input `bogus'"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn long_show_ip_fib_is_streamed_in_pieces_equal_to_the_whole_text() {
+    let d = Daemon::start("fibstream", "");
+    for c in [
+        "create loopback interface",
+        "set interface state loop0 up",
+        "set interface ip address loop0 10.0.0.1/24",
+        "ip route add count 20000 20.0.0.0/32 via 10.0.0.2",
+        "ip table add 7",
+        "ip route add table 7 30.0.0.0/8 via 10.0.0.2",
+    ] {
+        d.ok(c);
+    }
+    // The reply comes in pieces of 4096 routes (status-2 frames, then the final frame).
+    let mut s = std::os::unix::net::UnixStream::connect(&d.sock).unwrap();
+    sluice_cli::proto::write_request(&mut s, "show ip fib").unwrap();
+    let mut pieces = Vec::new();
+    let ok =
+        sluice_cli::proto::read_response_pieces(&mut s, |p, end| pieces.push((p.to_string(), end)))
+            .unwrap();
+    assert!(ok);
+    assert!(pieces.len() >= 5, "{} pieces", pieces.len());
+    assert!(pieces[..pieces.len() - 1].iter().all(|p| p.1.is_none()));
+    let streamed: String = pieces.into_iter().map(|p| p.0).collect();
+    // The same text as built whole (a script's line is not streamed).
+    let script = d.dir.join("fib.cli");
+    std::fs::write(&script, "show ip fib\n").unwrap();
+    let whole = d.ok(&format!("exec {}", script.display()));
+    assert_eq!(streamed.len(), whole.len());
+    assert!(streamed == whole, "streamed and whole replies differ");
+    assert_eq!(streamed.matches("\n20.0.").count(), 20000);
+    assert!(streamed.contains("ipv4-VRF:7, fib_index:1,") && streamed.contains("\n30.0.0.0/8\n"));
+    assert!(streamed.ends_with("    [0] [@0]: dpo-drop ip4\n"));
+    // The session goes on after a streamed reply.
+    sluice_cli::proto::write_request(&mut s, "show version").unwrap();
+    assert!(sluice_cli::proto::read_response(&mut s).unwrap().0);
+    d.stop();
+}

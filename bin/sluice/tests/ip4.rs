@@ -157,6 +157,33 @@ fn forwards_with_ttl_decrement_and_correct_checksums() {
             "{n} missing in trace:\n{tr}"
         );
     }
+    // Every node's visit is decoded as VPP's: the IP header an ip4-* node read (UDP line,
+    // tos/ttl/length/checksum, fragment id, then the UDP header), the Ethernet header of
+    // the others; ip4-rewrite saw TTL 64, interface-output the rewritten frame.
+    let after = |node: &str| -> Vec<&str> {
+        let mut l = tr
+            .lines()
+            .skip_while(|l| !l.ends_with(&format!(": {node}")));
+        l.next();
+        l.take_while(|l| l.starts_with("  ")).collect()
+    };
+    let ip = after("ip4-lookup");
+    assert!(
+        ip[0].starts_with("  UDP: 10.0.0.") && ip[0].contains(" -> 10.2."),
+        "{tr}"
+    );
+    assert!(ip[1].starts_with("    tos 0x00, ttl 64, length "), "{tr}");
+    assert!(ip[2].starts_with("    fragment id 0x"), "{tr}");
+    assert!(
+        ip[3].starts_with("  UDP: ") && ip[4].starts_with("    length "),
+        "{tr}"
+    );
+    let out = after("interface-output");
+    assert!(
+        out[0] == "  IP4: 02:fe:00:00:00:01 -> 02:00:00:00:01:02",
+        "{tr}"
+    );
+    assert!(out.iter().any(|l| l.contains("ttl 63")), "{tr}");
     let fib = d.ok("show ip fib 10.2.3.4");
     assert!(
         fib.contains("10.2.0.0/16") && fib.contains("via 10.0.1.2") && fib.contains("020000000102"),
@@ -319,7 +346,9 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
     }
     let fib = d.ok("show ip fib 10.5.0.0/16");
     assert!(
-        fib.contains("load-balance") && fib.contains("2 paths"),
+        fib.contains("dpo-load-balance: [proto:ip4 index:")
+            && fib.contains("buckets:2 ")
+            && fib.contains("[1] [@5]: ipv4 via"),
         "{fib}"
     );
     // 200 flows (source ports), each sent twice.
@@ -373,7 +402,7 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
     // Removing one path sends everything the other way.
     d.ok("ip route del 10.5.0.0/16 via 10.0.2.2");
     let fib = d.ok("show ip fib 10.5.0.0/16");
-    assert!(!fib.contains("load-balance"), "{fib}");
+    assert!(fib.contains("buckets:1 ") && !fib.contains("[1] "), "{fib}");
     let got = send(&d, "ecmp2", &frames[..50], "pg1", 50);
     assert_eq!(got.len(), 50);
     d.ok("ip route del 10.5.0.0/16");

@@ -121,7 +121,7 @@ fn script_routes() {
     };
     assert!(entry(&fib0, "5.6.7.8/32").contains("dpo-receive"), "{fib0}");
     assert!(
-        entry(&fib0, "8.0.0.1/32").contains("ipv4 via 8.0.0.1 loop0"),
+        entry(&fib0, "8.0.0.1/32").contains("arp-ipv4: via 8.0.0.1 loop0"),
         "host route via an interface: the destination is the neighbour\n{fib0}"
     );
     assert!(entry(&fib0, "10.2.0.9/32").contains("via 10.2.0.2 loop0"));
@@ -259,6 +259,61 @@ fn script_logging() {
         .unwrap_err()
         .contains("unknown log level `loud'"));
     d.stop();
+}
+
+#[test]
+fn startup_logging_section_sets_levels_size_and_rate_limit() {
+    // A start-up script with six failing lines: each is logged as a warning (class
+    // `sluice`), which the section limits to three per window.
+    let dir = tmpdir("vpplogconf");
+    let bad = dir.join("bad.cli");
+    std::fs::write(&bad, "no-such-command 1\n".repeat(6)).unwrap();
+    let d = Daemon::start(
+        "vpplogconf",
+        &format!(
+            "unix {{ exec {} }}\nlogging {{\n  default-log-level warn\n  default-syslog-log-level disabled\n  size 8\n  unthrottle-time 3600\n  class sluice {{ rate-limit 3 }}\n  class vnet/ip4 {{ level debug syslog-level err }}\n}}",
+            bad.display()
+        ),
+    );
+    let conf = d.ok("show logging");
+    for l in [
+        "Default log level: warn",
+        "Default syslog log level: disabled",
+        "Max entries: 8",
+        "Unthrottle time: 3600",
+    ] {
+        assert!(conf.contains(l), "{l}: {conf}");
+    }
+    assert_eq!(
+        rows(&conf, "sluice")[0][1..4],
+        ["warn", "disabled", "3"],
+        "{conf}"
+    );
+    assert_eq!(
+        rows(&conf, "vnet/ip4")[0][1..4],
+        ["debug", "err", "-"],
+        "{conf}"
+    );
+    let log = d.ok("show log");
+    // Info lines (`CLI on ...`) are below the default level; three failures, then one
+    // throttle notice.
+    assert!(!log.contains("CLI on"), "{log}");
+    assert_eq!(log.matches("no-such-command").count(), 3, "{log}");
+    assert_eq!(
+        log.matches("--- message(s) throttled ---").count(),
+        1,
+        "{log}"
+    );
+    // `set logging class` acts on the same settings.
+    d.ok("set logging class sluice level disabled rate-limit 10 syslog-level crit");
+    let conf = d.ok("show logging");
+    assert_eq!(
+        rows(&conf, "sluice")[0][1..4],
+        ["disabled", "err", "10"],
+        "{conf}"
+    );
+    d.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

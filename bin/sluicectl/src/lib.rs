@@ -161,16 +161,28 @@ impl Session {
             return Ok(Outcome::Failed);
         }
         proto::write_request(&mut self.stream, cmd).map_err(|e| session_error(&e))?;
-        let (ok, text) = proto::read_response(&mut self.stream).map_err(|e| session_error(&e))?;
-        let shown = with_final_newline(&text);
-        // A closed stdout/stderr (e.g. `| head`) is not worth dying over: ignore write errors.
-        if ok {
-            let _ = io::stdout().lock().write_all(shown.as_bytes());
-            Ok(Outcome::Ok)
-        } else {
-            let _ = io::stderr().lock().write_all(shown.as_bytes());
-            Ok(Outcome::Failed)
-        }
+        // A long reply arrives in pieces: each goes to stdout as it comes (never held whole);
+        // an error reply (one piece) goes to stderr. A closed stdout/stderr (e.g. `| head`) is
+        // not worth dying over: write errors are ignored.
+        let mut last_nl = true;
+        let ok = proto::read_response_pieces(&mut self.stream, |p, end| {
+            if end == Some(false) {
+                let _ = io::stderr()
+                    .lock()
+                    .write_all(with_final_newline(p).as_bytes());
+                return;
+            }
+            let mut out = io::stdout().lock();
+            let _ = out.write_all(p.as_bytes());
+            if !p.is_empty() {
+                last_nl = p.ends_with('\n');
+            }
+            if end.is_some() && !last_nl {
+                let _ = out.write_all(b"\n");
+            }
+        })
+        .map_err(|e| session_error(&e))?;
+        Ok(if ok { Outcome::Ok } else { Outcome::Failed })
     }
 }
 

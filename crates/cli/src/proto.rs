@@ -6,7 +6,9 @@
 //! - **request**: `u32` little-endian length `N`, then `N` bytes of UTF-8 command text (one CLI
 //!   command; it may contain newlines, e.g. a `{ ... }` block);
 //! - **response**: `u32` little-endian length `N` (`N >= 1`), then one status byte
-//!   (`0` = ok, `1` = error), then `N - 1` bytes of UTF-8 output text.
+//!   (`0` = ok, `1` = error), then `N - 1` bytes of UTF-8 output text. A long reply comes in
+//!   pieces: frames with status `2` (more follows) carry its text in order, then the frame
+//!   with status `0`/`1` ends it (its text is the last piece).
 //!
 //! No frame may exceed [`MAX_FRAME`] bytes (the length prefix excluded); a larger one is refused
 //! with [`io::ErrorKind::InvalidData`] ("frame too large") before anything is allocated or sent.
@@ -24,6 +26,7 @@ pub const MAX_FRAME: usize = 16 << 20;
 
 const STATUS_OK: u8 = 0;
 const STATUS_ERR: u8 = 1;
+const STATUS_MORE: u8 = 2;
 
 fn too_large() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "frame too large")
@@ -105,10 +108,40 @@ pub fn write_response(w: &mut impl Write, ok: bool, text: &str) -> io::Result<()
     write_frame(w, Some(status), text.as_bytes())
 }
 
-/// Receives one response frame: `(ok, text)`. Any EOF (before or inside the frame) is
+/// Sends one piece of a reply that goes on (status 2).
+pub fn write_chunk(w: &mut impl Write, text: &str) -> io::Result<()> {
+    write_frame(w, Some(STATUS_MORE), text.as_bytes())
+}
+
+/// Receives one response, passing each piece of its text to `piece` as it arrives (a long
+/// reply comes in several frames) with `None` while more follows and, for the last piece,
+/// whether the command succeeded; returns that. Errors as [`read_response`].
+pub fn read_response_pieces(
+    r: &mut impl Read,
+    mut piece: impl FnMut(&str, Option<bool>),
+) -> io::Result<bool> {
+    loop {
+        let (status, text) = read_frame_status(r)?;
+        if status == STATUS_MORE {
+            piece(&text, None);
+        } else {
+            piece(&text, Some(status == STATUS_OK));
+            return Ok(status == STATUS_OK);
+        }
+    }
+}
+
+/// Receives one response frame: `(ok, text)`, the pieces of a long reply joined. Any EOF (before or inside the frame) is
 /// `UnexpectedEof`, since a reply was expected; a zero length, an unknown status byte or a frame
 /// larger than [`MAX_FRAME`] is `InvalidData`. Invalid UTF-8 is replaced with U+FFFD.
 pub fn read_response(r: &mut impl Read) -> io::Result<(bool, String)> {
+    let mut text = String::new();
+    let ok = read_response_pieces(r, |p, _| text.push_str(p))?;
+    Ok((ok, text))
+}
+
+/// One response frame: its status byte and text.
+fn read_frame_status(r: &mut impl Read) -> io::Result<(u8, String)> {
     let Some(n) = read_len(r)? else {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -122,9 +155,8 @@ pub fn read_response(r: &mut impl Read) -> io::Result<(bool, String)> {
         ));
     }
     let body = read_body(r, n)?;
-    let ok = match body[0] {
-        STATUS_OK => true,
-        STATUS_ERR => false,
+    match body[0] {
+        STATUS_OK | STATUS_ERR | STATUS_MORE => {}
         s => {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -132,7 +164,7 @@ pub fn read_response(r: &mut impl Read) -> io::Result<(bool, String)> {
             ))
         }
     };
-    Ok((ok, String::from_utf8_lossy(&body[1..]).into_owned()))
+    Ok((body[0], String::from_utf8_lossy(&body[1..]).into_owned()))
 }
 
 /// The default CLI socket path:
@@ -168,6 +200,26 @@ mod tests {
         let mut v = len.to_le_bytes().to_vec();
         v.extend_from_slice(body);
         v
+    }
+
+    #[test]
+    fn a_reply_in_pieces_is_read_whole_or_piece_by_piece() {
+        let mut b = Vec::new();
+        write_chunk(&mut b, "one\n").unwrap();
+        write_chunk(&mut b, "two\n").unwrap();
+        write_response(&mut b, true, "three\n").unwrap();
+        assert_eq!(
+            read_response(&mut Cursor::new(b.clone())).unwrap(),
+            (true, "one\ntwo\nthree\n".to_string())
+        );
+        let mut seen = Vec::new();
+        let ok = read_response_pieces(&mut Cursor::new(b), |p, end| {
+            seen.push((p.to_string(), end))
+        })
+        .unwrap();
+        assert!(ok);
+        assert_eq!(seen[0], ("one\n".to_string(), None));
+        assert_eq!(seen[2], ("three\n".to_string(), Some(true)));
     }
 
     #[test]

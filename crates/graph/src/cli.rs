@@ -290,20 +290,117 @@ fn show_node(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     Ok(out)
 }
 
+/// Why a trace or pcap action failed (the CLI prints it; the API maps it to a code).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    /// No node of that name.
+    #[error("unknown node `{0}'")]
+    NoSuchNode(String),
+    /// `trace add` of a node that is not an input node.
+    #[error("node `{0}' is not an input node")]
+    NotInput(String),
+    /// A bad value.
+    #[error("{0}")]
+    Invalid(String),
+    /// The capture file could not be created.
+    #[error("{0}")]
+    Capture(String),
+}
+
+impl From<TraceError> for CliError {
+    fn from(e: TraceError) -> Self {
+        CliError::new(e.to_string())
+    }
+}
+
 fn trace_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let name = args.word("input node name")?;
     let count = args.u32("packet count")?;
     let _ = args.keyword("verbose");
     args.finish()?;
-    let i = lookup_node(vm, &name)?;
+    trace_add_node(vm, &name, count)?;
+    Ok(String::new())
+}
+
+/// `trace add <node> <count>`: traces the next `count` packets from input node `name`.
+pub fn trace_add_node(vm: &mut Vlib, name: &str, count: u32) -> Result<(), TraceError> {
+    let i = vm
+        .registry
+        .find(name)
+        .ok_or_else(|| TraceError::NoSuchNode(name.to_string()))?;
     if !matches!(
         vm.registry.node(i).kind,
         NodeKind::Input | NodeKind::PreInput
     ) {
-        return Err(CliError::new(format!("node `{name}' is not an input node")));
+        return Err(TraceError::NotInput(name.to_string()));
     }
     vm.shared.trace.add(i, count);
-    Ok(String::new())
+    Ok(())
+}
+
+/// One traced packet of [`traced_packets`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracedPacket {
+    /// The thread that received it.
+    pub thread: usize,
+    /// Its number on that thread (1-based, as `show trace`'s `Packet N`).
+    pub number: usize,
+    /// `HH:MM:SS:usec: <node>` and the node's indented decode, per node it went through.
+    pub text: String,
+}
+
+/// The traced packets, at most `max` per thread, by thread (`show trace`, `trace_dump`).
+pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
+    let clock = vm.shared.clock;
+    let base_tsc = clock.now_tsc() as f64 - clock.now_secs() * clock.hz();
+    let decode = vm.ext::<crate::trace::TraceDecoder>().and_then(|d| d.0);
+    let store = vm.shared.trace.lock();
+    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); vm.n_threads()];
+    for (i, p) in store.packets.iter().enumerate() {
+        let t = p.first().map(|e| e.thread as usize).unwrap_or(0);
+        if let Some(v) = by_thread.get_mut(t) {
+            v.push(i);
+        }
+    }
+    let mut out = Vec::new();
+    for (t, pkts) in by_thread.iter().enumerate() {
+        for (k, &pi) in pkts.iter().take(max).enumerate() {
+            let mut text = String::new();
+            for e in &store.packets[pi] {
+                let secs = (e.tsc as f64 - base_tsc) / clock.hz();
+                let _ = writeln!(
+                    text,
+                    "{}: {}",
+                    format_time(secs),
+                    vm.registry.node(e.node).name
+                );
+                let name = &vm.registry.node(e.node).name;
+                let mut s = String::new();
+                if let Some(r) = &e.rec {
+                    r.format(&mut s);
+                } else if name == "error-drop" {
+                    // VPP names the reason: `<node>: <counter description>`.
+                    if let Some((n, c)) = vm.registry.error_of(e.error) {
+                        let node = vm.registry.node(n);
+                        if let Some(d) = node.counters.get(c as usize) {
+                            s = format!("{}: {}", node.name, d.description);
+                        }
+                    }
+                } else if let (Some(f), false) = (decode, e.data.is_empty()) {
+                    s = f(name, &e.data);
+                }
+                for line in s.lines() {
+                    let _ = writeln!(text, "  {line}");
+                }
+            }
+            out.push(TracedPacket {
+                thread: t,
+                number: k + 1,
+                text,
+            });
+        }
+    }
+    out
 }
 
 /// Renders `show trace`.
@@ -313,50 +410,23 @@ pub fn show_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         max = args.u32("max packets")? as usize;
     }
     args.finish()?;
-    let clock = vm.shared.clock;
-    let base_tsc = clock.now_tsc() as f64 - clock.now_secs() * clock.hz();
-    let store = vm.shared.trace.lock();
-    if store.packets.is_empty() {
+    let pkts = traced_packets(vm, max);
+    if pkts.is_empty() {
         return Ok("No packets in trace buffer\n".to_string());
     }
     let mut out = String::new();
-    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); vm.n_threads()];
-    for (i, p) in store.packets.iter().enumerate() {
-        let t = p.first().map(|e| e.thread as usize).unwrap_or(0);
-        if let Some(v) = by_thread.get_mut(t) {
-            v.push(i);
+    for (k, p) in pkts.iter().enumerate() {
+        if k == 0 || pkts[k - 1].thread != p.thread {
+            let _ = writeln!(
+                out,
+                "------------------- Start of thread {} {} -------------------",
+                p.thread,
+                vm.thread_name(p.thread)
+            );
         }
-    }
-    for (t, pkts) in by_thread.iter().enumerate() {
-        if pkts.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "------------------- Start of thread {} {} -------------------",
-            t,
-            vm.thread_name(t)
-        );
-        for (k, &pi) in pkts.iter().take(max).enumerate() {
-            let _ = writeln!(out, "Packet {}\n", k + 1);
-            for e in &store.packets[pi] {
-                let secs = (e.tsc as f64 - base_tsc) / clock.hz();
-                let _ = writeln!(
-                    out,
-                    "{}: {}",
-                    format_time(secs),
-                    vm.registry.node(e.node).name
-                );
-                if let Some(r) = &e.rec {
-                    let mut s = String::new();
-                    r.format(&mut s);
-                    for line in s.lines() {
-                        let _ = writeln!(out, "  {line}");
-                    }
-                }
-            }
-            out.push('\n');
-        }
+        let _ = writeln!(out, "Packet {}\n", p.number);
+        out.push_str(&p.text);
+        out.push('\n');
     }
     Ok(out)
 }
@@ -381,7 +451,7 @@ pub struct IfNames {
 fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     if args.keyword("off") {
         args.finish()?;
-        return Ok(vm.shared.pcap.stop() + "\n");
+        return Ok(pcap_trace_off(vm) + "\n");
     }
     if args.keyword("status") {
         args.finish()?;
@@ -423,22 +493,29 @@ fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             args.finish()?;
         }
     }
+    cfg.file = file.unwrap_or_default();
+    pcap_trace_on(vm, cfg)?;
+    Ok(String::new())
+}
+
+/// `pcap trace [rx] [tx] [drop] ... [file <name>]`: starts writing the packets at `cfg.points`
+/// to `cfg.file` in the capture directory (empty: VPP's default name for the points).
+pub fn pcap_trace_on(vm: &mut Vlib, mut cfg: PcapTraceConfig) -> Result<(), TraceError> {
     if cfg.points == 0 {
-        return Err(CliError::new(
-            "pcap trace: choose at least one of rx, tx, drop (or off, status)",
+        return Err(TraceError::Invalid(
+            "pcap trace: choose at least one of rx, tx, drop (or off, status)".into(),
         ));
     }
-    let name = file.unwrap_or_else(|| {
-        match cfg.points {
+    if cfg.file.is_empty() {
+        cfg.file = match cfg.points {
             point::RX => "rx.pcap",
             point::TX => "tx.pcap",
             point::DROP => "drop.pcap",
             _ => "rxandtx.pcap",
         }
-        .to_string()
-    });
+        .to_string();
+    }
     // VPP writes under /tmp; Sluice under the capture directory (`unix { capture-dir }`).
-    cfg.file = name;
     let dir = vm
         .ext::<crate::pcap::CaptureDir>()
         .cloned()
@@ -446,8 +523,13 @@ fn pcap_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     vm.shared
         .pcap
         .start(&dir.0, cfg)
-        .map_err(|e| CliError::new(e.to_string()))?;
-    Ok(String::new())
+        .map_err(|e| TraceError::Capture(e.to_string()))
+}
+
+/// `pcap trace off`: stops the capture; the summary line (`Write N packets to <file>`, or
+/// that none was running).
+pub fn pcap_trace_off(vm: &mut Vlib) -> String {
+    vm.shared.pcap.stop()
 }
 
 /// Renders `show buffers`.

@@ -17,6 +17,7 @@ mod node;
 pub mod nodes;
 pub mod pcap;
 mod registry;
+pub mod reply;
 mod runtime;
 pub mod rxmode;
 pub mod stats;

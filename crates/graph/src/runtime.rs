@@ -420,6 +420,8 @@ impl<'a> Cx<'a> {
             tsc: rdtsc(),
             thread: self.st.thread as u16,
             rec: Some(Box::new(rec)),
+            data: Vec::new(),
+            error: 0,
         }]);
         b.hdr.flags |= flags::TRACED;
         b.hdr.trace_index = pack_index(s.generation, i);
@@ -442,6 +444,8 @@ impl<'a> Cx<'a> {
                     tsc: rdtsc(),
                     thread: self.st.thread as u16,
                     rec: Some(Box::new(rec)),
+                    data: Vec::new(),
+                    error: 0,
                 }),
             }
         }
@@ -898,18 +902,21 @@ impl ThreadGraph {
         }
         let mut s = self.st.shared.trace.lock();
         for &b in chunk {
-            // SAFETY: as above.
-            let h = unsafe { pool.header(b) };
-            if !h.is_traced() {
+            // SAFETY: as above; the view is dropped before the frame goes to the node.
+            let buf = unsafe { pool.buffer(b) };
+            if !buf.hdr.is_traced() {
                 continue;
             }
-            if let Some(e) = TraceShared::entries_mut(&mut s, h.trace_index) {
+            if let Some(e) = TraceShared::entries_mut(&mut s, buf.hdr.trace_index) {
                 if e.len() < 64 {
+                    let d = buf.data();
                     e.push(TraceEntry {
                         node: NodeIndex(ix as u32),
                         tsc: rdtsc(),
                         thread: self.st.thread as u16,
                         rec: None,
+                        data: d[..d.len().min(crate::trace::SNAPSHOT)].to_vec(),
+                        error: buf.hdr.error,
                     });
                 }
             }

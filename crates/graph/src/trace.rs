@@ -1,7 +1,8 @@
 //! Packet trace (`trace add <input-node> <n>`, `show trace`, `clear trace`).
 //!
 //! An input node marks up to n packets as traced; every node a traced packet visits appends an
-//! entry (node + timestamp, plus an optional small `Copy` record from the node). Records are
+//! entry (node + timestamp + the packet's first bytes, plus an optional small `Copy` record
+//! from the node). Records are
 //! formatted only when `show trace` runs. The store is shared by all threads and touched only
 //! for traced packets, so tracing costs one relaxed load per frame when it is off.
 
@@ -32,7 +33,22 @@ pub struct TraceEntry {
     pub thread: u16,
     /// The node's record, if it added one.
     pub rec: Option<Box<dyn DynTrace>>,
+    /// The first [`SNAPSHOT`] bytes of the packet as the node received it (nodes without a
+    /// record of their own are decoded from it, see [`TraceDecoder`]).
+    pub data: Vec<u8>,
+    /// The buffer's error code then (why `error-drop` drops it).
+    pub error: u16,
 }
+
+/// Bytes of a traced packet kept per node visit.
+pub const SNAPSHOT: usize = 128;
+
+/// Decodes a node visit without a record of its own: `(node name, packet bytes)` → lines
+/// (the packet starts where the node starts reading it: the Ethernet header for L2 and
+/// output nodes, the IP header for `ip4-*`/`ip6-*`). Installed by the protocol layer (a
+/// `Vlib` extension); without one such visits show the node name only.
+#[derive(Default)]
+pub struct TraceDecoder(pub Option<fn(&str, &[u8]) -> String>);
 
 /// All trace state.
 #[derive(Default)]

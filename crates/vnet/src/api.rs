@@ -32,6 +32,11 @@ pub mod pg {
     sluice_api::include_api!("pg");
 }
 
+/// Types generated from `api/trace.api`.
+pub mod trace {
+    sluice_api::include_api!("trace");
+}
+
 use interface as ifm;
 
 type R<T> = Result<T, ApiError>;
@@ -42,6 +47,7 @@ pub fn register(r: &mut ApiRegistry) {
     r.module(&ip::MODULE);
     r.module(&l2::MODULE);
     r.module(&pg::MODULE);
+    r.module(&trace::MODULE);
 
     r.dump(sw_interface_dump);
     r.request(sw_interface_set_flags);
@@ -67,6 +73,7 @@ pub fn register(r: &mut ApiRegistry) {
     r.request(ip_table_add_del);
     r.dump(ip_table_dump);
     r.request(ip_route_add_del);
+    r.request(ip_route_add_del_multi);
     r.dump(ip_route_dump);
     r.request(ip_neighbor_add_del);
     r.dump(ip_neighbor_dump);
@@ -88,6 +95,13 @@ pub fn register(r: &mut ApiRegistry) {
     r.request(pg_enable_disable);
     r.request(pg_capture);
     r.dump(pg_stream_dump);
+
+    r.request(trace_add);
+    r.request(trace_clear);
+    r.dump(trace_dump);
+    r.request(pcap_trace_on);
+    r.request(pcap_trace_off);
+    r.request(save_running_config);
 
     r.poller(poll_events);
 }
@@ -495,19 +509,22 @@ fn ip_table_dump(
     Ok(())
 }
 
-/// The paths of an `ip_route_add_del` in the action's form, next hops converted by `fam`
-/// (None: not the prefix's family).
+/// The paths of an `ip_route_add_del[_multi]` in the action's form, next hops converted by
+/// `fam` (None: not the family of `prefix`, which errors name).
 fn paths<F>(
-    q: &ip::IpRouteAddDel,
+    fib_paths: &[ip::FibPath],
+    is_drop: bool,
+    table_id: u32,
+    prefix: &dyn std::fmt::Display,
     family: &str,
     fam: impl Fn(IpAddr) -> Option<F>,
 ) -> VnetResult<RoutePaths<F>> {
-    let mut out = Vec::with_capacity(q.paths.len());
-    for p in &q.paths {
+    let mut out = Vec::with_capacity(fib_paths.len());
+    for p in fib_paths {
         let nh = fam(p.next_hop).ok_or_else(|| {
             VnetError::invalid(format!(
-                "next hop {} is not {family} like the prefix {}",
-                p.next_hop, q.prefix
+                "next hop {} is not {family} like the prefix {prefix}",
+                p.next_hop
             ))
         })?;
         let i = (p.sw_if_index != 0).then_some(sw(p.sw_if_index));
@@ -515,10 +532,24 @@ fn paths<F>(
     }
     Ok(RoutePaths {
         paths: out,
-        drop: q.is_drop,
-        table: q.table_id,
+        drop: is_drop,
+        table: table_id,
         ..Default::default()
     })
+}
+
+fn v4(a: IpAddr) -> Option<Ipv4Addr> {
+    match a {
+        IpAddr::V4(n) => Some(n),
+        IpAddr::V6(_) => None,
+    }
+}
+
+fn v6(a: IpAddr) -> Option<Ipv6Addr> {
+    match a {
+        IpAddr::V6(n) => Some(n),
+        IpAddr::V4(_) => None,
+    }
 }
 
 fn ip_route_add_del(
@@ -527,19 +558,58 @@ fn ip_route_add_del(
     q: ip::IpRouteAddDel,
 ) -> R<ip::IpRouteAddDelReply> {
     let w = q.prefix;
+    let (d, t) = (q.is_drop, q.table_id);
     let r = match q.prefix.addr {
-        IpAddr::V4(a) => paths(&q, "IPv4", |n| match n {
-            IpAddr::V4(n) => Some(n),
-            IpAddr::V6(_) => None,
-        })
-        .and_then(|p| crate::ip4::route_add_del(vm, q.is_add, 1, a.into(), q.prefix.len, &p, &w)),
-        IpAddr::V6(a) => paths(&q, "IPv6", |n| match n {
-            IpAddr::V6(n) => Some(n),
-            IpAddr::V4(_) => None,
-        })
-        .and_then(|p| crate::ip6::route_add_del(vm, q.is_add, 1, a.into(), q.prefix.len, &p, &w)),
+        IpAddr::V4(a) => paths(&q.paths, d, t, &w, "IPv4", v4)
+            .and_then(|p| crate::ip4::route_add_del(vm, q.is_add, 1, a.into(), w.len, &p, &w)),
+        IpAddr::V6(a) => paths(&q.paths, d, t, &w, "IPv6", v6)
+            .and_then(|p| crate::ip6::route_add_del(vm, q.is_add, 1, a.into(), w.len, &p, &w)),
     };
     ok(r, ip::IpRouteAddDelReply {})
+}
+
+/// Many prefixes with the same change in one message (see `ip.api`): the batch form a
+/// pipelining client uses to load a large table.
+fn ip_route_add_del_multi(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: ip::IpRouteAddDelMulti,
+) -> R<ip::IpRouteAddDelMultiReply> {
+    let Some(first) = q.prefixes.first() else {
+        return Ok(ip::IpRouteAddDelMultiReply { count: 0 });
+    };
+    let name = |k: usize| format!("prefixes[{k}] {}", q.prefixes[k]);
+    let (d, t) = (q.is_drop, q.table_id);
+    let wrong = |k: usize, fam: &str| {
+        VnetError::invalid(format!("{} is not {fam} like prefixes[0]", name(k)))
+    };
+    let r = if first.addr.is_ipv4() {
+        let mut v = Vec::with_capacity(q.prefixes.len());
+        for (k, p) in q.prefixes.iter().enumerate() {
+            v.push((
+                u32::from(v4(p.addr).ok_or_else(|| wrong(k, "IPv4"))?),
+                p.len,
+            ));
+        }
+        paths(&q.paths, d, t, first, "IPv4", v4)
+            .and_then(|p| crate::ip4::routes_add_del(vm, q.is_add, 1, &v, &p, &name))
+    } else {
+        let mut v = Vec::with_capacity(q.prefixes.len());
+        for (k, p) in q.prefixes.iter().enumerate() {
+            v.push((
+                u128::from(v6(p.addr).ok_or_else(|| wrong(k, "IPv6"))?),
+                p.len,
+            ));
+        }
+        paths(&q.paths, d, t, first, "IPv6", v6)
+            .and_then(|p| crate::ip6::routes_add_del(vm, q.is_add, 1, &v, &p, &name))
+    };
+    ok(
+        r,
+        ip::IpRouteAddDelMultiReply {
+            count: q.prefixes.len() as u32,
+        },
+    )
 }
 
 fn source(s: Source) -> ip::RouteSource {
@@ -892,6 +962,90 @@ fn pg_stream_dump(
         });
     }
     Ok(())
+}
+
+// ---- trace, pcap, running-config ------------------------------------------------------------
+
+fn trace_add(vm: &mut Vlib, _: &mut Ctx<'_>, q: trace::TraceAdd) -> R<trace::TraceAddReply> {
+    sluice_graph::cli::trace_add_node(vm, &q.node_name, q.count)
+        .map_err(|e| ApiError::from(VnetError::from(e)))?;
+    Ok(trace::TraceAddReply {})
+}
+
+fn trace_clear(vm: &mut Vlib, _: &mut Ctx<'_>, _: trace::TraceClear) -> R<trace::TraceClearReply> {
+    vm.shared.trace.clear();
+    Ok(trace::TraceClearReply {})
+}
+
+fn trace_dump(
+    vm: &mut Vlib,
+    q: trace::TraceDump,
+    out: &mut Stream<'_, '_, trace::TraceDetails>,
+) -> R<()> {
+    let max = if q.max == 0 { 50 } else { q.max as usize };
+    for p in sluice_graph::cli::traced_packets(vm, max) {
+        out.send(&trace::TraceDetails {
+            thread_index: p.thread as u32,
+            packet_number: p.number as u32,
+            trace_data: p.text,
+        });
+    }
+    Ok(())
+}
+
+fn pcap_trace_on(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: trace::PcapTraceOn,
+) -> R<trace::PcapTraceOnReply> {
+    use sluice_graph::pcap::point;
+    let intfc = match q.sw_if_index {
+        u32::MAX => None,
+        i => {
+            crate::interface::check(vm, sw(i))?;
+            Some(i)
+        }
+    };
+    let cfg = sluice_graph::pcap::PcapTraceConfig {
+        points: (if q.capture_rx { point::RX } else { 0 })
+            | (if q.capture_tx { point::TX } else { 0 })
+            | (if q.capture_drop { point::DROP } else { 0 }),
+        max: if q.max_packets == 0 {
+            100
+        } else {
+            q.max_packets.into()
+        },
+        max_bytes_per_pkt: if q.max_bytes_per_packet == 0 {
+            512
+        } else {
+            q.max_bytes_per_packet.clamp(32, 65536)
+        },
+        intfc,
+        file: q.filename,
+    };
+    sluice_graph::cli::pcap_trace_on(vm, cfg).map_err(|e| ApiError::from(VnetError::from(e)))?;
+    Ok(trace::PcapTraceOnReply {})
+}
+
+fn pcap_trace_off(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    _: trace::PcapTraceOff,
+) -> R<trace::PcapTraceOffReply> {
+    Ok(trace::PcapTraceOffReply {
+        message: sluice_graph::cli::pcap_trace_off(vm),
+    })
+}
+
+fn save_running_config(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: trace::SaveRunningConfig,
+) -> R<trace::SaveRunningConfigReply> {
+    let path = crate::runconf::save(vm, &q.filename)?;
+    Ok(trace::SaveRunningConfigReply {
+        path: path.display().to_string(),
+    })
 }
 
 // ---- events ----------------------------------------------------------------------------------

@@ -37,6 +37,17 @@ pub enum VnetError {
     System(String),
 }
 
+impl From<sluice_graph::cli::TraceError> for VnetError {
+    fn from(e: sluice_graph::cli::TraceError) -> Self {
+        use sluice_graph::cli::TraceError as T;
+        match e {
+            T::NoSuchNode(_) => VnetError::NotFound(e.to_string()),
+            T::NotInput(_) => VnetError::NotSupported(e.to_string()),
+            T::Invalid(m) | T::Capture(m) => VnetError::Invalid(m),
+        }
+    }
+}
+
 impl VnetError {
     /// The stable API code.
     pub fn retval(&self) -> Retval {

@@ -71,12 +71,33 @@ fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
     runconf::register_cli(t);
 }
 
+/// `show trace`'s decode of a node without a record of its own, in VPP's style: an `ip4-*` or
+/// `ip6-*` node gets the IP header it read (`UDP: 10.0.0.2 -> 10.0.1.2`, `tos .., ttl ..`,
+/// then the UDP/TCP/ICMP header), any other node the Ethernet header and what it carries.
+fn trace_decode(node: &str, data: &[u8]) -> String {
+    use sluice_wire::format::{describe_ethernet, describe_ipv4, describe_ipv6};
+    let mut out = String::new();
+    if node.starts_with("ip4-") {
+        describe_ipv4(data, &mut out);
+    } else if node.starts_with("ip6-") {
+        describe_ipv6(data, &mut out);
+    } else {
+        return describe_ethernet(data);
+    }
+    // The IP decode is indented as under an Ethernet line: here it is the top level.
+    out.lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Per-`Vlib` initialisation once the runtime exists: `local0` and name resolution for
 /// `pcap trace intfc`.
 pub fn init(vm: &mut sluice_graph::Vlib) {
     interface::ensure_local0(vm);
     interface::install_drop_counting(vm);
     vm.ext_mut::<sluice_graph::cli::IfNames>().resolve = Some(interface::resolve);
+    vm.ext_mut::<sluice_graph::trace::TraceDecoder>().0 = Some(trace_decode);
     ip4::init(vm);
     ip6::init(vm);
     l2::init(vm);

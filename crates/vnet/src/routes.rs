@@ -624,40 +624,79 @@ impl<L: Lpm> RouteTable<L> {
         }
     }
 
-    /// `show ip[6] fib` body: the routes selected by `filter` ((addr, host length) = the
-    /// longest match of addr; (prefix, len) = exactly that prefix; None = all), each with its
-    /// sources and installed paths rendered by `adj`.
-    pub fn show(
-        &self,
-        out: &mut String,
-        filter: Option<(L::Addr, u8)>,
-        prefix: impl Fn(L::Addr, u8) -> String,
-        adj: impl Fn(u32) -> String,
-    ) {
-        let shown: Vec<(&(L::Addr, u8), &Route)> = match filter {
-            Some((a, l)) if l == L::BITS => self
-                .routes
-                .iter()
-                .filter(|(&(p, m), _)| L::mask(a, m) == p)
-                .max_by_key(|(&(_, m), _)| m)
-                .into_iter()
-                .collect(),
-            Some((p, l)) => self
-                .routes
-                .iter()
-                .filter(|(&(q, m), _)| q == L::mask(p, l) && m == l)
-                .collect(),
-            None => self.routes.iter().collect(),
+    /// `show ip[6] fib` body in VPP's format (from after `f.after`, at most `f.budget` routes:
+    /// returns the last entry shown when it stopped early): the routes selected by `f.filter` ((addr, host
+    /// length) = the longest match of addr; (prefix, len) = exactly that prefix; None = all)
+    /// merged with the special entries VPP creates in every table (`f.specials`, shown where
+    /// no route has their prefix), in (address, length) order; each as
+    /// `<prefix>` / `  unicast-ip4-chain` / `  [@0]: dpo-load-balance: [...]` / one
+    /// `    [<bucket>] <dpo>` line per load-balance bucket. With `f.detail`, the route's
+    /// sources and recursive next hops follow the prefix line.
+    pub fn show(&self, out: &mut String, f: &ShowFib<'_, L::Addr>) -> Option<(L::Addr, u8)> {
+        let mut specials: Vec<&((L::Addr, u8), String)> = f
+            .specials
+            .iter()
+            .filter(|(k, _)| !self.routes.contains_key(k))
+            .collect();
+        specials.sort_by_key(|(k, _)| *k);
+        let wanted = |k: (L::Addr, u8)| {
+            f.filter.is_none_or(|(p, l)| k == (L::mask(p, l), l)) && f.after.is_none_or(|a| k > a)
         };
-        for (&(p, l), r) in shown {
-            let mut srcs: Vec<&str> = r.by_source.keys().map(|s| s.as_str()).collect();
-            if !r.vias.is_empty() && !r.by_source.contains_key(&Source::Static) {
-                srcs.push(Source::Static.as_str());
+        if let Some((a, _)) = f.filter.filter(|&(_, l)| l == L::BITS) {
+            // The longest match of `a` among routes and special entries.
+            let best = (0..=L::BITS)
+                .rev()
+                .map(|m| (L::mask(a, m), m))
+                .find(|k| self.routes.contains_key(k) || specials.iter().any(|(s, _)| s == k));
+            match best.and_then(|k| self.routes.get_key_value(&k)) {
+                Some((k, r)) => self.show_route(out, f, *k, r),
+                None => {
+                    if let Some((k, d)) = best.and_then(|k| specials.iter().find(|(s, _)| *s == k))
+                    {
+                        show_special(out, f, *k, d);
+                    }
+                }
             }
-            let _ = writeln!(out, "{}", prefix(p, l));
+            return None;
+        }
+        let mut sp = specials.into_iter().filter(|(k, _)| wanted(*k)).peekable();
+        let routes = match (f.filter, f.after) {
+            (Some((p, l)), _) => {
+                let k = (L::mask(p, l), l);
+                self.routes.range(k..=k)
+            }
+            (None, Some(a)) => self
+                .routes
+                .range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+            (None, None) => self.routes.range(..),
+        };
+        // Stop after `budget` routes: the last entry shown is where to go on.
+        let (mut left, mut last) = (f.budget, None);
+        for (&k, r) in routes {
+            if left == 0 {
+                return last;
+            }
+            while let Some((s, d)) = sp.next_if(|(s, _)| *s < k) {
+                show_special(out, f, *s, d);
+            }
+            self.show_route(out, f, k, r);
+            (left, last) = (left - 1, Some(k));
+        }
+        for (s, d) in sp {
+            show_special(out, f, *s, d);
+        }
+        None
+    }
+
+    /// One route of [`RouteTable::show`].
+    fn show_route(&self, out: &mut String, f: &ShowFib<'_, L::Addr>, k: (L::Addr, u8), r: &Route) {
+        let (p, l) = k;
+        let _ = writeln!(out, "{}", (f.prefix)(p, l));
+        if f.detail {
+            let srcs: Vec<&str> = r.sources().iter().map(|s| s.as_str()).collect();
             let _ = writeln!(out, "  source: {}", srcs.join(", "));
             for &(nh, w) in &r.vias {
-                let a = prefix(L::from_u128(nh), L::BITS);
+                let a = (f.prefix)(L::from_u128(nh), L::BITS);
                 let a = a.split('/').next().unwrap_or_default();
                 let wt = if w != 1 {
                     format!(" weight {w}")
@@ -666,28 +705,21 @@ impl<L: Lpm> RouteTable<L> {
                 };
                 let _ = writeln!(out, "    via {a} recursive{wt}");
             }
-            let paths = &r.installed;
-            if r.value >= LB_FLAG {
-                let lb = r.value & (LB_FLAG - 1);
-                let shared = if self.route_lb.contains_key(&(p, l)) {
-                    ""
-                } else {
-                    " shared"
-                };
-                let _ = writeln!(
-                    out,
-                    "    load-balance [@{lb}]{shared}: {} paths",
-                    paths.len()
-                );
-            }
-            for &(ai, wt) in paths {
-                let w = if paths.len() > 1 {
-                    format!(" weight {wt}")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(out, "    {}{w}", adj(ai));
-            }
+        }
+        let buckets = if r.installed.len() > 1 {
+            sluice_fib::lb::buckets_for(&r.installed)
+        } else {
+            vec![r.installed.first().map_or(0, |x| x.0)]
+        };
+        // The load-balance index: the shared object of an ECMP route, else the adjacency.
+        let index = if r.value >= LB_FLAG {
+            r.value & (LB_FLAG - 1)
+        } else {
+            r.value
+        };
+        lb_line(out, f.proto, index, buckets.len());
+        for (b, &ai) in buckets.iter().enumerate() {
+            let _ = writeln!(out, "    [{b}] {}", (f.dpo)(ai, p, l));
         }
     }
 
@@ -712,6 +744,69 @@ fn host_mask(bits: u8, len: u8) -> u128 {
     } else {
         (1u128 << h) - 1
     }
+}
+
+/// Where a streamed `show ip[6] fib` stopped ([`Vrfs::show_tables`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FibCursor<A> {
+    /// The FIB index to go on in.
+    pub fib: u32,
+    /// The last entry shown in it.
+    pub after: Option<(A, u8)>,
+    /// Something was shown.
+    pub started: bool,
+    /// Everything was shown.
+    pub done: bool,
+}
+
+impl<A> Default for FibCursor<A> {
+    fn default() -> Self {
+        FibCursor {
+            fib: 0,
+            after: None,
+            started: false,
+            done: false,
+        }
+    }
+}
+
+/// What [`RouteTable::show`] renders and how.
+pub struct ShowFib<'a, A> {
+    /// `ip4` or `ip6` (the chain and load-balance protocol).
+    pub proto: &'static str,
+    /// Routes to show (see [`RouteTable::show`]).
+    pub filter: Option<(A, u8)>,
+    /// Sources and recursive next hops too (`detail`, or a prefix asked for).
+    pub detail: bool,
+    /// VPP's special entries of this table: prefix and the DPO text they forward to.
+    pub specials: Vec<((A, u8), String)>,
+    /// Start after this entry (a streamed reply going on).
+    pub after: Option<(A, u8)>,
+    /// Most routes to show (`usize::MAX`: all).
+    pub budget: usize,
+    /// A prefix as text.
+    pub prefix: &'a dyn Fn(A, u8) -> String,
+    /// The DPO of a bucket: adjacency index and the route's prefix → `[@5]: ipv4 via ...`.
+    pub dpo: &'a dyn Fn(u32, A, u8) -> String,
+}
+
+/// `  unicast-ip4-chain` and the load-balance line of a `show ip[6] fib` entry (no per-route
+/// counters: `to:[0:0]`).
+fn lb_line(out: &mut String, proto: &str, index: u32, buckets: usize) {
+    let _ = writeln!(
+        out,
+        "  unicast-{proto}-chain\n  [@0]: dpo-load-balance: [proto:{proto} index:{index} buckets:{buckets} uRPF:{index} to:[0:0]]"
+    );
+}
+
+/// A special entry of [`RouteTable::show`].
+fn show_special<A: Copy>(out: &mut String, f: &ShowFib<'_, A>, (p, l): (A, u8), dpo: &str) {
+    let _ = writeln!(out, "{}", (f.prefix)(p, l));
+    if f.detail {
+        let _ = writeln!(out, "  source: special");
+    }
+    lb_line(out, f.proto, 0, 1);
+    let _ = writeln!(out, "    [0] {dpo}");
 }
 
 /// One table: its user-facing id (None: deleted, the index free for reuse) and routes.
@@ -943,12 +1038,22 @@ impl<L: Lpm> Vrfs<L> {
     }
 
     /// `show ip[6] fib [table <id>] ...`: the header line of each selected table (by
-    /// `header(id, fib, rt)`) followed by `body(rt)`.
+    /// `header(id, fib, rt)`) followed by `body(fib, rt, after, budget)` (which returns where it
+    /// stopped, see [`RouteTable::show`]), going on from `cur` for at most `budget` routes;
+    /// `cur.done` once every table is shown.
     pub fn show_tables(
         &self,
         table: Option<u32>,
+        cur: &mut FibCursor<L::Addr>,
+        budget: usize,
         mut header: impl FnMut(&mut String, u32, u32, &RouteTable<L>),
-        mut body: impl FnMut(&mut String, &RouteTable<L>),
+        mut body: impl FnMut(
+            &mut String,
+            u32,
+            &RouteTable<L>,
+            Option<(L::Addr, u8)>,
+            usize,
+        ) -> Option<(L::Addr, u8)>,
     ) -> Result<String, CliError> {
         let mut out = String::new();
         if let Some(id) = table {
@@ -957,13 +1062,42 @@ impl<L: Lpm> Vrfs<L> {
             }
         }
         for (id, fib, rt) in self.iter() {
-            if table.is_some_and(|t| t != id) {
+            if table.is_some_and(|t| t != id) || (cur.started && fib < cur.fib) {
                 continue;
             }
-            header(&mut out, id, fib, rt);
-            body(&mut out, rt);
+            let going_on = cur.started && fib == cur.fib && cur.after.is_some();
+            if !going_on {
+                header(&mut out, id, fib, rt);
+            }
+            let after = if going_on { cur.after } else { None };
+            if let Some(k) = body(&mut out, fib, rt, after, budget) {
+                *cur = FibCursor {
+                    fib,
+                    after: Some(k),
+                    started: true,
+                    done: false,
+                };
+                return Ok(out);
+            }
+            // This table is done: a later call starts at the next one.
+            *cur = FibCursor {
+                fib: fib + 1,
+                after: None,
+                started: true,
+                done: false,
+            };
         }
+        cur.done = true;
         Ok(out)
+    }
+}
+
+/// Item `.1` of a list as `.0` names it, rendered only when displayed (an error message).
+pub struct Named<'a>(pub &'a dyn Fn(usize) -> String, pub usize);
+
+impl std::fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&(self.0)(self.1))
     }
 }
 
@@ -1035,6 +1169,7 @@ pub fn table_add_del<L: Lpm>(
 }
 
 /// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
+#[derive(Clone, Copy, Debug)]
 pub struct ShowArgs<A> {
     /// Only this table.
     pub table: Option<u32>,
@@ -1042,6 +1177,40 @@ pub struct ShowArgs<A> {
     pub filter: Option<(A, u8)>,
     /// Counts by prefix length instead of routes.
     pub summary: bool,
+    /// `detail`: sources and recursive next hops too (always with a prefix).
+    pub detail: bool,
+}
+
+/// One piece of `show ip[6] fib`: at most `budget` routes from the cursor.
+pub type ShowPart<A> =
+    fn(&mut Vlib, &ShowArgs<A>, &mut FibCursor<A>, usize) -> Result<String, CliError>;
+
+/// Runs `show ip[6] fib` through `part` (one piece of at most `budget` routes from a cursor):
+/// in one piece, or — when the CLI server can stream the reply — the first piece now and the
+/// rest from a producer the server calls as the client reads ([`sluice_graph::reply`]).
+pub fn stream_show<A: Copy + Send + 'static>(
+    vm: &mut Vlib,
+    sa: ShowArgs<A>,
+    part: ShowPart<A>,
+) -> Result<String, CliError> {
+    let mut cur = FibCursor::default();
+    if !sluice_graph::reply::allowed(vm) {
+        return part(vm, &sa, &mut cur, usize::MAX);
+    }
+    let first = part(vm, &sa, &mut cur, crate::ip4::FIB_CHUNK)?;
+    if !cur.done {
+        sluice_graph::reply::set_producer(
+            vm,
+            Box::new(move |vm| {
+                if cur.done {
+                    return None;
+                }
+                // A table deleted meanwhile ends the reply with what was shown.
+                part(vm, &sa, &mut cur, crate::ip4::FIB_CHUNK).ok()
+            }),
+        );
+    }
+    Ok(first)
 }
 
 /// Parses `show ip[6] fib [table <id>] [<prefix>] [summary]`.
@@ -1053,10 +1222,13 @@ pub fn parse_show_args<A>(
         table: None,
         filter: None,
         summary: false,
+        detail: false,
     };
     while !a.is_empty() {
         if a.keyword("summary") {
             s.summary = true;
+        } else if a.keyword("detail") {
+            s.detail = true;
         } else if a.keyword("table") {
             s.table = Some(a.u32("table id")?);
         } else {
@@ -1313,6 +1485,33 @@ pub fn fmt_adj(family: &str, a: &Adj, i: u32, via: &str, ifn: &str) -> String {
                 a.mtu, a.tx_if
             )
         }
+    }
+}
+
+/// The DPO an adjacency is in a `show ip[6] fib` entry, as VPP prints it: `family` is
+/// `ipv4`/`ipv6`, `via` the next hop text, `ifn` the interface name, `addr` and `prefix` the
+/// route's address and prefix (a receive DPO names the address, a glean its subnet).
+pub fn fmt_dpo(family: &str, a: &Adj, via: &str, ifn: &str, addr: &str, prefix: &str) -> String {
+    let hex = |r: &[u8]| -> String { r.iter().map(|b| format!("{b:02x}")).collect() };
+    match a.kind {
+        AdjKind::Drop => format!("[@0]: dpo-drop {}", family.replace('v', "")),
+        AdjKind::Local => format!("[@2]: dpo-receive: {addr} on {ifn}"),
+        AdjKind::Glean => {
+            let ethertype = if family == "ipv4" { "0806" } else { "86dd" };
+            format!(
+                "[@4]: {family}-glean: [src:{prefix}] {ifn}: mtu:{} next:{} flags:[] ffffffffffff{}{ethertype}",
+                a.mtu,
+                a.tx_if,
+                hex(&a.rewrite[6..12])
+            )
+        }
+        AdjKind::Incomplete => format!("[@3]: arp-{family}: via {via} {ifn}"),
+        AdjKind::Rewrite => format!(
+            "[@5]: {family} via {via} {ifn}: mtu:{} next:{} flags:[] {}",
+            a.mtu,
+            a.tx_if,
+            hex(&a.rewrite)
+        ),
     }
 }
 

@@ -530,7 +530,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "show ip fib",
-        "show ip fib [table <id>] [<prefix>[/<width>]] [summary] — routes and their adjacencies",
+        "show ip fib [table <id>] [<prefix>[/<width>]] [summary] [detail] — routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
@@ -730,8 +730,25 @@ pub fn route_add_del(
     paths: &RoutePaths<Ipv4Addr>,
     w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    if len > 32 {
-        return Err(VnetError::invalid(format!("bad prefix length in `{w}'")));
+    routes_add_del(vm, is_add, count, &[(p, len)], paths, &|_| w.to_string())
+}
+
+/// [`route_add_del`] of each prefix of `prefixes` (`count` consecutive ones from each) with
+/// the same paths, resolved once: `ip_route_add_del_multi`. `w(k)` names prefix `k` in
+/// errors; the first failure stops the edit (the prefixes before it stay edited).
+pub fn routes_add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    count: u32,
+    prefixes: &[(u32, u8)],
+    paths: &RoutePaths<Ipv4Addr>,
+    w: &dyn Fn(usize) -> String,
+) -> VnetResult {
+    if let Some(k) = prefixes.iter().position(|&(_, len)| len > 32) {
+        return Err(VnetError::invalid(format!(
+            "bad prefix length in `{}'",
+            w(k)
+        )));
     }
     for &(_, i, wt) in &paths.paths {
         if let Some(i) = i {
@@ -768,33 +785,49 @@ pub fn route_add_del(
     })?;
     // `via <interface>`: a host route's neighbour is the destination itself; a wider
     // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
-    for &(i, wt) in &paths.via_if {
-        let adj = if len == 32 {
-            ctl.nbr_adj(i.0, p)
+    let local = if paths.local {
+        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
+    } else {
+        None
+    };
+    if paths.via_if.is_empty() {
+        resolved.extend(local.map(|l| (Hop::Adj(l), 1)));
+    }
+    for (k, &(p, len)) in prefixes.iter().enumerate() {
+        let mut r;
+        let resolved = if paths.via_if.is_empty() {
+            &resolved
         } else {
-            ctl.glean_adj(i.0)
+            r = resolved.clone();
+            for &(i, wt) in &paths.via_if {
+                let adj = if len == 32 {
+                    ctl.nbr_adj(i.0, p)
+                } else {
+                    ctl.glean_adj(i.0)
+                };
+                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+            }
+            r.extend(local.map(|l| (Hop::Adj(l), 1)));
+            &r
         };
-        resolved.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+        let (base, step) = (
+            mask(p, len) as u64,
+            if len == 0 { 0 } else { 1u64 << (32 - len) },
+        );
+        let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
+        ctl.vrfs.apply_static(
+            fib,
+            count.max(1),
+            nth,
+            len,
+            !is_add,
+            paths.drop,
+            resolved,
+            &crate::routes::Named(w, k),
+            &|| intr.requested(),
+        )?;
     }
-    if paths.local {
-        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(VnetError::Full)?), 1));
-    }
-    let (base, step) = (
-        mask(p, len) as u64,
-        if len == 0 { 0 } else { 1u64 << (32 - len) },
-    );
-    let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-    ctl.vrfs.apply_static(
-        fib,
-        count.max(1),
-        nth,
-        len,
-        !is_add,
-        paths.drop,
-        &resolved,
-        w,
-        &|| intr.requested(),
-    )
+    Ok(())
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -884,31 +917,92 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
         .collect()
 }
 
+/// VPP's header line of a table in `show ip[6] fib`.
+pub(crate) const FIB_HEADER_TAIL: &str =
+    "flow hash:[src dst sport dport proto flowlabel ] epoch:0 flags:none locks:[default-route:1, ]";
+
+/// The entries VPP creates in every IPv4 table that Sluice shows beside its routes:
+/// 0.0.0.0/0, 0.0.0.0/32, 224.0.0.0/4, 240.0.0.0/4, 255.255.255.255/32 and, for each
+/// connected subnet of table `fib` up to /30, its network and broadcast /32s (all drop).
+fn special_entries(ctl: &Ip4Control, fib: u32) -> Vec<((u32, u8), String)> {
+    let drop = "[@0]: dpo-drop ip4".to_string();
+    let mut v: Vec<((u32, u8), String)> = [
+        (0, 0),
+        (0, 32),
+        (0xe000_0000, 4),
+        (0xf000_0000, 4),
+        (u32::MAX, 32),
+    ]
+    .into_iter()
+    .map(|k| (k, drop.clone()))
+    .collect();
+    for &(i, a, l) in &ctl.addrs {
+        if l <= 30 && ctl.if_fib(i) == fib {
+            let net = sluice_fib::ip4::mask(a, l);
+            v.push(((net, 32), drop.clone()));
+            v.push(((net | (u32::MAX >> l), 32), drop.clone()));
+        }
+    }
+    v
+}
+
+/// Routes per piece of a streamed `show ip[6] fib`.
+pub(crate) const FIB_CHUNK: usize = 4096;
+
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
+    crate::routes::stream_show(vm, sa, show_fib_part)
+}
+
+/// One piece of `show ip fib`: at most `budget` routes from `cur`.
+fn show_fib_part(
+    vm: &mut Vlib,
+    sa: &crate::routes::ShowArgs<u32>,
+    cur: &mut crate::routes::FibCursor<u32>,
+    budget: usize,
+) -> Result<String, CliError> {
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
+    let prefix = |p: u32, l: u8| format!("{}/{l}", Ipv4Addr::from(p));
+    let dpo = |ai: u32, p: u32, l: u8| {
+        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+        let ifn = names
+            .get(&a.tx_if)
+            .cloned()
+            .unwrap_or_else(|| format!("if{}", a.tx_if));
+        crate::routes::fmt_dpo(
+            "ipv4",
+            &a,
+            &Ipv4Addr::from(a.nh).to_string(),
+            &ifn,
+            &Ipv4Addr::from(p).to_string(),
+            &prefix(p, l),
+        )
+    };
     ctl.vrfs.show_tables(
         sa.table,
-        |out, id, fib, rt| {
-            let _ = writeln!(
-                out,
-                "ipv4-VRF:{id}, fib_index:{fib}, routes {}",
-                rt.routes.len()
-            );
+        cur,
+        budget,
+        |out, id, fib, _| {
+            let _ = writeln!(out, "ipv4-VRF:{id}, fib_index:{fib}, {FIB_HEADER_TAIL}");
         },
-        |out, rt| {
+        |out, fib, rt, after, budget| {
             if sa.summary {
                 rt.summary(out);
-            } else {
-                rt.show(
-                    out,
-                    sa.filter,
-                    |p, l| format!("{}/{l}", Ipv4Addr::from(p)),
-                    |ai| fmt_adj(&names, &ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP), ai),
-                );
+                return None;
             }
+            let f = crate::routes::ShowFib {
+                proto: "ip4",
+                filter: sa.filter,
+                detail: sa.detail || sa.filter.is_some(),
+                specials: special_entries(&ctl, fib),
+                after,
+                budget,
+                prefix: &prefix,
+                dpo: &dpo,
+            };
+            rt.show(out, &f)
         },
     )
 }

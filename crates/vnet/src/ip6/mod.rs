@@ -550,7 +550,7 @@ fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "show ip6 fib",
-        "show ip6 fib [table <id>] [<prefix>[/<width>]] [summary] — IPv6 routes and their adjacencies",
+        "show ip6 fib [table <id>] [<prefix>[/<width>]] [summary] [detail] — IPv6 routes and their adjacencies",
         cli_show_fib,
     );
     t.add(
@@ -656,8 +656,25 @@ pub fn route_add_del(
     paths: &RoutePaths<Ipv6Addr>,
     w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    if len > 128 {
-        return Err(VnetError::invalid(format!("bad prefix length in `{w}'")));
+    routes_add_del(vm, is_add, count, &[(p, len)], paths, &|_| w.to_string())
+}
+
+/// [`route_add_del`] of each prefix of `prefixes` (`count` consecutive ones from each) with
+/// the same paths, resolved once: `ip_route_add_del_multi`. `w(k)` names prefix `k` in
+/// errors; the first failure stops the edit (the prefixes before it stay edited).
+pub fn routes_add_del(
+    vm: &mut Vlib,
+    is_add: bool,
+    count: u32,
+    prefixes: &[(u128, u8)],
+    paths: &RoutePaths<Ipv6Addr>,
+    w: &dyn Fn(usize) -> String,
+) -> VnetResult {
+    if let Some(k) = prefixes.iter().position(|&(_, len)| len > 128) {
+        return Err(VnetError::invalid(format!(
+            "bad prefix length in `{}'",
+            w(k)
+        )));
     }
     for &(_, i, wt) in &paths.paths {
         if let Some(i) = i {
@@ -696,40 +713,57 @@ pub fn route_add_del(
             }
         }
     })?;
-    // As IPv4: `via <interface>` is the neighbour of a host route, else glean; `via local`.
-    for &(i, wt) in &paths.via_if {
-        let adj = if len == 128 {
-            ctl.nbr_adj(i.0, p)
-        } else {
-            ctl.glean_adj(i.0)
-        };
-        resolved.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
-    }
-    if paths.local {
-        resolved.push((Hop::Adj(ctl.local_adj(0).map_err(VnetError::Full)?), 1));
-    }
-    let step: u128 = if len == 0 {
-        0
+    // `via <interface>`: a host route's neighbour is the destination itself; a wider
+    // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
+    let local = if paths.local {
+        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
     } else {
-        1u128 << (128 - len as u32)
+        None
     };
-    let base = mask(p, len);
-    let nth = |k: u32| {
-        (k as u128)
-            .checked_mul(step)
-            .and_then(|o| base.checked_add(o))
-    };
-    ctl.vrfs.apply_static(
-        fib,
-        count.max(1),
-        nth,
-        len,
-        !is_add,
-        paths.drop,
-        &resolved,
-        w,
-        &|| intr.requested(),
-    )
+    if paths.via_if.is_empty() {
+        resolved.extend(local.map(|l| (Hop::Adj(l), 1)));
+    }
+    for (k, &(p, len)) in prefixes.iter().enumerate() {
+        let mut r;
+        let resolved = if paths.via_if.is_empty() {
+            &resolved
+        } else {
+            r = resolved.clone();
+            for &(i, wt) in &paths.via_if {
+                let adj = if len == 128 {
+                    ctl.nbr_adj(i.0, p)
+                } else {
+                    ctl.glean_adj(i.0)
+                };
+                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+            }
+            r.extend(local.map(|l| (Hop::Adj(l), 1)));
+            &r
+        };
+        let step: u128 = if len == 0 {
+            0
+        } else {
+            1u128 << (128 - len as u32)
+        };
+        let base = mask(p, len);
+        let nth = |k: u32| {
+            (k as u128)
+                .checked_mul(step)
+                .and_then(|o| base.checked_add(o))
+        };
+        ctl.vrfs.apply_static(
+            fib,
+            count.max(1),
+            nth,
+            len,
+            !is_add,
+            paths.drop,
+            resolved,
+            &crate::routes::Named(w, k),
+            &|| intr.requested(),
+        )?;
+    }
+    Ok(())
 }
 
 /// `ip neighbor [del] <if> <ip6> <mac> [static]`.
@@ -784,36 +818,82 @@ fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
+    crate::routes::stream_show(vm, sa, show_fib_part)
+}
+
+/// One piece of `show ip6 fib` (see the IPv4 one).
+fn show_fib_part(
+    vm: &mut Vlib,
+    sa: &crate::routes::ShowArgs<u128>,
+    cur: &mut crate::routes::FibCursor<u128>,
+    budget: usize,
+) -> Result<String, CliError> {
     let names = if_names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
     let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
+    let prefix = |p: u128, l: u8| format!("{}/{l}", Ipv6Addr::from(p));
+    let dpo = |ai: u32, p: u128, l: u8| {
+        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
+        let ifn = names
+            .get(&a.tx_if)
+            .cloned()
+            .unwrap_or_else(|| format!("if{}", a.tx_if));
+        let via = nh_of
+            .get(&ai)
+            .map(|&n| Ipv6Addr::from(n).to_string())
+            .unwrap_or_default();
+        crate::routes::fmt_dpo(
+            "ipv6",
+            &a,
+            &via,
+            &ifn,
+            &Ipv6Addr::from(p).to_string(),
+            &prefix(p, l),
+        )
+    };
+    // VPP's entries of every IPv6 table: the default route (drop) and link-local.
+    let specials = vec![
+        ((0u128, 0u8), "[@0]: dpo-drop ip6".to_string()),
+        ((0xfe80u128 << 112, 10), "[@14]: ip6-link-local".to_string()),
+    ];
     ctl.vrfs.show_tables(
         sa.table,
+        cur,
+        budget,
         |out, id, fib, rt| {
             let _ = writeln!(
                 out,
-                "ipv6-VRF:{id}, fib_index:{fib}, routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
-                rt.routes.len(),
-                rt.lpm.groups_in_use(),
-                rt.lpm.memory_bytes() / 1024,
-                rt.lpm.first_level_bytes() >> 20
+                "ipv6-VRF:{id}, fib_index:{fib}, {}",
+                crate::ip4::FIB_HEADER_TAIL
             );
-        },
-        |out, rt| {
             if sa.summary {
-                rt.summary(out);
-            } else {
-                rt.show(
+                let _ = writeln!(
                     out,
-                    sa.filter,
-                    |p, l| format!("{}/{l}", Ipv6Addr::from(p)),
-                    |ai| {
-                        let adj = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-                        fmt_adj(&names, &adj, ai, nh_of.get(&ai).copied())
-                    },
+                    "  routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
+                    rt.routes.len(),
+                    rt.lpm.groups_in_use(),
+                    rt.lpm.memory_bytes() / 1024,
+                    rt.lpm.first_level_bytes() >> 20
                 );
             }
+        },
+        |out, _, rt, after, budget| {
+            if sa.summary {
+                rt.summary(out);
+                return None;
+            }
+            let f = crate::routes::ShowFib {
+                proto: "ip6",
+                filter: sa.filter,
+                detail: sa.detail || sa.filter.is_some(),
+                specials: specials.clone(),
+                after,
+                budget,
+                prefix: &prefix,
+                dpo: &dpo,
+            };
+            rt.show(out, &f)
         },
     )
 }
