@@ -21,6 +21,8 @@ pub enum Action {
     Deny,
     /// Pass.
     Permit,
+    /// Pass and create a session admitting the flow's return traffic (`permit+reflect`).
+    PermitReflect,
 }
 
 /// One rule.
@@ -94,6 +96,7 @@ impl fmt::Display for Rule {
         let a = match self.action {
             Action::Deny => "deny",
             Action::Permit => "permit",
+            Action::PermitReflect => "permit+reflect",
         };
         let p = |(x, l): (u128, u8)| {
             if self.v6 {
@@ -142,6 +145,8 @@ pub struct Key {
     pub dport: u16,
     /// TCP flags.
     pub tcp_flags: u8,
+    /// ICMP echo identifier (0 for other packets).
+    pub icmp_id: u16,
     /// Whether the L4 fields are valid.
     pub l4: bool,
 }
@@ -378,6 +383,7 @@ mod tests {
             sport: (r.next() % 900) as u16,
             dport: (r.next() % 900) as u16,
             tcp_flags: (r.next() % 64) as u8,
+            icmp_id: 0,
             l4: r.next() % 8 != 0,
         }
     }
@@ -414,6 +420,7 @@ mod tests {
             sport: 5,
             dport,
             tcp_flags: 0,
+            icmp_id: 0,
             l4,
         };
         assert_eq!(c.lookup(&k(999, true)), Some(1));
