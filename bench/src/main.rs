@@ -54,7 +54,9 @@ pub struct Opts {
     /// Skip the large-FIB cases.
     #[arg(long)]
     quick: bool,
-    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`).
+    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`);
+    /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
+    /// count.
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`

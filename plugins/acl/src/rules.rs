@@ -8,8 +8,9 @@
 //! as soon as no remaining type can hold a rule earlier than the best match so far; in a
 //! table hit, port ranges (and ICMP type/code ranges) and TCP flags are checked rule by
 //! rule. The cost grows with the number of distinct mask types (small in practice: a few
-//! prefix lengths), not with the number of rules. The tables use std's `HashMap` with its
-//! per-process random SipHash key (not DoS-unsafe).
+//! prefix lengths), not with the number of rules. A type with a single key (a wildcard type
+//! such as a final `permit any`) is compared directly instead of hashed. The tables use
+//! std's `HashMap` with its per-process random SipHash key (not DoS-unsafe).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -183,6 +184,9 @@ struct Table {
     mt: MaskType,
     first: u32,
     map: HashMap<HashKey, Vec<u32>>,
+    /// The only key of `map` when it has one (a wildcard type such as `permit any`, or a
+    /// single rule): compared directly, no hashing.
+    single: Option<(HashKey, Vec<u32>)>,
 }
 
 impl MaskType {
@@ -238,6 +242,7 @@ impl Classifier {
                     mt,
                     first: i as u32,
                     map: HashMap::new(),
+                    single: None,
                 });
                 tables.len() - 1
             });
@@ -245,6 +250,11 @@ impl Classifier {
             // stored: rules are normalised by the CLI.
             let key = mt.rule_key(r);
             tables[t].map.entry(key).or_default().push(i as u32);
+        }
+        for t in &mut tables {
+            if t.map.len() == 1 {
+                t.single = t.map.drain().next();
+            }
         }
         // Tables are created in order of their first rule already.
         Classifier { rules, tables }
@@ -271,8 +281,14 @@ impl Classifier {
             if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
                 continue;
             }
-            let Some(c) = t.map.get(&t.mt.key(k)) else {
-                continue;
+            let key = t.mt.key(k);
+            let c = match &t.single {
+                Some((sk, c)) if *sk == key => c,
+                Some(_) => continue,
+                None => match t.map.get(&key) {
+                    Some(c) => c,
+                    None => continue,
+                },
             };
             for &r in c {
                 if best.is_some_and(|b| r >= b) {
