@@ -74,12 +74,16 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     );
     let _ = writeln!(out, "|{}", "---|".repeat(8));
     let mut base = None;
-    let sizes: &[usize] = if o.quick {
+    let sizes: &[usize] = if o.quick && o.only.is_none() {
         &[1, 100, 1000]
     } else {
         &[1, 100, 1000, 10_000]
     };
     for &n in sizes {
+        // `--only <rules>`: that size alone (callgrind runs).
+        if o.only.as_deref().is_some_and(|w| w != n.to_string()) {
+            continue;
+        }
         let (mut vm, t) = crate::build(0);
         for c in [
             "create packet-generator interface pg0",

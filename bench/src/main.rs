@@ -57,6 +57,8 @@ pub struct Opts {
     quick: bool,
     /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
+    /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
+    /// count.
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`

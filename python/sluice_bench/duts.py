@@ -191,8 +191,6 @@ class SluiceAfPacket(Dut):
     def unsupported(self, sc: Scenario) -> str | None:
         if reason := super().unsupported(sc):
             return reason
-        if sc.kind == "nat44":
-            return "Sluice has no NAT44 yet"
         return None
 
     def mac(self, port_index: int) -> str:
@@ -233,7 +231,7 @@ class SluiceAfPacket(Dut):
             ifs[p.dut_if] = self.attach(i, p)
             cli(f"set interface state {ifs[p.dut_if]} up")
         ha, hb = ifs[a.dut_if], ifs[b.dut_if]
-        if sc.kind in ("ip4", "ip6"):
+        if sc.kind in ("ip4", "ip6", "nat44"):
             ip6 = sc.kind == "ip6"
             for p in (a, b):
                 h = ifs[p.dut_if]
@@ -244,6 +242,11 @@ class SluiceAfPacket(Dut):
             if sc.routes > 1:
                 first = (filler6_prefixes if ip6 else filler_prefixes)(1)[0]
                 cli(f"ip route add count {sc.routes - 1} {first} via {b.l3(ip6)[1]} {hb}")
+            if sc.kind == "nat44":
+                # As Linux's masquerade: A's traffic leaves B with B's address (NAT44-ED).
+                cli("nat44 plugin enable sessions 200000")
+                cli(f"nat44 add interface address {hb}")
+                cli(f"set interface nat44 in {ha} out {hb}")
         elif sc.kind == "l2xc":
             cli(f"set interface l2 xconnect {ha} {hb}")
             cli(f"set interface l2 xconnect {hb} {ha}")

@@ -1,8 +1,11 @@
-"""Stateless ACLs (plugins/acl, VPP's acl-plugin CLI) over pg with scapy: first match wins,
+"""ACLs (plugins/acl, VPP's acl-plugin CLI) over pg with scapy: first match wins,
 port ranges, ICMP type ranges, TCP flags, IPv6, input and output lists, implicit deny, hit
-counts, CLI errors."""
+counts, stateful permit+reflect sessions, CLI errors."""
 
 import re
+import time
+
+import pytest
 
 from scapy.compat import raw
 from scapy.layers.inet import ICMP, IP, TCP, UDP
@@ -11,6 +14,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from ip4_base import Ip4RouterTest
+from sluice_papi import ApiError, Retval
 from sluice_test import IpRoute
 
 IN4 = "acl-plugin-in-ip4-fa"
@@ -19,6 +23,8 @@ IN6 = "acl-plugin-in-ip6-fa"
 PERMIT = "ACL permit packets"
 DENY = "ACL deny packets"
 NO_MATCH = "no ACL rule matched (implicit deny)"
+SESSION_HIT = "packets admitted by a session"
+SESSION_CREATED = "sessions created (permit+reflect)"
 
 
 class TestAcl(Ip4RouterTest):
@@ -118,7 +124,105 @@ class TestAcl(Ip4RouterTest):
                               "different families")
         self.assert_cli_error("set acl-plugin acl permit dport 5", "need proto")
         self.assert_cli_error("set acl-plugin acl bogus src 1.1.1.1", "`bogus'")
-        self.assert_cli_error("set acl-plugin acl permit+reflect src 1.1.1.1",
-                              "not implemented")
+        self.assert_cli_error("set acl-plugin session timeout udp busy 5", "`busy'")
+        self.assert_cli_error("set acl-plugin session timeout sctp idle 5", "`sctp'")
+        self.assert_cli_error("set acl-plugin session timeout tcp idle 0", "`0'")
         self.assert_cli_error("set acl-plugin interface pg0 input acl 7", "`7'")
         self.assert_cli_error("set acl-plugin interface pg9 input acl 0", "`pg9'")
+
+
+class TestAclStateful(Ip4RouterTest):
+    """permit+reflect on the outside interface (pg1): its output list creates sessions, its
+    input list denies everything a session does not admit."""
+    n_pg = 2
+
+    def setup_test(self):
+        self.create_pg_interfaces(range(2), up=True, ip4=True, resolve=True)
+        self.pg0, self.pg1 = self.pg_interfaces
+        IpRoute(self, "10.2.0.0/16", via=self.pg1.remote_ip4).add_config()
+        out = self.vpp.cli("set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0")
+        assert "ACL index:0" in out, out
+        self.vpp.cli("set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0")
+        self.vpp.cli("set acl-plugin interface pg1 output acl 0")
+        self.vpp.cli("set acl-plugin interface pg1 input acl 1")
+        self.snapshot_counters()
+
+    def out(self, l4, dst="10.2.0.1"):
+        return Ether(raw(Ether(dst=self.pg0.local_mac, src=self.pg0.remote_mac)
+                         / IP(src=self.pg0.remote_ip4, dst=dst) / l4))
+
+    def back(self, l4, src="10.2.0.1"):
+        return Ether(raw(Ether(dst=self.pg1.local_mac, src=self.pg1.remote_mac)
+                         / IP(src=src, dst=self.pg0.remote_ip4) / l4))
+
+    def sessions(self):
+        return self.vpp.cli("show acl-plugin sessions")
+
+    def test_udp_reply_admitted_unsolicited_denied(self):
+        self.send_and_expect(self.pg0, [self.out(UDP(sport=4000, dport=53) / Raw(b"q"))],
+                             self.pg1)
+        s = self.sessions()
+        assert ("sw_if_index 2 output proto 17 %s:4000 -> 10.2.0.1:53 state active"
+                % self.pg0.remote_ip4) in s, s
+        # The reply (reversed tuple) comes in; anything else does not.
+        self.send_and_expect(self.pg1, [self.back(UDP(sport=53, dport=4000) / Raw(b"a"))],
+                             self.pg0)
+        bad = [self.back(UDP(sport=53, dport=4001)),        # other port
+               self.back(UDP(sport=53, dport=4000), src="10.2.0.2"),  # other host
+               self.back(TCP(sport=53, dport=4000))]        # other protocol
+        self.send_and_assert_no_replies(self.pg1, bad)
+        self.assert_counters({(OUT4, SESSION_CREATED): 1, (IN4, SESSION_HIT): 1,
+                              (IN4, DENY): 3, (OUT4, PERMIT): 1})
+        assert "pkts 1/1" in self.sessions()
+
+    def test_icmp_echo_by_identifier(self):
+        self.send_and_expect(self.pg0, [self.out(ICMP(type=8, id=77) / Raw(b"p"))], self.pg1)
+        self.send_and_expect(self.pg1, [self.back(ICMP(type=0, id=77) / Raw(b"p"))], self.pg0)
+        self.send_and_assert_no_replies(self.pg1, [self.back(ICMP(type=0, id=78)),
+                                                   self.back(ICMP(type=8, id=77))])
+
+    def test_tcp_states_and_timeouts(self):
+        self.vpp.cli("set acl-plugin session timeout tcp transient 1")
+        syn = self.out(TCP(sport=5555, dport=80, flags="S"))
+        self.send_and_expect(self.pg0, [syn], self.pg1)
+        assert re.search(r"state opening age \S+ idle \S+ timeout 1s", self.sessions())
+        self.send_and_expect(self.pg1, [self.back(TCP(sport=80, dport=5555, flags="SA"))],
+                             self.pg0)
+        assert re.search(r"state established .* timeout 86400s", self.sessions())
+        self.send_and_expect(self.pg0, [self.out(TCP(sport=5555, dport=80, flags="FA"))],
+                             self.pg1)
+        assert re.search(r"state closing .* timeout 1s", self.sessions())
+        # Closing: gone after the transient timeout; the late reply is denied.
+        time.sleep(2.2)
+        self.send_and_assert_no_replies(self.pg1,
+                                        [self.back(TCP(sport=80, dport=5555, flags="A"))])
+        assert "Sessions total: 0" in self.sessions(), self.sessions()
+        self.assert_counters({(IN4, DENY): 1, (IN4, SESSION_HIT): 1, (OUT4, PERMIT): 1,
+                              (OUT4, SESSION_CREATED): 1, (OUT4, SESSION_HIT): 1})
+
+    def test_clear_and_list_removal(self):
+        self.send_and_expect(self.pg0, [self.out(UDP(sport=1, dport=2))], self.pg1)
+        assert "Sessions total: 1" in self.sessions()
+        self.vpp.cli("clear acl-plugin sessions")
+        assert "Sessions total: 0" in self.sessions()
+        self.send_and_assert_no_replies(self.pg1, [self.back(UDP(sport=2, dport=1))])
+        self.send_and_expect(self.pg0, [self.out(UDP(sport=1, dport=2))], self.pg1)
+        # Removing the reflect list frees the interface's sessions.
+        self.vpp.cli("set acl-plugin interface pg1 output acl 0 del")
+        assert "Sessions total: 0" in self.sessions()
+        self.send_and_assert_no_replies(self.pg1, [self.back(UDP(sport=2, dport=1))])
+
+    def test_api_sessions_dump_timeout_and_clear(self):
+        a = self.vpp.api()
+        self.send_and_expect(self.pg0, [self.out(UDP(sport=7, dport=8))], self.pg1)
+        d = [(x.sw_if_index, x.is_output, x.proto, str(x.initiator), x.initiator_port,
+              str(x.responder), x.responder_port, x.state, x.packets_initiator)
+             for x in a.acl_session_dump()]
+        assert d == [(2, True, 17, self.pg0.remote_ip4, 7, "10.2.0.1", 8, "active", 1)], d
+        a.acl_session_timeout_set(which="udp_idle", seconds=33)
+        assert "udp idle 33 " in self.sessions()
+        with pytest.raises(ApiError) as ei:
+            a.acl_session_timeout_set(which="tcp_idle", seconds=0)
+        assert ei.value.retval == Retval.INVALID_VALUE, str(ei.value)
+        assert a.acl_sessions_clear().cleared == 1
+        assert a.acl_session_dump() == []

@@ -1,42 +1,60 @@
-//! `acl`: stateless access control lists with VPP's acl-plugin CLI.
+//! `acl`: access control lists with VPP's acl-plugin CLI, stateless and stateful
+//! (`permit+reflect`).
 //!
 //! ```text
-//! set acl-plugin acl [index <n>] permit|deny src <prefix> dst <prefix> [proto <p>]
-//!     [sport <a>[-<b>]] [dport <a>[-<b>]] [tcpflags <v> mask <m>] [tag <t>] [, <rule> ...]
+//! set acl-plugin acl [index <n>] permit|deny|permit+reflect src <prefix> dst <prefix>
+//!     [proto <p>] [sport <a>[-<b>]] [dport <a>[-<b>]] [tcpflags <v> mask <m>] [tag <t>]
+//!     [, <rule> ...]
 //! set acl-plugin interface <if> input|output acl <n> [del]
+//! set acl-plugin session timeout udp idle|tcp idle|tcp transient <seconds>
 //! show acl-plugin acl [index <n>]      # rules with their hit counts
 //! show acl-plugin interface
+//! show acl-plugin sessions
+//! clear acl-plugin sessions
 //! delete acl-plugin acl index <n>
 //! ```
 //!
 //! An interface's input (or output) list is its ACLs in the order applied; a packet takes
 //! the action of the first rule that matches across the list, and is dropped when none does
 //! (VPP's implicit deny). For ICMP rules `sport`/`dport` are the type and code ranges.
-//! Non-first fragments and packets with a truncated L4 header match only rules that look at
-//! no L4 field. The rules of a list are compiled into a tuple-space-search classifier
-//! ([`rules::Classifier`]). `permit+reflect` (stateful sessions) is not implemented and is
-//! refused.
+//! Non-first fragments and packets with a truncated L4 header match only rules that look
+//! at no L4 field. The rules of a list are compiled into a tuple-space-search classifier
+//! ([`rules::Classifier`]). A `permit+reflect` match creates a session ([`session`]) that
+//! admits the flow's return traffic in the other direction of the same interface; an
+//! interface whose lists hold such a rule is *stateful*: both directions' nodes run on it,
+//! and its packets are handed to the thread owning their session key first.
 //!
 //! Nodes, one per family and direction, each a feature of the arc named:
 //! `acl-plugin-in-ip4-fa` (`ip4-unicast`), `acl-plugin-in-ip6-fa` (`ip6-unicast`),
-//! `acl-plugin-out-ip4-fa` (`ip4-output`), `acl-plugin-out-ip6-fa` (`ip6-output`).
+//! `acl-plugin-out-ip4-fa` (`ip4-output`), `acl-plugin-out-ip6-fa` (`ip6-output`);
+//! and the process `acl-plugin-fa-cleaner` (frees expired sessions once a second).
 //! - uses: input: the IP header at `current_data` and `rx_if`; output: the IP header after
-//!   the 14-byte Ethernet header the rewrite wrote, and `tx_if`.
-//! - next: `error-drop` (0) for denied packets; the arc's next feature or its end
-//!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs) (1).
-//! - counters: `permit` (info), `deny` (rule said deny), `no_match` (implicit deny),
-//!   `malformed` (no IP header).
+//!   the 14-byte Ethernet header the rewrite wrote, and `tx_if`; `handoff_thread` (a packet
+//!   handed here is processed here).
+//! - sets: `handoff_thread` = owner + 1 on a packet handed to its session's thread, 0 after.
+//! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
+//!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
+//!   stateful interface owned by another thread go to this node there (handoff queue).
+//! - counters: `permit`, `session_hit`, `session_created`, `handoff` (info); drops: `deny`
+//!   (rule said deny), `no_match` (implicit deny), `malformed` (no IP header),
+//!   `session_limit` (the owner's session table is full), `congestion_drop` (handoff queue
+//!   full).
 
+pub mod api;
 pub mod rules;
+pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
-use sluice_buffer::Buffer;
+use session::{SessKey, Session, Table, Timeouts};
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
-use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib, FRAME_SIZE};
+use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
+use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::feature::{FeatureDef, FeatureNext};
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar};
 use sluice_vnet::Interfaces;
-use std::collections::BTreeMap;
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -73,22 +91,44 @@ const NODES: [(&str, &str, bool, bool, &str); 4] = [
     ),
 ];
 
+/// `acl-plugin-fa-cleaner`.
+pub const CLEANER: &str = "acl-plugin-fa-cleaner";
+
+/// Session slots the cleaner looks at per thread per second at most.
+const CLEAN_BUDGET: usize = 200_000;
+
 mod counter {
     use sluice_graph::CounterDesc;
-    pub const PERMIT: usize = 0;
+    pub const PERMIT: u16 = 0;
     pub const DENY: u16 = 1;
     pub const NO_MATCH: u16 = 2;
     pub const MALFORMED: u16 = 3;
-    pub const DESCS: [CounterDesc; 4] = [
+    pub const SESSION_HIT: u16 = 4;
+    pub const SESSION_CREATED: u16 = 5;
+    pub const SESSION_LIMIT: u16 = 6;
+    pub const HANDOFF: u16 = 7;
+    pub const CONGESTION: u16 = 8;
+    pub const DESCS: [CounterDesc; 9] = [
         CounterDesc::info("permit", "ACL permit packets"),
         CounterDesc::error("deny", "ACL deny packets"),
         CounterDesc::error("no_match", "no ACL rule matched (implicit deny)"),
         CounterDesc::error("malformed", "packet too short for its IP header"),
+        CounterDesc::info("session_hit", "packets admitted by a session"),
+        CounterDesc::info("session_created", "sessions created (permit+reflect)"),
+        CounterDesc::error(
+            "session_limit",
+            "session table full (permit+reflect refused)",
+        ),
+        CounterDesc::info("handoff", "packets handed to the session's owning thread"),
+        CounterDesc::error("congestion_drop", "handoff queue to the owning thread full"),
     ];
 }
 
-const DROP: Next = Next(0);
-const END: Next = Next(1);
+mod next {
+    use sluice_graph::Next;
+    pub const DROP: Next = Next(0);
+    pub const PASS: Next = Next(1);
+}
 
 /// An ACL.
 #[derive(Clone, Debug, Default)]
@@ -110,14 +150,19 @@ pub struct IfList {
 pub struct Compiled {
     input: Vec<Option<Arc<IfList>>>,
     output: Vec<Option<Arc<IfList>>>,
+    /// By sw_if_index: its lists hold a `permit+reflect` rule.
+    stateful: Vec<bool>,
+    timeouts: Timeouts,
 }
 
-/// A thread's view: the compiled lists in force and its rule hit counts.
+/// A thread's state: the compiled lists in force, its rule hit counts and its sessions.
 #[derive(Default)]
 pub struct ThreadAcl {
     compiled: Arc<Compiled>,
     /// hits[acl][rule].
     hits: Vec<Vec<u64>>,
+    /// The sessions this thread owns.
+    pub sessions: Table,
 }
 
 /// Shared state (a `Vlib` extension through [`AclMain`]).
@@ -137,6 +182,12 @@ pub struct AclMain {
     pub input: BTreeMap<u32, Vec<u32>>,
     /// Output lists.
     pub output: BTreeMap<u32, Vec<u32>>,
+    /// Session timeouts.
+    pub timeouts: Timeouts,
+    /// (sw_if_index, output) whose nodes are enabled.
+    enabled: BTreeSet<(u32, bool)>,
+    /// Stateful interfaces in force.
+    stateful: BTreeSet<u32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -147,7 +198,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AclShared {
-    fn threads(&self) -> &[Mutex<ThreadAcl>] {
+    /// Per-thread states (empty before `init`).
+    pub fn threads(&self) -> &[Mutex<ThreadAcl>] {
         self.threads.get().map(|t| &t[..]).unwrap_or(&[])
     }
 }
@@ -196,6 +248,9 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
             1 | 58 if d.len() >= l4 + 2 => {
                 k.sport = d[l4] as u16;
                 k.dport = d[l4 + 1] as u16;
+                if is_echo(&k).is_some() {
+                    k.icmp_id = be(l4 + 4).unwrap_or(0);
+                }
                 k.l4 = true;
             }
             6 | 17 | 1 | 58 => {}
@@ -205,86 +260,247 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
     Some(k)
 }
 
+/// For an ICMP echo (request: `Some(true)`, reply: `Some(false)`) of the key's family.
+#[inline(always)]
+fn is_echo(k: &Key) -> Option<bool> {
+    match (k.v6, k.proto, k.sport) {
+        (false, 1, 8) | (true, 58, 128) => Some(true),
+        (false, 1, 0) | (true, 58, 129) => Some(false),
+        _ => None,
+    }
+}
+
+/// The session key of a packet and whether its source is the key's `lo` end; `None` for
+/// packets without one (other ICMP messages, no L4 header).
+#[inline(always)]
+fn sess_key(sw_if: u32, k: &Key) -> Option<(SessKey, bool)> {
+    if !k.l4 {
+        return None;
+    }
+    let (sp, dp) = match k.proto {
+        6 | 17 => (k.sport, k.dport),
+        1 | 58 if k.proto == if k.v6 { 58 } else { 1 } => match is_echo(k)? {
+            true => (k.icmp_id, 0),
+            false => (0, k.icmp_id),
+        },
+        1 | 58 => return None,
+        _ => (0, 0),
+    };
+    Some(SessKey::of(sw_if, k.v6, k.proto, (k.src, sp), (k.dst, dp)))
+}
+
+/// What happens to a packet.
+enum Verdict {
+    Next(Next),
+    Handoff(usize),
+}
+
 struct AclNode {
     v6: bool,
     out: bool,
     shared: Arc<AclShared>,
     features: Arc<FeatureNext>,
     slot: usize,
-    cur: Arc<Compiled>,
-    hits: Vec<(u32, u32)>,
+    keep: Vec<BufIdx>,
+    nexts: Vec<u16>,
+    hand: Vec<Vec<BufIdx>>,
 }
 
-impl PacketNode for AclNode {
+/// Per-frame context.
+struct Fc<'a> {
+    t: &'a mut ThreadAcl,
+    cur: &'a Compiled,
+    me: usize,
+    /// Threads owning sessions (workers, or the main thread alone).
+    owners: usize,
+    now: f64,
+}
+
+impl AclNode {
     #[inline(always)]
-    fn begin_frame(&mut self, cx: &mut Cx) {
-        if let Some(t) = self.shared.threads().get(cx.thread()) {
-            self.cur = lock(t).compiled.clone();
-        }
+    fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: u16) -> Verdict {
+        b.hdr.error = cx.error(c);
+        Verdict::Next(next::DROP)
     }
 
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn one(&self, cx: &mut Cx, fc: &mut Fc, b: &mut Buffer<'_>) -> Verdict {
         let (sw_if, off) = if self.out {
             (b.hdr.tx_if, 14)
         } else {
             (b.hdr.rx_if, 0)
         };
-        let lists = if self.out {
-            &self.cur.output
-        } else {
-            &self.cur.input
+        let cur = fc.cur;
+        let lists = if self.out { &cur.output } else { &cur.input };
+        let pass = Verdict::Next(self.features.next(self.slot, sw_if, next::PASS));
+        let list = lists.get(sw_if as usize).and_then(|l| l.as_ref());
+        let stateful = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
+        if list.is_none() && !stateful {
+            cx.count(counter::PERMIT as usize, 1);
+            return pass;
+        }
+        let Some(k) = b.data().get(off..).and_then(|d| key_of(d, self.v6)) else {
+            return Self::drop_pkt(cx, b, counter::MALFORMED);
         };
-        let pass = self.features.next(self.slot, sw_if, END);
-        let Some(list) = lists.get(sw_if as usize).and_then(|l| l.as_ref()) else {
-            cx.count(counter::PERMIT, 1);
+        let mut sk = None;
+        if stateful {
+            if let Some((key, src_lo)) = sess_key(sw_if, &k) {
+                if fc.owners > 0 {
+                    let owner = 1 + (key.owner_hash() % fc.owners as u64) as usize;
+                    if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
+                        b.hdr.handoff_thread = (owner + 1) as u16;
+                        return Verdict::Handoff(owner);
+                    }
+                }
+                b.hdr.handoff_thread = 0;
+                if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
+                    let from_init = src_lo == s.init_lo;
+                    // The initiator in the creating direction, the responder in the other.
+                    if (s.out == self.out) == from_init {
+                        s.touch(from_init, k.tcp_flags, fc.now);
+                        cx.count(counter::SESSION_HIT as usize, 1);
+                        return pass;
+                    }
+                }
+                sk = Some((key, src_lo));
+            }
+        }
+        let Some(list) = list else {
+            // A stateful interface without a list in this direction.
+            cx.count(counter::PERMIT as usize, 1);
             return pass;
         };
-        let Some(k) = b.data().get(off..).and_then(|d| key_of(d, self.v6)) else {
-            b.hdr.error = cx.error(counter::MALFORMED);
-            return DROP;
+        let Some(i) = list.c.lookup(&k) else {
+            return Self::drop_pkt(cx, b, counter::NO_MATCH);
         };
-        match list.c.lookup(&k) {
-            Some(i) => {
-                if self.hits.len() < FRAME_SIZE {
-                    self.hits.push(list.owner[i as usize]);
-                }
-                match list.c.rules()[i as usize].action {
-                    Action::Permit => {
-                        cx.count(counter::PERMIT, 1);
-                        pass
-                    }
-                    Action::Deny => {
-                        b.hdr.error = cx.error(counter::DENY);
-                        DROP
+        let (a, r) = list.owner[i as usize];
+        if let Some(h) =
+            fc.t.hits
+                .get_mut(a as usize)
+                .and_then(|v| v.get_mut(r as usize))
+        {
+            *h += 1;
+        }
+        match list.c.rules()[i as usize].action {
+            Action::Permit => {}
+            Action::PermitReflect => {
+                if let Some((key, src_lo)) = sk {
+                    let s = Session {
+                        key,
+                        out: self.out,
+                        init_lo: src_lo,
+                        tcp: 0,
+                        created: fc.now,
+                        last: fc.now,
+                        pkts: [0; 2],
+                    };
+                    match fc.t.sessions.create(s) {
+                        Ok(s) => {
+                            s.touch(true, k.tcp_flags, fc.now);
+                            cx.count(counter::SESSION_CREATED as usize, 1);
+                        }
+                        Err(session::CreateError::Full) => {
+                            return Self::drop_pkt(cx, b, counter::SESSION_LIMIT)
+                        }
                     }
                 }
             }
-            None => {
-                b.hdr.error = cx.error(counter::NO_MATCH);
-                DROP
+            Action::Deny => return Self::drop_pkt(cx, b, counter::DENY),
+        }
+        cx.count(counter::PERMIT as usize, 1);
+        pass
+    }
+}
+
+impl NodeFn for AclNode {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        let me = cx.thread();
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let threads = self.shared.clone();
+        let threads = threads.threads();
+        let n_threads = threads.len();
+        let Some(slot) = threads.get(me) else {
+            cx.drop_unhandled(frame);
+            return;
+        };
+        if self.hand.len() < n_threads {
+            self.hand
+                .resize_with(n_threads, || Vec::with_capacity(FRAME_SIZE));
+        }
+        self.keep.clear();
+        self.nexts.clear();
+        let mut guard = lock(slot);
+        let cur = guard.compiled.clone();
+        let mut fc = Fc {
+            t: &mut guard,
+            cur: &cur,
+            me,
+            owners: n_threads.saturating_sub(1),
+            now: cx.now_secs(),
+        };
+        let mut handed = 0u64;
+        for (i, &bi) in frame.iter().enumerate() {
+            if let Some(&ahead) = frame.get(i + 2) {
+                arena.prefetch(ahead);
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once and the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer(bi) };
+            match self.one(cx, &mut fc, &mut b) {
+                Verdict::Next(nx) => {
+                    self.keep.push(bi);
+                    self.nexts.push(nx.0);
+                }
+                Verdict::Handoff(t) => {
+                    self.hand[t].push(bi);
+                    handed += 1;
+                }
+            }
+        }
+        drop(guard);
+        cx.enqueue_to_next(&self.keep, &self.nexts);
+        if handed > 0 {
+            cx.count(counter::HANDOFF as usize, handed);
+            let node = cx.node();
+            for (t, h) in self.hand.iter_mut().enumerate() {
+                if h.is_empty() {
+                    continue;
+                }
+                let took = cx.shared().handoff_enqueue(me, t, h, node);
+                if took < h.len() {
+                    let lost = &h[took..];
+                    cx.count(counter::CONGESTION as usize, lost.len() as u64);
+                    cx.free(lost);
+                }
+                h.clear();
             }
         }
     }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
-    #[inline(always)]
-    fn end_frame(&mut self, cx: &mut Cx) {
-        if self.hits.is_empty() {
-            return;
-        }
-        if let Some(t) = self.shared.threads().get(cx.thread()) {
+/// `acl-plugin-fa-cleaner`: once a second, frees every thread's expired sessions (lookups
+/// free the ones they meet; this covers idle flows and idle threads).
+struct Cleaner {
+    shared: Arc<AclShared>,
+}
+
+impl NodeFn for Cleaner {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        let now = cx.now_secs();
+        for t in self.shared.threads() {
             let mut t = lock(t);
-            for &(a, r) in &self.hits {
-                if let Some(h) = t
-                    .hits
-                    .get_mut(a as usize)
-                    .and_then(|v| v.get_mut(r as usize))
-                {
-                    *h += 1;
-                }
-            }
+            let to = t.compiled.timeouts;
+            t.sessions.expire(now, &to, CLEAN_BUDGET);
         }
-        self.hits.clear();
+        Suspend::Timeout(1.0)
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -302,7 +518,7 @@ impl Plugin for AclPlugin {
         env!("CARGO_PKG_VERSION")
     }
     fn description(&self) -> &'static str {
-        "Access Control Lists (stateless, tuple-space search)"
+        "Access Control Lists (stateless and permit+reflect sessions, tuple-space search)"
     }
     fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
         let shared = r.staged.get_mut::<AclMain>().shared.clone();
@@ -317,29 +533,41 @@ impl Plugin for AclPlugin {
             let (sh, f) = (shared.clone(), features.clone());
             r.node(
                 NodeRegistration::new(name, NodeKind::Internal, move |_| {
-                    Box::new(PerPacket::new(AclNode {
+                    Box::new(AclNode {
                         v6,
                         out,
                         shared: sh.clone(),
                         features: f.clone(),
                         slot,
-                        cur: Arc::default(),
-                        hits: Vec::with_capacity(FRAME_SIZE),
-                    }))
+                        keep: Vec::with_capacity(FRAME_SIZE),
+                        nexts: Vec::with_capacity(FRAME_SIZE),
+                        hand: Vec::new(),
+                    })
                 })
                 .nexts(&["error-drop", end])
                 .counters(&counter::DESCS),
             );
         }
+        let sh = shared.clone();
+        r.node(NodeRegistration::new(
+            CLEANER,
+            NodeKind::Process,
+            move |_| Box::new(Cleaner { shared: sh.clone() }),
+        ));
         r.cli(
             "set acl-plugin acl",
-            "set acl-plugin acl [index <idx>] <permit|deny> src <PREFIX> dst <PREFIX> [proto X] [sport X[-Y]] [dport X[-Y]] [tcpflags <int> mask <int>] [tag FOO] {use comma separated list for multiple rules}",
+            "set acl-plugin acl [index <idx>] <permit|deny|permit+reflect> src <PREFIX> dst <PREFIX> [proto X] [sport X[-Y]] [dport X[-Y]] [tcpflags <int> mask <int>] [tag FOO] {use comma separated list for multiple rules}",
             cli_set_acl,
         );
         r.cli(
             "set acl-plugin interface",
             "set acl-plugin interface <interface> <input|output> <acl INDEX> [del]",
             cli_interface,
+        );
+        r.cli(
+            "set acl-plugin session timeout",
+            "set acl-plugin session timeout {{udp idle}|tcp {idle|transient}} <seconds>",
+            cli_timeout,
         );
         r.cli(
             "delete acl-plugin acl",
@@ -356,6 +584,17 @@ impl Plugin for AclPlugin {
             "show acl-plugin interface",
             cli_show_interface,
         );
+        r.cli(
+            "show acl-plugin sessions",
+            "show acl-plugin sessions",
+            cli_show_sessions,
+        );
+        r.cli(
+            "clear acl-plugin sessions",
+            "clear acl-plugin sessions",
+            cli_clear_sessions,
+        );
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -369,9 +608,11 @@ impl Plugin for AclPlugin {
     }
 }
 
-/// Recompiles every interface list and hands the result to every thread; `reset` clears
-/// the hit counts of those ACLs.
-fn publish(m: &AclMain, reset: &[u32]) {
+/// Recompiles every interface list, hands the result to every thread (`reset`: ACLs whose
+/// hit counts restart), enables the nodes each interface needs (the directions with a list;
+/// both on a stateful interface) and frees the sessions of interfaces no longer stateful.
+fn sync(vm: &mut Vlib, reset: &[u32]) -> VnetResult {
+    let m = vm.ext_mut::<AclMain>();
     let compile = |lists: &BTreeMap<u32, Vec<u32>>| -> Vec<Option<Arc<IfList>>> {
         let mut v: Vec<Option<Arc<IfList>>> = Vec::new();
         for (&i, list) in lists {
@@ -395,10 +636,31 @@ fn publish(m: &AclMain, reset: &[u32]) {
         }
         v
     };
+    let reflects = |l: &Vec<u32>| {
+        l.iter().any(|a| {
+            m.acls
+                .get(a)
+                .is_some_and(|acl| acl.rules.iter().any(|r| r.action == Action::PermitReflect))
+        })
+    };
+    let stateful: BTreeSet<u32> = m
+        .input
+        .iter()
+        .chain(m.output.iter())
+        .filter(|(_, l)| reflects(l))
+        .map(|(&i, _)| i)
+        .collect();
+    let mut st = vec![false; stateful.last().map_or(0, |&i| i as usize + 1)];
+    for &i in &stateful {
+        st[i as usize] = true;
+    }
     let c = Arc::new(Compiled {
         input: compile(&m.input),
         output: compile(&m.output),
+        stateful: st,
+        timeouts: m.timeouts,
     });
+    let gone: Vec<u32> = m.stateful.difference(&stateful).copied().collect();
     let max = m.acls.keys().next_back().map_or(0, |&k| k as usize + 1);
     for t in m.shared.threads() {
         let mut t = lock(t);
@@ -413,7 +675,149 @@ fn publish(m: &AclMain, reset: &[u32]) {
             }
             h.resize(acl.rules.len(), 0);
         }
+        if !gone.is_empty() {
+            t.sessions.remove_if(|s| gone.contains(&s.key.sw_if));
+        }
     }
+    let want: BTreeSet<(u32, bool)> = m
+        .input
+        .keys()
+        .map(|&i| (i, false))
+        .chain(m.output.keys().map(|&i| (i, true)))
+        .chain(stateful.iter().flat_map(|&i| [(i, false), (i, true)]))
+        .collect();
+    let on: Vec<(u32, bool)> = want.difference(&m.enabled).copied().collect();
+    let off: Vec<(u32, bool)> = m.enabled.difference(&want).copied().collect();
+    m.enabled = want;
+    m.stateful = stateful;
+    for (list, en) in [(off, false), (on, true)] {
+        for (sw, out) in list {
+            for (node, arc, _, o, _) in NODES {
+                if o == out {
+                    sluice_vnet::feature::set_feature(vm, sw, arc, node, en)
+                        .map_err(|e| VnetError::System(e.to_string()))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds ACL `index` (`None`: the lowest free index) or replaces it (its hit counts restart).
+/// Returns its index.
+pub fn acl_add_replace(
+    vm: &mut Vlib,
+    index: Option<u32>,
+    rules: Vec<Rule>,
+    tag: String,
+) -> VnetResult<u32> {
+    let m = vm.ext_mut::<AclMain>();
+    let i = match index {
+        Some(i) => i,
+        None => (0..).find(|i| !m.acls.contains_key(i)).unwrap_or(0),
+    };
+    m.acls.insert(i, Acl { rules, tag });
+    sync(vm, &[i])?;
+    Ok(i)
+}
+
+/// Deletes ACL `i` (not while an interface uses it).
+pub fn acl_del(vm: &mut Vlib, i: u32) -> VnetResult {
+    let m = vm.ext_mut::<AclMain>();
+    if !m.acls.contains_key(&i) {
+        return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
+    }
+    if m.input
+        .values()
+        .chain(m.output.values())
+        .any(|l| l.contains(&i))
+    {
+        return Err(VnetError::InUse(format!(
+            "acl `{i}' is applied to an interface"
+        )));
+    }
+    m.acls.remove(&i);
+    sync(vm, &[i])
+}
+
+/// Appends ACL `i` to (or, `del`, removes it from) an interface's input or output list.
+pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -> VnetResult {
+    if vm
+        .ext_mut::<Interfaces>()
+        .get(sluice_vnet::SwIfIndex(sw))
+        .is_none()
+    {
+        return Err(VnetError::NoSuchInterface(sw));
+    }
+    let m = vm.ext_mut::<AclMain>();
+    if !del && !m.acls.contains_key(&i) {
+        return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
+    }
+    let lists = if out { &mut m.output } else { &mut m.input };
+    let l = lists.entry(sw).or_default();
+    if del {
+        let Some(p) = l.iter().position(|&x| x == i) else {
+            return Err(VnetError::NotFound(format!(
+                "acl `{i}' is not applied there"
+            )));
+        };
+        l.remove(p);
+    } else if l.contains(&i) {
+        return Err(VnetError::Exists(format!(
+            "acl `{i}' is already applied there"
+        )));
+    } else {
+        l.push(i);
+    }
+    if l.is_empty() {
+        lists.remove(&sw);
+    }
+    sync(vm, &[])
+}
+
+/// Which session timeout (`set acl-plugin session timeout ...`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// `udp idle` (also ICMP and other protocols).
+    UdpIdle,
+    /// `tcp idle` (established).
+    TcpIdle,
+    /// `tcp transient`.
+    TcpTransient,
+}
+
+/// Sets a session timeout (seconds, at least 1).
+pub fn set_timeout(vm: &mut Vlib, which: TimeoutKind, secs: u32) -> VnetResult {
+    if secs == 0 {
+        return Err(VnetError::invalid("timeout `0': at least 1 second"));
+    }
+    let t = &mut vm.ext_mut::<AclMain>().timeouts;
+    match which {
+        TimeoutKind::UdpIdle => t.udp_idle = secs,
+        TimeoutKind::TcpIdle => t.tcp_idle = secs,
+        TimeoutKind::TcpTransient => t.tcp_transient = secs,
+    }
+    sync(vm, &[])
+}
+
+/// Frees every session; returns how many.
+pub fn clear_sessions(vm: &mut Vlib) -> usize {
+    let m = vm.ext_mut::<AclMain>();
+    m.shared
+        .threads()
+        .iter()
+        .map(|t| lock(t).sessions.remove_if(|_| true))
+        .sum()
+}
+
+/// Every live session with its owning thread (a copy).
+pub fn sessions(vm: &mut Vlib) -> Vec<(usize, Session)> {
+    let m = vm.ext_mut::<AclMain>();
+    let mut v = Vec::new();
+    for (i, t) in m.shared.threads().iter().enumerate() {
+        v.extend(lock(t).sessions.iter().map(|s| (i, s.clone())));
+    }
+    v
 }
 
 fn prefix(w: &str) -> Result<(bool, u128, u8), CliError> {
@@ -453,16 +857,16 @@ fn port_range(a: &mut Args, what: &str) -> Result<(u16, u16), CliError> {
 }
 
 fn parse_rule(a: &mut Args, tag: &mut String) -> Result<Rule, CliError> {
-    let act = a.word("permit|deny")?;
+    let act = a.word("permit|deny|permit+reflect")?;
     let action = match act.as_str() {
         "permit" => Action::Permit,
         "deny" => Action::Deny,
-        "permit+reflect" => {
-            return Err(CliError::new(
-                "`permit+reflect': stateful sessions are not implemented yet",
-            ))
+        "permit+reflect" => Action::PermitReflect,
+        _ => {
+            return Err(CliError::new(format!(
+                "expected permit|deny|permit+reflect, got `{act}'"
+            )))
         }
-        _ => return Err(CliError::new(format!("expected permit|deny, got `{act}'"))),
     };
     let mut src = None;
     let mut dst = None;
@@ -541,13 +945,7 @@ fn cli_set_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         rules.push(parse_rule(&mut ra, &mut tag)?);
         ra.finish()?;
     }
-    let m = vm.ext_mut::<AclMain>();
-    let i = match index {
-        Some(i) => i,
-        None => (0..).find(|i| !m.acls.contains_key(i)).unwrap_or(0),
-    };
-    m.acls.insert(i, Acl { rules, tag });
-    publish(m, &[i]);
+    let i = acl_add_replace(vm, index, rules, tag)?;
     Ok(format!("ACL index:{i}\n"))
 }
 
@@ -557,21 +955,7 @@ fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let i = a.u32("acl index")?;
     a.finish()?;
-    let m = vm.ext_mut::<AclMain>();
-    if !m.acls.contains_key(&i) {
-        return Err(CliError::new(format!("acl `{i}' does not exist")));
-    }
-    if m.input
-        .values()
-        .chain(m.output.values())
-        .any(|l| l.contains(&i))
-    {
-        return Err(CliError::new(format!(
-            "acl `{i}' is applied to an interface"
-        )));
-    }
-    m.acls.remove(&i);
-    publish(m, &[i]);
+    acl_del(vm, i)?;
     Ok(String::new())
 }
 
@@ -594,35 +978,89 @@ fn cli_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let i = a.u32("acl index")?;
     let del = a.keyword("del");
     a.finish()?;
-    let m = vm.ext_mut::<AclMain>();
-    if !del && !m.acls.contains_key(&i) {
-        return Err(CliError::new(format!("acl `{i}' does not exist")));
-    }
-    let lists = if out { &mut m.output } else { &mut m.input };
-    let l = lists.entry(sw).or_default();
-    let was_empty = l.is_empty();
-    if del {
-        let Some(p) = l.iter().position(|&x| x == i) else {
-            return Err(CliError::new(format!("acl `{i}' is not applied there")));
-        };
-        l.remove(p);
-    } else if l.contains(&i) {
-        return Err(CliError::new(format!("acl `{i}' is already applied there")));
+    interface_add_del(vm, sw, out, i, del)?;
+    Ok(String::new())
+}
+
+fn cli_timeout(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let p = a.word("udp|tcp")?;
+    let k = a.word("idle|transient")?;
+    let which = match (p.as_str(), k.as_str()) {
+        ("udp", "idle") => TimeoutKind::UdpIdle,
+        ("tcp", "idle") => TimeoutKind::TcpIdle,
+        ("tcp", "transient") => TimeoutKind::TcpTransient,
+        ("udp" | "tcp", _) => {
+            return Err(CliError::new(format!("expected idle|transient, got `{k}'")))
+        }
+        _ => return Err(CliError::new(format!("expected udp|tcp, got `{p}'"))),
+    };
+    let secs = a.u32("seconds")?;
+    a.finish()?;
+    set_timeout(vm, which, secs)?;
+    Ok(String::new())
+}
+
+fn fmt_end(v6: bool, (a, p): (u128, u16)) -> String {
+    if v6 {
+        format!("[{}]:{p}", Ipv6Addr::from(a))
     } else {
-        l.push(i);
+        format!("{}:{p}", Ipv4Addr::from(a as u32))
     }
-    let now_empty = l.is_empty();
-    if now_empty {
-        lists.remove(&sw);
-    }
-    publish(m, &[]);
-    if was_empty != now_empty {
-        for (node, arc, _, o, _) in NODES {
-            if o == out {
-                sluice_vnet::feature::set_feature(vm, sw, arc, node, !now_empty)?;
-            }
+}
+
+fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let now = vm.shared.clock.now_secs();
+    let m = vm.ext_mut::<AclMain>();
+    let t = m.timeouts;
+    let mut out = format!(
+        "Session timeouts: udp idle {} tcp idle {} tcp transient {}\n",
+        t.udp_idle, t.tcp_idle, t.tcp_transient
+    );
+    let mut total = 0;
+    for (i, th) in m.shared.threads().iter().enumerate() {
+        let th = lock(th);
+        let st = th.sessions.stats;
+        total += th.sessions.len();
+        let _ = writeln!(
+            out,
+            "Thread #{i}: {} sessions (created {} expired {} deleted {})",
+            th.sessions.len(),
+            st.created,
+            st.expired,
+            st.deleted
+        );
+        for s in th.sessions.iter() {
+            let k = &s.key;
+            let (i_end, r_end) = if s.init_lo {
+                (k.lo, k.hi)
+            } else {
+                (k.hi, k.lo)
+            };
+            let _ = writeln!(
+                out,
+                "  sw_if_index {} {} proto {} {} -> {} state {} age {:.1}s idle {:.1}s timeout {}s pkts {}/{}",
+                k.sw_if,
+                if s.out { "output" } else { "input" },
+                k.proto,
+                fmt_end(k.v6, i_end),
+                fmt_end(k.v6, r_end),
+                s.state(),
+                now - s.created,
+                now - s.last,
+                s.timeout(&t),
+                s.pkts[0],
+                s.pkts[1]
+            );
         }
     }
+    let _ = writeln!(out, "Sessions total: {total}");
+    Ok(out)
+}
+
+fn cli_clear_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    clear_sessions(vm);
     Ok(String::new())
 }
 

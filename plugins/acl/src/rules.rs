@@ -8,8 +8,9 @@
 //! as soon as no remaining type can hold a rule earlier than the best match so far; in a
 //! table hit, port ranges (and ICMP type/code ranges) and TCP flags are checked rule by
 //! rule. The cost grows with the number of distinct mask types (small in practice: a few
-//! prefix lengths), not with the number of rules. The tables use std's `HashMap` with its
-//! per-process random SipHash key (not DoS-unsafe).
+//! prefix lengths), not with the number of rules. A type with a single key (a wildcard type
+//! such as a final `permit any`) is compared directly instead of hashed. The tables use
+//! std's `HashMap` with its per-process random SipHash key (not DoS-unsafe).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,6 +22,8 @@ pub enum Action {
     Deny,
     /// Pass.
     Permit,
+    /// Pass and create a session admitting the flow's return traffic (`permit+reflect`).
+    PermitReflect,
 }
 
 /// One rule.
@@ -94,6 +97,7 @@ impl fmt::Display for Rule {
         let a = match self.action {
             Action::Deny => "deny",
             Action::Permit => "permit",
+            Action::PermitReflect => "permit+reflect",
         };
         let p = |(x, l): (u128, u8)| {
             if self.v6 {
@@ -142,6 +146,8 @@ pub struct Key {
     pub dport: u16,
     /// TCP flags.
     pub tcp_flags: u8,
+    /// ICMP echo identifier (0 for other packets).
+    pub icmp_id: u16,
     /// Whether the L4 fields are valid.
     pub l4: bool,
 }
@@ -178,6 +184,9 @@ struct Table {
     mt: MaskType,
     first: u32,
     map: HashMap<HashKey, Vec<u32>>,
+    /// The only key of `map` when it has one (a wildcard type such as `permit any`, or a
+    /// single rule): compared directly, no hashing.
+    single: Option<(HashKey, Vec<u32>)>,
 }
 
 impl MaskType {
@@ -233,6 +242,7 @@ impl Classifier {
                     mt,
                     first: i as u32,
                     map: HashMap::new(),
+                    single: None,
                 });
                 tables.len() - 1
             });
@@ -240,6 +250,11 @@ impl Classifier {
             // stored: rules are normalised by the CLI.
             let key = mt.rule_key(r);
             tables[t].map.entry(key).or_default().push(i as u32);
+        }
+        for t in &mut tables {
+            if t.map.len() == 1 {
+                t.single = t.map.drain().next();
+            }
         }
         // Tables are created in order of their first rule already.
         Classifier { rules, tables }
@@ -266,8 +281,14 @@ impl Classifier {
             if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
                 continue;
             }
-            let Some(c) = t.map.get(&t.mt.key(k)) else {
-                continue;
+            let key = t.mt.key(k);
+            let c = match &t.single {
+                Some((sk, c)) if *sk == key => c,
+                Some(_) => continue,
+                None => match t.map.get(&key) {
+                    Some(c) => c,
+                    None => continue,
+                },
             };
             for &r in c {
                 if best.is_some_and(|b| r >= b) {
@@ -378,6 +399,7 @@ mod tests {
             sport: (r.next() % 900) as u16,
             dport: (r.next() % 900) as u16,
             tcp_flags: (r.next() % 64) as u8,
+            icmp_id: 0,
             l4: r.next() % 8 != 0,
         }
     }
@@ -414,6 +436,7 @@ mod tests {
             sport: 5,
             dport,
             tcp_flags: 0,
+            icmp_id: 0,
             l4,
         };
         assert_eq!(c.lookup(&k(999, true)), Some(1));

@@ -21,5 +21,6 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tunnels::VXLAN,
         &sluice_tunnels::GRE,
         &sluice_tunnels::IPIP,
+        &sluice_policer::PLUGIN,
     ]
 }

@@ -316,34 +316,45 @@ fn rewrite_ip(d: &mut [u8], ip: usize, src: u32, dst: u32) -> (u32, u32, u16, u1
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
 /// still right because only the changed words enter it.
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
-    rewrite_ip(d, 0, new.src, new.dst);
     match kind {
         L4::Tcp(_) | L4::Udp => {
-            let co = if matches!(kind, L4::Udp) {
-                l4 + 6
-            } else {
-                l4 + 16
-            };
-            let c0 = get16(d, co);
-            if matches!(kind, L4::Udp) && c0 == 0 {
-                // RFC 768: no checksum.
-                put16(d, l4, new.sport);
-                put16(d, l4 + 2, new.dport);
+            let udp = matches!(kind, L4::Udp);
+            let co = if udp { l4 + 6 } else { l4 + 16 };
+            let (Some(os), Some(od), Some(c0)) = (be32(d, 12), be32(d, 16), be16(d, co)) else {
                 return;
+            };
+            // One delta per checksum, folded once (RFC 1624 eqn. 3 over all the changed
+            // words at once: the same sum as applying them one by one).
+            let mut ip = 0;
+            if os != new.src {
+                ip += delta32(os, new.src);
+                put32(d, 12, new.src);
             }
-            let mut c = c0;
-            c = update_u32(c, old.src, new.src);
-            c = update_u32(c, old.dst, new.dst);
-            c = update_u16(c, old.sport, new.sport);
-            c = update_u16(c, old.dport, new.dport);
-            if matches!(kind, L4::Udp) && c == 0 {
-                c = 0xffff;
+            if od != new.dst {
+                ip += delta32(od, new.dst);
+                put32(d, 16, new.dst);
+            }
+            if ip != 0 {
+                put16(d, 10, apply_delta(get16(d, 10), ip));
             }
             put16(d, l4, new.sport);
             put16(d, l4 + 2, new.dport);
+            if udp && c0 == 0 {
+                // RFC 768: no checksum.
+                return;
+            }
+            let l4d = delta32(old.src, new.src)
+                + delta32(old.dst, new.dst)
+                + delta16(old.sport, new.sport)
+                + delta16(old.dport, new.dport);
+            let mut c = apply_delta(c0, l4d);
+            if udp && c == 0 {
+                c = 0xffff;
+            }
             put16(d, co, c);
         }
         L4::EchoRequest | L4::EchoReply => {
+            rewrite_ip(d, 0, new.src, new.dst);
             let (o, n) = if kind == L4::EchoRequest {
                 (old.sport, new.sport)
             } else {
@@ -356,6 +367,30 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
             }
         }
     }
+}
+
+/// `~old + new` over the two 16-bit halves of a 32-bit field (an RFC 1624 eqn. 3 term).
+#[inline(always)]
+fn delta32(old: u32, new: u32) -> u64 {
+    let o = !old;
+    (o >> 16) as u64 + (o & 0xffff) as u64 + (new >> 16) as u64 + (new & 0xffff) as u64
+}
+
+/// `~old + new` of a 16-bit field.
+#[inline(always)]
+fn delta16(old: u16, new: u16) -> u64 {
+    (!old) as u64 + new as u64
+}
+
+/// RFC 1624 eqn. 3 with the summed terms `acc` (at most ten 16-bit terms, so two folding
+/// steps suffice): `~(~HC + acc)`.
+#[inline(always)]
+fn apply_delta(c: u16, acc: u64) -> u16 {
+    let a = (!c) as u64 + acc;
+    debug_assert!(a < 1 << 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    !(a as u16)
 }
 
 /// Writes a 16-bit word of an ICMP message's payload and carries the change into the ICMP
