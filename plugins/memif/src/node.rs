@@ -414,21 +414,27 @@ impl MemifInput {
         let arena = pool.arena();
         let ds = pool.data_size();
         let regs = &conn.regions[..];
+        // The descriptor of `cur` when the previous packet already read it (for its prefetch).
+        let mut d_next: Option<Desc> = None;
         while self.out.len() + (misses as usize) < want && n_slots > 0 {
             // Fast path: a packet in one descriptor that fits one buffer (every packet up to
             // the buffer size from Sluice, VPP and DPDK): one descriptor read, one bounds
             // check, one wide copy, no chain bookkeeping.
-            let d = ring.desc(cur);
+            let d = d_next.take().unwrap_or_else(|| ring.desc(cur));
             let len = d.length as usize;
             if d.flags & DESC_FLAG_NEXT == 0 && len > 0 && len <= ds && avail < got {
                 if let Some((src, room)) = regs
                     .get(d.region as usize)
                     .and_then(|r| Some((r.range(d.offset as u64, len as u64)?, r.size())))
                 {
-                    // The next packet's bytes (peer memory) while this one is copied.
-                    let nd = ring.desc(cur.wrapping_add(1));
-                    if let Some(r) = regs.get(nd.region as usize) {
-                        r.prefetch(nd.offset as u64);
+                    // The next packet's bytes (peer memory) while this one is copied; its
+                    // descriptor (published: n_slots > 1) is kept for the next iteration.
+                    if n_slots > 1 {
+                        let nd = ring.desc(cur.wrapping_add(1));
+                        if let Some(r) = regs.get(nd.region as usize) {
+                            r.prefetch(nd.offset as u64);
+                        }
+                        d_next = Some(nd);
                     }
                     cur = cur.wrapping_add(1);
                     n_slots -= 1;
