@@ -1113,11 +1113,39 @@ fn cli_errors_name_the_token() {
 
 // ---- interop with DPDK's net_memif (testpmd forwarding frames back, io mode) ----
 
-struct Testpmd(std::process::Child);
+struct Testpmd {
+    child: std::process::Child,
+    log: PathBuf,
+}
 impl Drop for Testpmd {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+impl Testpmd {
+    /// Its output so far (EAL and memif messages, forwarding stats).
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    /// Waits until its log has `needle` (panics with the log after `secs` or if it exits).
+    fn wait_log(&mut self, needle: &str, secs: u64) {
+        let t0 = Instant::now();
+        while !self.log().contains(needle) {
+            self.check_alive();
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "testpmd never logged `{needle}':\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    /// Panics with its log if it exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            panic!("testpmd exited ({st}):\n{}", self.log());
+        }
     }
 }
 
@@ -1126,6 +1154,8 @@ fn testpmd_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/testpmd-memif.sh")
 }
 
+/// Starts testpmd (io forwarding) as memif `role` on `sock`; None (skip) when not installed.
+/// Its memif PMD logs at info level, so the log says when the link came up on its side.
 fn testpmd(dir: &std::path::Path, role: &str, sock: &std::path::Path) -> Option<Testpmd> {
     let check = std::process::Command::new(testpmd_script())
         .arg("--check")
@@ -1135,17 +1165,60 @@ fn testpmd(dir: &std::path::Path, role: &str, sock: &std::path::Path) -> Option<
         eprintln!("{}", String::from_utf8_lossy(&check.stdout).trim());
         return None;
     }
-    let log = std::fs::File::create(dir.join(format!("testpmd-{role}.log"))).unwrap();
-    let child = std::process::Command::new(testpmd_script())
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("testpmd-{role}-{n}.log"));
+    let log = std::fs::File::create(&path).unwrap();
+    // Line-buffered stdout (a file otherwise gets 4 KiB blocks), so the log shows how far
+    // testpmd got.
+    let child = std::process::Command::new("stdbuf")
+        .arg("-oL")
+        .arg(testpmd_script())
         .arg(role)
         .arg(sock)
         .args(["--forward-mode=io", "--auto-start", "--stats-period=1"])
+        .env("TESTPMD_EAL_EXTRA", "--log-level=pmd.net.memif:info")
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .ok()?;
-    Some(Testpmd(child))
+    Some(Testpmd { child, log: path })
+}
+
+/// Slots of a master's M2S ring (memif1/0 tx queue 0) that the slave handed out and the
+/// master has not filled: head - tail.
+fn m2s_free(d: &Daemon) -> usize {
+    let s = d.ok("show memif memif1/0");
+    let Some(l) = s.lines().find(|l| l.contains("tx queue 0 (M2S)")) else {
+        return 0;
+    };
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let at = |k: &str| {
+        w.iter()
+            .position(|x| *x == k)
+            .and_then(|i| w.get(i + 1)?.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    at("head").wrapping_sub(at("tail")) as usize
+}
+
+/// Waits until Sluice's memif1/0 is up and `tp`'s log has `needle` (None: Sluice's side
+/// only), or `secs` pass (false). testpmd dying meanwhile fails the test with its log. The
+/// deadline is long because under load (other jobs on the machine) testpmd's start-up alone
+/// (EAL without hugepages, a 32768-mbuf pool) takes many seconds.
+fn wait_testpmd_link(d: &Daemon, tp: &mut Testpmd, needle: Option<&str>, secs: u64) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        tp.check_alive();
+        if d.ok("show memif memif1/0").contains("link up")
+            && needle.is_none_or(|n| tp.log().contains(n))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 fn sluice_side(d: &Daemon, sock: &std::path::Path, role: &str) {
@@ -1167,17 +1240,22 @@ fn sluice_side(d: &Daemon, sock: &std::path::Path, role: &str) {
 fn dpdk_server_leg(tag: &str, conf: &str, slave_args: &str, frames: &[Vec<u8>]) -> Option<()> {
     let d = Daemon::start(tag, conf);
     let sock = d.dir.join("dpdk-server.sock");
-    let tp = testpmd(&d.dir, "server", &sock)?;
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "testpmd did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut tp = testpmd(&d.dir, "server", &sock)?;
+    // The DPDK server listens from the start of its initialisation, but refuses every slave
+    // until its port has started, and it crashes (PANIC in eal_intr_thread_main: "Error
+    // adding fd .. epoll_ctl") when a client it has not yet accepted has gone away again,
+    // which Sluice's slave does after 5 s without HELLO. Under load the start-up takes many
+    // seconds, so connect only once testpmd forwards.
+    tp.wait_log("start packet forwarding", 120);
+    assert!(sock.exists(), "testpmd forwards but has no socket");
     sluice_side(&d, &sock, &format!("slave {slave_args}"));
-    let s = wait_connected(&d);
+    assert!(
+        wait_testpmd_link(&d, &mut tp, None, 120),
+        "no link with the testpmd server:\n{}\n{}",
+        d.ok("show memif memif1/0"),
+        tp.log()
+    );
+    let s = d.ok("show memif memif1/0");
     assert!(s.contains("DPDK"), "{s}");
     let got = send(&d, "pg0", &d, "pg0", tag, frames, "");
     assert_eq!(got, frames, "frames come back from testpmd unchanged");
@@ -1214,16 +1292,44 @@ fn interop_with_dpdk_testpmd_as_server_and_client() {
     let sock = m.dir.join("sluice-master.sock");
     sluice_side(&m, &sock, "master");
     wait_for(&m, "show memif", "yes", 10);
-    let Some(_tp2) = testpmd(&m.dir, "client", &sock) else {
-        return;
-    };
-    let s = wait_connected(&m);
+    // DPDK's client connects once, when its port starts, and never retries: a handshake that
+    // fails or times out (5 s on Sluice's side, which a starved testpmd can exceed under load)
+    // leaves it unconnected for good. So, as an operator would, restart it (3 tries, each
+    // failure printed). The master's link is up once it sent CONNECTED, but the client
+    // (re)initialises its rings only when it processes that message, so frames sent before
+    // are lost: ready is when testpmd logged the connection too.
+    let mut tp2 = None;
+    for attempt in 1..=3 {
+        let Some(mut tp) = testpmd(&m.dir, "client", &sock) else {
+            return;
+        };
+        if wait_testpmd_link(&m, &mut tp, Some("Remote interface"), 60) {
+            tp2 = Some(tp);
+            break;
+        }
+        eprintln!(
+            "testpmd client attempt {attempt}: no link\n{}\n{}",
+            m.ok("show memif memif1/0"),
+            tp.log()
+        );
+    }
+    let mut tp2 = tp2.expect("testpmd client never connected in 3 attempts (see above)");
+    let s = m.ok("show memif memif1/0");
     assert!(s.contains("DPDK"), "{s}");
-    // The master's link is up once it sent CONNECTED; DPDK's client (re)initialises its
-    // rings only when it processes that message, so frames sent in that window are lost.
-    // Give it a moment (a readiness wait, not a timing assertion).
-    std::thread::sleep(Duration::from_secs(1));
+    // The client hands out its M2S slots at its first receive poll after the connection (a
+    // frame sent before finds the ring full): wait until it has handed out enough of them.
+    let t0 = Instant::now();
+    while m2s_free(&m) < frames.len() {
+        tp2.check_alive();
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "testpmd never handed out M2S slots:\n{}",
+            m.ok("show memif memif1/0")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let got = send(&m, "pg0", &m, "pg0", "dpdk-c", &frames, "");
     assert_eq!(got, frames);
     assert_no_leaks(&m);
+    drop(tp2);
 }
