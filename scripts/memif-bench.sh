@@ -119,6 +119,20 @@ testpmd_up() {
     < "$D/tp.in" > "$D/tp.log" 2>&1 &
   PIDS+=($!)
   exec 3> "$D/tp.in"
+  tp_ready
+}
+# Waits until testpmd's port has started (up to 120 s: start-up without hugepages takes many
+# seconds on a loaded machine). A DPDK memif server accepts slaves only from then on, and it
+# crashes when a slave it has not yet accepted went away meanwhile (docs/memif.md).
+tp_ready() {
+  for _ in $(seq 1200); do
+    grep -q "^Checking link statuses" "$D/tp.log" && grep -q "^Done" "$D/tp.log" && return 0
+    if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "testpmd did not start its port:" >&2
+  tail -20 "$D/tp.log" >&2
+  exit 1
 }
 # A testpmd that died must not kill this script with SIGPIPE: writes fail instead, and
 # tp_stats reports that testpmd did not answer.

@@ -28,7 +28,9 @@ fi
 ROLE=$1
 SOCK=$2
 shift 2
-exec "$BIN" --no-huge -m 512 --no-pci --lcores "${TESTPMD_LCORES:-0-1}" \
+# TESTPMD_EAL_EXTRA: more EAL options (the interop test sets the memif PMD's log level).
+# shellcheck disable=SC2086
+exec "$BIN" --no-huge -m 512 --no-pci --lcores "${TESTPMD_LCORES:-0-1}" ${TESTPMD_EAL_EXTRA:-} \
   --file-prefix "sluice-memif-$$" \
   --vdev="net_memif0,role=$ROLE,socket=$SOCK,socket-abstract=no" \
   -- --total-num-mbufs=32768 "$@"

@@ -880,6 +880,196 @@ fn rogue_peer_cannot_crash_or_wedge_the_master() {
     assert_no_leaks(&b);
 }
 
+/// The rogue slave's shared memory: region 0 mapped in the test process.
+struct RogueMem {
+    p: *mut u8,
+    len: usize,
+}
+impl RogueMem {
+    fn map(fd: &OwnedFd, len: usize) -> RogueMem {
+        // SAFETY: maps a memfd of `len` bytes this test created.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        RogueMem {
+            p: p as *mut u8,
+            len,
+        }
+    }
+    fn write(&self, off: usize, bytes: &[u8]) {
+        assert!(off + bytes.len() <= self.len);
+        // SAFETY: in bounds of our own mapping (checked).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.p.add(off), bytes.len()) };
+    }
+    fn read(&self, off: usize, n: usize) -> Vec<u8> {
+        assert!(off + n <= self.len);
+        // SAFETY: in bounds of our own mapping (checked).
+        unsafe { std::slice::from_raw_parts(self.p.add(off), n) }.to_vec()
+    }
+    fn idx(&self, off: usize) -> &std::sync::atomic::AtomicU16 {
+        assert!(off + 2 <= self.len && off % 2 == 0);
+        // SAFETY: aligned, in bounds of our own mapping.
+        unsafe { &*(self.p.add(off) as *const std::sync::atomic::AtomicU16) }
+    }
+    /// Descriptor `slot` of the 16-slot ring at `ring`.
+    fn desc(&self, ring: usize, slot: u16, flags: u16, region: u16, len: u32, off: u32) {
+        let mut d = [0u8; 16];
+        d[0..2].copy_from_slice(&flags.to_le_bytes());
+        d[2..4].copy_from_slice(&region.to_le_bytes());
+        d[4..8].copy_from_slice(&len.to_le_bytes());
+        d[8..12].copy_from_slice(&off.to_le_bytes());
+        self.write(ring + 128 + (slot as usize & 15) * 16, &d);
+    }
+}
+impl Drop for RogueMem {
+    fn drop(&mut self) {
+        // SAFETY: exactly what mmap returned.
+        unsafe { libc::munmap(self.p as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The count of `node`'s error `reason` in `show errors` (0 when absent).
+fn error_count(d: &Daemon, node: &str, reason: &str) -> u64 {
+    d.ok("show errors")
+        .lines()
+        .find(|l| l.contains(node) && l.contains(reason))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn wait_error(d: &Daemon, node: &str, reason: &str, n: u64) {
+    let t0 = Instant::now();
+    while error_count(d, node, reason) < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{node} `{reason}' never reached {n}:\n{}",
+            d.ok("show errors")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `frames` out of `src` (no capture).
+fn inject(d: &Daemon, src: &str, name: &str, frames: &[Vec<u8>]) {
+    let inp = d.dir.join(format!("{name}-in.pcap"));
+    write_pcap(&inp, frames);
+    d.ok(&format!(
+        "packet-generator new pcap {} source {src} name {name}",
+        inp.display()
+    ));
+    d.ok(&format!("packet-generator enable {name}"));
+    wait_streams_done(d);
+}
+
+/// A slave that completes the handshake with valid rings and then writes garbage into the
+/// shared memory: descriptors in unknown regions, offsets and lengths past the region (up
+/// to u32::MAX, so offset + length overflows 32 bits), empty packets, a chain with one bad
+/// link, a ring index 1000 slots ahead, and (on the ring the master transmits on) slots
+/// outside the region. Every one is a counted drop; a valid packet at the very end of the
+/// region (no byte behind it to over-read) still arrives, the daemon keeps answering, and
+/// no buffer leaks.
+#[test]
+fn rogue_peer_shared_memory_garbage_is_counted_and_dropped() {
+    const SIZE: usize = 128 << 10;
+    const S2M: usize = 0;
+    const M2S: usize = 384;
+    let dir = tmpdir("memif-rogue-shm");
+    let sock = dir.join("memif.sock");
+    let a = Daemon::start("memif-rogue-shm", "");
+    setup_master(&a, &sock, "");
+    wait_for(&a, "show memif", "yes", 10);
+    let s = rogue(&sock);
+    raw_send(&s, &init_msg(0), None);
+    assert_eq!(&raw_recv(&s).expect("ACK")[0..2], &[1, 0]);
+    let r = memfd(SIZE as i64);
+    let m = RogueMem::map(&r, SIZE);
+    for ring in [S2M, M2S] {
+        m.write(ring, &0x3E31F20u32.to_le_bytes());
+    }
+    raw_send(
+        &s,
+        &msg(4, &[(2, &[0, 0]), (4, &(SIZE as u64).to_le_bytes())]),
+        Some(r.as_raw_fd()),
+    );
+    assert_eq!(&raw_recv(&s).expect("ACK")[0..2], &[1, 0]);
+    let mut evs = Vec::new();
+    for (s2m, off) in [(true, S2M as u32), (false, M2S as u32)] {
+        let e = eventfd();
+        raw_send(&s, &add_ring(s2m, off), Some(e.as_raw_fd()));
+        assert_eq!(&raw_recv(&s).expect("ACK")[0..2], &[1, 0]);
+        evs.push(e);
+    }
+    raw_send(&s, &msg(6, &[(2, b"rogue0")]), None);
+    assert_eq!(&raw_recv(&s).expect("CONNECTED")[0..2], &[7, 0]);
+    wait_connected(&a);
+
+    // S2M (the master receives): five bad packets, then a good one ending at the region's end.
+    let good = frame([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 8], 60, 1);
+    let end = (SIZE - good.len()) as u32;
+    m.write(end as usize, &good);
+    m.desc(S2M, 0, 0, 3, 60, 1024); // unknown region
+    m.desc(S2M, 1, 0, 0, 60, 0xFFFF_FF00); // offset past the region
+    m.desc(S2M, 2, 0, 0, u32::MAX, 1024); // offset + length overflows u32
+    m.desc(S2M, 3, 0, 0, 0, 1024); // empty
+    m.desc(S2M, 4, 1, 0, 30, 1024); // a chain whose second link is past the end
+    m.desc(S2M, 5, 0, 0, 30, (SIZE - 10) as u32);
+    m.desc(S2M, 6, 0, 0, 60, end);
+    let out = a.dir.join("rogue-out.pcap");
+    a.ok(&format!(
+        "packet-generator capture pg0 pcap {} count 1",
+        out.display()
+    ));
+    m.idx(S2M + 6)
+        .store(7, std::sync::atomic::Ordering::Release);
+    wait_error(&a, "memif-input", "bad descriptor", 5);
+    assert_eq!(wait_pcap(&out, 1), vec![good.clone()]);
+    assert_eq!(error_count(&a, "memif-input", "bad descriptor"), 5);
+    // head 1000 slots ahead of tail: counted and resynchronised.
+    m.idx(S2M + 6)
+        .store(7 + 1000, std::sync::atomic::Ordering::Release);
+    wait_error(&a, "memif-input", "past the ring", 1);
+
+    // M2S (the master transmits into slots we hand out): a slot running past the region's
+    // end, then one in an unknown region; nothing is written, the frames are counted.
+    m.desc(M2S, 0, 0, 0, 2048, (SIZE - 100) as u32);
+    m.idx(M2S + 6)
+        .store(1, std::sync::atomic::Ordering::Release);
+    inject(&a, "pg0", "rogue-tx1", std::slice::from_ref(&good));
+    wait_error(&a, "memif-tx", "bad descriptor", 1);
+    m.desc(M2S, 0, 0, 7, 2048, 1024);
+    inject(&a, "pg0", "rogue-tx2", std::slice::from_ref(&good));
+    wait_error(&a, "memif-tx", "bad descriptor", 2);
+    assert_eq!(
+        m.idx(M2S + 64).load(std::sync::atomic::Ordering::Acquire),
+        0
+    );
+    assert_eq!(counter(&a, "memif1/0", "tx-error"), 2);
+    // A valid 100-byte slot at the region's end: the frame lands there, and nothing behind it.
+    m.desc(M2S, 0, 0, 0, 100, (SIZE - 100) as u32);
+    inject(&a, "pg0", "rogue-tx3", std::slice::from_ref(&good));
+    let t0 = Instant::now();
+    while m.idx(M2S + 64).load(std::sync::atomic::Ordering::Acquire) != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "master never sent");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(m.read(SIZE - 100, 60), good);
+    assert_eq!(&m.read(M2S + 128 + 4, 4), &60u32.to_le_bytes());
+
+    assert!(a.ok("show memif").contains("link up"));
+    drop(s);
+    wait_for(&a, "show memif memif1/0", "link down", 10);
+    assert_no_leaks(&a);
+}
+
 #[test]
 fn cli_errors_name_the_token() {
     let d = Daemon::start("memif-cli", "");
@@ -923,11 +1113,39 @@ fn cli_errors_name_the_token() {
 
 // ---- interop with DPDK's net_memif (testpmd forwarding frames back, io mode) ----
 
-struct Testpmd(std::process::Child);
+struct Testpmd {
+    child: std::process::Child,
+    log: PathBuf,
+}
 impl Drop for Testpmd {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+impl Testpmd {
+    /// Its output so far (EAL and memif messages, forwarding stats).
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    /// Waits until its log has `needle` (panics with the log after `secs` or if it exits).
+    fn wait_log(&mut self, needle: &str, secs: u64) {
+        let t0 = Instant::now();
+        while !self.log().contains(needle) {
+            self.check_alive();
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "testpmd never logged `{needle}':\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    /// Panics with its log if it exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            panic!("testpmd exited ({st}):\n{}", self.log());
+        }
     }
 }
 
@@ -936,6 +1154,8 @@ fn testpmd_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/testpmd-memif.sh")
 }
 
+/// Starts testpmd (io forwarding) as memif `role` on `sock`; None (skip) when not installed.
+/// Its memif PMD logs at info level, so the log says when the link came up on its side.
 fn testpmd(dir: &std::path::Path, role: &str, sock: &std::path::Path) -> Option<Testpmd> {
     let check = std::process::Command::new(testpmd_script())
         .arg("--check")
@@ -945,17 +1165,60 @@ fn testpmd(dir: &std::path::Path, role: &str, sock: &std::path::Path) -> Option<
         eprintln!("{}", String::from_utf8_lossy(&check.stdout).trim());
         return None;
     }
-    let log = std::fs::File::create(dir.join(format!("testpmd-{role}.log"))).unwrap();
-    let child = std::process::Command::new(testpmd_script())
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("testpmd-{role}-{n}.log"));
+    let log = std::fs::File::create(&path).unwrap();
+    // Line-buffered stdout (a file otherwise gets 4 KiB blocks), so the log shows how far
+    // testpmd got.
+    let child = std::process::Command::new("stdbuf")
+        .arg("-oL")
+        .arg(testpmd_script())
         .arg(role)
         .arg(sock)
         .args(["--forward-mode=io", "--auto-start", "--stats-period=1"])
+        .env("TESTPMD_EAL_EXTRA", "--log-level=pmd.net.memif:info")
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .ok()?;
-    Some(Testpmd(child))
+    Some(Testpmd { child, log: path })
+}
+
+/// Slots of a master's M2S ring (memif1/0 tx queue 0) that the slave handed out and the
+/// master has not filled: head - tail.
+fn m2s_free(d: &Daemon) -> usize {
+    let s = d.ok("show memif memif1/0");
+    let Some(l) = s.lines().find(|l| l.contains("tx queue 0 (M2S)")) else {
+        return 0;
+    };
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let at = |k: &str| {
+        w.iter()
+            .position(|x| *x == k)
+            .and_then(|i| w.get(i + 1)?.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    at("head").wrapping_sub(at("tail")) as usize
+}
+
+/// Waits until Sluice's memif1/0 is up and `tp`'s log has `needle` (None: Sluice's side
+/// only), or `secs` pass (false). testpmd dying meanwhile fails the test with its log. The
+/// deadline is long because under load (other jobs on the machine) testpmd's start-up alone
+/// (EAL without hugepages, a 32768-mbuf pool) takes many seconds.
+fn wait_testpmd_link(d: &Daemon, tp: &mut Testpmd, needle: Option<&str>, secs: u64) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        tp.check_alive();
+        if d.ok("show memif memif1/0").contains("link up")
+            && needle.is_none_or(|n| tp.log().contains(n))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 fn sluice_side(d: &Daemon, sock: &std::path::Path, role: &str) {
@@ -977,17 +1240,22 @@ fn sluice_side(d: &Daemon, sock: &std::path::Path, role: &str) {
 fn dpdk_server_leg(tag: &str, conf: &str, slave_args: &str, frames: &[Vec<u8>]) -> Option<()> {
     let d = Daemon::start(tag, conf);
     let sock = d.dir.join("dpdk-server.sock");
-    let tp = testpmd(&d.dir, "server", &sock)?;
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "testpmd did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut tp = testpmd(&d.dir, "server", &sock)?;
+    // The DPDK server listens from the start of its initialisation, but refuses every slave
+    // until its port has started, and it crashes (PANIC in eal_intr_thread_main: "Error
+    // adding fd .. epoll_ctl") when a client it has not yet accepted has gone away again,
+    // which Sluice's slave does after 5 s without HELLO. Under load the start-up takes many
+    // seconds, so connect only once testpmd forwards.
+    tp.wait_log("start packet forwarding", 120);
+    assert!(sock.exists(), "testpmd forwards but has no socket");
     sluice_side(&d, &sock, &format!("slave {slave_args}"));
-    let s = wait_connected(&d);
+    assert!(
+        wait_testpmd_link(&d, &mut tp, None, 120),
+        "no link with the testpmd server:\n{}\n{}",
+        d.ok("show memif memif1/0"),
+        tp.log()
+    );
+    let s = d.ok("show memif memif1/0");
     assert!(s.contains("DPDK"), "{s}");
     let got = send(&d, "pg0", &d, "pg0", tag, frames, "");
     assert_eq!(got, frames, "frames come back from testpmd unchanged");
@@ -1024,16 +1292,44 @@ fn interop_with_dpdk_testpmd_as_server_and_client() {
     let sock = m.dir.join("sluice-master.sock");
     sluice_side(&m, &sock, "master");
     wait_for(&m, "show memif", "yes", 10);
-    let Some(_tp2) = testpmd(&m.dir, "client", &sock) else {
-        return;
-    };
-    let s = wait_connected(&m);
+    // DPDK's client connects once, when its port starts, and never retries: a handshake that
+    // fails or times out (5 s on Sluice's side, which a starved testpmd can exceed under load)
+    // leaves it unconnected for good. So, as an operator would, restart it (3 tries, each
+    // failure printed). The master's link is up once it sent CONNECTED, but the client
+    // (re)initialises its rings only when it processes that message, so frames sent before
+    // are lost: ready is when testpmd logged the connection too.
+    let mut tp2 = None;
+    for attempt in 1..=3 {
+        let Some(mut tp) = testpmd(&m.dir, "client", &sock) else {
+            return;
+        };
+        if wait_testpmd_link(&m, &mut tp, Some("Remote interface"), 60) {
+            tp2 = Some(tp);
+            break;
+        }
+        eprintln!(
+            "testpmd client attempt {attempt}: no link\n{}\n{}",
+            m.ok("show memif memif1/0"),
+            tp.log()
+        );
+    }
+    let mut tp2 = tp2.expect("testpmd client never connected in 3 attempts (see above)");
+    let s = m.ok("show memif memif1/0");
     assert!(s.contains("DPDK"), "{s}");
-    // The master's link is up once it sent CONNECTED; DPDK's client (re)initialises its
-    // rings only when it processes that message, so frames sent in that window are lost.
-    // Give it a moment (a readiness wait, not a timing assertion).
-    std::thread::sleep(Duration::from_secs(1));
+    // The client hands out its M2S slots at its first receive poll after the connection (a
+    // frame sent before finds the ring full): wait until it has handed out enough of them.
+    let t0 = Instant::now();
+    while m2s_free(&m) < frames.len() {
+        tp2.check_alive();
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "testpmd never handed out M2S slots:\n{}",
+            m.ok("show memif memif1/0")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let got = send(&m, "pg0", &m, "pg0", "dpdk-c", &frames, "");
     assert_eq!(got, frames);
     assert_no_leaks(&m);
+    drop(tp2);
 }
