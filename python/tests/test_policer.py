@@ -133,6 +133,12 @@ class TestPolicer(Ip4RouterTest):
             a.policer_add_del(is_add=False, name="api")
         assert ei.value.retval == Retval.IN_USE, str(ei.value)
         a.policer_input(name="api", sw_if_index=self.pg0.index + 1, apply=False)
+        # On output too: attached, the policer is in use; detached, it can go.
+        a.policer_output(name="api", sw_if_index=self.pg1.index + 1, apply=True)
+        with pytest.raises(ApiError) as ei:
+            a.policer_add_del(is_add=False, name="api")
+        assert ei.value.retval == Retval.IN_USE, str(ei.value)
+        a.policer_output(name="api", sw_if_index=self.pg1.index + 1, apply=False)
         a.policer_add_del(is_add=False, name="api")
         assert a.policer_dump(name="") == []
 

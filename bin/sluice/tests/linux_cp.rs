@@ -450,6 +450,28 @@ fn twins_punt_and_netlink_sync() {
         || must(&["ip", "-n", &l, "link", "show", &tb]).contains("mtu 1400"),
         || "twin MTU not mirrored".into(),
     );
+    // MAC: a change is mirrored; then the original is put back (the peer's ARP cache).
+    let link = must(&["ip", "-n", &l, "link", "show", &tb]);
+    let orig = link
+        .split("link/ether ")
+        .nth(1)
+        .and_then(|x| x.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    d.ok(&format!("set interface mac address {hb} 02:00:5e:10:20:30"));
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || must(&["ip", "-n", &l, "link", "show", &tb]).contains("link/ether 02:00:5e:10:20:30"),
+        || "twin MAC not mirrored".into(),
+    );
+    d.ok(&format!("set interface mac address {hb} {orig}"));
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || must(&["ip", "-n", &l, "link", "show", &tb]).contains(&format!("link/ether {orig}")),
+        || "twin MAC not restored".into(),
+    );
     let state = |d: &Daemon| {
         d.ok("show interface")
             .lines()

@@ -51,8 +51,8 @@ pub struct Pair {
     pub host_if: String,
     /// Its namespace (`None`: Sluice's own).
     pub netns: Option<String>,
-    /// The paired interface's admin state and MTU last mirrored to Linux.
-    mirrored: (bool, u32),
+    /// The paired interface's admin state, MTU and MAC last mirrored to Linux.
+    mirrored: (bool, u32, [u8; 6]),
 }
 
 /// linux-cp state (a `Vlib` extension).
@@ -209,17 +209,17 @@ fn check_pairs(vm: &mut Vlib) {
     let mut gone = Vec::new();
     for p in m.pairs.iter_mut() {
         let tap_alive = vm.ext_mut::<Interfaces>().get(p.tap).is_some();
-        let Some((up, mtu)) = vm
+        let Some((up, mtu, mac)) = vm
             .ext_mut::<Interfaces>()
             .get(p.phy)
-            .map(|i| (i.admin_up, i.mtu))
+            .map(|i| (i.admin_up, i.mtu, i.mac))
             .filter(|_| tap_alive)
         else {
             gone.push(p.phy);
             continue;
         };
-        if (up, mtu) != p.mirrored {
-            let old = std::mem::replace(&mut p.mirrored, (up, mtu));
+        if (up, mtu, mac) != p.mirrored {
+            let old = std::mem::replace(&mut p.mirrored, (up, mtu, mac));
             let idx = m.ns.get(&p.netns).and_then(|s| {
                 s.ifindex
                     .iter()
@@ -230,11 +230,12 @@ fn check_pairs(vm: &mut Vlib) {
                 if let Some(s) = m.ns.get_mut(&p.netns) {
                     s.linux_up.insert(i, up);
                 }
-                let _ = l.cmd.send(sync::Cmd::SetLink(
-                    i,
-                    (old.0 != up).then_some(up),
-                    (old.1 != mtu).then_some(mtu),
-                ));
+                let _ = l.cmd.send(sync::Cmd::SetLink(sync::LinkChange {
+                    index: i,
+                    up: (old.0 != up).then_some(up),
+                    mtu: (old.1 != mtu).then_some(mtu),
+                    mac: (old.2 != mac).then_some(mac),
+                }));
             }
         }
     }
@@ -446,7 +447,8 @@ pub fn create_pair(
         tap,
         host_if: host_if.to_string(),
         netns: netns.clone(),
-        mirrored: (true, args.host_mtu.unwrap_or(mtu)), // the twin as the tap plugin made it
+        // The twin as the tap plugin made it.
+        mirrored: (true, args.host_mtu.unwrap_or(mtu), mac),
     });
     if !m.listeners.contains_key(&netns) {
         m.failed.remove(&netns);

@@ -543,23 +543,25 @@ impl Socket {
 
     /// Sets link `index` up or down (`IFF_UP`) and/or its MTU (`RTM_NEWLINK`) and waits for
     /// the ACK.
-    pub fn set_link(
-        &mut self,
-        index: u32,
-        up: Option<bool>,
-        mtu: Option<u32>,
-    ) -> std::io::Result<()> {
+    pub fn set_link(&mut self, c: &crate::sync::LinkChange) -> std::io::Result<()> {
         let mut body = vec![0u8; 16];
-        body[4..8].copy_from_slice(&index.to_ne_bytes());
-        if let Some(up) = up {
+        body[4..8].copy_from_slice(&c.index.to_ne_bytes());
+        if let Some(up) = c.up {
             let flags = if up { libc::IFF_UP as u32 } else { 0 };
             body[8..12].copy_from_slice(&flags.to_ne_bytes());
             body[12..16].copy_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
         }
-        if let Some(m) = mtu {
+        if let Some(m) = c.mtu {
             body.extend_from_slice(&8u16.to_ne_bytes());
             body.extend_from_slice(&IFLA_MTU.to_ne_bytes());
             body.extend_from_slice(&m.to_ne_bytes());
+        }
+        if let Some(mac) = c.mac {
+            // rtattr of 4 + 6 bytes, padded to 12.
+            body.extend_from_slice(&10u16.to_ne_bytes());
+            body.extend_from_slice(&IFLA_ADDRESS.to_ne_bytes());
+            body.extend_from_slice(&mac);
+            body.extend_from_slice(&[0, 0]);
         }
         let seq = self.send(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &body)?;
         let mut buf = vec![0u8; 8192];

@@ -56,10 +56,23 @@ pub enum Item {
     Overrun,
 }
 
+/// What changed on a paired interface, to mirror onto its Linux twin (ifindex `index`).
+#[derive(Debug, Clone, Copy)]
+pub struct LinkChange {
+    /// The twin's ifindex.
+    pub index: u32,
+    /// New admin state.
+    pub up: Option<bool>,
+    /// New MTU.
+    pub mtu: Option<u32>,
+    /// New MAC address.
+    pub mac: Option<[u8; 6]>,
+}
+
 /// Requests from the main loop to the listener thread.
 pub enum Cmd {
     /// Set a twin's link (ifindex) up or down and/or its MTU (Sluice → Linux).
-    SetLink(u32, Option<bool>, Option<u32>),
+    SetLink(LinkChange),
 }
 
 /// A listener thread.
@@ -248,9 +261,9 @@ fn run(
     while !stop.load(Ordering::Relaxed) {
         while let Ok(c) = cmd.try_recv() {
             match c {
-                Cmd::SetLink(index, up, mtu) => {
-                    if let Err(e) = req.set_link(index, up, mtu) {
-                        log::warn!("linux-cp: set ifindex {index} up {up:?} mtu {mtu:?}: {e}");
+                Cmd::SetLink(c) => {
+                    if let Err(e) = req.set_link(&c) {
+                        log::warn!("linux-cp: set {c:?}: {e}");
                     }
                 }
             }
