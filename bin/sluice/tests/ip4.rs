@@ -306,7 +306,18 @@ fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
     ];
     d.ok("clear errors");
     d.ok("clear interfaces");
+    d.ok("clear trace");
+    d.ok("trace add pg-input 20");
     send(&d, "bad", &frames, "pg1", 0);
+    // The trace names each drop's reason at error-drop, as VPP's does.
+    let tr = d.ok("show trace");
+    for l in [
+        ": error-drop\n  ip4-input: bad ip4 checksum\n",
+        ": error-drop\n  ip4-lookup: no route to destination\n",
+        ": error-drop\n  ethernet-input: l3 mac mismatch\n",
+    ] {
+        assert!(tr.contains(l), "{l:?} missing:\n{tr}");
+    }
     let errs = d.ok("show errors");
     for (node, reason) in [
         ("ip4-input", "bad ip4 checksum"),
