@@ -428,6 +428,26 @@ class TestPgMessages(ApiTest):
         a.pg_stream_delete(name="s1")
         expect(Retval.NO_SUCH_ENTRY, a.pg_stream_delete, name="s1")
         assert a.pg_stream_dump() == []
+        # The packets in the message instead of a file.
+        out2 = self.new_file("out2", "pcap")
+        a.pg_capture(sw_if_index=pg1, is_enabled=True, pcap_file_name=str(out2))
+        a.pg_stream_add_packets(name="p1", sw_if_index=pg, limit=4,
+                                packets=[{"data": list(frame)}, {"data": list(frame[:40])}])
+        assert [(s.name, s.limit) for s in a.pg_stream_dump()] == [("p1", 4)]
+        a.pg_enable_disable(is_enabled=True, stream_name="p1")
+        deadline = time.monotonic() + 10
+        while a.pg_stream_dump()[0].sent < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        a.pg_capture(sw_if_index=pg1, is_enabled=False)
+        assert count_pcap_records(out2) == 4
+        expect(Retval.INVALID_VALUE, a.pg_stream_add_packets, name="p2", sw_if_index=pg,
+               match="at least one packet")
+        expect(Retval.INVALID_VALUE, a.pg_stream_add_packets, name="p2", sw_if_index=pg,
+               packets=[{"data": list(frame)}, {"data": [1, 2, 3]}], match="packets[1]: 3 bytes")
+        expect(Retval.ALREADY_EXISTS, a.pg_stream_add_packets, name="p1", sw_if_index=pg,
+               packets=[{"data": list(frame)}])
+        a.pg_enable_disable(is_enabled=False)
+        a.pg_stream_delete(name="p1")
 
 
 class TestTracePcapSave(ApiTest):

@@ -613,6 +613,24 @@ fn telnet_style_tcp_cli_on_localhost() {
     s.write_all(b"show frob\r\n").unwrap();
     let out = read_prompt(&mut s);
     assert!(out.contains("unknown input `frob'"), "{out}");
+    // A streamed reply (show ip fib of 10k routes: three pieces) arrives whole, then the
+    // prompt.
+    for c in [
+        "create loopback interface",
+        "set interface ip address loop0 10.0.0.1/24",
+        "ip route add count 10000 20.0.0.0/32 via 10.0.0.2",
+    ] {
+        s.write_all(format!("{c}\r\n").as_bytes()).unwrap();
+        read_prompt(&mut s);
+    }
+    s.write_all(b"show ip fib\r\n").unwrap();
+    let out = read_prompt(&mut s);
+    assert_eq!(out.matches("\n20.0.").count(), 10000, "{}", &out[..200]);
+    assert!(
+        out.ends_with("[0] [@0]: dpo-drop ip4\nsluice# "),
+        "{}",
+        &out[out.len() - 200..]
+    );
     s.write_all(b"quit\r\n").unwrap();
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);

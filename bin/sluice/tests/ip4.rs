@@ -306,7 +306,18 @@ fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
     ];
     d.ok("clear errors");
     d.ok("clear interfaces");
+    d.ok("clear trace");
+    d.ok("trace add pg-input 20");
     send(&d, "bad", &frames, "pg1", 0);
+    // The trace names each drop's reason at error-drop, as VPP's does.
+    let tr = d.ok("show trace");
+    for l in [
+        ": error-drop\n  ip4-input: bad ip4 checksum\n",
+        ": error-drop\n  ip4-lookup: no route to destination\n",
+        ": error-drop\n  ethernet-input: l3 mac mismatch\n",
+    ] {
+        assert!(tr.contains(l), "{l:?} missing:\n{tr}");
+    }
     let errs = d.ok("show errors");
     for (node, reason) in [
         ("ip4-input", "bad ip4 checksum"),
@@ -675,6 +686,136 @@ fn loopback_create_use_and_delete_while_traffic_flows() {
         "name reusable"
     );
     std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+}
+
+/// The records of a `pcap dispatch trace` file: (node, protocol hint, strings, packet).
+fn dispatch_records(path: &std::path::Path) -> Vec<(String, u8, Vec<String>, Vec<u8>)> {
+    let b = std::fs::read(path).unwrap();
+    let be = b[0..4] == 0xa1b2c3d4u32.to_be_bytes();
+    assert!(be || b[0..4] == 0xa1b2c3d4u32.to_le_bytes(), "pcap magic");
+    let u32_at = |i: usize| {
+        let w: [u8; 4] = b[i..i + 4].try_into().unwrap();
+        if be {
+            u32::from_be_bytes(w)
+        } else {
+            u32::from_le_bytes(w)
+        }
+    };
+    assert_eq!(u32_at(20), 280, "LINKTYPE_VPP_DISPATCH");
+    let (mut at, mut out) = (24, Vec::new());
+    while at + 16 <= b.len() {
+        let n = u32_at(at + 8) as usize;
+        let r = &b[at + 16..at + 16 + n];
+        at += 16 + n;
+        assert_eq!((r[0], r[1]), (1, 0), "version 1.0");
+        let (count, hint) = (r[2] as usize, r[3]);
+        let mut strings = Vec::new();
+        let mut p = 8;
+        for _ in 0..count {
+            let end = p + r[p..].iter().position(|&c| c == 0).unwrap();
+            strings.push(String::from_utf8(r[p..end].to_vec()).unwrap());
+            p = end + 1;
+        }
+        out.push((strings[0].clone(), hint, strings, r[p..].to_vec()));
+    }
+    out
+}
+
+#[test]
+fn pcap_dispatch_trace_writes_vpp_dispatch_records() {
+    let d = router();
+    d.ok("pcap dispatch trace on max 1000 file dispatch.pcap buffer-trace pg-input 1");
+    assert!(d.ok("pcap dispatch trace status").contains("dispatch.pcap"));
+    assert!(d
+        .cli("pcap dispatch trace on")
+        .unwrap_err()
+        .contains("already on"));
+    let f = eth(
+        PG0_MAC,
+        HOST0_MAC,
+        0x0800,
+        &ip4(
+            [10, 0, 0, 16],
+            [10, 2, 0, 1],
+            64,
+            17,
+            &udp(1000, 53, b"dispatch"),
+        ),
+    );
+    send(&d, "disp", &[f.clone(), f.clone()], "pg1", 2);
+    let off = d.ok("pcap dispatch trace off");
+    let path = d.dir.join("dispatch.pcap");
+    assert!(
+        off.starts_with("Write ") && off.contains("dispatch.pcap"),
+        "{off}"
+    );
+    let recs = dispatch_records(&path);
+    let of = |node: &str| -> Vec<&(String, u8, Vec<String>, Vec<u8>)> {
+        recs.iter().filter(|r| r.0 == node).collect()
+    };
+    // Each node the packets went through: two records, the first one traced (5 strings,
+    // its trace so far begins at pg-input).
+    for (node, hint) in [
+        ("ethernet-input", 1),
+        ("ip4-input", 2),
+        ("ip4-lookup", 2),
+        ("ip4-rewrite", 2),
+        ("interface-output", 1),
+    ] {
+        let r = of(node);
+        assert_eq!(r.len(), 2, "{node}: {recs:?}");
+        assert!(r.iter().all(|x| x.1 == hint), "{node} hint");
+        assert_eq!(r[0].2.len(), 5, "{node}: traced");
+        assert!(
+            r[0].2[4].starts_with("pg-input\n"),
+            "{node}: {:?}",
+            r[0].2[4]
+        );
+        assert_eq!(r[1].2.len(), 4, "{node}: not traced");
+        assert!(r[0].2[1].contains("current_length: "), "{:?}", r[0].2[1]);
+    }
+    // The packet as each node received it: the frame, then the IP header on.
+    assert_eq!(of("ethernet-input")[0].3, f);
+    assert_eq!(of("ip4-lookup")[0].3, f[14..].to_vec());
+    let out = &of("interface-output")[0].3;
+    assert_eq!(&out[0..6], &NH_MAC);
+    assert_eq!(out[14 + 8], 63, "after the rewrite");
+    assert_eq!(
+        d.ok("pcap dispatch trace off").trim(),
+        "pcap dispatch capture not enabled"
+    );
+    // Readable by Wireshark's vpp dissector when tshark is installed.
+    match std::process::Command::new("tshark")
+        .args([
+            "-r",
+            path.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "vpp.NodeName",
+            "-e",
+            "ip.dst",
+            "-e",
+            "udp.dstport",
+        ])
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            // The node names, and the packet data decoded by the protocol hint (IPv4 for
+            // ip4-* nodes, Ethernet for the others).
+            let rows = String::from_utf8_lossy(&o.stdout);
+            for n in ["ip4-lookup", "ethernet-input", "interface-output"] {
+                assert!(
+                    rows.lines().any(|l| l == format!("{n}\t10.2.0.1\t53")),
+                    "tshark: {rows}"
+                );
+            }
+        }
+        Ok(o) => panic!("tshark failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => eprintln!("SKIP tshark check: tshark not installed"),
+    }
     assert_eq!(buffers_in_use(&d), 0);
     d.stop();
 }

@@ -56,6 +56,11 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         pcap_trace,
     );
     t.add(
+        "pcap dispatch trace",
+        "pcap dispatch trace on [max <n>] [file <name>] [buffer-trace <input-node> <n>] | off | status — every node's packets in VPP's dispatch-trace pcap format",
+        pcap_dispatch_trace,
+    );
+    t.add(
         "show buffers",
         "show buffers — buffer pool totals",
         show_buffers,
@@ -530,6 +535,102 @@ pub fn pcap_trace_on(vm: &mut Vlib, mut cfg: PcapTraceConfig) -> Result<(), Trac
 /// that none was running).
 pub fn pcap_trace_off(vm: &mut Vlib) -> String {
     vm.shared.pcap.stop()
+}
+
+fn pcap_dispatch_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    if args.keyword("off") {
+        args.finish()?;
+        return Ok(vm.shared.trace.dispatch_stop() + "\n");
+    }
+    if args.keyword("status") {
+        args.finish()?;
+        let g = vm
+            .shared
+            .trace
+            .dispatch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        return Ok(match g.as_ref() {
+            Some(c) => format!(
+                "pcap dispatch capture on: {} of {} packets written to {}\n",
+                c.sink.written,
+                c.max,
+                c.sink.path().display()
+            ),
+            None => "pcap dispatch capture is off\n".to_string(),
+        });
+    }
+    let _ = args.keyword("on");
+    let (mut max, mut file, mut buffer_trace) = (100u64, "dispatch.pcap".to_string(), None);
+    while !args.is_empty() {
+        if args.keyword("max") {
+            max = args.u64("max packets")?.max(1);
+        } else if args.keyword("file") {
+            file = args.word("file name")?;
+        } else if args.keyword("buffer-trace") {
+            let node = args.word("input node name")?;
+            buffer_trace = Some((node, args.u32("packet count")?));
+        } else if args.keyword("post-mortem") {
+            return Err(CliError::new(
+                "pcap dispatch trace: post-mortem is not supported",
+            ));
+        } else {
+            args.finish()?;
+        }
+    }
+    pcap_dispatch_on(
+        vm,
+        max,
+        &file,
+        buffer_trace.as_ref().map(|(n, c)| (n.as_str(), *c)),
+    )?;
+    Ok(String::new())
+}
+
+/// `pcap dispatch trace on max <max> file <file> [buffer-trace <node> <n>]`: writes every
+/// packet every node receives to `file` in the capture directory, in VPP's dispatch-trace
+/// format ([`crate::trace::DispatchCapture`]); `buffer-trace` also traces `n` packets from an
+/// input node (`trace add`), whose trace text then goes with their records.
+pub fn pcap_dispatch_on(
+    vm: &mut Vlib,
+    max: u64,
+    file: &str,
+    buffer_trace: Option<(&str, u32)>,
+) -> Result<(), TraceError> {
+    if vm
+        .shared
+        .trace
+        .dispatch_on
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        return Err(TraceError::Invalid(
+            "pcap dispatch trace is already on (pcap dispatch trace off first)".into(),
+        ));
+    }
+    if let Some((node, n)) = buffer_trace {
+        trace_add_node(vm, node, n)?;
+    }
+    let dir = vm
+        .ext::<crate::pcap::CaptureDir>()
+        .cloned()
+        .unwrap_or_default();
+    let sink = crate::pcap::PcapSink::create_in_linktype(
+        &dir.0,
+        file,
+        65535,
+        pcap_file::DataLink::Unknown(crate::trace::LINKTYPE_VPP_DISPATCH),
+    )
+    .map_err(|e| TraceError::Capture(e.to_string()))?;
+    let nodes = vm
+        .registry
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), crate::trace::proto_hint(&n.name)))
+        .collect();
+    vm.shared
+        .trace
+        .dispatch_start(crate::trace::DispatchCapture { sink, max, nodes });
+    Ok(())
 }
 
 /// Renders `show buffers`.

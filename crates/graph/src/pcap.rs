@@ -63,8 +63,18 @@ impl PcapSink {
     /// Creates the capture file `name` in `dir` (see the module doc) and writes the pcap
     /// file header.
     pub fn create_in(dir: &OutputDir, name: &str, snaplen: u32) -> Result<PcapSink, CaptureError> {
+        PcapSink::create_in_linktype(dir, name, snaplen, DataLink::ETHERNET)
+    }
+
+    /// [`PcapSink::create_in`] with another link type (VPP's dispatch trace: 280).
+    pub fn create_in_linktype(
+        dir: &OutputDir,
+        name: &str,
+        snaplen: u32,
+        datalink: DataLink,
+    ) -> Result<PcapSink, CaptureError> {
         let (f, path) = dir.create(name)?;
-        PcapSink::with_file(f, &path, snaplen).map_err(|source| CaptureError::Header {
+        PcapSink::with_file(f, &path, snaplen, datalink).map_err(|source| CaptureError::Header {
             path: path.clone(),
             source,
         })
@@ -73,13 +83,18 @@ impl PcapSink {
     /// Creates (truncates) `path` and writes the pcap file header. Not confined: for tests
     /// and tools; CLI paths go through [`PcapSink::create_in`].
     pub fn create(path: &Path, snaplen: u32) -> std::io::Result<PcapSink> {
-        PcapSink::with_file(File::create(path)?, path, snaplen)
+        PcapSink::with_file(File::create(path)?, path, snaplen, DataLink::ETHERNET)
     }
 
-    fn with_file(f: File, path: &Path, snaplen: u32) -> std::io::Result<PcapSink> {
+    fn with_file(
+        f: File,
+        path: &Path,
+        snaplen: u32,
+        datalink: DataLink,
+    ) -> std::io::Result<PcapSink> {
         let hdr = PcapHeader {
             snaplen,
-            datalink: DataLink::ETHERNET,
+            datalink,
             ..Default::default()
         };
         let w = PcapWriter::with_header(f, hdr).map_err(std::io::Error::other)?;

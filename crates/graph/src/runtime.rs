@@ -887,7 +887,67 @@ impl ThreadGraph {
         work
     }
 
+    /// `pcap dispatch trace`: a record per packet of the frame `ix` is about to receive.
+    fn dispatch_capture(&mut self, ix: usize, chunk: &[BufIdx]) {
+        let shared = &self.st.shared;
+        let pool = &self.st.pool;
+        let mut g = shared
+            .trace
+            .dispatch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(cap) = g.as_mut() else { return };
+        let (name, hint) = cap.nodes.get(ix).cloned().unwrap_or_default();
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        for &b in chunk {
+            if cap.sink.written >= cap.max {
+                break;
+            }
+            // SAFETY: the dispatcher owns the frame between nodes; the view is dropped
+            // before the frame goes to the node.
+            let buf = unsafe { pool.buffer(b) };
+            let trace = buf.hdr.is_traced().then(|| {
+                let mut s = shared.trace.lock();
+                let mut text = String::new();
+                for e in TraceShared::entries_mut(&mut s, buf.hdr.trace_index)
+                    .map(|e| &e[..])
+                    .unwrap_or_default()
+                {
+                    let n = cap.nodes.get(e.node.0 as usize).map_or("?", |n| &n.0);
+                    text.push_str(n);
+                    text.push('\n');
+                    if let Some(r) = &e.rec {
+                        let mut t = String::new();
+                        r.format(&mut t);
+                        for l in t.lines() {
+                            text.push_str("  ");
+                            text.push_str(l);
+                            text.push('\n');
+                        }
+                    }
+                }
+                text
+            });
+            let rec = crate::trace::dispatch_record(
+                &name,
+                hint,
+                b.0,
+                buf.hdr,
+                trace.as_deref(),
+                buf.data(),
+            );
+            // VPP's cap: 16 KiB a record.
+            let n = rec.len().min(16384);
+            let _ = cap.sink.write(ts, &rec[..n], rec.len() as u32);
+        }
+    }
+
     fn trace_visit(&mut self, ix: usize, chunk: &[BufIdx]) {
+        if self.st.shared.trace.dispatch_on.load(Ordering::Relaxed) {
+            self.dispatch_capture(ix, chunk);
+        }
         let pool = &self.st.pool;
         let mut any = false;
         for &b in chunk {

@@ -70,6 +70,82 @@ pub struct TraceShared {
     pub budget_any: AtomicBool,
     /// The store.
     pub store: Mutex<TraceStore>,
+    /// `pcap dispatch trace` is on (then `active` is too, so the dispatcher visits frames).
+    pub dispatch_on: AtomicBool,
+    /// The dispatch capture.
+    pub dispatch: Mutex<Option<DispatchCapture>>,
+}
+
+/// `pcap dispatch trace on`: every packet every node receives, written in VPP's dispatch
+/// trace format (pcap link type 280, `LINKTYPE_VPP_DISPATCH`, which Wireshark's `vpp`
+/// dissector reads): per record a version (1.0), the count of strings, a protocol hint for
+/// the packet data (1 Ethernet, 2 IPv4, 3 IPv6), the buffer index (big endian), then
+/// NUL-terminated strings — the node name, the buffer metadata, two opaque-metadata strings
+/// and, for a traced packet, its trace so far — and the packet bytes.
+pub struct DispatchCapture {
+    /// The file.
+    pub sink: crate::pcap::PcapSink,
+    /// Stop after this many records.
+    pub max: u64,
+    /// Node names and protocol hints by node index.
+    pub nodes: Vec<(String, u8)>,
+}
+
+/// VPP's dispatch-trace link type.
+pub const LINKTYPE_VPP_DISPATCH: u32 = 280;
+
+/// VPP's protocol hint of a node's packets from its name (`ip4-*`: IPv4, `ip6-*`: IPv6,
+/// other nodes see Ethernet frames).
+pub fn proto_hint(node: &str) -> u8 {
+    if node.starts_with("ip4-") {
+        2
+    } else if node.starts_with("ip6-") {
+        3
+    } else {
+        1
+    }
+}
+
+/// One dispatch-trace record (see [`DispatchCapture`]): `trace` is the packet's trace text so
+/// far, if it is traced.
+#[allow(clippy::too_many_arguments)]
+pub fn dispatch_record(
+    node: &str,
+    hint: u8,
+    buffer: u32,
+    hdr: &sluice_buffer::BufferHeader,
+    trace: Option<&str>,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut r = vec![1u8, 0, 0, hint];
+    r.extend_from_slice(&buffer.to_be_bytes());
+    let mut strings = vec![
+        node.to_string(),
+        format!(
+            "flags: 0x{:x}\ncurrent_data: {}, current_length: {}\nnext_buffer: {:x}\nerror: {}, buffer_pool_index: {}\ntrace_handle: 0x{:x}, len_not_first_buf: {}\n",
+            hdr.flags,
+            hdr.current_data,
+            hdr.current_length,
+            hdr.next_buffer,
+            hdr.error,
+            hdr.pool_index,
+            hdr.trace_index,
+            hdr.total_length_not_including_first_buffer
+        ),
+        format!(
+            "sw_if_index[VLIB_RX]: {}, sw_if_index[VLIB_TX]: {}\n",
+            hdr.rx_if, hdr.tx_if
+        ),
+        String::new(),
+    ];
+    strings.extend(trace.map(str::to_string));
+    r[2] = strings.len() as u8;
+    for s in strings {
+        r.extend_from_slice(s.replace('\0', " ").as_bytes());
+        r.push(0);
+    }
+    r.extend_from_slice(data);
+    r
 }
 
 /// `trace_index` layout: generation in the top 8 bits, packet index below.
@@ -101,7 +177,36 @@ impl TraceShared {
         s.budget.clear();
         s.generation = s.generation.wrapping_add(1);
         self.budget_any.store(false, Ordering::Release);
-        self.active.store(false, Ordering::Release);
+        // A dispatch capture keeps the dispatcher visiting frames.
+        self.active
+            .store(self.dispatch_on.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    /// `pcap dispatch trace on`: starts writing every node's packets to `cap.sink`.
+    pub fn dispatch_start(&self, cap: DispatchCapture) {
+        *self.dispatch.lock().unwrap_or_else(|p| p.into_inner()) = Some(cap);
+        self.dispatch_on.store(true, Ordering::Release);
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// `pcap dispatch trace off`: stops; what was written (VPP's wording).
+    pub fn dispatch_stop(&self) -> String {
+        self.dispatch_on.store(false, Ordering::Release);
+        let cap = self
+            .dispatch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let tracing = self.budget_any.load(Ordering::Acquire) || !self.lock().packets.is_empty();
+        self.active.store(tracing, Ordering::Release);
+        match cap {
+            Some(c) => format!(
+                "Write {} packets to {}, and stop capture...",
+                c.sink.written,
+                c.sink.path().display()
+            ),
+            None => "pcap dispatch capture not enabled".to_string(),
+        }
     }
 
     /// Entries of a packet by its buffer's `trace_index`, if still current.

@@ -91,6 +91,7 @@ pub fn register(r: &mut ApiRegistry) {
 
     r.request(pg_create_interface);
     r.request(pg_stream_add);
+    r.request(pg_stream_add_packets);
     r.request(pg_stream_delete);
     r.request(pg_enable_disable);
     r.request(pg_capture);
@@ -870,23 +871,76 @@ fn pg_create_interface(
 }
 
 fn pg_stream_add(vm: &mut Vlib, _: &mut Ctx<'_>, q: pg::PgStreamAdd) -> R<pg::PgStreamAddReply> {
-    let ifname = vm
-        .ext_mut::<Interfaces>()
-        .get(sw(q.sw_if_index))
-        .map(|i| i.name.clone())
-        .ok_or(VnetError::NoSuchInterface(q.sw_if_index))?;
-    if q.name.is_empty() {
-        return Err(VnetError::invalid("stream needs a name").into());
-    }
-    if !(q.rate >= 0.0 && q.rate.is_finite()) {
-        return Err(VnetError::invalid(format!("bad rate `{}'", q.rate)).into());
-    }
     let pkts = crate::pg::stream::read_pcap(std::path::Path::new(&q.pcap_file))
         .map_err(VnetError::invalid)?;
     if pkts.is_empty() {
         return Err(
             VnetError::invalid(format!("pcap file `{}' has no packets", q.pcap_file)).into(),
         );
+    }
+    let s = PgStream {
+        name: q.name,
+        sw_if_index: q.sw_if_index,
+        node: q.node,
+        limit: q.limit,
+        rate: q.rate,
+        maxframe: q.maxframe,
+        worker: q.has_worker.then_some(q.worker),
+    };
+    ok(add_pg_stream(vm, s, pkts), pg::PgStreamAddReply {})
+}
+
+fn pg_stream_add_packets(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: pg::PgStreamAddPackets,
+) -> R<pg::PgStreamAddPacketsReply> {
+    let pkts: Vec<Vec<u8>> = q.packets.into_iter().map(|p| p.data).collect();
+    if pkts.is_empty() {
+        return Err(VnetError::invalid("stream needs at least one packet").into());
+    }
+    if let Some(k) = pkts.iter().position(|p| p.len() < 14 || p.len() > 9216) {
+        return Err(VnetError::invalid(format!(
+            "packets[{k}]: {} bytes (14 to 9216)",
+            pkts[k].len()
+        ))
+        .into());
+    }
+    let s = PgStream {
+        name: q.name,
+        sw_if_index: q.sw_if_index,
+        node: q.node,
+        limit: q.limit,
+        rate: q.rate,
+        maxframe: q.maxframe,
+        worker: q.has_worker.then_some(q.worker),
+    };
+    ok(add_pg_stream(vm, s, pkts), pg::PgStreamAddPacketsReply {})
+}
+
+/// The fields `pg_stream_add` and `pg_stream_add_packets` share.
+struct PgStream {
+    name: String,
+    sw_if_index: u32,
+    node: String,
+    limit: u64,
+    rate: f64,
+    maxframe: u32,
+    worker: Option<u32>,
+}
+
+/// `packet-generator new` of packets `pkts` (the action the CLI calls too).
+fn add_pg_stream(vm: &mut Vlib, q: PgStream, pkts: Vec<Vec<u8>>) -> VnetResult {
+    let ifname = vm
+        .ext_mut::<Interfaces>()
+        .get(sw(q.sw_if_index))
+        .map(|i| i.name.clone())
+        .ok_or(VnetError::NoSuchInterface(q.sw_if_index))?;
+    if q.name.is_empty() {
+        return Err(VnetError::invalid("stream needs a name"));
+    }
+    if !(q.rate >= 0.0 && q.rate.is_finite()) {
+        return Err(VnetError::invalid(format!("bad rate `{}'", q.rate)));
     }
     let def = crate::pg::stream::StreamDef {
         name: q.name,
@@ -899,11 +953,11 @@ fn pg_stream_add(vm: &mut Vlib, _: &mut Ctx<'_>, q: pg::PgStreamAdd) -> R<pg::Pg
         } else {
             (q.maxframe as usize).min(crate::pg::FRAME)
         },
-        worker: q.has_worker.then_some(q.worker as usize),
+        worker: q.worker.map(|w| w as usize),
         source: crate::pg::stream::Source::Pcap(std::sync::Arc::new(pkts)),
         tx_interface: None,
     };
-    ok(crate::pg::add_stream(vm, def), pg::PgStreamAddReply {})
+    crate::pg::add_stream(vm, def)
 }
 
 fn pg_stream_delete(
