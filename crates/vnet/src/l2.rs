@@ -24,8 +24,7 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
-    Vlib, Wake,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Vlib, Wake,
 };
 use sluice_infra::bihash::{Bihash, BihashTable};
 use sluice_infra::epoch::Epochs;
@@ -397,6 +396,16 @@ impl L2Control {
     }
 }
 
+sluice_graph::counters! {
+    /// `l2-learn-process`'s counters.
+    pub enum LearnCounter {
+        /// MACs learned or refreshed.
+        Learned => info("learned", "MACs learned or refreshed"),
+        /// MACs aged out.
+        Aged => info("aged", "MACs aged out"),
+    }
+}
+
 /// `l2-learn-process`: learning and aging on the main thread.
 pub struct LearnProcess {
     ctl: Arc<Mutex<L2Control>>,
@@ -408,11 +417,11 @@ impl NodeFn for LearnProcess {
         let now = cx.now_secs();
         let mut c = lock(&self.ctl);
         let n = c.apply_learned(now);
-        cx.count(0, n as u64);
+        cx.count(LearnCounter::Learned, n as u64);
         if now - self.last_age >= 1.0 {
             self.last_age = now;
             let aged = c.age(now, None);
-            cx.count(1, aged as u64);
+            cx.count(LearnCounter::Aged, aged as u64);
         }
         Suspend::Timeout(0.01)
     }
@@ -469,10 +478,7 @@ pub fn register(r: &mut crate::plugin::Registrar) {
                 last_age: 0.0,
             })
         })
-        .counters(&[
-            CounterDesc::info("learned", "MACs learned or refreshed"),
-            CounterDesc::info("aged", "MACs aged out"),
-        ]),
+        .counters(LearnCounter::DESCS),
     );
 }
 
