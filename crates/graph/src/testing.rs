@@ -144,8 +144,9 @@ impl Harness {
         };
         let mut targets = h.vm.registry.node(n).next_names.clone();
         targets.push("error-drop".into());
-        for t in targets {
-            h.capture(&t);
+        // An arc back to the node itself stays real (the node runs again).
+        for t in targets.iter().filter(|t| **t != node) {
+            h.capture(t);
         }
         h
     }

@@ -24,8 +24,7 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend,
-    Vlib, Wake,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Vlib, Wake,
 };
 use sluice_infra::bihash::{Bihash, BihashTable};
 use sluice_infra::epoch::Epochs;
@@ -124,12 +123,12 @@ impl L2Input {
     #[inline(always)]
     fn output(&mut self, tx: u32) -> Next {
         if !self.out_any {
-            return Next(0);
+            return L2Next::Output.next();
         }
         match self.out {
             Some((i, n)) if i == tx => n,
             _ => {
-                let n = self.features.next(self.slot, tx, Next(0));
+                let n = self.features.next(self.slot, tx, L2Next::Output.next());
                 self.out = Some((tx, n));
                 n
             }
@@ -137,12 +136,43 @@ impl L2Input {
     }
 }
 
-const E_FILTERED: u16 = 3;
-const E_UU: u16 = 4;
-const E_NO_MEMBER: u16 = 5;
-const E_NO_BUF: u16 = 6;
-const E_SHG: u16 = 8;
-const E_RUNT: u16 = 9;
+sluice_graph::arcs! {
+    /// `l2-input`'s next arcs.
+    pub enum L2Next {
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ethernet-input`.
+        EthernetInput => crate::ethernet::ETHERNET_INPUT,
+    }
+}
+
+sluice_graph::counters! {
+    /// `l2-input`'s counters.
+    pub enum L2Counter {
+        /// L2 cross-connect frames.
+        Xconnect => info("xconnect", "L2 cross-connect frames"),
+        /// L2 frames forwarded to a learned MAC.
+        Forwarded => info("forwarded", "L2 frames forwarded to a learned MAC"),
+        /// L2 frames flooded.
+        Flooded => info("flooded", "L2 frames flooded"),
+        /// L2 destination on the receiving interface.
+        Filtered => error("filtered", "L2 destination on the receiving interface"),
+        /// L2 unknown unicast dropped (uu-flood off).
+        UuDropped => error("uu_dropped", "L2 unknown unicast dropped (uu-flood off)"),
+        /// L2 no bridge member to send to.
+        NoMember => error("no_member", "L2 no bridge member to send to"),
+        /// L2 flood copy: no buffer.
+        NoBuffer => error("no_buffer", "L2 flood copy: no buffer"),
+        /// L2 MAC learning events.
+        LearnEvents => info("learn_events", "L2 MAC learning events"),
+        /// L2 destination in the source's split-horizon group.
+        SplitHorizon => error("split_horizon", "L2 destination in the source's split-horizon group"),
+        /// L2 frame shorter than an Ethernet header.
+        Runt => error("runt", "L2 frame shorter than an Ethernet header"),
+    }
+}
 
 impl PacketNode for L2Input {
     #[inline(always)]
@@ -167,20 +197,20 @@ impl PacketNode for L2Input {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let bd = b.hdr.l2.bd_index;
         if bd == 0 {
-            cx.count(0, 1);
+            cx.count(L2Counter::Xconnect, 1);
             return self.output(b.hdr.tx_if);
         }
         let (learn, forward, flood_bcast, uu_flood) = match self.bds.get(bd as usize) {
             Some(Some(c)) => (c.learn, c.forward, c.flood, c.uu_flood),
             _ => {
-                b.hdr.error = cx.error(E_NO_MEMBER);
-                return Next(1);
+                b.hdr.error = cx.error(L2Counter::NoMember);
+                return L2Next::Drop.next();
             }
         };
         let d = b.data();
         if d.len() < 14 {
-            b.hdr.error = cx.error(E_RUNT);
-            return Next(1);
+            b.hdr.error = cx.error(L2Counter::Runt);
+            return L2Next::Drop.next();
         }
         let rx = b.hdr.rx_if;
         if learn && d[6] & 1 == 0 {
@@ -202,7 +232,7 @@ impl PacketNode for L2Input {
                     if self.pending.len() < sluice_graph::FRAME_SIZE {
                         self.pending.push((k, rx));
                     }
-                    cx.count(7, 1);
+                    cx.count(L2Counter::LearnEvents, 1);
                 }
             }
         }
@@ -213,17 +243,17 @@ impl PacketNode for L2Input {
                 Some(v) if forward => {
                     let tx = v as u32;
                     if tx == rx {
-                        b.hdr.error = cx.error(E_FILTERED);
-                        return Next(1);
+                        b.hdr.error = cx.error(L2Counter::Filtered);
+                        return L2Next::Drop.next();
                     }
                     if let Some(Some(c)) = self.bds.get(bd as usize) {
                         let g = c.shg_of(rx);
                         if g != 0 && c.shg_of(tx) == g {
-                            b.hdr.error = cx.error(E_SHG);
-                            return Next(1);
+                            b.hdr.error = cx.error(L2Counter::SplitHorizon);
+                            return L2Next::Drop.next();
                         }
                     }
-                    cx.count(1, 1);
+                    cx.count(L2Counter::Forwarded, 1);
                     if Some(tx) == self.bds.get(bd as usize).and_then(|c| c.as_ref()?.bvi) {
                         return to_bvi(b, tx);
                     }
@@ -234,17 +264,17 @@ impl PacketNode for L2Input {
             }
         };
         if !flood {
-            b.hdr.error = cx.error(E_UU);
-            return Next(1);
+            b.hdr.error = cx.error(L2Counter::UuDropped);
+            return L2Next::Drop.next();
         }
         let Some(Some(cfg)) = self.bds.get(bd as usize) else {
-            b.hdr.error = cx.error(E_NO_MEMBER);
-            return Next(1);
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
         };
         let g = cfg.shg_of(rx);
         let Some(last) = (0..cfg.members.len()).rposition(|k| cfg.may_send(k, rx, g)) else {
-            b.hdr.error = cx.error(E_NO_MEMBER);
-            return Next(1);
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
         };
         // Copies for every member but the last; the original goes to the last one.
         for (k, &m) in cfg.members.iter().enumerate() {
@@ -260,20 +290,20 @@ impl PacketNode for L2Input {
                     let next = if cfg.bvi == Some(m) {
                         to_bvi(&mut v, m)
                     } else {
-                        self.features.next(self.slot, m, Next(0))
+                        self.features.next(self.slot, m, L2Next::Output.next())
                     };
                     cx.enqueue(next, c);
                 }
-                None => cx.count(E_NO_BUF as usize, 1),
+                None => cx.count(L2Counter::NoBuffer, 1),
             }
         }
-        cx.count(2, 1);
+        cx.count(L2Counter::Flooded, 1);
         let m = cfg.members[last];
         if cfg.bvi == Some(m) {
             return to_bvi(b, m);
         }
         b.hdr.tx_if = m;
-        self.features.next(self.slot, m, Next(0))
+        self.features.next(self.slot, m, L2Next::Output.next())
     }
 }
 
@@ -282,7 +312,7 @@ impl PacketNode for L2Input {
 fn to_bvi(b: &mut Buffer<'_>, bvi: u32) -> Next {
     b.hdr.rx_if = bvi;
     b.hdr.flags |= sluice_buffer::flags::L2_TO_BVI;
-    Next(2)
+    L2Next::EthernetInput.next()
 }
 
 /// Control plane (main thread).
@@ -366,6 +396,16 @@ impl L2Control {
     }
 }
 
+sluice_graph::counters! {
+    /// `l2-learn-process`'s counters.
+    pub enum LearnCounter {
+        /// MACs learned or refreshed.
+        Learned => info("learned", "MACs learned or refreshed"),
+        /// MACs aged out.
+        Aged => info("aged", "MACs aged out"),
+    }
+}
+
 /// `l2-learn-process`: learning and aging on the main thread.
 pub struct LearnProcess {
     ctl: Arc<Mutex<L2Control>>,
@@ -377,11 +417,11 @@ impl NodeFn for LearnProcess {
         let now = cx.now_secs();
         let mut c = lock(&self.ctl);
         let n = c.apply_learned(now);
-        cx.count(0, n as u64);
+        cx.count(LearnCounter::Learned, n as u64);
         if now - self.last_age >= 1.0 {
             self.last_age = now;
             let aged = c.age(now, None);
-            cx.count(1, aged as u64);
+            cx.count(LearnCounter::Aged, aged as u64);
         }
         Suspend::Timeout(0.01)
     }
@@ -428,26 +468,8 @@ pub fn register(r: &mut crate::plugin::Registrar) {
                 pending: Vec::with_capacity(sluice_graph::FRAME_SIZE),
             }))
         })
-        .nexts(&[
-            crate::output::NAME,
-            "error-drop",
-            crate::ethernet::ETHERNET_INPUT,
-        ])
-        .counters(&[
-            CounterDesc::info("xconnect", "L2 cross-connect frames"),
-            CounterDesc::info("forwarded", "L2 frames forwarded to a learned MAC"),
-            CounterDesc::info("flooded", "L2 frames flooded"),
-            CounterDesc::error("filtered", "L2 destination on the receiving interface"),
-            CounterDesc::error("uu_dropped", "L2 unknown unicast dropped (uu-flood off)"),
-            CounterDesc::error("no_member", "L2 no bridge member to send to"),
-            CounterDesc::error("no_buffer", "L2 flood copy: no buffer"),
-            CounterDesc::info("learn_events", "L2 MAC learning events"),
-            CounterDesc::error(
-                "split_horizon",
-                "L2 destination in the source's split-horizon group",
-            ),
-            CounterDesc::error("runt", "L2 frame shorter than an Ethernet header"),
-        ]),
+        .nexts(L2Next::NAMES)
+        .counters(L2Counter::DESCS),
     );
     b.register(
         NodeRegistration::new(LEARN_PROCESS, NodeKind::Process, move |_| {
@@ -456,10 +478,7 @@ pub fn register(r: &mut crate::plugin::Registrar) {
                 last_age: 0.0,
             })
         })
-        .counters(&[
-            CounterDesc::info("learned", "MACs learned or refreshed"),
-            CounterDesc::info("aged", "MACs aged out"),
-        ]),
+        .counters(LearnCounter::DESCS),
     );
 }
 

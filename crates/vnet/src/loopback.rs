@@ -11,7 +11,7 @@ use crate::interface::{Interfaces, SwIfIndex};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
+    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
 
 /// Node name.
@@ -20,14 +20,30 @@ pub const TX: &str = "loop-tx";
 /// `loop-tx` instance.
 pub struct LoopTx;
 
+sluice_graph::arcs! {
+    /// `loopN-tx`'s next arcs.
+    pub enum LoopNext {
+        /// Every frame, received again on the loopback.
+        EthernetInput => crate::ethernet::ETHERNET_INPUT,
+    }
+}
+
+sluice_graph::counters! {
+    /// `loopN-tx`'s counters.
+    pub enum LoopCounter {
+        /// Frames looped back.
+        Looped => info("looped", "frames looped back"),
+    }
+}
+
 impl PacketNode for LoopTx {
     const PREFETCH_DATA: bool = false;
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         b.hdr.rx_if = b.hdr.tx_if;
-        cx.count(0, 1);
-        Next(0)
+        cx.count(LoopCounter::Looped, 1);
+        LoopNext::EthernetInput.next()
     }
 }
 
@@ -35,8 +51,8 @@ impl PacketNode for LoopTx {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PerPacket::new(LoopTx)))
-            .nexts(&[crate::ethernet::ETHERNET_INPUT])
-            .counters(&[CounterDesc::info("looped", "frames looped back")]),
+            .nexts(LoopNext::NAMES)
+            .counters(LoopCounter::DESCS),
     );
 }
 

@@ -16,7 +16,7 @@
 use crate::error::{VnetError, VnetResult};
 use crate::interface::SwIfIndex;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{CounterDesc, Cx, Next, Vlib};
+use sluice_graph::{CounterDesc, Cx, Vlib};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::Hash;
@@ -306,8 +306,28 @@ pub fn age<A: Copy + Eq + Hash + Ord, T: Table<A>>(
     probes
 }
 
+sluice_graph::arcs! {
+    /// The `*-neighbor-process` nodes' next arcs.
+    pub enum ProcessNext {
+        /// Aging probes.
+        Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::counters! {
+    /// The `*-neighbor-process` nodes' counters.
+    pub enum ProcessCounter {
+        /// Neighbours learned.
+        Learned => info("learned", "neighbours learned"),
+        /// Aging probes sent.
+        ProbesSent => info("probes_sent", "neighbour aging probes sent"),
+        /// No buffer for a probe.
+        NoBuffer => error("no_buffer", "no buffer for a neighbour aging probe"),
+    }
+}
+
 /// One run of a `*-neighbor-process` node: applies the learned neighbours (`apply` returns
-/// how many: counter 0) and, every [`AGE_INTERVAL`], sends the probes `age` returns.
+/// how many: `learned`) and, every [`AGE_INTERVAL`], sends the probes `age` returns.
 pub fn process_tick<F: AsRef<[u8]>>(
     cx: &mut Cx,
     last_age: &mut f64,
@@ -315,20 +335,20 @@ pub fn process_tick<F: AsRef<[u8]>>(
     age: impl FnOnce() -> Vec<(u32, F)>,
 ) {
     let n = apply();
-    cx.count(0, n as u64);
+    cx.count(ProcessCounter::Learned, n as u64);
     if cx.now_secs() - *last_age >= AGE_INTERVAL {
         *last_age = cx.now_secs();
         send_probes(cx, age());
     }
 }
 
-/// Sends aging probes from a `*-neighbor-process` node whose arc 0 is `interface-output`:
-/// each (interface, frame) is copied into a new buffer. Counts counter 1 (`probes_sent`) per
-/// probe and counter 2 (`no_buffer`) per allocation failure.
+/// Sends aging probes from a `*-neighbor-process` node ([`ProcessNext`]): each (interface,
+/// frame) is copied into a new buffer. Counts `probes_sent` per probe and `no_buffer` per
+/// allocation failure.
 fn send_probes<F: AsRef<[u8]>>(cx: &mut Cx, probes: impl IntoIterator<Item = (u32, F)>) {
     for (i, frame) in probes {
         let Some(b) = cx.bufs().alloc_one() else {
-            cx.count(2, 1);
+            cx.count(ProcessCounter::NoBuffer, 1);
             continue;
         };
         // SAFETY: `b` was just allocated here and has no other view.
@@ -336,17 +356,13 @@ fn send_probes<F: AsRef<[u8]>>(cx: &mut Cx, probes: impl IntoIterator<Item = (u3
         v.write_packet(frame.as_ref());
         v.hdr.tx_if = i;
         v.hdr.rx_if = i;
-        cx.enqueue(Next(0), b);
-        cx.count(1, 1);
+        cx.enqueue(ProcessNext::Output.next(), b);
+        cx.count(ProcessCounter::ProbesSent, 1);
     }
 }
 
 /// Counters of the `*-neighbor-process` nodes (in this order).
-pub const PROCESS_COUNTERS: [CounterDesc; 3] = [
-    CounterDesc::info("learned", "neighbours learned"),
-    CounterDesc::info("probes_sent", "neighbour aging probes sent"),
-    CounterDesc::error("no_buffer", "no buffer for a neighbour aging probe"),
-];
+pub const PROCESS_COUNTERS: &[CounterDesc] = ProcessCounter::DESCS;
 
 /// How often the `*-neighbor-process` nodes age their table (seconds).
 pub const AGE_INTERVAL: f64 = 0.1;

@@ -84,17 +84,48 @@ pub struct SourceCheck<F> {
     slot: usize,
 }
 
-const E_NO_ROUTE: u16 = 0;
-const E_WRONG_IF: u16 = 1;
-const C_PASSED: usize = 2;
+/// The source-check nodes' next arcs (the lookup node is per family, see `register_family`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum RpfNext {
+    /// Failed checks.
+    Drop,
+    /// The next feature on the unicast arc (`ip4-lookup` / `ip6-lookup` at its end).
+    Lookup,
+}
+
+impl RpfNext {
+    /// The arc as a [`Next`].
+    pub const fn next(self) -> Next {
+        Next(self as u16)
+    }
+}
+
+/// The source-check nodes' counters (descriptions per family, see `register_family`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum RpfCounter {
+    /// No route back to the source.
+    NoRoute,
+    /// The route back is not through the rx interface.
+    WrongIf,
+    /// Passed.
+    Passed,
+}
+
+impl sluice_graph::CounterId for RpfCounter {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
 
 impl<F: RpfFamily> PacketNode for SourceCheck<F> {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ok = match self.shared.source_route(b) {
             SourceRoute::Exempt => true,
             SourceRoute::Fib(None) => {
-                b.hdr.error = cx.error(E_NO_ROUTE);
-                return Next(0);
+                b.hdr.error = cx.error(RpfCounter::NoRoute);
+                return RpfNext::Drop.next();
             }
             // ECMP route back: any of its paths may be the rx interface; accept (loose).
             SourceRoute::Fib(Some(v)) if v >= LB_FLAG => true,
@@ -107,11 +138,13 @@ impl<F: RpfFamily> PacketNode for SourceCheck<F> {
             }
         };
         if !ok {
-            b.hdr.error = cx.error(E_WRONG_IF);
-            return Next(0);
+            b.hdr.error = cx.error(RpfCounter::WrongIf);
+            return RpfNext::Drop.next();
         }
-        cx.count(C_PASSED, 1);
-        self.shared.features().next(self.slot, b.hdr.rx_if, Next(1))
+        cx.count(RpfCounter::Passed, 1);
+        self.shared
+            .features()
+            .next(self.slot, b.hdr.rx_if, RpfNext::Lookup.next())
     }
 }
 
@@ -162,8 +195,9 @@ fn register_one<F: RpfFamily>(
                 slot,
             }))
         })
-        .nexts(&["error-drop", lookup])
+        .nexts(&["error-drop", lookup]) // RpfNext order
         .counters(&[
+            // RpfCounter order.
             CounterDesc::error("no_route", desc[0]),
             CounterDesc::error("wrong_interface", desc[1]),
             CounterDesc::info("passed", desc[2]),

@@ -30,29 +30,24 @@ use std::sync::Arc;
 /// The node's name.
 pub const NODE: &str = "example-ttl-check";
 
-/// Next arcs of `example-ttl-check`.
-mod next {
-    use sluice_graph::Next;
-    /// `error-drop`.
-    pub const DROP: Next = Next(0);
-    /// `ip4-lookup`: the arc's end, taken when no other feature follows.
-    pub const LOOKUP: Next = Next(1);
-    /// In registration order.
-    pub const NAMES: [&str; 2] = ["error-drop", "ip4-lookup"];
+sluice_graph::arcs! {
+    /// Next arcs of `example-ttl-check`.
+    enum TtlNext {
+        /// `error-drop`.
+        Drop => "error-drop",
+        /// `ip4-lookup`: the arc's end, taken when no other feature follows.
+        Lookup => "ip4-lookup",
+    }
 }
 
-/// Counters of `example-ttl-check`.
-mod counter {
-    use sluice_graph::CounterDesc;
-    /// Dropped: TTL below the minimum.
-    pub const TTL_LOW: u16 = 0;
-    /// Passed on.
-    pub const PASSED: usize = 1;
-    /// In registration order.
-    pub const DESCS: [CounterDesc; 2] = [
-        CounterDesc::error("ttl_low", "ip4 TTL below the example plugin's minimum"),
-        CounterDesc::info("passed", "ip4 TTL at or above the minimum"),
-    ];
+sluice_graph::counters! {
+    /// Counters of `example-ttl-check`.
+    enum TtlCounter {
+        /// Dropped: TTL below the minimum.
+        TtlLow => error("ttl_low", "ip4 TTL below the example plugin's minimum"),
+        /// Passed on.
+        Passed => info("passed", "ip4 TTL at or above the minimum"),
+    }
 }
 
 /// The configuration: `example { min-ttl <n> }` at start, `example min-ttl <n>` at run time.
@@ -81,11 +76,12 @@ impl PacketNode for TtlCheck {
         // ip4-input guaranteed a full IPv4 header; `get` keeps this safe regardless.
         let ttl = b.data().get(8).copied().unwrap_or(0);
         if ttl < self.min {
-            b.hdr.error = cx.error(counter::TTL_LOW);
-            return next::DROP;
+            b.hdr.error = cx.error(TtlCounter::TtlLow);
+            return TtlNext::Drop.next();
         }
-        cx.count(counter::PASSED, 1);
-        self.features.next(self.slot, b.hdr.rx_if, next::LOOKUP)
+        cx.count(TtlCounter::Passed, 1);
+        self.features
+            .next(self.slot, b.hdr.rx_if, TtlNext::Lookup.next())
     }
 }
 
@@ -148,8 +144,8 @@ impl Plugin for ExamplePlugin {
                     min: 0,
                 }))
             })
-            .nexts(&next::NAMES)
-            .counters(&counter::DESCS),
+            .nexts(TtlNext::NAMES)
+            .counters(TtlCounter::DESCS),
         );
         r.cli(
             "example min-ttl",
@@ -183,4 +179,33 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .min_ttl
         .load(Ordering::Relaxed);
     Ok(format!("example: min-ttl {v}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_vnet::plugin::PluginEntry;
+    use sluice_vnet::testing::{pkt, NodeTest};
+
+    /// The node alone (docs/writing-a-node.md, "Testing a node"): packets at or above the
+    /// minimum TTL go on to `ip4-lookup`, the others are dropped and counted.
+    #[test]
+    fn drops_below_the_minimum_ttl_and_passes_the_rest() {
+        let entry = PluginEntry {
+            plugin: &super::PLUGIN,
+            enabled: true,
+        };
+        let mut t = NodeTest::with_plugins(&[entry], super::NODE);
+        t.cli("example min-ttl 10");
+        let mut low = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1 -> 2");
+        low[8] = 9;
+        let mut ok = low.clone();
+        ok[8] = 10;
+        t.run(&[low, ok.clone()]);
+        let passed = t.arc("ip4-lookup");
+        assert_eq!(passed.len(), 1);
+        assert_eq!(passed[0].data, ok);
+        assert_eq!(t.drops(), [(super::NODE.to_string(), "ttl_low")]);
+        t.assert_counters(&[("ttl_low", 1), ("passed", 1)]);
+        t.assert_no_leaks();
+    }
 }

@@ -230,9 +230,9 @@ impl NodeFn for Ip4Lookup {
             // SAFETY: this node owns the frame; one view at a time.
             let v = unsafe { arena.buffer(b) };
             // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
+            const D: usize = field::DST;
             let a = v.data().first_chunk::<MIN_HEADER_LEN>().map_or(0, |h| {
-                let a = field::DST;
-                u32::from_be_bytes([h[a], h[a + 1], h[a + 2], h[a + 3]])
+                u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
             });
             self.dst[j] = a;
             any_vrf |= v.hdr.ip.fib_index;
@@ -310,20 +310,20 @@ impl NodeFn for Ip4Lookup {
 /// than a header (never from ip4-input; `ip4-lookup` looks it up as 0.0.0.0) hashes to 0.
 #[inline(always)]
 fn flow_hash(ip: &[u8]) -> u32 {
+    const FF: usize = field::FLAGS_FRAG;
+    const P: usize = field::PROTOCOL;
     let Some(hdr) = ip.first_chunk::<MIN_HEADER_LEN>() else {
         return 0;
     };
     let w = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     let ihl = ((hdr[field::VER_IHL] & 0xf) as usize) * 4;
-    let ff = field::FLAGS_FRAG;
-    let first_frag = u16::from_be_bytes([hdr[ff], hdr[ff + 1]]) & 0x1fff == 0;
-    let p = hdr[field::PROTOCOL];
+    let first_frag = u16::from_be_bytes([hdr[FF], hdr[FF + 1]]) & 0x1fff == 0;
     let ports = match ip.get(ihl..ihl + 4) {
-        Some(l4) if (p == proto::TCP || p == proto::UDP) && first_frag => w(l4, 0),
+        Some(p) if (hdr[P] == proto::TCP || hdr[P] == proto::UDP) && first_frag => w(p, 0),
         _ => 0,
     };
     let mut h = (w(hdr, field::SRC) as u64) << 32 | w(hdr, field::DST) as u64;
-    h ^= ((ports as u64) << 8) | p as u64;
+    h ^= ((ports as u64) << 8) | hdr[P] as u64;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -942,8 +942,8 @@ pub fn register(
                 last_age: 0.0,
             })
         })
-        .nexts(&[crate::output::NAME])
-        .counters(&crate::neighbor::PROCESS_COUNTERS),
+        .nexts(crate::neighbor::ProcessNext::NAMES)
+        .counters(crate::neighbor::ProcessCounter::DESCS),
     );
 }
 

@@ -1106,8 +1106,8 @@ pub fn register(
                 last_age: 0.0,
             })
         })
-        .nexts(&[crate::output::NAME])
-        .counters(&crate::neighbor::PROCESS_COUNTERS),
+        .nexts(crate::neighbor::ProcessNext::NAMES)
+        .counters(crate::neighbor::ProcessCounter::DESCS),
     );
 }
 

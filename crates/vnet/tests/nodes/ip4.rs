@@ -168,3 +168,17 @@ fn local_answers_echo_and_punts_or_refuses_the_rest() {
     t.assert_counters(&[("echo_replies", 1), ("bad_icmp", 1), ("punted", 1)]);
     t.assert_no_leaks();
 }
+
+/// Packets shorter than their IPv4 header (never from `ip4-input`; a feature before these
+/// nodes could shorten one) are dropped with a counted reason, not a panic.
+#[test]
+fn short_packets_are_counted_as_truncated() {
+    for node in ["ip4-local", "ip4-icmp-error", "ip4-rewrite"] {
+        let (mut t, sw) = setup(node);
+        let p = udp4_l3("10.0.0.2", "10.0.0.1");
+        t.run_with(&[p[..19].to_vec(), vec![0x45]], |h| h.rx_if = sw);
+        assert_eq!(t.arc("error-drop").len(), 2, "{node}");
+        t.assert_counters(&[("truncated", 2)]);
+        t.assert_no_leaks();
+    }
+}
