@@ -27,8 +27,10 @@ pub mod rpf;
 pub mod runconf;
 pub mod rxq;
 pub mod subif;
+pub mod udp_local;
 
 pub use interface::{create_interface, set_punt_host, set_rx_redirect, Interfaces, SwIfIndex};
+pub use udp_local::register_udp_dst_port;
 
 /// Registers vnet: its feature arcs, nodes and CLI commands (called by
 /// [`plugin::assemble`] before any plugin registers).

@@ -85,6 +85,9 @@ pub struct Ip4Shared {
     pub learned: Mutex<Vec<crate::neighbor::Learned<u32>>>,
     /// Echo replies for the CLI `ping` (recorded by `ip4-local` while a ping runs).
     pub ping: crate::ping::PingState<Ipv4Addr>,
+    /// UDP destination ports a node registered, both families (`ip4-local`, `ip6-local`;
+    /// [`crate::udp_local`]).
+    pub udp_ports: crate::udp_local::UdpDstPorts,
 }
 
 impl Ip4Shared {
@@ -357,6 +360,7 @@ pub fn new_shared(
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
+        udp_ports: Default::default(),
     });
     (shared, lpm, adjs, lbs)
 }

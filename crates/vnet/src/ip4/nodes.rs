@@ -679,7 +679,8 @@ impl PacketNode for Ip4Rewrite {
 /// - sets: rewrites echo requests into replies; `feature_meta[0]` for port unreachable.
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
 ///   closed port; `punt` (3) for other protocols, and for UDP when the rx interface has a
-///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp).
+///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp); for UDP to a port a node
+///   registered (`crate::udp_local`), the arc added to that node.
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
 ///   the CLI `ping`, consumed).
@@ -743,6 +744,13 @@ impl PacketNode for Ip4Local {
                 Next(1)
             }
             proto::UDP => {
+                if d.len() >= ihl + 4 {
+                    let port = u16::from_be_bytes([d[ihl + 2], d[ihl + 3]]);
+                    if let Some(n) = self.shared.udp_ports.arc(false, port) {
+                        // A node registered the port (`udp_local`, e.g. the host stack).
+                        return n;
+                    }
+                }
                 if self
                     .shared
                     .if_attr(b.hdr.rx_if)

@@ -343,7 +343,8 @@ impl PacketNode for Ip6Rewrite {
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
 ///   to a closed port; `punt` (3) for other protocols, for UDP and for a copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
-///   `interface-output` (4) for advertisements.
+///   `interface-output` (4) for advertisements; for UDP to a port a node registered
+///   (`crate::udp_local`), the arc added to that node.
 /// - counters: `echo_replies`, `bad_icmp` (truncated or bad checksum), `punted`,
 ///   `ping_replies` (replies to the CLI ping, consumed), `ns_replied` (NA sent),
 ///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
@@ -586,6 +587,13 @@ impl PacketNode for Ip6Local {
                 }
             }
             next_header::UDP if d[24] != 0xff => {
+                if d.len() >= off + 4 {
+                    let port = u16::from_be_bytes([d[off + 2], d[off + 3]]);
+                    if let Some(n) = self.shared.v4.udp_ports.arc(true, port) {
+                        // A node registered the port (`udp_local`, e.g. the host stack).
+                        return n;
+                    }
+                }
                 if self.punt_host(b.hdr.rx_if) {
                     // A host stack behind `punt` serves (or refuses) the port.
                     cx.count(C_PUNT as usize, 1);
