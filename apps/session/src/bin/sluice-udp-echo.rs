@@ -1,0 +1,93 @@
+//! `sluice-udp-echo`: a UDP echo server over Sluice's host stack. Every datagram received
+//! on a bound endpoint is sent back to its source, byte for byte.
+//!
+//! `sluice-udp-echo --socket <app-socket> --bind <addr:port> [--bind ...] [--count <n>]`
+//! prints `ready` once every endpoint is bound, and exits after echoing `n` datagrams (by
+//! default it runs until killed).
+
+use sluice_session::{App, Session, MAX_DGRAM};
+use std::io::Write;
+use std::net::SocketAddr;
+
+fn usage(e: &str) -> ! {
+    eprintln!("sluice-udp-echo: {e}");
+    eprintln!(
+        "usage: sluice-udp-echo --socket <path> --bind <addr:port> [--bind ...] [--count <n>]"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let mut path = None;
+    let mut binds: Vec<SocketAddr> = Vec::new();
+    let mut count: Option<u64> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("`{a}' needs a value")))
+        };
+        match a.as_str() {
+            "--socket" => path = Some(val()),
+            "--bind" => {
+                let v = val();
+                binds.push(
+                    v.parse()
+                        .unwrap_or_else(|_| usage(&format!("bad address `{v}'"))),
+                );
+            }
+            "--count" => {
+                let v = val();
+                count = Some(
+                    v.parse()
+                        .unwrap_or_else(|_| usage(&format!("bad count `{v}'"))),
+                );
+            }
+            _ => usage(&format!("unknown argument `{a}'")),
+        }
+    }
+    let path = path.unwrap_or_else(|| usage("--socket is required"));
+    if binds.is_empty() {
+        usage("at least one --bind is required");
+    }
+    let mut app = App::attach(&path, "sluice-udp-echo").unwrap_or_else(|e| {
+        eprintln!("sluice-udp-echo: attach to {path}: {e}");
+        std::process::exit(1)
+    });
+    let mut sessions: Vec<Option<Session>> = vec![None; app.geometry().n_slots as usize];
+    for b in &binds {
+        let s = app.bind(*b).unwrap_or_else(|e| {
+            eprintln!("sluice-udp-echo: bind {b}: {e}");
+            std::process::exit(1)
+        });
+        sessions[s.slot as usize] = Some(s);
+    }
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let mut buf = vec![0u8; MAX_DGRAM];
+    let mut echoed = 0u64;
+    loop {
+        while let Some(slot) = app.next_event() {
+            let Some(s) = sessions.get(slot as usize).copied().flatten() else {
+                continue;
+            };
+            while let Ok((n, from)) = app.recv_from(&s, &mut buf) {
+                // A full tx FIFO: wait for Sluice to drain it rather than drop the echo.
+                while let Err(e) = app.send_to(&s, &buf[..n], from) {
+                    if e.kind() != std::io::ErrorKind::WouldBlock {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                echoed += 1;
+                if count.is_some_and(|c| echoed >= c) {
+                    return;
+                }
+            }
+        }
+        if let Err(e) = app.wait(None) {
+            eprintln!("sluice-udp-echo: wait: {e}");
+            std::process::exit(1);
+        }
+    }
+}
