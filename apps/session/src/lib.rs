@@ -209,7 +209,13 @@ impl App {
     /// Closes a session (its FIFOs' contents are discarded).
     pub fn close(&mut self, s: Session) -> io::Result<()> {
         match self.request(|req| Msg::Close { req, slot: s.slot })? {
-            Msg::CloseReply { retval: r, .. } => retval(r),
+            Msg::CloseReply { retval: r, .. } => {
+                // The slot may be reused: what the session left unread goes with it.
+                if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
+                    rx.clear();
+                }
+                retval(r)
+            }
             _ => Err(proto_err("unexpected reply")),
         }
     }
@@ -316,5 +322,40 @@ fn recv_msg(sock: &OwnedFd, deadline: Instant) -> io::Result<(Msg, Vec<OwnedFd>)
                 return Ok((m, fds));
             }
         }
+    }
+}
+
+/// The UDP echo loop of `sluice-udp-echo`: every datagram received on one of `sessions` is
+/// sent back to its source, byte for byte (waiting while the tx FIFO is full rather than
+/// dropping it). Returns the number echoed when `done(echoed)` says so; `done` is also
+/// asked every 100 ms while idle.
+pub fn echo(app: &App, sessions: &[Session], done: impl Fn(u64) -> bool) -> io::Result<u64> {
+    let mut by_slot: Vec<Option<Session>> = vec![None; app.geometry().n_slots as usize];
+    for s in sessions {
+        if let Some(x) = by_slot.get_mut(s.slot as usize) {
+            *x = Some(*s);
+        }
+    }
+    let mut buf = vec![0u8; MAX_DGRAM];
+    let mut echoed = 0u64;
+    loop {
+        while let Some(slot) = app.next_event() {
+            let Some(s) = by_slot.get(slot as usize).copied().flatten() else {
+                continue;
+            };
+            while let Ok((n, from)) = app.recv_from(&s, &mut buf) {
+                loop {
+                    match app.send_to(&s, &buf[..n], from) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                        _ => break,
+                    }
+                }
+                echoed += 1;
+            }
+        }
+        if done(echoed) {
+            return Ok(echoed);
+        }
+        app.wait(Some(Duration::from_millis(100)))?;
     }
 }

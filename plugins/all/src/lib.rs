@@ -18,5 +18,6 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_p4::PLUGIN,
         &sluice_nat44::PLUGIN,
         &sluice_acl::PLUGIN,
+        &sluice_hoststack::PLUGIN,
     ]
 }

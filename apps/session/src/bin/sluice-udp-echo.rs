@@ -5,7 +5,7 @@
 //! prints `ready` once every endpoint is bound, and exits after echoing `n` datagrams (by
 //! default it runs until killed).
 
-use sluice_session::{App, Session, MAX_DGRAM};
+use sluice_session::{App, Session};
 use std::io::Write;
 use std::net::SocketAddr;
 
@@ -54,40 +54,17 @@ fn main() {
         eprintln!("sluice-udp-echo: attach to {path}: {e}");
         std::process::exit(1)
     });
-    let mut sessions: Vec<Option<Session>> = vec![None; app.geometry().n_slots as usize];
+    let mut sessions: Vec<Session> = Vec::new();
     for b in &binds {
-        let s = app.bind(*b).unwrap_or_else(|e| {
+        sessions.push(app.bind(*b).unwrap_or_else(|e| {
             eprintln!("sluice-udp-echo: bind {b}: {e}");
             std::process::exit(1)
-        });
-        sessions[s.slot as usize] = Some(s);
+        }));
     }
     println!("ready");
     let _ = std::io::stdout().flush();
-    let mut buf = vec![0u8; MAX_DGRAM];
-    let mut echoed = 0u64;
-    loop {
-        while let Some(slot) = app.next_event() {
-            let Some(s) = sessions.get(slot as usize).copied().flatten() else {
-                continue;
-            };
-            while let Ok((n, from)) = app.recv_from(&s, &mut buf) {
-                // A full tx FIFO: wait for Sluice to drain it rather than drop the echo.
-                while let Err(e) = app.send_to(&s, &buf[..n], from) {
-                    if e.kind() != std::io::ErrorKind::WouldBlock {
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
-                echoed += 1;
-                if count.is_some_and(|c| echoed >= c) {
-                    return;
-                }
-            }
-        }
-        if let Err(e) = app.wait(None) {
-            eprintln!("sluice-udp-echo: wait: {e}");
-            std::process::exit(1);
-        }
+    if let Err(e) = sluice_session::echo(&app, &sessions, |n| count.is_some_and(|c| n >= c)) {
+        eprintln!("sluice-udp-echo: {e}");
+        std::process::exit(1);
     }
 }
