@@ -374,3 +374,72 @@ fn connected_session_talks_to_a_kernel_udp_socket() {
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Needs no root: attach, bind, `show session`, close, `session disable` detaching the
+/// application, `session enable` again, and one-line errors naming the token for bad
+/// CLI and startup.conf input.
+#[test]
+fn attach_show_disable_and_config_errors() {
+    let dir = tmpdir("hsctl-app");
+    let sock = dir.join("app.sock").display().to_string();
+    let d = Daemon::start("hsctl", &format!("session {{ enable app-socket {sock} }}"));
+    let mut app = App::attach(&sock, "ctl").expect("attach");
+    let e = app.bind("192.0.2.1:7".parse().unwrap()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{e}");
+    let s = app.bind("0.0.0.0:7000".parse().unwrap()).unwrap();
+    let e = app.bind("0.0.0.0:7000".parse().unwrap()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE), "{e}");
+    let show = d.ok("show session verbose");
+    assert!(show.contains("[0:0][U] 0.0.0.0:7000->0.0.0.0:0"), "{show}");
+    assert!(
+        show.contains("LISTEN") && show.contains("app 0 `ctl'"),
+        "{show}"
+    );
+    assert!(show.contains("1 attached"), "{show}");
+    app.close(s).unwrap();
+    assert_eq!(sessions(&d), 0);
+    app.bind("[::]:7001".parse().unwrap()).unwrap();
+    assert_eq!(sessions(&d), 1);
+
+    d.ok("session disable");
+    assert_eq!(d.ok("show session"), "session layer is disabled\n");
+    assert!(
+        app.bind("0.0.0.0:7002".parse().unwrap()).is_err(),
+        "detached"
+    );
+    d.ok("session enable");
+    let mut again = App::attach(&sock, "again").expect("attach after enable");
+    again.bind("0.0.0.0:7000".parse().unwrap()).unwrap();
+    assert_eq!(sessions(&d), 1);
+    drop(again);
+    let e = d.cli("session enable now").unwrap_err();
+    assert!(e.contains("now"), "{e}");
+    assert_eq!(buffers_in_use(&d), 0);
+    d.stop();
+
+    for (snippet, token) in [
+        ("session { fifo-size 1000 }", "fifo-size 1000"),
+        (
+            "session { event-queue-length 100 }",
+            "event-queue-length 100",
+        ),
+        ("session { sessions-per-app 0 }", "sessions-per-app 0"),
+        ("session { frobnicate }", "frobnicate"),
+    ] {
+        let conf = dir.join("bad.conf");
+        std::fs::write(&conf, format!("{snippet}\n")).unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("--check")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "`{snippet}' accepted");
+        assert!(
+            err.contains(token) && err.contains(":1"),
+            "`{snippet}': {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -10,10 +10,12 @@
 //!   get a memfd segment with per-session FIFOs and event queues (`sluice_session`, the
 //!   client library) and exchange datagrams with no system call per datagram.
 //!
-//! CLI: `session enable|disable`, `show session [verbose]`. startup.conf:
+//! CLI: `session enable|disable`, `show session [verbose]`; API: `session_enable_disable`
+//! (`api/hoststack.api`). startup.conf:
 //! `session { enable event-queue-length <n> app-socket <path> fifo-size <bytes>
 //! sessions-per-app <n> use-app-socket-api }`.
 
+pub mod api;
 pub mod node;
 pub mod session;
 
@@ -128,6 +130,7 @@ impl Plugin for HoststackPlugin {
             })
             .counters(&[CounterDesc::info("polls", "application socket polls")]),
         );
+        api::register(&mut r.api);
         let hs = r.staged.get_mut::<Hoststack>();
         hs.sm = Some(sm);
         hs.enabled = enabled;
@@ -178,7 +181,8 @@ fn session_lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionMain> {
 }
 
 /// `session-process`: every 10 ms while the session layer is on, has the main loop serve
-/// the application socket ([`poll_control`]). next: none. counters: `polls` (info).
+/// the application socket ([`poll_control`]); while it is off, waits for `session enable`'s
+/// signal. next: none. counters: `polls` (info).
 struct Process {
     poster: Option<sluice_graph::MainPoster>,
     enabled: Arc<AtomicBool>,
@@ -186,13 +190,15 @@ struct Process {
 
 impl NodeFn for Process {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
-        if self.enabled.load(Ordering::Relaxed) {
-            if let Some(p) = &self.poster {
-                cx.count(0, 1);
-                p.post(Box::new(poll_control));
-            }
+        if !self.enabled.load(Ordering::Relaxed) {
+            // Off: sleep until `session enable` signals.
+            return Suspend::Event;
         }
-        Suspend::Timeout(0.01)
+        if let Some(p) = &self.poster {
+            cx.count(0, 1);
+            p.post(Box::new(poll_control));
+        }
+        Suspend::EventOrTimeout(0.01)
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

@@ -643,3 +643,110 @@ impl SessionMain {
             .filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session layer with one attached application (its socket is one end of a pair).
+    fn with_app() -> (SessionMain, OwnedFd) {
+        let mut sm = SessionMain {
+            cfg: Config {
+                sessions_per_app: 4,
+                fifo_size: 4096,
+                evq_len: 16,
+                ..Config::default()
+            },
+            ..SessionMain::default()
+        };
+        let mut fds = [0i32; 2];
+        // SAFETY: socketpair(2) fills two fds we then own.
+        let r =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        use std::os::fd::FromRawFd;
+        // SAFETY: just created, owned once each.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        sm.attach(a, "t".into());
+        assert!(sm.apps[0].is_some());
+        (sm, b)
+    }
+
+    fn locals() -> Vec<(IpAddr, u8)> {
+        vec![
+            ("10.0.0.1".parse().unwrap(), 24),
+            ("10.0.1.1".parse().unwrap(), 24),
+            ("2001:db8::1".parse().unwrap(), 64),
+        ]
+    }
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn lookup_prefers_connected_then_exact_then_wildcard() {
+        let (mut sm, _peer) = with_app();
+        let mut ports = Vec::new();
+        let l = locals();
+        let wild = sm.bind(0, sa("0.0.0.0:53"), &l, &mut ports).unwrap();
+        assert!(matches!(
+            sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports),
+            Err(SessionError::InUse)
+        ));
+        let v6 = sm.bind(0, sa("[::]:53"), &l, &mut ports).unwrap();
+        let c = sm
+            .connect(0, sa("10.0.1.9:53"), 53, &l, &mut ports)
+            .unwrap();
+        assert_eq!(ports, vec![(false, 53, true), (true, 53, true)]);
+        assert_eq!(
+            sm.sessions[c as usize].as_ref().unwrap().local,
+            sa("10.0.1.1:53")
+        );
+        assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:53")), Some(c));
+        assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:54")), Some(wild));
+        assert_eq!(
+            sm.lookup(sa("[2001:db8::1]:53"), sa("[2001:db8::2]:5")),
+            Some(v6)
+        );
+        assert_eq!(sm.lookup(sa("10.0.0.1:54"), sa("10.0.0.2:5")), None);
+        assert!(matches!(
+            sm.bind(0, sa("192.0.2.1:1"), &l, &mut ports),
+            Err(SessionError::NotLocal)
+        ));
+        // Slots run out at sessions-per-app (4).
+        sm.bind(0, sa("10.0.0.1:99"), &l, &mut ports).unwrap();
+        assert!(matches!(
+            sm.bind(0, sa("10.0.0.1:100"), &l, &mut ports),
+            Err(SessionError::NoSpace)
+        ));
+        // Closing the last user of a port unregisters it; detaching closes everything.
+        ports.clear();
+        sm.close(wild, &mut ports);
+        assert!(ports.is_empty(), "the connected session still uses port 53");
+        sm.detach(0, &mut ports);
+        ports.sort();
+        assert_eq!(
+            ports,
+            vec![(false, 53, false), (false, 99, false), (true, 53, false)]
+        );
+        assert_eq!(sm.iter().count(), 0);
+        assert_eq!(
+            sm.irq_del.len(),
+            1,
+            "its eventfd is handed to session-queue to unregister"
+        );
+    }
+
+    #[test]
+    fn ephemeral_ports_skip_ports_in_use() {
+        let (mut sm, _peer) = with_app();
+        let mut ports = Vec::new();
+        let l = locals();
+        let a = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let b = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let pa = sm.sessions[a as usize].as_ref().unwrap().local.port();
+        let pb = sm.sessions[b as usize].as_ref().unwrap().local.port();
+        assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
+    }
+}
