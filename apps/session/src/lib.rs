@@ -48,6 +48,7 @@ pub struct App {
     /// We signal this one when Sluice announced it sleeps.
     sluice_efd: OwnedFd,
     next_req: u32,
+    busy_poll: Duration,
 }
 
 /// A session: a bound UDP endpoint (datagrams from any peer) or a connected one.
@@ -148,6 +149,7 @@ impl App {
             app_efd,
             sluice_efd,
             next_req: 1,
+            busy_poll: Duration::ZERO,
         })
     }
 
@@ -285,10 +287,25 @@ impl App {
         Some(slot)
     }
 
+    /// Sets how long [`App::wait`] busy-polls the event queue before it sleeps on the
+    /// eventfd (default 0: sleep at once). Spinning trades a CPU for wake-up latency.
+    pub fn set_busy_poll(&mut self, d: Duration) {
+        self.busy_poll = d;
+    }
+
     /// Sleeps until Sluice queues an event or `timeout` passes (no system call when events
-    /// are already queued).
+    /// are already queued, or when one arrives within the busy-poll time).
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
         let q = self.app_evq();
+        if !self.busy_poll.is_zero() {
+            let t0 = Instant::now();
+            while q.is_empty() && t0.elapsed() < self.busy_poll {
+                std::hint::spin_loop();
+            }
+            if !q.is_empty() {
+                return Ok(());
+            }
+        }
         if !q.prepare_sleep() {
             return Ok(());
         }

@@ -221,6 +221,13 @@ mod tx {
 pub struct SessionQueue {
     sm: Shared,
     kick: Arc<std::sync::atomic::AtomicBool>,
+    /// The attached applications' segments and geometry, so that `active()` sees queued
+    /// events without the lock (an eventfd only fires when this thread announced it
+    /// sleeps, and a busy thread collects it late).
+    watch: Vec<(
+        Arc<sluice_infra::shm::Region>,
+        sluice_session::seg::Geometry,
+    )>,
     thread: usize,
     busy: bool,
     pending: VecDeque<(u32, u32)>,
@@ -237,6 +244,8 @@ enum Built {
     Packet,
     /// The FIFO is empty.
     Empty,
+    /// No buffer: the datagram stays queued, retried on the next call.
+    Stalled,
     /// A datagram dropped, counted.
     Dropped,
 }
@@ -313,7 +322,7 @@ impl SessionQueue {
         let mut bi = [BufIdx(0)];
         if cx.bufs().alloc(&mut bi) != 1 {
             cx.count(tx::E_NO_BUFFER as usize, 1);
-            return Built::Empty;
+            return Built::Stalled;
         }
         let bi = bi[0];
         // SAFETY: freshly allocated, owned here, one view.
@@ -391,7 +400,14 @@ impl NodeFn for SessionQueue {
         }
         let sm = self.sm.clone();
         let mut sm = lock(&sm);
-        self.kick.store(false, std::sync::atomic::Ordering::Relaxed);
+        if self.kick.swap(false, std::sync::atomic::Ordering::Acquire) {
+            self.watch = sm
+                .apps
+                .iter()
+                .flatten()
+                .map(|a| (a.seg.clone(), a.g))
+                .collect();
+        }
         for (fd, tok) in std::mem::take(&mut sm.irq_add) {
             if let Err(e) = cx.irq_register(fd, tok) {
                 log::warn!("session-queue: epoll add: {e}");
@@ -441,6 +457,7 @@ impl NodeFn for SessionQueue {
                 continue;
             };
             let mut emptied = false;
+            let mut stalled = false;
             while n < FRAME_SIZE {
                 match self.build(cx, &mut sm, sid) {
                     Built::Packet | Built::Dropped => n += 1,
@@ -448,13 +465,17 @@ impl NodeFn for SessionQueue {
                         emptied = true;
                         break;
                     }
+                    Built::Stalled => {
+                        stalled = true;
+                        break;
+                    }
                 }
             }
             if emptied {
                 self.pending.pop_front();
             }
-            if !emptied && n < FRAME_SIZE {
-                break; // out of buffers: retry next time
+            if stalled {
+                break; // out of buffers: the session stays first, retried next call
             }
         }
         // Nothing left: announce we may sleep (each application then signals our eventfd).
@@ -481,7 +502,12 @@ impl NodeFn for SessionQueue {
         n
     }
     fn active(&self) -> bool {
-        self.busy || self.kick.load(std::sync::atomic::Ordering::Relaxed)
+        self.busy
+            || self.kick.load(std::sync::atomic::Ordering::Relaxed)
+            || self.watch.iter().any(|(r, g)| {
+                sluice_session::seg::EvQ::new(r, g.sluice_evq_off(), g.evq_len)
+                    .is_some_and(|q| !q.is_empty())
+            })
     }
     fn poll_interval(&self) -> Option<f64> {
         // Interrupt-driven: the applications' eventfds wake the thread, attaches kick.
@@ -544,6 +570,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
             Box::new(SessionQueue {
                 sm: s.clone(),
                 kick: kick.clone(),
+                watch: Vec::new(),
                 thread: t,
                 busy: false,
                 pending: VecDeque::new(),

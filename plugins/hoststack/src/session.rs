@@ -114,8 +114,8 @@ pub struct AppConn {
     /// The name it gave.
     pub name: String,
     sock: OwnedFd,
-    /// Its segment.
-    pub seg: Region,
+    /// Its segment (shared with `session-queue`, which watches its event queue).
+    pub seg: std::sync::Arc<Region>,
     /// The segment geometry.
     pub g: Geometry,
     /// Sluice signals it here when it sleeps.
@@ -379,7 +379,7 @@ impl SessionMain {
         self.apps[id as usize] = Some(AppConn {
             name,
             sock,
-            seg,
+            seg: std::sync::Arc::new(seg),
             g,
             app_efd,
             sluice_efd,

@@ -1,7 +1,8 @@
 //! `sluice-udp-echo`: a UDP echo server over Sluice's host stack. Every datagram received
 //! on a bound endpoint is sent back to its source, byte for byte.
 //!
-//! `sluice-udp-echo --socket <app-socket> --bind <addr:port> [--bind ...] [--count <n>]`
+//! `sluice-udp-echo --socket <app-socket> --bind <addr:port> [--bind ...] [--count <n>]
+//! [--busy-poll-us <µs>]`
 //! prints `ready` once every endpoint is bound, and exits after echoing `n` datagrams (by
 //! default it runs until killed).
 
@@ -12,7 +13,7 @@ use std::net::SocketAddr;
 fn usage(e: &str) -> ! {
     eprintln!("sluice-udp-echo: {e}");
     eprintln!(
-        "usage: sluice-udp-echo --socket <path> --bind <addr:port> [--bind ...] [--count <n>]"
+        "usage: sluice-udp-echo --socket <path> --bind <addr:port> [--bind ...] [--count <n>] [--busy-poll-us <us>]"
     );
     std::process::exit(2)
 }
@@ -21,6 +22,7 @@ fn main() {
     let mut path = None;
     let mut binds: Vec<SocketAddr> = Vec::new();
     let mut count: Option<u64> = None;
+    let mut busy: u64 = 0;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || {
@@ -35,6 +37,12 @@ fn main() {
                     v.parse()
                         .unwrap_or_else(|_| usage(&format!("bad address `{v}'"))),
                 );
+            }
+            "--busy-poll-us" => {
+                let v = val();
+                busy = v
+                    .parse()
+                    .unwrap_or_else(|_| usage(&format!("bad microseconds `{v}'")));
             }
             "--count" => {
                 let v = val();
@@ -54,6 +62,7 @@ fn main() {
         eprintln!("sluice-udp-echo: attach to {path}: {e}");
         std::process::exit(1)
     });
+    app.set_busy_poll(std::time::Duration::from_micros(busy));
     let mut sessions: Vec<Session> = Vec::new();
     for b in &binds {
         sessions.push(app.bind(*b).unwrap_or_else(|e| {
