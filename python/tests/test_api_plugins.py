@@ -141,3 +141,23 @@ def test_af_xdp_messages(netns_daemon):
     assert "create interface af_xdp host-if vA" in vpp.cli("show running-config")
     a.af_xdp_delete(sw_if_index=r.sw_if_index)
     assert a.af_xdp_dump() == []
+
+
+def test_session_enable_disable(tmp_path):
+    """`session_enable_disable` (the hoststack plugin) binds and closes the application
+    socket, as `session enable|disable` does."""
+    sock = tmp_path / "app.sock"
+    vpp = SluiceInstance(tag="session-api",
+                         extra_config=f"session {{ app-socket {sock} }}").start()
+    try:
+        a = vpp.api()
+        assert "session layer is disabled" in vpp.cli("show session")
+        a.session_enable_disable(is_enable=True)
+        assert sock.is_socket()
+        assert "0 active sessions" in vpp.cli("show session")
+        a.session_enable_disable(is_enable=True)  # idempotent
+        a.session_enable_disable(is_enable=False)
+        assert not sock.exists()
+        assert "session layer is disabled" in vpp.cli("show session")
+    finally:
+        vpp.stop()

@@ -1,7 +1,8 @@
 //! What `ip4-local`/`ip6-local` hand to another node: IP protocols and UDP destination
 //! ports served by a plugin's node (VPP's `ip4_register_protocol`, `ip6_register_protocol`
 //! and `udp_register_dst_port`). Tunnels use it: VXLAN registers UDP port 4789, GRE
-//! protocol 47, IP-in-IP protocols 4 and 41.
+//! protocol 47, IP-in-IP protocols 4 and 41; the host stack registers the UDP ports its
+//! sessions bind, and releases them with the last session.
 //!
 //! A registration adds the arc from the local node to the serving node on every thread,
 //! then writes (port or protocol → arc) into each thread's copy of the local node's
@@ -121,4 +122,18 @@ pub fn unregister(vm: &mut Vlib, ip6: bool, key: LocalKey) -> VnetResult {
         .list
         .retain(|r| !(r.0 == ip6 && r.1 == key));
     Ok(())
+}
+
+/// Stops dispatching `key` if `node` serves it (another node's registration stays).
+pub fn unregister_node(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResult {
+    let served = vm
+        .ext_mut::<LocalRegistrations>()
+        .list
+        .iter()
+        .any(|r| r.0 == ip6 && r.1 == key && r.2 == node);
+    if served {
+        unregister(vm, ip6, key)
+    } else {
+        Ok(())
+    }
 }

@@ -3,7 +3,7 @@
 use crate::checksum;
 use crate::error::{be16, WireError};
 use crate::ipv4::IpProtocol;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// UDP header length.
 pub const HEADER_LEN: usize = 8;
@@ -99,6 +99,16 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         let ph = checksum::pseudo_header_v4(src, dst, IpProtocol::UDP.0, self.len());
         checksum::combine(ph, checksum::sum(self.datagram())) == 0xffff
     }
+
+    /// Whether the checksum over the IPv6 pseudo-header and the datagram is correct. Over
+    /// IPv6 the checksum is mandatory: a zero field fails (RFC 8200 §8.1).
+    pub fn verify_checksum_v6(&self, src: Ipv6Addr, dst: Ipv6Addr) -> bool {
+        if self.checksum() == 0 || self.check_len().is_err() {
+            return false;
+        }
+        let ph = crate::ipv6::pseudo_header_sum(src, dst, IpProtocol::UDP.0, self.len() as u32);
+        checksum::combine(ph, checksum::sum(self.datagram())) == 0xffff
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
@@ -132,6 +142,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
         self.set_checksum(0);
         let ph = checksum::pseudo_header_v4(src, dst, IpProtocol::UDP.0, self.len());
+        let c = !checksum::combine(ph, checksum::sum(self.datagram()));
+        self.set_checksum(if c == 0 { 0xffff } else { c });
+    }
+
+    /// Computes and stores the checksum over the IPv6 pseudo-header and the datagram (a
+    /// computed 0 is sent as `0xffff`, RFC 8200 §8.1).
+    pub fn fill_checksum_v6(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
+        self.set_checksum(0);
+        let ph = crate::ipv6::pseudo_header_sum(src, dst, IpProtocol::UDP.0, self.len() as u32);
         let c = !checksum::combine(ph, checksum::sum(self.datagram()));
         self.set_checksum(if c == 0 { 0xffff } else { c });
     }
@@ -300,5 +319,29 @@ mod tests {
             prop_assert!(p.verify_checksum_v4(s.into(), d.into()));
             prop_assert_eq!(UdpRepr::parse(&p), Ok(r));
         }
+    }
+
+    #[test]
+    fn ipv6_checksum_is_mandatory_and_covers_the_pseudo_header() {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        let mut b = [0u8; 13];
+        b[8..].copy_from_slice(b"hello");
+        let mut p = UdpPacket::new_unchecked(&mut b[..]);
+        p.set_src_port(1234);
+        p.set_dst_port(7);
+        p.set_len(13);
+        p.fill_checksum_v6(src, dst);
+        assert!(p.verify_checksum_v6(src, dst));
+        assert!(!p.verify_checksum_v6(dst, "2001:db8::3".parse().unwrap()));
+        p.payload_mut()[0] ^= 1;
+        assert!(!p.verify_checksum_v6(src, dst));
+        p.set_checksum(0);
+        assert!(
+            !p.verify_checksum_v6(src, dst),
+            "zero checksum is invalid over IPv6"
+        );
     }
 }

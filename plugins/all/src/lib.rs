@@ -22,5 +22,6 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tunnels::GRE,
         &sluice_tunnels::IPIP,
         &sluice_policer::PLUGIN,
+        &sluice_hoststack::PLUGIN,
     ]
 }

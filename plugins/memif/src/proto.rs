@@ -16,7 +16,7 @@
 //! The decoder never panics, whatever the 128 (or any other number of) bytes it is given.
 
 /// Size of every control message.
-pub const MSG_SIZE: usize = 128;
+pub const MSG_SIZE: usize = sluice_infra::seqpacket::MSG_SIZE;
 /// Ring header cookie.
 pub const COOKIE: u32 = 0x3E31F20;
 /// Protocol version 2.0 = (2 << 8) | 0.

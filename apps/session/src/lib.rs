@@ -1,0 +1,378 @@
+//! Client library of Sluice's host stack (the session layer, `plugins/hoststack`): an
+//! application attaches over a Unix socket, receives a shared-memory segment with a pair of
+//! FIFOs per session and two event queues, and from then on sends and receives UDP
+//! datagrams with no system call per datagram — only a wake-up through an eventfd when the
+//! other side announced it sleeps (docs/hoststack.md).
+//!
+//! ```no_run
+//! use sluice_session::App;
+//! let mut app = App::attach("/run/sluice/app.sock", "echo").unwrap();
+//! let s = app.bind("0.0.0.0:7".parse().unwrap()).unwrap();
+//! let mut buf = [0u8; sluice_session::MAX_DGRAM];
+//! loop {
+//!     while let Ok((n, from)) = app.recv_from(&s, &mut buf) {
+//!         let _ = app.send_to(&s, &buf[..n], from);
+//!     }
+//!     app.wait(None).unwrap();
+//! }
+//! ```
+//!
+//! One `App` is used by one thread (each FIFO has one producer and one consumer).
+
+pub mod msg;
+pub mod seg;
+
+use msg::Msg;
+use seg::{EvQ, Geometry, PopError};
+use sluice_infra::seqpacket::{self, Recv};
+use sluice_infra::shm::{self, Region};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// Largest datagram payload a session carries in this version (one Sluice buffer with its
+/// IPv6 and UDP headers).
+pub const MAX_DGRAM: usize = 2000;
+
+/// How long a control request waits for its reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An attached application.
+pub struct App {
+    sock: OwnedFd,
+    seg: Region,
+    g: Geometry,
+    /// Sluice signals this one when we announced we sleep.
+    app_efd: OwnedFd,
+    /// We signal this one when Sluice announced it sleeps.
+    sluice_efd: OwnedFd,
+    next_req: u32,
+    busy_poll: Duration,
+}
+
+/// A session: a bound UDP endpoint (datagrams from any peer) or a connected one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// Slot of its FIFOs.
+    pub slot: u32,
+    /// The local endpoint.
+    pub local: SocketAddr,
+    /// The peer of a connected session.
+    pub remote: Option<SocketAddr>,
+}
+
+fn proto_err(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+fn wait_readable(fd: &OwnedFd, timeout: Option<Duration>) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout
+        .map(|d| d.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(-1);
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+fn drain_eventfd(fd: &OwnedFd) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a local from a non-blocking eventfd we own.
+    unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+fn retval(r: i32) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r.saturating_neg()))
+    }
+}
+
+impl App {
+    /// Attaches to the session layer listening at `path` (`session { app-socket }`).
+    pub fn attach(path: &str, name: &str) -> io::Result<App> {
+        let sock = seqpacket::connect(path)?;
+        seqpacket::send(
+            &sock,
+            &msg::encode(&Msg::Attach { name: name.into() }),
+            None,
+        )?;
+        let mut seg = None;
+        let (mut app_efd, mut sluice_efd) = (None, None);
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        while seg.is_none() || app_efd.is_none() || sluice_efd.is_none() {
+            let (m, mut fds) = recv_msg(&sock, deadline)?;
+            match m {
+                Msg::AttachReply {
+                    retval: r,
+                    seg_size,
+                } => {
+                    retval(r)?;
+                    let fd = fds
+                        .pop()
+                        .ok_or_else(|| proto_err("attach reply without memfd"))?;
+                    seg = Some(Region::map(fd, seg_size).map_err(|e| proto_err(&e))?);
+                }
+                Msg::EventFd { which } => {
+                    let fd = fds
+                        .pop()
+                        .ok_or_else(|| proto_err("eventfd message without fd"))?;
+                    match which {
+                        0 => app_efd = Some(fd),
+                        _ => sluice_efd = Some(fd),
+                    }
+                }
+                _ => return Err(proto_err("unexpected message while attaching")),
+            }
+        }
+        let (Some(seg), Some(app_efd), Some(sluice_efd)) = (seg, app_efd, sluice_efd) else {
+            return Err(proto_err("incomplete attach"));
+        };
+        let g = seg::read_header(&seg).ok_or_else(|| proto_err("bad segment header"))?;
+        Ok(App {
+            sock,
+            seg,
+            g,
+            app_efd,
+            sluice_efd,
+            next_req: 1,
+            busy_poll: Duration::ZERO,
+        })
+    }
+
+    fn request(&mut self, m: impl FnOnce(u32) -> Msg) -> io::Result<Msg> {
+        let req = self.next_req;
+        self.next_req = self.next_req.wrapping_add(1);
+        seqpacket::send(&self.sock, &msg::encode(&m(req)), None)?;
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        loop {
+            let (r, _) = recv_msg(&self.sock, deadline)?;
+            match r {
+                Msg::SessionReply { req: q, .. } | Msg::CloseReply { req: q, .. } if q == req => {
+                    return Ok(r)
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    fn session_reply(&mut self, r: Msg, remote: Option<SocketAddr>) -> io::Result<Session> {
+        match r {
+            Msg::SessionReply {
+                retval: r,
+                slot,
+                local,
+                ..
+            } => {
+                retval(r)?;
+                if slot >= self.g.n_slots {
+                    return Err(proto_err("slot out of range"));
+                }
+                Ok(Session {
+                    slot,
+                    local,
+                    remote,
+                })
+            }
+            _ => Err(proto_err("unexpected reply")),
+        }
+    }
+
+    /// Binds a UDP endpoint: datagrams from any peer to `local` (address unspecified: any
+    /// address of Sluice's) arrive on the returned session.
+    pub fn bind(&mut self, local: SocketAddr) -> io::Result<Session> {
+        let r = self.request(|req| Msg::Bind { req, local })?;
+        self.session_reply(r, None)
+    }
+
+    /// Connects a UDP session to `remote` from an ephemeral local port.
+    pub fn connect(&mut self, remote: SocketAddr) -> io::Result<Session> {
+        let r = self.request(|req| Msg::Connect {
+            req,
+            remote,
+            lport: 0,
+        })?;
+        self.session_reply(r, Some(remote))
+    }
+
+    /// Closes a session (its FIFOs' contents are discarded).
+    pub fn close(&mut self, s: Session) -> io::Result<()> {
+        match self.request(|req| Msg::Close { req, slot: s.slot })? {
+            Msg::CloseReply { retval: r, .. } => {
+                // The slot may be reused: what the session left unread goes with it.
+                if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
+                    rx.clear();
+                }
+                retval(r)
+            }
+            _ => Err(proto_err("unexpected reply")),
+        }
+    }
+
+    /// Queues a datagram to `to`. `WouldBlock` when the session's tx FIFO is full.
+    pub fn send_to(&self, s: &Session, buf: &[u8], to: SocketAddr) -> io::Result<()> {
+        if buf.len() > MAX_DGRAM {
+            return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+        }
+        let (_, tx) =
+            seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
+        if !tx.push(to, buf) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if tx.set_event() {
+            let q = self.sluice_evq();
+            // Never full: at most one event per slot is pending and evq_len >= n_slots.
+            if !q.push(s.slot) {
+                tx.unset_event();
+            }
+            if q.needs_signal() {
+                shm::signal(self.sluice_efd.as_raw_fd());
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues a datagram to a connected session's peer.
+    pub fn send(&self, s: &Session, buf: &[u8]) -> io::Result<()> {
+        let to = s
+            .remote
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EDESTADDRREQ))?;
+        self.send_to(s, buf, to)
+    }
+
+    /// Takes the next datagram of a session. `WouldBlock` when none is queued.
+    pub fn recv_from(&self, s: &Session, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let (rx, _) =
+            seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
+        match rx.pop(buf) {
+            Ok(h) => Ok((h.len as usize, h.peer)),
+            Err(PopError::Empty) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(PopError::TooLong(_)) => Err(io::Error::from_raw_os_error(libc::EMSGSIZE)),
+            Err(PopError::Corrupt) => {
+                rx.clear();
+                Err(proto_err("corrupt rx FIFO"))
+            }
+        }
+    }
+
+    fn app_evq(&self) -> EvQ<'_> {
+        // The header was validated at attach, so the queue fits the segment.
+        EvQ::new(&self.seg, self.g.app_evq_off(), self.g.evq_len).expect("validated segment")
+    }
+
+    fn sluice_evq(&self) -> EvQ<'_> {
+        EvQ::new(&self.seg, self.g.sluice_evq_off(), self.g.evq_len).expect("validated segment")
+    }
+
+    /// The next session slot with received data (its event is consumed: drain the session
+    /// with [`App::recv_from`] until `WouldBlock`).
+    pub fn next_event(&self) -> Option<u32> {
+        let slot = self.app_evq().pop()?;
+        if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, slot) {
+            rx.clear_event();
+        }
+        Some(slot)
+    }
+
+    /// Sets how long [`App::wait`] busy-polls the event queue before it sleeps on the
+    /// eventfd (default 0: sleep at once). Spinning trades a CPU for wake-up latency.
+    pub fn set_busy_poll(&mut self, d: Duration) {
+        self.busy_poll = d;
+    }
+
+    /// Sleeps until Sluice queues an event or `timeout` passes (no system call when events
+    /// are already queued, or when one arrives within the busy-poll time).
+    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let q = self.app_evq();
+        if !self.busy_poll.is_zero() {
+            let t0 = Instant::now();
+            while q.is_empty() && t0.elapsed() < self.busy_poll {
+                std::hint::spin_loop();
+            }
+            if !q.is_empty() {
+                return Ok(());
+            }
+        }
+        if !q.prepare_sleep() {
+            return Ok(());
+        }
+        let r = wait_readable(&self.app_efd, timeout);
+        q.woke();
+        drain_eventfd(&self.app_efd);
+        r.map(|_| ())
+    }
+
+    /// The segment geometry (slots, FIFO size, event queue length).
+    pub fn geometry(&self) -> Geometry {
+        self.g
+    }
+}
+
+fn recv_msg(sock: &OwnedFd, deadline: Instant) -> io::Result<(Msg, Vec<OwnedFd>)> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        wait_readable(sock, Some(left))?;
+        match seqpacket::recv(sock)? {
+            Recv::None => continue,
+            Recv::Closed => return Err(io::ErrorKind::ConnectionReset.into()),
+            Recv::Msg { buf, len, fds, .. } => {
+                if len != msg::MSG_SIZE {
+                    return Err(proto_err("short control message"));
+                }
+                let m = msg::decode(&buf).ok_or_else(|| proto_err("unknown control message"))?;
+                return Ok((m, fds));
+            }
+        }
+    }
+}
+
+/// The UDP echo loop of `sluice-udp-echo`: every datagram received on one of `sessions` is
+/// sent back to its source, byte for byte (waiting while the tx FIFO is full rather than
+/// dropping it). Returns the number echoed when `done(echoed)` says so; `done` is also
+/// asked every 100 ms while idle.
+pub fn echo(app: &App, sessions: &[Session], done: impl Fn(u64) -> bool) -> io::Result<u64> {
+    let mut by_slot: Vec<Option<Session>> = vec![None; app.geometry().n_slots as usize];
+    for s in sessions {
+        if let Some(x) = by_slot.get_mut(s.slot as usize) {
+            *x = Some(*s);
+        }
+    }
+    let mut buf = vec![0u8; MAX_DGRAM];
+    let mut echoed = 0u64;
+    loop {
+        while let Some(slot) = app.next_event() {
+            let Some(s) = by_slot.get(slot as usize).copied().flatten() else {
+                continue;
+            };
+            while let Ok((n, from)) = app.recv_from(&s, &mut buf) {
+                loop {
+                    match app.send_to(&s, &buf[..n], from) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                        _ => break,
+                    }
+                }
+                echoed += 1;
+            }
+        }
+        if done(echoed) {
+            return Ok(echoed);
+        }
+        app.wait(Some(Duration::from_millis(100)))?;
+    }
+}

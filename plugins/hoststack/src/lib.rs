@@ -1,0 +1,367 @@
+//! hoststack: Sluice's host stack, first increment — the session layer and UDP (VPP's
+//! session layer with its UDP transport; TCP follows, see docs/hoststack.md).
+//!
+//! - **Data path** ([`node`]): `ip4-local`/`ip6-local` hand UDP for a port a session bound
+//!   to `udp4-input`/`udp6-input` (ports registered through `sluice_vnet::ip_local`),
+//!   which copy the payload into the session's rx FIFO; `session-queue` turns what
+//!   applications queued in their tx FIFOs into IPv4/IPv6 UDP packets for
+//!   `ip4-lookup`/`ip6-lookup`.
+//! - **Applications** ([`session`]) attach over a Unix socket (`session { app-socket }`),
+//!   get a memfd segment with per-session FIFOs and event queues (`sluice_session`, the
+//!   client library) and exchange datagrams with no system call per datagram.
+//!
+//! CLI: `session enable|disable`, `show session [verbose]`; API: `session_enable_disable`
+//! (`api/hoststack.api`). startup.conf:
+//! `session { enable event-queue-length <n> app-socket <path> fifo-size <bytes>
+//! sessions-per-app <n> use-app-socket-api }`.
+
+pub mod api;
+pub mod node;
+pub mod session;
+
+use node::Shared;
+use session::{PortChange, SessionError, SessionMain};
+use sluice_cli::conf::{ConfError, Section, SectionCursor};
+use sluice_cli::{Args, CliError};
+use sluice_graph::{CounterDesc, Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
+use sluice_vnet::interface::Interfaces;
+use sluice_vnet::plugin::{Plugin, RegisterError, Registrar, Staged};
+use std::any::Any;
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The plugin.
+pub struct HoststackPlugin;
+
+/// This plugin, for the daemon's plugin list (`sluice_plugins::all()`).
+pub static PLUGIN: HoststackPlugin = HoststackPlugin;
+
+const PROCESS: &str = "session-process";
+
+/// Staged startup configuration.
+#[derive(Default)]
+struct Staging {
+    cfg: Option<session::Config>,
+}
+
+/// The plugin's `Vlib` extension: the state the nodes share.
+#[derive(Default)]
+pub struct Hoststack {
+    /// Sessions, applications, configuration.
+    pub sm: Option<Shared>,
+    enabled: Arc<AtomicBool>,
+}
+
+impl Plugin for HoststackPlugin {
+    fn name(&self) -> &'static str {
+        "hoststack"
+    }
+    fn version(&self) -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+    fn description(&self) -> &'static str {
+        "Host stack: session layer, UDP, applications over shared-memory FIFOs"
+    }
+    fn config_sections(&self) -> &'static [&'static str] {
+        &["session"]
+    }
+    fn configure(&self, staged: &mut Staged, s: &Section, file: &str) -> Result<(), ConfError> {
+        let mut cfg = session::Config::default();
+        let mut c = SectionCursor::new(s, file);
+        while let Some(k) = c.next_key() {
+            match k.text.as_str() {
+                "enable" => cfg.enabled = true,
+                "use-app-socket-api" => {}
+                "event-queue-length" => {
+                    let v = c.value_u64(k)?;
+                    if !(16..=1 << 20).contains(&v) || !v.is_power_of_two() {
+                        return Err(c.error(
+                            k,
+                            &format!("event-queue-length {v}: a power of two in 16..1048576"),
+                        ));
+                    }
+                    cfg.evq_len = v as u32;
+                }
+                "fifo-size" => {
+                    let v = c.value_u64(k)?;
+                    if !(4096..=1 << 26).contains(&v) || !v.is_power_of_two() {
+                        return Err(c.error(
+                            k,
+                            &format!("fifo-size {v}: a power of two in 4096..67108864"),
+                        ));
+                    }
+                    cfg.fifo_size = v as u32;
+                }
+                "sessions-per-app" => {
+                    let v = c.value_u64(k)?;
+                    if !(1..=4096).contains(&v) {
+                        return Err(
+                            c.error(k, &format!("sessions-per-app {v} out of range 1..4096"))
+                        );
+                    }
+                    cfg.sessions_per_app = v as u32;
+                }
+                "app-socket" => {
+                    let v = c.value(k)?;
+                    if v.text.is_empty() || v.text.len() > 100 {
+                        return Err(c.error(v, "app-socket path empty or longer than 100 bytes"));
+                    }
+                    cfg.app_socket = v.text.clone();
+                }
+                _ => return Err(c.unknown(k)),
+            }
+        }
+        staged.get_mut::<Staging>().cfg = Some(cfg);
+        Ok(())
+    }
+    fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
+        let sm: Shared = Default::default();
+        node::register(&mut r.graph, &sm);
+        let enabled = Arc::new(AtomicBool::new(false));
+        let e = enabled.clone();
+        r.graph.register(
+            NodeRegistration::new(PROCESS, NodeKind::Process, move |_| {
+                Box::new(Process {
+                    poster: None,
+                    enabled: e.clone(),
+                })
+            })
+            .counters(&[CounterDesc::info("polls", "application socket polls")]),
+        );
+        api::register(&mut r.api);
+        let hs = r.staged.get_mut::<Hoststack>();
+        hs.sm = Some(sm);
+        hs.enabled = enabled;
+        r.cli(
+            "session enable",
+            "session enable — start the session layer (bind the app socket)",
+            cli_enable,
+        );
+        r.cli(
+            "session disable",
+            "session disable — detach every application, close the app socket",
+            cli_disable,
+        );
+        r.cli(
+            "show session",
+            "show session [verbose] — sessions, attached applications",
+            cli_show,
+        );
+        Ok(())
+    }
+    fn init(&self, vm: &mut Vlib) -> Result<(), String> {
+        let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
+        let sm = shared(vm);
+        let on = cfg.enabled;
+        session_lock(&sm).cfg = cfg;
+        let poster = vm.main_poster();
+        if let Some(p) = vm.registry.find(PROCESS) {
+            if let Some(pr) = vm.main.node_mut::<Process>(p) {
+                pr.poster = Some(poster);
+            }
+        }
+        if on {
+            enable(vm).map_err(|e| format!("session: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+fn shared(vm: &mut Vlib) -> Shared {
+    vm.ext_mut::<Hoststack>()
+        .sm
+        .get_or_insert_with(Default::default)
+        .clone()
+}
+
+fn session_lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionMain> {
+    node::lock(s)
+}
+
+/// `session-process`: every 10 ms while the session layer is on, has the main loop serve
+/// the application socket ([`poll_control`]); while it is off, waits for `session enable`'s
+/// signal. next: none. counters: `polls` (info).
+struct Process {
+    poster: Option<sluice_graph::MainPoster>,
+    enabled: Arc<AtomicBool>,
+}
+
+impl NodeFn for Process {
+    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
+        if !self.enabled.load(Ordering::Relaxed) {
+            // Off: sleep until `session enable` signals.
+            return Suspend::Event;
+        }
+        if let Some(p) = &self.poster {
+            cx.count(0, 1);
+            p.post(Box::new(poll_control));
+        }
+        Suspend::EventOrTimeout(0.01)
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Sluice's interface addresses with their prefix lengths, both families.
+fn local_addrs(vm: &mut Vlib) -> Vec<(IpAddr, u8)> {
+    let ifs: Vec<u32> = vm
+        .ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .filter(|i| !i.deleted)
+        .map(|i| i.sw_if_index.0)
+        .collect();
+    let mut out = Vec::new();
+    for i in ifs {
+        for (a, l) in sluice_vnet::ip4::addresses(vm, i) {
+            out.push((IpAddr::V4(Ipv4Addr::from(a)), l));
+        }
+        for (a, l) in sluice_vnet::ip6::addresses(vm, i) {
+            out.push((IpAddr::V6(Ipv6Addr::from(a)), l));
+        }
+    }
+    out
+}
+
+fn apply_ports(vm: &mut Vlib, ports: Vec<PortChange>) {
+    use sluice_vnet::ip_local::{register, unregister_node, LocalKey};
+    for (v6, port, on) in ports {
+        let node = if v6 {
+            node::UDP6_INPUT
+        } else {
+            node::UDP4_INPUT
+        };
+        let key = LocalKey::UdpPort(port);
+        let r = if on {
+            register(vm, v6, key, node)
+        } else {
+            unregister_node(vm, v6, key, node)
+        };
+        if let Err(e) = r {
+            log::warn!("session: udp port {port}: {e}");
+        }
+    }
+}
+
+/// Serves the application socket once (attaches, binds, connects, closes, dead
+/// applications) and applies the port registrations that changed.
+pub fn poll_control(vm: &mut Vlib) {
+    let sm = shared(vm);
+    let locals = local_addrs(vm);
+    let mut ports = Vec::new();
+    session_lock(&sm).poll(locals, &mut ports);
+    apply_ports(vm, ports);
+}
+
+/// `session enable`: binds the application socket.
+pub fn enable(vm: &mut Vlib) -> Result<(), SessionError> {
+    let sm = shared(vm);
+    session_lock(&sm).enable()?;
+    vm.ext_mut::<Hoststack>()
+        .enabled
+        .store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `session disable`: detaches every application and closes the socket.
+pub fn disable(vm: &mut Vlib) {
+    let sm = shared(vm);
+    let mut ports = Vec::new();
+    session_lock(&sm).disable(&mut ports);
+    vm.ext_mut::<Hoststack>()
+        .enabled
+        .store(false, Ordering::Relaxed);
+    apply_ports(vm, ports);
+}
+
+fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    enable(vm).map_err(|e| CliError::new(e.to_string()))?;
+    Ok(String::new())
+}
+
+fn cli_disable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    disable(vm);
+    Ok(String::new())
+}
+
+fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let verbose = a.keyword("verbose");
+    a.finish()?;
+    let sm = shared(vm);
+    let sm = session_lock(&sm);
+    let mut o = String::new();
+    if !sm.enabled() {
+        return Ok("session layer is disabled\n".into());
+    }
+    let n = sm.iter().count();
+    let _ = writeln!(
+        o,
+        "Thread 0: {n} active sessions, app socket {}",
+        sm.cfg.app_socket
+    );
+    let _ = writeln!(
+        o,
+        "{:<52} {:<8} {:>10} {:>10}",
+        "Connection", "State", "Rx-f", "Tx-f"
+    );
+    for (sid, s) in sm.iter() {
+        let app = sm.apps.get(s.app as usize).and_then(|a| a.as_ref());
+        let (rxf, txf) = app
+            .and_then(|a| a.fifos(s.slot))
+            .map(|(r, t)| {
+                let g = app.map(|a| a.g.fifo_size).unwrap_or(0);
+                (g - r.free_bytes(), g - t.free_bytes())
+            })
+            .unwrap_or((0, 0));
+        let (remote, state) = match s.remote {
+            Some(r) => (r.to_string(), "OPENED"),
+            None => ("0.0.0.0:0".to_string(), "LISTEN"),
+        };
+        let conn = format!("[0:{sid}][U] {}->{remote}", s.local);
+        let _ = writeln!(o, "{conn:<52} {state:<8} {rxf:>10} {txf:>10}");
+        if verbose {
+            let st = s.stats;
+            let _ = writeln!(
+                o,
+                "    app {} `{}' slot {}: rx {} dgrams {} bytes ({} dropped, fifo full), tx {} dgrams {} bytes",
+                s.app,
+                app.map(|a| a.name.as_str()).unwrap_or("?"),
+                s.slot,
+                st.rx,
+                st.rx_bytes,
+                st.rx_full,
+                st.tx,
+                st.tx_bytes
+            );
+        }
+    }
+    if verbose {
+        let _ = writeln!(
+            o,
+            "applications: {} attached ({} attaches, {} detaches, {} bad control messages)",
+            sm.apps.iter().flatten().count(),
+            sm.attached,
+            sm.detached,
+            sm.bad_msgs
+        );
+        for (i, a) in sm.apps.iter().enumerate() {
+            if let Some(a) = a {
+                let _ = writeln!(
+                    o,
+                    "  app {i} `{}': segment {} bytes, {} slots x 2 FIFOs of {} bytes, event queues {}",
+                    a.name,
+                    a.g.size(),
+                    a.g.n_slots,
+                    a.g.fifo_size,
+                    a.g.evq_len
+                );
+            }
+        }
+    }
+    Ok(o)
+}

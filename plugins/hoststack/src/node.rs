@@ -1,0 +1,599 @@
+//! The host stack's graph nodes (all run on thread 0, which owns the sessions in this
+//! version; see docs/hoststack.md for the per-thread design).
+//!
+//! `udp4-input` / `udp6-input` (internal; one generic node per family): UDP datagrams for a
+//! port a session bound, from `ip4-local`/`ip6-local` (`sluice_vnet::ip_local`), at
+//! their IP header. The payload is copied into the session's rx FIFO and the buffer freed.
+//! - uses: the IP and UDP headers; `flags` (`L4_CHECKSUM_CORRECT`: a driver checked it).
+//! - sets: `error` on drops.
+//! - next: `error-drop` (0) for every drop; delivered buffers are freed here.
+//! - counters: `delivered` (info: queued to an application), `no_listener` (no session
+//!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header or UDP length
+//!   beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
+//!   (datagram spread over several buffers: not yet), `fifo_full` (the application does
+//!   not read fast enough), `wrong_thread` (received on a worker: sessions live on thread
+//!   0 in this version), `bad_header` (IPv6 extension header chain malformed).
+//!
+//! `session-queue` (input, thread 0): takes the datagrams applications queued in their tx
+//! FIFOs (announced through their event queues, woken by their eventfds) and builds the
+//! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
+//! FIB 0.
+//! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
+//!   `ip.fib_index` 0.
+//! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
+//! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
+//!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
+//!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
+//!   lengths: its FIFO is emptied).
+
+use crate::session::SessionMain;
+use sluice_buffer::{flags, BufIdx, Buffer};
+use sluice_graph::{CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
+use sluice_session::seg::PopError;
+use sluice_wire::checksum;
+use sluice_wire::ipv6::Ipv6Packet;
+use sluice_wire::udp::UdpPacket;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `udp4-input`.
+pub const UDP4_INPUT: &str = "udp4-input";
+/// `udp6-input`.
+pub const UDP6_INPUT: &str = "udp6-input";
+/// `session-queue`.
+pub const SESSION_QUEUE: &str = "session-queue";
+
+/// The state every node shares.
+pub type Shared = Arc<Mutex<SessionMain>>;
+
+pub(crate) fn lock(s: &Shared) -> MutexGuard<'_, SessionMain> {
+    match s.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+mod rx {
+    use sluice_graph::Next;
+    pub const DROP: Next = Next(0);
+    pub const C_DELIVERED: usize = 0;
+    pub const E_NO_LISTENER: u16 = 1;
+    pub const E_BAD_CHECKSUM: u16 = 2;
+    pub const E_SHORT: u16 = 3;
+    pub const E_FRAGMENT: u16 = 4;
+    pub const E_CHAINED: u16 = 5;
+    pub const E_FIFO_FULL: u16 = 6;
+    pub const E_WRONG_THREAD: u16 = 7;
+    pub const E_BAD_HEADER: u16 = 8;
+}
+
+/// `udp4-input` (`V6` false) and `udp6-input` (`V6` true).
+pub struct UdpInput<const V6: bool> {
+    sm: Shared,
+    thread: usize,
+    done: Vec<BufIdx>,
+    drops: Vec<BufIdx>,
+}
+
+/// Source, destination and UDP offset of a packet at its IP header.
+#[inline(always)]
+fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), u16> {
+    if V6 {
+        let p = Ipv6Packet::new_checked(d).map_err(|_| rx::E_SHORT)?;
+        let (_, off) = p.walk_extensions().map_err(|_| rx::E_BAD_HEADER)?;
+        let a = |o: usize| -> IpAddr {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&d[o..o + 16]);
+            IpAddr::V6(Ipv6Addr::from(b))
+        };
+        Ok((a(8), a(24), off))
+    } else {
+        if d.len() < 20 {
+            return Err(rx::E_SHORT);
+        }
+        let ihl = (d[0] & 0xf) as usize * 4;
+        if ihl < 20 || d.len() < ihl {
+            return Err(rx::E_SHORT);
+        }
+        if u16::from_be_bytes([d[6], d[7]]) & 0x3fff != 0 {
+            return Err(rx::E_FRAGMENT);
+        }
+        let src = IpAddr::V4(Ipv4Addr::new(d[12], d[13], d[14], d[15]));
+        let dst = IpAddr::V4(Ipv4Addr::new(d[16], d[17], d[18], d[19]));
+        Ok((src, dst, ihl))
+    }
+}
+
+impl<const V6: bool> UdpInput<V6> {
+    /// Delivers one datagram; `Err(counter)` to drop it.
+    #[inline(always)]
+    fn one(sm: &mut SessionMain, b: &Buffer<'_>) -> Result<(), u16> {
+        if b.hdr.flags & flags::NEXT_PRESENT != 0 {
+            return Err(rx::E_CHAINED);
+        }
+        let d = b.data();
+        let (src, dst, off) = parse_ip::<V6>(d)?;
+        let ip_end = if V6 {
+            40 + u16::from_be_bytes([d[4], d[5]]) as usize
+        } else {
+            u16::from_be_bytes([d[2], d[3]]) as usize
+        };
+        let l4 = d.get(off..ip_end.min(d.len())).ok_or(rx::E_SHORT)?;
+        let u = UdpPacket::new_checked(l4).map_err(|_| rx::E_SHORT)?;
+        u.check_len().map_err(|_| rx::E_SHORT)?;
+        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
+            let ok = match (src, dst) {
+                (IpAddr::V4(s), IpAddr::V4(t)) => u.verify_checksum_v4(s, t),
+                (IpAddr::V6(s), IpAddr::V6(t)) => u.verify_checksum_v6(s, t),
+                _ => false,
+            };
+            if !ok {
+                return Err(rx::E_BAD_CHECKSUM);
+            }
+        }
+        let local = SocketAddr::new(dst, u.dst_port());
+        let remote = SocketAddr::new(src, u.src_port());
+        let sid = sm.lookup(local, remote).ok_or(rx::E_NO_LISTENER)?;
+        let s = sm.sessions[sid as usize]
+            .as_ref()
+            .ok_or(rx::E_NO_LISTENER)?;
+        let (ai, slot) = (s.app, s.slot);
+        let app = sm
+            .apps
+            .get(ai as usize)
+            .and_then(|a| a.as_ref())
+            .ok_or(rx::E_NO_LISTENER)?;
+        let (fifo, _) = app.fifos(slot).ok_or(rx::E_NO_LISTENER)?;
+        let payload = u.payload();
+        let n = payload.len() as u64;
+        let pushed = fifo.push(remote, payload);
+        if pushed && fifo.set_event() {
+            if let Some(q) = app.app_evq() {
+                if !q.push(slot) {
+                    fifo.unset_event();
+                }
+                if q.needs_signal() {
+                    sluice_infra::shm::signal(app.app_efd.as_raw_fd());
+                }
+            }
+        }
+        let st = &mut sm.sessions[sid as usize]
+            .as_mut()
+            .ok_or(rx::E_NO_LISTENER)?
+            .stats;
+        if !pushed {
+            st.rx_full += 1;
+            return Err(rx::E_FIFO_FULL);
+        }
+        st.rx += 1;
+        st.rx_bytes += n;
+        Ok(())
+    }
+}
+
+impl<const V6: bool> NodeFn for UdpInput<V6> {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        self.done.clear();
+        self.drops.clear();
+        let sm = self.sm.clone();
+        let mut sm = lock(&sm);
+        for &bi in frame {
+            // SAFETY: the frame's buffers are owned by this node, one view at a time.
+            let b = unsafe { cx.buffer(bi) };
+            let r = if self.thread != 0 {
+                Err(rx::E_WRONG_THREAD)
+            } else {
+                Self::one(&mut sm, &b)
+            };
+            match r {
+                Ok(()) => self.done.push(bi),
+                Err(e) => {
+                    b.hdr.error = cx.error(e);
+                    self.drops.push(bi);
+                }
+            }
+        }
+        drop(sm);
+        cx.count(rx::C_DELIVERED, self.done.len() as u64);
+        cx.free(&self.done);
+        cx.enqueue_all(rx::DROP, &self.drops);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+mod tx {
+    use sluice_graph::Next;
+    pub const IP4: Next = Next(0);
+    pub const IP6: Next = Next(1);
+    pub const DROP: Next = Next(2);
+    pub const C_SENT: usize = 0;
+    pub const E_NO_BUFFER: u16 = 1;
+    pub const E_BAD_PEER: u16 = 2;
+    pub const E_CORRUPT: u16 = 3;
+}
+
+/// `session-queue`.
+pub struct SessionQueue {
+    sm: Shared,
+    kick: Arc<std::sync::atomic::AtomicBool>,
+    /// The attached applications' segments and geometry, so that `active()` sees queued
+    /// events without the lock (an eventfd only fires when this thread announced it
+    /// sleeps, and a busy thread collects it late).
+    watch: Vec<(
+        Arc<sluice_infra::shm::Region>,
+        sluice_session::seg::Geometry,
+    )>,
+    thread: usize,
+    busy: bool,
+    pending: VecDeque<(u32, u32)>,
+    irqs: Vec<u32>,
+    out4: Vec<BufIdx>,
+    out6: Vec<BufIdx>,
+    drops: Vec<BufIdx>,
+    ip_id: u16,
+}
+
+/// What building one packet did.
+enum Built {
+    /// A packet queued for `ip4-lookup` or `ip6-lookup`.
+    Packet,
+    /// The FIFO is empty.
+    Empty,
+    /// No buffer: the datagram stays queued, retried on the next call.
+    Stalled,
+    /// A datagram dropped, counted.
+    Dropped,
+}
+
+/// Writes IPv4/IPv6 and UDP headers in front of `len` payload bytes already at
+/// `raw[hl..]` (`hl` = 28 or 48). Returns the packet length, or None when the addresses
+/// are not of one family.
+fn push_headers(
+    raw: &mut [u8],
+    local: SocketAddr,
+    peer: SocketAddr,
+    len: usize,
+    ip_id: u16,
+) -> Option<usize> {
+    let (hl, ulen) = match (local.ip(), peer.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => (28, 8 + len),
+        (IpAddr::V6(_), IpAddr::V6(_)) => (48, 8 + len),
+        _ => return None,
+    };
+    let total = hl + len;
+    let u = &mut raw[hl - 8..total];
+    u[0..2].copy_from_slice(&local.port().to_be_bytes());
+    u[2..4].copy_from_slice(&peer.port().to_be_bytes());
+    u[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
+    let mut up = UdpPacket::new_unchecked(u);
+    match (local.ip(), peer.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            up.fill_checksum_v4(s, d);
+            let h = &mut raw[..20];
+            h[0] = 0x45;
+            h[1] = 0;
+            h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            h[4..6].copy_from_slice(&ip_id.to_be_bytes());
+            h[6..8].copy_from_slice(&[0x40, 0]); // DF
+            h[8] = 64;
+            h[9] = 17;
+            h[10..12].fill(0);
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            let c = checksum::internet_checksum(h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            up.fill_checksum_v6(s, d);
+            let h = &mut raw[..40];
+            h[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+            h[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
+            h[6] = 17;
+            h[7] = 64;
+            h[8..24].copy_from_slice(&s.octets());
+            h[24..40].copy_from_slice(&d.octets());
+        }
+        _ => return None,
+    }
+    Some(total)
+}
+
+impl SessionQueue {
+    /// Builds one packet from the tx FIFO of session `sid` into a new buffer.
+    fn build(&mut self, cx: &mut Cx, sm: &mut SessionMain, sid: u32) -> Built {
+        let Some(s) = sm.sessions[sid as usize].as_ref() else {
+            return Built::Empty;
+        };
+        let (ai, slot, local, remote) = (s.app, s.slot, s.local, s.remote);
+        let Some(app) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) else {
+            return Built::Empty;
+        };
+        let Some((_, fifo)) = app.fifos(slot) else {
+            return Built::Empty;
+        };
+        if fifo.is_empty() {
+            return Built::Empty;
+        }
+        let mut bi = [BufIdx(0)];
+        if cx.bufs().alloc(&mut bi) != 1 {
+            cx.count(tx::E_NO_BUFFER as usize, 1);
+            return Built::Stalled;
+        }
+        let bi = bi[0];
+        // SAFETY: freshly allocated, owned here, one view.
+        let mut b = unsafe { cx.buffer(bi) };
+        let hl = if local.is_ipv6() { 48 } else { 28 };
+        let raw = b.raw_data_mut();
+        let room = raw.len().saturating_sub(hl).min(sluice_session::MAX_DGRAM);
+        let r = fifo.pop(&mut raw[hl..hl + room]);
+        let hdr = match r {
+            Ok(h) => h,
+            Err(PopError::Empty) => {
+                cx.free(&[bi]);
+                return Built::Empty;
+            }
+            Err(_) => {
+                fifo.clear();
+                b.hdr.error = cx.error(tx::E_CORRUPT);
+                self.drops.push(bi);
+                return Built::Dropped;
+            }
+        };
+        // A connected session always sends to its peer.
+        let peer = remote.unwrap_or(hdr.peer);
+        let len = hdr.len as usize;
+        // A wildcard listener answers from the local address facing the peer.
+        let src = match local.ip() {
+            ip if ip.is_unspecified() => sm.source_for(peer.ip()),
+            ip => Some(ip),
+        };
+        let built = match src {
+            Some(ip) if peer.port() != 0 && !peer.ip().is_unspecified() => push_headers(
+                raw,
+                SocketAddr::new(ip, local.port()),
+                peer,
+                len,
+                self.ip_id,
+            ),
+            _ => None,
+        };
+        let Some(total) = built else {
+            b.hdr.error = cx.error(tx::E_BAD_PEER);
+            self.drops.push(bi);
+            return Built::Dropped;
+        };
+        self.ip_id = self.ip_id.wrapping_add(1);
+        b.hdr.current_data = 0;
+        b.set_len(total);
+        b.hdr.flags |= flags::LOCALLY_ORIGINATED;
+        b.hdr.rx_if = 0;
+        b.hdr.ip.fib_index = 0;
+        if let Some(s) = sm.sessions[sid as usize].as_mut() {
+            s.stats.tx += 1;
+            s.stats.tx_bytes += len as u64;
+        }
+        if local.is_ipv6() {
+            self.out6.push(bi);
+            Built::Packet
+        } else {
+            self.out4.push(bi);
+            Built::Packet
+        }
+    }
+}
+
+fn drain_eventfd(fd: i32) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+impl NodeFn for SessionQueue {
+    fn poll(&mut self, cx: &mut Cx) -> usize {
+        if self.thread != 0 {
+            return 0;
+        }
+        let sm = self.sm.clone();
+        let mut sm = lock(&sm);
+        if self.kick.swap(false, std::sync::atomic::Ordering::Acquire) {
+            self.watch = sm
+                .apps
+                .iter()
+                .flatten()
+                .map(|a| (a.seg.clone(), a.g))
+                .collect();
+        }
+        for (fd, tok) in std::mem::take(&mut sm.irq_add) {
+            if let Err(e) = cx.irq_register(fd, tok) {
+                log::warn!("session-queue: epoll add: {e}");
+            }
+        }
+        for fd in std::mem::take(&mut sm.irq_del) {
+            cx.irq_unregister(fd.as_raw_fd());
+        }
+        self.irqs.clear();
+        cx.take_irqs(&mut self.irqs);
+        for &t in &self.irqs {
+            if let Some(app) = sm.apps.get(t as usize).and_then(|a| a.as_ref()) {
+                drain_eventfd(app.sluice_efd.as_raw_fd());
+            }
+        }
+        // Collect the events the applications queued.
+        for (ai, app) in sm.apps.iter().enumerate() {
+            let Some(app) = app else { continue };
+            let Some(q) = app.sluice_evq() else { continue };
+            q.woke();
+            for _ in 0..app.g.evq_len {
+                match q.pop() {
+                    Some(slot) if slot < app.g.n_slots => self.pending.push_back((ai as u32, slot)),
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        }
+        // Drain their tx FIFOs, one frame at most per call.
+        let mut n = 0;
+        while n < FRAME_SIZE {
+            let Some(&(ai, slot)) = self.pending.front() else {
+                break;
+            };
+            let sid = sm
+                .apps
+                .get(ai as usize)
+                .and_then(|a| a.as_ref())
+                .and_then(|a| {
+                    if let Some((_, f)) = a.fifos(slot) {
+                        f.clear_event();
+                    }
+                    a.slots.get(slot as usize).copied().flatten()
+                });
+            let Some(sid) = sid else {
+                self.pending.pop_front();
+                continue;
+            };
+            let mut emptied = false;
+            let mut stalled = false;
+            while n < FRAME_SIZE {
+                match self.build(cx, &mut sm, sid) {
+                    Built::Packet | Built::Dropped => n += 1,
+                    Built::Empty => {
+                        emptied = true;
+                        break;
+                    }
+                    Built::Stalled => {
+                        stalled = true;
+                        break;
+                    }
+                }
+            }
+            if emptied {
+                self.pending.pop_front();
+            }
+            if stalled {
+                break; // out of buffers: the session stays first, retried next call
+            }
+        }
+        // Nothing left: announce we may sleep (each application then signals our eventfd).
+        let mut more = !self.pending.is_empty();
+        if !more {
+            for app in sm.apps.iter().flatten() {
+                if let Some(q) = app.sluice_evq() {
+                    if !q.prepare_sleep() {
+                        more = true;
+                    }
+                }
+            }
+        }
+        self.busy = more;
+        drop(sm);
+        let sent = (self.out4.len() + self.out6.len()) as u64;
+        cx.count(tx::C_SENT, sent);
+        cx.enqueue_all(tx::IP4, &self.out4);
+        cx.enqueue_all(tx::IP6, &self.out6);
+        cx.enqueue_all(tx::DROP, &self.drops);
+        self.out4.clear();
+        self.out6.clear();
+        self.drops.clear();
+        n
+    }
+    fn active(&self) -> bool {
+        self.busy
+            || self.kick.load(std::sync::atomic::Ordering::Relaxed)
+            || self.watch.iter().any(|(r, g)| {
+                sluice_session::seg::EvQ::new(r, g.sluice_evq_off(), g.evq_len)
+                    .is_some_and(|q| !q.is_empty())
+            })
+    }
+    fn poll_interval(&self) -> Option<f64> {
+        // Interrupt-driven: the applications' eventfds wake the thread, attaches kick.
+        None
+    }
+    fn polling(&self) -> bool {
+        self.busy
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Registers the nodes; they share `sm`.
+pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
+    let rx_counters = [
+        CounterDesc::info("delivered", "datagrams queued to a session"),
+        CounterDesc::error("no_listener", "no session for the address and port"),
+        CounterDesc::error("bad_checksum", "bad UDP checksum"),
+        CounterDesc::error("short", "truncated IP/UDP header or UDP length"),
+        CounterDesc::error("fragment", "IPv4 fragment (no reassembly)"),
+        CounterDesc::error("chained", "datagram in several buffers"),
+        CounterDesc::error("fifo_full", "session rx FIFO full"),
+        CounterDesc::error(
+            "wrong_thread",
+            "received on a worker (sessions live on thread 0)",
+        ),
+        CounterDesc::error("bad_header", "malformed IPv6 extension headers"),
+    ];
+    let s = sm.clone();
+    b.register(
+        NodeRegistration::new(UDP4_INPUT, NodeKind::Internal, move |t| {
+            Box::new(UdpInput::<false> {
+                sm: s.clone(),
+                thread: t,
+                done: Vec::with_capacity(FRAME_SIZE),
+                drops: Vec::with_capacity(FRAME_SIZE),
+            })
+        })
+        .nexts(&["error-drop"])
+        .counters(&rx_counters),
+    );
+    let s = sm.clone();
+    b.register(
+        NodeRegistration::new(UDP6_INPUT, NodeKind::Internal, move |t| {
+            Box::new(UdpInput::<true> {
+                sm: s.clone(),
+                thread: t,
+                done: Vec::with_capacity(FRAME_SIZE),
+                drops: Vec::with_capacity(FRAME_SIZE),
+            })
+        })
+        .nexts(&["error-drop"])
+        .counters(&rx_counters),
+    );
+    let s = sm.clone();
+    let kick = lock(sm).kick.clone();
+    b.register(
+        NodeRegistration::new(SESSION_QUEUE, NodeKind::Input, move |t| {
+            Box::new(SessionQueue {
+                sm: s.clone(),
+                kick: kick.clone(),
+                watch: Vec::new(),
+                thread: t,
+                busy: false,
+                pending: VecDeque::new(),
+                irqs: Vec::new(),
+                out4: Vec::with_capacity(FRAME_SIZE),
+                out6: Vec::with_capacity(FRAME_SIZE),
+                drops: Vec::new(),
+                ip_id: 0,
+            })
+        })
+        .nexts(&[
+            sluice_vnet::ip4::nodes::IP4_LOOKUP,
+            sluice_vnet::ip6::nodes::IP6_LOOKUP,
+            "error-drop",
+        ])
+        .counters(&[
+            CounterDesc::info("sent", "datagrams sent"),
+            CounterDesc::error("no_buffer", "no buffer (datagram left queued)"),
+            CounterDesc::error("bad_peer", "datagram to an invalid peer"),
+            CounterDesc::error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
+        ]),
+    );
+}
+
+#[allow(dead_code)]
+const _: Next = rx::DROP;

@@ -1,0 +1,752 @@
+//! The session layer's state (main thread, shared with the data-path nodes of thread 0
+//! behind one mutex taken once per frame): attached applications and their segments, the
+//! session table (connected 5-tuples, then listeners by local address and port, exact
+//! before wildcard), port registration with `ip4-local`/`ip6-local`, and the control
+//! protocol over the application socket (`sluice_session::msg`).
+
+use sluice_infra::seqpacket::{self, Recv};
+use sluice_infra::shm::{self, Region};
+use sluice_session::msg::{self, Msg};
+use sluice_session::seg::{self, EvQ, Fifo, Geometry};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// Configuration (`session { ... }`, `session enable`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `enable`: start the session layer with the daemon.
+    pub enabled: bool,
+    /// `event-queue-length`: entries of each application's event queues.
+    pub evq_len: u32,
+    /// `app-socket`: where applications attach.
+    pub app_socket: String,
+    /// `fifo-size`: bytes of each session FIFO.
+    pub fifo_size: u32,
+    /// `sessions-per-app`: session slots of each application's segment.
+    pub sessions_per_app: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enabled: false,
+            evq_len: 1024,
+            app_socket: "/run/sluice/app.sock".into(),
+            fifo_size: 64 * 1024,
+            sessions_per_app: 64,
+        }
+    }
+}
+
+/// Session-layer errors (the CLI prints them; an application gets the errno).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The session layer is off.
+    #[error("session layer is disabled (session enable)")]
+    Disabled,
+    /// The app socket could not be bound.
+    #[error("app-socket `{0}': {1}")]
+    Socket(String, String),
+    /// Address in use.
+    #[error("address in use")]
+    InUse,
+    /// The address is not one of Sluice's.
+    #[error("address not local")]
+    NotLocal,
+    /// No session slot left in the application's segment, or no ephemeral port.
+    #[error("no free session slot or port")]
+    NoSpace,
+    /// Bad argument.
+    #[error("invalid argument")]
+    Invalid,
+    /// Unknown session.
+    #[error("no such session")]
+    NoSession,
+}
+
+impl SessionError {
+    /// The errno an application gets.
+    pub fn errno(&self) -> i32 {
+        match self {
+            SessionError::InUse => libc::EADDRINUSE,
+            SessionError::NotLocal => libc::EADDRNOTAVAIL,
+            SessionError::NoSpace => libc::ENOSPC,
+            SessionError::Invalid => libc::EINVAL,
+            SessionError::NoSession => libc::EBADF,
+            SessionError::Disabled | SessionError::Socket(..) => libc::ENOTCONN,
+        }
+    }
+}
+
+/// Per-session counters.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct SessStats {
+    /// Datagrams queued to the application.
+    pub rx: u64,
+    /// Their payload bytes.
+    pub rx_bytes: u64,
+    /// Datagrams dropped because the rx FIFO was full.
+    pub rx_full: u64,
+    /// Datagrams sent.
+    pub tx: u64,
+    /// Their payload bytes.
+    pub tx_bytes: u64,
+}
+
+/// A UDP session: a listener (bound endpoint, any peer) or a connected 5-tuple.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Owning application.
+    pub app: u32,
+    /// Its FIFO slot in the application's segment.
+    pub slot: u32,
+    /// Local endpoint (unspecified address: any of Sluice's).
+    pub local: SocketAddr,
+    /// The peer of a connected session.
+    pub remote: Option<SocketAddr>,
+    /// Counters.
+    pub stats: SessStats,
+}
+
+/// An attached application.
+pub struct AppConn {
+    /// The name it gave.
+    pub name: String,
+    sock: OwnedFd,
+    /// Its segment (shared with `session-queue`, which watches its event queue).
+    pub seg: std::sync::Arc<Region>,
+    /// The segment geometry.
+    pub g: Geometry,
+    /// Sluice signals it here when it sleeps.
+    pub app_efd: OwnedFd,
+    /// It signals Sluice here (registered with the main thread's epoll by `session-queue`).
+    pub sluice_efd: OwnedFd,
+    /// slot → session.
+    pub slots: Vec<Option<u32>>,
+}
+
+impl AppConn {
+    /// Sluice → app event queue.
+    pub fn app_evq(&self) -> Option<EvQ<'_>> {
+        EvQ::new(&self.seg, self.g.app_evq_off(), self.g.evq_len)
+    }
+    /// App → Sluice event queue.
+    pub fn sluice_evq(&self) -> Option<EvQ<'_>> {
+        EvQ::new(&self.seg, self.g.sluice_evq_off(), self.g.evq_len)
+    }
+    /// (rx, tx) FIFOs of a slot.
+    pub fn fifos(&self, slot: u32) -> Option<(Fifo<'_>, Fifo<'_>)> {
+        seg::slot_fifos(&self.seg, &self.g, slot)
+    }
+}
+
+/// A UDP port to (un)register with `ip4-local`/`ip6-local`: (IPv6, port, register).
+pub type PortChange = (bool, u16, bool);
+
+/// The session layer.
+#[derive(Default)]
+pub struct SessionMain {
+    /// Configuration.
+    pub cfg: Config,
+    listen: Option<OwnedFd>,
+    /// Attached applications (index = app id).
+    pub apps: Vec<Option<AppConn>>,
+    /// Sessions (index = session id).
+    pub sessions: Vec<Option<Session>>,
+    free: Vec<u32>,
+    listeners: HashMap<(IpAddr, u16), u32>,
+    connected: HashMap<(SocketAddr, SocketAddr), u32>,
+    port_refs: HashMap<(bool, u16), u32>,
+    next_eph: u16,
+    unattached: Vec<(OwnedFd, std::time::Instant)>,
+    /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
+    pub locals: Vec<(IpAddr, u8)>,
+    /// Eventfds `session-queue` must add to its epoll: (fd, app id).
+    pub irq_add: Vec<(RawFd, u32)>,
+    /// Eventfds it must remove before they are closed.
+    pub irq_del: Vec<OwnedFd>,
+    /// Set when `irq_add`/`irq_del` changed: makes `session-queue` active once.
+    pub kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Applications attached / detached since start.
+    pub attached: u64,
+    /// Detached (closed their socket, or died).
+    pub detached: u64,
+    /// Control messages refused as malformed.
+    pub bad_msgs: u64,
+}
+
+const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+fn unspecified(v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    }
+}
+
+fn in_prefix(a: IpAddr, p: IpAddr, len: u8) -> bool {
+    match (a, p) {
+        (IpAddr::V4(a), IpAddr::V4(p)) => {
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - len.min(32))
+            };
+            u32::from(a) & m == u32::from(p) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(p)) => {
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len.min(128))
+            };
+            u128::from(a) & m == u128::from(p) & m
+        }
+        _ => false,
+    }
+}
+
+/// The source address for `peer`: the first local address whose prefix holds it, else the
+/// family's first non-loopback address.
+pub fn source_for(locals: &[(IpAddr, u8)], peer: IpAddr) -> Option<IpAddr> {
+    locals
+        .iter()
+        .find(|(x, l)| in_prefix(peer, *x, *l))
+        .or_else(|| {
+            locals
+                .iter()
+                .find(|(x, _)| x.is_ipv6() == peer.is_ipv6() && !x.is_loopback())
+        })
+        .map(|(x, _)| *x)
+}
+
+impl SessionMain {
+    /// [`source_for`] over the last snapshot of the interface addresses.
+    #[inline]
+    pub fn source_for(&self, peer: IpAddr) -> Option<IpAddr> {
+        source_for(&self.locals, peer)
+    }
+
+    /// Whether the session layer is on (the app socket is bound).
+    pub fn enabled(&self) -> bool {
+        self.listen.is_some()
+    }
+
+    /// The session a datagram from `remote` to `local` belongs to: the connected session,
+    /// else a listener on the exact address, else a wildcard listener.
+    #[inline]
+    pub fn lookup(&self, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
+        if !self.connected.is_empty() {
+            if let Some(&s) = self.connected.get(&(local, remote)) {
+                return Some(s);
+            }
+        }
+        self.listeners
+            .get(&(local.ip(), local.port()))
+            .or_else(|| {
+                self.listeners
+                    .get(&(unspecified(local.is_ipv6()), local.port()))
+            })
+            .copied()
+    }
+
+    /// Binds the app socket.
+    pub fn enable(&mut self) -> Result<(), SessionError> {
+        if self.listen.is_some() {
+            return Ok(());
+        }
+        let p = self.cfg.app_socket.clone();
+        let fd = seqpacket::listen(&p).map_err(|e| SessionError::Socket(p, e.to_string()))?;
+        self.listen = Some(fd);
+        Ok(())
+    }
+
+    /// Detaches every application and closes the app socket.
+    pub fn disable(&mut self, ports: &mut Vec<PortChange>) {
+        for a in 0..self.apps.len() as u32 {
+            self.detach(a, ports);
+        }
+        if self.listen.take().is_some() && !self.cfg.app_socket.starts_with('@') {
+            let _ = std::fs::remove_file(&self.cfg.app_socket);
+        }
+    }
+
+    /// Serves the app socket: new attaches, control messages, dead applications.
+    /// `locals` are Sluice's interface addresses with their prefix lengths.
+    pub fn poll(&mut self, locals: Vec<(IpAddr, u8)>, ports: &mut Vec<PortChange>) {
+        self.locals = locals;
+        let locals = std::mem::take(&mut self.locals);
+        self.poll_sockets(&locals, ports);
+        self.locals = locals;
+    }
+
+    fn poll_sockets(&mut self, locals: &[(IpAddr, u8)], ports: &mut Vec<PortChange>) {
+        let Some(l) = &self.listen else { return };
+        for _ in 0..16 {
+            match seqpacket::accept(l) {
+                Ok(Some(fd)) => self.unattached.push((fd, std::time::Instant::now())),
+                _ => break,
+            }
+        }
+        let waiting = std::mem::take(&mut self.unattached);
+        for (fd, since) in waiting {
+            match seqpacket::recv(&fd) {
+                Ok(Recv::None) if since.elapsed().as_secs() < 5 => {
+                    self.unattached.push((fd, since))
+                }
+                Ok(Recv::Msg { buf, len, .. }) if len == msg::MSG_SIZE => match msg::decode(&buf) {
+                    Some(Msg::Attach { name }) => self.attach(fd, name),
+                    _ => self.bad_msgs += 1,
+                },
+                Ok(Recv::Msg { .. }) => self.bad_msgs += 1,
+                _ => {}
+            }
+        }
+        for a in 0..self.apps.len() as u32 {
+            self.serve_app(a, locals, ports);
+        }
+        while self.apps.last().is_some_and(|a| a.is_none()) {
+            self.apps.pop();
+        }
+    }
+
+    fn attach(&mut self, sock: OwnedFd, name: String) {
+        let g = Geometry {
+            n_slots: self.cfg.sessions_per_app,
+            fifo_size: self.cfg.fifo_size,
+            evq_len: self.cfg.evq_len.max(self.cfg.sessions_per_app),
+        };
+        let made = (|| -> std::io::Result<(Region, OwnedFd, OwnedFd)> {
+            if !g.valid() {
+                return Err(std::io::ErrorKind::InvalidInput.into());
+            }
+            let seg = Region::create("sluice-session", g.size())?;
+            seg::init_header(&seg, &g);
+            // Sluice's queue starts announced as sleeping: the first event signals.
+            if let Some(q) = EvQ::new(&seg, g.sluice_evq_off(), g.evq_len) {
+                q.prepare_sleep();
+            }
+            Ok((seg, shm::eventfd()?, shm::eventfd()?))
+        })();
+        let (seg, app_efd, sluice_efd) = match made {
+            Ok(x) => x,
+            Err(e) => {
+                log::warn!("session: attach of `{name}': {e}");
+                let r = Msg::AttachReply {
+                    retval: -e.raw_os_error().unwrap_or(libc::ENOMEM),
+                    seg_size: 0,
+                };
+                let _ = seqpacket::send(&sock, &msg::encode(&r), None);
+                return;
+            }
+        };
+        let sent = seqpacket::send(
+            &sock,
+            &msg::encode(&Msg::AttachReply {
+                retval: 0,
+                seg_size: g.size() as u64,
+            }),
+            Some(seg.raw_fd()),
+        )
+        .and_then(|_| {
+            seqpacket::send(
+                &sock,
+                &msg::encode(&Msg::EventFd { which: 0 }),
+                Some(app_efd.as_raw_fd()),
+            )
+        })
+        .and_then(|_| {
+            seqpacket::send(
+                &sock,
+                &msg::encode(&Msg::EventFd { which: 1 }),
+                Some(sluice_efd.as_raw_fd()),
+            )
+        });
+        if sent.is_err() {
+            return;
+        }
+        let id = match self.apps.iter().position(|a| a.is_none()) {
+            Some(i) => i,
+            None => {
+                self.apps.push(None);
+                self.apps.len() - 1
+            }
+        } as u32;
+        self.irq_add.push((sluice_efd.as_raw_fd(), id));
+        self.kick.store(true, std::sync::atomic::Ordering::Release);
+        self.apps[id as usize] = Some(AppConn {
+            name,
+            sock,
+            seg: std::sync::Arc::new(seg),
+            g,
+            app_efd,
+            sluice_efd,
+            slots: vec![None; g.n_slots as usize],
+        });
+        self.attached += 1;
+    }
+
+    fn serve_app(&mut self, a: u32, locals: &[(IpAddr, u8)], ports: &mut Vec<PortChange>) {
+        for _ in 0..64 {
+            let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
+                return;
+            };
+            let m = match seqpacket::recv(&app.sock) {
+                Ok(Recv::None) => return,
+                Ok(Recv::Msg { buf, len, .. }) if len == msg::MSG_SIZE => msg::decode(&buf),
+                Ok(Recv::Msg { .. }) => None,
+                Ok(Recv::Closed) | Err(_) => {
+                    self.detach(a, ports);
+                    return;
+                }
+            };
+            let reply = match m {
+                Some(Msg::Bind { req, local }) => {
+                    let r = self.bind(a, local, locals, ports);
+                    Some(self.session_reply(req, r))
+                }
+                Some(Msg::Connect { req, remote, lport }) => {
+                    let r = self.connect(a, remote, lport, locals, ports);
+                    Some(self.session_reply(req, r))
+                }
+                Some(Msg::Close { req, slot }) => {
+                    let sid = self.apps[a as usize]
+                        .as_ref()
+                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let r = match sid {
+                        Some(s) => {
+                            self.close(s, ports);
+                            0
+                        }
+                        None => -SessionError::NoSession.errno(),
+                    };
+                    Some(Msg::CloseReply { req, retval: r })
+                }
+                _ => {
+                    self.bad_msgs += 1;
+                    None
+                }
+            };
+            if let (Some(r), Some(app)) = (reply, self.apps[a as usize].as_ref()) {
+                if seqpacket::send(&app.sock, &msg::encode(&r), None).is_err() {
+                    self.detach(a, ports);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn session_reply(&self, req: u32, r: Result<u32, SessionError>) -> Msg {
+        match r.map(|sid| {
+            self.sessions[sid as usize]
+                .as_ref()
+                .map(|s| (s.slot, s.local))
+        }) {
+            Ok(Some((slot, local))) => Msg::SessionReply {
+                req,
+                retval: 0,
+                slot,
+                local,
+            },
+            Ok(None) => Msg::SessionReply {
+                req,
+                retval: -libc::EIO,
+                slot: 0,
+                local: SocketAddr::new(unspecified(false), 0),
+            },
+            Err(e) => Msg::SessionReply {
+                req,
+                retval: -e.errno(),
+                slot: 0,
+                local: SocketAddr::new(unspecified(false), 0),
+            },
+        }
+    }
+
+    fn port_ref(&mut self, v6: bool, port: u16, ports: &mut Vec<PortChange>) {
+        let r = self.port_refs.entry((v6, port)).or_insert(0);
+        *r += 1;
+        if *r == 1 {
+            ports.push((v6, port, true));
+        }
+    }
+
+    fn port_unref(&mut self, v6: bool, port: u16, ports: &mut Vec<PortChange>) {
+        if let Some(r) = self.port_refs.get_mut(&(v6, port)) {
+            *r -= 1;
+            if *r == 0 {
+                self.port_refs.remove(&(v6, port));
+                ports.push((v6, port, false));
+            }
+        }
+    }
+
+    fn ephemeral(&mut self, v6: bool) -> Option<u16> {
+        let n = (EPH.end() - EPH.start()) as u32 + 1;
+        for _ in 0..n {
+            let p = EPH.start() + self.next_eph % n as u16;
+            self.next_eph = self.next_eph.wrapping_add(1) % n as u16;
+            if !self.port_refs.contains_key(&(v6, p)) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    fn new_session(
+        &mut self,
+        a: u32,
+        local: SocketAddr,
+        remote: Option<SocketAddr>,
+    ) -> Result<u32, SessionError> {
+        let app = self
+            .apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .ok_or(SessionError::Invalid)?;
+        let slot = app
+            .slots
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(SessionError::NoSpace)? as u32;
+        // A reused slot starts empty: Sluice owns the tx FIFO's consumer side.
+        if let Some((_, tx)) = app.fifos(slot) {
+            tx.clear();
+            tx.unset_event();
+        }
+        let s = Session {
+            app: a,
+            slot,
+            local,
+            remote,
+            stats: SessStats::default(),
+        };
+        let sid = match self.free.pop() {
+            Some(i) => {
+                self.sessions[i as usize] = Some(s);
+                i
+            }
+            None => {
+                self.sessions.push(Some(s));
+                self.sessions.len() as u32 - 1
+            }
+        };
+        if let Some(app) = self.apps[a as usize].as_mut() {
+            app.slots[slot as usize] = Some(sid);
+        }
+        Ok(sid)
+    }
+
+    /// Binds a listener for application `a`.
+    pub fn bind(
+        &mut self,
+        a: u32,
+        mut local: SocketAddr,
+        locals: &[(IpAddr, u8)],
+        ports: &mut Vec<PortChange>,
+    ) -> Result<u32, SessionError> {
+        let v6 = local.is_ipv6();
+        if !local.ip().is_unspecified() && !locals.iter().any(|(x, _)| *x == local.ip()) {
+            return Err(SessionError::NotLocal);
+        }
+        if local.port() == 0 {
+            local.set_port(self.ephemeral(v6).ok_or(SessionError::NoSpace)?);
+        }
+        let clash = self.listeners.keys().any(|(ip, p)| {
+            *p == local.port()
+                && ip.is_ipv6() == v6
+                && (*ip == local.ip() || ip.is_unspecified() || local.ip().is_unspecified())
+        });
+        if clash {
+            return Err(SessionError::InUse);
+        }
+        let sid = self.new_session(a, local, None)?;
+        self.listeners.insert((local.ip(), local.port()), sid);
+        self.port_ref(v6, local.port(), ports);
+        Ok(sid)
+    }
+
+    /// Connects a session of application `a` to `remote` (source address: the first local
+    /// address whose prefix holds `remote`, else the family's first).
+    pub fn connect(
+        &mut self,
+        a: u32,
+        remote: SocketAddr,
+        lport: u16,
+        locals: &[(IpAddr, u8)],
+        ports: &mut Vec<PortChange>,
+    ) -> Result<u32, SessionError> {
+        if remote.ip().is_unspecified() || remote.port() == 0 || remote.ip().is_multicast() {
+            return Err(SessionError::Invalid);
+        }
+        let v6 = remote.is_ipv6();
+        let src = source_for(locals, remote.ip()).ok_or(SessionError::NotLocal)?;
+        let port = match lport {
+            0 => self.ephemeral(v6).ok_or(SessionError::NoSpace)?,
+            p => p,
+        };
+        let local = SocketAddr::new(src, port);
+        if self.connected.contains_key(&(local, remote)) {
+            return Err(SessionError::InUse);
+        }
+        let sid = self.new_session(a, local, Some(remote))?;
+        self.connected.insert((local, remote), sid);
+        self.port_ref(v6, port, ports);
+        Ok(sid)
+    }
+
+    /// Closes a session.
+    pub fn close(&mut self, sid: u32, ports: &mut Vec<PortChange>) {
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.take()) else {
+            return;
+        };
+        match s.remote {
+            Some(r) => {
+                self.connected.remove(&(s.local, r));
+            }
+            None => {
+                self.listeners.remove(&(s.local.ip(), s.local.port()));
+            }
+        }
+        self.port_unref(s.local.is_ipv6(), s.local.port(), ports);
+        if let Some(app) = self.apps.get_mut(s.app as usize).and_then(|x| x.as_mut()) {
+            if let Some(x) = app.slots.get_mut(s.slot as usize) {
+                *x = None;
+            }
+        }
+        self.free.push(sid);
+    }
+
+    /// Detaches application `a`: closes its sessions and frees its segment.
+    pub fn detach(&mut self, a: u32, ports: &mut Vec<PortChange>) {
+        let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        let sids: Vec<u32> = app.slots.iter().flatten().copied().collect();
+        for s in sids {
+            self.close(s, ports);
+        }
+        if let Some(app) = self.apps[a as usize].take() {
+            self.irq_del.push(app.sluice_efd);
+            self.kick.store(true, std::sync::atomic::Ordering::Release);
+            self.detached += 1;
+        }
+    }
+
+    /// Live sessions.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Session)> {
+        self.sessions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session layer with one attached application (its socket is one end of a pair).
+    fn with_app() -> (SessionMain, OwnedFd) {
+        let mut sm = SessionMain {
+            cfg: Config {
+                sessions_per_app: 4,
+                fifo_size: 4096,
+                evq_len: 16,
+                ..Config::default()
+            },
+            ..SessionMain::default()
+        };
+        let mut fds = [0i32; 2];
+        // SAFETY: socketpair(2) fills two fds we then own.
+        let r =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        use std::os::fd::FromRawFd;
+        // SAFETY: just created, owned once each.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        sm.attach(a, "t".into());
+        assert!(sm.apps[0].is_some());
+        (sm, b)
+    }
+
+    fn locals() -> Vec<(IpAddr, u8)> {
+        vec![
+            ("10.0.0.1".parse().unwrap(), 24),
+            ("10.0.1.1".parse().unwrap(), 24),
+            ("2001:db8::1".parse().unwrap(), 64),
+        ]
+    }
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn lookup_prefers_connected_then_exact_then_wildcard() {
+        let (mut sm, _peer) = with_app();
+        let mut ports = Vec::new();
+        let l = locals();
+        let wild = sm.bind(0, sa("0.0.0.0:53"), &l, &mut ports).unwrap();
+        assert!(matches!(
+            sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports),
+            Err(SessionError::InUse)
+        ));
+        let v6 = sm.bind(0, sa("[::]:53"), &l, &mut ports).unwrap();
+        let c = sm
+            .connect(0, sa("10.0.1.9:53"), 53, &l, &mut ports)
+            .unwrap();
+        assert_eq!(ports, vec![(false, 53, true), (true, 53, true)]);
+        assert_eq!(
+            sm.sessions[c as usize].as_ref().unwrap().local,
+            sa("10.0.1.1:53")
+        );
+        assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:53")), Some(c));
+        assert_eq!(sm.lookup(sa("10.0.1.1:53"), sa("10.0.1.9:54")), Some(wild));
+        assert_eq!(
+            sm.lookup(sa("[2001:db8::1]:53"), sa("[2001:db8::2]:5")),
+            Some(v6)
+        );
+        assert_eq!(sm.lookup(sa("10.0.0.1:54"), sa("10.0.0.2:5")), None);
+        assert!(matches!(
+            sm.bind(0, sa("192.0.2.1:1"), &l, &mut ports),
+            Err(SessionError::NotLocal)
+        ));
+        // Slots run out at sessions-per-app (4).
+        sm.bind(0, sa("10.0.0.1:99"), &l, &mut ports).unwrap();
+        assert!(matches!(
+            sm.bind(0, sa("10.0.0.1:100"), &l, &mut ports),
+            Err(SessionError::NoSpace)
+        ));
+        // Closing the last user of a port unregisters it; detaching closes everything.
+        ports.clear();
+        sm.close(wild, &mut ports);
+        assert!(ports.is_empty(), "the connected session still uses port 53");
+        sm.detach(0, &mut ports);
+        ports.sort();
+        assert_eq!(
+            ports,
+            vec![(false, 53, false), (false, 99, false), (true, 53, false)]
+        );
+        assert_eq!(sm.iter().count(), 0);
+        assert_eq!(
+            sm.irq_del.len(),
+            1,
+            "its eventfd is handed to session-queue to unregister"
+        );
+    }
+
+    #[test]
+    fn ephemeral_ports_skip_ports_in_use() {
+        let (mut sm, _peer) = with_app();
+        let mut ports = Vec::new();
+        let l = locals();
+        let a = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let b = sm.bind(0, sa("0.0.0.0:0"), &l, &mut ports).unwrap();
+        let pa = sm.sessions[a as usize].as_ref().unwrap().local.port();
+        let pb = sm.sessions[b as usize].as_ref().unwrap().local.port();
+        assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
+    }
+}
