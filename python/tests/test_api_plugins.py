@@ -161,3 +161,49 @@ def test_session_enable_disable(tmp_path):
         assert "session layer is disabled" in vpp.cli("show session")
     finally:
         vpp.stop()
+
+
+class TestAclAndPolicerMessages(SluiceTestCase):
+    """acl.api and policer.api without traffic (test_acl.py and test_policer.py send packets
+    through them)."""
+
+    def test_acl_session_messages(self):
+        a = self.vpp.api()
+        assert a.acl_session_dump() == []
+        a.acl_session_timeout_set(which="tcp_transient", seconds=5)
+        assert "tcp transient 5" in self.vpp.cli("show acl-plugin sessions")
+        expect(Retval.INVALID_VALUE, a.acl_session_timeout_set, which="udp_idle", seconds=0,
+               match="`0'")
+        assert a.acl_sessions_clear().cleared == 0
+
+    def test_policer_messages(self):
+        a = self.vpp.api()
+        lo = a.create_loopback().sw_if_index
+        act = {"type": "transmit", "dscp": 0}
+        mark = {"type": "mark_and_transmit", "dscp": 46}
+        drop = {"type": "drop", "dscp": 0}
+        a.policer_add_del(is_add=True, name="p", type="type_2r3c_2698", rate_type="kbps",
+                          cir=1000, eir=2000, cb=1500, eb=3000, conform_action=act,
+                          exceed_action=mark, violate_action=drop)
+        a.policer_input(name="p", sw_if_index=lo, apply=True)
+        a.policer_output(name="p", sw_if_index=lo, apply=True)
+        d = a.policer_dump(name="")
+        assert [(x.name, x.cir, x.eir, x.cb, x.eb, x.exceed_action.dscp,
+                 x.committed_tokens, x.excess_tokens) for x in d] == [
+            ("p", 1000, 2000, 1500, 3000, 46, 1500, 3000)], d
+        assert "applied input on sw_if_index" in self.vpp.cli("show policer name p")
+        expect(Retval.IN_USE, a.policer_add_del, is_add=False, name="p")
+        expect(Retval.INVALID_VALUE, a.policer_add_del, is_add=True, name="q",
+               type="type_2r3c_2698", rate_type="kbps", cir=1000, eir=10, cb=1, eb=1,
+               conform_action=act, exceed_action=act, violate_action=act, match="`10'")
+        expect(Retval.INVALID_VALUE, a.policer_add_del, is_add=True, name="q",
+               type="type_1r2c", rate_type="pps", cir=1, eir=0, cb=1, eb=0,
+               conform_action={"type": "mark_and_transmit", "dscp": 64},
+               exceed_action=act, violate_action=act, match="`64'")
+        expect(Retval.NO_SUCH_ENTRY, a.policer_input, name="nope", sw_if_index=lo, apply=True)
+        expect(Retval.NO_SUCH_INTERFACE, a.policer_output, name="p", sw_if_index=99,
+               apply=True)
+        a.policer_input(name="p", sw_if_index=lo, apply=False)
+        a.policer_output(name="p", sw_if_index=lo, apply=False)
+        a.policer_add_del(is_add=False, name="p")
+        assert a.policer_dump(name="") == []

@@ -80,6 +80,11 @@
 //! multiply-xorshift would be about three times cheaper but has no cryptanalysis behind it;
 //! SipHash is the conservative choice for tables fed by untrusted packets.
 //!
+//! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
+//! a secret-keyed hash (NAT sessions store [`WideKeyHash`] digests of their 5-tuples): it
+//! spreads them with one multiply by a fresh odd key per array instead of hashing them again
+//! (an attacker cannot aim digests it cannot compute).
+//!
 //! # Cost and memory
 //!
 //! A lookup is one hash plus, almost always, one bucket: the first cache line (meta and keys,
@@ -299,11 +304,13 @@ struct Array {
     mask: usize,
     k0: u64,
     k1: u64,
+    /// Keys are already keyed digests ([`Bihash::with_limit_prehashed`]).
+    prehashed: bool,
 }
 
 impl Array {
     /// `n` (a power of two) empty buckets with a fresh hash key.
-    fn new(n: usize) -> Result<Array, BihashError> {
+    fn new(n: usize, prehashed: bool) -> Result<Array, BihashError> {
         debug_assert!(n.is_power_of_two());
         let mut v: Vec<Bucket> = Vec::new();
         v.try_reserve_exact(n)
@@ -315,12 +322,19 @@ impl Array {
             mask: n - 1,
             k0,
             k1,
+            prehashed,
         })
     }
 
     #[inline(always)]
     fn hash(&self, key: u64) -> u64 {
-        siphash_u64::<1, 3>(self.k0, self.k1, key)
+        if self.prehashed {
+            // The key is a secret-keyed digest already: one multiply by a fresh odd key
+            // re-spreads it (a rebuild with a new key regroups the buckets).
+            (key ^ self.k0).wrapping_mul(self.k1 | 1).rotate_left(32)
+        } else {
+            siphash_u64::<1, 3>(self.k0, self.k1, key)
+        }
     }
 
     #[inline(always)]
@@ -569,8 +583,23 @@ impl Bihash {
     /// # Panics
     /// If the initial array cannot be allocated.
     pub fn with_limit(entries: usize, max_entries: usize) -> Bihash {
+        Bihash::build(entries, max_entries, false)
+    }
+
+    /// [`Bihash::with_limit`] for keys that are already digests of a secret-keyed hash
+    /// (e.g. [`WideKeyHash`] of a wider key): the table spreads them with one multiply
+    /// instead of hashing them again with SipHash. Keys an attacker can choose must not go
+    /// into such a table.
+    ///
+    /// # Panics
+    /// If the initial array cannot be allocated.
+    pub fn with_limit_prehashed(entries: usize, max_entries: usize) -> Bihash {
+        Bihash::build(entries, max_entries, true)
+    }
+
+    fn build(entries: usize, max_entries: usize, prehashed: bool) -> Bihash {
         let n = buckets_for(entries.min(max_entries));
-        let cur = Arc::new(Array::new(n).expect("allocating the initial hash table"));
+        let cur = Arc::new(Array::new(n, prehashed).expect("allocating the initial hash table"));
         Bihash {
             table: Arc::new(BihashTable::new(Arc::clone(&cur))),
             cur,
@@ -706,7 +735,7 @@ impl Bihash {
     /// Removes every entry (publishes an empty array of the initial size).
     pub fn clear(&mut self, epochs: &Epochs) {
         self.reclaim(epochs);
-        if let Ok(a) = Array::new(self.initial_buckets) {
+        if let Ok(a) = Array::new(self.initial_buckets, self.cur.prehashed) {
             self.publish(epochs, a);
             self.len = 0;
             self.max_probe = 0;
@@ -727,7 +756,7 @@ impl Bihash {
             if n > MAX_BUCKETS {
                 return Err(BihashError::MaxSize);
             }
-            let a = Array::new(n)?;
+            let a = Array::new(n, self.cur.prehashed)?;
             let mut longest = 0;
             let mut ok = true;
             for (k, v) in self.cur.entries() {
@@ -970,6 +999,35 @@ mod tests {
             assert_eq!(h.table().lookup(mix(i)), Some(!i));
         }
         assert_eq!(h.len(), 100_000);
+    }
+
+    #[test]
+    fn prehashed_digests_grow_remove_and_clear() {
+        let e = Epochs::new(1);
+        let w = WideKeyHash::new();
+        let mut h = Bihash::with_limit_prehashed(0, usize::MAX);
+        for i in 0..50_000u64 {
+            assert_eq!(h.insert(&e, w.hash(i, !i), i), Ok(None));
+        }
+        assert!(h.resizes() >= 6, "grew through rebuilds");
+        for i in 0..50_000u64 {
+            assert_eq!(h.table().lookup(w.hash(i, !i)), Some(i));
+        }
+        for i in (0..50_000u64).step_by(2) {
+            assert_eq!(h.remove(&e, w.hash(i, !i)), Some(i));
+        }
+        assert_eq!(h.len(), 25_000);
+        assert_eq!(h.get(w.hash(1, !1)), Some(1));
+        assert_eq!(h.get(w.hash(2, !2)), None);
+        assert!(h.max_probe() <= MAX_PROBE);
+        h.clear(&e);
+        assert!(h.is_empty());
+        assert_eq!(
+            h.insert(&e, w.hash(7, 7), 7),
+            Ok(None),
+            "still pre-hashed after clear"
+        );
+        assert!(h.cur.prehashed);
     }
 
     #[test]

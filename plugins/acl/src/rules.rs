@@ -9,11 +9,15 @@
 //! table hit, port ranges (and ICMP type/code ranges) and TCP flags are checked rule by
 //! rule. The cost grows with the number of distinct mask types (small in practice: a few
 //! prefix lengths), not with the number of rules. A type with a single key (a wildcard type
-//! such as a final `permit any`) is compared directly instead of hashed. The tables use
-//! std's `HashMap` with its per-process random SipHash key (not DoS-unsafe).
+//! such as a final `permit any`) is compared directly instead of hashed. The tables are
+//! std's `HashMap` with [`FoldHash`], a keyed multiply-fold hash of the masked fields (a few
+//! instructions, where SipHash cost about 250 per probe). Its keys are random per process;
+//! and the keys *stored* are the administrator's rules, not packet fields, so a packet
+//! cannot build a long collision chain, it can only probe one.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 /// What a matching rule does.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -178,12 +182,86 @@ struct MaskType {
     dport: bool,
 }
 
-type HashKey = (u128, u128, u8, u16, u16);
+/// A mask type's masked fields: source, destination, protocol and ports
+/// (`proto << 32 | sport << 16 | dport`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct HashKey(u128, u128, u64);
+
+impl Hash for HashKey {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // Three words (a hash need not be injective: equality decides).
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(23);
+        h.write_u64(fold(self.0));
+        h.write_u64(fold(self.1));
+        h.write_u64(self.2);
+    }
+}
+
+/// A keyed multiply-fold hash (each word: `h = fold(h ^ w, k)` with `fold(a, b)` the xor
+/// of the two halves of the 128-bit product), keys random per process.
+#[derive(Copy, Clone, Debug)]
+pub struct FoldHash {
+    k0: u64,
+    k1: u64,
+}
+
+impl Default for FoldHash {
+    fn default() -> Self {
+        let s = std::collections::hash_map::RandomState::new();
+        FoldHash {
+            k0: s.hash_one(0x6163_6c30_u64),
+            // Odd and with high bits set, so the product mixes every bit.
+            k1: s.hash_one(0x6163_6c31_u64) | (1 << 63) | 1,
+        }
+    }
+}
+
+/// [`FoldHash`]'s state.
+pub struct FoldHasher {
+    h: u64,
+    k: u64,
+}
+
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = a as u128 * b as u128;
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl Hasher for FoldHasher {
+    #[inline(always)]
+    fn write_u64(&mut self, w: u64) {
+        self.h = fold_mul(self.h ^ w, self.k);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        fold_mul(self.h, self.k.rotate_left(32) | 1)
+    }
+}
+
+impl BuildHasher for FoldHash {
+    type Hasher = FoldHasher;
+    #[inline(always)]
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher {
+            h: self.k0,
+            k: self.k1,
+        }
+    }
+}
 
 struct Table {
     mt: MaskType,
     first: u32,
-    map: HashMap<HashKey, Vec<u32>>,
+    map: HashMap<HashKey, Vec<u32>, FoldHash>,
     /// The only key of `map` when it has one (a wildcard type such as `permit any`, or a
     /// single rule): compared directly, no hashing.
     single: Option<(HashKey, Vec<u32>)>,
@@ -204,24 +282,33 @@ impl MaskType {
 
     #[inline(always)]
     fn key(&self, k: &Key) -> HashKey {
-        (
+        HashKey(
             mask(k.src, self.src_len, self.v6),
             mask(k.dst, self.dst_len, self.v6),
-            if self.proto { k.proto } else { 0 },
-            if self.sport { k.sport } else { 0 },
-            if self.dport { k.dport } else { 0 },
+            l4_word(
+                if self.proto { k.proto } else { 0 },
+                if self.sport { k.sport } else { 0 },
+                if self.dport { k.dport } else { 0 },
+            ),
         )
     }
 
     fn rule_key(&self, r: &Rule) -> HashKey {
-        (
+        HashKey(
             r.src.0,
             r.dst.0,
-            r.proto.unwrap_or(0),
-            if self.sport { r.sport.0 } else { 0 },
-            if self.dport { r.dport.0 } else { 0 },
+            l4_word(
+                r.proto.unwrap_or(0),
+                if self.sport { r.sport.0 } else { 0 },
+                if self.dport { r.dport.0 } else { 0 },
+            ),
         )
     }
+}
+
+#[inline(always)]
+fn l4_word(proto: u8, sport: u16, dport: u16) -> u64 {
+    (proto as u64) << 32 | (sport as u64) << 16 | dport as u64
 }
 
 /// A compiled list of rules (an interface's ACLs in order).
@@ -241,7 +328,7 @@ impl Classifier {
                 tables.push(Table {
                     mt,
                     first: i as u32,
-                    map: HashMap::new(),
+                    map: HashMap::with_hasher(FoldHash::default()),
                     single: None,
                 });
                 tables.len() - 1

@@ -10,6 +10,8 @@
 //! ([`sluice_infra::bihash::WideKeyHash`]), and a hit is confirmed by comparing the flow's
 //! full match tuple. Two live flows with one digest (probability 2^-64 per pair under a
 //! secret key) cannot both exist: the second is refused and counted (`hash_collision`).
+//! The table is a pre-hashed bihash ([`Bihash::with_limit_prehashed`]): the digest is not
+//! hashed a second time.
 //!
 //! Only the owning thread reads and writes its table (packets are handed to the owner
 //! first); the control plane reaches it under the thread's mutex.
@@ -274,7 +276,7 @@ impl Table {
     pub fn new(max: usize, seed: u64) -> Table {
         Table {
             sessions: Pool::with_capacity(max),
-            keys: Bihash::with_limit(2 * max, 2 * max),
+            keys: Bihash::with_limit_prehashed(2 * max, 2 * max),
             hasher: WideKeyHash::new(),
             heads: [None; N_CLASSES],
             tails: [None; N_CLASSES],

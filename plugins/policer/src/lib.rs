@@ -781,6 +781,53 @@ fn cli_clock(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 mod tests {
     use super::*;
 
+    /// Four threads police one policer as the node does (the lock taken per run of
+    /// packets): the bucket hands out exactly `cb` conforming packets in total.
+    #[test]
+    fn threads_sharing_a_policer_stay_exact() {
+        let params = Params {
+            kind: Kind::OneRateTwoColor,
+            rate_type: RateType::Pps,
+            cir: 1,
+            eir: 0,
+            cb: 1000,
+            eb: 0,
+        };
+        let p = Arc::new(Policer {
+            name: "t".into(),
+            cfg: Config {
+                params,
+                actions: [Action::Transmit, Action::Drop, Action::Drop],
+            },
+            state: Mutex::new(State {
+                bucket: Bucket::new(params, 1_000_000_000, 0),
+                pkts: [0; 3],
+                bytes: [0; 3],
+            }),
+        });
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let mut conform = 0u64;
+                    for _ in 0..100 {
+                        let mut st = lock(&p.state);
+                        for _ in 0..8 {
+                            let c = st.bucket.police(64, 0) as usize;
+                            st.pkts[c] += 1;
+                            conform += (c == 0) as u64;
+                        }
+                    }
+                    conform
+                })
+            })
+            .collect();
+        let total: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(total, 1000);
+        let st = lock(&p.state);
+        assert_eq!((st.pkts[0], st.pkts[1]), (1000, 2200));
+    }
+
     #[test]
     fn mark_rewrites_dscp_and_keeps_the_checksum_valid() {
         let mut h = [
