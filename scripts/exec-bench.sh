@@ -44,6 +44,14 @@ if [ -r "$data" ]; then
 else
   echo "($data not found: the real tables are skipped)"
 fi
+# EXEC_CHUNK=<lines>: exec a file that execs chunks of that many lines (binaries from before
+# 2026-11-28 read at most 4 MiB per script: EXEC_CHUNK=90000 lets them load the tables too).
+if [ -n "${EXEC_CHUNK:-}" ]; then
+  for f in "${files[@]}"; do
+    split -l "$EXEC_CHUNK" -d -a 3 "$tmp/$f.cli" "$tmp/$f.part."
+    for p in "$tmp/$f.part."*; do echo "exec $p"; done >"$tmp/$f.top"
+  done
+fi
 cat >"$tmp/setup.cli" <<'EOF'
 create packet-generator interface pg0
 create packet-generator interface pg1
@@ -69,7 +77,8 @@ for r in $(seq 1 "$runs"); do
       lines=$(wc -l <"$tmp/$f.cli")
       c0=$(cpu "$pid")
       t0=$(date +%s.%N)
-      "$ctl" -s "$sock" exec "$tmp/$f.cli" >"$tmp/out" 2>&1 || { echo "exec failed: $(tail -2 "$tmp/out")"; exit 1; }
+      run=$tmp/$f.cli; [ -n "${EXEC_CHUNK:-}" ] && run=$tmp/$f.top
+      "$ctl" -s "$sock" exec "$run" >"$tmp/out" 2>&1 || { echo "exec failed: $(tail -2 "$tmp/out")"; exit 1; }
       t1=$(date +%s.%N)
       c1=$(cpu "$pid")
       fam=ip; [ "$f" = real6 ] && fam=ip6

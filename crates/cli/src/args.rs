@@ -123,7 +123,17 @@ fn tokenize(input: &str) -> Vec<Tok> {
             i = (end + 1).min(n);
         } else {
             let s = i;
-            while i < n && b[i] != b'{' && space_at(input, i).is_none() {
+            loop {
+                // Plain ASCII bytes in one tight loop; the rest one character at a time.
+                while i < n
+                    && b[i] < 0x80
+                    && !matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | b'{')
+                {
+                    i += 1;
+                }
+                if i >= n || b[i] == b'{' || space_at(input, i).is_some() {
+                    break;
+                }
                 i += char_len(input, i);
             }
             out.push(Tok {

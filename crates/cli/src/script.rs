@@ -82,6 +82,20 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, Cow<'_, str>)>, ScriptErro
     let mut open = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if (cur.is_empty() || (depth == 0 && !open))
+            && !line
+                .as_bytes()
+                .iter()
+                .any(|&c| matches!(c, b'#' | b'{' | b'}' | b'\\'))
+        {
+            // The usual line: no comment, brace or continuation, not inside a command.
+            open = false;
+            let t = line.trim();
+            if !t.is_empty() {
+                out.push((i + 1, Cow::Borrowed(t)));
+            }
+            continue;
+        }
         let (body, more) = continued(line);
         let pending = !cur.is_empty() && (depth > 0 || open);
         open = more;
