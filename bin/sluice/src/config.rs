@@ -255,6 +255,9 @@ pub fn from_conf(
 /// table as `ip route add` lines (about 42 MB) three times over.
 pub const MAX_SCRIPT_BYTES: u64 = 128 << 20;
 
+/// Largest startup.conf read (bytes).
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
 /// `p` made absolute against the current directory (a daemon changes to `/`).
 fn absolute(p: &str) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p))
