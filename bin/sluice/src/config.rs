@@ -253,8 +253,12 @@ pub fn from_conf(
     Ok(cfg)
 }
 
-/// Largest CLI script `exec` / `startup-config` read (bytes).
-pub const MAX_SCRIPT_BYTES: u64 = 4 << 20;
+/// Largest CLI script `exec` / `startup-config` read (bytes): room for a full IPv4 and IPv6
+/// table as `ip route add` lines (about 42 MB) three times over.
+pub const MAX_SCRIPT_BYTES: u64 = 128 << 20;
+
+/// Largest startup.conf read (bytes).
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// `p` made absolute against the current directory (a daemon changes to `/`).
 fn absolute(p: &str) -> PathBuf {

@@ -205,7 +205,7 @@ fn load_config(
     plugins: &[&'static dyn sluice_vnet::plugin::Plugin],
 ) -> Result<config::StartupConfig, String> {
     if let Some(path) = &o.config {
-        let text = sluice_infra::files::read_regular(path, config::MAX_SCRIPT_BYTES)
+        let text = sluice_infra::files::read_regular(path, config::MAX_CONFIG_BYTES)
             .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&text);
         return config::parse(&text, &path.display().to_string(), plugins)

@@ -8,20 +8,21 @@
 
 use crate::error::{clip, CliError};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Tok {
-    /// A plain or quoted word.
-    Word(String),
-    /// A `{ ... }` group; `closed` is false when the input ended before its `}`.
-    Group { text: String, closed: bool },
+/// A token: a byte range of the line (a quoted word without its quotes, a group's trimmed
+/// inner text), so tokenizing a line allocates the token list and one copy of the line only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tok {
+    start: usize,
+    end: usize,
+    kind: Kind,
 }
 
-impl Tok {
-    fn text(&self) -> &str {
-        match self {
-            Tok::Word(s) | Tok::Group { text: s, .. } => s,
-        }
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A plain or quoted word.
+    Word,
+    /// A `{ ... }` group; `closed` is false when the input ended before its `}`.
+    Group { closed: bool },
 }
 
 /// The tokens of a command line after the matched command path, consumed by the handler.
@@ -32,24 +33,61 @@ impl Tok {
 /// (case-sensitive) and never match a group.
 #[derive(Clone, Debug)]
 pub struct Args {
+    line: String,
     toks: Vec<Tok>,
     pos: usize,
 }
 
+/// The white-space character starting at byte `i` of `s` (Unicode white space, as
+/// `char::is_whitespace`), as its length in bytes.
+#[inline(always)]
+fn space_at(s: &str, i: usize) -> Option<usize> {
+    let b = s.as_bytes()[i];
+    if b < 0x80 {
+        // ASCII white space as `char::is_whitespace` has it (with vertical tab).
+        matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c).then_some(1)
+    } else {
+        non_ascii_space_at(s, i)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn non_ascii_space_at(s: &str, i: usize) -> Option<usize> {
+    let c = s.get(i..)?.chars().next()?;
+    c.is_whitespace().then(|| c.len_utf8())
+}
+
+/// The byte length of the character starting at `i` (`i` is on a character boundary).
+#[inline(always)]
+fn char_len(s: &str, i: usize) -> usize {
+    if s.as_bytes()[i] < 0x80 {
+        1
+    } else {
+        s.get(i..)
+            .and_then(|t| t.chars().next())
+            .map_or(1, char::len_utf8)
+    }
+}
+
+/// Byte-wise scan: `{`, `}`, `"` and ASCII white space are single bytes that never occur
+/// inside a multi-byte UTF-8 character, so only non-ASCII bytes need decoding (white space).
 fn tokenize(input: &str) -> Vec<Tok> {
-    let mut out = Vec::new();
-    let mut it = input.char_indices().peekable();
-    while let Some(&(i, c)) = it.peek() {
-        if c.is_whitespace() {
-            it.next();
-        } else if c == '{' {
-            it.next();
+    let b = input.as_bytes();
+    let n = b.len();
+    let mut out = Vec::with_capacity(8);
+    let mut i = 0;
+    while i < n {
+        if let Some(l) = space_at(input, i) {
+            i += l;
+        } else if b[i] == b'{' {
             let mut depth = 1usize;
             let mut end = None;
-            for (j, d) in it.by_ref() {
-                match d {
-                    '{' => depth += 1,
-                    '}' => {
+            let mut j = i + 1;
+            while j < n {
+                match b[j] {
+                    b'{' => depth += 1,
+                    b'}' => {
                         depth -= 1;
                         if depth == 0 {
                             end = Some(j);
@@ -58,32 +96,51 @@ fn tokenize(input: &str) -> Vec<Tok> {
                     }
                     _ => {}
                 }
+                j += 1;
             }
-            let inner = &input[i + 1..end.unwrap_or(input.len())];
-            out.push(Tok::Group {
-                text: inner.trim().to_string(),
-                closed: end.is_some(),
+            let inner_end = end.unwrap_or(n);
+            let inner = &input[i + 1..inner_end];
+            let lead = inner.len() - inner.trim_start().len();
+            let t = inner.trim();
+            out.push(Tok {
+                start: i + 1 + lead,
+                end: i + 1 + lead + t.len(),
+                kind: Kind::Group {
+                    closed: end.is_some(),
+                },
             });
-        } else if c == '"' {
-            it.next();
-            let mut end = input.len();
-            for (j, d) in it.by_ref() {
-                if d == '"' {
-                    end = j;
-                    break;
-                }
-            }
-            out.push(Tok::Word(input[i + 1..end].to_string()));
+            i = end.map_or(n, |e| e + 1);
+        } else if b[i] == b'"' {
+            let end = b[i + 1..]
+                .iter()
+                .position(|&c| c == b'"')
+                .map_or(n, |p| i + 1 + p);
+            out.push(Tok {
+                start: i + 1,
+                end,
+                kind: Kind::Word,
+            });
+            i = (end + 1).min(n);
         } else {
-            let mut end = input.len();
-            while let Some(&(j, d)) = it.peek() {
-                if d.is_whitespace() || d == '{' {
-                    end = j;
+            let s = i;
+            loop {
+                // Plain ASCII bytes in one tight loop; the rest one character at a time.
+                while i < n
+                    && b[i] < 0x80
+                    && !matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | b'{')
+                {
+                    i += 1;
+                }
+                if i >= n || b[i] == b'{' || space_at(input, i).is_some() {
                     break;
                 }
-                it.next();
+                i += char_len(input, i);
             }
-            out.push(Tok::Word(input[i..end].to_string()));
+            out.push(Tok {
+                start: s,
+                end: i,
+                kind: Kind::Word,
+            });
         }
     }
     out
@@ -120,7 +177,21 @@ impl Args {
     pub fn new(input: &str) -> Args {
         Args {
             toks: tokenize(input),
+            line: input.to_string(),
             pos: 0,
+        }
+    }
+
+    /// The text of token `t`.
+    fn text(&self, t: &Tok) -> &str {
+        &self.line[t.start..t.end]
+    }
+
+    /// The text of the plain word at absolute position `i`.
+    fn word_text(&self, i: usize) -> Option<&str> {
+        match self.toks.get(i) {
+            Some(t) if t.kind == Kind::Word => Some(self.text(t)),
+            _ => None,
         }
     }
 
@@ -131,22 +202,25 @@ impl Args {
 
     /// The plain-word token at absolute position `i` (None for groups or past the end).
     pub(crate) fn word_at(&self, i: usize) -> Option<&str> {
-        match self.toks.get(i) {
-            Some(Tok::Word(w)) => Some(w),
-            _ => None,
-        }
+        self.word_text(i)
     }
 
     /// Whether some `{` group in the input was never closed.
     pub(crate) fn has_unclosed_group(&self) -> bool {
         self.toks
             .iter()
-            .any(|t| matches!(t, Tok::Group { closed: false, .. }))
+            .any(|t| t.kind == Kind::Group { closed: false })
     }
 
     /// Whether the next token is a `{ ... }` group.
     pub fn next_is_group(&self) -> bool {
-        matches!(self.toks.get(self.pos), Some(Tok::Group { .. }))
+        matches!(
+            self.toks.get(self.pos),
+            Some(Tok {
+                kind: Kind::Group { .. },
+                ..
+            })
+        )
     }
 
     /// No tokens left.
@@ -161,7 +235,7 @@ impl Args {
 
     /// The next token without consuming it (a group's inner text for a group).
     pub fn peek(&self) -> Option<&str> {
-        self.toks.get(self.pos).map(Tok::text)
+        self.toks.get(self.pos).map(|t| self.text(t))
     }
 
     /// The next token. Errors: `expected <what>` when there is none, ``unbalanced `{'`` when
@@ -169,9 +243,12 @@ impl Args {
     pub fn word(&mut self, what: &str) -> Result<String, CliError> {
         match self.toks.get(self.pos) {
             None => Err(CliError::new(format!("expected {what}"))),
-            Some(Tok::Group { closed: false, .. }) => Err(unbalanced()),
+            Some(Tok {
+                kind: Kind::Group { closed: false },
+                ..
+            }) => Err(unbalanced()),
             Some(t) => {
-                let s = t.text().to_string();
+                let s = self.text(t).to_string();
                 self.pos += 1;
                 Ok(s)
             }
@@ -180,7 +257,7 @@ impl Args {
 
     /// The next token, if any.
     pub fn opt_word(&mut self) -> Option<String> {
-        let t = self.toks.get(self.pos)?.text().to_string();
+        let t = self.text(self.toks.get(self.pos)?).to_string();
         self.pos += 1;
         Some(t)
     }
@@ -188,8 +265,8 @@ impl Args {
     /// Consumes the next token if it is exactly `kw` (case-sensitive; a plain word, not a
     /// group).
     pub fn keyword(&mut self, kw: &str) -> bool {
-        match self.toks.get(self.pos) {
-            Some(Tok::Word(w)) if w == kw => {
+        match self.word_text(self.pos) {
+            Some(w) if w == kw => {
                 self.pos += 1;
                 true
             }
@@ -200,10 +277,8 @@ impl Args {
     /// Consumes the next token if it is a non-empty prefix of `kw` at least `min_len` bytes
     /// long (`keyword_prefix("verbose", 1)` accepts `v`, `verb`, `verbose`).
     pub fn keyword_prefix(&mut self, kw: &str, min_len: usize) -> bool {
-        match self.toks.get(self.pos) {
-            Some(Tok::Word(w))
-                if !w.is_empty() && w.len() >= min_len && kw.starts_with(w.as_str()) =>
-            {
+        match self.word_text(self.pos) {
+            Some(w) if !w.is_empty() && w.len() >= min_len && kw.starts_with(w) => {
                 self.pos += 1;
                 true
             }
@@ -238,7 +313,7 @@ impl Args {
         let save = self.pos;
         let v = self.u64(what)?;
         u32::try_from(v).map_err(|_| {
-            let w = self.toks[save].text().to_string();
+            let w = self.text(&self.toks[save]).to_string();
             self.pos = save;
             CliError::new(format!("expected {what}, got `{}' (too large)", clip(&w)))
         })
@@ -290,10 +365,10 @@ impl Args {
     pub fn rest(&mut self) -> String {
         let v: Vec<String> = self.toks[self.pos.min(self.toks.len())..]
             .iter()
-            .map(|t| match t {
-                Tok::Word(w) => w.clone(),
-                Tok::Group { text, .. } if text.is_empty() => "{ }".to_string(),
-                Tok::Group { text, .. } => format!("{{ {text} }}"),
+            .map(|t| match (t.kind, self.text(t)) {
+                (Kind::Word, w) => w.to_string(),
+                (Kind::Group { .. }, "") => "{ }".to_string(),
+                (Kind::Group { .. }, text) => format!("{{ {text} }}"),
             })
             .collect();
         self.pos = self.toks.len();
@@ -305,8 +380,11 @@ impl Args {
     pub fn finish(&self) -> Result<(), CliError> {
         match self.toks.get(self.pos) {
             None => Ok(()),
-            Some(Tok::Group { closed: false, .. }) => Err(unbalanced()),
-            Some(t) => Err(CliError::unknown_input(t.text())),
+            Some(Tok {
+                kind: Kind::Group { closed: false },
+                ..
+            }) => Err(unbalanced()),
+            Some(t) => Err(CliError::unknown_input(self.text(t))),
         }
     }
 }
@@ -329,6 +407,12 @@ mod tests {
         assert_eq!(all("  a\tb \r\n c  "), vec!["a", "b", "c"]);
         assert!(all("").is_empty());
         assert!(all(" \t\n ").is_empty());
+        // Unicode white space (vertical tab, no-break space, em space) separates too; other
+        // non-ASCII characters are part of words, also before a group.
+        assert_eq!(
+            all("a\u{0b}b\u{a0}c\u{2003}dé{ x }ü\"ß\""),
+            vec!["a", "b", "c", "dé", "x", "ü\"ß\""]
+        );
     }
 
     #[test]

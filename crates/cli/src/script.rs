@@ -21,6 +21,8 @@
 //! [`crate::Args`] groups them. Macros (`define`, `$(name)`) are expanded later, line by
 //! line, by [`crate::macros::Macros::expand`].
 
+use std::borrow::Cow;
+
 /// A script error: `line N: msg`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {msg}")]
@@ -34,10 +36,20 @@ pub struct ScriptError {
 /// `line` without its comment: from a `#` at the start or after white space to the end.
 fn strip_comment(line: &str) -> &str {
     let b = line.as_bytes();
-    for (i, &c) in b.iter().enumerate() {
-        if c == b'#' && (i == 0 || b[i - 1].is_ascii_whitespace()) {
+    let mut from = 0;
+    // `#` is one byte never inside a multi-byte character; white space before it is ASCII
+    // or ends in a byte >= 0x80 (checked as a character then).
+    while let Some(p) = b[from..].iter().position(|&c| c == b'#') {
+        let i = from + p;
+        if i == 0
+            || line[..i]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_whitespace)
+        {
             return &line[..i];
         }
+        from = i + 1;
     }
     line
 }
@@ -57,9 +69,11 @@ fn continued(line: &str) -> (&str, bool) {
 /// Blank lines and comments are skipped, also inside a multi-line command. A trailing `\r`
 /// is stripped from every line. A line ending in `\` continues on the next line, and so
 /// does a command whose `{` are unbalanced; the lines of one command are joined with `\n`.
+/// A one-line command borrows its text (a route table of a million lines is not copied
+/// line by line).
 /// Errors: ``line N: unbalanced `{'`` (N = first line of the command left open at the end
 /// of the text) and ``line N: unbalanced `}'`` (N = line of the stray `}`).
-pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
+pub fn split_script(text: &str) -> Result<Vec<(usize, Cow<'_, str>)>, ScriptError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut start = 0;
@@ -68,28 +82,36 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
     let mut open = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if (cur.is_empty() || (depth == 0 && !open))
+            && !line
+                .as_bytes()
+                .iter()
+                .any(|&c| matches!(c, b'#' | b'{' | b'}' | b'\\'))
+        {
+            // The usual line: no comment, brace or continuation, not inside a command.
+            open = false;
+            let t = line.trim();
+            if !t.is_empty() {
+                out.push((i + 1, Cow::Borrowed(t)));
+            }
+            continue;
+        }
         let (body, more) = continued(line);
         let pending = !cur.is_empty() && (depth > 0 || open);
         open = more;
         if body.trim().is_empty() {
             if pending && !more && depth == 0 {
                 // A continuation ending on an empty line completes the command.
-                out.push((start, cur.trim().to_string()));
+                out.push((start, Cow::Owned(cur.trim().to_string())));
                 cur.clear();
             }
             continue;
         }
-        if !pending {
-            start = i + 1;
-            cur.clear();
-        } else {
-            cur.push('\n');
-        }
-        cur.push_str(body);
-        for c in body.chars() {
+        // Braces are single bytes, never inside a multi-byte character.
+        for &c in body.as_bytes() {
             match c {
-                '{' => depth += 1,
-                '}' => {
+                b'{' => depth += 1,
+                b'}' => {
                     depth = depth.checked_sub(1).ok_or_else(|| ScriptError {
                         line: i + 1,
                         msg: "unbalanced `}'".into(),
@@ -98,8 +120,20 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
                 _ => {}
             }
         }
+        if !pending {
+            start = i + 1;
+            if depth == 0 && !more {
+                // A whole command on one line.
+                out.push((start, Cow::Borrowed(body.trim())));
+                continue;
+            }
+            cur.clear();
+        } else {
+            cur.push('\n');
+        }
+        cur.push_str(body);
         if depth == 0 && !more {
-            out.push((start, cur.trim().to_string()));
+            out.push((start, Cow::Owned(cur.trim().to_string())));
             cur.clear();
         }
     }
@@ -111,7 +145,7 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, String)>, ScriptError> {
     }
     if !cur.trim().is_empty() {
         // The text ended after a continuation.
-        out.push((start, cur.trim().to_string()));
+        out.push((start, Cow::Owned(cur.trim().to_string())));
     }
     Ok(out)
 }
@@ -121,7 +155,11 @@ mod tests {
     use super::*;
 
     fn cmds(s: &str) -> Vec<(usize, String)> {
-        split_script(s).unwrap()
+        split_script(s)
+            .unwrap()
+            .into_iter()
+            .map(|(l, c)| (l, c.into_owned()))
+            .collect()
     }
 
     #[test]

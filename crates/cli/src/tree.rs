@@ -81,11 +81,17 @@ struct Walk<'a, C> {
 }
 
 fn join_path(path: &str, word: &str) -> String {
-    if path.is_empty() {
-        word.to_string()
-    } else {
-        format!("{path} {word}")
+    let mut p = path.to_string();
+    push_path(&mut p, word);
+    p
+}
+
+/// Appends `word` to the path `path` (space-separated words), in place.
+fn push_path(path: &mut String, word: &str) {
+    if !path.is_empty() {
+        path.push(' ');
     }
+    path.push_str(word);
 }
 
 fn ambiguous(w: &str, names: &[String]) -> CliError {
@@ -182,11 +188,18 @@ impl<C> CommandTree<C> {
     fn walk(&self, args: &Args, limit: usize) -> Walk<'_, C> {
         let mut node = &self.root;
         let mut used = 0;
-        let mut path = String::new();
+        let mut path = String::with_capacity(32);
         let stop = loop {
             let Some(w) = args.word_at(used).filter(|_| used < limit) else {
                 break Stop::End;
             };
+            // The usual case, a whole word: no candidate list.
+            if let Some(c) = node.children.iter().find(|c| c.word == w) {
+                node = c;
+                push_path(&mut path, &node.word);
+                used += 1;
+                continue;
+            }
             let mut m = node.matches(w);
             if m.len() > 1 {
                 // Aliases of another candidate are the same command.
@@ -203,7 +216,7 @@ impl<C> CommandTree<C> {
                     )
                 }
             }
-            path = join_path(&path, &node.word);
+            push_path(&mut path, &node.word);
             used += 1;
         };
         Walk {

@@ -52,12 +52,75 @@ impl Source {
     }
 }
 
+/// Paths (adjacency, weight) per source, in source order (the best first). One slot per
+/// source inside the route: a map would allocate a node per route (~300 bytes of a
+/// `BTreeMap` leaf for one entry), the largest cost of loading a million routes.
+#[derive(Clone, Debug, Default)]
+pub struct Sources([Option<Vec<(u32, u32)>>; 4]);
+
+impl Sources {
+    const ALL: [Source; 4] = [
+        Source::Local,
+        Source::Connected,
+        Source::Adjacency,
+        Source::Static,
+    ];
+
+    /// The paths of `src`.
+    pub fn get(&self, src: &Source) -> Option<&Vec<(u32, u32)>> {
+        self.0[*src as usize].as_ref()
+    }
+
+    /// Whether `src` has paths.
+    pub fn contains_key(&self, src: &Source) -> bool {
+        self.0[*src as usize].is_some()
+    }
+
+    /// Sets the paths of `src`.
+    pub fn insert(&mut self, src: Source, paths: Vec<(u32, u32)>) {
+        self.0[src as usize] = Some(paths);
+    }
+
+    /// Takes the paths of `src` out.
+    pub fn remove(&mut self, src: &Source) -> Option<Vec<(u32, u32)>> {
+        self.0[*src as usize].take()
+    }
+
+    /// No source has paths.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+
+    /// Removes every source.
+    pub fn clear(&mut self) {
+        *self = Sources::default();
+    }
+
+    /// (source, paths), best source first.
+    pub fn iter(&self) -> impl Iterator<Item = (&Source, &Vec<(u32, u32)>)> {
+        Self::ALL
+            .iter()
+            .zip(&self.0)
+            .filter_map(|(s, p)| Some((s, p.as_ref()?)))
+    }
+
+    /// The sources with paths, best first.
+    pub fn keys(&self) -> impl Iterator<Item = &Source> {
+        self.iter().map(|(s, _)| s)
+    }
+
+    /// The paths, best source first.
+    pub fn values(&self) -> impl Iterator<Item = &Vec<(u32, u32)>> {
+        self.0.iter().flatten()
+    }
+}
+
 /// A route: paths (adjacency, weight) per source; the best source's paths are installed.
 /// Static routes may also have recursive next hops (`vias`), resolved through the table.
 #[derive(Clone, Debug, Default)]
 pub struct Route {
     /// Paths by source (the lowest source wins, as VPP's source priorities).
-    pub by_source: BTreeMap<Source, Vec<(u32, u32)>>,
+    pub by_source: Sources,
     /// Recursive static next hops (address, weight).
     pub vias: Vec<(u128, u32)>,
     /// The paths installed (after recursion): what the data plane forwards over.
@@ -238,6 +301,9 @@ impl Lbs {
     }
 }
 
+/// [`RouteTable::install_direct`]'s outcome: Ok((changed, the LPM's result)).
+type DirectResult = Result<(bool, Result<(), String>), String>;
+
 /// What a route forwards over: (adjacency, weight) paths, and a load-balance object to share.
 type Effective = (Vec<(u32, u32)>, Option<u32>);
 
@@ -338,10 +404,17 @@ impl<L: Lpm> RouteTable<L> {
     /// load-balance objects nothing points at any more.
     fn reinstall(&mut self, lbs: &mut Lbs, key: (L::Addr, u8)) -> Result<(), String> {
         let r = self.install(lbs, key, 0);
-        for lb in std::mem::take(&mut self.unused_lbs) {
-            lbs.retire(lb);
-        }
+        self.retire_unused(lbs);
         r
+    }
+
+    /// Retires the load-balance objects the last change left unused.
+    fn retire_unused(&mut self, lbs: &mut Lbs) {
+        if !self.unused_lbs.is_empty() {
+            for lb in std::mem::take(&mut self.unused_lbs) {
+                lbs.retire(lb);
+            }
+        }
     }
 
     /// The route covering `a` that a recursive path of `from` resolves through: the longest
@@ -406,26 +479,48 @@ impl<L: Lpm> RouteTable<L> {
         Some((out, share))
     }
 
+    /// Installs route `r` (= `key`) when it has no recursive next hops: it forwards over its
+    /// best source's paths. None: it has recursive next hops or no paths (the slow path).
+    /// Ok((changed, the LPM's result)); Err: no load-balance object (nothing changed). Takes
+    /// the table's fields apart so a caller holding `r` needs no second map access.
+    #[allow(clippy::too_many_arguments)]
+    fn install_direct(
+        r: &mut Route,
+        key: (L::Addr, u8),
+        route_lb: &mut HashMap<(L::Addr, u8), u32>,
+        unused: &mut Vec<u32>,
+        lbs: &mut Lbs,
+        lpm: &mut L,
+        epochs: &Epochs,
+    ) -> Option<DirectResult> {
+        if !r.vias.is_empty() {
+            return None;
+        }
+        let paths = r.by_source.values().next()?.clone();
+        Some(
+            lpm_value(route_lb, unused, lbs, key, &paths, None).map(|value| {
+                let changed = r.value != value || r.installed != paths;
+                r.value = value;
+                r.installed = paths;
+                (changed, lpm.insert(epochs, key.0, key.1, value))
+            }),
+        )
+    }
+
     fn install(&mut self, lbs: &mut Lbs, key: (L::Addr, u8), depth: u32) -> Result<(), String> {
         // Fast path (every route without recursive next hops, e.g. `ip route add count`): it
         // forwards over its best source's paths, computed and stored with one map access.
         if let Some(r) = self.routes.get_mut(&key) {
-            if let (true, Some(best)) = (r.vias.is_empty(), r.by_source.values().next()) {
-                let paths = best.clone();
-                let value = lpm_value(
-                    &mut self.route_lb,
-                    &mut self.unused_lbs,
-                    lbs,
-                    key,
-                    &paths,
-                    None,
-                )?;
-                let changed = r.value != value || r.installed != paths;
-                r.value = value;
-                r.installed = paths;
-                let res = self.lpm.insert(&self.epochs, key.0, key.1, value);
-                self.propagate(lbs, key, depth, changed)?;
-                return res;
+            if let Some(res) = Self::install_direct(
+                r,
+                key,
+                &mut self.route_lb,
+                &mut self.unused_lbs,
+                lbs,
+                &mut self.lpm,
+                &self.epochs,
+            ) {
+                return self.after_direct(lbs, key, depth, res);
             }
         }
         // What was installed, moved out rather than cloned (`effective` never reads the
@@ -470,6 +565,19 @@ impl<L: Lpm> RouteTable<L> {
                 (self.lpm.insert(&self.epochs, key.0, key.1, value), changed)
             }
         };
+        self.propagate(lbs, key, depth, changed)?;
+        res
+    }
+
+    /// After [`Self::install_direct`]: propagates a change and returns the LPM's result.
+    fn after_direct(
+        &mut self,
+        lbs: &mut Lbs,
+        key: (L::Addr, u8),
+        depth: u32,
+        res: DirectResult,
+    ) -> Result<(), String> {
+        let (changed, res) = res?;
         self.propagate(lbs, key, depth, changed)?;
         res
     }
@@ -572,6 +680,20 @@ impl<L: Lpm> RouteTable<L> {
         }
         if !old_vias.is_empty() || new_vias.is_some() {
             self.index_vias(key, &old_vias, new_vias.as_deref().unwrap_or_default());
+        } else if let Some(res) = Self::install_direct(
+            r,
+            key,
+            &mut self.route_lb,
+            &mut self.unused_lbs,
+            lbs,
+            &mut self.lpm,
+            &self.epochs,
+        ) {
+            // No recursive next hops before or after: installed through `r`, without looking
+            // the route up again.
+            let res = self.after_direct(lbs, key, 0, res);
+            self.retire_unused(lbs);
+            return res.map_err(Some);
         }
         self.reinstall(lbs, key).map_err(Some)
     }
