@@ -58,7 +58,7 @@ for raw in open(path):
 rows = []
 for fid, n in names.items():
     if "PerPacket" in n and "frame" in n or ("NodeFn" in n and ("5frame" in n or "4poll" in n)):
-        src = sorted(k for k in lines[fid] if k[0].endswith(("nodes.rs", "node.rs", "output.rs")) and k[1] > 0)
+        src = sorted(k for k in lines[fid] if k[0].endswith(("nodes.rs", "node.rs", "output.rs", "l2.rs", "tunnel.rs", "vxlan.rs", "gre.rs", "ipip.rs")) and k[1] > 0)
         rows.append((n, incl[fid], src[:1], src[-1:]))
 for n, c, a, b in sorted(rows, key=lambda r: -r[1]):
     if c > packets:

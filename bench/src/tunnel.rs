@@ -220,11 +220,8 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4000u32);
-    if !o.quick
-        && o.only
-            .as_deref()
-            .is_none_or(|w| "vxlan decap, N tunnels".contains(w))
-    {
+    let many_name = format!("vxlan decap, {n} tunnels");
+    if !o.quick && o.only.as_deref().is_none_or(|w| many_name.contains(w)) {
         let many = vxlan_decap(o, n, &dir, out, json);
         let _ = writeln!(
             out,

@@ -1,4 +1,4 @@
-"""The plugins' API messages (memif, af_packet, af_xdp, tap): create, dump, delete, their
+"""The plugins' API messages (memif, af_packet, af_xdp, tap, vxlan, gre, ipip): create, dump, delete, their
 error codes, and their lines in `show running-config`. The Linux-facing drivers run the
 daemon inside a network namespace the test creates (root only; skipped otherwise)."""
 
@@ -55,6 +55,49 @@ class TestMemifMessages(SluiceTestCase):
         assert a.memif_dump() == []
         a.memif_socket_filename_del(socket_id=1)
         assert 1 not in [s.socket_id for s in a.memif_socket_filename_dump()]
+
+
+class TestTunnelMessages(SluiceTestCase):
+
+    def test_vxlan_gre_ipip_create_dump_delete(self):
+        a = self.vpp.api()
+        any_ = 0xffffffff
+        v = a.vxlan_add_del_tunnel(is_add=True, instance=any_, src_address="10.0.0.1",
+                                   dst_address="10.0.0.2", encap_vrf_id=0,
+                                   decap_next_node="", vni=5).sw_if_index
+        assert [(d.sw_if_index, d.vni) for d in a.vxlan_tunnel_dump(sw_if_index=any_)] == [
+            (v, 5)]
+        expect(Retval.ALREADY_EXISTS, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="10.0.0.2", encap_vrf_id=0,
+               decap_next_node="", vni=5)
+        expect(Retval.NO_SUCH_TABLE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="10.0.0.2", encap_vrf_id=9,
+               decap_next_node="", vni=6)
+        expect(Retval.INVALID_VALUE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="2001:db8::2", encap_vrf_id=0,
+               decap_next_node="", vni=6, match="different families")
+        g = a.gre_tunnel_add_del(is_add=True, teb=True, instance=4, src_address="2001:db8::1",
+                                 dst_address="2001:db8::2", outer_table_id=0,
+                                 key=42).sw_if_index
+        d = a.gre_tunnel_dump(sw_if_index=g)
+        assert [(x.teb, x.instance, x.key, str(x.dst_address)) for x in d] == [
+            (True, 4, 42, "2001:db8::2")]
+        i = a.ipip_add_tunnel(instance=any_, src_address="10.0.0.1", dst_address="10.0.0.3",
+                              table_id=0).sw_if_index
+        assert [x.sw_if_index for x in a.ipip_tunnel_dump(sw_if_index=any_)] == [i]
+        text = self.vpp.cli("show running-config")
+        assert "create gre tunnel src 2001:db8::1 dst 2001:db8::2 teb instance 4 key 42" in text
+        assert "create ipip tunnel src 10.0.0.1 dst 10.0.0.3 instance 0" in text
+        a.ipip_del_tunnel(sw_if_index=i)
+        expect(Retval.NO_SUCH_ENTRY, a.ipip_del_tunnel, sw_if_index=i)
+        a.gre_tunnel_add_del(is_add=False, teb=True, instance=any_, src_address="2001:db8::1",
+                             dst_address="2001:db8::2", outer_table_id=0, key=42)
+        a.vxlan_add_del_tunnel(is_add=False, instance=any_, src_address="10.0.0.1",
+                               dst_address="10.0.0.2", encap_vrf_id=0, decap_next_node="",
+                               vni=5)
+        assert a.gre_tunnel_dump(sw_if_index=any_) == []
+        assert a.ipip_tunnel_dump(sw_if_index=any_) == []
+        assert a.vxlan_tunnel_dump(sw_if_index=any_) == []
 
 
 def _root_netns_skip() -> str | None:

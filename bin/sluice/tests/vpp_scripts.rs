@@ -194,6 +194,38 @@ fn script_bridge_domains() {
 }
 
 #[test]
+fn script_tunnels() {
+    let d = Daemon::start("vpptunnels", "");
+    let t = exec(&d, "tunnels.cli");
+    assert!(
+        t.contains(
+            "[0] instance 0 src 10.0.3.1 dst 10.0.3.3 src_port 0 dst_port 4789 vni 13 fib-idx 1"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("vni 14 fib-idx 0"), "{t}");
+    assert!(t.contains("instance 5 src 10.0.3.1 dst 10.0.3.4"), "{t}");
+    assert!(t.contains("payload TEB key 77"), "{t}");
+    assert!(t.contains("payload L3"), "{t}");
+    assert!(t.contains("src 10.0.3.1 dst 10.0.3.5 table-ID 0"), "{t}");
+    let fib = d.ok("show ip fib 10.10.0.0/16");
+    assert!(fib.contains("gre0"), "{fib}");
+    let bd = d.ok("show bridge-domain 13 detail");
+    assert!(
+        bd.contains("vxlan_tunnel0") && bd.contains("vxlan_tunnel1"),
+        "{bd}"
+    );
+    let rc = d.ok("show running-config");
+    assert!(
+        rc.contains(
+            "create vxlan tunnel src 10.0.3.1 dst 10.0.3.3 vni 13 instance 0 encap-vrf-id 7"
+        ),
+        "{rc}"
+    );
+    d.stop();
+}
+
+#[test]
 fn script_packet_generator_forms() {
     let d = Daemon::start("vpppg", "");
     let t = exec(&d, "pg.cli");

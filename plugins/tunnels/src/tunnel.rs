@@ -330,7 +330,7 @@ impl PacketNode for Encap {
 /// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
 /// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
 /// bit 0, key present bit 1; else 0).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DecapKey {
     /// Underlay FIB index the packet arrived in.
     pub fib: u32,
@@ -342,6 +342,43 @@ pub struct DecapKey {
     pub src: u128,
     /// Outer destination (the tunnel's `src`).
     pub dst: u128,
+}
+
+impl std::hash::Hash for DecapKey {
+    /// Three words (lossless for IPv4; IPv6 addresses folded — equality decides).
+    #[inline(always)]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(23);
+        h.write_u64((self.fib as u64) << 32 | (self.sub as u64) << 24 ^ self.key as u64);
+        h.write_u64(fold(self.src));
+        h.write_u64(fold(self.dst));
+    }
+}
+
+/// The decap tables' hasher: a multiply-rotate over the key's three words (about 10
+/// instructions against SipHash's few hundred for the 40-byte key). Not keyed, and that
+/// is safe here: only the control plane inserts (the operator's tunnels), packets only
+/// look up, so attacker-chosen outer headers are lookups that end at the first empty slot
+/// of a table whose layout they do not control — they cannot grow a probe sequence.
+#[derive(Default, Clone, Copy)]
+pub struct DecapHasher(u64);
+
+impl std::hash::Hasher for DecapHasher {
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        let h = self.0 ^ (self.0 >> 31);
+        h.wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 29)
+    }
 }
 
 /// An address as the key's `u128`.
@@ -367,11 +404,11 @@ pub struct DecapEntry {
 }
 
 /// A decap node's tunnel table (one copy per thread): key → entry, with a one-entry cache
-/// in front (a frame usually comes from one tunnel, so the hash runs once per frame).
-/// `HashMap`'s default hasher is keyed SipHash: outer headers cannot aim at one bucket.
+/// in front (a frame usually comes from one tunnel, so the hash runs once per frame), and
+/// [`DecapHasher`] behind it.
 #[derive(Default)]
 pub struct DecapTable {
-    map: HashMap<DecapKey, u32>,
+    map: HashMap<DecapKey, u32, std::hash::BuildHasherDefault<DecapHasher>>,
     entries: Vec<Option<DecapEntry>>,
     last: Option<(DecapKey, u32)>,
 }
