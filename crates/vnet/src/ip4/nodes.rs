@@ -53,7 +53,9 @@ const ICMP_MTU: usize = 1;
 ///   enabled on the rx interface's `ip4-unicast` arc.
 /// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
 ///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
-///   `bad_checksum` (bad ip4 checksum).
+///   `bad_checksum` (bad ip4 checksum), `martian_source` (source in 0/8, 127/8, 224/4 or
+///   240/4 incl. 255.255.255.255, RFC 1812 §5.3.7; `0.0.0.0` to `255.255.255.255`, a DHCP
+///   client's discover, passes).
 pub struct Ip4Input {
     shared: Arc<Ip4Shared>,
     slot: usize,
@@ -85,7 +87,16 @@ sluice_graph::counters! {
         BadLength => error("bad_length", "ip4 length > l2 length"),
         /// Bad ip4 checksum.
         BadChecksum => error("bad_checksum", "bad ip4 checksum"),
+        /// Source address in 0/8, 127/8, 224/4 or 240/4 (RFC 1812 §5.3.7).
+        MartianSource => error("martian_source", "ip4 martian source address"),
     }
+}
+
+/// Whether an IPv4 source's first octet makes it a martian (0/8, 127/8, 224/4, 240/4):
+/// two compares, cheap enough for `ip4-input`'s fast path.
+#[inline(always)]
+pub fn martian_first_octet(o: u8) -> bool {
+    o.wrapping_sub(1) >= 223 || o == 127
 }
 
 impl Ip4Input {
@@ -118,7 +129,24 @@ impl Ip4Input {
             b.hdr.error = cx.error(InputCounter::BadChecksum);
             return Err(InputNext::Drop.next());
         }
+        if martian_first_octet(d[field::SRC]) {
+            Self::martian(cx, b)?;
+        }
         Ok(total)
+    }
+
+    /// A source the first-octet test flagged: dropped unless it is a DHCP client's
+    /// `0.0.0.0` to `255.255.255.255` (RFC 1812 §5.3.7 lets 0.0.0.0 through as a source
+    /// only for local delivery while the host learns its address).
+    #[cold]
+    #[inline(never)]
+    fn martian(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(), Next> {
+        let d = b.data();
+        if d[field::SRC..field::SRC + 4] == [0; 4] && d[field::DST..field::DST + 4] == [255; 4] {
+            return Ok(());
+        }
+        b.hdr.error = cx.error(InputCounter::MartianSource);
+        Err(InputNext::Drop.next())
     }
 }
 
@@ -147,6 +175,11 @@ impl PacketNode for Ip4Input {
                 if !valid {
                     b.hdr.error = cx.error(InputCounter::BadChecksum);
                     return InputNext::Drop.next();
+                }
+                if martian_first_octet(h[field::SRC]) {
+                    if let Err(n) = Self::martian(cx, b) {
+                        return n;
+                    }
                 }
                 total
             }

@@ -45,6 +45,35 @@ fn input_validates_headers_and_trims_padding() {
 }
 
 #[test]
+fn input_drops_martian_sources() {
+    let (mut t, sw) = setup("ip4-input");
+    let mut opts = udp4_l3("10.0.0.2", "10.0.1.2");
+    // A 24-byte header (one NOP-padded word of options) takes the slow path.
+    opts[0] = 0x46;
+    opts.splice(20..20, [1u8; 4]);
+    let tl = opts.len() as u16;
+    opts[2..4].copy_from_slice(&tl.to_be_bytes());
+    opts[12..16].copy_from_slice(&[127, 0, 0, 1]);
+    refill(&mut opts);
+    let pkts = [
+        udp4_l3("0.1.2.3", "10.0.1.2"),
+        udp4_l3("127.0.0.1", "10.0.1.2"),
+        udp4_l3("224.0.0.5", "10.0.1.2"),
+        udp4_l3("240.0.0.1", "10.0.1.2"),
+        udp4_l3("255.255.255.255", "10.0.1.2"),
+        udp4_l3("0.0.0.0", "10.0.1.2"),
+        opts,
+        udp4_l3("0.0.0.0", "255.255.255.255"), // a DHCP discover passes
+        udp4_l3("1.0.0.1", "10.0.1.2"),
+        udp4_l3("223.255.255.254", "10.0.1.2"),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-lookup").len(), 3);
+    t.assert_counters(&[("martian_source", 7)]);
+    t.assert_no_leaks();
+}
+
+#[test]
 fn lookup_sends_each_packet_to_its_adjacency_kind() {
     let (mut t, sw) = setup("ip4-lookup");
     t.cli(&format!(
