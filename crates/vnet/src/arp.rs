@@ -12,7 +12,9 @@
 //!   ARP), `gratuitous` (info: a gratuitous ARP — request or reply with sender address ==
 //!   target address — which only updates an existing neighbour, as VPP: it never creates one),
 //!   `no_headroom` (no room for the reply's Ethernet header), `punt_copies` (info: copies
-//!   sent to `punt`), `no_punt_copy` (no buffer for the copy, or the frame is too long).
+//!   sent to `punt`), `no_punt_copy` (no buffer for the copy, or the frame is too long),
+//!   `group_sender_mac` (the sender hardware address is broadcast/multicast: neither learned
+//!   nor answered, RFC 1812 §3.3.2).
 //!
 //! VPP: `vnet/arp/arp.c`. Also the ARP request builder `ip4-glean` and the neighbour
 //! aging probes use.
@@ -67,6 +69,8 @@ sluice_graph::counters! {
         PuntCopies => info("punt_copies", "ARP copies punted to the host stack"),
         /// ARP copy for the host stack not made.
         NoPuntCopy => error("no_punt_copy", "ARP copy for the host stack not made"),
+        /// Sender hardware address with the group bit: not learned.
+        GroupSenderMac => error("group_sender_mac", "ARP sender MAC is broadcast/multicast"),
     }
 }
 
@@ -94,6 +98,10 @@ impl PacketNode for ArpInput {
                 return ArpNext::Drop.next();
             }
         };
+        if r.sha.0[0] & 1 != 0 {
+            b.hdr.error = cx.error(ArpCounter::GroupSenderMac);
+            return ArpNext::Drop.next();
+        }
         if r.spa == r.tpa {
             // Gratuitous ARP: refreshes the sender's entry if it exists; never answered.
             self.learn(b, &r, true);

@@ -272,6 +272,26 @@ pub fn add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
     Ok(())
 }
 
+/// Why a neighbour may not be added (RFC 1812 §3.3.2, RFC 4861 §7.2.5): a broadcast or
+/// multicast MAC, or an unspecified, loopback, multicast or broadcast address. The text
+/// names the token.
+fn unusable(ip: IpAddr, mac: [u8; 6]) -> Option<String> {
+    if mac[0] & 1 != 0 {
+        let m = crate::interface::fmt_mac(&mac);
+        return Some(format!(
+            "`{m}' is a broadcast/multicast MAC, not a neighbour's"
+        ));
+    }
+    let why = match ip {
+        IpAddr::V4(a) => crate::ip4::martian_address(a.into(), false),
+        IpAddr::V6(a) if a.is_unspecified() => Some("unspecified"),
+        IpAddr::V6(a) if a.is_loopback() => Some("loopback"),
+        IpAddr::V6(a) if a.is_multicast() => Some("multicast"),
+        IpAddr::V6(_) => None,
+    }?;
+    Some(format!("`{ip}' is not a neighbour's address ({why})"))
+}
+
 /// `ip neighbor [del] <if> <ip> <mac> [static]` of either family.
 pub fn add_del(
     vm: &mut Vlib,
@@ -281,6 +301,11 @@ pub fn add_del(
     mac: [u8; 6],
     is_static: bool,
 ) -> VnetResult {
+    if is_add {
+        if let Some(why) = unusable(ip, mac) {
+            return Err(VnetError::invalid(why));
+        }
+    }
     match ip {
         IpAddr::V4(a) => crate::ip4::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),
         IpAddr::V6(a) => crate::ip6::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),

@@ -16,12 +16,19 @@
 //! - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface's MAC
 //!   on an L3 interface that is not promiscuous; L2 interfaces take every frame), `tagged`
 //!   (VLAN-tagged frame and no sub-interface), `runt` (shorter than a header), `down`
-//!   (received on an admin-down interface).
+//!   (received on an admin-down interface), `multicast_source_mac` (the source MAC has the
+//!   group bit: no station sends from a group address, IEEE 802.3 §3.2.3), `unicast_in_l2_group`
+//!   (IPv4/IPv6 to a unicast address inside a broadcast/multicast frame, RFC 1812 §5.3.4 /
+//!   RFC 1122 §3.3.6; the IPv4 limited broadcast, multicast and the directed broadcast of the
+//!   rx interface's first subnet pass). Both on L3 interfaces only (an L2 interface switches
+//!   every frame).
 //!
 //! Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
 //! per run of packets from one interface (normally once per frame); the admin-down drop
 //! shares the per-packet test of the input redirect, and the promiscuous flag is looked at
 //! only for a frame that failed the MAC compare — neither adds work to the forwarding path.
+//! The source MAC's group bit is in the same 8-byte load as the destination MAC, so the
+//! L3 fast path's one test (`group bits clear and dst == our MAC`) covers both.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
@@ -93,10 +100,17 @@ sluice_graph::counters! {
         Runt => error("runt", "frame shorter than an Ethernet header"),
         /// Received on an admin-down (sub-)interface.
         Down => error("down", "subinterface down"),
+        /// The source MAC is a broadcast/multicast (group) address.
+        MulticastSourceMac => error("multicast_source_mac", "multicast/broadcast source MAC"),
+        /// A unicast IP destination inside a link-layer broadcast/multicast frame.
+        UnicastInL2Group => error("unicast_in_l2_group", "unicast IP in l2 broadcast/multicast frame"),
     }
 }
 /// `cached_redirect` of an admin-down interface: every frame is dropped.
 const RX_DOWN: u32 = u32::MAX;
+/// The group bits of the destination (bit 0) and source (bit 48) MAC in the little-endian
+/// load of a frame's first 8 bytes.
+const GROUP_BITS: u64 = 1 | 1 << 48;
 /// Outer TPID some switches use for QinQ (pre-802.1ad).
 const QINQ_9100: u16 = 0x9100;
 
@@ -180,6 +194,54 @@ impl EthernetInput {
         Next((self.cached_redirect - 1) as u16)
     }
 
+    /// An L3 frame that is not unicast to this interface's MAC from a unicast MAC: a
+    /// group source is dropped; a group destination carrying unicast IP is dropped; a
+    /// unicast one for another MAC goes to a sub-interface, or is dropped unless
+    /// promiscuous. `None`: classify it as usual.
+    #[inline(never)]
+    fn not_own_unicast(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        w: u64,
+        et: u16,
+    ) -> Option<Next> {
+        if w & (1 << 48) != 0 {
+            b.hdr.error = cx.error(EthCounter::MulticastSourceMac);
+            return Some(EthNext::Drop.next());
+        }
+        if w & 1 != 0 {
+            let d = b.data();
+            let unicast = match et {
+                ethertype::IPV4 => d.get(HEADER_LEN + 16..HEADER_LEN + 20).is_some_and(|a| {
+                    let a = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+                    let bcast = self
+                        .shared
+                        .if_attr(b.hdr.rx_if)
+                        .ip4_bcast
+                        .load(Ordering::Relaxed);
+                    a >> 28 < 0xe && a != bcast
+                }),
+                ethertype::IPV6 => d.get(HEADER_LEN + 24).is_some_and(|&a| a != 0xff),
+                _ => false,
+            };
+            if unicast {
+                b.hdr.error = cx.error(EthCounter::UnicastInL2Group);
+                return Some(EthNext::Drop.next());
+            }
+            return None;
+        }
+        // Not for this interface's MAC: perhaps for an L2 sub-interface.
+        if let Some(n) = self.sub_interface(et, cx, b) {
+            return Some(n);
+        }
+        if !self.cached_promisc {
+            b.hdr.error = cx.error(EthCounter::MacMismatch);
+            return Some(EthNext::Drop.next());
+        }
+        None
+    }
+
     /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
     #[inline(always)]
     fn l2_next(&self) -> Next {
@@ -233,9 +295,10 @@ impl PacketNode for EthernetInput {
             return EthNext::Drop.next();
         };
         let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
-        // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte).
-        let dst =
-            u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) & 0xffff_ffff_ffff;
+        // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte; bit
+        // 48 = the source MAC's group bit).
+        let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        let dst = w & 0xffff_ffff_ffff;
         if b.hdr.is_traced() {
             let t = EthTrace {
                 dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
@@ -271,14 +334,9 @@ impl PacketNode for EthernetInput {
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
         }
-        if dst & 1 == 0 && dst != self.cached_mac {
-            // Not for this interface's MAC: perhaps for an L2 sub-interface.
-            if let Some(n) = self.sub_interface(et, cx, b) {
+        if w & GROUP_BITS != 0 || dst != self.cached_mac {
+            if let Some(n) = self.not_own_unicast(cx, b, w, et) {
                 return n;
-            }
-            if !self.cached_promisc {
-                b.hdr.error = cx.error(EthCounter::MacMismatch);
-                return EthNext::Drop.next();
             }
         }
         let next = match et {

@@ -32,6 +32,10 @@ pub struct IfAttr {
     pub mac: AtomicU64,
     /// First IPv4 address (host order), 0 = none.
     pub ip4: AtomicU32,
+    /// The directed broadcast address of the first IPv4 address's subnet (host order), 0 =
+    /// none (no address, or a /31 or /32): `ethernet-input` accepts it inside a link-layer
+    /// broadcast, `ip4-glean` never resolves it.
+    pub ip4_bcast: AtomicU32,
     /// L3 MTU.
     pub mtu: AtomicU32,
     /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
@@ -579,6 +583,31 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
+/// Why an IPv4 address may not be an interface's or a neighbour's (RFC 1812 §5.3.7):
+/// 0/8, 127/8 (but on a loopback when `loopback_ok`), multicast 224/4, class E 240/4
+/// (incl. the limited broadcast). `None` for a usable unicast address.
+pub fn martian_address(a: u32, loopback_ok: bool) -> Option<&'static str> {
+    match (a >> 24) as u8 {
+        0 => Some("0.0.0.0/8 is \"this network\""),
+        127 if !loopback_ok => Some("127.0.0.0/8 is loopback"),
+        224..=239 => Some("multicast"),
+        240..=255 if a == u32::MAX => Some("limited broadcast"),
+        240..=255 => Some("class E, reserved"),
+        _ => None,
+    }
+}
+
+/// Publishes an interface's first IPv4 address and its subnet's directed broadcast.
+fn store_first_ip4(a: &IfAttr, addr: u32, len: u8) {
+    a.ip4.store(addr, Ordering::Relaxed);
+    let bcast = if addr != 0 && len <= 30 {
+        addr | (u32::MAX >> len)
+    } else {
+        0
+    };
+    a.ip4_bcast.store(bcast, Ordering::Relaxed);
+}
+
 /// `set interface ip address [del] <if> <addr>/<len>` (IPv4): the connected and local routes
 /// of the address; an address overlapping another interface's subnet in the same table is
 /// refused.
@@ -595,6 +624,17 @@ pub fn address_add_del(
         return Err(VnetError::invalid(format!(
             "expected <address>/<width>, got `{w}'"
         )));
+    }
+    if is_add {
+        let lo = vm
+            .ext::<crate::interface::Interfaces>()
+            .and_then(|t| t.get(i))
+            .is_some_and(|x| x.name.starts_with("loop"));
+        if let Some(why) = martian_address(addr, lo) {
+            return Err(VnetError::invalid(format!(
+                "`{w}' is not a usable interface address ({why})"
+            )));
+        }
     }
     let c = control(vm)?;
     let mut ctl = lock(&c);
@@ -618,11 +658,9 @@ pub fn address_add_del(
         ctl.vrfs
             .set_route(fib, addr, 32, Source::Local, None)
             .map_err(full)?;
-        let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0).map(|x| x.1);
-        ctl.shared
-            .if_attr(i.0)
-            .ip4
-            .store(first.unwrap_or(0), Ordering::Relaxed);
+        let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
+        let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
+        store_first_ip4(ctl.shared.if_attr(i.0), a, l);
         return Ok(());
     }
     if exists {
@@ -642,7 +680,7 @@ pub fn address_add_del(
     }
     ctl.addrs.push((i.0, addr, len));
     if ctl.shared.if_attr(i.0).ip4.load(Ordering::Relaxed) == 0 {
-        ctl.shared.if_attr(i.0).ip4.store(addr, Ordering::Relaxed);
+        store_first_ip4(ctl.shared.if_attr(i.0), addr, len);
     }
     let (src, mtu) = (ctl.if_mac(i.0), ctl.if_mtu(i.0));
     let glean = ctl

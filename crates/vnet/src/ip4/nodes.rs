@@ -773,7 +773,9 @@ impl PacketNode for Ip4IcmpError {
 /// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for requests.
 /// - counters: `requests_sent` (info), `throttled` (request suppressed, packet dropped),
 ///   `no_buffer` (allocation failure), `no_source` (interface has no address), `truncated`
-///   (shorter than an IPv4 header: never from ip4-input).
+///   (shorter than an IPv4 header: never from ip4-input), `directed_broadcast` (the
+///   destination is the directed broadcast of the interface's first subnet: never resolved,
+///   RFC 1812 §5.3.5.2 forwarding of directed broadcasts is off, as in VPP).
 pub struct Ip4Glean {
     shared: Arc<Ip4Shared>,
     throttle: crate::ratelimit::Throttle<u32>,
@@ -802,6 +804,8 @@ sluice_graph::counters! {
         NoSource => error("no_source", "no source address for ARP request"),
         /// Shorter than an ip4 header.
         Truncated => error("truncated", "shorter than an ip4 header"),
+        /// To the interface subnet's directed broadcast address: not resolved.
+        DirectedBroadcast => error("directed_broadcast", "no ARP for a directed broadcast"),
     }
 }
 
@@ -818,6 +822,13 @@ impl PacketNode for Ip4Glean {
             }
         };
         let attr = self.shared.if_attr(adj.tx_if);
+        if adj.kind == AdjKind::Glean
+            && target != 0
+            && target == attr.ip4_bcast.load(Ordering::Relaxed)
+        {
+            b.hdr.error = cx.error(GleanCounter::DirectedBroadcast);
+            return GleanNext::Drop.next();
+        }
         let src_ip = attr.ip4.load(Ordering::Relaxed);
         if src_ip == 0 {
             b.hdr.error = cx.error(GleanCounter::NoSource);

@@ -90,3 +90,18 @@ fn address_of_another_interface_is_not_ours() {
     t.assert_counters(&[("not_for_us", 1)]);
     t.assert_no_leaks();
 }
+
+#[test]
+fn group_sender_mac_is_neither_learned_nor_answered() {
+    let (mut t, sw) = setup("arp-input");
+    let mut bc = arp(op::REQUEST, "10.0.0.2", "10.0.0.1");
+    bc[8..14].copy_from_slice(&[0xff; 6]);
+    let mut mc = arp(op::REPLY, "10.0.0.3", "10.0.0.1");
+    mc[8..14].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
+    t.run_with(&[bc, mc], |h| h.rx_if = sw);
+    assert!(t.arc("interface-output").is_empty());
+    let shared = sluice_vnet::ip4::shared(&mut t.h.vm).unwrap();
+    assert!(shared.learned.lock().unwrap().is_empty(), "nothing learned");
+    t.assert_counters(&[("group_sender_mac", 2)]);
+    t.assert_no_leaks();
+}

@@ -38,7 +38,7 @@ fn drops_are_counted_by_reason() {
         "IP4: {PEER_MAC} -> {OUR_MAC} vlan 100\nUDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1 -> 2"
     ));
     let runt = good[..13].to_vec();
-    let mut bcast = good.clone();
+    let mut bcast = udp4("10.0.0.2", "255.255.255.255");
     bcast[..6].copy_from_slice(&[0xff; 6]);
     t.run_with(&[other_mac, unknown, tagged, runt, bcast], |h| h.rx_if = sw);
     assert_eq!(t.arc("ip4-input").len(), 1, "broadcast accepted");
@@ -60,6 +60,44 @@ fn drops_are_counted_by_reason() {
         ("tagged", 1),
         ("runt", 1),
     ]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn group_source_macs_and_unicast_ip_in_group_frames_are_dropped() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli("set interface ip address loop0 10.0.0.1/24");
+    let group_dst = |mut p: Vec<u8>, m: [u8; 6]| {
+        p[..6].copy_from_slice(&m);
+        p
+    };
+    let bc = [0xff; 6];
+    let mc = [0x01, 0x00, 0x5e, 0, 0, 5];
+    let mut group_src = udp4("10.0.0.2", "10.0.0.1");
+    group_src[6] |= 1;
+    let mut v6_uni = pkt(&format!(
+        "IP6: {PEER_MAC} -> {OUR_MAC}\nUDP: 2001:db8::2 -> 2001:db8::1\nUDP: 1 -> 2"
+    ));
+    v6_uni[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    let mut v6_mc = pkt(&format!(
+        "IP6: {PEER_MAC} -> {OUR_MAC}\nUDP: 2001:db8::2 -> ff02::1\nUDP: 1 -> 2"
+    ));
+    v6_mc[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    let pkts = [
+        group_src,
+        group_dst(udp4("10.0.0.2", "10.0.0.1"), bc),
+        group_dst(udp4("10.0.0.2", "10.0.1.2"), mc),
+        v6_uni,
+        // passed: limited broadcast, directed broadcast, multicast, IPv6 multicast
+        group_dst(udp4("10.0.0.2", "255.255.255.255"), bc),
+        group_dst(udp4("10.0.0.2", "10.0.0.255"), bc),
+        group_dst(udp4("10.0.0.2", "224.0.0.5"), mc),
+        v6_mc,
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-input").len(), 3);
+    assert_eq!(t.arc("ip6-input").len(), 1);
+    t.assert_counters(&[("multicast_source_mac", 1), ("unicast_in_l2_group", 3)]);
     t.assert_no_leaks();
 }
 

@@ -211,3 +211,66 @@ fn short_packets_are_counted_as_truncated() {
         t.assert_no_leaks();
     }
 }
+
+#[test]
+fn glean_never_resolves_the_directed_broadcast() {
+    let (mut t, sw) = setup("ip4-glean");
+    let bufs: Vec<BufIdx> = [
+        udp4_l3("10.0.0.2", "10.0.0.255"),
+        udp4_l3("10.0.0.2", "10.0.0.9"),
+    ]
+    .iter()
+    .map(|p| t.packet(p, |h| h.rx_if = sw))
+    .collect();
+    t.inject_at("ip4-lookup", &bufs);
+    assert_eq!(
+        t.arc("interface-output").len(),
+        1,
+        "one ARP request, for 10.0.0.9"
+    );
+    t.assert_counters(&[("directed_broadcast", 1), ("requests_sent", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn cli_refuses_martian_addresses_and_group_neighbours() {
+    let (mut t, _) = setup("ip4-input");
+    t.cli("create packet-generator interface pg0");
+    let mut err = |c: &str| t.cli.execute(&mut t.h.vm, c).expect_err(c).to_string();
+    for (c, token) in [
+        ("set interface ip address pg0 224.0.0.1/24", "224.0.0.1/24"),
+        ("set interface ip address pg0 0.1.2.3/8", "0.1.2.3/8"),
+        ("set interface ip address pg0 127.0.0.2/8", "127.0.0.2/8"),
+        ("set interface ip address pg0 240.0.0.1/8", "240.0.0.1/8"),
+        (
+            "set interface ip address pg0 255.255.255.255/32",
+            "255.255.255.255/32",
+        ),
+        (
+            "set ip neighbor loop0 10.0.0.7 ff:ff:ff:ff:ff:ff",
+            "ff:ff:ff:ff:ff:ff",
+        ),
+        (
+            "ip neighbor loop0 10.0.0.7 01:00:5e:00:00:01",
+            "01:00:5e:00:00:01",
+        ),
+        ("ip neighbor loop0 224.0.0.5 02:00:00:00:00:07", "224.0.0.5"),
+        (
+            "ip neighbor loop0 255.255.255.255 02:00:00:00:00:07",
+            "255.255.255.255",
+        ),
+        ("ip neighbor loop0 0.0.0.0 02:00:00:00:00:07", "0.0.0.0"),
+        ("ip neighbor loop0 ff02::1 02:00:00:00:00:07", "ff02::1"),
+        ("ip neighbor loop0 :: 02:00:00:00:00:07", "::"),
+        (
+            "ip neighbor loop0 2001:db8::7 33:33:00:00:00:01",
+            "33:33:00:00:00:01",
+        ),
+    ] {
+        let e = err(c);
+        assert!(e.contains(&format!("`{token}'")), "{c}: {e}");
+        assert!(!e.contains('\n'), "{c}: one line: {e}");
+    }
+    // 127/8 is fine on a loopback.
+    t.cli("set interface ip address loop0 127.0.0.1/8");
+}
