@@ -54,7 +54,9 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 ///   multicast groups the router is in (all-nodes, all-routers, solicited-node).
 /// - counters: `too_short` (shorter than 40 bytes), `version` (version != 6), `bad_length`
 ///   (payload length beyond the frame), `src_multicast` (multicast source),
-///   `multicast` (other multicast groups: not forwarded).
+///   `src_loopback` (source `::1`, RFC 4291 §2.5.3), `src_unspecified` (source `::` to
+///   anything but a solicited-node group: RFC 4861 §7.2.2 allows it only for duplicate
+///   address detection), `multicast` (other multicast groups: not forwarded).
 pub struct Ip6Input {
     slot: usize,
     shared: Arc<Ip6Shared>,
@@ -83,9 +85,29 @@ sluice_graph::counters! {
         BadLength => error("bad_length", "ip6 payload length > l2 length"),
         /// Ip6 multicast source address.
         SrcMulticast => error("src_multicast", "ip6 multicast source address"),
+        /// Ip6 loopback source address.
+        SrcLoopback => error("src_loopback", "ip6 loopback source address"),
+        /// Ip6 unspecified source to other than a solicited-node group.
+        SrcUnspecified => error("src_unspecified", "ip6 unspecified source address"),
         /// Ip6 multicast not forwarded.
         Multicast => error("multicast", "ip6 multicast not forwarded"),
     }
+}
+
+/// The counter of a source starting with byte 0 or 0xff that is dropped: multicast,
+/// `::1`, or `::` but towards a solicited-node group (`d`: at least 40 bytes).
+#[cold]
+#[inline(never)]
+fn martian_source(d: &[u8]) -> Option<InputCounter> {
+    let src = addr_at(d, 8);
+    if d[8] == 0xff {
+        return Some(InputCounter::SrcMulticast);
+    }
+    if src == 1 {
+        return Some(InputCounter::SrcLoopback);
+    }
+    let solicited = addr_at(d, 24) & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000;
+    (src == 0 && !solicited).then_some(InputCounter::SrcUnspecified)
 }
 
 impl PacketNode for Ip6Input {
@@ -105,9 +127,12 @@ impl PacketNode for Ip6Input {
             b.hdr.error = cx.error(InputCounter::BadLength);
             return InputNext::Drop.next();
         }
-        if d[8] == 0xff {
-            b.hdr.error = cx.error(InputCounter::SrcMulticast);
-            return InputNext::Drop.next();
+        // One compare for both first bytes of a martian source: 0xff (multicast) and 0.
+        if d[8].wrapping_add(1) <= 1 {
+            if let Some(c) = martian_source(d) {
+                b.hdr.error = cx.error(c);
+                return InputNext::Drop.next();
+            }
         }
         if d[24] == 0xff {
             let dst = addr_at(d, 24);
@@ -420,7 +445,9 @@ impl PacketNode for Ip6Rewrite {
 ///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
 ///   255, malformed, or no way to reach the sender), `router_discovery` (RS/RA ignored),
 ///   `bad_extension` (malformed extension header chain), `dad_ignored` (NS from ::),
-///   `nd_punt_copies` (info: NS/NA copies punted), `nd_no_punt_copy` (copy not made).
+///   `nd_punt_copies` (info: NS/NA copies punted), `nd_no_punt_copy` (copy not made),
+///   `nd_group_lladdr` (NS/NA whose link-layer address is broadcast/multicast: not learned
+///   nor answered).
 pub struct Ip6Local {
     shared: Arc<Ip6Shared>,
     /// Ports and protocols served by other nodes (`crate::ip_local`).
@@ -468,6 +495,8 @@ sluice_graph::counters! {
         BadExtension => error("bad_extension", "malformed ip6 extension headers"),
         /// Duplicate address detection probe.
         DadIgnored => info("dad_ignored", "duplicate address detection probe"),
+        /// NS/NA with a broadcast/multicast link-layer address: not learned.
+        NdGroupLladdr => error("nd_group_lladdr", "ND link-layer address is broadcast/multicast"),
         /// NS/NA copies punted to the host stack.
         NdPuntCopies => info("nd_punt_copies", "NS/NA copies punted to the host stack"),
         /// NS/NA copy for the host stack not made.
@@ -545,6 +574,10 @@ impl Ip6Local {
             b.hdr.error = cx.error(LocalCounter::NdInvalid);
             return LocalNext::Drop.next();
         };
+        if mac[0] & 1 != 0 {
+            b.hdr.error = cx.error(LocalCounter::NdGroupLladdr);
+            return LocalNext::Drop.next();
+        }
         if lladdr.is_some() {
             self.learn(crate::neighbor::Learned::heard(b.hdr.rx_if, src, mac, true));
         }
@@ -629,6 +662,11 @@ impl PacketNode for Ip6Local {
                             .ok()
                             .and_then(|m| NdiscRepr::parse(&m).ok());
                         match parsed {
+                            Some(NdiscRepr::NeighborAdvert {
+                                lladdr: Some(m), ..
+                            }) if m.0[0] & 1 != 0 => {
+                                b.hdr.error = cx.error(LocalCounter::NdGroupLladdr)
+                            }
                             Some(NdiscRepr::NeighborAdvert {
                                 flags,
                                 target,

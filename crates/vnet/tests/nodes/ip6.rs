@@ -44,6 +44,23 @@ fn input_validates_headers_and_admits_link_scope_multicast() {
 }
 
 #[test]
+fn input_drops_loopback_and_unspecified_sources() {
+    let (mut t, sw) = setup("ip6-input");
+    let pkts = [
+        udp6_l3("::1", "2001:db8:1::2"),
+        udp6_l3("::", "2001:db8:1::2"),
+        udp6_l3("::", "ff02::1"),
+        udp6_l3("::", "ff02::1:ff00:1"), // duplicate address detection passes
+        udp6_l3("::2", "2001:db8:1::2"), // IPv4-compatible, not ours to judge
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip6-local").len(), 1);
+    assert_eq!(t.arc("ip6-lookup").len(), 1);
+    t.assert_counters(&[("src_loopback", 1), ("src_unspecified", 2)]);
+    t.assert_no_leaks();
+}
+
+#[test]
 fn lookup_sends_each_packet_to_its_adjacency_kind() {
     let (mut t, sw) = setup("ip6-lookup");
     t.cli(&format!(
@@ -119,5 +136,66 @@ fn local_answers_echo_and_refuses_closed_udp_ports() {
     assert_eq!(t.arc("ip6-icmp-error").len(), 1);
     assert_eq!(t.arc("punt").len(), 1);
     t.assert_counters(&[("echo_replies", 1), ("punted", 1)]);
+    t.assert_no_leaks();
+}
+
+/// An NS or NA (hop limit 255, valid checksum) without an Ethernet header.
+fn nd6(src: &str, dst: &str, m: sluice_wire::icmpv6::NdiscRepr) -> Vec<u8> {
+    use sluice_wire::icmpv6::Icmpv6Packet;
+    let (s, d): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+        (src.parse().unwrap(), dst.parse().unwrap());
+    let n = m.buffer_len();
+    let mut p = vec![0u8; 40 + n];
+    p[0] = 0x60;
+    p[4..6].copy_from_slice(&(n as u16).to_be_bytes());
+    p[6] = 58;
+    p[7] = 255;
+    p[8..24].copy_from_slice(&s.octets());
+    p[24..40].copy_from_slice(&d.octets());
+    let mut icmp = Icmpv6Packet::new_checked(&mut p[40..]).unwrap();
+    m.emit(&mut icmp);
+    icmp.fill_checksum(s, d);
+    p
+}
+
+#[test]
+fn nd_with_a_group_link_layer_address_is_not_learned() {
+    use sluice_wire::icmpv6::{NaFlags, NdiscRepr};
+    use sluice_wire::Mac;
+    let (mut t, sw) = setup("ip6-local");
+    let target = "2001:db8::1".parse().unwrap();
+    let ns = |m: [u8; 6]| {
+        nd6(
+            "2001:db8::2",
+            "ff02::1:ff00:1",
+            NdiscRepr::NeighborSolicit {
+                target,
+                lladdr: Some(Mac(m)),
+            },
+        )
+    };
+    let na = nd6(
+        "2001:db8::3",
+        "2001:db8::1",
+        NdiscRepr::NeighborAdvert {
+            flags: NaFlags::SOLICITED | NaFlags::OVERRIDE,
+            target: "2001:db8::3".parse().unwrap(),
+            lladdr: Some(Mac([0x33, 0x33, 0, 0, 0, 1])),
+        },
+    );
+    t.run_with(&[ns([0xff; 6]), na, ns([2, 0, 0, 0, 0, 2])], |h| {
+        h.rx_if = sw
+    });
+    assert_eq!(
+        t.arc("interface-output").len(),
+        1,
+        "only the good NS answered"
+    );
+    assert_eq!(
+        sluice_vnet::ip6::apply_learned(&mut t.h.vm),
+        1,
+        "only the good NS learned"
+    );
+    t.assert_counters(&[("nd_group_lladdr", 2), ("ns_replied", 1)]);
     t.assert_no_leaks();
 }
