@@ -93,11 +93,21 @@ sluice_graph::counters! {
 }
 
 /// Whether an IPv4 source's first octet makes it a martian (0/8, 127/8, 224/4, 240/4):
-/// two compares, cheap enough for `ip4-input`'s fast path.
+/// one table load, cheap enough for `ip4-input`'s fast path.
 #[inline(always)]
 pub fn martian_first_octet(o: u8) -> bool {
-    o.wrapping_sub(1) >= 223 || o == 127
+    MARTIAN_FIRST_OCTET[o as usize]
 }
+
+static MARTIAN_FIRST_OCTET: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i == 0 || i == 127 || i >= 224;
+        i += 1;
+    }
+    t
+};
 
 impl Ip4Input {
     /// Everything but the common 20-byte header (too short, IHL/version != 0x45): the
@@ -172,11 +182,12 @@ impl PacketNode for Ip4Input {
                     b.hdr.error = cx.error(InputCounter::BadLength);
                     return InputNext::Drop.next();
                 }
-                if !valid {
-                    b.hdr.error = cx.error(InputCounter::BadChecksum);
-                    return InputNext::Drop.next();
-                }
-                if martian_first_octet(h[field::SRC]) {
+                // One branch for a bad checksum or a martian source.
+                if !valid | martian_first_octet(h[field::SRC]) {
+                    if !valid {
+                        b.hdr.error = cx.error(InputCounter::BadChecksum);
+                        return InputNext::Drop.next();
+                    }
                     if let Err(n) = Self::martian(cx, b) {
                         return n;
                     }
@@ -523,7 +534,10 @@ impl PacketNode for Ip4Rewrite {
 ///   (`crate::ip_local`, e.g. VXLAN's 4789), before any of these.
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
-///   the CLI `ping`, consumed), `truncated` (shorter than its header: never from ip4-input).
+///   the CLI `ping`, consumed), `truncated` (shorter than its header: never from ip4-input),
+///   `own_source` (received, not locally originated, with one of the router's own addresses
+///   in the table as the source, RFC 1812 §5.3.7: checked here, for packets to the router,
+///   not on the forwarding path).
 pub struct Ip4Local {
     shared: Arc<Ip4Shared>,
     /// Ports and protocols served by other nodes (`crate::ip_local`).
@@ -557,11 +571,14 @@ sluice_graph::counters! {
         PingReplies => info("ping_replies", "echo replies to CLI ping"),
         /// Shorter than its ip4 header.
         Truncated => error("truncated", "shorter than its ip4 header"),
+        /// Received with one of the router's own addresses as the source.
+        OwnSource => error("own_source", "ip4 source is one of our addresses"),
     }
 }
 
 impl PacketNode for Ip4Local {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let received = b.hdr.flags & LOCALLY_ORIGINATED == 0;
         let d = b.data_mut();
         let ihl = d.first().map_or(0, |v| ((v & 0xf) as usize) * 4);
         if ihl < MIN_HEADER_LEN || d.len() < ihl {
@@ -569,6 +586,19 @@ impl PacketNode for Ip4Local {
             b.hdr.error = cx.error(LocalCounter::Truncated);
             return LocalNext::Drop.next();
         }
+        if received {
+            let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
+            let own = self
+                .shared
+                .lookup(b.hdr.ip.fib_index, src)
+                .filter(|&v| v < super::LB_FLAG)
+                .is_some_and(|v| self.shared.adj.get(v).kind == AdjKind::Local);
+            if own {
+                b.hdr.error = cx.error(LocalCounter::OwnSource);
+                return LocalNext::Drop.next();
+            }
+        }
+        let d = b.data_mut();
         match d[field::PROTOCOL] {
             proto::ICMP => {
                 if d.len() < ihl + 8 || checksum::sum(&d[ihl..]) != 0xffff {

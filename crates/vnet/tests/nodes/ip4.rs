@@ -274,3 +274,21 @@ fn cli_refuses_martian_addresses_and_group_neighbours() {
     // 127/8 is fine on a loopback.
     t.cli("set interface ip address loop0 127.0.0.1/8");
 }
+
+#[test]
+fn local_drops_packets_from_our_own_address() {
+    let (mut t, sw) = setup("ip4-local");
+    let spoofed = udp4_l3("10.0.0.1", "10.0.0.1");
+    let mine = pkt("ICMP: 10.0.0.1 -> 10.0.0.1\nICMP echo_request id 7 seq 1\nincrementing 8");
+    let b = [
+        t.packet(&spoofed, |h| h.rx_if = sw),
+        t.packet(&mine, |h| {
+            h.rx_if = sw;
+            h.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
+        }),
+    ];
+    t.inject_at("ip4-local", &b);
+    assert_eq!(t.arc("ip4-lookup").len(), 1, "our own ping answered");
+    t.assert_counters(&[("own_source", 1), ("echo_replies", 1)]);
+    t.assert_no_leaks();
+}
