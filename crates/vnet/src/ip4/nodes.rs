@@ -110,7 +110,8 @@ static MARTIAN_FIRST_OCTET: [bool; 256] = {
 };
 
 impl Ip4Input {
-    /// Everything but the common 20-byte header (too short, IHL/version != 0x45): the
+    /// Everything but the common 20-byte header from a plausible source (too short,
+    /// IHL/version != 0x45, or a source whose first octet is martian): the
     /// checks one by one, in RFC 1812 order. The header's total length, or the drop arc.
     #[cold]
     #[inline(never)]
@@ -173,7 +174,8 @@ impl PacketNode for Ip4Input {
         // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
         // are then the length and a branch-free checksum over five words.
         let total = match d.first_chunk::<MIN_HEADER_LEN>() {
-            Some(h) if h[field::VER_IHL] == 0x45 => {
+            // A martian source leaves the fast path (check_slow counts it).
+            Some(h) if h[field::VER_IHL] == 0x45 && !martian_first_octet(h[field::SRC]) => {
                 let total =
                     u16::from_be_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]) as usize;
                 let valid = checksum::ip4_header_valid(h);
@@ -182,15 +184,9 @@ impl PacketNode for Ip4Input {
                     b.hdr.error = cx.error(InputCounter::BadLength);
                     return InputNext::Drop.next();
                 }
-                // One branch for a bad checksum or a martian source.
-                if !valid | martian_first_octet(h[field::SRC]) {
-                    if !valid {
-                        b.hdr.error = cx.error(InputCounter::BadChecksum);
-                        return InputNext::Drop.next();
-                    }
-                    if let Err(n) = Self::martian(cx, b) {
-                        return n;
-                    }
+                if !valid {
+                    b.hdr.error = cx.error(InputCounter::BadChecksum);
+                    return InputNext::Drop.next();
                 }
                 total
             }
