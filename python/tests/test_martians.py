@@ -92,6 +92,7 @@ class TestMartians(Ip4RouterTest):
             ("ip neighbor pg0 224.0.0.1 02:00:00:00:00:09", "224.0.0.1"),
             ("ip neighbor pg0 255.255.255.255 02:00:00:00:00:09", "255.255.255.255"),
             ("ip neighbor pg0 0.0.0.0 02:00:00:00:00:09", "0.0.0.0"),
+            ("ip neighbor pg1 10.0.0.1 02:00:00:00:00:09", "10.0.0.1"),
             ("set interface ip address pg3 224.1.1.1/24", "224.1.1.1/24"),
             ("set interface ip address pg3 127.0.0.2/8", "127.0.0.2/8"),
             ("set interface ip address pg3 0.0.0.1/8", "0.0.0.1/8"),

@@ -787,6 +787,12 @@ pub fn neighbor_add_del(
         }
         return Ok(());
     }
+    if ctl.addrs.iter().any(|&(_, a, _)| a == ip) {
+        return Err(VnetError::invalid(format!(
+            "`{}' is one of this router's addresses, not a neighbour's",
+            Ipv6Addr::from(ip)
+        )));
+    }
     crate::neighbor::add(
         &mut *ctl,
         i.0,
