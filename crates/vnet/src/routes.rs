@@ -163,7 +163,7 @@ pub enum Hop<A> {
 /// The longest-prefix-match structure of one address family.
 pub trait Lpm: Sized {
     /// Address type (host order).
-    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug + Into<u128>;
+    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug + Into<u128> + 'static;
     /// The shared read side.
     type Table: Send + Sync + 'static;
     /// Address width in bits.
@@ -182,6 +182,11 @@ pub trait Lpm: Sized {
     fn lookup(&self, a: Self::Addr) -> Option<u32>;
     /// The address from its u128 form (recursive next hops are stored as u128).
     fn from_u128(a: u128) -> Self::Addr;
+    /// The prefixes every table of this family drops while no route has them (VPP's
+    /// special FIB entries): installed in the LPM when the table is created and put back
+    /// when the last source of a route at one of them goes. A miss drops already, so the
+    /// default route is not among them.
+    const DROP_SPECIALS: &'static [(Self::Addr, u8)];
 }
 
 impl Lpm for sluice_fib::ip4::Ip4Lpm {
@@ -209,6 +214,9 @@ impl Lpm for sluice_fib::ip4::Ip4Lpm {
     fn from_u128(a: u128) -> u32 {
         a as u32
     }
+    /// 0.0.0.0/32, multicast 224.0.0.0/4, class E 240.0.0.0/4, broadcast 255.255.255.255/32.
+    const DROP_SPECIALS: &'static [(u32, u8)] =
+        &[(0, 32), (0xe000_0000, 4), (0xf000_0000, 4), (u32::MAX, 32)];
 }
 
 impl Lpm for sluice_fib::ip6::Ip6Lpm {
@@ -236,6 +244,7 @@ impl Lpm for sluice_fib::ip6::Ip6Lpm {
     fn from_u128(a: u128) -> u128 {
         a
     }
+    const DROP_SPECIALS: &'static [(u128, u8)] = &[];
 }
 
 /// The data plane's view of a family's tables: the LPM read side of every FIB index, set once
@@ -356,7 +365,11 @@ fn lpm_value<K: Eq + std::hash::Hash>(
 
 impl<L: Lpm> RouteTable<L> {
     /// An empty table over `lpm`.
-    pub fn new(lpm: L, epochs: Arc<Epochs>) -> Self {
+    pub fn new(mut lpm: L, epochs: Arc<Epochs>) -> Self {
+        for &(p, l) in L::DROP_SPECIALS {
+            // Adjacency 0 is the drop adjacency; an empty LPM has room for a few prefixes.
+            let _ = lpm.insert(&epochs, p, l, 0);
+        }
         RouteTable {
             lpm,
             epochs,
@@ -535,8 +548,14 @@ impl<L: Lpm> RouteTable<L> {
                 if let Some(lb) = self.route_lb.remove(&key) {
                     self.unused_lbs.push(lb);
                 }
-                self.lpm.remove(&self.epochs, key.0, key.1);
-                (Ok(()), before.is_some())
+                let res = if L::DROP_SPECIALS.contains(&key) {
+                    // Back to the special entry: drop.
+                    self.lpm.insert(&self.epochs, key.0, key.1, 0)
+                } else {
+                    self.lpm.remove(&self.epochs, key.0, key.1);
+                    Ok(())
+                };
+                (res, before.is_some())
             }
             Some((paths, share)) => {
                 let value = match lpm_value(
@@ -1722,6 +1741,36 @@ mod tests {
     fn del(rt: &mut RouteTable<Ip4Lpm>, lbs: &mut Lbs, p: [u8; 4], len: u8, h: Hop<u32>) {
         rt.edit_static(lbs, ip(p), len, true, false, &[(h, 1)])
             .unwrap();
+    }
+
+    #[test]
+    fn special_entries_drop_under_a_default_route() {
+        let (mut rt, mut lbs) = table();
+        add(&mut rt, &mut lbs, [0, 0, 0, 0], 0, Hop::Adj(5));
+        for a in [
+            [224, 1, 2, 3],
+            [240, 0, 0, 1],
+            [255, 255, 255, 255],
+            [0, 0, 0, 0],
+        ] {
+            assert_eq!(rt.lookup_adj(&lbs, ip(a)), Some(0), "{a:?} drops");
+        }
+        assert_eq!(rt.lookup_adj(&lbs, ip([8, 8, 8, 8])), Some(5));
+        assert!(rt.routes.len() == 1, "special entries are no routes");
+        // A more specific route wins (linux-cp's 224.0.0.0/24 via local).
+        add(&mut rt, &mut lbs, [224, 0, 0, 0], 24, Hop::Adj(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 0, 0, 5])), Some(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(0));
+        // A route at the special prefix replaces it; deleting it puts the drop back.
+        add(&mut rt, &mut lbs, [224, 0, 0, 0], 4, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(7));
+        del(&mut rt, &mut lbs, [224, 0, 0, 0], 4, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(0));
+        del(&mut rt, &mut lbs, [224, 0, 0, 0], 24, Hop::Adj(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 0, 0, 5])), Some(0));
+        rt.clear(&mut lbs);
+        assert_eq!(rt.lookup_adj(&lbs, ip([8, 8, 8, 8])), None);
+        assert_eq!(rt.lookup_adj(&lbs, ip([240, 0, 0, 1])), Some(0));
     }
 
     #[test]

@@ -924,6 +924,8 @@ pub(crate) const FIB_HEADER_TAIL: &str =
 /// The entries VPP creates in every IPv4 table that Sluice shows beside its routes:
 /// 0.0.0.0/0, 0.0.0.0/32, 224.0.0.0/4, 240.0.0.0/4, 255.255.255.255/32 and, for each
 /// connected subnet of table `fib` up to /30, its network and broadcast /32s (all drop).
+/// The four fixed ones other than 0.0.0.0/0 are installed in the LPM as drop
+/// (`Lpm::DROP_SPECIALS`); the others only shown.
 fn special_entries(ctl: &Ip4Control, fib: u32) -> Vec<((u32, u8), String)> {
     let drop = "[@0]: dpo-drop ip4".to_string();
     let mut v: Vec<((u32, u8), String)> = [
