@@ -83,3 +83,30 @@ class TestTraceFilter(Ip4RouterTest):
             with pytest.raises(CliError) as e:
                 self.vpp.cli(cmd)
             assert want in str(e.value), (cmd, str(e.value))
+
+    def test_trace_filter_include_exclude_node(self):
+        """`trace filter include|exclude <node> <count>` shows only the traced packets that
+        went (did not go) through the node, at most count; `none` shows all again."""
+        self.trace_cmd = "trace add pg-input 200"
+        IpRoute(self, "10.2.0.0/16", via=self.pg1.remote_ip4).add_config()
+        dropped = [self.udp_from(self.pg0, "10.3.0.1")] * 6
+        self.send_and_expect(self.pg0, self.flows() + dropped, self.pg1, n_rx=85)
+        assert self.traced() == 91
+        self.vpp.cli("trace filter include error-drop 100")
+        assert self.traced() == 6
+        out = self.vpp.cli("show trace max 1000")
+        assert "no route to destination" in out and "ip4-rewrite" not in out, out
+        self.vpp.cli("trace filter include error-drop 4")
+        assert self.traced() == 4
+        self.vpp.cli("trace filter exclude error-drop 1000")
+        assert self.traced() == 85
+        self.vpp.cli("trace filter include ip4-rewrite 10")
+        assert self.traced() == 10
+        self.vpp.cli("trace filter none")
+        assert self.traced() == 91
+        with pytest.raises(CliError) as e:
+            self.vpp.cli("trace filter include no-such-node 1")
+        assert "`no-such-node'" in str(e.value)
+        with pytest.raises(CliError) as e:
+            self.vpp.cli("trace filter sideways ip4-lookup 1")
+        assert "`sideways'" in str(e.value)

@@ -46,6 +46,11 @@ pub fn register(t: &mut CommandTree<Vlib>) {
         classify_filter_trace,
     );
     t.add(
+        "trace filter",
+        "trace filter include|exclude <node> <count> | none — show only the traced packets that went (include) or did not go (exclude) through a node, at most count per thread",
+        trace_filter,
+    );
+    t.add(
         "show trace",
         "show trace [max <n>] — traced packets",
         show_trace,
@@ -342,6 +347,38 @@ fn trace_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
+/// `trace filter include|exclude <node> <count>` / `trace filter none`.
+fn trace_filter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    if args.keyword("none") {
+        args.finish()?;
+        vm.shared.trace.lock().node_filter = None;
+        return Ok(String::new());
+    }
+    let include = if args.keyword("include") {
+        true
+    } else if args.keyword("exclude") {
+        false
+    } else {
+        return Err(CliError::new(format!(
+            "expected include, exclude or none, got `{}'",
+            args.peek().unwrap_or("")
+        )));
+    };
+    let name = args.word("node name")?;
+    let count = args.u32("count")?;
+    args.finish()?;
+    let node = vm
+        .registry
+        .find(&name)
+        .ok_or_else(|| TraceError::NoSuchNode(name.clone()))?;
+    vm.shared.trace.lock().node_filter = Some(crate::trace::NodeFilter {
+        include,
+        node,
+        count,
+    });
+    Ok(String::new())
+}
+
 /// `classify filter trace mask l3 ip4 <fields> [l4 <ports>] match l3 ip4 <values> [l4 <values>]`
 /// or `classify filter trace del`.
 fn classify_filter_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
@@ -452,6 +489,14 @@ pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
     for (i, p) in store.packets.iter().enumerate() {
         let t = p.first().map(|e| e.thread as usize).unwrap_or(0);
         if let Some(v) = by_thread.get_mut(t) {
+            // `trace filter include|exclude <node> <count>`: at most count per thread of
+            // the packets that went (include) or did not go (exclude) through the node.
+            if let Some(nf) = &store.node_filter {
+                let visited = p.iter().any(|e| e.node == nf.node);
+                if visited != nf.include || v.len() >= nf.count as usize {
+                    continue;
+                }
+            }
             v.push(i);
         }
     }

@@ -64,6 +64,19 @@ pub struct TraceStore {
     pub filtered: std::collections::HashSet<NodeIndex>,
     /// `classify filter trace mask .. match ..`.
     pub filter: Option<TraceFilter>,
+    /// `trace filter include|exclude <node> <count>` (applied when traces are shown).
+    pub node_filter: Option<NodeFilter>,
+}
+
+/// `trace filter include|exclude <node> <count>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeFilter {
+    /// Keep the packets that went through `node` (else those that did not).
+    pub include: bool,
+    /// The node.
+    pub node: NodeIndex,
+    /// At most this many packets per thread.
+    pub count: u32,
 }
 
 /// `classify filter trace`: the IPv4 fields a traced packet must have (VPP's
