@@ -329,6 +329,10 @@ pub struct RouteTable<L: Lpm> {
     by_via: BTreeMap<L::Addr, BTreeSet<(L::Addr, u8)>>,
     // Load-balance objects to retire once the current change has propagated.
     unused_lbs: Vec<u32>,
+    /// Drop entries of this table beside [`Lpm::DROP_SPECIALS`] (VPP's connected subnets'
+    /// network and broadcast /32s), with how many addresses want each: in the LPM while
+    /// no route has their prefix.
+    drops: HashMap<(L::Addr, u8), u32>,
 }
 
 /// The LPM value for `paths`: the shared load-balance `share`, the single path's adjacency,
@@ -377,6 +381,38 @@ impl<L: Lpm> RouteTable<L> {
             route_lb: HashMap::new(),
             by_via: BTreeMap::new(),
             unused_lbs: Vec::new(),
+            drops: HashMap::new(),
+        }
+    }
+
+    /// Whether `key` drops when no route has it.
+    fn is_drop(&self, key: &(L::Addr, u8)) -> bool {
+        L::DROP_SPECIALS.contains(key) || self.drops.contains_key(key)
+    }
+
+    /// Adds (`add`) or removes one want of the drop entry `p`/`len` (see `drops`).
+    pub fn set_drop(&mut self, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+        let key = (L::mask(p, len), len);
+        let was = self.is_drop(&key);
+        let n = self.drops.entry(key).or_default();
+        if add {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.drops.remove(&key);
+            }
+        }
+        if self.routes.contains_key(&key) {
+            return Ok(());
+        }
+        match (was, self.is_drop(&key)) {
+            (false, true) => self.lpm.insert(&self.epochs, key.0, key.1, 0),
+            (true, false) => {
+                self.lpm.remove(&self.epochs, key.0, key.1);
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -548,7 +584,7 @@ impl<L: Lpm> RouteTable<L> {
                 if let Some(lb) = self.route_lb.remove(&key) {
                     self.unused_lbs.push(lb);
                 }
-                let res = if L::DROP_SPECIALS.contains(&key) {
+                let res = if self.is_drop(&key) {
                     // Back to the special entry: drop.
                     self.lpm.insert(&self.epochs, key.0, key.1, 0)
                 } else {
@@ -762,6 +798,11 @@ impl<L: Lpm> RouteTable<L> {
                 r.vias.clear();
             }
             let _ = self.reinstall(lbs, k);
+        }
+        for (k, _) in std::mem::take(&mut self.drops) {
+            if !L::DROP_SPECIALS.contains(&k) {
+                self.lpm.remove(&self.epochs, k.0, k.1);
+            }
         }
     }
 
@@ -1113,6 +1154,11 @@ impl<L: Lpm> Vrfs<L> {
         let r = rt.set_route(lbs, p, len, src, adj);
         self.note(fib, key, had);
         r
+    }
+
+    /// [`RouteTable::set_drop`] in table `fib`.
+    pub fn set_drop(&mut self, fib: u32, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+        self.rt_mut(fib)?.0.set_drop(p, len, add)
     }
 
     /// `ip route [add|del] [count n] <prefix>/<len> <paths>` in table `fib`: `nth(k)` is the
@@ -1768,7 +1814,27 @@ mod tests {
         assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(0));
         del(&mut rt, &mut lbs, [224, 0, 0, 0], 24, Hop::Adj(6));
         assert_eq!(rt.lookup_adj(&lbs, ip([224, 0, 0, 5])), Some(0));
+        // A subnet's broadcast /32: wanted twice, a route over it, gone with the last want.
+        let bc = ip([10, 0, 1, 255]);
+        add(&mut rt, &mut lbs, [10, 0, 1, 0], 24, Hop::Adj(8));
+        rt.set_drop(bc, 32, true).unwrap();
+        rt.set_drop(bc, 32, true).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0));
+        add(&mut rt, &mut lbs, [10, 0, 1, 255], 32, Hop::Adj(9));
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(9));
+        del(&mut rt, &mut lbs, [10, 0, 1, 255], 32, Hop::Adj(9));
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0));
+        rt.set_drop(bc, 32, false).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0), "still wanted once");
+        rt.set_drop(bc, 32, false).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(8), "the subnet's route again");
+        rt.set_drop(bc, 32, true).unwrap();
         rt.clear(&mut lbs);
+        assert_eq!(
+            rt.lookup_adj(&lbs, bc),
+            None,
+            "a cleared table forgets its drops"
+        );
         assert_eq!(rt.lookup_adj(&lbs, ip([8, 8, 8, 8])), None);
         assert_eq!(rt.lookup_adj(&lbs, ip([240, 0, 0, 1])), Some(0));
     }
