@@ -9,6 +9,7 @@ from ip4_base import Ip4RouterTest
 from sluice_test import IpRoute, assert_ip4_checksum, assert_udp_checksum
 
 NO_ROUTE = ("ip4-lookup", "no route to destination")
+DROP_ROUTE = ("ip4-lookup", "ip4 drop route")
 
 
 class TestIp4Forwarding(Ip4RouterTest):
@@ -112,6 +113,33 @@ class TestIp4Forwarding(Ip4RouterTest):
         r.add_config()
         self.send_and_expect(self.pg0, [pkt], self.pg1)
         self.assert_counters({})
+
+    def test_default_route_does_not_forward_multicast_or_class_e(self):
+        """VPP's special entries are real: 224.0.0.0/4, 240.0.0.0/4, 255.255.255.255/32 and
+        0.0.0.0/32 drop in every table even under a default route; a more specific route
+        still wins over them."""
+        IpRoute(self, "0.0.0.0/0", via=self.pg1.remote_ip4).add_config()
+        self.send_and_expect(self.pg0, [self.udp_from(self.pg0, "8.8.8.8")], self.pg1)
+        # With each connected subnet's network and broadcast address (10.0.N.1/24).
+        dsts = ["224.1.2.3", "240.0.0.1", "255.255.255.255", "239.255.0.1", "10.0.1.255",
+                "10.0.1.0", "10.0.2.255"]
+        self.send_and_assert_no_replies(
+            self.pg0, [self.udp_from(self.pg0, d) for d in dsts], "special entries drop")
+        self.assert_counters({DROP_ROUTE: 7})
+        self.send_and_expect(self.pg0, [self.udp_from(self.pg0, "10.0.1.2")], self.pg1)
+        r = IpRoute(self, "224.1.0.0/16", via=self.pg1.remote_ip4).add_config()
+        self.send_and_expect(self.pg0, [self.udp_from(self.pg0, "224.1.2.3")], self.pg1)
+        r.remove_config()
+        self.send_and_assert_no_replies(
+            self.pg0, [self.udp_from(self.pg0, "224.1.2.3")], "drop again")
+        self.assert_counters({DROP_ROUTE: 1})
+        # Without the address, its subnet's broadcast /32 is gone with the connected route.
+        self.vpp.cli(f"set interface ip address del pg2 {self.pg_interfaces[2].local_ip4}/24")
+        self.send_and_expect(self.pg0, [self.udp_from(self.pg0, "10.0.2.255")], self.pg1)
+        self.vpp.cli(f"set interface ip address pg2 {self.pg_interfaces[2].local_ip4}/24")
+        self.send_and_assert_no_replies(
+            self.pg0, [self.udp_from(self.pg0, "10.0.2.255")], "back with the address")
+        self.assert_counters({DROP_ROUTE: 1})
 
     def test_route_deleted_while_stream_runs(self):
         """A long rate-limited stream runs while its route is deleted: the daemon keeps

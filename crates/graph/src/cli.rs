@@ -37,8 +37,18 @@ pub fn register(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "trace add",
-        "trace add <input-graph-node> <count> — trace the next packets from an input node",
+        "trace add <input-graph-node> <count> [filter] [verbose] — trace the next packets from an input node (with `filter', only those matching `classify filter trace')",
         trace_add,
+    );
+    t.add(
+        "classify filter trace",
+        "classify filter trace mask l3 ip4 [src] [dst] [proto] [l4 [src_port] [dst_port]] match l3 ip4 [src <a>] [dst <a>] [proto <n>] [l4 [src_port <n>] [dst_port <n>]] | del — which packets `trace add <node> <n> filter' traces",
+        classify_filter_trace,
+    );
+    t.add(
+        "trace filter",
+        "trace filter include|exclude <node> <count> | none — show only the traced packets that went (include) or did not go (exclude) through a node, at most count per thread",
+        trace_filter,
     );
     t.add(
         "show trace",
@@ -321,10 +331,125 @@ impl From<TraceError> for CliError {
 fn trace_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let name = args.word("input node name")?;
     let count = args.u32("packet count")?;
-    let _ = args.keyword("verbose");
+    let mut filter = false;
+    loop {
+        if args.keyword("filter") {
+            filter = true;
+        } else if !args.keyword("verbose") {
+            break;
+        }
+    }
     args.finish()?;
     trace_add_node(vm, &name, count)?;
+    if let Some(i) = vm.registry.find(&name) {
+        vm.shared.trace.set_filtered(i, filter);
+    }
     Ok(String::new())
+}
+
+/// `trace filter include|exclude <node> <count>` / `trace filter none`.
+fn trace_filter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    if args.keyword("none") {
+        args.finish()?;
+        vm.shared.trace.lock().node_filter = None;
+        return Ok(String::new());
+    }
+    let include = if args.keyword("include") {
+        true
+    } else if args.keyword("exclude") {
+        false
+    } else {
+        return Err(CliError::new(format!(
+            "expected include, exclude or none, got `{}'",
+            args.peek().unwrap_or("")
+        )));
+    };
+    let name = args.word("node name")?;
+    let count = args.u32("count")?;
+    args.finish()?;
+    let node = vm
+        .registry
+        .find(&name)
+        .ok_or_else(|| TraceError::NoSuchNode(name.clone()))?;
+    vm.shared.trace.lock().node_filter = Some(crate::trace::NodeFilter {
+        include,
+        node,
+        count,
+    });
+    Ok(String::new())
+}
+
+/// `classify filter trace mask l3 ip4 <fields> [l4 <ports>] match l3 ip4 <values> [l4 <values>]`
+/// or `classify filter trace del`.
+fn classify_filter_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    if args.keyword("del") {
+        // VPP also accepts the mask after `del`.
+        let _ = args.rest();
+        vm.shared.trace.set_filter(None);
+        return Ok(String::new());
+    }
+    let f = parse_trace_filter(args)?;
+    vm.shared.trace.set_filter(Some(f));
+    Ok(String::new())
+}
+
+/// The mask and match of `classify filter trace` (see [`crate::trace::TraceFilter`]).
+pub fn parse_trace_filter(args: &mut Args) -> Result<crate::trace::TraceFilter, CliError> {
+    use crate::trace::TraceFilter;
+    let mut mask = [false; 5];
+    const FIELDS: [&str; 5] = ["src", "dst", "proto", "src_port", "dst_port"];
+    if !args.keyword("mask") {
+        return Err(CliError::new(format!(
+            "expected `mask', got `{}'",
+            args.peek().unwrap_or("")
+        )));
+    }
+    while let Some(w) = args.peek().map(str::to_string) {
+        match w.as_str() {
+            "l3" | "ip4" | "l4" => {}
+            "match" => break,
+            _ => match FIELDS.iter().position(|f| *f == w) {
+                Some(k) => mask[k] = true,
+                None => return Err(CliError::new(format!("unknown mask field `{w}'"))),
+            },
+        }
+        args.word("mask field")?;
+    }
+    if !args.keyword("match") {
+        return Err(CliError::new("expected `match'".to_string()));
+    }
+    if !mask.contains(&true) {
+        return Err(CliError::new("empty mask".to_string()));
+    }
+    let mut val = [0u32; 5];
+    while let Some(w) = args.peek().map(str::to_string) {
+        args.word("match field")?;
+        if matches!(w.as_str(), "l3" | "ip4" | "l4") {
+            continue;
+        }
+        let k = FIELDS
+            .iter()
+            .position(|f| *f == w)
+            .ok_or_else(|| CliError::new(format!("unknown match field `{w}'")))?;
+        if !mask[k] {
+            return Err(CliError::new(format!("`{w}' is not in the mask")));
+        }
+        let v = args.word("match value")?;
+        let bad = || CliError::new(format!("bad {w} `{v}'"));
+        val[k] = match k {
+            0 | 1 => u32::from(v.parse::<std::net::Ipv4Addr>().map_err(|_| bad())?),
+            2 => u32::from(v.parse::<u8>().map_err(|_| bad())?),
+            _ => u32::from(v.parse::<u16>().map_err(|_| bad())?),
+        };
+    }
+    let pick = |k: usize| mask[k].then_some(val[k]);
+    Ok(TraceFilter {
+        src: pick(0),
+        dst: pick(1),
+        proto: pick(2).map(|v| v as u8),
+        sport: pick(3).map(|v| v as u16),
+        dport: pick(4).map(|v| v as u16),
+    })
 }
 
 /// `trace add <node> <count>`: traces the next `count` packets from input node `name`.
@@ -364,6 +489,14 @@ pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
     for (i, p) in store.packets.iter().enumerate() {
         let t = p.first().map(|e| e.thread as usize).unwrap_or(0);
         if let Some(v) = by_thread.get_mut(t) {
+            // `trace filter include|exclude <node> <count>`: at most count per thread of
+            // the packets that went (include) or did not go (exclude) through the node.
+            if let Some(nf) = &store.node_filter {
+                let visited = p.iter().any(|e| e.node == nf.node);
+                if visited != nf.include || v.len() >= nf.count as usize {
+                    continue;
+                }
+            }
             v.push(i);
         }
     }

@@ -400,15 +400,22 @@ impl<'a> Cx<'a> {
     }
 
     /// Starts tracing a packet produced by this input node (within its budget), recording
-    /// the first entry with `rec`.
-    pub fn trace_start<R: TraceRecord>(&mut self, b: &mut Buffer<'_>, rec: R) {
+    /// the first entry with `rec`. False: not traced (no budget, or the node was added with
+    /// `filter` and the packet does not match the `classify filter trace`); the caller's
+    /// budget is then unchanged.
+    pub fn trace_start<R: TraceRecord>(&mut self, b: &mut Buffer<'_>, rec: R) -> bool {
         let t = &self.st.shared.trace;
         let mut s = t.lock();
+        if s.filtered.contains(&self.node)
+            && !s.filter.as_ref().is_some_and(|f| f.matches(b.data()))
+        {
+            return false;
+        }
         let Some(left) = s.budget.get_mut(&self.node) else {
-            return;
+            return false;
         };
         if *left == 0 {
-            return;
+            return false;
         }
         *left -= 1;
         if s.budget.values().all(|&v| v == 0) {
@@ -425,6 +432,7 @@ impl<'a> Cx<'a> {
         }]);
         b.hdr.flags |= flags::TRACED;
         b.hdr.trace_index = pack_index(s.generation, i);
+        true
     }
 
     /// Attaches a record to a traced packet's entry for the running node.

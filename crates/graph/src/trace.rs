@@ -59,6 +59,76 @@ pub struct TraceStore {
     pub budget: HashMap<NodeIndex, u32>,
     /// Bumped on `clear trace` so in-flight packets with stale indices are ignored.
     pub generation: u8,
+    /// Input nodes added with `trace add <node> <n> filter`: they trace only packets
+    /// matching `filter`.
+    pub filtered: std::collections::HashSet<NodeIndex>,
+    /// `classify filter trace mask .. match ..`.
+    pub filter: Option<TraceFilter>,
+    /// `trace filter include|exclude <node> <count>` (applied when traces are shown).
+    pub node_filter: Option<NodeFilter>,
+}
+
+/// `trace filter include|exclude <node> <count>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeFilter {
+    /// Keep the packets that went through `node` (else those that did not).
+    pub include: bool,
+    /// The node.
+    pub node: NodeIndex,
+    /// At most this many packets per thread.
+    pub count: u32,
+}
+
+/// `classify filter trace`: the IPv4 fields a traced packet must have (VPP's
+/// `mask l3 ip4 src dst proto l4 src_port dst_port` with the `match` values; a masked field
+/// without a match value must be 0, as VPP's zero-filled match). Applied to the packet as
+/// the input node produced it: Ethernet (up to two VLAN tags), IPv4, then TCP/UDP ports
+/// (first fragment only). A packet that is not IPv4 never matches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceFilter {
+    /// Source address.
+    pub src: Option<u32>,
+    /// Destination address.
+    pub dst: Option<u32>,
+    /// IP protocol.
+    pub proto: Option<u8>,
+    /// L4 source port.
+    pub sport: Option<u16>,
+    /// L4 destination port.
+    pub dport: Option<u16>,
+}
+
+impl TraceFilter {
+    /// Whether the Ethernet frame `f` matches.
+    pub fn matches(&self, f: &[u8]) -> bool {
+        let be16 = |o: usize| f.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let be32 = |o: usize| {
+            f.get(o..o + 4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let mut o = 12;
+        while matches!(be16(o), Some(0x8100 | 0x88a8)) && o < 20 {
+            o += 4;
+        }
+        if be16(o) != Some(0x0800) {
+            return false;
+        }
+        let ip = o + 2;
+        let Some(&vihl) = f.get(ip) else { return false };
+        let ihl = (vihl & 0x0f) as usize * 4;
+        if vihl >> 4 != 4 || ihl < 20 {
+            return false;
+        }
+        let field = |want: Option<u32>, got: Option<u32>| want.is_none() || want == got;
+        let l4 = ip + ihl;
+        let first_frag = be16(ip + 6).is_some_and(|v| v & 0x1fff == 0);
+        let port = |o: usize| be16(o).filter(|_| first_frag).map(u32::from);
+        field(self.src, be32(ip + 12))
+            && field(self.dst, be32(ip + 16))
+            && field(self.proto.map(u32::from), f.get(ip + 9).map(|&p| p as u32))
+            && field(self.sport.map(u32::from), port(l4))
+            && field(self.dport.map(u32::from), port(l4 + 2))
+    }
 }
 
 /// Trace state shared by every thread.
@@ -170,11 +240,28 @@ impl TraceShared {
         self.active.store(true, Ordering::Release);
     }
 
+    /// `trace add <node> <n> filter`: the node traces only packets matching the
+    /// `classify filter trace` (`filter` false: all packets again).
+    pub fn set_filtered(&self, node: NodeIndex, filter: bool) {
+        let mut s = self.lock();
+        if filter {
+            s.filtered.insert(node);
+        } else {
+            s.filtered.remove(&node);
+        }
+    }
+
+    /// `classify filter trace ...` (None: `del`).
+    pub fn set_filter(&self, f: Option<TraceFilter>) {
+        self.lock().filter = f;
+    }
+
     /// `clear trace`: forgets traced packets and budgets.
     pub fn clear(&self) {
         let mut s = self.lock();
         s.packets.clear();
         s.budget.clear();
+        s.filtered.clear();
         s.generation = s.generation.wrapping_add(1);
         self.budget_any.store(false, Ordering::Release);
         // A dispatch capture keeps the dispatcher visiting frames.

@@ -163,7 +163,7 @@ pub enum Hop<A> {
 /// The longest-prefix-match structure of one address family.
 pub trait Lpm: Sized {
     /// Address type (host order).
-    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug + Into<u128>;
+    type Addr: Copy + Ord + Eq + std::hash::Hash + std::fmt::Debug + Into<u128> + 'static;
     /// The shared read side.
     type Table: Send + Sync + 'static;
     /// Address width in bits.
@@ -182,6 +182,11 @@ pub trait Lpm: Sized {
     fn lookup(&self, a: Self::Addr) -> Option<u32>;
     /// The address from its u128 form (recursive next hops are stored as u128).
     fn from_u128(a: u128) -> Self::Addr;
+    /// The prefixes every table of this family drops while no route has them (VPP's
+    /// special FIB entries): installed in the LPM when the table is created and put back
+    /// when the last source of a route at one of them goes. A miss drops already, so the
+    /// default route is not among them.
+    const DROP_SPECIALS: &'static [(Self::Addr, u8)];
 }
 
 impl Lpm for sluice_fib::ip4::Ip4Lpm {
@@ -209,6 +214,9 @@ impl Lpm for sluice_fib::ip4::Ip4Lpm {
     fn from_u128(a: u128) -> u32 {
         a as u32
     }
+    /// 0.0.0.0/32, multicast 224.0.0.0/4, class E 240.0.0.0/4, broadcast 255.255.255.255/32.
+    const DROP_SPECIALS: &'static [(u32, u8)] =
+        &[(0, 32), (0xe000_0000, 4), (0xf000_0000, 4), (u32::MAX, 32)];
 }
 
 impl Lpm for sluice_fib::ip6::Ip6Lpm {
@@ -236,6 +244,7 @@ impl Lpm for sluice_fib::ip6::Ip6Lpm {
     fn from_u128(a: u128) -> u128 {
         a
     }
+    const DROP_SPECIALS: &'static [(u128, u8)] = &[];
 }
 
 /// The data plane's view of a family's tables: the LPM read side of every FIB index, set once
@@ -320,6 +329,10 @@ pub struct RouteTable<L: Lpm> {
     by_via: BTreeMap<L::Addr, BTreeSet<(L::Addr, u8)>>,
     // Load-balance objects to retire once the current change has propagated.
     unused_lbs: Vec<u32>,
+    /// Drop entries of this table beside [`Lpm::DROP_SPECIALS`] (VPP's connected subnets'
+    /// network and broadcast /32s), with how many addresses want each: in the LPM while
+    /// no route has their prefix.
+    drops: HashMap<(L::Addr, u8), u32>,
 }
 
 /// The LPM value for `paths`: the shared load-balance `share`, the single path's adjacency,
@@ -356,7 +369,11 @@ fn lpm_value<K: Eq + std::hash::Hash>(
 
 impl<L: Lpm> RouteTable<L> {
     /// An empty table over `lpm`.
-    pub fn new(lpm: L, epochs: Arc<Epochs>) -> Self {
+    pub fn new(mut lpm: L, epochs: Arc<Epochs>) -> Self {
+        for &(p, l) in L::DROP_SPECIALS {
+            // Adjacency 0 is the drop adjacency; an empty LPM has room for a few prefixes.
+            let _ = lpm.insert(&epochs, p, l, 0);
+        }
         RouteTable {
             lpm,
             epochs,
@@ -364,6 +381,38 @@ impl<L: Lpm> RouteTable<L> {
             route_lb: HashMap::new(),
             by_via: BTreeMap::new(),
             unused_lbs: Vec::new(),
+            drops: HashMap::new(),
+        }
+    }
+
+    /// Whether `key` drops when no route has it.
+    fn is_drop(&self, key: &(L::Addr, u8)) -> bool {
+        L::DROP_SPECIALS.contains(key) || self.drops.contains_key(key)
+    }
+
+    /// Adds (`add`) or removes one want of the drop entry `p`/`len` (see `drops`).
+    pub fn set_drop(&mut self, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+        let key = (L::mask(p, len), len);
+        let was = self.is_drop(&key);
+        let n = self.drops.entry(key).or_default();
+        if add {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.drops.remove(&key);
+            }
+        }
+        if self.routes.contains_key(&key) {
+            return Ok(());
+        }
+        match (was, self.is_drop(&key)) {
+            (false, true) => self.lpm.insert(&self.epochs, key.0, key.1, 0),
+            (true, false) => {
+                self.lpm.remove(&self.epochs, key.0, key.1);
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -535,8 +584,14 @@ impl<L: Lpm> RouteTable<L> {
                 if let Some(lb) = self.route_lb.remove(&key) {
                     self.unused_lbs.push(lb);
                 }
-                self.lpm.remove(&self.epochs, key.0, key.1);
-                (Ok(()), before.is_some())
+                let res = if self.is_drop(&key) {
+                    // Back to the special entry: drop.
+                    self.lpm.insert(&self.epochs, key.0, key.1, 0)
+                } else {
+                    self.lpm.remove(&self.epochs, key.0, key.1);
+                    Ok(())
+                };
+                (res, before.is_some())
             }
             Some((paths, share)) => {
                 let value = match lpm_value(
@@ -743,6 +798,11 @@ impl<L: Lpm> RouteTable<L> {
                 r.vias.clear();
             }
             let _ = self.reinstall(lbs, k);
+        }
+        for (k, _) in std::mem::take(&mut self.drops) {
+            if !L::DROP_SPECIALS.contains(&k) {
+                self.lpm.remove(&self.epochs, k.0, k.1);
+            }
         }
     }
 
@@ -1094,6 +1154,11 @@ impl<L: Lpm> Vrfs<L> {
         let r = rt.set_route(lbs, p, len, src, adj);
         self.note(fib, key, had);
         r
+    }
+
+    /// [`RouteTable::set_drop`] in table `fib`.
+    pub fn set_drop(&mut self, fib: u32, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+        self.rt_mut(fib)?.0.set_drop(p, len, add)
     }
 
     /// `ip route [add|del] [count n] <prefix>/<len> <paths>` in table `fib`: `nth(k)` is the
@@ -1722,6 +1787,56 @@ mod tests {
     fn del(rt: &mut RouteTable<Ip4Lpm>, lbs: &mut Lbs, p: [u8; 4], len: u8, h: Hop<u32>) {
         rt.edit_static(lbs, ip(p), len, true, false, &[(h, 1)])
             .unwrap();
+    }
+
+    #[test]
+    fn special_entries_drop_under_a_default_route() {
+        let (mut rt, mut lbs) = table();
+        add(&mut rt, &mut lbs, [0, 0, 0, 0], 0, Hop::Adj(5));
+        for a in [
+            [224, 1, 2, 3],
+            [240, 0, 0, 1],
+            [255, 255, 255, 255],
+            [0, 0, 0, 0],
+        ] {
+            assert_eq!(rt.lookup_adj(&lbs, ip(a)), Some(0), "{a:?} drops");
+        }
+        assert_eq!(rt.lookup_adj(&lbs, ip([8, 8, 8, 8])), Some(5));
+        assert!(rt.routes.len() == 1, "special entries are no routes");
+        // A more specific route wins (linux-cp's 224.0.0.0/24 via local).
+        add(&mut rt, &mut lbs, [224, 0, 0, 0], 24, Hop::Adj(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 0, 0, 5])), Some(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(0));
+        // A route at the special prefix replaces it; deleting it puts the drop back.
+        add(&mut rt, &mut lbs, [224, 0, 0, 0], 4, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(7));
+        del(&mut rt, &mut lbs, [224, 0, 0, 0], 4, Hop::Adj(7));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 1, 0, 5])), Some(0));
+        del(&mut rt, &mut lbs, [224, 0, 0, 0], 24, Hop::Adj(6));
+        assert_eq!(rt.lookup_adj(&lbs, ip([224, 0, 0, 5])), Some(0));
+        // A subnet's broadcast /32: wanted twice, a route over it, gone with the last want.
+        let bc = ip([10, 0, 1, 255]);
+        add(&mut rt, &mut lbs, [10, 0, 1, 0], 24, Hop::Adj(8));
+        rt.set_drop(bc, 32, true).unwrap();
+        rt.set_drop(bc, 32, true).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0));
+        add(&mut rt, &mut lbs, [10, 0, 1, 255], 32, Hop::Adj(9));
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(9));
+        del(&mut rt, &mut lbs, [10, 0, 1, 255], 32, Hop::Adj(9));
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0));
+        rt.set_drop(bc, 32, false).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(0), "still wanted once");
+        rt.set_drop(bc, 32, false).unwrap();
+        assert_eq!(rt.lookup_adj(&lbs, bc), Some(8), "the subnet's route again");
+        rt.set_drop(bc, 32, true).unwrap();
+        rt.clear(&mut lbs);
+        assert_eq!(
+            rt.lookup_adj(&lbs, bc),
+            None,
+            "a cleared table forgets its drops"
+        );
+        assert_eq!(rt.lookup_adj(&lbs, ip([8, 8, 8, 8])), None);
+        assert_eq!(rt.lookup_adj(&lbs, ip([240, 0, 0, 1])), Some(0));
     }
 
     #[test]

@@ -690,7 +690,7 @@ impl Out {
         v.hdr.rx_tsc = self.rx_tsc;
         if self.traced > 0 {
             let head = TraceHead::new(v.data());
-            cx.trace_start(
+            if cx.trace_start(
                 &mut v,
                 RxTrace {
                     sw_if: rx.sw_if,
@@ -700,8 +700,9 @@ impl Out {
                     vlan: self.trace_status.1,
                     head,
                 },
-            );
-            self.traced -= 1;
+            ) {
+                self.traced -= 1;
+            }
         }
         self.bufs[self.n] = b;
         self.n += 1;

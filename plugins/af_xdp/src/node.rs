@@ -268,8 +268,9 @@ impl AfXdpInput {
                                 len: pkt.len() as u16,
                                 head,
                             };
-                            cx.trace_start(&mut v, rec);
-                            traced -= 1;
+                            if cx.trace_start(&mut v, rec) {
+                                traced -= 1;
+                            }
                         }
                         out[used - 1] = b;
                     }
@@ -358,8 +359,9 @@ fn poll_arena(cx: &mut Cx, q: &mut RxQueue, n: usize, busy: bool) -> usize {
                         len,
                         head: TraceHead::new(v.data()),
                     };
-                    cx.trace_start(&mut v, rec);
-                    traced -= 1;
+                    if cx.trace_start(&mut v, rec) {
+                        traced -= 1;
+                    }
                 }
                 out[used] = idx;
                 used += 1;

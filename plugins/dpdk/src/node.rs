@@ -205,7 +205,7 @@ impl DpdkInput {
             v.set_len(len.min(cap));
             if traced > 0 {
                 let head = TraceHead::new(v.data());
-                cx.trace_start(
+                if cx.trace_start(
                     &mut v,
                     RxTrace {
                         port,
@@ -214,8 +214,9 @@ impl DpdkInput {
                         len: len as u32,
                         head,
                     },
-                );
-                traced -= 1;
+                ) {
+                    traced -= 1;
+                }
             }
             out[k] = b;
             k += 1;

@@ -550,15 +550,16 @@ impl MemifInput {
             },
             _ => NEXT_ETH,
         };
-        if *traced > 0 {
-            cx.trace_start(
+        if *traced > 0
+            && cx.trace_start(
                 &mut v,
                 RxTrace {
                     sw_if_index: sh.sw_if_index,
                     queue: qi as u16,
                     len: total as u32,
                 },
-            );
+            )
+        {
             *traced -= 1;
         }
         self.out.push(head);

@@ -286,7 +286,7 @@ impl TapInput {
                 // SAFETY: as above.
                 let mut v = unsafe { pool.buffer(b) };
                 let head = TraceHead::new(v.data());
-                cx.trace_start(
+                if cx.trace_start(
                     &mut v,
                     RxTrace {
                         sw_if,
@@ -296,8 +296,9 @@ impl TapInput {
                         gso_type,
                         head,
                     },
-                );
-                traced -= 1;
+                ) {
+                    traced -= 1;
+                }
             }
             bytes += flen as u64;
             out[n_out] = b;

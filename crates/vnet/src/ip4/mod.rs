@@ -658,6 +658,7 @@ pub fn address_add_del(
         ctl.vrfs
             .set_route(fib, addr, 32, Source::Local, None)
             .map_err(full)?;
+        subnet_drops(&mut ctl, fib, addr, len, false).map_err(full)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
         store_first_ip4(ctl.shared.if_attr(i.0), a, l);
@@ -715,7 +716,25 @@ pub fn address_add_del(
     ctl.vrfs
         .set_route(fib, addr, 32, Source::Local, Some(local))
         .map_err(full)?;
+    subnet_drops(&mut ctl, fib, addr, len, true).map_err(full)?;
     Ok(())
+}
+
+/// VPP's network and broadcast /32s of a connected subnet up to /30: drop while no route has
+/// them (a packet to the subnet's broadcast address is not gleaned).
+fn subnet_drops(
+    ctl: &mut Ip4Control,
+    fib: u32,
+    addr: u32,
+    len: u8,
+    add: bool,
+) -> Result<(), String> {
+    if len > 30 {
+        return Ok(());
+    }
+    let net = mask(addr, len);
+    ctl.vrfs.set_drop(fib, net, 32, add)?;
+    ctl.vrfs.set_drop(fib, net | (u32::MAX >> len), 32, add)
 }
 
 fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -968,6 +987,8 @@ pub(crate) const FIB_HEADER_TAIL: &str =
 /// The entries VPP creates in every IPv4 table that Sluice shows beside its routes:
 /// 0.0.0.0/0, 0.0.0.0/32, 224.0.0.0/4, 240.0.0.0/4, 255.255.255.255/32 and, for each
 /// connected subnet of table `fib` up to /30, its network and broadcast /32s (all drop).
+/// All but 0.0.0.0/0 (a miss drops) are installed in the LPM as drop: the fixed ones as
+/// `Lpm::DROP_SPECIALS`, the subnets' by `subnet_drops`.
 fn special_entries(ctl: &Ip4Control, fib: u32) -> Vec<((u32, u8), String)> {
     let drop = "[@0]: dpo-drop ip4".to_string();
     let mut v: Vec<((u32, u8), String)> = [
@@ -1247,6 +1268,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
     for (a, l) in addrs {
         let _ = ctl.vrfs.set_route(fib, a, l, Source::Connected, None);
         let _ = ctl.vrfs.set_route(fib, a, 32, Source::Local, None);
+        let _ = subnet_drops(&mut ctl, fib, a, l, false);
     }
     let nbrs: Vec<u32> = ctl
         .neighbors

@@ -153,7 +153,7 @@ impl PgInput {
             bytes += len as u64;
             if traced > 0 {
                 let head = TraceHead::new(v.data());
-                cx.trace_start(
+                let started = cx.trace_start(
                     &mut v,
                     PgTrace {
                         stream: s.id,
@@ -162,7 +162,9 @@ impl PgInput {
                         head,
                     },
                 );
-                traced -= 1;
+                if started {
+                    traced -= 1;
+                }
             }
         }
         let t = cx.thread();
