@@ -228,7 +228,9 @@ fn glean_never_resolves_the_directed_broadcast() {
         1,
         "one ARP request, for 10.0.0.9"
     );
-    t.assert_counters(&[("directed_broadcast", 1), ("requests_sent", 1)]);
+    // The subnet's broadcast /32 is a drop entry in the FIB (as VPP's): ip4-lookup drops it
+    // before ip4-glean, whose `directed_broadcast` check stays as a backstop.
+    t.assert_counters(&[("requests_sent", 1)]);
     t.assert_no_leaks();
 }
 
