@@ -1,5 +1,6 @@
 //! `arp-input`: answers ARP requests for any address of the receiving interface, learns
-//! senders, and refreshes existing entries from gratuitous ARP.
+//! senders (not from probes, sender 0.0.0.0, RFC 5227), and refreshes existing entries from
+//! gratuitous ARP.
 //!
 //! - uses: `rx_if`, `ip.fib_index`; the ARP packet at `current_data`.
 //! - sets: turns requests into replies in place (new Ethernet header in the headroom),
@@ -121,7 +122,11 @@ impl PacketNode for ArpInput {
             b.hdr.error = cx.error(ArpCounter::NotForUs);
             return ArpNext::Drop.next();
         }
-        self.learn(b, &r, false);
+        // An ARP probe (RFC 5227: sender 0.0.0.0) is answered, which defends the address,
+        // but teaches nothing.
+        if !r.spa.is_unspecified() {
+            self.learn(b, &r, false);
+        }
         if self
             .shared
             .if_attr(b.hdr.rx_if)

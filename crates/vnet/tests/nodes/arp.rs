@@ -105,3 +105,17 @@ fn group_sender_mac_is_neither_learned_nor_answered() {
     t.assert_counters(&[("group_sender_mac", 2)]);
     t.assert_no_leaks();
 }
+
+#[test]
+fn probe_for_our_address_is_answered_not_learned() {
+    let (mut t, sw) = setup("arp-input");
+    t.run_with(&[arp(op::REQUEST, "0.0.0.0", "10.0.0.1")], |h| h.rx_if = sw);
+    assert_eq!(t.arc("interface-output").len(), 1, "the probe is answered");
+    let shared = sluice_vnet::ip4::shared(&mut t.h.vm).unwrap();
+    assert!(
+        shared.learned.lock().unwrap().is_empty(),
+        "0.0.0.0 not learned"
+    );
+    t.assert_counters(&[("replies_sent", 1)]);
+    t.assert_no_leaks();
+}
