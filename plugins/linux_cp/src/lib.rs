@@ -227,12 +227,15 @@ fn check_pairs(vm: &mut Vlib) {
                     .map(|(&i, _)| i)
             });
             if let (Some(i), Some(l)) = (idx, m.listeners.get(&p.netns)) {
-                if let Some(s) = m.ns.get_mut(&p.netns) {
-                    s.linux_up.insert(i, up);
-                }
+                // Linux's last known state of the twin: when the change came from Linux
+                // (netlink set the interface's state), it is not echoed back — an echo could
+                // land after a later change in Linux and undo it.
+                let linux =
+                    m.ns.get_mut(&p.netns)
+                        .and_then(|s| s.linux_up.insert(i, up));
                 let _ = l.cmd.send(sync::Cmd::SetLink(sync::LinkChange {
                     index: i,
-                    up: (old.0 != up).then_some(up),
+                    up: (old.0 != up && linux != Some(up)).then_some(up),
                     mtu: (old.1 != mtu).then_some(mtu),
                     mac: (old.2 != mac).then_some(mac),
                 }));
