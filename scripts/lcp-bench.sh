@@ -6,10 +6,15 @@
 #   sluice  — from the start of `ip -batch` until `show lcp` counts all N in Sluice's FIB,
 #   behind  — sluice - linux: how far Sluice finishes after Linux,
 #   bytes/route — Sluice's RSS growth over the add, divided by N.
-# Printed as min / median / max over the runs. A full BGP table (BIRD announcing ~1M
-# prefixes) is later work; this measures the netlink → FIB path that it would use.
+# Printed as min / median / max over the runs. The full BGP table through BIRD is
+# scripts/lcp-bgp-bench.sh.
 #
-# Usage: scripts/lcp-bench.sh [routes (200000)] [runs (5)]
+# FWD=1 also forwards while the table churns: a packet-generator stream on Sluice's main
+# thread (as the netlink sync) sends 64-byte packets to the first routed /24 (out of loop0
+# to a static neighbour); its rate is sampled with the routes installed and idle, then
+# during the delete + add of the N routes, and printed as Mpps and the churn/idle ratio.
+#
+# Usage: [FWD=1] scripts/lcp-bench.sh [routes (200000)] [runs (5)]
 source "$(dirname "$0")/common.sh"
 n=${1:-200000}
 runs=${2:-5}
@@ -21,8 +26,9 @@ bin=$PWD/target/release
 tmp=$(mktemp -d)
 S=lcpb$$S; L=lcpb$$L
 cleanup() {
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  ip netns del "$S" 2>/dev/null; ip netns del "$L" 2>/dev/null
+  # set -e is on here too: every step may fail harmlessly (already gone).
+  if [ -n "${pid:-}" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  ip netns del "$S" 2>/dev/null || true; ip netns del "$L" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -37,7 +43,7 @@ PY
 now() { date +%s.%N; }
 routes() { "$bin/sluicectl" -s "$tmp/cli.sock" show lcp | sed -n 's/.*: routes \([0-9]*\) .*/\1/p'; }
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$pid/status"; }
-declare -a la sa ba bpr ld sd bd
+declare -a la sa ba bpr ld sd bd fi_ fc fr
 echo "== $n routes, $runs runs; load average $(cut -d' ' -f1-3 /proc/loadavg) (2-core shared VM)"
 for r in $(seq 1 "$runs"); do
   ip netns add "$S"; ip netns add "$L"
@@ -50,10 +56,32 @@ for r in $(seq 1 "$runs"); do
   C lcp create loop0 host-if lcpbtw
   ip -n "$L" addr add 10.88.0.1/24 dev lcpbtw
   until [ "$("$bin/sluicectl" -s "$tmp/cli.sock" show interface address | grep -c 10.88.0.1)" = 1 ]; do sleep 0.01; done
+  if [ "${FWD:-0}" = 1 ]; then
+    C set ip neighbor loop0 10.88.0.2 02:00:00:00:00:02 static
+    C create packet-generator interface pg0; C set interface state pg0 up
+    C set interface ip address pg0 10.99.0.1/24
+    C "packet-generator new { name fwd limit -1 size 64-64 node ip4-input interface pg0 data { UDP: 10.99.0.2 -> 11.0.0.1 UDP: 1 -> 2 } }"
+  fi
   r0=$(rss)
   t0=$(now); ip -n "$L" -batch "$tmp/add.batch"; t1=$(now)
   until [ "$(routes)" = "$n" ]; do sleep 0.01; done; t2=$(now)
   r1=$(rss)
+  if [ "${FWD:-0}" = 1 ]; then
+    # Packets the stream injected (pg0 rx) per second: idle, then while the routes churn.
+    injected() { "$bin/sluicectl" -s "$tmp/cli.sock" show interface pg0 | awk '/rx packets/ {print $NF; exit}'; }
+    C packet-generator enable-stream fwd
+    sleep 1; p0=$(injected); f0=$(now); sleep 3; p1=$(injected); f1=$(now)
+    fi_+=("$(echo "($p1 - $p0) / ($f1 - $f0) / 1000000" | bc -l)")
+    p2=$(injected); f2=$(now)
+    ip -n "$L" -batch "$tmp/del.batch"
+    until [ "$(routes)" = 0 ]; do sleep 0.01; done
+    ip -n "$L" -batch "$tmp/add.batch"
+    until [ "$(routes)" = "$n" ]; do sleep 0.01; done
+    p3=$(injected); f3=$(now)
+    fc+=("$(echo "($p3 - $p2) / ($f3 - $f2) / 1000000" | bc -l)")
+    fr+=("$(echo "${fc[-1]} / ${fi_[-1]}" | bc -l)")
+    C packet-generator disable-stream fwd
+  fi
   t3=$(now); ip -n "$L" -batch "$tmp/del.batch"; t4=$(now)
   until [ "$(routes)" = 0 ]; do sleep 0.01; done; t5=$(now)
   "$bin/sluicectl" -s "$tmp/cli.sock" show lcp | tail -1 >"$tmp/sync.$r"
@@ -72,4 +100,9 @@ row "del: linux (ip -batch) s" "${ld[@]}"
 row "del: gone from Sluice's FIB s" "${sd[@]}"
 row "del: Sluice behind Linux s" "${bd[@]}"
 row "Sluice RSS bytes per route" "${bpr[@]}"
+if [ "${FWD:-0}" = 1 ]; then
+  row "forwarding, routes idle Mpps" "${fi_[@]}"
+  row "forwarding while $n routes are deleted and re-added Mpps" "${fc[@]}"
+  row "churn / idle" "${fr[@]}"
+fi
 echo; echo "last run's sync counters: $(cat "$tmp/sync.$runs")"

@@ -37,9 +37,10 @@ table=${SLUICE_TABLE:-$(cd .. && pwd)/shared/data/full-table-prefixes-2024.txt.g
 tmp=$(mktemp -d)
 S=bgpb$$S; L=bgpb$$L; P=bgpb$$P; A=bgpb$$A
 cleanup() {
-  for c in "$tmp"/*.ctl; do [ -S "$c" ] && birdc -s "$c" down >/dev/null 2>&1; done
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  for n in "$S" "$L" "$P" "$A"; do ip netns del "$n" 2>/dev/null; done
+  # set -e is on here too: every step may fail harmlessly (already gone).
+  for c in "$tmp"/*.ctl; do if [ -S "$c" ]; then birdc -s "$c" down >/dev/null 2>&1 || true; fi; done
+  if [ -n "${pid:-}" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  for n in "$S" "$L" "$P" "$A"; do ip netns del "$n" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
