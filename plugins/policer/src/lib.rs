@@ -320,11 +320,10 @@ impl NodeFn for PolicerNode {
             if held.as_ref().map(|h| h.0) != Some(Arc::as_ptr(p)) {
                 // Release the previous policer before taking the next (never two at once).
                 drop(held.take());
-                held = Some((Arc::as_ptr(p), lock(&p.state)));
             }
-            let Some((_, st)) = held.as_mut() else {
-                continue;
-            };
+            let st = &mut held
+                .get_or_insert_with(|| (Arc::as_ptr(p), lock(&p.state)))
+                .1;
             let c = st.bucket.police(len, now) as usize;
             st.pkts[c] += 1;
             st.bytes[c] += len as u64;
