@@ -18,6 +18,8 @@
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
 //! FIB 0.
+//! - uses: the applications' event queues (session slots with data to send, at most
+//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
 //!   `ip.fib_index` 0.
 //! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
@@ -38,6 +40,9 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most tx events `session-queue` holds between polls (it drains one frame per call).
+const PENDING_MAX: usize = 16 * FRAME_SIZE;
 
 /// `udp4-input`.
 pub const UDP4_INPUT: &str = "udp4-input";
@@ -429,6 +434,11 @@ impl NodeFn for SessionQueue {
             let Some(q) = app.sluice_evq() else { continue };
             q.woke();
             for _ in 0..app.g.evq_len {
+                // Bounded backlog: past it, events wait in the application's own (bounded)
+                // queue, so an application flooding events cannot grow Sluice's memory.
+                if self.pending.len() >= PENDING_MAX {
+                    break;
+                }
                 match q.pop() {
                     Some(slot) if slot < app.g.n_slots => self.pending.push_back((ai as u32, slot)),
                     Some(_) => {}

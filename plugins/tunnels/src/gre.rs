@@ -80,25 +80,6 @@ mod counter {
     ];
 }
 
-/// Outer IP header length and addresses as key values, or the drop counter.
-#[inline(always)]
-pub(crate) fn outer<const V6: bool>(d: &[u8], proto: u8) -> Result<(usize, u128, u128), u16> {
-    if V6 {
-        match d.get(..40) {
-            Some(h) if h[6] == proto => {
-                let a = |i: usize| u128::from_be_bytes(h[i..i + 16].try_into().unwrap_or([0; 16]));
-                Ok((40, a(8), a(24)))
-            }
-            Some(_) => Err(1),
-            None => Err(0),
-        }
-    } else {
-        let h = d.first_chunk::<20>().ok_or(0u16)?;
-        let a = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u128;
-        Ok((((h[0] & 0xf) as usize) * 4, a(12), a(16)))
-    }
-}
-
 /// The decap node; `V6` selects the underlay family.
 #[derive(Default)]
 pub struct GreInput<const V6: bool> {
@@ -111,7 +92,7 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use counter as c;
         let d = b.data();
-        let (ipl, src, dst) = match outer::<V6>(d, 47) {
+        let (ipl, src, dst) = match tunnel::outer::<V6>(d, 47) {
             Ok(x) => x,
             Err(e) => {
                 b.hdr.error = cx.error(if e == 0 {

@@ -21,7 +21,6 @@
 //!   match the outer protocol), `ip6_extension` (IPv6 extension headers before the inner
 //!   packet), `no_such_tunnel`.
 
-use crate::gre::outer;
 use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -81,7 +80,7 @@ impl<const V6: bool> PacketNode for IpipInput<V6> {
         let d = b.data();
         // The protocol: byte 9 of IPv4, next header of IPv6 (4 or 41, what ip-local saw).
         let proto = if V6 { d.get(6) } else { d.get(9) }.copied().unwrap_or(0);
-        let (ipl, src, dst) = match outer::<V6>(d, proto) {
+        let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, proto) {
             Ok(x) => x,
             Err(_) => {
                 b.hdr.error = cx.error(c::TRUNCATED);

@@ -455,6 +455,31 @@ impl DecapTable {
     }
 }
 
+/// The decap nodes' outer IP header (`ip4-local`/`ip6-local` validated it): its length and
+/// addresses as key values. `Err(0)`: truncated (or an IPv4 IHL below 5); `Err(1)`: an IPv6
+/// next header other than `proto` (extension headers before the tunnel header).
+#[inline(always)]
+pub(crate) fn outer<const V6: bool>(d: &[u8], proto: u8) -> Result<(usize, u128, u128), u16> {
+    if V6 {
+        match d.get(..40) {
+            Some(h) if h[6] == proto => {
+                let a = |i: usize| u128::from_be_bytes(h[i..i + 16].try_into().unwrap_or([0; 16]));
+                Ok((40, a(8), a(24)))
+            }
+            Some(_) => Err(1),
+            None => Err(0),
+        }
+    } else {
+        let h = d.first_chunk::<20>().ok_or(0u16)?;
+        let a = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u128;
+        let ihl = ((h[0] & 0xf) as usize) * 4;
+        if ihl < 20 {
+            return Err(0);
+        }
+        Ok((ihl, a(12), a(16)))
+    }
+}
+
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
 /// rx counters.
 #[inline(always)]

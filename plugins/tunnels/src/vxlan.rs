@@ -83,20 +83,16 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use counter as c;
         let d = b.data();
-        let (ipl, src, dst) = if V6 {
-            if d.len() < 40 || d[6] != 17 {
-                b.hdr.error = cx.error(c::IP6_EXTENSION);
+        let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, 17) {
+            Ok(x) => x,
+            Err(e) => {
+                b.hdr.error = cx.error(if e == 0 {
+                    c::TRUNCATED
+                } else {
+                    c::IP6_EXTENSION
+                });
                 return next::DROP;
             }
-            let a = |i: usize| u128::from_be_bytes(d[i..i + 16].try_into().unwrap_or([0; 16]));
-            (40, a(8), a(24))
-        } else {
-            let Some(h) = d.first_chunk::<20>() else {
-                b.hdr.error = cx.error(c::TRUNCATED);
-                return next::DROP;
-            };
-            let a = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u128;
-            (((h[0] & 0xf) as usize) * 4, a(12), a(16))
         };
         let Some(v) = d.get(ipl..ipl + UDP_VXLAN) else {
             b.hdr.error = cx.error(c::TRUNCATED);
