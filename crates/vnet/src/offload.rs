@@ -74,6 +74,28 @@ pub fn complete_l4_checksum(f: &mut [u8]) -> bool {
     }
 }
 
+/// Completes a partial checksum where the sender said it is (`virtio_net_hdr` with
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`): the one's-complement sum of the bytes from `start` to
+/// the end of the frame, whose field at `start + offset` already holds the pseudo-header
+/// seed, is folded and stored there. This is exact for encapsulated packets (the inner TCP
+/// of a VXLAN packet), which [`complete_l4_checksum`] cannot know from the headers alone.
+/// Returns false (frame unchanged) when the positions do not fit the frame.
+pub fn complete_partial_checksum(f: &mut [u8], start: usize, offset: usize) -> bool {
+    let Some(at) = start.checked_add(offset) else {
+        return false;
+    };
+    if at + 2 > f.len() || start >= f.len() {
+        return false;
+    }
+    let mut c = !checksum::sum(&f[start..]);
+    if c == 0 {
+        // A computed zero is sent as all ones (RFC 768; harmless for TCP, RFC 1624).
+        c = 0xffff;
+    }
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 fn complete_v4(f: &mut [u8], l3: usize) -> bool {
     let Some(h) = f.get(l3..l3 + 20) else {
         return false;
@@ -459,6 +481,66 @@ mod tests {
         let mut frag = ip4_udp(b"x", false);
         frag[14 + 6] = 0x20; // MF set
         assert!(!complete_l4_checksum(&mut frag));
+    }
+
+    #[test]
+    fn completes_the_inner_tcp_of_a_vxlan_packet_where_the_kernel_says() {
+        // Outer Ethernet/IPv4/UDP (checksum 0, as Linux VXLAN sends) + VXLAN + inner
+        // Ethernet/IPv4/TCP whose checksum field holds only the pseudo-header seed.
+        let mut inner = vec![0x02, 0, 0, 0, 0, 3, 0x02, 0, 0, 0, 0, 4, 0x08, 0x00];
+        let tcp_len = 20 + 6;
+        let mut ip = vec![
+            0x45,
+            0,
+            0,
+            (20 + tcp_len) as u8,
+            0,
+            0,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+            192,
+            168,
+            1,
+            1,
+            192,
+            168,
+            1,
+            2,
+        ];
+        let c = checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        inner.extend_from_slice(&ip);
+        let seed = checksum::pseudo_header_v4(
+            Ipv4Addr::new(192, 168, 1, 1),
+            Ipv4Addr::new(192, 168, 1, 2),
+            6,
+            tcp_len as u16,
+        );
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 0x50;
+        tcp[16..18].copy_from_slice(&seed.to_be_bytes());
+        tcp.extend_from_slice(b"vxlan!");
+        inner.extend_from_slice(&tcp);
+        let mut vx = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+        vx.extend_from_slice(&inner);
+        let mut f = ip4_udp(&vx, false);
+        f[14 + 20 + 6] = 0; // outer UDP checksum 0
+        f[14 + 20 + 7] = 0;
+        let outer_before = f[..14 + 20 + 8].to_vec();
+        let tcp_at = 14 + 20 + 8 + 8 + 14 + 20;
+        assert!(complete_partial_checksum(&mut f, tcp_at, 16));
+        assert_eq!(&f[..14 + 20 + 8], &outer_before[..], "outer UDP left alone");
+        let seg = &f[tcp_at..];
+        assert_eq!(checksum::combine(seed, checksum::sum(seg)), 0xffff);
+        // Positions beyond the frame are refused, never a panic.
+        let n = f.len();
+        assert!(!complete_partial_checksum(&mut f, n, 0));
+        assert!(!complete_partial_checksum(&mut f, n - 1, 16));
+        assert!(!complete_partial_checksum(&mut f, usize::MAX, 16));
     }
 
     #[test]

@@ -279,6 +279,32 @@ fn packet_at(
     (pkt, vh)
 }
 
+/// What a received frame's L4 checksum needs.
+#[derive(Copy, Clone)]
+enum Csum {
+    /// Nothing: complete (or verified) already.
+    Complete,
+    /// Partial at a position the kernel gave (`virtio_net_hdr`): exact, also for the
+    /// inner header of an encapsulated packet.
+    At { start: usize, offset: usize },
+    /// Partial (`TP_STATUS_CSUMNOTREADY`) with no position given: the outermost TCP/UDP
+    /// header, found by parsing.
+    FromHeaders,
+}
+
+impl Csum {
+    /// Completes the checksum of frame `f` as needed; whether it wrote one.
+    fn complete(self, f: &mut [u8]) -> bool {
+        match self {
+            Csum::Complete => false,
+            Csum::At { start, offset } => {
+                sluice_vnet::offload::complete_partial_checksum(f, start, offset)
+            }
+            Csum::FromHeaders => sluice_vnet::offload::complete_l4_checksum(f),
+        }
+    }
+}
+
 /// Why a packet taken from the ring did not make it into the graph.
 enum Took {
     /// No free buffers (rx-miss).
@@ -296,7 +322,7 @@ impl AfInput {
         b: BufIdx,
         pkt: &[u8],
         tag: Option<[u8; 4]>,
-        csum: bool,
+        csum: Csum,
     ) -> Result<usize, Took> {
         let total = pkt.len()
             + if tag.is_some() && pkt.len() >= 12 {
@@ -310,7 +336,7 @@ impl AfInput {
             let mut v = unsafe { pool.buffer(b) };
             let n = sluice_vnet::offload::copy_frame(v.raw_data_mut(), pkt, tag);
             v.set_len(n);
-            if csum && sluice_vnet::offload::complete_l4_checksum(v.data_mut()) {
+            if csum.complete(v.data_mut()) {
                 cx.count(C_CSUM, 1);
             }
             return Ok(n);
@@ -319,7 +345,7 @@ impl AfInput {
         self.scratch.resize(total, 0);
         let n = sluice_vnet::offload::copy_frame(&mut self.scratch, pkt, tag);
         self.scratch.truncate(n);
-        if csum && sluice_vnet::offload::complete_l4_checksum(&mut self.scratch) {
+        if csum.complete(&mut self.scratch) {
             cx.count(C_CSUM, 1);
         }
         let Some(tail) = cx.bufs().alloc_with(&self.scratch[ds..]) else {
@@ -542,7 +568,11 @@ impl AfInput {
             None if *used >= spare.len() => Err(Took::NoBuffer),
             None => {
                 let b = spare[*used];
-                let csum = h.status & status::CSUMNOTREADY != 0;
+                let csum = match vh.and_then(|v| v.partial_csum()) {
+                    Some((start, offset)) => Csum::At { start, offset },
+                    None if h.status & status::CSUMNOTREADY != 0 => Csum::FromHeaders,
+                    None => Csum::Complete,
+                };
                 let r = self.copy_in(cx, pool, b, pkt, tag, csum);
                 if let Ok(len) = r {
                     *used += 1;
@@ -644,19 +674,38 @@ const MAX_SEGMENTS: usize = 128;
 /// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
 #[derive(Copy, Clone)]
 struct VnetHdr {
+    flags: u8,
     gso_type: u8,
     gso_size: u16,
+    csum_start: u16,
+    csum_offset: u16,
 }
+
+/// `virtio_net_hdr.flags`: the L4 checksum is partial, at `csum_start + csum_offset`.
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 
 impl VnetHdr {
     fn parse(b: &[u8]) -> VnetHdr {
+        let le16 = |at: usize| {
+            u16::from_le_bytes([
+                b.get(at).copied().unwrap_or(0),
+                b.get(at + 1).copied().unwrap_or(0),
+            ])
+        };
         VnetHdr {
+            flags: b.first().copied().unwrap_or(0),
             gso_type: b.get(1).copied().unwrap_or(0),
-            gso_size: u16::from_le_bytes([
-                b.get(4).copied().unwrap_or(0),
-                b.get(5).copied().unwrap_or(0),
-            ]),
+            gso_size: le16(4),
+            csum_start: le16(6),
+            csum_offset: le16(8),
         }
+    }
+
+    /// Where the kernel left a partial checksum (start of the summed bytes, offset of the
+    /// field from there), when it says so.
+    fn partial_csum(&self) -> Option<(usize, usize)> {
+        (self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0)
+            .then_some((self.csum_start as usize, self.csum_offset as usize))
     }
 }
 

@@ -151,9 +151,14 @@ impl WaitRef for Child {
 }
 
 impl Drop for Daemon {
+    /// Kills the daemon; removes its directory unless the test is failing (then the
+    /// socket, config and captures stay for a post-mortem).
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
