@@ -703,6 +703,33 @@ fn sync(vm: &mut Vlib, reset: &[u32]) -> VnetResult {
     Ok(())
 }
 
+/// Whether a rule can be installed: prefix lengths within the family, host bits clear,
+/// ranges in order, ports and flags only with a protocol, flags only for TCP.
+pub fn check_rule(r: &Rule) -> Result<(), String> {
+    let max = if r.v6 { 128 } else { 32 };
+    for (what, (a, l)) in [("src", r.src), ("dst", r.dst)] {
+        if l > max {
+            return Err(format!("{what} prefix length `{l}' over {max}"));
+        }
+        if rules::mask(a, l, r.v6) != a || (!r.v6 && a >> 32 != 0) {
+            return Err(format!("{what} prefix has host bits set"));
+        }
+    }
+    for (what, (a, b)) in [("source port", r.sport), ("destination port", r.dport)] {
+        if a > b {
+            return Err(format!("{what} range `{a}-{b}': end before start"));
+        }
+    }
+    let l4_any = r.sport == (0, 65535) && r.dport == (0, 65535) && r.tcp_flags.1 == 0;
+    if r.proto.is_none() && !l4_any {
+        return Err("sport/dport/tcpflags need proto".into());
+    }
+    if r.tcp_flags.1 != 0 && r.proto != Some(6) {
+        return Err("tcpflags need proto 6".into());
+    }
+    Ok(())
+}
+
 /// Adds ACL `index` (`None`: the lowest free index) or replaces it (its hit counts restart).
 /// Returns its index.
 pub fn acl_add_replace(
@@ -711,6 +738,15 @@ pub fn acl_add_replace(
     rules: Vec<Rule>,
     tag: String,
 ) -> VnetResult<u32> {
+    for (j, r) in rules.iter().enumerate() {
+        check_rule(r).map_err(|e| {
+            VnetError::Invalid(if rules.len() > 1 {
+                format!("rule {j}: {e}")
+            } else {
+                e
+            })
+        })?;
+    }
     let m = vm.ext_mut::<AclMain>();
     let i = match index {
         Some(i) => i,
@@ -740,8 +776,7 @@ pub fn acl_del(vm: &mut Vlib, i: u32) -> VnetResult {
     sync(vm, &[i])
 }
 
-/// Appends ACL `i` to (or, `del`, removes it from) an interface's input or output list.
-pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -> VnetResult {
+fn check_interface(vm: &mut Vlib, sw: u32) -> VnetResult {
     if vm
         .ext_mut::<Interfaces>()
         .get(sluice_vnet::SwIfIndex(sw))
@@ -749,6 +784,75 @@ pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -
     {
         return Err(VnetError::NoSuchInterface(sw));
     }
+    Ok(())
+}
+
+/// Replaces an interface's input and output lists (an empty list removes it); every ACL
+/// must exist and appear at most once per list.
+pub fn interface_set_lists(
+    vm: &mut Vlib,
+    sw: u32,
+    input: Vec<u32>,
+    output: Vec<u32>,
+) -> VnetResult {
+    check_interface(vm, sw)?;
+    let m = vm.ext_mut::<AclMain>();
+    for l in [&input, &output] {
+        for (j, i) in l.iter().enumerate() {
+            if !m.acls.contains_key(i) {
+                return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
+            }
+            if l[..j].contains(i) {
+                return Err(VnetError::Exists(format!("acl `{i}' is twice in a list")));
+            }
+        }
+    }
+    for (lists, l) in [(&mut m.input, input), (&mut m.output, output)] {
+        if l.is_empty() {
+            lists.remove(&sw);
+        } else {
+            lists.insert(sw, l);
+        }
+    }
+    sync(vm, &[])
+}
+
+/// An interface's (input, output) lists.
+pub fn interface_lists(vm: &mut Vlib) -> BTreeMap<u32, (Vec<u32>, Vec<u32>)> {
+    let m = vm.ext_mut::<AclMain>();
+    let mut r: BTreeMap<u32, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+    for (&i, l) in &m.input {
+        r.entry(i).or_default().0 = l.clone();
+    }
+    for (&i, l) in &m.output {
+        r.entry(i).or_default().1 = l.clone();
+    }
+    r
+}
+
+/// Every ACL with each rule's hit count summed over the threads.
+pub fn acls_with_hits(vm: &mut Vlib) -> Vec<(u32, Acl, Vec<u64>)> {
+    let m = vm.ext_mut::<AclMain>();
+    let threads = m.shared.threads();
+    m.acls
+        .iter()
+        .map(|(&i, acl)| {
+            let mut hits = vec![0u64; acl.rules.len()];
+            for t in threads {
+                if let Some(h) = lock(t).hits.get(i as usize) {
+                    for (x, y) in hits.iter_mut().zip(h) {
+                        *x += y;
+                    }
+                }
+            }
+            (i, acl.clone(), hits)
+        })
+        .collect()
+}
+
+/// Appends ACL `i` to (or, `del`, removes it from) an interface's input or output list.
+pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -> VnetResult {
+    check_interface(vm, sw)?;
     let m = vm.ext_mut::<AclMain>();
     if !del && !m.acls.contains_key(&i) {
         return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
@@ -921,9 +1025,6 @@ fn parse_rule(a: &mut Args, tag: &mut String) -> Result<Rule, CliError> {
     if ports && r.proto.is_none() {
         return Err(CliError::new("sport/dport/tcpflags need proto"));
     }
-    if r.tcp_flags.1 != 0 && r.proto != Some(6) {
-        return Err(CliError::new("tcpflags need proto 6"));
-    }
     r.v6 = s.0;
     r.src = (s.1, s.2);
     r.dst = (d.1, d.2);
@@ -1071,9 +1172,9 @@ fn cli_show_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         None
     };
     a.finish()?;
-    let m = vm.ext_mut::<AclMain>();
+    let lists = interface_lists(vm);
     let mut out = String::new();
-    for (&i, acl) in &m.acls {
+    for (i, acl, hits) in acls_with_hits(vm) {
         if only.is_some_and(|o| o != i) {
             continue;
         }
@@ -1083,32 +1184,20 @@ fn cli_show_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             acl.rules.len(),
             acl.tag
         );
-        for (j, r) in acl.rules.iter().enumerate() {
-            let hits: u64 = m
-                .shared
-                .threads()
-                .iter()
-                .map(|t| {
-                    lock(t)
-                        .hits
-                        .get(i as usize)
-                        .and_then(|h| h.get(j))
-                        .copied()
-                        .unwrap_or(0)
-                })
-                .sum();
+        for (j, (r, h)) in acl.rules.iter().zip(&hits).enumerate() {
             let fam = if r.v6 { "ipv6" } else { "ipv4" };
-            let _ = writeln!(out, "    {j:>6}: {fam} {r} hits {hits}");
+            let _ = writeln!(out, "    {j:>6}: {fam} {r} hits {h}");
         }
-        let on = |l: &BTreeMap<u32, Vec<u32>>| -> String {
-            l.iter()
-                .filter(|(_, v)| v.contains(&i))
+        let on = |out_dir: bool| -> String {
+            lists
+                .iter()
+                .filter(|(_, (inp, outp))| if out_dir { outp } else { inp }.contains(&i))
                 .map(|(k, _)| k.to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let _ = writeln!(out, "  applied inbound on sw_if_index: {}", on(&m.input));
-        let _ = writeln!(out, "  applied outbound on sw_if_index: {}", on(&m.output));
+        let _ = writeln!(out, "  applied inbound on sw_if_index: {}", on(false));
+        let _ = writeln!(out, "  applied outbound on sw_if_index: {}", on(true));
     }
     if let Some(o) = only {
         if out.is_empty() {
