@@ -25,6 +25,7 @@ DENY = "ACL deny packets"
 NO_MATCH = "no ACL rule matched (implicit deny)"
 SESSION_HIT = "packets admitted by a session"
 SESSION_CREATED = "sessions created (permit+reflect)"
+ICMP_ERROR_HIT = "ICMP errors admitted for the session they quote"
 
 
 class TestAcl(Ip4RouterTest):
@@ -249,6 +250,30 @@ class TestAclStateful(Ip4RouterTest):
         self.assert_counters({(OUT4, SESSION_CREATED): 1, (IN4, SESSION_HIT): 1,
                               (IN4, DENY): 3, (OUT4, PERMIT): 1})
         assert "pkts 1/1" in self.sessions()
+
+    def test_icmp_errors_admitted_for_their_session_only(self):
+        """An ICMP error quoting a packet of a session comes back in; one quoting an unknown
+        flow, or addressed to another host than the quoted packet's sender, is denied."""
+        udp = IP(src=self.pg0.remote_ip4, dst="10.2.0.1") / UDP(sport=4000, dport=53) / Raw(b"q")
+        self.send_and_expect(self.pg0, [self.out(udp[UDP])], self.pg1)
+        quote = raw(udp)[:28]
+
+        def err(quoted, dst=None, src="10.2.9.9", **icmp):
+            return Ether(raw(Ether(dst=self.pg1.local_mac, src=self.pg1.remote_mac)
+                             / IP(src=src, dst=dst or self.pg0.remote_ip4)
+                             / ICMP(**(icmp or {"type": 3, "code": 3})) / Raw(quoted)))
+        rx = self.send_and_expect(self.pg1, [err(quote), err(quote, type=11, code=0)],
+                                  self.pg0)
+        assert raw(rx[0][ICMP].payload)[:28] == quote
+        other = raw(IP(src=self.pg0.remote_ip4, dst="10.2.0.1") / UDP(sport=4001, dport=53))
+        self.send_and_assert_no_replies(self.pg1, [
+            err(other[:28]),                                  # no such session
+            err(quote, dst=self.pg0.remote_host_ip4(3)),     # not to the sender
+            err(quote[:24]),                                  # quote cut inside the ports
+            err(quote, type=13, code=0)])                     # not an error
+        self.assert_counters({(OUT4, SESSION_CREATED): 1, (OUT4, PERMIT): 1,
+                              (IN4, ICMP_ERROR_HIT): 2, (IN4, DENY): 4})
+        assert "pkts 1/0" in self.sessions(), "an error does not refresh the session"
 
     def test_icmp_echo_by_identifier(self):
         self.send_and_expect(self.pg0, [self.out(ICMP(type=8, id=77) / Raw(b"p"))], self.pg1)
