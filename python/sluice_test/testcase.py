@@ -313,6 +313,19 @@ class SluiceTestCase:
             return e.msg
         raise AssertionError(what or f"accepted: {line}")
 
+    @staticmethod
+    def assert_api_error(code, fn, match: str | None = None, **kw):
+        """Calls API method `fn(**kw)`, which must fail with `code` (a `Retval`) and, if
+        given, a message containing `match`; returns the `ApiError`."""
+        from sluice_papi import ApiError
+        try:
+            fn(**kw)
+        except ApiError as e:
+            assert e.retval == code, str(e)
+            assert match is None or match in e.message, e.message
+            return e
+        raise AssertionError(f"accepted: {getattr(fn, '__name__', fn)}({kw})")
+
     def wait_for(self, cond, what: str, timeout: float = 2.0) -> None:
         """Polls `cond()` until it is true; fails naming `what` after `timeout` seconds."""
         deadline = time.monotonic() + timeout

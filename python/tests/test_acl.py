@@ -25,6 +25,7 @@ DENY = "ACL deny packets"
 NO_MATCH = "no ACL rule matched (implicit deny)"
 SESSION_HIT = "packets admitted by a session"
 SESSION_CREATED = "sessions created (permit+reflect)"
+ICMP_ERROR_HIT = "ICMP errors admitted for the session they quote"
 
 
 class TestAcl(Ip4RouterTest):
@@ -130,6 +131,81 @@ class TestAcl(Ip4RouterTest):
         self.assert_cli_error("set acl-plugin interface pg0 input acl 7", "`7'")
         self.assert_cli_error("set acl-plugin interface pg9 input acl 0", "`pg9'")
 
+    def test_api_acls_and_interface_lists(self):
+        """acl_add_replace / acl_dump / acl_interface_* configure what the CLI does: the
+        rules are the CLI's rules (show prints them), traffic meets them, hits come back."""
+        a = self.vpp.api()
+        any_ = 0xffffffff
+        udp = {"is_permit": "deny", "src_prefix": "10.0.0.0/24", "dst_prefix": "10.2.0.7/16",
+               "proto": 17, "srcport_or_icmptype_first": 0,
+               "srcport_or_icmptype_last": 65535, "dstport_or_icmpcode_first": 1000,
+               "dstport_or_icmpcode_last": 2000}
+        allow = {"is_permit": "permit", "src_prefix": "0.0.0.0/0", "dst_prefix": "0.0.0.0/0",
+                 "srcport_or_icmptype_last": 65535, "dstport_or_icmpcode_last": 65535}
+        i = a.acl_add_replace(acl_index=any_, tag="api", r=[udp, allow]).acl_index
+        j = a.acl_add_replace(acl_index=any_, tag="last", r=[dict(allow, is_permit="deny")]
+                              ).acl_index
+        assert (i, j) == (0, 1)
+        out = self.vpp.cli(f"show acl-plugin acl index {i}")
+        # The host bits of 10.2.0.7/16 are cleared, as the CLI does.
+        assert ("0: ipv4 deny src 10.0.0.0/24 dst 10.2.0.0/16 proto 17 sport 0-65535 "
+                "dport 1000-2000") in out, out
+        pg0, pg1 = self.pg0.index + 1, self.pg1.index + 1
+        a.acl_interface_set_acl_list(sw_if_index=pg0, n_input=1, acls=[i])
+        a.acl_interface_add_del(is_add=True, is_input=False, sw_if_index=pg1, acl_index=j)
+        assert [(d.sw_if_index, d.n_input, list(d.acls))
+                for d in a.acl_interface_list_dump(sw_if_index=any_)] == [
+            (pg0, 1, [i]), (pg1, 0, [j])]
+        # pg1's output list denies everything; take it away and pass what pg0 permits.
+        self.send_and_assert_no_replies(self.pg0, [self.f(UDP(sport=1, dport=53))])
+        a.acl_interface_add_del(is_add=False, is_input=False, sw_if_index=pg1, acl_index=j)
+        self.send_and_expect(self.pg0, [self.f(UDP(sport=1, dport=53))] * 2, self.pg1)
+        self.send_and_assert_no_replies(self.pg0, [self.f(UDP(sport=1, dport=1500))])
+        d = a.acl_dump(acl_index=i)
+        assert len(d) == 1 and d[0].tag == "api" and list(d[0].hits) == [1, 3], d
+        r0 = d[0].r[0]
+        assert (str(r0.src_prefix), str(r0.dst_prefix), r0.proto,
+                r0.dstport_or_icmpcode_first, r0.dstport_or_icmpcode_last) == (
+            "10.0.0.0/24", "10.2.0.0/16", 17, 1000, 2000), r0
+        assert [x.acl_index for x in a.acl_dump(acl_index=any_)] == [i, j]
+        # Replacing keeps the index and restarts the hit counts.
+        a.acl_add_replace(acl_index=i, tag="api2", r=[allow])
+        assert [(x.tag, list(x.hits)) for x in a.acl_dump(acl_index=i)] == [("api2", [0])]
+        self.send_and_expect(self.pg0, [self.f(UDP(sport=1, dport=1500))], self.pg1)
+        # Errors: the CLI's checks, with their codes.
+        expect = self.assert_api_error
+        expect(Retval.IN_USE, a.acl_del, acl_index=i)
+        expect(Retval.NO_SUCH_ENTRY, a.acl_del, acl_index=7)
+        expect(Retval.NO_SUCH_ENTRY, a.acl_dump, acl_index=7)
+        expect(Retval.INVALID_VALUE, a.acl_add_replace, acl_index=any_, r=[])
+        expect(Retval.INVALID_VALUE, a.acl_add_replace, acl_index=any_,
+               r=[dict(allow, dst_prefix="::/0")], match="different families")
+        expect(Retval.INVALID_VALUE, a.acl_add_replace, acl_index=any_,
+               r=[allow, dict(allow, dstport_or_icmpcode_first=80, dstport_or_icmpcode_last=80)],
+               match="rule 1: sport/dport/tcpflags need proto")
+        expect(Retval.INVALID_VALUE, a.acl_add_replace, acl_index=any_,
+               r=[dict(udp, dstport_or_icmpcode_first=9, dstport_or_icmpcode_last=8)],
+               match="end before start")
+        expect(Retval.INVALID_VALUE, a.acl_add_replace, acl_index=any_,
+               r=[dict(udp, tcp_flags_mask=2, tcp_flags_value=2)], match="proto 6")
+        expect(Retval.NO_SUCH_ENTRY, a.acl_interface_add_del, is_add=True, is_input=True,
+               sw_if_index=pg0, acl_index=9)
+        expect(Retval.ALREADY_EXISTS, a.acl_interface_add_del, is_add=True, is_input=True,
+               sw_if_index=pg0, acl_index=i)
+        expect(Retval.NO_SUCH_ENTRY, a.acl_interface_add_del, is_add=False, is_input=False,
+               sw_if_index=pg0, acl_index=i)
+        expect(Retval.NO_SUCH_INTERFACE, a.acl_interface_set_acl_list, sw_if_index=99,
+               n_input=0, acls=[])
+        expect(Retval.INVALID_VALUE, a.acl_interface_set_acl_list, sw_if_index=pg0,
+               n_input=2, acls=[i])
+        expect(Retval.ALREADY_EXISTS, a.acl_interface_set_acl_list, sw_if_index=pg0,
+               n_input=2, acls=[i, i])
+        # Empty lists remove them; then the ACL can go.
+        a.acl_interface_set_acl_list(sw_if_index=pg0, n_input=0, acls=[])
+        assert a.acl_interface_list_dump(sw_if_index=any_) == []
+        a.acl_del(acl_index=i)
+        assert [x.acl_index for x in a.acl_dump(acl_index=any_)] == [j]
+
 
 class TestAclStateful(Ip4RouterTest):
     """permit+reflect on the outside interface (pg1): its output list creates sessions, its
@@ -174,6 +250,30 @@ class TestAclStateful(Ip4RouterTest):
         self.assert_counters({(OUT4, SESSION_CREATED): 1, (IN4, SESSION_HIT): 1,
                               (IN4, DENY): 3, (OUT4, PERMIT): 1})
         assert "pkts 1/1" in self.sessions()
+
+    def test_icmp_errors_admitted_for_their_session_only(self):
+        """An ICMP error quoting a packet of a session comes back in; one quoting an unknown
+        flow, or addressed to another host than the quoted packet's sender, is denied."""
+        udp = IP(src=self.pg0.remote_ip4, dst="10.2.0.1") / UDP(sport=4000, dport=53) / Raw(b"q")
+        self.send_and_expect(self.pg0, [self.out(udp[UDP])], self.pg1)
+        quote = raw(udp)[:28]
+
+        def err(quoted, dst=None, src="10.2.9.9", **icmp):
+            return Ether(raw(Ether(dst=self.pg1.local_mac, src=self.pg1.remote_mac)
+                             / IP(src=src, dst=dst or self.pg0.remote_ip4)
+                             / ICMP(**(icmp or {"type": 3, "code": 3})) / Raw(quoted)))
+        rx = self.send_and_expect(self.pg1, [err(quote), err(quote, type=11, code=0)],
+                                  self.pg0)
+        assert raw(rx[0][ICMP].payload)[:28] == quote
+        other = raw(IP(src=self.pg0.remote_ip4, dst="10.2.0.1") / UDP(sport=4001, dport=53))
+        self.send_and_assert_no_replies(self.pg1, [
+            err(other[:28]),                                  # no such session
+            err(quote, dst=self.pg0.remote_host_ip4(3)),     # not to the sender
+            err(quote[:24]),                                  # quote cut inside the ports
+            err(quote, type=13, code=0)])                     # not an error
+        self.assert_counters({(OUT4, SESSION_CREATED): 1, (OUT4, PERMIT): 1,
+                              (IN4, ICMP_ERROR_HIT): 2, (IN4, DENY): 4})
+        assert "pkts 1/0" in self.sessions(), "an error does not refresh the session"
 
     def test_icmp_echo_by_identifier(self):
         self.send_and_expect(self.pg0, [self.out(ICMP(type=8, id=77) / Raw(b"p"))], self.pg1)

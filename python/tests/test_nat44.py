@@ -14,6 +14,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from ip4_base import Ip4RouterTest
+from sluice_papi import Retval
 from sluice_test import IpRoute, assert_icmp_checksum, assert_ip4_checksum, assert_udp_checksum
 
 POOL = "10.0.1.100"
@@ -378,3 +379,126 @@ class TestNat44Disabled(Ip4RouterTest):
         self.assert_cli_error("nat44 add address 1.1.1.1", "disabled")
         self.assert_cli_error("set interface nat44 in pg0 out pg1", "disabled")
         assert "nat" in self.vpp.cli("show plugins")
+
+
+class TestNat44Api(Ip4RouterTest):
+    """NAT44 configured only through the control API (VPP's nat44 messages): traffic is
+    translated as with the CLI, the dumps show what the CLI's `show` commands show, and
+    every error has its code."""
+    n_pg = 3
+
+    def setup_test(self):
+        self.create_pg_interfaces(range(self.n_pg), up=True, ip4=True, resolve=True)
+        self.pg0, self.pg1, self.pg2 = self.pg_interfaces
+        self.pg0.resolve_arp(3)
+        IpRoute(self, "8.8.0.0/16", via=self.pg1.remote_ip4).add_config()
+        self.snapshot_counters()
+
+    def test_configure_translate_dump_and_errors(self):
+        a = self.vpp.api()
+        none = 0xffffffff
+        sw = {p: p.index + 1 for p in self.pg_interfaces}
+        expect = self.assert_api_error
+        expect(Retval.NOT_SUPPORTED, a.nat44_add_del_address_range, is_add=True,
+               first_ip_address=POOL, last_ip_address=POOL, vrf_id=none, match="disabled")
+        expect(Retval.NOT_SUPPORTED, a.nat44_session_dump)
+        a.nat44_ed_plugin_enable_disable(enable=True, sessions=1000)
+        expect(Retval.ALREADY_EXISTS, a.nat44_ed_plugin_enable_disable, enable=True)
+        a.nat44_add_del_address_range(is_add=True, first_ip_address=POOL,
+                                      last_ip_address="10.0.1.101", vrf_id=none)
+        a.nat44_interface_add_del_feature(is_add=True, is_inside=True, sw_if_index=sw[self.pg0])
+        a.nat44_interface_add_del_feature(is_add=True, is_inside=False,
+                                          sw_if_index=sw[self.pg1])
+        assert [(d.sw_if_index, d.is_inside, d.is_outside)
+                for d in a.nat44_interface_dump()] == [(sw[self.pg0], True, False),
+                                                      (sw[self.pg1], False, True)]
+        assert [(str(d.ip_address), d.sw_if_index, d.vrf_id)
+                for d in a.nat44_address_dump()] == [(POOL, none, none),
+                                                    ("10.0.1.101", none, none)]
+        # A dynamic session, as the CLI-configured tests do.
+        host = self.pg0.remote_ip4
+        p = frame(self.pg0, IP(src=host, dst=REMOTE) / UDP(sport=1234, dport=53) / Raw(b"q"))
+        rx = self.send_and_expect(self.pg0, [p], self.pg1)[0]
+        assert rx[IP].src in (POOL, "10.0.1.101") and rx[UDP].sport == 1234
+        assert_udp_checksum(rx)
+        d = a.nat44_session_dump()
+        assert [(str(x.inside_ip_address), x.inside_port, str(x.outside_ip_address),
+                 x.outside_port, str(x.ext_host_address), x.ext_host_port, x.protocol,
+                 x.is_static, x.total_pkts) for x in d] == [
+            (host, 1234, rx[IP].src, 1234, REMOTE, 53, 17, False, 1)], d
+        assert 0 < d[0].expires_in <= 300
+        # A static port mapping, then traffic from outside to it.
+        server = self.pg0.remote_host_ip4(3)
+        a.nat44_add_del_static_mapping(is_add=True, local_ip_address=server,
+                                       external_ip_address=POOL, protocol=6, local_port=80,
+                                       external_port=8080, external_sw_if_index=none)
+        assert "static TCP local 10.0.0.3:80 external 10.0.1.100:8080" in \
+            self.vpp.cli("show nat44 static mappings")
+        syn = frame(self.pg1, IP(src=REMOTE, dst=POOL) / TCP(sport=5555, dport=8080, flags="S"))
+        rx = self.send_and_expect(self.pg1, [syn], self.pg0)[0]
+        assert rx[IP].dst == server and rx[TCP].dport == 80
+        a.nat44_add_del_identity_mapping(is_add=True, ip_address=host, protocol=17, port=6666,
+                                         sw_if_index=none)
+        assert [(x.is_identity, x.addr_only, str(x.local_ip_address), x.protocol,
+                 x.local_port, x.external_port) for x in a.nat44_static_mapping_dump()] == [
+            (False, False, server, 6, 80, 8080), (True, False, host, 17, 6666, 6666)]
+        tcp = [x for x in a.nat44_session_dump() if x.protocol == 6]
+        assert [(x.is_static, x.tcp_state) for x in tcp] == [(True, "opening")], tcp
+        # Timeouts.
+        a.nat_set_timeouts(udp=30, tcp_established=600, tcp_transitory=20, icmp=10)
+        t = a.nat_get_timeouts()
+        assert (t.udp, t.tcp_established, t.tcp_transitory, t.icmp) == (30, 600, 20, 10)
+        assert "udp timeout: 30sec" in self.vpp.cli("show nat timeouts")
+        expect(Retval.INVALID_VALUE, a.nat_set_timeouts, udp=0, tcp_established=1,
+               tcp_transitory=1, icmp=1, match="udp timeout `0'")
+        # Errors: the CLI's checks, with their codes.
+        expect(Retval.ALREADY_EXISTS, a.nat44_add_del_address_range, is_add=True,
+               first_ip_address=POOL, last_ip_address=POOL, vrf_id=none)
+        expect(Retval.NO_SUCH_ENTRY, a.nat44_add_del_address_range, is_add=False,
+               first_ip_address="10.9.9.9", last_ip_address="10.9.9.9", vrf_id=none)
+        expect(Retval.INVALID_VALUE, a.nat44_add_del_address_range, is_add=True,
+               first_ip_address="10.9.9.9", last_ip_address="10.9.9.1", vrf_id=none,
+               match="end before start")
+        expect(Retval.INVALID_VALUE, a.nat44_add_del_address_range, is_add=True,
+               first_ip_address="2001:db8::1", last_ip_address="2001:db8::1", vrf_id=none)
+        expect(Retval.NO_SUCH_TABLE, a.nat44_add_del_address_range, is_add=True,
+               first_ip_address="10.9.9.9", last_ip_address="10.9.9.9", vrf_id=7)
+        expect(Retval.NO_SUCH_INTERFACE, a.nat44_interface_add_del_feature, is_add=True,
+               is_inside=True, sw_if_index=99)
+        expect(Retval.NO_SUCH_INTERFACE, a.nat44_add_del_interface_addr, is_add=True,
+               sw_if_index=99)
+        expect(Retval.ALREADY_EXISTS, a.nat44_add_del_static_mapping, is_add=True,
+               local_ip_address=server, external_ip_address=POOL, protocol=6, local_port=80,
+               external_port=8080, external_sw_if_index=none)
+        expect(Retval.INVALID_VALUE, a.nat44_add_del_static_mapping, is_add=True,
+               local_ip_address=server, external_ip_address=POOL, protocol=6, local_port=81,
+               external_port=0, external_sw_if_index=none, match="external_port")
+        expect(Retval.INVALID_VALUE, a.nat44_add_del_static_mapping, is_add=True,
+               local_ip_address=server, external_ip_address=POOL, protocol=47, local_port=81,
+               external_port=81, external_sw_if_index=none, match="protocol")
+        expect(Retval.NO_SUCH_ENTRY, a.nat44_add_del_identity_mapping, is_add=False,
+               ip_address=host, protocol=17, port=7777, sw_if_index=none)
+        # An interface's address as a pool address, followed: pg2's is 10.0.2.1.
+        a.nat44_add_del_interface_addr(is_add=True, sw_if_index=sw[self.pg2])
+        assert (self.pg2.local_ip4, sw[self.pg2], True) in [
+            (str(d.ip_address), d.sw_if_index, d.resolved) for d in a.nat44_address_dump()]
+        expect(Retval.ALREADY_EXISTS, a.nat44_add_del_interface_addr, is_add=True,
+               sw_if_index=sw[self.pg2])
+        a.nat44_add_del_interface_addr(is_add=False, sw_if_index=sw[self.pg2])
+        # Deleting, then clearing.
+        a.nat44_add_del_identity_mapping(is_add=False, ip_address=host, protocol=17, port=6666,
+                                         sw_if_index=none)
+        a.nat44_add_del_static_mapping(is_add=False, local_ip_address=server,
+                                       external_ip_address=POOL, protocol=6, local_port=80,
+                                       external_port=8080, external_sw_if_index=none)
+        assert a.nat44_static_mapping_dump() == []
+        assert a.nat44_sessions_clear().cleared == 1
+        assert a.nat44_session_dump() == []
+        a.nat44_interface_add_del_feature(is_add=False, is_inside=True, sw_if_index=sw[self.pg0])
+        assert [d.sw_if_index for d in a.nat44_interface_dump()] == [sw[self.pg1]]
+        a.nat44_ed_plugin_enable_disable(enable=False)
+        assert a.nat44_interface_dump() == [] and a.nat44_address_dump() == []
+        expect(Retval.NOT_SUPPORTED, a.nat44_ed_plugin_enable_disable, enable=False)
+        # Disabled again: the inside packet passes untranslated.
+        rx = self.send_and_expect(self.pg0, [p], self.pg1)[0]
+        assert rx[IP].src == host

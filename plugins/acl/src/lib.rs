@@ -35,7 +35,9 @@
 //! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
 //!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
 //!   stateful interface owned by another thread go to this node there (handoff queue).
-//! - counters: `permit`, `session_hit`, `session_created`, `handoff` (info); drops: `deny`
+//! - counters: `permit`, `session_hit`, `session_created`, `handoff`,
+//!   `icmp_error_session_hit` (an ICMP error admitted for the session it quotes) (info);
+//!   drops: `deny`
 //!   (rule said deny), `no_match` (implicit deny), `malformed` (no IP header),
 //!   `session_limit` (the owner's session table is full), `congestion_drop` (handoff queue
 //!   full).
@@ -108,7 +110,8 @@ mod counter {
     pub const SESSION_LIMIT: u16 = 6;
     pub const HANDOFF: u16 = 7;
     pub const CONGESTION: u16 = 8;
-    pub const DESCS: [CounterDesc; 9] = [
+    pub const ICMP_ERROR_HIT: u16 = 9;
+    pub const DESCS: [CounterDesc; 10] = [
         CounterDesc::info("permit", "ACL permit packets"),
         CounterDesc::error("deny", "ACL deny packets"),
         CounterDesc::error("no_match", "no ACL rule matched (implicit deny)"),
@@ -121,6 +124,10 @@ mod counter {
         ),
         CounterDesc::info("handoff", "packets handed to the session's owning thread"),
         CounterDesc::error("congestion_drop", "handoff queue to the owning thread full"),
+        CounterDesc::info(
+            "icmp_error_session_hit",
+            "ICMP errors admitted for the session they quote",
+        ),
     ];
 }
 
@@ -289,6 +296,89 @@ fn sess_key(sw_if: u32, k: &Key) -> Option<(SessKey, bool)> {
     Some(SessKey::of(sw_if, k.v6, k.proto, (k.src, sp), (k.dst, dp)))
 }
 
+/// Whether the key is an ICMP error of its family (IPv4: unreachable, source quench,
+/// redirect, time exceeded, parameter problem; ICMPv6: unreachable, packet too big, time
+/// exceeded, parameter problem).
+#[inline(always)]
+fn is_icmp_error(k: &Key) -> bool {
+    match (k.v6, k.proto) {
+        (false, 1) => matches!(k.sport, 3 | 4 | 5 | 11 | 12),
+        (true, 58) => matches!(k.sport, 1..=4),
+        _ => false,
+    }
+}
+
+/// The key of the packet an ICMP error quotes (`d`: the quoted IP header onward), from its
+/// addresses and the first 8 bytes of its L4 header (all RFC 792 promises): `None` when the
+/// quote is truncated, a non-first fragment, has IPv6 extension headers, or is not TCP,
+/// UDP or an ICMP echo of its family.
+fn quoted_key(d: &[u8], v6: bool) -> Option<Key> {
+    let (src, dst, proto, l4) = if v6 {
+        let h = d.get(..40)?;
+        if h[0] >> 4 != 6 {
+            return None;
+        }
+        let a = |o: usize| u128::from_be_bytes(h[o..o + 16].try_into().unwrap_or([0; 16]));
+        (a(8), a(24), h[6], 40)
+    } else {
+        let h = d.get(..20)?;
+        let ihl = (h[0] as usize & 0xf) * 4;
+        if h[0] >> 4 != 4 || ihl < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
+            return None;
+        }
+        let a = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]) as u128;
+        (a(12), a(16), h[9], ihl)
+    };
+    let l = d.get(l4..l4 + 8)?;
+    let be = |o: usize| u16::from_be_bytes([l[o], l[o + 1]]);
+    let mut k = Key {
+        v6,
+        src,
+        dst,
+        proto,
+        l4: true,
+        ..Key::default()
+    };
+    match proto {
+        6 | 17 => {
+            k.sport = be(0);
+            k.dport = be(2);
+        }
+        1 | 58 => {
+            k.sport = l[0] as u16;
+            k.dport = l[1] as u16;
+            is_echo(&k)?;
+            k.icmp_id = be(4);
+        }
+        _ => return None,
+    }
+    Some(k)
+}
+
+/// For an ICMP error (`k`, the packet `d`), the session key of the packet it quotes and
+/// whether that packet's source is the key's `lo` end; `None` unless the error is addressed
+/// to the quoted packet's source (the host that sent it).
+#[inline(never)]
+fn icmp_error_sess_key(sw_if: u32, k: &Key, d: &[u8]) -> Option<(SessKey, bool)> {
+    if !is_icmp_error(k) {
+        return None;
+    }
+    let l4 = if k.v6 {
+        // The error's own header: no extension headers.
+        if *d.get(6)? != 58 {
+            return None;
+        }
+        40
+    } else {
+        (*d.first()? as usize & 0xf) * 4
+    };
+    let q = quoted_key(d.get(l4 + 8..)?, k.v6)?;
+    if q.src != k.dst {
+        return None;
+    }
+    sess_key(sw_if, &q)
+}
+
 /// What happens to a packet.
 enum Verdict {
     Next(Next),
@@ -344,7 +434,17 @@ impl AclNode {
         };
         let mut sk = None;
         if stateful {
-            if let Some((key, src_lo)) = sess_key(sw_if, &k) {
+            // An ICMP error is looked up by the packet it quotes.
+            let (found, err) = match sess_key(sw_if, &k) {
+                Some(x) => (Some(x), false),
+                None => (
+                    b.data()
+                        .get(off..)
+                        .and_then(|d| icmp_error_sess_key(sw_if, &k, d)),
+                    true,
+                ),
+            };
+            if let Some((key, src_lo)) = found {
                 if fc.owners > 0 {
                     let owner = 1 + (key.owner_hash() % fc.owners as u64) as usize;
                     if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
@@ -356,13 +456,21 @@ impl AclNode {
                 if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
                     let from_init = src_lo == s.init_lo;
                     // The initiator in the creating direction, the responder in the other.
-                    if (s.out == self.out) == from_init {
+                    if !err && (s.out == self.out) == from_init {
                         s.touch(from_init, k.tcp_flags, fc.now);
                         cx.count(counter::SESSION_HIT as usize, 1);
                         return pass;
                     }
+                    // An error about a packet of the session travels against that packet;
+                    // it does not refresh the session.
+                    if err && (s.out != self.out) == from_init {
+                        cx.count(counter::ICMP_ERROR_HIT as usize, 1);
+                        return pass;
+                    }
                 }
-                sk = Some((key, src_lo));
+                if !err {
+                    sk = Some((key, src_lo));
+                }
             }
         }
         let Some(list) = list else {
@@ -703,6 +811,33 @@ fn sync(vm: &mut Vlib, reset: &[u32]) -> VnetResult {
     Ok(())
 }
 
+/// Whether a rule can be installed: prefix lengths within the family, host bits clear,
+/// ranges in order, ports and flags only with a protocol, flags only for TCP.
+pub fn check_rule(r: &Rule) -> Result<(), String> {
+    let max = if r.v6 { 128 } else { 32 };
+    for (what, (a, l)) in [("src", r.src), ("dst", r.dst)] {
+        if l > max {
+            return Err(format!("{what} prefix length `{l}' over {max}"));
+        }
+        if rules::mask(a, l, r.v6) != a || (!r.v6 && a >> 32 != 0) {
+            return Err(format!("{what} prefix has host bits set"));
+        }
+    }
+    for (what, (a, b)) in [("source port", r.sport), ("destination port", r.dport)] {
+        if a > b {
+            return Err(format!("{what} range `{a}-{b}': end before start"));
+        }
+    }
+    let l4_any = r.sport == (0, 65535) && r.dport == (0, 65535) && r.tcp_flags.1 == 0;
+    if r.proto.is_none() && !l4_any {
+        return Err("sport/dport/tcpflags need proto".into());
+    }
+    if r.tcp_flags.1 != 0 && r.proto != Some(6) {
+        return Err("tcpflags need proto 6".into());
+    }
+    Ok(())
+}
+
 /// Adds ACL `index` (`None`: the lowest free index) or replaces it (its hit counts restart).
 /// Returns its index.
 pub fn acl_add_replace(
@@ -711,6 +846,15 @@ pub fn acl_add_replace(
     rules: Vec<Rule>,
     tag: String,
 ) -> VnetResult<u32> {
+    for (j, r) in rules.iter().enumerate() {
+        check_rule(r).map_err(|e| {
+            VnetError::Invalid(if rules.len() > 1 {
+                format!("rule {j}: {e}")
+            } else {
+                e
+            })
+        })?;
+    }
     let m = vm.ext_mut::<AclMain>();
     let i = match index {
         Some(i) => i,
@@ -740,8 +884,7 @@ pub fn acl_del(vm: &mut Vlib, i: u32) -> VnetResult {
     sync(vm, &[i])
 }
 
-/// Appends ACL `i` to (or, `del`, removes it from) an interface's input or output list.
-pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -> VnetResult {
+fn check_interface(vm: &mut Vlib, sw: u32) -> VnetResult {
     if vm
         .ext_mut::<Interfaces>()
         .get(sluice_vnet::SwIfIndex(sw))
@@ -749,6 +892,75 @@ pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -
     {
         return Err(VnetError::NoSuchInterface(sw));
     }
+    Ok(())
+}
+
+/// Replaces an interface's input and output lists (an empty list removes it); every ACL
+/// must exist and appear at most once per list.
+pub fn interface_set_lists(
+    vm: &mut Vlib,
+    sw: u32,
+    input: Vec<u32>,
+    output: Vec<u32>,
+) -> VnetResult {
+    check_interface(vm, sw)?;
+    let m = vm.ext_mut::<AclMain>();
+    for l in [&input, &output] {
+        for (j, i) in l.iter().enumerate() {
+            if !m.acls.contains_key(i) {
+                return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
+            }
+            if l[..j].contains(i) {
+                return Err(VnetError::Exists(format!("acl `{i}' is twice in a list")));
+            }
+        }
+    }
+    for (lists, l) in [(&mut m.input, input), (&mut m.output, output)] {
+        if l.is_empty() {
+            lists.remove(&sw);
+        } else {
+            lists.insert(sw, l);
+        }
+    }
+    sync(vm, &[])
+}
+
+/// An interface's (input, output) lists.
+pub fn interface_lists(vm: &mut Vlib) -> BTreeMap<u32, (Vec<u32>, Vec<u32>)> {
+    let m = vm.ext_mut::<AclMain>();
+    let mut r: BTreeMap<u32, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+    for (&i, l) in &m.input {
+        r.entry(i).or_default().0 = l.clone();
+    }
+    for (&i, l) in &m.output {
+        r.entry(i).or_default().1 = l.clone();
+    }
+    r
+}
+
+/// Every ACL with each rule's hit count summed over the threads.
+pub fn acls_with_hits(vm: &mut Vlib) -> Vec<(u32, Acl, Vec<u64>)> {
+    let m = vm.ext_mut::<AclMain>();
+    let threads = m.shared.threads();
+    m.acls
+        .iter()
+        .map(|(&i, acl)| {
+            let mut hits = vec![0u64; acl.rules.len()];
+            for t in threads {
+                if let Some(h) = lock(t).hits.get(i as usize) {
+                    for (x, y) in hits.iter_mut().zip(h) {
+                        *x += y;
+                    }
+                }
+            }
+            (i, acl.clone(), hits)
+        })
+        .collect()
+}
+
+/// Appends ACL `i` to (or, `del`, removes it from) an interface's input or output list.
+pub fn interface_add_del(vm: &mut Vlib, sw: u32, out: bool, i: u32, del: bool) -> VnetResult {
+    check_interface(vm, sw)?;
     let m = vm.ext_mut::<AclMain>();
     if !del && !m.acls.contains_key(&i) {
         return Err(VnetError::NotFound(format!("acl `{i}' does not exist")));
@@ -921,9 +1133,6 @@ fn parse_rule(a: &mut Args, tag: &mut String) -> Result<Rule, CliError> {
     if ports && r.proto.is_none() {
         return Err(CliError::new("sport/dport/tcpflags need proto"));
     }
-    if r.tcp_flags.1 != 0 && r.proto != Some(6) {
-        return Err(CliError::new("tcpflags need proto 6"));
-    }
     r.v6 = s.0;
     r.src = (s.1, s.2);
     r.dst = (d.1, d.2);
@@ -1071,9 +1280,9 @@ fn cli_show_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         None
     };
     a.finish()?;
-    let m = vm.ext_mut::<AclMain>();
+    let lists = interface_lists(vm);
     let mut out = String::new();
-    for (&i, acl) in &m.acls {
+    for (i, acl, hits) in acls_with_hits(vm) {
         if only.is_some_and(|o| o != i) {
             continue;
         }
@@ -1083,32 +1292,20 @@ fn cli_show_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             acl.rules.len(),
             acl.tag
         );
-        for (j, r) in acl.rules.iter().enumerate() {
-            let hits: u64 = m
-                .shared
-                .threads()
-                .iter()
-                .map(|t| {
-                    lock(t)
-                        .hits
-                        .get(i as usize)
-                        .and_then(|h| h.get(j))
-                        .copied()
-                        .unwrap_or(0)
-                })
-                .sum();
+        for (j, (r, h)) in acl.rules.iter().zip(&hits).enumerate() {
             let fam = if r.v6 { "ipv6" } else { "ipv4" };
-            let _ = writeln!(out, "    {j:>6}: {fam} {r} hits {hits}");
+            let _ = writeln!(out, "    {j:>6}: {fam} {r} hits {h}");
         }
-        let on = |l: &BTreeMap<u32, Vec<u32>>| -> String {
-            l.iter()
-                .filter(|(_, v)| v.contains(&i))
+        let on = |out_dir: bool| -> String {
+            lists
+                .iter()
+                .filter(|(_, (inp, outp))| if out_dir { outp } else { inp }.contains(&i))
                 .map(|(k, _)| k.to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let _ = writeln!(out, "  applied inbound on sw_if_index: {}", on(&m.input));
-        let _ = writeln!(out, "  applied outbound on sw_if_index: {}", on(&m.output));
+        let _ = writeln!(out, "  applied inbound on sw_if_index: {}", on(false));
+        let _ = writeln!(out, "  applied outbound on sw_if_index: {}", on(true));
     }
     if let Some(o) = only {
         if out.is_empty() {
@@ -1147,4 +1344,85 @@ fn cli_show_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 ICMP error (type `ty`) from `from` to `to` quoting `quote`.
+    fn icmp4_error(ty: u8, from: [u8; 4], to: [u8; 4], quote: &[u8]) -> Vec<u8> {
+        let mut d = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0];
+        d.extend_from_slice(&from);
+        d.extend_from_slice(&to);
+        d.extend_from_slice(&[ty, 3, 0, 0, 0, 0, 0, 0]);
+        d.extend_from_slice(quote);
+        d
+    }
+
+    /// The first 28 bytes of a UDP packet 10.0.0.1:4000 -> 8.8.8.8:53.
+    fn udp4_quote() -> Vec<u8> {
+        let mut q = vec![
+            0x45, 0, 0, 40, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 8, 8, 8, 8,
+        ];
+        q.extend_from_slice(&[0x0f, 0xa0, 0, 53, 0, 20, 0, 0]);
+        q
+    }
+
+    #[test]
+    fn icmp_error_finds_the_quoted_packets_session() {
+        let q = udp4_quote();
+        let d = icmp4_error(3, [9, 9, 9, 9], [10, 0, 0, 1], &q);
+        let k = key_of(&d, false).unwrap();
+        assert!(
+            sess_key(7, &k).is_none(),
+            "an error has no session of its own"
+        );
+        let got = icmp_error_sess_key(7, &k, &d).unwrap();
+        let want = SessKey::of(7, false, 17, (0x0a00_0001, 4000), (0x0808_0808, 53));
+        assert_eq!(got, want);
+        // Addressed to another host than the quoted packet's source: no session.
+        let d2 = icmp4_error(3, [9, 9, 9, 9], [10, 0, 0, 2], &q);
+        let k2 = key_of(&d2, false).unwrap();
+        assert!(icmp_error_sess_key(7, &k2, &d2).is_none());
+        // Not an error (an echo request carrying the same bytes).
+        let d3 = icmp4_error(8, [9, 9, 9, 9], [10, 0, 0, 1], &q);
+        let k3 = key_of(&d3, false).unwrap();
+        assert!(icmp_error_sess_key(7, &k3, &d3).is_none());
+        // Every truncation of the quote is refused without a panic.
+        for n in 0..q.len() {
+            let d = icmp4_error(11, [9, 9, 9, 9], [10, 0, 0, 1], &q[..n]);
+            let k = key_of(&d, false).unwrap();
+            assert!(
+                icmp_error_sess_key(7, &k, &d).is_none(),
+                "quote of {n} bytes"
+            );
+        }
+        // A quoted non-first fragment.
+        let mut f = q.clone();
+        f[7] = 8;
+        let d = icmp4_error(3, [9, 9, 9, 9], [10, 0, 0, 1], &f);
+        assert!(icmp_error_sess_key(7, &key_of(&d, false).unwrap(), &d).is_none());
+    }
+
+    #[test]
+    fn quoted_icmp_echo_and_ipv6() {
+        let mut q = vec![
+            0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 8, 8, 8, 8,
+        ];
+        q.extend_from_slice(&[8, 0, 0, 0, 0, 77, 0, 1]);
+        let k = quoted_key(&q, false).unwrap();
+        assert_eq!((k.sport, k.icmp_id), (8, 77));
+        q[20] = 13; // a timestamp request: not an echo, no session
+        assert!(quoted_key(&q, false).is_none());
+        let mut q6 = vec![0x60, 0, 0, 0, 0, 8, 17, 64];
+        q6.extend_from_slice(&[0x20, 1, 0xd, 0xb8].repeat(4));
+        q6.extend_from_slice(&[0x20, 1, 0xd, 0xb9].repeat(4));
+        q6.extend_from_slice(&[0x0f, 0xa0, 0, 53, 0, 8, 0, 0]);
+        let k6 = quoted_key(&q6, true).unwrap();
+        assert_eq!((k6.proto, k6.sport, k6.dport), (17, 4000, 53));
+        assert!(quoted_key(&q6[..47], true).is_none());
+        q6[6] = 0; // a hop-by-hop header first
+        assert!(quoted_key(&q6, true).is_none());
+    }
 }

@@ -1,10 +1,8 @@
 //! The NAT44 CLI, VPP's syntax (docs/nat.md lists every command).
 
-use crate::config::{
-    ip, proto_name, role, AddrSrc, Control, NatError, PoolAddr, StaticMapping, Timeouts,
-};
-use crate::session::{sflags, Class, Table};
-use crate::{lock, NatMain, NatShared, Worker, DEFAULT_SESSIONS};
+use crate::config::{ip, proto_name, role, AddrSrc, NatError, Timeouts};
+use crate::session::{sflags, Class};
+use crate::{lock, ops, NatShared, DEFAULT_SESSIONS};
 use sluice_cli::{Args, CliError};
 use sluice_graph::Vlib;
 use sluice_vnet::plugin::Registrar;
@@ -80,38 +78,11 @@ pub fn register(r: &mut Registrar) {
 }
 
 fn shared(vm: &mut Vlib) -> Arc<NatShared> {
-    vm.ext_mut::<NatMain>().shared.clone()
+    ops::shared(vm)
 }
 
 fn err(e: NatError) -> CliError {
     CliError::new(e.to_string())
-}
-
-/// Runs `f` on the configuration if NAT is enabled, then publishes it.
-fn edit<R>(
-    vm: &mut Vlib,
-    f: impl FnOnce(&mut Control, &NatShared) -> Result<R, CliError>,
-) -> Result<R, CliError> {
-    let sh = shared(vm);
-    let mut c = lock(&sh.ctl);
-    if c.max_sessions.is_none() {
-        return Err(err(NatError::Disabled));
-    }
-    let r = f(&mut c, &sh)?;
-    c.generation += 1;
-    sh.publish(&c);
-    Ok(r)
-}
-
-/// Frees, on every thread, the sessions `f` selects.
-fn free_sessions(sh: &NatShared, f: impl Fn(&crate::session::Session) -> bool) -> usize {
-    let mut n = 0;
-    for w in sh.workers() {
-        if let Some(w) = lock(w).as_mut() {
-            n += w.table.free_where(&w.epochs, &f);
-        }
-    }
-    n
 }
 
 fn addr(w: &str) -> Result<u32, CliError> {
@@ -127,38 +98,10 @@ fn interface(vm: &mut Vlib, w: &str) -> Result<u32, CliError> {
         .ok_or_else(|| CliError::new(format!("unknown interface `{w}'")))
 }
 
-fn vrf(vm: &mut Vlib, id: u32) -> Result<u32, CliError> {
-    sluice_vnet::ip4::fib_index(vm, id)
-        .ok_or_else(|| CliError::new(format!("no IPv4 table `{id}' (ip table add {id})")))
-}
-
 fn cli_plugin(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let sh = shared(vm);
     if a.keyword("disable") {
         a.finish()?;
-        let roles = {
-            let c = lock(&sh.ctl);
-            if c.max_sessions.is_none() {
-                return Err(err(NatError::Disabled));
-            }
-            c.roles.clone()
-        };
-        for (i, r) in roles {
-            if r & role::INSIDE != 0 {
-                sluice_vnet::feature::set_feature(vm, i, "ip4-unicast", crate::IN2OUT, false)?;
-            }
-            if r & role::OUTSIDE != 0 {
-                sluice_vnet::feature::set_feature(vm, i, "ip4-unicast", crate::OUT2IN, false)?;
-            }
-        }
-        let mut c = lock(&sh.ctl);
-        for w in sh.workers() {
-            *lock(w) = None;
-        }
-        *c = Control {
-            generation: c.generation + 1,
-            ..Control::default()
-        };
+        ops::disable(vm)?;
         return Ok(String::new());
     }
     let w = a.word("enable|disable")?;
@@ -169,34 +112,12 @@ fn cli_plugin(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     while !a.is_empty() {
         if a.keyword("sessions") {
             sessions = a.u32("max sessions")?;
-            if sessions == 0 {
-                return Err(CliError::new("sessions `0' must be at least 1"));
-            }
         } else {
             let t = a.word("option")?;
             return Err(CliError::unknown_input(&t));
         }
     }
-    let mut c = lock(&sh.ctl);
-    if c.max_sessions.is_some() {
-        return Err(err(NatError::AlreadyEnabled));
-    }
-    c.max_sessions = Some(sessions);
-    c.generation += 1;
-    let snap = Arc::new(sh.snapshot(&c));
-    let epochs = vm.shared.epochs.clone();
-    for (t, w) in sh.workers().iter().enumerate() {
-        let owner = snap.threads.contains(&t);
-        let max = if owner { sessions as usize } else { 0 };
-        *lock(w) = Some(Worker {
-            cfg: snap.clone(),
-            table: Table::new(
-                max,
-                0x9e37_79b9 ^ (t as u64) << 32 ^ vm.shared.clock.now_tsc(),
-            ),
-            epochs: epochs.clone(),
-        });
-    }
+    ops::enable(vm, sessions)?;
     Ok(String::new())
 }
 
@@ -214,16 +135,6 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
         }
     };
-    if hi < lo {
-        return Err(CliError::new(format!(
-            "range `{}' - `{}': end before start",
-            ip(lo),
-            ip(hi)
-        )));
-    }
-    if hi - lo >= 65536 {
-        return Err(CliError::new("address range larger than 65536 addresses"));
-    }
     let mut tenant = None;
     let mut del = false;
     while !a.is_empty() {
@@ -236,32 +147,8 @@ fn cli_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             return Err(CliError::unknown_input(&t));
         }
     }
-    let tenant_fib = tenant.map(|id| vrf(vm, id)).transpose()?;
-    edit(vm, |c, sh| {
-        for x in lo..=hi {
-            let pos = c.pool.iter().position(|p| p.src == AddrSrc::Fixed(x));
-            match (del, pos) {
-                (false, Some(_)) => {
-                    return Err(err(NatError::Exists(format!("address {}", ip(x)))))
-                }
-                (true, None) => return Err(err(NatError::NotFound(format!("address {}", ip(x))))),
-                _ => {}
-            }
-        }
-        for x in lo..=hi {
-            if del {
-                c.pool.retain(|p| p.src != AddrSrc::Fixed(x));
-                free_sessions(sh, |s| s.flags & sflags::STATIC == 0 && s.i2o.rw.src == x);
-            } else {
-                c.pool.push(PoolAddr {
-                    src: AddrSrc::Fixed(x),
-                    tenant_fib,
-                    tenant_vrf: tenant,
-                });
-            }
-        }
-        Ok(String::new())
-    })
+    ops::address_add_del(vm, lo, hi, tenant, del)?;
+    Ok(String::new())
 }
 
 fn cli_interface_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -269,30 +156,8 @@ fn cli_interface_address(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError
     let i = interface(vm, &w)?;
     let del = a.keyword("del");
     a.finish()?;
-    edit(vm, |c, sh| {
-        let pos = c.pool.iter().position(|p| p.src == AddrSrc::Interface(i));
-        match (del, pos) {
-            (false, Some(_)) => Err(err(NatError::Exists(format!("interface address of `{w}'")))),
-            (true, None) => Err(err(NatError::NotFound(format!(
-                "interface address of `{w}'"
-            )))),
-            (false, None) => {
-                c.pool.push(PoolAddr {
-                    src: AddrSrc::Interface(i),
-                    tenant_fib: None,
-                    tenant_vrf: None,
-                });
-                Ok(String::new())
-            }
-            (true, Some(p)) => {
-                c.pool.remove(p);
-                if let Some(x) = sh.if_addr(i) {
-                    free_sessions(sh, |s| s.flags & sflags::STATIC == 0 && s.i2o.rw.src == x);
-                }
-                Ok(String::new())
-            }
-        }
-    })
+    ops::interface_address_add_del(vm, i, del)?;
+    Ok(String::new())
 }
 
 fn cli_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -315,35 +180,7 @@ fn cli_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if set.is_empty() {
         return Err(CliError::new("expected in <intfc> and/or out <intfc>"));
     }
-    let sh = shared(vm);
-    if lock(&sh.ctl).max_sessions.is_none() {
-        return Err(err(NatError::Disabled));
-    }
-    for &(i, r) in &set {
-        let node = if r == role::INSIDE {
-            crate::IN2OUT
-        } else {
-            crate::OUT2IN
-        };
-        let has = lock(&sh.ctl).roles.get(&i).copied().unwrap_or(0) & r != 0;
-        if has != del {
-            continue;
-        }
-        sluice_vnet::feature::set_feature(vm, i, "ip4-unicast", node, !del)?;
-        let mut c = lock(&sh.ctl);
-        let e = c.roles.entry(i).or_insert(0);
-        if del {
-            *e &= !r;
-        } else {
-            *e |= r;
-        }
-        if *e == 0 {
-            c.roles.remove(&i);
-        }
-    }
-    let mut c = lock(&sh.ctl);
-    c.generation += 1;
-    sh.publish(&c);
+    ops::interface_add_del(vm, &set, del)?;
     Ok(String::new())
 }
 
@@ -358,50 +195,6 @@ fn proto_word(w: &str) -> Option<u8> {
 
 fn port(w: &str) -> Option<u16> {
     w.parse::<u16>().ok().filter(|&p| p > 0)
-}
-
-/// Adds or deletes a mapping (identical local/external/protocol/vrf) and its sessions.
-fn set_mapping(vm: &mut Vlib, m: StaticMapping, del: bool) -> Result<String, CliError> {
-    edit(vm, |c, sh| {
-        let same = |x: &StaticMapping| {
-            x.local == m.local
-                && x.local_port == m.local_port
-                && x.proto == m.proto
-                && x.fib == m.fib
-                && x.external == m.external
-                && x.external_port == m.external_port
-        };
-        let found = c.mappings.values().find(|x| same(x)).map(|x| x.id);
-        if del {
-            let id = found.ok_or_else(|| err(NatError::NotFound("static mapping".into())))?;
-            c.mappings.remove(&id);
-            free_sessions(sh, |s| s.mapping == Some(id));
-            return Ok(String::new());
-        }
-        if found.is_some() {
-            return Err(err(NatError::Exists("static mapping".into())));
-        }
-        // One mapping per local side and per external side.
-        if let Some(x) = c.mappings.values().find(|x| {
-            (x.local == m.local
-                && x.local_port == m.local_port
-                && x.proto == m.proto
-                && x.fib == m.fib)
-                || (x.external == m.external
-                    && x.external_port == m.external_port
-                    && x.proto == m.proto)
-        }) {
-            return Err(err(NatError::Exists(format!(
-                "a mapping of local {} or external {}",
-                ip(x.local),
-                x.external
-            ))));
-        }
-        let id = c.next_id;
-        c.next_id += 1;
-        c.mappings.insert(id, StaticMapping { id, ..m });
-        Ok(String::new())
-    })
 }
 
 fn cli_static(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -442,31 +235,17 @@ fn cli_static(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let local = local.ok_or_else(|| CliError::new("expected local <addr>"))?;
     let external = external.ok_or_else(|| CliError::new("expected external <addr>|<interface>"))?;
-    if local_port.is_some() != external_port.is_some() {
-        return Err(CliError::new(
-            "give both the local and the external port, or neither",
-        ));
-    }
-    if local_port.is_some() && proto.is_none() {
-        return Err(CliError::new("a port mapping needs tcp|udp|icmp"));
-    }
-    let proto = if local_port.is_some() { proto } else { None };
-    let fib = vrf(vm, vrf_id)?;
-    set_mapping(
+    ops::static_mapping_add_del(
         vm,
-        StaticMapping {
-            local,
-            local_port,
-            external,
-            external_port,
-            proto,
-            fib,
-            vrf: vrf_id,
-            identity: false,
-            id: 0,
-        },
+        proto,
+        local,
+        local_port,
+        external,
+        external_port,
+        vrf_id,
         del,
-    )
+    )?;
+    Ok(String::new())
 }
 
 fn cli_identity(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -495,33 +274,12 @@ fn cli_identity(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     let src = src.ok_or_else(|| CliError::new("expected <ip4-addr> or external <interface>"))?;
-    let local = match src {
-        AddrSrc::Fixed(x) => x,
-        AddrSrc::Interface(i) => shared(vm)
-            .if_addr(i)
-            .ok_or_else(|| CliError::new("the interface has no IPv4 address"))?,
-    };
-    let fib = vrf(vm, vrf_id)?;
-    set_mapping(
-        vm,
-        StaticMapping {
-            local,
-            local_port: p,
-            external: src,
-            external_port: p,
-            proto,
-            fib,
-            vrf: vrf_id,
-            identity: true,
-            id: 0,
-        },
-        del,
-    )
+    ops::identity_mapping_add_del(vm, src, proto.zip(p), vrf_id, del)?;
+    Ok(String::new())
 }
 
 fn cli_timeout(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let sh = shared(vm);
-    let mut t = lock(&sh.ctl).timeouts;
+    let mut t = ops::timeouts(vm);
     if a.is_empty() {
         return Err(CliError::new(
             "expected udp|tcp-established|tcp-transitory|icmp <sec> or reset",
@@ -540,22 +298,15 @@ fn cli_timeout(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             }
             _ => return Err(CliError::unknown_input(&w)),
         };
-        let v = a.u32("seconds")?;
-        if v == 0 {
-            return Err(CliError::new(format!("{w} timeout `0' must be at least 1")));
-        }
-        *field = v;
+        *field = a.u32("seconds")?;
     }
-    let mut c = lock(&sh.ctl);
-    c.timeouts = t;
-    c.generation += 1;
-    sh.publish(&c);
+    ops::set_timeouts(vm, t)?;
     Ok(String::new())
 }
 
 fn cli_show_timeouts(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let t = lock(&shared(vm).ctl).timeouts;
+    let t = ops::timeouts(vm);
     Ok(format!(
         "udp timeout: {}sec\ntcp-established timeout: {}sec\ntcp-transitory timeout: {}sec\nicmp timeout: {}sec\n",
         t.udp, t.tcp_established, t.tcp_transitory, t.icmp
@@ -778,10 +529,6 @@ fn cli_show_static(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_clear_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let sh = shared(vm);
-    if lock(&sh.ctl).max_sessions.is_none() {
-        return Err(err(NatError::Disabled));
-    }
-    free_sessions(&sh, |_| true);
+    ops::clear_sessions(vm)?;
     Ok(String::new())
 }

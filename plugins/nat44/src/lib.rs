@@ -24,9 +24,11 @@
 //! through the graph's handoff queues; nothing else is shared between threads on the data
 //! path except the read-only configuration snapshot.
 
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod node;
+pub mod ops;
 pub mod packet;
 pub mod session;
 
@@ -209,6 +211,7 @@ impl Plugin for Nat44Plugin {
             })
         }));
         cli::register(r);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
