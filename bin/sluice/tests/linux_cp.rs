@@ -310,6 +310,9 @@ fn twins_punt_and_netlink_sync() {
         });
         assert_eq!(&got, b"vlan");
         server.join().unwrap();
+        // Linux's own traffic over the sub-interface twin: its ARP and echo requests leave
+        // tagged, A's replies (ARP copy, echo reply) are punted back untagged.
+        assert!(ping(&l, "10.84.0.2"), "ping from Linux over the VLAN twin");
     }
     // Routes added in Linux appear in Sluice's FIB: next hop, ECMP, blackhole, IPv6; and
     // forward: B pings A's 10.82.0.1 through the learned route.
@@ -471,6 +474,30 @@ fn twins_punt_and_netlink_sync() {
         Duration::from_millis(50),
         || must(&["ip", "-n", &l, "link", "show", &tb]).contains(&format!("link/ether {orig}")),
         || "twin MAC not restored".into(),
+    );
+    // ... and the other way: a MAC given to the twin in Linux becomes the interface's, and
+    // is not echoed back (Linux keeps the last one it set).
+    let hw_mac = |d: &Daemon| d.ok(&format!("show hardware-interfaces {hb}"));
+    for mac in ["02:00:5e:aa:bb:01", "02:00:5e:aa:bb:02"] {
+        must(&["ip", "-n", &l, "link", "set", &tb, "address", mac]);
+    }
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || hw_mac(&d).contains("02:00:5e:aa:bb:02"),
+        || format!("Linux's MAC not applied:\n{}", hw_mac(&d)),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        must(&["ip", "-n", &l, "link", "show", &tb]).contains("link/ether 02:00:5e:aa:bb:02"),
+        "Sluice echoed an old MAC back to Linux"
+    );
+    must(&["ip", "-n", &l, "link", "set", &tb, "address", &orig]);
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || hw_mac(&d).contains(&orig),
+        || "interface MAC not restored from Linux".into(),
     );
     let state = |d: &Daemon| {
         d.ok("show interface")
@@ -862,6 +889,48 @@ fn bird_bgp_over_sluice() {
     assert!(ping(&a, "10.87.0.2") || ping(&a, "10.87.0.2"));
     drop(r1);
     drop(r2);
+    d.stop();
+}
+
+/// A loopback's twin: the address Linux gives it becomes the loopback's in Sluice, Sluice
+/// answers pings to it, and TCP to it (arriving on a physical interface, so punted to that
+/// interface's twin, in the same namespace) is answered by Linux.
+#[test]
+fn loopback_twin() {
+    let Some(RouterTopo { ns, d, l, a, .. }) = RouterTopo::new("o") else {
+        return;
+    };
+    let tlo = format!("{}lo", ns.tag);
+    let lo = d.ok("create loopback interface").trim().to_string();
+    d.ok(&format!("set interface state {lo} up"));
+    d.ok(&format!("lcp create {lo} host-if {tlo}"));
+    must(&["ip", "-n", &l, "addr", "add", "10.89.0.1/32", "dev", &tlo]);
+    wait_for(&d, "show interface address", "10.89.0.1/32", true);
+    let show = d.ok("show lcp");
+    assert!(show.contains(&format!("itf-pair: {lo} tap")), "{show}");
+    assert!(ping(&a, "10.89.0.1"), "ping the loopback's address from A");
+    let tl = in_netns(&l, || TcpListener::bind("10.89.0.1:7190").unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = tl.accept().unwrap();
+        c.write_all(b"loop").unwrap();
+    });
+    let got = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.89.0.1:7190".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    assert_eq!(&got, b"loop");
+    server.join().unwrap();
+    d.ok(&format!("lcp delete {lo}"));
+    d.ok(&format!("delete loopback interface intfc {lo}"));
+    assert!(
+        sh(&["ip", "-n", &l, "link", "show", &tlo]).is_err(),
+        "twin left behind"
+    );
     d.stop();
 }
 
