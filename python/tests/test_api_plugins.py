@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -167,6 +168,63 @@ def test_tap_messages(netns_daemon):
     expect(Retval.NO_SUCH_INTERFACE, a.tap_delete, sw_if_index=999)
     a.tap_delete(sw_if_index=sw)
     assert a.tap_dump() == []
+
+
+def test_lcp_messages(netns_daemon):
+    """linux-cp: default namespace set/get, pair add (the twin appears in Linux), dump
+    (with the twin's Linux ifindex once the netlink listener saw it), running-config, the
+    error codes, and delete (the twin goes)."""
+    vpp, ns = netns_daemon
+    if not os.path.exists("/dev/net/tun"):
+        pytest.skip("needs /dev/net/tun")
+    a = vpp.api()
+    assert a.lcp_default_ns_get().netns == ""
+    a.lcp_default_ns_set(netns="elsewhere")
+    assert a.lcp_default_ns_get().netns == "elsewhere"
+    assert "lcp default netns elsewhere" in vpp.cli("show lcp")
+    a.lcp_default_ns_set(netns="")
+    assert a.lcp_default_ns_get().netns == ""
+    expect(Retval.INVALID_VALUE, a.lcp_default_ns_set, netns="a/b", match="bad netns")
+
+    sw = a.af_packet_create(host_if_name="vA").sw_if_index
+    tap = a.lcp_itf_pair_add_del(is_add=True, sw_if_index=sw,
+                                 host_if_name="lcpA").host_sw_if_index
+    assert tap != sw
+    link = subprocess.run(["ip", "-n", ns, "-br", "link", "show", "lcpA"], check=True,
+                          capture_output=True, text=True).stdout
+    assert "lcpA" in link
+    deadline = time.monotonic() + 10
+    while True:
+        d = a.lcp_itf_pair_dump(sw_if_index=0xffffffff)
+        if (d and d[0].vif_index != 0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [(x.phy_sw_if_index, x.host_sw_if_index, x.host_if_name, x.netns) for x in d] == [
+        (sw, tap, "lcpA", "")]
+    linux_ifindex = int(subprocess.run(
+        ["ip", "netns", "exec", ns, "cat", "/sys/class/net/lcpA/ifindex"], check=True,
+        capture_output=True, text=True).stdout)
+    assert d[0].vif_index == linux_ifindex
+    assert a.lcp_itf_pair_dump(sw_if_index=sw)[0].host_sw_if_index == tap
+    assert a.lcp_itf_pair_dump(sw_if_index=tap) == []
+    assert "lcp create host-vA host-if lcpA" in vpp.cli("show running-config")
+    assert "itf-pair: host-vA tap" in vpp.cli("show lcp")
+
+    expect(Retval.ALREADY_EXISTS, a.lcp_itf_pair_add_del, is_add=True, sw_if_index=sw,
+           host_if_name="lcpB")
+    expect(Retval.NO_SUCH_INTERFACE, a.lcp_itf_pair_add_del, is_add=True, sw_if_index=999,
+           host_if_name="lcpB")
+    sw_b = a.af_packet_create(host_if_name="vB").sw_if_index
+    expect(Retval.INVALID_VALUE, a.lcp_itf_pair_add_del, is_add=True, sw_if_index=sw_b,
+           host_if_name="a/b", match="bad host-if")
+    expect(Retval.INVALID_VALUE, a.lcp_itf_pair_add_del, is_add=True, sw_if_index=sw_b,
+           host_if_name="")
+    expect(Retval.NO_SUCH_ENTRY, a.lcp_itf_pair_add_del, is_add=False, sw_if_index=sw_b)
+
+    a.lcp_itf_pair_add_del(is_add=False, sw_if_index=sw)
+    assert a.lcp_itf_pair_dump(sw_if_index=0xffffffff) == []
+    gone = subprocess.run(["ip", "-n", ns, "link", "show", "lcpA"], capture_output=True)
+    assert gone.returncode != 0, "twin left behind"
 
 
 def test_af_xdp_messages(netns_daemon):

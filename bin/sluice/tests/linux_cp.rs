@@ -310,6 +310,9 @@ fn twins_punt_and_netlink_sync() {
         });
         assert_eq!(&got, b"vlan");
         server.join().unwrap();
+        // Linux's own traffic over the sub-interface twin: its ARP and echo requests leave
+        // tagged, A's replies (ARP copy, echo reply) are punted back untagged.
+        assert!(ping(&l, "10.84.0.2"), "ping from Linux over the VLAN twin");
     }
     // Routes added in Linux appear in Sluice's FIB: next hop, ECMP, blackhole, IPv6; and
     // forward: B pings A's 10.82.0.1 through the learned route.
@@ -471,6 +474,30 @@ fn twins_punt_and_netlink_sync() {
         Duration::from_millis(50),
         || must(&["ip", "-n", &l, "link", "show", &tb]).contains(&format!("link/ether {orig}")),
         || "twin MAC not restored".into(),
+    );
+    // ... and the other way: a MAC given to the twin in Linux becomes the interface's, and
+    // is not echoed back (Linux keeps the last one it set).
+    let hw_mac = |d: &Daemon| d.ok(&format!("show hardware-interfaces {hb}"));
+    for mac in ["02:00:5e:aa:bb:01", "02:00:5e:aa:bb:02"] {
+        must(&["ip", "-n", &l, "link", "set", &tb, "address", mac]);
+    }
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || hw_mac(&d).contains("02:00:5e:aa:bb:02"),
+        || format!("Linux's MAC not applied:\n{}", hw_mac(&d)),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        must(&["ip", "-n", &l, "link", "show", &tb]).contains("link/ether 02:00:5e:aa:bb:02"),
+        "Sluice echoed an old MAC back to Linux"
+    );
+    must(&["ip", "-n", &l, "link", "set", &tb, "address", &orig]);
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || hw_mac(&d).contains(&orig),
+        || "interface MAC not restored from Linux".into(),
     );
     let state = |d: &Daemon| {
         d.ok("show interface")
@@ -865,6 +892,48 @@ fn bird_bgp_over_sluice() {
     d.stop();
 }
 
+/// A loopback's twin: the address Linux gives it becomes the loopback's in Sluice, Sluice
+/// answers pings to it, and TCP to it (arriving on a physical interface, so punted to that
+/// interface's twin, in the same namespace) is answered by Linux.
+#[test]
+fn loopback_twin() {
+    let Some(RouterTopo { ns, d, l, a, .. }) = RouterTopo::new("o") else {
+        return;
+    };
+    let tlo = format!("{}lo", ns.tag);
+    let lo = d.ok("create loopback interface").trim().to_string();
+    d.ok(&format!("set interface state {lo} up"));
+    d.ok(&format!("lcp create {lo} host-if {tlo}"));
+    must(&["ip", "-n", &l, "addr", "add", "10.89.0.1/32", "dev", &tlo]);
+    wait_for(&d, "show interface address", "10.89.0.1/32", true);
+    let show = d.ok("show lcp");
+    assert!(show.contains(&format!("itf-pair: {lo} tap")), "{show}");
+    assert!(ping(&a, "10.89.0.1"), "ping the loopback's address from A");
+    let tl = in_netns(&l, || TcpListener::bind("10.89.0.1:7190").unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = tl.accept().unwrap();
+        c.write_all(b"loop").unwrap();
+    });
+    let got = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.89.0.1:7190".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    assert_eq!(&got, b"loop");
+    server.join().unwrap();
+    d.ok(&format!("lcp delete {lo}"));
+    d.ok(&format!("delete loopback interface intfc {lo}"));
+    assert!(
+        sh(&["ip", "-n", &l, "link", "show", &tlo]).is_err(),
+        "twin left behind"
+    );
+    d.stop();
+}
+
 fn ospf_conf(id: &str, lan: &str, wan: &str) -> String {
     format!(
         "router id {id};
@@ -926,6 +995,288 @@ fn bird_ospf_over_sluice() {
         || {
             format!(
                 "A cannot reach H over the OSPF route:\n{}",
+                d.ok("show ip fib")
+            )
+        },
+    );
+    drop(r2);
+    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);
+    drop(r1);
+    d.stop();
+}
+
+fn ospf3_conf(id: &str, lan: &str, wan: &str) -> String {
+    format!(
+        "router id {id};
+protocol device {{ scan time 1; }}
+protocol kernel {{ ipv6 {{ import none; export where source ~ [ RTS_OSPF, RTS_OSPF_IA ]; }}; }}
+protocol ospf v3 o {{
+  ipv6 {{ import all; export none; }};
+  area 0 {{
+    interface \"{wan}\" {{ type broadcast; hello 1; dead 4; wait 2; }};
+    interface \"{lan}\" {{ stub yes; }};
+  }};
+}}
+"
+    )
+}
+
+/// `ip -n <ns> -6 <args...> nodad` style helper: an IPv6 address without DAD.
+fn addr6(ns: &str, a: &str, dev: &str) {
+    must(&["ip", "-n", ns, "-6", "addr", "add", a, "dev", dev, "nodad"]);
+}
+
+/// OSPFv3 between BIRD in the control-plane namespace and BIRD in router P, across Sluice:
+/// the hellos to ff02::5 (and the DR's ff02::6, and the link-local unicast database
+/// exchange) are punted to the twin on paired interfaces and Linux's replies leave through
+/// it; the IPv6 LAN P advertises lands in Sluice's FIB (via P's link-local address) and A
+/// pings H behind P through Sluice.
+#[test]
+fn bird_ospf3_over_sluice() {
+    let Some(RouterTopo {
+        ns,
+        d,
+        l,
+        p,
+        a,
+        tp,
+        ta,
+    }) = RouterTopo::new("6")
+    else {
+        return;
+    };
+    let h = format!("{}H", ns.tag);
+    addr6(&l, "fd85::1/64", &tp);
+    addr6(&l, "fd86::1/64", &ta);
+    addr6(&p, "fd85::2/64", "eth0");
+    addr6(&p, "fd87::1/64", "lan0");
+    addr6(&h, "fd87::2/64", "eth0");
+    addr6(&a, "fd86::2/64", "eth0");
+    must(&[
+        "ip", "-n", &h, "-6", "route", "add", "default", "via", "fd87::1",
+    ]);
+    must(&[
+        "ip", "-n", &a, "-6", "route", "add", "default", "via", "fd86::1",
+    ]);
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &p,
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.forwarding=1",
+    ]);
+    wait_for(&d, "show interface address", "fd85::1/64", true);
+    let r1 = Bird::start(&l, &d.dir, "v1", &ospf3_conf("10.85.0.1", &ta, &tp));
+    let r2 = Bird::start(&p, &d.dir, "v2", &ospf3_conf("10.85.0.2", "lan0", "eth0"));
+    let t0 = Instant::now();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok("show ip6 fib fd87::/64").contains("via fe80::"),
+        || {
+            format!(
+                "OSPFv3 route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}\n{}",
+                r1.cmd(&["show", "ospf", "neighbors"]),
+                r2.cmd(&["show", "ospf", "neighbors"]),
+                must(&["ip", "-n", &l, "-6", "route"]),
+                d.ok("show lcp"),
+                d.ok("show errors")
+            )
+        },
+    );
+    eprintln!(
+        "OSPFv3 full and fd87::/64 in Sluice's FIB {:.1} s after BIRD started",
+        t0.elapsed().as_secs_f64()
+    );
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || ping(&a, "fd87::2"),
+        || {
+            format!(
+                "A cannot reach H over the OSPFv3 route:\n{}\n{}",
+                d.ok("show ip6 fib"),
+                d.ok("show ip6 neighbors")
+            )
+        },
+    );
+    drop(r2);
+    wait_for(&d, "show ip6 fib fd87::/64", "via fe80::", false);
+    assert!(
+        !ping(&a, "fd87::2"),
+        "withdrawn OSPFv3 route still forwards"
+    );
+    drop(r1);
+    d.stop();
+}
+
+/// FRR's zebra and isisd in a namespace (their sockets, pid and config files in `dir`),
+/// killed on drop.
+struct Frr {
+    children: Vec<std::process::Child>,
+    dir: std::path::PathBuf,
+}
+
+impl Frr {
+    fn start(ns: &str, dir: &std::path::Path, name: &str, isisd_conf: &str) -> Frr {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        // FRR drops its privileges to user `frr` (root is not in its vty group).
+        must(&["chown", "frr:frr", dir.to_str().unwrap()]);
+        let zs = dir.join("zserv.api");
+        let mut f = Frr {
+            children: Vec::new(),
+            dir: dir.clone(),
+        };
+        for (daemon, conf) in [
+            ("zebra", format!("hostname {name}\n")),
+            ("isisd", isisd_conf.to_string()),
+        ] {
+            let cf = dir.join(format!("{daemon}.conf"));
+            std::fs::write(&cf, conf).unwrap();
+            let child = Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(format!("/usr/lib/frr/{daemon}"))
+                .args(["-P", "0", "-f"])
+                .arg(&cf)
+                .arg("-i")
+                .arg(dir.join(format!("{daemon}.pid")))
+                .arg("-z")
+                .arg(&zs)
+                .arg("--vty_socket")
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start FRR");
+            f.children.push(child);
+            let vty = dir.join(format!("{daemon}.vty"));
+            wait_until(
+                Duration::from_secs(10),
+                Duration::from_millis(20),
+                || vty.exists(),
+                || format!("{name}: FRR {daemon} did not open {}", vty.display()),
+            );
+        }
+        f
+    }
+    fn cmd(&self, c: &str) -> String {
+        sh(&["vtysh", "--vty_socket", self.dir.to_str().unwrap(), "-c", c]).unwrap_or_else(|e| e)
+    }
+}
+
+impl Drop for Frr {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            // SAFETY: plain kill(2) on our child's pid (`ip netns exec` execs the daemon).
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let t0 = Instant::now();
+            while c.try_wait().ok().flatten().is_none() {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    let _ = c.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+fn isisd_conf(name: &str, sysid: &str, wan: &str, lan: &str) -> String {
+    format!(
+        "hostname {name}
+router isis 1
+ net 49.0001.{sysid}.00
+ is-type level-2-only
+ lsp-gen-interval 1
+ spf-interval 1
+!
+interface {wan}
+ ip router isis 1
+ isis circuit-type level-2-only
+ isis hello-interval 1
+ isis hello-multiplier 3
+ isis network point-to-point
+!
+interface {lan}
+ ip router isis 1
+ isis passive
+!
+"
+    )
+}
+
+/// IS-IS (not IP: 802.3 frames with LLC 0xFE 0xFE to 01:80:c2:00:00:15) between FRR in the
+/// control-plane namespace and FRR in router P, across Sluice: `ethernet-input` punts the
+/// OSI frames of paired interfaces to the twin, Linux's leave through it; P's LAN, learned
+/// by IS-IS, is forwarded by Sluice and goes when P's isisd stops.
+#[test]
+fn frr_isis_over_sluice() {
+    if !std::path::Path::new("/usr/lib/frr/isisd").exists() {
+        sluice_infra::testing::skip("FRR's isisd is not installed (apt-get install frr)");
+        return;
+    }
+    let Some(RouterTopo {
+        ns: _ns,
+        d,
+        l,
+        p,
+        a,
+        tp,
+        ta,
+    }) = RouterTopo::new("i")
+    else {
+        return;
+    };
+    let r1 = Frr::start(
+        &l,
+        &d.dir,
+        "i1",
+        &isisd_conf("i1", "0000.0000.0001", &tp, &ta),
+    );
+    let r2 = Frr::start(
+        &p,
+        &d.dir,
+        "i2",
+        &isisd_conf("i2", "0000.0000.0002", "eth0", "lan0"),
+    );
+    let t0 = Instant::now();
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+        || {
+            format!(
+                "IS-IS route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}\n{}",
+                r1.cmd("show isis neighbor"),
+                r2.cmd("show isis neighbor"),
+                must(&["ip", "-n", &l, "route"]),
+                d.ok("show lcp"),
+                d.ok("show errors")
+            )
+        },
+    );
+    eprintln!(
+        "IS-IS up and 10.87.0.0/24 in Sluice's FIB {:.1} s after isisd started",
+        t0.elapsed().as_secs_f64()
+    );
+    let errors = d.ok("show errors");
+    assert!(
+        errors.contains("OSI (IS-IS) frames punted to the host stack"),
+        "{errors}"
+    );
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || ping(&a, "10.87.0.2"),
+        || {
+            format!(
+                "A cannot reach H over the IS-IS route:\n{}",
                 d.ok("show ip fib")
             )
         },

@@ -23,6 +23,7 @@
 //! `ethernet-input` to `linux-cp-xc`. Admin state and MTU: Sluice → Linux by a 100 ms check
 //! of the paired interfaces (`linux-cp-process`), Linux → Sluice by netlink. Netlink: [`sync`].
 
+pub mod api;
 pub mod netlink;
 pub mod node;
 pub mod sync;
@@ -159,6 +160,7 @@ impl Plugin for LinuxCpPlugin {
             .counters(&[CounterDesc::info("checks", "admin-state checks")]),
         );
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
@@ -220,24 +222,20 @@ fn check_pairs(vm: &mut Vlib) {
         };
         if (up, mtu, mac) != p.mirrored {
             let old = std::mem::replace(&mut p.mirrored, (up, mtu, mac));
-            let idx = m.ns.get(&p.netns).and_then(|s| {
-                s.ifindex
-                    .iter()
-                    .find(|(_, &sw)| sw == p.phy)
-                    .map(|(&i, _)| i)
-            });
+            let idx = linux_ifindex(&m.ns, p);
             if let (Some(i), Some(l)) = (idx, m.listeners.get(&p.netns)) {
                 // Linux's last known state of the twin: when the change came from Linux
                 // (netlink set the interface's state), it is not echoed back — an echo could
                 // land after a later change in Linux and undo it.
-                let linux =
+                let (linux_up, linux_mac) =
                     m.ns.get_mut(&p.netns)
-                        .and_then(|s| s.linux_up.insert(i, up));
+                        .map(|s| (s.linux_up.insert(i, up), s.linux_mac.insert(i, mac)))
+                        .unwrap_or_default();
                 let _ = l.cmd.send(sync::Cmd::SetLink(sync::LinkChange {
                     index: i,
-                    up: (old.0 != up && linux != Some(up)).then_some(up),
+                    up: (old.0 != up && linux_up != Some(up)).then_some(up),
                     mtu: (old.1 != mtu).then_some(mtu),
-                    mac: (old.2 != mac).then_some(mac),
+                    mac: (old.2 != mac && linux_mac != Some(mac)).then_some(mac),
                 }));
             }
         }
@@ -335,6 +333,25 @@ pub enum LcpError {
     /// The data path could not be wired.
     #[error("{0}")]
     Graph(String),
+    /// A Linux interface or namespace name Linux would refuse.
+    #[error("{0}")]
+    BadName(String),
+}
+
+/// The Linux ifindex of `p`'s twin, once the listener of its namespace has seen it.
+fn linux_ifindex(ns: &HashMap<Option<String>, sync::NsState>, p: &Pair) -> Option<u32> {
+    ns.get(&p.netns).and_then(|s| {
+        s.ifindex
+            .iter()
+            .find(|(_, &sw)| sw == p.phy)
+            .map(|(&i, _)| i)
+    })
+}
+
+/// `lcp default netns [<ns>]`: the namespace of twins created without one (`None`:
+/// Sluice's own).
+pub fn set_default_netns(vm: &mut Vlib, ns: Option<String>) {
+    vm.ext_mut::<LcpMain>().default_netns = ns;
 }
 
 fn set_maps(vm: &mut Vlib) {
@@ -398,13 +415,13 @@ fn mcast_route(vm: &mut Vlib, phy: SwIfIndex, add: bool) {
     }
 }
 
-/// `lcp create <if> host-if <name> [netns <ns>]`.
+/// `lcp create <if> host-if <name> [netns <ns>]`: the twin's Sluice side.
 pub fn create_pair(
     vm: &mut Vlib,
     ifname: &str,
     host_if: &str,
     netns: Option<String>,
-) -> Result<(), LcpError> {
+) -> Result<SwIfIndex, LcpError> {
     let (phy, mac, mtu, up) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let sw = ifs
@@ -475,7 +492,7 @@ pub fn create_pair(
             .map(|n| format!(" in namespace `{n}'"))
             .unwrap_or_default()
     );
-    Ok(())
+    Ok(tap)
 }
 
 /// Deletes the pair of `phy` (its twin goes with it).
@@ -547,7 +564,7 @@ fn cli_default(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         false => Some(linux_name("netns", &a.word("namespace name")?)?),
     };
     a.finish()?;
-    vm.ext_mut::<LcpMain>().default_netns = ns;
+    set_default_netns(vm, ns);
     Ok(String::new())
 }
 
@@ -563,12 +580,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     for p in &m.pairs {
         let ifs = vm.ext_mut::<Interfaces>();
         let name = |i: SwIfIndex| ifs.get(i).map(|x| x.name.clone()).unwrap_or_default();
-        let idx = m.ns.get(&p.netns).and_then(|s| {
-            s.ifindex
-                .iter()
-                .find(|(_, &sw)| sw == p.phy)
-                .map(|(&i, _)| i)
-        });
+        let idx = linux_ifindex(&m.ns, p);
         let _ = writeln!(
             out,
             "itf-pair: {} {} {} netns {} linux-ifindex {}",

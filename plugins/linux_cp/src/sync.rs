@@ -141,6 +141,8 @@ pub struct NsState {
     pub ifindex: HashMap<u32, SwIfIndex>,
     /// Last IFF_UP seen per ifindex.
     pub linux_up: HashMap<u32, bool>,
+    /// Last MAC seen per ifindex.
+    pub linux_mac: HashMap<u32, [u8; 6]>,
     routes: HashMap<(u32, IpAddr, u8), Installed>,
     addrs: HashSet<(u32, IpAddr, u8)>,
     neighs: HashSet<(u32, IpAddr)>,
@@ -537,6 +539,7 @@ pub fn apply(
             name,
             up,
             mtu,
+            mac,
             ..
         } => {
             let Some(sw) = ns.ifindex.get(&index).copied().or_else(|| twin(&name)) else {
@@ -545,6 +548,7 @@ pub fn apply(
             if del {
                 ns.ifindex.remove(&index);
                 ns.linux_up.remove(&index);
+                ns.linux_mac.remove(&index);
                 return After::TwinDeleted(sw);
             }
             ns.ifindex.insert(index, sw);
@@ -567,6 +571,19 @@ pub fn apply(
                     st.links += 1;
                     let r = sluice_vnet::interface::set_mtu(vm, sw, mtu);
                     count_err(st, "set interface mtu", r);
+                }
+            }
+            // A unicast MAC given to the twin in Linux becomes the interface's.
+            if let Some(mac) = mac.filter(|m| m[0] & 1 == 0 && *m != [0; 6]) {
+                let prev = ns.linux_mac.insert(index, mac);
+                let cur = vm
+                    .ext_mut::<sluice_vnet::Interfaces>()
+                    .get(sw)
+                    .map(|i| i.mac);
+                if prev.is_some_and(|p| p != mac) && cur.is_some_and(|c| c != mac) {
+                    st.links += 1;
+                    let r = sluice_vnet::interface::set_mac(vm, sw, mac);
+                    count_err(st, "set interface mac address", r);
                 }
             }
         }

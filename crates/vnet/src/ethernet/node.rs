@@ -11,7 +11,9 @@
 //!   `l2.bd_index` = 0) or bridged (`l2.bd_index` = the bridge domain) — or the first
 //!   feature enabled on the rx interface's `l2-input` arc; `ip6-input` (4) for IPv6; every
 //!   frame of an interface with an input redirect (`crate::set_rx_redirect`, e.g.
-//!   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check.
+//!   `tester-rx`) goes unchanged to the redirect's arc (added at runtime), before any check;
+//!   `punt` (5) for an OSI frame (802.3 length, LLC 0xFE 0xFE: IS-IS) on an interface with a
+//!   host stack behind `punt` (`IfAttr::punt_host`, linux-cp), its header stripped as above.
 //!   Frames of an admin-down interface (or sub-interface) go to `error-drop` first of all.
 //! - counters: `unknown_ethertype`, `l3_mac_mismatch` (unicast not for this interface's MAC
 //!   on an L3 interface that is not promiscuous; L2 interfaces take every frame), `tagged`
@@ -21,7 +23,7 @@
 //!   (IPv4/IPv6 to a unicast address inside a broadcast/multicast frame, RFC 1812 §5.3.4 /
 //!   RFC 1122 §3.3.6; the IPv4 limited broadcast, multicast and the directed broadcast of the
 //!   rx interface's first subnet pass). Both on L3 interfaces only (an L2 interface switches
-//!   every frame).
+//!   every frame). `osi_punted` (info: IS-IS frames sent to `punt`).
 //!
 //! Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
 //! per run of packets from one interface (normally once per frame); the admin-down drop
@@ -84,6 +86,8 @@ sluice_graph::arcs! {
         L2 => crate::l2::L2_INPUT,
         /// IPv6.
         Ip6 => crate::ip6::nodes::IP6_INPUT,
+        /// OSI (IS-IS) frames for a host stack behind `punt` (linux-cp).
+        Punt => "punt",
     }
 }
 
@@ -104,6 +108,8 @@ sluice_graph::counters! {
         MulticastSourceMac => error("multicast_source_mac", "multicast/broadcast source MAC"),
         /// A unicast IP destination inside a link-layer broadcast/multicast frame.
         UnicastInL2Group => error("unicast_in_l2_group", "unicast IP in l2 broadcast/multicast frame"),
+        /// OSI (IS-IS) frames punted to the host stack.
+        OsiPunted => info("osi_punted", "OSI (IS-IS) frames punted to the host stack"),
     }
 }
 /// `cached_redirect` of an admin-down interface: every frame is dropped.
@@ -242,6 +248,31 @@ impl EthernetInput {
         None
     }
 
+    /// A frame of no EtherType Sluice handles: an OSI frame (IEEE 802.3 length field, LLC
+    /// DSAP = SSAP = 0xFE: IS-IS, ES-IS) on an interface with a host stack behind `punt`
+    /// (`IfAttr::punt_host`, linux-cp) goes to `punt` with its L2 header offset set, like
+    /// VPP's linux-cp registering `osi-input`'s IS-IS protocol; anything else is dropped.
+    #[cold]
+    #[inline(never)]
+    fn unknown_ethertype(&self, cx: &mut Cx, b: &mut Buffer<'_>, et: u16) -> Next {
+        let osi = et < 0x0600
+            && b.data().get(HEADER_LEN..HEADER_LEN + 2) == Some(&[0xfe, 0xfe][..])
+            && self
+                .shared
+                .if_attr(b.hdr.rx_if)
+                .punt_host
+                .load(Ordering::Relaxed);
+        if !osi {
+            b.hdr.error = cx.error(EthCounter::UnknownEthertype);
+            return EthNext::Drop.next();
+        }
+        cx.count(EthCounter::OsiPunted, 1);
+        b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+        b.advance(HEADER_LEN);
+        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
+        EthNext::Punt.next()
+    }
+
     /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
     #[inline(always)]
     fn l2_next(&self) -> Next {
@@ -359,10 +390,7 @@ impl PacketNode for EthernetInput {
                 b.hdr.error = cx.error(EthCounter::Tagged);
                 return EthNext::Drop.next();
             }
-            _ => {
-                b.hdr.error = cx.error(EthCounter::UnknownEthertype);
-                return EthNext::Drop.next();
-            }
+            _ => return self.unknown_ethertype(cx, b, et),
         };
         b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
         b.advance(HEADER_LEN);

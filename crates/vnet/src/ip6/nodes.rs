@@ -51,7 +51,9 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 /// - sets: trims `current_length` to 40 + payload length.
 /// - next: `error-drop` (0) for malformed packets; `ip6-lookup` (1), or the first feature
 ///   enabled on the rx interface's `ip6-unicast` arc; `ip6-local` (2) for the link-scope
-///   multicast groups the router is in (all-nodes, all-routers, solicited-node).
+///   multicast groups the router is in (all-nodes, all-routers, solicited-node), and on an
+///   interface with a host stack behind `punt` (`IfAttr::punt_host`, linux-cp) for every
+///   link-scope group (ff02::/16: OSPFv3's ff02::5/6, RIPng, PIM, VRRP, MLD).
 /// - counters: `too_short` (shorter than 40 bytes), `version` (version != 6), `bad_length`
 ///   (payload length beyond the frame), `src_multicast` (multicast source),
 ///   `src_loopback` (source `::1`, RFC 4291 §2.5.3), `src_unspecified` (source `::` to
@@ -110,6 +112,23 @@ fn martian_source(d: &[u8]) -> Option<InputCounter> {
     (src == 0 && !solicited).then_some(InputCounter::SrcUnspecified)
 }
 
+impl Ip6Input {
+    /// A link-scope group (ff02::/16) other than the router's own, received on an
+    /// interface with a host stack behind `punt` (linux-cp): OSPFv3's ff02::5/6, RIPng,
+    /// PIM, VRRP, MLD... go to `ip6-local`, which punts them to the host.
+    #[cold]
+    #[inline(never)]
+    fn host_link_group(&self, dst: u128, rx_if: u32) -> bool {
+        dst >> 112 == 0xff02
+            && self
+                .shared
+                .v4
+                .if_attr(rx_if)
+                .punt_host
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 impl PacketNode for Ip6Input {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -140,7 +159,7 @@ impl PacketNode for Ip6Input {
             let link_scope = dst == 0xff02_0000_0000_0000_0000_0000_0000_0001
                 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
                 || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000;
-            if !link_scope {
+            if !link_scope && !self.host_link_group(dst, b.hdr.rx_if) {
                 b.hdr.error = cx.error(InputCounter::Multicast);
                 return InputNext::Drop.next();
             }

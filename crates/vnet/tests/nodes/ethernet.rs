@@ -166,3 +166,31 @@ fn l2_interfaces_send_every_frame_to_l2_input() {
     t.assert_counters(&[]);
     t.assert_no_leaks();
 }
+
+/// An IS-IS frame (802.3 length, LLC 0xFE 0xFE, to AllL2ISs) is an unknown EtherType, unless
+/// a host stack is behind `punt` on the interface (linux-cp): then it is punted with its L2
+/// header offset set; other LLC frames are still dropped.
+#[test]
+fn osi_frames_go_to_punt_only_with_a_host_stack() {
+    let (mut t, sw) = setup("ethernet-input");
+    let frame = |dsap: u8| {
+        let mut f = vec![0x01, 0x80, 0xc2, 0x00, 0x00, 0x15, 2, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&30u16.to_be_bytes());
+        f.extend_from_slice(&[dsap, dsap, 0x03, 0x83, 0x14, 0x01]);
+        f.resize(60, 0);
+        f
+    };
+    let isis = frame(0xfe);
+    let stp = frame(0x42);
+    t.run_with(&[isis.clone(), stp.clone()], |h| h.rx_if = sw);
+    t.assert_counters(&[("unknown_ethertype", 2)]);
+    sluice_vnet::set_punt_host(&mut t.h.vm, sluice_vnet::SwIfIndex(sw), true).unwrap();
+    t.run_with(&[isis.clone(), stp], |h| h.rx_if = sw);
+    let punted = t.arc("punt");
+    assert_eq!(punted.len(), 1);
+    assert_eq!(punted[0].data, isis[14..]);
+    assert_eq!(punted[0].hdr.l2.l2_hdr_offset, 0);
+    assert_eq!(punted[0].hdr.current_data, 14);
+    t.assert_counters(&[("unknown_ethertype", 3), ("osi_punted", 1)]);
+    t.assert_no_leaks();
+}

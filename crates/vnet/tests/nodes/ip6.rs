@@ -199,3 +199,20 @@ fn nd_with_a_group_link_layer_address_is_not_learned() {
     t.assert_counters(&[("nd_group_lladdr", 2), ("ns_replied", 1)]);
     t.assert_no_leaks();
 }
+
+/// Link-scope groups the router is not in (OSPFv3's ff02::5) are dropped, unless a host
+/// stack is behind `punt` on the interface (linux-cp): then every ff02::/16 group goes to
+/// `ip6-local` (which punts it); wider scopes are still dropped.
+#[test]
+fn input_admits_link_scope_groups_for_a_host_stack() {
+    let (mut t, sw) = setup("ip6-input");
+    let ospf = udp6_l3("fe80::2", "ff02::5");
+    let site = udp6_l3("fe80::2", "ff05::5");
+    t.run_with(&[ospf.clone(), site.clone()], |h| h.rx_if = sw);
+    t.assert_counters(&[("multicast", 2)]);
+    sluice_vnet::set_punt_host(&mut t.h.vm, sluice_vnet::SwIfIndex(sw), true).unwrap();
+    t.run_with(&[ospf, site], |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip6-local").len(), 1);
+    t.assert_counters(&[("multicast", 3)]);
+    t.assert_no_leaks();
+}
