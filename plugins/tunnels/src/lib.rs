@@ -10,6 +10,7 @@
 pub mod api;
 pub mod gre;
 pub mod ipip;
+pub mod srv6;
 pub mod tunnel;
 pub mod vxlan;
 
@@ -60,6 +61,18 @@ pub static IPIP: TunnelPlugin = TunnelPlugin {
     creator: ipip::creator,
 };
 
+/// SRv6, for the daemon's plugin list.
+pub static SRV6: TunnelPlugin = TunnelPlugin {
+    name: "srv6",
+    description:
+        "SRv6 (RFC 8754/8986): SR policies with H.Encaps, local SIDs End, End.DX4/DX6/DT4/DT6",
+    register: |r| {
+        srv6::register(&mut r.graph);
+        srv6::register_cli(&mut r.cli);
+    },
+    creator: srv6::creator,
+};
+
 impl Plugin for TunnelPlugin {
     fn name(&self) -> &'static str {
         self.name
@@ -84,5 +97,5 @@ impl Plugin for TunnelPlugin {
 /// Every tunnel plugin of this crate (tests and benchmarks; the daemon's list names them
 /// one by one in `plugins/all`).
 pub fn plugins() -> Vec<&'static dyn Plugin> {
-    vec![&VXLAN, &GRE, &IPIP]
+    vec![&VXLAN, &GRE, &IPIP, &SRV6]
 }
