@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod gre;
+pub mod gtpu;
 pub mod ipip;
 pub mod srv6;
 pub mod tunnel;
@@ -61,6 +62,17 @@ pub static IPIP: TunnelPlugin = TunnelPlugin {
     creator: ipip::creator,
 };
 
+/// GTP-U, for the daemon's plugin list.
+pub static GTPU: TunnelPlugin = TunnelPlugin {
+    name: "gtpu",
+    description: "GTP-U tunnels (3GPP TS 29.281): G-PDU encap/decap, echo, error indication",
+    register: |r| {
+        gtpu::register(&mut r.graph);
+        gtpu::register_cli(&mut r.cli);
+    },
+    creator: gtpu::creator,
+};
+
 /// SRv6, for the daemon's plugin list.
 pub static SRV6: TunnelPlugin = TunnelPlugin {
     name: "srv6",
@@ -97,5 +109,5 @@ impl Plugin for TunnelPlugin {
 /// Every tunnel plugin of this crate (tests and benchmarks; the daemon's list names them
 /// one by one in `plugins/all`).
 pub fn plugins() -> Vec<&'static dyn Plugin> {
-    vec![&VXLAN, &GRE, &IPIP, &SRV6]
+    vec![&VXLAN, &GRE, &IPIP, &GTPU, &SRV6]
 }

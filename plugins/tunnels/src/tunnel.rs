@@ -125,6 +125,22 @@ impl EncapEntry {
     }
 }
 
+/// Computes the UDP checksum of IPv6 packet `d` (UDP right after the 40-byte header, the
+/// whole of `d` its datagram, the checksum field 0 on entry).
+#[inline(always)]
+pub fn set_udp6_checksum(d: &mut [u8]) {
+    if d.len() < 48 {
+        return;
+    }
+    let ulen = (d.len() - 40) as u64;
+    let acc = checksum::sum(&d[8..40]) as u64 + 17 + ulen + checksum::sum(&d[40..]) as u64;
+    let mut cs = !checksum::fold(acc);
+    if cs == 0 {
+        cs = 0xffff;
+    }
+    d[46..48].copy_from_slice(&cs.to_be_bytes());
+}
+
 /// A 32-bit hash of an inner Ethernet frame's flow: MAC addresses, and for IPv4/IPv6 the
 /// addresses, protocol and (UDP/TCP) ports. One flow always gets one VXLAN source port, so
 /// the underlay's ECMP keeps it on one path (RFC 7348 §5).
@@ -321,14 +337,7 @@ impl PacketNode for Encap {
                 if ip6 {
                     // RFC 6935 allows a zero checksum for tunnels, but Linux (and RFC 7348
                     // implementations by default) drop it: compute it.
-                    let d = b.data_mut();
-                    let mut acc = checksum::sum(&d[8..40]) as u64 + 17 + ulen as u64;
-                    acc += checksum::sum(&d[40..]) as u64;
-                    let mut cs = !checksum::fold(acc);
-                    if cs == 0 {
-                        cs = 0xffff;
-                    }
-                    d[46..48].copy_from_slice(&cs.to_be_bytes());
+                    set_udp6_checksum(b.data_mut());
                 }
             }
             Kind::Gre { teb: false } => {
