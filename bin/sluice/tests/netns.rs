@@ -2306,6 +2306,192 @@ fn vxlan4_with_linux_peer() {
 fn vxlan6_with_linux_peer() {
     vxlan_with_linux_peer(true);
 }
+
+/// SRv6 between Sluice and the Linux kernel's seg6/seg6local. Namespace A is a Linux SR
+/// router (underlay `2001:db8:94::2` on its veth to Sluice) with IPv4 host C behind it
+/// (`192.168.94.2`, on a veth A–C that Sluice does not see); B is an IPv4 host behind
+/// Sluice (`10.95.0.2`). C → B: A encapsulates (`encap seg6 mode encap segs fc00:5::d4`),
+/// Sluice's End.DX4 SID decapsulates to B. B → C: Sluice steers 192.168.94.0/24 into a
+/// policy (H.Encaps, segments `fc00:a::e` — a Linux seg6local End — then `fc00:a::d4`, a
+/// Linux End.DX4 to C). Pings and TCP transfers both ways.
+#[test]
+fn srv6_with_linux_peer() {
+    skip_unless_possible!(Driver::AfPacket);
+    // The TCP part needs the kernel's offloads off; the pings do not.
+    let tcp = have("ethtool", "--version");
+    if !tcp {
+        eprintln!("SKIPPED (TCP part): `ethtool' is not installed (the kernel's offloads go off)");
+    }
+    let mut t = Topo::new("sr", Driver::AfPacket);
+    let a = t.veth('a');
+    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{a}/disable_ipv6"), "1");
+    let c = t.bare('c');
+    must(&["ip", "-n", &a, "link", "set", "lo", "up"]);
+    must(&[
+        "ip", "-n", &a, "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", &c,
+    ]);
+    for (ns, dev) in [(&a, "eth0"), (&a, "eth1"), (&c, "eth0")] {
+        must(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        if !tcp {
+            continue;
+        }
+        // Inner checksums completed by the kernel, not left partial under the SRv6
+        // encapsulation for af_packet (which would complete the outer one).
+        must(&[
+            "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso",
+            "off",
+        ]);
+    }
+    for kv in [
+        "net.ipv4.ip_forward=1",
+        "net.ipv6.conf.all.forwarding=1",
+        "net.ipv6.conf.all.seg6_enabled=1",
+        "net.ipv6.conf.eth0.seg6_enabled=1",
+    ] {
+        must(&["ip", "netns", "exec", &a, "sysctl", "-qw", kv]);
+    }
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:94::2/64",
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "addr",
+        "add",
+        "192.168.94.1/24",
+        "dev",
+        "eth1",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &c,
+        "addr",
+        "add",
+        "192.168.94.2/24",
+        "dev",
+        "eth0",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &c,
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.94.1",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "-6",
+        "route",
+        "add",
+        "fc00:5::/32",
+        "via",
+        "2001:db8:94::1",
+    ]);
+    must(&["ip", "-n", &a, "sr", "tunsrc", "set", "2001:db8:94::2"]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "route",
+        "add",
+        "10.95.0.0/24",
+        "encap",
+        "seg6",
+        "mode",
+        "encap",
+        "segs",
+        "fc00:5::d4",
+        "dev",
+        "eth0",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "-6",
+        "route",
+        "add",
+        "fc00:a::e/128",
+        "encap",
+        "seg6local",
+        "action",
+        "End",
+        "dev",
+        "eth0",
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &a,
+        "-6",
+        "route",
+        "add",
+        "fc00:a::d4/128",
+        "encap",
+        "seg6local",
+        "action",
+        "End.DX4",
+        "nh4",
+        "192.168.94.2",
+        "dev",
+        "eth1",
+    ]);
+    let (b, vb) = t.host('b', "10.95.0.2/24", Some("10.95.0.1"));
+    let d = Driver::AfPacket.daemon("srv6-linux", "");
+    let ha = attach(&d, Driver::AfPacket, &a, Some("2001:db8:94::1/64"));
+    let hb = attach(&d, Driver::AfPacket, &vb, Some("10.95.0.1/24"));
+    d.ok(&format!("ip route add fc00:a::/32 via 2001:db8:94::2 {ha}"));
+    d.ok("set sr encaps source addr 2001:db8:94::1");
+    let sid = d.ok(&format!(
+        "sr localsid address fc00:5::d4 behavior end.dx4 {hb} 10.95.0.2"
+    ));
+    assert_eq!(sid.trim(), "sr-localsid0");
+    d.ok("sr policy add bsid fc00:5::b1 next fc00:a::e next fc00:a::d4 encap");
+    d.ok("sr steer l3 192.168.94.0/24 via bsid fc00:5::b1");
+    // B's ARP for its gateway teaches Sluice B's MAC (End.DX4 needs its next hop resolved).
+    ping_ok(&b, ip("10.95.0.1"), 1);
+    ping_ok(&c, ip("10.95.0.2"), 3);
+    ping_ok(&b, ip("192.168.94.2"), 3);
+    let min = if tcp {
+        tcp_transfer(&c, &b, "10.95.0.2", 2 << 20);
+        tcp_transfer(&b, &c, "192.168.94.2", 2 << 20);
+        100
+    } else {
+        4
+    };
+    assert!(counter(&d, "sr-localsid0", "tx packets") >= min);
+    assert!(counter(&d, "sr-policy0", "tx packets") >= min);
+    let errs = d.ok("show errors");
+    assert!(
+        !errs
+            .lines()
+            .any(|l| l.contains("sr-localsid") && !l.contains("decapsulated")),
+        "{errs}"
+    );
+    let show = d.ok("show sr localsids");
+    assert!(show.contains("end.dx4"), "{show}");
+    d.ok("sr steer del l3 192.168.94.0/24 via bsid fc00:5::b1");
+    d.ok("sr policy del bsid fc00:5::b1");
+    d.ok("sr localsid del address fc00:5::d4");
+    finish(d);
+}
+
 // Stateful ACLs (plugins/acl, permit+reflect) between namespaces
 
 /// The count of `show errors` for `node` and `reason` (0 when absent).

@@ -21,6 +21,8 @@ pub fn all() -> Vec<&'static dyn Plugin> {
         &sluice_tunnels::VXLAN,
         &sluice_tunnels::GRE,
         &sluice_tunnels::IPIP,
+        &sluice_tunnels::GTPU,
+        &sluice_tunnels::SRV6,
         &sluice_policer::PLUGIN,
         &sluice_hoststack::PLUGIN,
     ]

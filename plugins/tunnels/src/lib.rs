@@ -9,7 +9,9 @@
 
 pub mod api;
 pub mod gre;
+pub mod gtpu;
 pub mod ipip;
+pub mod srv6;
 pub mod tunnel;
 pub mod vxlan;
 
@@ -60,6 +62,29 @@ pub static IPIP: TunnelPlugin = TunnelPlugin {
     creator: ipip::creator,
 };
 
+/// GTP-U, for the daemon's plugin list.
+pub static GTPU: TunnelPlugin = TunnelPlugin {
+    name: "gtpu",
+    description: "GTP-U tunnels (3GPP TS 29.281): G-PDU encap/decap, echo, error indication",
+    register: |r| {
+        gtpu::register(&mut r.graph);
+        gtpu::register_cli(&mut r.cli);
+    },
+    creator: gtpu::creator,
+};
+
+/// SRv6, for the daemon's plugin list.
+pub static SRV6: TunnelPlugin = TunnelPlugin {
+    name: "srv6",
+    description:
+        "SRv6 (RFC 8754/8986): SR policies with H.Encaps, local SIDs End, End.DX4/DX6/DT4/DT6",
+    register: |r| {
+        srv6::register(&mut r.graph);
+        srv6::register_cli(&mut r.cli);
+    },
+    creator: srv6::creator,
+};
+
 impl Plugin for TunnelPlugin {
     fn name(&self) -> &'static str {
         self.name
@@ -84,5 +109,5 @@ impl Plugin for TunnelPlugin {
 /// Every tunnel plugin of this crate (tests and benchmarks; the daemon's list names them
 /// one by one in `plugins/all`).
 pub fn plugins() -> Vec<&'static dyn Plugin> {
-    vec![&VXLAN, &GRE, &IPIP]
+    vec![&VXLAN, &GRE, &IPIP, &GTPU, &SRV6]
 }

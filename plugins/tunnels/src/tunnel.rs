@@ -32,8 +32,12 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// Longest rewrite: IPv6 (40) + GRE with key (8), or IPv6 + UDP + VXLAN (56).
-pub const MAX_REWRITE: usize = 64;
+/// Longest rewrite: IPv6 (40) + an SRH of [`crate::srv6::MAX_SEGMENTS`] segments
+/// (8 + 5 × 16); the other protocols use at most 56 (IPv6 + UDP + VXLAN or GTP-U).
+pub const MAX_REWRITE: usize = 128;
+
+/// GTP-U's UDP port (3GPP TS 29.281 §4.4.2.3).
+pub const GTPU_PORT: u16 = 2152;
 
 /// VXLAN's UDP port (RFC 7348 §5).
 pub const VXLAN_PORT: u16 = 4789;
@@ -50,6 +54,22 @@ pub enum Kind {
     },
     /// IP directly inside IP (protocol 4 or 41 from the payload).
     Ipip,
+    /// UDP + GTP-U G-PDU header (8 bytes, TEID); IP inside.
+    Gtpu,
+    /// IPv6 + segment routing header (RFC 8754 H.Encaps); IP inside, the SRH's next
+    /// header (byte 40 of the rewrite) from the payload's version. An SR policy.
+    Srv6,
+}
+
+impl Kind {
+    /// Whether the payload is an IP packet behind a placeholder Ethernet header (a
+    /// point-to-point interface) rather than an Ethernet frame.
+    pub fn l3(self) -> bool {
+        matches!(
+            self,
+            Kind::Gre { teb: false } | Kind::Ipip | Kind::Gtpu | Kind::Srv6
+        )
+    }
 }
 
 /// One tunnel's encap data, per thread (indexed by the tunnel's `sw_if_index`).
@@ -103,6 +123,22 @@ impl EncapEntry {
             ip4_sum,
         }
     }
+}
+
+/// Computes the UDP checksum of IPv6 packet `d` (UDP right after the 40-byte header, the
+/// whole of `d` its datagram, the checksum field 0 on entry).
+#[inline(always)]
+pub fn set_udp6_checksum(d: &mut [u8]) {
+    if d.len() < 48 {
+        return;
+    }
+    let ulen = (d.len() - 40) as u64;
+    let acc = checksum::sum(&d[8..40]) as u64 + 17 + ulen + checksum::sum(&d[40..]) as u64;
+    let mut cs = !checksum::fold(acc);
+    if cs == 0 {
+        cs = 0xffff;
+    }
+    d[46..48].copy_from_slice(&cs.to_be_bytes());
 }
 
 /// A 32-bit hash of an inner Ethernet frame's flow: MAC addresses, and for IPv4/IPv6 the
@@ -241,8 +277,8 @@ impl PacketNode for Encap {
             Kind::Vxlan => inner_flow_hash(b.data()),
             _ => 0,
         };
-        let l3 = match e.kind {
-            Kind::Gre { teb: false } | Kind::Ipip => {
+        let l3 = match e.kind.l3() {
+            true => {
                 // A point-to-point interface: `ip4-rewrite`/`ip6-rewrite` wrote the
                 // adjacency's placeholder Ethernet header; the payload is the IP packet.
                 let p = b.data().get(14).and_then(|v| l3_proto(Some(v)));
@@ -254,13 +290,13 @@ impl PacketNode for Encap {
                     }
                 }
             }
-            _ => None,
+            false => None,
         };
         let chained = b.chain_rest_len() != 0;
         let rl = e.len as usize;
         let total = b.total_len() + rl;
         let (ip6, kind, fib, ip4_sum) = (e.ip6, e.kind, e.fib_index, e.ip4_sum);
-        if ip6 && kind == Kind::Vxlan && chained {
+        if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu) && chained {
             b.hdr.error = cx.error(c::CHAINED_IP6);
             return encap_next::DROP;
         }
@@ -272,8 +308,10 @@ impl PacketNode for Encap {
         let ipl = if ip6 { 40 } else { 20 };
         if ip6 {
             h[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
-            if let (Kind::Ipip, Some((p, _))) = (kind, l3) {
-                h[6] = p;
+            match (kind, l3) {
+                (Kind::Ipip, Some((p, _))) => h[6] = p,
+                (Kind::Srv6, Some((p, _))) => h[40] = p,
+                _ => {}
             }
         } else {
             h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
@@ -286,22 +324,20 @@ impl PacketNode for Encap {
             h[10..12].copy_from_slice(&csum.to_be_bytes());
         }
         match kind {
-            Kind::Vxlan => {
-                let sport = 0xc000 | (hash >> 18) as u16;
+            Kind::Vxlan | Kind::Gtpu => {
                 let ulen = (total - ipl) as u16;
-                h[ipl..ipl + 2].copy_from_slice(&sport.to_be_bytes());
+                if kind == Kind::Vxlan {
+                    let sport = 0xc000 | (hash >> 18) as u16;
+                    h[ipl..ipl + 2].copy_from_slice(&sport.to_be_bytes());
+                } else {
+                    // GTP-U length: what follows the mandatory 8-byte header.
+                    h[ipl + 10..ipl + 12].copy_from_slice(&(ulen - 16).to_be_bytes());
+                }
                 h[ipl + 4..ipl + 6].copy_from_slice(&ulen.to_be_bytes());
                 if ip6 {
                     // RFC 6935 allows a zero checksum for tunnels, but Linux (and RFC 7348
                     // implementations by default) drop it: compute it.
-                    let d = b.data_mut();
-                    let mut acc = checksum::sum(&d[8..40]) as u64 + 17 + ulen as u64;
-                    acc += checksum::sum(&d[40..]) as u64;
-                    let mut cs = !checksum::fold(acc);
-                    if cs == 0 {
-                        cs = 0xffff;
-                    }
-                    d[46..48].copy_from_slice(&cs.to_be_bytes());
+                    set_udp6_checksum(b.data_mut());
                 }
             }
             Kind::Gre { teb: false } => {
@@ -770,7 +806,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         .get(sw)
         .map(|i| i.counters.clone())
         .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
-    let l3 = matches!(a.kind, Kind::Gre { teb: false } | Kind::Ipip);
+    let l3 = a.kind.l3();
     if l3 {
         sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
     }

@@ -545,6 +545,14 @@ fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
         .ok_or_else(|| VnetError::System("ip6 not initialised".into()))
 }
 
+/// The state every thread's IPv6 nodes share (FIB and adjacency read sides), for plugins
+/// that resolve a next hop themselves (SRv6 End.DX6), as [`crate::ip4::shared`].
+pub fn shared(vm: &mut Vlib) -> Option<Arc<Ip6Shared>> {
+    let c = control(vm).ok()?;
+    let ctl = lock(&c);
+    Some(ctl.shared.clone())
+}
+
 /// Registers the IPv6-only CLI (the shared commands — `set interface ip address`,
 /// `ip route`, `ip neighbor`, `ping` — dispatch here when given an IPv6 address).
 pub fn register_cli(t: &mut CommandTree<Vlib>) {

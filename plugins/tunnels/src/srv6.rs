@@ -1,0 +1,1051 @@
+//! SRv6 (RFC 8754 segment routing header, RFC 8986 behaviours): SR policies with H.Encaps
+//! (steered into by routes), and local SIDs with End, End.DX4, End.DX6, End.DT4, End.DT6.
+//!
+//! ```text
+//! set sr encaps source addr <ip6>
+//! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]
+//! sr policy del bsid <ip6>
+//! sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]
+//! sr localsid [del] address <ip6> behavior end | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
+//!                                         | end.dt4 <table-id> | end.dt6 <table-id>
+//!                                         [fib-table <id>]
+//! show sr policies | show sr localsids | show sr steering-policies
+//! ```
+//!
+//! Both are point-to-point interfaces, so the FIB reaches them with the adjacencies it
+//! already has and no new adjacency kind: a policy is an interface `sr-policy<n>` whose tx
+//! node is `sr-pl-rewrite-encaps` (the shared [`crate::tunnel::Encap`] node with an IPv6 +
+//! SRH rewrite, [`Kind::Srv6`]); `sr steer` is a route via it, and its BSID is a /128 via
+//! it. A local SID is an interface `sr-localsid<n>` whose tx node is `sr-localsid`, with
+//! the SID's /128 routed via it; its `tx packets` count the SID's hits.
+//!
+//! # `sr-localsid` ([`LocalSid`])
+//! - uses: `tx_if` (the local SID interface: its behaviour); the packet at the placeholder
+//!   Ethernet header `ip6-rewrite` wrote, IPv6 behind it; `ip6-rewrite` decremented the
+//!   hop limit and checked it.
+//! - sets: End: segments left − 1, destination = the next segment, the hop limit restored
+//!   (the egress rewrite decrements it), `ip.fib_index` = the SID's table. End.DT4/DT6:
+//!   strips the outer IPv6 header and SRH, `ip.fib_index` = the behaviour's table.
+//!   End.DX4/DX6: strips them, `ip.adj_index` = the next hop's adjacency.
+//! - next: `drop` (`error-drop`), `ip6-lookup` (End, End.DT6), `ip4-lookup` (End.DT4),
+//!   `ip4-rewrite` (End.DX4), `ip6-rewrite` (End.DX6).
+//! - counters: `end` (info), `decapsulated` (info), `no_sid` (the interface is no local
+//!   SID: deleted under traffic), `truncated`, `no_srh` (End without an SRH),
+//!   `ip6_extension` (another extension header before the SRH or the inner packet),
+//!   `bad_routing_type` (routing header type ≠ 4), `srh_bad_last_entry` (the segment list
+//!   does not fit the header), `sl_beyond_last` (segments left > last entry, RFC 8754
+//!   §4.3.1.1), `sl_zero` (End with segments left 0), `sl_not_zero` (a decap behaviour
+//!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
+//!   behaviour's family), `dx_unresolved` (End.DX4/DX6 next hop without a resolved
+//!   neighbour on its interface).
+
+use crate::tunnel::{self, EncapEntry, Kind};
+use sluice_buffer::Buffer;
+use sluice_cli::{Args, CliError, CommandTree};
+use sluice_fib::adj::AdjKind;
+use sluice_graph::{
+    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
+};
+use sluice_vnet::error::{VnetError, VnetResult};
+use sluice_vnet::routes::{RoutePaths, LB_FLAG};
+use sluice_vnet::SwIfIndex;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// The encap node (VPP's name).
+pub const ENCAP: &str = "sr-pl-rewrite-encaps";
+/// The local SID node.
+pub const LOCALSID: &str = "sr-localsid";
+/// Most segments of a policy's segment list (the rewrite holds 40 + 8 + 16 × 5 bytes).
+pub const MAX_SEGMENTS: usize = 5;
+
+// ---------------------------------------------------------------------------------------
+// The segment routing header.
+
+/// A parsed SRH (RFC 8754 §2).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Srh {
+    /// Next header.
+    pub next_header: u8,
+    /// Header length in bytes ((Hdr Ext Len + 1) × 8).
+    pub len: usize,
+    /// Segments left.
+    pub segments_left: u8,
+    /// Last entry (index of the last element of the segment list).
+    pub last_entry: u8,
+}
+
+/// Why an SRH is refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SrhError {
+    /// Shorter than 8 bytes or than its Hdr Ext Len says.
+    Truncated,
+    /// Routing type ≠ 4.
+    BadType,
+    /// The segment list (last entry + 1 segments) does not fit the header.
+    BadLastEntry,
+    /// Segments left > last entry.
+    SlBeyondLast,
+}
+
+/// Parses and validates the routing header at the start of `d`.
+pub fn parse_srh(d: &[u8]) -> Result<Srh, SrhError> {
+    let h = d.first_chunk::<8>().ok_or(SrhError::Truncated)?;
+    let len = (h[1] as usize + 1) * 8;
+    if h[2] != 4 {
+        return Err(SrhError::BadType);
+    }
+    if d.len() < len {
+        return Err(SrhError::Truncated);
+    }
+    let (sl, last) = (h[3], h[4]);
+    if 8 + (last as usize + 1) * 16 > len {
+        return Err(SrhError::BadLastEntry);
+    }
+    if sl > last {
+        return Err(SrhError::SlBeyondLast);
+    }
+    Ok(Srh {
+        next_header: h[0],
+        len,
+        segments_left: sl,
+        last_entry: last,
+    })
+}
+
+/// The outer IPv6 header + SRH of H.Encaps from `src` through `segs` (in visiting
+/// order): destination the first segment, segments left and last entry n − 1, the list
+/// stored last segment first; the SRH's next header is filled per packet.
+pub fn encap_rewrite(src: Ipv6Addr, segs: &[Ipv6Addr]) -> Vec<u8> {
+    let n = segs.len();
+    let mut rw = Vec::with_capacity(48 + 16 * n);
+    tunnel::outer_ip(IpAddr::V6(src), IpAddr::V6(segs[0]), 43, &mut rw);
+    rw.extend_from_slice(&[0, (2 * n) as u8, 4, (n - 1) as u8, (n - 1) as u8, 0, 0, 0]);
+    for s in segs.iter().rev() {
+        rw.extend_from_slice(&s.octets());
+    }
+    rw
+}
+
+// ---------------------------------------------------------------------------------------
+// The local SID node.
+
+/// What a local SID does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    /// End: the next segment.
+    End,
+    /// End.DX4: decapsulate, send the IPv4 packet to `nh` on interface `sw`.
+    Dx4 {
+        /// Interface.
+        sw: SwIfIndex,
+        /// Next hop.
+        nh: Ipv4Addr,
+    },
+    /// End.DX6: decapsulate, send the IPv6 packet to `nh` on interface `sw`.
+    Dx6 {
+        /// Interface.
+        sw: SwIfIndex,
+        /// Next hop.
+        nh: Ipv6Addr,
+    },
+    /// End.DT4: decapsulate, look the IPv4 packet up in table `table`.
+    Dt4 {
+        /// Table id.
+        table: u32,
+    },
+    /// End.DT6: decapsulate, look the IPv6 packet up in table `table`.
+    Dt6 {
+        /// Table id.
+        table: u32,
+    },
+}
+
+/// What the node does for one SID (per thread, by the SID interface's `sw_if_index`).
+#[derive(Clone)]
+pub enum Action {
+    /// End, continuing the lookup in this FIB index.
+    End(u32),
+    /// End.DT4 / End.DT6 into this FIB index (`true`: IPv6).
+    Dt(bool, u32),
+    /// End.DX4: FIB index of the interface, next hop, interface.
+    Dx4(Arc<sluice_vnet::ip4::Ip4Shared>, u32, u32, u32),
+    /// End.DX6: FIB index of the interface, next hop, interface.
+    Dx6(Arc<sluice_vnet::ip6::Ip6Shared>, u32, u128, u32),
+}
+
+sluice_graph::arcs! {
+    /// Next arcs of `sr-localsid`.
+    pub enum SidNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// End, End.DT6.
+        Ip6Lookup => "ip6-lookup",
+        /// End.DT4.
+        Ip4Lookup => "ip4-lookup",
+        /// End.DX4.
+        Ip4Rewrite => "ip4-rewrite",
+        /// End.DX6.
+        Ip6Rewrite => "ip6-rewrite",
+    }
+}
+
+sluice_graph::counters! {
+    /// Counters of `sr-localsid`.
+    pub enum SidCounter {
+        /// End processed.
+        End => info("end", "End: forwarded to the next segment"),
+        /// Decapsulated.
+        Decapsulated => info("decapsulated", "decapsulated (End.DX4/DX6/DT4/DT6)"),
+        /// Deleted under traffic.
+        NoSid => error("no_sid", "interface is no local SID (deleted?)"),
+        /// Truncated.
+        Truncated => error("truncated", "shorter than its headers"),
+        /// End without SRH.
+        NoSrh => error("no_srh", "End without a segment routing header"),
+        /// Other extension headers.
+        Ip6Extension => error("ip6_extension", "IPv6 extension header other than the SRH"),
+        /// Routing type ≠ 4.
+        BadRoutingType => error("bad_routing_type", "routing header type is not 4 (SRH)"),
+        /// Segment list does not fit.
+        SrhBadLastEntry => error("srh_bad_last_entry", "SRH last entry beyond its length"),
+        /// SL > last entry.
+        SlBeyondLast => error("sl_beyond_last", "SRH segments left beyond the last entry"),
+        /// End with SL 0.
+        SlZero => error("sl_zero", "End with segments left 0"),
+        /// Decap with SL ≠ 0.
+        SlNotZero => error("sl_not_zero", "decapsulating SID with segments left not 0"),
+        /// Inner packet of the wrong family.
+        BadInner => error("bad_inner", "inner packet is not of the behaviour's family"),
+        /// DX next hop unresolved.
+        DxUnresolved => error("dx_unresolved", "End.DX next hop has no resolved neighbour"),
+    }
+}
+
+/// Trace record of `sr-localsid`.
+#[derive(Copy, Clone)]
+pub struct SidTrace {
+    /// SID interface.
+    pub sw_if: u32,
+    /// Segments left on arrival (255: no SRH).
+    pub sl: u8,
+}
+
+impl sluice_graph::TraceRecord for SidTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!("localsid sw_if_index {}", self.sw_if));
+        if self.sl != 255 {
+            out.push_str(&format!(" segments left {}", self.sl));
+        }
+    }
+}
+
+/// The local SID node (one per thread).
+#[derive(Default)]
+pub struct LocalSid {
+    /// By SID interface `sw_if_index`.
+    pub table: Vec<Option<Action>>,
+}
+
+impl LocalSid {
+    /// Sets (or clears) the action of SID interface `sw`.
+    pub fn set(&mut self, sw: u32, a: Option<Action>) {
+        let i = sw as usize;
+        if self.table.len() <= i {
+            self.table.resize(i + 1, None);
+        }
+        self.table[i] = a;
+    }
+}
+
+fn srh_error(e: SrhError) -> SidCounter {
+    match e {
+        SrhError::Truncated => SidCounter::Truncated,
+        SrhError::BadType => SidCounter::BadRoutingType,
+        SrhError::BadLastEntry => SidCounter::SrhBadLastEntry,
+        SrhError::SlBeyondLast => SidCounter::SlBeyondLast,
+    }
+}
+
+/// The adjacency of next hop `nh` if it is a resolved neighbour on interface `sw`.
+#[inline(always)]
+fn dx_adj(
+    v: Option<u32>,
+    lb: &sluice_fib::lb::LbTable,
+    adj: &sluice_fib::adj::AdjTable,
+    sw: u32,
+) -> Option<u32> {
+    let a = match v? {
+        x if x >= LB_FLAG => lb.pick(x & (LB_FLAG - 1), 0),
+        x => x,
+    };
+    let j = adj.get(a);
+    (j.kind == AdjKind::Rewrite && j.tx_if == sw).then_some(a)
+}
+
+impl PacketNode for LocalSid {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let sw = b.hdr.tx_if;
+        let Some(act) = self.table.get(sw as usize).and_then(|a| a.as_ref()) else {
+            b.hdr.error = cx.error(SidCounter::NoSid);
+            return SidNext::Drop.into();
+        };
+        // `ip6-rewrite` wrote the point-to-point placeholder Ethernet header.
+        if !b.advance(14) {
+            b.hdr.error = cx.error(SidCounter::Truncated);
+            return SidNext::Drop.into();
+        }
+        let drop = |cx: &mut Cx, b: &mut Buffer<'_>, c: SidCounter| {
+            b.hdr.error = cx.error(c);
+            SidNext::Drop.into()
+        };
+        let d = b.data_mut();
+        if d.len() < 40 {
+            return drop(cx, b, SidCounter::Truncated);
+        }
+        let nh = d[6];
+        let srh = if nh == 43 {
+            match parse_srh(&d[40..]) {
+                Ok(s) => Some(s),
+                Err(e) => return drop(cx, b, srh_error(e)),
+            }
+        } else {
+            None
+        };
+        if b.hdr.is_traced() {
+            cx.trace(
+                b,
+                SidTrace {
+                    sw_if: sw,
+                    sl: srh.map_or(255, |s| s.segments_left),
+                },
+            );
+        }
+        let d = b.data_mut();
+        if let Action::End(fib) = *act {
+            let Some(s) = srh else {
+                let c = if matches!(nh, 0 | 60) {
+                    SidCounter::Ip6Extension
+                } else {
+                    SidCounter::NoSrh
+                };
+                return drop(cx, b, c);
+            };
+            if s.segments_left == 0 {
+                return drop(cx, b, SidCounter::SlZero);
+            }
+            let sl = s.segments_left - 1;
+            d[43] = sl;
+            let o = 48 + 16 * sl as usize;
+            d.copy_within(o..o + 16, 24);
+            // `ip6-rewrite` decremented the hop limit on the way to this SID; the egress
+            // rewrite decrements it again: one decrement per End, as RFC 8986 §4.1.
+            d[7] = d[7].saturating_add(1);
+            b.hdr.ip.fib_index = fib;
+            cx.count(SidCounter::End, 1);
+            return SidNext::Ip6Lookup.into();
+        }
+        // A decapsulating behaviour: RFC 8986 §4.4 — an SRH must have segments left 0;
+        // then the upper-layer header must be the inner packet of the behaviour's family.
+        let (off, inner) = match srh {
+            Some(s) if s.segments_left != 0 => return drop(cx, b, SidCounter::SlNotZero),
+            Some(s) => (40 + s.len, s.next_header),
+            None => (40, nh),
+        };
+        let want6 = matches!(act, Action::Dt(true, _) | Action::Dx6(..));
+        let (proto, ver, min) = if want6 { (41, 6, 40) } else { (4, 4, 20) };
+        if inner != proto {
+            let c = if matches!(inner, 0 | 43 | 60) {
+                SidCounter::Ip6Extension
+            } else {
+                SidCounter::BadInner
+            };
+            return drop(cx, b, c);
+        }
+        match d.get(off..off + min) {
+            None => return drop(cx, b, SidCounter::Truncated),
+            Some(p) if p[0] >> 4 != ver => return drop(cx, b, SidCounter::BadInner),
+            Some(_) => {}
+        }
+        let next = match act {
+            Action::Dt(v6, fib) => {
+                b.hdr.ip.fib_index = *fib;
+                if *v6 {
+                    SidNext::Ip6Lookup
+                } else {
+                    SidNext::Ip4Lookup
+                }
+            }
+            Action::Dx4(s, fib, nh, out) => {
+                let v = s.lookup(*fib, *nh);
+                let Some(a) = dx_adj(v, &s.lb, &s.adj, *out) else {
+                    return drop(cx, b, SidCounter::DxUnresolved);
+                };
+                b.hdr.ip.adj_index = a;
+                b.hdr.ip.fib_index = *fib;
+                SidNext::Ip4Rewrite
+            }
+            Action::Dx6(s, fib, nh, out) => {
+                let v = s.lookup(*fib, *nh);
+                let Some(a) = dx_adj(v, &s.lb, &s.adj, *out) else {
+                    return drop(cx, b, SidCounter::DxUnresolved);
+                };
+                b.hdr.ip.adj_index = a;
+                b.hdr.ip.fib_index = *fib;
+                SidNext::Ip6Rewrite
+            }
+            Action::End(_) => unreachable_end(),
+        };
+        b.advance(off);
+        cx.count(SidCounter::Decapsulated, 1);
+        next.into()
+    }
+}
+
+/// End was handled above; kept as a function so the match stays exhaustive without a
+/// panic path.
+#[inline(always)]
+fn unreachable_end() -> SidNext {
+    SidNext::Drop
+}
+
+// ---------------------------------------------------------------------------------------
+// Control plane.
+
+/// An SR policy.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Binding SID.
+    pub bsid: Ipv6Addr,
+    /// Segment list, visiting order.
+    pub segs: Vec<Ipv6Addr>,
+    /// Table id of the BSID route.
+    pub table_id: u32,
+    /// The policy's interface.
+    pub sw: SwIfIndex,
+    /// Outer source.
+    pub src: Ipv6Addr,
+}
+
+/// A local SID.
+#[derive(Clone, Debug)]
+pub struct Sid {
+    /// The SID.
+    pub addr: Ipv6Addr,
+    /// Behaviour.
+    pub behavior: Behavior,
+    /// Table id of the SID route.
+    pub table_id: u32,
+    /// The SID's interface.
+    pub sw: SwIfIndex,
+}
+
+/// A steering rule.
+#[derive(Clone, Debug)]
+pub struct Steer {
+    /// Prefix.
+    pub prefix: IpAddr,
+    /// Length.
+    pub len: u8,
+    /// Table id.
+    pub table_id: u32,
+    /// Policy BSID.
+    pub bsid: Ipv6Addr,
+}
+
+/// SRv6 state (a `Vlib` extension).
+#[derive(Default)]
+pub struct Srv6 {
+    /// `set sr encaps source addr`.
+    pub source: Option<Ipv6Addr>,
+    /// Policies.
+    pub policies: Vec<Policy>,
+    /// Local SIDs.
+    pub sids: Vec<Sid>,
+    /// Steering rules.
+    pub steers: Vec<Steer>,
+}
+
+fn first_free(vm: &mut Vlib, prefix: &str) -> String {
+    let ifs = vm.ext_mut::<sluice_vnet::Interfaces>();
+    let n = (0..u32::MAX)
+        .find(|n| ifs.find(&format!("{prefix}{n}")).is_none())
+        .unwrap_or(0);
+    format!("{prefix}{n}")
+}
+
+/// Adds or deletes the route `p/len` in table `table` via interface `sw`.
+fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex) -> VnetResult {
+    match p {
+        IpAddr::V4(a) => {
+            let paths = RoutePaths::<Ipv4Addr> {
+                table,
+                via_if: vec![(sw, 1)],
+                ..Default::default()
+            };
+            sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), len, &paths, &p)
+        }
+        IpAddr::V6(a) => {
+            let paths = RoutePaths::<Ipv6Addr> {
+                table,
+                via_if: vec![(sw, 1)],
+                ..Default::default()
+            };
+            sluice_vnet::ip6::route_add_del(vm, add, 1, u128::from(a), len, &paths, &p)
+        }
+    }
+}
+
+/// A point-to-point interface `name` with tx node `tx`, up, MTU `mtu`.
+fn p2p_interface(vm: &mut Vlib, prefix: &str, tx: &str, mtu: u32) -> VnetResult<SwIfIndex> {
+    let node = vm
+        .registry
+        .find(tx)
+        .ok_or_else(|| VnetError::System(format!("{tx} missing")))?;
+    let name = first_free(vm, prefix);
+    let n = vm.ext_mut::<sluice_vnet::Interfaces>().list.len() as u32;
+    let mac = [0x02, 0xfe, b's', (n >> 16) as u8, (n >> 8) as u8, n as u8];
+    let sw = sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))
+        .map_err(VnetError::Exists)?;
+    sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
+    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+    sluice_vnet::interface::set_admin_state(vm, sw, true)?;
+    Ok(sw)
+}
+
+fn v6_fib(vm: &mut Vlib, id: u32) -> VnetResult<u32> {
+    sluice_vnet::ip6::fib_index(vm, id).ok_or_else(|| sluice_vnet::routes::no_table(id))
+}
+
+/// `set sr encaps source addr <a>`.
+pub fn set_source(vm: &mut Vlib, a: Ipv6Addr) -> VnetResult {
+    if a.is_unspecified() || a.is_multicast() {
+        return Err(VnetError::invalid(format!(
+            "encaps source {a} is unspecified or multicast"
+        )));
+    }
+    vm.ext_mut::<Srv6>().source = Some(a);
+    Ok(())
+}
+
+/// `sr policy add`: creates policy `bsid` through `segs`; its interface.
+pub fn policy_add(
+    vm: &mut Vlib,
+    bsid: Ipv6Addr,
+    segs: &[Ipv6Addr],
+    table_id: u32,
+) -> VnetResult<SwIfIndex> {
+    if segs.is_empty() || segs.len() > MAX_SEGMENTS {
+        return Err(VnetError::invalid(format!(
+            "{} segments: a policy has 1 to {MAX_SEGMENTS}",
+            segs.len()
+        )));
+    }
+    let st = vm.ext_mut::<Srv6>();
+    let src = st.source.ok_or_else(|| {
+        VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
+    })?;
+    if st.policies.iter().any(|p| p.bsid == bsid) {
+        return Err(VnetError::Exists(format!("policy with bsid {bsid} exists")));
+    }
+    if st.sids.iter().any(|s| s.addr == bsid) {
+        return Err(VnetError::Exists(format!("{bsid} is a local SID")));
+    }
+    let fib = v6_fib(vm, table_id)?;
+    let rw = encap_rewrite(src, segs);
+    let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
+    let entry = EncapEntry::new(&rw, true, Kind::Srv6, fib);
+    if let Some(n) = vm.registry.find(ENCAP) {
+        vm.foreach_thread(move |tg| {
+            if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
+                e.set(sw.0, Some(entry));
+            }
+        });
+    }
+    if let Err(e) = route(vm, true, IpAddr::V6(bsid), 128, table_id, sw) {
+        sluice_vnet::loopback::delete_interface(vm, sw);
+        return Err(e);
+    }
+    vm.ext_mut::<Srv6>().policies.push(Policy {
+        bsid,
+        segs: segs.to_vec(),
+        table_id,
+        sw,
+        src,
+    });
+    Ok(sw)
+}
+
+/// `sr policy del bsid <a>`: deletes the policy and the steering rules using it.
+pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
+    let st = vm.ext_mut::<Srv6>();
+    let i = st
+        .policies
+        .iter()
+        .position(|p| p.bsid == bsid)
+        .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {bsid}")))?;
+    let p = st.policies.remove(i);
+    let steers: Vec<Steer> = st
+        .steers
+        .iter()
+        .filter(|s| s.bsid == bsid)
+        .cloned()
+        .collect();
+    st.steers.retain(|s| s.bsid != bsid);
+    for s in steers {
+        let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
+    }
+    let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
+    if let Some(n) = vm.registry.find(ENCAP) {
+        let sw = p.sw.0;
+        vm.foreach_thread(move |tg| {
+            if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
+                e.set(sw, None);
+            }
+        });
+    }
+    sluice_vnet::loopback::delete_interface(vm, p.sw);
+    Ok(())
+}
+
+/// `sr steer [del] l3 <prefix> via bsid <a>`.
+pub fn steer(vm: &mut Vlib, add: bool, s: Steer) -> VnetResult {
+    let st = vm.ext_mut::<Srv6>();
+    let sw = st
+        .policies
+        .iter()
+        .find(|p| p.bsid == s.bsid)
+        .map(|p| p.sw)
+        .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {}", s.bsid)))?;
+    let same = |o: &Steer| o.prefix == s.prefix && o.len == s.len && o.table_id == s.table_id;
+    let pos = st.steers.iter().position(same);
+    match (add, pos) {
+        (true, Some(_)) => {
+            return Err(VnetError::Exists(format!(
+                "{}/{} is steered already",
+                s.prefix, s.len
+            )))
+        }
+        (false, None) => {
+            return Err(VnetError::NotFound(format!(
+                "{}/{} is not steered",
+                s.prefix, s.len
+            )))
+        }
+        _ => {}
+    }
+    route(vm, add, s.prefix, s.len, s.table_id, sw)?;
+    let st = vm.ext_mut::<Srv6>();
+    match pos {
+        Some(i) => {
+            st.steers.remove(i);
+        }
+        None => st.steers.push(s),
+    }
+    Ok(())
+}
+
+/// The node's action for `b` (resolving tables and the shared FIB state).
+fn action(vm: &mut Vlib, b: &Behavior, table_id: u32) -> VnetResult<Action> {
+    Ok(match b {
+        Behavior::End => Action::End(v6_fib(vm, table_id)?),
+        Behavior::Dt4 { table } => Action::Dt(
+            false,
+            sluice_vnet::ip4::fib_index(vm, *table)
+                .ok_or_else(|| sluice_vnet::routes::no_table(*table))?,
+        ),
+        Behavior::Dt6 { table } => Action::Dt(true, v6_fib(vm, *table)?),
+        Behavior::Dx4 { sw, nh } => {
+            sluice_vnet::interface::check(vm, *sw)?;
+            let id = sluice_vnet::ip4::if_table_id(vm, sw.0);
+            let fib = sluice_vnet::ip4::fib_index(vm, id).unwrap_or(0);
+            let s = sluice_vnet::ip4::shared(vm)
+                .ok_or_else(|| VnetError::System("ip4 not initialised".into()))?;
+            Action::Dx4(s, fib, u32::from(*nh), sw.0)
+        }
+        Behavior::Dx6 { sw, nh } => {
+            sluice_vnet::interface::check(vm, *sw)?;
+            let id = sluice_vnet::ip6::if_table_id(vm, sw.0);
+            let fib = v6_fib(vm, id).unwrap_or(0);
+            let s = sluice_vnet::ip6::shared(vm)
+                .ok_or_else(|| VnetError::System("ip6 not initialised".into()))?;
+            Action::Dx6(s, fib, u128::from(*nh), sw.0)
+        }
+    })
+}
+
+/// `sr localsid address <a> behavior <b>`: its interface.
+pub fn localsid_add(
+    vm: &mut Vlib,
+    addr: Ipv6Addr,
+    behavior: Behavior,
+    table_id: u32,
+) -> VnetResult<SwIfIndex> {
+    let st = vm.ext_mut::<Srv6>();
+    if st
+        .sids
+        .iter()
+        .any(|s| s.addr == addr && s.table_id == table_id)
+    {
+        return Err(VnetError::Exists(format!("local SID {addr} exists")));
+    }
+    if st.policies.iter().any(|p| p.bsid == addr) {
+        return Err(VnetError::Exists(format!("{addr} is a policy's bsid")));
+    }
+    v6_fib(vm, table_id)?;
+    let act = action(vm, &behavior, table_id)?;
+    let sw = p2p_interface(vm, "sr-localsid", LOCALSID, 9216)?;
+    if let Some(n) = vm.registry.find(LOCALSID) {
+        vm.foreach_thread(move |tg| {
+            if let Some(l) = tg.node_mut::<LocalSid>(n) {
+                l.set(sw.0, Some(act.clone()));
+            }
+        });
+    }
+    if let Err(e) = route(vm, true, IpAddr::V6(addr), 128, table_id, sw) {
+        localsid_teardown(vm, sw);
+        return Err(e);
+    }
+    vm.ext_mut::<Srv6>().sids.push(Sid {
+        addr,
+        behavior,
+        table_id,
+        sw,
+    });
+    Ok(sw)
+}
+
+fn localsid_teardown(vm: &mut Vlib, sw: SwIfIndex) {
+    if let Some(n) = vm.registry.find(LOCALSID) {
+        vm.foreach_thread(move |tg| {
+            if let Some(l) = tg.node_mut::<LocalSid>(n) {
+                l.set(sw.0, None);
+            }
+        });
+    }
+    sluice_vnet::loopback::delete_interface(vm, sw);
+}
+
+/// `sr localsid del address <a>`.
+pub fn localsid_del(vm: &mut Vlib, addr: Ipv6Addr, table_id: u32) -> VnetResult {
+    let st = vm.ext_mut::<Srv6>();
+    let i = st
+        .sids
+        .iter()
+        .position(|s| s.addr == addr && s.table_id == table_id)
+        .ok_or_else(|| VnetError::NotFound(format!("no local SID {addr}")))?;
+    let s = st.sids.remove(i);
+    let _ = route(vm, false, IpAddr::V6(addr), 128, table_id, s.sw);
+    localsid_teardown(vm, s.sw);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// CLI.
+
+fn v6(w: &str, what: &str) -> Result<Ipv6Addr, CliError> {
+    w.parse()
+        .map_err(|_| CliError::new(format!("bad {what} address `{w}'")))
+}
+
+fn cli_source(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let _ = a.keyword("addr");
+    let s = v6(&a.word("source address")?, "source")?;
+    a.finish()?;
+    set_source(vm, s)?;
+    Ok(String::new())
+}
+
+fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let add = if a.keyword("add") {
+        true
+    } else if a.keyword("del") {
+        false
+    } else {
+        return Err(CliError::new("expected `add' or `del'"));
+    };
+    let (mut bsid, mut segs, mut table) = (None, Vec::new(), 0);
+    while !a.is_empty() {
+        if a.keyword("bsid") {
+            bsid = Some(v6(&a.word("bsid")?, "bsid")?);
+        } else if a.keyword("next") {
+            segs.push(v6(&a.word("segment")?, "segment")?);
+        } else if a.keyword("encap") {
+        } else if a.keyword("insert") {
+            return Err(
+                VnetError::NotSupported("`insert' (SRH insertion) not supported".into()).into(),
+            );
+        } else if a.keyword("fib-table") {
+            table = a.u32("fib-table")?;
+        } else {
+            a.finish()?;
+        }
+    }
+    let bsid = bsid.ok_or_else(|| CliError::new("missing bsid <ip6>"))?;
+    if !add {
+        policy_del(vm, bsid)?;
+        return Ok(String::new());
+    }
+    let sw = policy_add(vm, bsid, &segs, table)?;
+    Ok(format!("{}\n", tunnel::if_name(vm, sw)))
+}
+
+fn cli_steer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let add = !a.keyword("del");
+    if !a.keyword("l3") {
+        return Err(VnetError::NotSupported("only `sr steer l3' is supported".into()).into());
+    }
+    let w = a.word("prefix")?;
+    let (prefix, len) = match w.contains(':') {
+        true => {
+            let (p, l) = sluice_vnet::routes::parse_prefix::<Ipv6Addr>(&w, 128, "IPv6")?;
+            (IpAddr::V6(p), l)
+        }
+        false => {
+            let (p, l) = sluice_vnet::routes::parse_prefix::<Ipv4Addr>(&w, 32, "IPv4")?;
+            (IpAddr::V4(p), l)
+        }
+    };
+    let (mut bsid, mut table_id) = (None, 0);
+    while !a.is_empty() {
+        if a.keyword("via") {
+            let _ = a.keyword("sr") && a.keyword("policy");
+            let _ = a.keyword("sr_policy");
+            if a.keyword("index") {
+                let i = a.u32("policy index")? as usize;
+                let b = vm.ext_mut::<Srv6>().policies.get(i).map(|p| p.bsid);
+                bsid = Some(b.ok_or_else(|| CliError::new(format!("no policy index {i}")))?);
+            } else if a.keyword("bsid") {
+                bsid = Some(v6(&a.word("bsid")?, "bsid")?);
+            } else {
+                return Err(CliError::new("expected `via bsid <ip6>'"));
+            }
+        } else if a.keyword("fib-table") {
+            table_id = a.u32("fib-table")?;
+        } else {
+            a.finish()?;
+        }
+    }
+    let bsid = bsid.ok_or_else(|| CliError::new("missing via bsid <ip6>"))?;
+    steer(
+        vm,
+        add,
+        Steer {
+            prefix,
+            len,
+            table_id,
+            bsid,
+        },
+    )?;
+    Ok(String::new())
+}
+
+fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let add = !a.keyword("del");
+    let (mut addr, mut behavior, mut table_id) = (None, None, 0);
+    while !a.is_empty() {
+        if a.keyword("address") {
+            addr = Some(v6(&a.word("SID")?, "SID")?);
+        } else if a.keyword("behavior") {
+            let w = a.word("behavior")?.to_ascii_lowercase();
+            behavior = Some(match w.as_str() {
+                "end" => Behavior::End,
+                "end.dx4" => {
+                    let sw = sluice_vnet::cli::interface_arg(vm, a)?;
+                    let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv4")?;
+                    Behavior::Dx4 { sw, nh }
+                }
+                "end.dx6" => {
+                    let sw = sluice_vnet::cli::interface_arg(vm, a)?;
+                    let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv6")?;
+                    Behavior::Dx6 { sw, nh }
+                }
+                "end.dt4" => Behavior::Dt4 {
+                    table: a.u32("table-id")?,
+                },
+                "end.dt6" => Behavior::Dt6 {
+                    table: a.u32("table-id")?,
+                },
+                _ => {
+                    return Err(CliError::new(format!(
+                        "behavior `{w}' not supported (end, end.dx4, end.dx6, end.dt4, end.dt6)"
+                    )))
+                }
+            });
+        } else if a.keyword("fib-table") {
+            table_id = a.u32("fib-table")?;
+        } else {
+            a.finish()?;
+        }
+    }
+    let addr = addr.ok_or_else(|| CliError::new("missing address <ip6>"))?;
+    if !add {
+        localsid_del(vm, addr, table_id)?;
+        return Ok(String::new());
+    }
+    let b = behavior.ok_or_else(|| CliError::new("missing behavior <behavior>"))?;
+    let sw = localsid_add(vm, addr, b, table_id)?;
+    Ok(format!("{}\n", tunnel::if_name(vm, sw)))
+}
+
+fn behavior_text(vm: &mut Vlib, b: &Behavior) -> String {
+    match b {
+        Behavior::End => "end".into(),
+        Behavior::Dx4 { sw, nh } => format!("end.dx4 {} {nh}", tunnel::if_name(vm, *sw)),
+        Behavior::Dx6 { sw, nh } => format!("end.dx6 {} {nh}", tunnel::if_name(vm, *sw)),
+        Behavior::Dt4 { table } => format!("end.dt4 {table}"),
+        Behavior::Dt6 { table } => format!("end.dt6 {table}"),
+    }
+}
+
+fn if_counter(vm: &mut Vlib, sw: SwIfIndex, c: usize) -> u64 {
+    vm.ext_mut::<sluice_vnet::Interfaces>()
+        .get(sw)
+        .map_or(0, |i| i.counters.total(c))
+}
+
+fn cli_show_policies(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let list = vm.ext_mut::<Srv6>().policies.clone();
+    let mut out = String::from("SR policies:\n");
+    for (i, p) in list.iter().enumerate() {
+        let segs: Vec<String> = p.segs.iter().map(|s| s.to_string()).collect();
+        out.push_str(&format!(
+            "[{i}].-\tBSID: {}\n\tBehavior: Encapsulation\n\tType: Default\n\tFIB table: {}\n\
+             \tSource: {}\n\tInterface: {}\n\tSegment Lists:\n\t[0].- < {} > weight: 1\n\
+             \tEncapsulated: {} packets\n-----------\n",
+            p.bsid,
+            p.table_id,
+            p.src,
+            tunnel::if_name(vm, p.sw),
+            segs.join(", "),
+            if_counter(vm, p.sw, sluice_vnet::interface::counter::TX_PACKETS),
+        ));
+    }
+    Ok(out)
+}
+
+fn cli_show_localsids(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let list = vm.ext_mut::<Srv6>().sids.clone();
+    let mut out = String::from("SRv6 - My LocalSID Table:\n=========================\n");
+    for s in &list {
+        use sluice_vnet::interface::counter as c;
+        out.push_str(&format!(
+            "\tAddress: \t{}/128\n\tBehavior: \t{}\n\tFIB table: \t{}\n\tInterface: \t{}\n\
+             \tGood traffic: \t[{} packets : {} bytes]\n--------------------\n",
+            s.addr,
+            behavior_text(vm, &s.behavior),
+            s.table_id,
+            tunnel::if_name(vm, s.sw),
+            if_counter(vm, s.sw, c::TX_PACKETS),
+            if_counter(vm, s.sw, c::TX_BYTES),
+        ));
+    }
+    Ok(out)
+}
+
+fn cli_show_steering(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    let mut out = String::from("SR steering policies:\nTraffic\t\tSR policy BSID\n");
+    for s in &vm.ext_mut::<Srv6>().steers {
+        out.push_str(&format!(
+            "L3 {}/{} (table {})\t{}\n",
+            s.prefix, s.len, s.table_id, s.bsid
+        ));
+    }
+    Ok(out)
+}
+
+fn cli_show_source(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    a.finish()?;
+    Ok(match vm.ext_mut::<Srv6>().source {
+        Some(s) => format!("SR encaps source addr = {s}\n"),
+        None => "SR encaps source addr not set\n".into(),
+    })
+}
+
+/// The line recreating SRv6 interface `sw` (`show running-config`): the policy (after the
+/// encaps source it was made with) or the local SID.
+pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
+    let st = vm.ext_mut::<Srv6>();
+    if let Some(p) = st.policies.iter().find(|p| p.sw == sw).cloned() {
+        let mut s = format!(
+            "set sr encaps source addr {}\nsr policy add bsid {}",
+            p.src, p.bsid
+        );
+        for g in &p.segs {
+            s.push_str(&format!(" next {g}"));
+        }
+        s.push_str(" encap");
+        if p.table_id != 0 {
+            s.push_str(&format!(" fib-table {}", p.table_id));
+        }
+        return Some(s);
+    }
+    let sid = st.sids.iter().find(|s| s.sw == sw).cloned()?;
+    let mut s = format!(
+        "sr localsid address {} behavior {}",
+        sid.addr,
+        behavior_text(vm, &sid.behavior)
+    );
+    if sid.table_id != 0 {
+        s.push_str(&format!(" fib-table {}", sid.table_id));
+    }
+    Some(s)
+}
+
+/// Registers `sr-pl-rewrite-encaps` and `sr-localsid`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(ENCAP, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(tunnel::Encap::default()))
+        })
+        .nexts(&tunnel::encap_next::NAMES6)
+        .counters(&tunnel::encap_counter::DESCS),
+    );
+    b.register(
+        NodeRegistration::new(LOCALSID, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(LocalSid::default()))
+        })
+        .nexts(SidNext::NAMES)
+        .counters(SidCounter::DESCS),
+    );
+}
+
+/// Registers the SRv6 CLI.
+pub fn register_cli(t: &mut CommandTree<Vlib>) {
+    t.add(
+        "set sr encaps source",
+        "set sr encaps source addr <ip6>",
+        cli_source,
+    );
+    t.add(
+        "sr policy",
+        "sr policy add|del bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]",
+        cli_policy,
+    );
+    t.add(
+        "sr steer",
+        "sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]",
+        cli_steer,
+    );
+    t.add(
+        "sr localsid",
+        "sr localsid [del] address <ip6> behavior end|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
+        cli_localsid,
+    );
+    t.add("show sr policies", "show sr policies", cli_show_policies);
+    t.add("show sr localsids", "show sr localsids", cli_show_localsids);
+    t.add(
+        "show sr steering-policies",
+        "show sr steering-policies",
+        cli_show_steering,
+    );
+    t.add(
+        "show sr encaps source",
+        "show sr encaps source addr",
+        cli_show_source,
+    );
+}

@@ -1,0 +1,366 @@
+//! GTP-U in the real graph: pg in, pcap out, exact bytes (built here field by field;
+//! python/tests/test_gtpu.py checks the same with scapy's GTP layers). The kernel here
+//! has no GTP module, so there is no Linux peer.
+
+mod common;
+use common::*;
+use sluice_vnet::interface::counter as ifc;
+
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
+
+fn a6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+fn setup() -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg0 2001:db8::1/64",
+        "set interface ip address pg1 172.16.0.1/24",
+        "set interface ip address pg1 2001:db8:1::1/64",
+        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut p = ip4(src, dst, 17, 12, ttl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
+    let mut p = ip6(src, dst, 17, 12, hl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+/// The UDP checksum of an IPv6 packet `p` (RFC 8200 §8.1 pseudo-header), computed here.
+fn udp6_csum(p: &[u8]) -> u16 {
+    let mut ph = p[8..40].to_vec();
+    ph.extend_from_slice(&((p.len() - 40) as u32).to_be_bytes());
+    ph.extend_from_slice(&[0, 0, 0, 17]);
+    let mut u = p[40..].to_vec();
+    u[6..8].fill(0);
+    ph.extend(u);
+    match sluice_wire::checksum::internet_checksum(&ph) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// An underlay frame between pg0 and the peer carrying UDP `sport` → `dport` with `payload`.
+fn under(v6: bool, to_peer: bool, ports: (u16, u16), payload: &[u8], pg0: [u8; 6]) -> Vec<u8> {
+    let (smac, dmac) = if to_peer {
+        (pg0, PEER_MAC)
+    } else {
+        (PEER_MAC, pg0)
+    };
+    let mut udp = ports.0.to_be_bytes().to_vec();
+    udp.extend_from_slice(&ports.1.to_be_bytes());
+    udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    if v6 {
+        let (s, d) = (a6("2001:db8::1"), a6("2001:db8::2"));
+        let (s, d) = if to_peer { (s, d) } else { (d, s) };
+        let mut p = ip6(s, d, 17, udp.len(), 64);
+        p.extend(udp);
+        let c = udp6_csum(&p);
+        p[46..48].copy_from_slice(&c.to_be_bytes());
+        let mut f = eth(dmac, smac, 0x86dd);
+        f.extend(p);
+        f
+    } else {
+        let (s, d) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let (s, d) = if to_peer { (s, d) } else { (d, s) };
+        let mut f = eth(dmac, smac, 0x0800);
+        f.extend(ip4(s, d, 17, udp.len(), 64));
+        f.extend(udp);
+        f
+    }
+}
+
+/// A GTP-U header: flags, type, TEID, optional part, then `payload`.
+fn gtp(flags: u8, mtype: u8, teid: u32, opt: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut g = vec![flags, mtype];
+    g.extend_from_slice(&((opt.len() + payload.len()) as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(opt);
+    g.extend_from_slice(payload);
+    g
+}
+
+fn ttl_minus_one(p: &[u8]) -> Vec<u8> {
+    let mut r = p.to_vec();
+    if r[0] >> 4 == 6 {
+        r[7] -= 1;
+        return r;
+    }
+    r[8] -= 1;
+    r[10..12].copy_from_slice(&[0, 0]);
+    let c = sluice_wire::checksum::internet_checksum(&r[..20]);
+    r[10..12].copy_from_slice(&c.to_be_bytes());
+    r
+}
+
+const G: (u16, u16) = (2152, 2152);
+
+#[test]
+fn gtpu_encap_decap_echo_both_underlays() {
+    for v6 in [false, true] {
+        let (mut vm, t) = setup();
+        let (l, r) = if v6 {
+            ("2001:db8::1", "2001:db8::2")
+        } else {
+            ("10.0.0.1", "10.0.0.2")
+        };
+        let out = cli(
+            &mut vm,
+            &t,
+            &format!("create gtpu tunnel src {l} dst {r} teid 100 tteid 200 decap-next ip4"),
+        );
+        assert_eq!(out, "gtpu_tunnel0\n");
+        for c in [
+            "set interface state gtpu_tunnel0 up",
+            "set interface ip address gtpu_tunnel0 10.99.0.1/30",
+            "ip route add 198.51.100.0/24 via gtpu_tunnel0",
+            "ip route add 2001:db8:51::/48 via gtpu_tunnel0",
+        ] {
+            cli(&mut vm, &t, c);
+        }
+        let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+        // Encap: IPv4 and IPv6 user packets routed into the tunnel carry the tteid.
+        let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
+        let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+        let mut f4 = eth(pg1, HOST_MAC, 0x0800);
+        f4.extend_from_slice(&in4);
+        let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+        f6.extend_from_slice(&in6);
+        let got = run(&mut vm, &t, "pg1", "pg0", &[f4, f6], 2);
+        let want: Vec<Vec<u8>> = [&in4, &in6]
+            .iter()
+            .map(|p| {
+                under(
+                    v6,
+                    true,
+                    G,
+                    &gtp(0x30, 255, 200, &[], &ttl_minus_one(p)),
+                    pg0,
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "v6 underlay: {v6}");
+        // Decap: plain, with a sequence number, with a PDU session container extension.
+        let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+        let b6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+        let frames = [
+            under(v6, false, G, &gtp(0x30, 255, 100, &[], &b4), pg0),
+            under(
+                v6,
+                false,
+                (40000, 2152),
+                &gtp(0x32, 255, 100, &[0, 7, 0, 0], &b6),
+                pg0,
+            ),
+            under(
+                v6,
+                false,
+                G,
+                &gtp(0x34, 255, 100, &[0, 0, 0, 0x85, 1, 0x10, 9, 0], &b4),
+                pg0,
+            ),
+        ];
+        let got = run(&mut vm, &t, "pg0", "pg1", &frames, 3);
+        let w = |p: &[u8], et: u16| {
+            let mut f = eth(HOST_MAC, pg1, et);
+            f.extend(ttl_minus_one(p));
+            f
+        };
+        let mut got = got;
+        got.sort();
+        let mut want = vec![w(&b4, 0x0800), w(&b6, 0x86dd), w(&b4, 0x0800)];
+        want.sort();
+        assert_eq!(got, want, "v6 underlay: {v6}");
+        let n = if v6 { "gtpu6-input" } else { "gtpu4-input" };
+        assert_eq!(counter(&vm, n, "decapsulated"), 3);
+        assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 3);
+        assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::TX_PACKETS), 2);
+        // Echo Request → Echo Response: sequence number kept, Recovery IE, back to the
+        // request's source port.
+        let req = gtp(0x32, 1, 0, &[0x12, 0x34, 0, 0], &[]);
+        let got = run(
+            &mut vm,
+            &t,
+            "pg0",
+            "pg0",
+            &[under(v6, false, (40001, 2152), &req, pg0)],
+            1,
+        );
+        let resp = gtp(0x32, 2, 0, &[0x12, 0x34, 0, 0], &[14, 0]);
+        assert_eq!(got, vec![under(v6, true, (2152, 40001), &resp, pg0)]);
+        assert_eq!(counter(&vm, n, "echo_replies"), 1);
+        // Unknown TEID: counted, and an Error Indication (TEID Data I, peer address) goes
+        // back to the sender.
+        let got = run(
+            &mut vm,
+            &t,
+            "pg0",
+            "pg0",
+            &[under(v6, false, G, &gtp(0x30, 255, 7, &[], &b4), pg0)],
+            1,
+        );
+        let me: Vec<u8> = if v6 {
+            a6(l).to_vec()
+        } else {
+            vec![10, 0, 0, 1]
+        };
+        let mut ies = vec![16, 0, 0, 0, 7, 133, 0, me.len() as u8];
+        ies.extend(me);
+        let ind = gtp(0x32, 26, 0, &[0, 0, 0, 0], &ies);
+        assert_eq!(got, vec![under(v6, true, G, &ind, pg0)]);
+        assert_eq!(counter(&vm, n, "no_such_tunnel"), 1);
+        assert_eq!(counter(&vm, n, "error_indications_sent"), 1);
+        let s = cli(&mut vm, &t, "show gtpu tunnel");
+        assert!(s.contains("teid 100 tteid 200"), "{s}");
+        let rc = cli(&mut vm, &t, "show running-config");
+        assert!(
+            rc.contains(&format!(
+                "create gtpu tunnel src {l} dst {r} teid 100 tteid 200"
+            )),
+            "{rc}"
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("create gtpu tunnel src {l} dst {r} teid 100 del"),
+        );
+        assert!(cli(&mut vm, &t, "show gtpu tunnel").contains("No gtpu tunnels"));
+        assert_eq!(in_use(&vm), 0);
+    }
+}
+
+#[test]
+fn gtpu_malformed_counted() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
+    );
+    cli(&mut vm, &t, "set interface state gtpu_tunnel0 up");
+    let pg0 = mac_of(&vm, "pg0");
+    let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+    let ok = gtp(0x30, 255, 100, &[], &b4);
+    let mut bad_len = ok.clone();
+    bad_len[3] += 1;
+    let mut bad_udp = under(false, false, G, &ok, pg0);
+    bad_udp[14 + 20 + 5] += 1;
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            under(false, false, G, &gtp(0x50, 255, 100, &[], &b4), pg0),
+            "bad_version",
+        ),
+        (
+            under(false, false, G, &gtp(0x20, 255, 100, &[], &b4), pg0),
+            "bad_version",
+        ),
+        (under(false, false, G, &bad_len, pg0), "bad_length"),
+        (bad_udp, "bad_udp_length"),
+        (under(false, false, G, &ok[..6], pg0), "truncated"),
+        (
+            under(
+                false,
+                false,
+                G,
+                &gtp(0x34, 255, 100, &[0, 0, 0, 0x85, 0, 0, 0, 0], &b4),
+                pg0,
+            ),
+            "bad_extension",
+        ),
+        (
+            under(
+                false,
+                false,
+                G,
+                &gtp(0x30, 255, 100, &[], &[0x50, 0, 0, 0]),
+                pg0,
+            ),
+            "bad_inner",
+        ),
+        (
+            under(false, false, G, &gtp(0x30, 3, 100, &[], &[]), pg0),
+            "unsupported_type",
+        ),
+        (
+            under(false, false, G, &gtp(0x30, 254, 100, &[], &[]), pg0),
+            "signalling",
+        ),
+    ];
+    for (f, name) in cases {
+        let before = counter(&vm, "gtpu4-input", name);
+        let got = run(&mut vm, &t, "pg0", "pg1", &[f], 0);
+        assert!(got.is_empty(), "{name}");
+        assert_eq!(counter(&vm, "gtpu4-input", name), before + 1, "{name}");
+    }
+    for (c, e) in [
+        (
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2",
+            "missing teid",
+        ),
+        (
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
+            "same endpoints",
+        ),
+        (
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 5 decap-next l2",
+            "l2",
+        ),
+        (
+            "create gtpu tunnel src 10.0.0.1 dst 2001:db8::2 teid 5",
+            "families",
+        ),
+    ] {
+        let err = t.execute(&mut vm, c).unwrap_err().to_string();
+        assert!(err.contains(e), "`{c}': {err}");
+    }
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn gtp_parser_never_panics() {
+    use sluice_tunnels::gtpu::parse;
+    let mut x = 0x9e37_79b9u32;
+    for n in 0..3000usize {
+        let len = n % 80;
+        let mut d: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        if len >= 8 {
+            d[0] = 0x30 | (d[0] & 0x07);
+            d[2..4].copy_from_slice(&((len - 8) as u16).to_be_bytes());
+        }
+        if let Ok(h) = parse(&d) {
+            assert!(h.hdr_len <= d.len());
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! SRv6 in the real graph: pg in, pcap out, exact bytes. H.Encaps steered by a route,
+//! End, End.DX4, End.DT4, End.DT6, every malformed SRH case counted by name, deletion.
+//! (`bin/sluice/tests/netns.rs` `srv6_with_linux_peer` checks the same against the Linux
+//! kernel's seg6 and seg6local.)
+
+mod common;
+use common::*;
+use sluice_vnet::interface::counter as ifc;
+
+const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+
+fn a6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// pg0: IPv6 underlay 2001:db8::1/64, peer ::2 (routes to fc00::/16 and 2001:db8:ff::/48
+/// via it); pg1: a LAN 172.16.0.1/24 + 2001:db8:1::1/64, host .2 / ::2.
+fn setup() -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 2001:db8::1/64",
+        "set interface ip address pg1 172.16.0.1/24",
+        "set interface ip address pg1 2001:db8:1::1/64",
+        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+        "ip route add fc00::/16 via 2001:db8::2 pg0",
+        "ip route add 2001:db8:ff::/48 via 2001:db8::2 pg0",
+        "set sr encaps source addr 2001:db8::1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut p = ip4(src, dst, 17, 12, ttl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
+    let mut p = ip6(src, dst, 17, 12, hl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+/// An SRH: next header `nh`, segments left `sl`, last entry `le`, `segs` as stored
+/// (index 0 = the last segment).
+fn srh(nh: u8, sl: u8, le: u8, segs: &[[u8; 16]]) -> Vec<u8> {
+    let mut h = vec![nh, (2 * segs.len()) as u8, 4, sl, le, 0, 0, 0];
+    for s in segs {
+        h.extend_from_slice(s);
+    }
+    h
+}
+
+/// An IPv6 frame from the underlay peer to pg0: `dst`, next header `nh`, `payload`.
+fn from_peer(pg0: [u8; 6], dst: &str, nh: u8, payload: &[u8], hl: u8) -> Vec<u8> {
+    let mut f = eth(pg0, PEER_MAC, 0x86dd);
+    f.extend(ip6(a6("2001:db8::2"), a6(dst), nh, payload.len(), hl));
+    f.extend_from_slice(payload);
+    f
+}
+
+fn ttl_minus_one(p: &[u8]) -> Vec<u8> {
+    let mut r = p.to_vec();
+    r[8] -= 1;
+    r[10..12].copy_from_slice(&[0, 0]);
+    let c = sluice_wire::checksum::internet_checksum(&r[..20]);
+    r[10..12].copy_from_slice(&c.to_be_bytes());
+    r
+}
+
+#[test]
+fn srv6_encap_steered_by_route() {
+    let (mut vm, t) = setup();
+    let out = cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::99 next 2001:db8:ff::1 next 2001:db8:ff::2 encap",
+    );
+    assert_eq!(out, "sr-policy0\n");
+    cli(&mut vm, &t, "sr steer l3 198.51.100.0/24 via bsid fc00::99");
+    cli(
+        &mut vm,
+        &t,
+        "sr steer l3 2001:db8:51::/48 via bsid fc00::99",
+    );
+    let s = cli(&mut vm, &t, "show sr steering-policies");
+    assert!(s.contains("198.51.100.0/24"), "{s}");
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
+    let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+    let mut f4 = eth(pg1, HOST_MAC, 0x0800);
+    f4.extend_from_slice(&in4);
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    let got = run(&mut vm, &t, "pg1", "pg0", &[f4, f6], 2);
+    let segs = [a6("2001:db8:ff::2"), a6("2001:db8:ff::1")];
+    let mut want = Vec::new();
+    for (inner, nh) in [(ttl_minus_one(&in4), 4u8), (in6.clone(), 41)] {
+        let mut inner = inner;
+        if nh == 41 {
+            inner[7] -= 1;
+        }
+        let mut p = srh(nh, 1, 1, &segs);
+        p.extend_from_slice(&inner);
+        let mut f = eth(PEER_MAC, pg0, 0x86dd);
+        // The outer hop limit: 64 (locally originated: ip6-rewrite does not decrement it).
+        f.extend(ip6(
+            a6("2001:db8::1"),
+            a6("2001:db8:ff::1"),
+            43,
+            p.len(),
+            64,
+        ));
+        f.extend_from_slice(&p);
+        want.push(f);
+    }
+    assert_eq!(got, want);
+    assert_eq!(if_counter(&vm, "sr-policy0", ifc::TX_PACKETS), 2);
+    assert_eq!(counter(&vm, "sr-pl-rewrite-encaps", "encapsulated"), 2);
+    // A packet to the BSID itself is encapsulated too (its /128 is routed via the policy).
+    let mut fb = eth(pg1, HOST_MAC, 0x86dd);
+    fb.extend(udp6(a6("2001:db8:1::2"), a6("fc00::99"), 64));
+    assert_eq!(run(&mut vm, &t, "pg1", "pg0", &[fb], 1).len(), 1);
+    // Bad input to the control plane.
+    for (c, e) in [
+        ("sr policy add bsid fc00::99 next 2001:db8:ff::1", "exists"),
+        ("sr policy add bsid fc00::98", "0 segments"),
+        (
+            "sr policy add bsid fc00::98 next ::1 next ::2 next ::3 next ::4 next ::5 next ::6",
+            "6 segments",
+        ),
+        ("sr policy add bsid fc00::98 next ::1 insert", "insert"),
+        ("sr steer l3 10.9.0.0/16 via bsid fc00::77", "no policy"),
+        (
+            "sr steer l3 198.51.100.0/24 via bsid fc00::99",
+            "steered already",
+        ),
+        (
+            "sr localsid address fc00::5 behavior end.bogus",
+            "end.bogus",
+        ),
+        (
+            "sr localsid address fc00::5 behavior end.dt4 7",
+            "no table 7",
+        ),
+    ] {
+        let err = t.execute(&mut vm, c).unwrap_err().to_string();
+        assert!(err.contains(e), "`{c}': {err}");
+    }
+    // Deleted: the steered prefixes lose their route, nothing leaks.
+    cli(
+        &mut vm,
+        &t,
+        "sr steer del l3 2001:db8:51::/48 via bsid fc00::99",
+    );
+    cli(&mut vm, &t, "sr policy del bsid fc00::99");
+    let mut f4 = eth(pg1, HOST_MAC, 0x0800);
+    f4.extend_from_slice(&in4);
+    assert!(run(&mut vm, &t, "pg1", "pg0", &[f4], 0).is_empty());
+    assert!(cli(&mut vm, &t, "show sr policies").lines().count() == 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_end_and_decap_behaviours() {
+    let (mut vm, t) = setup();
+    for c in [
+        "ip table add 5",
+        "ip6 table add 6",
+        "set interface ip table pg1 0",
+        "sr localsid address fc00::1 behavior end",
+        "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
+        "sr localsid address fc00::6 behavior end.dx6 pg1 2001:db8:1::2",
+        "sr localsid address fc00::44 behavior end.dt4 0",
+        "sr localsid address fc00::66 behavior end.dt6 0",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let pg0 = mac_of(&vm, "pg0");
+    // End: SL 1 → 0, destination the next segment, one hop-limit decrement.
+    let segs = [a6("fc00::2"), a6("fc00::1")];
+    let mut p = srh(17, 1, 1, &segs);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    let got = run(
+        &mut vm,
+        &t,
+        "pg0",
+        "pg0",
+        &[from_peer(pg0, "fc00::1", 43, &p, 64)],
+        1,
+    );
+    let mut want_p = p.clone();
+    want_p[3] = 0;
+    let mut want = eth(PEER_MAC, pg0, 0x86dd);
+    want.extend(ip6(a6("2001:db8::2"), a6("fc00::2"), 43, p.len(), 63));
+    want.extend_from_slice(&want_p);
+    assert_eq!(got, vec![want]);
+    assert_eq!(counter(&vm, "sr-localsid", "end"), 1);
+    // Decap behaviours, with an SRH (SL 0) and without one.
+    let in4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+    let in6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+    let mut frames = Vec::new();
+    for sid in ["fc00::4", "fc00::44"] {
+        let mut p = srh(4, 0, 0, &[a6(sid)]);
+        p.extend_from_slice(&in4);
+        frames.push(from_peer(pg0, sid, 43, &p, 64));
+        frames.push(from_peer(pg0, sid, 4, &in4, 64));
+    }
+    for sid in ["fc00::6", "fc00::66"] {
+        let mut p = srh(41, 0, 0, &[a6(sid)]);
+        p.extend_from_slice(&in6);
+        frames.push(from_peer(pg0, sid, 43, &p, 64));
+    }
+    let mut got = run(&mut vm, &t, "pg0", "pg1", &frames, 6);
+    // DX goes to the rewrite directly, DT through a lookup: the order between them varies.
+    got.sort();
+    let pg1 = mac_of(&vm, "pg1");
+    let mut w4 = eth(HOST_MAC, pg1, 0x0800);
+    w4.extend(ttl_minus_one(&in4));
+    let mut w6 = eth(HOST_MAC, pg1, 0x86dd);
+    let mut r6 = in6.clone();
+    r6[7] = 63;
+    w6.extend(r6);
+    let mut want = vec![w4.clone(), w4.clone(), w4.clone(), w4, w6.clone(), w6];
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 6);
+    let s = cli(&mut vm, &t, "show sr localsids");
+    assert!(
+        s.contains("fc00::4/128") && s.contains("end.dx4 pg1 172.16.0.2"),
+        "{s}"
+    );
+    assert_eq!(if_counter(&vm, "sr-localsid1", ifc::TX_PACKETS), 2);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_malformed_srh_counted() {
+    let (mut vm, t) = setup();
+    cli(&mut vm, &t, "sr localsid address fc00::1 behavior end");
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::44 behavior end.dt4 0",
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let in4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+    let two = [a6("fc00::2"), a6("fc00::1")];
+    let with = |mut h: Vec<u8>, tail: &[u8]| {
+        h.extend_from_slice(tail);
+        h
+    };
+    let mut bad_type = srh(17, 1, 1, &two);
+    bad_type[2] = 0;
+    let mut short_le = srh(17, 1, 1, &two);
+    short_le[4] = 2; // 3 segments in a 2-segment header
+    let mut trunc = srh(17, 1, 1, &two);
+    trunc.truncate(30);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            from_peer(pg0, "fc00::1", 43, &with(srh(17, 2, 1, &two), &[]), 64),
+            "sl_beyond_last",
+        ),
+        (
+            from_peer(pg0, "fc00::1", 43, &with(short_le, &[]), 64),
+            "srh_bad_last_entry",
+        ),
+        (from_peer(pg0, "fc00::1", 43, &trunc, 64), "truncated"),
+        (
+            from_peer(pg0, "fc00::1", 43, &bad_type, 64),
+            "bad_routing_type",
+        ),
+        (
+            from_peer(pg0, "fc00::1", 43, &srh(17, 0, 1, &two), 64),
+            "sl_zero",
+        ),
+        (from_peer(pg0, "fc00::1", 17, &[0; 12], 64), "no_srh"),
+        (
+            from_peer(pg0, "fc00::44", 43, &with(srh(4, 1, 1, &two), &in4), 64),
+            "sl_not_zero",
+        ),
+        (
+            from_peer(
+                pg0,
+                "fc00::44",
+                43,
+                &with(srh(41, 0, 0, &two[..1]), &in4),
+                64,
+            ),
+            "bad_inner",
+        ),
+        (
+            from_peer(
+                pg0,
+                "fc00::44",
+                43,
+                &with(srh(4, 0, 0, &two[..1]), &in4[..10]),
+                64,
+            ),
+            "truncated",
+        ),
+        (
+            from_peer(pg0, "fc00::44", 60, &[4, 0, 0, 0, 0, 0, 0, 0], 64),
+            "ip6_extension",
+        ),
+    ];
+    for (f, name) in cases {
+        let before = counter(&vm, "sr-localsid", name);
+        let got = run(&mut vm, &t, "pg0", "pg1", &[f], 0);
+        assert!(got.is_empty());
+        assert_eq!(counter(&vm, "sr-localsid", name), before + 1, "{name}");
+    }
+    // Deleting a SID removes its route: the next packet is not processed.
+    cli(&mut vm, &t, "sr localsid del address fc00::1");
+    let p = with(srh(17, 1, 1, &two), &[]);
+    let before = counter(&vm, "sr-localsid", "end");
+    run(
+        &mut vm,
+        &t,
+        "pg0",
+        "pg0",
+        &[from_peer(pg0, "fc00::1", 43, &p, 64)],
+        0,
+    );
+    assert_eq!(counter(&vm, "sr-localsid", "end"), before);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srh_parser_never_panics() {
+    use sluice_tunnels::srv6::parse_srh;
+    let mut x = 0x1234_5678u32;
+    for n in 0..2000usize {
+        let len = n % 90;
+        let d: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        if let Ok(s) = parse_srh(&d) {
+            assert!(s.len <= d.len() && s.segments_left <= s.last_entry);
+            assert!(8 + (s.last_entry as usize + 1) * 16 <= s.len);
+        }
+    }
+}

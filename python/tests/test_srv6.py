@@ -1,0 +1,130 @@
+"""SRv6 (plugins/tunnels srv6, docs/tunnels.md) checked against scapy's IPv6 and
+IPv6ExtHdrSegmentRouting layers byte for byte: H.Encaps of a steered prefix, End, End.DT4,
+and every malformed SRH case counted by its reason. pg0 is the IPv6 underlay (peer
+2001:db8::2), pg1 a LAN."""
+
+from scapy.compat import raw
+from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrRouting, IPv6ExtHdrSegmentRouting
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from ip4_base import Ip4RouterTest
+
+ENCAP = ("sr-pl-rewrite-encaps", "packets encapsulated")
+END = ("sr-localsid", "End: forwarded to the next segment")
+DECAP = ("sr-localsid", "decapsulated (End.DX4/DX6/DT4/DT6)")
+SL_BEYOND = ("sr-localsid", "SRH segments left beyond the last entry")
+LAST_ENTRY = ("sr-localsid", "SRH last entry beyond its length")
+ROUTING_TYPE = ("sr-localsid", "routing header type is not 4 (SRH)")
+TRUNCATED = ("sr-localsid", "shorter than its headers")
+SL_ZERO = ("sr-localsid", "End with segments left 0")
+SL_NOT_ZERO = ("sr-localsid", "decapsulating SID with segments left not 0")
+BAD_INNER = ("sr-localsid", "inner packet is not of the behaviour's family")
+
+ME = "2001:db8::1"
+PEER = "2001:db8::2"
+
+
+class TestSrv6(Ip4RouterTest):
+    n_pg = 2
+
+    def setup_test(self):
+        super().setup_test()
+        for c in ["set interface ip address pg0 %s/64" % ME,
+                  "ip neighbor pg0 %s %s static" % (PEER, self.pg0.remote_mac),
+                  "ip route add fc00:a::/32 via %s pg0" % PEER,
+                  "set sr encaps source addr %s" % ME,
+                  "sr policy add bsid fc00:5::b1 next fc00:a::1 next fc00:a::2 encap",
+                  "sr steer l3 198.51.100.0/24 via bsid fc00:5::b1",
+                  "sr localsid address fc00:5::e behavior end",
+                  "sr localsid address fc00:5::d4 behavior end.dt4 0"]:
+            self.vpp.cli(c)
+        self.snapshot_counters()
+
+    def teardown_test(self):
+        self.vpp.cli("sr localsid del address fc00:5::e")
+        self.vpp.cli("sr localsid del address fc00:5::d4")
+        self.vpp.cli("sr steer del l3 198.51.100.0/24 via bsid fc00:5::b1")
+        self.vpp.cli("sr policy del bsid fc00:5::b1")
+        self.vpp.cli("ip route del fc00:a::/32 via %s pg0" % PEER)
+
+    def from_peer(self, dst, payload, nh=None):
+        ip6 = IPv6(src=PEER, dst=dst, hlim=64)
+        if nh is not None:
+            ip6.nh = nh
+        return Ether(raw(Ether(dst=self.pg0.local_mac, src=self.pg0.remote_mac) / ip6
+                         / payload))
+
+    def send_and_assert_nothing_forwarded(self, p):
+        """Like `send_and_assert_no_replies`, but a packet reaching a local SID counts as
+        tx on the SID's interface (`sr-localsid<n>`: that is its hit counter), so only
+        the pg interfaces must stay silent."""
+        def pg_tx():
+            c = self.get_interface_counters()
+            return [c.get(i.name, {}).get("tx packets", 0) for i in self.pg_interfaces]
+        before = pg_tx()
+        self.pg0.add_stream([p])
+        self.pg_start()
+        assert pg_tx() == before, p.show2(dump=True)
+
+    def test_encap_matches_scapy(self):
+        pkts = [self.udp_from(self.pg1, "198.51.100.%d" % (i + 1), payload=b"sr-%d" % i)
+                for i in range(3)]
+        rx = self.send_and_expect(self.pg1, pkts, self.pg0)
+        for p, s in zip(rx, pkts):
+            inner = s[IP].copy()
+            inner.ttl -= 1
+            del inner.chksum
+            want = (Ether(dst=self.pg0.remote_mac, src=self.pg0.local_mac)
+                    / IPv6(src=ME, dst="fc00:a::1", hlim=64, tc=0, fl=0)
+                    / IPv6ExtHdrSegmentRouting(addresses=["fc00:a::2", "fc00:a::1"],
+                                               segleft=1, lastentry=1)
+                    / IP(raw(inner)))
+            assert raw(p) == raw(want), p.show2(dump=True)
+        self.assert_counters({ENCAP: 3})
+
+    def test_end_and_dt4_match_scapy(self):
+        srh = IPv6ExtHdrSegmentRouting(addresses=["fc00:a::9", "fc00:5::e"], segleft=1,
+                                       lastentry=1)
+        end = self.from_peer("fc00:5::e", srh / UDP(sport=1, dport=2) / Raw(b"end"))
+        rx = self.send_and_expect(self.pg0, [end], self.pg0)
+        want = end[IPv6].copy()
+        want.dst = "fc00:a::9"
+        want.hlim = 63
+        want[IPv6ExtHdrSegmentRouting].segleft = 0
+        assert raw(rx[0][IPv6]) == raw(want)
+        inner = IP(src="198.51.100.9", dst=self.pg1.remote_ip4) / UDP(sport=3, dport=4) \
+            / Raw(b"dt4")
+        dt4 = self.from_peer("fc00:5::d4", IPv6ExtHdrSegmentRouting(
+            addresses=["fc00:5::d4"], segleft=0, lastentry=0) / inner)
+        rx = self.send_and_expect(self.pg0, [dt4], self.pg1)
+        got = rx[0][IP]
+        assert got.ttl == 63 and raw(got[UDP]) == raw(IP(raw(inner))[UDP])
+        self.assert_counters({END: 1, DECAP: 1})
+
+    def test_malformed_srh_counted(self):
+        two = ["fc00:a::9", "fc00:5::e"]
+        udp = UDP(sport=1, dport=2) / Raw(b"x")
+        bad = [
+            (self.from_peer("fc00:5::e", IPv6ExtHdrSegmentRouting(
+                addresses=two, segleft=2, lastentry=1) / udp), SL_BEYOND),
+            (self.from_peer("fc00:5::e", IPv6ExtHdrSegmentRouting(
+                addresses=two, segleft=1, lastentry=5) / udp), LAST_ENTRY),
+            (self.from_peer("fc00:5::e", IPv6ExtHdrRouting(
+                addresses=two, segleft=1) / udp), ROUTING_TYPE),
+            (self.from_peer("fc00:5::e", Raw(raw(IPv6ExtHdrSegmentRouting(
+                addresses=two, segleft=1))[:20]), nh=43), TRUNCATED),
+            (self.from_peer("fc00:5::e", IPv6ExtHdrSegmentRouting(
+                addresses=two, segleft=0, lastentry=1) / udp), SL_ZERO),
+            (self.from_peer("fc00:5::d4", IPv6ExtHdrSegmentRouting(
+                addresses=two, segleft=1, lastentry=1) / IP() / udp), SL_NOT_ZERO),
+            (self.from_peer("fc00:5::d4", IPv6ExtHdrSegmentRouting(
+                addresses=two[:1], segleft=0, lastentry=0, nh=41) / IP() / udp), BAD_INNER),
+        ]
+        for p, _ in bad:
+            self.send_and_assert_nothing_forwarded(p)
+        want = {}
+        for _, k in bad:
+            want[k] = want.get(k, 0) + 1
+        self.assert_counters(want, timeout=2.0)
