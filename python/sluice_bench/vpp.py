@@ -25,8 +25,8 @@ from pathlib import Path
 from sluice_test.parsers import parse_errors, parse_interfaces
 
 from .counters import kernel_counters, sched_counters
-from .duts import Dut
-from .scenarios import Scenario, filler6_prefixes, filler_prefixes
+from .duts import Dut, MemifSlave, scenario_commands
+from .scenarios import Scenario
 
 log = logging.getLogger("sluice_bench")
 
@@ -493,6 +493,9 @@ class VppAfPacket(Dut):
     def mac(self, port_index: int) -> str:
         return f"02:fe:5c:00:00:{port_index + 1:02x}"
 
+    def dp_cli(self, cmd: str) -> str:
+        return self.v.cli(cmd)
+
     def attach(self, port_index: int, port) -> str:
         self.v.cli(f"create host-interface name {port.dut_if} hw-addr {self.mac(port_index)}")
         return f"host-{port.dut_if}"
@@ -514,40 +517,12 @@ class VppAfPacket(Dut):
 
     def _configure(self, topo, sc: Scenario) -> None:
         cli = self.v.cli
-        a, b = topo.a, topo.b
         ifs = {}
         for i, p in enumerate(topo.ports):
             ifs[p.dut_if] = self.attach(i, p)
             cli(f"set interface state {ifs[p.dut_if]} up")
-        ha, hb = ifs[a.dut_if], ifs[b.dut_if]
-        if sc.kind in ("ip4", "ip6", "nat44"):
-            ip6 = sc.kind == "ip6"
-            for p in (a, b):
-                h = ifs[p.dut_if]
-                cidr, gw, behind = p.l3(ip6)
-                if ip6:
-                    cli(f"enable ip6 interface {h}")
-                cli(f"set interface ip address {h} {cidr}")
-                cli(f"ip neighbor {h} {gw} {p.tester_mac} static")
-                cli(f"ip route add {behind} via {gw} {h}")
-            if sc.routes > 1:
-                first = (filler6_prefixes if ip6 else filler_prefixes)(1)[0]
-                cli(f"ip route add count {sc.routes - 1} {first} via {b.l3(ip6)[1]} {hb}",
-                    timeout=900)
-            if sc.kind == "nat44":
-                cli("nat44 plugin enable sessions 200000")
-                cli(f"nat44 add interface address {hb}")
-                cli(f"set interface nat44 in {ha} out {hb}")
-        elif sc.kind == "l2xc":
-            cli(f"set interface l2 xconnect {ha} {hb}")
-            cli(f"set interface l2 xconnect {hb} {ha}")
-        elif sc.kind == "bridge":
-            cli("create bridge-domain 1 learn 0")
-            for p in (a, b):
-                cli(f"set interface l2 bridge {ifs[p.dut_if]} 1")
-                cli(f"l2fib add {p.tester_mac} 1 {ifs[p.dut_if]} static")
-        else:
-            raise ValueError(f"{type(self).__name__} cannot configure {sc.kind}")
+        for c in scenario_commands(topo, sc, ifs):
+            cli(c, timeout=900)  # 255k routes, 1M MACs: seconds, on a busy machine more
 
     def pid(self) -> int | None:
         return self.v.pid() if self.v else None
@@ -604,29 +579,12 @@ class VppAfXdp(VppAfPacket):
         return name
 
 
-class VppMemif(VppAfPacket):
-    """VPP with memif ports to the Sluice tester (tester master, VPP slave; `memif1/0` = port A,
-    `memif1/1` = port B), as `sluice-memif`: no kernel on the data path, no Linux ratio."""
+class VppMemif(MemifSlave, VppAfPacket):
+    """VPP with memif ports to the Sluice tester (tester master, VPP slave, `MemifSlave`), as
+    `sluice-memif`: no kernel on the data path, no Linux ratio."""
 
-    driver = "memif"
     plugin = "memif"
-    max_rate = 20_000_000.0
     LINK_TIMEOUT_S = 15.0
-
-    def __init__(self, prefix: Path | None):
-        super().__init__(prefix)
-        self.sock_dir: Path | None = None
-
-    def tester_args(self) -> dict:
-        self.sock_dir = Path(tempfile.mkdtemp(prefix="sb-vmemif-"))
-        return {"attach": "memif", "memif_socket": self.sock_dir / "memif.sock"}
-
-    def attach(self, port_index: int, port) -> str:
-        if port_index == 0:
-            self.v.cli(f"create memif socket id 1 filename {self.sock_dir / 'memif.sock'}")
-        self.v.cli(f"create interface memif id {port_index} socket-id 1 slave "
-                   f"hw-addr {self.mac(port_index)}")
-        return f"memif1/{port_index}"
 
     def _configure(self, topo, sc: Scenario) -> None:
         super()._configure(topo, sc)
@@ -634,21 +592,12 @@ class VppMemif(VppAfPacket):
         deadline = time.monotonic() + self.LINK_TIMEOUT_S
         while True:
             s = self.v.cli("show memif")
-            if s.count("flags admin-up slave connected") >= len(names) or \
-                    (s.count(" connected") >= len(names) and "disconnected" not in s):
+            if s.count(" connected") >= len(names) and "disconnected" not in s:
                 return
             if time.monotonic() > deadline:
                 raise VppError(f"VPP memif {', '.join(names)} not connected after "
                                f"{self.LINK_TIMEOUT_S:.0f} s: {s[-600:]}")
             time.sleep(0.2)
-
-    def stop(self, failed: bool = False) -> None:
-        try:
-            super().stop(failed)
-        finally:
-            if self.sock_dir:
-                shutil.rmtree(self.sock_dir, ignore_errors=True)
-                self.sock_dir = None
 
 
 def make_vpp_dut(name: str, prefix: Path | None) -> Dut:
