@@ -202,6 +202,13 @@ fn run_case_with(
         );
     }
     let insert_per_sec = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+    crate::keep_routes(
+        o,
+        &format!("ip4-{}.routes", routes.len()),
+        routes
+            .iter()
+            .map(|&(p, l)| format!("{}/{l}", std::net::Ipv4Addr::from(p))),
+    );
     let pcap = dir.join(format!("ip4-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&routes, 0x5eed));
     let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), path, name);
@@ -216,8 +223,7 @@ fn run_case_with(
 
 /// Runs the IPv4 FIB-scale benchmark.
 pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = crate::inputs_dir(o, "sluice-bench");
     let mut cases = vec![run_case(o, "1 route", vec![(0x1400_0000, 8)], &dir)];
     let with_features = o.features.then(|| {
         run_case_with(
@@ -320,5 +326,5 @@ pub fn bench_ip4(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     );
     json.push(format!("\"ip4_route_add_count_per_sec\": {rate:.0}"));
     vm.stop_workers();
-    let _ = std::fs::remove_dir_all(&dir);
+    crate::done_with_inputs(o, &dir);
 }

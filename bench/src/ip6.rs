@@ -148,6 +148,13 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::pat
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    crate::keep_routes(
+        o,
+        &format!("ip6-{}.routes", routes.len()),
+        routes
+            .iter()
+            .map(|&(p, l)| format!("{}/{l}", Ipv6Addr::from(p))),
+    );
     let pcap = dir.join(format!("ip6-{}.pcap", routes.len()));
     write_pcap(&pcap, &frames(&routes, 0x5eed));
     let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, name);
@@ -279,8 +286,7 @@ fn lookup_vector(t: &sluice_fib::ip6::Ip6Table, addrs: &[[u8; 16]], out: &mut [u
 
 /// Runs the IPv6 FIB-scale benchmark.
 pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench6-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = crate::inputs_dir(o, "sluice-bench6");
     if !o.quick && crate::real_table_lines().is_none() {
         let _ = writeln!(
             out,
@@ -352,5 +358,5 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     );
     json.push(format!("\"ip6_route_add_count_per_sec\": {rate:.0}"));
     vm.stop_workers();
-    let _ = std::fs::remove_dir_all(&dir);
+    crate::done_with_inputs(o, &dir);
 }

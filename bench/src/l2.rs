@@ -82,8 +82,7 @@ fn run(
 
 /// Runs the L2 benchmarks.
 pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-l2-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = crate::inputs_dir(o, "sluice-bench-l2");
     let _ = writeln!(out, "## L2 forwarding, one core, 64-byte frames\n");
     let _ = writeln!(
         out,
@@ -132,5 +131,5 @@ pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         );
         let _ = writeln!(out, "\nbridge 1M MACs / 1 MAC: {:.2}\n", big / one);
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    crate::done_with_inputs(o, &dir);
 }

@@ -65,6 +65,11 @@ pub struct Opts {
     /// (pg0) and `ip4-output` (pg1) arcs (the price of enabled features).
     #[arg(long)]
     features: bool,
+    /// ip4, ip6, l2, memif: keep each case's inputs in this directory (its pcap as
+    /// `<family>-<n>.pcap`, ip4/ip6 routes as `<family>-<n>.routes`, one prefix a line) so
+    /// another dataplane can replay the same work (the harness's VPP rows).
+    #[arg(long)]
+    keep_inputs: Option<std::path::PathBuf>,
 }
 
 /// Pass-through node: touches the buffer header like a real node reading metadata.
@@ -202,6 +207,37 @@ pub(crate) fn total_vectors(vm: &Vlib, n: NodeIndex) -> u64 {
         .iter()
         .map(|s| s.vectors.get())
         .sum()
+}
+
+/// The directory for a benchmark's inputs: `--keep-inputs` (kept), else a temporary one
+/// named `<tag>-<pid>` (removed by [`done_with_inputs`]).
+pub(crate) fn inputs_dir(o: &Opts, tag: &str) -> std::path::PathBuf {
+    let dir = o
+        .keep_inputs
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("{tag}-{}", std::process::id())));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// Removes the inputs directory unless `--keep-inputs` asked to keep it.
+pub(crate) fn done_with_inputs(o: &Opts, dir: &std::path::Path) {
+    if o.keep_inputs.is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// With `--keep-inputs`, writes a case's routes there (`<prefix>/<len>` a line).
+pub(crate) fn keep_routes(o: &Opts, file: &str, routes: impl Iterator<Item = String>) {
+    let Some(dir) = &o.keep_inputs else { return };
+    let mut s = String::new();
+    for r in routes {
+        s.push_str(&r);
+        s.push('\n');
+    }
+    if let Err(e) = std::fs::write(dir.join(file), s) {
+        eprintln!("sluice-bench: cannot keep {file}: {e}");
+    }
 }
 
 /// Writes frames to a pcap file (inputs for pcap-replay streams).

@@ -30,8 +30,7 @@ fn frames(size: usize) -> Vec<Vec<u8>> {
 
 /// Runs the memif loop at 64 and 1500 bytes (`--only 64` or `--only 1500`: one of them).
 pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-memif-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = crate::inputs_dir(o, "sluice-bench-memif");
     let _ = writeln!(
         out,
         "## memif loop in one process (copy mode, one core)\n\n| size | Mpps min | median | max | {} |\n|---|---|---|---|---|---|---|---|",
@@ -94,5 +93,5 @@ pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             crate::nodes_json(&r.node_clocks)
         ));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    crate::done_with_inputs(o, &dir);
 }

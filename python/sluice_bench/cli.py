@@ -53,6 +53,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-build", action="store_true", help="do not run cargo build first")
     r.add_argument("--no-engine", action="store_true", help="skip the engine benchmarks")
     r.add_argument("--no-plots", action="store_true")
+    r.add_argument("--vpp-prefix", type=Path, default=None,
+                   help="FD.io VPP install prefix (DIR/bin/vpp, DIR/bin/vppctl) for the vpp-* "
+                        "DUTs and the engine rows (default: $VPP_PREFIX; without one the VPP "
+                        "rows are skipped with that reason)")
+    r.add_argument("--vpp-packets", type=int, default=10_000_000,
+                   help="packets per VPP engine run (wall time is polled through vppctl: "
+                        "runs of a second or more keep that error under 1 %%)")
+    r.add_argument("--no-vpp-engine", action="store_true",
+                   help="skip VPP on the engine paths (vpp-pg)")
     r.add_argument("-v", "--verbose", action="store_true")
     latsweep.parser(sub)
     g = sub.add_parser("report", help="regenerate CSV, markdown and plots from DIR/results.json")
@@ -113,9 +122,14 @@ def cmd_run(a) -> int:
         max_trials=a.max_trials)
     if a.no_engine:
         suite.engine = None
+    from . import vpp
     from .runner import Runner, make_dut
+    vpp_prefix = vpp.prefix_from(a.vpp_prefix)
     for d in suite.duts:
-        make_dut(d, Path("sluice"))  # unknown names fail before anything is set up
+        make_dut(d, Path("sluice"), vpp_prefix)  # unknown names fail before anything is set up
+    if (why := vpp.prefix_problem(vpp_prefix)) and any(
+            d.startswith("vpp-") for d in suite.duts):
+        print(f"sluice-bench run: VPP rows skipped: {why}", file=sys.stderr)
     sluice_bin, bench_bin = binaries(a)
     if not sluice_bin.is_file():
         print(f"sluice-bench run: {sluice_bin} does not exist (build it, or --sluice-bin)",
@@ -128,7 +142,8 @@ def cmd_run(a) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     runner = Runner(suite, out, sluice_bin, bench_bin, tester_cores, dut_cores,
-                    rps=a.rps == "on", priority=a.priority)
+                    rps=a.rps == "on", priority=a.priority, vpp_prefix=vpp_prefix,
+                    vpp_engine=not a.no_vpp_engine, vpp_packets=a.vpp_packets)
     rc = 0
     try:
         runner.run()

@@ -197,6 +197,9 @@ class SluiceAfPacket(Dut):
         # Not the veth's own MAC: the kernel must see Sluice's frames as PACKET_OTHERHOST.
         return f"02:fe:5c:00:00:{port_index + 1:02x}"
 
+    def dp_cli(self, cmd: str) -> str:
+        return self.vpp.cli(cmd)
+
     def attach(self, port_index: int, port) -> str:
         """Creates the interface for a topology port; returns its Sluice name."""
         extra = f" {self.create_args}" if self.create_args else ""
@@ -225,38 +228,12 @@ class SluiceAfPacket(Dut):
 
     def _configure(self, topo: Topology, sc: Scenario) -> None:
         cli = self.vpp.cli
-        a, b = topo.a, topo.b
         ifs = {}
         for i, p in enumerate(topo.ports):
             ifs[p.dut_if] = self.attach(i, p)
             cli(f"set interface state {ifs[p.dut_if]} up")
-        ha, hb = ifs[a.dut_if], ifs[b.dut_if]
-        if sc.kind in ("ip4", "ip6", "nat44"):
-            ip6 = sc.kind == "ip6"
-            for p in (a, b):
-                h = ifs[p.dut_if]
-                cidr, gw, behind = p.l3(ip6)
-                cli(f"set interface ip address {h} {cidr}")
-                cli(f"ip neighbor {h} {gw} {p.tester_mac} static")
-                cli(f"ip route add {behind} via {gw} {h}")
-            if sc.routes > 1:
-                first = (filler6_prefixes if ip6 else filler_prefixes)(1)[0]
-                cli(f"ip route add count {sc.routes - 1} {first} via {b.l3(ip6)[1]} {hb}")
-            if sc.kind == "nat44":
-                # As Linux's masquerade: A's traffic leaves B with B's address (NAT44-ED).
-                cli("nat44 plugin enable sessions 200000")
-                cli(f"nat44 add interface address {hb}")
-                cli(f"set interface nat44 in {ha} out {hb}")
-        elif sc.kind == "l2xc":
-            cli(f"set interface l2 xconnect {ha} {hb}")
-            cli(f"set interface l2 xconnect {hb} {ha}")
-        elif sc.kind == "bridge":
-            cli("create bridge-domain 1 learn 0")
-            for p in (a, b):
-                cli(f"set interface l2 bridge {ifs[p.dut_if]} 1")
-                cli(f"l2fib add {p.tester_mac} 1 {ifs[p.dut_if]} static")
-        else:
-            raise ValueError(f"{type(self).__name__} cannot configure {sc.kind}")
+        for c in scenario_commands(topo, sc, ifs):
+            cli(c)
         if self.rx_mode:
             for h in ifs.values():
                 cli(f"set interface rx-mode {h} {self.rx_mode}")
@@ -311,21 +288,14 @@ class SluiceAfXdp(SluiceAfPacket):
         return name
 
 
-class SluiceMemif(SluiceAfPacket):
-    """Sluice with memif ports: tester Sluice <-memif-> DUT Sluice <-memif-> tester, one memif
-    socket (a file in a private temp dir; the tester is master, the DUT slave) and one memif
-    interface per port (`memif1/0` = port A, `memif1/1` = port B) instead of the veths. No
-    kernel on the data path, so no Linux equivalent: the report shows it on its own, never
-    as a ratio to Linux. It searches from `max_rate` (the tester's own limit shows as "≥")."""
+class MemifSlave:
+    """Memif ports instead of the veths, for a DUT class that has `dp_cli` (its CLI) and
+    `mac`: one memif socket in a private temp dir, the tester master, the DUT slave
+    (`memif1/0` = port A, `memif1/1` = port B). Mixed in before the DUT class."""
 
     driver = "memif"
-    driver_shows = ("show memif",)
     max_rate = 20_000_000.0
-    LINK_TIMEOUT_S = 10.0
-
-    def __init__(self, binary: Path, workers: int = 0):
-        super().__init__(binary, workers)
-        self.sock_dir: Path | None = None
+    sock_dir: Path | None = None
 
     def tester_args(self) -> dict:
         self.sock_dir = Path(tempfile.mkdtemp(prefix="sb-memif-"))
@@ -333,15 +303,10 @@ class SluiceMemif(SluiceAfPacket):
 
     def attach(self, port_index: int, port) -> str:
         if port_index == 0:
-            self.vpp.cli(f"create memif socket id 1 filename {self.sock_dir / 'memif.sock'}")
-        self.vpp.cli(f"create interface memif id {port_index} socket-id 1 slave "
-                     f"hw-addr {self.mac(port_index)}")
+            self.dp_cli(f"create memif socket id 1 filename {self.sock_dir / 'memif.sock'}")
+        self.dp_cli(f"create interface memif id {port_index} socket-id 1 slave "
+                    f"hw-addr {self.mac(port_index)}")
         return f"memif1/{port_index}"
-
-    def _configure(self, topo: Topology, sc: Scenario) -> None:
-        super()._configure(topo, sc)
-        wait_memif_up(self.vpp, [f"memif1/{i}" for i in range(len(topo.ports))],
-                      self.LINK_TIMEOUT_S)
 
     def stop(self, failed: bool = False) -> None:
         try:
@@ -350,6 +315,21 @@ class SluiceMemif(SluiceAfPacket):
             if self.sock_dir:
                 shutil.rmtree(self.sock_dir, ignore_errors=True)
                 self.sock_dir = None
+
+
+class SluiceMemif(MemifSlave, SluiceAfPacket):
+    """Sluice with memif ports: tester Sluice <-memif-> DUT Sluice <-memif-> tester (`MemifSlave`)
+    instead of the veths. No kernel on the data path, so no Linux equivalent: the report shows
+    it on its own, never as a ratio to Linux. It searches from `max_rate` (the tester's own
+    limit shows as "≥")."""
+
+    driver_shows = ("show memif",)
+    LINK_TIMEOUT_S = 10.0
+
+    def _configure(self, topo: Topology, sc: Scenario) -> None:
+        super()._configure(topo, sc)
+        wait_memif_up(self.vpp, [f"memif1/{i}" for i in range(len(topo.ports))],
+                      self.LINK_TIMEOUT_S)
 
 
 def wait_memif_up(vpp: SluiceInstance, names: list[str], timeout_s: float) -> None:
@@ -361,6 +341,43 @@ def wait_memif_up(vpp: SluiceInstance, names: list[str], timeout_s: float) -> No
         if time.monotonic() > deadline:
             raise RuntimeError(f"memif {', '.join(down)} not up after {timeout_s:.0f} s")
         time.sleep(0.1)
+
+
+def scenario_commands(topo: Topology, sc: Scenario, ifs: dict[str, str]) -> list[str]:
+    """The CLI lines that configure a scenario on a Sluice or VPP DUT (the same syntax) whose
+    port interfaces are `ifs` ({veth name: dataplane interface name}): addresses, static
+    neighbours for the tester ports, routes (the FIB filler as one `ip route add count`),
+    NAT44-ED as Linux's masquerade, the cross-connect both ways (VPP's l2-output needs the
+    output interface in L2 mode), a bridge domain with static MACs."""
+    a, b = topo.a, topo.b
+    ha, hb = ifs[a.dut_if], ifs[b.dut_if]
+    out = []
+    if sc.kind in ("ip4", "ip6", "nat44"):
+        ip6 = sc.kind == "ip6"
+        for p in (a, b):
+            h = ifs[p.dut_if]
+            cidr, gw, behind = p.l3(ip6)
+            out += [f"set interface ip address {h} {cidr}",
+                    f"ip neighbor {h} {gw} {p.tester_mac} static",
+                    f"ip route add {behind} via {gw} {h}"]
+        if sc.routes > 1:
+            first = (filler6_prefixes if ip6 else filler_prefixes)(1)[0]
+            out.append(f"ip route add count {sc.routes - 1} {first} via {b.l3(ip6)[1]} {hb}")
+        if sc.kind == "nat44":
+            # As Linux's masquerade: A's traffic leaves B with B's address (NAT44-ED).
+            out += ["nat44 plugin enable sessions 200000",
+                    f"nat44 add interface address {hb}",
+                    f"set interface nat44 in {ha} out {hb}"]
+    elif sc.kind == "l2xc":
+        out += [f"set interface l2 xconnect {ha} {hb}", f"set interface l2 xconnect {hb} {ha}"]
+    elif sc.kind == "bridge":
+        out.append("create bridge-domain 1 learn 0")
+        for p in (a, b):
+            out += [f"set interface l2 bridge {ifs[p.dut_if]} 1",
+                    f"l2fib add {p.tester_mac} 1 {ifs[p.dut_if]} static"]
+    else:
+        raise ValueError(f"no DUT configuration for scenario kind {sc.kind}")
+    return out
 
 
 class NotSupportedDut(Dut):

@@ -12,7 +12,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-WHAT = ("ip4", "ip6", "l2")
+WHAT = ("ip4", "ip6", "l2", "memif")
+#: Extra arguments per benchmark (the memif loop at 64 bytes only, as the other paths).
+EXTRA = {"memif": ["--only", "64"]}
 
 
 def parse(what: str, raw: dict) -> list[dict]:
@@ -22,7 +24,7 @@ def parse(what: str, raw: dict) -> list[dict]:
     for key, v in raw.items():
         if not isinstance(v, dict) or "mpps" not in v:
             continue
-        name = re.sub(r"^(ip4|ip6|l2)_", "", key).replace("_", " ")
+        name = re.sub(r"^(ip4|ip6|l2|memif)_", "", key).replace("_", " ")
         cases.append({
             "family": what, "name": name, "routes": v.get("routes"),
             "mpps": v["mpps"], "path_clocks": v.get("path_clocks"),
@@ -33,8 +35,9 @@ def parse(what: str, raw: dict) -> list[dict]:
     return cases
 
 
-def run(bench_bin: Path | None, args: list[str]) -> dict:
-    """Runs the three engine benchmarks; returns {tsc_ghz, args, cases, errors}."""
+def run(bench_bin: Path | None, args: list[str], keep_inputs: Path | None = None) -> dict:
+    """Runs the engine benchmarks; returns {tsc_ghz, args, cases, errors}. `keep_inputs`: a
+    directory where each case's pcap and routes are kept (for the VPP rows)."""
     out: dict = {"args": args, "cases": [], "errors": {}, "tsc_ghz": None}
     if bench_bin is None or not bench_bin.is_file():
         out["errors"]["all"] = f"sluice-bench binary not found ({bench_bin})"
@@ -42,7 +45,9 @@ def run(bench_bin: Path | None, args: list[str]) -> dict:
     for what in WHAT:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             # The benchmark pins its main thread itself (core 0).
-            cmd = [str(bench_bin), what, *args, "--json", f.name]
+            cmd = [str(bench_bin), what, *args, *EXTRA.get(what, []), "--json", f.name]
+            if keep_inputs is not None:
+                cmd += ["--keep-inputs", str(keep_inputs)]
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 out["errors"][what] = (p.stderr or p.stdout)[-2000:]

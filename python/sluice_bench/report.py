@@ -16,12 +16,12 @@ NS = "n/s"      # not supported
 ERR = "error"
 
 PLOTS = {
-    "throughput_vs_frame_size.png": "NDR (solid) and PDR (dashed) throughput vs frame size",
-    "latency_vs_load.png": "average (solid) and p99 (dashed) latency vs offered load",
-    "loss_vs_load.png": "loss ratio of every search trial vs offered load",
-    "cpu_per_packet.png": "DUT CPU per delivered packet: at NDR, and vs offered load",
-    "fib_size.png": "throughput vs number of routes (end to end and engine)",
-    "node_clocks.png": "engine benchmarks: clocks/packet per node, stacked",
+    "throughput_vs_frame_size.png": "NDR and PDR per scenario (small multiples, log scale)",
+    "latency_vs_load.png": "latency at 50 % of NDR per scenario and DUT (box plots)",
+    "loss_vs_load.png": "loss of every search trial vs offered load, per scenario",
+    "cpu_per_packet.png": "DUT CPU-seconds per million packets at NDR, per scenario",
+    "fib_size.png": "FIB scale: throughput ÷ the 1-route throughput, Sluice and VPP",
+    "node_clocks.png": "clocks/packet per node, stacked, Sluice beside VPP",
 }
 
 
@@ -232,7 +232,7 @@ def memif_section(data: dict) -> list[str]:
     if not any(find(data, sc, d, z) and find(data, sc, d, z).get("status") == "ok"
                for sc, d in cfgs for z in sizes(data)):
         return []
-    lines = ["Tester Sluice <-memif-> DUT Sluice <-memif-> tester: no kernel on the data path, "
+    lines = ["Tester Sluice <-memif-> DUT (Sluice or VPP) <-memif-> tester: no kernel on the data path, "
              "so there is no Linux equivalent and no ratio; compare it with the Sluice veth "
              "DUTs to see what the veth/kernel I/O costs.", "",
              "| scenario | DUT | frame | NDR Mpps | PDR Mpps | avg latency µs at 50 % NDR | "
@@ -277,6 +277,35 @@ def headline(data: dict) -> list[str]:
                     f"{ratio(a['cpu_s_per_mpkt'], b['cpu_s_per_mpkt'])} |")
     if lines:
         lines = ["| scenario | frame | Sluice DUT | NDR ratio | PDR ratio | avg latency ratio at 50 % NDR | CPU per packet ratio |",
+                 "|---|---|---|---|---|---|---|"] + lines
+    return lines
+
+
+def vpp_headline(data: dict) -> list[str]:
+    """Sluice / VPP for the same driver (af_packet, af_xdp, memif), scenario and frame size."""
+    lines = []
+    duts = {d for _, d in configs(data)}
+    for sc, _ in dict.fromkeys((s, None) for s, _ in configs(data)):
+        for size in sizes(data):
+            for vd in sorted(d for d in duts if d.startswith("vpp-")):
+                sd = "sluice-" + vd[len("vpp-"):]
+                sl, vp = find(data, sc, sd, size), find(data, sc, vd, size)
+                if not (sl and vp and sl.get("status") == "ok" and vp.get("status") == "ok"):
+                    continue
+                a, b = metrics(sl), metrics(vp)
+
+                def ratio(x, y):
+                    return f"{x / y:.2f}" if x is not None and y else "–"
+                lim = (" (tester-limited)" if sl.get("tester_limited") or vp.get("tester_limited")
+                       else "")
+                lines.append(
+                    f"| {sc} | {size} B | {vd[len('vpp-'):]} | "
+                    f"{ratio(a['ndr_mpps'], b['ndr_mpps'])}{lim} | "
+                    f"{ratio(a['pdr_mpps'], b['pdr_mpps'])} | "
+                    f"{ratio(a['lat_avg_us'], b['lat_avg_us'])} | "
+                    f"{ratio(a['cpu_s_per_mpkt'], b['cpu_s_per_mpkt'])} |")
+    if lines:
+        lines = ["| scenario | frame | driver | NDR ratio | PDR ratio | avg latency ratio at 50 % NDR | CPU per packet ratio |",
                  "|---|---|---|---|---|---|---|"] + lines
     return lines
 
@@ -357,7 +386,7 @@ def engine_table(data: dict) -> list[str]:
         return ["Not run in this suite (`sluice-bench ip4|ip6|l2` run them alone)."]
     lines = []
     if eng.get("tsc_ghz"):
-        lines.append(f"TSC {eng['tsc_ghz']:.3f} GHz, `sluice-bench <ip4|ip6|l2> {' '.join(eng.get('args', []))}`, "
+        lines.append(f"TSC {eng['tsc_ghz']:.3f} GHz, `sluice-bench <ip4|ip6|l2|memif> {' '.join(eng.get('args', []))}`, "
                      "one core, pg -> graph path -> pg-tx.\n")
     lines += ["| path | case | routes | Mpps min | median | max | path clk/pkt | clocks/packet per node |",
               "|---|---|---|---|---|---|---|---|"]
@@ -365,9 +394,75 @@ def engine_table(data: dict) -> list[str]:
         nodes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("nodes", []))
         lo, med, hi = c["mpps"]
         lines.append(f"| {c['family']} | {c['name']} | {c.get('routes') or ''} | {lo:.2f} | "
-                     f"{med:.2f} | {hi:.2f} | {fmt(c.get('path_clocks'), 1)} | {nodes} |")
+                     f"{med:.2f} | {hi:.2f} | {fmt(path_clocks(c), 1)} | {nodes} |")
     for what, err in sorted((eng.get("errors") or {}).items()):
         lines.append(f"\n`{what}` failed: `{err.strip().splitlines()[-1] if err.strip() else '?'}`")
+    return lines
+
+
+def path_clocks(c: dict) -> float | None:
+    """A case's clocks/packet over its path: recorded, else the sum of its nodes."""
+    if c.get("path_clocks") is not None:
+        return c["path_clocks"]
+    nodes = c.get("nodes") or []
+    return sum(v for _, v in nodes) if nodes else None
+
+
+def engine_pairs(data: dict) -> list[tuple[dict, dict | None]]:
+    """(Sluice case, the VPP case on the same pcap and routes or None), in Sluice's order."""
+    eng = data.get("engine") or {}
+    vpp = {(c["family"], c["name"]): c for c in (eng.get("vpp") or {}).get("cases", [])}
+    return [(c, vpp.get((c["family"], c["name"]))) for c in eng.get("cases", [])]
+
+
+def _ratio_to_first(cases: list[dict], fam: str) -> dict[str, float]:
+    base = next((c["mpps"][1] for c in cases if c["family"] == fam and c.get("routes") == 1), None)
+    return {c["name"]: c["mpps"][1] / base for c in cases
+            if base and c["family"] == fam and c.get("routes")}
+
+
+def vpp_engine_table(data: dict) -> list[str]:
+    """Sluice and VPP on the same engine paths, same run (seed 001's table 6.1 shape)."""
+    eng = data.get("engine") or {}
+    v = eng.get("vpp")
+    if not v:
+        return []
+    if v.get("skipped"):
+        return [f"VPP rows skipped: {v['skipped']}."]
+    pairs = [(s, x) for s, x in engine_pairs(data) if x]
+    lines = [f"{v.get('version') or 'VPP'}, one thread on the DUT core, the same pcap (pg0 → "
+             "ethernet-input), routes and MACs as Sluice's case, "
+             f"{v.get('packets', 0) / 1e6:g}M packets per run, {v.get('runs')} runs after a "
+             "warm-up; Mpps = packets / wall time from `packet-generator enable-stream` to "
+             "the stream's end (polled through vppctl); clocks per node from VPP's `show "
+             "runtime`. Path clocks exclude pg-input for both (Sluice does not report it). "
+             "VPP's L2 cross-connect is configured both ways (its l2-output needs the output "
+             "interface in L2 mode).", "",
+             "| path | case | routes | Sluice Mpps min / median / max | VPP Mpps min / median / max "
+             "| Sluice / VPP | Sluice × 1 route | VPP × 1 route | path clk/pkt Sluice | VPP |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    sl = [s for s, _ in pairs]
+    vp = [x for _, x in pairs]
+    for s, x in pairs:
+        rs = _ratio_to_first(sl, s["family"]).get(s["name"])
+        rv = _ratio_to_first(vp, x["family"]).get(x["name"])
+        lines.append(
+            f"| {s['family']} | {s['name']} | {s.get('routes') or ''} | "
+            f"{' / '.join(f'{m:.2f}' for m in s['mpps'])} | "
+            f"{' / '.join(f'{m:.2f}' for m in x['mpps'])} | "
+            f"**{s['mpps'][1] / x['mpps'][1]:.2f}** | {fmt(rs, 2)} | {fmt(rv, 2)} | "
+            f"{fmt(path_clocks(s), 1)} | {fmt(path_clocks(x), 1)} |")
+    lines += ["", "Clocks/packet per node, Sluice | VPP:", "",
+              "| path | case | Sluice nodes | VPP nodes |", "|---|---|---|---|"]
+    for s, x in pairs:
+        lines.append(f"| {s['family']} | {s['name']} | "
+                     + ", ".join(f"{k} {c:.1f}" for k, c in s.get("nodes", [])) + " | "
+                     + ", ".join(f"{k} {c:.1f}" for k, c in x.get("nodes", [])) + " |")
+    missing = [f"{s['family']} {s['name']}" for s, x in engine_pairs(data) if x is None]
+    for k, why in sorted((v.get("errors") or {}).items()):
+        lines.append(f"\nVPP `{k}` failed: {why.strip().splitlines()[0][:400]}")
+    if missing:
+        lines.append(f"\nNo VPP row for: {', '.join(missing)}.")
     return lines
 
 
@@ -412,16 +507,18 @@ def markdown(data: dict, plots: list[str]) -> str:
     else:
         out += [f"**Energy**: no RAPL on this machine ({en.get('reason')}): no energy figures, "
                 "only DUT CPU-seconds per million delivered packets. No wattage is estimated.", ""]
-    out += ["**DUT CPU**: Sluice = the daemon's utime+stime (/proc/<pid>/stat); Linux = "
+    out += ["**DUT CPU**: Sluice and VPP = the daemon's utime+stime (/proc/<pid>/stat); Linux = "
             "system+irq+softirq time of the DUT cores (/proc/stat). See docs/benchmarking.md "
             "for what each includes.", ""]
 
     hl = headline(data)
     if hl:
         out += ["## Headline: Sluice / Linux", "", *hl, ""]
+    if vh := vpp_headline(data):
+        out += ["## Headline: Sluice / VPP (same driver, same scenario, same run)", "", *vh, ""]
     mf = memif_section(data)
     if mf:
-        out += ["## Sluice over memif (its own class, not compared with Linux)", "", *mf, ""]
+        out += ["## memif DUTs (their own class, not compared with Linux)", "", *mf, ""]
     out += ["## Throughput: NDR (Mpps, zero loss)", "", *_table(data, "ndr_mpps"), ""]
     out += ["## Throughput: PDR (Mpps, loss ≤ "
             f"{100 * s['pdr_loss']:.2f} %)", "", *_table(data, "pdr_mpps"), ""]
@@ -457,6 +554,8 @@ def markdown(data: dict, plots: list[str]) -> str:
                 "arrived for 0.25 s, at most 2 s); \"drained: no\" means some never came.", "",
                 *lr, ""]
     out += ["## Engine benchmarks (clocks/packet per node)", "", *engine_table(data), ""]
+    if vt := vpp_engine_table(data):
+        out += ["## Engine paths: Sluice and VPP in the same run", "", *vt, ""]
     if plots:
         out += ["## Plots", ""]
         for p in plots:
@@ -475,146 +574,406 @@ def _plt():
     return plt
 
 
+#: One colour per DUT in every figure (Sluice blues/greens, VPP oranges/reds, Linux grey).
+DUT_COLORS = {
+    "sluice-af_packet": "#1f77b4", "sluice-af_xdp": "#17becf", "sluice-memif": "#2ca02c",
+    "linux": "#7f7f7f",
+    "vpp-af_packet": "#ff7f0e", "vpp-af_xdp": "#bcbd22", "vpp-memif": "#d62728",
+    "sluice": "#1f77b4", "vpp": "#ff7f0e",
+}
+_EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#393b79", "#637939"]
+
+
+def dut_color(dut: str) -> str:
+    if dut in DUT_COLORS:
+        return DUT_COLORS[dut]
+    base = dut.rsplit("-", 1)[0]  # sluice-af_packet-1w -> sluice-af_packet's family
+    return DUT_COLORS.get(base, _EXTRA_COLORS[hash(dut) % len(_EXTRA_COLORS)])
+
+
+#: Node colours for the stacked per-node bars: one per stage, the same for Sluice and VPP.
+STAGES = [("pg-input", "rx (pg)", "#c7c7c7"), ("memif-input", "memif rx", "#98df8a"),
+          ("ethernet-input", "ethernet-input", "#1f77b4"),
+          ("ip4-input", "ip-input", "#aec7e8"), ("ip6-input", "ip-input", "#aec7e8"),
+          ("l2-input", "l2-input", "#ffbb78"), ("l2-learn", "l2 learn/fwd", "#ff9896"),
+          ("l2-fwd", "l2 learn/fwd", "#ff9896"), ("lookup", "lookup", "#2ca02c"),
+          ("load-balance", "load-balance", "#bcbd22"), ("rewrite", "rewrite", "#9467bd"),
+          ("l2-output", "l2-output", "#c5b0d5"), ("memif", "memif tx", "#8c564b"),
+          ("interface-output", "interface-output", "#e377c2"),
+          ("-output", "interface-output", "#e377c2"), ("tx", "tx (pg-tx / pgN-tx)", "#7f7f7f")]
+
+
+def node_stage(node: str) -> tuple[str, str]:
+    for key, label, color in STAGES:
+        if key in node:
+            return label, color
+    return node, "#17becf"
+
+
+def machine(data: dict) -> str:
+    h = data.get("host", {})
+    return f"{(h.get('cpu_model') or 'CPU ?').split(' Processor')[0]}, {h.get('cores')} cores, " \
+           f"{str(data.get('started', ''))[:10]}"
+
+
 def _label(ax, xlabel: str, ylabel: str, title: str, log: bool = False,
-           legend: bool = True, xlog: bool = False) -> None:
+           legend: bool = False, xlog: bool = False) -> None:
     """Axis labels, title, grid, optional log scales and a small legend (if anything is labelled)."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     if log:
         ax.set_yscale("log")
     if xlog:
         ax.set_xscale("log")
     ax.grid(alpha=0.3)
+    _plain_ticks(ax)
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
 
 
+def _plain_ticks(ax) -> None:
+    """Log axes labelled 0.5, 1, 2 ... instead of 5×10^-1."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    for axis, scale in ((ax.yaxis, ax.get_yscale()), (ax.xaxis, ax.get_xscale())):
+        if scale == "log":
+            axis.set_major_formatter(FuncFormatter(lambda v, _: _human(v)))
+            axis.set_minor_formatter(NullFormatter())
+
+
+def _human(v: float) -> str:
+    for div, suf in ((1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return f"{v / div:g}{suf}"
+    return f"{v:g}"
+
+
+def _bar_scale(values: list[float]) -> bool:
+    """Log scale for bars only when they differ by orders of magnitude (else linear from 0,
+    so bar heights compare)."""
+    vs = [v for v in values if v and v > 0]
+    return bool(vs) and max(vs) / min(vs) > 30
+
+
+def _grid(plt, n: int, w: float = 3.6, h: float = 2.9, cols: int = 3):
+    cols = max(1, min(cols, n))
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows + 0.9), squeeze=False)
+    flat = [a for row in axes for a in row]
+    for a in flat[n:]:
+        a.set_visible(False)
+    return fig, flat[:n]
+
+
+def _shared_legend(fig, duts: list[str], extra: list | None = None) -> None:
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=dut_color(d), marker="o", lw=2, label=d) for d in duts]
+    handles += extra or []
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=8,
+               frameon=False)
+
+
+def _scenarios(ok: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r["scenario"] for r in ok))
+
+
+def _duts(ok: list[dict]) -> list[str]:
+    order = list(DUT_COLORS)
+    ds = list(dict.fromkeys(r["dut"] for r in ok))
+    return sorted(ds, key=lambda d: (order.index(d) if d in order else 99, d))
+
+
 def plot_all(data: dict, out: Path) -> list[str]:
-    """Writes the PNG plots there is data for; returns their file names."""
+    """Writes the PNG plots there is data for; returns their file names. One question per
+    figure, small multiples per scenario, one colour per DUT in all of them."""
     plt = _plt()
+    from matplotlib.lines import Line2D
     made = []
     ok = ok_entries(data)
     small = min((r["frame_size"] for r in ok), default=None)
+    where = machine(data)
 
-    def save(fig, name):
-        fig.tight_layout()
+    def save(fig, name, bottom=0.0):
+        fig.tight_layout(rect=(0, bottom, 1, 0.92))
         fig.savefig(out / name, dpi=90)
         plt.close(fig)
         made.append(name)
 
     if ok:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for sc, dut in configs(data):
-            rs = sorted((r for r in ok if r["scenario"] == sc and r["dut"] == dut),
-                        key=lambda r: r["frame_size"])
-            if not rs:
-                continue
-            x = [r["frame_size"] for r in rs]
-            line, = ax.plot(x, [r["ndr_pps"] / 1e6 for r in rs], "o-", label=f"{sc} / {dut}")
-            ax.plot(x, [r["pdr_pps"] / 1e6 for r in rs], "--", color=line.get_color())
-        _label(ax, "frame size (bytes" + (", with FCS)" if data["config"].get("frame_size") == "rfc2544" else ", without FCS)"), "throughput (Mpps)",
-               "NDR (solid) / PDR (dashed) vs frame size")
-        save(fig, "throughput_vs_frame_size.png")
+        # NDR vs frame size: one panel per scenario; scenarios run at one size show a bar per DUT.
+        scs = _scenarios(ok)
+        duts = _duts(ok)
+        fig, axes = _grid(plt, len(scs))
+        for ax, sc in zip(axes, scs):
+            rs = [r for r in ok if r["scenario"] == sc]
+            multi = len({r["frame_size"] for r in rs}) > 1
+            if multi:
+                for d in duts:
+                    pts = sorted((r["frame_size"], r["ndr_pps"] / 1e6, r["pdr_pps"] / 1e6,
+                                  r.get("tester_limited")) for r in rs if r["dut"] == d)
+                    if not pts:
+                        continue
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=dut_color(d))
+                    ax.plot([p[0] for p in pts], [p[2] for p in pts], ":", color=dut_color(d))
+                    for p in pts:
+                        if p[3]:
+                            ax.plot(p[0], p[1], "^", color=dut_color(d), ms=9, mfc="none")
+                _label(ax, "frame size (B, with FCS)", "Mpps", sc,
+                       log=_bar_scale([r["ndr_pps"] for r in rs] + [r["pdr_pps"] for r in rs]))
+                if ax.get_yscale() == "linear":
+                    ax.set_ylim(bottom=0)
+            else:
+                ds = [d for d in duts if any(r["dut"] == d for r in rs)]
+                ys = [next(r for r in rs if r["dut"] == d) for d in ds]
+                ax.bar(range(len(ds)), [r["ndr_pps"] / 1e6 for r in ys],
+                       color=[dut_color(d) for d in ds])
+                ax.scatter(range(len(ds)), [r["pdr_pps"] / 1e6 for r in ys], marker="_",
+                           s=300, color="black", zorder=3)
+                for i, r in enumerate(ys):
+                    if r.get("tester_limited"):
+                        ax.text(i, r["ndr_pps"] / 1e6, "≥", ha="center", va="bottom")
+                ax.set_xticks(range(len(ds)), [d.replace("sluice-", "S ").replace("vpp-", "V ")
+                                               for d in ds], fontsize=7, rotation=30)
+                _label(ax, "", f"Mpps ({rs[0]['frame_size']} B)", sc,
+                       log=_bar_scale([r["ndr_pps"] for r in ys] + [r["pdr_pps"] for r in ys]))
+        fig.suptitle(f"NDR per scenario (Mpps; PDR: dotted line / black tick; ≥ / ▲: "
+                     f"tester-limited; log scale where DUTs differ by > 30×)\n{where}",
+                     fontsize=10)
+        _shared_legend(fig, duts)
+        save(fig, "throughput_vs_frame_size.png", bottom=0.06)
 
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        any_lat = False
-        for r in ok:
-            if r["frame_size"] != small:
-                continue
-            pts = [(p["trial"]["offered_pps"] / 1e6, trial_latency(p)) for p in r.get("latency", [])]
-            pts = [(x, l) for x, l in pts if l]
-            if not pts:
-                continue
-            any_lat = True
-            line, = ax.plot([x for x, _ in pts], [l["avg"] / 1e3 for _, l in pts], "o-",
-                            label=f"{r['scenario']} / {r['dut']}")
-            ax.plot([x for x, _ in pts], [(l.get("p99") or l["max"]) / 1e3 for _, l in pts],
-                    "--", color=line.get_color())
-        if any_lat:
-            _label(ax, f"offered load (Mpps, {small}-byte frames)", "latency (µs)",
-                   "latency vs load: average (solid), p99 (dashed)", log=True)
-            save(fig, "latency_vs_load.png")
-        else:
-            plt.close(fig)
+        # Latency at 50 % NDR as boxes: p50–p90 box, min–p99 whiskers, max as a dot.
+        lat = [(r, trial_latency(latency_point(r))) for r in ok if r["frame_size"] == small]
+        lat = [(r, l) for r, l in lat if l and l.get("p50") is not None]
+        if lat:
+            scs = list(dict.fromkeys(r["scenario"] for r, _ in lat))
+            fig, axes = _grid(plt, len(scs))
+            for ax, sc in zip(axes, scs):
+                rows = [(r, l) for r, l in lat if r["scenario"] == sc]
+                rows.sort(key=lambda x: duts.index(x[0]["dut"]) if x[0]["dut"] in duts else 99)
+                stats = []
+                for r, l in rows:
+                    q = {k: (l.get(k) or l.get("max") or l["avg"]) / 1e3
+                         for k in ("min", "p50", "p90", "p99", "max")}
+                    stats.append({"med": q["p50"], "q1": q["p50"], "q3": q["p90"],
+                                  "whislo": q["min"], "whishi": q["p99"], "fliers": [q["max"]],
+                                  "mean": l["avg"] / 1e3, "label": ""})
+                bp = ax.bxp(stats, showmeans=True, patch_artist=True, widths=0.6,
+                            medianprops={"color": "black"})
+                for patch, (r, _) in zip(bp["boxes"], rows):
+                    patch.set_facecolor(dut_color(r["dut"]))
+                    patch.set_alpha(0.8)
+                ax.set_xticks(range(1, len(rows) + 1),
+                              [r["dut"].replace("sluice-", "S ").replace("vpp-", "V ")
+                               for r, _ in rows], fontsize=7, rotation=30)
+                _label(ax, "", "latency (µs)", sc, log=True)
+            fig.suptitle(f"Latency at 50 % of NDR, {small}-byte frames (µs, log): box p50–p90, "
+                         f"whiskers min–p99, ○ max, ▲ mean\n{where}", fontsize=10)
+            _shared_legend(fig, [d for d in duts if any(r["dut"] == d for r, _ in lat)])
+            save(fig, "latency_vs_load.png", bottom=0.06)
 
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for r in ok:
-            if r["frame_size"] != small:
-                continue
-            ts = sorted(r.get("trials", []), key=lambda t: t["offered_pps"])
-            if ts:
-                ax.plot([t["offered_pps"] / 1e6 for t in ts],
-                        [max(100 * t["loss_ratio"], 1e-4) for t in ts], "o-",
-                        label=f"{r['scenario']} / {r['dut']}")
-        _label(ax, f"offered load (Mpps, {small}-byte frames)", "loss % (0 drawn at 1e-4)",
-               "loss vs offered load (every search trial)", log=True)
-        save(fig, "loss_vs_load.png")
+        # Loss of every search trial vs offered load, per scenario.
+        scs = [sc for sc in _scenarios(ok)
+               if any(r["scenario"] == sc and r["frame_size"] == small and r.get("trials")
+                      for r in ok)]
+        if scs:
+            fig, axes = _grid(plt, len(scs))
+            for ax, sc in zip(axes, scs):
+                for r in ok:
+                    if r["scenario"] != sc or r["frame_size"] != small:
+                        continue
+                    ts = sorted(r.get("trials", []), key=lambda t: t["offered_pps"])
+                    ax.plot([t["offered_pps"] / 1e6 for t in ts],
+                            [max(100 * t["loss_ratio"], 1e-4) for t in ts], "o-", ms=3,
+                            color=dut_color(r["dut"]))
+                _label(ax, "offered Mpps (log)", "loss % (0 at 1e-4)", sc, log=True, xlog=True)
+            fig.suptitle(f"Loss vs offered load, every search trial, {small}-byte frames\n"
+                         f"{where}", fontsize=10)
+            _shared_legend(fig, duts)
+            save(fig, "loss_vs_load.png", bottom=0.06)
 
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
-        labels, vals = [], []
-        for r in ok:
-            if r["frame_size"] != small:
-                continue
-            v = cpu_per_mpkt(r.get("ndr_trial"))
-            if v is not None:
-                labels.append(f"{r['scenario']}\n{r['dut']}")
-                vals.append(v)
-            pts = []
-            for t in r.get("trials", []) + [p["trial"] for p in r.get("latency", [])]:
-                c = cpu_per_mpkt(t)
-                if c is not None and t["loss_ratio"] <= 0.5:
-                    pts.append((t["offered_pps"] / 1e6, c))
-            pts.sort()
-            if pts:
-                a2.plot([x for x, _ in pts], [c for _, c in pts], "o-",
-                        label=f"{r['scenario']} / {r['dut']}")
-        a1.bar(range(len(vals)), vals, color="tab:blue")
-        a1.set_xticks(range(len(vals)), labels, fontsize=6, rotation=45, ha="right")
-        a1.set_ylabel("DUT CPU-seconds per million packets")
-        a1.set_title(f"at NDR, {small}-byte frames")
-        _label(a2, "offered load (Mpps)", "DUT CPU-seconds per million packets",
-               "vs offered load (trials with ≤ 50 % loss)", log=True)
-        save(fig, "cpu_per_packet.png")
+        # CPU per packet at NDR: one panel per scenario, a bar per DUT (log).
+        cp = [(r, cpu_per_mpkt(r.get("ndr_trial"))) for r in ok if r["frame_size"] == small]
+        cp = [(r, v) for r, v in cp if v]
+        if cp:
+            scs = list(dict.fromkeys(r["scenario"] for r, _ in cp))
+            fig, axes = _grid(plt, len(scs))
+            for ax, sc in zip(axes, scs):
+                rows = sorted(((r, v) for r, v in cp if r["scenario"] == sc),
+                              key=lambda x: duts.index(x[0]["dut"]) if x[0]["dut"] in duts else 99)
+                ax.bar(range(len(rows)), [v for _, v in rows],
+                       color=[dut_color(r["dut"]) for r, _ in rows])
+                ax.set_xticks(range(len(rows)),
+                              [r["dut"].replace("sluice-", "S ").replace("vpp-", "V ")
+                               for r, _ in rows], fontsize=7, rotation=30)
+                _label(ax, "", "CPU-s per Mpkt", sc, log=_bar_scale([v for _, v in rows]))
+            fig.suptitle(f"DUT CPU-seconds per million packets at NDR, {small}-byte frames "
+                         f"(lower is better)\n{where}", fontsize=10)
+            _shared_legend(fig, [d for d in duts if any(r["dut"] == d for r, _ in cp)])
+            save(fig, "cpu_per_packet.png", bottom=0.06)
 
-    # FIB size: end-to-end ip4 scenarios (1 route = ip4-oneway) and the engine cases.
-    fib_sc = {"ip4-oneway": 1, "ip4-fib-255k": 255_000, "ip4-fib-1m": 1_000_000}
-    e2e: dict[str, list[tuple[int, float]]] = {}
+    # FIB scale: throughput as a ratio to the same DUT's 1-route rate, engine and end to end.
+    eng = data.get("engine") or {}
+    vcases = (eng.get("vpp") or {}).get("cases", [])
+    fams = [f for f in ("ip4", "ip6")
+            if sum(1 for c in eng.get("cases", []) if c["family"] == f and c.get("routes")) > 1]
+    fib_sc = {"ip4-oneway": 1, "ip4-fib-255k": 255_000, "ip4-fib-1m": 1_000_000,
+              "ip6-oneway": 1, "ip6-fib-255k": 255_000}
+    e2e: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for r in ok:
-        if r["scenario"] in fib_sc and r["frame_size"] == 64:
-            e2e.setdefault(r["dut"], []).append((fib_sc[r["scenario"]], r["ndr_pps"] / 1e6))
-    eng = [c for c in (data.get("engine") or {}).get("cases", []) if c.get("routes")]
-    if any(len(v) > 1 for v in e2e.values()) or eng:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
-        for dut, pts in sorted(e2e.items()):
-            pts.sort()
-            a1.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=dut)
-        _label(a1, "routes", "NDR (Mpps, 64 B)", "end to end (tester -> DUT -> tester)",
-               xlog=True)
-        for fam in ("ip4", "ip6"):
-            pts = sorted((c["routes"], c["mpps"][1]) for c in eng if c["family"] == fam)
-            if pts:
-                a2.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"engine {fam}")
-        _label(a2, "routes", "Mpps (median, one core)", "engine: pg -> forwarding path",
-               xlog=True)
-        save(fig, "fib_size.png")
+        if r["scenario"] in fib_sc and r["frame_size"] == small:
+            fam = r["scenario"][:3]
+            e2e.setdefault((fam, r["dut"]), []).append((fib_sc[r["scenario"]], r["ndr_pps"]))
+    e2e = {k: sorted(v) for k, v in e2e.items() if len(v) > 1 and v and min(v)[0] == 1}
+    if fams or e2e:
+        panels = [("engine", f) for f in fams] + [("e2e", f) for f in ("ip4", "ip6")
+                                                   if any(k[0] == f for k in e2e)]
+        fig, axes = _grid(plt, len(panels), w=4.2, h=3.2)
+        used = []
+        for ax, (kind, fam) in zip(axes, panels):
+            if kind == "engine":
+                for dut, cs in (("sluice", eng.get("cases", [])), ("vpp", vcases)):
+                    r = _ratio_to_first(cs, fam)
+                    pts = sorted((c["routes"], r[c["name"]]) for c in cs
+                                 if c["family"] == fam and c["name"] in r)
+                    if len(pts) > 1:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                                color=dut_color(dut), lw=2)
+                        for x, y in pts:
+                            ax.annotate(f"{y:.2f}", (x, y), fontsize=7, xytext=(3, 3),
+                                        textcoords="offset points")
+                        used.append(dut)
+                _label(ax, "routes (log)", "Mpps ÷ 1-route Mpps",
+                       f"engine {fam}: pg → forwarding path, one core", xlog=True)
+            else:
+                for (f, dut), pts in sorted(e2e.items()):
+                    if f != fam:
+                        continue
+                    base = pts[0][1]
+                    ax.plot([p[0] for p in pts], [p[1] / base for p in pts], "o--",
+                            color=dut_color(dut))
+                    used.append(dut)
+                _label(ax, "routes (log)", "NDR ÷ 1-route NDR",
+                       f"end to end {fam} (NDR, {small} B)", xlog=True)
+            ax.axhline(1.0, color="black", lw=0.6)
+            ax.set_ylim(0, max(1.15, ax.get_ylim()[1]))
+        fig.suptitle(f"FIB scale: throughput relative to 1 route (1.0 = no cost)\n{where}",
+                     fontsize=10)
+        _shared_legend(fig, list(dict.fromkeys(used)))
+        save(fig, "fib_size.png", bottom=0.08)
 
-    cases = (data.get("engine") or {}).get("cases", [])
-    if cases:
-        fig, ax = plt.subplots(figsize=(max(7, 0.8 * len(cases) + 2), 5))
-        nodes = list(dict.fromkeys(n for c in cases for n, _ in c.get("nodes", [])))
-        bottom = [0.0] * len(cases)
-        for n in nodes:
-            v = [dict(c.get("nodes", [])).get(n, 0.0) for c in cases]
-            ax.bar(range(len(cases)), v, bottom=bottom, label=n)
-            bottom = [b + x for b, x in zip(bottom, v)]
-        ax.set_xticks(range(len(cases)), [f"{c['family']}\n{c['name']}" for c in cases],
-                      fontsize=6, rotation=45, ha="right")
-        ax.set_ylabel("TSC clocks per packet")
-        ax.set_title("engine benchmarks: clocks/packet per node")
-        ax.legend(fontsize=6, ncol=2)
-        save(fig, "node_clocks.png")
+    # Clocks per node: stacked bars, Sluice and VPP side by side per engine case.
+    pairs = engine_pairs(data)
+    if pairs:
+        fams = list(dict.fromkeys(s["family"] for s, _ in pairs))
+        fig, axes = _grid(plt, len(fams), w=max(4.0, 1.3 * max(
+            sum(1 for s, _ in pairs if s["family"] == f) for f in fams) + 1.5), h=3.8, cols=2)
+        stages: dict[str, str] = {}
+        for ax, fam in zip(axes, fams):
+            fp = [(s, v) for s, v in pairs if s["family"] == fam]
+            x = 0.0
+            ticks, labels = [], []
+            for s, v in fp:
+                for k, (dut, c) in enumerate((("sluice", s), ("vpp", v))):
+                    if not c:
+                        continue
+                    xx = x + 0.42 * k
+                    bottom = 0.0
+                    for node, clk in c.get("nodes", []):
+                        label, color = node_stage(node)
+                        stages[label] = color
+                        ax.bar(xx, clk, width=0.4, bottom=bottom, color=color,
+                               edgecolor=dut_color(dut), linewidth=1.2)
+                        bottom += clk
+                    ax.text(xx, bottom, f"{bottom:.0f}", ha="center", va="bottom", fontsize=7)
+                    ax.text(xx, 0, "S" if dut == "sluice" else "V", ha="center", va="bottom",
+                            fontsize=7, color="white", fontweight="bold")
+                ticks.append(x + (0.21 if v else 0))
+                labels.append(s["name"])
+                x += 1.0
+            ax.set_xticks(ticks, labels, fontsize=7, rotation=20, ha="right")
+            _label(ax, "", "TSC clocks per packet", f"{fam}: S = Sluice, V = VPP")
+        handles = [Line2D([], [], color=c, lw=8, label=l) for l, c in stages.items()]
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7,
+                   frameon=False)
+        has_vpp = any(v for _, v in pairs)
+        fig.suptitle("Clocks per packet per node, stacked" + (": Sluice (S) beside VPP (V), "
+                     "same pcap, same run" if has_vpp else " (Sluice)") + f"\n{where}",
+                     fontsize=10)
+        save(fig, "node_clocks.png", bottom=0.1)
     return made
+
+
+# -- report.html ---------------------------------------------------------------------------------
+
+def _inline(text: str) -> str:
+    import html
+    import re
+    t = html.escape(text, quote=False)
+    t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    return t
+
+
+def markdown_to_html(md: str, out_dir: Path, title: str) -> str:
+    """The report as one self-contained HTML page: the markdown's headings, paragraphs,
+    lists and tables, every plot inlined as a base64 PNG (no network, no other file)."""
+    import base64
+    import re
+    body: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.startswith("#"):
+            n = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{n}>{_inline(line[n:].strip())}</h{n}>")
+            i += 1
+        elif line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip().strip("|").split(" | ")])
+                i += 1
+            t = ["<table>"]
+            for k, r in enumerate(rows):
+                if k == 1 and all(set(c) <= set("-: ") for c in r):
+                    continue
+                tag = "th" if k == 0 else "td"
+                t.append("<tr>" + "".join(f"<{tag}>{_inline(c)}</{tag}>" for c in r) + "</tr>")
+            t.append("</table>")
+            body.append("\n".join(t))
+        elif line.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                item = lines[i][2:]
+                m = re.search(r"!\[[^\]]*\]\(([^)]+)\)", item)
+                if m and (out_dir / m.group(1)).is_file():
+                    b64 = base64.b64encode((out_dir / m.group(1)).read_bytes()).decode()
+                    cap = _inline(item[:m.start()].rstrip(": "))
+                    items.append(f"<li><p>{cap}</p><img alt=\"{m.group(1)}\" "
+                                 f"src=\"data:image/png;base64,{b64}\"></li>")
+                else:
+                    items.append(f"<li>{_inline(item)}</li>")
+                i += 1
+            body.append("<ul>" + "".join(items) + "</ul>")
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ")):
+                para.append(lines[i])
+                i += 1
+            body.append(f"<p>{_inline(' '.join(para))}</p>")
+    css = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto;padding:0 1em;"
+           "font-size:14px}table{border-collapse:collapse;margin:.5em 0;font-size:12px}"
+           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+           "td:first-child,td:nth-child(2),th{text-align:left}th{background:#eee}"
+           "img{max-width:100%;border:1px solid #ddd}ul{list-style:none;padding:0}"
+           "code{background:#f4f4f4}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{_inline(title)}"
+            f"</title><style>{css}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
 
 
 def generate(out_dir: Path, data: dict | None = None, plots: bool = True) -> list[Path]:
@@ -635,6 +994,10 @@ def generate(out_dir: Path, data: dict | None = None, plots: bool = True) -> lis
         written.append(out_dir / name)
     made = plot_all(data, out_dir) if plots else []
     written += [out_dir / p for p in made]
-    (out_dir / "report.md").write_text(markdown(data, made))
+    md = markdown(data, made)
+    (out_dir / "report.md").write_text(md)
     written.append(out_dir / "report.md")
+    (out_dir / "report.html").write_text(
+        markdown_to_html(md, out_dir, f"Sluice benchmark report — {data.get('suite')}"))
+    written.append(out_dir / "report.html")
     return written

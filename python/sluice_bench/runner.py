@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from . import cpu as cpuacct
-from . import engine, latency, rfc2544
+from . import engine, latency, rfc2544, vpp
 from .counters import counter_delta
 from .duts import Dut, LinuxRouter, SluiceAfPacket, SluiceAfXdp, SluiceMemif
 from .scenarios import SCENARIOS, Scenario, streams, tester_size
@@ -48,7 +48,9 @@ class Progress:
               file=self.stream, flush=True)
 
 
-def make_dut(name: str, sluice_bin: Path) -> Dut:
+def make_dut(name: str, sluice_bin: Path, vpp_prefix: Path | None = None) -> Dut:
+    if name in vpp.VPP_DUTS:
+        return vpp.make_vpp_dut(name, vpp_prefix)
     if name == "linux":
         return LinuxRouter()
     if name == "sluice-af_packet":
@@ -59,7 +61,8 @@ def make_dut(name: str, sluice_bin: Path) -> Dut:
         return SluiceMemif(sluice_bin)
     if name == "sluice-af_xdp":
         return SluiceAfXdp(sluice_bin)
-    raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp)")
+    raise ValueError(f"unknown DUT `{name}' (linux, sluice-af_packet[-Nw], sluice-memif, sluice-af_xdp, "
+                     f"{', '.join(vpp.VPP_DUTS)})")
 
 
 def tester_counters(tester) -> dict[str, int]:
@@ -85,8 +88,12 @@ def host_info(tester_cores: list[int], dut_cores: list[int], rps: bool = True,
 class Runner:
     def __init__(self, suite: Suite, out_dir: Path, sluice_bin: Path, bench_bin: Path | None,
                  tester_cores: list[int], dut_cores: list[int], rps: bool = True,
-                 priority: str = "normal"):
+                 priority: str = "normal", vpp_prefix: Path | None = None,
+                 vpp_engine: bool = True, vpp_packets: int = 10_000_000):
         self.suite = suite
+        self.vpp_prefix = vpp_prefix
+        self.vpp_engine = vpp_engine
+        self.vpp_packets = vpp_packets
         self.out_dir = out_dir
         self.sluice_bin = sluice_bin
         self.bench_bin = bench_bin
@@ -117,6 +124,8 @@ class Runner:
             },
             "results": [],
             "engine": None,
+            "vpp": {"prefix": str(vpp_prefix) if vpp_prefix else None,
+                    "problem": vpp.prefix_problem(vpp_prefix)},
         }
         n_cases = sum(len(sizes) for _, sizes in suite.cases) * len(suite.duts)
         self.progress = Progress(n_cases + (1 if suite.engine else 0))
@@ -140,17 +149,41 @@ class Runner:
             for sc_name, sizes in self.suite.cases:
                 sc = SCENARIOS[sc_name]
                 for dut_name in self.suite.duts:
-                    dut = make_dut(dut_name, self.sluice_bin)
+                    dut = make_dut(dut_name, self.sluice_bin, self.vpp_prefix)
                     self.run_scenario(sc, dut, sizes)
             if self.suite.engine:
-                self.progress.say("engine benchmarks (sluice-bench ip4, ip6, l2)")
-                self.data["engine"] = engine.run(self.bench_bin, self.suite.engine)
-                self.progress.done += 1
+                self.run_engine()
         finally:
             self.data["finished"] = dt.datetime.now().isoformat(timespec="seconds")
             self.save()
         self.progress.say(f"done: {self.raw_path}")
         return self.data
+
+    def run_engine(self) -> None:
+        """Sluice's engine benchmarks, then VPP over the same pcaps and routes (`vpp-pg`),
+        or the reason it did not run."""
+        import shutil
+        import tempfile
+        self.progress.say("engine benchmarks (sluice-bench ip4, ip6, l2, memif)")
+        inputs = Path(tempfile.mkdtemp(prefix="sb-engine-"))
+        try:
+            self.data["engine"] = engine.run(self.bench_bin, self.suite.engine,
+                                             keep_inputs=inputs)
+            self.save()
+            problem = vpp.prefix_problem(self.vpp_prefix)
+            if not self.vpp_engine:
+                problem = "VPP engine rows not requested (--no-vpp-engine)"
+            if problem:
+                self.data["engine"]["vpp"] = {"skipped": problem}
+            else:
+                args = self.suite.engine
+                runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
+                self.data["engine"]["vpp"] = vpp.run_engine(
+                    self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,
+                    runs, main_core=self.dut_cores[0], progress=self.progress.say)
+        finally:
+            shutil.rmtree(inputs, ignore_errors=True)
+        self.progress.done += 1
 
     def run_scenario(self, sc: Scenario, dut: Dut, sizes: list[int]) -> None:
         reason = dut.unsupported(sc)

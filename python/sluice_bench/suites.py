@@ -40,7 +40,9 @@ class Suite:
         return s
 
 
-ALL_DUTS = ["sluice-af_packet", "linux", "sluice-memif", "sluice-af_xdp"]
+#: The VPP rows are skipped with a reason when no VPP install is given (--vpp-prefix).
+ALL_DUTS = ["sluice-af_packet", "linux", "sluice-memif", "sluice-af_xdp",
+            "vpp-af_packet", "vpp-memif", "vpp-af_xdp"]
 
 
 def get(name: str) -> Suite:

@@ -100,3 +100,12 @@ def test_low_rate_loss_is_explained_by_counters_and_cpu_wait():
     old = {"results": [{"status": "ok", "warmup": {"tx": 1, "rx": 1, "extra": {}},
                         "trials": [], "latency": []}]}
     assert report.lowrate_table(old) == [] and report.contention_note(old) == ""
+
+
+def test_report_html_is_self_contained(generated):
+    out, files = generated
+    html = (out / "report.html").read_text()
+    assert out / "report.html" in files
+    assert "http://" not in html and "https://" not in html and 'src="data:image/png;base64,' in html
+    assert html.count("<img ") == len(report.PLOTS)
+    assert "<table>" in html and "Sluice / VPP" in html

@@ -18,7 +18,7 @@ def fake_run(tmp_path, monkeypatch):
                                     unsupported={"nat44": "Sluice has no NAT44 yet"}),
         "linux": FakeDut("linux", 400_000, 450_000, 60_000, cpu_metric="kernel_s"),
     }
-    monkeypatch.setattr(runner_mod, "make_dut", lambda name, _bin: duts[name])
+    monkeypatch.setattr(runner_mod, "make_dut", lambda name, _bin, *_: duts[name])
     suite = Suite("test", [("ip4-oneway", [64, 1518]), ("nat44-oneway", [64]),
                            ("ip6-oneway", [64]), ("vxlan-encap", [64])],
                   ["sluice-af_packet", "linux"],
@@ -65,7 +65,7 @@ def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
     broken = FakeDut("linux", 0, 1, 1000)
     broken.sim.knee_loss = 1.0  # delivers nothing: the warm-up must catch it
     orig = runner_mod.make_dut
-    runner_mod.make_dut = lambda name, b: broken if name == "linux" else orig(name, b)
+    runner_mod.make_dut = lambda name, b, *r: broken if name == "linux" else orig(name, b, *r)
     data = r.run()
     errs = [x for x in data["results"] if x["status"] == "error"]
     assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway", "ip6-oneway"}

@@ -1,0 +1,142 @@
+"""VPP beside Sluice in the harness: the VPP rows say why when there is no VPP or it does not
+start (and the rest of the suite runs), `show runtime` parsing, and — when a VPP install is
+given in VPP_PREFIX — one real engine path and the engine table."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from bench_fakes import FakeDut, FakeTester, FakeTopology
+from sluice_bench import report
+from sluice_bench import runner as runner_mod
+from sluice_bench import vpp
+from sluice_bench.rfc2544 import SearchConfig
+from sluice_bench.scenarios import SCENARIOS
+from sluice_bench.suites import Suite
+
+VPP_RUNTIME = """\
+Thread 0 vpp_main (lcore 1)
+Time 1.2, 10 sec internal node vector rate 256.00 loops/sec 39062.50
+  vector rates in 8.3333e6, out 8.3333e6, drop 0.0000e0, punt 0.0000e0
+             Name                 State         Calls          Vectors        Suspends         Clocks       Vectors/Call
+ethernet-input                   active              39063        10000000               0          6.10e1          256.00
+ip4-input-no-checksum            active              39063        10000000               0          4.10e1          256.00
+ip4-lookup                       active              39063        10000000               0          4.20e1          256.00
+ip4-rewrite                      active              39063        10000000               0          1.90e1          256.00
+pg-input                         polling             39063        10000000               0          4.00e1          256.00
+pg1-output                       active              39063        10000000               0          9.00e0          256.00
+pg1-tx                           active              39063        10000000               0          3.60e1          256.00
+unix-epoll-input                 polling              1000               0               0          1.20e3            0.00
+"""
+
+
+def test_show_runtime_rows_become_clocks_per_packet():
+    rt = vpp.parse_runtime(VPP_RUNTIME)
+    assert set(rt) == {"ethernet-input", "ip4-input-no-checksum", "ip4-lookup", "ip4-rewrite",
+                       "pg-input", "pg1-output", "pg1-tx"}  # nodes without packets left out
+    assert rt["ethernet-input"]["clocks"] == pytest.approx(61.0)
+    assert rt["pg1-tx"]["vectors"] == 10_000_000
+    assert rt["ip4-lookup"]["vpc"] == pytest.approx(256.0, rel=1e-3)
+    nodes = vpp._median_nodes([rt], 10_000_000)
+    assert [n for n, _ in nodes][:2] == ["pg-input", "ethernet-input"]  # path order
+    assert [n for n, _ in nodes][-2:] == ["pg1-output", "pg1-tx"]
+
+
+def test_no_prefix_or_a_bad_prefix_says_why(tmp_path, monkeypatch):
+    monkeypatch.delenv("VPP_PREFIX", raising=False)
+    assert "--vpp-prefix" in vpp.prefix_problem(vpp.prefix_from(None))
+    missing = tmp_path / "nowhere"
+    assert "vpp is missing" in vpp.prefix_problem(missing)
+    monkeypatch.setenv("VPP_PREFIX", str(missing))
+    assert vpp.prefix_from(None) == missing
+    dut = vpp.make_vpp_dut("vpp-af_packet", missing)
+    assert "vpp is missing" in dut.unsupported(SCENARIOS["ip4-oneway"])
+
+
+def _fake_prefix(tmp_path: Path, vpp_script: str) -> Path:
+    """An install whose `vpp` is a real program that fails the way a broken VPP does."""
+    bindir = tmp_path / "prefix" / "bin"
+    plugdir = tmp_path / "prefix" / "lib" / "x86_64-linux-gnu" / "vpp_plugins"
+    bindir.mkdir(parents=True)
+    plugdir.mkdir(parents=True)
+    for name, body in (("vpp", vpp_script), ("vppctl", "#!/bin/sh\nexit 1\n")):
+        f = bindir / name
+        f.write_text(body)
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    for p in ("af_packet", "memif", "af_xdp", "nat"):
+        (plugdir / f"{p}_plugin.so").write_bytes(b"")
+    return tmp_path / "prefix"
+
+
+def test_a_vpp_that_does_not_start_fails_with_its_log(tmp_path):
+    prefix = _fake_prefix(tmp_path, "#!/bin/sh\necho 'vpp: statseg: out of memory' >&2\nexit 3\n")
+    v = vpp.VppInstance(prefix, "broken")
+    with pytest.raises(vpp.VppError, match="status 3.*out of memory"):
+        v.start(timeout=10)
+    assert v.dir is not None and not v.dir.exists()  # its runtime directory is gone
+
+
+class LocalTopology(FakeTopology):
+    """No namespaces: the fake VPP runs as a plain child process."""
+
+    def wrapper(self, ns):
+        return []
+
+
+def test_vpp_rows_say_why_and_the_rest_of_the_suite_runs(tmp_path, monkeypatch):
+    prefix = _fake_prefix(tmp_path, "#!/bin/sh\necho 'no hugepages' >&2\nexit 1\n")
+    sluice = FakeDut("sluice-af_packet", 900_000, 950_000, 20_000)
+    orig = runner_mod.make_dut
+
+    def make(name, b, p=None):
+        return sluice if name == "sluice-af_packet" else orig(name, b, p)
+    monkeypatch.setattr(runner_mod, "make_dut", make)
+    suite = Suite("test", [("ip4-oneway", [64])],
+                  ["vpp-af_packet", "sluice-af_packet", "vpp-af_xdp"],
+                  search=SearchConfig(max_rate=2_000_000, resolution=0.05),
+                  trial_s=0.5, warmup_s=0.5, latency_fractions=[0.5])
+    r = runner_mod.Runner(suite, tmp_path / "out", tmp_path / "sluice", None, [0], [1],
+                          vpp_prefix=prefix)
+    r.topology_factory = LocalTopology
+    r.tester_factory = FakeTester
+    r.progress.stream = open(tmp_path / "progress.txt", "w")
+    data = r.run()
+    res = {x["dut"]: x for x in data["results"]}
+    assert res["sluice-af_packet"]["status"] == "ok"
+    for d in ("vpp-af_packet", "vpp-af_xdp"):
+        assert res[d]["status"] == "error"
+        assert "VPP exited with status 1 during start-up" in res[d]["reason"]
+        assert "no hugepages" in res[d]["reason"]
+    md = report.markdown(data, [])
+    assert "| ip4-oneway | vpp-af_packet | 64 | error | VppError: VPP exited" in md
+
+
+def test_engine_rows_without_vpp_say_why():
+    data = {"engine": {"cases": [], "vpp": {"skipped": "no VPP install given"}}}
+    assert report.vpp_engine_table(data) == ["VPP rows skipped: no VPP install given."]
+
+
+@pytest.mark.skipif(not os.environ.get("VPP_PREFIX"), reason="VPP_PREFIX not set (no VPP install)")
+def test_real_vpp_forwards_the_ip4_engine_path(tmp_path):
+    """pg0 → ethernet-input → ip4 → pg1 in a real VPP with a pcap of sluice-bench's shape:
+    every packet forwarded, clocks read per node."""
+    prefix = Path(os.environ["VPP_PREFIX"])
+    if why := vpp.prefix_problem(prefix):
+        pytest.skip(why)
+    from scapy.all import IP, UDP, Ether, wrpcap
+    frames = [Ether(dst="02:fe:00:00:00:00", src="02:00:00:00:00:10") /
+              IP(src="10.0.0.16", dst=f"20.0.{i}.1") / UDP(sport=1024 + i, dport=53) /
+              (b"\0" * 18) for i in range(64)]
+    wrpcap(str(tmp_path / "ip4-1.pcap"), frames)
+    (tmp_path / "ip4-1.routes").write_text("20.0.0.0/8\n")
+    case = {"family": "ip4", "name": "1 route", "routes": 1, "mpps": [1, 1, 1], "nodes": []}
+    out = vpp.run_engine(prefix, tmp_path, [case], packets=200_000, runs=1,
+                         main_core=os.cpu_count() - 1)
+    assert not out["errors"], out["errors"]
+    (c,) = out["cases"]
+    assert c["dropped"] == 0 and c["mpps"][1] > 0
+    names = [n for n, _ in c["nodes"]]
+    assert "ethernet-input" in names and "ip4-lookup" in names and "ip4-rewrite" in names
+    assert any(n.endswith("-tx") for n in names)
