@@ -9,6 +9,9 @@
 # min / median / max over the runs, with the ratio of the medians (sluice / kernel).
 #
 # Usage: scripts/hoststack-bench.sh [runs (5)] [latency count (5000)] [rate count (50000)]
+# AFP=v3 uses TPACKET_V3 rx blocks on Sluice's veth (default v2: one wake-up per packet;
+# a V3 block is handed to user space only when full or when its 1 ms retire timer fires,
+# which puts a 1 ms floor under every round trip at low rates).
 source "$(dirname "$0")/common.sh"
 runs=${1:-5}
 nlat=${2:-5000}
@@ -46,7 +49,8 @@ printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsess
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
-C create host-interface name "$V" >/dev/null
+afp=${AFP:-v2}
+if [ "$afp" = v2 ]; then C create host-interface v2 name "$V" >/dev/null; else C create host-interface name "$V" >/dev/null; fi
 C set interface state "host-$V" up
 C set interface ip address "host-$V" 10.78.0.1/24
 "$bin/sluice-udp-echo" --socket "$tmp/app.sock" --bind 0.0.0.0:7777 >"$tmp/echo.out" 2>&1 &
@@ -59,7 +63,7 @@ sleep 0.2
 
 B() { local ns=$1; shift; ip netns exec "$ns" "$bin/sluice-udp-bench" "$@"; }
 declare -A R
-echo "== $runs runs, latency $nlat datagrams, rate $nrate datagrams (window $window); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== AF_PACKET $afp, $runs runs, latency $nlat datagrams, rate $nrate datagrams (window $window); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   for size in 64 1024; do
     for side in kernel sluice; do
