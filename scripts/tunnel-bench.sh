@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tunnel benchmarks (plugins/tunnels, docs/tunnels.md): VXLAN encap (L2 bridge into the
 # tunnel), VXLAN decap with 1 and N tunnels (frames spread over every VNI; N from
-# SLUICE_BENCH_TUNNELS, default 4000, the interface table's size allowing), GRE L3 and
-# IP-in-IP encap/decap; pg in, pg-tx out, one core, 64-byte inner frames.
+# SLUICE_BENCH_TUNNELS, default 10000), GRE L3, IP-in-IP and GTP-U encap/decap, SRv6
+# T.Encaps and End.DX4; pg in, pg-tx out, one core, 64-byte inner frames.
 #
 # Usage: scripts/tunnel-bench.sh [--runs N] [--packets N] [--quick]
 #          Mpps (min/median/max) and show-runtime clocks/packet per node.
@@ -28,7 +28,8 @@ out=$(mktemp /tmp/tunnel-bench-cg.XXXXXX)
 trap 'rm -f "$out"' EXIT
 # One case per profile: the encap node is one type for every protocol. Each case runs a
 # warm-up and a measured run of packets/2, so its nodes see `packets` packets.
-for c in "vxlan encap" "vxlan decap, 1 tunnel" "gre encap" "gre decap" "ipip encap" "ipip decap"; do
+for c in "vxlan encap" "vxlan decap, 1 tunnel" "gre encap" "gre decap" "ipip encap" "ipip decap" \
+    "gtpu encap" "gtpu decap" "srv6 t.encaps" "srv6 end.dx4"; do
     echo "== $c"
     valgrind --tool=callgrind --demangle=no --callgrind-out-file="$out" \
         "$bin" tunnel --quick --runs 1 --packets "$packets" --only "$c" >/dev/null 2>&1

@@ -1,6 +1,7 @@
 //! Tunnel benchmarks (plugins/tunnels, docs/tunnels.md): VXLAN encap (L2 bridge into the
-//! tunnel) and decap (1 tunnel and `--tunnels N`, frames spread over every VNI), GRE L3
-//! and IP-in-IP encap/decap; one core, 64-byte inner frames, pg in, pg-tx out.
+//! tunnel) and decap (1 tunnel and `--tunnels N`, frames spread over every VNI), GRE L3,
+//! IP-in-IP and GTP-U encap/decap, SRv6 T.Encaps and End.DX4; one core, 64-byte inner
+//! frames, pg in, pg-tx out.
 
 use crate::{cli, write_pcap};
 use sluice_cli::CommandTree;
@@ -48,6 +49,22 @@ fn routed(dmac: [u8; 6], x: u8) -> Vec<u8> {
     f.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 30]);
     f.extend_from_slice(&[0; 24]);
     f
+}
+
+/// A 50-byte IPv4 UDP packet 172.16.0.2 → 198.51.100.2, source port `i`: what the decap
+/// cases carry inside.
+fn lan_udp(i: u32) -> Vec<u8> {
+    let mut ip = ip4([172, 16, 0, 2], [198, 51, 100, 2], 17, 30);
+    ip.extend_from_slice(&[(i >> 8) as u8, i as u8, 0, 9, 0, 30]);
+    ip.extend_from_slice(&[0; 24]);
+    ip
+}
+
+/// Runs each command of `cmds`.
+fn clis(vm: &mut Vlib, t: &CommandTree<Vlib>, cmds: &[&str]) {
+    for c in cmds {
+        cli(vm, t, c);
+    }
 }
 
 /// The underlay frame from the peer (10.0.0.2) to us (10.0.0.1) carrying `payload`.
@@ -219,7 +236,7 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let n = std::env::var("SLUICE_BENCH_TUNNELS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4000u32);
+        .unwrap_or(10_000u32);
     let many_name = format!("vxlan decap, {n} tunnels");
     if !o.quick && o.only.as_deref().is_none_or(|w| many_name.contains(w)) {
         let many = vxlan_decap(o, n, &dir, out, json);
@@ -229,31 +246,38 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             many / one
         );
     }
-    // GRE L3 and IP-in-IP: routed from pg0 into the tunnel, underlay out of pg1; decap
-    // from pg1 routed out of pg0.
-    for (proto, cmd, enc, dec, ipp) in [
+    // GRE L3, IP-in-IP and GTP-U: routed from pg0 into the tunnel, underlay out of pg1;
+    // decap from pg1 routed out of pg0.
+    for (proto, cmd, ifn, enc, dec) in [
         (
             "gre",
             "create gre tunnel src 10.0.0.1 dst 10.0.0.2",
+            "gre0",
             "gre4-encap",
             "gre4-input",
-            47u8,
         ),
         (
             "ipip",
             "create ipip tunnel src 10.0.0.1 dst 10.0.0.2",
+            "ipip0",
             "ipip4-encap",
             "ipip4-input",
-            4u8,
+        ),
+        (
+            "gtpu",
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 7",
+            "gtpu_tunnel0",
+            "gtpu4-encap",
+            "gtpu4-input",
         ),
     ] {
         let setup = |vm: &mut Vlib, t: &CommandTree<Vlib>| {
             cli(vm, t, cmd);
             for c in [
-                format!("set interface state {proto}0 up"),
+                format!("set interface state {ifn} up"),
                 "set interface ip address pg0 172.16.0.1/24".to_string(),
                 "ip neighbor pg0 172.16.0.2 02:aa:00:00:00:01 static".to_string(),
-                format!("ip route add 198.51.100.0/24 via {proto}0"),
+                format!("ip route add 198.51.100.0/24 via {ifn}"),
             ] {
                 cli(vm, t, &c);
             }
@@ -286,7 +310,7 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         let (mut vm, t) = base("pg0");
         cli(&mut vm, &t, cmd);
         for c in [
-            format!("set interface state {proto}0 up"),
+            format!("set interface state {ifn} up"),
             "set interface ip address pg1 198.51.100.1/24".to_string(),
             "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static".to_string(),
         ] {
@@ -295,13 +319,18 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         let pg0 = mac_of(&vm, "pg0");
         let frames: Vec<Vec<u8>> = (0..4096u32)
             .map(|i| {
-                let mut ip = ip4([172, 16, 0, 2], [198, 51, 100, 2], 17, 30);
-                ip.extend_from_slice(&[(i >> 8) as u8, i as u8, 0, 9, 0, 30]);
-                ip.extend_from_slice(&[0; 24]);
-                let mut p = if ipp == 47 {
-                    vec![0, 0, 0x08, 0]
-                } else {
-                    Vec::new()
+                let ip = lan_udp(i);
+                let (ipp, mut p) = match proto {
+                    "gre" => (47, vec![0, 0, 0x08, 0]),
+                    "gtpu" => {
+                        let mut h = vec![0x08, 0x68, 0x08, 0x68];
+                        h.extend_from_slice(&((16 + ip.len()) as u16).to_be_bytes());
+                        h.extend_from_slice(&[0, 0, 0x30, 0xff]);
+                        h.extend_from_slice(&(ip.len() as u16).to_be_bytes());
+                        h.extend_from_slice(&7u32.to_be_bytes());
+                        (17, h)
+                    }
+                    _ => (4, Vec::new()),
                 };
                 p.extend_from_slice(&ip);
                 from_peer(pg0, ipp, &p)
@@ -329,5 +358,94 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             json,
         );
     }
+    srv6(o, &dir, out, json);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// IPv6 underlay on `underlay` (2001:db8::1/64, peer ::2; fc00:a::/32 routed to it).
+fn base6(underlay: &str) -> (Vlib, CommandTree<Vlib>) {
+    let (mut vm, t) = base(underlay);
+    for c in [
+        format!("set interface ip address {underlay} 2001:db8::1/64"),
+        format!("ip neighbor {underlay} 2001:db8::2 02:00:00:00:00:02 static"),
+        format!("ip route add fc00:a::/32 via 2001:db8::2 {underlay}"),
+        "set sr encaps source addr 2001:db8::1".to_string(),
+    ] {
+        cli(&mut vm, &t, &c);
+    }
+    (vm, t)
+}
+
+/// SRv6 T.Encaps (a steered IPv4 prefix into a 2-segment policy, underlay out of pg1) and
+/// End.DX4 (IPv6 + SRH with segments left 0 + IPv4 in on pg0, out of pg1).
+fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec<String>) {
+    let (mut vm, t) = base6("pg1");
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface ip address pg0 172.16.0.1/24",
+            "sr policy add bsid fc00:5::b1 next fc00:a::1 next fc00:a::2 encap",
+            "sr steer l3 198.51.100.0/24 via bsid fc00:5::b1",
+        ],
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let frames: Vec<Vec<u8>> = (0..4096u32).map(|i| routed(pg0, i as u8)).collect();
+    let path = [
+        "ethernet-input",
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-rewrite",
+        "interface-output",
+        "sr-pl-rewrite-encaps",
+        "ip6-lookup",
+        "ip6-rewrite",
+        "pg-tx",
+    ];
+    case(o, "srv6 t.encaps", vm, &t, &frames, &path, dir, out, json);
+    let (mut vm, t) = base6("pg0");
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface ip address pg1 198.51.100.1/24",
+            "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static",
+            "sr localsid address fc00:5::d4 behavior end.dx4 pg1 198.51.100.2",
+        ],
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let sid: [u8; 16] = "fc00:5::d4"
+        .parse::<std::net::Ipv6Addr>()
+        .map(|a| a.octets())
+        .unwrap_or_default();
+    let peer: [u8; 16] = "2001:db8::2"
+        .parse::<std::net::Ipv6Addr>()
+        .map(|a| a.octets())
+        .unwrap_or_default();
+    let frames: Vec<Vec<u8>> = (0..4096u32)
+        .map(|i| {
+            let ip = lan_udp(i);
+            let mut f = eth(pg0, PEER, 0x86dd);
+            f.extend_from_slice(&[0x60, 0, 0, 0]);
+            f.extend_from_slice(&((24 + ip.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[43, 64]);
+            f.extend_from_slice(&peer);
+            f.extend_from_slice(&sid);
+            f.extend_from_slice(&[4, 2, 4, 0, 0, 0, 0, 0]);
+            f.extend_from_slice(&sid);
+            f.extend_from_slice(&ip);
+            f
+        })
+        .collect();
+    let path = [
+        "ethernet-input",
+        "ip6-input",
+        "ip6-lookup",
+        "ip6-rewrite",
+        "interface-output",
+        "sr-localsid",
+        "ip4-rewrite",
+        "pg-tx",
+    ];
+    case(o, "srv6 end.dx4", vm, &t, &frames, &path, dir, out, json);
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Interfaces the per-interface tables (attributes, feature arcs, counters) can hold.
-pub const MAX_IFS: usize = 4096;
+pub const MAX_IFS: usize = 16384;
 
 /// Index of a software interface (`sw_if_index`); `local0` is 0.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -395,19 +395,13 @@ impl PacketNode for LocalSid {
                 b.hdr.ip.fib_index = *fib;
                 SidNext::Ip6Rewrite
             }
-            Action::End(_) => unreachable_end(),
+            // Handled (and returned) above.
+            Action::End(_) => SidNext::Drop,
         };
         b.advance(off);
         cx.count(SidCounter::Decapsulated, 1);
         next.into()
     }
-}
-
-/// End was handled above; kept as a function so the match stays exhaustive without a
-/// panic path.
-#[inline(always)]
-fn unreachable_end() -> SidNext {
-    SidNext::Drop
 }
 
 // ---------------------------------------------------------------------------------------
