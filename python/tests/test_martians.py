@@ -5,10 +5,11 @@ reason, nothing transmitted — and the CLI refusing such neighbours and address
 
 import pytest
 from scapy.compat import raw
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP, UDP, IPOption
 from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr, IPv6
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
+from scapy.utils import checksum
 from scapy.utils6 import in6_getnsma, in6_getnsmac
 from socket import AF_INET6, inet_ntop, inet_pton
 
@@ -16,7 +17,9 @@ from ip4_base import Ip4RouterTest
 from sluice_test import IpRoute, SluiceTestCase
 
 MARTIAN = ("ip4-input", "ip4 martian source address")
-OWN_SOURCE = ("ip4-local", "ip4 source is one of our addresses")
+OWN_SOURCE = ("ip4-input", "ip4 source is one of our addresses")
+OWN_SOURCE6 = ("ip6-input", "ip6 source is one of our addresses")
+BAD_OPTIONS = ("ip4-input", "ip4 options malformed")
 GROUP_SRC_MAC = ("ethernet-input", "multicast/broadcast source MAC")
 UNICAST_IN_GROUP = ("ethernet-input", "unicast IP in l2 broadcast/multicast frame")
 ARP_GROUP_SENDER = ("arp-input", "ARP sender MAC is broadcast/multicast")
@@ -61,6 +64,39 @@ class TestMartians(Ip4RouterTest):
         self.send_and_assert_no_replies(self.pg0, [pkt] * 2, "own source")
         self.assert_counters({OWN_SOURCE: 2})
 
+    def test_own_address_as_source_in_transit_is_dropped(self):
+        """RFC 1812 §5.3.7: a packet to forward whose source is one of the router's own
+        addresses (the rx interface's, another interface's) is dropped, never forwarded."""
+        pkts = [self.udp(self.pg0.local_ip4), self.udp(self.pg1.local_ip4)]
+        self.send_and_assert_no_replies(self.pg0, pkts * 2, "own source in transit")
+        on_pg1 = [self.udp(a, dst_mac=self.pg1.local_mac, src_mac=self.pg1.remote_mac)
+                  for a in (self.pg0.local_ip4, self.pg1.local_ip4)]
+        self.send_and_assert_no_replies(self.pg1, on_pg1, "own source in transit")
+        self.assert_counters({OWN_SOURCE: 6})
+        # A source sharing the low 16 bits of one of ours is forwarded.
+        self.vpp.cli("set interface ip address pg0 10.1.0.7/16")
+        self.snapshot_counters()
+        self.send_and_expect(self.pg0, [self.udp("10.3.0.7")], self.pg1)
+        self.send_and_assert_no_replies(self.pg0, [self.udp("10.1.0.7")], "own source")
+        self.assert_counters({OWN_SOURCE: 1})
+
+    def test_malformed_ip4_options_are_dropped(self):
+        def with_opt(o, reparse=False):
+            ip = bytearray(raw(IP(src=self.pg0.remote_ip4, dst="10.2.0.1",
+                                  options=[IPOption(b"\x01\x01\x01\x00")])
+                               / UDP(sport=1, dport=2) / Raw(b"x" * 8)))
+            ip[20:24] = o
+            ip[10:12] = b"\x00\x00"
+            ip[10:12] = checksum(bytes(ip[:24])).to_bytes(2, "big")
+            eth = Ether(dst=self.pg0.local_mac, src=self.pg0.remote_mac, type=0x0800)
+            # scapy cannot parse the malformed ones back: they go as raw bytes.
+            return Ether(raw(eth / Raw(bytes(ip)))) if reparse else eth / Raw(bytes(ip))
+        bad = [with_opt(b"\x07\x00\x04\x00"), with_opt(b"\x01\x07\x01\x00"),
+               with_opt(b"\x07\x09\x04\x00")]
+        self.send_and_assert_no_replies(self.pg0, bad, "options of length 0, 1, too long")
+        self.assert_counters({BAD_OPTIONS: 3})
+        self.send_and_expect(self.pg0, [with_opt(b"\x01\x01\x01\x00", True)], self.pg1)
+
     def test_group_source_mac_is_dropped(self):
         for mac in ["ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01"]:
             self.send_and_assert_no_replies(
@@ -72,6 +108,22 @@ class TestMartians(Ip4RouterTest):
         mc = self.udp(self.pg0.remote_ip4, "10.2.0.1", dst_mac="01:00:5e:00:00:05")
         self.send_and_assert_no_replies(self.pg0, [bc, mc, bc], "unicast in broadcast")
         self.assert_counters({UNICAST_IN_GROUP: 3})
+
+    def test_directed_broadcast_of_every_subnet_is_not_unicast_in_l2_broadcast(self):
+        """Every subnet of the interface, not only its first: the broadcast and network
+        addresses in a broadcast frame are the FIB's drop entries; a unicast one is dropped
+        as unicast in a broadcast frame."""
+        self.vpp.cli("set interface ip address pg0 10.0.5.1/24")
+        self.vpp.cli("set interface ip address pg0 10.0.6.1/23")
+        self.snapshot_counters()
+        bcast = [self.udp(self.pg0.remote_ip4, d, dst_mac="ff:ff:ff:ff:ff:ff")
+                 for d in ["10.0.5.255", "10.0.7.255", "10.0.6.0", "10.0.0.255"]]
+        self.send_and_assert_no_replies(self.pg0, bcast, "directed broadcasts")
+        self.assert_counters({DROP_ROUTE: 4, UNICAST_IN_GROUP: 0})
+        uni = [self.udp(self.pg0.remote_ip4, d, dst_mac="ff:ff:ff:ff:ff:ff")
+               for d in ["10.0.5.7", "10.0.6.255"]]
+        self.send_and_assert_no_replies(self.pg0, uni, "unicast in broadcast")
+        self.assert_counters({UNICAST_IN_GROUP: 2})
 
     def test_arp_with_group_sender_mac_is_not_learned(self):
         for mac in ["ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01"]:
@@ -125,6 +177,13 @@ class TestMartians6(SluiceTestCase):
         self.send_and_assert_no_replies(
             self.pg0, [self.udp6("::1"), self.udp6("::"), self.udp6("::1")], "v6 martians")
         self.assert_counters({V6_LOOPBACK: 2, V6_UNSPEC: 1})
+
+    def test_own_address_as_source_is_dropped(self):
+        own = [self.udp6(self.pg0.local_ip6), self.udp6(self.pg1.local_ip6),
+               self.udp6(self.pg0.local_ip6_ll), self.udp6(self.pg1.local_ip6, self.pg0.local_ip6)]
+        self.send_and_assert_no_replies(self.pg0, own, "own source")
+        self.assert_counters({OWN_SOURCE6: 4})
+        self.send_and_expect(self.pg0, [self.udp6(self.pg0.remote_ip6)], self.pg1)
 
     def test_ns_with_group_lladdr_is_not_learned(self):
         sn = inet_ntop(AF_INET6, in6_getnsma(inet_pton(AF_INET6, self.pg0.local_ip6)))

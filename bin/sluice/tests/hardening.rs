@@ -219,10 +219,19 @@ fn runtime_dir_and_socket_get_explicit_modes_under_umask_000() {
     wait_for_socket(&sock);
     assert_eq!(mode(&rdir), 0o700, "runtime-dir created 0700");
     assert_eq!(mode(&sock), 0o660, "socket 0660 despite umask 000");
+    // The API and stats sockets beside it, bound by the same function.
+    let others = [rdir.join("api.sock"), rdir.join("stats.sock")];
+    for s in &others {
+        wait_for_socket(s);
+        assert_eq!(mode(s), 0o660, "{} 0660 despite umask 000", s.display());
+    }
     assert!(cli_at(&sock, "show version").contains("sluice"));
     p.signal(libc::SIGTERM);
     assert!(p.wait_exit().success());
     assert!(!sock.exists(), "socket removed at exit");
+    for s in &others {
+        assert!(!s.exists(), "{} removed at exit", s.display());
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -504,6 +513,38 @@ fn a_reply_over_the_frame_limit_is_refused_with_a_message() {
         "the session goes on"
     );
     d.stop();
+}
+
+#[test]
+fn replies_over_the_output_buffer_cap_are_refused_with_a_reason() {
+    let logdir = tmpdir("outcap");
+    let log = logdir.join("d.log");
+    let d = Daemon::start(
+        "outcap",
+        &format!(
+            "unix {{ log {} cli-max-output-bytes 65536 }}",
+            log.display()
+        ),
+    );
+    d.ok("create packet-generator interface pg0");
+    d.ok("set interface ip address pg0 10.0.0.1/24");
+    d.ok("ip neighbor pg0 10.0.0.2 02:00:00:00:00:02");
+    d.ok("ip route add count 2000 11.0.0.0/32 via 10.0.0.2");
+    // A script's transcript is one reply (not streamed): over 64 KiB, it is refused.
+    let script = d.dir.join("fib.cli");
+    std::fs::write(&script, "show ip fib\n").unwrap();
+    let e = d.cli(&format!("exec {}", script.display())).unwrap_err();
+    assert_eq!(
+        e,
+        "CLI output buffers full (0 bytes queued, limit 65536, cli-max-output-bytes); try again"
+    );
+    let l = wait_log(&log, "refused: 0 bytes already queued");
+    assert!(l.contains("(cli-max-output-bytes 65536)"), "{l}");
+    // Smaller replies go on.
+    assert!(d.ok("show ip fib 11.0.0.5/32").contains("11.0.0.5/32"));
+    assert!(d.ok("show version").contains("sluice"));
+    d.stop();
+    let _ = std::fs::remove_dir_all(&logdir);
 }
 
 #[test]

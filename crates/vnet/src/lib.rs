@@ -21,6 +21,7 @@ pub mod loopback;
 pub mod neighbor;
 pub mod offload;
 pub mod output;
+pub mod own_source;
 pub mod pg;
 pub mod ping;
 pub mod plugin;

@@ -8,6 +8,24 @@ use std::net::Ipv4Addr;
 /// Minimum (option-less) header length.
 pub const MIN_HEADER_LEN: usize = 20;
 
+/// Whether a header's options (the bytes after the first 20, up to the header length) are
+/// well formed (RFC 791 §3.1): each is a single byte — End of Option List (0, which ends
+/// them) or No Operation (1) — or a type, a length of at least 2 that stays inside the
+/// header, and its data. An option of length 0 or 1, or running past the header, is not.
+pub fn options_well_formed(mut opts: &[u8]) -> bool {
+    while let Some(&kind) = opts.first() {
+        match kind {
+            0 => return true,
+            1 => opts = &opts[1..],
+            _ => match opts.get(1).map(|&l| l as usize) {
+                Some(l) if l >= 2 && l <= opts.len() => opts = &opts[l..],
+                _ => return false,
+            },
+        }
+    }
+    true
+}
+
 /// Byte offsets of the IPv4 header's fields (RFC 791), for fast paths that read a field
 /// straight out of a packet.
 pub mod field {
@@ -445,6 +463,18 @@ impl Ipv4Repr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn options_are_checked_for_length() {
+        use super::options_well_formed as ok;
+        assert!(ok(&[]) && ok(&[1, 1, 1, 1]) && ok(&[1, 0, 9, 0]));
+        // Record route, length 7 (pointer 4, one address), then EOL.
+        assert!(ok(&[7, 7, 4, 0, 0, 0, 0, 0]));
+        assert!(!ok(&[7, 0, 4, 0]), "length 0");
+        assert!(!ok(&[1, 7, 1, 0]), "length 1");
+        assert!(!ok(&[1, 1, 1, 7]), "no length byte");
+        assert!(!ok(&[7, 9, 4, 0, 0, 0, 0, 0]), "past the header");
+    }
+
     use super::*;
     use proptest::prelude::*;
 

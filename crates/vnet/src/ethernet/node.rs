@@ -21,9 +21,11 @@
 //!   (received on an admin-down interface), `multicast_source_mac` (the source MAC has the
 //!   group bit: no station sends from a group address, IEEE 802.3 §3.2.3), `unicast_in_l2_group`
 //!   (IPv4/IPv6 to a unicast address inside a broadcast/multicast frame, RFC 1812 §5.3.4 /
-//!   RFC 1122 §3.3.6; the IPv4 limited broadcast, multicast and the directed broadcast of the
-//!   rx interface's first subnet pass). Both on L3 interfaces only (an L2 interface switches
-//!   every frame). `osi_punted` (info: IS-IS frames sent to `punt`).
+//!   RFC 1122 §3.3.6; the IPv4 limited broadcast and multicast pass, and so does a
+//!   destination the rx interface's table drops — the network and broadcast /32s of each of
+//!   its subnets — which `ip4-lookup` then drops and counts as `drop_route`). Both on L3
+//!   interfaces only (an L2 interface switches every frame). `osi_punted` (info: IS-IS
+//!   frames sent to `punt`).
 //!
 //! Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
 //! per run of packets from one interface (normally once per frame); the admin-down drop
@@ -38,6 +40,7 @@ use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::Buffer;
+use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
 use sluice_wire::Mac;
@@ -221,12 +224,7 @@ impl EthernetInput {
             let unicast = match et {
                 ethertype::IPV4 => d.get(HEADER_LEN + 16..HEADER_LEN + 20).is_some_and(|a| {
                     let a = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
-                    let bcast = self
-                        .shared
-                        .if_attr(b.hdr.rx_if)
-                        .ip4_bcast
-                        .load(Ordering::Relaxed);
-                    a >> 28 < 0xe && a != bcast
+                    a >> 28 < 0xe && !self.fib_drops(a)
                 }),
                 ethertype::IPV6 => d.get(HEADER_LEN + 24).is_some_and(|&a| a != 0xff),
                 _ => false,
@@ -271,6 +269,16 @@ impl EthernetInput {
         b.advance(HEADER_LEN);
         b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
         EthNext::Punt.next()
+    }
+
+    /// Whether the rx interface's IPv4 table drops `dst`: the network and broadcast /32s
+    /// of every connected subnet are drop entries (as VPP's), so a directed broadcast of
+    /// any of the interface's subnets is left to `ip4-lookup`, which drops and counts it as
+    /// the FIB says, rather than counted as unicast here.
+    fn fib_drops(&self, dst: u32) -> bool {
+        self.shared
+            .lookup(self.cached_fib[0], dst)
+            .is_some_and(|v| v < crate::routes::LB_FLAG && self.shared.adj.kind(v) == AdjKind::Drop)
     }
 
     /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.

@@ -95,6 +95,9 @@ pub struct Ip4Shared {
     pub learned: Mutex<Vec<crate::neighbor::Learned<u32>>>,
     /// Echo replies for the CLI `ping` (recorded by `ip4-local` while a ping runs).
     pub ping: crate::ping::PingState<Ipv4Addr>,
+    /// `ip4-input`'s and `ip6-input`'s source tests (martian first octets, the interfaces'
+    /// addresses by their last two bytes).
+    pub own: Arc<crate::own_source::SourceFilter>,
 }
 
 impl Ip4Shared {
@@ -123,6 +126,8 @@ pub struct Ip4Control {
     adjs: Adjacencies,
     shared: Arc<Ip4Shared>,
     addrs: Vec<(u32, u32, u8)>,
+    /// `addrs` in the shared source filter.
+    own_keys: crate::own_source::OwnKeys,
     neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
     aging: crate::neighbor::Aging<(u32, u32)>,
     events: Arc<crate::events::EventLog>,
@@ -386,6 +391,7 @@ pub fn new_shared(
         ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
+        own: crate::own_source::SourceFilter::new_shared(),
     });
     (shared, lpm, adjs, lbs)
 }
@@ -434,6 +440,7 @@ pub fn init(vm: &mut Vlib) {
     let ctl = Arc::new(Mutex::new(Ip4Control {
         vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), fibs),
         adjs,
+        own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
         shared,
         addrs: Vec::new(),
         neighbors: HashMap::new(),
@@ -652,6 +659,7 @@ pub fn address_add_del(
         }
         ctl.addrs
             .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
+        ctl.own_keys.remove(addr);
         ctl.vrfs
             .set_route(fib, addr, len, Source::Connected, None)
             .map_err(full)?;
@@ -680,6 +688,7 @@ pub fn address_add_del(
         }
     }
     ctl.addrs.push((i.0, addr, len));
+    ctl.own_keys.add(addr);
     if ctl.shared.if_attr(i.0).ip4.load(Ordering::Relaxed) == 0 {
         store_first_ip4(ctl.shared.if_attr(i.0), addr, len);
     }
@@ -1266,6 +1275,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         .collect();
     ctl.addrs.retain(|x| x.0 != i);
     for (a, l) in addrs {
+        ctl.own_keys.remove(a);
         let _ = ctl.vrfs.set_route(fib, a, l, Source::Connected, None);
         let _ = ctl.vrfs.set_route(fib, a, 32, Source::Local, None);
         let _ = subnet_drops(&mut ctl, fib, a, l, false);

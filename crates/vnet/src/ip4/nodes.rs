@@ -5,6 +5,7 @@
 
 use super::{CtlSlot, Ip4Shared};
 use crate::arp::arp_request;
+use crate::own_source::{is_local, key};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
@@ -13,7 +14,7 @@ use sluice_graph::{
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
-use sluice_wire::ipv4::{field, proto, Ipv4Packet, MIN_HEADER_LEN};
+use sluice_wire::ipv4::{field, options_well_formed, proto, Ipv4Packet, MIN_HEADER_LEN};
 use sluice_wire::{checksum, Mac};
 use std::any::Any;
 use std::net::Ipv4Addr;
@@ -53,11 +54,20 @@ const ICMP_MTU: usize = 1;
 ///   enabled on the rx interface's `ip4-unicast` arc.
 /// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
 ///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
-///   `bad_checksum` (bad ip4 checksum), `martian_source` (source in 0/8, 127/8, 224/4 or
+///   `bad_checksum` (bad ip4 checksum), `bad_options` (an option of length 0 or 1, or one
+///   running past the header: RFC 791 §3.1, checked only for headers with options, off the
+///   fast path), `martian_source` (source in 0/8, 127/8, 224/4 or
 ///   240/4 incl. 255.255.255.255, RFC 1812 §5.3.7; `0.0.0.0` to `255.255.255.255`, a DHCP
-///   client's discover, passes).
+///   client's discover, passes), `own_source` (the source is one of the router's addresses
+///   in the rx interface's table, RFC 1812 §5.3.7, whether the packet is for the router or
+///   in transit: [`crate::own_source`]).
+///
+/// Cost: the own-source test is one byte load keyed by the source's low 16 bits, folded
+/// into the fast path's martian test; the exact test (a source lookup) runs only for a
+/// source sharing its low 16 bits with one of the router's addresses.
 pub struct Ip4Input {
     shared: Arc<Ip4Shared>,
+    own: Arc<crate::own_source::SourceFilter>,
     slot: usize,
     // Per frame: whether any interface has `ip4-unicast` features (else every packet goes
     // to ip4-lookup without a per-interface table read).
@@ -87,27 +97,20 @@ sluice_graph::counters! {
         BadLength => error("bad_length", "ip4 length > l2 length"),
         /// Bad ip4 checksum.
         BadChecksum => error("bad_checksum", "bad ip4 checksum"),
+        /// Malformed options (RFC 791 §3.1).
+        BadOptions => error("bad_options", "ip4 options malformed"),
         /// Source address in 0/8, 127/8, 224/4 or 240/4 (RFC 1812 §5.3.7).
         MartianSource => error("martian_source", "ip4 martian source address"),
+        /// The source is one of the router's own addresses (RFC 1812 §5.3.7).
+        OwnSource => error("own_source", "ip4 source is one of our addresses"),
     }
 }
 
-/// Whether an IPv4 source's first octet makes it a martian (0/8, 127/8, 224/4, 240/4):
-/// one table load, cheap enough for `ip4-input`'s fast path.
+/// The source address bytes of a 20-byte header (the fallback is never taken).
 #[inline(always)]
-pub fn martian_first_octet(o: u8) -> bool {
-    MARTIAN_FIRST_OCTET[o as usize]
+fn src_of(h: &[u8; MIN_HEADER_LEN]) -> &[u8; 4] {
+    h[field::SRC..field::SRC + 4].try_into().unwrap_or(&[0; 4])
 }
-
-static MARTIAN_FIRST_OCTET: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = i == 0 || i == 127 || i >= 224;
-        i += 1;
-    }
-    t
-};
 
 impl Ip4Input {
     /// Everything but the common 20-byte header from a plausible source (too short,
@@ -115,7 +118,7 @@ impl Ip4Input {
     /// checks one by one, in RFC 1812 order. The header's total length, or the drop arc.
     #[cold]
     #[inline(never)]
-    fn check_slow(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
+    fn check_slow(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
         let d = b.data();
         if d.len() < 20 {
             b.hdr.error = cx.error(InputCounter::TooShort);
@@ -140,8 +143,23 @@ impl Ip4Input {
             b.hdr.error = cx.error(InputCounter::BadChecksum);
             return Err(InputNext::Drop.next());
         }
-        if martian_first_octet(d[field::SRC]) {
+        if !options_well_formed(&d[MIN_HEADER_LEN..ihl]) {
+            b.hdr.error = cx.error(InputCounter::BadOptions);
+            return Err(InputNext::Drop.next());
+        }
+        let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
+        let own_key = key(&[d[14], d[15]]);
+        if self.own.martian4(d[field::SRC]) {
             Self::martian(cx, b)?;
+        }
+        if self.own.may_be_own(own_key)
+            && is_local(
+                &self.shared.adj,
+                self.shared.lookup(b.hdr.ip.fib_index, src),
+            )
+        {
+            b.hdr.error = cx.error(InputCounter::OwnSource);
+            return Err(InputNext::Drop.next());
         }
         Ok(total)
     }
@@ -174,8 +192,9 @@ impl PacketNode for Ip4Input {
         // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
         // are then the length and a branch-free checksum over five words.
         let total = match d.first_chunk::<MIN_HEADER_LEN>() {
-            // A martian source leaves the fast path (check_slow counts it).
-            Some(h) if h[field::VER_IHL] == 0x45 && !martian_first_octet(h[field::SRC]) => {
+            // A martian source, or one that may be the router's own, leaves the fast path
+            // (check_slow counts it).
+            Some(h) if h[field::VER_IHL] == 0x45 && !self.own.suspect4(src_of(h)) => {
                 let total =
                     u16::from_be_bytes([h[field::TOTAL_LEN], h[field::TOTAL_LEN + 1]]) as usize;
                 let valid = checksum::ip4_header_valid(h);
@@ -190,7 +209,7 @@ impl PacketNode for Ip4Input {
                 }
                 total
             }
-            _ => match Self::check_slow(cx, b) {
+            _ => match self.check_slow(cx, b) {
                 Ok(t) => t,
                 Err(n) => return n,
             },
@@ -584,12 +603,10 @@ impl PacketNode for Ip4Local {
         }
         if received {
             let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
-            let own = self
-                .shared
-                .lookup(b.hdr.ip.fib_index, src)
-                .filter(|&v| v < super::LB_FLAG)
-                .is_some_and(|v| self.shared.adj.get(v).kind == AdjKind::Local);
-            if own {
+            if is_local(
+                &self.shared.adj,
+                self.shared.lookup(b.hdr.ip.fib_index, src),
+            ) {
                 b.hdr.error = cx.error(LocalCounter::OwnSource);
                 return LocalNext::Drop.next();
             }
@@ -936,6 +953,7 @@ pub fn register(
         NodeRegistration::new(IP4_INPUT, NodeKind::Internal, move |_| {
             Box::new(PerPacket::new(Ip4Input {
                 shared: s.clone(),
+                own: s.own.clone(),
                 slot: fslot,
                 features_any: false,
             }))

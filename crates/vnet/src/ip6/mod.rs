@@ -57,6 +57,9 @@ pub struct Ip6Shared {
     pub learned: Mutex<Vec<crate::neighbor::Learned<u128>>>,
     /// Echo replies for the CLI `ping` (recorded by `ip6-local` while a ping runs).
     pub ping: crate::ping::PingState<Ipv6Addr>,
+    /// `ip6-input`'s own-source test (IPv4's filter, shared: the interfaces' addresses of
+    /// both families, link-local included, by their last two bytes).
+    pub own: Arc<crate::own_source::SourceFilter>,
 }
 
 impl Ip6Shared {
@@ -110,6 +113,8 @@ pub struct Ip6Control {
     adjs: Adjacencies,
     shared: Arc<Ip6Shared>,
     addrs: Vec<(u32, u128, u8)>,
+    /// `addrs` in the shared source filter.
+    own_keys: crate::own_source::OwnKeys,
     neighbors: HashMap<(u32, u128), ([u8; 6], bool)>,
     nbr_adjs: HashMap<(u32, u128), u32>,
     serial: u32,
@@ -381,6 +386,7 @@ impl Ip6Control {
             self.enable(i)?;
         }
         self.addrs.push((i, addr, len));
+        self.own_keys.add(addr);
         let local = self.local_adj(i)?;
         if len < 128 && !is_link_local(addr) {
             let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
@@ -423,6 +429,7 @@ impl Ip6Control {
         if self.addrs.len() == before {
             return false;
         }
+        self.own_keys.remove(addr);
         let fib = self.if_fib(i);
         if len < 128 && !is_link_local(addr) {
             let _ = self.vrfs.set_route(fib, addr, len, Source::Connected, None);
@@ -479,11 +486,12 @@ pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6
         fibs: Arc::new(FibSlots::default()),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
-        v4,
         addrs: RwLock::new(Vec::new()),
         incomplete: RwLock::new(HashMap::new()),
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
+        own: v4.own.clone(),
+        v4,
     });
     let slot = Arc::new(Mutex::new(CtlSlot {
         pending: Some((lpm, adjs, lbs, shared.clone())),
@@ -512,6 +520,7 @@ pub fn init(vm: &mut Vlib) {
     let ctl = Arc::new(Mutex::new(Ip6Control {
         vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), shared.fibs.clone()),
         adjs,
+        own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
         shared,
         addrs: Vec::new(),
         neighbors: HashMap::new(),

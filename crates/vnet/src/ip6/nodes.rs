@@ -3,6 +3,7 @@
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
+use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
@@ -58,10 +59,16 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 ///   (payload length beyond the frame), `src_multicast` (multicast source),
 ///   `src_loopback` (source `::1`, RFC 4291 §2.5.3), `src_unspecified` (source `::` to
 ///   anything but a solicited-node group: RFC 4861 §7.2.2 allows it only for duplicate
-///   address detection), `multicast` (other multicast groups: not forwarded).
+///   address detection), `own_source` (the source is one of the router's addresses in the
+///   rx interface's table, link-local included, RFC 1812 §5.3.7 as for IPv4:
+///   [`crate::own_source`]), `multicast` (other multicast groups: not forwarded).
+///
+/// Cost: the own-source test is one byte load keyed by the source's low 16 bits, folded
+/// into the martian-source test's branch.
 pub struct Ip6Input {
     slot: usize,
     shared: Arc<Ip6Shared>,
+    own: Arc<crate::own_source::SourceFilter>,
 }
 
 sluice_graph::arcs! {
@@ -93,6 +100,8 @@ sluice_graph::counters! {
         SrcUnspecified => error("src_unspecified", "ip6 unspecified source address"),
         /// Ip6 multicast not forwarded.
         Multicast => error("multicast", "ip6 multicast not forwarded"),
+        /// The source is one of the router's own addresses.
+        OwnSource => error("own_source", "ip6 source is one of our addresses"),
     }
 }
 
@@ -127,6 +136,21 @@ impl Ip6Input {
                 .punt_host
                 .load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// The counter of a source the fast path flagged (first byte 0 or 0xff, or low 16 bits
+    /// shared with one of the router's addresses) that is dropped (`d`: at least 40 bytes).
+    #[cold]
+    #[inline(never)]
+    fn source_check(&self, d: &[u8], fib: u32) -> Option<InputCounter> {
+        if d[8].wrapping_add(1) <= 1 {
+            if let Some(c) = martian_source(d) {
+                return Some(c);
+            }
+        }
+        let own = self.own.may_be_own(key(&[d[22], d[23]]))
+            && is_local(&self.shared.adj, self.shared.lookup(fib, addr_at(d, 8)));
+        own.then_some(InputCounter::OwnSource)
+    }
 }
 
 impl PacketNode for Ip6Input {
@@ -146,9 +170,10 @@ impl PacketNode for Ip6Input {
             b.hdr.error = cx.error(InputCounter::BadLength);
             return InputNext::Drop.next();
         }
-        // One compare for both first bytes of a martian source: 0xff (multicast) and 0.
-        if d[8].wrapping_add(1) <= 1 {
-            if let Some(c) = martian_source(d) {
+        // One compare for both first bytes of a martian source, 0xff (multicast) and 0, and
+        // one load for a source that may be the router's own: one branch.
+        if (d[8].wrapping_add(1) <= 1) | self.own.may_be_own(key(&[d[22], d[23]])) {
+            if let Some(c) = self.source_check(d, b.hdr.ip.fib_index) {
                 b.hdr.error = cx.error(c);
                 return InputNext::Drop.next();
             }
@@ -1090,6 +1115,7 @@ pub fn register(
             Box::new(PerPacket::new(Ip6Input {
                 slot: fslot,
                 shared: s.clone(),
+                own: s.own.clone(),
             }))
         })
         .nexts(InputNext::NAMES)

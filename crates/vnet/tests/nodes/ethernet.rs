@@ -102,6 +102,31 @@ fn group_source_macs_and_unicast_ip_in_group_frames_are_dropped() {
 }
 
 #[test]
+fn directed_broadcasts_of_every_subnet_pass_in_group_frames() {
+    let (mut t, sw) = setup("ethernet-input");
+    t.cli("set interface ip address loop0 10.0.2.1/24\nset interface ip address loop0 10.0.4.1/23");
+    let bc = |mut p: Vec<u8>| {
+        p[..6].copy_from_slice(&[0xff; 6]);
+        p
+    };
+    let pkts = [
+        // the broadcast and network addresses of each subnet: left to the FIB's drop entries
+        bc(udp4("10.0.0.2", "10.0.0.255")),
+        bc(udp4("10.0.0.2", "10.0.2.255")),
+        bc(udp4("10.0.0.2", "10.0.5.255")),
+        bc(udp4("10.0.0.2", "10.0.4.0")),
+        // unicast in a broadcast frame, whichever subnet
+        bc(udp4("10.0.0.2", "10.0.2.7")),
+        bc(udp4("10.0.0.2", "10.0.5.254")),
+        bc(udp4("10.0.0.2", "10.0.4.255")),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-input").len(), 4);
+    t.assert_counters(&[("unicast_in_l2_group", 3)]);
+    t.assert_no_leaks();
+}
+
+#[test]
 fn promiscuous_interface_takes_other_macs() {
     let (mut t, sw) = setup("ethernet-input");
     t.cli("set interface promiscuous on loop0");

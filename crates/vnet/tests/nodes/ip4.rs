@@ -74,6 +74,62 @@ fn input_drops_martian_sources() {
 }
 
 #[test]
+fn input_drops_malformed_options() {
+    let (mut t, sw) = setup("ip4-input");
+    let with_opts = |o: [u8; 4]| {
+        let mut p = udp4_l3("10.0.0.2", "10.0.1.2");
+        p[0] = 0x46;
+        p.splice(20..20, o);
+        let tl = p.len() as u16;
+        p[2..4].copy_from_slice(&tl.to_be_bytes());
+        refill(&mut p);
+        p
+    };
+    let pkts = [
+        with_opts([7, 0, 4, 0]),   // length 0
+        with_opts([1, 7, 1, 0]),   // length 1
+        with_opts([7, 5, 4, 0]),   // past the header
+        with_opts([1, 1, 1, 0]),   // NOPs, EOL: forwarded
+        with_opts([148, 4, 0, 0]), // router alert: forwarded
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-lookup").len(), 2);
+    t.assert_counters(&[("bad_options", 3)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn input_drops_our_own_addresses_as_source() {
+    let (mut t, sw) = setup("ip4-input");
+    t.cli("create loopback interface\nset interface ip address loop1 10.9.0.1/16");
+    let mut opts = udp4_l3("10.9.0.1", "10.0.1.2");
+    // A 24-byte header takes the slow path: checked there too.
+    opts[0] = 0x46;
+    opts.splice(20..20, [1u8; 4]);
+    let tl = opts.len() as u16;
+    opts[2..4].copy_from_slice(&tl.to_be_bytes());
+    refill(&mut opts);
+    let pkts = [
+        udp4_l3("10.0.0.1", "10.0.1.2"), // in transit
+        udp4_l3("10.0.0.1", "10.0.0.1"), // for the router
+        udp4_l3("10.9.0.1", "10.0.1.2"), // another interface's address
+        opts,
+        // passed: a neighbour, and a source sharing our addresses' low 16 bits
+        udp4_l3("10.0.0.2", "10.0.1.2"),
+        udp4_l3("10.1.0.1", "10.0.1.2"),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-lookup").len(), 2);
+    t.assert_counters(&[("own_source", 4)]);
+    // Gone with the address (10.9.0.1 still shares its low 16 bits: the exact test decides).
+    t.cli("set interface ip address del loop0 10.0.0.1/24");
+    t.run_with(&[udp4_l3("10.0.0.1", "10.0.1.2")], |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip4-lookup").len(), 3, "forwarded once not ours");
+    t.assert_counters(&[("own_source", 4)]);
+    t.assert_no_leaks();
+}
+
+#[test]
 fn lookup_sends_each_packet_to_its_adjacency_kind() {
     let (mut t, sw) = setup("ip4-lookup");
     t.cli(&format!(

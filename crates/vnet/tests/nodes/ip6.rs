@@ -61,6 +61,30 @@ fn input_drops_loopback_and_unspecified_sources() {
 }
 
 #[test]
+fn input_drops_our_own_addresses_as_source() {
+    let (mut t, sw) = setup("ip6-input");
+    let ll = sluice_vnet::ip6::link_local([2, 0, 0, 0, 0, 1]);
+    let ll = std::net::Ipv6Addr::from(ll).to_string();
+    let pkts = [
+        udp6_l3("2001:db8::1", "2001:db8:1::2"), // in transit
+        udp6_l3("2001:db8::1", "2001:db8::1"),   // for the router
+        udp6_l3(&ll, "2001:db8:1::2"),           // our link-local address
+        // passed: a neighbour, and a source sharing our address's low 16 bits
+        udp6_l3("2001:db8::2", "2001:db8:1::2"),
+        udp6_l3("2001:db8:5::1", "2001:db8:1::2"),
+    ];
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip6-lookup").len(), 2);
+    t.assert_counters(&[("own_source", 3)]);
+    // Gone with the address.
+    t.cli("set interface ip address del loop0 2001:db8::1/64");
+    t.run_with(&[udp6_l3("2001:db8::1", "2001:db8:1::2")], |h| h.rx_if = sw);
+    assert_eq!(t.arc("ip6-lookup").len(), 3, "forwarded once not ours");
+    t.assert_counters(&[("own_source", 3)]);
+    t.assert_no_leaks();
+}
+
+#[test]
 fn lookup_sends_each_packet_to_its_adjacency_kind() {
     let (mut t, sw) = setup("ip6-lookup");
     t.cli(&format!(
