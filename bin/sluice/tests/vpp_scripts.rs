@@ -149,6 +149,49 @@ fn script_routes() {
 }
 
 #[test]
+fn script_route_table_lines() {
+    // Plain `ip route add <prefix> <paths>` lines skip the command tree (vnet::bulk): the
+    // failed lines and the FIB must be what the command tree gives for the same lines,
+    // run one by one on a second daemon.
+    let d = Daemon::start("vpproutetable", "");
+    let f = script("route-table.cli");
+    let e = d
+        .cli(&format!("exec {}", f.display()))
+        .expect_err("three lines fail");
+    let one = Daemon::start("vpproutetable1", "");
+    let mut expect = String::new();
+    for (n, line) in std::fs::read_to_string(&f).unwrap().lines().enumerate() {
+        if let Err(e) = one.cli(line) {
+            expect += &format!("{}:{}: {e}\n", f.display(), n + 1);
+        }
+    }
+    expect += &format!("{}: 3 line(s) failed", f.display());
+    assert_eq!(e, expect);
+    assert!(
+        e.contains(":6: bad prefix length") && e.contains(":9: "),
+        "{e}"
+    );
+    for fam in ["ip", "ip6"] {
+        let (fib, fib1) = (
+            d.ok(&format!("show {fam} fib")),
+            one.ok(&format!("show {fam} fib")),
+        );
+        assert_eq!(fib, fib1);
+    }
+    let fib = d.ok("show ip fib");
+    for p in ["20.0.0.0/24", "20.0.4.0/24", "20.0.5.0/24", "20.0.7.0/24"] {
+        assert!(fib.contains(p), "{p}: {fib}");
+    }
+    assert!(
+        fib.contains("via 10.4.0.2 loop1") && !fib.contains("20.0.6.0/24"),
+        "{fib}"
+    );
+    assert!(d.ok("show ip6 fib").contains("fd00:2::/48"));
+    d.stop();
+    one.stop();
+}
+
+#[test]
 fn script_bridge_domains() {
     let d = Daemon::start("vppbridge", "");
     let t = exec(&d, "bridge.cli");

@@ -62,6 +62,42 @@ impl<'a> Buffer<'a> {
         &mut self.mem[s.min(e)..e]
     }
 
+    /// The first `N` packet bytes, when this buffer holds at least `N`: what
+    /// `data().first_chunk::<N>()` gives, with two compares instead of clamping a slice
+    /// (fast paths parsing a fixed-size header).
+    #[inline(always)]
+    pub fn head<const N: usize>(&self) -> Option<&[u8; N]> {
+        if (self.hdr.current_length as usize) < N {
+            return None;
+        }
+        self.mem.get(self.start()..)?.first_chunk::<N>()
+    }
+
+    /// The first `N` packet bytes, writable (see [`Buffer::head`]).
+    #[inline(always)]
+    pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        if (self.hdr.current_length as usize) < N {
+            return None;
+        }
+        let s = self.start();
+        self.mem.get_mut(s..)?.first_chunk_mut::<N>()
+    }
+
+    /// [`Buffer::push_front`] of `N` bytes, returned as an array (a fixed-size header
+    /// written in one store). `None`, changing nothing, if the headroom is short.
+    #[inline(always)]
+    pub fn prepend<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        let s = self.start();
+        let l = self.hdr.current_length as usize;
+        if s < N || l + N > u16::MAX as usize {
+            return None;
+        }
+        let h = self.mem.get_mut(s - N..)?.first_chunk_mut::<N>()?;
+        self.hdr.current_data -= N as i16;
+        self.hdr.current_length = (l + N) as u16;
+        Some(h)
+    }
+
     /// Everything from the packet start to the end of the buffer, writable (to build a packet
     /// in place before [`Buffer::set_len`]).
     #[inline(always)]

@@ -116,6 +116,36 @@ fn views_keep_bounds() {
 }
 
 #[test]
+fn fixed_size_views_keep_bounds() {
+    let p = pool(2);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+    let mut v = unsafe { p.buffer(b) };
+    v.write_packet(&[1, 2, 3, 4, 5, 6]);
+    assert_eq!(v.head::<6>(), Some(&[1, 2, 3, 4, 5, 6]));
+    assert_eq!(v.head::<7>(), None, "past current_length");
+    v.head_mut::<2>().unwrap().copy_from_slice(&[7, 8]);
+    assert_eq!(v.data(), &[7, 8, 3, 4, 5, 6]);
+    *v.prepend::<3>().unwrap() = [9, 9, 9];
+    assert_eq!(v.data(), &[9, 9, 9, 7, 8, 3, 4, 5, 6]);
+    assert_eq!(v.headroom(), HEADROOM - 3);
+    assert!(v.prepend::<HEADROOM>().is_none(), "headroom short");
+    assert_eq!(v.data(), &[9, 9, 9, 7, 8, 3, 4, 5, 6], "unchanged");
+    // A current_data pushed past the buffer (hdr is public) gives no view, never a panic.
+    v.hdr.current_data = i16::MAX;
+    v.hdr.current_length = 20;
+    assert_eq!(v.head::<4>(), None);
+    assert_eq!(v.head_mut::<4>(), None);
+    v.hdr.current_data = -(HEADROOM as i16) - 10;
+    assert_eq!(v.head::<4>(), None);
+    assert!(v.prepend::<4>().is_none());
+    v.hdr.current_data = 0;
+    c.free(&[b]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
 fn data_array_holds_no_headers() {
     let p = pool(3);
     assert_eq!(p.stride(), HEADROOM + 2048, "no header in the data stride");

@@ -208,18 +208,28 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
         let n = frame.len().min(crate::FRAME_SIZE);
         let frame = &frame[..n];
         self.node.begin_frame(cx);
-        for (i, (next, &bi)) in self.nexts[..n].iter_mut().zip(frame).enumerate() {
-            if let Some(&ahead) = frame.get(i + PREFETCH_AHEAD) {
-                if N::PREFETCH_DATA {
-                    arena.prefetch(ahead);
-                } else {
-                    arena.prefetch_header(ahead);
-                }
-            }
+        let node = &mut self.node;
+        let mut one = |cx: &mut Cx, bi: BufIdx| {
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
             // `frame`; each index appears once and the view lives only for this call.
             let mut b = unsafe { arena.buffer(bi) };
-            *next = self.node.process_one(cx, &mut b).0;
+            node.process_one(cx, &mut b).0
+        };
+        // Every packet but the last few prefetches the one PREFETCH_AHEAD places on (two
+        // loops: no per-packet test of whether there is one).
+        let ahead = frame.get(PREFETCH_AHEAD..).unwrap_or(&[]);
+        let split = ahead.len();
+        let (nexts, tail) = self.nexts[..n].split_at_mut(split);
+        for ((next, &bi), &ahead) in nexts.iter_mut().zip(frame).zip(ahead) {
+            if N::PREFETCH_DATA {
+                arena.prefetch(ahead);
+            } else {
+                arena.prefetch_header(ahead);
+            }
+            *next = one(cx, bi);
+        }
+        for (next, &bi) in tail.iter_mut().zip(&frame[split..]) {
+            *next = one(cx, bi);
         }
         self.node.end_frame(cx);
         cx.enqueue_to_next(frame, &self.nexts[..n]);

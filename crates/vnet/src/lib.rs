@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod arp;
+pub mod bulk;
 pub mod cli;
 pub mod devices;
 pub mod error;

@@ -32,7 +32,8 @@
 //! shares the per-packet test of the input redirect, and the promiscuous flag is looked at
 //! only for a frame that failed the MAC compare — neither adds work to the forwarding path.
 //! The source MAC's group bit is in the same 8-byte load as the destination MAC, so the
-//! L3 fast path's one test (`group bits clear and dst == our MAC`) covers both.
+//! L3 fast path's one test (`w & OWN_UNICAST == our MAC`: group bits clear and dst == our
+//! MAC) covers both.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
@@ -57,9 +58,10 @@ pub struct EthernetInput {
     /// VLAN sub-interfaces: (parent, outer VLAN, inner VLAN or 0) → (sub-interface, its
     /// counters). A per-thread copy, replaced by the control plane (`subif`).
     pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
-    // Per-frame cache of the last rx interface's MAC and L2 mode.
-    cached_if: Option<u32>,
-    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes.
+    // Per-frame cache of the last rx interface's MAC and L2 mode (`NO_IF`: none yet).
+    cached_if: u32,
+    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes
+    // (`NEVER_MAC` for a group MAC, so that no frame matches it on the fast path).
     cached_mac: u64,
     // Whether the interface is cross-connected or bridged (one test for the L3 fast path).
     cached_l2_mode: bool,
@@ -117,9 +119,14 @@ sluice_graph::counters! {
 }
 /// `cached_redirect` of an admin-down interface: every frame is dropped.
 const RX_DOWN: u32 = u32::MAX;
-/// The group bits of the destination (bit 0) and source (bit 48) MAC in the little-endian
-/// load of a frame's first 8 bytes.
-const GROUP_BITS: u64 = 1 | 1 << 48;
+/// The destination MAC (bits 0..48, bit 0 its group bit) and the source MAC's group bit
+/// (bit 48) in the little-endian load of a frame's first 8 bytes: a frame is unicast to the
+/// interface from a unicast source when `w & OWN_UNICAST == cached_mac`.
+const OWN_UNICAST: u64 = 0xffff_ffff_ffff | 1 << 48;
+/// `cached_mac` of a group MAC (`w & OWN_UNICAST` never equals it).
+const NEVER_MAC: u64 = u64::MAX;
+/// `cached_if` before the first packet of a frame.
+const NO_IF: u32 = u32::MAX;
 /// Outer TPID some switches use for QinQ (pre-802.1ad).
 const QINQ_9100: u16 = 0x9100;
 
@@ -295,17 +302,20 @@ impl EthernetInput {
 impl PacketNode for EthernetInput {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
-        self.cached_if = None;
+        self.cached_if = NO_IF;
         self.l2_any = self.shared.features.any(self.slot);
     }
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if self.cached_if != Some(b.hdr.rx_if) {
+        if self.cached_if != b.hdr.rx_if {
             let a = self.shared.if_attr(b.hdr.rx_if);
-            self.cached_if = Some(b.hdr.rx_if);
+            self.cached_if = b.hdr.rx_if;
             let m = a.mac_bytes();
             self.cached_mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+            if self.cached_mac & 1 != 0 {
+                self.cached_mac = NEVER_MAC;
+            }
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
             self.cached_bd = a.l2_bd.load(Ordering::Relaxed);
             self.cached_l2_mode = self.cached_l2 != 0 || self.cached_bd != 0;
@@ -329,7 +339,7 @@ impl PacketNode for EthernetInput {
         if self.cached_redirect != 0 {
             return self.redirect_or_down(cx, b);
         }
-        let Some(h) = b.data().first_chunk::<HEADER_LEN>() else {
+        let Some(h) = b.head::<HEADER_LEN>() else {
             b.hdr.error = cx.error(EthCounter::Runt);
             return EthNext::Drop.next();
         };
@@ -337,7 +347,6 @@ impl PacketNode for EthernetInput {
         // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte; bit
         // 48 = the source MAC's group bit).
         let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        let dst = w & 0xffff_ffff_ffff;
         if b.hdr.is_traced() {
             let t = EthTrace {
                 dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
@@ -373,7 +382,7 @@ impl PacketNode for EthernetInput {
         if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
             b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
         }
-        if w & GROUP_BITS != 0 || dst != self.cached_mac {
+        if w & OWN_UNICAST != self.cached_mac {
             if let Some(n) = self.not_own_unicast(cx, b, w, et) {
                 return n;
             }
@@ -417,7 +426,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
             Box::new(PerPacket::new(EthernetInput {
                 shared: s.clone(),
                 subs: HashMap::new(),
-                cached_if: None,
+                cached_if: NO_IF,
                 cached_mac: 0,
                 cached_l2_mode: false,
                 cached_l2: 0,

@@ -187,11 +187,10 @@ impl PacketNode for Ip4Input {
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let d = b.data();
-        let len = d.len();
+        let len = b.len();
         // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
         // are then the length and a branch-free checksum over five words.
-        let total = match d.first_chunk::<MIN_HEADER_LEN>() {
+        let total = match b.head::<MIN_HEADER_LEN>() {
             // A martian source, or one that may be the router's own, leaves the fast path
             // (check_slow counts it).
             Some(h) if h[field::VER_IHL] == 0x45 && !self.own.suspect4(src_of(h)) => {
@@ -267,22 +266,55 @@ sluice_graph::counters! {
     }
 }
 
+/// A table miss in `ip4-lookup`'s result vector (LPM values are 24-bit).
+const NO_ROUTE: u32 = u32::MAX;
+/// `ip4-lookup`'s remembered adjacency before the frame's first resolution.
+const NO_ADJ: u32 = u32::MAX - 1;
+
+/// `ip4-lookup`: a packet whose LPM result `r` is not the remembered plain adjacency: no route, a
+/// load-balance (ECMP bucket by flow hash), or another adjacency, whose kind it reads.
+/// Remembers the adjacency and its arc in `last` (not a drop adjacency: its packets are
+/// counted one by one).
+#[inline(never)]
+fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, u16)) -> u16 {
+    if r == NO_ROUTE {
+        v.hdr.error = cx.error(LookupCounter::NoRoute);
+        return LookupNext::Drop as u16;
+    }
+    let a = if r >= super::LB_FLAG {
+        let h = flow_hash(v.data());
+        v.hdr.ip.flow_hash = h;
+        shared.lb.pick(r & (super::LB_FLAG - 1), h)
+    } else {
+        r
+    };
+    v.hdr.ip.adj_index = a;
+    if a == last.0 {
+        return last.1;
+    }
+    let next = match shared.adj.kind(a) {
+        AdjKind::Rewrite => LookupNext::Rewrite,
+        AdjKind::Local => LookupNext::Local,
+        AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
+        AdjKind::Drop => {
+            v.hdr.error = cx.error(LookupCounter::DropRoute);
+            return LookupNext::Drop as u16;
+        }
+    } as u16;
+    *last = (a, next);
+    next
+}
+
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let fib = &*self.shared.fib;
-        let adj = &*self.shared.adj;
-        let (e_none, e_drop) = (
-            cx.error(LookupCounter::NoRoute),
-            cx.error(LookupCounter::DropRoute),
-        );
+        let Ip4Lookup { shared, nexts, dst } = self;
         let n = frame.len().min(FRAME_SIZE);
-        // Kind of the last adjacency seen (consecutive packets usually share one).
-        let mut last: Option<(u32, AdjKind)> = None;
+        let frame = &frame[..n];
         // Pass 1: destinations of the whole frame (buffers prefetched ahead), so pass 2's
         // table loads are independent and overlap in the memory system.
         let mut any_vrf = 0;
-        for (j, &b) in frame[..n].iter().enumerate() {
+        for (j, (&b, d)) in frame.iter().zip(dst.iter_mut()).enumerate() {
             if let Some(&ahead) = frame.get(j + 4) {
                 arena.prefetch(ahead);
             }
@@ -290,74 +322,44 @@ impl NodeFn for Ip4Lookup {
             let v = unsafe { arena.buffer(b) };
             // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
             const D: usize = field::DST;
-            let a = v.data().first_chunk::<MIN_HEADER_LEN>().map_or(0, |h| {
+            *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
                 u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
             });
-            self.dst[j] = a;
             any_vrf |= v.hdr.ip.fib_index;
         }
-        // Pass 2: lookups, four at a time.
-        let mut i = 0;
-        while i < n {
-            let k = (n - i).min(4);
-            let mut dst = [0u32; 4];
-            dst[..k].copy_from_slice(&self.dst[i..i + k]);
+        // Pass 2: lookups four at a time (the last four may include destinations past `n`,
+        // stale: looked up, never used). Packets resolving to the adjacency of the packet
+        // before (`last`: its index and arc) take the two-store path.
+        let mut last = (NO_ADJ, 0u16);
+        for ((bs, dst), nx) in frame
+            .chunks(4)
+            .zip(dst.chunks_exact(4))
+            .zip(nexts.chunks_exact_mut(4))
+        {
+            let dst = [dst[0], dst[1], dst[2], dst[3]];
             let res = if any_vrf == 0 {
-                fib.lookup_x4(dst)
+                shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
             } else {
                 std::array::from_fn(|j| {
-                    (j < k)
-                        .then(|| {
-                            // SAFETY: this node owns the frame; read-only header access.
-                            let f = unsafe { arena.header(frame[i + j]) }.ip.fib_index;
-                            self.shared.lookup(f, dst[j])
-                        })
-                        .flatten()
+                    bs.get(j).map_or(NO_ROUTE, |&b| {
+                        // SAFETY: this node owns the frame; read-only header access.
+                        let f = unsafe { arena.header(b) }.ip.fib_index;
+                        shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
+                    })
                 })
             };
-            for (j, &bi) in frame[i..i + k].iter().enumerate() {
-                let res = match res[j] {
-                    Some(x) if x >= super::LB_FLAG => {
-                        // SAFETY: as above; the view ends with this block.
-                        let v = unsafe { arena.buffer(bi) };
-                        let h = flow_hash(v.data());
-                        v.hdr.ip.flow_hash = h;
-                        Some(self.shared.lb.pick(x & (super::LB_FLAG - 1), h))
-                    }
-                    r => r,
-                };
-                // SAFETY: as above; only the header is needed from here on.
-                let hdr = unsafe { arena.header_mut(bi) };
-                self.nexts[i + j] = match res {
-                    None => {
-                        hdr.error = e_none;
-                        LookupNext::Drop as u16
-                    }
-                    Some(a) => {
-                        hdr.ip.adj_index = a;
-                        let kind = match last {
-                            Some((la, k)) if la == a => k,
-                            _ => {
-                                let k = adj.kind(a);
-                                last = Some((a, k));
-                                k
-                            }
-                        };
-                        (match kind {
-                            AdjKind::Rewrite => LookupNext::Rewrite,
-                            AdjKind::Local => LookupNext::Local,
-                            AdjKind::Glean | AdjKind::Incomplete => LookupNext::Glean,
-                            AdjKind::Drop => {
-                                hdr.error = e_drop;
-                                LookupNext::Drop
-                            }
-                        }) as u16
-                    }
-                };
+            for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
+                if r == last.0 {
+                    // SAFETY: this node owns the frame; only the header is written.
+                    unsafe { arena.header_mut(b) }.ip.adj_index = r;
+                    *nx = last.1;
+                } else {
+                    // SAFETY: as above; the view ends with the call.
+                    *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, &mut last);
+                }
             }
-            i += k;
         }
-        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -481,13 +483,7 @@ impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let RewriteCache {
-            rewrite,
-            tx_if,
-            mtu,
-            next,
-            ..
-        } = match self.cached {
+        let c = match self.cached {
             Some(c) if c.index == ai => c,
             _ => {
                 let c = self.load(ai);
@@ -495,14 +491,59 @@ impl PacketNode for Ip4Rewrite {
                 c
             }
         };
+        // Fast path: the Ethernet header pushed first, then the TTL and MTU checked on the
+        // IPv4 header behind it, all from one view of the header fields (a write to packet
+        // bytes makes the compiler reload them). Anything else is undone and takes
+        // `rewrite_checked`, which checks in the usual order.
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        let Some(h) = b.data_mut().first_chunk_mut::<MIN_HEADER_LEN>() else {
+        if b.prepend::<ETH_HEADER_LEN>().is_some() {
+            if let Some(f) = b.head_mut::<{ ETH_HEADER_LEN + MIN_HEADER_LEN }>() {
+                let (eth, h) = f
+                    .split_first_chunk_mut::<ETH_HEADER_LEN>()
+                    .expect("34 > 14");
+                // TTL, protocol and checksum as one word: the TTL check and the decrement
+                // with the incremental checksum update (RFC 1624) are a few ALU operations.
+                let t = field::TTL;
+                let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
+                if (w >> 24 > 1 || local) && len <= c.mtu {
+                    if !local {
+                        h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
+                    }
+                    *eth = c.rewrite;
+                    b.hdr.tx_if = c.tx_if;
+                    return c.next;
+                }
+            }
+            b.advance(ETH_HEADER_LEN);
+        }
+        Self::rewrite_checked(cx, b, c, len, local)
+    }
+}
+
+impl Ip4Rewrite {
+    /// `ip4-rewrite` of a packet off the fast path (expired TTL, over the MTU, no headroom,
+    /// truncated): the checks one by one.
+    #[cold]
+    #[inline(never)]
+    fn rewrite_checked(
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        c: RewriteCache,
+        len: usize,
+        local: bool,
+    ) -> Next {
+        let RewriteCache {
+            rewrite,
+            tx_if,
+            mtu,
+            next,
+            ..
+        } = c;
+        let Some(h) = b.head_mut::<MIN_HEADER_LEN>() else {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
         };
-        // TTL, protocol and checksum as one word: the TTL check and the decrement with the
-        // incremental checksum update (RFC 1624) are a few ALU operations on it.
         let t = field::TTL;
         let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
         if w >> 24 <= 1 && !local {
@@ -522,10 +563,7 @@ impl PacketNode for Ip4Rewrite {
         if !local {
             h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
         }
-        match b
-            .push_front(ETH_HEADER_LEN)
-            .and_then(|h| h.first_chunk_mut::<ETH_HEADER_LEN>())
-        {
+        match b.prepend::<ETH_HEADER_LEN>() {
             Some(h) => *h = rewrite,
             None => {
                 b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
