@@ -16,13 +16,16 @@ const PATH: [&str; 7] = [
 ];
 
 /// `n - 1` random deny rules (sources in 172.16.0.0/12 with mixed prefix lengths, some
-/// with protocols and port ranges) and a final permit-all.
-fn rules(n: usize, seed: u64) -> String {
+/// with protocols and port ranges) and a final permit-all. `near`
+/// (`SLUICE_BENCH_ACL_NEAR=1`): sources in 10.128.0.0/12 instead, the traffic's /8, so the
+/// classifier's pre-filter cannot skip tables by address (the unfavourable case).
+fn rules(n: usize, seed: u64, near: bool) -> String {
     let mut r = Rng(seed);
     let mut v = Vec::with_capacity(n);
+    let base = if near { 0x0a80_0000u32 } else { 0xac10_0000 };
     for _ in 1..n {
         let len = [12u32, 16, 20, 24, 28, 32][(r.next() % 6) as usize];
-        let a = 0xac10_0000u32 | (r.next() as u32 & 0x000f_ffff);
+        let a = base | (r.next() as u32 & 0x000f_ffff);
         let a = if len == 32 {
             a
         } else {
@@ -100,7 +103,14 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         cli(
             &mut vm,
             &t,
-            &format!("set acl-plugin acl {}", rules(n, n as u64)),
+            &format!(
+                "set acl-plugin acl {}",
+                rules(
+                    n,
+                    n as u64,
+                    std::env::var_os("SLUICE_BENCH_ACL_NEAR").is_some_and(|v| v == "1")
+                )
+            ),
         );
         cli(&mut vm, &t, "set acl-plugin interface pg0 input acl 0");
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");

@@ -13,7 +13,9 @@
 //! std's `HashMap` with [`FoldHash`], a keyed multiply-fold hash of the masked fields (a few
 //! instructions, where SipHash cost about 250 per probe). Its keys are random per process;
 //! and the keys *stored* are the administrator's rules, not packet fields, so a packet
-//! cannot build a long collision chain, it can only probe one.
+//! cannot build a long collision chain, it can only probe one. Before any table is probed a
+//! [`Prefilter`] (four 256-entry bitmaps: source and destination top byte, protocol,
+//! destination port high byte) removes the mask types that cannot hold a match.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -311,10 +313,97 @@ fn l4_word(proto: u8, sport: u16, dport: u16) -> u64 {
     (proto as u64) << 32 | (sport as u64) << 16 | dport as u64
 }
 
+/// Mask types a pre-filter can tell apart (one bit each; later ones are always probed).
+const PRE_TYPES: usize = 64;
+
+/// Up to this many mask types, a lookup probes them all (the pre-filter costs more).
+const FEW_TYPES: usize = 2;
+
+/// A pre-filter over the mask types of one family: per value of the top byte of the source
+/// and of the destination address, of the protocol and of the destination port's high byte,
+/// the set of mask types holding a rule that can match it. A lookup ANDs four words and
+/// probes only the types left — packets whose addresses are far from most rules' prefixes
+/// (the common case of many specific rules) skip their tables without hashing. It never
+/// removes a type that could match: every rule marks every value it covers.
+struct Prefilter {
+    src: [u64; 256],
+    dst: [u64; 256],
+    proto: [u64; 256],
+    dport_hi: [u64; 256],
+}
+
+/// The top byte of an address of the family.
+#[inline(always)]
+fn top_byte(a: u128, v6: bool) -> u8 {
+    if v6 {
+        (a >> 120) as u8
+    } else {
+        (a >> 24) as u8
+    }
+}
+
+impl Prefilter {
+    fn new() -> Box<Prefilter> {
+        Box::new(Prefilter {
+            src: [0; 256],
+            dst: [0; 256],
+            proto: [0; 256],
+            dport_hi: [0; 256],
+        })
+    }
+
+    fn mark(m: &mut [u64; 256], lo: u8, hi: u8, bit: u64) {
+        for x in &mut m[lo as usize..=hi as usize] {
+            *x |= bit;
+        }
+    }
+
+    /// Marks what rule `r` of mask type `t` covers.
+    fn add(&mut self, t: usize, r: &Rule) {
+        let bit = 1u64 << t;
+        for (m, (a, len)) in [(&mut self.src, r.src), (&mut self.dst, r.dst)] {
+            let lo = top_byte(a, r.v6);
+            let hi = if len >= 8 { lo } else { lo | (0xff >> len) };
+            Self::mark(m, lo, hi, bit);
+        }
+        match r.proto {
+            Some(p) => {
+                self.proto[p as usize] |= bit;
+                Self::mark(
+                    &mut self.dport_hi,
+                    (r.dport.0 >> 8) as u8,
+                    (r.dport.1 >> 8) as u8,
+                    bit,
+                );
+            }
+            None => {
+                Self::mark(&mut self.proto, 0, 255, bit);
+                Self::mark(&mut self.dport_hi, 0, 255, bit);
+            }
+        }
+    }
+
+    /// The mask types that may hold a rule matching `k`.
+    #[inline(always)]
+    fn candidates(&self, k: &Key) -> u64 {
+        let ports = if k.l4 {
+            self.dport_hi[(k.dport >> 8) as usize]
+        } else {
+            u64::MAX
+        };
+        self.src[top_byte(k.src, k.v6) as usize]
+            & self.dst[top_byte(k.dst, k.v6) as usize]
+            & self.proto[k.proto as usize]
+            & ports
+    }
+}
+
 /// A compiled list of rules (an interface's ACLs in order).
 pub struct Classifier {
     rules: Vec<Rule>,
     tables: Vec<Table>,
+    /// Pre-filters of the IPv4 and IPv6 mask types (None: the family has no rule).
+    pre: [Option<Box<Prefilter>>; 2],
 }
 
 impl Classifier {
@@ -343,8 +432,16 @@ impl Classifier {
                 t.single = t.map.drain().next();
             }
         }
+        let mut pre: [Option<Box<Prefilter>>; 2] = [None, None];
+        for (ti, t) in tables.iter().enumerate().take(PRE_TYPES) {
+            let f = pre[t.mt.v6 as usize].get_or_insert_with(Prefilter::new);
+            let rules_of = t.single.iter().map(|(_, c)| c).chain(t.map.values());
+            for &r in rules_of.flatten() {
+                f.add(ti, &rules[r as usize]);
+            }
+        }
         // Tables are created in order of their first rule already.
-        Classifier { rules, tables }
+        Classifier { rules, tables, pre }
     }
 
     /// The rules.
@@ -357,37 +454,68 @@ impl Classifier {
         self.tables.len()
     }
 
-    /// The first rule matching `k`.
+    /// The first rule matching `k`: the mask types the pre-filter leaves, in order, then
+    /// those past [`PRE_TYPES`].
     #[inline]
     pub fn lookup(&self, k: &Key) -> Option<u32> {
         let mut best: Option<u32> = None;
-        for t in &self.tables {
-            if best.is_some_and(|b| b < t.first) {
+        if self.tables.len() <= FEW_TYPES {
+            for t in &self.tables {
+                if self.probe(t, k, &mut best) {
+                    break;
+                }
+            }
+            return best;
+        }
+        let Some(pre) = &self.pre[k.v6 as usize] else {
+            return None;
+        };
+        let mut cand = pre.candidates(k);
+        while cand != 0 {
+            let i = cand.trailing_zeros() as usize;
+            cand &= cand - 1;
+            let Some(t) = self.tables.get(i) else { break };
+            if self.probe(t, k, &mut best) {
+                return best;
+            }
+        }
+        for t in self.tables.iter().skip(PRE_TYPES) {
+            if self.probe(t, k, &mut best) {
                 break;
-            }
-            if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
-                continue;
-            }
-            let key = t.mt.key(k);
-            let c = match &t.single {
-                Some((sk, c)) if *sk == key => c,
-                Some(_) => continue,
-                None => match t.map.get(&key) {
-                    Some(c) => c,
-                    None => continue,
-                },
-            };
-            for &r in c {
-                if best.is_some_and(|b| r >= b) {
-                    break;
-                }
-                if self.rules[r as usize].l4_matches(k) {
-                    best = Some(r);
-                    break;
-                }
             }
         }
         best
+    }
+
+    /// Looks `k` up in table `t`, improving `best`; true when no later table can hold an
+    /// earlier rule.
+    #[inline(always)]
+    fn probe(&self, t: &Table, k: &Key, best: &mut Option<u32>) -> bool {
+        if best.is_some_and(|b| b < t.first) {
+            return true;
+        }
+        if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
+            return false;
+        }
+        let key = t.mt.key(k);
+        let c = match &t.single {
+            Some((sk, c)) if *sk == key => c,
+            Some(_) => return false,
+            None => match t.map.get(&key) {
+                Some(c) => c,
+                None => return false,
+            },
+        };
+        for &r in c {
+            if best.is_some_and(|b| r >= b) {
+                break;
+            }
+            if self.rules[r as usize].l4_matches(k) {
+                *best = Some(r);
+                break;
+            }
+        }
+        false
     }
 }
 
@@ -497,9 +625,54 @@ mod tests {
         for n in [1usize, 5, 50, 400] {
             let rules: Vec<Rule> = (0..n).map(|_| random_rule(&mut r)).collect();
             let c = Classifier::new(rules.clone());
+            if n == 400 {
+                assert!(
+                    c.mask_types() > PRE_TYPES,
+                    "types past the pre-filter are probed"
+                );
+            }
             let mut hits = 0;
             for _ in 0..5000 {
                 let k = random_key(&mut r);
+                let want = rules.iter().position(|x| x.matches(&k)).map(|i| i as u32);
+                assert_eq!(c.lookup(&k), want, "{n} rules, key {k:?}");
+                hits += want.is_some() as usize;
+            }
+            assert!(hits > 100, "the test exercises matches ({hits})");
+        }
+    }
+
+    /// Moves an address to one of three top bytes (so the pre-filter has work to do).
+    fn spread(a: u128, v6: bool, r: &mut Rng) -> u128 {
+        let t = [0u128, 0x60, 0xa2][(r.next() % 3) as usize];
+        a ^ (t << if v6 { 120 } else { 24 })
+    }
+
+    #[test]
+    fn prefilter_agrees_with_first_match_linear_scan() {
+        let mut r = Rng(0x9abc_def0);
+        for n in [3usize, 30, 300] {
+            let rules: Vec<Rule> = (0..n)
+                .map(|_| {
+                    let mut x = random_rule(&mut r);
+                    x.src.0 = mask(spread(x.src.0, x.v6, &mut r), x.src.1, x.v6);
+                    x.dst.0 = mask(spread(x.dst.0, x.v6, &mut r), x.dst.1, x.v6);
+                    // High destination ports too.
+                    if x.proto.is_some() && r.next() % 2 == 0 {
+                        x.dport = (x.dport.0 | 0x4000, x.dport.1 | 0x4000);
+                    }
+                    x
+                })
+                .collect();
+            let c = Classifier::new(rules.clone());
+            let mut hits = 0;
+            for _ in 0..5000 {
+                let mut k = random_key(&mut r);
+                k.src = spread(k.src, k.v6, &mut r);
+                k.dst = spread(k.dst, k.v6, &mut r);
+                if r.next() % 2 == 0 {
+                    k.dport |= 0x4000;
+                }
                 let want = rules.iter().position(|x| x.matches(&k)).map(|i| i as u32);
                 assert_eq!(c.lookup(&k), want, "{n} rules, key {k:?}");
                 hits += want.is_some() as usize;
