@@ -927,6 +927,52 @@ fn loopback_twin() {
     d.stop();
 }
 
+/// A BVI's twin: the loopback routing for bridge domain 1 (whose member is the interface
+/// to A) is paired; TCP from A to the BVI's address (received on the BVI through the
+/// bridge) is punted to the BVI's twin and Linux's answer, sent on the BVI, is bridged
+/// back to A.
+#[test]
+fn bvi_twin() {
+    skip_unless_possible!();
+    let mut ns = Netns::new("b");
+    let (s, a, l) = (ns.add("S"), ns.add("A"), ns.add("L"));
+    let va = format!("{}va", ns.tag);
+    let tb = format!("{}bvi", ns.tag);
+    veth(&s, &va, &a, &["10.94.0.2/24"]);
+    let d = start_in(&s, "lcpb", &format!("linux-cp {{ default netns {l} }}"));
+    d.ok(&format!("create host-interface name {va}"));
+    d.ok(&format!("set interface state host-{va} up"));
+    let lo = d.ok("create loopback interface").trim().to_string();
+    d.ok(&format!("set interface state {lo} up"));
+    d.ok(&format!("set interface l2 bridge {lo} 1 bvi"));
+    d.ok(&format!("set interface l2 bridge host-{va} 1"));
+    d.ok(&format!("lcp create {lo} host-if {tb}"));
+    must(&["ip", "-n", &l, "addr", "add", "10.94.0.1/24", "dev", &tb]);
+    wait_for(&d, "show interface address", "10.94.0.1/24", true);
+    assert!(ping(&a, "10.94.0.1"), "ping the BVI's address from A");
+    let tl = in_netns(&l, || TcpListener::bind("10.94.0.1:7191").unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = tl.accept().unwrap();
+        c.write_all(b"bvi!").unwrap();
+    });
+    let got = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.94.0.1:7191".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    assert_eq!(&got, b"bvi!");
+    server.join().unwrap();
+    assert!(
+        ping(&l, "10.94.0.2"),
+        "ping from Linux through the BVI twin"
+    );
+    d.stop();
+}
+
 /// A routing protocol's route to P's LAN reaches Sluice and forwards: waits until `show
 /// <fib> <lan>` shows `via` (printing how long after `t0`), then until A pings `host` behind
 /// P through Sluice; `diag` explains a route that never came.
