@@ -616,6 +616,25 @@ fn bad_lcp_commands_name_the_token() {
     d.stop();
 }
 
+/// Stops a routing daemon we started: SIGTERM (it withdraws its routes from the kernel as
+/// it shuts down), SIGKILL after 10 s.
+fn terminate(child: &mut std::process::Child, what: &str) {
+    // SAFETY: plain kill(2) on our child's pid (`ip netns exec` execs the daemon).
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    while child.try_wait().ok().flatten().is_none() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            eprintln!("{what} ignored SIGTERM; killed");
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.wait();
+}
+
 /// A BIRD 2 daemon in a namespace, killed on drop.
 struct Bird {
     child: std::process::Child,
@@ -663,20 +682,7 @@ impl Bird {
 impl Drop for Bird {
     /// SIGTERM: BIRD withdraws its routes from the kernel as it shuts down.
     fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our child's pid (`ip netns exec` execs bird).
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let t0 = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            if t0.elapsed() > Duration::from_secs(10) {
-                eprintln!("bird in {} ignored SIGTERM; killed", self.ns);
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.wait();
+        terminate(&mut self.child, &format!("bird in {}", self.ns));
     }
 }
 
@@ -834,33 +840,20 @@ fn bird_bgp_over_sluice() {
         "r2",
         &bird_conf("10.85.0.2", 65002, "10.85.0.1", 65001, "lan0"),
     );
-    let t0 = Instant::now();
-    wait_until(
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+    learned_and_forwarded(
+        &d,
+        &a,
+        "BGP",
+        "show ip fib 10.87.0.0/24",
+        "via 10.85.0.2",
+        "10.87.0.2",
+        Instant::now(),
         || {
             format!(
-                "BGP route never reached Sluice:\nr1: {}\nr2: {}\n{}",
+                "r1: {}\nr2: {}\n{}",
                 r1.cmd(&["show", "protocols", "all", "peer"]),
                 r2.cmd(&["show", "protocols"]),
-                d.ok("show lcp")
-            )
-        },
-    );
-    eprintln!(
-        "BGP up and 10.87.0.0/24 in Sluice's FIB {:.1} s after BIRD started",
-        t0.elapsed().as_secs_f64()
-    );
-    wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || ping(&a, "10.87.0.2"),
-        || {
-            format!(
-                "A cannot reach H over the BGP route:\n{}\n{}",
-                must(&["ip", "-n", &p, "route"]),
-                d.ok("show ip fib")
+                must(&["ip", "-n", &p, "route"])
             )
         },
     );
@@ -934,13 +927,105 @@ fn loopback_twin() {
     d.stop();
 }
 
-fn ospf_conf(id: &str, lan: &str, wan: &str) -> String {
+/// A BVI's twin: the loopback routing for bridge domain 1 (whose member is the interface
+/// to A) is paired; TCP from A to the BVI's address (received on the BVI through the
+/// bridge) is punted to the BVI's twin and Linux's answer, sent on the BVI, is bridged
+/// back to A.
+#[test]
+fn bvi_twin() {
+    skip_unless_possible!();
+    let mut ns = Netns::new("b");
+    let (s, a, l) = (ns.add("S"), ns.add("A"), ns.add("L"));
+    let va = format!("{}va", ns.tag);
+    let tb = format!("{}bvi", ns.tag);
+    veth(&s, &va, &a, &["10.94.0.2/24"]);
+    let d = start_in(&s, "lcpb", &format!("linux-cp {{ default netns {l} }}"));
+    d.ok(&format!("create host-interface name {va}"));
+    d.ok(&format!("set interface state host-{va} up"));
+    let lo = d.ok("create loopback interface").trim().to_string();
+    d.ok(&format!("set interface state {lo} up"));
+    d.ok(&format!("set interface l2 bridge {lo} 1 bvi"));
+    d.ok(&format!("set interface l2 bridge host-{va} 1"));
+    d.ok(&format!("lcp create {lo} host-if {tb}"));
+    must(&["ip", "-n", &l, "addr", "add", "10.94.0.1/24", "dev", &tb]);
+    wait_for(&d, "show interface address", "10.94.0.1/24", true);
+    assert!(ping(&a, "10.94.0.1"), "ping the BVI's address from A");
+    let tl = in_netns(&l, || TcpListener::bind("10.94.0.1:7191").unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = tl.accept().unwrap();
+        c.write_all(b"bvi!").unwrap();
+    });
+    let got = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.94.0.1:7191".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    assert_eq!(&got, b"bvi!");
+    server.join().unwrap();
+    assert!(
+        ping(&l, "10.94.0.2"),
+        "ping from Linux through the BVI twin"
+    );
+    d.stop();
+}
+
+/// A routing protocol's route to P's LAN reaches Sluice and forwards: waits until `show
+/// <fib> <lan>` shows `via` (printing how long after `t0`), then until A pings `host` behind
+/// P through Sluice; `diag` explains a route that never came.
+#[allow(clippy::too_many_arguments)]
+fn learned_and_forwarded(
+    d: &Daemon,
+    a: &str,
+    proto: &str,
+    fib: &str,
+    via: &str,
+    host: &str,
+    t0: Instant,
+    diag: impl Fn() -> String,
+) {
+    wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || d.ok(fib).contains(via),
+        || {
+            format!(
+                "{proto} route never reached Sluice:\n{}\n{}\n{}",
+                diag(),
+                d.ok("show lcp"),
+                d.ok("show errors")
+            )
+        },
+    );
+    eprintln!(
+        "{proto}: `{fib}' shows `{via}' {:.1} s after the daemons started",
+        t0.elapsed().as_secs_f64()
+    );
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || ping(a, host),
+        || {
+            format!(
+                "A cannot reach {host} over the {proto} route:\n{}",
+                d.ok(fib)
+            )
+        },
+    );
+}
+
+/// BIRD's OSPF (`v` 2: IPv4, 3: IPv6) on a broadcast `wan` and a stub `lan`.
+fn ospf_conf(v: u8, id: &str, lan: &str, wan: &str) -> String {
+    let af = if v == 2 { "ipv4" } else { "ipv6" };
     format!(
         "router id {id};
 protocol device {{ scan time 1; }}
-protocol kernel {{ ipv4 {{ import none; export where source ~ [ RTS_OSPF, RTS_OSPF_IA ]; }}; }}
-protocol ospf v2 o {{
-  ipv4 {{ import all; export none; }};
+protocol kernel {{ {af} {{ import none; export where source ~ [ RTS_OSPF, RTS_OSPF_IA ]; }}; }}
+protocol ospf v{v} o {{
+  {af} {{ import all; export none; }};
   area 0 {{
     interface \"{wan}\" {{ type broadcast; hello 1; dead 4; wait 2; }};
     interface \"{lan}\" {{ stub yes; }};
@@ -967,35 +1052,21 @@ fn bird_ospf_over_sluice() {
     else {
         return;
     };
-    let r1 = Bird::start(&l, &d.dir, "o1", &ospf_conf("10.85.0.1", &ta, &tp));
-    let r2 = Bird::start(&p, &d.dir, "o2", &ospf_conf("10.85.0.2", "lan0", "eth0"));
-    let t0 = Instant::now();
-    wait_until(
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+    let r1 = Bird::start(&l, &d.dir, "o1", &ospf_conf(2, "10.85.0.1", &ta, &tp));
+    let r2 = Bird::start(&p, &d.dir, "o2", &ospf_conf(2, "10.85.0.2", "lan0", "eth0"));
+    learned_and_forwarded(
+        &d,
+        &a,
+        "OSPF",
+        "show ip fib 10.87.0.0/24",
+        "via 10.85.0.2",
+        "10.87.0.2",
+        Instant::now(),
         || {
             format!(
-                "OSPF route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}",
+                "r1: {}\nr2: {}",
                 r1.cmd(&["show", "ospf", "neighbors"]),
-                r2.cmd(&["show", "ospf", "neighbors"]),
-                d.ok("show lcp"),
-                d.ok("show errors")
-            )
-        },
-    );
-    eprintln!(
-        "OSPF full and 10.87.0.0/24 in Sluice's FIB {:.1} s after BIRD started",
-        t0.elapsed().as_secs_f64()
-    );
-    wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || ping(&a, "10.87.0.2"),
-        || {
-            format!(
-                "A cannot reach H over the OSPF route:\n{}",
-                d.ok("show ip fib")
+                r2.cmd(&["show", "ospf", "neighbors"])
             )
         },
     );
@@ -1003,22 +1074,6 @@ fn bird_ospf_over_sluice() {
     wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);
     drop(r1);
     d.stop();
-}
-
-fn ospf3_conf(id: &str, lan: &str, wan: &str) -> String {
-    format!(
-        "router id {id};
-protocol device {{ scan time 1; }}
-protocol kernel {{ ipv6 {{ import none; export where source ~ [ RTS_OSPF, RTS_OSPF_IA ]; }}; }}
-protocol ospf v3 o {{
-  ipv6 {{ import all; export none; }};
-  area 0 {{
-    interface \"{wan}\" {{ type broadcast; hello 1; dead 4; wait 2; }};
-    interface \"{lan}\" {{ stub yes; }};
-  }};
-}}
-"
-    )
 }
 
 /// `ip -n <ns> -6 <args...> nodad` style helper: an IPv6 address without DAD.
@@ -1068,37 +1123,22 @@ fn bird_ospf3_over_sluice() {
         "net.ipv6.conf.all.forwarding=1",
     ]);
     wait_for(&d, "show interface address", "fd85::1/64", true);
-    let r1 = Bird::start(&l, &d.dir, "v1", &ospf3_conf("10.85.0.1", &ta, &tp));
-    let r2 = Bird::start(&p, &d.dir, "v2", &ospf3_conf("10.85.0.2", "lan0", "eth0"));
-    let t0 = Instant::now();
-    wait_until(
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || d.ok("show ip6 fib fd87::/64").contains("via fe80::"),
+    let r1 = Bird::start(&l, &d.dir, "v1", &ospf_conf(3, "10.85.0.1", &ta, &tp));
+    let r2 = Bird::start(&p, &d.dir, "v2", &ospf_conf(3, "10.85.0.2", "lan0", "eth0"));
+    learned_and_forwarded(
+        &d,
+        &a,
+        "OSPFv3",
+        "show ip6 fib fd87::/64",
+        "via fe80::",
+        "fd87::2",
+        Instant::now(),
         || {
             format!(
-                "OSPFv3 route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}\n{}",
+                "r1: {}\nr2: {}\n{}",
                 r1.cmd(&["show", "ospf", "neighbors"]),
                 r2.cmd(&["show", "ospf", "neighbors"]),
-                must(&["ip", "-n", &l, "-6", "route"]),
-                d.ok("show lcp"),
-                d.ok("show errors")
-            )
-        },
-    );
-    eprintln!(
-        "OSPFv3 full and fd87::/64 in Sluice's FIB {:.1} s after BIRD started",
-        t0.elapsed().as_secs_f64()
-    );
-    wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || ping(&a, "fd87::2"),
-        || {
-            format!(
-                "A cannot reach H over the OSPFv3 route:\n{}\n{}",
-                d.ok("show ip6 fib"),
-                d.ok("show ip6 neighbors")
+                must(&["ip", "-n", &l, "-6", "route"])
             )
         },
     );
@@ -1170,19 +1210,7 @@ impl Frr {
 impl Drop for Frr {
     fn drop(&mut self) {
         for c in self.children.iter_mut().rev() {
-            // SAFETY: plain kill(2) on our child's pid (`ip netns exec` execs the daemon).
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let t0 = Instant::now();
-            while c.try_wait().ok().flatten().is_none() {
-                if t0.elapsed() > Duration::from_secs(10) {
-                    let _ = c.kill();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.wait();
+            terminate(c, "an FRR daemon");
         }
     }
 }
@@ -1233,6 +1261,7 @@ fn frr_isis_over_sluice() {
     else {
         return;
     };
+    let t0 = Instant::now();
     let r1 = Frr::start(
         &l,
         &d.dir,
@@ -1245,41 +1274,27 @@ fn frr_isis_over_sluice() {
         "i2",
         &isisd_conf("i2", "0000.0000.0002", "eth0", "lan0"),
     );
-    let t0 = Instant::now();
-    wait_until(
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || d.ok("show ip fib 10.87.0.0/24").contains("via 10.85.0.2"),
+    learned_and_forwarded(
+        &d,
+        &a,
+        "IS-IS",
+        "show ip fib 10.87.0.0/24",
+        "via 10.85.0.2",
+        "10.87.0.2",
+        t0,
         || {
             format!(
-                "IS-IS route never reached Sluice:\nr1: {}\nr2: {}\n{}\n{}\n{}",
+                "r1: {}\nr2: {}\n{}",
                 r1.cmd("show isis neighbor"),
                 r2.cmd("show isis neighbor"),
-                must(&["ip", "-n", &l, "route"]),
-                d.ok("show lcp"),
-                d.ok("show errors")
+                must(&["ip", "-n", &l, "route"])
             )
         },
-    );
-    eprintln!(
-        "IS-IS up and 10.87.0.0/24 in Sluice's FIB {:.1} s after isisd started",
-        t0.elapsed().as_secs_f64()
     );
     let errors = d.ok("show errors");
     assert!(
         errors.contains("OSI (IS-IS) frames punted to the host stack"),
         "{errors}"
-    );
-    wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || ping(&a, "10.87.0.2"),
-        || {
-            format!(
-                "A cannot reach H over the IS-IS route:\n{}",
-                d.ok("show ip fib")
-            )
-        },
     );
     drop(r2);
     wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", false);

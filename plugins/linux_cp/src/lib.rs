@@ -20,8 +20,10 @@
 //! `linux-cp-punt` (`sluice_graph::nodes::set_punt_handler`, a hook this plugin added to
 //! the core); the paired interface is marked `punt_host` so UDP to closed ports is punted
 //! rather than refused and ARP/ND for its addresses is copied to the twin; the twin's frames are redirected from
-//! `ethernet-input` to `linux-cp-xc`. Admin state and MTU: Sluice → Linux by a 100 ms check
-//! of the paired interfaces (`linux-cp-process`), Linux → Sluice by netlink. Netlink: [`sync`].
+//! `ethernet-input` to `linux-cp-xc`. On paired interfaces `ip6-input` also admits every
+//! ff02::/16 group (OSPFv3) and `ethernet-input` punts OSI frames (IS-IS). Admin state, MTU
+//! and MAC: Sluice → Linux by a 100 ms check of the paired interfaces (`linux-cp-process`),
+//! Linux → Sluice by netlink. Netlink: [`sync`]. API: [`api`] (`api/lcp.api`).
 
 pub mod api;
 pub mod netlink;
