@@ -585,6 +585,7 @@ _EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#393b79", "#637939"]
 
 
 def dut_color(dut: str) -> str:
+    dut = dut.removesuffix(" (engine)")
     if dut in DUT_COLORS:
         return DUT_COLORS[dut]
     base = dut.rsplit("-", 1)[0]  # sluice-af_packet-1w -> sluice-af_packet's family
@@ -759,7 +760,9 @@ def plot_all(data: dict, out: Path) -> list[str]:
                                   "whislo": q["min"], "whishi": q["p99"], "fliers": [q["max"]],
                                   "mean": l["avg"] / 1e3, "label": ""})
                 bp = ax.bxp(stats, showmeans=True, patch_artist=True, widths=0.6,
-                            medianprops={"color": "black"})
+                            medianprops={"color": "black"},
+                            meanprops={"marker": "^", "markerfacecolor": "black",
+                                       "markeredgecolor": "black"})
                 for patch, (r, _) in zip(bp["boxes"], rows):
                     patch.set_facecolor(dut_color(r["dut"]))
                     patch.set_alpha(0.8)
@@ -834,15 +837,19 @@ def plot_all(data: dict, out: Path) -> list[str]:
             if kind == "engine":
                 for dut, cs in (("sluice", eng.get("cases", [])), ("vpp", vcases)):
                     r = _ratio_to_first(cs, fam)
-                    pts = sorted((c["routes"], r[c["name"]]) for c in cs
+                    # Synthetic tables as a line; the real table (its own prefix mix) a star.
+                    pts = sorted((c["routes"], r[c["name"]], c["name"].startswith("real")) for c in cs
                                  if c["family"] == fam and c["name"] in r)
+                    line = [p for p in pts if not p[2]]
                     if len(pts) > 1:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                        ax.plot([p[0] for p in line], [p[1] for p in line], "o-",
                                 color=dut_color(dut), lw=2)
-                        for x, y in pts:
-                            ax.annotate(f"{y:.2f}", (x, y), fontsize=7, xytext=(3, 3),
-                                        textcoords="offset points")
-                        used.append(dut)
+                        for x, y, real in pts:
+                            if real:
+                                ax.plot(x, y, "*", ms=13, color=dut_color(dut), mec="black")
+                            ax.annotate(f"{y:.2f}" + (" real" if real else ""), (x, y),
+                                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+                        used.append(f"{dut} (engine)")
                 _label(ax, "routes (log)", "Mpps ÷ 1-route Mpps",
                        f"engine {fam}: pg → forwarding path, one core", xlog=True)
             else:
@@ -850,6 +857,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
                     if f != fam:
                         continue
                     base = pts[0][1]
+                    if not base:
+                        continue  # NDR 0 with one route: no ratio
                     ax.plot([p[0] for p in pts], [p[1] / base for p in pts], "o--",
                             color=dut_color(dut))
                     used.append(dut)
@@ -859,7 +868,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
             ax.set_ylim(0, max(1.15, ax.get_ylim()[1]))
         fig.suptitle(f"FIB scale: throughput relative to 1 route (1.0 = no cost)\n{where}",
                      fontsize=10)
-        _shared_legend(fig, list(dict.fromkeys(used)))
+        star = Line2D([], [], color="black", marker="*", ls="", ms=10, label="real table")
+        _shared_legend(fig, list(dict.fromkeys(used)), [star])
         save(fig, "fib_size.png", bottom=0.08)
 
     # Clocks per node: stacked bars, Sluice and VPP side by side per engine case.
