@@ -310,6 +310,49 @@ def vpp_headline(data: dict) -> list[str]:
     return lines
 
 
+_NOT_DRIVER_INPUT = ("ethernet-input", "ip4-input", "ip6-input", "l2-input", "ip4-input-no-checksum",
+                     "nat44", "tester-")
+
+
+def io_split(runtime_text: str) -> dict | None:
+    """Seed 002's split of a dataplane's `show runtime` (Sluice or VPP, cumulative over a
+    case): clocks per forwarded packet in the driver's rx nodes (`*-input` of a driver), its
+    tx nodes (`*-tx`), and everything else (processing), per packet received by the drivers."""
+    from .vpp import parse_runtime
+    rt = parse_runtime(runtime_text or "")
+    if not rt:
+        return None
+    rx = {n: v for n, v in rt.items() if n.endswith("-input") and not n.startswith(_NOT_DRIVER_INPUT)}
+    tx = {n: v for n, v in rt.items() if n.endswith("-tx")}
+    pkts = sum(v["vectors"] for v in rx.values())
+    if not pkts:
+        return None
+    proc = {n: v for n, v in rt.items() if n not in rx and n not in tx}
+    out = {k: sum(v["clocks_total"] for v in d.values()) / pkts
+           for k, d in (("rx", rx), ("tx", tx), ("processing", proc))}
+    out["packets"] = pkts
+    return out
+
+
+def io_table(data: dict) -> list[str]:
+    lines = []
+    for r in ok_entries(data):
+        rt = (r.get("counters") or {}).get("show runtime")
+        sp = io_split(rt) if rt else None
+        if not sp:
+            continue
+        tot = sp["rx"] + sp["tx"] + sp["processing"]
+        lines.append(f"| {r['scenario']} | {r['dut']} | {fmt(sp['rx'], 0)} | {fmt(sp['tx'], 0)} | "
+                     f"{fmt(sp['processing'], 0)} | {100 * (sp['rx'] + sp['tx']) / tot:.0f} % |")
+    if lines:
+        lines = ["Clocks per packet from each dataplane's own `show runtime`, summed over the whole "
+                 "case (every trial; polling rx nodes include their empty polls, so at low rates "
+                 "rx is inflated), per packet its drivers received. Linux has no per-node clocks.",
+                 "", "| scenario | DUT | driver rx clk/pkt | driver tx clk/pkt | processing clk/pkt "
+                 "| I/O share |", "|---|---|---|---|---|---|"] + lines
+    return lines
+
+
 def latency_table(data: dict) -> list[str]:
     lines = ["| scenario | DUT | frame | load (% NDR) | offered Mpps | loss % | min µs | avg µs | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | jitter µs | DUT CPU s/Mpkt |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -553,6 +596,8 @@ def markdown(data: dict, plots: list[str]) -> str:
                 "when the tester stops are waited for (drain: until all arrived, or nothing "
                 "arrived for 0.25 s, at most 2 s); \"drained: no\" means some never came.", "",
                 *lr, ""]
+    if it := io_table(data):
+        out += ["## Cycles per packet: driver I/O vs processing (seed 002's split)", "", *it, ""]
     out += ["## Engine benchmarks (clocks/packet per node)", "", *engine_table(data), ""]
     if vt := vpp_engine_table(data):
         out += ["## Engine paths: Sluice and VPP in the same run", "", *vt, ""]
