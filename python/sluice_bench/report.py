@@ -473,7 +473,7 @@ def vpp_engine_table(data: dict) -> list[str]:
     if v.get("skipped"):
         return [f"VPP rows skipped: {v['skipped']}."]
     pairs = [(s, x) for s, x in engine_pairs(data) if x]
-    lines = [f"{v.get('version') or 'VPP'}, one thread on the DUT core, the same pcap (pg0 → "
+    lines = [f"{v.get('version') or 'VPP'}, one thread on core 0 (as sluice-bench), the same pcap (pg0 → "
              "ethernet-input), routes and MACs as Sluice's case, "
              f"{v.get('packets', 0) / 1e6:g}M packets per run, {v.get('runs')} runs after a "
              "warm-up; Mpps = packets / wall time from `packet-generator enable-stream` to "

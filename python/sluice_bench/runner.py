@@ -180,7 +180,8 @@ class Runner:
                 runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
                 self.data["engine"]["vpp"] = vpp.run_engine(
                     self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,
-                    runs, main_core=self.dut_cores[0], progress=self.progress.say)
+                    runs, main_core=0,  # where sluice-bench pins its own main thread
+                    progress=self.progress.say)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         self.progress.done += 1
