@@ -56,7 +56,11 @@ class CpuSnapshot:
 
 
 def snapshot(pid: int | None) -> CpuSnapshot:
-    return CpuSnapshot(read_proc_stat(), read_pid_cpu(pid) if pid else None)
+    try:
+        pid_cpu = read_pid_cpu(pid) if pid else None
+    except OSError:  # the DUT died (the runner restarts it): no process time this trial
+        pid_cpu = None
+    return CpuSnapshot(read_proc_stat(), pid_cpu)
 
 
 def delta(a: CpuSnapshot, b: CpuSnapshot, cores: list[int]) -> dict:

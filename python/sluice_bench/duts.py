@@ -65,6 +65,19 @@ class Dut:
         """Cumulative counters as {name: count} (drops, errors, per-interface packets)."""
         return {}
 
+    def alive(self) -> bool:
+        """False when the dataplane process died (checked after every trial)."""
+        return True
+
+    def log_tail(self) -> str:
+        """The end of the dataplane's log (for a crash report)."""
+        return ""
+
+    def restart(self, topo: Topology, sc: Scenario) -> dict[str, str]:
+        """After a crash: clean up and start again with the same configuration."""
+        self.stop(failed=True)
+        return self.start(topo, sc)
+
     #: First trial's rate for this DUT, pps (None: the suite's `max_rate`).
     max_rate: float | None = None
 
@@ -241,6 +254,12 @@ class SluiceAfPacket(Dut):
     def pid(self) -> int | None:
         return self.vpp.proc.pid if self.vpp and self.vpp.proc else None
 
+    def alive(self) -> bool:
+        return self.vpp is not None and self.vpp.alive()
+
+    def log_tail(self) -> str:
+        return self.vpp.stderr_text()[-1500:].strip() if self.vpp else ""
+
     def counters(self) -> dict:
         if not self.vpp or not self.vpp.alive():
             return {}
@@ -263,11 +282,12 @@ class SluiceAfPacket(Dut):
         return out
 
     def stop(self, failed: bool = False) -> None:
-        if self.vpp is None or not self.vpp.alive():
+        if self.vpp is None:
             return
         vpp, self.vpp = self.vpp, None
-        if failed:
+        if failed or not vpp.alive():
             vpp.kill()
+            vpp.remove_dir()
             return
         vpp.stop()  # fails on buffers still in use at exit
         vpp.remove_dir()
@@ -307,6 +327,14 @@ class MemifSlave:
         self.dp_cli(f"create interface memif id {port_index} socket-id 1 slave "
                     f"hw-addr {self.mac(port_index)}")
         return f"memif1/{port_index}"
+
+    def restart(self, topo: Topology, sc: Scenario) -> dict[str, str]:
+        keep, self.sock_dir = self.sock_dir, None  # the tester's socket stays
+        try:
+            self.stop(failed=True)
+        finally:
+            self.sock_dir = keep
+        return self.start(topo, sc)
 
     def stop(self, failed: bool = False) -> None:
         try:

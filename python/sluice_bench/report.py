@@ -310,6 +310,49 @@ def vpp_headline(data: dict) -> list[str]:
     return lines
 
 
+_NOT_DRIVER_INPUT = ("ethernet-input", "ip4-input", "ip6-input", "l2-input", "ip4-input-no-checksum",
+                     "nat44", "tester-")
+
+
+def io_split(runtime_text: str) -> dict | None:
+    """Seed 002's split of a dataplane's `show runtime` (Sluice or VPP, cumulative over a
+    case): clocks per forwarded packet in the driver's rx nodes (`*-input` of a driver), its
+    tx nodes (`*-tx`), and everything else (processing), per packet received by the drivers."""
+    from .vpp import parse_runtime
+    rt = parse_runtime(runtime_text or "")
+    if not rt:
+        return None
+    rx = {n: v for n, v in rt.items() if n.endswith("-input") and not n.startswith(_NOT_DRIVER_INPUT)}
+    tx = {n: v for n, v in rt.items() if n.endswith("-tx")}
+    pkts = sum(v["vectors"] for v in rx.values())
+    if not pkts:
+        return None
+    proc = {n: v for n, v in rt.items() if n not in rx and n not in tx}
+    out = {k: sum(v["clocks_total"] for v in d.values()) / pkts
+           for k, d in (("rx", rx), ("tx", tx), ("processing", proc))}
+    out["packets"] = pkts
+    return out
+
+
+def io_table(data: dict) -> list[str]:
+    lines = []
+    for r in ok_entries(data):
+        rt = (r.get("counters") or {}).get("show runtime")
+        sp = io_split(rt) if rt else None
+        if not sp:
+            continue
+        tot = sp["rx"] + sp["tx"] + sp["processing"]
+        lines.append(f"| {r['scenario']} | {r['dut']} | {fmt(sp['rx'], 0)} | {fmt(sp['tx'], 0)} | "
+                     f"{fmt(sp['processing'], 0)} | {100 * (sp['rx'] + sp['tx']) / tot:.0f} % |")
+    if lines:
+        lines = ["Clocks per packet from each dataplane's own `show runtime`, summed over the whole "
+                 "case (every trial; polling rx nodes include their empty polls, so at low rates "
+                 "rx is inflated), per packet its drivers received. Linux has no per-node clocks.",
+                 "", "| scenario | DUT | driver rx clk/pkt | driver tx clk/pkt | processing clk/pkt "
+                 "| I/O share |", "|---|---|---|---|---|---|"] + lines
+    return lines
+
+
 def latency_table(data: dict) -> list[str]:
     lines = ["| scenario | DUT | frame | load (% NDR) | offered Mpps | loss % | min µs | avg µs | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | jitter µs | DUT CPU s/Mpkt |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -430,7 +473,7 @@ def vpp_engine_table(data: dict) -> list[str]:
     if v.get("skipped"):
         return [f"VPP rows skipped: {v['skipped']}."]
     pairs = [(s, x) for s, x in engine_pairs(data) if x]
-    lines = [f"{v.get('version') or 'VPP'}, one thread on the DUT core, the same pcap (pg0 → "
+    lines = [f"{v.get('version') or 'VPP'}, one thread on core 0 (as sluice-bench), the same pcap (pg0 → "
              "ethernet-input), routes and MACs as Sluice's case, "
              f"{v.get('packets', 0) / 1e6:g}M packets per run, {v.get('runs')} runs after a "
              "warm-up; Mpps = packets / wall time from `packet-generator enable-stream` to "
@@ -553,6 +596,8 @@ def markdown(data: dict, plots: list[str]) -> str:
                 "when the tester stops are waited for (drain: until all arrived, or nothing "
                 "arrived for 0.25 s, at most 2 s); \"drained: no\" means some never came.", "",
                 *lr, ""]
+    if it := io_table(data):
+        out += ["## Cycles per packet: driver I/O vs processing (seed 002's split)", "", *it, ""]
     out += ["## Engine benchmarks (clocks/packet per node)", "", *engine_table(data), ""]
     if vt := vpp_engine_table(data):
         out += ["## Engine paths: Sluice and VPP in the same run", "", *vt, ""]
@@ -585,6 +630,7 @@ _EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#393b79", "#637939"]
 
 
 def dut_color(dut: str) -> str:
+    dut = dut.removesuffix(" (engine)")
     if dut in DUT_COLORS:
         return DUT_COLORS[dut]
     base = dut.rsplit("-", 1)[0]  # sluice-af_packet-1w -> sluice-af_packet's family
@@ -759,7 +805,9 @@ def plot_all(data: dict, out: Path) -> list[str]:
                                   "whislo": q["min"], "whishi": q["p99"], "fliers": [q["max"]],
                                   "mean": l["avg"] / 1e3, "label": ""})
                 bp = ax.bxp(stats, showmeans=True, patch_artist=True, widths=0.6,
-                            medianprops={"color": "black"})
+                            medianprops={"color": "black"},
+                            meanprops={"marker": "^", "markerfacecolor": "black",
+                                       "markeredgecolor": "black"})
                 for patch, (r, _) in zip(bp["boxes"], rows):
                     patch.set_facecolor(dut_color(r["dut"]))
                     patch.set_alpha(0.8)
@@ -834,15 +882,19 @@ def plot_all(data: dict, out: Path) -> list[str]:
             if kind == "engine":
                 for dut, cs in (("sluice", eng.get("cases", [])), ("vpp", vcases)):
                     r = _ratio_to_first(cs, fam)
-                    pts = sorted((c["routes"], r[c["name"]]) for c in cs
+                    # Synthetic tables as a line; the real table (its own prefix mix) a star.
+                    pts = sorted((c["routes"], r[c["name"]], c["name"].startswith("real")) for c in cs
                                  if c["family"] == fam and c["name"] in r)
+                    line = [p for p in pts if not p[2]]
                     if len(pts) > 1:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                        ax.plot([p[0] for p in line], [p[1] for p in line], "o-",
                                 color=dut_color(dut), lw=2)
-                        for x, y in pts:
-                            ax.annotate(f"{y:.2f}", (x, y), fontsize=7, xytext=(3, 3),
-                                        textcoords="offset points")
-                        used.append(dut)
+                        for x, y, real in pts:
+                            if real:
+                                ax.plot(x, y, "*", ms=13, color=dut_color(dut), mec="black")
+                            ax.annotate(f"{y:.2f}" + (" real" if real else ""), (x, y),
+                                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+                        used.append(f"{dut} (engine)")
                 _label(ax, "routes (log)", "Mpps ÷ 1-route Mpps",
                        f"engine {fam}: pg → forwarding path, one core", xlog=True)
             else:
@@ -850,6 +902,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
                     if f != fam:
                         continue
                     base = pts[0][1]
+                    if not base:
+                        continue  # NDR 0 with one route: no ratio
                     ax.plot([p[0] for p in pts], [p[1] / base for p in pts], "o--",
                             color=dut_color(dut))
                     used.append(dut)
@@ -859,7 +913,8 @@ def plot_all(data: dict, out: Path) -> list[str]:
             ax.set_ylim(0, max(1.15, ax.get_ylim()[1]))
         fig.suptitle(f"FIB scale: throughput relative to 1 route (1.0 = no cost)\n{where}",
                      fontsize=10)
-        _shared_legend(fig, list(dict.fromkeys(used)))
+        star = Line2D([], [], color="black", marker="*", ls="", ms=10, label="real table")
+        _shared_legend(fig, list(dict.fromkeys(used)), [star])
         save(fig, "fib_size.png", bottom=0.08)
 
     # Clocks per node: stacked bars, Sluice and VPP side by side per engine case.

@@ -63,8 +63,8 @@ class Trial:
         return self.offered_pps < self.target_pps * (1.0 - tolerance)
 
     def passes(self, loss_ratio: float) -> bool:
-        if self.tx == 0:
-            return False
+        if self.tx == 0 or self.extra.get("failed"):
+            return False  # "failed": the DUT crashed during the trial (runner)
         if loss_ratio <= 0.0:
             return self.rx >= self.tx
         return self.loss_ratio <= loss_ratio

@@ -180,7 +180,8 @@ class Runner:
                 runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
                 self.data["engine"]["vpp"] = vpp.run_engine(
                     self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,
-                    runs, main_core=self.dut_cores[0], progress=self.progress.say)
+                    runs, main_core=0,  # where sluice-bench pins its own main thread
+                    progress=self.progress.say)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         self.progress.done += 1
@@ -226,7 +227,7 @@ class Runner:
                  macs: dict, size: int) -> dict:
         s = self.suite
         label = f"{sc.name} {dut.name} {size}B"
-        pid = dut.pid()
+        nonlocal_pid = [dut.pid()]  # a restarted DUT has a new pid
         cores = self.dut_cores
 
         def trial(rate: float, with_latency: bool = False, duration: float | None = None
@@ -241,17 +242,24 @@ class Runner:
 
             def before():
                 snaps["ca"] = (dut.counter_snapshot(), tester_counters(tester))
-                snaps["a"] = cpuacct.snapshot(pid)
+                snaps["a"] = cpuacct.snapshot(nonlocal_pid[0])
                 if self.energy["rapl"]:
                     snaps["ea"] = cpuacct.read_energy_uj(self.energy["domains"])
 
             def after():
-                snaps["b"] = cpuacct.snapshot(pid)
+                snaps["b"] = cpuacct.snapshot(nonlocal_pid[0])
                 if self.energy["rapl"]:
                     snaps["eb"] = cpuacct.read_energy_uj(self.energy["domains"])
                 snaps["cb"] = (dut.counter_snapshot(), tester_counters(tester))
 
             res = tester.run(main + lat, duration or s.trial_s, before, after)
+            crash = None
+            if not dut.alive():
+                # The trial fails with the DUT's log; the search goes on with a fresh DUT.
+                crash = dut.log_tail() or "(no log)"
+                self.progress.say(f"{label}: DUT died during the trial; restarting it")
+                macs.update(dut.restart(topo, sc))
+                nonlocal_pid[0] = dut.pid()
             st_main = [res["streams"][m.name] for m in main]
             tx = sum(x["tx_packets"] for x in st_main)
             # rx_packets includes duplicates; loss is tx - (rx - duplicate) (tester contract).
@@ -273,6 +281,8 @@ class Runner:
                            # Non-zero counter deltas of the trial: where frames were dropped.
                            "dut_counters": dc, "tester_counters": tc,
                            "cpu_wait_ratio": round(wait_us / 1e6 / wall, 4) if wall else 0.0}
+            if crash:
+                extra["failed"] = f"DUT crashed during the trial; its log ends: {crash}"
             if "ea" in snaps and snaps["eb"] >= snaps["ea"]:
                 extra["energy_j"] = (snaps["eb"] - snaps["ea"]) / 1e6
             lm = latency.summarize(st_main)
@@ -286,7 +296,8 @@ class Runner:
                               tx_fail=sum(x.get("tx_fail", 0) for x in st_main), extra=extra)
             self.progress.say(f"{label}: trial {rate / 1e6:.3f} Mpps -> offered "
                               f"{t.offered_pps / 1e6:.3f}, loss {100 * t.loss_ratio:.3f} %"
-                              + (" (tester-limited)" if t.tester_limited() else ""))
+                              + (" (tester-limited)" if t.tester_limited() else "")
+                              + (" FAILED: DUT crashed" if crash else ""))
             return t
 
         search = s.search

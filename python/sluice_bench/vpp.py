@@ -527,6 +527,12 @@ class VppAfPacket(Dut):
     def pid(self) -> int | None:
         return self.v.pid() if self.v else None
 
+    def alive(self) -> bool:
+        return self.v is not None and self.v.alive()
+
+    def log_tail(self) -> str:
+        return self.v.log_tail() if self.v else ""
+
     #: Driver `show` commands kept with the counters (text).
     driver_shows: tuple[str, ...] = ("show hardware-interfaces",)
 

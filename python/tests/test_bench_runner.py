@@ -71,3 +71,38 @@ def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
     assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway", "ip6-oneway"}
     assert all("forwarded nothing during the warm-up" in x["reason"] for x in errs)
     assert any(x["status"] == "ok" and x["dut"] == "sluice-af_packet" for x in data["results"])
+
+
+def test_a_dut_that_dies_mid_trial_fails_that_trial_and_is_restarted(fake_run, monkeypatch):
+    r, _ = fake_run
+    r.suite.cases = [("ip4-oneway", [64])]
+    r.suite.duts = ["sluice-af_packet"]
+
+    class Crashy(FakeDut):
+        trials = 0
+        restarts = 0
+
+        def counter_snapshot(self):
+            if self.alive():
+                Crashy.trials += 1  # twice per trial (before and after)
+            return {}
+
+        def alive(self):
+            return not (Crashy.trials == 6 and Crashy.restarts == 0)
+
+        def log_tail(self):
+            return "panicked at 'index out of bounds'"
+
+        def restart(self, topo, sc):
+            Crashy.restarts += 1
+            return super().restart(topo, sc)
+
+    dut = Crashy("sluice-af_packet", 900_000, 950_000, 20_000)
+    monkeypatch.setattr(runner_mod, "make_dut", lambda name, b, *r: dut)
+    data = r.run()
+    (res,) = data["results"]
+    assert res["status"] == "ok" and Crashy.restarts == 1
+    failed = [t for t in res["trials"] if t["extra"].get("failed")]
+    assert len(failed) == 1 and "index out of bounds" in failed[0]["extra"]["failed"]
+    assert failed[0]["rx"] > 0  # it would have passed on loss alone; the crash fails it
+    assert 900_000 * 0.9 <= res["ndr_pps"] <= 900_000  # the search went on after the restart

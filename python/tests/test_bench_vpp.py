@@ -140,3 +140,11 @@ def test_real_vpp_forwards_the_ip4_engine_path(tmp_path):
     names = [n for n, _ in c["nodes"]]
     assert "ethernet-input" in names and "ip4-lookup" in names and "ip4-rewrite" in names
     assert any(n.endswith("-tx") for n in names)
+
+
+def test_io_split_puts_driver_nodes_apart_from_processing():
+    sp = report.io_split(VPP_RUNTIME)
+    assert sp["packets"] == 10_000_000
+    assert sp["rx"] == pytest.approx(40.0)          # pg-input
+    assert sp["tx"] == pytest.approx(36.0)          # pg1-tx
+    assert sp["processing"] == pytest.approx(61 + 41 + 42 + 19 + 9)
