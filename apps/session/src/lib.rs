@@ -51,6 +51,15 @@ pub struct App {
     busy_poll: Duration,
 }
 
+/// What [`App::next`] reports.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Data, end of stream or a state change on this slot.
+    Data(u32),
+    /// A TCP connection was accepted into this slot ([`App::accepted`]).
+    Accept(u32),
+}
+
 /// A session: a bound UDP endpoint (datagrams from any peer) or a connected one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Session {
@@ -208,13 +217,136 @@ impl App {
         self.session_reply(r, Some(remote))
     }
 
+    /// Listens for TCP connections on `local` (address unspecified: any of Sluice's; port
+    /// 0: ephemeral). Accepted connections arrive as [`Event::Accept`].
+    pub fn listen(&mut self, local: SocketAddr, backlog: u32) -> io::Result<Session> {
+        let r = self.request(|req| Msg::Listen {
+            req,
+            local,
+            backlog,
+        })?;
+        self.session_reply(r, None)
+    }
+
+    /// Opens a TCP connection to `remote` and waits up to `timeout` for the handshake
+    /// (`ConnectionRefused` on a RST, `TimedOut` when Sluice gave up or time ran out).
+    pub fn tcp_connect(&mut self, remote: SocketAddr, timeout: Duration) -> io::Result<Session> {
+        let r = self.request(|req| Msg::TcpConnect { req, remote })?;
+        let s = self.session_reply(r, Some(remote))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let st = self.tcp_state(&s);
+            if st & seg::tcp_state::RESET != 0 {
+                let _ = self.close(s);
+                return Err(io::ErrorKind::ConnectionRefused.into());
+            }
+            if st & seg::tcp_state::ESTABLISHED != 0 {
+                return Ok(s);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.close(s);
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    /// The TCP state word of a session (`seg::tcp_state` bits).
+    pub fn tcp_state(&self, s: &Session) -> u32 {
+        seg::slot_fifos(&self.seg, &self.g, s.slot)
+            .map(|(rx, _)| rx.state().load(std::sync::atomic::Ordering::Acquire))
+            .unwrap_or(seg::tcp_state::RESET)
+    }
+
+    /// The connection accepted into `slot` (after [`Event::Accept`]): its endpoints.
+    pub fn accepted(&self, slot: u32) -> io::Result<Session> {
+        let (rx, _) =
+            seg::slot_fifos(&self.seg, &self.g, slot).ok_or_else(|| proto_err("bad slot"))?;
+        let (local, peer, _) = rx.endpoints().ok_or_else(|| proto_err("bad endpoints"))?;
+        Ok(Session {
+            slot,
+            local,
+            remote: Some(peer),
+        })
+    }
+
+    /// Reads stream bytes of a TCP session: `Ok(0)` at the end of the stream (the peer
+    /// closed), `WouldBlock` when nothing is there yet, `ConnectionReset` after a RST.
+    pub fn read(&self, s: &Session, buf: &mut [u8]) -> io::Result<usize> {
+        let (rx, tx) =
+            seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
+        let n = rx.pop_bytes(buf);
+        if n > 0 {
+            // Sluice advertised a small window: tell it reading made room.
+            if rx.wnd_request().load(std::sync::atomic::Ordering::Acquire) != 0
+                && rx.free_bytes() >= rx.size() / 2
+            {
+                rx.wnd_request()
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                self.kick(s.slot, &tx);
+            }
+            return Ok(n);
+        }
+        let st = rx.state().load(std::sync::atomic::Ordering::Acquire);
+        if st & seg::tcp_state::RESET != 0 {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        if st & seg::tcp_state::PEER_FIN != 0 && rx.used() == Some(0) {
+            return Ok(0);
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// Writes stream bytes to a TCP session: how many fit in the tx FIFO (`WouldBlock`
+    /// when none did).
+    pub fn write(&self, s: &Session, buf: &[u8]) -> io::Result<usize> {
+        let (rx, tx) =
+            seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
+        if rx.state().load(std::sync::atomic::Ordering::Acquire) & seg::tcp_state::RESET != 0 {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        let n = tx.push_bytes(buf);
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.kick(s.slot, &tx);
+        Ok(n)
+    }
+
+    /// Queues a tx event for `slot` (once while one is pending) and wakes Sluice if it sleeps.
+    fn kick(&self, slot: u32, tx: &seg::Fifo<'_>) {
+        if tx.set_event() {
+            let q = self.sluice_evq();
+            if !q.push(slot) {
+                tx.unset_event();
+            }
+            if q.needs_signal() {
+                shm::signal(self.sluice_efd.as_raw_fd());
+            }
+        }
+    }
+
+    /// The next event: data (or a state change) on a slot, or a connection accepted.
+    pub fn next(&self) -> Option<Event> {
+        let v = self.app_evq().pop()?;
+        let slot = v & !seg::EVENT_ACCEPT;
+        if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, slot) {
+            rx.clear_event();
+        }
+        Some(if v & seg::EVENT_ACCEPT != 0 {
+            Event::Accept(slot)
+        } else {
+            Event::Data(slot)
+        })
+    }
+
     /// Closes a session (its FIFOs' contents are discarded).
     pub fn close(&mut self, s: Session) -> io::Result<()> {
         match self.request(|req| Msg::Close { req, slot: s.slot })? {
             Msg::CloseReply { retval: r, .. } => {
                 // The slot may be reused: what the session left unread goes with it.
                 if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
-                    rx.clear();
+                    rx.drop_front(u32::MAX);
                 }
                 retval(r)
             }

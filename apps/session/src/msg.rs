@@ -13,6 +13,8 @@
 //! | 6 `SessionReply` | Sluice → app | request at 4, retval i32 at 8, slot u32 at 12, local endpoint at 16 |
 //! | 7 `Close` | app → Sluice | request at 4, slot u32 at 8 |
 //! | 8 `CloseReply` | Sluice → app | request at 4, retval i32 at 8 |
+//! | 9 `Listen` | app → Sluice | request at 4, local endpoint at 8, backlog u32 at 28 |
+//! | 10 `TcpConnect` | app → Sluice | request at 4, remote endpoint at 8 |
 //!
 //! An endpoint is 20 bytes: family u8 (4 or 6), pad, port u16, address (16 bytes; IPv4 in
 //! the first 4). A retval is 0 or a negative errno (`EADDRINUSE`, `EADDRNOTAVAIL`, ...).
@@ -74,6 +76,23 @@ pub enum Msg {
         req: u32,
         /// Its slot.
         slot: u32,
+    },
+    /// Listen for TCP connections on `local` (address unspecified: any of Sluice's).
+    Listen {
+        /// Request id.
+        req: u32,
+        /// Local address and port.
+        local: SocketAddr,
+        /// Most connections in the handshake at once (0: the configured default).
+        backlog: u32,
+    },
+    /// Open a TCP connection to `remote` from an ephemeral port (the reply comes at once
+    /// with the slot; the slot's state word says when it is established or refused).
+    TcpConnect {
+        /// Request id.
+        req: u32,
+        /// The peer.
+        remote: SocketAddr,
     },
     /// Close result.
     CloseReply {
@@ -166,6 +185,21 @@ pub fn encode(m: &Msg) -> [u8; MSG_SIZE] {
             b[8..12].copy_from_slice(&retval.to_le_bytes());
             8
         }
+        Msg::Listen {
+            req,
+            local,
+            backlog,
+        } => {
+            b[4..8].copy_from_slice(&req.to_le_bytes());
+            put_ep(&mut b, 8, *local);
+            b[28..32].copy_from_slice(&backlog.to_le_bytes());
+            9
+        }
+        Msg::TcpConnect { req, remote } => {
+            b[4..8].copy_from_slice(&req.to_le_bytes());
+            put_ep(&mut b, 8, *remote);
+            10
+        }
     };
     b[0..2].copy_from_slice(&t.to_le_bytes());
     b
@@ -209,6 +243,15 @@ pub fn decode(b: &[u8; MSG_SIZE]) -> Option<Msg> {
             req: u32_at(b, 4),
             retval: u32_at(b, 8) as i32,
         },
+        9 => Msg::Listen {
+            req: u32_at(b, 4),
+            local: get_ep(b, 8)?,
+            backlog: u32_at(b, 28),
+        },
+        10 => Msg::TcpConnect {
+            req: u32_at(b, 4),
+            remote: get_ep(b, 8)?,
+        },
         _ => return None,
     })
 }
@@ -247,6 +290,12 @@ mod tests {
                 req: 6,
                 retval: -22,
             },
+            Msg::Listen {
+                req: 7,
+                local: v4,
+                backlog: 16,
+            },
+            Msg::TcpConnect { req: 8, remote: v6 },
         ] {
             assert_eq!(decode(&encode(&m)), Some(m));
         }

@@ -411,6 +411,132 @@ impl<'a> Fifo<'a> {
     }
 }
 
+/// TCP slot state bits (rx FIFO header word at [`Fifo::state`]), written by Sluice.
+pub mod tcp_state {
+    /// The connection is established (data may flow).
+    pub const ESTABLISHED: u32 = 1;
+    /// The peer closed its side: end of stream once the rx FIFO is drained.
+    pub const PEER_FIN: u32 = 2;
+    /// The connection was reset or refused.
+    pub const RESET: u32 = 4;
+}
+
+/// High bit of an app event: a connection was accepted into this slot (the listener's slot
+/// and both endpoints are in the slot's rx FIFO header).
+pub const EVENT_ACCEPT: u32 = 0x8000_0000;
+
+impl<'a> Fifo<'a> {
+    /// Stream mode (TCP): bytes used, `None` when the positions are impossible.
+    pub fn used(&self) -> Option<u32> {
+        let u = self
+            .head
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail.load(Ordering::Acquire));
+        (u <= self.size).then_some(u)
+    }
+
+    /// Ring size.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Stream producer: appends as many bytes of `src` as fit; returns how many.
+    pub fn push_bytes(&self, src: &[u8]) -> usize {
+        let h = self.head.load(Ordering::Relaxed);
+        let used = h.wrapping_sub(self.tail.load(Ordering::Acquire));
+        let free = self.size.saturating_sub(used) as usize;
+        let n = src.len().min(free);
+        if n == 0 {
+            return 0;
+        }
+        self.write_at(h, &src[..n]);
+        self.head.store(h.wrapping_add(n as u32), Ordering::Release);
+        n
+    }
+
+    /// Stream consumer: copies `dst.len()` bytes at `off` past the tail without consuming
+    /// them (a retransmission reads the same bytes again); returns how many were there.
+    pub fn peek_at(&self, off: u32, dst: &mut [u8]) -> usize {
+        let Some(used) = self.used() else { return 0 };
+        if off >= used {
+            return 0;
+        }
+        let n = dst.len().min((used - off) as usize);
+        let t = self.tail.load(Ordering::Relaxed);
+        self.read_at(t.wrapping_add(off), &mut dst[..n]);
+        n
+    }
+
+    /// Stream consumer: drops `n` bytes (at most what is there); returns how many.
+    pub fn drop_front(&self, n: u32) -> u32 {
+        let Some(used) = self.used() else { return 0 };
+        let n = n.min(used);
+        let t = self.tail.load(Ordering::Relaxed);
+        self.tail.store(t.wrapping_add(n), Ordering::Release);
+        n
+    }
+
+    /// Stream consumer: takes up to `dst.len()` bytes.
+    pub fn pop_bytes(&self, dst: &mut [u8]) -> usize {
+        let n = self.peek_at(0, dst);
+        self.drop_front(n as u32);
+        n
+    }
+
+    /// The slot's TCP state word ([`tcp_state`]); lives in the rx FIFO's header.
+    pub fn state(&self) -> &AtomicU32 {
+        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; the
+        // word 136 bytes on is inside it, 4-aligned, and only accessed atomically.
+        unsafe { &*((self.head as *const AtomicU32 as *const u8).add(136) as *const AtomicU32) }
+    }
+
+    /// The window-update request word: Sluice sets it when it advertised a small window,
+    /// the application clears it (and queues a tx event) after reading.
+    pub fn wnd_request(&self) -> &AtomicU32 {
+        // SAFETY: as in `state`, 140 bytes on.
+        unsafe { &*((self.head as *const AtomicU32 as *const u8).add(140) as *const AtomicU32) }
+    }
+
+    /// Writes the connection's endpoints and the listener's slot into the header (an
+    /// accepted connection; rx FIFO, by Sluice).
+    pub fn set_endpoints(&self, local: SocketAddr, peer: SocketAddr, listener: u32) {
+        let mut b = [0u8; 48];
+        b[..DGRAM_HDR].copy_from_slice(
+            &DgramHdr {
+                len: listener,
+                peer,
+            }
+            .encode(),
+        );
+        b[DGRAM_HDR..].copy_from_slice(
+            &DgramHdr {
+                len: 0,
+                peer: local,
+            }
+            .encode(),
+        );
+        // SAFETY: 48 bytes at 144 lie inside the 192-byte header; the application reads
+        // them only after the accept event (published with release order by the queue).
+        unsafe {
+            let p = (self.head as *const AtomicU32 as *mut u8).add(144);
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, 48);
+        }
+    }
+
+    /// Reads what [`Fifo::set_endpoints`] wrote: (local, peer, listener slot).
+    pub fn endpoints(&self) -> Option<(SocketAddr, SocketAddr, u32)> {
+        let mut b = [0u8; 48];
+        // SAFETY: as in `set_endpoints`.
+        unsafe {
+            let p = (self.head as *const AtomicU32 as *const u8).add(144);
+            std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), 48);
+        }
+        let a = DgramHdr::decode(b[..DGRAM_HDR].try_into().ok()?)?;
+        let l = DgramHdr::decode(b[DGRAM_HDR..].try_into().ok()?)?;
+        Some((l.peer, a.peer, a.len))
+    }
+}
+
 /// The two FIFOs of slot `i`: (rx, tx). rx is written by Sluice, tx by the application.
 pub fn slot_fifos<'a>(r: &'a Region, g: &Geometry, i: u32) -> Option<(Fifo<'a>, Fifo<'a>)> {
     if i >= g.n_slots {

@@ -443,3 +443,200 @@ fn attach_show_disable_and_config_errors() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The byte at position `i` of test stream `seed` (both ends generate it, so the receiver
+/// checks every byte against what the sender wrote).
+fn stream_byte(seed: u64, i: u64) -> u8 {
+    let x = (i / 8 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
+    let x = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (x >> (8 * (i % 8))) as u8
+}
+
+fn fill(seed: u64, from: u64, buf: &mut [u8]) {
+    for (k, b) in buf.iter_mut().enumerate() {
+        *b = stream_byte(seed, from + k as u64);
+    }
+}
+
+/// Bytes per direction in the TCP interop test (`SLUICE_TCP_BYTES`, default 4 MiB; the
+/// bench script moves 64 MiB in a release build).
+fn tcp_bytes() -> u64 {
+    std::env::var("SLUICE_TCP_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 << 20)
+}
+
+/// Reads a whole stream from a Sluice TCP session, checking every byte; returns the count.
+fn app_read_all(app: &App, s: &sluice_session::Session, seed: u64) -> u64 {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut want = vec![0u8; 1 << 16];
+    let mut got = 0u64;
+    let mut drained = false;
+    loop {
+        match app.read(s, &mut buf) {
+            Ok(0) => return got,
+            Ok(n) => {
+                fill(seed, got, &mut want[..n]);
+                assert!(buf[..n] == want[..n], "stream differs near byte {got}");
+                got += n as u64;
+                drained = false;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if drained {
+                    app.wait(Some(Duration::from_millis(10))).unwrap();
+                    drained = false;
+                } else {
+                    while app.next().is_some() {}
+                    drained = true;
+                }
+            }
+            Err(e) => panic!("read after {got} bytes: {e}"),
+        }
+    }
+}
+
+fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut sent = 0u64;
+    while sent < total {
+        let n = (total - sent).min(buf.len() as u64) as usize;
+        fill(seed, sent, &mut buf[..n]);
+        let mut off = 0;
+        while off < n {
+            match app.write(s, &buf[off..n]) {
+                Ok(k) => off += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    while app.next().is_some() {}
+                    app.wait(Some(Duration::from_millis(10))).unwrap();
+                }
+                Err(e) => panic!("write after {sent} bytes: {e}"),
+            }
+        }
+        sent += n as u64;
+    }
+}
+
+#[test]
+fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let peer = Peer::new("tc");
+    let (d, sock, dir) = sluice(&peer, "tc");
+    let total = tcp_bytes();
+    let mut app = App::attach(&sock, "tcp-test").unwrap();
+
+    // Kernel client → Sluice listener: every byte checked on Sluice's side.
+    let l = app.listen("0.0.0.0:5001".parse().unwrap(), 0).unwrap();
+    let client = std::thread::spawn({
+        let name = peer.name.clone();
+        move || {
+            let p = Peer { name };
+            let r = p.run(move || {
+                let mut s = TcpStream::connect("10.77.0.1:5001").unwrap();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut sent = 0u64;
+                while sent < total {
+                    let n = (total - sent).min(buf.len() as u64) as usize;
+                    fill(1, sent, &mut buf[..n]);
+                    s.write_all(&buf[..n]).unwrap();
+                    sent += n as u64;
+                }
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).unwrap();
+                rest.len()
+            });
+            std::mem::forget(p); // the test's guard owns the namespace
+            r
+        }
+    });
+    let conn = loop {
+        if let Some(sluice_session::Event::Accept(slot)) = app.next() {
+            break app.accepted(slot).unwrap();
+        }
+        app.wait(Some(Duration::from_millis(10))).unwrap();
+    };
+    assert_eq!(conn.remote.unwrap().ip().to_string(), "10.77.0.2");
+    assert_eq!(app_read_all(&app, &conn, 1), total);
+    app.close(conn).unwrap();
+    assert_eq!(
+        client.join().unwrap(),
+        0,
+        "the kernel saw a clean end of stream"
+    );
+
+    // Sluice client → kernel listener.
+    let srv = peer.run(|| TcpListener::bind("10.77.0.2:5002").unwrap());
+    let reader = std::thread::spawn({
+        let srv = srv.try_clone().unwrap();
+        move || {
+            let (mut c, _) = srv.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut want = vec![0u8; 1 << 16];
+            let mut got = 0u64;
+            loop {
+                let n = c.read(&mut buf).unwrap();
+                if n == 0 {
+                    return got;
+                }
+                fill(2, got, &mut want[..n]);
+                assert!(buf[..n] == want[..n], "kernel: stream differs near {got}");
+                got += n as u64;
+            }
+        }
+    });
+    let c = app
+        .tcp_connect("10.77.0.2:5002".parse().unwrap(), Duration::from_secs(5))
+        .unwrap();
+    app_write_all(&app, &c, 2, total);
+    app.close(c).unwrap();
+    assert_eq!(reader.join().unwrap(), total);
+
+    // A port nobody listens on: the kernel client is refused (RST), counted.
+    let refused = peer.run(|| {
+        TcpStream::connect_timeout(&"10.77.0.1:5009".parse().unwrap(), Duration::from_secs(3))
+            .err()
+            .map(|e| e.kind())
+    });
+    assert_eq!(refused, Some(std::io::ErrorKind::ConnectionRefused));
+    assert!(counter(&d, "tcp4-input", "no connection or listener") >= 1);
+    // And a Sluice connect to a closed kernel port is refused too.
+    let e = app
+        .tcp_connect("10.77.0.2:5010".parse().unwrap(), Duration::from_secs(5))
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+
+    // The application dies with an open connection: the peer gets a RST, all is freed.
+    let held = peer.run(|| TcpStream::connect("10.77.0.1:5001").unwrap());
+    let acc = loop {
+        if let Some(sluice_session::Event::Accept(slot)) = app.next() {
+            break app.accepted(slot).unwrap();
+        }
+        app.wait(Some(Duration::from_millis(10))).unwrap();
+    };
+    assert!(acc.remote.is_some());
+    let _ = l;
+    drop(app);
+    let mut held = held;
+    held.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut b = [0u8; 4];
+    let r = held.read(&mut b);
+    assert!(
+        matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}

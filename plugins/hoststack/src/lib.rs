@@ -18,6 +18,8 @@
 pub mod api;
 pub mod node;
 pub mod session;
+pub mod tcp;
+pub mod tcpsess;
 
 use node::Shared;
 use session::{PortChange, SessionError, SessionMain};
@@ -52,6 +54,7 @@ pub struct Hoststack {
     /// Sessions, applications, configuration.
     pub sm: Option<Shared>,
     enabled: Arc<AtomicBool>,
+    tcp_registered: bool,
 }
 
 impl Plugin for HoststackPlugin {
@@ -93,6 +96,15 @@ impl Plugin for HoststackPlugin {
                         ));
                     }
                     cfg.fifo_size = v as u32;
+                }
+                "tcp-syn-backlog" => {
+                    let v = c.value_u64(k)?;
+                    if !(1..=65536).contains(&v) {
+                        return Err(
+                            c.error(k, &format!("tcp-syn-backlog {v} out of range 1..65536"))
+                        );
+                    }
+                    cfg.syn_backlog = v as u32;
                 }
                 "sessions-per-app" => {
                     let v = c.value_u64(k)?;
@@ -252,8 +264,31 @@ pub fn poll_control(vm: &mut Vlib) {
     let sm = shared(vm);
     let locals = local_addrs(vm);
     let mut ports = Vec::new();
-    session_lock(&sm).poll(locals, &mut ports);
+    let tcp = {
+        let mut g = session_lock(&sm);
+        g.poll(locals, &mut ports);
+        g.tcp_count > 0
+    };
     apply_ports(vm, ports);
+    apply_tcp(vm, tcp);
+}
+
+/// Sends IPv4 TCP to `tcp4-input` while TCP sessions exist (otherwise `ip4-local` punts
+/// it, as before: linux-cp's host keeps its TCP).
+fn apply_tcp(vm: &mut Vlib, want: bool) {
+    use sluice_vnet::ip_local::{register, unregister_node, LocalKey};
+    if vm.ext_mut::<Hoststack>().tcp_registered == want {
+        return;
+    }
+    let r = if want {
+        register(vm, false, LocalKey::Protocol(6), node::TCP4_INPUT)
+    } else {
+        unregister_node(vm, false, LocalKey::Protocol(6), node::TCP4_INPUT)
+    };
+    match r {
+        Ok(()) => vm.ext_mut::<Hoststack>().tcp_registered = want,
+        Err(e) => log::warn!("session: tcp: {e}"),
+    }
 }
 
 /// `session enable`: binds the application socket.
@@ -275,6 +310,7 @@ pub fn disable(vm: &mut Vlib) {
         .enabled
         .store(false, Ordering::Relaxed);
     apply_ports(vm, ports);
+    apply_tcp(vm, false);
 }
 
 fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -318,11 +354,13 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 (g - r.free_bytes(), g - t.free_bytes())
             })
             .unwrap_or((0, 0));
-        let (remote, state) = match s.remote {
-            Some(r) => (r.to_string(), "OPENED"),
-            None => ("0.0.0.0:0".to_string(), "LISTEN"),
+        let (remote, state) = match (s.remote, &s.proto) {
+            (Some(r), session::Proto::Tcp(t, _)) => (r.to_string(), t.state.name()),
+            (Some(r), _) => (r.to_string(), "OPENED"),
+            (None, _) => ("0.0.0.0:0".to_string(), "LISTEN"),
         };
-        let conn = format!("[0:{sid}][U] {}->{remote}", s.local);
+        let kind = if s.proto.is_tcp() { 'T' } else { 'U' };
+        let conn = format!("[0:{sid}][{kind}] {}->{remote}", s.local);
         let _ = writeln!(o, "{conn:<52} {state:<8} {rxf:>10} {txf:>10}");
         if verbose {
             let st = s.stats;
@@ -338,9 +376,18 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 st.tx,
                 st.tx_bytes
             );
+            if let session::Proto::Tcp(t, _) = &s.proto {
+                let _ = writeln!(o, "    tcp {}", t.summary());
+            }
         }
     }
     if verbose {
+        let t = sm.tcp_stats;
+        let _ = writeln!(
+            o,
+            "tcp: {} accepted, {} connected, {} resets, {} SYNs dropped (backlog full), {} accepts without a free slot",
+            t.accepted, t.connected, t.resets, t.backlog_full, t.no_slot
+        );
         let _ = writeln!(
             o,
             "applications: {} attached ({} attaches, {} detaches, {} bad control messages)",

@@ -28,12 +28,32 @@
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied).
 
-use crate::session::SessionMain;
+//! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
+//! (protocol 6 is registered while TCP sessions exist). The header is checked and the
+//! segment handed to its connection or listener (`tcpsess`); the buffer is always freed
+//! here (data is copied into the rx FIFO, replies are built by `session-queue`).
+//! - uses: the IPv4 and TCP headers; `flags` (`L4_CHECKSUM_CORRECT`, `NEXT_PRESENT`).
+//! - sets: `error` on drops.
+//! - next: `error-drop` (0).
+//! - counters: `segments` (info: taken by a connection or listener), `no_listener` (no
+//!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
+//!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
+//!   segment), `fragment`, `chained`, `syn_backlog_full` (SYN dropped: the listener's
+//!   handshake backlog is full), `wrong_thread`.
+//!
+//! `session-queue` also sends TCP: segments of the connections `tcp4-input`, the timers or
+//! the applications' tx events queued (data peeked from the tx FIFO, headers, checksum), and
+//! RSTs; counters `tcp_sent` (info), `tcp_rst_sent` (info).
+
+use crate::session::{Proto, SessionMain, NO_SLOT};
+use crate::tcp::{self, Out, Seg};
+use crate::tcpsess::TcpDrop;
 use sluice_buffer::{flags, BufIdx, Buffer};
 use sluice_graph::{CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
 use sluice_session::seg::PopError;
 use sluice_wire::checksum;
 use sluice_wire::ipv6::Ipv6Packet;
+use sluice_wire::tcp::TcpPacket;
 use sluice_wire::udp::UdpPacket;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -50,6 +70,8 @@ pub const UDP4_INPUT: &str = "udp4-input";
 pub const UDP6_INPUT: &str = "udp6-input";
 /// `session-queue`.
 pub const SESSION_QUEUE: &str = "session-queue";
+/// `tcp4-input`.
+pub const TCP4_INPUT: &str = "tcp4-input";
 
 /// The state every node shares.
 pub type Shared = Arc<Mutex<SessionMain>>;
@@ -220,6 +242,207 @@ mod tx {
     pub const E_NO_BUFFER: u16 = 1;
     pub const E_BAD_PEER: u16 = 2;
     pub const E_CORRUPT: u16 = 3;
+    pub const C_TCP_SENT: usize = 4;
+    pub const C_RST_SENT: usize = 5;
+}
+
+mod trx {
+    use sluice_graph::Next;
+    pub const DROP: Next = Next(0);
+    pub const C_SEGMENTS: usize = 0;
+    pub const E_NO_LISTENER: u16 = 1;
+    pub const E_BAD_CHECKSUM: u16 = 2;
+    pub const E_SHORT: u16 = 3;
+    pub const E_BAD_OFFSET: u16 = 4;
+    pub const E_FRAGMENT: u16 = 5;
+    pub const E_CHAINED: u16 = 6;
+    pub const E_BACKLOG: u16 = 7;
+    pub const E_WRONG_THREAD: u16 = 8;
+}
+
+/// `tcp4-input`.
+pub struct TcpInput {
+    sm: Shared,
+    thread: usize,
+    done: Vec<BufIdx>,
+    drops: Vec<BufIdx>,
+}
+
+impl TcpInput {
+    fn one(sm: &mut SessionMain, b: &Buffer<'_>, now: std::time::Instant) -> Result<(), u16> {
+        if b.hdr.flags & flags::NEXT_PRESENT != 0 {
+            return Err(trx::E_CHAINED);
+        }
+        let d = b.data();
+        let (src, dst, off) = parse_ip::<false>(d).map_err(|e| match e {
+            rx::E_FRAGMENT => trx::E_FRAGMENT,
+            _ => trx::E_SHORT,
+        })?;
+        let ip_end = u16::from_be_bytes([d[2], d[3]]) as usize;
+        let l4 = d.get(off..ip_end.min(d.len())).ok_or(trx::E_SHORT)?;
+        if l4.len() < 20 {
+            return Err(trx::E_SHORT);
+        }
+        let hl = (l4[12] >> 4) as usize * 4;
+        if hl < 20 || hl > l4.len() {
+            return Err(trx::E_BAD_OFFSET);
+        }
+        let (IpAddr::V4(s4), IpAddr::V4(d4)) = (src, dst) else {
+            return Err(trx::E_SHORT);
+        };
+        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
+            let p = TcpPacket::new_unchecked(l4);
+            if !p.verify_checksum_v4(s4, d4) {
+                return Err(trx::E_BAD_CHECKSUM);
+            }
+        }
+        let mut mss = None;
+        let mut o = &l4[20..hl];
+        while let Some(&k) = o.first() {
+            match k {
+                0 => break,
+                1 => o = &o[1..],
+                _ => {
+                    let Some(&l) = o.get(1) else { break };
+                    let l = l as usize;
+                    if l < 2 || l > o.len() {
+                        break; // malformed options are ignored, not fatal
+                    }
+                    if k == 2 && l == 4 {
+                        mss = Some(u16::from_be_bytes([o[2], o[3]]));
+                    }
+                    o = &o[l..];
+                }
+            }
+        }
+        let seg = Seg {
+            seq: u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]),
+            ack: u32::from_be_bytes([l4[8], l4[9], l4[10], l4[11]]),
+            flags: l4[13] & 0x1f,
+            wnd: u16::from_be_bytes([l4[14], l4[15]]),
+            mss,
+            data: &l4[hl..],
+        };
+        let local = SocketAddr::new(dst, u16::from_be_bytes([l4[2], l4[3]]));
+        let remote = SocketAddr::new(src, u16::from_be_bytes([l4[0], l4[1]]));
+        sm.tcp_input(local, remote, &seg, now).map_err(|e| match e {
+            TcpDrop::NoListener => trx::E_NO_LISTENER,
+            TcpDrop::BacklogFull => trx::E_BACKLOG,
+        })
+    }
+}
+
+impl NodeFn for TcpInput {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        self.done.clear();
+        self.drops.clear();
+        let sm = self.sm.clone();
+        let mut sm = lock(&sm);
+        let now = std::time::Instant::now();
+        for &bi in frame {
+            // SAFETY: the frame's buffers are owned by this node, one view at a time.
+            let b = unsafe { cx.buffer(bi) };
+            let r = if self.thread != 0 {
+                Err(trx::E_WRONG_THREAD)
+            } else {
+                Self::one(&mut sm, &b, now)
+            };
+            match r {
+                Ok(()) => self.done.push(bi),
+                Err(e) => {
+                    b.hdr.error = cx.error(e);
+                    self.drops.push(bi);
+                }
+            }
+        }
+        drop(sm);
+        cx.count(trx::C_SEGMENTS, self.done.len() as u64);
+        cx.free(&self.done);
+        cx.enqueue_all(trx::DROP, &self.drops);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Writes an IPv4 header for `l4len` bytes of protocol `proto` at `h[..20]`.
+fn ip4_header(h: &mut [u8], s: Ipv4Addr, d: Ipv4Addr, proto: u8, l4len: usize, ip_id: u16) {
+    let total = 20 + l4len;
+    h[0] = 0x45;
+    h[1] = 0;
+    h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    h[4..6].copy_from_slice(&ip_id.to_be_bytes());
+    h[6..8].copy_from_slice(&[0x40, 0]); // DF
+    h[8] = 64;
+    h[9] = proto;
+    h[10..12].fill(0);
+    h[12..16].copy_from_slice(&s.octets());
+    h[16..20].copy_from_slice(&d.octets());
+    let c = checksum::internet_checksum(&h[..20]);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Builds one TCP segment (IPv4) into a new buffer; payload peeked from `tx`.
+#[allow(clippy::too_many_arguments)]
+fn tcp_segment(
+    cx: &mut Cx,
+    local: SocketAddr,
+    remote: SocketAddr,
+    o: &Out,
+    tx: Option<&sluice_session::seg::Fifo<'_>>,
+    ip_id: u16,
+) -> Option<BufIdx> {
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (local.ip(), remote.ip()) else {
+        return None;
+    };
+    let mut bi = [BufIdx(0)];
+    if cx.bufs().alloc(&mut bi) != 1 {
+        return None;
+    }
+    let bi = bi[0];
+    // SAFETY: freshly allocated, owned here, one view.
+    let mut b = unsafe { cx.buffer(bi) };
+    let raw = b.raw_data_mut();
+    let thl = if o.mss.is_some() { 24 } else { 20 };
+    let hl = 20 + thl;
+    let mut len = o.len as usize;
+    if hl + len > raw.len() {
+        len = raw.len() - hl;
+    }
+    if len > 0 {
+        let got = tx
+            .map(|f| f.peek_at(o.off, &mut raw[hl..hl + len]))
+            .unwrap_or(0);
+        len = got;
+    }
+    {
+        let t = &mut raw[20..hl + len];
+        t[0..2].copy_from_slice(&local.port().to_be_bytes());
+        t[2..4].copy_from_slice(&remote.port().to_be_bytes());
+        t[4..8].copy_from_slice(&o.seq.to_be_bytes());
+        let ack = if o.flags & tcp::flag::ACK != 0 {
+            o.ack
+        } else {
+            0
+        };
+        t[8..12].copy_from_slice(&ack.to_be_bytes());
+        t[12] = ((thl / 4) as u8) << 4;
+        t[13] = o.flags;
+        t[14..16].copy_from_slice(&o.wnd.to_be_bytes());
+        t[16..20].fill(0);
+        if let Some(m) = o.mss {
+            t[20..24].copy_from_slice(&[2, 4, (m >> 8) as u8, m as u8]);
+        }
+        let mut p = TcpPacket::new_unchecked(&mut t[..]);
+        p.fill_checksum_v4(s, d);
+    }
+    ip4_header(&mut raw[..20], s, d, 6, thl + len, ip_id);
+    b.hdr.current_data = 0;
+    b.set_len(hl + len);
+    b.hdr.flags |= flags::LOCALLY_ORIGINATED;
+    b.hdr.rx_if = 0;
+    b.hdr.ip.fib_index = 0;
+    Some(bi)
 }
 
 /// `session-queue`.
@@ -241,6 +464,10 @@ pub struct SessionQueue {
     out6: Vec<BufIdx>,
     drops: Vec<BufIdx>,
     ip_id: u16,
+    tcp_kick: Arc<std::sync::atomic::AtomicBool>,
+    tcp_sent: u64,
+    /// The next TCP timer (RTO, persist, TIME-WAIT).
+    timer_at: Option<std::time::Instant>,
 }
 
 /// What building one packet did.
@@ -392,6 +619,122 @@ impl SessionQueue {
     }
 }
 
+impl SessionQueue {
+    /// TCP output: RSTs, the queued connections' segments, and the timers.
+    fn tcp(&mut self, cx: &mut Cx, sm: &mut SessionMain) {
+        self.tcp_kick
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let now = std::time::Instant::now();
+        if self.timer_at.is_some_and(|t| now >= t) {
+            self.timer_at = None;
+            sm.tcp_timers(now);
+        }
+        for (l, r, seq, ack, f) in std::mem::take(&mut sm.rst_out) {
+            let o = Out {
+                seq,
+                ack,
+                flags: f,
+                wnd: 0,
+                mss: None,
+                off: 0,
+                len: 0,
+            };
+            match tcp_segment(cx, l, r, &o, None, self.ip_id) {
+                Some(bi) => {
+                    self.ip_id = self.ip_id.wrapping_add(1);
+                    self.out4.push(bi);
+                    self.tcp_sent += 1;
+                    cx.count(tx::C_RST_SENT, 1);
+                }
+                None => cx.count(tx::E_NO_BUFFER as usize, 1),
+            }
+        }
+        let queue = std::mem::take(&mut sm.tcp_out);
+        let mut stalled = Vec::new();
+        for sid in queue {
+            if !self.tcp_send(cx, sm, sid, now) {
+                stalled.push(sid);
+            }
+        }
+        // Out of buffers: retried on the next call.
+        sm.tcp_out.extend(stalled);
+        self.timer_at = sm
+            .iter()
+            .filter_map(|(_, s)| match &s.proto {
+                Proto::Tcp(t, _) => t.next_deadline(),
+                _ => None,
+            })
+            .min();
+    }
+
+    /// Sends what connection `sid` has; false when a buffer allocation failed.
+    fn tcp_send(
+        &mut self,
+        cx: &mut Cx,
+        sm: &mut SessionMain,
+        sid: u32,
+        now: std::time::Instant,
+    ) -> bool {
+        let SessionMain { apps, sessions, .. } = sm;
+        let Some(s) = sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+            return true;
+        };
+        let (local, Some(remote)) = (s.local, s.remote) else {
+            return true;
+        };
+        let fifos = if s.slot == NO_SLOT {
+            None
+        } else {
+            apps.get(s.app as usize)
+                .and_then(|a| a.as_ref())
+                .and_then(|a| a.fifos(s.slot))
+        };
+        let Proto::Tcp(t, l) = &mut s.proto else {
+            return true;
+        };
+        l.queued = false;
+        let (tx_used, rx_free) = match &fifos {
+            Some((rx, tx)) => (tx.used().unwrap_or(0), rx.free_bytes()),
+            None => (0, 65535),
+        };
+        let tx = fifos.as_ref().map(|f| &f.1);
+        let mut ok = true;
+        let mut n = 0u64;
+        let mut bytes = 0u64;
+        let out4 = &mut self.out4;
+        let ip_id = &mut self.ip_id;
+        t.output(tx_used, rx_free, now, |o| {
+            match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
+                Some(bi) => {
+                    *ip_id = ip_id.wrapping_add(1);
+                    out4.push(bi);
+                    n += 1;
+                    bytes += o.len as u64;
+                    true
+                }
+                None => {
+                    ok = false;
+                    false
+                }
+            }
+        });
+        if !ok {
+            cx.count(tx::E_NO_BUFFER as usize, 1);
+            l.queued = true;
+        }
+        s.stats.tx += n;
+        s.stats.tx_bytes += bytes;
+        self.tcp_sent += n;
+        if let Some((rx, _)) = &fifos {
+            if rx.free_bytes() < rx.size() / 2 {
+                rx.wnd_request()
+                    .store(1, std::sync::atomic::Ordering::Release);
+            }
+        }
+        ok
+    }
+}
+
 fn drain_eventfd(fd: i32) {
     let mut v = 0u64;
     // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
@@ -466,6 +809,15 @@ impl NodeFn for SessionQueue {
                 self.pending.pop_front();
                 continue;
             };
+            if sm.sessions[sid as usize]
+                .as_ref()
+                .is_some_and(|s| s.proto.is_tcp())
+            {
+                // Stream data: tcp-output below sends what the window allows.
+                sm.tcp_queue(sid);
+                self.pending.pop_front();
+                continue;
+            }
             let mut emptied = false;
             let mut stalled = false;
             while n < FRAME_SIZE {
@@ -488,8 +840,11 @@ impl NodeFn for SessionQueue {
                 break; // out of buffers: the session stays first, retried next call
             }
         }
+        if sm.tcp_count > 0 || !sm.rst_out.is_empty() {
+            self.tcp(cx, &mut sm);
+        }
         // Nothing left: announce we may sleep (each application then signals our eventfd).
-        let mut more = !self.pending.is_empty();
+        let mut more = !self.pending.is_empty() || !sm.tcp_out.is_empty();
         if !more {
             for app in sm.apps.iter().flatten() {
                 if let Some(q) = app.sluice_evq() {
@@ -501,8 +856,10 @@ impl NodeFn for SessionQueue {
         }
         self.busy = more;
         drop(sm);
-        let sent = (self.out4.len() + self.out6.len()) as u64;
+        let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
         cx.count(tx::C_SENT, sent);
+        cx.count(tx::C_TCP_SENT, self.tcp_sent);
+        self.tcp_sent = 0;
         cx.enqueue_all(tx::IP4, &self.out4);
         cx.enqueue_all(tx::IP6, &self.out6);
         cx.enqueue_all(tx::DROP, &self.drops);
@@ -513,6 +870,10 @@ impl NodeFn for SessionQueue {
     }
     fn active(&self) -> bool {
         self.busy
+            || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
+            || self
+                .timer_at
+                .is_some_and(|t| std::time::Instant::now() >= t)
             || self.kick.load(std::sync::atomic::Ordering::Relaxed)
             || self.watch.iter().any(|(r, g)| {
                 sluice_session::seg::EvQ::new(r, g.sluice_evq_off(), g.evq_len)
@@ -520,8 +881,13 @@ impl NodeFn for SessionQueue {
             })
     }
     fn poll_interval(&self) -> Option<f64> {
-        // Interrupt-driven: the applications' eventfds wake the thread, attaches kick.
-        None
+        // Interrupt-driven: the applications' eventfds wake the thread, attaches kick; a
+        // TCP timer bounds the sleep.
+        self.timer_at.map(|t| {
+            t.saturating_duration_since(std::time::Instant::now())
+                .as_secs_f64()
+                .max(0.001)
+        })
     }
     fn polling(&self) -> bool {
         self.busy
@@ -575,6 +941,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
     );
     let s = sm.clone();
     let kick = lock(sm).kick.clone();
+    let tcp_kick = lock(sm).tcp_kick.clone();
     b.register(
         NodeRegistration::new(SESSION_QUEUE, NodeKind::Input, move |t| {
             Box::new(SessionQueue {
@@ -589,6 +956,9 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 out6: Vec::with_capacity(FRAME_SIZE),
                 drops: Vec::new(),
                 ip_id: 0,
+                tcp_kick: tcp_kick.clone(),
+                tcp_sent: 0,
+                timer_at: None,
             })
         })
         .nexts(&[
@@ -601,6 +971,34 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
             CounterDesc::error("no_buffer", "no buffer (datagram left queued)"),
             CounterDesc::error("bad_peer", "datagram to an invalid peer"),
             CounterDesc::error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
+            CounterDesc::info("tcp_sent", "TCP segments sent"),
+            CounterDesc::info("tcp_rst_sent", "TCP RSTs sent"),
+        ]),
+    );
+    let s = sm.clone();
+    b.register(
+        NodeRegistration::new(TCP4_INPUT, NodeKind::Internal, move |t| {
+            Box::new(TcpInput {
+                sm: s.clone(),
+                thread: t,
+                done: Vec::with_capacity(FRAME_SIZE),
+                drops: Vec::with_capacity(FRAME_SIZE),
+            })
+        })
+        .nexts(&["error-drop"])
+        .counters(&[
+            CounterDesc::info("segments", "segments taken by a connection or listener"),
+            CounterDesc::error("no_listener", "no connection or listener (RST sent)"),
+            CounterDesc::error("bad_checksum", "bad TCP checksum"),
+            CounterDesc::error("short", "truncated IP/TCP header"),
+            CounterDesc::error("bad_offset", "TCP data offset out of range"),
+            CounterDesc::error("fragment", "IPv4 fragment (no reassembly)"),
+            CounterDesc::error("chained", "segment in several buffers"),
+            CounterDesc::error("syn_backlog_full", "SYN dropped: listener backlog full"),
+            CounterDesc::error(
+                "wrong_thread",
+                "received on a worker (sessions live on thread 0)",
+            ),
         ]),
     );
 }

@@ -25,6 +25,8 @@ pub struct Config {
     pub fifo_size: u32,
     /// `sessions-per-app`: session slots of each application's segment.
     pub sessions_per_app: u32,
+    /// `tcp-syn-backlog`: connections in the handshake per listener (default).
+    pub syn_backlog: u32,
 }
 
 impl Default for Config {
@@ -35,6 +37,7 @@ impl Default for Config {
             app_socket: "/run/sluice/app.sock".into(),
             fifo_size: 64 * 1024,
             sessions_per_app: 64,
+            syn_backlog: 128,
         }
     }
 }
@@ -95,7 +98,7 @@ pub struct SessStats {
 }
 
 /// A UDP session: a listener (bound endpoint, any peer) or a connected 5-tuple.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Session {
     /// Owning application.
     pub app: u32,
@@ -107,7 +110,49 @@ pub struct Session {
     pub remote: Option<SocketAddr>,
     /// Counters.
     pub stats: SessStats,
+    /// UDP, a TCP listener or a TCP connection.
+    pub proto: Proto,
 }
+
+/// What a session carries.
+#[derive(Debug, Default)]
+pub enum Proto {
+    /// UDP datagrams.
+    #[default]
+    Udp,
+    /// A TCP listener.
+    TcpListen {
+        /// Most connections in the handshake.
+        backlog: u32,
+        /// Connections in the handshake now.
+        half_open: u32,
+    },
+    /// A TCP connection.
+    Tcp(Box<crate::tcp::Tcb>, TcpLink),
+}
+
+/// How a TCP connection hangs in the session layer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TcpLink {
+    /// The listener that accepted it (until the application gets it).
+    pub parent: Option<u32>,
+    /// Queued for `session-queue` to send.
+    pub queued: bool,
+    /// The application closed it (the slot stays until the connection ends).
+    pub app_closed: bool,
+    /// It holds a reference on its local port (active opens).
+    pub port_ref: bool,
+}
+
+impl Proto {
+    /// Whether this is TCP.
+    pub fn is_tcp(&self) -> bool {
+        !matches!(self, Proto::Udp)
+    }
+}
+
+/// Slot of a session the application does not hold (half-open, TIME-WAIT).
+pub const NO_SLOT: u32 = u32::MAX;
 
 /// An attached application.
 pub struct AppConn {
@@ -154,7 +199,7 @@ pub struct SessionMain {
     pub apps: Vec<Option<AppConn>>,
     /// Sessions (index = session id).
     pub sessions: Vec<Option<Session>>,
-    free: Vec<u32>,
+    pub(crate) free: Vec<u32>,
     listeners: HashMap<(IpAddr, u16), u32>,
     connected: HashMap<(SocketAddr, SocketAddr), u32>,
     port_refs: HashMap<(bool, u16), u32>,
@@ -174,6 +219,38 @@ pub struct SessionMain {
     pub detached: u64,
     /// Control messages refused as malformed.
     pub bad_msgs: u64,
+    /// TCP listeners by (address, port).
+    pub tcp_listeners: HashMap<(IpAddr, u16), u32>,
+    /// TCP connections by (local, remote).
+    pub tcp_conns: HashMap<(SocketAddr, SocketAddr), u32>,
+    /// TCP ports in use (listeners and connections).
+    pub tcp_ports: HashMap<(bool, u16), u32>,
+    /// TCP sessions (listeners and connections): protocol 6 is registered while any exist.
+    pub tcp_count: u32,
+    /// TCP connections with something to send (`session-queue` drains it).
+    pub tcp_out: Vec<u32>,
+    /// RSTs to send: (local, remote, seq, ack, flags).
+    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, u8)>,
+    /// Set with `tcp_out`/`rst_out`: makes `session-queue` active.
+    pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// TCP global counters (for `show session`).
+    pub tcp_stats: TcpGlobal,
+    iss_key: u64,
+}
+
+/// Host-wide TCP counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TcpGlobal {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections opened.
+    pub connected: u64,
+    /// SYNs dropped because the listener's backlog was full.
+    pub backlog_full: u64,
+    /// Handshakes completed with no free slot in the application (reset).
+    pub no_slot: u64,
+    /// Connections reset by the peer or given up.
+    pub resets: u64,
 }
 
 const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;
@@ -411,6 +488,18 @@ impl SessionMain {
                     let r = self.connect(a, remote, lport, locals, ports);
                     Some(self.session_reply(req, r))
                 }
+                Some(Msg::Listen {
+                    req,
+                    local,
+                    backlog,
+                }) => {
+                    let r = self.tcp_listen(a, local, backlog, locals);
+                    Some(self.session_reply(req, r))
+                }
+                Some(Msg::TcpConnect { req, remote }) => {
+                    let r = self.tcp_connect(a, remote, locals);
+                    Some(self.session_reply(req, r))
+                }
                 Some(Msg::Close { req, slot }) => {
                     let sid = self.apps[a as usize]
                         .as_ref()
@@ -483,6 +572,33 @@ impl SessionMain {
         }
     }
 
+    pub(crate) fn ephemeral_in(
+        &mut self,
+        v6: bool,
+        used: impl Fn(&Self, bool, u16) -> bool,
+    ) -> Option<u16> {
+        let n = (EPH.end() - EPH.start()) as u32 + 1;
+        for _ in 0..n {
+            let p = EPH.start() + self.next_eph % n as u16;
+            self.next_eph = self.next_eph.wrapping_add(1) % n as u16;
+            if !used(self, v6, p) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// A secret for initial sequence numbers (RFC 6528), drawn once.
+    pub(crate) fn iss_key(&mut self) -> u64 {
+        if self.iss_key == 0 {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x5eed);
+            self.iss_key = h.finish() | 1;
+        }
+        self.iss_key
+    }
+
     fn ephemeral(&mut self, v6: bool) -> Option<u16> {
         let n = (EPH.end() - EPH.start()) as u32 + 1;
         for _ in 0..n {
@@ -495,7 +611,7 @@ impl SessionMain {
         None
     }
 
-    fn new_session(
+    pub(crate) fn new_session(
         &mut self,
         a: u32,
         local: SocketAddr,
@@ -522,6 +638,7 @@ impl SessionMain {
             local,
             remote,
             stats: SessStats::default(),
+            proto: Proto::Udp,
         };
         let sid = match self.free.pop() {
             Some(i) => {
@@ -599,6 +716,15 @@ impl SessionMain {
 
     /// Closes a session.
     pub fn close(&mut self, sid: u32, ports: &mut Vec<PortChange>) {
+        if self
+            .sessions
+            .get(sid as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|s| s.proto.is_tcp())
+        {
+            self.tcp_close(sid);
+            return;
+        }
         let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.take()) else {
             return;
         };
@@ -626,7 +752,23 @@ impl SessionMain {
         };
         let sids: Vec<u32> = app.slots.iter().flatten().copied().collect();
         for s in sids {
+            if self.sessions[s as usize]
+                .as_ref()
+                .is_some_and(|x| x.proto.is_tcp())
+            {
+                continue;
+            }
             self.close(s, ports);
+        }
+        // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot)
+        // are aborted: the peers get a RST.
+        let tcp: Vec<u32> = self
+            .iter()
+            .filter(|(_, s)| s.app == a && s.proto.is_tcp())
+            .map(|(i, _)| i)
+            .collect();
+        for s in tcp {
+            self.tcp_abort(s);
         }
         if let Some(app) = self.apps[a as usize].take() {
             self.irq_del.push(app.sluice_efd);

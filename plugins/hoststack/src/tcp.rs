@@ -1,0 +1,976 @@
+//! TCP connection state machine (RFC 9293) with retransmission timing per RFC 6298, used by
+//! `tcp4-input` (segments in) and `session-queue` (segments out, timers). The send buffer is
+//! the application's tx FIFO (stream mode: bytes stay there until acknowledged, so a
+//! retransmission peeks them again), the receive buffer its rx FIFO (the window advertised
+//! is the FIFO's free space, so a slow reader throttles the peer and accepted data is never
+//! dropped). Out-of-order segments wait in a bounded per-connection map until the hole
+//! fills. Congestion control: slow start and congestion avoidance with a NewReno-style
+//! reaction to three duplicate ACKs (go back to the first unacknowledged byte) and to an
+//! RTO (window of one segment). No window scaling, SACK or timestamps in this version.
+
+use sluice_session::seg::Fifo;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Our MSS over IPv4 (1500-byte MTU).
+pub const MSS4: u16 = 1460;
+/// Initial RTO (RFC 6298 2.1).
+const RTO_INIT: Duration = Duration::from_secs(1);
+/// Lower bound of the RTO (Linux's 200 ms, below RFC 6298's conservative 1 s).
+const RTO_MIN: Duration = Duration::from_millis(200);
+/// Upper bound of the RTO.
+const RTO_MAX: Duration = Duration::from_secs(60);
+/// Retransmissions of one segment before the connection is given up.
+const MAX_RETRIES: u32 = 12;
+/// SYN retransmissions before an open fails.
+const MAX_SYN_RETRIES: u32 = 5;
+/// How long TIME-WAIT lasts (2 × MSL with a short MSL, as many stacks).
+pub const TIME_WAIT: Duration = Duration::from_secs(2);
+/// Most out-of-order bytes held per connection.
+const OOO_MAX: usize = 256 * 1024;
+
+/// Header flag bits.
+pub mod flag {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// PSH.
+    pub const PSH: u8 = 0x08;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+}
+
+/// Connection states (RFC 9293 3.3.2; LISTEN is a listener session, not a connection).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Active open, SYN sent.
+    SynSent,
+    /// Passive open, SYN-ACK sent.
+    SynRcvd,
+    /// Data flows both ways.
+    Established,
+    /// We sent FIN.
+    FinWait1,
+    /// Our FIN was acknowledged.
+    FinWait2,
+    /// The peer sent FIN; the application may still send.
+    CloseWait,
+    /// Both sent FIN at once.
+    Closing,
+    /// Our FIN after the peer's.
+    LastAck,
+    /// Waiting out old duplicates.
+    TimeWait,
+    /// Gone (the session is freed).
+    Closed,
+}
+
+impl State {
+    /// VPP-like name for `show session`.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::SynSent => "SYN_SENT",
+            State::SynRcvd => "SYN_RCVD",
+            State::Established => "ESTABLISHED",
+            State::FinWait1 => "FIN_WAIT_1",
+            State::FinWait2 => "FIN_WAIT_2",
+            State::CloseWait => "CLOSE_WAIT",
+            State::Closing => "CLOSING",
+            State::LastAck => "LAST_ACK",
+            State::TimeWait => "TIME_WAIT",
+            State::Closed => "CLOSED",
+        }
+    }
+}
+
+/// A received segment (the header checked by `tcp4-input`).
+#[derive(Clone, Copy, Debug)]
+pub struct Seg<'a> {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// Flags ([`flag`]).
+    pub flags: u8,
+    /// Window.
+    pub wnd: u16,
+    /// MSS option.
+    pub mss: Option<u16>,
+    /// Payload.
+    pub data: &'a [u8],
+}
+
+impl Seg<'_> {
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+    /// Sequence space the segment occupies.
+    fn len(&self) -> u32 {
+        self.data.len() as u32 + self.has(flag::SYN) as u32 + self.has(flag::FIN) as u32
+    }
+}
+
+/// A segment to send: header fields and which bytes of the tx FIFO (offset past its tail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Out {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number (sent with ACK).
+    pub ack: u32,
+    /// Flags.
+    pub flags: u8,
+    /// Window.
+    pub wnd: u16,
+    /// MSS option (SYN, SYN-ACK).
+    pub mss: Option<u16>,
+    /// Payload: offset into the tx FIFO past its tail.
+    pub off: u32,
+    /// Payload bytes.
+    pub len: u32,
+}
+
+/// What a segment or a timer did that the session layer must act on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Effect {
+    /// Something to send (ACK, data, SYN-ACK, ...).
+    pub output: bool,
+    /// The application should look (data, end of stream, state change).
+    pub notify: bool,
+    /// A passive open completed (SYN-RCVD → ESTABLISHED): hand it to the listener's app.
+    pub accepted: bool,
+    /// The connection was reset or given up.
+    pub reset: bool,
+    /// Free the connection (CLOSED).
+    pub free: bool,
+    /// Answer with this RST (seq, ack, flags) instead.
+    pub rst: Option<(u32, u32, u8)>,
+}
+
+/// Per-connection counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpStats {
+    /// Segments retransmitted after an RTO.
+    pub rto_retrans: u64,
+    /// Fast retransmissions (three duplicate ACKs).
+    pub fast_retrans: u64,
+    /// Segments received out of order (held).
+    pub ooo: u64,
+    /// Segments outside the window (answered with an ACK, dropped).
+    pub out_of_window: u64,
+}
+
+/// A connection (transmission control block).
+#[derive(Debug)]
+pub struct Tcb {
+    /// State.
+    pub state: State,
+    iss: u32,
+    snd_una: u32,
+    snd_nxt: u32,
+    /// Highest sequence sent (snd_nxt goes back on a retransmission).
+    snd_max: u32,
+    snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    rcv_nxt: u32,
+    /// Right edge of the window last advertised.
+    rcv_adv: u32,
+    /// Send MSS (the peer's option, bounded by ours).
+    pub mss: u32,
+    cwnd: u32,
+    ssthresh: u32,
+    dupacks: u32,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    /// (sequence that must be acknowledged, when it was sent) for one RTT sample.
+    rtt_probe: Option<(u32, Instant)>,
+    /// Retransmission (or persist) timer.
+    pub rto_at: Option<Instant>,
+    retries: u32,
+    /// TIME-WAIT end.
+    pub tw_at: Option<Instant>,
+    ooo: BTreeMap<u32, Vec<u8>>,
+    ooo_bytes: usize,
+    ooo_fin: Option<u32>,
+    /// The application closed: send FIN after the data.
+    pub app_closed: bool,
+    fin_sent: bool,
+    need_ack: bool,
+    /// Send SYN / SYN-ACK.
+    need_syn: bool,
+    /// Send one byte into a zero window.
+    probe: bool,
+    /// The peer's FIN was received in order.
+    pub peer_fin: bool,
+    /// Counters.
+    pub stats: TcpStats,
+}
+
+fn lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+fn le(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) <= 0
+}
+
+impl Tcb {
+    fn new(state: State, iss: u32, now: Instant) -> Tcb {
+        Tcb {
+            state,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: 0,
+            rcv_nxt: 0,
+            rcv_adv: 0,
+            mss: 536,
+            cwnd: 0,
+            ssthresh: u32::MAX,
+            dupacks: 0,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: RTO_INIT,
+            rtt_probe: None,
+            rto_at: Some(now + RTO_INIT),
+            retries: 0,
+            tw_at: None,
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            ooo_fin: None,
+            app_closed: false,
+            fin_sent: false,
+            need_ack: false,
+            need_syn: true,
+            probe: false,
+            peer_fin: false,
+            stats: TcpStats::default(),
+        }
+    }
+
+    /// An active open: SYN to send.
+    pub fn connect(iss: u32, now: Instant) -> Tcb {
+        Tcb::new(State::SynSent, iss, now)
+    }
+
+    /// A passive open from the SYN `syn`: SYN-ACK to send.
+    pub fn accept(iss: u32, syn: &Seg<'_>, our_mss: u16, now: Instant) -> Tcb {
+        let mut t = Tcb::new(State::SynRcvd, iss, now);
+        t.rcv_nxt = syn.seq.wrapping_add(1);
+        t.snd_wnd = syn.wnd as u32;
+        t.snd_wl1 = syn.seq;
+        t.mss = syn.mss.unwrap_or(536).min(our_mss) as u32;
+        t
+    }
+
+    /// Bytes in flight (sent, not acknowledged), SYN and FIN included.
+    pub fn in_flight(&self) -> u32 {
+        self.snd_nxt.wrapping_sub(self.snd_una)
+    }
+
+    /// Whether the connection is synchronized (past the handshake).
+    fn synced(&self) -> bool {
+        !matches!(self.state, State::SynSent | State::SynRcvd)
+    }
+
+    /// Bytes of the tx FIFO already sent (the sequence space past the SYN, before a FIN).
+    fn data_sent(&self) -> u32 {
+        let syn = (self.synced() && self.snd_una == self.iss) as u32;
+        let mut n = self.snd_nxt.wrapping_sub(self.snd_una).wrapping_sub(syn);
+        if self.fin_sent && self.snd_nxt == self.snd_max {
+            n = n.saturating_sub(1);
+        }
+        n
+    }
+
+    /// Current retransmission timeout.
+    pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    /// Smoothed RTT.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// Window and send-sequence summary for `show session verbose`.
+    pub fn summary(&self) -> String {
+        format!(
+            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {}",
+            self.snd_una.wrapping_sub(self.iss),
+            self.snd_nxt.wrapping_sub(self.iss),
+            self.snd_wnd,
+            self.cwnd,
+            self.rcv_nxt,
+            self.mss,
+            self.rto.as_millis(),
+            self.srtt.map(|d| d.as_micros()).unwrap_or(0),
+            self.stats.rto_retrans,
+            self.stats.fast_retrans,
+            self.stats.ooo,
+            self.stats.out_of_window,
+        )
+    }
+
+    fn rtt_sample(&mut self, r: Duration) {
+        // RFC 6298 2.2 / 2.3, with K = 4, alpha 1/8, beta 1/4, G = 1 ms.
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let d = s.abs_diff(r);
+                self.rttvar = self.rttvar * 3 / 4 + d / 4;
+                self.srtt = Some(s * 7 / 8 + r / 8);
+            }
+        }
+        let s = self.srtt.unwrap_or(r);
+        self.rto = (s + (self.rttvar * 4).max(Duration::from_millis(1))).clamp(RTO_MIN, RTO_MAX);
+    }
+
+    fn established(&mut self) {
+        self.state = State::Established;
+        self.cwnd = 10 * self.mss; // RFC 6928 initial window
+        self.retries = 0;
+        self.rto_at = None;
+    }
+
+    fn rst_for(seg: &Seg<'_>) -> (u32, u32, u8) {
+        if seg.has(flag::ACK) {
+            (seg.ack, 0, flag::RST)
+        } else {
+            (0, seg.seq.wrapping_add(seg.len()), flag::RST | flag::ACK)
+        }
+    }
+
+    /// Processes a segment (RFC 9293 3.10.7). `rx` takes in-order data, `tx` loses what is
+    /// acknowledged (both `None` before the application has a slot).
+    pub fn input(
+        &mut self,
+        seg: &Seg<'_>,
+        rx: Option<&Fifo<'_>>,
+        tx: Option<&Fifo<'_>>,
+        now: Instant,
+    ) -> Effect {
+        let mut e = Effect::default();
+        if self.state == State::SynSent {
+            if seg.has(flag::ACK) && seg.ack != self.iss.wrapping_add(1) {
+                if !seg.has(flag::RST) {
+                    e.rst = Some(Self::rst_for(seg));
+                }
+                return e;
+            }
+            if seg.has(flag::RST) {
+                if seg.has(flag::ACK) {
+                    self.state = State::Closed;
+                    e.reset = true;
+                    e.notify = true;
+                    e.free = true;
+                }
+                return e;
+            }
+            if !seg.has(flag::SYN) {
+                return e;
+            }
+            self.rcv_nxt = seg.seq.wrapping_add(1);
+            self.mss = seg.mss.unwrap_or(536).min(MSS4) as u32;
+            self.snd_wnd = seg.wnd as u32;
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            if seg.has(flag::ACK) {
+                self.snd_una = seg.ack;
+                if let Some((_, t0)) = self.rtt_probe.take() {
+                    if self.retries == 0 {
+                        self.rtt_sample(now - t0);
+                    }
+                }
+                self.established();
+                self.need_ack = true;
+                e.output = true;
+                e.notify = true;
+            } else {
+                // Simultaneous open.
+                self.state = State::SynRcvd;
+                self.snd_nxt = self.iss;
+                self.need_syn = true;
+                e.output = true;
+            }
+            return e;
+        }
+        let rcv_wnd = self.rcv_adv.wrapping_sub(self.rcv_nxt);
+        // 1. Sequence acceptability.
+        let slen = seg.len();
+        let acceptable = match (slen, rcv_wnd) {
+            (0, 0) => seg.seq == self.rcv_nxt,
+            (0, _) => le(self.rcv_nxt, seg.seq) && lt(seg.seq, self.rcv_adv),
+            (_, 0) => false,
+            (_, _) => {
+                let last = seg.seq.wrapping_add(slen - 1);
+                (le(self.rcv_nxt, seg.seq) && lt(seg.seq, self.rcv_adv))
+                    || (le(self.rcv_nxt, last) && lt(last, self.rcv_adv))
+            }
+        };
+        // A zero window still takes ACKs and RSTs: process the header with no data.
+        let zero_wnd_hdr = !acceptable && rcv_wnd == 0 && seg.seq == self.rcv_nxt;
+        if !acceptable && !zero_wnd_hdr {
+            if !seg.has(flag::RST) {
+                self.stats.out_of_window += 1;
+                self.need_ack = true;
+                e.output = true;
+                if self.state == State::TimeWait && seg.has(flag::FIN) {
+                    self.tw_at = Some(now + TIME_WAIT);
+                }
+            }
+            return e;
+        }
+        // 2. RST (RFC 5961 3.2: exact match resets, otherwise a challenge ACK).
+        if seg.has(flag::RST) {
+            if seg.seq == self.rcv_nxt {
+                let was_syn_rcvd = self.state == State::SynRcvd;
+                self.state = State::Closed;
+                e.reset = !was_syn_rcvd;
+                e.notify = !was_syn_rcvd;
+                e.free = true;
+            } else {
+                self.need_ack = true;
+                e.output = true;
+            }
+            return e;
+        }
+        // 3. SYN in a synchronized state: challenge ACK (RFC 5961 4.2).
+        if seg.has(flag::SYN) {
+            if self.state == State::SynRcvd && seg.seq.wrapping_add(1) == self.rcv_nxt {
+                // Our SYN-ACK was lost: send it again.
+                self.need_syn = true;
+                self.snd_nxt = self.iss;
+            } else {
+                self.need_ack = true;
+            }
+            e.output = true;
+            return e;
+        }
+        // 4. ACK.
+        if !seg.has(flag::ACK) {
+            return e;
+        }
+        if self.state == State::SynRcvd {
+            if lt(self.snd_una, seg.ack) && le(seg.ack, self.snd_max) {
+                self.snd_una = seg.ack;
+                self.snd_nxt = self.snd_max.max(seg.ack);
+                if let Some((_, t0)) = self.rtt_probe.take() {
+                    if self.retries == 0 {
+                        self.rtt_sample(now - t0);
+                    }
+                }
+                self.snd_wnd = seg.wnd as u32;
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                self.established();
+                e.accepted = true;
+            } else {
+                e.rst = Some(Self::rst_for(seg));
+                return e;
+            }
+        } else if lt(self.snd_max, seg.ack) {
+            // Acknowledges something not sent.
+            self.need_ack = true;
+            e.output = true;
+            return e;
+        } else if lt(self.snd_una, seg.ack) {
+            let acked = seg.ack.wrapping_sub(self.snd_una);
+            // Sequence space that is data (not the FIN).
+            let fin_acked = self.fin_sent && seg.ack == self.snd_max;
+            let data = acked - fin_acked as u32;
+            if let Some(tx) = tx {
+                tx.drop_front(data);
+            }
+            self.snd_una = seg.ack;
+            if lt(self.snd_nxt, self.snd_una) {
+                self.snd_nxt = self.snd_una;
+            }
+            if let Some((s, t0)) = self.rtt_probe {
+                if le(s, seg.ack) {
+                    self.rtt_probe = None;
+                    self.rtt_sample(now - t0);
+                }
+            }
+            self.retries = 0;
+            self.dupacks = 0;
+            // Slow start, then congestion avoidance (RFC 5681).
+            if self.cwnd < self.ssthresh {
+                self.cwnd = self.cwnd.saturating_add(acked.min(self.mss));
+            } else {
+                self.cwnd = self
+                    .cwnd
+                    .saturating_add((self.mss * self.mss / self.cwnd.max(1)).max(1));
+            }
+            self.rto_at = (self.snd_una != self.snd_max).then(|| now + self.rto);
+            e.output = true; // the window moved: more may go
+            e.notify = true; // tx space
+            if fin_acked {
+                match self.state {
+                    State::FinWait1 => self.state = State::FinWait2,
+                    State::Closing => {
+                        self.state = State::TimeWait;
+                        self.tw_at = Some(now + TIME_WAIT);
+                    }
+                    State::LastAck => {
+                        self.state = State::Closed;
+                        e.free = true;
+                        return e;
+                    }
+                    _ => {}
+                }
+            }
+        } else if seg.ack == self.snd_una
+            && seg.data.is_empty()
+            && !seg.has(flag::FIN)
+            && seg.wnd as u32 == self.snd_wnd
+            && self.snd_una != self.snd_max
+        {
+            self.dupacks += 1;
+            if self.dupacks == 3 {
+                // Fast retransmit (RFC 5681 3.2), go-back-N from the hole.
+                let flight = self.snd_max.wrapping_sub(self.snd_una);
+                self.ssthresh = (flight / 2).max(2 * self.mss);
+                self.cwnd = self.ssthresh;
+                self.go_back();
+                self.stats.fast_retrans += 1;
+                e.output = true;
+            }
+        }
+        // Window update (RFC 9293 3.10.7.4).
+        if lt(self.snd_wl1, seg.seq) || (self.snd_wl1 == seg.seq && le(self.snd_wl2, seg.ack)) {
+            if self.snd_wnd == 0 && seg.wnd > 0 {
+                e.output = true;
+            }
+            self.snd_wnd = seg.wnd as u32;
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+        }
+        // 5. Data.
+        let can_take = matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        );
+        if !seg.data.is_empty() && can_take && acceptable {
+            self.take_data(seg, rx, &mut e);
+        }
+        // 6. FIN.
+        if seg.has(flag::FIN) && acceptable {
+            let fin_seq = seg.seq.wrapping_add(seg.data.len() as u32);
+            if fin_seq == self.rcv_nxt {
+                self.fin_in(now, &mut e);
+            } else if lt(self.rcv_nxt, fin_seq) {
+                self.ooo_fin = Some(fin_seq);
+            } else if self.state == State::TimeWait {
+                self.need_ack = true;
+                self.tw_at = Some(now + TIME_WAIT);
+                e.output = true;
+            }
+        }
+        e
+    }
+
+    fn fin_in(&mut self, now: Instant, e: &mut Effect) {
+        if self.peer_fin {
+            self.need_ack = true;
+            e.output = true;
+            return;
+        }
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.peer_fin = true;
+        self.need_ack = true;
+        e.output = true;
+        e.notify = true;
+        match self.state {
+            State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.fin_sent && self.snd_una == self.snd_max {
+                    self.state = State::TimeWait;
+                    self.tw_at = Some(now + TIME_WAIT);
+                } else {
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => {
+                self.state = State::TimeWait;
+                self.tw_at = Some(now + TIME_WAIT);
+            }
+            _ => {}
+        }
+    }
+
+    fn take_data(&mut self, seg: &Seg<'_>, rx: Option<&Fifo<'_>>, e: &mut Effect) {
+        let Some(rx) = rx else { return };
+        self.need_ack = true;
+        e.output = true;
+        let mut seq = seg.seq;
+        let mut d = seg.data;
+        // Trim what we already have.
+        if lt(seq, self.rcv_nxt) {
+            let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            if skip >= d.len() {
+                return;
+            }
+            d = &d[skip..];
+            seq = self.rcv_nxt;
+        }
+        // And what lies past the window.
+        let room = self.rcv_adv.wrapping_sub(seq) as usize;
+        d = &d[..d.len().min(room)];
+        if d.is_empty() {
+            return;
+        }
+        if seq != self.rcv_nxt {
+            // Out of order: hold it (bounded), answer with a duplicate ACK.
+            self.stats.ooo += 1;
+            if self.ooo_bytes + d.len() <= OOO_MAX && !self.ooo.contains_key(&seq) {
+                self.ooo_bytes += d.len();
+                self.ooo.insert(seq, d.to_vec());
+            }
+            return;
+        }
+        let n = rx.push_bytes(d);
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+        e.notify |= n > 0;
+        // Fill from the held segments.
+        while let Some((&s, _)) = self.ooo.iter().next() {
+            if lt(self.rcv_nxt, s) {
+                break;
+            }
+            let Some(v) = self.ooo.remove(&s) else { break };
+            self.ooo_bytes -= v.len();
+            let skip = self.rcv_nxt.wrapping_sub(s) as usize;
+            if skip < v.len() {
+                let n = rx.push_bytes(&v[skip..]);
+                self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            }
+        }
+        if self.ooo_fin == Some(self.rcv_nxt) {
+            self.ooo_fin = None;
+            let now = Instant::now();
+            self.fin_in(now, e);
+        }
+    }
+
+    fn go_back(&mut self) {
+        self.snd_nxt = self.snd_una;
+        self.rtt_probe = None;
+        if self.fin_sent && self.snd_una != self.snd_max {
+            self.fin_sent = false;
+        }
+    }
+
+    /// Timers: retransmission / persist and TIME-WAIT.
+    pub fn timer(&mut self, now: Instant) -> Effect {
+        let mut e = Effect::default();
+        if let Some(t) = self.tw_at {
+            if now >= t {
+                self.state = State::Closed;
+                e.free = true;
+                return e;
+            }
+        }
+        let Some(t) = self.rto_at else { return e };
+        if now < t {
+            return e;
+        }
+        self.retries += 1;
+        let limit = if self.synced() {
+            MAX_RETRIES
+        } else {
+            MAX_SYN_RETRIES
+        };
+        if self.retries > limit {
+            self.state = State::Closed;
+            e.reset = true;
+            e.notify = true;
+            e.free = true;
+            return e;
+        }
+        self.rto = (self.rto * 2).min(RTO_MAX);
+        self.rto_at = Some(now + self.rto);
+        e.output = true;
+        if !self.synced() {
+            self.need_syn = true;
+            self.snd_nxt = self.iss;
+            self.rtt_probe = None;
+            return e;
+        }
+        if self.snd_una == self.snd_max {
+            // Nothing in flight: the persist timer of a zero window.
+            self.probe = true;
+            return e;
+        }
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        self.ssthresh = (flight / 2).max(2 * self.mss);
+        self.cwnd = self.mss;
+        self.stats.rto_retrans += 1;
+        self.go_back();
+        e
+    }
+
+    /// Our receive window: the rx FIFO's free space (16 bits, no scaling).
+    fn wnd(&self, rx_free: u32) -> u16 {
+        rx_free.saturating_sub(self.ooo_bytes as u32).min(65535) as u16
+    }
+
+    /// Whether reading has opened the window enough to tell the peer.
+    pub fn window_update_due(&self, rx_free: u32) -> bool {
+        let adv = self.rcv_adv.wrapping_sub(self.rcv_nxt);
+        let now = self.wnd(rx_free) as u32;
+        now > adv && now - adv >= (2 * self.mss).min(32768)
+    }
+
+    /// Builds the segments to send now into `emit` (false from `emit`: no buffer, stop).
+    /// `tx_used` is what the tx FIFO holds, `rx_free` the rx FIFO's free space.
+    pub fn output(
+        &mut self,
+        tx_used: u32,
+        rx_free: u32,
+        now: Instant,
+        mut emit: impl FnMut(Out) -> bool,
+    ) -> u32 {
+        let mut sent = 0;
+        if self.window_update_due(rx_free) {
+            self.need_ack = true;
+        }
+        let wnd = self.wnd(rx_free);
+        let hdr = |t: &mut Tcb, seq: u32, flags: u8| {
+            t.rcv_adv = t.rcv_nxt.wrapping_add(wnd as u32);
+            Out {
+                seq,
+                ack: t.rcv_nxt,
+                flags,
+                wnd,
+                mss: None,
+                off: 0,
+                len: 0,
+            }
+        };
+        match self.state {
+            State::Closed | State::TimeWait if !self.need_ack => return 0,
+            State::SynSent | State::SynRcvd => {
+                if self.need_syn {
+                    let f = if self.state == State::SynSent {
+                        flag::SYN
+                    } else {
+                        flag::SYN | flag::ACK
+                    };
+                    let mut o = hdr(self, self.iss, f);
+                    o.mss = Some(MSS4);
+                    if !emit(o) {
+                        return 0;
+                    }
+                    self.need_syn = false;
+                    self.snd_nxt = self.iss.wrapping_add(1);
+                    self.snd_max = self.snd_nxt;
+                    if self.retries == 0 {
+                        self.rtt_probe = Some((self.snd_nxt, now));
+                    }
+                    self.rto_at.get_or_insert(now + self.rto);
+                    sent += 1;
+                }
+                return sent;
+            }
+            _ => {}
+        }
+        // Data.
+        let window = self.snd_wnd.min(self.cwnd.max(self.mss));
+        loop {
+            let sent_data = self.data_sent();
+            let unsent = tx_used.saturating_sub(sent_data);
+            if unsent == 0 || self.fin_sent {
+                break;
+            }
+            let flight = self.in_flight();
+            let mut room = window.saturating_sub(flight);
+            if room == 0 && self.probe && flight == 0 {
+                room = 1; // zero-window probe
+            }
+            if room == 0 {
+                if self.snd_wnd == 0 && self.rto_at.is_none() {
+                    self.rto_at = Some(now + self.rto); // persist timer
+                }
+                break;
+            }
+            let len = unsent.min(room).min(self.mss);
+            let mut o = hdr(self, self.snd_nxt, flag::ACK);
+            o.off = sent_data;
+            o.len = len;
+            if len == unsent {
+                o.flags |= flag::PSH;
+            }
+            if !emit(o) {
+                return sent;
+            }
+            self.probe = false;
+            self.need_ack = false;
+            sent += 1;
+            if self.snd_nxt == self.snd_max && self.rtt_probe.is_none() {
+                self.rtt_probe = Some((self.snd_nxt.wrapping_add(len), now));
+            }
+            self.snd_nxt = self.snd_nxt.wrapping_add(len);
+            if lt(self.snd_max, self.snd_nxt) {
+                self.snd_max = self.snd_nxt;
+            }
+            self.rto_at.get_or_insert(now + self.rto);
+        }
+        // FIN once every byte was sent.
+        let all_sent = self.data_sent() >= tx_used;
+        if self.app_closed
+            && !self.fin_sent
+            && all_sent
+            && matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
+        {
+            let o = hdr(self, self.snd_nxt, flag::FIN | flag::ACK);
+            if !emit(o) {
+                return sent;
+            }
+            sent += 1;
+            self.fin_sent = true;
+            self.need_ack = false;
+            self.snd_nxt = self.snd_nxt.wrapping_add(1);
+            if lt(self.snd_max, self.snd_nxt) {
+                self.snd_max = self.snd_nxt;
+            }
+            self.rto_at.get_or_insert(now + self.rto);
+            self.state = match self.state {
+                State::Established => State::FinWait1,
+                State::CloseWait => State::LastAck,
+                s => s,
+            };
+        }
+        if self.need_ack {
+            let o = hdr(self, self.snd_nxt, flag::ACK);
+            if emit(o) {
+                self.need_ack = false;
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// Whether a timer is armed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.rto_at, self.tw_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The sequence numbers of an abortive RST (seq = snd_nxt).
+    pub fn rst_seq(&self) -> (u32, u32) {
+        (self.snd_nxt, self.rcv_nxt)
+    }
+
+    /// Whether the window is small enough that the application should tell us after reading.
+    pub fn wants_window_request(&self, rx_free: u32, fifo_size: u32) -> bool {
+        rx_free < fifo_size / 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(seq: u32, ack: u32, flags: u8, data: &[u8]) -> Seg<'_> {
+        Seg {
+            seq,
+            ack,
+            flags,
+            wnd: 65535,
+            mss: None,
+            data,
+        }
+    }
+
+    #[test]
+    fn passive_open_then_data_and_close() {
+        let now = Instant::now();
+        let syn = Seg {
+            mss: Some(1000),
+            ..seg(100, 0, flag::SYN, &[])
+        };
+        let mut t = Tcb::accept(5000, &syn, MSS4, now);
+        assert_eq!(t.mss, 1000);
+        let mut out = vec![];
+        t.output(0, 65536, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].flags, flag::SYN | flag::ACK);
+        assert_eq!((out[0].seq, out[0].ack), (5000, 101));
+        let e = t.input(&seg(101, 5001, flag::ACK, &[]), None, None, now);
+        assert!(e.accepted);
+        assert_eq!(t.state, State::Established);
+        t.app_closed = true;
+        out.clear();
+        t.output(0, 65536, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out[0].flags, flag::FIN | flag::ACK);
+        assert_eq!(t.state, State::FinWait1);
+        t.input(&seg(101, 5002, flag::ACK, &[]), None, None, now);
+        assert_eq!(t.state, State::FinWait2);
+        t.input(&seg(101, 5002, flag::ACK | flag::FIN, &[]), None, None, now);
+        assert_eq!(t.state, State::TimeWait);
+        assert!(t.timer(now + TIME_WAIT).free);
+    }
+
+    #[test]
+    fn rtt_and_rto_follow_rfc6298() {
+        let now = Instant::now();
+        let mut t = Tcb::connect(1, now);
+        t.rtt_sample(Duration::from_millis(100));
+        assert_eq!(t.srtt, Some(Duration::from_millis(100)));
+        assert_eq!(t.rto, Duration::from_millis(300));
+        t.rtt_sample(Duration::from_millis(100));
+        // rttvar 3/4 × 50 = 37.5 ms: rto 100 + 150 = 250 ms.
+        assert_eq!(t.rto, Duration::from_micros(250_000));
+    }
+
+    #[test]
+    fn syn_sent_refused_by_rst() {
+        let now = Instant::now();
+        let mut t = Tcb::connect(10, now);
+        t.output(0, 65536, now, |_| true);
+        let e = t.input(&seg(0, 11, flag::RST | flag::ACK, &[]), None, None, now);
+        assert!(e.reset && e.free);
+    }
+
+    #[test]
+    fn syn_retries_give_up() {
+        let mut now = Instant::now();
+        let mut t = Tcb::connect(10, now);
+        t.output(0, 65536, now, |_| true);
+        let mut gave_up = false;
+        for _ in 0..10 {
+            now += Duration::from_secs(120);
+            let e = t.timer(now);
+            if e.free {
+                gave_up = true;
+                break;
+            }
+            t.output(0, 65536, now, |_| true);
+        }
+        assert!(gave_up);
+    }
+}

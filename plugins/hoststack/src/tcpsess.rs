@@ -1,0 +1,574 @@
+//! TCP in the session layer: listeners, active opens, segments in (from `tcp4-input`),
+//! timers and close, on top of the per-connection state machine in [`crate::tcp`].
+//!
+//! A passive open lives without an application slot while in the handshake (a SYN flood
+//! fills the listener's bounded backlog, counted, not the application's segment); when the
+//! handshake completes it takes a free slot and the application gets an accept event
+//! (`seg::EVENT_ACCEPT | slot`) with both endpoints in the slot's rx FIFO header. A slot is
+//! released when the application has closed it and the connection has ended (or reached
+//! TIME-WAIT, which needs no FIFOs).
+
+use crate::session::{Proto, SessionError, SessionMain, TcpLink, NO_SLOT};
+use crate::tcp::{self, Effect, Seg, State, Tcb};
+use sluice_session::seg::{self, tcp_state};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Why `tcp4-input` drops a segment (its counter).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TcpDrop {
+    /// No connection or listener (answered with a RST unless it was one).
+    NoListener,
+    /// The listener's handshake backlog is full.
+    BacklogFull,
+}
+
+fn unspecified(v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+    }
+}
+
+impl SessionMain {
+    fn tcp_port_used(&self, v6: bool, p: u16) -> bool {
+        self.tcp_ports.contains_key(&(v6, p))
+    }
+
+    fn tcp_port_ref(&mut self, v6: bool, p: u16, add: bool) {
+        if add {
+            *self.tcp_ports.entry((v6, p)).or_insert(0) += 1;
+        } else if let Some(r) = self.tcp_ports.get_mut(&(v6, p)) {
+            *r -= 1;
+            if *r == 0 {
+                self.tcp_ports.remove(&(v6, p));
+            }
+        }
+    }
+
+    fn iss(&mut self, local: SocketAddr, remote: SocketAddr) -> u32 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.iss_key().hash(&mut h);
+        (local, remote).hash(&mut h);
+        // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| (d.as_micros() / 4) as u32)
+            .unwrap_or(0);
+        (h.finish() as u32).wrapping_add(t)
+    }
+
+    /// Listens for TCP connections for application `a`.
+    pub fn tcp_listen(
+        &mut self,
+        a: u32,
+        mut local: SocketAddr,
+        backlog: u32,
+        locals: &[(IpAddr, u8)],
+    ) -> Result<u32, SessionError> {
+        let v6 = local.is_ipv6();
+        if v6 {
+            return Err(SessionError::Invalid); // TCP over IPv6: not yet
+        }
+        if !local.ip().is_unspecified() && !locals.iter().any(|(x, _)| *x == local.ip()) {
+            return Err(SessionError::NotLocal);
+        }
+        if local.port() == 0 {
+            let p = self
+                .ephemeral_in(v6, |s, v6, p| s.tcp_port_used(v6, p))
+                .ok_or(SessionError::NoSpace)?;
+            local.set_port(p);
+        }
+        let clash = self.tcp_listeners.keys().any(|(ip, p)| {
+            *p == local.port()
+                && ip.is_ipv6() == v6
+                && (*ip == local.ip() || ip.is_unspecified() || local.ip().is_unspecified())
+        });
+        if clash {
+            return Err(SessionError::InUse);
+        }
+        let sid = self.new_session(a, local, None)?;
+        let backlog = match backlog {
+            0 => self.cfg.syn_backlog,
+            b => b.min(65536),
+        };
+        if let Some(s) = self.sessions[sid as usize].as_mut() {
+            s.proto = Proto::TcpListen {
+                backlog,
+                half_open: 0,
+            };
+        }
+        self.tcp_listeners.insert((local.ip(), local.port()), sid);
+        self.tcp_port_ref(v6, local.port(), true);
+        self.tcp_count += 1;
+        Ok(sid)
+    }
+
+    /// Opens a TCP connection for application `a` to `remote` (the reply carries the slot;
+    /// its state word tells when it is established or refused).
+    pub fn tcp_connect(
+        &mut self,
+        a: u32,
+        remote: SocketAddr,
+        locals: &[(IpAddr, u8)],
+    ) -> Result<u32, SessionError> {
+        if remote.ip().is_unspecified() || remote.port() == 0 || remote.ip().is_multicast() {
+            return Err(SessionError::Invalid);
+        }
+        if remote.is_ipv6() {
+            return Err(SessionError::Invalid);
+        }
+        let src = crate::session::source_for(locals, remote.ip()).ok_or(SessionError::NotLocal)?;
+        let port = self
+            .ephemeral_in(false, |s, v6, p| s.tcp_port_used(v6, p))
+            .ok_or(SessionError::NoSpace)?;
+        let local = SocketAddr::new(src, port);
+        let sid = self.new_session(a, local, Some(remote))?;
+        let iss = self.iss(local, remote);
+        let tcb = Tcb::connect(iss, Instant::now());
+        let slot = match self.sessions[sid as usize].as_mut() {
+            Some(s) => {
+                s.proto = Proto::Tcp(
+                    Box::new(tcb),
+                    TcpLink {
+                        port_ref: true,
+                        ..TcpLink::default()
+                    },
+                );
+                s.slot
+            }
+            None => return Err(SessionError::Invalid),
+        };
+        if let Some((rx, tx)) = self.apps[a as usize].as_ref().and_then(|x| x.fifos(slot)) {
+            rx.drop_front(u32::MAX);
+            tx.drop_front(u32::MAX);
+            tx.unset_event();
+            rx.state().store(0, Ordering::Release);
+            rx.wnd_request().store(0, Ordering::Relaxed);
+            rx.set_endpoints(local, remote, NO_SLOT);
+        }
+        self.tcp_conns.insert((local, remote), sid);
+        self.tcp_port_ref(false, port, true);
+        self.tcp_count += 1;
+        self.tcp_stats.connected += 1;
+        self.tcp_queue(sid);
+        Ok(sid)
+    }
+
+    /// Queues connection `sid` for `session-queue` to send what it has.
+    pub fn tcp_queue(&mut self, sid: u32) {
+        if let Some(Proto::Tcp(_, l)) = self
+            .sessions
+            .get_mut(sid as usize)
+            .and_then(|s| s.as_mut().map(|s| &mut s.proto))
+        {
+            if !l.queued {
+                l.queued = true;
+                self.tcp_out.push(sid);
+                self.tcp_kick.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn rst(&mut self, local: SocketAddr, remote: SocketAddr, seq: u32, ack: u32, flags: u8) {
+        self.rst_out.push((local, remote, seq, ack, flags));
+        self.tcp_kick.store(true, Ordering::Release);
+    }
+
+    /// The application closed `sid`: a listener stops, a connection sends FIN after its data
+    /// (one still in the handshake is reset).
+    pub fn tcp_close(&mut self, sid: u32) {
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+            return;
+        };
+        match &mut s.proto {
+            Proto::TcpListen { .. } => self.tcp_release(sid),
+            Proto::Tcp(t, l) => {
+                l.app_closed = true;
+                match t.state {
+                    State::Closed => self.tcp_release(sid),
+                    State::SynSent | State::SynRcvd => self.tcp_abort(sid),
+                    _ => {
+                        t.app_closed = true;
+                        self.tcp_queue(sid);
+                    }
+                }
+            }
+            Proto::Udp => {}
+        }
+    }
+
+    /// Abortive close: a RST to the peer of a live connection, everything freed.
+    pub fn tcp_abort(&mut self, sid: u32) {
+        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        if let (Proto::Tcp(t, _), Some(r)) = (&s.proto, s.remote) {
+            if !matches!(t.state, State::Closed | State::TimeWait | State::SynSent) {
+                let (seq, ack) = t.rst_seq();
+                let local = s.local;
+                self.rst(local, r, seq, ack, tcp::flag::RST | tcp::flag::ACK);
+            }
+        }
+        self.tcp_release(sid);
+    }
+
+    /// Frees session `sid` (listener or connection) and everything it holds.
+    fn tcp_release(&mut self, sid: u32) {
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.take()) else {
+            return;
+        };
+        let v6 = s.local.is_ipv6();
+        match s.proto {
+            Proto::TcpListen { .. } => {
+                self.tcp_listeners.remove(&(s.local.ip(), s.local.port()));
+                self.tcp_port_ref(v6, s.local.port(), false);
+                // Its connections still in the handshake go with it.
+                let kids: Vec<u32> = self
+                    .iter()
+                    .filter(|(_, x)| matches!(&x.proto, Proto::Tcp(_, l) if l.parent == Some(sid)))
+                    .map(|(i, _)| i)
+                    .collect();
+                for k in kids {
+                    self.tcp_abort(k);
+                }
+            }
+            Proto::Tcp(_, l) => {
+                if let Some(r) = s.remote {
+                    if self.tcp_conns.get(&(s.local, r)) == Some(&sid) {
+                        self.tcp_conns.remove(&(s.local, r));
+                    }
+                }
+                if l.port_ref {
+                    self.tcp_port_ref(v6, s.local.port(), false);
+                }
+                if let Some(p) = l.parent {
+                    if let Some(Proto::TcpListen { half_open, .. }) = self
+                        .sessions
+                        .get_mut(p as usize)
+                        .and_then(|x| x.as_mut())
+                        .map(|x| &mut x.proto)
+                    {
+                        *half_open = half_open.saturating_sub(1);
+                    }
+                }
+            }
+            Proto::Udp => {}
+        }
+        self.release_slot(s.app, s.slot, sid);
+        self.tcp_count = self.tcp_count.saturating_sub(1);
+        self.free.push(sid);
+    }
+
+    fn release_slot(&mut self, app: u32, slot: u32, sid: u32) {
+        if slot == NO_SLOT {
+            return;
+        }
+        if let Some(a) = self.apps.get_mut(app as usize).and_then(|x| x.as_mut()) {
+            if let Some(x) = a.slots.get_mut(slot as usize) {
+                if *x == Some(sid) {
+                    *x = None;
+                }
+            }
+        }
+    }
+
+    /// A segment from `remote` to `local` (checked by `tcp4-input`).
+    pub fn tcp_input(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Seg<'_>,
+        now: Instant,
+    ) -> Result<(), TcpDrop> {
+        use tcp::flag::*;
+        if let Some(&sid) = self.tcp_conns.get(&(local, remote)) {
+            let eff = {
+                let apps = &self.apps;
+                let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+                    return Err(TcpDrop::NoListener);
+                };
+                let fifos = apps
+                    .get(s.app as usize)
+                    .and_then(|a| a.as_ref())
+                    .and_then(|a| a.fifos(s.slot));
+                let Proto::Tcp(t, _) = &mut s.proto else {
+                    return Err(TcpDrop::NoListener);
+                };
+                let (rx, tx) = match &fifos {
+                    Some((r, t)) => (Some(r), Some(t)),
+                    None => (None, None),
+                };
+                s.stats.rx += 1;
+                s.stats.rx_bytes += seg.data.len() as u64;
+                t.input(seg, rx, tx, now)
+            };
+            self.tcp_effect(sid, eff);
+            return Ok(());
+        }
+        let lsid = self
+            .tcp_listeners
+            .get(&(local.ip(), local.port()))
+            .or_else(|| {
+                self.tcp_listeners
+                    .get(&(unspecified(local.is_ipv6()), local.port()))
+            })
+            .copied();
+        let Some(lsid) = lsid else {
+            if seg.flags & RST == 0 {
+                let (seq, ack, f) = rst_reply(seg);
+                self.rst(local, remote, seq, ack, f);
+            }
+            return Err(TcpDrop::NoListener);
+        };
+        if seg.flags & RST != 0 {
+            return Ok(());
+        }
+        if seg.flags & ACK != 0 {
+            let (seq, ack, f) = rst_reply(seg);
+            self.rst(local, remote, seq, ack, f);
+            return Ok(());
+        }
+        if seg.flags & SYN == 0 {
+            return Ok(());
+        }
+        let app = match self.sessions[lsid as usize].as_mut() {
+            Some(s) => match &mut s.proto {
+                Proto::TcpListen { backlog, half_open } => {
+                    if *half_open >= *backlog {
+                        self.tcp_stats.backlog_full += 1;
+                        return Err(TcpDrop::BacklogFull);
+                    }
+                    *half_open += 1;
+                    s.app
+                }
+                _ => return Err(TcpDrop::NoListener),
+            },
+            None => return Err(TcpDrop::NoListener),
+        };
+        let iss = self.iss(local, remote);
+        let tcb = Tcb::accept(iss, seg, tcp::MSS4, now);
+        let s = crate::session::Session {
+            app,
+            slot: NO_SLOT,
+            local,
+            remote: Some(remote),
+            stats: Default::default(),
+            proto: Proto::Tcp(
+                Box::new(tcb),
+                TcpLink {
+                    parent: Some(lsid),
+                    ..TcpLink::default()
+                },
+            ),
+        };
+        let sid = match self.free.pop() {
+            Some(i) => {
+                self.sessions[i as usize] = Some(s);
+                i
+            }
+            None => {
+                self.sessions.push(Some(s));
+                self.sessions.len() as u32 - 1
+            }
+        };
+        self.tcp_conns.insert((local, remote), sid);
+        self.tcp_count += 1;
+        self.tcp_queue(sid);
+        Ok(())
+    }
+
+    /// Acts on what a segment or timer did to connection `sid`.
+    pub fn tcp_effect(&mut self, sid: u32, e: Effect) {
+        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        let (local, remote) = (s.local, s.remote.unwrap_or(s.local));
+        if let Some((seq, ack, f)) = e.rst {
+            self.rst(local, remote, seq, ack, f);
+        }
+        if e.accepted && !self.tcp_accept(sid) {
+            return;
+        }
+        if e.reset {
+            self.tcp_stats.resets += 1;
+        }
+        if e.notify || e.accepted {
+            self.tcp_notify(sid, e.reset);
+        }
+        if e.output {
+            self.tcp_queue(sid);
+        }
+        self.tcp_settle(sid, e.free);
+    }
+
+    /// Frees what a connection no longer needs: everything once it is closed and the
+    /// application let go of it, the slot once it is in TIME-WAIT.
+    fn tcp_settle(&mut self, sid: u32, closed: bool) {
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+            return;
+        };
+        let (app, slot, local, remote) = (s.app, s.slot, s.local, s.remote);
+        let Proto::Tcp(t, l) = &mut s.proto else {
+            return;
+        };
+        if closed {
+            t.state = State::Closed;
+            t.rto_at = None;
+            t.tw_at = None;
+            if l.app_closed || slot == NO_SLOT {
+                self.tcp_release(sid);
+            } else if let Some(r) = remote {
+                // The application still holds the slot: it reads the end; new segments
+                // for this 4-tuple get a RST.
+                if self.tcp_conns.get(&(local, r)) == Some(&sid) {
+                    self.tcp_conns.remove(&(local, r));
+                }
+            }
+            return;
+        }
+        if t.state == State::TimeWait && l.app_closed && slot != NO_SLOT {
+            s.slot = NO_SLOT;
+            self.release_slot(app, slot, sid);
+        }
+    }
+
+    /// A passive open completed: give it a slot of the listener's application and tell it.
+    fn tcp_accept(&mut self, sid: u32) -> bool {
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+            return false;
+        };
+        let (app, local, remote) = (s.app, s.local, s.remote.unwrap_or(s.local));
+        let parent = match &mut s.proto {
+            Proto::Tcp(_, l) => l.parent.take(),
+            _ => None,
+        };
+        let lslot = parent
+            .and_then(|p| self.sessions.get_mut(p as usize).and_then(|x| x.as_mut()))
+            .map(|p| {
+                if let Proto::TcpListen { half_open, .. } = &mut p.proto {
+                    *half_open = half_open.saturating_sub(1);
+                }
+                p.slot
+            });
+        let slot = self
+            .apps
+            .get(app as usize)
+            .and_then(|a| a.as_ref())
+            .and_then(|a| a.slots.iter().position(|x| x.is_none()));
+        let (Some(slot), Some(lslot)) = (slot, lslot) else {
+            self.tcp_stats.no_slot += 1;
+            self.tcp_abort(sid);
+            return false;
+        };
+        let slot = slot as u32;
+        if let Some(s) = self.sessions[sid as usize].as_mut() {
+            s.slot = slot;
+        }
+        let Some(a) = self.apps[app as usize].as_mut() else {
+            return false;
+        };
+        a.slots[slot as usize] = Some(sid);
+        if let Some((rx, tx)) = a.fifos(slot) {
+            rx.drop_front(u32::MAX); // whatever the last owner left
+            tx.drop_front(u32::MAX);
+            tx.unset_event();
+            rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
+            rx.wnd_request().store(0, Ordering::Relaxed);
+            rx.set_endpoints(local, remote, lslot);
+            if rx.set_event() {
+                if let Some(q) = a.app_evq() {
+                    if !q.push(seg::EVENT_ACCEPT | slot) {
+                        rx.unset_event();
+                    }
+                    if q.needs_signal() {
+                        sluice_infra::shm::signal(a.app_efd.as_raw_fd());
+                    }
+                }
+            }
+        }
+        self.tcp_stats.accepted += 1;
+        true
+    }
+
+    /// Updates the slot's state word and queues a data event for the application.
+    fn tcp_notify(&mut self, sid: u32, reset: bool) {
+        let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        let Proto::Tcp(t, l) = &s.proto else { return };
+        let closed = l.app_closed;
+        let Some(a) = self.apps.get(s.app as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        let Some((rx, _)) = a.fifos(s.slot) else {
+            return;
+        };
+        let mut st = 0;
+        if reset {
+            st |= tcp_state::RESET;
+        } else if !matches!(t.state, State::SynSent | State::SynRcvd) {
+            st |= tcp_state::ESTABLISHED;
+        }
+        if t.peer_fin {
+            st |= tcp_state::PEER_FIN;
+        }
+        rx.state().store(st, Ordering::Release);
+        if closed {
+            return; // the application only watches the state word now
+        }
+        if rx.free_bytes() < rx.size() / 2 {
+            rx.wnd_request().store(1, Ordering::Release);
+        }
+        if rx.set_event() {
+            if let Some(q) = a.app_evq() {
+                if !q.push(s.slot) {
+                    rx.unset_event();
+                }
+                if q.needs_signal() {
+                    sluice_infra::shm::signal(a.app_efd.as_raw_fd());
+                }
+            }
+        }
+    }
+
+    /// Runs the due timers; returns the next deadline.
+    pub fn tcp_timers(&mut self, now: Instant) -> Option<Instant> {
+        let due: Vec<u32> = self
+            .iter()
+            .filter_map(|(i, s)| match &s.proto {
+                Proto::Tcp(t, _) => t.next_deadline().filter(|d| *d <= now).map(|_| i),
+                _ => None,
+            })
+            .collect();
+        for sid in due {
+            let e = match self.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
+                Some(Proto::Tcp(t, _)) => t.timer(now),
+                _ => continue,
+            };
+            self.tcp_effect(sid, e);
+        }
+        self.iter()
+            .filter_map(|(_, s)| match &s.proto {
+                Proto::Tcp(t, _) => t.next_deadline(),
+                _ => None,
+            })
+            .min()
+    }
+}
+
+/// The RST answering a segment no connection takes (RFC 9293 3.10.7.1).
+fn rst_reply(seg: &Seg<'_>) -> (u32, u32, u8) {
+    use tcp::flag::*;
+    if seg.flags & ACK != 0 {
+        (seg.ack, 0, RST)
+    } else {
+        let len =
+            seg.data.len() as u32 + (seg.flags & SYN != 0) as u32 + (seg.flags & FIN != 0) as u32;
+        (0, seg.seq.wrapping_add(len), RST | ACK)
+    }
+}

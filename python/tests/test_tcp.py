@@ -1,0 +1,144 @@
+"""Host stack TCP (issue 19) against scapy over pg: a `sluice-tcp sink` application attached
+to the session layer listens on pg0's address; the test plays the remote host segment by
+segment — three-way handshake with the MSS option, data and its ACK, an out-of-order segment
+held until the hole fills, FIN both ways, a RST for a closed port, a RST that kills a
+connection, and a bad checksum dropped and counted with no reply."""
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from scapy.compat import raw
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from ip4_base import Ip4RouterTest
+from sluice_test.instance import sluice_binary
+
+APP_DIR = Path(tempfile.gettempdir()) / f"sluice-tcp-pg-{os.getpid()}"
+BAD_CSUM = ("tcp4-input", "bad TCP checksum")
+NO_LISTENER = ("tcp4-input", "no connection or listener (RST sent)")
+PORT = 5001
+SPORT = 40000
+
+
+def tcp_tool() -> Path:
+    return sluice_binary().parent / "sluice-tcp"
+
+
+class TestTcp(Ip4RouterTest):
+    n_pg = 2
+    extra_config = f"session {{ enable app-socket {APP_DIR}/app.sock }}"
+
+    def setup_test(self):
+        if not tcp_tool().exists():
+            pytest.skip(f"{tcp_tool()} not built (cargo build -p sluice-session)")
+        super().setup_test()
+        self.sink = None
+
+    def teardown_test(self):
+        if self.sink is not None and self.sink.poll() is None:
+            self.sink.kill()
+            self.sink.wait()
+
+    def start_sink(self):
+        self.sink = subprocess.Popen(
+            [str(tcp_tool()), "--socket", str(APP_DIR / "app.sock"), "sink", "--listen",
+             f"{self.pg0.local_ip4}:{PORT}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.sink.stderr.readline()
+        assert b"ready" in line, line
+        self.wait_for(lambda: "LISTEN" in self.vpp.cli("show session"), "listener")
+
+    def seg(self, flags, seq, ack=0, payload=b"", options=None, chksum=None, dport=PORT):
+        t = TCP(sport=SPORT, dport=dport, flags=flags, seq=seq, ack=ack, window=65535,
+                options=options or [])
+        if chksum is not None:
+            t.chksum = chksum
+        p = (Ether(dst=self.pg0.local_mac, src=self.pg0.remote_mac)
+             / IP(src=self.pg0.remote_ip4, dst=self.pg0.local_ip4) / t)
+        if payload:
+            p = p / Raw(payload)
+        return Ether(raw(p))
+
+    def exchange(self, pkt, n=1):
+        return [p[TCP] for p in self.send_and_expect(self.pg0, [pkt], self.pg0, n_rx=n)]
+
+    def handshake(self, isn=1000):
+        synack = self.exchange(self.seg("S", isn, options=[("MSS", 1200)]))[0]
+        assert synack.flags == "SA", synack.flags
+        assert synack.ack == isn + 1
+        assert ("MSS", 1460) in synack.options, synack.options
+        self.pg0.add_stream([self.seg("A", isn + 1, synack.seq + 1)])
+        self.pg_start()
+        self.wait_for(lambda: "ESTABLISHED" in self.vpp.cli("show session"), "established")
+        return synack.seq + 1
+
+    def delta(self, key):
+        return self.get_counters().get(key, 0) - self._counter_baseline.get(key, 0)
+
+    def test_handshake_data_and_close(self):
+        self.start_sink()
+        our = self.handshake()
+        ack = self.exchange(self.seg("PA", 1001, our, b"hello sluice"))[0]
+        assert ack.flags.A and ack.ack == 1001 + 12
+        # FIN: acknowledged; the sink reads the end of stream and closes, and Sluice's FIN
+        # follows (possibly in the same segment as the ACK).
+        self.pg0.enable_capture()
+        self.pg0.add_stream([self.seg("FA", 1013, our)])
+        self.pg_start()
+        out, _ = self.sink.communicate(timeout=10)
+        assert out == b"hello sluice"
+        self.wait_for(lambda: "LAST_ACK" in self.vpp.cli("show session"), "our FIN sent")
+        caps = [p[TCP] for p in self.pg0.stop_capture()]
+        assert caps and caps[0].ack == 1014, [(p.flags, p.ack) for p in caps]
+        fin = next(p for p in caps if p.flags.F)
+        assert fin.seq == our
+        self.pg0.add_stream([self.seg("A", 1014, fin.seq + 1)])
+        self.pg_start()
+        self.wait_for(lambda: "[T]" not in self.vpp.cli("show session"), "closed")
+
+    def test_out_of_order_segment_is_held(self):
+        self.start_sink()
+        our = self.handshake()
+        # The second half first: a duplicate ACK for the hole.
+        dup = self.exchange(self.seg("PA", 1006, our, b"world"))[0]
+        assert dup.ack == 1001
+        full = self.exchange(self.seg("PA", 1001, our, b"hello"))[0]
+        assert full.ack == 1011
+        self.pg0.add_stream([self.seg("FA", 1011, our)])
+        self.pg_start()
+        out, _ = self.sink.communicate(timeout=10)
+        assert out == b"helloworld"
+
+    def test_closed_port_gets_rst(self):
+        self.start_sink()
+        rst = self.exchange(self.seg("S", 777, dport=PORT + 1))[0]
+        assert rst.flags == "RA" and rst.ack == 778 and rst.seq == 0
+        # An ACK to a listener with no connection: RST with its ack as sequence.
+        rst = self.exchange(self.seg("A", 5, 4242))[0]
+        assert rst.flags == "R" and rst.seq == 4242
+        assert self.delta(NO_LISTENER) == 1
+
+    def test_rst_in_window_closes_the_connection(self):
+        self.start_sink()
+        our = self.handshake()
+        # A RST off the expected sequence only draws a challenge ACK (RFC 5961).
+        ch = self.exchange(self.seg("R", 1001 + 100, 0))[0]
+        assert ch.flags == "A" and ch.ack == 1001
+        self.pg0.add_stream([self.seg("R", 1001, 0)])
+        self.pg_start()
+        self.wait_for(lambda: "ESTABLISHED" not in self.vpp.cli("show session"), "reset")
+        self.sink.wait(timeout=10)
+        assert self.sink.returncode != 0  # the sink reports the reset
+        del our
+
+    def test_bad_checksum_is_dropped_and_counted(self):
+        self.start_sink()
+        self.send_and_assert_no_replies(self.pg0, [self.seg("S", 1, chksum=0x1234)] * 2,
+                                        "bad checksum")
+        assert self.delta(BAD_CSUM) == 2
+        assert self.delta(("tcp4-input", "segments taken by a connection or listener")) == 0
