@@ -14,6 +14,7 @@ pub mod feature;
 pub mod interface;
 pub mod ip4;
 pub mod ip6;
+pub mod ip_family;
 pub mod ip_local;
 pub mod l2;
 pub mod l2patch;
