@@ -160,7 +160,7 @@ fn sw_interface_dump(
             .get(&idx.0)
             .map(|s| s.0);
         let xc = crate::interface::xconnect_peer(vm, idx);
-        let bd = crate::ip4::with_if_attr(vm, idx.0, |x| {
+        let bd = crate::interface::with_if_attr(vm, idx.0, |x| {
             x.l2_bd.load(std::sync::atomic::Ordering::Relaxed)
         })
         .unwrap_or(0);

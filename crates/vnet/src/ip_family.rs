@@ -12,6 +12,7 @@ use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
 use sluice_fib::lb::LoadBalances;
 use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake};
 use std::any::Any;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -388,6 +389,26 @@ pub fn with_aging<C: IpControl, R>(
 /// Applies learned neighbours now (the process node does this every 10 ms).
 pub fn apply_learned<C: IpControl>(vm: &mut Vlib) -> usize {
     with::<C, _>(vm, |c| c.apply_learned()).unwrap_or(0)
+}
+
+/// Gives the family's adjacencies their interface's current MAC (the rewrite's source) and
+/// MTU: `attrs` by interface.
+pub(crate) fn refresh_adjs<C: IpControl>(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
+    with::<C, _>(vm, |c| c.adjs_mut().refresh(|a| refresh_adj(a, attrs)));
+}
+
+/// An adjacency with its interface's current MAC and MTU (None: not an interface adjacency).
+fn refresh_adj(a: &Adj, attrs: &HashMap<u32, ([u8; 6], u16)>) -> Option<Adj> {
+    if a.kind == AdjKind::Drop {
+        return None;
+    }
+    let &(mac, mtu) = attrs.get(&a.tx_if)?;
+    let mut n = *a;
+    n.mtu = mtu;
+    if a.kind != AdjKind::Local {
+        n.rewrite[6..12].copy_from_slice(&mac);
+    }
+    Some(n)
 }
 
 /// What a family's control plane is built from: its LPM, adjacencies, load balances and the

@@ -47,8 +47,10 @@ pub fn register(r: &mut plugin::Registrar) -> Result<(), plugin::RegisterError> 
     r.feature(feature::plain("ip6-unicast", rpf::IP6_SOURCE_CHECK))?;
     output::register(&mut r.graph);
     l2patch::register(&mut r.graph);
-    let v4 = ip4::register(r);
-    let v6 = ip6::register(r, v4.clone());
+    let ifs = interface::new_attr_table();
+    r.staged.put(interface::IfAttrTable(Some(ifs.clone())));
+    let v4 = ip4::register(r, ifs.clone());
+    let v6 = ip6::register(r, v4.clone(), ifs);
     rpf::register(r, v4.clone(), v6);
     loopback::register(&mut r.graph);
     pg::register(&mut r.graph);

@@ -21,61 +21,12 @@ use sluice_graph::Vlib;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use crate::interface::MAX_IFS;
 
-/// Per-interface attributes read by the nodes (written by the main thread).
-#[derive(Default)]
-pub struct IfAttr {
-    /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
-    pub mac: AtomicU64,
-    /// First IPv4 address (host order), 0 = none.
-    pub ip4: AtomicU32,
-    /// The directed broadcast address of the first IPv4 address's subnet (host order), 0 =
-    /// none (no address, or a /31 or /32): `ethernet-input` accepts it inside a link-layer
-    /// broadcast, `ip4-glean` never resolves it.
-    pub ip4_bcast: AtomicU32,
-    /// L3 MTU.
-    pub mtu: AtomicU32,
-    /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
-    pub l2_xc: AtomicU32,
-    /// Bridge domain the interface is a member of (0 = none).
-    pub l2_bd: AtomicU32,
-    /// IPv4 FIB index (`set interface ip table`; 0 = the default table).
-    pub fib4: AtomicU32,
-    /// IPv6 FIB index (`set interface ip6 table`).
-    pub fib6: AtomicU32,
-    /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
-    /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
-    pub rx_redirect: AtomicU32,
-    /// Admin state (`set interface state`): `ethernet-input` drops what a down interface
-    /// receives.
-    pub admin_up: AtomicBool,
-    /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
-    pub promisc: AtomicBool,
-    /// A host stack takes this interface's punted traffic (linux-cp's tap twin, see
-    /// [`crate::set_punt_host`]): `ip4-local`/`ip6-local` punt UDP to a port Sluice does not
-    /// serve instead of answering port unreachable, and `arp-input`/`ip6-local` copy the ARP
-    /// and ND packets for the interface's addresses to `punt` so the host learns its
-    /// neighbours too.
-    pub punt_host: AtomicBool,
-    /// Point-to-point (an L3 tunnel, [`crate::set_p2p`]): no ARP/ND on it. Every next hop
-    /// through it and every destination of its connected prefixes share one Rewrite
-    /// adjacency whose Ethernet header is a placeholder (zero MACs, the family's EtherType)
-    /// that the interface's tx node strips. Read by the control plane only.
-    pub p2p: AtomicBool,
-}
-
-impl IfAttr {
-    /// The MAC as bytes.
-    #[inline(always)]
-    pub fn mac_bytes(&self) -> [u8; 6] {
-        let v = self.mac.load(Ordering::Relaxed).to_be_bytes();
-        [v[2], v[3], v[4], v[5], v[6], v[7]]
-    }
-}
+pub use crate::interface::IfAttr;
 
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
@@ -85,8 +36,8 @@ pub struct Ip4Shared {
     pub fibs: Arc<FibSlots<Ip4Table>>,
     /// The adjacency read side.
     pub adj: Arc<AdjTable>,
-    /// Per-interface attributes.
-    pub ifs: Box<[IfAttr]>,
+    /// Per-interface attributes (the vnet interface table, [`crate::interface::IfAttrs`]).
+    pub ifs: crate::interface::IfAttrs,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
     /// Feature-arc next table.
@@ -112,7 +63,7 @@ impl Ip4Shared {
     /// Attributes of an interface (a dummy zero entry for out-of-range indices).
     #[inline(always)]
     pub fn if_attr(&self, i: u32) -> &IfAttr {
-        self.ifs.get(i as usize).unwrap_or(&self.ifs[0])
+        crate::interface::attr(&self.ifs, i)
     }
 }
 
@@ -349,6 +300,7 @@ fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -
 /// Creates the shared state (called by `register`, before the graph is built).
 pub fn new_shared(
     features: Arc<crate::feature::FeatureNext>,
+    ifs: crate::interface::IfAttrs,
 ) -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
     let lpm = Ip4Lpm::new();
     let adjs = Adjacencies::new();
@@ -359,7 +311,7 @@ pub fn new_shared(
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
         features,
-        ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
+        ifs,
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
     });
@@ -372,8 +324,11 @@ pub type CtlSlot = crate::ip_family::CtlSlot<Ip4Control>;
 
 /// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
 /// (and its epochs) exists.
-pub fn register(r: &mut crate::plugin::Registrar) -> Arc<Ip4Shared> {
-    let (shared, lpm, adjs, lbs) = new_shared(r.feature_table());
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    ifs: crate::interface::IfAttrs,
+) -> Arc<Ip4Shared> {
+    let (shared, lpm, adjs, lbs) = new_shared(r.feature_table(), ifs);
     let slot = Arc::new(Mutex::new(CtlSlot::new((lpm, adjs, lbs, shared.clone()))));
     nodes::register(r, shared.clone(), slot);
     shared
@@ -413,45 +368,10 @@ fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip4Control>>> {
         .ok_or_else(|| VnetError::System("ip4 not initialised".into()))
 }
 
-/// Copies interface MAC/MTU into the shared attribute table (after create / mac / mtu change).
+/// Copies interface MAC/MTU into the interface table and the adjacencies (see
+/// [`crate::interface::sync_all`], which drivers call).
 pub fn sync_all_interfaces(vm: &mut Vlib) {
-    let Ok(c) = control(vm) else { return };
-    let ifs: Vec<(u32, [u8; 6], u32)> = vm
-        .ext_mut::<Interfaces>()
-        .list
-        .iter()
-        .filter(|i| !i.deleted)
-        .map(|i| (i.sw_if_index.0, i.mac, i.mtu))
-        .collect();
-    let mut ctl = lock(&c);
-    let mut attrs: HashMap<u32, ([u8; 6], u16)> = HashMap::new();
-    for (i, mac, mtu) in ifs {
-        if let Some(a) = ctl.shared.ifs.get(i as usize) {
-            let mut m = [0u8; 8];
-            m[2..].copy_from_slice(&mac);
-            a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
-            a.mtu.store(mtu, Ordering::Relaxed);
-        }
-        attrs.insert(i, (mac, mtu.min(65535) as u16));
-    }
-    // Adjacencies carry the interface's MAC (source of the rewrite) and MTU: keep them current.
-    ctl.adjs.refresh(|a| refresh_adj(a, &attrs));
-    drop(ctl);
-    crate::ip6::refresh_adjs(vm, &attrs);
-}
-
-/// An adjacency with its interface's current MAC and MTU (None: not an interface adjacency).
-pub(crate) fn refresh_adj(a: &Adj, attrs: &HashMap<u32, ([u8; 6], u16)>) -> Option<Adj> {
-    if a.kind == AdjKind::Drop {
-        return None;
-    }
-    let &(mac, mtu) = attrs.get(&a.tx_if)?;
-    let mut n = *a;
-    n.mtu = mtu;
-    if a.kind != AdjKind::Local {
-        n.rewrite[6..12].copy_from_slice(&mac);
-    }
-    Some(n)
+    crate::interface::sync_all(vm);
 }
 
 /// Registers the IPv4 CLI.
@@ -961,9 +881,7 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Runs `f` on an interface's data-plane attributes (for L2/L3 mode changes).
 pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> Option<R> {
-    let c = control(vm).ok()?;
-    let ctl = lock(&c);
-    ctl.shared.ifs.get(i as usize).map(f)
+    crate::interface::with_if_attr(vm, i, f)
 }
 
 /// The read side the IPv4 nodes share (FIB, adjacencies, interface attributes), for a

@@ -7,7 +7,8 @@
 //! hops) and the `ip6-neighbor-process` process node that applies learned neighbours.
 //!
 //! The IPv6 FIB has its own LPM ([`sluice_fib::ip6`]), adjacency and load-balance tables; the
-//! per-interface MAC/MTU/L2 attributes and the feature-arc table are shared with IPv4.
+//! per-interface record is the vnet interface table's ([`crate::interface::IfAttr`]); the
+//! feature-arc table is shared with IPv4.
 
 pub mod nodes;
 
@@ -47,8 +48,10 @@ pub struct Ip6Shared {
     pub adj: Arc<AdjTable>,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
-    /// IPv4's shared state: per-interface MAC/MTU/L2 attributes and the feature table.
+    /// IPv4's shared state: the feature table.
     pub v4: Arc<Ip4Shared>,
+    /// Per-interface attributes (the vnet interface table, [`crate::interface::IfAttrs`]).
+    pub ifs: crate::interface::IfAttrs,
     /// Interface addresses, read by the slow-path nodes (ND, ICMP errors) only.
     pub addrs: RwLock<Vec<If6Addrs>>,
     /// Next hops of Incomplete adjacencies (adjacency index → address), for `ip6-glean`.
@@ -69,6 +72,12 @@ impl Ip6Shared {
         } else {
             self.fibs.get(fib)?.lookup(a)
         }
+    }
+
+    /// Attributes of an interface (a dummy zero entry for out-of-range indices).
+    #[inline(always)]
+    pub fn if_attr(&self, i: u32) -> &crate::interface::IfAttr {
+        crate::interface::attr(&self.ifs, i)
     }
 
     /// The addresses of an interface (zeros when IPv6 is not enabled on it).
@@ -128,12 +137,11 @@ pub(crate) use crate::ip_family::lock;
 
 impl Ip6Control {
     fn if_mac(&self, i: u32) -> [u8; 6] {
-        self.shared.v4.if_attr(i).mac_bytes()
+        self.shared.if_attr(i).mac_bytes()
     }
 
     fn if_mtu(&self, i: u32) -> u16 {
         self.shared
-            .v4
             .if_attr(i)
             .mtu
             .load(Ordering::Relaxed)
@@ -143,7 +151,7 @@ impl Ip6Control {
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
     fn nbr_adj(&mut self, i: u32, nh: u128) -> Result<u32, String> {
-        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
         if let Some(&a) = self.nbr_adjs.get(&(i, nh)) {
@@ -174,7 +182,7 @@ impl Ip6Control {
 
     /// The FIB index of an interface's IPv6 table.
     fn if_fib(&self, i: u32) -> u32 {
-        self.shared.v4.if_attr(i).fib6.load(Ordering::Relaxed)
+        self.shared.if_attr(i).fib6.load(Ordering::Relaxed)
     }
 
     /// Records a neighbour and updates its adjacency and host route.
@@ -300,7 +308,7 @@ impl Ip6Control {
 
     /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
     fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
-        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
         let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
@@ -427,8 +435,13 @@ fn neighbor_adj(i: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
 /// main-thread instance of `ip6-neighbor-process`.
 pub type CtlSlot = crate::ip_family::CtlSlot<Ip6Control>;
 
-/// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
+/// Registers the IPv6 nodes (IPv4's shared state holds the feature table; `ifs` is the
+/// interface table).
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    v4: Arc<Ip4Shared>,
+    ifs: crate::interface::IfAttrs,
+) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -438,6 +451,7 @@ pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
         v4,
+        ifs,
         addrs: RwLock::new(Vec::new()),
         incomplete: RwLock::new(HashMap::new()),
         learned: Mutex::new(Vec::new()),
@@ -707,14 +721,6 @@ pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u128, u8)> {
     crate::ip_family::addresses::<Ip6Control>(vm, i)
 }
 
-/// Updates the IPv6 adjacencies after an interface MAC/MTU change (see
-/// `ip4::sync_all_interfaces`).
-pub fn refresh_adjs(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
-    if let Ok(c) = control(vm) {
-        lock(&c).adjs.refresh(|a| crate::ip4::refresh_adj(a, attrs));
-    }
-}
-
 /// FIB index → table id of the live IPv6 tables.
 pub fn table_ids(vm: &mut Vlib) -> HashMap<u32, u32> {
     control(vm)
@@ -871,7 +877,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         ctl.set_incomplete(a, None);
     }
     ctl.nbr_adjs.retain(|k, _| k.0 != i);
-    ctl.shared.v4.if_attr(i).fib6.store(0, Ordering::Relaxed);
+    ctl.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
 }
 
 /// `ip6 table [add|del] <id>`.
@@ -930,11 +936,7 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
     for &(ip, _, _) in &nbrs {
         ctl.del_neighbor(i.0, ip);
     }
-    ctl.shared
-        .v4
-        .if_attr(i.0)
-        .fib6
-        .store(fib, Ordering::Relaxed);
+    ctl.shared.if_attr(i.0).fib6.store(fib, Ordering::Relaxed);
     for (a, l) in lls {
         ctl.add_address(i.0, a, l).map_err(VnetError::Full)?;
     }

@@ -507,7 +507,6 @@ sluice_graph::counters! {
 impl Ip6Local {
     fn punt_host(&self, rx_if: u32) -> bool {
         self.shared
-            .v4
             .if_attr(rx_if)
             .punt_host
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -581,7 +580,7 @@ impl Ip6Local {
         if lladdr.is_some() {
             self.learn(crate::neighbor::Learned::heard(b.hdr.rx_if, src, mac, true));
         }
-        let my_mac = self.shared.v4.if_attr(b.hdr.rx_if).mac_bytes();
+        let my_mac = self.shared.if_attr(b.hdr.rx_if).mac_bytes();
         // Build the advertisement in place: 40 + 24 + 8 (target link-layer address).
         if !b.set_len(72) {
             b.hdr.error = cx.error(LocalCounter::NdInvalid);
@@ -961,7 +960,7 @@ impl PacketNode for Ip6Glean {
             b.hdr.error = cx.error(GleanCounter::NoBuffer);
             return GleanNext::Drop.next();
         };
-        let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
+        let my_mac = self.shared.if_attr(adj.tx_if).mac_bytes();
         let group = solicited_node(target);
         let dst_mac = [
             0x33,
