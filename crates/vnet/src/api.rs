@@ -6,11 +6,14 @@
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
+use crate::ip4::Ip4Control;
+use crate::ip6::Ip6Control;
+use crate::ip_family::IpControl;
 use crate::routes::{RoutePaths, Source};
 use sluice_api::types::{MacAddress, Prefix};
 use sluice_api::{ApiError, ApiRegistry, Ctx, Events, Stream};
 use sluice_graph::{RxMode, Vlib};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Types generated from `api/interface.api`.
 pub mod interface {
@@ -157,7 +160,7 @@ fn sw_interface_dump(
             .get(&idx.0)
             .map(|s| s.0);
         let xc = crate::interface::xconnect_peer(vm, idx);
-        let bd = crate::ip4::with_if_attr(vm, idx.0, |x| {
+        let bd = crate::interface::with_if_attr(vm, idx.0, |x| {
             x.l2_bd.load(std::sync::atomic::Ordering::Relaxed)
         })
         .unwrap_or(0);
@@ -425,22 +428,10 @@ fn ip_address_dump(
         vec![q.sw_if_index]
     };
     for i in ifs {
-        let v: Vec<Prefix> = if q.is_ipv6 {
-            crate::ip6::addresses(vm, i)
-                .into_iter()
-                .map(|(a, l)| Prefix {
-                    addr: Ipv6Addr::from(a).into(),
-                    len: l,
-                })
-                .collect()
+        let v = if q.is_ipv6 {
+            address_prefixes::<Ip6Control>(vm, i)
         } else {
-            crate::ip4::addresses(vm, i)
-                .into_iter()
-                .map(|(a, l)| Prefix {
-                    addr: Ipv4Addr::from(a).into(),
-                    len: l,
-                })
-                .collect()
+            address_prefixes::<Ip4Control>(vm, i)
         };
         for prefix in v {
             out.send(&ip::IpAddressDetails {
@@ -450,6 +441,17 @@ fn ip_address_dump(
         }
     }
     Ok(())
+}
+
+/// The addresses of interface `i` in family `C`.
+fn address_prefixes<C: IpControl>(vm: &mut Vlib, i: u32) -> Vec<Prefix> {
+    crate::ip_family::addresses::<C>(vm, i)
+        .into_iter()
+        .map(|(a, len)| Prefix {
+            addr: C::Ip::from(a).into(),
+            len,
+        })
+        .collect()
 }
 
 fn sw_interface_ip6_enable(
@@ -495,8 +497,8 @@ fn ip_table_dump(
     out: &mut Stream<'_, '_, ip::IpTableDetails>,
 ) -> R<()> {
     for (v6, t) in [
-        (false, crate::ip4::tables(vm)),
-        (true, crate::ip6::tables(vm)),
+        (false, crate::ip_family::tables::<Ip4Control>(vm)),
+        (true, crate::ip_family::tables::<Ip6Control>(vm)),
     ] {
         for (id, fib, n) in t {
             out.send(&ip::IpTableDetails {
@@ -510,22 +512,21 @@ fn ip_table_dump(
     Ok(())
 }
 
-/// The paths of an `ip_route_add_del[_multi]` in the action's form, next hops converted by
-/// `fam` (None: not the family of `prefix`, which errors name).
-fn paths<F>(
+/// The paths of an `ip_route_add_del[_multi]` in family `C`'s form (next hops of the other
+/// family are refused, naming `prefix`).
+fn paths<C: IpControl>(
     fib_paths: &[ip::FibPath],
     is_drop: bool,
     table_id: u32,
     prefix: &dyn std::fmt::Display,
-    family: &str,
-    fam: impl Fn(IpAddr) -> Option<F>,
-) -> VnetResult<RoutePaths<F>> {
+) -> VnetResult<RoutePaths<C::Ip>> {
     let mut out = Vec::with_capacity(fib_paths.len());
     for p in fib_paths {
-        let nh = fam(p.next_hop).ok_or_else(|| {
+        let nh = C::from_ip(p.next_hop).ok_or_else(|| {
             VnetError::invalid(format!(
-                "next hop {} is not {family} like the prefix {prefix}",
-                p.next_hop
+                "next hop {} is not {} like the prefix {prefix}",
+                p.next_hop,
+                C::NAME
             ))
         })?;
         let i = (p.sw_if_index != 0).then_some(sw(p.sw_if_index));
@@ -539,18 +540,28 @@ fn paths<F>(
     })
 }
 
-fn v4(a: IpAddr) -> Option<Ipv4Addr> {
-    match a {
-        IpAddr::V4(n) => Some(n),
-        IpAddr::V6(_) => None,
+/// Adds or deletes `prefixes` (all of family `C`, else an error naming the odd one by
+/// `name(k)`) with the same paths; `first` names the family's prefix in path errors.
+#[allow(clippy::too_many_arguments)]
+fn add_del_prefixes<C: IpControl>(
+    vm: &mut Vlib,
+    is_add: bool,
+    prefixes: &[Prefix],
+    fib_paths: &[ip::FibPath],
+    is_drop: bool,
+    table_id: u32,
+    first: &dyn std::fmt::Display,
+    name: &dyn Fn(usize) -> String,
+) -> VnetResult {
+    let mut v = Vec::with_capacity(prefixes.len());
+    for (k, p) in prefixes.iter().enumerate() {
+        let a = C::from_ip(p.addr).ok_or_else(|| {
+            VnetError::invalid(format!("{} is not {} like prefixes[0]", name(k), C::NAME))
+        })?;
+        v.push((a.into(), p.len));
     }
-}
-
-fn v6(a: IpAddr) -> Option<Ipv6Addr> {
-    match a {
-        IpAddr::V6(n) => Some(n),
-        IpAddr::V4(_) => None,
-    }
+    let p = paths::<C>(fib_paths, is_drop, table_id, first)?;
+    crate::ip_family::routes_add_del::<C>(vm, is_add, 1, &v, &p, name)
 }
 
 fn ip_route_add_del(
@@ -559,12 +570,12 @@ fn ip_route_add_del(
     q: ip::IpRouteAddDel,
 ) -> R<ip::IpRouteAddDelReply> {
     let w = q.prefix;
+    let name = |_: usize| w.to_string();
     let (d, t) = (q.is_drop, q.table_id);
-    let r = match q.prefix.addr {
-        IpAddr::V4(a) => paths(&q.paths, d, t, &w, "IPv4", v4)
-            .and_then(|p| crate::ip4::route_add_del(vm, q.is_add, 1, a.into(), w.len, &p, &w)),
-        IpAddr::V6(a) => paths(&q.paths, d, t, &w, "IPv6", v6)
-            .and_then(|p| crate::ip6::route_add_del(vm, q.is_add, 1, a.into(), w.len, &p, &w)),
+    let r = if w.addr.is_ipv4() {
+        add_del_prefixes::<Ip4Control>(vm, q.is_add, &[w], &q.paths, d, t, &w, &name)
+    } else {
+        add_del_prefixes::<Ip6Control>(vm, q.is_add, &[w], &q.paths, d, t, &w, &name)
     };
     ok(r, ip::IpRouteAddDelReply {})
 }
@@ -580,30 +591,11 @@ fn ip_route_add_del_multi(
         return Ok(ip::IpRouteAddDelMultiReply { count: 0 });
     };
     let name = |k: usize| format!("prefixes[{k}] {}", q.prefixes[k]);
-    let (d, t) = (q.is_drop, q.table_id);
-    let wrong = |k: usize, fam: &str| {
-        VnetError::invalid(format!("{} is not {fam} like prefixes[0]", name(k)))
-    };
+    let (d, t, ps) = (q.is_drop, q.table_id, &q.prefixes);
     let r = if first.addr.is_ipv4() {
-        let mut v = Vec::with_capacity(q.prefixes.len());
-        for (k, p) in q.prefixes.iter().enumerate() {
-            v.push((
-                u32::from(v4(p.addr).ok_or_else(|| wrong(k, "IPv4"))?),
-                p.len,
-            ));
-        }
-        paths(&q.paths, d, t, first, "IPv4", v4)
-            .and_then(|p| crate::ip4::routes_add_del(vm, q.is_add, 1, &v, &p, &name))
+        add_del_prefixes::<Ip4Control>(vm, q.is_add, ps, &q.paths, d, t, first, &name)
     } else {
-        let mut v = Vec::with_capacity(q.prefixes.len());
-        for (k, p) in q.prefixes.iter().enumerate() {
-            v.push((
-                u128::from(v6(p.addr).ok_or_else(|| wrong(k, "IPv6"))?),
-                p.len,
-            ));
-        }
-        paths(&q.paths, d, t, first, "IPv6", v6)
-            .and_then(|p| crate::ip6::routes_add_del(vm, q.is_add, 1, &v, &p, &name))
+        add_del_prefixes::<Ip6Control>(vm, q.is_add, ps, &q.paths, d, t, first, &name)
     };
     ok(
         r,
@@ -680,16 +672,10 @@ fn ip_neighbor_dump(
     q: ip::IpNeighborDump,
     out: &mut Stream<'_, '_, ip::IpNeighborDetails>,
 ) -> R<()> {
-    let rows: Vec<(u32, IpAddr, [u8; 6], bool)> = if q.is_ipv6 {
-        crate::ip6::neighbors(vm)
-            .into_iter()
-            .map(|(i, a, m, s)| (i, Ipv6Addr::from(a).into(), m, s))
-            .collect()
+    let rows = if q.is_ipv6 {
+        crate::ip_family::neighbors::<Ip6Control>(vm)
     } else {
-        crate::ip4::neighbors(vm)
-            .into_iter()
-            .map(|(i, a, m, s)| (i, Ipv4Addr::from(a).into(), m, s))
-            .collect()
+        crate::ip_family::neighbors::<Ip4Control>(vm)
     };
     for (i, a, m, s) in rows {
         out.send(&ip::IpNeighborDetails {

@@ -4,7 +4,8 @@
 use crate::error::{VnetError, VnetResult};
 use sluice_graph::stats::Counter;
 use sluice_graph::{NodeIndex, Vlib};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Interfaces the per-interface tables (attributes, feature arcs, counters) can hold.
@@ -272,7 +273,7 @@ pub fn create_interface(
     });
     ifs.counter_table.set(idx, counters.clone());
     crate::output::attach(vm, idx, tx_node, counters)?;
-    crate::ip4::sync_all_interfaces(vm);
+    sync_all(vm);
     Ok(idx)
 }
 
@@ -299,6 +300,112 @@ pub fn ensure_local0(vm: &mut Vlib) {
     }
 }
 
+/// The per-interface record the nodes read (written by the main thread): one per
+/// `sw_if_index` in [`IfAttrs`], whatever the protocol; the families' per-interface values
+/// (FIB indices, IPv4's first address) sit beside the link's.
+#[derive(Default)]
+pub struct IfAttr {
+    /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
+    pub mac: AtomicU64,
+    /// First IPv4 address (host order), 0 = none.
+    pub ip4: AtomicU32,
+    /// The directed broadcast address of the first IPv4 address's subnet (host order), 0 =
+    /// none (no address, or a /31 or /32): `ethernet-input` accepts it inside a link-layer
+    /// broadcast, `ip4-glean` never resolves it.
+    pub ip4_bcast: AtomicU32,
+    /// L3 MTU.
+    pub mtu: AtomicU32,
+    /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
+    pub l2_xc: AtomicU32,
+    /// Bridge domain the interface is a member of (0 = none).
+    pub l2_bd: AtomicU32,
+    /// IPv4 FIB index (`set interface ip table`; 0 = the default table).
+    pub fib4: AtomicU32,
+    /// IPv6 FIB index (`set interface ip6 table`).
+    pub fib6: AtomicU32,
+    /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
+    /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
+    pub rx_redirect: AtomicU32,
+    /// Admin state (`set interface state`): `ethernet-input` drops what a down interface
+    /// receives.
+    pub admin_up: AtomicBool,
+    /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
+    pub promisc: AtomicBool,
+    /// A host stack takes this interface's punted traffic (linux-cp's tap twin, see
+    /// [`crate::set_punt_host`]): `ip4-local`/`ip6-local` punt UDP to a port Sluice does not
+    /// serve instead of answering port unreachable, and `arp-input`/`ip6-local` copy the ARP
+    /// and ND packets for the interface's addresses to `punt` so the host learns its
+    /// neighbours too.
+    pub punt_host: AtomicBool,
+    /// Point-to-point (an L3 tunnel, [`crate::set_p2p`]): no ARP/ND on it. Every next hop
+    /// through it and every destination of its connected prefixes share one Rewrite
+    /// adjacency whose Ethernet header is a placeholder (zero MACs, the family's EtherType)
+    /// that the interface's tx node strips. Read by the control plane only.
+    pub p2p: AtomicBool,
+}
+
+impl IfAttr {
+    /// The MAC as bytes.
+    #[inline(always)]
+    pub fn mac_bytes(&self) -> [u8; 6] {
+        let v = self.mac.load(Ordering::Relaxed).to_be_bytes();
+        [v[2], v[3], v[4], v[5], v[6], v[7]]
+    }
+}
+
+/// The interface table the nodes read: [`MAX_IFS`] records by `sw_if_index` (created by
+/// `vnet::register`, shared by every thread; a `Vlib` extension as [`IfAttrTable`]).
+pub type IfAttrs = Arc<[IfAttr]>;
+
+/// Interface `i`'s record in `ifs` (entry 0, `local0`'s, for an out-of-range index).
+#[inline(always)]
+pub fn attr(ifs: &[IfAttr], i: u32) -> &IfAttr {
+    ifs.get(i as usize).unwrap_or(&ifs[0])
+}
+
+/// A new, zeroed interface table.
+pub fn new_attr_table() -> IfAttrs {
+    (0..MAX_IFS).map(|_| IfAttr::default()).collect()
+}
+
+/// The interface table as a `Vlib` extension (None in a runtime without vnet).
+#[derive(Default)]
+pub struct IfAttrTable(pub Option<IfAttrs>);
+
+/// Runs `f` on an interface's data-plane record; None if the index is out of range.
+pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> Option<R> {
+    vm.ext_mut::<IfAttrTable>()
+        .0
+        .as_ref()?
+        .get(i as usize)
+        .map(f)
+}
+
+/// Copies every interface's MAC and MTU into the interface table and the IPv4 and IPv6
+/// adjacencies through it (after an interface is created or its MAC or MTU changes; drivers
+/// call it after changing them).
+pub fn sync_all(vm: &mut Vlib) {
+    let ifs: Vec<(u32, [u8; 6], u32)> = vm
+        .ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .filter(|i| !i.deleted)
+        .map(|i| (i.sw_if_index.0, i.mac, i.mtu))
+        .collect();
+    let mut attrs: HashMap<u32, ([u8; 6], u16)> = HashMap::new();
+    for &(i, mac, mtu) in &ifs {
+        with_if_attr(vm, i, |a| {
+            let mut m = [0u8; 8];
+            m[2..].copy_from_slice(&mac);
+            a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
+            a.mtu.store(mtu, Ordering::Relaxed);
+        });
+        attrs.insert(i, (mac, mtu.min(65535) as u16));
+    }
+    crate::ip_family::refresh_adjs::<crate::ip4::Ip4Control>(vm, &attrs);
+    crate::ip_family::refresh_adjs::<crate::ip6::Ip6Control>(vm, &attrs);
+}
+
 /// Redirects every frame received on `sw_if` from `ethernet-input`, unchanged and before any
 /// check, to `node` (`None`: back to normal input processing) — VPP's
 /// `vnet_hw_interface_rx_redirect_to_node`, driver-independent because every driver hands
@@ -319,26 +426,26 @@ pub fn set_rx_redirect(
         }
         None => 0,
     };
-    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+    with_if_attr(vm, sw_if.0, |x| {
         x.rx_redirect.store(v, std::sync::atomic::Ordering::Relaxed)
     })
     .ok_or_else(|| "interface table full".to_string())
 }
 
 /// Marks `sw_if` as having a host stack behind `punt` (linux-cp; see
-/// [`crate::ip4::IfAttr::punt_host`]).
+/// [`IfAttr::punt_host`]).
 pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
-    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+    with_if_attr(vm, sw_if.0, |x| {
         x.punt_host.store(on, std::sync::atomic::Ordering::Relaxed)
     })
     .ok_or_else(|| "interface table full".to_string())
 }
 
 /// Marks `sw_if` point-to-point (an L3 tunnel: no ARP/ND; see
-/// [`crate::ip4::IfAttr::p2p`]). Set it before the interface gets addresses or routes:
+/// [`IfAttr::p2p`]). Set it before the interface gets addresses or routes:
 /// adjacencies made earlier are not redone.
 pub fn set_p2p(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
-    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+    with_if_attr(vm, sw_if.0, |x| {
         x.p2p.store(on, std::sync::atomic::Ordering::Relaxed)
     })
     .ok_or_else(|| "interface table full".to_string())
@@ -392,7 +499,7 @@ pub fn sync_rx_flags(vm: &mut Vlib, sw_if: SwIfIndex) {
         .ext_mut::<Interfaces>()
         .get(sw_if)
         .map_or((false, false), |i| (i.admin_up, i.promisc));
-    crate::ip4::with_if_attr(vm, sw_if.0, |x| {
+    with_if_attr(vm, sw_if.0, |x| {
         x.admin_up.store(up, std::sync::atomic::Ordering::Relaxed);
         x.promisc
             .store(promisc, std::sync::atomic::Ordering::Relaxed);
@@ -465,7 +572,7 @@ pub fn set_mac(vm: &mut Vlib, sw: SwIfIndex, mac: [u8; 6]) -> VnetResult {
     if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
         i.mac = mac;
     }
-    crate::ip4::sync_all_interfaces(vm);
+    sync_all(vm);
     Ok(())
 }
 
@@ -483,7 +590,7 @@ pub fn set_mtu(vm: &mut Vlib, sw: SwIfIndex, mtu: u32) -> VnetResult {
     if let Some(i) = vm.ext_mut::<Interfaces>().get_mut(sw) {
         i.mtu = mtu;
     }
-    crate::ip4::sync_all_interfaces(vm);
+    sync_all(vm);
     Ok(())
 }
 
@@ -497,7 +604,7 @@ pub fn set_xconnect(vm: &mut Vlib, a: SwIfIndex, b: SwIfIndex) -> VnetResult {
         ));
     }
     crate::l2::leave_bridge(vm, a);
-    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.store(b.0 + 1, Ordering::Relaxed))
+    with_if_attr(vm, a.0, |x| x.l2_xc.store(b.0 + 1, Ordering::Relaxed))
         .ok_or_else(|| VnetError::Full("interface table full".into()))
 }
 
@@ -505,13 +612,13 @@ pub fn set_xconnect(vm: &mut Vlib, a: SwIfIndex, b: SwIfIndex) -> VnetResult {
 pub fn set_l3(vm: &mut Vlib, a: SwIfIndex) -> VnetResult {
     check(vm, a)?;
     crate::l2::leave_bridge(vm, a);
-    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.store(0, Ordering::Relaxed));
+    with_if_attr(vm, a.0, |x| x.l2_xc.store(0, Ordering::Relaxed));
     Ok(())
 }
 
 /// The cross-connect peer of `a`, if it is cross-connected.
 pub fn xconnect_peer(vm: &mut Vlib, a: SwIfIndex) -> Option<SwIfIndex> {
-    crate::ip4::with_if_attr(vm, a.0, |x| x.l2_xc.load(Ordering::Relaxed))
+    with_if_attr(vm, a.0, |x| x.l2_xc.load(Ordering::Relaxed))
         .filter(|&v| v != 0)
         .map(|v| SwIfIndex(v - 1))
 }

@@ -908,7 +908,7 @@ pub fn set_bridge(vm: &mut Vlib, i: SwIfIndex, bd: u32, bvi: bool, shg: u8) -> V
         b.cfg.clone()
     };
     publish(vm, bd, Some(cfg));
-    crate::ip4::with_if_attr(vm, i.0, |x| {
+    crate::interface::with_if_attr(vm, i.0, |x| {
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(bd as u32, Ordering::Relaxed);
     });
@@ -920,7 +920,7 @@ pub fn leave_bridge(vm: &mut Vlib, i: SwIfIndex) {
     if let Ok(c) = control(vm) {
         remove_member(vm, &c, i.0);
     }
-    crate::ip4::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
+    crate::interface::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
 }
 
 fn names(vm: &mut Vlib) -> BTreeMap<u32, String> {

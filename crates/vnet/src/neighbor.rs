@@ -15,6 +15,9 @@
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::SwIfIndex;
+use crate::ip4::Ip4Control;
+use crate::ip6::Ip6Control;
+use crate::ip_family::{neighbor_add_del, neighbor_rows, with_aging};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{CounterDesc, Cx, Vlib};
 use std::collections::HashMap;
@@ -307,8 +310,8 @@ pub fn add_del(
         }
     }
     match ip {
-        IpAddr::V4(a) => crate::ip4::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),
-        IpAddr::V6(a) => crate::ip6::neighbor_add_del(vm, is_add, i, a.into(), mac, is_static),
+        IpAddr::V4(a) => neighbor_add_del::<Ip4Control>(vm, is_add, i, a.into(), mac, is_static),
+        IpAddr::V6(a) => neighbor_add_del::<Ip6Control>(vm, is_add, i, a.into(), mac, is_static),
     }
 }
 
@@ -451,10 +454,10 @@ fn show_rows(vm: &mut Vlib, a: &mut Args, v4: bool, v6: bool) -> Result<String, 
     a.finish()?;
     let mut rows = Vec::new();
     if v4 {
-        rows.extend(crate::ip4::neighbor_rows(vm));
+        rows.extend(neighbor_rows::<Ip4Control>(vm));
     }
     if v6 {
-        rows.extend(crate::ip6::neighbor_rows(vm));
+        rows.extend(neighbor_rows::<Ip6Control>(vm));
     }
     rows.retain(|r| only.is_none_or(|o| o.0 == r.sw_if));
     rows.sort_by_key(|r| (r.sw_if, r.ip));
@@ -528,18 +531,18 @@ fn cli_set(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// The neighbour policy of a family.
 pub fn config(vm: &mut Vlib, v6: bool) -> VnetResult<NeighborConfig> {
     if v6 {
-        crate::ip6::with_aging(vm, |a| a.cfg)
+        with_aging::<Ip6Control, _>(vm, |a| a.cfg)
     } else {
-        crate::ip4::with_aging(vm, |a| a.cfg)
+        with_aging::<Ip4Control, _>(vm, |a| a.cfg)
     }
 }
 
 /// `set ip neighbor-config ip4|ip6 ...`: sets a family's neighbour policy.
 pub fn set_config(vm: &mut Vlib, v6: bool, cfg: NeighborConfig) -> VnetResult {
     if v6 {
-        crate::ip6::with_aging(vm, |a| a.cfg = cfg)
+        with_aging::<Ip6Control, _>(vm, |a| a.cfg = cfg)
     } else {
-        crate::ip4::with_aging(vm, |a| a.cfg = cfg)
+        with_aging::<Ip4Control, _>(vm, |a| a.cfg = cfg)
     }
 }
 

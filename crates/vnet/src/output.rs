@@ -24,18 +24,36 @@
 use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::BufIdx;
 use sluice_graph::pcap::point;
-use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
 use std::sync::Arc;
 
 /// Node name.
 pub const NAME: &str = "interface-output";
-const NEXT_DROP: u16 = 0;
-const ERR_UNKNOWN: u16 = 0;
-const ERR_DOWN: u16 = 1;
-const ERR_HEADROOM: u16 = 2;
+
+sluice_graph::arcs! {
+    /// `interface-output`'s declared next arcs (each interface's tx node is added after
+    /// them when the interface is created).
+    pub enum OutputNext {
+        /// To `error-drop`.
+        Drop => "error-drop",
+    }
+}
+
+sluice_graph::counters! {
+    /// `interface-output`'s counters.
+    pub enum OutputCounter {
+        /// The output interface is unknown or deleted.
+        UnknownInterface => error("unknown_interface", "output interface unknown or deleted"),
+        /// The output interface is admin-down.
+        InterfaceDown => error("interface_down", "output interface is down"),
+        /// No headroom for a sub-interface's VLAN tag.
+        NoHeadroom => error("no_headroom", "no headroom for the VLAN tag"),
+    }
+}
+
+/// The drop arc as the per-packet next array holds it.
+const NEXT_DROP: u16 = OutputNext::Drop.next().0;
 
 /// How a VLAN sub-interface transmits: through its parent, with tags pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,8 +97,11 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let nexts = &mut self.nexts;
-        let (e_unknown, e_down) = (cx.error(ERR_UNKNOWN), cx.error(ERR_DOWN));
-        let e_headroom = cx.error(ERR_HEADROOM);
+        let (e_unknown, e_down) = (
+            cx.error(OutputCounter::UnknownInterface),
+            cx.error(OutputCounter::InterfaceDown),
+        );
+        let e_headroom = cx.error(OutputCounter::NoHeadroom);
         // Counters accumulate over runs of packets to the same up, untagged interface; the
         // run also caches that interface's arc, so a packet of the run is one compare. The
         // run's interface is widened: u64::MAX (no run) never equals a packet's u32.
@@ -173,12 +194,8 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(NAME, NodeKind::Internal, |_| {
             Box::new(InterfaceOutput::default())
         })
-        .nexts(&["error-drop"])
-        .counters(&[
-            CounterDesc::error("unknown_interface", "output interface unknown or deleted"),
-            CounterDesc::error("interface_down", "output interface is down"),
-            CounterDesc::error("no_headroom", "no headroom for the VLAN tag"),
-        ]),
+        .nexts(OutputNext::NAMES)
+        .counters(OutputCounter::DESCS),
     );
 }
 

@@ -13,6 +13,8 @@
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
+use crate::ip4::Ip4Control;
+use crate::ip6::Ip6Control;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::Vlib;
 use std::collections::BTreeMap;
@@ -131,10 +133,16 @@ pub fn running_config(vm: &mut Vlib) -> String {
         }
     }
     // Tables.
-    for (id, _, _) in crate::ip4::tables(vm).into_iter().filter(|t| t.0 != 0) {
+    for (id, _, _) in crate::ip_family::tables::<Ip4Control>(vm)
+        .into_iter()
+        .filter(|t| t.0 != 0)
+    {
         out.push(format!("ip table add {id}"));
     }
-    for (id, _, _) in crate::ip6::tables(vm).into_iter().filter(|t| t.0 != 0) {
+    for (id, _, _) in crate::ip_family::tables::<Ip6Control>(vm)
+        .into_iter()
+        .filter(|t| t.0 != 0)
+    {
         out.push(format!("ip6 table add {id}"));
     }
     // Bridge domains.
@@ -273,32 +281,23 @@ pub fn running_config(vm: &mut Vlib) -> String {
         }
     }
     // Static neighbours.
-    for (i, a, m, st) in crate::ip4::neighbors(vm) {
+    let mut nbrs = crate::ip_family::neighbors::<Ip4Control>(vm);
+    nbrs.extend(crate::ip_family::neighbors::<Ip6Control>(vm));
+    for (i, a, m, st) in nbrs {
         if st {
-            out.push(format!(
-                "ip neighbor {} {} {} static",
-                name(i),
-                Ipv4Addr::from(a),
-                mac(m)
-            ));
-        }
-    }
-    for (i, a, m, st) in crate::ip6::neighbors(vm) {
-        if st {
-            out.push(format!(
-                "ip neighbor {} {} {} static",
-                name(i),
-                Ipv6Addr::from(a),
-                mac(m)
-            ));
+            out.push(format!("ip neighbor {} {a} {} static", name(i), mac(m)));
         }
     }
     // Static routes.
-    let mut tables: Vec<(u32, bool)> = crate::ip4::tables(vm)
+    let mut tables: Vec<(u32, bool)> = crate::ip_family::tables::<Ip4Control>(vm)
         .into_iter()
         .map(|t| (t.0, false))
         .collect();
-    tables.extend(crate::ip6::tables(vm).into_iter().map(|t| (t.0, true)));
+    tables.extend(
+        crate::ip_family::tables::<Ip6Control>(vm)
+            .into_iter()
+            .map(|t| (t.0, true)),
+    );
     for (id, v6) in tables {
         let mut lines = Vec::new();
         let mut emit = |r: &crate::routes::RouteInfo| {

@@ -294,7 +294,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         i.mtu = mtu.clamp(64, 9216);
         i.counters.clone()
     };
-    sluice_vnet::ip4::sync_all_interfaces(vm);
+    sluice_vnet::interface::sync_all(vm);
 
     let entry = TxEntry {
         queues: tx.clone(),

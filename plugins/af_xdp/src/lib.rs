@@ -610,7 +610,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             "{name}: Linux MTU {mtu} is larger than an af_xdp frame carries; Sluice uses {MAX_MTU}"
         );
     }
-    sluice_vnet::ip4::sync_all_interfaces(vm);
+    sluice_vnet::interface::sync_all(vm);
 
     let entry = TxEntry {
         queues: Arc::new(socks.iter().map(|(x, _)| x.clone()).collect()),

@@ -466,7 +466,7 @@ fn add_port(
         i.mtu = u32::from(info.mtu).clamp(64, 9216);
         (i.counters.clone(), i.link_handle())
     };
-    sluice_vnet::ip4::sync_all_interfaces(vm);
+    sluice_vnet::interface::sync_all(vm);
     let link = Arc::new(LinkState {
         api,
         port,

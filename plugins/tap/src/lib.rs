@@ -509,7 +509,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         i.mtu = mtu;
         i.counters.clone()
     };
-    sluice_vnet::ip4::sync_all_interfaces(vm);
+    sluice_vnet::interface::sync_all(vm);
     let entry = TxEntry {
         fds: tx_fds,
         counters: counters.clone(),

@@ -11,7 +11,8 @@ pub mod nodes;
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
-use crate::routes::{no_table, FibSlots, Hop, RoutePaths, Vrfs};
+use crate::ip_family::IpControl as _;
+use crate::routes::{no_table, FibSlots, RoutePaths, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
@@ -20,61 +21,12 @@ use sluice_graph::Vlib;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub use crate::interface::MAX_IFS;
 
-/// Per-interface attributes read by the nodes (written by the main thread).
-#[derive(Default)]
-pub struct IfAttr {
-    /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
-    pub mac: AtomicU64,
-    /// First IPv4 address (host order), 0 = none.
-    pub ip4: AtomicU32,
-    /// The directed broadcast address of the first IPv4 address's subnet (host order), 0 =
-    /// none (no address, or a /31 or /32): `ethernet-input` accepts it inside a link-layer
-    /// broadcast, `ip4-glean` never resolves it.
-    pub ip4_bcast: AtomicU32,
-    /// L3 MTU.
-    pub mtu: AtomicU32,
-    /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.
-    pub l2_xc: AtomicU32,
-    /// Bridge domain the interface is a member of (0 = none).
-    pub l2_bd: AtomicU32,
-    /// IPv4 FIB index (`set interface ip table`; 0 = the default table).
-    pub fib4: AtomicU32,
-    /// IPv6 FIB index (`set interface ip6 table`).
-    pub fib6: AtomicU32,
-    /// Input redirect: 0 = none; otherwise every frame received on the interface goes from
-    /// `ethernet-input` straight to its next arc `value - 1` (see [`crate::set_rx_redirect`]).
-    pub rx_redirect: AtomicU32,
-    /// Admin state (`set interface state`): `ethernet-input` drops what a down interface
-    /// receives.
-    pub admin_up: AtomicBool,
-    /// `set interface promiscuous on`: an L3 interface accepts unicast frames for any MAC.
-    pub promisc: AtomicBool,
-    /// A host stack takes this interface's punted traffic (linux-cp's tap twin, see
-    /// [`crate::set_punt_host`]): `ip4-local`/`ip6-local` punt UDP to a port Sluice does not
-    /// serve instead of answering port unreachable, and `arp-input`/`ip6-local` copy the ARP
-    /// and ND packets for the interface's addresses to `punt` so the host learns its
-    /// neighbours too.
-    pub punt_host: AtomicBool,
-    /// Point-to-point (an L3 tunnel, [`crate::set_p2p`]): no ARP/ND on it. Every next hop
-    /// through it and every destination of its connected prefixes share one Rewrite
-    /// adjacency whose Ethernet header is a placeholder (zero MACs, the family's EtherType)
-    /// that the interface's tx node strips. Read by the control plane only.
-    pub p2p: AtomicBool,
-}
-
-impl IfAttr {
-    /// The MAC as bytes.
-    #[inline(always)]
-    pub fn mac_bytes(&self) -> [u8; 6] {
-        let v = self.mac.load(Ordering::Relaxed).to_be_bytes();
-        [v[2], v[3], v[4], v[5], v[6], v[7]]
-    }
-}
+pub use crate::interface::IfAttr;
 
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
@@ -84,8 +36,8 @@ pub struct Ip4Shared {
     pub fibs: Arc<FibSlots<Ip4Table>>,
     /// The adjacency read side.
     pub adj: Arc<AdjTable>,
-    /// Per-interface attributes.
-    pub ifs: Box<[IfAttr]>,
+    /// Per-interface attributes (the vnet interface table, [`crate::interface::IfAttrs`]).
+    pub ifs: crate::interface::IfAttrs,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
     /// Feature-arc next table.
@@ -114,7 +66,7 @@ impl Ip4Shared {
     /// Attributes of an interface (a dummy zero entry for out-of-range indices).
     #[inline(always)]
     pub fn if_attr(&self, i: u32) -> &IfAttr {
-        self.ifs.get(i as usize).unwrap_or(&self.ifs[0])
+        crate::interface::attr(&self.ifs, i)
     }
 }
 
@@ -139,12 +91,7 @@ pub struct Ip4Main {
     ctl: Option<Arc<Mutex<Ip4Control>>>,
 }
 
-pub(crate) fn lock(c: &Arc<Mutex<Ip4Control>>) -> MutexGuard<'_, Ip4Control> {
-    match c.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
+pub(crate) use crate::ip_family::lock;
 
 impl Ip4Control {
     fn if_mac(&self, i: u32) -> [u8; 6] {
@@ -206,39 +153,6 @@ impl Ip4Control {
                 nh: addr,
             })
             .ok_or_else(|| "adjacency table full".to_string())
-    }
-
-    /// The one adjacency of point-to-point interface `i` ([`IfAttr::p2p`]).
-    fn p2p_adj(&mut self, i: u32) -> Result<u32, String> {
-        let mtu = self.if_mtu(i);
-        self.adjs
-            .find_or_add((AdjKind::Rewrite, i, 0), || {
-                crate::interface::p2p_adj(i, mtu, 0x0800)
-            })
-            .ok_or_else(|| "adjacency table full".to_string())
-    }
-
-    /// The receive adjacency of interface `i` (`via local`).
-    fn local_adj(&mut self, i: u32) -> Result<u32, String> {
-        let mtu = self.if_mtu(i);
-        self.adjs
-            .find_or_add((AdjKind::Local, i, 0), || Adj {
-                kind: AdjKind::Local,
-                tx_if: i,
-                mtu,
-                rewrite: [0; 14],
-                nh: 0,
-            })
-            .ok_or_else(|| "adjacency table full".to_string())
-    }
-
-    /// The interface whose subnet in table `fib` holds `nh`.
-    fn connected_if(&self, fib: u32, nh: u32) -> Option<u32> {
-        self.addrs
-            .iter()
-            .filter(|&&(i, a, l)| mask(a, l) == mask(nh, l) && self.if_fib(i) == fib)
-            .max_by_key(|&&(_, _, l)| l)
-            .map(|&(i, _, _)| i)
     }
 
     /// Records a neighbour and updates its adjacency and host route.
@@ -350,6 +264,19 @@ impl crate::neighbor::Table<u32> for Ip4Control {
     }
 }
 
+impl crate::ip_family::IpControl for Ip4Control {
+    type L = Ip4Lpm;
+    type Ip = Ipv4Addr;
+    type Shared = Ip4Shared;
+    type Probe = [u8; 14 + sluice_wire::arp::LEN];
+    const NAME: &'static str = "IPv4";
+    const ETHERTYPE: u16 = 0x0800;
+    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
+        control(vm)
+    }
+    crate::ip_family::ip_control_fields!(Ip4Lpm, u32);
+}
+
 fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
     let mut rw = [0u8; 14];
     rw[6..12].copy_from_slice(&src);
@@ -378,6 +305,7 @@ fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -
 /// Creates the shared state (called by `register`, before the graph is built).
 pub fn new_shared(
     features: Arc<crate::feature::FeatureNext>,
+    ifs: crate::interface::IfAttrs,
 ) -> (Arc<Ip4Shared>, Ip4Lpm, Adjacencies, LoadBalances) {
     let lpm = Ip4Lpm::new();
     let adjs = Adjacencies::new();
@@ -388,7 +316,7 @@ pub fn new_shared(
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
         features,
-        ifs: (0..MAX_IFS).map(|_| IfAttr::default()).collect(),
+        ifs,
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
         own: crate::own_source::SourceFilter::new_shared(),
@@ -398,57 +326,38 @@ pub fn new_shared(
 
 /// Control-plane pieces created at registration and completed by [`init`]; held by the
 /// main-thread instance of `ip4-neighbor-process`.
-#[derive(Default)]
-pub struct CtlSlot {
-    pending: Option<(Ip4Lpm, Adjacencies, LoadBalances, Arc<Ip4Shared>)>,
-    /// The control plane once initialised.
-    pub ctl: Option<Arc<Mutex<Ip4Control>>>,
-}
+pub type CtlSlot = crate::ip_family::CtlSlot<Ip4Control>;
 
 /// Registers the IPv4 nodes. The control plane is completed by [`init`] once the runtime
 /// (and its epochs) exists.
-pub fn register(r: &mut crate::plugin::Registrar) -> Arc<Ip4Shared> {
-    let (shared, lpm, adjs, lbs) = new_shared(r.feature_table());
-    let slot = Arc::new(Mutex::new(CtlSlot {
-        pending: Some((lpm, adjs, lbs, shared.clone())),
-        ctl: None,
-    }));
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    ifs: crate::interface::IfAttrs,
+) -> Arc<Ip4Shared> {
+    let (shared, lpm, adjs, lbs) = new_shared(r.feature_table(), ifs);
+    let slot = Arc::new(Mutex::new(CtlSlot::new((lpm, adjs, lbs, shared.clone()))));
     nodes::register(r, shared.clone(), slot);
     shared
 }
 
 /// Completes the control plane once the runtime exists.
 pub fn init(vm: &mut Vlib) {
-    let Some(idx) = vm.registry.find(nodes::NEIGHBOR_PROCESS) else {
+    let build = |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip4Shared>)| {
+        let fibs = shared.fibs.clone();
+        Ip4Control {
+            vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), fibs),
+            adjs,
+            own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
+            shared,
+            addrs: Vec::new(),
+            neighbors: HashMap::new(),
+            aging: Default::default(),
+            events: Default::default(),
+        }
+    };
+    let Some(ctl) = crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build) else {
         return;
     };
-    let Some(slot) = vm
-        .main
-        .node_mut::<nodes::NeighborProcess>(idx)
-        .map(|n| n.slot.clone())
-    else {
-        return;
-    };
-    let mut s = match slot.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    };
-    let Some((lpm, adjs, lbs, shared)) = s.pending.take() else {
-        return;
-    };
-    let fibs = shared.fibs.clone();
-    let ctl = Arc::new(Mutex::new(Ip4Control {
-        vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), fibs),
-        adjs,
-        own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
-        shared,
-        addrs: Vec::new(),
-        neighbors: HashMap::new(),
-        aging: Default::default(),
-        events: Default::default(),
-    }));
-    s.ctl = Some(ctl.clone());
-    drop(s);
     let log = crate::events::log(vm);
     {
         let mut c = lock(&ctl);
@@ -466,45 +375,10 @@ fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip4Control>>> {
         .ok_or_else(|| VnetError::System("ip4 not initialised".into()))
 }
 
-/// Copies interface MAC/MTU into the shared attribute table (after create / mac / mtu change).
+/// Copies interface MAC/MTU into the interface table and the adjacencies (see
+/// [`crate::interface::sync_all`], which drivers call).
 pub fn sync_all_interfaces(vm: &mut Vlib) {
-    let Ok(c) = control(vm) else { return };
-    let ifs: Vec<(u32, [u8; 6], u32)> = vm
-        .ext_mut::<Interfaces>()
-        .list
-        .iter()
-        .filter(|i| !i.deleted)
-        .map(|i| (i.sw_if_index.0, i.mac, i.mtu))
-        .collect();
-    let mut ctl = lock(&c);
-    let mut attrs: HashMap<u32, ([u8; 6], u16)> = HashMap::new();
-    for (i, mac, mtu) in ifs {
-        if let Some(a) = ctl.shared.ifs.get(i as usize) {
-            let mut m = [0u8; 8];
-            m[2..].copy_from_slice(&mac);
-            a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
-            a.mtu.store(mtu, Ordering::Relaxed);
-        }
-        attrs.insert(i, (mac, mtu.min(65535) as u16));
-    }
-    // Adjacencies carry the interface's MAC (source of the rewrite) and MTU: keep them current.
-    ctl.adjs.refresh(|a| refresh_adj(a, &attrs));
-    drop(ctl);
-    crate::ip6::refresh_adjs(vm, &attrs);
-}
-
-/// An adjacency with its interface's current MAC and MTU (None: not an interface adjacency).
-pub(crate) fn refresh_adj(a: &Adj, attrs: &HashMap<u32, ([u8; 6], u16)>) -> Option<Adj> {
-    if a.kind == AdjKind::Drop {
-        return None;
-    }
-    let &(mac, mtu) = attrs.get(&a.tx_if)?;
-    let mut n = *a;
-    n.mtu = mtu;
-    if a.kind != AdjKind::Local {
-        n.rewrite[6..12].copy_from_slice(&mac);
-    }
-    Some(n)
+    crate::interface::sync_all(vm);
 }
 
 /// Registers the IPv4 CLI.
@@ -796,104 +670,9 @@ pub fn route_add_del(
     paths: &RoutePaths<Ipv4Addr>,
     w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    routes_add_del(vm, is_add, count, &[(p, len)], paths, &|_| w.to_string())
-}
-
-/// [`route_add_del`] of each prefix of `prefixes` (`count` consecutive ones from each) with
-/// the same paths, resolved once: `ip_route_add_del_multi`. `w(k)` names prefix `k` in
-/// errors; the first failure stops the edit (the prefixes before it stay edited).
-pub fn routes_add_del(
-    vm: &mut Vlib,
-    is_add: bool,
-    count: u32,
-    prefixes: &[(u32, u8)],
-    paths: &RoutePaths<Ipv4Addr>,
-    w: &dyn Fn(usize) -> String,
-) -> VnetResult {
-    if let Some(k) = prefixes.iter().position(|&(_, len)| len > 32) {
-        return Err(VnetError::invalid(format!(
-            "bad prefix length in `{}'",
-            w(k)
-        )));
-    }
-    for &(_, i, wt) in &paths.paths {
-        if let Some(i) = i {
-            crate::interface::check(vm, i)?;
-        }
-        if wt == 0 {
-            return Err(VnetError::invalid("weight must be at least 1"));
-        }
-    }
-    if count > 1 {
-        crate::routes::check_route_count(count, !is_add).map_err(|e| VnetError::invalid(e.msg))?;
-    }
-    let intr = vm
-        .ext::<sluice_cli::Interrupt>()
-        .copied()
-        .unwrap_or_default();
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    let fib = ctl
-        .vrfs
-        .fib_of(paths.table)
-        .ok_or_else(|| no_table(paths.table))?;
-    // A next hop with an interface, or on a connected subnet, is attached (its neighbour's
-    // adjacency); any other resolves recursively through the table.
-    let mut resolved = paths.resolve(!is_add, |nh, intf| {
-        let nh = u32::from(nh);
-        match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
-            None => {
-                crate::routes::check_resolve_via(paths, &ctl.vrfs, fib, nh, 32)?;
-                Ok(Hop::Via(nh))
-            }
-        }
-    })?;
-    // `via <interface>`: a host route's neighbour is the destination itself; a wider
-    // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
-    let local = if paths.local {
-        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
-    } else {
-        None
-    };
-    if paths.via_if.is_empty() {
-        resolved.extend(local.map(|l| (Hop::Adj(l), 1)));
-    }
-    for (k, &(p, len)) in prefixes.iter().enumerate() {
-        let mut r;
-        let resolved = if paths.via_if.is_empty() {
-            &resolved
-        } else {
-            r = resolved.clone();
-            for &(i, wt) in &paths.via_if {
-                let adj = if len == 32 {
-                    ctl.nbr_adj(i.0, p)
-                } else {
-                    ctl.glean_adj(i.0)
-                };
-                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
-            }
-            r.extend(local.map(|l| (Hop::Adj(l), 1)));
-            &r
-        };
-        let (base, step) = (
-            mask(p, len) as u64,
-            if len == 0 { 0 } else { 1u64 << (32 - len) },
-        );
-        let nth = |k: u32| u32::try_from(base + k as u64 * step).ok();
-        ctl.vrfs.apply_static(
-            fib,
-            count.max(1),
-            nth,
-            len,
-            !is_add,
-            paths.drop,
-            resolved,
-            &crate::routes::Named(w, k),
-            &|| intr.requested(),
-        )?;
-    }
-    Ok(())
+    crate::ip_family::routes_add_del::<Ip4Control>(vm, is_add, count, &[(p, len)], paths, &|_| {
+        w.to_string()
+    })
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -934,43 +713,6 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
     crate::neighbor::add_del(vm, !del, i, ip, mac, is_static)?;
     Ok(String::new())
-}
-
-/// `ip neighbor [del] <if> <ip4> <mac> [static]` (IPv4).
-pub fn neighbor_add_del(
-    vm: &mut Vlib,
-    is_add: bool,
-    i: SwIfIndex,
-    ip: u32,
-    mac: [u8; 6],
-    is_static: bool,
-) -> VnetResult {
-    crate::interface::check(vm, i)?;
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    if !is_add {
-        if !ctl.del_neighbor(i.0, ip) {
-            return Err(VnetError::NotFound(format!(
-                "no neighbor {}",
-                Ipv4Addr::from(ip)
-            )));
-        }
-        return Ok(());
-    }
-    if ctl.addrs.iter().any(|&(_, a, _)| a == ip) {
-        return Err(VnetError::invalid(format!(
-            "`{}' is one of this router's addresses, not a neighbour's",
-            Ipv4Addr::from(ip)
-        )));
-    }
-    crate::neighbor::add(
-        &mut *ctl,
-        i.0,
-        ip,
-        mac,
-        is_static,
-        &Ipv4Addr::from(ip).to_string(),
-    )
 }
 
 fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
@@ -1148,9 +890,7 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Runs `f` on an interface's data-plane attributes (for L2/L3 mode changes).
 pub fn with_if_attr<R>(vm: &mut Vlib, i: u32, f: impl FnOnce(&IfAttr) -> R) -> Option<R> {
-    let c = control(vm).ok()?;
-    let ctl = lock(&c);
-    ctl.shared.ifs.get(i as usize).map(f)
+    crate::interface::with_if_attr(vm, i, f)
 }
 
 /// The read side the IPv4 nodes share (FIB, adjacencies, interface attributes), for a
@@ -1165,31 +905,7 @@ pub fn shared(vm: &mut Vlib) -> Option<Arc<Ip4Shared>> {
 /// The FIB index of IPv4 table `id` (`ip table add <id>`; table 0 is FIB index 0), for
 /// plugins that take a `vrf <id>` argument.
 pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
-    let c = control(vm).ok()?;
-    let ctl = lock(&c);
-    ctl.vrfs.fib_of(id)
-}
-
-/// Number of IPv4 routes (benchmarks, tests).
-pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm)
-        .map(|c| lock(&c).vrfs.route_count())
-        .unwrap_or(0)
-}
-
-/// Runs `f` on the IPv4 neighbour aging state (`set ip neighbor-config ip4`).
-pub fn with_aging<R>(
-    vm: &mut Vlib,
-    f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u32)>) -> R,
-) -> VnetResult<R> {
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    Ok(f(&mut ctl.aging))
-}
-
-/// Applies learned neighbours now (the process node does this every 10 ms).
-pub fn apply_learned(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).apply_learned()).unwrap_or(0)
+    crate::ip_family::fib_index::<Ip4Control>(vm, id)
 }
 
 fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -1410,69 +1126,14 @@ pub fn for_each_route(
     )
 }
 
-/// The IPv4 tables: (table id, FIB index, routes).
-pub fn tables(vm: &mut Vlib) -> Vec<(u32, u32, usize)> {
-    control(vm)
-        .map(|c| lock(&c).vrfs.tables())
-        .unwrap_or_default()
-}
-
 /// The IPv4 table id of an interface.
 pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
-    control(vm)
-        .map(|c| {
-            let ctl = lock(&c);
-            ctl.vrfs.id_of(ctl.if_fib(i)).unwrap_or(0)
-        })
-        .unwrap_or(0)
+    crate::ip_family::if_table_id::<Ip4Control>(vm, i)
 }
 
 /// The IPv4 addresses of an interface, in the order they were added.
 pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u32, u8)> {
-    control(vm)
-        .map(|c| {
-            lock(&c)
-                .addrs
-                .iter()
-                .filter(|x| x.0 == i)
-                .map(|x| (x.1, x.2))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The IPv4 neighbours: (interface, address, MAC, static), sorted.
-pub fn neighbors(vm: &mut Vlib) -> Vec<(u32, u32, [u8; 6], bool)> {
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let mut v: Vec<_> = ctl
-        .neighbors
-        .iter()
-        .map(|(&(i, ip), &(mac, st))| (i, ip, mac, st))
-        .collect();
-    v.sort();
-    v
-}
-
-/// Every IPv4 neighbour, for `show ip neighbors` (`crate::neighbor`).
-pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let now = std::time::Instant::now();
-    ctl.neighbors
-        .iter()
-        .map(|(&(i, ip), &(mac, is_static))| crate::neighbor::Row {
-            sw_if: i,
-            ip: Ipv4Addr::from(ip).into(),
-            mac,
-            is_static,
-            age: ctl.aging.updated(&(i, ip)).map(|t| now.duration_since(t)),
-        })
-        .collect()
+    crate::ip_family::addresses::<Ip4Control>(vm, i)
 }
 
 /// Every IPv4 adjacency as `show adj` prints it, by index.

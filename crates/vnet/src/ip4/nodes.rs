@@ -10,7 +10,7 @@ use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Wake, FRAME_SIZE,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
@@ -937,37 +937,9 @@ impl PacketNode for Ip4Glean {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-/// `ip4-neighbor-process`: every 10 ms applies neighbours learned by `arp-input` (adjacency
-/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip4
-/// age`): sends unicast ARP requests to stale ones, removes those still stale after their
-/// probe. Main thread only.
-///
-/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
-/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
-pub struct NeighborProcess {
-    /// Control-plane slot (see `ip4::init`).
-    pub slot: Arc<Mutex<CtlSlot>>,
-    last_age: f64,
-}
-
-impl NodeFn for NeighborProcess {
-    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
-        let ctl = self.slot.lock().ok().and_then(|s| s.ctl.clone());
-        if let Some(c) = ctl {
-            crate::neighbor::process_tick(
-                cx,
-                &mut self.last_age,
-                || super::lock(&c).apply_learned(),
-                || super::lock(&c).age_neighbors(),
-            );
-        }
-        Suspend::Timeout(0.01)
-    }
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-}
+/// `ip4-neighbor-process` (see [`crate::ip_family::NeighborProcess`]): applies the
+/// neighbours `arp-input` learned, ages them with unicast ARP requests.
+pub type NeighborProcess = crate::ip_family::NeighborProcess<super::Ip4Control>;
 
 /// The feature-arc slot of an arc's start node, declared by `vnet::register` before the
 /// nodes register.
@@ -1063,10 +1035,7 @@ pub fn register(
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(NeighborProcess {
-                slot: slot.clone(),
-                last_age: 0.0,
-            })
+            Box::new(NeighborProcess::new(slot.clone()))
         })
         .nexts(crate::neighbor::ProcessNext::NAMES)
         .counters(crate::neighbor::ProcessCounter::DESCS),

@@ -7,15 +7,17 @@
 //! hops) and the `ip6-neighbor-process` process node that applies learned neighbours.
 //!
 //! The IPv6 FIB has its own LPM ([`sluice_fib::ip6`]), adjacency and load-balance tables; the
-//! per-interface MAC/MTU/L2 attributes and the feature-arc table are shared with IPv4.
+//! per-interface record is the vnet interface table's ([`crate::interface::IfAttr`]); the
+//! feature-arc table is shared with IPv4.
 
 pub mod nodes;
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
 use crate::ip4::Ip4Shared;
+use crate::ip_family::IpControl as _;
 use crate::routes::no_table;
-use crate::routes::{FibSlots, Hop, RoutePaths, Source, Vrfs};
+use crate::routes::{FibSlots, RoutePaths, Source, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
@@ -25,7 +27,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Addresses of one interface as the slow-path nodes need them.
 #[derive(Copy, Clone, Default, Debug)]
@@ -46,8 +48,10 @@ pub struct Ip6Shared {
     pub adj: Arc<AdjTable>,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
-    /// IPv4's shared state: per-interface MAC/MTU/L2 attributes and the feature table.
+    /// IPv4's shared state: the feature table.
     pub v4: Arc<Ip4Shared>,
+    /// Per-interface attributes (the vnet interface table, [`crate::interface::IfAttrs`]).
+    pub ifs: crate::interface::IfAttrs,
     /// Interface addresses, read by the slow-path nodes (ND, ICMP errors) only.
     pub addrs: RwLock<Vec<If6Addrs>>,
     /// Next hops of Incomplete adjacencies (adjacency index → address), for `ip6-glean`.
@@ -71,6 +75,12 @@ impl Ip6Shared {
         } else {
             self.fibs.get(fib)?.lookup(a)
         }
+    }
+
+    /// Attributes of an interface (a dummy zero entry for out-of-range indices).
+    #[inline(always)]
+    pub fn if_attr(&self, i: u32) -> &crate::interface::IfAttr {
+        crate::interface::attr(&self.ifs, i)
     }
 
     /// The addresses of an interface (zeros when IPv6 is not enabled on it).
@@ -128,21 +138,15 @@ pub struct Ip6Main {
     ctl: Option<Arc<Mutex<Ip6Control>>>,
 }
 
-pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
-    match c.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
+pub(crate) use crate::ip_family::lock;
 
 impl Ip6Control {
     fn if_mac(&self, i: u32) -> [u8; 6] {
-        self.shared.v4.if_attr(i).mac_bytes()
+        self.shared.if_attr(i).mac_bytes()
     }
 
     fn if_mtu(&self, i: u32) -> u16 {
         self.shared
-            .v4
             .if_attr(i)
             .mtu
             .load(Ordering::Relaxed)
@@ -152,7 +156,7 @@ impl Ip6Control {
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
     fn nbr_adj(&mut self, i: u32, nh: u128) -> Result<u32, String> {
-        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
         if let Some(&a) = self.nbr_adjs.get(&(i, nh)) {
@@ -183,16 +187,7 @@ impl Ip6Control {
 
     /// The FIB index of an interface's IPv6 table.
     fn if_fib(&self, i: u32) -> u32 {
-        self.shared.v4.if_attr(i).fib6.load(Ordering::Relaxed)
-    }
-
-    /// The interface whose subnet in table `fib` holds `nh`.
-    fn connected_if(&self, fib: u32, nh: u128) -> Option<u32> {
-        self.addrs
-            .iter()
-            .filter(|&&(i, a, l)| mask(a, l) == mask(nh, l) && self.if_fib(i) == fib)
-            .max_by_key(|&&(_, _, l)| l)
-            .map(|&(i, _, _)| i)
+        self.shared.if_attr(i).fib6.load(Ordering::Relaxed)
     }
 
     /// Records a neighbour and updates its adjacency and host route.
@@ -316,33 +311,9 @@ impl Ip6Control {
         v[i as usize] = If6Addrs { ll, global };
     }
 
-    fn local_adj(&mut self, i: u32) -> Result<u32, String> {
-        let mtu = self.if_mtu(i);
-        self.adjs
-            .find_or_add((AdjKind::Local, i, 0), || Adj {
-                kind: AdjKind::Local,
-                tx_if: i,
-                mtu,
-                rewrite: [0; 14],
-                nh: 0,
-            })
-            .ok_or_else(|| "adjacency table full".to_string())
-    }
-
-    /// The one adjacency of point-to-point interface `i` (`IfAttr::p2p`); neighbour
-    /// adjacencies are keyed by a serial from 1, so key 0 is free.
-    fn p2p_adj(&mut self, i: u32) -> Result<u32, String> {
-        let mtu = self.if_mtu(i);
-        self.adjs
-            .find_or_add((AdjKind::Rewrite, i, 0), || {
-                crate::interface::p2p_adj(i, mtu, 0x86dd)
-            })
-            .ok_or_else(|| "adjacency table full".to_string())
-    }
-
     /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
     fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
-        if self.shared.v4.if_attr(i).p2p.load(Ordering::Relaxed) {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
         let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
@@ -469,15 +440,15 @@ fn neighbor_adj(i: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
 
 /// Control-plane pieces created at registration and completed by [`init`]; held by the
 /// main-thread instance of `ip6-neighbor-process`.
-#[derive(Default)]
-pub struct CtlSlot {
-    pending: Option<(Ip6Lpm, Adjacencies, LoadBalances, Arc<Ip6Shared>)>,
-    /// The control plane once initialised.
-    pub ctl: Option<Arc<Mutex<Ip6Control>>>,
-}
+pub type CtlSlot = crate::ip_family::CtlSlot<Ip6Control>;
 
-/// Registers the IPv6 nodes (needs IPv4's shared state for the interface attributes).
-pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6Shared> {
+/// Registers the IPv6 nodes (IPv4's shared state holds the feature table; `ifs` is the
+/// interface table).
+pub fn register(
+    r: &mut crate::plugin::Registrar,
+    v4: Arc<Ip4Shared>,
+    ifs: crate::interface::IfAttrs,
+) -> Arc<Ip6Shared> {
     let lpm = Ip6Lpm::new();
     let adjs = Adjacencies::new();
     let lbs = LoadBalances::new();
@@ -486,6 +457,7 @@ pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6
         fibs: Arc::new(FibSlots::default()),
         adj: adjs.table().clone(),
         lb: lbs.table().clone(),
+        ifs,
         addrs: RwLock::new(Vec::new()),
         incomplete: RwLock::new(HashMap::new()),
         learned: Mutex::new(Vec::new()),
@@ -493,31 +465,14 @@ pub fn register(r: &mut crate::plugin::Registrar, v4: Arc<Ip4Shared>) -> Arc<Ip6
         own: v4.own.clone(),
         v4,
     });
-    let slot = Arc::new(Mutex::new(CtlSlot {
-        pending: Some((lpm, adjs, lbs, shared.clone())),
-        ctl: None,
-    }));
+    let slot = Arc::new(Mutex::new(CtlSlot::new((lpm, adjs, lbs, shared.clone()))));
     nodes::register(r, shared.clone(), slot);
     shared
 }
 
 /// Completes the control plane once the runtime exists.
 pub fn init(vm: &mut Vlib) {
-    let Some(idx) = vm.registry.find(nodes::NEIGHBOR_PROCESS) else {
-        return;
-    };
-    let Some(slot) = vm
-        .main
-        .node_mut::<nodes::Neighbor6Process>(idx)
-        .map(|n| n.slot.clone())
-    else {
-        return;
-    };
-    let mut s = lock(&slot);
-    let Some((lpm, adjs, lbs, shared)) = s.pending.take() else {
-        return;
-    };
-    let ctl = Arc::new(Mutex::new(Ip6Control {
+    let build = |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip6Shared>)| Ip6Control {
         vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), shared.fibs.clone()),
         adjs,
         own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
@@ -528,9 +483,10 @@ pub fn init(vm: &mut Vlib) {
         serial: 0,
         aging: Default::default(),
         events: crate::events::log(vm),
-    }));
-    s.ctl = Some(ctl.clone());
-    drop(s);
+    };
+    let Some(ctl) = crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build) else {
+        return;
+    };
     {
         let mut c = lock(&*ctl);
         let log = c.events.clone();
@@ -542,9 +498,7 @@ pub fn init(vm: &mut Vlib) {
 /// The FIB index of IPv6 table `id` (`ip6 table add <id>`; table 0 is FIB index 0), for
 /// plugins that take a table argument.
 pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
-    let c = control(vm).ok()?;
-    let ctl = lock(&c);
-    ctl.vrfs.fib_of(id)
+    crate::ip_family::fib_index::<Ip6Control>(vm, id)
 }
 
 fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
@@ -673,151 +627,9 @@ pub fn route_add_del(
     paths: &RoutePaths<Ipv6Addr>,
     w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    routes_add_del(vm, is_add, count, &[(p, len)], paths, &|_| w.to_string())
-}
-
-/// [`route_add_del`] of each prefix of `prefixes` (`count` consecutive ones from each) with
-/// the same paths, resolved once: `ip_route_add_del_multi`. `w(k)` names prefix `k` in
-/// errors; the first failure stops the edit (the prefixes before it stay edited).
-pub fn routes_add_del(
-    vm: &mut Vlib,
-    is_add: bool,
-    count: u32,
-    prefixes: &[(u128, u8)],
-    paths: &RoutePaths<Ipv6Addr>,
-    w: &dyn Fn(usize) -> String,
-) -> VnetResult {
-    if let Some(k) = prefixes.iter().position(|&(_, len)| len > 128) {
-        return Err(VnetError::invalid(format!(
-            "bad prefix length in `{}'",
-            w(k)
-        )));
-    }
-    for &(_, i, wt) in &paths.paths {
-        if let Some(i) = i {
-            crate::interface::check(vm, i)?;
-        }
-        if wt == 0 {
-            return Err(VnetError::invalid("weight must be at least 1"));
-        }
-    }
-    if count > 1 {
-        crate::routes::check_route_count(count, !is_add).map_err(|e| VnetError::invalid(e.msg))?;
-    }
-    let intr = vm
-        .ext::<sluice_cli::Interrupt>()
-        .copied()
-        .unwrap_or_default();
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    let fib = ctl
-        .vrfs
-        .fib_of(paths.table)
-        .ok_or_else(|| no_table(paths.table))?;
-    // A next hop with an interface, or on a connected subnet, is attached; any other
-    // resolves recursively through the table (link-local ones need their interface).
-    let mut resolved = paths.resolve(!is_add, |nh, intf| {
-        let nh = u128::from(nh);
-        match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
-            None if is_link_local(nh) => Err(VnetError::invalid(format!(
-                "link-local next hop {} needs an interface",
-                Ipv6Addr::from(nh)
-            ))),
-            None => {
-                crate::routes::check_resolve_via(paths, &ctl.vrfs, fib, nh, 128)?;
-                Ok(Hop::Via(nh))
-            }
-        }
-    })?;
-    // `via <interface>`: a host route's neighbour is the destination itself; a wider
-    // prefix gleans (ARPs for each destination) on the interface. `via local`: receive.
-    let local = if paths.local {
-        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
-    } else {
-        None
-    };
-    if paths.via_if.is_empty() {
-        resolved.extend(local.map(|l| (Hop::Adj(l), 1)));
-    }
-    for (k, &(p, len)) in prefixes.iter().enumerate() {
-        let mut r;
-        let resolved = if paths.via_if.is_empty() {
-            &resolved
-        } else {
-            r = resolved.clone();
-            for &(i, wt) in &paths.via_if {
-                let adj = if len == 128 {
-                    ctl.nbr_adj(i.0, p)
-                } else {
-                    ctl.glean_adj(i.0)
-                };
-                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
-            }
-            r.extend(local.map(|l| (Hop::Adj(l), 1)));
-            &r
-        };
-        let step: u128 = if len == 0 {
-            0
-        } else {
-            1u128 << (128 - len as u32)
-        };
-        let base = mask(p, len);
-        let nth = |k: u32| {
-            (k as u128)
-                .checked_mul(step)
-                .and_then(|o| base.checked_add(o))
-        };
-        ctl.vrfs.apply_static(
-            fib,
-            count.max(1),
-            nth,
-            len,
-            !is_add,
-            paths.drop,
-            resolved,
-            &crate::routes::Named(w, k),
-            &|| intr.requested(),
-        )?;
-    }
-    Ok(())
-}
-
-/// `ip neighbor [del] <if> <ip6> <mac> [static]`.
-pub fn neighbor_add_del(
-    vm: &mut Vlib,
-    is_add: bool,
-    i: SwIfIndex,
-    ip: u128,
-    mac: [u8; 6],
-    is_static: bool,
-) -> VnetResult {
-    crate::interface::check(vm, i)?;
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    if !is_add {
-        if !ctl.del_neighbor(i.0, ip) {
-            return Err(VnetError::NotFound(format!(
-                "no neighbor {}",
-                Ipv6Addr::from(ip)
-            )));
-        }
-        return Ok(());
-    }
-    if ctl.addrs.iter().any(|&(_, a, _)| a == ip) {
-        return Err(VnetError::invalid(format!(
-            "`{}' is one of this router's addresses, not a neighbour's",
-            Ipv6Addr::from(ip)
-        )));
-    }
-    crate::neighbor::add(
-        &mut *ctl,
-        i.0,
-        ip,
-        mac,
-        is_static,
-        &Ipv6Addr::from(ip).to_string(),
-    )
+    crate::ip_family::routes_add_del::<Ip6Control>(vm, is_add, count, &[(p, len)], paths, &|_| {
+        w.to_string()
+    })
 }
 
 fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> String {
@@ -923,23 +735,7 @@ fn show_fib_part(
 
 /// The IPv6 addresses of an interface (for `show interface address`).
 pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u128, u8)> {
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    ctl.addrs
-        .iter()
-        .filter(|x| x.0 == i)
-        .map(|x| (x.1, x.2))
-        .collect()
-}
-
-/// Updates the IPv6 adjacencies after an interface MAC/MTU change (see
-/// `ip4::sync_all_interfaces`).
-pub fn refresh_adjs(vm: &mut Vlib, attrs: &HashMap<u32, ([u8; 6], u16)>) {
-    if let Ok(c) = control(vm) {
-        lock(&c).adjs.refresh(|a| crate::ip4::refresh_adj(a, attrs));
-    }
+    crate::ip_family::addresses::<Ip6Control>(vm, i)
 }
 
 /// FIB index → table id of the live IPv6 tables.
@@ -947,13 +743,6 @@ pub fn table_ids(vm: &mut Vlib) -> HashMap<u32, u32> {
     control(vm)
         .map(|c| lock(&c).vrfs.iter().map(|(id, f, _)| (f, id)).collect())
         .unwrap_or_default()
-}
-
-/// Number of IPv6 routes (benchmarks, tests).
-pub fn route_count(vm: &mut Vlib) -> usize {
-    control(vm)
-        .map(|c| lock(&c).vrfs.route_count())
-        .unwrap_or(0)
 }
 
 impl crate::neighbor::Table<u128> for Ip6Control {
@@ -973,19 +762,26 @@ impl crate::neighbor::Table<u128> for Ip6Control {
     }
 }
 
-/// Runs `f` on the IPv6 neighbour aging state (`set ip neighbor-config ip6`).
-pub fn with_aging<R>(
-    vm: &mut Vlib,
-    f: impl FnOnce(&mut crate::neighbor::Aging<(u32, u128)>) -> R,
-) -> VnetResult<R> {
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    Ok(f(&mut ctl.aging))
-}
-
-/// Applies learned neighbours now (the process node does this every 10 ms).
-pub fn apply_learned(vm: &mut Vlib) -> usize {
-    control(vm).map(|c| lock(&c).apply_learned()).unwrap_or(0)
+impl crate::ip_family::IpControl for Ip6Control {
+    type L = Ip6Lpm;
+    type Ip = Ipv6Addr;
+    type Shared = Ip6Shared;
+    type Probe = [u8; 86];
+    const NAME: &'static str = "IPv6";
+    const ETHERTYPE: u16 = 0x86dd;
+    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
+        control(vm)
+    }
+    crate::ip_family::ip_control_fields!(Ip6Lpm, u128);
+    fn check_recursive(nh: u128) -> VnetResult {
+        if is_link_local(nh) {
+            return Err(VnetError::invalid(format!(
+                "link-local next hop {} needs an interface",
+                Ipv6Addr::from(nh)
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// `ping <ip6> [source <if>] [repeat n] [size n] [interval s]`; `a` after the address.
@@ -1098,7 +894,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
         ctl.set_incomplete(a, None);
     }
     ctl.nbr_adjs.retain(|k, _| k.0 != i);
-    ctl.shared.v4.if_attr(i).fib6.store(0, Ordering::Relaxed);
+    ctl.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
 }
 
 /// `ip6 table [add|del] <id>`.
@@ -1157,11 +953,7 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
     for &(ip, _, _) in &nbrs {
         ctl.del_neighbor(i.0, ip);
     }
-    ctl.shared
-        .v4
-        .if_attr(i.0)
-        .fib6
-        .store(fib, Ordering::Relaxed);
+    ctl.shared.if_attr(i.0).fib6.store(fib, Ordering::Relaxed);
     for (a, l) in lls {
         ctl.add_address(i.0, a, l).map_err(VnetError::Full)?;
     }
@@ -1196,55 +988,9 @@ pub fn for_each_route(
     )
 }
 
-/// The IPv6 tables: (table id, FIB index, routes).
-pub fn tables(vm: &mut Vlib) -> Vec<(u32, u32, usize)> {
-    control(vm)
-        .map(|c| lock(&c).vrfs.tables())
-        .unwrap_or_default()
-}
-
 /// The IPv6 table id of an interface.
 pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
-    control(vm)
-        .map(|c| {
-            let ctl = lock(&c);
-            ctl.vrfs.id_of(ctl.if_fib(i)).unwrap_or(0)
-        })
-        .unwrap_or(0)
-}
-
-/// The IPv6 neighbours: (interface, address, MAC, static), sorted.
-pub fn neighbors(vm: &mut Vlib) -> Vec<(u32, u128, [u8; 6], bool)> {
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let mut v: Vec<_> = ctl
-        .neighbors
-        .iter()
-        .map(|(&(i, ip), &(mac, st))| (i, ip, mac, st))
-        .collect();
-    v.sort();
-    v
-}
-
-/// Every IPv6 neighbour, for `show ip neighbors` (`crate::neighbor`).
-pub fn neighbor_rows(vm: &mut Vlib) -> Vec<crate::neighbor::Row> {
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let now = std::time::Instant::now();
-    ctl.neighbors
-        .iter()
-        .map(|(&(i, ip), &(mac, is_static))| crate::neighbor::Row {
-            sw_if: i,
-            ip: Ipv6Addr::from(ip).into(),
-            mac,
-            is_static,
-            age: ctl.aging.updated(&(i, ip)).map(|t| now.duration_since(t)),
-        })
-        .collect()
+    crate::ip_family::if_table_id::<Ip6Control>(vm, i)
 }
 
 /// Every IPv6 adjacency as `show adj` prints it, by index.

@@ -9,7 +9,7 @@ use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Wake, FRAME_SIZE,
+    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
 };
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
 use sluice_wire::ipv6::{next_header, Ipv6Packet};
@@ -551,7 +551,6 @@ sluice_graph::counters! {
 impl Ip6Local {
     fn punt_host(&self, rx_if: u32) -> bool {
         self.shared
-            .v4
             .if_attr(rx_if)
             .punt_host
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -625,7 +624,7 @@ impl Ip6Local {
         if lladdr.is_some() {
             self.learn(crate::neighbor::Learned::heard(b.hdr.rx_if, src, mac, true));
         }
-        let my_mac = self.shared.v4.if_attr(b.hdr.rx_if).mac_bytes();
+        let my_mac = self.shared.if_attr(b.hdr.rx_if).mac_bytes();
         // Build the advertisement in place: 40 + 24 + 8 (target link-layer address).
         if !b.set_len(72) {
             b.hdr.error = cx.error(LocalCounter::NdInvalid);
@@ -1005,7 +1004,7 @@ impl PacketNode for Ip6Glean {
             b.hdr.error = cx.error(GleanCounter::NoBuffer);
             return GleanNext::Drop.next();
         };
-        let my_mac = self.shared.v4.if_attr(adj.tx_if).mac_bytes();
+        let my_mac = self.shared.if_attr(adj.tx_if).mac_bytes();
         let group = solicited_node(target);
         let dst_mac = [
             0x33,
@@ -1068,37 +1067,9 @@ fn f_b(a: u128, k: u32) -> u8 {
     (a >> (8 * k)) as u8
 }
 
-// ---------------------------------------------------------------------------------------
-/// `ip6-neighbor-process`: every 10 ms applies neighbours learned by `ip6-local` (adjacency
-/// update + host route); every 100 ms ages dynamic neighbours (`set ip neighbor-config ip6
-/// age`): sends unicast neighbor solicitations to stale ones, removes those still stale
-/// after their probe. Main thread only.
-///
-/// - next: `interface-output` (0) for probes (`tx_if` = the neighbour's interface).
-/// - counters: `learned` (info), `probes_sent` (info), `no_buffer` (probe not sent).
-pub struct Neighbor6Process {
-    /// Control-plane slot (see `ip6::init`).
-    pub slot: Arc<Mutex<CtlSlot>>,
-    last_age: f64,
-}
-
-impl NodeFn for Neighbor6Process {
-    fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
-        let ctl = super::lock(&self.slot).ctl.clone();
-        if let Some(c) = ctl {
-            crate::neighbor::process_tick(
-                cx,
-                &mut self.last_age,
-                || super::lock(&c).apply_learned(),
-                || super::lock(&c).age_neighbors(),
-            );
-        }
-        Suspend::Timeout(0.01)
-    }
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-}
+/// `ip6-neighbor-process` (see [`crate::ip_family::NeighborProcess`]): applies the
+/// neighbours `ip6-local` learned, ages them with unicast neighbor solicitations.
+pub type Neighbor6Process = crate::ip_family::NeighborProcess<super::Ip6Control>;
 
 /// Registers the IPv6 nodes.
 pub fn register(
@@ -1184,10 +1155,7 @@ pub fn register(
     );
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
-            Box::new(Neighbor6Process {
-                slot: slot.clone(),
-                last_age: 0.0,
-            })
+            Box::new(Neighbor6Process::new(slot.clone()))
         })
         .nexts(crate::neighbor::ProcessNext::NAMES)
         .counters(crate::neighbor::ProcessCounter::DESCS),

@@ -27,8 +27,8 @@ use sluice_buffer::BufIdx;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
 use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration,
-    TraceRecord, Vlib, FRAME_SIZE,
+    Cx, GraphBuilder, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, TraceRecord, Vlib,
+    FRAME_SIZE,
 };
 use sluice_infra::clock::rdtsc;
 use std::any::Any;
@@ -44,8 +44,15 @@ pub const INPUT: &str = "pg-input";
 /// Tx node name.
 pub const TX: &str = "pg-tx";
 
-const C_ALLOC_FAIL: usize = 0;
-const C_CONGESTION: usize = 1;
+sluice_graph::counters! {
+    /// `pg-input`'s counters.
+    pub enum InputCounter {
+        /// Buffer allocation failure.
+        AllocFail => error("alloc_fail", "buffer allocation failure"),
+        /// Handoff queue full.
+        HandoffCongestion => error("handoff_congestion", "handoff queue full"),
+    }
+}
 
 /// Runtime state of one stream on the thread that generates it.
 pub struct StreamRt {
@@ -115,7 +122,7 @@ impl PgInput {
         let mut idx = [BufIdx(0); FRAME];
         let got = cx.bufs().alloc(&mut idx[..want]);
         if got < want {
-            cx.count(C_ALLOC_FAIL, (want - got) as u64);
+            cx.count(InputCounter::AllocFail, (want - got) as u64);
         }
         if got == 0 {
             return 0;
@@ -176,7 +183,7 @@ impl PgInput {
             Some(to) => {
                 let n = cx.shared().handoff_enqueue(t, to, &idx[..got], s.node);
                 if n < got {
-                    cx.count(C_CONGESTION, (got - n) as u64);
+                    cx.count(InputCounter::HandoffCongestion, (got - n) as u64);
                     cx.free(&idx[n..got]);
                 }
             }
@@ -236,8 +243,15 @@ pub struct PgTx {
     shared: Option<Arc<PgShared>>,
 }
 
-const C_CAPTURED: usize = 0;
-const C_CAPTURE_ERR: usize = 1;
+sluice_graph::counters! {
+    /// `pg-tx`'s counters.
+    pub enum TxCounter {
+        /// Packets written to the capture file.
+        Captured => info("captured", "packets written to capture file"),
+        /// Capture file write error.
+        CaptureError => error("capture_error", "capture file write error"),
+    }
+}
 
 impl NodeFn for PgTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
@@ -273,8 +287,8 @@ impl NodeFn for PgTx {
             if caps.is_empty() {
                 sh.any_capture.store(false, Ordering::Relaxed);
             }
-            cx.count(C_CAPTURED, ok);
-            cx.count(C_CAPTURE_ERR, err);
+            cx.count(TxCounter::Captured, ok);
+            cx.count(TxCounter::CaptureError, err);
         }
         cx.free(frame);
     }
@@ -303,18 +317,12 @@ pub struct PgMain {
 /// Registers `pg-input` and `pg-tx`.
 pub fn register(b: &mut GraphBuilder) {
     b.register(
-        NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(PgInput::default())).counters(
-            &[
-                CounterDesc::error("alloc_fail", "buffer allocation failure"),
-                CounterDesc::error("handoff_congestion", "handoff queue full"),
-            ],
-        ),
+        NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(PgInput::default()))
+            .counters(InputCounter::DESCS),
     );
     b.register(
-        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PgTx::default())).counters(&[
-            CounterDesc::info("captured", "packets written to capture file"),
-            CounterDesc::error("capture_error", "capture file write error"),
-        ]),
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(PgTx::default()))
+            .counters(TxCounter::DESCS),
     );
 }
 

@@ -216,7 +216,7 @@ fn nd_with_a_group_link_layer_address_is_not_learned() {
         "only the good NS answered"
     );
     assert_eq!(
-        sluice_vnet::ip6::apply_learned(&mut t.h.vm),
+        sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut t.h.vm),
         1,
         "only the good NS learned"
     );
