@@ -28,6 +28,7 @@
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied).
 
+//!
 //! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
 //! (protocol 6 is registered while TCP sessions exist). The header is checked and the
 //! segment handed to its connection or listener (`tcpsess`); the buffer is always freed
