@@ -2453,6 +2453,12 @@ fn srv6_with_linux_peer() {
         "eth1",
     ]);
     let (b, vb) = t.host('b', "10.95.0.2/24", Some("10.95.0.1"));
+    // The overlay MTU: the outer IPv6 header and SRH (40 + 8 + 16 per segment) must fit
+    // the 1500-byte underlay (Linux would fragment its outer IPv6 packet, and Sluice does
+    // not reassemble).
+    for (ns, dev) in [(&a, "eth1"), (&c, "eth0"), (&b, "eth0")] {
+        must(&["ip", "-n", ns, "link", "set", dev, "mtu", "1400"]);
+    }
     let d = Driver::AfPacket.daemon("srv6-linux", "");
     let ha = attach(&d, Driver::AfPacket, &a, Some("2001:db8:94::1/64"));
     let hb = attach(&d, Driver::AfPacket, &vb, Some("10.95.0.1/24"));

@@ -151,7 +151,7 @@ fn script_routes() {
 #[test]
 fn script_route_table_lines() {
     // Plain `ip route add <prefix> <paths>` lines skip the command tree (vnet::bulk): the
-    // failed lines and the FIB must be what the command tree gives for the same lines,
+    // transcript and the FIBs must be what the command tree gives for the same lines,
     // run one by one on a second daemon.
     let d = Daemon::start("vpproutetable", "");
     let f = script("route-table.cli");
@@ -161,8 +161,9 @@ fn script_route_table_lines() {
     let one = Daemon::start("vpproutetable1", "");
     let mut expect = String::new();
     for (n, line) in std::fs::read_to_string(&f).unwrap().lines().enumerate() {
-        if let Err(e) = one.cli(line) {
-            expect += &format!("{}:{}: {e}\n", f.display(), n + 1);
+        match one.cli(line) {
+            Ok(out) => expect += &out,
+            Err(e) => expect += &format!("{}:{}: {e}\n", f.display(), n + 1),
         }
     }
     expect += &format!("{}: 3 line(s) failed", f.display());
