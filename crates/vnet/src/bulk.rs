@@ -36,8 +36,13 @@ fn split(line: &str) -> Option<(&str, &str)> {
                 .all(|b| b.is_ascii_alphanumeric() || b"./:".contains(&b) || extra.contains(&b))
     };
     // Paths in plain words (interface names may have `-` and `_`), no empty word.
-    (plain(prefix, b"") && plain(paths, b" -_") && !paths.contains("  ") && !paths.ends_with(' '))
-        .then_some((prefix, paths))
+    (plain(prefix, b"")
+        && prefix.contains('/')
+        && plain(paths, b" -_")
+        && !paths.starts_with(' ')
+        && !paths.contains("  ")
+        && !paths.ends_with(' '))
+    .then_some((prefix, paths))
 }
 
 /// The paths of `text`, parsed (`None` for text the command tree must see: a parse error,
