@@ -63,6 +63,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-vpp-engine", action="store_true",
                    help="skip VPP on the engine paths (vpp-pg)")
     r.add_argument("-v", "--verbose", action="store_true")
+    e = sub.add_parser("engine", help="(re-)run the engine paths, Sluice and VPP on the same "
+                                      "inputs, into DIR/results.json (its RFC 2544 results kept)")
+    e.add_argument("dir", type=Path)
+    e.add_argument("--engine-args", default="--runs 3 --packets 4000000",
+                   help="sluice-bench arguments (e.g. add --quick: 1-route FIBs, no 1M MACs)")
+    e.add_argument("--vpp-prefix", type=Path, default=None)
+    e.add_argument("--vpp-packets", type=int, default=10_000_000)
+    e.add_argument("--bench-bin", type=Path)
+    e.add_argument("--no-build", action="store_true")
+    e.add_argument("--no-plots", action="store_true")
     latsweep.parser(sub)
     g = sub.add_parser("report", help="regenerate CSV, markdown and plots from DIR/results.json")
     g.add_argument("dir", type=Path)
@@ -156,6 +166,31 @@ def cmd_run(a) -> int:
     return rc
 
 
+def cmd_engine(a) -> int:
+    """Engine paths only: Sluice, then VPP on the same pcaps and routes, into an existing run's
+    results.json (the engine section it had is kept as `engine_before`)."""
+    import json
+
+    from . import vpp
+    from .runner import Runner
+    a.sluice_bin = None
+    _, bench_bin = binaries(a)
+    raw = a.dir / "results.json"
+    runner = Runner(suites.get("default"), a.dir, Path("sluice"), bench_bin, [0], [1],
+                    vpp_prefix=vpp.prefix_from(a.vpp_prefix), vpp_packets=a.vpp_packets)
+    if raw.exists():
+        runner.data = json.loads(raw.read_text())
+        if runner.data.get("engine"):
+            runner.data["engine_before"] = runner.data["engine"]
+    runner.data.setdefault("vpp", {})["prefix"] = str(runner.vpp_prefix or "")
+    try:
+        runner.run_engine(a.engine_args.split())
+    finally:
+        runner.save()
+        report.generate(a.dir, runner.data, plots=not a.no_plots)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(a, "verbose", False) else logging.WARNING,
@@ -164,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         files = report.generate(a.dir, plots=not a.no_plots)
         print(f"report: {a.dir / 'report.md'} ({len(files)} files)")
         return 0
+    if a.cmd == "engine":
+        return cmd_engine(a)
     if a.cmd == "latency":
         return latsweep.cmd_latency(a)
     return cmd_run(a)

@@ -644,9 +644,10 @@ STAGES = [("pg-input", "rx (pg)", "#c7c7c7"), ("memif-input", "memif rx", "#98df
           ("l2-input", "l2-input", "#ffbb78"), ("l2-learn", "l2 learn/fwd", "#ff9896"),
           ("l2-fwd", "l2 learn/fwd", "#ff9896"), ("lookup", "lookup", "#2ca02c"),
           ("load-balance", "load-balance", "#bcbd22"), ("rewrite", "rewrite", "#9467bd"),
-          ("l2-output", "l2-output", "#c5b0d5"), ("memif", "memif tx", "#8c564b"),
+          ("l2-output", "l2-output", "#c5b0d5"),
           ("interface-output", "interface-output", "#e377c2"),
-          ("-output", "interface-output", "#e377c2"), ("tx", "tx (pg-tx / pgN-tx)", "#7f7f7f")]
+          ("-output", "interface-output", "#e377c2"), ("memif", "memif tx", "#8c564b"),
+          ("tx", "tx (pg-tx / pgN-tx)", "#7f7f7f")]
 
 
 def node_stage(node: str) -> tuple[str, str]:

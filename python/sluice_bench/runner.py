@@ -159,7 +159,7 @@ class Runner:
         self.progress.say(f"done: {self.raw_path}")
         return self.data
 
-    def run_engine(self) -> None:
+    def run_engine(self, args: list[str] | None = None) -> None:
         """Sluice's engine benchmarks, then VPP over the same pcaps and routes (`vpp-pg`),
         or the reason it did not run."""
         import shutil
@@ -167,7 +167,7 @@ class Runner:
         self.progress.say("engine benchmarks (sluice-bench ip4, ip6, l2, memif)")
         inputs = Path(tempfile.mkdtemp(prefix="sb-engine-"))
         try:
-            self.data["engine"] = engine.run(self.bench_bin, self.suite.engine,
+            self.data["engine"] = engine.run(self.bench_bin, args or self.suite.engine,
                                              keep_inputs=inputs)
             self.save()
             problem = vpp.prefix_problem(self.vpp_prefix)
@@ -176,12 +176,14 @@ class Runner:
             if problem:
                 self.data["engine"]["vpp"] = {"skipped": problem}
             else:
-                args = self.suite.engine
+                args = args or self.suite.engine
                 runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
-                self.data["engine"]["vpp"] = vpp.run_engine(
+                self.data["engine"]["vpp"] = {}
+                vpp.run_engine(
                     self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,
                     runs, main_core=0,  # where sluice-bench pins its own main thread
-                    progress=self.progress.say)
+                    progress=self.progress.say, out=self.data["engine"]["vpp"],
+                    on_case=self.save)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         self.progress.done += 1

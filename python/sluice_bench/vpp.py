@@ -412,10 +412,13 @@ def path_rank(node: str) -> int:
 
 
 def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: int, runs: int,
-               main_core: int, wrapper: list[str] | None = None, progress=None) -> dict:
+               main_core: int, wrapper: list[str] | None = None, progress=None,
+               out: dict | None = None, on_case=None) -> dict:
     """Runs VPP over every Sluice engine case it has an equivalent for; returns
-    {version, packets, runs, cases: [...like engine.parse...], errors: {case: why}}."""
-    out: dict = {"packets": packets, "runs": runs, "cases": [], "errors": {}, "version": None}
+    {version, packets, runs, cases: [...like engine.parse...], errors: {case: why}}, filled
+    into `out` as it goes (`on_case()` after each case: an interrupted run keeps them)."""
+    out = {} if out is None else out
+    out.update({"packets": packets, "runs": runs, "cases": [], "errors": {}, "version": None})
     base: dict[str, float] = {}
     for case in sluice_cases:
         key = f"{case['family']} {case['name']}"
@@ -453,6 +456,8 @@ def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: in
             out["errors"][key] = f"{type(e).__name__}: {e}"[:1500]
         finally:
             v.stop()
+        if on_case:
+            on_case()
     return out
 
 

@@ -340,6 +340,42 @@ fn directories_and_sockets_of_another_user_are_refused() {
 }
 
 #[test]
+fn fallback_runtime_dir_squatted_by_another_user_is_refused() {
+    // A daemon run by an unprivileged user without $XDG_RUNTIME_DIR uses /tmp/sluice-<uid>:
+    // when someone else (here `nobody`) made that directory first, it refuses to start.
+    let Some(u) = TestUser::create("f") else {
+        return;
+    };
+    let d = tmpdir("fallback");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = d.join("sluice");
+    std::fs::copy(SLUICE, &bin).unwrap();
+    let fallback = Path::new("/tmp").join(format!("sluice-{}", u.uid));
+    let _ = std::fs::remove_dir_all(&fallback);
+    std::fs::create_dir(&fallback).unwrap();
+    std::os::unix::fs::chown(&fallback, Some(65534), None).unwrap();
+    let o = u
+        .cmd(false, bin.to_str().unwrap())
+        .args(["unix", "{", "nodaemon", "}"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&fallback);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "refusing {0}: directory {0} is owned by uid 65534, not by uid {1} or root",
+            fallback.display(),
+            u.uid
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn cli_listen_never_removes_a_file_and_refuses_world_writable_directories() {
     let d = tmpdir("nonsock");
     let f = d.join("cli.sock");
@@ -966,6 +1002,30 @@ fn check_validates_ranges_and_referenced_files() {
         let (code, out) = check(body);
         assert_eq!(code, Some(1), "{body}: {out}");
         assert_eq!(out.trim(), want, "{body}");
+    }
+    // The configuration file itself: regular files only, refused without blocking.
+    let fifo = d.join("conf.fifo");
+    let cs = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: valid path.
+    assert_eq!(unsafe { libc::mkfifo(cs.as_ptr(), 0o600) }, 0);
+    for (path, kind) in [
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/zero"), "a character device"),
+    ] {
+        let o = Command::new(SLUICE)
+            .arg("--check")
+            .arg("-c")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(
+            text(&o.stderr).trim(),
+            format!(
+                "sluice: cannot read `{}': not a regular file ({kind})",
+                path.display()
+            )
+        );
     }
     // Accepted VPP keys that do nothing say so; heapsize and plugin sections are warnings.
     let (code, out) = check(

@@ -1491,6 +1491,11 @@ fn mem_available() -> Option<u64> {
 /// Refuses a `count` above [`MAX_ROUTE_COUNT`], or one whose estimated memory
 /// ([`ROUTE_BYTES_ESTIMATE`] per route) exceeds half of the memory available now.
 pub fn check_route_count(count: u32, del: bool) -> Result<(), CliError> {
+    check_route_count_with(count, del, mem_available())
+}
+
+/// [`check_route_count`] against `avail` bytes available (`None`: unknown, not checked).
+fn check_route_count_with(count: u32, del: bool, avail: Option<u64>) -> Result<(), CliError> {
     if count > MAX_ROUTE_COUNT {
         return Err(CliError::new(format!(
             "count {count}: at most {MAX_ROUTE_COUNT} routes per command"
@@ -1498,7 +1503,7 @@ pub fn check_route_count(count: u32, del: bool) -> Result<(), CliError> {
     }
     if !del {
         let need = count as u64 * ROUTE_BYTES_ESTIMATE;
-        if let Some(avail) = mem_available() {
+        if let Some(avail) = avail {
             if need > avail / 2 {
                 return Err(CliError::new(format!(
                     "count {count}: about {} MiB needed, {} MiB available (refusing more than half)",
@@ -1764,6 +1769,25 @@ impl<L: Lpm> Vrfs<L> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn route_count_is_bounded_and_checked_against_memory_first() {
+        use super::check_route_count_with as check;
+        let msg = |r: Result<(), sluice_cli::CliError>| r.unwrap_err().msg;
+        assert_eq!(
+            msg(check(u32::MAX, false, None)),
+            "count 4294967295: at most 4194304 routes per command"
+        );
+        assert!(check(1 << 20, false, Some(4 << 30)).is_ok());
+        // 1M routes need ~1 GiB: refused with 1.5 GiB available, before anything is added.
+        assert_eq!(
+            msg(check(1 << 20, false, Some(3 << 29))),
+            "count 1048576: about 1024 MiB needed, 1536 MiB available (refusing more than half)"
+        );
+        assert!(
+            check(1 << 20, true, Some(0)).is_ok(),
+            "a delete frees memory"
+        );
+    }
     use super::*;
     use sluice_fib::ip4::Ip4Lpm;
 
