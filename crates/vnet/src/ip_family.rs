@@ -235,18 +235,6 @@ pub fn routes_add_del<C: IpControl>(
             )),
         });
     }
-    add_del_resolved::<C>(vm, is_add, count, prefixes, paths)
-}
-
-/// [`routes_add_del`] once the prefix lengths are known good.
-fn add_del_resolved<C: IpControl>(
-    vm: &mut Vlib,
-    is_add: bool,
-    count: u32,
-    prefixes: &[(Addr<C>, u8)],
-    paths: &RoutePaths<C::Ip>,
-) -> Result<(), PrefixError> {
-    let bits = C::L::BITS;
     let at = |index: usize| {
         move |error| PrefixError {
             index: Some(index),
