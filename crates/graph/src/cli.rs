@@ -673,7 +673,15 @@ pub fn pcap_trace_off(vm: &mut Vlib) -> String {
 fn pcap_dispatch_trace(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     if args.keyword("off") {
         args.finish()?;
-        return Ok(vm.shared.trace.dispatch_stop() + "\n");
+        // VPP's wording.
+        return Ok(match vm.shared.trace.dispatch_stop() {
+            Some(s) => format!(
+                "Write {} packets to {}, and stop capture...\n",
+                s.written,
+                s.path.display()
+            ),
+            None => "pcap dispatch capture not enabled\n".to_string(),
+        });
     }
     if args.keyword("status") {
         args.finish()?;

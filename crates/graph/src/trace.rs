@@ -146,6 +146,15 @@ pub struct TraceShared {
     pub dispatch: Mutex<Option<DispatchCapture>>,
 }
 
+/// What a stopped `pcap dispatch trace` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchStopped {
+    /// Packets written.
+    pub written: u64,
+    /// The capture file.
+    pub path: std::path::PathBuf,
+}
+
 /// `pcap dispatch trace on`: every packet every node receives, written in VPP's dispatch
 /// trace format (pcap link type 280, `LINKTYPE_VPP_DISPATCH`, which Wireshark's `vpp`
 /// dissector reads): per record a version (1.0), the count of strings, a protocol hint for
@@ -276,8 +285,8 @@ impl TraceShared {
         self.active.store(true, Ordering::Release);
     }
 
-    /// `pcap dispatch trace off`: stops; what was written (VPP's wording).
-    pub fn dispatch_stop(&self) -> String {
+    /// `pcap dispatch trace off`: stops; what was written (None: no capture was running).
+    pub fn dispatch_stop(&self) -> Option<DispatchStopped> {
         self.dispatch_on.store(false, Ordering::Release);
         let cap = self
             .dispatch
@@ -286,14 +295,10 @@ impl TraceShared {
             .take();
         let tracing = self.budget_any.load(Ordering::Acquire) || !self.lock().packets.is_empty();
         self.active.store(tracing, Ordering::Release);
-        match cap {
-            Some(c) => format!(
-                "Write {} packets to {}, and stop capture...",
-                c.sink.written,
-                c.sink.path().display()
-            ),
-            None => "pcap dispatch capture not enabled".to_string(),
-        }
+        cap.map(|c| DispatchStopped {
+            written: c.sink.written,
+            path: c.sink.path().to_path_buf(),
+        })
     }
 
     /// Entries of a packet by its buffer's `trace_index`, if still current.

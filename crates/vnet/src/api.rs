@@ -561,7 +561,10 @@ fn add_del_prefixes<C: IpControl>(
         v.push((a.into(), p.len));
     }
     let p = paths::<C>(fib_paths, is_drop, table_id, first)?;
-    crate::ip_family::routes_add_del::<C>(vm, is_add, 1, &v, &p, name)
+    crate::ip_family::routes_add_del::<C>(vm, is_add, 1, &v, &p).map_err(|e| match e.index {
+        Some(k) if prefixes.len() > 1 => e.error.context(&name(k)),
+        _ => e.error,
+    })
 }
 
 fn ip_route_add_del(

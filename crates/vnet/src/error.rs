@@ -85,6 +85,23 @@ impl VnetError {
         }
     }
 
+    /// The same error with its reason prefixed by `what` (`what: reason`), naming the
+    /// object it concerns where the caller knows more than the action did.
+    pub fn context(self, what: &dyn std::fmt::Display) -> Self {
+        let f = |m: String| format!("{what}: {m}");
+        match self {
+            e @ VnetError::NoSuchInterface(_) => e,
+            VnetError::Invalid(m) => VnetError::Invalid(f(m)),
+            VnetError::NotFound(m) => VnetError::NotFound(f(m)),
+            VnetError::Exists(m) => VnetError::Exists(f(m)),
+            VnetError::NoTable(m) => VnetError::NoTable(f(m)),
+            VnetError::InUse(m) => VnetError::InUse(f(m)),
+            VnetError::Full(m) => VnetError::Full(f(m)),
+            VnetError::NotSupported(m) => VnetError::NotSupported(f(m)),
+            VnetError::System(m) => VnetError::System(f(m)),
+        }
+    }
+
     /// A bad value (shorthand).
     pub fn invalid(msg: impl Into<String>) -> Self {
         VnetError::Invalid(msg.into())
@@ -130,5 +147,8 @@ mod tests {
             CliError::from(VnetError::NoTable("no table 3".into())).msg,
             "no table 3"
         );
+        let e = VnetError::NotFound("no route `1.0.0.0/8'".into()).context(&"prefixes[2]");
+        assert_eq!(e.retval(), Retval::NoSuchEntry);
+        assert_eq!(e.to_string(), "prefixes[2]: no route `1.0.0.0/8'");
     }
 }

@@ -181,63 +181,106 @@ fn nth_prefix<L: Lpm>(p: L::Addr, len: u8) -> impl Fn(u32) -> Option<L::Addr> {
     }
 }
 
+/// A prefix as errors name it: `address/length`.
+struct Shown<T>(T, u8);
+
+impl<T: std::fmt::Display> std::fmt::Display for Shown<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.0, self.1)
+    }
+}
+
+/// Why a route edit of several prefixes stopped: the error and, when it concerns one
+/// prefix, its position in the list (the prefixes before it stay edited).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixError {
+    /// The prefix the error concerns (None: the paths or the table, before any prefix).
+    pub index: Option<usize>,
+    /// The error.
+    pub error: VnetError,
+}
+
+/// `ip route [add|del] [count <n>] <p>/<len> <paths>`: [`routes_add_del`] of one prefix.
+pub fn route_add_del<C: IpControl>(
+    vm: &mut Vlib,
+    is_add: bool,
+    count: u32,
+    p: Addr<C>,
+    len: u8,
+    paths: &RoutePaths<C::Ip>,
+) -> VnetResult {
+    routes_add_del::<C>(vm, is_add, count, &[(p, len)], paths).map_err(|e| e.error)
+}
+
 /// `ip route [add|del] [count <n>] <p>/<len> <paths>` of each prefix of `prefixes`
 /// (`count` consecutive ones from each) with the same paths, resolved once:
-/// `ip_route_add_del_multi`. `w(k)` names prefix `k` in errors; the first failure stops the
-/// edit (the prefixes before it stay edited). A next hop with an interface, or on a connected
-/// subnet, is attached (its neighbour's adjacency); any other resolves recursively through
-/// the table.
+/// `ip_route_add_del_multi`. The first failure stops the edit (the prefixes before it stay
+/// edited). A next hop with an interface, or on a connected subnet, is attached (its
+/// neighbour's adjacency); any other resolves recursively through the table.
 pub fn routes_add_del<C: IpControl>(
     vm: &mut Vlib,
     is_add: bool,
     count: u32,
     prefixes: &[(Addr<C>, u8)],
     paths: &RoutePaths<C::Ip>,
-    w: &dyn Fn(usize) -> String,
-) -> VnetResult {
+) -> Result<(), PrefixError> {
     let bits = C::L::BITS;
     if let Some(k) = prefixes.iter().position(|&(_, len)| len > bits) {
-        return Err(VnetError::invalid(format!(
-            "bad prefix length in `{}'",
-            w(k)
-        )));
+        let (p, len) = prefixes[k];
+        return Err(PrefixError {
+            index: Some(k),
+            error: VnetError::invalid(format!(
+                "bad prefix length in `{}'",
+                Shown(C::Ip::from(p), len)
+            )),
+        });
     }
+    let at = |index: usize| {
+        move |error| PrefixError {
+            index: Some(index),
+            error,
+        }
+    };
+    let none = |error| PrefixError { index: None, error };
     for &(_, i, wt) in &paths.paths {
         if let Some(i) = i {
-            crate::interface::check(vm, i)?;
+            crate::interface::check(vm, i).map_err(none)?;
         }
         if wt == 0 {
-            return Err(VnetError::invalid("weight must be at least 1"));
+            return Err(none(VnetError::invalid("weight must be at least 1")));
         }
     }
     if count > 1 {
-        crate::routes::check_route_count(count, !is_add).map_err(|e| VnetError::invalid(e.msg))?;
+        crate::routes::check_route_count(count, !is_add)
+            .map_err(|e| none(VnetError::invalid(e.msg)))?;
     }
     let intr = vm
         .ext::<sluice_cli::Interrupt>()
         .copied()
         .unwrap_or_default();
-    let c = C::control(vm)?;
+    let c = C::control(vm).map_err(none)?;
     let mut ctl = lock(&c);
     let fib = ctl
         .vrfs()
         .fib_of(paths.table)
-        .ok_or_else(|| no_table(paths.table))?;
-    let mut resolved = paths.resolve(!is_add, |nh, intf| {
-        let nh: Addr<C> = nh.into();
-        match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-            Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
-            None => {
-                C::check_recursive(nh)?;
-                crate::routes::check_resolve_via(paths, ctl.vrfs(), fib, nh, bits)?;
-                Ok(Hop::Via(nh))
+        .ok_or_else(|| none(no_table(paths.table)))?;
+    let mut resolved = paths
+        .resolve(!is_add, |nh, intf| {
+            let nh: Addr<C> = nh.into();
+            match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
+                Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
+                None => {
+                    C::check_recursive(nh)?;
+                    crate::routes::check_resolve_via(paths, ctl.vrfs(), fib, nh, bits)?;
+                    Ok(Hop::Via(nh))
+                }
             }
-        }
-    })?;
+        })
+        .map_err(none)?;
     // `via <interface>`: a host route's neighbour is the destination itself; a wider
     // prefix gleans (resolves each destination) on the interface. `via local`: receive.
     let local = if paths.local {
-        Some(ctl.local_adj(0).map_err(VnetError::Full)?)
+        Some(ctl.local_adj(0).map_err(|e| none(VnetError::Full(e)))?)
     } else {
         None
     };
@@ -256,22 +299,25 @@ pub fn routes_add_del<C: IpControl>(
                 } else {
                     ctl.glean_adj(i.0)
                 };
-                r.push((Hop::Adj(adj.map_err(VnetError::Full)?), wt));
+                let adj = adj.map_err(|e| at(k)(VnetError::Full(e)))?;
+                r.push((Hop::Adj(adj), wt));
             }
             r.extend(local.map(|l| (Hop::Adj(l), 1)));
             &r
         };
-        ctl.vrfs_mut().apply_static(
-            fib,
-            count.max(1),
-            nth_prefix::<C::L>(p, len),
-            len,
-            !is_add,
-            paths.drop,
-            resolved,
-            &crate::routes::Named(w, k),
-            &|| intr.requested(),
-        )?;
+        ctl.vrfs_mut()
+            .apply_static(
+                fib,
+                count.max(1),
+                nth_prefix::<C::L>(p, len),
+                len,
+                !is_add,
+                paths.drop,
+                resolved,
+                &Shown(C::Ip::from(p), len),
+                &|| intr.requested(),
+            )
+            .map_err(at(k))?;
     }
     Ok(())
 }

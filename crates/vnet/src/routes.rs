@@ -1279,15 +1279,6 @@ impl<L: Lpm> Vrfs<L> {
     }
 }
 
-/// Item `.1` of a list as `.0` names it, rendered only when displayed (an error message).
-pub struct Named<'a>(pub &'a dyn Fn(usize) -> String, pub usize);
-
-impl std::fmt::Display for Named<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&(self.0)(self.1))
-    }
-}
-
 /// Parses `<address>[/<len>]` of a family whose addresses parse as `T` (`Ipv4Addr`,
 /// `Ipv6Addr`) and are `bits` long; without a length, a host prefix. Errors name the word.
 pub fn parse_prefix<T: std::str::FromStr>(

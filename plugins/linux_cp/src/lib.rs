@@ -412,7 +412,7 @@ fn mcast_route(vm: &mut Vlib, phy: SwIfIndex, add: bool) {
     };
     let (p, len) = MCAST_LOCAL;
     let w = format!("{p}/{len}");
-    if let Err(e) = sluice_vnet::ip4::route_add_del(vm, add, 1, p.into(), len, &paths, &w) {
+    if let Err(e) = sluice_vnet::ip4::route_add_del(vm, add, 1, p.into(), len, &paths) {
         log::warn!("linux-cp: ip route {w} via local: {e}");
     }
 }

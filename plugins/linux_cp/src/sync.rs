@@ -392,21 +392,20 @@ fn route_action(
     len: u8,
     paths: &Installed,
 ) -> sluice_vnet::error::VnetResult {
-    let w = format!("{dst}/{len}");
     match dst {
         IpAddr::V4(d) => {
             let p = route_paths(add, table, paths, |g| match g {
                 IpAddr::V4(g) => Some(g),
                 IpAddr::V6(_) => None,
             });
-            sluice_vnet::ip4::route_add_del(vm, add, 1, d.into(), len, &p, &w)
+            sluice_vnet::ip4::route_add_del(vm, add, 1, d.into(), len, &p)
         }
         IpAddr::V6(d) => {
             let p = route_paths(add, table, paths, |g| match g {
                 IpAddr::V6(g) => Some(g),
                 IpAddr::V4(_) => None,
             });
-            sluice_vnet::ip6::route_add_del(vm, add, 1, d.into(), len, &p, &w)
+            sluice_vnet::ip6::route_add_del(vm, add, 1, d.into(), len, &p)
         }
     }
 }

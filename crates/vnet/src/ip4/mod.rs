@@ -646,21 +646,20 @@ fn cli_route(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         })?;
         let del = paths.del.unwrap_or(del);
         let count = paths.count.unwrap_or(count);
-        crate::ip6::route_add_del(vm, !del, count, p, len, &paths, &w)?;
+        crate::ip6::route_add_del(vm, !del, count, p, len, &paths)?;
         return Ok(String::new());
     }
     let (p, len) = parse_prefix(&w)?;
     let paths = crate::routes::parse_paths(vm, a, table, |t| parse_ip(t).map(Ipv4Addr::from))?;
     let del = paths.del.unwrap_or(del);
     let count = paths.count.unwrap_or(count);
-    route_add_del(vm, !del, count, p, len, &paths, &w)?;
+    route_add_del(vm, !del, count, p, len, &paths)?;
     Ok(String::new())
 }
 
 /// `ip route [add|del] [count <n>] <p>/<len> <paths>` (IPv4): `count` consecutive prefixes
-/// of length `len` from `p`; `w` names the prefix in errors. A next hop with an interface, or
-/// on a connected subnet, is attached (its neighbour's adjacency); any other resolves
-/// recursively through the table.
+/// of length `len` from `p`. A next hop with an interface, or on a connected subnet, is
+/// attached (its neighbour's adjacency); any other resolves recursively through the table.
 pub fn route_add_del(
     vm: &mut Vlib,
     is_add: bool,
@@ -668,11 +667,8 @@ pub fn route_add_del(
     p: u32,
     len: u8,
     paths: &RoutePaths<Ipv4Addr>,
-    w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    crate::ip_family::routes_add_del::<Ip4Control>(vm, is_add, count, &[(p, len)], paths, &|_| {
-        w.to_string()
-    })
+    crate::ip_family::route_add_del::<Ip4Control>(vm, is_add, count, p, len, paths)
 }
 
 fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -625,11 +625,8 @@ pub fn route_add_del(
     p: u128,
     len: u8,
     paths: &RoutePaths<Ipv6Addr>,
-    w: &dyn std::fmt::Display,
 ) -> VnetResult {
-    crate::ip_family::routes_add_del::<Ip6Control>(vm, is_add, count, &[(p, len)], paths, &|_| {
-        w.to_string()
-    })
+    crate::ip_family::route_add_del::<Ip6Control>(vm, is_add, count, p, len, paths)
 }
 
 fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> String {
