@@ -8,7 +8,7 @@
 //! anything else (and every error the parse would report) is left to the command tree,
 //! which runs it as before. What a taken line does is what `ip route` does with it
 //! ([`crate::ip4::route_add_del`] / [`crate::ip6::route_add_del`], errors named by the
-//! prefix word), so a script's transcript and failed lines are the same either way.
+//! prefix), so a script's transcript and failed lines are the same either way.
 //!
 //! Cost: the command tree's tokenizer, walk and argument parsing and the paths' parse were
 //! about a third of the instructions of such a line (docs/benchmarking.md, bulk
@@ -76,7 +76,7 @@ impl RouteLines {
                 self.v6 = Some((text.to_string(), p));
             }
             let (_, paths) = self.v6.as_ref()?;
-            crate::ip6::route_add_del(vm, true, 1, u128::from(p), len, paths, &w)
+            crate::ip6::route_add_del(vm, true, 1, u128::from(p), len, paths)
         } else {
             let (p, len) = parse_prefix::<Ipv4Addr>(w, 32, "IPv4").ok()?;
             if self.v4.as_ref().is_none_or(|(t, _)| t != text) {
@@ -84,7 +84,7 @@ impl RouteLines {
                 self.v4 = Some((text.to_string(), p));
             }
             let (_, paths) = self.v4.as_ref()?;
-            crate::ip4::route_add_del(vm, true, 1, u32::from(p), len, paths, &w)
+            crate::ip4::route_add_del(vm, true, 1, u32::from(p), len, paths)
         };
         Some(r.map(|()| String::new()).map_err(CliError::from))
     }

@@ -478,7 +478,7 @@ fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex
                 via_if: vec![(sw, 1)],
                 ..Default::default()
             };
-            sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), len, &paths, &p)
+            sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), len, &paths)
         }
         IpAddr::V6(a) => {
             let paths = RoutePaths::<Ipv6Addr> {
@@ -486,7 +486,7 @@ fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex
                 via_if: vec![(sw, 1)],
                 ..Default::default()
             };
-            sluice_vnet::ip6::route_add_del(vm, add, 1, u128::from(a), len, &paths, &p)
+            sluice_vnet::ip6::route_add_del(vm, add, 1, u128::from(a), len, &paths)
         }
     }
 }
