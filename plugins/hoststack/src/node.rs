@@ -27,7 +27,7 @@
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied).
-
+//!
 //! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
 //! (protocol 6 is registered while TCP sessions exist). The header is checked and the
 //! segment handed to its connection or listener (`tcpsess`); the buffer is always freed
