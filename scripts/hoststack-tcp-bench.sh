@@ -12,6 +12,7 @@
 # Printed as min / median / max over the runs with the ratio of the medians.
 #
 # Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
+# (NO_BUILD=1: use the release binaries as they are)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -19,7 +20,7 @@ nrr=${3:-2000}
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
 fi
-cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
+[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
 bin=$PWD/target/release
 tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
