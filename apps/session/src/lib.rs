@@ -278,7 +278,8 @@ impl App {
         let n = rx.pop_bytes(buf);
         if n > 0 {
             // Sluice advertised a small window: tell it reading made room.
-            if rx.wnd_request().load(std::sync::atomic::Ordering::Acquire) != 0
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            if rx.wnd_request().load(std::sync::atomic::Ordering::SeqCst) != 0
                 && rx.free_bytes() >= rx.size() / 2
             {
                 rx.wnd_request()

@@ -27,7 +27,6 @@
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied).
-
 //!
 //! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
 //! (protocol 6 is registered while TCP sessions exist). The header is checked and the
@@ -202,32 +201,58 @@ impl<const V6: bool> UdpInput<V6> {
     }
 }
 
-impl<const V6: bool> NodeFn for UdpInput<V6> {
-    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        self.done.clear();
-        self.drops.clear();
-        let sm = self.sm.clone();
-        let mut sm = lock(&sm);
-        for &bi in frame {
-            // SAFETY: the frame's buffers are owned by this node, one view at a time.
-            let b = unsafe { cx.buffer(bi) };
-            let r = if self.thread != 0 {
-                Err(rx::E_WRONG_THREAD)
-            } else {
-                Self::one(&mut sm, &b)
-            };
-            match r {
-                Ok(()) => self.done.push(bi),
-                Err(e) => {
-                    b.hdr.error = cx.error(e);
-                    self.drops.push(bi);
-                }
+/// The input nodes' frame loop: `one` takes each buffer under the session lock (counted
+/// drops go to `drop` with their reason, taken buffers are freed and counted in `taken`).
+/// Sessions live on thread 0: elsewhere every buffer is `wrong_thread`.
+#[allow(clippy::too_many_arguments)]
+fn input_frame(
+    cx: &mut Cx,
+    frame: &[BufIdx],
+    sm: &Shared,
+    thread: usize,
+    (wrong_thread, taken, drop_next): (u16, usize, Next),
+    done: &mut Vec<BufIdx>,
+    drops: &mut Vec<BufIdx>,
+    mut one: impl FnMut(&mut SessionMain, &Buffer<'_>) -> Result<(), u16>,
+) {
+    done.clear();
+    drops.clear();
+    let mut g = lock(sm);
+    for &bi in frame {
+        // SAFETY: the frame's buffers are owned by this node, one view at a time.
+        let b = unsafe { cx.buffer(bi) };
+        let r = if thread != 0 {
+            Err(wrong_thread)
+        } else {
+            one(&mut g, &b)
+        };
+        match r {
+            Ok(()) => done.push(bi),
+            Err(e) => {
+                b.hdr.error = cx.error(e);
+                drops.push(bi);
             }
         }
-        drop(sm);
-        cx.count(rx::C_DELIVERED, self.done.len() as u64);
-        cx.free(&self.done);
-        cx.enqueue_all(rx::DROP, &self.drops);
+    }
+    drop(g);
+    cx.count(taken, done.len() as u64);
+    cx.free(done);
+    cx.enqueue_all(drop_next, drops);
+}
+
+impl<const V6: bool> NodeFn for UdpInput<V6> {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let sm = self.sm.clone();
+        input_frame(
+            cx,
+            frame,
+            &sm,
+            self.thread,
+            (rx::E_WRONG_THREAD, rx::C_DELIVERED, rx::DROP),
+            &mut self.done,
+            &mut self.drops,
+            Self::one,
+        );
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -335,31 +360,18 @@ impl TcpInput {
 
 impl NodeFn for TcpInput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        self.done.clear();
-        self.drops.clear();
         let sm = self.sm.clone();
-        let mut sm = lock(&sm);
         let now = std::time::Instant::now();
-        for &bi in frame {
-            // SAFETY: the frame's buffers are owned by this node, one view at a time.
-            let b = unsafe { cx.buffer(bi) };
-            let r = if self.thread != 0 {
-                Err(trx::E_WRONG_THREAD)
-            } else {
-                Self::one(&mut sm, &b, now)
-            };
-            match r {
-                Ok(()) => self.done.push(bi),
-                Err(e) => {
-                    b.hdr.error = cx.error(e);
-                    self.drops.push(bi);
-                }
-            }
-        }
-        drop(sm);
-        cx.count(trx::C_SEGMENTS, self.done.len() as u64);
-        cx.free(&self.done);
-        cx.enqueue_all(trx::DROP, &self.drops);
+        input_frame(
+            cx,
+            frame,
+            &sm,
+            self.thread,
+            (trx::E_WRONG_THREAD, trx::C_SEGMENTS, trx::DROP),
+            &mut self.done,
+            &mut self.drops,
+            |sm, b| Self::one(sm, b, now),
+        );
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -507,19 +519,7 @@ fn push_headers(
     match (local.ip(), peer.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             up.fill_checksum_v4(s, d);
-            let h = &mut raw[..20];
-            h[0] = 0x45;
-            h[1] = 0;
-            h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            h[4..6].copy_from_slice(&ip_id.to_be_bytes());
-            h[6..8].copy_from_slice(&[0x40, 0]); // DF
-            h[8] = 64;
-            h[9] = 17;
-            h[10..12].fill(0);
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = checksum::internet_checksum(h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
+            ip4_header(&mut raw[..20], s, d, 17, ulen, ip_id);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             up.fill_checksum_v6(s, d);
@@ -726,10 +726,21 @@ impl SessionQueue {
         s.stats.tx += n;
         s.stats.tx_bytes += bytes;
         self.tcp_sent += n;
+        if !ok {
+            return false;
+        }
         if let Some((rx, _)) = &fifos {
             if rx.free_bytes() < rx.size() / 2 {
                 rx.wnd_request()
-                    .store(1, std::sync::atomic::Ordering::Release);
+                    .store(1, std::sync::atomic::Ordering::SeqCst);
+                // The application may have drained the FIFO before it could see the
+                // request: then the window update is ours to send (next call).
+                if rx.free_bytes() >= rx.size() / 2 {
+                    rx.wnd_request()
+                        .store(0, std::sync::atomic::Ordering::Relaxed);
+                    l.queued = true;
+                    return false;
+                }
             }
         }
         ok

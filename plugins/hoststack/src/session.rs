@@ -285,6 +285,16 @@ fn in_prefix(a: IpAddr, p: IpAddr, len: u8) -> bool {
     }
 }
 
+/// Whether binding `local` clashes with one of `bound` (same port and family, and the same
+/// address or either side a wildcard).
+pub fn clashes<'a>(mut bound: impl Iterator<Item = &'a (IpAddr, u16)>, local: SocketAddr) -> bool {
+    bound.any(|(ip, p)| {
+        *p == local.port()
+            && ip.is_ipv6() == local.is_ipv6()
+            && (*ip == local.ip() || ip.is_unspecified() || local.ip().is_unspecified())
+    })
+}
+
 /// The source address for `peer`: the first local address whose prefix holds it, else the
 /// family's first non-loopback address.
 pub fn source_for(locals: &[(IpAddr, u8)], peer: IpAddr) -> Option<IpAddr> {
@@ -671,12 +681,7 @@ impl SessionMain {
         if local.port() == 0 {
             local.set_port(self.ephemeral(v6).ok_or(SessionError::NoSpace)?);
         }
-        let clash = self.listeners.keys().any(|(ip, p)| {
-            *p == local.port()
-                && ip.is_ipv6() == v6
-                && (*ip == local.ip() || ip.is_unspecified() || local.ip().is_unspecified())
-        });
-        if clash {
+        if clashes(self.listeners.keys(), local) {
             return Err(SessionError::InUse);
         }
         let sid = self.new_session(a, local, None)?;

@@ -83,12 +83,7 @@ impl SessionMain {
                 .ok_or(SessionError::NoSpace)?;
             local.set_port(p);
         }
-        let clash = self.tcp_listeners.keys().any(|(ip, p)| {
-            *p == local.port()
-                && ip.is_ipv6() == v6
-                && (*ip == local.ip() || ip.is_unspecified() || local.ip().is_unspecified())
-        });
-        if clash {
+        if crate::session::clashes(self.tcp_listeners.keys(), local) {
             return Err(SessionError::InUse);
         }
         let sid = self.new_session(a, local, None)?;
@@ -480,6 +475,9 @@ impl SessionMain {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.wnd_request().store(0, Ordering::Relaxed);
             rx.set_endpoints(local, remote, lslot);
+            // A mark left by the slot's last owner (an event it never consumed) must not
+            // swallow the accept event.
+            rx.unset_event();
             if rx.set_event() {
                 if let Some(q) = a.app_evq() {
                     if !q.push(seg::EVENT_ACCEPT | slot) {
@@ -521,8 +519,15 @@ impl SessionMain {
         if closed {
             return; // the application only watches the state word now
         }
+        let mut requeue = false;
         if rx.free_bytes() < rx.size() / 2 {
-            rx.wnd_request().store(1, Ordering::Release);
+            rx.wnd_request().store(1, Ordering::SeqCst);
+            // Drained meanwhile (the application did not see the request): send the
+            // window update ourselves.
+            if rx.free_bytes() >= rx.size() / 2 {
+                rx.wnd_request().store(0, Ordering::Relaxed);
+                requeue = true;
+            }
         }
         if rx.set_event() {
             if let Some(q) = a.app_evq() {
@@ -533,6 +538,9 @@ impl SessionMain {
                     sluice_infra::shm::signal(a.app_efd.as_raw_fd());
                 }
             }
+        }
+        if requeue {
+            self.tcp_queue(sid);
         }
     }
 

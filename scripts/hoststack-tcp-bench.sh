@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Host stack TCP benchmark (not a test; root, release build). Kernel peers in namespaces talk
+# across veth pairs to
+#   kernel — a Linux TCP socket in a second namespace, and
+#   sluice — Sluice on the other end of a veth (AF_PACKET v2 rx rings) with `sluice-tcp`
+#            attached over shared-memory FIFOs,
+# interleaved in every run. Measured:
+#   - bulk: <MiB> of random bytes each way (kernel → peer and peer → kernel), sha256 checked
+#     on both ends, throughput in MB/s;
+#   - rr: request/response round trips of 64 bytes on one connection (a Python kernel client
+#     against a kernel echo server or `sluice-tcp echo`), p50/p99 in µs.
+# Printed as min / median / max over the runs with the ratio of the medians.
+#
+# Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
+# (NO_BUILD=1: use the release binaries as they are)
+source "$(dirname "$0")/common.sh"
+runs=${1:-3}
+mib=${2:-64}
+nrr=${3:-2000}
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
+fi
+[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
+bin=$PWD/target/release
+tmp=$(mktemp -d)
+CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  ip link del "$V" 2>/dev/null
+  for n in "$CS" "$CK" "$K"; do ip netns del "$n" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+for n in "$CS" "$CK" "$K"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+ip link add "$V" type veth peer name eth0 netns "$CS"
+echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
+ip link set "$V" up
+ip -n "$CS" addr add 10.78.0.2/24 dev eth0; ip -n "$CS" link set eth0 up
+ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
+ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
+ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
+
+printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock }\n' "$tmp" "$tmp" >"$tmp/c.conf"
+"$bin/sluice" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
+pid=$!
+until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
+C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
+C create host-interface v2 name "$V" >/dev/null
+C set interface state "host-$V" up
+C set interface ip address "host-$V" 10.78.0.1/24
+C ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
+head -c "${mib}M" /dev/urandom >"$tmp/data"
+want=$(sha256sum <"$tmp/data" | cut -d' ' -f1)
+
+# Kernel helpers (Python): a sink printing "<bytes> <sha256>", a sender, an echo server and
+# a round-trip client printing "p50 p99" in µs.
+cat >"$tmp/k.py" <<'EOF'
+import hashlib, socket, sys, time
+mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "sink":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, port)); l.listen(1); print("ready", flush=True)
+    c, _ = l.accept(); h = hashlib.sha256(); n = 0
+    while True:
+        d = c.recv(1 << 20)
+        if not d: break
+        h.update(d); n += len(d)
+    c.close(); print(n, h.hexdigest(), flush=True)
+elif mode == "send":
+    s = socket.create_connection((host, port)); f = open(sys.argv[4], "rb")
+    while True:
+        d = f.read(1 << 20)
+        if not d: break
+        s.sendall(d)
+    s.shutdown(socket.SHUT_WR); s.recv(1); s.close()
+elif mode == "echo":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, port)); l.listen(8); print("ready", flush=True)
+    while True:
+        c, _ = l.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            c.sendall(d)
+        c.close()
+elif mode == "rr":
+    n = int(sys.argv[4]); s = socket.create_connection((host, port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); m = b"x" * 64; lat = []
+    for _ in range(n):
+        t = time.perf_counter(); s.sendall(m); got = 0
+        while got < 64: got += len(s.recv(64 - got))
+        lat.append((time.perf_counter() - t) * 1e6)
+    s.close(); lat.sort()
+    print("%.1f %.1f" % (lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]))
+EOF
+K_() { local ns=$1; shift; ip netns exec "$ns" python3 "$tmp/k.py" "$@"; }
+mbps() { echo "$1 * 1048576 / $2 / 1000000" | bc -l; }
+now() { date +%s.%N; }
+
+# Echo servers for the round trips (kept for the whole run).
+K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
+"$bin/sluice-tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
+until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho"; do sleep 0.05; done
+
+declare -A R
+port=8000
+echo "== $runs runs, $mib MiB each way, $nrr round trips of 64 B; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq 1 "$runs"); do
+  for side in kernel sluice; do
+    port=$((port + 1))
+    # peer -> side
+    if [ $side = kernel ]; then
+      K_ "$K" sink 10.79.0.1 $port >"$tmp/out" & sp=$!
+      until grep -q ready "$tmp/out"; do sleep 0.02; done
+      t0=$(now); K_ "$CK" send 10.79.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
+      got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
+    else
+      "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
+      until grep -q ready "$tmp/err"; do sleep 0.02; done
+      t0=$(now); K_ "$CS" send 10.78.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
+      got=$(cut -d' ' -f1 "$tmp/out")
+    fi
+    [ "$got" = "$want" ] || { echo "$side rx: sha256 mismatch ($got)"; exit 1; }
+    R[$side,rx]+="$(mbps "$mib" "$(echo "$t1 - $t0" | bc)") "
+    # side -> peer
+    port=$((port + 1))
+    if [ $side = kernel ]; then
+      K_ "$CK" sink 10.79.0.2 $port >"$tmp/out" & sp=$!
+      until grep -q ready "$tmp/out"; do sleep 0.02; done
+      t0=$(now); K_ "$K" send 10.79.0.2 $port "$tmp/data"; wait $sp; t1=$(now)
+    else
+      K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
+      until grep -q ready "$tmp/out"; do sleep 0.02; done
+      t0=$(now); "$bin/sluice-tcp" --socket "$tmp/app.sock" send --connect 10.78.0.2:$port <"$tmp/data" 2>/dev/null; wait $sp; t1=$(now)
+    fi
+    got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
+    [ "$got" = "$want" ] || { echo "$side tx: sha256 mismatch ($got)"; exit 1; }
+    R[$side,tx]+="$(mbps "$mib" "$(echo "$t1 - $t0" | bc)") "
+    # round trips
+    if [ $side = kernel ]; then read -r p50 p99 < <(K_ "$CK" rr 10.79.0.1 7001 "$nrr")
+    else read -r p50 p99 < <(K_ "$CS" rr 10.78.0.1 7001 "$nrr"); fi
+    R[$side,p50]+="$p50 "; R[$side,p99]+="$p99 "
+  done
+done
+printf '\n| metric | kernel min / median / max | sluice min / median / max | sluice / kernel (medians) |\n|---|---|---|---|\n'
+for m in rx tx p50 p99; do
+  # shellcheck disable=SC2086
+  read -r ka kb kc < <(stats ${R[kernel,$m]})
+  # shellcheck disable=SC2086
+  read -r sa sb sc < <(stats ${R[sluice,$m]})
+  case $m in
+    rx) name="$mib MiB kernel peer → side, MB/s";; tx) name="$mib MiB side → kernel peer, MB/s";;
+    p50) name="64 B round trip p50 µs";; p99) name="64 B round trip p99 µs";;
+  esac
+  printf '| %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f |\n' "$name" "$ka" "$kb" "$kc" "$sa" "$sb" "$sc" "$(echo "$sb / $kb" | bc -l)"
+done
+echo
+C show errors | grep -E 'tcp4-input|session-queue' || true
+echo "buffers in use: $(C show buffers | awk '/default-numa-0/ {print $9}')"
