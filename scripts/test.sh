@@ -40,5 +40,5 @@ rm -f "$log"
 
 echo "== python functional tests"
 ./scripts/venv.sh
-cargo build -q -p sluice --locked
+cargo build -q -p sluice -p sluicectl -p sluice-session --locked
 SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/pytest -q -p no:cacheprovider python/tests
