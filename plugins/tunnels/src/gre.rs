@@ -24,9 +24,7 @@
 use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
 use sluice_vnet::error::VnetResult;
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -185,17 +183,10 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
     }
 }
 
-fn table4(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<GreInput<false>>(i).map(|n| &mut n.table)
-}
-fn table6(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<GreInput<true>>(i).map(|n| &mut n.table)
+impl<const V6: bool> tunnel::DecapNode for GreInput<V6> {
+    fn table(&mut self) -> &mut DecapTable {
+        &mut self.table
+    }
 }
 
 /// How GRE makes its tunnels.
@@ -204,7 +195,10 @@ pub static PROTO: Proto = Proto {
     driver: "gre",
     encap: [ENCAP4, ENCAP6],
     decap: [INPUT4, INPUT6],
-    table_of: [table4, table6],
+    table_of: [
+        tunnel::table_of::<GreInput<false>>,
+        tunnel::table_of::<GreInput<true>>,
+    ],
     local: &[LocalKey::Protocol(47)],
     default_next: "ethernet-input",
     same_space: |k| matches!(k, Kind::Gre { .. }),
@@ -213,19 +207,11 @@ pub static PROTO: Proto = Proto {
 /// Registers the four nodes.
 pub fn register(b: &mut GraphBuilder) {
     tunnel::register_encap(b, ENCAP4, ENCAP6);
-    b.register(
-        NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(GreInput::<false>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
-    );
-    b.register(
-        NodeRegistration::new(INPUT6, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(GreInput::<true>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
+    tunnel::register_decap::<GreInput<false>, GreInput<true>>(
+        b,
+        [INPUT4, INPUT6],
+        [&next::NAMES, &next::NAMES],
+        &counter::DESCS,
     );
 }
 

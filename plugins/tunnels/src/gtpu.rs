@@ -38,9 +38,7 @@ use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -339,13 +337,10 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
                     0,
                 ]);
                 body[12..17].copy_from_slice(&[16, t[0], t[1], t[2], t[3]]);
-                let me = if V6 {
-                    dst.to_be_bytes().to_vec()
-                } else {
-                    (dst as u32).to_be_bytes().to_vec()
-                };
+                let all = dst.to_be_bytes();
+                let me = if V6 { &all[..] } else { &all[12..] };
                 body[17..20].copy_from_slice(&[133, 0, me.len() as u8]);
-                body[20..20 + me.len()].copy_from_slice(&me);
+                body[20..20 + me.len()].copy_from_slice(me);
                 let n = 20 + me.len();
                 body[2..4].copy_from_slice(&((n - 8) as u16).to_be_bytes());
                 if reply_in_place::<V6>(b, ipl, &body[..n]) {
@@ -392,17 +387,10 @@ fn parse_prefix(view: &[u8], glen: usize) -> Result<Gtp, GtpError> {
     parse(&v[..n])
 }
 
-fn table4(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<GtpuInput<false>>(i).map(|n| &mut n.table)
-}
-fn table6(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<GtpuInput<true>>(i).map(|n| &mut n.table)
+impl<const V6: bool> tunnel::DecapNode for GtpuInput<V6> {
+    fn table(&mut self) -> &mut DecapTable {
+        &mut self.table
+    }
 }
 
 /// How GTP-U makes its tunnels.
@@ -411,7 +399,10 @@ pub static PROTO: Proto = Proto {
     driver: "gtpu",
     encap: [ENCAP4, ENCAP6],
     decap: [INPUT4, INPUT6],
-    table_of: [table4, table6],
+    table_of: [
+        tunnel::table_of::<GtpuInput<false>>,
+        tunnel::table_of::<GtpuInput<true>>,
+    ],
     local: &[LocalKey::UdpPort(tunnel::GTPU_PORT)],
     default_next: "ethernet-input",
     same_space: |k| k == Kind::Gtpu,
@@ -420,19 +411,11 @@ pub static PROTO: Proto = Proto {
 /// Registers the four nodes.
 pub fn register(b: &mut GraphBuilder) {
     tunnel::register_encap(b, ENCAP4, ENCAP6);
-    b.register(
-        NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(GtpuInput::<false>::default()))
-        })
-        .nexts(GtpNext::NAMES)
-        .counters(GtpCounter::DESCS),
-    );
-    b.register(
-        NodeRegistration::new(INPUT6, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(GtpuInput::<true>::default()))
-        })
-        .nexts(&NAMES6)
-        .counters(GtpCounter::DESCS),
+    tunnel::register_decap::<GtpuInput<false>, GtpuInput<true>>(
+        b,
+        [INPUT4, INPUT6],
+        [GtpNext::NAMES, &NAMES6],
+        GtpCounter::DESCS,
     );
 }
 

@@ -24,9 +24,7 @@
 use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -124,17 +122,10 @@ impl<const V6: bool> PacketNode for IpipInput<V6> {
     }
 }
 
-fn table4(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<IpipInput<false>>(i).map(|n| &mut n.table)
-}
-fn table6(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<IpipInput<true>>(i).map(|n| &mut n.table)
+impl<const V6: bool> tunnel::DecapNode for IpipInput<V6> {
+    fn table(&mut self) -> &mut DecapTable {
+        &mut self.table
+    }
 }
 
 /// How IP-in-IP makes its tunnels.
@@ -143,7 +134,10 @@ pub static PROTO: Proto = Proto {
     driver: "ipip",
     encap: [ENCAP4, ENCAP6],
     decap: [INPUT4, INPUT6],
-    table_of: [table4, table6],
+    table_of: [
+        tunnel::table_of::<IpipInput<false>>,
+        tunnel::table_of::<IpipInput<true>>,
+    ],
     local: &[LocalKey::Protocol(4), LocalKey::Protocol(41)],
     default_next: "ethernet-input",
     same_space: |k| k == Kind::Ipip,
@@ -152,19 +146,11 @@ pub static PROTO: Proto = Proto {
 /// Registers the four nodes.
 pub fn register(b: &mut GraphBuilder) {
     tunnel::register_encap(b, ENCAP4, ENCAP6);
-    b.register(
-        NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(IpipInput::<false>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
-    );
-    b.register(
-        NodeRegistration::new(INPUT6, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(IpipInput::<true>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
+    tunnel::register_decap::<IpipInput<false>, IpipInput<true>>(
+        b,
+        [INPUT4, INPUT6],
+        [&next::NAMES, &next::NAMES],
+        &counter::DESCS,
     );
 }
 

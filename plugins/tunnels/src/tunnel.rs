@@ -662,6 +662,43 @@ impl Tunnels {
 /// Access to a decap node's table on one thread.
 pub type DecapTableOf = fn(&mut ThreadGraph, NodeIndex) -> Option<&mut DecapTable>;
 
+/// A protocol's decap node (one per underlay family): it owns the thread's (src, dst, key) →
+/// tunnel table, which the control plane reaches through [`table_of`].
+pub trait DecapNode: sluice_graph::PacketNode + Default + Send + 'static {
+    /// The node's decap table.
+    fn table(&mut self) -> &mut DecapTable;
+}
+
+/// The decap table of node `i` of `tg` when it is an `N` ([`Proto::table_of`]).
+pub fn table_of<N: DecapNode>(tg: &mut ThreadGraph, i: NodeIndex) -> Option<&mut DecapTable> {
+    tg.node_mut::<N>(i).map(|n| n.table())
+}
+
+/// Registers a protocol's two decap nodes (`names`: IPv4, IPv6 underlay) with their next
+/// arcs (`nexts`: per family) and counters.
+pub fn register_decap<N4: DecapNode, N6: DecapNode>(
+    b: &mut sluice_graph::GraphBuilder,
+    names: [&str; 2],
+    nexts: [&[&str]; 2],
+    counters: &[CounterDesc],
+) {
+    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    b.register(
+        NodeRegistration::new(names[0], NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(N4::default()))
+        })
+        .nexts(nexts[0])
+        .counters(counters),
+    );
+    b.register(
+        NodeRegistration::new(names[1], NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(N6::default()))
+        })
+        .nexts(nexts[1])
+        .counters(counters),
+    );
+}
+
 /// How a protocol makes its tunnels.
 pub struct Proto {
     /// Interface name prefix (`vxlan_tunnel`).

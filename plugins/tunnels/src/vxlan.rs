@@ -25,9 +25,7 @@
 use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -148,17 +146,10 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
     }
 }
 
-fn table4(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<VxlanInput<false>>(i).map(|n| &mut n.table)
-}
-fn table6(
-    tg: &mut sluice_graph::ThreadGraph,
-    i: sluice_graph::NodeIndex,
-) -> Option<&mut DecapTable> {
-    tg.node_mut::<VxlanInput<true>>(i).map(|n| &mut n.table)
+impl<const V6: bool> tunnel::DecapNode for VxlanInput<V6> {
+    fn table(&mut self) -> &mut DecapTable {
+        &mut self.table
+    }
 }
 
 /// How VXLAN makes its tunnels.
@@ -167,7 +158,10 @@ pub static PROTO: Proto = Proto {
     driver: "vxlan",
     encap: [ENCAP4, ENCAP6],
     decap: [INPUT4, INPUT6],
-    table_of: [table4, table6],
+    table_of: [
+        tunnel::table_of::<VxlanInput<false>>,
+        tunnel::table_of::<VxlanInput<true>>,
+    ],
     local: &[LocalKey::UdpPort(tunnel::VXLAN_PORT)],
     default_next: "ethernet-input",
     same_space: |k| k == Kind::Vxlan,
@@ -176,19 +170,11 @@ pub static PROTO: Proto = Proto {
 /// Registers the four nodes.
 pub fn register(b: &mut GraphBuilder) {
     tunnel::register_encap(b, ENCAP4, ENCAP6);
-    b.register(
-        NodeRegistration::new(INPUT4, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(VxlanInput::<false>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
-    );
-    b.register(
-        NodeRegistration::new(INPUT6, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(VxlanInput::<true>::default()))
-        })
-        .nexts(&next::NAMES)
-        .counters(&counter::DESCS),
+    tunnel::register_decap::<VxlanInput<false>, VxlanInput<true>>(
+        b,
+        [INPUT4, INPUT6],
+        [&next::NAMES, &next::NAMES],
+        &counter::DESCS,
     );
 }
 
