@@ -6,49 +6,6 @@ mod common;
 use common::*;
 use sluice_vnet::interface::counter as ifc;
 
-const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
-const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
-
-fn a6(s: &str) -> [u8; 16] {
-    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
-}
-
-fn setup() -> (
-    sluice_graph::Vlib,
-    sluice_cli::CommandTree<sluice_graph::Vlib>,
-) {
-    let (mut vm, t) = build();
-    for c in [
-        "create packet-generator interface pg0",
-        "create packet-generator interface pg1",
-        "set interface state pg0 up",
-        "set interface state pg1 up",
-        "set interface ip address pg0 10.0.0.1/24",
-        "set interface ip address pg0 2001:db8::1/64",
-        "set interface ip address pg1 172.16.0.1/24",
-        "set interface ip address pg1 2001:db8:1::1/64",
-        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
-        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
-        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
-        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
-    ] {
-        cli(&mut vm, &t, c);
-    }
-    (vm, t)
-}
-
-fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
-    let mut p = ip4(src, dst, 17, 12, ttl);
-    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
-    p
-}
-
-fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
-    let mut p = ip6(src, dst, 17, 12, hl);
-    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
-    p
-}
-
 /// The UDP checksum of an IPv6 packet `p` (RFC 8200 §8.1 pseudo-header), computed here.
 fn udp6_csum(p: &[u8]) -> u16 {
     let mut ph = p[8..40].to_vec();
@@ -123,7 +80,7 @@ const G: (u16, u16) = (2152, 2152);
 #[test]
 fn gtpu_encap_decap_echo_both_underlays() {
     for v6 in [false, true] {
-        let (mut vm, t) = setup();
+        let (mut vm, t) = routed();
         let (l, r) = if v6 {
             ("2001:db8::1", "2001:db8::2")
         } else {
@@ -256,7 +213,7 @@ fn gtpu_encap_decap_echo_both_underlays() {
 
 #[test]
 fn gtpu_malformed_counted() {
-    let (mut vm, t) = setup();
+    let (mut vm, t) = routed();
     cli(
         &mut vm,
         &t,

@@ -7,13 +7,6 @@ mod common;
 use common::*;
 use sluice_vnet::interface::counter as ifc;
 
-const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
-const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
-
-fn a6(s: &str) -> [u8; 16] {
-    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
-}
-
 /// pg0: IPv6 underlay 2001:db8::1/64, peer ::2 (routes to fc00::/16 and 2001:db8:ff::/48
 /// via it); pg1: a LAN 172.16.0.1/24 + 2001:db8:1::1/64, host .2 / ::2.
 fn setup() -> (
@@ -39,18 +32,6 @@ fn setup() -> (
         cli(&mut vm, &t, c);
     }
     (vm, t)
-}
-
-fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
-    let mut p = ip4(src, dst, 17, 12, ttl);
-    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
-    p
-}
-
-fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
-    let mut p = ip6(src, dst, 17, 12, hl);
-    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
-    p
 }
 
 /// An SRH: next header `nh`, segments left `sl`, last entry `le`, `segs` as stored

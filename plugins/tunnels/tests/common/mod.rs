@@ -183,3 +183,49 @@ pub fn inner_frame(dst: [u8; 6], src: [u8; 6], n: usize) -> Vec<u8> {
     f.extend((0..n).map(|i| i as u8));
     f
 }
+
+/// The underlay peer's MAC (on pg0) and the routed LAN host's MAC (on pg1).
+pub const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+pub const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 1, 0x02];
+
+/// An IPv6 address's bytes.
+pub fn a6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// pg0: underlay (10.0.0.1/24 and 2001:db8::1/64, peer .2 / ::2); pg1: a routed LAN
+/// 172.16.0.1/24 + 2001:db8:1::1/64 with host .2 / ::2.
+pub fn routed() -> (Vlib, CommandTree<Vlib>) {
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+        "set interface ip address pg0 2001:db8::1/64",
+        "set interface ip address pg1 172.16.0.1/24",
+        "set interface ip address pg1 2001:db8:1::1/64",
+        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    (vm, t)
+}
+
+/// An IPv4 UDP datagram (4 payload bytes, checksum 0) with TTL `ttl`.
+pub fn udp4(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut p = ip4(src, dst, 17, 12, ttl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
+
+/// An IPv6 UDP datagram (4 payload bytes, checksum left 0) with hop limit `hl`.
+pub fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
+    let mut p = ip6(src, dst, 17, 12, hl);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    p
+}
