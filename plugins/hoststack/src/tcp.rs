@@ -641,17 +641,26 @@ impl Tcb {
         let n = rx.push_bytes(d);
         self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
         e.notify |= n > 0;
-        // Fill from the held segments.
-        while let Some((&s, _)) = self.ooo.iter().next() {
-            if lt(self.rcv_nxt, s) {
+        // Fill from the held segments: any that starts at or before `rcv_nxt` in sequence
+        // space (the map's u32 order is not sequence order across a wrap of the space, so
+        // it is searched, not taken first; it holds at most OOO_MAX bytes).
+        while n == d.len() {
+            let Some(s) = self.ooo.keys().copied().find(|&s| !lt(self.rcv_nxt, s)) else {
                 break;
-            }
+            };
             let Some(v) = self.ooo.remove(&s) else { break };
             self.ooo_bytes -= v.len();
             let skip = self.rcv_nxt.wrapping_sub(s) as usize;
             if skip < v.len() {
-                let n = rx.push_bytes(&v[skip..]);
+                let rest = &v[skip..];
+                let n = rx.push_bytes(rest);
                 self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+                if n < rest.len() {
+                    // The FIFO is full: keep what it did not take for later.
+                    self.ooo_bytes += rest.len() - n;
+                    self.ooo.insert(self.rcv_nxt, rest[n..].to_vec());
+                    break;
+                }
             }
         }
         if self.ooo_fin == Some(self.rcv_nxt) {
@@ -933,6 +942,56 @@ mod tests {
         t.input(&seg(101, 5002, flag::ACK | flag::FIN, &[]), None, None, now);
         assert_eq!(t.state, State::TimeWait);
         assert!(t.timer(now + TIME_WAIT).free);
+    }
+
+    #[test]
+    fn held_segments_drain_across_the_wrap_of_sequence_space() {
+        use sluice_session::seg::{init_header, slot_fifos, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 4096,
+            evq_len: 16,
+        };
+        let r = sluice_infra::shm::Region::create("tcp-test", g.size()).unwrap();
+        init_header(&r, &g);
+        let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
+        let now = Instant::now();
+        // The peer's first data byte is 0xffff_ff00: 0x180 bytes end past 2^32.
+        let mut t = Tcb::accept(5000, &seg(0xffff_feff, 0, flag::SYN, &[]), MSS4, now);
+        t.output(0, 4096, now, |_| true);
+        t.input(
+            &seg(0xffff_ff00, 5001, flag::ACK, &[]),
+            Some(&rx),
+            None,
+            now,
+        );
+        assert_eq!(t.state, State::Established);
+        let data: Vec<u8> = (0..0x180u32).map(|i| i as u8 ^ 0x5a).collect();
+        // Held out of order: [0xffff_ff80, 0) and [0, 0x80) — raw keys out of sequence order.
+        t.input(
+            &seg(0, 5001, flag::ACK, &data[0x100..]),
+            Some(&rx),
+            None,
+            now,
+        );
+        t.input(
+            &seg(0xffff_ff80, 5001, flag::ACK, &data[0x80..0x100]),
+            Some(&rx),
+            None,
+            now,
+        );
+        assert!(rx.is_empty());
+        // The hole fills: everything drains in order.
+        t.input(
+            &seg(0xffff_ff00, 5001, flag::ACK, &data[..0x80]),
+            Some(&rx),
+            None,
+            now,
+        );
+        assert_eq!(t.rcv_nxt, 0x80);
+        let mut got = vec![0u8; 0x200];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(&got[..n], &data[..]);
     }
 
     #[test]
