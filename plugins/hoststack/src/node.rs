@@ -53,7 +53,7 @@ use sluice_graph::{CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, FR
 use sluice_session::seg::PopError;
 use sluice_wire::checksum;
 use sluice_wire::ipv6::Ipv6Packet;
-use sluice_wire::tcp::TcpPacket;
+use sluice_wire::tcp::{TcpOption, TcpPacket};
 use sluice_wire::udp::UdpPacket;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -309,48 +309,33 @@ impl TcpInput {
         if l4.len() < 20 {
             return Err(trx::E_SHORT);
         }
-        let hl = (l4[12] >> 4) as usize * 4;
-        if hl < 20 || hl > l4.len() {
-            return Err(trx::E_BAD_OFFSET);
-        }
+        // With the 20 bytes there, what new_checked refuses is the data offset.
+        let p = TcpPacket::new_checked(l4).map_err(|_| trx::E_BAD_OFFSET)?;
         let (IpAddr::V4(s4), IpAddr::V4(d4)) = (src, dst) else {
             return Err(trx::E_SHORT);
         };
-        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
-            let p = TcpPacket::new_unchecked(l4);
-            if !p.verify_checksum_v4(s4, d4) {
-                return Err(trx::E_BAD_CHECKSUM);
-            }
+        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 && !p.verify_checksum_v4(s4, d4) {
+            return Err(trx::E_BAD_CHECKSUM);
         }
         let mut mss = None;
-        let mut o = &l4[20..hl];
-        while let Some(&k) = o.first() {
-            match k {
-                0 => break,
-                1 => o = &o[1..],
-                _ => {
-                    let Some(&l) = o.get(1) else { break };
-                    let l = l as usize;
-                    if l < 2 || l > o.len() {
-                        break; // malformed options are ignored, not fatal
-                    }
-                    if k == 2 && l == 4 {
-                        mss = Some(u16::from_be_bytes([o[2], o[3]]));
-                    }
-                    o = &o[l..];
-                }
+        // Malformed options are ignored, not fatal: the walk stops at the first.
+        for o in p.options_iter() {
+            match o {
+                Ok(TcpOption::Mss(m)) => mss = Some(m),
+                Ok(_) => {}
+                Err(_) => break,
             }
         }
         let seg = Seg {
-            seq: u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]),
-            ack: u32::from_be_bytes([l4[8], l4[9], l4[10], l4[11]]),
-            flags: l4[13] & 0x1f,
-            wnd: u16::from_be_bytes([l4[14], l4[15]]),
+            seq: p.seq_number(),
+            ack: p.ack_number(),
+            flags: (p.flags().0 & 0x1f) as u8,
+            wnd: p.window(),
             mss,
-            data: &l4[hl..],
+            data: p.payload(),
         };
-        let local = SocketAddr::new(dst, u16::from_be_bytes([l4[2], l4[3]]));
-        let remote = SocketAddr::new(src, u16::from_be_bytes([l4[0], l4[1]]));
+        let local = SocketAddr::new(dst, p.dst_port());
+        let remote = SocketAddr::new(src, p.src_port());
         sm.tcp_input(local, remote, &seg, now).map_err(|e| match e {
             TcpDrop::NoListener => trx::E_NO_LISTENER,
             TcpDrop::BacklogFull => trx::E_BACKLOG,
