@@ -148,6 +148,26 @@ fn counter(show_lcp: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A TCP connection from namespace `a` to `addr` (a Sluice address whose TCP is punted to
+/// its twin) is answered by a listener in Linux's namespace `l`, which sends `msg`.
+fn tcp_answered_by_linux(l: &str, a: &str, addr: &str, msg: &'static [u8; 4]) {
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let tl = in_netns(l, move || TcpListener::bind(addr).unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = tl.accept().unwrap();
+        c.write_all(msg).unwrap();
+    });
+    let got = in_netns(a, move || {
+        let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    assert_eq!(&got, msg);
+    server.join().unwrap();
+}
+
 #[test]
 fn twins_punt_and_netlink_sync() {
     skip_unless_possible!();
@@ -292,24 +312,7 @@ fn twins_punt_and_netlink_sync() {
         d.ok(&format!("lcp create {ha}.100 host-if {tv}"));
         must(&["ip", "-n", &l, "addr", "add", "10.84.0.1/24", "dev", &tv]);
         wait_for(&d, "show interface address", "10.84.0.1/24", true);
-        let tl = in_netns(&l, || TcpListener::bind("10.84.0.1:7182").unwrap());
-        let server = std::thread::spawn(move || {
-            let (mut c, _) = tl.accept().unwrap();
-            c.write_all(b"vlan").unwrap();
-        });
-        let got = in_netns(&a, || {
-            let mut c = TcpStream::connect_timeout(
-                &"10.84.0.1:7182".parse().unwrap(),
-                Duration::from_secs(5),
-            )
-            .unwrap();
-            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut buf = [0u8; 4];
-            c.read_exact(&mut buf).unwrap();
-            buf
-        });
-        assert_eq!(&got, b"vlan");
-        server.join().unwrap();
+        tcp_answered_by_linux(&l, &a, "10.84.0.1:7182", b"vlan");
         // Linux's own traffic over the sub-interface twin: its ARP and echo requests leave
         // tagged, A's replies (ARP copy, echo reply) are punted back untagged.
         assert!(ping(&l, "10.84.0.2"), "ping from Linux over the VLAN twin");
@@ -902,22 +905,7 @@ fn loopback_twin() {
     let show = d.ok("show lcp");
     assert!(show.contains(&format!("itf-pair: {lo} tap")), "{show}");
     assert!(ping(&a, "10.89.0.1"), "ping the loopback's address from A");
-    let tl = in_netns(&l, || TcpListener::bind("10.89.0.1:7190").unwrap());
-    let server = std::thread::spawn(move || {
-        let (mut c, _) = tl.accept().unwrap();
-        c.write_all(b"loop").unwrap();
-    });
-    let got = in_netns(&a, || {
-        let mut c =
-            TcpStream::connect_timeout(&"10.89.0.1:7190".parse().unwrap(), Duration::from_secs(5))
-                .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut buf = [0u8; 4];
-        c.read_exact(&mut buf).unwrap();
-        buf
-    });
-    assert_eq!(&got, b"loop");
-    server.join().unwrap();
+    tcp_answered_by_linux(&l, &a, "10.89.0.1:7190", b"loop");
     d.ok(&format!("lcp delete {lo}"));
     d.ok(&format!("delete loopback interface intfc {lo}"));
     assert!(
@@ -950,22 +938,7 @@ fn bvi_twin() {
     must(&["ip", "-n", &l, "addr", "add", "10.94.0.1/24", "dev", &tb]);
     wait_for(&d, "show interface address", "10.94.0.1/24", true);
     assert!(ping(&a, "10.94.0.1"), "ping the BVI's address from A");
-    let tl = in_netns(&l, || TcpListener::bind("10.94.0.1:7191").unwrap());
-    let server = std::thread::spawn(move || {
-        let (mut c, _) = tl.accept().unwrap();
-        c.write_all(b"bvi!").unwrap();
-    });
-    let got = in_netns(&a, || {
-        let mut c =
-            TcpStream::connect_timeout(&"10.94.0.1:7191".parse().unwrap(), Duration::from_secs(5))
-                .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut buf = [0u8; 4];
-        c.read_exact(&mut buf).unwrap();
-        buf
-    });
-    assert_eq!(&got, b"bvi!");
-    server.join().unwrap();
+    tcp_answered_by_linux(&l, &a, "10.94.0.1:7191", b"bvi!");
     assert!(
         ping(&l, "10.94.0.2"),
         "ping from Linux through the BVI twin"
