@@ -17,7 +17,9 @@
 //! `session-queue` (input, thread 0): takes the datagrams applications queued in their tx
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
-//! FIB 0.
+//! FIB 0. It also sends the TCP connections' segments (data from their tx FIFOs, ACKs,
+//! retransmissions on their timers) and the RSTs `tcp4-input` asks for — IPv4 only, so
+//! always to `ip4-lookup`.
 //! - uses: the applications' event queues (session slots with data to send, at most
 //!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
@@ -26,7 +28,7 @@
 //! - counters: `sent` (info), `no_buffer` (allocation failed: left in the FIFO, retried),
 //!   `bad_peer` (a datagram to a peer of the other family, port 0 or an unspecified
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
-//!   lengths: its FIFO is emptied).
+//!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info).
 //!
 //! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
 //! (protocol 6 is registered while TCP sessions exist). The header is checked and the
