@@ -329,8 +329,9 @@ pub fn bench_ip6(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             c.insert_per_sec
         );
         json.push(format!(
-            "\"ip6_{}\": {{\"routes\": {}, \"fib_kib\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}, \"nodes\": {}}}",
+            "\"ip6_{}\": {{\"name\": \"{}\", \"routes\": {}, \"fib_kib\": {}, \"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"route_adds_per_sec\": {:.0}, \"nodes\": {}}}",
             c.name.replace([' ', '(', ')', '+', '/'], "_"),
+            c.name,
             c.routes,
             c.fib_kib,
             c.mpps.0,

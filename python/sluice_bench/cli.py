@@ -40,6 +40,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--max-trials", dest="max_trials", type=int)
     r.add_argument("--latency-fractions", type=_list(float), help="of NDR, e.g. 0.1,0.5,0.9")
     r.add_argument("--latency-pps", type=int)
+    r.add_argument("--loss-rates", type=_list(float),
+                   help="fixed offered rates for the loss table, aggregate pps, e.g. 1e5,5e5")
     r.add_argument("--tester-cores", type=_list(int), default=None)
     r.add_argument("--dut-cores", type=_list(int), default=None)
     r.add_argument("--rps", choices=["on", "off"], default="on",
@@ -128,7 +130,7 @@ def cmd_run(a) -> int:
     suite = suite.with_overrides(
         cases=cases, duts=a.duts, trial_s=a.trial_s, warmup_s=a.warmup_s, repeat=a.repeat,
         latency_fractions=a.latency_fractions, latency_pps=a.latency_pps,
-        max_rate=a.max_rate, resolution=a.resolution, pdr_loss=a.pdr_loss,
+        loss_rates=a.loss_rates, max_rate=a.max_rate, resolution=a.resolution, pdr_loss=a.pdr_loss,
         max_trials=a.max_trials)
     if a.no_engine:
         suite.engine = None

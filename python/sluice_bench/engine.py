@@ -24,7 +24,8 @@ def parse(what: str, raw: dict) -> list[dict]:
     for key, v in raw.items():
         if not isinstance(v, dict) or "mpps" not in v:
             continue
-        name = re.sub(r"^(ip4|ip6|l2|memif)_", "", key).replace("_", " ")
+        # The key is the name made JSON-key safe; a case that carries its name keeps `/ ( +`.
+        name = v.get("name") or re.sub(r"^(ip4|ip6|l2|memif)_", "", key).replace("_", " ")
         cases.append({
             "family": what, "name": name, "routes": v.get("routes"),
             "mpps": v["mpps"], "path_clocks": v.get("path_clocks"),

@@ -184,6 +184,8 @@ def trials_csv(data: dict) -> str:
             w.writerow(_trial_row(r, "search", None, t))
         for p in r.get("latency", []):
             w.writerow(_trial_row(r, "latency", p["fraction"], p["trial"]))
+        for p in r.get("fixed_loss", []):
+            w.writerow(_trial_row(r, "fixed", None, p["trial"]))
     return f.getvalue()
 
 
@@ -387,6 +389,33 @@ def drops(counters: dict | None) -> str:
     return "; ".join(f"{k} +{v}" for k, v in items) or "–"
 
 
+def fixed_loss_table(data: dict) -> list[str]:
+    """Seed 000's view: loss % of each case when offered the same fixed aggregate rates. A
+    rate the tester could not offer is marked "≥" with what it did offer (tester-limited)."""
+    rates = sorted({p["rate_pps"] for r in ok_entries(data) for p in r.get("fixed_loss", [])})
+    if not rates:
+        return []
+    lines = ["| scenario | DUT | frame | " + " | ".join(f"{x / 1e6:g} Mpps" for x in rates) + " |",
+             "|---|---|---|" + "---|" * len(rates)]
+    for r in ok_entries(data):
+        got = {p["rate_pps"]: p["trial"] for p in r.get("fixed_loss", [])}
+        if not got:
+            continue
+        cells = []
+        for x in rates:
+            t = got.get(x)
+            if t is None:
+                cells.append("–")
+                continue
+            c = f"{100 * t['loss_ratio']:.2f}"
+            if t["offered_pps"] < t["target_pps"] * 0.97:
+                c += f" (offered ≥ {t['offered_pps'] / 1e6:.3f})"
+            cells.append(c)
+        lines.append(f"| {r['scenario']} | {r['dut']} | {r['frame_size']} | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
 def lowrate_table(data: dict) -> list[str]:
     """Every case's warm-up trial (a low rate any DUT must forward without loss): loss, how
     long the daemons waited for their cores, and the drop counters that moved."""
@@ -567,6 +596,11 @@ def markdown(data: dict, plots: list[str]) -> str:
             f"{100 * s['pdr_loss']:.2f} %)", "", *_table(data, "pdr_mpps"), ""]
     out += ["## Loss % when offered the first trial's rate (overload)", "",
             *_table(data, "overload_loss_pct", 2), ""]
+    if fl := fixed_loss_table(data):
+        out += ["## Loss % at fixed offered rates (seed 000's method)", "",
+                "Every DUT offered the same aggregate rates for one trial each; \"offered ≥\" "
+                "marks a rate the tester could not reach (its own limit), with what it sent.",
+                "", *fl, ""]
     out += ["## Average latency (µs) at 50 % of NDR", "", *_table(data, "lat_avg_us", 1), ""]
     out += ["## p99 latency (µs) at 50 % of NDR", "", *_table(data, "lat_p99_us", 1), ""]
     out += ["## Jitter (µs, RFC 3550 mean |D|) at 50 % of NDR", "", *_table(data, "jitter_us", 2), ""]

@@ -327,6 +327,7 @@ class Runner:
                 break
             t = trial(ndr_pps * f, with_latency=True)
             lat_points.append({"fraction": f, "trial": t.to_json()})
+        fixed = [{"rate_pps": r, "trial": trial(r).to_json()} for r in s.loss_rates]
         overload = all_trials[0] if all_trials else None
         return {
             "scenario": sc.name, "dut": dut.name, "frame_size": size, "status": "ok",
@@ -342,4 +343,5 @@ class Runner:
             "runs": runs,
             "trials": [t.to_json() for t in all_trials],
             "latency": lat_points,
+            "fixed_loss": fixed,
         }

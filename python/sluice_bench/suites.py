@@ -1,9 +1,10 @@
 """Suites: which scenarios, DUTs and frame sizes run, with which search parameters.
 
 - `smoke`: one frame size (64), IPv4 one-way, Sluice and Linux, searches capped at two short
-  trials, one latency point. For the end-to-end test; a minute or so.
+  trials, one latency point, one fixed-rate loss trial. For the end-to-end test; a minute or so.
 - `default`: every scenario once at 64 bytes, IPv4 one-way at all five RFC 2544 sizes, 1 s
-  trials, latency at 10/50/90 % of NDR, the engine benchmarks; <= 15 minutes on 2 cores.
+  trials, latency at 10/50/90 % of NDR, loss at fixed offered rates of 0.1/0.25/0.5/1 Mpps,
+  the engine benchmarks; <= 20 minutes on 2 cores.
 - `full`: everything at every frame size, 2 s trials, two searches each, finer resolution,
   the engine benchmarks with more runs.
 """
@@ -29,6 +30,9 @@ class Suite:
     repeat: int = 1                              # searches per case (RFC 2544: "trials")
     latency_fractions: list[float] = field(default_factory=lambda: [0.1, 0.5, 0.9])
     latency_pps: int = 5000                      # per direction, 64-byte latency stream
+    # Seed 000's method beside RFC 2544: loss when every DUT is offered the same fixed
+    # aggregate rates (pps), so DUTs are compared at equal load, not only at their own NDR.
+    loss_rates: list[float] = field(default_factory=list)
     engine: list[str] | None = None              # sluice-bench arguments, None = skip
 
     def with_overrides(self, **kw) -> "Suite":
@@ -50,7 +54,8 @@ def get(name: str) -> Suite:
         return Suite(
             "smoke", [("ip4-oneway", [64])], ["sluice-af_packet", "linux"],
             search=SearchConfig(max_rate=300_000, resolution=0.1, max_trials=2),
-            trial_s=0.5, warmup_s=0.5, latency_fractions=[0.5], latency_pps=1000)
+            trial_s=0.5, warmup_s=0.5, latency_fractions=[0.5], latency_pps=1000,
+            loss_rates=[100_000])
     if name == "default":
         return Suite(
             "default",
@@ -60,6 +65,7 @@ def get(name: str) -> Suite:
             ALL_DUTS,
             search=SearchConfig(max_rate=1_000_000, resolution=0.03, max_trials=10),
             trial_s=1.0, warmup_s=1.0,
+            loss_rates=[100_000, 250_000, 500_000, 1_000_000],
             engine=["--runs", "3", "--packets", "4000000"])
     if name == "full":
         from .scenarios import SCENARIOS
@@ -67,5 +73,6 @@ def get(name: str) -> Suite:
             "full", [(s, FRAME_SIZES) for s in SCENARIOS], ALL_DUTS,
             search=SearchConfig(max_rate=2_000_000, resolution=0.01, max_trials=16),
             trial_s=2.0, warmup_s=2.0, repeat=2,
+            loss_rates=[100_000, 250_000, 500_000, 1_000_000, 2_000_000],
             engine=["--runs", "5", "--packets", "10000000"])
     raise ValueError(f"unknown suite `{name}' (smoke, default, full)")

@@ -109,3 +109,36 @@ def test_report_html_is_self_contained(generated):
     assert "http://" not in html and "https://" not in html and 'src="data:image/png;base64,' in html
     assert html.count("<img ") == len(report.PLOTS)
     assert "<table>" in html and "Sluice / VPP" in html
+
+
+def test_engine_case_names_keep_their_punctuation():
+    """A case's JSON key is made key-safe; the name it carries is what the report shows."""
+    from sluice_bench.engine import parse
+
+    raw = {
+        "ip6_255k__real___48s_": {"name": "255k (real + /48s)", "routes": 255000,
+                                   "mpps": [1, 2, 3], "nodes": {"ip6-lookup": 40.0}},
+        "ip4_1_route": {"routes": 1, "mpps": [1, 2, 3], "nodes": {}},
+        "tsc_ghz": 2.4,
+    }
+    names = [c["name"] for c in parse("ip6", raw)]
+    assert names == ["255k (real + /48s)", "1 route"]
+
+
+def test_fixed_rate_loss_table_marks_rates_the_tester_could_not_offer():
+    def t(target, offered, tx, rx):
+        return {"target_pps": target, "offered_pps": offered, "tx": tx, "rx": rx,
+                "loss_ratio": (tx - rx) / tx}
+
+    data = {"results": [
+        {"scenario": "ip4-oneway", "dut": "sluice-af_packet", "frame_size": 64, "status": "ok",
+         "fixed_loss": [{"rate_pps": 1e5, "trial": t(1e5, 1e5, 1000, 1000)},
+                        {"rate_pps": 1e6, "trial": t(1e6, 7e5, 7000, 6930)}]},
+        {"scenario": "ip4-oneway", "dut": "linux", "frame_size": 64, "status": "ok",
+         "fixed_loss": [{"rate_pps": 1e5, "trial": t(1e5, 1e5, 1000, 990)}]},
+    ]}
+    lines = report.fixed_loss_table(data)
+    assert lines[0] == "| scenario | DUT | frame | 0.1 Mpps | 1 Mpps |"
+    assert lines[2] == "| ip4-oneway | sluice-af_packet | 64 | 0.00 | 1.00 (offered ≥ 0.700) |"
+    assert lines[3] == "| ip4-oneway | linux | 64 | 1.00 | – |"
+    assert report.fixed_loss_table({"results": []}) == []

@@ -23,7 +23,8 @@ def fake_run(tmp_path, monkeypatch):
                            ("ip6-oneway", [64]), ("vxlan-encap", [64])],
                   ["sluice-af_packet", "linux"],
                   search=SearchConfig(max_rate=2_000_000, resolution=0.02),
-                  trial_s=1.0, warmup_s=0.5, latency_fractions=[0.1, 0.5, 0.9])
+                  trial_s=1.0, warmup_s=0.5, latency_fractions=[0.1, 0.5, 0.9],
+                  loss_rates=[100_000, 600_000])
     r = runner_mod.Runner(suite, tmp_path / "out", tmp_path / "sluice", None, [0], [1])
     r.topology_factory = FakeTopology
     r.tester_factory = FakeTester
@@ -45,6 +46,13 @@ def test_runner_records_ndr_pdr_latency_and_not_supported(fake_run):
     lat = sl["latency"][1]["trial"]["extra"]["latency"]
     assert lat["samples"] > 0 and lat["histogram"]["counts"]
     assert sl["warmup"]["rx"] > 0
+    # Loss at the same fixed offered rates for every DUT: none below either DUT's NDR, some
+    # for Linux (NDR 400k) at 600k.
+    lx = res[("ip4-oneway", "linux", 64)]
+    assert [p["rate_pps"] for p in sl["fixed_loss"]] == [100_000, 600_000]
+    assert all(p["trial"]["loss_ratio"] == 0 for p in sl["fixed_loss"])
+    assert lx["fixed_loss"][0]["trial"]["loss_ratio"] == 0
+    assert lx["fixed_loss"][1]["trial"]["loss_ratio"] > 0
     assert res[("nat44-oneway", "sluice-af_packet", 64)] == {
         "scenario": "nat44-oneway", "dut": "sluice-af_packet", "frame_size": 64,
         "status": "not supported", "reason": "Sluice has no NAT44 yet"}
