@@ -67,9 +67,8 @@ fn bytes_eq(x: u64, c: u8) -> u64 {
 /// whether the line has a byte that needs the slow path (`#`, a brace, `\\`): eight bytes
 /// at a time.
 fn line_end(b: &[u8], pos: usize) -> (usize, bool) {
-    let specials = |x| {
-        bytes_eq(x, b'#') | bytes_eq(x, b'{') | bytes_eq(x, b'}') | bytes_eq(x, b'\\')
-    };
+    let specials =
+        |x| bytes_eq(x, b'#') | bytes_eq(x, b'{') | bytes_eq(x, b'}') | bytes_eq(x, b'\\');
     let mut end = pos;
     let mut special = false;
     while let Some(w) = b.get(end..end + 8) {
