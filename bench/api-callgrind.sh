@@ -7,6 +7,7 @@
 #
 #   RAW=raw.txt bench/api-callgrind.sh [routes]     # default 100000; RAW keeps the totals
 #   CASES="api_pipelined api_batched" SKIP_BUILD=1 ...  # some cases, the binaries as built
+#   SLUICE=/abs/old/sluice ...                          # another daemon binary (clients as built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -18,7 +19,7 @@ case_run() {
   local label=$1 work=$2 dir
   dir=$(mktemp -d /tmp/sluice-cg.XXXXXX)
   printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { buffers-per-numa 4096 page-size 4k }\n' "$dir" >"$dir/startup.conf"
-  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$BIN/sluice" -c "$dir/startup.conf" >"$dir/log" 2>&1 &
+  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "${SLUICE:-$BIN/sluice}" -c "$dir/startup.conf" >"$dir/log" 2>&1 &
   local pid=$!
   for _ in $(seq 600); do [ -S "$dir/api.sock" ] && break; sleep 0.1; done
   cli() { "$BIN/sluicectl" -s "$dir/cli.sock" "$@"; }

@@ -5,6 +5,7 @@
 # on a release build and reported as min / median / max.
 #
 #   bench/api.sh [runs] [routes]     # default: 5 runs, 1000000 routes
+#   SLUICE=/abs/old/sluice SKIP_BUILD=1 OUT=old.txt bench/api.sh 3   # another daemon binary
 #
 # Routes are consecutive /32s from 20.0.0.0 via 10.0.0.2 (loop0 10.0.0.1/24), added to an
 # otherwise empty table 0 and deleted (untimed) after each measurement. The one-at-a-time and
@@ -24,7 +25,7 @@ cat >"$dir/startup.conf" <<CONF
 unix { nodaemon cli-listen $dir/cli.sock }
 buffers { buffers-per-numa 16384 page-size 4k }
 CONF
-"$BIN/sluice" -c "$dir/startup.conf" >"$dir/log" 2>&1 &
+"${SLUICE:-$BIN/sluice}" -c "$dir/startup.conf" >"$dir/log" 2>&1 &
 PID=$!
 cleanup() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT

@@ -11,14 +11,19 @@
 # binary and file: wall and CPU seconds min / median / max over the runs, and lines/s of the
 # median wall time.
 #
-# Usage: scripts/exec-bench.sh [runs (5)] [absolute path of a sluice binary ...]
-#        (default: target/release/sluice, built first)
+# Usage: scripts/exec-bench.sh [runs (5)] [absolute path of a sluice binary | vpp ...]
+#        (default: target/release/sluice, built first, then vpp when installed)
+# `vpp` runs FD.io VPP from $VPP_PREFIX (default /work/vpp/install) on the same files with the
+# same setup lines (docs/benchmarking.md, "VPP beside Sluice": statseg size 1G for 1M routes).
+# Every daemon runs at autogroup nice -15 (a shared machine's builds weigh alike on all).
 source "$(dirname "$0")/common.sh"
 runs=${1:-5}
 shift || true
+vpp_prefix=${VPP_PREFIX:-/work/vpp/install}
 if [ $# -eq 0 ]; then
   cargo build -j 2 --release -q -p sluice -p sluicectl
   set -- "$PWD/target/release/sluice"
+  [ -x "$vpp_prefix/bin/vpp" ] && set -- "$@" vpp
 fi
 ctl=$PWD/target/release/sluicectl
 data=${SLUICE_DATA:-../shared/data}/full-table-prefixes-2024.txt.gz
@@ -64,26 +69,56 @@ ip neighbor pg1 10.0.1.2 02:00:00:00:01:02
 ip neighbor pg1 fd01::2 02:00:00:00:01:02
 EOF
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Starts daemon $1 (a sluice binary or `vpp`) with the setup lines; sets pid and c (its CLI).
+start() {
+  sock=$tmp/cli.sock
+  if [ "$1" = vpp ]; then
+    mkdir -p "$tmp/vpp"
+    cat >"$tmp/vpp/startup.conf" <<CONF
+unix { nodaemon cli-listen $sock runtime-dir $tmp/vpp log $tmp/vpp/vpp.log startup-config $tmp/setup.cli }
+api-segment { prefix eb$$ }
+socksvr { socket-name $tmp/vpp/api.sock }
+plugins { path $vpp_prefix/lib/x86_64-linux-gnu/vpp_plugins plugin dpdk_plugin.so { disable } }
+buffers { buffers-per-numa 16384 page-size 4k }
+memory { main-heap-size 2G main-heap-page-size 4k }
+statseg { size 1G page-size 4k socket-name $tmp/vpp/stats.sock }
+CONF
+    LD_LIBRARY_PATH=$vpp_prefix/lib/x86_64-linux-gnu:$vpp_prefix/lib \
+      "$vpp_prefix/bin/vpp" -c "$tmp/vpp/startup.conf" >"$tmp/log" 2>&1 &
+    pid=$!
+    c() { LD_LIBRARY_PATH=$vpp_prefix/lib/x86_64-linux-gnu:$vpp_prefix/lib "$vpp_prefix/bin/vppctl" -s "$sock" "$@"; }
+    until [ -S "$sock" ] && c show version >/dev/null 2>&1; do sleep 0.1; done
+    until c show interface pg1 2>/dev/null | grep -q pg1; do sleep 0.1; done
+  else
+    "$1" unix { nodaemon cli-listen "$sock" startup-config "$tmp/setup.cli" } >"$tmp/log" 2>&1 &
+    pid=$!
+    c() { "$ctl" -s "$sock" "$@"; }
+    until [ -S "$sock" ]; do sleep 0.05; done
+  fi
+  echo -15 >"/proc/$pid/autogroup" 2>/dev/null || true
+  sleep 0.2
+}
+# Routes in the family's FIBs (`ip` or `ip6`): the sum of `show ip[6] fib summary`'s
+# prefix-length table (VPP's format, which Sluice prints too).
+routes() {
+  c show "$1" fib summary | tr -d '\r' | awk 'NF == 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ { s += $2 } END { print s + 0 }'
+}
 declare -A wall cpus
 echo "== exec of route files, $runs runs per binary and file; load average $(cut -d' ' -f1-3 /proc/loadavg) (2-core shared VM)"
 for r in $(seq 1 "$runs"); do
   for b in "$@"; do
     for f in "${files[@]}"; do
-      sock=$tmp/cli.sock
-      "$b" unix { nodaemon cli-listen "$sock" startup-config "$tmp/setup.cli" } >"$tmp/log" 2>&1 &
-      pid=$!
-      until [ -S "$sock" ]; do sleep 0.05; done
-      sleep 0.2
+      start "$b"
       lines=$(wc -l <"$tmp/$f.cli")
       c0=$(cpu "$pid")
       t0=$(date +%s.%N)
       run=$tmp/$f.cli; [ -n "${EXEC_CHUNK:-}" ] && run=$tmp/$f.top
-      "$ctl" -s "$sock" exec "$run" >"$tmp/out" 2>&1 || { echo "exec failed: $(tail -2 "$tmp/out")"; exit 1; }
+      c exec "$run" >"$tmp/out" 2>&1 || { echo "exec failed: $(tail -2 "$tmp/out")"; exit 1; }
       t1=$(date +%s.%N)
       c1=$(cpu "$pid")
       fam=ip; [ "$f" = real6 ] && fam=ip6
-      n=$("$ctl" -s "$sock" show $fam fib summary | sed -n 's/.*routes \([0-9]*\).*/\1/p' | head -1)
-      [ "$n" -ge "$lines" ] || { echo "$b $f: only $n routes of $lines"; exit 1; }
+      n=$(routes $fam)
+      [ "$n" -ge "$lines" ] || { echo "$b $f: only $n routes of $lines: $(tail -c 300 "$tmp/out")"; exit 1; }
       kill "$pid"; wait "$pid" 2>/dev/null; pid=; rm -f "$sock"
       wall[$b,$f]+="$(echo "$t1 - $t0" | bc) "
       cpus[$b,$f]+="$(echo "($c1 - $c0) / $(getconf CLK_TCK)" | bc -l) "

@@ -536,10 +536,13 @@ class TestTracePcapSave(ApiTest):
         assert all(p in routes for p in pfx)
         assert [str(x.next_hop) for x in routes["30.0.0.0/8"].paths] == ["10.0.0.2"]
         assert a.ip_route_add_del_multi(is_add=True, prefixes=[]).count == 0
-        # Mixed families are refused before anything changes; the failing prefix is named.
+        # A bad prefix in the middle (here of the other family) is named, and the batch is
+        # refused before anything changes: neither the prefixes before nor after it are added.
         expect(Retval.INVALID_VALUE, a.ip_route_add_del_multi, is_add=True, paths=nh,
-               prefixes=["40.0.0.0/8", "2001:db8::/32"], match="prefixes[1] 2001:db8::/32")
-        assert "40.0.0.0/8" not in {str(r.prefix) for r in a.ip_route_dump(table_id=0)}
+               prefixes=["40.0.0.0/8", "2001:db8::/32", "41.0.0.0/8"],
+               match="prefixes[1] 2001:db8::/32")
+        left = {str(r.prefix) for r in a.ip_route_dump(table_id=0)}
+        assert "40.0.0.0/8" not in left and "41.0.0.0/8" not in left
         # Deleting stops at the first prefix without a route (those before it are gone).
         expect(Retval.NO_SUCH_ENTRY, a.ip_route_add_del_multi, is_add=False, paths=nh,
                prefixes=["30.0.0.0/8", "50.0.0.0/8", "20.0.0.0/32"],

@@ -150,14 +150,16 @@ fn script_routes() {
 
 #[test]
 fn script_route_table_lines() {
-    // Plain `ip route add <prefix> <paths>` lines skip the command tree (vnet::bulk): the
-    // transcript and the FIBs must be what the command tree gives for the same lines,
-    // run one by one on a second daemon.
+    // Plain `ip route add <prefix> <paths>` lines skip the command tree and are applied in
+    // batches of lines with the same paths (vnet::bulk): the transcript and the FIBs must
+    // be what the command tree gives for the same lines, run one by one on a second
+    // daemon. Lines 16-17 are a batch whose paths fail (each line reported), 19 a bad
+    // prefix and 21 a missing table in the middle of a run (the lines after them run).
     let d = Daemon::start("vpproutetable", "");
     let f = script("route-table.cli");
     let e = d
         .cli(&format!("exec {}", f.display()))
-        .expect_err("three lines fail");
+        .expect_err("seven lines fail");
     let one = Daemon::start("vpproutetable1", "");
     let mut expect = String::new();
     for (n, line) in std::fs::read_to_string(&f).unwrap().lines().enumerate() {
@@ -166,12 +168,20 @@ fn script_route_table_lines() {
             Err(e) => expect += &format!("{}:{}: {e}\n", f.display(), n + 1),
         }
     }
-    expect += &format!("{}: 3 line(s) failed", f.display());
+    expect += &format!("{}: 7 line(s) failed", f.display());
     assert_eq!(e, expect);
     assert!(
         e.contains(":6: bad prefix length") && e.contains(":9: "),
         "{e}"
     );
+    for l in [
+        ":16: next hop 9.9.9.9",
+        ":17: next hop 9.9.9.9",
+        ":19: bad prefix",
+        ":21: ",
+    ] {
+        assert!(e.contains(l), "{l}: {e}");
+    }
     for fam in ["ip", "ip6"] {
         let (fib, fib1) = (
             d.ok(&format!("show {fam} fib")),
@@ -180,7 +190,15 @@ fn script_route_table_lines() {
         assert_eq!(fib, fib1);
     }
     let fib = d.ok("show ip fib");
-    for p in ["20.0.0.0/24", "20.0.4.0/24", "20.0.5.0/24", "20.0.7.0/24"] {
+    for p in [
+        "20.0.0.0/24",
+        "20.0.4.0/24",
+        "20.0.5.0/24",
+        "20.0.7.0/24",
+        "20.2.0.0/24",
+        "20.2.2.0/24",
+        "20.2.4.0/24",
+    ] {
         assert!(fib.contains(p), "{p}: {fib}");
     }
     assert!(

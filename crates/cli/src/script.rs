@@ -54,6 +54,56 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
+/// Whether each byte of `x` is `c`: the high bit of each byte that is (exact up to the
+/// lowest such byte; a byte above one may be flagged by the borrow).
+#[inline(always)]
+fn bytes_eq(x: u64, c: u8) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    let y = x ^ (LO * u64::from(c));
+    y.wrapping_sub(LO) & !y & (LO << 7)
+}
+
+/// The end of the line starting at `pos` (the next `\n` or the end of the text), and
+/// whether the line has a byte that needs the slow path (`#`, a brace, `\\`): eight bytes
+/// at a time.
+fn line_end(b: &[u8], pos: usize) -> (usize, bool) {
+    let specials =
+        |x| bytes_eq(x, b'#') | bytes_eq(x, b'{') | bytes_eq(x, b'}') | bytes_eq(x, b'\\');
+    let mut end = pos;
+    let mut special = false;
+    while let Some(w) = b.get(end..end + 8) {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or_default());
+        let nl = bytes_eq(x, b'\n');
+        if nl != 0 {
+            // The lowest flagged byte is exact; a special below it is a real one.
+            let k = nl.trailing_zeros() / 8;
+            let below = (1u64 << (k * 8)) - 1;
+            return (end + k as usize, special || specials(x) & below != 0);
+        }
+        special |= specials(x) != 0;
+        end += 8;
+    }
+    while let Some(&c) = b.get(end) {
+        if c == b'\n' {
+            break;
+        }
+        special |= matches!(c, b'#' | b'{' | b'}' | b'\\');
+        end += 1;
+    }
+    (end, special)
+}
+
+/// `line.trim()`, with ASCII white space trimmed without decoding characters.
+fn trim(line: &str) -> &str {
+    let t = line.trim_ascii();
+    let b = t.as_bytes();
+    if b.first().is_some_and(|&c| c >= 0x80) || b.last().is_some_and(|&c| c >= 0x80) {
+        line.trim()
+    } else {
+        t
+    }
+}
+
 /// Splits a line into (its text without comment, whether it ends in a `\` continuation).
 fn continued(line: &str) -> (&str, bool) {
     let t = line.trim_end();
@@ -80,22 +130,29 @@ pub fn split_script(text: &str) -> Result<Vec<(usize, Cow<'_, str>)>, ScriptErro
     let mut depth: usize = 0;
     // The previous line ended in `\`.
     let mut open = false;
-    for (i, raw) in text.split('\n').enumerate() {
+    // The lines as `text.split('\n')` gives them, each scanned once for its end and for
+    // the bytes that need the slow path (a million-line route table spends most of its
+    // split here).
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    let mut i = 0;
+    while pos <= bytes.len() {
+        let (end, special) = line_end(bytes, pos);
+        // `\n` is one byte, never inside a multi-byte character.
+        let raw = &text[pos..end];
+        pos = end + 1;
+        i += 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
-        if (cur.is_empty() || (depth == 0 && !open))
-            && !line
-                .as_bytes()
-                .iter()
-                .any(|&c| matches!(c, b'#' | b'{' | b'}' | b'\\'))
-        {
+        if (cur.is_empty() || (depth == 0 && !open)) && !special {
             // The usual line: no comment, brace or continuation, not inside a command.
             open = false;
-            let t = line.trim();
+            let t = trim(line);
             if !t.is_empty() {
-                out.push((i + 1, Cow::Borrowed(t)));
+                out.push((i, Cow::Borrowed(t)));
             }
             continue;
         }
+        let i = i - 1;
         let (body, more) = continued(line);
         let pending = !cur.is_empty() && (depth > 0 || open);
         open = more;
@@ -297,6 +354,15 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn line_end_is_a_byte_scan(s in "[a-z {}#\\\\\n\r]{0,40}", pos in 0usize..40) {
+            let b = s.as_bytes();
+            let pos = pos.min(b.len());
+            let end = b[pos..].iter().position(|&c| c == b'\n').map_or(b.len(), |k| pos + k);
+            let special = b[pos..end].iter().any(|c| b"#{}\\".contains(c));
+            proptest::prop_assert_eq!(line_end(b, pos), (end, special));
+        }
+
         #[test]
         fn never_panics_and_commands_are_clean(s in "(\\r\\n|\\\\\\n|[a-z {}#\\\\\\n\\t]){0,300}") {
             if let Ok(v) = split_script(&s) {

@@ -11,6 +11,7 @@
 
 use crate::groups::{GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
+use sluice_infra::hash::FastState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -40,7 +41,7 @@ pub struct Ip4Table {
 pub struct Ip4Lpm {
     table: std::sync::Arc<Ip4Table>,
     alloc: GroupAlloc,
-    routes: [HashMap<u32, u32>; 33],
+    routes: [HashMap<u32, u32, FastState>; 33],
     n_routes: usize,
 }
 
@@ -134,7 +135,7 @@ impl Ip4Lpm {
                 groups: GroupStore::new(),
             }),
             alloc: GroupAlloc::new(),
-            routes: std::array::from_fn(|_| HashMap::new()),
+            routes: std::array::from_fn(|_| HashMap::default()),
             n_routes: 0,
         }
     }

@@ -21,6 +21,7 @@
 
 use crate::groups::{entry_in, GroupAlloc, GroupStore};
 use sluice_infra::epoch::{Epochs, ZeroedAtomicU32s};
+use sluice_infra::hash::FastState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -172,7 +173,7 @@ fn descend_rest(groups: &[AtomicU32], mut e: u32, a: &[u8; 16], k: usize) -> u32
 pub struct Ip6Lpm {
     table: std::sync::Arc<Ip6Table>,
     alloc: GroupAlloc,
-    routes: Vec<HashMap<u128, u32>>,
+    routes: Vec<HashMap<u128, u32, FastState>>,
     n_routes: usize,
 }
 
@@ -198,7 +199,7 @@ impl Ip6Lpm {
                 groups: GroupStore::new(),
             }),
             alloc: GroupAlloc::new(),
-            routes: (0..=128).map(|_| HashMap::new()).collect(),
+            routes: (0..=128).map(|_| HashMap::default()).collect(),
             n_routes: 0,
         }
     }

@@ -13,6 +13,7 @@ use sluice_fib::adj::{Adj, AdjKind};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
 use sluice_infra::epoch::{Epochs, Retired};
+use smallvec::{smallvec, SmallVec};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
@@ -52,56 +53,55 @@ impl Source {
     }
 }
 
-/// Paths (adjacency, weight) per source, in source order (the best first). One slot per
-/// source inside the route: a map would allocate a node per route (~300 bytes of a
-/// `BTreeMap` leaf for one entry), the largest cost of loading a million routes.
+/// Paths (adjacency, weight) of one source or installed: up to two inline, more on the
+/// heap (a route of a loaded table allocates nothing beside its map entry).
+pub type PathList = SmallVec<[(u32, u32); 2]>;
+
+/// Paths per source, in source order (the best first): the sources present, inline when
+/// there is one (a map, or a slot per source, would make every route of a million-route
+/// table larger or allocate per route — the largest cost of loading one).
 #[derive(Clone, Debug, Default)]
-pub struct Sources([Option<Vec<(u32, u32)>>; 4]);
+pub struct Sources(SmallVec<[(Source, PathList); 1]>);
 
 impl Sources {
-    const ALL: [Source; 4] = [
-        Source::Local,
-        Source::Connected,
-        Source::Adjacency,
-        Source::Static,
-    ];
-
     /// The paths of `src`.
-    pub fn get(&self, src: &Source) -> Option<&Vec<(u32, u32)>> {
-        self.0[*src as usize].as_ref()
+    pub fn get(&self, src: &Source) -> Option<&PathList> {
+        self.0.iter().find(|e| e.0 == *src).map(|e| &e.1)
     }
 
     /// Whether `src` has paths.
     pub fn contains_key(&self, src: &Source) -> bool {
-        self.0[*src as usize].is_some()
+        self.0.iter().any(|e| e.0 == *src)
     }
 
     /// Sets the paths of `src`.
-    pub fn insert(&mut self, src: Source, paths: Vec<(u32, u32)>) {
-        self.0[src as usize] = Some(paths);
+    pub fn insert(&mut self, src: Source, paths: PathList) {
+        match self.0.iter().position(|e| e.0 >= src) {
+            Some(i) if self.0[i].0 == src => self.0[i].1 = paths,
+            Some(i) => self.0.insert(i, (src, paths)),
+            None => self.0.push((src, paths)),
+        }
     }
 
     /// Takes the paths of `src` out.
-    pub fn remove(&mut self, src: &Source) -> Option<Vec<(u32, u32)>> {
-        self.0[*src as usize].take()
+    pub fn remove(&mut self, src: &Source) -> Option<PathList> {
+        let i = self.0.iter().position(|e| e.0 == *src)?;
+        Some(self.0.remove(i).1)
     }
 
     /// No source has paths.
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(Option::is_none)
+        self.0.is_empty()
     }
 
     /// Removes every source.
     pub fn clear(&mut self) {
-        *self = Sources::default();
+        self.0.clear();
     }
 
     /// (source, paths), best source first.
-    pub fn iter(&self) -> impl Iterator<Item = (&Source, &Vec<(u32, u32)>)> {
-        Self::ALL
-            .iter()
-            .zip(&self.0)
-            .filter_map(|(s, p)| Some((s, p.as_ref()?)))
+    pub fn iter(&self) -> impl Iterator<Item = (&Source, &PathList)> {
+        self.0.iter().map(|(s, p)| (s, p))
     }
 
     /// The sources with paths, best first.
@@ -110,8 +110,8 @@ impl Sources {
     }
 
     /// The paths, best source first.
-    pub fn values(&self) -> impl Iterator<Item = &Vec<(u32, u32)>> {
-        self.0.iter().flatten()
+    pub fn values(&self) -> impl Iterator<Item = &PathList> {
+        self.iter().map(|(_, p)| p)
     }
 }
 
@@ -124,7 +124,7 @@ pub struct Route {
     /// Recursive static next hops (address, weight).
     pub vias: Vec<(u128, u32)>,
     /// The paths installed (after recursion): what the data plane forwards over.
-    pub installed: Vec<(u32, u32)>,
+    pub installed: PathList,
     /// The LPM value installed (adjacency, or `LB_FLAG | load-balance`).
     value: u32,
 }
@@ -314,7 +314,7 @@ impl Lbs {
 type DirectResult = Result<(bool, Result<(), String>), String>;
 
 /// What a route forwards over: (adjacency, weight) paths, and a load-balance object to share.
-type Effective = (Vec<(u32, u32)>, Option<u32>);
+type Effective = (PathList, Option<u32>);
 
 /// Routes of one table of one family (main thread).
 pub struct RouteTable<L: Lpm> {
@@ -425,7 +425,7 @@ impl<L: Lpm> RouteTable<L> {
         src: Source,
         adj: Option<u32>,
     ) -> Result<(), String> {
-        let paths = adj.map(|a| vec![(a, 1)]).unwrap_or_default();
+        let paths = adj.map(|a| smallvec![(a, 1)]).unwrap_or_default();
         self.set_paths(lbs, p, len, src, paths)
     }
 
@@ -437,7 +437,7 @@ impl<L: Lpm> RouteTable<L> {
         p: L::Addr,
         len: u8,
         src: Source,
-        paths: Vec<(u32, u32)>,
+        paths: PathList,
     ) -> Result<(), String> {
         let key = (L::mask(p, len), len);
         let r = self.routes.entry(key).or_default();
@@ -490,7 +490,7 @@ impl<L: Lpm> RouteTable<L> {
         if direct.is_none() && r.vias.is_empty() {
             return None;
         }
-        let mut out: Vec<(u32, u32)> = direct.cloned().unwrap_or_default();
+        let mut out: PathList = direct.cloned().unwrap_or_default();
         let mut share = None;
         for &(nh, w) in &r.vias {
             let Some(c) = self.cover(L::from_u128(nh), key) else {
@@ -711,7 +711,7 @@ impl<L: Lpm> RouteTable<L> {
                 }
             }
         } else if drop {
-            direct = vec![(0, 1)];
+            direct = smallvec![(0, 1)];
             vias.clear();
         } else {
             direct.retain(|c| c.0 != 0);
@@ -780,7 +780,7 @@ impl<L: Lpm> RouteTable<L> {
                 .cloned();
             if let Some(paths) = paths {
                 if paths.iter().any(|x| adjs.contains(&x.0)) {
-                    let kept: Vec<(u32, u32)> =
+                    let kept: PathList =
                         paths.into_iter().filter(|x| !adjs.contains(&x.0)).collect();
                     let _ = self.set_paths(lbs, p, l, Source::Static, kept);
                 }
@@ -1468,7 +1468,8 @@ impl<A> RoutePaths<A> {
 pub const MAX_ROUTE_COUNT: u32 = 1 << 22;
 
 /// Memory one route is assumed to need (route entry, FIB leaves, load-balance slot): the
-/// daemon's RSS grew by 572 bytes per route adding 1M /32s (release build), rounded up.
+/// daemon's RSS grew by 219 bytes per route adding 1M /32s (release build; 403 before
+/// routes kept their paths inline), with room for the worst case (ECMP, recursive).
 pub const ROUTE_BYTES_ESTIMATE: u64 = 1024;
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
@@ -1781,6 +1782,30 @@ mod tests {
     }
     use super::*;
     use sluice_fib::ip4::Ip4Lpm;
+
+    #[test]
+    fn a_route_with_few_paths_is_small_and_allocates_nothing() {
+        // The size of a million-route table: the map's entries are routes.
+        assert!(
+            std::mem::size_of::<Route>() <= 96,
+            "{}",
+            std::mem::size_of::<Route>()
+        );
+        let mut s = Sources::default();
+        s.insert(Source::Static, smallvec![(3, 1), (4, 2)]);
+        s.insert(Source::Local, smallvec![(1, 1)]);
+        s.insert(Source::Adjacency, smallvec![(2, 1)]);
+        assert!(!s.0.spilled() || s.0.len() > 1);
+        assert!(s.get(&Source::Static).is_some_and(|p| !p.spilled()));
+        let order: Vec<Source> = s.keys().copied().collect();
+        assert_eq!(order, [Source::Local, Source::Adjacency, Source::Static]);
+        s.insert(Source::Local, smallvec![(9, 1)]);
+        assert_eq!(s.values().next().map(|p| p[0]), Some((9, 1)));
+        assert_eq!(s.remove(&Source::Adjacency).map(|p| p.len()), Some(1));
+        assert!(!s.contains_key(&Source::Adjacency));
+        s.clear();
+        assert!(s.is_empty());
+    }
 
     fn table() -> (RouteTable<Ip4Lpm>, Lbs) {
         let e = Arc::new(Epochs::new(1));
