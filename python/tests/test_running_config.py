@@ -1,6 +1,7 @@
 """`show running-config` / `save running-config`: a random configuration, dumped, replayed as
 the `exec` script of a fresh daemon, dumps again identically (and the API sees the same
-routes, neighbours, bridge domains and interfaces in both)."""
+routes, neighbours, bridge domains, interfaces and features in both). The configuration
+covers NAT44, ACLs and policers too (plugins' sections of the running configuration)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,57 @@ def random_config(rnd: random.Random) -> list[str]:
     cmds.append(f"test l2patch rx {pgs[-1]} tx {pgs[-2]}")
     cmds.append(f"set interface feature {pgs[0]} ip4-unicast-count arc ip4-unicast")
     cmds.append(f"set interface feature {pgs[1]} ip6-source-check-via-rx arc ip6-unicast")
+    cmds += services_config(rnd, pgs, l3, tables[0])
+    return cmds
+
+
+def services_config(rnd: random.Random, pgs: list[str], l3: list[str], vrf: int) -> list[str]:
+    """NAT44, ACLs and policers over the interfaces of `random_config`."""
+    cmds = [f"set nat timeout udp {rnd.randint(30, 299)} icmp {rnd.randint(5, 59)}",
+            f"nat44 plugin enable sessions {rnd.randint(1000, 9999)}",
+            f"nat44 add address 198.51.100.{rnd.randint(1, 9)} - 198.51.100.{rnd.randint(10, 20)}",
+            f"nat44 add address 203.0.113.7 tenant-vrf {vrf}",
+            f"nat44 add interface address {l3[2]}",
+            f"set interface nat44 in {l3[0]} out {l3[2]}",
+            f"set interface nat44 in {l3[1]}",
+            f"nat44 add static mapping tcp local 10.0.0.3 {rnd.randint(1, 999)} "
+            f"external 198.51.100.99 {rnd.randint(1000, 9999)}",
+            f"nat44 add static mapping udp local 10.1.0.5 53 external {l3[2]} 5353 vrf {vrf}",
+            "nat44 add static mapping local 10.0.0.9 external 198.51.100.98",
+            "nat44 add identity mapping 10.0.0.1 tcp 22",
+            f"nat44 add identity mapping external {l3[0]}"]
+    n_acls = rnd.randint(2, 4)
+    for i in range(n_acls):
+        rules = []
+        for _ in range(rnd.randint(1, 4)):
+            kind = rnd.choice(["plain", "ports", "flags", "v6", "icmp"])
+            act = rnd.choice(["permit", "deny", "permit+reflect"])
+            if kind == "plain":
+                rules.append(f"{act} src 10.{rnd.randint(0, 9)}.0.0/16 dst 0.0.0.0/0")
+            elif kind == "ports":
+                lo = rnd.randint(1, 1000)
+                rules.append(f"{act} src 0.0.0.0/0 dst 192.0.2.0/24 proto 17 "
+                             f"sport {lo}-{lo + 100} dport 53")
+            elif kind == "flags":
+                rules.append(f"{act} src 10.0.0.0/8 dst 0.0.0.0/0 proto 6 dport 80 "
+                             "tcpflags 2 mask 18")
+            elif kind == "v6":
+                rules.append(f"{act} src 2001:db8::/32 dst ::/0 proto 6")
+            else:
+                rules.append(f"{act} src 0.0.0.0/0 dst 0.0.0.0/0 proto 1 sport 8 dport 0")
+        tag = f" tag t{i}" if rnd.random() < 0.5 else ""
+        cmds.append(f"set acl-plugin acl index {i * 2} {', '.join(rules)}{tag}")
+    cmds.append("set acl-plugin session timeout tcp idle 3600")
+    for i in range(n_acls):
+        cmds.append(f"set acl-plugin interface {rnd.choice(pgs[:2])} "
+                    f"{rnd.choice(['input', 'output'])} acl {i * 2}")
+    cmds.append(f"configure policer name p1 cir {rnd.randint(100, 9999)} cb 15000 "
+                "conform-action mark-and-transmit AF21")
+    cmds.append(f"configure policer name p2 type 2r3c-2698 cir 100 cb 50 eir 200 eb 60 rate pps "
+                "exceed-action transmit violate-action drop")
+    cmds.append(f"policer input name p1 {l3[0]}")
+    cmds.append(f"policer output name p2 {l3[0]}")
+    cmds.append(f"policer input name p2 {l3[1]}")
     return cmds
 
 
@@ -97,7 +149,9 @@ def api_view(vpp: SluiceInstance):
                   for v6 in (False, True) for n in a.ip_neighbor_dump(is_ipv6=v6))
     bds = [(b.bd_id, b.uu_flood, b.mac_age, [(names[m.sw_if_index], m.shg) for m in b.members])
            for b in a.bridge_domain_dump()]
-    return ifs, sorted(routes), nbrs, bds
+    feats = sorted((n, f) for n in names.values() if n != "local0"
+                   for f in vpp.cli(f"show interface features {n}").split())
+    return ifs, sorted(routes), nbrs, bds, feats
 
 
 class TestRunningConfig(SluiceTestCase):

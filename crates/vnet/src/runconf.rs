@@ -6,7 +6,8 @@
 //! its creation (drivers say how, [`register_creator`]), MAC, MTU, promiscuous mode, tables,
 //! addresses, admin state; then what refers to other interfaces (bridge membership in member
 //! order, cross-connects, patches), static L2 FIB entries, static neighbours, static routes
-//! of every table (all paths of a route on one line), features and rx queues. What the
+//! of every table (all paths of a route on one line), the plugins' sections
+//! ([`register_section`]: NAT, ACLs, policers, in plugin order), features and rx queues. What the
 //! daemon made itself is left out: local0, link-local addresses (`enable ip6 interface` when
 //! IPv6 has no global address), connected/local/adjacency routes, learned neighbours and MACs,
 //! a BVI's own L2 FIB entry. Packet-generator streams are runtime state, not configuration.
@@ -34,6 +35,43 @@ pub fn register_creator(vm: &mut Vlib, driver: &'static str, f: CreatorFn) {
     let l = &mut vm.ext_mut::<Creators>().list;
     l.retain(|(d, _)| *d != driver);
     l.push((driver, f));
+}
+
+/// A plugin's part of the running configuration: the lines recreating what it owns, run
+/// after interfaces, tables and routes exist. `features` are the feature nodes its lines
+/// enable themselves (`set interface nat44 in pg0` enables `nat44-ed-in2out`): they are left
+/// out of the generic `set interface feature` lines.
+#[derive(Clone, Copy)]
+pub struct Section {
+    /// The plugin (one section each; registering again replaces it).
+    pub name: &'static str,
+    /// The lines.
+    pub lines: fn(&mut Vlib) -> Vec<String>,
+    /// Feature nodes the lines enable.
+    pub features: &'static [&'static str],
+}
+
+/// The plugins' sections (a `Vlib` extension).
+#[derive(Default)]
+pub struct Sections {
+    list: Vec<Section>,
+}
+
+/// Adds plugin `name`'s section to `show running-config` (plugins call this from `init`):
+/// `lines` recreates its configuration, `features` are the feature nodes those lines enable.
+pub fn register_section(
+    vm: &mut Vlib,
+    name: &'static str,
+    lines: fn(&mut Vlib) -> Vec<String>,
+    features: &'static [&'static str],
+) {
+    let l = &mut vm.ext_mut::<Sections>().list;
+    l.retain(|x| x.name != name);
+    l.push(Section {
+        name,
+        lines,
+        features,
+    });
 }
 
 /// Registers the commands.
@@ -334,9 +372,17 @@ pub fn running_config(vm: &mut Vlib) -> String {
         };
         out.extend(lines);
     }
+    // Plugins' sections.
+    let sections = vm.ext_mut::<Sections>().list.clone();
+    for s in &sections {
+        out.extend((s.lines)(vm));
+    }
     // Features and rx queues.
     for (i, ifname, ..) in &ifs {
         for (arc, f) in crate::feature::enabled(vm, *i) {
+            if sections.iter().any(|s| s.features.contains(&f.as_str())) {
+                continue;
+            }
             out.push(format!("set interface feature {ifname} {f} arc {arc}"));
         }
     }

@@ -712,6 +712,8 @@ impl Plugin for AclPlugin {
             .shared
             .threads
             .set((0..n).map(|_| Mutex::new(ThreadAcl::default())).collect());
+        const FEATURES: [&str; 4] = [NODES[0].0, NODES[1].0, NODES[2].0, NODES[3].0];
+        sluice_vnet::runconf::register_section(vm, "acl", running_config, &FEATURES);
         Ok(())
     }
 }
@@ -1315,6 +1317,64 @@ fn cli_show_acl(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(out)
 }
 
+fn if_name(vm: &mut Vlib, sw: u32) -> String {
+    vm.ext_mut::<Interfaces>()
+        .get(sluice_vnet::SwIfIndex(sw))
+        .map_or_else(|| format!("sw_if_index-{sw}"), |i| i.name.clone())
+}
+
+/// The ACL plugin's part of `show running-config`: session timeouts, every ACL (its index,
+/// rules and tag), then each interface's input and output lists in order.
+pub fn running_config(vm: &mut Vlib) -> Vec<String> {
+    let m = vm.ext_mut::<AclMain>();
+    let mut out = Vec::new();
+    let (t, d) = (m.timeouts, Timeouts::default());
+    for (w, v, dv) in [
+        ("udp idle", t.udp_idle, d.udp_idle),
+        ("tcp idle", t.tcp_idle, d.tcp_idle),
+        ("tcp transient", t.tcp_transient, d.tcp_transient),
+    ] {
+        if v != dv {
+            out.push(format!("set acl-plugin session timeout {w} {v}"));
+        }
+    }
+    for (i, acl) in &m.acls {
+        if acl.rules.is_empty() {
+            out.push(format!("# acl {i} has no rules: not recreated"));
+            continue;
+        }
+        let rules: Vec<String> = acl.rules.iter().map(Rule::cli).collect();
+        // The CLI splits rules at commas and words at white space.
+        let tag = &acl.tag;
+        let tag = if tag.contains([',', '"']) || tag == "cli" {
+            String::new()
+        } else if tag.is_empty() || tag.contains(char::is_whitespace) {
+            format!(" tag \"{tag}\"")
+        } else {
+            format!(" tag {tag}")
+        };
+        out.push(format!(
+            "set acl-plugin acl index {i} {}{tag}",
+            rules.join(", ")
+        ));
+    }
+    let mut lists: Vec<(u32, bool, Vec<u32>)> = m
+        .input
+        .iter()
+        .map(|(&sw, l)| (sw, false, l.clone()))
+        .chain(m.output.iter().map(|(&sw, l)| (sw, true, l.clone())))
+        .collect();
+    lists.sort_by_key(|x| (x.0, x.1));
+    for (sw, o, l) in lists {
+        let n = if_name(vm, sw);
+        let dir = if o { "output" } else { "input" };
+        for a in l {
+            out.push(format!("set acl-plugin interface {n} {dir} acl {a}"));
+        }
+    }
+    out
+}
+
 fn cli_show_interface(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
     let m = vm.ext_mut::<AclMain>();
@@ -1403,6 +1463,24 @@ mod tests {
         f[7] = 8;
         let d = icmp4_error(3, [9, 9, 9, 9], [10, 0, 0, 1], &f);
         assert!(icmp_error_sess_key(7, &key_of(&d, false).unwrap(), &d).is_none());
+    }
+
+    #[test]
+    fn a_rules_cli_text_parses_back_to_it() {
+        let texts = [
+            "permit src 10.0.0.0/8 dst 0.0.0.0/0",
+            "deny src 2001:db8::/32 dst ::/0 proto 6 sport 1-1024 dport 443",
+            "permit+reflect src 0.0.0.0/0 dst 192.0.2.1/32 proto 6 dport 80 tcpflags 2 mask 18",
+            "permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 1 sport 8 dport 0",
+            "permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17",
+        ];
+        for t in texts {
+            let mut tag = String::new();
+            let r = parse_rule(&mut Args::new(t), &mut tag).unwrap();
+            assert_eq!(r.cli(), t);
+            let again = parse_rule(&mut Args::new(&r.cli()), &mut tag).unwrap();
+            assert_eq!(again, r);
+        }
     }
 
     #[test]

@@ -98,8 +98,9 @@ impl Rule {
     }
 }
 
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Rule {
+    /// `<action> src <prefix> dst <prefix>`.
+    fn head(&self) -> String {
         let a = match self.action {
             Action::Deny => "deny",
             Action::Permit => "permit",
@@ -112,12 +113,45 @@ impl fmt::Display for Rule {
                 format!("{}/{l}", std::net::Ipv4Addr::from(x as u32))
             }
         };
+        format!("{a} src {} dst {}", p(self.src), p(self.dst))
+    }
+
+    /// The rule as `set acl-plugin acl` takes it (`show running-config`): fields at their
+    /// default left out.
+    pub fn cli(&self) -> String {
+        let range = |(a, b): (u16, u16)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        };
+        let mut s = self.head();
+        if let Some(proto) = self.proto {
+            s.push_str(&format!(" proto {proto}"));
+            if self.sport != (0, 65535) {
+                s.push_str(&format!(" sport {}", range(self.sport)));
+            }
+            if self.dport != (0, 65535) {
+                s.push_str(&format!(" dport {}", range(self.dport)));
+            }
+            if self.tcp_flags.1 != 0 {
+                s.push_str(&format!(
+                    " tcpflags {} mask {}",
+                    self.tcp_flags.0, self.tcp_flags.1
+                ));
+            }
+        }
+        s
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} src {} dst {} proto {} sport {}-{} dport {}-{}",
-            a,
-            p(self.src),
-            p(self.dst),
+            "{} proto {} sport {}-{} dport {}-{}",
+            self.head(),
             self.proto.unwrap_or(0),
             self.sport.0,
             self.sport.1,

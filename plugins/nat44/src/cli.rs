@@ -532,3 +532,112 @@ fn cli_clear_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     ops::clear_sessions(vm)?;
     Ok(String::new())
 }
+
+fn proto_cli(p: u8) -> &'static str {
+    match p {
+        6 => "tcp",
+        17 => "udp",
+        _ => "icmp",
+    }
+}
+
+/// NAT44's part of `show running-config`: enable, timeouts, pool (consecutive addresses of
+/// one tenant as a range), interface roles, static and identity mappings in the order added.
+pub fn running_config(vm: &mut Vlib) -> Vec<String> {
+    let c = lock(&shared(vm).ctl).clone();
+    let mut out = Vec::new();
+    let t = c.timeouts;
+    let d = Timeouts::default();
+    let mut l = String::new();
+    for (w, v, dv) in [
+        ("udp", t.udp, d.udp),
+        ("tcp-established", t.tcp_established, d.tcp_established),
+        ("tcp-transitory", t.tcp_transitory, d.tcp_transitory),
+        ("icmp", t.icmp, d.icmp),
+    ] {
+        if v != dv {
+            let _ = write!(l, " {w} {v}");
+        }
+    }
+    if !l.is_empty() {
+        out.push(format!("set nat timeout{l}"));
+    }
+    let Some(max) = c.max_sessions else {
+        return out;
+    };
+    out.push(format!("nat44 plugin enable sessions {max}"));
+    let mut i = 0;
+    while i < c.pool.len() {
+        let p = c.pool[i];
+        match p.src {
+            AddrSrc::Fixed(lo) => {
+                let mut hi = lo;
+                while c.pool.get(i + 1).is_some_and(|n| {
+                    n.src == AddrSrc::Fixed(hi.wrapping_add(1)) && n.tenant_vrf == p.tenant_vrf
+                }) {
+                    hi += 1;
+                    i += 1;
+                }
+                let range = if hi != lo {
+                    format!(" - {}", ip(hi))
+                } else {
+                    String::new()
+                };
+                let vrf = p
+                    .tenant_vrf
+                    .map_or(String::new(), |v| format!(" tenant-vrf {v}"));
+                out.push(format!("nat44 add address {}{range}{vrf}", ip(lo)));
+            }
+            AddrSrc::Interface(sw) => {
+                out.push(format!("nat44 add interface address {}", if_name(vm, sw)))
+            }
+        }
+        i += 1;
+    }
+    for (&sw, &r) in &c.roles {
+        let n = if_name(vm, sw);
+        let mut l = String::from("set interface nat44");
+        if r & role::INSIDE != 0 {
+            let _ = write!(l, " in {n}");
+        }
+        if r & role::OUTSIDE != 0 {
+            let _ = write!(l, " out {n}");
+        }
+        out.push(l);
+    }
+    for m in c.mappings.values() {
+        let vrf = if m.vrf != 0 {
+            format!(" vrf {}", m.vrf)
+        } else {
+            String::new()
+        };
+        if m.identity {
+            let src = match m.external {
+                AddrSrc::Fixed(x) => ip(x).to_string(),
+                AddrSrc::Interface(i) => format!("external {}", if_name(vm, i)),
+            };
+            let pp = m
+                .proto
+                .zip(m.local_port)
+                .map_or(String::new(), |(p, port)| {
+                    format!(" {} {port}", proto_cli(p))
+                });
+            out.push(format!("nat44 add identity mapping {src}{pp}{vrf}"));
+            continue;
+        }
+        let proto = m
+            .proto
+            .map_or(String::new(), |p| format!(" {}", proto_cli(p)));
+        let lp = m.local_port.map_or(String::new(), |p| format!(" {p}"));
+        let ep = m.external_port.map_or(String::new(), |p| format!(" {p}"));
+        let ext = match m.external {
+            AddrSrc::Fixed(x) => ip(x).to_string(),
+            AddrSrc::Interface(i) => if_name(vm, i),
+        };
+        out.push(format!(
+            "nat44 add static mapping{proto} local {}{lp} external {ext}{ep}{vrf}",
+            ip(m.local)
+        ));
+    }
+    out
+}

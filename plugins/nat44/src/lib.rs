@@ -223,6 +223,7 @@ impl Plugin for Nat44Plugin {
         if let Some(v4) = sluice_vnet::ip4::shared(vm) {
             let _ = shared.ip4.set(v4);
         }
+        sluice_vnet::runconf::register_section(vm, "nat", cli::running_config, &[IN2OUT, OUT2IN]);
         Ok(())
     }
 }

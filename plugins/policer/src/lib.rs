@@ -436,6 +436,8 @@ impl Plugin for PolicerPlugin {
             .shared
             .threads
             .set((0..n).map(|_| Mutex::new(Arc::default())).collect());
+        const FEATURES: [&str; 4] = [NODES[0].0, NODES[1].0, NODES[2].0, NODES[3].0];
+        sluice_vnet::runconf::register_section(vm, "policer", running_config, &FEATURES);
         Ok(())
     }
 }
@@ -668,6 +670,48 @@ fn cli_input(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_output(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     cli_bind(vm, a, true)
+}
+
+/// The policer plugin's part of `show running-config`: every policer, then the interfaces
+/// each is applied to.
+pub fn running_config(vm: &mut Vlib) -> Vec<String> {
+    let mut out = Vec::new();
+    let m = vm.ext_mut::<PolicerMain>();
+    for (name, p) in &m.policers {
+        let (pr, a) = (&p.cfg.params, &p.cfg.actions);
+        let mut l = format!(
+            "configure policer name {name} type {} cir {} cb {}",
+            pr.kind.name(),
+            pr.cir,
+            pr.cb
+        );
+        if pr.eir != 0 || pr.eb != 0 {
+            l.push_str(&format!(" eir {} eb {}", pr.eir, pr.eb));
+        }
+        l.push_str(match pr.rate_type {
+            RateType::Kbps => " rate kbps",
+            RateType::Pps => " rate pps",
+        });
+        l.push_str(&format!(
+            " conform-action {} exceed-action {} violate-action {}",
+            a[0], a[1], a[2]
+        ));
+        out.push(l);
+    }
+    let binds: Vec<(&str, u32, String)> = m
+        .input
+        .iter()
+        .map(|(&sw, n)| ("input", sw, n.clone()))
+        .chain(m.output.iter().map(|(&sw, n)| ("output", sw, n.clone())))
+        .collect();
+    for (dir, sw, n) in binds {
+        let ifn = vm
+            .ext_mut::<Interfaces>()
+            .get(sluice_vnet::SwIfIndex(sw))
+            .map_or_else(|| format!("sw_if_index-{sw}"), |i| i.name.clone());
+        out.push(format!("policer {dir} name {n} {ifn}"));
+    }
+    out
 }
 
 /// A policer's `show policer` text (tokens as of tick `now`).
