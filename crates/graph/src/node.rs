@@ -61,7 +61,7 @@ impl Severity {
 
 /// A node counter: symbolic name (stats path `/err/<node>/<name>`), description shown by
 /// `show errors`, severity.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CounterDesc {
     /// Symbolic name, snake_case.
     pub name: &'static str,
@@ -95,6 +95,28 @@ impl CounterDesc {
             description,
             severity: Severity::Info,
         }
+    }
+
+    /// The counters `base` (a [`counters!`](crate::counters) enum's `DESCS`) with other
+    /// descriptions, names and severities kept, in order: a node written once for both
+    /// address families declares its counters once and each family words them
+    /// (`ICMP errors sent`, `ICMPv6 errors sent`). Used in a `const`, a length that differs
+    /// from `base`'s fails the build.
+    pub const fn reworded<const N: usize>(
+        base: &[CounterDesc],
+        descriptions: [&'static str; N],
+    ) -> [CounterDesc; N] {
+        assert!(base.len() == N, "one description per counter");
+        let mut out = [CounterDesc::info("", ""); N];
+        let mut i = 0;
+        while i < N {
+            out[i] = CounterDesc {
+                description: descriptions[i],
+                ..base[i]
+            };
+            i += 1;
+        }
+        out
     }
 }
 

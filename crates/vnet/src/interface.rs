@@ -301,18 +301,13 @@ pub fn ensure_local0(vm: &mut Vlib) {
 }
 
 /// The per-interface record the nodes read (written by the main thread): one per
-/// `sw_if_index` in [`IfAttrs`], whatever the protocol; the families' per-interface values
-/// (FIB indices, IPv4's first address) sit beside the link's.
+/// `sw_if_index` in [`IfAttrs`], whatever the protocol: the link's values and the FIB index
+/// of each family, which `ethernet-input` stamps on what it receives. A family's addresses
+/// are its own (`ip4::Ip4Shared::if_addr`, `ip6::Ip6Shared::if_addrs`).
 #[derive(Default)]
 pub struct IfAttr {
     /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
     pub mac: AtomicU64,
-    /// First IPv4 address (host order), 0 = none.
-    pub ip4: AtomicU32,
-    /// The directed broadcast address of the first IPv4 address's subnet (host order), 0 =
-    /// none (no address, or a /31 or /32): `ethernet-input` accepts it inside a link-layer
-    /// broadcast, `ip4-glean` never resolves it.
-    pub ip4_bcast: AtomicU32,
     /// L3 MTU.
     pub mtu: AtomicU32,
     /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.

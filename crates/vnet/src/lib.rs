@@ -12,6 +12,8 @@ pub mod error;
 pub mod ethernet;
 pub mod events;
 pub mod feature;
+pub mod glean;
+pub mod icmp_error;
 pub mod interface;
 pub mod ip4;
 pub mod ip6;

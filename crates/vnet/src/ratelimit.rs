@@ -54,7 +54,27 @@ pub struct Throttle<K> {
     gap_tsc: u64,
 }
 
-impl<K: Copy + PartialEq + Default> Default for Throttle<K> {
+/// What a [`Throttle`] tells requests apart by: a target address (`u32`, `u128`).
+pub trait ThrottleKey: Copy + PartialEq + Default + Send + 'static {
+    /// A 64-bit hash of the key (the table slot).
+    fn hash64(self) -> u64;
+}
+
+impl ThrottleKey for u32 {
+    #[inline]
+    fn hash64(self) -> u64 {
+        self as u64
+    }
+}
+
+impl ThrottleKey for u128 {
+    #[inline]
+    fn hash64(self) -> u64 {
+        (self as u64) ^ ((self >> 64) as u64)
+    }
+}
+
+impl<K: ThrottleKey> Default for Throttle<K> {
     fn default() -> Self {
         Throttle {
             recent: [(K::default(), 0); 64],
@@ -63,10 +83,11 @@ impl<K: Copy + PartialEq + Default> Default for Throttle<K> {
     }
 }
 
-impl<K: Copy + PartialEq> Throttle<K> {
-    /// Whether a request for `key` (whose 64-bit hash is `hash`) may go now; records it if so.
+impl<K: ThrottleKey> Throttle<K> {
+    /// Whether a request for `key` may go now; records it if so.
     #[inline]
-    pub fn allow(&mut self, cx: &Cx, key: K, hash: u64) -> bool {
+    pub fn allow(&mut self, cx: &Cx, key: K) -> bool {
+        let hash = key.hash64();
         if self.gap_tsc == 0 {
             self.gap_tsc = (cx.shared().clock.hz() * 0.01) as u64;
         }

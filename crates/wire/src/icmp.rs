@@ -17,6 +17,14 @@ pub mod kind {
     pub const PARAM_PROBLEM: u8 = 12;
 }
 
+/// Destination unreachable codes (RFC 792, RFC 1812 §5.2.7.1).
+pub mod unreach {
+    /// Port unreachable.
+    pub const PORT: u8 = 3;
+    /// Fragmentation needed and DF set (the next hop's MTU in bytes 6..8, RFC 1191).
+    pub const FRAG_NEEDED: u8 = 4;
+}
+
 /// A view of an ICMPv4 message (at least the 8-byte header).
 pub struct IcmpPacket<T: AsRef<[u8]>> {
     buf: T,

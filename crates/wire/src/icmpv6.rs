@@ -61,6 +61,14 @@ pub mod kind {
     }
 }
 
+/// Destination unreachable codes (RFC 4443 §3.1).
+pub mod unreach {
+    /// No route to destination.
+    pub const NO_ROUTE: u8 = 0;
+    /// Port unreachable.
+    pub const PORT: u8 = 4;
+}
+
 /// A zero-copy view of an ICMPv6 message: the buffer is the whole message (the IPv6 payload
 /// after any extension headers), since the checksum covers all of it.
 #[derive(Debug, Clone)]

@@ -28,6 +28,43 @@ pub use crate::interface::MAX_IFS;
 
 pub use crate::interface::IfAttr;
 
+/// An interface's IPv4 addresses as the nodes read them (written by the control plane; one
+/// per `sw_if_index`, [`Ip4Shared::if_addr`]).
+#[derive(Default)]
+pub struct If4Addr {
+    /// The first address (host order), 0 = none.
+    first: AtomicU32,
+    /// The directed broadcast of the first address's subnet (host order), 0 = none (no
+    /// address, a /31 or a /32): `ip4-glean` never resolves it.
+    broadcast: AtomicU32,
+}
+
+impl If4Addr {
+    /// The first address (host order), 0 = none: the source of the interface's ARP requests
+    /// and ICMP errors.
+    #[inline]
+    pub fn first(&self) -> u32 {
+        self.first.load(Ordering::Relaxed)
+    }
+
+    /// The directed broadcast of the first address's subnet, 0 = none.
+    #[inline]
+    pub fn broadcast(&self) -> u32 {
+        self.broadcast.load(Ordering::Relaxed)
+    }
+
+    /// Publishes `addr`/`len` as the first address (0: none).
+    fn set(&self, addr: u32, len: u8) {
+        self.first.store(addr, Ordering::Relaxed);
+        let bcast = if addr != 0 && len <= 30 {
+            addr | (u32::MAX >> len)
+        } else {
+            0
+        };
+        self.broadcast.store(bcast, Ordering::Relaxed);
+    }
+}
+
 /// State shared by every thread's IPv4 nodes.
 pub struct Ip4Shared {
     /// The LPM read side of table 0.
@@ -38,6 +75,8 @@ pub struct Ip4Shared {
     pub adj: Arc<AdjTable>,
     /// Per-interface attributes (the vnet interface table, [`crate::interface::IfAttrs`]).
     pub ifs: crate::interface::IfAttrs,
+    /// Per-interface IPv4 addresses by `sw_if_index` ([`MAX_IFS`] entries).
+    addrs: Box<[If4Addr]>,
     /// The load-balance read side.
     pub lb: Arc<LbTable>,
     /// Feature-arc next table.
@@ -67,6 +106,12 @@ impl Ip4Shared {
     #[inline(always)]
     pub fn if_attr(&self, i: u32) -> &IfAttr {
         crate::interface::attr(&self.ifs, i)
+    }
+
+    /// The IPv4 addresses of an interface (`local0`'s, none, for out-of-range indices).
+    #[inline]
+    pub fn if_addr(&self, i: u32) -> &If4Addr {
+        self.addrs.get(i as usize).unwrap_or(&self.addrs[0])
     }
 }
 
@@ -317,6 +362,7 @@ pub fn new_shared(
         lb: lbs.table().clone(),
         features,
         ifs,
+        addrs: (0..MAX_IFS).map(|_| If4Addr::default()).collect(),
         learned: Mutex::new(Vec::new()),
         ping: Default::default(),
         own: crate::own_source::SourceFilter::new_shared(),
@@ -478,17 +524,6 @@ pub fn martian_address(a: u32, loopback_ok: bool) -> Option<&'static str> {
     }
 }
 
-/// Publishes an interface's first IPv4 address and its subnet's directed broadcast.
-fn store_first_ip4(a: &IfAttr, addr: u32, len: u8) {
-    a.ip4.store(addr, Ordering::Relaxed);
-    let bcast = if addr != 0 && len <= 30 {
-        addr | (u32::MAX >> len)
-    } else {
-        0
-    };
-    a.ip4_bcast.store(bcast, Ordering::Relaxed);
-}
-
 /// `set interface ip address [del] <if> <addr>/<len>` (IPv4): the connected and local routes
 /// of the address; an address overlapping another interface's subnet in the same table is
 /// refused.
@@ -543,7 +578,7 @@ pub fn address_add_del(
         subnet_drops(&mut ctl, fib, addr, len, false).map_err(full)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
-        store_first_ip4(ctl.shared.if_attr(i.0), a, l);
+        ctl.shared.if_addr(i.0).set(a, l);
         return Ok(());
     }
     if exists {
@@ -563,8 +598,8 @@ pub fn address_add_del(
     }
     ctl.addrs.push((i.0, addr, len));
     ctl.own_keys.add(addr);
-    if ctl.shared.if_attr(i.0).ip4.load(Ordering::Relaxed) == 0 {
-        store_first_ip4(ctl.shared.if_attr(i.0), addr, len);
+    if ctl.shared.if_addr(i.0).first() == 0 {
+        ctl.shared.if_addr(i.0).set(addr, len);
     }
     let (src, mtu) = (ctl.if_mac(i.0), ctl.if_mtu(i.0));
     let glean = ctl
@@ -927,9 +962,7 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 .lookup_adj(fib, dst)
                 .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
         });
-        let src = out_if
-            .map(|i| ctl.shared.if_attr(i).ip4.load(Ordering::Relaxed))
-            .unwrap_or(0);
+        let src = out_if.map(|i| ctl.shared.if_addr(i).first()).unwrap_or(0);
         (ctl.shared.clone(), src, fib)
     };
     if src == 0 {
@@ -1013,9 +1046,9 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
     }
+    ctl.shared.if_addr(i).set(0, 32);
     if let Some(x) = ctl.shared.ifs.get(i as usize) {
         x.mac.store(0, Ordering::Relaxed);
-        x.ip4.store(0, Ordering::Relaxed);
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(0, Ordering::Relaxed);
         x.fib4.store(0, Ordering::Relaxed);

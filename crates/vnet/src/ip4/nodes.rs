@@ -1,16 +1,20 @@
 //! The IPv4 path's nodes (`ethernet-input` is [`crate::ethernet`], `arp-input`
-//! [`crate::arp`]). Each node's header: name, metadata used/set, next arcs, counters.
+//! [`crate::arp`]; `ip4-icmp-error` and `ip4-glean` are the nodes written once for both
+//! families, [`crate::icmp_error`] and [`crate::glean`], of which this module holds the
+//! IPv4 side). Each node's header: name, metadata used/set, next arcs, counters.
 //!
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{CtlSlot, Ip4Shared};
 use crate::arp::arp_request;
+use crate::glean::{GleanCounter, GleanFamily};
+use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
+    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
@@ -39,11 +43,6 @@ pub const IP4_ICMP_ERROR: &str = "ip4-icmp-error";
 pub const IP4_GLEAN: &str = "ip4-glean";
 /// `ip4-neighbor-process`.
 pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
-
-/// `feature_meta[0]` of a buffer sent to `ip4-icmp-error`: `type << 8 | code`, and
-/// `feature_meta[1]`: the MTU for "fragmentation needed".
-const ICMP_META: usize = 0;
-const ICMP_MTU: usize = 1;
 
 // ---------------------------------------------------------------------------------------
 /// `ip4-input`: validates IPv4 headers (RFC 1812 §5.2.2) and trims Ethernet padding.
@@ -547,14 +546,14 @@ impl Ip4Rewrite {
         let t = field::TTL;
         let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
         if w >> 24 <= 1 && !local {
-            b.hdr.feature_meta[ICMP_META] = (icmp::kind::TIME_EXCEEDED as u64) << 8;
+            crate::icmp_error::request(b.hdr, icmp::kind::TIME_EXCEEDED, 0, 0);
             cx.count(RewriteCounter::TtlExpired, 1);
             return RewriteNext::IcmpError.next();
         }
         if len > mtu {
             if h[field::FLAGS_FRAG] & field::DF_BIT != 0 {
-                b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 4;
-                b.hdr.feature_meta[ICMP_MTU] = mtu as u64;
+                let code = icmp::unreach::FRAG_NEEDED;
+                crate::icmp_error::request(b.hdr, icmp::kind::DEST_UNREACH, code, mtu as u32);
                 return RewriteNext::IcmpError.next();
             }
             b.hdr.error = cx.error(RewriteCounter::MtuExceeded);
@@ -579,7 +578,7 @@ impl Ip4Rewrite {
 /// `ip4-local`: packets for the router. Answers ICMP echo requests in place.
 ///
 /// - uses: the IPv4 header; `rx_if`.
-/// - sets: rewrites echo requests into replies; `feature_meta[0]` for port unreachable.
+/// - sets: rewrites echo requests into replies; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
 ///   closed port; `punt` (3) for other protocols, and for UDP when the rx interface has a
 ///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp); the serving node's arc
@@ -717,7 +716,8 @@ impl PacketNode for Ip4Local {
                     cx.count(LocalCounter::Punted, 1);
                     return LocalNext::Punt.next();
                 }
-                b.hdr.feature_meta[ICMP_META] = ((icmp::kind::DEST_UNREACH as u64) << 8) | 3;
+                let code = icmp::unreach::PORT;
+                crate::icmp_error::request(b.hdr, icmp::kind::DEST_UNREACH, code, 0);
                 LocalNext::IcmpError.next()
             }
             p => {
@@ -732,208 +732,94 @@ impl PacketNode for Ip4Local {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `ip4-icmp-error`: turns the packet into an ICMP error back to its source (RFC 792,
-/// RFC 1812 §4.3.2): TTL exceeded, port unreachable, fragmentation needed. Rate limited per
-/// thread (token bucket, 1000/s, burst 100).
-///
-/// - uses: `feature_meta[0]` (type << 8 | code), `feature_meta[1]` (MTU), `rx_if` (its
-///   address is the error's source).
-/// - sets: rewrites the packet in place (new IPv4 + ICMP header, quoting the original).
-/// - next: `error-drop` (0); `ip4-lookup` (1).
-/// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv4 address),
-///   `suppressed` (about an ICMP error, a fragment or a broadcast: RFC 1812 §4.3.2.7),
-///   `no_headroom` (no room to prepend the new headers), `truncated` (shorter than an IPv4
-///   header: never from the IPv4 nodes).
-pub struct Ip4IcmpError {
-    shared: Arc<Ip4Shared>,
-    limit: crate::ratelimit::TokenBucket,
-}
+/// `ip4-icmp-error`: the family-neutral node ([`crate::icmp_error`]) over IPv4: errors of at
+/// most 576 bytes (RFC 1812 §4.3.2.3) from the rx interface's first address; none about an
+/// ICMP error, a non-first fragment, or a source in 0/8... that is not one host (0, class
+/// D/E, the limited broadcast: RFC 1812 §4.3.2.7).
+impl IcmpErrorFamily for Ip4Shared {
+    type Addr = u32;
+    const NODE: &'static str = IP4_ICMP_ERROR;
+    const NEXTS: [&'static str; 2] = ["error-drop", IP4_LOOKUP];
+    const COUNTERS: &'static [CounterDesc] = IcmpErrorCounter::DESCS;
+    const MIN_LEN: usize = MIN_HEADER_LEN;
+    const HEADERS: usize = MIN_HEADER_LEN + 8;
+    const MAX_LEN: usize = 576;
 
-sluice_graph::arcs! {
-    /// `ip4-icmp-error`'s next arcs.
-    pub enum IcmpErrorNext {
-        /// To `error-drop`.
-        Drop => "error-drop",
-        /// To `ip4-lookup`.
-        Lookup => IP4_LOOKUP,
-    }
-}
-
-sluice_graph::counters! {
-    /// `ip4-icmp-error`'s counters.
-    pub enum IcmpErrorCounter {
-        /// ICMP errors sent.
-        Sent => info("sent", "ICMP errors sent"),
-        /// ICMP error rate limited.
-        RateLimited => error("rate_limited", "ICMP error rate limited"),
-        /// No source address for ICMP error.
-        NoSource => error("no_source", "no source address for ICMP error"),
-        /// ICMP error not sent (ICMP error, fragment or broadcast).
-        Suppressed => error("suppressed", "ICMP error not sent (ICMP error, fragment or broadcast)"),
-        /// No headroom for the ICMP error.
-        NoHeadroom => error("no_headroom", "no headroom for the ICMP error"),
-        /// Shorter than an ip4 header.
-        Truncated => error("truncated", "shorter than an ip4 header"),
-    }
-}
-
-impl PacketNode for Ip4IcmpError {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if !self.limit.ready(cx) {
-            b.hdr.error = cx.error(IcmpErrorCounter::RateLimited);
-            return IcmpErrorNext::Drop.next();
-        }
-        let src = self.shared.if_attr(b.hdr.rx_if).ip4.load(Ordering::Relaxed);
-        if src == 0 {
-            b.hdr.error = cx.error(IcmpErrorCounter::NoSource);
-            return IcmpErrorNext::Drop.next();
-        }
-        let d = b.data();
-        if d.len() < 20 {
-            b.hdr.error = cx.error(IcmpErrorCounter::Truncated);
-            return IcmpErrorNext::Drop.next();
-        }
+    fn error_to(d: &[u8], _kind: u8) -> Option<u32> {
         let ihl = ((d[field::VER_IHL] & 0xf) as usize) * 4;
         let a = field::SRC;
-        let orig_src = u32::from_be_bytes([d[a], d[a + 1], d[a + 2], d[a + 3]]);
+        let src = u32::from_be_bytes([d[a], d[a + 1], d[a + 2], d[a + 3]]);
         let frag_off =
             u16::from_be_bytes([d[field::FLAGS_FRAG], d[field::FLAGS_FRAG + 1]]) & 0x1fff;
-        let is_icmp_error = d[field::PROTOCOL] == proto::ICMP
+        let about_error = d[field::PROTOCOL] == proto::ICMP
             && d.get(ihl)
                 .is_some_and(|&t| t != icmp::kind::ECHO_REQUEST && t != icmp::kind::ECHO_REPLY);
-        if is_icmp_error
-            || frag_off != 0
-            || orig_src == 0
-            || orig_src >> 28 >= 0xe
-            || orig_src == u32::MAX
-        {
-            b.hdr.error = cx.error(IcmpErrorCounter::Suppressed);
-            return IcmpErrorNext::Drop.next();
-        }
-        self.limit.take();
-        // Quote as much of the original as fits in 576 bytes (RFC 1812 §4.3.2.3).
-        let quote = d.len().min(576 - 28);
-        let meta = b.hdr.feature_meta[ICMP_META];
-        let mtu = b.hdr.feature_meta[ICMP_MTU] as u16;
-        b.set_len(quote);
-        let Some(h) = b.push_front(28) else {
-            b.hdr.error = cx.error(IcmpErrorCounter::NoHeadroom);
-            return IcmpErrorNext::Drop.next();
-        };
-        let total = (28 + quote) as u16;
+        let one_host = src != 0 && src >> 28 < 0xe;
+        (!about_error && frag_off == 0 && one_host).then_some(src)
+    }
+
+    fn error_from(&self, rx_if: u32, _to: u32) -> Option<u32> {
+        Some(self.if_addr(rx_if).first()).filter(|&a| a != 0)
+    }
+
+    fn write(d: &mut [u8], from: u32, to: u32, (kind, code, mtu): (u8, u8, u32)) {
+        let total = d.len() as u16;
+        let (h, m) = d.split_at_mut(MIN_HEADER_LEN);
         h.fill(0);
         h[field::VER_IHL] = 0x45;
         h[field::TOTAL_LEN..field::TOTAL_LEN + 2].copy_from_slice(&total.to_be_bytes());
         h[field::TTL] = 64;
         h[field::PROTOCOL] = proto::ICMP;
-        h[field::SRC..field::SRC + 4].copy_from_slice(&src.to_be_bytes());
-        h[field::DST..field::DST + 4].copy_from_slice(&orig_src.to_be_bytes());
-        let c = checksum::internet_checksum(&h[..20]);
+        h[field::SRC..field::SRC + 4].copy_from_slice(&from.to_be_bytes());
+        h[field::DST..field::DST + 4].copy_from_slice(&to.to_be_bytes());
+        let c = checksum::internet_checksum(h);
         h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
-        let d = b.data_mut();
-        d[20] = (meta >> 8) as u8;
-        d[21] = meta as u8;
-        if d[20] == icmp::kind::DEST_UNREACH && d[21] == 4 {
-            d[26..28].copy_from_slice(&mtu.to_be_bytes());
+        m[..8].fill(0);
+        m[0] = kind;
+        m[1] = code;
+        if kind == icmp::kind::DEST_UNREACH && code == icmp::unreach::FRAG_NEEDED {
+            m[6..8].copy_from_slice(&(mtu as u16).to_be_bytes());
         }
-        let c = checksum::internet_checksum(&d[20..]);
-        d[22..24].copy_from_slice(&c.to_be_bytes());
-        b.hdr.flags |= LOCALLY_ORIGINATED;
-        cx.count(IcmpErrorCounter::Sent, 1);
-        IcmpErrorNext::Lookup.next()
+        let c = checksum::internet_checksum(m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
     }
 }
 
 // ---------------------------------------------------------------------------------------
-/// `ip4-glean`: a packet needs a neighbour that is not resolved: send an ARP request (at most
-/// one per target per 10 ms per thread) and drop the packet, counted.
-///
-/// - uses: `ip.adj_index` (Glean: resolve the packet's destination; Incomplete: the
-///   adjacency's next hop).
-/// - sets: allocates the ARP request buffer (`tx_if` = the adjacency's interface).
-/// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for requests.
-/// - counters: `requests_sent` (info), `throttled` (request suppressed, packet dropped),
-///   `no_buffer` (allocation failure), `no_source` (interface has no address), `truncated`
-///   (shorter than an IPv4 header: never from ip4-input), `directed_broadcast` (the
-///   destination is the directed broadcast of the interface's first subnet: never resolved,
-///   RFC 1812 §5.3.5.2 forwarding of directed broadcasts is off, as in VPP).
-pub struct Ip4Glean {
-    shared: Arc<Ip4Shared>,
-    throttle: crate::ratelimit::Throttle<u32>,
-}
+/// `ip4-glean`: the family-neutral node ([`crate::glean`]) over IPv4: a broadcast ARP
+/// request for the packet's destination (or the incomplete adjacency's next hop) from the
+/// interface's first address, never for the directed broadcast of its first subnet.
+impl GleanFamily for Ip4Shared {
+    type Key = u32;
+    type Request = [u8; ETH_HEADER_LEN + sluice_wire::arp::LEN];
+    const NODE: &'static str = IP4_GLEAN;
+    const COUNTERS: &'static [CounterDesc] = GleanCounter::DESCS;
 
-sluice_graph::arcs! {
-    /// `ip4-glean`'s next arcs.
-    pub enum GleanNext {
-        /// To `error-drop`.
-        Drop => "error-drop",
-        /// To `interface-output`.
-        Output => crate::output::NAME,
+    fn adj(&self, ai: u32) -> Adj {
+        self.adj.get(ai)
     }
-}
 
-sluice_graph::counters! {
-    /// `ip4-glean`'s counters.
-    pub enum GleanCounter {
-        /// ARP requests sent.
-        RequestsSent => info("requests_sent", "ARP requests sent"),
-        /// ARP requests throttled.
-        Throttled => info("throttled", "ARP requests throttled"),
-        /// No buffer for ARP request.
-        NoBuffer => error("no_buffer", "no buffer for ARP request"),
-        /// No source address for ARP request.
-        NoSource => error("no_source", "no source address for ARP request"),
-        /// Shorter than an ip4 header.
-        Truncated => error("truncated", "shorter than an ip4 header"),
-        /// To the interface subnet's directed broadcast address: not resolved.
-        DirectedBroadcast => error("directed_broadcast", "no ARP for a directed broadcast"),
-    }
-}
-
-impl PacketNode for Ip4Glean {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let adj = self.shared.adj.get(b.hdr.ip.adj_index);
-        let d = b.data();
-        let target = match (adj.kind, d.get(16..20)) {
-            (AdjKind::Incomplete, _) => adj.nh,
+    fn key(&self, adj: &Adj, _ai: u32, d: &[u8]) -> Result<u32, GleanCounter> {
+        const D: usize = field::DST;
+        let target = match (adj.kind, d.get(D..D + 4)) {
+            (AdjKind::Incomplete, _) if adj.nh == 0 => return Err(GleanCounter::NoNextHop),
+            (AdjKind::Incomplete, _) => return Ok(adj.nh),
             (_, Some(a)) => u32::from_be_bytes([a[0], a[1], a[2], a[3]]),
-            (_, None) => {
-                b.hdr.error = cx.error(GleanCounter::Truncated);
-                return GleanNext::Drop.next();
-            }
+            (_, None) => return Err(GleanCounter::Truncated),
         };
-        let attr = self.shared.if_attr(adj.tx_if);
-        if adj.kind == AdjKind::Glean
-            && target != 0
-            && target == attr.ip4_bcast.load(Ordering::Relaxed)
-        {
-            b.hdr.error = cx.error(GleanCounter::DirectedBroadcast);
-            return GleanNext::Drop.next();
+        if target != 0 && target == self.if_addr(adj.tx_if).broadcast() {
+            return Err(GleanCounter::DirectedBroadcast);
         }
-        let src_ip = attr.ip4.load(Ordering::Relaxed);
-        if src_ip == 0 {
-            b.hdr.error = cx.error(GleanCounter::NoSource);
-            return GleanNext::Drop.next();
+        Ok(target)
+    }
+
+    fn request(&self, adj: &Adj, _ai: u32, target: u32) -> Result<Self::Request, GleanCounter> {
+        let src = self.if_addr(adj.tx_if).first();
+        if src == 0 {
+            return Err(GleanCounter::NoSource);
         }
-        if !self.throttle.allow(cx, target, target as u64) {
-            b.hdr.error = cx.error(GleanCounter::Throttled);
-            return GleanNext::Drop.next();
-        }
-        b.hdr.error = cx.error(GleanCounter::RequestsSent);
-        let Some(req) = cx.bufs().alloc_one() else {
-            b.hdr.error = cx.error(GleanCounter::NoBuffer);
-            return GleanNext::Drop.next();
-        };
-        let frame = arp_request(Mac::BROADCAST, Mac(attr.mac_bytes()), src_ip, target);
-        // SAFETY: `req` was just allocated by this node and has no other view.
-        let mut v = unsafe { cx.buffer(req) };
-        v.write_packet(&frame);
-        v.hdr.tx_if = adj.tx_if;
-        v.hdr.rx_if = b.hdr.rx_if;
-        v.hdr.ip.fib_index = b.hdr.ip.fib_index;
-        cx.enqueue(GleanNext::Output.next(), req);
-        // The triggering packet is dropped (counted as "ARP request sent").
-        GleanNext::Drop.next()
+        let me = Mac(self.if_attr(adj.tx_if).mac_bytes());
+        Ok(arp_request(Mac::BROADCAST, me, src, target))
     }
 }
 
@@ -1009,30 +895,10 @@ pub fn register(
         .nexts(LocalNext::NAMES)
         .counters(LocalCounter::DESCS),
     );
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(IP4_ICMP_ERROR, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4IcmpError {
-                shared: s.clone(),
-                limit: Default::default(),
-            }))
-        })
-        .nexts(IcmpErrorNext::NAMES)
-        .counters(IcmpErrorCounter::DESCS),
-    );
+    crate::icmp_error::register(b, shared.clone());
     crate::arp::register(r, shared.clone());
     let b = &mut r.graph;
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(IP4_GLEAN, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip4Glean {
-                shared: s.clone(),
-                throttle: Default::default(),
-            }))
-        })
-        .nexts(GleanNext::NAMES)
-        .counters(GleanCounter::DESCS),
-    );
+    crate::glean::register(b, shared.clone());
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
             Box::new(NeighborProcess::new(slot.clone()))

@@ -1,18 +1,22 @@
-//! The IPv6 path's nodes. Each node's header: name, metadata used/set, next arcs, counters.
+//! The IPv6 path's nodes (`ip6-icmp-error` and `ip6-glean` are the nodes written once for
+//! both families, [`crate::icmp_error`] and [`crate::glean`], of which this module holds
+//! the IPv6 side). Each node's header: name, metadata used/set, next arcs, counters.
 //!
 //! Packet bytes are parsed with `sluice_wire` views (never panic); every drop sets a counter.
 
 use super::{solicited_node, CtlSlot, Ip6Shared};
+use crate::glean::{GleanCounter, GleanFamily};
+use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
+    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
 };
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
-use sluice_wire::ipv6::{next_header, Ipv6Packet};
+use sluice_wire::ipv6::{field, next_header, Ipv6Packet, HEADER_LEN};
 use sluice_wire::Mac;
 use std::any::Any;
 use std::net::Ipv6Addr;
@@ -32,11 +36,6 @@ pub const IP6_ICMP_ERROR: &str = "ip6-icmp-error";
 pub const IP6_GLEAN: &str = "ip6-glean";
 /// `ip6-neighbor-process`.
 pub const NEIGHBOR_PROCESS: &str = "ip6-neighbor-process";
-
-/// `feature_meta[0]` of a buffer sent to `ip6-icmp-error`: `type << 8 | code`, and
-/// `feature_meta[1]`: the MTU for "packet too big".
-const ICMP_META: usize = 0;
-const ICMP_MTU: usize = 1;
 
 #[inline(always)]
 fn addr_at(d: &[u8], at: usize) -> u128 {
@@ -209,7 +208,7 @@ impl PacketNode for Ip6Input {
 /// - uses: the IPv6 header at `current_data`; `ip.fib_index` (the table: frames all in table
 ///   0 are looked up together level by level, others one packet at a time in their table).
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes; for packets without a route,
-///   `feature_meta[0]` (ICMPv6 destination unreachable, no route).
+///   the ICMPv6 error asked for (`feature_meta[0..2]`: destination unreachable, no route).
 /// - next: `error-drop` (0) for drop routes; `ip6-rewrite` (1); `ip6-local` (2);
 ///   `ip6-glean` (3) for adjacencies that need neighbour discovery first; `ip6-icmp-error`
 ///   (4) when there is no route.
@@ -300,7 +299,8 @@ impl NodeFn for Ip6Lookup {
             self.nexts[j] = match res {
                 None => {
                     no_route += 1;
-                    v.hdr.feature_meta[ICMP_META] = (icmpv6::kind::DEST_UNREACH as u64) << 8;
+                    let code = icmpv6::unreach::NO_ROUTE;
+                    crate::icmp_error::request(v.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
                     LookupNext::IcmpError as u16
                 }
                 Some(a) => {
@@ -441,13 +441,12 @@ impl PacketNode for Ip6Rewrite {
             return RewriteNext::Drop.next();
         };
         if d[7] <= 1 && !local {
-            b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::TIME_EXCEEDED as u64) << 8;
+            crate::icmp_error::request(b.hdr, icmpv6::kind::TIME_EXCEEDED, 0, 0);
             cx.count(RewriteCounter::HopLimitExpired, 1);
             return RewriteNext::IcmpError.next();
         }
         if len > adj.mtu as usize && adj.mtu != 0 {
-            b.hdr.feature_meta[ICMP_META] = (icmpv6::kind::PKT_TOO_BIG as u64) << 8;
-            b.hdr.feature_meta[ICMP_MTU] = adj.mtu as u64;
+            crate::icmp_error::request(b.hdr, icmpv6::kind::PKT_TOO_BIG, 0, adj.mtu as u32);
             cx.count(RewriteCounter::TooBig, 1);
             return RewriteNext::IcmpError.next();
         }
@@ -477,7 +476,7 @@ impl PacketNode for Ip6Rewrite {
 /// - uses: the IPv6 header; `rx_if`; the Ethernet source (`l2_hdr_offset`) when an NS has
 ///   no source link-layer address option.
 /// - sets: rewrites echo requests into replies and solicitations into advertisements in
-///   place; `tx_if` = `rx_if` for advertisements; `feature_meta[0]` for port unreachable.
+///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
 ///   to a closed port; `punt` (3) for other protocols, for UDP and for a copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
@@ -787,7 +786,8 @@ impl PacketNode for Ip6Local {
                     cx.count(LocalCounter::Punted, 1);
                     return LocalNext::Punt.next();
                 }
-                b.hdr.feature_meta[ICMP_META] = ((icmpv6::kind::DEST_UNREACH as u64) << 8) | 4;
+                let code = icmpv6::unreach::PORT;
+                crate::icmp_error::request(b.hdr, icmpv6::kind::DEST_UNREACH, code, 0);
                 LocalNext::IcmpError.next()
             }
             p => {
@@ -802,226 +802,128 @@ impl PacketNode for Ip6Local {
 }
 
 // ---------------------------------------------------------------------------------------
-/// `ip6-icmp-error`: turns the packet into an ICMPv6 error back to its source (RFC 4443):
-/// destination unreachable (no route, port unreachable), packet too big, hop limit
-/// exceeded. Rate limited per thread (token bucket, 1000/s, burst 100).
-///
-/// - uses: `feature_meta[0]` (type << 8 | code), `feature_meta[1]` (MTU), `rx_if` (its
-///   global address, else its link-local, is the error's source).
-/// - sets: rewrites the packet in place (new IPv6 + ICMPv6 header, quoting the original up
-///   to the 1280-byte minimum MTU).
-/// - next: `error-drop` (0); `ip6-lookup` (1).
-/// - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no IPv6
-///   address), `suppressed` (about an ICMPv6 error, or from/to multicast or ::),
-///   `no_headroom`, `truncated` (shorter than an IPv6 header: never from the IPv6 nodes).
-pub struct Ip6IcmpError {
-    shared: Arc<Ip6Shared>,
-    limit: crate::ratelimit::TokenBucket,
-}
+/// `ip6-icmp-error`: the family-neutral node ([`crate::icmp_error`]) over IPv6 (RFC 4443):
+/// errors quoting up to the 1280-byte minimum MTU, from the rx interface's global address
+/// (its link-local for a link-local destination, or when it has no global one); none about
+/// an ICMPv6 error, from `::` or multicast, nor to multicast but packet too big (§2.4 e).
+impl IcmpErrorFamily for Ip6Shared {
+    type Addr = u128;
+    const NODE: &'static str = IP6_ICMP_ERROR;
+    const NEXTS: [&'static str; 2] = ["error-drop", IP6_LOOKUP];
+    const COUNTERS: &'static [CounterDesc] = &CounterDesc::reworded(
+        IcmpErrorCounter::DESCS,
+        [
+            "ICMPv6 errors sent",
+            "ICMPv6 error rate limited",
+            "no source address for ICMPv6 error",
+            "ICMPv6 error not sent (about an error, multicast or unspecified)",
+            "no headroom for the ICMPv6 error",
+            "shorter than an ip6 header",
+        ],
+    );
+    const MIN_LEN: usize = HEADER_LEN;
+    const HEADERS: usize = HEADER_LEN + 8;
+    const MAX_LEN: usize = 1280;
 
-sluice_graph::arcs! {
-    /// `ip6-icmp-error`'s next arcs.
-    pub enum IcmpErrorNext {
-        /// To `error-drop`.
-        Drop => "error-drop",
-        /// To `ip6-lookup`.
-        Lookup => IP6_LOOKUP,
+    fn error_to(d: &[u8], kind: u8) -> Option<u128> {
+        let about_error = d[field::NEXT_HEADER] == next_header::ICMPV6
+            && d.get(HEADER_LEN)
+                .is_some_and(|&t| icmpv6::kind::is_error(t));
+        let src = addr_at(d, field::SRC);
+        let to_group = d[field::DST] == 0xff && kind != icmpv6::kind::PKT_TOO_BIG;
+        let suppressed = about_error || src == 0 || d[field::SRC] == 0xff || to_group;
+        (!suppressed).then_some(src)
     }
-}
 
-sluice_graph::counters! {
-    /// `ip6-icmp-error`'s counters.
-    pub enum IcmpErrorCounter {
-        /// ICMPv6 errors sent.
-        Sent => info("sent", "ICMPv6 errors sent"),
-        /// ICMPv6 error rate limited.
-        RateLimited => error("rate_limited", "ICMPv6 error rate limited"),
-        /// No source address for ICMPv6 error.
-        NoSource => error("no_source", "no source address for ICMPv6 error"),
-        /// ICMPv6 error not sent (about an error, multicast or unspecified).
-        Suppressed => error("suppressed", "ICMPv6 error not sent (about an error, multicast or unspecified)"),
-        /// No headroom for the ICMPv6 error.
-        NoHeadroom => error("no_headroom", "no headroom for the ICMPv6 error"),
-        /// Shorter than an ip6 header.
-        Truncated => error("truncated", "shorter than an ip6 header"),
-    }
-}
-
-impl PacketNode for Ip6IcmpError {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        if !self.limit.ready(cx) {
-            b.hdr.error = cx.error(IcmpErrorCounter::RateLimited);
-            return IcmpErrorNext::Drop.next();
-        }
-        let d = b.data();
-        if d.len() < 40 {
-            b.hdr.error = cx.error(IcmpErrorCounter::Truncated);
-            return IcmpErrorNext::Drop.next();
-        }
-        let orig_src = addr_at(d, 8);
-        let meta = b.hdr.feature_meta[ICMP_META];
-        let kind = (meta >> 8) as u8;
-        // An error about an error (RFC 4443 §2.4 e.1), to/from multicast (except packet too
-        // big), or from the unspecified address is never sent.
-        let about_error = d[6] == next_header::ICMPV6 && d.get(40).is_some_and(|&t| t < 128);
-        if about_error
-            || orig_src == 0
-            || d[8] == 0xff
-            || (d[24] == 0xff && kind != icmpv6::kind::PKT_TOO_BIG)
-        {
-            b.hdr.error = cx.error(IcmpErrorCounter::Suppressed);
-            return IcmpErrorNext::Drop.next();
-        }
-        let a = self.shared.if_addrs(b.hdr.rx_if);
-        let src = if a.global != 0 && !super::is_link_local(orig_src) {
+    fn error_from(&self, rx_if: u32, to: u128) -> Option<u128> {
+        let a = self.if_addrs(rx_if);
+        let src = if a.global != 0 && !super::is_link_local(to) {
             a.global
         } else {
             a.ll
         };
-        if src == 0 {
-            b.hdr.error = cx.error(IcmpErrorCounter::NoSource);
-            return IcmpErrorNext::Drop.next();
-        }
-        self.limit.take();
-        let quote = d.len().min(1280 - 48);
-        let mtu = b.hdr.feature_meta[ICMP_MTU] as u32;
-        b.set_len(quote);
-        let Some(h) = b.push_front(48) else {
-            b.hdr.error = cx.error(IcmpErrorCounter::NoHeadroom);
-            return IcmpErrorNext::Drop.next();
-        };
+        Some(src).filter(|&s| s != 0)
+    }
+
+    fn write(d: &mut [u8], from: u128, to: u128, (kind, code, mtu): (u8, u8, u32)) {
+        let payload = (d.len() - HEADER_LEN) as u16;
+        let (h, m) = d.split_at_mut(HEADER_LEN);
         h.fill(0);
         h[0] = 0x60;
-        h[4..6].copy_from_slice(&((8 + quote) as u16).to_be_bytes());
-        h[6] = next_header::ICMPV6;
-        h[7] = 255;
-        h[8..24].copy_from_slice(&src.to_be_bytes());
-        h[24..40].copy_from_slice(&orig_src.to_be_bytes());
-        h[40] = kind;
-        h[41] = meta as u8;
+        h[field::PAYLOAD_LEN..field::PAYLOAD_LEN + 2].copy_from_slice(&payload.to_be_bytes());
+        h[field::NEXT_HEADER] = next_header::ICMPV6;
+        h[field::HOP_LIMIT] = 255;
+        h[field::SRC..field::SRC + 16].copy_from_slice(&from.to_be_bytes());
+        h[field::DST..field::DST + 16].copy_from_slice(&to.to_be_bytes());
+        m[..8].fill(0);
+        m[0] = kind;
+        m[1] = code;
         if kind == icmpv6::kind::PKT_TOO_BIG {
-            h[44..48].copy_from_slice(&mtu.to_be_bytes());
+            m[4..8].copy_from_slice(&mtu.to_be_bytes());
         }
-        let d = b.data_mut();
-        Icmpv6Packet::new_unchecked(&mut d[40..])
-            .fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(orig_src));
-        b.hdr.flags |= LOCALLY_ORIGINATED;
-        cx.count(IcmpErrorCounter::Sent, 1);
-        IcmpErrorNext::Lookup.next()
+        Icmpv6Packet::new_unchecked(m).fill_checksum(Ipv6Addr::from(from), Ipv6Addr::from(to));
     }
 }
 
 // ---------------------------------------------------------------------------------------
-/// `ip6-glean`: a packet needs a neighbour that is not resolved: send a Neighbor Solicitation
-/// to its solicited-node group (at most one per target per 10 ms per thread, checked before
-/// the slow-path locks of the next-hop and address tables) and drop the packet, counted.
-///
-/// - uses: `ip.adj_index` (Glean: resolve the packet's destination; Incomplete: the
-///   adjacency's next hop).
-/// - sets: allocates the NS buffer (`tx_if` = the adjacency's interface).
-/// - next: `error-drop` (0) for the triggering packet; `interface-output` (1) for the NS.
-/// - counters: `requests_sent` (info), `throttled`, `no_buffer`, `no_source` (interface
-///   without IPv6), `no_next_hop` (incomplete adjacency without a known next hop),
-///   `truncated` (shorter than an IPv6 header: never from ip6-input).
-pub struct Ip6Glean {
-    shared: Arc<Ip6Shared>,
-    throttle: crate::ratelimit::Throttle<u128>,
-}
+/// `ip6-glean`: the family-neutral node ([`crate::glean`]) over IPv6: a neighbor
+/// solicitation to the target's solicited-node group from the interface's link-local
+/// address (its global one if it has none). An incomplete adjacency's next hop is in a
+/// side table (`Ip6Shared::incomplete`, under a lock), so such packets are throttled by
+/// their adjacency (bit 127 set: never a unicast destination) before it is read.
+impl GleanFamily for Ip6Shared {
+    type Key = u128;
+    type Request = [u8; 14 + 40 + 32];
+    const NODE: &'static str = IP6_GLEAN;
+    const COUNTERS: &'static [CounterDesc] = &CounterDesc::reworded(
+        GleanCounter::DESCS,
+        [
+            "neighbor solicitations sent",
+            "neighbor solicitations throttled",
+            "no buffer for neighbor solicitation",
+            "no IPv6 source address on the interface",
+            "shorter than an ip6 header",
+            "no solicitation for a directed broadcast (IPv4 only)",
+            "incomplete adjacency without next hop",
+        ],
+    );
 
-sluice_graph::arcs! {
-    /// `ip6-glean`'s next arcs.
-    pub enum GleanNext {
-        /// To `error-drop`.
-        Drop => "error-drop",
-        /// To `interface-output`.
-        Output => crate::output::NAME,
+    fn adj(&self, ai: u32) -> Adj {
+        self.adj.get(ai)
     }
-}
 
-sluice_graph::counters! {
-    /// `ip6-glean`'s counters.
-    pub enum GleanCounter {
-        /// Neighbor solicitations sent.
-        RequestsSent => info("requests_sent", "neighbor solicitations sent"),
-        /// Neighbor solicitations throttled.
-        Throttled => info("throttled", "neighbor solicitations throttled"),
-        /// No buffer for neighbor solicitation.
-        NoBuffer => error("no_buffer", "no buffer for neighbor solicitation"),
-        /// No IPv6 source address on the interface.
-        NoSource => error("no_source", "no IPv6 source address on the interface"),
-        /// Incomplete adjacency without next hop.
-        NoNextHop => error("no_next_hop", "incomplete adjacency without next hop"),
-        /// Shorter than an ip6 header.
-        Truncated => error("truncated", "shorter than an ip6 header"),
-    }
-}
-
-impl PacketNode for Ip6Glean {
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let ai = b.hdr.ip.adj_index;
-        let adj = self.shared.adj.get(ai);
-        // Throttle before taking any lock: an unresolved next hop is keyed by its adjacency
-        // (bit 127 set, never a unicast destination), a connected host by its address.
-        let (key, target) = match adj.kind {
-            AdjKind::Incomplete => ((1u128 << 127) | ai as u128, None),
-            _ if b.data().len() < 40 => {
-                b.hdr.error = cx.error(GleanCounter::Truncated);
-                return GleanNext::Drop.next();
-            }
-            _ => {
-                let t = addr_at(b.data(), 24);
-                (t, Some(t))
-            }
-        };
-        if !self
-            .throttle
-            .allow(cx, key, (key as u64) ^ ((key >> 64) as u64))
-        {
-            b.hdr.error = cx.error(GleanCounter::Throttled);
-            return GleanNext::Drop.next();
+    fn key(&self, adj: &Adj, ai: u32, d: &[u8]) -> Result<u128, GleanCounter> {
+        match adj.kind {
+            AdjKind::Incomplete => Ok((1u128 << 127) | ai as u128),
+            _ if d.len() < HEADER_LEN => Err(GleanCounter::Truncated),
+            _ => Ok(addr_at(d, field::DST)),
         }
-        let target = match target {
-            Some(t) => t,
-            None => {
-                let m = self.shared.incomplete.read();
-                match m.ok().and_then(|m| m.get(&ai).copied()) {
-                    Some(t) => t,
-                    None => {
-                        b.hdr.error = cx.error(GleanCounter::NoNextHop);
-                        return GleanNext::Drop.next();
-                    }
-                }
-            }
+    }
+
+    fn request(&self, adj: &Adj, ai: u32, key: u128) -> Result<Self::Request, GleanCounter> {
+        let target = if adj.kind == AdjKind::Incomplete {
+            let m = self.incomplete.read();
+            m.ok()
+                .and_then(|m| m.get(&ai).copied())
+                .ok_or(GleanCounter::NoNextHop)?
+        } else {
+            key
         };
-        let a = self.shared.if_addrs(adj.tx_if);
+        let a = self.if_addrs(adj.tx_if);
         let src = if a.ll != 0 { a.ll } else { a.global };
         if src == 0 {
-            b.hdr.error = cx.error(GleanCounter::NoSource);
-            return GleanNext::Drop.next();
+            return Err(GleanCounter::NoSource);
         }
-        b.hdr.error = cx.error(GleanCounter::RequestsSent);
-        let Some(req) = cx.bufs().alloc_one() else {
-            b.hdr.error = cx.error(GleanCounter::NoBuffer);
-            return GleanNext::Drop.next();
-        };
-        let my_mac = self.shared.if_attr(adj.tx_if).mac_bytes();
-        let group = solicited_node(target);
-        let dst_mac = [
-            0x33,
-            0x33,
-            0xff,
-            f_b(target, 2),
-            f_b(target, 1),
-            f_b(target, 0),
-        ];
-        let f = neighbor_solicit(my_mac, src, dst_mac, group, target);
-        // SAFETY: `req` was just allocated by this node and has no other view.
-        let mut v = unsafe { cx.buffer(req) };
-        v.write_packet(&f);
-        v.hdr.tx_if = adj.tx_if;
-        v.hdr.rx_if = b.hdr.rx_if;
-        cx.enqueue(GleanNext::Output.next(), req);
-        GleanNext::Drop.next()
+        let my_mac = self.if_attr(adj.tx_if).mac_bytes();
+        let t = target.to_be_bytes();
+        let dst_mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+        Ok(neighbor_solicit(
+            my_mac,
+            src,
+            dst_mac,
+            solicited_node(target),
+            target,
+        ))
     }
 }
 
@@ -1059,12 +961,6 @@ fn write_nd(d: &mut [u8], src: u128, dst: u128, r: &NdiscRepr) {
     let mut m = Icmpv6Packet::new_unchecked(&mut d[40..72]);
     r.emit(&mut m);
     m.fill_checksum(Ipv6Addr::from(src), Ipv6Addr::from(dst));
-}
-
-/// Byte `k` (0 = lowest) of an address.
-#[inline(always)]
-fn f_b(a: u128, k: u32) -> u8 {
-    (a >> (8 * k)) as u8
 }
 
 /// `ip6-neighbor-process` (see [`crate::ip_family::NeighborProcess`]): applies the
@@ -1131,28 +1027,8 @@ pub fn register(
         .nexts(LocalNext::NAMES)
         .counters(LocalCounter::DESCS),
     );
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(IP6_ICMP_ERROR, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip6IcmpError {
-                shared: s.clone(),
-                limit: Default::default(),
-            }))
-        })
-        .nexts(IcmpErrorNext::NAMES)
-        .counters(IcmpErrorCounter::DESCS),
-    );
-    let s = shared.clone();
-    b.register(
-        NodeRegistration::new(IP6_GLEAN, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(Ip6Glean {
-                shared: s.clone(),
-                throttle: Default::default(),
-            }))
-        })
-        .nexts(GleanNext::NAMES)
-        .counters(GleanCounter::DESCS),
-    );
+    crate::icmp_error::register(b, shared.clone());
+    crate::glean::register(b, shared);
     b.register(
         NodeRegistration::new(NEIGHBOR_PROCESS, NodeKind::Process, move |_| {
             Box::new(Neighbor6Process::new(slot.clone()))

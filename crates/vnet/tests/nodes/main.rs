@@ -6,6 +6,7 @@ mod arp;
 mod ethernet;
 mod ip4;
 mod ip6;
+mod ip_shared;
 mod l2;
 
 use sluice_vnet::testing::{pkt, NodeTest};

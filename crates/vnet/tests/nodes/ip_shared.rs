@@ -1,0 +1,223 @@
+//! The nodes written once for both families (`sluice_vnet::icmp_error`,
+//! `sluice_vnet::glean`), each run as `ip4-*` and `ip6-*`: what they send, their drops and
+//! each family's counter wording.
+
+use super::*;
+use sluice_buffer::BufIdx;
+use sluice_vnet::icmp_error::request;
+use sluice_wire::checksum;
+use sluice_wire::icmpv6::Icmpv6Packet;
+use std::net::Ipv6Addr;
+
+/// An address of the packet bytes `d` at `at`.
+fn v6(d: &[u8], at: usize) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&d[at..at + 16]).unwrap())
+}
+
+/// `loop1`: an interface without any address.
+fn bare_interface(t: &mut NodeTest) -> u32 {
+    t.cli("create loopback interface\nset interface state loop1 up");
+    t.sw_if("loop1")
+}
+
+/// `show errors` has `description` for `node`.
+fn assert_worded(t: &mut NodeTest, node: &str, description: &str) {
+    let out = t.cli("show errors");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(node) && l.contains(description)),
+        "{node}: `{description}' in\n{out}"
+    );
+}
+
+/// A packet for `*-icmp-error`: its bytes, its rx interface, the error asked for (type,
+/// code, MTU).
+type ErrorFor = (Vec<u8>, u32, (u8, u8, u32));
+
+/// Injects the packets.
+fn inject_requests<const N: usize>(t: &mut NodeTest, errors: [ErrorFor; N]) {
+    let bufs: Vec<BufIdx> = errors
+        .into_iter()
+        .map(|(d, rx, (kind, code, mtu))| {
+            t.packet(&d, |h| {
+                h.rx_if = rx;
+                request(h, kind, code, mtu);
+            })
+        })
+        .collect();
+    t.inject(&bufs);
+}
+
+#[test]
+fn icmp_error_answers_ipv4_from_the_rx_interface() {
+    let (mut t, sw) = setup("ip4-icmp-error");
+    let bare = bare_interface(&mut t);
+    let p = udp4_l3("10.0.0.2", "10.0.1.2");
+    let mut fragment = p.clone();
+    fragment[7] = 8; // offset 64 bytes: not the first fragment
+    let errors = [
+        (p.clone(), sw, (11, 0, 0)),
+        (p.clone(), sw, (3, 4, 1000)),
+        (fragment, sw, (11, 0, 0)),
+        (udp4_l3("224.0.0.5", "10.0.1.2"), sw, (11, 0, 0)),
+        (p.clone(), bare, (11, 0, 0)),
+    ];
+    inject_requests(&mut t, errors);
+    let sent = t.arc("ip4-lookup");
+    assert_eq!(sent.len(), 2);
+    for (e, (kind, code)) in sent.iter().zip([(11, 0), (3, 4)]) {
+        let d = &e.data;
+        assert_eq!(d.len(), 28 + p.len());
+        assert_eq!((d[0], d[8], d[9]), (0x45, 64, 1), "IPv4, TTL 64, ICMP");
+        assert_eq!(&d[12..16], &[10, 0, 0, 1], "from the rx interface");
+        assert_eq!(&d[16..20], &[10, 0, 0, 2], "to the source");
+        assert_eq!(checksum::sum(&d[..20]), 0xffff);
+        assert_eq!((d[20], d[21]), (kind, code));
+        assert_eq!(checksum::sum(&d[20..]), 0xffff);
+        assert_eq!(d[28..], p[..], "the original quoted");
+    }
+    assert_eq!(
+        &sent[1].data[26..28],
+        &1000u16.to_be_bytes(),
+        "next-hop MTU"
+    );
+    t.assert_counters(&[("sent", 2), ("suppressed", 2), ("no_source", 1)]);
+    assert_worded(&mut t, "ip4-icmp-error", "ICMP errors sent");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn icmp_error_answers_ipv6_from_the_rx_interface() {
+    let (mut t, sw) = setup("ip6-icmp-error");
+    let bare = bare_interface(&mut t);
+    let p = udp6_l3("2001:db8::2", "2001:db8:1::2");
+    let from_ll = udp6_l3("fe80::2", "2001:db8:1::2");
+    let errors = [
+        (p.clone(), sw, (1, 0, 0)),
+        (p.clone(), sw, (2, 0, 1280)),
+        (from_ll, sw, (3, 0, 0)),
+        (udp6_l3("2001:db8::2", "ff05::1"), sw, (3, 0, 0)),
+        (udp6_l3("::", "2001:db8:1::2"), sw, (3, 0, 0)),
+        (p.clone(), bare, (3, 0, 0)),
+    ];
+    inject_requests(&mut t, errors);
+    let sent = t.arc("ip6-lookup");
+    assert_eq!(sent.len(), 3);
+    for (e, kind) in sent.iter().zip([1, 2, 3]) {
+        let d = &e.data;
+        assert_eq!(
+            (d[0], d[6], d[7]),
+            (0x60, 58, 255),
+            "IPv6, ICMPv6, hop limit 255"
+        );
+        assert_eq!(usize::from(u16::from_be_bytes([d[4], d[5]])), d.len() - 40);
+        assert_eq!(d[40], kind);
+        let (src, dst) = (v6(d, 8), v6(d, 24));
+        assert!(Icmpv6Packet::new_checked(&d[40..])
+            .unwrap()
+            .verify_checksum(src, dst));
+    }
+    let d = &sent[0].data;
+    assert_eq!(
+        v6(d, 8),
+        "2001:db8::1".parse::<Ipv6Addr>().unwrap(),
+        "global source"
+    );
+    assert_eq!(v6(d, 24), "2001:db8::2".parse::<Ipv6Addr>().unwrap());
+    assert_eq!(d[48..], p[..], "the original quoted");
+    assert_eq!(
+        &sent[1].data[44..48],
+        &1280u32.to_be_bytes(),
+        "packet too big: the MTU"
+    );
+    let to_ll = &sent[2].data;
+    assert_eq!(
+        to_ll[8..10],
+        [0xfe, 0x80],
+        "link-local source to a link-local destination"
+    );
+    t.assert_counters(&[("sent", 3), ("suppressed", 2), ("no_source", 1)]);
+    assert_worded(&mut t, "ip6-icmp-error", "ICMPv6 errors sent");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn glean_sends_one_arp_request_per_target_and_drops_the_packets() {
+    let (mut t, sw) = setup("ip4-glean");
+    bare_interface(&mut t);
+    t.cli("ip route add 10.9.0.0/16 via loop1");
+    let bufs: Vec<BufIdx> = [
+        udp4_l3("10.0.0.2", "10.0.0.9"),
+        udp4_l3("10.0.0.2", "10.0.0.9"), // throttled: same target within 10 ms
+        udp4_l3("10.0.0.2", "10.0.0.10"),
+        udp4_l3("10.0.0.2", "10.9.0.1"), // loop1 has no address
+    ]
+    .iter()
+    .map(|p| t.packet(p, |h| h.rx_if = sw))
+    .collect();
+    t.inject_at("ip4-lookup", &bufs);
+    let reqs = t.arc("interface-output");
+    assert_eq!(reqs.len(), 2);
+    for (r, target) in reqs.iter().zip([9u8, 10]) {
+        let d = &r.data;
+        assert_eq!(r.hdr.tx_if, sw);
+        assert_eq!(d[..6], [0xff; 6], "broadcast");
+        assert_eq!(d[6..12], [2, 0, 0, 0, 0, 1], "from the interface's MAC");
+        assert_eq!(d[12..14], [0x08, 0x06], "ARP");
+        assert_eq!(u16::from_be_bytes([d[20], d[21]]), 1, "request");
+        assert_eq!(d[28..32], [10, 0, 0, 1], "from the interface's address");
+        assert_eq!(d[38..42], [10, 0, 0, target]);
+    }
+    assert_eq!(t.arc("error-drop").len(), 4, "every packet dropped");
+    t.assert_counters(&[("requests_sent", 2), ("throttled", 1), ("no_source", 1)]);
+    assert_worded(&mut t, "ip4-glean", "ARP requests sent");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn glean_solicits_each_target_once_and_drops_the_packets() {
+    let (mut t, sw) = setup("ip6-glean");
+    bare_interface(&mut t);
+    t.cli("ip route add 2001:db9::/32 via loop1");
+    let bufs: Vec<BufIdx> = [
+        udp6_l3("2001:db8::2", "2001:db8::9"),
+        udp6_l3("2001:db8::2", "2001:db8::9"), // throttled
+        udp6_l3("2001:db8::2", "2001:db8::a0b"),
+        udp6_l3("2001:db8::2", "2001:db9::1"), // loop1 has no IPv6
+    ]
+    .iter()
+    .map(|p| t.packet(p, |h| h.rx_if = sw))
+    .collect();
+    t.inject_at("ip6-lookup", &bufs);
+    let reqs = t.arc("interface-output");
+    assert_eq!(reqs.len(), 2);
+    for (r, target) in reqs.iter().zip(["2001:db8::9", "2001:db8::a0b"]) {
+        let target: Ipv6Addr = target.parse().unwrap();
+        let t16 = target.octets();
+        let d = &r.data;
+        assert_eq!(r.hdr.tx_if, sw);
+        assert_eq!(d[..6], [0x33, 0x33, 0xff, t16[13], t16[14], t16[15]]);
+        assert_eq!(d[6..12], [2, 0, 0, 0, 0, 1]);
+        assert_eq!(d[12..14], [0x86, 0xdd]);
+        let ip = &d[14..];
+        let (src, dst) = (v6(ip, 8), v6(ip, 24));
+        assert_eq!(src.segments()[0], 0xfe80, "from the link-local address");
+        let group = Ipv6Addr::from(
+            0xff02_0000_0000_0000_0000_0001_ff00_0000u128 | (u128::from(target) & 0xff_ffff),
+        );
+        assert_eq!(dst, group, "to the solicited-node group");
+        assert_eq!(
+            (ip[7], ip[40]),
+            (255, 135),
+            "hop limit 255, neighbor solicitation"
+        );
+        assert_eq!(v6(ip, 48), target);
+        assert!(Icmpv6Packet::new_checked(&ip[40..])
+            .unwrap()
+            .verify_checksum(src, dst));
+    }
+    assert_eq!(t.arc("error-drop").len(), 4, "every packet dropped");
+    t.assert_counters(&[("requests_sent", 2), ("throttled", 1), ("no_source", 1)]);
+    assert_worded(&mut t, "ip6-glean", "neighbor solicitations sent");
+    t.assert_no_leaks();
+}
