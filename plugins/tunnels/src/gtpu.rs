@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! create gtpu tunnel src <a> dst <a> teid <n> [tteid <n>] [encap-vrf-id <id>]
-//!                    [decap-next ip4|ip6] [instance <n>] [del]
+//!                    [decap-next ip4|ip6|l2] [instance <n>] [del]
 //! show gtpu tunnel
 //! ```
 //!
@@ -448,12 +448,96 @@ pub struct GtpuArgs {
     pub encap_vrf_id: u32,
     /// Name instance.
     pub instance: Option<u32>,
+    /// What the decapsulated packets are.
+    pub decap_next: DecapNext,
+}
+
+/// `decap-next`: what a tunnel's G-PDUs carry.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum DecapNext {
+    /// IPv4 or IPv6, read from each packet's version (`ip4`, `ip6`: VPP's names).
+    #[default]
+    Ip,
+    /// Ethernet frames (`l2`).
+    L2,
+}
+
+impl DecapNext {
+    /// Parses `ip4`, `ip6` or `l2` (the CLI's and the API's word).
+    pub fn parse(w: &str) -> VnetResult<DecapNext> {
+        match w {
+            "ip4" | "ip6" => Ok(DecapNext::Ip),
+            "l2" => Ok(DecapNext::L2),
+            _ => Err(VnetError::invalid(format!(
+                "decap-next `{w}': expected ip4, ip6 or l2"
+            ))),
+        }
+    }
+
+    /// The word `show` and the API give back.
+    pub fn name(self) -> &'static str {
+        match self {
+            DecapNext::Ip => "ip4",
+            DecapNext::L2 => "l2",
+        }
+    }
 }
 
 /// Per-tunnel GTP-U details the shared tunnel record does not hold (a `Vlib` extension):
-/// sw_if_index → tteid.
+/// sw_if_index → (tteid, decap-next).
 #[derive(Default)]
-pub struct GtpuTteids(pub HashMap<u32, u32>);
+pub struct GtpuExtra(pub HashMap<u32, (u32, DecapNext)>);
+
+/// One GTP-U tunnel as `show gtpu tunnel`, the API dump and `show running-config` see it.
+#[derive(Clone, Debug)]
+pub struct GtpuTunnel {
+    /// Index in the tunnel table (`show`'s `[i]`).
+    pub index: usize,
+    /// Interface.
+    pub sw_if: SwIfIndex,
+    /// Name instance.
+    pub instance: u32,
+    /// Local address.
+    pub src: IpAddr,
+    /// Remote address.
+    pub dst: IpAddr,
+    /// Local TEID.
+    pub teid: u32,
+    /// Remote TEID.
+    pub tteid: u32,
+    /// Underlay table id.
+    pub encap_vrf_id: u32,
+    /// What its G-PDUs carry.
+    pub decap_next: DecapNext,
+}
+
+/// Every GTP-U tunnel.
+pub fn tunnels(vm: &mut Vlib) -> Vec<GtpuTunnel> {
+    let extra = std::mem::take(&mut vm.ext_mut::<GtpuExtra>().0);
+    let list = vm
+        .ext_mut::<tunnel::Tunnels>()
+        .iter_kind(|k| k == Kind::Gtpu)
+        .map(|(index, t)| {
+            let (tteid, decap_next) = extra
+                .get(&t.sw_if.0)
+                .copied()
+                .unwrap_or((t.key, DecapNext::Ip));
+            GtpuTunnel {
+                index,
+                sw_if: t.sw_if,
+                instance: t.instance,
+                src: t.src,
+                dst: t.dst,
+                teid: t.key,
+                tteid,
+                encap_vrf_id: t.table_id,
+                decap_next,
+            }
+        })
+        .collect();
+    vm.ext_mut::<GtpuExtra>().0 = extra;
+    list
+}
 
 /// Creates or deletes a GTP-U tunnel; its interface.
 pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
@@ -467,13 +551,20 @@ pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
         decap_next: None,
     };
     if a.is_add {
+        if a.decap_next == DecapNext::L2 {
+            return Err(VnetError::NotSupported(
+                "decap-next l2 (Ethernet inside GTP-U) not supported".into(),
+            ));
+        }
         tunnel::check_endpoints(a.src, a.dst)?;
         let sw = tunnel::add(vm, &PROTO, &args, &rewrite(a.src, a.dst, a.tteid))?;
-        vm.ext_mut::<GtpuTteids>().0.insert(sw.0, a.tteid);
+        vm.ext_mut::<GtpuExtra>()
+            .0
+            .insert(sw.0, (a.tteid, a.decap_next));
         Ok(sw)
     } else {
         let sw = tunnel::del(vm, &PROTO, &args)?;
-        vm.ext_mut::<GtpuTteids>().0.remove(&sw.0);
+        vm.ext_mut::<GtpuExtra>().0.remove(&sw.0);
         Ok(sw)
     }
 }
@@ -488,6 +579,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         tteid: 0,
         encap_vrf_id: 0,
         instance: None,
+        decap_next: DecapNext::Ip,
     };
     while !a.is_empty() {
         if a.keyword("src") {
@@ -503,15 +595,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else if a.keyword("encap-vrf-id") {
             r.encap_vrf_id = a.u32("encap-vrf-id")?;
         } else if a.keyword("decap-next") {
-            // The inner family is read from each packet's version; `l2` (Ethernet inside)
-            // is not supported.
-            if !(a.keyword("ip4") || a.keyword("ip6")) {
-                let w = a.word("decap-next")?;
-                return Err(VnetError::NotSupported(format!(
-                    "decap-next `{w}': expected ip4 or ip6"
-                ))
-                .into());
-            }
+            r.decap_next = DecapNext::parse(&a.word("decap-next")?.to_ascii_lowercase())?;
         } else if a.keyword("del") {
             r.is_add = false;
         } else {
@@ -531,22 +615,21 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let tteids = std::mem::take(&mut vm.ext_mut::<GtpuTteids>().0);
-    let tm = vm.ext_mut::<tunnel::Tunnels>();
     let mut out = String::new();
-    for (i, t) in tm.iter_kind(|k| k == Kind::Gtpu) {
+    for t in tunnels(vm) {
         out.push_str(&format!(
-            "[{i}] src {} dst {} teid {} tteid {} encap-vrf-id {} sw-if-idx {} instance {}\n",
+            "[{}] src {} dst {} teid {} tteid {} encap-vrf-id {} sw-if-idx {} instance {} decap-next {}\n",
+            t.index,
             t.src,
             t.dst,
-            t.key,
-            tteids.get(&t.sw_if.0).copied().unwrap_or(t.key),
-            t.table_id,
+            t.teid,
+            t.tteid,
+            t.encap_vrf_id,
             t.sw_if.0,
-            t.instance
+            t.instance,
+            t.decap_next.name(),
         ));
     }
-    vm.ext_mut::<GtpuTteids>().0 = tteids;
     if out.is_empty() {
         out.push_str("No gtpu tunnels configured...\n");
     }
@@ -555,21 +638,16 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// The `create gtpu tunnel` line recreating `sw` (`show running-config`).
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
-    let tteid = vm.ext_mut::<GtpuTteids>().0.get(&sw.0).copied();
-    let tm = vm.ext_mut::<tunnel::Tunnels>();
-    let (_, t) = tm
-        .iter_kind(|k| k == Kind::Gtpu)
-        .find(|(_, t)| t.sw_if == sw)?;
+    let t = tunnels(vm).into_iter().find(|t| t.sw_if == sw)?;
     let mut s = format!(
         "create gtpu tunnel src {} dst {} teid {} tteid {} instance {}",
-        t.src,
-        t.dst,
-        t.key,
-        tteid.unwrap_or(t.key),
-        t.instance
+        t.src, t.dst, t.teid, t.tteid, t.instance
     );
-    if t.table_id != 0 {
-        s.push_str(&format!(" encap-vrf-id {}", t.table_id));
+    if t.encap_vrf_id != 0 {
+        s.push_str(&format!(" encap-vrf-id {}", t.encap_vrf_id));
+    }
+    if t.decap_next != DecapNext::Ip {
+        s.push_str(&format!(" decap-next {}", t.decap_next.name()));
     }
     Some(s)
 }
@@ -578,7 +656,7 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create gtpu tunnel",
-        "create gtpu tunnel src <addr> dst <addr> teid <n> [tteid <n>] [encap-vrf-id <id>] [decap-next ip4|ip6] [instance <n>] [del]",
+        "create gtpu tunnel src <addr> dst <addr> teid <n> [tteid <n>] [encap-vrf-id <id>] [decap-next ip4|ip6|l2] [instance <n>] [del]",
         cli_create,
     );
     t.add("show gtpu tunnel", "show gtpu tunnel", cli_show);
