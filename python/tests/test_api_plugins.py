@@ -115,6 +115,10 @@ class TestTunnelMessages(SluiceTestCase):
         h = a.gtpu_add_del_tunnel(is_add=True, instance=5, decap_next="ip6", teid=8,
                                   tteid=0, **args).sw_if_index
         assert [(x.instance, x.tteid) for x in a.gtpu_tunnel_dump(sw_if_index=h)] == [(5, 8)]
+        l2 = a.gtpu_add_del_tunnel(is_add=True, instance=any_, decap_next="l2", teid=3,
+                                   tteid=0, **args).sw_if_index
+        assert [x.decap_next for x in a.gtpu_tunnel_dump(sw_if_index=l2)] == ["l2"]
+        assert "teid 3 tteid 3 instance 1 decap-next l2" in self.vpp.cli("show running-config")
         expect(Retval.ALREADY_EXISTS, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
                decap_next="", teid=7, tteid=7, **args)
         expect(Retval.INVALID_VALUE, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
@@ -127,7 +131,7 @@ class TestTunnelMessages(SluiceTestCase):
                dst_address="2001:db8::2", encap_vrf_id=0, match="different families")
         expect(Retval.NO_SUCH_ENTRY, a.gtpu_add_del_tunnel, is_add=False, instance=any_,
                decap_next="", teid=99, tteid=0, **args)
-        for teid in (7, 8):
+        for teid in (7, 8, 3):
             a.gtpu_add_del_tunnel(is_add=False, instance=any_, decap_next="", teid=teid,
                                   tteid=0, **args)
         assert a.gtpu_tunnel_dump(sw_if_index=any_) == []

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! `teid` is the local TEID (what received G-PDUs carry), `tteid` the peer's (what sent
-//! ones carry; default `teid`), as in VPP.
+//! ones carry; default `teid`), as in VPP. `decap-next ip4|ip6` (the default; the inner
+//! family is read from each packet) makes a point-to-point interface carrying IP;
+//! `decap-next l2` an Ethernet interface carrying Ethernet frames (bridgeable, as VXLAN).
 //!
 //! Encap: `gtpu4-encap`/`gtpu6-encap`, the shared [`crate::tunnel::Encap`] node (outer IP +
 //! UDP 2152 → 2152 + an 8-byte G-PDU header with the length filled per packet; IPv4 UDP
@@ -19,7 +21,8 @@
 //!   for UDP port 2152); `ip.fib_index`.
 //! - sets: G-PDU: strips outer IP/UDP/GTP-U headers (with the optional sequence number,
 //!   N-PDU number and extension headers), puts an Ethernet header to the tunnel's MAC in
-//!   front of the inner IP packet; `rx_if` = the tunnel; its rx counters. Echo Request:
+//!   front of the inner IP packet (a `decap-next l2` tunnel: the inner Ethernet frame as
+//!   it is); `rx_if` = the tunnel; its rx counters. Echo Request:
 //!   rewritten in place into the Echo Response (addresses and ports swapped, the sequence
 //!   number kept, a Recovery IE), `LOCALLY_ORIGINATED`. G-PDU for an unknown TEID:
 //!   rewritten into an Error Indication (TEID Data I, GTP-U Peer Address) to the sender,
@@ -353,12 +356,6 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
             }
             return drop(cx, b, GtpCounter::NoSuchTunnel);
         };
-        let et = match d.get(off).map(|v| v >> 4) {
-            Some(4) => 0x0800,
-            Some(6) => 0x86dd,
-            None => return drop(cx, b, GtpCounter::Truncated),
-            _ => return drop(cx, b, GtpCounter::BadInner),
-        };
         if b.hdr.is_traced() {
             cx.trace(
                 b,
@@ -368,6 +365,21 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
                 },
             );
         }
+        if e.l2 {
+            // Ethernet inside: to `ethernet-input` on the tunnel interface (bridged or
+            // routed), as VXLAN.
+            if d.len() < off + 14 {
+                return drop(cx, b, GtpCounter::Truncated);
+            }
+            cx.count(GtpCounter::Decapsulated, 1);
+            return tunnel::decap_to(cx, b, off, e);
+        }
+        let et = match d.get(off).map(|v| v >> 4) {
+            Some(4) => 0x0800,
+            Some(6) => 0x86dd,
+            None => return drop(cx, b, GtpCounter::Truncated),
+            _ => return drop(cx, b, GtpCounter::BadInner),
+        };
         cx.count(GtpCounter::Decapsulated, 1);
         tunnel::decap_l3(cx, b, off, e, et)
     }
@@ -405,7 +417,7 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::UdpPort(tunnel::GTPU_PORT)],
     default_next: "ethernet-input",
-    same_space: |k| k == Kind::Gtpu,
+    same_space: |k| matches!(k, Kind::Gtpu { .. }),
 };
 
 /// Registers the four nodes.
@@ -484,9 +496,9 @@ impl DecapNext {
 }
 
 /// Per-tunnel GTP-U details the shared tunnel record does not hold (a `Vlib` extension):
-/// sw_if_index → (tteid, decap-next).
+/// sw_if_index → tteid.
 #[derive(Default)]
-pub struct GtpuExtra(pub HashMap<u32, (u32, DecapNext)>);
+pub struct GtpuTteids(pub HashMap<u32, u32>);
 
 /// One GTP-U tunnel as `show gtpu tunnel`, the API dump and `show running-config` see it.
 #[derive(Clone, Debug)]
@@ -513,15 +525,16 @@ pub struct GtpuTunnel {
 
 /// Every GTP-U tunnel.
 pub fn tunnels(vm: &mut Vlib) -> Vec<GtpuTunnel> {
-    let extra = std::mem::take(&mut vm.ext_mut::<GtpuExtra>().0);
+    let tteids = std::mem::take(&mut vm.ext_mut::<GtpuTteids>().0);
     let list = vm
         .ext_mut::<tunnel::Tunnels>()
-        .iter_kind(|k| k == Kind::Gtpu)
+        .iter_kind(|k| matches!(k, Kind::Gtpu { .. }))
         .map(|(index, t)| {
-            let (tteid, decap_next) = extra
-                .get(&t.sw_if.0)
-                .copied()
-                .unwrap_or((t.key, DecapNext::Ip));
+            let tteid = tteids.get(&t.sw_if.0).copied().unwrap_or(t.key);
+            let decap_next = match t.kind {
+                Kind::Gtpu { l2: true } => DecapNext::L2,
+                _ => DecapNext::Ip,
+            };
             GtpuTunnel {
                 index,
                 sw_if: t.sw_if,
@@ -535,14 +548,16 @@ pub fn tunnels(vm: &mut Vlib) -> Vec<GtpuTunnel> {
             }
         })
         .collect();
-    vm.ext_mut::<GtpuExtra>().0 = extra;
+    vm.ext_mut::<GtpuTteids>().0 = tteids;
     list
 }
 
 /// Creates or deletes a GTP-U tunnel; its interface.
 pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
     let args = AddArgs {
-        kind: Kind::Gtpu,
+        kind: Kind::Gtpu {
+            l2: a.decap_next == DecapNext::L2,
+        },
         src: a.src,
         dst: a.dst,
         key: a.teid,
@@ -551,20 +566,13 @@ pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
         decap_next: None,
     };
     if a.is_add {
-        if a.decap_next == DecapNext::L2 {
-            return Err(VnetError::NotSupported(
-                "decap-next l2 (Ethernet inside GTP-U) not supported".into(),
-            ));
-        }
         tunnel::check_endpoints(a.src, a.dst)?;
         let sw = tunnel::add(vm, &PROTO, &args, &rewrite(a.src, a.dst, a.tteid))?;
-        vm.ext_mut::<GtpuExtra>()
-            .0
-            .insert(sw.0, (a.tteid, a.decap_next));
+        vm.ext_mut::<GtpuTteids>().0.insert(sw.0, a.tteid);
         Ok(sw)
     } else {
         let sw = tunnel::del(vm, &PROTO, &args)?;
-        vm.ext_mut::<GtpuExtra>().0.remove(&sw.0);
+        vm.ext_mut::<GtpuTteids>().0.remove(&sw.0);
         Ok(sw)
     }
 }
