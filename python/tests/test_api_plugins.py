@@ -1,4 +1,4 @@
-"""The plugins' API messages (memif, af_packet, af_xdp, tap, vxlan, gre, ipip): create, dump, delete, their
+"""The plugins' API messages (memif, af_packet, af_xdp, tap, vxlan, gre, ipip, gtpu, sr): create, dump, delete, their
 error codes, and their lines in `show running-config`. The Linux-facing drivers run the
 daemon inside a network namespace the test creates (root only; skipped otherwise)."""
 
@@ -99,6 +99,124 @@ class TestTunnelMessages(SluiceTestCase):
         assert a.gre_tunnel_dump(sw_if_index=any_) == []
         assert a.ipip_tunnel_dump(sw_if_index=any_) == []
         assert a.vxlan_tunnel_dump(sw_if_index=any_) == []
+
+    def test_gtpu_create_dump_delete(self):
+        a = self.vpp.api()
+        any_ = 0xffffffff
+        args = dict(src_address="10.0.0.1", dst_address="10.0.0.2", encap_vrf_id=0)
+        g = a.gtpu_add_del_tunnel(is_add=True, instance=any_, decap_next="", teid=7,
+                                  tteid=9, **args).sw_if_index
+        d = a.gtpu_tunnel_dump(sw_if_index=any_)
+        assert [(x.sw_if_index, x.teid, x.tteid, x.decap_next, str(x.dst_address))
+                for x in d] == [(g, 7, 9, "ip4", "10.0.0.2")]
+        assert "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 7 tteid 9 instance 0" \
+            in self.vpp.cli("show running-config")
+        # tteid 0: the same as teid.
+        h = a.gtpu_add_del_tunnel(is_add=True, instance=5, decap_next="ip6", teid=8,
+                                  tteid=0, **args).sw_if_index
+        assert [(x.instance, x.tteid) for x in a.gtpu_tunnel_dump(sw_if_index=h)] == [(5, 8)]
+        l2 = a.gtpu_add_del_tunnel(is_add=True, instance=any_, decap_next="l2", teid=3,
+                                   tteid=0, **args).sw_if_index
+        assert [x.decap_next for x in a.gtpu_tunnel_dump(sw_if_index=l2)] == ["l2"]
+        assert "teid 3 tteid 3 instance 1 decap-next l2" in self.vpp.cli("show running-config")
+        expect(Retval.ALREADY_EXISTS, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
+               decap_next="", teid=7, tteid=7, **args)
+        expect(Retval.INVALID_VALUE, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
+               decap_next="mpls", teid=1, tteid=1, **args, match="`mpls'")
+        expect(Retval.NO_SUCH_TABLE, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
+               decap_next="", teid=1, tteid=1, src_address="10.0.0.1",
+               dst_address="10.0.0.2", encap_vrf_id=9)
+        expect(Retval.INVALID_VALUE, a.gtpu_add_del_tunnel, is_add=True, instance=any_,
+               decap_next="", teid=1, tteid=1, src_address="10.0.0.1",
+               dst_address="2001:db8::2", encap_vrf_id=0, match="different families")
+        expect(Retval.NO_SUCH_ENTRY, a.gtpu_add_del_tunnel, is_add=False, instance=any_,
+               decap_next="", teid=99, tteid=0, **args)
+        for teid in (7, 8, 3):
+            a.gtpu_add_del_tunnel(is_add=False, instance=any_, decap_next="", teid=teid,
+                                  tteid=0, **args)
+        assert a.gtpu_tunnel_dump(sw_if_index=any_) == []
+
+    def test_srv6_policies_steering_localsids(self):
+        a = self.vpp.api()
+        lo = a.create_loopback().sw_if_index
+        segs = ["2001:db8:ff::1", "2001:db8:ff::2"]
+        expect(Retval.INVALID_VALUE, a.sr_policy_add, bsid_addr="fc00::99", is_encap=True,
+               fib_table=0, sids=segs, match="no encaps source")
+        expect(Retval.INVALID_VALUE, a.sr_set_encap_source, encaps_source="10.0.0.1",
+               match="not an IPv6 address")
+        a.sr_set_encap_source(encaps_source="2001:db8::1")
+        p = a.sr_policy_add(bsid_addr="fc00::99", is_encap=True, fib_table=0,
+                            sids=segs).sw_if_index
+        d = a.sr_policies_dump()
+        assert [(str(x.bsid_addr), x.sw_if_index, str(x.encaps_source),
+                 [str(s) for s in x.sids]) for x in d] == [
+            ("fc00::99", p, "2001:db8::1", segs)]
+        expect(Retval.ALREADY_EXISTS, a.sr_policy_add, bsid_addr="fc00::99", is_encap=True,
+               fib_table=0, sids=segs)
+        expect(Retval.NOT_SUPPORTED, a.sr_policy_add, bsid_addr="fc00::98", is_encap=False,
+               fib_table=0, sids=segs)
+        expect(Retval.INVALID_VALUE, a.sr_policy_add, bsid_addr="fc00::98", is_encap=True,
+               fib_table=0, sids=["fc00::%d" % i for i in range(1, 7)], match="6 segments")
+        expect(Retval.NO_SUCH_TABLE, a.sr_policy_add, bsid_addr="fc00::98", is_encap=True,
+               fib_table=9, sids=segs)
+        a.sr_steering_add_del(is_del=False, bsid_addr="fc00::99", table_id=0,
+                              prefix="198.51.100.0/24")
+        a.sr_steering_add_del(is_del=False, bsid_addr="fc00::99", table_id=0,
+                              prefix="2001:db8:51::/48")
+        assert sorted(str(x.prefix) for x in a.sr_steering_pol_dump()) == [
+            "198.51.100.0/24", "2001:db8:51::/48"]
+        assert "198.51.100.0/24" in self.vpp.cli("show ip fib 198.51.100.0/24")
+        expect(Retval.ALREADY_EXISTS, a.sr_steering_add_del, is_del=False,
+               bsid_addr="fc00::99", table_id=0, prefix="198.51.100.0/24")
+        expect(Retval.NO_SUCH_ENTRY, a.sr_steering_add_del, is_del=False,
+               bsid_addr="fc00::77", table_id=0, prefix="10.9.0.0/16", match="no policy")
+        expect(Retval.NO_SUCH_ENTRY, a.sr_steering_add_del, is_del=True,
+               bsid_addr="fc00::99", table_id=0, prefix="10.9.0.0/16", match="not steered")
+        a.sr_steering_add_del(is_del=True, bsid_addr="fc00::99", table_id=0,
+                              prefix="2001:db8:51::/48")
+        assert [str(x.prefix) for x in a.sr_steering_pol_dump()] == ["198.51.100.0/24"]
+
+        sid = dict(sw_if_index=0xffffffff, nh_addr="::", vrf_table=0, fib_table=0)
+        e = a.sr_localsid_add_del(is_del=False, localsid="fc00::1", behavior="end",
+                                  **sid).sw_if_index
+        x4 = a.sr_localsid_add_del(is_del=False, localsid="fc00::4", behavior="end_dx4",
+                                   **dict(sid, sw_if_index=lo, nh_addr="10.0.0.2"))
+        a.sr_localsid_add_del(is_del=False, localsid="fc00::6", behavior="end_dx6",
+                              **dict(sid, sw_if_index=lo, nh_addr="2001:db8:1::2"))
+        a.sr_localsid_add_del(is_del=False, localsid="fc00::44", behavior="end_dt4", **sid)
+        d = {str(x.addr): x for x in a.sr_localsids_dump()}
+        assert sorted(d) == ["fc00::1", "fc00::4", "fc00::44", "fc00::6"]
+        assert d["fc00::1"].behavior.name == "end" and d["fc00::1"].sw_if_index == e
+        assert (d["fc00::4"].behavior.name, str(d["fc00::4"].xconnect_nh_addr),
+                d["fc00::4"].xconnect_iface_or_vrf_table, d["fc00::4"].sw_if_index) == (
+            "end_dx4", "10.0.0.2", lo, x4.sw_if_index)
+        assert d["fc00::6"].behavior.name == "end_dx6"
+        assert (d["fc00::44"].behavior.name, d["fc00::44"].xconnect_iface_or_vrf_table) == (
+            "end_dt4", 0)
+        text = self.vpp.cli("show running-config")
+        assert "sr localsid address fc00::4 behavior end.dx4 loop0 10.0.0.2" in text, text
+        expect(Retval.ALREADY_EXISTS, a.sr_localsid_add_del, is_del=False, localsid="fc00::1",
+               behavior="end", **sid)
+        expect(Retval.ALREADY_EXISTS, a.sr_localsid_add_del, is_del=False,
+               localsid="fc00::99", behavior="end", **sid, match="bsid")
+        expect(Retval.INVALID_VALUE, a.sr_localsid_add_del, is_del=False, localsid="fc00::5",
+               behavior="end_dx4", **dict(sid, sw_if_index=lo, nh_addr="2001:db8::2"),
+               match="not an IPv4 address")
+        expect(Retval.NO_SUCH_INTERFACE, a.sr_localsid_add_del, is_del=False,
+               localsid="fc00::5", behavior="end_dx4",
+               **dict(sid, sw_if_index=77, nh_addr="10.0.0.2"))
+        expect(Retval.NO_SUCH_TABLE, a.sr_localsid_add_del, is_del=False, localsid="fc00::5",
+               behavior="end_dt6", **dict(sid, vrf_table=7))
+        expect(Retval.INVALID_VALUE, a.sr_localsid_add_del, is_del=False, localsid="10.0.0.5",
+               behavior="end", **sid)
+        for s in ("fc00::1", "fc00::4", "fc00::6", "fc00::44"):
+            a.sr_localsid_add_del(is_del=True, localsid=s, behavior="end", **sid)
+        expect(Retval.NO_SUCH_ENTRY, a.sr_localsid_add_del, is_del=True, localsid="fc00::1",
+               behavior="end", **sid)
+        assert a.sr_localsids_dump() == []
+        a.sr_policy_del(bsid_addr="fc00::99")
+        expect(Retval.NO_SUCH_ENTRY, a.sr_policy_del, bsid_addr="fc00::99")
+        assert a.sr_policies_dump() == [] and a.sr_steering_pol_dump() == []
 
 
 def _root_netns_skip() -> str | None:

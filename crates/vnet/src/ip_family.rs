@@ -362,6 +362,16 @@ pub fn fib_index<C: IpControl>(vm: &mut Vlib, id: u32) -> Option<u32> {
     with::<C, _>(vm, |c| c.vrfs().fib_of(id)).flatten()
 }
 
+/// The adjacency of neighbour `nh` on interface `i`, created if needed (VPP's
+/// `adj_nbr_add_or_lock`): Rewrite when the neighbour's MAC is known, else Incomplete,
+/// which `ip4-glean`/`ip6-glean` resolve and which turns Rewrite in place when the
+/// neighbour is learned. For cross-connects that name their next hop (SRv6 End.DX4/DX6).
+pub fn neighbor_adjacency<C: IpControl>(vm: &mut Vlib, i: u32, nh: Addr<C>) -> VnetResult<u32> {
+    let c = C::control(vm)?;
+    let mut ctl = lock(&c);
+    ctl.nbr_adj(i, nh).map_err(VnetError::Full)
+}
+
 /// Number of routes (benchmarks, tests).
 pub fn route_count<C: IpControl>(vm: &mut Vlib) -> usize {
     with::<C, _>(vm, |c| c.vrfs().route_count()).unwrap_or(0)

@@ -1,9 +1,13 @@
 //! The tunnels' API messages (`api/*.api`): the same actions the CLI calls.
 
+use crate::srv6::{self, Behavior};
 use crate::tunnel::{Kind, Tunnels};
 use crate::vxlan::{self, VxlanArgs};
 use sluice_api::{ApiError, ApiRegistry, Ctx, Stream};
 use sluice_graph::Vlib;
+use sluice_vnet::error::VnetError;
+use sluice_vnet::SwIfIndex;
+use std::net::{IpAddr, Ipv6Addr};
 
 /// Types generated from `api/vxlan.api`.
 pub mod vxlan_api {
@@ -149,7 +153,7 @@ fn ipip_del_tunnel(
     _: &mut Ctx<'_>,
     q: ipip_api::IpipDelTunnel,
 ) -> Result<ipip_api::IpipDelTunnelReply, ApiError> {
-    crate::ipip::del(vm, sluice_vnet::SwIfIndex(q.sw_if_index))?;
+    crate::ipip::del(vm, SwIfIndex(q.sw_if_index))?;
     Ok(ipip_api::IpipDelTunnelReply {})
 }
 
@@ -168,6 +172,242 @@ fn ipip_tunnel_dump(
             src_address: t.src,
             dst_address: t.dst,
             table_id: t.table_id,
+        });
+    }
+    Ok(())
+}
+
+/// Types generated from `api/gtpu.api`.
+pub mod gtpu_api {
+    sluice_api::include_api!("gtpu");
+}
+
+/// Registers the GTP-U module and its handlers.
+pub fn register_gtpu(r: &mut ApiRegistry) {
+    r.module(&gtpu_api::MODULE);
+    r.request(gtpu_add_del_tunnel);
+    r.dump(gtpu_tunnel_dump);
+}
+
+fn gtpu_add_del_tunnel(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: gtpu_api::GtpuAddDelTunnel,
+) -> Result<gtpu_api::GtpuAddDelTunnelReply, ApiError> {
+    use crate::gtpu::{DecapNext, GtpuArgs};
+    let a = GtpuArgs {
+        is_add: q.is_add,
+        src: q.src_address,
+        dst: q.dst_address,
+        teid: q.teid,
+        tteid: if q.tteid == 0 { q.teid } else { q.tteid },
+        encap_vrf_id: q.encap_vrf_id,
+        instance: (q.instance != ANY).then_some(q.instance),
+        decap_next: match q.decap_next.as_str() {
+            "" => DecapNext::Ip,
+            w => DecapNext::parse(w)?,
+        },
+    };
+    let sw = crate::gtpu::add_del(vm, &a)?;
+    Ok(gtpu_api::GtpuAddDelTunnelReply { sw_if_index: sw.0 })
+}
+
+fn gtpu_tunnel_dump(
+    vm: &mut Vlib,
+    q: gtpu_api::GtpuTunnelDump,
+    out: &mut Stream<'_, '_, gtpu_api::GtpuTunnelDetails>,
+) -> Result<(), ApiError> {
+    for t in crate::gtpu::tunnels(vm) {
+        if q.sw_if_index != ANY && q.sw_if_index != t.sw_if.0 {
+            continue;
+        }
+        out.send(&gtpu_api::GtpuTunnelDetails {
+            sw_if_index: t.sw_if.0,
+            instance: t.instance,
+            src_address: t.src,
+            dst_address: t.dst,
+            encap_vrf_id: t.encap_vrf_id,
+            decap_next: t.decap_next.name().into(),
+            teid: t.teid,
+            tteid: t.tteid,
+        });
+    }
+    Ok(())
+}
+
+/// Types generated from `api/sr.api`.
+pub mod sr_api {
+    sluice_api::include_api!("sr");
+}
+
+/// Registers the SRv6 module and its handlers.
+pub fn register_sr(r: &mut ApiRegistry) {
+    r.module(&sr_api::MODULE);
+    r.request(sr_set_encap_source);
+    r.request(sr_policy_add);
+    r.request(sr_policy_del);
+    r.dump(sr_policies_dump);
+    r.request(sr_steering_add_del);
+    r.dump(sr_steering_pol_dump);
+    r.request(sr_localsid_add_del);
+    r.dump(sr_localsids_dump);
+}
+
+/// An IPv6 address field.
+fn v6(a: IpAddr, what: &str) -> Result<Ipv6Addr, VnetError> {
+    match a {
+        IpAddr::V6(a) => Ok(a),
+        IpAddr::V4(a) => Err(VnetError::invalid(format!(
+            "{what} {a} is not an IPv6 address"
+        ))),
+    }
+}
+
+fn sr_set_encap_source(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: sr_api::SrSetEncapSource,
+) -> Result<sr_api::SrSetEncapSourceReply, ApiError> {
+    srv6::set_source(vm, v6(q.encaps_source, "encaps source")?)?;
+    Ok(sr_api::SrSetEncapSourceReply {})
+}
+
+fn sr_policy_add(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: sr_api::SrPolicyAdd,
+) -> Result<sr_api::SrPolicyAddReply, ApiError> {
+    if !q.is_encap {
+        return Err(
+            VnetError::NotSupported("SRH insertion (is_encap false) not supported".into()).into(),
+        );
+    }
+    let segs = q
+        .sids
+        .iter()
+        .map(|&s| v6(s, "segment"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sw = srv6::policy_add(vm, v6(q.bsid_addr, "bsid")?, &segs, q.fib_table)?;
+    Ok(sr_api::SrPolicyAddReply { sw_if_index: sw.0 })
+}
+
+fn sr_policy_del(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: sr_api::SrPolicyDel,
+) -> Result<sr_api::SrPolicyDelReply, ApiError> {
+    srv6::policy_del(vm, v6(q.bsid_addr, "bsid")?)?;
+    Ok(sr_api::SrPolicyDelReply {})
+}
+
+fn sr_policies_dump(
+    vm: &mut Vlib,
+    _: sr_api::SrPoliciesDump,
+    out: &mut Stream<'_, '_, sr_api::SrPoliciesDetails>,
+) -> Result<(), ApiError> {
+    for p in &vm.ext_mut::<srv6::Srv6>().policies {
+        out.send(&sr_api::SrPoliciesDetails {
+            bsid_addr: p.bsid.into(),
+            is_encap: true,
+            fib_table: p.table_id,
+            sw_if_index: p.sw.0,
+            encaps_source: p.src.into(),
+            sids: p.segs.iter().map(|&s| s.into()).collect(),
+        });
+    }
+    Ok(())
+}
+
+fn sr_steering_add_del(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: sr_api::SrSteeringAddDel,
+) -> Result<sr_api::SrSteeringAddDelReply, ApiError> {
+    let max = if q.prefix.addr.is_ipv4() { 32 } else { 128 };
+    if q.prefix.len > max {
+        return Err(VnetError::invalid(format!("prefix length {} > {max}", q.prefix.len)).into());
+    }
+    let s = srv6::Steer {
+        prefix: q.prefix.addr,
+        len: q.prefix.len,
+        table_id: q.table_id,
+        bsid: v6(q.bsid_addr, "bsid")?,
+    };
+    srv6::steer(vm, !q.is_del, s)?;
+    Ok(sr_api::SrSteeringAddDelReply {})
+}
+
+fn sr_steering_pol_dump(
+    vm: &mut Vlib,
+    _: sr_api::SrSteeringPolDump,
+    out: &mut Stream<'_, '_, sr_api::SrSteeringPolDetails>,
+) -> Result<(), ApiError> {
+    for s in &vm.ext_mut::<srv6::Srv6>().steers {
+        out.send(&sr_api::SrSteeringPolDetails {
+            bsid_addr: s.bsid.into(),
+            table_id: s.table_id,
+            prefix: sluice_api::types::Prefix {
+                addr: s.prefix,
+                len: s.len,
+            },
+        });
+    }
+    Ok(())
+}
+
+fn sr_localsid_add_del(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: sr_api::SrLocalsidAddDel,
+) -> Result<sr_api::SrLocalsidAddDelReply, ApiError> {
+    use sr_api::SrBehavior as B;
+    let addr = v6(q.localsid, "localsid")?;
+    if q.is_del {
+        srv6::localsid_del(vm, addr, q.fib_table)?;
+        return Ok(sr_api::SrLocalsidAddDelReply { sw_if_index: ANY });
+    }
+    let sw = SwIfIndex(q.sw_if_index);
+    let bad_nh =
+        |v: u8| VnetError::invalid(format!("next hop {} is not an IPv{v} address", q.nh_addr));
+    let b = match q.behavior {
+        B::End => Behavior::End,
+        B::EndDx4 => match q.nh_addr {
+            IpAddr::V4(nh) => Behavior::Dx4 { sw, nh },
+            IpAddr::V6(_) => return Err(bad_nh(4).into()),
+        },
+        B::EndDx6 => match q.nh_addr {
+            IpAddr::V6(nh) => Behavior::Dx6 { sw, nh },
+            IpAddr::V4(_) => return Err(bad_nh(6).into()),
+        },
+        B::EndDt4 => Behavior::Dt4 { table: q.vrf_table },
+        B::EndDt6 => Behavior::Dt6 { table: q.vrf_table },
+    };
+    let sw = srv6::localsid_add(vm, addr, b, q.fib_table)?;
+    Ok(sr_api::SrLocalsidAddDelReply { sw_if_index: sw.0 })
+}
+
+fn sr_localsids_dump(
+    vm: &mut Vlib,
+    _: sr_api::SrLocalsidsDump,
+    out: &mut Stream<'_, '_, sr_api::SrLocalsidsDetails>,
+) -> Result<(), ApiError> {
+    use sr_api::SrBehavior as B;
+    let none = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+    for s in &vm.ext_mut::<srv6::Srv6>().sids {
+        let (behavior, nh, x) = match s.behavior {
+            Behavior::End => (B::End, none, ANY),
+            Behavior::Dx4 { sw, nh } => (B::EndDx4, nh.into(), sw.0),
+            Behavior::Dx6 { sw, nh } => (B::EndDx6, nh.into(), sw.0),
+            Behavior::Dt4 { table } => (B::EndDt4, none, table),
+            Behavior::Dt6 { table } => (B::EndDt6, none, table),
+        };
+        out.send(&sr_api::SrLocalsidsDetails {
+            addr: s.addr.into(),
+            behavior,
+            fib_table: s.table_id,
+            sw_if_index: s.sw.0,
+            xconnect_nh_addr: nh,
+            xconnect_iface_or_vrf_table: x,
         });
     }
     Ok(())

@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! create gtpu tunnel src <a> dst <a> teid <n> [tteid <n>] [encap-vrf-id <id>]
-//!                    [decap-next ip4|ip6] [instance <n>] [del]
+//!                    [decap-next ip4|ip6|l2] [instance <n>] [del]
 //! show gtpu tunnel
 //! ```
 //!
 //! `teid` is the local TEID (what received G-PDUs carry), `tteid` the peer's (what sent
-//! ones carry; default `teid`), as in VPP.
+//! ones carry; default `teid`), as in VPP. `decap-next ip4|ip6` (the default; the inner
+//! family is read from each packet) makes a point-to-point interface carrying IP;
+//! `decap-next l2` an Ethernet interface carrying Ethernet frames (bridgeable, as VXLAN).
 //!
 //! Encap: `gtpu4-encap`/`gtpu6-encap`, the shared [`crate::tunnel::Encap`] node (outer IP +
 //! UDP 2152 → 2152 + an 8-byte G-PDU header with the length filled per packet; IPv4 UDP
@@ -19,7 +21,8 @@
 //!   for UDP port 2152); `ip.fib_index`.
 //! - sets: G-PDU: strips outer IP/UDP/GTP-U headers (with the optional sequence number,
 //!   N-PDU number and extension headers), puts an Ethernet header to the tunnel's MAC in
-//!   front of the inner IP packet; `rx_if` = the tunnel; its rx counters. Echo Request:
+//!   front of the inner IP packet (a `decap-next l2` tunnel: the inner Ethernet frame as
+//!   it is); `rx_if` = the tunnel; its rx counters. Echo Request:
 //!   rewritten in place into the Echo Response (addresses and ports swapped, the sequence
 //!   number kept, a Recovery IE), `LOCALLY_ORIGINATED`. G-PDU for an unknown TEID:
 //!   rewritten into an Error Indication (TEID Data I, GTP-U Peer Address) to the sender,
@@ -353,12 +356,6 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
             }
             return drop(cx, b, GtpCounter::NoSuchTunnel);
         };
-        let et = match d.get(off).map(|v| v >> 4) {
-            Some(4) => 0x0800,
-            Some(6) => 0x86dd,
-            None => return drop(cx, b, GtpCounter::Truncated),
-            _ => return drop(cx, b, GtpCounter::BadInner),
-        };
         if b.hdr.is_traced() {
             cx.trace(
                 b,
@@ -368,6 +365,21 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
                 },
             );
         }
+        if e.l2 {
+            // Ethernet inside: to `ethernet-input` on the tunnel interface (bridged or
+            // routed), as VXLAN.
+            if d.len() < off + 14 {
+                return drop(cx, b, GtpCounter::Truncated);
+            }
+            cx.count(GtpCounter::Decapsulated, 1);
+            return tunnel::decap_to(cx, b, off, e);
+        }
+        let et = match d.get(off).map(|v| v >> 4) {
+            Some(4) => 0x0800,
+            Some(6) => 0x86dd,
+            None => return drop(cx, b, GtpCounter::Truncated),
+            _ => return drop(cx, b, GtpCounter::BadInner),
+        };
         cx.count(GtpCounter::Decapsulated, 1);
         tunnel::decap_l3(cx, b, off, e, et)
     }
@@ -405,7 +417,7 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::UdpPort(tunnel::GTPU_PORT)],
     default_next: "ethernet-input",
-    same_space: |k| k == Kind::Gtpu,
+    same_space: |k| matches!(k, Kind::Gtpu { .. }),
 };
 
 /// Registers the four nodes.
@@ -448,6 +460,39 @@ pub struct GtpuArgs {
     pub encap_vrf_id: u32,
     /// Name instance.
     pub instance: Option<u32>,
+    /// What the decapsulated packets are.
+    pub decap_next: DecapNext,
+}
+
+/// `decap-next`: what a tunnel's G-PDUs carry.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum DecapNext {
+    /// IPv4 or IPv6, read from each packet's version (`ip4`, `ip6`: VPP's names).
+    #[default]
+    Ip,
+    /// Ethernet frames (`l2`).
+    L2,
+}
+
+impl DecapNext {
+    /// Parses `ip4`, `ip6` or `l2` (the CLI's and the API's word).
+    pub fn parse(w: &str) -> VnetResult<DecapNext> {
+        match w {
+            "ip4" | "ip6" => Ok(DecapNext::Ip),
+            "l2" => Ok(DecapNext::L2),
+            _ => Err(VnetError::invalid(format!(
+                "decap-next `{w}': expected ip4, ip6 or l2"
+            ))),
+        }
+    }
+
+    /// The word `show` and the API give back.
+    pub fn name(self) -> &'static str {
+        match self {
+            DecapNext::Ip => "ip4",
+            DecapNext::L2 => "l2",
+        }
+    }
 }
 
 /// Per-tunnel GTP-U details the shared tunnel record does not hold (a `Vlib` extension):
@@ -455,10 +500,64 @@ pub struct GtpuArgs {
 #[derive(Default)]
 pub struct GtpuTteids(pub HashMap<u32, u32>);
 
+/// One GTP-U tunnel as `show gtpu tunnel`, the API dump and `show running-config` see it.
+#[derive(Clone, Debug)]
+pub struct GtpuTunnel {
+    /// Index in the tunnel table (`show`'s `[i]`).
+    pub index: usize,
+    /// Interface.
+    pub sw_if: SwIfIndex,
+    /// Name instance.
+    pub instance: u32,
+    /// Local address.
+    pub src: IpAddr,
+    /// Remote address.
+    pub dst: IpAddr,
+    /// Local TEID.
+    pub teid: u32,
+    /// Remote TEID.
+    pub tteid: u32,
+    /// Underlay table id.
+    pub encap_vrf_id: u32,
+    /// What its G-PDUs carry.
+    pub decap_next: DecapNext,
+}
+
+/// Every GTP-U tunnel.
+pub fn tunnels(vm: &mut Vlib) -> Vec<GtpuTunnel> {
+    let tteids = std::mem::take(&mut vm.ext_mut::<GtpuTteids>().0);
+    let list = vm
+        .ext_mut::<tunnel::Tunnels>()
+        .iter_kind(|k| matches!(k, Kind::Gtpu { .. }))
+        .map(|(index, t)| {
+            let tteid = tteids.get(&t.sw_if.0).copied().unwrap_or(t.key);
+            let decap_next = match t.kind {
+                Kind::Gtpu { l2: true } => DecapNext::L2,
+                _ => DecapNext::Ip,
+            };
+            GtpuTunnel {
+                index,
+                sw_if: t.sw_if,
+                instance: t.instance,
+                src: t.src,
+                dst: t.dst,
+                teid: t.key,
+                tteid,
+                encap_vrf_id: t.table_id,
+                decap_next,
+            }
+        })
+        .collect();
+    vm.ext_mut::<GtpuTteids>().0 = tteids;
+    list
+}
+
 /// Creates or deletes a GTP-U tunnel; its interface.
 pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
     let args = AddArgs {
-        kind: Kind::Gtpu,
+        kind: Kind::Gtpu {
+            l2: a.decap_next == DecapNext::L2,
+        },
         src: a.src,
         dst: a.dst,
         key: a.teid,
@@ -488,6 +587,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         tteid: 0,
         encap_vrf_id: 0,
         instance: None,
+        decap_next: DecapNext::Ip,
     };
     while !a.is_empty() {
         if a.keyword("src") {
@@ -503,15 +603,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         } else if a.keyword("encap-vrf-id") {
             r.encap_vrf_id = a.u32("encap-vrf-id")?;
         } else if a.keyword("decap-next") {
-            // The inner family is read from each packet's version; `l2` (Ethernet inside)
-            // is not supported.
-            if !(a.keyword("ip4") || a.keyword("ip6")) {
-                let w = a.word("decap-next")?;
-                return Err(VnetError::NotSupported(format!(
-                    "decap-next `{w}': expected ip4 or ip6"
-                ))
-                .into());
-            }
+            r.decap_next = DecapNext::parse(&a.word("decap-next")?.to_ascii_lowercase())?;
         } else if a.keyword("del") {
             r.is_add = false;
         } else {
@@ -531,22 +623,21 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     a.finish()?;
-    let tteids = std::mem::take(&mut vm.ext_mut::<GtpuTteids>().0);
-    let tm = vm.ext_mut::<tunnel::Tunnels>();
     let mut out = String::new();
-    for (i, t) in tm.iter_kind(|k| k == Kind::Gtpu) {
+    for t in tunnels(vm) {
         out.push_str(&format!(
-            "[{i}] src {} dst {} teid {} tteid {} encap-vrf-id {} sw-if-idx {} instance {}\n",
+            "[{}] src {} dst {} teid {} tteid {} encap-vrf-id {} sw-if-idx {} instance {} decap-next {}\n",
+            t.index,
             t.src,
             t.dst,
-            t.key,
-            tteids.get(&t.sw_if.0).copied().unwrap_or(t.key),
-            t.table_id,
+            t.teid,
+            t.tteid,
+            t.encap_vrf_id,
             t.sw_if.0,
-            t.instance
+            t.instance,
+            t.decap_next.name(),
         ));
     }
-    vm.ext_mut::<GtpuTteids>().0 = tteids;
     if out.is_empty() {
         out.push_str("No gtpu tunnels configured...\n");
     }
@@ -555,21 +646,16 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// The `create gtpu tunnel` line recreating `sw` (`show running-config`).
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
-    let tteid = vm.ext_mut::<GtpuTteids>().0.get(&sw.0).copied();
-    let tm = vm.ext_mut::<tunnel::Tunnels>();
-    let (_, t) = tm
-        .iter_kind(|k| k == Kind::Gtpu)
-        .find(|(_, t)| t.sw_if == sw)?;
+    let t = tunnels(vm).into_iter().find(|t| t.sw_if == sw)?;
     let mut s = format!(
         "create gtpu tunnel src {} dst {} teid {} tteid {} instance {}",
-        t.src,
-        t.dst,
-        t.key,
-        tteid.unwrap_or(t.key),
-        t.instance
+        t.src, t.dst, t.teid, t.tteid, t.instance
     );
-    if t.table_id != 0 {
-        s.push_str(&format!(" encap-vrf-id {}", t.table_id));
+    if t.encap_vrf_id != 0 {
+        s.push_str(&format!(" encap-vrf-id {}", t.encap_vrf_id));
+    }
+    if t.decap_next != DecapNext::Ip {
+        s.push_str(&format!(" decap-next {}", t.decap_next.name()));
     }
     Some(s)
 }
@@ -578,7 +664,7 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create gtpu tunnel",
-        "create gtpu tunnel src <addr> dst <addr> teid <n> [tteid <n>] [encap-vrf-id <id>] [decap-next ip4|ip6] [instance <n>] [del]",
+        "create gtpu tunnel src <addr> dst <addr> teid <n> [tteid <n>] [encap-vrf-id <id>] [decap-next ip4|ip6|l2] [instance <n>] [del]",
         cli_create,
     );
     t.add("show gtpu tunnel", "show gtpu tunnel", cli_show);

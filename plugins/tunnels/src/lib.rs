@@ -69,6 +69,7 @@ pub static GTPU: TunnelPlugin = TunnelPlugin {
     register: |r| {
         gtpu::register(&mut r.graph);
         gtpu::register_cli(&mut r.cli);
+        api::register_gtpu(&mut r.api);
     },
     creator: gtpu::creator,
 };
@@ -81,6 +82,7 @@ pub static SRV6: TunnelPlugin = TunnelPlugin {
     register: |r| {
         srv6::register(&mut r.graph);
         srv6::register_cli(&mut r.cli);
+        api::register_sr(&mut r.api);
     },
     creator: srv6::creator,
 };

@@ -26,9 +26,13 @@
 //! - sets: End: segments left − 1, destination = the next segment, the hop limit restored
 //!   (the egress rewrite decrements it), `ip.fib_index` = the SID's table. End.DT4/DT6:
 //!   strips the outer IPv6 header and SRH, `ip.fib_index` = the behaviour's table.
-//!   End.DX4/DX6: strips them, `ip.adj_index` = the next hop's adjacency.
+//!   End.DX4/DX6: strips them, `ip.adj_index` = the next hop's neighbour adjacency (made
+//!   when the SID is added, as a route via the neighbour makes one), `ip.fib_index` = the
+//!   interface's table.
 //! - next: `drop` (`error-drop`), `ip6-lookup` (End, End.DT6), `ip4-lookup` (End.DT4),
-//!   `ip4-rewrite` (End.DX4), `ip6-rewrite` (End.DX6).
+//!   `ip4-rewrite` / `ip6-rewrite` (End.DX4 / End.DX6 to a resolved neighbour),
+//!   `ip4-glean` / `ip6-glean` (End.DX4 / End.DX6 to a neighbour not resolved yet: ARP /
+//!   ND for it, the packet dropped and counted there, as for a route via it).
 //! - counters: `end` (info), `decapsulated` (info), `no_sid` (the interface is no local
 //!   SID: deleted under traffic), `truncated`, `no_srh` (End without an SRH),
 //!   `ip6_extension` (another extension header before the SRH or the inner packet),
@@ -36,18 +40,18 @@
 //!   does not fit the header), `sl_beyond_last` (segments left > last entry, RFC 8754
 //!   §4.3.1.1), `sl_zero` (End with segments left 0), `sl_not_zero` (a decap behaviour
 //!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
-//!   behaviour's family), `dx_unresolved` (End.DX4/DX6 next hop without a resolved
-//!   neighbour on its interface).
+//!   behaviour's family), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
+//!   more: its interface was deleted).
 
 use crate::tunnel::{self, EncapEntry, Kind};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_fib::adj::AdjKind;
+use sluice_fib::adj::{AdjKind, AdjTable};
 use sluice_graph::{
     Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
 use sluice_vnet::error::{VnetError, VnetResult};
-use sluice_vnet::routes::{RoutePaths, LB_FLAG};
+use sluice_vnet::routes::RoutePaths;
 use sluice_vnet::SwIfIndex;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -168,10 +172,17 @@ pub enum Action {
     End(u32),
     /// End.DT4 / End.DT6 into this FIB index (`true`: IPv6).
     Dt(bool, u32),
-    /// End.DX4: FIB index of the interface, next hop, interface.
-    Dx4(Arc<sluice_vnet::ip4::Ip4Shared>, u32, u32, u32),
-    /// End.DX6: FIB index of the interface, next hop, interface.
-    Dx6(Arc<sluice_vnet::ip6::Ip6Shared>, u32, u128, u32),
+    /// End.DX4 / End.DX6 (`v6`) to a neighbour.
+    Dx {
+        /// IPv6 inside (End.DX6).
+        v6: bool,
+        /// The family's adjacencies.
+        adjs: Arc<AdjTable>,
+        /// The neighbour's adjacency (Incomplete until resolved).
+        adj: u32,
+        /// FIB index of the interface's table.
+        fib: u32,
+    },
 }
 
 sluice_graph::arcs! {
@@ -187,6 +198,10 @@ sluice_graph::arcs! {
         Ip4Rewrite => "ip4-rewrite",
         /// End.DX6.
         Ip6Rewrite => "ip6-rewrite",
+        /// End.DX4 to an unresolved neighbour.
+        Ip4Glean => "ip4-glean",
+        /// End.DX6 to an unresolved neighbour.
+        Ip6Glean => "ip6-glean",
     }
 }
 
@@ -217,8 +232,8 @@ sluice_graph::counters! {
         SlNotZero => error("sl_not_zero", "decapsulating SID with segments left not 0"),
         /// Inner packet of the wrong family.
         BadInner => error("bad_inner", "inner packet is not of the behaviour's family"),
-        /// DX next hop unresolved.
-        DxUnresolved => error("dx_unresolved", "End.DX next hop has no resolved neighbour"),
+        /// DX adjacency no neighbour's (its interface deleted).
+        DxNoNeighbor => error("dx_no_neighbor", "End.DX adjacency is no neighbour's (interface deleted?)"),
     }
 }
 
@@ -265,22 +280,6 @@ fn srh_error(e: SrhError) -> SidCounter {
         SrhError::BadLastEntry => SidCounter::SrhBadLastEntry,
         SrhError::SlBeyondLast => SidCounter::SlBeyondLast,
     }
-}
-
-/// The adjacency of next hop `nh` if it is a resolved neighbour on interface `sw`.
-#[inline(always)]
-fn dx_adj(
-    v: Option<u32>,
-    lb: &sluice_fib::lb::LbTable,
-    adj: &sluice_fib::adj::AdjTable,
-    sw: u32,
-) -> Option<u32> {
-    let a = match v? {
-        x if x >= LB_FLAG => lb.pick(x & (LB_FLAG - 1), 0),
-        x => x,
-    };
-    let j = adj.get(a);
-    (j.kind == AdjKind::Rewrite && j.tx_if == sw).then_some(a)
 }
 
 impl PacketNode for LocalSid {
@@ -353,7 +352,7 @@ impl PacketNode for LocalSid {
             Some(s) => (40 + s.len, s.next_header),
             None => (40, nh),
         };
-        let want6 = matches!(act, Action::Dt(true, _) | Action::Dx6(..));
+        let want6 = matches!(act, Action::Dt(true, _) | Action::Dx { v6: true, .. });
         let (proto, ver, min) = if want6 { (41, 6, 40) } else { (4, 4, 20) };
         if inner != proto {
             let c = if matches!(inner, 0 | 43 | 60) {
@@ -377,23 +376,17 @@ impl PacketNode for LocalSid {
                     SidNext::Ip4Lookup
                 }
             }
-            Action::Dx4(s, fib, nh, out) => {
-                let v = s.lookup(*fib, *nh);
-                let Some(a) = dx_adj(v, &s.lb, &s.adj, *out) else {
-                    return drop(cx, b, SidCounter::DxUnresolved);
+            Action::Dx { v6, adjs, adj, fib } => {
+                let next = match (adjs.kind(*adj), v6) {
+                    (AdjKind::Rewrite, false) => SidNext::Ip4Rewrite,
+                    (AdjKind::Rewrite, true) => SidNext::Ip6Rewrite,
+                    (AdjKind::Incomplete, false) => SidNext::Ip4Glean,
+                    (AdjKind::Incomplete, true) => SidNext::Ip6Glean,
+                    _ => return drop(cx, b, SidCounter::DxNoNeighbor),
                 };
-                b.hdr.ip.adj_index = a;
+                b.hdr.ip.adj_index = *adj;
                 b.hdr.ip.fib_index = *fib;
-                SidNext::Ip4Rewrite
-            }
-            Action::Dx6(s, fib, nh, out) => {
-                let v = s.lookup(*fib, *nh);
-                let Some(a) = dx_adj(v, &s.lb, &s.adj, *out) else {
-                    return drop(cx, b, SidCounter::DxUnresolved);
-                };
-                b.hdr.ip.adj_index = a;
-                b.hdr.ip.fib_index = *fib;
-                SidNext::Ip6Rewrite
+                next
             }
             // Handled (and returned) above.
             Action::End(_) => SidNext::Drop,
@@ -654,17 +647,29 @@ fn action(vm: &mut Vlib, b: &Behavior, table_id: u32) -> VnetResult<Action> {
             sluice_vnet::interface::check(vm, *sw)?;
             let id = sluice_vnet::ip4::if_table_id(vm, sw.0);
             let fib = sluice_vnet::ip4::fib_index(vm, id).unwrap_or(0);
+            let adj = sluice_vnet::ip4::neighbor_adjacency(vm, sw.0, *nh)?;
             let s = sluice_vnet::ip4::shared(vm)
                 .ok_or_else(|| VnetError::System("ip4 not initialised".into()))?;
-            Action::Dx4(s, fib, u32::from(*nh), sw.0)
+            Action::Dx {
+                v6: false,
+                adjs: s.adj.clone(),
+                adj,
+                fib,
+            }
         }
         Behavior::Dx6 { sw, nh } => {
             sluice_vnet::interface::check(vm, *sw)?;
             let id = sluice_vnet::ip6::if_table_id(vm, sw.0);
             let fib = v6_fib(vm, id).unwrap_or(0);
+            let adj = sluice_vnet::ip6::neighbor_adjacency(vm, sw.0, *nh)?;
             let s = sluice_vnet::ip6::shared(vm)
                 .ok_or_else(|| VnetError::System("ip6 not initialised".into()))?;
-            Action::Dx6(s, fib, u128::from(*nh), sw.0)
+            Action::Dx {
+                v6: true,
+                adjs: s.adj.clone(),
+                adj,
+                fib,
+            }
         }
     })
 }

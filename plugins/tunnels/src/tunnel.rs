@@ -54,8 +54,12 @@ pub enum Kind {
     },
     /// IP directly inside IP (protocol 4 or 41 from the payload).
     Ipip,
-    /// UDP + GTP-U G-PDU header (8 bytes, TEID); IP inside.
-    Gtpu,
+    /// UDP + GTP-U G-PDU header (8 bytes, TEID); IP inside, or Ethernet (`l2`:
+    /// `decap-next l2`, bridgeable).
+    Gtpu {
+        /// Ethernet inside.
+        l2: bool,
+    },
     /// IPv6 + segment routing header (RFC 8754 H.Encaps); IP inside, the SRH's next
     /// header (byte 40 of the rewrite) from the payload's version. An SR policy.
     Srv6,
@@ -67,7 +71,7 @@ impl Kind {
     pub fn l3(self) -> bool {
         matches!(
             self,
-            Kind::Gre { teb: false } | Kind::Ipip | Kind::Gtpu | Kind::Srv6
+            Kind::Gre { teb: false } | Kind::Ipip | Kind::Gtpu { l2: false } | Kind::Srv6
         )
     }
 }
@@ -296,7 +300,7 @@ impl PacketNode for Encap {
         let rl = e.len as usize;
         let total = b.total_len() + rl;
         let (ip6, kind, fib, ip4_sum) = (e.ip6, e.kind, e.fib_index, e.ip4_sum);
-        if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu) && chained {
+        if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::CHAINED_IP6);
             return encap_next::DROP;
         }
@@ -324,7 +328,7 @@ impl PacketNode for Encap {
             h[10..12].copy_from_slice(&csum.to_be_bytes());
         }
         match kind {
-            Kind::Vxlan | Kind::Gtpu => {
+            Kind::Vxlan | Kind::Gtpu { .. } => {
                 let ulen = (total - ipl) as u16;
                 if kind == Kind::Vxlan {
                     let sport = 0xc000 | (hash >> 18) as u16;
@@ -437,6 +441,8 @@ pub struct DecapEntry {
     /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
     /// front of the inner packet for `ethernet-input`).
     pub mac: [u8; 6],
+    /// Ethernet inside (for protocols that carry either: GTP-U).
+    pub l2: bool,
 }
 
 /// A decap node's tunnel table (one copy per thread): key → entry, with a one-entry cache
@@ -858,6 +864,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         next,
         counters,
         mac,
+        l2: !l3,
     };
     let table_of = p.table_of[fam];
     let tidx = idx as u32;

@@ -284,8 +284,8 @@ fn gtpu_malformed_counted() {
             "same endpoints",
         ),
         (
-            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 5 decap-next l2",
-            "l2",
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 5 decap-next mpls",
+            "`mpls'",
         ),
         (
             "create gtpu tunnel src 10.0.0.1 dst 2001:db8::2 teid 5",
@@ -320,4 +320,61 @@ fn gtp_parser_never_panics() {
             assert!(h.hdr_len <= d.len());
         }
     }
+}
+
+/// `decap-next l2`: Ethernet frames inside G-PDUs, the tunnel interface bridged with pg1.
+#[test]
+fn gtpu_l2_bridged() {
+    let (mut vm, t) = routed();
+    let out = cli(
+        &mut vm,
+        &t,
+        "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100 tteid 200 decap-next l2",
+    );
+    assert_eq!(out, "gtpu_tunnel0\n");
+    for c in [
+        "set interface state gtpu_tunnel0 up",
+        "create bridge-domain 1",
+        "set interface l2 bridge pg1 1",
+        "set interface l2 bridge gtpu_tunnel0 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let s = cli(&mut vm, &t, "show gtpu tunnel");
+    assert!(s.contains("decap-next l2"), "{s}");
+    let rc = cli(&mut vm, &t, "show running-config");
+    assert!(
+        rc.contains("create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100 tteid 200 instance 0 decap-next l2"),
+        "{rc}"
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let (h1, h2) = ([2, 0, 0, 0xaa, 0, 1], [2, 0, 0, 0xbb, 0, 1]);
+    // Decap: the inner frame as it was, flooded to pg1.
+    let inner: Vec<Vec<u8>> = (0..3).map(|i| inner_frame(h1, h2, 20 + i)).collect();
+    let frames: Vec<Vec<u8>> = inner
+        .iter()
+        .map(|f| under(false, false, G, &gtp(0x30, 255, 100, &[], f), pg0))
+        .collect();
+    assert_eq!(run(&mut vm, &t, "pg0", "pg1", &frames, 3), inner);
+    assert_eq!(counter(&vm, "gtpu4-input", "decapsulated"), 3);
+    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 3);
+    // Encap: a frame to h2 (learned behind the tunnel) goes into it with the tteid.
+    let back = inner_frame(h2, h1, 30);
+    let got = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&back), 1);
+    assert_eq!(
+        got,
+        vec![under(false, true, G, &gtp(0x30, 255, 200, &[], &back), pg0)]
+    );
+    // A G-PDU too short for an Ethernet header.
+    let short = under(false, false, G, &gtp(0x30, 255, 100, &[], &[0; 10]), pg0);
+    let before = counter(&vm, "gtpu4-input", "truncated");
+    assert!(run(&mut vm, &t, "pg0", "pg1", &[short], 0).is_empty());
+    assert_eq!(counter(&vm, "gtpu4-input", "truncated"), before + 1);
+    cli(
+        &mut vm,
+        &t,
+        "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100 del",
+    );
+    cli(&mut vm, &t, "set interface l3 pg1");
+    assert_eq!(in_use(&vm), 0);
 }

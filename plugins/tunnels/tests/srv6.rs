@@ -339,3 +339,107 @@ fn srh_parser_never_panics() {
         }
     }
 }
+
+/// An ARP reply from `ip`/`mac` to the router's `to_ip`/`to_mac`.
+fn arp_reply(to_mac: [u8; 6], to_ip: [u8; 4], mac: [u8; 6], ip: [u8; 4]) -> Vec<u8> {
+    let mut f = eth(to_mac, mac, 0x0806);
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&to_mac);
+    f.extend_from_slice(&to_ip);
+    f
+}
+
+/// A solicited neighbour advertisement for `ip` (`mac`) to the router's `to_ip`/`to_mac`.
+fn neighbor_advert(to_mac: [u8; 6], to_ip: [u8; 16], mac: [u8; 6], ip: [u8; 16]) -> Vec<u8> {
+    let mut m = vec![136, 0, 0, 0, 0x60, 0, 0, 0];
+    m.extend_from_slice(&ip);
+    m.extend_from_slice(&[2, 1]);
+    m.extend_from_slice(&mac);
+    let mut pseudo = ip.to_vec();
+    pseudo.extend_from_slice(&to_ip);
+    pseudo.extend_from_slice(&(m.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(&m);
+    let c = sluice_wire::checksum::internet_checksum(&pseudo);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut f = eth(to_mac, mac, 0x86dd);
+    f.extend(ip6(ip, to_ip, 58, m.len(), 255));
+    f.extend_from_slice(&m);
+    f
+}
+
+#[test]
+fn srv6_dx_resolves_its_next_hop() {
+    let (mut vm, t) = setup();
+    // Next hops nobody told Sluice about: the SIDs hold Incomplete adjacencies.
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.9",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::6 behavior end.dx6 pg1 2001:db8:1::9",
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let nh_mac = [0x02, 0, 0, 0, 1, 0x09];
+    let in4 = udp4([198, 51, 100, 7], [172, 16, 0, 9], 64);
+    let in6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::9"), 64);
+    let dx4 = || {
+        let mut p = srh(4, 0, 0, &[a6("fc00::4")]);
+        p.extend_from_slice(&in4);
+        from_peer(pg0, "fc00::4", 43, &p, 64)
+    };
+    let dx6 = || {
+        let mut p = srh(41, 0, 0, &[a6("fc00::6")]);
+        p.extend_from_slice(&in6);
+        from_peer(pg0, "fc00::6", 43, &p, 64)
+    };
+    // The first packets ask for their next hops (ARP request, neighbour solicitation) and
+    // are dropped, counted by the glean nodes.
+    let got = run(&mut vm, &t, "pg0", "pg1", &[dx4()], 1);
+    assert_eq!(got.len(), 1);
+    let arp = &got[0];
+    assert_eq!(&arp[..6], &[0xff; 6]);
+    assert_eq!(&arp[12..14], &[0x08, 0x06]);
+    assert_eq!(&arp[14 + 24..14 + 28], &[172, 16, 0, 9], "ARP target");
+    assert_eq!(&arp[14 + 14..14 + 18], &[172, 16, 0, 1], "ARP sender");
+    assert_eq!(counter(&vm, "ip4-glean", "requests_sent"), 1);
+    let got = run(&mut vm, &t, "pg0", "pg1", &[dx6()], 1);
+    assert_eq!(got.len(), 1);
+    let ns = &got[0];
+    assert_eq!(&ns[12..14], &[0x86, 0xdd]);
+    assert_eq!((ns[14 + 6], ns[14 + 40]), (58, 135), "an NS");
+    assert_eq!(&ns[14 + 48..14 + 64], &a6("2001:db8:1::9"), "NS target");
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 2);
+    // The neighbour answers; the next packets are cross-connected to it.
+    run(
+        &mut vm,
+        &t,
+        "pg1",
+        "pg1",
+        &[
+            arp_reply(pg1, [172, 16, 0, 1], nh_mac, [172, 16, 0, 9]),
+            neighbor_advert(pg1, a6("2001:db8:1::1"), nh_mac, a6("2001:db8:1::9")),
+        ],
+        0,
+    );
+    sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip4::Ip4Control>(&mut vm);
+    sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut vm);
+    let mut got = run(&mut vm, &t, "pg0", "pg1", &[dx4(), dx6()], 2);
+    got.sort();
+    let mut w4 = eth(nh_mac, pg1, 0x0800);
+    w4.extend(ttl_minus_one(&in4));
+    let mut w6 = eth(nh_mac, pg1, 0x86dd);
+    let mut r6 = in6.clone();
+    r6[7] = 63;
+    w6.extend(r6);
+    let mut want = vec![w4, w6];
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
+    assert_eq!(in_use(&vm), 0);
+}

@@ -1155,6 +1155,12 @@ pub fn for_each_route(
     )
 }
 
+/// The adjacency of neighbour `nh` on interface `i` (see
+/// [`crate::ip_family::neighbor_adjacency`]).
+pub fn neighbor_adjacency(vm: &mut Vlib, i: u32, nh: Ipv4Addr) -> VnetResult<u32> {
+    crate::ip_family::neighbor_adjacency::<Ip4Control>(vm, i, u32::from(nh))
+}
+
 /// The IPv4 table id of an interface.
 pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
     crate::ip_family::if_table_id::<Ip4Control>(vm, i)

@@ -985,6 +985,12 @@ pub fn for_each_route(
     )
 }
 
+/// The adjacency of neighbour `nh` on interface `i` (see
+/// [`crate::ip_family::neighbor_adjacency`]).
+pub fn neighbor_adjacency(vm: &mut Vlib, i: u32, nh: Ipv6Addr) -> VnetResult<u32> {
+    crate::ip_family::neighbor_adjacency::<Ip6Control>(vm, i, u128::from(nh))
+}
+
 /// The IPv6 table id of an interface.
 pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
     crate::ip_family::if_table_id::<Ip6Control>(vm, i)
