@@ -230,7 +230,7 @@ pub struct SessionMain {
     /// TCP connections with something to send (`session-queue` drains it).
     pub tcp_out: Vec<u32>,
     /// RSTs to send: (local, remote, seq, ack, flags).
-    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, u8)>,
+    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, crate::tcp::TcpFlags)>,
     /// Set with `tcp_out`/`rst_out`: makes `session-queue` active.
     pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// TCP global counters (for `show session`).
