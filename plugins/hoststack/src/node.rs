@@ -763,13 +763,7 @@ impl SessionQueue {
         }
         // Out of buffers: retried on the next call.
         sm.tcp_out.extend(stalled);
-        self.timer_at = sm
-            .iter()
-            .filter_map(|(_, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline(),
-                _ => None,
-            })
-            .min();
+        self.timer_at = sm.tcp_next_deadline();
     }
 
     /// Sends what connection `sid` has; false when a buffer allocation failed.
@@ -784,6 +778,7 @@ impl SessionQueue {
             apps,
             sessions,
             cfg,
+            tcp_timer_set,
             ..
         } = sm;
         let Some(s) = sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
@@ -833,6 +828,7 @@ impl SessionQueue {
                 }
             }
         });
+        crate::tcpsess::rearm(tcp_timer_set, sid, t, l);
         if !ok {
             cx.count(SqCounter::NoBuffer, 1);
             l.queued = true;

@@ -3,16 +3,16 @@
 //! the application's tx FIFO (stream mode: bytes stay there until acknowledged, so a
 //! retransmission peeks them again), the receive buffer its rx FIFO (the window advertised
 //! is the FIFO's free space, so a slow reader throttles the peer and accepted data is never
-//! dropped). Out-of-order segments wait in a bounded per-connection map until the hole
-//! fills. Congestion control: slow start and congestion avoidance with a NewReno-style
-//! reaction to three duplicate ACKs (go back to the first unacknowledged byte) and to an
-//! RTO (window of one segment). Window scaling and timestamps per RFC 7323 (both offered
+//! dropped). Out-of-order data is written into the rx FIFO at its place past the head
+//! (inside the advertised window, so it fits) and published when the hole fills; the
+//! connection keeps only its ranges. Congestion control: slow start and congestion
+//! avoidance with a NewReno-style reaction to three duplicate ACKs (go back to the first
+//! unacknowledged byte) and to an RTO (window of one segment). Window scaling and timestamps per RFC 7323 (both offered
 //! on every SYN, used when the peer offers them too; timestamps protect against wrapped
 //! sequence numbers, PAWS).
 
 use sluice_session::seg::Fifo;
 pub use sluice_wire::tcp::TcpFlags;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Our MSS over IPv4 (1500-byte MTU).
@@ -35,8 +35,8 @@ const MAX_RETRIES: u32 = 12;
 const MAX_SYN_RETRIES: u32 = 5;
 /// How long TIME-WAIT lasts (2 × MSL with a short MSL, as many stacks).
 pub const TIME_WAIT: Duration = Duration::from_secs(2);
-/// Most out-of-order bytes held per connection.
-const OOO_MAX: usize = 256 * 1024;
+/// Most separate ranges of out-of-order data held per connection.
+const OOO_RANGES: usize = 8;
 
 const FIN: TcpFlags = TcpFlags::FIN;
 const SYN: TcpFlags = TcpFlags::SYN;
@@ -187,6 +187,8 @@ pub struct TcpStats {
     pub ooo: u64,
     /// Segments outside the window (answered with an ACK, dropped).
     pub out_of_window: u64,
+    /// Out-of-order segments not kept (every range slot taken).
+    pub ooo_dropped: u64,
     /// Segments with an old timestamp (PAWS, RFC 7323 5: answered with an ACK, dropped).
     pub paws: u64,
 }
@@ -239,8 +241,10 @@ pub struct Tcb {
     retries: u32,
     /// TIME-WAIT end.
     pub tw_at: Option<Instant>,
-    ooo: BTreeMap<u32, Vec<u8>>,
-    ooo_bytes: usize,
+    /// Out-of-order data held in the rx FIFO past its head: sorted sequence ranges
+    /// [start, end), disjoint and not touching.
+    ooo: [(u32, u32); OOO_RANGES],
+    ooo_n: usize,
     ooo_fin: Option<u32>,
     /// The application closed: send FIN after the data.
     pub app_closed: bool,
@@ -295,8 +299,8 @@ impl Tcb {
             rto_at: Some(now + RTO_INIT),
             retries: 0,
             tw_at: None,
-            ooo: BTreeMap::new(),
-            ooo_bytes: 0,
+            ooo: [(0, 0); OOO_RANGES],
+            ooo_n: 0,
             ooo_fin: None,
             app_closed: false,
             fin_sent: false,
@@ -742,44 +746,67 @@ impl Tcb {
             return;
         }
         if seq != self.rcv_nxt {
-            // Out of order: hold it (bounded), answer with a duplicate ACK.
+            // Out of order: written into the rx FIFO at its place past the head (the window
+            // we advertised has room for it), its range remembered; a duplicate ACK.
             self.stats.ooo += 1;
-            if self.ooo_bytes + d.len() <= OOO_MAX && !self.ooo.contains_key(&seq) {
-                self.ooo_bytes += d.len();
-                self.ooo.insert(seq, d.to_vec());
+            let end = seq.wrapping_add(d.len() as u32);
+            if !(rx.write_ahead(seq.wrapping_sub(self.rcv_nxt), d) && self.ooo_insert(seq, end)) {
+                self.stats.ooo_dropped += 1;
             }
             return;
         }
         let n = rx.push_bytes(d);
         self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
         e.notify |= n > 0;
-        // Fill from the held segments: any that starts at or before `rcv_nxt` in sequence
-        // space (the map's u32 order is not sequence order across a wrap of the space, so
-        // it is searched, not taken first; it holds at most OOO_MAX bytes).
-        while n == d.len() {
-            let Some(s) = self.ooo.keys().copied().find(|&s| !lt(self.rcv_nxt, s)) else {
-                break;
-            };
-            let Some(v) = self.ooo.remove(&s) else { break };
-            self.ooo_bytes -= v.len();
-            let skip = self.rcv_nxt.wrapping_sub(s) as usize;
-            if skip < v.len() {
-                let rest = &v[skip..];
-                let n = rx.push_bytes(rest);
-                self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
-                if n < rest.len() {
-                    // The FIFO is full: keep what it did not take for later.
-                    self.ooo_bytes += rest.len() - n;
-                    self.ooo.insert(self.rcv_nxt, rest[n..].to_vec());
+        // Held ranges the new bytes reach join the stream (their bytes are in place).
+        while self.ooo_n > 0 && le(self.ooo[0].0, self.rcv_nxt) {
+            let end = self.ooo[0].1;
+            if lt(self.rcv_nxt, end) {
+                let want = end.wrapping_sub(self.rcv_nxt);
+                let m = rx.advance(want);
+                self.rcv_nxt = self.rcv_nxt.wrapping_add(m);
+                if m < want {
+                    self.ooo[0].0 = self.rcv_nxt; // the rest stays held
                     break;
                 }
             }
+            self.ooo.copy_within(1..self.ooo_n, 0);
+            self.ooo_n -= 1;
         }
         if self.ooo_fin == Some(self.rcv_nxt) {
             self.ooo_fin = None;
             let now = Instant::now();
             self.fin_in(now, e);
         }
+    }
+
+    /// Remembers [s, e) as held out of order, merged with the ranges it overlaps or
+    /// touches; false when all range slots are taken (the data is not kept).
+    fn ooo_insert(&mut self, mut s: u32, mut e: u32) -> bool {
+        let mut keep = [(0u32, 0u32); OOO_RANGES];
+        let mut k = 0;
+        for &(a, b) in &self.ooo[..self.ooo_n] {
+            if le(a, e) && le(s, b) {
+                if lt(a, s) {
+                    s = a;
+                }
+                if lt(e, b) {
+                    e = b;
+                }
+            } else {
+                keep[k] = (a, b);
+                k += 1;
+            }
+        }
+        if k == OOO_RANGES {
+            return false;
+        }
+        let pos = keep[..k].iter().position(|&(a, _)| lt(s, a)).unwrap_or(k);
+        keep.copy_within(pos..k, pos + 1);
+        keep[pos] = (s, e);
+        self.ooo = keep;
+        self.ooo_n = k + 1;
+        true
     }
 
     fn go_back(&mut self) {
@@ -842,7 +869,7 @@ impl Tcb {
     /// Our receive window, the rx FIFO's free space: (the header's field, the bytes it
     /// advertises). Scaled by our shift except on a SYN (RFC 7323 2.2).
     fn wnd(&self, rx_free: u32, syn: bool) -> (u16, u32) {
-        let free = rx_free.saturating_sub(self.ooo_bytes as u32);
+        let free = rx_free;
         if syn {
             let f = free.min(65535);
             return (f as u16, f);
@@ -1116,6 +1143,51 @@ mod tests {
         let mut got = vec![0u8; 0x200];
         let n = rx.pop_bytes(&mut got);
         assert_eq!(&got[..n], &data[..]);
+    }
+
+    #[test]
+    fn out_of_order_ranges_wait_in_the_fifo_and_merge() {
+        use sluice_session::seg::{init_header, slot_fifos, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 4096,
+            evq_len: 16,
+        };
+        let r = sluice_infra::shm::Region::create("tcp-ooo", g.size()).unwrap();
+        init_header(&r, &g);
+        let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
+        let now = Instant::now();
+        let mut t = Tcb::accept(5000, &seg(99, 0, SYN, &[]), L, now);
+        t.output(0, 4096, now, |_| true);
+        t.input(&seg(100, 5001, ACK, &[]), Some(&rx), None, now);
+        let data: Vec<u8> = (0..2000u32).map(|i| (i * 7 + i / 256) as u8).collect();
+        let put = |t: &mut Tcb, a: usize, b: usize| {
+            t.input(
+                &seg(100 + a as u32, 5001, ACK, &data[a..b]),
+                Some(&rx),
+                None,
+                now,
+            );
+        };
+        put(&mut t, 900, 1000);
+        put(&mut t, 700, 800);
+        put(&mut t, 500, 600);
+        put(&mut t, 800, 900); // joins 700..1000
+        assert_eq!(t.ooo_n, 2);
+        assert_eq!(t.ooo[..2], [(600, 700), (800, 1100)]);
+        put(&mut t, 0, 100);
+        assert_eq!(rx.used(), Some(100), "only in-order bytes are published");
+        put(&mut t, 100, 700); // overlaps the held 500..600
+        assert_eq!((t.rcv_nxt, t.ooo_n), (100 + 1000, 0));
+        // Nine separate holes: the ninth range has no slot and is not kept.
+        for k in 0..9 {
+            let a = 1100 + 100 * k;
+            put(&mut t, a, a + 50);
+        }
+        assert_eq!((t.ooo_n, t.stats.ooo_dropped), (8, 1));
+        let mut got = vec![0u8; 4096];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(&got[..n], &data[..1000]);
     }
 
     #[test]

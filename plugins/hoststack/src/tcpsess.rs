@@ -236,6 +236,9 @@ impl SessionMain {
                 }
             }
             Proto::Tcp(_, l) => {
+                if let Some(t) = l.timer {
+                    self.tcp_timer_set.remove(&(t, sid));
+                }
                 if let Some(r) = s.remote {
                     if self.tcp_conns.get(&(s.local, r)) == Some(&sid) {
                         self.tcp_conns.remove(&(s.local, r));
@@ -402,6 +405,7 @@ impl SessionMain {
             self.tcp_queue(sid);
         }
         self.tcp_settle(sid, e.free);
+        self.tcp_rearm(sid);
     }
 
     /// Frees what a connection no longer needs: everything once it is closed and the
@@ -549,25 +553,67 @@ impl SessionMain {
 
     /// Runs the due timers; returns the next deadline.
     pub fn tcp_timers(&mut self, now: Instant) -> Option<Instant> {
-        let due: Vec<u32> = self
-            .iter()
-            .filter_map(|(i, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline().filter(|d| *d <= now).map(|_| i),
-                _ => None,
-            })
-            .collect();
-        for sid in due {
+        let mut due = std::mem::take(&mut self.tcp_due);
+        while let Some(&(when, sid)) = self.tcp_timer_set.first() {
+            if when > now {
+                break;
+            }
+            self.tcp_timer_set.pop_first();
+            if let Some(Proto::Tcp(_, l)) = self
+                .sessions
+                .get_mut(sid as usize)
+                .and_then(|x| x.as_mut().map(|s| &mut s.proto))
+            {
+                l.timer = None;
+                due.push(sid);
+            }
+        }
+        for &sid in &due {
             let e = match self.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
                 Some(Proto::Tcp(t, _)) => t.timer(now),
                 _ => continue,
             };
             self.tcp_effect(sid, e);
         }
-        self.iter()
-            .filter_map(|(_, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline(),
-                _ => None,
-            })
-            .min()
+        due.clear();
+        self.tcp_due = due;
+        self.tcp_next_deadline()
     }
+
+    /// The earliest TCP timer.
+    pub fn tcp_next_deadline(&self) -> Option<Instant> {
+        self.tcp_timer_set.first().map(|x| x.0)
+    }
+
+    /// Files connection `sid` under its current deadline (after anything that may have
+    /// moved it).
+    pub fn tcp_rearm(&mut self, sid: u32) {
+        if let Some(Proto::Tcp(t, l)) = self
+            .sessions
+            .get_mut(sid as usize)
+            .and_then(|x| x.as_mut().map(|s| &mut s.proto))
+        {
+            rearm(&mut self.tcp_timer_set, sid, t, l);
+        }
+    }
+}
+
+/// Moves connection `sid`'s entry in `set` to the deadline its state machine has now.
+pub(crate) fn rearm(
+    set: &mut std::collections::BTreeSet<(Instant, u32)>,
+    sid: u32,
+    t: &Tcb,
+    l: &mut TcpLink,
+) {
+    let next = t.next_deadline();
+    if next == l.timer {
+        return;
+    }
+    if let Some(old) = l.timer {
+        set.remove(&(old, sid));
+    }
+    if let Some(n) = next {
+        set.insert((n, sid));
+    }
+    l.timer = next;
 }
