@@ -12,11 +12,13 @@
 # Printed as min / median / max over the runs with the ratio of the medians.
 #
 # Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
-# (NO_BUILD=1: use the release binaries as they are)
+# (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: Sluice's session FIFO
+# size, default 1 MiB, advertised through window scaling)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
 nrr=${3:-2000}
+fifo=${FIFO:-1048576}
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
 fi
@@ -42,7 +44,7 @@ ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
 ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
-printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock }\n' "$tmp" "$tmp" >"$tmp/c.conf"
+printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s }\n' "$tmp" "$tmp" "$fifo" >"$tmp/c.conf"
 "$bin/sluice" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
@@ -106,7 +108,7 @@ until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho"; do sleep 0.05; d
 
 declare -A R
 port=8000
-echo "== $runs runs, $mib MiB each way, $nrr round trips of 64 B; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $runs runs, $mib MiB each way, $nrr round trips of 64 B, FIFO $fifo B; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   for side in kernel sluice; do
     port=$((port + 1))

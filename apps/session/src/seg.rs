@@ -454,6 +454,27 @@ impl<'a> Fifo<'a> {
         n
     }
 
+    /// Stream producer: copies `src` to `off` bytes past the head without publishing it
+    /// (TCP data received out of order waits there for the hole before it); false, nothing
+    /// written, when it does not fit in the free space.
+    pub fn write_ahead(&self, off: u32, src: &[u8]) -> bool {
+        if off as u64 + src.len() as u64 > self.free_bytes() as u64 {
+            return false;
+        }
+        let h = self.head.load(Ordering::Relaxed);
+        self.write_at(h.wrapping_add(off), src);
+        true
+    }
+
+    /// Stream producer: publishes `n` bytes past the head that [`Fifo::write_ahead`] wrote
+    /// (at most the free space); returns how many.
+    pub fn advance(&self, n: u32) -> u32 {
+        let n = n.min(self.free_bytes());
+        let h = self.head.load(Ordering::Relaxed);
+        self.head.store(h.wrapping_add(n), Ordering::Release);
+        n
+    }
+
     /// Stream consumer: copies `dst.len()` bytes at `off` past the tail without consuming
     /// them (a retransmission reads the same bytes again); returns how many were there.
     pub fn peek_at(&self, off: u32, dst: &mut [u8]) -> usize {

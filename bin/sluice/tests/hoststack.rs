@@ -36,8 +36,31 @@ struct Peer {
     name: String,
 }
 
+/// Removes the namespaces of earlier runs of these tests that were killed before their
+/// guards ran (`sl<pid><tag>` whose process is gone; the veth goes with its namespace).
+fn reap_stale_namespaces() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("sl") else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let tag = &rest[digits.len()..];
+        let known = ["hs", "hc", "tc", "t6"].contains(&tag);
+        if known && !digits.is_empty() && !std::path::Path::new(&format!("/proc/{digits}")).exists()
+        {
+            let _ = sh(&["ip", "link", "del", &name]);
+            let _ = sh(&["ip", "netns", "del", &name]);
+        }
+    }
+}
+
 impl Peer {
     fn new(tag: &str) -> Peer {
+        reap_stale_namespaces();
         let name = format!("sl{}{tag}", std::process::id());
         let _ = sh(&["ip", "link", "del", &name]);
         let _ = sh(&["ip", "netns", "del", &name]);
@@ -519,25 +542,44 @@ fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) 
 
 #[test]
 fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
+    tcp_with_the_kernel(false, "tc");
+}
+
+#[test]
+fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
+    tcp_with_the_kernel(true, "t6");
+}
+
+/// A kernel client streams to a Sluice listener and a Sluice client to a kernel listener
+/// (every byte checked), refused connects both ways, the application's death resets its
+/// peer; over IPv4 or IPv6.
+fn tcp_with_the_kernel(v6: bool, tag: &str) {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     if let Some(why) = skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }
-    let peer = Peer::new("tc");
-    let (d, sock, dir) = sluice(&peer, "tc");
+    let peer = Peer::new(tag);
+    let (d, sock, dir) = sluice(&peer, tag);
     let total = tcp_bytes();
     let mut app = App::attach(&sock, "tcp-test").unwrap();
+    let (ours, theirs, any, node) = if v6 {
+        ("fd00:77::1", "fd00:77::2", "::", "tcp6-input")
+    } else {
+        ("10.77.0.1", "10.77.0.2", "0.0.0.0", "tcp4-input")
+    };
+    let sa = |ip: &str, port: u16| SocketAddr::new(ip.parse().unwrap(), port);
 
     // Kernel client → Sluice listener: every byte checked on Sluice's side.
-    let l = app.listen("0.0.0.0:5001".parse().unwrap(), 0).unwrap();
+    let l = app.listen(sa(any, 5001), 0).unwrap();
+    let to = sa(ours, 5001);
     let client = std::thread::spawn({
         let name = peer.name.clone();
         move || {
             let p = Peer { name };
             let r = p.run(move || {
-                let mut s = TcpStream::connect("10.77.0.1:5001").unwrap();
+                let mut s = TcpStream::connect(to).unwrap();
                 let mut buf = vec![0u8; 1 << 16];
                 let mut sent = 0u64;
                 while sent < total {
@@ -561,7 +603,7 @@ fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
         }
         app.wait(Some(Duration::from_millis(10))).unwrap();
     };
-    assert_eq!(conn.remote.unwrap().ip().to_string(), "10.77.0.2");
+    assert_eq!(conn.remote.unwrap().ip().to_string(), theirs);
     assert_eq!(app_read_all(&app, &conn, 1), total);
     app.close(conn).unwrap();
     assert_eq!(
@@ -571,7 +613,7 @@ fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
     );
 
     // Sluice client → kernel listener.
-    let srv = peer.run(|| TcpListener::bind("10.77.0.2:5002").unwrap());
+    let srv = peer.run(move || TcpListener::bind(sa(theirs, 5002)).unwrap());
     let reader = std::thread::spawn({
         let srv = srv.try_clone().unwrap();
         move || {
@@ -591,28 +633,29 @@ fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
         }
     });
     let c = app
-        .tcp_connect("10.77.0.2:5002".parse().unwrap(), Duration::from_secs(5))
+        .tcp_connect(sa(theirs, 5002), Duration::from_secs(5))
         .unwrap();
     app_write_all(&app, &c, 2, total);
     app.close(c).unwrap();
     assert_eq!(reader.join().unwrap(), total);
 
     // A port nobody listens on: the kernel client is refused (RST), counted.
-    let refused = peer.run(|| {
-        TcpStream::connect_timeout(&"10.77.0.1:5009".parse().unwrap(), Duration::from_secs(3))
+    let closed = sa(ours, 5009);
+    let refused = peer.run(move || {
+        TcpStream::connect_timeout(&closed, Duration::from_secs(3))
             .err()
             .map(|e| e.kind())
     });
     assert_eq!(refused, Some(std::io::ErrorKind::ConnectionRefused));
-    assert!(counter(&d, "tcp4-input", "no connection or listener") >= 1);
+    assert!(counter(&d, node, "no connection or listener") >= 1);
     // And a Sluice connect to a closed kernel port is refused too.
     let e = app
-        .tcp_connect("10.77.0.2:5010".parse().unwrap(), Duration::from_secs(5))
+        .tcp_connect(sa(theirs, 5010), Duration::from_secs(5))
         .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
 
     // The application dies with an open connection: the peer gets a RST, all is freed.
-    let held = peer.run(|| TcpStream::connect("10.77.0.1:5001").unwrap());
+    let held = peer.run(move || TcpStream::connect(to).unwrap());
     let acc = loop {
         if let Some(sluice_session::Event::Accept(slot)) = app.next() {
             break app.accepted(slot).unwrap();

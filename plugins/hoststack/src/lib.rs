@@ -273,21 +273,27 @@ pub fn poll_control(vm: &mut Vlib) {
     apply_tcp(vm, tcp);
 }
 
-/// Sends IPv4 TCP to `tcp4-input` while TCP sessions exist (otherwise `ip4-local` punts
-/// it, as before: linux-cp's host keeps its TCP).
+/// Sends TCP to `tcp4-input`/`tcp6-input` while TCP sessions exist (otherwise
+/// `ip4-local`/`ip6-local` punt it, as before: linux-cp's host keeps its TCP).
 fn apply_tcp(vm: &mut Vlib, want: bool) {
     use sluice_vnet::ip_local::{register, unregister_node, LocalKey};
     if vm.ext_mut::<Hoststack>().tcp_registered == want {
         return;
     }
-    let r = if want {
-        register(vm, false, LocalKey::Protocol(6), node::TCP4_INPUT)
-    } else {
-        unregister_node(vm, false, LocalKey::Protocol(6), node::TCP4_INPUT)
-    };
-    match r {
-        Ok(()) => vm.ext_mut::<Hoststack>().tcp_registered = want,
-        Err(e) => log::warn!("session: tcp: {e}"),
+    let mut ok = true;
+    for (v6, node) in [(false, node::TCP4_INPUT), (true, node::TCP6_INPUT)] {
+        let r = if want {
+            register(vm, v6, LocalKey::Protocol(6), node)
+        } else {
+            unregister_node(vm, v6, LocalKey::Protocol(6), node)
+        };
+        if let Err(e) = r {
+            log::warn!("session: {node}: {e}");
+            ok = false;
+        }
+    }
+    if ok {
+        vm.ext_mut::<Hoststack>().tcp_registered = want;
     }
 }
 

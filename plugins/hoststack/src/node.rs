@@ -48,14 +48,14 @@
 //! RSTs; counters `tcp_sent` (info), `tcp_rst_sent` (info).
 
 use crate::session::{Proto, SessionMain, NO_SLOT};
-use crate::tcp::{self, Out, Seg};
+use crate::tcp::{Out, Seg, TcpFlags};
 use crate::tcpsess::TcpDrop;
 use sluice_buffer::{flags, BufIdx, Buffer};
-use sluice_graph::{CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
+use sluice_graph::{CounterDesc, CounterId, Cx, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
 use sluice_session::seg::PopError;
 use sluice_wire::checksum;
 use sluice_wire::ipv6::Ipv6Packet;
-use sluice_wire::tcp::{TcpOption, TcpPacket};
+use sluice_wire::tcp::{TcpOption, TcpPacket, TcpRepr};
 use sluice_wire::udp::UdpPacket;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -74,6 +74,8 @@ pub const UDP6_INPUT: &str = "udp6-input";
 pub const SESSION_QUEUE: &str = "session-queue";
 /// `tcp4-input`.
 pub const TCP4_INPUT: &str = "tcp4-input";
+/// `tcp6-input`.
+pub const TCP6_INPUT: &str = "tcp6-input";
 
 /// The state every node shares.
 pub type Shared = Arc<Mutex<SessionMain>>;
@@ -85,18 +87,100 @@ pub(crate) fn lock(s: &Shared) -> MutexGuard<'_, SessionMain> {
     }
 }
 
-mod rx {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const C_DELIVERED: usize = 0;
-    pub const E_NO_LISTENER: u16 = 1;
-    pub const E_BAD_CHECKSUM: u16 = 2;
-    pub const E_SHORT: u16 = 3;
-    pub const E_FRAGMENT: u16 = 4;
-    pub const E_CHAINED: u16 = 5;
-    pub const E_FIFO_FULL: u16 = 6;
-    pub const E_WRONG_THREAD: u16 = 7;
-    pub const E_BAD_HEADER: u16 = 8;
+sluice_graph::arcs! {
+    /// Next arcs of `udp4-input`/`udp6-input` and `tcp4-input`/`tcp6-input`.
+    enum InNext {
+        /// Every drop (delivered buffers are freed by the node).
+        Drop => "error-drop",
+    }
+}
+
+sluice_graph::counters! {
+    /// Counters of `udp4-input`/`udp6-input`.
+    enum UdpCounter {
+        /// Queued to a session.
+        Delivered => info("delivered", "datagrams queued to a session"),
+        /// No session for the address and port.
+        NoListener => error("no_listener", "no session for the address and port"),
+        /// Bad UDP checksum.
+        BadChecksum => error("bad_checksum", "bad UDP checksum"),
+        /// Truncated header or length.
+        Short => error("short", "truncated IP/UDP header or UDP length"),
+        /// IPv4 fragment.
+        Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
+        /// Chained buffers.
+        Chained => error("chained", "datagram in several buffers"),
+        /// rx FIFO full.
+        FifoFull => error("fifo_full", "session rx FIFO full"),
+        /// Received on a worker.
+        WrongThread => error("wrong_thread", "received on a worker (sessions live on thread 0)"),
+        /// IPv6 extension headers malformed.
+        BadHeader => error("bad_header", "malformed IPv6 extension headers"),
+    }
+}
+
+sluice_graph::counters! {
+    /// Counters of `tcp4-input`/`tcp6-input`.
+    enum TcpCounter {
+        /// Taken by a connection or listener.
+        Segments => info("segments", "segments taken by a connection or listener"),
+        /// No connection or listener.
+        NoListener => error("no_listener", "no connection or listener (RST sent)"),
+        /// Bad checksum.
+        BadChecksum => error("bad_checksum", "bad TCP checksum"),
+        /// Truncated header.
+        Short => error("short", "truncated IP/TCP header"),
+        /// Data offset out of range.
+        BadOffset => error("bad_offset", "TCP data offset out of range"),
+        /// IPv4 fragment.
+        Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
+        /// Chained buffers.
+        Chained => error("chained", "segment in several buffers"),
+        /// The listener's handshake backlog is full.
+        SynBacklogFull => error("syn_backlog_full", "SYN dropped: listener backlog full"),
+        /// Received on a worker.
+        WrongThread => error("wrong_thread", "received on a worker (sessions live on thread 0)"),
+        /// IPv6 extension headers malformed.
+        BadHeader => error("bad_header", "malformed IPv6 extension headers"),
+    }
+}
+
+sluice_graph::arcs! {
+    /// Next arcs of `session-queue`.
+    enum SqNext {
+        /// IPv4 packets.
+        Ip4 => sluice_vnet::ip4::nodes::IP4_LOOKUP,
+        /// IPv6 packets.
+        Ip6 => sluice_vnet::ip6::nodes::IP6_LOOKUP,
+        /// Dropped datagrams.
+        Drop => "error-drop",
+    }
+}
+
+sluice_graph::counters! {
+    /// Counters of `session-queue`.
+    enum SqCounter {
+        /// Datagrams sent.
+        Sent => info("sent", "datagrams sent"),
+        /// No buffer.
+        NoBuffer => error("no_buffer", "no buffer (datagram left queued)"),
+        /// Datagram to an invalid peer.
+        BadPeer => error("bad_peer", "datagram to an invalid peer"),
+        /// Corrupt application tx FIFO.
+        CorruptFifo => error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
+        /// TCP segments sent.
+        TcpSent => info("tcp_sent", "TCP segments sent"),
+        /// TCP RSTs sent.
+        TcpRstSent => info("tcp_rst_sent", "TCP RSTs sent"),
+    }
+}
+
+/// Why the IP header in front of a UDP datagram or TCP segment is refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum IpErr {
+    Short,
+    Fragment,
+    BadHeader,
 }
 
 /// `udp4-input` (`V6` false) and `udp6-input` (`V6` true).
@@ -107,12 +191,25 @@ pub struct UdpInput<const V6: bool> {
     drops: Vec<BufIdx>,
 }
 
-/// Source, destination and UDP offset of a packet at its IP header.
+/// Source, destination and the transport header and payload (bounded by the IP length) of
+/// a packet at its IP header.
 #[inline(always)]
-fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), u16> {
+fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, &[u8]), IpErr> {
+    let (src, dst, off) = ip_addrs::<V6>(d)?;
+    let ip_end = if V6 {
+        40 + u16::from_be_bytes([d[4], d[5]]) as usize
+    } else {
+        u16::from_be_bytes([d[2], d[3]]) as usize
+    };
+    let l4 = d.get(off..ip_end.min(d.len())).ok_or(IpErr::Short)?;
+    Ok((src, dst, l4))
+}
+
+#[inline(always)]
+fn ip_addrs<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), IpErr> {
     if V6 {
-        let p = Ipv6Packet::new_checked(d).map_err(|_| rx::E_SHORT)?;
-        let (_, off) = p.walk_extensions().map_err(|_| rx::E_BAD_HEADER)?;
+        let p = Ipv6Packet::new_checked(d).map_err(|_| IpErr::Short)?;
+        let (_, off) = p.walk_extensions().map_err(|_| IpErr::BadHeader)?;
         let a = |o: usize| -> IpAddr {
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[o..o + 16]);
@@ -121,14 +218,14 @@ fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), u16> {
         Ok((a(8), a(24), off))
     } else {
         if d.len() < 20 {
-            return Err(rx::E_SHORT);
+            return Err(IpErr::Short);
         }
         let ihl = (d[0] & 0xf) as usize * 4;
         if ihl < 20 || d.len() < ihl {
-            return Err(rx::E_SHORT);
+            return Err(IpErr::Short);
         }
         if u16::from_be_bytes([d[6], d[7]]) & 0x3fff != 0 {
-            return Err(rx::E_FRAGMENT);
+            return Err(IpErr::Fragment);
         }
         let src = IpAddr::V4(Ipv4Addr::new(d[12], d[13], d[14], d[15]));
         let dst = IpAddr::V4(Ipv4Addr::new(d[16], d[17], d[18], d[19]));
@@ -139,20 +236,18 @@ fn parse_ip<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), u16> {
 impl<const V6: bool> UdpInput<V6> {
     /// Delivers one datagram; `Err(counter)` to drop it.
     #[inline(always)]
-    fn one(sm: &mut SessionMain, b: &Buffer<'_>) -> Result<(), u16> {
+    fn one(sm: &mut SessionMain, b: &Buffer<'_>) -> Result<(), UdpCounter> {
+        use UdpCounter as C;
         if b.hdr.flags & flags::NEXT_PRESENT != 0 {
-            return Err(rx::E_CHAINED);
+            return Err(C::Chained);
         }
-        let d = b.data();
-        let (src, dst, off) = parse_ip::<V6>(d)?;
-        let ip_end = if V6 {
-            40 + u16::from_be_bytes([d[4], d[5]]) as usize
-        } else {
-            u16::from_be_bytes([d[2], d[3]]) as usize
-        };
-        let l4 = d.get(off..ip_end.min(d.len())).ok_or(rx::E_SHORT)?;
-        let u = UdpPacket::new_checked(l4).map_err(|_| rx::E_SHORT)?;
-        u.check_len().map_err(|_| rx::E_SHORT)?;
+        let (src, dst, l4) = parse_ip::<V6>(b.data()).map_err(|e| match e {
+            IpErr::Short => C::Short,
+            IpErr::Fragment => C::Fragment,
+            IpErr::BadHeader => C::BadHeader,
+        })?;
+        let u = UdpPacket::new_checked(l4).map_err(|_| C::Short)?;
+        u.check_len().map_err(|_| C::Short)?;
         if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
             let ok = match (src, dst) {
                 (IpAddr::V4(s), IpAddr::V4(t)) => u.verify_checksum_v4(s, t),
@@ -160,22 +255,20 @@ impl<const V6: bool> UdpInput<V6> {
                 _ => false,
             };
             if !ok {
-                return Err(rx::E_BAD_CHECKSUM);
+                return Err(C::BadChecksum);
             }
         }
         let local = SocketAddr::new(dst, u.dst_port());
         let remote = SocketAddr::new(src, u.src_port());
-        let sid = sm.lookup(local, remote).ok_or(rx::E_NO_LISTENER)?;
-        let s = sm.sessions[sid as usize]
-            .as_ref()
-            .ok_or(rx::E_NO_LISTENER)?;
+        let sid = sm.lookup(local, remote).ok_or(C::NoListener)?;
+        let s = sm.sessions[sid as usize].as_ref().ok_or(C::NoListener)?;
         let (ai, slot) = (s.app, s.slot);
         let app = sm
             .apps
             .get(ai as usize)
             .and_then(|a| a.as_ref())
-            .ok_or(rx::E_NO_LISTENER)?;
-        let (fifo, _) = app.fifos(slot).ok_or(rx::E_NO_LISTENER)?;
+            .ok_or(C::NoListener)?;
+        let (fifo, _) = app.fifos(slot).ok_or(C::NoListener)?;
         let payload = u.payload();
         let n = payload.len() as u64;
         let pushed = fifo.push(remote, payload);
@@ -191,11 +284,11 @@ impl<const V6: bool> UdpInput<V6> {
         }
         let st = &mut sm.sessions[sid as usize]
             .as_mut()
-            .ok_or(rx::E_NO_LISTENER)?
+            .ok_or(C::NoListener)?
             .stats;
         if !pushed {
             st.rx_full += 1;
-            return Err(rx::E_FIFO_FULL);
+            return Err(C::FifoFull);
         }
         st.rx += 1;
         st.rx_bytes += n;
@@ -207,15 +300,15 @@ impl<const V6: bool> UdpInput<V6> {
 /// drops go to `drop` with their reason, taken buffers are freed and counted in `taken`).
 /// Sessions live on thread 0: elsewhere every buffer is `wrong_thread`.
 #[allow(clippy::too_many_arguments)]
-fn input_frame(
+fn input_frame<C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     sm: &Shared,
     thread: usize,
-    (wrong_thread, taken, drop_next): (u16, usize, Next),
+    (wrong_thread, taken): (C, C),
     done: &mut Vec<BufIdx>,
     drops: &mut Vec<BufIdx>,
-    mut one: impl FnMut(&mut SessionMain, &Buffer<'_>) -> Result<(), u16>,
+    mut one: impl FnMut(&mut SessionMain, &Buffer<'_>) -> Result<(), C>,
 ) {
     done.clear();
     drops.clear();
@@ -239,7 +332,7 @@ fn input_frame(
     drop(g);
     cx.count(taken, done.len() as u64);
     cx.free(done);
-    cx.enqueue_all(drop_next, drops);
+    cx.enqueue_all(InNext::Drop.into(), drops);
 }
 
 impl<const V6: bool> NodeFn for UdpInput<V6> {
@@ -250,7 +343,7 @@ impl<const V6: bool> NodeFn for UdpInput<V6> {
             frame,
             &sm,
             self.thread,
-            (rx::E_WRONG_THREAD, rx::C_DELIVERED, rx::DROP),
+            (UdpCounter::WrongThread, UdpCounter::Delivered),
             &mut self.done,
             &mut self.drops,
             Self::one,
@@ -261,69 +354,51 @@ impl<const V6: bool> NodeFn for UdpInput<V6> {
     }
 }
 
-mod tx {
-    use sluice_graph::Next;
-    pub const IP4: Next = Next(0);
-    pub const IP6: Next = Next(1);
-    pub const DROP: Next = Next(2);
-    pub const C_SENT: usize = 0;
-    pub const E_NO_BUFFER: u16 = 1;
-    pub const E_BAD_PEER: u16 = 2;
-    pub const E_CORRUPT: u16 = 3;
-    pub const C_TCP_SENT: usize = 4;
-    pub const C_RST_SENT: usize = 5;
-}
-
-mod trx {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const C_SEGMENTS: usize = 0;
-    pub const E_NO_LISTENER: u16 = 1;
-    pub const E_BAD_CHECKSUM: u16 = 2;
-    pub const E_SHORT: u16 = 3;
-    pub const E_BAD_OFFSET: u16 = 4;
-    pub const E_FRAGMENT: u16 = 5;
-    pub const E_CHAINED: u16 = 6;
-    pub const E_BACKLOG: u16 = 7;
-    pub const E_WRONG_THREAD: u16 = 8;
-}
-
-/// `tcp4-input`.
-pub struct TcpInput {
+/// `tcp4-input` (`V6` false) and `tcp6-input` (`V6` true).
+pub struct TcpInput<const V6: bool> {
     sm: Shared,
     thread: usize,
     done: Vec<BufIdx>,
     drops: Vec<BufIdx>,
 }
 
-impl TcpInput {
-    fn one(sm: &mut SessionMain, b: &Buffer<'_>, now: std::time::Instant) -> Result<(), u16> {
+impl<const V6: bool> TcpInput<V6> {
+    fn one(
+        sm: &mut SessionMain,
+        b: &Buffer<'_>,
+        now: std::time::Instant,
+    ) -> Result<(), TcpCounter> {
+        use TcpCounter as C;
         if b.hdr.flags & flags::NEXT_PRESENT != 0 {
-            return Err(trx::E_CHAINED);
+            return Err(C::Chained);
         }
-        let d = b.data();
-        let (src, dst, off) = parse_ip::<false>(d).map_err(|e| match e {
-            rx::E_FRAGMENT => trx::E_FRAGMENT,
-            _ => trx::E_SHORT,
+        let (src, dst, l4) = parse_ip::<V6>(b.data()).map_err(|e| match e {
+            IpErr::Short => C::Short,
+            IpErr::Fragment => C::Fragment,
+            IpErr::BadHeader => C::BadHeader,
         })?;
-        let ip_end = u16::from_be_bytes([d[2], d[3]]) as usize;
-        let l4 = d.get(off..ip_end.min(d.len())).ok_or(trx::E_SHORT)?;
         if l4.len() < 20 {
-            return Err(trx::E_SHORT);
+            return Err(C::Short);
         }
         // With the 20 bytes there, what new_checked refuses is the data offset.
-        let p = TcpPacket::new_checked(l4).map_err(|_| trx::E_BAD_OFFSET)?;
-        let (IpAddr::V4(s4), IpAddr::V4(d4)) = (src, dst) else {
-            return Err(trx::E_SHORT);
-        };
-        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 && !p.verify_checksum_v4(s4, d4) {
-            return Err(trx::E_BAD_CHECKSUM);
+        let p = TcpPacket::new_checked(l4).map_err(|_| C::BadOffset)?;
+        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
+            let ok = match (src, dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => p.verify_checksum_v4(s, d),
+                (IpAddr::V6(s), IpAddr::V6(d)) => p.verify_checksum_v6(s, d),
+                _ => false,
+            };
+            if !ok {
+                return Err(C::BadChecksum);
+            }
         }
-        let mut mss = None;
+        let (mut mss, mut wscale, mut ts) = (None, None, None);
         // Malformed options are ignored, not fatal: the walk stops at the first.
         for o in p.options_iter() {
             match o {
                 Ok(TcpOption::Mss(m)) => mss = Some(m),
+                Ok(TcpOption::WindowScale(w)) => wscale = Some(w),
+                Ok(TcpOption::Timestamps { tsval, tsecr }) => ts = Some((tsval, tsecr)),
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -331,21 +406,23 @@ impl TcpInput {
         let seg = Seg {
             seq: p.seq_number(),
             ack: p.ack_number(),
-            flags: (p.flags().0 & 0x1f) as u8,
+            flags: TcpFlags(p.flags().0 & 0x1f),
             wnd: p.window(),
             mss,
+            wscale,
+            ts,
             data: p.payload(),
         };
         let local = SocketAddr::new(dst, p.dst_port());
         let remote = SocketAddr::new(src, p.src_port());
         sm.tcp_input(local, remote, &seg, now).map_err(|e| match e {
-            TcpDrop::NoListener => trx::E_NO_LISTENER,
-            TcpDrop::BacklogFull => trx::E_BACKLOG,
+            TcpDrop::NoListener => C::NoListener,
+            TcpDrop::BacklogFull => C::SynBacklogFull,
         })
     }
 }
 
-impl NodeFn for TcpInput {
+impl<const V6: bool> NodeFn for TcpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let sm = self.sm.clone();
         let now = std::time::Instant::now();
@@ -354,7 +431,7 @@ impl NodeFn for TcpInput {
             frame,
             &sm,
             self.thread,
-            (trx::E_WRONG_THREAD, trx::C_SEGMENTS, trx::DROP),
+            (TcpCounter::WrongThread, TcpCounter::Segments),
             &mut self.done,
             &mut self.drops,
             |sm, b| Self::one(sm, b, now),
@@ -382,8 +459,39 @@ fn ip4_header(h: &mut [u8], s: Ipv4Addr, d: Ipv4Addr, proto: u8, l4len: usize, i
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Builds one TCP segment (IPv4) into a new buffer; payload peeked from `tx`.
-#[allow(clippy::too_many_arguments)]
+/// Writes an IPv6 header for `l4len` bytes of next header `proto` at `h[..40]`.
+fn ip6_header(h: &mut [u8], s: Ipv6Addr, d: Ipv6Addr, proto: u8, l4len: usize) {
+    h[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    h[4..6].copy_from_slice(&(l4len as u16).to_be_bytes());
+    h[6] = proto;
+    h[7] = 64;
+    h[8..24].copy_from_slice(&s.octets());
+    h[24..40].copy_from_slice(&d.octets());
+}
+
+/// Writes the options of `o` (MSS, window scale, timestamps, NOP-padded to words) into
+/// `t`; returns their length.
+fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
+    let mut n = 0;
+    if let Some(m) = o.mss {
+        t[n..n + 4].copy_from_slice(&[2, 4, (m >> 8) as u8, m as u8]);
+        n += 4;
+    }
+    if let Some(w) = o.wscale {
+        t[n..n + 4].copy_from_slice(&[1, 3, 3, w]);
+        n += 4;
+    }
+    if let Some((v, e)) = o.ts {
+        t[n..n + 4].copy_from_slice(&[1, 1, 8, 10]);
+        t[n + 4..n + 8].copy_from_slice(&v.to_be_bytes());
+        t[n + 8..n + 12].copy_from_slice(&e.to_be_bytes());
+        n += 12;
+    }
+    n
+}
+
+/// Builds one TCP segment (IPv4 or IPv6, by the addresses) into a new buffer, payload
+/// peeked from `tx`. None: no buffer, or addresses of two families.
 fn tcp_segment(
     cx: &mut Cx,
     local: SocketAddr,
@@ -392,8 +500,10 @@ fn tcp_segment(
     tx: Option<&sluice_session::seg::Fifo<'_>>,
     ip_id: u16,
 ) -> Option<BufIdx> {
-    let (IpAddr::V4(s), IpAddr::V4(d)) = (local.ip(), remote.ip()) else {
-        return None;
+    let ihl = match (local.ip(), remote.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => 20,
+        (IpAddr::V6(_), IpAddr::V6(_)) => 40,
+        _ => return None,
     };
     let mut bi = [BufIdx(0)];
     if cx.bufs().alloc(&mut bi) != 1 {
@@ -403,40 +513,47 @@ fn tcp_segment(
     // SAFETY: freshly allocated, owned here, one view.
     let mut b = unsafe { cx.buffer(bi) };
     let raw = b.raw_data_mut();
-    let thl = if o.mss.is_some() { 24 } else { 20 };
-    let hl = 20 + thl;
-    let mut len = o.len as usize;
-    if hl + len > raw.len() {
-        len = raw.len() - hl;
-    }
+    let mut opts = [0u8; 40];
+    let olen = tcp_options(o, &mut opts);
+    let thl = 20 + olen;
+    let hl = ihl + thl;
+    let mut len = (o.len as usize).min(raw.len() - hl);
     if len > 0 {
-        let got = tx
+        len = tx
             .map(|f| f.peek_at(o.off, &mut raw[hl..hl + len]))
             .unwrap_or(0);
-        len = got;
     }
     {
-        let t = &mut raw[20..hl + len];
-        t[0..2].copy_from_slice(&local.port().to_be_bytes());
-        t[2..4].copy_from_slice(&remote.port().to_be_bytes());
-        t[4..8].copy_from_slice(&o.seq.to_be_bytes());
-        let ack = if o.flags & tcp::flag::ACK != 0 {
+        let t = &mut raw[ihl..hl + len];
+        t[20..thl].copy_from_slice(&opts[..olen]);
+        let mut p = TcpPacket::new_unchecked(&mut t[..]);
+        let ack = if o.flags.intersects(TcpFlags::ACK) {
             o.ack
         } else {
             0
         };
-        t[8..12].copy_from_slice(&ack.to_be_bytes());
-        t[12] = ((thl / 4) as u8) << 4;
-        t[13] = o.flags;
-        t[14..16].copy_from_slice(&o.wnd.to_be_bytes());
-        t[16..20].fill(0);
-        if let Some(m) = o.mss {
-            t[20..24].copy_from_slice(&[2, 4, (m >> 8) as u8, m as u8]);
+        TcpRepr {
+            src_port: local.port(),
+            dst_port: remote.port(),
+            seq_number: o.seq,
+            ack_number: ack,
+            flags: o.flags,
+            window: o.wnd,
+            payload_len: len,
         }
-        let mut p = TcpPacket::new_unchecked(&mut t[..]);
-        p.fill_checksum_v4(s, d);
+        .emit(&mut p);
+        p.set_header_len(thl);
+        match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => p.fill_checksum_v4(s, d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => p.fill_checksum_v6(s, d),
+            _ => {}
+        }
     }
-    ip4_header(&mut raw[..20], s, d, 6, thl + len, ip_id);
+    match (local.ip(), remote.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => ip4_header(&mut raw[..20], s, d, 6, thl + len, ip_id),
+        (IpAddr::V6(s), IpAddr::V6(d)) => ip6_header(&mut raw[..40], s, d, 6, thl + len),
+        _ => {}
+    }
     b.hdr.current_data = 0;
     b.set_len(hl + len);
     b.hdr.flags |= flags::LOCALLY_ORIGINATED;
@@ -510,13 +627,7 @@ fn push_headers(
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             up.fill_checksum_v6(s, d);
-            let h = &mut raw[..40];
-            h[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
-            h[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
-            h[6] = 17;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
+            ip6_header(&mut raw[..40], s, d, 17, ulen);
         }
         _ => return None,
     }
@@ -541,7 +652,7 @@ impl SessionQueue {
         }
         let mut bi = [BufIdx(0)];
         if cx.bufs().alloc(&mut bi) != 1 {
-            cx.count(tx::E_NO_BUFFER as usize, 1);
+            cx.count(SqCounter::NoBuffer, 1);
             return Built::Stalled;
         }
         let bi = bi[0];
@@ -559,7 +670,7 @@ impl SessionQueue {
             }
             Err(_) => {
                 fifo.clear();
-                b.hdr.error = cx.error(tx::E_CORRUPT);
+                b.hdr.error = cx.error(SqCounter::CorruptFifo);
                 self.drops.push(bi);
                 return Built::Dropped;
             }
@@ -583,7 +694,7 @@ impl SessionQueue {
             _ => None,
         };
         let Some(total) = built else {
-            b.hdr.error = cx.error(tx::E_BAD_PEER);
+            b.hdr.error = cx.error(SqCounter::BadPeer);
             self.drops.push(bi);
             return Built::Dropped;
         };
@@ -624,17 +735,23 @@ impl SessionQueue {
                 flags: f,
                 wnd: 0,
                 mss: None,
+                wscale: None,
+                ts: None,
                 off: 0,
                 len: 0,
             };
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
                 Some(bi) => {
                     self.ip_id = self.ip_id.wrapping_add(1);
-                    self.out4.push(bi);
+                    if r.is_ipv6() {
+                        self.out6.push(bi);
+                    } else {
+                        self.out4.push(bi);
+                    }
                     self.tcp_sent += 1;
-                    cx.count(tx::C_RST_SENT, 1);
+                    cx.count(SqCounter::TcpRstSent, 1);
                 }
-                None => cx.count(tx::E_NO_BUFFER as usize, 1),
+                None => cx.count(SqCounter::NoBuffer, 1),
             }
         }
         let queue = std::mem::take(&mut sm.tcp_out);
@@ -646,13 +763,7 @@ impl SessionQueue {
         }
         // Out of buffers: retried on the next call.
         sm.tcp_out.extend(stalled);
-        self.timer_at = sm
-            .iter()
-            .filter_map(|(_, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline(),
-                _ => None,
-            })
-            .min();
+        self.timer_at = sm.tcp_next_deadline();
     }
 
     /// Sends what connection `sid` has; false when a buffer allocation failed.
@@ -663,7 +774,13 @@ impl SessionQueue {
         sid: u32,
         now: std::time::Instant,
     ) -> bool {
-        let SessionMain { apps, sessions, .. } = sm;
+        let SessionMain {
+            apps,
+            sessions,
+            cfg,
+            tcp_timer_set,
+            ..
+        } = sm;
         let Some(s) = sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
             return true;
         };
@@ -683,19 +800,24 @@ impl SessionQueue {
         l.queued = false;
         let (tx_used, rx_free) = match &fifos {
             Some((rx, tx)) => (tx.used().unwrap_or(0), rx.free_bytes()),
-            None => (0, 65535),
+            // In the handshake: the FIFO the connection will get.
+            None => (0, cfg.fifo_size),
         };
         let tx = fifos.as_ref().map(|f| &f.1);
         let mut ok = true;
         let mut n = 0u64;
         let mut bytes = 0u64;
-        let out4 = &mut self.out4;
+        let out = if remote.is_ipv6() {
+            &mut self.out6
+        } else {
+            &mut self.out4
+        };
         let ip_id = &mut self.ip_id;
         t.output(tx_used, rx_free, now, |o| {
             match tcp_segment(cx, local, remote, &o, tx, *ip_id) {
                 Some(bi) => {
                     *ip_id = ip_id.wrapping_add(1);
-                    out4.push(bi);
+                    out.push(bi);
                     n += 1;
                     bytes += o.len as u64;
                     true
@@ -706,8 +828,9 @@ impl SessionQueue {
                 }
             }
         });
+        crate::tcpsess::rearm(tcp_timer_set, sid, t, l);
         if !ok {
-            cx.count(tx::E_NO_BUFFER as usize, 1);
+            cx.count(SqCounter::NoBuffer, 1);
             l.queued = true;
         }
         s.stats.tx += n;
@@ -856,12 +979,12 @@ impl NodeFn for SessionQueue {
         self.busy = more;
         drop(sm);
         let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
-        cx.count(tx::C_SENT, sent);
-        cx.count(tx::C_TCP_SENT, self.tcp_sent);
+        cx.count(SqCounter::Sent, sent);
+        cx.count(SqCounter::TcpSent, self.tcp_sent);
         self.tcp_sent = 0;
-        cx.enqueue_all(tx::IP4, &self.out4);
-        cx.enqueue_all(tx::IP6, &self.out6);
-        cx.enqueue_all(tx::DROP, &self.drops);
+        cx.enqueue_all(SqNext::Ip4.into(), &self.out4);
+        cx.enqueue_all(SqNext::Ip6.into(), &self.out6);
+        cx.enqueue_all(SqNext::Drop.into(), &self.drops);
         self.out4.clear();
         self.out6.clear();
         self.drops.clear();
@@ -898,46 +1021,54 @@ impl NodeFn for SessionQueue {
 
 /// Registers the nodes; they share `sm`.
 pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
-    let rx_counters = [
-        CounterDesc::info("delivered", "datagrams queued to a session"),
-        CounterDesc::error("no_listener", "no session for the address and port"),
-        CounterDesc::error("bad_checksum", "bad UDP checksum"),
-        CounterDesc::error("short", "truncated IP/UDP header or UDP length"),
-        CounterDesc::error("fragment", "IPv4 fragment (no reassembly)"),
-        CounterDesc::error("chained", "datagram in several buffers"),
-        CounterDesc::error("fifo_full", "session rx FIFO full"),
-        CounterDesc::error(
-            "wrong_thread",
-            "received on a worker (sessions live on thread 0)",
-        ),
-        CounterDesc::error("bad_header", "malformed IPv6 extension headers"),
-    ];
-    let s = sm.clone();
-    b.register(
-        NodeRegistration::new(UDP4_INPUT, NodeKind::Internal, move |t| {
-            Box::new(UdpInput::<false> {
-                sm: s.clone(),
-                thread: t,
-                done: Vec::with_capacity(FRAME_SIZE),
-                drops: Vec::with_capacity(FRAME_SIZE),
+    fn input<N: NodeFn + 'static>(
+        b: &mut sluice_graph::GraphBuilder,
+        sm: &Shared,
+        name: &'static str,
+        counters: &[CounterDesc],
+        make: fn(Shared, usize) -> N,
+    ) {
+        let s = sm.clone();
+        b.register(
+            NodeRegistration::new(name, NodeKind::Internal, move |t| {
+                Box::new(make(s.clone(), t))
             })
-        })
-        .nexts(&["error-drop"])
-        .counters(&rx_counters),
-    );
-    let s = sm.clone();
-    b.register(
-        NodeRegistration::new(UDP6_INPUT, NodeKind::Internal, move |t| {
-            Box::new(UdpInput::<true> {
-                sm: s.clone(),
-                thread: t,
-                done: Vec::with_capacity(FRAME_SIZE),
-                drops: Vec::with_capacity(FRAME_SIZE),
-            })
-        })
-        .nexts(&["error-drop"])
-        .counters(&rx_counters),
-    );
+            .nexts(InNext::NAMES)
+            .counters(counters),
+        );
+    }
+    input(b, sm, UDP4_INPUT, UdpCounter::DESCS, |sm, thread| {
+        UdpInput::<false> {
+            sm,
+            thread,
+            done: Vec::with_capacity(FRAME_SIZE),
+            drops: Vec::with_capacity(FRAME_SIZE),
+        }
+    });
+    input(b, sm, UDP6_INPUT, UdpCounter::DESCS, |sm, thread| {
+        UdpInput::<true> {
+            sm,
+            thread,
+            done: Vec::with_capacity(FRAME_SIZE),
+            drops: Vec::with_capacity(FRAME_SIZE),
+        }
+    });
+    input(b, sm, TCP4_INPUT, TcpCounter::DESCS, |sm, thread| {
+        TcpInput::<false> {
+            sm,
+            thread,
+            done: Vec::with_capacity(FRAME_SIZE),
+            drops: Vec::with_capacity(FRAME_SIZE),
+        }
+    });
+    input(b, sm, TCP6_INPUT, TcpCounter::DESCS, |sm, thread| {
+        TcpInput::<true> {
+            sm,
+            thread,
+            done: Vec::with_capacity(FRAME_SIZE),
+            drops: Vec::with_capacity(FRAME_SIZE),
+        }
+    });
     let s = sm.clone();
     let kick = lock(sm).kick.clone();
     let tcp_kick = lock(sm).tcp_kick.clone();
@@ -960,47 +1091,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 timer_at: None,
             })
         })
-        .nexts(&[
-            sluice_vnet::ip4::nodes::IP4_LOOKUP,
-            sluice_vnet::ip6::nodes::IP6_LOOKUP,
-            "error-drop",
-        ])
-        .counters(&[
-            CounterDesc::info("sent", "datagrams sent"),
-            CounterDesc::error("no_buffer", "no buffer (datagram left queued)"),
-            CounterDesc::error("bad_peer", "datagram to an invalid peer"),
-            CounterDesc::error("corrupt_fifo", "application tx FIFO corrupt (emptied)"),
-            CounterDesc::info("tcp_sent", "TCP segments sent"),
-            CounterDesc::info("tcp_rst_sent", "TCP RSTs sent"),
-        ]),
-    );
-    let s = sm.clone();
-    b.register(
-        NodeRegistration::new(TCP4_INPUT, NodeKind::Internal, move |t| {
-            Box::new(TcpInput {
-                sm: s.clone(),
-                thread: t,
-                done: Vec::with_capacity(FRAME_SIZE),
-                drops: Vec::with_capacity(FRAME_SIZE),
-            })
-        })
-        .nexts(&["error-drop"])
-        .counters(&[
-            CounterDesc::info("segments", "segments taken by a connection or listener"),
-            CounterDesc::error("no_listener", "no connection or listener (RST sent)"),
-            CounterDesc::error("bad_checksum", "bad TCP checksum"),
-            CounterDesc::error("short", "truncated IP/TCP header"),
-            CounterDesc::error("bad_offset", "TCP data offset out of range"),
-            CounterDesc::error("fragment", "IPv4 fragment (no reassembly)"),
-            CounterDesc::error("chained", "segment in several buffers"),
-            CounterDesc::error("syn_backlog_full", "SYN dropped: listener backlog full"),
-            CounterDesc::error(
-                "wrong_thread",
-                "received on a worker (sessions live on thread 0)",
-            ),
-        ]),
+        .nexts(SqNext::NAMES)
+        .counters(SqCounter::DESCS),
     );
 }
-
-#[allow(dead_code)]
-const _: Next = rx::DROP;

@@ -142,6 +142,8 @@ pub struct TcpLink {
     pub app_closed: bool,
     /// It holds a reference on its local port (active opens).
     pub port_ref: bool,
+    /// The deadline it is filed under in [`SessionMain::tcp_timer_set`].
+    pub timer: Option<std::time::Instant>,
 }
 
 impl Proto {
@@ -230,11 +232,16 @@ pub struct SessionMain {
     /// TCP connections with something to send (`session-queue` drains it).
     pub tcp_out: Vec<u32>,
     /// RSTs to send: (local, remote, seq, ack, flags).
-    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, u8)>,
+    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, crate::tcp::TcpFlags)>,
     /// Set with `tcp_out`/`rst_out`: makes `session-queue` active.
     pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// TCP global counters (for `show session`).
     pub tcp_stats: TcpGlobal,
+    /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
+    /// filed once, under the deadline its [`TcpLink::timer`] records.
+    pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
+    /// Scratch for the connections whose timers are due.
+    pub(crate) tcp_due: Vec<u32>,
     iss_key: u64,
 }
 

@@ -3,17 +3,26 @@
 //! the application's tx FIFO (stream mode: bytes stay there until acknowledged, so a
 //! retransmission peeks them again), the receive buffer its rx FIFO (the window advertised
 //! is the FIFO's free space, so a slow reader throttles the peer and accepted data is never
-//! dropped). Out-of-order segments wait in a bounded per-connection map until the hole
-//! fills. Congestion control: slow start and congestion avoidance with a NewReno-style
-//! reaction to three duplicate ACKs (go back to the first unacknowledged byte) and to an
-//! RTO (window of one segment). No window scaling, SACK or timestamps in this version.
+//! dropped). Out-of-order data is written into the rx FIFO at its place past the head
+//! (inside the advertised window, so it fits) and published when the hole fills; the
+//! connection keeps only its ranges. Congestion control: slow start and congestion
+//! avoidance with a NewReno-style reaction to three duplicate ACKs (go back to the first
+//! unacknowledged byte) and to an RTO (window of one segment). Window scaling and timestamps per RFC 7323 (both offered
+//! on every SYN, used when the peer offers them too; timestamps protect against wrapped
+//! sequence numbers, PAWS).
 
 use sluice_session::seg::Fifo;
-use std::collections::BTreeMap;
+pub use sluice_wire::tcp::TcpFlags;
 use std::time::{Duration, Instant};
 
 /// Our MSS over IPv4 (1500-byte MTU).
 pub const MSS4: u16 = 1460;
+/// Our MSS over IPv6 (1500-byte MTU).
+pub const MSS6: u16 = 1440;
+/// Bytes the timestamp option takes in every segment once negotiated (NOP NOP TS).
+const TS_LEN: u32 = 12;
+/// Largest window-scale shift (RFC 7323 2.3).
+const MAX_SHIFT: u8 = 14;
 /// Initial RTO (RFC 6298 2.1).
 const RTO_INIT: Duration = Duration::from_secs(1);
 /// Lower bound of the RTO (Linux's 200 ms, below RFC 6298's conservative 1 s).
@@ -26,21 +35,31 @@ const MAX_RETRIES: u32 = 12;
 const MAX_SYN_RETRIES: u32 = 5;
 /// How long TIME-WAIT lasts (2 × MSL with a short MSL, as many stacks).
 pub const TIME_WAIT: Duration = Duration::from_secs(2);
-/// Most out-of-order bytes held per connection.
-const OOO_MAX: usize = 256 * 1024;
+/// Most separate ranges of out-of-order data held per connection.
+const OOO_RANGES: usize = 8;
 
-/// Header flag bits.
-pub mod flag {
-    /// FIN.
-    pub const FIN: u8 = 0x01;
-    /// SYN.
-    pub const SYN: u8 = 0x02;
-    /// RST.
-    pub const RST: u8 = 0x04;
-    /// PSH.
-    pub const PSH: u8 = 0x08;
-    /// ACK.
-    pub const ACK: u8 = 0x10;
+const FIN: TcpFlags = TcpFlags::FIN;
+const SYN: TcpFlags = TcpFlags::SYN;
+const RST: TcpFlags = TcpFlags::RST;
+const PSH: TcpFlags = TcpFlags::PSH;
+const ACK: TcpFlags = TcpFlags::ACK;
+
+/// The window-scale shift that lets a window of `bytes` be advertised (RFC 7323 2.3).
+pub fn wscale_for(bytes: u32) -> u8 {
+    let mut s = 0;
+    while s < MAX_SHIFT && (bytes >> s) > 65535 {
+        s += 1;
+    }
+    s
+}
+
+/// What this end offers in its SYN: MSS and window-scale shift.
+#[derive(Clone, Copy, Debug)]
+pub struct Local {
+    /// Our MSS ([`MSS4`], [`MSS6`]).
+    pub mss: u16,
+    /// Our window-scale shift ([`wscale_for`] the rx FIFO size).
+    pub wscale: u8,
 }
 
 /// Connection states (RFC 9293 3.3.2; LISTEN is a listener session, not a connection).
@@ -93,23 +112,27 @@ pub struct Seg<'a> {
     pub seq: u32,
     /// Acknowledgement number.
     pub ack: u32,
-    /// Flags ([`flag`]).
-    pub flags: u8,
-    /// Window.
+    /// Flags.
+    pub flags: TcpFlags,
+    /// Window (as sent: scaled by the peer's shift except on a SYN).
     pub wnd: u16,
     /// MSS option.
     pub mss: Option<u16>,
+    /// Window-scale option.
+    pub wscale: Option<u8>,
+    /// Timestamps option (TSval, TSecr).
+    pub ts: Option<(u32, u32)>,
     /// Payload.
     pub data: &'a [u8],
 }
 
 impl Seg<'_> {
-    fn has(&self, f: u8) -> bool {
-        self.flags & f != 0
+    fn has(&self, f: TcpFlags) -> bool {
+        self.flags.intersects(f)
     }
     /// Sequence space the segment occupies.
     fn len(&self) -> u32 {
-        self.data.len() as u32 + self.has(flag::SYN) as u32 + self.has(flag::FIN) as u32
+        self.data.len() as u32 + self.has(SYN) as u32 + self.has(FIN) as u32
     }
 }
 
@@ -121,11 +144,15 @@ pub struct Out {
     /// Acknowledgement number (sent with ACK).
     pub ack: u32,
     /// Flags.
-    pub flags: u8,
-    /// Window.
+    pub flags: TcpFlags,
+    /// Window field.
     pub wnd: u16,
     /// MSS option (SYN, SYN-ACK).
     pub mss: Option<u16>,
+    /// Window-scale option (SYN, SYN-ACK).
+    pub wscale: Option<u8>,
+    /// Timestamps option (TSval, TSecr).
+    pub ts: Option<(u32, u32)>,
     /// Payload: offset into the tx FIFO past its tail.
     pub off: u32,
     /// Payload bytes.
@@ -146,7 +173,7 @@ pub struct Effect {
     /// Free the connection (CLOSED).
     pub free: bool,
     /// Answer with this RST (seq, ack, flags) instead.
-    pub rst: Option<(u32, u32, u8)>,
+    pub rst: Option<(u32, u32, TcpFlags)>,
 }
 
 /// Per-connection counters.
@@ -160,6 +187,10 @@ pub struct TcpStats {
     pub ooo: u64,
     /// Segments outside the window (answered with an ACK, dropped).
     pub out_of_window: u64,
+    /// Out-of-order segments not kept (every range slot taken).
+    pub ooo_dropped: u64,
+    /// Segments with an old timestamp (PAWS, RFC 7323 5: answered with an ACK, dropped).
+    pub paws: u64,
 }
 
 /// A connection (transmission control block).
@@ -178,8 +209,25 @@ pub struct Tcb {
     rcv_nxt: u32,
     /// Right edge of the window last advertised.
     rcv_adv: u32,
-    /// Send MSS (the peer's option, bounded by ours).
+    /// Payload bytes per segment (the peer's MSS bounded by ours, less the timestamp
+    /// option when negotiated).
     pub mss: u32,
+    /// What we offer in our SYN.
+    local: Local,
+    /// The peer's window-scale shift (applied to the windows it sends; 0: no scaling).
+    snd_shift: u8,
+    /// Our shift (applied to the windows we send).
+    rcv_shift: u8,
+    /// Window scaling in use (on a SYN-SENT connection: offered).
+    ws_ok: bool,
+    /// Timestamps in use (on a SYN-SENT connection: offered).
+    ts_ok: bool,
+    /// The peer's latest timestamp to echo (RFC 7323 4.3).
+    ts_recent: u32,
+    /// The acknowledgement number last sent.
+    last_ack_sent: u32,
+    /// Our timestamp clock: milliseconds since this, plus the ISS as offset.
+    ts_base: Instant,
     cwnd: u32,
     ssthresh: u32,
     dupacks: u32,
@@ -193,8 +241,10 @@ pub struct Tcb {
     retries: u32,
     /// TIME-WAIT end.
     pub tw_at: Option<Instant>,
-    ooo: BTreeMap<u32, Vec<u8>>,
-    ooo_bytes: usize,
+    /// Out-of-order data held in the rx FIFO past its head: sorted sequence ranges
+    /// [start, end), disjoint and not touching.
+    ooo: [(u32, u32); OOO_RANGES],
+    ooo_n: usize,
     ooo_fin: Option<u32>,
     /// The application closed: send FIN after the data.
     pub app_closed: bool,
@@ -218,7 +268,7 @@ fn le(a: u32, b: u32) -> bool {
 }
 
 impl Tcb {
-    fn new(state: State, iss: u32, now: Instant) -> Tcb {
+    fn new(state: State, iss: u32, local: Local, now: Instant) -> Tcb {
         Tcb {
             state,
             iss,
@@ -231,6 +281,14 @@ impl Tcb {
             rcv_nxt: 0,
             rcv_adv: 0,
             mss: 536,
+            local,
+            snd_shift: 0,
+            rcv_shift: local.wscale.min(MAX_SHIFT),
+            ws_ok: true,
+            ts_ok: true,
+            ts_recent: 0,
+            last_ack_sent: 0,
+            ts_base: now,
             cwnd: 0,
             ssthresh: u32::MAX,
             dupacks: 0,
@@ -241,8 +299,8 @@ impl Tcb {
             rto_at: Some(now + RTO_INIT),
             retries: 0,
             tw_at: None,
-            ooo: BTreeMap::new(),
-            ooo_bytes: 0,
+            ooo: [(0, 0); OOO_RANGES],
+            ooo_n: 0,
             ooo_fin: None,
             app_closed: false,
             fin_sent: false,
@@ -254,19 +312,53 @@ impl Tcb {
         }
     }
 
-    /// An active open: SYN to send.
-    pub fn connect(iss: u32, now: Instant) -> Tcb {
-        Tcb::new(State::SynSent, iss, now)
+    /// An active open: SYN to send (offering window scaling and timestamps).
+    pub fn connect(iss: u32, local: Local, now: Instant) -> Tcb {
+        Tcb::new(State::SynSent, iss, local, now)
     }
 
     /// A passive open from the SYN `syn`: SYN-ACK to send.
-    pub fn accept(iss: u32, syn: &Seg<'_>, our_mss: u16, now: Instant) -> Tcb {
-        let mut t = Tcb::new(State::SynRcvd, iss, now);
+    pub fn accept(iss: u32, syn: &Seg<'_>, local: Local, now: Instant) -> Tcb {
+        let mut t = Tcb::new(State::SynRcvd, iss, local, now);
         t.rcv_nxt = syn.seq.wrapping_add(1);
         t.snd_wnd = syn.wnd as u32;
         t.snd_wl1 = syn.seq;
-        t.mss = syn.mss.unwrap_or(536).min(our_mss) as u32;
+        t.negotiate(syn);
         t
+    }
+
+    /// Takes the peer's SYN options: MSS, window scaling and timestamps are used only when
+    /// both ends offered them (RFC 7323 2.2, 3.2).
+    fn negotiate(&mut self, syn: &Seg<'_>) {
+        self.mss = syn.mss.unwrap_or(536).min(self.local.mss) as u32;
+        match syn.wscale {
+            Some(s) => self.snd_shift = s.min(MAX_SHIFT),
+            None => {
+                self.ws_ok = false;
+                self.rcv_shift = 0;
+            }
+        }
+        match syn.ts {
+            Some((v, _)) => {
+                self.ts_recent = v;
+                self.mss = self.mss.saturating_sub(TS_LEN).max(64);
+            }
+            None => self.ts_ok = false,
+        }
+    }
+
+    /// Our timestamp clock (1 ms ticks, RFC 7323 5.4).
+    fn ts_val(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.ts_base).as_millis() as u32).wrapping_add(self.iss)
+    }
+
+    /// The window the peer sent, in bytes (a SYN's is never scaled).
+    fn peer_wnd(&self, seg: &Seg<'_>) -> u32 {
+        if seg.has(SYN) {
+            seg.wnd as u32
+        } else {
+            (seg.wnd as u32) << self.snd_shift
+        }
     }
 
     /// Bytes in flight (sent, not acknowledged), SYN and FIN included.
@@ -302,19 +394,23 @@ impl Tcb {
     /// Window and send-sequence summary for `show session verbose`.
     pub fn summary(&self) -> String {
         format!(
-            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {}",
+            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} wscale {}/{} ts {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {} paws {}",
             self.snd_una.wrapping_sub(self.iss),
             self.snd_nxt.wrapping_sub(self.iss),
             self.snd_wnd,
             self.cwnd,
             self.rcv_nxt,
             self.mss,
+            self.snd_shift,
+            self.rcv_shift,
+            if self.ts_ok { "on" } else { "off" },
             self.rto.as_millis(),
             self.srtt.map(|d| d.as_micros()).unwrap_or(0),
             self.stats.rto_retrans,
             self.stats.fast_retrans,
             self.stats.ooo,
             self.stats.out_of_window,
+            self.stats.paws,
         )
     }
 
@@ -342,11 +438,12 @@ impl Tcb {
         self.rto_at = None;
     }
 
-    fn rst_for(seg: &Seg<'_>) -> (u32, u32, u8) {
-        if seg.has(flag::ACK) {
-            (seg.ack, 0, flag::RST)
+    /// The RST answering a segment no connection takes (RFC 9293 3.10.7.1).
+    pub fn rst_for(seg: &Seg<'_>) -> (u32, u32, TcpFlags) {
+        if seg.has(ACK) {
+            (seg.ack, 0, RST)
         } else {
-            (0, seg.seq.wrapping_add(seg.len()), flag::RST | flag::ACK)
+            (0, seg.seq.wrapping_add(seg.len()), RST | ACK)
         }
     }
 
@@ -361,14 +458,14 @@ impl Tcb {
     ) -> Effect {
         let mut e = Effect::default();
         if self.state == State::SynSent {
-            if seg.has(flag::ACK) && seg.ack != self.iss.wrapping_add(1) {
-                if !seg.has(flag::RST) {
+            if seg.has(ACK) && seg.ack != self.iss.wrapping_add(1) {
+                if !seg.has(RST) {
                     e.rst = Some(Self::rst_for(seg));
                 }
                 return e;
             }
-            if seg.has(flag::RST) {
-                if seg.has(flag::ACK) {
+            if seg.has(RST) {
+                if seg.has(ACK) {
                     self.state = State::Closed;
                     e.reset = true;
                     e.notify = true;
@@ -376,15 +473,16 @@ impl Tcb {
                 }
                 return e;
             }
-            if !seg.has(flag::SYN) {
+            if !seg.has(SYN) {
                 return e;
             }
             self.rcv_nxt = seg.seq.wrapping_add(1);
-            self.mss = seg.mss.unwrap_or(536).min(MSS4) as u32;
+            self.rcv_adv = self.rcv_nxt;
+            self.negotiate(seg);
             self.snd_wnd = seg.wnd as u32;
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
-            if seg.has(flag::ACK) {
+            if seg.has(ACK) {
                 self.snd_una = seg.ack;
                 if let Some((_, t0)) = self.rtt_probe.take() {
                     if self.retries == 0 {
@@ -404,6 +502,16 @@ impl Tcb {
             }
             return e;
         }
+        // PAWS (RFC 7323 5.3 R1): a timestamp older than the last one taken marks an old
+        // duplicate (wrapped sequence numbers): acknowledge and drop it.
+        if let (true, Some((v, _)), false) = (self.ts_ok, seg.ts, seg.has(RST)) {
+            if lt(v, self.ts_recent) {
+                self.stats.paws += 1;
+                self.need_ack = true;
+                e.output = true;
+                return e;
+            }
+        }
         let rcv_wnd = self.rcv_adv.wrapping_sub(self.rcv_nxt);
         // 1. Sequence acceptability.
         let slen = seg.len();
@@ -420,18 +528,25 @@ impl Tcb {
         // A zero window still takes ACKs and RSTs: process the header with no data.
         let zero_wnd_hdr = !acceptable && rcv_wnd == 0 && seg.seq == self.rcv_nxt;
         if !acceptable && !zero_wnd_hdr {
-            if !seg.has(flag::RST) {
+            if !seg.has(RST) {
                 self.stats.out_of_window += 1;
                 self.need_ack = true;
                 e.output = true;
-                if self.state == State::TimeWait && seg.has(flag::FIN) {
+                if self.state == State::TimeWait && seg.has(FIN) {
                     self.tw_at = Some(now + TIME_WAIT);
                 }
             }
             return e;
         }
+        // RFC 7323 4.3: remember the timestamp of a segment that starts at or before what we
+        // last acknowledged (the one to echo).
+        if let (true, Some((v, _))) = (self.ts_ok, seg.ts) {
+            if le(seg.seq, self.last_ack_sent) && le(self.ts_recent, v) {
+                self.ts_recent = v;
+            }
+        }
         // 2. RST (RFC 5961 3.2: exact match resets, otherwise a challenge ACK).
-        if seg.has(flag::RST) {
+        if seg.has(RST) {
             if seg.seq == self.rcv_nxt {
                 let was_syn_rcvd = self.state == State::SynRcvd;
                 self.state = State::Closed;
@@ -445,7 +560,7 @@ impl Tcb {
             return e;
         }
         // 3. SYN in a synchronized state: challenge ACK (RFC 5961 4.2).
-        if seg.has(flag::SYN) {
+        if seg.has(SYN) {
             if self.state == State::SynRcvd && seg.seq.wrapping_add(1) == self.rcv_nxt {
                 // Our SYN-ACK was lost: send it again.
                 self.need_syn = true;
@@ -457,7 +572,7 @@ impl Tcb {
             return e;
         }
         // 4. ACK.
-        if !seg.has(flag::ACK) {
+        if !seg.has(ACK) {
             return e;
         }
         if self.state == State::SynRcvd {
@@ -469,7 +584,7 @@ impl Tcb {
                         self.rtt_sample(now - t0);
                     }
                 }
-                self.snd_wnd = seg.wnd as u32;
+                self.snd_wnd = self.peer_wnd(seg);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
                 self.established();
@@ -531,8 +646,8 @@ impl Tcb {
             }
         } else if seg.ack == self.snd_una
             && seg.data.is_empty()
-            && !seg.has(flag::FIN)
-            && seg.wnd as u32 == self.snd_wnd
+            && !seg.has(FIN)
+            && self.peer_wnd(seg) == self.snd_wnd
             && self.snd_una != self.snd_max
         {
             self.dupacks += 1;
@@ -548,10 +663,11 @@ impl Tcb {
         }
         // Window update (RFC 9293 3.10.7.4).
         if lt(self.snd_wl1, seg.seq) || (self.snd_wl1 == seg.seq && le(self.snd_wl2, seg.ack)) {
-            if self.snd_wnd == 0 && seg.wnd > 0 {
+            let wnd = self.peer_wnd(seg);
+            if self.snd_wnd == 0 && wnd > 0 {
                 e.output = true;
             }
-            self.snd_wnd = seg.wnd as u32;
+            self.snd_wnd = wnd;
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
         }
@@ -564,7 +680,7 @@ impl Tcb {
             self.take_data(seg, rx, &mut e);
         }
         // 6. FIN.
-        if seg.has(flag::FIN) && acceptable {
+        if seg.has(FIN) && acceptable {
             let fin_seq = seg.seq.wrapping_add(seg.data.len() as u32);
             if fin_seq == self.rcv_nxt {
                 self.fin_in(now, &mut e);
@@ -630,44 +746,67 @@ impl Tcb {
             return;
         }
         if seq != self.rcv_nxt {
-            // Out of order: hold it (bounded), answer with a duplicate ACK.
+            // Out of order: written into the rx FIFO at its place past the head (the window
+            // we advertised has room for it), its range remembered; a duplicate ACK.
             self.stats.ooo += 1;
-            if self.ooo_bytes + d.len() <= OOO_MAX && !self.ooo.contains_key(&seq) {
-                self.ooo_bytes += d.len();
-                self.ooo.insert(seq, d.to_vec());
+            let end = seq.wrapping_add(d.len() as u32);
+            if !(rx.write_ahead(seq.wrapping_sub(self.rcv_nxt), d) && self.ooo_insert(seq, end)) {
+                self.stats.ooo_dropped += 1;
             }
             return;
         }
         let n = rx.push_bytes(d);
         self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
         e.notify |= n > 0;
-        // Fill from the held segments: any that starts at or before `rcv_nxt` in sequence
-        // space (the map's u32 order is not sequence order across a wrap of the space, so
-        // it is searched, not taken first; it holds at most OOO_MAX bytes).
-        while n == d.len() {
-            let Some(s) = self.ooo.keys().copied().find(|&s| !lt(self.rcv_nxt, s)) else {
-                break;
-            };
-            let Some(v) = self.ooo.remove(&s) else { break };
-            self.ooo_bytes -= v.len();
-            let skip = self.rcv_nxt.wrapping_sub(s) as usize;
-            if skip < v.len() {
-                let rest = &v[skip..];
-                let n = rx.push_bytes(rest);
-                self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
-                if n < rest.len() {
-                    // The FIFO is full: keep what it did not take for later.
-                    self.ooo_bytes += rest.len() - n;
-                    self.ooo.insert(self.rcv_nxt, rest[n..].to_vec());
+        // Held ranges the new bytes reach join the stream (their bytes are in place).
+        while self.ooo_n > 0 && le(self.ooo[0].0, self.rcv_nxt) {
+            let end = self.ooo[0].1;
+            if lt(self.rcv_nxt, end) {
+                let want = end.wrapping_sub(self.rcv_nxt);
+                let m = rx.advance(want);
+                self.rcv_nxt = self.rcv_nxt.wrapping_add(m);
+                if m < want {
+                    self.ooo[0].0 = self.rcv_nxt; // the rest stays held
                     break;
                 }
             }
+            self.ooo.copy_within(1..self.ooo_n, 0);
+            self.ooo_n -= 1;
         }
         if self.ooo_fin == Some(self.rcv_nxt) {
             self.ooo_fin = None;
             let now = Instant::now();
             self.fin_in(now, e);
         }
+    }
+
+    /// Remembers [s, e) as held out of order, merged with the ranges it overlaps or
+    /// touches; false when all range slots are taken (the data is not kept).
+    fn ooo_insert(&mut self, mut s: u32, mut e: u32) -> bool {
+        let mut keep = [(0u32, 0u32); OOO_RANGES];
+        let mut k = 0;
+        for &(a, b) in &self.ooo[..self.ooo_n] {
+            if le(a, e) && le(s, b) {
+                if lt(a, s) {
+                    s = a;
+                }
+                if lt(e, b) {
+                    e = b;
+                }
+            } else {
+                keep[k] = (a, b);
+                k += 1;
+            }
+        }
+        if k == OOO_RANGES {
+            return false;
+        }
+        let pos = keep[..k].iter().position(|&(a, _)| lt(s, a)).unwrap_or(k);
+        keep.copy_within(pos..k, pos + 1);
+        keep[pos] = (s, e);
+        self.ooo = keep;
+        self.ooo_n = k + 1;
+        true
     }
 
     fn go_back(&mut self) {
@@ -727,15 +866,22 @@ impl Tcb {
         e
     }
 
-    /// Our receive window: the rx FIFO's free space (16 bits, no scaling).
-    fn wnd(&self, rx_free: u32) -> u16 {
-        rx_free.saturating_sub(self.ooo_bytes as u32).min(65535) as u16
+    /// Our receive window, the rx FIFO's free space: (the header's field, the bytes it
+    /// advertises). Scaled by our shift except on a SYN (RFC 7323 2.2).
+    fn wnd(&self, rx_free: u32, syn: bool) -> (u16, u32) {
+        let free = rx_free;
+        if syn {
+            let f = free.min(65535);
+            return (f as u16, f);
+        }
+        let f = (free >> self.rcv_shift).min(65535);
+        (f as u16, f << self.rcv_shift)
     }
 
     /// Whether reading has opened the window enough to tell the peer.
     pub fn window_update_due(&self, rx_free: u32) -> bool {
         let adv = self.rcv_adv.wrapping_sub(self.rcv_nxt);
-        let now = self.wnd(rx_free) as u32;
+        let now = self.wnd(rx_free, false).1;
         now > adv && now - adv >= (2 * self.mss).min(32768)
     }
 
@@ -752,15 +898,22 @@ impl Tcb {
         if self.window_update_due(rx_free) {
             self.need_ack = true;
         }
-        let wnd = self.wnd(rx_free);
-        let hdr = |t: &mut Tcb, seq: u32, flags: u8| {
-            t.rcv_adv = t.rcv_nxt.wrapping_add(wnd as u32);
+        let hdr = |t: &mut Tcb, seq: u32, flags: TcpFlags| {
+            let (wnd, bytes) = t.wnd(rx_free, flags.intersects(SYN));
+            let edge = t.rcv_nxt.wrapping_add(bytes);
+            // The right edge never moves left (RFC 9293 3.8.6.2.2).
+            if lt(t.rcv_adv, edge) || flags.intersects(SYN) {
+                t.rcv_adv = edge;
+            }
+            t.last_ack_sent = t.rcv_nxt;
             Out {
                 seq,
                 ack: t.rcv_nxt,
                 flags,
                 wnd,
                 mss: None,
+                wscale: None,
+                ts: t.ts_ok.then(|| (t.ts_val(now), t.ts_recent)),
                 off: 0,
                 len: 0,
             }
@@ -770,12 +923,13 @@ impl Tcb {
             State::SynSent | State::SynRcvd => {
                 if self.need_syn {
                     let f = if self.state == State::SynSent {
-                        flag::SYN
+                        SYN
                     } else {
-                        flag::SYN | flag::ACK
+                        SYN | ACK
                     };
                     let mut o = hdr(self, self.iss, f);
-                    o.mss = Some(MSS4);
+                    o.mss = Some(self.local.mss);
+                    o.wscale = self.ws_ok.then_some(self.rcv_shift);
                     if !emit(o) {
                         return 0;
                     }
@@ -812,11 +966,11 @@ impl Tcb {
                 break;
             }
             let len = unsent.min(room).min(self.mss);
-            let mut o = hdr(self, self.snd_nxt, flag::ACK);
+            let mut o = hdr(self, self.snd_nxt, ACK);
             o.off = sent_data;
             o.len = len;
             if len == unsent {
-                o.flags |= flag::PSH;
+                o.flags = o.flags | PSH;
             }
             if !emit(o) {
                 return sent;
@@ -847,7 +1001,7 @@ impl Tcb {
                     | State::LastAck
             )
         {
-            let o = hdr(self, self.snd_nxt, flag::FIN | flag::ACK);
+            let o = hdr(self, self.snd_nxt, FIN | ACK);
             if !emit(o) {
                 return sent;
             }
@@ -866,7 +1020,7 @@ impl Tcb {
             };
         }
         if self.need_ack {
-            let o = hdr(self, self.snd_nxt, flag::ACK);
+            let o = hdr(self, self.snd_nxt, ACK);
             if emit(o) {
                 self.need_ack = false;
                 sent += 1;
@@ -898,13 +1052,20 @@ impl Tcb {
 mod tests {
     use super::*;
 
-    fn seg(seq: u32, ack: u32, flags: u8, data: &[u8]) -> Seg<'_> {
+    const L: Local = Local {
+        mss: MSS4,
+        wscale: 0,
+    };
+
+    fn seg(seq: u32, ack: u32, flags: TcpFlags, data: &[u8]) -> Seg<'_> {
         Seg {
             seq,
             ack,
             flags,
             wnd: 65535,
             mss: None,
+            wscale: None,
+            ts: None,
             data,
         }
     }
@@ -914,9 +1075,9 @@ mod tests {
         let now = Instant::now();
         let syn = Seg {
             mss: Some(1000),
-            ..seg(100, 0, flag::SYN, &[])
+            ..seg(100, 0, SYN, &[])
         };
-        let mut t = Tcb::accept(5000, &syn, MSS4, now);
+        let mut t = Tcb::accept(5000, &syn, L, now);
         assert_eq!(t.mss, 1000);
         let mut out = vec![];
         t.output(0, 65536, now, |o| {
@@ -924,9 +1085,9 @@ mod tests {
             true
         });
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].flags, flag::SYN | flag::ACK);
+        assert_eq!(out[0].flags, SYN | ACK);
         assert_eq!((out[0].seq, out[0].ack), (5000, 101));
-        let e = t.input(&seg(101, 5001, flag::ACK, &[]), None, None, now);
+        let e = t.input(&seg(101, 5001, ACK, &[]), None, None, now);
         assert!(e.accepted);
         assert_eq!(t.state, State::Established);
         t.app_closed = true;
@@ -935,11 +1096,11 @@ mod tests {
             out.push(o);
             true
         });
-        assert_eq!(out[0].flags, flag::FIN | flag::ACK);
+        assert_eq!(out[0].flags, FIN | ACK);
         assert_eq!(t.state, State::FinWait1);
-        t.input(&seg(101, 5002, flag::ACK, &[]), None, None, now);
+        t.input(&seg(101, 5002, ACK, &[]), None, None, now);
         assert_eq!(t.state, State::FinWait2);
-        t.input(&seg(101, 5002, flag::ACK | flag::FIN, &[]), None, None, now);
+        t.input(&seg(101, 5002, ACK | FIN, &[]), None, None, now);
         assert_eq!(t.state, State::TimeWait);
         assert!(t.timer(now + TIME_WAIT).free);
     }
@@ -957,25 +1118,15 @@ mod tests {
         let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
         let now = Instant::now();
         // The peer's first data byte is 0xffff_ff00: 0x180 bytes end past 2^32.
-        let mut t = Tcb::accept(5000, &seg(0xffff_feff, 0, flag::SYN, &[]), MSS4, now);
+        let mut t = Tcb::accept(5000, &seg(0xffff_feff, 0, SYN, &[]), L, now);
         t.output(0, 4096, now, |_| true);
-        t.input(
-            &seg(0xffff_ff00, 5001, flag::ACK, &[]),
-            Some(&rx),
-            None,
-            now,
-        );
+        t.input(&seg(0xffff_ff00, 5001, ACK, &[]), Some(&rx), None, now);
         assert_eq!(t.state, State::Established);
         let data: Vec<u8> = (0..0x180u32).map(|i| i as u8 ^ 0x5a).collect();
         // Held out of order: [0xffff_ff80, 0) and [0, 0x80) — raw keys out of sequence order.
+        t.input(&seg(0, 5001, ACK, &data[0x100..]), Some(&rx), None, now);
         t.input(
-            &seg(0, 5001, flag::ACK, &data[0x100..]),
-            Some(&rx),
-            None,
-            now,
-        );
-        t.input(
-            &seg(0xffff_ff80, 5001, flag::ACK, &data[0x80..0x100]),
+            &seg(0xffff_ff80, 5001, ACK, &data[0x80..0x100]),
             Some(&rx),
             None,
             now,
@@ -983,7 +1134,7 @@ mod tests {
         assert!(rx.is_empty());
         // The hole fills: everything drains in order.
         t.input(
-            &seg(0xffff_ff00, 5001, flag::ACK, &data[..0x80]),
+            &seg(0xffff_ff00, 5001, ACK, &data[..0x80]),
             Some(&rx),
             None,
             now,
@@ -995,9 +1146,156 @@ mod tests {
     }
 
     #[test]
+    fn out_of_order_ranges_wait_in_the_fifo_and_merge() {
+        use sluice_session::seg::{init_header, slot_fifos, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 4096,
+            evq_len: 16,
+        };
+        let r = sluice_infra::shm::Region::create("tcp-ooo", g.size()).unwrap();
+        init_header(&r, &g);
+        let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
+        let now = Instant::now();
+        let mut t = Tcb::accept(5000, &seg(99, 0, SYN, &[]), L, now);
+        t.output(0, 4096, now, |_| true);
+        t.input(&seg(100, 5001, ACK, &[]), Some(&rx), None, now);
+        let data: Vec<u8> = (0..2000u32).map(|i| (i * 7 + i / 256) as u8).collect();
+        let put = |t: &mut Tcb, a: usize, b: usize| {
+            t.input(
+                &seg(100 + a as u32, 5001, ACK, &data[a..b]),
+                Some(&rx),
+                None,
+                now,
+            );
+        };
+        put(&mut t, 900, 1000);
+        put(&mut t, 700, 800);
+        put(&mut t, 500, 600);
+        put(&mut t, 800, 900); // joins 700..1000
+        assert_eq!(t.ooo_n, 2);
+        assert_eq!(t.ooo[..2], [(600, 700), (800, 1100)]);
+        put(&mut t, 0, 100);
+        assert_eq!(rx.used(), Some(100), "only in-order bytes are published");
+        put(&mut t, 100, 700); // overlaps the held 500..600
+        assert_eq!((t.rcv_nxt, t.ooo_n), (100 + 1000, 0));
+        // Nine separate holes: the ninth range has no slot and is not kept.
+        for k in 0..9 {
+            let a = 1100 + 100 * k;
+            put(&mut t, a, a + 50);
+        }
+        assert_eq!((t.ooo_n, t.stats.ooo_dropped), (8, 1));
+        let mut got = vec![0u8; 4096];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(&got[..n], &data[..1000]);
+    }
+
+    #[test]
+    fn window_scaling_and_timestamps_are_negotiated_and_used() {
+        let now = Instant::now();
+        let big = Local {
+            mss: MSS4,
+            wscale: wscale_for(1 << 20),
+        };
+        assert_eq!(big.wscale, 5);
+        // The peer offers both: our SYN-ACK carries both, the SYN-ACK's window unscaled.
+        let syn = Seg {
+            wscale: Some(7),
+            ts: Some((1000, 0)),
+            mss: Some(1460),
+            ..seg(100, 0, SYN, &[])
+        };
+        let mut t = Tcb::accept(5000, &syn, big, now);
+        let mut out = vec![];
+        t.output(0, 1 << 20, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out[0].wscale, Some(5));
+        assert_eq!(out[0].wnd, 65535);
+        assert_eq!(out[0].ts.map(|x| x.1), Some(1000));
+        assert_eq!(
+            t.mss,
+            1460 - 12,
+            "the timestamp option comes off every segment"
+        );
+        // The handshake's ACK: its window is scaled by the peer's shift.
+        let ack = Seg {
+            wnd: 100,
+            ts: Some((1001, out[0].ts.unwrap().0)),
+            ..seg(101, 5001, ACK, &[])
+        };
+        t.input(&ack, None, None, now);
+        assert_eq!(t.state, State::Established);
+        assert_eq!(t.snd_wnd, 100 << 7);
+        // Our window: a 1 MiB FIFO advertised through the shift.
+        out.clear();
+        t.need_ack = true;
+        t.output(0, 1 << 20, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out[0].wnd as u32, (1 << 20) >> 5);
+        assert_eq!(t.rcv_adv.wrapping_sub(t.rcv_nxt), 1 << 20);
+        assert_eq!(
+            out[0].ts.map(|x| x.1),
+            Some(1001),
+            "echoes the latest TSval"
+        );
+        // PAWS: an older timestamp is a duplicate, acknowledged and dropped.
+        let old = Seg {
+            ts: Some((900, 0)),
+            ..seg(101, 5001, ACK, b"old")
+        };
+        let e = t.input(&old, None, None, now);
+        assert!(e.output && !e.notify);
+        assert_eq!((t.stats.paws, t.rcv_nxt), (1, 101));
+    }
+
+    #[test]
+    fn no_scaling_or_timestamps_unless_both_offer() {
+        let now = Instant::now();
+        let big = Local {
+            mss: MSS6,
+            wscale: 5,
+        };
+        let mut t = Tcb::accept(5000, &seg(100, 0, SYN, &[]), big, now);
+        let mut out = vec![];
+        t.output(0, 1 << 20, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(
+            (out[0].wscale, out[0].ts, out[0].mss),
+            (None, None, Some(MSS6))
+        );
+        t.input(&seg(101, 5001, ACK, &[]), None, None, now);
+        assert_eq!(t.snd_wnd, 65535);
+        out.clear();
+        t.need_ack = true;
+        t.output(0, 1 << 20, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!((out[0].wnd, out[0].ts), (65535, None));
+        // An active open offers both; a SYN-ACK without them turns them off.
+        let mut c = Tcb::connect(7, big, now);
+        out.clear();
+        c.output(0, 1 << 20, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out[0].wscale, Some(5));
+        assert!(out[0].ts.is_some());
+        c.input(&seg(300, 8, SYN | ACK, &[]), None, None, now);
+        assert_eq!(c.state, State::Established);
+        assert!(!c.ws_ok && !c.ts_ok && c.rcv_shift == 0);
+    }
+
+    #[test]
     fn rtt_and_rto_follow_rfc6298() {
         let now = Instant::now();
-        let mut t = Tcb::connect(1, now);
+        let mut t = Tcb::connect(1, L, now);
         t.rtt_sample(Duration::from_millis(100));
         assert_eq!(t.srtt, Some(Duration::from_millis(100)));
         assert_eq!(t.rto, Duration::from_millis(300));
@@ -1009,16 +1307,16 @@ mod tests {
     #[test]
     fn syn_sent_refused_by_rst() {
         let now = Instant::now();
-        let mut t = Tcb::connect(10, now);
+        let mut t = Tcb::connect(10, L, now);
         t.output(0, 65536, now, |_| true);
-        let e = t.input(&seg(0, 11, flag::RST | flag::ACK, &[]), None, None, now);
+        let e = t.input(&seg(0, 11, RST | ACK, &[]), None, None, now);
         assert!(e.reset && e.free);
     }
 
     #[test]
     fn syn_retries_give_up() {
         let mut now = Instant::now();
-        let mut t = Tcb::connect(10, now);
+        let mut t = Tcb::connect(10, L, now);
         t.output(0, 65536, now, |_| true);
         let mut gave_up = false;
         for _ in 0..10 {

@@ -9,7 +9,7 @@
 //! TIME-WAIT, which needs no FIFOs).
 
 use crate::session::{Proto, SessionError, SessionMain, TcpLink, NO_SLOT};
-use crate::tcp::{self, Effect, Seg, State, Tcb};
+use crate::tcp::{self, Effect, Seg, State, Tcb, TcpFlags};
 use sluice_session::seg::{self, tcp_state};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -49,6 +49,14 @@ impl SessionMain {
         }
     }
 
+    /// What our SYNs offer: the family's MSS and the shift that advertises a whole FIFO.
+    fn tcp_local(&self, v6: bool) -> tcp::Local {
+        tcp::Local {
+            mss: if v6 { tcp::MSS6 } else { tcp::MSS4 },
+            wscale: tcp::wscale_for(self.cfg.fifo_size),
+        }
+    }
+
     fn iss(&mut self, local: SocketAddr, remote: SocketAddr) -> u32 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -71,9 +79,6 @@ impl SessionMain {
         locals: &[(IpAddr, u8)],
     ) -> Result<u32, SessionError> {
         let v6 = local.is_ipv6();
-        if v6 {
-            return Err(SessionError::Invalid); // TCP over IPv6: not yet
-        }
         if !local.ip().is_unspecified() && !locals.iter().any(|(x, _)| *x == local.ip()) {
             return Err(SessionError::NotLocal);
         }
@@ -114,17 +119,15 @@ impl SessionMain {
         if remote.ip().is_unspecified() || remote.port() == 0 || remote.ip().is_multicast() {
             return Err(SessionError::Invalid);
         }
-        if remote.is_ipv6() {
-            return Err(SessionError::Invalid);
-        }
+        let v6 = remote.is_ipv6();
         let src = crate::session::source_for(locals, remote.ip()).ok_or(SessionError::NotLocal)?;
         let port = self
-            .ephemeral_in(false, |s, v6, p| s.tcp_port_used(v6, p))
+            .ephemeral_in(v6, |s, v6, p| s.tcp_port_used(v6, p))
             .ok_or(SessionError::NoSpace)?;
         let local = SocketAddr::new(src, port);
         let sid = self.new_session(a, local, Some(remote))?;
         let iss = self.iss(local, remote);
-        let tcb = Tcb::connect(iss, Instant::now());
+        let tcb = Tcb::connect(iss, self.tcp_local(v6), Instant::now());
         let slot = match self.sessions[sid as usize].as_mut() {
             Some(s) => {
                 s.proto = Proto::Tcp(
@@ -147,7 +150,7 @@ impl SessionMain {
             rx.set_endpoints(local, remote, NO_SLOT);
         }
         self.tcp_conns.insert((local, remote), sid);
-        self.tcp_port_ref(false, port, true);
+        self.tcp_port_ref(v6, port, true);
         self.tcp_count += 1;
         self.tcp_stats.connected += 1;
         self.tcp_queue(sid);
@@ -169,7 +172,7 @@ impl SessionMain {
         }
     }
 
-    fn rst(&mut self, local: SocketAddr, remote: SocketAddr, seq: u32, ack: u32, flags: u8) {
+    fn rst(&mut self, local: SocketAddr, remote: SocketAddr, seq: u32, ack: u32, flags: TcpFlags) {
         self.rst_out.push((local, remote, seq, ack, flags));
         self.tcp_kick.store(true, Ordering::Release);
     }
@@ -206,7 +209,7 @@ impl SessionMain {
             if !matches!(t.state, State::Closed | State::TimeWait | State::SynSent) {
                 let (seq, ack) = t.rst_seq();
                 let local = s.local;
-                self.rst(local, r, seq, ack, tcp::flag::RST | tcp::flag::ACK);
+                self.rst(local, r, seq, ack, TcpFlags::RST | TcpFlags::ACK);
             }
         }
         self.tcp_release(sid);
@@ -233,6 +236,9 @@ impl SessionMain {
                 }
             }
             Proto::Tcp(_, l) => {
+                if let Some(t) = l.timer {
+                    self.tcp_timer_set.remove(&(t, sid));
+                }
                 if let Some(r) = s.remote {
                     if self.tcp_conns.get(&(s.local, r)) == Some(&sid) {
                         self.tcp_conns.remove(&(s.local, r));
@@ -280,7 +286,7 @@ impl SessionMain {
         seg: &Seg<'_>,
         now: Instant,
     ) -> Result<(), TcpDrop> {
-        use tcp::flag::*;
+        let has = |f: TcpFlags| seg.flags.intersects(f);
         if let Some(&sid) = self.tcp_conns.get(&(local, remote)) {
             let eff = {
                 let apps = &self.apps;
@@ -314,21 +320,21 @@ impl SessionMain {
             })
             .copied();
         let Some(lsid) = lsid else {
-            if seg.flags & RST == 0 {
-                let (seq, ack, f) = rst_reply(seg);
+            if !has(TcpFlags::RST) {
+                let (seq, ack, f) = Tcb::rst_for(seg);
                 self.rst(local, remote, seq, ack, f);
             }
             return Err(TcpDrop::NoListener);
         };
-        if seg.flags & RST != 0 {
+        if has(TcpFlags::RST) {
             return Ok(());
         }
-        if seg.flags & ACK != 0 {
-            let (seq, ack, f) = rst_reply(seg);
+        if has(TcpFlags::ACK) {
+            let (seq, ack, f) = Tcb::rst_for(seg);
             self.rst(local, remote, seq, ack, f);
             return Ok(());
         }
-        if seg.flags & SYN == 0 {
+        if !has(TcpFlags::SYN) {
             return Ok(());
         }
         let app = match self.sessions[lsid as usize].as_mut() {
@@ -346,7 +352,7 @@ impl SessionMain {
             None => return Err(TcpDrop::NoListener),
         };
         let iss = self.iss(local, remote);
-        let tcb = Tcb::accept(iss, seg, tcp::MSS4, now);
+        let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
         let s = crate::session::Session {
             app,
             slot: NO_SLOT,
@@ -399,6 +405,7 @@ impl SessionMain {
             self.tcp_queue(sid);
         }
         self.tcp_settle(sid, e.free);
+        self.tcp_rearm(sid);
     }
 
     /// Frees what a connection no longer needs: everything once it is closed and the
@@ -546,37 +553,67 @@ impl SessionMain {
 
     /// Runs the due timers; returns the next deadline.
     pub fn tcp_timers(&mut self, now: Instant) -> Option<Instant> {
-        let due: Vec<u32> = self
-            .iter()
-            .filter_map(|(i, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline().filter(|d| *d <= now).map(|_| i),
-                _ => None,
-            })
-            .collect();
-        for sid in due {
+        let mut due = std::mem::take(&mut self.tcp_due);
+        while let Some(&(when, sid)) = self.tcp_timer_set.first() {
+            if when > now {
+                break;
+            }
+            self.tcp_timer_set.pop_first();
+            if let Some(Proto::Tcp(_, l)) = self
+                .sessions
+                .get_mut(sid as usize)
+                .and_then(|x| x.as_mut().map(|s| &mut s.proto))
+            {
+                l.timer = None;
+                due.push(sid);
+            }
+        }
+        for &sid in &due {
             let e = match self.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
                 Some(Proto::Tcp(t, _)) => t.timer(now),
                 _ => continue,
             };
             self.tcp_effect(sid, e);
         }
-        self.iter()
-            .filter_map(|(_, s)| match &s.proto {
-                Proto::Tcp(t, _) => t.next_deadline(),
-                _ => None,
-            })
-            .min()
+        due.clear();
+        self.tcp_due = due;
+        self.tcp_next_deadline()
+    }
+
+    /// The earliest TCP timer.
+    pub fn tcp_next_deadline(&self) -> Option<Instant> {
+        self.tcp_timer_set.first().map(|x| x.0)
+    }
+
+    /// Files connection `sid` under its current deadline (after anything that may have
+    /// moved it).
+    pub fn tcp_rearm(&mut self, sid: u32) {
+        if let Some(Proto::Tcp(t, l)) = self
+            .sessions
+            .get_mut(sid as usize)
+            .and_then(|x| x.as_mut().map(|s| &mut s.proto))
+        {
+            rearm(&mut self.tcp_timer_set, sid, t, l);
+        }
     }
 }
 
-/// The RST answering a segment no connection takes (RFC 9293 3.10.7.1).
-fn rst_reply(seg: &Seg<'_>) -> (u32, u32, u8) {
-    use tcp::flag::*;
-    if seg.flags & ACK != 0 {
-        (seg.ack, 0, RST)
-    } else {
-        let len =
-            seg.data.len() as u32 + (seg.flags & SYN != 0) as u32 + (seg.flags & FIN != 0) as u32;
-        (0, seg.seq.wrapping_add(len), RST | ACK)
+/// Moves connection `sid`'s entry in `set` to the deadline its state machine has now.
+pub(crate) fn rearm(
+    set: &mut std::collections::BTreeSet<(Instant, u32)>,
+    sid: u32,
+    t: &Tcb,
+    l: &mut TcpLink,
+) {
+    let next = t.next_deadline();
+    if next == l.timer {
+        return;
     }
+    if let Some(old) = l.timer {
+        set.remove(&(old, sid));
+    }
+    if let Some(n) = next {
+        set.insert((n, sid));
+    }
+    l.timer = next;
 }
