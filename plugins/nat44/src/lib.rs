@@ -93,12 +93,7 @@ impl NatShared {
 
     /// The first IPv4 address of an interface.
     pub fn if_addr(&self, sw_if: u32) -> Option<u32> {
-        let a = self
-            .ip4
-            .get()?
-            .if_attr(sw_if)
-            .ip4
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let a = self.ip4.get()?.if_addr(sw_if).first();
         (a != 0).then_some(a)
     }
 

@@ -569,12 +569,9 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
         Ok(p) => p,
         Err(e) => return drop_pkt(cx, b, bad_counter(e)),
     };
-    let own = pc.ip4.is_some_and(|v| {
-        v.if_attr(b.hdr.rx_if)
-            .ip4
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == dst
-    });
+    let own = pc
+        .ip4
+        .is_some_and(|v| v.if_addr(b.hdr.rx_if).first() == dst);
     match p {
         Parsed::Flow { t, l4, kind } => {
             let port = t.dst_port_or_id();
