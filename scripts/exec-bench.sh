@@ -43,8 +43,8 @@ with open(f"{tmp}/1m4.cli", "w") as f:
         f.write(f"ip route add {11 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}.0/24 via 10.0.1.2\n")
 PY
 if [ -r "$data" ]; then
-  zcat "$data" | grep -v : | grep -v '^10\.' | sed 's|.*|ip route add & via 10.0.1.2|' >"$tmp/real4.cli"
-  zcat "$data" | grep : | sed 's|.*|ip route add & via fd01::2|' >"$tmp/real6.cli"
+  zcat "$data" | tr -d '\r' | grep -v : | grep -v '^10\.' | sed 's|.*|ip route add & via 10.0.1.2|' >"$tmp/real4.cli"
+  zcat "$data" | tr -d '\r' | grep : | sed 's|.*|ip route add & via fd01::2|' >"$tmp/real6.cli"
   files=(real4 real6 1m4)
 else
   echo "($data not found: the real tables are skipped)"

@@ -5,6 +5,7 @@
 //! words, so a reader never sees a half-written adjacency and never takes a lock. Only the
 //! main thread writes ([`Adjacencies`]).
 
+use sluice_infra::hash::FastState;
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -155,7 +156,7 @@ pub type AdjKey = (AdjKind, u32, u32);
 /// The writer side (main thread).
 pub struct Adjacencies {
     table: Arc<AdjTable>,
-    by_key: HashMap<AdjKey, u32>,
+    by_key: HashMap<AdjKey, u32, FastState>,
     values: Vec<Adj>,
 }
 
@@ -172,7 +173,7 @@ impl Adjacencies {
             table: Arc::new(AdjTable {
                 chunks: (0..MAX_ADJ / CHUNK).map(|_| OnceLock::new()).collect(),
             }),
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
             values: Vec::new(),
         };
         a.alloc(Adj::DROP);

@@ -209,7 +209,7 @@ impl<K: Copy + Eq + Hash + Ord> Aging<K> {
 }
 
 /// A family's neighbour table: (interface, address) → (MAC, static).
-pub type Entries<A> = HashMap<(u32, A), ([u8; 6], bool)>;
+pub type Entries<A> = HashMap<(u32, A), ([u8; 6], bool), sluice_infra::hash::FastState>;
 
 /// What [`apply`] and [`age`] need from a family's control plane.
 pub trait Table<A: Copy + Eq + Hash + Ord> {

@@ -125,7 +125,7 @@ pub struct Ip4Control {
     addrs: Vec<(u32, u32, u8)>,
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
-    neighbors: HashMap<(u32, u32), ([u8; 6], bool)>,
+    neighbors: crate::neighbor::Entries<u32>,
     aging: crate::neighbor::Aging<(u32, u32)>,
     events: Arc<crate::events::EventLog>,
 }
@@ -396,7 +396,7 @@ pub fn init(vm: &mut Vlib) {
             own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
             shared,
             addrs: Vec::new(),
-            neighbors: HashMap::new(),
+            neighbors: HashMap::default(),
             aging: Default::default(),
             events: Default::default(),
         }

@@ -125,7 +125,7 @@ pub struct Ip6Control {
     addrs: Vec<(u32, u128, u8)>,
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
-    neighbors: HashMap<(u32, u128), ([u8; 6], bool)>,
+    neighbors: crate::neighbor::Entries<u128>,
     nbr_adjs: HashMap<(u32, u128), u32>,
     serial: u32,
     aging: crate::neighbor::Aging<(u32, u128)>,
@@ -478,7 +478,7 @@ pub fn init(vm: &mut Vlib) {
         own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
         shared,
         addrs: Vec::new(),
-        neighbors: HashMap::new(),
+        neighbors: HashMap::default(),
         nbr_adjs: HashMap::new(),
         serial: 0,
         aging: Default::default(),
