@@ -1,6 +1,11 @@
-//! L2 benchmarks: cross-connect and bridge-domain forwarding with 1 and 1M learned MACs.
+//! L2 benchmarks: cross-connect and bridge-domain forwarding with 1 and 1M static MACs, and
+//! learning under a flood of new source MACs.
 //! pg0 replays 4096 64-byte frames (destinations spread over the MACs) -> ethernet-input ->
-//! l2-input -> interface-output -> pg1 (pg-tx discards).
+//! l2-input -> interface-output -> pg1 (pg-tx discards). The learning case replays 1M frames,
+//! each from its own random source MAC to the one static MAC, into a bridge domain that
+//! learns; its dynamic entries are flushed before every run, so every frame of every run is
+//! a new source (a FIB miss and a learning event, applied by `l2-learn-process` in the same
+//! thread, whose time counts in the Mpps).
 
 use crate::{cli, write_pcap};
 use sluice_cli::CommandTree;
@@ -26,26 +31,57 @@ fn frames(n_macs: u32) -> Vec<Vec<u8>> {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            let mut f = vec![0u8; 60];
-            f[0..6].copy_from_slice(&mac(x % n_macs));
-            f[6..12].copy_from_slice(&[0x02, 0x20, 0, 0, 0, 1]);
-            f[12..14].copy_from_slice(&[0x88, 0xb5]);
-            f
+            frame(mac(x % n_macs), [0x02, 0x20, 0, 0, 0, 1])
         })
         .collect()
 }
 
+fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f
+}
+
+/// Frames of the learning flood: to MAC 0, each from a distinct random unicast source.
+const FLOOD_FRAMES: u32 = 1 << 20;
+
+fn flood_frames() -> Vec<Vec<u8>> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::with_capacity(FLOOD_FRAMES as usize);
+    while v.len() < FLOOD_FRAMES as usize {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_be_bytes();
+        // Locally administered unicast, never 02:10:.. (the static MACs).
+        let src = [0x06, b[3], b[4], b[5], b[6], b[7]];
+        if seen.insert(src) {
+            v.push(frame(mac(0), src));
+        }
+    }
+    v
+}
+
 const PATH: [&str; 4] = ["ethernet-input", "l2-input", "interface-output", "pg-tx"];
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     o: &crate::Opts,
     name: &str,
     setup: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-    n_macs: u32,
+    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+    pcap_name: &str,
+    frames: &dyn Fn() -> Vec<Vec<u8>>,
     dir: &std::path::Path,
     out: &mut String,
     json: &mut Vec<String>,
 ) -> f64 {
+    if o.only.as_ref().is_some_and(|w| !name.contains(w.as_str())) {
+        return 0.0;
+    }
     let (mut vm, t) = crate::build(0);
     for c in [
         "create packet-generator interface pg0",
@@ -58,9 +94,9 @@ fn run(
     let t0 = Instant::now();
     setup(&mut vm, &t);
     let setup_s = t0.elapsed().as_secs_f64();
-    let pcap = dir.join(format!("l2-{n_macs}.pcap"));
-    write_pcap(&pcap, &frames(n_macs));
-    let r = crate::replay_path(o, vm, &t, &pcap, None, &PATH, name);
+    let pcap = dir.join(pcap_name);
+    write_pcap(&pcap, &frames());
+    let r = crate::replay_path_each(o, vm, &t, &pcap, "pg0", None, &PATH, name, before);
     let (a, m, b) = r.mpps;
     let node: Vec<f64> = r.node_clocks.iter().map(|c| c.1).collect();
     let path: f64 = node.iter().sum();
@@ -89,20 +125,27 @@ pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         "| case | Mpps min | median | max | path clk/pkt | {} | setup s |\n|---|---|---|---|---|---|---|---|---|---|",
         PATH.join(" | ")
     );
+    let nothing = |_: &mut Vlib, _: &CommandTree<Vlib>| {};
     run(
         o,
         "xconnect",
         &|vm, t| {
             cli(vm, t, "set interface l2 xconnect pg0 pg1");
         },
-        1,
+        &nothing,
+        "l2-1.pcap",
+        &|| frames(1),
         &dir,
         out,
         json,
     );
-    let bridge = |n: u32| {
+    let bridge = |n: u32, learn: bool| {
         move |vm: &mut Vlib, t: &CommandTree<Vlib>| {
-            cli(vm, t, "create bridge-domain 1 learn 0");
+            if learn {
+                cli(vm, t, "create bridge-domain 1 learn 1 mac-age 1");
+            } else {
+                cli(vm, t, "create bridge-domain 1 learn 0");
+            }
             cli(vm, t, "set interface l2 bridge pg0 1");
             cli(vm, t, "set interface l2 bridge pg1 1");
             for i in 0..n {
@@ -118,18 +161,47 @@ pub fn bench_l2(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             }
         }
     };
-    let one = run(o, "bridge, 1 MAC", &bridge(1), 1, &dir, out, json);
+    let one = run(
+        o,
+        "bridge, 1 MAC",
+        &bridge(1, false),
+        &nothing,
+        "l2-1.pcap",
+        &|| frames(1),
+        &dir,
+        out,
+        json,
+    );
     if !o.quick {
         let big = run(
             o,
             "bridge, 1M MACs",
-            &bridge(1_000_000),
-            1_000_000,
+            &bridge(1_000_000, false),
+            &nothing,
+            "l2-1000000.pcap",
+            &|| frames(1_000_000),
             &dir,
             out,
             json,
         );
-        let _ = writeln!(out, "\nbridge 1M MACs / 1 MAC: {:.2}\n", big / one);
+        if big > 0.0 && one > 0.0 {
+            let _ = writeln!(out, "\nbridge 1M MACs / 1 MAC: {:.2}\n", big / one);
+        }
+        // Every run starts with only the static MAC: the learned ones age out at once when
+        // the aging pass runs with the clock a day ahead.
+        run(
+            o,
+            "bridge, learning flood (new source MACs)",
+            &bridge(1, true),
+            &|vm, t| {
+                cli(vm, t, "test l2fib age 1 advance 1440");
+            },
+            "l2-flood.pcap",
+            &flood_frames,
+            &dir,
+            out,
+            json,
+        );
     }
     crate::done_with_inputs(o, &dir);
 }

@@ -56,6 +56,7 @@ pub struct Opts {
     #[arg(long)]
     quick: bool,
     /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`);
+    /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
     /// count.
@@ -335,7 +336,7 @@ pub(crate) fn replay_path(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_path_from(
     o: &Opts,
-    mut vm: Vlib,
+    vm: Vlib,
     t: &CommandTree<Vlib>,
     pcap: &std::path::Path,
     source: &str,
@@ -343,12 +344,30 @@ pub(crate) fn replay_path_from(
     path: &[&str],
     name: &str,
 ) -> PathResult {
+    replay_path_each(o, vm, t, pcap, source, node, path, name, &|_, _| {})
+}
+
+/// [`replay_path_from`] calling `before` ahead of each run (warm-up included), e.g. to
+/// flush learned state so every run starts from the same table.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_path_each(
+    o: &Opts,
+    mut vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    source: &str,
+    node: Option<&str>,
+    path: &[&str],
+    name: &str,
+    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+) -> PathResult {
     let sink = vm.registry.find("pg-tx").expect("pg-tx");
     let packets = o.packets / 2;
     let node = node.map(|n| format!(" node {n}")).unwrap_or_default();
     let mut mpps = Vec::new();
     let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); path.len()];
     for run in 0..=o.runs {
+        before(&mut vm, t);
         let _ = t.execute(&mut vm, "packet-generator delete s");
         cli(
             &mut vm,

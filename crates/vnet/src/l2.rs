@@ -3,7 +3,9 @@
 //! events go through a queue to the main thread (one lock per frame that has any), which owns all writes.
 //!
 //! Nodes:
-//! - `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`).
+//! - `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
+//!   time: keys first, then the L2 FIB lookups of the whole frame in batches (hashes
+//!   computed and buckets prefetched ahead, `BihashTable::lookup_many`), then the decisions.
 //!   - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
 //!   - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
 //!     for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
@@ -21,11 +23,9 @@
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
-use sluice_buffer::Buffer;
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, Suspend, Vlib, Wake,
-};
+use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
 use sluice_infra::bihash::{Bihash, BihashTable};
 use sluice_infra::epoch::Epochs;
 use std::any::Any;
@@ -102,10 +102,49 @@ pub struct L2Shared {
     pub learned: Mutex<Vec<(u64, u32)>>,
 }
 
+/// What `l2-input` reads per packet of a bridge domain's settings (a copy of its [`BdCfg`]'s
+/// flags, kept next to it).
+#[derive(Copy, Clone, Debug, Default)]
+struct BdFlags {
+    /// The bridge domain exists.
+    on: bool,
+    learn: bool,
+    forward: bool,
+    flood: bool,
+    uu_flood: bool,
+    /// Some member is in a split-horizon group.
+    shg: bool,
+    /// The BVI, `u32::MAX` for none.
+    bvi: u32,
+}
+
+impl BdFlags {
+    fn of(c: Option<&BdCfg>) -> BdFlags {
+        match c {
+            None => BdFlags::default(),
+            Some(c) => BdFlags {
+                on: true,
+                learn: c.learn,
+                forward: c.forward,
+                flood: c.flood,
+                uu_flood: c.uu_flood,
+                shg: c.shg.iter().any(|&g| g != 0),
+                bvi: c.bvi.unwrap_or(u32::MAX),
+            },
+        }
+    }
+}
+
+/// `l2-input`'s per-packet plan from its first pass: which FIB lookups the packet needs.
+const LOOK_DST: u8 = 1;
+const LOOK_SRC: u8 = 2;
+
 /// `l2-input` instance.
 pub struct L2Input {
     shared: Arc<L2Shared>,
     bds: Vec<Option<BdCfg>>,
+    /// `bds`' flags, same index.
+    flags: Vec<BdFlags>,
     recent: [(u64, u32, u32); 64],
     features: Arc<crate::feature::FeatureNext>,
     slot: usize,
@@ -115,9 +154,43 @@ pub struct L2Input {
     out: Option<(u32, Next)>,
     /// Learning events of the current frame (capacity one frame: never reallocates).
     pending: Vec<(u64, u32)>,
+    /// Per frame: each packet's lookups (`LOOK_*`), its next arc.
+    plan: [u8; sluice_graph::FRAME_SIZE],
+    nexts: [u16; sluice_graph::FRAME_SIZE],
+    /// Per frame: the destination keys of the packets that look theirs up, in frame order,
+    /// and what the FIB holds for them; the same for source keys (learning).
+    dkeys: [u64; sluice_graph::FRAME_SIZE],
+    dvals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    skeys: [u64; sluice_graph::FRAME_SIZE],
+    svals: [Option<u64>; sluice_graph::FRAME_SIZE],
 }
 
 impl L2Input {
+    fn new(
+        shared: Arc<L2Shared>,
+        features: Arc<crate::feature::FeatureNext>,
+        slot: usize,
+    ) -> L2Input {
+        const F: usize = sluice_graph::FRAME_SIZE;
+        L2Input {
+            shared,
+            bds: Vec::new(),
+            flags: Vec::new(),
+            recent: [(0, 0, 0); 64],
+            features,
+            slot,
+            out_any: false,
+            out: None,
+            pending: Vec::with_capacity(F),
+            plan: [0; F],
+            nexts: [0; F],
+            dkeys: [0; F],
+            dvals: [None; F],
+            skeys: [0; F],
+            svals: [None; F],
+        }
+    }
+
     /// The arc towards `interface-output` for a frame sent on `tx` (through the features
     /// enabled on its `l2-output` arc).
     #[inline(always)]
@@ -174,78 +247,159 @@ sluice_graph::counters! {
     }
 }
 
-impl PacketNode for L2Input {
-    #[inline(always)]
-    fn begin_frame(&mut self, _cx: &mut Cx) {
+/// The L2 FIB key of the 6-byte MAC at `h[at..at + 6]` in bridge domain `bd`: one 8-byte
+/// load (the two bytes after the MAC shifted out) instead of six byte moves.
+#[inline(always)]
+fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
+    let w = u64::from_be_bytes(*h[at..].first_chunk::<8>().unwrap_or(&[0; 8]));
+    w >> 16 | (bd as u64) << 48
+}
+
+impl NodeFn for L2Input {
+    /// Three passes: (1) read every packet's bridge domain and MACs and collect the keys
+    /// to look up (cross-connected packets are finished here); (2) look the keys up in
+    /// batches (`lookup_many`: hashes first, buckets prefetched, so a big FIB's cache misses
+    /// overlap); (3) decide each bridged packet with its results.
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        const F: usize = sluice_graph::FRAME_SIZE;
+        let arena = cx.arena();
+        let n = frame.len().min(F);
+        let frame = &frame[..n];
         self.out_any = self.features.any(self.slot);
         self.out = None;
+        let (mut nd, mut ns, mut xc, mut bridged) = (0usize, 0usize, 0u64, false);
+        let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
+        for (j, &bi) in frame.iter().enumerate() {
+            if let Some(&a) = ahead.get(j) {
+                arena.prefetch(a);
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; the view lives for this iteration only.
+            let v = unsafe { arena.buffer(bi) };
+            let bd = v.hdr.l2.bd_index;
+            if bd == 0 {
+                xc += 1;
+                let tx = v.hdr.tx_if;
+                self.plan[j] = 0;
+                self.nexts[j] = self.output(tx).0;
+                continue;
+            }
+            bridged = true;
+            let mut p = 0;
+            let f = self.flags.get(bd as usize).copied().unwrap_or_default();
+            if let (true, Some(h)) = (f.on, v.head::<14>()) {
+                if h[0] & 1 == 0 {
+                    self.dkeys[nd & (F - 1)] = key_at(h, 0, bd);
+                    nd += 1;
+                    p |= LOOK_DST;
+                }
+                if f.learn && h[6] & 1 == 0 {
+                    self.skeys[ns & (F - 1)] = key_at(h, 6, bd);
+                    ns += 1;
+                    p |= LOOK_SRC;
+                }
+            }
+            self.plan[j] = p;
+        }
+        if xc != 0 {
+            cx.count(L2Counter::Xconnect, xc);
+        }
+        if bridged {
+            let fib = &self.shared.fib;
+            fib.lookup_many(&self.dkeys[..nd.min(F)], &mut self.dvals[..nd.min(F)]);
+            fib.lookup_many(&self.skeys[..ns.min(F)], &mut self.svals[..ns.min(F)]);
+            let now = if ns != 0 { cx.now_secs() as u32 } else { 0 };
+            let (mut di, mut si) = (0usize, 0usize);
+            for (j, &bi) in frame.iter().enumerate() {
+                // SAFETY: as above.
+                let mut v = unsafe { arena.buffer(bi) };
+                if v.hdr.l2.bd_index == 0 {
+                    continue;
+                }
+                let p = self.plan[j];
+                let dst = if p & LOOK_DST != 0 {
+                    di += 1;
+                    Some(self.dvals[(di - 1) & (F - 1)])
+                } else {
+                    None
+                };
+                if p & LOOK_SRC != 0 {
+                    si += 1;
+                    let k = self.skeys[(si - 1) & (F - 1)];
+                    self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
+                }
+                self.nexts[j] = self.bridge(cx, &mut v, dst).0;
+            }
+        }
+        if !self.pending.is_empty() {
+            if let Ok(mut l) = self.shared.learned.lock() {
+                let room = 65536usize.saturating_sub(l.len());
+                let n = self.pending.len().min(room);
+                l.extend_from_slice(&self.pending[..n]);
+            }
+            self.pending.clear();
+        }
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
+impl L2Input {
+    /// Learning: queues an event for source key `k` (FIB value `v`) of a frame received on
+    /// `b`'s rx interface, unless the entry is static or fresh for that interface.
     #[inline(always)]
-    fn end_frame(&mut self, _cx: &mut Cx) {
-        if self.pending.is_empty() {
-            return;
-        }
-        if let Ok(mut l) = self.shared.learned.lock() {
-            let room = 65536usize.saturating_sub(l.len());
-            let n = self.pending.len().min(room);
-            l.extend_from_slice(&self.pending[..n]);
-        }
-        self.pending.clear();
-    }
-
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let bd = b.hdr.l2.bd_index;
-        if bd == 0 {
-            cx.count(L2Counter::Xconnect, 1);
-            return self.output(b.hdr.tx_if);
-        }
-        let (learn, forward, flood_bcast, uu_flood) = match self.bds.get(bd as usize) {
-            Some(Some(c)) => (c.learn, c.forward, c.flood, c.uu_flood),
-            _ => {
-                b.hdr.error = cx.error(L2Counter::NoMember);
-                return L2Next::Drop.next();
+    fn learn(&mut self, cx: &mut Cx, b: &Buffer<'_>, k: u64, v: Option<u64>, now: u32) {
+        let rx = b.hdr.rx_if;
+        let stale = match v {
+            None => true,
+            Some(v) => {
+                v & STATIC == 0
+                    && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10)
             }
         };
-        let d = b.data();
-        if d.len() < 14 {
+        if !stale {
+            return;
+        }
+        // At most one event per MAC and interface per second per thread.
+        let slot = &mut self.recent[(k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
+        if slot.0 != k || slot.1 != rx || now != slot.2 {
+            *slot = (k, rx, now);
+            // Published at the end of the frame: one lock per frame, not per event.
+            if self.pending.len() < sluice_graph::FRAME_SIZE {
+                self.pending.push((k, rx));
+            }
+            cx.count(L2Counter::LearnEvents, 1);
+        }
+    }
+
+    /// A bridged packet (`l2.bd_index` non-zero): forward, flood, filter or drop.
+    /// `dst` is what the FIB holds for its destination when it was looked up (`None`:
+    /// not looked up: broadcast/multicast, runt or unknown bridge domain).
+    #[inline(always)]
+    fn bridge(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, dst: Option<Option<u64>>) -> Next {
+        let bd = b.hdr.l2.bd_index;
+        let f = self.flags.get(bd as usize).copied().unwrap_or_default();
+        if !f.on {
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
+        }
+        if b.len() < 14 {
             b.hdr.error = cx.error(L2Counter::Runt);
             return L2Next::Drop.next();
         }
         let rx = b.hdr.rx_if;
-        if learn && d[6] & 1 == 0 {
-            let now = cx.now_secs() as u32;
-            let k = key(&d[6..12], bd);
-            let stale = match self.shared.fib.lookup(k) {
-                None => true,
-                Some(v) => {
-                    v & STATIC == 0
-                        && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10)
+        let flood = match dst {
+            // Broadcast or multicast.
+            None => f.flood,
+            Some(Some(v)) if f.forward => {
+                let tx = v as u32;
+                if tx == rx {
+                    b.hdr.error = cx.error(L2Counter::Filtered);
+                    return L2Next::Drop.next();
                 }
-            };
-            if stale {
-                // At most one event per MAC and interface per second per thread.
-                let slot = &mut self.recent[(k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
-                if slot.0 != k || slot.1 != rx || now != slot.2 {
-                    *slot = (k, rx, now);
-                    // Published at the end of the frame: one lock per frame, not per event.
-                    if self.pending.len() < sluice_graph::FRAME_SIZE {
-                        self.pending.push((k, rx));
-                    }
-                    cx.count(L2Counter::LearnEvents, 1);
-                }
-            }
-        }
-        let flood = if d[0] & 1 != 0 {
-            flood_bcast
-        } else {
-            match self.shared.fib.lookup(key(&d[0..6], bd)) {
-                Some(v) if forward => {
-                    let tx = v as u32;
-                    if tx == rx {
-                        b.hdr.error = cx.error(L2Counter::Filtered);
-                        return L2Next::Drop.next();
-                    }
+                if f.shg {
                     if let Some(Some(c)) = self.bds.get(bd as usize) {
                         let g = c.shg_of(rx);
                         if g != 0 && c.shg_of(tx) == g {
@@ -253,20 +407,29 @@ impl PacketNode for L2Input {
                             return L2Next::Drop.next();
                         }
                     }
-                    cx.count(L2Counter::Forwarded, 1);
-                    if Some(tx) == self.bds.get(bd as usize).and_then(|c| c.as_ref()?.bvi) {
-                        return to_bvi(b, tx);
-                    }
-                    b.hdr.tx_if = tx;
-                    return self.output(tx);
                 }
-                _ => uu_flood,
+                cx.count(L2Counter::Forwarded, 1);
+                if tx == f.bvi {
+                    return to_bvi(b, tx);
+                }
+                b.hdr.tx_if = tx;
+                return self.output(tx);
             }
+            Some(_) => f.uu_flood,
         };
         if !flood {
             b.hdr.error = cx.error(L2Counter::UuDropped);
             return L2Next::Drop.next();
         }
+        self.flood(cx, b)
+    }
+
+    /// Floods a bridged packet: copies to every member it may go to but the last, the
+    /// packet itself to the last.
+    #[inline(never)]
+    fn flood(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let bd = b.hdr.l2.bd_index;
+        let rx = b.hdr.rx_if;
         let Some(Some(cfg)) = self.bds.get(bd as usize) else {
             b.hdr.error = cx.error(L2Counter::NoMember);
             return L2Next::Drop.next();
@@ -457,16 +620,7 @@ pub fn register(r: &mut crate::plugin::Registrar) {
     }));
     b.register(
         NodeRegistration::new(L2_INPUT, NodeKind::Internal, move |_| {
-            Box::new(PerPacket::new(L2Input {
-                shared: shared.clone(),
-                bds: Vec::new(),
-                recent: [(0, 0, 0); 64],
-                features: features.clone(),
-                slot,
-                out_any: false,
-                out: None,
-                pending: Vec::with_capacity(sluice_graph::FRAME_SIZE),
-            }))
+            Box::new(L2Input::new(shared.clone(), features.clone(), slot))
         })
         .nexts(L2Next::NAMES)
         .counters(L2Counter::DESCS),
@@ -515,7 +669,9 @@ fn publish(vm: &mut Vlib, bd: u16, cfg: Option<BdCfg>) {
             let i = bd as usize;
             if n.bds.len() <= i {
                 n.bds.resize(i + 1, None);
+                n.flags.resize(i + 1, BdFlags::default());
             }
+            n.flags[i] = BdFlags::of(cfg.as_ref());
             n.bds[i] = cfg.clone();
         }
     });
