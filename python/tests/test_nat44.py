@@ -323,6 +323,34 @@ class TestNat44(NatTest):
         self.assert_counters({c(I2O, TRANSLATED): 1, c(I2O, CREATED): 1,
                               c(I2O, "no NAT pool address"): 1})
 
+    def test_del_session_by_inside_outside_and_external_host(self):
+        host = self.pg0.remote_ip4
+        pk = [self.in_udp(sport=1234), self.in_udp(sport=1234, dst="8.8.4.4"),
+              self.in_udp(sport=1235),
+              frame(self.pg0, IP(src=host, dst=REMOTE) / ICMP(id=77) / Raw(b"ping"))]
+        self.send_and_expect(self.pg0, pk, self.pg1)
+        assert self.total_sessions() == 4
+        # One session of the endpoint: the one with that remote host.
+        self.vpp.cli(f"nat44 del session in {host}:1234 udp external-host 8.8.4.4:53")
+        assert self.total_sessions() == 3
+        self.send_and_assert_no_replies(self.pg1, [self.out_udp(1234, src="8.8.4.4")])
+        self.send_and_expect(self.pg1, [self.out_udp(1234)], self.pg0)
+        # By the outside endpoint (the inside port was kept), then the rest of 1234.
+        self.vpp.cli(f"nat44 del session out {POOL}:1235 udp")
+        assert self.total_sessions() == 2
+        self.vpp.cli(f"nat44 del session in {host}:1234 udp vrf 0")
+        self.vpp.cli(f"nat44 del session in {host}:77 icmp")
+        assert self.total_sessions() == 0
+        assert "total deleted sessions: 4" in self.vpp.cli("show nat44 summary")
+        self.assert_counters({c(I2O, TRANSLATED): 4, c(I2O, CREATED): 4,
+                              c(O2I, TRANSLATED): 1, c(O2I, NO_TRANSLATION): 1})
+        self.assert_cli_error(f"nat44 del session in {host}:1234 udp", "no inside session")
+        self.assert_cli_error(f"nat44 del session in {host} udp", f"`{host}'")
+        self.assert_cli_error(f"nat44 del session in {host}:1234 gre", "`gre'")
+        self.assert_cli_error(f"nat44 del session sideways {host}:1 udp", "`sideways'")
+        self.assert_cli_error(f"nat44 del session in {host}:1 udp vrf 7", "`7'")
+        self.assert_cli_error(f"nat44 del session in {host}:1 udp external-host x", "`x'")
+
     def test_cli_errors_name_the_token(self):
         self.assert_cli_error("nat44 add address 1.2.3", "`1.2.3'")
         self.assert_cli_error(f"nat44 add address {POOL}", "already exists")
@@ -335,6 +363,32 @@ class TestNat44(NatTest):
         self.assert_cli_error("nat44 plugin enable", "already enabled")
         self.assert_cli_error("nat44 add static mapping local 10.0.0.2 external 1.1.1.1 vrf 7",
                               "`7'")
+
+
+    def test_del_session_api(self):
+        a = self.vpp.api()
+        expect = self.assert_api_error
+        host = self.pg0.remote_ip4
+        self.send_and_expect(self.pg0, [self.in_udp(sport=4000), self.in_udp(sport=4001),
+                                        self.in_udp(sport=4001, dst="8.8.4.4")], self.pg1)
+        r = a.nat44_del_session(address=host, protocol=17, port=4001, vrf_id=0,
+                                is_inside=True, ext_host_valid=False)
+        assert r.deleted == 2 and self.total_sessions() == 1
+        r = a.nat44_del_session(address=POOL, protocol=17, port=4000, vrf_id=0,
+                                is_inside=False, ext_host_valid=True,
+                                ext_host_address=REMOTE, ext_host_port=53)
+        assert r.deleted == 1 and a.nat44_session_dump() == []
+        expect(Retval.NO_SUCH_ENTRY, a.nat44_del_session, address=host, protocol=17,
+               port=4000, vrf_id=0, is_inside=True, match="no inside session")
+        expect(Retval.INVALID_VALUE, a.nat44_del_session, address=host, protocol=47,
+               port=1, vrf_id=0, is_inside=True, match="`47'")
+        expect(Retval.INVALID_VALUE, a.nat44_del_session, address="2001:db8::1", protocol=17,
+               port=1, vrf_id=0, is_inside=True)
+        expect(Retval.NO_SUCH_TABLE, a.nat44_del_session, address=host, protocol=17, port=1,
+               vrf_id=7, is_inside=True)
+        a.nat44_ed_plugin_enable_disable(enable=False)
+        expect(Retval.NOT_SUPPORTED, a.nat44_del_session, address=host, protocol=17,
+               port=1, vrf_id=0, is_inside=True)
 
 
 class TestNat44Limit(NatTest):

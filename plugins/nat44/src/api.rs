@@ -31,6 +31,7 @@ pub fn register(r: &mut ApiRegistry) {
     r.request(set_timeouts);
     r.request(get_timeouts);
     r.request(sessions_clear);
+    r.request(del_session);
     r.dump(address_dump);
     r.dump(interface_dump);
     r.dump(static_mapping_dump);
@@ -194,6 +195,28 @@ fn sessions_clear(
 ) -> Result<m::Nat44SessionsClearReply, ApiError> {
     Ok(m::Nat44SessionsClearReply {
         cleared: ops::clear_sessions(vm)? as u32,
+    })
+}
+
+fn del_session(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: m::Nat44DelSession,
+) -> Result<m::Nat44DelSessionReply, ApiError> {
+    let e = ops::SessionEnd {
+        inside: q.is_inside,
+        addr: v4(q.address, "address")?,
+        port: q.port,
+        proto: q.protocol,
+        vrf: q.vrf_id,
+        ext_host: if q.ext_host_valid {
+            Some((v4(q.ext_host_address, "ext_host_address")?, q.ext_host_port))
+        } else {
+            None
+        },
+    };
+    Ok(m::Nat44DelSessionReply {
+        deleted: ops::del_session(vm, e)? as u32,
     })
 }
 

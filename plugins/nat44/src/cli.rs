@@ -71,6 +71,11 @@ pub fn register(r: &mut Registrar) {
         cli_show_static,
     );
     r.cli(
+        "nat44 del session",
+        "nat44 del session in|out <addr>:<port> tcp|udp|icmp [vrf <id>] [external-host <addr>:<port>]",
+        cli_del_session,
+    );
+    r.cli(
         "clear nat44 sessions",
         "clear nat44 sessions — delete every dynamic and static session",
         cli_clear_sessions,
@@ -525,6 +530,47 @@ fn cli_show_static(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
     }
     Ok(out)
+}
+
+/// `<addr>:<port>`.
+fn addr_port(w: &str) -> Result<(u32, u16), CliError> {
+    let bad = || CliError::new(format!("expected <addr>:<port>, got `{w}'"));
+    let (a, p) = w.rsplit_once(':').ok_or_else(bad)?;
+    let a = a.parse::<Ipv4Addr>().map_err(|_| bad())?;
+    Ok((a.into(), p.parse::<u16>().map_err(|_| bad())?))
+}
+
+fn cli_del_session(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let side = a.word("in|out")?;
+    let inside = match side.as_str() {
+        "in" => true,
+        "out" => false,
+        _ => return Err(CliError::new(format!("expected in|out, got `{side}'"))),
+    };
+    let (addr, port) = addr_port(&a.word("<addr>:<port>")?)?;
+    let pw = a.word("tcp|udp|icmp")?;
+    let proto = proto_word(&pw)
+        .ok_or_else(|| CliError::new(format!("expected tcp|udp|icmp, got `{pw}'")))?;
+    let mut e = ops::SessionEnd {
+        inside,
+        addr,
+        port,
+        proto,
+        vrf: 0,
+        ext_host: None,
+    };
+    while !a.is_empty() {
+        if a.keyword("vrf") {
+            e.vrf = a.u32("vrf id")?;
+        } else if a.keyword("external-host") {
+            e.ext_host = Some(addr_port(&a.word("<addr>:<port>")?)?);
+        } else {
+            let t = a.word("option")?;
+            return Err(CliError::unknown_input(&t));
+        }
+    }
+    ops::del_session(vm, e)?;
+    Ok(String::new())
 }
 
 fn cli_clear_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -414,3 +414,53 @@ pub fn clear_sessions(vm: &mut Vlib) -> VnetResult<usize> {
     check_enabled(vm)?;
     Ok(free_sessions(&shared(vm), |_| true))
 }
+
+/// Which endpoint of a session `nat44 del session` names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// `in`: the inside host's address and port (in table `vrf`); `out`: the outside
+    /// address and port it is translated to.
+    pub inside: bool,
+    /// Address.
+    pub addr: u32,
+    /// Port (ICMP: the echo identifier).
+    pub port: u16,
+    /// 6, 17 or 1.
+    pub proto: u8,
+    /// The inside table id (`in` only; outside addresses are in table 0).
+    pub vrf: u32,
+    /// `external-host <addr>:<port>`: only the session with this remote host (None: every
+    /// session of the endpoint).
+    pub ext_host: Option<(u32, u16)>,
+}
+
+/// `nat44 del session in|out <addr>:<port> tcp|udp|icmp [vrf <id>] [external-host
+/// <addr>:<port>]`: frees the sessions of that endpoint (dynamic or static) on every
+/// thread; returns how many (none is an error).
+pub fn del_session(vm: &mut Vlib, e: SessionEnd) -> VnetResult<usize> {
+    check_proto(Some(e.proto))?;
+    check_enabled(vm)?;
+    let fib = vrf(vm, e.vrf)?;
+    let n = free_sessions(&shared(vm), |s| {
+        let (i, o) = (s.i2o.key, s.o2i.key);
+        let end = if e.inside {
+            i.src == e.addr && i.src_port_or_id() == e.port && s.fib == fib
+        } else {
+            o.dst == e.addr && o.dst_port_or_id() == e.port
+        };
+        i.proto == e.proto
+            && end
+            && e.ext_host
+                .is_none_or(|(a, p)| o.src == a && o.src_port_or_id() == p)
+    });
+    if n == 0 {
+        return Err(VnetError::NotFound(format!(
+            "no {} session of {}:{} {}",
+            if e.inside { "inside" } else { "outside" },
+            ip(e.addr),
+            e.port,
+            crate::config::proto_name(e.proto)
+        )));
+    }
+    Ok(n)
+}
