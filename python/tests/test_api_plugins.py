@@ -77,6 +77,23 @@ class TestTunnelMessages(SluiceTestCase):
         expect(Retval.INVALID_VALUE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
                src_address="10.0.0.1", dst_address="2001:db8::2", encap_vrf_id=0,
                decap_next_node="", vni=6, match="different families")
+        # A tunnel to a multicast group names its interface.
+        lo = a.create_loopback().sw_if_index
+        m = a.vxlan_add_del_tunnel(is_add=True, instance=any_, src_address="10.0.0.1",
+                                   dst_address="239.1.1.1", mcast_sw_if_index=lo,
+                                   encap_vrf_id=0, decap_next_node="", vni=5).sw_if_index
+        assert [(d.mcast_sw_if_index, str(d.dst_address))
+                for d in a.vxlan_tunnel_dump(sw_if_index=m)] == [(lo, "239.1.1.1")]
+        assert [d.mcast_sw_if_index for d in a.vxlan_tunnel_dump(sw_if_index=v)] == [any_]
+        expect(Retval.NO_SUCH_INTERFACE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="239.1.1.2", mcast_sw_if_index=77,
+               encap_vrf_id=0, decap_next_node="", vni=5)
+        expect(Retval.NOT_SUPPORTED, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="2001:db8::1", dst_address="ff0e::1", mcast_sw_if_index=lo,
+               encap_vrf_id=0, decap_next_node="", vni=5)
+        a.vxlan_add_del_tunnel(is_add=False, instance=any_, src_address="10.0.0.1",
+                               dst_address="239.1.1.1", mcast_sw_if_index=lo, encap_vrf_id=0,
+                               decap_next_node="", vni=5)
         g = a.gre_tunnel_add_del(is_add=True, teb=True, instance=4, src_address="2001:db8::1",
                                  dst_address="2001:db8::2", outer_table_id=0,
                                  key=42).sw_if_index

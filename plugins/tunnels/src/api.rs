@@ -38,6 +38,10 @@ fn vxlan_add_del_tunnel(
         instance: (q.instance != ANY).then_some(q.instance),
         decap_next: (!q.decap_next_node.is_empty()).then(|| q.decap_next_node.clone()),
         encap_vrf_id: q.encap_vrf_id,
+        mcast_if: q
+            .dst_address
+            .is_multicast()
+            .then_some(SwIfIndex(q.mcast_sw_if_index)),
     };
     let sw = vxlan::add_del(vm, &a)?;
     Ok(m::VxlanAddDelTunnelReply { sw_if_index: sw.0 })
@@ -57,6 +61,7 @@ fn vxlan_tunnel_dump(
             instance: t.instance,
             src_address: t.src,
             dst_address: t.dst,
+            mcast_sw_if_index: t.mcast_if.map_or(ANY, |m| m.0),
             encap_vrf_id: t.table_id,
             decap_next_node: t.decap_next.clone().unwrap_or_default(),
             vni: t.key,
