@@ -376,6 +376,10 @@ fn sr_localsid_add_del(
         |v: u8| VnetError::invalid(format!("next hop {} is not an IPv{v} address", q.nh_addr));
     let b = match q.behavior {
         B::End => Behavior::End,
+        B::EndX => match q.nh_addr {
+            IpAddr::V6(nh) => Behavior::EndX { sw, nh },
+            IpAddr::V4(_) => return Err(bad_nh(6).into()),
+        },
         B::EndDx4 => match q.nh_addr {
             IpAddr::V4(nh) => Behavior::Dx4 { sw, nh },
             IpAddr::V6(_) => return Err(bad_nh(4).into()),
@@ -401,6 +405,7 @@ fn sr_localsids_dump(
     for s in &vm.ext_mut::<srv6::Srv6>().sids {
         let (behavior, nh, x) = match s.behavior {
             Behavior::End => (B::End, none, ANY),
+            Behavior::EndX { sw, nh } => (B::EndX, nh.into(), sw.0),
             Behavior::Dx4 { sw, nh } => (B::EndDx4, nh.into(), sw.0),
             Behavior::Dx6 { sw, nh } => (B::EndDx6, nh.into(), sw.0),
             Behavior::Dt4 { table } => (B::EndDt4, none, table),
