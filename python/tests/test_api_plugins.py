@@ -77,6 +77,23 @@ class TestTunnelMessages(SluiceTestCase):
         expect(Retval.INVALID_VALUE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
                src_address="10.0.0.1", dst_address="2001:db8::2", encap_vrf_id=0,
                decap_next_node="", vni=6, match="different families")
+        # A tunnel to a multicast group names its interface.
+        lo = a.create_loopback().sw_if_index
+        m = a.vxlan_add_del_tunnel(is_add=True, instance=any_, src_address="10.0.0.1",
+                                   dst_address="239.1.1.1", mcast_sw_if_index=lo,
+                                   encap_vrf_id=0, decap_next_node="", vni=5).sw_if_index
+        assert [(d.mcast_sw_if_index, str(d.dst_address))
+                for d in a.vxlan_tunnel_dump(sw_if_index=m)] == [(lo, "239.1.1.1")]
+        assert [d.mcast_sw_if_index for d in a.vxlan_tunnel_dump(sw_if_index=v)] == [any_]
+        expect(Retval.NO_SUCH_INTERFACE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="239.1.1.2", mcast_sw_if_index=77,
+               encap_vrf_id=0, decap_next_node="", vni=5)
+        expect(Retval.NOT_SUPPORTED, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="2001:db8::1", dst_address="ff0e::1", mcast_sw_if_index=lo,
+               encap_vrf_id=0, decap_next_node="", vni=5)
+        a.vxlan_add_del_tunnel(is_add=False, instance=any_, src_address="10.0.0.1",
+                               dst_address="239.1.1.1", mcast_sw_if_index=lo, encap_vrf_id=0,
+                               decap_next_node="", vni=5)
         g = a.gre_tunnel_add_del(is_add=True, teb=True, instance=4, src_address="2001:db8::1",
                                  dst_address="2001:db8::2", outer_table_id=0,
                                  key=42).sw_if_index
@@ -184,8 +201,12 @@ class TestTunnelMessages(SluiceTestCase):
         a.sr_localsid_add_del(is_del=False, localsid="fc00::6", behavior="end_dx6",
                               **dict(sid, sw_if_index=lo, nh_addr="2001:db8:1::2"))
         a.sr_localsid_add_del(is_del=False, localsid="fc00::44", behavior="end_dt4", **sid)
+        a.sr_localsid_add_del(is_del=False, localsid="fc00::7", behavior="end_x",
+                              **dict(sid, sw_if_index=lo, nh_addr="2001:db8:1::3"))
         d = {str(x.addr): x for x in a.sr_localsids_dump()}
-        assert sorted(d) == ["fc00::1", "fc00::4", "fc00::44", "fc00::6"]
+        assert sorted(d) == ["fc00::1", "fc00::4", "fc00::44", "fc00::6", "fc00::7"]
+        assert (d["fc00::7"].behavior.name, str(d["fc00::7"].xconnect_nh_addr)) == (
+            "end_x", "2001:db8:1::3")
         assert d["fc00::1"].behavior.name == "end" and d["fc00::1"].sw_if_index == e
         assert (d["fc00::4"].behavior.name, str(d["fc00::4"].xconnect_nh_addr),
                 d["fc00::4"].xconnect_iface_or_vrf_table, d["fc00::4"].sw_if_index) == (
@@ -209,7 +230,7 @@ class TestTunnelMessages(SluiceTestCase):
                behavior="end_dt6", **dict(sid, vrf_table=7))
         expect(Retval.INVALID_VALUE, a.sr_localsid_add_del, is_del=False, localsid="10.0.0.5",
                behavior="end", **sid)
-        for s in ("fc00::1", "fc00::4", "fc00::6", "fc00::44"):
+        for s in ("fc00::1", "fc00::4", "fc00::6", "fc00::44", "fc00::7"):
             a.sr_localsid_add_del(is_del=True, localsid=s, behavior="end", **sid)
         expect(Retval.NO_SUCH_ENTRY, a.sr_localsid_add_del, is_del=True, localsid="fc00::1",
                behavior="end", **sid)

@@ -38,6 +38,10 @@ fn vxlan_add_del_tunnel(
         instance: (q.instance != ANY).then_some(q.instance),
         decap_next: (!q.decap_next_node.is_empty()).then(|| q.decap_next_node.clone()),
         encap_vrf_id: q.encap_vrf_id,
+        mcast_if: q
+            .dst_address
+            .is_multicast()
+            .then_some(SwIfIndex(q.mcast_sw_if_index)),
     };
     let sw = vxlan::add_del(vm, &a)?;
     Ok(m::VxlanAddDelTunnelReply { sw_if_index: sw.0 })
@@ -57,6 +61,7 @@ fn vxlan_tunnel_dump(
             instance: t.instance,
             src_address: t.src,
             dst_address: t.dst,
+            mcast_sw_if_index: t.mcast_if.map_or(ANY, |m| m.0),
             encap_vrf_id: t.table_id,
             decap_next_node: t.decap_next.clone().unwrap_or_default(),
             vni: t.key,
@@ -371,6 +376,10 @@ fn sr_localsid_add_del(
         |v: u8| VnetError::invalid(format!("next hop {} is not an IPv{v} address", q.nh_addr));
     let b = match q.behavior {
         B::End => Behavior::End,
+        B::EndX => match q.nh_addr {
+            IpAddr::V6(nh) => Behavior::EndX { sw, nh },
+            IpAddr::V4(_) => return Err(bad_nh(6).into()),
+        },
         B::EndDx4 => match q.nh_addr {
             IpAddr::V4(nh) => Behavior::Dx4 { sw, nh },
             IpAddr::V6(_) => return Err(bad_nh(4).into()),
@@ -396,6 +405,7 @@ fn sr_localsids_dump(
     for s in &vm.ext_mut::<srv6::Srv6>().sids {
         let (behavior, nh, x) = match s.behavior {
             Behavior::End => (B::End, none, ANY),
+            Behavior::EndX { sw, nh } => (B::EndX, nh.into(), sw.0),
             Behavior::Dx4 { sw, nh } => (B::EndDx4, nh.into(), sw.0),
             Behavior::Dx6 { sw, nh } => (B::EndDx6, nh.into(), sw.0),
             Behavior::Dt4 { table } => (B::EndDt4, none, table),

@@ -258,6 +258,7 @@ pub fn add_del(vm: &mut Vlib, a: &GreArgs) -> VnetResult<SwIfIndex> {
         table_id: a.outer_table_id,
         instance: a.instance,
         decap_next: None,
+        mcast_if: None,
     };
     if a.is_add {
         tunnel::check_endpoints(a.src, a.dst)?;

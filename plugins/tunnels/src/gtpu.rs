@@ -564,6 +564,7 @@ pub fn add_del(vm: &mut Vlib, a: &GtpuArgs) -> VnetResult<SwIfIndex> {
         table_id: a.encap_vrf_id,
         instance: a.instance,
         decap_next: None,
+        mcast_if: None,
     };
     if a.is_add {
         tunnel::check_endpoints(a.src, a.dst)?;

@@ -180,6 +180,7 @@ pub fn add(vm: &mut Vlib, a: &IpipArgs) -> VnetResult<SwIfIndex> {
         table_id: a.table_id,
         instance: a.instance,
         decap_next: None,
+        mcast_if: None,
     };
     tunnel::add(vm, &PROTO, &args, &rw)
 }

@@ -1,12 +1,14 @@
 //! SRv6 (RFC 8754 segment routing header, RFC 8986 behaviours): SR policies with H.Encaps
-//! (steered into by routes), and local SIDs with End, End.DX4, End.DX6, End.DT4, End.DT6.
+//! (steered into by routes), and local SIDs with End, End.X, End.DX4, End.DX6, End.DT4,
+//! End.DT6.
 //!
 //! ```text
 //! set sr encaps source addr <ip6>
 //! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]
 //! sr policy del bsid <ip6>
 //! sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]
-//! sr localsid [del] address <ip6> behavior end | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
+//! sr localsid [del] address <ip6> behavior end | end.x <if> <ip6>
+//!                                         | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
 //!                                         | end.dt4 <table-id> | end.dt6 <table-id>
 //!                                         [fib-table <id>]
 //! show sr policies | show sr localsids | show sr steering-policies
@@ -29,7 +31,9 @@
 //!   End.DX4/DX6: strips them, `ip.adj_index` = the next hop's neighbour adjacency (made
 //!   when the SID is added, as a route via the neighbour makes one), `ip.fib_index` = the
 //!   interface's table.
+//! - sets (End.X): as End, then `ip.adj_index` = the neighbour's adjacency.
 //! - next: `drop` (`error-drop`), `ip6-lookup` (End, End.DT6), `ip4-lookup` (End.DT4),
+//!   `ip6-rewrite` / `ip6-glean` (End.X to a resolved / unresolved neighbour),
 //!   `ip4-rewrite` / `ip6-rewrite` (End.DX4 / End.DX6 to a resolved neighbour),
 //!   `ip4-glean` / `ip6-glean` (End.DX4 / End.DX6 to a neighbour not resolved yet: ARP /
 //!   ND for it, the packet dropped and counted there, as for a route via it).
@@ -139,6 +143,13 @@ pub fn encap_rewrite(src: Ipv6Addr, segs: &[Ipv6Addr]) -> Vec<u8> {
 pub enum Behavior {
     /// End: the next segment.
     End,
+    /// End.X: the next segment, sent to neighbour `nh` on interface `sw` (no lookup).
+    EndX {
+        /// Interface.
+        sw: SwIfIndex,
+        /// Next hop.
+        nh: Ipv6Addr,
+    },
     /// End.DX4: decapsulate, send the IPv4 packet to `nh` on interface `sw`.
     Dx4 {
         /// Interface.
@@ -170,6 +181,15 @@ pub enum Behavior {
 pub enum Action {
     /// End, continuing the lookup in this FIB index.
     End(u32),
+    /// End.X to a neighbour.
+    EndX {
+        /// The IPv6 adjacencies.
+        adjs: Arc<AdjTable>,
+        /// The neighbour's adjacency (Incomplete until resolved).
+        adj: u32,
+        /// FIB index of the SID's table (ICMP errors are looked up there).
+        fib: u32,
+    },
     /// End.DT4 / End.DT6 into this FIB index (`true`: IPv6).
     Dt(bool, u32),
     /// End.DX4 / End.DX6 (`v6`) to a neighbour.
@@ -322,7 +342,7 @@ impl PacketNode for LocalSid {
             );
         }
         let d = b.data_mut();
-        if let Action::End(fib) = *act {
+        if let Action::End(fib) | Action::EndX { fib, .. } = *act {
             let Some(s) = srh else {
                 let c = if matches!(nh, 0 | 60) {
                     SidCounter::Ip6Extension
@@ -343,6 +363,15 @@ impl PacketNode for LocalSid {
             d[7] = d[7].saturating_add(1);
             b.hdr.ip.fib_index = fib;
             cx.count(SidCounter::End, 1);
+            if let Action::EndX { adjs, adj, .. } = act {
+                // End.X: to the configured neighbour, not the next segment's route.
+                b.hdr.ip.adj_index = *adj;
+                return match adjs.kind(*adj) {
+                    AdjKind::Rewrite => SidNext::Ip6Rewrite.into(),
+                    AdjKind::Incomplete => SidNext::Ip6Glean.into(),
+                    _ => drop(cx, b, SidCounter::DxNoNeighbor),
+                };
+            }
             return SidNext::Ip6Lookup.into();
         }
         // A decapsulating behaviour: RFC 8986 §4.4 — an SRH must have segments left 0;
@@ -389,7 +418,7 @@ impl PacketNode for LocalSid {
                 next
             }
             // Handled (and returned) above.
-            Action::End(_) => SidNext::Drop,
+            Action::End(_) | Action::EndX { .. } => SidNext::Drop,
         };
         b.advance(off);
         cx.count(SidCounter::Decapsulated, 1);
@@ -657,6 +686,17 @@ fn action(vm: &mut Vlib, b: &Behavior, table_id: u32) -> VnetResult<Action> {
                 fib,
             }
         }
+        Behavior::EndX { sw, nh } => {
+            sluice_vnet::interface::check(vm, *sw)?;
+            let adj = sluice_vnet::ip6::neighbor_adjacency(vm, sw.0, *nh)?;
+            let s = sluice_vnet::ip6::shared(vm)
+                .ok_or_else(|| VnetError::System("ip6 not initialised".into()))?;
+            Action::EndX {
+                adjs: s.adj.clone(),
+                adj,
+                fib: v6_fib(vm, table_id)?,
+            }
+        }
         Behavior::Dx6 { sw, nh } => {
             sluice_vnet::interface::check(vm, *sw)?;
             let id = sluice_vnet::ip6::if_table_id(vm, sw.0);
@@ -850,6 +890,11 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             let w = a.word("behavior")?.to_ascii_lowercase();
             behavior = Some(match w.as_str() {
                 "end" => Behavior::End,
+                "end.x" => {
+                    let sw = sluice_vnet::cli::interface_arg(vm, a)?;
+                    let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv6")?;
+                    Behavior::EndX { sw, nh }
+                }
                 "end.dx4" => {
                     let sw = sluice_vnet::cli::interface_arg(vm, a)?;
                     let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv4")?;
@@ -868,8 +913,8 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 },
                 _ => {
                     return Err(CliError::new(format!(
-                        "behavior `{w}' not supported (end, end.dx4, end.dx6, end.dt4, end.dt6)"
-                    )))
+                    "behavior `{w}' not supported (end, end.x, end.dx4, end.dx6, end.dt4, end.dt6)"
+                )))
                 }
             });
         } else if a.keyword("fib-table") {
@@ -891,6 +936,7 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 fn behavior_text(vm: &mut Vlib, b: &Behavior) -> String {
     match b {
         Behavior::End => "end".into(),
+        Behavior::EndX { sw, nh } => format!("end.x {} {nh}", tunnel::if_name(vm, *sw)),
         Behavior::Dx4 { sw, nh } => format!("end.dx4 {} {nh}", tunnel::if_name(vm, *sw)),
         Behavior::Dx6 { sw, nh } => format!("end.dx6 {} {nh}", tunnel::if_name(vm, *sw)),
         Behavior::Dt4 { table } => format!("end.dt4 {table}"),
@@ -1032,7 +1078,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr localsid",
-        "sr localsid [del] address <ip6> behavior end|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
+        "sr localsid [del] address <ip6> behavior end|end.x <if> <ip6>|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
         cli_localsid,
     );
     t.add("show sr policies", "show sr policies", cli_show_policies);

@@ -17,7 +17,9 @@
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
 //!   checksum, the GRE/IP-in-IP protocol of an L3 payload); `ip.fib_index` = the underlay
 //!   table; the `LOCALLY_ORIGINATED` flag.
-//! - next: `lookup` (`ip4-lookup` or `ip6-lookup`); `drop` (`error-drop`).
+//! - next: `lookup` (`ip4-lookup` or `ip6-lookup`); `rewrite` (`ip4-rewrite`, a VXLAN
+//!   tunnel to a multicast group: `ip.adj_index` = the group's adjacency on the tunnel's
+//!   multicast interface); `drop` (`error-drop`).
 //! - counters: `encapsulated` (info), `no_tunnel` (tx interface is no tunnel of this
 //!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
 //!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
@@ -91,6 +93,9 @@ pub struct EncapEntry {
     pub fib_index: u32,
     /// Ones'-complement sum of the outer IPv4 header with total length and checksum 0.
     pub ip4_sum: u16,
+    /// A tunnel to a multicast group: the adjacency to the group on its interface (the
+    /// packet goes to the rewrite directly: there is no multicast FIB to look it up in).
+    pub adj: Option<u32>,
 }
 
 /// The outer IP header for `src` → `dst` (same family) carrying `proto`, lengths and
@@ -125,6 +130,7 @@ impl EncapEntry {
             kind,
             fib_index,
             ip4_sum,
+            adj: None,
         }
     }
 }
@@ -187,10 +193,12 @@ pub mod encap_next {
     pub const DROP: Next = Next(0);
     /// `ip4-lookup` / `ip6-lookup`.
     pub const LOOKUP: Next = Next(1);
+    /// `ip4-rewrite` / `ip6-rewrite` (a tunnel to a multicast group).
+    pub const REWRITE: Next = Next(2);
     /// Arc names of an IPv4 encap node.
-    pub const NAMES4: [&str; 2] = ["error-drop", "ip4-lookup"];
+    pub const NAMES4: [&str; 3] = ["error-drop", "ip4-lookup", "ip4-rewrite"];
     /// Arc names of an IPv6 encap node.
-    pub const NAMES6: [&str; 2] = ["error-drop", "ip6-lookup"];
+    pub const NAMES6: [&str; 3] = ["error-drop", "ip6-lookup", "ip6-rewrite"];
 }
 
 /// Counters of the encap nodes.
@@ -299,7 +307,7 @@ impl PacketNode for Encap {
         let chained = b.chain_rest_len() != 0;
         let rl = e.len as usize;
         let total = b.total_len() + rl;
-        let (ip6, kind, fib, ip4_sum) = (e.ip6, e.kind, e.fib_index, e.ip4_sum);
+        let (ip6, kind, fib, ip4_sum, adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
             b.hdr.error = cx.error(c::CHAINED_IP6);
             return encap_next::DROP;
@@ -363,7 +371,13 @@ impl PacketNode for Encap {
                 },
             );
         }
-        encap_next::LOOKUP
+        match adj {
+            Some(a) => {
+                b.hdr.ip.adj_index = a;
+                encap_next::REWRITE
+            }
+            None => encap_next::LOOKUP,
+        }
     }
 }
 
@@ -625,18 +639,30 @@ pub struct Tunnel {
     pub fib_index: u32,
     /// `decap-next node <n>` (None: the protocol's default).
     pub decap_next: Option<String>,
+    /// `dst` is a multicast group, joined on this interface (VXLAN).
+    pub mcast_if: Option<SwIfIndex>,
 }
 
 impl Tunnel {
     /// Its decap key.
     pub fn decap_key(&self) -> DecapKey {
-        DecapKey {
-            fib: self.fib_index,
-            key: self.key,
-            sub: sub_of(self.kind, self.key),
-            src: addr_key(self.dst),
-            dst: addr_key(self.src),
-        }
+        decap_key_of(self.fib_index, self.kind, self.key, self.src, self.dst)
+    }
+}
+
+/// The decap key of a tunnel from `src` to `dst`: packets come from `dst` to `src` — or,
+/// when `dst` is a multicast group, from any source (0) to the group.
+pub fn decap_key_of(fib: u32, kind: Kind, key: u32, src: IpAddr, dst: IpAddr) -> DecapKey {
+    let (from, to) = match dst.is_multicast() {
+        true => (0, addr_key(dst)),
+        false => (addr_key(dst), addr_key(src)),
+    };
+    DecapKey {
+        fib,
+        key,
+        sub: sub_of(kind, key),
+        src: from,
+        dst: to,
     }
 }
 
@@ -743,6 +769,58 @@ pub struct AddArgs {
     pub instance: Option<u32>,
     /// Decap next node (None: the protocol's default).
     pub decap_next: Option<String>,
+    /// `dst` is a multicast group on this interface (VXLAN's `group <g> <interface>`).
+    pub mcast_if: Option<SwIfIndex>,
+}
+
+/// A multicast `dst` with its interface (`mcast_if`): an IPv4 group (the IPv6 underlay
+/// has no way to receive a non-link-scope group yet) and a unicast `src`.
+fn check_group(src: IpAddr, dst: IpAddr, mcast_if: Option<SwIfIndex>) -> VnetResult {
+    match (dst, mcast_if) {
+        (IpAddr::V4(g), Some(_)) if g.is_multicast() => {}
+        (IpAddr::V6(g), Some(_)) if g.is_multicast() => {
+            return Err(VnetError::NotSupported(format!(
+                "group {g}: IPv6 multicast underlay not supported"
+            )))
+        }
+        (g, Some(_)) => {
+            return Err(VnetError::invalid(format!("group {g} is not multicast")));
+        }
+        (g, None) => {
+            return Err(VnetError::invalid(format!(
+                "dst {g} is multicast: `group <address> <interface>' names its interface"
+            )))
+        }
+    }
+    if !src.is_ipv4() || src.is_unspecified() || src.is_multicast() {
+        return Err(VnetError::invalid(format!(
+            "src {src} must be a unicast IPv4 address for group {dst}"
+        )));
+    }
+    Ok(())
+}
+
+/// Adds or removes the receive route of multicast group `g` (a /32 `via local` in the
+/// underlay table `table_id`) — once per group and table, however many tunnels use it.
+fn group_route(vm: &mut Vlib, add: bool, g: IpAddr, table_id: u32, fib: u32) -> VnetResult {
+    let users = vm
+        .ext_mut::<Tunnels>()
+        .list
+        .iter()
+        .flatten()
+        .filter(|t| t.dst == g && t.fib_index == fib && t.mcast_if.is_some())
+        .count();
+    // Called before the tunnel is recorded (add) and after it is removed (delete).
+    if users > 0 {
+        return Ok(());
+    }
+    let IpAddr::V4(a) = g else { return Ok(()) };
+    let paths = sluice_vnet::routes::RoutePaths::<std::net::Ipv4Addr> {
+        table: table_id,
+        local: true,
+        ..Default::default()
+    };
+    sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), 32, &paths)
 }
 
 /// Refuses mixed families, equal, unspecified and multicast endpoints.
@@ -767,7 +845,11 @@ pub fn check_endpoints(src: IpAddr, dst: IpAddr) -> VnetResult {
 
 /// Creates a tunnel interface; its name on success.
 pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<SwIfIndex> {
-    check_endpoints(a.src, a.dst)?;
+    if a.dst.is_multicast() {
+        check_group(a.src, a.dst, a.mcast_if)?;
+    } else {
+        check_endpoints(a.src, a.dst)?;
+    }
     let ip6 = a.src.is_ipv6();
     let fam = ip6 as usize;
     let fib_index = if ip6 {
@@ -786,6 +868,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         table_id: a.table_id,
         fib_index,
         decap_next: a.decap_next.clone(),
+        mcast_if: a.mcast_if.filter(|_| a.dst.is_multicast()),
     };
     let key = t.decap_key();
     {
@@ -858,7 +941,19 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     // frag-needed / packet-too-big from ip4-rewrite/ip6-rewrite.
     let mtu = 1500 - rewrite.len() as u32 - if l3 { 0 } else { 14 };
     sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
-    let entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
+    let mut entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
+    if let (Some(i), IpAddr::V4(g)) = (t.mcast_if, a.dst) {
+        let made = sluice_vnet::interface::check(vm, i)
+            .and_then(|_| sluice_vnet::ip4::mcast_adjacency(vm, i.0, g))
+            .and_then(|adj| group_route(vm, true, a.dst, a.table_id, fib_index).map(|_| adj));
+        match made {
+            Ok(adj) => entry.adj = Some(adj),
+            Err(e) => {
+                sluice_vnet::loopback::delete_interface(vm, sw);
+                return Err(e);
+            }
+        }
+    }
     let de = DecapEntry {
         sw_if: sw.0,
         next,
@@ -900,13 +995,7 @@ pub fn del(vm: &mut Vlib, p: &Proto, a: &AddArgs) -> VnetResult<SwIfIndex> {
         sluice_vnet::ip4::fib_index(vm, a.table_id)
     }
     .ok_or_else(|| sluice_vnet::routes::no_table(a.table_id))?;
-    let key = DecapKey {
-        fib: fib_index,
-        key: a.key,
-        sub: sub_of(a.kind, a.key),
-        src: addr_key(a.dst),
-        dst: addr_key(a.src),
-    };
+    let key = decap_key_of(fib_index, a.kind, a.key, a.src, a.dst);
     let found = vm
         .ext_mut::<Tunnels>()
         .iter_kind(p.same_space)
@@ -953,6 +1042,9 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
         }
     });
     sluice_vnet::loopback::delete_interface(vm, t.sw_if);
+    if t.mcast_if.is_some() {
+        let _ = group_route(vm, false, t.dst, t.table_id, t.fib_index);
+    }
 }
 
 /// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).

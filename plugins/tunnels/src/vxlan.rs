@@ -1,10 +1,17 @@
 //! VXLAN (RFC 7348): Ethernet over UDP port 4789, IPv4 and IPv6 underlay.
 //!
 //! ```text
-//! create vxlan tunnel src <a> dst <a> vni <n> [instance <n>] [decap-next l2|node <name>]
-//!                     [encap-vrf-id <id>] [del]
+//! create vxlan tunnel src <a> {dst <a> | group <mcast> <interface>} vni <n> [instance <n>]
+//!                     [decap-next l2|node <name>] [encap-vrf-id <id>] [del]
 //! show vxlan tunnel
 //! ```
+//!
+//! A tunnel to a multicast `group` (IPv4) floods: in a bridge domain it takes the flooded
+//! frames (and the unicast ones learned behind it) and sends them to the group out of
+//! `<interface>` (the group's adjacency, no lookup); it receives from any source what is
+//! sent to the group with its VNI (decap key (any, group, VNI), looked up when the
+//! (source, destination, VNI) lookup of a packet to a group misses), through a /32 `via
+//! local` route of the group in the underlay table.
 //!
 //! Encap: `vxlan4-encap`/`vxlan6-encap`, the shared [`crate::tunnel::Encap`] node (outer
 //! IP + UDP + VXLAN header precomputed per tunnel; UDP source port 49152 + 14 bits of the
@@ -17,6 +24,8 @@
 //!   counters.
 //! - next: `drop` (`error-drop`); the tunnel's decap next: `ethernet-input` (`decap-next
 //!   l2`, the default) or the node named by `decap-next node <name>` (arc added at runtime).
+//!   A packet to a multicast group whose (source, group, VNI) is no tunnel's is looked up
+//!   again as (any source, group, VNI).
 //! - counters: `decapsulated` (info), `truncated` (shorter than outer headers + an Ethernet
 //!   header), `bad_udp_length` (UDP length field disagrees with the IP length),
 //!   `bad_flags` (I flag clear, RFC 7348 §5), `ip6_extension` (IPv6 extension headers
@@ -43,30 +52,32 @@ pub const INPUT6: &str = "vxlan6-input";
 /// Outer header bytes after the IP header: UDP (8) + VXLAN (8).
 const UDP_VXLAN: usize = 16;
 
-/// Next arcs of the decap nodes (the tunnels' decap nexts are added at runtime).
-mod next {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const NAMES: [&str; 2] = ["error-drop", "ethernet-input"];
+sluice_graph::arcs! {
+    /// Next arcs of the decap nodes (the tunnels' decap nexts are added at runtime).
+    pub enum VxlanNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// `decap-next l2` (the default).
+        EthernetInput => "ethernet-input",
+    }
 }
 
-/// Counters of the decap nodes.
-mod counter {
-    use sluice_graph::CounterDesc;
-    pub const DECAPSULATED: usize = 0;
-    pub const TRUNCATED: u16 = 1;
-    pub const BAD_UDP_LENGTH: u16 = 2;
-    pub const BAD_FLAGS: u16 = 3;
-    pub const IP6_EXTENSION: u16 = 4;
-    pub const NO_SUCH_TUNNEL: u16 = 5;
-    pub const DESCS: [CounterDesc; 6] = [
-        CounterDesc::info("decapsulated", "packets decapsulated"),
-        CounterDesc::error("truncated", "shorter than outer headers + Ethernet"),
-        CounterDesc::error("bad_udp_length", "UDP length disagrees with the IP length"),
-        CounterDesc::error("bad_flags", "VXLAN I flag clear"),
-        CounterDesc::error("ip6_extension", "IPv6 extension headers before UDP"),
-        crate::tunnel::NO_SUCH_TUNNEL,
-    ];
+sluice_graph::counters! {
+    /// Counters of the decap nodes.
+    pub enum VxlanCounter {
+        /// Decapsulated.
+        Decapsulated => info("decapsulated", "packets decapsulated"),
+        /// Truncated.
+        Truncated => error("truncated", "shorter than outer headers + Ethernet"),
+        /// UDP length.
+        BadUdpLength => error("bad_udp_length", "UDP length disagrees with the IP length"),
+        /// I flag clear.
+        BadFlags => error("bad_flags", "VXLAN I flag clear"),
+        /// IPv6 extension headers.
+        Ip6Extension => error("ip6_extension", "IPv6 extension headers before UDP"),
+        /// Unknown (src, dst, VNI).
+        NoSuchTunnel => error("no_such_tunnel", "no tunnel for (src, dst, key)"),
+    }
 }
 
 /// The decap node; `V6` selects the underlay family.
@@ -79,36 +90,30 @@ pub struct VxlanInput<const V6: bool> {
 impl<const V6: bool> PacketNode for VxlanInput<V6> {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        use counter as c;
+        use VxlanCounter as c;
+        let drop = |cx: &mut Cx, b: &mut Buffer<'_>, e: VxlanCounter| -> Next {
+            b.hdr.error = cx.error(e);
+            VxlanNext::Drop.into()
+        };
         let d = b.data();
         let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, 17) {
             Ok(x) => x,
-            Err(e) => {
-                b.hdr.error = cx.error(if e == 0 {
-                    c::TRUNCATED
-                } else {
-                    c::IP6_EXTENSION
-                });
-                return next::DROP;
-            }
+            Err(0) => return drop(cx, b, c::Truncated),
+            Err(_) => return drop(cx, b, c::Ip6Extension),
         };
         let Some(v) = d.get(ipl..ipl + UDP_VXLAN) else {
-            b.hdr.error = cx.error(c::TRUNCATED);
-            return next::DROP;
+            return drop(cx, b, c::Truncated);
         };
         let ulen = u16::from_be_bytes([v[4], v[5]]) as usize;
         let ip_payload = b.total_len() - ipl;
         if ulen != ip_payload {
-            b.hdr.error = cx.error(c::BAD_UDP_LENGTH);
-            return next::DROP;
+            return drop(cx, b, c::BadUdpLength);
         }
         if ulen < UDP_VXLAN + 14 {
-            b.hdr.error = cx.error(c::TRUNCATED);
-            return next::DROP;
+            return drop(cx, b, c::Truncated);
         }
         if v[8] & 0x08 == 0 {
-            b.hdr.error = cx.error(c::BAD_FLAGS);
-            return next::DROP;
+            return drop(cx, b, c::BadFlags);
         }
         let vni = u32::from_be_bytes([0, v[12], v[13], v[14]]);
         let key = DecapKey {
@@ -119,7 +124,12 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
             dst,
         };
         let traced = b.hdr.is_traced();
-        let Some(e) = self.table.lookup(&key) else {
+        let mut found = self.table.lookup(&key);
+        if found.is_none() && is_group::<V6>(dst) {
+            // A group's tunnel takes its VNI from any source.
+            found = self.table.lookup(&DecapKey { src: 0, ..key });
+        }
+        let Some(e) = found else {
             if traced {
                 cx.trace(
                     b,
@@ -129,8 +139,7 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
                     },
                 );
             }
-            b.hdr.error = cx.error(c::NO_SUCH_TUNNEL);
-            return next::DROP;
+            return drop(cx, b, c::NoSuchTunnel);
         };
         if traced {
             cx.trace(
@@ -141,8 +150,18 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
                 },
             );
         }
-        cx.count(c::DECAPSULATED, 1);
+        cx.count(c::Decapsulated, 1);
         tunnel::decap_to(cx, b, ipl + UDP_VXLAN, e)
+    }
+}
+
+/// Whether an outer destination (as a key value) is a multicast group.
+#[inline(always)]
+fn is_group<const V6: bool>(dst: u128) -> bool {
+    if V6 {
+        dst >> 120 == 0xff
+    } else {
+        dst >> 28 == 0xe
     }
 }
 
@@ -173,8 +192,8 @@ pub fn register(b: &mut GraphBuilder) {
     tunnel::register_decap::<VxlanInput<false>, VxlanInput<true>>(
         b,
         [INPUT4, INPUT6],
-        [&next::NAMES, &next::NAMES],
-        &counter::DESCS,
+        [VxlanNext::NAMES, VxlanNext::NAMES],
+        VxlanCounter::DESCS,
     );
 }
 
@@ -208,6 +227,9 @@ pub struct VxlanArgs {
     pub decap_next: Option<String>,
     /// Underlay table id.
     pub encap_vrf_id: u32,
+    /// `group <dst> <interface>`: the interface of a multicast `dst` (ignored for a
+    /// unicast one, as VPP's `mcast_sw_if_index`).
+    pub mcast_if: Option<SwIfIndex>,
 }
 
 /// Creates or deletes a VXLAN tunnel (the CLI and the API call this); the tunnel's
@@ -227,9 +249,9 @@ pub fn add_del(vm: &mut Vlib, a: &VxlanArgs) -> VnetResult<SwIfIndex> {
         table_id: a.encap_vrf_id,
         instance: a.instance,
         decap_next: a.decap_next.clone(),
+        mcast_if: a.mcast_if,
     };
     if a.is_add {
-        tunnel::check_endpoints(a.src, a.dst)?;
         tunnel::add(vm, &PROTO, &args, &rewrite(a.src, a.dst, a.vni))
     } else {
         tunnel::del(vm, &PROTO, &args)
@@ -246,12 +268,20 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         instance: None,
         decap_next: None,
         encap_vrf_id: 0,
+        mcast_if: None,
     };
     while !a.is_empty() {
         if a.keyword("src") {
             src = Some(tunnel::parse_addr(&a.word("src address")?, "src")?);
         } else if a.keyword("dst") {
             dst = Some(tunnel::parse_addr(&a.word("dst address")?, "dst")?);
+        } else if a.keyword("group") {
+            let g = tunnel::parse_addr(&a.word("group address")?, "group")?;
+            if !g.is_multicast() {
+                return Err(VnetError::invalid(format!("group {g} is not multicast")).into());
+            }
+            dst = Some(g);
+            r.mcast_if = Some(sluice_vnet::cli::interface_arg(vm, a)?);
         } else if a.keyword("vni") {
             vni = Some(a.u32("vni")?);
         } else if a.keyword("instance") {
@@ -276,7 +306,8 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
     }
     r.src = src.ok_or_else(|| CliError::new("missing src <address>"))?;
-    r.dst = dst.ok_or_else(|| CliError::new("missing dst <address>"))?;
+    r.dst =
+        dst.ok_or_else(|| CliError::new("missing dst <address> or group <address> <interface>"))?;
     r.vni = vni.ok_or_else(|| CliError::new("missing vni <n>"))?;
     let sw = add_del(vm, &r)?;
     if !r.is_add {
@@ -287,8 +318,12 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// One `show vxlan tunnel` line (VPP's format).
 pub fn show_line(i: usize, t: &tunnel::Tunnel) -> String {
+    let mcast = t
+        .mcast_if
+        .map(|m| format!(" mcast-sw-if-idx {}", m.0))
+        .unwrap_or_default();
     format!(
-        "[{i}] instance {} src {} dst {} src_port 0 dst_port {} vni {} fib-idx {} sw-if-idx {} {}\n",
+        "[{i}] instance {} src {} dst {} src_port 0 dst_port {} vni {} fib-idx {} sw-if-idx {}{mcast} {}\n",
         t.instance,
         t.src,
         t.dst,
@@ -322,9 +357,14 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let (_, t) = tm
         .iter_kind(|k| k == Kind::Vxlan)
         .find(|(_, t)| t.sw_if == sw)?;
+    let t = t.clone();
+    let dst = match t.mcast_if {
+        Some(m) => format!("group {} {}", t.dst, tunnel::if_name(vm, m)),
+        None => format!("dst {}", t.dst),
+    };
     let mut s = format!(
-        "create vxlan tunnel src {} dst {} vni {} instance {}",
-        t.src, t.dst, t.key, t.instance
+        "create vxlan tunnel src {} {dst} vni {} instance {}",
+        t.src, t.key, t.instance
     );
     if t.table_id != 0 {
         s.push_str(&format!(" encap-vrf-id {}", t.table_id));
@@ -339,7 +379,7 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create vxlan tunnel",
-        "create vxlan tunnel src <addr> dst <addr> vni <nn> [instance <n>] [encap-vrf-id <nn>] [decap-next l2|node <name>] [del]",
+        "create vxlan tunnel src <addr> {dst <addr> | group <mcast-addr> <interface>} vni <nn> [instance <n>] [encap-vrf-id <nn>] [decap-next l2|node <name>] [del]",
         cli_create,
     );
     t.add("show vxlan tunnel", "show vxlan tunnel", cli_show);

@@ -371,7 +371,7 @@ fn neighbor_advert(to_mac: [u8; 6], to_ip: [u8; 16], mac: [u8; 6], ip: [u8; 16])
 }
 
 #[test]
-fn srv6_dx_resolves_its_next_hop() {
+fn srv6_dx_and_end_x_resolve_their_next_hop() {
     let (mut vm, t) = setup();
     // Next hops nobody told Sluice about: the SIDs hold Incomplete adjacencies.
     cli(
@@ -383,6 +383,11 @@ fn srv6_dx_resolves_its_next_hop() {
         &mut vm,
         &t,
         "sr localsid address fc00::6 behavior end.dx6 pg1 2001:db8:1::9",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::7 behavior end.x pg1 2001:db8:1::9",
     );
     let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
     let nh_mac = [0x02, 0, 0, 0, 1, 0x09];
@@ -440,6 +445,25 @@ fn srv6_dx_resolves_its_next_hop() {
     let mut want = vec![w4, w6];
     want.sort();
     assert_eq!(got, want);
+    // End.X: the next segment, to the same neighbour without a lookup (fc00::2 has no
+    // route through pg1).
+    let mut p = srh(17, 1, 1, &[a6("fc00::2"), a6("fc00::7")]);
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
+    let got = run(
+        &mut vm,
+        &t,
+        "pg0",
+        "pg1",
+        &[from_peer(pg0, "fc00::7", 43, &p, 64)],
+        1,
+    );
+    let mut want_p = p.clone();
+    want_p[3] = 0;
+    let mut want = eth(nh_mac, pg1, 0x86dd);
+    want.extend(ip6(a6("2001:db8::2"), a6("fc00::2"), 43, p.len(), 63));
+    want.extend_from_slice(&want_p);
+    assert_eq!(got, vec![want]);
+    assert!(cli(&mut vm, &t, "show sr localsids").contains("end.x pg1 2001:db8:1::9"));
     assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
     assert_eq!(in_use(&vm), 0);
 }

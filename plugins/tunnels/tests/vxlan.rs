@@ -304,3 +304,140 @@ fn running_config_recreates_the_tunnel() {
         "{rc}"
     );
 }
+
+/// A VXLAN packet between `src` and `dst` (IPv4) with these MACs.
+fn vxlan_ip4(
+    inner: &[u8],
+    sport: u16,
+    vni: u32,
+    (s, d): ([u8; 4], [u8; 4]),
+    (smac, dmac): ([u8; 6], [u8; 6]),
+) -> Vec<u8> {
+    let mut f = eth(dmac, smac, 0x0800);
+    f.extend(ip4(s, d, 17, 16 + inner.len(), 64));
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&4789u16.to_be_bytes());
+    f.extend_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
+    f.extend_from_slice(&(vni << 8).to_be_bytes());
+    f.extend_from_slice(inner);
+    f
+}
+
+/// A tunnel to group 239.1.1.1 on pg0, bridged with pg1: flooded frames go to the group
+/// (its MAC 01:00:5e:01:01:01, no neighbour), and what any VTEP sends to the group with the
+/// VNI comes out of pg1.
+#[test]
+fn vxlan4_multicast_group_floods_and_accepts_any_source() {
+    let (mut vm, t) = build();
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+        "set interface state pg0 up",
+        "set interface state pg1 up",
+        "set interface ip address pg0 10.0.0.1/24",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    for (c, e) in [
+        (
+            "create vxlan tunnel src 10.0.0.1 dst 239.1.1.1 vni 13",
+            "group <address> <interface>",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 group 10.0.0.9 pg0 vni 13",
+            "not multicast",
+        ),
+        (
+            "create vxlan tunnel src 2001:db8::1 group ff0e::1 pg0 vni 13",
+            "IPv6 multicast",
+        ),
+        (
+            "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 nosuch0 vni 13",
+            "nosuch0",
+        ),
+    ] {
+        let err = t.execute(&mut vm, c).unwrap_err().to_string();
+        assert!(err.contains(e), "`{c}': {err}");
+    }
+    let out = cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13",
+    );
+    assert_eq!(out, "vxlan_tunnel0\n");
+    for c in [
+        "set interface state vxlan_tunnel0 up",
+        "set interface l2 bridge pg1 1",
+        "set interface l2 bridge vxlan_tunnel0 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let s = cli(&mut vm, &t, "show vxlan tunnel");
+    assert!(
+        s.contains("dst 239.1.1.1") && s.contains("mcast-sw-if-idx 1"),
+        "{s}"
+    );
+    let rc = cli(&mut vm, &t, "show running-config");
+    assert!(
+        rc.contains("create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13 instance 0"),
+        "{rc}"
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let group_mac = [0x01, 0, 0x5e, 1, 1, 1];
+    let (group, me) = ([239, 1, 1, 1], [10, 0, 0, 1]);
+    // Encap: unknown destinations flood into the tunnel, out to the group.
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| inner_frame(H2, H1, 20 + i)).collect();
+    let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|i| {
+            let sport = 0xc000 | (sluice_tunnels::tunnel::inner_flow_hash(i) >> 18) as u16;
+            vxlan_ip4(i, sport, 13, (me, group), (pg0, group_mac))
+        })
+        .collect();
+    assert_eq!(out, want);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::TX_PACKETS), 3);
+    // Decap: two VTEPs send to the group; a third VNI is nobody's.
+    let vtep = |n: u8| ([10, 0, 0, n], [0x02, 0, 0, 0, 0, n]);
+    let inner: Vec<Vec<u8>> = (0..2).map(|i| inner_frame(H1, H2, 30 + i)).collect();
+    let (a, b) = (vtep(7), vtep(8));
+    let pkts = vec![
+        vxlan_ip4(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac)),
+        vxlan_ip4(&inner[1], 5001, 13, (b.0, group), (b.1, group_mac)),
+    ];
+    assert_eq!(run(&mut vm, &t, "pg0", "pg1", &pkts, 2), inner);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
+    let other = vxlan_ip4(&inner[0], 5000, 14, (a.0, group), (a.1, group_mac));
+    assert!(run(&mut vm, &t, "pg0", "pg1", &[other], 0).is_empty());
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 1);
+    // A second tunnel to the group (another VNI) shares its receive route; deleting one
+    // keeps it, deleting both removes it.
+    cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 14",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 14 del",
+    );
+    assert!(cli(&mut vm, &t, "show ip fib 239.1.1.1/32").contains("239.1.1.1/32"));
+    let before = counter(&vm, "vxlan4-input", "decapsulated");
+    let again = vxlan_ip4(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
+    assert_eq!(
+        run(&mut vm, &t, "pg0", "pg1", std::slice::from_ref(&again), 1).len(),
+        1
+    );
+    cli(&mut vm, &t, "set interface l3 pg1");
+    cli(
+        &mut vm,
+        &t,
+        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13 del",
+    );
+    assert!(!cli(&mut vm, &t, "show ip fib 239.1.1.1/32").contains("239.1.1.1/32"));
+    assert!(run(&mut vm, &t, "pg0", "pg1", &[again], 0).is_empty());
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), before + 1);
+    assert_eq!(in_use(&vm), 0);
+}

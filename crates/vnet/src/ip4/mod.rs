@@ -171,6 +171,28 @@ impl Ip4Control {
             .ok_or_else(|| "adjacency table full".to_string())
     }
 
+    /// The adjacency sending to IPv4 group `g` on interface `i`: a Rewrite to the group's
+    /// MAC (RFC 1112 §6.4: 01:00:5e and the group's low 23 bits).
+    fn mcast_adj(&mut self, i: u32, g: u32) -> Result<u32, String> {
+        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
+        let m = [
+            0x01,
+            0x00,
+            0x5e,
+            (g >> 16) as u8 & 0x7f,
+            (g >> 8) as u8,
+            g as u8,
+        ];
+        let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
+        self.adjs
+            .find_or_add((AdjKind::Rewrite, i, g), || {
+                neighbor_adj(i, g, Some(m), src, mtu)
+            })
+            .ok_or_else(|| "adjacency table full".to_string())
+    }
+
     /// The glean adjacency of interface `i` (ARP for the destination), sourced from its
     /// first address.
     fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
@@ -1159,6 +1181,17 @@ pub fn for_each_route(
 /// [`crate::ip_family::neighbor_adjacency`]).
 pub fn neighbor_adjacency(vm: &mut Vlib, i: u32, nh: Ipv4Addr) -> VnetResult<u32> {
     crate::ip_family::neighbor_adjacency::<Ip4Control>(vm, i, u32::from(nh))
+}
+
+/// The adjacency sending to multicast group `g` on interface `i` (a VXLAN tunnel to a
+/// group: its encap bypasses the lookup, which has no multicast FIB).
+pub fn mcast_adjacency(vm: &mut Vlib, i: u32, g: Ipv4Addr) -> VnetResult<u32> {
+    if !g.is_multicast() {
+        return Err(VnetError::invalid(format!("{g} is not a multicast group")));
+    }
+    let c = control(vm)?;
+    let mut ctl = lock(&c);
+    ctl.mcast_adj(i, u32::from(g)).map_err(VnetError::Full)
 }
 
 /// The IPv4 table id of an interface.
