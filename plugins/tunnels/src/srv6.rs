@@ -1047,8 +1047,8 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(ENCAP, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(tunnel::Encap::default()))
         })
-        .nexts(&tunnel::encap_next::NAMES6)
-        .counters(&tunnel::encap_counter::DESCS),
+        .nexts(&tunnel::ENCAP_NAMES6)
+        .counters(tunnel::EncapCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(LOCALSID, NodeKind::Internal, |_| {
