@@ -203,8 +203,13 @@ class TestTunnelMessages(SluiceTestCase):
         a.sr_localsid_add_del(is_del=False, localsid="fc00::44", behavior="end_dt4", **sid)
         a.sr_localsid_add_del(is_del=False, localsid="fc00::7", behavior="end_x",
                               **dict(sid, sw_if_index=lo, nh_addr="2001:db8:1::3"))
+        a.sr_localsid_add_del(is_del=False, localsid="fc00::22", behavior="end_dx2",
+                              **dict(sid, sw_if_index=lo))
         d = {str(x.addr): x for x in a.sr_localsids_dump()}
-        assert sorted(d) == ["fc00::1", "fc00::4", "fc00::44", "fc00::6", "fc00::7"]
+        assert sorted(d) == ["fc00::1", "fc00::22", "fc00::4", "fc00::44", "fc00::6",
+                             "fc00::7"]
+        assert (d["fc00::22"].behavior.name, d["fc00::22"].xconnect_iface_or_vrf_table) == (
+            "end_dx2", lo)
         assert (d["fc00::7"].behavior.name, str(d["fc00::7"].xconnect_nh_addr)) == (
             "end_x", "2001:db8:1::3")
         assert d["fc00::1"].behavior.name == "end" and d["fc00::1"].sw_if_index == e
@@ -230,7 +235,7 @@ class TestTunnelMessages(SluiceTestCase):
                behavior="end_dt6", **dict(sid, vrf_table=7))
         expect(Retval.INVALID_VALUE, a.sr_localsid_add_del, is_del=False, localsid="10.0.0.5",
                behavior="end", **sid)
-        for s in ("fc00::1", "fc00::4", "fc00::6", "fc00::44", "fc00::7"):
+        for s in ("fc00::1", "fc00::4", "fc00::6", "fc00::44", "fc00::7", "fc00::22"):
             a.sr_localsid_add_del(is_del=True, localsid=s, behavior="end", **sid)
         expect(Retval.NO_SUCH_ENTRY, a.sr_localsid_add_del, is_del=True, localsid="fc00::1",
                behavior="end", **sid)

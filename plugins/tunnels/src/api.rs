@@ -380,6 +380,7 @@ fn sr_localsid_add_del(
             IpAddr::V6(nh) => Behavior::EndX { sw, nh },
             IpAddr::V4(_) => return Err(bad_nh(6).into()),
         },
+        B::EndDx2 => Behavior::Dx2 { sw },
         B::EndDx4 => match q.nh_addr {
             IpAddr::V4(nh) => Behavior::Dx4 { sw, nh },
             IpAddr::V6(_) => return Err(bad_nh(4).into()),
@@ -406,6 +407,7 @@ fn sr_localsids_dump(
         let (behavior, nh, x) = match s.behavior {
             Behavior::End => (B::End, none, ANY),
             Behavior::EndX { sw, nh } => (B::EndX, nh.into(), sw.0),
+            Behavior::Dx2 { sw } => (B::EndDx2, none, sw.0),
             Behavior::Dx4 { sw, nh } => (B::EndDx4, nh.into(), sw.0),
             Behavior::Dx6 { sw, nh } => (B::EndDx6, nh.into(), sw.0),
             Behavior::Dt4 { table } => (B::EndDt4, none, table),

@@ -49,33 +49,34 @@ const F_ROUTING: u16 = 0x4000;
 const F_KEY: u16 = 0x2000;
 const F_SEQ: u16 = 0x1000;
 
-mod next {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const NAMES: [&str; 2] = ["error-drop", "ethernet-input"];
+sluice_graph::arcs! {
+    /// Next arcs of the decap nodes (the tunnels' decap nexts are added at runtime).
+    pub enum GreNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// Decapsulated (TEB frames; L3 packets behind a placeholder Ethernet header).
+        EthernetInput => "ethernet-input",
+    }
 }
 
-mod counter {
-    use sluice_graph::CounterDesc;
-    pub const DECAPSULATED: usize = 0;
-    pub const TRUNCATED: u16 = 1;
-    pub const BAD_VERSION: u16 = 2;
-    pub const ROUTING: u16 = 3;
-    pub const BAD_PROTOCOL: u16 = 4;
-    pub const IP6_EXTENSION: u16 = 5;
-    pub const NO_SUCH_TUNNEL: u16 = 6;
-    pub const DESCS: [CounterDesc; 7] = [
-        CounterDesc::info("decapsulated", "packets decapsulated"),
-        CounterDesc::error("truncated", "shorter than outer headers"),
-        CounterDesc::error("bad_version", "GRE version not 0"),
-        CounterDesc::error("routing_present", "GRE routing (RFC 1701) not supported"),
-        CounterDesc::error(
-            "bad_protocol",
-            "GRE protocol not TEB/IPv4/IPv6 or inner mismatch",
-        ),
-        CounterDesc::error("ip6_extension", "IPv6 extension headers before GRE"),
-        crate::tunnel::NO_SUCH_TUNNEL,
-    ];
+sluice_graph::counters! {
+    /// Counters of the decap nodes.
+    pub enum GreCounter {
+        /// Decapsulated.
+        Decapsulated => info("decapsulated", "packets decapsulated"),
+        /// Truncated.
+        Truncated => error("truncated", "shorter than outer headers"),
+        /// Version not 0.
+        BadVersion => error("bad_version", "GRE version not 0"),
+        /// RFC 1701 routing.
+        Routing => error("routing_present", "GRE routing (RFC 1701) not supported"),
+        /// Protocol.
+        BadProtocol => error("bad_protocol", "GRE protocol not TEB/IPv4/IPv6 or inner mismatch"),
+        /// IPv6 extension headers.
+        Ip6Extension => error("ip6_extension", "IPv6 extension headers before GRE"),
+        /// Unknown tunnel.
+        NoSuchTunnel => error("no_such_tunnel", "no tunnel for (src, dst, key)"),
+    }
 }
 
 /// The decap node; `V6` selects the underlay family.
@@ -88,32 +89,32 @@ pub struct GreInput<const V6: bool> {
 impl<const V6: bool> PacketNode for GreInput<V6> {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        use counter as c;
+        use GreCounter as c;
         let d = b.data();
         let (ipl, src, dst) = match tunnel::outer::<V6>(d, 47) {
             Ok(x) => x,
             Err(e) => {
                 b.hdr.error = cx.error(if e == 0 {
-                    c::TRUNCATED
+                    c::Truncated
                 } else {
-                    c::IP6_EXTENSION
+                    c::Ip6Extension
                 });
-                return next::DROP;
+                return GreNext::Drop.into();
             }
         };
         let Some(g) = d.get(ipl..ipl + 4) else {
-            b.hdr.error = cx.error(c::TRUNCATED);
-            return next::DROP;
+            b.hdr.error = cx.error(c::Truncated);
+            return GreNext::Drop.into();
         };
         let flags = u16::from_be_bytes([g[0], g[1]]);
         let et = u16::from_be_bytes([g[2], g[3]]);
         if flags & 7 != 0 {
-            b.hdr.error = cx.error(c::BAD_VERSION);
-            return next::DROP;
+            b.hdr.error = cx.error(c::BadVersion);
+            return GreNext::Drop.into();
         }
         if flags & F_ROUTING != 0 {
-            b.hdr.error = cx.error(c::ROUTING);
-            return next::DROP;
+            b.hdr.error = cx.error(c::Routing);
+            return GreNext::Drop.into();
         }
         let mut hl = ipl + 4;
         if flags & F_CSUM != 0 {
@@ -135,14 +136,14 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
             ET_TEB => true,
             ET_IP4 | ET_IP6 => false,
             _ => {
-                b.hdr.error = cx.error(c::BAD_PROTOCOL);
-                return next::DROP;
+                b.hdr.error = cx.error(c::BadProtocol);
+                return GreNext::Drop.into();
             }
         };
         let min = if teb { 14 } else { 1 };
         if d.len() < hl + min {
-            b.hdr.error = cx.error(c::TRUNCATED);
-            return next::DROP;
+            b.hdr.error = cx.error(c::Truncated);
+            return GreNext::Drop.into();
         }
         let l3 = if teb {
             None
@@ -150,8 +151,8 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
             match tunnel::inner_et(d.get(hl), et == ET_IP4) {
                 Some(e) => Some(e),
                 None => {
-                    b.hdr.error = cx.error(c::BAD_PROTOCOL);
-                    return next::DROP;
+                    b.hdr.error = cx.error(c::BadProtocol);
+                    return GreNext::Drop.into();
                 }
             }
         };
@@ -163,8 +164,8 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
             dst,
         };
         let Some(e) = self.table.lookup(&k) else {
-            b.hdr.error = cx.error(c::NO_SUCH_TUNNEL);
-            return next::DROP;
+            b.hdr.error = cx.error(c::NoSuchTunnel);
+            return GreNext::Drop.into();
         };
         if b.hdr.is_traced() {
             cx.trace(
@@ -175,7 +176,7 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
                 },
             );
         }
-        cx.count(c::DECAPSULATED, 1);
+        cx.count(c::Decapsulated, 1);
         match l3 {
             None => tunnel::decap_to(cx, b, hl, e),
             Some(et) => tunnel::decap_l3(cx, b, hl, e, et),
@@ -210,8 +211,8 @@ pub fn register(b: &mut GraphBuilder) {
     tunnel::register_decap::<GreInput<false>, GreInput<true>>(
         b,
         [INPUT4, INPUT6],
-        [&next::NAMES, &next::NAMES],
-        &counter::DESCS,
+        [GreNext::NAMES, GreNext::NAMES],
+        GreCounter::DESCS,
     );
 }
 

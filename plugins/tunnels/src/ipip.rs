@@ -39,29 +39,30 @@ pub const INPUT4: &str = "ipip4-input";
 /// IPv6 underlay decap.
 pub const INPUT6: &str = "ipip6-input";
 
-mod next {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const NAMES: [&str; 2] = ["error-drop", "ethernet-input"];
+sluice_graph::arcs! {
+    /// Next arcs of the decap nodes (the tunnels' decap nexts are added at runtime).
+    pub enum IpipNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// Decapsulated (behind a placeholder Ethernet header).
+        EthernetInput => "ethernet-input",
+    }
 }
 
-mod counter {
-    use sluice_graph::CounterDesc;
-    pub const DECAPSULATED: usize = 0;
-    pub const TRUNCATED: u16 = 1;
-    pub const BAD_INNER: u16 = 2;
-    pub const IP6_EXTENSION: u16 = 3;
-    pub const NO_SUCH_TUNNEL: u16 = 4;
-    pub const DESCS: [CounterDesc; 5] = [
-        CounterDesc::info("decapsulated", "packets decapsulated"),
-        CounterDesc::error("truncated", "shorter than outer headers"),
-        CounterDesc::error("bad_inner", "inner IP version does not match the protocol"),
-        CounterDesc::error(
-            "ip6_extension",
-            "IPv6 extension headers before the inner packet",
-        ),
-        crate::tunnel::NO_SUCH_TUNNEL,
-    ];
+sluice_graph::counters! {
+    /// Counters of the decap nodes.
+    pub enum IpipCounter {
+        /// Decapsulated.
+        Decapsulated => info("decapsulated", "packets decapsulated"),
+        /// Truncated.
+        Truncated => error("truncated", "shorter than outer headers"),
+        /// Inner version.
+        BadInner => error("bad_inner", "inner IP version does not match the protocol"),
+        /// IPv6 extension headers.
+        Ip6Extension => error("ip6_extension", "IPv6 extension headers before the inner packet"),
+        /// Unknown tunnel.
+        NoSuchTunnel => error("no_such_tunnel", "no tunnel for (src, dst, key)"),
+    }
 }
 
 /// The decap node; `V6` selects the underlay family.
@@ -74,28 +75,28 @@ pub struct IpipInput<const V6: bool> {
 impl<const V6: bool> PacketNode for IpipInput<V6> {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        use counter as c;
+        use IpipCounter as c;
         let d = b.data();
         // The protocol: byte 9 of IPv4, next header of IPv6 (4 or 41, what ip-local saw).
         let proto = if V6 { d.get(6) } else { d.get(9) }.copied().unwrap_or(0);
         let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, proto) {
             Ok(x) => x,
             Err(_) => {
-                b.hdr.error = cx.error(c::TRUNCATED);
-                return next::DROP;
+                b.hdr.error = cx.error(c::Truncated);
+                return IpipNext::Drop.into();
             }
         };
         if V6 && proto != 4 && proto != 41 {
-            b.hdr.error = cx.error(c::IP6_EXTENSION);
-            return next::DROP;
+            b.hdr.error = cx.error(c::Ip6Extension);
+            return IpipNext::Drop.into();
         }
         let Some(et) = tunnel::inner_et(d.get(ipl), proto == 4) else {
             b.hdr.error = cx.error(if d.len() <= ipl {
-                c::TRUNCATED
+                c::Truncated
             } else {
-                c::BAD_INNER
+                c::BadInner
             });
-            return next::DROP;
+            return IpipNext::Drop.into();
         };
         let k = DecapKey {
             fib: b.hdr.ip.fib_index,
@@ -105,8 +106,8 @@ impl<const V6: bool> PacketNode for IpipInput<V6> {
             dst,
         };
         let Some(e) = self.table.lookup(&k) else {
-            b.hdr.error = cx.error(c::NO_SUCH_TUNNEL);
-            return next::DROP;
+            b.hdr.error = cx.error(c::NoSuchTunnel);
+            return IpipNext::Drop.into();
         };
         if b.hdr.is_traced() {
             cx.trace(
@@ -117,7 +118,7 @@ impl<const V6: bool> PacketNode for IpipInput<V6> {
                 },
             );
         }
-        cx.count(c::DECAPSULATED, 1);
+        cx.count(c::Decapsulated, 1);
         tunnel::decap_l3(cx, b, ipl, e, et)
     }
 }
@@ -149,8 +150,8 @@ pub fn register(b: &mut GraphBuilder) {
     tunnel::register_decap::<IpipInput<false>, IpipInput<true>>(
         b,
         [INPUT4, INPUT6],
-        [&next::NAMES, &next::NAMES],
-        &counter::DESCS,
+        [IpipNext::NAMES, IpipNext::NAMES],
+        IpipCounter::DESCS,
     );
 }
 

@@ -1,13 +1,13 @@
 //! SRv6 (RFC 8754 segment routing header, RFC 8986 behaviours): SR policies with H.Encaps
-//! (steered into by routes), and local SIDs with End, End.X, End.DX4, End.DX6, End.DT4,
-//! End.DT6.
+//! (steered into by routes), and local SIDs with End, End.X, End.DX2, End.DX4, End.DX6,
+//! End.DT4, End.DT6.
 //!
 //! ```text
 //! set sr encaps source addr <ip6>
 //! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]
 //! sr policy del bsid <ip6>
 //! sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]
-//! sr localsid [del] address <ip6> behavior end | end.x <if> <ip6>
+//! sr localsid [del] address <ip6> behavior end | end.x <if> <ip6> | end.dx2 <if>
 //!                                         | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
 //!                                         | end.dt4 <table-id> | end.dt6 <table-id>
 //!                                         [fib-table <id>]
@@ -32,7 +32,10 @@
 //!   when the SID is added, as a route via the neighbour makes one), `ip.fib_index` = the
 //!   interface's table.
 //! - sets (End.X): as End, then `ip.adj_index` = the neighbour's adjacency.
+//! - sets (End.DX2): strips the outer IPv6 header and SRH in front of the Ethernet frame
+//!   (next header 143), `tx_if` = the behaviour's interface.
 //! - next: `drop` (`error-drop`), `ip6-lookup` (End, End.DT6), `ip4-lookup` (End.DT4),
+//!   `interface-output` (End.DX2),
 //!   `ip6-rewrite` / `ip6-glean` (End.X to a resolved / unresolved neighbour),
 //!   `ip4-rewrite` / `ip6-rewrite` (End.DX4 / End.DX6 to a resolved neighbour),
 //!   `ip4-glean` / `ip6-glean` (End.DX4 / End.DX6 to a neighbour not resolved yet: ARP /
@@ -64,6 +67,8 @@ use std::sync::Arc;
 pub const ENCAP: &str = "sr-pl-rewrite-encaps";
 /// The local SID node.
 pub const LOCALSID: &str = "sr-localsid";
+/// The SRH next header of an Ethernet frame (RFC 8986 §10.1).
+pub const ETHERNET: u8 = 143;
 /// Most segments of a policy's segment list (the rewrite holds 40 + 8 + 16 × 5 bytes).
 pub const MAX_SEGMENTS: usize = 5;
 
@@ -164,6 +169,11 @@ pub enum Behavior {
         /// Next hop.
         nh: Ipv6Addr,
     },
+    /// End.DX2: decapsulate, send the Ethernet frame out of interface `sw`.
+    Dx2 {
+        /// Interface.
+        sw: SwIfIndex,
+    },
     /// End.DT4: decapsulate, look the IPv4 packet up in table `table`.
     Dt4 {
         /// Table id.
@@ -192,6 +202,8 @@ pub enum Action {
     },
     /// End.DT4 / End.DT6 into this FIB index (`true`: IPv6).
     Dt(bool, u32),
+    /// End.DX2 out of this interface.
+    Dx2(u32),
     /// End.DX4 / End.DX6 (`v6`) to a neighbour.
     Dx {
         /// IPv6 inside (End.DX6).
@@ -222,6 +234,8 @@ sluice_graph::arcs! {
         Ip4Glean => "ip4-glean",
         /// End.DX6 to an unresolved neighbour.
         Ip6Glean => "ip6-glean",
+        /// End.DX2: the inner frame out of its interface.
+        InterfaceOutput => sluice_vnet::output::NAME,
     }
 }
 
@@ -382,7 +396,13 @@ impl PacketNode for LocalSid {
             None => (40, nh),
         };
         let want6 = matches!(act, Action::Dt(true, _) | Action::Dx { v6: true, .. });
-        let (proto, ver, min) = if want6 { (41, 6, 40) } else { (4, 4, 20) };
+        // (upper-layer protocol, first nibble, least length): IPv6, IPv4, or Ethernet
+        // (143, RFC 8986 §10.1; any first nibble) for End.DX2.
+        let (proto, ver, min) = match act {
+            Action::Dx2(_) => (ETHERNET, None, 14),
+            _ if want6 => (41, Some(6), 40),
+            _ => (4, Some(4), 20),
+        };
         if inner != proto {
             let c = if matches!(inner, 0 | 43 | 60) {
                 SidCounter::Ip6Extension
@@ -393,7 +413,9 @@ impl PacketNode for LocalSid {
         }
         match d.get(off..off + min) {
             None => return drop(cx, b, SidCounter::Truncated),
-            Some(p) if p[0] >> 4 != ver => return drop(cx, b, SidCounter::BadInner),
+            Some(p) if ver.is_some_and(|v| p[0] >> 4 != v) => {
+                return drop(cx, b, SidCounter::BadInner)
+            }
             Some(_) => {}
         }
         let next = match act {
@@ -416,6 +438,10 @@ impl PacketNode for LocalSid {
                 b.hdr.ip.adj_index = *adj;
                 b.hdr.ip.fib_index = *fib;
                 next
+            }
+            Action::Dx2(out) => {
+                b.hdr.tx_if = *out;
+                SidNext::InterfaceOutput
             }
             // Handled (and returned) above.
             Action::End(_) | Action::EndX { .. } => SidNext::Drop,
@@ -697,6 +723,10 @@ fn action(vm: &mut Vlib, b: &Behavior, table_id: u32) -> VnetResult<Action> {
                 fib: v6_fib(vm, table_id)?,
             }
         }
+        Behavior::Dx2 { sw } => {
+            sluice_vnet::interface::check(vm, *sw)?;
+            Action::Dx2(sw.0)
+        }
         Behavior::Dx6 { sw, nh } => {
             sluice_vnet::interface::check(vm, *sw)?;
             let id = sluice_vnet::ip6::if_table_id(vm, sw.0);
@@ -895,6 +925,9 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                     let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv6")?;
                     Behavior::EndX { sw, nh }
                 }
+                "end.dx2" => Behavior::Dx2 {
+                    sw: sluice_vnet::cli::interface_arg(vm, a)?,
+                },
                 "end.dx4" => {
                     let sw = sluice_vnet::cli::interface_arg(vm, a)?;
                     let nh = sluice_vnet::routes::parse_addr(&a.word("next hop")?, "IPv4")?;
@@ -913,7 +946,7 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 },
                 _ => {
                     return Err(CliError::new(format!(
-                    "behavior `{w}' not supported (end, end.x, end.dx4, end.dx6, end.dt4, end.dt6)"
+                    "behavior `{w}' not supported (end, end.x, end.dx2, end.dx4, end.dx6, end.dt4, end.dt6)"
                 )))
                 }
             });
@@ -937,6 +970,7 @@ fn behavior_text(vm: &mut Vlib, b: &Behavior) -> String {
     match b {
         Behavior::End => "end".into(),
         Behavior::EndX { sw, nh } => format!("end.x {} {nh}", tunnel::if_name(vm, *sw)),
+        Behavior::Dx2 { sw } => format!("end.dx2 {}", tunnel::if_name(vm, *sw)),
         Behavior::Dx4 { sw, nh } => format!("end.dx4 {} {nh}", tunnel::if_name(vm, *sw)),
         Behavior::Dx6 { sw, nh } => format!("end.dx6 {} {nh}", tunnel::if_name(vm, *sw)),
         Behavior::Dt4 { table } => format!("end.dt4 {table}"),
@@ -1047,8 +1081,8 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(ENCAP, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(tunnel::Encap::default()))
         })
-        .nexts(&tunnel::encap_next::NAMES6)
-        .counters(&tunnel::encap_counter::DESCS),
+        .nexts(&tunnel::ENCAP_NAMES6)
+        .counters(tunnel::EncapCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(LOCALSID, NodeKind::Internal, |_| {
@@ -1078,7 +1112,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr localsid",
-        "sr localsid [del] address <ip6> behavior end|end.x <if> <ip6>|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
+        "sr localsid [del] address <ip6> behavior end|end.x <if> <ip6>|end.dx2 <if>|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
         cli_localsid,
     );
     t.add("show sr policies", "show sr policies", cli_show_policies);

@@ -186,45 +186,35 @@ pub fn inner_flow_hash(f: &[u8]) -> u32 {
     (h >> 32) as u32
 }
 
-/// Next arcs of the encap nodes.
-pub mod encap_next {
-    use sluice_graph::Next;
-    /// `error-drop`.
-    pub const DROP: Next = Next(0);
-    /// `ip4-lookup` / `ip6-lookup`.
-    pub const LOOKUP: Next = Next(1);
-    /// `ip4-rewrite` / `ip6-rewrite` (a tunnel to a multicast group).
-    pub const REWRITE: Next = Next(2);
-    /// Arc names of an IPv4 encap node.
-    pub const NAMES4: [&str; 3] = ["error-drop", "ip4-lookup", "ip4-rewrite"];
-    /// Arc names of an IPv6 encap node.
-    pub const NAMES6: [&str; 3] = ["error-drop", "ip6-lookup", "ip6-rewrite"];
+sluice_graph::arcs! {
+    /// Next arcs of the IPv4 encap nodes (the IPv6 ones: [`ENCAP_NAMES6`], same order).
+    pub enum EncapNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// The underlay lookup.
+        Lookup => "ip4-lookup",
+        /// A tunnel to a multicast group: its adjacency, no lookup.
+        Rewrite => "ip4-rewrite",
+    }
 }
 
-/// Counters of the encap nodes.
-pub mod encap_counter {
-    use sluice_graph::CounterDesc;
-    /// Packets encapsulated.
-    pub const ENCAPSULATED: usize = 0;
-    /// The tx interface is no tunnel of this node.
-    pub const NO_TUNNEL: u16 = 1;
-    /// No headroom for the outer headers.
-    pub const NO_HEADROOM: u16 = 2;
-    /// IPv6 UDP checksum over a buffer chain.
-    pub const CHAINED_IP6: u16 = 3;
-    /// L3 tunnel payload neither IPv4 nor IPv6.
-    pub const BAD_INNER: u16 = 4;
-    /// In registration order.
-    pub const DESCS: [CounterDesc; 5] = [
-        CounterDesc::info("encapsulated", "packets encapsulated"),
-        CounterDesc::error("no_tunnel", "tx interface is not a tunnel (deleted?)"),
-        CounterDesc::error("no_headroom", "no headroom for the outer headers"),
-        CounterDesc::error(
-            "chained_ip6",
-            "IPv6 UDP checksum over a buffer chain not supported",
-        ),
-        CounterDesc::error("bad_inner", "L3 tunnel payload is neither IPv4 nor IPv6"),
-    ];
+/// Arc names of the IPv6 encap nodes, in [`EncapNext`] order.
+pub const ENCAP_NAMES6: [&str; 3] = ["error-drop", "ip6-lookup", "ip6-rewrite"];
+
+sluice_graph::counters! {
+    /// Counters of the encap nodes.
+    pub enum EncapCounter {
+        /// Packets encapsulated.
+        Encapsulated => info("encapsulated", "packets encapsulated"),
+        /// The tx interface is no tunnel of this node.
+        NoTunnel => error("no_tunnel", "tx interface is not a tunnel (deleted?)"),
+        /// No headroom for the outer headers.
+        NoHeadroom => error("no_headroom", "no headroom for the outer headers"),
+        /// IPv6 UDP checksum over a buffer chain.
+        ChainedIp6 => error("chained_ip6", "IPv6 UDP checksum over a buffer chain not supported"),
+        /// L3 tunnel payload neither IPv4 nor IPv6.
+        BadInner => error("bad_inner", "L3 tunnel payload is neither IPv4 nor IPv6"),
+    }
 }
 
 /// Trace record of the encap nodes.
@@ -276,14 +266,14 @@ fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
 impl PacketNode for Encap {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        use encap_counter as c;
+        use EncapCounter as c;
         let Some(e) = self
             .table
             .get(b.hdr.tx_if as usize)
             .and_then(|e| e.as_ref())
         else {
-            b.hdr.error = cx.error(c::NO_TUNNEL);
-            return encap_next::DROP;
+            b.hdr.error = cx.error(c::NoTunnel);
+            return EncapNext::Drop.into();
         };
         let hash = match e.kind {
             Kind::Vxlan => inner_flow_hash(b.data()),
@@ -297,8 +287,8 @@ impl PacketNode for Encap {
                 match p {
                     Some(p) if b.advance(14) => Some(p),
                     _ => {
-                        b.hdr.error = cx.error(c::BAD_INNER);
-                        return encap_next::DROP;
+                        b.hdr.error = cx.error(c::BadInner);
+                        return EncapNext::Drop.into();
                     }
                 }
             }
@@ -309,12 +299,12 @@ impl PacketNode for Encap {
         let total = b.total_len() + rl;
         let (ip6, kind, fib, ip4_sum, adj) = (e.ip6, e.kind, e.fib_index, e.ip4_sum, e.adj);
         if ip6 && matches!(kind, Kind::Vxlan | Kind::Gtpu { .. }) && chained {
-            b.hdr.error = cx.error(c::CHAINED_IP6);
-            return encap_next::DROP;
+            b.hdr.error = cx.error(c::ChainedIp6);
+            return EncapNext::Drop.into();
         }
         let Some(h) = b.push_front(rl) else {
-            b.hdr.error = cx.error(c::NO_HEADROOM);
-            return encap_next::DROP;
+            b.hdr.error = cx.error(c::NoHeadroom);
+            return EncapNext::Drop.into();
         };
         h.copy_from_slice(&e.rewrite[..rl]);
         let ipl = if ip6 { 40 } else { 20 };
@@ -361,7 +351,7 @@ impl PacketNode for Encap {
         }
         b.hdr.ip.fib_index = fib;
         b.hdr.flags |= LOCALLY_ORIGINATED;
-        cx.count(c::ENCAPSULATED, 1);
+        cx.count(c::Encapsulated, 1);
         if b.hdr.is_traced() {
             cx.trace(
                 b,
@@ -374,9 +364,9 @@ impl PacketNode for Encap {
         match adj {
             Some(a) => {
                 b.hdr.ip.adj_index = a;
-                encap_next::REWRITE
+                EncapNext::Rewrite.into()
             }
-            None => encap_next::LOOKUP,
+            None => EncapNext::Lookup.into(),
         }
     }
 }
@@ -605,10 +595,6 @@ impl TraceRecord for DecapTrace {
         }
     }
 }
-
-/// Counter descriptions shared by name where decap nodes share them.
-pub const NO_SUCH_TUNNEL: CounterDesc =
-    CounterDesc::error("no_such_tunnel", "no tunnel for (src, dst, key)");
 
 // ---------------------------------------------------------------------------------------
 // Control plane: the tunnel table and the add/delete every protocol calls.
@@ -1055,12 +1041,8 @@ pub fn register_encap(b: &mut sluice_graph::GraphBuilder, v4: &str, v6: &str) {
             NodeRegistration::new(name, NodeKind::Internal, |_| {
                 Box::new(PerPacket::new(Encap::default()))
             })
-            .nexts(if ip6 {
-                &encap_next::NAMES6
-            } else {
-                &encap_next::NAMES4
-            })
-            .counters(&encap_counter::DESCS),
+            .nexts(if ip6 { &ENCAP_NAMES6 } else { EncapNext::NAMES })
+            .counters(EncapCounter::DESCS),
         );
     }
 }

@@ -467,3 +467,39 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
     assert_eq!(in_use(&vm), 0);
 }
+
+#[test]
+fn srv6_end_dx2_sends_the_inner_frame_out() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::2 behavior end.dx2 pg1",
+    );
+    assert!(cli(&mut vm, &t, "show sr localsids").contains("end.dx2 pg1"));
+    let pg0 = mac_of(&vm, "pg0");
+    let inner = inner_frame([2, 0, 0, 0xaa, 0, 1], [2, 0, 0, 0xbb, 0, 1], 26);
+    let mut p = srh(143, 0, 0, &[a6("fc00::2")]);
+    p.extend_from_slice(&inner);
+    let frames = vec![
+        from_peer(pg0, "fc00::2", 43, &p, 64),
+        // Without an SRH too.
+        from_peer(pg0, "fc00::2", 143, &inner, 64),
+    ];
+    let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+    assert_eq!(got, vec![inner.clone(), inner.clone()]);
+    assert_eq!(counter(&vm, "sr-localsid", "decapsulated"), 2);
+    // Too short for an Ethernet header; an IPv4 packet inside.
+    let before = (
+        counter(&vm, "sr-localsid", "truncated"),
+        counter(&vm, "sr-localsid", "bad_inner"),
+    );
+    let bad = vec![
+        from_peer(pg0, "fc00::2", 143, &inner[..10], 64),
+        from_peer(pg0, "fc00::2", 4, &udp4([1, 1, 1, 1], [2, 2, 2, 2], 64), 64),
+    ];
+    assert!(run(&mut vm, &t, "pg0", "pg1", &bad, 0).is_empty());
+    assert_eq!(counter(&vm, "sr-localsid", "truncated"), before.0 + 1);
+    assert_eq!(counter(&vm, "sr-localsid", "bad_inner"), before.1 + 1);
+    assert_eq!(in_use(&vm), 0);
+}
