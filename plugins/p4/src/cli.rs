@@ -187,6 +187,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let mut mode = Mode::Single;
     let mut ifs = Vec::new();
     let mut opts = Opts::default();
+    let mut vector = true;
     while !args.is_empty() {
         if args.keyword("name") {
             name = Some(args.word("program name")?);
@@ -207,7 +208,13 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             while let Some(w) = args.peek() {
                 if matches!(
                     w,
-                    "name" | "mode" | "no-flat" | "no-resolve" | "no-redundant" | "no-dual"
+                    "name"
+                        | "mode"
+                        | "no-flat"
+                        | "no-resolve"
+                        | "no-redundant"
+                        | "no-dual"
+                        | "no-vector"
                 ) {
                     break;
                 }
@@ -228,6 +235,8 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             opts.no_redundant = false;
         } else if args.keyword("no-dual") {
             opts.dual = false;
+        } else if args.keyword("no-vector") {
+            vector = false;
         } else {
             args.finish()?;
         }
@@ -285,7 +294,13 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         }
     }
     let prog = Arc::new(prog);
+    let vcode = if vector {
+        crate::vec::VCode::new(&prog)
+    } else {
+        Err("no-vector".to_string())
+    };
     let loaded = Arc::new(Loaded {
+        vcode,
         code: crate::code::Code::new(&prog),
         prog: prog.clone(),
         shared: Arc::new(Shared::new(&prog)),

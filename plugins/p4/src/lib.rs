@@ -18,6 +18,7 @@ pub mod lexer;
 pub mod node;
 pub mod parser;
 pub mod table;
+pub mod vec;
 
 pub use compile::compile;
 pub use error::CompileError;

@@ -28,6 +28,7 @@ use crate::exec::{emit, emit_len, Ctx, Exec, ParseEnd, Shared, ThreadState, Verd
 use crate::ir::{
     Lv, Program, Un, E, ERR_NO_ERROR, ERR_NO_MATCH, ERR_PACKET_TOO_SHORT, META_MAX, S,
 };
+use crate::vec::{VCode, VOut, VState};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::{CounterDesc, Cx, NodeFn, FRAME_SIZE};
 use std::any::Any;
@@ -98,6 +99,8 @@ pub struct Loaded {
     pub prog: Arc<Program>,
     /// `prog` compiled to closures.
     pub code: crate::code::Code,
+    /// `prog` compiled for the vector executor, or why it runs on the per-packet one.
+    pub vcode: Result<VCode, String>,
     pub shared: Arc<Shared>,
     /// Ingress statement ranges, one per segment node.
     pub segments: Vec<(usize, usize)>,
@@ -134,6 +137,16 @@ pub struct P4Node {
     pub thread: usize,
     pub st: Option<NodeState>,
     nexts: [u16; FRAME_SIZE],
+    /// Reused allocations for the vector executor's per-frame buffer views.
+    scratch_b: Vec<[usize; 3]>,
+    scratch_p: Vec<[usize; 2]>,
+}
+
+/// An empty vector of another element type reusing `v`'s allocation when the layouts match
+/// (std collects in place), so per-frame vectors of borrowed views allocate only once.
+fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 /// A node's per-thread state.
@@ -144,6 +157,8 @@ pub struct NodeState {
     pub seg_next: Option<u16>,
     pub auto: Auto,
     ctx: [Box<Ctx>; 2],
+    /// The vector executor's columns (created at the first frame).
+    vs: Option<Box<VState>>,
 }
 
 impl NodeState {
@@ -158,6 +173,7 @@ impl NodeState {
                 ..Default::default()
             },
             ctx: [Box::default(), Box::default()],
+            vs: None,
         }
     }
 }
@@ -170,6 +186,8 @@ impl P4Node {
             thread,
             st: None,
             nexts: [0; FRAME_SIZE],
+            scratch_b: Vec::new(),
+            scratch_p: Vec::new(),
         }
     }
 }
@@ -250,9 +268,70 @@ fn run_one(cx: &mut Cx, ex: &mut Exec<'_>, c: &mut Ctx, b: &mut Buffer<'_>) -> u
 }
 
 impl P4Node {
+    /// The whole pipeline over the frame, one step at a time (`vec`).
+    fn frame_vec(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let st = self.st.as_mut().expect("checked");
+        let l = st.loaded.clone();
+        let Ok(vc) = &l.vcode else {
+            return;
+        };
+        let vs = st.vs.get_or_insert_with(|| VState::new(vc));
+        let arena = cx.arena();
+        let n = frame.len().min(FRAME_SIZE);
+        let mut bufs: Vec<Buffer<'_>> = recycle(std::mem::take(&mut self.scratch_b));
+        // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+        // `frame`; indices are distinct, so the views do not alias, and they live only for
+        // this call.
+        bufs.extend(frame[..n].iter().map(|&bi| unsafe { arena.buffer(bi) }));
+        for (i, b) in bufs.iter().enumerate() {
+            vs.inport[i] = b.hdr.rx_if;
+            vs.plen[i] = b.total_len() as u32;
+        }
+        let mut out = [VOut::Drop; FRAME_SIZE];
+        {
+            let mut pk: Vec<&mut [u8]> = recycle(std::mem::take(&mut self.scratch_p));
+            pk.extend(bufs.iter_mut().map(|b| b.data_mut()));
+            vc.run_frame(vs, &mut pk, &mut st.ts, &l.shared, &mut out[..n]);
+            self.scratch_p = recycle(pk);
+        }
+        let (mut fwd, mut punt) = (0, 0);
+        for (i, b) in bufs.iter_mut().enumerate() {
+            let pe = vc.parser_error(vs, i);
+            if pe != 0 {
+                parse_count(cx, ParseEnd::Error(pe));
+            }
+            self.nexts[i] = match out[i] {
+                VOut::Drop => {
+                    b.hdr.error = cx.error(E_DROPPED);
+                    NEXT_DROP
+                }
+                VOut::Port(p) => {
+                    b.hdr.tx_if = p;
+                    fwd += 1;
+                    NEXT_OUTPUT
+                }
+                VOut::Punt => {
+                    punt += 1;
+                    NEXT_PUNT
+                }
+            };
+        }
+        self.scratch_b = recycle(bufs);
+        if fwd > 0 {
+            cx.count(C_FORWARDED, fwd);
+        }
+        if punt > 0 {
+            cx.count(C_PUNTED, punt);
+        }
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+
     fn frame_single(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let st = self.st.as_mut().expect("checked");
         let l = st.loaded.clone();
+        if l.vcode.is_ok() {
+            return self.frame_vec(cx, frame);
+        }
         let now_ns = (cx.now_secs() * 1e9) as u64;
         let arena = cx.arena();
         let mut ex = Exec {

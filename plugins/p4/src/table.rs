@@ -492,6 +492,24 @@ impl TableRt {
         }
     }
 
+    /// The DIR-24-8 index of a single 32-bit lpm key (batched lookups, `lookup_x4`).
+    #[inline(always)]
+    pub fn lpm32(&self) -> Option<&Ip4Lpm> {
+        match &self.index {
+            Index::Lpm32(l, _) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// [`TableRt::lookup`] for keys of at most 64 bits.
+    #[inline(always)]
+    pub fn lookup64(&self, k: u64) -> Option<u32> {
+        match &self.index {
+            Index::Exact(h) => h.get(k),
+            _ => self.lookup(k as u128),
+        }
+    }
+
     /// Live entries (id, entry), in priority/insertion order for `show`.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &EntryRt)> {
         self.entries

@@ -1,0 +1,1908 @@
+//! The vector executor: runs a compiled [`Program`] over a whole frame, one pipeline step
+//! at a time (VPP's own trick applied to the interpreter).
+//!
+//! Every statement and expression is compiled at load time into a closure that processes
+//! every selected packet of the frame before the next one runs: an expression fills a
+//! column (`u64` per packet) of temporaries, an `if` splits the selection vector into the
+//! packets that take each branch, a table application builds the key column, looks every
+//! key up (IPv4 LPM tables four at a time with the native FIB's `lookup_x4`), groups the
+//! packets by the action of their entry (entries hold their action's table-local slot and
+//! parameters: pre-resolved) and runs each action body once over its group. Dispatch is
+//! paid per frame, not per packet.
+//!
+//! Headers stay in the packet: the parser records each valid header's offset in the
+//! packet, field reads and writes go to the packet bytes, and nothing is copied back. That
+//! needs a program whose deparser re-emits exactly what the parser extracted, in the same
+//! order, and which never changes validity ([`supported`] checks it); other programs (header
+//! insertion or removal, looping parsers) and those with registers or meters (whose
+//! read-modify-write across packets needs per-packet order) run on the per-packet executor
+//! (`exec`). Metadata are one column per slot; only the slots the program ever reads are
+//! zeroed per frame.
+//!
+//! IPv4-style checksums (`update_checksum` over every field of one header but the checksum,
+//! csum16): when the same header's checksum was verified on input and passed, the update
+//! is incremental (RFC 1624, eqn. 3) from the ones'-complement difference of the 16-bit
+//! words the program wrote, tracked per packet as it writes them; otherwise the header is
+//! summed. `verify_checksum` is skipped when nothing reads `checksum_error`.
+
+use crate::compile::eval_bin;
+use crate::exec::{Shared, ThreadState};
+use crate::ir::*;
+use crate::table::TableRt;
+use sluice_graph::FRAME_SIZE;
+
+/// Packets per frame (selection vectors index with `u8`).
+pub const N: usize = FRAME_SIZE;
+const _: () = assert!(FRAME_SIZE <= 256 && FRAME_SIZE.is_power_of_two());
+
+/// One value per packet of the frame.
+pub type Col = [u64; N];
+
+/// Offset of an invalid header (every access misses the packet: reads 0, writes nothing).
+const NO_HDR: u16 = u16::MAX;
+/// Entry id of a table miss.
+const MISS: u32 = u32::MAX;
+/// Action slots per table the vector executor handles.
+const SLOTS_MAX: usize = 16;
+/// `switch` bodies per table application.
+const ARMS_MAX: usize = 8;
+/// Nested action calls.
+const DEPTH_MAX: usize = 4;
+/// Flow marks (`VState::flow`).
+const F_RETURN: u8 = 1;
+const F_EXIT: u8 = 2;
+
+/// A selection vector: the packets (indices in the frame) a step runs on, in order.
+#[derive(Clone)]
+pub struct Sel {
+    n: usize,
+    i: [u8; N],
+}
+
+impl Sel {
+    /// No packet.
+    pub fn empty() -> Sel {
+        Sel { n: 0, i: [0; N] }
+    }
+
+    /// Packets `0..n`.
+    pub fn all(n: usize) -> Sel {
+        let mut s = Sel::empty();
+        for k in 0..n.min(N) {
+            s.i[k] = k as u8;
+        }
+        s.n = n.min(N);
+        s
+    }
+
+    #[inline(always)]
+    pub fn idx(&self) -> &[u8] {
+        &self.i[..self.n.min(N)]
+    }
+
+    #[inline(always)]
+    fn push(&mut self, x: u8) {
+        if let Some(s) = self.i.get_mut(self.n) {
+            *s = x;
+            self.n += 1;
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Keeps the packets whose flow mark is clear.
+    fn keep_running(&mut self, flow: &[u8; N]) {
+        let mut k = 0;
+        for j in 0..self.n.min(N) {
+            let x = self.i[j];
+            if flow[x as usize] == 0 {
+                self.i[k] = x;
+                k += 1;
+            }
+        }
+        self.n = k;
+    }
+}
+
+/// Per-thread columns of the vector executor (reused from frame to frame).
+pub struct VState {
+    /// One column per metadata slot.
+    pub meta: Vec<Col>,
+    /// Expression temporaries.
+    tmp: Vec<Col>,
+    /// Action parameters, `PARAMS_MAX` columns per call depth.
+    params: Vec<Col>,
+    /// Per header instance: its offset in the packet (`NO_HDR`: invalid).
+    pub hoff: Vec<[u16; N]>,
+    pub valid: [u64; N],
+    /// Bytes the parser consumed.
+    pub pos: [u32; N],
+    /// Return / exit marks of the current control.
+    flow: [u8; N],
+    /// Packet length (all buffers) for byte counters and `packet_length`.
+    pub plen: [u32; N],
+    /// Receive interface (`ingress_port`).
+    pub inport: [u32; N],
+    /// `egress_spec` when ingress ended (the port a packet leaves on).
+    es: [u64; N],
+    /// Table key and entry id of the current application.
+    key: [u64; N],
+    eid: [u32; N],
+    /// Per checksum-tracked header: ones'-complement sum of the changes made to it.
+    delta: Vec<[u32; N]>,
+    /// Per checksum-tracked header: verified good on input, checksum field untouched.
+    good: Vec<[bool; N]>,
+    /// Per table action slot: the packets whose entry runs it.
+    buckets: Vec<Sel>,
+    /// Per parser state: the packets in it.
+    states: Vec<Sel>,
+}
+
+impl VState {
+    /// Columns for `v`'s program.
+    pub fn new(v: &VCode) -> Box<VState> {
+        Box::new(VState {
+            meta: vec![[0; N]; v.meta_slots],
+            tmp: vec![[0; N]; v.tmps],
+            params: vec![[0; N]; v.param_cols],
+            hoff: vec![[NO_HDR; N]; v.n_inst],
+            valid: [0; N],
+            pos: [0; N],
+            flow: [0; N],
+            plen: [0; N],
+            inport: [0; N],
+            es: [0; N],
+            key: [0; N],
+            eid: [MISS; N],
+            delta: vec![[0; N]; v.tracked.len()],
+            good: vec![[false; N]; v.tracked.len()],
+            buckets: (0..SLOTS_MAX).map(|_| Sel::empty()).collect(),
+            states: (0..v.n_states).map(|_| Sel::empty()).collect(),
+        })
+    }
+}
+
+/// One frame being run: the columns, the packets' first-buffer bytes, the thread's tables.
+pub struct F<'a, 'p> {
+    pub v: &'a mut VState,
+    pub pk: &'a mut [&'p mut [u8]],
+    pub ts: &'a mut ThreadState,
+    pub shared: &'a Shared,
+}
+
+/// A compiled expression: fills its temporary column for the selected packets.
+type Ex = Box<dyn Fn(&mut F<'_, '_>, &Sel) + Send + Sync>;
+/// A compiled statement: runs on the selected packets (removing those that return/exit).
+type Op = Box<dyn Fn(&mut F<'_, '_>, &mut Sel) + Send + Sync>;
+/// A compiled condition: the selected packets for which it holds, in order.
+type Filt = Box<dyn Fn(&mut F<'_, '_>, &Sel, &mut Sel) + Send + Sync>;
+
+/// What a frame's packets became.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VOut {
+    Drop,
+    Port(u32),
+    Punt,
+}
+
+/// A program compiled for the vector executor.
+pub struct VCode {
+    meta_slots: usize,
+    tmps: usize,
+    param_cols: usize,
+    n_inst: usize,
+    n_states: usize,
+    /// Header instances whose checksum is tracked (instance, checksum field offset).
+    tracked: Vec<(u8, u16)>,
+    /// Metadata slots zeroed per frame (those read anywhere).
+    reset: Vec<u16>,
+    std: StdSlots,
+    read_in_port: bool,
+    read_len: bool,
+    /// Parser states in topological order.
+    order: Vec<u16>,
+    states: Vec<VStateCode>,
+    verify: Vec<Op>,
+    /// Top-level ingress statements (multi-node segments slice them).
+    pub ingress: Vec<Op>,
+    egress: Vec<Op>,
+    compute: Vec<Op>,
+}
+
+struct VStateCode {
+    /// Extract (instance, length) or a statement, in order.
+    steps: Vec<PStep>,
+    keys: Vec<Ex>,
+    trans: Trans,
+}
+
+enum PStep {
+    Extract(u8, u16),
+    Stmt(Op),
+}
+
+/// Whether the vector executor can run `p` (and why not).
+pub fn supported(p: &Program) -> Result<(), String> {
+    if p.opts != Opts::default() {
+        return Err("an optimisation is off".into());
+    }
+    if p.parser_loops {
+        return Err("the parser loops".into());
+    }
+    if !p.registers.is_empty() || !p.meters.is_empty() {
+        return Err("registers/meters need per-packet order".into());
+    }
+    let mut bad: Option<String> = None;
+    let mut chk = |s: &S, in_parser: bool| {
+        walk_s(s, &mut |s| match s {
+            S::SetValid(_) | S::SetInvalid(_) => bad = Some("header validity changes".into()),
+            S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => {
+                bad = Some("registers/meters".into())
+            }
+            S::Extract(_) if !in_parser => bad = Some("extract outside the parser".into()),
+            S::Apply(a) => {
+                if let Arms::Switch { bodies, .. } = &a.arms {
+                    if bodies.len() > ARMS_MAX {
+                        bad = Some("switch with many bodies".into());
+                    }
+                }
+            }
+            S::Set(lv, _) if lv_indirect(lv) => bad = Some("non-flat place".into()),
+            _ => {}
+        });
+    };
+    for st in &p.states {
+        for s in &st.body {
+            if let S::Extract(_) = s {
+                continue;
+            }
+            chk(s, false);
+        }
+    }
+    for b in [&p.verify, &p.ingress, &p.egress, &p.compute] {
+        for s in b {
+            chk(s, false);
+        }
+    }
+    for a in &p.actions {
+        for s in &a.body {
+            chk(s, false);
+        }
+    }
+    if let Some(b) = bad {
+        return Err(b);
+    }
+    if p.tables.iter().any(|t| t.actions.len() > SLOTS_MAX) {
+        return Err("a table with many actions".into());
+    }
+    if call_depth(p) > DEPTH_MAX {
+        return Err("deeply nested action calls".into());
+    }
+    // Every parse path's extractions must be what the deparser emits for them, in order.
+    let mut stack = vec![(p.start, Vec::<u8>::new())];
+    let mut seen = 0usize;
+    while let Some((st, ex)) = stack.pop() {
+        seen += 1;
+        if seen > 4096 {
+            return Err("too many parse paths".into());
+        }
+        let Some(s) = p.states.get(st as usize) else {
+            return Err("bad state".into());
+        };
+        let mut ex = ex;
+        for x in &s.body {
+            if let S::Extract(i) = x {
+                if ex.contains(i) {
+                    return Err("a header extracted twice".into());
+                }
+                ex.push(*i);
+                let want: Vec<u8> = p
+                    .deparse
+                    .iter()
+                    .copied()
+                    .filter(|d| ex.contains(d))
+                    .collect();
+                if want != ex {
+                    return Err("the deparser does not re-emit the parsed headers".into());
+                }
+            }
+        }
+        let targets: Vec<Target> = match &s.trans {
+            Trans::Goto(t) => vec![*t],
+            Trans::Select { cases, .. } => cases.iter().map(|c| c.1).collect(),
+        };
+        for t in targets {
+            if let Target::State(n) = t {
+                stack.push((n, ex.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lv_indirect(lv: &Lv) -> bool {
+    match lv {
+        Lv::MI(..) | Lv::HI(..) => true,
+        Lv::Slice(x, ..) => lv_indirect(x),
+        _ => false,
+    }
+}
+
+/// Visits `s` and every statement nested in it.
+fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
+    f(s);
+    match s {
+        S::If(_, a, b) => {
+            for x in a.iter().chain(b) {
+                walk_s(x, f);
+            }
+        }
+        S::Apply(ap) => match &ap.arms {
+            Arms::None => {}
+            Arms::Hit(a, b) => {
+                for x in a.iter().chain(b) {
+                    walk_s(x, f);
+                }
+            }
+            Arms::Switch { bodies, .. } => {
+                for x in bodies.iter().flatten() {
+                    walk_s(x, f);
+                }
+            }
+        },
+        _ => {}
+    }
+}
+
+/// Visits every expression of a statement (not nested statements), and the places read
+/// (slices read-modify-write).
+fn exprs_of(s: &S, f: &mut impl FnMut(&E)) {
+    fn lv_reads(lv: &Lv, f: &mut impl FnMut(&E)) {
+        if let Lv::Slice(x, ..) = lv {
+            f(&lv_as_e(x));
+        }
+    }
+    match s {
+        S::Set(lv, e) => {
+            f(e);
+            lv_reads(lv, f);
+        }
+        S::If(e, ..) => f(e),
+        S::Call(_, args) => args.iter().for_each(&mut *f),
+        S::Count(_, e) => f(e),
+        S::RegRead(_, lv, e) => {
+            f(e);
+            lv_reads(lv, f);
+        }
+        S::RegWrite(_, a, b) => {
+            f(a);
+            f(b);
+        }
+        S::Meter(_, e, lv) => {
+            f(e);
+            lv_reads(lv, f);
+        }
+        S::Csum(c) => {
+            f(&c.cond);
+            f(&c.dst_e);
+            if let CsumSrc::Fields(fs) = &c.src {
+                fs.iter().for_each(|(e, _)| f(e));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn lv_as_e(lv: &Lv) -> E {
+    match lv {
+        Lv::M(s, _) => E::M(*s),
+        Lv::MI(i, s, _) => E::MI(*i, *s),
+        Lv::H(a) => E::H(*a),
+        Lv::HI(i, a) => E::HI(*i, *a),
+        Lv::Slice(x, sh, m) => E::Slice(Box::new(lv_as_e(x)), *sh, *m),
+    }
+}
+
+fn walk_e(e: &E, f: &mut impl FnMut(&E)) {
+    f(e);
+    match e {
+        E::Un(_, a, _) | E::Slice(a, ..) => walk_e(a, f),
+        E::Bin(_, a, b, _) | E::Concat(a, b, _) => {
+            walk_e(a, f);
+            walk_e(b, f);
+        }
+        E::Mux(a, b, c) => {
+            walk_e(a, f);
+            walk_e(b, f);
+            walk_e(c, f);
+        }
+        _ => {}
+    }
+}
+
+/// Every statement of the program (controls, actions, parser states), nested included.
+fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
+    for b in [&p.verify, &p.ingress, &p.egress, &p.compute] {
+        for s in b {
+            walk_s(s, f);
+        }
+    }
+    for a in &p.actions {
+        for s in &a.body {
+            walk_s(s, f);
+        }
+    }
+    for st in &p.states {
+        for s in &st.body {
+            walk_s(s, f);
+        }
+    }
+}
+
+/// Every expression the program evaluates (statements, table keys, select keys).
+fn all_exprs(p: &Program, f: &mut impl FnMut(&E)) {
+    all_stmts(p, &mut |s| exprs_of(s, &mut |e| walk_e(e, f)));
+    for t in &p.tables {
+        for k in &t.keys {
+            walk_e(&k.e, f);
+        }
+    }
+    for st in &p.states {
+        if let Trans::Select { keys, .. } = &st.trans {
+            for k in keys {
+                walk_e(k, f);
+            }
+        }
+    }
+}
+
+fn call_depth(p: &Program) -> usize {
+    fn depth(p: &Program, a: u16, lvl: usize) -> usize {
+        if lvl > DEPTH_MAX {
+            return lvl;
+        }
+        let mut d = lvl;
+        if let Some(x) = p.actions.get(a as usize) {
+            for s in &x.body {
+                walk_s(s, &mut |s| {
+                    if let S::Call(b, _) = s {
+                        d = d.max(depth(p, *b, lvl + 1));
+                    }
+                });
+            }
+        }
+        d
+    }
+    (0..p.actions.len() as u16)
+        .map(|a| depth(p, a, 1))
+        .max()
+        .unwrap_or(1)
+}
+
+/// Compile-time state.
+struct Cc<'a> {
+    p: &'a Program,
+    tmps: usize,
+    depth: usize,
+    tracked: Vec<(u8, u16)>,
+    /// Slots read somewhere.
+    read: Vec<bool>,
+}
+
+impl Cc<'_> {
+    fn tmp(&mut self, d: usize) -> usize {
+        self.tmps = self.tmps.max(d + 1);
+        d
+    }
+
+    /// The header instance holding header-area offset `off`, and the offset inside it.
+    fn inst_of(&self, off: u16) -> (usize, usize) {
+        for (i, h) in self.p.headers.iter().enumerate() {
+            if off >= h.off && off < h.off + h.len.max(1) {
+                return (i, (off - h.off) as usize);
+            }
+        }
+        (usize::MAX, 0)
+    }
+}
+
+/// Field geometry: bytes read, shift, mask.
+fn geom(k: HKind) -> (u8, u8, u64) {
+    match k {
+        HKind::B8 => (1, 0, 0xff),
+        HKind::B16 => (2, 0, 0xffff),
+        HKind::B32 => (4, 0, 0xffff_ffff),
+        HKind::Bits { n, shift, mask } => (n, shift, mask),
+    }
+}
+
+#[inline(always)]
+fn ld<const W: usize>(p: &[u8], o: usize) -> u64 {
+    match p.get(o..o + W) {
+        Some(b) => {
+            let mut x = [0u8; 8];
+            x[8 - W..].copy_from_slice(b);
+            u64::from_be_bytes(x)
+        }
+        None => 0,
+    }
+}
+
+#[inline(always)]
+fn st<const W: usize>(p: &mut [u8], o: usize, v: u64) {
+    if let Some(b) = p.get_mut(o..o + W) {
+        b.copy_from_slice(&v.to_be_bytes()[8 - W..]);
+    }
+}
+
+/// Loads of a header field into temporary `d`.
+fn hload(h: usize, rel: usize, k: HKind, d: usize) -> Ex {
+    let (w, sh, m) = geom(k);
+    macro_rules! mk {
+        ($w:literal) => {
+            Box::new(move |f: &mut F<'_, '_>, s: &Sel| {
+                let (Some(ho), Some(t)) = (f.v.hoff.get(h), f.v.tmp.get_mut(d)) else {
+                    return;
+                };
+                for &i in s.idx() {
+                    let i = i as usize;
+                    let o = ho[i] as usize + rel;
+                    t[i] = f.pk.get(i).map_or(0, |p| (ld::<$w>(p, o) >> sh) & m);
+                }
+            })
+        };
+    }
+    match w {
+        1 => mk!(1),
+        2 => mk!(2),
+        3 => mk!(3),
+        4 => mk!(4),
+        5 => mk!(5),
+        6 => mk!(6),
+        7 => mk!(7),
+        _ => mk!(8),
+    }
+}
+
+/// Ones'-complement difference of the 16-bit words `[a, a + n)` (header-relative, `a`
+/// even) between `old` and `new` bytes: what RFC 1624's HC' = ~(~HC + ~m + m') adds.
+#[inline(always)]
+fn word_delta(old: &[u8], new: &[u8]) -> u32 {
+    let mut acc = 0u32;
+    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
+        let ow = ((o[0] as u32) << 8) | *o.get(1).unwrap_or(&0) as u32;
+        let nw = ((n[0] as u32) << 8) | *n.get(1).unwrap_or(&0) as u32;
+        acc += (!ow & 0xffff) + nw;
+    }
+    acc
+}
+
+/// Stores temporary `d` into a header field; tracks the checksum delta when the header's
+/// checksum is tracked (`tr`: tracked index, checksum field offset).
+fn hstore(h: usize, rel: usize, k: HKind, d: usize, tr: Option<(usize, usize)>) -> Op {
+    let (w, sh, m) = geom(k);
+    let whole = sh == 0 && (w >= 8 || m == (1u64 << (8 * w as u32)) - 1);
+    macro_rules! mk {
+        ($w:literal) => {
+            Box::new(move |f: &mut F<'_, '_>, s: &mut Sel| {
+                let v = &mut *f.v;
+                let (Some(ho), Some(t)) = (v.hoff.get(h), v.tmp.get(d)) else {
+                    return;
+                };
+                for &i in s.idx() {
+                    let i = i as usize;
+                    let o = ho[i] as usize + rel;
+                    let Some(p) = f.pk.get_mut(i) else { continue };
+                    let nv = if whole {
+                        t[i]
+                    } else {
+                        let old = ld::<$w>(p, o);
+                        (old & !(m << sh)) | ((t[i] & m) << sh)
+                    };
+                    if let Some((ti, ck)) = tr {
+                        // The 16-bit words the field covers (header-relative, even start).
+                        let base = ho[i] as usize;
+                        let a = rel & !1;
+                        let e = (rel + $w + 1) & !1;
+                        let Some(old) = p.get(base + a..base + e) else {
+                            continue;
+                        };
+                        let mut ob = [0u8; 10];
+                        let l = e - a;
+                        ob[..l].copy_from_slice(old);
+                        st::<$w>(p, o, nv);
+                        let Some(new) = p.get(base + a..base + e) else {
+                            continue;
+                        };
+                        if ck + 2 > a && ck < e {
+                            // The checksum field itself: incremental update no longer holds.
+                            if let Some(g) = v.good.get_mut(ti) {
+                                g[i] = false;
+                            }
+                        }
+                        if let Some(dl) = v.delta.get_mut(ti) {
+                            dl[i] += word_delta(&ob[..l], new);
+                        }
+                    } else {
+                        st::<$w>(p, o, nv);
+                    }
+                }
+            })
+        };
+    }
+    match w {
+        1 => mk!(1),
+        2 => mk!(2),
+        3 => mk!(3),
+        4 => mk!(4),
+        5 => mk!(5),
+        6 => mk!(6),
+        7 => mk!(7),
+        _ => mk!(8),
+    }
+}
+
+/// Compiles an expression into temporary `d`.
+fn ex(cc: &mut Cc, e: &E, d: usize, pb: usize) -> Ex {
+    let d = cc.tmp(d);
+    match e {
+        E::Const(k) => {
+            let k = *k;
+            Box::new(move |f, s| {
+                if let Some(t) = f.v.tmp.get_mut(d) {
+                    for &i in s.idx() {
+                        t[i as usize] = k;
+                    }
+                }
+            })
+        }
+        E::M(sl) => {
+            let sl = *sl as usize;
+            Box::new(move |f, s| {
+                let v = &mut *f.v;
+                if let (Some(m), Some(t)) = (v.meta.get(sl), v.tmp.get_mut(d)) {
+                    for &i in s.idx() {
+                        t[i as usize] = m[i as usize];
+                    }
+                }
+            })
+        }
+        E::H(a) => {
+            let (h, rel) = cc.inst_of(a.off);
+            hload(h, rel, a.kind, d)
+        }
+        E::Valid(h) => {
+            let h = *h;
+            Box::new(move |f, s| {
+                let v = &mut *f.v;
+                if let Some(t) = v.tmp.get_mut(d) {
+                    for &i in s.idx() {
+                        t[i as usize] = (v.valid[i as usize] >> h) & 1;
+                    }
+                }
+            })
+        }
+        E::Param(k) => {
+            let c = pb + *k as usize;
+            Box::new(move |f, s| {
+                let v = &mut *f.v;
+                if let (Some(m), Some(t)) = (v.params.get(c), v.tmp.get_mut(d)) {
+                    for &i in s.idx() {
+                        t[i as usize] = m[i as usize];
+                    }
+                }
+            })
+        }
+        // Not produced in flat mode (checked by `supported`).
+        E::MI(..) | E::HI(..) => ex(cc, &E::Const(0), d, pb),
+        E::Un(op, a, m) => {
+            let (fa, m, op) = (ex(cc, a, d, pb), *m, *op);
+            Box::new(move |f, s| {
+                fa(f, s);
+                if let Some(t) = f.v.tmp.get_mut(d) {
+                    for &i in s.idx() {
+                        let x = &mut t[i as usize];
+                        *x = match op {
+                            Un::Not => (*x == 0) as u64,
+                            Un::BitNot => !*x & m,
+                            Un::Neg => x.wrapping_neg() & m,
+                        };
+                    }
+                }
+            })
+        }
+        E::Bin(op, a, b, m) => {
+            let (op, m) = (*op, *m);
+            let fa = ex(cc, a, d, pb);
+            if let E::Const(k) = **b {
+                macro_rules! k1 {
+                    ($f:expr) => {{
+                        let g = $f;
+                        Box::new(move |f: &mut F<'_, '_>, s: &Sel| {
+                            fa(f, s);
+                            if let Some(t) = f.v.tmp.get_mut(d) {
+                                for &i in s.idx() {
+                                    let x = &mut t[i as usize];
+                                    *x = g(*x);
+                                }
+                            }
+                        })
+                    }};
+                }
+                return match op {
+                    Bin::Add => k1!(move |x: u64| x.wrapping_add(k) & m),
+                    Bin::Sub => k1!(move |x: u64| x.wrapping_sub(k) & m),
+                    Bin::And => k1!(move |x: u64| x & k),
+                    Bin::Or => k1!(move |x: u64| x | k),
+                    Bin::Eq => k1!(move |x: u64| (x == k) as u64),
+                    Bin::Ne => k1!(move |x: u64| (x != k) as u64),
+                    Bin::Lt => k1!(move |x: u64| (x < k) as u64),
+                    Bin::Gt => k1!(move |x: u64| (x > k) as u64),
+                    _ => k1!(move |x: u64| eval_bin(op, x, k, m)),
+                };
+            }
+            let fb = ex(cc, b, d + 1, pb);
+            Box::new(move |f, s| {
+                fa(f, s);
+                fb(f, s);
+                let (lo, hi) = f.v.tmp.split_at_mut(d + 1);
+                if let (Some(t), Some(u)) = (lo.get_mut(d), hi.first()) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        t[i] = eval_bin(op, t[i], u[i], m);
+                    }
+                }
+            })
+        }
+        E::Slice(a, sh, m) => {
+            let (fa, sh, m) = (ex(cc, a, d, pb), *sh, *m);
+            Box::new(move |f, s| {
+                fa(f, s);
+                if let Some(t) = f.v.tmp.get_mut(d) {
+                    for &i in s.idx() {
+                        let x = &mut t[i as usize];
+                        *x = (*x >> sh) & m;
+                    }
+                }
+            })
+        }
+        E::Concat(a, b, wb) => {
+            let (fa, fb, wb) = (ex(cc, a, d, pb), ex(cc, b, d + 1, pb), *wb);
+            Box::new(move |f, s| {
+                fa(f, s);
+                fb(f, s);
+                let (lo, hi) = f.v.tmp.split_at_mut(d + 1);
+                if let (Some(t), Some(u)) = (lo.get_mut(d), hi.first()) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        t[i] = if wb >= 64 { u[i] } else { (t[i] << wb) | u[i] };
+                    }
+                }
+            })
+        }
+        E::Mux(k, a, b) => {
+            let (fk, fa, fb) = (ex(cc, k, d, pb), ex(cc, a, d + 1, pb), ex(cc, b, d + 2, pb));
+            Box::new(move |f, s| {
+                fk(f, s);
+                fa(f, s);
+                fb(f, s);
+                let (lo, hi) = f.v.tmp.split_at_mut(d + 1);
+                if let (Some(t), Some(u), Some(w)) = (lo.get_mut(d), hi.first(), hi.get(1)) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        t[i] = if t[i] != 0 { u[i] } else { w[i] };
+                    }
+                }
+            })
+        }
+    }
+}
+
+/// Compiles a condition into a filter (`a && b` filters by `a`, then the survivors by `b`).
+fn filt(cc: &mut Cc, e: &E, pb: usize) -> Filt {
+    if let E::Bin(Bin::LAnd, a, b, _) = e {
+        let (fa, fb) = (filt(cc, a, pb), filt(cc, b, pb));
+        return Box::new(move |f, s, out| {
+            let mut t = Sel::empty();
+            fa(f, s, &mut t);
+            out.n = 0;
+            if !t.is_empty() {
+                fb(f, &t, out);
+            }
+        });
+    }
+    if let E::Valid(h) = *e {
+        return Box::new(move |f, s, out| {
+            out.n = 0;
+            for &i in s.idx() {
+                if (f.v.valid[i as usize] >> h) & 1 != 0 {
+                    out.push(i);
+                }
+            }
+        });
+    }
+    // `x op k`: the comparison is fused into the filter loop.
+    if let E::Bin(op, a, b, _) = e {
+        if let (E::Const(k), true) = (
+            &**b,
+            matches!(
+                op,
+                Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge
+            ),
+        ) {
+            let (fa, k, op) = (ex(cc, a, 0, pb), *k, *op);
+            let d = cc.tmp(0);
+            macro_rules! cmp {
+                ($c:expr) => {{
+                    let c = $c;
+                    Box::new(move |f: &mut F<'_, '_>, s: &Sel, out: &mut Sel| {
+                        fa(f, s);
+                        out.n = 0;
+                        if let Some(t) = f.v.tmp.get(d) {
+                            for &i in s.idx() {
+                                if c(t[i as usize]) {
+                                    out.push(i);
+                                }
+                            }
+                        }
+                    })
+                }};
+            }
+            return match op {
+                Bin::Eq => cmp!(move |x: u64| x == k),
+                Bin::Ne => cmp!(move |x: u64| x != k),
+                Bin::Lt => cmp!(move |x: u64| x < k),
+                Bin::Le => cmp!(move |x: u64| x <= k),
+                Bin::Gt => cmp!(move |x: u64| x > k),
+                _ => cmp!(move |x: u64| x >= k),
+            };
+        }
+    }
+    let fe = ex(cc, e, 0, pb);
+    Box::new(move |f, s, out| {
+        fe(f, s);
+        out.n = 0;
+        if let Some(t) = f.v.tmp.first() {
+            for &i in s.idx() {
+                if t[i as usize] != 0 {
+                    out.push(i);
+                }
+            }
+        }
+    })
+}
+
+/// `s` minus `t` (`t` a subsequence of `s`).
+fn minus(s: &Sel, t: &Sel, out: &mut Sel) {
+    out.n = 0;
+    let ti = t.idx();
+    let mut k = 0;
+    for &i in s.idx() {
+        if ti.get(k) == Some(&i) {
+            k += 1;
+        } else {
+            out.push(i);
+        }
+    }
+}
+
+/// Whether running `b` may return or exit.
+fn may_stop(p: &Program, b: &[S]) -> bool {
+    let mut stop = false;
+    for s in b {
+        walk_s(s, &mut |s| match s {
+            S::Exit | S::Return => stop = true,
+            S::Call(a, _) => stop |= action_may_exit(p, *a, 0),
+            S::Apply(ap) => {
+                if let Some(t) = p.tables.get(ap.table as usize) {
+                    stop |= t.actions.iter().any(|&a| action_may_exit(p, a, 0));
+                }
+            }
+            _ => {}
+        });
+    }
+    stop
+}
+
+fn action_may_exit(p: &Program, a: u16, lvl: usize) -> bool {
+    if lvl > DEPTH_MAX {
+        return false;
+    }
+    let mut ex = false;
+    if let Some(x) = p.actions.get(a as usize) {
+        for s in &x.body {
+            walk_s(s, &mut |s| match s {
+                S::Exit => ex = true,
+                S::Call(b, _) => ex |= action_may_exit(p, *b, lvl + 1),
+                _ => {}
+            });
+        }
+    }
+    ex
+}
+
+fn block(cc: &mut Cc, b: &[S], pb: usize) -> Vec<Op> {
+    b.iter().map(|s| stmt(cc, s, pb)).collect()
+}
+
+/// Runs a statement list over `s` (packets that return or exit leave `s`).
+#[inline(always)]
+fn run(ops: &[Op], f: &mut F<'_, '_>, s: &mut Sel) {
+    for op in ops {
+        if s.is_empty() {
+            return;
+        }
+        op(f, s);
+    }
+}
+
+/// An action body over `s` with its parameters in columns `pb..`: `return` ends the action
+/// only; packets that exit leave `s`.
+fn action_op(cc: &mut Cc, a: u16, pb: usize) -> Op {
+    let p = cc.p;
+    let Some(act) = p.actions.get(a as usize) else {
+        return Box::new(|_, _| {});
+    };
+    let body = block(cc, &act.body, pb);
+    let stops = may_stop(p, &act.body);
+    let exits = action_may_exit(p, a, 0);
+    Box::new(move |f, s| {
+        if !stops {
+            run(&body, f, s);
+            return;
+        }
+        let mut t = s.clone();
+        run(&body, f, &mut t);
+        for &i in s.idx() {
+            if f.v.flow[i as usize] == F_RETURN {
+                f.v.flow[i as usize] = 0;
+            }
+        }
+        if exits {
+            s.keep_running(&f.v.flow);
+        }
+    })
+}
+
+/// Compiles a store of temporary 0 into a place.
+fn store(cc: &mut Cc, lv: &Lv, d: usize) -> Op {
+    match lv {
+        Lv::M(sl, m) => {
+            let (sl, m) = (*sl as usize, *m);
+            Box::new(move |f, s| {
+                let v = &mut *f.v;
+                if let (Some(t), Some(c)) = (v.tmp.get(d), v.meta.get_mut(sl)) {
+                    for &i in s.idx() {
+                        c[i as usize] = t[i as usize] & m;
+                    }
+                }
+            })
+        }
+        Lv::H(a) => {
+            let (h, rel) = cc.inst_of(a.off);
+            let tr = cc
+                .tracked
+                .iter()
+                .position(|x| x.0 as usize == h)
+                .map(|ti| (ti, cc.tracked[ti].1 as usize));
+            hstore(h, rel, a.kind, d, tr)
+        }
+        Lv::Slice(inner, sh, m) => {
+            // old = place; tmp[d] = (old & !(m << sh)) | ((v & m) << sh); place = tmp[d].
+            let (sh, m) = (*sh, *m);
+            let old = ex(cc, &lv_as_e(inner), d + 1, 0);
+            let put = store(cc, inner, d);
+            Box::new(move |f, s| {
+                old(f, s);
+                let (lo, hi) = f.v.tmp.split_at_mut(d + 1);
+                if let (Some(t), Some(o)) = (lo.get_mut(d), hi.first()) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        t[i] = (o[i] & !(m << sh)) | ((t[i] & m) << sh);
+                    }
+                }
+                put(f, s);
+            })
+        }
+        Lv::MI(..) | Lv::HI(..) => Box::new(|_, _| {}),
+    }
+}
+
+/// Compiles a statement (parameters in columns `pb..`).
+fn stmt(cc: &mut Cc, s: &S, pb: usize) -> Op {
+    let p = cc.p;
+    match s {
+        S::Set(lv, e) => {
+            // Metadata from a slot or parameter: one copy loop.
+            if let (Lv::M(dst, m), E::Param(k)) = (lv, e) {
+                let (dst, m, c) = (*dst as usize, *m, pb + *k as usize);
+                return Box::new(move |f, s| {
+                    let v = &mut *f.v;
+                    if let (Some(src), Some(out)) = (v.params.get(c), v.meta.get_mut(dst)) {
+                        for &i in s.idx() {
+                            out[i as usize] = src[i as usize] & m;
+                        }
+                    }
+                });
+            }
+            let fe = ex(cc, e, 0, pb);
+            let st = store(cc, lv, 0);
+            Box::new(move |f, s| {
+                fe(f, s);
+                st(f, s);
+            })
+        }
+        S::Extract(_) | S::SetValid(_) | S::SetInvalid(_) => Box::new(|_, _| {}),
+        S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => Box::new(|_, _| {}),
+        S::If(e, a, b) => {
+            let fc = filt(cc, e, pb);
+            let (fa, fb) = (block(cc, a, pb), block(cc, b, pb));
+            let stops = may_stop(p, a) || may_stop(p, b);
+            Box::new(move |f, s| {
+                let mut t = Sel::empty();
+                fc(f, s, &mut t);
+                if !fb.is_empty() {
+                    let mut e = Sel::empty();
+                    minus(s, &t, &mut e);
+                    run(&fb, f, &mut e);
+                }
+                run(&fa, f, &mut t);
+                if stops {
+                    s.keep_running(&f.v.flow);
+                }
+            })
+        }
+        S::Apply(ap) => apply(cc, ap, pb),
+        S::Call(a, args) => {
+            let npb = pb + PARAMS_MAX;
+            cc.depth = cc.depth.max(npb / PARAMS_MAX + 1);
+            let args: Vec<(Ex, usize)> = args
+                .iter()
+                .take(PARAMS_MAX)
+                .enumerate()
+                .map(|(k, e)| (ex(cc, e, 0, pb), npb + k))
+                .collect();
+            let body = action_op(cc, *a, npb);
+            Box::new(move |f, s| {
+                for (e, c) in &args {
+                    e(f, s);
+                    let v = &mut *f.v;
+                    if let (Some(t), Some(pc)) = (v.tmp.first(), v.params.get_mut(*c)) {
+                        for &i in s.idx() {
+                            pc[i as usize] = t[i as usize];
+                        }
+                    }
+                }
+                body(f, s);
+            })
+        }
+        S::Drop => {
+            let sl = p.std.egress_spec as usize;
+            Box::new(move |f, s| {
+                if let Some(c) = f.v.meta.get_mut(sl) {
+                    for &i in s.idx() {
+                        c[i as usize] = DROP_PORT;
+                    }
+                }
+            })
+        }
+        S::Exit | S::Return => {
+            let mark = if matches!(s, S::Exit) {
+                F_EXIT
+            } else {
+                F_RETURN
+            };
+            Box::new(move |f, s| {
+                for &i in s.idx() {
+                    f.v.flow[i as usize] = mark;
+                }
+                s.n = 0;
+            })
+        }
+        S::Count(k, e) => {
+            let (k, fe) = (*k as usize, ex(cc, e, 0, pb));
+            Box::new(move |f, s| {
+                fe(f, s);
+                let v = &*f.v;
+                let (Some(t), Some(ctr)) = (v.tmp.first(), f.ts.counters.get_mut(k)) else {
+                    return;
+                };
+                for &i in s.idx() {
+                    if let Some(c) = ctr.get_mut(t[i as usize] as usize) {
+                        c[0] += 1;
+                        c[1] += v.plen[i as usize] as u64;
+                    }
+                }
+            })
+        }
+        S::Csum(c) => csum(cc, c),
+    }
+}
+
+/// Looks up the key column for the selected packets into `eid`.
+#[inline(always)]
+fn lookup_col(tr: &TableRt, s: &Sel, key: &[u64; N], eid: &mut [u32; N]) {
+    if let Some(l) = tr.lpm32() {
+        let ix = s.idx();
+        let mut c = ix.chunks_exact(4);
+        for q in &mut c {
+            let r = l.lookup_x4([
+                key[q[0] as usize] as u32,
+                key[q[1] as usize] as u32,
+                key[q[2] as usize] as u32,
+                key[q[3] as usize] as u32,
+            ]);
+            for (j, &i) in q.iter().enumerate() {
+                eid[i as usize] = r[j].unwrap_or(MISS);
+            }
+        }
+        for &i in c.remainder() {
+            eid[i as usize] = l.lookup(key[i as usize] as u32).unwrap_or(MISS);
+        }
+        return;
+    }
+    for &i in s.idx() {
+        eid[i as usize] = tr.lookup64(key[i as usize]).unwrap_or(MISS);
+    }
+}
+
+/// A table application: keys, batched lookup, actions by group, then the arms.
+fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
+    let p = cc.p;
+    let ti = ap.table as usize;
+    let Some(t) = p.tables.get(ti) else {
+        return Box::new(|_, _| {});
+    };
+    let total: u32 = t.keys.iter().map(|k| k.width as u32).sum();
+    let wide = total > 64;
+    let shifts: Vec<u32> = {
+        let mut acc = 0u32;
+        let mut v = vec![0u32; t.keys.len()];
+        for i in (0..t.keys.len()).rev() {
+            v[i] = acc;
+            acc += t.keys[i].width as u32;
+        }
+        v
+    };
+    let keys: Vec<Ex> = t
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(k, key)| ex(cc, &key.e, k, pb))
+        .collect();
+    let direct = t.direct_counter.is_some();
+    let slots: Vec<Op> = t.actions.iter().map(|&a| action_op(cc, a, 0)).collect();
+    let nparams: Vec<usize> = t
+        .actions
+        .iter()
+        .map(|&a| p.actions.get(a as usize).map_or(0, |x| x.params.len()))
+        .collect();
+    let exits = t.actions.iter().any(|&a| action_may_exit(p, a, 0));
+    let stops = may_stop(p, std::slice::from_ref(&S::Apply(ap.clone())));
+    enum ArmsV {
+        None,
+        Hit(Vec<Op>, Vec<Op>),
+        /// Per table slot: body index.
+        Switch(Vec<Option<u16>>, Vec<Vec<Op>>),
+    }
+    let arms = match &ap.arms {
+        Arms::None => ArmsV::None,
+        Arms::Hit(h, m) => ArmsV::Hit(block(cc, h, pb), block(cc, m, pb)),
+        Arms::Switch {
+            by_action,
+            bodies,
+            default,
+        } => ArmsV::Switch(
+            t.actions
+                .iter()
+                .map(|&a| by_action.get(a as usize).copied().flatten().or(*default))
+                .collect(),
+            bodies.iter().map(|b| block(cc, b, pb)).collect(),
+        ),
+    };
+    Box::new(move |f, s| {
+        // Key column.
+        for k in &keys {
+            k(f, s);
+        }
+        {
+            let v = &mut *f.v;
+            if keys.len() == 1 {
+                if let Some(t) = v.tmp.first() {
+                    for &i in s.idx() {
+                        v.key[i as usize] = t[i as usize];
+                    }
+                }
+            } else if !wide {
+                for &i in s.idx() {
+                    let mut k = 0u64;
+                    for (c, &sh) in v.tmp.iter().zip(&shifts) {
+                        k |= c[i as usize].checked_shl(sh).unwrap_or(0);
+                    }
+                    v.key[i as usize] = k;
+                }
+            }
+        }
+        let Some(tr) = f.ts.tables.get_mut(ti) else {
+            return;
+        };
+        let v = &mut *f.v;
+        if keys.is_empty() {
+            for &i in s.idx() {
+                v.eid[i as usize] = MISS;
+            }
+        } else if wide {
+            for &i in s.idx() {
+                let mut vals = [0u64; 16];
+                for (x, c) in vals.iter_mut().zip(&v.tmp) {
+                    *x = c[i as usize];
+                }
+                v.eid[i as usize] = tr
+                    .lookup(tr.key_of(&vals[..keys.len().min(16)]))
+                    .unwrap_or(MISS);
+            }
+        } else {
+            lookup_col(tr, s, &v.key, &mut v.eid);
+        }
+        // Counters and groups by action slot.
+        for b in v.buckets.iter_mut() {
+            b.n = 0;
+        }
+        for &i in s.idx() {
+            let id = v.eid[i as usize];
+            let len = v.plen[i as usize] as u64;
+            let slot = if id == MISS {
+                tr.miss[0] += 1;
+                tr.miss[1] += len;
+                tr.default.slot
+            } else {
+                if direct {
+                    if let Some(d) = tr.direct.get_mut(id as usize) {
+                        d[0] += 1;
+                        d[1] += len;
+                    }
+                }
+                tr.entries.get(id as usize).map_or(0, |e| e.slot)
+            };
+            if let Some(b) = v.buckets.get_mut(slot as usize) {
+                b.push(i);
+            }
+        }
+        let _ = tr;
+        // Parameters, then each action over its group.
+        for (k, (body, &np)) in slots.iter().zip(&nparams).enumerate() {
+            let mut g = match f.v.buckets.get(k) {
+                Some(b) if !b.is_empty() => b.clone(),
+                _ => continue,
+            };
+            {
+                let Some(tr) = f.ts.tables.get(ti) else {
+                    return;
+                };
+                let v = &mut *f.v;
+                for &i in g.idx() {
+                    let id = v.eid[i as usize];
+                    let e = if id == MISS {
+                        &tr.default
+                    } else {
+                        tr.entries.get(id as usize).unwrap_or(&tr.default)
+                    };
+                    for (c, &x) in v.params.iter_mut().zip(&e.params[..np.min(PARAMS_MAX)]) {
+                        c[i as usize] = x;
+                    }
+                }
+            }
+            body(f, &mut g);
+        }
+        if exits {
+            s.keep_running(&f.v.flow);
+        }
+        match &arms {
+            ArmsV::None => {}
+            ArmsV::Hit(h, m) => {
+                let (mut hs, mut ms) = (Sel::empty(), Sel::empty());
+                for &i in s.idx() {
+                    if f.v.eid[i as usize] != MISS {
+                        hs.push(i);
+                    } else {
+                        ms.push(i);
+                    }
+                }
+                run(h, f, &mut hs);
+                run(m, f, &mut ms);
+            }
+            ArmsV::Switch(by_slot, bodies) => {
+                let mut sels: [Sel; ARMS_MAX] = std::array::from_fn(|_| Sel::empty());
+                {
+                    let Some(tr) = f.ts.tables.get(ti) else {
+                        return;
+                    };
+                    for &i in s.idx() {
+                        let id = f.v.eid[i as usize];
+                        let slot = if id == MISS {
+                            tr.default.slot
+                        } else {
+                            tr.entries.get(id as usize).map_or(0, |e| e.slot)
+                        };
+                        if let Some(Some(b)) = by_slot.get(slot as usize) {
+                            if let Some(x) = sels.get_mut(*b as usize) {
+                                x.push(i);
+                            }
+                        }
+                    }
+                }
+                for (b, x) in bodies.iter().zip(sels.iter_mut()) {
+                    run(b, f, x);
+                }
+            }
+        }
+        if stops {
+            s.keep_running(&f.v.flow);
+        }
+    })
+}
+
+/// Ones'-complement sum of the header bytes `b` as 16-bit words, the word at `d` (the
+/// checksum field) read as zero, folded to 16 bits.
+#[inline(always)]
+fn hdr_sum(b: &[u8], d: usize) -> u64 {
+    let mut acc = 0u64;
+    if let Ok(b20) = <&[u8; 20]>::try_from(b) {
+        // The IPv4 header without options: fixed length, unrolled.
+        let mut k = 0;
+        while k < 20 {
+            acc += u32::from_be_bytes([b20[k], b20[k + 1], b20[k + 2], b20[k + 3]]) as u64;
+            k += 4;
+        }
+    } else {
+        let mut w = b.chunks_exact(2);
+        for x in &mut w {
+            acc += u16::from_be_bytes([x[0], x[1]]) as u64;
+        }
+        if let [x] = w.remainder() {
+            acc += (*x as u64) << 8;
+        }
+    }
+    if let Some(x) = b.get(d..d + 2) {
+        let v = u16::from_be_bytes([x[0], x[1]]) as u64;
+        // In the 32-bit word sum, an even-word field sat in the high half.
+        acc -= if b.len() == 20 && d % 4 == 0 {
+            v << 16
+        } else {
+            v
+        };
+    }
+    fold64(acc)
+}
+
+#[inline(always)]
+fn fold64(mut acc: u64) -> u64 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc
+}
+
+/// `verify_checksum` / `update_checksum` (csum16).
+fn csum(cc: &mut Cc, c: &Csum) -> Op {
+    let cond = filt(cc, &c.cond, 0);
+    if let CsumSrc::Header { inst, dst_off } = c.src {
+        let (h, d) = (inst as usize, dst_off as usize);
+        let len = cc.p.headers.get(h).map_or(0, |x| x.len as usize);
+        let ti = cc
+            .tracked
+            .iter()
+            .position(|x| x.0 == inst && x.1 == dst_off);
+        if c.verify {
+            let err = c.err_slot as usize;
+            let set_err = cc.read.get(err).copied().unwrap_or(true);
+            if !set_err && ti.is_none() {
+                // Nothing reads checksum_error and no update builds on it: skipped.
+                return Box::new(|_, _| {});
+            }
+            return Box::new(move |f, s| {
+                let mut t = Sel::empty();
+                cond(f, s, &mut t);
+                let v = &mut *f.v;
+                let Some(ho) = v.hoff.get(h) else { return };
+                for &i in t.idx() {
+                    let i = i as usize;
+                    let o = ho[i] as usize;
+                    let Some(b) = f.pk.get(i).and_then(|p| p.get(o..o + len)) else {
+                        continue;
+                    };
+                    let want = !hdr_sum(b, d) & 0xffff;
+                    let have = b
+                        .get(d..d + 2)
+                        .map_or(0, |x| u16::from_be_bytes([x[0], x[1]]));
+                    let ok = have as u64 == want;
+                    if let Some(ti) = ti {
+                        v.good[ti][i] = ok;
+                    }
+                    if !ok && set_err {
+                        if let Some(m) = v.meta.get_mut(err) {
+                            m[i] = 1;
+                        }
+                    }
+                }
+            });
+        }
+        return Box::new(move |f, s| {
+            let mut t = Sel::empty();
+            cond(f, s, &mut t);
+            let v = &mut *f.v;
+            let Some(ho) = v.hoff.get(h) else { return };
+            for &i in t.idx() {
+                let i = i as usize;
+                let o = ho[i] as usize;
+                let Some(b) = f.pk.get_mut(i).and_then(|p| p.get_mut(o..o + len)) else {
+                    continue;
+                };
+                let Some(x) = b.get(d..d + 2) else { continue };
+                let old = u16::from_be_bytes([x[0], x[1]]) as u64;
+                let ck = match ti {
+                    // RFC 1624 eqn. 3: HC' = ~(~HC + sum(~m + m')).
+                    Some(ti) if v.good[ti][i] => {
+                        !fold64((!old & 0xffff) + v.delta[ti][i] as u64) & 0xffff
+                    }
+                    _ => !hdr_sum(b, d) & 0xffff,
+                };
+                if let Some(x) = b.get_mut(d..d + 2) {
+                    x.copy_from_slice(&(ck as u16).to_be_bytes());
+                }
+            }
+        });
+    }
+    // Any field list: the fields concatenated into 16-bit words.
+    let CsumSrc::Fields(fs) = &c.src else {
+        return Box::new(|_, _| {});
+    };
+    let fields: Vec<(Ex, u16)> = fs
+        .iter()
+        .enumerate()
+        .map(|(k, (e, w))| (ex(cc, e, k, 0), *w))
+        .collect();
+    let widths: Vec<u16> = fields.iter().map(|x| x.1).collect();
+    let exprs: Vec<Ex> = fields.into_iter().map(|x| x.0).collect();
+    let verify = c.verify;
+    let (dst_e, err) = (ex(cc, &c.dst_e, exprs.len(), 0), c.err_slot as usize);
+    let dst_d = exprs.len();
+    let put = store(cc, &c.dst, exprs.len() + 1);
+    let out_d = exprs.len() + 1;
+    cc.tmp(out_d);
+    Box::new(move |f, s| {
+        let mut t = Sel::empty();
+        cond(f, s, &mut t);
+        if t.is_empty() {
+            return;
+        }
+        for e in &exprs {
+            e(f, &t);
+        }
+        if verify {
+            dst_e(f, &t);
+        }
+        let v = &mut *f.v;
+        for &i in t.idx() {
+            let i = i as usize;
+            let mut acc = 0u64;
+            let mut word = 0u64;
+            let mut bits = 0u32;
+            for (k, &w) in widths.iter().enumerate() {
+                let x = v.tmp.get(k).map_or(0, |c| c[i]);
+                let mut w = w as u32;
+                while w > 0 {
+                    let take = w.min(16 - bits);
+                    let chunk = (x.checked_shr(w - take).unwrap_or(0)) & ((1u64 << take) - 1);
+                    word = (word << take) | chunk;
+                    bits += take;
+                    w -= take;
+                    if bits == 16 {
+                        acc += word;
+                        word = 0;
+                        bits = 0;
+                    }
+                }
+            }
+            if bits > 0 {
+                acc += word << (16 - bits);
+            }
+            let ck = !fold64(acc) & 0xffff;
+            if verify {
+                let have = v.tmp.get(dst_d).map_or(0, |c| c[i]);
+                if have != ck {
+                    if let Some(m) = v.meta.get_mut(err) {
+                        m[i] = 1;
+                    }
+                }
+            } else if let Some(c) = v.tmp.get_mut(out_d) {
+                c[i] = ck;
+            }
+        }
+        if !verify {
+            put(f, &mut t);
+        }
+    })
+}
+
+/// Parser states in topological order from `start` (the graph is acyclic).
+fn topo(p: &Program) -> Vec<u16> {
+    fn visit(p: &Program, s: u16, mark: &mut [u8], out: &mut Vec<u16>) {
+        if mark.get(s as usize) != Some(&0) {
+            return;
+        }
+        mark[s as usize] = 1;
+        if let Some(st) = p.states.get(s as usize) {
+            let ts: Vec<Target> = match &st.trans {
+                Trans::Goto(t) => vec![*t],
+                Trans::Select { cases, .. } => cases.iter().map(|c| c.1).collect(),
+            };
+            for t in ts {
+                if let Target::State(n) = t {
+                    visit(p, n, mark, out);
+                }
+            }
+        }
+        mark[s as usize] = 2;
+        out.push(s);
+    }
+    let mut mark = vec![0u8; p.states.len()];
+    let mut out = Vec::new();
+    visit(p, p.start, &mut mark, &mut out);
+    out.reverse();
+    out
+}
+
+impl VCode {
+    /// Compiles `p` for the vector executor (after any multi-node split of its ingress).
+    pub fn new(p: &Program) -> Result<VCode, String> {
+        supported(p)?;
+        let mut read = vec![false; p.meta_slots.max(1)];
+        all_exprs(p, &mut |e| {
+            if let E::M(s) = e {
+                if let Some(r) = read.get_mut(*s as usize) {
+                    *r = true;
+                }
+            }
+        });
+        // Checksums updated incrementally: an update over one header whose checksum is
+        // verified with the same layout, when something reads the verification's result
+        // (otherwise verification is skipped and the update sums the header).
+        let mut verified = Vec::new();
+        let mut updated = Vec::new();
+        all_stmts(p, &mut |s| {
+            if let S::Csum(c) = s {
+                if let CsumSrc::Header { inst, dst_off } = c.src {
+                    if c.verify {
+                        if read.get(c.err_slot as usize) == Some(&true) {
+                            verified.push((inst, dst_off));
+                        }
+                    } else {
+                        updated.push((inst, dst_off));
+                    }
+                }
+            }
+        });
+        let mut tracked: Vec<(u8, u16)> = updated
+            .into_iter()
+            .filter(|x| verified.contains(x))
+            .collect();
+        tracked.dedup();
+        let mut cc = Cc {
+            p,
+            tmps: 1,
+            depth: 1,
+            tracked,
+            read: read.clone(),
+        };
+        let std = p.std;
+        let mut reset: Vec<u16> = (0..p.meta_slots as u16)
+            .filter(|&s| read.get(s as usize) == Some(&true))
+            .collect();
+        for s in [std.egress_spec, std.parser_error, std.checksum_error] {
+            if !reset.contains(&s) {
+                reset.push(s);
+            }
+        }
+        let states = p
+            .states
+            .iter()
+            .map(|st| VStateCode {
+                steps: st
+                    .body
+                    .iter()
+                    .map(|x| match x {
+                        S::Extract(i) => {
+                            PStep::Extract(*i, p.headers.get(*i as usize).map_or(0, |h| h.len))
+                        }
+                        x => PStep::Stmt(stmt(&mut cc, x, 0)),
+                    })
+                    .collect(),
+                keys: match &st.trans {
+                    Trans::Goto(_) => Vec::new(),
+                    Trans::Select { keys, .. } => keys
+                        .iter()
+                        .enumerate()
+                        .map(|(k, e)| ex(&mut cc, e, k, 0))
+                        .collect(),
+                },
+                trans: st.trans.clone(),
+            })
+            .collect();
+        let verify = block(&mut cc, &p.verify, 0);
+        let ingress = block(&mut cc, &p.ingress, 0);
+        let egress = block(&mut cc, &p.egress, 0);
+        let compute = block(&mut cc, &p.compute, 0);
+        Ok(VCode {
+            meta_slots: p.meta_slots,
+            tmps: cc.tmps.max(16),
+            param_cols: PARAMS_MAX * (cc.depth + 1),
+            n_inst: p.headers.len(),
+            n_states: p.states.len(),
+            tracked: cc.tracked,
+            reset,
+            std,
+            read_in_port: read.get(std.ingress_port as usize) == Some(&true),
+            read_len: read.get(std.packet_length as usize) == Some(&true),
+            order: topo(p),
+            states,
+            verify,
+            ingress,
+            egress,
+            compute,
+        })
+    }
+
+    /// Resets the frame's per-packet state (packets `0..n`).
+    fn begin(&self, v: &mut VState, n: usize) {
+        let n = n.min(N);
+        for h in v.hoff.iter_mut() {
+            h[..n].fill(NO_HDR);
+        }
+        v.valid[..n].fill(0);
+        v.pos[..n].fill(0);
+        v.flow[..n].fill(0);
+        for &s in &self.reset {
+            if let Some(c) = v.meta.get_mut(s as usize) {
+                c[..n].fill(0);
+            }
+        }
+        for (d, g) in v.delta.iter_mut().zip(v.good.iter_mut()) {
+            d[..n].fill(0);
+            g[..n].fill(false);
+        }
+        if self.read_in_port {
+            if let Some(c) = v.meta.get_mut(self.std.ingress_port as usize) {
+                for (c, &x) in c[..n].iter_mut().zip(&v.inport) {
+                    *c = x as u64 & 0x1ff;
+                }
+            }
+        }
+        if self.read_len {
+            if let Some(c) = v.meta.get_mut(self.std.packet_length as usize) {
+                for (c, &x) in c[..n].iter_mut().zip(&v.plen) {
+                    *c = x as u64;
+                }
+            }
+        }
+    }
+
+    /// The parser over packets `0..n`.
+    fn parse(&self, f: &mut F<'_, '_>, n: usize) {
+        let pe = self.std.parser_error as usize;
+        for s in f.v.states.iter_mut() {
+            s.n = 0;
+        }
+        let Some(first) = self.order.first() else {
+            return;
+        };
+        if let Some(s) = f.v.states.get_mut(*first as usize) {
+            *s = Sel::all(n);
+        }
+        for &si in &self.order {
+            let Some(code) = self.states.get(si as usize) else {
+                continue;
+            };
+            let mut s = match f.v.states.get(si as usize) {
+                Some(s) if !s.is_empty() => s.clone(),
+                _ => continue,
+            };
+            for step in &code.steps {
+                match step {
+                    PStep::Extract(h, len) => {
+                        let (h, len) = (*h as usize, *len as u32);
+                        let v = &mut *f.v;
+                        let mut k = 0;
+                        for j in 0..s.n.min(N) {
+                            let i = s.i[j];
+                            let x = i as usize;
+                            let have = f.pk.get(x).map_or(0, |p| p.len()) as u32;
+                            if v.pos[x] + len > have {
+                                // PacketTooShort: the packet continues into ingress.
+                                if let Some(m) = v.meta.get_mut(pe) {
+                                    m[x] = ERR_PACKET_TOO_SHORT;
+                                }
+                                continue;
+                            }
+                            if let Some(ho) = v.hoff.get_mut(h) {
+                                ho[x] = v.pos[x] as u16;
+                            }
+                            v.valid[x] |= 1 << h;
+                            v.pos[x] += len;
+                            s.i[k] = i;
+                            k += 1;
+                        }
+                        s.n = k;
+                    }
+                    PStep::Stmt(op) => op(f, &mut s),
+                }
+            }
+            match &code.trans {
+                Trans::Goto(Target::State(t)) => {
+                    if let Some(d) = f.v.states.get_mut(*t as usize) {
+                        for &i in s.idx() {
+                            d.push(i);
+                        }
+                    }
+                }
+                Trans::Goto(_) => {}
+                Trans::Select { cases, .. } => {
+                    for k in &code.keys {
+                        k(f, &s);
+                    }
+                    let v = &mut *f.v;
+                    for &i in s.idx() {
+                        let x = i as usize;
+                        let hit = cases.iter().find(|(ks, _)| {
+                            ks.iter().enumerate().all(|(k, c)| {
+                                let val = v.tmp.get(k).map_or(0, |c| c[x]);
+                                match *c {
+                                    CaseKey::Mask(a, m) => val & m == a,
+                                    CaseKey::Range(a, b) => val >= a && val <= b,
+                                }
+                            })
+                        });
+                        match hit {
+                            Some((_, Target::State(t))) => {
+                                if let Some(d) = v.states.get_mut(*t as usize) {
+                                    d.push(i);
+                                }
+                            }
+                            Some(_) => {}
+                            None => {
+                                if let Some(m) = v.meta.get_mut(pe) {
+                                    m[x] = ERR_NO_MATCH;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the whole pipeline over packets `0..n` of the frame (`v.inport`, `v.plen` and
+    /// `pk` set by the caller); `out[i]` says what became of packet `i`.
+    pub fn run_frame(
+        &self,
+        v: &mut VState,
+        pk: &mut [&mut [u8]],
+        ts: &mut ThreadState,
+        shared: &Shared,
+        out: &mut [VOut],
+    ) {
+        let n = pk.len().min(N).min(out.len());
+        self.begin(v, n);
+        let mut f = F { v, pk, ts, shared };
+        self.parse(&mut f, n);
+        let all = Sel::all(n);
+        let mut s = all.clone();
+        run(&self.verify, &mut f, &mut s);
+        let mut s = all.clone();
+        run(&self.ingress, &mut f, &mut s);
+        self.finish(&mut f, &all, out);
+    }
+
+    /// After ingress: the traffic manager, egress, compute checksum; the verdicts.
+    fn finish(&self, f: &mut F<'_, '_>, all: &Sel, out: &mut [VOut]) {
+        let (es, ep) = (self.std.egress_spec as usize, self.std.egress_port as usize);
+        let mut s = Sel::empty();
+        {
+            let v = &mut *f.v;
+            for &i in all.idx() {
+                let x = i as usize;
+                v.flow[x] = 0;
+                let e = v.meta.get(es).map_or(DROP_PORT, |c| c[x]);
+                v.es[x] = e;
+                if e == DROP_PORT {
+                    if let Some(o) = out.get_mut(x) {
+                        *o = VOut::Drop;
+                    }
+                } else {
+                    if let Some(c) = v.meta.get_mut(ep) {
+                        c[x] = e;
+                    }
+                    s.push(i);
+                }
+            }
+        }
+        let mut t = s.clone();
+        run(&self.egress, f, &mut t);
+        let mut c = Sel::empty();
+        {
+            let v = &mut *f.v;
+            for &i in s.idx() {
+                let x = i as usize;
+                v.flow[x] = 0;
+                if v.meta.get(es).map_or(DROP_PORT, |c| c[x]) == DROP_PORT {
+                    if let Some(o) = out.get_mut(x) {
+                        *o = VOut::Drop;
+                    }
+                } else {
+                    c.push(i);
+                }
+            }
+        }
+        let mut t = c.clone();
+        run(&self.compute, f, &mut t);
+        let v = &*f.v;
+        for &i in c.idx() {
+            let x = i as usize;
+            if let Some(o) = out.get_mut(x) {
+                *o = if v.es[x] == CPU_PORT {
+                    VOut::Punt
+                } else {
+                    VOut::Port(v.es[x] as u32)
+                };
+            }
+        }
+    }
+
+    /// The parser error of packet `i` after [`VCode::run_frame`].
+    pub fn parser_error(&self, v: &VState, i: usize) -> u64 {
+        v.meta
+            .get(self.std.parser_error as usize)
+            .map_or(0, |c| c[i % N])
+    }
+}
+
+/// Runs packets through the vector executor on plain byte vectors (tests, the reference
+/// comparison with [`crate::exec::simulate`]): the outcome of each, as `simulate` says it.
+pub fn simulate_frame(
+    code: &VCode,
+    ts: &mut ThreadState,
+    shared: &Shared,
+    pkts: &[(Vec<u8>, u32)],
+) -> Vec<crate::exec::Outcome> {
+    use crate::exec::Outcome;
+    let mut v = VState::new(code);
+    let mut res = Vec::new();
+    for chunk in pkts.chunks(N) {
+        let mut bufs: Vec<Vec<u8>> = chunk.iter().map(|x| x.0.clone()).collect();
+        for (i, (b, port)) in chunk.iter().enumerate() {
+            v.inport[i] = *port;
+            v.plen[i] = b.len() as u32;
+        }
+        let mut out = vec![VOut::Drop; chunk.len()];
+        {
+            let mut pk: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            code.run_frame(&mut v, &mut pk, ts, shared, &mut out);
+        }
+        for (o, b) in out.into_iter().zip(bufs) {
+            res.push(match o {
+                VOut::Drop => Outcome::Drop,
+                VOut::Punt => Outcome::Punt(b),
+                VOut::Port(p) => Outcome::Out(p, b),
+            });
+        }
+    }
+    res
+}

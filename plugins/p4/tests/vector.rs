@@ -1,0 +1,331 @@
+//! The vector executor (`vec`) against the per-packet executor (`exec::simulate`): the same
+//! tables and packets give the same outcomes, bytes and counters, frame by frame.
+
+use proptest::prelude::*;
+use sluice_p4::exec::{simulate, Outcome, Shared, ThreadState};
+use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
+use sluice_p4::vec::{simulate_frame, VCode};
+
+fn src(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn add(
+    p: &Program,
+    ts: &mut ThreadState,
+    table: &str,
+    action: &str,
+    m: Vec<Match>,
+    params: Vec<u64>,
+) {
+    let t = p.table(table).unwrap_or_else(|| panic!("table {table}"));
+    let a = p.action_in(action, &p.tables[t].actions).unwrap();
+    let spec = EntrySpec {
+        matches: m,
+        action: a,
+        params,
+        priority: 0,
+    };
+    // Random tables may repeat a key: the first one stays, as in both executors.
+    let _ = ts.tables[t].add(&p.tables[t], &p.actions, &spec);
+}
+
+fn ip4(ttl: u8, dst: [u8; 4], ihl: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0xfe, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 0x10, 0x08, 0x00];
+    let mut h = vec![
+        0x40 | ihl,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0x40,
+        0,
+        ttl,
+        17,
+        0,
+        0,
+        10,
+        0,
+        0,
+        16,
+    ];
+    h.extend_from_slice(&dst);
+    let tl = (20 + payload.len()) as u16;
+    h[2..4].copy_from_slice(&tl.to_be_bytes());
+    let c = sluice_wire::checksum::internet_checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Both executors over the same packets, from identical tables; outcomes and table counters
+/// must agree.
+fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)]) {
+    let code = VCode::new(p).expect("vector executor");
+    let (mut ta, mut tb) = (ThreadState::new(p).unwrap(), ThreadState::new(p).unwrap());
+    setup(&mut ta);
+    setup(&mut tb);
+    let sh = Shared::new(p);
+    let want: Vec<Outcome> = pkts
+        .iter()
+        .map(|(b, port)| simulate(p, &mut ta, &sh, b, *port))
+        .collect();
+    let got = simulate_frame(&code, &mut tb, &sh, pkts);
+    for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(w, g, "packet {k}: {:02x?}", pkts[k].0);
+    }
+    for (a, b) in ta.tables.iter().zip(&tb.tables) {
+        assert_eq!(a.miss, b.miss);
+        assert_eq!(a.direct, b.direct);
+    }
+    assert_eq!(ta.counters, tb.counters);
+    if std::env::var("P4_VEC_DEBUG").is_ok() {
+        let fwd = got.iter().filter(|o| matches!(o, Outcome::Out(..))).count();
+        let changed = got
+            .iter()
+            .zip(pkts)
+            .filter(|(o, (b, _))| matches!(o, Outcome::Out(_, x) if x != b))
+            .count();
+        eprintln!("{} packets: {fwd} out, {changed} changed", pkts.len());
+    }
+}
+
+fn router_setup(routes: &[(u32, u8, u8)]) -> impl Fn(&mut ThreadState) + '_ {
+    let p = router();
+    move |ts: &mut ThreadState| {
+        for &(pfx, len, port) in routes {
+            let l = len.min(32);
+            let v = if l == 0 {
+                0
+            } else {
+                pfx & (u32::MAX << (32 - l as u32))
+            };
+            let nh = 0x0a00_0100 | port as u64;
+            add(
+                &p,
+                ts,
+                "ipv4_lpm",
+                "set_nhop",
+                vec![Match::Lpm(v as u64, l)],
+                vec![nh, port as u64 % 4],
+            );
+            add(
+                &p,
+                ts,
+                "forward",
+                "set_dmac",
+                vec![Match::Exact(nh)],
+                vec![0x0200_0000_0100 | port as u64],
+            );
+        }
+        for port in 0..3u64 {
+            add(
+                &p,
+                ts,
+                "send_frame",
+                "rewrite_mac",
+                vec![Match::Exact(port)],
+                vec![0x02fe_0000_0000 | port],
+            );
+        }
+    }
+}
+
+fn router() -> Program {
+    sluice_p4::compile(&src("router.p4"), "router.p4", Opts::default()).unwrap()
+}
+
+#[test]
+fn router_fixed_cases() {
+    let p = router();
+    let routes = [
+        (0x1400_0000, 8, 2),
+        (0x1401_0000, 16, 1),
+        (0x1e00_0000, 8, 3),
+    ];
+    let good = ip4(64, [20, 1, 2, 3], 5, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let mut bad = good.clone();
+    bad[24] ^= 1;
+    let mut arp = good.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let pkts: Vec<(Vec<u8>, u32)> = vec![
+        (good.clone(), 1),
+        (ip4(64, [20, 9, 2, 3], 5, &[0; 8]), 1),
+        (ip4(2, [30, 1, 2, 3], 5, &[0; 8]), 1),
+        (ip4(1, [20, 1, 2, 3], 5, &[0; 8]), 1),
+        (ip4(64, [40, 1, 2, 3], 5, &[0; 8]), 1),
+        (ip4(64, [20, 1, 2, 3], 6, &[0; 8]), 1),
+        (bad, 1),
+        (arp, 1),
+        (good[..20].to_vec(), 1),
+        (good[..14].to_vec(), 1),
+        (Vec::new(), 1),
+        (ip4(0xff, [20, 1, 2, 3], 5, &[0; 8]), 2),
+    ];
+    compare(&p, &router_setup(&routes), &pkts);
+}
+
+#[test]
+fn unsupported_programs_say_why() {
+    for (f, why) in [("tunnel.p4", "validity"), ("firewall.p4", "registers")] {
+        let p = sluice_p4::compile(&src(f), f, Opts::default()).unwrap();
+        let e = VCode::new(&p).err().expect(f);
+        assert!(e.contains(why), "{f}: {e}");
+    }
+    let o = Opts {
+        flat: false,
+        ..Opts::default()
+    };
+    let p = sluice_p4::compile(&src("router.p4"), "router.p4", o).unwrap();
+    assert!(VCode::new(&p).is_err());
+}
+
+/// Control flow the router does not use: switch on action_run, hit/miss, exit and return,
+/// nested action calls with arguments, slices, concatenation, an indexed counter.
+const FLOW: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> typ; }
+struct headers { eth_t eth; }
+struct metadata { bit<16> a; bit<8> b; }
+parser P(packet_in pk, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pk.extract(hdr.eth);
+        transition select(hdr.eth.typ) {
+            0x0800 &&& 0xff00: accept;
+            0x1000 .. 0x10ff: accept;
+            0x2000: reject;
+            default: accept;
+        }
+    }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    counter(16, CounterType.packets_and_bytes) c;
+    action inner(bit<8> x) {
+        meta.b = x + 1;
+        if (x == 7) { return; }
+        hdr.eth.src[7:0] = x;
+    }
+    action outer(bit<8> y, bit<9> port) {
+        inner(y ^ 3);
+        sm.egress_spec = port;
+    }
+    action stop() { sm.egress_spec = 3; exit; }
+    action nop() { }
+    table t {
+        key = { hdr.eth.dst[7:0]: exact; hdr.eth.typ: ternary; }
+        actions = { outer; stop; nop; }
+        default_action = nop();
+    }
+    table u {
+        key = { meta.b: exact; }
+        actions = { nop; }
+        default_action = nop();
+        const entries = { 8w4: nop(); }
+    }
+    apply {
+        sm.egress_spec = 1;
+        meta.a = hdr.eth.typ |+| 16w0xff00;
+        switch (t.apply().action_run) {
+            outer: { hdr.eth.dst[15:8] = meta.b; }
+            stop: { sm.egress_spec = 5; }
+            default: { if (!u.apply().hit) { hdr.eth.typ = ((meta.a ++ 8w0) == 24w0) ? 16w1 : 16w2; } }
+        }
+        if (hdr.eth.dst[0:0] == 1) { return; }
+        c.count((bit<32>) hdr.eth.src[3:0]);
+        if (sm.ingress_port == 2) { mark_to_drop(sm); }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { if (sm.egress_port == 5) { hdr.eth.src[47:40] = 8w0xee; exit; } }
+}
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+fn flow_setup(rules: &[(u8, u16, u16, u8, u8)]) -> impl Fn(&mut ThreadState) + '_ {
+    let p = sluice_p4::compile(FLOW, "flow.p4", Opts::default()).unwrap();
+    move |ts: &mut ThreadState| {
+        let t = p.table("t").unwrap();
+        for (k, &(d, v, m, act, y)) in rules.iter().enumerate() {
+            let (a, params) = match act % 3 {
+                0 => ("outer", vec![y as u64, (y % 4) as u64]),
+                1 => ("stop", vec![]),
+                _ => ("nop", vec![]),
+            };
+            let a = p.action_in(a, &p.tables[t].actions).unwrap();
+            let spec = EntrySpec {
+                matches: vec![
+                    Match::Exact(d as u64),
+                    Match::Ternary((v & m) as u64, m as u64),
+                ],
+                action: a,
+                params,
+                priority: k as u32,
+            };
+            let _ = ts.tables[t].add(&p.tables[t], &p.actions, &spec);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random routes and packets (some bad: TTL, checksum, options, truncated, not IPv4).
+    #[test]
+    fn router_vector_matches_per_packet(
+        routes in prop::collection::vec((any::<u32>(), 0u8..=32, 0u8..4), 0..12),
+        pkts in prop::collection::vec((any::<[u8; 4]>(), 0u8..4, 0u8..8, 0usize..40, any::<u16>()), 1..300),
+    ) {
+        let p = router();
+        let mut dsts: Vec<[u8; 4]> = routes.iter().map(|r| r.0.to_be_bytes()).collect();
+        dsts.push([1, 2, 3, 4]);
+        let pk: Vec<(Vec<u8>, u32)> = pkts
+            .iter()
+            .enumerate()
+            .map(|(k, &(d, ttl, kind, cut, noise))| {
+                let dst = if kind < 4 { dsts[k % dsts.len()] } else { d };
+                let mut b = ip4([64, 2, 1, 0][ttl as usize], dst, 5, &[0; 10]);
+                match kind {
+                    5 => b[24] ^= noise as u8 | 1,
+                    6 => b.truncate(cut),
+                    7 => b[12..14].copy_from_slice(&noise.to_be_bytes()),
+                    _ => {}
+                }
+                (b, (k % 3) as u32)
+            })
+            .collect();
+        compare(&p, &router_setup(&routes), &pk);
+    }
+
+    /// The control-flow program with random ternary rules and frames.
+    #[test]
+    fn control_flow_vector_matches_per_packet(
+        rules in prop::collection::vec((any::<u8>(), any::<u16>(), any::<u16>(), any::<u8>(), any::<u8>()), 0..10),
+        frames in prop::collection::vec((any::<[u8; 14]>(), 0u8..4, 0usize..20, 0u32..3), 1..300),
+    ) {
+        let p = sluice_p4::compile(FLOW, "flow.p4", Opts::default()).unwrap();
+        let pk: Vec<(Vec<u8>, u32)> = frames
+            .iter()
+            .map(|(h, typ, cut, port)| {
+                let mut b = h.to_vec();
+                if *typ < 3 {
+                    b[12..14].copy_from_slice(&[[0x08, 0x00], [0x10, 0x42], [0x20, 0x00]][*typ as usize]);
+                }
+                if !rules.is_empty() && h[0] % 2 == 0 {
+                    b[5] = rules[h[1] as usize % rules.len()].0;
+                }
+                b.extend_from_slice(&[0xaa; 6]);
+                if *cut < 14 {
+                    b.truncate(*cut);
+                }
+                (b, *port)
+            })
+            .collect();
+        compare(&p, &flow_setup(&rules), &pk);
+    }
+}
