@@ -90,22 +90,92 @@ impl<T> Retired<T> {
     }
 }
 
-/// A fixed-length array of `AtomicU32` allocated zeroed and lazily (untouched pages cost no
-/// memory), for large sparse tables such as DIR-24-8's 16M-entry first level. The region is an
-/// anonymous mapping advised for transparent hugepages (`MADV_HUGEPAGE`), so a random lookup
-/// costs one TLB entry per 2 MiB instead of per 4 KiB where the kernel allows it.
-pub struct ZeroedAtomicU32s {
-    ptr: *mut AtomicU32Compat,
+/// An anonymous, zero-filled, private mapping whose length is a multiple of 2 MiB, advised
+/// for transparent hugepages (`MADV_HUGEPAGE`): a random access into a large table costs one
+/// TLB entry per 2 MiB instead of per 4 KiB where the kernel allows it. Pages are backed
+/// only when touched.
+pub struct ZeroedMap {
+    ptr: *mut u8,
     len: usize,
-    map_len: usize,
+}
+
+// SAFETY: the mapping is owned by this value; what is stored in it decides the rest (its
+// users access it through atomics or through references tied to `&self`).
+unsafe impl Send for ZeroedMap {}
+// SAFETY: as above.
+unsafe impl Sync for ZeroedMap {}
+
+impl ZeroedMap {
+    /// Hugepage size the length is rounded to.
+    pub const HUGE: usize = 2 << 20;
+
+    /// At least `bytes` zeroed bytes, or the OS's error when the region cannot be mapped
+    /// (address-space limit, strict overcommit).
+    pub fn try_new(bytes: usize) -> std::io::Result<Self> {
+        let len = bytes
+            .max(1)
+            .checked_next_multiple_of(Self::HUGE)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: advice on our own mapping; failure (no THP) is harmless.
+        unsafe {
+            libc::madvise(p, len, libc::MADV_HUGEPAGE);
+        }
+        Ok(ZeroedMap {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The start of the mapping (page-aligned).
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Its length in bytes (a multiple of [`ZeroedMap::HUGE`]).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty (for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for ZeroedMap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping; no reference outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// A fixed-length array of `AtomicU32` allocated zeroed and lazily (untouched pages cost no
+/// memory), for large sparse tables such as DIR-24-8's 16M-entry first level, in a
+/// [`ZeroedMap`] (transparent hugepages where the kernel allows them).
+pub struct ZeroedAtomicU32s {
+    map: ZeroedMap,
+    len: usize,
 }
 
 type AtomicU32Compat = std::sync::atomic::AtomicU32;
-
-// SAFETY: the mapping is owned by this value and only accessed through atomics.
-unsafe impl Send for ZeroedAtomicU32s {}
-// SAFETY: as above; all access is through `&AtomicU32`.
-unsafe impl Sync for ZeroedAtomicU32s {}
 
 impl ZeroedAtomicU32s {
     /// `n` zeroed entries.
@@ -119,34 +189,13 @@ impl ZeroedAtomicU32s {
     /// `n` zeroed entries, or the OS's error when the region cannot be mapped (address-space
     /// limit, strict overcommit). Only pages written later take memory.
     pub fn try_new(n: usize) -> std::io::Result<Self> {
-        const HUGE: usize = 2 << 20;
         let bytes = n
             .max(1)
             .checked_mul(4)
-            .map(|b| b.div_ceil(HUGE) * HUGE)
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-        // SAFETY: anonymous private mapping with no address hint; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: advice on our own mapping; failure (no THP) is harmless.
-        unsafe {
-            libc::madvise(p, bytes, libc::MADV_HUGEPAGE);
-        }
         Ok(ZeroedAtomicU32s {
-            ptr: p as *mut AtomicU32Compat,
+            map: ZeroedMap::try_new(bytes)?,
             len: n,
-            map_len: bytes,
         })
     }
 
@@ -155,16 +204,7 @@ impl ZeroedAtomicU32s {
     pub fn as_slice(&self) -> &[AtomicU32Compat] {
         // SAFETY: the mapping holds at least `len` zero-initialised u32s (a valid AtomicU32
         // bit pattern), is 4-aligned (page-aligned) and lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for ZeroedAtomicU32s {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; no reference outlives `self`.
-        unsafe {
-            libc::munmap(self.ptr as *mut libc::c_void, self.map_len);
-        }
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const AtomicU32Compat, self.len) }
     }
 }
 

@@ -138,6 +138,8 @@ impl BdFlags {
 /// `l2-input`'s per-packet plan from its first pass: which FIB lookups the packet needs.
 const LOOK_DST: u8 = 1;
 const LOOK_SRC: u8 = 2;
+/// Finished in the first pass.
+const CROSS_CONNECTED: u8 = 4;
 
 /// `l2-input` instance.
 pub struct L2Input {
@@ -163,6 +165,8 @@ pub struct L2Input {
     dvals: [Option<u64>; sluice_graph::FRAME_SIZE],
     skeys: [u64; sluice_graph::FRAME_SIZE],
     svals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    /// Per frame: packets forwarded to a known MAC (counted once per frame).
+    forwarded: u64,
 }
 
 impl L2Input {
@@ -188,6 +192,7 @@ impl L2Input {
             dvals: [None; F],
             skeys: [0; F],
             svals: [None; F],
+            forwarded: 0,
         }
     }
 
@@ -273,18 +278,21 @@ impl NodeFn for L2Input {
             if let Some(&a) = ahead.get(j) {
                 arena.prefetch(a);
             }
-            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; the view lives for this iteration only.
-            let v = unsafe { arena.buffer(bi) };
-            let bd = v.hdr.l2.bd_index;
+            let (bd, tx) = {
+                // SAFETY: the dispatcher hands this node exclusive ownership of every index
+                // in `frame`; the reference is dropped before the buffer view below is made.
+                let h = unsafe { arena.header(bi) };
+                (h.l2.bd_index, h.tx_if)
+            };
             if bd == 0 {
                 xc += 1;
-                let tx = v.hdr.tx_if;
-                self.plan[j] = 0;
+                self.plan[j] = CROSS_CONNECTED;
                 self.nexts[j] = self.output(tx).0;
                 continue;
             }
             bridged = true;
+            // SAFETY: as above; the view lives for this iteration only.
+            let v = unsafe { arena.buffer(bi) };
             let mut p = 0;
             let f = self.flags.get(bd as usize).copied().unwrap_or_default();
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
@@ -311,12 +319,12 @@ impl NodeFn for L2Input {
             let now = if ns != 0 { cx.now_secs() as u32 } else { 0 };
             let (mut di, mut si) = (0usize, 0usize);
             for (j, &bi) in frame.iter().enumerate() {
-                // SAFETY: as above.
-                let mut v = unsafe { arena.buffer(bi) };
-                if v.hdr.l2.bd_index == 0 {
+                let p = self.plan[j];
+                if p == CROSS_CONNECTED {
                     continue;
                 }
-                let p = self.plan[j];
+                // SAFETY: as above.
+                let mut v = unsafe { arena.buffer(bi) };
                 let dst = if p & LOOK_DST != 0 {
                     di += 1;
                     Some(self.dvals[(di - 1) & (F - 1)])
@@ -329,6 +337,10 @@ impl NodeFn for L2Input {
                     self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
                 }
                 self.nexts[j] = self.bridge(cx, &mut v, dst).0;
+            }
+            if self.forwarded != 0 {
+                cx.count(L2Counter::Forwarded, self.forwarded);
+                self.forwarded = 0;
             }
         }
         if !self.pending.is_empty() {
@@ -408,7 +420,7 @@ impl L2Input {
                         }
                     }
                 }
-                cx.count(L2Counter::Forwarded, 1);
+                self.forwarded += 1;
                 if tx == f.bvi {
                     return to_bvi(b, tx);
                 }

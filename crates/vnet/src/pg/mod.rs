@@ -127,13 +127,19 @@ impl PgInput {
         if got == 0 {
             return 0;
         }
-        let pool = cx.pool_ref();
+        let arena = cx.arena();
         let mut bytes = 0u64;
         let mut traced = cx.trace_budget();
+        // The pcap packet of the frame's first buffer; then one after the other, wrapping
+        // (no division per packet).
+        let mut at = match &s.source {
+            Source::Pcap(pkts) if !pkts.is_empty() => (s.sent % pkts.len() as u64) as usize,
+            _ => 0,
+        };
         for (k, &b) in idx[..got].iter().enumerate() {
             let seq = s.sent + k as u64;
             // SAFETY: freshly allocated by this node; one view at a time.
-            let mut v = unsafe { pool.buffer(b) };
+            let mut v = unsafe { arena.buffer(b) };
             let len = match &s.source {
                 Source::Synth(syn) => {
                     v.set_len(0);
@@ -142,7 +148,11 @@ impl PgInput {
                     n
                 }
                 Source::Pcap(pkts) => {
-                    let p = &pkts[(seq % pkts.len() as u64) as usize];
+                    let Some(p) = pkts.get(at) else { break };
+                    at += 1;
+                    if at == pkts.len() {
+                        at = 0;
+                    }
                     let n = v.write_packet(p);
                     if n < p.len() {
                         // Longer than one buffer: continue in a chain.
