@@ -9,6 +9,10 @@
 #   testpmd-sluice     dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
 #                      ==> B (slave) as above
 #   sluice-s2m-testpmd A (slave) ==> dpdk-testpmd net_memif server, rxonly       [CPU 1]
+#   vpp                the `sluice' pair with FD.io VPP as A and B (same CLI, copy mode,
+#                      both cross-connects set both ways as VPP's l2-output needs), from the
+#                      install at VPP_PREFIX (default /work/vpp/install); in the default
+#                      pairs when that install exists, else skipped with a reason
 # Modes (MEMIF_BENCH_MODES, default "copy"; "copy zc" alternates them within every run):
 # `zc' makes every Sluice slave `zero-copy' (with `buffers { shared }'): B's rx in `sluice'
 # and `testpmd-sluice', A's tx in `sluice-s2m' and `sluice-s2m-testpmd'. `sluice-testpmd'
@@ -23,7 +27,7 @@
 # skipped with a reason when testpmd is not installed (scripts/testpmd-memif.sh).
 # Usage: scripts/memif-bench.sh [seconds per run (5)] [runs (5)] [SIZE (64)]
 # MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named (default: sluice
-# sluice-testpmd testpmd-sluice; the s2m pairs on request).
+# sluice-testpmd testpmd-sluice, and vpp when VPP is installed; the s2m pairs on request).
 # MEMIF_BENCH_KEEP=1 keeps the temp dir (logs, `show runtime` of every run) and prints its path.
 set -euo pipefail
 SECS=${1:-5}
@@ -46,6 +50,7 @@ cleanup() {
 }
 trap 'cleanup; if [ -n "${MEMIF_BENCH_KEEP:-}" ]; then echo "kept $D"; else rm -rf "$D"; fi' EXIT
 
+VPP=${VPP_PREFIX:-/work/vpp/install}
 a() { "$C" -s "$D/a.sock" "$@"; }
 b() { "$C" -s "$D/b.sock" "$@"; }
 counter() { awk -v n="$2" '$0 ~ n {print $NF; f=1} END {if (!f) print 0}' <<<"$1"; }
@@ -61,6 +66,24 @@ until_link_up() {
 # Other work on the machine shows in the numbers: every run line ends with the load average.
 load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
 record() { printf '%s %s|%s|%s\n' "$1" "$MODE" "$2" "$3" >> "$D/results"; }
+
+# The pg stream of the sender (the same CLI for Sluice and VPP).
+write_stream() {
+  cat > "$D/stream.cli" <<EOS
+packet-generator new {
+  name bench
+  size $SIZE-$SIZE
+  node ethernet-input
+  interface pg0
+  data {
+    IP4: 02:00:00:00:00:10 -> 02:fe:00:00:00:00
+    UDP: 10.0.0.16 -> 10.1.0.1
+    UDP: 1024 -> 53
+    incrementing 18
+  }
+}
+EOS
+}
 
 # One Sluice instance X (a|b) on CPU $2: memif1/0 on the bench socket as master|slave ($3),
 # pg0 -> memif1/0 (a) or memif1/0 -> pg1 (b). A slave is zero-copy when MODE is zc.
@@ -87,20 +110,7 @@ sluice_up() {
     a create packet-generator interface pg0 >/dev/null
     a set interface state pg0 up
     a set interface l2 xconnect pg0 memif1/0
-    cat > "$D/stream.cli" <<EOS
-packet-generator new {
-  name bench
-  size $SIZE-$SIZE
-  node ethernet-input
-  interface pg0
-  data {
-    IP4: 02:00:00:00:00:10 -> 02:fe:00:00:00:00
-    UDP: 10.0.0.16 -> 10.1.0.1
-    UDP: 1024 -> 53
-    incrementing 18
-  }
-}
-EOS
+    write_stream
     a exec "$D/stream.cli"
   else
     b create packet-generator interface pg1 >/dev/null
@@ -280,13 +290,110 @@ run_testpmd_sluice() {
   testpmd_down
 }
 
+# One VPP instance X (va|vb) on CPU $2 with memif1/0 as master|slave ($3), configured as
+# `sluice_up' does (pg0 -> memif1/0 on va, memif1/0 -> pg1 on vb). Only the memif plugin is
+# loaded; 4 KiB pages (nothing reserves hugepages here).
+va() { "$VPP/bin/vppctl" -s "$D/va.sock" "$@"; }
+vb() { "$VPP/bin/vppctl" -s "$D/vb.sock" "$@"; }
+vpp_up() {
+  local x=$1 cpu=$2 role=$3 lib
+  lib=$(dirname "$(find -L "$VPP" -name memif_plugin.so | head -1)")
+  mkdir -p "$D/$x.run"
+  rm -f "$D/$x.sock"
+  cat > "$D/$x.conf" <<EOS
+unix { nodaemon cli-listen $D/$x.sock runtime-dir $D/$x.run log $D/$x-internal.log }
+api-segment { prefix mb$$$x }
+socksvr { socket-name $D/$x-api.sock }
+cpu { main-core $cpu }
+plugins { path $lib plugin default { disable } plugin memif_plugin.so { enable } }
+buffers { buffers-per-numa 32768 page-size 4k }
+memory { main-heap-size 512M main-heap-page-size 4k }
+statseg { size 32M page-size 4k socket-name $D/$x-stats.sock }
+EOS
+  LD_LIBRARY_PATH="$VPP/lib/x86_64-linux-gnu:$VPP/lib" taskset -c "$cpu" "$VPP/bin/vpp" -c "$D/$x.conf" > "$D/$x.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 300); do [ -S "$D/$x.sock" ] && $x show version >/dev/null 2>&1 && break; sleep 0.1; done
+  if ! $x show version >/dev/null 2>&1; then
+    echo "vpp $x did not start:" >&2
+    tail -20 "$D/$x.log" >&2
+    exit 1
+  fi
+  $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
+  $x create interface memif id 0 socket-id 1 "$role" >/dev/null
+  $x set interface state memif1/0 up
+  $x set interface rx-mode memif1/0 polling
+  if [ "$x" = va ]; then
+    va create packet-generator interface pg0 >/dev/null
+    va set interface state pg0 up
+    va set interface l2 xconnect pg0 memif1/0
+    va set interface l2 xconnect memif1/0 pg0
+    va exec "$D/stream.cli"
+  else
+    vb create packet-generator interface pg1 >/dev/null
+    vb set interface state pg1 up
+    vb set interface l2 xconnect memif1/0 pg1
+    vb set interface l2 xconnect pg1 memif1/0
+  fi
+}
+vpp_link_up() {
+  for _ in $(seq 150); do "$1" show memif memif1/0 | grep -q "flags.* connected" && return 0; sleep 0.1; done
+  echo "vpp memif link did not come up" >&2
+  "$1" show memif >&2
+  return 1
+}
+
+# VPP A (sender, CPU 0) -> VPP B (receiver, CPU 1), as run_sluice.
+run_vpp() {
+  local r=$1 rx miss into err crx vrx ctx
+  rm -f "$D/memif.sock"
+  write_stream
+  vpp_up va 0 master
+  vpp_up vb 1 slave
+  vpp_link_up va
+  vpp_link_up vb
+  va packet-generator enable-stream bench
+  sleep 1
+  va clear runtime
+  vb clear runtime
+  I0_a=$(va show interface memif1/0)
+  I0_b=$(vb show interface memif1/0)
+  T0=$(now)
+  sleep "$SECS"
+  I1_a=$(va show interface memif1/0)
+  I1_b=$(vb show interface memif1/0)
+  T1=$(now)
+  into=$(delta "$I0_a" "$I1_a" 'tx packets')
+  err=$(delta "$I0_a" "$I1_a" 'tx-error')
+  rx=$(delta "$I0_b" "$I1_b" 'rx packets')
+  miss=$(delta "$I0_b" "$I1_b" 'rx-miss')
+  ctx=$(runtime memif1/0-tx 6 "$(va show runtime | tee "$D/runtime-vpp-$r-a.txt")")
+  crx=$(runtime memif-input 6 "$(vb show runtime | tee "$D/runtime-vpp-$r-b.txt")")
+  vrx=$(runtime memif-input 7 "$(cat "$D/runtime-vpp-$r-b.txt")")
+  record vpp "A into ring Mpps" "$into"
+  record vpp "A ring-full Mpps" "$err"
+  record vpp "A memif-tx clk/pkt" "$ctx"
+  record vpp "B memif rx Mpps" "$rx"
+  record vpp "B rx-miss Mpps" "$miss"
+  record vpp "B memif-input clk/pkt" "$crx"
+  va packet-generator disable-stream bench
+  echo "run $r vpp $MODE: B rx $rx Mpps (rx-miss $miss), memif-input $crx clk/pkt at $vrx pkts/call; A into ring $into Mpps (ring full $err), memif1/0-tx $ctx clk/pkt; $(load)"
+  cleanup
+}
+
+have_vpp=0
+if [ -x "$VPP/bin/vpp" ] && [ -x "$VPP/bin/vppctl" ] && [ -n "$(find -L "$VPP" -name memif_plugin.so 2>/dev/null | head -1)" ]; then
+  have_vpp=1
+fi
+
 have_testpmd=1
 if ! msg=$("$TESTPMD" --check); then
   have_testpmd=0
   echo "$msg (testpmd pairs not measured)"
 fi
 echo "memif benchmark: $SIZE-byte frames, ${SECS}s windows, $RUNS runs, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-PAIRS=${MEMIF_BENCH_PAIRS:-sluice sluice-testpmd testpmd-sluice}
+DEFAULT_PAIRS="sluice sluice-testpmd testpmd-sluice"
+if [ $have_vpp = 1 ]; then DEFAULT_PAIRS="$DEFAULT_PAIRS vpp"; fi
+PAIRS=${MEMIF_BENCH_PAIRS:-$DEFAULT_PAIRS}
 MODES=${MEMIF_BENCH_MODES:-copy}
 echo "pairs: $PAIRS; modes: $MODES"
 for r in $(seq "$RUNS"); do
@@ -302,6 +409,13 @@ for r in $(seq "$RUNS"); do
         sluice-testpmd) if [ $have_testpmd = 1 ] && [ "$MODE" = copy ]; then run_sluice_testpmd "$r" master; fi ;;
         sluice-s2m-testpmd) if [ $have_testpmd = 1 ]; then run_sluice_testpmd "$r" slave; fi ;;
         testpmd-sluice) if [ $have_testpmd = 1 ]; then run_testpmd_sluice "$r"; fi ;;
+        vpp)
+          if [ $have_vpp = 0 ]; then
+            [ "$r" = 1 ] && echo "no VPP with the memif plugin at $VPP (VPP_PREFIX): vpp pair not measured"
+          elif [ "$MODE" = copy ]; then
+            run_vpp "$r"
+          fi
+          ;;
         *) echo "unknown pair \`$p' in MEMIF_BENCH_PAIRS" >&2; exit 2 ;;
       esac
     done

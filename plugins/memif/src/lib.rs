@@ -27,8 +27,7 @@ use shm::Ring;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{
-    CounterDesc, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend,
-    Vlib, Wake,
+    GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, RxMode, Shared, Suspend, Vlib, Wake,
 };
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::interface::{IfCounters, Interfaces, SwIfIndex};
@@ -325,33 +324,15 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(INPUT, NodeKind::Input, move |t| {
             Box::new(node::MemifInput::new(s1.clone(), t))
         })
-        .nexts(&[
-            sluice_vnet::ethernet::ETHERNET_INPUT,
-            sluice_vnet::ip4::nodes::IP4_INPUT,
-            "error-drop",
-        ])
-        .counters(&[
-            CounterDesc::error(
-                "bad_desc",
-                "bad descriptor (outside region, empty or oversized)",
-            ),
-            CounterDesc::error("bad_ring", "peer moved ring index past the ring"),
-            CounterDesc::error("no_buffer", "no buffer (rx-miss)"),
-            CounterDesc::error("ip6_no_node", "ip6 packet in ip mode, no ip6-input"),
-            CounterDesc::error("bad_ip_version", "ip mode packet is neither ip4 nor ip6"),
-        ]),
+        .nexts(node::RxNext::NAMES)
+        .counters(node::RxCounter::DESCS),
     );
     let s2 = sh.clone();
     b.register(
         NodeRegistration::new(TX, NodeKind::Internal, move |_| {
             Box::new(node::MemifTx::new(s2.clone()))
         })
-        .counters(&[
-            CounterDesc::error("not_connected", "interface not connected"),
-            CounterDesc::error("ring_full", "tx ring full"),
-            CounterDesc::error("bad_desc", "peer handed out a bad descriptor"),
-            CounterDesc::error("too_long", "packet empty or chained over 64 buffers"),
-        ]),
+        .counters(node::TxCounter::DESCS),
     );
     b.register(NodeRegistration::new(
         PROCESS,

@@ -32,7 +32,7 @@
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
 //!   so an idle interface holds none for long.
 
-use super::shm::{Desc, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
+use super::shm::{Desc, Region, Ring, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
 use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::proto::Mode;
 use sluice_buffer::{flags, BufIdx, Buffer, BufferPool, HEADROOM};
@@ -46,20 +46,50 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, Weak};
 
-pub(crate) const NEXT_ETH: Next = Next(0);
-pub(crate) const NEXT_IP4: Next = Next(1);
-pub(crate) const NEXT_DROP: Next = Next(2);
+sluice_graph::arcs! {
+    /// `memif-input`'s next arcs (`ip6-input` is added at init when that node exists).
+    pub(crate) enum RxNext {
+        /// Ethernet mode.
+        Eth => sluice_vnet::ethernet::ETHERNET_INPUT,
+        /// ip mode, IPv4.
+        Ip4 => sluice_vnet::ip4::nodes::IP4_INPUT,
+        /// ip mode drops.
+        Drop => "error-drop",
+    }
+}
 
-pub(crate) const C_BAD_DESC: usize = 0;
-pub(crate) const C_BAD_RING: usize = 1;
-pub(crate) const C_NO_BUFFER: usize = 2;
-pub(crate) const E_IP6_NO_NODE: u16 = 3;
-pub(crate) const E_BAD_IP: u16 = 4;
+sluice_graph::counters! {
+    /// `memif-input`'s counters.
+    pub(crate) enum RxCounter {
+        /// Descriptor outside its region, empty or oversized packet (dropped in the ring).
+        BadDesc => error("bad_desc", "bad descriptor (outside region, empty or oversized)"),
+        /// The peer moved its ring index past the ring (resynchronised).
+        BadRing => error("bad_ring", "peer moved ring index past the ring"),
+        /// Buffer pool exhausted (interface `rx-miss`).
+        NoBuffer => error("no_buffer", "no buffer (rx-miss)"),
+        /// ip mode: IPv6 packet and no `ip6-input`.
+        Ip6NoNode => error("ip6_no_node", "ip6 packet in ip mode, no ip6-input"),
+        /// ip mode: neither IPv4 nor IPv6.
+        BadIp => error("bad_ip_version", "ip mode packet is neither ip4 nor ip6"),
+    }
+}
 
-pub(crate) const T_NOT_CONNECTED: usize = 0;
-pub(crate) const T_RING_FULL: usize = 1;
-pub(crate) const T_BAD_DESC: usize = 2;
-pub(crate) const T_TOO_LONG: usize = 3;
+sluice_graph::counters! {
+    /// `memif-tx`'s counters (each also counts interface `tx-error`).
+    pub(crate) enum TxCounter {
+        /// Interface not connected.
+        NotConnected => error("not_connected", "interface not connected"),
+        /// No free slot left in the ring.
+        RingFull => error("ring_full", "tx ring full"),
+        /// The peer handed out a slot outside its region.
+        BadDesc => error("bad_desc", "peer handed out a bad descriptor"),
+        /// Empty packet or a chain of more than 64 buffers.
+        TooLong => error("too_long", "packet empty or chained over 64 buffers"),
+    }
+}
+
+/// Failures per `memif-tx` counter, indexed by `TxCounter`.
+type TxFails = [u64; TxCounter::DESCS.len()];
 
 /// Largest packet accepted from a ring.
 const MAX_PKT: u64 = 65535;
@@ -163,6 +193,8 @@ pub struct MemifInput {
     out: Vec<BufIdx>,
     nexts: Vec<u16>,
     segs: [(*const u8, usize); MAX_SEGS],
+    /// The single-descriptor packets of the burst being received (`parse_single`).
+    pkts: Vec<RxPkt>,
     /// Zero-copy rx: the buffers and lengths of the packet being received.
     zc_idx: Vec<BufIdx>,
     zc_len: Vec<u32>,
@@ -170,8 +202,8 @@ pub struct MemifInput {
     fill: Vec<BufIdx>,
 }
 
-// SAFETY: `segs` holds pointers into shared mappings only during one `poll` call; between
-// calls they are stale values that are never dereferenced.
+// SAFETY: `segs` and `pkts` hold pointers into shared mappings only during one `poll` call;
+// between calls they are stale values that are never dereferenced.
 unsafe impl Send for MemifInput {}
 
 impl MemifInput {
@@ -185,6 +217,7 @@ impl MemifInput {
             out: Vec::with_capacity(FRAME_SIZE),
             nexts: Vec::with_capacity(FRAME_SIZE),
             segs: [(std::ptr::null(), 0); MAX_SEGS],
+            pkts: vec![RxPkt::default(); FRAME_SIZE],
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
@@ -386,16 +419,16 @@ impl MemifInput {
         let _g = QGuard::lock(q);
         let ring = q.ring;
         let rs = ring.size();
-        let mut cur = q.last.load(Ordering::Relaxed);
+        let cur = q.last.load(Ordering::Relaxed);
         let prod = if conn.is_slave {
             ring.tail()
         } else {
             ring.head()
         };
-        let mut n_slots = prod.wrapping_sub(cur);
+        let n_slots = prod.wrapping_sub(cur);
         if n_slots > rs {
             // The peer moved its index past the ring: resynchronise, count, carry on.
-            cx.count(C_BAD_RING, 1);
+            cx.count(RxCounter::BadRing, 1);
             q.last.store(prod, Ordering::Relaxed);
             if !conn.is_slave {
                 ring.set_tail(prod);
@@ -405,118 +438,165 @@ impl MemifInput {
         let pool = cx.pool_ref();
         let want = (n_slots as usize).min(FRAME_SIZE);
         let got = cx.bufs().alloc(&mut self.pre[..want]);
-        let mut avail = 0usize;
         self.out.clear();
         self.nexts.clear();
-        let (mut bytes, mut misses, mut bad) = (0u64, 0u64, 0u64);
-        let mut traced = cx.trace_budget();
+        let mut st = RxBurst {
+            cur,
+            n_slots,
+            want,
+            got,
+            avail: 0,
+            bytes: 0,
+            misses: 0,
+            bad: 0,
+            traced: cx.trace_budget(),
+        };
         let ip6 = self.view.sh.ip6_next.get().copied();
+        // Ethernet mode, nothing traced: every packet takes the same arc and only needs its
+        // rx_if, so the burst is copied without a per-packet `deliver`.
+        let plain = sh.mode != Mode::Ip && st.traced == 0;
         let arena = pool.arena();
         let ds = pool.data_size();
+        let (data, _) = pool.region();
+        let stride = pool.stride();
         let regs = &conn.regions[..];
-        // The descriptor of `cur` when the previous packet already read it (for its prefetch).
-        let mut d_next: Option<Desc> = None;
-        while self.out.len() + (misses as usize) < want && n_slots > 0 {
-            // Fast path: a packet in one descriptor that fits one buffer (every packet up to
-            // the buffer size from Sluice, VPP and DPDK): one descriptor read, one bounds
-            // check, one wide copy, no chain bookkeeping.
-            let d = d_next.take().unwrap_or_else(|| ring.desc(cur));
-            let len = d.length as usize;
-            if d.flags & DESC_FLAG_NEXT == 0 && len > 0 && len <= ds && avail < got {
-                if let Some((src, room)) = regs
-                    .get(d.region as usize)
-                    .and_then(|r| Some((r.range(d.offset as u64, len as u64)?, r.size())))
-                {
-                    // The next packet's bytes (peer memory) while this one is copied; its
-                    // descriptor (published: n_slots > 1) is kept for the next iteration.
-                    if n_slots > 1 {
-                        let nd = ring.desc(cur.wrapping_add(1));
-                        if let Some(r) = regs.get(nd.region as usize) {
-                            r.prefetch(nd.offset as u64);
-                        }
-                        d_next = Some(nd);
-                    }
-                    cur = cur.wrapping_add(1);
-                    n_slots -= 1;
-                    let head = self.pre[avail];
-                    avail += 1;
-                    // SAFETY: `head` was just allocated by this node; one view at a time.
-                    let mut v = unsafe { arena.buffer(head) };
-                    let dst = v.raw_data_mut();
-                    // `src..src+len` lies in the region (checked); up to the region's end
-                    // may be read, up to the buffer's end written.
-                    let room = (room - d.offset as usize).min(dst.len());
-                    // SAFETY: as just said; len <= ds = dst.len() (current_data is 0).
-                    unsafe { copy_wide(dst.as_mut_ptr(), src, len, room) };
-                    v.hdr.current_length = len as u16;
-                    self.deliver(cx, v, sh, qi, head, len as u64, ip6, &mut traced);
-                    bytes += len as u64;
-                    continue;
+        let sw = sh.sw_if_index;
+        loop {
+            // Batch: parse the descriptors of whole single-descriptor packets (validating each
+            // and prefetching its bytes), then copy them into the buffers allocated above.
+            let lim = (st.want - self.out.len() - st.misses as usize)
+                .min(st.got - st.avail)
+                .min(st.n_slots as usize);
+            let f = parse_single(ring, st.cur, regs, ds, &mut self.pkts[..lim]);
+            let bufs = &self.pre[st.avail..st.avail + f];
+            for (&b, p) in bufs.iter().zip(&self.pkts[..f]) {
+                // SAFETY: `b` was allocated from `pool` by this node just now, so it is below
+                // the pool's size and its data area (ds bytes behind the headroom; a fresh
+                // header has current_data 0) belongs to this node alone.
+                let dst = unsafe { data.add(b.0 as usize * stride + HEADROOM) };
+                // SAFETY: `p` was bounds-checked by `parse_single` (src..src+room readable,
+                // len <= room <= ds); the destination holds ds bytes.
+                unsafe { copy_wide(dst, p.src, p.len as usize, p.room as usize) };
+                // SAFETY: as above (owned, no other view).
+                let h = unsafe { arena.header_mut(b) };
+                h.current_length = p.len as u16;
+                h.rx_if = sw;
+                st.bytes += p.len as u64;
+            }
+            if plain {
+                self.out.extend_from_slice(bufs);
+                self.nexts.resize(self.out.len(), RxNext::Eth as u16);
+            } else {
+                for j in st.avail..st.avail + f {
+                    let b = self.pre[j];
+                    // SAFETY: owned (allocated above), one view at a time.
+                    let v = unsafe { arena.buffer(b) };
+                    let len = v.hdr.current_length as u64;
+                    self.deliver(cx, v, sh, qi, b, len, ip6, &mut st.traced);
                 }
             }
-            // Find the packet's descriptors and validate every one before copying (the
-            // pointers are taken once, so a peer rewriting descriptors meanwhile cannot
-            // move a copy out of bounds).
-            let mut k: u16 = 0;
-            let mut total = 0u64;
-            let mut ok = true;
-            let complete = loop {
-                if k >= n_slots {
-                    break false;
-                }
-                let d = ring.desc(cur.wrapping_add(k));
-                let src = conn
-                    .regions
-                    .get(d.region as usize)
-                    .and_then(|r| r.range(d.offset as u64, d.length as u64));
-                match src {
-                    Some(p) if (k as usize) < MAX_SEGS => {
-                        self.segs[k as usize] = (p as *const u8, d.length as usize)
-                    }
-                    _ => ok = false,
-                }
-                k += 1;
-                total += d.length as u64;
-                if d.flags & DESC_FLAG_NEXT == 0 {
-                    break true;
-                }
-            };
-            if !complete {
-                break; // the producer publishes whole packets; wait for the rest
+            st.cur = st.cur.wrapping_add(f as u16);
+            st.n_slots -= f as u16;
+            st.avail += f;
+            if self.out.len() + (st.misses as usize) >= st.want || st.n_slots == 0 {
+                break;
             }
-            cur = cur.wrapping_add(k);
-            n_slots -= k;
-            if !ok || total == 0 || total > MAX_PKT {
-                bad += 1;
-                continue;
+            // The packet at `cur` is chained, bad, or finds no buffer: the general path.
+            if !self.rx_general(cx, pool, conn, ring, sh, qi, ip6, &mut st) {
+                break;
             }
-            if avail >= got {
-                misses += 1;
-                continue;
-            }
-            let head = self.pre[avail];
-            avail += 1;
-            let segs = &self.segs[..k as usize];
-            if !copy_in(cx, pool, segs, head, total, &self.pre[..got], &mut avail) {
-                misses += 1;
-                continue;
-            }
-            // SAFETY: `head` is owned by this node (just received); one view at a time.
-            let v = unsafe { arena.buffer(head) };
-            self.deliver(cx, v, sh, qi, head, total, ip6, &mut traced);
-            bytes += total;
         }
-        if avail < got {
-            cx.bufs().free(&self.pre[avail..got]);
+        if st.avail < st.got {
+            cx.bufs().free(&self.pre[st.avail..st.got]);
         }
         // Return the slots.
-        q.last.store(cur, Ordering::Relaxed);
+        q.last.store(st.cur, Ordering::Relaxed);
         if conn.is_slave {
             refill(conn, q);
         } else {
-            ring.set_tail(cur);
+            ring.set_tail(st.cur);
         }
-        self.flush_rx(cx, sh, bytes, misses, bad)
+        self.flush_rx(cx, sh, st.bytes, st.misses, st.bad)
+    }
+
+    /// Receives the one packet at `st.cur` that the batch did not take: a descriptor chain
+    /// (copied into a buffer chain), a bad descriptor (counted and dropped), or a packet no
+    /// buffer is left for (counted as a miss). Returns false when the packet is not complete
+    /// in the ring yet (the producer publishes whole packets: the rest comes next poll).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    #[cold]
+    fn rx_general(
+        &mut self,
+        cx: &mut Cx,
+        pool: &BufferPool,
+        conn: &DataConn,
+        ring: Ring,
+        sh: &IfShared,
+        qi: usize,
+        ip6: Option<Next>,
+        st: &mut RxBurst,
+    ) -> bool {
+        // Find the packet's descriptors and validate every one before copying (the pointers
+        // are taken once, so a peer rewriting descriptors meanwhile cannot move a copy out of
+        // bounds).
+        let mut k: u16 = 0;
+        let mut total = 0u64;
+        let mut ok = true;
+        let complete = loop {
+            if k >= st.n_slots {
+                break false;
+            }
+            let d = ring.desc(st.cur.wrapping_add(k));
+            let src = conn
+                .regions
+                .get(d.region as usize)
+                .and_then(|r| r.range(d.offset as u64, d.length as u64));
+            match src {
+                Some(p) if (k as usize) < MAX_SEGS => {
+                    self.segs[k as usize] = (p as *const u8, d.length as usize)
+                }
+                _ => ok = false,
+            }
+            k += 1;
+            total += d.length as u64;
+            if d.flags & DESC_FLAG_NEXT == 0 {
+                break true;
+            }
+        };
+        if !complete {
+            return false;
+        }
+        st.cur = st.cur.wrapping_add(k);
+        st.n_slots -= k;
+        if !ok || total == 0 || total > MAX_PKT {
+            st.bad += 1;
+            return true;
+        }
+        if st.avail >= st.got {
+            st.misses += 1;
+            return true;
+        }
+        let head = self.pre[st.avail];
+        st.avail += 1;
+        let segs = &self.segs[..k as usize];
+        if !copy_in(
+            cx,
+            pool,
+            segs,
+            head,
+            total,
+            &self.pre[..st.got],
+            &mut st.avail,
+        ) {
+            st.misses += 1;
+            return true;
+        }
+        // SAFETY: `head` is owned by this node (just received); one view at a time.
+        let v = unsafe { pool.buffer(head) };
+        self.deliver(cx, v, sh, qi, head, total, ip6, &mut st.traced);
+        st.bytes += total;
+        true
     }
 
     /// Sets a received packet's `rx_if`, picks its next arc (ip mode: by IP version), starts
@@ -537,18 +617,18 @@ impl MemifInput {
         v.hdr.rx_if = sh.sw_if_index;
         let next = match sh.mode {
             Mode::Ip => match v.data().first().map(|b| b >> 4) {
-                Some(4) => NEXT_IP4,
-                Some(6) if ip6.is_some() => ip6.unwrap_or(NEXT_DROP),
+                Some(4) => RxNext::Ip4.next(),
+                Some(6) if ip6.is_some() => ip6.unwrap_or(RxNext::Drop.next()),
                 Some(6) => {
-                    v.hdr.error = cx.error(E_IP6_NO_NODE);
-                    NEXT_DROP
+                    v.hdr.error = cx.error(RxCounter::Ip6NoNode);
+                    RxNext::Drop.next()
                 }
                 _ => {
-                    v.hdr.error = cx.error(E_BAD_IP);
-                    NEXT_DROP
+                    v.hdr.error = cx.error(RxCounter::BadIp);
+                    RxNext::Drop.next()
                 }
             },
-            _ => NEXT_ETH,
+            _ => RxNext::Eth.next(),
         };
         if *traced > 0
             && cx.trace_start(
@@ -571,10 +651,10 @@ impl MemifInput {
         let t = cx.thread();
         let n = self.out.len();
         if bad > 0 {
-            cx.count(C_BAD_DESC, bad);
+            cx.count(RxCounter::BadDesc, bad);
         }
         if misses > 0 {
-            cx.count(C_NO_BUFFER, misses);
+            cx.count(RxCounter::NoBuffer, misses);
             sh.counters.add(t, counter::RX_MISS, misses);
         }
         if n > 0 {
@@ -610,7 +690,7 @@ impl MemifInput {
         if n_slots > rs {
             // The master moved tail past the ring: resynchronise (the shadow array keeps
             // every buffer, so nothing leaks), count, refill.
-            cx.count(C_BAD_RING, 1);
+            cx.count(RxCounter::BadRing, 1);
             cur = prod;
             n_slots = 0;
         }
@@ -846,6 +926,71 @@ fn copy_in(
     true
 }
 
+/// A single-descriptor packet validated by [`parse_single`]: where its bytes are, how many,
+/// and how many may be read from there (to the region's end, at most a buffer's data size).
+#[derive(Copy, Clone)]
+struct RxPkt {
+    src: *const u8,
+    len: u32,
+    room: u32,
+}
+
+impl Default for RxPkt {
+    fn default() -> Self {
+        RxPkt {
+            src: std::ptr::null(),
+            len: 0,
+            room: 0,
+        }
+    }
+}
+
+/// State of one rx burst (one queue, one poll).
+struct RxBurst {
+    /// Next slot to consume, and how many published slots remain from it.
+    cur: u16,
+    n_slots: u16,
+    /// Most packets to deliver (a frame), and buffers allocated for them (`pre[..got]`), of
+    /// which `pre[..avail]` are used.
+    want: usize,
+    got: usize,
+    avail: usize,
+    bytes: u64,
+    misses: u64,
+    bad: u64,
+    traced: u32,
+}
+
+/// Parses the published descriptors from `cur` into `out` while each holds a whole packet
+/// (no `NEXT`) of 1..=`ds` bytes inside its region, prefetching each packet's first line;
+/// returns how many (`out.len()` at most). The descriptor that stops it is left for the
+/// general path.
+#[inline(always)]
+fn parse_single(ring: Ring, cur: u16, regs: &[Region], ds: usize, out: &mut [RxPkt]) -> usize {
+    for (i, o) in out.iter_mut().enumerate() {
+        let d = ring.desc(cur.wrapping_add(i as u16));
+        let len = d.length as usize;
+        if d.flags & DESC_FLAG_NEXT != 0 || len == 0 || len > ds {
+            return i;
+        }
+        let Some(r) = regs.get(d.region as usize) else {
+            return i;
+        };
+        let Some(src) = r.range(d.offset as u64, len as u64) else {
+            return i;
+        };
+        r.prefetch(d.offset as u64);
+        // In the region (checked), so offset < size.
+        let room = (r.size() - d.offset as usize).min(ds);
+        *o = RxPkt {
+            src,
+            len: len as u32,
+            room: room as u32,
+        };
+    }
+    out.len()
+}
+
 /// Slave rx: hands every consumed slot back to the master with its own buffer.
 fn refill(conn: &DataConn, q: &Queue) {
     let ring = q.ring;
@@ -902,13 +1047,7 @@ impl NodeFn for MemifTx {
         while s < frame.len() {
             // SAFETY: this node owns the frame; read-only header access.
             let tx = unsafe { pool.header(frame[s]) }.tx_if;
-            let mut e = s + 1;
-            // SAFETY: as above.
-            while e < frame.len() && unsafe { pool.header(frame[e]) }.tx_if == tx {
-                e += 1;
-            }
-            self.tx_run(cx, pool, tx, &frame[s..e]);
-            s = e;
+            s += self.tx_run(cx, pool, tx, &frame[s..]);
         }
         cx.free(&self.done);
         self.done.clear();
@@ -918,8 +1057,18 @@ impl NodeFn for MemifTx {
     }
 }
 
+/// How many packets at the start of `bufs` go out on `tx`.
+fn run_len(pool: &BufferPool, bufs: &[BufIdx], tx: u32) -> usize {
+    bufs.iter()
+        // SAFETY: the frame's buffers are owned by this node; read-only header access.
+        .position(|&b| unsafe { pool.header(b) }.tx_if != tx)
+        .unwrap_or(bufs.len())
+}
+
 impl MemifTx {
-    fn tx_run(&mut self, cx: &mut Cx, pool: &BufferPool, tx: u32, bufs: &[BufIdx]) {
+    /// Transmits the packets at the start of `bufs` that go out on `tx` (at least the first);
+    /// returns how many that was.
+    fn tx_run(&mut self, cx: &mut Cx, pool: &BufferPool, tx: u32, bufs: &[BufIdx]) -> usize {
         let t = cx.thread();
         let rt = self
             .view
@@ -929,41 +1078,311 @@ impl MemifTx {
             .flatten()
             .and_then(|k| self.view.ifs.get(k as usize));
         let Some(rt) = rt else {
-            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
-            self.done.extend_from_slice(bufs);
-            return;
+            let n = run_len(pool, bufs, tx);
+            cx.count(TxCounter::NotConnected, n as u64);
+            self.done.extend_from_slice(&bufs[..n]);
+            return n;
         };
         let Some(conn) = rt.weak.upgrade() else {
-            cx.count(T_NOT_CONNECTED, bufs.len() as u64);
-            let lost = sluice_vnet::devices::total_bytes(pool, bufs);
-            rt.sh.counters.tx_failed(t, bufs.len() as u64, lost);
-            self.done.extend_from_slice(bufs);
-            return;
+            let n = run_len(pool, bufs, tx);
+            cx.count(TxCounter::NotConnected, n as u64);
+            let lost = sluice_vnet::devices::total_bytes(pool, &bufs[..n]);
+            rt.sh.counters.tx_failed(t, n as u64, lost);
+            self.done.extend_from_slice(&bufs[..n]);
+            return n;
         };
         let q = &conn.tx[t % conn.tx.len()];
-        let (sent, fails, lost) = if conn.zc.is_some() {
-            tx_ring_zc(pool, q, rt.sh.mode, bufs, &mut self.done)
+        let r = if conn.zc.is_some() {
+            let n = run_len(pool, bufs, tx);
+            tx_ring_zc(pool, q, rt.sh.mode, &bufs[..n], &mut self.done)
         } else {
-            self.done.extend_from_slice(bufs);
-            tx_ring(cx, pool, &conn, q, rt.sh.mode, bufs)
+            let r = tx_ring(pool, &conn, q, rt.sh.mode, tx, bufs);
+            self.done.extend_from_slice(&bufs[..r.consumed]);
+            r
         };
-        let failed: u64 = fails.iter().sum();
-        for (c, n) in fails.iter().enumerate() {
+        let failed: u64 = r.fails.iter().sum();
+        for (c, n) in r.fails.iter().enumerate() {
             if *n > 0 {
                 cx.count(c, *n);
             }
         }
         if failed > 0 {
-            rt.sh.counters.tx_failed(t, failed, lost);
+            rt.sh.counters.tx_failed(t, failed, r.lost);
         }
-        if sent > 0 {
+        if r.sent > 0 {
             // The ring index was published (release store); order it before reading the flag.
             fence(Ordering::SeqCst);
             if q.ring.flags() & RING_FLAG_MASK_INT == 0 {
                 super::shm::signal(q.int_fd.as_raw_fd());
             }
         }
+        r.consumed
     }
+}
+
+/// What a transmit on one ring did.
+struct TxResult {
+    /// Packets taken from the frame (sent or failed).
+    consumed: usize,
+    /// Packets written to the ring.
+    sent: usize,
+    /// Failures per `memif-tx` counter.
+    fails: TxFails,
+    /// Bytes of the packets not sent (as `interface-output` counted them).
+    lost: u64,
+}
+
+/// Copies the packets at the start of `bufs` that go out on `tx` into free slots of the ring
+/// and publishes it once. One-buffer packets that fit a slot take [`tx_fast`]; chains and
+/// errors go through [`tx_general`]. A full ring or a bad slot fails the rest of the run.
+fn tx_ring(
+    pool: &BufferPool,
+    conn: &DataConn,
+    q: &Queue,
+    mode: Mode,
+    tx: u32,
+    bufs: &[BufIdx],
+) -> TxResult {
+    let _g = QGuard::lock(q);
+    let ring = q.ring;
+    let rs = ring.size();
+    let mut r = TxResult {
+        consumed: 0,
+        sent: 0,
+        fails: [0; TxCounter::DESCS.len()],
+        lost: 0,
+    };
+    // Free slots and the index we advance.
+    let (mut slot, mut free) = if conn.is_slave {
+        let head = ring.head();
+        let used = head.wrapping_sub(ring.tail());
+        (head, rs.saturating_sub(used))
+    } else {
+        let tail = ring.tail();
+        let f = ring.head().wrapping_sub(tail);
+        (tail, if f > rs { 0 } else { f })
+    };
+    // ip mode carries no L2 header: the one the IPv4 rewrite added is skipped.
+    let l2 = if mode == Mode::Ip { 14 } else { 0 };
+    let mut i = 0;
+    loop {
+        let n = if conn.is_slave {
+            tx_fast::<true>(pool, conn, q, tx, l2, &bufs[i..], &mut slot, &mut free)
+        } else {
+            tx_fast::<false>(pool, conn, q, tx, l2, &bufs[i..], &mut slot, &mut free)
+        };
+        r.sent += n;
+        i += n;
+        // SAFETY: the frame's buffers are owned by this node; read-only header access.
+        if i == bufs.len() || unsafe { pool.header(bufs[i]) }.tx_if != tx {
+            break;
+        }
+        let b = bufs[i];
+        match tx_general(pool, conn, q, mode, b, &mut slot, &mut free) {
+            Ok(()) => r.sent += 1,
+            Err(TxCounter::TooLong) => {
+                r.fails[TxCounter::TooLong as usize] += 1;
+                r.lost += sluice_vnet::devices::total_bytes(pool, &[b]);
+            }
+            Err(e) => {
+                // The rest of the run cannot go either.
+                let n = run_len(pool, &bufs[i..], tx);
+                r.fails[e as usize] += n as u64;
+                r.lost += sluice_vnet::devices::total_bytes(pool, &bufs[i..i + n]);
+                i += n;
+                break;
+            }
+        }
+        i += 1;
+    }
+    r.consumed = i;
+    if r.sent > 0 {
+        if conn.is_slave {
+            ring.set_head(slot);
+        } else {
+            ring.set_tail(slot);
+        }
+    }
+    r
+}
+
+/// The single-buffer fast path of [`tx_ring`] (`SLAVE`: the slot is our own buffer; else the
+/// slave handed it out in the descriptor): copies packets from the start of `bufs` while each
+/// goes out on `tx`, is one buffer, fits its slot and a slot is free: one descriptor read (master), one
+/// bounds check, one wide copy, one descriptor write. Returns how many; the packet it stops
+/// at (if any) is the caller's.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn tx_fast<const SLAVE: bool>(
+    pool: &BufferPool,
+    conn: &DataConn,
+    q: &Queue,
+    tx: u32,
+    l2: usize,
+    bufs: &[BufIdx],
+    slot: &mut u16,
+    free: &mut u16,
+) -> usize {
+    let ring = q.ring;
+    let mask = ring.size() - 1;
+    let arena = pool.arena();
+    let (data, _) = pool.region();
+    let stride = pool.stride();
+    // A buffer's packet bytes lie in its first `end` bytes (headroom + data area).
+    let end = HEADROOM + pool.data_size();
+    let regs = &conn.regions[..];
+    let (buf_base, bs) = (q.buf_base, conn.buffer_size);
+    let n = bufs.len().min(*free as usize);
+    let mut s = *slot;
+    let mut i = 0;
+    while i < n {
+        let b = bufs[i];
+        if let Some(&nb) = bufs.get(i + 2) {
+            arena.prefetch(nb);
+        }
+        // SAFETY: the frame's buffers are owned by this node; read-only header access.
+        let h = unsafe { arena.header(b) };
+        if h.tx_if != tx || h.flags & flags::NEXT_PRESENT != 0 {
+            break;
+        }
+        // The packet's start in the buffer (current_data >= -HEADROOM: a negative one wraps
+        // to a huge start and fails the check).
+        let start = (HEADROOM as isize + h.current_data as isize) as usize;
+        let blen = h.current_length as usize;
+        if start > end || blen > end - start {
+            break;
+        }
+        let skip = if blen >= l2 { l2 } else { 0 };
+        let len = blen - skip;
+        let (region, off, cap) = if SLAVE {
+            (0u16, (buf_base + (s & mask) as u64 * bs as u64) as u32, bs)
+        } else {
+            // The slave's descriptors a few slots on (written by its core).
+            ring.prefetch_desc(s.wrapping_add(8));
+            let d = ring.desc(s);
+            (d.region, d.offset, d.length)
+        };
+        // 1 <= len <= cap.
+        if len.wrapping_sub(1) >= cap as usize {
+            break;
+        }
+        let Some(dst) = regs
+            .get(region as usize)
+            .and_then(|r| r.range(off as u64, cap as u64))
+        else {
+            break;
+        };
+        // SAFETY: `b` is below the pool's size (`arena.header` checked it) and owned; its
+        // packet lies at start + skip .. start + blen <= end of its buffer (checked above).
+        let src = unsafe { data.add(b.0 as usize * stride + start + skip) };
+        // Readable behind the packet: the rest of its buffer; writable: the slot.
+        let room = (end - start - skip).min(cap as usize);
+        // SAFETY: dst..dst+cap is inside a mapped region (checked); src..src+room is in the
+        // buffer (as above); len <= room.
+        unsafe { copy_wide(dst, src, len, room) };
+        if SLAVE {
+            ring.set_desc(
+                s,
+                Desc {
+                    flags: 0,
+                    region,
+                    length: len as u32,
+                    offset: off,
+                    metadata: 0,
+                },
+            );
+        } else {
+            // The slave wrote region and offset; only the length changes.
+            ring.set_desc_head(s, 0, region, len as u32);
+        }
+        s = s.wrapping_add(1);
+        i += 1;
+    }
+    *slot = s;
+    *free -= i as u16;
+    i
+}
+
+/// Copies one packet the fast path does not take (a buffer chain, a packet larger than a
+/// slot, or one that meets a bad slot or a full ring) into as many slots as it needs,
+/// chaining descriptors with `NEXT`. On failure nothing of the packet stays in the ring.
+#[cold]
+#[inline(never)]
+fn tx_general(
+    pool: &BufferPool,
+    conn: &DataConn,
+    q: &Queue,
+    mode: Mode,
+    b: BufIdx,
+    slot: &mut u16,
+    free: &mut u16,
+) -> Result<(), TxCounter> {
+    let ring = q.ring;
+    let mask = ring.size() - 1;
+    let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
+    let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
+    let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
+        return Err(TxCounter::TooLong);
+    };
+    // Written back only when the whole packet is in the ring.
+    let (mut s, mut free_) = (*slot, *free);
+    let mut si = 0;
+    let mut soff = 0;
+    let mut left = total;
+    while left > 0 {
+        if free_ == 0 {
+            return Err(TxCounter::RingFull);
+        }
+        // Destination slot: our own buffer (slave) or the one the slave handed out.
+        let (region, off, cap) = if conn.is_slave {
+            let bs = conn.buffer_size;
+            (
+                0u16,
+                (q.buf_base + (s & mask) as u64 * bs as u64) as u32,
+                bs as usize,
+            )
+        } else {
+            let d = ring.desc(s);
+            (d.region, d.offset, d.length as usize)
+        };
+        let dst = conn
+            .regions
+            .get(region as usize)
+            .and_then(|r| r.range(off as u64, cap as u64));
+        let Some(dst) = dst.filter(|_| cap > 0) else {
+            return Err(TxCounter::BadDesc);
+        };
+        let mut w = 0;
+        while w < cap && left > 0 {
+            let (p, l) = segs[si];
+            let n = (l - soff).min(cap - w);
+            // SAFETY: dst..dst+cap is inside a mapped region (checked above); the source is a
+            // live buffer slice of length l >= soff + n.
+            unsafe { std::ptr::copy_nonoverlapping(p.add(soff), dst.add(w), n) };
+            w += n;
+            soff += n;
+            left -= n;
+            if soff == l {
+                si += 1;
+                soff = 0;
+            }
+        }
+        ring.set_desc(
+            s,
+            Desc {
+                flags: if left > 0 { DESC_FLAG_NEXT } else { 0 },
+                region,
+                length: w as u32,
+                offset: off,
+                metadata: 0,
+            },
+        );
+        s = s.wrapping_add(1);
+        free_ -= 1;
+    }
+    *slot = s;
+    *free = free_;
+    Ok(())
 }
 
 /// Gathers packet `b`'s buffer chain into `segs`, one (start, length) per buffer, `start`
@@ -1002,170 +1421,6 @@ fn gather<T: Copy>(
     Some((ns, total))
 }
 
-/// Writes packets into the ring; returns (packets sent, failures per tx counter).
-fn tx_ring(
-    _cx: &mut Cx,
-    pool: &BufferPool,
-    conn: &DataConn,
-    q: &Queue,
-    mode: Mode,
-    bufs: &[BufIdx],
-) -> (usize, [u64; 4], u64) {
-    let _g = QGuard::lock(q);
-    let ring = q.ring;
-    let rs = ring.size();
-    let mask = rs - 1;
-    let mut fails = [0u64; 4];
-    // Bytes of the packets not sent (as `interface-output` counted them).
-    let mut lost = 0u64;
-    // Free slots and the index we advance.
-    let (mut slot, mut free) = if conn.is_slave {
-        let head = ring.head();
-        let used = head.wrapping_sub(ring.tail());
-        (head, rs.saturating_sub(used))
-    } else {
-        let tail = ring.tail();
-        let f = ring.head().wrapping_sub(tail);
-        (tail, if f > rs { 0 } else { f })
-    };
-    let mut sent = 0;
-    let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
-    let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
-    let arena = pool.arena();
-    let regs = &conn.regions[..];
-    let ip = mode == Mode::Ip;
-    for (i, &b) in bufs.iter().enumerate() {
-        if let Some(&nb) = bufs.get(i + 2) {
-            arena.prefetch(nb);
-        }
-        // Fast path: a one-buffer packet that fits the slot: one bounds check, one wide
-        // copy, one descriptor write; chains and errors take the general path below.
-        if free > 0 {
-            // SAFETY: the frame's buffers are owned by this node; read-only use.
-            let v = unsafe { arena.buffer(b) };
-            let data = v.data();
-            let skip = if ip && data.len() >= 14 { 14 } else { 0 };
-            let len = data.len() - skip;
-            let (region, off, cap) = if conn.is_slave {
-                let bs = conn.buffer_size;
-                (
-                    0u16,
-                    (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
-                    bs as usize,
-                )
-            } else {
-                let d = ring.desc(slot);
-                (d.region, d.offset, d.length as usize)
-            };
-            if v.hdr.flags & flags::NEXT_PRESENT == 0 && len > 0 && len <= cap {
-                if let Some(dst) = regs
-                    .get(region as usize)
-                    .and_then(|r| r.range(off as u64, cap as u64))
-                {
-                    // Readable behind the packet: the rest of its buffer.
-                    let room = (len + v.tailroom()).min(cap);
-                    // SAFETY: dst..dst+cap is inside a mapped region (checked); the source
-                    // buffer holds len + tailroom bytes from the packet's start.
-                    unsafe { copy_wide(dst, data[skip..].as_ptr(), len, room) };
-                    ring.set_desc(
-                        slot,
-                        Desc {
-                            flags: 0,
-                            region,
-                            length: len as u32,
-                            offset: off,
-                            metadata: 0,
-                        },
-                    );
-                    slot = slot.wrapping_add(1);
-                    free -= 1;
-                    sent += 1;
-                    continue;
-                }
-            }
-        }
-        let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
-            fails[T_TOO_LONG] += 1;
-            lost += sluice_vnet::devices::total_bytes(pool, &[b]);
-            continue;
-        };
-        let pkt_start = slot;
-        let mut si = 0;
-        let mut soff = 0;
-        let mut left = total;
-        let mut err = None;
-        while left > 0 {
-            if free == 0 {
-                err = Some(T_RING_FULL);
-                break;
-            }
-            // Destination slot: our own buffer (slave) or the one the slave handed out.
-            let (region, off, cap) = if conn.is_slave {
-                let bs = conn.buffer_size;
-                (
-                    0u16,
-                    (q.buf_base + (slot & mask) as u64 * bs as u64) as u32,
-                    bs as usize,
-                )
-            } else {
-                let d = ring.desc(slot);
-                (d.region, d.offset, d.length as usize)
-            };
-            let dst = conn
-                .regions
-                .get(region as usize)
-                .and_then(|r| r.range(off as u64, cap as u64));
-            let Some(dst) = dst.filter(|_| cap > 0) else {
-                err = Some(T_BAD_DESC);
-                break;
-            };
-            let mut w = 0;
-            while w < cap && left > 0 {
-                let (p, l) = segs[si];
-                let n = (l - soff).min(cap - w);
-                // SAFETY: dst..dst+cap is inside a mapped region (checked above); the source
-                // is a live buffer slice of length l >= soff + n.
-                unsafe { std::ptr::copy_nonoverlapping(p.add(soff), dst.add(w), n) };
-                w += n;
-                soff += n;
-                left -= n;
-                if soff == l {
-                    si += 1;
-                    soff = 0;
-                }
-            }
-            ring.set_desc(
-                slot,
-                Desc {
-                    flags: if left > 0 { DESC_FLAG_NEXT } else { 0 },
-                    region,
-                    length: w as u32,
-                    offset: off,
-                    metadata: 0,
-                },
-            );
-            slot = slot.wrapping_add(1);
-            free -= 1;
-        }
-        if let Some(e) = err {
-            // Roll back this packet's slots; the rest of the run cannot go either.
-            slot = pkt_start;
-            fails[e] += (bufs.len() - i) as u64;
-            lost += sluice_vnet::devices::total_bytes(pool, &bufs[i..]);
-            break;
-        }
-        sent += 1;
-    }
-    if sent > 0 {
-        if conn.is_slave {
-            ring.set_head(slot);
-        } else {
-            ring.set_tail(slot);
-        }
-    }
-    (sent, fails, lost)
-}
-
 /// Zero-copy slave tx (S2M ring): first takes back the packets the master consumed (old
 /// `tail` .. new `tail`; resynchronises, taking back everything, when the peer's indices are
 /// inconsistent), then writes one descriptor per buffer of each packet pointing at the buffer's
@@ -1178,12 +1433,12 @@ fn tx_ring_zc(
     mode: Mode,
     bufs: &[BufIdx],
     done: &mut Vec<BufIdx>,
-) -> (usize, [u64; 4], u64) {
+) -> TxResult {
     let _g = QGuard::lock(q);
     let ring = q.ring;
     let rs = ring.size();
     let mask = rs - 1;
-    let mut fails = [0u64; 4];
+    let mut fails: TxFails = [0; TxCounter::DESCS.len()];
     let mut slot = ring.head();
     if !q.reclaim_tx(slot, done) {
         q.take_all(done);
@@ -1199,13 +1454,13 @@ fn tx_ring_zc(
     let at = |x, v: &Buffer<'_>, skip| pool.data_offset(x).unwrap_or(0) + v.headroom() + skip;
     for (i, &b) in bufs.iter().enumerate() {
         let Some((ns, _)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
-            fails[T_TOO_LONG] += 1;
+            fails[TxCounter::TooLong as usize] += 1;
             lost += sluice_vnet::devices::total_bytes(pool, &[b]);
             done.push(b);
             continue;
         };
         if ns > free as usize {
-            fails[T_RING_FULL] += (bufs.len() - i) as u64;
+            fails[TxCounter::RingFull as usize] += (bufs.len() - i) as u64;
             lost += sluice_vnet::devices::total_bytes(pool, &bufs[i..]);
             done.extend_from_slice(&bufs[i..]);
             break;
@@ -1233,5 +1488,10 @@ fn tx_ring_zc(
     if sent > 0 {
         ring.set_head(slot);
     }
-    (sent, fails, lost)
+    TxResult {
+        consumed: bufs.len(),
+        sent,
+        fails,
+        lost,
+    }
 }

@@ -141,8 +141,36 @@ impl Ring {
     /// Reads descriptor `slot` (masked).
     #[inline(always)]
     pub fn desc(&self, slot: u16) -> Desc {
+        // Two 8-byte loads (a volatile struct read is done field by field); little-endian
+        // layout as in `set_desc`.
+        let p = self.desc_ptr(slot) as *const u64;
         // SAFETY: in bounds (desc_ptr) and 8-aligned; volatile because the peer writes it.
-        unsafe { std::ptr::read_volatile(self.desc_ptr(slot)) }
+        let (lo, hi) = unsafe {
+            (
+                u64::from_le(std::ptr::read_volatile(p)),
+                u64::from_le(std::ptr::read_volatile(p.add(1))),
+            )
+        };
+        Desc {
+            flags: lo as u16,
+            region: (lo >> 16) as u16,
+            length: (lo >> 32) as u32,
+            offset: hi as u32,
+            metadata: (hi >> 32) as u32,
+        }
+    }
+    /// Hints the CPU to fetch the line holding descriptor `slot` (masked).
+    #[inline(always)]
+    pub fn prefetch_desc(&self, slot: u16) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults and has no architectural effect; the address is in
+        // the ring anyway (desc_ptr masks the slot).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.desc_ptr(slot) as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
     }
     /// Writes descriptor `slot` (masked).
     #[inline(always)]
@@ -157,6 +185,14 @@ impl Ring {
             std::ptr::write_volatile(p, lo.to_le());
             std::ptr::write_volatile(p.add(1), hi.to_le());
         }
+    }
+    /// Writes the first half of descriptor `slot` (`flags`, `region`, `length`), leaving
+    /// `offset` and `metadata` as they are (a master filling a slot the slave handed out).
+    #[inline(always)]
+    pub fn set_desc_head(&self, slot: u16, flags: u16, region: u16, length: u32) {
+        let lo = flags as u64 | (region as u64) << 16 | (length as u64) << 32;
+        // SAFETY: as in `desc`: the descriptor is in bounds and 8-aligned.
+        unsafe { std::ptr::write_volatile(self.desc_ptr(slot) as *mut u64, lo.to_le()) }
     }
     /// Writes only the length of descriptor `slot`.
     #[inline(always)]
