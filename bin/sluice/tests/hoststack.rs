@@ -540,6 +540,90 @@ fn app_write_all(app: &App, s: &sluice_session::Session, seed: u64, total: u64) 
     }
 }
 
+/// Accepts one connection on `srv` (a kernel socket) on a thread and reads it to the end,
+/// checking every byte against stream `seed`; returns the count.
+fn kernel_reader(srv: std::net::TcpListener, seed: u64) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || read_stream(srv.accept().unwrap().0, seed))
+}
+
+/// Reads `c` to the end, checking every byte against stream `seed`; returns the count.
+fn read_stream(mut c: std::net::TcpStream, seed: u64) -> u64 {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut want = vec![0u8; 1 << 16];
+    let mut got = 0u64;
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        if n == 0 {
+            return got;
+        }
+        fill(seed, got, &mut want[..n]);
+        assert!(buf[..n] == want[..n], "kernel: stream differs near {got}");
+        got += n as u64;
+    }
+}
+
+/// A kernel TCP listener on `at` whose connections get a receive buffer of `rcvbuf` bytes.
+fn small_rcvbuf_listener(at: SocketAddr, rcvbuf: i32) -> std::net::TcpListener {
+    let fam = if at.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: plain socket(2); the fd is owned by the listener below.
+    let fd = unsafe { libc::socket(fam, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh fd we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: setsockopt with a pointer to a local int of the given size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &rcvbuf as *const i32 as *const libc::c_void,
+            4,
+        )
+    };
+    assert_eq!(r, 0);
+    let l = std::net::TcpListener::from(owned);
+    let (sa, len) = sockaddr(at);
+    // SAFETY: bind/listen on our fd with a sockaddr of `len` bytes.
+    unsafe {
+        assert_eq!(
+            libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        assert_eq!(libc::listen(fd, 8), 0);
+    }
+    l
+}
+
+/// `at` as a sockaddr_storage and its length.
+fn sockaddr(at: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match at {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
 #[test]
 fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
     tcp_with_the_kernel(false, "tc");
@@ -614,30 +698,35 @@ fn tcp_with_the_kernel(v6: bool, tag: &str) {
 
     // Sluice client → kernel listener.
     let srv = peer.run(move || TcpListener::bind(sa(theirs, 5002)).unwrap());
-    let reader = std::thread::spawn({
-        let srv = srv.try_clone().unwrap();
-        move || {
-            let (mut c, _) = srv.accept().unwrap();
-            let mut buf = vec![0u8; 1 << 16];
-            let mut want = vec![0u8; 1 << 16];
-            let mut got = 0u64;
-            loop {
-                let n = c.read(&mut buf).unwrap();
-                if n == 0 {
-                    return got;
-                }
-                fill(2, got, &mut want[..n]);
-                assert!(buf[..n] == want[..n], "kernel: stream differs near {got}");
-                got += n as u64;
-            }
-        }
-    });
+    let reader = kernel_reader(srv, 2);
     let c = app
         .tcp_connect(sa(theirs, 5002), Duration::from_secs(5))
         .unwrap();
     app_write_all(&app, &c, 2, total);
     app.close(c).unwrap();
     assert_eq!(reader.join().unwrap(), total);
+
+    // An application that closes and exits while the peer does not read (a small kernel
+    // receive buffer, full): its last bytes wait in its tx FIFO, the connection lingers,
+    // and once the kernel reads it gets every byte and a clean end of stream.
+    let srv = peer.run(move || small_rcvbuf_listener(sa(theirs, 5003), 4096));
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let (c, _) = srv.accept().unwrap();
+        gate.recv().unwrap();
+        read_stream(c, 3)
+    });
+    let mut quick = App::attach(&sock, "tcp-linger").unwrap();
+    let c = quick
+        .tcp_connect(sa(theirs, 5003), Duration::from_secs(5))
+        .unwrap();
+    let linger_bytes = 64 << 10;
+    app_write_all(&quick, &c, 3, linger_bytes);
+    quick.close(c).unwrap();
+    drop(quick);
+    std::thread::sleep(Duration::from_millis(300)); // Sluice sees the application go
+    go.send(()).unwrap();
+    assert_eq!(reader.join().unwrap(), linger_bytes);
 
     // A port nobody listens on: the kernel client is refused (RST), counted.
     let closed = sa(ours, 5009);

@@ -171,6 +171,9 @@ pub struct AppConn {
     pub sluice_efd: OwnedFd,
     /// slot → session.
     pub slots: Vec<Option<u32>>,
+    /// The application is gone; connections it had closed linger until they end (the
+    /// segment stays mapped for their unsent data).
+    pub dead: bool,
 }
 
 impl AppConn {
@@ -360,7 +363,7 @@ impl SessionMain {
     /// Detaches every application and closes the app socket.
     pub fn disable(&mut self, ports: &mut Vec<PortChange>) {
         for a in 0..self.apps.len() as u32 {
-            self.detach(a, ports);
+            self.detach_now(a, ports, true);
         }
         if self.listen.take().is_some() && !self.cfg.app_socket.starts_with('@') {
             let _ = std::fs::remove_file(&self.cfg.app_socket);
@@ -478,6 +481,7 @@ impl SessionMain {
             app_efd,
             sluice_efd,
             slots: vec![None; g.n_slots as usize],
+            dead: false,
         });
         self.attached += 1;
     }
@@ -487,6 +491,9 @@ impl SessionMain {
             let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
                 return;
             };
+            if app.dead {
+                return;
+            }
             let m = match seqpacket::recv(&app.sock) {
                 Ok(Recv::None) => return,
                 Ok(Recv::Msg { buf, len, .. }) if len == msg::MSG_SIZE => msg::decode(&buf),
@@ -759,9 +766,19 @@ impl SessionMain {
 
     /// Detaches application `a`: closes its sessions and frees its segment.
     pub fn detach(&mut self, a: u32, ports: &mut Vec<PortChange>) {
+        self.detach_now(a, ports, false);
+    }
+
+    /// Detaches application `a`: its UDP sessions close; TCP connections it had closed
+    /// linger (their data and FIN are still delivered) unless `abort`; the others are
+    /// aborted (the peers get a RST).
+    fn detach_now(&mut self, a: u32, ports: &mut Vec<PortChange>, abort: bool) {
         let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
             return;
         };
+        if app.dead && !abort {
+            return;
+        }
         let sids: Vec<u32> = app.slots.iter().flatten().copied().collect();
         for s in sids {
             if self.sessions[s as usize]
@@ -772,17 +789,42 @@ impl SessionMain {
             }
             self.close(s, ports);
         }
-        // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot)
-        // are aborted: the peers get a RST.
+        // Its TCP sessions (also those in the handshake or TIME-WAIT, which hold no slot).
         let tcp: Vec<u32> = self
             .iter()
             .filter(|(_, s)| s.app == a && s.proto.is_tcp())
             .map(|(i, _)| i)
             .collect();
+        let now = std::time::Instant::now();
+        let mut lingering = 0;
         for s in tcp {
-            self.tcp_abort(s);
+            let linger = !abort
+                && match self.sessions[s as usize].as_mut().map(|x| &mut x.proto) {
+                    Some(Proto::Tcp(t, l)) if l.app_closed => {
+                        t.orphan(now);
+                        true
+                    }
+                    _ => false,
+                };
+            if linger {
+                lingering += 1;
+                self.tcp_rearm(s);
+            } else {
+                self.tcp_abort(s);
+            }
         }
-        if let Some(app) = self.apps[a as usize].take() {
+        if lingering > 0 {
+            if let Some(app) = self.apps[a as usize].as_mut() {
+                app.dead = true;
+            }
+            return;
+        }
+        self.reap_app(a);
+    }
+
+    /// Frees what is left of application `a` (its segment, eventfds).
+    pub(crate) fn reap_app(&mut self, a: u32) {
+        if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
             self.irq_del.push(app.sluice_efd);
             self.kick.store(true, std::sync::atomic::Ordering::Release);
             self.detached += 1;

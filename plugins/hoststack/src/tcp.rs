@@ -35,6 +35,9 @@ const MAX_RETRIES: u32 = 12;
 const MAX_SYN_RETRIES: u32 = 5;
 /// How long TIME-WAIT lasts (2 × MSL with a short MSL, as many stacks).
 pub const TIME_WAIT: Duration = Duration::from_secs(2);
+/// How long an orphaned connection (its application gone) waits in FIN-WAIT-2 for the
+/// peer's FIN (Linux's tcp_fin_timeout).
+const FIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most separate ranges of out-of-order data held per connection.
 const OOO_RANGES: usize = 8;
 
@@ -256,6 +259,8 @@ pub struct Tcb {
     probe: bool,
     /// The peer's FIN was received in order.
     pub peer_fin: bool,
+    /// The application is gone (the connection lingers to deliver its data and FIN).
+    pub orphan: bool,
     /// Counters.
     pub stats: TcpStats,
 }
@@ -308,6 +313,7 @@ impl Tcb {
             need_syn: true,
             probe: false,
             peer_fin: false,
+            orphan: false,
             stats: TcpStats::default(),
         }
     }
@@ -359,6 +365,20 @@ impl Tcb {
         } else {
             (seg.wnd as u32) << self.snd_shift
         }
+    }
+
+    /// The application is gone: the connection lingers until its FIN is acknowledged and
+    /// the peer's arrives, at most [`FIN_TIMEOUT`] in FIN-WAIT-2.
+    pub fn orphan(&mut self, now: Instant) {
+        self.orphan = true;
+        if self.state == State::FinWait2 {
+            self.tw_at = Some(now + FIN_TIMEOUT);
+        }
+    }
+
+    /// Whether `seg` carries data past what was received.
+    pub fn takes_new_data(&self, seg: &Seg<'_>) -> bool {
+        !seg.data.is_empty() && lt(self.rcv_nxt, seg.seq.wrapping_add(seg.data.len() as u32))
     }
 
     /// Bytes in flight (sent, not acknowledged), SYN and FIN included.
@@ -631,7 +651,12 @@ impl Tcb {
             e.notify = true; // tx space
             if fin_acked {
                 match self.state {
-                    State::FinWait1 => self.state = State::FinWait2,
+                    State::FinWait1 => {
+                        self.state = State::FinWait2;
+                        if self.orphan {
+                            self.tw_at = Some(now + FIN_TIMEOUT);
+                        }
+                    }
                     State::Closing => {
                         self.state = State::TimeWait;
                         self.tw_at = Some(now + TIME_WAIT);

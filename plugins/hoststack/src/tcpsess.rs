@@ -263,6 +263,15 @@ impl SessionMain {
         self.release_slot(s.app, s.slot, sid);
         self.tcp_count = self.tcp_count.saturating_sub(1);
         self.free.push(sid);
+        // The last lingering connection of an application that is gone.
+        let dead = self
+            .apps
+            .get(s.app as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|x| x.dead);
+        if dead && !self.iter().any(|(_, x)| x.app == s.app) {
+            self.reap_app(s.app);
+        }
     }
 
     fn release_slot(&mut self, app: u32, slot: u32, sid: u32) {
@@ -288,6 +297,18 @@ impl SessionMain {
     ) -> Result<(), TcpDrop> {
         let has = |f: TcpFlags| seg.flags.intersects(f);
         if let Some(&sid) = self.tcp_conns.get(&(local, remote)) {
+            // New data for a connection whose application is gone: nobody will read it
+            // (RFC 9293 3.10.7.4, as Linux does for an orphaned socket).
+            if let Some(Some(crate::session::Session {
+                proto: Proto::Tcp(t, _),
+                ..
+            })) = self.sessions.get(sid as usize)
+            {
+                if t.orphan && t.takes_new_data(seg) {
+                    self.tcp_abort(sid);
+                    return Ok(());
+                }
+            }
             let eff = {
                 let apps = &self.apps;
                 let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
