@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]
-//!         [no-flat] [no-resolve] [no-redundant] [no-dual]
+//!         [no-flat] [no-resolve] [no-redundant] [no-dual] [no-vector]
 //! p4 unload [<name>]
 //! show p4 program [<name>]
 //! p4 table add <prog> <table> <action> key <v>... [priority <p>] param <v>...
@@ -458,6 +458,14 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             on(o.resolved),
             on(o.no_redundant),
             on(o.dual)
+        );
+        let _ = writeln!(
+            out,
+            "  executor: {}",
+            match &p.loaded.vcode {
+                Ok(_) => "vector (single-node path)".to_string(),
+                Err(why) => format!("per packet ({why})"),
+            }
         );
         let _ = writeln!(
             out,

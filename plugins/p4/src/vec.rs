@@ -82,10 +82,9 @@ impl Sel {
 
     #[inline(always)]
     fn push(&mut self, x: u8) {
-        if let Some(s) = self.i.get_mut(self.n) {
-            *s = x;
-            self.n += 1;
-        }
+        // n < N here (a selection never holds a packet twice); masked, no bound check.
+        self.i[self.n & (N - 1)] = x;
+        self.n = (self.n + 1).min(N);
     }
 
     #[inline(always)]
@@ -137,7 +136,7 @@ pub struct VState {
     key: [u64; N],
     eid: [u32; N],
     /// Per checksum-tracked header: ones'-complement sum of the changes made to it.
-    delta: Vec<[u32; N]>,
+    delta: Vec<[u64; N]>,
     /// Per checksum-tracked header: verified good on input, checksum field untouched.
     good: Vec<[bool; N]>,
     /// Per table action slot: the packets whose entry runs it.
@@ -222,6 +221,8 @@ struct VStateCode {
     steps: Vec<PStep>,
     keys: Vec<Ex>,
     trans: Trans,
+    /// A select on one key: (case, target) in order.
+    one_key: Option<Vec<(CaseKey, Target)>>,
 }
 
 enum PStep {
@@ -495,6 +496,9 @@ struct Cc<'a> {
     tracked: Vec<(u8, u16)>,
     /// Slots read somewhere.
     read: Vec<bool>,
+    /// Compiling the body of an action a table runs: its parameters are read from the
+    /// packet's entry of this table (no copy into columns).
+    ptab: Option<usize>,
 }
 
 impl Cc<'_> {
@@ -572,31 +576,33 @@ fn hload(h: usize, rel: usize, k: HKind, d: usize) -> Ex {
     }
 }
 
-/// Ones'-complement difference of the 16-bit words `[a, a + n)` (header-relative, `a`
-/// even) between `old` and `new` bytes: what RFC 1624's HC' = ~(~HC + ~m + m') adds.
-#[inline(always)]
-fn word_delta(old: &[u8], new: &[u8]) -> u32 {
-    let mut acc = 0u32;
-    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
-        let ow = ((o[0] as u32) << 8) | *o.get(1).unwrap_or(&0) as u32;
-        let nw = ((n[0] as u32) << 8) | *n.get(1).unwrap_or(&0) as u32;
-        acc += (!ow & 0xffff) + nw;
-    }
-    acc
-}
-
 /// Stores temporary `d` into a header field; tracks the checksum delta when the header's
 /// checksum is tracked (`tr`: tracked index, checksum field offset).
 fn hstore(h: usize, rel: usize, k: HKind, d: usize, tr: Option<(usize, usize)>) -> Op {
     let (w, sh, m) = geom(k);
     let whole = sh == 0 && (w >= 8 || m == (1u64 << (8 * w as u32)) - 1);
+    // The 16-bit words the field covers (header-relative, from an even offset), and whether
+    // the checksum field is among them.
+    let wa = rel & !1;
+    let nw = (((rel + w as usize + 1) & !1) - wa) / 2;
+    let (ti, hits_ck) = match tr {
+        Some((ti, ck)) => (ti, ck + 2 > wa && ck < wa + 2 * nw),
+        None => (usize::MAX, false),
+    };
     macro_rules! mk {
         ($w:literal) => {
             Box::new(move |f: &mut F<'_, '_>, s: &mut Sel| {
-                let v = &mut *f.v;
-                let (Some(ho), Some(t)) = (v.hoff.get(h), v.tmp.get(d)) else {
+                let VState {
+                    hoff,
+                    tmp,
+                    delta,
+                    good,
+                    ..
+                } = &mut *f.v;
+                let (Some(ho), Some(t)) = (hoff.get(h), tmp.get(d)) else {
                     return;
                 };
+                let mut dg = delta.get_mut(ti).zip(good.get_mut(ti));
                 for &i in s.idx() {
                     let i = i as usize;
                     let o = ho[i] as usize + rel;
@@ -607,32 +613,25 @@ fn hstore(h: usize, rel: usize, k: HKind, d: usize, tr: Option<(usize, usize)>) 
                         let old = ld::<$w>(p, o);
                         (old & !(m << sh)) | ((t[i] & m) << sh)
                     };
-                    if let Some((ti, ck)) = tr {
-                        // The 16-bit words the field covers (header-relative, even start).
-                        let base = ho[i] as usize;
-                        let a = rel & !1;
-                        let e = (rel + $w + 1) & !1;
-                        let Some(old) = p.get(base + a..base + e) else {
-                            continue;
-                        };
-                        let mut ob = [0u8; 10];
-                        let l = e - a;
-                        ob[..l].copy_from_slice(old);
-                        st::<$w>(p, o, nv);
-                        let Some(new) = p.get(base + a..base + e) else {
-                            continue;
-                        };
-                        if ck + 2 > a && ck < e {
-                            // The checksum field itself: incremental update no longer holds.
-                            if let Some(g) = v.good.get_mut(ti) {
+                    match dg.as_mut() {
+                        Some((dl, g)) => {
+                            // RFC 1624: add ~m + m' for every word the store changes.
+                            let base = ho[i] as usize + wa;
+                            let mut acc = 0u64;
+                            for k in 0..nw {
+                                acc += !ld::<2>(p, base + 2 * k) & 0xffff;
+                            }
+                            st::<$w>(p, o, nv);
+                            for k in 0..nw {
+                                acc += ld::<2>(p, base + 2 * k);
+                            }
+                            dl[i] += acc;
+                            if hits_ck {
+                                // The checksum field itself: incremental update no longer holds.
                                 g[i] = false;
                             }
                         }
-                        if let Some(dl) = v.delta.get_mut(ti) {
-                            dl[i] += word_delta(&ob[..l], new);
-                        }
-                    } else {
-                        st::<$w>(p, o, nv);
+                        None => st::<$w>(p, o, nv),
                     }
                 }
             })
@@ -687,6 +686,25 @@ fn ex(cc: &mut Cc, e: &E, d: usize, pb: usize) -> Ex {
                     for &i in s.idx() {
                         t[i as usize] = (v.valid[i as usize] >> h) & 1;
                     }
+                }
+            })
+        }
+        E::Param(k) if cc.ptab.is_some() => {
+            let (k, ti) = (*k as usize, cc.ptab.unwrap_or(0));
+            Box::new(move |f, s| {
+                let Some(tr) = f.ts.tables.get(ti) else {
+                    return;
+                };
+                let v = &mut *f.v;
+                let Some(t) = v.tmp.get_mut(d) else { return };
+                for &i in s.idx() {
+                    let id = v.eid[i as usize];
+                    let e = if id == MISS {
+                        &tr.default
+                    } else {
+                        tr.entries.get(id as usize).unwrap_or(&tr.default)
+                    };
+                    t[i as usize] = e.params.get(k).copied().unwrap_or(0);
                 }
             })
         }
@@ -838,6 +856,46 @@ fn filt(cc: &mut Cc, e: &E, pb: usize) -> Filt {
                 Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge
             ),
         ) {
+            if let E::H(acc) = **a {
+                // A header field against a constant: load and compare in one loop.
+                let (h, rel) = cc.inst_of(acc.off);
+                let (w, sh, m) = geom(acc.kind);
+                let (k, op) = (*k, *op);
+                macro_rules! hc {
+                    ($w:literal) => {
+                        Box::new(move |f: &mut F<'_, '_>, s: &Sel, out: &mut Sel| {
+                            out.n = 0;
+                            let Some(ho) = f.v.hoff.get(h) else { return };
+                            for &i in s.idx() {
+                                let x = i as usize;
+                                let o = ho[x] as usize + rel;
+                                let val = f.pk.get(x).map_or(0, |p| (ld::<$w>(p, o) >> sh) & m);
+                                let c = match op {
+                                    Bin::Eq => val == k,
+                                    Bin::Ne => val != k,
+                                    Bin::Lt => val < k,
+                                    Bin::Le => val <= k,
+                                    Bin::Gt => val > k,
+                                    _ => val >= k,
+                                };
+                                if c {
+                                    out.push(i);
+                                }
+                            }
+                        })
+                    };
+                }
+                return match w {
+                    1 => hc!(1),
+                    2 => hc!(2),
+                    3 => hc!(3),
+                    4 => hc!(4),
+                    5 => hc!(5),
+                    6 => hc!(6),
+                    7 => hc!(7),
+                    _ => hc!(8),
+                };
+            }
             let (fa, k, op) = (ex(cc, a, 0, pb), *k, *op);
             let d = cc.tmp(0);
             macro_rules! cmp {
@@ -1022,7 +1080,7 @@ fn stmt(cc: &mut Cc, s: &S, pb: usize) -> Op {
     match s {
         S::Set(lv, e) => {
             // Metadata from a slot or parameter: one copy loop.
-            if let (Lv::M(dst, m), E::Param(k)) = (lv, e) {
+            if let (Lv::M(dst, m), E::Param(k), None) = (lv, e, cc.ptab) {
                 let (dst, m, c) = (*dst as usize, *m, pb + *k as usize);
                 return Box::new(move |f, s| {
                     let v = &mut *f.v;
@@ -1070,7 +1128,9 @@ fn stmt(cc: &mut Cc, s: &S, pb: usize) -> Op {
                 .enumerate()
                 .map(|(k, e)| (ex(cc, e, 0, pb), npb + k))
                 .collect();
+            let saved = cc.ptab.take();
             let body = action_op(cc, *a, npb);
+            cc.ptab = saved;
             Box::new(move |f, s| {
                 for (e, c) in &args {
                     e(f, s);
@@ -1179,11 +1239,15 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
         .map(|(k, key)| ex(cc, &key.e, k, pb))
         .collect();
     let direct = t.direct_counter.is_some();
-    let slots: Vec<Op> = t.actions.iter().map(|&a| action_op(cc, a, 0)).collect();
-    let nparams: Vec<usize> = t
+    let slots: Vec<Op> = t
         .actions
         .iter()
-        .map(|&a| p.actions.get(a as usize).map_or(0, |x| x.params.len()))
+        .map(|&a| {
+            cc.ptab = Some(ti);
+            let op = action_op(cc, a, 0);
+            cc.ptab = None;
+            op
+        })
         .collect();
     let exits = t.actions.iter().any(|&a| action_may_exit(p, a, 0));
     let stops = may_stop(p, std::slice::from_ref(&S::Apply(ap.clone())));
@@ -1215,13 +1279,7 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
         }
         {
             let v = &mut *f.v;
-            if keys.len() == 1 {
-                if let Some(t) = v.tmp.first() {
-                    for &i in s.idx() {
-                        v.key[i as usize] = t[i as usize];
-                    }
-                }
-            } else if !wide {
+            if keys.len() > 1 && !wide {
                 for &i in s.idx() {
                     let mut k = 0u64;
                     for (c, &sh) in v.tmp.iter().zip(&shifts) {
@@ -1250,7 +1308,13 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
                     .unwrap_or(MISS);
             }
         } else {
-            lookup_col(tr, s, &v.key, &mut v.eid);
+            // One key: its column is the key.
+            let key = if keys.len() == 1 {
+                v.tmp.first().unwrap_or(&v.key)
+            } else {
+                &v.key
+            };
+            lookup_col(tr, s, key, &mut v.eid);
         }
         // Counters and groups by action slot.
         for b in v.buckets.iter_mut() {
@@ -1278,28 +1342,11 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
         }
         let _ = tr;
         // Parameters, then each action over its group.
-        for (k, (body, &np)) in slots.iter().zip(&nparams).enumerate() {
+        for (k, body) in slots.iter().enumerate() {
             let mut g = match f.v.buckets.get(k) {
                 Some(b) if !b.is_empty() => b.clone(),
                 _ => continue,
             };
-            {
-                let Some(tr) = f.ts.tables.get(ti) else {
-                    return;
-                };
-                let v = &mut *f.v;
-                for &i in g.idx() {
-                    let id = v.eid[i as usize];
-                    let e = if id == MISS {
-                        &tr.default
-                    } else {
-                        tr.entries.get(id as usize).unwrap_or(&tr.default)
-                    };
-                    for (c, &x) in v.params.iter_mut().zip(&e.params[..np.min(PARAMS_MAX)]) {
-                        c[i as usize] = x;
-                    }
-                }
-            }
             body(f, &mut g);
         }
         if exits {
@@ -1383,12 +1430,13 @@ fn hdr_sum(b: &[u8], d: usize) -> u64 {
     fold64(acc)
 }
 
+/// Folds a ones'-complement sum (< 2^48) to 16 bits, branch-free.
 #[inline(always)]
-fn fold64(mut acc: u64) -> u64 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc
+fn fold64(acc: u64) -> u64 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    (a & 0xffff) + (a >> 16)
 }
 
 /// `verify_checksum` / `update_checksum` (csum16).
@@ -1450,9 +1498,7 @@ fn csum(cc: &mut Cc, c: &Csum) -> Op {
                 let old = u16::from_be_bytes([x[0], x[1]]) as u64;
                 let ck = match ti {
                     // RFC 1624 eqn. 3: HC' = ~(~HC + sum(~m + m')).
-                    Some(ti) if v.good[ti][i] => {
-                        !fold64((!old & 0xffff) + v.delta[ti][i] as u64) & 0xffff
-                    }
+                    Some(ti) if v.good[ti][i] => !fold64((!old & 0xffff) + v.delta[ti][i]) & 0xffff,
                     _ => !hdr_sum(b, d) & 0xffff,
                 };
                 if let Some(x) = b.get_mut(d..d + 2) {
@@ -1602,6 +1648,7 @@ impl VCode {
             depth: 1,
             tracked,
             read: read.clone(),
+            ptab: None,
         };
         let std = p.std;
         let mut reset: Vec<u16> = (0..p.meta_slots as u16)
@@ -1635,6 +1682,13 @@ impl VCode {
                         .collect(),
                 },
                 trans: st.trans.clone(),
+                one_key: match &st.trans {
+                    Trans::Select { keys, cases } if keys.len() == 1 => cases
+                        .iter()
+                        .map(|(ks, t)| ks.first().map(|k| (*k, *t)))
+                        .collect(),
+                    _ => None,
+                },
             })
             .collect();
         let verify = block(&mut cc, &p.verify, 0);
@@ -1719,25 +1773,30 @@ impl VCode {
                 match step {
                     PStep::Extract(h, len) => {
                         let (h, len) = (*h as usize, *len as u32);
-                        let v = &mut *f.v;
+                        let VState {
+                            meta,
+                            hoff,
+                            pos,
+                            valid,
+                            ..
+                        } = &mut *f.v;
+                        let (Some(perr), Some(ho)) = (meta.get_mut(pe), hoff.get_mut(h)) else {
+                            continue;
+                        };
                         let mut k = 0;
                         for j in 0..s.n.min(N) {
                             let i = s.i[j];
                             let x = i as usize;
                             let have = f.pk.get(x).map_or(0, |p| p.len()) as u32;
-                            if v.pos[x] + len > have {
+                            if pos[x] + len > have {
                                 // PacketTooShort: the packet continues into ingress.
-                                if let Some(m) = v.meta.get_mut(pe) {
-                                    m[x] = ERR_PACKET_TOO_SHORT;
-                                }
+                                perr[x] = ERR_PACKET_TOO_SHORT;
                                 continue;
                             }
-                            if let Some(ho) = v.hoff.get_mut(h) {
-                                ho[x] = v.pos[x] as u16;
-                            }
-                            v.valid[x] |= 1 << h;
-                            v.pos[x] += len;
-                            s.i[k] = i;
+                            ho[x] = pos[x] as u16;
+                            valid[x] |= 1 << h;
+                            pos[x] += len;
+                            s.i[k & (N - 1)] = i;
                             k += 1;
                         }
                         s.n = k;
@@ -1759,6 +1818,30 @@ impl VCode {
                         k(f, &s);
                     }
                     let v = &mut *f.v;
+                    if let (Some(one), Some(t0)) = (&code.one_key, v.tmp.first()) {
+                        // One key: its column against the cases in order.
+                        for &i in s.idx() {
+                            let val = t0[i as usize];
+                            let hit = one.iter().find(|(c, _)| match *c {
+                                CaseKey::Mask(a, m) => val & m == a,
+                                CaseKey::Range(a, b) => val >= a && val <= b,
+                            });
+                            match hit {
+                                Some((_, Target::State(t))) => {
+                                    if let Some(d) = v.states.get_mut(*t as usize) {
+                                        d.push(i);
+                                    }
+                                }
+                                Some(_) => {}
+                                None => {
+                                    if let Some(m) = v.meta.get_mut(pe) {
+                                        m[i as usize] = ERR_NO_MATCH;
+                                    }
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     for &i in s.idx() {
                         let x = i as usize;
                         let hit = cases.iter().find(|(ks, _)| {
@@ -1817,19 +1900,23 @@ impl VCode {
         let mut s = Sel::empty();
         {
             let v = &mut *f.v;
+            let n = all.len();
+            v.flow[..n].fill(0);
+            match v.meta.get(es) {
+                Some(c) => v.es[..n].copy_from_slice(&c[..n]),
+                None => v.es[..n].fill(DROP_PORT),
+            }
+            let mut scratch = [0u64; N];
+            let epc = v.meta.get_mut(ep).unwrap_or(&mut scratch);
             for &i in all.idx() {
                 let x = i as usize;
-                v.flow[x] = 0;
-                let e = v.meta.get(es).map_or(DROP_PORT, |c| c[x]);
-                v.es[x] = e;
+                let e = v.es[x];
                 if e == DROP_PORT {
                     if let Some(o) = out.get_mut(x) {
                         *o = VOut::Drop;
                     }
                 } else {
-                    if let Some(c) = v.meta.get_mut(ep) {
-                        c[x] = e;
-                    }
+                    epc[x] = e;
                     s.push(i);
                 }
             }
