@@ -1290,7 +1290,7 @@ mod tests {
     }
 
     #[test]
-    fn lookup_x4_agrees_with_lookup() {
+    fn lookup_x4_and_lookup_many_agree_with_lookup() {
         let e = Epochs::new(1);
         let mut h = Bihash::new();
         for i in 0..5000u64 {
@@ -1305,20 +1305,7 @@ mod tests {
             let keys = [mix(i), mix(i + 5000), mix(4999 - i), mix(i * 2)];
             assert_eq!(t.lookup_x4(keys), keys.map(|k| t.lookup(k)));
         }
-    }
-
-    #[test]
-    fn lookup_many_agrees_with_lookup() {
-        let e = Epochs::new(1);
-        let mut h = Bihash::new();
-        for i in 0..5000u64 {
-            h.insert(&e, mix(i), i * 3).unwrap();
-        }
-        for i in (0..5000u64).step_by(3) {
-            h.remove(&e, mix(i));
-        }
-        let t = h.table();
-        // Hits and misses mixed, lengths around and across the batch size, and an output
+        // lookup_many: hits and misses mixed, lengths around and across the batch size, and an output
         // shorter than the keys (only that many are looked up).
         let keys: Vec<u64> = (0..300u64).map(|i| mix(i * 37 % 9000)).collect();
         for n in [0, 1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH + 5, 300] {
