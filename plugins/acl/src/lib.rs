@@ -61,35 +61,35 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// The nodes: (name, arc, IPv6, output, arc end).
-const NODES: [(&str, &str, bool, bool, &str); 4] = [
+/// The nodes: (name, arc, IPv6, output, next arc names in [`AclNext`] order).
+const NODES: [(&str, &str, bool, bool, &[&str]); 4] = [
     (
         "acl-plugin-in-ip4-fa",
         "ip4-unicast",
         false,
         false,
-        "ip4-lookup",
+        AclNext::NAMES,
     ),
     (
         "acl-plugin-in-ip6-fa",
         "ip6-unicast",
         true,
         false,
-        "ip6-lookup",
+        &["error-drop", "ip6-lookup"],
     ),
     (
         "acl-plugin-out-ip4-fa",
         "ip4-output",
         false,
         true,
-        "interface-output",
+        &["error-drop", "interface-output"],
     ),
     (
         "acl-plugin-out-ip6-fa",
         "ip6-output",
         true,
         true,
-        "interface-output",
+        &["error-drop", "interface-output"],
     ),
 ];
 
@@ -99,42 +99,40 @@ pub const CLEANER: &str = "acl-plugin-fa-cleaner";
 /// Session slots the cleaner looks at per thread per second at most.
 const CLEAN_BUDGET: usize = 200_000;
 
-mod counter {
-    use sluice_graph::CounterDesc;
-    pub const PERMIT: u16 = 0;
-    pub const DENY: u16 = 1;
-    pub const NO_MATCH: u16 = 2;
-    pub const MALFORMED: u16 = 3;
-    pub const SESSION_HIT: u16 = 4;
-    pub const SESSION_CREATED: u16 = 5;
-    pub const SESSION_LIMIT: u16 = 6;
-    pub const HANDOFF: u16 = 7;
-    pub const CONGESTION: u16 = 8;
-    pub const ICMP_ERROR_HIT: u16 = 9;
-    pub const DESCS: [CounterDesc; 10] = [
-        CounterDesc::info("permit", "ACL permit packets"),
-        CounterDesc::error("deny", "ACL deny packets"),
-        CounterDesc::error("no_match", "no ACL rule matched (implicit deny)"),
-        CounterDesc::error("malformed", "packet too short for its IP header"),
-        CounterDesc::info("session_hit", "packets admitted by a session"),
-        CounterDesc::info("session_created", "sessions created (permit+reflect)"),
-        CounterDesc::error(
-            "session_limit",
-            "session table full (permit+reflect refused)",
-        ),
-        CounterDesc::info("handoff", "packets handed to the session's owning thread"),
-        CounterDesc::error("congestion_drop", "handoff queue to the owning thread full"),
-        CounterDesc::info(
-            "icmp_error_session_hit",
-            "ICMP errors admitted for the session they quote",
-        ),
-    ];
+sluice_graph::counters! {
+    /// The ACL nodes' counters.
+    pub enum AclCounter {
+        /// ACL permit packets.
+        Permit => info("permit", "ACL permit packets"),
+        /// ACL deny packets.
+        Deny => error("deny", "ACL deny packets"),
+        /// No ACL rule matched (implicit deny).
+        NoMatch => error("no_match", "no ACL rule matched (implicit deny)"),
+        /// Packet too short for its IP header.
+        Malformed => error("malformed", "packet too short for its IP header"),
+        /// Packets admitted by a session.
+        SessionHit => info("session_hit", "packets admitted by a session"),
+        /// Sessions created (permit+reflect).
+        SessionCreated => info("session_created", "sessions created (permit+reflect)"),
+        /// Session table full (permit+reflect refused).
+        SessionLimit => error("session_limit", "session table full (permit+reflect refused)"),
+        /// Packets handed to the session's owning thread.
+        Handoff => info("handoff", "packets handed to the session's owning thread"),
+        /// Handoff queue to the owning thread full.
+        Congestion => error("congestion_drop", "handoff queue to the owning thread full"),
+        /// ICMP errors admitted for the session they quote.
+        IcmpErrorHit => info("icmp_error_session_hit", "ICMP errors admitted for the session they quote"),
+    }
 }
 
-mod next {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const PASS: Next = Next(1);
+sluice_graph::arcs! {
+    /// The ACL nodes' next arcs (the IPv4 input nodes' targets; the others' in [`NODES`]).
+    pub enum AclNext {
+        /// Dropped packets.
+        Drop => "error-drop",
+        /// The arc's next feature or its end.
+        Pass => "ip4-lookup",
+    }
 }
 
 /// An ACL.
@@ -408,9 +406,9 @@ struct Fc<'a> {
 
 impl AclNode {
     #[inline(always)]
-    fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: u16) -> Verdict {
+    fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: AclCounter) -> Verdict {
         b.hdr.error = cx.error(c);
-        Verdict::Next(next::DROP)
+        Verdict::Next(AclNext::Drop.next())
     }
 
     #[inline(always)]
@@ -422,15 +420,15 @@ impl AclNode {
         };
         let cur = fc.cur;
         let lists = if self.out { &cur.output } else { &cur.input };
-        let pass = Verdict::Next(self.features.next(self.slot, sw_if, next::PASS));
+        let pass = Verdict::Next(self.features.next(self.slot, sw_if, AclNext::Pass.next()));
         let list = lists.get(sw_if as usize).and_then(|l| l.as_ref());
         let stateful = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
         if list.is_none() && !stateful {
-            cx.count(counter::PERMIT as usize, 1);
+            cx.count(AclCounter::Permit, 1);
             return pass;
         }
         let Some(k) = b.data().get(off..).and_then(|d| key_of(d, self.v6)) else {
-            return Self::drop_pkt(cx, b, counter::MALFORMED);
+            return Self::drop_pkt(cx, b, AclCounter::Malformed);
         };
         let mut sk = None;
         if stateful {
@@ -458,13 +456,13 @@ impl AclNode {
                     // The initiator in the creating direction, the responder in the other.
                     if !err && (s.out == self.out) == from_init {
                         s.touch(from_init, k.tcp_flags, fc.now);
-                        cx.count(counter::SESSION_HIT as usize, 1);
+                        cx.count(AclCounter::SessionHit, 1);
                         return pass;
                     }
                     // An error about a packet of the session travels against that packet;
                     // it does not refresh the session.
                     if err && (s.out != self.out) == from_init {
-                        cx.count(counter::ICMP_ERROR_HIT as usize, 1);
+                        cx.count(AclCounter::IcmpErrorHit, 1);
                         return pass;
                     }
                 }
@@ -475,11 +473,11 @@ impl AclNode {
         }
         let Some(list) = list else {
             // A stateful interface without a list in this direction.
-            cx.count(counter::PERMIT as usize, 1);
+            cx.count(AclCounter::Permit, 1);
             return pass;
         };
         let Some(i) = list.c.lookup(&k) else {
-            return Self::drop_pkt(cx, b, counter::NO_MATCH);
+            return Self::drop_pkt(cx, b, AclCounter::NoMatch);
         };
         let (a, r) = list.owner[i as usize];
         if let Some(h) =
@@ -505,17 +503,17 @@ impl AclNode {
                     match fc.t.sessions.create(s) {
                         Ok(s) => {
                             s.touch(true, k.tcp_flags, fc.now);
-                            cx.count(counter::SESSION_CREATED as usize, 1);
+                            cx.count(AclCounter::SessionCreated, 1);
                         }
                         Err(session::CreateError::Full) => {
-                            return Self::drop_pkt(cx, b, counter::SESSION_LIMIT)
+                            return Self::drop_pkt(cx, b, AclCounter::SessionLimit)
                         }
                     }
                 }
             }
-            Action::Deny => return Self::drop_pkt(cx, b, counter::DENY),
+            Action::Deny => return Self::drop_pkt(cx, b, AclCounter::Deny),
         }
-        cx.count(counter::PERMIT as usize, 1);
+        cx.count(AclCounter::Permit, 1);
         pass
     }
 }
@@ -570,7 +568,7 @@ impl NodeFn for AclNode {
         drop(guard);
         cx.enqueue_to_next(&self.keep, &self.nexts);
         if handed > 0 {
-            cx.count(counter::HANDOFF as usize, handed);
+            cx.count(AclCounter::Handoff, handed);
             let node = cx.node();
             for (t, h) in self.hand.iter_mut().enumerate() {
                 if h.is_empty() {
@@ -579,7 +577,7 @@ impl NodeFn for AclNode {
                 let took = cx.shared().handoff_enqueue(me, t, h, node);
                 if took < h.len() {
                     let lost = &h[took..];
-                    cx.count(counter::CONGESTION as usize, lost.len() as u64);
+                    cx.count(AclCounter::Congestion, lost.len() as u64);
                     cx.free(lost);
                 }
                 h.clear();
@@ -631,7 +629,7 @@ impl Plugin for AclPlugin {
     fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
         let shared = r.staged.get_mut::<AclMain>().shared.clone();
         let features = r.feature_table();
-        for (name, arc, v6, out, end) in NODES {
+        for (name, arc, v6, out, arcs) in NODES {
             let slot = r.feature(FeatureDef {
                 arc,
                 node: name,
@@ -652,8 +650,8 @@ impl Plugin for AclPlugin {
                         hand: Vec::new(),
                     })
                 })
-                .nexts(&["error-drop", end])
-                .counters(&counter::DESCS),
+                .nexts(arcs)
+                .counters(AclCounter::DESCS),
             );
         }
         let sh = shared.clone();

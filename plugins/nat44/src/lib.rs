@@ -194,8 +194,8 @@ impl Plugin for Nat44Plugin {
                 NodeRegistration::new(name, NodeKind::Internal, move |_| {
                     Box::new(node::NatNode::new(out, sh.clone(), f.clone(), slot))
                 })
-                .nexts(&node::next::NAMES)
-                .counters(&node::counter::DESCS),
+                .nexts(node::NatNext::NAMES)
+                .counters(node::NatCounter::DESCS),
             );
         }
         let sh = shared.clone();

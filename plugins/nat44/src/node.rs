@@ -11,9 +11,9 @@
 //!   hairpinning, destination); ICMP errors are matched by the packet they quote, which is
 //!   translated too. Everything else passes unchanged.
 //! - sets: `handoff_thread` = owner + 1 on a packet handed to its owning thread, 0 after.
-//! - next: `error-drop` (0) for the drops below; `ip4-lookup` (1) or the next feature of the
-//!   rx interface's `ip4-unicast` arc; packets owned by another thread go to this node on
-//!   that thread through the handoff queue.
+//! - next ([`NatNext`]): `Drop` (`error-drop`) for the drops below; `Lookup` (`ip4-lookup`)
+//!   or the next feature of the rx interface's `ip4-unicast` arc; packets owned by another
+//!   thread go to this node on that thread through the handoff queue.
 //!
 //! `nat44-ed-out2in` (the `ip4-unicast` feature of outside interfaces): packets to an
 //! external address (pool or static mapping) are matched to a session by their tuple
@@ -23,7 +23,7 @@
 //! ICMP errors and DHCP replies (UDP port 68). Packets to other addresses pass unchanged.
 //! Same metadata and next arcs as in2out.
 //!
-//! Counters (both nodes): `translated`, `passed`, `session_created`, `handoff` (info);
+//! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff` (info);
 //! drops: `congestion_drop` (handoff queue full), `no_translation`,
 //! `max_sessions_exceeded`, `out_of_ports`, `no_pool_address`, `non_first_fragment`,
 //! `truncated` (L4 header shorter than its minimum), `bad_icmp_error` (quoted packet
@@ -44,74 +44,52 @@ use sluice_wire::ipv4::proto;
 use std::any::Any;
 use std::sync::Arc;
 
-/// Next arcs.
-pub mod next {
-    use sluice_graph::Next;
-    /// `error-drop`.
-    pub const DROP: Next = Next(0);
-    /// `ip4-lookup` (the arc's end).
-    pub const LOOKUP: Next = Next(1);
-    /// In registration order.
-    pub const NAMES: [&str; 2] = ["error-drop", "ip4-lookup"];
+sluice_graph::arcs! {
+    /// The NAT nodes' next arcs.
+    pub enum NatNext {
+        /// `error-drop`.
+        Drop => "error-drop",
+        /// `ip4-lookup` (the arc's end).
+        Lookup => "ip4-lookup",
+    }
 }
 
-/// Counters.
-pub mod counter {
-    use sluice_graph::CounterDesc;
-    /// Translated.
-    pub const TRANSLATED: u16 = 0;
-    /// Passed untranslated.
-    pub const PASSED: u16 = 1;
-    /// Sessions created.
-    pub const SESSION_CREATED: u16 = 2;
-    /// Handed to the owning thread.
-    pub const HANDOFF: u16 = 3;
-    /// Handoff queue full.
-    pub const CONGESTION: u16 = 4;
-    /// out2in without a session or mapping.
-    pub const NO_TRANSLATION: u16 = 5;
-    /// Session limit.
-    pub const MAX_SESSIONS: u16 = 6;
-    /// No free port.
-    pub const OUT_OF_PORTS: u16 = 7;
-    /// No pool address.
-    pub const NO_POOL_ADDRESS: u16 = 8;
-    /// Non-first fragment.
-    pub const NON_FIRST_FRAGMENT: u16 = 9;
-    /// Truncated L4 header.
-    pub const TRUNCATED: u16 = 10;
-    /// Bad ICMP error.
-    pub const BAD_ICMP_ERROR: u16 = 11;
-    /// Unsupported ICMP type.
-    pub const UNSUPPORTED_ICMP: u16 = 12;
-    /// Unsupported protocol.
-    pub const UNSUPPORTED_PROTOCOL: u16 = 13;
-    /// Key digest collision.
-    pub const HASH_COLLISION: u16 = 14;
-    /// ICMP error for no session.
-    pub const ICMP_ERROR_NO_SESSION: u16 = 15;
-    /// In registration order.
-    pub const DESCS: [CounterDesc; 16] = [
-        CounterDesc::info("translated", "packets translated"),
-        CounterDesc::info("passed", "packets passed untranslated (not NAT traffic)"),
-        CounterDesc::info("session_created", "sessions created"),
-        CounterDesc::info("handoff", "packets handed to the session's owning thread"),
-        CounterDesc::error("congestion_drop", "handoff queue to the owning thread full"),
-        CounterDesc::error("no_translation", "no session or static mapping"),
-        CounterDesc::error("max_sessions_exceeded", "maximum sessions exceeded"),
-        CounterDesc::error("out_of_ports", "out of ports"),
-        CounterDesc::error("no_pool_address", "no NAT pool address"),
-        CounterDesc::error("non_first_fragment", "non-first fragment (no L4 header)"),
-        CounterDesc::error("truncated", "truncated L4 header"),
-        CounterDesc::error(
-            "bad_icmp_error",
-            "ICMP error with a truncated or unsupported quoted packet",
-        ),
-        CounterDesc::error("unsupported_icmp", "unsupported ICMP type"),
-        CounterDesc::error("unsupported_protocol", "unsupported protocol"),
-        CounterDesc::error("hash_collision", "session key digest collision"),
-        CounterDesc::error("icmp_error_no_session", "ICMP error for no session"),
-    ];
+sluice_graph::counters! {
+    /// The NAT nodes' counters.
+    pub enum NatCounter {
+        /// Translated.
+        Translated => info("translated", "packets translated"),
+        /// Passed untranslated.
+        Passed => info("passed", "packets passed untranslated (not NAT traffic)"),
+        /// Sessions created.
+        SessionCreated => info("session_created", "sessions created"),
+        /// Handed to the owning thread.
+        Handoff => info("handoff", "packets handed to the session's owning thread"),
+        /// Handoff queue full.
+        Congestion => error("congestion_drop", "handoff queue to the owning thread full"),
+        /// out2in without a session or mapping.
+        NoTranslation => error("no_translation", "no session or static mapping"),
+        /// Session limit.
+        MaxSessions => error("max_sessions_exceeded", "maximum sessions exceeded"),
+        /// No free port.
+        OutOfPorts => error("out_of_ports", "out of ports"),
+        /// No pool address.
+        NoPoolAddress => error("no_pool_address", "no NAT pool address"),
+        /// Non-first fragment.
+        NonFirstFragment => error("non_first_fragment", "non-first fragment (no L4 header)"),
+        /// Truncated L4 header.
+        Truncated => error("truncated", "truncated L4 header"),
+        /// Bad ICMP error.
+        BadIcmpError => error("bad_icmp_error", "ICMP error with a truncated or unsupported quoted packet"),
+        /// Unsupported ICMP type.
+        UnsupportedIcmp => error("unsupported_icmp", "unsupported ICMP type"),
+        /// Unsupported protocol.
+        UnsupportedProtocol => error("unsupported_protocol", "unsupported protocol"),
+        /// Key digest collision.
+        HashCollision => error("hash_collision", "session key digest collision"),
+        /// ICMP error for no session.
+        IcmpErrorNoSession => error("icmp_error_no_session", "ICMP error for no session"),
+    }
 }
 
 /// Random ports tried per pool address before the next address is tried.
@@ -209,8 +187,11 @@ struct Pc<'a> {
 impl Pc<'_> {
     #[inline(always)]
     fn pass(&self, cx: &mut Cx, b: &Buffer<'_>) -> Verdict {
-        cx.count(counter::PASSED as usize, 1);
-        Verdict::Next(self.features.next(self.slot, b.hdr.rx_if, next::LOOKUP))
+        cx.count(NatCounter::Passed, 1);
+        Verdict::Next(
+            self.features
+                .next(self.slot, b.hdr.rx_if, NatNext::Lookup.next()),
+        )
     }
 
     /// Hands the packet to `owner` unless it is this thread or the packet was handed here.
@@ -255,7 +236,7 @@ impl Pc<'_> {
     ) -> Verdict {
         let len = b.len();
         let Some(s) = self.table.get_mut(i) else {
-            return drop_pkt(cx, b, counter::NO_TRANSLATION);
+            return drop_pkt(cx, b, NatCounter::NoTranslation);
         };
         let rw = s.flow(which).rw;
         let class = if t.proto == proto::TCP {
@@ -265,7 +246,7 @@ impl Pc<'_> {
         };
         packet::translate(b.data_mut(), l4, kind, t, rw);
         self.table.touch(i, self.now, len, class);
-        cx.count(counter::TRANSLATED as usize, 1);
+        cx.count(NatCounter::Translated, 1);
         if b.hdr.is_traced() {
             self.trace = Some(NatTrace {
                 out: which == 1,
@@ -275,38 +256,41 @@ impl Pc<'_> {
                 handoff: None,
             });
         }
-        Verdict::Next(self.features.next(self.slot, b.hdr.rx_if, next::LOOKUP))
+        Verdict::Next(
+            self.features
+                .next(self.slot, b.hdr.rx_if, NatNext::Lookup.next()),
+        )
     }
 
     /// Creates a session's flows in the table.
-    fn create(&mut self, cx: &mut Cx, s: Session, which: u8) -> Result<(u32, u8), u16> {
+    fn create(&mut self, cx: &mut Cx, s: Session, which: u8) -> Result<(u32, u8), NatCounter> {
         match self
             .table
             .create(self.epochs, s, self.now, &self.cfg.timeouts)
         {
             Ok(i) => {
-                cx.count(counter::SESSION_CREATED as usize, 1);
+                cx.count(NatCounter::SessionCreated, 1);
                 Ok((i, which))
             }
-            Err(CreateError::Full) => Err(counter::MAX_SESSIONS),
-            Err(CreateError::Collision) => Err(counter::HASH_COLLISION),
+            Err(CreateError::Full) => Err(NatCounter::MaxSessions),
+            Err(CreateError::Collision) => Err(NatCounter::HashCollision),
         }
     }
 }
 
 #[inline(always)]
-fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: u16) -> Verdict {
+fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: NatCounter) -> Verdict {
     b.hdr.error = cx.error(c);
-    Verdict::Next(next::DROP)
+    Verdict::Next(NatNext::Drop.next())
 }
 
-fn bad_counter(e: Bad) -> u16 {
+fn bad_counter(e: Bad) -> NatCounter {
     match e {
-        Bad::NonFirstFragment => counter::NON_FIRST_FRAGMENT,
-        Bad::Truncated => counter::TRUNCATED,
-        Bad::BadIcmpError => counter::BAD_ICMP_ERROR,
-        Bad::UnsupportedIcmp => counter::UNSUPPORTED_ICMP,
-        Bad::UnsupportedProto => counter::UNSUPPORTED_PROTOCOL,
+        Bad::NonFirstFragment => NatCounter::NonFirstFragment,
+        Bad::Truncated => NatCounter::Truncated,
+        Bad::BadIcmpError => NatCounter::BadIcmpError,
+        Bad::UnsupportedIcmp => NatCounter::UnsupportedIcmp,
+        Bad::UnsupportedProto => NatCounter::UnsupportedProtocol,
     }
 }
 
@@ -348,7 +332,7 @@ fn create_in2out(
     kind: L4,
     fib: u32,
     slot: usize,
-) -> Result<(u32, u8), u16> {
+) -> Result<(u32, u8), NatCounter> {
     let cfg = pc.cfg;
     let mut flags = 0;
     let mut mapping = None;
@@ -370,7 +354,7 @@ fn create_in2out(
     let (esrc, esport) = match cfg.mapping_by_local(t.src, t.src_port_or_id(), t.proto, fib) {
         Some(mi) => {
             let m = &cfg.mappings[mi as usize];
-            let ext = cfg.mapping_ext[mi as usize].ok_or(counter::NO_TRANSLATION)?;
+            let ext = cfg.mapping_ext[mi as usize].ok_or(NatCounter::NoTranslation)?;
             flags |= sflags::STATIC;
             if m.identity {
                 flags |= sflags::IDENTITY;
@@ -380,7 +364,7 @@ fn create_in2out(
         }
         None => {
             if kind == L4::EchoReply {
-                return Err(counter::UNSUPPORTED_ICMP);
+                return Err(NatCounter::UnsupportedIcmp);
             }
             alloc(pc.table, cfg, slot, t, kind, fib, edst, edport, o2i_side)?
         }
@@ -425,10 +409,10 @@ fn alloc(
     edst: u32,
     edport: u16,
     side: Side,
-) -> Result<(u32, u16), u16> {
+) -> Result<(u32, u16), NatCounter> {
     let n = cfg.pool.len();
     if !cfg.pool.iter().any(|p| p.1.is_none_or(|f| f == fib)) {
-        return Err(counter::NO_POOL_ADDRESS);
+        return Err(NatCounter::NoPoolAddress);
     }
     let (lo, hi) = cfg.port_range(slot);
     let want = t.src_port_or_id() as u32;
@@ -462,11 +446,17 @@ fn alloc(
             }
         }
     }
-    Err(counter::OUT_OF_PORTS)
+    Err(NatCounter::OutOfPorts)
 }
 
 /// A session from an outside packet to a static mapping.
-fn create_out2in(pc: &mut Pc, cx: &mut Cx, t: &Tuple, kind: L4, mi: u32) -> Result<(u32, u8), u16> {
+fn create_out2in(
+    pc: &mut Pc,
+    cx: &mut Cx,
+    t: &Tuple,
+    kind: L4,
+    mi: u32,
+) -> Result<(u32, u8), NatCounter> {
     let m = pc.cfg.mappings[mi as usize];
     let dport = match kind {
         L4::Tcp(_) | L4::Udp => m.local_port.unwrap_or(t.dport),
@@ -500,14 +490,26 @@ fn create_out2in(pc: &mut Pc, cx: &mut Cx, t: &Tuple, kind: L4, mi: u32) -> Resu
 fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
     let fib = b.hdr.ip.fib_index;
     let cfg = pc.cfg;
+    let parsed = parse(b.data());
+    // Fast path: a live session of the tuple, on this thread. Whether a flow is translated
+    // is decided when its session is made (as VPP ED's in2out): a hit needs no FIB check.
+    if let Ok(Parsed::Flow { t, l4, kind }) = parsed {
+        let owner = cfg.threads[cfg.slot_in2out(&t, fib)];
+        if owner == pc.me || b.hdr.handoff_thread as usize == pc.me + 1 {
+            if let Some((i, which)) = pc.lookup(Side::In, &t, fib) {
+                b.hdr.handoff_thread = 0;
+                return pc.apply(cx, b, i, which, l4, kind, t);
+            }
+        }
+    }
     let Some((_, dst)) = ip4_addrs(b.data()) else {
-        return drop_pkt(cx, b, counter::TRUNCATED);
+        return drop_pkt(cx, b, NatCounter::Truncated);
     };
     let via = via_outside(pc.ip4, cfg, fib, dst);
     if !via && !cfg.is_external(dst) {
         return pc.pass(cx, b);
     }
-    let p = match parse(b.data()) {
+    let p = match parsed {
         Ok(p) => p,
         Err(e) if via => return drop_pkt(cx, b, bad_counter(e)),
         // Not to an outside interface: only a static mapping's packets are ours.
@@ -544,15 +546,18 @@ fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
                 return v;
             }
             let Some((i, which)) = pc.lookup(Side::In, &k, fib) else {
-                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+                return drop_pkt(cx, b, NatCounter::IcmpErrorNoSession);
             };
             let Some(f) = pc.table.get(i).map(|s| *s.flow(which)) else {
-                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+                return drop_pkt(cx, b, NatCounter::IcmpErrorNoSession);
             };
             let odst = if dst == k.dst { f.rw.dst } else { dst };
             packet::translate_icmp_error(b.data_mut(), &p, f.rw.src, odst, f.rw.reversed());
-            cx.count(counter::TRANSLATED as usize, 1);
-            Verdict::Next(pc.features.next(pc.slot, b.hdr.rx_if, next::LOOKUP))
+            cx.count(NatCounter::Translated, 1);
+            Verdict::Next(
+                pc.features
+                    .next(pc.slot, b.hdr.rx_if, NatNext::Lookup.next()),
+            )
         }
     }
 }
@@ -560,7 +565,7 @@ fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
 fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
     let cfg = pc.cfg;
     let Some((_, dst)) = ip4_addrs(b.data()) else {
-        return drop_pkt(cx, b, counter::TRUNCATED);
+        return drop_pkt(cx, b, NatCounter::Truncated);
     };
     if !cfg.is_external(dst) {
         return pc.pass(cx, b);
@@ -592,7 +597,7 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
                         if own && to_router {
                             return pc.pass(cx, b);
                         }
-                        return drop_pkt(cx, b, counter::NO_TRANSLATION);
+                        return drop_pkt(cx, b, NatCounter::NoTranslation);
                     }
                 },
             };
@@ -607,15 +612,18 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
                 if own {
                     return pc.pass(cx, b);
                 }
-                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+                return drop_pkt(cx, b, NatCounter::IcmpErrorNoSession);
             };
             let Some(f) = pc.table.get(i).map(|s| *s.flow(which)) else {
-                return drop_pkt(cx, b, counter::ICMP_ERROR_NO_SESSION);
+                return drop_pkt(cx, b, NatCounter::IcmpErrorNoSession);
             };
             let osrc = if src == k.src { f.rw.src } else { src };
             packet::translate_icmp_error(b.data_mut(), &p, osrc, f.rw.dst, f.rw.reversed());
-            cx.count(counter::TRANSLATED as usize, 1);
-            Verdict::Next(pc.features.next(pc.slot, b.hdr.rx_if, next::LOOKUP))
+            cx.count(NatCounter::Translated, 1);
+            Verdict::Next(
+                pc.features
+                    .next(pc.slot, b.hdr.rx_if, NatNext::Lookup.next()),
+            )
         }
     }
 }
@@ -650,9 +658,9 @@ impl NodeFn for NatNode {
                 // in `frame`; each index appears once and the view lives only for this
                 // statement.
                 let b = unsafe { arena.buffer(bi) };
-                nexts.push(features.next(*slot, b.hdr.rx_if, next::LOOKUP).0);
+                nexts.push(features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0);
             }
-            cx.count(counter::PASSED as usize, n as u64);
+            cx.count(NatCounter::Passed, n as u64);
             cx.enqueue_to_next(frame, nexts);
             return;
         };
@@ -712,9 +720,9 @@ impl NodeFn for NatNode {
                         h.push(bi);
                         handed += 1;
                     } else {
-                        b.hdr.error = cx.error(counter::CONGESTION);
+                        b.hdr.error = cx.error(NatCounter::Congestion);
                         keep.push(bi);
-                        nexts.push(next::DROP.0);
+                        nexts.push(NatNext::Drop as u16);
                     }
                 }
             }
@@ -722,7 +730,7 @@ impl NodeFn for NatNode {
         std::mem::drop(guard);
         cx.enqueue_to_next(keep, nexts);
         if handed > 0 {
-            cx.count(counter::HANDOFF as usize, handed);
+            cx.count(NatCounter::Handoff, handed);
             let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {
                 if h.is_empty() {
@@ -731,7 +739,7 @@ impl NodeFn for NatNode {
                 let took = cx.shared().handoff_enqueue(me, t, h, node);
                 if took < h.len() {
                     let lost = &h[took..];
-                    cx.count(counter::CONGESTION as usize, lost.len() as u64);
+                    cx.count(NatCounter::Congestion, lost.len() as u64);
                     cx.free(lost);
                 }
                 h.clear();

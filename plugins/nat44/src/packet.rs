@@ -319,26 +319,33 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
     match kind {
         L4::Tcp(_) | L4::Udp => {
             let udp = matches!(kind, L4::Udp);
-            let co = if udp { l4 + 6 } else { l4 + 16 };
-            let (Some(os), Some(od), Some(c0)) = (be32(d, 12), be32(d, 16), be16(d, co)) else {
+            // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
+            // checked both lengths): one bounds check each, none per field.
+            let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
+            let Some(ip) = hdr.first_chunk_mut::<20>() else {
                 return;
             };
+            let co = if udp { 6 } else { 16 };
+            let Some(l) = rest.get_mut(..co + 2) else {
+                return;
+            };
+            let rd32 =
+                |b: &[u8; 20], o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            let (os, od) = (rd32(ip, 12), rd32(ip, 16));
             // One delta per checksum, folded once (RFC 1624 eqn. 3 over all the changed
             // words at once: the same sum as applying them one by one).
-            let mut ip = 0;
-            if os != new.src {
-                ip += delta32(os, new.src);
-                put32(d, 12, new.src);
+            let (sc, dc) = (os != new.src, od != new.dst);
+            if sc || dc {
+                let ipd = if sc { delta32(os, new.src) } else { 0 }
+                    + if dc { delta32(od, new.dst) } else { 0 };
+                ip[12..16].copy_from_slice(&new.src.to_be_bytes());
+                ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
+                let c = u16::from_be_bytes([ip[10], ip[11]]);
+                ip[10..12].copy_from_slice(&apply_delta(c, ipd).to_be_bytes());
             }
-            if od != new.dst {
-                ip += delta32(od, new.dst);
-                put32(d, 16, new.dst);
-            }
-            if ip != 0 {
-                put16(d, 10, apply_delta(get16(d, 10), ip));
-            }
-            put16(d, l4, new.sport);
-            put16(d, l4 + 2, new.dport);
+            l[0..2].copy_from_slice(&new.sport.to_be_bytes());
+            l[2..4].copy_from_slice(&new.dport.to_be_bytes());
+            let c0 = u16::from_be_bytes([l[co], l[co + 1]]);
             if udp && c0 == 0 {
                 // RFC 768: no checksum.
                 return;
@@ -351,7 +358,7 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
             if udp && c == 0 {
                 c = 0xffff;
             }
-            put16(d, co, c);
+            l[co..co + 2].copy_from_slice(&c.to_be_bytes());
         }
         L4::EchoRequest | L4::EchoReply => {
             rewrite_ip(d, 0, new.src, new.dst);

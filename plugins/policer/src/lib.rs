@@ -49,56 +49,62 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// The nodes: (name, arc, IPv6, output, arc end).
-const NODES: [(&str, &str, bool, bool, &str); 4] = [
+/// The nodes: (name, arc, IPv6, output, next arc names in [`PolicerNext`] order).
+const NODES: [(&str, &str, bool, bool, &[&str]); 4] = [
     (
         "policer-input-ip4",
         "ip4-unicast",
         false,
         false,
-        "ip4-lookup",
+        PolicerNext::NAMES,
     ),
     (
         "policer-input-ip6",
         "ip6-unicast",
         true,
         false,
-        "ip6-lookup",
+        &["error-drop", "ip6-lookup"],
     ),
     (
         "policer-output-ip4",
         "ip4-output",
         false,
         true,
-        "interface-output",
+        &["error-drop", "interface-output"],
     ),
     (
         "policer-output-ip6",
         "ip6-output",
         true,
         true,
-        "interface-output",
+        &["error-drop", "interface-output"],
     ),
 ];
 
-mod counter {
-    use sluice_graph::CounterDesc;
-    pub const CONFORM: u16 = 0;
-    pub const DROP: u16 = 3;
-    pub const MALFORMED: u16 = 4;
-    pub const DESCS: [CounterDesc; 5] = [
-        CounterDesc::info("conform", "conform packets"),
-        CounterDesc::info("exceed", "exceed packets"),
-        CounterDesc::info("violate", "violate packets"),
-        CounterDesc::error("drop", "dropped by the policer action"),
-        CounterDesc::error("malformed", "packet too short for its IP header"),
-    ];
+sluice_graph::counters! {
+    /// The policer nodes' counters.
+    pub enum PolicerCounter {
+        /// Conform packets.
+        Conform => info("conform", "conform packets"),
+        /// Exceed packets.
+        Exceed => info("exceed", "exceed packets"),
+        /// Violate packets.
+        Violate => info("violate", "violate packets"),
+        /// Dropped by the policer action.
+        Drop => error("drop", "dropped by the policer action"),
+        /// Packet too short for its IP header.
+        Malformed => error("malformed", "packet too short for its IP header"),
+    }
 }
 
-mod next {
-    use sluice_graph::Next;
-    pub const DROP: Next = Next(0);
-    pub const PASS: Next = Next(1);
+sluice_graph::arcs! {
+    /// The policer nodes' next arcs (the IPv4 input nodes' targets; the others' in [`NODES`]).
+    pub enum PolicerNext {
+        /// Dropped packets.
+        Drop => "error-drop",
+        /// The arc's next feature or its end.
+        Pass => "ip4-lookup",
+    }
 }
 
 /// What to do with a packet of a colour.
@@ -303,7 +309,10 @@ impl NodeFn for PolicerNode {
             // `frame`; each index appears once and the view lives only for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
             let sw = if self.out { b.hdr.tx_if } else { b.hdr.rx_if };
-            let pass = self.features.next(self.slot, sw, next::PASS).0;
+            let pass = self
+                .features
+                .next(self.slot, sw, PolicerNext::Pass.next())
+                .0;
             let Some(p) = list.get(sw as usize).and_then(|p| p.as_ref()) else {
                 self.nexts.push(pass);
                 continue;
@@ -313,8 +322,8 @@ impl NodeFn for PolicerNode {
                 .get_mut(off..)
                 .and_then(|d| len_and_mark(d, self.v6, None))
             else {
-                b.hdr.error = cx.error(counter::MALFORMED);
-                self.nexts.push(next::DROP.0);
+                b.hdr.error = cx.error(PolicerCounter::Malformed);
+                self.nexts.push(PolicerNext::Drop as u16);
                 continue;
             };
             if held.as_ref().map(|h| h.0) != Some(Arc::as_ptr(p)) {
@@ -330,8 +339,8 @@ impl NodeFn for PolicerNode {
             counts[c] += 1;
             match p.cfg.actions[c] {
                 Action::Drop => {
-                    b.hdr.error = cx.error(counter::DROP);
-                    self.nexts.push(next::DROP.0);
+                    b.hdr.error = cx.error(PolicerCounter::Drop);
+                    self.nexts.push(PolicerNext::Drop as u16);
                 }
                 Action::Transmit => self.nexts.push(pass),
                 Action::MarkAndTransmit(d) => {
@@ -343,9 +352,14 @@ impl NodeFn for PolicerNode {
             }
         }
         drop(held);
-        for (i, &k) in counts.iter().enumerate() {
+        let by_colour = [
+            PolicerCounter::Conform,
+            PolicerCounter::Exceed,
+            PolicerCounter::Violate,
+        ];
+        for (&c, &k) in by_colour.iter().zip(&counts) {
             if k > 0 {
-                cx.count(counter::CONFORM as usize + i, k);
+                cx.count(c, k);
             }
         }
         cx.enqueue_to_next(frame, &self.nexts);
@@ -376,7 +390,7 @@ impl Plugin for PolicerPlugin {
     fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
         let shared = r.staged.get_mut::<PolicerMain>().shared.clone();
         let features = r.feature_table();
-        for (name, arc, v6, out, end) in NODES {
+        for (name, arc, v6, out, arcs) in NODES {
             let slot = r.feature(FeatureDef {
                 arc,
                 node: name,
@@ -395,8 +409,8 @@ impl Plugin for PolicerPlugin {
                         nexts: Vec::with_capacity(FRAME_SIZE),
                     })
                 })
-                .nexts(&["error-drop", end])
-                .counters(&counter::DESCS),
+                .nexts(arcs)
+                .counters(PolicerCounter::DESCS),
             );
         }
         r.cli(
