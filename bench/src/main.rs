@@ -73,6 +73,14 @@ pub struct Opts {
     keep_inputs: Option<std::path::PathBuf>,
 }
 
+sluice_graph::arcs! {
+    /// `pass-<i>`'s next arcs.
+    enum PassNext<next> {
+        /// The next pass-through node, or `null-sink` after the last.
+        Next => next,
+    }
+}
+
 /// Pass-through node: touches the buffer header like a real node reading metadata.
 struct Pass;
 impl PacketNode for Pass {
@@ -81,7 +89,7 @@ impl PacketNode for Pass {
     #[inline(always)]
     fn process_one(&mut self, _cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         b.hdr.feature_cursor = b.hdr.feature_cursor.wrapping_add(1);
-        Next(0)
+        PassNext::Next.next()
     }
 }
 
@@ -113,7 +121,7 @@ impl Plugin for BenchPlugin {
                 NodeRegistration::new(&format!("pass-{i}"), NodeKind::Internal, |_| {
                     Box::new(PerPacket::new(Pass))
                 })
-                .nexts(&[&next]),
+                .nexts(&PassNext::names(&next)),
             );
         }
         Ok(())

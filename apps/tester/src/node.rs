@@ -35,10 +35,7 @@ use super::hist::Histogram;
 use super::seq::{Seen, SeqTracker};
 use super::sig::{self, Sig};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, TraceRecord,
-    FRAME_SIZE,
-};
+use sluice_graph::{Cx, GraphBuilder, NodeFn, NodeKind, NodeRegistration, TraceRecord, FRAME_SIZE};
 use sluice_infra::clock::rdtsc;
 use sluice_vnet::interface::{counter, IfCounters};
 use sluice_vnet::pg::stream::{Fields, Pacer, Range, Synth};
@@ -52,13 +49,43 @@ pub const TX: &str = "tester-tx";
 /// Rx node name.
 pub const RX: &str = "tester-rx";
 
-const TX_NEXT_OUTPUT: Next = Next(0);
-const C_ALLOC_FAIL: usize = 0;
+sluice_graph::arcs! {
+    /// `tester-tx`'s next arcs.
+    pub enum TxNext {
+        /// Every frame, to the port.
+        Output => sluice_vnet::output::NAME,
+    }
+}
 
-const E_NOT_TESTER: u16 = 0;
-const E_UNKNOWN_STREAM: u16 = 1;
-const C_RECEIVED: usize = 2;
-const C_STALE: usize = 3;
+sluice_graph::counters! {
+    /// `tester-tx`'s counters.
+    pub enum TxCounter {
+        /// Buffer allocation failure (the tester's tx-fail).
+        AllocFail => error("alloc_fail", "buffer allocation failure (tester tx-fail)"),
+    }
+}
+
+sluice_graph::arcs! {
+    /// `tester-rx`'s next arcs.
+    pub enum RxNext {
+        /// Frames that are not the tester's, or consumed.
+        Drop => "error-drop",
+    }
+}
+
+sluice_graph::counters! {
+    /// `tester-rx`'s counters.
+    pub enum RxCounter {
+        /// Not a tester frame.
+        NotTester => error("not_tester", "not a tester frame"),
+        /// A tester frame of an unknown stream.
+        UnknownStream => error("unknown_stream", "tester frame of an unknown stream"),
+        /// Tester frames received.
+        Received => info("received", "tester frames received"),
+        /// Tester frames of an earlier run.
+        Stale => info("stale", "tester frames of an earlier run"),
+    }
+}
 
 /// After a `duration` stream's deadline, packets due before it may still leave for this long.
 const CATCH_UP_GRACE_S: f64 = 0.01;
@@ -528,9 +555,9 @@ impl TesterTx {
             }
         }
         if got < want {
-            cx.count(C_ALLOC_FAIL, (want - got) as u64);
+            cx.count(TxCounter::AllocFail, (want - got) as u64);
         }
-        cx.enqueue_all(TX_NEXT_OUTPUT, &idx[..got]);
+        cx.enqueue_all(TxNext::Output.next(), &idx[..got]);
         s.sent += want as u64;
         s.last_batch = got as u64;
         s.rep_attempted += want as u64;
@@ -685,7 +712,10 @@ impl NodeFn for TesterRx {
             .get_or_insert_with(|| NsClock::new(&cx.shared().clock));
         let now_ns = clock.ns(rdtsc());
         let pool = cx.pool_ref();
-        let (e_not, e_unknown) = (cx.error(E_NOT_TESTER), cx.error(E_UNKNOWN_STREAM));
+        let (e_not, e_unknown) = (
+            cx.error(RxCounter::NotTester),
+            cx.error(RxCounter::UnknownStream),
+        );
         let mut drops = [BufIdx(0); FRAME_SIZE];
         let mut frees = [BufIdx(0); FRAME_SIZE];
         let (mut nd, mut nf, mut stale) = (0, 0, 0u64);
@@ -741,10 +771,10 @@ impl NodeFn for TesterRx {
                 nd += 1;
             }
         }
-        cx.count(C_RECEIVED, nf as u64 - stale);
-        cx.count(C_STALE, stale);
+        cx.count(RxCounter::Received, nf as u64 - stale);
+        cx.count(RxCounter::Stale, stale);
         cx.free(&frees[..nf]);
-        cx.enqueue_all(Next(0), &drops[..nd]);
+        cx.enqueue_all(RxNext::Drop.next(), &drops[..nd]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -755,21 +785,13 @@ impl NodeFn for TesterRx {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(TX, NodeKind::Input, |_| Box::new(TesterTx::default()))
-            .nexts(&[sluice_vnet::output::NAME])
-            .counters(&[CounterDesc::error(
-                "alloc_fail",
-                "buffer allocation failure (tester tx-fail)",
-            )]),
+            .nexts(TxNext::NAMES)
+            .counters(TxCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(RX, NodeKind::Internal, |_| Box::new(TesterRx::default()))
-            .nexts(&["error-drop"])
-            .counters(&[
-                CounterDesc::error("not_tester", "not a tester frame"),
-                CounterDesc::error("unknown_stream", "tester frame of an unknown stream"),
-                CounterDesc::info("received", "tester frames received"),
-                CounterDesc::info("stale", "tester frames of an earlier run"),
-            ]),
+            .nexts(RxNext::NAMES)
+            .counters(RxCounter::DESCS),
     );
 }
 

@@ -1,6 +1,6 @@
 //! Built-in nodes every graph has: `error-drop`, `punt` and `null-sink`.
 
-use crate::node::{CounterDesc, NodeFn, NodeKind, NodeRegistration};
+use crate::node::{NodeFn, NodeKind, NodeRegistration};
 use crate::pcap::point;
 use crate::registry::GraphBuilder;
 use crate::runtime::Cx;
@@ -104,7 +104,7 @@ pub struct Punt {
 
 impl NodeFn for Punt {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        cx.count(0, frame.len() as u64);
+        cx.count(PuntCounter::Punted, frame.len() as u64);
         if let Some(s) = &self.sink {
             let t = cx.thread();
             per_rx_if(cx, frame, |i, n| s.punts(t, i, n));
@@ -122,12 +122,12 @@ impl NodeFn for Punt {
 /// `null-sink`: frees every packet it is given (benchmark sink, like a null interface's tx).
 ///
 /// - uses: nothing. sets: nothing. next: none.
-/// - counters: `packets` (packets discarded), `bytes`.
+/// - counters: `packets` (packets discarded).
 pub struct NullSink;
 
 impl NodeFn for NullSink {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        cx.count(0, frame.len() as u64);
+        cx.count(NullSinkCounter::Packets, frame.len() as u64);
         cx.free(frame);
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -154,23 +154,44 @@ pub fn set_punt_handler(
     Ok(())
 }
 
+crate::counters! {
+    /// `error-drop`'s own counter (the others it bumps are the dropping nodes').
+    pub enum ErrorDropCounter {
+        /// Packets sent to a missing arc or node ([`Cx::drop_unhandled`]).
+        Unhandled => error("unhandled", "packets sent to a missing arc or node"),
+    }
+}
+
+crate::counters! {
+    /// `punt`'s counters.
+    pub enum PuntCounter {
+        /// Packets punted.
+        Punted => info("punted", "packets punted"),
+    }
+}
+
+crate::counters! {
+    /// `null-sink`'s counters.
+    pub enum NullSinkCounter {
+        /// Packets discarded.
+        Packets => info("packets", "packets discarded"),
+    }
+}
+
 /// Registers the built-in nodes.
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new("error-drop", NodeKind::Internal, |_| {
             Box::new(ErrorDrop::default())
         })
-        .counters(&[CounterDesc::error(
-            "unhandled",
-            "packets sent to a missing arc or node",
-        )]),
+        .counters(ErrorDropCounter::DESCS),
     );
     b.register(
         NodeRegistration::new("punt", NodeKind::Internal, |_| Box::new(Punt::default()))
-            .counters(&[CounterDesc::info("punted", "packets punted")]),
+            .counters(PuntCounter::DESCS),
     );
     b.register(
         NodeRegistration::new("null-sink", NodeKind::Internal, |_| Box::new(NullSink))
-            .counters(&[CounterDesc::info("packets", "packets discarded")]),
+            .counters(NullSinkCounter::DESCS),
     );
 }

@@ -342,9 +342,10 @@ impl<'a> Cx<'a> {
     /// "unhandled" counter.
     pub fn drop_unhandled(&mut self, bs: &[BufIdx]) {
         if let Some(d) = self.st.drop_node {
+            let unhandled = crate::CounterId::index(crate::nodes::ErrorDropCounter::Unhandled);
             if let Some(c) = self.st.stats[d.0 as usize].per_thread[self.st.thread]
                 .counters
-                .first()
+                .get(unhandled)
             {
                 c.add(bs.len() as u64);
             }

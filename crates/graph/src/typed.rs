@@ -26,6 +26,17 @@
 //! assert_eq!(MyNext::NAMES, ["error-drop", "interface-output"]);
 //! assert_eq!(Next::from(MyNext::Out), Next(1));
 //! assert_eq!(MyCounter::DESCS[1].name, "bad");
+//! // Targets that differ by instance (one node registered per address family):
+//! arcs! {
+//!     /// `ip4-my-node`'s / `ip6-my-node`'s next arcs.
+//!     pub enum FamilyNext<lookup> {
+//!         /// Malformed packets.
+//!         Drop => "error-drop",
+//!         /// The family's lookup node.
+//!         Lookup => lookup,
+//!     }
+//! }
+//! assert_eq!(FamilyNext::names("ip6-lookup"), ["error-drop", "ip6-lookup"]);
 //! ```
 
 /// A node counter's position in its node's counter list: what [`crate::Cx::count`] and
@@ -74,6 +85,37 @@ macro_rules! arcs {
         impl $name {
             /// Target node of each arc, in arc order (for `NodeRegistration::nexts`).
             pub const NAMES: &'static [&'static str] = &[$($target),+];
+            /// The arc as a [`Next`]($crate::Next).
+            #[inline(always)]
+            pub const fn next(self) -> $crate::Next {
+                $crate::Next(self as u16)
+            }
+        }
+        impl ::core::convert::From<$name> for $crate::Next {
+            #[inline(always)]
+            fn from(a: $name) -> $crate::Next {
+                $crate::Next(a as u16)
+            }
+        }
+    };
+    // A node registered once per instance (per address family, per feature arc) whose
+    // targets differ by instance: `enum E<lookup> { Drop => "error-drop", Lookup => lookup }`
+    // generates `E::names(lookup)` instead of `NAMES`.
+    ($(#[$m:meta])* $vis:vis enum $name:ident < $($p:ident),+ > {
+        $($(#[$vm:meta])* $var:ident => $target:expr),+ $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+        #[repr(u16)]
+        $vis enum $name {
+            $($(#[$vm])* $var),+
+        }
+        impl $name {
+            /// Target node of each arc, in arc order (for `NodeRegistration::nexts`), with
+            /// this instance's targets.
+            pub fn names<'a>($($p: &'a str),+) -> ::std::vec::Vec<&'a str> {
+                ::std::vec![$($target),+]
+            }
             /// The arc as a [`Next`]($crate::Next).
             #[inline(always)]
             pub const fn next(self) -> $crate::Next {

@@ -381,7 +381,16 @@ impl PacketNode for FeatureCount {
             c[0].add(1);
             c[1].add(b.total_len() as u64);
         }
-        self.features.next(self.slot, i, Next(0))
+        self.features.next(self.slot, i, CountNext::End.next())
+    }
+}
+
+sluice_graph::arcs! {
+    /// A counter feature's next arc (the arc's end node, `ArcDef::end`: where a packet goes
+    /// when no later feature is enabled).
+    pub enum CountNext<end> {
+        /// The arc's end node.
+        End => end,
     }
 }
 
@@ -407,7 +416,7 @@ pub fn register_count(b: &mut GraphBuilder, reg: &FeatureRegistry, arc: &ArcDef)
                 all: all.clone(),
             }))
         })
-        .nexts(&[arc.end]),
+        .nexts(&CountNext::names(arc.end)),
     );
 }
 

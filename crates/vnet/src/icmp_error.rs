@@ -43,13 +43,12 @@ pub fn requested(hdr: &BufferHeader) -> (u8, u8, u32) {
 }
 
 sluice_graph::arcs! {
-    /// `*-icmp-error`'s next arcs. `Lookup` is the family's lookup node: the registration
-    /// takes the targets from [`IcmpErrorFamily::NEXTS`] (IPv4's are these `NAMES`).
-    pub enum IcmpErrorNext {
+    /// `*-icmp-error`'s next arcs.
+    pub enum IcmpErrorNext<lookup> {
         /// To `error-drop`.
         Drop => "error-drop",
-        /// To `ip4-lookup` (IPv6: `ip6-lookup`).
-        Lookup => crate::ip4::nodes::IP4_LOOKUP,
+        /// To the family's lookup node ([`IcmpErrorFamily::LOOKUP`]).
+        Lookup => lookup,
     }
 }
 
@@ -79,8 +78,8 @@ pub trait IcmpErrorFamily: Send + Sync + 'static {
     type Addr: Copy;
     /// The node's name.
     const NODE: &'static str;
-    /// The targets of [`IcmpErrorNext`], in its order.
-    const NEXTS: [&'static str; 2];
+    /// The lookup node (`ip4-lookup`, `ip6-lookup`): where errors go.
+    const LOOKUP: &'static str;
     /// [`IcmpErrorCounter`]'s counters in the family's words.
     const COUNTERS: &'static [sluice_graph::CounterDesc];
     /// The shortest packet an error can be about (an IP header).
@@ -149,7 +148,7 @@ pub(crate) fn register<F: IcmpErrorFamily>(b: &mut GraphBuilder, shared: Arc<F>)
                 limit: Default::default(),
             }))
         })
-        .nexts(&F::NEXTS)
+        .nexts(&IcmpErrorNext::names(F::LOOKUP))
         .counters(F::COUNTERS),
     );
 }

@@ -84,38 +84,26 @@ pub struct SourceCheck<F> {
     slot: usize,
 }
 
-/// The source-check nodes' next arcs (the lookup node is per family, see `register_family`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[repr(u16)]
-pub enum RpfNext {
-    /// Failed checks.
-    Drop,
-    /// The next feature on the unicast arc (`ip4-lookup` / `ip6-lookup` at its end).
-    Lookup,
-}
-
-impl RpfNext {
-    /// The arc as a [`Next`].
-    pub const fn next(self) -> Next {
-        Next(self as u16)
+sluice_graph::arcs! {
+    /// The source-check nodes' next arcs.
+    pub enum RpfNext<lookup> {
+        /// Failed checks.
+        Drop => "error-drop",
+        /// The next feature on the unicast arc (`ip4-lookup` / `ip6-lookup` at its end).
+        Lookup => lookup,
     }
 }
 
-/// The source-check nodes' counters (descriptions per family, see `register_family`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[repr(u16)]
-pub enum RpfCounter {
-    /// No route back to the source.
-    NoRoute,
-    /// The route back is not through the rx interface.
-    WrongIf,
-    /// Passed.
-    Passed,
-}
-
-impl sluice_graph::CounterId for RpfCounter {
-    fn index(self) -> usize {
-        self as usize
+sluice_graph::counters! {
+    /// The source-check nodes' counters (IPv4's wording; IPv6's is reworded at
+    /// registration).
+    pub enum RpfCounter {
+        /// No route back to the source.
+        NoRoute => error("no_route", "ip4 source check: no route to source"),
+        /// The route back is not through the rx interface.
+        WrongIf => error("wrong_interface", "ip4 source check: route to source via another interface"),
+        /// Passed.
+        Passed => info("passed", "ip4 source check passed"),
     }
 }
 
@@ -183,7 +171,7 @@ pub fn register(
 fn register_one<F: RpfFamily>(
     r: &mut crate::plugin::Registrar,
     name: &'static str,
-    lookup: &str,
+    lookup: &'static str,
     shared: Arc<F>,
     desc: [&'static str; 3],
 ) {
@@ -195,12 +183,7 @@ fn register_one<F: RpfFamily>(
                 slot,
             }))
         })
-        .nexts(&["error-drop", lookup]) // RpfNext order
-        .counters(&[
-            // RpfCounter order.
-            CounterDesc::error("no_route", desc[0]),
-            CounterDesc::error("wrong_interface", desc[1]),
-            CounterDesc::info("passed", desc[2]),
-        ]),
+        .nexts(&RpfNext::names(lookup))
+        .counters(&CounterDesc::reworded(RpfCounter::DESCS, desc)),
     );
 }

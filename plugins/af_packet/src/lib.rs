@@ -36,9 +36,7 @@ pub mod ring;
 use node::{AfInput, AfTx, RxPoll, TxEntry, INPUT, TX};
 use ring::{RxGeometry, RxRing, TxGeometry, TxRing};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    CounterDesc, GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
-};
+use sluice_graph::{GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::{linux_if, linux_name, random_mac, RxPlacement};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
@@ -120,27 +118,12 @@ impl sluice_vnet::plugin::Plugin for AfPacketPlugin {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfInput::default()))
-            .nexts(&[sluice_vnet::ethernet::ETHERNET_INPUT])
-            .counters(&[
-                CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
-                CounterDesc::error("truncated", "frame truncated by the kernel"),
-                CounterDesc::error("bad_ring", "corrupt ring header, block skipped"),
-                CounterDesc::info("csum_completed", "partial L4 checksums completed"),
-                CounterDesc::info("vlan_restored", "VLAN tags re-inserted"),
-                CounterDesc::info("outgoing", "own transmissions ignored"),
-                CounterDesc::info("gso_segmented", "GSO aggregates cut into segments"),
-                CounterDesc::error("gso_dropped", "GSO aggregate that cannot be cut"),
-            ]),
+            .nexts(node::RxNext::NAMES)
+            .counters(node::RxCounter::DESCS),
     );
     b.register(
-        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(AfTx::default())).counters(&[
-            CounterDesc::error("ring_full", "tx ring full"),
-            CounterDesc::error("too_big", "packet larger than a tx frame"),
-            CounterDesc::error("no_interface", "host interface deleted"),
-            CounterDesc::error("send_error", "sendto failed"),
-            sluice_vnet::devices::linux::KICK_RETRIES,
-            sluice_vnet::devices::linux::KICK_DROPPED,
-        ]),
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(AfTx::default()))
+            .counters(node::TxCounter::DESCS),
     );
 }
 
@@ -349,8 +332,8 @@ fn set_kicks(vm: &mut Vlib, sw: SwIfIndex, q: Option<sluice_vnet::devices::TxQue
         sw,
         q,
         |n: &mut AfInput| &mut n.kicks,
-        node::C_KICK_RETRY,
-        node::C_KICK_DROPPED,
+        node::TxCounter::KickRetry,
+        node::TxCounter::KickDropped,
     );
 }
 

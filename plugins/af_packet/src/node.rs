@@ -57,9 +57,9 @@
 use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
-use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
-use sluice_vnet::devices::linux::KickSet;
+use sluice_vnet::devices::linux::{KickSet, KICK_DROPPED, KICK_RETRIES};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
@@ -71,23 +71,53 @@ pub const INPUT: &str = "af-packet-input";
 /// Tx node name.
 pub const TX: &str = "af-packet-tx";
 
-pub(crate) const C_NO_BUFFERS: usize = 0;
-pub(crate) const C_TRUNCATED: usize = 1;
-pub(crate) const C_BAD_RING: usize = 2;
-pub(crate) const C_CSUM: usize = 3;
-pub(crate) const C_VLAN: usize = 4;
-pub(crate) const C_OUTGOING: usize = 5;
-pub(crate) const C_GSO_SEGMENTED: usize = 6;
-pub(crate) const C_GSO_DROPPED: usize = 7;
+sluice_graph::arcs! {
+    /// `af-packet-input`'s next arcs.
+    pub enum RxNext {
+        /// Every frame, to `ethernet-input`.
+        Ethernet => sluice_vnet::ethernet::ETHERNET_INPUT,
+    }
+}
 
-pub(crate) const C_RING_FULL: usize = 0;
-pub(crate) const C_TOO_BIG: usize = 1;
-pub(crate) const C_NO_INTERFACE: usize = 2;
-pub(crate) const C_SEND_ERROR: usize = 3;
-pub(crate) const C_KICK_RETRY: usize = 4;
-pub(crate) const C_KICK_DROPPED: usize = 5;
+sluice_graph::counters! {
+    /// `af-packet-input`'s counters.
+    pub enum RxCounter {
+        /// No free buffers (rx-miss).
+        NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
+        /// Frame truncated by the kernel.
+        Truncated => error("truncated", "frame truncated by the kernel"),
+        /// Corrupt ring header, block skipped.
+        BadRing => error("bad_ring", "corrupt ring header, block skipped"),
+        /// Partial L4 checksums completed.
+        Csum => info("csum_completed", "partial L4 checksums completed"),
+        /// VLAN tags re-inserted.
+        Vlan => info("vlan_restored", "VLAN tags re-inserted"),
+        /// Own transmissions ignored.
+        Outgoing => info("outgoing", "own transmissions ignored"),
+        /// GSO aggregates cut into segments.
+        GsoSegmented => info("gso_segmented", "GSO aggregates cut into segments"),
+        /// GSO aggregate that cannot be cut.
+        GsoDropped => error("gso_dropped", "GSO aggregate that cannot be cut"),
+    }
+}
 
-const NEXT_ETHERNET: Next = Next(0);
+sluice_graph::counters! {
+    /// `af-packet-tx`'s counters.
+    pub enum TxCounter {
+        /// Tx ring full.
+        RingFull => error("ring_full", "tx ring full"),
+        /// Packet larger than a tx frame.
+        TooBig => error("too_big", "packet larger than a tx frame"),
+        /// Host interface deleted.
+        NoInterface => error("no_interface", "host interface deleted"),
+        /// `sendto` failed.
+        SendError => error("send_error", "sendto failed"),
+        /// Kicks retried ([`sluice_vnet::devices::linux::KICK_RETRIES`]).
+        KickRetry => info(KICK_RETRIES.name, KICK_RETRIES.description),
+        /// Frames given up ([`sluice_vnet::devices::linux::KICK_DROPPED`]).
+        KickDropped => error(KICK_DROPPED.name, KICK_DROPPED.description),
+    }
+}
 
 /// Largest frame accepted from the ring (a 64 KiB GSO aggregate plus L2 headers).
 const MAX_RX_FRAME: usize = 65535 + 64;
@@ -337,7 +367,7 @@ impl AfInput {
             let n = sluice_vnet::offload::copy_frame(v.raw_data_mut(), pkt, tag);
             v.set_len(n);
             if csum.complete(v.data_mut()) {
-                cx.count(C_CSUM, 1);
+                cx.count(RxCounter::Csum, 1);
             }
             return Ok(n);
         }
@@ -346,7 +376,7 @@ impl AfInput {
         let n = sluice_vnet::offload::copy_frame(&mut self.scratch, pkt, tag);
         self.scratch.truncate(n);
         if csum.complete(&mut self.scratch) {
-            cx.count(C_CSUM, 1);
+            cx.count(RxCounter::Csum, 1);
         }
         let Some(tail) = cx.bufs().alloc_with(&self.scratch[ds..]) else {
             return Err(Took::NoBuffer);
@@ -383,7 +413,7 @@ impl AfInput {
         let Some(g) = g.filter(|g| {
             g.segments(&self.scratch) <= MAX_SEGMENTS && g.segment_len(&self.scratch, 0) <= ds
         }) else {
-            cx.count(C_GSO_DROPPED, 1);
+            cx.count(RxCounter::GsoDropped, 1);
             return Err(Took::Dropped);
         };
         let nseg = g.segments(&self.scratch);
@@ -393,7 +423,7 @@ impl AfInput {
             cx.free(&segs[..got]);
             return Err(Took::NoBuffer);
         }
-        cx.count(C_GSO_SEGMENTED, 1);
+        cx.count(RxCounter::GsoSegmented, 1);
         for (i, &b) in segs[..nseg].iter().enumerate() {
             let len = {
                 // SAFETY: freshly allocated by this node, not yet enqueued; one view.
@@ -455,7 +485,7 @@ impl AfInput {
                     let num = u32_at(data, ring::block::NUM_PKTS).unwrap_or(0);
                     let first = u32_at(data, ring::block::FIRST).unwrap_or(0) as usize;
                     if num > 0 && (first < ring::block::HDR_LEN || first >= data.len()) {
-                        cx.count(C_BAD_RING, 1);
+                        cx.count(RxCounter::BadRing, 1);
                         (0, 0)
                     } else {
                         (num, first)
@@ -472,7 +502,7 @@ impl AfInput {
             let mut used = 0;
             for _ in 0..want {
                 let Some(h) = pkt_hdr(data, off) else {
-                    cx.count(C_BAD_RING, 1);
+                    cx.count(RxCounter::BadRing, 1);
                     left = 0;
                     break;
                 };
@@ -484,13 +514,13 @@ impl AfInput {
                     match off.checked_add(h.next) {
                         Some(o) if h.next > 0 && o < data.len() => off = o,
                         _ => {
-                            cx.count(C_BAD_RING, 1);
+                            cx.count(RxCounter::BadRing, 1);
                             left = 0;
                         }
                     }
                 }
                 let Some(pkt) = pkt else {
-                    cx.count(C_BAD_RING, 1);
+                    cx.count(RxCounter::BadRing, 1);
                     left = 0;
                     break;
                 };
@@ -518,7 +548,7 @@ impl AfInput {
         }
         if miss > 0 {
             rx.counters.add(cx.thread(), counter::RX_MISS, miss);
-            cx.count(C_NO_BUFFERS, miss);
+            cx.count(RxCounter::NoBuffers, miss);
         }
         out.flush(cx, &rx);
         out.total
@@ -544,11 +574,11 @@ impl AfInput {
         clock: &RxClock,
     ) -> bool {
         if h.pkttype == ring::PACKET_OUTGOING {
-            cx.count(C_OUTGOING, 1);
+            cx.count(RxCounter::Outgoing, 1);
             return false;
         }
         if h.snaplen < h.len || pkt.len() > MAX_RX_FRAME {
-            cx.count(C_TRUNCATED, 1);
+            cx.count(RxCounter::Truncated, 1);
             return false;
         }
         let tag = (h.status & status::VLAN_VALID != 0).then(|| {
@@ -556,7 +586,7 @@ impl AfInput {
             sluice_vnet::offload::vlan_header(tpid, h.tci)
         });
         if tag.is_some() {
-            cx.count(C_VLAN, 1);
+            cx.count(RxCounter::Vlan, 1);
         }
         out.trace_status = (h.status, h.tci);
         out.rx_tsc = clock.rx_tsc(h.ts_ns);
@@ -617,7 +647,7 @@ impl AfInput {
             };
             let data = f.bytes();
             match pkt_hdr2(data) {
-                None => cx.count(C_BAD_RING, 1),
+                None => cx.count(RxCounter::BadRing, 1),
                 Some(mut h) if h.status & status::COPY != 0 => {
                     // The whole packet, behind its virtio_net_hdr.
                     let mut buf = std::mem::take(&mut self.copied);
@@ -637,7 +667,7 @@ impl AfInput {
                             }
                         }
                         // Not there, or not the packet of this frame: dropped as truncated.
-                        _ => cx.count(C_TRUNCATED, 1),
+                        _ => cx.count(RxCounter::Truncated, 1),
                     }
                     self.copied = buf;
                 }
@@ -651,7 +681,7 @@ impl AfInput {
                                 miss += 1;
                             }
                         }
-                        None => cx.count(C_BAD_RING, 1),
+                        None => cx.count(RxCounter::BadRing, 1),
                     }
                 }
             }
@@ -766,7 +796,7 @@ impl Out {
         rx.counters.add(t, counter::RX_PACKETS, self.n as u64);
         rx.counters.add(t, counter::RX_BYTES, self.bytes);
         cx.pcap_capture(point::RX, &self.bufs[..self.n], false);
-        cx.enqueue_all(NEXT_ETHERNET, &self.bufs[..self.n]);
+        cx.enqueue_all(RxNext::Ethernet.next(), &self.bufs[..self.n]);
         self.total += self.n;
         self.n = 0;
         self.bytes = 0;
@@ -835,7 +865,7 @@ impl AfTx {
     fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
-            cx.count(C_NO_INTERFACE, run.len() as u64);
+            cx.count(TxCounter::NoInterface, run.len() as u64);
             return;
         };
         let cap = q.capacity();
@@ -861,20 +891,26 @@ impl AfTx {
             }
         }
         if sent > 0 && g.kick(cx.now_tsc()).is_err() {
-            cx.count(C_SEND_ERROR, 1);
+            cx.count(TxCounter::SendError, 1);
         }
         drop(g);
         if full + big > 0 {
             e.counters.tx_failed(t, full + big, lost);
-            cx.count(C_RING_FULL, full);
-            cx.count(C_TOO_BIG, big);
+            cx.count(TxCounter::RingFull, full);
+            cx.count(TxCounter::TooBig, big);
         }
     }
 }
 
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        sluice_vnet::devices::tx_runs(cx, frame, &self.table, C_NO_INTERFACE, Self::send_run);
+        sluice_vnet::devices::tx_runs(
+            cx,
+            frame,
+            &self.table,
+            TxCounter::NoInterface,
+            Self::send_run,
+        );
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

@@ -193,8 +193,8 @@ impl sluice_vnet::plugin::Plugin for AfXdpPlugin {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(AfXdpInput::default()))
-            .nexts(&[sluice_vnet::ethernet::ETHERNET_INPUT])
-            .counters(&node::input_counters()),
+            .nexts(node::RxNext::NAMES)
+            .counters(node::RxCounter::DESCS),
     );
 }
 
@@ -435,7 +435,7 @@ fn tx_node(vm: &mut Vlib, name: &str) -> Result<NodeIndex, String> {
     }
     vm.add_node(
         NodeRegistration::new(&tx, NodeKind::Internal, |_| Box::new(AfXdpTx::default()))
-            .counters(&node::tx_counters()),
+            .counters(node::TxCounter::DESCS),
     )
     .map_err(|e| format!("cannot add node `{tx}': {e}"))
 }
@@ -693,8 +693,8 @@ fn set_kicks(
         sw,
         q,
         |n: &mut AfXdpInput| &mut n.kicks,
-        node::C_KICK_RETRY,
-        node::C_KICK_DROPPED,
+        node::TxCounter::KickRetry,
+        node::TxCounter::KickDropped,
     );
 }
 

@@ -77,9 +77,9 @@ use super::arena::{ArenaGeo, RxDesc};
 use super::xsk::{RxRings, TxFull, TxRings, Xsk, FRAME_SIZE as UMEM_FRAME};
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
-use sluice_graph::{CounterDesc, Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
-use sluice_vnet::devices::linux::KickSet;
+use sluice_vnet::devices::linux::{KickSet, KICK_DROPPED, KICK_RETRIES};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
 use std::any::Any;
@@ -89,46 +89,47 @@ use std::sync::Arc;
 /// Input node name.
 pub const INPUT: &str = "af_xdp-input";
 
-pub(crate) const C_NO_BUFFERS: usize = 0;
-pub(crate) const C_BAD_DESC: usize = 1;
-
-pub(crate) const C_RING_FULL: usize = 0;
-pub(crate) const C_TOO_BIG: usize = 1;
-pub(crate) const C_NO_INTERFACE: usize = 2;
-pub(crate) const C_SEND_ERROR: usize = 3;
-pub(crate) const C_KICK_RETRY: usize = 4;
-pub(crate) const C_KICK_DROPPED: usize = 5;
-pub(crate) const C_CHAIN_COPIED: usize = 6;
-pub(crate) const C_TX_NO_BUFFERS: usize = 7;
-pub(crate) const C_IN_FLIGHT: usize = 8;
-
-/// Counters of `af_xdp-input`.
-pub fn input_counters() -> [CounterDesc; 2] {
-    [
-        CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
-        CounterDesc::error("bad_desc", "bad rx descriptor (outside the UMEM)"),
-    ]
+sluice_graph::arcs! {
+    /// `af_xdp-input`'s next arcs.
+    pub enum RxNext {
+        /// Every frame, to `ethernet-input`.
+        Ethernet => sluice_vnet::ethernet::ETHERNET_INPUT,
+    }
 }
 
-/// Counters of a `<interface>-tx` node.
-pub fn tx_counters() -> [CounterDesc; 9] {
-    [
-        CounterDesc::error("ring_full", "tx ring full"),
-        CounterDesc::error("too_big", "packet larger than a UMEM frame"),
-        CounterDesc::error("no_interface", "af_xdp interface deleted"),
-        CounterDesc::error("send_error", "tx kick (sendto) failed"),
-        sluice_vnet::devices::linux::KICK_RETRIES,
-        sluice_vnet::devices::linux::KICK_DROPPED,
-        CounterDesc::info(
-            "chain_copied",
-            "chained packets copied into one buffer (buffer arena UMEM)",
-        ),
-        CounterDesc::error("no_buffers", "no buffer to copy a chained packet into"),
-        CounterDesc::error("in_flight", "buffer already in the tx ring (dropped)"),
-    ]
+sluice_graph::counters! {
+    /// `af_xdp-input`'s counters.
+    pub enum RxCounter {
+        /// No free buffers (rx-miss).
+        NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
+        /// Bad rx descriptor.
+        BadDesc => error("bad_desc", "bad rx descriptor (outside the UMEM)"),
+    }
 }
 
-const NEXT_ETHERNET: Next = Next(0);
+sluice_graph::counters! {
+    /// The counters of a `<interface>-tx` node.
+    pub enum TxCounter {
+        /// Tx ring full.
+        RingFull => error("ring_full", "tx ring full"),
+        /// Packet larger than a UMEM frame.
+        TooBig => error("too_big", "packet larger than a UMEM frame"),
+        /// The interface was deleted.
+        NoInterface => error("no_interface", "af_xdp interface deleted"),
+        /// Tx kick failed.
+        SendError => error("send_error", "tx kick (sendto) failed"),
+        /// Kicks retried ([`sluice_vnet::devices::linux::KICK_RETRIES`]).
+        KickRetry => info(KICK_RETRIES.name, KICK_RETRIES.description),
+        /// Frames given up ([`sluice_vnet::devices::linux::KICK_DROPPED`]).
+        KickDropped => error(KICK_DROPPED.name, KICK_DROPPED.description),
+        /// Chained packets copied into one buffer.
+        ChainCopied => info("chain_copied", "chained packets copied into one buffer (buffer arena UMEM)"),
+        /// No buffer to copy a chained packet into.
+        TxNoBuffers => error("no_buffers", "no buffer to copy a chained packet into"),
+        /// Buffer already in the tx ring.
+        InFlight => error("in_flight", "buffer already in the tx ring (dropped)"),
+    }
+}
 
 /// One rx queue as polled by one thread: the socket and its rx half.
 pub struct RxQueue {
@@ -299,9 +300,9 @@ impl AfXdpInput {
         }
         if miss > 0 {
             q.counters.add(t, counter::RX_MISS, miss);
-            cx.count(C_NO_BUFFERS, miss);
+            cx.count(RxCounter::NoBuffers, miss);
         }
-        cx.count(C_BAD_DESC, bad);
+        cx.count(RxCounter::BadDesc, bad);
         deliver(cx, q, &out[..used], bytes);
         used
     }
@@ -317,7 +318,7 @@ fn deliver(cx: &mut Cx, q: &RxQueue, out: &[BufIdx], bytes: u64) {
     q.counters.add(t, counter::RX_PACKETS, out.len() as u64);
     q.counters.add(t, counter::RX_BYTES, bytes);
     cx.pcap_capture(point::RX, out, false);
-    cx.enqueue_all(NEXT_ETHERNET, out);
+    cx.enqueue_all(RxNext::Ethernet.next(), out);
 }
 
 /// [`AfXdpInput::poll_queue`] for a queue whose UMEM is the buffer arena, after the `n`
@@ -403,7 +404,7 @@ fn poll_arena(cx: &mut Cx, q: &mut RxQueue, n: usize, busy: bool) -> usize {
         .store(ra.held.count() as u64, std::sync::atomic::Ordering::Relaxed);
     q.xsk.rx_wakeup(&q.rings, busy);
     cx.free(&ours_bad[..nob]);
-    cx.count(C_BAD_DESC, bad);
+    cx.count(RxCounter::BadDesc, bad);
     deliver(cx, q, &out[..used], bytes);
     used
 }
@@ -466,12 +467,12 @@ impl NodeFn for AfXdpTx {
         let pool = cx.pool_ref();
         let t = cx.thread();
         let Some(e) = &self.entry else {
-            cx.count(C_NO_INTERFACE, frame.len() as u64);
+            cx.count(TxCounter::NoInterface, frame.len() as u64);
             cx.free(frame);
             return;
         };
         let Some(q) = e.queues.get(t % e.queues.len().max(1)) else {
-            cx.count(C_NO_INTERFACE, frame.len() as u64);
+            cx.count(TxCounter::NoInterface, frame.len() as u64);
             cx.free(frame);
             return;
         };
@@ -503,13 +504,13 @@ impl NodeFn for AfXdpTx {
             }
         }
         if q.tx_submit(&mut g, cx.now_tsc()).is_err() {
-            cx.count(C_SEND_ERROR, 1);
+            cx.count(TxCounter::SendError, 1);
         }
         drop(g);
         if full + big > 0 {
             e.counters.tx_failed(t, full + big, lost);
-            cx.count(C_RING_FULL, full);
-            cx.count(C_TOO_BIG, big);
+            cx.count(TxCounter::RingFull, full);
+            cx.count(TxCounter::TooBig, big);
         }
         cx.free(frame);
     }
@@ -599,7 +600,7 @@ fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, geo: ArenaGeo, frame: &[BufIdx]) 
         }
     }
     if q.tx_submit(&mut g, cx.now_tsc()).is_err() {
-        cx.count(C_SEND_ERROR, 1);
+        cx.count(TxCounter::SendError, 1);
     }
     // Copy mode completes during `sendto` when the peer took the frame at once.
     q.tx_reap(&mut g);
@@ -607,11 +608,11 @@ fn tx_arena(cx: &mut Cx, e: &TxEntry, q: &Xsk, geo: ArenaGeo, frame: &[BufIdx]) 
     std::mem::drop(g);
     if full + big + nobuf + twice > 0 {
         e.counters.tx_failed(t, full + big + nobuf + twice, lost);
-        cx.count(C_RING_FULL, full);
-        cx.count(C_TOO_BIG, big);
-        cx.count(C_TX_NO_BUFFERS, nobuf);
-        cx.count(C_IN_FLIGHT, twice);
+        cx.count(TxCounter::RingFull, full);
+        cx.count(TxCounter::TooBig, big);
+        cx.count(TxCounter::TxNoBuffers, nobuf);
+        cx.count(TxCounter::InFlight, twice);
     }
-    cx.count(C_CHAIN_COPIED, copied);
+    cx.count(TxCounter::ChainCopied, copied);
     cx.free(&drop[..nd]);
 }

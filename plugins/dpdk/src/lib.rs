@@ -147,12 +147,12 @@ impl Plugin for DpdkPlugin {
     fn register(&self, r: &mut Registrar) -> Result<(), RegisterError> {
         r.node(
             NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(DpdkInput::default()))
-                .nexts(&node::next::NAMES)
-                .counters(&node::rx_counter::DESCS),
+                .nexts(node::RxNext::NAMES)
+                .counters(node::RxCounter::DESCS),
         );
         r.node(
             NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(DpdkTx::default()))
-                .counters(&node::tx_counter::DESCS),
+                .counters(node::TxCounter::DESCS),
         );
         let watch = r.staged.get_mut::<Watch>().clone();
         r.node(NodeRegistration::new(

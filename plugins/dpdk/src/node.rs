@@ -56,44 +56,34 @@ pub const TX: &str = "dpdk-tx";
 /// Process node name.
 pub const PROCESS: &str = "dpdk-process";
 
-/// Next arcs of `dpdk-input`.
-pub mod next {
-    use sluice_graph::Next;
-    /// `ethernet-input`.
-    pub const ETHERNET: Next = Next(0);
-    /// In registration order.
-    pub const NAMES: [&str; 1] = ["ethernet-input"];
+sluice_graph::arcs! {
+    /// `dpdk-input`'s next arcs.
+    pub enum RxNext {
+        /// Every packet, to `ethernet-input`.
+        Ethernet => sluice_vnet::ethernet::ETHERNET_INPUT,
+    }
 }
 
-/// Counters of `dpdk-input`.
-pub mod rx_counter {
-    use sluice_graph::CounterDesc;
-    /// No Sluice buffer for a packet.
-    pub const NO_BUFFERS: usize = 0;
-    /// Too long, or its chain could not be allocated.
-    pub const TOO_LONG: usize = 1;
-    /// In registration order.
-    pub const DESCS: [CounterDesc; 2] = [
-        CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
-        CounterDesc::error("too_long", "packet longer than 64 KiB or its buffer chain"),
-    ];
+sluice_graph::counters! {
+    /// `dpdk-input`'s counters.
+    pub enum RxCounter {
+        /// No Sluice buffer for a packet.
+        NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
+        /// Too long, or its chain could not be allocated.
+        TooLong => error("too_long", "packet longer than 64 KiB or its buffer chain"),
+    }
 }
 
-/// Counters of `dpdk-tx`.
-pub mod tx_counter {
-    use sluice_graph::CounterDesc;
-    /// No mbuf to copy the packet into.
-    pub const NO_MBUF: usize = 0;
-    /// The device queue did not take it.
-    pub const QUEUE_FULL: usize = 1;
-    /// Not a DPDK interface.
-    pub const NO_INTERFACE: usize = 2;
-    /// In registration order.
-    pub const DESCS: [CounterDesc; 3] = [
-        CounterDesc::error("no_mbuf", "tx mbuf pool exhausted"),
-        CounterDesc::error("queue_full", "device tx queue full"),
-        CounterDesc::error("no_interface", "not a DPDK interface"),
-    ];
+sluice_graph::counters! {
+    /// `dpdk-tx`'s counters.
+    pub enum TxCounter {
+        /// No mbuf to copy the packet into.
+        NoMbuf => error("no_mbuf", "tx mbuf pool exhausted"),
+        /// The device queue did not take it.
+        QueueFull => error("queue_full", "device tx queue full"),
+        /// Not a DPDK interface.
+        NoInterface => error("no_interface", "not a DPDK interface"),
+    }
 }
 
 /// Longest packet accepted from a device.
@@ -229,16 +219,16 @@ impl DpdkInput {
         if got < n {
             let miss = (n - got) as u64;
             q.counters.add(t, ifc::RX_MISS, miss);
-            cx.count(rx_counter::NO_BUFFERS, miss);
+            cx.count(RxCounter::NoBuffers, miss);
         }
         if long > 0 {
-            cx.count(rx_counter::TOO_LONG, long);
+            cx.count(RxCounter::TooLong, long);
         }
         if k > 0 {
             q.counters.add(t, ifc::RX_PACKETS, k as u64);
             q.counters.add(t, ifc::RX_BYTES, bytes);
             cx.pcap_capture(point::RX, &out[..k], false);
-            cx.enqueue_all(next::ETHERNET, &out[..k]);
+            cx.enqueue_all(RxNext::Ethernet.next(), &out[..k]);
         }
         n
     }
@@ -389,7 +379,7 @@ impl DpdkTx {
                     if np == 0 {
                         // A chain of more than MAX_SEGS buffers cannot exist (64 KiB);
                         // defend anyway: count it as refused.
-                        cx.count(tx_counter::NO_MBUF, 1);
+                        cx.count(TxCounter::NoMbuf, 1);
                         i += 1;
                     }
                     break;
@@ -437,8 +427,8 @@ impl DpdkTx {
                     e.subs.sub_tx_failed(t, h);
                 }
                 e.counters.tx_failed(t, nombuf + full, bytes);
-                cx.count(tx_counter::NO_MBUF, nombuf);
-                cx.count(tx_counter::QUEUE_FULL, full);
+                cx.count(TxCounter::NoMbuf, nombuf);
+                cx.count(TxCounter::QueueFull, full);
             }
         }
     }
@@ -450,7 +440,7 @@ impl NodeFn for DpdkTx {
             cx,
             frame,
             &self.table,
-            tx_counter::NO_INTERFACE,
+            TxCounter::NoInterface,
             Self::send_run,
         );
     }

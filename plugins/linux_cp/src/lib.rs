@@ -32,7 +32,7 @@ pub mod sync;
 
 use sluice_cli::conf::{ConfError, Section, SectionCursor};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{CounterDesc, Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
+use sluice_graph::{Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
 use sluice_vnet::devices::linux::linux_name;
 use sluice_vnet::interface::{Interfaces, SwIfIndex};
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar, Staged};
@@ -159,7 +159,7 @@ impl Plugin for LinuxCpPlugin {
                     n_pairs: Arc::new(AtomicUsize::new(0)),
                 })
             })
-            .counters(&[CounterDesc::info("checks", "admin-state checks")]),
+            .counters(ProcessCounter::DESCS),
         );
         register_cli(&mut r.cli);
         api::register(&mut r.api);
@@ -183,6 +183,14 @@ impl Plugin for LinuxCpPlugin {
     }
 }
 
+sluice_graph::counters! {
+    /// `linux-cp-process`'s counters.
+    enum ProcessCounter {
+        /// Admin-state checks posted to the main loop.
+        Checks => info("checks", "admin-state checks"),
+    }
+}
+
 /// `linux-cp-process`: every 100 ms while pairs exist, has the main loop compare each
 /// paired interface with its twin (admin state to mirror to Linux, interface deleted).
 /// - next: none. counters: `checks` (info).
@@ -195,7 +203,7 @@ impl NodeFn for Process {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         if self.n_pairs.load(Ordering::Relaxed) > 0 {
             if let Some(p) = &self.poster {
-                cx.count(0, 1);
+                cx.count(ProcessCounter::Checks, 1);
                 p.post(Box::new(check_pairs));
             }
         }

@@ -19,24 +19,44 @@
 //! - counters: `forwarded` (info), `no_pair` (error).
 
 use sluice_buffer::Buffer;
-use sluice_graph::{
-    CounterDesc, Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket};
 
 /// `linux-cp-punt`.
 pub const PUNT: &str = "linux-cp-punt";
 /// `linux-cp-xc`.
 pub const XC: &str = "linux-cp-xc";
 
-const NEXT_OUTPUT: Next = Next(0);
-const NEXT_DROP: Next = Next(1);
+sluice_graph::arcs! {
+    /// `linux-cp-punt`'s and `linux-cp-xc`'s next arcs.
+    pub enum LcpNext {
+        /// To the twin (punt) or the paired interface (xc).
+        Output => sluice_vnet::output::NAME,
+        /// No pair, or no L2 header.
+        Drop => "error-drop",
+    }
+}
 
-const C_PUNTED: usize = 0;
-const E_NO_PAIR: u16 = 1;
-const E_NO_L2: u16 = 2;
+sluice_graph::counters! {
+    /// `linux-cp-punt`'s counters.
+    pub enum PuntCounter {
+        /// Punted to the Linux twin.
+        Punted => info("punted", "punted to the Linux twin"),
+        /// Punted on an interface without a Linux twin.
+        NoPair => error("no_pair", "punted on an interface without a Linux twin"),
+        /// Punted packet without its Ethernet header.
+        NoL2 => error("no_l2", "punted packet without its Ethernet header"),
+    }
+}
 
-const C_FORWARDED: usize = 0;
-const E_XC_NO_PAIR: u16 = 1;
+sluice_graph::counters! {
+    /// `linux-cp-xc`'s counters.
+    pub enum XcCounter {
+        /// Sent by Linux out of the paired interface.
+        Forwarded => info("forwarded", "sent by Linux out of the paired interface"),
+        /// Received on a twin whose pair is gone.
+        NoPair => error("no_pair", "received on a twin whose pair is gone"),
+    }
+}
 
 /// No pair.
 pub const NONE: u32 = u32::MAX;
@@ -67,19 +87,19 @@ impl PacketNode for LcpPunt {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let tw = self.pairs.get(b.hdr.rx_if);
         if tw == NONE {
-            b.hdr.error = cx.error(E_NO_PAIR);
-            return NEXT_DROP;
+            b.hdr.error = cx.error(PuntCounter::NoPair);
+            return LcpNext::Drop.next();
         }
         // 0: a copy that starts at its Ethernet header (ARP/ND copies); otherwise rewind
         // over the Ethernet header `ethernet-input` stripped.
         let back = b.hdr.current_data as isize - b.hdr.l2.l2_hdr_offset as isize;
         if (back != 0 && back < 14) || b.push_front(back.max(0) as usize).is_none() {
-            b.hdr.error = cx.error(E_NO_L2);
-            return NEXT_DROP;
+            b.hdr.error = cx.error(PuntCounter::NoL2);
+            return LcpNext::Drop.next();
         }
         b.hdr.tx_if = tw;
-        cx.count(C_PUNTED, 1);
-        NEXT_OUTPUT
+        cx.count(PuntCounter::Punted, 1);
+        LcpNext::Output.next()
     }
 }
 
@@ -94,12 +114,12 @@ impl PacketNode for LcpXc {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let phy = self.pairs.get(b.hdr.rx_if);
         if phy == NONE {
-            b.hdr.error = cx.error(E_XC_NO_PAIR);
-            return NEXT_DROP;
+            b.hdr.error = cx.error(XcCounter::NoPair);
+            return LcpNext::Drop.next();
         }
         b.hdr.tx_if = phy;
-        cx.count(C_FORWARDED, 1);
-        NEXT_OUTPUT
+        cx.count(XcCounter::Forwarded, 1);
+        LcpNext::Output.next()
     }
 }
 
@@ -109,21 +129,14 @@ pub fn register(b: &mut GraphBuilder) {
         NodeRegistration::new(PUNT, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(LcpPunt::default()))
         })
-        .nexts(&[sluice_vnet::output::NAME, "error-drop"])
-        .counters(&[
-            CounterDesc::info("punted", "punted to the Linux twin"),
-            CounterDesc::error("no_pair", "punted on an interface without a Linux twin"),
-            CounterDesc::error("no_l2", "punted packet without its Ethernet header"),
-        ]),
+        .nexts(LcpNext::NAMES)
+        .counters(PuntCounter::DESCS),
     );
     b.register(
         NodeRegistration::new(XC, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(LcpXc::default()))
         })
-        .nexts(&[sluice_vnet::output::NAME, "error-drop"])
-        .counters(&[
-            CounterDesc::info("forwarded", "sent by Linux out of the paired interface"),
-            CounterDesc::error("no_pair", "received on a twin whose pair is gone"),
-        ]),
+        .nexts(LcpNext::NAMES)
+        .counters(XcCounter::DESCS),
     );
 }

@@ -351,8 +351,8 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, C
         let reg = NodeRegistration::new(&nn, NodeKind::Internal, move |t| {
             Box::new(P4Node::new(k, t))
         })
-        .nexts(&node::NEXTS)
-        .counters(&node::counters());
+        .nexts(node::P4Next::NAMES)
+        .counters(node::P4Counter::DESCS);
         let i = vm.add_node(reg).map_err(|e| CliError::new(e.to_string()))?;
         out.push(i);
     }

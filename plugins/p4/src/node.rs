@@ -30,42 +30,45 @@ use crate::ir::{
 };
 use crate::vec::{VCode, VOut, VState};
 use sluice_buffer::{BufIdx, Buffer};
-use sluice_graph::{CounterDesc, Cx, NodeFn, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, FRAME_SIZE};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-/// Next arcs.
-pub const NEXT_DROP: u16 = 0;
-pub const NEXT_OUTPUT: u16 = 1;
-pub const NEXT_PUNT: u16 = 2;
-pub const NEXT_SEGMENT: u16 = 3;
-/// Next node names, in arc order (the segment arc is added when the next segment exists).
-pub const NEXTS: [&str; 3] = ["error-drop", "interface-output", "punt"];
+sluice_graph::arcs! {
+    /// A P4 node's next arcs (a segment's arc to the next segment is added at runtime when
+    /// that segment exists: `NodeState::seg_next`).
+    pub enum P4Next {
+        /// Dropped by the program or malformed.
+        Drop => "error-drop",
+        /// Sent to a port.
+        Output => sluice_vnet::output::NAME,
+        /// Sent to the CPU port.
+        Punt => "punt",
+    }
+}
 
-/// Counter indices.
-pub const C_FORWARDED: usize = 0;
-pub const C_PUNTED: usize = 1;
-pub const E_DROPPED: u16 = 2;
-pub const E_PARSER_LOOP: u16 = 3;
-pub const E_NO_HEADROOM: u16 = 4;
-pub const E_NOT_LOADED: u16 = 5;
-pub const C_TOO_SHORT: usize = 6;
-pub const C_NO_MATCH: usize = 7;
-pub const C_REJECT: usize = 8;
-
-/// The node's counters.
-pub fn counters() -> Vec<CounterDesc> {
-    vec![
-        CounterDesc::info("forwarded", "P4 packets sent to an interface"),
-        CounterDesc::info("punted", "P4 packets sent to the CPU port"),
-        CounterDesc::error("dropped", "P4 program dropped the packet"),
-        CounterDesc::error("parser_loop", "P4 parser looped too long"),
-        CounterDesc::error("no_headroom", "P4 deparser: no headroom for the headers"),
-        CounterDesc::error("not_loaded", "no P4 program loaded"),
-        CounterDesc::info("parser_too_short", "P4 parser error PacketTooShort"),
-        CounterDesc::info("parser_no_match", "P4 parser error NoMatch"),
-        CounterDesc::info("parser_reject", "P4 parser rejected"),
-    ]
+sluice_graph::counters! {
+    /// A P4 node's counters.
+    pub enum P4Counter {
+        /// Sent to an interface.
+        Forwarded => info("forwarded", "P4 packets sent to an interface"),
+        /// Sent to the CPU port.
+        Punted => info("punted", "P4 packets sent to the CPU port"),
+        /// Dropped by the program.
+        Dropped => error("dropped", "P4 program dropped the packet"),
+        /// Parser looped too long.
+        ParserLoop => error("parser_loop", "P4 parser looped too long"),
+        /// No headroom for the deparsed headers.
+        NoHeadroom => error("no_headroom", "P4 deparser: no headroom for the headers"),
+        /// No program loaded.
+        NotLoaded => error("not_loaded", "no P4 program loaded"),
+        /// Parser error PacketTooShort.
+        TooShort => info("parser_too_short", "P4 parser error PacketTooShort"),
+        /// Parser error NoMatch.
+        NoMatch => info("parser_no_match", "P4 parser error NoMatch"),
+        /// Parser rejected.
+        Reject => info("parser_reject", "P4 parser rejected"),
+    }
 }
 
 /// How a program is placed in the graph.
@@ -212,10 +215,10 @@ fn deparse(p: &Program, c: &Ctx, b: &mut Buffer<'_>) -> bool {
 fn parse_count(cx: &mut Cx, pe: ParseEnd) {
     if let ParseEnd::Error(e) = pe {
         match e {
-            ERR_PACKET_TOO_SHORT => cx.count(C_TOO_SHORT, 1),
-            ERR_NO_MATCH => cx.count(C_NO_MATCH, 1),
-            ERR_NO_ERROR => cx.count(C_REJECT, 1),
-            _ => cx.count(C_REJECT, 1),
+            ERR_PACKET_TOO_SHORT => cx.count(P4Counter::TooShort, 1),
+            ERR_NO_MATCH => cx.count(P4Counter::NoMatch, 1),
+            ERR_NO_ERROR => cx.count(P4Counter::Reject, 1),
+            _ => cx.count(P4Counter::Reject, 1),
         }
     }
 }
@@ -224,22 +227,22 @@ fn parse_count(cx: &mut Cx, pe: ParseEnd) {
 #[inline(always)]
 fn verdict_next(cx: &mut Cx, p: &Program, c: &Ctx, b: &mut Buffer<'_>, v: Verdict) -> u16 {
     if v == Verdict::Drop {
-        b.hdr.error = cx.error(E_DROPPED);
-        return NEXT_DROP;
+        b.hdr.error = cx.error(P4Counter::Dropped);
+        return P4Next::Drop as u16;
     }
     if !deparse(p, c, b) {
-        b.hdr.error = cx.error(E_NO_HEADROOM);
-        return NEXT_DROP;
+        b.hdr.error = cx.error(P4Counter::NoHeadroom);
+        return P4Next::Drop as u16;
     }
     match v {
         Verdict::Port(port) => {
             b.hdr.tx_if = port;
-            cx.count(C_FORWARDED, 1);
-            NEXT_OUTPUT
+            cx.count(P4Counter::Forwarded, 1);
+            P4Next::Output as u16
         }
         _ => {
-            cx.count(C_PUNTED, 1);
-            NEXT_PUNT
+            cx.count(P4Counter::Punted, 1);
+            P4Next::Punt as u16
         }
     }
 }
@@ -252,8 +255,8 @@ fn run_one(cx: &mut Cx, ex: &mut Exec<'_>, c: &mut Ctx, b: &mut Buffer<'_>) -> u
     ex.begin(c, b.hdr.rx_if, len as u32);
     match ex.pipeline(c, b.data()) {
         Err(_) => {
-            b.hdr.error = cx.error(E_PARSER_LOOP);
-            NEXT_DROP
+            b.hdr.error = cx.error(P4Counter::ParserLoop);
+            P4Next::Drop as u16
         }
         Ok(v) => {
             // Parser errors are counted; the packet continued (v1model).
@@ -391,8 +394,8 @@ impl P4Node {
             for (nx, &bi) in self.nexts[..n].iter_mut().zip(frame) {
                 // SAFETY: exclusive ownership of the frame's indices, one view at a time.
                 let b = unsafe { arena.buffer(bi) };
-                b.hdr.error = cx.error(E_NOT_LOADED);
-                *nx = NEXT_DROP;
+                b.hdr.error = cx.error(P4Counter::NotLoaded);
+                *nx = P4Next::Drop as u16;
             }
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
@@ -420,8 +423,8 @@ impl P4Node {
             // SAFETY: exclusive ownership of the frame's indices, one view at a time.
             let mut b = unsafe { arena.buffer(bi) };
             let Some(c) = side.ctxs.get_mut(bi.0 as usize) else {
-                b.hdr.error = cx.error(E_NOT_LOADED);
-                self.nexts[i] = NEXT_DROP;
+                b.hdr.error = cx.error(P4Counter::NotLoaded);
+                self.nexts[i] = P4Next::Drop as u16;
                 continue;
             };
             let len = b.total_len();
@@ -430,8 +433,8 @@ impl P4Node {
                 ex.begin(c, b.hdr.rx_if, len as u32);
                 let pe = ex.parse(c, b.data());
                 if pe == ParseEnd::Loop {
-                    b.hdr.error = cx.error(E_PARSER_LOOP);
-                    self.nexts[i] = NEXT_DROP;
+                    b.hdr.error = cx.error(P4Counter::ParserLoop);
+                    self.nexts[i] = P4Next::Drop as u16;
                     continue;
                 }
                 parse_count(cx, pe);
@@ -462,8 +465,8 @@ impl NodeFn for P4Node {
             for (i, &bi) in frame.iter().enumerate() {
                 // SAFETY: exclusive ownership of the frame's indices, one view at a time.
                 let b = unsafe { arena.buffer(bi) };
-                b.hdr.error = cx.error(E_NOT_LOADED);
-                self.nexts[i] = NEXT_DROP;
+                b.hdr.error = cx.error(P4Counter::NotLoaded);
+                self.nexts[i] = P4Next::Drop as u16;
             }
             cx.enqueue_to_next(frame, &self.nexts[..frame.len()]);
             return;

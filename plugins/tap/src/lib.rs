@@ -38,9 +38,7 @@ pub mod node;
 
 use node::{QueueStats, TapInput, TapQueue, TapTx, TxEntry, INPUT, TX};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{
-    CounterDesc, GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib,
-};
+use sluice_graph::{GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::{linux_name, random_mac, RxPlacement};
 use sluice_vnet::interface::{fmt_mac, Interfaces, SwIfIndex};
@@ -167,21 +165,12 @@ impl sluice_vnet::plugin::Plugin for TapPlugin {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(INPUT, NodeKind::Input, |_| Box::new(TapInput::default()))
-            .nexts(&[sluice_vnet::ethernet::ETHERNET_INPUT])
-            .counters(&[
-                CounterDesc::error("no_buffers", "no free buffers (rx-miss)"),
-                CounterDesc::error("gso_dropped", "GSO frame from the kernel dropped"),
-                CounterDesc::info("csum_completed", "partial L4 checksums completed"),
-                CounterDesc::error("short", "frame shorter than an Ethernet header"),
-                CounterDesc::error("read_error", "readv failed"),
-            ]),
+            .nexts(node::RxNext::NAMES)
+            .counters(node::RxCounter::DESCS),
     );
     b.register(
-        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(TapTx::default())).counters(&[
-            CounterDesc::error("full", "tap queue full (EAGAIN)"),
-            CounterDesc::error("write_error", "writev failed"),
-            CounterDesc::error("no_interface", "tap interface deleted"),
-        ]),
+        NodeRegistration::new(TX, NodeKind::Internal, |_| Box::new(TapTx::default()))
+            .counters(node::TxCounter::DESCS),
     );
 }
 

@@ -33,7 +33,7 @@ use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::POLL_TICK_SECS;
 use sluice_graph::stats::Counter;
-use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
@@ -48,17 +48,41 @@ pub const INPUT: &str = "virtio-input";
 /// Tx node name.
 pub const TX: &str = "tap-tx";
 
-pub(crate) const C_NO_BUFFERS: usize = 0;
-pub(crate) const C_GSO_DROPPED: usize = 1;
-pub(crate) const C_CSUM: usize = 2;
-pub(crate) const C_SHORT: usize = 3;
-pub(crate) const C_READ_ERROR: usize = 4;
+sluice_graph::arcs! {
+    /// `virtio-input`'s next arcs.
+    pub enum RxNext {
+        /// Every frame, to `ethernet-input`.
+        Ethernet => sluice_vnet::ethernet::ETHERNET_INPUT,
+    }
+}
 
-pub(crate) const T_FULL: usize = 0;
-pub(crate) const T_WRITE_ERROR: usize = 1;
-pub(crate) const T_NO_INTERFACE: usize = 2;
+sluice_graph::counters! {
+    /// `virtio-input`'s counters.
+    pub enum RxCounter {
+        /// No free buffers (rx-miss).
+        NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
+        /// GSO frame from the kernel dropped.
+        GsoDropped => error("gso_dropped", "GSO frame from the kernel dropped"),
+        /// Partial L4 checksums completed.
+        Csum => info("csum_completed", "partial L4 checksums completed"),
+        /// Frame shorter than an Ethernet header.
+        Short => error("short", "frame shorter than an Ethernet header"),
+        /// `readv` failed.
+        ReadError => error("read_error", "readv failed"),
+    }
+}
 
-const NEXT_ETHERNET: Next = Next(0);
+sluice_graph::counters! {
+    /// `tap-tx`'s counters.
+    pub enum TxCounter {
+        /// Tap queue full.
+        Full => error("full", "tap queue full (EAGAIN)"),
+        /// `writev` failed.
+        WriteError => error("write_error", "writev failed"),
+        /// Tap interface deleted.
+        NoInterface => error("no_interface", "tap interface deleted"),
+    }
+}
 
 /// `struct virtio_net_hdr` (no `num_buffers`: `TUNSETVNETHDRSZ` 10).
 pub const VNET_HDR_LEN: usize = 10;
@@ -239,7 +263,7 @@ impl TapInput {
                     if let Some(b) = b {
                         cx.free(&[b]);
                     }
-                    cx.count(C_READ_ERROR, 1);
+                    cx.count(RxCounter::ReadError, 1);
                     self.queues.list[qi].q.more = false;
                     break;
                 }
@@ -250,12 +274,12 @@ impl TapInput {
             };
             let (flags, gso_type) = (hdr[0], hdr[1]);
             if len < VNET_HDR_LEN + 14 {
-                cx.count(C_SHORT, 1);
+                cx.count(RxCounter::Short, 1);
                 cx.free(&[b]);
                 continue;
             }
             if gso_type != 0 {
-                cx.count(C_GSO_DROPPED, 1);
+                cx.count(RxCounter::GsoDropped, 1);
                 cx.free(&[b]);
                 continue;
             }
@@ -269,7 +293,7 @@ impl TapInput {
                     && flags & F_NEEDS_CSUM != 0
                     && offload::complete_l4_checksum(v.data_mut())
                 {
-                    cx.count(C_CSUM, 1);
+                    cx.count(RxCounter::Csum, 1);
                 }
             }
             if flen > ds {
@@ -310,7 +334,7 @@ impl TapInput {
         let t = cx.thread();
         if miss > 0 {
             counters.add(t, counter::RX_MISS, miss);
-            cx.count(C_NO_BUFFERS, miss);
+            cx.count(RxCounter::NoBuffers, miss);
         }
         if n_out > 0 {
             counters.add(t, counter::RX_PACKETS, n_out as u64);
@@ -319,7 +343,7 @@ impl TapInput {
             stats.rx_packets.add(n_out as u64);
             stats.rx_bytes.add(bytes);
             cx.pcap_capture(point::RX, &out[..n_out], false);
-            cx.enqueue_all(NEXT_ETHERNET, &out[..n_out]);
+            cx.enqueue_all(RxNext::Ethernet.next(), &out[..n_out]);
         }
         n_out
     }
@@ -394,7 +418,7 @@ impl TapTx {
     fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
         let Some(fd) = e.fds.get(t % e.fds.len().max(1)).map(|f| f.as_raw_fd()) else {
-            cx.count(T_NO_INTERFACE, run.len() as u64);
+            cx.count(TxCounter::NoInterface, run.len() as u64);
             return;
         };
         let zero = [0u8; VNET_HDR_LEN];
@@ -436,15 +460,21 @@ impl TapTx {
         }
         if full + err > 0 {
             e.counters.tx_failed(t, full + err, lost);
-            cx.count(T_FULL, full);
-            cx.count(T_WRITE_ERROR, err);
+            cx.count(TxCounter::Full, full);
+            cx.count(TxCounter::WriteError, err);
         }
     }
 }
 
 impl NodeFn for TapTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        sluice_vnet::devices::tx_runs(cx, frame, &self.table, T_NO_INTERFACE, Self::send_run);
+        sluice_vnet::devices::tx_runs(
+            cx,
+            frame,
+            &self.table,
+            TxCounter::NoInterface,
+            Self::send_run,
+        );
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

@@ -11,7 +11,7 @@ use crate::interface::IfCounters;
 use crate::SwIfIndex;
 use linux::{KickEntry, KickSet, SwTable, TxKick};
 use sluice_buffer::{BufIdx, BufferPool};
-use sluice_graph::{Cx, NodeIndex, Vlib};
+use sluice_graph::{CounterId, Cx, NodeIndex, Vlib};
 use std::sync::Arc;
 
 /// Parses a MAC address CLI token (`aa:bb:cc:dd:ee:ff` or VPP's `aabb.ccdd.eeff`).
@@ -72,9 +72,10 @@ pub fn set_kick_entry<N: 'static, K: TxKick + Clone + Sync>(
     sw: SwIfIndex,
     queues: Option<TxQueues<K>>,
     kicks: fn(&mut N) -> &mut KickSet<K>,
-    c_retry: usize,
-    c_dropped: usize,
+    c_retry: impl CounterId,
+    c_dropped: impl CounterId,
 ) {
+    let (c_retry, c_dropped) = (c_retry.index(), c_dropped.index());
     let base = vm.registry.node(tx_node).error_base;
     let hz = vm.shared.clock.hz();
     vm.foreach_thread(move |tg| {
@@ -102,7 +103,7 @@ pub fn tx_runs<E>(
     cx: &mut Cx,
     frame: &[BufIdx],
     table: &SwTable<E>,
-    no_interface: usize,
+    no_interface: impl CounterId,
     mut send: impl FnMut(&mut Cx, &BufferPool, &E, &[BufIdx]),
 ) {
     let pool = cx.pool_ref();

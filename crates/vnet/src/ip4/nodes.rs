@@ -739,7 +739,7 @@ impl PacketNode for Ip4Local {
 impl IcmpErrorFamily for Ip4Shared {
     type Addr = u32;
     const NODE: &'static str = IP4_ICMP_ERROR;
-    const NEXTS: [&'static str; 2] = ["error-drop", IP4_LOOKUP];
+    const LOOKUP: &'static str = IP4_LOOKUP;
     const COUNTERS: &'static [CounterDesc] = IcmpErrorCounter::DESCS;
     const MIN_LEN: usize = MIN_HEADER_LEN;
     const HEADERS: usize = MIN_HEADER_LEN + 8;

@@ -809,7 +809,7 @@ impl PacketNode for Ip6Local {
 impl IcmpErrorFamily for Ip6Shared {
     type Addr = u128;
     const NODE: &'static str = IP6_ICMP_ERROR;
-    const NEXTS: [&'static str; 2] = ["error-drop", IP6_LOOKUP];
+    const LOOKUP: &'static str = IP6_LOOKUP;
     const COUNTERS: &'static [CounterDesc] = &CounterDesc::reworded(
         IcmpErrorCounter::DESCS,
         [
