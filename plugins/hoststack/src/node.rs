@@ -18,8 +18,8 @@
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
 //! FIB 0. It also sends the TCP connections' segments (data from their tx FIFOs, ACKs,
-//! retransmissions on their timers) and the RSTs `tcp4-input` asks for — IPv4 only, so
-//! always to `ip4-lookup`.
+//! retransmissions on their timers) and the RSTs `tcp4-input`/`tcp6-input` ask for, to
+//! `ip4-lookup` or `ip6-lookup` by the connection's family.
 //! - uses: the applications' event queues (session slots with data to send, at most
 //!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
@@ -30,22 +30,26 @@
 //!   address: dropped), `corrupt_fifo` (an application wrote impossible positions or
 //!   lengths: its FIFO is emptied), `tcp_sent` (info: TCP segments), `tcp_rst_sent` (info).
 //!
-//! `tcp4-input` (internal): TCP segments for Sluice's IPv4 addresses, from `ip4-local`
-//! (protocol 6 is registered while TCP sessions exist). The header is checked and the
-//! segment handed to its connection or listener (`tcpsess`); the buffer is always freed
-//! here (data is copied into the rx FIFO, replies are built by `session-queue`).
-//! - uses: the IPv4 and TCP headers; `flags` (`L4_CHECKSUM_CORRECT`, `NEXT_PRESENT`).
+//! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
+//! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
+//! sessions exist). The header is checked, the MSS, window-scale and timestamps options
+//! read, and the segment handed to its connection or listener (`tcpsess`); the buffer is
+//! always freed here (data is copied into the rx FIFO, replies are built by
+//! `session-queue`).
+//! - uses: the IP (IPv6 extension headers walked) and TCP headers; `flags`
+//!   (`L4_CHECKSUM_CORRECT`, `NEXT_PRESENT`).
 //! - sets: `error` on drops.
 //! - next: `error-drop` (0).
 //! - counters: `segments` (info: taken by a connection or listener), `no_listener` (no
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
 //!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
 //!   segment), `fragment`, `chained`, `syn_backlog_full` (SYN dropped: the listener's
-//!   handshake backlog is full), `wrong_thread`.
+//!   handshake backlog is full), `wrong_thread`, `bad_header` (malformed IPv6 extension
+//!   headers).
 //!
-//! `session-queue` also sends TCP: segments of the connections `tcp4-input`, the timers or
-//! the applications' tx events queued (data peeked from the tx FIFO, headers, checksum), and
-//! RSTs; counters `tcp_sent` (info), `tcp_rst_sent` (info).
+//! `session-queue` also sends TCP: segments of the connections the input nodes, the timers
+//! or the applications' tx events queued (data peeked from the tx FIFO, options, headers,
+//! checksum), and RSTs; counters `tcp_sent` (info), `tcp_rst_sent` (info).
 
 use crate::session::{Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};
