@@ -298,8 +298,10 @@ impl P4Node {
             self.scratch_p = recycle(pk);
         }
         let (mut fwd, mut punt) = (0, 0);
+        let zero = [0u64; FRAME_SIZE];
+        let perr = vc.parser_errors(vs).unwrap_or(&zero);
         for (i, b) in bufs.iter_mut().enumerate() {
-            let pe = vc.parser_error(vs, i);
+            let pe = perr[i];
             if pe != 0 {
                 parse_count(cx, ParseEnd::Error(pe));
             }

@@ -82,19 +82,26 @@ impl Sel {
 
     #[inline(always)]
     fn push(&mut self, x: u8) {
-        // n < N here (a selection never holds a packet twice); masked, no bound check.
+        // n < N here (a selection never holds a packet twice); masked, no bound check, and
+        // every reader clamps n to N.
         self.i[self.n & (N - 1)] = x;
-        self.n = (self.n + 1).min(N);
+        self.n += 1;
     }
 
     #[inline(always)]
     pub fn len(&self) -> usize {
-        self.n
+        self.n.min(N)
     }
 
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.n == 0
+    }
+
+    /// Empties the selection.
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.n = 0;
     }
 
     /// Keeps the packets whose flow mark is clear.
@@ -1953,11 +1960,9 @@ impl VCode {
         }
     }
 
-    /// The parser error of packet `i` after [`VCode::run_frame`].
-    pub fn parser_error(&self, v: &VState, i: usize) -> u64 {
-        v.meta
-            .get(self.std.parser_error as usize)
-            .map_or(0, |c| c[i % N])
+    /// The parser errors of the frame's packets after [`VCode::run_frame`].
+    pub fn parser_errors<'v>(&self, v: &'v VState) -> Option<&'v Col> {
+        v.meta.get(self.std.parser_error as usize)
     }
 }
 
