@@ -307,26 +307,26 @@ impl P4Node {
             }
             self.nexts[i] = match out[i] {
                 VOut::Drop => {
-                    b.hdr.error = cx.error(E_DROPPED);
-                    NEXT_DROP
+                    b.hdr.error = cx.error(P4Counter::Dropped);
+                    P4Next::Drop as u16
                 }
                 VOut::Port(p) => {
                     b.hdr.tx_if = p;
                     fwd += 1;
-                    NEXT_OUTPUT
+                    P4Next::Output as u16
                 }
                 VOut::Punt => {
                     punt += 1;
-                    NEXT_PUNT
+                    P4Next::Punt as u16
                 }
             };
         }
         self.scratch_b = recycle(bufs);
         if fwd > 0 {
-            cx.count(C_FORWARDED, fwd);
+            cx.count(P4Counter::Forwarded, fwd);
         }
         if punt > 0 {
-            cx.count(C_PUNTED, punt);
+            cx.count(P4Counter::Punted, punt);
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
