@@ -167,6 +167,9 @@ pub struct L2Input {
     svals: [Option<u64>; sluice_graph::FRAME_SIZE],
     /// Per frame: packets forwarded to a known MAC (counted once per frame).
     forwarded: u64,
+    /// Per frame: the last bridge domain looked at and its flags (frames usually come from
+    /// one interface, so one bridge domain).
+    last_bd: (u16, BdFlags),
 }
 
 impl L2Input {
@@ -193,7 +196,17 @@ impl L2Input {
             skeys: [0; F],
             svals: [None; F],
             forwarded: 0,
+            last_bd: (0, BdFlags::default()),
         }
+    }
+
+    /// The flags of bridge domain `bd` (not 0), through the per-frame `last_bd`.
+    #[inline(always)]
+    fn flags_of(&mut self, bd: u16) -> BdFlags {
+        if self.last_bd.0 != bd {
+            self.last_bd = (bd, self.flags.get(bd as usize).copied().unwrap_or_default());
+        }
+        self.last_bd.1
     }
 
     /// The arc towards `interface-output` for a frame sent on `tx` (through the features
@@ -272,6 +285,7 @@ impl NodeFn for L2Input {
         let frame = &frame[..n];
         self.out_any = self.features.any(self.slot);
         self.out = None;
+        self.last_bd = (0, BdFlags::default());
         let (mut nd, mut ns, mut xc, mut bridged) = (0usize, 0usize, 0u64, false);
         let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
         for (j, &bi) in frame.iter().enumerate() {
@@ -294,7 +308,7 @@ impl NodeFn for L2Input {
             // SAFETY: as above; the view lives for this iteration only.
             let v = unsafe { arena.buffer(bi) };
             let mut p = 0;
-            let f = self.flags.get(bd as usize).copied().unwrap_or_default();
+            let f = self.flags_of(bd);
             if let (true, Some(h)) = (f.on, v.head::<14>()) {
                 if h[0] & 1 == 0 {
                     self.dkeys[nd & (F - 1)] = key_at(h, 0, bd);
@@ -336,7 +350,8 @@ impl NodeFn for L2Input {
                     let k = self.skeys[(si - 1) & (F - 1)];
                     self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
                 }
-                self.nexts[j] = self.bridge(cx, &mut v, dst).0;
+                let f = self.flags_of(v.hdr.l2.bd_index);
+                self.nexts[j] = self.bridge(cx, &mut v, f, dst).0;
             }
             if self.forwarded != 0 {
                 cx.count(L2Counter::Forwarded, self.forwarded);
@@ -390,9 +405,14 @@ impl L2Input {
     /// `dst` is what the FIB holds for its destination when it was looked up (`None`:
     /// not looked up: broadcast/multicast, runt or unknown bridge domain).
     #[inline(always)]
-    fn bridge(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, dst: Option<Option<u64>>) -> Next {
+    fn bridge(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        f: BdFlags,
+        dst: Option<Option<u64>>,
+    ) -> Next {
         let bd = b.hdr.l2.bd_index;
-        let f = self.flags.get(bd as usize).copied().unwrap_or_default();
         if !f.on {
             b.hdr.error = cx.error(L2Counter::NoMember);
             return L2Next::Drop.next();
