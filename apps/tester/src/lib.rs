@@ -581,7 +581,7 @@ fn cli_set_rx(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     } else {
         Some(node_index(vm, RX)?)
     };
-    sluice_vnet::set_rx_redirect(vm, i, node).map_err(CliError::new)?;
+    sluice_vnet::set_rx_redirect(vm, i, node)?;
     Ok(String::new())
 }
 

@@ -17,15 +17,33 @@
 //! use sluice_graph::*;
 //! use sluice_buffer::Buffer;
 //!
+//! arcs! {
+//!     /// `even`'s next arcs.
+//!     pub enum EvenNext {
+//!         /// Odd first bytes.
+//!         Drop => "error-drop",
+//!         /// Even first bytes.
+//!         Sink => "null-sink",
+//!     }
+//! }
+//! counters! {
+//!     /// `even`'s counters.
+//!     pub enum EvenCounter {
+//!         /// Passed.
+//!         Even => info("even", "even"),
+//!         /// Dropped.
+//!         Odd => error("odd", "odd"),
+//!     }
+//! }
 //! struct Even;
 //! impl PacketNode for Even {
 //!     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
 //!         if b.data().first().is_some_and(|x| x % 2 == 0) {
-//!             cx.count(0, 1);
-//!             Next(1)
+//!             cx.count(EvenCounter::Even, 1);
+//!             EvenNext::Sink.next()
 //!         } else {
-//!             b.hdr.error = cx.error(1);
-//!             Next(0)
+//!             b.hdr.error = cx.error(EvenCounter::Odd);
+//!             EvenNext::Drop.next()
 //!         }
 //!     }
 //! }
@@ -33,8 +51,8 @@
 //! nodes::register(&mut g);
 //! g.register(
 //!     NodeRegistration::new("even", NodeKind::Internal, |_| Box::new(PerPacket::new(Even)))
-//!         .nexts(&["error-drop", "null-sink"])
-//!         .counters(&[CounterDesc::info("even", "even"), CounterDesc::error("odd", "odd")]),
+//!         .nexts(EvenNext::NAMES)
+//!         .counters(EvenCounter::DESCS),
 //! );
 //! let mut h = Harness::build(g, "even").unwrap();
 //! h.run(&[vec![2, 0], vec![3, 0]]);

@@ -242,7 +242,7 @@ impl Interfaces {
     }
 }
 
-/// Creates an interface and wires `interface-output` to its tx node on every thread.
+/// [`create`] for the plugins that still take its error as text (memif, tunnels).
 pub fn create_interface(
     vm: &mut Vlib,
     name: &str,
@@ -250,8 +250,23 @@ pub fn create_interface(
     mac: [u8; 6],
     tx_node: Option<NodeIndex>,
 ) -> Result<SwIfIndex, String> {
+    create(vm, name, driver, mac, tx_node).map_err(|e| e.to_string())
+}
+
+/// Creates an interface and wires `interface-output` to its tx node on every thread:
+/// [`VnetError::Exists`] if the name is taken, [`VnetError::System`] if the graph refuses
+/// the arc.
+pub fn create(
+    vm: &mut Vlib,
+    name: &str,
+    driver: &str,
+    mac: [u8; 6],
+    tx_node: Option<NodeIndex>,
+) -> VnetResult<SwIfIndex> {
     if vm.ext_mut::<Interfaces>().find(name).is_some() {
-        return Err(format!("interface `{name}' already exists"));
+        return Err(VnetError::Exists(format!(
+            "interface `{name}' already exists"
+        )));
     }
     ensure_local0(vm);
     let n_threads = vm.n_threads();
@@ -410,38 +425,35 @@ pub fn sync_all(vm: &mut Vlib) {
 /// `vnet_hw_interface_rx_redirect_to_node`, driver-independent because every driver hands
 /// Ethernet frames to `ethernet-input`. The arc is added on every thread before the redirect
 /// is published, so no thread can see an arc index it does not have.
-pub fn set_rx_redirect(
-    vm: &mut Vlib,
-    sw_if: SwIfIndex,
-    node: Option<NodeIndex>,
-) -> Result<(), String> {
+pub fn set_rx_redirect(vm: &mut Vlib, sw_if: SwIfIndex, node: Option<NodeIndex>) -> VnetResult {
     let v = match node {
         Some(n) => {
+            let graph = |e: sluice_graph::GraphError| VnetError::System(e.to_string());
             let eth = vm
                 .registry
                 .lookup(crate::ethernet::ETHERNET_INPUT)
-                .map_err(|e| e.to_string())?;
-            vm.add_next(eth, n).map_err(|e| e.to_string())?.0 as u32 + 1
+                .map_err(graph)?;
+            vm.add_next(eth, n).map_err(graph)?.0 as u32 + 1
         }
         None => 0,
     };
     with_if_attr(vm, sw_if.0, |x| {
         x.rx_redirect.store(v, std::sync::atomic::Ordering::Relaxed)
     })
-    .ok_or_else(|| "interface table full".to_string())
+    .ok_or(VnetError::NoSuchInterface(sw_if.0))
 }
 
 /// Marks `sw_if` as having a host stack behind `punt` (linux-cp; see
 /// [`IfAttr::punt_host`]).
-pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
+pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> VnetResult {
     with_if_attr(vm, sw_if.0, |x| {
         x.punt_host.store(on, std::sync::atomic::Ordering::Relaxed)
     })
-    .ok_or_else(|| "interface table full".to_string())
+    .ok_or(VnetError::NoSuchInterface(sw_if.0))
 }
 
 /// Marks `sw_if` point-to-point (an L3 tunnel: no ARP/ND; see
-/// [`IfAttr::p2p`]). Set it before the interface gets addresses or routes:
+/// [`IfAttr::p2p`]). (Its error is text until the tunnels plugin takes a [`VnetError`].) Set it before the interface gets addresses or routes:
 /// adjacencies made earlier are not redone.
 pub fn set_p2p(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
     with_if_attr(vm, sw_if.0, |x| {

@@ -62,9 +62,9 @@ pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static
     /// The MTU of interface `i` (for its adjacencies).
     fn if_mtu(&self, i: u32) -> u16;
     /// The neighbour adjacency for (interface, next hop).
-    fn nbr_adj(&mut self, i: u32, nh: Addr<Self>) -> Result<u32, String>;
+    fn nbr_adj(&mut self, i: u32, nh: Addr<Self>) -> VnetResult<u32>;
     /// The glean adjacency of interface `i` (resolves each destination).
-    fn glean_adj(&mut self, i: u32) -> Result<u32, String>;
+    fn glean_adj(&mut self, i: u32) -> VnetResult<u32>;
     /// Applies the neighbours the data plane learned; returns how many it took.
     fn apply_learned(&mut self) -> usize;
     /// Ages the neighbours; returns the probes to send (interface, frame).
@@ -95,7 +95,7 @@ pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static
     }
 
     /// The receive adjacency of interface `i` (`via local`).
-    fn local_adj(&mut self, i: u32) -> Result<u32, String> {
+    fn local_adj(&mut self, i: u32) -> VnetResult<u32> {
         let mtu = self.if_mtu(i);
         self.adjs_mut()
             .find_or_add((AdjKind::Local, i, 0), || Adj {
@@ -105,18 +105,18 @@ pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static
                 rewrite: [0; 14],
                 nh: 0,
             })
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// The one adjacency of point-to-point interface `i` (`IfAttr::p2p`); neighbour
     /// adjacencies never use key 0.
-    fn p2p_adj(&mut self, i: u32) -> Result<u32, String> {
+    fn p2p_adj(&mut self, i: u32) -> VnetResult<u32> {
         let mtu = self.if_mtu(i);
         self.adjs_mut()
             .find_or_add((AdjKind::Rewrite, i, 0), || {
                 crate::interface::p2p_adj(i, mtu, Self::ETHERTYPE)
             })
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 }
 
@@ -150,10 +150,10 @@ macro_rules! ip_control_fields {
         fn if_mtu(&self, i: u32) -> u16 {
             Self::if_mtu(self, i)
         }
-        fn nbr_adj(&mut self, i: u32, nh: $addr) -> Result<u32, String> {
+        fn nbr_adj(&mut self, i: u32, nh: $addr) -> VnetResult<u32> {
             Self::nbr_adj(self, i, nh)
         }
-        fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+        fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
             Self::glean_adj(self, i)
         }
         fn apply_learned(&mut self) -> usize {
@@ -268,7 +268,7 @@ pub fn routes_add_del<C: IpControl>(
         .resolve(!is_add, |nh, intf| {
             let nh: Addr<C> = nh.into();
             match intf.map(|i| i.0).or_else(|| ctl.connected_if(fib, nh)) {
-                Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj).map_err(VnetError::Full),
+                Some(i) => ctl.nbr_adj(i, nh).map(Hop::Adj),
                 None => {
                     C::check_recursive(nh)?;
                     crate::routes::check_resolve_via(paths, ctl.vrfs(), fib, nh, bits)?;
@@ -280,7 +280,7 @@ pub fn routes_add_del<C: IpControl>(
     // `via <interface>`: a host route's neighbour is the destination itself; a wider
     // prefix gleans (resolves each destination) on the interface. `via local`: receive.
     let local = if paths.local {
-        Some(ctl.local_adj(0).map_err(|e| none(VnetError::Full(e)))?)
+        Some(ctl.local_adj(0).map_err(none)?)
     } else {
         None
     };
@@ -299,7 +299,7 @@ pub fn routes_add_del<C: IpControl>(
                 } else {
                     ctl.glean_adj(i.0)
                 };
-                let adj = adj.map_err(|e| at(k)(VnetError::Full(e)))?;
+                let adj = adj.map_err(at(k))?;
                 r.push((Hop::Adj(adj), wt));
             }
             r.extend(local.map(|l| (Hop::Adj(l), 1)));
@@ -369,7 +369,7 @@ pub fn fib_index<C: IpControl>(vm: &mut Vlib, id: u32) -> Option<u32> {
 pub fn neighbor_adjacency<C: IpControl>(vm: &mut Vlib, i: u32, nh: Addr<C>) -> VnetResult<u32> {
     let c = C::control(vm)?;
     let mut ctl = lock(&c);
-    ctl.nbr_adj(i, nh).map_err(VnetError::Full)
+    ctl.nbr_adj(i, nh)
 }
 
 /// Number of routes (benchmarks, tests).

@@ -114,7 +114,7 @@ pub fn create(vm: &mut Vlib, mac: Option<[u8; 6]>, instance: Option<u32>) -> Vne
     let name = format!("loop{n}");
     let mac = mac.unwrap_or([0xde, 0xad, 0, 0, (n >> 8) as u8, n as u8]);
     let tx = vm.registry.find(TX);
-    crate::create_interface(vm, &name, "loopback", mac, tx).map_err(VnetError::Exists)
+    crate::interface::create(vm, &name, "loopback", mac, tx)
 }
 
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {

@@ -216,7 +216,7 @@ pub trait Table<A: Copy + Eq + Hash + Ord> {
     /// The entries and the aging state.
     fn split(&mut self) -> (&Entries<A>, &mut Aging<(u32, A)>);
     /// Adds or updates an entry, static or dynamic (adjacency, host route).
-    fn add(&mut self, i: u32, ip: A, mac: [u8; 6], is_static: bool) -> Result<(), String>;
+    fn add(&mut self, i: u32, ip: A, mac: [u8; 6], is_static: bool) -> VnetResult;
     /// Removes an entry (its adjacency becomes incomplete); false if absent.
     fn remove(&mut self, i: u32, ip: A) -> bool;
 }
@@ -265,7 +265,7 @@ pub fn add<A: Copy + Eq + Hash + Ord, T: Table<A>>(
             "neighbor `{token}' is static: delete it first or add `static'"
         )));
     }
-    t.add(i, ip, mac, is_static).map_err(VnetError::Full)?;
+    t.add(i, ip, mac, is_static)?;
     let aging = t.split().1;
     if is_static {
         aging.forget(&k);
@@ -628,7 +628,7 @@ mod tests {
         fn split(&mut self) -> (&Entries<u32>, &mut Aging<(u32, u32)>) {
             (&self.entries, &mut self.aging)
         }
-        fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], st: bool) -> Result<(), String> {
+        fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], st: bool) -> VnetResult {
             self.entries.insert((i, ip), (mac, st));
             Ok(())
         }

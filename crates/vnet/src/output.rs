@@ -205,12 +205,13 @@ pub(crate) fn attach(
     idx: SwIfIndex,
     tx_node: Option<sluice_graph::NodeIndex>,
     counters: Arc<IfCounters>,
-) -> Result<(), String> {
+) -> crate::error::VnetResult {
     let Some(tx) = tx_node else {
         return Ok(());
     };
-    let out = vm.registry.lookup(NAME).map_err(|e| e.to_string())?;
-    let next = vm.add_next(out, tx).map_err(|e| e.to_string())?;
+    let graph = |e: sluice_graph::GraphError| crate::error::VnetError::System(e.to_string());
+    let out = vm.registry.lookup(NAME).map_err(graph)?;
+    let next = vm.add_next(out, tx).map_err(graph)?;
     let entry = TxEntry {
         next,
         up: false,

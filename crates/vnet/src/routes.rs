@@ -10,6 +10,7 @@ use crate::error::{VnetError, VnetResult};
 use crate::events::{EventLog, VnetEvent};
 use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind};
+use sluice_fib::ip4::LpmError;
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
 use sluice_infra::epoch::{Epochs, Retired};
@@ -175,7 +176,7 @@ pub trait Lpm: Sized {
     /// `addr` with its host bits below `len` cleared.
     fn mask(addr: Self::Addr, len: u8) -> Self::Addr;
     /// Adds or replaces a prefix.
-    fn insert(&mut self, e: &Epochs, p: Self::Addr, len: u8, v: u32) -> Result<(), String>;
+    fn insert(&mut self, e: &Epochs, p: Self::Addr, len: u8, v: u32) -> Result<(), LpmError>;
     /// Removes a prefix.
     fn remove(&mut self, e: &Epochs, p: Self::Addr, len: u8);
     /// Longest-prefix match.
@@ -202,8 +203,8 @@ impl Lpm for sluice_fib::ip4::Ip4Lpm {
     fn mask(a: u32, len: u8) -> u32 {
         sluice_fib::ip4::mask(a, len)
     }
-    fn insert(&mut self, e: &Epochs, p: u32, len: u8, v: u32) -> Result<(), String> {
-        sluice_fib::ip4::Ip4Lpm::insert(self, e, p, len, v).map_err(|e| e.to_string())
+    fn insert(&mut self, e: &Epochs, p: u32, len: u8, v: u32) -> Result<(), LpmError> {
+        sluice_fib::ip4::Ip4Lpm::insert(self, e, p, len, v)
     }
     fn remove(&mut self, e: &Epochs, p: u32, len: u8) {
         sluice_fib::ip4::Ip4Lpm::remove(self, e, p, len);
@@ -232,8 +233,8 @@ impl Lpm for sluice_fib::ip6::Ip6Lpm {
     fn mask(a: u128, len: u8) -> u128 {
         sluice_fib::ip6::mask(a, len)
     }
-    fn insert(&mut self, e: &Epochs, p: u128, len: u8, v: u32) -> Result<(), String> {
-        sluice_fib::ip6::Ip6Lpm::insert(self, e, p, len, v).map_err(|e| e.to_string())
+    fn insert(&mut self, e: &Epochs, p: u128, len: u8, v: u32) -> Result<(), LpmError> {
+        sluice_fib::ip6::Ip6Lpm::insert(self, e, p, len, v)
     }
     fn remove(&mut self, e: &Epochs, p: u128, len: u8) {
         sluice_fib::ip6::Ip6Lpm::remove(self, e, p, len);
@@ -311,7 +312,47 @@ impl Lbs {
 }
 
 /// [`RouteTable::install_direct`]'s outcome: Ok((changed, the LPM's result)).
-type DirectResult = Result<(bool, Result<(), String>), String>;
+type DirectResult = Result<(bool, Result<(), RouteError>), RouteError>;
+
+/// Why a route-table edit failed (its text only at the CLI and API edges, through
+/// [`VnetError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The LPM refused the prefix: out of groups, or a bad length or value.
+    #[error(transparent)]
+    Lpm(#[from] LpmError),
+    /// No load-balance object left for an ECMP route.
+    #[error("load-balance table full")]
+    LoadBalanceFull,
+    /// As many tables as the FIB holds.
+    #[error("too many tables (at most {0})")]
+    TooManyTables(usize),
+    /// Table 0 is never deleted.
+    #[error("table 0 cannot be deleted")]
+    DefaultTable,
+    /// No table at this FIB index.
+    #[error("no FIB index {0}")]
+    NoFib(u32),
+    /// No table with this id.
+    #[error("no table {0}")]
+    NoTable(u32),
+}
+
+impl From<RouteError> for VnetError {
+    fn from(e: RouteError) -> Self {
+        let text = e.to_string();
+        match e {
+            RouteError::Lpm(LpmError::BadLength(_) | LpmError::BadValue(_)) => {
+                VnetError::Invalid(text)
+            }
+            RouteError::DefaultTable => VnetError::InUse(text),
+            RouteError::NoFib(_) | RouteError::NoTable(_) => VnetError::NoTable(text),
+            RouteError::Lpm(LpmError::Full)
+            | RouteError::LoadBalanceFull
+            | RouteError::TooManyTables(_) => VnetError::Full(text),
+        }
+    }
+}
 
 /// What a route forwards over: (adjacency, weight) paths, and a load-balance object to share.
 type Effective = (PathList, Option<u32>);
@@ -345,7 +386,7 @@ fn lpm_value<K: Eq + std::hash::Hash>(
     key: K,
     paths: &[(u32, u32)],
     share: Option<u32>,
-) -> Result<u32, String> {
+) -> Result<u32, RouteError> {
     if share.is_some() || paths.len() == 1 {
         // Hashing costs: most tables own no load-balance object at all.
         if !route_lb.is_empty() {
@@ -358,7 +399,7 @@ fn lpm_value<K: Eq + std::hash::Hash>(
     let lb = match route_lb.get(&key) {
         Some(&l) => l,
         None => {
-            let l = lbs.alloc().ok_or("load-balance table full")?;
+            let l = lbs.alloc().ok_or(RouteError::LoadBalanceFull)?;
             route_lb.insert(key, l);
             l
         }
@@ -391,7 +432,7 @@ impl<L: Lpm> RouteTable<L> {
     }
 
     /// Adds (`add`) or removes one want of the drop entry `p`/`len` (see `drops`).
-    pub fn set_drop(&mut self, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+    pub fn set_drop(&mut self, p: L::Addr, len: u8, add: bool) -> Result<(), RouteError> {
         let key = (L::mask(p, len), len);
         let was = self.is_drop(&key);
         let n = self.drops.entry(key).or_default();
@@ -407,7 +448,7 @@ impl<L: Lpm> RouteTable<L> {
             return Ok(());
         }
         match (was, self.is_drop(&key)) {
-            (false, true) => self.lpm.insert(&self.epochs, key.0, key.1, 0),
+            (false, true) => Ok(self.lpm.insert(&self.epochs, key.0, key.1, 0)?),
             (true, false) => {
                 self.lpm.remove(&self.epochs, key.0, key.1);
                 Ok(())
@@ -424,7 +465,7 @@ impl<L: Lpm> RouteTable<L> {
         len: u8,
         src: Source,
         adj: Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         let paths = adj.map(|a| smallvec![(a, 1)]).unwrap_or_default();
         self.set_paths(lbs, p, len, src, paths)
     }
@@ -438,7 +479,7 @@ impl<L: Lpm> RouteTable<L> {
         len: u8,
         src: Source,
         paths: PathList,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         let key = (L::mask(p, len), len);
         let r = self.routes.entry(key).or_default();
         if paths.is_empty() {
@@ -451,7 +492,7 @@ impl<L: Lpm> RouteTable<L> {
 
     /// Installs `key` and propagates to the recursive routes it may cover, then retires the
     /// load-balance objects nothing points at any more.
-    fn reinstall(&mut self, lbs: &mut Lbs, key: (L::Addr, u8)) -> Result<(), String> {
+    fn reinstall(&mut self, lbs: &mut Lbs, key: (L::Addr, u8)) -> Result<(), RouteError> {
         let r = self.install(lbs, key, 0);
         self.retire_unused(lbs);
         r
@@ -551,12 +592,16 @@ impl<L: Lpm> RouteTable<L> {
                 let changed = r.value != value || r.installed != paths;
                 r.value = value;
                 r.installed = paths;
-                (changed, lpm.insert(epochs, key.0, key.1, value))
+                (
+                    changed,
+                    lpm.insert(epochs, key.0, key.1, value)
+                        .map_err(RouteError::from),
+                )
             }),
         )
     }
 
-    fn install(&mut self, lbs: &mut Lbs, key: (L::Addr, u8), depth: u32) -> Result<(), String> {
+    fn install(&mut self, lbs: &mut Lbs, key: (L::Addr, u8), depth: u32) -> Result<(), RouteError> {
         // Fast path (every route without recursive next hops, e.g. `ip route add count`): it
         // forwards over its best source's paths, computed and stored with one map access.
         if let Some(r) = self.routes.get_mut(&key) {
@@ -591,7 +636,7 @@ impl<L: Lpm> RouteTable<L> {
                     self.lpm.remove(&self.epochs, key.0, key.1);
                     Ok(())
                 };
-                (res, before.is_some())
+                (res.map_err(RouteError::from), before.is_some())
             }
             Some((paths, share)) => {
                 let value = match lpm_value(
@@ -617,7 +662,8 @@ impl<L: Lpm> RouteTable<L> {
                     r.value = value;
                     r.installed = paths;
                 }
-                (self.lpm.insert(&self.epochs, key.0, key.1, value), changed)
+                let res = self.lpm.insert(&self.epochs, key.0, key.1, value);
+                (res.map_err(RouteError::from), changed)
             }
         };
         self.propagate(lbs, key, depth, changed)?;
@@ -631,7 +677,7 @@ impl<L: Lpm> RouteTable<L> {
         key: (L::Addr, u8),
         depth: u32,
         res: DirectResult,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         let (changed, res) = res?;
         self.propagate(lbs, key, depth, changed)?;
         res
@@ -644,7 +690,7 @@ impl<L: Lpm> RouteTable<L> {
         key: (L::Addr, u8),
         depth: u32,
         changed: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         if changed && depth < MAX_RECURSION && !self.by_via.is_empty() {
             // Recursive routes whose next hop this prefix covers may resolve differently now.
             let hi = L::mask(key.0, key.1).into() | host_mask(L::BITS, key.1);
@@ -683,7 +729,7 @@ impl<L: Lpm> RouteTable<L> {
         del: bool,
         drop: bool,
         hops: &[(Hop<L::Addr>, u32)],
-    ) -> Result<(), Option<String>> {
+    ) -> Result<(), Option<RouteError>> {
         let key = (L::mask(p, len), len);
         // The static paths and next hops are moved out and written back below (no copies);
         // when there are none, nothing was moved.
@@ -1083,7 +1129,7 @@ impl<L: Lpm> Vrfs<L> {
     }
 
     /// Creates table `id` (no-op if it exists); its FIB index.
-    pub fn add_table(&mut self, id: u32) -> Result<u32, String> {
+    pub fn add_table(&mut self, id: u32) -> Result<u32, RouteError> {
         if let Some(f) = self.fib_of(id) {
             return Ok(f);
         }
@@ -1093,7 +1139,7 @@ impl<L: Lpm> Vrfs<L> {
         }
         let f = self.tables.len();
         if f >= MAX_FIBS {
-            return Err(format!("too many tables (at most {MAX_FIBS})"));
+            return Err(RouteError::TooManyTables(MAX_FIBS));
         }
         let lpm = L::create();
         self.slots.publish(f as u32, lpm.read_side());
@@ -1105,11 +1151,11 @@ impl<L: Lpm> Vrfs<L> {
     }
 
     /// Deletes table `id` and its routes (table 0 cannot be deleted).
-    pub fn del_table(&mut self, id: u32) -> Result<(), String> {
+    pub fn del_table(&mut self, id: u32) -> Result<(), RouteError> {
         if id == 0 {
-            return Err("table 0 cannot be deleted".into());
+            return Err(RouteError::DefaultTable);
         }
-        let f = self.fib_of(id).ok_or_else(|| format!("no table {id}"))?;
+        let f = self.fib_of(id).ok_or(RouteError::NoTable(id))?;
         let Vrf { rt, id } = &mut self.tables[f as usize];
         rt.clear(&mut self.lbs);
         *id = None;
@@ -1132,10 +1178,10 @@ impl<L: Lpm> Vrfs<L> {
             .filter_map(|(f, t)| t.id.map(|id| (id, f as u32, &t.rt)))
     }
 
-    fn rt_mut(&mut self, fib: u32) -> Result<(&mut RouteTable<L>, &mut Lbs), String> {
+    fn rt_mut(&mut self, fib: u32) -> Result<(&mut RouteTable<L>, &mut Lbs), RouteError> {
         match self.tables.get_mut(fib as usize) {
             Some(t) if t.id.is_some() => Ok((&mut t.rt, &mut self.lbs)),
-            _ => Err(format!("no FIB index {fib}")),
+            _ => Err(RouteError::NoFib(fib)),
         }
     }
 
@@ -1147,7 +1193,7 @@ impl<L: Lpm> Vrfs<L> {
         len: u8,
         src: Source,
         adj: Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         let key = (L::mask(p, len), len);
         let had = self.has(fib, key);
         let (rt, lbs) = self.rt_mut(fib)?;
@@ -1157,7 +1203,7 @@ impl<L: Lpm> Vrfs<L> {
     }
 
     /// [`RouteTable::set_drop`] in table `fib`.
-    pub fn set_drop(&mut self, fib: u32, p: L::Addr, len: u8, add: bool) -> Result<(), String> {
+    pub fn set_drop(&mut self, fib: u32, p: L::Addr, len: u8, add: bool) -> Result<(), RouteError> {
         self.rt_mut(fib)?.0.set_drop(p, len, add)
     }
 
@@ -1179,7 +1225,7 @@ impl<L: Lpm> Vrfs<L> {
         w: &dyn std::fmt::Display,
         stop: &dyn Fn() -> bool,
     ) -> VnetResult {
-        self.rt_mut(fib).map_err(VnetError::NoTable)?;
+        self.rt_mut(fib)?;
         for k in 0..count {
             if k % 4096 == 4095 && stop() {
                 return Err(VnetError::System(format!(
@@ -1193,14 +1239,14 @@ impl<L: Lpm> Vrfs<L> {
             })?;
             let key = (L::mask(q, len), len);
             let had = self.has(fib, key);
-            let (rt, lbs) = self.rt_mut(fib).map_err(VnetError::NoTable)?;
+            let (rt, lbs) = self.rt_mut(fib)?;
             match rt.edit_static(lbs, q, len, del, drop, hops) {
                 Ok(()) => {}
                 Err(None) if count == 1 => {
                     return Err(VnetError::NotFound(format!("no route `{w}'")));
                 }
                 Err(None) => {}
-                Err(Some(e)) => return Err(VnetError::Full(e)),
+                Err(Some(e)) => return Err(e.into()),
             }
             self.note(fib, key, had);
         }
@@ -1337,13 +1383,13 @@ pub fn table_add_del<L: Lpm>(
     is_add: bool,
 ) -> VnetResult {
     if is_add {
-        return vrfs.add_table(id).map(|_| ()).map_err(VnetError::Full);
+        return Ok(vrfs.add_table(id).map(|_| ())?);
     }
     let fib = vrfs.fib_of(id).ok_or_else(|| no_table(id))?;
     if let Some(n) = bound.get(&fib).filter(|_| fib != 0) {
         return Err(VnetError::InUse(format!("table {id} is in use by {n}")));
     }
-    vrfs.del_table(id).map_err(VnetError::invalid)
+    Ok(vrfs.del_table(id)?)
 }
 
 /// A parsed `show ip[6] fib [table <id>] [<prefix>] [summary]`.
@@ -1761,6 +1807,25 @@ impl<L: Lpm> Vrfs<L> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn route_errors_keep_their_category_to_the_api() {
+        use super::{LpmError, RouteError, VnetError};
+        use sluice_api::Retval;
+        let api = |e: RouteError| VnetError::from(e).retval();
+        assert_eq!(api(RouteError::Lpm(LpmError::Full)), Retval::NoResources);
+        assert_eq!(api(RouteError::LoadBalanceFull), Retval::NoResources);
+        assert_eq!(
+            api(RouteError::Lpm(LpmError::BadLength(33))),
+            Retval::InvalidValue
+        );
+        assert_eq!(api(RouteError::DefaultTable), Retval::InUse);
+        assert_eq!(api(RouteError::NoTable(7)), Retval::NoSuchTable);
+        assert_eq!(
+            VnetError::from(RouteError::NoTable(7)).to_string(),
+            "no table 7"
+        );
+    }
+
     #[test]
     fn route_count_is_bounded_and_checked_against_memory_first() {
         use super::check_route_count_with as check;

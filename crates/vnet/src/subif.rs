@@ -145,7 +145,7 @@ pub fn create(
         )));
     }
     let name = format!("{pname}.{id}");
-    let idx = crate::create_interface(vm, &name, "sub", pmac, ptx).map_err(VnetError::Exists)?;
+    let idx = crate::interface::create(vm, &name, "sub", pmac, ptx)?;
     let counters = vm
         .ext_mut::<Interfaces>()
         .get(idx)

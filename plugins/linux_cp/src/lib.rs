@@ -463,8 +463,8 @@ pub fn create_pair(
     let wire = |vm: &mut Vlib| -> Result<(), String> {
         sluice_vnet::interface::set_admin_state(vm, tap, true).map_err(|e| e.to_string())?;
         let xc = vm.registry.find(node::XC).ok_or("linux-cp-xc missing")?;
-        sluice_vnet::set_rx_redirect(vm, tap, Some(xc))?;
-        sluice_vnet::set_punt_host(vm, phy, true)
+        sluice_vnet::set_rx_redirect(vm, tap, Some(xc)).map_err(|e| e.to_string())?;
+        sluice_vnet::set_punt_host(vm, phy, true).map_err(|e| e.to_string())
     };
     if let Err(e) = wire(vm) {
         let _ = sluice_tap::delete(vm, &tap_name);

@@ -310,8 +310,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     });
     install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
     for &i in &ifs {
-        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))
-            .map_err(CliError::new)?;
+        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))?;
     }
     let load_secs = t0.elapsed().as_secs_f64();
     let n_entries: usize = master.tables.iter().map(|t| t.len()).sum();

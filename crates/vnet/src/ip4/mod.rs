@@ -160,7 +160,7 @@ impl Ip4Control {
 
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
-    fn nbr_adj(&mut self, i: u32, nh: u32) -> Result<u32, String> {
+    fn nbr_adj(&mut self, i: u32, nh: u32) -> VnetResult<u32> {
         if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
@@ -170,12 +170,12 @@ impl Ip4Control {
         let make = || neighbor_adj(i, nh, mac, src, mtu);
         self.adjs
             .find_or_add((AdjKind::Rewrite, i, nh), make)
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// The adjacency sending to IPv4 group `g` on interface `i`: a Rewrite to the group's
     /// MAC (RFC 1112 §6.4: 01:00:5e and the group's low 23 bits).
-    fn mcast_adj(&mut self, i: u32, g: u32) -> Result<u32, String> {
+    fn mcast_adj(&mut self, i: u32, g: u32) -> VnetResult<u32> {
         if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
@@ -192,12 +192,12 @@ impl Ip4Control {
             .find_or_add((AdjKind::Rewrite, i, g), || {
                 neighbor_adj(i, g, Some(m), src, mtu)
             })
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// The glean adjacency of interface `i` (ARP for the destination), sourced from its
     /// first address.
-    fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+    fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
         if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
@@ -221,17 +221,11 @@ impl Ip4Control {
                 },
                 nh: addr,
             })
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// Records a neighbour and updates its adjacency and host route.
-    pub fn add_neighbor(
-        &mut self,
-        i: u32,
-        ip: u32,
-        mac: [u8; 6],
-        is_static: bool,
-    ) -> Result<(), String> {
+    pub fn add_neighbor(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> VnetResult {
         if let Some(n) = self.neighbors.get(&(i, ip)) {
             if n.1 && !is_static {
                 return Ok(()); // learned entries never override static ones
@@ -249,7 +243,9 @@ impl Ip4Control {
         let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
         self.adjs.update(a, adj);
         let fib = self.if_fib(i);
-        self.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a))
+        Ok(self
+            .vrfs
+            .set_route(fib, ip, 32, Source::Adjacency, Some(a))?)
     }
 
     /// Applies neighbours learned by the data plane.
@@ -325,7 +321,7 @@ impl crate::neighbor::Table<u32> for Ip4Control {
     ) {
         (&self.neighbors, &mut self.aging)
     }
-    fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> Result<(), String> {
+    fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> VnetResult {
         self.add_neighbor(i, ip, mac, is_static)
     }
     fn remove(&mut self, i: u32, ip: u32) -> bool {
@@ -583,7 +579,6 @@ pub fn address_add_del(
         .addrs
         .iter()
         .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
-    let full = |e: String| VnetError::Full(e);
     if !is_add {
         if !exists {
             return Err(VnetError::NotFound(format!(
@@ -594,12 +589,9 @@ pub fn address_add_del(
             .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
         ctl.own_keys.remove(addr);
         ctl.vrfs
-            .set_route(fib, addr, len, Source::Connected, None)
-            .map_err(full)?;
-        ctl.vrfs
-            .set_route(fib, addr, 32, Source::Local, None)
-            .map_err(full)?;
-        subnet_drops(&mut ctl, fib, addr, len, false).map_err(full)?;
+            .set_route(fib, addr, len, Source::Connected, None)?;
+        ctl.vrfs.set_route(fib, addr, 32, Source::Local, None)?;
+        subnet_drops(&mut ctl, fib, addr, len, false)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
         ctl.shared.if_addr(i.0).set(ctl.shared.if_attr(i.0), a, l);
@@ -654,13 +646,11 @@ pub fn address_add_del(
         .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
     if len < 32 {
         ctl.vrfs
-            .set_route(fib, addr, len, Source::Connected, Some(glean))
-            .map_err(full)?;
+            .set_route(fib, addr, len, Source::Connected, Some(glean))?;
     }
     ctl.vrfs
-        .set_route(fib, addr, 32, Source::Local, Some(local))
-        .map_err(full)?;
-    subnet_drops(&mut ctl, fib, addr, len, true).map_err(full)?;
+        .set_route(fib, addr, 32, Source::Local, Some(local))?;
+    subnet_drops(&mut ctl, fib, addr, len, true)?;
     Ok(())
 }
 
@@ -672,7 +662,7 @@ fn subnet_drops(
     addr: u32,
     len: u8,
     add: bool,
-) -> Result<(), String> {
+) -> Result<(), crate::routes::RouteError> {
     if len > 30 {
         return Ok(());
     }
@@ -1156,7 +1146,7 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
     }
     ctl.shared.if_attr(i.0).fib4.store(fib, Ordering::Relaxed);
     for ip in nbrs {
-        let a = ctl.nbr_adj(i.0, ip).map_err(VnetError::Full)?;
+        let a = ctl.nbr_adj(i.0, ip)?;
         let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, Some(a));
     }
     Ok(())
@@ -1195,7 +1185,7 @@ pub fn mcast_adjacency(vm: &mut Vlib, i: u32, g: Ipv4Addr) -> VnetResult<u32> {
     }
     let c = control(vm)?;
     let mut ctl = lock(&c);
-    ctl.mcast_adj(i, u32::from(g)).map_err(VnetError::Full)
+    ctl.mcast_adj(i, u32::from(g))
 }
 
 /// The IPv4 table id of an interface.

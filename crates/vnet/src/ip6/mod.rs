@@ -155,7 +155,7 @@ impl Ip6Control {
 
     /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
     /// Incomplete otherwise.
-    fn nbr_adj(&mut self, i: u32, nh: u128) -> Result<u32, String> {
+    fn nbr_adj(&mut self, i: u32, nh: u128) -> VnetResult<u32> {
         if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
@@ -168,7 +168,7 @@ impl Ip6Control {
         let a = self
             .adjs
             .find_or_add((AdjKind::Rewrite, i, self.serial), || adj)
-            .ok_or_else(|| "adjacency table full".to_string())?;
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
         self.nbr_adjs.insert((i, nh), a);
         self.set_incomplete(a, mac.is_none().then_some(nh));
         Ok(a)
@@ -191,13 +191,7 @@ impl Ip6Control {
     }
 
     /// Records a neighbour and updates its adjacency and host route.
-    pub fn add_neighbor(
-        &mut self,
-        i: u32,
-        ip: u128,
-        mac: [u8; 6],
-        is_static: bool,
-    ) -> Result<(), String> {
+    pub fn add_neighbor(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> VnetResult {
         if let Some(n) = self.neighbors.get(&(i, ip)) {
             if n.1 && !is_static {
                 return Ok(()); // learned entries never override static ones
@@ -224,8 +218,9 @@ impl Ip6Control {
             return Ok(());
         }
         let fib = self.if_fib(i);
-        self.vrfs
-            .set_route(fib, ip, 128, Source::Adjacency, Some(a))
+        Ok(self
+            .vrfs
+            .set_route(fib, ip, 128, Source::Adjacency, Some(a))?)
     }
 
     fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
@@ -312,7 +307,7 @@ impl Ip6Control {
     }
 
     /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
-    fn glean_adj(&mut self, i: u32) -> Result<u32, String> {
+    fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
         if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
@@ -329,11 +324,11 @@ impl Ip6Control {
                 },
                 nh: 0,
             })
-            .ok_or_else(|| "adjacency table full".to_string())
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// Adds an address (and, with the first one, the interface's link-local address).
-    fn add_address(&mut self, i: u32, addr: u128, len: u8) -> Result<(), String> {
+    fn add_address(&mut self, i: u32, addr: u128, len: u8) -> VnetResult {
         if self
             .addrs
             .iter()
@@ -350,7 +345,9 @@ impl Ip6Control {
                     && mask(x, l.min(len)) == mask(addr, l.min(len))
                     && self.if_fib(j) == fib
             }) {
-                return Err(format!("overlaps a subnet of interface index {j}"));
+                return Err(VnetError::Exists(format!(
+                    "overlaps a subnet of interface index {j}"
+                )));
             }
         }
         if !is_link_local(addr) && !self.addrs.iter().any(|x| x.0 == i && is_link_local(x.1)) {
@@ -374,7 +371,7 @@ impl Ip6Control {
                     },
                     nh: 0,
                 })
-                .ok_or_else(|| "adjacency table full".to_string())?;
+                .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
             self.vrfs
                 .set_route(fib, addr, len, Source::Connected, Some(glean))?;
         }
@@ -385,7 +382,7 @@ impl Ip6Control {
     }
 
     /// Enables IPv6 on an interface: its link-local address (EUI-64 of the MAC).
-    fn enable(&mut self, i: u32) -> Result<(), String> {
+    fn enable(&mut self, i: u32) -> VnetResult {
         if self.addrs.iter().any(|x| x.0 == i && is_link_local(x.1)) {
             return Ok(());
         }
@@ -582,13 +579,8 @@ pub fn address_add_del(
         }
         return Ok(());
     }
-    ctl.add_address(i.0, addr, len).map_err(|e| {
-        if e.starts_with("overlaps") {
-            VnetError::Exists(format!("`{w}' {e}"))
-        } else {
-            VnetError::Full(format!("`{w}' {e}"))
-        }
-    })
+    ctl.add_address(i.0, addr, len)
+        .map_err(|e| e.context(&format_args!("`{w}'")))
 }
 
 fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -602,7 +594,7 @@ fn cli_enable(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 pub fn enable(vm: &mut Vlib, i: SwIfIndex) -> VnetResult {
     crate::interface::check(vm, i)?;
     let c = control(vm)?;
-    let r = lock(&c).enable(i.0).map_err(VnetError::Full);
+    let r = lock(&c).enable(i.0);
     r
 }
 
@@ -751,7 +743,7 @@ impl crate::neighbor::Table<u128> for Ip6Control {
     ) {
         (&self.neighbors, &mut self.aging)
     }
-    fn add(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> Result<(), String> {
+    fn add(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> VnetResult {
         self.add_neighbor(i, ip, mac, is_static)
     }
     fn remove(&mut self, i: u32, ip: u128) -> bool {
@@ -952,11 +944,10 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
     }
     ctl.shared.if_attr(i.0).fib6.store(fib, Ordering::Relaxed);
     for (a, l) in lls {
-        ctl.add_address(i.0, a, l).map_err(VnetError::Full)?;
+        ctl.add_address(i.0, a, l)?;
     }
     for (ip, mac, st) in nbrs {
-        ctl.add_neighbor(i.0, ip, mac, st)
-            .map_err(VnetError::Full)?;
+        ctl.add_neighbor(i.0, ip, mac, st)?;
     }
     Ok(())
 }

@@ -421,7 +421,7 @@ pub fn create_interface(vm: &mut Vlib, n: u32) -> VnetResult<SwIfIndex> {
     }
     let tx = vm.registry.find(TX);
     let mac = [0x02, 0xfe, 0, 0, (n >> 8) as u8, n as u8];
-    crate::create_interface(vm, &name, "pg", mac, tx).map_err(VnetError::Exists)
+    crate::interface::create(vm, &name, "pg", mac, tx)
 }
 
 fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
