@@ -31,7 +31,11 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   ip link del "$V" 2>/dev/null
-  for n in "$CS" "$CK" "$K"; do ip netns del "$n" 2>/dev/null; done
+  # The kernel helpers run under `ip netns exec` in a subshell: kill them by namespace.
+  for n in "$CS" "$CK" "$K"; do
+    ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns del "$n" 2>/dev/null
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
