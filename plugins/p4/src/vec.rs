@@ -514,6 +514,12 @@ impl Cc<'_> {
         d
     }
 
+    /// The checksum tracking of header instance `h`: (tracked index, checksum field offset).
+    fn tracking(&self, h: usize) -> Option<(usize, usize)> {
+        let ti = self.tracked.iter().position(|x| x.0 as usize == h)?;
+        Some((ti, self.tracked[ti].1 as usize))
+    }
+
     /// The header instance holding header-area offset `off`, and the offset inside it.
     fn inst_of(&self, off: u16) -> (usize, usize) {
         for (i, h) in self.p.headers.iter().enumerate() {
@@ -586,6 +592,19 @@ fn hload(h: usize, rel: usize, k: HKind, d: usize) -> Ex {
 /// Stores temporary `d` into a header field; tracks the checksum delta when the header's
 /// checksum is tracked (`tr`: tracked index, checksum field offset).
 fn hstore(h: usize, rel: usize, k: HKind, d: usize, tr: Option<(usize, usize)>) -> Op {
+    hstore_with(h, rel, k, d, tr, None)
+}
+
+/// [`hstore`]; with `add` = Some(k), the value stored is the field's own value plus `k`
+/// (masked to its width) instead of temporary `d`: `x = x + k` / `x = x - k` in one loop.
+fn hstore_with(
+    h: usize,
+    rel: usize,
+    k: HKind,
+    d: usize,
+    tr: Option<(usize, usize)>,
+    add: Option<u64>,
+) -> Op {
     let (w, sh, m) = geom(k);
     let whole = sh == 0 && (w >= 8 || m == (1u64 << (8 * w as u32)) - 1);
     // The 16-bit words the field covers (header-relative, from an even offset), and whether
@@ -614,11 +633,17 @@ fn hstore(h: usize, rel: usize, k: HKind, d: usize, tr: Option<(usize, usize)>) 
                     let i = i as usize;
                     let o = ho[i] as usize + rel;
                     let Some(p) = f.pk.get_mut(i) else { continue };
-                    let nv = if whole {
-                        t[i]
-                    } else {
-                        let old = ld::<$w>(p, o);
-                        (old & !(m << sh)) | ((t[i] & m) << sh)
+                    let nv = match add {
+                        Some(k) => {
+                            let old = ld::<$w>(p, o);
+                            let x = ((old >> sh) & m).wrapping_add(k) & m;
+                            (old & !(m << sh)) | (x << sh)
+                        }
+                        None if whole => t[i],
+                        None => {
+                            let old = ld::<$w>(p, o);
+                            (old & !(m << sh)) | ((t[i] & m) << sh)
+                        }
                     };
                     match dg.as_mut() {
                         Some((dl, g)) => {
@@ -1053,12 +1078,7 @@ fn store(cc: &mut Cc, lv: &Lv, d: usize) -> Op {
         }
         Lv::H(a) => {
             let (h, rel) = cc.inst_of(a.off);
-            let tr = cc
-                .tracked
-                .iter()
-                .position(|x| x.0 as usize == h)
-                .map(|ti| (ti, cc.tracked[ti].1 as usize));
-            hstore(h, rel, a.kind, d, tr)
+            hstore(h, rel, a.kind, d, cc.tracking(h))
         }
         Lv::Slice(inner, sh, m) => {
             // old = place; tmp[d] = (old & !(m << sh)) | ((v & m) << sh); place = tmp[d].
@@ -1097,6 +1117,21 @@ fn stmt(cc: &mut Cc, s: &S, pb: usize) -> Op {
                         }
                     }
                 });
+            }
+            // `f = f + k` / `f = f - k` on a header field: one load-add-store loop.
+            if let (Lv::H(a), E::Bin(op @ (Bin::Add | Bin::Sub), x, y, _)) = (lv, e) {
+                if let (E::H(b), E::Const(k)) = (&**x, &**y) {
+                    if a == b {
+                        let (h, rel) = cc.inst_of(a.off);
+                        let tr = cc.tracking(h);
+                        let k = if *op == Bin::Add {
+                            *k
+                        } else {
+                            k.wrapping_neg()
+                        };
+                        return hstore_with(h, rel, a.kind, 0, tr, Some(k));
+                    }
+                }
             }
             let fe = ex(cc, e, 0, pb);
             let st = store(cc, lv, 0);
