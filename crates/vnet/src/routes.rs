@@ -342,10 +342,8 @@ impl From<RouteError> for VnetError {
     fn from(e: RouteError) -> Self {
         let text = e.to_string();
         match e {
-            RouteError::Lpm(LpmError::BadLength(_) | LpmError::BadValue(_)) => {
-                VnetError::Invalid(text)
-            }
-            RouteError::DefaultTable => VnetError::InUse(text),
+            RouteError::Lpm(LpmError::BadLength(_) | LpmError::BadValue(_))
+            | RouteError::DefaultTable => VnetError::Invalid(text),
             RouteError::NoFib(_) | RouteError::NoTable(_) => VnetError::NoTable(text),
             RouteError::Lpm(LpmError::Full)
             | RouteError::LoadBalanceFull
@@ -1818,7 +1816,7 @@ mod tests {
             api(RouteError::Lpm(LpmError::BadLength(33))),
             Retval::InvalidValue
         );
-        assert_eq!(api(RouteError::DefaultTable), Retval::InUse);
+        assert_eq!(api(RouteError::DefaultTable), Retval::InvalidValue);
         assert_eq!(api(RouteError::NoTable(7)), Retval::NoSuchTable);
         assert_eq!(
             VnetError::from(RouteError::NoTable(7)).to_string(),
