@@ -323,10 +323,6 @@ pub fn ensure_local0(vm: &mut Vlib) {
 pub struct IfAttr {
     /// MAC address in the low 48 bits (big-endian byte order), 0 = unknown interface.
     pub mac: AtomicU64,
-    /// The interface's first IPv4 address (host order), 0 = none: a copy of
-    /// `ip4::Ip4Shared::if_addr(i).first()`, which the IPv4 nodes read, kept only for the
-    /// plugins that still read it here (nat44); it goes once they read IPv4's.
-    pub ip4: AtomicU32,
     /// L3 MTU.
     pub mtu: AtomicU32,
     /// L2 mode: 0 = L3 (routed); otherwise cross-connected to `sw_if_index` = value - 1.

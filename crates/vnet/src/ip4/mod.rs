@@ -53,11 +53,9 @@ impl If4Addr {
         self.broadcast.load(Ordering::Relaxed)
     }
 
-    /// Publishes `addr`/`len` as the first address (0: none), and its copy in the interface
-    /// record `link` ([`IfAttr::ip4`]).
-    fn set(&self, link: &IfAttr, addr: u32, len: u8) {
+    /// Publishes `addr`/`len` as the first address (0: none).
+    fn set(&self, addr: u32, len: u8) {
         self.first.store(addr, Ordering::Relaxed);
-        link.ip4.store(addr, Ordering::Relaxed);
         let bcast = if addr != 0 && len <= 30 {
             addr | (u32::MAX >> len)
         } else {
@@ -594,7 +592,7 @@ pub fn address_add_del(
         subnet_drops(&mut ctl, fib, addr, len, false)?;
         let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
-        ctl.shared.if_addr(i.0).set(ctl.shared.if_attr(i.0), a, l);
+        ctl.shared.if_addr(i.0).set(a, l);
         return Ok(());
     }
     if exists {
@@ -615,9 +613,7 @@ pub fn address_add_del(
     ctl.addrs.push((i.0, addr, len));
     ctl.own_keys.add(addr);
     if ctl.shared.if_addr(i.0).first() == 0 {
-        ctl.shared
-            .if_addr(i.0)
-            .set(ctl.shared.if_attr(i.0), addr, len);
+        ctl.shared.if_addr(i.0).set(addr, len);
     }
     let (src, mtu) = (ctl.if_mac(i.0), ctl.if_mtu(i.0));
     let glean = ctl
@@ -1062,7 +1058,7 @@ pub fn interface_deleted(vm: &mut Vlib, i: u32) {
     for a in on_if {
         ctl.adjs.update(a, Adj::DROP);
     }
-    ctl.shared.if_addr(i).set(ctl.shared.if_attr(i), 0, 32);
+    ctl.shared.if_addr(i).set(0, 32);
     if let Some(x) = ctl.shared.ifs.get(i as usize) {
         x.mac.store(0, Ordering::Relaxed);
         x.l2_xc.store(0, Ordering::Relaxed);
