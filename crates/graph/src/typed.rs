@@ -41,32 +41,10 @@
 
 /// A node counter's position in its node's counter list: what [`crate::Cx::count`] and
 /// [`crate::Cx::error`] take. Implemented by the enums [`counters!`](crate::counters)
-/// generates; plain integers are accepted too (nodes not converted yet).
+/// generates.
 pub trait CounterId: Copy {
     /// The position.
     fn index(self) -> usize;
-}
-
-impl CounterId for usize {
-    #[inline(always)]
-    fn index(self) -> usize {
-        self
-    }
-}
-
-impl CounterId for u16 {
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Integer literals (`cx.count(0, 1)`) default to `i32`.
-impl CounterId for i32 {
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 /// Declares a node's next arcs as an enum: each variant names its target node; generates
@@ -149,6 +127,8 @@ macro_rules! counters {
             /// Every counter, in order (for `NodeRegistration::counters`).
             pub const DESCS: &'static [$crate::CounterDesc] =
                 &[$($crate::CounterDesc::$sev($cname, $desc)),+];
+            /// Every counter, in the same order (for per-counter tallies kept in arrays).
+            pub const ALL: &'static [Self] = &[$(Self::$var),+];
         }
         impl $crate::CounterId for $name {
             #[inline(always)]

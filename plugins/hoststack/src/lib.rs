@@ -25,7 +25,7 @@ use node::Shared;
 use session::{PortChange, SessionError, SessionMain};
 use sluice_cli::conf::{ConfError, Section, SectionCursor};
 use sluice_cli::{Args, CliError};
-use sluice_graph::{CounterDesc, Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
+use sluice_graph::{Cx, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake};
 use sluice_vnet::interface::Interfaces;
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar, Staged};
 use std::any::Any;
@@ -140,7 +140,7 @@ impl Plugin for HoststackPlugin {
                     enabled: e.clone(),
                 })
             })
-            .counters(&[CounterDesc::info("polls", "application socket polls")]),
+            .counters(ProcessCounter::DESCS),
         );
         api::register(&mut r.api);
         let hs = r.staged.get_mut::<Hoststack>();
@@ -200,6 +200,14 @@ struct Process {
     enabled: Arc<AtomicBool>,
 }
 
+sluice_graph::counters! {
+    /// The session process node's counters.
+    enum ProcessCounter {
+        /// Application sockets polled.
+        Polls => info("polls", "application socket polls"),
+    }
+}
+
 impl NodeFn for Process {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         if !self.enabled.load(Ordering::Relaxed) {
@@ -207,7 +215,7 @@ impl NodeFn for Process {
             return Suspend::Event;
         }
         if let Some(p) = &self.poster {
-            cx.count(0, 1);
+            cx.count(ProcessCounter::Polls, 1);
             p.post(Box::new(poll_control));
         }
         Suspend::EventOrTimeout(0.01)

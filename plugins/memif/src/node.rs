@@ -1101,9 +1101,9 @@ impl MemifTx {
             r
         };
         let failed: u64 = r.fails.iter().sum();
-        for (c, n) in r.fails.iter().enumerate() {
-            if *n > 0 {
-                cx.count(c, *n);
+        for (&c, &n) in TxCounter::ALL.iter().zip(r.fails.iter()) {
+            if n > 0 {
+                cx.count(c, n);
             }
         }
         if failed > 0 {
