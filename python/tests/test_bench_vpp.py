@@ -148,3 +148,10 @@ def test_io_split_puts_driver_nodes_apart_from_processing():
     assert sp["rx"] == pytest.approx(40.0)          # pg-input
     assert sp["tx"] == pytest.approx(36.0)          # pg1-tx
     assert sp["processing"] == pytest.approx(61 + 41 + 42 + 19 + 9)
+
+
+def test_engine_cases_without_a_vpp_equivalent_are_refused(tmp_path):
+    """The learning flood's pcap is not kept: a VPP row on another pcap would compare
+    different work, so the case is refused (an error row naming it), before VPP is touched."""
+    with pytest.raises(vpp.VppError, match="no VPP equivalent.*learning flood"):
+        vpp.case_setup(None, {"family": "l2", "name": "bridge, learning flood"}, tmp_path)
