@@ -315,12 +315,9 @@ impl Exec<'_> {
                     for (v, k) in kv.iter_mut().zip(sc.keys.iter()) {
                         *v = k(self, c, &[]);
                     }
-                    let hit = cases.iter().find(|(ks, _)| {
-                        ks.iter().zip(&kv).all(|(k, &v)| match *k {
-                            CaseKey::Mask(x, m) => v & m == x,
-                            CaseKey::Range(a, b) => v >= a && v <= b,
-                        })
-                    });
+                    let hit = cases
+                        .iter()
+                        .find(|(ks, _)| ks.iter().zip(&kv).all(|(k, &v)| k.matches(v)));
                     match hit {
                         Some((_, t)) => *t,
                         None => return self.parse_error(c, ERR_NO_MATCH),

@@ -237,6 +237,17 @@ pub enum CaseKey {
     Range(u64, u64),
 }
 
+impl CaseKey {
+    /// Whether key value `v` falls in this key set.
+    #[inline]
+    pub fn matches(self, v: u64) -> bool {
+        match self {
+            CaseKey::Mask(x, m) => v & m == x,
+            CaseKey::Range(a, b) => v >= a && v <= b,
+        }
+    }
+}
+
 /// A parser state's transition.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Trans {

@@ -1864,10 +1864,7 @@ impl VCode {
                         // One key: its column against the cases in order.
                         for &i in s.idx() {
                             let val = t0[i as usize];
-                            let hit = one.iter().find(|(c, _)| match *c {
-                                CaseKey::Mask(a, m) => val & m == a,
-                                CaseKey::Range(a, b) => val >= a && val <= b,
-                            });
+                            let hit = one.iter().find(|(c, _)| c.matches(val));
                             match hit {
                                 Some((_, Target::State(t))) => {
                                     if let Some(d) = v.states.get_mut(*t as usize) {
@@ -1887,13 +1884,9 @@ impl VCode {
                     for &i in s.idx() {
                         let x = i as usize;
                         let hit = cases.iter().find(|(ks, _)| {
-                            ks.iter().enumerate().all(|(k, c)| {
-                                let val = v.tmp.get(k).map_or(0, |c| c[x]);
-                                match *c {
-                                    CaseKey::Mask(a, m) => val & m == a,
-                                    CaseKey::Range(a, b) => val >= a && val <= b,
-                                }
-                            })
+                            ks.iter()
+                                .enumerate()
+                                .all(|(k, c)| c.matches(v.tmp.get(k).map_or(0, |c| c[x])))
                         });
                         match hit {
                             Some((_, Target::State(t))) => {
