@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import latsweep, report, suites
+from . import latsweep, rawdata, report, suites
 from .scenarios import SCENARIOS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
                    help="skip VPP on the engine paths (vpp-pg)")
     r.add_argument("-v", "--verbose", action="store_true")
     e = sub.add_parser("engine", help="(re-)run the engine paths, Sluice and VPP on the same "
-                                      "inputs, into DIR/results.json (its RFC 2544 results kept)")
+                                      "inputs, into DIR/results.json.gz (its RFC 2544 results kept)")
     e.add_argument("dir", type=Path)
     e.add_argument("--engine-args", default="--runs 3 --packets 4000000",
                    help="sluice-bench arguments (e.g. add --quick: 1-route FIBs, no 1M MACs)")
@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--no-build", action="store_true")
     e.add_argument("--no-plots", action="store_true")
     latsweep.parser(sub)
-    g = sub.add_parser("report", help="regenerate CSV, markdown and plots from DIR/results.json")
+    g = sub.add_parser("report", help="regenerate CSV, markdown and plots from DIR/results.json.gz")
     g.add_argument("dir", type=Path)
     g.add_argument("--no-plots", action="store_true")
     return p
@@ -170,18 +170,15 @@ def cmd_run(a) -> int:
 
 def cmd_engine(a) -> int:
     """Engine paths only: Sluice, then VPP on the same pcaps and routes, into an existing run's
-    results.json (the engine section it had is kept as `engine_before`)."""
-    import json
-
+    results.json.gz (the engine section it had is kept as `engine_before`)."""
     from . import vpp
     from .runner import Runner
     a.sluice_bin = None
     _, bench_bin = binaries(a)
-    raw = a.dir / "results.json"
     runner = Runner(suites.get("default"), a.dir, Path("sluice"), bench_bin, [0], [1],
                     vpp_prefix=vpp.prefix_from(a.vpp_prefix), vpp_packets=a.vpp_packets)
-    if raw.exists():
-        runner.data = json.loads(raw.read_text())
+    if rawdata.exists(a.dir):
+        runner.data = rawdata.load(a.dir)
         if runner.data.get("engine"):
             runner.data["engine_before"] = runner.data["engine"]
     runner.data.setdefault("vpp", {})["prefix"] = str(runner.vpp_prefix or "")

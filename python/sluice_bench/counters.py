@@ -1,5 +1,5 @@
 """Counter snapshots of the DUT and the tester, taken around every trial: the harness keeps
-the non-zero deltas in results.json ("dut_counters", "tester_counters"), so a loss can be
+the non-zero deltas in results.json.gz ("dut_counters", "tester_counters"), so a loss can be
 traced to the counter that dropped the frames (a driver's rx-miss or tx-error, an error
 node, the kernel's interface or backlog drops)."""
 

@@ -1,6 +1,6 @@
 """Report generation from a run's raw JSON: CSV files, a markdown report and PNG plots.
 
-Everything here is a pure function of `results.json` (so `python -m sluice_bench report DIR`
+Everything here is a pure function of `results.json.gz` (so `python -m sluice_bench report DIR`
 regenerates a report, and the unit tests compare against golden files). Tables are shaped
 config x frame size like the research's: a row per (scenario, DUT), a column per frame size.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
+
+from . import rawdata
 
 NS = "n/s"      # not supported
 ERR = "error"
@@ -445,7 +446,7 @@ def contention_note(data: dict) -> str:
         return ""
     busy = sum(1 for t in ts if t["extra"]["cpu_wait_ratio"] > 0.05)
     return (f"**CPU contention**: in {busy} of {len(ts)} trials the DUT or the tester process "
-            "waited for its core more than 5 % of the trial (`cpu_wait_ratio` in results.json, "
+            "waited for its core more than 5 % of the trial (`cpu_wait_ratio` in results.json.gz, "
             "from /proc/<pid>/task/*/schedstat). Every trial also records the non-zero deltas "
             "of the DUT's and the tester's counters (`dut_counters`, `tester_counters`: "
             "`show errors`, `show interface`, af_xdp kernel ring counters, the kernel's veth "
@@ -640,7 +641,8 @@ def markdown(data: dict, plots: list[str]) -> str:
         for p in plots:
             out += [f"- {PLOTS[p]}: ![{p}]({p})"]
         out.append("")
-    out += ["Raw data: `results.json`; tables: `results.csv`, `trials.csv`, `engine.csv`.", ""]
+    out += ["Raw data: `results.json.gz` (gzipped); tables: `results.csv`, `trials.csv`, "
+            "`engine.csv`.", ""]
     return "\n".join(out)
 
 
@@ -1068,15 +1070,10 @@ def markdown_to_html(md: str, out_dir: Path, title: str) -> str:
 
 def generate(out_dir: Path, data: dict | None = None, plots: bool = True) -> list[Path]:
     """Writes results.csv, trials.csv, engine.csv, the plots and report.md into `out_dir`
-    (reading results.json there unless `data` is given). Returns the files written."""
+    (reading results.json.gz there unless `data` is given). Returns the files written."""
     out_dir = Path(out_dir)
     if data is None:
-        raw = out_dir / "results.json"
-        if not raw.exists() and raw.with_suffix(".json.gz").exists():
-            import gzip  # committed runs keep the raw data gzipped
-            data = json.loads(gzip.decompress(raw.with_suffix(".json.gz").read_bytes()))
-        else:
-            data = json.loads(raw.read_text())
+        data = rawdata.load(out_dir)
     written = []
     for name, text in (("results.csv", results_csv(data)), ("trials.csv", trials_csv(data)),
                        ("engine.csv", engine_csv(data))):

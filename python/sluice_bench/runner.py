@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 import os
 import platform
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import cpu as cpuacct
-from . import engine, latency, rfc2544, vpp
+from . import engine, latency, rawdata, rfc2544, vpp
 from .counters import counter_delta
 from .duts import Dut, LinuxRouter, SluiceAfPacket, SluiceAfXdp, SluiceMemif
 from .scenarios import SCENARIOS, Scenario, streams, tester_size
@@ -134,13 +133,10 @@ class Runner:
 
     @property
     def raw_path(self) -> Path:
-        return self.out_dir / "results.json"
+        return rawdata.path(self.out_dir)
 
     def save(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.raw_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.raw_path)
+        rawdata.save(self.out_dir, self.data)
 
     # -- the run ------------------------------------------------------------------------
 

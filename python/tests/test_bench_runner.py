@@ -6,6 +6,7 @@ import json
 import pytest
 
 from bench_fakes import FakeDut, FakeTester, FakeTopology
+from sluice_bench import rawdata
 from sluice_bench import runner as runner_mod
 from sluice_bench.rfc2544 import SearchConfig
 from sluice_bench.suites import Suite
@@ -62,7 +63,7 @@ def test_runner_records_ndr_pdr_latency_and_not_supported(fake_run):
     assert ip6["status"] == "ok" and ip6["tester_size"] == 84
     vx = res[("vxlan-encap", "linux", 64)]
     assert vx["status"] == "not supported" and "VXLAN" in vx["reason"]
-    on_disk = json.loads((tmp / "out" / "results.json").read_text())
+    on_disk = rawdata.load(tmp / "out")
     assert on_disk["results"] == json.loads(json.dumps(data["results"]))
     progress = (tmp / "progress.txt").read_text()
     assert "10/10" in progress and "trial" in progress
@@ -114,3 +115,22 @@ def test_a_dut_that_dies_mid_trial_fails_that_trial_and_is_restarted(fake_run, m
     assert len(failed) == 1 and "index out of bounds" in failed[0]["extra"]["failed"]
     assert failed[0]["rx"] > 0  # it would have passed on loss alone; the crash fails it
     assert 900_000 * 0.9 <= res["ndr_pps"] <= 900_000  # the search went on after the restart
+
+
+def test_raw_data_is_written_gzipped_and_read_back_in_either_form(tmp_path):
+    """A default run's raw data is several MB of JSON: it is written as results.json.gz (the
+    form committed under bench/results/), the same data giving the same bytes, and a plain
+    results.json of an older run is still read (and superseded by the next save)."""
+    data = {"suite": "x", "results": [{"n": i, "s": "frame" * 50} for i in range(200)]}
+    (tmp_path / "results.json").write_text(json.dumps({"old": True}))
+    assert rawdata.load(tmp_path) == {"old": True}
+    p = rawdata.save(tmp_path, data)
+    assert p.name == "results.json.gz" and not (tmp_path / "results.json").exists()
+    assert p.read_bytes()[:2] == b"\x1f\x8b"
+    assert p.stat().st_size < len(json.dumps(data)) / 5
+    assert rawdata.load(tmp_path) == data
+    first = p.read_bytes()
+    rawdata.save(tmp_path, data)
+    assert p.read_bytes() == first
+    with pytest.raises(FileNotFoundError, match="results.json.gz"):
+        rawdata.load(tmp_path / "nothing")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice_bench import rawdata
 from sluice_test.instance import REPO_ROOT, CliError, SluiceInstance, sluice_binary
 
 
@@ -61,10 +62,10 @@ def test_smoke_suite_end_to_end(tmp_path):
     out = tmp_path / "out"
     p = run_smoke_suite(out)
     assert p.returncode == 0, p.stdout + p.stderr
-    for f in ("results.json", "report.md", "results.csv", "trials.csv",
+    for f in ("results.json.gz", "report.md", "results.csv", "trials.csv",
               "throughput_vs_frame_size.png", "loss_vs_load.png"):
         assert (out / f).is_file(), f"{f} missing; harness output:\n{p.stderr}"
-    data = json.loads((out / "results.json").read_text())
+    data = rawdata.load(out)
     by_dut = {r["dut"]: r for r in data["results"]}
     assert set(by_dut) == {"sluice-af_packet", "linux"}
     for dut, r in by_dut.items():
@@ -88,7 +89,7 @@ def test_largest_rfc2544_frame_forwards_at_the_standard_mtu(tmp_path):
     p = run_smoke_suite(out, "--no-plots", "--sizes", "1518",
                         "--duts", "sluice-af_packet,sluice-memif", "--latency-fractions", "0.5")
     assert p.returncode == 0, p.stdout + p.stderr
-    data = json.loads((out / "results.json").read_text())
+    data = rawdata.load(out)
     assert {r["dut"] for r in data["results"]} == {"sluice-af_packet", "sluice-memif"}
     for r in data["results"]:
         assert r["status"] == "ok", f"{r['dut']}: {r.get('reason')}"
