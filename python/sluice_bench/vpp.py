@@ -309,11 +309,16 @@ def case_setup(v: VppInstance, case: dict, inputs: Path) -> tuple[Path, float | 
         dt = v.exec_lines(f"ip route add {p} via {nh} pg1" for p in prefixes)
         return inputs / f"{fam}-{routes}.pcap", dt
     if fam == "l2":
-        if "flood" in name:
-            # Sluice's learning flood replays a pcap of new source MACs that --keep-inputs
-            # does not keep; the 1-MAC pcap would measure different work.
-            raise VppError(f"no VPP equivalent for engine case {fam} {name}")
         _pg_setup(v)
+        if "flood" in name:
+            # Sluice's learning flood: 1M frames to the one static MAC, each from a new
+            # source, learning on. `run_cli` (before every run) empties the table again.
+            v.cli("create bridge-domain 1 learn 1")
+            v.cli("set interface l2 bridge pg0 1")
+            v.cli("set interface l2 bridge pg1 1")
+            for c in run_cli(case):
+                v.cli(c)
+            return inputs / "l2-flood.pcap", None
         if name == "xconnect":
             # VPP's l2-output needs the output interface in L2 mode: both directions.
             v.cli("set interface l2 xconnect pg0 pg1")
@@ -352,15 +357,27 @@ def case_setup(v: VppInstance, case: dict, inputs: Path) -> tuple[Path, float | 
     raise VppError(f"no VPP equivalent for engine case {fam} {name}")
 
 
-def replay(v: VppInstance, pcap: Path, packets: int, runs: int, poll_s: float = 0.002
-           ) -> tuple[list[float], list[dict[str, dict]], int]:
+def run_cli(case: dict) -> list[str]:
+    """CLI lines run before every replay of a case (outside the timed part): the learning
+    flood starts each run from an empty MAC table with only its static MAC, as Sluice's side
+    does by ageing the learned MACs out. (`clear l2fib` removes static entries too.)"""
+    if case["family"] == "l2" and "flood" in case["name"]:
+        return ["clear l2fib", f"l2fib add {_l2_mac(0)} 1 pg1 static"]
+    return []
+
+
+def replay(v: VppInstance, pcap: Path, packets: int, runs: int, poll_s: float = 0.002,
+           before_run: list[str] | None = None) -> tuple[list[float], list[dict[str, dict]], int]:
     """Replays `pcap` from pg0 into ethernet-input: one warm-up, then `runs` runs of
-    `packets`; Mpps = packets / wall time from enable to the stream's end (polled).
+    `packets`; Mpps = packets / wall time from enable to the stream's end (polled);
+    `before_run` CLI lines run before each run, untimed.
     Returns (Mpps per run, `show runtime` per run, packets dropped)."""
     if not pcap.is_file():
         raise VppError(f"{pcap} missing (sluice-bench --keep-inputs did not write it)")
     mpps, rts = [], []
     for run in range(runs + 1):
+        for c in before_run or []:
+            v.cli(c)
         v.cli_try("packet-generator delete s")
         v.cli(f"packet-generator new name s limit {packets} node ethernet-input "
               f"source pg0 pcap {pcap}")
@@ -435,7 +452,7 @@ def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: in
             v.start()
             out["version"] = out["version"] or v.version.splitlines()[0]
             pcap, setup_s = case_setup(v, case, inputs)
-            mpps, rts, drops = replay(v, pcap, packets, runs)
+            mpps, rts, drops = replay(v, pcap, packets, runs, before_run=run_cli(case))
             all_nodes = _median_nodes(rts, packets)
             # Sluice's engine paths start at ethernet-input (its pg-input is not in them).
             nodes = [x for x in all_nodes if x[0] != "pg-input"]
