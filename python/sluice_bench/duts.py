@@ -36,7 +36,8 @@ from pathlib import Path
 from sluice_test.instance import SluiceInstance
 
 from .counters import kernel_counters, sched_counters, sluice_counters
-from .scenarios import TESTER_LIMITS, Scenario, filler6_prefixes, filler_prefixes
+from .scenarios import (TESTER_LIMITS, VXLAN_VNI, Scenario, filler6_prefixes,
+                        filler_prefixes)
 from .topology import Topology, nsexec, sh
 
 log = logging.getLogger("sluice_bench")
@@ -158,6 +159,20 @@ class LinuxRouter(Dut):
                 nsexec(ns, "tc", "filter", "add", "dev", src.dut_if, "ingress", "protocol", "all",
                        "u32", "match", "u32", "0", "0",
                        "action", "mirred", "egress", "redirect", "dev", dst.dut_if)
+        elif sc.kind == "vxlan":
+            # The kernel's VXLAN device to B's tester address; A's frames redirected into it
+            # (the cross-connect's tc redirect, one way).
+            nsexec(ns, "ip", "-batch", "-", input=(
+                f"addr add {b.dut_ip}/24 dev {b.dut_if}\n"
+                f"neigh replace {b.tester_ip} lladdr {b.tester_mac} dev {b.dut_if} "
+                "nud permanent\n"
+                f"link add sbvx0 type vxlan id {VXLAN_VNI} local {b.dut_ip} remote "
+                f"{b.tester_ip} dstport 4789 dev {b.dut_if} nolearning\n"
+                "link set sbvx0 up\n"))
+            nsexec(ns, "tc", "qdisc", "add", "dev", a.dut_if, "ingress")
+            nsexec(ns, "tc", "filter", "add", "dev", a.dut_if, "ingress", "protocol", "all",
+                   "u32", "match", "u32", "0", "0",
+                   "action", "mirred", "egress", "redirect", "dev", "sbvx0")
         elif sc.kind == "bridge":
             nsexec(ns, "ip", "link", "add", "br0", "type", "bridge")
             for p in (a, b):
@@ -398,6 +413,14 @@ def scenario_commands(topo: Topology, sc: Scenario, ifs: dict[str, str]) -> list
                     f"set interface nat44 in {ha} out {hb}"]
     elif sc.kind == "l2xc":
         out += [f"set interface l2 xconnect {ha} {hb}", f"set interface l2 xconnect {hb} {ha}"]
+    elif sc.kind == "vxlan":
+        # L2 over VXLAN (CSIT's l2xcbase-vxlan): A cross-connected into a tunnel to B's tester.
+        out += [f"set interface ip address {hb} {b.dut_ip}/24",
+                f"ip neighbor {hb} {b.tester_ip} {b.tester_mac} static",
+                f"create vxlan tunnel src {b.dut_ip} dst {b.tester_ip} vni {VXLAN_VNI}",
+                "set interface state vxlan_tunnel0 up",
+                f"set interface l2 xconnect {ha} vxlan_tunnel0",
+                f"set interface l2 xconnect vxlan_tunnel0 {ha}"]
     elif sc.kind == "bridge":
         out.append("create bridge-domain 1 learn 0")
         for p in (a, b):

@@ -69,8 +69,15 @@ SCENARIOS = {s.name: s for s in [
     Scenario("ip4-fib-1m", "IPv4 forwarding, 1M routes, one-way", "ip4", routes=1_000_000),
     Scenario("ip6-oneway", "IPv6 forwarding, one-way", "ip6"),
     Scenario("ip6-fib-255k", "IPv6 forwarding, 255k routes, one-way", "ip6", routes=255_000),
-    Scenario("vxlan-encap", "VXLAN encapsulation, one-way", "vxlan"),
+    Scenario("vxlan-encap", "L2 over VXLAN: frames from A cross-connected into a VXLAN tunnel "
+             "to B, one-way", "vxlan"),
 ]}
+
+#: Bytes VXLAN over IPv4 adds to a frame (outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8): the
+#: vxlan-encap scenario runs at the frame sizes whose encapsulation fits B's 1500-byte MTU.
+VXLAN_OVERHEAD = 50
+#: The tunnel's VNI (the tester finds its signature in the inner frame at any VNI).
+VXLAN_VNI = 1
 
 #: First IPv6 filler prefix: consecutive /120s from 2001:2:0:f000:: (all via port B). /120,
 #: not /64: the tester's destination range spans at most 2^32 addresses, and 255k /120s
@@ -80,9 +87,7 @@ FILLER6_BASE = 0x2001_0002_0000_f000 << 64
 FILLER6_LEN = 120
 
 #: Why a scenario cannot run at all, whatever the DUT (the tester's own limits).
-TESTER_LIMITS = {
-    "vxlan": "Sluice has no VXLAN yet (and the tester would need to send inner frames)",
-}
+TESTER_LIMITS: dict[str, str] = {}
 
 
 def filler_prefixes(n: int) -> list[str]:

@@ -514,6 +514,8 @@ class VppAfPacket(Dut):
                     f"({plugin_path(self.prefix) or self.prefix}: not built)")
         if sc.kind == "nat44" and not has_plugin(self.prefix, "nat"):
             return "this VPP install has no nat plugin"
+        if sc.kind == "vxlan" and not has_plugin(self.prefix, "vxlan"):
+            return "this VPP install has no vxlan plugin"
         return None
 
     def mac(self, port_index: int) -> str:

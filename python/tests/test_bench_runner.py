@@ -17,7 +17,8 @@ def fake_run(tmp_path, monkeypatch):
     duts = {
         "sluice-af_packet": FakeDut("sluice-af_packet", 900_000, 950_000, 20_000,
                                     unsupported={"nat44": "Sluice has no NAT44 yet"}),
-        "linux": FakeDut("linux", 400_000, 450_000, 60_000, cpu_metric="kernel_s"),
+        "linux": FakeDut("linux", 400_000, 450_000, 60_000, cpu_metric="kernel_s",
+                         unsupported={"vxlan": "this kernel has no VXLAN"}),
     }
     monkeypatch.setattr(runner_mod, "make_dut", lambda name, _bin, *_: duts[name])
     suite = Suite("test", [("ip4-oneway", [64, 1518]), ("nat44-oneway", [64]),
@@ -77,7 +78,8 @@ def test_a_broken_dut_becomes_an_error_entry_and_the_suite_goes_on(fake_run):
     runner_mod.make_dut = lambda name, b, *r: broken if name == "linux" else orig(name, b, *r)
     data = r.run()
     errs = [x for x in data["results"] if x["status"] == "error"]
-    assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway", "ip6-oneway"}
+    assert {x["scenario"] for x in errs} == {"ip4-oneway", "nat44-oneway", "ip6-oneway",
+                                             "vxlan-encap"}
     assert all("forwarded nothing during the warm-up" in x["reason"] for x in errs)
     assert any(x["status"] == "ok" and x["dut"] == "sluice-af_packet" for x in data["results"])
 

@@ -97,3 +97,20 @@ def test_largest_rfc2544_frame_forwards_at_the_standard_mtu(tmp_path):
         w = r["warmup"]
         # Not a zero-loss claim (a debug build on a shared VM loses some), but most frames.
         assert w["rx"] >= 0.5 * w["tx"] > 0, f"{r['dut']} forwarded {w['rx']}/{w['tx']} frames"
+
+
+@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
+def test_vxlan_encap_scenario_counts_frames_inside_the_tunnel(tmp_path):
+    """vxlan-encap: the DUT cross-connects A into a VXLAN tunnel to B's tester address; the
+    tester counts a frame by the signature of the inner frame, so the Sluice DUT and the
+    kernel's VXLAN device both deliver (a tester that did not look into VXLAN counts 0)."""
+    out = tmp_path / "out"
+    p = run_smoke_suite(out, "--no-plots", "--scenarios", "vxlan-encap",
+                        "--duts", "sluice-af_packet,linux", "--latency-fractions", "0.5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = rawdata.load(out)
+    assert {r["dut"] for r in data["results"]} == {"sluice-af_packet", "linux"}
+    for r in data["results"]:
+        assert r["status"] == "ok", f"{r['dut']}: {r.get('reason')}"
+        w = r["warmup"]
+        assert w["rx"] >= 0.5 * w["tx"] > 0, f"{r['dut']} delivered {w['rx']}/{w['tx']} frames"

@@ -10,7 +10,9 @@
 //!
 //! All fields big-endian. 22 bytes so a 64-byte frame (14 Ethernet + 20 IPv4 + 8 UDP + 22)
 //! carries it (IPv6: 14 + 40 + 8 + 22 = 84 bytes at least). Parsing ([`parse_frame`]) goes
-//! through the `wire` views and never panics.
+//! through the `wire` views and never panics. A frame the DUT put into VXLAN (UDP port 4789,
+//! the benchmark's `vxlan-encap` scenario) is looked into once: the signature of the inner
+//! Ethernet frame counts.
 
 use sluice_wire::ethernet::{parse_tags, EtherType};
 use sluice_wire::ipv4::{IpProtocol, Ipv4Packet};
@@ -102,6 +104,29 @@ pub fn parse(sig: &[u8]) -> Result<Sig, NotTester> {
 /// verified).
 #[inline]
 pub fn parse_frame(frame: &[u8]) -> Result<Sig, NotTester> {
+    parse_frame_in(frame, true)
+}
+
+/// UDP destination port of VXLAN (RFC 7348).
+pub const VXLAN_PORT: u16 = 4789;
+
+/// The signature at the start of a UDP payload; when it is not there and `outer` and the
+/// datagram is VXLAN (port 4789, I flag set), the signature of the inner frame.
+#[inline(always)]
+fn udp_sig(udp: &UdpPacket<&[u8]>, outer: bool) -> Result<Sig, NotTester> {
+    let r = parse(udp.payload());
+    if r.is_ok() || !outer || udp.dst_port() != VXLAN_PORT {
+        return r;
+    }
+    match udp.payload() {
+        [flags, _, _, _, _, _, _, _, inner @ ..] if flags & 0x08 != 0 => {
+            parse_frame_in(inner, false)
+        }
+        _ => r,
+    }
+}
+
+fn parse_frame_in(frame: &[u8], outer: bool) -> Result<Sig, NotTester> {
     let tags = parse_tags(frame).map_err(|_| NotTester::Headers)?;
     let l3 = frame.get(tags.l3_offset..).ok_or(NotTester::Headers)?;
     if tags.ethertype == EtherType::IPV4 {
@@ -113,7 +138,7 @@ pub fn parse_frame(frame: &[u8]) -> Result<Sig, NotTester> {
             return Err(NotTester::Fragment);
         }
         let udp = UdpPacket::new_checked(ip.payload()).map_err(|_| NotTester::Headers)?;
-        parse(udp.payload())
+        udp_sig(&udp, outer)
     } else if tags.ethertype == EtherType::IPV6 {
         let ip = Ipv6Packet::new_checked(l3).map_err(|_| NotTester::Headers)?;
         let (nh, off) = ip.walk_extensions().map_err(|_| NotTester::Headers)?;
@@ -127,7 +152,7 @@ pub fn parse_frame(frame: &[u8]) -> Result<Sig, NotTester> {
         let end = 40 + ip.payload().len();
         let b = l3.get(off..end).ok_or(NotTester::Headers)?;
         let udp = UdpPacket::new_checked(b).map_err(|_| NotTester::Headers)?;
-        parse(udp.payload())
+        udp_sig(&udp, outer)
     } else {
         Err(NotTester::Headers)
     }
@@ -182,6 +207,46 @@ mod tests {
         o.extend_from_slice(&f[34..]);
         o[16..18].copy_from_slice(&54u16.to_be_bytes());
         assert_eq!(parse_frame(&o).unwrap(), s);
+    }
+
+    /// `inner` inside Ethernet/IPv4/UDP to `port`/VXLAN header with `flags`.
+    fn vxlan(inner: &[u8], port: u16, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 50];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((36 + inner.len()) as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[36..38].copy_from_slice(&port.to_be_bytes());
+        f[38..40].copy_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
+        f[42] = flags;
+        f[49] = 0; // VNI 1 in bytes 46..49
+        f[48] = 1;
+        f.extend_from_slice(inner);
+        f
+    }
+
+    #[test]
+    fn a_frame_inside_vxlan_is_counted_by_its_inner_signature() {
+        let f = frame();
+        let s = parse_frame(&f).unwrap();
+        let v = vxlan(&f, VXLAN_PORT, 0x08);
+        assert_eq!(parse_frame(&v), Ok(s));
+        // Not VXLAN: another port, or the I flag clear.
+        assert_eq!(parse_frame(&vxlan(&f, 4790, 0x08)), Err(NotTester::Magic));
+        assert_eq!(
+            parse_frame(&vxlan(&f, VXLAN_PORT, 0)),
+            Err(NotTester::Magic)
+        );
+        // Looked into once only: VXLAN in VXLAN is not a tester frame.
+        assert_eq!(
+            parse_frame(&vxlan(&v, VXLAN_PORT, 0x08)),
+            Err(NotTester::Magic)
+        );
+        // A truncated inner frame is an error, never a panic.
+        for n in 0..v.len() {
+            assert!(parse_frame(&v[..n]).is_err(), "truncated at {n}");
+        }
     }
 
     #[test]
