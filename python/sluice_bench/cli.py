@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import latsweep, rawdata, report, suites
+from . import engine, latsweep, rawdata, report, suites
 from .scenarios import SCENARIOS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("dir", type=Path)
     e.add_argument("--engine-args", default="--runs 3 --packets 4000000",
                    help="sluice-bench arguments (e.g. add --quick: 1-route FIBs, no 1M MACs)")
+    e.add_argument("--families", default=",".join(engine.WHAT),
+                   help="which engine benchmarks, comma-separated (default: all of "
+                        f"{','.join(engine.WHAT)})")
     e.add_argument("--vpp-prefix", type=Path, default=None)
     e.add_argument("--vpp-packets", type=int, default=10_000_000)
     e.add_argument("--bench-bin", type=Path)
@@ -173,6 +176,12 @@ def cmd_engine(a) -> int:
     results.json.gz (the engine section it had is kept as `engine_before`)."""
     from . import vpp
     from .runner import Runner
+    families = tuple(f for f in a.families.split(",") if f)
+    bad = [f for f in families if f not in engine.WHAT]
+    if bad or not families:
+        print(f"sluice-bench engine: unknown family `{bad[0] if bad else a.families}' in "
+              f"--families (one of {', '.join(engine.WHAT)})", file=sys.stderr)
+        return 2
     a.sluice_bin = None
     _, bench_bin = binaries(a)
     runner = Runner(suites.get("default"), a.dir, Path("sluice"), bench_bin, [0], [1],
@@ -183,7 +192,7 @@ def cmd_engine(a) -> int:
             runner.data["engine_before"] = runner.data["engine"]
     runner.data.setdefault("vpp", {})["prefix"] = str(runner.vpp_prefix or "")
     try:
-        runner.run_engine(a.engine_args.split())
+        runner.run_engine(a.engine_args.split(), families=families)
     finally:
         runner.save()
         report.generate(a.dir, runner.data, plots=not a.no_plots)

@@ -36,14 +36,16 @@ def parse(what: str, raw: dict) -> list[dict]:
     return cases
 
 
-def run(bench_bin: Path | None, args: list[str], keep_inputs: Path | None = None) -> dict:
-    """Runs the engine benchmarks; returns {tsc_ghz, args, cases, errors}. `keep_inputs`: a
-    directory where each case's pcap and routes are kept (for the VPP rows)."""
+def run(bench_bin: Path | None, args: list[str], keep_inputs: Path | None = None,
+        families: tuple[str, ...] = WHAT) -> dict:
+    """Runs the engine benchmarks of `families` (default all); returns {tsc_ghz, args, cases,
+    errors}. `keep_inputs`: a directory where each case's pcap and routes are kept (for the
+    VPP rows)."""
     out: dict = {"args": args, "cases": [], "errors": {}, "tsc_ghz": None}
     if bench_bin is None or not bench_bin.is_file():
         out["errors"]["all"] = f"sluice-bench binary not found ({bench_bin})"
         return out
-    for what in WHAT:
+    for what in families:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             # The benchmark pins its main thread itself (core 0).
             cmd = [str(bench_bin), what, *args, *EXTRA.get(what, []), "--json", f.name]

@@ -155,16 +155,17 @@ class Runner:
         self.progress.say(f"done: {self.raw_path}")
         return self.data
 
-    def run_engine(self, args: list[str] | None = None) -> None:
+    def run_engine(self, args: list[str] | None = None,
+                   families: tuple[str, ...] = engine.WHAT) -> None:
         """Sluice's engine benchmarks, then VPP over the same pcaps and routes (`vpp-pg`),
         or the reason it did not run."""
         import shutil
         import tempfile
-        self.progress.say("engine benchmarks (sluice-bench ip4, ip6, l2, memif)")
+        self.progress.say(f"engine benchmarks (sluice-bench {', '.join(families)})")
         inputs = Path(tempfile.mkdtemp(prefix="sb-engine-"))
         try:
             self.data["engine"] = engine.run(self.bench_bin, args or self.suite.engine,
-                                             keep_inputs=inputs)
+                                             keep_inputs=inputs, families=families)
             self.save()
             problem = vpp.prefix_problem(self.vpp_prefix)
             if not self.vpp_engine:
@@ -174,12 +175,14 @@ class Runner:
             else:
                 args = args or self.suite.engine
                 runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
+                # Work that depends on the count (the learning flood) replays Sluice's count.
+                same = int(args[args.index("--packets") + 1]) if "--packets" in args else None
                 self.data["engine"]["vpp"] = {}
                 vpp.run_engine(
                     self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,
                     runs, main_core=0,  # where sluice-bench pins its own main thread
                     progress=self.progress.say, out=self.data["engine"]["vpp"],
-                    on_case=self.save)
+                    on_case=self.save, count_bound_packets=same)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         self.progress.done += 1

@@ -434,10 +434,13 @@ def path_rank(node: str) -> int:
 
 def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: int, runs: int,
                main_core: int, wrapper: list[str] | None = None, progress=None,
-               out: dict | None = None, on_case=None) -> dict:
+               out: dict | None = None, on_case=None,
+               count_bound_packets: int | None = None) -> dict:
     """Runs VPP over every Sluice engine case it has an equivalent for; returns
     {version, packets, runs, cases: [...like engine.parse...], errors: {case: why}}, filled
-    into `out` as it goes (`on_case()` after each case: an interrupted run keeps them)."""
+    into `out` as it goes (`on_case()` after each case: an interrupted run keeps them).
+    Cases whose work depends on the packet count (`run_cli`: the learning flood, where only
+    the pcap's first pass learns) replay `count_bound_packets` (Sluice's count) when given."""
     out = {} if out is None else out
     out.update({"packets": packets, "runs": runs, "cases": [], "errors": {}, "version": None})
     base: dict[str, float] = {}
@@ -452,8 +455,9 @@ def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: in
             v.start()
             out["version"] = out["version"] or v.version.splitlines()[0]
             pcap, setup_s = case_setup(v, case, inputs)
-            mpps, rts, drops = replay(v, pcap, packets, runs, before_run=run_cli(case))
-            all_nodes = _median_nodes(rts, packets)
+            n = count_bound_packets if run_cli(case) and count_bound_packets else packets
+            mpps, rts, drops = replay(v, pcap, n, runs, before_run=run_cli(case))
+            all_nodes = _median_nodes(rts, n)
             # Sluice's engine paths start at ethernet-input (its pg-input is not in them).
             nodes = [x for x in all_nodes if x[0] != "pg-input"]
             pg_in = next((c for n, c in all_nodes if n == "pg-input"), None)
@@ -464,6 +468,8 @@ def run_engine(prefix: Path, inputs: Path, sluice_cases: list[dict], packets: in
                  "path_clocks": round(sum(path), 2), "nodes": nodes, "dropped": drops,
                  "pg_input_clocks": pg_in,
                  "setup_s": round(setup_s, 2) if setup_s is not None else None}
+            if n != packets:
+                r["packets"] = n
             if drops:
                 r["note"] = f"{drops} packets reached error-drop: {v.cli_try('show errors')}"
             if case.get("routes") == 1 or case["name"] in ("bridge, 1 MAC",):
