@@ -292,6 +292,15 @@ pub fn create(
     Ok(idx)
 }
 
+/// Every interface's name by `sw_if_index` (deleted ones included).
+pub(crate) fn names(vm: &mut Vlib) -> std::collections::HashMap<u32, String> {
+    vm.ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .map(|i| (i.sw_if_index.0, i.name.clone()))
+        .collect()
+}
+
 /// Creates `local0` (index 0) if it does not exist yet.
 pub fn ensure_local0(vm: &mut Vlib) {
     let n_threads = vm.n_threads();
