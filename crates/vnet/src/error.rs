@@ -64,8 +64,8 @@ impl VnetError {
         }
     }
 
-    /// The category of an error a driver reports as text (drivers' create/delete functions
-    /// return one line): "already exists"/"is already" is [`VnetError::Exists`], "in use" is
+    /// The category of an error a plugin still reports as text (memif's socket table,
+    /// linux-cp's tap pairs): "already exists"/"is already" is [`VnetError::Exists`], "in use" is
     /// [`VnetError::InUse`], "no ..."/"unknown ..."/"does not exist" is
     /// [`VnetError::NotFound`], anything else [`VnetError::Invalid`] (a value the system
     /// refused: a Linux interface, a queue count, a socket path).

@@ -242,17 +242,6 @@ impl Interfaces {
     }
 }
 
-/// [`create`] for the plugins that still take its error as text (memif, tunnels).
-pub fn create_interface(
-    vm: &mut Vlib,
-    name: &str,
-    driver: &str,
-    mac: [u8; 6],
-    tx_node: Option<NodeIndex>,
-) -> Result<SwIfIndex, String> {
-    create(vm, name, driver, mac, tx_node).map_err(|e| e.to_string())
-}
-
 /// Creates an interface and wires `interface-output` to its tx node on every thread:
 /// [`VnetError::Exists`] if the name is taken, [`VnetError::System`] if the graph refuses
 /// the arc.
@@ -290,6 +279,15 @@ pub fn create(
     crate::output::attach(vm, idx, tx_node, counters)?;
     sync_all(vm);
     Ok(idx)
+}
+
+/// Every interface's name by `sw_if_index` (deleted ones included).
+pub(crate) fn names(vm: &mut Vlib) -> std::collections::HashMap<u32, String> {
+    vm.ext_mut::<Interfaces>()
+        .list
+        .iter()
+        .map(|i| (i.sw_if_index.0, i.name.clone()))
+        .collect()
 }
 
 /// Creates `local0` (index 0) if it does not exist yet.
@@ -448,14 +446,14 @@ pub fn set_punt_host(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> VnetResult {
     .ok_or(VnetError::NoSuchInterface(sw_if.0))
 }
 
-/// Marks `sw_if` point-to-point (an L3 tunnel: no ARP/ND; see
-/// [`IfAttr::p2p`]). (Its error is text until the tunnels plugin takes a [`VnetError`].) Set it before the interface gets addresses or routes:
-/// adjacencies made earlier are not redone.
-pub fn set_p2p(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> Result<(), String> {
+/// Marks `sw_if` point-to-point (an L3 tunnel: no ARP/ND; see [`IfAttr::p2p`]). Set it
+/// before the interface gets addresses or routes: adjacencies made earlier are not redone.
+/// [`VnetError::Full`] when the index is beyond the interface table.
+pub fn set_p2p(vm: &mut Vlib, sw_if: SwIfIndex, on: bool) -> VnetResult {
     with_if_attr(vm, sw_if.0, |x| {
         x.p2p.store(on, std::sync::atomic::Ordering::Relaxed)
     })
-    .ok_or_else(|| "interface table full".to_string())
+    .ok_or_else(|| VnetError::Full("interface table full".into()))
 }
 
 /// The adjacency of a point-to-point interface: a Rewrite whose Ethernet header (zero MACs,

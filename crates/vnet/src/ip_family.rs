@@ -1,23 +1,36 @@
 //! What IPv4 and IPv6 share above the route tables, written once: the control-plane trait
-//! [`IpControl`] (implemented by `ip4::Ip4Control` and `ip6::Ip6Control`), the actions
-//! over it (static routes, neighbours, table and neighbour queries) and the
-//! `ip4-neighbor-process` / `ip6-neighbor-process` node ([`NeighborProcess`]). The families
-//! differ only in the address type, the LPM ([`Lpm`]) and a few hooks.
+//! [`IpControl`] (implemented by `ip4::Ip4Control` and `ip6::Ip6Control`) whose provided
+//! methods are the neighbour and adjacency control (neighbour, glean, local and
+//! point-to-point adjacencies; neighbour add/delete, learning and aging; address removal),
+//! the actions over it (static routes, neighbours, tables, interface deletion, `ping`,
+//! `show ip[6] fib`, `show adj`, route dumps) and the `ip4-neighbor-process` /
+//! `ip6-neighbor-process` node ([`NeighborProcess`]). The families differ only in the
+//! address type, the LPM ([`Lpm`]) and the hooks [`IpControl`] names.
 
 use crate::error::{VnetError, VnetResult};
-use crate::interface::SwIfIndex;
-use crate::neighbor::{Aging, Entries};
-use crate::routes::{no_table, Hop, Lpm, RoutePaths, Vrfs};
+use crate::events::EventLog;
+use crate::interface::{IfAttr, SwIfIndex};
+use crate::neighbor::{Aging, Entries, Learned};
+use crate::own_source::OwnKeys;
+use crate::routes::{no_table, Hop, Lpm, RoutePaths, Source, Vrfs};
+use sluice_cli::{Args, CliError};
 use sluice_fib::adj::{Adj, AdjKind, Adjacencies};
 use sluice_fib::lb::LoadBalances;
 use sluice_graph::{Cx, NodeFn, Suspend, Vlib, Wake};
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The host-order address of a family's control plane (`u32`, `u128`).
 pub type Addr<C> = <<C as IpControl>::L as Lpm>::Addr;
+
+/// A family's interface addresses: (interface, address, length).
+pub type AddrList<C> = Vec<(u32, Addr<C>, u8)>;
+
+/// A family's neighbour aging state, by (interface, address).
+pub type NbrAging<C> = Aging<(u32, Addr<C>)>;
 
 /// Locks a control-plane mutex, recovering it if a holder panicked.
 pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -27,9 +40,24 @@ pub(crate) fn lock<T>(c: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// The handle to a family's control plane (a `Vlib` extension: `ip4::Ip4Main`,
+/// `ip6::Ip6Main`), set by the family's `init`.
+pub struct IpMain<C> {
+    ctl: Option<Arc<Mutex<C>>>,
+}
+
+impl<C> Default for IpMain<C> {
+    fn default() -> Self {
+        IpMain { ctl: None }
+    }
+}
+
 /// One address family's control plane (main thread): its tables, interface addresses,
-/// neighbours and adjacencies, as the shared actions need them.
-pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static {
+/// neighbours and adjacencies. The neighbour and adjacency control is written here once
+/// (the provided methods); a family gives its fields (`ip_control_fields!`) and the few
+/// hooks where IPv4 and IPv6 differ (how a neighbour adjacency is keyed and names its next
+/// hop, which neighbours have a host route or may be learned, the aging probe).
+pub trait IpControl: Send + Sized + 'static {
     /// The family's LPM.
     type L: Lpm + Send;
     /// The standard address type (`Ipv4Addr`, `Ipv6Addr`).
@@ -40,38 +68,107 @@ pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static
     type Probe: AsRef<[u8]>;
     /// `IPv4` / `IPv6`, as errors name the family.
     const NAME: &'static str;
-    /// The Ethernet type of the family (a point-to-point adjacency's rewrite).
+    /// `ip4` / `ip6`, as the runtime names the family.
+    const SHORT: &'static str;
+    /// The Ethernet type of the family (its adjacencies' rewrite).
     const ETHERTYPE: u16;
 
-    /// The control plane of the running daemon.
-    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>>;
     /// The tables.
     fn vrfs(&self) -> &Vrfs<Self::L>;
     /// The tables, to edit.
     fn vrfs_mut(&mut self) -> &mut Vrfs<Self::L>;
+    /// The adjacencies.
+    fn adjs(&self) -> &Adjacencies;
     /// The adjacencies, to add to.
     fn adjs_mut(&mut self) -> &mut Adjacencies;
     /// The interface addresses (interface, address, length), in the order they were added.
     fn addrs(&self) -> &[(u32, Addr<Self>, u8)];
+    /// The interface addresses and their keys in the shared source filter, to edit.
+    fn addrs_mut(&mut self) -> (&mut AddrList<Self>, &mut OwnKeys);
     /// The neighbours.
     fn neighbors(&self) -> &Entries<Addr<Self>>;
+    /// The neighbours and their aging state, to edit.
+    fn neighbors_mut(&mut self) -> (&mut Entries<Addr<Self>>, &mut NbrAging<Self>);
     /// The neighbours' aging state.
     fn aging(&self) -> &Aging<(u32, Addr<Self>)>;
-    /// The FIB index of an interface's table.
-    fn if_fib(&self, i: u32) -> u32;
-    /// The MTU of interface `i` (for its adjacencies).
-    fn if_mtu(&self, i: u32) -> u16;
-    /// The neighbour adjacency for (interface, next hop).
-    fn nbr_adj(&mut self, i: u32, nh: Addr<Self>) -> VnetResult<u32>;
-    /// The glean adjacency of interface `i` (resolves each destination).
-    fn glean_adj(&mut self, i: u32) -> VnetResult<u32>;
-    /// Applies the neighbours the data plane learned; returns how many it took.
-    fn apply_learned(&mut self) -> usize;
-    /// Ages the neighbours; returns the probes to send (interface, frame).
-    fn age_neighbors(&mut self) -> Vec<(u32, Self::Probe)>;
+    /// The neighbour adjacency of each (interface, next hop) made by [`Self::nbr_adj`].
+    fn nbr_adjs(&self) -> &HashMap<(u32, Addr<Self>), u32>;
+    /// [`Self::nbr_adjs`], to edit.
+    fn nbr_adjs_mut(&mut self) -> &mut HashMap<(u32, Addr<Self>), u32>;
+    /// The event log (API `want_*_events`).
+    fn events(&self) -> &EventLog;
+    /// The neighbours the data plane learned, waiting for [`Self::apply_learned`].
+    fn learned(&self) -> &Mutex<Vec<Learned<Addr<Self>>>>;
+    /// The read side the family's nodes share.
+    fn shared(&self) -> &Arc<Self::Shared>;
+    /// The entries VPP shows in every table of the family beside its routes, for table
+    /// `fib` (`show ip[6] fib`).
+    fn fib_specials(&self, fib: u32) -> Vec<((Addr<Self>, u8), String)>;
+    /// What `show ip[6] fib summary` says of a table's LPM under its header line.
+    fn fib_summary_head(_rt: &crate::routes::RouteTable<Self::L>, _out: &mut String) {}
+    /// The echo replies `ping` waits for, in the shared read side.
+    fn ping_state(s: &Self::Shared) -> &crate::ping::PingState<Self::Ip>;
+    /// The attributes of interface `i` (the vnet interface table).
+    fn if_attr(&self, i: u32) -> &IfAttr;
+    /// The family's FIB index in an interface's attributes (`fib4`, `fib6`).
+    fn fib_field(a: &IfAttr) -> &AtomicU32;
+    /// The key of a new neighbour adjacency to `nh` in the adjacency table (IPv4: the
+    /// address itself; IPv6: a serial number, its address being wider than a key).
+    fn nbr_adj_key(&mut self, nh: Addr<Self>) -> u32;
+    /// The next hop a neighbour adjacency records in [`Adj::nh`] (IPv6: 0, too wide).
+    fn adj_nh(nh: Addr<Self>) -> u32;
+    /// The next hop of each adjacency that has one, by adjacency index (`show adj`, route
+    /// dumps).
+    fn adj_next_hops(&self) -> HashMap<u32, Self::Ip>;
+    /// The next hop a glean adjacency records in [`Adj::nh`] (IPv4: the interface's first
+    /// address, the source of its ARP requests; IPv6: 0).
+    fn glean_nh(&self, i: u32) -> u32;
+    /// The aging probe to neighbour (`i`, `ip`, `mac`), None without a source address.
+    fn probe(&self, i: u32, ip: Addr<Self>, mac: [u8; 6]) -> Option<Self::Probe>;
+    /// What else goes with address `addr`/`len` of interface `i` in table `fib` once it
+    /// and its connected and local routes are removed.
+    fn address_gone(&mut self, i: u32, fib: u32, addr: Addr<Self>, len: u8);
+    /// Clears what the family publishes of deleted interface `i` once its addresses,
+    /// neighbours and adjacencies are gone.
+    fn interface_gone(&mut self, i: u32);
+    /// Records that neighbour adjacency `a` resolves `nh` (Some) or is complete (None), for
+    /// a family whose glean node cannot read the next hop from the adjacency (IPv6).
+    fn set_incomplete(&self, _a: u32, _nh: Option<Addr<Self>>) {}
+    /// Whether neighbour `ip` gets a host route (IPv6 link-local ones do not: their scope is
+    /// the link, and the same address may exist on several links).
+    fn has_host_route(_ip: Addr<Self>) -> bool {
+        true
+    }
+    /// Whether a neighbour heard on `i` may be learned: it is on a connected subnet of `i`.
+    fn may_learn(&self, i: u32, ip: Addr<Self>) -> bool {
+        self.connected_if(self.if_fib(i), ip) == Some(i)
+    }
     /// Why `nh` cannot be a recursive next hop (IPv6 link-local: it needs its interface).
     fn check_recursive(_nh: Addr<Self>) -> VnetResult {
         Ok(())
+    }
+
+    /// The control plane of the running daemon.
+    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
+        vm.ext_mut::<IpMain<Self>>()
+            .ctl
+            .clone()
+            .ok_or_else(|| VnetError::System(format!("{} not initialised", Self::SHORT)))
+    }
+
+    /// The MAC of interface `i` (its adjacencies' source).
+    fn if_mac(&self, i: u32) -> [u8; 6] {
+        self.if_attr(i).mac_bytes()
+    }
+
+    /// The MTU of interface `i` (for its adjacencies).
+    fn if_mtu(&self, i: u32) -> u16 {
+        self.if_attr(i).mtu.load(Ordering::Relaxed).min(65535) as u16
+    }
+
+    /// The FIB index of interface `i`'s table.
+    fn if_fib(&self, i: u32) -> u32 {
+        Self::fib_field(self.if_attr(i)).load(Ordering::Relaxed)
     }
 
     /// The standard address of `a`, None if `a` is of the other family.
@@ -94,36 +191,235 @@ pub trait IpControl: crate::neighbor::Table<Addr<Self>> + Send + Sized + 'static
             .map(|&(i, _, _)| i)
     }
 
-    /// The receive adjacency of interface `i` (`via local`).
+    /// The adjacency `key` of kind `kind` on interface `i`, made by `make` if new.
+    fn adj(
+        &mut self,
+        kind: AdjKind,
+        i: u32,
+        key: u32,
+        make: impl FnOnce() -> Adj,
+    ) -> VnetResult<u32> {
+        self.adjs_mut()
+            .find_or_add((kind, i, key), make)
+            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
+    }
+
+    /// The receive adjacency of interface `i` (`via local`, an interface's own address).
     fn local_adj(&mut self, i: u32) -> VnetResult<u32> {
         let mtu = self.if_mtu(i);
-        self.adjs_mut()
-            .find_or_add((AdjKind::Local, i, 0), || Adj {
-                kind: AdjKind::Local,
-                tx_if: i,
-                mtu,
-                rewrite: [0; 14],
-                nh: 0,
-            })
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
+        self.adj(AdjKind::Local, i, 0, || Adj {
+            kind: AdjKind::Local,
+            tx_if: i,
+            mtu,
+            rewrite: [0; 14],
+            nh: 0,
+        })
     }
 
     /// The one adjacency of point-to-point interface `i` (`IfAttr::p2p`); neighbour
     /// adjacencies never use key 0.
     fn p2p_adj(&mut self, i: u32) -> VnetResult<u32> {
         let mtu = self.if_mtu(i);
-        self.adjs_mut()
-            .find_or_add((AdjKind::Rewrite, i, 0), || {
-                crate::interface::p2p_adj(i, mtu, Self::ETHERTYPE)
-            })
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
+        self.adj(AdjKind::Rewrite, i, 0, || {
+            crate::interface::p2p_adj(i, mtu, Self::ETHERTYPE)
+        })
+    }
+
+    /// The adjacency of neighbour `nh` on interface `i` with MAC `mac` (None: unresolved,
+    /// Incomplete).
+    fn neighbor_rewrite(&self, i: u32, nh: Addr<Self>, mac: Option<[u8; 6]>) -> Adj {
+        let mut rw = [0u8; 14];
+        rw[6..12].copy_from_slice(&self.if_mac(i));
+        rw[12..14].copy_from_slice(&Self::ETHERTYPE.to_be_bytes());
+        let kind = match mac {
+            Some(m) => {
+                rw[..6].copy_from_slice(&m);
+                AdjKind::Rewrite
+            }
+            None => AdjKind::Incomplete,
+        };
+        Adj {
+            kind,
+            tx_if: i,
+            mtu: self.if_mtu(i),
+            rewrite: rw,
+            nh: Self::adj_nh(nh),
+        }
+    }
+
+    /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
+    /// Incomplete otherwise; a point-to-point interface's one adjacency.
+    fn nbr_adj(&mut self, i: u32, nh: Addr<Self>) -> VnetResult<u32> {
+        if self.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
+        if let Some(&a) = self.nbr_adjs().get(&(i, nh)) {
+            return Ok(a);
+        }
+        let mac = self.neighbors().get(&(i, nh)).map(|n| n.0);
+        let adj = self.neighbor_rewrite(i, nh, mac);
+        let key = self.nbr_adj_key(nh);
+        let a = self.adj(AdjKind::Rewrite, i, key, || adj)?;
+        self.nbr_adjs_mut().insert((i, nh), a);
+        self.set_incomplete(a, mac.is_none().then_some(nh));
+        Ok(a)
+    }
+
+    /// The glean adjacency of interface `i`, which resolves each destination (ARP request,
+    /// neighbor solicitation), whatever kind of interface `i` is.
+    fn glean_adj_of(&mut self, i: u32) -> VnetResult<u32> {
+        let (src, mtu, nh) = (self.if_mac(i), self.if_mtu(i), self.glean_nh(i));
+        self.adj(AdjKind::Glean, i, 0, || {
+            let mut rewrite = [0u8; 14];
+            rewrite[6..12].copy_from_slice(&src);
+            Adj {
+                kind: AdjKind::Glean,
+                tx_if: i,
+                mtu,
+                rewrite,
+                nh,
+            }
+        })
+    }
+
+    /// The adjacency through which a route `via <interface>` reaches the destinations of
+    /// a prefix: the glean adjacency, or a point-to-point interface's one adjacency.
+    fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
+        if self.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
+        self.glean_adj_of(i)
+    }
+
+    /// Removes address `addr`/`len` of interface `i`: its connected and local routes and
+    /// [`Self::address_gone`]; false if absent.
+    fn del_address(&mut self, i: u32, addr: Addr<Self>, len: u8) -> bool {
+        let (addrs, own) = self.addrs_mut();
+        let before = addrs.len();
+        addrs.retain(|&(j, x, l)| !(j == i && x == addr && l == len));
+        if addrs.len() == before {
+            return false;
+        }
+        own.remove(addr);
+        let fib = self.if_fib(i);
+        let vrfs = self.vrfs_mut();
+        let _ = vrfs.set_route(fib, addr, len, Source::Connected, None);
+        let _ = vrfs.set_route(fib, addr, Self::L::BITS, Source::Local, None);
+        self.address_gone(i, fib, addr, len);
+        true
+    }
+
+    /// Records a neighbour and updates its adjacency and host route (an unchanged entry is
+    /// left alone; a learned entry never overrides a static one).
+    fn add_neighbor(
+        &mut self,
+        i: u32,
+        ip: Addr<Self>,
+        mac: [u8; 6],
+        is_static: bool,
+    ) -> VnetResult {
+        if let Some(&(m, st)) = self.neighbors().get(&(i, ip)) {
+            if (st && !is_static) || (m == mac && st == is_static) {
+                return Ok(());
+            }
+        }
+        self.neighbors_mut().0.insert((i, ip), (mac, is_static));
+        self.push_neighbor_event(i, ip, mac, is_static, true);
+        let a = self.nbr_adj(i, ip)?;
+        let adj = self.neighbor_rewrite(i, ip, Some(mac));
+        self.adjs_mut().update(a, adj);
+        self.set_incomplete(a, None);
+        if !Self::has_host_route(ip) {
+            return Ok(());
+        }
+        let fib = self.if_fib(i);
+        Ok(self
+            .vrfs_mut()
+            .set_route(fib, ip, Self::L::BITS, Source::Adjacency, Some(a))?)
+    }
+
+    /// Removes a neighbour: its adjacency becomes Incomplete, its host route goes; false if
+    /// there is no such neighbour.
+    fn del_neighbor(&mut self, i: u32, ip: Addr<Self>) -> bool {
+        let (entries, aging) = self.neighbors_mut();
+        let Some((_, is_static)) = entries.remove(&(i, ip)) else {
+            return false;
+        };
+        aging.forget(&(i, ip));
+        self.push_neighbor_event(i, ip, [0; 6], is_static, false);
+        if let Some(&a) = self.nbr_adjs().get(&(i, ip)) {
+            let adj = self.neighbor_rewrite(i, ip, None);
+            self.adjs_mut().update(a, adj);
+            self.set_incomplete(a, Some(ip));
+        }
+        if Self::has_host_route(ip) {
+            let fib = self.if_fib(i);
+            let _ = self
+                .vrfs_mut()
+                .set_route(fib, ip, Self::L::BITS, Source::Adjacency, None);
+        }
+        true
+    }
+
+    /// Logs a neighbour's addition or removal.
+    fn push_neighbor_event(
+        &self,
+        i: u32,
+        ip: Addr<Self>,
+        mac: [u8; 6],
+        is_static: bool,
+        added: bool,
+    ) {
+        self.events().push(crate::events::VnetEvent::Neighbor {
+            sw_if: i,
+            ip: Self::Ip::from(ip).into(),
+            mac,
+            is_static,
+            added,
+        });
+    }
+
+    /// Applies the neighbours the data plane learned (those [`Self::may_learn`] accepts);
+    /// returns how many it took.
+    fn apply_learned(&mut self) -> usize {
+        let learned = std::mem::take(&mut *lock(self.learned()));
+        let n = learned.len();
+        let now = std::time::Instant::now();
+        for l in learned {
+            if self.may_learn(l.sw_if, l.ip) {
+                crate::neighbor::apply(self, l, now);
+            }
+        }
+        n
+    }
+
+    /// Neighbour aging: removes dynamic entries still stale after their probe and returns
+    /// the probes to send now (interface, frame).
+    fn age_neighbors(&mut self) -> Vec<(u32, Self::Probe)> {
+        crate::neighbor::age(self, std::time::Instant::now())
+            .into_iter()
+            .filter_map(|(i, ip, mac)| Some((i, self.probe(i, ip, mac)?)))
+            .collect()
     }
 }
 
-/// The [`IpControl`] methods a family's control plane provides by fields (`vrfs`, `adjs`,
-/// `addrs`, `neighbors`, `aging`) and inherent methods of the same names (`if_fib`,
-/// `if_mtu`, `nbr_adj`, `glean_adj`, `apply_learned`, `age_neighbors`): used inside its
-/// `impl IpControl`, with its LPM and address types.
+/// Every family's control plane is a neighbour table for [`crate::neighbor`]'s policy.
+impl<C: IpControl> crate::neighbor::Table<Addr<C>> for C {
+    fn split(&mut self) -> (&Entries<Addr<C>>, &mut Aging<(u32, Addr<C>)>) {
+        let (e, a) = self.neighbors_mut();
+        (e, a)
+    }
+    fn add(&mut self, i: u32, ip: Addr<C>, mac: [u8; 6], is_static: bool) -> VnetResult {
+        self.add_neighbor(i, ip, mac, is_static)
+    }
+    fn remove(&mut self, i: u32, ip: Addr<C>) -> bool {
+        self.del_neighbor(i, ip)
+    }
+}
+
+/// The [`IpControl`] methods a family's control plane provides by its fields (`vrfs`,
+/// `adjs`, `addrs`, `neighbors`, `aging`, `nbr_adjs`, `events`, `shared` with `learned`
+/// and `if_attr`): used inside its `impl IpControl`, with its LPM and address types.
 macro_rules! ip_control_fields {
     ($lpm:ty, $addr:ty) => {
         fn vrfs(&self) -> &$crate::routes::Vrfs<$lpm> {
@@ -132,35 +428,49 @@ macro_rules! ip_control_fields {
         fn vrfs_mut(&mut self) -> &mut $crate::routes::Vrfs<$lpm> {
             &mut self.vrfs
         }
+        fn adjs(&self) -> &sluice_fib::adj::Adjacencies {
+            &self.adjs
+        }
         fn adjs_mut(&mut self) -> &mut sluice_fib::adj::Adjacencies {
             &mut self.adjs
         }
         fn addrs(&self) -> &[(u32, $addr, u8)] {
             &self.addrs
         }
+        fn addrs_mut(&mut self) -> (&mut Vec<(u32, $addr, u8)>, &mut $crate::own_source::OwnKeys) {
+            (&mut self.addrs, &mut self.own_keys)
+        }
         fn neighbors(&self) -> &$crate::neighbor::Entries<$addr> {
             &self.neighbors
+        }
+        fn neighbors_mut(
+            &mut self,
+        ) -> (
+            &mut $crate::neighbor::Entries<$addr>,
+            &mut $crate::neighbor::Aging<(u32, $addr)>,
+        ) {
+            (&mut self.neighbors, &mut self.aging)
         }
         fn aging(&self) -> &$crate::neighbor::Aging<(u32, $addr)> {
             &self.aging
         }
-        fn if_fib(&self, i: u32) -> u32 {
-            Self::if_fib(self, i)
+        fn nbr_adjs(&self) -> &std::collections::HashMap<(u32, $addr), u32> {
+            &self.nbr_adjs
         }
-        fn if_mtu(&self, i: u32) -> u16 {
-            Self::if_mtu(self, i)
+        fn nbr_adjs_mut(&mut self) -> &mut std::collections::HashMap<(u32, $addr), u32> {
+            &mut self.nbr_adjs
         }
-        fn nbr_adj(&mut self, i: u32, nh: $addr) -> VnetResult<u32> {
-            Self::nbr_adj(self, i, nh)
+        fn events(&self) -> &$crate::events::EventLog {
+            &self.events
         }
-        fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
-            Self::glean_adj(self, i)
+        fn learned(&self) -> &std::sync::Mutex<Vec<$crate::neighbor::Learned<$addr>>> {
+            &self.shared.learned
         }
-        fn apply_learned(&mut self) -> usize {
-            Self::apply_learned(self)
+        fn shared(&self) -> &std::sync::Arc<Self::Shared> {
+            &self.shared
         }
-        fn age_neighbors(&mut self) -> Vec<(u32, Self::Probe)> {
-            Self::age_neighbors(self)
+        fn if_attr(&self, i: u32) -> &$crate::interface::IfAttr {
+            self.shared.if_attr(i)
         }
     };
 }
@@ -337,7 +647,7 @@ pub fn neighbor_add_del<C: IpControl>(
     let mut ctl = lock(&c);
     let shown = C::Ip::from(ip);
     if !is_add {
-        if !ctl.remove(i.0, ip) {
+        if !ctl.del_neighbor(i.0, ip) {
             return Err(VnetError::NotFound(format!("no neighbor {shown}")));
         }
         return Ok(());
@@ -348,6 +658,247 @@ pub fn neighbor_add_del<C: IpControl>(
         )));
     }
     crate::neighbor::add(&mut *ctl, i.0, ip, mac, is_static, &shown.to_string())
+}
+
+/// Forgets a deleted interface: its addresses (connected and local routes), neighbours,
+/// the static paths through it (its adjacencies drop) and what the family publishes of it.
+pub fn interface_deleted<C: IpControl>(vm: &mut Vlib, i: u32) {
+    let Ok(c) = C::control(vm) else { return };
+    let mut ctl = lock(&c);
+    let addrs: Vec<(Addr<C>, u8)> = ctl
+        .addrs()
+        .iter()
+        .filter(|x| x.0 == i)
+        .map(|x| (x.1, x.2))
+        .collect();
+    for (a, l) in addrs {
+        ctl.del_address(i, a, l);
+    }
+    let nbrs: Vec<Addr<C>> = ctl
+        .neighbors()
+        .keys()
+        .filter(|k| k.0 == i)
+        .map(|k| k.1)
+        .collect();
+    for ip in nbrs {
+        ctl.del_neighbor(i, ip);
+    }
+    let adjs = ctl.adjs();
+    let mut on_if: Vec<u32> = adjs
+        .iter()
+        .filter(|(k, _)| k.1 == i)
+        .map(|(k, _)| adjs.find(k).unwrap_or(0))
+        .chain(
+            ctl.nbr_adjs()
+                .iter()
+                .filter(|(k, _)| k.0 == i)
+                .map(|(_, &a)| a),
+        )
+        .collect();
+    on_if.sort_unstable();
+    on_if.dedup();
+    ctl.vrfs_mut().drop_static_paths(&on_if);
+    for a in on_if {
+        ctl.adjs_mut().update(a, Adj::DROP);
+        ctl.set_incomplete(a, None);
+    }
+    ctl.nbr_adjs_mut().retain(|k, _| k.0 != i);
+    ctl.interface_gone(i);
+}
+
+/// FIB index → the first interface (by index) routed in that table, for every table other
+/// than 0 that has one.
+fn tables_in_use<C: IpControl>(vm: &mut Vlib) -> std::collections::BTreeMap<u32, String> {
+    let names = crate::interface::names(vm);
+    let Ok(c) = C::control(vm) else {
+        return Default::default();
+    };
+    let ctl = lock(&c);
+    let mut ids: Vec<&u32> = names.keys().collect();
+    ids.sort();
+    let mut out = std::collections::BTreeMap::new();
+    for &i in ids {
+        let fib = ctl.if_fib(i);
+        if fib != 0 {
+            out.entry(fib).or_insert_with(|| names[&i].clone());
+        }
+    }
+    out
+}
+
+/// Creates (no-op if it exists) or deletes table `id`; a table an interface is routed in
+/// cannot be deleted, nor can table 0.
+pub fn table_add_del<C: IpControl>(vm: &mut Vlib, id: u32, is_add: bool) -> VnetResult {
+    let bound = tables_in_use::<C>(vm);
+    let c = C::control(vm)?;
+    let mut ctl = lock(&c);
+    crate::routes::table_add_del(ctl.vrfs_mut(), &bound, id, is_add)
+}
+
+/// `ip table [add|del] <id>`, `ip6 table [add|del] <id>`.
+pub(crate) fn cli_table<C: IpControl>(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
+    let (is_add, id) = crate::routes::parse_table(a)?;
+    table_add_del::<C>(vm, id, is_add)?;
+    Ok(String::new())
+}
+
+/// `set interface ip[6] table <interface> <id>` by the family's `set`.
+pub(crate) fn cli_if_table(
+    vm: &mut Vlib,
+    a: &mut Args,
+    set: fn(&mut Vlib, SwIfIndex, u32) -> VnetResult,
+) -> Result<String, CliError> {
+    let i = crate::cli::interface_arg(vm, a)?;
+    let id = a.u32("table id")?;
+    a.finish()?;
+    set(vm, i, id)?;
+    Ok(String::new())
+}
+
+/// Calls `f` with every route of table `id`.
+pub fn for_each_route<C: IpControl>(
+    vm: &mut Vlib,
+    id: u32,
+    f: impl FnMut(&crate::routes::RouteInfo),
+) -> VnetResult {
+    let c = C::control(vm)?;
+    let ctl = lock(&c);
+    let nhs = ctl.adj_next_hops();
+    let adjs = ctl.adjs();
+    ctl.vrfs().for_each_route(
+        id,
+        |a| Some((nhs.get(&a).copied()?.into(), adjs.get(a)?.tx_if)),
+        f,
+    )
+}
+
+/// Every adjacency as `show adj` prints it, by index.
+pub fn adj_lines<C: IpControl>(vm: &mut Vlib) -> Vec<(u32, String)> {
+    let names = crate::interface::names(vm);
+    let Ok(c) = C::control(vm) else {
+        return Vec::new();
+    };
+    let ctl = lock(&c);
+    let nhs = ctl.adj_next_hops();
+    let adjs = ctl.adjs();
+    let family = C::NAME.to_lowercase();
+    let mut v: Vec<(u32, String)> = adjs
+        .iter()
+        .filter_map(|(k, a)| {
+            let i = adjs.find(k)?;
+            let ifn = names
+                .get(&a.tx_if)
+                .cloned()
+                .unwrap_or_else(|| format!("if{}", a.tx_if));
+            let via = nhs.get(&i).map(|n| n.to_string()).unwrap_or_default();
+            Some((i, crate::routes::fmt_adj(&family, a, i, &via, &ifn)))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `ping <dst> [source <if>] [table <id>] ...` of one family (`o`): sends the echo requests
+/// `packet(src, id, seq)` builds into the family's lookup node (`node.0`). The source is
+/// `src_of` the source interface or of the interface the route to `dst` uses (an ECMP
+/// route: the path its first bucket uses); without one the error says the interface has
+/// no `node.1`.
+pub(crate) fn ping<C: IpControl>(
+    vm: &mut Vlib,
+    o: &crate::ping::PingArgs,
+    dst: Addr<C>,
+    node: (&str, &str),
+    src_of: impl Fn(&C, u32) -> Addr<C>,
+    packet: impl Fn(Addr<C>, u16, u16) -> Vec<u8>,
+) -> Result<String, CliError> {
+    let c = C::control(vm)?;
+    let (shared, src, fib) = {
+        let ctl = lock(&c);
+        let fib = match o.table {
+            Some(t) => ctl.vrfs().fib_of(t).ok_or_else(|| no_table(t))?,
+            None => o.src_if.map(|i| ctl.if_fib(i)).unwrap_or(0),
+        };
+        let out_if = o.src_if.or_else(|| {
+            let a = ctl.vrfs().lookup_adj(fib, dst)?;
+            Some(ctl.adjs().get(a).map_or(0, |a| a.tx_if))
+        });
+        let src = out_if.map(|i| src_of(&ctl, i));
+        (ctl.shared().clone(), src, fib)
+    };
+    let Some(src) = src.filter(|&s| Into::<u128>::into(s) != 0) else {
+        return Err(CliError::new(format!(
+            "no source address to ping {} from (no route, or the interface has no {})",
+            C::Ip::from(dst),
+            node.1
+        )));
+    };
+    let lookup = vm
+        .registry
+        .find(node.0)
+        .ok_or_else(|| CliError::new(format!("{} missing", node.0)))?;
+    Ok(crate::ping::run(
+        vm,
+        lookup,
+        C::ping_state(&shared),
+        o,
+        fib,
+        |id, seq| packet(src, id, seq),
+    ))
+}
+
+/// One piece of `show ip fib` / `show ip6 fib`: at most `budget` routes from `cur`.
+pub(crate) fn show_fib_part<C: IpControl>(
+    vm: &mut Vlib,
+    sa: &crate::routes::ShowArgs<Addr<C>>,
+    cur: &mut crate::routes::FibCursor<Addr<C>>,
+    budget: usize,
+) -> Result<String, CliError> {
+    use std::fmt::Write as _;
+    let names = crate::interface::names(vm);
+    let c = C::control(vm)?;
+    let ctl = lock(&c);
+    let nhs = ctl.adj_next_hops();
+    let family = C::NAME.to_lowercase();
+    let prefix = |p: Addr<C>, l: u8| format!("{}/{l}", C::Ip::from(p));
+    let dpo = |ai: u32, p: Addr<C>, l: u8| {
+        let a = ctl.adjs().get(ai).copied().unwrap_or(Adj::DROP);
+        let ifn = names
+            .get(&a.tx_if)
+            .cloned()
+            .unwrap_or_else(|| format!("if{}", a.tx_if));
+        let via = nhs.get(&ai).map(|n| n.to_string()).unwrap_or_default();
+        let addr = C::Ip::from(p).to_string();
+        crate::routes::fmt_dpo(&family, &a, &via, &ifn, &addr, &prefix(p, l))
+    };
+    ctl.vrfs().show_tables(
+        sa.table,
+        cur,
+        budget,
+        |out, id, fib, rt| {
+            let tail = crate::ip4::FIB_HEADER_TAIL;
+            let _ = writeln!(out, "{family}-VRF:{id}, fib_index:{fib}, {tail}");
+            if sa.summary {
+                C::fib_summary_head(rt, out);
+            }
+        },
+        |out, fib, rt, after, budget| {
+            if sa.summary {
+                rt.summary(out);
+                return None;
+            }
+            let f = crate::routes::ShowFib {
+                proto: C::SHORT,
+                filter: sa.filter,
+                detail: sa.detail || sa.filter.is_some(),
+                specials: ctl.fib_specials(fib),
+                after,
+                budget,
+                prefix: &prefix,
+                dpo: &dpo,
+            };
+            rt.show(out, &f)
+        },
+    )
 }
 
 /// Runs `f` on the control plane; None before it is initialised.
@@ -439,7 +990,7 @@ pub fn with_aging<C: IpControl, R>(
 ) -> VnetResult<R> {
     let c = C::control(vm)?;
     let mut ctl = lock(&c);
-    Ok(f(ctl.split().1))
+    Ok(f(ctl.neighbors_mut().1))
 }
 
 /// Applies learned neighbours now (the process node does this every 10 ms).
@@ -505,12 +1056,12 @@ impl<C: IpControl> CtlSlot<C> {
 }
 
 /// Takes what the control plane is built from out of the `node` process node's slot (None
-/// if the node is absent or `init` ran already); `build` makes the control plane, which is
-/// stored in the slot and returned.
+/// if the node is absent or `init` ran already); `build` makes the control plane from it and
+/// the event log, which is stored in the slot and in the `Vlib` (`IpMain`) and returned.
 pub(crate) fn init_slot<C: IpControl>(
     vm: &mut Vlib,
     node: &str,
-    build: impl FnOnce(&mut Vlib, Pending<C>) -> C,
+    build: impl FnOnce(&mut Vlib, Pending<C>, Arc<EventLog>) -> C,
 ) -> Option<Arc<Mutex<C>>> {
     let idx = vm.registry.find(node)?;
     let slot = vm
@@ -519,8 +1070,12 @@ pub(crate) fn init_slot<C: IpControl>(
         .map(|n| n.slot.clone())?;
     let mut s = lock(&slot);
     let pending = s.pending.take()?;
-    let ctl = Arc::new(Mutex::new(build(vm, pending)));
+    let log = crate::events::log(vm);
+    let mut c = build(vm, pending, log.clone());
+    c.vrfs_mut().set_events(log);
+    let ctl = Arc::new(Mutex::new(c));
     s.ctl = Some(ctl.clone());
+    vm.ext_mut::<IpMain<C>>().ctl = Some(ctl.clone());
     Some(ctl)
 }
 

@@ -40,9 +40,9 @@ pub struct RxDriver {
     /// Every rx queue of the driver's interfaces.
     pub queues: fn(&mut Vlib) -> Vec<RxQueueInfo>,
     /// Sets queue `queue` of an interface to a mode.
-    pub set_mode: fn(&mut Vlib, SwIfIndex, u16, RxMode) -> Result<(), String>,
+    pub set_mode: fn(&mut Vlib, SwIfIndex, u16, RxMode) -> VnetResult,
     /// Moves queue `queue` of an interface to a thread (0 = main).
-    pub place: fn(&mut Vlib, SwIfIndex, u16, usize) -> Result<(), String>,
+    pub place: fn(&mut Vlib, SwIfIndex, u16, usize) -> VnetResult,
 }
 
 /// The registered drivers (a `Vlib` extension).
@@ -155,7 +155,7 @@ fn cli_rx_mode(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// `set interface rx-mode <if> [queue <n>] polling|interrupt|adaptive`.
 pub fn set_rx_mode(vm: &mut Vlib, sw: SwIfIndex, queue: Option<u16>, mode: RxMode) -> VnetResult {
     for (d, q) in select(vm, sw, queue)? {
-        (d.set_mode)(vm, sw, q.queue, mode).map_err(VnetError::invalid)?;
+        (d.set_mode)(vm, sw, q.queue, mode)?;
     }
     Ok(())
 }
@@ -198,7 +198,7 @@ pub fn set_rx_placement(
     }
     for (d, q) in select(vm, sw, queue)? {
         if q.thread != thread {
-            (d.place)(vm, sw, q.queue, thread).map_err(VnetError::invalid)?;
+            (d.place)(vm, sw, q.queue, thread)?;
         }
     }
     Ok(())

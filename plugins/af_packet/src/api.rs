@@ -44,7 +44,7 @@ fn create(
         qdisc_bypass: !q.qdisc_bypass_disable,
         v2: q.v2,
     };
-    let name = crate::create(vm, &c).map_err(VnetError::from_text)?;
+    let name = crate::create(vm, &c)?;
     let sw = vm
         .ext_mut::<Interfaces>()
         .find(&name)
@@ -57,7 +57,7 @@ fn delete(
     _: &mut Ctx<'_>,
     q: m::AfPacketDelete,
 ) -> Result<m::AfPacketDeleteReply, ApiError> {
-    crate::delete(vm, &q.host_if_name).map_err(VnetError::from_text)?;
+    crate::delete(vm, &q.host_if_name)?;
     Ok(m::AfPacketDeleteReply {})
 }
 

@@ -39,6 +39,7 @@ use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::{linux_if, linux_name, random_mac, RxPlacement};
+use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
@@ -219,24 +220,31 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = parse_create(a)?;
-    let name = create(vm, &c).map_err(CliError::new)?;
+    let name = create(vm, &c)?;
     Ok(format!("{name}\n"))
 }
 
 /// Creates a host interface; returns its Sluice name (`host-<linux-if>`).
-pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
+pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     let name = format!("host-{}", c.host);
     if vm.ext_mut::<Interfaces>().find(&name).is_some() {
-        return Err(format!("interface `{name}' already exists"));
+        return Err(VnetError::Exists(format!(
+            "interface `{name}' already exists"
+        )));
     }
-    let ifindex = linux_if::index(&c.host)
-        .ok_or_else(|| format!("unknown Linux interface `{}' (no such device)", c.host))?;
-    let mtu = linux_if::mtu(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
-    linux_if::set_up(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    let ifindex = linux_if::index(&c.host).ok_or_else(|| {
+        VnetError::NotFound(format!(
+            "unknown Linux interface `{}' (no such device)",
+            c.host
+        ))
+    })?;
+    let mtu =
+        linux_if::mtu(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    linux_if::set_up(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     let tx_node = vm
         .registry
         .find(TX)
-        .ok_or_else(|| "af-packet-tx is not registered".to_string())?;
+        .ok_or_else(|| VnetError::System("af-packet-tx is not registered".into()))?;
     // Sockets first: nothing in Sluice changes if one of them fails.
     let seed = sluice_vnet::devices::linux::seed(ifindex);
     let fanout = (c.rx_queues > 1).then(|| (seed as u16) ^ (ifindex as u16).rotate_left(8));
@@ -248,13 +256,13 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     };
     for q in 0..c.rx_queues {
         let r = RxRing::open(ifindex, rx_geo, fanout, true)
-            .map_err(|e| format!("`{}' rx queue {q}: {e}", c.host))?;
+            .map_err(|e| VnetError::Invalid(format!("`{}' rx queue {q}: {e}", c.host)))?;
         rx.push(Arc::new(r));
     }
     if let Some(first) = rx.first() {
         first
             .set_promiscuous(ifindex)
-            .map_err(|e| format!("`{}': {e}", c.host))?;
+            .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     }
     let n_tx = c.tx_queues.unwrap_or(vm.n_threads() as u32).max(1);
     let geo = TxGeometry::for_mtu(mtu);
@@ -262,7 +270,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     for q in 0..n_tx {
         tx.push(Arc::new(
             TxRing::open(ifindex, geo, c.qdisc_bypass)
-                .map_err(|e| format!("`{}' tx queue {q}: {e}", c.host))?,
+                .map_err(|e| VnetError::Invalid(format!("`{}' tx queue {q}: {e}", c.host)))?,
         ));
     }
     let tx = Arc::new(tx);
@@ -273,7 +281,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs
             .get_mut(sw)
-            .ok_or_else(|| "interface vanished".to_string())?;
+            .ok_or_else(|| VnetError::System("interface vanished".into()))?;
         i.mtu = mtu.clamp(64, 9216);
         i.counters.clone()
     };
@@ -385,18 +393,18 @@ fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = a.keyword("name");
     let host = a.word("Linux interface name")?;
     a.finish()?;
-    delete(vm, &host).map_err(CliError::new)?;
+    delete(vm, &host)?;
     Ok(String::new())
 }
 
 /// Deletes the host interface attached to Linux interface `host`.
-pub fn delete(vm: &mut Vlib, host: &str) -> Result<(), String> {
+pub fn delete(vm: &mut Vlib, host: &str) -> VnetResult {
     let pos = vm
         .ext_mut::<AfPacketMain>()
         .devs
         .iter()
         .position(|d| d.host == host)
-        .ok_or_else(|| format!("no host interface on `{host}'"))?;
+        .ok_or_else(|| VnetError::NotFound(format!("no host interface on `{host}'")))?;
     let sw = vm.ext_mut::<AfPacketMain>().devs[pos].sw_if;
     // Stop transmitting and forwarding to it, then take the rings away from every thread at
     // a safe point; the last reference closes the sockets and unmaps the rings.

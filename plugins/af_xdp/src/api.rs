@@ -71,7 +71,7 @@ fn create(
             m::AfXdpUmem::Own => UmemChoice::Own,
         },
     };
-    let (name, note) = crate::create(vm, &c).map_err(VnetError::from_text)?;
+    let (name, note) = crate::create(vm, &c)?;
     let sw = vm
         .ext_mut::<Interfaces>()
         .find(&name)
@@ -92,7 +92,7 @@ fn delete(
         .get(SwIfIndex(q.sw_if_index))
         .map(|i| i.name.clone())
         .ok_or(VnetError::NoSuchInterface(q.sw_if_index))?;
-    crate::delete(vm, &name).map_err(VnetError::from_text)?;
+    crate::delete(vm, &name)?;
     Ok(m::AfXdpDeleteReply {})
 }
 

@@ -42,6 +42,7 @@ use sluice_graph::rxmode::{RxMode, RxModeState};
 use sluice_graph::{GraphBuilder, NodeIndex, NodeKind, NodeRegistration, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::{linux_if, linux_name, random_mac, RxPlacement};
+use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::interface::{counter, fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
@@ -419,7 +420,7 @@ fn read_prog(file: &str) -> Result<(std::path::PathBuf, elf::Object), String> {
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = parse_create(a)?;
-    let (name, note) = create(vm, &c).map_err(CliError::new)?;
+    let (name, note) = create(vm, &c)?;
     Ok(match note {
         Some(n) => format!("{name}\n{n}\n"),
         None => format!("{name}\n"),
@@ -428,7 +429,7 @@ fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// The tx node of interface `name`: `<name>-tx`, added on first use and reused when an
 /// interface of that name is created again.
-fn tx_node(vm: &mut Vlib, name: &str) -> Result<NodeIndex, String> {
+fn tx_node(vm: &mut Vlib, name: &str) -> VnetResult<NodeIndex> {
     let tx = format!("{name}-tx");
     if let Some(i) = vm.registry.find(&tx) {
         return Ok(i);
@@ -437,11 +438,11 @@ fn tx_node(vm: &mut Vlib, name: &str) -> Result<NodeIndex, String> {
         NodeRegistration::new(&tx, NodeKind::Internal, |_| Box::new(AfXdpTx::default()))
             .counters(node::TxCounter::DESCS),
     )
-    .map_err(|e| format!("cannot add node `{tx}': {e}"))
+    .map_err(|e| VnetError::System(format!("cannot add node `{tx}': {e}")))
 }
 
 /// Creates an af_xdp interface; returns its name and a note (queue count clamped).
-pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>), String> {
+pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<(String, Option<String>)> {
     let instance = {
         let m = vm.ext_mut::<AfXdpMain>();
         (0..)
@@ -453,7 +454,9 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         .clone()
         .unwrap_or_else(|| format!("{}/{instance}", c.host));
     if vm.ext_mut::<Interfaces>().find(&name).is_some() {
-        return Err(format!("interface `{name}' already exists"));
+        return Err(VnetError::Exists(format!(
+            "interface `{name}' already exists"
+        )));
     }
     if vm
         .ext_mut::<AfXdpMain>()
@@ -461,14 +464,19 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         .iter()
         .any(|d| d.host == c.host)
     {
-        return Err(format!(
+        return Err(VnetError::Exists(format!(
             "Linux interface `{}' already has an af_xdp interface",
             c.host
-        ));
+        )));
     }
-    let ifindex = linux_if::index(&c.host)
-        .ok_or_else(|| format!("unknown Linux interface `{}' (no such device)", c.host))?;
-    let mtu = linux_if::mtu(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    let ifindex = linux_if::index(&c.host).ok_or_else(|| {
+        VnetError::NotFound(format!(
+            "unknown Linux interface `{}' (no such device)",
+            c.host
+        ))
+    })?;
+    let mtu =
+        linux_if::mtu(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     let dev_queues = linux_if::rx_queues(&c.host);
     let (nq, note) = match c.queues {
         Queues::All => (dev_queues.min(MAX_QUEUES), None),
@@ -493,7 +501,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
     let object = match &c.prog {
         Some(f) => {
             let clip = sluice_cli::error::clip(f);
-            let (path, o) = read_prog(f).map_err(|e| format!("prog `{clip}': {e}"))?;
+            let (path, o) =
+                read_prog(f).map_err(|e| VnetError::Invalid(format!("prog `{clip}': {e}")))?;
             if !o.others.is_empty() {
                 log::info!(
                     "{name}: {}: loading {}, not the other XDP section(s) {}",
@@ -506,15 +515,17 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         }
         None => None,
     };
-    linux_if::set_up(&c.host).map_err(|e| format!("`{}': {e}", c.host))?;
+    linux_if::set_up(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
 
     // Kernel objects first: nothing in Sluice changes if one of them fails.
-    let map = bpf::XskMap::create(dev_queues).map_err(|e| format!("`{}': {e}", c.host))?;
+    let map = bpf::XskMap::create(dev_queues)
+        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     // The program before the sockets: a closed AF_XDP socket frees its queue only later (the
     // kernel defers it), so a refused program must not have bound one.
     let (prog, program) = match &object {
         None => (
-            bpf::Program::load_redirect(&map).map_err(|e| format!("`{}': {e}", c.host))?,
+            bpf::Program::load_redirect(&map)
+                .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?,
             "built-in (bpf_redirect_map(xsks_map, rx_queue_index, XDP_PASS))".to_string(),
         ),
         Some((clip, path, o)) => {
@@ -527,7 +538,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
                         e.log.trim_end()
                     );
                 }
-                format!(
+                VnetError::Invalid(format!(
                     "prog `{clip}': {}: {}{}",
                     o.describe(),
                     e.message,
@@ -536,7 +547,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
                     } else {
                         " (verifier log in the daemon log)"
                     }
-                )
+                ))
             })?;
             let maps: Vec<&str> = o.maps.iter().map(|m| m.name.as_str()).collect();
             (
@@ -571,9 +582,9 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
             UmemSpec::Own
         };
         let (x, rings) = xsk::Xsk::open(ifindex, q, geo, c.mode, &spec)
-            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+            .map_err(|e| VnetError::Invalid(format!("`{}' queue {q}: {e}", c.host)))?;
         map.set(q, x.fd())
-            .map_err(|e| format!("`{}' queue {q}: {e}", c.host))?;
+            .map_err(|e| VnetError::Invalid(format!("`{}' queue {q}: {e}", c.host)))?;
         socks.push((Arc::new(x), rings));
     }
     drop(share);
@@ -582,18 +593,18 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         m.arena_socks
             .extend(socks.iter().map(|(x, _)| Arc::downgrade(x)));
     }
-    let (link, fallback) =
-        bpf::attach_xdp(&prog, ifindex, c.generic).map_err(|e| format!("`{}': {e}", c.host))?;
+    let (link, fallback) = bpf::attach_xdp(&prog, ifindex, c.generic)
+        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     drop(prog);
     if let Some(why) = &fallback {
         log::warn!("{name}: {why}");
     }
     let promisc = sluice_vnet::devices::linux::promiscuous_socket(ifindex)
-        .map_err(|e| format!("`{}': {e}", c.host))?;
+        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
     let tx_node = tx_node(vm, &name)?;
     vm.registry
         .find(INPUT)
-        .ok_or_else(|| "af_xdp-input is not registered".to_string())?;
+        .ok_or_else(|| VnetError::System("af_xdp-input is not registered".into()))?;
 
     let mac = random_mac(sluice_vnet::devices::linux::seed(ifindex));
     let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))?;
@@ -601,7 +612,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<(String, Option<String>),
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs
             .get_mut(sw)
-            .ok_or_else(|| "interface vanished".to_string())?;
+            .ok_or_else(|| VnetError::System("interface vanished".into()))?;
         i.mtu = mtu.clamp(64, MAX_MTU);
         i.counters.clone()
     };
@@ -701,18 +712,18 @@ fn set_kicks(
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = a.word("interface")?;
     a.finish()?;
-    delete(vm, &name).map_err(CliError::new)?;
+    delete(vm, &name)?;
     Ok(String::new())
 }
 
 /// Deletes the af_xdp interface `name`.
-pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
+pub fn delete(vm: &mut Vlib, name: &str) -> VnetResult {
     let pos = vm
         .ext_mut::<AfXdpMain>()
         .devs
         .iter()
         .position(|d| d.name == name)
-        .ok_or_else(|| format!("no af_xdp interface `{name}'"))?;
+        .ok_or_else(|| VnetError::NotFound(format!("no af_xdp interface `{name}'")))?;
     let sw = vm.ext_mut::<AfXdpMain>().devs[pos].sw_if;
     // Stop transmitting and forwarding to it, then take the queues away from every thread at
     // a safe point; the program is detached and the sockets closed when the last reference
@@ -766,7 +777,7 @@ fn choose_umem(
     ifindex: u32,
     nq: u32,
     geo: XskGeometry,
-) -> Result<(bool, String, Option<Arc<xsk::Xsk>>), String> {
+) -> VnetResult<(bool, String, Option<Arc<xsk::Xsk>>)> {
     let pool = vm.pool.clone();
     let ag = arena::ArenaGeo::of(&pool);
     let region = pool.region().1;
@@ -801,7 +812,9 @@ fn choose_umem(
     };
     let arena = match (c.umem, &why_not) {
         (UmemChoice::Own, _) => false,
-        (UmemChoice::Arena, Some(w)) => return Err(format!("umem `arena': {w}")),
+        (UmemChoice::Arena, Some(w)) => {
+            return Err(VnetError::Invalid(format!("umem `arena': {w}")))
+        }
         (UmemChoice::Arena, None) | (UmemChoice::Auto, None) => true,
         (UmemChoice::Auto, Some(_)) => false,
     };
@@ -826,7 +839,7 @@ fn choose_umem(
     let want = geo.umem_bytes() * nq as usize;
     if let Some(limit) = limit {
         if (pinned + want) as u64 > limit {
-            return Err(format!(
+            return Err(VnetError::Invalid(format!(
                 "UMEM of {} KiB ({nq} queue(s) x (rx-queue-size {} + tx-queue-size {}) x {} B) \
                  plus {} KiB of other af_xdp interfaces exceeds the locked-memory limit \
                  (RLIMIT_MEMLOCK {} KiB): lower the ring sizes or num-rx-queues",
@@ -836,7 +849,7 @@ fn choose_umem(
                 xsk::FRAME_SIZE,
                 pinned >> 10,
                 limit >> 10
-            ));
+            )));
         }
     }
     let why = match (c.umem, why_not) {

@@ -231,14 +231,19 @@ impl FdDriver for Dpdk {
     }
 }
 
-fn polling_only(_vm: &mut Vlib, _sw: SwIfIndex, _q: u16, mode: RxMode) -> Result<(), String> {
+fn polling_only(
+    _vm: &mut Vlib,
+    _sw: SwIfIndex,
+    _q: u16,
+    mode: RxMode,
+) -> sluice_vnet::error::VnetResult {
     if mode == RxMode::Polling {
         return Ok(());
     }
-    Err(format!(
+    Err(sluice_vnet::error::VnetError::NotSupported(format!(
         "rx-mode `{}' is not supported on dpdk interfaces (they poll; no rx interrupts are enabled)",
         mode.as_str()
-    ))
+    )))
 }
 
 /// The mbufs to create: (receive, transmit), from the queues of every device.
@@ -457,7 +462,8 @@ fn add_port(
     } else {
         info.mac
     };
-    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))?;
+    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))
+        .map_err(|e| e.to_string())?;
     let (counters, link_flag) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs
@@ -518,7 +524,8 @@ fn add_port(
             vm,
             thread,
             Placed::new(rq, RxModeState::new(RxMode::Polling, hz)),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         rx.push(RxPlace {
             thread,
             mode: RxMode::Polling,

@@ -455,7 +455,7 @@ pub fn create_pair(
         driver: Some(DRIVER),
         ..sluice_tap::CreateArgs::default()
     };
-    let tap_name = sluice_tap::create(vm, &args).map_err(LcpError::Tap)?;
+    let tap_name = sluice_tap::create(vm, &args).map_err(|e| LcpError::Tap(e.to_string()))?;
     let tap = vm
         .ext_mut::<Interfaces>()
         .find(&tap_name)
@@ -529,7 +529,7 @@ pub fn delete_pair(vm: &mut Vlib, phy: SwIfIndex) -> Result<(), LcpError> {
         .get(p.tap)
         .map(|i| i.name.clone());
     if let Some(t) = tap_name {
-        sluice_tap::delete(vm, &t).map_err(LcpError::Tap)?;
+        sluice_tap::delete(vm, &t).map_err(|e| LcpError::Tap(e.to_string()))?;
     }
     Ok(())
 }

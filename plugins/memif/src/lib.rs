@@ -368,12 +368,12 @@ pub fn init(vm: &mut Vlib) {
             node: INPUT,
             queues: rx_queues,
             set_mode: |vm, sw, q, mode| {
-                let (sh, nt) = rx_iface(vm, sw, q)?;
+                let (sh, nt) = rx_iface(vm, sw, q).map_err(VnetError::Invalid)?;
                 sh.set_rx(q as usize, sh.rx_thread(q as usize, nt), mode);
                 Ok(())
             },
             place: |vm, sw, q, t| {
-                let (sh, _) = rx_iface(vm, sw, q)?;
+                let (sh, _) = rx_iface(vm, sw, q).map_err(VnetError::Invalid)?;
                 sh.set_rx(q as usize, t, sh.rx_mode(q as usize));
                 Ok(())
             },
@@ -693,8 +693,7 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
         ))
     });
     let tx = vm.registry.find(TX);
-    let idx = sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx)
-        .map_err(VnetError::Exists)?;
+    let idx = sluice_vnet::create_interface(vm, &name, "memif", cfg.mac, tx)?;
     let (counters, link) = {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs.get_mut(idx).ok_or(VnetError::NoSuchInterface(idx.0))?;

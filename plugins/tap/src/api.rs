@@ -67,7 +67,7 @@ fn create(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::TapCreate) -> Result<m::TapCreat
         tx_queues: (q.tx_queues != 0).then_some(q.tx_queues),
         driver: None,
     };
-    let name = crate::create(vm, &c).map_err(VnetError::from_text)?;
+    let name = crate::create(vm, &c)?;
     let sw = vm
         .ext_mut::<Interfaces>()
         .find(&name)
@@ -81,7 +81,7 @@ fn delete(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::TapDelete) -> Result<m::TapDelet
         .get(SwIfIndex(q.sw_if_index))
         .map(|i| i.name.clone())
         .ok_or(VnetError::NoSuchInterface(q.sw_if_index))?;
-    crate::delete(vm, &name).map_err(VnetError::from_text)?;
+    crate::delete(vm, &name)?;
     Ok(m::TapDeleteReply {})
 }
 

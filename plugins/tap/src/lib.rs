@@ -41,6 +41,7 @@ use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{GraphBuilder, NodeKind, NodeRegistration, RxMode, RxModeState, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::{linux_name, random_mac, RxPlacement};
+use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::interface::{fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::rxq::RxQueueInfo;
 use std::fmt::Write as _;
@@ -446,12 +447,12 @@ fn host_setup(c: &CreateArgs, host_if: &str) -> Result<(), String> {
 
 fn cli_create(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let c = parse_create(a)?;
-    let name = create(vm, &c).map_err(CliError::new)?;
+    let name = create(vm, &c)?;
     Ok(format!("{name}\n"))
 }
 
 /// Creates a tap interface; returns its Sluice name (`tap<id>`).
-pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
+pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     let id = match c.id {
         Some(id) => id,
         None => {
@@ -463,23 +464,25 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
     };
     let name = format!("tap{id}");
     if vm.ext_mut::<Interfaces>().find(&name).is_some() {
-        return Err(format!("interface `{name}' already exists"));
+        return Err(VnetError::Exists(format!(
+            "interface `{name}' already exists"
+        )));
     }
     let host_if = c.host_if.clone().unwrap_or_else(|| name.clone());
     let tx_node = vm
         .registry
         .find(TX)
-        .ok_or_else(|| "tap-tx is not registered".to_string())?;
+        .ok_or_else(|| VnetError::System("tap-tx is not registered".into()))?;
     // Device and host side first: nothing in Sluice changes if they fail (closing the fds
     // removes the device).
     let n_fds = c.n_fds();
     let mut fds = Vec::new();
     for q in 0..n_fds {
         let fd = open_queue(&host_if, n_fds > 1)
-            .map_err(|e| format!("tap `{host_if}' queue {q}: {e}"))?;
+            .map_err(|e| VnetError::Invalid(format!("tap `{host_if}' queue {q}: {e}")))?;
         fds.push(Arc::new(fd));
     }
-    host_setup(c, &host_if)?;
+    host_setup(c, &host_if).map_err(VnetError::Invalid)?;
     let n_tx = c.tx_queues.unwrap_or(n_fds) as usize;
     let tx_fds = Arc::new(fds[..n_tx].to_vec());
     let fds = Arc::new(fds);
@@ -494,7 +497,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         let ifs = vm.ext_mut::<Interfaces>();
         let i = ifs
             .get_mut(sw)
-            .ok_or_else(|| "interface vanished".to_string())?;
+            .ok_or_else(|| VnetError::System("interface vanished".into()))?;
         i.mtu = mtu;
         i.counters.clone()
     };
@@ -551,24 +554,24 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
 fn cli_delete(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let name = a.word("interface")?;
     a.finish()?;
-    delete(vm, &name).map_err(CliError::new)?;
+    delete(vm, &name)?;
     Ok(String::new())
 }
 
 /// Deletes tap interface `name` (also while traffic flows): Sluice stops sending to it, every
 /// thread lets go of its queues at a safe point, and the last reference closes the fds, which
 /// removes the Linux device.
-pub fn delete(vm: &mut Vlib, name: &str) -> Result<(), String> {
+pub fn delete(vm: &mut Vlib, name: &str) -> VnetResult {
     let sw = vm
         .ext_mut::<Interfaces>()
         .find(name)
-        .ok_or_else(|| format!("unknown interface `{name}'"))?;
+        .ok_or_else(|| VnetError::NotFound(format!("unknown interface `{name}'")))?;
     let pos = vm
         .ext_mut::<TapMain>()
         .devs
         .iter()
         .position(|d| d.sw_if == sw)
-        .ok_or_else(|| format!("`{name}' is not a tap interface"))?;
+        .ok_or_else(|| VnetError::Invalid(format!("`{name}' is not a tap interface")))?;
     sluice_vnet::loopback::delete_interface(vm, sw);
     fdq::remove_interface::<Tap>(vm, sw);
     if let Some(tx) = vm.registry.find(TX) {

@@ -548,9 +548,8 @@ fn p2p_interface(vm: &mut Vlib, prefix: &str, tx: &str, mtu: u32) -> VnetResult<
     let name = first_free(vm, prefix);
     let n = vm.ext_mut::<sluice_vnet::Interfaces>().list.len() as u32;
     let mac = [0x02, 0xfe, b's', (n >> 16) as u8, (n >> 8) as u8, n as u8];
-    let sw = sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))
-        .map_err(VnetError::Exists)?;
-    sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
+    let sw = sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))?;
+    sluice_vnet::set_p2p(vm, sw, true)?;
     sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
     sluice_vnet::interface::set_admin_state(vm, sw, true)?;
     Ok(sw)

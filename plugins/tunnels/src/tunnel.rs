@@ -905,8 +905,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         (idx >> 8) as u8,
         idx as u8,
     ];
-    let sw = sluice_vnet::create_interface(vm, &name, p.driver, mac, Some(encap))
-        .map_err(VnetError::Exists)?;
+    let sw = sluice_vnet::create_interface(vm, &name, p.driver, mac, Some(encap))?;
     let next = vm
         .add_next_by_name(p.decap[fam], next_name)
         .map_err(|e| VnetError::System(e.to_string()))?;
@@ -920,7 +919,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
     let l3 = a.kind.l3();
     if l3 {
-        sluice_vnet::set_p2p(vm, sw, true).map_err(VnetError::Full)?;
+        sluice_vnet::set_p2p(vm, sw, true)?;
     }
     // The L3 MTU that keeps the outer packet within a 1500-byte underlay (Linux's defaults:
     // vxlan 1450/1430, gre 1476, gretap 1462, ipip 1480); routed packets over it get

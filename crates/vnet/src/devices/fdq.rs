@@ -8,6 +8,7 @@
 //! then puts it into the new thread's set (registering it there), with its read position and
 //! mode: nothing is lost, packets wait in the kernel meanwhile.
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::SwIfIndex;
 use crate::rxq::{RxDriver, RxQueueInfo};
 use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
@@ -42,12 +43,12 @@ impl<Q: FdQueue> Placed<Q> {
     }
 
     /// Registers or unregisters the fd with the running thread's epoll to match the mode.
-    fn sync_irq(&mut self, cx: &mut Cx) -> Result<(), String> {
+    fn sync_irq(&mut self, cx: &mut Cx) -> VnetResult {
         let want = self.mode.wants_fd();
         if want && !self.registered {
             let (sw, q) = self.q.id();
             cx.irq_register(self.q.fd(), (sw << 8) | q as u32)
-                .map_err(|e| format!("epoll: {e}"))?;
+                .map_err(|e| VnetError::System(format!("epoll: {e}")))?;
         } else if !want && self.registered {
             cx.irq_unregister(self.q.fd());
         }
@@ -70,7 +71,7 @@ impl<Q> Default for QueueSet<Q> {
 
 impl<Q: FdQueue> QueueSet<Q> {
     /// Takes a queue in, registering its fd if its mode needs it.
-    pub fn add(&mut self, cx: &mut Cx, mut p: Placed<Q>) -> Result<(), String> {
+    pub fn add(&mut self, cx: &mut Cx, mut p: Placed<Q>) -> VnetResult {
         p.registered = false;
         let r = p.sync_irq(cx);
         self.list.push(p);
@@ -102,7 +103,7 @@ impl<Q: FdQueue> QueueSet<Q> {
         sw_if: u32,
         queue: u16,
         mode: RxMode,
-    ) -> Result<bool, String> {
+    ) -> VnetResult<bool> {
         let Some(p) = self.list.iter_mut().find(|p| p.q.id() == (sw_if, queue)) else {
             return Ok(false);
         };
@@ -153,35 +154,40 @@ pub fn rx_driver<D: FdDriver>() -> RxDriver {
     }
 }
 
-fn input<D: FdDriver>(vm: &Vlib) -> Result<NodeIndex, String> {
-    vm.registry
-        .find(D::INPUT)
-        .ok_or_else(|| format!("{} is not registered", D::INPUT))
+/// A queue or node is not where the control plane expected it.
+fn not_on(msg: String) -> VnetError {
+    VnetError::NotFound(msg)
 }
 
-fn find<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16) -> Result<RxQueueInfo, String> {
+/// A thread did not run the request at its safe point in time.
+fn no_answer(thread: usize) -> VnetError {
+    VnetError::System(format!("thread {thread} did not answer"))
+}
+
+fn input<D: FdDriver>(vm: &Vlib) -> VnetResult<NodeIndex> {
+    vm.registry
+        .find(D::INPUT)
+        .ok_or_else(|| VnetError::System(format!("{} is not registered", D::INPUT)))
+}
+
+fn find<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16) -> VnetResult<RxQueueInfo> {
     D::placements(vm)
         .into_iter()
         .find(|i| i.sw_if == sw && i.queue == queue)
-        .ok_or_else(|| format!("no rx queue {queue} on sw_if_index {}", sw.0))
+        .ok_or_else(|| VnetError::NotFound(format!("no rx queue {queue} on sw_if_index {}", sw.0)))
 }
 
 /// Hands a queue to `thread`'s input node (at its next safe point) and waits for it.
-pub fn put<D: FdDriver>(vm: &mut Vlib, thread: usize, p: Placed<D::Queue>) -> Result<(), String> {
+pub fn put<D: FdDriver>(vm: &mut Vlib, thread: usize, p: Placed<D::Queue>) -> VnetResult {
     let input = input::<D>(vm)?;
     vm.on_thread(thread, move |tg| {
         tg.with_node::<D::Node, _>(input, |n, cx| D::set(n).add(cx, p))
-            .unwrap_or_else(|| Err(format!("{} does not run on that thread", D::INPUT)))
+            .unwrap_or_else(|| Err(not_on(format!("{} does not run on that thread", D::INPUT))))
     })
-    .unwrap_or_else(|| Err(format!("thread {thread} did not answer")))
+    .unwrap_or_else(|| Err(no_answer(thread)))
 }
 
-fn set_mode<D: FdDriver>(
-    vm: &mut Vlib,
-    sw: SwIfIndex,
-    queue: u16,
-    mode: RxMode,
-) -> Result<(), String> {
+fn set_mode<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16, mode: RxMode) -> VnetResult {
     let input = input::<D>(vm)?;
     let mut info = find::<D>(vm, sw, queue)?;
     let t = info.thread;
@@ -194,13 +200,13 @@ fn set_mode<D: FdDriver>(
             D::record(vm, info);
             Ok(())
         }
-        Some(Ok(false)) => Err(format!("rx queue {queue} is not on thread {t}")),
+        Some(Ok(false)) => Err(not_on(format!("rx queue {queue} is not on thread {t}"))),
         Some(Err(e)) => Err(e),
-        None => Err(format!("thread {t} did not answer")),
+        None => Err(no_answer(t)),
     }
 }
 
-fn place<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16, to: usize) -> Result<(), String> {
+fn place<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16, to: usize) -> VnetResult {
     let input = input::<D>(vm)?;
     let mut info = find::<D>(vm, sw, queue)?;
     let from = info.thread;
@@ -213,7 +219,7 @@ fn place<D: FdDriver>(vm: &mut Vlib, sw: SwIfIndex, queue: u16, to: usize) -> Re
                 .flatten()
         })
         .flatten()
-        .ok_or_else(|| format!("rx queue {queue} is not on thread {from}"))?;
+        .ok_or_else(|| not_on(format!("rx queue {queue} is not on thread {from}")))?;
     put::<D>(vm, to, p)?;
     info.thread = to;
     D::record(vm, info);

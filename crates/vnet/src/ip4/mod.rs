@@ -11,14 +11,14 @@ pub mod nodes;
 
 use crate::error::{VnetError, VnetResult};
 use crate::interface::{Interfaces, SwIfIndex};
-use crate::ip_family::IpControl as _;
+use crate::ip_family::IpControl;
 use crate::routes::{no_table, FibSlots, RoutePaths, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::adj::{AdjKind, AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -117,7 +117,8 @@ impl Ip4Shared {
 
 pub use crate::routes::{Route, Source, LB_FLAG};
 
-/// The control plane (main thread; shared with the neighbour process node).
+/// The control plane (main thread; shared with the neighbour process node). Its neighbour
+/// and adjacency control is [`IpControl`]'s, shared with IPv6.
 pub struct Ip4Control {
     vrfs: Vrfs<Ip4Lpm>,
     adjs: Adjacencies,
@@ -126,51 +127,17 @@ pub struct Ip4Control {
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
     neighbors: crate::neighbor::Entries<u32>,
+    nbr_adjs: HashMap<(u32, u32), u32>,
     aging: crate::neighbor::Aging<(u32, u32)>,
     events: Arc<crate::events::EventLog>,
 }
 
 /// Handle to the control plane (a `Vlib` extension).
-#[derive(Default)]
-pub struct Ip4Main {
-    ctl: Option<Arc<Mutex<Ip4Control>>>,
-}
+pub type Ip4Main = crate::ip_family::IpMain<Ip4Control>;
 
 pub(crate) use crate::ip_family::lock;
 
 impl Ip4Control {
-    fn if_mac(&self, i: u32) -> [u8; 6] {
-        self.shared.if_attr(i).mac_bytes()
-    }
-
-    fn if_mtu(&self, i: u32) -> u16 {
-        self.shared
-            .if_attr(i)
-            .mtu
-            .load(Ordering::Relaxed)
-            .min(65535) as u16
-    }
-
-    /// The FIB index of an interface's table.
-    fn if_fib(&self, i: u32) -> u32 {
-        self.shared.if_attr(i).fib4.load(Ordering::Relaxed)
-    }
-
-    /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
-    /// Incomplete otherwise.
-    fn nbr_adj(&mut self, i: u32, nh: u32) -> VnetResult<u32> {
-        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
-            return self.p2p_adj(i);
-        }
-        let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
-        let src = self.if_mac(i);
-        let mtu = self.if_mtu(i);
-        let make = || neighbor_adj(i, nh, mac, src, mtu);
-        self.adjs
-            .find_or_add((AdjKind::Rewrite, i, nh), make)
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
-    }
-
     /// The adjacency sending to IPv4 group `g` on interface `i`: a Rewrite to the group's
     /// MAC (RFC 1112 §6.4: 01:00:5e and the group's low 23 bits).
     fn mcast_adj(&mut self, i: u32, g: u32) -> VnetResult<u32> {
@@ -185,183 +152,76 @@ impl Ip4Control {
             (g >> 8) as u8,
             g as u8,
         ];
-        let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
-        self.adjs
-            .find_or_add((AdjKind::Rewrite, i, g), || {
-                neighbor_adj(i, g, Some(m), src, mtu)
-            })
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
-    }
-
-    /// The glean adjacency of interface `i` (ARP for the destination), sourced from its
-    /// first address.
-    fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
-        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
-            return self.p2p_adj(i);
-        }
-        let src = self.if_mac(i);
-        let mtu = self.if_mtu(i);
-        let addr = self
-            .addrs
-            .iter()
-            .find(|x| x.0 == i)
-            .map(|x| x.1)
-            .unwrap_or(0);
-        self.adjs
-            .find_or_add((AdjKind::Glean, i, 0), || Adj {
-                kind: AdjKind::Glean,
-                tx_if: i,
-                mtu,
-                rewrite: {
-                    let mut r = [0u8; 14];
-                    r[6..12].copy_from_slice(&src);
-                    r
-                },
-                nh: addr,
-            })
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
-    }
-
-    /// Records a neighbour and updates its adjacency and host route.
-    pub fn add_neighbor(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> VnetResult {
-        if let Some(n) = self.neighbors.get(&(i, ip)) {
-            if n.1 && !is_static {
-                return Ok(()); // learned entries never override static ones
-            }
-        }
-        self.neighbors.insert((i, ip), (mac, is_static));
-        self.events.push(crate::events::VnetEvent::Neighbor {
-            sw_if: i,
-            ip: Ipv4Addr::from(ip).into(),
-            mac,
-            is_static,
-            added: true,
-        });
-        let a = self.nbr_adj(i, ip)?;
-        let adj = neighbor_adj(i, ip, Some(mac), self.if_mac(i), self.if_mtu(i));
-        self.adjs.update(a, adj);
-        let fib = self.if_fib(i);
-        Ok(self
-            .vrfs
-            .set_route(fib, ip, 32, Source::Adjacency, Some(a))?)
-    }
-
-    /// Applies neighbours learned by the data plane.
-    pub fn apply_learned(&mut self) -> usize {
-        let learned = {
-            let mut l = match self.shared.learned.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            std::mem::take(&mut *l)
-        };
-        let n = learned.len();
-        let now = std::time::Instant::now();
-        for l in learned {
-            // Only neighbours on a connected subnet of that interface.
-            if self.connected_if(self.if_fib(l.sw_if), l.ip) == Some(l.sw_if) {
-                crate::neighbor::apply(self, l, now);
-            }
-        }
-        n
-    }
-
-    /// Removes a neighbour: its adjacency becomes incomplete, its host route goes.
-    pub fn del_neighbor(&mut self, i: u32, ip: u32) -> bool {
-        let Some((_, is_static)) = self.neighbors.remove(&(i, ip)) else {
-            return false;
-        };
-        self.events.push(crate::events::VnetEvent::Neighbor {
-            sw_if: i,
-            ip: Ipv4Addr::from(ip).into(),
-            mac: [0; 6],
-            is_static,
-            added: false,
-        });
-        self.aging.forget(&(i, ip));
-        if let Ok(a) = self.nbr_adj(i, ip) {
-            let adj = neighbor_adj(i, ip, None, self.if_mac(i), self.if_mtu(i));
-            self.adjs.update(a, adj);
-        }
-        let fib = self.if_fib(i);
-        let _ = self.vrfs.set_route(fib, ip, 32, Source::Adjacency, None);
-        true
-    }
-
-    /// Neighbour aging: removes dynamic entries still stale after their probe and returns
-    /// the probes to send now: (interface, unicast ARP request to the neighbour from our
-    /// address on its subnet).
-    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 14 + sluice_wire::arp::LEN])> {
-        let probes = crate::neighbor::age(self, std::time::Instant::now());
-        probes
-            .into_iter()
-            .filter_map(|(i, ip, mac)| {
-                let src = self
-                    .addrs
-                    .iter()
-                    .find(|&&(j, a, l)| j == i && mask(a, l) == mask(ip, l))?;
-                let me = sluice_wire::Mac(self.if_mac(i));
-                Some((
-                    i,
-                    crate::arp::arp_request(sluice_wire::Mac(mac), me, src.1, ip),
-                ))
-            })
-            .collect()
+        let adj = self.neighbor_rewrite(i, g, Some(m));
+        self.adj(AdjKind::Rewrite, i, g, || adj)
     }
 }
 
-impl crate::neighbor::Table<u32> for Ip4Control {
-    fn split(
-        &mut self,
-    ) -> (
-        &crate::neighbor::Entries<u32>,
-        &mut crate::neighbor::Aging<(u32, u32)>,
-    ) {
-        (&self.neighbors, &mut self.aging)
+impl IpControl for Ip4Control {
+    /// Removes the subnet's drop routes and republishes the interface's first address.
+    fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) {
+        let _ = subnet_drops(self, fib, addr, len, false);
+        let first = self.addrs.iter().find(|&&(j, _, _)| j == i);
+        let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
+        self.shared.if_addr(i).set(a, l);
     }
-    fn add(&mut self, i: u32, ip: u32, mac: [u8; 6], is_static: bool) -> VnetResult {
-        self.add_neighbor(i, ip, mac, is_static)
+    /// Clears the interface's published address and its attributes.
+    fn interface_gone(&mut self, i: u32) {
+        self.shared.if_addr(i).set(0, 32);
+        if let Some(x) = self.shared.ifs.get(i as usize) {
+            x.mac.store(0, Ordering::Relaxed);
+            x.l2_xc.store(0, Ordering::Relaxed);
+            x.l2_bd.store(0, Ordering::Relaxed);
+            x.fib4.store(0, Ordering::Relaxed);
+            x.rx_redirect.store(0, Ordering::Relaxed);
+        }
     }
-    fn remove(&mut self, i: u32, ip: u32) -> bool {
-        self.del_neighbor(i, ip)
-    }
-}
-
-impl crate::ip_family::IpControl for Ip4Control {
     type L = Ip4Lpm;
     type Ip = Ipv4Addr;
     type Shared = Ip4Shared;
     type Probe = [u8; 14 + sluice_wire::arp::LEN];
     const NAME: &'static str = "IPv4";
+    const SHORT: &'static str = "ip4";
     const ETHERTYPE: u16 = 0x0800;
-    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
-        control(vm)
-    }
     crate::ip_family::ip_control_fields!(Ip4Lpm, u32);
-}
-
-fn neighbor_adj(i: u32, nh: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
-    let mut rw = [0u8; 14];
-    rw[6..12].copy_from_slice(&src);
-    rw[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    match mac {
-        Some(m) => {
-            rw[..6].copy_from_slice(&m);
-            Adj {
-                kind: AdjKind::Rewrite,
-                tx_if: i,
-                mtu,
-                rewrite: rw,
-                nh,
-            }
-        }
-        None => Adj {
-            kind: AdjKind::Incomplete,
-            tx_if: i,
-            mtu,
-            rewrite: rw,
-            nh,
-        },
+    fn fib_specials(&self, fib: u32) -> Vec<((u32, u8), String)> {
+        special_entries(self, fib)
+    }
+    fn ping_state(s: &Ip4Shared) -> &crate::ping::PingState<Ipv4Addr> {
+        &s.ping
+    }
+    fn fib_field(a: &IfAttr) -> &AtomicU32 {
+        &a.fib4
+    }
+    fn nbr_adj_key(&mut self, nh: u32) -> u32 {
+        nh
+    }
+    fn adj_nh(nh: u32) -> u32 {
+        nh
+    }
+    /// Every adjacency's: IPv4 ones name their next hop.
+    fn adj_next_hops(&self) -> HashMap<u32, Ipv4Addr> {
+        self.adjs
+            .iter()
+            .filter_map(|(k, a)| Some((self.adjs.find(k)?, Ipv4Addr::from(a.nh))))
+            .collect()
+    }
+    fn glean_nh(&self, i: u32) -> u32 {
+        self.addrs.iter().find(|x| x.0 == i).map_or(0, |x| x.1)
+    }
+    /// A unicast ARP request to the neighbour from our address on its subnet.
+    fn probe(&self, i: u32, ip: u32, mac: [u8; 6]) -> Option<Self::Probe> {
+        let src = self
+            .addrs
+            .iter()
+            .find(|&&(j, a, l)| j == i && mask(a, l) == mask(ip, l))?;
+        let me = sluice_wire::Mac(self.if_mac(i));
+        Some(crate::arp::arp_request(
+            sluice_wire::Mac(mac),
+            me,
+            src.1,
+            ip,
+        ))
     }
 }
 
@@ -406,7 +266,7 @@ pub fn register(
 
 /// Completes the control plane once the runtime exists.
 pub fn init(vm: &mut Vlib) {
-    let build = |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip4Shared>)| {
+    let build = |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip4Shared>), events| {
         let fibs = shared.fibs.clone();
         Ip4Control {
             vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), fibs),
@@ -415,28 +275,18 @@ pub fn init(vm: &mut Vlib) {
             shared,
             addrs: Vec::new(),
             neighbors: HashMap::default(),
+            nbr_adjs: HashMap::new(),
             aging: Default::default(),
-            events: Default::default(),
+            events,
         }
     };
-    let Some(ctl) = crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build) else {
-        return;
-    };
-    let log = crate::events::log(vm);
-    {
-        let mut c = lock(&ctl);
-        c.vrfs.set_events(log.clone());
-        c.events = log;
+    if crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build).is_some() {
+        sync_all_interfaces(vm);
     }
-    vm.ext_mut::<Ip4Main>().ctl = Some(ctl);
-    sync_all_interfaces(vm);
 }
 
 fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip4Control>>> {
-    vm.ext_mut::<Ip4Main>()
-        .ctl
-        .clone()
-        .ok_or_else(|| VnetError::System("ip4 not initialised".into()))
+    Ip4Control::control(vm)
 }
 
 /// Copies interface MAC/MTU into the interface table and the adjacencies (see
@@ -455,7 +305,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "ip table",
         "ip table [add|del] <table-id> — create or delete an IPv4 table (VRF)",
-        cli_table,
+        crate::ip_family::cli_table::<Ip4Control>,
     );
     t.add(
         "set interface ip table",
@@ -578,21 +428,11 @@ pub fn address_add_del(
         .iter()
         .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
     if !is_add {
-        if !exists {
+        if !ctl.del_address(i.0, addr, len) {
             return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));
         }
-        ctl.addrs
-            .retain(|&(j, x, l)| !(j == i.0 && x == addr && l == len));
-        ctl.own_keys.remove(addr);
-        ctl.vrfs
-            .set_route(fib, addr, len, Source::Connected, None)?;
-        ctl.vrfs.set_route(fib, addr, 32, Source::Local, None)?;
-        subnet_drops(&mut ctl, fib, addr, len, false)?;
-        let first = ctl.addrs.iter().find(|&&(j, _, _)| j == i.0);
-        let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
-        ctl.shared.if_addr(i.0).set(a, l);
         return Ok(());
     }
     if exists {
@@ -615,31 +455,8 @@ pub fn address_add_del(
     if ctl.shared.if_addr(i.0).first() == 0 {
         ctl.shared.if_addr(i.0).set(addr, len);
     }
-    let (src, mtu) = (ctl.if_mac(i.0), ctl.if_mtu(i.0));
-    let glean = ctl
-        .adjs
-        .find_or_add((AdjKind::Glean, i.0, 0), || Adj {
-            kind: AdjKind::Glean,
-            tx_if: i.0,
-            mtu,
-            rewrite: {
-                let mut r = [0u8; 14];
-                r[6..12].copy_from_slice(&src);
-                r
-            },
-            nh: addr,
-        })
-        .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
-    let local = ctl
-        .adjs
-        .find_or_add((AdjKind::Local, i.0, 0), || Adj {
-            kind: AdjKind::Local,
-            tx_if: i.0,
-            mtu,
-            rewrite: [0; 14],
-            nh: 0,
-        })
-        .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
+    let glean = ctl.glean_adj_of(i.0)?;
+    let local = ctl.local_adj(i.0)?;
     if len < 32 {
         ctl.vrfs
             .set_route(fib, addr, len, Source::Connected, Some(glean))?;
@@ -758,22 +575,6 @@ fn cli_neighbor(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(String::new())
 }
 
-fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32) -> String {
-    let ifn = names
-        .get(&a.tx_if)
-        .cloned()
-        .unwrap_or_else(|| format!("if{}", a.tx_if));
-    crate::routes::fmt_adj("ipv4", a, i, &Ipv4Addr::from(a.nh).to_string(), &ifn)
-}
-
-fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
-    vm.ext_mut::<Interfaces>()
-        .list
-        .iter()
-        .map(|i| (i.sw_if_index.0, i.name.clone()))
-        .collect()
-}
-
 /// VPP's header line of a table in `show ip[6] fib`.
 pub(crate) const FIB_HEADER_TAIL: &str =
     "flow hash:[src dst sport dport proto flowlabel ] epoch:0 flags:none locks:[default-route:1, ]";
@@ -810,60 +611,7 @@ pub(crate) const FIB_CHUNK: usize = 4096;
 
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
-    crate::routes::stream_show(vm, sa, show_fib_part)
-}
-
-/// One piece of `show ip fib`: at most `budget` routes from `cur`.
-fn show_fib_part(
-    vm: &mut Vlib,
-    sa: &crate::routes::ShowArgs<u32>,
-    cur: &mut crate::routes::FibCursor<u32>,
-    budget: usize,
-) -> Result<String, CliError> {
-    let names = if_names(vm);
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    let prefix = |p: u32, l: u8| format!("{}/{l}", Ipv4Addr::from(p));
-    let dpo = |ai: u32, p: u32, l: u8| {
-        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-        let ifn = names
-            .get(&a.tx_if)
-            .cloned()
-            .unwrap_or_else(|| format!("if{}", a.tx_if));
-        crate::routes::fmt_dpo(
-            "ipv4",
-            &a,
-            &Ipv4Addr::from(a.nh).to_string(),
-            &ifn,
-            &Ipv4Addr::from(p).to_string(),
-            &prefix(p, l),
-        )
-    };
-    ctl.vrfs.show_tables(
-        sa.table,
-        cur,
-        budget,
-        |out, id, fib, _| {
-            let _ = writeln!(out, "ipv4-VRF:{id}, fib_index:{fib}, {FIB_HEADER_TAIL}");
-        },
-        |out, fib, rt, after, budget| {
-            if sa.summary {
-                rt.summary(out);
-                return None;
-            }
-            let f = crate::routes::ShowFib {
-                proto: "ip4",
-                filter: sa.filter,
-                detail: sa.detail || sa.filter.is_some(),
-                specials: special_entries(&ctl, fib),
-                after,
-                budget,
-                prefix: &prefix,
-                dpo: &dpo,
-            };
-            rt.show(out, &f)
-        },
-    )
+    crate::routes::stream_show(vm, sa, crate::ip_family::show_fib_part::<Ip4Control>)
 }
 
 fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
@@ -876,7 +624,7 @@ fn cli_show_addr(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         .filter(|i| !i.deleted)
         .map(|i| (i.sw_if_index.0, i.admin_up))
         .collect();
-    let mut names = if_names(vm);
+    let mut names = crate::interface::names(vm);
     names.retain(|i, _| up.contains_key(i));
     let v6: HashMap<u32, Vec<(u128, u8)>> = names
         .keys()
@@ -960,41 +708,15 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let dst = parse_ip(&w)?;
     let o = crate::ping::PingArgs::parse(vm, a)?;
-    let c = control(vm)?;
-    let (shared, src, fib) = {
-        let ctl = lock(&c);
-        let fib = match o.table {
-            Some(t) => ctl.vrfs.fib_of(t).ok_or_else(|| no_table(t))?,
-            None => o.src_if.map(|i| ctl.if_fib(i)).unwrap_or(0),
-        };
-        // The source interface's address, or that of the interface the route to the
-        // destination uses (an ECMP route: the path its first bucket uses).
-        let out_if = o.src_if.or_else(|| {
-            ctl.vrfs
-                .lookup_adj(fib, dst)
-                .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
-        });
-        let src = out_if.map(|i| ctl.shared.if_addr(i).first()).unwrap_or(0);
-        (ctl.shared.clone(), src, fib)
-    };
-    if src == 0 {
-        return Err(CliError::new(format!(
-            "no source address to ping {} from (no route, or the interface has no address)",
-            Ipv4Addr::from(dst)
-        )));
-    }
-    let lookup = vm
-        .registry
-        .find(nodes::IP4_LOOKUP)
-        .ok_or_else(|| CliError::new("ip4-lookup missing"))?;
     let size = o.size;
-    Ok(crate::ping::run(
+    let src_of = |c: &Ip4Control, i| c.shared.if_addr(i).first();
+    crate::ip_family::ping::<Ip4Control>(
         vm,
-        lookup,
-        &shared.ping,
         &o,
-        fib,
-        |id, seq| {
+        dst,
+        (nodes::IP4_LOOKUP, "address"),
+        src_of,
+        |src, id, seq| {
             let mut icmp = vec![8u8, 0, 0, 0];
             icmp.extend_from_slice(&id.to_be_bytes());
             icmp.extend_from_slice(&seq.to_be_bytes());
@@ -1015,104 +737,22 @@ fn cli_ping(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             pkt.extend_from_slice(&icmp);
             pkt
         },
-    ))
+    )
 }
 
-/// Forgets a deleted interface: its addresses, connected/local routes, neighbours, static
-/// routes through it and its data-plane attributes.
+/// Forgets a deleted interface (see [`crate::ip_family::interface_deleted`]).
 pub fn interface_deleted(vm: &mut Vlib, i: u32) {
-    let Ok(c) = control(vm) else { return };
-    let mut ctl = lock(&c);
-    let fib = ctl.if_fib(i);
-    let addrs: Vec<(u32, u8)> = ctl
-        .addrs
-        .iter()
-        .filter(|x| x.0 == i)
-        .map(|x| (x.1, x.2))
-        .collect();
-    ctl.addrs.retain(|x| x.0 != i);
-    for (a, l) in addrs {
-        ctl.own_keys.remove(a);
-        let _ = ctl.vrfs.set_route(fib, a, l, Source::Connected, None);
-        let _ = ctl.vrfs.set_route(fib, a, 32, Source::Local, None);
-        let _ = subnet_drops(&mut ctl, fib, a, l, false);
-    }
-    let nbrs: Vec<u32> = ctl
-        .neighbors
-        .keys()
-        .filter(|k| k.0 == i)
-        .map(|k| k.1)
-        .collect();
-    for ip in nbrs {
-        ctl.neighbors.remove(&(i, ip));
-        let _ = ctl.vrfs.set_route(fib, ip, 32, Source::Adjacency, None);
-    }
-    // Static paths through the interface.
-    let on_if: Vec<u32> = ctl
-        .adjs
-        .iter()
-        .filter(|(k, _)| k.1 == i)
-        .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
-        .collect();
-    ctl.vrfs.drop_static_paths(&on_if);
-    for a in on_if {
-        ctl.adjs.update(a, Adj::DROP);
-    }
-    ctl.shared.if_addr(i).set(0, 32);
-    if let Some(x) = ctl.shared.ifs.get(i as usize) {
-        x.mac.store(0, Ordering::Relaxed);
-        x.l2_xc.store(0, Ordering::Relaxed);
-        x.l2_bd.store(0, Ordering::Relaxed);
-        x.fib4.store(0, Ordering::Relaxed);
-        x.rx_redirect.store(0, Ordering::Relaxed);
-    }
+    crate::ip_family::interface_deleted::<Ip4Control>(vm, i)
 }
 
-/// FIB index → the first interface (by index) routed in that table, for every table other
-/// than 0 that has one; `field` picks the family (`fib4`/`fib6`).
-pub(crate) fn tables_in_use(
-    vm: &mut Vlib,
-    field: impl Fn(&IfAttr) -> &AtomicU32,
-) -> BTreeMap<u32, String> {
-    let names = if_names(vm);
-    let Ok(c) = control(vm) else {
-        return BTreeMap::new();
-    };
-    let ctl = lock(&c);
-    let mut ids: Vec<&u32> = names.keys().collect();
-    ids.sort();
-    let mut out = BTreeMap::new();
-    for &i in ids {
-        let fib = field(ctl.shared.if_attr(i)).load(Ordering::Relaxed);
-        if fib != 0 {
-            out.entry(fib).or_insert_with(|| names[&i].clone());
-        }
-    }
-    out
-}
-
-/// `ip table [add|del] <id>`.
-fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (is_add, id) = crate::routes::parse_table(a)?;
-    table_add_del(vm, id, is_add)?;
-    Ok(String::new())
-}
-
-/// Creates (no-op if it exists) or deletes IPv4 table `id`; a table an interface is routed
-/// in cannot be deleted, nor can table 0.
+/// Creates (no-op if it exists) or deletes IPv4 table `id` (see
+/// [`crate::ip_family::table_add_del`]).
 pub fn table_add_del(vm: &mut Vlib, id: u32, is_add: bool) -> VnetResult {
-    let bound = tables_in_use(vm, |x| &x.fib4);
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    crate::routes::table_add_del(&mut ctl.vrfs, &bound, id, is_add)
+    crate::ip_family::table_add_del::<Ip4Control>(vm, id, is_add)
 }
 
 fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let i = crate::cli::interface_arg(vm, a)?;
-    let id = a.u32("table id")?;
-    a.finish()?;
-    set_interface_table(vm, i, id)?;
-    Ok(String::new())
+    crate::ip_family::cli_if_table(vm, a, set_interface_table)
 }
 
 /// `set interface ip table <interface> <id>`: the interface's IPv4 routes and neighbours
@@ -1154,17 +794,7 @@ pub fn for_each_route(
     id: u32,
     f: impl FnMut(&crate::routes::RouteInfo),
 ) -> VnetResult {
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    ctl.vrfs.for_each_route(
-        id,
-        |a| {
-            ctl.adjs
-                .get(a)
-                .map(|x| (std::net::IpAddr::from(Ipv4Addr::from(x.nh)), x.tx_if))
-        },
-        f,
-    )
+    crate::ip_family::for_each_route::<Ip4Control>(vm, id, f)
 }
 
 /// The adjacency of neighbour `nh` on interface `i` (see
@@ -1196,18 +826,7 @@ pub fn addresses(vm: &mut Vlib, i: u32) -> Vec<(u32, u8)> {
 
 /// Every IPv4 adjacency as `show adj` prints it, by index.
 pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
-    let names = if_names(vm);
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let mut v: Vec<(u32, String)> = ctl
-        .adjs
-        .iter()
-        .filter_map(|(k, a)| ctl.adjs.find(k).map(|i| (i, fmt_adj(&names, a, i))))
-        .collect();
-    v.sort();
-    v
+    crate::ip_family::adj_lines::<Ip4Control>(vm)
 }
 
 /// `show adj`: the IPv4 then the IPv6 adjacencies.

@@ -13,20 +13,20 @@
 pub mod nodes;
 
 use crate::error::{VnetError, VnetResult};
-use crate::interface::{Interfaces, SwIfIndex};
+use crate::interface::SwIfIndex;
 use crate::ip4::Ip4Shared;
-use crate::ip_family::IpControl as _;
+use crate::ip_family::IpControl;
 use crate::routes::no_table;
 use crate::routes::{FibSlots, RoutePaths, Source, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_fib::adj::{Adj, AdjKind, AdjTable, Adjacencies};
+use sluice_fib::adj::{AdjTable, Adjacencies};
 use sluice_fib::ip6::{mask, Ip6Lpm, Ip6Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Addresses of one interface as the slow-path nodes need them.
@@ -133,156 +133,11 @@ pub struct Ip6Control {
 }
 
 /// Handle to the control plane (a `Vlib` extension).
-#[derive(Default)]
-pub struct Ip6Main {
-    ctl: Option<Arc<Mutex<Ip6Control>>>,
-}
+pub type Ip6Main = crate::ip_family::IpMain<Ip6Control>;
 
 pub(crate) use crate::ip_family::lock;
 
 impl Ip6Control {
-    fn if_mac(&self, i: u32) -> [u8; 6] {
-        self.shared.if_attr(i).mac_bytes()
-    }
-
-    fn if_mtu(&self, i: u32) -> u16 {
-        self.shared
-            .if_attr(i)
-            .mtu
-            .load(Ordering::Relaxed)
-            .min(65535) as u16
-    }
-
-    /// The neighbour adjacency for (interface, next hop): Rewrite when the MAC is known,
-    /// Incomplete otherwise.
-    fn nbr_adj(&mut self, i: u32, nh: u128) -> VnetResult<u32> {
-        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
-            return self.p2p_adj(i);
-        }
-        if let Some(&a) = self.nbr_adjs.get(&(i, nh)) {
-            return Ok(a);
-        }
-        let mac = self.neighbors.get(&(i, nh)).map(|n| n.0);
-        let adj = neighbor_adj(i, mac, self.if_mac(i), self.if_mtu(i));
-        self.serial += 1;
-        let a = self
-            .adjs
-            .find_or_add((AdjKind::Rewrite, i, self.serial), || adj)
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
-        self.nbr_adjs.insert((i, nh), a);
-        self.set_incomplete(a, mac.is_none().then_some(nh));
-        Ok(a)
-    }
-
-    fn set_incomplete(&self, a: u32, nh: Option<u128>) {
-        let mut m = match self.shared.incomplete.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        match nh {
-            Some(nh) => m.insert(a, nh),
-            None => m.remove(&a),
-        };
-    }
-
-    /// The FIB index of an interface's IPv6 table.
-    fn if_fib(&self, i: u32) -> u32 {
-        self.shared.if_attr(i).fib6.load(Ordering::Relaxed)
-    }
-
-    /// Records a neighbour and updates its adjacency and host route.
-    pub fn add_neighbor(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> VnetResult {
-        if let Some(n) = self.neighbors.get(&(i, ip)) {
-            if n.1 && !is_static {
-                return Ok(()); // learned entries never override static ones
-            }
-            if n.0 == mac && n.1 == is_static {
-                return Ok(());
-            }
-        }
-        self.neighbors.insert((i, ip), (mac, is_static));
-        self.events.push(crate::events::VnetEvent::Neighbor {
-            sw_if: i,
-            ip: Ipv6Addr::from(ip).into(),
-            mac,
-            is_static,
-            added: true,
-        });
-        let a = self.nbr_adj(i, ip)?;
-        let adj = neighbor_adj(i, Some(mac), self.if_mac(i), self.if_mtu(i));
-        self.adjs.update(a, adj);
-        self.set_incomplete(a, None);
-        // Link-local neighbours have no host route: their scope is the link, and the same
-        // address may exist on several links.
-        if is_link_local(ip) {
-            return Ok(());
-        }
-        let fib = self.if_fib(i);
-        Ok(self
-            .vrfs
-            .set_route(fib, ip, 128, Source::Adjacency, Some(a))?)
-    }
-
-    fn del_neighbor(&mut self, i: u32, ip: u128) -> bool {
-        let Some((_, is_static)) = self.neighbors.remove(&(i, ip)) else {
-            return false;
-        };
-        self.events.push(crate::events::VnetEvent::Neighbor {
-            sw_if: i,
-            ip: Ipv6Addr::from(ip).into(),
-            mac: [0; 6],
-            is_static,
-            added: false,
-        });
-        if let Some(&a) = self.nbr_adjs.get(&(i, ip)) {
-            let adj = neighbor_adj(i, None, self.if_mac(i), self.if_mtu(i));
-            self.adjs.update(a, adj);
-            self.set_incomplete(a, Some(ip));
-        }
-        if !is_link_local(ip) {
-            let fib = self.if_fib(i);
-            let _ = self.vrfs.set_route(fib, ip, 128, Source::Adjacency, None);
-        }
-        true
-    }
-
-    /// Applies neighbours learned by the data plane.
-    pub fn apply_learned(&mut self) -> usize {
-        let learned = std::mem::take(&mut *lock(&self.shared.learned));
-        let n = learned.len();
-        let now = std::time::Instant::now();
-        for l in learned {
-            let (i, ip) = (l.sw_if, l.ip);
-            // Neighbours on a connected subnet of that interface, or link-local ones of an
-            // interface with IPv6 enabled.
-            let ok = if is_link_local(ip) {
-                self.shared.if_addrs(i).ll != 0
-            } else {
-                self.connected_if(self.if_fib(i), ip) == Some(i)
-            };
-            if ok {
-                crate::neighbor::apply(self, l, now);
-            }
-        }
-        n
-    }
-
-    /// Neighbour aging: removes dynamic entries still stale after their probe and returns
-    /// the probes to send now: (interface, unicast NS to the neighbour from our link-local
-    /// or, without one, global address).
-    pub fn age_neighbors(&mut self) -> Vec<(u32, [u8; 86])> {
-        let probes = crate::neighbor::age(self, std::time::Instant::now());
-        probes
-            .into_iter()
-            .filter_map(|(i, ip, mac)| {
-                let a = self.shared.if_addrs(i);
-                let src = if a.ll != 0 { a.ll } else { a.global };
-                let ns = nodes::neighbor_solicit(self.if_mac(i), src, mac, ip, ip);
-                (src != 0).then_some((i, ns))
-            })
-            .collect()
-    }
-
     fn publish_addrs(&self, i: u32) {
         let ll = self
             .addrs
@@ -304,27 +159,6 @@ impl Ip6Control {
             v.resize(i as usize + 1, If6Addrs::default());
         }
         v[i as usize] = If6Addrs { ll, global };
-    }
-
-    /// The glean adjacency of interface `i` (neighbour solicitation for the destination).
-    fn glean_adj(&mut self, i: u32) -> VnetResult<u32> {
-        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
-            return self.p2p_adj(i);
-        }
-        let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
-        self.adjs
-            .find_or_add((AdjKind::Glean, i, 0), || Adj {
-                kind: AdjKind::Glean,
-                tx_if: i,
-                mtu,
-                rewrite: {
-                    let mut r = [0u8; 14];
-                    r[6..12].copy_from_slice(&src);
-                    r
-                },
-                nh: 0,
-            })
-            .ok_or_else(|| VnetError::Full("adjacency table full".into()))
     }
 
     /// Adds an address (and, with the first one, the interface's link-local address).
@@ -357,21 +191,7 @@ impl Ip6Control {
         self.own_keys.add(addr);
         let local = self.local_adj(i)?;
         if len < 128 && !is_link_local(addr) {
-            let (src, mtu) = (self.if_mac(i), self.if_mtu(i));
-            let glean = self
-                .adjs
-                .find_or_add((AdjKind::Glean, i, 0), || Adj {
-                    kind: AdjKind::Glean,
-                    tx_if: i,
-                    mtu,
-                    rewrite: {
-                        let mut r = [0u8; 14];
-                        r[6..12].copy_from_slice(&src);
-                        r
-                    },
-                    nh: 0,
-                })
-                .ok_or_else(|| VnetError::Full("adjacency table full".into()))?;
+            let glean = self.glean_adj_of(i)?;
             self.vrfs
                 .set_route(fib, addr, len, Source::Connected, Some(glean))?;
         }
@@ -388,50 +208,6 @@ impl Ip6Control {
         }
         let ll = link_local(self.if_mac(i));
         self.add_address(i, ll, 128)
-    }
-
-    fn del_address(&mut self, i: u32, addr: u128, len: u8) -> bool {
-        let before = self.addrs.len();
-        self.addrs
-            .retain(|&(j, x, l)| !(j == i && x == addr && l == len));
-        if self.addrs.len() == before {
-            return false;
-        }
-        self.own_keys.remove(addr);
-        let fib = self.if_fib(i);
-        if len < 128 && !is_link_local(addr) {
-            let _ = self.vrfs.set_route(fib, addr, len, Source::Connected, None);
-        }
-        let _ = self.vrfs.set_route(fib, addr, 128, Source::Local, None);
-        self.publish_addrs(i);
-        true
-    }
-}
-
-/// The adjacency of a neighbour on interface `i` (its next hop is kept in `nbr_adjs` and,
-/// while unresolved, in `Ip6Shared::incomplete`).
-fn neighbor_adj(i: u32, mac: Option<[u8; 6]>, src: [u8; 6], mtu: u16) -> Adj {
-    let mut rw = [0u8; 14];
-    rw[6..12].copy_from_slice(&src);
-    rw[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    match mac {
-        Some(m) => {
-            rw[..6].copy_from_slice(&m);
-            Adj {
-                kind: AdjKind::Rewrite,
-                tx_if: i,
-                mtu,
-                rewrite: rw,
-                nh: 0,
-            }
-        }
-        None => Adj {
-            kind: AdjKind::Incomplete,
-            tx_if: i,
-            mtu,
-            rewrite: rw,
-            nh: 0,
-        },
     }
 }
 
@@ -469,27 +245,20 @@ pub fn register(
 
 /// Completes the control plane once the runtime exists.
 pub fn init(vm: &mut Vlib) {
-    let build = |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip6Shared>)| Ip6Control {
-        vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), shared.fibs.clone()),
-        adjs,
-        own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
-        shared,
-        addrs: Vec::new(),
-        neighbors: HashMap::default(),
-        nbr_adjs: HashMap::new(),
-        serial: 0,
-        aging: Default::default(),
-        events: crate::events::log(vm),
-    };
-    let Some(ctl) = crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build) else {
-        return;
-    };
-    {
-        let mut c = lock(&*ctl);
-        let log = c.events.clone();
-        c.vrfs.set_events(log);
-    }
-    vm.ext_mut::<Ip6Main>().ctl = Some(ctl);
+    let build =
+        |vm: &mut Vlib, (lpm, adjs, lbs, shared): (_, _, _, Arc<Ip6Shared>), events| Ip6Control {
+            vrfs: Vrfs::new(lpm, lbs, vm.shared.epochs.clone(), shared.fibs.clone()),
+            adjs,
+            own_keys: crate::own_source::OwnKeys::new(shared.own.clone()),
+            shared,
+            addrs: Vec::new(),
+            neighbors: HashMap::default(),
+            nbr_adjs: HashMap::new(),
+            serial: 0,
+            aging: Default::default(),
+            events,
+        };
+    crate::ip_family::init_slot(vm, nodes::NEIGHBOR_PROCESS, build);
 }
 
 /// The FIB index of IPv6 table `id` (`ip6 table add <id>`; table 0 is FIB index 0), for
@@ -499,10 +268,7 @@ pub fn fib_index(vm: &mut Vlib, id: u32) -> Option<u32> {
 }
 
 fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Ip6Control>>> {
-    vm.ext_mut::<Ip6Main>()
-        .ctl
-        .clone()
-        .ok_or_else(|| VnetError::System("ip6 not initialised".into()))
+    Ip6Control::control(vm)
 }
 
 /// The state every thread's IPv6 nodes share (FIB and adjacency read sides), for plugins
@@ -524,7 +290,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "ip6 table",
         "ip6 table [add|del] <table-id> — create or delete an IPv6 table (VRF)",
-        cli_table,
+        crate::ip_family::cli_table::<Ip6Control>,
     );
     t.add(
         "set interface ip6 table",
@@ -621,105 +387,9 @@ pub fn route_add_del(
     crate::ip_family::route_add_del::<Ip6Control>(vm, is_add, count, p, len, paths)
 }
 
-fn fmt_adj(names: &HashMap<u32, String>, a: &Adj, i: u32, nh: Option<u128>) -> String {
-    let ifn = names
-        .get(&a.tx_if)
-        .cloned()
-        .unwrap_or_else(|| format!("if{}", a.tx_if));
-    let via = nh
-        .map(|n| Ipv6Addr::from(n).to_string())
-        .unwrap_or_default();
-    crate::routes::fmt_adj("ipv6", a, i, &via, &ifn)
-}
-
-fn if_names(vm: &mut Vlib) -> HashMap<u32, String> {
-    vm.ext_mut::<Interfaces>()
-        .list
-        .iter()
-        .map(|i| (i.sw_if_index.0, i.name.clone()))
-        .collect()
-}
-
 fn cli_show_fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let sa = crate::routes::parse_show_args(a, parse_prefix)?;
-    crate::routes::stream_show(vm, sa, show_fib_part)
-}
-
-/// One piece of `show ip6 fib` (see the IPv4 one).
-fn show_fib_part(
-    vm: &mut Vlib,
-    sa: &crate::routes::ShowArgs<u128>,
-    cur: &mut crate::routes::FibCursor<u128>,
-    budget: usize,
-) -> Result<String, CliError> {
-    let names = if_names(vm);
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    let nh_of: HashMap<u32, u128> = ctl.nbr_adjs.iter().map(|(k, &v)| (v, k.1)).collect();
-    let prefix = |p: u128, l: u8| format!("{}/{l}", Ipv6Addr::from(p));
-    let dpo = |ai: u32, p: u128, l: u8| {
-        let a = ctl.adjs.get(ai).copied().unwrap_or(Adj::DROP);
-        let ifn = names
-            .get(&a.tx_if)
-            .cloned()
-            .unwrap_or_else(|| format!("if{}", a.tx_if));
-        let via = nh_of
-            .get(&ai)
-            .map(|&n| Ipv6Addr::from(n).to_string())
-            .unwrap_or_default();
-        crate::routes::fmt_dpo(
-            "ipv6",
-            &a,
-            &via,
-            &ifn,
-            &Ipv6Addr::from(p).to_string(),
-            &prefix(p, l),
-        )
-    };
-    // VPP's entries of every IPv6 table: the default route (drop) and link-local.
-    let specials = vec![
-        ((0u128, 0u8), "[@0]: dpo-drop ip6".to_string()),
-        ((0xfe80u128 << 112, 10), "[@14]: ip6-link-local".to_string()),
-    ];
-    ctl.vrfs.show_tables(
-        sa.table,
-        cur,
-        budget,
-        |out, id, fib, rt| {
-            let _ = writeln!(
-                out,
-                "ipv6-VRF:{id}, fib_index:{fib}, {}",
-                crate::ip4::FIB_HEADER_TAIL
-            );
-            if sa.summary {
-                let _ = writeln!(
-                    out,
-                    "  routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
-                    rt.routes.len(),
-                    rt.lpm.groups_in_use(),
-                    rt.lpm.memory_bytes() / 1024,
-                    rt.lpm.first_level_bytes() >> 20
-                );
-            }
-        },
-        |out, _, rt, after, budget| {
-            if sa.summary {
-                rt.summary(out);
-                return None;
-            }
-            let f = crate::routes::ShowFib {
-                proto: "ip6",
-                filter: sa.filter,
-                detail: sa.detail || sa.filter.is_some(),
-                specials: specials.clone(),
-                after,
-                budget,
-                prefix: &prefix,
-                dpo: &dpo,
-            };
-            rt.show(out, &f)
-        },
-    )
+    crate::routes::stream_show(vm, sa, crate::ip_family::show_fib_part::<Ip6Control>)
 }
 
 /// The IPv6 addresses of an interface (for `show interface address`).
@@ -734,34 +404,86 @@ pub fn table_ids(vm: &mut Vlib) -> HashMap<u32, u32> {
         .unwrap_or_default()
 }
 
-impl crate::neighbor::Table<u128> for Ip6Control {
-    fn split(
-        &mut self,
-    ) -> (
-        &crate::neighbor::Entries<u128>,
-        &mut crate::neighbor::Aging<(u32, u128)>,
-    ) {
-        (&self.neighbors, &mut self.aging)
-    }
-    fn add(&mut self, i: u32, ip: u128, mac: [u8; 6], is_static: bool) -> VnetResult {
-        self.add_neighbor(i, ip, mac, is_static)
-    }
-    fn remove(&mut self, i: u32, ip: u128) -> bool {
-        self.del_neighbor(i, ip)
-    }
-}
-
-impl crate::ip_family::IpControl for Ip6Control {
+impl IpControl for Ip6Control {
     type L = Ip6Lpm;
     type Ip = Ipv6Addr;
     type Shared = Ip6Shared;
     type Probe = [u8; 86];
     const NAME: &'static str = "IPv6";
+    const SHORT: &'static str = "ip6";
     const ETHERTYPE: u16 = 0x86dd;
-    fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
-        control(vm)
-    }
     crate::ip_family::ip_control_fields!(Ip6Lpm, u128);
+    /// VPP's entries of every IPv6 table: the default route (drop) and link-local.
+    fn fib_specials(&self, _fib: u32) -> Vec<((u128, u8), String)> {
+        vec![
+            ((0u128, 0u8), "[@0]: dpo-drop ip6".to_string()),
+            ((0xfe80u128 << 112, 10), "[@14]: ip6-link-local".to_string()),
+        ]
+    }
+    /// The LPM's size.
+    fn fib_summary_head(rt: &crate::routes::RouteTable<Ip6Lpm>, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "  routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
+            rt.routes.len(),
+            rt.lpm.groups_in_use(),
+            rt.lpm.memory_bytes() / 1024,
+            rt.lpm.first_level_bytes() >> 20
+        );
+    }
+    fn ping_state(s: &Ip6Shared) -> &crate::ping::PingState<Ipv6Addr> {
+        &s.ping
+    }
+    fn fib_field(a: &crate::interface::IfAttr) -> &AtomicU32 {
+        &a.fib6
+    }
+    fn nbr_adj_key(&mut self, _nh: u128) -> u32 {
+        self.serial += 1;
+        self.serial
+    }
+    fn adj_nh(_nh: u128) -> u32 {
+        0
+    }
+    /// The neighbour adjacencies' (`nbr_adjs`).
+    fn adj_next_hops(&self) -> HashMap<u32, Ipv6Addr> {
+        self.nbr_adjs
+            .iter()
+            .map(|(&(_, nh), &a)| (a, Ipv6Addr::from(nh)))
+            .collect()
+    }
+    fn glean_nh(&self, _i: u32) -> u32 {
+        0
+    }
+    /// A unicast neighbor solicitation to the neighbour from our link-local or, without
+    /// one, global address.
+    fn probe(&self, i: u32, ip: u128, mac: [u8; 6]) -> Option<Self::Probe> {
+        let a = self.shared.if_addrs(i);
+        let src = if a.ll != 0 { a.ll } else { a.global };
+        (src != 0).then(|| nodes::neighbor_solicit(self.if_mac(i), src, mac, ip, ip))
+    }
+    /// `Ip6Shared::incomplete`, which `ip6-glean` reads.
+    fn set_incomplete(&self, a: u32, nh: Option<u128>) {
+        let mut m = match self.shared.incomplete.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        match nh {
+            Some(nh) => m.insert(a, nh),
+            None => m.remove(&a),
+        };
+    }
+    fn has_host_route(ip: u128) -> bool {
+        !is_link_local(ip)
+    }
+    /// Neighbours on a connected subnet of the interface, or link-local ones of an
+    /// interface with IPv6 enabled.
+    fn may_learn(&self, i: u32, ip: u128) -> bool {
+        if is_link_local(ip) {
+            self.shared.if_addrs(i).ll != 0
+        } else {
+            self.connected_if(self.if_fib(i), ip) == Some(i)
+        }
+    }
     fn check_recursive(nh: u128) -> VnetResult {
         if is_link_local(nh) {
             return Err(VnetError::invalid(format!(
@@ -771,54 +493,36 @@ impl crate::ip_family::IpControl for Ip6Control {
         }
         Ok(())
     }
+    /// Republishes the interface's link-local and first global address.
+    fn address_gone(&mut self, i: u32, _fib: u32, _addr: u128, _len: u8) {
+        self.publish_addrs(i);
+    }
+    fn interface_gone(&mut self, i: u32) {
+        self.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
+    }
 }
 
 /// `ping <ip6> [source <if>] [repeat n] [size n] [interval s]`; `a` after the address.
 pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError> {
     let dst = parse_ip(w)?;
     let o = crate::ping::PingArgs::parse(vm, a)?;
-    let c = control(vm)?;
-    let (shared, src, fib) = {
-        let ctl = lock(&c);
-        let fib = match o.table {
-            Some(t) => ctl.vrfs.fib_of(t).ok_or_else(|| no_table(t))?,
-            None => o.src_if.map(|i| ctl.if_fib(i)).unwrap_or(0),
-        };
-        let out_if = o.src_if.or_else(|| {
-            ctl.vrfs
-                .lookup_adj(fib, dst)
-                .map(|a| ctl.adjs.get(a).map(|a| a.tx_if).unwrap_or(0))
-        });
-        let src = out_if
-            .map(|i| {
-                let x = ctl.shared.if_addrs(i);
-                if is_link_local(dst) || x.global == 0 {
-                    x.ll
-                } else {
-                    x.global
-                }
-            })
-            .unwrap_or(0);
-        (ctl.shared.clone(), src, fib)
+    let size = o.size;
+    let src_of = |c: &Ip6Control, i| {
+        let x = c.shared.if_addrs(i);
+        if is_link_local(dst) || x.global == 0 {
+            x.ll
+        } else {
+            x.global
+        }
     };
-    if src == 0 {
-        return Err(CliError::new(format!(
-            "no source address to ping {} from (no route, or the interface has no IPv6 address)",
-            Ipv6Addr::from(dst)
-        )));
-    }
-    let lookup = vm
-        .registry
-        .find(nodes::IP6_LOOKUP)
-        .ok_or_else(|| CliError::new("ip6-lookup missing"))?;
-    let (s6, d6, size) = (Ipv6Addr::from(src), Ipv6Addr::from(dst), o.size);
-    Ok(crate::ping::run(
+    crate::ip_family::ping::<Ip6Control>(
         vm,
-        lookup,
-        &shared.ping,
         &o,
-        fib,
-        |id, seq| {
+        dst,
+        (nodes::IP6_LOOKUP, "IPv6 address"),
+        src_of,
+        |src, id, seq| {
+            let (s6, d6) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
             let mut pkt = vec![0u8; 40 + 8 + size];
             sluice_wire::ipv6::Ipv6Repr {
                 src: s6,
@@ -840,73 +544,22 @@ pub fn cli_ping(vm: &mut Vlib, a: &mut Args, w: &str) -> Result<String, CliError
             sluice_wire::icmpv6::Icmpv6Packet::new_unchecked(icmp).fill_checksum(s6, d6);
             pkt
         },
-    ))
+    )
 }
 
-/// Forgets a deleted interface: addresses, routes through it, neighbours.
+/// Forgets a deleted interface (see [`crate::ip_family::interface_deleted`]).
 pub fn interface_deleted(vm: &mut Vlib, i: u32) {
-    let Ok(c) = control(vm) else { return };
-    let mut ctl = lock(&c);
-    let addrs: Vec<(u128, u8)> = ctl
-        .addrs
-        .iter()
-        .filter(|x| x.0 == i)
-        .map(|x| (x.1, x.2))
-        .collect();
-    for (a, l) in addrs {
-        ctl.del_address(i, a, l);
-    }
-    let nbrs: Vec<u128> = ctl
-        .neighbors
-        .keys()
-        .filter(|k| k.0 == i)
-        .map(|k| k.1)
-        .collect();
-    for ip in nbrs {
-        ctl.del_neighbor(i, ip);
-    }
-    let on_if: Vec<u32> = ctl
-        .adjs
-        .iter()
-        .filter(|(k, _)| k.1 == i)
-        .map(|(k, _)| ctl.adjs.find(k).unwrap_or(0))
-        .chain(
-            ctl.nbr_adjs
-                .iter()
-                .filter(|(k, _)| k.0 == i)
-                .map(|(_, &a)| a),
-        )
-        .collect();
-    ctl.vrfs.drop_static_paths(&on_if);
-    for a in on_if {
-        ctl.adjs.update(a, Adj::DROP);
-        ctl.set_incomplete(a, None);
-    }
-    ctl.nbr_adjs.retain(|k, _| k.0 != i);
-    ctl.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
+    crate::ip_family::interface_deleted::<Ip6Control>(vm, i)
 }
 
-/// `ip6 table [add|del] <id>`.
-fn cli_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let (is_add, id) = crate::routes::parse_table(a)?;
-    table_add_del(vm, id, is_add)?;
-    Ok(String::new())
-}
-
-/// Creates (no-op if it exists) or deletes IPv6 table `id` (see [`crate::ip4::table_add_del`]).
+/// Creates (no-op if it exists) or deletes IPv6 table `id` (see
+/// [`crate::ip_family::table_add_del`]).
 pub fn table_add_del(vm: &mut Vlib, id: u32, is_add: bool) -> VnetResult {
-    let bound = crate::ip4::tables_in_use(vm, |x| &x.fib6);
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    crate::routes::table_add_del(&mut ctl.vrfs, &bound, id, is_add)
+    crate::ip_family::table_add_del::<Ip6Control>(vm, id, is_add)
 }
 
 fn cli_if_table(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
-    let i = crate::cli::interface_arg(vm, a)?;
-    let id = a.u32("table id")?;
-    a.finish()?;
-    set_interface_table(vm, i, id)?;
-    Ok(String::new())
+    crate::ip_family::cli_if_table(vm, a, set_interface_table)
 }
 
 /// `set interface ip6 table <interface> <id>`: the interface's IPv6 (its link-local address
@@ -958,22 +611,7 @@ pub fn for_each_route(
     id: u32,
     f: impl FnMut(&crate::routes::RouteInfo),
 ) -> VnetResult {
-    let c = control(vm)?;
-    let ctl = lock(&c);
-    let by_adj: HashMap<u32, (u32, u128)> = ctl
-        .nbr_adjs
-        .iter()
-        .map(|(&(i, nh), &a)| (a, (i, nh)))
-        .collect();
-    ctl.vrfs.for_each_route(
-        id,
-        |a| {
-            by_adj
-                .get(&a)
-                .map(|&(i, nh)| (std::net::IpAddr::from(Ipv6Addr::from(nh)), i))
-        },
-        f,
-    )
+    crate::ip_family::for_each_route::<Ip6Control>(vm, id, f)
 }
 
 /// The adjacency of neighbour `nh` on interface `i` (see
@@ -989,24 +627,5 @@ pub fn if_table_id(vm: &mut Vlib, i: u32) -> u32 {
 
 /// Every IPv6 adjacency as `show adj` prints it, by index.
 pub fn adj_lines(vm: &mut Vlib) -> Vec<(u32, String)> {
-    let names = if_names(vm);
-    let Ok(c) = control(vm) else {
-        return Vec::new();
-    };
-    let ctl = lock(&c);
-    let mut v: Vec<(u32, String)> = ctl
-        .adjs
-        .iter()
-        .filter_map(|(k, a)| {
-            let i = ctl.adjs.find(k)?;
-            let nh = ctl
-                .nbr_adjs
-                .iter()
-                .find(|(_, &x)| x == i)
-                .map(|((_, nh), _)| *nh);
-            Some((i, fmt_adj(&names, a, i, nh)))
-        })
-        .collect();
-    v.sort();
-    v
+    crate::ip_family::adj_lines::<Ip6Control>(vm)
 }
