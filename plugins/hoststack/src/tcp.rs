@@ -1014,13 +1014,13 @@ impl Tcb {
         e.output = true;
         // Anything but new in-order data into no hole is acknowledged at once (RFC 5681
         // 4.2); that one may wait (delayed ACK, in `output`).
-        self.need_ack = true;
         let mut seq = seg.seq;
         let mut d = seg.data;
         // Trim what we already have.
         if lt(seq, self.rcv_nxt) {
             let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
             if skip >= d.len() {
+                self.need_ack = true;
                 return;
             }
             d = &d[skip..];
@@ -1030,9 +1030,11 @@ impl Tcb {
         let room = self.rcv_adv.wrapping_sub(seq) as usize;
         d = &d[..d.len().min(room)];
         if d.is_empty() {
+            self.need_ack = true;
             return;
         }
         if seq != self.rcv_nxt {
+            self.need_ack = true;
             // Out of order: written into the rx FIFO at its place past the head (the window
             // we advertised has room for it), its range remembered (a SACK block); a
             // duplicate ACK.
@@ -1045,8 +1047,7 @@ impl Tcb {
             }
             return;
         }
-        let filling = !self.ooo.is_empty();
-        self.need_ack = filling;
+        self.need_ack |= !self.ooo.is_empty(); // fills (part of) a hole
         self.ack_pending = true;
         let n = rx.push_bytes(d);
         self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
