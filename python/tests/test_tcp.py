@@ -5,8 +5,10 @@ held until the hole fills, FIN both ways, a RST for a closed port, a RST that ki
 connection, and a bad checksum dropped and counted with no reply."""
 
 import os
+import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from scapy.packet import Raw
 
 from ip4_base import Ip4RouterTest
 from sluice_test.instance import sluice_binary
+from sluice_test.pcap import read_pcap
 
 APP_DIR = Path(tempfile.gettempdir()) / f"sluice-tcp-pg-{os.getpid()}"
 BAD_CSUM = ("tcp4-input", "bad TCP checksum")
@@ -25,13 +28,19 @@ PORT = 5001
 SPORT = 40000
 
 
+def session_conf(extra: str = "") -> str:
+    """startup.conf's session section for these tests (`extra`: more of its keys)."""
+    return f"session {{ enable app-socket {APP_DIR}/app.sock {extra} }}"
+
+
 def tcp_tool() -> Path:
     return sluice_binary().parent / "sluice-tcp"
 
 
-class TestTcp(Ip4RouterTest):
+class TcpPgBase(Ip4RouterTest):
+    """A `sluice-tcp` application on pg0's address and helpers to play the remote host
+    (shared with test_hoststack_tcp.py)."""
     n_pg = 2
-    extra_config = f"session {{ enable app-socket {APP_DIR}/app.sock }}"
 
     def setup_test(self):
         if not tcp_tool().exists():
@@ -44,17 +53,18 @@ class TestTcp(Ip4RouterTest):
             self.sink.kill()
             self.sink.wait()
 
-    def start_sink(self):
+    def start_sink(self, mode="sink"):
         self.sink = subprocess.Popen(
-            [str(tcp_tool()), "--socket", str(APP_DIR / "app.sock"), "sink", "--listen",
+            [str(tcp_tool()), "--socket", str(APP_DIR / "app.sock"), mode, "--listen",
              f"{self.pg0.local_ip4}:{PORT}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = self.sink.stderr.readline()
         assert b"ready" in line, line
         self.wait_for(lambda: "LISTEN" in self.vpp.cli("show session"), "listener")
 
-    def seg(self, flags, seq, ack=0, payload=b"", options=None, chksum=None, dport=PORT):
-        t = TCP(sport=SPORT, dport=dport, flags=flags, seq=seq, ack=ack, window=65535,
+    def seg(self, flags, seq, ack=0, payload=b"", options=None, chksum=None, dport=PORT,
+            sport=SPORT):
+        t = TCP(sport=sport, dport=dport, flags=flags, seq=seq, ack=ack, window=65535,
                 options=options or [])
         if chksum is not None:
             t.chksum = chksum
@@ -67,18 +77,51 @@ class TestTcp(Ip4RouterTest):
     def exchange(self, pkt, n=1):
         return [p[TCP] for p in self.send_and_expect(self.pg0, [pkt], self.pg0, n_rx=n)]
 
-    def handshake(self, isn=1000):
-        synack = self.exchange(self.seg("S", isn, options=[("MSS", 1200)]))[0]
+    def handshake(self, isn=1000, options=(("MSS", 1200),), sport=SPORT, pause=0.0):
+        """The three-way handshake; returns Sluice's first sequence number (`pause`: seconds
+        between the SYN-ACK and the ACK, which sets the connection's first RTT sample)."""
+        synack = self.exchange(self.seg("S", isn, options=list(options), sport=sport))[0]
         assert synack.flags == "SA", synack.flags
         assert synack.ack == isn + 1
         assert ("MSS", 1460) in synack.options, synack.options
-        self.pg0.add_stream([self.seg("A", isn + 1, synack.seq + 1)])
+        self.synack = synack
+        time.sleep(pause)
+        self.pg0.add_stream([self.seg("A", isn + 1, synack.seq + 1, sport=sport)])
         self.pg_start()
         self.wait_for(lambda: "ESTABLISHED" in self.vpp.cli("show session"), "established")
         return synack.seq + 1
 
+    def capture_until(self, cond, what, timeout=5.0):
+        """Polls the running pg0 capture until `cond(packets)` holds; stops it and returns
+        the packets."""
+        path = self.pg0.capture_path
+        deadline = time.monotonic() + timeout
+        while True:
+            pkts = [p for p in read_pcap(path) if TCP in p]
+            if cond(pkts):
+                break
+            if time.monotonic() > deadline:
+                seen = [(p[TCP].flags, p[TCP].seq, len(p[TCP].payload)) for p in pkts]
+                raise AssertionError(f"timed out waiting for {what}: {seen}")
+            time.sleep(0.02)
+        self.pg0.stop_capture()
+        return [p[TCP] for p in pkts]
+
+    def tcp_verbose(self, what):
+        """A number from `show session verbose`: the word before or after `what`."""
+        text = self.vpp.cli("show session verbose")
+        m = (re.search(rf"{re.escape(what)} (\d+)", text)
+             or re.search(rf"(\d+) {re.escape(what)}", text))
+        assert m, f"{what!r} not in:\n{text}"
+        return int(m.group(1))
+
     def delta(self, key):
         return self.get_counters().get(key, 0) - self._counter_baseline.get(key, 0)
+
+
+class TestTcp(TcpPgBase):
+    extra_config = session_conf()
+
 
     def test_handshake_data_and_close(self):
         self.start_sink()

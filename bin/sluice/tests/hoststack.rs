@@ -626,18 +626,26 @@ fn sockaddr(at: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 
 #[test]
 fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(false, "tc");
+    tcp_with_the_kernel(false, "tc", tcp_bytes());
 }
 
 #[test]
 fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(true, "t6");
+    tcp_with_the_kernel(true, "t6", tcp_bytes());
+}
+
+/// The same with 1 GiB each way, byte for byte (opt-in: minutes in a debug build;
+/// `cargo test -p sluice --test hoststack -- --ignored tcp_1gib`).
+#[test]
+#[ignore = "1 GiB each way takes minutes: run with --ignored"]
+fn tcp_1gib_each_way_with_the_kernel() {
+    tcp_with_the_kernel(false, "tg", 1 << 30);
 }
 
 /// A kernel client streams to a Sluice listener and a Sluice client to a kernel listener
 /// (every byte checked), refused connects both ways, the application's death resets its
 /// peer; over IPv4 or IPv6.
-fn tcp_with_the_kernel(v6: bool, tag: &str) {
+fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     if let Some(why) = skip_reason() {
@@ -646,7 +654,6 @@ fn tcp_with_the_kernel(v6: bool, tag: &str) {
     }
     let peer = Peer::new(tag);
     let (d, sock, dir) = sluice(&peer, tag);
-    let total = tcp_bytes();
     let mut app = App::attach(&sock, "tcp-test").unwrap();
     let (ours, theirs, any, node) = if v6 {
         ("fd00:77::1", "fd00:77::2", "::", "tcp6-input")

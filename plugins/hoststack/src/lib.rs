@@ -106,6 +106,45 @@ impl Plugin for HoststackPlugin {
                     }
                     cfg.syn_backlog = v as u32;
                 }
+                "tcp-syn-cookies" => {
+                    let v = c.value(k)?;
+                    cfg.syn_cookies = match v.text.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(c.error(v, "tcp-syn-cookies: on or off")),
+                    };
+                }
+                "tcp-delayed-ack" => {
+                    let v = c.value_u64(k)?;
+                    if v > 500 {
+                        return Err(c.error(
+                            k,
+                            &format!("tcp-delayed-ack {v}: milliseconds in 0..500 (0: off)"),
+                        ));
+                    }
+                    cfg.delayed_ack = std::time::Duration::from_millis(v);
+                }
+                "tcp-keepalive" => {
+                    let idle = c.value_u64(k)?;
+                    let interval = c.value_u64(k)?;
+                    let probes = c.value_u64(k)?;
+                    if !(1..=86400).contains(&idle)
+                        || !(1..=86400).contains(&interval)
+                        || !(1..=255).contains(&probes)
+                    {
+                        return Err(c.error(
+                            k,
+                            &format!(
+                                "tcp-keepalive {idle} {interval} {probes}: idle and interval seconds in 1..86400, probes in 1..255"
+                            ),
+                        ));
+                    }
+                    cfg.keepalive = Some(tcp::Keepalive {
+                        idle: std::time::Duration::from_secs(idle),
+                        interval: std::time::Duration::from_secs(interval),
+                        probes: probes as u32,
+                    });
+                }
                 "sessions-per-app" => {
                     let v = c.value_u64(k)?;
                     if !(1..=4096).contains(&v) {
@@ -399,8 +438,16 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         let t = sm.tcp_stats;
         let _ = writeln!(
             o,
-            "tcp: {} accepted, {} connected, {} resets, {} SYNs dropped (backlog full), {} accepts without a free slot",
-            t.accepted, t.connected, t.resets, t.backlog_full, t.no_slot
+            "tcp: {} accepted, {} connected, {} resets ({} keepalive timeouts), {} SYNs dropped (backlog full), {} accepts without a free slot, syn cookies {} sent {} accepted {} bad",
+            t.accepted,
+            t.connected,
+            t.resets,
+            t.keepalive_timeouts,
+            t.backlog_full,
+            t.no_slot,
+            t.syn_cookies_sent,
+            t.syn_cookies_ok,
+            t.syn_cookies_bad
         );
         let _ = writeln!(
             o,

@@ -397,12 +397,15 @@ impl<const V6: bool> TcpInput<V6> {
             }
         }
         let (mut mss, mut wscale, mut ts) = (None, None, None);
+        let (mut sack_ok, mut sack): (bool, &[u8]) = (false, &[]);
         // Malformed options are ignored, not fatal: the walk stops at the first.
         for o in p.options_iter() {
             match o {
                 Ok(TcpOption::Mss(m)) => mss = Some(m),
                 Ok(TcpOption::WindowScale(w)) => wscale = Some(w),
                 Ok(TcpOption::Timestamps { tsval, tsecr }) => ts = Some((tsval, tsecr)),
+                Ok(TcpOption::SackPermitted) => sack_ok = true,
+                Ok(TcpOption::Sack(b)) => sack = b,
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -415,6 +418,8 @@ impl<const V6: bool> TcpInput<V6> {
             mss,
             wscale,
             ts,
+            sack_ok,
+            sack,
             data: p.payload(),
         };
         let local = SocketAddr::new(dst, p.dst_port());
@@ -473,10 +478,15 @@ fn ip6_header(h: &mut [u8], s: Ipv6Addr, d: Ipv6Addr, proto: u8, l4len: usize) {
     h[24..40].copy_from_slice(&d.octets());
 }
 
-/// Writes the options of `o` (MSS, window scale, timestamps, NOP-padded to words) into
-/// `t`; returns their length.
+/// Writes the options of `o` (MSS, window scale, SACK permitted, timestamps, SACK blocks,
+/// NOP-padded to words) into `t`; returns their length (at most 40: a SYN takes 24, three
+/// SACK blocks with timestamps 40).
 fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
     let mut n = 0;
+    if o.sack_ok {
+        t[n..n + 4].copy_from_slice(&[1, 1, 4, 2]);
+        n += 4;
+    }
     if let Some(m) = o.mss {
         t[n..n + 4].copy_from_slice(&[2, 4, (m >> 8) as u8, m as u8]);
         n += 4;
@@ -490,6 +500,16 @@ fn tcp_options(o: &Out, t: &mut [u8]) -> usize {
         t[n + 4..n + 8].copy_from_slice(&v.to_be_bytes());
         t[n + 8..n + 12].copy_from_slice(&e.to_be_bytes());
         n += 12;
+    }
+    if o.sack_n > 0 {
+        let k = o.sack_n.min(4) as usize;
+        t[n..n + 4].copy_from_slice(&[1, 1, 5, 2 + 8 * k as u8]);
+        n += 4;
+        for &(a, b) in &o.sack[..k] {
+            t[n..n + 4].copy_from_slice(&a.to_be_bytes());
+            t[n + 4..n + 8].copy_from_slice(&b.to_be_bytes());
+            n += 8;
+        }
     }
     n
 }
@@ -723,7 +743,8 @@ impl SessionQueue {
 }
 
 impl SessionQueue {
-    /// TCP output: RSTs, the queued connections' segments, and the timers.
+    /// TCP output: RSTs and SYN-cookie SYN-ACKs, the queued connections' segments, and the
+    /// timers.
     fn tcp(&mut self, cx: &mut Cx, sm: &mut SessionMain) {
         self.tcp_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
@@ -732,18 +753,7 @@ impl SessionQueue {
             self.timer_at = None;
             sm.tcp_timers(now);
         }
-        for (l, r, seq, ack, f) in std::mem::take(&mut sm.rst_out) {
-            let o = Out {
-                seq,
-                ack,
-                flags: f,
-                wnd: 0,
-                mss: None,
-                wscale: None,
-                ts: None,
-                off: 0,
-                len: 0,
-            };
+        for (l, r, o) in std::mem::take(&mut sm.ctl_out) {
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
                 Some(bi) => {
                     self.ip_id = self.ip_id.wrapping_add(1);
@@ -753,7 +763,9 @@ impl SessionQueue {
                         self.out4.push(bi);
                     }
                     self.tcp_sent += 1;
-                    cx.count(SqCounter::TcpRstSent, 1);
+                    if o.flags.intersects(TcpFlags::RST) {
+                        cx.count(SqCounter::TcpRstSent, 1);
+                    }
                 }
                 None => cx.count(SqCounter::NoBuffer, 1),
             }
@@ -966,7 +978,7 @@ impl NodeFn for SessionQueue {
                 break; // out of buffers: the session stays first, retried next call
             }
         }
-        if sm.tcp_count > 0 || !sm.rst_out.is_empty() {
+        if sm.tcp_count > 0 || !sm.ctl_out.is_empty() {
             self.tcp(cx, &mut sm);
         }
         // Nothing left: announce we may sleep (each application then signals our eventfd).

@@ -27,6 +27,12 @@ pub struct Config {
     pub sessions_per_app: u32,
     /// `tcp-syn-backlog`: connections in the handshake per listener (default).
     pub syn_backlog: u32,
+    /// `tcp-syn-cookies on|off`: answer SYNs past a full backlog with a SYN cookie.
+    pub syn_cookies: bool,
+    /// `tcp-delayed-ack <ms>`: longest wait of an ACK for in-order data (0: off).
+    pub delayed_ack: std::time::Duration,
+    /// `tcp-keepalive <idle s> <interval s> <probes>` (default for new connections).
+    pub keepalive: Option<crate::tcp::Keepalive>,
 }
 
 impl Default for Config {
@@ -38,6 +44,9 @@ impl Default for Config {
             fifo_size: 64 * 1024,
             sessions_per_app: 64,
             syn_backlog: 128,
+            syn_cookies: true,
+            delayed_ack: std::time::Duration::from_millis(40),
+            keepalive: None,
         }
     }
 }
@@ -234,9 +243,9 @@ pub struct SessionMain {
     pub tcp_count: u32,
     /// TCP connections with something to send (`session-queue` drains it).
     pub tcp_out: Vec<u32>,
-    /// RSTs to send: (local, remote, seq, ack, flags).
-    pub rst_out: Vec<(SocketAddr, SocketAddr, u32, u32, crate::tcp::TcpFlags)>,
-    /// Set with `tcp_out`/`rst_out`: makes `session-queue` active.
+    /// Segments no connection sends (RSTs, SYN-cookie SYN-ACKs): (local, remote, segment).
+    pub ctl_out: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
+    /// Set with `tcp_out`/`ctl_out`: makes `session-queue` active.
     pub tcp_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// TCP global counters (for `show session`).
     pub tcp_stats: TcpGlobal,
@@ -261,6 +270,14 @@ pub struct TcpGlobal {
     pub no_slot: u64,
     /// Connections reset by the peer or given up.
     pub resets: u64,
+    /// Of them, given up because keepalive probes went unanswered.
+    pub keepalive_timeouts: u64,
+    /// SYN-ACKs sent with a SYN cookie (the backlog was full).
+    pub syn_cookies_sent: u64,
+    /// Connections opened by a valid SYN cookie.
+    pub syn_cookies_ok: u64,
+    /// ACKs to a listener with no valid cookie (answered with a RST).
+    pub syn_cookies_bad: u64,
 }
 
 const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;

@@ -5,11 +5,19 @@
 //! is the FIFO's free space, so a slow reader throttles the peer and accepted data is never
 //! dropped). Out-of-order data is written into the rx FIFO at its place past the head
 //! (inside the advertised window, so it fits) and published when the hole fills; the
-//! connection keeps only its ranges. Congestion control: slow start and congestion
-//! avoidance with a NewReno-style reaction to three duplicate ACKs (go back to the first
-//! unacknowledged byte) and to an RTO (window of one segment). Window scaling and timestamps per RFC 7323 (both offered
-//! on every SYN, used when the peer offers them too; timestamps protect against wrapped
-//! sequence numbers, PAWS).
+//! connection keeps only its ranges, which it reports to the peer as SACK blocks (RFC 2018).
+//! Congestion control: slow start and congestion avoidance; loss recovery per RFC 6675 when
+//! both ends permit SACK (a scoreboard of the ranges the peer reported; only the holes it
+//! shows lost are retransmitted, paced by the pipe estimate), otherwise a NewReno-style
+//! reaction to three duplicate ACKs (go back to the first unacknowledged byte); an RTO
+//! shrinks the window to one segment and forgets the scoreboard. Window scaling and
+//! timestamps per RFC 7323 (both offered on every SYN, used when the peer offers them too;
+//! timestamps protect against wrapped sequence numbers, PAWS). Delayed ACKs (RFC 9293
+//! 3.8.6.3, RFC 5681 4.2): an ACK for in-order data waits until two full segments are
+//! unacknowledged or the delayed-ACK timer fires; out-of-order data, a filled hole, a FIN,
+//! a duplicate and a window update are acknowledged at once. Keepalive (RFC 1122 4.2.3.6):
+//! after the idle time with nothing in flight, probes (sequence one below `snd_una`) at the
+//! interval; the connection is reset when that many go unanswered.
 
 use sluice_session::seg::Fifo;
 pub use sluice_wire::tcp::TcpFlags;
@@ -40,6 +48,11 @@ pub const TIME_WAIT: Duration = Duration::from_secs(2);
 const FIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most separate ranges of out-of-order data held per connection.
 const OOO_RANGES: usize = 8;
+/// Most ranges the peer reported received (SACK scoreboard); a block past them is ignored
+/// (its bytes count as not received: a redundant retransmission at worst).
+const SACK_RANGES: usize = 16;
+/// Duplicate ACKs (or SACKed segments above a hole) that mark loss (RFC 5681, RFC 6675).
+const DUP_THRESH: u32 = 3;
 
 const FIN: TcpFlags = TcpFlags::FIN;
 const SYN: TcpFlags = TcpFlags::SYN;
@@ -56,13 +69,102 @@ pub fn wscale_for(bytes: u32) -> u8 {
     s
 }
 
-/// What this end offers in its SYN: MSS and window-scale shift.
+/// This end's parameters: what its SYNs offer (MSS, window-scale shift, SACK permitted)
+/// and its ACK and keepalive timing.
 #[derive(Clone, Copy, Debug)]
 pub struct Local {
     /// Our MSS ([`MSS4`], [`MSS6`]).
     pub mss: u16,
     /// Our window-scale shift ([`wscale_for`] the rx FIFO size).
     pub wscale: u8,
+    /// Offer SACK (RFC 2018); used when the peer offers it too.
+    pub sack: bool,
+    /// Longest an ACK for in-order data waits (zero: every ACK at once).
+    pub delack: Duration,
+    /// Keepalive (None: off).
+    pub keepalive: Option<Keepalive>,
+}
+
+/// Keepalive timing (RFC 1122 4.2.3.6; Linux's `tcp_keepalive_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Quiet time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is reset.
+    pub probes: u32,
+}
+
+/// Sorted, disjoint, non-touching sequence ranges [start, end), at most `N`.
+#[derive(Clone, Copy, Debug)]
+struct Ranges<const N: usize> {
+    r: [(u32, u32); N],
+    n: usize,
+}
+
+impl<const N: usize> Ranges<N> {
+    const EMPTY: Self = Ranges {
+        r: [(0, 0); N],
+        n: 0,
+    };
+
+    fn as_slice(&self) -> &[(u32, u32)] {
+        &self.r[..self.n]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    /// Adds [s, e), merged with the ranges it overlaps or touches; false when every slot
+    /// is taken (nothing changes).
+    fn insert(&mut self, mut s: u32, mut e: u32) -> bool {
+        let mut keep = [(0u32, 0u32); N];
+        let mut k = 0;
+        for &(a, b) in self.as_slice() {
+            if le(a, e) && le(s, b) {
+                if lt(a, s) {
+                    s = a;
+                }
+                if lt(e, b) {
+                    e = b;
+                }
+            } else {
+                keep[k] = (a, b);
+                k += 1;
+            }
+        }
+        if k == N {
+            return false;
+        }
+        let pos = keep[..k].iter().position(|&(a, _)| lt(s, a)).unwrap_or(k);
+        keep.copy_within(pos..k, pos + 1);
+        keep[pos] = (s, e);
+        self.r = keep;
+        self.n = k + 1;
+        true
+    }
+
+    /// Drops the first range.
+    fn pop_front(&mut self) {
+        self.r.copy_within(1..self.n, 0);
+        self.n -= 1;
+    }
+
+    /// Forgets everything below `seq`.
+    fn trim_below(&mut self, seq: u32) {
+        while self.n > 0 && le(self.r[0].1, seq) {
+            self.pop_front();
+        }
+        if self.n > 0 && lt(self.r[0].0, seq) {
+            self.r[0].0 = seq;
+        }
+    }
 }
 
 /// Connection states (RFC 9293 3.3.2; LISTEN is a listener session, not a connection).
@@ -125,6 +227,10 @@ pub struct Seg<'a> {
     pub wscale: Option<u8>,
     /// Timestamps option (TSval, TSecr).
     pub ts: Option<(u32, u32)>,
+    /// SACK-permitted option (on a SYN).
+    pub sack_ok: bool,
+    /// SACK option: the blocks as sent (pairs of big-endian left and right edges).
+    pub sack: &'a [u8],
     /// Payload.
     pub data: &'a [u8],
 }
@@ -156,10 +262,45 @@ pub struct Out {
     pub wscale: Option<u8>,
     /// Timestamps option (TSval, TSecr).
     pub ts: Option<(u32, u32)>,
+    /// SACK-permitted option (SYN, SYN-ACK).
+    pub sack_ok: bool,
+    /// SACK blocks (the first `sack_n`).
+    pub sack: [(u32, u32); 4],
+    /// How many SACK blocks.
+    pub sack_n: u8,
     /// Payload: offset into the tx FIFO past its tail.
     pub off: u32,
     /// Payload bytes.
     pub len: u32,
+}
+
+impl Out {
+    /// A segment with these header fields and no options or payload.
+    pub fn bare(seq: u32, ack: u32, flags: TcpFlags, wnd: u16) -> Out {
+        Out {
+            seq,
+            ack,
+            flags,
+            wnd,
+            mss: None,
+            wscale: None,
+            ts: None,
+            sack_ok: false,
+            sack: [(0, 0); 4],
+            sack_n: 0,
+            off: 0,
+            len: 0,
+        }
+    }
+
+    /// Bytes the SACK blocks take in the header (NOP NOP kind len, 8 per block).
+    pub fn sack_len(&self) -> u32 {
+        if self.sack_n == 0 {
+            0
+        } else {
+            4 + 8 * self.sack_n as u32
+        }
+    }
 }
 
 /// What a segment or a timer did that the session layer must act on.
@@ -177,6 +318,8 @@ pub struct Effect {
     pub free: bool,
     /// Answer with this RST (seq, ack, flags) instead.
     pub rst: Option<(u32, u32, TcpFlags)>,
+    /// The reset is a keepalive timeout (the peer stopped answering probes).
+    pub keepalive_dead: bool,
 }
 
 /// Per-connection counters.
@@ -194,6 +337,18 @@ pub struct TcpStats {
     pub ooo_dropped: u64,
     /// Segments with an old timestamp (PAWS, RFC 7323 5: answered with an ACK, dropped).
     pub paws: u64,
+    /// SACK loss recoveries entered (RFC 6675).
+    pub sack_recoveries: u64,
+    /// Segments retransmitted from the SACK scoreboard (holes only).
+    pub sack_retrans: u64,
+    /// ACKs sent carrying SACK blocks.
+    pub sack_acks: u64,
+    /// ACKs that waited (delayed ACK).
+    pub acks_delayed: u64,
+    /// Delayed ACKs sent by the timer (no segment to ride on, fewer than two full segments).
+    pub delack_timeouts: u64,
+    /// Keepalive probes sent.
+    pub keepalive_probes: u64,
 }
 
 /// A connection (transmission control block).
@@ -244,11 +399,36 @@ pub struct Tcb {
     retries: u32,
     /// TIME-WAIT end.
     pub tw_at: Option<Instant>,
-    /// Out-of-order data held in the rx FIFO past its head: sorted sequence ranges
-    /// [start, end), disjoint and not touching.
-    ooo: [(u32, u32); OOO_RANGES],
-    ooo_n: usize,
+    /// Out-of-order data held in the rx FIFO past its head.
+    ooo: Ranges<OOO_RANGES>,
+    /// Start of the latest out-of-order segment (its range is the first SACK block).
+    ooo_last: u32,
     ooo_fin: Option<u32>,
+    /// SACK in use (on a SYN-SENT connection: offered).
+    sack_ok: bool,
+    /// What the peer reported received above `snd_una` (the scoreboard).
+    sacked: Ranges<SACK_RANGES>,
+    /// SACK loss recovery (RFC 6675): its end (`snd_max` when it began).
+    recovery: Option<u32>,
+    /// Highest sequence retransmitted in this recovery (HighRxt).
+    high_rxt: u32,
+    /// In recovery, bytes below this are taken as lost (the first segment at the start and
+    /// after each partial ACK, as NewReno would resend it).
+    lost_floor: u32,
+    /// In-order data not yet acknowledged: the ACK may wait ([`Local::delack`]).
+    ack_pending: bool,
+    /// When the delayed ACK goes out at the latest.
+    delack_at: Option<Instant>,
+    /// Keepalive timing (None: off).
+    keepalive: Option<Keepalive>,
+    /// Next keepalive check.
+    ka_at: Option<Instant>,
+    /// Probes sent since the peer was last heard.
+    ka_sent: u32,
+    /// Send a keepalive probe.
+    ka_probe: bool,
+    /// When the last acceptable segment arrived.
+    last_heard: Instant,
     /// The application closed: send FIN after the data.
     pub app_closed: bool,
     fin_sent: bool,
@@ -304,9 +484,21 @@ impl Tcb {
             rto_at: Some(now + RTO_INIT),
             retries: 0,
             tw_at: None,
-            ooo: [(0, 0); OOO_RANGES],
-            ooo_n: 0,
+            ooo: Ranges::EMPTY,
+            ooo_last: 0,
             ooo_fin: None,
+            sack_ok: local.sack,
+            sacked: Ranges::EMPTY,
+            recovery: None,
+            high_rxt: iss,
+            lost_floor: iss,
+            ack_pending: false,
+            delack_at: None,
+            keepalive: local.keepalive,
+            ka_at: None,
+            ka_sent: 0,
+            ka_probe: false,
+            last_heard: now,
             app_closed: false,
             fin_sent: false,
             need_ack: false,
@@ -333,6 +525,19 @@ impl Tcb {
         t
     }
 
+    /// A passive open rebuilt from a valid SYN cookie: SYN-RCVD, its SYN-ACK (ISS `iss`,
+    /// window `wnd`, unscaled) already sent; `syn` stands for the peer's SYN (the cookie
+    /// keeps only the MSS, so no window scaling, timestamps or SACK).
+    pub fn from_cookie(iss: u32, syn: &Seg<'_>, local: Local, wnd: u32, now: Instant) -> Tcb {
+        let mut t = Tcb::accept(iss, syn, local, now);
+        t.need_syn = false;
+        t.snd_nxt = iss.wrapping_add(1);
+        t.snd_max = t.snd_nxt;
+        t.rcv_adv = t.rcv_nxt.wrapping_add(wnd);
+        t.last_ack_sent = t.rcv_nxt;
+        t
+    }
+
     /// Takes the peer's SYN options: MSS, window scaling and timestamps are used only when
     /// both ends offered them (RFC 7323 2.2, 3.2).
     fn negotiate(&mut self, syn: &Seg<'_>) {
@@ -351,6 +556,18 @@ impl Tcb {
             }
             None => self.ts_ok = false,
         }
+        self.sack_ok &= syn.sack_ok;
+    }
+
+    /// Turns keepalive on or off (a per-connection option; the default comes from
+    /// [`Local::keepalive`]).
+    pub fn set_keepalive(&mut self, k: Option<Keepalive>, now: Instant) {
+        self.keepalive = k;
+        self.ka_sent = 0;
+        self.ka_at = match (k, self.state) {
+            (Some(k), State::Established | State::CloseWait) => Some(now + k.idle),
+            _ => None,
+        };
     }
 
     /// Our timestamp clock (1 ms ticks, RFC 7323 5.4).
@@ -414,7 +631,7 @@ impl Tcb {
     /// Window and send-sequence summary for `show session verbose`.
     pub fn summary(&self) -> String {
         format!(
-            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} wscale {}/{} ts {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {} paws {}",
+            "snd_una {} snd_nxt {} snd_wnd {} cwnd {} rcv_nxt {} mss {} wscale {}/{} ts {} sack {} rto {} ms srtt {} us, rto-retrans {} fast-retrans {} ooo {} out-of-window {} paws {} sack-recoveries {} sack-retrans {} sack-acks {} acks-delayed {} delack-timeouts {} keepalive-probes {}",
             self.snd_una.wrapping_sub(self.iss),
             self.snd_nxt.wrapping_sub(self.iss),
             self.snd_wnd,
@@ -424,6 +641,7 @@ impl Tcb {
             self.snd_shift,
             self.rcv_shift,
             if self.ts_ok { "on" } else { "off" },
+            if self.sack_ok { "on" } else { "off" },
             self.rto.as_millis(),
             self.srtt.map(|d| d.as_micros()).unwrap_or(0),
             self.stats.rto_retrans,
@@ -431,6 +649,12 @@ impl Tcb {
             self.stats.ooo,
             self.stats.out_of_window,
             self.stats.paws,
+            self.stats.sack_recoveries,
+            self.stats.sack_retrans,
+            self.stats.sack_acks,
+            self.stats.acks_delayed,
+            self.stats.delack_timeouts,
+            self.stats.keepalive_probes,
         )
     }
 
@@ -451,11 +675,12 @@ impl Tcb {
         self.rto = (s + (self.rttvar * 4).max(Duration::from_millis(1))).clamp(RTO_MIN, RTO_MAX);
     }
 
-    fn established(&mut self) {
+    fn established(&mut self, now: Instant) {
         self.state = State::Established;
         self.cwnd = 10 * self.mss; // RFC 6928 initial window
         self.retries = 0;
         self.rto_at = None;
+        self.ka_at = self.keepalive.map(|k| now + k.idle);
     }
 
     /// The RST answering a segment no connection takes (RFC 9293 3.10.7.1).
@@ -509,7 +734,7 @@ impl Tcb {
                         self.rtt_sample(now - t0);
                     }
                 }
-                self.established();
+                self.established(now);
                 self.need_ack = true;
                 e.output = true;
                 e.notify = true;
@@ -558,6 +783,9 @@ impl Tcb {
             }
             return e;
         }
+        // The peer is alive (keepalive).
+        self.last_heard = now;
+        self.ka_sent = 0;
         // RFC 7323 4.3: remember the timestamp of a segment that starts at or before what we
         // last acknowledged (the one to echo).
         if let (true, Some((v, _))) = (self.ts_ok, seg.ts) {
@@ -595,7 +823,8 @@ impl Tcb {
         if !seg.has(ACK) {
             return e;
         }
-        if self.state == State::SynRcvd {
+        let handshake = self.state == State::SynRcvd;
+        if handshake {
             if lt(self.snd_una, seg.ack) && le(seg.ack, self.snd_max) {
                 self.snd_una = seg.ack;
                 self.snd_nxt = self.snd_max.max(seg.ack);
@@ -607,7 +836,7 @@ impl Tcb {
                 self.snd_wnd = self.peer_wnd(seg);
                 self.snd_wl1 = seg.seq;
                 self.snd_wl2 = seg.ack;
-                self.established();
+                self.established(now);
                 e.accepted = true;
             } else {
                 e.rst = Some(Self::rst_for(seg));
@@ -618,6 +847,12 @@ impl Tcb {
             self.need_ack = true;
             e.output = true;
             return e;
+        }
+        if self.sack_ok && !seg.sack.is_empty() && !handshake {
+            self.take_sack(seg);
+        }
+        if handshake {
+            // Done above.
         } else if lt(self.snd_una, seg.ack) {
             let acked = seg.ack.wrapping_sub(self.snd_una);
             // Sequence space that is data (not the FIN).
@@ -638,8 +873,21 @@ impl Tcb {
             }
             self.retries = 0;
             self.dupacks = 0;
-            // Slow start, then congestion avoidance (RFC 5681).
-            if self.cwnd < self.ssthresh {
+            self.sacked.trim_below(self.snd_una);
+            if let Some(end) = self.recovery {
+                if le(end, self.snd_una) {
+                    // Recovery over (RFC 6675 5.1): continue from ssthresh.
+                    self.recovery = None;
+                    self.cwnd = self.ssthresh;
+                } else {
+                    // A partial ACK: the next hole's first segment is presumed lost too.
+                    if lt(self.high_rxt, self.snd_una) {
+                        self.high_rxt = self.snd_una;
+                    }
+                    self.lost_floor = self.snd_una.wrapping_add(self.mss);
+                }
+            } else if self.cwnd < self.ssthresh {
+                // Slow start, then congestion avoidance (RFC 5681).
                 self.cwnd = self.cwnd.saturating_add(acked.min(self.mss));
             } else {
                 self.cwnd = self
@@ -676,13 +924,25 @@ impl Tcb {
             && self.snd_una != self.snd_max
         {
             self.dupacks += 1;
-            if self.dupacks == 3 {
-                // Fast retransmit (RFC 5681 3.2), go-back-N from the hole.
+            if self.recovery.is_none()
+                && (self.dupacks == DUP_THRESH || (self.sack_ok && self.first_hole_lost()))
+            {
+                // Fast retransmit (RFC 5681 3.2, RFC 6675 5).
                 let flight = self.snd_max.wrapping_sub(self.snd_una);
                 self.ssthresh = (flight / 2).max(2 * self.mss);
                 self.cwnd = self.ssthresh;
-                self.go_back();
                 self.stats.fast_retrans += 1;
+                if self.sack_ok {
+                    // Only the holes the scoreboard shows lost go again, from the first.
+                    self.recovery = Some(self.snd_max);
+                    self.high_rxt = self.snd_una;
+                    self.lost_floor = self.snd_una.wrapping_add(self.mss);
+                    self.rtt_probe = None;
+                    self.stats.sack_recoveries += 1;
+                } else {
+                    // Without SACK: go-back-N from the hole.
+                    self.go_back();
+                }
                 e.output = true;
             }
         }
@@ -751,14 +1011,16 @@ impl Tcb {
 
     fn take_data(&mut self, seg: &Seg<'_>, rx: Option<&Fifo<'_>>, e: &mut Effect) {
         let Some(rx) = rx else { return };
-        self.need_ack = true;
         e.output = true;
+        // Anything but new in-order data into no hole is acknowledged at once (RFC 5681
+        // 4.2); that one may wait (delayed ACK, in `output`).
         let mut seq = seg.seq;
         let mut d = seg.data;
         // Trim what we already have.
         if lt(seq, self.rcv_nxt) {
             let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
             if skip >= d.len() {
+                self.need_ack = true;
                 return;
             }
             d = &d[skip..];
@@ -768,35 +1030,43 @@ impl Tcb {
         let room = self.rcv_adv.wrapping_sub(seq) as usize;
         d = &d[..d.len().min(room)];
         if d.is_empty() {
+            self.need_ack = true;
             return;
         }
         if seq != self.rcv_nxt {
+            self.need_ack = true;
             // Out of order: written into the rx FIFO at its place past the head (the window
-            // we advertised has room for it), its range remembered; a duplicate ACK.
+            // we advertised has room for it), its range remembered (a SACK block); a
+            // duplicate ACK.
             self.stats.ooo += 1;
             let end = seq.wrapping_add(d.len() as u32);
-            if !(rx.write_ahead(seq.wrapping_sub(self.rcv_nxt), d) && self.ooo_insert(seq, end)) {
+            if rx.write_ahead(seq.wrapping_sub(self.rcv_nxt), d) && self.ooo.insert(seq, end) {
+                self.ooo_last = seq;
+            } else {
                 self.stats.ooo_dropped += 1;
             }
             return;
         }
+        self.need_ack |= !self.ooo.is_empty(); // fills (part of) a hole
+        self.ack_pending = true;
         let n = rx.push_bytes(d);
         self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
         e.notify |= n > 0;
         // Held ranges the new bytes reach join the stream (their bytes are in place).
-        while self.ooo_n > 0 && le(self.ooo[0].0, self.rcv_nxt) {
-            let end = self.ooo[0].1;
+        while let Some(&(start, end)) = self.ooo.as_slice().first() {
+            if lt(self.rcv_nxt, start) {
+                break;
+            }
             if lt(self.rcv_nxt, end) {
                 let want = end.wrapping_sub(self.rcv_nxt);
                 let m = rx.advance(want);
                 self.rcv_nxt = self.rcv_nxt.wrapping_add(m);
                 if m < want {
-                    self.ooo[0].0 = self.rcv_nxt; // the rest stays held
+                    self.ooo.r[0].0 = self.rcv_nxt; // the rest stays held
                     break;
                 }
             }
-            self.ooo.copy_within(1..self.ooo_n, 0);
-            self.ooo_n -= 1;
+            self.ooo.pop_front();
         }
         if self.ooo_fin == Some(self.rcv_nxt) {
             self.ooo_fin = None;
@@ -805,33 +1075,140 @@ impl Tcb {
         }
     }
 
-    /// Remembers [s, e) as held out of order, merged with the ranges it overlaps or
-    /// touches; false when all range slots are taken (the data is not kept).
-    fn ooo_insert(&mut self, mut s: u32, mut e: u32) -> bool {
-        let mut keep = [(0u32, 0u32); OOO_RANGES];
-        let mut k = 0;
-        for &(a, b) in &self.ooo[..self.ooo_n] {
-            if le(a, e) && le(s, b) {
-                if lt(a, s) {
-                    s = a;
-                }
-                if lt(e, b) {
-                    e = b;
-                }
-            } else {
-                keep[k] = (a, b);
-                k += 1;
+    /// Takes the peer's SACK blocks into the scoreboard (RFC 2018 4: only blocks above
+    /// the cumulative ACK and within what was sent; a D-SACK below it is ignored).
+    fn take_sack(&mut self, seg: &Seg<'_>) {
+        let lo = if lt(seg.ack, self.snd_una) {
+            self.snd_una
+        } else {
+            seg.ack
+        };
+        for b in seg.sack.chunks_exact(8) {
+            let s = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let e = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+            if lt(s, e) && lt(lo, e) && le(e, self.snd_max) {
+                self.sacked.insert(if lt(s, lo) { lo } else { s }, e);
             }
         }
-        if k == OOO_RANGES {
+    }
+
+    /// Walks the holes of the scoreboard in [snd_una, snd_max), lowest first, with whether
+    /// each is lost (RFC 6675 IsLost: more than (DupThresh − 1) × MSS bytes or DupThresh
+    /// ranges SACKed above it; in recovery also what lies below `lost_floor`). `f` returns
+    /// false to stop.
+    fn for_holes(&self, mut f: impl FnMut(u32, u32, bool) -> bool) {
+        let r = self.sacked.as_slice();
+        let mut above = [0u32; SACK_RANGES + 1];
+        for i in (0..r.len()).rev() {
+            above[i] = above[i + 1] + r[i].1.wrapping_sub(r[i].0);
+        }
+        let floor = self.recovery.map(|_| self.lost_floor);
+        let mut start = self.snd_una;
+        for (i, &sacked_above) in above.iter().enumerate().take(r.len() + 1) {
+            let end = r.get(i).map_or(self.snd_max, |x| x.0);
+            if lt(start, end) {
+                let sacked_lost = sacked_above > (DUP_THRESH - 1) * self.mss
+                    || (r.len() - i) as u32 >= DUP_THRESH;
+                let split = match floor {
+                    Some(fl) if !sacked_lost && lt(start, fl) => {
+                        if lt(fl, end) {
+                            fl
+                        } else {
+                            end
+                        }
+                    }
+                    _ => start,
+                };
+                if split != start && !f(start, split, true) {
+                    return;
+                }
+                if lt(split, end) && !f(split, end, sacked_lost) {
+                    return;
+                }
+            }
+            if let Some(x) = r.get(i) {
+                start = x.1;
+            }
+        }
+    }
+
+    /// Whether the first unacknowledged byte is lost by the scoreboard.
+    fn first_hole_lost(&self) -> bool {
+        if self.sacked.is_empty() {
             return false;
         }
-        let pos = keep[..k].iter().position(|&(a, _)| lt(s, a)).unwrap_or(k);
-        keep.copy_within(pos..k, pos + 1);
-        keep[pos] = (s, e);
-        self.ooo = keep;
-        self.ooo_n = k + 1;
-        true
+        let mut lost = false;
+        self.for_holes(|s, _, l| {
+            lost = l && s == self.snd_una;
+            false
+        });
+        lost
+    }
+
+    /// RFC 6675 SetPipe: bytes presumed in the network (not SACKed and not lost, plus what
+    /// was retransmitted).
+    fn pipe(&self) -> u32 {
+        let mut pipe = 0u32;
+        self.for_holes(|s, e, lost| {
+            if !lost {
+                pipe += e.wrapping_sub(s);
+            }
+            if lt(s, self.high_rxt) {
+                let r = if lt(e, self.high_rxt) {
+                    e
+                } else {
+                    self.high_rxt
+                };
+                pipe += r.wrapping_sub(s);
+            }
+            true
+        });
+        pipe
+    }
+
+    /// RFC 6675 NextSeg (1): the first lost, not yet retransmitted range, at most a segment.
+    fn next_hole(&self) -> Option<(u32, u32)> {
+        let mut found = None;
+        self.for_holes(|s, e, lost| {
+            let s = if lt(s, self.high_rxt) {
+                self.high_rxt
+            } else {
+                s
+            };
+            if lost && lt(s, e) {
+                let m = s.wrapping_add(self.mss);
+                found = Some((s, if lt(m, e) { m } else { e }));
+                return false;
+            }
+            true
+        });
+        found
+    }
+
+    /// The SACK blocks for an ACK (RFC 2018 4): the range holding the latest out-of-order
+    /// segment first, then the others; three when timestamps take their room, else four.
+    fn sack_blocks(&self, o: &mut Out) {
+        if !self.sack_ok || self.ooo.is_empty() {
+            return;
+        }
+        let max = if self.ts_ok { 3 } else { 4 };
+        let r = self.ooo.as_slice();
+        let first = r
+            .iter()
+            .position(|&(a, b)| le(a, self.ooo_last) && lt(self.ooo_last, b))
+            .unwrap_or(0);
+        o.sack[0] = r[first];
+        let mut n = 1;
+        for (i, &x) in r.iter().enumerate() {
+            if n == max {
+                break;
+            }
+            if i != first {
+                o.sack[n] = x;
+                n += 1;
+            }
+        }
+        o.sack_n = n as u8;
     }
 
     fn go_back(&mut self) {
@@ -842,13 +1219,27 @@ impl Tcb {
         }
     }
 
-    /// Timers: retransmission / persist and TIME-WAIT.
+    /// Timers: TIME-WAIT, delayed ACK, keepalive, retransmission / persist.
     pub fn timer(&mut self, now: Instant) -> Effect {
         let mut e = Effect::default();
         if let Some(t) = self.tw_at {
             if now >= t {
                 self.state = State::Closed;
                 e.free = true;
+                return e;
+            }
+        }
+        if self.delack_at.is_some_and(|t| now >= t) {
+            self.delack_at = None;
+            if self.ack_pending {
+                self.need_ack = true;
+                self.stats.delack_timeouts += 1;
+                e.output = true;
+            }
+        }
+        if self.ka_at.is_some_and(|t| now >= t) {
+            self.keepalive_timer(now, &mut e);
+            if e.free {
                 return e;
             }
         }
@@ -887,8 +1278,52 @@ impl Tcb {
         self.ssthresh = (flight / 2).max(2 * self.mss);
         self.cwnd = self.mss;
         self.stats.rto_retrans += 1;
+        // RFC 2018 8 / RFC 6675 5.1: after a timeout the scoreboard is not trusted.
+        self.recovery = None;
+        self.sacked.clear();
         self.go_back();
         e
+    }
+
+    /// The keepalive timer: a probe once the connection was quiet for the idle time with
+    /// nothing in flight, then one per interval; reset after that many unanswered.
+    fn keepalive_timer(&mut self, now: Instant, e: &mut Effect) {
+        let Some(k) = self.keepalive else {
+            self.ka_at = None;
+            return;
+        };
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            self.ka_at = None;
+            return;
+        }
+        if self.snd_una != self.snd_max {
+            // Data in flight: the retransmission timer watches the peer.
+            self.ka_sent = 0;
+            self.ka_at = Some(now + k.idle);
+            return;
+        }
+        if self.ka_sent == 0 {
+            let quiet_until = self.last_heard + k.idle;
+            if now < quiet_until {
+                self.ka_at = Some(quiet_until);
+                return;
+            }
+        }
+        if self.ka_sent >= k.probes {
+            self.state = State::Closed;
+            self.ka_at = None;
+            e.rst = Some((self.snd_nxt, self.rcv_nxt, RST | ACK));
+            e.reset = true;
+            e.notify = true;
+            e.free = true;
+            e.keepalive_dead = true;
+            return;
+        }
+        self.ka_sent += 1;
+        self.ka_probe = true;
+        self.stats.keepalive_probes += 1;
+        self.ka_at = Some(now + k.interval);
+        e.output = true;
     }
 
     /// Our receive window, the rx FIFO's free space: (the header's field, the bytes it
@@ -923,6 +1358,18 @@ impl Tcb {
         if self.window_update_due(rx_free) {
             self.need_ack = true;
         }
+        // Delayed ACK: in-order data is acknowledged at once every second full segment,
+        // else by the timer unless a segment carries the ACK first.
+        if self.ack_pending && !self.need_ack {
+            if self.local.delack.is_zero()
+                || self.rcv_nxt.wrapping_sub(self.last_ack_sent) >= 2 * self.mss
+            {
+                self.need_ack = true;
+            } else if self.delack_at.is_none() {
+                self.delack_at = Some(now + self.local.delack);
+                self.stats.acks_delayed += 1;
+            }
+        }
         let hdr = |t: &mut Tcb, seq: u32, flags: TcpFlags| {
             let (wnd, bytes) = t.wnd(rx_free, flags.intersects(SYN));
             let edge = t.rcv_nxt.wrapping_add(bytes);
@@ -930,18 +1377,20 @@ impl Tcb {
             if lt(t.rcv_adv, edge) || flags.intersects(SYN) {
                 t.rcv_adv = edge;
             }
-            t.last_ack_sent = t.rcv_nxt;
-            Out {
-                seq,
-                ack: t.rcv_nxt,
-                flags,
-                wnd,
-                mss: None,
-                wscale: None,
-                ts: t.ts_ok.then(|| (t.ts_val(now), t.ts_recent)),
-                off: 0,
-                len: 0,
+            let mut o = Out::bare(seq, t.rcv_nxt, flags, wnd);
+            o.ts = t.ts_ok.then(|| (t.ts_val(now), t.ts_recent));
+            if !flags.intersects(SYN) {
+                t.sack_blocks(&mut o);
             }
+            o
+        };
+        // After a segment carrying the ACK went out.
+        let acked = |t: &mut Tcb, o: &Out| {
+            t.last_ack_sent = o.ack;
+            t.need_ack = false;
+            t.ack_pending = false;
+            t.delack_at = None;
+            t.stats.sack_acks += (o.sack_n > 0) as u64;
         };
         match self.state {
             State::Closed | State::TimeWait if !self.need_ack => return 0,
@@ -955,9 +1404,11 @@ impl Tcb {
                     let mut o = hdr(self, self.iss, f);
                     o.mss = Some(self.local.mss);
                     o.wscale = self.ws_ok.then_some(self.rcv_shift);
+                    o.sack_ok = self.sack_ok;
                     if !emit(o) {
                         return 0;
                     }
+                    self.last_ack_sent = o.ack;
                     self.need_syn = false;
                     self.snd_nxt = self.iss.wrapping_add(1);
                     self.snd_max = self.snd_nxt;
@@ -971,8 +1422,43 @@ impl Tcb {
             }
             _ => {}
         }
+        // SACK loss recovery (RFC 6675 5, steps C.1-C.5): holes first, while the pipe has
+        // room for a segment.
+        let mut pipe = 0;
+        if self.recovery.is_some() {
+            pipe = self.pipe();
+            while pipe.saturating_add(self.mss) <= self.cwnd.max(self.mss) {
+                let Some((s, mut e)) = self.next_hole() else {
+                    break;
+                };
+                let data_end = self.snd_max.wrapping_sub(self.fin_sent as u32);
+                let mut o = hdr(self, s, ACK);
+                let room = self.mss.saturating_sub(o.sack_len()).max(1);
+                let len = if lt(s, data_end) {
+                    let end = if lt(e, data_end) { e } else { data_end };
+                    end.wrapping_sub(s).min(room)
+                } else {
+                    0
+                };
+                if self.fin_sent && e == self.snd_max && s.wrapping_add(len) == data_end {
+                    o.flags = o.flags | FIN;
+                } else {
+                    e = s.wrapping_add(len);
+                }
+                o.off = s.wrapping_sub(self.snd_una);
+                o.len = len;
+                if !emit(o) {
+                    return sent;
+                }
+                acked(self, &o);
+                sent += 1;
+                self.stats.sack_retrans += 1;
+                self.high_rxt = e;
+                pipe += e.wrapping_sub(s);
+                self.rto_at.get_or_insert(now + self.rto);
+            }
+        }
         // Data.
-        let window = self.snd_wnd.min(self.cwnd.max(self.mss));
         loop {
             let sent_data = self.data_sent();
             let unsent = tx_used.saturating_sub(sent_data);
@@ -980,7 +1466,16 @@ impl Tcb {
                 break;
             }
             let flight = self.in_flight();
-            let mut room = window.saturating_sub(flight);
+            // In recovery the congestion window holds the pipe, not everything unacknowledged.
+            let used = if self.recovery.is_some() {
+                pipe
+            } else {
+                flight
+            };
+            let mut room = self
+                .snd_wnd
+                .saturating_sub(flight)
+                .min(self.cwnd.max(self.mss).saturating_sub(used));
             if room == 0 && self.probe && flight == 0 {
                 room = 1; // zero-window probe
             }
@@ -990,8 +1485,10 @@ impl Tcb {
                 }
                 break;
             }
-            let len = unsent.min(room).min(self.mss);
             let mut o = hdr(self, self.snd_nxt, ACK);
+            let len = unsent
+                .min(room)
+                .min(self.mss.saturating_sub(o.sack_len()).max(1));
             o.off = sent_data;
             o.len = len;
             if len == unsent {
@@ -1000,9 +1497,10 @@ impl Tcb {
             if !emit(o) {
                 return sent;
             }
+            acked(self, &o);
             self.probe = false;
-            self.need_ack = false;
             sent += 1;
+            pipe += len;
             if self.snd_nxt == self.snd_max && self.rtt_probe.is_none() {
                 self.rtt_probe = Some((self.snd_nxt.wrapping_add(len), now));
             }
@@ -1030,9 +1528,9 @@ impl Tcb {
             if !emit(o) {
                 return sent;
             }
+            acked(self, &o);
             sent += 1;
             self.fin_sent = true;
-            self.need_ack = false;
             self.snd_nxt = self.snd_nxt.wrapping_add(1);
             if lt(self.snd_max, self.snd_nxt) {
                 self.snd_max = self.snd_nxt;
@@ -1047,19 +1545,27 @@ impl Tcb {
         if self.need_ack {
             let o = hdr(self, self.snd_nxt, ACK);
             if emit(o) {
-                self.need_ack = false;
+                acked(self, &o);
+                sent += 1;
+            }
+        }
+        if self.ka_probe {
+            // Keepalive probe: one byte below what the peer acknowledged draws its ACK.
+            let o = hdr(self, self.snd_una.wrapping_sub(1), ACK);
+            if emit(o) {
+                self.ka_probe = false;
                 sent += 1;
             }
         }
         sent
     }
 
-    /// Whether a timer is armed.
+    /// The earliest armed timer.
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (self.rto_at, self.tw_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.rto_at, self.tw_at, self.delack_at, self.ka_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The sequence numbers of an abortive RST (seq = snd_nxt).
@@ -1080,6 +1586,9 @@ mod tests {
     const L: Local = Local {
         mss: MSS4,
         wscale: 0,
+        sack: true,
+        delack: Duration::ZERO,
+        keepalive: None,
     };
 
     fn seg(seq: u32, ack: u32, flags: TcpFlags, data: &[u8]) -> Seg<'_> {
@@ -1091,6 +1600,8 @@ mod tests {
             mss: None,
             wscale: None,
             ts: None,
+            sack_ok: false,
+            sack: &[],
             data,
         }
     }
@@ -1198,18 +1709,17 @@ mod tests {
         put(&mut t, 700, 800);
         put(&mut t, 500, 600);
         put(&mut t, 800, 900); // joins 700..1000
-        assert_eq!(t.ooo_n, 2);
-        assert_eq!(t.ooo[..2], [(600, 700), (800, 1100)]);
+        assert_eq!(t.ooo.as_slice(), [(600, 700), (800, 1100)]);
         put(&mut t, 0, 100);
         assert_eq!(rx.used(), Some(100), "only in-order bytes are published");
         put(&mut t, 100, 700); // overlaps the held 500..600
-        assert_eq!((t.rcv_nxt, t.ooo_n), (100 + 1000, 0));
+        assert_eq!((t.rcv_nxt, t.ooo.n), (100 + 1000, 0));
         // Nine separate holes: the ninth range has no slot and is not kept.
         for k in 0..9 {
             let a = 1100 + 100 * k;
             put(&mut t, a, a + 50);
         }
-        assert_eq!((t.ooo_n, t.stats.ooo_dropped), (8, 1));
+        assert_eq!((t.ooo.n, t.stats.ooo_dropped), (8, 1));
         let mut got = vec![0u8; 4096];
         let n = rx.pop_bytes(&mut got);
         assert_eq!(&got[..n], &data[..1000]);
@@ -1219,8 +1729,8 @@ mod tests {
     fn window_scaling_and_timestamps_are_negotiated_and_used() {
         let now = Instant::now();
         let big = Local {
-            mss: MSS4,
             wscale: wscale_for(1 << 20),
+            ..L
         };
         assert_eq!(big.wscale, 5);
         // The peer offers both: our SYN-ACK carries both, the SYN-ACK's window unscaled.
@@ -1283,6 +1793,7 @@ mod tests {
         let big = Local {
             mss: MSS6,
             wscale: 5,
+            ..L
         };
         let mut t = Tcb::accept(5000, &seg(100, 0, SYN, &[]), big, now);
         let mut out = vec![];
@@ -1327,6 +1838,229 @@ mod tests {
         t.rtt_sample(Duration::from_millis(100));
         // rttvar 3/4 × 50 = 37.5 ms: rto 100 + 150 = 250 ms.
         assert_eq!(t.rto, Duration::from_micros(250_000));
+    }
+
+    /// A SACK-permitted passive open with MSS 1000, established, FIFOs of 16 KiB.
+    fn sack_conn<'a>(local: Local, rx: &Fifo<'a>, tx: &Fifo<'a>, now: Instant) -> Tcb {
+        let syn = Seg {
+            sack_ok: true,
+            mss: Some(1000),
+            ..seg(99, 0, SYN, &[])
+        };
+        let mut t = Tcb::accept(5000, &syn, local, now);
+        let mut out = vec![];
+        t.output(0, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        assert!(out[0].sack_ok, "SACK permitted is offered back");
+        t.input(&seg(100, 5001, ACK, &[]), Some(rx), Some(tx), now);
+        assert_eq!((t.state, t.sack_ok), (State::Established, true));
+        t
+    }
+
+    fn fifos(name: &str) -> sluice_infra::shm::Region {
+        use sluice_session::seg::{init_header, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 16384,
+            evq_len: 16,
+        };
+        let r = sluice_infra::shm::Region::create(name, g.size()).unwrap();
+        init_header(&r, &g);
+        r
+    }
+
+    fn slot(r: &sluice_infra::shm::Region) -> (Fifo<'_>, Fifo<'_>) {
+        use sluice_session::seg::{slot_fifos, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 16384,
+            evq_len: 16,
+        };
+        slot_fifos(r, &g, 0).unwrap()
+    }
+
+    fn sack_bytes(blocks: &[(u32, u32)]) -> Vec<u8> {
+        blocks
+            .iter()
+            .flat_map(|&(a, b)| a.to_be_bytes().into_iter().chain(b.to_be_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn sack_blocks_report_the_held_ranges_latest_first() {
+        let r = fifos("tcp-sack-rx");
+        let (rx, tx) = slot(&r);
+        let now = Instant::now();
+        let mut t = sack_conn(L, &rx, &tx, now);
+        let data = [7u8; 100];
+        for a in [300u32, 600, 450] {
+            t.input(&seg(100 + a, 5001, ACK, &data), Some(&rx), Some(&tx), now);
+        }
+        let mut out = vec![];
+        t.output(0, rx.free_bytes(), now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(
+            out.len(),
+            1,
+            "one duplicate ACK for the three held segments"
+        );
+        let o = out[0];
+        assert_eq!(o.ack, 100);
+        // The latest segment's range first, then the others in order.
+        assert_eq!(
+            o.sack[..o.sack_n as usize],
+            [(550, 650), (400, 500), (700, 800)]
+        );
+        // Joining two ranges: the merged one leads.
+        t.input(&seg(650, 5001, ACK, &data[..50]), Some(&rx), Some(&tx), now);
+        out.clear();
+        t.output(0, rx.free_bytes(), now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(
+            out[0].sack[..out[0].sack_n as usize],
+            [(550, 800), (400, 500)]
+        );
+        assert_eq!(t.stats.sack_acks, 2);
+    }
+
+    #[test]
+    fn sack_recovery_retransmits_only_the_holes() {
+        let r = fifos("tcp-sack-tx");
+        let (rx, tx) = slot(&r);
+        let now = Instant::now();
+        let mut t = sack_conn(L, &rx, &tx, now);
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(tx.push_bytes(&data), 10_000);
+        let mut out = vec![];
+        t.output(10_000, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        assert_eq!(out.len(), 10, "the initial window: ten segments of 1000");
+        // Segments 0 and 4 lost: the peer SACKs the rest.
+        let blocks = sack_bytes(&[(10_001, 15_001), (6001, 9001)]);
+        let dup = Seg {
+            sack: &blocks,
+            ..seg(100, 5001, ACK, &[])
+        };
+        let e = t.input(&dup, Some(&rx), Some(&tx), now);
+        assert!(
+            e.output && t.recovery.is_some(),
+            "8 segments SACKed above the hole"
+        );
+        out.clear();
+        t.output(10_000, 16384, now, |o| {
+            out.push(o);
+            true
+        });
+        let sent: Vec<(u32, u32, u32)> = out.iter().map(|o| (o.seq, o.off, o.len)).collect();
+        assert_eq!(sent, [(5001, 0, 1000), (9001, 4000, 1000)]);
+        // More duplicates send nothing new.
+        t.input(&dup, Some(&rx), Some(&tx), now);
+        assert_eq!(t.output(10_000, 16384, now, |_| true), 0);
+        // A partial ACK, then the whole: recovery ends.
+        let rest = sack_bytes(&[(10_001, 15_001)]);
+        let partial = Seg {
+            sack: &rest,
+            ..seg(100, 9001, ACK, &[])
+        };
+        t.input(&partial, Some(&rx), Some(&tx), now);
+        assert!(t.recovery.is_some());
+        assert_eq!(t.output(6000, 16384, now, |_| true), 0, "9001.. was resent");
+        t.input(&seg(100, 15_001, ACK, &[]), Some(&rx), Some(&tx), now);
+        assert!(t.recovery.is_none() && tx.is_empty());
+        assert_eq!(
+            (
+                t.stats.sack_recoveries,
+                t.stats.sack_retrans,
+                t.stats.rto_retrans
+            ),
+            (1, 2, 0)
+        );
+    }
+
+    #[test]
+    fn delayed_ack_waits_for_two_segments_or_the_timer() {
+        let r = fifos("tcp-delack");
+        let (rx, tx) = slot(&r);
+        let now = Instant::now();
+        let local = Local {
+            delack: Duration::from_millis(40),
+            ..L
+        };
+        let mut t = sack_conn(local, &rx, &tx, now);
+        let d = [1u8; 1000];
+        let put = |t: &mut Tcb, seq: u32, at: Instant| {
+            t.input(&seg(seq, 5001, ACK, &d), Some(&rx), Some(&tx), at);
+            let mut n = vec![];
+            t.output(0, 16384, at, |o| {
+                n.push(o.ack);
+                true
+            });
+            n
+        };
+        let acks: Vec<_> = [100, 1100, 2100].map(|q| put(&mut t, q, now)).into();
+        assert_eq!(acks, [vec![], vec![2100], vec![]], "every second segment");
+        assert_eq!(t.next_deadline(), Some(now + Duration::from_millis(40)));
+        let e = t.timer(now + Duration::from_millis(40));
+        assert!(e.output);
+        let mut out = vec![];
+        t.output(0, 16384, now, |o| {
+            out.push(o.ack);
+            true
+        });
+        assert_eq!(out, [3100]);
+        assert_eq!((t.stats.acks_delayed, t.stats.delack_timeouts), (2, 1));
+        // Out of order: acknowledged at once, as is the segment that fills the hole.
+        let acks: Vec<_> = [4100, 3100].map(|q| put(&mut t, q, now)).into();
+        assert_eq!(acks, [vec![3100], vec![5100]]);
+    }
+
+    #[test]
+    fn keepalive_probes_then_resets() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let local = Local {
+            keepalive: Some(Keepalive {
+                idle: s(10),
+                interval: s(1),
+                probes: 2,
+            }),
+            ..L
+        };
+        let mut t = Tcb::accept(5000, &seg(99, 0, SYN, &[]), local, now);
+        t.output(0, 4096, now, |_| true);
+        t.input(&seg(100, 5001, ACK, &[]), None, None, now);
+        assert_eq!(t.next_deadline(), Some(now + s(10)));
+        let probe = |t: &mut Tcb, at: Instant| {
+            let e = t.timer(at);
+            let mut out = vec![];
+            t.output(0, 4096, at, |o| {
+                out.push((o.seq, o.len));
+                true
+            });
+            (e, out)
+        };
+        let (e, out) = probe(&mut t, now + s(10));
+        assert!(e.output);
+        assert_eq!(out, [(5000, 0)], "one below snd_una");
+        // The peer answers: quiet again for the idle time.
+        t.input(&seg(100, 5001, ACK, &[]), None, None, now + s(10));
+        let (_, out) = probe(&mut t, now + s(11));
+        assert!(out.is_empty());
+        assert_eq!(t.next_deadline(), Some(now + s(20)));
+        // Unanswered: two probes, then the reset.
+        assert_eq!(probe(&mut t, now + s(20)).1.len(), 1);
+        assert_eq!(probe(&mut t, now + s(21)).1.len(), 1);
+        let e = t.timer(now + s(22));
+        assert!(e.free && e.reset && e.keepalive_dead && e.rst.is_some());
+        assert_eq!(t.stats.keepalive_probes, 3);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! timers and close, on top of the per-connection state machine in [`crate::tcp`].
 //!
 //! A passive open lives without an application slot while in the handshake (a SYN flood
-//! fills the listener's bounded backlog, counted, not the application's segment); when the
+//! fills the listener's bounded backlog, counted, not the application's segment; past it
+//! SYNs are answered with SYN cookies, RFC 4987, and keep no state until the handshake's
+//! ACK returns a valid cookie); when the
 //! handshake completes it takes a free slot and the application gets an accept event
 //! (`seg::EVENT_ACCEPT | slot`) with both endpoints in the slot's rx FIFO header. A slot is
 //! released when the application has closed it and the connection has ended (or reached
@@ -24,6 +26,9 @@ pub enum TcpDrop {
     /// The listener's handshake backlog is full.
     BacklogFull,
 }
+
+/// MSS values a SYN cookie can encode (3 bits; Linux's table with the IPv6 ones).
+const COOKIE_MSS: [u16; 8] = [536, 1200, 1220, 1380, 1400, 1440, 1448, 1460];
 
 fn unspecified(v6: bool) -> IpAddr {
     if v6 {
@@ -49,12 +54,74 @@ impl SessionMain {
         }
     }
 
-    /// What our SYNs offer: the family's MSS and the shift that advertises a whole FIFO.
+    /// What our SYNs offer (the family's MSS, the shift that advertises a whole FIFO,
+    /// SACK) and the configured ACK and keepalive timing.
     fn tcp_local(&self, v6: bool) -> tcp::Local {
         tcp::Local {
             mss: if v6 { tcp::MSS6 } else { tcp::MSS4 },
             wscale: tcp::wscale_for(self.cfg.fifo_size),
+            sack: true,
+            delack: self.cfg.delayed_ack,
+            keepalive: self.cfg.keepalive,
         }
+    }
+
+    /// The SYN cookie (RFC 4987) for a SYN from `remote` with sequence `irs`, in the
+    /// 64-second period `t`, for the MSS table entry `mi`: the period's low 5 bits, `mi`,
+    /// and 24 bits of a keyed hash of the 4-tuple, `irs` and `t`.
+    fn cookie(&mut self, local: SocketAddr, remote: SocketAddr, irs: u32, t: u32, mi: u32) -> u32 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.iss_key(), local, remote, irs, t, mi).hash(&mut h);
+        ((t & 0x1f) << 27) | ((mi & 7) << 24) | (h.finish() as u32 & 0xff_ffff)
+    }
+
+    /// The current cookie period (64 s).
+    fn cookie_period() -> u32 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| (d.as_secs() / 64) as u32)
+            .unwrap_or(0)
+    }
+
+    /// Answers a SYN past a full backlog with a cookie SYN-ACK: no state is kept, and
+    /// the SYN-ACK offers only the MSS (window scaling, timestamps and SACK need state).
+    fn syn_cookie(&mut self, local: SocketAddr, remote: SocketAddr, seg: &Seg<'_>) {
+        let peer_mss = seg.mss.unwrap_or(536);
+        let mine = self.tcp_local(local.is_ipv6()).mss;
+        let mi = COOKIE_MSS
+            .iter()
+            .rposition(|&m| m <= peer_mss.min(mine))
+            .unwrap_or(0) as u32;
+        let iss = self.cookie(local, remote, seg.seq, Self::cookie_period(), mi);
+        let wnd = self.cfg.fifo_size.min(65535) as u16;
+        let mut o = tcp::Out::bare(
+            iss,
+            seg.seq.wrapping_add(1),
+            TcpFlags::SYN | TcpFlags::ACK,
+            wnd,
+        );
+        o.mss = Some(mine);
+        self.ctl_out.push((local, remote, o));
+        self.tcp_kick.store(true, Ordering::Release);
+        self.tcp_stats.syn_cookies_sent += 1;
+    }
+
+    /// The MSS a valid cookie in the handshake's ACK `seg` encodes (this or the last period).
+    fn cookie_check(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Seg<'_>,
+    ) -> Option<u16> {
+        let c = seg.ack.wrapping_sub(1);
+        let irs = seg.seq.wrapping_sub(1);
+        let mi = (c >> 24) & 7;
+        let now = Self::cookie_period();
+        [now, now.wrapping_sub(1)]
+            .into_iter()
+            .find(|&t| (t & 0x1f) == c >> 27 && self.cookie(local, remote, irs, t, mi) == c)
+            .map(|_| COOKIE_MSS[mi as usize])
     }
 
     fn iss(&mut self, local: SocketAddr, remote: SocketAddr) -> u32 {
@@ -173,7 +240,8 @@ impl SessionMain {
     }
 
     fn rst(&mut self, local: SocketAddr, remote: SocketAddr, seq: u32, ack: u32, flags: TcpFlags) {
-        self.rst_out.push((local, remote, seq, ack, flags));
+        self.ctl_out
+            .push((local, remote, tcp::Out::bare(seq, ack, flags, 0)));
         self.tcp_kick.store(true, Ordering::Release);
     }
 
@@ -351,6 +419,12 @@ impl SessionMain {
             return Ok(());
         }
         if has(TcpFlags::ACK) {
+            if !has(TcpFlags::SYN) && self.cfg.syn_cookies {
+                if let Some(mss) = self.cookie_check(local, remote, seg) {
+                    return self.tcp_cookie_open(lsid, local, remote, seg, mss, now);
+                }
+                self.tcp_stats.syn_cookies_bad += 1;
+            }
             let (seq, ack, f) = Tcb::rst_for(seg);
             self.rst(local, remote, seq, ack, f);
             return Ok(());
@@ -358,10 +432,15 @@ impl SessionMain {
         if !has(TcpFlags::SYN) {
             return Ok(());
         }
+        let cookies = self.cfg.syn_cookies;
         let app = match self.sessions[lsid as usize].as_mut() {
             Some(s) => match &mut s.proto {
                 Proto::TcpListen { backlog, half_open } => {
                     if *half_open >= *backlog {
+                        if cookies {
+                            self.syn_cookie(local, remote, seg);
+                            return Ok(());
+                        }
                         self.tcp_stats.backlog_full += 1;
                         return Err(TcpDrop::BacklogFull);
                     }
@@ -374,6 +453,65 @@ impl SessionMain {
         };
         let iss = self.iss(local, remote);
         let tcb = Tcb::accept(iss, seg, self.tcp_local(local.is_ipv6()), now);
+        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        Ok(())
+    }
+
+    /// The handshake's ACK returned a valid SYN cookie: the connection is made as if its
+    /// SYN had been kept (with the MSS the cookie encodes, no other option) and the ACK
+    /// completes it.
+    fn tcp_cookie_open(
+        &mut self,
+        lsid: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Seg<'_>,
+        mss: u16,
+        now: Instant,
+    ) -> Result<(), TcpDrop> {
+        let Some(s) = self.sessions[lsid as usize].as_mut() else {
+            return Err(TcpDrop::NoListener);
+        };
+        let app = s.app;
+        if let Proto::TcpListen { half_open, .. } = &mut s.proto {
+            *half_open += 1; // given back when the application takes it
+        }
+        let syn = Seg {
+            seq: seg.seq.wrapping_sub(1),
+            ack: 0,
+            flags: TcpFlags::SYN,
+            wnd: seg.wnd,
+            mss: Some(mss),
+            wscale: None,
+            ts: None,
+            sack_ok: false,
+            sack: &[],
+            data: &[],
+        };
+        let wnd = self.cfg.fifo_size.min(65535);
+        let tcb = Tcb::from_cookie(
+            seg.ack.wrapping_sub(1),
+            &syn,
+            self.tcp_local(local.is_ipv6()),
+            wnd,
+            now,
+        );
+        self.tcp_new_conn(app, lsid, local, remote, tcb);
+        self.tcp_stats.syn_cookies_ok += 1;
+        // The ACK (and any data on it) now finds its connection.
+        self.tcp_input(local, remote, seg, now)
+    }
+
+    /// Files a passive open under `local`/`remote` (in the handshake, no slot yet) and
+    /// queues its first output.
+    fn tcp_new_conn(
+        &mut self,
+        app: u32,
+        lsid: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        tcb: Tcb,
+    ) -> u32 {
         let s = crate::session::Session {
             app,
             slot: NO_SLOT,
@@ -401,7 +539,7 @@ impl SessionMain {
         self.tcp_conns.insert((local, remote), sid);
         self.tcp_count += 1;
         self.tcp_queue(sid);
-        Ok(())
+        sid
     }
 
     /// Acts on what a segment or timer did to connection `sid`.
@@ -418,6 +556,9 @@ impl SessionMain {
         }
         if e.reset {
             self.tcp_stats.resets += 1;
+        }
+        if e.keepalive_dead {
+            self.tcp_stats.keepalive_timeouts += 1;
         }
         if e.notify || e.accepted {
             self.tcp_notify(sid, e.reset);
@@ -637,4 +778,52 @@ pub(crate) fn rearm(
         set.insert((n, sid));
     }
     l.timer = next;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(seq: u32, ack: u32, flags: TcpFlags) -> Seg<'static> {
+        Seg {
+            seq,
+            ack,
+            flags,
+            wnd: 1000,
+            mss: Some(1400),
+            wscale: Some(7),
+            ts: Some((1, 0)),
+            sack_ok: true,
+            sack: &[],
+            data: &[],
+        }
+    }
+
+    #[test]
+    fn syn_cookie_round_trip() {
+        let mut sm = SessionMain::default();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let r: SocketAddr = "10.0.0.2:4000".parse().unwrap();
+        sm.syn_cookie(l, r, &seg(777, 0, TcpFlags::SYN));
+        let (_, _, o) = sm.ctl_out[0];
+        assert_eq!(o.flags, TcpFlags::SYN | TcpFlags::ACK);
+        assert_eq!(
+            (o.ack, o.mss, o.wscale, o.ts, o.sack_ok),
+            (778, Some(1460), None, None, false)
+        );
+        let ack = seg(778, o.seq.wrapping_add(1), TcpFlags::ACK);
+        assert_eq!(
+            sm.cookie_check(l, r, &ack),
+            Some(1400),
+            "the MSS the SYN offered"
+        );
+        let forged = seg(778, o.seq.wrapping_add(2), TcpFlags::ACK);
+        assert_eq!(sm.cookie_check(l, r, &forged), None);
+        let other: SocketAddr = "10.0.0.3:4000".parse().unwrap();
+        assert_eq!(sm.cookie_check(l, other, &ack), None);
+        assert_eq!(
+            sm.cookie_check(l, r, &seg(779, o.seq.wrapping_add(1), TcpFlags::ACK)),
+            None
+        );
+    }
 }
