@@ -1127,7 +1127,25 @@ pub unsafe extern "C" fn epoll_ctl(
 ) -> c_int {
     let real_ctl = real!(epoll_ctl: fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int);
     let Some(_) = sluice_fd(fd).filter(|_| !busy() && !CHILD.load(Ordering::Relaxed)) else {
-        return real_ctl(ep, op, fd, ev);
+        let r = real_ctl(ep, op, fd, ev);
+        // Count the set's kernel descriptors: epoll_wait asks the kernel only when it has some.
+        let slot = usize::try_from(ep).ok().and_then(|i| FDS.get(i));
+        if let Some(x) =
+            slot.filter(|x| r == 0 && !busy() && x.load(Ordering::Acquire) & EPOLL_MARK != 0)
+        {
+            match op {
+                libc::EPOLL_CTL_ADD => {
+                    x.fetch_add(1, Ordering::AcqRel);
+                }
+                libc::EPOLL_CTL_DEL => {
+                    let _ = x.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                        (v & !EPOLL_MARK > 0).then(|| v - 1)
+                    });
+                }
+                _ => {}
+            }
+        }
+        return r;
     };
     let ev = if ev.is_null() {
         None
@@ -1137,7 +1155,9 @@ pub unsafe extern "C" fn epoll_ctl(
     };
     let mut g = lock();
     let set = g.pre().epolls.entry(ep).or_default();
-    mark(ep, EPOLL_MARK);
+    if let Some(x) = usize::try_from(ep).ok().and_then(|i| FDS.get(i)) {
+        x.fetch_or(EPOLL_MARK, Ordering::AcqRel);
+    }
     let at = set.iter().position(|w| w.fd == fd);
     let r = match (op, at, ev) {
         (libc::EPOLL_CTL_ADD, Some(_), _) => Err(libc::EEXIST),
@@ -1189,12 +1209,11 @@ pub unsafe extern "C" fn epoll_wait(
     timeout: c_int,
 ) -> c_int {
     let real_wait = real!(epoll_wait: fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
-    let ours = !busy()
-        && !CHILD.load(Ordering::Relaxed)
-        && usize::try_from(ep)
-            .ok()
-            .and_then(|i| FDS.get(i))
-            .is_some_and(|x| x.load(Ordering::Acquire) == EPOLL_MARK);
+    let tag = usize::try_from(ep)
+        .ok()
+        .and_then(|i| FDS.get(i))
+        .map_or(0, |x| x.load(Ordering::Acquire));
+    let ours = !busy() && !CHILD.load(Ordering::Relaxed) && tag & EPOLL_MARK != 0;
     if !ours || max <= 0 || evs.is_null() {
         return real_wait(ep, evs, max, timeout);
     }
@@ -1242,6 +1261,10 @@ pub unsafe extern "C" fn epoll_wait(
         }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         drop(g);
+        let kernel_fds = FDS[ep as usize].load(Ordering::Acquire) & !EPOLL_MARK;
+        if n > 0 && kernel_fds == 0 {
+            return n as c_int;
+        }
         let t = if sleep {
             sleep_ms(end, poll_soon.then_some(sock::WRITE_POLL))
         } else {

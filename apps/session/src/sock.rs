@@ -260,7 +260,11 @@ impl Sockets {
             return Err(errno(libc::EINVAL));
         }
         if s.connecting {
-            return Err(errno(libc::EALREADY));
+            // Asked again (hiredis does after poll said writable): 0 once it is done.
+            return match self.connect_done(h)? {
+                true => Ok(true),
+                false => Err(errno(libc::EALREADY)),
+            };
         }
         if s.sess.is_some() {
             return Err(errno(libc::EISCONN));
@@ -305,11 +309,15 @@ impl Sockets {
         Ok(false)
     }
 
-    fn connected(&self, h: u32) -> io::Result<Session> {
+    /// The session of a connected socket; a connect in progress that has finished counts
+    /// (readiness reports it writable as soon as it is established).
+    fn connected(&mut self, h: u32) -> io::Result<Session> {
+        if self.sock(h)?.connecting && !self.connect_done(h)? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let s = self.sock(h)?;
         match s.sess {
-            Some(x) if !s.listening && !s.connecting => Ok(x),
-            Some(_) if s.connecting => Err(io::ErrorKind::WouldBlock.into()),
+            Some(x) if !s.listening => Ok(x),
             _ => Err(errno(libc::ENOTCONN)),
         }
     }

@@ -1068,3 +1068,180 @@ fn preload_python_sockets_with_the_kernel() {
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A child process that is killed when dropped (a server the test started).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until `addr` accepts TCP connections from inside the namespace.
+fn wait_listening(peer: &Peer, addr: SocketAddr) {
+    let name = peer.name.clone();
+    let ok = std::thread::spawn(move || {
+        let p = Peer { name };
+        let r = p.run(move || {
+            (0..200).any(|_| {
+                let ok =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok();
+                if !ok {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                ok
+            })
+        });
+        std::mem::forget(p);
+        r
+    })
+    .join()
+    .unwrap();
+    assert!(ok, "nothing listens on {addr}");
+}
+
+#[test]
+fn preload_redis_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let tools = ["redis-server", "redis-cli", "redis-benchmark"];
+    if let Some(t) = tools.iter().find(|t| sh(&["which", t]).is_err()) {
+        sluice_infra::testing::skip(&format!(
+            "`{t}' is not installed (apt-get install redis-server redis-tools)"
+        ));
+        return;
+    }
+    let libs = app_libs();
+    let peer = Peer::new("rd");
+    let (d, sock, dir) = sluice(&peer, "rd");
+    let server = |ns: Option<&str>, bind: &str, port: &str| {
+        let mut c = match ns {
+            Some(ns) => {
+                let mut c = std::process::Command::new("ip");
+                c.args(["netns", "exec", ns, "redis-server"]);
+                c
+            }
+            None => preloaded(&libs, &sock, "redis-server"),
+        };
+        c.args([
+            "--port",
+            port,
+            "--bind",
+            bind,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--protected-mode", "no", "--daemonize", "no", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        Child(c.spawn().unwrap())
+    };
+
+    // Clients through Sluice → redis-server on the kernel.
+    let _kernel_server = server(Some(&peer.name), "10.77.0.2", "6390");
+    wait_listening(&peer, "10.77.0.2:6390".parse().unwrap());
+    let value: String = (0..8192)
+        .map(|i| (b'a' + (i * 7 % 26) as u8) as char)
+        .collect();
+    let vfile = dir.join("value");
+    std::fs::write(&vfile, &value).unwrap();
+    let cli = |args: &[&str], stdin: Option<&std::path::Path>| {
+        let mut c = preloaded(&libs, &sock, "redis-cli");
+        c.args(["-h", "10.77.0.2", "-p", "6390"]).args(args);
+        if let Some(f) = stdin {
+            c.stdin(std::fs::File::open(f).unwrap());
+        }
+        run_for(c, &format!("redis-cli {args:?}"), Duration::from_secs(20))
+    };
+    assert_eq!(cli(&["-x", "SET", "k"], Some(&vfile)).trim(), "OK");
+    assert_eq!(cli(&["GET", "k"], None), format!("{value}\n"));
+    // redis-benchmark's heaviest cell of the seed's test: 24 clients × 8 KiB SETs.
+    let mut b = preloaded(&libs, &sock, "redis-benchmark");
+    b.args([
+        "-h",
+        "10.77.0.2",
+        "-p",
+        "6390",
+        "-t",
+        "set",
+        "-n",
+        "3000",
+        "-c",
+        "24",
+    ])
+    .args(["-d", "8192", "--csv"]);
+    let out = run_for(b, "redis-benchmark through Sluice", Duration::from_secs(60));
+    assert!(out.contains("\"SET\""), "{out}");
+    let keys = cli(&["DBSIZE"], None);
+    assert_eq!(keys.trim(), "2", "k and key:__rand_int__");
+
+    // redis-server through Sluice ← redis-benchmark and redis-cli on the kernel.
+    let _sluice_server = server(None, "0.0.0.0", "6391");
+    wait_listening(&peer, "10.77.0.1:6391".parse().unwrap());
+    let ns = |args: &[&str]| {
+        let mut c = std::process::Command::new("ip");
+        c.args(["netns", "exec", &peer.name]).args(args);
+        c
+    };
+    let mut c = ns(&[
+        "redis-cli",
+        "-h",
+        "10.77.0.1",
+        "-p",
+        "6391",
+        "-x",
+        "SET",
+        "k",
+    ]);
+    c.stdin(std::fs::File::open(&vfile).unwrap());
+    assert_eq!(
+        run_for(c, "kernel redis-cli SET", Duration::from_secs(20)).trim(),
+        "OK"
+    );
+    let c = ns(&["redis-cli", "-h", "10.77.0.1", "-p", "6391", "GET", "k"]);
+    assert_eq!(
+        run_for(c, "kernel redis-cli GET", Duration::from_secs(20)),
+        format!("{value}\n")
+    );
+    let c = ns(&[
+        "redis-benchmark",
+        "-h",
+        "10.77.0.1",
+        "-p",
+        "6391",
+        "-t",
+        "set",
+        "-n",
+        "3000",
+        "-c",
+        "24",
+        "-d",
+        "8192",
+        "--csv",
+    ]);
+    let out = run_for(
+        c,
+        "kernel redis-benchmark → Sluice",
+        Duration::from_secs(60),
+    );
+    assert!(out.contains("\"SET\""), "{out}");
+    drop(_sluice_server);
+    drop(_kernel_server);
+
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
