@@ -25,6 +25,8 @@
 //!   kernel socket of the same number (Sluice has no loopback).
 //! - **fork**: the child keeps the descriptors but not the attachment: its calls on Sluice
 //!   sockets fail with `EBADF` except `close`, which leaves the parent's session alone.
+//! - **exit**: sockets still open are closed in order (FIN after their data) by an
+//!   `atexit` handler; a process killed by a signal has its connections reset.
 //! - Options: `setsockopt` is accepted and ignored; `getsockopt` answers `SO_ERROR`,
 //!   `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on).
 //!
@@ -155,6 +157,18 @@ fn mark(fd: c_int, v: u32) {
     }
 }
 
+/// At exit: the sockets the program left open end with a FIN after their data, as the
+/// kernel's do (without it Sluice would reset them when the attachment goes).
+extern "C" fn at_exit() {
+    if CHILD.load(Ordering::Relaxed) || busy() {
+        return;
+    }
+    let mut g = lock();
+    if let Some(p) = g.0.as_mut() {
+        p.socks.close_all();
+    }
+}
+
 extern "C" fn in_child() {
     CHILD.store(true, Ordering::Relaxed);
 }
@@ -191,8 +205,11 @@ fn attached() -> bool {
                 epolls: HashMap::new(),
                 efd_in: Vec::new(),
             });
-            // SAFETY: registers a plain function run in the child after fork.
-            unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+            // SAFETY: registers plain functions run in the child after fork and at exit.
+            unsafe {
+                libc::pthread_atfork(None, None, Some(in_child));
+                libc::atexit(at_exit);
+            }
             if debug {
                 eprintln!("sluice-preload: attached to {path} as {name}");
             }
@@ -973,6 +990,7 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         };
         // SAFETY: `kernel` is a valid pollfd array of its length.
         let k = unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) };
+        let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if sleep {
             let g = lock();
             if let Some(p) = g.0.as_ref() {
@@ -981,7 +999,7 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
             kernel.pop();
         }
         if k < 0 {
-            return -1;
+            return fail(err); // EINTR stays EINTR (the eventfd drain may have set EAGAIN)
         }
         for (f, &i) in kernel.iter().zip(&kidx) {
             fds[i].revents = f.revents;
@@ -1272,6 +1290,7 @@ pub unsafe extern "C" fn epoll_wait(
         };
         // SAFETY: the rest of the caller's array.
         let k = unsafe { real_wait(ep, evs.add(n), max - n as c_int, t) };
+        let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if sleep {
             let g = lock();
             if let Some(p) = g.0.as_ref() {
@@ -1279,7 +1298,7 @@ pub unsafe extern "C" fn epoll_wait(
             }
         }
         if k < 0 {
-            return if n > 0 { n as c_int } else { -1 };
+            return if n > 0 { n as c_int } else { fail(err) };
         }
         // Take our eventfd's entry out.
         let mut total = n;

@@ -413,6 +413,14 @@ impl Sockets {
         Ok(())
     }
 
+    /// Closes every socket as [`Sockets::close`] does (a process exiting without closing
+    /// its sockets: the kernel would send their FINs too).
+    pub fn close_all(&mut self) {
+        for h in 0..self.socks.len() as u32 {
+            let _ = self.close(h);
+        }
+    }
+
     /// The local address (bound or given by Sluice).
     pub fn local_addr(&self, h: u32) -> io::Result<SocketAddr> {
         let s = self.sock(h)?;

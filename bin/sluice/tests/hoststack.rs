@@ -1047,6 +1047,31 @@ fn preload_python_sockets_with_the_kernel() {
     echo.join().unwrap();
     assert_eq!(out.trim(), "ok 100");
 
+    // socat (select) → kernel echo server: the echo equals the input.
+    if sh(&["which", "socat"]).is_ok() {
+        let data: Vec<u8> = (0..200_000u32)
+            .map(|i| (i * 131 + (i >> 9)) as u8)
+            .collect();
+        let f = dir.join("socat-in");
+        std::fs::write(&f, &data).unwrap();
+        let srv = kernel_echo(&peer, sa("10.77.0.2", 5204));
+        let mut c = preloaded(&libs, &sock, "socat");
+        c.args(["-t", "1", "-", "TCP:10.77.0.2:5204"])
+            .stdin(std::fs::File::open(&f).unwrap());
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "socat: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout == data,
+            "socat's echo differs ({} bytes)",
+            out.stdout.len()
+        );
+        assert_eq!(srv.join().unwrap(), data.len() as u64);
+    }
+
     // A Unix socket and a file in the same preloaded process go to the kernel.
     let mut c = preloaded(&libs, &sock, py);
     c.args([
