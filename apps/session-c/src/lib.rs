@@ -544,3 +544,54 @@ pub unsafe extern "C" fn sluice_epoll_wait(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_before_attach_and_bad_arguments_fail_with_errnos() {
+        assert_eq!(
+            sluice_socket(libc::AF_INET, libc::SOCK_STREAM),
+            -libc::ENOTCONN
+        );
+        assert_eq!(
+            sluice_socket(libc::AF_UNIX, libc::SOCK_STREAM),
+            -libc::EAFNOSUPPORT
+        );
+        assert_eq!(
+            sluice_socket(libc::AF_INET, libc::SOCK_RAW),
+            -libc::EPROTONOSUPPORT
+        );
+        assert_eq!(sluice_detach(), -libc::ENOTCONN);
+        assert_eq!(sluice_epoll_create(), -libc::ENOTCONN);
+        let path = c"/nonexistent/sluice-app.sock";
+        // SAFETY: a NUL-terminated path and a null name.
+        let r = unsafe { sluice_attach(path.as_ptr(), std::ptr::null()) };
+        assert_eq!(r, -libc::ENOENT);
+        let mut buf = [0u8; 4];
+        // SAFETY: a 4-byte buffer; not attached, so nothing is read.
+        let r = unsafe { sluice_read(0, buf.as_mut_ptr().cast(), 4) };
+        assert_eq!(r, -libc::ENOTCONN as isize);
+    }
+
+    #[test]
+    fn epoll_bits_follow_readiness_and_interest() {
+        let r = sock::Ready {
+            read: true,
+            write: true,
+            hup: true,
+            err: false,
+        };
+        let inn = libc::EPOLLIN as u32;
+        let out = libc::EPOLLOUT as u32;
+        let rdhup = libc::EPOLLRDHUP as u32;
+        assert_eq!(epoll_bits(r, inn), inn);
+        assert_eq!(epoll_bits(r, inn | out | rdhup), inn | out | rdhup);
+        let reset = sock::Ready { err: true, ..r };
+        assert_eq!(
+            epoll_bits(reset, 0),
+            (libc::EPOLLERR | libc::EPOLLHUP) as u32
+        );
+    }
+}

@@ -603,3 +603,47 @@ pub mod raw {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::raw;
+    use std::net::SocketAddr;
+
+    fn round_trip(a: SocketAddr) -> SocketAddr {
+        // SAFETY: zeroed sockaddr_storage is valid; pointers to locals of the right size.
+        unsafe {
+            let mut st: libc::sockaddr_storage = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            raw::to_c(a, &mut st as *mut _ as *mut libc::sockaddr, &mut len);
+            raw::from_c(&st as *const _ as *const libc::sockaddr, len).unwrap()
+        }
+    }
+
+    #[test]
+    fn sockaddrs_convert_both_ways() {
+        for a in ["10.1.2.3:4567", "[fd00::1]:80", "0.0.0.0:0", "[::]:65535"] {
+            let a: SocketAddr = a.parse().unwrap();
+            assert_eq!(round_trip(a), a);
+        }
+    }
+
+    #[test]
+    fn short_or_foreign_sockaddrs_are_refused_and_output_truncated() {
+        let a: SocketAddr = "[fd00::1]:80".parse().unwrap();
+        // SAFETY: as above; `len` says how much of `st` may be read or written.
+        unsafe {
+            let mut st: libc::sockaddr_storage = std::mem::zeroed();
+            let mut len = 8 as libc::socklen_t;
+            raw::to_c(a, &mut st as *mut _ as *mut libc::sockaddr, &mut len);
+            // The full size is reported, only 8 bytes were written.
+            assert_eq!(len as usize, std::mem::size_of::<libc::sockaddr_in6>());
+            let bytes = std::slice::from_raw_parts(&st as *const _ as *const u8, 64);
+            assert!(bytes[8..].iter().all(|&b| b == 0));
+            let p = &st as *const _ as *const libc::sockaddr;
+            assert_eq!(raw::from_c(p, 8), None, "too short for sockaddr_in6");
+            assert_eq!(raw::from_c(std::ptr::null(), 28), None);
+            st.ss_family = libc::AF_UNIX as libc::sa_family_t;
+            assert_eq!(raw::from_c(p, 110), None, "not an IP family");
+        }
+    }
+}
