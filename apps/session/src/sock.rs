@@ -643,6 +643,7 @@ mod tests {
             assert_eq!(raw::from_c(p, 8), None, "too short for sockaddr_in6");
             assert_eq!(raw::from_c(std::ptr::null(), 28), None);
             st.ss_family = libc::AF_UNIX as libc::sa_family_t;
+            let p = &st as *const _ as *const libc::sockaddr;
             assert_eq!(raw::from_c(p, 110), None, "not an IP family");
         }
     }
