@@ -21,6 +21,7 @@
 
 pub mod msg;
 pub mod seg;
+pub mod sock;
 
 use msg::Msg;
 use seg::{EvQ, Geometry, PopError};
@@ -231,8 +232,7 @@ impl App {
     /// Opens a TCP connection to `remote` and waits up to `timeout` for the handshake
     /// (`ConnectionRefused` on a RST, `TimedOut` when Sluice gave up or time ran out).
     pub fn tcp_connect(&mut self, remote: SocketAddr, timeout: Duration) -> io::Result<Session> {
-        let r = self.request(|req| Msg::TcpConnect { req, remote })?;
-        let s = self.session_reply(r, Some(remote))?;
+        let s = self.tcp_connect_start(remote)?;
         let deadline = Instant::now() + timeout;
         loop {
             let st = self.tcp_state(&s);
@@ -249,6 +249,27 @@ impl App {
             }
             std::thread::sleep(Duration::from_micros(100));
         }
+    }
+
+    /// Starts opening a TCP connection to `remote` and returns at once: the session's state
+    /// word ([`App::tcp_state`]) says `ESTABLISHED` or `RESET` later (an event is queued
+    /// when it changes).
+    pub fn tcp_connect_start(&mut self, remote: SocketAddr) -> io::Result<Session> {
+        let r = self.request(|req| Msg::TcpConnect { req, remote })?;
+        self.session_reply(r, Some(remote))
+    }
+
+    /// Bytes waiting in a slot's rx FIFO and free in its tx FIFO (`None`: bad slot or
+    /// corrupt positions).
+    pub fn levels(&self, slot: u32) -> Option<(u32, u32)> {
+        let (rx, tx) = seg::slot_fifos(&self.seg, &self.g, slot)?;
+        Some((rx.used()?, tx.free_bytes()))
+    }
+
+    /// The listener slot a connection accepted into `slot` came through.
+    pub fn listener_of(&self, slot: u32) -> Option<u32> {
+        let (rx, _) = seg::slot_fifos(&self.seg, &self.g, slot)?;
+        Some(rx.endpoints()?.2)
     }
 
     /// The TCP state word of a session (`seg::tcp_state` bits).
@@ -439,13 +460,31 @@ impl App {
                 return Ok(());
             }
         }
-        if !q.prepare_sleep() {
+        if !self.prepare_sleep() {
             return Ok(());
         }
         let r = wait_readable(&self.app_efd, timeout);
-        q.woke();
-        drain_eventfd(&self.app_efd);
+        self.woke();
         r.map(|_| ())
+    }
+
+    /// The eventfd Sluice signals after [`App::prepare_sleep`] (for an application that
+    /// waits in its own `poll`/`epoll_wait` together with other descriptors).
+    pub fn event_fd(&self) -> std::os::fd::RawFd {
+        self.app_efd.as_raw_fd()
+    }
+
+    /// Announces the application is about to sleep on [`App::event_fd`]; false (do not
+    /// sleep) when events are already queued.
+    pub fn prepare_sleep(&self) -> bool {
+        self.app_evq().prepare_sleep()
+    }
+
+    /// Awake again after [`App::prepare_sleep`]: takes the announcement back and empties
+    /// the eventfd.
+    pub fn woke(&self) {
+        self.app_evq().woke();
+        drain_eventfd(&self.app_efd);
     }
 
     /// The segment geometry (slots, FIFO size, event queue length).

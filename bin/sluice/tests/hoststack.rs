@@ -49,7 +49,7 @@ fn reap_stale_namespaces() {
         };
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         let tag = &rest[digits.len()..];
-        let known = ["hs", "hc", "tc", "t6"].contains(&tag);
+        let known = ["hs", "hc", "tc", "t6", "ca", "pl", "rd"].contains(&tag);
         if known && !digits.is_empty() && !std::path::Path::new(&format!("/proc/{digits}")).exists()
         {
             let _ = sh(&["ip", "link", "del", &name]);
@@ -769,6 +769,504 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
         matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
         "{r:?}"
     );
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---- Application interface: the C API and the LD_PRELOAD library (apps/session-c,
+// apps/preload) against kernel peers in the namespace.
+
+/// Builds `libsluice_session_c.so` and `libsluice_preload.so` (cdylibs no test links) into
+/// this test's target directory; returns that directory.
+fn app_libs() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf(); // target/<profile>
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "sluice-preload",
+            "-p",
+            "sluice-session-c",
+        ])
+        .env("CARGO_TARGET_DIR", dir.parent().unwrap());
+    if dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        cmd.arg("--release");
+    }
+    let st = cmd.status().expect("run cargo");
+    assert!(st.success(), "building the application libraries failed");
+    dir
+}
+
+/// A kernel TCP echo server in the namespace: echoes one connection until its end of
+/// stream; returns the byte count.
+fn kernel_echo(peer: &Peer, at: SocketAddr) -> std::thread::JoinHandle<u64> {
+    let l = peer.run(move || std::net::TcpListener::bind(at).unwrap());
+    std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut r = c.try_clone().unwrap();
+        std::io::copy(&mut r, &mut c).unwrap()
+    })
+}
+
+/// From the namespace: connects to `to`, streams `total` bytes of stream `seed` while
+/// reading the echo back; returns whether every byte came back equal.
+fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> bool {
+    use std::io::{Read, Write};
+    let name = peer.name.clone();
+    std::thread::spawn(move || {
+        let p = Peer { name };
+        let r = p.run(move || {
+            let s = std::net::TcpStream::connect(to).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let writer = std::thread::spawn(move || {
+                let mut buf = vec![0u8; 7001];
+                let mut sent = 0u64;
+                while sent < total {
+                    let n = (total - sent).min(buf.len() as u64) as usize;
+                    fill(seed, sent, &mut buf[..n]);
+                    w.write_all(&buf[..n]).unwrap();
+                    sent += n as u64;
+                }
+                w.shutdown(std::net::Shutdown::Write).unwrap();
+            });
+            let mut s = s;
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            writer.join().unwrap();
+            let mut want = vec![0u8; total as usize];
+            fill(seed, 0, &mut want);
+            got == want
+        });
+        std::mem::forget(p); // the test's guard owns the namespace
+        r
+    })
+    .join()
+    .unwrap()
+}
+
+/// Runs `cmd` with a deadline; its stdout (panics with stderr on failure or timeout).
+fn run_for(mut cmd: std::process::Command, what: &str, limit: Duration) -> String {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let t0 = std::time::Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(st.success(), "{what}: {st}\n{out}\n{err}");
+    out
+}
+
+#[test]
+fn c_api_echo_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    if sh(&["cc", "--version"]).is_err() {
+        sluice_infra::testing::skip("no C compiler (`cc')");
+        return;
+    }
+    let libs = app_libs();
+    let peer = Peer::new("ca");
+    let (d, sock, dir) = sluice(&peer, "ca");
+    let exe = dir.join("c-echo");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    must(&[
+        "cc",
+        "-Wall",
+        "-Werror",
+        "-I",
+        &root.join("include").display().to_string(),
+        "-o",
+        &exe.display().to_string(),
+        &root
+            .join("apps/session-c/tests/echo.c")
+            .display()
+            .to_string(),
+        "-L",
+        &libs.display().to_string(),
+        "-lsluice_session_c",
+        &format!("-Wl,-rpath,{}", libs.display()),
+    ]);
+    let sa = |ip: &str, port: u16| SocketAddr::new(ip.parse().unwrap(), port);
+
+    // C client (epoll, non-blocking) → kernel echo server.
+    let total = 300_000u64;
+    let srv = kernel_echo(&peer, sa("10.77.0.2", 5101));
+    let mut c = std::process::Command::new(&exe);
+    c.args([
+        sock.as_str(),
+        "client",
+        "10.77.0.2",
+        "5101",
+        &total.to_string(),
+    ]);
+    let out = run_for(c, "C client", Duration::from_secs(40));
+    assert!(out.starts_with(&format!("ok {total} ")), "{out}");
+    assert_eq!(srv.join().unwrap(), total);
+
+    // Kernel client → C server (blocking accept/read/write).
+    let mut child = std::process::Command::new(&exe)
+        .args([sock.as_str(), "server", "5102"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5102), 7, total));
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("echoed {total} to 10.77.0.2")
+    );
+    assert!(child.wait().unwrap().success());
+
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A command run under `libsluice_preload.so` attached to `sock`.
+fn preloaded(libs: &std::path::Path, sock: &str, prog: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(prog);
+    c.env("LD_PRELOAD", libs.join("libsluice_preload.so"))
+        .env("SLUICE_APP_SOCKET", sock)
+        .env("SLUICE_PRELOAD_DEBUG", "1");
+    c
+}
+
+#[test]
+fn preload_python_sockets_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let Some(py) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        sluice_infra::testing::skip("no python3");
+        return;
+    };
+    let libs = app_libs();
+    let peer = Peer::new("pl");
+    let (d, sock, dir) = sluice(&peer, "pl");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../apps/preload/tests/sockets.py")
+        .display()
+        .to_string();
+    let sa = |ip: &str, port: u16| SocketAddr::new(ip.parse().unwrap(), port);
+
+    // Python client (selectors/epoll, then blocking with a timeout) → kernel echo server.
+    // Sluice owns the veth: without the library this address is unreachable here.
+    let total = 500_000u64;
+    let srv = kernel_echo(&peer, sa("10.77.0.2", 5201));
+    let mut c = preloaded(&libs, &sock, py);
+    c.args([
+        script.as_str(),
+        "client",
+        "10.77.0.2",
+        "5201",
+        &total.to_string(),
+    ]);
+    let out = run_for(c, "python client", Duration::from_secs(40));
+    assert!(out.starts_with(&format!("ok {total} 10.77.0.1:")), "{out}");
+    // The stream plus 200 request/responses of 1..3000 bytes.
+    let rr: u64 = (0..200u64).map(|i| 1 + i * 37 % 3000).sum();
+    assert_eq!(srv.join().unwrap(), total + rr);
+
+    // Kernel client → Python server.
+    let mut child = preloaded(&libs, &sock, py)
+        .args([script.as_str(), "server", "5202"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5202), 9, total));
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("echoed {total} to 10.77.0.2")
+    );
+    assert!(child.wait().unwrap().success());
+
+    // UDP: Python datagrams ↔ a kernel UDP echo.
+    let u = peer.run(|| UdpSocket::bind("10.77.0.2:5203").unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            u.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut b = [0u8; 2048];
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = u.recv_from(&mut b) {
+                    u.send_to(&b[..n], from).unwrap();
+                }
+            }
+        }
+    });
+    let mut c = preloaded(&libs, &sock, py);
+    c.args([script.as_str(), "udp", "10.77.0.2", "5203", "100"]);
+    let out = run_for(c, "python udp", Duration::from_secs(30));
+    stop.store(true, Ordering::Relaxed);
+    echo.join().unwrap();
+    assert_eq!(out.trim(), "ok 100");
+
+    // socat (select) → kernel echo server: the echo equals the input.
+    if sh(&["which", "socat"]).is_ok() {
+        let data: Vec<u8> = (0..200_000u32)
+            .map(|i| (i * 131 + (i >> 9)) as u8)
+            .collect();
+        let f = dir.join("socat-in");
+        std::fs::write(&f, &data).unwrap();
+        let srv = kernel_echo(&peer, sa("10.77.0.2", 5204));
+        let mut c = preloaded(&libs, &sock, "socat");
+        c.args(["-t", "1", "-", "TCP:10.77.0.2:5204"])
+            .stdin(std::fs::File::open(&f).unwrap());
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "socat: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout == data,
+            "socat's echo differs ({} bytes)",
+            out.stdout.len()
+        );
+        assert_eq!(srv.join().unwrap(), data.len() as u64);
+    }
+
+    // A Unix socket and a file in the same preloaded process go to the kernel.
+    let mut c = preloaded(&libs, &sock, py);
+    c.args([
+        "-c",
+        "import socket,os\na,b=socket.socketpair()\na.sendall(b'x'*3)\nassert b.recv(9)==b'xxx'\nf=os.open('/dev/null',os.O_WRONLY)\nassert os.write(f,b'abc')==3\nprint('ok')",
+    ]);
+    assert_eq!(
+        run_for(c, "python passthrough", Duration::from_secs(20)).trim(),
+        "ok"
+    );
+
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A child process that is killed when dropped (a server the test started).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until `addr` accepts TCP connections from inside the namespace.
+fn wait_listening(peer: &Peer, addr: SocketAddr) {
+    let name = peer.name.clone();
+    let ok = std::thread::spawn(move || {
+        let p = Peer { name };
+        let r = p.run(move || {
+            (0..200).any(|_| {
+                let ok =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok();
+                if !ok {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                ok
+            })
+        });
+        std::mem::forget(p);
+        r
+    })
+    .join()
+    .unwrap();
+    assert!(ok, "nothing listens on {addr}");
+}
+
+#[test]
+fn preload_redis_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let tools = ["redis-server", "redis-cli", "redis-benchmark"];
+    if let Some(t) = tools.iter().find(|t| sh(&["which", t]).is_err()) {
+        sluice_infra::testing::skip(&format!(
+            "`{t}' is not installed (apt-get install redis-server redis-tools)"
+        ));
+        return;
+    }
+    let libs = app_libs();
+    let peer = Peer::new("rd");
+    let (d, sock, dir) = sluice(&peer, "rd");
+    let server = |ns: Option<&str>, bind: &str, port: &str| {
+        let mut c = match ns {
+            Some(ns) => {
+                let mut c = std::process::Command::new("ip");
+                c.args(["netns", "exec", ns, "redis-server"]);
+                c
+            }
+            None => preloaded(&libs, &sock, "redis-server"),
+        };
+        c.args([
+            "--port",
+            port,
+            "--bind",
+            bind,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--protected-mode", "no", "--daemonize", "no", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        Child(c.spawn().unwrap())
+    };
+
+    // Clients through Sluice → redis-server on the kernel.
+    let _kernel_server = server(Some(&peer.name), "10.77.0.2", "6390");
+    wait_listening(&peer, "10.77.0.2:6390".parse().unwrap());
+    let value: String = (0..8192)
+        .map(|i| (b'a' + (i * 7 % 26) as u8) as char)
+        .collect();
+    let vfile = dir.join("value");
+    std::fs::write(&vfile, &value).unwrap();
+    let cli = |args: &[&str], stdin: Option<&std::path::Path>| {
+        let mut c = preloaded(&libs, &sock, "redis-cli");
+        c.args(["-h", "10.77.0.2", "-p", "6390"]).args(args);
+        if let Some(f) = stdin {
+            c.stdin(std::fs::File::open(f).unwrap());
+        }
+        run_for(c, &format!("redis-cli {args:?}"), Duration::from_secs(20))
+    };
+    assert_eq!(cli(&["-x", "SET", "k"], Some(&vfile)).trim(), "OK");
+    assert_eq!(cli(&["GET", "k"], None), format!("{value}\n"));
+    // redis-benchmark's heaviest cell of the seed's test: 24 clients × 8 KiB SETs.
+    let mut b = preloaded(&libs, &sock, "redis-benchmark");
+    b.args([
+        "-h",
+        "10.77.0.2",
+        "-p",
+        "6390",
+        "-t",
+        "set",
+        "-n",
+        "3000",
+        "-c",
+        "24",
+    ])
+    .args(["-d", "8192", "--csv"]);
+    let out = run_for(b, "redis-benchmark through Sluice", Duration::from_secs(60));
+    assert!(out.contains("\"SET\""), "{out}");
+    let keys = cli(&["DBSIZE"], None);
+    assert_eq!(keys.trim(), "2", "k and key:__rand_int__");
+
+    // redis-server through Sluice ← redis-benchmark and redis-cli on the kernel.
+    let _sluice_server = server(None, "0.0.0.0", "6391");
+    wait_listening(&peer, "10.77.0.1:6391".parse().unwrap());
+    let ns = |args: &[&str]| {
+        let mut c = std::process::Command::new("ip");
+        c.args(["netns", "exec", &peer.name]).args(args);
+        c
+    };
+    let mut c = ns(&[
+        "redis-cli",
+        "-h",
+        "10.77.0.1",
+        "-p",
+        "6391",
+        "-x",
+        "SET",
+        "k",
+    ]);
+    c.stdin(std::fs::File::open(&vfile).unwrap());
+    assert_eq!(
+        run_for(c, "kernel redis-cli SET", Duration::from_secs(20)).trim(),
+        "OK"
+    );
+    let c = ns(&["redis-cli", "-h", "10.77.0.1", "-p", "6391", "GET", "k"]);
+    assert_eq!(
+        run_for(c, "kernel redis-cli GET", Duration::from_secs(20)),
+        format!("{value}\n")
+    );
+    let c = ns(&[
+        "redis-benchmark",
+        "-h",
+        "10.77.0.1",
+        "-p",
+        "6391",
+        "-t",
+        "set",
+        "-n",
+        "3000",
+        "-c",
+        "24",
+        "-d",
+        "8192",
+        "--csv",
+    ]);
+    let out = run_for(
+        c,
+        "kernel redis-benchmark → Sluice",
+        Duration::from_secs(60),
+    );
+    assert!(out.contains("\"SET\""), "{out}");
+    drop(_sluice_server);
+    drop(_kernel_server);
+
     wait_until(
         Duration::from_secs(5),
         Duration::from_millis(50),

@@ -1,0 +1,113 @@
+"""Unmodified Python sockets for bin/sluice/tests/hoststack.rs (run under libsluice_preload.so).
+
+  sockets.py client <ip> <port> <bytes>  stream to a kernel echo server through selectors
+                                          (epoll, non-blocking), then 200 request/responses
+                                          with blocking calls and a timeout (poll); checks
+                                          every byte; prints "ok <bytes> <local addr>"
+  sockets.py server <port>               accept one connection, echo until end of stream
+                                          (blocking recv/sendall); prints "ready", "echoed <n>"
+  sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked;
+                                          prints "ok <count>"
+"""
+import selectors
+import socket
+import sys
+
+
+def pat(i, n):
+    return bytes((k * 131 + (k >> 9)) & 0xFF for k in range(i, i + n))
+
+
+def client(ip, port, total):
+    s = socket.create_connection((ip, port))
+    local = s.getsockname()
+    assert s.getpeername() == (ip, port), s.getpeername()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+    want = pat(0, total)
+    sent, got = 0, bytearray()
+    while len(got) < total:
+        ready = sel.select(timeout=10)
+        if not ready:
+            sys.exit(f"timeout at {len(got)}/{total}")
+        for _, ev in ready:
+            if ev & selectors.EVENT_WRITE and sent < total:
+                k = 1 + (sent * 7) % 5000
+                try:
+                    sent += s.send(want[sent:sent + k])
+                except BlockingIOError:
+                    pass
+                if sent == total:
+                    sel.modify(s, selectors.EVENT_READ)
+            if ev & selectors.EVENT_READ:
+                try:
+                    b = s.recv(65536)
+                except BlockingIOError:
+                    continue
+                if not b:
+                    sys.exit("early end of stream")
+                got += b
+    if bytes(got) != want:
+        sys.exit("echo differs")
+    sel.unregister(s)
+    s.setblocking(True)
+    s.settimeout(5)
+    for i in range(200):
+        req = pat(i, 1 + i * 37 % 3000)
+        s.sendall(req)
+        back = b""
+        while len(back) < len(req):
+            b = s.recv(len(req) - len(back))
+            if not b:
+                sys.exit("early end of stream")
+            back += b
+        if back != req:
+            sys.exit(f"request {i} differs")
+    s.close()
+    print(f"ok {total} {local[0]}:{local[1]}", flush=True)
+
+
+def server(port):
+    l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port))
+    l.listen(8)
+    print("ready", flush=True)
+    c, peer = l.accept()
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+        n += len(b)
+    c.close()
+    l.close()
+    print(f"echoed {n} to {peer[0]}", flush=True)
+
+
+def udp(ip, port, count):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    for i in range(count):
+        p = pat(i, 1 + i * 97 % 1400)
+        s.sendto(p, (ip, port))
+        b, frm = s.recvfrom(2048)
+        if b != p or frm != (ip, port):
+            sys.exit(f"datagram {i} differs ({len(b)} bytes from {frm})")
+    s.close()
+    print(f"ok {count}", flush=True)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "client":
+        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "server":
+        server(int(sys.argv[2]))
+    elif mode == "udp":
+        udp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
