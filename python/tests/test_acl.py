@@ -26,6 +26,8 @@ NO_MATCH = "no ACL rule matched (implicit deny)"
 SESSION_HIT = "packets admitted by a session"
 SESSION_CREATED = "sessions created (permit+reflect)"
 ICMP_ERROR_HIT = "ICMP errors admitted for the session they quote"
+OUT_OF_WINDOW = "TCP segment outside the session's window"
+BAD_RST = "TCP RST outside the session's window"
 
 
 class TestAcl(Ip4RouterTest):
@@ -299,6 +301,36 @@ class TestAclStateful(Ip4RouterTest):
         assert "Sessions total: 0" in self.sessions(), self.sessions()
         self.assert_counters({(IN4, DENY): 1, (IN4, SESSION_HIT): 1, (OUT4, PERMIT): 1,
                               (OUT4, SESSION_CREATED): 1, (OUT4, SESSION_HIT): 1})
+
+    def test_tcp_window_and_rst_validation(self):
+        """A tracked connection admits segments inside its window only: data beyond what the
+        receiver allowed, an ACK of data never sent and a RST with a sequence number outside
+        the window are dropped and counted; an in-window RST is admitted."""
+        def o(load=b"", **kw):
+            return self.out(TCP(sport=6000, dport=80, **kw) / Raw(load))
+
+        def b(load=b"", **kw):
+            return self.back(TCP(sport=80, dport=6000, **kw) / Raw(load))
+        self.send_and_expect(self.pg0, [o(flags="S", seq=1000, window=1000)], self.pg1)
+        self.send_and_expect(self.pg1, [b(flags="SA", seq=5000, ack=1001, window=2000)],
+                             self.pg0)
+        self.send_and_expect(self.pg0, [o(flags="A", seq=1001, ack=5001, window=1000)],
+                             self.pg1)
+        # In the window the initiator advertised (1000 bytes from 5001).
+        self.send_and_expect(self.pg1, [b(b"x" * 100, flags="A", seq=5001, ack=1001)],
+                             self.pg0)
+        self.send_and_assert_no_replies(
+            self.pg1, [b(b"x" * 100, flags="A", seq=5001 + 50_000, ack=1001)])
+        self.send_and_assert_no_replies(
+            self.pg0, [o(flags="A", seq=1001, ack=5101 + 10_000, window=1000)])
+        self.send_and_assert_no_replies(self.pg1, [b(flags="R", seq=900_000)])
+        assert re.search(r"state established", self.sessions()), self.sessions()
+        self.send_and_expect(self.pg1, [b(flags="R", seq=5101)], self.pg0)
+        assert re.search(r"state reset", self.sessions()), self.sessions()
+        self.assert_counters({(OUT4, SESSION_CREATED): 1, (OUT4, PERMIT): 1,
+                              (OUT4, SESSION_HIT): 1, (OUT4, OUT_OF_WINDOW): 1,
+                              (IN4, SESSION_HIT): 3, (IN4, OUT_OF_WINDOW): 1,
+                              (IN4, BAD_RST): 1})
 
     def test_clear_and_list_removal(self):
         self.send_and_expect(self.pg0, [self.out(UDP(sport=1, dport=2))], self.pg1)

@@ -40,14 +40,16 @@
 //!   drops: `deny`
 //!   (rule said deny), `no_match` (implicit deny), `malformed` (no IP header),
 //!   `session_limit` (the owner's session table is full), `congestion_drop` (handoff queue
-//!   full).
+//!   full), `tcp_out_of_window` and `tcp_bad_rst` (a segment, or a RST, of a tracked TCP
+//!   connection outside its window: [`session::TcpWindow`]), `malformed` also for a
+//!   tracked TCP packet whose header is truncated.
 
 pub mod api;
 pub mod rules;
 pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
-use session::{SessKey, Session, Table, Timeouts};
+use session::{SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
@@ -122,6 +124,10 @@ sluice_graph::counters! {
         Congestion => error("congestion_drop", "handoff queue to the owning thread full"),
         /// ICMP errors admitted for the session they quote.
         IcmpErrorHit => info("icmp_error_session_hit", "ICMP errors admitted for the session they quote"),
+        /// TCP segment of a session outside its window.
+        TcpOutOfWindow => error("tcp_out_of_window", "TCP segment outside the session's window"),
+        /// TCP RST of a session outside its window.
+        TcpBadRst => error("tcp_bad_rst", "TCP RST outside the session's window"),
     }
 }
 
@@ -294,6 +300,62 @@ fn sess_key(sw_if: u32, k: &Key) -> Option<(SessKey, bool)> {
     Some(SessKey::of(sw_if, k.v6, k.proto, (k.src, sp), (k.dst, dp)))
 }
 
+/// The TCP segment of the IP packet `d` (its sequence and acknowledgement numbers, window,
+/// flags, payload length and a SYN's window scale option); `None` when the TCP header is
+/// truncated. Only called for packets whose key is TCP with an L4 header.
+fn tcp_seg(d: &[u8], v6: bool) -> Option<TcpSeg> {
+    let (l4, ip_len) = if v6 {
+        let off = match sluice_wire::ipv6::Ipv6Packet::new_unchecked(d).walk_extensions() {
+            Ok((_, off)) => off,
+            Err(_) => 40,
+        };
+        (
+            off,
+            40 + u16::from_be_bytes([*d.get(4)?, *d.get(5)?]) as usize,
+        )
+    } else {
+        (
+            (*d.first()? as usize & 0xf) * 4,
+            u16::from_be_bytes([*d.get(2)?, *d.get(3)?]) as usize,
+        )
+    };
+    let end = ip_len.min(d.len());
+    let t = d.get(l4..end)?;
+    let h = t.get(..20)?;
+    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    let hlen = (h[12] as usize >> 4) * 4;
+    let opts = t.get(20..hlen)?;
+    let flags = h[13];
+    let mut wscale = None;
+    if flags & 0x02 != 0 {
+        let mut o = 0;
+        while let Some(&kind) = opts.get(o) {
+            match kind {
+                0 => break,
+                1 => o += 1,
+                _ => {
+                    let len = *opts.get(o + 1)? as usize;
+                    if len < 2 {
+                        break;
+                    }
+                    if kind == 3 && len == 3 {
+                        wscale = Some(*opts.get(o + 2)?);
+                    }
+                    o += len;
+                }
+            }
+        }
+    }
+    Some(TcpSeg {
+        seq: be32(4),
+        ack: be32(8),
+        win: u16::from_be_bytes([h[14], h[15]]),
+        flags,
+        len: (t.len() - hlen) as u32,
+        wscale,
+    })
+}
+
 /// Whether the key is an ICMP error of its family (IPv4: unreachable, source quench,
 /// redirect, time exceeded, parameter problem; ICMPv6: unreachable, packet too big, time
 /// exceeded, parameter problem).
@@ -455,6 +517,21 @@ impl AclNode {
                     let from_init = src_lo == s.init_lo;
                     // The initiator in the creating direction, the responder in the other.
                     if !err && (s.out == self.out) == from_init {
+                        if k.proto == 6 {
+                            let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, self.v6))
+                            else {
+                                return Self::drop_pkt(cx, b, AclCounter::Malformed);
+                            };
+                            match s.tcp_check(from_init, &g) {
+                                Ok(()) => {}
+                                Err(TcpReject::OutOfWindow) => {
+                                    return Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow)
+                                }
+                                Err(TcpReject::BadRst) => {
+                                    return Self::drop_pkt(cx, b, AclCounter::TcpBadRst)
+                                }
+                            }
+                        }
                         s.touch(from_init, k.tcp_flags, fc.now);
                         cx.count(AclCounter::SessionHit, 1);
                         return pass;
@@ -499,9 +576,22 @@ impl AclNode {
                         created: fc.now,
                         last: fc.now,
                         pkts: [0; 2],
+                        win: TcpWindow::default(),
+                    };
+                    let g = if k.proto == 6 {
+                        match b.data().get(off..).and_then(|d| tcp_seg(d, self.v6)) {
+                            Some(g) => Some(g),
+                            None => return Self::drop_pkt(cx, b, AclCounter::Malformed),
+                        }
+                    } else {
+                        None
                     };
                     match fc.t.sessions.create(s) {
                         Ok(s) => {
+                            if let Some(g) = g {
+                                // The first segment only initialises the tracking.
+                                let _ = s.tcp_check(true, &g);
+                            }
                             s.touch(true, k.tcp_flags, fc.now);
                             cx.count(AclCounter::SessionCreated, 1);
                         }

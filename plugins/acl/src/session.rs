@@ -115,6 +115,160 @@ pub mod tcp {
 const TCP_FIN: u8 = 0x01;
 const TCP_SYN: u8 = 0x02;
 const TCP_RST: u8 = 0x04;
+const TCP_ACK: u8 = 0x10;
+
+/// What the window check needs of a TCP segment ([`TcpWindow::check`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpSeg {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number (meaningful with ACK).
+    pub ack: u32,
+    /// Window field, unscaled.
+    pub win: u16,
+    /// Flags.
+    pub flags: u8,
+    /// Payload bytes.
+    pub len: u32,
+    /// The window scale option (a SYN's).
+    pub wscale: Option<u8>,
+}
+
+/// Why a segment of a tracked connection is refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TcpReject {
+    /// Sequence or acknowledgement number outside the window.
+    OutOfWindow,
+    /// A RST whose sequence number is outside the window.
+    BadRst,
+}
+
+/// One end of a TCP connection as seen by the firewall (conntrack's `ip_ct_tcp_state`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpEnd {
+    /// Highest sequence number sent + 1 (SYN and FIN count).
+    pub end: u32,
+    /// Highest sequence number the other end allows it (its ACK + window).
+    pub maxend: u32,
+    /// Largest window it advertised (scaled).
+    pub maxwin: u32,
+    /// Its window scale (0 unless both SYNs carried the option).
+    pub scale: u8,
+    /// Its SYN carried the window scale option.
+    has_scale: bool,
+    /// It sent a segment.
+    pub seen: bool,
+}
+
+/// Sequence-number space comparisons (RFC 1982).
+#[inline(always)]
+fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+#[inline(always)]
+fn after(a: u32, b: u32) -> bool {
+    before(b, a)
+}
+
+/// TCP window tracking of a session (Guido van Rooij's "Real stateful TCP packet
+/// filtering", as Linux conntrack's `tcp_in_window`): a segment is in the window when
+///
+/// 1. its sequence number is at most what the receiver allowed (`seq <= sender.maxend`),
+/// 2. its end is no further back than the receiver's largest window
+///    (`seq + len >= sender.end - receiver.maxwin`),
+/// 3. it acknowledges nothing the receiver did not send (`ack <= receiver.end`),
+/// 4. nor more than a window back (`ack >= receiver.end - max(sender.maxwin, 66000)`).
+///
+/// An empty segment other than a RST is checked by its ACK alone. A connection first seen
+/// mid-stream (its first segment not a SYN) is tracked *liberally*: the ends are followed,
+/// nothing is refused (the window scale is unknown).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpWindow {
+    /// The initiator's end, the responder's.
+    pub ends: [TcpEnd; 2],
+    /// Picked up mid-stream: nothing refused.
+    pub liberal: bool,
+}
+
+impl TcpWindow {
+    /// Checks segment `g` (from the initiator or not) and, if it is in the window, records
+    /// it.
+    pub fn check(&mut self, from_init: bool, g: &TcpSeg) -> Result<(), TcpReject> {
+        let (si, ri) = if from_init { (0, 1) } else { (1, 0) };
+        let syn = g.flags & TCP_SYN != 0;
+        let ackf = g.flags & TCP_ACK != 0;
+        let rst = g.flags & TCP_RST != 0;
+        let fin = g.flags & TCP_FIN != 0;
+        let end = g
+            .seq
+            .wrapping_add(g.len)
+            .wrapping_add(syn as u32)
+            .wrapping_add(fin as u32);
+        if !self.ends[si].seen {
+            let e = &mut self.ends[si];
+            e.seen = true;
+            e.end = end;
+            e.maxwin = (g.win as u32).max(1);
+            e.maxend = end;
+            if syn {
+                e.has_scale = g.wscale.is_some();
+                e.scale = g.wscale.unwrap_or(0).min(14);
+                if si == 1 && !(self.ends[0].has_scale && self.ends[1].has_scale) {
+                    // RFC 7323: scaling only when both SYNs carry the option.
+                    self.ends[0].scale = 0;
+                    self.ends[1].scale = 0;
+                }
+            } else if si == 0 {
+                self.liberal = true;
+            } else {
+                e.maxend = end.wrapping_add(e.maxwin);
+            }
+            if !ackf {
+                return Ok(());
+            }
+        }
+        let win = if syn {
+            g.win as u32
+        } else {
+            (g.win as u32) << self.ends[si].scale
+        };
+        let ack = if ackf { g.ack } else { self.ends[ri].end };
+        let (seq, end) = if g.len == 0 && !syn && !fin && !rst {
+            (self.ends[si].end, self.ends[si].end)
+        } else {
+            (g.seq, end)
+        };
+        if !self.liberal && self.ends[ri].seen {
+            let (snd, rcv) = (&self.ends[si], &self.ends[ri]);
+            let maxack = snd.maxwin.max(66_000);
+            let ok = !after(seq, snd.maxend)
+                && !before(end, snd.end.wrapping_sub(rcv.maxwin))
+                && !after(ack, rcv.end)
+                && !before(ack, rcv.end.wrapping_sub(maxack));
+            if !ok {
+                return Err(if rst {
+                    TcpReject::BadRst
+                } else {
+                    TcpReject::OutOfWindow
+                });
+            }
+        }
+        let snd = &mut self.ends[si];
+        snd.maxwin = snd.maxwin.max(win.max(1));
+        if after(end, snd.end) {
+            snd.end = end;
+        }
+        if ackf {
+            let m = ack.wrapping_add(win.max(1));
+            let rcv = &mut self.ends[ri];
+            if !rcv.seen || after(m, rcv.maxend) {
+                rcv.maxend = m;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A session.
 #[derive(Clone, Debug)]
@@ -133,6 +287,8 @@ pub struct Session {
     pub last: f64,
     /// Packets from the initiator, from the responder.
     pub pkts: [u64; 2],
+    /// TCP window tracking.
+    pub win: TcpWindow,
 }
 
 impl Session {
@@ -171,6 +327,20 @@ impl Session {
         } else {
             "opening"
         }
+    }
+
+    /// Checks a TCP segment against the window (from the initiator or not) and records it;
+    /// a SYN of the initiator on a connection that was reset or closing starts the tracking
+    /// over (a new connection on the old tuple).
+    pub fn tcp_check(&mut self, from_init: bool, g: &TcpSeg) -> Result<(), TcpReject> {
+        if from_init
+            && g.flags & (TCP_SYN | TCP_ACK) == TCP_SYN
+            && self.tcp & (tcp::RST | tcp::FIN) != 0
+        {
+            self.tcp = 0;
+            self.win = TcpWindow::default();
+        }
+        self.win.check(from_init, g)
     }
 
     /// Records a packet (from the initiator or not) with TCP `flags` at `now`.
@@ -353,7 +523,109 @@ mod tests {
             created: now,
             last: now,
             pkts: [0; 2],
+            win: TcpWindow::default(),
         }
+    }
+
+    fn seg(seq: u32, ack: u32, flags: u8, len: u32, win: u16, wscale: Option<u8>) -> TcpSeg {
+        TcpSeg {
+            seq,
+            ack,
+            win,
+            flags,
+            len,
+            wscale,
+        }
+    }
+
+    const SYN: u8 = TCP_SYN;
+    const SA: u8 = TCP_SYN | TCP_ACK;
+    const A: u8 = TCP_ACK;
+    const RA: u8 = TCP_RST | TCP_ACK;
+
+    /// A handshake (initiator ISN 1000, responder 5000, windows 1000 and 2000 with scale
+    /// `sc` on both SYNs when given).
+    fn handshake(sc: Option<u8>) -> TcpWindow {
+        let mut w = TcpWindow::default();
+        assert_eq!(w.check(true, &seg(1000, 0, SYN, 0, 1000, sc)), Ok(()));
+        assert_eq!(w.check(false, &seg(5000, 1001, SA, 0, 2000, sc)), Ok(()));
+        assert_eq!(w.check(true, &seg(1001, 5001, A, 0, 1000, None)), Ok(()));
+        w
+    }
+
+    #[test]
+    fn tcp_window_admits_in_window_and_refuses_the_rest() {
+        let mut w = handshake(None);
+        // Data within the responder's window (2000 bytes from 1001).
+        assert_eq!(w.check(true, &seg(1001, 5001, A, 500, 1000, None)), Ok(()));
+        assert_eq!(w.check(false, &seg(5001, 1501, A, 800, 2000, None)), Ok(()));
+        // A retransmission is in the window.
+        assert_eq!(w.check(true, &seg(1001, 5801, A, 500, 1000, None)), Ok(()));
+        // Beyond what the responder allowed (ack 1501 + window 2000).
+        let far = seg(1501 + 2000 + 1, 5801, A, 10, 1000, None);
+        assert_eq!(w.check(true, &far), Err(TcpReject::OutOfWindow));
+        // Far behind.
+        let old = seg(1501u32.wrapping_sub(100_000), 5801, A, 10, 1000, None);
+        assert_eq!(w.check(true, &old), Err(TcpReject::OutOfWindow));
+        // Acknowledging data the responder never sent.
+        assert_eq!(
+            w.check(true, &seg(1501, 5801 + 1, A, 0, 1000, None)),
+            Err(TcpReject::OutOfWindow)
+        );
+        // A RST with a sequence number outside the window, then one inside.
+        assert_eq!(
+            w.check(false, &seg(5801 + 1_000_000, 1501, RA, 0, 0, None)),
+            Err(TcpReject::BadRst)
+        );
+        assert_eq!(w.check(false, &seg(5801, 1501, RA, 0, 0, None)), Ok(()));
+    }
+
+    #[test]
+    fn tcp_window_scaling_needs_both_syns() {
+        // Scale 7 both ways: a window field of 1000 allows 128,000 bytes.
+        let mut w = handshake(Some(7));
+        assert_eq!(w.check(false, &seg(5001, 1001, A, 0, 1000, None)), Ok(()));
+        assert_eq!(
+            w.check(true, &seg(1001 + 100_000, 5001, A, 100, 1000, None)),
+            Ok(())
+        );
+        // Only the initiator's SYN has the option: no scaling, the same segment is refused.
+        let mut w = TcpWindow::default();
+        w.check(true, &seg(1000, 0, SYN, 0, 1000, Some(7))).unwrap();
+        w.check(false, &seg(5000, 1001, SA, 0, 2000, None)).unwrap();
+        w.check(true, &seg(1001, 5001, A, 0, 1000, None)).unwrap();
+        w.check(false, &seg(5001, 1001, A, 0, 1000, None)).unwrap();
+        assert_eq!(
+            w.check(true, &seg(1001 + 100_000, 5001, A, 100, 1000, None)),
+            Err(TcpReject::OutOfWindow)
+        );
+    }
+
+    #[test]
+    fn tcp_window_mid_stream_pickup_is_liberal() {
+        let mut w = TcpWindow::default();
+        assert_eq!(w.check(true, &seg(77, 99, A, 100, 10, None)), Ok(()));
+        assert!(w.liberal);
+        assert_eq!(w.check(false, &seg(1 << 31, 3, A, 100, 10, None)), Ok(()));
+    }
+
+    #[test]
+    fn tcp_new_syn_after_reset_restarts_tracking() {
+        let mut s = sess(0.0, 6);
+        s.tcp_check(true, &seg(1000, 0, SYN, 0, 1000, None))
+            .unwrap();
+        s.touch(true, SYN, 0.0);
+        s.tcp_check(false, &seg(5000, 1001, SA, 0, 2000, None))
+            .unwrap();
+        s.tcp_check(false, &seg(5001, 1001, RA, 0, 0, None))
+            .unwrap();
+        s.touch(false, RA, 0.0);
+        // A SYN with a new ISN: a new connection on the tuple.
+        assert_eq!(
+            s.tcp_check(true, &seg(9_000_000, 0, SYN, 0, 1000, None)),
+            Ok(())
+        );
+        assert_eq!(s.tcp, 0);
     }
 
     #[test]
