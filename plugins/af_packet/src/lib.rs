@@ -285,6 +285,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> Result<String, String> {
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
+    sluice_vnet::output::set_gso(vm, sw, tx.iter().all(|q| q.takes_gso()));
     set_kicks(vm, sw, Some((tx.clone(), counters.clone())));
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
