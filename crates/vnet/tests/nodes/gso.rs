@@ -231,3 +231,33 @@ fn rewrite_checks_the_mtu_per_segment() {
         t.assert_no_leaks();
     }
 }
+
+/// `ip4-icmp-error` turns an aggregate into one error quoting its first buffer: the rest of
+/// the chain freed, no GSO flags left (else a GSO-capable tx would hand it to the kernel as
+/// an aggregate).
+#[test]
+fn icmp_error_about_an_aggregate_is_a_single_buffer() {
+    let (mut t, sw) = setup("ip4-icmp-error");
+    let f = tcp4_aggregate(6000);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    assert!(v.advance(14));
+    sluice_vnet::icmp_error::request(v.hdr, 3, 4, 1000);
+    t.inject(&[b]);
+    let out = t.arc("ip4-lookup");
+    assert_eq!(out.len(), 1);
+    let h = out[0].hdr;
+    assert_eq!(
+        h.flags & (flags::GSO | flags::OFFLOAD_L4_CKSUM | flags::NEXT_PRESENT),
+        0
+    );
+    assert_eq!(out[0].data.len(), 576, "20 + 8 + 548 bytes of quote");
+    assert_eq!(
+        &out[0].data[28..48],
+        &f[14..34],
+        "quotes the aggregate's header"
+    );
+    t.assert_no_leaks();
+}
