@@ -31,6 +31,11 @@ pub mod flags {
     /// `tx_sub_if` and `tx_sub_tags` are valid: `interface-output` sent the packet on a VLAN
     /// sub-interface (and pointed `tx_if` at the parent).
     pub const TX_SUB: u32 = 1 << 8;
+    /// The packet is a GSO aggregate (a TCP/UDP super-packet a driver kept whole): the
+    /// [`super::BufferHeader`] `gso_*` fields are valid, and the L4 checksum is partial
+    /// (`OFFLOAD_L4_CKSUM`). Owned by `vnet`'s offload code (`sluice_vnet::offload`): nodes
+    /// that send single segments cut it there.
+    pub const GSO: u32 = 1 << 9;
 }
 
 /// Interface index as stored in buffer metadata (`sw_if_index` in VPP).
@@ -104,7 +109,18 @@ pub struct BufferHeader {
     pub ip: IpMeta,
     /// Thread that owns a flow (handoff target), set by handoff nodes.
     pub handoff_thread: u16,
-    _pad0: u16,
+    /// GSO aggregate (`flags::GSO`): payload bytes per segment (the sender's MSS).
+    pub gso_size: u16,
+    /// GSO aggregate: the kind, as `virtio_net_hdr.gso_type` (`sluice_vnet::offload::gso_type`).
+    pub gso_type: u8,
+    /// GSO aggregate: offset of the L4 header from the L3 header (IP header bytes), so the
+    /// offsets survive L2 rewrites.
+    pub gso_l4_offset: u8,
+    /// GSO aggregate: L4 header bytes of each segment (TCP with options, or 8 for UDP).
+    pub gso_l4_hdr_len: u8,
+    /// With `flags::OFFLOAD_L4_CKSUM`: offset of the partial checksum field from the L4
+    /// header (16 for TCP, 6 for UDP); the field holds the pseudo-header seed.
+    pub csum_offset: u8,
     // 64 bytes so far.
     // ---- cache line 1: colder ----
     /// Opaque words for features (ACL, NAT, policer) — each feature documents its use.
@@ -152,7 +168,11 @@ impl BufferHeader {
             flow_hash: 0,
         },
         handoff_thread: 0,
-        _pad0: 0,
+        gso_size: 0,
+        gso_type: 0,
+        gso_l4_offset: 0,
+        gso_l4_hdr_len: 0,
+        csum_offset: 0,
         feature_meta: [0; 6],
         rx_tsc: 0,
         tx_sub_if: 0,

@@ -9,8 +9,9 @@
 //!   addresses: IPv4's first, IPv6's global unless the packet came from a link-local
 //!   address, else its link-local).
 //! - sets: rewrites the packet in place: new IP + ICMP headers quoting the original, up to
-//!   576 bytes (IPv4, RFC 1812 §4.3.2.3) or the 1280-byte minimum MTU (IPv6); the
-//!   `LOCALLY_ORIGINATED` flag.
+//!   576 bytes (IPv4, RFC 1812 §4.3.2.3) or the 1280-byte minimum MTU (IPv6) of its first
+//!   buffer (the rest of a chain is freed; the `GSO`/`OFFLOAD_L4_CKSUM` flags of an
+//!   aggregate cleared); the `LOCALLY_ORIGINATED` flag.
 //! - next: `error-drop`; `ip4-lookup` / `ip6-lookup` (the error).
 //! - counters: `sent` (info), `rate_limited`, `no_source` (rx interface has no address of
 //!   the family), `suppressed` (never about an ICMP error, nor to a source that is not one
@@ -18,7 +19,9 @@
 //!   too big: RFC 1812 §4.3.2.7, RFC 4443 §2.4 e), `no_headroom` (no room to prepend the new
 //!   headers), `truncated` (shorter than an IP header: never from the IP nodes).
 
-use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::flags::{
+    GSO, LOCALLY_ORIGINATED, NEXT_PRESENT, OFFLOAD_L4_CKSUM, TOTAL_LENGTH_VALID,
+};
 use sluice_buffer::{Buffer, BufferHeader};
 use sluice_graph::{Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket};
 use std::sync::Arc;
@@ -127,6 +130,12 @@ impl<F: IcmpErrorFamily> PacketNode for IcmpError<F> {
         };
         self.limit.take();
         let quote = d.len().min(F::MAX_LEN - F::HEADERS);
+        // The error quotes the first buffer only: the rest of a chain (jumbo frame, GSO
+        // aggregate) is freed, and the packet is no aggregate any more.
+        if let Some(rest) = b.hdr.next() {
+            cx.free(&[rest]);
+        }
+        b.hdr.flags &= !(NEXT_PRESENT | TOTAL_LENGTH_VALID | GSO | OFFLOAD_L4_CKSUM);
         b.set_len(quote);
         if b.push_front(F::HEADERS).is_none() {
             b.hdr.error = cx.error(IcmpErrorCounter::NoHeadroom);

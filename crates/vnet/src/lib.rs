@@ -13,6 +13,7 @@ pub mod ethernet;
 pub mod events;
 pub mod feature;
 pub mod glean;
+pub mod gso;
 pub mod icmp_error;
 pub mod interface;
 pub mod ip4;
@@ -50,6 +51,7 @@ pub fn register(r: &mut plugin::Registrar) -> Result<(), plugin::RegisterError> 
     r.feature(feature::plain("ip4-unicast", rpf::IP4_SOURCE_CHECK))?;
     r.feature(feature::plain("ip6-unicast", rpf::IP6_SOURCE_CHECK))?;
     output::register(&mut r.graph);
+    gso::register(&mut r.graph);
     l2patch::register(&mut r.graph);
     let ifs = interface::new_attr_table();
     r.staged.put(interface::IfAttrTable(Some(ifs.clone())));

@@ -1,7 +1,11 @@
-//! Packet fix-ups the rx path does while copying frames out of the ring: re-inserting the
-//! VLAN tag the kernel stripped into `tp_vlan_tci`, and completing partial L4 checksums
-//! (`TP_STATUS_CSUMNOTREADY`). Safe code on byte slices; nothing here panics on any input.
+//! Packet fix-ups the Linux drivers do while copying frames out of the ring: re-inserting
+//! the VLAN tag the kernel stripped into `tp_vlan_tci`, completing partial L4 checksums
+//! (`TP_STATUS_CSUMNOTREADY`), and GSO: describing an aggregate the kernel handed over
+//! whole in its buffer metadata ([`Gso::set_meta`], flag `GSO`) and cutting it into
+//! segments where it must be ([`segment_chain`], the `gso-segment` node). Safe code on byte
+//! slices and buffer views; nothing here panics on any input.
 
+use sluice_buffer::{flags, BufIdx, BufferCache, BufferHeader, BufferPool};
 use sluice_wire::checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -207,12 +211,22 @@ pub struct Gso {
     mss: usize,
     v6: bool,
     tcp: bool,
+    kind: u8,
+    total: usize,
 }
 
 impl Gso {
     /// Parses an Ethernet frame that the kernel reported as a GSO aggregate of `kind`
     /// with segment size `mss`. `None` when it is not a TCP or UDP packet we can cut.
     pub fn parse(f: &[u8], kind: u8, mss: u16) -> Option<Gso> {
+        Gso::parse_head(f, f.len(), kind, mss)
+    }
+
+    /// [`Gso::parse`] of a frame of `total` bytes of which `head` holds the first ones (at
+    /// least every header: the first buffer of a chain).
+    pub fn parse_head(head: &[u8], total: usize, kind: u8, mss: u16) -> Option<Gso> {
+        let f = head;
+        let ecn = kind & gso_type::ECN;
         let kind = kind & !gso_type::ECN;
         let mss = mss as usize;
         if mss == 0 {
@@ -262,7 +276,7 @@ impl Gso {
             8
         };
         let hdr_len = l4 + l4h;
-        if hdr_len > f.len() {
+        if hdr_len > f.len() || hdr_len > total {
             return None;
         }
         Some(Gso {
@@ -272,39 +286,88 @@ impl Gso {
             mss,
             v6,
             tcp,
+            kind: kind | ecn,
+            total,
         })
     }
 
-    /// Number of segments the aggregate `f` is cut into.
-    pub fn segments(&self, f: &[u8]) -> usize {
-        f.len()
-            .saturating_sub(self.hdr_len)
-            .div_ceil(self.mss)
-            .max(1)
+    /// Number of segments the aggregate is cut into.
+    pub fn segments(&self) -> usize {
+        (self.total - self.hdr_len).div_ceil(self.mss).max(1)
     }
 
     /// Bytes segment `i` needs (headers + its payload).
-    pub fn segment_len(&self, f: &[u8], i: usize) -> usize {
-        let payload = f.len().saturating_sub(self.hdr_len);
+    pub fn segment_len(&self, i: usize) -> usize {
+        let payload = self.total - self.hdr_len;
         let start = (i * self.mss).min(payload);
         self.hdr_len + (payload - start).min(self.mss)
     }
 
-    /// Writes segment `i` of `f` into `dst` (at least [`Gso::segment_len`] bytes) with its
-    /// IP length, IPv4 id and header checksum, TCP sequence number and flags (FIN/PSH only on
-    /// the last segment, CWR only on the first) or UDP length, and a full L4 checksum.
-    /// Returns the segment's length, 0 if `dst` is too small.
+    /// Bytes of headers (L2 to L4) in front of every segment.
+    pub fn hdr_len(&self) -> usize {
+        self.hdr_len
+    }
+
+    /// Offset of the L3 header in the frame.
+    pub fn l3(&self) -> usize {
+        self.l3
+    }
+
+    /// Offset of the L4 header in the frame.
+    pub fn l4(&self) -> usize {
+        self.l4
+    }
+
+    /// Offset of the L4 checksum field from the L4 header.
+    pub fn csum_offset(&self) -> usize {
+        if self.tcp {
+            16
+        } else {
+            6
+        }
+    }
+
+    /// Stores the aggregate's description in its buffer header (`flags::GSO` and
+    /// `OFFLOAD_L4_CKSUM`, the `gso_*` fields, `csum_offset`), relative to the L3 header.
+    pub fn set_meta(&self, h: &mut BufferHeader) {
+        h.flags |= flags::GSO | flags::OFFLOAD_L4_CKSUM;
+        h.gso_size = self.mss as u16;
+        h.gso_type = self.kind;
+        h.gso_l4_offset = (self.l4 - self.l3) as u8;
+        h.gso_l4_hdr_len = (self.hdr_len - self.l4) as u8;
+        h.csum_offset = self.csum_offset() as u8;
+    }
+
+    /// Writes segment `i` of the frame `f` into `dst` (see [`Gso::write_segment_from`]).
     pub fn write_segment(&self, f: &[u8], i: usize, dst: &mut [u8]) -> usize {
-        let n = self.segment_len(f, i);
-        let Some(d) = dst.get_mut(..n) else {
+        if f.len() < self.total {
+            return 0;
+        }
+        self.write_segment_from(f, i, dst, |at, d| d.copy_from_slice(&f[at..at + d.len()]))
+    }
+
+    /// Writes segment `i` into `dst` (at least [`Gso::segment_len`] bytes) from `head` (at
+    /// least the headers) and `payload(at, dst)`, which fills `dst` with the frame's bytes
+    /// from offset `at`. The segment gets its IP length, IPv4 id and header checksum, TCP
+    /// sequence number and flags (FIN/PSH only on the last segment, CWR only on the first)
+    /// or UDP length, and a full L4 checksum. Returns the segment's length, 0 if `dst` is
+    /// too small.
+    pub fn write_segment_from(
+        &self,
+        head: &[u8],
+        i: usize,
+        dst: &mut [u8],
+        payload: impl FnOnce(usize, &mut [u8]),
+    ) -> usize {
+        let n = self.segment_len(i);
+        let h = self.hdr_len;
+        let (Some(d), Some(hdr)) = (dst.get_mut(..n), head.get(..h)) else {
             return 0;
         };
-        let h = self.hdr_len;
-        let payload = f.len().saturating_sub(h);
-        let start = h + (i * self.mss).min(payload);
-        d[..h].copy_from_slice(&f[..h]);
-        d[h..].copy_from_slice(&f[start..start + (n - h)]);
-        let last = i + 1 == self.segments(f);
+        d[..h].copy_from_slice(hdr);
+        let start = h + (i * self.mss).min(self.total - h);
+        payload(start, &mut d[h..]);
+        let last = i + 1 == self.segments();
         let l4len = n - self.l4;
         if self.v6 {
             let pl = (n - self.l3 - 40) as u16;
@@ -358,6 +421,149 @@ impl Gso {
         complete_l4(&mut d[t..n], proto, pseudo);
         n
     }
+}
+
+/// The length an MTU check at the L3 header applies to: `len`, or for a GSO aggregate
+/// (flag `GSO`) the IP length of its largest segment, so a router decides ICMP
+/// frag-needed / packet-too-big by segment size as if the segments had arrived one by one.
+#[inline]
+pub fn mtu_len(h: &BufferHeader, len: usize) -> usize {
+    if h.flags & flags::GSO != 0 {
+        h.gso_l4_offset as usize + h.gso_l4_hdr_len as usize + h.gso_size as usize
+    } else {
+        len
+    }
+}
+
+/// Size of `struct virtio_net_hdr` (no `num_buffers`), in front of every frame a
+/// `PACKET_VNET_HDR` socket or an `IFF_VNET_HDR` tap exchanges.
+pub const VNET_HDR_LEN: usize = 10;
+
+/// `virtio_net_hdr.flags`: the L4 checksum is partial, at `csum_start + csum_offset`.
+pub const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+
+/// The `virtio_net_hdr` (host byte order, as Linux's packet sockets and taps use it) that
+/// hands the packet with header `h` and first bytes `head` (from its Ethernet header) to the
+/// kernel: for a GSO aggregate its kind, segment size, header length and partial checksum
+/// position, so the kernel (or the NIC) cuts it; all zero for other packets. `None` for an
+/// aggregate whose headers do not parse as its metadata says (to be dropped).
+pub fn vnet_hdr(h: &BufferHeader, head: &[u8]) -> Option<[u8; VNET_HDR_LEN]> {
+    let mut v = [0u8; VNET_HDR_LEN];
+    if h.flags & flags::GSO == 0 {
+        return Some(v);
+    }
+    let g = Gso::parse_head(head, h.total_len(), h.gso_type, h.gso_size)?;
+    v[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+    v[1] = g.kind;
+    v[2..4].copy_from_slice(&(g.hdr_len as u16).to_ne_bytes());
+    v[4..6].copy_from_slice(&(g.mss as u16).to_ne_bytes());
+    v[6..8].copy_from_slice(&(g.l4 as u16).to_ne_bytes());
+    v[8..10].copy_from_slice(&(g.csum_offset() as u16).to_ne_bytes());
+    Some(v)
+}
+
+/// Most segments one GSO aggregate is cut into (64 KiB at an MSS of 512).
+pub const MAX_SEGMENTS: usize = 128;
+
+/// Why [`segment_chain`] did not cut an aggregate.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SegmentError {
+    /// Not TCP/UDP over IPv4/IPv6 as its metadata says, or segments too large for a buffer
+    /// or too many.
+    NotCuttable,
+    /// The pool has no buffers for the segments.
+    NoBuffers,
+}
+
+/// Reads a buffer chain's bytes forward from any offset (segments are cut in order).
+struct ChainReader<'a> {
+    pool: &'a BufferPool,
+    cur: Option<BufIdx>,
+    /// Frame offset of the first byte of `cur`.
+    base: usize,
+}
+
+impl ChainReader<'_> {
+    /// Fills `dst` with the frame's bytes from offset `at` (never behind the last read);
+    /// bytes past the chain's end are left as they are.
+    fn read(&mut self, mut at: usize, dst: &mut [u8]) {
+        let mut w = 0;
+        while let (Some(b), true) = (self.cur, w < dst.len()) {
+            // SAFETY: the caller owns the chain; one short-lived view at a time.
+            let v = unsafe { self.pool.buffer(b) };
+            let d = v.data();
+            if at >= self.base + d.len() {
+                self.base += d.len();
+                self.cur = v.hdr.next();
+                continue;
+            }
+            let from = at - self.base;
+            let n = (d.len() - from).min(dst.len() - w);
+            dst[w..w + n].copy_from_slice(&d[from..from + n]);
+            w += n;
+            at += n;
+        }
+    }
+}
+
+/// Cuts the GSO aggregate `b` (flag `GSO`, data starting at its Ethernet header, any chain)
+/// into single-buffer segments written to `out`, each carrying the aggregate's metadata
+/// (interfaces, L2/IP/feature metadata; the first one its trace) without the GSO and chain
+/// flags, with complete checksums. On success `b` is freed and the number of segments is
+/// returned; on error nothing was allocated and `b` is left to the caller.
+pub fn segment_chain(
+    cache: &mut BufferCache,
+    b: BufIdx,
+    out: &mut [BufIdx; MAX_SEGMENTS],
+) -> Result<usize, SegmentError> {
+    let pool = cache.pool().clone();
+    let mut head = [0u8; 256];
+    let (agg, hn) = {
+        // SAFETY: the caller owns the chain; the view is dropped at the end of the block.
+        let v = unsafe { pool.buffer(b) };
+        let d = v.data();
+        let n = d.len().min(head.len());
+        head[..n].copy_from_slice(&d[..n]);
+        (*v.hdr, n)
+    };
+    let g = Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size)
+        .filter(|g| g.segments() <= MAX_SEGMENTS && g.segment_len(0) <= pool.data_size())
+        .ok_or(SegmentError::NotCuttable)?;
+    let nseg = g.segments();
+    let got = cache.alloc(&mut out[..nseg]);
+    if got < nseg {
+        cache.free(&out[..got]);
+        return Err(SegmentError::NoBuffers);
+    }
+    let mut rd = ChainReader {
+        pool: &pool,
+        cur: Some(b),
+        base: 0,
+    };
+    let strip = flags::GSO
+        | flags::OFFLOAD_L4_CKSUM
+        | flags::NEXT_PRESENT
+        | flags::TOTAL_LENGTH_VALID
+        | flags::TRACED;
+    for (i, &s) in out[..nseg].iter().enumerate() {
+        // SAFETY: freshly allocated here, not yet handed on; one view.
+        let mut v = unsafe { pool.buffer(s) };
+        let pool_index = v.hdr.pool_index;
+        *v.hdr = agg;
+        v.hdr.pool_index = pool_index;
+        v.hdr.current_data = 0;
+        v.hdr.next_buffer = 0;
+        v.hdr.total_length_not_including_first_buffer = 0;
+        v.hdr.flags &= !strip;
+        if i == 0 {
+            v.hdr.flags |= agg.flags & flags::TRACED;
+        }
+        v.hdr.gso_size = 0;
+        let n = g.write_segment_from(&head[..hn], i, v.raw_data_mut(), |at, d| rd.read(at, d));
+        v.set_len(n);
+    }
+    cache.free(&[b]);
+    Ok(nseg)
 }
 
 #[cfg(test)]
@@ -596,12 +802,12 @@ mod tests {
         f.extend_from_slice(&tcp);
         f.extend_from_slice(&payload);
         let g = Gso::parse(&f, gso_type::TCPV4 | gso_type::ECN, 1400).unwrap();
-        assert_eq!(g.segments(&f), 3);
+        assert_eq!(g.segments(), 3);
         let mut got = Vec::new();
         for i in 0..3 {
             let mut d = [0u8; 2048];
             let n = g.write_segment(&f, i, &mut d);
-            assert_eq!(n, g.segment_len(&f, i));
+            assert_eq!(n, g.segment_len(i));
             let s = &d[..n];
             // IPv4 header valid, lengths right, id incremented.
             assert_eq!(checksum::sum(&s[14..34]), 0xffff);

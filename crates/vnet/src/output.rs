@@ -5,8 +5,10 @@
 //!   the MAC addresses, sets `tx_if` to the parent (whose tx node sends the frame) and records
 //!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`, cleared on every other
 //!   packet).
-//! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down; else the
-//!   interface's tx node (one arc per tx node, added when an interface is created).
+//! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down;
+//!   `gso-segment` (arc 1) for a GSO aggregate (flag `GSO`) whose interface does not take
+//!   aggregates ([`set_gso`]; the segments come back here); else the interface's tx node
+//!   (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
 //!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
 //!   `drops`. Captures frames for `pcap trace tx`.
@@ -22,6 +24,7 @@
 //! sub-interface in the buffer (`tx_sub_if`) and takes the packet back there too.
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
+use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID};
 use sluice_buffer::BufIdx;
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
@@ -37,6 +40,8 @@ sluice_graph::arcs! {
     pub enum OutputNext {
         /// To `error-drop`.
         Drop => "error-drop",
+        /// GSO aggregates for an interface that does not take them, to `gso-segment`.
+        Segment => crate::gso::NAME,
     }
 }
 
@@ -54,6 +59,8 @@ sluice_graph::counters! {
 
 /// The drop arc as the per-packet next array holds it.
 const NEXT_DROP: u16 = OutputNext::Drop.next().0;
+/// The segmentation arc as the per-packet next array holds it.
+const NEXT_SEGMENT: u16 = OutputNext::Segment.next().0;
 
 /// How a VLAN sub-interface transmits: through its parent, with tags pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +79,8 @@ struct TxEntry {
     up: bool,
     counters: Arc<IfCounters>,
     sub: Option<SubTx>,
+    /// The driver sends GSO aggregates (`set_gso`).
+    gso: bool,
 }
 
 /// Per-thread instance: the interface -> tx arc table.
@@ -87,6 +96,17 @@ impl Default for InterfaceOutput {
             table: Vec::new(),
             nexts: [0; FRAME_SIZE],
         }
+    }
+}
+
+/// Whether interface `tx` (or its parent, for a VLAN sub-interface) sends GSO aggregates.
+#[cold]
+fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
+    let e = |i: u32| table.get(i as usize).and_then(|e| e.as_ref());
+    match e(tx) {
+        Some(TxEntry { sub: Some(s), .. }) => e(s.parent).is_some_and(|p| p.gso),
+        Some(x) => x.gso,
+        None => true, // dropped as unknown below
     }
 }
 
@@ -116,12 +136,23 @@ impl NodeFn for InterfaceOutput {
             // SAFETY: this node owns the frame; one view at a time (the header reference is
             // not used while the sub-interface path holds a whole-buffer view).
             let hdr = unsafe { arena.header_mut(b) };
-            let len = hdr.total_len() as u64;
             let tx = hdr.tx_if;
             // A packet that went out of a sub-interface before (looped back by `loop-tx`)
             // carries a stale `TX_SUB`: only the sub-interface path below may set it, or a
             // tx node refusing the packet would take it off that sub-interface's counters.
-            hdr.flags &= !sluice_buffer::flags::TX_SUB;
+            let f = hdr.flags;
+            hdr.flags = f & !sluice_buffer::flags::TX_SUB;
+            // One test for the plain packet: a chain, or a GSO aggregate, which goes to
+            // `gso-segment` unless the interface (its parent for a sub-interface) takes it.
+            let len = if f & (TOTAL_LENGTH_VALID | GSO) == 0 {
+                hdr.current_length as u64
+            } else {
+                if f & GSO != 0 && !takes_gso(&self.table, tx) {
+                    nexts[i] = NEXT_SEGMENT;
+                    continue;
+                }
+                hdr.total_len() as u64
+            };
             if tx as u64 == run_tx {
                 run_p += 1;
                 run_by += len;
@@ -217,6 +248,7 @@ pub(crate) fn attach(
         up: false,
         counters,
         sub: None,
+        gso: false,
     };
     vm.foreach_thread(move |tg| {
         if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
@@ -239,6 +271,21 @@ pub(crate) fn set_sub(vm: &mut Vlib, idx: SwIfIndex, sub: SubTx) {
         if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
             if let Some(Some(e)) = o.table.get_mut(idx.0 as usize) {
                 e.sub = Some(sub);
+            }
+        }
+    });
+}
+
+/// Says whether interface `idx`'s driver sends GSO aggregates whole (else they are cut by
+/// `gso-segment` before its tx node), on every thread.
+pub fn set_gso(vm: &mut Vlib, idx: SwIfIndex, gso: bool) {
+    let Some(out) = vm.registry.find(NAME) else {
+        return;
+    };
+    vm.foreach_thread(move |tg| {
+        if let Some(o) = tg.node_mut::<InterfaceOutput>(out) {
+            if let Some(Some(e)) = o.table.get_mut(idx.0 as usize) {
+                e.gso = gso;
             }
         }
     });

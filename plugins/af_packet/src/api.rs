@@ -43,6 +43,7 @@ fn create(
         hw_addr: (q.hw_addr.0 != [0; 6]).then_some(q.hw_addr.0),
         qdisc_bypass: !q.qdisc_bypass_disable,
         v2: q.v2,
+        gso: true,
     };
     let name = crate::create(vm, &c)?;
     let sw = vm

@@ -3,8 +3,10 @@
 //!
 //! CLI (VPP syntax):
 //! - `create host-interface [v2] name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>]
-//!   [hw-addr <mac>] [qdisc-bypass-disable]` creates `host-<linux-if>` and prints its name
-//!   (`v2`: TPACKET_V2 rx rings, one wake-up per packet instead of per block: low latency);
+//!   [hw-addr <mac>] [qdisc-bypass-disable] [cksum-gso-disable]` creates `host-<linux-if>`
+//!   and prints its name (`v2`: TPACKET_V2 rx rings, one wake-up per packet instead of per
+//!   block: low latency; `cksum-gso-disable`: GSO aggregates are cut into segments before
+//!   this interface's tx instead of handed to the kernel whole);
 //! - `delete host-interface name <linux-if>`;
 //! - `show af_packet` (alias `show af-packet`): sockets, rings, queue placement, kernel drops.
 //!
@@ -132,7 +134,7 @@ pub fn register(b: &mut GraphBuilder) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create host-interface",
-        "create host-interface [v2] name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>] [hw-addr <mac>] [qdisc-bypass-disable]",
+        "create host-interface [v2] name <linux-if> [num-rx-queues <n>] [num-tx-queues <n>] [hw-addr <mac>] [qdisc-bypass-disable] [cksum-gso-disable]",
         cli_create,
     );
     t.add(
@@ -167,6 +169,9 @@ pub struct CreateArgs {
     pub qdisc_bypass: bool,
     /// TPACKET_V2 rx rings (per-packet hand-over) instead of V3 blocks.
     pub v2: bool,
+    /// Send GSO aggregates whole (`cksum-gso-disable` clears it: they are cut into
+    /// segments by `gso-segment` first).
+    pub gso: bool,
 }
 
 fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
@@ -176,6 +181,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     let mut hw_addr = None;
     let mut qdisc_bypass = true;
     let mut v2 = false;
+    let mut gso = true;
     let queues = |a: &mut Args, what: &str| -> Result<u32, CliError> {
         let n = a.u32(what)?;
         if n == 0 || n > MAX_QUEUES {
@@ -198,9 +204,11 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
             qdisc_bypass = false;
         } else if a.keyword("v2") {
             v2 = true;
-        } else if let Some(w @ ("mode" | "cksum-gso-disable")) = a.peek() {
+        } else if a.keyword("cksum-gso-disable") {
+            gso = false;
+        } else if let Some(w @ "mode") = a.peek() {
             return Err(CliError::new(format!(
-                "`{w}' is not supported by Sluice's af_packet (always Ethernet mode, offloads handled)"
+                "`{w}' is not supported by Sluice's af_packet (always Ethernet mode)"
             )));
         } else {
             a.finish()?;
@@ -215,6 +223,7 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         hw_addr,
         qdisc_bypass,
         v2,
+        gso,
     })
 }
 
@@ -293,6 +302,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut AfTx| &mut n.table);
+    sluice_vnet::output::set_gso(vm, sw, c.gso && tx.iter().all(|q| q.takes_gso()));
     set_kicks(vm, sw, Some((tx.clone(), counters.clone())));
     let mut placed = Vec::new();
     for (q, r) in rx.into_iter().enumerate() {
@@ -533,8 +543,10 @@ mod tests {
                 hw_addr: Some([2, 0, 0, 0, 0, 9]),
                 qdisc_bypass: false,
                 v2: false,
+                gso: true,
             }
         );
+        assert!(!parse("name eth1 cksum-gso-disable").unwrap().gso);
         let d = parse("name eth1").unwrap();
         assert_eq!((d.rx_queues, d.tx_queues, d.qdisc_bypass), (1, None, true));
         assert!(!d.v2);

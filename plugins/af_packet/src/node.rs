@@ -5,12 +5,15 @@
 //! TPACKET_V2 frame ring, reading a packet too large for its frame from the socket), copies each into a
 //! Sluice buffer (a chain when it is larger than one buffer), re-inserts the 802.1Q header
 //! the kernel stripped (`TP_STATUS_VLAN_VALID`), completes partial TCP/UDP checksums
-//! (`TP_STATUS_CSUMNOTREADY`, common on veth), cuts GSO aggregates (a veth peer's TSO/USO
+//! (`TP_STATUS_CSUMNOTREADY`, common on veth), keeps GSO aggregates (a veth peer's TSO/USO
 //! super-packets, reported in the `virtio_net_hdr` that `PACKET_VNET_HDR` puts in front of
-//! each frame) into MSS-sized segments with their own headers and checksums, and gives each
-//! block back as soon as it is consumed.
+//! each frame) whole as one buffer chain described in its metadata (`sluice_vnet::offload`:
+//! flag `GSO`, segment size, header offsets, the partial checksum left as the kernel seeded
+//! it), and gives each block back as soon as it is consumed.
 //! - uses: nothing (produces packets).
-//! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header;
+//! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header; for an
+//!   aggregate flags `GSO`/`OFFLOAD_L4_CKSUM` and `gso_size`, `gso_type`, `gso_l4_offset`,
+//!   `gso_l4_hdr_len`, `csum_offset`;
 //!   `rx_tsc` = when the kernel put the packet in the ring (its `tp_sec`/`tp_nsec` receive
 //!   timestamp carried over to the TSC through one `CLOCK_REALTIME`/TSC pair read per call,
 //!   so the up to 1 ms a packet waits for its V3 block to be retired is not counted as
@@ -20,9 +23,9 @@
 //!   interface's `rx-miss`), `truncated` (error: the kernel captured less than the frame),
 //!   `bad_ring` (error: a ring header pointed outside its block or frame; the rest of the
 //!   block is skipped), `csum_completed` (info), `vlan_restored` (info), `outgoing` (info: our own
-//!   transmissions seen by the socket, ignored), `gso_segmented` (info: aggregates cut into
-//!   segments), `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6
-//!   without extension headers, or whose segments would not fit a buffer).
+//!   transmissions seen by the socket, ignored), `gso_kept` (info: aggregates kept whole),
+//!   `gso_dropped` (error: an aggregate that is not TCP/UDP over IPv4/IPv6 without
+//!   extension headers).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
 //! - rx modes (`set interface rx-mode`, see `sluice_graph::rxmode`): a queue in polling mode
 //!   keeps the node active while it has a block ready and for 10 ms after its last packet, and
@@ -35,8 +38,13 @@
 //!   1 ms, also in interrupt mode (the thread's `epoll_wait` times out for it).
 //!
 //! `af-packet-tx` (internal): the transmit node of every host interface.
-//! - uses: `tx_if` (which interface), the packet (whole chain).
-//! - sets: nothing; every buffer is freed after its bytes were copied into the tx ring.
+//! - uses: `tx_if` (which interface), the packet (whole chain); for a GSO aggregate (flag
+//!   `GSO`) its `gso_*` metadata.
+//! - sets: nothing; every buffer is freed after its bytes were copied into the tx ring, or,
+//!   for an aggregate, handed to the kernel whole by one `sendmsg` on the queue's GSO socket
+//!   behind a `virtio_net_hdr` with its GSO fields (the kernel or the NIC cuts it; the
+//!   interface is declared GSO-capable to `interface-output` when every queue has the
+//!   socket).
 //! - next: none.
 //! - kicks: one `sendto` per run of packets. When the kernel leaves frames in the ring
 //!   (ENOBUFS: the device or qdisc dropped one, which stays requested; EAGAIN or a short send:
@@ -47,14 +55,17 @@
 //! - counters: `ring_full` (error: no free tx frame; the packet is dropped, never waited
 //!   for), `too_big` (error: larger than a tx frame), `no_interface` (error: interface deleted
 //!   while the packet was in flight), `send_error` (error: `sendto` failed otherwise; the
-//!   frames stay queued and are retried like refused ones), `kick_retries` (info: kicks
+//!   frames stay queued and are retried like refused ones), `gso_error` (error: an
+//!   aggregate the kernel refused or whose headers do not parse; a full send buffer counts
+//!   as `ring_full`), `kick_retries` (info: kicks
 //!   retried for frames a refused kick left), `kick_dropped` (error: frames given up after
 //!   their kicks kept failing).
 //! - also: interface `tx-error` for `ring_full`, `too_big` and `kick_dropped` drops (taken off
 //!   `tx packets`/`tx bytes`, which count what went into the ring); for a packet sent on a
 //!   VLAN sub-interface, `ring_full`/`too_big` also correct the sub-interface's counters.
 
-use super::ring::{self, pkt3, status, RxRing, TxFull, TxRing};
+use super::ring::{self, pkt3, status, RxRing, TxFull, TxGuard, TxRing};
+use sluice_buffer::flags::GSO;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
@@ -62,6 +73,7 @@ use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::linux::{KickSet, KICK_DROPPED, KICK_RETRIES};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
+use sluice_vnet::offload::{gso_type, Gso, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -94,10 +106,10 @@ sluice_graph::counters! {
         Vlan => info("vlan_restored", "VLAN tags re-inserted"),
         /// Own transmissions ignored.
         Outgoing => info("outgoing", "own transmissions ignored"),
-        /// GSO aggregates cut into segments.
-        GsoSegmented => info("gso_segmented", "GSO aggregates cut into segments"),
-        /// GSO aggregate that cannot be cut.
-        GsoDropped => error("gso_dropped", "GSO aggregate that cannot be cut"),
+        /// GSO aggregates kept whole.
+        GsoKept => info("gso_kept", "GSO aggregates kept whole"),
+        /// GSO aggregate whose headers are not what its virtio header says.
+        GsoDropped => error("gso_dropped", "GSO aggregate not TCP/UDP over IPv4/IPv6"),
     }
 }
 
@@ -112,6 +124,8 @@ sluice_graph::counters! {
         NoInterface => error("no_interface", "host interface deleted"),
         /// `sendto` failed.
         SendError => error("send_error", "sendto failed"),
+        /// GSO aggregate not sent.
+        GsoError => error("gso_error", "GSO aggregate refused by the kernel or malformed"),
         /// Kicks retried ([`sluice_vnet::devices::linux::KICK_RETRIES`]).
         KickRetry => info(KICK_RETRIES.name, KICK_RETRIES.description),
         /// Frames given up ([`sluice_vnet::devices::linux::KICK_DROPPED`]).
@@ -390,50 +404,36 @@ impl AfInput {
         Ok(n)
     }
 
-    /// Cuts a GSO aggregate into segments (one buffer each) and adds them to `out`.
-    /// Returns false, taking nothing, when it cannot (not cuttable: counted `gso_dropped`;
-    /// no buffers: the caller counts rx-miss).
+    /// Keeps a GSO aggregate whole: copies it into a buffer chain and describes it in the
+    /// buffer metadata (flag `GSO`, `gso_*`, partial checksum left as the kernel seeded it),
+    /// then adds it to `out`. Not TCP/UDP over IPv4/IPv6 as the header says: dropped and
+    /// counted `gso_dropped`.
     #[allow(clippy::too_many_arguments)]
     fn gso_in(
         &mut self,
         cx: &mut Cx,
         pool: &BufferPool,
+        b: BufIdx,
         pkt: &[u8],
         tag: Option<[u8; 4]>,
         vh: VnetHdr,
         rx: &RxCtx,
         out: &mut Out,
     ) -> Result<(), Took> {
-        let total = pkt.len() + 4;
-        self.scratch.resize(total, 0);
-        let n = sluice_vnet::offload::copy_frame(&mut self.scratch, pkt, tag);
-        self.scratch.truncate(n);
-        let ds = pool.data_size();
-        let g = sluice_vnet::offload::Gso::parse(&self.scratch, vh.gso_type, vh.gso_size);
-        let Some(g) = g.filter(|g| {
-            g.segments(&self.scratch) <= MAX_SEGMENTS && g.segment_len(&self.scratch, 0) <= ds
-        }) else {
+        let len = self.copy_in(cx, pool, b, pkt, tag, Csum::Complete)?;
+        let kept = {
+            // SAFETY: filled by this node, not yet enqueued; one view.
+            let v = unsafe { pool.buffer(b) };
+            let g = Gso::parse_head(v.data(), len, vh.gso_type, vh.gso_size);
+            g.map(|g| g.set_meta(v.hdr)).is_some()
+        };
+        if !kept {
+            cx.free(&[b]);
             cx.count(RxCounter::GsoDropped, 1);
             return Err(Took::Dropped);
-        };
-        let nseg = g.segments(&self.scratch);
-        let mut segs = [BufIdx(0); MAX_SEGMENTS];
-        let got = cx.bufs().alloc(&mut segs[..nseg]);
-        if got < nseg {
-            cx.free(&segs[..got]);
-            return Err(Took::NoBuffer);
         }
-        cx.count(RxCounter::GsoSegmented, 1);
-        for (i, &b) in segs[..nseg].iter().enumerate() {
-            let len = {
-                // SAFETY: freshly allocated by this node, not yet enqueued; one view.
-                let mut v = unsafe { pool.buffer(b) };
-                let len = g.write_segment(&self.scratch, i, v.raw_data_mut());
-                v.set_len(len);
-                len
-            };
-            out.push(cx, pool, b, len, rx);
-        }
+        cx.count(RxCounter::GsoKept, 1);
+        out.push(cx, pool, b, len, rx);
         Ok(())
     }
 
@@ -590,12 +590,16 @@ impl AfInput {
         }
         out.trace_status = (h.status, h.tci);
         out.rx_tsc = clock.rx_tsc(h.ts_ns);
-        let r = match vh.filter(|v| {
-            v.gso_type & !sluice_vnet::offload::gso_type::ECN
-                != sluice_vnet::offload::gso_type::NONE
-        }) {
-            Some(vh) => self.gso_in(cx, pool, pkt, tag, vh, rx, out),
-            None if *used >= spare.len() => Err(Took::NoBuffer),
+        let gso = vh.filter(|v| v.gso_type & !gso_type::ECN != gso_type::NONE);
+        let r = match gso {
+            _ if *used >= spare.len() => Err(Took::NoBuffer),
+            Some(vh) => {
+                let r = self.gso_in(cx, pool, spare[*used], pkt, tag, vh, rx, out);
+                if !matches!(r, Err(Took::NoBuffer)) {
+                    *used += 1; // sent on, or freed
+                }
+                r
+            }
             None => {
                 let b = spare[*used];
                 let csum = match vh.and_then(|v| v.partial_csum()) {
@@ -695,12 +699,6 @@ impl AfInput {
     }
 }
 
-/// Size of `struct virtio_net_hdr` in front of each frame (`PACKET_VNET_HDR`).
-const VNET_HDR_LEN: usize = 10;
-
-/// Most segments one GSO aggregate is cut into.
-const MAX_SEGMENTS: usize = 128;
-
 /// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
 #[derive(Copy, Clone)]
 struct VnetHdr {
@@ -710,9 +708,6 @@ struct VnetHdr {
     csum_start: u16,
     csum_offset: u16,
 }
-
-/// `virtio_net_hdr.flags`: the L4 checksum is partial, at `csum_start + csum_offset`.
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 
 impl VnetHdr {
     fn parse(b: &[u8]) -> VnetHdr {
@@ -870,11 +865,27 @@ impl AfTx {
         };
         let cap = q.capacity();
         let (mut sent, mut full, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
+        let mut err = 0u64;
         let mut g = q.lock();
         for &b in run {
             // SAFETY: owned by this node; short-lived read-only header access.
             let h = unsafe { pool.header(b) };
             let len = h.total_len();
+            if h.flags & GSO != 0 {
+                match Self::send_gso(cx, pool, &mut g, b) {
+                    Ok(()) => continue,
+                    Err(c) => {
+                        match c {
+                            TxCounter::RingFull => full += 1,
+                            TxCounter::TooBig => big += 1,
+                            _ => err += 1,
+                        }
+                        lost += len as u64;
+                        e.subs.sub_tx_failed(t, h);
+                        continue;
+                    }
+                }
+            }
             if len > cap {
                 big += 1;
                 lost += len as u64;
@@ -894,13 +905,63 @@ impl AfTx {
             cx.count(TxCounter::SendError, 1);
         }
         drop(g);
-        if full + big > 0 {
-            e.counters.tx_failed(t, full + big, lost);
+        if full + big + err > 0 {
+            e.counters.tx_failed(t, full + big + err, lost);
             cx.count(TxCounter::RingFull, full);
             cx.count(TxCounter::TooBig, big);
+            cx.count(TxCounter::GsoError, err);
+        }
+    }
+
+    /// Sends GSO aggregate `b` whole on the queue's GSO socket behind its `virtio_net_hdr`.
+    /// The counter to charge when it could not (send buffer full counts as `ring_full`).
+    fn send_gso(
+        cx: &mut Cx,
+        pool: &BufferPool,
+        g: &mut TxGuard<'_>,
+        b: BufIdx,
+    ) -> Result<(), TxCounter> {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_TX_IOV + 1];
+        let mut vh = [0u8; VNET_HDR_LEN];
+        let mut n = 1;
+        let mut cur = Some(b);
+        while let Some(x) = cur {
+            if n > MAX_TX_IOV {
+                return Err(TxCounter::TooBig);
+            }
+            // SAFETY: the tx node owns the frame and its chains; views are read-only and
+            // live until the sendmsg below, while no other view of these buffers exists.
+            let v = unsafe { pool.buffer(x) };
+            let d = v.data();
+            if x == b {
+                vh = sluice_vnet::offload::vnet_hdr(v.hdr, d).ok_or(TxCounter::GsoError)?;
+            }
+            iov[n] = libc::iovec {
+                iov_base: d.as_ptr() as *mut libc::c_void,
+                iov_len: d.len(),
+            };
+            n += 1;
+            cur = v.hdr.next();
+        }
+        iov[0] = libc::iovec {
+            iov_base: vh.as_mut_ptr() as *mut libc::c_void,
+            iov_len: VNET_HDR_LEN,
+        };
+        match g.send_gso(cx.now_tsc(), &iov[..n]) {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
+                Err(TxCounter::RingFull)
+            }
+            Err(_) => Err(TxCounter::GsoError),
         }
     }
 }
+
+/// Most buffers of one aggregate on tx (64 KiB in 2 KiB buffers, and then some).
+const MAX_TX_IOV: usize = 64;
 
 impl NodeFn for AfTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {

@@ -21,6 +21,10 @@
 //!   given up frames go back to `TP_STATUS_AVAILABLE` and our head back to the first of
 //!   them, where the kernel's head stands.
 //!
+//! - GSO aggregates (buffer flag `GSO`): one more socket per tx queue, without a ring, with
+//!   `PACKET_VNET_HDR`; each aggregate is one `sendmsg` of its `virtio_net_hdr` and its
+//!   buffers, and the kernel (or the NIC) cuts it.
+//!
 //! Constants and header layouts are those of `<linux/if_packet.h>` (stable kernel ABI).
 
 use sluice_vnet::devices::linux::{
@@ -531,6 +535,9 @@ pub struct TxRing {
     pub qdisc_bypass: bool,
     /// Frames a refused kick left in the ring.
     pub kick: KickState,
+    /// A ring-less `PACKET_VNET_HDR` socket for GSO aggregates (`None` when the kernel
+    /// refused it: the interface then does not take aggregates).
+    gso: Option<OwnedFd>,
 }
 
 /// Exclusive access to a tx ring (see [`TxRing::lock`]).
@@ -587,6 +594,7 @@ impl TxRing {
         // Every frame of the ring may be an skb in flight (a small skb's truesize is ~1 KiB
         // beyond its data).
         sluice_vnet::devices::linux::set_sndbuf(raw, geo.frame_nr * (geo.frame_size + 1024));
+        let gso = Self::open_gso(ifindex, qdisc_bypass).ok();
         Ok(TxRing {
             map,
             fd,
@@ -594,7 +602,33 @@ impl TxRing {
             head: SpinLock::new(0),
             qdisc_bypass,
             kick: KickState::default(),
+            gso,
         })
+    }
+
+    /// The socket aggregates are sent on: a frame ring holds fixed-size frames, too small
+    /// for 64 KiB aggregates, so they go through `sendmsg` behind their `virtio_net_hdr`.
+    fn open_gso(ifindex: u32, qdisc_bypass: bool) -> io::Result<OwnedFd> {
+        let fd = packet_socket()?;
+        let raw = fd.as_raw_fd();
+        setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR")?;
+        if qdisc_bypass {
+            setsockopt(
+                raw,
+                SOL_PACKET,
+                PACKET_QDISC_BYPASS,
+                &1i32,
+                "PACKET_QDISC_BYPASS",
+            )?;
+        }
+        bind(raw, ifindex, 0)?;
+        sluice_vnet::devices::linux::set_sndbuf(raw, 16 << 20);
+        Ok(fd)
+    }
+
+    /// Whether GSO aggregates can be sent ([`TxGuard::send_gso`]).
+    pub fn takes_gso(&self) -> bool {
+        self.gso.is_some()
     }
 
     /// Ring geometry.
@@ -661,6 +695,28 @@ impl TxGuard<'_> {
             }
             r => r,
         }
+    }
+
+    /// Sends one packet given as `iov` (its `virtio_net_hdr` first, then its bytes) on the
+    /// GSO socket, without waiting; frames queued in the ring are kicked first, so the
+    /// packets of a flow leave in order. EAGAIN/ENOBUFS: the send buffer or device is full.
+    pub fn send_gso(&mut self, now: u64, iov: &[libc::iovec]) -> io::Result<()> {
+        let Some(fd) = self.ring.gso.as_ref().map(|f| f.as_raw_fd()) else {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        };
+        if self.requested(1) {
+            let _ = self.kick(now);
+        }
+        // SAFETY: msghdr is plain data; zeroed is a valid value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len();
+        // SAFETY: `iov` describes live memory the kernel only reads during the call.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return Err(os_err("sendmsg"));
+        }
+        Ok(())
     }
 
     /// The status word of the frame `back` frames before the head.

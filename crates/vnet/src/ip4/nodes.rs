@@ -539,6 +539,8 @@ impl Ip4Rewrite {
             next,
             ..
         } = c;
+        // A GSO aggregate is checked by its segments' size.
+        let mtu_len = crate::offload::mtu_len(b.hdr, len);
         let Some(h) = b.head_mut::<MIN_HEADER_LEN>() else {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
@@ -550,7 +552,7 @@ impl Ip4Rewrite {
             cx.count(RewriteCounter::TtlExpired, 1);
             return RewriteNext::IcmpError.next();
         }
-        if len > mtu {
+        if mtu_len > mtu {
             if h[field::FLAGS_FRAG] & field::DF_BIT != 0 {
                 let code = icmp::unreach::FRAG_NEEDED;
                 crate::icmp_error::request(b.hdr, icmp::kind::DEST_UNREACH, code, mtu as u32);

@@ -436,6 +436,10 @@ impl PacketNode for Ip6Rewrite {
         };
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
+        // A GSO aggregate is checked by its segments' size.
+        let too_big = len > adj.mtu as usize
+            && adj.mtu != 0
+            && crate::offload::mtu_len(b.hdr, len) > adj.mtu as usize;
         let Some(d) = b.data_mut().first_chunk_mut::<40>() else {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
@@ -445,7 +449,7 @@ impl PacketNode for Ip6Rewrite {
             cx.count(RewriteCounter::HopLimitExpired, 1);
             return RewriteNext::IcmpError.next();
         }
-        if len > adj.mtu as usize && adj.mtu != 0 {
+        if too_big {
             crate::icmp_error::request(b.hdr, icmpv6::kind::PKT_TOO_BIG, 0, adj.mtu as u32);
             cx.count(RewriteCounter::TooBig, 1);
             return RewriteNext::IcmpError.next();

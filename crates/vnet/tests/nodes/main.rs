@@ -4,6 +4,7 @@
 
 mod arp;
 mod ethernet;
+mod gso;
 mod ip4;
 mod ip6;
 mod ip_shared;

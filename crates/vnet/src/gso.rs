@@ -1,0 +1,91 @@
+//! `gso-segment`: cuts GSO aggregates into segments for an interface that cannot send them.
+//!
+//! A driver that receives TCP/UDP aggregates from the kernel whole (af_packet, tap: the
+//! `virtio_net_hdr` of `PACKET_VNET_HDR`/`IFF_VNET_HDR`) keeps them as one buffer chain with
+//! flag `GSO` (see [`crate::offload`]) through ethernet-input, IP forwarding and the L2
+//! paths. `interface-output` sends such a packet here instead of to the tx node when the
+//! output interface does not take aggregates (`output::set_gso`: pg, memif, ... — every
+//! interface until its driver says otherwise).
+//!
+//! - uses: the `GSO` flag and `gso_size`/`gso_type`; the packet from its Ethernet header.
+//! - sets: segments with the aggregate's metadata (`tx_if`, `rx_if`, L2/IP/feature metadata),
+//!   complete IPv4 header and L4 checksums, without `GSO`/`OFFLOAD_L4_CKSUM`; the aggregate
+//!   is freed.
+//! - next: `interface-output` (segments, counted there as the interface's tx packets);
+//!   `error-drop` when it cannot cut.
+//! - counters: `segmented` (info: aggregates cut), `segments` (info: segments made),
+//!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, or a segment
+//!   larger than a buffer), `no_buffers` (error: the pool ran out; aggregate dropped).
+
+use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
+use sluice_buffer::BufIdx;
+use sluice_graph::{Cx, GraphBuilder, NodeFn, NodeKind, NodeRegistration};
+use std::any::Any;
+
+/// Node name.
+pub const NAME: &str = "gso-segment";
+
+sluice_graph::arcs! {
+    /// `gso-segment`'s next arcs.
+    pub enum SegmentNext {
+        /// Aggregates that cannot be cut.
+        Drop => "error-drop",
+        /// Every segment.
+        Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::counters! {
+    /// `gso-segment`'s counters.
+    pub enum SegmentCounter {
+        /// Aggregates cut into segments.
+        Segmented => info("segmented", "GSO aggregates cut into segments"),
+        /// Segments made.
+        Segments => info("segments", "segments made of GSO aggregates"),
+        /// Not cuttable.
+        NotCuttable => error("not_cuttable", "GSO aggregate that cannot be cut"),
+        /// No buffers.
+        NoBuffers => error("no_buffers", "no buffers for the segments of a GSO aggregate"),
+    }
+}
+
+/// The node (stateless).
+#[derive(Default)]
+pub struct GsoSegment;
+
+impl NodeFn for GsoSegment {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let mut segs = [BufIdx(0); MAX_SEGMENTS];
+        for &b in frame {
+            match segment_chain(cx.bufs(), b, &mut segs) {
+                Ok(n) => {
+                    cx.count(SegmentCounter::Segmented, 1);
+                    cx.count(SegmentCounter::Segments, n as u64);
+                    cx.enqueue_all(SegmentNext::Output.next(), &segs[..n]);
+                }
+                Err(e) => {
+                    let c = match e {
+                        SegmentError::NotCuttable => SegmentCounter::NotCuttable,
+                        SegmentError::NoBuffers => SegmentCounter::NoBuffers,
+                    };
+                    // SAFETY: this node owns the frame's buffers; short-lived header access.
+                    unsafe { cx.arena().header_mut(b) }.error = cx.error(c);
+                    cx.enqueue(SegmentNext::Drop.next(), b);
+                }
+            }
+        }
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Registers `gso-segment`.
+pub fn register(b: &mut GraphBuilder) {
+    b.register(
+        NodeRegistration::new(NAME, NodeKind::Internal, |_| Box::new(GsoSegment))
+            .nexts(SegmentNext::NAMES)
+            .counters(SegmentCounter::DESCS),
+    );
+}

@@ -1,0 +1,263 @@
+//! GSO aggregates (`sluice_vnet::offload`, flag `GSO`): `gso-segment` cuts chained IPv4
+//! and IPv6 TCP aggregates into valid segments, `interface-output` sends aggregates there
+//! for an interface that does not take them, `ip4-rewrite`/`ip6-rewrite` check the MTU by
+//! segment size.
+
+use super::*;
+use sluice_buffer::{flags, BufIdx};
+use sluice_vnet::offload::{gso_type, Gso};
+use sluice_wire::checksum;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const MSS: u16 = 1000;
+
+/// An Ethernet/IPv4 (DF)/TCP aggregate with 12 bytes of TCP options, `payload` bytes of
+/// payload, its TCP checksum holding only the pseudo-header seed (as the kernel hands it).
+fn tcp4_aggregate(payload: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let total = 20 + 32 + payload;
+    let mut ip = vec![
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0x12,
+        0x34,
+        0x40,
+        0,
+        64,
+        6,
+    ];
+    ip.extend_from_slice(&[0, 0, 10, 0, 0, 5, 10, 0, 1, 2]);
+    let c = checksum::internet_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&tcp_header());
+    f.extend((0..payload).map(|i| (i * 7 + i / 253) as u8));
+    f
+}
+
+/// The same over IPv6 (2001:db8::5 -> 2001:db8:1::2).
+fn tcp6_aggregate(payload: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd];
+    let pl = 32 + payload;
+    f.extend_from_slice(&[0x60, 0, 0, 0, (pl >> 8) as u8, pl as u8, 6, 64]);
+    f.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&tcp_header());
+    f.extend((0..payload).map(|i| (i * 7 + i / 253) as u8));
+    f
+}
+
+fn tcp_header() -> [u8; 32] {
+    let mut t = [0u8; 32];
+    t[0..4].copy_from_slice(&[0x30, 0x39, 0x14, 0x51]);
+    t[4..8].copy_from_slice(&0xffff_f000u32.to_be_bytes()); // wraps during the cut
+    t[12] = 0x80; // 32-byte header
+    t[13] = 0x10 | 0x08 | 0x01; // ACK PSH FIN
+    t[16] = 0xab; // a seed: not a valid checksum
+    t[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]); // NOP NOP TS
+    t
+}
+
+/// Puts `f` into a buffer chain (2 KiB buffers) described as an aggregate of `kind`.
+fn aggregate(t: &mut NodeTest, f: &[u8], kind: u8, tx_if: u32) -> BufIdx {
+    aggregate_mss(t, f, kind, tx_if, MSS)
+}
+
+fn aggregate_mss(t: &mut NodeTest, f: &[u8], kind: u8, tx_if: u32, mss: u16) -> BufIdx {
+    let b = t.vm.main.bufs().alloc_with(f).expect("buffers");
+    // SAFETY: just allocated here; one view.
+    let v = unsafe { t.vm.pool.buffer(b) };
+    assert!(v.hdr.flags & flags::NEXT_PRESENT != 0, "a chain");
+    Gso::parse(f, kind, mss).expect("parses").set_meta(v.hdr);
+    v.hdr.tx_if = tx_if;
+    v.hdr.rx_if = 7;
+    b
+}
+
+/// Checks the segments of `f` (headers at `l3`/`l4`, 32-byte TCP header): lengths, IP and
+/// TCP checksums, sequence numbers, flags, and the payload put back together.
+fn check_segments(segs: &[sluice_graph::testing::Captured], f: &[u8], v6: bool) {
+    let (l3, l4) = (14, if v6 { 54 } else { 34 });
+    let payload = f.len() - l4 - 32;
+    assert_eq!(segs.len(), payload.div_ceil(MSS as usize));
+    let mut got = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        let d = &s.data;
+        assert_eq!(
+            s.hdr.flags & (flags::GSO | flags::OFFLOAD_L4_CKSUM | flags::NEXT_PRESENT),
+            0
+        );
+        assert_eq!((s.hdr.rx_if, s.hdr.tx_if), (7, 1), "metadata carried");
+        assert!(d.len() <= l4 + 32 + MSS as usize);
+        let seg = &d[l4..];
+        let pseudo = if v6 {
+            assert_eq!(
+                u16::from_be_bytes([d[l3 + 4], d[l3 + 5]]) as usize,
+                d.len() - l4
+            );
+            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&d[o..o + 16]).unwrap());
+            sluice_wire::ipv6::pseudo_header_sum(a(l3 + 8), a(l3 + 24), 6, seg.len() as u32)
+        } else {
+            assert_eq!(checksum::sum(&d[l3..l4]), 0xffff, "IPv4 header checksum");
+            assert_eq!(
+                u16::from_be_bytes([d[l3 + 2], d[l3 + 3]]) as usize,
+                d.len() - l3
+            );
+            assert_eq!(
+                u16::from_be_bytes([d[l3 + 4], d[l3 + 5]]),
+                0x1234 + i as u16
+            );
+            let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&d[o..o + 4]).unwrap());
+            checksum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), 6, seg.len() as u16)
+        };
+        assert_eq!(
+            checksum::combine(pseudo, checksum::sum(seg)),
+            0xffff,
+            "TCP checksum"
+        );
+        let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        assert_eq!(seq, 0xffff_f000u32.wrapping_add(i as u32 * MSS as u32));
+        assert_eq!(
+            seg[13] & 0x09 != 0,
+            i + 1 == segs.len(),
+            "FIN/PSH on the last only"
+        );
+        assert_eq!(&seg[20..32], &f[l4 + 20..l4 + 32], "options copied");
+        got.extend_from_slice(&seg[32..]);
+    }
+    assert_eq!(got, &f[l4 + 32..], "payload byte for byte");
+}
+
+#[test]
+fn gso_segment_cuts_chained_ipv4_and_ipv6_aggregates() {
+    let mut t = NodeTest::new("gso-segment");
+    let f4 = tcp4_aggregate(9500);
+    let f6 = tcp6_aggregate(4321);
+    let b4 = aggregate(&mut t, &f4, gso_type::TCPV4, 1);
+    let b6 = aggregate(&mut t, &f6, gso_type::TCPV6, 1);
+    // Metadata that lies (IPv6 kind on an IPv4 packet): not cut, dropped and counted.
+    let bad = aggregate(&mut t, &f4, gso_type::TCPV4, 1);
+    // SAFETY: owned by the test until injected.
+    unsafe { t.vm.pool.arena().header_mut(bad) }.gso_type = gso_type::TCPV6;
+    t.inject(&[b4, b6, bad]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 10 + 5);
+    check_segments(&out[..10], &f4, false);
+    check_segments(&out[10..], &f6, true);
+    assert_eq!(t.drops(), [("gso-segment".to_string(), "not_cuttable")]);
+    t.assert_counters(&[("segmented", 2), ("segments", 15), ("not_cuttable", 1)]);
+    t.assert_no_leaks();
+}
+
+#[test]
+fn interface_output_sends_aggregates_to_gso_segment_unless_the_interface_takes_them() {
+    let (mut t, sw) = setup("interface-output");
+    t.capture("loop-tx");
+    let f = tcp4_aggregate(3000);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let plain = t.packet(&udp4("10.0.0.2", "10.0.0.1"), |h| h.tx_if = sw);
+    t.inject(&[agg, plain]);
+    assert_eq!(t.arc("gso-segment").len(), 1);
+    assert_eq!(t.arc("loop-tx").len(), 1);
+    t.clear();
+    sluice_vnet::output::set_gso(&mut t.h.vm, sluice_vnet::interface::SwIfIndex(sw), true);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    t.inject(&[agg]);
+    assert!(t.arc("gso-segment").is_empty());
+    let tx = t.arc("loop-tx");
+    assert_eq!(tx.len(), 1);
+    assert_eq!(tx[0].data, f, "the aggregate whole");
+    assert_ne!(tx[0].hdr.flags & flags::GSO, 0);
+    t.assert_no_leaks();
+}
+
+/// `ip4-rewrite`/`ip6-rewrite` decide by segment size: an aggregate whose segments fit the
+/// MTU is forwarded whole (TTL / hop limit decremented, IPv4 checksum updated); one whose
+/// segments do not gets frag-needed / packet-too-big with the MTU.
+#[test]
+fn rewrite_checks_the_mtu_per_segment() {
+    for v6 in [false, true] {
+        let node = if v6 { "ip6-rewrite" } else { "ip4-rewrite" };
+        let (mut t, sw) = setup(node);
+        t.cli(&format!(
+            "ip neighbor loop0 10.0.0.2 {PEER_MAC} static
+             ip neighbor loop0 2001:db8::2 {PEER_MAC} static
+             ip route add 10.0.1.0/24 via 10.0.0.2 loop0
+             ip route add 2001:db8:1::/48 via 2001:db8::2 loop0"
+        ));
+        let (f, kind) = if v6 {
+            (tcp6_aggregate(6000), gso_type::TCPV6)
+        } else {
+            (tcp4_aggregate(6000), gso_type::TCPV4)
+        };
+        t.cli("set interface mtu 1000 loop0");
+        let mut bufs = Vec::new();
+        for mss in [900, 1000] {
+            let b = aggregate_mss(&mut t, &f, kind, 0, mss);
+            // SAFETY: owned by the test until injected.
+            let mut v = unsafe { t.vm.pool.buffer(b) };
+            v.hdr.rx_if = sw;
+            assert!(v.advance(14));
+            bufs.push(b);
+        }
+        t.inject_at(if v6 { "ip6-lookup" } else { "ip4-lookup" }, &bufs);
+        let out = t.arc("interface-output");
+        assert_eq!(
+            out.len(),
+            1,
+            "{node}: segments of 20/40 + 32 + 900 fit 1000"
+        );
+        assert_eq!(out[0].data.len(), f.len());
+        assert_ne!(out[0].hdr.flags & flags::GSO, 0);
+        if v6 {
+            assert_eq!(out[0].data[14 + 7], 63, "hop limit");
+        } else {
+            assert_eq!(out[0].data[14 + 8], 63, "TTL");
+            assert_eq!(checksum::sum(&out[0].data[14..34]), 0xffff);
+        }
+        let icmp = t.arc(if v6 {
+            "ip6-icmp-error"
+        } else {
+            "ip4-icmp-error"
+        });
+        assert_eq!(
+            icmp.len(),
+            1,
+            "{node}: segments of 20/40 + 32 + 1000 do not"
+        );
+        assert_eq!(icmp[0].hdr.feature_meta[1], 1000, "with the MTU");
+        t.assert_no_leaks();
+    }
+}
+
+/// `ip4-icmp-error` turns an aggregate into one error quoting its first buffer: the rest of
+/// the chain freed, no GSO flags left (else a GSO-capable tx would hand it to the kernel as
+/// an aggregate).
+#[test]
+fn icmp_error_about_an_aggregate_is_a_single_buffer() {
+    let (mut t, sw) = setup("ip4-icmp-error");
+    let f = tcp4_aggregate(6000);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    assert!(v.advance(14));
+    sluice_vnet::icmp_error::request(v.hdr, 3, 4, 1000);
+    t.inject(&[b]);
+    let out = t.arc("ip4-lookup");
+    assert_eq!(out.len(), 1);
+    let h = out[0].hdr;
+    assert_eq!(
+        h.flags & (flags::GSO | flags::OFFLOAD_L4_CKSUM | flags::NEXT_PRESENT),
+        0
+    );
+    assert_eq!(out[0].data.len(), 576, "20 + 8 + 548 bytes of quote");
+    assert_eq!(
+        &out[0].data[28..48],
+        &f[14..34],
+        "quotes the aggregate's header"
+    );
+    t.assert_no_leaks();
+}
