@@ -10,7 +10,8 @@
 //! - counters: `delivered` (info: queued to an application), `no_listener` (no session
 //!   for the address/port), `bad_checksum`, `short` (truncated IP/UDP header or UDP length
 //!   beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
-//!   (datagram spread over several buffers: not yet), `fifo_full` (the application does
+//!   (a UDP GSO aggregate: several datagrams, not cut here; a datagram in a buffer chain is
+//!   read whole), `fifo_full` (the application does
 //!   not read fast enough), `wrong_thread` (received on a worker: sessions live on thread
 //!   0 in this version), `bad_header` (IPv6 extension header chain malformed).
 //!
@@ -37,13 +38,15 @@
 //! always freed here (data is copied into the rx FIFO, replies are built by
 //! `session-queue`).
 //! - uses: the IP (IPv6 extension headers walked) and TCP headers; `flags`
-//!   (`L4_CHECKSUM_CORRECT`, `NEXT_PRESENT`).
+//!   (`L4_CHECKSUM_CORRECT`, `OFFLOAD_L4_CKSUM`: a partial checksum of a local peer's
+//!   packet counts as verified; `NEXT_PRESENT`: a chain — e.g. a GSO aggregate a driver kept
+//!   whole — is read as one large segment, as the kernel's GRO gives it to a socket).
 //! - sets: `error` on drops.
 //! - next: `error-drop` (0).
 //! - counters: `segments` (info: taken by a connection or listener), `no_listener` (no
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
 //!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
-//!   segment), `fragment`, `chained`, `syn_backlog_full` (SYN dropped: the listener's
+//!   segment), `fragment`, `syn_backlog_full` (SYN dropped: the listener's
 //!   handshake backlog is full), `wrong_thread`, `bad_header` (malformed IPv6 extension
 //!   headers).
 //!
@@ -54,7 +57,7 @@
 use crate::session::{Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};
 use crate::tcpsess::TcpDrop;
-use sluice_buffer::{flags, BufIdx, Buffer};
+use sluice_buffer::{flags, BufIdx};
 use sluice_graph::{CounterDesc, CounterId, Cx, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
 use sluice_session::seg::PopError;
 use sluice_wire::checksum;
@@ -112,8 +115,8 @@ sluice_graph::counters! {
         Short => error("short", "truncated IP/UDP header or UDP length"),
         /// IPv4 fragment.
         Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
-        /// Chained buffers.
-        Chained => error("chained", "datagram in several buffers"),
+        /// A UDP GSO aggregate (several datagrams in one chain).
+        Chained => error("chained", "UDP GSO aggregate (not cut for sessions)"),
         /// rx FIFO full.
         FifoFull => error("fifo_full", "session rx FIFO full"),
         /// Received on a worker.
@@ -138,8 +141,6 @@ sluice_graph::counters! {
         BadOffset => error("bad_offset", "TCP data offset out of range"),
         /// IPv4 fragment.
         Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
-        /// Chained buffers.
-        Chained => error("chained", "segment in several buffers"),
         /// The listener's handshake backlog is full.
         SynBacklogFull => error("syn_backlog_full", "SYN dropped: listener backlog full"),
         /// Received on a worker.
@@ -191,8 +192,7 @@ enum IpErr {
 pub struct UdpInput<const V6: bool> {
     sm: Shared,
     thread: usize,
-    done: Vec<BufIdx>,
-    drops: Vec<BufIdx>,
+    scratch: InputScratch,
 }
 
 /// Source, destination and the transport header and payload (bounded by the IP length) of
@@ -240,19 +240,20 @@ fn ip_addrs<const V6: bool>(d: &[u8]) -> Result<(IpAddr, IpAddr, usize), IpErr> 
 impl<const V6: bool> UdpInput<V6> {
     /// Delivers one datagram; `Err(counter)` to drop it.
     #[inline(always)]
-    fn one(sm: &mut SessionMain, b: &Buffer<'_>) -> Result<(), UdpCounter> {
+    fn one(sm: &mut SessionMain, pkt: Pkt<'_>) -> Result<(), UdpCounter> {
         use UdpCounter as C;
-        if b.hdr.flags & flags::NEXT_PRESENT != 0 {
+        if pkt.flags & flags::GSO != 0 {
+            // A UDP aggregate is several datagrams: not cut here.
             return Err(C::Chained);
         }
-        let (src, dst, l4) = parse_ip::<V6>(b.data()).map_err(|e| match e {
+        let (src, dst, l4) = parse_ip::<V6>(pkt.data).map_err(|e| match e {
             IpErr::Short => C::Short,
             IpErr::Fragment => C::Fragment,
             IpErr::BadHeader => C::BadHeader,
         })?;
         let u = UdpPacket::new_checked(l4).map_err(|_| C::Short)?;
         u.check_len().map_err(|_| C::Short)?;
-        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
+        if pkt.flags & flags::L4_CHECKSUM_CORRECT == 0 {
             let ok = match (src, dst) {
                 (IpAddr::V4(s), IpAddr::V4(t)) => u.verify_checksum_v4(s, t),
                 (IpAddr::V6(s), IpAddr::V6(t)) => u.verify_checksum_v6(s, t),
@@ -300,39 +301,93 @@ impl<const V6: bool> UdpInput<V6> {
     }
 }
 
-/// The input nodes' frame loop: `one` takes each buffer under the session lock (counted
+/// One packet as the input nodes read it: its bytes from the IP header (a chain read into
+/// one slice) and its buffer flags.
+#[derive(Copy, Clone)]
+struct Pkt<'a> {
+    data: &'a [u8],
+    flags: u32,
+}
+
+/// Largest packet a chain is read into one slice for (an IPv4/IPv6 packet's 64 KiB, headers).
+const MAX_CHAIN_READ: usize = 65_535 + 256;
+
+/// Per-node buffers of the input frame loop.
+struct InputScratch {
+    done: Vec<BufIdx>,
+    drops: Vec<BufIdx>,
+    /// A chained packet's bytes (a GSO aggregate the driver kept whole, a large datagram).
+    chain: Vec<u8>,
+}
+
+impl InputScratch {
+    fn new() -> Self {
+        InputScratch {
+            done: Vec::with_capacity(FRAME_SIZE),
+            drops: Vec::with_capacity(FRAME_SIZE),
+            chain: Vec::new(),
+        }
+    }
+}
+
+/// The input nodes' frame loop: `one` takes each packet under the session lock (counted
 /// drops go to `drop` with their reason, taken buffers are freed and counted in `taken`).
-/// Sessions live on thread 0: elsewhere every buffer is `wrong_thread`.
-#[allow(clippy::too_many_arguments)]
+/// A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is one large
+/// segment, as the kernel's GRO hands it to a socket. A partial checksum the kernel left
+/// (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL) counts as
+/// verified. Sessions live on thread 0: elsewhere every buffer is `wrong_thread`.
 fn input_frame<C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     sm: &Shared,
     thread: usize,
     (wrong_thread, taken): (C, C),
-    done: &mut Vec<BufIdx>,
-    drops: &mut Vec<BufIdx>,
-    mut one: impl FnMut(&mut SessionMain, &Buffer<'_>) -> Result<(), C>,
+    s: &mut InputScratch,
+    mut one: impl FnMut(&mut SessionMain, Pkt<'_>) -> Result<(), C>,
 ) {
-    done.clear();
-    drops.clear();
+    s.done.clear();
+    s.drops.clear();
     let mut g = lock(sm);
     for &bi in frame {
-        // SAFETY: the frame's buffers are owned by this node, one view at a time.
-        let b = unsafe { cx.buffer(bi) };
         let r = if thread != 0 {
             Err(wrong_thread)
         } else {
-            one(&mut g, &b)
-        };
-        match r {
-            Ok(()) => done.push(bi),
-            Err(e) => {
-                b.hdr.error = cx.error(e);
-                drops.push(bi);
+            // SAFETY: the frame's buffers are owned by this node; short-lived header read.
+            let mut f = unsafe { cx.arena().header_mut(bi) }.flags;
+            if f & flags::OFFLOAD_L4_CKSUM != 0 {
+                f |= flags::L4_CHECKSUM_CORRECT;
             }
+            if f & flags::NEXT_PRESENT != 0 {
+                s.chain.clear();
+                cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
+                one(
+                    &mut g,
+                    Pkt {
+                        data: &s.chain,
+                        flags: f & !flags::NEXT_PRESENT,
+                    },
+                )
+            } else {
+                // SAFETY: as above, one view at a time.
+                let b = unsafe { cx.buffer(bi) };
+                one(
+                    &mut g,
+                    Pkt {
+                        data: b.data(),
+                        flags: f,
+                    },
+                )
+            }
+        };
+        if let Err(e) = r {
+            // SAFETY: as above.
+            unsafe { cx.arena().header_mut(bi) }.error = cx.error(e);
+            s.drops.push(bi);
+        } else {
+            s.done.push(bi);
         }
     }
+    let (done, drops) = (&mut s.done, &mut s.drops);
     drop(g);
     cx.count(taken, done.len() as u64);
     cx.free(done);
@@ -348,8 +403,7 @@ impl<const V6: bool> NodeFn for UdpInput<V6> {
             &sm,
             self.thread,
             (UdpCounter::WrongThread, UdpCounter::Delivered),
-            &mut self.done,
-            &mut self.drops,
+            &mut self.scratch,
             Self::one,
         );
     }
@@ -362,21 +416,13 @@ impl<const V6: bool> NodeFn for UdpInput<V6> {
 pub struct TcpInput<const V6: bool> {
     sm: Shared,
     thread: usize,
-    done: Vec<BufIdx>,
-    drops: Vec<BufIdx>,
+    scratch: InputScratch,
 }
 
 impl<const V6: bool> TcpInput<V6> {
-    fn one(
-        sm: &mut SessionMain,
-        b: &Buffer<'_>,
-        now: std::time::Instant,
-    ) -> Result<(), TcpCounter> {
+    fn one(sm: &mut SessionMain, pkt: Pkt<'_>, now: std::time::Instant) -> Result<(), TcpCounter> {
         use TcpCounter as C;
-        if b.hdr.flags & flags::NEXT_PRESENT != 0 {
-            return Err(C::Chained);
-        }
-        let (src, dst, l4) = parse_ip::<V6>(b.data()).map_err(|e| match e {
+        let (src, dst, l4) = parse_ip::<V6>(pkt.data).map_err(|e| match e {
             IpErr::Short => C::Short,
             IpErr::Fragment => C::Fragment,
             IpErr::BadHeader => C::BadHeader,
@@ -386,7 +432,7 @@ impl<const V6: bool> TcpInput<V6> {
         }
         // With the 20 bytes there, what new_checked refuses is the data offset.
         let p = TcpPacket::new_checked(l4).map_err(|_| C::BadOffset)?;
-        if b.hdr.flags & flags::L4_CHECKSUM_CORRECT == 0 {
+        if pkt.flags & flags::L4_CHECKSUM_CORRECT == 0 {
             let ok = match (src, dst) {
                 (IpAddr::V4(s), IpAddr::V4(d)) => p.verify_checksum_v4(s, d),
                 (IpAddr::V6(s), IpAddr::V6(d)) => p.verify_checksum_v6(s, d),
@@ -441,8 +487,7 @@ impl<const V6: bool> NodeFn for TcpInput<V6> {
             &sm,
             self.thread,
             (TcpCounter::WrongThread, TcpCounter::Segments),
-            &mut self.done,
-            &mut self.drops,
+            &mut self.scratch,
             |sm, b| Self::one(sm, b, now),
         );
     }
@@ -1057,32 +1102,28 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
         UdpInput::<false> {
             sm,
             thread,
-            done: Vec::with_capacity(FRAME_SIZE),
-            drops: Vec::with_capacity(FRAME_SIZE),
+            scratch: InputScratch::new(),
         }
     });
     input(b, sm, UDP6_INPUT, UdpCounter::DESCS, |sm, thread| {
         UdpInput::<true> {
             sm,
             thread,
-            done: Vec::with_capacity(FRAME_SIZE),
-            drops: Vec::with_capacity(FRAME_SIZE),
+            scratch: InputScratch::new(),
         }
     });
     input(b, sm, TCP4_INPUT, TcpCounter::DESCS, |sm, thread| {
         TcpInput::<false> {
             sm,
             thread,
-            done: Vec::with_capacity(FRAME_SIZE),
-            drops: Vec::with_capacity(FRAME_SIZE),
+            scratch: InputScratch::new(),
         }
     });
     input(b, sm, TCP6_INPUT, TcpCounter::DESCS, |sm, thread| {
         TcpInput::<true> {
             sm,
             thread,
-            done: Vec::with_capacity(FRAME_SIZE),
-            drops: Vec::with_capacity(FRAME_SIZE),
+            scratch: InputScratch::new(),
         }
     });
     let s = sm.clone();
