@@ -1,4 +1,5 @@
-//! `gso-segment`: cuts GSO aggregates into segments for an interface that cannot send them.
+//! `gso-segment`: cuts GSO aggregates into segments for an interface that cannot send them;
+//! `ip4-gso-segment`: the same before the features of an rx interface's `ip4-unicast` arc.
 //!
 //! A driver that receives TCP/UDP aggregates from the kernel whole (af_packet, tap: the
 //! `virtio_net_hdr` of `PACKET_VNET_HDR`/`IFF_VNET_HDR`) keeps them as one buffer chain with
@@ -13,7 +14,14 @@
 //!   is freed.
 //! - next: `interface-output` (segments, counted there as the interface's tx packets);
 //!   `error-drop` when it cannot cut.
-//! - counters: `segmented` (info: aggregates cut), `segments` (info: segments made),
+//!
+//! `ip4-gso-segment` is the same node for `ip4-input`: an aggregate received on an interface
+//! with `ip4-unicast` features (NAT44, ACL, policer: they act on single packets, NAT44
+//! rewrites checksums) is cut there; each segment keeps the L2 header in front
+//! (`l2_hdr_offset`, from which the aggregate is parsed) and starts at its IPv4 header, and
+//! goes back to `ip4-input` (next `ip4-input`), now a plain packet for the features.
+//!
+//! - counters (both): `segmented` (info: aggregates cut), `segments` (info: segments made),
 //!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, or a segment
 //!   larger than a buffer), `no_buffers` (error: the pool ran out; aggregate dropped).
 
@@ -24,6 +32,8 @@ use std::any::Any;
 
 /// Node name.
 pub const NAME: &str = "gso-segment";
+/// The node before `ip4-unicast` features.
+pub const IP4_NAME: &str = "ip4-gso-segment";
 
 sluice_graph::arcs! {
     /// `gso-segment`'s next arcs.
@@ -32,6 +42,16 @@ sluice_graph::arcs! {
         Drop => "error-drop",
         /// Every segment.
         Output => crate::output::NAME,
+    }
+}
+
+sluice_graph::arcs! {
+    /// `ip4-gso-segment`'s next arcs.
+    pub enum Ip4SegmentNext {
+        /// Aggregates that cannot be cut.
+        Drop => "error-drop",
+        /// Every segment, back to `ip4-input`.
+        Input => crate::ip4::nodes::IP4_INPUT,
     }
 }
 
@@ -49,19 +69,29 @@ sluice_graph::counters! {
     }
 }
 
-/// The node (stateless).
-#[derive(Default)]
-pub struct GsoSegment;
+/// The node: where the segments go, and whether the packets start at their L3 header.
+pub struct GsoSegment {
+    next: sluice_graph::Next,
+    drop: sluice_graph::Next,
+    l3: bool,
+}
 
 impl NodeFn for GsoSegment {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let mut segs = [BufIdx(0); MAX_SEGMENTS];
         for &b in frame {
-            match segment_chain(cx.bufs(), b, &mut segs) {
+            let rewind = if self.l3 {
+                // SAFETY: this node owns the frame's buffers; short-lived header access.
+                let h = unsafe { cx.arena().header(b) };
+                (h.current_data - h.l2.l2_hdr_offset).max(0) as usize
+            } else {
+                0
+            };
+            match segment_chain(cx.bufs(), b, rewind, &mut segs) {
                 Ok(n) => {
                     cx.count(SegmentCounter::Segmented, 1);
                     cx.count(SegmentCounter::Segments, n as u64);
-                    cx.enqueue_all(SegmentNext::Output.next(), &segs[..n]);
+                    cx.enqueue_all(self.next, &segs[..n]);
                 }
                 Err(e) => {
                     let c = match e {
@@ -70,7 +100,7 @@ impl NodeFn for GsoSegment {
                     };
                     // SAFETY: this node owns the frame's buffers; short-lived header access.
                     unsafe { cx.arena().header_mut(b) }.error = cx.error(c);
-                    cx.enqueue(SegmentNext::Drop.next(), b);
+                    cx.enqueue(self.drop, b);
                 }
             }
         }
@@ -81,11 +111,28 @@ impl NodeFn for GsoSegment {
     }
 }
 
-/// Registers `gso-segment`.
+/// Registers `gso-segment` and `ip4-gso-segment`.
 pub fn register(b: &mut GraphBuilder) {
     b.register(
-        NodeRegistration::new(NAME, NodeKind::Internal, |_| Box::new(GsoSegment))
-            .nexts(SegmentNext::NAMES)
-            .counters(SegmentCounter::DESCS),
+        NodeRegistration::new(NAME, NodeKind::Internal, |_| {
+            Box::new(GsoSegment {
+                next: SegmentNext::Output.next(),
+                drop: SegmentNext::Drop.next(),
+                l3: false,
+            })
+        })
+        .nexts(SegmentNext::NAMES)
+        .counters(SegmentCounter::DESCS),
+    );
+    b.register(
+        NodeRegistration::new(IP4_NAME, NodeKind::Internal, |_| {
+            Box::new(GsoSegment {
+                next: Ip4SegmentNext::Input.next(),
+                drop: Ip4SegmentNext::Drop.next(),
+                l3: true,
+            })
+        })
+        .nexts(Ip4SegmentNext::NAMES)
+        .counters(SegmentCounter::DESCS),
     );
 }

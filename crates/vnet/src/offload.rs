@@ -506,21 +506,27 @@ impl ChainReader<'_> {
     }
 }
 
-/// Cuts the GSO aggregate `b` (flag `GSO`, data starting at its Ethernet header, any chain)
-/// into single-buffer segments written to `out`, each carrying the aggregate's metadata
-/// (interfaces, L2/IP/feature metadata; the first one its trace) without the GSO and chain
-/// flags, with complete checksums. On success `b` is freed and the number of segments is
-/// returned; on error nothing was allocated and `b` is left to the caller.
+/// Cuts the GSO aggregate `b` (flag `GSO`, any chain) into single-buffer segments written
+/// to `out`, each carrying the aggregate's metadata (interfaces, L2/IP/feature metadata; the
+/// first one its trace) without the GSO and chain flags, with complete checksums. The
+/// aggregate's Ethernet header is `rewind` bytes before its data (0: the data starts there;
+/// the L3 header's offset from it for a packet past ethernet-input), and so are the
+/// segments' (`l2_hdr_offset` 0, data at `rewind`). On success `b` is freed and the number
+/// of segments is returned; on error nothing was allocated and `b` is left to the caller.
 pub fn segment_chain(
     cache: &mut BufferCache,
     b: BufIdx,
+    rewind: usize,
     out: &mut [BufIdx; MAX_SEGMENTS],
 ) -> Result<usize, SegmentError> {
     let pool = cache.pool().clone();
     let mut head = [0u8; 256];
     let (agg, hn) = {
         // SAFETY: the caller owns the chain; the view is dropped at the end of the block.
-        let v = unsafe { pool.buffer(b) };
+        let mut v = unsafe { pool.buffer(b) };
+        if v.push_front(rewind).is_none() {
+            return Err(SegmentError::NotCuttable);
+        }
         let d = v.data();
         let n = d.len().min(head.len());
         head[..n].copy_from_slice(&d[..n]);
@@ -561,6 +567,11 @@ pub fn segment_chain(
         v.hdr.gso_size = 0;
         let n = g.write_segment_from(&head[..hn], i, v.raw_data_mut(), |at, d| rd.read(at, d));
         v.set_len(n);
+        if rewind > 0 {
+            v.hdr.l2.l2_hdr_offset = 0;
+            v.advance(rewind);
+            v.hdr.ip.l3_hdr_offset = v.hdr.current_data;
+        }
     }
     cache.free(&[b]);
     Ok(nseg)

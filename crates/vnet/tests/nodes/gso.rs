@@ -261,3 +261,61 @@ fn icmp_error_about_an_aggregate_is_a_single_buffer() {
     );
     t.assert_no_leaks();
 }
+
+/// An aggregate received on an interface with `ip4-unicast` features is cut before them:
+/// `ip4-input` sends it to `ip4-gso-segment` (plain packets and interfaces without features
+/// go on as before), whose segments start at their IPv4 header, the Ethernet header in
+/// front, and go back to `ip4-input`.
+#[test]
+fn ip4_features_see_single_segments() {
+    let (mut t, sw) = setup("ip4-input");
+    let f = tcp4_aggregate(2500);
+    let at_l3 = |t: &mut NodeTest| {
+        let b = aggregate(t, &f, gso_type::TCPV4, 0);
+        // SAFETY: owned by the test until injected.
+        let mut v = unsafe { t.vm.pool.buffer(b) };
+        v.hdr.rx_if = sw;
+        v.hdr.l2.l2_hdr_offset = 0;
+        assert!(v.advance(14));
+        b
+    };
+    let b = at_l3(&mut t);
+    t.inject(&[b]);
+    assert_eq!(
+        t.arc("ip4-lookup").len(),
+        1,
+        "no features: the aggregate goes on"
+    );
+    t.clear();
+    t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast");
+    t.capture("ip4-source-check-via-rx");
+    let b = at_l3(&mut t);
+    let plain = t.packet(&udp4_l3("10.0.0.2", "10.0.1.2"), |h| h.rx_if = sw);
+    t.inject(&[b, plain]);
+    assert_eq!(t.arc("ip4-gso-segment").len(), 1);
+    assert_eq!(
+        t.arc("ip4-source-check-via-rx").len(),
+        1,
+        "the plain packet"
+    );
+    t.assert_no_leaks();
+
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let b = at_l3(&mut t);
+    t.inject(&[b]);
+    let segs = t.arc("ip4-input");
+    assert_eq!(segs.len(), 3);
+    for s in &segs {
+        assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
+        assert_eq!(s.hdr.ip.l3_hdr_offset, 14);
+        assert_eq!((s.hdr.l2.l2_hdr_offset, s.hdr.rx_if), (0, sw));
+        assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+    }
+    let payload: Vec<u8> = segs
+        .iter()
+        .flat_map(|s| s.data[20 + 32..].to_vec())
+        .collect();
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    t.assert_counters(&[("segmented", 1), ("segments", 3)]);
+    t.assert_no_leaks();
+}

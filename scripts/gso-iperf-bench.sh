@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# TCP through a router between two Linux namespaces (issue 23's af_packet topology):
+#   A 10.81.1.2 —veth— [router] —veth— B 10.81.2.2
+# Routers, interleaved in every run:
+#   sluice — Sluice on the host ends of both veths (af_packet, GSO aggregates kept whole);
+#   old    — the same with another Sluice binary (OLD=<path to sluice>), when given;
+#   linux  — the kernel forwarding in a third namespace;
+#   vpp    — VPP's af_packet host-interfaces (prefix VPP=<dir>, default /work/vpp/install;
+#            its rows are left out when it is not there).
+# Each: iperf3 A -> B for <seconds>, 1 stream and 4 streams (-P 4); the receiver's Gbit/s,
+# min / median / max over the runs, with the load average before and after.
+#
+# Usage: scripts/gso-iperf-bench.sh [runs (3)] [seconds (5)]
+# (NO_BUILD=1: use target/release as it is; GSO=off: the hosts' TSO/GSO off (ethtool))
+source "$(dirname "$0")/common.sh"
+runs=${1:-3}
+secs=${2:-5}
+vpp=${VPP:-/work/vpp/install}
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
+fi
+command -v iperf3 >/dev/null || { echo "SKIPPED: iperf3 is not installed"; exit 0; }
+[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl
+bin=$PWD/target/release
+routers="sluice"
+[ -n "${OLD:-}" ] && routers="$routers old"
+routers="$routers linux"
+if [ -x "$vpp/bin/vpp" ]; then routers="$routers vpp"; else echo "note: no VPP at $vpp"; fi
+tmp=$(mktemp -d)
+A=gib$$a; B=gib$$b; R=gib$$r; VA=gib$$va; VB=gib$$vb
+pid=""
+stop_router() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
+  pid=""
+}
+teardown() {
+  stop_router
+  for n in "$A" "$B" "$R"; do
+    { ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null; } || true
+    ip netns del "$n" 2>/dev/null || true
+  done
+  ip link del "$VA" 2>/dev/null || true; ip link del "$VB" 2>/dev/null || true
+  true
+}
+trap 'teardown; rm -rf "$tmp"' EXIT
+
+# Hosts A and B; the veths' router ends in namespace $1 ("" = the default one).
+topo() {
+  teardown
+  for n in "$A" "$B"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+  local where=()
+  if [ -n "$1" ]; then ip netns add "$1"; ip -n "$1" link set lo up; where=(netns "$1"); fi
+  ip link add "$VA" "${where[@]}" type veth peer name eth0 netns "$A"
+  ip link add "$VB" "${where[@]}" type veth peer name eth0 netns "$B"
+  ip -n "$A" addr add 10.81.1.2/24 dev eth0; ip -n "$A" link set eth0 up
+  ip -n "$B" addr add 10.81.2.2/24 dev eth0; ip -n "$B" link set eth0 up
+  ip -n "$A" route add default via 10.81.1.1
+  ip -n "$B" route add default via 10.81.2.1
+  if [ "${GSO:-on}" = off ]; then
+    for n in "$A" "$B"; do ip netns exec "$n" ethtool -K eth0 tso off gso off >/dev/null; done
+  fi
+}
+
+start_sluice() { # binary
+  printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\n' "$tmp" >"$tmp/s.conf"
+  rm -f "$tmp/cli.sock"
+  "$1" -c "$tmp/s.conf" >"$tmp/sluice.log" 2>&1 &
+  pid=$!
+  until [ -S "$tmp/cli.sock" ]; do sleep 0.05; done
+  local C=("$bin/sluicectl" -s "$tmp/cli.sock")
+  for x in "$VA 10.81.1.1/24" "$VB 10.81.2.1/24"; do
+    set -- $x
+    "${C[@]}" create host-interface name "$1" >/dev/null
+    "${C[@]}" set interface state "host-$1" up
+    "${C[@]}" set interface ip address "host-$1" "$2"
+  done
+}
+
+start_vpp() {
+  local lib="$vpp/lib:$vpp/lib/x86_64-linux-gnu" pp=""
+  for d in "$vpp/lib/x86_64-linux-gnu/vpp_plugins" "$vpp/lib/vpp_plugins"; do
+    [ -d "$d" ] && pp="path $d" && break
+  done
+  cat >"$tmp/v.conf" <<EOF
+unix { nodaemon cli-listen $tmp/vcli.sock runtime-dir $tmp log $tmp/vpp-internal.log }
+api-segment { prefix gib$$ }
+socksvr { socket-name $tmp/vapi.sock }
+plugins { $pp plugin dpdk_plugin.so { disable } }
+buffers { buffers-per-numa 32768 page-size 4k }
+memory { main-heap-size 1G main-heap-page-size 4k }
+statseg { size 64M page-size 4k socket-name $tmp/vstats.sock }
+EOF
+  rm -f "$tmp/vcli.sock"
+  LD_LIBRARY_PATH=$lib "$vpp/bin/vpp" -c "$tmp/v.conf" >"$tmp/vpp.log" 2>&1 &
+  pid=$!
+  local C=(env LD_LIBRARY_PATH="$lib" "$vpp/bin/vppctl" -s "$tmp/vcli.sock")
+  until [ -S "$tmp/vcli.sock" ] && "${C[@]}" show version >/dev/null 2>&1; do sleep 0.1; done
+  for x in "$VA 10.81.1.1/24" "$VB 10.81.2.1/24"; do
+    set -- $x
+    "${C[@]}" create host-interface name "$1" >/dev/null
+    "${C[@]}" set interface state "host-$1" up
+    "${C[@]}" set interface ip address "host-$1" "$2"
+  done
+}
+
+setup() { # router
+  case $1 in
+    sluice) topo ""; start_sluice "$bin/sluice" ;;
+    old) topo ""; start_sluice "$OLD" ;;
+    linux)
+      topo "$R"
+      ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1
+      ip -n "$R" addr add 10.81.1.1/24 dev "$VA"; ip -n "$R" link set "$VA" up
+      ip -n "$R" addr add 10.81.2.1/24 dev "$VB"; ip -n "$R" link set "$VB" up ;;
+    vpp) topo ""; start_vpp ;;
+  esac
+  ip netns exec "$A" ping -c 3 -i 0.2 -W 1 10.81.2.2 >/dev/null || true
+}
+
+# Receiver Gbit/s of one iperf3 run with $2 streams.
+iperf() {
+  ip netns exec "$B" iperf3 -s -1 -B 10.81.2.2 >/dev/null 2>&1 &
+  local srv=$!
+  sleep 0.3
+  local out
+  out=$(ip netns exec "$A" iperf3 -c 10.81.2.2 -t "$secs" -P "$1" -J 2>/dev/null || true)
+  wait "$srv" 2>/dev/null || true
+  printf '%s' "$out" | python3 -c '
+import json, sys
+try:
+    print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))
+except Exception:
+    print("nan")'
+}
+
+declare -A res
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$runs"); do
+  for router in $routers; do
+    setup "$router"
+    for p in 1 4; do
+      g=$(iperf "$p")
+      res[$router/$p]+="$g "
+      echo "run $r $router P$p: $g Gbit/s"
+    done
+    teardown
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| router | streams | Gbit/s min | median | max |"
+echo "|---|---|---|---|---|"
+for router in $routers; do
+  for p in 1 4; do
+    # shellcheck disable=SC2086
+    read -r lo md hi <<<"$(stats ${res[$router/$p]})"
+    echo "| $router | $p | $lo | $md | $hi |"
+  done
+done
