@@ -242,7 +242,7 @@ def acl_nft_ruleset(sc: Scenario, a_if: str, b_if: str) -> str:
     tail = [f'    iifname "{b_if}" drop'] if sc.stateful else []
     return ("table ip sbacl {\n"
             "  chain acl_in {\n" + "\n".join(lines) + "\n  }\n"
-            "  chain fwd { type filter hook forward priority filter; policy accept;\n"
+            "  chain forward { type filter hook forward priority filter; policy accept;\n"
             + "".join(x + "\n" for x in pre)
             + (f'    oifname "{b_if}" jump acl_in\n' if sc.stateful
                else f'    iifname "{a_if}" jump acl_in\n')
