@@ -1,6 +1,8 @@
 //! ACL benchmark (plugins/acl): the IPv4 path with an input ACL of 1, 100, 1k and 10k rules
 //! on pg0 (random deny rules the traffic does not match, then a permit-all, so every packet
-//! is classified against the whole list), against the 1-rule rate.
+//! is classified against the whole list), against the 1-rule rate; and `stateful`: one
+//! `permit+reflect` rule, so after the first pass over the 4,096 flows every packet is
+//! admitted by its session (the session lookup instead of the classifier).
 
 use crate::{cli, replay_path, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -82,9 +84,19 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     } else {
         &[1, 100, 1000, 10_000]
     };
-    for &n in sizes {
-        // `--only <rules>`: that size alone (callgrind runs).
-        if o.only.as_deref().is_some_and(|w| w != n.to_string()) {
+    let near = std::env::var_os("SLUICE_BENCH_ACL_NEAR").is_some_and(|v| v == "1");
+    let mut cases: Vec<(String, usize, String)> = sizes
+        .iter()
+        .map(|&n| (n.to_string(), n, rules(n, n as u64, near)))
+        .collect();
+    cases.push((
+        "stateful".into(),
+        1,
+        "permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0".into(),
+    ));
+    for (label, n, text) in cases {
+        // `--only <rules>|stateful`: that case alone (callgrind runs).
+        if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
         let (mut vm, t) = crate::build(0);
@@ -100,18 +112,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         ] {
             cli(&mut vm, &t, c);
         }
-        cli(
-            &mut vm,
-            &t,
-            &format!(
-                "set acl-plugin acl {}",
-                rules(
-                    n,
-                    n as u64,
-                    std::env::var_os("SLUICE_BENCH_ACL_NEAR").is_some_and(|v| v == "1")
-                )
-            ),
-        );
+        cli(&mut vm, &t, &format!("set acl-plugin acl {text}"));
         cli(&mut vm, &t, "set acl-plugin interface pg0 input acl 0");
         let shown = cli(&mut vm, &t, "show acl-plugin acl index 0");
         assert!(
@@ -129,7 +130,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         let (path, _) = crate::clock_cells(&r.node_clocks);
         let _ = writeln!(
             out,
-            "| {n} | {types} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {label} | {types} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
             r.mpps.0,
             r.mpps.1,
             r.mpps.2,
@@ -138,7 +139,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             r.node_clocks[2].1
         );
         json.push(format!(
-            "\"acl_{n}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
+            "\"acl_{label}\": {{\"mpps\": [{:.3}, {:.3}, {:.3}], \"ratio\": {:.3}, \"path_clocks\": {:.2}, \"acl_clocks\": {:.2}}}",
             r.mpps.0,
             r.mpps.1,
             r.mpps.2,

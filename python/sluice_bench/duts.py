@@ -36,8 +36,8 @@ from pathlib import Path
 from sluice_test.instance import SluiceInstance
 
 from .counters import kernel_counters, sched_counters, sluice_counters
-from .scenarios import (TESTER_LIMITS, VXLAN_VNI, Scenario, filler6_prefixes,
-                        filler_prefixes)
+from .scenarios import (TESTER_LIMITS, VXLAN_VNI, Scenario, acl_commands, acl_nft_ruleset,
+                        filler6_prefixes, filler_prefixes)
 from .topology import Topology, nsexec, sh
 
 log = logging.getLogger("sluice_bench")
@@ -111,7 +111,7 @@ class LinuxRouter(Dut):
     def unsupported(self, sc: Scenario) -> str | None:
         if reason := super().unsupported(sc):
             return reason
-        if sc.kind == "nat44" and not _have("nft"):
+        if sc.kind in ("nat44", "acl") and not _have("nft"):
             return "nft (nftables) is not installed: apt-get install nftables"
         return None
 
@@ -121,7 +121,7 @@ class LinuxRouter(Dut):
         a, b = topo.a, topo.b
         for k in ("all", "default", a.dut_if, b.dut_if):
             nsexec(ns, "sysctl", "-qw", f"net.ipv4.conf.{k}.rp_filter=0")
-        if sc.kind in ("ip4", "nat44"):
+        if sc.kind in ("ip4", "nat44", "acl"):
             nsexec(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
             batch = []
             for p in (a, b):
@@ -137,6 +137,8 @@ class LinuxRouter(Dut):
                     "table ip sbnat {\n"
                     "  chain post { type nat hook postrouting priority srcnat; policy accept;\n"
                     f"    oifname \"{b.dut_if}\" masquerade\n  }}\n}}\n"))
+            if sc.kind == "acl":
+                nsexec(ns, "nft", "-f", "-", input=acl_nft_ruleset(sc, a.dut_if, b.dut_if))
         elif sc.kind == "ip6":
             for k in ("all", "default", a.dut_if, b.dut_if):
                 for opt, v in (("accept_dad", 0), ("accept_ra", 0), ("autoconf", 0),
@@ -391,11 +393,12 @@ def scenario_commands(topo: Topology, sc: Scenario, ifs: dict[str, str]) -> list
     port interfaces are `ifs` ({veth name: dataplane interface name}): addresses, static
     neighbours for the tester ports, routes (the FIB filler as one `ip route add count`),
     NAT44-ED as Linux's masquerade, the cross-connect both ways (VPP's l2-output needs the
-    output interface in L2 mode), a bridge domain with static MACs."""
+    output interface in L2 mode), a bridge domain with static MACs, the ACL lists
+    (`scenarios.acl_commands`)."""
     a, b = topo.a, topo.b
     ha, hb = ifs[a.dut_if], ifs[b.dut_if]
     out = []
-    if sc.kind in ("ip4", "ip6", "nat44"):
+    if sc.kind in ("ip4", "ip6", "nat44", "acl"):
         ip6 = sc.kind == "ip6"
         for p in (a, b):
             h = ifs[p.dut_if]
@@ -411,6 +414,8 @@ def scenario_commands(topo: Topology, sc: Scenario, ifs: dict[str, str]) -> list
             out += ["nat44 plugin enable sessions 200000",
                     f"nat44 add interface address {hb}",
                     f"set interface nat44 in {ha} out {hb}"]
+        if sc.kind == "acl":
+            out += acl_commands(sc, ha, hb)
     elif sc.kind == "l2xc":
         out += [f"set interface l2 xconnect {ha} {hb}", f"set interface l2 xconnect {hb} {ha}"]
     elif sc.kind == "vxlan":

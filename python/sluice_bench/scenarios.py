@@ -10,6 +10,7 @@ report prints "not supported" with that reason, never a number.
 from __future__ import annotations
 
 import ipaddress
+import random
 from dataclasses import dataclass
 
 from .tester import Stream
@@ -41,14 +42,16 @@ FILLER_BASE = 20 << 24
 class Scenario:
     name: str
     title: str
-    kind: str               # "ip4" | "nat44" | "l2xc" | "bridge" | "ip6" | "vxlan"
+    kind: str               # "ip4" | "nat44" | "acl" | "l2xc" | "bridge" | "ip6" | "vxlan"
     bidir: bool = False
     routes: int = 1         # routes in the FIB (1 = just the route to the far network)
     flows: int = 256        # source addresses per direction
+    acl_rules: int = 0      # "acl": rules in port A's input list (the last one permits all)
+    stateful: bool = False  # "acl": the permit tracks connections (permit+reflect / conntrack)
 
     @property
     def l3(self) -> bool:
-        return self.kind in ("ip4", "nat44", "ip6")
+        return self.kind in ("ip4", "nat44", "ip6", "acl")
 
     @property
     def ip6(self) -> bool:
@@ -63,6 +66,13 @@ SCENARIOS = {s.name: s for s in [
     Scenario("ip4-oneway", "IPv4 forwarding, one-way", "ip4"),
     Scenario("ip4-bidir", "IPv4 forwarding, bidirectional", "ip4", bidir=True),
     Scenario("nat44-oneway", "NAT44 (masquerade) + IPv4 forwarding, one-way", "nat44"),
+    Scenario("acl-1", "IPv4 forwarding + input ACL, 1 rule, one-way", "acl", acl_rules=1),
+    Scenario("acl-100", "IPv4 forwarding + input ACL, 100 rules, one-way", "acl",
+             acl_rules=100),
+    Scenario("acl-10k", "IPv4 forwarding + input ACL, 10k rules, one-way", "acl",
+             acl_rules=10_000),
+    Scenario("acl-stateful", "IPv4 forwarding + stateful firewall (reflexive ACL), one-way",
+             "acl", acl_rules=1, stateful=True),
     Scenario("l2-xconnect", "L2 cross-connect, one-way", "l2xc"),
     Scenario("l2-bridge", "L2 bridge (static MACs), one-way", "bridge"),
     Scenario("ip4-fib-255k", "IPv4 forwarding, 255k routes, one-way", "ip4", routes=255_000),
@@ -154,3 +164,92 @@ def streams(sc: Scenario, topo: Topology, dut_macs: dict[str, str], size: int,
             dst=far, size=tester_size(64, v6) if latency else size, flows=flows,
             latency=latency, ip6=v6))
     return out
+
+
+#: Rules per ACL in the "acl" scenarios' CLI (one ACL per command line; the interface's
+#: input list holds them in order, and the first match across the list wins).
+ACL_RULES_PER_LINE = 250
+
+
+def acl_rules(sc: Scenario) -> list[tuple[str, int, str]]:
+    """The "acl" scenarios' rules in order, as (source prefix, protocol (0: any), destination
+    port or range ("": any)): `acl_rules - 1` deny rules that the traffic (sources in
+    198.18.128.0/17) never matches — sources spread over 172.16.0.0/12 with mixed prefix
+    lengths, a third of them UDP to one port, a third TCP to a port range, as
+    `sluice-bench acl` — then one permit-all, so every packet is classified against the
+    whole list. Deterministic (seeded by the rule count): every DUT gets the same list."""
+    r = random.Random(sc.acl_rules)
+    out = []
+    for _ in range(sc.acl_rules - 1):
+        plen = r.choice([12, 16, 20, 24, 28, 32])
+        a = (0xAC10_0000 | r.getrandbits(20)) & ((0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF)
+        kind = r.randrange(3)
+        if kind == 0:
+            out.append((f"{_ip(a)}/{plen}", 0, ""))
+        elif kind == 1:
+            out.append((f"{_ip(a)}/{plen}", 17, str(r.randrange(65536))))
+        else:
+            lo = r.randrange(60000)
+            out.append((f"{_ip(a)}/{plen}", 6, f"{lo}-{lo + r.randrange(5000)}"))
+    out.append(("0.0.0.0/0", 0, ""))
+    return out
+
+
+def acl_commands(sc: Scenario, a_if: str, b_if: str) -> list[str]:
+    """Sluice/VPP acl-plugin CLI for an "acl" scenario on the DUT interfaces `a_if` (where
+    the traffic enters) and `b_if` (where it leaves): the rules as ACLs of
+    `ACL_RULES_PER_LINE` applied in order as `a_if`'s input list. Stateful: a firewall on
+    `b_if` as Linux's conntrack one — the rules (ending in `permit+reflect`) as its output
+    list, so each flow leaving creates a session that admits its replies, and a deny-all
+    input list (nothing else may enter)."""
+    rules = acl_rules(sc)
+    action_last = "permit+reflect" if sc.stateful else "permit"
+    texts = []
+    for i, (src, proto, dport) in enumerate(rules):
+        last = i == len(rules) - 1
+        t = f"{action_last if last else 'deny'} src {src} dst 0.0.0.0/0"
+        if proto:
+            t += f" proto {proto}"
+        if dport:
+            t += f" dport {dport}"
+        texts.append(t)
+    out = []
+    n = 0
+    for n, k in enumerate(range(0, len(texts), ACL_RULES_PER_LINE)):
+        out.append(f"set acl-plugin acl index {n} " + ", ".join(texts[k:k + ACL_RULES_PER_LINE]))
+    where = f"{b_if} output" if sc.stateful else f"{a_if} input"
+    out += [f"set acl-plugin interface {where} acl {i}" for i in range(n + 1)]
+    if sc.stateful:
+        out += [f"set acl-plugin acl index {n + 1} deny src 0.0.0.0/0 dst 0.0.0.0/0",
+                f"set acl-plugin interface {b_if} input acl {n + 1}"]
+    return out
+
+
+def acl_nft_ruleset(sc: Scenario, a_if: str, b_if: str) -> str:
+    """The Linux equivalent of `acl_commands` (an `nft -f` input): a forward-hook chain that
+    sends what enters `a_if` to a chain of the same rules in the same order (drop for deny,
+    accept for the final permit, drop after it as the ACL's implicit deny). Stateful:
+    conntrack — established and related packets accepted first, new connections leaving
+    through `b_if` meet the rules, everything else entering `b_if` is dropped."""
+    lines = []
+    for src, proto, dport in acl_rules(sc)[:-1]:
+        m = f"ip saddr {src}"
+        if proto == 17:
+            m += f" udp dport {dport}"
+        elif proto == 6:
+            m += f" tcp dport {dport}"
+        elif proto:
+            m += f" ip protocol {proto}"
+        lines.append(f"    {m} drop")
+    lines.append("    ct state new accept" if sc.stateful else "    accept")
+    lines.append("    drop")
+    pre = ["    ct state established,related accept"] if sc.stateful else []
+    tail = [f'    iifname "{b_if}" drop'] if sc.stateful else []
+    return ("table ip sbacl {\n"
+            "  chain acl_in {\n" + "\n".join(lines) + "\n  }\n"
+            "  chain forward { type filter hook forward priority filter; policy accept;\n"
+            + "".join(x + "\n" for x in pre)
+            + (f'    oifname "{b_if}" jump acl_in\n' if sc.stateful
+               else f'    iifname "{a_if}" jump acl_in\n')
+            + "".join(x + "\n" for x in tail)
+            + "  }\n}\n")

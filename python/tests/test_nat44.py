@@ -107,6 +107,23 @@ class TestNat44(NatTest):
         self.assert_counters({c(O2I, TRANSLATED): 1})
         assert "total pkts 2" in self.sessions_text()
 
+    def test_new_flows_within_one_frame(self):
+        """Packets of new flows interleaved with an established one in one frame: each new
+        flow gets one session whatever its position (the frame's batched lookup is redone
+        after a session is created), and the established flow keeps its session."""
+        self.send_and_expect(self.pg0, [self.in_udp(sport=3000)], self.pg1)
+        self.assert_counters({c(I2O, TRANSLATED): 1, c(I2O, CREATED): 1})
+        pkts = [self.in_udp(sport=p) for p in (3000, 2000, 2000, 3000, 2001, 2000, 2001)]
+        rx = self.send_and_expect(self.pg0, pkts, self.pg1)
+        assert [r[UDP].sport for r in rx] == [3000, 2000, 2000, 3000, 2001, 2000, 2001]
+        assert all(r[IP].src == POOL for r in rx)
+        self.assert_counters({c(I2O, TRANSLATED): 7, c(I2O, CREATED): 2})
+        back = [self.out_udp(p) for p in (2000, 3000, 2001)]
+        rx = self.send_and_expect(self.pg1, back, self.pg0)
+        assert [r[UDP].dport for r in rx] == [2000, 3000, 2001]
+        self.assert_counters({c(O2I, TRANSLATED): 3})
+        assert self.total_sessions() == 3
+
     def test_udp_without_checksum(self):
         p = self.in_udp()
         p[UDP].chksum = 0

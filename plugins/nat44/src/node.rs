@@ -107,6 +107,28 @@ pub struct NatNode {
     keep: Vec<BufIdx>,
     nexts: Vec<u16>,
     hand: Vec<Vec<BufIdx>>,
+    /// Per frame: the packets that may belong to a live session of this thread.
+    cands: Vec<Cand>,
+    /// Per frame: their table digests and what the table holds for each.
+    digests: Vec<u64>,
+    vals: Vec<Option<u64>>,
+    /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
+    cand_of: Vec<u16>,
+}
+
+/// `cand_of` of a packet that takes the per-packet path.
+const NO_CAND: u16 = u16::MAX;
+
+/// A packet of the frame's fast path: a TCP/UDP/echo packet owned by this thread, whose
+/// session (if it has one) is looked up with the frame's others.
+#[derive(Copy, Clone)]
+struct Cand {
+    t: Tuple,
+    l4: usize,
+    kind: L4,
+    fib: u32,
+    /// The live session and flow the batched lookup found.
+    hit: Option<(u32, u8)>,
 }
 
 impl NatNode {
@@ -120,6 +142,10 @@ impl NatNode {
             keep: Vec::with_capacity(FRAME_SIZE),
             nexts: Vec::with_capacity(FRAME_SIZE),
             hand: Vec::new(),
+            cands: Vec::with_capacity(FRAME_SIZE),
+            digests: Vec::with_capacity(FRAME_SIZE),
+            vals: vec![None; FRAME_SIZE],
+            cand_of: Vec::with_capacity(FRAME_SIZE),
         }
     }
 }
@@ -487,21 +513,16 @@ fn create_out2in(
     pc.create(cx, s, 1)
 }
 
-fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
+/// The per-packet in2out path: a packet the frame's batched lookup did not translate. `pre`:
+/// its parse, when the frame parsed it (and looked its session up: it has none, or another
+/// thread owns it).
+fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> Verdict {
     let fib = b.hdr.ip.fib_index;
     let cfg = pc.cfg;
-    let parsed = parse(b.data());
-    // Fast path: a live session of the tuple, on this thread. Whether a flow is translated
-    // is decided when its session is made (as VPP ED's in2out): a hit needs no FIB check.
-    if let Ok(Parsed::Flow { t, l4, kind }) = parsed {
-        let owner = cfg.threads[cfg.slot_in2out(&t, fib)];
-        if owner == pc.me || b.hdr.handoff_thread as usize == pc.me + 1 {
-            if let Some((i, which)) = pc.lookup(Side::In, &t, fib) {
-                b.hdr.handoff_thread = 0;
-                return pc.apply(cx, b, i, which, l4, kind, t);
-            }
-        }
-    }
+    let parsed = match pre {
+        Some(p) => Ok(p),
+        None => parse(b.data()),
+    };
     let Some((_, dst)) = ip4_addrs(b.data()) else {
         return drop_pkt(cx, b, NatCounter::Truncated);
     };
@@ -562,7 +583,8 @@ fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
     }
 }
 
-fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
+/// The per-packet out2in path (`pre` as [`in2out`]'s).
+fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> Verdict {
     let cfg = pc.cfg;
     let Some((_, dst)) = ip4_addrs(b.data()) else {
         return drop_pkt(cx, b, NatCounter::Truncated);
@@ -570,7 +592,7 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>) -> Verdict {
     if !cfg.is_external(dst) {
         return pc.pass(cx, b);
     }
-    let p = match parse(b.data()) {
+    let p = match pre.map_or_else(|| parse(b.data()), Ok) {
         Ok(p) => p,
         Err(e) => return drop_pkt(cx, b, bad_counter(e)),
     };
@@ -642,6 +664,10 @@ impl NodeFn for NatNode {
             keep,
             nexts,
             hand,
+            cands,
+            digests,
+            vals,
+            cand_of,
         } = self;
         keep.clear();
         nexts.clear();
@@ -668,6 +694,61 @@ impl NodeFn for NatNode {
         let cfg = w.cfg.clone();
         let timeouts = cfg.timeouts;
         w.table.expire(&w.epochs, now, &timeouts, FRAME_EXPIRE);
+        let side = if *out { Side::Out } else { Side::In };
+        // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed to
+        // an external address) is a candidate for the batched session lookup.
+        let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
+        cands.clear();
+        digests.clear();
+        cand_of.clear();
+        for (i, &bi) in frame.iter().enumerate() {
+            if let Some(&ahead) = frame.get(i + 2) {
+                arena.prefetch(ahead);
+            }
+            // SAFETY: exclusive ownership of `bi` (as above); the view lives for this
+            // iteration only.
+            let b = unsafe { arena.buffer(bi) };
+            let mut c = NO_CAND;
+            if let Ok(Parsed::Flow { t, l4, kind }) = parse(b.data()) {
+                let (fib, owner, ours) = if *out {
+                    let ours = cfg.is_external(t.dst);
+                    (
+                        0,
+                        local || cfg.threads[cfg.slot_of_port(t.dst_port_or_id())] == me,
+                        ours,
+                    )
+                } else {
+                    let fib = b.hdr.ip.fib_index;
+                    (
+                        fib,
+                        local || cfg.threads[cfg.slot_in2out(&t, fib)] == me,
+                        true,
+                    )
+                };
+                if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
+                    c = cands.len() as u16;
+                    digests.push(w.table.digest(side, &t, fib));
+                    cands.push(Cand {
+                        t,
+                        l4,
+                        kind,
+                        fib,
+                        hit: None,
+                    });
+                }
+            }
+            cand_of.push(c);
+        }
+        // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
+        // confirmed by its session's full tuple and checked for expiry.
+        let vals = &mut vals[..cands.len()];
+        w.table.probe_many(digests, vals);
+        for (c, v) in cands.iter_mut().zip(vals.iter()) {
+            c.hit = v
+                .and_then(|v| w.table.confirm(side, &c.t, c.fib, v))
+                .filter(|&(i, _)| w.table.get(i).is_some_and(|s| !s.expired(now, &timeouts)));
+        }
+        let gen = w.table.generation();
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -679,17 +760,44 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
+        // Pass 3: translate the hits, in frame order; the rest take the per-packet path
+        // (session creation, ICMP errors, pass-through, handoff). A hit found before a
+        // session was created or freed in this frame is looked up again.
         let mut handed = 0u64;
         for (i, &bi) in frame.iter().enumerate() {
-            if let Some(&ahead) = frame.get(i + 2) {
-                arena.prefetch(ahead);
-            }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
-            let v = if *out {
-                out2in(&mut pc, cx, &mut b)
-            } else {
-                in2out(&mut pc, cx, &mut b)
+            let hit = cand_of
+                .get(i)
+                .and_then(|&k| cands.get(k as usize))
+                .and_then(|c| {
+                    let h = if pc.table.generation() == gen {
+                        c.hit
+                    } else {
+                        pc.lookup(side, &c.t, c.fib)
+                    };
+                    h.map(|h| (c, h))
+                });
+            let v = match hit {
+                Some((c, (si, which))) => {
+                    b.hdr.handoff_thread = 0;
+                    pc.apply(cx, &mut b, si, which, c.l4, c.kind, c.t)
+                }
+                None => {
+                    let pre = cand_of
+                        .get(i)
+                        .and_then(|&k| cands.get(k as usize))
+                        .map(|c| Parsed::Flow {
+                            t: c.t,
+                            l4: c.l4,
+                            kind: c.kind,
+                        });
+                    if *out {
+                        out2in(&mut pc, cx, &mut b, pre)
+                    } else {
+                        in2out(&mut pc, cx, &mut b, pre)
+                    }
+                }
             };
             match v {
                 Verdict::Next(nx) => {

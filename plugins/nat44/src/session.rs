@@ -258,6 +258,9 @@ pub struct Table {
     rng: u64,
     /// Counters.
     pub stats: Stats,
+    /// Bumped by every create and free: a lookup result taken before is still valid while
+    /// it is unchanged (the nodes' batched lookups, [`Table::probe_many`]).
+    generation: u64,
 }
 
 #[inline(always)]
@@ -283,6 +286,7 @@ impl Table {
             max,
             rng: seed | 1,
             stats: Stats::default(),
+            generation: 0,
         }
     }
 
@@ -323,8 +327,9 @@ impl Table {
         self.sessions.get_mut(i)
     }
 
+    /// The table key of a flow key (its keyed digest), for [`Table::probe_many`].
     #[inline(always)]
-    fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
+    pub fn digest(&self, side: Side, t: &Tuple, fib: u32) -> u64 {
         let (a, b) = key_words(side, t, fib);
         self.hasher.hash(a, b)
     }
@@ -334,6 +339,21 @@ impl Table {
     #[inline(always)]
     pub fn lookup(&self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
         let v = self.keys.get(self.digest(side, t, fib))?;
+        self.confirm(side, t, fib, v)
+    }
+
+    /// The table's values for many digests at once (`out[i]` for `digests[i]`): the home
+    /// buckets of a batch are prefetched before the first is read, so the cache misses of a
+    /// large table overlap. A value is only a candidate: [`Table::confirm`] checks it.
+    #[inline]
+    pub fn probe_many(&self, digests: &[u64], out: &mut [Option<u64>]) {
+        self.keys.table().lookup_many(digests, out);
+    }
+
+    /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
+    /// `t`, `fib`) (a digest hit is never trusted alone).
+    #[inline(always)]
+    pub fn confirm(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8)> {
         let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
         let s = self.sessions.get(i)?;
         let f = s.flow(which);
@@ -343,6 +363,12 @@ impl Table {
             0
         };
         (f.key == *t && f.side == side && ffib == fib).then_some((i, which))
+    }
+
+    /// Changes whenever a session is created or freed.
+    #[inline(always)]
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Whether no flow has the key (`side`, `t`, `fib`): a port is allocated only if the
@@ -385,6 +411,7 @@ impl Table {
         }
         self.link_tail(i, class);
         self.stats.created += 1;
+        self.generation += 1;
         Ok(i)
     }
 
@@ -395,6 +422,7 @@ impl Table {
         let s = self.sessions.remove(i)?;
         self.keys.remove(e, s.keys[0]);
         self.keys.remove(e, s.keys[1]);
+        self.generation += 1;
         Some(s)
     }
 
