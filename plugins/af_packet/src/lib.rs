@@ -241,15 +241,8 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
             "interface `{name}' already exists"
         )));
     }
-    let ifindex = linux_if::index(&c.host).ok_or_else(|| {
-        VnetError::NotFound(format!(
-            "unknown Linux interface `{}' (no such device)",
-            c.host
-        ))
-    })?;
-    let mtu =
-        linux_if::mtu(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
-    linux_if::set_up(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    let (ifindex, mtu) = linux_if::host(&c.host)?;
+    linux_if::set_up(&c.host).map_err(|e| linux_if::refused(&c.host, e))?;
     let tx_node = vm
         .registry
         .find(TX)
@@ -271,7 +264,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     if let Some(first) = rx.first() {
         first
             .set_promiscuous(ifindex)
-            .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+            .map_err(|e| linux_if::refused(&c.host, e))?;
     }
     let n_tx = c.tx_queues.unwrap_or(vm.n_threads() as u32).max(1);
     let geo = TxGeometry::for_mtu(mtu);

@@ -469,14 +469,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<(String, Option<Strin
             c.host
         )));
     }
-    let ifindex = linux_if::index(&c.host).ok_or_else(|| {
-        VnetError::NotFound(format!(
-            "unknown Linux interface `{}' (no such device)",
-            c.host
-        ))
-    })?;
-    let mtu =
-        linux_if::mtu(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    let (ifindex, mtu) = linux_if::host(&c.host)?;
     let dev_queues = linux_if::rx_queues(&c.host);
     let (nq, note) = match c.queues {
         Queues::All => (dev_queues.min(MAX_QUEUES), None),
@@ -515,17 +508,15 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<(String, Option<Strin
         }
         None => None,
     };
-    linux_if::set_up(&c.host).map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    linux_if::set_up(&c.host).map_err(|e| linux_if::refused(&c.host, e))?;
 
     // Kernel objects first: nothing in Sluice changes if one of them fails.
-    let map = bpf::XskMap::create(dev_queues)
-        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    let map = bpf::XskMap::create(dev_queues).map_err(|e| linux_if::refused(&c.host, e))?;
     // The program before the sockets: a closed AF_XDP socket frees its queue only later (the
     // kernel defers it), so a refused program must not have bound one.
     let (prog, program) = match &object {
         None => (
-            bpf::Program::load_redirect(&map)
-                .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?,
+            bpf::Program::load_redirect(&map).map_err(|e| linux_if::refused(&c.host, e))?,
             "built-in (bpf_redirect_map(xsks_map, rx_queue_index, XDP_PASS))".to_string(),
         ),
         Some((clip, path, o)) => {
@@ -593,14 +584,14 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<(String, Option<Strin
         m.arena_socks
             .extend(socks.iter().map(|(x, _)| Arc::downgrade(x)));
     }
-    let (link, fallback) = bpf::attach_xdp(&prog, ifindex, c.generic)
-        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+    let (link, fallback) =
+        bpf::attach_xdp(&prog, ifindex, c.generic).map_err(|e| linux_if::refused(&c.host, e))?;
     drop(prog);
     if let Some(why) = &fallback {
         log::warn!("{name}: {why}");
     }
     let promisc = sluice_vnet::devices::linux::promiscuous_socket(ifindex)
-        .map_err(|e| VnetError::Invalid(format!("`{}': {e}", c.host)))?;
+        .map_err(|e| linux_if::refused(&c.host, e))?;
     let tx_node = tx_node(vm, &name)?;
     vm.registry
         .find(INPUT)

@@ -5,6 +5,7 @@
 //! retry of tx kicks the kernel refused ([`KickState`], [`KickSet`]). Rx modes
 //! (polling, interrupt, adaptive) are `sluice_graph::rxmode` through `crate::devices::fdq`.
 
+use crate::error::{VnetError, VnetResult};
 use crate::interface::IfCounters;
 use sluice_buffer::{BufIdx, BufferPool};
 use sluice_graph::{CounterDesc, Cx};
@@ -245,6 +246,20 @@ pub fn promiscuous_socket(ifindex: u32) -> io::Result<OwnedFd> {
 /// Linux interface helpers (ioctl on a throw-away datagram socket).
 pub mod linux_if {
     use super::*;
+
+    /// The `ifindex` and MTU of Linux interface `name` a driver attaches to;
+    /// [`VnetError::NotFound`] naming it if there is none.
+    pub fn host(name: &str) -> VnetResult<(u32, u32)> {
+        let i = index(name).ok_or_else(|| {
+            VnetError::NotFound(format!("unknown Linux interface `{name}' (no such device)"))
+        })?;
+        Ok((i, mtu(name).map_err(|e| refused(name, e))?))
+    }
+
+    /// What the system refused on Linux interface `name` (`what` happened), naming it.
+    pub fn refused(name: &str, what: impl std::fmt::Display) -> VnetError {
+        VnetError::Invalid(format!("`{name}': {what}"))
+    }
 
     /// `ifindex` of a Linux interface, `None` if there is no such interface.
     pub fn index(name: &str) -> Option<u32> {

@@ -9,6 +9,9 @@ mod ip4;
 mod ip6;
 mod ip_shared;
 mod l2;
+mod l2patch;
+mod loopback;
+mod rpf;
 
 use sluice_vnet::testing::{pkt, NodeTest};
 

@@ -1,0 +1,27 @@
+//! `ip4-source-check-via-rx`: strict uRPF on the rx interface.
+
+use super::*;
+
+#[test]
+fn source_check_passes_only_sources_routed_back_through_the_rx_interface() {
+    let (mut t, l0) = setup("ip4-source-check-via-rx");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.1.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let pkts = [
+        udp4_l3("10.0.0.2", "10.1.0.2"),  // back through loop0: passes
+        udp4_l3("10.1.0.5", "10.0.0.2"),  // back through loop1: wrong interface
+        udp4_l3("192.0.2.1", "10.0.0.2"), // no route back
+    ];
+    let bufs: Vec<_> = pkts.iter().map(|p| t.packet(p, |h| h.rx_if = l0)).collect();
+    t.inject(&bufs);
+    let passed = t.arc("ip4-lookup");
+    assert_eq!(passed.len(), 1);
+    assert_eq!(passed[0].data, pkts[0]);
+    assert_eq!(t.arc("error-drop").len(), 2);
+    t.assert_counters(&[("passed", 1), ("wrong_interface", 1), ("no_route", 1)]);
+    t.assert_no_leaks();
+}
