@@ -33,6 +33,9 @@
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
 //! (accepted, no half-close), `sendmsg`/`recvmsg`, `MSG_PEEK`, edge-triggered epoll
 //! (reported as level-triggered). Calls from several threads are serialised by one lock.
+//!
+//! `SLUICE_BUSY_POLL_US=<µs>`: `poll`/`select`/`epoll_wait` and blocking calls spin on the
+//! event queue that long before they sleep (a CPU for wake-up latency, as `App::wait`).
 
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 
@@ -199,7 +202,11 @@ fn attached() -> bool {
             .unwrap_or("")
     );
     match Sockets::attach(&path, &name) {
-        Ok(socks) => {
+        Ok(mut socks) => {
+            let spin = std::env::var("SLUICE_BUSY_POLL_US").ok();
+            if let Some(us) = spin.and_then(|v| v.parse::<u64>().ok()) {
+                socks.app_mut().set_busy_poll(Duration::from_micros(us));
+            }
             *g.0 = Some(Pre {
                 socks,
                 epolls: HashMap::new(),
@@ -975,6 +982,9 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
                 }
             }
         }
+        if n == 0 && p.socks.app().spin() {
+            continue; // events arrived while busy-polling
+        }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         let efd = p.socks.app().event_fd();
         drop(g);
@@ -1276,6 +1286,9 @@ pub unsafe extern "C" fn epoll_wait(
             // SAFETY: adds our eventfd to the caller's epoll set (BUSY is set: libc's call).
             unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, efd, &mut e) };
             p.efd_in.push(ep);
+        }
+        if n == 0 && p.socks.app().spin() {
+            continue; // events arrived while busy-polling
         }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         drop(g);

@@ -99,6 +99,11 @@ impl Sockets {
         &self.app
     }
 
+    /// The attached application, to configure (busy polling).
+    pub fn app_mut(&mut self) -> &mut App {
+        &mut self.app
+    }
+
     fn sock(&self, h: u32) -> io::Result<&Sock> {
         self.socks
             .get(h as usize)
