@@ -132,16 +132,6 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-fn errno_of(e: &io::Error) -> c_int {
-    e.raw_os_error().unwrap_or(match e.kind() {
-        io::ErrorKind::WouldBlock => libc::EAGAIN,
-        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
-        io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
-        io::ErrorKind::TimedOut => libc::ETIMEDOUT,
-        _ => libc::EIO,
-    })
-}
-
 /// `-1` with errno set, as libc returns.
 fn fail<T: From<i8>>(e: c_int) -> T {
     set_errno(e);
@@ -237,7 +227,7 @@ fn with<T>(h: u32, f: impl FnOnce(&mut Sockets, u32) -> io::Result<T>) -> Result
         return Err(libc::EBADF);
     }
     let mut g = lock();
-    f(&mut g.pre().socks, h).map_err(|e| errno_of(&e))
+    f(&mut g.pre().socks, h).map_err(|e| sock::errno_of(&e))
 }
 
 /// Retries `f` while it says `WouldBlock`, sleeping between tries, unless the socket (or
@@ -264,10 +254,10 @@ fn blocking<T>(
                 } else {
                     SLEEP
                 };
-                s.wait(Some(t)).map_err(|e| errno_of(&e))?;
+                s.wait(Some(t)).map_err(|e| sock::errno_of(&e))?;
                 s.pump();
             }
-            r => return r.map_err(|e| errno_of(&e)),
+            r => return r.map_err(|e| sock::errno_of(&e)),
         }
     }
 }
@@ -335,6 +325,25 @@ fn addr_arg(sa: *const libc::sockaddr, len: libc::socklen_t) -> Result<SocketAdd
     unsafe { sock::raw::from_c(sa, len) }.ok_or(libc::EINVAL)
 }
 
+/// The Sluice socket and address of a `bind`/`connect` on `fd`; `None` when libc's call
+/// is to run instead (a kernel descriptor, or a loopback address, for which the socket was
+/// just turned into a kernel one).
+fn sluice_target(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> Result<Option<(u32, SocketAddr)>, c_int> {
+    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
+        return Ok(None);
+    };
+    let a = addr_arg(addr, len)?;
+    if is_loopback(&a) {
+        to_kernel(fd, h)?;
+        return Ok(None);
+    }
+    Ok(Some((h, a)))
+}
+
 fn ret_int(r: Result<c_int, c_int>) -> c_int {
     r.unwrap_or_else(fail)
 }
@@ -376,23 +385,12 @@ pub unsafe extern "C" fn bind(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
-        return real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    };
-    let a = match addr_arg(addr, len) {
-        Ok(a) => a,
+    let real_fn = real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int);
+    let (h, a) = match sluice_target(fd, addr, len) {
+        Ok(Some(x)) => x,
+        Ok(None) => return real_fn(fd, addr, len),
         Err(e) => return fail(e),
     };
-    if is_loopback(&a) {
-        if let Err(e) = to_kernel(fd, h) {
-            return fail(e);
-        }
-        return real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    }
     ret_int(with(h, |s, h| s.bind(h, a).map(|_| 0)))
 }
 
@@ -453,23 +451,12 @@ pub unsafe extern "C" fn connect(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
-        return real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    };
-    let a = match addr_arg(addr, len) {
-        Ok(a) => a,
+    let real_fn = real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int);
+    let (h, a) = match sluice_target(fd, addr, len) {
+        Ok(Some(x)) => x,
+        Ok(None) => return real_fn(fd, addr, len),
         Err(e) => return fail(e),
     };
-    if is_loopback(&a) {
-        if let Err(e) = to_kernel(fd, h) {
-            return fail(e);
-        }
-        return real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    }
     match with(h, |s, h| Ok((s.connect(h, a)?, s.nonblocking(h)?))) {
         Ok((true, _)) => 0,
         Ok((false, true)) => fail(libc::EINPROGRESS),
@@ -1212,23 +1199,6 @@ pub unsafe extern "C" fn epoll_ctl(
     ret_int(r)
 }
 
-fn epoll_bits(r: Ready, want: u32) -> u32 {
-    let mut b = 0;
-    if r.read {
-        b |= want & libc::EPOLLIN as u32;
-    }
-    if r.write {
-        b |= want & libc::EPOLLOUT as u32;
-    }
-    if r.hup {
-        b |= want & libc::EPOLLRDHUP as u32;
-    }
-    if r.err {
-        b |= (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-    }
-    b
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(
     ep: c_int,
@@ -1258,7 +1228,7 @@ pub unsafe extern "C" fn epoll_wait(
         if let Some(set) = p.epolls.get(&ep) {
             for w in set {
                 let Some(h) = sluice_fd(w.fd) else { continue };
-                let b = epoll_bits(p.socks.ready(h), w.events);
+                let b = p.socks.ready(h).epoll_bits(w.events);
                 if b != 0 && n < max as usize {
                     // SAFETY: n < max entries are writable at `evs`.
                     unsafe {

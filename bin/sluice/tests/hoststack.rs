@@ -848,6 +848,30 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
     .unwrap()
 }
 
+/// Runs server `cmd` (it prints `ready`, serves one connection, prints `echoed <n> to
+/// <peer>`) while a kernel client in the namespace streams `total` bytes of stream `seed`
+/// to Sluice's `port` and checks the echo.
+fn serve_kernel_client(
+    mut cmd: std::process::Command,
+    peer: &Peer,
+    port: u16,
+    seed: u64,
+    total: u64,
+) {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(out);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let to = SocketAddr::new("10.77.0.1".parse().unwrap(), port);
+    assert!(
+        kernel_client_echo(peer, to, seed, total),
+        "the echo differs"
+    );
+    let done = lines.next().unwrap().unwrap();
+    assert_eq!(done, format!("echoed {total} to 10.77.0.2"));
+    assert!(child.wait().unwrap().success());
+}
+
 /// Runs `cmd` with a deadline; its stdout (panics with stderr on failure or timeout).
 fn run_for(mut cmd: std::process::Command, what: &str, limit: Duration) -> String {
     use std::io::Read;
@@ -935,19 +959,9 @@ fn c_api_echo_with_the_kernel() {
     assert_eq!(srv.join().unwrap(), total);
 
     // Kernel client → C server (blocking accept/read/write).
-    let mut child = std::process::Command::new(&exe)
-        .args([sock.as_str(), "server", "5102"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5102), 7, total));
-    assert_eq!(
-        lines.next().unwrap().unwrap(),
-        format!("echoed {total} to 10.77.0.2")
-    );
-    assert!(child.wait().unwrap().success());
+    let mut srv = std::process::Command::new(&exe);
+    srv.args([sock.as_str(), "server", "5102"]);
+    serve_kernel_client(srv, &peer, 5102, 7, total);
 
     wait_until(
         Duration::from_secs(5),
@@ -1010,19 +1024,9 @@ fn preload_python_sockets_with_the_kernel() {
     assert_eq!(srv.join().unwrap(), total + rr);
 
     // Kernel client → Python server.
-    let mut child = preloaded(&libs, &sock, py)
-        .args([script.as_str(), "server", "5202"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5202), 9, total));
-    assert_eq!(
-        lines.next().unwrap().unwrap(),
-        format!("echoed {total} to 10.77.0.2")
-    );
-    assert!(child.wait().unwrap().success());
+    let mut srv = preloaded(&libs, &sock, py);
+    srv.args([script.as_str(), "server", "5202"]);
+    serve_kernel_client(srv, &peer, 5202, 9, total);
 
     // UDP: Python datagrams ↔ a kernel UDP echo.
     let u = peer.run(|| UdpSocket::bind("10.77.0.2:5203").unwrap());
