@@ -776,6 +776,19 @@ fn tcp_with_the_kernel(v6: bool, tag: &str) {
 // ---- Application interface: the C API and the LD_PRELOAD library (apps/session-c,
 // apps/preload) against kernel peers in the namespace.
 
+/// The end of a test: every session gone, zero buffers in use, the daemon stopped.
+fn finish(d: Daemon, dir: std::path::PathBuf) {
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Builds `libsluice_session_c.so` and `libsluice_preload.so` (cdylibs no test links) into
 /// this test's target directory; returns that directory.
 fn app_libs() -> std::path::PathBuf {
@@ -963,15 +976,7 @@ fn c_api_echo_with_the_kernel() {
     srv.args([sock.as_str(), "server", "5102"]);
     serve_kernel_client(srv, &peer, 5102, 7, total);
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
 
 /// A command run under `libsluice_preload.so` attached to `sock`.
@@ -1087,15 +1092,7 @@ fn preload_python_sockets_with_the_kernel() {
         "ok"
     );
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
 
 /// A child process that is killed when dropped (a server the test started).
@@ -1264,13 +1261,5 @@ fn preload_redis_with_the_kernel() {
     drop(_sluice_server);
     drop(_kernel_server);
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
