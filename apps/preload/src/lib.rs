@@ -1316,3 +1316,45 @@ pub unsafe extern "C" fn epoll_pwait(
         ep, evs, max, timeout, sigmask,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_round_up_and_respect_caps() {
+        assert_eq!(sleep_ms(None, None), -1, "no deadline: forever");
+        assert_eq!(sleep_ms(None, Some(Duration::from_micros(400))), 1);
+        let soon = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(sleep_ms(Some(soon), Some(sock::WRITE_POLL)), 1);
+        let past = Instant::now() - Duration::from_millis(5);
+        assert_eq!(sleep_ms(Some(past), None), 0);
+    }
+
+    #[test]
+    fn poll_bits_follow_readiness_and_interest() {
+        let r = Ready {
+            read: true,
+            write: false,
+            hup: true,
+            err: false,
+        };
+        assert_eq!(poll_bits(r, libc::POLLIN | libc::POLLOUT), libc::POLLIN);
+        assert_eq!(poll_bits(r, libc::POLLRDHUP), libc::POLLRDHUP);
+        let reset = Ready { err: true, ..r };
+        assert_eq!(poll_bits(reset, 0), libc::POLLERR | libc::POLLHUP);
+    }
+
+    #[test]
+    fn kernel_descriptors_are_not_sluice_sockets() {
+        const FD: c_int = 65000; // far above what the test process opens
+        assert_eq!(sluice_fd(-1), None);
+        assert_eq!(sluice_fd(MAX_FD as c_int), None);
+        mark(FD, EPOLL_MARK | 2);
+        assert_eq!(sluice_fd(FD), None, "an epoll set is not a socket");
+        mark(FD, 5 + 1);
+        assert_eq!(sluice_fd(FD), Some(5));
+        mark(FD, 0);
+        assert_eq!(sluice_fd(FD), None);
+    }
+}
