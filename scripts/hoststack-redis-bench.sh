@@ -76,7 +76,7 @@ pcts() {
        BEGIN { want[1] = 50; want[2] = 95; want[3] = 99; want[4] = 99.9 }
        END { if (length(got) < 4) exit 1; print got[1], got[2], got[3], got[4] }'
 }
-bench() { # side clients size -> "p50 p95 p99 p99.9" or exit
+bench() { # side clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
   local side=$1 c=$2 d=$3 out=$tmp/out
   if [ "$side" = kernel ]; then
     timeout "$limit" ip netns exec "$CK" redis-benchmark -h 10.79.0.1 -t set -n "$nreq" -c "$c" -d "$d" >"$out" 2>&1
@@ -86,9 +86,8 @@ bench() { # side clients size -> "p50 p95 p99 p99.9" or exit
   fi
   local rc=$?
   if [ $rc != 0 ] || ! pcts <"$out" >"$tmp/p"; then
-    echo "FAILED: $side, $c clients, $d B (exit $rc):"; tail -5 "$out"; exit 1
+    echo "FAILED: $side, $c clients, $d B (exit $rc):"; tr '\r' '\n' <"$out" | tail -5; return 1
   fi
-  cat "$tmp/p"
 }
 
 declare -A R
@@ -98,7 +97,8 @@ for r in $(seq 1 "$runs"); do
   for c in $clients; do
     for d in $sizes; do
       for side in kernel sluice; do
-        read -r a b e f < <(bench $side "$c" "$d") || exit 1
+        bench $side "$c" "$d" || exit 1
+        read -r a b e f <"$tmp/p"
         R[$side,$c,$d,50]+="$a "; R[$side,$c,$d,95]+="$b "; R[$side,$c,$d,99]+="$e "; R[$side,$c,$d,99.9]+="$f "
       done
     done

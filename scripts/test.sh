@@ -6,7 +6,8 @@ source "$(dirname "$0")/common.sh"
 # Real peers for the end-to-end tests, installed when root (the tests skip with a reason
 # otherwise): DPDK's testpmd for memif interop, iperf3, ping and ethtool for the netns tests,
 # nftables for the benchmark harness's NAT scenario, promtool (package prometheus) to check
-# the /metrics exposition, BIRD 2 for the linux-cp BGP/OSPF tests, FRR for the IS-IS one.
+# the /metrics exposition, BIRD 2 for the linux-cp BGP/OSPF tests, FRR for the IS-IS one,
+# redis and socat for the host stack's LD_PRELOAD tests.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   command -v dpdk-testpmd >/dev/null || missing+=(dpdk-dev)
@@ -17,6 +18,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   command -v promtool >/dev/null || missing+=(prometheus)
   command -v bird >/dev/null || missing+=(bird2)
   [ -x /usr/lib/frr/isisd ] || missing+=(frr)
+  command -v redis-benchmark >/dev/null || missing+=(redis-server redis-tools)
+  command -v socat >/dev/null || missing+=(socat)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

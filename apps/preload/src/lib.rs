@@ -33,6 +33,9 @@
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
 //! (accepted, no half-close), `sendmsg`/`recvmsg`, `MSG_PEEK`, edge-triggered epoll
 //! (reported as level-triggered). Calls from several threads are serialised by one lock.
+//!
+//! `SLUICE_BUSY_POLL_US=<µs>`: `poll`/`select`/`epoll_wait` and blocking calls spin on the
+//! event queue that long before they sleep (a CPU for wake-up latency, as `App::wait`).
 
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 
@@ -129,16 +132,6 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-fn errno_of(e: &io::Error) -> c_int {
-    e.raw_os_error().unwrap_or(match e.kind() {
-        io::ErrorKind::WouldBlock => libc::EAGAIN,
-        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
-        io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
-        io::ErrorKind::TimedOut => libc::ETIMEDOUT,
-        _ => libc::EIO,
-    })
-}
-
 /// `-1` with errno set, as libc returns.
 fn fail<T: From<i8>>(e: c_int) -> T {
     set_errno(e);
@@ -199,7 +192,11 @@ fn attached() -> bool {
             .unwrap_or("")
     );
     match Sockets::attach(&path, &name) {
-        Ok(socks) => {
+        Ok(mut socks) => {
+            let spin = std::env::var("SLUICE_BUSY_POLL_US").ok();
+            if let Some(us) = spin.and_then(|v| v.parse::<u64>().ok()) {
+                socks.app_mut().set_busy_poll(Duration::from_micros(us));
+            }
             *g.0 = Some(Pre {
                 socks,
                 epolls: HashMap::new(),
@@ -230,7 +227,7 @@ fn with<T>(h: u32, f: impl FnOnce(&mut Sockets, u32) -> io::Result<T>) -> Result
         return Err(libc::EBADF);
     }
     let mut g = lock();
-    f(&mut g.pre().socks, h).map_err(|e| errno_of(&e))
+    f(&mut g.pre().socks, h).map_err(|e| sock::errno_of(&e))
 }
 
 /// Retries `f` while it says `WouldBlock`, sleeping between tries, unless the socket (or
@@ -257,10 +254,10 @@ fn blocking<T>(
                 } else {
                     SLEEP
                 };
-                s.wait(Some(t)).map_err(|e| errno_of(&e))?;
+                s.wait(Some(t)).map_err(|e| sock::errno_of(&e))?;
                 s.pump();
             }
-            r => return r.map_err(|e| errno_of(&e)),
+            r => return r.map_err(|e| sock::errno_of(&e)),
         }
     }
 }
@@ -328,6 +325,25 @@ fn addr_arg(sa: *const libc::sockaddr, len: libc::socklen_t) -> Result<SocketAdd
     unsafe { sock::raw::from_c(sa, len) }.ok_or(libc::EINVAL)
 }
 
+/// The Sluice socket and address of a `bind`/`connect` on `fd`; `None` when libc's call
+/// is to run instead (a kernel descriptor, or a loopback address, for which the socket was
+/// just turned into a kernel one).
+fn sluice_target(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> Result<Option<(u32, SocketAddr)>, c_int> {
+    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
+        return Ok(None);
+    };
+    let a = addr_arg(addr, len)?;
+    if is_loopback(&a) {
+        to_kernel(fd, h)?;
+        return Ok(None);
+    }
+    Ok(Some((h, a)))
+}
+
 fn ret_int(r: Result<c_int, c_int>) -> c_int {
     r.unwrap_or_else(fail)
 }
@@ -369,23 +385,12 @@ pub unsafe extern "C" fn bind(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
-        return real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    };
-    let a = match addr_arg(addr, len) {
-        Ok(a) => a,
+    let real_fn = real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int);
+    let (h, a) = match sluice_target(fd, addr, len) {
+        Ok(Some(x)) => x,
+        Ok(None) => return real_fn(fd, addr, len),
         Err(e) => return fail(e),
     };
-    if is_loopback(&a) {
-        if let Err(e) = to_kernel(fd, h) {
-            return fail(e);
-        }
-        return real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    }
     ret_int(with(h, |s, h| s.bind(h, a).map(|_| 0)))
 }
 
@@ -446,23 +451,12 @@ pub unsafe extern "C" fn connect(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    let Some(h) = sluice_fd(fd).filter(|_| !busy()) else {
-        return real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    };
-    let a = match addr_arg(addr, len) {
-        Ok(a) => a,
+    let real_fn = real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int);
+    let (h, a) = match sluice_target(fd, addr, len) {
+        Ok(Some(x)) => x,
+        Ok(None) => return real_fn(fd, addr, len),
         Err(e) => return fail(e),
     };
-    if is_loopback(&a) {
-        if let Err(e) = to_kernel(fd, h) {
-            return fail(e);
-        }
-        return real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(
-            fd, addr, len,
-        );
-    }
     match with(h, |s, h| Ok((s.connect(h, a)?, s.nonblocking(h)?))) {
         Ok((true, _)) => 0,
         Ok((false, true)) => fail(libc::EINPROGRESS),
@@ -975,6 +969,9 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
                 }
             }
         }
+        if n == 0 && p.socks.app().spin() {
+            continue; // events arrived while busy-polling
+        }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         let efd = p.socks.app().event_fd();
         drop(g);
@@ -1202,23 +1199,6 @@ pub unsafe extern "C" fn epoll_ctl(
     ret_int(r)
 }
 
-fn epoll_bits(r: Ready, want: u32) -> u32 {
-    let mut b = 0;
-    if r.read {
-        b |= want & libc::EPOLLIN as u32;
-    }
-    if r.write {
-        b |= want & libc::EPOLLOUT as u32;
-    }
-    if r.hup {
-        b |= want & libc::EPOLLRDHUP as u32;
-    }
-    if r.err {
-        b |= (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-    }
-    b
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(
     ep: c_int,
@@ -1248,7 +1228,7 @@ pub unsafe extern "C" fn epoll_wait(
         if let Some(set) = p.epolls.get(&ep) {
             for w in set {
                 let Some(h) = sluice_fd(w.fd) else { continue };
-                let b = epoll_bits(p.socks.ready(h), w.events);
+                let b = p.socks.ready(h).epoll_bits(w.events);
                 if b != 0 && n < max as usize {
                     // SAFETY: n < max entries are writable at `evs`.
                     unsafe {
@@ -1276,6 +1256,9 @@ pub unsafe extern "C" fn epoll_wait(
             // SAFETY: adds our eventfd to the caller's epoll set (BUSY is set: libc's call).
             unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, efd, &mut e) };
             p.efd_in.push(ep);
+        }
+        if n == 0 && p.socks.app().spin() {
+            continue; // events arrived while busy-polling
         }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         drop(g);
@@ -1332,4 +1315,46 @@ pub unsafe extern "C" fn epoll_pwait(
     real!(epoll_pwait: fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int)(
         ep, evs, max, timeout, sigmask,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_round_up_and_respect_caps() {
+        assert_eq!(sleep_ms(None, None), -1, "no deadline: forever");
+        assert_eq!(sleep_ms(None, Some(Duration::from_micros(400))), 1);
+        let soon = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(sleep_ms(Some(soon), Some(sock::WRITE_POLL)), 1);
+        let past = Instant::now() - Duration::from_millis(5);
+        assert_eq!(sleep_ms(Some(past), None), 0);
+    }
+
+    #[test]
+    fn poll_bits_follow_readiness_and_interest() {
+        let r = Ready {
+            read: true,
+            write: false,
+            hup: true,
+            err: false,
+        };
+        assert_eq!(poll_bits(r, libc::POLLIN | libc::POLLOUT), libc::POLLIN);
+        assert_eq!(poll_bits(r, libc::POLLRDHUP), libc::POLLRDHUP);
+        let reset = Ready { err: true, ..r };
+        assert_eq!(poll_bits(reset, 0), libc::POLLERR | libc::POLLHUP);
+    }
+
+    #[test]
+    fn kernel_descriptors_are_not_sluice_sockets() {
+        const FD: c_int = 65000; // far above what the test process opens
+        assert_eq!(sluice_fd(-1), None);
+        assert_eq!(sluice_fd(MAX_FD as c_int), None);
+        mark(FD, EPOLL_MARK | 2);
+        assert_eq!(sluice_fd(FD), None, "an epoll set is not a socket");
+        mark(FD, 5 + 1);
+        assert_eq!(sluice_fd(FD), Some(5));
+        mark(FD, 0);
+        assert_eq!(sluice_fd(FD), None);
+    }
 }

@@ -2,13 +2,15 @@
 
   sockets.py client <ip> <port> <bytes>  stream to a kernel echo server through selectors
                                           (epoll, non-blocking), then 200 request/responses
-                                          with blocking calls and a timeout (poll); checks
+                                          with blocking calls and a timeout (poll), after a
+                                          forked child closed its copy; checks
                                           every byte; prints "ok <bytes> <local addr>"
   sockets.py server <port>               accept one connection, echo until end of stream
                                           (blocking recv/sendall); prints "ready", "echoed <n>"
   sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked;
                                           prints "ok <count>"
 """
+import os
 import selectors
 import socket
 import sys
@@ -52,6 +54,12 @@ def client(ip, port, total):
     if bytes(got) != want:
         sys.exit("echo differs")
     sel.unregister(s)
+    # A forked child that closes the inherited socket leaves the parent's connection alone.
+    pid = os.fork()
+    if pid == 0:
+        s.close()
+        os._exit(0)
+    os.waitpid(pid, 0)
     s.setblocking(True)
     s.settimeout(5)
     for i in range(200):

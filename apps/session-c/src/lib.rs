@@ -35,13 +35,7 @@ fn lock() -> MutexGuard<'static, Option<State>> {
 }
 
 fn neg(e: &io::Error) -> i64 {
-    -(e.raw_os_error().unwrap_or(match e.kind() {
-        io::ErrorKind::WouldBlock => libc::EAGAIN,
-        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
-        io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
-        io::ErrorKind::TimedOut => libc::ETIMEDOUT,
-        _ => libc::EIO,
-    }) as i64)
+    -(sock::errno_of(e) as i64)
 }
 
 /// Runs `f` on the attached state (`-ENOTCONN` when not attached).
@@ -463,24 +457,6 @@ pub unsafe extern "C" fn sluice_epoll_ctl(
     })) as c_int
 }
 
-/// The epoll events `r` means for a watch asking for `want`.
-pub fn epoll_bits(r: sock::Ready, want: u32) -> u32 {
-    let mut b = 0;
-    if r.read && want & libc::EPOLLIN as u32 != 0 {
-        b |= libc::EPOLLIN as u32;
-    }
-    if r.write && want & libc::EPOLLOUT as u32 != 0 {
-        b |= libc::EPOLLOUT as u32;
-    }
-    if r.hup && want & libc::EPOLLRDHUP as u32 != 0 {
-        b |= libc::EPOLLRDHUP as u32;
-    }
-    if r.err {
-        b |= (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-    }
-    b
-}
-
 /// Waits up to `timeout_ms` (-1: forever, 0: not at all) for sockets of `ep` to be ready;
 /// fills at most `max` events. No system call while events are ready.
 ///
@@ -509,7 +485,7 @@ pub unsafe extern "C" fn sluice_epoll_wait(
             let mut n = 0usize;
             let mut poll_soon = false;
             for w in set {
-                let b = epoll_bits(st.socks.ready(w.h), w.events);
+                let b = st.socks.ready(w.h).epoll_bits(w.events);
                 if b != 0 && n < max as usize {
                     let e = libc::epoll_event {
                         events: b,
@@ -586,11 +562,11 @@ mod tests {
         let inn = libc::EPOLLIN as u32;
         let out = libc::EPOLLOUT as u32;
         let rdhup = libc::EPOLLRDHUP as u32;
-        assert_eq!(epoll_bits(r, inn), inn);
-        assert_eq!(epoll_bits(r, inn | out | rdhup), inn | out | rdhup);
+        assert_eq!(r.epoll_bits(inn), inn);
+        assert_eq!(r.epoll_bits(inn | out | rdhup), inn | out | rdhup);
         let reset = sock::Ready { err: true, ..r };
         assert_eq!(
-            epoll_bits(reset, 0),
+            reset.epoll_bits(0),
             (libc::EPOLLERR | libc::EPOLLHUP) as u32
         );
     }

@@ -450,15 +450,8 @@ impl App {
     /// Sleeps until Sluice queues an event or `timeout` passes (no system call when events
     /// are already queued, or when one arrives within the busy-poll time).
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
-        let q = self.app_evq();
-        if !self.busy_poll.is_zero() {
-            let t0 = Instant::now();
-            while q.is_empty() && t0.elapsed() < self.busy_poll {
-                std::hint::spin_loop();
-            }
-            if !q.is_empty() {
-                return Ok(());
-            }
+        if self.spin() {
+            return Ok(());
         }
         if !self.prepare_sleep() {
             return Ok(());
@@ -466,6 +459,19 @@ impl App {
         let r = wait_readable(&self.app_efd, timeout);
         self.woke();
         r.map(|_| ())
+    }
+
+    /// Busy-polls the event queue for up to the busy-poll time ([`App::set_busy_poll`]);
+    /// whether events are queued.
+    pub fn spin(&self) -> bool {
+        let q = self.app_evq();
+        if !self.busy_poll.is_zero() {
+            let t0 = Instant::now();
+            while q.is_empty() && t0.elapsed() < self.busy_poll {
+                std::hint::spin_loop();
+            }
+        }
+        !q.is_empty()
     }
 
     /// The eventfd Sluice signals after [`App::prepare_sleep`] (for an application that

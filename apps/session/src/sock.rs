@@ -45,6 +45,38 @@ pub struct Ready {
     pub err: bool,
 }
 
+impl Ready {
+    /// The epoll events this readiness means for a watch asking for `want` (EPOLLERR and
+    /// EPOLLHUP on an error whether asked or not, as epoll reports them).
+    pub fn epoll_bits(self, want: u32) -> u32 {
+        let mut b = 0;
+        if self.read {
+            b |= want & libc::EPOLLIN as u32;
+        }
+        if self.write {
+            b |= want & libc::EPOLLOUT as u32;
+        }
+        if self.hup {
+            b |= want & libc::EPOLLRDHUP as u32;
+        }
+        if self.err {
+            b |= (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        }
+        b
+    }
+}
+
+/// The errno a BSD socket call returns for `e`.
+pub fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(match e.kind() {
+        io::ErrorKind::WouldBlock => libc::EAGAIN,
+        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
+        io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
+        io::ErrorKind::TimedOut => libc::ETIMEDOUT,
+        _ => libc::EIO,
+    })
+}
+
 #[derive(Debug)]
 struct Sock {
     kind: Kind,
@@ -97,6 +129,11 @@ impl Sockets {
     /// The attached application (its eventfd and sleep handshake).
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// The attached application, to configure (busy polling).
+    pub fn app_mut(&mut self) -> &mut App {
+        &mut self.app
     }
 
     fn sock(&self, h: u32) -> io::Result<&Sock> {

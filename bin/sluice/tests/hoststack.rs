@@ -783,6 +783,19 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
 // ---- Application interface: the C API and the LD_PRELOAD library (apps/session-c,
 // apps/preload) against kernel peers in the namespace.
 
+/// The end of a test: every session gone, zero buffers in use, the daemon stopped.
+fn finish(d: Daemon, dir: std::path::PathBuf) {
+    wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Builds `libsluice_session_c.so` and `libsluice_preload.so` (cdylibs no test links) into
 /// this test's target directory; returns that directory.
 fn app_libs() -> std::path::PathBuf {
@@ -853,6 +866,30 @@ fn kernel_client_echo(peer: &Peer, to: SocketAddr, seed: u64, total: u64) -> boo
     })
     .join()
     .unwrap()
+}
+
+/// Runs server `cmd` (it prints `ready`, serves one connection, prints `echoed <n> to
+/// <peer>`) while a kernel client in the namespace streams `total` bytes of stream `seed`
+/// to Sluice's `port` and checks the echo.
+fn serve_kernel_client(
+    mut cmd: std::process::Command,
+    peer: &Peer,
+    port: u16,
+    seed: u64,
+    total: u64,
+) {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(out);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let to = SocketAddr::new("10.77.0.1".parse().unwrap(), port);
+    assert!(
+        kernel_client_echo(peer, to, seed, total),
+        "the echo differs"
+    );
+    let done = lines.next().unwrap().unwrap();
+    assert_eq!(done, format!("echoed {total} to 10.77.0.2"));
+    assert!(child.wait().unwrap().success());
 }
 
 /// Runs `cmd` with a deadline; its stdout (panics with stderr on failure or timeout).
@@ -942,29 +979,11 @@ fn c_api_echo_with_the_kernel() {
     assert_eq!(srv.join().unwrap(), total);
 
     // Kernel client → C server (blocking accept/read/write).
-    let mut child = std::process::Command::new(&exe)
-        .args([sock.as_str(), "server", "5102"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5102), 7, total));
-    assert_eq!(
-        lines.next().unwrap().unwrap(),
-        format!("echoed {total} to 10.77.0.2")
-    );
-    assert!(child.wait().unwrap().success());
+    let mut srv = std::process::Command::new(&exe);
+    srv.args([sock.as_str(), "server", "5102"]);
+    serve_kernel_client(srv, &peer, 5102, 7, total);
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
 
 /// A command run under `libsluice_preload.so` attached to `sock`.
@@ -1017,19 +1036,9 @@ fn preload_python_sockets_with_the_kernel() {
     assert_eq!(srv.join().unwrap(), total + rr);
 
     // Kernel client → Python server.
-    let mut child = preloaded(&libs, &sock, py)
-        .args([script.as_str(), "server", "5202"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    assert!(kernel_client_echo(&peer, sa("10.77.0.1", 5202), 9, total));
-    assert_eq!(
-        lines.next().unwrap().unwrap(),
-        format!("echoed {total} to 10.77.0.2")
-    );
-    assert!(child.wait().unwrap().success());
+    let mut srv = preloaded(&libs, &sock, py);
+    srv.args([script.as_str(), "server", "5202"]);
+    serve_kernel_client(srv, &peer, 5202, 9, total);
 
     // UDP: Python datagrams ↔ a kernel UDP echo.
     let u = peer.run(|| UdpSocket::bind("10.77.0.2:5203").unwrap());
@@ -1090,15 +1099,7 @@ fn preload_python_sockets_with_the_kernel() {
         "ok"
     );
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
 
 /// A child process that is killed when dropped (a server the test started).
@@ -1267,13 +1268,5 @@ fn preload_redis_with_the_kernel() {
     drop(_sluice_server);
     drop(_kernel_server);
 
-    wait_until(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || sessions(&d) == 0,
-        || d.ok("show session verbose"),
-    );
-    assert_eq!(buffers_in_use(&d), 0, "leaked buffers");
-    d.stop();
-    let _ = std::fs::remove_dir_all(dir);
+    finish(d, dir);
 }
