@@ -112,7 +112,7 @@ impl Plugin for HoststackPlugin {
                     cfg.syn_cookies = match v.text.as_str() {
                         "on" => true,
                         "off" => false,
-                        _ => return Err(c.error(v, "tcp-syn-cookies: on or off")),
+                        t => return Err(c.error(v, &format!("tcp-syn-cookies {t}: on or off"))),
                     };
                 }
                 "tcp-delayed-ack" => {
