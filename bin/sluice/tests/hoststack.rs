@@ -447,6 +447,9 @@ fn attach_show_disable_and_config_errors() {
             "event-queue-length 100",
         ),
         ("session { sessions-per-app 0 }", "sessions-per-app 0"),
+        ("session { tcp-syn-cookies maybe }", "maybe"),
+        ("session { tcp-delayed-ack 900 }", "tcp-delayed-ack 900"),
+        ("session { tcp-keepalive 10 0 3 }", "tcp-keepalive 10 0 3"),
         ("session { frobnicate }", "frobnicate"),
     ] {
         let conf = dir.join("bad.conf");

@@ -13,7 +13,8 @@
 //! CLI: `session enable|disable`, `show session [verbose]`; API: `session_enable_disable`
 //! (`api/hoststack.api`). startup.conf:
 //! `session { enable event-queue-length <n> app-socket <path> fifo-size <bytes>
-//! sessions-per-app <n> use-app-socket-api }`.
+//! sessions-per-app <n> tcp-syn-backlog <n> tcp-syn-cookies on|off tcp-delayed-ack <ms>
+//! tcp-keepalive <idle s> <interval s> <probes> use-app-socket-api }`.
 
 pub mod api;
 pub mod node;
@@ -111,7 +112,7 @@ impl Plugin for HoststackPlugin {
                     cfg.syn_cookies = match v.text.as_str() {
                         "on" => true,
                         "off" => false,
-                        _ => return Err(c.error(v, "tcp-syn-cookies: on or off")),
+                        t => return Err(c.error(v, &format!("tcp-syn-cookies {t}: on or off"))),
                     };
                 }
                 "tcp-delayed-ack" => {

@@ -33,8 +33,8 @@
 //!
 //! `tcp4-input` / `tcp6-input` (internal; one generic node per family): TCP segments for
 //! Sluice's addresses, from `ip4-local`/`ip6-local` (protocol 6 is registered while TCP
-//! sessions exist). The header is checked, the MSS, window-scale and timestamps options
-//! read, and the segment handed to its connection or listener (`tcpsess`); the buffer is
+//! sessions exist). The header is checked, the MSS, window-scale, timestamps,
+//! SACK-permitted and SACK options read, and the segment handed to its connection or listener (`tcpsess`); the buffer is
 //! always freed here (data is copied into the rx FIFO, replies are built by
 //! `session-queue`).
 //! - uses: the IP (IPv6 extension headers walked) and TCP headers; `flags`
@@ -47,12 +47,13 @@
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
 //!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
 //!   segment), `fragment`, `syn_backlog_full` (SYN dropped: the listener's
-//!   handshake backlog is full), `wrong_thread`, `bad_header` (malformed IPv6 extension
-//!   headers).
+//!   handshake backlog is full and SYN cookies are off), `wrong_thread`, `bad_header`
+//!   (malformed IPv6 extension headers).
 //!
 //! `session-queue` also sends TCP: segments of the connections the input nodes, the timers
 //! or the applications' tx events queued (data peeked from the tx FIFO, options, headers,
-//! checksum), and RSTs; counters `tcp_sent` (info), `tcp_rst_sent` (info).
+//! checksum), and the segments no connection owns (RSTs, SYN-cookie SYN-ACKs); counters
+//! `tcp_sent` (info), `tcp_rst_sent` (info).
 
 use crate::session::{Proto, SessionMain, NO_SLOT};
 use crate::tcp::{Out, Seg, TcpFlags};

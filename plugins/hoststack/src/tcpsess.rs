@@ -70,18 +70,13 @@ impl SessionMain {
     /// 64-second period `t`, for the MSS table entry `mi`: the period's low 5 bits, `mi`,
     /// and 24 bits of a keyed hash of the 4-tuple, `irs` and `t`.
     fn cookie(&mut self, local: SocketAddr, remote: SocketAddr, irs: u32, t: u32, mi: u32) -> u32 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (self.iss_key(), local, remote, irs, t, mi).hash(&mut h);
-        ((t & 0x1f) << 27) | ((mi & 7) << 24) | (h.finish() as u32 & 0xff_ffff)
+        let h = self.keyed_hash((local, remote, irs, t, mi)) as u32;
+        ((t & 0x1f) << 27) | ((mi & 7) << 24) | (h & 0xff_ffff)
     }
 
     /// The current cookie period (64 s).
     fn cookie_period() -> u32 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| (d.as_secs() / 64) as u32)
-            .unwrap_or(0)
+        (Self::clock_us() / 64_000_000) as u32
     }
 
     /// Answers a SYN past a full backlog with a cookie SYN-ACK: no state is kept, and
@@ -124,17 +119,25 @@ impl SessionMain {
             .map(|_| COOKIE_MSS[mi as usize])
     }
 
-    fn iss(&mut self, local: SocketAddr, remote: SocketAddr) -> u32 {
+    /// A hash of `x` keyed with the host's secret (ISNs, SYN cookies).
+    fn keyed_hash(&mut self, x: impl std::hash::Hash) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.iss_key().hash(&mut h);
-        (local, remote).hash(&mut h);
-        // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
-        let t = std::time::SystemTime::now()
+        (self.iss_key(), x).hash(&mut h);
+        h.finish()
+    }
+
+    /// Microseconds since the epoch (the clocks of ISNs and SYN cookies).
+    fn clock_us() -> u64 {
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| (d.as_micros() / 4) as u32)
-            .unwrap_or(0);
-        (h.finish() as u32).wrapping_add(t)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0)
+    }
+
+    fn iss(&mut self, local: SocketAddr, remote: SocketAddr) -> u32 {
+        // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
+        (self.keyed_hash((local, remote)) as u32).wrapping_add((Self::clock_us() / 4) as u32)
     }
 
     /// Listens for TCP connections for application `a`.
@@ -511,7 +514,7 @@ impl SessionMain {
         local: SocketAddr,
         remote: SocketAddr,
         tcb: Tcb,
-    ) -> u32 {
+    ) {
         let s = crate::session::Session {
             app,
             slot: NO_SLOT,
@@ -539,7 +542,6 @@ impl SessionMain {
         self.tcp_conns.insert((local, remote), sid);
         self.tcp_count += 1;
         self.tcp_queue(sid);
-        sid
     }
 
     /// Acts on what a segment or timer did to connection `sid`.
