@@ -722,7 +722,8 @@ impl NodeFn for TesterRx {
         for &bi in frame {
             // SAFETY: this node owns the frame; one view at a time.
             let b: Buffer<'_> = unsafe { pool.buffer(bi) };
-            let rx_ns = if b.hdr.rx_tsc != 0 {
+            let stamped = b.hdr.flags & sluice_buffer::flags::RX_TSC != 0;
+            let rx_ns = if stamped && b.hdr.rx_tsc != 0 {
                 clock.ns(b.hdr.rx_tsc)
             } else {
                 now_ns

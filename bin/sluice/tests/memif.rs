@@ -1398,3 +1398,307 @@ fn interop_with_dpdk_testpmd_as_server_and_client() {
         failures.join("\n----\n")
     );
 }
+
+// ---- interop with FD.io VPP's memif plugin (VPP cross-connects two memifs) ----
+
+/// A VPP process (`VPP_PREFIX`, else /work/vpp/install: `bin/vpp`, `bin/vppctl` and the memif
+/// plugin) with its own runtime directory, CLI socket and API segment; killed on drop.
+struct Vpp {
+    child: std::process::Child,
+    dir: PathBuf,
+    vppctl: PathBuf,
+}
+
+impl Drop for Vpp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The VPP install to test against, or why there is none.
+fn vpp_prefix() -> Result<(PathBuf, PathBuf), String> {
+    let prefix = std::env::var_os("VPP_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/vpp/install"));
+    for b in ["vpp", "vppctl"] {
+        if !prefix.join("bin").join(b).is_file() {
+            return Err(format!(
+                "no VPP at {} (set VPP_PREFIX to an install with bin/{b})",
+                prefix.display()
+            ));
+        }
+    }
+    let plugins = ["lib/x86_64-linux-gnu/vpp_plugins", "lib/vpp_plugins"]
+        .iter()
+        .map(|d| prefix.join(d))
+        .find(|d| d.join("memif_plugin.so").is_file())
+        .ok_or_else(|| format!("VPP at {} has no memif plugin", prefix.display()))?;
+    Ok((prefix, plugins))
+}
+
+impl Vpp {
+    /// Starts VPP with only the memif plugin and waits until its CLI answers.
+    fn start(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str) -> Vpp {
+        let dir = tmpdir(tag);
+        let conf = dir.join("startup.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "unix {{ nodaemon cli-listen {d}/cli.sock runtime-dir {d} }}\n\
+                 api-segment {{ prefix sluice-test-{pid}-{tag} }}\n\
+                 socksvr {{ socket-name {d}/api.sock }}\n\
+                 plugins {{ path {p} plugin default {{ disable }} plugin memif_plugin.so {{ enable }} }}\n\
+                 buffers {{ buffers-per-numa 16384 page-size 4k }}\n\
+                 memory {{ main-heap-size 256M main-heap-page-size 4k }}\n\
+                 statseg {{ size 32M page-size 4k socket-name {d}/stats.sock }}\n",
+                d = dir.display(),
+                p = plugins.display(),
+                pid = std::process::id()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.join("vpp.log")).unwrap();
+        let libs = ["lib", "lib/x86_64-linux-gnu"]
+            .iter()
+            .map(|l| prefix.join(l).display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        let child = std::process::Command::new(prefix.join("bin/vpp"))
+            .arg("-c")
+            .arg(&conf)
+            .env("LD_LIBRARY_PATH", libs)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start vpp");
+        let mut v = Vpp {
+            child,
+            vppctl: prefix.join("bin/vppctl"),
+            dir,
+        };
+        let t0 = Instant::now();
+        while v.ctl("show version").is_none_or(|s| !s.contains("vpp")) {
+            if let Ok(Some(st)) = v.child.try_wait() {
+                panic!("VPP exited ({st}) during start-up:\n{}", v.log());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "VPP did not answer on its CLI socket:\n{}",
+                v.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        v
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("vpp.log")).unwrap_or_default()
+    }
+
+    /// A CLI command's output, None when vppctl cannot reach VPP.
+    fn ctl(&self, cmd: &str) -> Option<String> {
+        let out = std::process::Command::new(&self.vppctl)
+            .arg("-s")
+            .arg(self.dir.join("cli.sock"))
+            .arg(cmd)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs a command that must succeed (VPP prints errors as text, exit status 0).
+    fn ok(&self, cmd: &str) -> String {
+        let s = self
+            .ctl(cmd)
+            .unwrap_or_else(|| panic!("vppctl `{cmd}' failed:\n{}", self.log()));
+        assert!(
+            !s.contains("unknown input") && !s.to_lowercase().contains("error"),
+            "VPP `{cmd}': {s}"
+        );
+        s
+    }
+
+    /// A counter of `show interface <intf>` (0 when absent).
+    fn counter(&self, intf: &str, name: &str) -> u64 {
+        self.ok(&format!("show interface {intf}"))
+            .lines()
+            .find_map(|l| {
+                let (_, rest) = l.split_once(name)?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// Sends `frames` into pg `src` and waits (up to 60 s: VPP shares the loaded machine) until
+/// pg `dst` captured as many; returns them.
+fn send_through(d: &Daemon, src: &str, dst: &str, name: &str, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let out = d.dir.join(format!("{name}-out.pcap"));
+    d.ok(&format!(
+        "packet-generator capture {dst} pcap {} count {}",
+        out.display(),
+        frames.len()
+    ));
+    inject(d, src, name, frames);
+    let t0 = Instant::now();
+    loop {
+        let got = if out.exists() {
+            read_pcap(&out)
+        } else {
+            Vec::new()
+        };
+        if got.len() >= frames.len() {
+            return got;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{} of {} frames from {src} reached {dst}\n{}\n{}",
+            got.len(),
+            frames.len(),
+            d.ok("show memif"),
+            d.ok("show errors")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sluice (`role`: master, slave, slave zero-copy; `conf` its startup.conf extra) with pg0 and
+/// pg1 cross-connected to memif1/0 and memif1/1; VPP as the other role with its memif1/0
+/// and memif1/1 cross-connected to each other. Frames (some chained) go pg0 -> memif1/0 ->
+/// VPP -> memif1/1 -> pg1 and back the other way, byte for byte; both sides' counters
+/// agree; no Sluice buffer leaks, connected or after VPP goes away.
+fn vpp_leg(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str, role: &str, conf: &str) {
+    let sluice_master = role == "master";
+    let d = Daemon::start(tag, conf);
+    let vpp = Vpp::start(prefix, plugins, &format!("{tag}-vpp"));
+    let sock = d.dir.join("memif.sock");
+    let vpp_role = if sluice_master { "slave" } else { "master" };
+    // Sluice side.
+    d.ok(&format!(
+        "create memif socket id 1 filename {}",
+        sock.display()
+    ));
+    for id in 0..2 {
+        for c in [
+            format!("create interface memif id {id} socket-id 1 {role}"),
+            format!("create packet-generator interface pg{id}"),
+            format!("set interface state pg{id} up"),
+            format!("set interface state memif1/{id} up"),
+            format!("set interface l2 xconnect pg{id} memif1/{id}"),
+            format!("set interface l2 xconnect memif1/{id} pg{id}"),
+        ] {
+            d.ok(&c);
+        }
+    }
+    // VPP side (the master creates the socket's listener, the slave connects to it).
+    vpp.ok(&format!(
+        "create memif socket id 1 filename {}",
+        sock.display()
+    ));
+    for id in 0..2 {
+        vpp.ok(&format!(
+            "create interface memif id {id} socket-id 1 {vpp_role}"
+        ));
+        vpp.ok(&format!("set interface state memif1/{id} up"));
+    }
+    vpp.ok("set interface l2 xconnect memif1/0 memif1/1");
+    vpp.ok("set interface l2 xconnect memif1/1 memif1/0");
+    let t0 = Instant::now();
+    loop {
+        let s = d.ok("show memif");
+        let v = vpp.ok("show memif");
+        let vpp_up = v
+            .lines()
+            .filter(|l| l.trim_start().starts_with("flags") && l.contains(" connected"))
+            .count();
+        if s.matches("link up").count() == 2 && vpp_up == 2 {
+            assert!(s.contains("VPP"), "the peer's name says VPP:\n{s}");
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "memif links with VPP not up:\n{s}\n{v}\n{}",
+            vpp.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let frames_a = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 400, |i| {
+        if i % 50 == 7 {
+            3000 + i
+        } else {
+            60 + (i * 13) % 1400
+        }
+    });
+    let frames_b = frames([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 300, |i| {
+        60 + (i * 7) % 1500
+    });
+    let got = send_through(&d, "pg0", "pg1", &format!("{tag}-ab"), &frames_a);
+    assert_eq!(got, frames_a, "pg0 -> VPP -> pg1 byte for byte");
+    let got = send_through(&d, "pg1", "pg0", &format!("{tag}-ba"), &frames_b);
+    assert_eq!(got, frames_b, "pg1 -> VPP -> pg0 byte for byte");
+    let (na, nb) = (frames_a.len() as u64, frames_b.len() as u64);
+    for (intf, tx, rx) in [("memif1/0", na, nb), ("memif1/1", nb, na)] {
+        assert_eq!(counter(&d, intf, "tx packets"), tx, "Sluice {intf} tx");
+        assert_eq!(counter(&d, intf, "rx packets"), rx, "Sluice {intf} rx");
+        assert_eq!(counter(&d, intf, "tx-error"), 0, "Sluice {intf} tx-error");
+        // VPP received what Sluice sent on the same link and sent what Sluice received.
+        assert_eq!(vpp.counter(intf, "rx packets"), tx, "VPP {intf} rx");
+        assert_eq!(vpp.counter(intf, "tx packets"), rx, "VPP {intf} tx");
+    }
+    let zero_copy = role.contains("zero-copy");
+    if zero_copy {
+        let s = d.ok("show memif memif1/0");
+        assert!(s.contains("zero-copy"), "{s}");
+    } else {
+        assert_no_leaks(&d);
+    }
+    // VPP goes away: both links go down and every buffer comes back (zero-copy: the ones
+    // that sat in the rings).
+    drop(vpp);
+    wait_until(
+        Duration::from_secs(15),
+        Duration::from_millis(50),
+        || d.ok("show memif").matches("link up").count() == 0,
+        || format!("links still up after VPP exited:\n{}", d.ok("show memif")),
+    );
+    assert_no_leaks(&d);
+}
+
+/// The VPP install, or None after reporting the test skipped (CI has no VPP).
+fn vpp_or_skip() -> Option<(PathBuf, PathBuf)> {
+    vpp_prefix()
+        .map_err(|why| sluice_infra::testing::skip(&why))
+        .ok()
+}
+
+#[test]
+fn interop_with_vpp_slave() {
+    if let Some((prefix, plugins)) = vpp_or_skip() {
+        vpp_leg(&prefix, &plugins, "memif-vpp-m", "master", "");
+    }
+}
+
+#[test]
+fn interop_with_vpp_master() {
+    if let Some((prefix, plugins)) = vpp_or_skip() {
+        vpp_leg(&prefix, &plugins, "memif-vpp-s", "slave", "");
+    }
+}
+
+#[test]
+fn interop_with_vpp_master_and_a_zero_copy_slave() {
+    if let Some((prefix, plugins)) = vpp_or_skip() {
+        vpp_leg(
+            &prefix,
+            &plugins,
+            "memif-vpp-szc",
+            "slave zero-copy",
+            "buffers { shared }",
+        );
+    }
+}

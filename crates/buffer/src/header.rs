@@ -36,6 +36,8 @@ pub mod flags {
     /// (`OFFLOAD_L4_CKSUM`). Owned by `vnet`'s offload code (`sluice_vnet::offload`): nodes
     /// that send single segments cut it there.
     pub const GSO: u32 = 1 << 9;
+    /// `rx_tsc` is valid: the input node stamped the receive time.
+    pub const RX_TSC: u32 = 1 << 10;
 }
 
 /// Interface index as stored in buffer metadata (`sw_if_index` in VPP).
@@ -122,10 +124,11 @@ pub struct BufferHeader {
     /// header (16 for TCP, 6 for UDP); the field holds the pseudo-header seed.
     pub csum_offset: u8,
     // 64 bytes so far.
-    // ---- cache line 1: colder ----
+    // ---- cache line 1: colder, not reset on allocation ([`BufferHeader::reset`]) ----
     /// Opaque words for features (ACL, NAT, policer) — each feature documents its use.
     pub feature_meta: [u64; 6],
-    /// Timestamp (TSC) set by input nodes when latency measurement is enabled.
+    /// Timestamp (TSC) set by input nodes that know the receive time, valid with
+    /// `flags::RX_TSC`.
     pub rx_tsc: u64,
     /// The VLAN sub-interface the packet was counted as sent on, valid with
     /// `flags::TX_SUB` (owned by `vnet`'s `interface-output`): a tx node that cannot send the
@@ -138,6 +141,9 @@ pub struct BufferHeader {
 
 const _: () = assert!(core::mem::size_of::<BufferHeader>() == 128);
 const _: () = assert!(core::mem::align_of::<BufferHeader>() == 64);
+/// Bytes [`BufferHeader::reset`] writes: the first cache line.
+const HOT_BYTES: usize = core::mem::offset_of!(BufferHeader, feature_meta);
+const _: () = assert!(HOT_BYTES == 64);
 
 impl BufferHeader {
     /// A freshly allocated buffer's header.
@@ -179,6 +185,27 @@ impl BufferHeader {
         tx_sub_tags: 0,
         _pad1: [0; 3],
     };
+
+    /// Makes a freshly allocated buffer's header [`Self::TEMPLATE`] as far as anyone can tell:
+    /// writes the first cache line only. The second one keeps what its last user left, which
+    /// is never read: each of its fields is either valid only under a flag of the first line
+    /// (`tx_sub_*`: `TX_SUB`, `rx_tsc`: `RX_TSC`) or written before it is read by the node
+    /// that owns it (`feature_meta`). So an allocation neither writes nor fetches a second
+    /// line (VPP's buffer template likewise covers the first line only). A field added to
+    /// the second line must follow the same rule.
+    #[inline(always)]
+    pub fn reset(&mut self) {
+        // SAFETY: both point to live headers (`self` exclusively borrowed, the template a
+        // constant) and the first HOT_BYTES bytes are plain integers with no invariant;
+        // an untyped byte copy also carries the template's padding as it is.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                &Self::TEMPLATE as *const Self as *const u8,
+                self as *mut Self as *mut u8,
+                HOT_BYTES,
+            )
+        }
+    }
 
     /// The next buffer of the chain, if any.
     #[inline(always)]

@@ -697,7 +697,7 @@ impl BufferCache {
             #[cfg(debug_assertions)]
             arena.mark_owned(*o);
             // SAFETY: the index came off the free list, so this cache owns it exclusively.
-            unsafe { *arena.header_mut(*o) = BufferHeader::TEMPLATE };
+            unsafe { arena.header_mut(*o) }.reset();
         }
         self.bufs.truncate(at);
         self.publish();
@@ -729,6 +729,27 @@ impl BufferCache {
                 next = unsafe { arena.header_of_freed(n) }.next();
             }
         }
+        if self.bufs.len() > CACHE_HIGH {
+            let keep = CACHE_HIGH - CACHE_BATCH;
+            self.pool.give_global(&self.bufs[keep..]);
+            self.bufs.truncate(keep);
+        }
+        self.publish();
+    }
+
+    /// Frees single buffers: the caller knows that none has a chain behind it (VPP's
+    /// `vlib_buffer_free_no_next`), so their headers are not read. A chained buffer passed
+    /// here leaks its tail (never memory unsafety).
+    #[inline]
+    pub fn free_no_next(&mut self, idxs: &[BufIdx]) {
+        #[cfg(debug_assertions)]
+        for &b in idxs {
+            let arena = self.pool.arena();
+            // SAFETY: the caller hands over ownership.
+            debug_assert!(unsafe { arena.header_of_freed(b) }.next().is_none());
+            arena.mark_free(b);
+        }
+        self.bufs.extend(idxs.iter().map(|b| b.0));
         if self.bufs.len() > CACHE_HIGH {
             let keep = CACHE_HIGH - CACHE_BATCH;
             self.pool.give_global(&self.bufs[keep..]);

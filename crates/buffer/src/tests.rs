@@ -77,15 +77,26 @@ fn headers_reset_on_alloc() {
     // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     unsafe {
         let v = p.buffer(b);
-        v.hdr.flags = flags::TRACED;
+        v.hdr.flags = flags::TRACED | flags::RX_TSC;
         v.hdr.error = 7;
+        v.hdr.rx_tsc = 5;
     }
     c.free(&[b]);
     let b2 = c.alloc_one().unwrap();
     assert_eq!(b2, b, "LIFO reuse keeps buffers hot");
     // SAFETY: the test owns this buffer (allocated above); no other view is alive.
     let h = unsafe { p.header(b2) };
-    assert_eq!(*h, BufferHeader::TEMPLATE);
+    // The first line is the template's; the second keeps its stale rx_tsc, which nothing
+    // reads: RX_TSC is clear.
+    let mut want = BufferHeader::TEMPLATE;
+    want.rx_tsc = 5;
+    assert_eq!(*h, want);
+    c.free_no_next(&[b2]);
+    assert_eq!(
+        c.alloc_one(),
+        Some(b2),
+        "free_no_next returns it to the cache"
+    );
     c.free(&[b2]);
 }
 

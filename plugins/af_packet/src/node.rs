@@ -762,6 +762,7 @@ impl Out {
         let mut v = unsafe { pool.buffer(b) };
         v.hdr.rx_if = rx.sw_if;
         v.hdr.rx_tsc = self.rx_tsc;
+        v.hdr.flags |= sluice_buffer::flags::RX_TSC;
         if self.traced > 0 {
             let head = TraceHead::new(v.data());
             if cx.trace_start(

@@ -166,6 +166,7 @@ impl DpdkInput {
             let mut v = unsafe { pool.buffer(b) };
             v.hdr.rx_if = sw_if;
             v.hdr.rx_tsc = now;
+            v.hdr.flags |= sluice_buffer::flags::RX_TSC;
             *d = v.raw_data_mut().as_mut_ptr();
         }
         let mut lens = [0u32; FRAME_SIZE];

@@ -573,12 +573,18 @@ impl MemifInput {
             st.bad += 1;
             return true;
         }
-        if st.avail >= st.got {
+        // The burst's buffers were allocated one per slot up to a frame, so chained packets
+        // in a burst of more than a frame's slots can use them up: then allocate more.
+        let head = if st.avail < st.got {
+            st.avail += 1;
+            Some(self.pre[st.avail - 1])
+        } else {
+            cx.bufs().alloc_one()
+        };
+        let Some(head) = head else {
             st.misses += 1;
             return true;
-        }
-        let head = self.pre[st.avail];
-        st.avail += 1;
+        };
         let segs = &self.segs[..k as usize];
         if !copy_in(
             cx,
@@ -1026,6 +1032,9 @@ pub struct MemifTx {
     /// Buffers to free at the end of the frame (all of them in copy mode; in zero-copy mode
     /// the ones not left in the ring plus the ones the master consumed).
     done: Vec<BufIdx>,
+    /// Whether `done` may hold a buffer chain: else (every packet went the fast path, which
+    /// takes single buffers only) it is freed without reading the headers again.
+    done_chains: bool,
 }
 
 impl MemifTx {
@@ -1033,6 +1042,7 @@ impl MemifTx {
         MemifTx {
             view: View::new(sh, false),
             done: Vec::with_capacity(FRAME_SIZE),
+            done_chains: false,
         }
     }
 }
@@ -1049,8 +1059,13 @@ impl NodeFn for MemifTx {
             let tx = unsafe { pool.header(frame[s]) }.tx_if;
             s += self.tx_run(cx, pool, tx, &frame[s..]);
         }
-        cx.free(&self.done);
+        if self.done_chains {
+            cx.free(&self.done);
+        } else {
+            cx.bufs().free_no_next(&self.done);
+        }
         self.done.clear();
+        self.done_chains = false;
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -1081,6 +1096,7 @@ impl MemifTx {
             let n = run_len(pool, bufs, tx);
             cx.count(TxCounter::NotConnected, n as u64);
             self.done.extend_from_slice(&bufs[..n]);
+            self.done_chains = true;
             return n;
         };
         let Some(conn) = rt.weak.upgrade() else {
@@ -1089,15 +1105,18 @@ impl MemifTx {
             let lost = sluice_vnet::devices::total_bytes(pool, &bufs[..n]);
             rt.sh.counters.tx_failed(t, n as u64, lost);
             self.done.extend_from_slice(&bufs[..n]);
+            self.done_chains = true;
             return n;
         };
         let q = &conn.tx[t % conn.tx.len()];
         let r = if conn.zc.is_some() {
             let n = run_len(pool, bufs, tx);
+            self.done_chains = true;
             tx_ring_zc(pool, q, rt.sh.mode, &bufs[..n], &mut self.done)
         } else {
             let r = tx_ring(pool, &conn, q, rt.sh.mode, tx, bufs);
             self.done.extend_from_slice(&bufs[..r.consumed]);
+            self.done_chains |= !r.single;
             r
         };
         let failed: u64 = r.fails.iter().sum();
@@ -1130,6 +1149,8 @@ struct TxResult {
     fails: TxFails,
     /// Bytes of the packets not sent (as `interface-output` counted them).
     lost: u64,
+    /// Every packet taken went the fast path (single buffers, no chain behind any).
+    single: bool,
 }
 
 /// Copies the packets at the start of `bufs` that go out on `tx` into free slots of the ring
@@ -1151,6 +1172,7 @@ fn tx_ring(
         sent: 0,
         fails: [0; TxCounter::DESCS.len()],
         lost: 0,
+        single: true,
     };
     // Free slots and the index we advance.
     let (mut slot, mut free) = if conn.is_slave {
@@ -1178,6 +1200,7 @@ fn tx_ring(
             break;
         }
         let b = bufs[i];
+        r.single = false;
         match tx_general(pool, conn, q, mode, b, &mut slot, &mut free) {
             Ok(()) => r.sent += 1,
             Err(TxCounter::TooLong) => {
@@ -1493,5 +1516,6 @@ fn tx_ring_zc(
         sent,
         fails,
         lost,
+        single: false,
     }
 }
