@@ -2612,8 +2612,10 @@ fn acl_stateful_firewall() {
         "{s}"
     );
     assert!(s.contains("output proto 1 10.97.1.2:"), "{s}");
+    // The return traffic is the peer's ACKs (and echo replies): how many depends on how the
+    // kernels aggregate (GSO/GRO), not on the firewall; the transfer above needed them all.
     let hits = errors(&d, "acl-plugin-in-ip4-fa", "admitted by a session");
-    assert!(hits > 100, "return traffic admitted by sessions: {hits}");
+    assert!(hits > 10, "return traffic admitted by sessions: {hits}");
 
     // Inbound is refused: a TCP connection to a listening inside host and UDP datagrams.
     let deny0 = errors(&d, "acl-plugin-in-ip4-fa", "ACL deny packets");
