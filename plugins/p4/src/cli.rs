@@ -188,6 +188,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let mut ifs = Vec::new();
     let mut opts = Opts::default();
     let mut vector = true;
+    let mut generated = true;
     while !args.is_empty() {
         if args.keyword("name") {
             name = Some(args.word("program name")?);
@@ -215,6 +216,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                         | "no-redundant"
                         | "no-dual"
                         | "no-vector"
+                        | "no-gen"
                 ) {
                     break;
                 }
@@ -237,6 +239,8 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             opts.dual = false;
         } else if args.keyword("no-vector") {
             vector = false;
+        } else if args.keyword("no-gen") {
+            generated = false;
         } else {
             args.finish()?;
         }
@@ -299,7 +303,14 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     } else {
         Err("no-vector".to_string())
     };
+    // Generated code runs the single node of exactly the program it was made from.
+    let gen = if generated && vector && mode == Mode::Single {
+        crate::generated::find(&prog)
+    } else {
+        None
+    };
     let loaded = Arc::new(Loaded {
+        gen,
         vcode,
         code: crate::code::Code::new(&prog),
         prog: prog.clone(),
@@ -461,9 +472,10 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         let _ = writeln!(
             out,
             "  executor: {}",
-            match &p.loaded.vcode {
-                Ok(_) => "vector (single-node path)".to_string(),
-                Err(why) => format!("per packet ({why})"),
+            match (&p.loaded.vcode, p.loaded.gen) {
+                (_, Some(g)) => format!("generated (sluice-p4c module `{}')", g.name),
+                (Ok(_), None) => "vector (single-node path)".to_string(),
+                (Err(why), None) => format!("per packet ({why})"),
             }
         );
         let _ = writeln!(
