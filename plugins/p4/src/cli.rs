@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]
-//!         [no-flat] [no-resolve] [no-redundant] [no-dual] [no-vector]
+//!         [no-flat] [no-resolve] [no-redundant] [no-dual] [no-vector] [no-gen]
 //! p4 unload [<name>]
 //! show p4 program [<name>]
 //! p4 table add <prog> <table> <action> key <v>... [priority <p>] param <v>...
