@@ -40,7 +40,7 @@ for c in native "${cases[@]}"; do
         --runs 1 --packets "$packets" >/dev/null 2>&1
     # Warm-up run + one measured run: 2 x packets through the graph.
     n=$((2 * packets))
-    incl() { callgrind_annotate --inclusive=yes "$out" 2>/dev/null | { grep -F "$1" || true; } |
+    incl() { callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | { grep -F "$1" || true; } |
         head -1 | awk '{gsub(",","",$1); print $1}'; }
     g=$(incl "sluice_graph::runtime::ThreadGraph::run_once")
     pg=$(incl "<sluice_vnet::pg::PgInput as sluice_graph::node::NodeFn>::poll")

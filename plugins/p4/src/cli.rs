@@ -275,6 +275,13 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         ))
     })?;
     let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
+    // Generated code runs the single node (single mode, auto's single phase) of exactly the
+    // program it was made from (before auto's split of the ingress, which it does not need).
+    let gen = if generated && vector && mode != Mode::Multi {
+        crate::generated::find(&prog)
+    } else {
+        None
+    };
     if mode != Mode::Single {
         node::split_for_multi(&mut prog);
     }
@@ -302,12 +309,6 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         crate::vec::VCode::new(&prog)
     } else {
         Err("no-vector".to_string())
-    };
-    // Generated code runs the single node of exactly the program it was made from.
-    let gen = if generated && vector && mode == Mode::Single {
-        crate::generated::find(&prog)
-    } else {
-        None
     };
     let loaded = Arc::new(Loaded {
         gen,
@@ -473,7 +474,10 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             out,
             "  executor: {}",
             match (&p.loaded.vcode, p.loaded.gen) {
-                (_, Some(g)) => format!("generated (sluice-p4c module `{}')", g.name),
+                (_, Some(g)) => format!(
+                    "generated (sluice-p4c module `{}', single-node path)",
+                    g.name
+                ),
                 (Ok(_), None) => "vector (single-node path)".to_string(),
                 (Err(why), None) => format!("per packet ({why})"),
             }

@@ -477,7 +477,7 @@ fn cli_errors_and_show() {
     let s = cli(&mut vm, &t, "show p4 program");
     assert!(s.contains("table MyIngress.ipv4_lpm [hdr.ipv4.dstAddr:lpm/32] entries 1 index lpm DIR-24-8 (fib ip4)"), "{s}");
     assert!(
-        s.contains("executor: generated (sluice-p4c module `router')"),
+        s.contains("executor: generated (sluice-p4c module `router', single-node path)"),
         "{s}"
     );
     cli(&mut vm, &t, "p4 table del r ipv4_lpm key 1.0.0.0/8");
