@@ -26,7 +26,7 @@ use crate::ir::*;
 /// Run-time support the generated code calls (all inlined).
 pub mod rt {
     use crate::exec::{ParseEnd, ThreadState};
-    use crate::vec::{hdr_sum, ld, st, VOut};
+    use crate::vec::{fold64, hdr_sum, ld, st, VOut};
 
     /// A program compiled to Rust by `sluice-p4c`.
     pub trait Generated {
@@ -77,6 +77,49 @@ pub mod rt {
         have == want
     }
 
+    /// Stores `v` into a field of `W` <= 2 bytes inside the aligned 16-bit word at `w_at` of
+    /// a header whose checksum is updated incrementally: adds `~m + m'` of that word to the
+    /// delta (RFC 1624), the new word computed in registers (no reload of what was just
+    /// stored).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn wr_csum<const W: usize>(
+        d: &mut [u8],
+        ok: bool,
+        o: usize,
+        sh: u32,
+        m: u64,
+        v: u64,
+        w_at: usize,
+        dl: &mut u64,
+    ) {
+        if !ok {
+            return;
+        }
+        let old = ld::<2>(d, w_at);
+        let (shift, wm) = if W >= 2 {
+            (0, 0xffff)
+        } else if o == w_at {
+            (8, 0xff)
+        } else {
+            (0, 0xff)
+        };
+        let oldw = (old >> shift) & wm;
+        let neww = ((oldw & !(m << sh)) | ((v & m) << sh)) & wm;
+        let new = (old & !(wm << shift)) | (neww << shift);
+        st::<W>(d, o, neww);
+        *dl += (!old & 0xffff) + new;
+    }
+
+    /// `update_checksum` of a header at `o` whose checksum was verified good: the old
+    /// checksum adjusted by the delta of the words changed since (RFC 1624 eqn. 3).
+    #[inline(always)]
+    pub fn csum_inc(d: &mut [u8], o: usize, dst: usize, dl: u64) {
+        let at = o + dst;
+        let old = ld::<2>(d, at);
+        st::<2>(d, at, !fold64((!old & 0xffff) + dl) & 0xffff);
+    }
+
     /// `update_checksum` of a header at `o`: its checksum recomputed over its bytes.
     #[inline(always)]
     pub fn csum_put(d: &mut [u8], o: usize, len: usize, dst: usize) {
@@ -120,6 +163,10 @@ struct G<'a> {
     /// Parameter depth of the innermost action (`p{depth}_{k}`).
     depth: usize,
     expanded: usize,
+    /// Headers whose checksum is verified then updated (instance, checksum offset): stores
+    /// into them track a delta (`dl{h}`) and the update is incremental when the
+    /// verification passed (`good{h}`).
+    tracked: Vec<(u8, u16)>,
 }
 
 fn geom(k: HKind) -> (u8, u8, u64) {
@@ -259,8 +306,29 @@ impl G<'_> {
                 }
             }
             Lv::H(a) => {
-                let (_, ok, at, w, sh, m) = self.field(*a)?;
-                self.line(&format!("wr::<{w}>(d, {ok}, {at}, {sh}, {}, {v});", lit(m)));
+                let (i, ok, at, w, sh, m) = self.field(*a)?;
+                let tr = self.tracked.iter().find(|x| x.0 as usize == i).copied();
+                let (_, rel) = self.inst_of(a.off)?;
+                let wa = rel & !1;
+                match tr {
+                    // One 16-bit word, not the checksum: tracked in registers.
+                    Some((_, ck))
+                        if w <= 2 && (rel + w as usize - 1) & !1 == wa && wa != ck as usize =>
+                    {
+                        let (_, w_at) = self.place(i, wa);
+                        self.line(&format!(
+                            "wr_csum::<{w}>(d, {ok}, {at}, {sh}, {}, {v}, {w_at}, &mut dl{i});",
+                            lit(m)
+                        ));
+                    }
+                    Some(_) => {
+                        self.line(&format!("wr::<{w}>(d, {ok}, {at}, {sh}, {}, {v});", lit(m)));
+                        self.line(&format!("good{i} = false;"));
+                    }
+                    None => {
+                        self.line(&format!("wr::<{w}>(d, {ok}, {at}, {sh}, {}, {v});", lit(m)));
+                    }
+                }
             }
             Lv::Slice(inner, sh, m) => {
                 let old = self.e(&lv_e(inner))?;
@@ -463,10 +531,20 @@ impl G<'_> {
         let len = self.p.headers.get(i).map_or(0, |h| h.len);
         let (ok, at) = self.place(i, 0);
         let cond = self.e(&c.cond)?;
-        if c.verify {
+        let tracked = self.tracked.contains(&(inst, dst_off));
+        if c.verify && tracked {
+            self.line(&format!(
+                "if {ok} && ({cond}) != 0 {{ good{i} = csum_ok(d, {at}, {len}, {dst_off}); dl{i} = 0; if !good{i} {{ m{} = 1; }} }}",
+                c.err_slot
+            ));
+        } else if c.verify {
             self.line(&format!(
                 "if {ok} && ({cond}) != 0 && !csum_ok(d, {at}, {len}, {dst_off}) {{ m{} = 1; }}",
                 c.err_slot
+            ));
+        } else if tracked {
+            self.line(&format!(
+                "if {ok} && ({cond}) != 0 {{ if good{i} {{ csum_inc(d, {at}, {dst_off}, dl{i}); }} else {{ csum_put(d, {at}, {len}, {dst_off}); }} }}"
             ));
         } else {
             self.line(&format!(
@@ -647,7 +725,26 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
         act: Vec::new(),
         depth: 0,
         expanded: 0,
+        tracked: Vec::new(),
     };
+    let (mut verified, mut updated) = (Vec::new(), Vec::new());
+    crate::vec::all_stmts(p, &mut |s| {
+        if let S::Csum(c) = s {
+            if let CsumSrc::Header { inst, dst_off } = c.src {
+                if c.verify {
+                    verified.push((inst, dst_off));
+                } else {
+                    updated.push((inst, dst_off));
+                }
+            }
+        }
+    });
+    g.tracked = updated
+        .into_iter()
+        .filter(|x| verified.contains(x))
+        .collect();
+    g.tracked.sort_unstable();
+    g.tracked.dedup();
     g.line(&format!(
         "// @generated by sluice-p4c from {source}: do not edit (docs/p4.md says how to regenerate)."
     ));
@@ -683,6 +780,10 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
         if g.hoff[i].is_none() {
             g.line(&format!("let mut h{i}: usize = 0;"));
         }
+    }
+    for (h, _) in g.tracked.clone() {
+        g.line(&format!("let mut dl{h}: u64 = 0;"));
+        g.line(&format!("let mut good{h} = false;"));
     }
     g.line("let mut pe = ParseEnd::Accept;");
     g.open("'parse: {");

@@ -440,7 +440,7 @@ fn walk_e(e: &E, f: &mut impl FnMut(&E)) {
 }
 
 /// Every statement of the program (controls, actions, parser states), nested included.
-fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
+pub(crate) fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
     for b in [&p.verify, &p.ingress, &p.egress, &p.compute] {
         for s in b {
             walk_s(s, f);
@@ -1477,7 +1477,7 @@ pub(crate) fn hdr_sum(b: &[u8], d: usize) -> u64 {
 
 /// Folds a ones'-complement sum (< 2^48) to 16 bits, branch-free.
 #[inline(always)]
-fn fold64(acc: u64) -> u64 {
+pub(crate) fn fold64(acc: u64) -> u64 {
     let a = (acc & 0xffff_ffff) + (acc >> 32);
     let a = (a & 0xffff) + (a >> 16);
     let a = (a & 0xffff) + (a >> 16);

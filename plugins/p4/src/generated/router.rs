@@ -36,6 +36,8 @@ impl Generated for Prog {
         m1 = inport as u64 & 0x1ff;
         m5 = plen as u64;
         let mut valid: u64 = 0;
+        let mut dl1: u64 = 0;
+        let mut good1 = false;
         let mut pe = ParseEnd::Accept;
         'parse: {
             // state start
@@ -55,7 +57,7 @@ impl Generated for Prog {
         }
         let valid = valid;
         'verify: {
-            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 && !csum_ok(d, 14, 20, 10) { m14 = 1; }
+            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 { good1 = csum_ok(d, 14, 20, 10); dl1 = 0; if !good1 { m14 = 1; } }
         }
         'ingress: {
             if (((((((valid >> 1 & 1)) != 0 && (((m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
@@ -74,7 +76,7 @@ impl Generated for Prog {
                                 let v4 = p1_1;
                                 m2 = v4 & 0x1ff;
                                 let v5 = ((rd::<1>(d, valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
-                                wr::<1>(d, valid & 2 != 0, 22, 0, 0xff, v5);
+                                wr_csum::<1>(d, valid & 2 != 0, 22, 0, 0xff, v5, 22, &mut dl1);
                             }
                         }
                         1 => {
@@ -138,7 +140,7 @@ impl Generated for Prog {
         }
         if m2 == DROP_PORT { return (VOut::Drop, pe); }
         'compute: {
-            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 { csum_put(d, 14, 20, 10); }
+            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 { if good1 { csum_inc(d, 14, 10, dl1); } else { csum_put(d, 14, 20, 10); } }
         }
         if es == CPU_PORT { (VOut::Punt, pe) } else { (VOut::Port(es as u32), pe) }
     }
