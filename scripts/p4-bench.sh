@@ -6,7 +6,8 @@
 #        scripts/p4-bench.sh --callgrind [--routes N] [--packets N] [case...]
 #   --callgrind: instructions per packet under callgrind (noise-free): the graph after
 #   pg-input (ethernet-input to pg-tx, dispatch included) and the P4 node(s), for `native` and each case (`p4 load` options;
-#   default: the single, multi and auto modes and each optimisation off).
+#   default: single (generated code), single on the vector interpreter (no-gen), multi, auto,
+#   and each optimisation off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--callgrind" ]; then
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
 done
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
-    cases=("mode single" "mode multi" "mode auto" "mode single no-flat no-resolve no-redundant no-dual"
+    cases=("mode single" "mode single no-gen" "mode multi" "mode auto" "mode single no-flat no-resolve no-redundant no-dual"
         "mode single no-flat" "mode single no-resolve" "mode single no-redundant" "mode single no-dual")
 fi
 cargo build --release -j 2 -p sluice-p4 --example p4_bench >&2
@@ -39,7 +40,7 @@ for c in native "${cases[@]}"; do
         --runs 1 --packets "$packets" >/dev/null 2>&1
     # Warm-up run + one measured run: 2 x packets through the graph.
     n=$((2 * packets))
-    incl() { callgrind_annotate --inclusive=yes "$out" 2>/dev/null | { grep -F "$1" || true; } |
+    incl() { callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | { grep -F "$1" || true; } |
         head -1 | awk '{gsub(",","",$1); print $1}'; }
     g=$(incl "sluice_graph::runtime::ThreadGraph::run_once")
     pg=$(incl "<sluice_vnet::pg::PgInput as sluice_graph::node::NodeFn>::poll")

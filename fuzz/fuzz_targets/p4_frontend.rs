@@ -1,6 +1,6 @@
 //! The P4 front end (lexer, parser, type checker, lowering) on arbitrary text; a program
 //! that compiles is then run on packets cut from the same input, in every optimisation
-//! mode: nothing may panic.
+//! mode, and given to the Rust generator (`sluice-p4c`): nothing may panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let Ok(p) = sluice_p4::compile(&text, "fuzz.p4", o) else {
             return;
         };
+        let _ = sluice_p4::gen::rust(&p, "fuzz", "fuzz.p4");
         let Ok(mut ts) = ThreadState::new(&p) else {
             return;
         };

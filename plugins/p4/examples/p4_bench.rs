@@ -407,6 +407,7 @@ fn main() {
         row(&mut out, &format!("native, {label}"), &n, base);
         for (name, load) in [
             ("single", "mode single"),
+            ("single, vector interpreter (no-gen)", "mode single no-gen"),
             ("multi", "mode multi"),
             ("auto", "mode auto"),
         ] {

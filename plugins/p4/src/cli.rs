@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]
-//!         [no-flat] [no-resolve] [no-redundant] [no-dual] [no-vector]
+//!         [no-flat] [no-resolve] [no-redundant] [no-dual] [no-vector] [no-gen]
 //! p4 unload [<name>]
 //! show p4 program [<name>]
 //! p4 table add <prog> <table> <action> key <v>... [priority <p>] param <v>...
@@ -188,6 +188,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let mut ifs = Vec::new();
     let mut opts = Opts::default();
     let mut vector = true;
+    let mut generated = true;
     while !args.is_empty() {
         if args.keyword("name") {
             name = Some(args.word("program name")?);
@@ -215,6 +216,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                         | "no-redundant"
                         | "no-dual"
                         | "no-vector"
+                        | "no-gen"
                 ) {
                     break;
                 }
@@ -237,6 +239,8 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             opts.dual = false;
         } else if args.keyword("no-vector") {
             vector = false;
+        } else if args.keyword("no-gen") {
+            generated = false;
         } else {
             args.finish()?;
         }
@@ -271,6 +275,13 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         ))
     })?;
     let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
+    // Generated code runs the single node (single mode, auto's single phase) of exactly the
+    // program it was made from (before auto's split of the ingress, which it does not need).
+    let gen = if generated && vector && mode != Mode::Multi {
+        crate::generated::find(&prog)
+    } else {
+        None
+    };
     if mode != Mode::Single {
         node::split_for_multi(&mut prog);
     }
@@ -300,6 +311,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         Err("no-vector".to_string())
     };
     let loaded = Arc::new(Loaded {
+        gen,
         vcode,
         code: crate::code::Code::new(&prog),
         prog: prog.clone(),
@@ -461,9 +473,13 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         let _ = writeln!(
             out,
             "  executor: {}",
-            match &p.loaded.vcode {
-                Ok(_) => "vector (single-node path)".to_string(),
-                Err(why) => format!("per packet ({why})"),
+            match (&p.loaded.vcode, p.loaded.gen) {
+                (_, Some(g)) => format!(
+                    "generated (sluice-p4c module `{}', single-node path)",
+                    g.name
+                ),
+                (Ok(_), None) => "vector (single-node path)".to_string(),
+                (Err(why), None) => format!("per packet ({why})"),
             }
         );
         let _ = writeln!(

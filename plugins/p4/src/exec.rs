@@ -272,6 +272,8 @@ impl Exec<'_> {
     #[inline]
     pub fn begin(&self, c: &mut Ctx, in_port: u32, len: u32) {
         c.meta[..self.prog.meta_slots].fill(0);
+        // An invalid header's fields read 0, never a previous packet's bytes.
+        c.hdr[..self.prog.hdr_bytes.min(HDR_MAX)].fill(0);
         c.valid = 0;
         c.pos = 0;
         c.exited = false;
@@ -378,8 +380,10 @@ impl Exec<'_> {
         }
     }
 
-    /// The whole pipeline after `begin`: parse, verify, ingress, egress, compute.
-    pub fn pipeline(&mut self, c: &mut Ctx, data: &[u8]) -> Result<Verdict, ParseEnd> {
+    /// The whole pipeline after `begin`: parse, verify, ingress, egress, compute; the
+    /// verdict and how the parser ended (a parser error is counted by the caller, the
+    /// packet continued: v1model).
+    pub fn pipeline(&mut self, c: &mut Ctx, data: &[u8]) -> Result<(Verdict, ParseEnd), ParseEnd> {
         let pe = self.parse(c, data);
         if pe == ParseEnd::Loop {
             return Err(pe);
@@ -387,12 +391,7 @@ impl Exec<'_> {
         self.verify(c);
         let n = self.prog.ingress.len();
         self.ingress_range(c, 0, n);
-        let v = self.finish(c);
-        if let ParseEnd::Error(_) = pe {
-            // Reported through the counters by the caller; the packet continued (v1model).
-            return Ok(v);
-        }
-        Ok(v)
+        Ok((self.finish(c), pe))
     }
 }
 
@@ -472,8 +471,8 @@ pub fn simulate(
     x.begin(&mut c, in_port, pkt.len() as u32);
     match x.pipeline(&mut c, pkt) {
         Err(_) => Outcome::ParserLoop,
-        Ok(Verdict::Drop) => Outcome::Drop,
-        Ok(Verdict::Punt) => Outcome::Punt(deparse_vec(prog, &c, pkt)),
-        Ok(Verdict::Port(p)) => Outcome::Out(p, deparse_vec(prog, &c, pkt)),
+        Ok((Verdict::Drop, _)) => Outcome::Drop,
+        Ok((Verdict::Punt, _)) => Outcome::Punt(deparse_vec(prog, &c, pkt)),
+        Ok((Verdict::Port(p), _)) => Outcome::Out(p, deparse_vec(prog, &c, pkt)),
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! The front end (`lexer`, `parser`, `compile`) turns source text into a pre-resolved
 //! [`ir::Program`]; `code` compiles that into closures specialised for their operands; `table`
-//! and `exact` hold the run-time match tables; `exec` runs the program on packets; `node` puts
-//! it in the graph (one node, or one per pipeline segment) and `cli` gives the `p4 ...`
-//! commands. See docs/p4.md.
+//! and `exact` hold the run-time match tables; `exec` (per packet) and `vec` (per frame) run
+//! the program on packets; `gen` compiles it to Rust (`sluice-p4c`, the modules in
+//! `generated`); `node` puts it in the graph (one node, or one per pipeline segment) and
+//! `cli` gives the `p4 ...` commands. See docs/p4.md.
 
 pub mod ast;
 pub mod cli;
@@ -13,6 +14,8 @@ pub mod compile;
 pub mod error;
 pub mod exact;
 pub mod exec;
+pub mod gen;
+pub mod generated;
 pub mod ir;
 pub mod lexer;
 pub mod node;

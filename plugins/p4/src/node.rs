@@ -104,6 +104,8 @@ pub struct Loaded {
     pub code: crate::code::Code,
     /// `prog` compiled for the vector executor, or why it runs on the per-packet one.
     pub vcode: Result<VCode, String>,
+    /// The program's generated code (`sluice-p4c`), run instead in single mode.
+    pub gen: Option<&'static crate::generated::GenEntry>,
     pub shared: Arc<Shared>,
     /// Ingress statement ranges, one per segment node.
     pub segments: Vec<(usize, usize)>,
@@ -258,12 +260,9 @@ fn run_one(cx: &mut Cx, ex: &mut Exec<'_>, c: &mut Ctx, b: &mut Buffer<'_>) -> u
             b.hdr.error = cx.error(P4Counter::ParserLoop);
             P4Next::Drop as u16
         }
-        Ok(v) => {
-            // Parser errors are counted; the packet continued (v1model).
-            let pe = c.meta[ex.prog.std.parser_error as usize];
-            if pe != 0 {
-                parse_count(cx, ParseEnd::Error(pe));
-            }
+        Ok((v, pe)) => {
+            // Parser errors (and rejects) are counted; the packet continued (v1model).
+            parse_count(cx, pe);
             let p = ex.prog;
             verdict_next(cx, p, c, b, v)
         }
@@ -302,7 +301,7 @@ impl P4Node {
         let perr = vc.parser_errors(vs).unwrap_or(&zero);
         for (i, b) in bufs.iter_mut().enumerate() {
             let pe = perr[i];
-            if pe != 0 {
+            if pe != 0 || vs.rejected[i] {
                 parse_count(cx, ParseEnd::Error(pe));
             }
             self.nexts[i] = match out[i] {
@@ -334,6 +333,12 @@ impl P4Node {
     fn frame_single(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let st = self.st.as_mut().expect("checked");
         let l = st.loaded.clone();
+        if let Some(g) = l.gen {
+            let n = frame.len();
+            (g.frame)(cx, &mut st.ts, frame, &mut self.nexts[..n]);
+            cx.enqueue_to_next(frame, &self.nexts[..n]);
+            return;
+        }
         if l.vcode.is_ok() {
             return self.frame_vec(cx, frame);
         }
@@ -456,6 +461,51 @@ impl P4Node {
         }
         drop(side);
         cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+}
+
+/// Single mode on a program's generated code (`gen`): the whole pipeline per packet in
+/// code specialised for the program, the next arc of each packet into `nexts`.
+pub fn frame_generated<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+) {
+    let arena = cx.arena();
+    let (mut fwd, mut punt) = (0, 0);
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        if let Some(&a) = frame.get(i + 2) {
+            arena.prefetch(a);
+        }
+        // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+        // `frame`; one view at a time, living for this iteration only.
+        let mut b = unsafe { arena.buffer(bi) };
+        let len = b.total_len() as u32;
+        let rx = b.hdr.rx_if;
+        let (o, pe) = G::packet(ts, b.data_mut(), rx, len);
+        parse_count(cx, pe);
+        *nx = match o {
+            VOut::Drop => {
+                b.hdr.error = cx.error(P4Counter::Dropped);
+                P4Next::Drop as u16
+            }
+            VOut::Port(p) => {
+                b.hdr.tx_if = p;
+                fwd += 1;
+                P4Next::Output as u16
+            }
+            VOut::Punt => {
+                punt += 1;
+                P4Next::Punt as u16
+            }
+        };
+    }
+    if fwd > 0 {
+        cx.count(P4Counter::Forwarded, fwd);
+    }
+    if punt > 0 {
+        cx.count(P4Counter::Punted, punt);
     }
 }
 

@@ -131,6 +131,8 @@ pub struct VState {
     pub valid: [u64; N],
     /// Bytes the parser consumed.
     pub pos: [u32; N],
+    /// The parser ended in `reject` (no error code: counted apart).
+    pub rejected: [bool; N],
     /// Return / exit marks of the current control.
     flow: [u8; N],
     /// Packet length (all buffers) for byte counters and `packet_length`.
@@ -162,6 +164,7 @@ impl VState {
             hoff: vec![[NO_HDR; N]; v.n_inst],
             valid: [0; N],
             pos: [0; N],
+            rejected: [false; N],
             flow: [0; N],
             plen: [0; N],
             inport: [0; N],
@@ -437,7 +440,7 @@ fn walk_e(e: &E, f: &mut impl FnMut(&E)) {
 }
 
 /// Every statement of the program (controls, actions, parser states), nested included.
-fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
+pub(crate) fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
     for b in [&p.verify, &p.ingress, &p.egress, &p.compute] {
         for s in b {
             walk_s(s, f);
@@ -542,7 +545,7 @@ fn geom(k: HKind) -> (u8, u8, u64) {
 }
 
 #[inline(always)]
-fn ld<const W: usize>(p: &[u8], o: usize) -> u64 {
+pub(crate) fn ld<const W: usize>(p: &[u8], o: usize) -> u64 {
     match p.get(o..o + W) {
         Some(b) => {
             let mut x = [0u8; 8];
@@ -554,7 +557,7 @@ fn ld<const W: usize>(p: &[u8], o: usize) -> u64 {
 }
 
 #[inline(always)]
-fn st<const W: usize>(p: &mut [u8], o: usize, v: u64) {
+pub(crate) fn st<const W: usize>(p: &mut [u8], o: usize, v: u64) {
     if let Some(b) = p.get_mut(o..o + W) {
         b.copy_from_slice(&v.to_be_bytes()[8 - W..]);
     }
@@ -1442,7 +1445,7 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
 /// Ones'-complement sum of the header bytes `b` as 16-bit words, the word at `d` (the
 /// checksum field) read as zero, folded to 16 bits.
 #[inline(always)]
-fn hdr_sum(b: &[u8], d: usize) -> u64 {
+pub(crate) fn hdr_sum(b: &[u8], d: usize) -> u64 {
     let mut acc = 0u64;
     if let Ok(b20) = <&[u8; 20]>::try_from(b) {
         // The IPv4 header without options: fixed length, unrolled.
@@ -1474,7 +1477,7 @@ fn hdr_sum(b: &[u8], d: usize) -> u64 {
 
 /// Folds a ones'-complement sum (< 2^48) to 16 bits, branch-free.
 #[inline(always)]
-fn fold64(acc: u64) -> u64 {
+pub(crate) fn fold64(acc: u64) -> u64 {
     let a = (acc & 0xffff_ffff) + (acc >> 32);
     let a = (a & 0xffff) + (a >> 16);
     let a = (a & 0xffff) + (a >> 16);
@@ -1765,6 +1768,7 @@ impl VCode {
         }
         v.valid[..n].fill(0);
         v.pos[..n].fill(0);
+        v.rejected[..n].fill(false);
         v.flow[..n].fill(0);
         for &s in &self.reset {
             if let Some(c) = v.meta.get_mut(s as usize) {
@@ -1854,7 +1858,12 @@ impl VCode {
                         }
                     }
                 }
-                Trans::Goto(_) => {}
+                Trans::Goto(Target::Reject) => {
+                    for &i in s.idx() {
+                        f.v.rejected[i as usize] = true;
+                    }
+                }
+                Trans::Goto(Target::Accept) => {}
                 Trans::Select { cases, .. } => {
                     for k in &code.keys {
                         k(f, &s);
@@ -1871,6 +1880,7 @@ impl VCode {
                                         d.push(i);
                                     }
                                 }
+                                Some((_, Target::Reject)) => v.rejected[i as usize] = true,
                                 Some(_) => {}
                                 None => {
                                     if let Some(m) = v.meta.get_mut(pe) {
@@ -1894,6 +1904,7 @@ impl VCode {
                                     d.push(i);
                                 }
                             }
+                            Some((_, Target::Reject)) => v.rejected[x] = true,
                             Some(_) => {}
                             None => {
                                 if let Some(m) = v.meta.get_mut(pe) {

@@ -357,14 +357,15 @@ mod robustness {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
-        /// Mutated programs never panic the compiler; what compiles never panics on packets.
+        /// Mutated programs never panic the compiler or the Rust generator (`sluice-p4c`);
+        /// what compiles never panics on packets.
         #[test]
         fn mutated_programs_never_panic(
-            which in 0usize..4,
+            which in 0usize..5,
             edits in prop::collection::vec((any::<u16>(), any::<u8>(), 0u8..3), 1..6),
             pkts in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 1..6),
         ) {
-            let name = ["router.p4", "l2switch.p4", "firewall.p4", "tunnel.p4"][which];
+            let name = ["router.p4", "l2switch.p4", "firewall.p4", "tunnel.p4", "control_flow.p4"][which];
             let mut b = src(name).into_bytes();
             for (pos, byte, op) in edits {
                 let p = pos as usize % (b.len() + 1);
@@ -377,6 +378,7 @@ mod robustness {
             }
             let text = String::from_utf8_lossy(&b);
             if let Ok(p) = sluice_p4::compile(&text, name, Opts::default()) {
+                let _ = sluice_p4::gen::rust(&p, "m", name);
                 if let Ok(mut ts) = ThreadState::new(&p) {
                     let sh = Shared::new(&p);
                     for pk in &pkts {

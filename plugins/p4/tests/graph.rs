@@ -251,7 +251,14 @@ fn router_matches_native_fixed_cases() {
         (0x1401_0203, 64, true, 0, false),   // truncated
         (0x1401_0203, 64, false, 18, true),  // not IPv4
     ];
-    for mode in ["single", "multi", "auto"] {
+    // single: the generated node; no-gen: the vector executor; no-vector: per packet.
+    for mode in [
+        "single",
+        "single no-gen",
+        "single no-vector",
+        "multi",
+        "auto",
+    ] {
         assert_eq!(compare(&routes, &pkts, mode), (3, 4), "{mode}");
     }
 }
@@ -294,7 +301,7 @@ proptest! {
     fn router_matches_native_random(
         routes in prop::collection::vec((0x0b00_0000u32..0xdf00_0000, 1u8..=32), 1..40),
         picks in prop::collection::vec((any::<u32>(), 2u8..=255, prop::bool::weighted(0.1), 0usize..200, prop::bool::weighted(0.05), prop::bool::weighted(0.8)), 1..64),
-        multi in any::<bool>(),
+        which in 0..3usize,
     ) {
         let routes: Vec<(u32, u8)> = routes
             .into_iter()
@@ -319,8 +326,67 @@ proptest! {
                 (dst, ttl, bad, len, other)
             })
             .collect();
-        compare(&routes, &pkts, if multi { "multi" } else { "single" });
+        compare(&routes, &pkts, ["single", "single no-gen", "multi"][which]);
     }
+}
+
+/// A parser ending in a plain `transition reject` is counted (`parser_reject`) in every
+/// mode and executor.
+#[test]
+fn parser_reject_is_counted_in_every_mode() {
+    const PROG: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> typ; }
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in pk, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pk.extract(hdr.eth);
+        transition select(hdr.eth.typ) { 0x9999: reject; default: accept; }
+    }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { mark_to_drop(sm); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let dir = std::env::temp_dir().join(format!("sluice-p4-reject-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("reject.p4");
+    std::fs::write(&file, PROG).unwrap();
+    let frame = |typ: u16| {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&typ.to_be_bytes());
+        f.extend_from_slice(&[0; 46]);
+        f
+    };
+    let frames = vec![frame(0x9999), frame(0x0800), frame(0x9999), frame(0x9999)];
+    for mode in ["single", "single no-vector", "multi"] {
+        let (mut vm, t) = build();
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 load {} name j mode {mode} on pg0", file.display()),
+        );
+        let (out, drops) = run(&mut vm, &t, &frames, "reject");
+        assert!(out.is_empty(), "{mode}");
+        assert_eq!(drops, 4, "{mode}");
+        let errs = cli(&mut vm, &t, "show errors");
+        let rejects: u64 = errs
+            .lines()
+            .filter(|l| l.contains("P4 parser rejected"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(rejects, 3, "{mode}: {errs}");
+        vm.stop_workers();
+        assert_eq!(vm.pool.stats().in_use, 0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -410,7 +476,10 @@ fn cli_errors_and_show() {
     );
     let s = cli(&mut vm, &t, "show p4 program");
     assert!(s.contains("table MyIngress.ipv4_lpm [hdr.ipv4.dstAddr:lpm/32] entries 1 index lpm DIR-24-8 (fib ip4)"), "{s}");
-    assert!(s.contains("executor: vector"), "{s}");
+    assert!(
+        s.contains("executor: generated (sluice-p4c module `router', single-node path)"),
+        "{s}"
+    );
     cli(&mut vm, &t, "p4 table del r ipv4_lpm key 1.0.0.0/8");
     assert_eq!(
         e(&mut vm, "p4 table del r ipv4_lpm key 1.0.0.0/8"),

@@ -1,10 +1,11 @@
-//! The vector executor (`vec`) against the per-packet executor (`exec::simulate`): the same
-//! tables and packets give the same outcomes, bytes and counters, frame by frame.
+//! The vector executor (`vec`) and the generated code (`gen`, `sluice-p4c`) against the
+//! per-packet executor (`exec::simulate`): the same tables and packets give the same
+//! outcomes, bytes and counters, frame by frame.
 
 use proptest::prelude::*;
 use sluice_p4::exec::{simulate, Outcome, Shared, ThreadState};
 use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
-use sluice_p4::vec::{simulate_frame, VCode};
+use sluice_p4::vec::{simulate_frame, VCode, VOut};
 
 fn src(name: &str) -> String {
     std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -81,6 +82,25 @@ fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)
         assert_eq!(a.direct, b.direct);
     }
     assert_eq!(ta.counters, tb.counters);
+    // The program's generated code, when it has some (every example `vec` runs does).
+    if let Some(g) = sluice_p4::generated::find(p) {
+        let mut tc = ThreadState::new(p).unwrap();
+        setup(&mut tc);
+        for (k, (b, port)) in pkts.iter().enumerate() {
+            let mut d = b.clone();
+            let got = match (g.packet)(&mut tc, &mut d, *port, b.len() as u32).0 {
+                VOut::Drop => Outcome::Drop,
+                VOut::Punt => Outcome::Punt(d),
+                VOut::Port(o) => Outcome::Out(o, d),
+            };
+            assert_eq!(want[k], got, "generated `{}', packet {k}: {b:02x?}", g.name);
+        }
+        for (a, c) in ta.tables.iter().zip(&tc.tables) {
+            assert_eq!(a.miss, c.miss);
+            assert_eq!(a.direct, c.direct);
+        }
+        assert_eq!(ta.counters, tc.counters);
+    }
     if std::env::var("P4_VEC_DEBUG").is_ok() {
         let fwd = got.iter().filter(|o| matches!(o, Outcome::Out(..))).count();
         let changed = got
@@ -168,6 +188,84 @@ fn router_fixed_cases() {
 }
 
 #[test]
+fn the_examples_the_vector_executor_runs_have_generated_code() {
+    for f in ["router.p4", "l2switch.p4", "control_flow.p4"] {
+        let p = sluice_p4::compile(&src(f), f, Opts::default()).unwrap();
+        let g = sluice_p4::generated::find(&p).unwrap_or_else(|| panic!("{f}: not generated"));
+        assert_eq!(g.source, format!("plugins/p4/examples/{f}"));
+    }
+    // Anything else (another option, another constant) is not the generated program.
+    let o = Opts {
+        dual: false,
+        ..Opts::default()
+    };
+    let p = sluice_p4::compile(&src("router.p4"), "router.p4", o).unwrap();
+    assert!(sluice_p4::generated::find(&p).is_none());
+    let s = src("router.p4").replace("hdr.ipv4.ttl > 1", "hdr.ipv4.ttl > 2");
+    let p = sluice_p4::compile(&s, "router.p4", Opts::default()).unwrap();
+    assert!(sluice_p4::generated::find(&p).is_none());
+}
+
+/// The per-packet executor reuses its packet state: a header the parser did not extract
+/// this time reads 0 (as in the vector executor), not the previous packet's bytes.
+#[test]
+fn an_invalid_header_reads_zero_after_a_valid_one() {
+    const PROG: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> typ; }
+header h_t { bit<8> x; }
+struct headers { eth_t eth; h_t h; }
+struct metadata { }
+parser P(packet_in pk, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pk.extract(hdr.eth);
+        transition select(hdr.eth.typ) { 0x0800: ph; default: accept; }
+    }
+    state ph { pk.extract(hdr.h); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = (bit<9>) hdr.h.x; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.eth); pk.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    use sluice_p4::exec::{Ctx, Exec, Verdict};
+    let p = sluice_p4::compile(PROG, "stale.p4", Opts::default()).unwrap();
+    let code = sluice_p4::code::Code::new(&p);
+    let mut ts = ThreadState::new(&p).unwrap();
+    let sh = Shared::new(&p);
+    let mut x = Exec {
+        prog: &p,
+        code: &code,
+        ts: &mut ts,
+        shared: &sh,
+        now_ns: 0,
+        pkt_len: 0,
+    };
+    let mut c = Box::<Ctx>::default();
+    let mut with_h = vec![0u8; 12];
+    with_h.extend_from_slice(&[0x08, 0x00, 7]);
+    let mut without_h = vec![0u8; 12];
+    without_h.extend_from_slice(&[0x08, 0x06, 7]);
+    let mut got = Vec::new();
+    for pkt in [&with_h, &without_h, &with_h] {
+        x.begin(&mut c, 1, pkt.len() as u32);
+        got.push(x.pipeline(&mut c, pkt).unwrap().0);
+    }
+    assert_eq!(got, [Verdict::Port(7), Verdict::Port(0), Verdict::Port(7)]);
+    // The vector executor and the reference model agree.
+    compare(
+        &p,
+        &|_| {},
+        &[(with_h.clone(), 1), (without_h, 1), (with_h, 1)],
+    );
+}
+
+#[test]
 fn unsupported_programs_say_why() {
     for (f, why) in [("tunnel.p4", "validity"), ("firewall.p4", "registers")] {
         let p = sluice_p4::compile(&src(f), f, Opts::default()).unwrap();
@@ -184,71 +282,12 @@ fn unsupported_programs_say_why() {
 
 /// Control flow the router does not use: switch on action_run, hit/miss, exit and return,
 /// nested action calls with arguments, slices, concatenation, an indexed counter.
-const FLOW: &str = r#"
-#include <core.p4>
-#include <v1model.p4>
-header eth_t { bit<48> dst; bit<48> src; bit<16> typ; }
-struct headers { eth_t eth; }
-struct metadata { bit<16> a; bit<8> b; }
-parser P(packet_in pk, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    state start {
-        pk.extract(hdr.eth);
-        transition select(hdr.eth.typ) {
-            0x0800 &&& 0xff00: accept;
-            0x1000 .. 0x10ff: accept;
-            0x2000: reject;
-            default: accept;
-        }
-    }
+fn flow() -> Program {
+    sluice_p4::compile(&src("control_flow.p4"), "control_flow.p4", Opts::default()).unwrap()
 }
-control V(inout headers hdr, inout metadata meta) { apply { } }
-control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    counter(16, CounterType.packets_and_bytes) c;
-    action inner(bit<8> x) {
-        meta.b = x + 1;
-        if (x == 7) { return; }
-        hdr.eth.src[7:0] = x;
-    }
-    action outer(bit<8> y, bit<9> port) {
-        inner(y ^ 3);
-        sm.egress_spec = port;
-    }
-    action stop() { sm.egress_spec = 3; exit; }
-    action nop() { }
-    table t {
-        key = { hdr.eth.dst[7:0]: exact; hdr.eth.typ: ternary; }
-        actions = { outer; stop; nop; }
-        default_action = nop();
-    }
-    table u {
-        key = { meta.b: exact; }
-        actions = { nop; }
-        default_action = nop();
-        const entries = { 8w4: nop(); }
-    }
-    apply {
-        sm.egress_spec = 1;
-        meta.a = hdr.eth.typ |+| 16w0xff00;
-        switch (t.apply().action_run) {
-            outer: { hdr.eth.dst[15:8] = meta.b; }
-            stop: { sm.egress_spec = 5; }
-            default: { if (!u.apply().hit) { hdr.eth.typ = ((meta.a ++ 8w0) == 24w0) ? 16w1 : 16w2; } }
-        }
-        if (hdr.eth.dst[0:0] == 1) { return; }
-        c.count((bit<32>) hdr.eth.src[3:0]);
-        if (sm.ingress_port == 2) { mark_to_drop(sm); }
-    }
-}
-control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    apply { if (sm.egress_port == 5) { hdr.eth.src[47:40] = 8w0xee; exit; } }
-}
-control C(inout headers hdr, inout metadata meta) { apply { } }
-control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.eth); } }
-V1Switch(P(), V(), I(), E(), C(), D()) main;
-"#;
 
 fn flow_setup(rules: &[(u8, u16, u16, u8, u8)]) -> impl Fn(&mut ThreadState) + '_ {
-    let p = sluice_p4::compile(FLOW, "flow.p4", Opts::default()).unwrap();
+    let p = flow();
     move |ts: &mut ThreadState| {
         let t = p.table("t").unwrap();
         for (k, &(d, v, m, act, y)) in rules.iter().enumerate() {
@@ -308,7 +347,7 @@ proptest! {
         rules in prop::collection::vec((any::<u8>(), any::<u16>(), any::<u16>(), any::<u8>(), any::<u8>()), 0..10),
         frames in prop::collection::vec((any::<[u8; 14]>(), 0u8..4, 0usize..20, 0u32..3), 1..300),
     ) {
-        let p = sluice_p4::compile(FLOW, "flow.p4", Opts::default()).unwrap();
+        let p = flow();
         let pk: Vec<(Vec<u8>, u32)> = frames
             .iter()
             .map(|(h, typ, cut, port)| {

@@ -1,0 +1,60 @@
+//! `sluice-p4c`: compiles a P4 program (the `p4` plugin's subset) to the Rust module the
+//! plugin builds in (`plugins/p4/src/generated/`; see docs/p4.md).
+//!
+//! ```text
+//! sluice-p4c <file.p4> [-o <out.rs>] [--name <module>]
+//! ```
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut file, mut out, mut name) = (None, None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-o" => out = it.next().cloned(),
+            "--name" => name = it.next().cloned(),
+            _ if file.is_none() && !a.starts_with('-') => file = Some(a.clone()),
+            _ => {
+                eprintln!("sluice-p4c: unexpected argument `{a}'");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(file) = file else {
+        eprintln!("usage: sluice-p4c <file.p4> [-o <out.rs>] [--name <module>]");
+        return ExitCode::from(2);
+    };
+    let name = name.unwrap_or_else(|| {
+        std::path::Path::new(&file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("p4")
+            .to_string()
+    });
+    let src = match std::fs::read_to_string(&file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice-p4c: cannot read `{file}': {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = match sluice_p4::gen::from_source(&src, &file, &name) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sluice-p4c: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match out {
+        Some(o) => {
+            if let Err(e) = std::fs::write(&o, text) {
+                eprintln!("sluice-p4c: cannot write `{o}': {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        None => print!("{text}"),
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,70 @@
+//! Programs compiled to Rust by `sluice-p4c` (`gen`), built into the plugin.
+//!
+//! Each module is the generator's output for one example program, committed and kept up to
+//! date by `tests/generated.rs` (regenerate with
+//! `cargo run -p sluice-p4 --bin sluice-p4c -- <file.p4> -o plugins/p4/src/generated/<name>.rs`).
+//! `p4 load` looks the compiled program's [`crate::gen::fingerprint`] up in [`ALL`] and, in
+//! single mode, runs the matching module instead of an interpreter.
+
+use crate::exec::ThreadState;
+use sluice_buffer::BufIdx;
+use sluice_graph::Cx;
+
+#[rustfmt::skip]
+#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+pub mod control_flow;
+#[rustfmt::skip]
+#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+pub mod l2switch;
+#[rustfmt::skip]
+#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+pub mod router;
+
+/// A frame through a generated program's node loop (`node::frame_generated`).
+pub type FrameFn = fn(&mut Cx, &mut ThreadState, &[BufIdx], &mut [u16]);
+
+/// One generated program.
+pub struct GenEntry {
+    /// Module name.
+    pub name: &'static str,
+    /// The P4 source it was generated from (relative to the repository).
+    pub source: &'static str,
+    /// [`crate::gen::fingerprint`] of the compiled program.
+    pub fingerprint: (u64, usize),
+    /// The node's frame function, monomorphised for the program.
+    pub frame: FrameFn,
+    /// The whole pipeline on one packet (tests compare it with the interpreters).
+    pub packet:
+        fn(&mut ThreadState, &mut [u8], u32, u32) -> (crate::vec::VOut, crate::exec::ParseEnd),
+}
+
+/// Every generated program.
+pub static ALL: &[GenEntry] = &[
+    GenEntry {
+        name: "router",
+        source: "plugins/p4/examples/router.p4",
+        fingerprint: router::FINGERPRINT,
+        frame: crate::node::frame_generated::<router::Prog>,
+        packet: <router::Prog as crate::gen::rt::Generated>::packet,
+    },
+    GenEntry {
+        name: "l2switch",
+        source: "plugins/p4/examples/l2switch.p4",
+        fingerprint: l2switch::FINGERPRINT,
+        frame: crate::node::frame_generated::<l2switch::Prog>,
+        packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
+    },
+    GenEntry {
+        name: "control_flow",
+        source: "plugins/p4/examples/control_flow.p4",
+        fingerprint: control_flow::FINGERPRINT,
+        frame: crate::node::frame_generated::<control_flow::Prog>,
+        packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
+    },
+];
+
+/// The generated module of a compiled program, if there is one.
+pub fn find(p: &crate::ir::Program) -> Option<&'static GenEntry> {
+    let fp = crate::gen::fingerprint(p);
+    ALL.iter().find(|g| g.fingerprint == fp)
+}
