@@ -13,7 +13,8 @@
 #
 # Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: Sluice's session FIFO
-# size, default 1 MiB, advertised through window scaling)
+# size, default 1 MiB, advertised through window scaling; SESSION_EXTRA="<keys>": more keys
+# of Sluice's session section, e.g. "tcp-delayed-ack 0")
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -48,7 +49,7 @@ ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
 ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
-printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s }\n' "$tmp" "$tmp" "$fifo" >"$tmp/c.conf"
+printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" >"$tmp/c.conf"
 "$bin/sluice" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
