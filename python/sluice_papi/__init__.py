@@ -207,8 +207,12 @@ class _Codec:
                 self.enc_one(f, v, out, where)
 
     def default(self, f):
+        """An omitted field: the schema's `[default=<n>]` (an interface index that means
+        "none" or "every" is 0xffffffff, never interface 0), else zero / empty."""
         if f.array:
             return []
+        if f.default is not None:
+            return f.default
         return {
             "scalar": False if f.type == "bool" else (0.0 if f.type == "f64" else 0),
             "address": "0.0.0.0", "prefix": "0.0.0.0/0", "mac_address": b"\0" * 6,

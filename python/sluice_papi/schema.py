@@ -24,6 +24,7 @@ class Field:
     kind: str            # "scalar", "address", "prefix", "mac_address", "string", "enum", "struct"
     array: bool = False
     limit: int | None = None   # string limit
+    default: int | None = None  # `[default=<n>]`: sent when the caller omits the field
 
 
 @dataclass
@@ -168,6 +169,26 @@ def parse(module: str, text: str, file: str = "<api>") -> Schema:
             raise err(f"bad {what} `{v}'", i - 1)
         return v
 
+    def default_option(t):
+        """`[default=<n>]` after a field name (unsigned scalars; not in the CRC)."""
+        nonlocal i
+        k1, v1, _ = toks[i + 1] if i + 1 < len(toks) else (None, None, 0)
+        if peek()[:2] != ("punct", "[") or (k1, v1) != ("word", "default"):
+            return None
+        i += 2
+        expect("=")
+        bits = {"u8": 8, "u16": 16, "u32": 32, "u64": 64}.get(t)
+        if bits is None:
+            raise err(f"`default' needs an unsigned scalar, not `{t}'")
+        k, v, _ = peek()
+        if k != "num":
+            raise err(f"expected a number, got `{v}'")
+        if v >> bits:
+            raise err(f"default {v} does not fit {t}")
+        i += 1
+        expect("]")
+        return v
+
     def fields():
         nonlocal i
         expect("{")
@@ -178,7 +199,8 @@ def parse(module: str, text: str, file: str = "<api>") -> Schema:
             if any(f.name == n for f in out):
                 raise err(f"duplicate field `{n}'", i - 1)
             array, limit = False, None
-            if eat("["):
+            default = default_option(t)
+            if default is None and eat("["):
                 k, v, _ = peek()
                 if k == "num" and t == "string":
                     limit = v
@@ -199,7 +221,7 @@ def parse(module: str, text: str, file: str = "<api>") -> Schema:
             else:
                 raise err(f"unknown type `{t}'", i - 2)
             expect(";")
-            out.append(Field(n, t, kind, array, limit))
+            out.append(Field(n, t, kind, array, limit, default))
         expect(";")
         return out
 

@@ -4,6 +4,8 @@ scapy-built VXLAN packets gives the inner frame byte for byte; encap gives what 
 from the same fields (the UDP source port is the flow hash's: checked in 49152-65535 and
 stable per flow); malformed packets are counted by name."""
 
+import struct
+
 from scapy.compat import raw
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -96,6 +98,23 @@ class TestVxlan(Ip4RouterTest):
                                  dst_address="10.0.0.9", encap_vrf_id=0,
                                  decap_next_node="", vni=77)
         assert not [d for d in api.vxlan_tunnel_dump(sw_if_index=0xffffffff) if d.vni == 77]
+
+    def test_api_omitted_fields_take_the_schema_defaults(self):
+        """`instance`, `mcast_sw_if_index` and a dump's `sw_if_index` are
+        `[default=0xffffffff]` in vxlan.api: omitted, they mean "first free" / "none" /
+        "every tunnel" — not instance 0 / interface 0 (local0)."""
+        api = self.vpp.api()
+        assert api.encode("vxlan_tunnel_dump", {}) == struct.pack("<I", 0xffffffff)
+        made = [api.vxlan_add_del_tunnel(is_add=True, src_address="10.0.0.1",
+                                         dst_address="10.0.0.9", vni=v).sw_if_index
+                for v in (81, 82)]
+        dump = {d.vni: d for d in api.vxlan_tunnel_dump()}
+        assert [dump[v].sw_if_index for v in (81, 82)] == made
+        assert dump[81].instance != dump[82].instance
+        for v in (81, 82):
+            api.vxlan_add_del_tunnel(is_add=False, src_address="10.0.0.1",
+                                     dst_address="10.0.0.9", vni=v)
+        assert not [d for d in api.vxlan_tunnel_dump() if d.vni in (81, 82)]
 
     def test_bad_input_names_the_token(self):
         self.assert_cli_error("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 16777216",

@@ -103,6 +103,10 @@ pub struct Field {
     pub ty: FieldType,
     /// `T name[]`: a variable-length array (u32 count, then the elements).
     pub array: bool,
+    /// `u32 name [default=0xffffffff]`: what a client sends when the caller omits the field
+    /// (unsigned scalars only; None: zero). Not part of the canonical form or the CRC: it
+    /// changes no encoding.
+    pub default: Option<u64>,
 }
 
 /// An `enum name : u8 { a = 1, ... };`.
@@ -363,7 +367,8 @@ impl Parser<'_> {
             }
             let mut array = false;
             let mut limit = None;
-            if self.eat_punct('[') {
+            let default = self.default_option(&tw)?;
+            if default.is_none() && self.eat_punct('[') {
                 match self.peek() {
                     Some(Tok::Num(n)) if tw == "string" => {
                         let n =
@@ -400,10 +405,50 @@ impl Parser<'_> {
                 },
             };
             self.expect_punct(';')?;
-            out.push(Field { name, ty, array });
+            out.push(Field {
+                name,
+                ty,
+                array,
+                default,
+            });
         }
         self.expect_punct(';')?;
         Ok(out)
+    }
+
+    /// `[default=<n>]` after a field name (VPP's field option), for an unsigned scalar of
+    /// type `tw` that `n` fits.
+    fn default_option(&mut self, tw: &str) -> Result<Option<u64>, SchemaError> {
+        let is_default =
+            |t: Option<&(Tok, usize)>| matches!(t, Some((Tok::Word(w), _)) if w == "default");
+        if self.peek() != Some(&Tok::Punct('[')) || !is_default(self.toks.get(self.pos + 1)) {
+            return Ok(None);
+        }
+        self.pos += 2;
+        self.expect_punct('=')?;
+        let bits = match Scalar::parse(tw) {
+            Some(Scalar::U8) => 8,
+            Some(Scalar::U16) => 16,
+            Some(Scalar::U32) => 32,
+            Some(Scalar::U64) => 64,
+            _ => return Err(self.err(format!("`default' needs an unsigned scalar, not `{tw}'"))),
+        };
+        let v = match self.next() {
+            Some(Tok::Num(n)) if bits == 64 || n >> bits == 0 => n,
+            Some(Tok::Num(n)) => {
+                self.pos -= 1;
+                return Err(self.err(format!("default {n} does not fit {tw}")));
+            }
+            t => {
+                self.pos -= 1;
+                return Err(self.err(format!(
+                    "expected a number, got {}",
+                    Self::describe(t.as_ref())
+                )));
+            }
+        };
+        self.expect_punct(']')?;
+        Ok(Some(v))
     }
 
     fn enum_def(&mut self, s: &Schema) -> Result<EnumDef, SchemaError> {
@@ -754,6 +799,39 @@ mod tests {
             s.canonical(&s.messages[0]),
             "route_add_del{bool is_add;prefix p;path{u32 sw_if_index;address nh;u32 weight;} paths[];enum mode:u8{polling=1,interrupt=2,adaptive=5,} m;string<16> tag;}"
         );
+    }
+
+    #[test]
+    fn default_option_is_kept_and_leaves_the_crc() {
+        let with = "option version = \"1.0.0\";\nautoreply define d { u32 sw_if_index [default=0xffffffff]; u8 n [default=7]; u32 x; };";
+        let s = Schema::parse("d", with, "d.api").unwrap();
+        let f = &s.messages[0].fields;
+        assert_eq!(
+            (f[0].default, f[1].default, f[2].default),
+            (Some(0xffff_ffff), Some(7), None)
+        );
+        let plain = Schema::parse(
+            "d",
+            &with
+                .replace(" [default=0xffffffff]", "")
+                .replace(" [default=7]", ""),
+            "d.api",
+        )
+        .unwrap();
+        assert_eq!(s.crc(&s.messages[0]), plain.crc(&plain.messages[0]));
+        for (bad, want) in [
+            (
+                "string s [default=1];",
+                "`default' needs an unsigned scalar, not `string'",
+            ),
+            ("u8 n [default=256];", "default 256 does not fit u8"),
+            ("u32 n [default=x];", "expected a number, got `x'"),
+            ("u32 n [default 1];", "expected `=', got `1'"),
+        ] {
+            let text = format!("option version = \"1.0.0\";\nautoreply define d {{ {bad} }};");
+            let e = Schema::parse("d", &text, "d.api").unwrap_err().to_string();
+            assert!(e.ends_with(want), "{bad}: {e}");
+        }
     }
 
     #[test]

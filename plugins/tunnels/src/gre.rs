@@ -202,7 +202,6 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::Protocol(47)],
     default_next: "ethernet-input",
-    same_space: |k| matches!(k, Kind::Gre { .. }),
 };
 
 /// Registers the four nodes.
@@ -341,9 +340,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// The `create gre tunnel` line recreating `sw` (`show running-config`).
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let tm = vm.ext_mut::<tunnel::Tunnels>();
-    let (_, t) = tm
-        .iter_kind(|k| matches!(k, Kind::Gre { .. }))
-        .find(|(_, t)| t.sw_if == sw)?;
+    let (_, t) = tm.by_sw_if(sw, |k| matches!(k, Kind::Gre { .. }))?;
     let mut s = format!("create gre tunnel src {} dst {}", t.src, t.dst);
     if t.kind == (Kind::Gre { teb: true }) {
         s.push_str(" teb");

@@ -417,7 +417,6 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::UdpPort(tunnel::GTPU_PORT)],
     default_next: "ethernet-input",
-    same_space: |k| matches!(k, Kind::Gtpu { .. }),
 };
 
 /// Registers the four nodes.

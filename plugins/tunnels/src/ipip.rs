@@ -141,7 +141,6 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::Protocol(4), LocalKey::Protocol(41)],
     default_next: "ethernet-input",
-    same_space: |k| k == Kind::Ipip,
 };
 
 /// Registers the four nodes.
@@ -190,8 +189,7 @@ pub fn add(vm: &mut Vlib, a: &IpipArgs) -> VnetResult<SwIfIndex> {
 pub fn del(vm: &mut Vlib, sw: SwIfIndex) -> VnetResult {
     let idx = vm
         .ext_mut::<tunnel::Tunnels>()
-        .iter_kind(|k| k == Kind::Ipip)
-        .find(|(_, t)| t.sw_if == sw)
+        .by_sw_if(sw, |k| k == Kind::Ipip)
         .map(|(i, _)| i)
         .ok_or_else(|| VnetError::NotFound(format!("sw_if_index {} is no ipip tunnel", sw.0)))?;
     tunnel::delete_index(vm, &PROTO, idx);
@@ -254,9 +252,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// The `create ipip tunnel` line recreating `sw` (`show running-config`).
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let tm = vm.ext_mut::<tunnel::Tunnels>();
-    let (_, t) = tm
-        .iter_kind(|k| k == Kind::Ipip)
-        .find(|(_, t)| t.sw_if == sw)?;
+    let (_, t) = tm.by_sw_if(sw, |k| k == Kind::Ipip)?;
     let mut s = format!(
         "create ipip tunnel src {} dst {} instance {}",
         t.src, t.dst, t.instance

@@ -183,7 +183,6 @@ pub static PROTO: Proto = Proto {
     ],
     local: &[LocalKey::UdpPort(tunnel::VXLAN_PORT)],
     default_next: "ethernet-input",
-    same_space: |k| k == Kind::Vxlan,
 };
 
 /// Registers the four nodes.
@@ -354,9 +353,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// The `create vxlan tunnel` line recreating `sw` (`show running-config`).
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let tm = vm.ext_mut::<tunnel::Tunnels>();
-    let (_, t) = tm
-        .iter_kind(|k| k == Kind::Vxlan)
-        .find(|(_, t)| t.sw_if == sw)?;
+    let (_, t) = tm.by_sw_if(sw, |k| k == Kind::Vxlan)?;
     let t = t.clone();
     let dst = match t.mcast_if {
         Some(m) => format!("group {} {}", t.dst, tunnel::if_name(vm, m)),

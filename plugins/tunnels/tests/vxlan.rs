@@ -441,3 +441,76 @@ fn vxlan4_multicast_group_floods_and_accepts_any_source() {
     assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), before + 1);
     assert_eq!(in_use(&vm), 0);
 }
+
+/// The tunnel table's indexes (key → tunnel, free slots, name instances) stay consistent
+/// through creations, deletions in the middle and reuse: the lowest free instance is
+/// taken again, a duplicate key is refused, the same key over the other family is not,
+/// and a tunnel in a reused slot decapsulates.
+#[test]
+fn many_tunnels_reuse_slots_instances_and_keys() {
+    let (mut vm, t) = setup(false);
+    let mk = |v: u32| format!("create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {v}");
+    for v in 100..400 {
+        assert_eq!(
+            cli(&mut vm, &t, &mk(v)),
+            format!("vxlan_tunnel{}\n", v - 99)
+        );
+    }
+    // Explicit instances above and inside the auto range.
+    cli(&mut vm, &t, &format!("{} instance 1000", mk(50)));
+    let e = t
+        .execute(&mut vm, &format!("{} instance 7", mk(51)))
+        .expect_err("instance taken")
+        .to_string();
+    assert!(e.contains("vxlan_tunnel7"), "{e}");
+    for v in [150, 120, 380] {
+        cli(&mut vm, &t, &format!("{} del", mk(v)));
+    }
+    let e = t
+        .execute(&mut vm, &format!("{} del", mk(150)))
+        .expect_err("deleted twice")
+        .to_string();
+    assert!(e.contains("no such tunnel"), "{e}");
+    let e = t.execute(&mut vm, &mk(200)).expect_err("dup").to_string();
+    assert!(e.contains("vxlan_tunnel101 has the same endpoints"), "{e}");
+    // Lowest free first: 21 (vni 120), then 51 (vni 150), 281 (vni 380), then 301.
+    for (v, inst) in [(500, 21), (501, 51), (502, 281), (503, 301)] {
+        assert_eq!(cli(&mut vm, &t, &mk(v)), format!("vxlan_tunnel{inst}\n"));
+    }
+    // The same endpoints and VNI over the other family are another tunnel.
+    cli(&mut vm, &t, "set interface ip address pg0 2001:db8::1/64");
+    assert_eq!(
+        cli(
+            &mut vm,
+            &t,
+            "create vxlan tunnel src 2001:db8::1 dst 2001:db8::2 vni 13"
+        ),
+        "vxlan_tunnel302\n"
+    );
+    // A tunnel in a reused slot decapsulates (vni 501 on vxlan_tunnel51, bridged to pg1).
+    for c in [
+        "set interface state vxlan_tunnel51 up",
+        "set interface l2 bridge vxlan_tunnel51 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let pg0 = mac_of(&vm, "pg0");
+    let inner = inner_frame(H1, H2, 40);
+    let frames = vec![
+        vxlan_outer4(&inner, 5555, 501, pg0, false),
+        vxlan_outer4(&inner, 5555, 150, pg0, false),
+    ];
+    let out = run(&mut vm, &t, "pg0", "pg1", &frames, 1);
+    assert_eq!(out, vec![inner.clone()]);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel51", ifc::RX_PACKETS), 1);
+    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 1);
+    let tunnels = vm
+        .ext::<sluice_tunnels::tunnel::Tunnels>()
+        .expect("tunnels");
+    // vxlan_tunnel0, 300, instance 1000, 3 deleted, 4, the IPv6 one.
+    assert_eq!(
+        tunnels.list.iter().flatten().count(),
+        1 + 300 + 1 - 3 + 4 + 1
+    );
+    assert_eq!(in_use(&vm), 0);
+}
