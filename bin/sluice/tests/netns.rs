@@ -1634,7 +1634,8 @@ fn tap_host_routes_to_af_packet_host() {
     tcp_transfer(&tns, &b, "10.96.2.2", 2 << 20);
     tcp_transfer(&b, &tns, "10.96.1.2", 2 << 20);
     assert!(counter(&d, "tap7", "rx packets") > 1000);
-    assert!(counter(&d, "tap7", "tx packets") > 1000);
+    // B's TSO aggregates go into the tap whole (GSO passthrough): fewer packets, all bytes.
+    assert!(counter(&d, "tap7", "tx bytes") > 2 << 20);
 
     d.ok("set interface rx-mode tap7 interrupt");
     std::thread::sleep(Duration::from_millis(300));

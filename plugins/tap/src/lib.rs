@@ -508,6 +508,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
     sluice_vnet::devices::set_tx_entry(vm, tx_node, sw, Some(entry), |n: &mut TapTx| &mut n.table);
+    sluice_vnet::output::set_gso(vm, sw, true);
     let hz = vm.shared.clock.hz();
     let mut rx = Vec::new();
     let mut stats = Vec::new();

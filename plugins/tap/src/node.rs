@@ -21,11 +21,14 @@
 //!   epoll (readable = a frame is queued) and read until `EAGAIN` or a full frame.
 //!
 //! `tap-tx` (internal): the transmit node of every tap interface: one `writev` per packet of
-//! `[zeroed virtio_net_hdr][buffer chain]` on queue `thread mod num-tx-queues`.
-//! - uses: `tx_if`, buffer chains. sets: nothing; frees every buffer. next: none.
+//! `[virtio_net_hdr][buffer chain]` on queue `thread mod num-tx-queues`; the header is zero
+//! except for a GSO aggregate (flag `GSO`, `sluice_vnet::offload::vnet_hdr`), which the
+//! kernel takes whole and cuts (taps declare themselves GSO-capable to `interface-output`).
+//! - uses: `tx_if`, buffer chains, the `gso_*` metadata. sets: nothing; frees every buffer.
+//!   next: none.
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
-//!   is down), `no_interface` (error: interface deleted while the packet was in flight), each
+//!   is down, or an aggregate whose headers do not parse), `no_interface` (error: interface deleted while the packet was in flight), each
 //!   also counted as interface `tx-error` except `no_interface` (taken off `tx packets` /
 //!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
@@ -428,8 +431,29 @@ impl TapTx {
             iov_len: 0,
         }; MAX_SEGS + 1];
         for &b in run {
+            // A GSO aggregate goes to the kernel whole, described in its virtio_net_hdr
+            // (the kernel cuts it); every other packet behind a zeroed one.
+            let mut gso_hdr = zero;
+            // SAFETY: owned by this node; a read-only view, dropped at the end of the block.
+            let bad = unsafe {
+                let v = pool.buffer(b);
+                if v.hdr.flags & sluice_buffer::flags::GSO != 0 {
+                    match offload::vnet_hdr(v.hdr, v.data()) {
+                        Some(vh) => gso_hdr = vh,
+                        None => {
+                            err += 1;
+                            lost += v.total_len() as u64;
+                            e.subs.sub_tx_failed(t, v.hdr);
+                        }
+                    }
+                }
+                gso_hdr == zero && v.hdr.flags & sluice_buffer::flags::GSO != 0
+            };
+            if bad {
+                continue;
+            }
             iov[0] = libc::iovec {
-                iov_base: zero.as_ptr() as *mut libc::c_void,
+                iov_base: gso_hdr.as_ptr() as *mut libc::c_void,
                 iov_len: VNET_HDR_LEN,
             };
             let mut n = 1;
