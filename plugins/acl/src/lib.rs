@@ -351,7 +351,9 @@ fn tcp_seg(d: &[u8], v6: bool) -> Option<TcpSeg> {
         ack: be32(8),
         win: u16::from_be_bytes([h[14], h[15]]),
         flags,
-        len: (t.len() - hlen) as u32,
+        // From the IP length, not the first buffer's bytes: a GSO aggregate a driver kept
+        // whole is a chain, and its data ends where the IP header says.
+        len: ip_len.saturating_sub(l4 + hlen) as u32,
         wscale,
     })
 }
