@@ -9,6 +9,7 @@ mod ip4;
 mod ip6;
 mod ip_shared;
 mod l2;
+mod l2_learn;
 mod l2patch;
 mod loopback;
 mod rpf;
