@@ -10,6 +10,7 @@ mod ip6;
 mod ip_shared;
 mod l2;
 mod l2_learn;
+mod l2_output;
 mod l2patch;
 mod loopback;
 mod rpf;
