@@ -13,6 +13,7 @@ mod l2_learn;
 mod l2_output;
 mod l2patch;
 mod loopback;
+mod pg;
 mod rpf;
 
 use sluice_vnet::testing::{pkt, NodeTest};
