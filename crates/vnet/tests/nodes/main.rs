@@ -13,6 +13,7 @@ mod l2_learn;
 mod l2_output;
 mod l2patch;
 mod loopback;
+mod neighbor;
 mod pg;
 mod rpf;
 
