@@ -4,8 +4,8 @@
 //!
 //! This module holds the state shared by the nodes, the bridge-domain/L2 FIB control plane
 //! and the CLI. Nodes, one file each:
-//! - [`input`]: `l2-input` (internal), the per-packet cross-connect/bridging decision.
-//! - [`learn`]: `l2-learn-process` (process, main thread), learning and aging.
+//! - `input.rs`: `l2-input` (internal), the per-packet cross-connect/bridging decision.
+//! - `learn.rs`: `l2-learn-process` (process, main thread), learning and aging.
 
 mod input;
 mod learn;
