@@ -4,7 +4,7 @@ use super::*;
 use sluice_wire::arp::{op, ArpRepr, LEN};
 use sluice_wire::Mac;
 
-fn arp(op: u16, spa: &str, tpa: &str) -> Vec<u8> {
+pub(super) fn arp(op: u16, spa: &str, tpa: &str) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
     ArpRepr {
         op,

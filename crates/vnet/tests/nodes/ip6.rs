@@ -164,7 +164,7 @@ fn local_answers_echo_and_refuses_closed_udp_ports() {
 }
 
 /// An NS or NA (hop limit 255, valid checksum) without an Ethernet header.
-fn nd6(src: &str, dst: &str, m: sluice_wire::icmpv6::NdiscRepr) -> Vec<u8> {
+pub(super) fn nd6(src: &str, dst: &str, m: sluice_wire::icmpv6::NdiscRepr) -> Vec<u8> {
     use sluice_wire::icmpv6::Icmpv6Packet;
     let (s, d): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
         (src.parse().unwrap(), dst.parse().unwrap());

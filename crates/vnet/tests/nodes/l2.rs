@@ -4,7 +4,7 @@ use super::*;
 use sluice_buffer::BufIdx;
 
 /// loop0 (from `setup`), loop1 and loop2 up; `l2-input` under test.
-fn three_ports() -> (NodeTest, [u32; 3]) {
+pub(super) fn three_ports() -> (NodeTest, [u32; 3]) {
     let (mut t, l0) = setup("l2-input");
     t.cli(
         "create loopback interface
@@ -18,7 +18,7 @@ fn three_ports() -> (NodeTest, [u32; 3]) {
 
 /// Frames received on `rx` with the L2 metadata `ethernet-input` sets: bridge domain `bd`
 /// (0: cross-connected to `tx`).
-fn receive(t: &mut NodeTest, rx: u32, bd: u16, tx: u32, frames: &[Vec<u8>]) {
+pub(super) fn receive(t: &mut NodeTest, rx: u32, bd: u16, tx: u32, frames: &[Vec<u8>]) {
     let bufs: Vec<BufIdx> = frames
         .iter()
         .map(|f| {
@@ -32,15 +32,15 @@ fn receive(t: &mut NodeTest, rx: u32, bd: u16, tx: u32, frames: &[Vec<u8>]) {
     t.inject(&bufs);
 }
 
-fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
+pub(super) fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     let mut f = udp4("10.0.0.2", "10.0.0.3");
     f[0..6].copy_from_slice(&dst);
     f[6..12].copy_from_slice(&src);
     f
 }
 
-const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
-const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+pub(super) const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 #[test]
 fn xconnect_sends_every_frame_to_the_peer() {

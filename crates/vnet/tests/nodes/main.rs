@@ -9,8 +9,12 @@ mod ip4;
 mod ip6;
 mod ip_shared;
 mod l2;
+mod l2_learn;
+mod l2_output;
 mod l2patch;
 mod loopback;
+mod neighbor;
+mod pg;
 mod rpf;
 
 use sluice_vnet::testing::{pkt, NodeTest};

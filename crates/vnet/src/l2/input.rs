@@ -1,0 +1,429 @@
+//! `l2-input` (internal): frames of L2 interfaces (set by `ethernet-input`), a frame at a
+//! time: keys first, then the L2 FIB lookups of the whole frame in batches (hashes
+//! computed and buckets prefetched ahead, `BihashTable::lookup_many`), then the decisions.
+//! - uses: `l2.bd_index` (0: cross-connect, `tx_if` = peer), `rx_if`, the Ethernet header.
+//! - sets: `tx_if` (known destination or each flood member); allocates copies for floods;
+//!   for frames to the bridge's BVI: `rx_if` = the BVI and the `L2_TO_BVI` flag.
+//! - next: `interface-output` (0), or the first feature enabled on the tx interface's
+//!   `l2-output` arc (flooded copies included); `error-drop` (1); `ethernet-input` (2) for
+//!   frames to the BVI (routed from there: the bridge's L3 interface; not an output).
+//! - counters: `xconnect`, `forwarded`, `flooded` (info), `filtered` (destination on the rx
+//!   interface), `split_horizon` (destination in the rx interface's split-horizon group; floods
+//!   skip those members), `uu_dropped` (unknown unicast, uu-flood off), `no_member` (nothing to flood
+//!   to, or a bridge domain deleted under traffic), `no_buffer` (copy for flooding failed),
+//!   `learn_events` (info), `runt` (shorter than an Ethernet header: never from
+//!   `ethernet-input`, counted rather than trusted).
+
+use super::{BdCfg, L2Shared, STATIC};
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_graph::{Cx, Next, NodeFn};
+use std::any::Any;
+use std::sync::Arc;
+
+/// What `l2-input` reads per packet of a bridge domain's settings (a copy of its [`BdCfg`]'s
+/// flags, kept next to it).
+#[derive(Copy, Clone, Debug, Default)]
+pub(super) struct BdFlags {
+    /// The bridge domain exists.
+    on: bool,
+    learn: bool,
+    forward: bool,
+    flood: bool,
+    uu_flood: bool,
+    /// Some member is in a split-horizon group.
+    shg: bool,
+    /// The BVI, `u32::MAX` for none.
+    bvi: u32,
+}
+
+impl BdFlags {
+    pub(super) fn of(c: Option<&BdCfg>) -> BdFlags {
+        match c {
+            None => BdFlags::default(),
+            Some(c) => BdFlags {
+                on: true,
+                learn: c.learn,
+                forward: c.forward,
+                flood: c.flood,
+                uu_flood: c.uu_flood,
+                shg: c.shg.iter().any(|&g| g != 0),
+                bvi: c.bvi.unwrap_or(u32::MAX),
+            },
+        }
+    }
+}
+
+/// `l2-input`'s per-packet plan from its first pass: which FIB lookups the packet needs.
+const LOOK_DST: u8 = 1;
+const LOOK_SRC: u8 = 2;
+/// Finished in the first pass.
+const CROSS_CONNECTED: u8 = 4;
+
+/// `l2-input` instance.
+pub struct L2Input {
+    shared: Arc<L2Shared>,
+    pub(super) bds: Vec<Option<BdCfg>>,
+    /// `bds`' flags, same index.
+    pub(super) flags: Vec<BdFlags>,
+    recent: [(u64, u32, u32); 64],
+    features: Arc<crate::feature::FeatureNext>,
+    slot: usize,
+    // Per-frame: whether any interface has `l2-output` features, and the last tx interface
+    // with its `l2-output` arc next.
+    out_any: bool,
+    out: Option<(u32, Next)>,
+    /// Learning events of the current frame (capacity one frame: never reallocates).
+    pending: Vec<(u64, u32)>,
+    /// Per frame: each packet's lookups (`LOOK_*`), its next arc.
+    plan: [u8; sluice_graph::FRAME_SIZE],
+    nexts: [u16; sluice_graph::FRAME_SIZE],
+    /// Per frame: the destination keys of the packets that look theirs up, in frame order,
+    /// and what the FIB holds for them; the same for source keys (learning).
+    dkeys: [u64; sluice_graph::FRAME_SIZE],
+    dvals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    skeys: [u64; sluice_graph::FRAME_SIZE],
+    svals: [Option<u64>; sluice_graph::FRAME_SIZE],
+    /// Per frame: packets forwarded to a known MAC (counted once per frame).
+    forwarded: u64,
+    /// Per frame: the last bridge domain looked at and its flags (frames usually come from
+    /// one interface, so one bridge domain).
+    last_bd: (u16, BdFlags),
+}
+
+impl L2Input {
+    pub(super) fn new(
+        shared: Arc<L2Shared>,
+        features: Arc<crate::feature::FeatureNext>,
+        slot: usize,
+    ) -> L2Input {
+        const F: usize = sluice_graph::FRAME_SIZE;
+        L2Input {
+            shared,
+            bds: Vec::new(),
+            flags: Vec::new(),
+            recent: [(0, 0, 0); 64],
+            features,
+            slot,
+            out_any: false,
+            out: None,
+            pending: Vec::with_capacity(F),
+            plan: [0; F],
+            nexts: [0; F],
+            dkeys: [0; F],
+            dvals: [None; F],
+            skeys: [0; F],
+            svals: [None; F],
+            forwarded: 0,
+            last_bd: (0, BdFlags::default()),
+        }
+    }
+
+    /// The flags of bridge domain `bd` (not 0), through the per-frame `last_bd`.
+    #[inline(always)]
+    fn flags_of(&mut self, bd: u16) -> BdFlags {
+        if self.last_bd.0 != bd {
+            self.last_bd = (bd, self.flags.get(bd as usize).copied().unwrap_or_default());
+        }
+        self.last_bd.1
+    }
+
+    /// The arc towards `interface-output` for a frame sent on `tx` (through the features
+    /// enabled on its `l2-output` arc).
+    #[inline(always)]
+    fn output(&mut self, tx: u32) -> Next {
+        if !self.out_any {
+            return L2Next::Output.next();
+        }
+        match self.out {
+            Some((i, n)) if i == tx => n,
+            _ => {
+                let n = self.features.next(self.slot, tx, L2Next::Output.next());
+                self.out = Some((tx, n));
+                n
+            }
+        }
+    }
+}
+
+sluice_graph::arcs! {
+    /// `l2-input`'s next arcs.
+    pub enum L2Next {
+        /// To `interface-output`.
+        Output => crate::output::NAME,
+        /// To `error-drop`.
+        Drop => "error-drop",
+        /// To `ethernet-input`.
+        EthernetInput => crate::ethernet::ETHERNET_INPUT,
+    }
+}
+
+sluice_graph::counters! {
+    /// `l2-input`'s counters.
+    pub enum L2Counter {
+        /// L2 cross-connect frames.
+        Xconnect => info("xconnect", "L2 cross-connect frames"),
+        /// L2 frames forwarded to a learned MAC.
+        Forwarded => info("forwarded", "L2 frames forwarded to a learned MAC"),
+        /// L2 frames flooded.
+        Flooded => info("flooded", "L2 frames flooded"),
+        /// L2 destination on the receiving interface.
+        Filtered => error("filtered", "L2 destination on the receiving interface"),
+        /// L2 unknown unicast dropped (uu-flood off).
+        UuDropped => error("uu_dropped", "L2 unknown unicast dropped (uu-flood off)"),
+        /// L2 no bridge member to send to.
+        NoMember => error("no_member", "L2 no bridge member to send to"),
+        /// L2 flood copy: no buffer.
+        NoBuffer => error("no_buffer", "L2 flood copy: no buffer"),
+        /// L2 MAC learning events.
+        LearnEvents => info("learn_events", "L2 MAC learning events"),
+        /// L2 destination in the source's split-horizon group.
+        SplitHorizon => error("split_horizon", "L2 destination in the source's split-horizon group"),
+        /// L2 frame shorter than an Ethernet header.
+        Runt => error("runt", "L2 frame shorter than an Ethernet header"),
+    }
+}
+
+/// The L2 FIB key of the 6-byte MAC at `h[at..at + 6]` in bridge domain `bd`: one 8-byte
+/// load (the two bytes after the MAC shifted out) instead of six byte moves.
+#[inline(always)]
+fn key_at(h: &[u8; 14], at: usize, bd: u16) -> u64 {
+    let w = u64::from_be_bytes(*h[at..].first_chunk::<8>().unwrap_or(&[0; 8]));
+    w >> 16 | (bd as u64) << 48
+}
+
+impl NodeFn for L2Input {
+    /// Three passes: (1) read every packet's bridge domain and MACs and collect the keys
+    /// to look up (cross-connected packets are finished here); (2) look the keys up in
+    /// batches (`lookup_many`: hashes first, buckets prefetched, so a big FIB's cache misses
+    /// overlap); (3) decide each bridged packet with its results.
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        const F: usize = sluice_graph::FRAME_SIZE;
+        let arena = cx.arena();
+        let n = frame.len().min(F);
+        let frame = &frame[..n];
+        self.out_any = self.features.any(self.slot);
+        self.out = None;
+        self.last_bd = (0, BdFlags::default());
+        let (mut nd, mut ns, mut xc, mut bridged) = (0usize, 0usize, 0u64, false);
+        let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
+        for (j, &bi) in frame.iter().enumerate() {
+            if let Some(&a) = ahead.get(j) {
+                arena.prefetch(a);
+            }
+            let (bd, tx) = {
+                // SAFETY: the dispatcher hands this node exclusive ownership of every index
+                // in `frame`; the reference is dropped before the buffer view below is made.
+                let h = unsafe { arena.header(bi) };
+                (h.l2.bd_index, h.tx_if)
+            };
+            if bd == 0 {
+                xc += 1;
+                self.plan[j] = CROSS_CONNECTED;
+                self.nexts[j] = self.output(tx).0;
+                continue;
+            }
+            bridged = true;
+            // SAFETY: as above; the view lives for this iteration only.
+            let v = unsafe { arena.buffer(bi) };
+            let mut p = 0;
+            let f = self.flags_of(bd);
+            if let (true, Some(h)) = (f.on, v.head::<14>()) {
+                if h[0] & 1 == 0 {
+                    self.dkeys[nd & (F - 1)] = key_at(h, 0, bd);
+                    nd += 1;
+                    p |= LOOK_DST;
+                }
+                if f.learn && h[6] & 1 == 0 {
+                    self.skeys[ns & (F - 1)] = key_at(h, 6, bd);
+                    ns += 1;
+                    p |= LOOK_SRC;
+                }
+            }
+            self.plan[j] = p;
+        }
+        if xc != 0 {
+            cx.count(L2Counter::Xconnect, xc);
+        }
+        if bridged {
+            let fib = &self.shared.fib;
+            fib.lookup_many(&self.dkeys[..nd.min(F)], &mut self.dvals[..nd.min(F)]);
+            fib.lookup_many(&self.skeys[..ns.min(F)], &mut self.svals[..ns.min(F)]);
+            let now = if ns != 0 { cx.now_secs() as u32 } else { 0 };
+            let (mut di, mut si) = (0usize, 0usize);
+            for (j, &bi) in frame.iter().enumerate() {
+                let p = self.plan[j];
+                if p == CROSS_CONNECTED {
+                    continue;
+                }
+                // SAFETY: as above.
+                let mut v = unsafe { arena.buffer(bi) };
+                let dst = if p & LOOK_DST != 0 {
+                    di += 1;
+                    Some(self.dvals[(di - 1) & (F - 1)])
+                } else {
+                    None
+                };
+                if p & LOOK_SRC != 0 {
+                    si += 1;
+                    let k = self.skeys[(si - 1) & (F - 1)];
+                    self.learn(cx, &v, k, self.svals[(si - 1) & (F - 1)], now);
+                }
+                let f = self.flags_of(v.hdr.l2.bd_index);
+                self.nexts[j] = self.bridge(cx, &mut v, f, dst).0;
+            }
+            if self.forwarded != 0 {
+                cx.count(L2Counter::Forwarded, self.forwarded);
+                self.forwarded = 0;
+            }
+        }
+        if !self.pending.is_empty() {
+            if let Ok(mut l) = self.shared.learned.lock() {
+                let room = 65536usize.saturating_sub(l.len());
+                let n = self.pending.len().min(room);
+                l.extend_from_slice(&self.pending[..n]);
+            }
+            self.pending.clear();
+        }
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl L2Input {
+    /// Learning: queues an event for source key `k` (FIB value `v`) of a frame received on
+    /// `b`'s rx interface, unless the entry is static or fresh for that interface.
+    #[inline(always)]
+    fn learn(&mut self, cx: &mut Cx, b: &Buffer<'_>, k: u64, v: Option<u64>, now: u32) {
+        let rx = b.hdr.rx_if;
+        let stale = match v {
+            None => true,
+            Some(v) => {
+                v & STATIC == 0
+                    && ((v as u32) != rx || now.wrapping_sub((v >> 40) as u32 & 0xff_ffff) > 10)
+            }
+        };
+        if !stale {
+            return;
+        }
+        // At most one event per MAC and interface per second per thread.
+        let slot = &mut self.recent[(k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
+        if slot.0 != k || slot.1 != rx || now != slot.2 {
+            *slot = (k, rx, now);
+            // Published at the end of the frame: one lock per frame, not per event.
+            if self.pending.len() < sluice_graph::FRAME_SIZE {
+                self.pending.push((k, rx));
+            }
+            cx.count(L2Counter::LearnEvents, 1);
+        }
+    }
+
+    /// A bridged packet (`l2.bd_index` non-zero): forward, flood, filter or drop.
+    /// `dst` is what the FIB holds for its destination when it was looked up (`None`:
+    /// not looked up: broadcast/multicast, runt or unknown bridge domain).
+    #[inline(always)]
+    fn bridge(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        f: BdFlags,
+        dst: Option<Option<u64>>,
+    ) -> Next {
+        let bd = b.hdr.l2.bd_index;
+        if !f.on {
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
+        }
+        if b.len() < 14 {
+            b.hdr.error = cx.error(L2Counter::Runt);
+            return L2Next::Drop.next();
+        }
+        let rx = b.hdr.rx_if;
+        let flood = match dst {
+            // Broadcast or multicast.
+            None => f.flood,
+            Some(Some(v)) if f.forward => {
+                let tx = v as u32;
+                if tx == rx {
+                    b.hdr.error = cx.error(L2Counter::Filtered);
+                    return L2Next::Drop.next();
+                }
+                if f.shg {
+                    if let Some(Some(c)) = self.bds.get(bd as usize) {
+                        let g = c.shg_of(rx);
+                        if g != 0 && c.shg_of(tx) == g {
+                            b.hdr.error = cx.error(L2Counter::SplitHorizon);
+                            return L2Next::Drop.next();
+                        }
+                    }
+                }
+                self.forwarded += 1;
+                if tx == f.bvi {
+                    return to_bvi(b, tx);
+                }
+                b.hdr.tx_if = tx;
+                return self.output(tx);
+            }
+            Some(_) => f.uu_flood,
+        };
+        if !flood {
+            b.hdr.error = cx.error(L2Counter::UuDropped);
+            return L2Next::Drop.next();
+        }
+        self.flood(cx, b)
+    }
+
+    /// Floods a bridged packet: copies to every member it may go to but the last, the
+    /// packet itself to the last.
+    #[inline(never)]
+    fn flood(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        let bd = b.hdr.l2.bd_index;
+        let rx = b.hdr.rx_if;
+        let Some(Some(cfg)) = self.bds.get(bd as usize) else {
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
+        };
+        let g = cfg.shg_of(rx);
+        let Some(last) = (0..cfg.members.len()).rposition(|k| cfg.may_send(k, rx, g)) else {
+            b.hdr.error = cx.error(L2Counter::NoMember);
+            return L2Next::Drop.next();
+        };
+        // Copies for every member but the last; the original goes to the last one.
+        for (k, &m) in cfg.members.iter().enumerate() {
+            if k == last || !cfg.may_send(k, rx, g) {
+                continue;
+            }
+            match cx.bufs().alloc_with(b.data()) {
+                Some(c) => {
+                    // SAFETY: freshly allocated by this node; no other view exists.
+                    let mut v = unsafe { cx.buffer(c) };
+                    v.hdr.tx_if = m;
+                    v.hdr.rx_if = rx;
+                    let next = if cfg.bvi == Some(m) {
+                        to_bvi(&mut v, m)
+                    } else {
+                        self.features.next(self.slot, m, L2Next::Output.next())
+                    };
+                    cx.enqueue(next, c);
+                }
+                None => cx.count(L2Counter::NoBuffer, 1),
+            }
+        }
+        cx.count(L2Counter::Flooded, 1);
+        let m = cfg.members[last];
+        if cfg.bvi == Some(m) {
+            return to_bvi(b, m);
+        }
+        b.hdr.tx_if = m;
+        self.features.next(self.slot, m, L2Next::Output.next())
+    }
+}
+
+/// Hands a bridged frame to the BVI's L3 side (through `ethernet-input`).
+#[inline(always)]
+fn to_bvi(b: &mut Buffer<'_>, bvi: u32) -> Next {
+    b.hdr.rx_if = bvi;
+    b.hdr.flags |= sluice_buffer::flags::L2_TO_BVI;
+    L2Next::EthernetInput.next()
+}
