@@ -481,7 +481,15 @@ class TestTracePcapSave(ApiTest):
         pg, _ = self.pg_pair()
         a.trace_add(node_name="pg-input", count=2)
         self.run_stream(pg)
-        pkts = a.trace_dump(max=0)
+        # `sent` counts what pg-input emitted: a traced packet may still be on its way to
+        # pg-tx (its trace still growing), so wait until both traces reached the end.
+        deadline = time.monotonic() + 5
+        while True:
+            pkts = a.trace_dump(max=0)
+            done = len(pkts) == 2 and all(": pg-tx" in p.trace_data for p in pkts)
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         assert [(p.thread_index, p.packet_number) for p in pkts] == [(0, 1), (0, 2)], pkts
         assert ": pg-input" in pkts[0].trace_data and ": pg-tx" in pkts[0].trace_data
         # The same text as `show trace`.

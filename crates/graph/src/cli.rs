@@ -482,7 +482,6 @@ pub struct TracedPacket {
 /// The traced packets, at most `max` per thread, by thread (`show trace`, `trace_dump`).
 pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
     let clock = vm.shared.clock;
-    let base_tsc = clock.now_tsc() as f64 - clock.now_secs() * clock.hz();
     let decode = vm.ext::<crate::trace::TraceDecoder>().and_then(|d| d.0);
     let store = vm.shared.trace.lock();
     let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); vm.n_threads()];
@@ -505,7 +504,7 @@ pub fn traced_packets(vm: &Vlib, max: usize) -> Vec<TracedPacket> {
         for (k, &pi) in pkts.iter().take(max).enumerate() {
             let mut text = String::new();
             for e in &store.packets[pi] {
-                let secs = (e.tsc as f64 - base_tsc) / clock.hz();
+                let secs = clock.secs_at(e.tsc);
                 let _ = writeln!(
                     text,
                     "{}: {}",

@@ -104,7 +104,14 @@ impl Clock {
     /// Seconds since the clock started, from the TSC.
     #[inline]
     pub fn now_secs(&self) -> f64 {
-        rdtsc().wrapping_sub(self.tsc0) as f64 / self.hz
+        self.secs_at(rdtsc())
+    }
+
+    /// Seconds since the clock was calibrated at TSC value `tsc` (the same value for the
+    /// same `tsc`, whenever it is asked: trace timestamps print alike everywhere).
+    #[inline]
+    pub fn secs_at(&self, tsc: u64) -> f64 {
+        tsc.wrapping_sub(self.tsc0) as f64 / self.hz
     }
 }
 
