@@ -120,7 +120,12 @@ pub unsafe extern "C" fn sluice_attach(app_socket: *const c_char, name: *const c
 #[no_mangle]
 pub extern "C" fn sluice_detach() -> c_int {
     match lock().take() {
-        Some(_) => 0,
+        Some(mut st) => {
+            // Dropping the attachment alone would make Sluice abort every connection
+            // (RST, queued data lost); closing first sends the data and a FIN.
+            st.socks.close_all();
+            0
+        }
         None => -libc::ENOTCONN,
     }
 }
