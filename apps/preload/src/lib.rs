@@ -193,9 +193,14 @@ fn attached() -> bool {
     );
     match Sockets::attach(&path, &name) {
         Ok(mut socks) => {
-            let spin = std::env::var("SLUICE_BUSY_POLL_US").ok();
-            if let Some(us) = spin.and_then(|v| v.parse::<u64>().ok()) {
-                socks.app_mut().set_busy_poll(Duration::from_micros(us));
+            if let Ok(v) = std::env::var("SLUICE_BUSY_POLL_US") {
+                match v.parse::<u64>() {
+                    Ok(us) => socks.app_mut().set_busy_poll(Duration::from_micros(us)),
+                    Err(_) => eprintln!(
+                        "sluice-preload: SLUICE_BUSY_POLL_US={v:?} is not a number of µs; \
+                         not busy-polling"
+                    ),
+                }
             }
             *g.0 = Some(Pre {
                 socks,
