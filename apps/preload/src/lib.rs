@@ -990,8 +990,13 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         } else {
             0
         };
-        // SAFETY: `kernel` is a valid pollfd array of its length.
-        let k = unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) };
+        // Only Sluice sockets and nothing to sleep on: no system call.
+        let k = if kernel.is_empty() {
+            0
+        } else {
+            // SAFETY: `kernel` is a valid pollfd array of its length.
+            unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) }
+        };
         let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if sleep {
             let g = lock();
