@@ -31,8 +31,8 @@
 //!   `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on).
 //!
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
-//! (accepted, no half-close), `sendmsg`/`recvmsg`, `MSG_PEEK`, edge-triggered epoll
-//! (reported as level-triggered). Calls from several threads are serialised by one lock.
+//! (accepted, no half-close), `sendmsg`/`recvmsg`, edge-triggered epoll (reported as
+//! level-triggered); `recv` with `MSG_PEEK` or `MSG_OOB` fails with `EOPNOTSUPP`. Calls from several threads are serialised by one lock.
 //!
 //! `SLUICE_BUSY_POLL_US=<µs>`: `poll`/`select`/`epoll_wait` and blocking calls spin on the
 //! event queue that long before they sleep (a CPU for wake-up latency, as `App::wait`).
@@ -483,6 +483,9 @@ fn recv_impl(
     addr: *mut libc::sockaddr,
     len: *mut libc::socklen_t,
 ) -> isize {
+    if flags & (libc::MSG_PEEK | libc::MSG_OOB) != 0 {
+        return fail(libc::EOPNOTSUPP); // a read would consume what the caller only peeks at
+    }
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
     }

@@ -7,9 +7,11 @@
                                           every byte; prints "ok <bytes> <local addr>"
   sockets.py server <port>               accept one connection, echo until end of stream
                                           (blocking recv/sendall); prints "ready", "echoed <n>"
-  sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked;
+  sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked
+                                          (recv with MSG_PEEK fails with EOPNOTSUPP);
                                           prints "ok <count>"
 """
+import errno
 import os
 import selectors
 import socket
@@ -99,6 +101,15 @@ def server(port):
 def udp(ip, port, count):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(5)
+    s.sendto(b"peek", (ip, port))
+    try:
+        s.recv(2048, socket.MSG_PEEK)
+        sys.exit("MSG_PEEK succeeded (and consumed the datagram)")
+    except OSError as e:
+        if e.errno != errno.EOPNOTSUPP:
+            raise
+    if s.recv(2048) != b"peek":
+        sys.exit("the datagram after MSG_PEEK differs")
     for i in range(count):
         p = pat(i, 1 + i * 97 % 1400)
         s.sendto(p, (ip, port))
