@@ -667,6 +667,24 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) 
     }
     // SAFETY: the caller passes `cnt` iovecs.
     let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    if matches!(with(h, |s, h| s.kind(h)), Ok((Kind::Udp, _))) {
+        // One datagram of all the buffers, as the kernel sends.
+        let mut d = [0u8; sluice_session::MAX_DGRAM];
+        let mut n = 0usize;
+        for x in v.iter().filter(|x| x.iov_len > 0) {
+            if x.iov_base.is_null() {
+                return fail(libc::EFAULT);
+            }
+            if x.iov_len > d.len() - n {
+                return fail(libc::EMSGSIZE);
+            }
+            // SAFETY: the caller passes `iov_len` readable bytes at `iov_base`.
+            let b = unsafe { std::slice::from_raw_parts(x.iov_base as *const u8, x.iov_len) };
+            d[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        }
+        return send_impl(h, d.as_ptr().cast(), n, 0, None);
+    }
     let mut done = 0usize;
     for x in v.iter().filter(|x| x.iov_len > 0) {
         // After the first buffer, only what fits now (a short write, as the kernel does).

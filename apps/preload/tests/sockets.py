@@ -8,7 +8,8 @@
   sockets.py server <port>               accept one connection, echo until end of stream
                                           (blocking recv/sendall); prints "ready", "echoed <n>"
   sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked
-                                          (recv with MSG_PEEK fails with EOPNOTSUPP);
+                                          (recv with MSG_PEEK fails with EOPNOTSUPP,
+                                          writev sends one datagram);
                                           prints "ok <count>"
 """
 import errno
@@ -116,6 +117,14 @@ def udp(ip, port, count):
         b, frm = s.recvfrom(2048)
         if b != p or frm != (ip, port):
             sys.exit(f"datagram {i} differs ({len(b)} bytes from {frm})")
+    # writev on a connected socket sends one datagram of all its buffers.
+    c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    c.settimeout(5)
+    c.connect((ip, port))
+    os.writev(c.fileno(), [b"one ", b"", b"datagram"])
+    if c.recv(2048) != b"one datagram":
+        sys.exit("writev did not send one datagram")
+    c.close()
     s.close()
     print(f"ok {count}", flush=True)
 
