@@ -32,7 +32,9 @@
 //!
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
 //! (accepted, no half-close), `sendmsg`/`recvmsg`, edge-triggered epoll (reported as
-//! level-triggered); `recv` with `MSG_PEEK` or `MSG_OOB` fails with `EOPNOTSUPP`. Calls from several threads are serialised by one lock.
+//! level-triggered); `recv` with `MSG_PEEK` or `MSG_OOB` fails with `EOPNOTSUPP`. Calls
+//! from several threads are serialised by one lock, which a blocking call releases while
+//! it sleeps.
 //!
 //! `SLUICE_BUSY_POLL_US=<µs>`: `poll`/`select`/`epoll_wait` and blocking calls spin on the
 //! event queue that long before they sleep (a CPU for wake-up latency, as `App::wait`).
@@ -235,36 +237,19 @@ fn with<T>(h: u32, f: impl FnOnce(&mut Sockets, u32) -> io::Result<T>) -> Result
     f(&mut g.pre().socks, h).map_err(|e| sock::errno_of(&e))
 }
 
-/// Retries `f` while it says `WouldBlock`, sleeping between tries, unless the socket (or
-/// this call: `dontwait`) is non-blocking.
+/// Retries `f` while it says `WouldBlock`, sleeping between tries without the lock
+/// ([`sock::blocking`]), unless the socket (or this call: `dontwait`) is non-blocking.
 fn blocking<T>(
     h: u32,
     write: bool,
     dontwait: bool,
-    mut f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
+    f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
 ) -> Result<T, c_int> {
     if CHILD.load(Ordering::Relaxed) {
         return Err(libc::EBADF);
     }
-    loop {
-        let mut g = lock();
-        let s = &mut g.pre().socks;
-        match f(s, h) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if dontwait || s.nonblocking(h).unwrap_or(true) {
-                    return Err(libc::EAGAIN);
-                }
-                let t = if s.needs_write_poll(h, write) {
-                    sock::WRITE_POLL
-                } else {
-                    SLEEP
-                };
-                s.wait(Some(t)).map_err(|e| sock::errno_of(&e))?;
-                s.pump();
-            }
-            r => return r.map_err(|e| sock::errno_of(&e)),
-        }
-    }
+    let socks: fn(&mut Guard) -> Option<&mut Sockets> = |g| g.0.as_mut().map(|p| &mut p.socks);
+    sock::blocking(lock, socks, h, write, dontwait, SLEEP, f).map_err(|e| sock::errno_of(&e))
 }
 
 /// A placeholder kernel descriptor for a new Sluice socket (`-1`: none free below MAX_FD).
