@@ -27,8 +27,9 @@
 //!   sockets fail with `EBADF` except `close`, which leaves the parent's session alone.
 //! - **exit**: sockets still open are closed in order (FIN after their data) by an
 //!   `atexit` handler; a process killed by a signal has its connections reset.
-//! - Options: `setsockopt` is accepted and ignored; `getsockopt` answers `SO_ERROR`,
-//!   `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on).
+//! - Options: `setsockopt` is accepted and ignored (named once on stderr under
+//!   `SLUICE_PRELOAD_DEBUG`); `getsockopt` answers `SO_ERROR`, `SO_TYPE`, `SO_DOMAIN`,
+//!   `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on), `ENOPROTOOPT` for others.
 //!
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
 //! (accepted, no half-close), `sendmsg`/`recvmsg`, edge-triggered epoll (reported as
@@ -65,6 +66,10 @@ static FDS: [AtomicU32; MAX_FD] = [const { AtomicU32::new(0) }; MAX_FD];
 static ATTACH: AtomicU8 = AtomicU8::new(0);
 /// Set in a forked child.
 static CHILD: AtomicBool = AtomicBool::new(false);
+/// `SLUICE_PRELOAD_DEBUG` is set.
+static DEBUG: AtomicBool = AtomicBool::new(false);
+/// The (level, option) pairs `setsockopt` ignored and said so (under [`DEBUG`]).
+static IGNORED: Mutex<Vec<(c_int, c_int)>> = Mutex::new(Vec::new());
 
 struct Watch {
     fd: c_int,
@@ -180,6 +185,7 @@ fn attached() -> bool {
         return ATTACH.load(Ordering::Acquire) == 1;
     }
     let debug = std::env::var_os("SLUICE_PRELOAD_DEBUG").is_some();
+    DEBUG.store(debug, Ordering::Relaxed);
     let Some(path) = std::env::var("SLUICE_APP_SOCKET").ok() else {
         ATTACH.store(2, Ordering::Release);
         return false;
@@ -796,7 +802,18 @@ pub unsafe extern "C" fn setsockopt(
     len: libc::socklen_t,
 ) -> c_int {
     match sluice_fd(fd).filter(|_| !busy()) {
-        Some(_) => 0,
+        Some(_) => {
+            if DEBUG.load(Ordering::Relaxed)
+                && (level, name) != (libc::IPPROTO_TCP, libc::TCP_NODELAY)
+            {
+                let mut seen = IGNORED.lock().unwrap_or_else(|p| p.into_inner());
+                if !seen.contains(&(level, name)) {
+                    seen.push((level, name));
+                    eprintln!("sluice-preload: setsockopt level {level} option {name} is ignored");
+                }
+            }
+            0
+        }
         None => {
             real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, libc::socklen_t) -> c_int)(
                 fd, level, name, val, len,
@@ -841,7 +858,8 @@ pub unsafe extern "C" fn getsockopt(
                 s.app().geometry().fifo_size as c_int
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => 1,
-            _ => 0,
+            // Not a made-up 0 (an SO_LINGER read as 0 bytes of a struct, say).
+            _ => return Err(io::Error::from_raw_os_error(libc::ENOPROTOOPT)),
         })
     });
     match v {

@@ -1,7 +1,8 @@
 """Unmodified Python sockets for bin/sluice/tests/hoststack.rs (run under libsluice_preload.so).
 
   sockets.py client <ip> <port> <bytes>  stream to a kernel echo server through selectors
-                                          (epoll, non-blocking), then 200 request/responses
+                                          (epoll, non-blocking; getsockopt of an
+                                          unknown option fails), then 200 request/responses
                                           with blocking calls and a timeout (poll), after a
                                           forked child closed its copy; checks
                                           every byte; prints "ok <bytes> <local addr>"
@@ -28,6 +29,13 @@ def client(ip, port, total):
     local = s.getsockname()
     assert s.getpeername() == (ip, port), s.getpeername()
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    try:
+        s.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8)
+        sys.exit("getsockopt(SO_LINGER) made up an answer")
+    except OSError as e:
+        if e.errno != errno.ENOPROTOOPT:
+            raise
     s.setblocking(False)
     sel = selectors.DefaultSelector()
     sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)

@@ -559,17 +559,6 @@ impl Tcb {
         self.sack_ok &= syn.sack_ok;
     }
 
-    /// Turns keepalive on or off (a per-connection option; the default comes from
-    /// [`Local::keepalive`]).
-    pub fn set_keepalive(&mut self, k: Option<Keepalive>, now: Instant) {
-        self.keepalive = k;
-        self.ka_sent = 0;
-        self.ka_at = match (k, self.state) {
-            (Some(k), State::Established | State::CloseWait) => Some(now + k.idle),
-            _ => None,
-        };
-    }
-
     /// Our timestamp clock (1 ms ticks, RFC 7323 5.4).
     fn ts_val(&self, now: Instant) -> u32 {
         (now.saturating_duration_since(self.ts_base).as_millis() as u32).wrapping_add(self.iss)
