@@ -231,6 +231,19 @@ fn counter(d: &Daemon, node: &str, reason: &str) -> u64 {
         .sum()
 }
 
+/// The TCP connections Sluice has accepted and connected so far (`show session verbose`).
+fn tcp_opens(d: &Daemon) -> (u64, u64) {
+    let o = d.ok("show session verbose");
+    let l = o
+        .lines()
+        .find_map(|l| l.strip_prefix("tcp: "))
+        .unwrap_or_else(|| panic!("no tcp totals in {o}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+    assert_eq!((w[1], w[3]), ("accepted,", "connected,"), "{l}");
+    (n(0), n(2))
+}
+
 fn sessions(d: &Daemon) -> usize {
     d.ok("show session")
         .lines()
@@ -1217,6 +1230,13 @@ fn preload_redis_with_the_kernel() {
     assert!(out.contains("\"SET\""), "{out}");
     let keys = cli(&["DBSIZE"], None);
     assert_eq!(keys.trim(), "2", "k and key:__rand_int__");
+    // The clients' connections went through Sluice: 3 redis-cli and 24 benchmark clients.
+    let (accepted, connected) = tcp_opens(&d);
+    assert_eq!(accepted, 0);
+    assert!(
+        connected >= 27,
+        "{connected} connections made through Sluice"
+    );
 
     // redis-server through Sluice ← redis-benchmark and redis-cli on the kernel.
     let _sluice_server = server(None, "0.0.0.0", "6391");
@@ -1268,6 +1288,9 @@ fn preload_redis_with_the_kernel() {
         Duration::from_secs(60),
     );
     assert!(out.contains("\"SET\""), "{out}");
+    // The server's connections came through Sluice: 2 redis-cli and 24 benchmark clients.
+    let (accepted, _) = tcp_opens(&d);
+    assert!(accepted >= 26, "{accepted} connections accepted by Sluice");
     drop(_sluice_server);
     drop(_kernel_server);
 
