@@ -999,6 +999,39 @@ fn c_api_echo_with_the_kernel() {
     srv.args([sock.as_str(), "server", "5102"]);
     serve_kernel_client(srv, &peer, 5102, 7, total);
 
+    // A C server that detaches with its connection open: the queued data and a FIN (no
+    // RST) still reach the kernel client.
+    let mut srv = std::process::Command::new(&exe);
+    srv.args([sock.as_str(), "push", "5103", &total.to_string()]);
+    let mut child = srv.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(out);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let name = peer.name.clone();
+    let at = sa("10.77.0.1", 5103);
+    let got = std::thread::spawn(move || {
+        let p = Peer { name };
+        let r = p.run(move || {
+            use std::io::Read;
+            let mut s = std::net::TcpStream::connect(at).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).map(|_| got)
+        });
+        std::mem::forget(p); // the test's guard owns the namespace
+        r
+    })
+    .join()
+    .unwrap()
+    .expect("the stream ends with a FIN");
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got.len() as u64, total);
+    let pat = |i: usize| (i.wrapping_mul(131) + (i >> 9)) as u8;
+    assert!(
+        got.iter().enumerate().all(|(i, &b)| b == pat(i)),
+        "the data differs"
+    );
+
     finish(d, dir);
 }
 
