@@ -127,7 +127,7 @@ pub trait IpControl: Send + Sized + 'static {
     fn probe(&self, i: u32, ip: Addr<Self>, mac: [u8; 6]) -> Option<Self::Probe>;
     /// What else goes with address `addr`/`len` of interface `i` in table `fib` once it
     /// and its connected and local routes are removed.
-    fn address_gone(&mut self, i: u32, fib: u32, addr: Addr<Self>, len: u8);
+    fn address_gone(&mut self, i: u32, fib: u32, addr: Addr<Self>, len: u8) -> VnetResult;
     /// Clears what the family publishes of deleted interface `i` once its addresses,
     /// neighbours and adjacencies are gone.
     fn interface_gone(&mut self, i: u32);
@@ -293,20 +293,25 @@ pub trait IpControl: Send + Sized + 'static {
 
     /// Removes address `addr`/`len` of interface `i`: its connected and local routes and
     /// [`Self::address_gone`]; false if absent.
-    fn del_address(&mut self, i: u32, addr: Addr<Self>, len: u8) -> bool {
+    /// Every step runs even if one fails (the address is gone either way); the first FIB
+    /// error is returned.
+    fn del_address(&mut self, i: u32, addr: Addr<Self>, len: u8) -> VnetResult<bool> {
         let (addrs, own) = self.addrs_mut();
         let before = addrs.len();
         addrs.retain(|&(j, x, l)| !(j == i && x == addr && l == len));
         if addrs.len() == before {
-            return false;
+            return Ok(false);
         }
         own.remove(addr);
         let fib = self.if_fib(i);
         let vrfs = self.vrfs_mut();
-        let _ = vrfs.set_route(fib, addr, len, Source::Connected, None);
-        let _ = vrfs.set_route(fib, addr, Self::L::BITS, Source::Local, None);
-        self.address_gone(i, fib, addr, len);
-        true
+        let connected = vrfs.set_route(fib, addr, len, Source::Connected, None);
+        let local = vrfs.set_route(fib, addr, Self::L::BITS, Source::Local, None);
+        let gone = self.address_gone(i, fib, addr, len);
+        connected?;
+        local?;
+        gone?;
+        Ok(true)
     }
 
     /// Records a neighbour and updates its adjacency and host route (an unchanged entry is
@@ -671,8 +676,10 @@ pub fn interface_deleted<C: IpControl>(vm: &mut Vlib, i: u32) {
         .filter(|x| x.0 == i)
         .map(|x| (x.1, x.2))
         .collect();
+    // Best effort: the interface goes whatever a route removal says (the old code did the
+    // same); a user's `set interface ip address del` gets the error instead.
     for (a, l) in addrs {
-        ctl.del_address(i, a, l);
+        let _ = ctl.del_address(i, a, l);
     }
     let nbrs: Vec<Addr<C>> = ctl
         .neighbors()

@@ -159,11 +159,12 @@ impl Ip4Control {
 
 impl IpControl for Ip4Control {
     /// Removes the subnet's drop routes and republishes the interface's first address.
-    fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) {
-        let _ = subnet_drops(self, fib, addr, len, false);
+    fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) -> VnetResult {
+        let drops = subnet_drops(self, fib, addr, len, false);
         let first = self.addrs.iter().find(|&&(j, _, _)| j == i);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
         self.shared.if_addr(i).set(a, l);
+        Ok(drops?)
     }
     /// Clears the interface's published address and its attributes.
     fn interface_gone(&mut self, i: u32) {
@@ -428,7 +429,7 @@ pub fn address_add_del(
         .iter()
         .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
     if !is_add {
-        if !ctl.del_address(i.0, addr, len) {
+        if !ctl.del_address(i.0, addr, len)? {
             return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));

@@ -338,7 +338,7 @@ pub fn address_add_del(
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if !is_add {
-        if !ctl.del_address(i.0, addr, len) {
+        if !ctl.del_address(i.0, addr, len)? {
             return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));
@@ -494,8 +494,9 @@ impl IpControl for Ip6Control {
         Ok(())
     }
     /// Republishes the interface's link-local and first global address.
-    fn address_gone(&mut self, i: u32, _fib: u32, _addr: u128, _len: u8) {
+    fn address_gone(&mut self, i: u32, _fib: u32, _addr: u128, _len: u8) -> VnetResult {
         self.publish_addrs(i);
+        Ok(())
     }
     fn interface_gone(&mut self, i: u32) {
         self.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
@@ -590,7 +591,7 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
         .map(|(k, v)| (k.1, v.0, v.1))
         .collect();
     for &(a, l) in &lls {
-        ctl.del_address(i.0, a, l);
+        ctl.del_address(i.0, a, l)?;
     }
     for &(ip, _, _) in &nbrs {
         ctl.del_neighbor(i.0, ip);
