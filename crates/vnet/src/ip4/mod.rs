@@ -127,7 +127,7 @@ pub struct Ip4Control {
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
     neighbors: crate::neighbor::Entries<u32>,
-    nbr_adjs: HashMap<(u32, u32), u32>,
+    nbr_adjs: crate::ip_family::NbrAdjs<u32>,
     aging: crate::neighbor::Aging<(u32, u32)>,
     events: Arc<crate::events::EventLog>,
 }
@@ -200,12 +200,9 @@ impl IpControl for Ip4Control {
     fn adj_nh(nh: u32) -> u32 {
         nh
     }
-    /// Every adjacency's: IPv4 ones name their next hop.
-    fn adj_next_hops(&self) -> HashMap<u32, Ipv4Addr> {
-        self.adjs
-            .iter()
-            .filter_map(|(k, a)| Some((self.adjs.find(k)?, Ipv4Addr::from(a.nh))))
-            .collect()
+    /// Every adjacency's but the drop adjacency's: IPv4 ones name their next hop.
+    fn adj_via(&self, ai: u32, a: &sluice_fib::adj::Adj) -> Option<Ipv4Addr> {
+        (ai != 0).then(|| Ipv4Addr::from(a.nh))
     }
     fn glean_nh(&self, i: u32) -> u32 {
         self.addrs.iter().find(|x| x.0 == i).map_or(0, |x| x.1)
@@ -276,7 +273,7 @@ pub fn init(vm: &mut Vlib) {
             shared,
             addrs: Vec::new(),
             neighbors: HashMap::default(),
-            nbr_adjs: HashMap::new(),
+            nbr_adjs: crate::ip_family::NbrAdjs::new(false),
             aging: Default::default(),
             events,
         }

@@ -126,7 +126,7 @@ pub struct Ip6Control {
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
     neighbors: crate::neighbor::Entries<u128>,
-    nbr_adjs: HashMap<(u32, u128), u32>,
+    nbr_adjs: crate::ip_family::NbrAdjs<u128>,
     serial: u32,
     aging: crate::neighbor::Aging<(u32, u128)>,
     events: Arc<crate::events::EventLog>,
@@ -253,7 +253,7 @@ pub fn init(vm: &mut Vlib) {
             shared,
             addrs: Vec::new(),
             neighbors: HashMap::default(),
-            nbr_adjs: HashMap::new(),
+            nbr_adjs: crate::ip_family::NbrAdjs::new(true),
             serial: 0,
             aging: Default::default(),
             events,
@@ -445,11 +445,8 @@ impl IpControl for Ip6Control {
         0
     }
     /// The neighbour adjacencies' (`nbr_adjs`).
-    fn adj_next_hops(&self) -> HashMap<u32, Ipv6Addr> {
-        self.nbr_adjs
-            .iter()
-            .map(|(&(_, nh), &a)| (a, Ipv6Addr::from(nh)))
-            .collect()
+    fn adj_via(&self, ai: u32, _a: &sluice_fib::adj::Adj) -> Option<Ipv6Addr> {
+        self.nbr_adjs.via(ai).map(Ipv6Addr::from)
     }
     fn glean_nh(&self, _i: u32) -> u32 {
         0
