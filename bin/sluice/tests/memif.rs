@@ -104,6 +104,30 @@ fn send(
     frames: &[Vec<u8>],
     extra: &str,
 ) -> Vec<Vec<u8>> {
+    send_within(
+        from,
+        src,
+        to,
+        dst,
+        name,
+        frames,
+        extra,
+        Duration::from_secs(10),
+    )
+}
+
+/// [`send`] waiting up to `limit`; a timeout shows `to`'s memif state and errors.
+#[allow(clippy::too_many_arguments)]
+fn send_within(
+    from: &Daemon,
+    src: &str,
+    to: &Daemon,
+    dst: &str,
+    name: &str,
+    frames: &[Vec<u8>],
+    extra: &str,
+    limit: Duration,
+) -> Vec<Vec<u8>> {
     let inp = from.dir.join(format!("{name}-in.pcap"));
     let out = to.dir.join(format!("{name}-out.pcap"));
     write_pcap(&inp, frames);
@@ -118,7 +142,9 @@ fn send(
     ));
     from.ok(&format!("packet-generator enable {name}"));
     wait_streams_done(from);
-    wait_pcap(&out, frames.len())
+    wait_pcap_within(&out, frames.len(), limit, || {
+        format!("{}\n{}", to.ok("show memif"), to.ok("show errors"))
+    })
 }
 
 fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
@@ -1538,33 +1564,7 @@ impl Vpp {
 /// Sends `frames` into pg `src` and waits (up to 60 s: VPP shares the loaded machine) until
 /// pg `dst` captured as many; returns them.
 fn send_through(d: &Daemon, src: &str, dst: &str, name: &str, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let out = d.dir.join(format!("{name}-out.pcap"));
-    d.ok(&format!(
-        "packet-generator capture {dst} pcap {} count {}",
-        out.display(),
-        frames.len()
-    ));
-    inject(d, src, name, frames);
-    let t0 = Instant::now();
-    loop {
-        let got = if out.exists() {
-            read_pcap(&out)
-        } else {
-            Vec::new()
-        };
-        if got.len() >= frames.len() {
-            return got;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{} of {} frames from {src} reached {dst}\n{}\n{}",
-            got.len(),
-            frames.len(),
-            d.ok("show memif"),
-            d.ok("show errors")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    send_within(d, src, d, dst, name, frames, "", Duration::from_secs(60))
 }
 
 /// Sluice (`role`: master, slave, slave zero-copy; `conf` its startup.conf extra) with pg0 and
