@@ -508,8 +508,8 @@ class TestNat44Api(Ip4RouterTest):
         syn = frame(self.pg1, IP(src=REMOTE, dst=POOL) / TCP(sport=5555, dport=8080, flags="S"))
         rx = self.send_and_expect(self.pg1, [syn], self.pg0)[0]
         assert rx[IP].dst == server and rx[TCP].dport == 80
-        a.nat44_add_del_identity_mapping(is_add=True, ip_address=host, protocol=17, port=6666,
-                                         sw_if_index=none)
+        # `sw_if_index` omitted: its default 0xffffffff (the address given), not local0.
+        a.nat44_add_del_identity_mapping(is_add=True, ip_address=host, protocol=17, port=6666)
         assert [(x.is_identity, x.addr_only, str(x.local_ip_address), x.protocol,
                  x.local_port, x.external_port) for x in a.nat44_static_mapping_dump()] == [
             (False, False, server, 6, 80, 8080), (True, False, host, 17, 6666, 6666)]
