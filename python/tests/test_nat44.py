@@ -109,8 +109,9 @@ class TestNat44(NatTest):
 
     def test_new_flows_within_one_frame(self):
         """Packets of new flows interleaved with an established one in one frame: each new
-        flow gets one session whatever its position (the frame's batched lookup is redone
-        after a session is created), and the established flow keeps its session."""
+        flow gets one session whatever its position (a packet the frame's batched lookup
+        missed is looked up again once a session was created), and the established flow
+        keeps its session."""
         self.send_and_expect(self.pg0, [self.in_udp(sport=3000)], self.pg1)
         self.assert_counters({c(I2O, TRANSLATED): 1, c(I2O, CREATED): 1})
         pkts = [self.in_udp(sport=p) for p in (3000, 2000, 2000, 3000, 2001, 2000, 2001)]
