@@ -12,14 +12,21 @@
 //!   `not_loaded` (error, drop reasons); `parser_too_short`, `parser_no_match`,
 //!   `parser_reject` (info: v1model continues into ingress with `parser_error` set).
 //!
-//! Modes. Single: one node runs parser, verify, ingress, egress, compute and deparser.
+//! Modes. Single: one node runs parser, verify, ingress, egress, compute and deparser, on
+//! the first of: the program's generated module (`sluice-p4c`, `generated::ALL`) when its
+//! fingerprint matches what was compiled; else the vector executor (`vec`, a frame at a
+//! time) when it supports the program; else the per-packet closure executor (`code`, two
+//! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
+//! skips both the generated module and the vector executor.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
-//! index (one uncontended lock per frame and node, never per packet). Auto: both exist;
-//! the entry node times both on live traffic (a 16-frame trial of each, then the faster for
-//! the next period, which doubles up to 65536 frames while single keeps winning), so it
-//! costs at most the trials when the split does not pay.
+//! index (one uncontended lock per frame and node, never per packet); segments always run
+//! on the closure executor. Auto: both exist (its single phase runs what single mode
+//! would, the generated module included); the entry node times both on live traffic (a
+//! 16-frame trial of each, then the faster for the next period, which doubles up to 65536
+//! frames while single keeps winning), so it costs at most the trials when the split does
+//! not pay.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
