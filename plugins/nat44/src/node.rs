@@ -23,6 +23,17 @@
 //! ICMP errors and DHCP replies (UDP port 68). Packets to other addresses pass unchanged.
 //! Same metadata and next arcs as in2out.
 //!
+//! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
+//! packet this thread owns (or that was handed here; out2in: addressed to an external
+//! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
+//! confirmed by its session's full tuple and checked for expiry; (3) in frame order, hits
+//! are translated; a hit taken before a session was freed in this frame, a miss taken
+//! before one was created and an expired session are looked up again; every other packet
+//! takes the per-packet path above with its parse reused, and a candidate's without a
+//! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
+//! table lock is taken once per frame.
+//!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff` (info);
 //! drops: `congestion_drop` (handoff queue full), `no_translation`,
 //! `max_sessions_exceeded`, `out_of_ports`, `no_pool_address`, `non_first_fragment`,
@@ -127,8 +138,19 @@ struct Cand {
     l4: usize,
     kind: L4,
     fib: u32,
-    /// The live session and flow the batched lookup found.
-    hit: Option<(u32, u8)>,
+    /// What the batched lookup found.
+    probe: Probe,
+}
+
+/// A candidate's batched lookup.
+#[derive(Copy, Clone)]
+enum Probe {
+    /// The live session and flow.
+    Hit(u32, u8),
+    /// A session that has expired (the per-packet lookup frees it).
+    Expired,
+    /// No session.
+    Miss,
 }
 
 impl NatNode {
@@ -514,11 +536,12 @@ fn create_out2in(
 }
 
 /// The per-packet in2out path: a packet the frame's batched lookup did not translate. `pre`:
-/// its parse, when the frame parsed it (and looked its session up: it has none, or another
-/// thread owns it).
+/// its parse, when the frame parsed it and looked its session up (it has none, as of now:
+/// its flow is not looked up again).
 fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> Verdict {
     let fib = b.hdr.ip.fib_index;
     let cfg = pc.cfg;
+    let looked = pre.is_some();
     let parsed = match pre {
         Some(p) => Ok(p),
         None => parse(b.data()),
@@ -549,7 +572,12 @@ fn in2out(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> 
             if let Some(v) = pc.owner(b, cfg.threads[slot]) {
                 return v;
             }
-            let (i, which) = match pc.lookup(Side::In, &t, fib) {
+            let found = if looked {
+                None
+            } else {
+                pc.lookup(Side::In, &t, fib)
+            };
+            let (i, which) = match found {
                 Some(x) => x,
                 None => match create_in2out(pc, cx, &t, kind, fib, slot) {
                     Ok(x) => x,
@@ -592,6 +620,7 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> 
     if !cfg.is_external(dst) {
         return pc.pass(cx, b);
     }
+    let looked = pre.is_some();
     let p = match pre.map_or_else(|| parse(b.data()), Ok) {
         Ok(p) => p,
         Err(e) => return drop_pkt(cx, b, bad_counter(e)),
@@ -605,7 +634,12 @@ fn out2in(pc: &mut Pc, cx: &mut Cx, b: &mut Buffer<'_>, pre: Option<Parsed>) -> 
             if let Some(v) = pc.owner(b, cfg.threads[cfg.slot_of_port(port)]) {
                 return v;
             }
-            let (i, which) = match pc.lookup(Side::Out, &t, 0) {
+            let found = if looked {
+                None
+            } else {
+                pc.lookup(Side::Out, &t, 0)
+            };
+            let (i, which) = match found {
                 Some(x) => x,
                 None => match cfg.mapping_by_external(t.dst, port, t.proto) {
                     Some(mi) => match create_out2in(pc, cx, &t, kind, mi) {
@@ -733,7 +767,7 @@ impl NodeFn for NatNode {
                         l4,
                         kind,
                         fib,
-                        hit: None,
+                        probe: Probe::Miss,
                     });
                 }
             }
@@ -744,11 +778,18 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..cands.len()];
         w.table.probe_many(digests, vals);
         for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            c.hit = v
-                .and_then(|v| w.table.confirm(side, &c.t, c.fib, v))
-                .filter(|&(i, _)| w.table.get(i).is_some_and(|s| !s.expired(now, &timeouts)));
+            c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
+                None => Probe::Miss,
+                Some((i, which)) => {
+                    if w.table.get(i).is_some_and(|s| !s.expired(now, &timeouts)) {
+                        Probe::Hit(i, which)
+                    } else {
+                        Probe::Expired
+                    }
+                }
+            };
         }
-        let gen = w.table.generation();
+        let (gen, created) = (w.table.generation(), w.table.stats.created);
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -762,37 +803,33 @@ impl NodeFn for NatNode {
         };
         // Pass 3: translate the hits, in frame order; the rest take the per-packet path
         // (session creation, ICMP errors, pass-through, handoff). A hit found before a
-        // session was freed in this frame is looked up again (a create leaves every hit
-        // valid; a miss is looked up again on the per-packet path).
+        // session was freed in this frame, a miss found before a session was created, and
+        // an expired session are looked up again here; a candidate's per-packet path then
+        // knows it has no session and does not look it up.
         let mut handed = 0u64;
         for (i, &bi) in frame.iter().enumerate() {
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
-            let hit = cand_of
-                .get(i)
-                .and_then(|&k| cands.get(k as usize))
-                .and_then(|c| {
-                    let h = if pc.table.generation() == gen {
-                        c.hit
-                    } else {
-                        pc.lookup(side, &c.t, c.fib)
-                    };
-                    h.map(|h| (c, h))
-                });
-            let v = match hit {
-                Some((c, (si, which))) => {
+            let cand = cand_of.get(i).and_then(|&k| cands.get(k as usize));
+            let found = cand.map(|c| {
+                let h = match c.probe {
+                    Probe::Hit(si, which) if pc.table.generation() == gen => Some((si, which)),
+                    Probe::Miss if pc.table.stats.created == created => None,
+                    _ => pc.lookup(side, &c.t, c.fib),
+                };
+                (c, h)
+            });
+            let v = match found {
+                Some((c, Some((si, which)))) => {
                     b.hdr.handoff_thread = 0;
                     pc.apply(cx, &mut b, si, which, c.l4, c.kind, c.t)
                 }
-                None => {
-                    let pre = cand_of
-                        .get(i)
-                        .and_then(|&k| cands.get(k as usize))
-                        .map(|c| Parsed::Flow {
-                            t: c.t,
-                            l4: c.l4,
-                            kind: c.kind,
-                        });
+                _ => {
+                    let pre = cand.map(|c| Parsed::Flow {
+                        t: c.t,
+                        l4: c.l4,
+                        kind: c.kind,
+                    });
                     if *out {
                         out2in(&mut pc, cx, &mut b, pre)
                     } else {
