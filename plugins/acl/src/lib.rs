@@ -128,6 +128,8 @@ sluice_graph::counters! {
         TcpOutOfWindow => error("tcp_out_of_window", "TCP segment outside the session's window"),
         /// TCP RST of a session outside its window.
         TcpBadRst => error("tcp_bad_rst", "TCP RST outside the session's window"),
+        /// A live session of another key has the same table digest (permit+reflect refused).
+        HashCollision => error("hash_collision", "session key digest collision"),
     }
 }
 
@@ -599,6 +601,9 @@ impl AclNode {
                         }
                         Err(session::CreateError::Full) => {
                             return Self::drop_pkt(cx, b, AclCounter::SessionLimit)
+                        }
+                        Err(session::CreateError::Collision) => {
+                            return Self::drop_pkt(cx, b, AclCounter::HashCollision)
                         }
                     }
                 }

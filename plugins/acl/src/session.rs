@@ -22,8 +22,18 @@
 //! worker threads, the main thread when there are none). Packets of stateful interfaces are
 //! handed to the owner before the lookup, so each table is only used by its thread (and the
 //! control plane under the thread's mutex).
+//!
+//! A table is the engine's bihash (the one NAT sessions use) keyed by a keyed 64-bit digest
+//! of the session key ([`WideKeyHash`]: one SipHash-1-3 of two words for an IPv4 key, three
+//! chained for IPv6) whose value is the session's slot; a hit is confirmed against the
+//! slot's full key. Two live keys with one digest (probability 2^-64 per pair, not
+//! something a sender can aim at without the secret key) cannot both have a session: the
+//! second is refused ([`CreateError::Collision`]). The bihash is read only by its owner
+//! under the mutex, so a grown array is freed at the table's next change (its own epochs
+//! have no other reader).
 
-use std::collections::HashMap;
+use sluice_infra::bihash::{Bihash, WideKeyHash};
+use sluice_infra::epoch::Epochs;
 
 /// Session timeouts, seconds.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -382,11 +392,17 @@ pub struct Stats {
 pub enum CreateError {
     /// The table is full.
     Full,
+    /// A live session of another key has the same digest.
+    Collision,
 }
 
 /// One thread's sessions.
 pub struct Table {
-    map: HashMap<SessKey, u32>,
+    /// Digest of the key -> slot.
+    keys: Bihash,
+    hasher: WideKeyHash,
+    /// The bihash's grace periods: nobody reads it concurrently (see the module doc).
+    epochs: Epochs,
     slots: Vec<Option<Session>>,
     free: Vec<u32>,
     /// The limit.
@@ -407,7 +423,10 @@ impl Table {
     /// An empty table holding at most `max` sessions.
     pub fn new(max: usize) -> Table {
         Table {
-            map: HashMap::new(),
+            // Sized on demand (the limit is ours, `max`, and may change).
+            keys: Bihash::with_limit_prehashed(0, usize::MAX),
+            hasher: WideKeyHash::new(),
+            epochs: Epochs::new(1),
             slots: Vec::new(),
             free: Vec::new(),
             max,
@@ -418,22 +437,44 @@ impl Table {
 
     /// Live sessions.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.keys.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.keys.is_empty()
+    }
+
+    /// The table key of `k`: its keyed digest. An IPv4 key (interface below 2^23) packs into
+    /// two words, hashed once; otherwise the addresses are hashed first, word pair by word
+    /// pair, each digest folded into the next message.
+    #[inline(always)]
+    fn digest(&self, k: &SessKey) -> u64 {
+        let narrow = !k.v6 && k.sw_if >> 23 == 0;
+        let b = (k.lo.1 as u64) << 48
+            | (k.hi.1 as u64) << 32
+            | (k.proto as u64) << 24
+            | (!narrow as u64) << 23
+            | (k.sw_if as u64 & 0x7f_ffff);
+        let a = if narrow {
+            (k.lo.0 as u64) << 32 | (k.hi.0 as u64 & 0xffff_ffff)
+        } else {
+            let x = self.hasher.hash(k.lo.0 as u64, (k.lo.0 >> 64) as u64);
+            let y = self.hasher.hash(x ^ k.hi.0 as u64, (k.hi.0 >> 64) as u64);
+            y ^ ((k.sw_if as u64) << 32 | k.v6 as u64)
+        };
+        self.hasher.hash(a, b)
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
     #[inline(always)]
     pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
-        let i = *self.map.get(k)?;
-        if self.slots[i as usize]
-            .as_ref()
-            .is_some_and(|s| s.expired(now, t))
-        {
+        let i = self.keys.get(self.digest(k))? as u32;
+        let s = self.slots.get(i as usize)?.as_ref()?;
+        if s.key != *k {
+            return None;
+        }
+        if s.expired(now, t) {
             self.free_slot(i);
             self.stats.expired += 1;
             return None;
@@ -441,19 +482,25 @@ impl Table {
         self.slots[i as usize].as_mut()
     }
 
-    /// Adds a session.
+    /// Adds a session (its key has none: the caller looked it up).
     pub fn create(&mut self, s: Session) -> Result<&mut Session, CreateError> {
-        if self.map.len() >= self.max {
+        if self.len() >= self.max {
             return Err(CreateError::Full);
         }
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(None);
-                (self.slots.len() - 1) as u32
-            }
+        let d = self.digest(&s.key);
+        if self.keys.get(d).is_some() {
+            return Err(CreateError::Collision);
+        }
+        let i = match self.free.last() {
+            Some(&i) => i,
+            None => self.slots.len() as u32,
         };
-        self.map.insert(s.key, i);
+        if self.keys.insert(&self.epochs, d, i as u64).is_err() {
+            return Err(CreateError::Full);
+        }
+        if self.free.pop().is_none() {
+            self.slots.push(None);
+        }
         self.stats.created += 1;
         let slot = &mut self.slots[i as usize];
         *slot = Some(s);
@@ -462,7 +509,8 @@ impl Table {
 
     fn free_slot(&mut self, i: u32) {
         if let Some(s) = self.slots[i as usize].take() {
-            self.map.remove(&s.key);
+            let d = self.digest(&s.key);
+            self.keys.remove(&self.epochs, d);
             self.free.push(i);
         }
     }
@@ -683,5 +731,49 @@ mod tests {
         assert_eq!(tb.expire(100.0, &t, 10), 2);
         assert!(tb.is_empty());
         assert_eq!(tb.slots.len(), 2, "slots are reused");
+    }
+
+    #[test]
+    fn many_sessions_of_both_families_found_by_either_direction() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(100_000);
+        // Keys differing in one field each: address, port, protocol, family, interface
+        // (one beyond 2^23, hashed the wide way).
+        let mut keys = Vec::new();
+        for i in 0..3000u128 {
+            for (sw_if, v6) in [(1, false), (1, true), (1 << 24, false)] {
+                let base = if v6 { 0x2001_0db8 << 96 } else { 0x0a00_0000 };
+                let proto = if i % 2 == 0 { 6 } else { 17 };
+                let src = (base + i, 1000 + (i % 7) as u16);
+                let dst = (base + 0x100_0000, 80);
+                let (key, lo) = SessKey::of(sw_if, v6, proto, src, dst);
+                let mut s = sess(0.0, proto);
+                s.key = key;
+                s.init_lo = lo;
+                tb.create(s).unwrap();
+                keys.push((key, src, dst, proto, sw_if, v6));
+            }
+        }
+        assert_eq!(tb.len(), keys.len());
+        for &(key, src, dst, proto, sw_if, v6) in &keys {
+            // The reply's tuple finds the same session.
+            let (back, _) = SessKey::of(sw_if, v6, proto, dst, src);
+            assert_eq!(tb.lookup(&back, 1.0, &t).map(|s| s.key), Some(key));
+            // Another interface, another port or the other family: no session.
+            let (other, _) = SessKey::of(sw_if + 1, v6, proto, src, dst);
+            assert!(tb.lookup(&other, 1.0, &t).is_none());
+            let (other, _) = SessKey::of(sw_if, v6, proto, (src.0, src.1 + 100), dst);
+            assert!(tb.lookup(&other, 1.0, &t).is_none());
+        }
+        // A key already there has its digest taken: refused, the table unchanged.
+        let mut s = sess(0.0, keys[5].3);
+        s.key = keys[5].0;
+        assert_eq!(tb.create(s).err(), Some(CreateError::Collision));
+        assert_eq!(tb.len(), keys.len());
+        // All expire; the table is empty and every key is gone.
+        while tb.expire(1e9, &t, 1000) > 0 {}
+        assert!(tb.is_empty());
+        assert!(keys.iter().all(|k| tb.lookup(&k.0, 1e9, &t).is_none()));
+        assert_eq!(tb.stats.expired, tb.stats.created);
     }
 }
