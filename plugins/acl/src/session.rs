@@ -469,7 +469,8 @@ impl Table {
     /// The live session of `k` (an expired one is freed and not returned).
     #[inline(always)]
     pub fn lookup(&mut self, k: &SessKey, now: f64, t: &Timeouts) -> Option<&mut Session> {
-        let i = self.keys.get(self.digest(k))? as u32;
+        // The read side's lookup is inlined here (the writer's `get` is a call).
+        let i = self.keys.table().lookup(self.digest(k))? as u32;
         let s = self.slots.get(i as usize)?.as_ref()?;
         if s.key != *k {
             return None;
