@@ -99,6 +99,9 @@ pub struct DpdkMain {
     pub rx_pool: Option<Pool>,
     /// Transmit mbufs.
     pub tx_pool: Option<Pool>,
+    /// Sluice buffers the receive mbufs carry (zero-copy receive; 0 when it copies): in use
+    /// for the life of the process.
+    pub lent: u64,
     placement: RxPlacement,
 }
 
@@ -328,14 +331,44 @@ fn start_devices(
             log::warn!("dpdk: no lcore left for a thread; its mbuf operations bypass the cache");
         }
     });
-    let rx_pool = create_pool(api, "sluice_rx", n_rx)?;
-    let tx_pool = create_pool(api, "sluice_tx", n_tx)?;
+    {
+        // Where zero-copy transmit and receive find a Sluice buffer's memory from its index.
+        let pool = &vm.pool;
+        let (base, _) = pool.region();
+        // SAFETY: the arena stays mapped for the life of the process (the pool is shared by
+        // every graph and never dropped while DPDK runs); stride and sizes describe it.
+        unsafe {
+            (api.zc_init)(
+                base,
+                pool.stride() as u64,
+                sluice_buffer::HEADROOM as u16,
+                pool.data_size() as u16,
+            )
+        };
+    }
+    let zero_copy_rx = cfg.devs.is_empty() && n_rx <= vm.pool.len() / 2;
+    let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy_rx { 2 } else { 0 })?;
+    let tx_pool = create_pool(api, "sluice_tx", n_tx, 1)?;
+    let lent = if zero_copy_rx {
+        lend_rx_buffers(vm, api, rx_pool, n_rx)?
+    } else {
+        log::info!(
+            "dpdk: receive copies ({})",
+            if cfg.devs.is_empty() {
+                "the Sluice buffer pool is too small to lend the receive mbufs half of it"
+            } else {
+                "PCI devices cannot reach Sluice's buffers"
+            }
+        );
+        0
+    };
     {
         let m = vm.ext_mut::<DpdkMain>();
         m.api = Some(api);
         m.eal_args = args.to_vec();
         m.rx_pool = Some(rx_pool);
         m.tx_pool = Some(tx_pool);
+        m.lent = lent;
     }
     for v in &cfg.vdevs {
         eal::probe(api, v.vdev.as_deref().unwrap_or(&v.addr))?;
@@ -384,10 +417,35 @@ fn start_devices(
     Ok(())
 }
 
-fn create_pool(api: &Api, name: &str, n: u32) -> Result<Pool, String> {
+/// Gives every mbuf of the receive pool `rx` (`n`, all free) a Sluice buffer to receive
+/// into (zero-copy receive); returns how many Sluice buffers that lent to DPDK for good.
+fn lend_rx_buffers(vm: &mut Vlib, api: &Api, rx: Pool, n: u32) -> Result<u64, String> {
+    let mut cache = vm.pool.cache();
+    let mut bufs = vec![sluice_buffer::BufIdx(0); n as usize];
+    if cache.alloc(&mut bufs) != bufs.len() {
+        return Err(format!(
+            "cannot lend {n} Sluice buffers to the receive mbufs"
+        ));
+    }
+    let idx: Vec<u32> = bufs.iter().map(|b| b.0).collect();
+    // SAFETY: `idx` holds `n` buffers this function owns and gives up (DPDK's from now on,
+    // handed back to the graph one by one by dpdk-input); `rx` has `n` mbufs, none in use.
+    let r = unsafe { (api.zrx_attach)(rx.0, idx.as_ptr(), n) };
+    if r != 0 {
+        cache.free_no_next(&bufs);
+        return Err(format!(
+            "cannot attach Sluice buffers to the receive mbufs: {}",
+            api.error(r)
+        ));
+    }
+    Ok(u64::from(n))
+}
+
+/// An mbuf pool of `kind` (`sd_pool_create`: 0 receive, 1 transmit, 2 zero-copy receive).
+fn create_pool(api: &Api, name: &str, n: u32, kind: i32) -> Result<Pool, String> {
     let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
     // SAFETY: NUL-terminated name; EAL is initialised.
-    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1) };
+    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1, kind) };
     if p.is_null() {
         return Err(format!(
             "cannot create the {n}-mbuf pool `{name}' (not enough DPDK memory: raise `socket-mem')"
@@ -520,6 +578,10 @@ fn add_port(
         queues: Arc::new((0..conf.n_txq).map(|_| TxLock::default()).collect()),
         shared: (conf.n_txq as usize) < threads,
         pool: tx_pool,
+        // A PCI device DMAs from IOVAs, and Sluice's arena is not mapped for it (that needs
+        // rte_extmem_register + rte_dev_dma_map on pinned memory): copy. Virtual devices read
+        // the buffers through their virtual addresses.
+        zero_copy: sys::cstr(&info.bus) != "pci",
         counters: counters.clone(),
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
@@ -721,12 +783,32 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             let _ = writeln!(out, "{name:<12}{size:>10}{avail:>12}{used:>10}");
         }
     }
+    let _ = writeln!(
+        out,
+        "receive: {}",
+        if m.lent > 0 {
+            format!(
+                "zero-copy, {} Sluice buffers lent to the receive mbufs",
+                m.lent
+            )
+        } else {
+            "copies into Sluice buffers".into()
+        }
+    );
     Ok(out)
 }
 
-/// For benchmarks: writes `frames` round-robin into every mbuf of the receive pool, so that a
-/// PMD that does not write packet data (net_null) "receives" them. Nothing else writes into
-/// the receive pool's data (transmitted copies use the transmit pool), so they stay.
+/// Sluice buffers lent to DPDK for good (zero-copy receive): what a leak check subtracts
+/// from the pool's `in_use`.
+pub fn lent_buffers(vm: &mut Vlib) -> u64 {
+    vm.ext_mut::<DpdkMain>().lent
+}
+
+/// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
+/// pool, so that a PMD that does not write packet data (net_null) "receives" them. With
+/// zero-copy receive that data is the Sluice buffer each mbuf carries, which changes at every
+/// receive and is forwarded in place: call it again before the frames wear out (between
+/// dispatch loops, when no received packet is in flight).
 pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
     let m = vm.ext_mut::<DpdkMain>();
     let (Some(api), Some(pool)) = (m.api, m.rx_pool) else {

@@ -2,10 +2,12 @@
 //!
 //! `dpdk-input` (input): polls every rx queue placed on this thread. Per queue and call it
 //! takes up to [`FRAME_SIZE`] packets from the PMD (`rte_eth_rx_burst`, repeated while the
-//! queue gives packets: vector PMDs return at most 32 per call), allocates as many Sluice
-//! buffers and copies each packet into one (the copy: Sluice buffers are not DPDK memory,
-//! see docs/interfaces.md), then frees the mbufs in one bulk call. A packet larger than a
-//! Sluice buffer becomes a buffer chain.
+//! queue gives packets: vector PMDs return at most 32 per call) and allocates as many Sluice
+//! buffers. With zero-copy receive (virtual devices, see docs/interfaces.md) every receive
+//! mbuf carries a Sluice buffer the device wrote the packet into: that buffer goes into the
+//! graph and the fresh one takes its place in the mbuf; otherwise (PCI devices, mbufs of
+//! another pool, multi-segment packets) the packet is copied into the fresh buffer, a packet
+//! larger than a Sluice buffer becoming a buffer chain. The mbufs are then freed in one call.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
@@ -19,7 +21,11 @@
 //!
 //! `dpdk-tx` (internal): the transmit node of every DPDK interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
-//! - sets: nothing; every buffer is freed after its bytes were copied into mbufs.
+//! - sets: nothing. On a virtual device a single-buffer packet is transmitted without a copy:
+//!   its Sluice buffer is attached to an mbuf as an external buffer and lent to DPDK, which
+//!   gives it back when it frees the mbuf (the shim parks the index per lcore; this node,
+//!   `dpdk-input` and `dpdk-process` take them back and free them on their own thread). Chains
+//!   and every packet to a PCI device are copied into mbufs and freed at once.
 //! - next: none.
 //! - queues: thread t transmits on queue `t % num-tx-queues`; a queue shared by several
 //!   threads (fewer queues than threads) is taken with a spin lock around the burst.
@@ -33,7 +39,8 @@
 //! `dpdk-process` (process, main thread): every second reads each port's link (devices
 //! without link-state interrupts change state only here; with them, the interrupt thread
 //! publishes at once) and adds the device's missed and no-mbuf counters to the interface's
-//! `rx-miss`.
+//! `rx-miss`; frees the lent buffers DPDK released outside the fast path (device stop,
+//! threads that are no lcore).
 
 use crate::port::{LinkState, Pool};
 use crate::sys::{self, Api, RteMbuf};
@@ -160,27 +167,29 @@ impl DpdkInput {
         let pool = cx.pool_ref();
         let cap = pool.data_size();
         let now = cx.now_tsc();
-        let mut dst = [std::ptr::null_mut::<u8>(); FRAME_SIZE];
-        for (d, &b) in dst.iter_mut().zip(&bufs[..got]) {
-            // SAFETY: freshly allocated by this node, not yet enqueued; one view at a time.
-            let mut v = unsafe { pool.buffer(b) };
-            v.hdr.rx_if = sw_if;
-            v.hdr.rx_tsc = now;
-            v.hdr.flags |= sluice_buffer::flags::RX_TSC;
-            *d = v.raw_data_mut().as_mut_ptr();
+        let mut idx = [0u32; FRAME_SIZE];
+        for (i, b) in idx.iter_mut().zip(&bufs[..got]) {
+            *i = b.0;
         }
         let mut lens = [0u32; FRAME_SIZE];
-        // SAFETY: `dst[..got]` point at `cap` writable bytes each (the data areas of buffers
-        // this node owns, no view alive); `mb[..got]` are mbufs the PMD gave us.
+        let mut offs = [0i16; FRAME_SIZE];
+        // SAFETY: `idx[..got]` are buffers this node owns (fresh, no view alive), of the pool
+        // `zc_init` described; `mb[..got]` are mbufs the PMD gave us. On return `idx[i]` is
+        // the buffer holding packet i, owned by this node (a fresh one it swapped in stays
+        // with the mbuf).
         unsafe {
-            (api.rx_copy)(
+            (api.rx_take)(
                 mb.as_ptr(),
                 got as u16,
-                dst.as_ptr(),
+                idx.as_mut_ptr(),
                 cap as u32,
+                offs.as_mut_ptr(),
                 lens.as_mut_ptr(),
             )
         };
+        for (b, &i) in bufs.iter_mut().zip(&idx[..got]) {
+            *b = BufIdx(i);
+        }
         let mut out = [BufIdx(0); FRAME_SIZE];
         let (mut k, mut bytes, mut long) = (0usize, 0u64, 0u64);
         let mut traced = cx.trace_budget();
@@ -193,7 +202,16 @@ impl DpdkInput {
             }
             // SAFETY: owned by this node; one view.
             let mut v = unsafe { pool.buffer(b) };
-            v.set_len(len.min(cap));
+            v.hdr.rx_if = sw_if;
+            v.hdr.rx_tsc = now;
+            v.hdr.flags |= sluice_buffer::flags::RX_TSC;
+            v.hdr.current_data = offs[i];
+            if !v.set_len(len.min(cap)) {
+                // A device wrote past the buffer (never expected): drop it.
+                long += 1;
+                cx.free(&[b]);
+                continue;
+            }
             if traced > 0 {
                 let head = TraceHead::new(v.data());
                 if cx.trace_start(
@@ -215,6 +233,9 @@ impl DpdkInput {
         }
         // SAFETY: every mbuf of the burst was copied (or dropped) and is released once.
         unsafe { (api.free_bulk)(mb.as_ptr(), n as u16) };
+        // Mbufs that carried a Sluice buffer lent by dpdk-tx (net_ring loops them back) gave
+        // it back just now.
+        reclaim(cx, api);
         let q = &self.queues.list[qi].q;
         let t = cx.thread();
         if got < n {
@@ -328,8 +349,11 @@ pub struct TxEntry {
     pub queues: Arc<Vec<TxLock>>,
     /// More threads than queues: take the lock.
     pub shared: bool,
-    /// Mbufs for transmitted copies.
+    /// Transmit mbufs (zero-copy descriptors and copies).
     pub pool: Pool,
+    /// Single-buffer packets go out in their Sluice buffer (the device reads virtual
+    /// addresses: a virtual device); false: every packet is copied.
+    pub zero_copy: bool,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
     /// Every interface's counters (VLAN sub-interfaces, for refused packets).
@@ -339,20 +363,51 @@ pub struct TxEntry {
 /// Most segments handed to one `sd_tx` call.
 const MAX_SEGS: usize = 2 * FRAME_SIZE;
 
+/// Takes back the Sluice buffers DPDK released on this thread (and those released on threads
+/// that are no lcore) and frees them: transmitted zero-copy, they were DPDK's until then.
+pub fn reclaim(cx: &mut Cx, api: &Api) {
+    let mut idx = [0u32; FRAME_SIZE];
+    let mut bufs = [BufIdx(0); FRAME_SIZE];
+    loop {
+        // SAFETY: `idx` has room for FRAME_SIZE indices.
+        let n = unsafe { (api.zc_reclaim)(idx.as_mut_ptr(), FRAME_SIZE as u32) } as usize;
+        if n == 0 {
+            return;
+        }
+        for (b, &i) in bufs.iter_mut().zip(&idx[..n]) {
+            *b = BufIdx(i);
+        }
+        // Each was a single buffer (chains are copied, never lent), handed to DPDK by a tx
+        // node and released by DPDK exactly once: ownership comes back here.
+        cx.bufs().free_no_next(&bufs[..n]);
+        if n < FRAME_SIZE {
+            return;
+        }
+    }
+}
+
 /// `dpdk-tx` instance: sw_if_index -> port.
 #[derive(Default)]
 pub struct DpdkTx {
     /// Indexed by sw_if_index.
     pub table: SwTable<TxEntry>,
+    /// The shim, once an interface was seen (to reclaim lent buffers).
+    api: Option<&'static Api>,
+    /// Buffers to free after a frame (reused).
+    free: Vec<BufIdx>,
 }
 
 impl DpdkTx {
-    fn send_run(cx: &mut Cx, pool: &sluice_buffer::BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    /// Sends `run` (packets for interface `e`); appends what this node must free (copied or
+    /// refused packets) to `free`: the rest now belongs to DPDK.
+    fn send_run(cx: &mut Cx, e: &TxEntry, run: &[BufIdx], free: &mut Vec<BufIdx>) {
+        let pool = cx.pool_ref();
         let t = cx.thread();
         let nq = e.queues.len().max(1);
         let q = t % nq;
         let mut seg = [std::ptr::null::<u8>(); MAX_SEGS];
         let mut seg_len = [0u16; MAX_SEGS];
+        let mut seg_idx = [0u32; MAX_SEGS];
         let mut nseg = [0u16; FRAME_SIZE];
         let mut i = 0;
         while i < run.len() {
@@ -370,6 +425,7 @@ impl DpdkTx {
                     let d = v.data();
                     seg[ns] = d.as_ptr();
                     seg_len[ns] = d.len() as u16;
+                    seg_idx[ns] = b.0;
                     ns += 1;
                     cnt += 1;
                     cur = v.hdr.next();
@@ -381,6 +437,7 @@ impl DpdkTx {
                         // A chain of more than MAX_SEGS buffers cannot exist (64 KiB);
                         // defend anyway: count it as refused.
                         cx.count(TxCounter::NoMbuf, 1);
+                        free.push(run[i]);
                         i += 1;
                     }
                     break;
@@ -396,9 +453,11 @@ impl DpdkTx {
             if e.shared {
                 e.queues[q].lock();
             }
-            // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node owns
-            // until the frame is freed after this call; `nseg[..np]` sums to `ns`; the queue
-            // is this thread's alone or locked above.
+            // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node
+            // owns, `seg_idx` are their indices in the pool `zc_init` described; `nseg[..np]`
+            // sums to `ns`; the queue is this thread's alone or locked above. Buffers reported
+            // SENT are DPDK's from here on (reclaimed through `zc_reclaim`); the others stay
+            // this node's.
             let sent = unsafe {
                 (e.api.tx)(
                     e.port,
@@ -406,27 +465,34 @@ impl DpdkTx {
                     e.pool.0,
                     seg.as_ptr(),
                     seg_len.as_ptr(),
+                    seg_idx.as_ptr(),
                     nseg.as_ptr(),
                     np as u16,
+                    e.zero_copy as i32,
                     status.as_mut_ptr(),
                 )
             } as usize;
             if e.shared {
                 e.queues[q].unlock();
             }
-            if sent < np {
-                let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
-                for (k, &b) in run[start..start + np].iter().enumerate() {
-                    match status[k] {
-                        sys::TX_SENT => continue,
-                        sys::TX_NO_MBUF => nombuf += 1,
-                        _ => full += 1,
+            let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
+            for (k, &b) in run[start..start + np].iter().enumerate() {
+                match status[k] {
+                    sys::TX_SENT => continue,
+                    sys::TX_COPIED => {
+                        free.push(b);
+                        continue;
                     }
-                    // SAFETY: owned by this node; short-lived read-only header access.
-                    let h = unsafe { pool.header(b) };
-                    bytes += h.total_len() as u64;
-                    e.subs.sub_tx_failed(t, h);
+                    sys::TX_NO_MBUF => nombuf += 1,
+                    _ => full += 1,
                 }
+                free.push(b);
+                // SAFETY: owned by this node; short-lived read-only header access.
+                let h = unsafe { pool.header(b) };
+                bytes += h.total_len() as u64;
+                e.subs.sub_tx_failed(t, h);
+            }
+            if sent < np {
                 e.counters.tx_failed(t, nombuf + full, bytes);
                 cx.count(TxCounter::NoMbuf, nombuf);
                 cx.count(TxCounter::QueueFull, full);
@@ -437,13 +503,38 @@ impl DpdkTx {
 
 impl NodeFn for DpdkTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        sluice_vnet::devices::tx_runs(
-            cx,
-            frame,
-            &self.table,
-            TxCounter::NoInterface,
-            Self::send_run,
-        );
+        // Runs of packets for one interface, as `devices::tx_runs` splits them; not that
+        // helper because it frees the whole frame and here DPDK keeps what it sent.
+        let DpdkTx { table, api, free } = self;
+        let pool = cx.pool_ref();
+        let mut i = 0;
+        while i < frame.len() {
+            // SAFETY: the tx node owns the frame; read-only header access.
+            let tx = unsafe { pool.header(frame[i]) }.tx_if;
+            let mut j = i + 1;
+            // SAFETY: as above.
+            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
+                j += 1;
+            }
+            match table.get(tx) {
+                Some(e) => {
+                    *api = Some(e.api);
+                    Self::send_run(cx, e, &frame[i..j], free);
+                }
+                None => {
+                    cx.count(TxCounter::NoInterface, (j - i) as u64);
+                    free.extend_from_slice(&frame[i..j]);
+                }
+            }
+            i = j;
+        }
+        if !free.is_empty() {
+            cx.free(free);
+            free.clear();
+        }
+        if let Some(api) = *api {
+            reclaim(cx, api);
+        }
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
@@ -475,6 +566,11 @@ impl NodeFn for DpdkProcess {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let t = cx.thread();
         if let Ok(mut w) = self.watch.0.lock() {
+            if let Some(p) = w.first() {
+                // Buffers DPDK released on this thread or on threads that are no lcore
+                // (device stop, interrupt thread).
+                reclaim(cx, p.link.api);
+            }
             for p in w.iter_mut() {
                 p.link.refresh();
                 let mut s = sys::Stats::default();
