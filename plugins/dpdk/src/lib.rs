@@ -99,8 +99,8 @@ pub struct DpdkMain {
     pub rx_pool: Option<Pool>,
     /// Transmit mbufs.
     pub tx_pool: Option<Pool>,
-    /// Sluice buffers the receive mbufs carry (zero-copy receive; 0 when it copies): in use
-    /// for the life of the process.
+    /// Sluice buffers the mbufs of `rx_pool` carry (zero copy; 0 when it copies): in use for
+    /// the life of the process.
     pub lent: u64,
     placement: RxPlacement,
 }
@@ -252,6 +252,13 @@ fn polling_only(
 
 /// The mbufs to create: (receive, transmit), from the queues of every device.
 fn pool_sizes(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
+    let (rx, tx) = pool_needs(ports, threads);
+    (cfg.num_mbufs.unwrap_or(rx.max(4096)), tx.max(4096))
+}
+
+/// Mbufs the descriptors of every queue and every thread's cache and bursts can hold, for
+/// receive and for transmit.
+fn pool_needs(ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
     let burst = threads as u32 * (POOL_CACHE + 2 * sluice_graph::FRAME_SIZE as u32);
     let rx: u32 = ports
         .iter()
@@ -263,7 +270,13 @@ fn pool_sizes(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) 
         .map(|&(_, _, q, d)| q as u32 * d as u32)
         .sum::<u32>()
         + burst;
-    (cfg.num_mbufs.unwrap_or(rx.max(4096)), tx.max(4096))
+    (rx, tx)
+}
+
+/// Size of the zero-copy pool, which serves receive and transmit.
+fn zero_copy_size(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) -> u32 {
+    let (rx, tx) = pool_needs(ports, threads);
+    cfg.num_mbufs.unwrap_or((rx + tx).max(4096))
 }
 
 /// Memory EAL needs without hugepages: the pools plus room for the PMDs' own allocations.
@@ -301,9 +314,16 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
         })
         .collect();
     let (n_rx, n_tx) = pool_sizes(cfg, &wanted, threads);
+    // Zero copy (virtual devices only: a PCI device's DMA cannot reach Sluice's arena) lends
+    // the receive pool's mbufs Sluice buffers, and transmit swaps packets into mbufs of that
+    // pool: it serves both directions, so it holds both counts. It must leave Sluice at least
+    // half of its buffers.
+    let n_zc = zero_copy_size(cfg, &wanted, threads);
+    let zero_copy = cfg.devs.is_empty() && n_zc <= vm.pool.len() / 2;
+    let n_rx = if zero_copy { n_zc } else { n_rx };
     let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(n_rx, n_tx));
     eal::init(api, &args)?;
-    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx);
+    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, zero_copy);
     eal::remove_runtime_dir(api);
     r
 }
@@ -315,6 +335,7 @@ fn start_devices(
     args: &[String],
     n_rx: u32,
     n_tx: u32,
+    zero_copy: bool,
 ) -> Result<(), String> {
     let pci_drivers: Vec<Option<String>> = cfg
         .devs
@@ -346,16 +367,15 @@ fn start_devices(
             )
         };
     }
-    let zero_copy_rx = cfg.devs.is_empty() && n_rx <= vm.pool.len() / 2;
-    let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy_rx { 2 } else { 0 })?;
-    let tx_pool = create_pool(api, "sluice_tx", n_tx, 1)?;
-    let lent = if zero_copy_rx {
+    let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy { 2 } else { 0 })?;
+    let tx_pool = create_pool(api, "sluice_tx", n_tx, 0)?;
+    let lent = if zero_copy {
         lend_rx_buffers(vm, api, rx_pool, n_rx)?
     } else {
         log::info!(
-            "dpdk: receive copies ({})",
+            "dpdk: receive and transmit copy ({})",
             if cfg.devs.is_empty() {
-                "the Sluice buffer pool is too small to lend the receive mbufs half of it"
+                "the Sluice buffer pool is too small to lend the mbufs half of it"
             } else {
                 "PCI devices cannot reach Sluice's buffers"
             }
@@ -418,7 +438,7 @@ fn start_devices(
 }
 
 /// Gives every mbuf of the receive pool `rx` (`n`, all free) a Sluice buffer to receive
-/// into (zero-copy receive); returns how many Sluice buffers that lent to DPDK for good.
+/// into (zero copy); returns how many Sluice buffers that lent to DPDK for good.
 fn lend_rx_buffers(vm: &mut Vlib, api: &Api, rx: Pool, n: u32) -> Result<u64, String> {
     let mut cache = vm.pool.cache();
     let mut bufs = vec![sluice_buffer::BufIdx(0); n as usize];
@@ -441,7 +461,7 @@ fn lend_rx_buffers(vm: &mut Vlib, api: &Api, rx: Pool, n: u32) -> Result<u64, St
     Ok(u64::from(n))
 }
 
-/// An mbuf pool of `kind` (`sd_pool_create`: 0 receive, 1 transmit, 2 zero-copy receive).
+/// An mbuf pool of `kind` (`sd_pool_create`: 0 plain, 2 zero copy).
 fn create_pool(api: &Api, name: &str, n: u32, kind: i32) -> Result<Pool, String> {
     let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
     // SAFETY: NUL-terminated name; EAL is initialised.
@@ -581,7 +601,7 @@ fn add_port(
         // A PCI device DMAs from IOVAs, and Sluice's arena is not mapped for it (that needs
         // rte_extmem_register + rte_dev_dma_map on pinned memory): copy. Virtual devices read
         // the buffers through their virtual addresses.
-        zero_copy: sys::cstr(&info.bus) != "pci",
+        zero_copy: sys::cstr(&info.bus) != "pci" && vm.ext_mut::<DpdkMain>().lent > 0,
         counters: counters.clone(),
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
@@ -833,6 +853,13 @@ mod tests {
         let burst = 2 * (256 + 512);
         assert_eq!(rx, 4096 + burst);
         assert_eq!(tx, 4096.max(2048 + burst));
+        // Zero copy: one pool for both directions.
+        let ports = [(1, 1024, 1, 1024)];
+        assert_eq!(
+            zero_copy_size(&cfg, &ports, 2),
+            2 * (1024 + 2 * (256 + 512))
+        );
+        assert_eq!(zero_copy_size(&cfg, &[(1, 64, 1, 64)], 1), 4096);
         let cfg = DpdkConfig {
             num_mbufs: Some(50000),
             ..Default::default()

@@ -3,11 +3,13 @@
 //! `dpdk-input` (input): polls every rx queue placed on this thread. Per queue and call it
 //! takes up to [`FRAME_SIZE`] packets from the PMD (`rte_eth_rx_burst`, repeated while the
 //! queue gives packets: vector PMDs return at most 32 per call) and allocates as many Sluice
-//! buffers. With zero-copy receive (virtual devices, see docs/interfaces.md) every receive
-//! mbuf carries a Sluice buffer the device wrote the packet into: that buffer goes into the
-//! graph and the fresh one takes its place in the mbuf; otherwise (PCI devices, mbufs of
-//! another pool, multi-segment packets) the packet is copied into the fresh buffer, a packet
-//! larger than a Sluice buffer becoming a buffer chain. The mbufs are then freed in one call.
+//! buffers. With zero copy (virtual devices, see docs/interfaces.md) every mbuf of the
+//! zero-copy pool carries a Sluice buffer the device wrote the packet into: that buffer goes
+//! into the graph (its header reset) and the fresh one takes its place in the mbuf;
+//! otherwise (no zero copy, mbufs of another pool, multi-segment packets) the packet is
+//! copied into the fresh buffer, a packet larger than a Sluice buffer becoming a buffer
+//! chain. The mbufs are then freed in one call (those of the zero-copy pool raw, in one
+//! request).
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
@@ -21,11 +23,12 @@
 //!
 //! `dpdk-tx` (internal): the transmit node of every DPDK interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
-//! - sets: nothing. On a virtual device a single-buffer packet is transmitted without a copy:
-//!   its Sluice buffer is attached to an mbuf as an external buffer and lent to DPDK, which
-//!   gives it back when it frees the mbuf (the shim parks the index per lcore; this node,
-//!   `dpdk-input` and `dpdk-process` take them back and free them on their own thread). Chains
-//!   and every packet to a PCI device are copied into mbufs and freed at once.
+//! - sets: nothing. With zero copy a single-buffer packet is transmitted in its own Sluice
+//!   buffer: it takes the place of the buffer an mbuf of the zero-copy pool carried, which
+//!   this node frees (DPDK frees the mbuf the plain way, from any thread, and the packet's
+//!   buffer stays with it for a later receive or transmit). Chains, packets starting more
+//!   than 128 bytes into the headroom and every packet without zero copy are copied into
+//!   mbufs and freed at once.
 //! - next: none.
 //! - queues: thread t transmits on queue `t % num-tx-queues`; a queue shared by several
 //!   threads (fewer queues than threads) is taken with a spin lock around the burst.
@@ -39,8 +42,7 @@
 //! `dpdk-process` (process, main thread): every second reads each port's link (devices
 //! without link-state interrupts change state only here; with them, the interrupt thread
 //! publishes at once) and adds the device's missed and no-mbuf counters to the interface's
-//! `rx-miss`; frees the lent buffers DPDK released outside the fast path (device stop,
-//! threads that are no lcore).
+//! `rx-miss`.
 
 use crate::port::{LinkState, Pool};
 use crate::sys::{self, Api, RteMbuf};
@@ -195,6 +197,17 @@ impl DpdkInput {
         let mut traced = cx.trace_budget();
         for i in 0..got {
             let (b, len) = (bufs[i], lens[i] as usize);
+            {
+                // SAFETY: owned by this node; one view, dropped before chain_rest takes one.
+                let h = unsafe { pool.buffer(b) }.hdr;
+                // A buffer that came out of an mbuf still has the header of the packet
+                // dpdk-tx lent it with.
+                h.reset();
+                h.rx_if = sw_if;
+                h.rx_tsc = now;
+                h.flags |= sluice_buffer::flags::RX_TSC;
+                h.current_data = offs[i];
+            }
             if len > cap && !self.chain_rest(cx, api, mb[i], b, cap, len) {
                 long += 1;
                 cx.free(&[b]);
@@ -202,10 +215,6 @@ impl DpdkInput {
             }
             // SAFETY: owned by this node; one view.
             let mut v = unsafe { pool.buffer(b) };
-            v.hdr.rx_if = sw_if;
-            v.hdr.rx_tsc = now;
-            v.hdr.flags |= sluice_buffer::flags::RX_TSC;
-            v.hdr.current_data = offs[i];
             if !v.set_len(len.min(cap)) {
                 // A device wrote past the buffer (never expected): drop it.
                 long += 1;
@@ -233,9 +242,6 @@ impl DpdkInput {
         }
         // SAFETY: every mbuf of the burst was copied (or dropped) and is released once.
         unsafe { (api.free_bulk)(mb.as_ptr(), n as u16) };
-        // Mbufs that carried a Sluice buffer lent by dpdk-tx (net_ring loops them back) gave
-        // it back just now.
-        reclaim(cx, api);
         let q = &self.queues.list[qi].q;
         let t = cx.thread();
         if got < n {
@@ -363,43 +369,19 @@ pub struct TxEntry {
 /// Most segments handed to one `sd_tx` call.
 const MAX_SEGS: usize = 2 * FRAME_SIZE;
 
-/// Takes back the Sluice buffers DPDK released on this thread (and those released on threads
-/// that are no lcore) and frees them: transmitted zero-copy, they were DPDK's until then.
-pub fn reclaim(cx: &mut Cx, api: &Api) {
-    let mut idx = [0u32; FRAME_SIZE];
-    let mut bufs = [BufIdx(0); FRAME_SIZE];
-    loop {
-        // SAFETY: `idx` has room for FRAME_SIZE indices.
-        let n = unsafe { (api.zc_reclaim)(idx.as_mut_ptr(), FRAME_SIZE as u32) } as usize;
-        if n == 0 {
-            return;
-        }
-        for (b, &i) in bufs.iter_mut().zip(&idx[..n]) {
-            *b = BufIdx(i);
-        }
-        // Each was a single buffer (chains are copied, never lent), handed to DPDK by a tx
-        // node and released by DPDK exactly once: ownership comes back here.
-        cx.bufs().free_no_next(&bufs[..n]);
-        if n < FRAME_SIZE {
-            return;
-        }
-    }
-}
-
 /// `dpdk-tx` instance: sw_if_index -> port.
 #[derive(Default)]
 pub struct DpdkTx {
     /// Indexed by sw_if_index.
     pub table: SwTable<TxEntry>,
-    /// The shim, once an interface was seen (to reclaim lent buffers).
-    api: Option<&'static Api>,
     /// Buffers to free after a frame (reused).
     free: Vec<BufIdx>,
 }
 
 impl DpdkTx {
     /// Sends `run` (packets for interface `e`); appends what this node must free (copied or
-    /// refused packets) to `free`: the rest now belongs to DPDK.
+    /// refused packets, and the buffers zero-copy transmit swapped out of mbufs) to `free`:
+    /// the packets sent zero-copy belong to DPDK now.
     fn send_run(cx: &mut Cx, e: &TxEntry, run: &[BufIdx], free: &mut Vec<BufIdx>) {
         let pool = cx.pool_ref();
         let t = cx.thread();
@@ -450,14 +432,17 @@ impl DpdkTx {
                 continue;
             }
             let mut status = [0u8; FRAME_SIZE];
+            let mut freed = [0u32; FRAME_SIZE];
+            let mut nfreed = 0u16;
             if e.shared {
                 e.queues[q].lock();
             }
             // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node
             // owns, `seg_idx` are their indices in the pool `zc_init` described; `nseg[..np]`
-            // sums to `ns`; the queue is this thread's alone or locked above. Buffers reported
-            // SENT are DPDK's from here on (reclaimed through `zc_reclaim`); the others stay
-            // this node's.
+            // sums to `ns`; `freed` has room for `np` indices; the queue is this thread's
+            // alone or locked above. Buffers reported SENT are DPDK's from here on (lent to
+            // an mbuf), the ones in `freed[..nfreed]` this node's (swapped out of those mbufs,
+            // single buffers); the others stay this node's.
             let sent = unsafe {
                 (e.api.tx)(
                     e.port,
@@ -470,8 +455,11 @@ impl DpdkTx {
                     np as u16,
                     e.zero_copy as i32,
                     status.as_mut_ptr(),
+                    freed.as_mut_ptr(),
+                    &mut nfreed,
                 )
             } as usize;
+            free.extend(freed[..nfreed as usize].iter().map(|&i| BufIdx(i)));
             if e.shared {
                 e.queues[q].unlock();
             }
@@ -505,7 +493,7 @@ impl NodeFn for DpdkTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         // Runs of packets for one interface, as `devices::tx_runs` splits them; not that
         // helper because it frees the whole frame and here DPDK keeps what it sent.
-        let DpdkTx { table, api, free } = self;
+        let DpdkTx { table, free } = self;
         let pool = cx.pool_ref();
         let mut i = 0;
         while i < frame.len() {
@@ -517,10 +505,7 @@ impl NodeFn for DpdkTx {
                 j += 1;
             }
             match table.get(tx) {
-                Some(e) => {
-                    *api = Some(e.api);
-                    Self::send_run(cx, e, &frame[i..j], free);
-                }
+                Some(e) => Self::send_run(cx, e, &frame[i..j], free),
                 None => {
                     cx.count(TxCounter::NoInterface, (j - i) as u64);
                     free.extend_from_slice(&frame[i..j]);
@@ -531,9 +516,6 @@ impl NodeFn for DpdkTx {
         if !free.is_empty() {
             cx.free(free);
             free.clear();
-        }
-        if let Some(api) = *api {
-            reclaim(cx, api);
         }
     }
 
@@ -566,11 +548,6 @@ impl NodeFn for DpdkProcess {
     fn process(&mut self, cx: &mut Cx, _wake: Wake) -> Suspend {
         let t = cx.thread();
         if let Ok(mut w) = self.watch.0.lock() {
-            if let Some(p) = w.first() {
-                // Buffers DPDK released on this thread or on threads that are no lcore
-                // (device stop, interrupt thread).
-                reclaim(cx, p.link.api);
-            }
             for p in w.iter_mut() {
                 p.link.refresh();
                 let mut s = sys::Stats::default();

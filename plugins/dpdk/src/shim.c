@@ -65,13 +65,12 @@ const char *sd_version(void)
 
 /* Makes the calling (non-EAL) thread a registered lcore so the mempool caches work for it.
  * Returns its lcore id, or -1 when none is left (it then works without a cache). */
-static void zc_stash_init(void);
-
 int sd_thread_register(void)
 {
-    if (rte_lcore_id() == LCORE_ID_ANY && rte_thread_register() < 0)
+    if (rte_lcore_id() != LCORE_ID_ANY)
+        return (int)rte_lcore_id();
+    if (rte_thread_register() < 0)
         return -1;
-    zc_stash_init();
     return (int)rte_lcore_id();
 }
 
@@ -365,18 +364,13 @@ void sd_zc_init(uint8_t *base, uint64_t stride, uint16_t headroom, uint16_t data
 
 /* ---- mbuf pools ---------------------------------------------------------------------- */
 
-/* Private area of a transmit mbuf: the external-buffer descriptor of the Sluice buffer it
- * carries (zero-copy transmit). */
-#define SD_TX_PRIV RTE_ALIGN(sizeof(struct rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN)
-
-/* A pool of `n` mbufs. `kind` 1: the transmit pool (room for SD_TX_PRIV in each); 2: a
- * receive pool for sd_zrx_attach (room for a Sluice buffer index, and the data room the
- * Sluice buffers give, which PMDs read from the pool to size their receive buffers); 0: a
- * plain receive pool. */
+/* A pool of `n` mbufs. `kind` 2: a pool for sd_zrx_attach (room for a Sluice buffer index,
+ * and the data room the Sluice buffers give, which PMDs read from the pool to size their
+ * receive buffers); 0: a plain pool. */
 struct rte_mempool *sd_pool_create(const char *name, unsigned n, unsigned cache, int socket,
                                    int kind)
 {
-    uint16_t priv = kind == 1 ? SD_TX_PRIV : kind == 2 ? RTE_MBUF_PRIV_ALIGN : 0;
+    uint16_t priv = kind == 2 ? RTE_MBUF_PRIV_ALIGN : 0;
     uint16_t room = RTE_MBUF_DEFAULT_BUF_SIZE;
     if (kind == 2 && zc.base)
         room = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
@@ -468,9 +462,11 @@ uint16_t sd_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n)
  * headroom), so a device writes a packet where Sluice expects it, and the buffer's index is in
  * the mbuf's private area. On receive, sd_rx_take hands that buffer to Sluice and attaches a
  * fresh one in its place (the mbuf is still direct: DPDK frees it as any other); no byte is
- * copied. The Sluice buffers attached to free mbufs are the plugin's for the life of the
- * process. Mbufs of other pools (net_ring loops transmitted mbufs back) and multi-segment
- * packets are copied. */
+ * copied. Transmit does the reverse (sd_tx): it takes an mbuf of the same pool, attaches the
+ * packet's Sluice buffer to it and gives the buffer the mbuf carried back to Sluice. So the
+ * pool always holds as many Sluice buffers as it has mbufs, they are the plugin's for the life
+ * of the process, and DPDK frees these mbufs the cheap way (direct, one segment: no detach,
+ * no callback, from any thread). Mbufs of other pools and multi-segment packets are copied. */
 
 static struct rte_mempool *zrx_pool;
 
@@ -590,118 +586,13 @@ void sd_free_bulk(struct rte_mbuf **m, uint16_t n)
         rte_pktmbuf_free_bulk(other, no);
 }
 
-/* ---- zero-copy transmit ------------------------------------------------------------------
- *
- * A single-buffer packet is transmitted without a copy: its Sluice buffer (headroom + data) is
- * attached to a transmit mbuf as an external buffer whose descriptor lives in the mbuf's
- * private area. When DPDK frees the mbuf (inside rte_eth_tx_burst on the transmitting thread
- * for most PMDs, on the receiving thread for net_ring, on whatever thread stops the port),
- * zc_free() runs there and parks the buffer index: in the stash of that thread's lcore when
- * it has one (touched by no other thread), else in a global list under a spin lock. The
- * plugin's nodes take the indices back with sd_zc_reclaim() on their own thread and free
- * them into Sluice's pool, so a Sluice buffer is only ever freed by a Sluice thread.
- */
-
-#define ZC_STASH 4096
-
-struct zc_stash {
-    uint32_t n;
-    uint32_t idx[ZC_STASH];
-};
-
-static struct zc_stash *zc_stash[RTE_MAX_LCORE];
-
-static rte_spinlock_t zc_lock = RTE_SPINLOCK_INITIALIZER;
-static uint32_t *zc_global;
-static uint32_t zc_global_n, zc_global_cap;
-static uint32_t zc_global_count; /* zc_global_n, read without the lock */
-
-static void zc_stash_init(void)
-{
-    unsigned l = rte_lcore_id();
-    if (l < RTE_MAX_LCORE && !zc_stash[l])
-        zc_stash[l] = calloc(1, sizeof(struct zc_stash));
-}
-
-
-static void zc_global_push(uint32_t idx)
-{
-    rte_spinlock_lock(&zc_lock);
-    if (zc_global_n == zc_global_cap) {
-        uint32_t cap = zc_global_cap ? 2 * zc_global_cap : 1024;
-        uint32_t *g = realloc(zc_global, cap * sizeof(*g));
-        if (!g) {
-            /* Out of memory: the buffer is lost (counted nowhere; never expected). */
-            rte_spinlock_unlock(&zc_lock);
-            return;
-        }
-        zc_global = g;
-        zc_global_cap = cap;
-    }
-    zc_global[zc_global_n++] = idx;
-    __atomic_store_n(&zc_global_count, zc_global_n, __ATOMIC_RELEASE);
-    rte_spinlock_unlock(&zc_lock);
-}
-
-/* The external buffer's free callback: `opaque` is the Sluice buffer index. */
-static void zc_free(void *addr, void *opaque)
-{
-    (void)addr;
-    uint32_t idx = (uint32_t)(uintptr_t)opaque;
-    unsigned l = rte_lcore_id();
-    struct zc_stash *s = l < RTE_MAX_LCORE ? zc_stash[l] : NULL;
-    if (s && s->n < ZC_STASH) {
-        s->idx[s->n++] = idx;
-        return;
-    }
-    zc_global_push(idx);
-}
-
-/* Takes up to `cap` indices of Sluice buffers DPDK has released: the calling thread's own,
- * then the global list's. Returns how many. */
-uint32_t sd_zc_reclaim(uint32_t *out, uint32_t cap)
-{
-    uint32_t n = 0;
-    unsigned l = rte_lcore_id();
-    struct zc_stash *s = l < RTE_MAX_LCORE ? zc_stash[l] : NULL;
-    if (s && s->n) {
-        n = s->n < cap ? s->n : cap;
-        s->n -= n;
-        memcpy(out, s->idx + s->n, n * sizeof(*out));
-    }
-    if (n < cap && __atomic_load_n(&zc_global_count, __ATOMIC_ACQUIRE)) {
-        rte_spinlock_lock(&zc_lock);
-        uint32_t k = zc_global_n < cap - n ? zc_global_n : cap - n;
-        zc_global_n -= k;
-        memcpy(out + n, zc_global + zc_global_n, k * sizeof(*out));
-        __atomic_store_n(&zc_global_count, zc_global_n, __ATOMIC_RELEASE);
-        rte_spinlock_unlock(&zc_lock);
-        n += k;
-    }
-    return n;
-}
-
-/* Buffers waiting in the calling thread's stash and the global list. */
-uint32_t sd_zc_pending(void)
-{
-    unsigned l = rte_lcore_id();
-    struct zc_stash *s = l < RTE_MAX_LCORE ? zc_stash[l] : NULL;
-    return (s ? s->n : 0) + __atomic_load_n(&zc_global_count, __ATOMIC_ACQUIRE);
-}
-
-static void zc_noop(void *addr, void *opaque)
-{
-    (void)addr;
-    (void)opaque;
-}
-
 #define SD_MAX_TX 256
 
 /* Status of each packet handed to sd_tx. */
 enum { SD_TX_SENT = 0, SD_TX_NO_MBUF = 1, SD_TX_FULL = 2, SD_TX_COPIED = 3 };
 
-/* Builds the mbuf of packet i, copying: `m` comes raw from the pool. Returns 0, or -1 when
- * its chain could not be allocated (`m` is then freed). */
+/* Builds the mbuf of one packet by copying: `head` comes raw from the pool. Returns 0, or -1
+ * when its chain could not be allocated (`head` is then freed). */
 static int tx_copy(struct rte_mempool *mp, struct rte_mbuf *head, uint16_t room,
                    const uint8_t *const *seg, const uint16_t *seg_len, uint16_t first,
                    uint16_t end)
@@ -737,60 +628,85 @@ static int tx_copy(struct rte_mempool *mp, struct rte_mbuf *head, uint16_t room,
     return 0;
 }
 
+/* `n` raw mbufs of `mp` into m[], in requests the per-lcore cache serves; a slot the pool
+ * could not fill is NULL. */
+static void get_raw(struct rte_mempool *mp, struct rte_mbuf **m, uint16_t n)
+{
+    for (uint16_t a = 0; a < n; a = (uint16_t)(a + SD_BURST)) {
+        uint16_t k = (uint16_t)(n - a) < SD_BURST ? (uint16_t)(n - a) : SD_BURST;
+        if (rte_mempool_get_bulk(mp, (void **)(m + a), k) != 0) {
+            /* The pool is short: as many as there are, one by one. */
+            for (uint16_t i = a; i < n; i++)
+                m[i] = rte_mbuf_raw_alloc(mp);
+            return;
+        }
+    }
+}
+
 /* Transmits `npkts` packets on queue `q`. Packet i is `nseg[i]` consecutive entries of
  * `seg`/`seg_len`/`seg_idx` (a Sluice buffer chain: data pointers, lengths, buffer indices).
- * With `zc`, a single-buffer packet goes out in its Sluice buffer (attached to an mbuf of `mp`
- * as an external buffer, returned through sd_zc_reclaim once DPDK frees it); anything else is
- * copied into mbufs of `mp` (an mbuf chain when longer than one). `status[i]` says what
- * happened to packet i: SENT (DPDK owns its buffer now), COPIED (sent, the buffer is still
- * the caller's), NO_MBUF or FULL (not sent, the buffer is still the caller's). Returns the
- * number sent. */
+ * With `zc` (and a zero-copy pool attached), a single-buffer packet goes out in its own
+ * Sluice buffer, swapped into an mbuf of that pool, whose previous buffer is returned in
+ * `freed` (`*nfreed` of them: the caller's now). Anything else is copied into mbufs of `mp`
+ * (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
+ * (its buffer is DPDK's now), COPIED (sent, the buffer is still the caller's), NO_MBUF or
+ * FULL (not sent, the buffer is still the caller's). Returns the number sent. */
 uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
                const uint16_t *seg_len, const uint32_t *seg_idx, const uint16_t *nseg,
-               uint16_t npkts, int zc_ok, uint8_t *status)
+               uint16_t npkts, int zc_ok, uint8_t *status, uint32_t *freed, uint16_t *nfreed)
 {
-    struct rte_mbuf *m[SD_MAX_TX];
-    uint16_t built = 0, s = 0;
+    struct rte_mbuf *m[SD_MAX_TX], *za[SD_MAX_TX], *ca[SD_MAX_TX];
+    uint16_t off[SD_MAX_TX];
+    uint32_t olds[SD_MAX_TX];
+    uint16_t built = 0, s = 0, nz = 0, nc = 0;
+    *nfreed = 0;
     if (npkts > SD_MAX_TX)
         npkts = SD_MAX_TX;
     uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
-    /* Raw mbufs (no reset: the zero-copy path writes every field a transmit reads), in
-     * requests the per-lcore cache serves. */
-    for (uint16_t a = 0; a < npkts; a = (uint16_t)(a + SD_BURST)) {
-        uint16_t k = (uint16_t)(npkts - a) < SD_BURST ? (uint16_t)(npkts - a) : SD_BURST;
-        if (rte_mempool_get_bulk(mp, (void **)(m + a), k) != 0) {
-            /* The pool is short: as many as there are, one by one. */
-            for (uint16_t i = a; i < npkts; i++)
-                m[i] = rte_mbuf_raw_alloc(mp);
-            break;
-        }
-    }
-    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
+    uint16_t zroom = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
+    /* Which packets go zero-copy (off[i] = their data_off), and how many mbufs of each pool. */
     for (uint16_t i = 0; i < npkts; i++) {
-        struct rte_mbuf *head = m[i];
         uint16_t first = s;
         s = (uint16_t)(s + nseg[i]);
-        if (!head) {
-            status[i] = SD_TX_NO_MBUF;
-            continue;
+        off[i] = UINT16_MAX;
+        if (zc_ok && zrx_pool && nseg[i] == 1) {
+            const uint8_t *b =
+                zc.base + (uint64_t)seg_idx[first] * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
+            if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
+                off[i] = (uint16_t)(seg[first] - b);
+                nz++;
+                continue;
+            }
         }
-        if (zc_ok && nseg[i] == 1) {
-            uint8_t *buf = zc.base + (uint64_t)seg_idx[first] * zc.stride;
-            struct rte_mbuf_ext_shared_info *sh = rte_mbuf_to_priv(head);
-            sh->free_cb = zc_free;
-            sh->fcb_opaque = (void *)(uintptr_t)seg_idx[first];
-            rte_mbuf_ext_refcnt_set(sh, 1);
-            head->buf_addr = buf;
-            rte_mbuf_iova_set(head, (rte_iova_t)(uintptr_t)buf);
-            head->buf_len = zc.buf_len;
-            head->shinfo = sh;
-            head->ol_flags = RTE_MBUF_F_EXTERNAL;
-            head->data_off = (uint16_t)(seg[first] - buf);
+        nc++;
+    }
+    if (nz)
+        get_raw(zrx_pool, za, nz);
+    if (nc)
+        get_raw(mp, ca, nc);
+    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
+    s = 0;
+    nz = nc = 0;
+    for (uint16_t i = 0; i < npkts; i++) {
+        uint16_t first = s;
+        s = (uint16_t)(s + nseg[i]);
+        struct rte_mbuf *head;
+        if (off[i] != UINT16_MAX) {
+            head = za[nz++];
+            if (!head) {
+                status[i] = SD_TX_NO_MBUF;
+                continue;
+            }
+            olds[built] = zrx_idx(head);
+            zrx_set(head, seg_idx[first]);
+            head->data_off = off[i];
             head->data_len = seg_len[first];
             head->pkt_len = seg_len[first];
+            head->ol_flags = 0;
             status[i] = SD_TX_SENT;
         } else {
-            if (tx_copy(mp, head, room, seg, seg_len, first, s) != 0) {
+            head = ca[nc++];
+            if (!head || tx_copy(mp, head, room, seg, seg_len, first, s) != 0) {
                 status[i] = SD_TX_NO_MBUF;
                 continue;
             }
@@ -801,13 +717,18 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
         built++;
     }
     uint16_t sent = built ? rte_eth_tx_burst(port, q, m, built) : 0;
-    for (uint16_t k = sent; k < built; k++) {
-        /* Not taken: the buffer stays the caller's, only the mbuf goes back. */
+    uint16_t nf = 0;
+    for (uint16_t k = 0; k < sent; k++)
         if (status[idx[k]] == SD_TX_SENT)
-            m[k]->shinfo->free_cb = zc_noop;
+            freed[nf++] = olds[k];
+    for (uint16_t k = sent; k < built; k++) {
+        /* Not taken: the packet's buffer stays the caller's, the mbuf gets its own back. */
+        if (status[idx[k]] == SD_TX_SENT)
+            zrx_set(m[k], olds[k]);
         status[idx[k]] = SD_TX_FULL;
     }
     if (sent < built)
         rte_pktmbuf_free_bulk(m + sent, (unsigned)(built - sent));
+    *nfreed = nf;
     return sent;
 }

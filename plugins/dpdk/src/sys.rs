@@ -209,10 +209,8 @@ api! {
     zrx_attach: fn(*mut RteMempool, *const u32, c_uint) -> c_int;
     mbuf_read: fn(*const RteMbuf, u32, *mut u8, u32) -> u32;
     free_bulk: fn(*const *mut RteMbuf, u16);
-    tx: fn(u16, u16, *mut RteMempool, *const *const u8, *const u16, *const u32, *const u16, u16, c_int, *mut u8) -> u16;
+    tx: fn(u16, u16, *mut RteMempool, *const *const u8, *const u16, *const u32, *const u16, u16, c_int, *mut u8, *mut u32, *mut u16) -> u16;
     zc_init: fn(*mut u8, u64, u16, u16);
-    zc_reclaim: fn(*mut u32, u32) -> u32;
-    zc_pending: fn() -> u32;
 }
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.
