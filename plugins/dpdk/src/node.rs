@@ -459,7 +459,14 @@ impl DpdkTx {
                     &mut nfreed,
                 )
             } as usize;
-            free.extend(freed[..nfreed as usize].iter().map(|&i| BufIdx(i)));
+            if nfreed > 0 {
+                let mut out = [BufIdx(0); FRAME_SIZE];
+                for (o, &i) in out.iter_mut().zip(&freed[..nfreed as usize]) {
+                    *o = BufIdx(i);
+                }
+                // Single buffers (lent to an mbuf alone), so their headers need not be read.
+                cx.bufs().free_no_next(&out[..nfreed as usize]);
+            }
             if e.shared {
                 e.queues[q].unlock();
             }
