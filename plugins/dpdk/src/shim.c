@@ -655,57 +655,47 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
                const uint16_t *seg_len, const uint32_t *seg_idx, const uint16_t *nseg,
                uint16_t npkts, int zc_ok, uint8_t *status, uint32_t *freed, uint16_t *nfreed)
 {
-    struct rte_mbuf *m[SD_MAX_TX], *za[SD_MAX_TX], *ca[SD_MAX_TX];
-    uint16_t off[SD_MAX_TX];
+    struct rte_mbuf *m[SD_MAX_TX], *za[SD_MAX_TX];
     uint32_t olds[SD_MAX_TX];
-    uint16_t built = 0, s = 0, nz = 0, nc = 0;
+    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
+    uint16_t built = 0, s = 0, nz = 0, zused = 0;
     *nfreed = 0;
     if (npkts > SD_MAX_TX)
         npkts = SD_MAX_TX;
     uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
     uint16_t zroom = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
-    /* Which packets go zero-copy (off[i] = their data_off), and how many mbufs of each pool. */
+    /* One mbuf per packet up front: of the zero-copy pool when zero copy is on (nearly every
+     * packet takes one; unused ones go back at the end and a copied packet takes one of `mp`),
+     * else of `mp`. */
+    int zon = zc_ok && zrx_pool;
+    get_raw(zon ? zrx_pool : mp, za, npkts);
+    if (zon)
+        nz = npkts;
     for (uint16_t i = 0; i < npkts; i++) {
         uint16_t first = s;
         s = (uint16_t)(s + nseg[i]);
-        off[i] = UINT16_MAX;
-        if (zc_ok && zrx_pool && nseg[i] == 1) {
+        struct rte_mbuf *head = NULL;
+        if (nz && nseg[i] == 1) {
             const uint8_t *b =
                 zc.base + (uint64_t)seg_idx[first] * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
             if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
-                off[i] = (uint16_t)(seg[first] - b);
-                nz++;
-                continue;
+                head = za[zused];
+                za[zused++] = NULL;
+                if (!head) {
+                    status[i] = SD_TX_NO_MBUF;
+                    continue;
+                }
+                olds[built] = zrx_idx(head);
+                zrx_set(head, seg_idx[first]);
+                head->data_off = (uint16_t)(seg[first] - b);
+                head->data_len = seg_len[first];
+                head->pkt_len = seg_len[first];
+                head->ol_flags = 0;
+                status[i] = SD_TX_SENT;
             }
         }
-        nc++;
-    }
-    if (nz)
-        get_raw(zrx_pool, za, nz);
-    if (nc)
-        get_raw(mp, ca, nc);
-    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
-    s = 0;
-    nz = nc = 0;
-    for (uint16_t i = 0; i < npkts; i++) {
-        uint16_t first = s;
-        s = (uint16_t)(s + nseg[i]);
-        struct rte_mbuf *head;
-        if (off[i] != UINT16_MAX) {
-            head = za[nz++];
-            if (!head) {
-                status[i] = SD_TX_NO_MBUF;
-                continue;
-            }
-            olds[built] = zrx_idx(head);
-            zrx_set(head, seg_idx[first]);
-            head->data_off = off[i];
-            head->data_len = seg_len[first];
-            head->pkt_len = seg_len[first];
-            head->ol_flags = 0;
-            status[i] = SD_TX_SENT;
-        } else {
-            head = ca[nc++];
+        if (!head) {
+            head = zon ? rte_mbuf_raw_alloc(mp) : za[i];
             if (!head || tx_copy(mp, head, room, seg, seg_len, first, s) != 0) {
                 status[i] = SD_TX_NO_MBUF;
                 continue;
@@ -716,6 +706,10 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
         idx[built] = i;
         built++;
     }
+    /* Zero-copy mbufs taken but not used (packets that were copied), back raw. */
+    for (uint16_t k = zused; k < nz; k++)
+        if (za[k])
+            rte_mempool_put(zrx_pool, za[k]);
     uint16_t sent = built ? rte_eth_tx_burst(port, q, m, built) : 0;
     uint16_t nf = 0;
     for (uint16_t k = 0; k < sent; k++)
