@@ -99,6 +99,9 @@ pub struct DpdkMain {
     pub rx_pool: Option<Pool>,
     /// Transmit mbufs.
     pub tx_pool: Option<Pool>,
+    /// Sluice buffers the mbufs of `rx_pool` carry (zero copy; 0 when it copies): in use for
+    /// the life of the process.
+    pub lent: u64,
     placement: RxPlacement,
 }
 
@@ -249,6 +252,13 @@ fn polling_only(
 
 /// The mbufs to create: (receive, transmit), from the queues of every device.
 fn pool_sizes(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
+    let (rx, tx) = pool_needs(ports, threads);
+    (cfg.num_mbufs.unwrap_or(rx.max(4096)), tx.max(4096))
+}
+
+/// Mbufs the descriptors of every queue and every thread's cache and bursts can hold, for
+/// receive and for transmit.
+fn pool_needs(ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
     let burst = threads as u32 * (POOL_CACHE + 2 * sluice_graph::FRAME_SIZE as u32);
     let rx: u32 = ports
         .iter()
@@ -260,7 +270,13 @@ fn pool_sizes(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) 
         .map(|&(_, _, q, d)| q as u32 * d as u32)
         .sum::<u32>()
         + burst;
-    (cfg.num_mbufs.unwrap_or(rx.max(4096)), tx.max(4096))
+    (rx, tx)
+}
+
+/// Size of the zero-copy pool, which serves receive and transmit.
+fn zero_copy_size(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) -> u32 {
+    let (rx, tx) = pool_needs(ports, threads);
+    cfg.num_mbufs.unwrap_or((rx + tx).max(4096))
 }
 
 /// Memory EAL needs without hugepages: the pools plus room for the PMDs' own allocations.
@@ -298,9 +314,16 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
         })
         .collect();
     let (n_rx, n_tx) = pool_sizes(cfg, &wanted, threads);
+    // Zero copy (virtual devices only: a PCI device's DMA cannot reach Sluice's arena) lends
+    // the receive pool's mbufs Sluice buffers, and transmit swaps packets into mbufs of that
+    // pool: it serves both directions, so it holds both counts. It must leave Sluice at least
+    // half of its buffers.
+    let n_zc = zero_copy_size(cfg, &wanted, threads);
+    let zero_copy = cfg.devs.is_empty() && n_zc <= vm.pool.len() / 2;
+    let n_rx = if zero_copy { n_zc } else { n_rx };
     let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(n_rx, n_tx));
     eal::init(api, &args)?;
-    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx);
+    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, zero_copy);
     eal::remove_runtime_dir(api);
     r
 }
@@ -312,6 +335,7 @@ fn start_devices(
     args: &[String],
     n_rx: u32,
     n_tx: u32,
+    zero_copy: bool,
 ) -> Result<(), String> {
     let pci_drivers: Vec<Option<String>> = cfg
         .devs
@@ -328,14 +352,43 @@ fn start_devices(
             log::warn!("dpdk: no lcore left for a thread; its mbuf operations bypass the cache");
         }
     });
-    let rx_pool = create_pool(api, "sluice_rx", n_rx)?;
-    let tx_pool = create_pool(api, "sluice_tx", n_tx)?;
+    {
+        // Where zero-copy transmit and receive find a Sluice buffer's memory from its index.
+        let pool = &vm.pool;
+        let (base, _) = pool.region();
+        // SAFETY: the arena stays mapped for the life of the process (the pool is shared by
+        // every graph and never dropped while DPDK runs); stride and sizes describe it.
+        unsafe {
+            (api.zc_init)(
+                base,
+                pool.stride() as u64,
+                sluice_buffer::HEADROOM as u16,
+                pool.data_size() as u16,
+            )
+        };
+    }
+    let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy { 2 } else { 0 })?;
+    let tx_pool = create_pool(api, "sluice_tx", n_tx, 0)?;
+    let lent = if zero_copy {
+        lend_rx_buffers(vm, api, rx_pool, n_rx)?
+    } else {
+        log::info!(
+            "dpdk: receive and transmit copy ({})",
+            if cfg.devs.is_empty() {
+                "the Sluice buffer pool is too small to lend the mbufs half of it"
+            } else {
+                "PCI devices cannot reach Sluice's buffers"
+            }
+        );
+        0
+    };
     {
         let m = vm.ext_mut::<DpdkMain>();
         m.api = Some(api);
         m.eal_args = args.to_vec();
         m.rx_pool = Some(rx_pool);
         m.tx_pool = Some(tx_pool);
+        m.lent = lent;
     }
     for v in &cfg.vdevs {
         eal::probe(api, v.vdev.as_deref().unwrap_or(&v.addr))?;
@@ -384,10 +437,35 @@ fn start_devices(
     Ok(())
 }
 
-fn create_pool(api: &Api, name: &str, n: u32) -> Result<Pool, String> {
+/// Gives every mbuf of the receive pool `rx` (`n`, all free) a Sluice buffer to receive
+/// into (zero copy); returns how many Sluice buffers that lent to DPDK for good.
+fn lend_rx_buffers(vm: &mut Vlib, api: &Api, rx: Pool, n: u32) -> Result<u64, String> {
+    let mut cache = vm.pool.cache();
+    let mut bufs = vec![sluice_buffer::BufIdx(0); n as usize];
+    if cache.alloc(&mut bufs) != bufs.len() {
+        return Err(format!(
+            "cannot lend {n} Sluice buffers to the receive mbufs"
+        ));
+    }
+    let idx: Vec<u32> = bufs.iter().map(|b| b.0).collect();
+    // SAFETY: `idx` holds `n` buffers this function owns and gives up (DPDK's from now on,
+    // handed back to the graph one by one by dpdk-input); `rx` has `n` mbufs, none in use.
+    let r = unsafe { (api.zrx_attach)(rx.0, idx.as_ptr(), n) };
+    if r != 0 {
+        cache.free_no_next(&bufs);
+        return Err(format!(
+            "cannot attach Sluice buffers to the receive mbufs: {}",
+            api.error(r)
+        ));
+    }
+    Ok(u64::from(n))
+}
+
+/// An mbuf pool of `kind` (`sd_pool_create`: 0 plain, 2 zero copy).
+fn create_pool(api: &Api, name: &str, n: u32, kind: i32) -> Result<Pool, String> {
     let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
     // SAFETY: NUL-terminated name; EAL is initialised.
-    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1) };
+    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1, kind) };
     if p.is_null() {
         return Err(format!(
             "cannot create the {n}-mbuf pool `{name}' (not enough DPDK memory: raise `socket-mem')"
@@ -520,6 +598,10 @@ fn add_port(
         queues: Arc::new((0..conf.n_txq).map(|_| TxLock::default()).collect()),
         shared: (conf.n_txq as usize) < threads,
         pool: tx_pool,
+        // A PCI device DMAs from IOVAs, and Sluice's arena is not mapped for it (that needs
+        // rte_extmem_register + rte_dev_dma_map on pinned memory): copy. Virtual devices read
+        // the buffers through their virtual addresses.
+        zero_copy: sys::cstr(&info.bus) != "pci" && vm.ext_mut::<DpdkMain>().lent > 0,
         counters: counters.clone(),
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
@@ -721,12 +803,32 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             let _ = writeln!(out, "{name:<12}{size:>10}{avail:>12}{used:>10}");
         }
     }
+    let _ = writeln!(
+        out,
+        "receive: {}",
+        if m.lent > 0 {
+            format!(
+                "zero-copy, {} Sluice buffers lent to the receive mbufs",
+                m.lent
+            )
+        } else {
+            "copies into Sluice buffers".into()
+        }
+    );
     Ok(out)
 }
 
-/// For benchmarks: writes `frames` round-robin into every mbuf of the receive pool, so that a
-/// PMD that does not write packet data (net_null) "receives" them. Nothing else writes into
-/// the receive pool's data (transmitted copies use the transmit pool), so they stay.
+/// Sluice buffers lent to DPDK for good (zero-copy receive): what a leak check subtracts
+/// from the pool's `in_use`.
+pub fn lent_buffers(vm: &mut Vlib) -> u64 {
+    vm.ext_mut::<DpdkMain>().lent
+}
+
+/// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
+/// pool, so that a PMD that does not write packet data (net_null) "receives" them. With
+/// zero-copy receive that data is the Sluice buffer each mbuf carries, which changes at every
+/// receive and is forwarded in place: call it again before the frames wear out (between
+/// dispatch loops, when no received packet is in flight).
 pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
     let m = vm.ext_mut::<DpdkMain>();
     let (Some(api), Some(pool)) = (m.api, m.rx_pool) else {
@@ -751,6 +853,13 @@ mod tests {
         let burst = 2 * (256 + 512);
         assert_eq!(rx, 4096 + burst);
         assert_eq!(tx, 4096.max(2048 + burst));
+        // Zero copy: one pool for both directions.
+        let ports = [(1, 1024, 1, 1024)];
+        assert_eq!(
+            zero_copy_size(&cfg, &ports, 2),
+            2 * (1024 + 2 * (256 + 512))
+        );
+        assert_eq!(zero_copy_size(&cfg, &[(1, 64, 1, 64)], 1), 4096);
         let cfg = DpdkConfig {
             num_mbufs: Some(50000),
             ..Default::default()

@@ -2,10 +2,14 @@
 //!
 //! `dpdk-input` (input): polls every rx queue placed on this thread. Per queue and call it
 //! takes up to [`FRAME_SIZE`] packets from the PMD (`rte_eth_rx_burst`, repeated while the
-//! queue gives packets: vector PMDs return at most 32 per call), allocates as many Sluice
-//! buffers and copies each packet into one (the copy: Sluice buffers are not DPDK memory,
-//! see docs/interfaces.md), then frees the mbufs in one bulk call. A packet larger than a
-//! Sluice buffer becomes a buffer chain.
+//! queue gives packets: vector PMDs return at most 32 per call) and allocates as many Sluice
+//! buffers. With zero copy (virtual devices, see docs/interfaces.md) every mbuf of the
+//! zero-copy pool carries a Sluice buffer the device wrote the packet into: that buffer goes
+//! into the graph (its header reset) and the fresh one takes its place in the mbuf;
+//! otherwise (no zero copy, mbufs of another pool, multi-segment packets) the packet is
+//! copied into the fresh buffer, a packet larger than a Sluice buffer becoming a buffer
+//! chain. The mbufs are then freed in one call (those of the zero-copy pool raw, in one
+//! request).
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
@@ -19,7 +23,12 @@
 //!
 //! `dpdk-tx` (internal): the transmit node of every DPDK interface.
 //! - uses: `tx_if` (which interface), the packet (whole chain).
-//! - sets: nothing; every buffer is freed after its bytes were copied into mbufs.
+//! - sets: nothing. With zero copy a single-buffer packet is transmitted in its own Sluice
+//!   buffer: it takes the place of the buffer an mbuf of the zero-copy pool carried, which
+//!   this node frees (DPDK frees the mbuf the plain way, from any thread, and the packet's
+//!   buffer stays with it for a later receive or transmit). Chains, packets starting more
+//!   than 128 bytes into the headroom and every packet without zero copy are copied into
+//!   mbufs and freed at once.
 //! - next: none.
 //! - queues: thread t transmits on queue `t % num-tx-queues`; a queue shared by several
 //!   threads (fewer queues than threads) is taken with a spin lock around the burst.
@@ -160,32 +169,45 @@ impl DpdkInput {
         let pool = cx.pool_ref();
         let cap = pool.data_size();
         let now = cx.now_tsc();
-        let mut dst = [std::ptr::null_mut::<u8>(); FRAME_SIZE];
-        for (d, &b) in dst.iter_mut().zip(&bufs[..got]) {
-            // SAFETY: freshly allocated by this node, not yet enqueued; one view at a time.
-            let mut v = unsafe { pool.buffer(b) };
-            v.hdr.rx_if = sw_if;
-            v.hdr.rx_tsc = now;
-            v.hdr.flags |= sluice_buffer::flags::RX_TSC;
-            *d = v.raw_data_mut().as_mut_ptr();
+        let mut idx = [0u32; FRAME_SIZE];
+        for (i, b) in idx.iter_mut().zip(&bufs[..got]) {
+            *i = b.0;
         }
         let mut lens = [0u32; FRAME_SIZE];
-        // SAFETY: `dst[..got]` point at `cap` writable bytes each (the data areas of buffers
-        // this node owns, no view alive); `mb[..got]` are mbufs the PMD gave us.
+        let mut offs = [0i16; FRAME_SIZE];
+        // SAFETY: `idx[..got]` are buffers this node owns (fresh, no view alive), of the pool
+        // `zc_init` described; `mb[..got]` are mbufs the PMD gave us. On return `idx[i]` is
+        // the buffer holding packet i, owned by this node (a fresh one it swapped in stays
+        // with the mbuf).
         unsafe {
-            (api.rx_copy)(
+            (api.rx_take)(
                 mb.as_ptr(),
                 got as u16,
-                dst.as_ptr(),
+                idx.as_mut_ptr(),
                 cap as u32,
+                offs.as_mut_ptr(),
                 lens.as_mut_ptr(),
             )
         };
+        for (b, &i) in bufs.iter_mut().zip(&idx[..got]) {
+            *b = BufIdx(i);
+        }
         let mut out = [BufIdx(0); FRAME_SIZE];
         let (mut k, mut bytes, mut long) = (0usize, 0u64, 0u64);
         let mut traced = cx.trace_budget();
         for i in 0..got {
             let (b, len) = (bufs[i], lens[i] as usize);
+            {
+                // SAFETY: owned by this node; one view, dropped before chain_rest takes one.
+                let h = unsafe { pool.buffer(b) }.hdr;
+                // A buffer that came out of an mbuf still has the header of the packet
+                // dpdk-tx lent it with.
+                h.reset();
+                h.rx_if = sw_if;
+                h.rx_tsc = now;
+                h.flags |= sluice_buffer::flags::RX_TSC;
+                h.current_data = offs[i];
+            }
             if len > cap && !self.chain_rest(cx, api, mb[i], b, cap, len) {
                 long += 1;
                 cx.free(&[b]);
@@ -193,7 +215,12 @@ impl DpdkInput {
             }
             // SAFETY: owned by this node; one view.
             let mut v = unsafe { pool.buffer(b) };
-            v.set_len(len.min(cap));
+            if !v.set_len(len.min(cap)) {
+                // A device wrote past the buffer (never expected): drop it.
+                long += 1;
+                cx.free(&[b]);
+                continue;
+            }
             if traced > 0 {
                 let head = TraceHead::new(v.data());
                 if cx.trace_start(
@@ -328,8 +355,11 @@ pub struct TxEntry {
     pub queues: Arc<Vec<TxLock>>,
     /// More threads than queues: take the lock.
     pub shared: bool,
-    /// Mbufs for transmitted copies.
+    /// Transmit mbufs (zero-copy descriptors and copies).
     pub pool: Pool,
+    /// Single-buffer packets go out in their Sluice buffer (the device reads virtual
+    /// addresses: a virtual device); false: every packet is copied.
+    pub zero_copy: bool,
     /// Interface counters.
     pub counters: Arc<IfCounters>,
     /// Every interface's counters (VLAN sub-interfaces, for refused packets).
@@ -344,15 +374,22 @@ const MAX_SEGS: usize = 2 * FRAME_SIZE;
 pub struct DpdkTx {
     /// Indexed by sw_if_index.
     pub table: SwTable<TxEntry>,
+    /// Buffers to free after a frame (reused).
+    free: Vec<BufIdx>,
 }
 
 impl DpdkTx {
-    fn send_run(cx: &mut Cx, pool: &sluice_buffer::BufferPool, e: &TxEntry, run: &[BufIdx]) {
+    /// Sends `run` (packets for interface `e`); appends what this node must free (copied or
+    /// refused packets, and the buffers zero-copy transmit swapped out of mbufs) to `free`:
+    /// the packets sent zero-copy belong to DPDK now.
+    fn send_run(cx: &mut Cx, e: &TxEntry, run: &[BufIdx], free: &mut Vec<BufIdx>) {
+        let pool = cx.pool_ref();
         let t = cx.thread();
         let nq = e.queues.len().max(1);
         let q = t % nq;
         let mut seg = [std::ptr::null::<u8>(); MAX_SEGS];
         let mut seg_len = [0u16; MAX_SEGS];
+        let mut seg_idx = [0u32; MAX_SEGS];
         let mut nseg = [0u16; FRAME_SIZE];
         let mut i = 0;
         while i < run.len() {
@@ -370,6 +407,7 @@ impl DpdkTx {
                     let d = v.data();
                     seg[ns] = d.as_ptr();
                     seg_len[ns] = d.len() as u16;
+                    seg_idx[ns] = b.0;
                     ns += 1;
                     cnt += 1;
                     cur = v.hdr.next();
@@ -381,6 +419,7 @@ impl DpdkTx {
                         // A chain of more than MAX_SEGS buffers cannot exist (64 KiB);
                         // defend anyway: count it as refused.
                         cx.count(TxCounter::NoMbuf, 1);
+                        free.push(run[i]);
                         i += 1;
                     }
                     break;
@@ -393,12 +432,17 @@ impl DpdkTx {
                 continue;
             }
             let mut status = [0u8; FRAME_SIZE];
+            let mut freed = [0u32; FRAME_SIZE];
+            let mut nfreed = 0u16;
             if e.shared {
                 e.queues[q].lock();
             }
-            // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node owns
-            // until the frame is freed after this call; `nseg[..np]` sums to `ns`; the queue
-            // is this thread's alone or locked above.
+            // SAFETY: `seg[..ns]` point at `seg_len` readable bytes of buffers this node
+            // owns, `seg_idx` are their indices in the pool `zc_init` described; `nseg[..np]`
+            // sums to `ns`; `freed` has room for `np` indices; the queue is this thread's
+            // alone or locked above. Buffers reported SENT are DPDK's from here on (lent to
+            // an mbuf), the ones in `freed[..nfreed]` this node's (swapped out of those mbufs,
+            // single buffers); the others stay this node's.
             let sent = unsafe {
                 (e.api.tx)(
                     e.port,
@@ -406,27 +450,44 @@ impl DpdkTx {
                     e.pool.0,
                     seg.as_ptr(),
                     seg_len.as_ptr(),
+                    seg_idx.as_ptr(),
                     nseg.as_ptr(),
                     np as u16,
+                    e.zero_copy as i32,
                     status.as_mut_ptr(),
+                    freed.as_mut_ptr(),
+                    &mut nfreed,
                 )
             } as usize;
+            if nfreed > 0 {
+                let mut out = [BufIdx(0); FRAME_SIZE];
+                for (o, &i) in out.iter_mut().zip(&freed[..nfreed as usize]) {
+                    *o = BufIdx(i);
+                }
+                // Single buffers (lent to an mbuf alone), so their headers need not be read.
+                cx.bufs().free_no_next(&out[..nfreed as usize]);
+            }
             if e.shared {
                 e.queues[q].unlock();
             }
-            if sent < np {
-                let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
-                for (k, &b) in run[start..start + np].iter().enumerate() {
-                    match status[k] {
-                        sys::TX_SENT => continue,
-                        sys::TX_NO_MBUF => nombuf += 1,
-                        _ => full += 1,
+            let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
+            for (k, &b) in run[start..start + np].iter().enumerate() {
+                match status[k] {
+                    sys::TX_SENT => continue,
+                    sys::TX_COPIED => {
+                        free.push(b);
+                        continue;
                     }
-                    // SAFETY: owned by this node; short-lived read-only header access.
-                    let h = unsafe { pool.header(b) };
-                    bytes += h.total_len() as u64;
-                    e.subs.sub_tx_failed(t, h);
+                    sys::TX_NO_MBUF => nombuf += 1,
+                    _ => full += 1,
                 }
+                free.push(b);
+                // SAFETY: owned by this node; short-lived read-only header access.
+                let h = unsafe { pool.header(b) };
+                bytes += h.total_len() as u64;
+                e.subs.sub_tx_failed(t, h);
+            }
+            if sent < np {
                 e.counters.tx_failed(t, nombuf + full, bytes);
                 cx.count(TxCounter::NoMbuf, nombuf);
                 cx.count(TxCounter::QueueFull, full);
@@ -437,13 +498,32 @@ impl DpdkTx {
 
 impl NodeFn for DpdkTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        sluice_vnet::devices::tx_runs(
-            cx,
-            frame,
-            &self.table,
-            TxCounter::NoInterface,
-            Self::send_run,
-        );
+        // Runs of packets for one interface, as `devices::tx_runs` splits them; not that
+        // helper because it frees the whole frame and here DPDK keeps what it sent.
+        let DpdkTx { table, free } = self;
+        let pool = cx.pool_ref();
+        let mut i = 0;
+        while i < frame.len() {
+            // SAFETY: the tx node owns the frame; read-only header access.
+            let tx = unsafe { pool.header(frame[i]) }.tx_if;
+            let mut j = i + 1;
+            // SAFETY: as above.
+            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
+                j += 1;
+            }
+            match table.get(tx) {
+                Some(e) => Self::send_run(cx, e, &frame[i..j], free),
+                None => {
+                    cx.count(TxCounter::NoInterface, (j - i) as u64);
+                    free.extend_from_slice(&frame[i..j]);
+                }
+            }
+            i = j;
+        }
+        if !free.is_empty() {
+            cx.free(free);
+            free.clear();
+        }
     }
 
     fn as_any(&mut self) -> &mut dyn Any {

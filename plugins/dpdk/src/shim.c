@@ -28,6 +28,7 @@
 #include <rte_mempool.h>
 #include <rte_memcpy.h>
 #include <rte_prefetch.h>
+#include <rte_spinlock.h>
 #include <rte_version.h>
 
 /* ---- EAL ---------------------------------------------------------------------------- */
@@ -342,11 +343,38 @@ int sd_xstats(uint16_t port, char *names, uint64_t *values, int n)
     return r;
 }
 
+/* ---- Sluice's buffer arena ----------------------------------------------------------- */
+
+/* Where the Sluice buffers are: buffer i's headroom starts at base + i * stride and its
+ * headroom + data are buf_len bytes. Set once by sd_zc_init before any transmit. */
+static struct {
+    uint8_t *base;
+    uint64_t stride;
+    uint16_t headroom; /* Sluice's headroom in front of the data area */
+    uint16_t buf_len;  /* headroom + data area */
+} zc;
+
+void sd_zc_init(uint8_t *base, uint64_t stride, uint16_t headroom, uint16_t data_size)
+{
+    zc.base = base;
+    zc.stride = stride;
+    zc.headroom = headroom;
+    zc.buf_len = (uint16_t)(headroom + data_size);
+}
+
 /* ---- mbuf pools ---------------------------------------------------------------------- */
 
-struct rte_mempool *sd_pool_create(const char *name, unsigned n, unsigned cache, int socket)
+/* A pool of `n` mbufs. `kind` 2: a pool for sd_zrx_attach (room for a Sluice buffer index,
+ * and the data room the Sluice buffers give, which PMDs read from the pool to size their
+ * receive buffers); 0: a plain pool. */
+struct rte_mempool *sd_pool_create(const char *name, unsigned n, unsigned cache, int socket,
+                                   int kind)
 {
-    return rte_pktmbuf_pool_create(name, n, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+    uint16_t priv = kind == 2 ? RTE_MBUF_PRIV_ALIGN : 0;
+    uint16_t room = RTE_MBUF_DEFAULT_BUF_SIZE;
+    if (kind == 2 && zc.base)
+        room = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
+    return rte_pktmbuf_pool_create(name, n, cache, priv, room,
                                    socket < 0 ? SOCKET_ID_ANY : socket);
 }
 
@@ -427,28 +455,90 @@ uint16_t sd_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n)
     return got;
 }
 
-/* Copies packet i (all its segments, at most `cap` bytes) to dst[i] and stores its whole
- * length in len[i] (more than `cap`: the caller reads the rest with sd_mbuf_read). */
-void sd_rx_copy(struct rte_mbuf **m, uint16_t n, uint8_t *const *dst, uint32_t cap,
+/* ---- zero-copy receive ----------------------------------------------------------------
+ *
+ * The receive pool's mbufs carry Sluice buffers instead of their own data room: buf_addr is
+ * RTE_PKTMBUF_HEADROOM bytes in front of a Sluice buffer's data area (inside Sluice's larger
+ * headroom), so a device writes a packet where Sluice expects it, and the buffer's index is in
+ * the mbuf's private area. On receive, sd_rx_take hands that buffer to Sluice and attaches a
+ * fresh one in its place (the mbuf is still direct: DPDK frees it as any other); no byte is
+ * copied. Transmit does the reverse (sd_tx): it takes an mbuf of the same pool, attaches the
+ * packet's Sluice buffer to it and gives the buffer the mbuf carried back to Sluice. So the
+ * pool always holds as many Sluice buffers as it has mbufs, they are the plugin's for the life
+ * of the process, and DPDK frees these mbufs the cheap way (direct, one segment: no detach,
+ * no callback, from any thread). Mbufs of other pools and multi-segment packets are copied. */
+
+static struct rte_mempool *zrx_pool;
+
+static inline uint32_t zrx_idx(struct rte_mbuf *m)
+{
+    return *(uint32_t *)rte_mbuf_to_priv(m);
+}
+
+static inline void zrx_set(struct rte_mbuf *m, uint32_t idx)
+{
+    uint8_t *buf = zc.base + (uint64_t)idx * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
+    m->buf_addr = buf;
+    rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)buf);
+    m->buf_len = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
+    *(uint32_t *)rte_mbuf_to_priv(m) = idx;
+}
+
+struct zrx_arg {
+    const uint32_t *idx;
+    unsigned n, next;
+};
+
+static void zrx_attach_one(struct rte_mempool *mp, void *opaque, void *obj, unsigned i)
+{
+    (void)mp;
+    (void)i;
+    struct zrx_arg *a = opaque;
+    struct rte_mbuf *m = obj;
+    zrx_set(m, a->idx[a->next++]);
+    rte_pktmbuf_reset_headroom(m);
+}
+
+/* Makes `mp` (every mbuf free, created with sd_pool_create(.., rx = 2)) a zero-copy receive
+ * pool: mbuf i carries Sluice buffer idx[i]. `n` must be the pool's size. */
+int sd_zrx_attach(struct rte_mempool *mp, const uint32_t *idx, unsigned n)
+{
+    if (n != mp->size || rte_mempool_in_use_count(mp) != 0 || zc.base == NULL)
+        return -EINVAL;
+    struct zrx_arg a = {idx, n, 0};
+    rte_mempool_obj_iter(mp, zrx_attach_one, &a);
+    zrx_pool = mp;
+    return 0;
+}
+
+/* Takes received packets m[0..n) into Sluice buffers. On entry buf[i] is a fresh Sluice
+ * buffer for packet i; on return buf[i] is the buffer holding packet i (its first `cap`
+ * bytes), which starts `off[i]` bytes after the data area's start and is `len[i]` bytes long
+ * in all (more than `cap`: the caller reads the rest with sd_mbuf_read). A zero-copy
+ * packet's buffer is the one the mbuf carried and the fresh one takes its place; any other
+ * is copied into the fresh one. */
+void sd_rx_take(struct rte_mbuf **m, uint16_t n, uint32_t *buf, uint32_t cap, int16_t *off,
                 uint32_t *len)
 {
     for (uint16_t i = 0; i < n; i++) {
-        if (i + 1 < n)
-            rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
-        const struct rte_mbuf *s = m[i];
-        uint32_t off = 0;
-        len[i] = m[i]->pkt_len;
-        if (s->next == NULL) {
-            uint32_t k = s->data_len < cap ? s->data_len : cap;
-            rte_memcpy(dst[i], rte_pktmbuf_mtod(s, const void *), k);
+        struct rte_mbuf *s = m[i];
+        len[i] = s->pkt_len;
+        if (s->pool == zrx_pool && s->nb_segs == 1) {
+            uint32_t old = zrx_idx(s);
+            off[i] = (int16_t)(s->data_off - RTE_PKTMBUF_HEADROOM);
+            zrx_set(s, buf[i]);
+            buf[i] = old;
             continue;
         }
-        while (s && off < cap) {
+        uint8_t *dst = zc.base + (uint64_t)buf[i] * zc.stride + zc.headroom;
+        uint32_t o = 0;
+        off[i] = 0;
+        while (s && o < cap) {
             uint32_t k = s->data_len;
-            if (k > cap - off)
-                k = cap - off;
-            rte_memcpy(dst[i] + off, rte_pktmbuf_mtod(s, const void *), k);
-            off += k;
+            if (k > cap - o)
+                k = cap - o;
+            rte_memcpy(dst + o, rte_pktmbuf_mtod(s, const void *), k);
+            o += k;
             s = s->next;
         }
     }
@@ -473,94 +563,166 @@ uint32_t sd_mbuf_read(const struct rte_mbuf *m, uint32_t off, uint8_t *dst, uint
     return w;
 }
 
+/* Frees received mbufs: single-segment direct mbufs of the zero-copy receive pool go back
+ * raw (they are as DPDK requires a free mbuf: refcnt 1, no next segment), in one request;
+ * the rest through rte_pktmbuf_free_bulk. */
 void sd_free_bulk(struct rte_mbuf **m, uint16_t n)
 {
-    rte_pktmbuf_free_bulk(m, n);
+    struct rte_mbuf *raw[256], *other[256];
+    unsigned nr = 0, no = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *x = m[i];
+        if (x->pool == zrx_pool && x->nb_segs == 1 && RTE_MBUF_DIRECT(x) &&
+            rte_mbuf_refcnt_read(x) == 1 && nr < 256)
+            raw[nr++] = x;
+        else if (no < 256)
+            other[no++] = x;
+        else
+            rte_pktmbuf_free(x);
+    }
+    if (nr)
+        rte_mempool_put_bulk(zrx_pool, (void **)raw, nr);
+    if (no)
+        rte_pktmbuf_free_bulk(other, no);
 }
 
 #define SD_MAX_TX 256
 
 /* Status of each packet handed to sd_tx. */
-enum { SD_TX_SENT = 0, SD_TX_NO_MBUF = 1, SD_TX_FULL = 2 };
+enum { SD_TX_SENT = 0, SD_TX_NO_MBUF = 1, SD_TX_FULL = 2, SD_TX_COPIED = 3 };
 
-/* Copies `npkts` packets into mbufs of `mp` and transmits them on queue `q`. Packet i is
- * `nseg[i]` consecutive entries of `seg`/`seg_len` (a Sluice buffer chain). Packets longer
- * than one mbuf become mbuf chains. `status[i]` says what happened to packet i; returns the
- * number sent. */
-uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
-               const uint16_t *seg_len, const uint16_t *nseg, uint16_t npkts, uint8_t *status)
+/* Builds the mbuf of one packet by copying: `head` comes raw from the pool. Returns 0, or -1
+ * when its chain could not be allocated (`head` is then freed). */
+static int tx_copy(struct rte_mempool *mp, struct rte_mbuf *head, uint16_t room,
+                   const uint8_t *const *seg, const uint16_t *seg_len, uint16_t first,
+                   uint16_t end)
 {
-    struct rte_mbuf *m[SD_MAX_TX];
-    uint16_t built = 0, s = 0;
+    struct rte_mbuf *cur = head;
+    uint32_t total = 0;
+    rte_pktmbuf_reset(head);
+    for (uint16_t j = first; j < end; j++) {
+        const uint8_t *src = seg[j];
+        uint32_t left = seg_len[j];
+        while (left > 0) {
+            if (cur->data_len == room) {
+                struct rte_mbuf *nm = rte_pktmbuf_alloc(mp);
+                if (!nm) {
+                    rte_pktmbuf_free(head);
+                    return -1;
+                }
+                cur->next = nm;
+                head->nb_segs++;
+                cur = nm;
+            }
+            uint32_t k = (uint32_t)(room - cur->data_len);
+            if (k > left)
+                k = left;
+            rte_memcpy(rte_pktmbuf_mtod_offset(cur, uint8_t *, cur->data_len), src, k);
+            cur->data_len = (uint16_t)(cur->data_len + k);
+            src += k;
+            left -= k;
+            total += k;
+        }
+    }
+    head->pkt_len = total;
+    return 0;
+}
+
+/* `n` raw mbufs of `mp` into m[], in requests the per-lcore cache serves; a slot the pool
+ * could not fill is NULL. */
+static void get_raw(struct rte_mempool *mp, struct rte_mbuf **m, uint16_t n)
+{
+    for (uint16_t a = 0; a < n; a = (uint16_t)(a + SD_BURST)) {
+        uint16_t k = (uint16_t)(n - a) < SD_BURST ? (uint16_t)(n - a) : SD_BURST;
+        if (rte_mempool_get_bulk(mp, (void **)(m + a), k) != 0) {
+            /* The pool is short: as many as there are, one by one. */
+            for (uint16_t i = a; i < n; i++)
+                m[i] = rte_mbuf_raw_alloc(mp);
+            return;
+        }
+    }
+}
+
+/* Transmits `npkts` packets on queue `q`. Packet i is `nseg[i]` consecutive entries of
+ * `seg`/`seg_len`/`seg_idx` (a Sluice buffer chain: data pointers, lengths, buffer indices).
+ * With `zc` (and a zero-copy pool attached), a single-buffer packet goes out in its own
+ * Sluice buffer, swapped into an mbuf of that pool, whose previous buffer is returned in
+ * `freed` (`*nfreed` of them: the caller's now). Anything else is copied into mbufs of `mp`
+ * (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
+ * (its buffer is DPDK's now), COPIED (sent, the buffer is still the caller's), NO_MBUF or
+ * FULL (not sent, the buffer is still the caller's). Returns the number sent. */
+uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
+               const uint16_t *seg_len, const uint32_t *seg_idx, const uint16_t *nseg,
+               uint16_t npkts, int zc_ok, uint8_t *status, uint32_t *freed, uint16_t *nfreed)
+{
+    struct rte_mbuf *m[SD_MAX_TX], *za[SD_MAX_TX];
+    uint32_t olds[SD_MAX_TX];
+    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
+    uint16_t built = 0, s = 0, nz = 0, zused = 0;
+    *nfreed = 0;
     if (npkts > SD_MAX_TX)
         npkts = SD_MAX_TX;
     uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
-    for (uint16_t a = 0; a < npkts; a = (uint16_t)(a + SD_BURST)) {
-        uint16_t k = (uint16_t)(npkts - a) < SD_BURST ? (uint16_t)(npkts - a) : SD_BURST;
-        if (rte_pktmbuf_alloc_bulk(mp, m + a, k) != 0) {
-            /* The pool is short: as many as there are, one by one. */
-            for (uint16_t i = a; i < npkts; i++)
-                m[i] = rte_pktmbuf_alloc(mp);
-            break;
-        }
-    }
-    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
+    uint16_t zroom = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
+    /* One mbuf per packet up front: of the zero-copy pool when zero copy is on (nearly every
+     * packet takes one; unused ones go back at the end and a copied packet takes one of `mp`),
+     * else of `mp`. */
+    int zon = zc_ok && zrx_pool;
+    get_raw(zon ? zrx_pool : mp, za, npkts);
+    if (zon)
+        nz = npkts;
     for (uint16_t i = 0; i < npkts; i++) {
-        struct rte_mbuf *head = m[i], *cur = head;
         uint16_t first = s;
         s = (uint16_t)(s + nseg[i]);
-        if (!head) {
-            status[i] = SD_TX_NO_MBUF;
-            continue;
-        }
-        uint32_t total = 0;
-        int ok = 1;
-        if (nseg[i] == 1 && seg_len[first] <= room) {
-            rte_memcpy(rte_pktmbuf_mtod(head, void *), seg[first], seg_len[first]);
-            head->data_len = seg_len[first];
-            total = seg_len[first];
-        } else {
-            for (uint16_t j = first; j < s && ok; j++) {
-                const uint8_t *src = seg[j];
-                uint32_t left = seg_len[j];
-                while (left > 0) {
-                    if (cur->data_len == room) {
-                        struct rte_mbuf *nm = rte_pktmbuf_alloc(mp);
-                        if (!nm) {
-                            ok = 0;
-                            break;
-                        }
-                        cur->next = nm;
-                        head->nb_segs++;
-                        cur = nm;
-                    }
-                    uint32_t k = (uint32_t)(room - cur->data_len);
-                    if (k > left)
-                        k = left;
-                    memcpy(rte_pktmbuf_mtod_offset(cur, uint8_t *, cur->data_len), src, k);
-                    cur->data_len = (uint16_t)(cur->data_len + k);
-                    src += k;
-                    left -= k;
-                    total += k;
+        struct rte_mbuf *head = NULL;
+        if (nz && nseg[i] == 1) {
+            const uint8_t *b =
+                zc.base + (uint64_t)seg_idx[first] * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
+            if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
+                head = za[zused];
+                za[zused++] = NULL;
+                if (!head) {
+                    status[i] = SD_TX_NO_MBUF;
+                    continue;
                 }
+                olds[built] = zrx_idx(head);
+                zrx_set(head, seg_idx[first]);
+                head->data_off = (uint16_t)(seg[first] - b);
+                head->data_len = seg_len[first];
+                head->pkt_len = seg_len[first];
+                head->ol_flags = 0;
+                status[i] = SD_TX_SENT;
             }
         }
-        if (!ok) {
-            rte_pktmbuf_free(head);
-            status[i] = SD_TX_NO_MBUF;
-            continue;
+        if (!head) {
+            head = zon ? rte_mbuf_raw_alloc(mp) : za[i];
+            if (!head || tx_copy(mp, head, room, seg, seg_len, first, s) != 0) {
+                status[i] = SD_TX_NO_MBUF;
+                continue;
+            }
+            status[i] = SD_TX_COPIED;
         }
-        head->pkt_len = total;
         m[built] = head;
         idx[built] = i;
         built++;
     }
+    /* Zero-copy mbufs taken but not used (packets that were copied), back raw. */
+    for (uint16_t k = zused; k < nz; k++)
+        if (za[k])
+            rte_mempool_put(zrx_pool, za[k]);
     uint16_t sent = built ? rte_eth_tx_burst(port, q, m, built) : 0;
+    uint16_t nf = 0;
     for (uint16_t k = 0; k < sent; k++)
-        status[idx[k]] = SD_TX_SENT;
-    for (uint16_t k = sent; k < built; k++)
+        if (status[idx[k]] == SD_TX_SENT)
+            freed[nf++] = olds[k];
+    for (uint16_t k = sent; k < built; k++) {
+        /* Not taken: the packet's buffer stays the caller's, the mbuf gets its own back. */
+        if (status[idx[k]] == SD_TX_SENT)
+            zrx_set(m[k], olds[k]);
         status[idx[k]] = SD_TX_FULL;
+    }
     if (sent < built)
         rte_pktmbuf_free_bulk(m + sent, (unsigned)(built - sent));
+    *nfreed = nf;
     return sent;
 }

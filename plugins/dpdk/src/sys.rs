@@ -145,6 +145,8 @@ pub const TX_SENT: u8 = 0;
 pub const TX_NO_MBUF: u8 = 1;
 /// `sd_tx` per-packet status: the device queue was full.
 pub const TX_FULL: u8 = 2;
+/// `sd_tx` per-packet status: sent as a copy (the Sluice buffer is still the caller's).
+pub const TX_COPIED: u8 = 3;
 
 /// Link-state-change callback (called on DPDK's interrupt thread).
 pub type LscFn = unsafe extern "C" fn(arg: *mut c_void);
@@ -196,17 +198,19 @@ api! {
     lsc_unregister: fn(u16);
     stats_get: fn(u16, *mut Stats) -> c_int;
     xstats: fn(u16, *mut c_char, *mut u64, c_int) -> c_int;
-    pool_create: fn(*const c_char, c_uint, c_uint, c_int) -> *mut RteMempool;
+    pool_create: fn(*const c_char, c_uint, c_uint, c_int, c_int) -> *mut RteMempool;
     pool_avail: fn(*const RteMempool) -> c_uint;
     pool_in_use: fn(*const RteMempool) -> c_uint;
     pool_size: fn(*const RteMempool) -> c_uint;
     pool_data_room: fn(*mut RteMempool) -> u16;
     pool_fill: fn(*mut RteMempool, *const u8, *const u16, c_uint);
     rx_burst: fn(u16, u16, *mut *mut RteMbuf, u16) -> u16;
-    rx_copy: fn(*const *mut RteMbuf, u16, *const *mut u8, u32, *mut u32);
+    rx_take: fn(*const *mut RteMbuf, u16, *mut u32, u32, *mut i16, *mut u32);
+    zrx_attach: fn(*mut RteMempool, *const u32, c_uint) -> c_int;
     mbuf_read: fn(*const RteMbuf, u32, *mut u8, u32) -> u32;
     free_bulk: fn(*const *mut RteMbuf, u16);
-    tx: fn(u16, u16, *mut RteMempool, *const *const u8, *const u16, *const u16, u16, *mut u8) -> u16;
+    tx: fn(u16, u16, *mut RteMempool, *const *const u8, *const u16, *const u32, *const u16, u16, c_int, *mut u8, *mut u32, *mut u16) -> u16;
+    zc_init: fn(*mut u8, u64, u16, u16);
 }
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.

@@ -85,38 +85,58 @@ fn assert_same(got: &[Vec<u8>], want: &[Vec<u8>]) {
 fn ring_loopback_is_byte_exact() {
     skip_unless_dpdk!();
     in_child("ring_loopback_is_byte_exact", || {
-        // net_ring without arguments transmits into its own receive ring: pg0 -> ring0 (tx)
-        // -> ring0 (rx) -> pg0 (captured).
-        let mut rt = start("dpdk { vdev net_ring0 { name ring0 } }", 0).unwrap();
-        let dir = tmpdir("ring");
-        for c in [
-            "create packet-generator interface pg0",
-            "set interface state pg0 up",
-            "set interface state ring0 up",
-            "set interface mtu 9216 ring0",
-            "set interface l2 xconnect pg0 ring0",
-            "set interface l2 xconnect ring0 pg0",
-        ] {
-            rt.ok(c);
-        }
-        let frames = mixed_frames(300);
-        let got = send_and_capture(&mut rt, &dir, "pg0", "pg0", &frames);
-        assert_same(&got, &frames);
-        let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
-        assert_eq!(rt.if_counter("ring0", "rx packets"), 300);
-        assert_eq!(rt.if_counter("ring0", "rx bytes"), bytes);
-        assert_eq!(rt.if_counter("ring0", "tx packets"), 300);
-        assert_eq!(rt.if_counter("ring0", "tx-error"), 0);
-        let hw = rt.ok("show hardware-interfaces ring0");
-        assert!(hw.contains("pmd net_ring"), "{hw}");
-        assert!(hw.contains("rx_good_packets"), "{hw}");
-        assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
-        let b = rt.ok("show dpdk buffer");
-        for l in b.lines().skip(1) {
-            assert!(l.trim_end().ends_with(" 0"), "mbufs still in use: {b}");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
+        ring_loopback(
+            "dpdk { vdev net_ring0 { name ring0 } }",
+            "receive: zero-copy",
+        )
     });
+}
+
+#[test]
+fn ring_loopback_copying_is_byte_exact() {
+    skip_unless_dpdk!();
+    in_child("ring_loopback_copying_is_byte_exact", || {
+        // More mbufs than half of Sluice's buffers: no zero copy, both directions copy.
+        ring_loopback(
+            "dpdk { vdev net_ring0 { name ring0 } num-mbufs 8192 }",
+            "receive: copies",
+        )
+    });
+}
+
+/// net_ring without arguments transmits into its own receive ring: pg0 -> ring0 (tx) ->
+/// ring0 (rx) -> pg0 (captured); `mode` is what `show dpdk buffer` must say.
+fn ring_loopback(conf: &str, mode: &str) {
+    let mut rt = start(conf, 0).unwrap();
+    let dir = tmpdir("ring");
+    for c in [
+        "create packet-generator interface pg0",
+        "set interface state pg0 up",
+        "set interface state ring0 up",
+        "set interface mtu 9216 ring0",
+        "set interface l2 xconnect pg0 ring0",
+        "set interface l2 xconnect ring0 pg0",
+    ] {
+        rt.ok(c);
+    }
+    let frames = mixed_frames(300);
+    let got = send_and_capture(&mut rt, &dir, "pg0", "pg0", &frames);
+    assert_same(&got, &frames);
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+    assert_eq!(rt.if_counter("ring0", "rx packets"), 300);
+    assert_eq!(rt.if_counter("ring0", "rx bytes"), bytes);
+    assert_eq!(rt.if_counter("ring0", "tx packets"), 300);
+    assert_eq!(rt.if_counter("ring0", "tx-error"), 0);
+    let hw = rt.ok("show hardware-interfaces ring0");
+    assert!(hw.contains("pmd net_ring"), "{hw}");
+    assert!(hw.contains("rx_good_packets"), "{hw}");
+    assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+    let b = rt.ok("show dpdk buffer");
+    for l in b.lines().filter(|l| l.starts_with("sluice_")) {
+        assert!(l.trim_end().ends_with(" 0"), "mbufs still in use: {b}");
+    }
+    assert!(b.contains(mode), "{b}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -154,8 +154,9 @@ impl Rt {
     }
 
     /// Buffers in use in the Sluice pool.
-    pub fn buffers_in_use(&self) -> u64 {
-        self.vm.pool.stats().in_use
+    pub fn buffers_in_use(&mut self) -> u64 {
+        // The receive mbufs' Sluice buffers (zero-copy receive) are DPDK's for good.
+        self.vm.pool.stats().in_use - sluice_dpdk::lent_buffers(&mut self.vm)
     }
 
     /// The `show errors` count of node/reason, 0 if absent.
