@@ -136,12 +136,12 @@ for r in $(seq 1 "$runs"); do
     port=$((port + 1))
     # peer -> side
     if [ $side = kernel ]; then
-      K_ "$K" sink 10.79.0.1 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$K" sink 10.79.0.1 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); K_ "$CK" send 10.79.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
     else
-      "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
+      : >"$tmp/err"; "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/err"; do sleep 0.02; done
       t0=$(now); K_ "$CS" send 10.78.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(cut -d' ' -f1 "$tmp/out")
@@ -151,11 +151,11 @@ for r in $(seq 1 "$runs"); do
     # side -> peer
     port=$((port + 1))
     if [ $side = kernel ]; then
-      K_ "$CK" sink 10.79.0.2 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$CK" sink 10.79.0.2 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); K_ "$K" send 10.79.0.2 $port "$tmp/data"; wait $sp; t1=$(now)
     else
-      K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); "$bin/sluice-tcp" --socket "$tmp/app.sock" send --connect 10.78.0.2:$port <"$tmp/data" 2>/dev/null; wait $sp; t1=$(now)
     fi

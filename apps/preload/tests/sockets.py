@@ -144,6 +144,15 @@ def udp(ip, port, count):
     print(f"ok {count}", flush=True)
 
 
+def read_to_end(s):
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return out
+        out += b
+
+
 def checksum(b):
     return sum(b) & 0xFFFFFFFF
 
@@ -158,12 +167,7 @@ def halfclose(ip, port, total):
         sys.exit("send after shutdown(SHUT_WR) succeeded")
     except BrokenPipeError:
         pass
-    reply = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        reply += b
+    reply = read_to_end(s)
     s.close()
     print(reply.decode(), flush=True)
 
@@ -177,12 +181,7 @@ def halfclose_server(port):
     c, _ = l.accept()
     c.sendall(b"hello")
     c.shutdown(socket.SHUT_WR)
-    got = b""
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        got += b
+    got = read_to_end(c)
     c.close()
     l.close()
     print(f"got {len(got)} {checksum(got)}", flush=True)
