@@ -1392,6 +1392,27 @@ fn preload_half_close_with_the_kernel() {
     assert!(got == py_pattern(total), "the server got other bytes");
     assert_eq!(out.trim(), format!("got {total} {}", byte_sum(&got)));
 
+    // OpenBSD netcat's `-N` (shutdown(SHUT_WR) at the end of its input, then wait for the
+    // peer's end of stream; `nc -q` in other netcats) against the same kind of server.
+    if sh(&["which", "nc"]).is_ok() {
+        let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5303").unwrap());
+        let srv = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            c.write_all(format!("got {}", got.len()).as_bytes())
+                .unwrap();
+        });
+        let f = dir.join("nc-in");
+        std::fs::write(&f, py_pattern(100_000)).unwrap();
+        let mut c = preloaded(&libs, &sock, "nc");
+        c.args(["-N", "10.77.0.2", "5303"])
+            .stdin(std::fs::File::open(&f).unwrap());
+        let out = run_for(c, "nc -N through Sluice", Duration::from_secs(30));
+        srv.join().unwrap();
+        assert_eq!(out, "got 100000");
+    }
+
     // A Sluice server sends, half-closes first, then reads what the kernel client sends
     // after it saw the server's end of stream.
     let mut srv = preloaded(&libs, &sock, py);
