@@ -63,6 +63,10 @@ ssize_t sluice_recvfrom(int s, void *buf, size_t n, struct sockaddr *addr, sockl
 ssize_t sluice_sendto(int s, const void *buf, size_t n, const struct sockaddr *addr, socklen_t len);
 /* Orderly close (TCP: FIN after the queued data). */
 int sluice_close(int s);
+/* Half-close as shutdown(2): SHUT_WR / SHUT_RDWR send the FIN after the queued data, reading
+ * goes on until the peer's end of stream (later writes: -EPIPE); SHUT_RD changes nothing.
+ * -ENOTCONN when not connected. */
+int sluice_shutdown(int s, int how);
 /* peer == 0: the local address; otherwise the peer's. */
 int sluice_getname(int s, int peer, struct sockaddr *addr, socklen_t *len);
 

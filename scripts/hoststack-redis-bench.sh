@@ -13,7 +13,9 @@
 # Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (20000)] [clients (1 4 24)]
 #        [payloads (64 1024 8192)]
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: session FIFO size, default
-# 1 MiB; TIMEOUT=<s>: one redis-benchmark run's limit, default 120)
+# 1 MiB; TIMEOUT=<s>: one redis-benchmark run's limit, default 120; SLUICE=<path>,
+# PRELOAD=<path>: the sluice binary and libsluice_preload.so, e.g. older builds for a
+# before/after comparison)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 nreq=${2:-20000}
@@ -51,7 +53,7 @@ ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
 printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s }\n' "$tmp" "$tmp" "$fifo" >"$tmp/c.conf"
-"$bin/sluice" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
+"${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
@@ -81,7 +83,7 @@ bench() { # side clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
   if [ "$side" = kernel ]; then
     timeout "$limit" ip netns exec "$CK" redis-benchmark -h 10.79.0.1 -t set -n "$nreq" -c "$c" -d "$d" >"$out" 2>&1
   else
-    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$bin/libsluice_preload.so \
+    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=${PRELOAD:-$bin/libsluice_preload.so} \
       timeout "$limit" redis-benchmark -h 10.78.0.2 -t set -n "$nreq" -c "$c" -d "$d" >"$out" 2>&1
   fi
   local rc=$?

@@ -8,13 +8,19 @@
 #   - bulk: <MiB> of random bytes each way (kernel → peer and peer → kernel), sha256 checked
 #     on both ends, throughput in MB/s;
 #   - rr: request/response round trips of 64 bytes on one connection (a Python kernel client
-#     against a kernel echo server or `sluice-tcp echo`), p50/p99 in µs.
+#     against a kernel echo server or `sluice-tcp echo`), p50/p99 in µs;
+#   - conn: connections per second, each one byte echoed then closed: a Python kernel client
+#     against the side's echo server (accept + close), and the side as the client
+#     (`sluice-tcp conn`) against a Python echo server in the peer's namespace (connect +
+#     close).
 # Printed as min / median / max over the runs with the ratio of the medians.
 #
 # Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: Sluice's session FIFO
 # size, default 1 MiB, advertised through window scaling; SESSION_EXTRA="<keys>": more keys
-# of Sluice's session section, e.g. "tcp-delayed-ack 0")
+# of Sluice's session section, e.g. "tcp-delayed-ack 0"; NCONN=<n>: connections per
+# connection-rate sample, default 500; SLUICE=<path>: the sluice binary, e.g. an older build
+# for a before/after comparison)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -50,7 +56,7 @@ ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
 printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" >"$tmp/c.conf"
-"$bin/sluice" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
+"${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
@@ -92,6 +98,13 @@ elif mode == "echo":
             if not d: break
             c.sendall(d)
         c.close()
+elif mode == "conn":
+    n = int(sys.argv[4]); t0 = time.perf_counter()
+    for _ in range(n):
+        s = socket.create_connection((host, port)); s.sendall(b"c")
+        if s.recv(1) != b"c": sys.exit("conn: no echo")
+        s.close()
+    print("%.0f" % (n / (time.perf_counter() - t0)))
 elif mode == "rr":
     n = int(sys.argv[4]); s = socket.create_connection((host, port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); m = b"x" * 64; lat = []
@@ -109,7 +122,11 @@ now() { date +%s.%N; }
 # Echo servers for the round trips (kept for the whole run).
 K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
 "$bin/sluice-tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
-until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho"; do sleep 0.05; done
+K_ "$CK" echo 10.79.0.2 7002 >"$tmp/kecho2" & pids+=($!)
+K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
+until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
+  && grep -q ready "$tmp/secho2"; do sleep 0.05; done
+nconn=${NCONN:-500}
 
 declare -A R
 port=8000
@@ -119,12 +136,12 @@ for r in $(seq 1 "$runs"); do
     port=$((port + 1))
     # peer -> side
     if [ $side = kernel ]; then
-      K_ "$K" sink 10.79.0.1 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$K" sink 10.79.0.1 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); K_ "$CK" send 10.79.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
     else
-      "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
+      : >"$tmp/err"; "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/err"; do sleep 0.02; done
       t0=$(now); K_ "$CS" send 10.78.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(cut -d' ' -f1 "$tmp/out")
@@ -134,11 +151,11 @@ for r in $(seq 1 "$runs"); do
     # side -> peer
     port=$((port + 1))
     if [ $side = kernel ]; then
-      K_ "$CK" sink 10.79.0.2 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$CK" sink 10.79.0.2 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); K_ "$K" send 10.79.0.2 $port "$tmp/data"; wait $sp; t1=$(now)
     else
-      K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
+      : >"$tmp/out"; K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
       t0=$(now); "$bin/sluice-tcp" --socket "$tmp/app.sock" send --connect 10.78.0.2:$port <"$tmp/data" 2>/dev/null; wait $sp; t1=$(now)
     fi
@@ -149,10 +166,18 @@ for r in $(seq 1 "$runs"); do
     if [ $side = kernel ]; then read -r p50 p99 < <(K_ "$CK" rr 10.79.0.1 7001 "$nrr")
     else read -r p50 p99 < <(K_ "$CS" rr 10.78.0.1 7001 "$nrr"); fi
     R[$side,p50]+="$p50 "; R[$side,p99]+="$p99 "
+    # connections per second: the side as the server, then as the client
+    if [ $side = kernel ]; then
+      R[$side,accept]+="$(K_ "$CK" conn 10.79.0.1 7001 "$nconn") "
+      R[$side,connect]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
+    else
+      R[$side,accept]+="$(K_ "$CS" conn 10.78.0.1 7001 "$nconn") "
+      R[$side,connect]+="$("$bin/sluice-tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
+    fi
   done
 done
 printf '\n| metric | kernel min / median / max | sluice min / median / max | sluice / kernel (medians) |\n|---|---|---|---|\n'
-for m in rx tx p50 p99; do
+for m in rx tx p50 p99 accept connect; do
   # shellcheck disable=SC2086
   read -r ka kb kc < <(stats ${R[kernel,$m]})
   # shellcheck disable=SC2086
@@ -160,6 +185,8 @@ for m in rx tx p50 p99; do
   case $m in
     rx) name="$mib MiB kernel peer → side, MB/s";; tx) name="$mib MiB side → kernel peer, MB/s";;
     p50) name="64 B round trip p50 µs";; p99) name="64 B round trip p99 µs";;
+    accept) name="connections/s, kernel client → side";;
+    connect) name="connections/s, side → kernel server";;
   esac
   printf '| %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f |\n' "$name" "$ka" "$kb" "$kc" "$sa" "$sb" "$sc" "$(echo "$sb / $kb" | bc -l)"
 done

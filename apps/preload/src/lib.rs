@@ -726,7 +726,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     match sluice_fd(fd).filter(|_| !busy()) {
-        Some(_) => 0,
+        Some(h) => ret_int(with(h, |s, h| s.shutdown(h, how).map(|_| 0))),
         None => real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how),
     }
 }
@@ -835,6 +835,9 @@ pub unsafe extern "C" fn getsockopt(
             fd, level, name, val, len,
         );
     };
+    if (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO) {
+        return tcp_info(h, val, len);
+    }
     let v = with(h, |s, h| {
         let (kind, v6) = s.kind(h)?;
         Ok(match (level, name) {
@@ -876,6 +879,48 @@ pub unsafe extern "C" fn getsockopt(
         Ok(_) => fail(libc::EFAULT),
         Err(e) => fail(e),
     }
+}
+
+/// `getsockopt(TCP_INFO)` (iperf3 reads it every interval): the state (established or
+/// closed) and the MSS; Sluice keeps the other fields, so they read 0.
+fn tcp_info(h: u32, val: *mut c_void, len: *mut libc::socklen_t) -> c_int {
+    let st = with(h, |s, h| {
+        if s.kind(h)?.0 != Kind::Tcp {
+            return Err(io::Error::from_raw_os_error(libc::ENOPROTOOPT));
+        }
+        Ok(s.peer_addr(h).map(|a| a.is_ipv6()).ok())
+    });
+    let v6 = match st {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    if val.is_null() || len.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: an all-zero tcp_info is a valid value (plain integers).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    const TCP_ESTABLISHED: u8 = 1;
+    const TCP_CLOSE: u8 = 7;
+    info.tcpi_state = if v6.is_some() {
+        TCP_ESTABLISHED
+    } else {
+        TCP_CLOSE
+    };
+    let mss = if v6 == Some(true) { 1440 } else { 1460 };
+    info.tcpi_snd_mss = mss;
+    info.tcpi_rcv_mss = mss;
+    // SAFETY: getsockopt(2)'s pointers: `*len` bytes writable at `val`; `info` is read as
+    // its bytes.
+    unsafe {
+        let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
+        std::ptr::copy_nonoverlapping(
+            &info as *const libc::tcp_info as *const u8,
+            val as *mut u8,
+            n,
+        );
+        *len = n as libc::socklen_t;
+    }
+    0
 }
 
 fn getname(
@@ -990,7 +1035,7 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
                 Some(h) => {
                     f.revents = poll_bits(p.socks.ready(h), f.events);
                     n += (f.revents != 0) as c_int;
-                    poll_soon |= p.socks.needs_write_poll(h, f.events & libc::POLLOUT != 0);
+                    poll_soon |= p.socks.arm_write(h, f.events & libc::POLLOUT != 0);
                 }
                 None => {
                     kernel.push(*f);
@@ -1010,7 +1055,7 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
                 events: libc::POLLIN,
                 revents: 0,
             });
-            sleep_ms(end, poll_soon.then_some(sock::WRITE_POLL))
+            sleep_ms(end, poll_soon.then_some(Duration::ZERO))
         } else {
             0
         };
@@ -1276,9 +1321,7 @@ pub unsafe extern "C" fn epoll_wait(
                     };
                     n += 1;
                 }
-                poll_soon |= p
-                    .socks
-                    .needs_write_poll(h, w.events & libc::EPOLLOUT as u32 != 0);
+                poll_soon |= p.socks.arm_write(h, w.events & libc::EPOLLOUT as u32 != 0);
             }
         }
         let efd = p.socks.app().event_fd();
@@ -1301,7 +1344,7 @@ pub unsafe extern "C" fn epoll_wait(
             return n as c_int;
         }
         let t = if sleep {
-            sleep_ms(end, poll_soon.then_some(sock::WRITE_POLL))
+            sleep_ms(end, poll_soon.then_some(Duration::ZERO))
         } else {
             0
         };
@@ -1360,7 +1403,8 @@ mod tests {
         assert_eq!(sleep_ms(None, None), -1, "no deadline: forever");
         assert_eq!(sleep_ms(None, Some(Duration::from_micros(400))), 1);
         let soon = Instant::now() + Duration::from_secs(3600);
-        assert_eq!(sleep_ms(Some(soon), Some(sock::WRITE_POLL)), 1);
+        assert_eq!(sleep_ms(Some(soon), Some(Duration::from_millis(1))), 1);
+        assert_eq!(sleep_ms(Some(soon), Some(Duration::ZERO)), 0);
         let past = Instant::now() - Duration::from_millis(5);
         assert_eq!(sleep_ms(Some(past), None), 0);
     }

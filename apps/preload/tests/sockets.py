@@ -12,6 +12,13 @@
                                           (recv with MSG_PEEK fails with EOPNOTSUPP,
                                           writev sends one datagram);
                                           prints "ok <count>"
+  sockets.py halfclose <ip> <port> <bytes>
+                                          send <bytes> to a kernel server, shutdown(SHUT_WR)
+                                          (a later send fails with EPIPE), then read its
+                                          reply until end of stream; prints the reply
+  sockets.py halfclose-server <port>     accept one connection, send "hello",
+                                          shutdown(SHUT_WR), then read until end of
+                                          stream; prints "ready", "got <n> <sum>"
 """
 import errno
 import os
@@ -137,6 +144,49 @@ def udp(ip, port, count):
     print(f"ok {count}", flush=True)
 
 
+def read_to_end(s):
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return out
+        out += b
+
+
+def checksum(b):
+    return sum(b) & 0xFFFFFFFF
+
+
+def halfclose(ip, port, total):
+    s = socket.create_connection((ip, port))
+    data = pat(0, total)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    try:
+        s.send(b"x")
+        sys.exit("send after shutdown(SHUT_WR) succeeded")
+    except BrokenPipeError:
+        pass
+    reply = read_to_end(s)
+    s.close()
+    print(reply.decode(), flush=True)
+
+
+def halfclose_server(port):
+    l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port))
+    l.listen(1)
+    print("ready", flush=True)
+    c, _ = l.accept()
+    c.sendall(b"hello")
+    c.shutdown(socket.SHUT_WR)
+    got = read_to_end(c)
+    c.close()
+    l.close()
+    print(f"got {len(got)} {checksum(got)}", flush=True)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "client":
@@ -145,5 +195,9 @@ if __name__ == "__main__":
         server(int(sys.argv[2]))
     elif mode == "udp":
         udp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "halfclose":
+        halfclose(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "halfclose-server":
+        halfclose_server(int(sys.argv[2]))
     else:
         sys.exit(__doc__)

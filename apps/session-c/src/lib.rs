@@ -337,6 +337,16 @@ pub extern "C" fn sluice_close(s: c_int) -> c_int {
     })) as c_int
 }
 
+/// Half-closes `s` (`how`: `SHUT_WR`/`SHUT_RDWR` send the FIN after the queued data and
+/// reading goes on; `SHUT_RD` changes nothing), as shutdown(2).
+#[no_mangle]
+pub extern "C" fn sluice_shutdown(s: c_int, how: c_int) -> c_int {
+    ret(with(|st| {
+        let h = handle(s)?;
+        st.socks.shutdown(h, how).map(|_| 0)
+    })) as c_int
+}
+
 /// Writes the local (`peer` = 0) or peer address of `s`.
 ///
 /// # Safety
@@ -490,7 +500,7 @@ pub unsafe extern "C" fn sluice_epoll_wait(
                 }
                 poll_soon |= st
                     .socks
-                    .needs_write_poll(w.h, w.events & libc::EPOLLOUT as u32 != 0);
+                    .arm_write(w.h, w.events & libc::EPOLLOUT as u32 != 0);
             }
             if n > 0 {
                 return Ok(Err(n as i64));
@@ -502,7 +512,11 @@ pub unsafe extern "C" fn sluice_epoll_wait(
             if left.is_zero() {
                 return Ok(Err(0));
             }
-            let t = left.min(if poll_soon { sock::WRITE_POLL } else { SLEEP });
+            let t = if poll_soon {
+                Duration::ZERO
+            } else {
+                left.min(SLEEP)
+            };
             Ok(Ok((st.socks.prepare_wait(), t)))
         });
         let (w, t) = match r {

@@ -1,6 +1,7 @@
 /* The C API's test program (bin/sluice/tests/hoststack.rs::c_api_echo_with_the_kernel).
  *   echo <app-socket> client <ipv4> <port> <bytes>   stream <bytes> to a kernel echo server
- *       through epoll (non-blocking), check every echoed byte; prints "ok <bytes>"
+ *       through epoll (non-blocking), check every echoed byte, half-close (a write then fails
+ *       with -EPIPE) and read the server's end of stream; prints "ok <bytes>"
  *   echo <app-socket> server <port>                  accept one connection (blocking),
  *       echo it until the peer's FIN; prints "ready", then "echoed <bytes>"
  *   echo <app-socket> push <port> <bytes>           accept one connection (blocking), write
@@ -67,6 +68,17 @@ static int client(const char *ip, int port, unsigned long total) {
                 }
             if (r > 0) got += r;
         }
+    }
+    /* Half-close: the server sees the end of the stream and closes; we read that end. */
+    if ((r = sluice_shutdown(s, SHUT_WR)) < 0) return die("shutdown", r);
+    if ((r = sluice_write(s, out, 1)) != -EPIPE) return die("write after shutdown", r);
+    for (;;) {
+        struct epoll_event e;
+        int n = sluice_epoll_wait(ep, &e, 1, 5000);
+        if (n <= 0) return die("epoll_wait for the end of stream", n);
+        r = sluice_read(s, in, sizeof in);
+        if (r == 0) break;
+        if (r != -EAGAIN) return die("read after shutdown", r);
     }
     sluice_epoll_close(ep);
     sluice_close(s);

@@ -243,11 +243,20 @@ impl App {
             if st & seg::tcp_state::ESTABLISHED != 0 {
                 return Ok(s);
             }
-            if Instant::now() >= deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 let _ = self.close(s);
                 return Err(io::ErrorKind::TimedOut.into());
             }
-            std::thread::sleep(Duration::from_micros(100));
+            // The state change queues an event: sleep until one comes (events of other
+            // slots already queued are left for the caller, so look every 50 µs then).
+            if self.prepare_sleep() {
+                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left));
+                self.woke();
+                r?;
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
         }
     }
 
@@ -320,19 +329,32 @@ impl App {
     }
 
     /// Writes stream bytes to a TCP session: how many fit in the tx FIFO (`WouldBlock`
-    /// when none did).
+    /// when none did; then an event for the slot says when there is room again).
     pub fn write(&self, s: &Session, buf: &[u8]) -> io::Result<usize> {
         let (rx, tx) =
             seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
         if rx.state().load(std::sync::atomic::Ordering::Acquire) & seg::tcp_state::RESET != 0 {
             return Err(io::ErrorKind::ConnectionReset.into());
         }
-        let n = tx.push_bytes(buf);
+        let mut n = tx.push_bytes(buf);
         if n == 0 && !buf.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
+            // Full: Sluice queues an event for the slot once the peer's ACKs free space.
+            tx.want_space();
+            n = tx.push_bytes(buf);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
         }
         self.kick(s.slot, &tx);
         Ok(n)
+    }
+
+    /// Asks Sluice for an event on `slot` when its tx FIFO has room again (after finding it
+    /// full; [`App::write`] and [`App::send_to`] ask by themselves when they fail).
+    pub fn want_space(&self, slot: u32) {
+        if let Some((_, tx)) = seg::slot_fifos(&self.seg, &self.g, slot) {
+            tx.want_space();
+        }
     }
 
     /// Queues a tx event for `slot` (once while one is pending) and wakes Sluice if it sleeps.
@@ -376,7 +398,17 @@ impl App {
         }
     }
 
-    /// Queues a datagram to `to`. `WouldBlock` when the session's tx FIFO is full.
+    /// Half-closes a TCP session (`shutdown(SHUT_WR)`): Sluice sends the FIN after the
+    /// queued data; reading goes on until the peer's end of stream. No effect on UDP.
+    pub fn shutdown(&mut self, s: &Session) -> io::Result<()> {
+        match self.request(|req| Msg::Shutdown { req, slot: s.slot })? {
+            Msg::CloseReply { retval: r, .. } => retval(r),
+            _ => Err(proto_err("unexpected reply")),
+        }
+    }
+
+    /// Queues a datagram to `to`. `WouldBlock` when the session's tx FIFO is full (then an
+    /// event for the slot says when there is room again).
     pub fn send_to(&self, s: &Session, buf: &[u8], to: SocketAddr) -> io::Result<()> {
         if buf.len() > MAX_DGRAM {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
@@ -384,7 +416,11 @@ impl App {
         let (_, tx) =
             seg::slot_fifos(&self.seg, &self.g, s.slot).ok_or_else(|| proto_err("bad slot"))?;
         if !tx.push(to, buf) {
-            return Err(io::ErrorKind::WouldBlock.into());
+            // Full: Sluice queues an event for the slot once it sent enough of it.
+            tx.want_space();
+            if !tx.push(to, buf) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
         }
         if tx.set_event() {
             let q = self.sluice_evq();

@@ -15,6 +15,7 @@
 //! | 8 `CloseReply` | Sluice → app | request at 4, retval i32 at 8 |
 //! | 9 `Listen` | app → Sluice | request at 4, local endpoint at 8, backlog u32 at 28 |
 //! | 10 `TcpConnect` | app → Sluice | request at 4, remote endpoint at 8 |
+//! | 11 `Shutdown` | app → Sluice | request at 4, slot u32 at 8 (reply: `CloseReply`) |
 //!
 //! An endpoint is 20 bytes: family u8 (4 or 6), pad, port u16, address (16 bytes; IPv4 in
 //! the first 4). A retval is 0 or a negative errno (`EADDRINUSE`, `EADDRNOTAVAIL`, ...).
@@ -94,7 +95,15 @@ pub enum Msg {
         /// The peer.
         remote: SocketAddr,
     },
-    /// Close result.
+    /// Half-close a TCP connection: FIN after the queued data, receiving goes on (UDP: no
+    /// effect). Answered with `CloseReply`.
+    Shutdown {
+        /// Request id.
+        req: u32,
+        /// Its slot.
+        slot: u32,
+    },
+    /// Close (or shutdown) result.
     CloseReply {
         /// Request id.
         req: u32,
@@ -200,6 +209,11 @@ pub fn encode(m: &Msg) -> [u8; MSG_SIZE] {
             put_ep(&mut b, 8, *remote);
             10
         }
+        Msg::Shutdown { req, slot } => {
+            b[4..8].copy_from_slice(&req.to_le_bytes());
+            b[8..12].copy_from_slice(&slot.to_le_bytes());
+            11
+        }
     };
     b[0..2].copy_from_slice(&t.to_le_bytes());
     b
@@ -252,6 +266,10 @@ pub fn decode(b: &[u8; MSG_SIZE]) -> Option<Msg> {
             req: u32_at(b, 4),
             remote: get_ep(b, 8)?,
         },
+        11 => Msg::Shutdown {
+            req: u32_at(b, 4),
+            slot: u32_at(b, 8),
+        },
         _ => return None,
     })
 }
@@ -296,6 +314,7 @@ mod tests {
                 backlog: 16,
             },
             Msg::TcpConnect { req: 8, remote: v6 },
+            Msg::Shutdown { req: 9, slot: 3 },
         ] {
             assert_eq!(decode(&encode(&m)), Some(m));
         }

@@ -504,18 +504,48 @@ impl<'a> Fifo<'a> {
         n
     }
 
+    /// The header word `off` bytes on (136 or 140).
+    fn word(&self, off: usize) -> &AtomicU32 {
+        debug_assert!(off == 136 || off == 140);
+        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; words
+        // 136 and 140 bytes on are inside it (before the endpoints at 144), 4-aligned, and
+        // only accessed atomically.
+        unsafe { &*((self.head as *const AtomicU32 as *const u8).add(off) as *const AtomicU32) }
+    }
+
     /// The slot's TCP state word ([`tcp_state`]); lives in the rx FIFO's header.
     pub fn state(&self) -> &AtomicU32 {
-        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; the
-        // word 136 bytes on is inside it, 4-aligned, and only accessed atomically.
-        unsafe { &*((self.head as *const AtomicU32 as *const u8).add(136) as *const AtomicU32) }
+        self.word(136)
     }
 
     /// The window-update request word: Sluice sets it when it advertised a small window,
     /// the application clears it (and queues a tx event) after reading.
     pub fn wnd_request(&self) -> &AtomicU32 {
-        // SAFETY: as in `state`, 140 bytes on.
-        unsafe { &*((self.head as *const AtomicU32 as *const u8).add(140) as *const AtomicU32) }
+        self.word(140)
+    }
+
+    /// The tx-space request word (tx FIFO's header): the application sets it when it found
+    /// the FIFO full; Sluice clears it and queues an event for the slot once it has freed a
+    /// quarter of the FIFO (TCP: acknowledged data; UDP: datagrams sent).
+    pub fn space_request(&self) -> &AtomicU32 {
+        self.word(136)
+    }
+
+    /// Producer: asks for a tx-space event ([`Fifo::space_request`]) after finding the FIFO
+    /// full. The caller then tries once more: Sluice may have freed the space before it
+    /// could see the request.
+    pub fn want_space(&self) {
+        self.space_request().store(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Consumer (Sluice): whether the producer asked for space and a quarter of the FIFO is
+    /// free now; takes the request (one event per request).
+    pub fn take_space_request(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.space_request().load(Ordering::Relaxed) != 0
+            && self.free_bytes() >= self.size / 4
+            && self.space_request().swap(0, Ordering::SeqCst) != 0
     }
 
     /// Writes the connection's endpoints and the listener's slot into the header (an

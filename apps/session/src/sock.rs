@@ -9,8 +9,8 @@
 //! a caller checks readiness, then sleeps when nothing is ready: [`Sockets::prepare_wait`]
 //! under the caller's lock, [`Sleep::sleep`] without it (other threads' calls go on),
 //! [`Sockets::woke`] under it again; [`blocking`] is that loop for one blocking call. Free
-//! space in a tx FIFO queues no event: a caller waiting only to write sleeps at most
-//! [`WRITE_POLL`].
+//! space in a tx FIFO queues an event only when asked for: a caller about to sleep waiting
+//! to write asks with [`Sockets::arm_write`].
 //!
 //! Errors are `io::Error`s carrying the errno a BSD socket would return.
 
@@ -20,10 +20,6 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::Duration;
-
-/// How long a caller waiting for tx space (or a connection in progress) sleeps before it
-/// looks again: Sluice queues no event when it frees tx FIFO space.
-pub const WRITE_POLL: Duration = Duration::from_millis(1);
 
 /// TCP or UDP.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -93,6 +89,8 @@ struct Sock {
     nonblocking: bool,
     /// Pending `SO_ERROR` (errno).
     error: i32,
+    /// `shutdown(SHUT_WR)` done: the FIN is queued, writes fail with `EPIPE`.
+    wr_shut: bool,
 }
 
 /// The sockets of one attached application.
@@ -188,6 +186,7 @@ impl Sockets {
             accepts: VecDeque::new(),
             nonblocking: false,
             error: 0,
+            wr_shut: false,
         })
     }
 
@@ -286,6 +285,7 @@ impl Sockets {
             accepts: VecDeque::new(),
             nonblocking: false,
             error: 0,
+            wr_shut: false,
         });
         Ok((n, peer))
     }
@@ -404,6 +404,9 @@ impl Sockets {
         match s.kind {
             Kind::Tcp => {
                 let sess = self.connected(h)?;
+                if self.sock(h)?.wr_shut {
+                    return Err(errno(libc::EPIPE));
+                }
                 if buf.is_empty() {
                     return Ok(0);
                 }
@@ -449,6 +452,30 @@ impl Sockets {
             }
             self.app.close(sess)?;
         }
+        Ok(())
+    }
+
+    /// `shutdown(2)`: `SHUT_WR` and `SHUT_RDWR` half-close a TCP connection (the FIN goes
+    /// after the queued data, later writes fail with `EPIPE`, reading goes on until the
+    /// peer's end of stream); `SHUT_RD` is accepted and changes nothing, as is any `how`
+    /// on a connected UDP socket. `ENOTCONN` for a socket that is not connected.
+    pub fn shutdown(&mut self, h: u32, how: i32) -> io::Result<()> {
+        if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+            return Err(errno(libc::EINVAL));
+        }
+        let s = self.sock(h)?;
+        if s.listening || s.sess.is_none() {
+            return Err(errno(libc::ENOTCONN));
+        }
+        if s.kind == Kind::Udp || how == libc::SHUT_RD || s.wr_shut {
+            return Ok(());
+        }
+        let sess = match self.connected(h) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(errno(libc::ENOTCONN)),
+            r => r?,
+        };
+        self.app.shutdown(&sess)?;
+        self.sock_mut(h)?.wr_shut = true;
         Ok(())
     }
 
@@ -551,13 +578,20 @@ impl Sockets {
         r
     }
 
-    /// Whether a caller waiting on `h` for `write` must look again after [`WRITE_POLL`]
-    /// (tx space and a finished connect queue no event).
-    pub fn needs_write_poll(&self, h: u32, write: bool) -> bool {
-        match self.sock(h) {
-            Ok(s) => (write && !self.ready(h).write) || s.connecting,
-            Err(_) => false,
+    /// Before sleeping on `h` waiting to `write`: asks Sluice for an event when its tx FIFO
+    /// has room again (Sluice announces freed space only on request; a finished connect
+    /// queues one anyway). True when `h` became writable meanwhile: look again, do not
+    /// sleep.
+    pub fn arm_write(&self, h: u32, write: bool) -> bool {
+        let Ok(s) = self.sock(h) else { return false };
+        let Some(sess) = s.sess.filter(|_| write && !s.connecting && !s.listening) else {
+            return false;
+        };
+        if self.ready(h).write {
+            return false; // reported ready already
         }
+        self.app.want_space(sess.slot);
+        self.ready(h).write
     }
 
     /// Announces the caller is about to sleep (after busy-polling, [`App::set_busy_poll`]);
@@ -601,7 +635,7 @@ impl Sleep {
 }
 
 /// Runs `op` on socket `h` until it stops saying `WouldBlock`, sleeping between tries
-/// (`sleep` at a time, [`WRITE_POLL`] while waiting for tx space or a connect) with the
+/// (`sleep` at a time; woken by Sluice's events, tx space included) with the
 /// caller's lock released, so other threads' calls go on. `lock` takes that lock; `socks`
 /// finds the sockets behind it (`None`: detached, `ENOTCONN`). `WouldBlock` at once when
 /// `dontwait` or the socket is non-blocking.
@@ -626,8 +660,8 @@ pub fn blocking<G, T>(
                 if dontwait || s.nonblocking(h).unwrap_or(true) {
                     return Err(e);
                 }
-                let t = if s.needs_write_poll(h, write) {
-                    WRITE_POLL
+                let t = if s.arm_write(h, write) {
+                    Duration::ZERO
                 } else {
                     sleep
                 };

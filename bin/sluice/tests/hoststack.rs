@@ -1329,3 +1329,219 @@ fn preload_redis_with_the_kernel() {
 
     finish(d, dir);
 }
+
+/// The first `n` bytes of `sockets.py`'s pattern.
+fn py_pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|k| ((k * 131 + (k >> 9)) & 0xff) as u8)
+        .collect()
+}
+
+/// `sockets.py`'s checksum: the byte sum modulo 2^32.
+fn byte_sum(b: &[u8]) -> u64 {
+    b.iter().map(|&x| x as u64).sum::<u64>() & 0xffff_ffff
+}
+
+fn python3() -> Option<&'static str> {
+    ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+#[test]
+fn preload_half_close_with_the_kernel() {
+    use std::io::{BufRead, Read, Write};
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let Some(py) = python3() else {
+        sluice_infra::testing::skip("no python3");
+        return;
+    };
+    let libs = app_libs();
+    let peer = Peer::new("hc");
+    let (d, sock, dir) = sluice(&peer, "hc");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../apps/preload/tests/sockets.py")
+        .display()
+        .to_string();
+
+    // A Sluice client sends, half-closes and still reads the kernel server's reply, which
+    // the server sends only after it read the end of the stream.
+    let total = 300_000usize;
+    let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5301").unwrap());
+    let srv = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        let reply = format!("got {} {}", got.len(), byte_sum(&got));
+        c.write_all(reply.as_bytes()).unwrap();
+        got
+    });
+    let mut c = preloaded(&libs, &sock, py);
+    c.args([
+        script.as_str(),
+        "halfclose",
+        "10.77.0.2",
+        "5301",
+        &total.to_string(),
+    ]);
+    let out = run_for(c, "python half-close client", Duration::from_secs(40));
+    let got = srv.join().unwrap();
+    assert!(got == py_pattern(total), "the server got other bytes");
+    assert_eq!(out.trim(), format!("got {total} {}", byte_sum(&got)));
+
+    // OpenBSD netcat's `-N` (shutdown(SHUT_WR) at the end of its input, then wait for the
+    // peer's end of stream; `nc -q` in other netcats) against the same kind of server.
+    if sh(&["which", "nc"]).is_ok() {
+        let l = peer.run(|| std::net::TcpListener::bind("10.77.0.2:5303").unwrap());
+        let srv = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            c.write_all(format!("got {}", got.len()).as_bytes())
+                .unwrap();
+        });
+        let f = dir.join("nc-in");
+        std::fs::write(&f, py_pattern(100_000)).unwrap();
+        let mut c = preloaded(&libs, &sock, "nc");
+        c.args(["-N", "10.77.0.2", "5303"])
+            .stdin(std::fs::File::open(&f).unwrap());
+        let out = run_for(c, "nc -N through Sluice", Duration::from_secs(30));
+        srv.join().unwrap();
+        assert_eq!(out, "got 100000");
+    }
+
+    // A Sluice server sends, half-closes first, then reads what the kernel client sends
+    // after it saw the server's end of stream.
+    let mut srv = preloaded(&libs, &sock, py);
+    srv.args([script.as_str(), "halfclose-server", "5302"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = Child(srv.spawn().unwrap());
+    let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let data = py_pattern(200_000);
+    let sent = data.clone();
+    let greeting = peer.run(move || {
+        let mut s = std::net::TcpStream::connect("10.77.0.1:5302").unwrap();
+        let mut g = Vec::new();
+        s.read_to_end(&mut g).unwrap();
+        s.write_all(&sent).unwrap();
+        g
+    });
+    assert_eq!(greeting, b"hello");
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("got {} {}", data.len(), byte_sum(&data))
+    );
+    assert!(child.0.wait().unwrap().success());
+    drop(child);
+
+    finish(d, dir);
+}
+
+#[test]
+fn preload_iperf3_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    if sh(&["which", "iperf3"]).is_err() {
+        sluice_infra::testing::skip("`iperf3' is not installed (apt-get install iperf3)");
+        return;
+    }
+    let libs = app_libs();
+    let peer = Peer::new("ip");
+    let (d, sock, dir) = sluice(&peer, "ip");
+    let mut s = std::process::Command::new("ip");
+    s.args([
+        "netns",
+        "exec",
+        &peer.name,
+        "iperf3",
+        "-s",
+        "-B",
+        "10.77.0.2",
+    ])
+    .args(["-p", "5311"])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let _server = Child(s.spawn().unwrap());
+    wait_listening(&peer, "10.77.0.2:5311".parse().unwrap());
+    // Through Sluice to the kernel's server, then the reverse direction (-R).
+    for reverse in [false, true] {
+        let mut c = preloaded(&libs, &sock, "iperf3");
+        c.args(["-c", "10.77.0.2", "-p", "5311", "-t", "2", "-J"]);
+        if reverse {
+            c.arg("-R");
+        }
+        let out = run_for(c, "iperf3 through Sluice", Duration::from_secs(40));
+        assert!(!out.contains("\"error\""), "iperf3: {out}");
+        let received = out
+            .split("\"sum_received\"")
+            .nth(1)
+            .and_then(|r| r.split("\"bytes\":").nth(1))
+            .and_then(|r| r.trim_start().split([',', '\n']).next())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no sum_received bytes in {out}"));
+        assert!(received > 1_000_000, "iperf3 moved {received} bytes");
+    }
+    let (_, connected) = tcp_opens(&d);
+    assert!(
+        connected >= 4,
+        "{connected} connections made through Sluice"
+    );
+    drop(_server);
+    finish(d, dir);
+}
+
+#[test]
+fn preload_curl_with_the_kernel() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    if sh(&["which", "curl"]).is_err() {
+        sluice_infra::testing::skip("`curl' is not installed (apt-get install curl)");
+        return;
+    }
+    let Some(py) = python3() else {
+        sluice_infra::testing::skip("no python3");
+        return;
+    };
+    let libs = app_libs();
+    let peer = Peer::new("cu");
+    let (d, sock, dir) = sluice(&peer, "cu");
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let body: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(www.join("file"), &body).unwrap();
+    let mut s = std::process::Command::new("ip");
+    s.args(["netns", "exec", &peer.name, py, "-m", "http.server", "5321"])
+        .args(["--bind", "10.77.0.2", "--directory"])
+        .arg(&www)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _server = Child(s.spawn().unwrap());
+    wait_listening(&peer, "10.77.0.2:5321".parse().unwrap());
+    let got = dir.join("got");
+    let mut c = preloaded(&libs, &sock, "curl");
+    c.args(["-sS", "--fail", "-o"])
+        .arg(&got)
+        .arg("http://10.77.0.2:5321/file");
+    run_for(c, "curl through Sluice", Duration::from_secs(40));
+    assert!(
+        std::fs::read(&got).unwrap() == body,
+        "curl's copy differs from the file"
+    );
+    let (_, connected) = tcp_opens(&d);
+    assert!(
+        connected >= 1,
+        "curl's connection did not go through Sluice"
+    );
+    drop(_server);
+    finish(d, dir);
+}

@@ -207,8 +207,12 @@ impl Plugin for HoststackPlugin {
         let cfg = vm.ext_mut::<Staging>().cfg.take().unwrap_or_default();
         let sm = shared(vm);
         let on = cfg.enabled;
-        session_lock(&sm).cfg = cfg;
         let poster = vm.main_poster();
+        {
+            let mut g = session_lock(&sm);
+            g.cfg = cfg;
+            g.poster = Some(poster.clone());
+        }
         if let Some(p) = vm.registry.find(PROCESS) {
             if let Some(pr) = vm.main.node_mut::<Process>(p) {
                 pr.poster = Some(poster);
@@ -233,8 +237,10 @@ fn session_lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionMain> {
 }
 
 /// `session-process`: every 10 ms while the session layer is on, has the main loop serve
-/// the application socket ([`poll_control`]); while it is off, waits for `session enable`'s
-/// signal. next: none. counters: `polls` (info).
+/// the application socket ([`poll_control`]) — a fallback and the clock of attach
+/// timeouts: a readable control socket has `session-queue` post the same at once; while
+/// the layer is off, waits for `session enable`'s signal. next: none. counters: `polls`
+/// (info).
 struct Process {
     poster: Option<sluice_graph::MainPoster>,
     enabled: Arc<AtomicBool>,

@@ -278,15 +278,8 @@ impl<const V6: bool> UdpInput<V6> {
         let payload = u.payload();
         let n = payload.len() as u64;
         let pushed = fifo.push(remote, payload);
-        if pushed && fifo.set_event() {
-            if let Some(q) = app.app_evq() {
-                if !q.push(slot) {
-                    fifo.unset_event();
-                }
-                if q.needs_signal() {
-                    sluice_infra::shm::signal(app.app_efd.as_raw_fd());
-                }
-            }
+        if pushed {
+            app.notify(&fifo, slot);
         }
         let st = &mut sm.sessions[sid as usize]
             .as_mut()
@@ -960,9 +953,20 @@ impl NodeFn for SessionQueue {
         }
         self.irqs.clear();
         cx.take_irqs(&mut self.irqs);
+        let mut control = false;
         for &t in &self.irqs {
-            if let Some(app) = sm.apps.get(t as usize).and_then(|a| a.as_ref()) {
+            if t == crate::session::CTL_TOKEN {
+                control = true;
+            } else if let Some(app) = sm.apps.get(t as usize).and_then(|a| a.as_ref()) {
                 drain_eventfd(app.sluice_efd.as_raw_fd());
+            }
+        }
+        // A control request (attach, bind, connect, listen, close) or an application gone:
+        // served by the main loop right after this iteration's nodes, not at the next
+        // `session-process` tick.
+        if control {
+            if let Some(p) = &sm.poster {
+                p.post(Box::new(crate::poll_control));
             }
         }
         // Collect the events the applications queued.
@@ -1026,6 +1030,10 @@ impl NodeFn for SessionQueue {
                         break;
                     }
                 }
+            }
+            // A writer that found the FIFO full hears it has room again.
+            if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
+                a.notify_tx_space(slot);
             }
             if emptied {
                 self.pending.pop_front();

@@ -75,6 +75,9 @@ pub enum SessionError {
     /// Unknown session.
     #[error("no such session")]
     NoSession,
+    /// A TCP operation on a session that is not a connection (yet).
+    #[error("not connected")]
+    NotConnected,
 }
 
 impl SessionError {
@@ -86,6 +89,7 @@ impl SessionError {
             SessionError::NoSpace => libc::ENOSPC,
             SessionError::Invalid => libc::EINVAL,
             SessionError::NoSession => libc::EBADF,
+            SessionError::NotConnected => libc::ENOTCONN,
             SessionError::Disabled | SessionError::Socket(..) => libc::ENOTCONN,
         }
     }
@@ -168,11 +172,17 @@ impl Proto {
 /// Slot of a session the application does not hold (half-open, TIME-WAIT).
 pub const NO_SLOT: u32 = u32::MAX;
 
+/// The epoll token of the control sockets (the app socket, attached and attaching
+/// applications' sockets) in `session-queue`'s registrations: when one is readable the
+/// node has the main loop serve them at once ([`crate::poll_control`]).
+pub const CTL_TOKEN: u32 = u32::MAX;
+
 /// An attached application.
 pub struct AppConn {
     /// The name it gave.
     pub name: String,
-    sock: OwnedFd,
+    /// Its control socket (`None` once it died: unregistered, closed by `session-queue`).
+    sock: Option<OwnedFd>,
     /// Its segment (shared with `session-queue`, which watches its event queue).
     pub seg: std::sync::Arc<Region>,
     /// The segment geometry.
@@ -200,6 +210,33 @@ impl AppConn {
     /// (rx, tx) FIFOs of a slot.
     pub fn fifos(&self, slot: u32) -> Option<(Fifo<'_>, Fifo<'_>)> {
         seg::slot_fifos(&self.seg, &self.g, slot)
+    }
+
+    /// Queues `event` (a slot, or `EVENT_ACCEPT | slot`) on the application's event queue
+    /// unless the slot's rx FIFO `rx` has one pending already, and signals the application
+    /// when it announced it sleeps.
+    pub fn notify(&self, rx: &Fifo<'_>, event: u32) {
+        if !rx.set_event() {
+            return;
+        }
+        if let Some(q) = self.app_evq() {
+            if !q.push(event) {
+                rx.unset_event();
+            }
+            if q.needs_signal() {
+                shm::signal(self.app_efd.as_raw_fd());
+            }
+        }
+    }
+
+    /// Queues an event for `slot` when its application asked for tx space and there is
+    /// enough now ([`Fifo::take_space_request`]).
+    pub fn notify_tx_space(&self, slot: u32) {
+        if let Some((rx, tx)) = self.fifos(slot) {
+            if tx.take_space_request() {
+                self.notify(&rx, slot);
+            }
+        }
     }
 }
 
@@ -230,6 +267,8 @@ pub struct SessionMain {
     pub irq_del: Vec<OwnedFd>,
     /// Set when `irq_add`/`irq_del` changed: makes `session-queue` active once.
     pub kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Runs [`crate::poll_control`] on the main loop when a control socket is readable.
+    pub poster: Option<sluice_graph::MainPoster>,
     /// Applications attached / detached since start.
     pub attached: u64,
     /// Detached (closed their socket, or died).
@@ -376,6 +415,7 @@ impl SessionMain {
         }
         let p = self.cfg.app_socket.clone();
         let fd = seqpacket::listen(&p).map_err(|e| SessionError::Socket(p, e.to_string()))?;
+        self.watch_ctl(fd.as_raw_fd());
         self.listen = Some(fd);
         Ok(())
     }
@@ -385,9 +425,27 @@ impl SessionMain {
         for a in 0..self.apps.len() as u32 {
             self.detach_now(a, ports, true);
         }
-        if self.listen.take().is_some() && !self.cfg.app_socket.starts_with('@') {
-            let _ = std::fs::remove_file(&self.cfg.app_socket);
+        for (fd, _) in std::mem::take(&mut self.unattached) {
+            self.unwatch_ctl(fd);
         }
+        if let Some(fd) = self.listen.take() {
+            self.unwatch_ctl(fd);
+            if !self.cfg.app_socket.starts_with('@') {
+                let _ = std::fs::remove_file(&self.cfg.app_socket);
+            }
+        }
+    }
+
+    /// Has `session-queue` watch control socket `fd` (readable: serve the sockets now).
+    fn watch_ctl(&mut self, fd: RawFd) {
+        self.irq_add.push((fd, CTL_TOKEN));
+        self.kick.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Has `session-queue` stop watching control socket `fd`, then close it.
+    fn unwatch_ctl(&mut self, fd: OwnedFd) {
+        self.irq_del.push(fd);
+        self.kick.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Serves the app socket: new attaches, control messages, dead applications.
@@ -401,11 +459,16 @@ impl SessionMain {
 
     fn poll_sockets(&mut self, locals: &[(IpAddr, u8)], ports: &mut Vec<PortChange>) {
         let Some(l) = &self.listen else { return };
+        let mut new = Vec::new();
         for _ in 0..16 {
             match seqpacket::accept(l) {
-                Ok(Some(fd)) => self.unattached.push((fd, std::time::Instant::now())),
+                Ok(Some(fd)) => new.push(fd),
                 _ => break,
             }
+        }
+        for fd in new {
+            self.watch_ctl(fd.as_raw_fd());
+            self.unattached.push((fd, std::time::Instant::now()));
         }
         let waiting = std::mem::take(&mut self.unattached);
         for (fd, since) in waiting {
@@ -415,10 +478,16 @@ impl SessionMain {
                 }
                 Ok(Recv::Msg { buf, len, .. }) if len == msg::MSG_SIZE => match msg::decode(&buf) {
                     Some(Msg::Attach { name }) => self.attach(fd, name),
-                    _ => self.bad_msgs += 1,
+                    _ => {
+                        self.bad_msgs += 1;
+                        self.unwatch_ctl(fd);
+                    }
                 },
-                Ok(Recv::Msg { .. }) => self.bad_msgs += 1,
-                _ => {}
+                Ok(Recv::Msg { .. }) => {
+                    self.bad_msgs += 1;
+                    self.unwatch_ctl(fd);
+                }
+                _ => self.unwatch_ctl(fd),
             }
         }
         for a in 0..self.apps.len() as u32 {
@@ -456,6 +525,7 @@ impl SessionMain {
                     seg_size: 0,
                 };
                 let _ = seqpacket::send(&sock, &msg::encode(&r), None);
+                self.unwatch_ctl(sock);
                 return;
             }
         };
@@ -482,6 +552,7 @@ impl SessionMain {
             )
         });
         if sent.is_err() {
+            self.unwatch_ctl(sock);
             return;
         }
         let id = match self.apps.iter().position(|a| a.is_none()) {
@@ -495,7 +566,7 @@ impl SessionMain {
         self.kick.store(true, std::sync::atomic::Ordering::Release);
         self.apps[id as usize] = Some(AppConn {
             name,
-            sock,
+            sock: Some(sock),
             seg: std::sync::Arc::new(seg),
             g,
             app_efd,
@@ -511,10 +582,10 @@ impl SessionMain {
             let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
                 return;
             };
-            if app.dead {
+            let Some(sock) = app.sock.as_ref().filter(|_| !app.dead) else {
                 return;
-            }
-            let m = match seqpacket::recv(&app.sock) {
+            };
+            let m = match seqpacket::recv(sock) {
                 Ok(Recv::None) => return,
                 Ok(Recv::Msg { buf, len, .. }) if len == msg::MSG_SIZE => msg::decode(&buf),
                 Ok(Recv::Msg { .. }) => None,
@@ -557,13 +628,25 @@ impl SessionMain {
                     };
                     Some(Msg::CloseReply { req, retval: r })
                 }
+                Some(Msg::Shutdown { req, slot }) => {
+                    let sid = self.apps[a as usize]
+                        .as_ref()
+                        .and_then(|x| x.slots.get(slot as usize).copied().flatten());
+                    let r = match sid.map(|s| self.tcp_shutdown(s)) {
+                        Some(Ok(())) => 0,
+                        Some(Err(e)) => -e.errno(),
+                        None => -SessionError::NoSession.errno(),
+                    };
+                    Some(Msg::CloseReply { req, retval: r })
+                }
                 _ => {
                     self.bad_msgs += 1;
                     None
                 }
             };
-            if let (Some(r), Some(app)) = (reply, self.apps[a as usize].as_ref()) {
-                if seqpacket::send(&app.sock, &msg::encode(&r), None).is_err() {
+            let sock = self.apps[a as usize].as_ref().and_then(|x| x.sock.as_ref());
+            if let (Some(r), Some(sock)) = (reply, sock) {
+                if seqpacket::send(sock, &msg::encode(&r), None).is_err() {
                     self.detach(a, ports);
                     return;
                 }
@@ -834,8 +917,12 @@ impl SessionMain {
             }
         }
         if lingering > 0 {
-            if let Some(app) = self.apps[a as usize].as_mut() {
+            let sock = self.apps[a as usize].as_mut().and_then(|app| {
                 app.dead = true;
+                app.sock.take()
+            });
+            if let Some(fd) = sock {
+                self.unwatch_ctl(fd);
             }
             return;
         }
@@ -846,6 +933,9 @@ impl SessionMain {
     pub(crate) fn reap_app(&mut self, a: u32) {
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
             self.irq_del.push(app.sluice_efd);
+            if let Some(fd) = app.sock {
+                self.unwatch_ctl(fd);
+            }
             self.kick.store(true, std::sync::atomic::Ordering::Release);
             self.detached += 1;
         }
@@ -949,8 +1039,8 @@ mod tests {
         assert_eq!(sm.iter().count(), 0);
         assert_eq!(
             sm.irq_del.len(),
-            1,
-            "its eventfd is handed to session-queue to unregister"
+            2,
+            "its eventfd and control socket are handed to session-queue to unregister"
         );
     }
 

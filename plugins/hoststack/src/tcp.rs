@@ -310,6 +310,11 @@ pub struct Effect {
     pub output: bool,
     /// The application should look (data, end of stream, state change).
     pub notify: bool,
+    /// Acknowledged data left the tx FIFO (an application waiting for room is told).
+    pub tx_space: bool,
+    /// The handshake's final ACK carried data or a FIN that had no FIFO to go to: hand
+    /// the segment in again once the connection has its slot (after `accepted`).
+    pub replay: bool,
     /// A passive open completed (SYN-RCVD → ESTABLISHED): hand it to the listener's app.
     pub accepted: bool,
     /// The connection was reset or given up.
@@ -826,6 +831,10 @@ impl Tcb {
                 self.snd_wl2 = seg.ack;
                 self.established(now);
                 e.accepted = true;
+                if rx.is_none() && (!seg.data.is_empty() || seg.has(FIN)) {
+                    e.replay = true;
+                    return e;
+                }
             } else {
                 e.rst = Some(Self::rst_for(seg));
                 return e;
@@ -883,7 +892,7 @@ impl Tcb {
                 }
                 self.rto_at = (self.snd_una != self.snd_max).then(|| now + self.rto);
                 e.output = true; // the window moved: more may go
-                e.notify = true; // tx space
+                e.tx_space = data > 0;
                 if fin_acked {
                     match self.state {
                         State::FinWait1 => {
@@ -1627,6 +1636,36 @@ mod tests {
         t.input(&seg(101, 5002, ACK | FIN, &[]), None, None, now);
         assert_eq!(t.state, State::TimeWait);
         assert!(t.timer(now + TIME_WAIT).free);
+    }
+
+    #[test]
+    fn data_and_fin_on_the_final_ack_are_replayed_into_the_slot() {
+        use sluice_session::seg::{init_header, slot_fifos, Geometry};
+        let g = Geometry {
+            n_slots: 1,
+            fifo_size: 4096,
+            evq_len: 16,
+        };
+        let r = sluice_infra::shm::Region::create("tcp-test", g.size()).unwrap();
+        init_header(&r, &g);
+        let (rx, tx) = slot_fifos(&r, &g, 0).unwrap();
+        let now = Instant::now();
+        let mut t = Tcb::accept(5000, &seg(100, 0, SYN, &[]), L, now);
+        t.output(0, 4096, now, |_| true);
+        let ack = seg(101, 5001, ACK | PSH | FIN, b"hello");
+        // No slot yet: nothing taken, the session layer is asked to hand it in again.
+        let e = t.input(&ack, None, None, now);
+        assert!(e.accepted && e.replay);
+        assert_eq!(t.rcv_nxt, 101);
+        // With the slot it has after the accept: data and FIN taken, nothing retransmitted.
+        let e = t.input(&ack, Some(&rx), Some(&tx), now);
+        assert!(e.notify && !e.replay && !e.accepted);
+        assert_eq!(t.rcv_nxt, 107);
+        assert_eq!(t.state, State::CloseWait);
+        let mut got = [0u8; 16];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(&got[..n], b"hello");
+        assert_eq!(t.stats.fast_retrans, 0);
     }
 
     #[test]

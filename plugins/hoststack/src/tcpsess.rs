@@ -14,7 +14,6 @@ use crate::session::{Proto, SessionError, SessionMain, TcpLink, NO_SLOT};
 use crate::tcp::{self, Effect, Seg, State, Tcb, TcpFlags};
 use sluice_session::seg::{self, tcp_state};
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -288,6 +287,37 @@ impl SessionMain {
         }
     }
 
+    /// Half-close (`shutdown(SHUT_WR)`): the FIN goes after the queued data, the
+    /// connection keeps receiving and the application keeps its slot until it closes. A
+    /// UDP session is left as it is; a connection not yet established (or a listener)
+    /// is `NotConnected`.
+    pub fn tcp_shutdown(&mut self, sid: u32) -> Result<(), SessionError> {
+        let s = self
+            .sessions
+            .get_mut(sid as usize)
+            .and_then(|x| x.as_mut())
+            .ok_or(SessionError::NoSession)?;
+        match &mut s.proto {
+            Proto::Udp => Ok(()),
+            Proto::TcpListen { .. } => Err(SessionError::NotConnected),
+            Proto::Tcp(t, _) => match t.state {
+                State::Established | State::CloseWait => {
+                    t.app_closed = true;
+                    self.tcp_queue(sid);
+                    Ok(())
+                }
+                // Shut already (FIN queued or sent): nothing more to do.
+                State::FinWait1
+                | State::FinWait2
+                | State::Closing
+                | State::LastAck
+                | State::TimeWait
+                | State::Closed => Ok(()),
+                _ => Err(SessionError::NotConnected),
+            },
+        }
+    }
+
     /// Abortive close: a RST to the peer of a live connection, everything freed.
     pub fn tcp_abort(&mut self, sid: u32) {
         let Some(s) = self.sessions.get(sid as usize).and_then(|x| x.as_ref()) else {
@@ -375,6 +405,37 @@ impl SessionMain {
         }
     }
 
+    /// Runs connection `sid`'s state machine on a segment, with its FIFOs when it has a slot
+    /// (`again`: the same segment a second time, not counted again).
+    fn tcp_conn_input(
+        &mut self,
+        sid: u32,
+        seg: &Seg<'_>,
+        now: Instant,
+        again: bool,
+    ) -> Result<Effect, TcpDrop> {
+        let apps = &self.apps;
+        let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
+            return Err(TcpDrop::NoListener);
+        };
+        let fifos = apps
+            .get(s.app as usize)
+            .and_then(|a| a.as_ref())
+            .and_then(|a| a.fifos(s.slot));
+        let Proto::Tcp(t, _) = &mut s.proto else {
+            return Err(TcpDrop::NoListener);
+        };
+        let (rx, tx) = match &fifos {
+            Some((r, t)) => (Some(r), Some(t)),
+            None => (None, None),
+        };
+        if !again {
+            s.stats.rx += 1;
+            s.stats.rx_bytes += seg.data.len() as u64;
+        }
+        Ok(t.input(seg, rx, tx, now))
+    }
+
     /// A segment from `remote` to `local` (checked by `tcp4-input`).
     pub fn tcp_input(
         &mut self,
@@ -397,27 +458,19 @@ impl SessionMain {
                     return Ok(());
                 }
             }
-            let eff = {
-                let apps = &self.apps;
-                let Some(s) = self.sessions.get_mut(sid as usize).and_then(|x| x.as_mut()) else {
-                    return Err(TcpDrop::NoListener);
-                };
-                let fifos = apps
-                    .get(s.app as usize)
-                    .and_then(|a| a.as_ref())
-                    .and_then(|a| a.fifos(s.slot));
-                let Proto::Tcp(t, _) = &mut s.proto else {
-                    return Err(TcpDrop::NoListener);
-                };
-                let (rx, tx) = match &fifos {
-                    Some((r, t)) => (Some(r), Some(t)),
-                    None => (None, None),
-                };
-                s.stats.rx += 1;
-                s.stats.rx_bytes += seg.data.len() as u64;
-                t.input(seg, rx, tx, now)
-            };
+            let eff = self.tcp_conn_input(sid, seg, now, false)?;
             self.tcp_effect(sid, eff);
+            let has_slot = || {
+                self.sessions
+                    .get(sid as usize)
+                    .and_then(|x| x.as_ref())
+                    .is_some_and(|x| x.slot != NO_SLOT)
+            };
+            if eff.replay && eff.accepted && has_slot() {
+                // Data on the handshake's final ACK: the connection has its slot now.
+                let eff = self.tcp_conn_input(sid, seg, now, true)?;
+                self.tcp_effect(sid, eff);
+            }
             return Ok(());
         }
         let lsid = self
@@ -575,6 +628,7 @@ impl SessionMain {
             return;
         };
         let (local, remote) = (s.local, s.remote.unwrap_or(s.local));
+        let (app, slot) = (s.app, s.slot);
         if let Some((seq, ack, f)) = e.rst {
             self.rst(local, remote, seq, ack, f);
         }
@@ -589,6 +643,11 @@ impl SessionMain {
         }
         if e.notify || e.accepted {
             self.tcp_notify(sid, e.reset);
+        } else if e.tx_space {
+            // Acknowledged data freed tx FIFO space: a writer that found it full hears.
+            if let Some(a) = self.apps.get(app as usize).and_then(|x| x.as_ref()) {
+                a.notify_tx_space(slot);
+            }
         }
         if e.output {
             self.tcp_queue(sid);
@@ -674,16 +733,7 @@ impl SessionMain {
             // A mark left by the slot's last owner (an event it never consumed) must not
             // swallow the accept event.
             rx.unset_event();
-            if rx.set_event() {
-                if let Some(q) = a.app_evq() {
-                    if !q.push(seg::EVENT_ACCEPT | slot) {
-                        rx.unset_event();
-                    }
-                    if q.needs_signal() {
-                        sluice_infra::shm::signal(a.app_efd.as_raw_fd());
-                    }
-                }
-            }
+            a.notify(&rx, seg::EVENT_ACCEPT | slot);
         }
         self.tcp_stats.accepted += 1;
         true
@@ -725,16 +775,7 @@ impl SessionMain {
                 requeue = true;
             }
         }
-        if rx.set_event() {
-            if let Some(q) = a.app_evq() {
-                if !q.push(s.slot) {
-                    rx.unset_event();
-                }
-                if q.needs_signal() {
-                    sluice_infra::shm::signal(a.app_efd.as_raw_fd());
-                }
-            }
-        }
+        a.notify(&rx, s.slot);
         if requeue {
             self.tcp_queue(sid);
         }

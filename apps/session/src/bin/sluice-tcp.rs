@@ -5,10 +5,13 @@
 //! sluice-tcp --socket <app-socket> send --connect <addr:port>  # stdin → one connection
 //! sluice-tcp --socket <app-socket> echo --listen <addr:port>   # echo every connection
 //! sluice-tcp --socket <app-socket> rr --connect <addr:port> --count <n> --size <bytes>
+//! sluice-tcp --socket <app-socket> conn --connect <addr:port> --count <n>
 //! ```
 //! `sink` and `echo` print `ready` on stderr once listening; `sink` and `send` print the
 //! byte count on stderr at the end; `rr` sends `n` requests of `size` bytes one at a time,
-//! waits for each echo and prints `rr <n> p50 <µs> p99 <µs>`.
+//! waits for each echo and prints `rr <n> p50 <µs> p99 <µs>`; `conn` opens `n` connections
+//! one after the other to an echo server, each sending one byte, reading its echo and
+//! closing, and prints `conn <n> per-second <rate>`.
 
 use sluice_session::{seg, App, Event, Session};
 use std::io::{self, Read, Write};
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 fn usage(e: &str) -> ! {
     eprintln!("sluice-tcp: {e}");
-    eprintln!("usage: sluice-tcp --socket <path> (sink|echo) --listen <addr:port> | send --connect <addr:port> | rr --connect <addr:port> --count <n> --size <bytes>");
+    eprintln!("usage: sluice-tcp --socket <path> (sink|echo) --listen <addr:port> | send --connect <addr:port> | rr --connect <addr:port> --count <n> --size <bytes> | conn --connect <addr:port> --count <n>");
     std::process::exit(2)
 }
 
@@ -176,6 +179,36 @@ fn echo(app: &mut App, listen: SocketAddr) {
     }
 }
 
+fn conn(app: &mut App, to: SocketAddr, count: usize) {
+    let t0 = Instant::now();
+    let mut buf = [0u8; 1];
+    for _ in 0..count {
+        let s = app
+            .tcp_connect(to, Duration::from_secs(5))
+            .unwrap_or_else(|e| fail(e));
+        while let Err(e) = app.write(&s, b"c") {
+            match e.kind() {
+                io::ErrorKind::WouldBlock => wait(app),
+                _ => fail(e),
+            }
+        }
+        let mut drained = false;
+        loop {
+            match app.read(&s, &mut buf) {
+                Ok(0) => fail(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => idle(app, &mut drained),
+                Err(e) => fail(e),
+            }
+        }
+        app.close(s).unwrap_or_else(|e| fail(e));
+    }
+    println!(
+        "conn {count} per-second {:.0}",
+        count as f64 / t0.elapsed().as_secs_f64()
+    );
+}
+
 fn rr(app: &mut App, to: SocketAddr, count: usize, size: usize) {
     let s = app
         .tcp_connect(to, Duration::from_secs(5))
@@ -238,7 +271,7 @@ fn main() {
             }
             "--count" => count = val().parse().unwrap_or_else(|_| usage("bad count")),
             "--size" => size = val().parse().unwrap_or_else(|_| usage("bad size")),
-            "sink" | "send" | "echo" | "rr" => mode = Some(a.clone()),
+            "sink" | "send" | "echo" | "rr" | "conn" => mode = Some(a.clone()),
             _ => usage(&format!("unknown argument `{a}'")),
         }
     }
@@ -250,6 +283,7 @@ fn main() {
         Some("send") => send(&mut app, addr),
         Some("echo") => echo(&mut app, addr),
         Some("rr") => rr(&mut app, addr, count.max(1), size.max(1)),
+        Some("conn") => conn(&mut app, addr, count.max(1)),
         _ => usage("a mode is required"),
     }
 }
