@@ -445,8 +445,10 @@ impl P4Node {
     }
 }
 
-/// Single mode on a program's generated code (`gen`): the whole pipeline per packet in
-/// code specialised for the program, the next arc of each packet into `nexts`.
+/// Single mode on a program's generated code (`gen`): the pipeline in code specialised for
+/// the program, four packets at a time (`Generated::group`: each phase on the four before
+/// the next, their buffers prefetched one group ahead), the rest one at a time; the next
+/// arc of each packet into `nexts`.
 pub fn frame_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
@@ -455,12 +457,31 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let mut sent = Sent::default();
-    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
-        if let Some(&a) = frame.get(i + 2) {
+    let n = frame.len().min(nexts.len());
+    let mut i = 0;
+    while i + 4 <= n {
+        for &a in frame.iter().skip(i + 4).take(4) {
             arena.prefetch(a);
         }
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-        // `frame`; one view at a time, living for this iteration only.
+        // `frame`; the four indices are distinct, so the views do not alias, and they live
+        // for this iteration only.
+        let mut b = [0, 1, 2, 3].map(|k| unsafe { arena.buffer(frame[i + k]) });
+        let len = [0, 1, 2, 3].map(|k| b[k].total_len() as u32);
+        let rx = [0, 1, 2, 3].map(|k| b[k].hdr.rx_if);
+        let r = {
+            let [b0, b1, b2, b3] = &mut b;
+            let d = [b0.data_mut(), b1.data_mut(), b2.data_mut(), b3.data_mut()];
+            G::group(ts, d, rx, len)
+        };
+        for (k, (bk, (o, pe))) in b.iter_mut().zip(r).enumerate() {
+            parse_count(cx, pe);
+            nexts[i + k] = sent.next(cx, bk, o);
+        }
+        i += 4;
+    }
+    for (nx, &bi) in nexts[i..n].iter_mut().zip(&frame[i..n]) {
+        // SAFETY: as above; one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
@@ -617,19 +638,25 @@ fn has_apply(s: &S) -> bool {
 }
 
 /// Prepares a program for multi-node mode: a top-level `if` whose branches apply several
-/// tables is split so each table can get its own node — the condition is evaluated once
-/// into a hidden metadata slot and every group of statements is guarded by it.
+/// tables is split so each table can get its own node ([`split_stmts`]).
 pub fn split_for_multi(p: &mut Program) {
     let body = std::mem::take(&mut p.ingress);
+    p.ingress = split_stmts(body, &mut p.meta_slots);
+}
+
+/// A control's statements with every top-level `if` whose branches apply several tables
+/// split: the condition is evaluated once into a hidden metadata slot (taken from
+/// `meta_slots`) and every group of statements holding one table is guarded by it.
+pub fn split_stmts(body: Vec<S>, meta_slots: &mut usize) -> Vec<S> {
     let mut out = Vec::new();
     for s in body {
         match s {
             S::If(c, a, b)
                 if a.iter().chain(&b).filter(|x| has_apply(x)).count() >= 2
-                    && p.meta_slots < META_MAX =>
+                    && *meta_slots < META_MAX =>
             {
-                let slot = p.meta_slots as u16;
-                p.meta_slots += 1;
+                let slot = *meta_slots as u16;
+                *meta_slots += 1;
                 out.push(S::Set(Lv::M(slot, 1), c));
                 for (branch, guard) in [
                     (a, E::M(slot)),
@@ -650,13 +677,17 @@ pub fn split_for_multi(p: &mut Program) {
             s => out.push(s),
         }
     }
-    p.ingress = out;
+    out
 }
 
-/// Cuts the ingress statements into segments: each top-level statement that applies a
-/// table starts a new segment once the current one holds a table.
+/// Cuts the ingress statements into segments ([`segments_of`]).
 pub fn segments(p: &Program) -> Vec<(usize, usize)> {
-    let body = &p.ingress;
+    segments_of(&p.ingress)
+}
+
+/// Cuts a control's statements into segments: each top-level statement that applies a
+/// table starts a new segment once the current one holds a table.
+pub fn segments_of(body: &[S]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     for (i, s) in body.iter().enumerate() {

@@ -348,7 +348,7 @@ fn lv_indirect(lv: &Lv) -> bool {
 }
 
 /// Visits `s` and every statement nested in it.
-fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
+pub(crate) fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
     f(s);
     match s {
         S::If(_, a, b) => {

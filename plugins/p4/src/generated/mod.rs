@@ -11,13 +11,13 @@ use sluice_buffer::BufIdx;
 use sluice_graph::Cx;
 
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod control_flow;
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod l2switch;
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod router;
 
 /// A frame through a generated program's node loop (`node::frame_generated`).
@@ -36,7 +36,17 @@ pub struct GenEntry {
     /// The whole pipeline on one packet (tests compare it with the interpreters).
     pub packet:
         fn(&mut ThreadState, &mut [u8], u32, u32) -> (crate::vec::VOut, crate::exec::ParseEnd),
+    /// The pipeline on four packets, phase by phase (what the node runs).
+    pub group: GroupFn,
 }
+
+/// Four packets through a generated program ([`crate::gen::rt::Generated::group`]).
+pub type GroupFn = fn(
+    &mut ThreadState,
+    [&mut [u8]; 4],
+    [u32; 4],
+    [u32; 4],
+) -> [(crate::vec::VOut, crate::exec::ParseEnd); 4];
 
 /// Every generated program.
 pub static ALL: &[GenEntry] = &[
@@ -46,6 +56,7 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: router::FINGERPRINT,
         frame: crate::node::frame_generated::<router::Prog>,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
+        group: <router::Prog as crate::gen::rt::Generated>::group,
     },
     GenEntry {
         name: "l2switch",
@@ -53,6 +64,7 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: l2switch::FINGERPRINT,
         frame: crate::node::frame_generated::<l2switch::Prog>,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
+        group: <l2switch::Prog as crate::gen::rt::Generated>::group,
     },
     GenEntry {
         name: "control_flow",
@@ -60,6 +72,7 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: control_flow::FINGERPRINT,
         frame: crate::node::frame_generated::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
+        group: <control_flow::Prog as crate::gen::rt::Generated>::group,
     },
 ];
 
