@@ -25,34 +25,73 @@ use crate::ir::*;
 
 /// Run-time support the generated code calls (all inlined).
 pub mod rt {
-    use crate::exec::{ParseEnd, ThreadState};
+    use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    use std::sync::atomic::Ordering;
 
     /// A program compiled to Rust by `sluice-p4c`.
     pub trait Generated {
-        /// The whole pipeline on one packet: its bytes (first buffer), the receive
-        /// interface and the packet length; what became of it and how the parser ended.
-        fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd);
+        /// The whole pipeline on one packet: the worker's tables and counters, the
+        /// registers and meters, the time (ns, for meters), the packet's bytes (first
+        /// buffer), the receive interface and the packet length; what became of it and how
+        /// the parser ended.
+        fn packet(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+        ) -> (VOut, ParseEnd);
 
         /// [`Generated::packet`] on four packets: the generator's version runs each phase
         /// of the pipeline on the four before the next (the same results); this default,
-        /// for programs whose packets must go through in order (registers, meters), runs
-        /// one after the other.
+        /// for programs whose packets must go through in order (a register or meter used at
+        /// several places), runs one after the other.
         #[inline(always)]
         fn group(
             ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
             d: [&mut [u8]; 4],
             inport: [u32; 4],
             plen: [u32; 4],
         ) -> [(VOut, ParseEnd); 4] {
             let [d0, d1, d2, d3] = d;
             [
-                Self::packet(ts, d0, inport[0], plen[0]),
-                Self::packet(ts, d1, inport[1], plen[1]),
-                Self::packet(ts, d2, inport[2], plen[2]),
-                Self::packet(ts, d3, inport[3], plen[3]),
+                Self::packet(ts, sh, now, d0, inport[0], plen[0]),
+                Self::packet(ts, sh, now, d1, inport[1], plen[1]),
+                Self::packet(ts, sh, now, d2, inport[2], plen[2]),
+                Self::packet(ts, sh, now, d3, inport[3], plen[3]),
             ]
         }
+    }
+
+    /// `register.read`: cell `i` of register `r` (0 outside it).
+    #[inline(always)]
+    pub fn reg_read(sh: &Shared, r: usize, i: u64) -> u64 {
+        sh.registers
+            .get(r)
+            .and_then(|x| x.get(i as usize))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// `register.write`: `v` into cell `i` of register `r` (nothing outside it).
+    #[inline(always)]
+    pub fn reg_write(sh: &Shared, r: usize, i: u64, v: u64) {
+        if let Some(a) = sh.registers.get(r).and_then(|x| x.get(i as usize)) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// `meter.execute_meter`: the colour of `units` at time `now` in cell `i` of meter
+    /// `m` (green outside it).
+    #[inline(always)]
+    pub fn meter(sh: &Shared, m: usize, i: u64, units: u64, now: u64) -> u64 {
+        sh.meters
+            .get(m)
+            .and_then(|x| x.get(i as usize))
+            .map_or(GREEN, |c| c.execute(units, now))
     }
 
     /// Table `t` looked up with four keys of at most 64 bits (an IPv4 lpm table's
@@ -442,8 +481,31 @@ impl G<'_> {
             S::Csum(c) => self.csum(c)?,
             S::Extract(_) => return Err("extract outside the parser".into()),
             S::SetValid(_) | S::SetInvalid(_) => return Err("header validity changes".into()),
-            S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => {
-                return Err("registers/meters".into())
+            S::RegRead(r, lv, e) => {
+                let i = self.e(e)?;
+                let v = self.fresh("v");
+                self.line(&format!("let {v} = reg_read(sh, {r}, {i});"));
+                self.store(lv, &v)?;
+            }
+            S::RegWrite(r, ei, ev) => {
+                let (i, v) = (self.e(ei)?, self.e(ev)?);
+                let m = self
+                    .p
+                    .registers
+                    .get(*r as usize)
+                    .map_or(0, |x| mask(x.width));
+                self.line(&format!("reg_write(sh, {r}, {i}, ({v}) & {});", lit(m)));
+            }
+            S::Meter(m, e, lv) => {
+                let i = self.e(e)?;
+                let units = if self.p.meters.get(*m as usize).is_some_and(|x| x.bytes) {
+                    "s.plen"
+                } else {
+                    "1"
+                };
+                let v = self.fresh("v");
+                self.line(&format!("let {v} = meter(sh, {m}, {i}, {units}, s.now);"));
+                self.store(lv, &v)?;
             }
         }
         Ok(())
@@ -893,7 +955,10 @@ struct Phase {
 /// packets before the next, with the table a phase applies looked up for the four at once
 /// (`rt::lookup4`: the DIR-24-8 four at a time), so the four dependency chains overlap.
 pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
-    crate::vec::supported(p0)?;
+    crate::vec::headers_in_place(p0)?;
+    // Phases over four packets reorder accesses at different places; one place per
+    // register and meter keeps per-packet order (each phase runs packet after packet).
+    let phased = crate::vec::one_site_each(p0).is_ok();
     let (fp, fl) = fingerprint(p0);
     let mut q = p0.clone();
     let mut slots = q.meta_slots;
@@ -955,7 +1020,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     ));
     g.line("");
     g.line("use crate::compile::eval_bin;");
-    g.line("use crate::exec::{ParseEnd, ThreadState};");
+    g.line("use crate::exec::{ParseEnd, Shared, ThreadState};");
     g.line("use crate::gen::rt::*;");
     g.line("use crate::ir::*;");
     g.line("use crate::vec::VOut;");
@@ -985,6 +1050,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     }
     fields.push(("pe".into(), "ParseEnd", "ParseEnd::Accept"));
     fields.push(("plen".into(), "u64", "plen as u64"));
+    fields.push(("now".into(), "u64", "now"));
     fields.push(("es".into(), "u64", "0"));
     for f in ["dead", "xi", "xe"] {
         fields.push((f.into(), "bool", "false"));
@@ -998,7 +1064,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("");
     g.open("impl Prog {");
     g.line("#[inline(always)]");
-    g.open("fn init(inport: u32, plen: u32) -> St {");
+    g.open("fn init(inport: u32, plen: u32, now: u64) -> St {");
     let init: Vec<String> = fields.iter().map(|(f, _, v)| format!("{f}: {v}")).collect();
     g.line(&format!("let mut s = St {{ {} }};", init.join(", ")));
     let std = p.std;
@@ -1009,7 +1075,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("");
     g.line("/// Parser and verify.");
     g.line("#[inline(always)]");
-    g.open("fn parse(ts: &mut ThreadState, s: &mut St, d: &mut [u8]) {");
+    g.open("fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {");
     g.open("'parse: {");
     g.state(p.start, 0)?;
     g.close("}");
@@ -1042,7 +1108,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
             ""
         };
         g.open(&format!(
-            "fn ph{k}(ts: &mut ThreadState, s: &mut St, d: &mut [u8]{pre}) {{"
+            "fn ph{k}(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]{pre}) {{"
         ));
         g.line(&format!("if s.dead || s.{} {{ return; }}", ph.flag));
         g.pre = ph.pre;
@@ -1065,7 +1131,9 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("");
     g.line("/// Compute checksums and the verdict.");
     g.line("#[inline(always)]");
-    g.open("fn fin(ts: &mut ThreadState, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {");
+    g.open(
+        "fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {",
+    );
     g.line(&format!(
         "if s.dead || s.m{} == DROP_PORT {{ return (VOut::Drop, s.pe); }}",
         std.egress_spec
@@ -1078,9 +1146,9 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     let tm_at = first_egress.unwrap_or(phases.len());
     g.open("impl Generated for Prog {");
     g.line("#[inline(always)]");
-    g.open("fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
-    g.line("let s = &mut Self::init(inport, plen);");
-    g.line("Self::parse(ts, s, d);");
+    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    g.line("let s = &mut Self::init(inport, plen, now);");
+    g.line("Self::parse(ts, sh, s, d);");
     for (k, ph) in phases.iter().enumerate() {
         if k == tm_at {
             g.line("Self::tm(s);");
@@ -1090,28 +1158,34 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
                 g.line(&format!(
                     "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
                 ));
-                g.line(&format!("Self::ph{k}(ts, s, d, id);"));
+                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
             }
-            None => g.line(&format!("Self::ph{k}(ts, s, d);")),
+            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
         }
     }
     if tm_at == phases.len() {
         g.line("Self::tm(s);");
     }
-    g.line("Self::fin(ts, s, d)");
+    g.line("Self::fin(ts, sh, s, d)");
     g.close("}");
+    if !phased {
+        g.close("}");
+        return Ok(g.out);
+    }
     g.line("");
     g.line("#[inline(always)]");
-    g.open("fn group(ts: &mut ThreadState, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {");
+    g.open("fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {");
     g.line("let [d0, d1, d2, d3] = d;");
-    g.line("let mut s = [0, 1, 2, 3].map(|j| Self::init(inport[j], plen[j]));");
-    g.line("let [s0, s1, s2, s3] = &mut s;");
     let each = |g: &mut G, f: &dyn Fn(usize) -> String| {
         for j in 0..4 {
             g.line(&f(j));
         }
     };
-    each(&mut g, &|j| format!("Self::parse(ts, s{j}, d{j});"));
+    // Four separate locals (not an array): each stays in registers where it can.
+    each(&mut g, &|j| {
+        format!("let s{j} = &mut Self::init(inport[{j}], plen[{j}], now);")
+    });
+    each(&mut g, &|j| format!("Self::parse(ts, sh, s{j}, d{j});"));
     for (k, ph) in phases.iter().enumerate() {
         if k == tm_at {
             each(&mut g, &|j| format!("Self::tm(s{j});"));
@@ -1122,16 +1196,16 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
                     "let id = lookup4(ts, {t}, [Self::key{k}(s0, d0), Self::key{k}(s1, d1), Self::key{k}(s2, d2), Self::key{k}(s3, d3)]);"
                 ));
                 each(&mut g, &|j| {
-                    format!("Self::ph{k}(ts, s{j}, d{j}, id[{j}]);")
+                    format!("Self::ph{k}(ts, sh, s{j}, d{j}, id[{j}]);")
                 });
             }
-            None => each(&mut g, &|j| format!("Self::ph{k}(ts, s{j}, d{j});")),
+            None => each(&mut g, &|j| format!("Self::ph{k}(ts, sh, s{j}, d{j});")),
         }
     }
     if tm_at == phases.len() {
         each(&mut g, &|j| format!("Self::tm(s{j});"));
     }
-    g.line("[Self::fin(ts, s0, d0), Self::fin(ts, s1, d1), Self::fin(ts, s2, d2), Self::fin(ts, s3, d3)]");
+    g.line("[Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]");
     g.close("}");
     g.close("}");
     Ok(g.out)

@@ -285,6 +285,7 @@ impl P4Node {
         // `frame`; indices are distinct, so the views do not alias, and they live only for
         // this call.
         bufs.extend(frame[..n].iter().map(|&bi| unsafe { arena.buffer(bi) }));
+        vs.now_ns = (cx.now_secs() * 1e9) as u64;
         for (i, b) in bufs.iter().enumerate() {
             vs.inport[i] = b.hdr.rx_if;
             vs.plen[i] = b.total_len() as u32;
@@ -316,7 +317,7 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            (g.frame)(cx, &mut st.ts, frame, &mut self.nexts[..n]);
+            (g.frame)(cx, &mut st.ts, &l.shared, frame, &mut self.nexts[..n]);
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
         }
@@ -452,10 +453,12 @@ impl P4Node {
 pub fn frame_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
+    sh: &Shared,
     frame: &[BufIdx],
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
     let n = frame.len().min(nexts.len());
     let mut i = 0;
@@ -472,7 +475,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let r = {
             let [b0, b1, b2, b3] = &mut b;
             let d = [b0.data_mut(), b1.data_mut(), b2.data_mut(), b3.data_mut()];
-            G::group(ts, d, rx, len)
+            G::group(ts, sh, now, d, rx, len)
         };
         for (k, (bk, (o, pe))) in b.iter_mut().zip(r).enumerate() {
             parse_count(cx, pe);
@@ -485,7 +488,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let mut b = unsafe { arena.buffer(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
-        let (o, pe) = G::packet(ts, b.data_mut(), rx, len);
+        let (o, pe) = G::packet(ts, sh, now, b.data_mut(), rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
     }

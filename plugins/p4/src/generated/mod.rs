@@ -6,7 +6,7 @@
 //! `p4 load` looks the compiled program's [`crate::gen::fingerprint`] up in [`ALL`] and, in
 //! single mode, runs the matching module instead of an interpreter.
 
-use crate::exec::ThreadState;
+use crate::exec::{Shared, ThreadState};
 use sluice_buffer::BufIdx;
 use sluice_graph::Cx;
 
@@ -15,13 +15,16 @@ use sluice_graph::Cx;
 pub mod control_flow;
 #[rustfmt::skip]
 #[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+pub mod firewall;
+#[rustfmt::skip]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod l2switch;
 #[rustfmt::skip]
 #[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod router;
 
 /// A frame through a generated program's node loop (`node::frame_generated`).
-pub type FrameFn = fn(&mut Cx, &mut ThreadState, &[BufIdx], &mut [u16]);
+pub type FrameFn = fn(&mut Cx, &mut ThreadState, &Shared, &[BufIdx], &mut [u16]);
 
 /// One generated program.
 pub struct GenEntry {
@@ -34,15 +37,26 @@ pub struct GenEntry {
     /// The node's frame function, monomorphised for the program.
     pub frame: FrameFn,
     /// The whole pipeline on one packet (tests compare it with the interpreters).
-    pub packet:
-        fn(&mut ThreadState, &mut [u8], u32, u32) -> (crate::vec::VOut, crate::exec::ParseEnd),
+    pub packet: PacketFn,
     /// The pipeline on four packets, phase by phase (what the node runs).
     pub group: GroupFn,
 }
 
+/// One packet through a generated program ([`crate::gen::rt::Generated::packet`]).
+pub type PacketFn = fn(
+    &mut ThreadState,
+    &Shared,
+    u64,
+    &mut [u8],
+    u32,
+    u32,
+) -> (crate::vec::VOut, crate::exec::ParseEnd);
+
 /// Four packets through a generated program ([`crate::gen::rt::Generated::group`]).
 pub type GroupFn = fn(
     &mut ThreadState,
+    &Shared,
+    u64,
     [&mut [u8]; 4],
     [u32; 4],
     [u32; 4],
@@ -73,6 +87,14 @@ pub static ALL: &[GenEntry] = &[
         frame: crate::node::frame_generated::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
         group: <control_flow::Prog as crate::gen::rt::Generated>::group,
+    },
+    GenEntry {
+        name: "firewall",
+        source: "plugins/p4/examples/firewall.p4",
+        fingerprint: firewall::FINGERPRINT,
+        frame: crate::node::frame_generated::<firewall::Prog>,
+        packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
+        group: <firewall::Prog as crate::gen::rt::Generated>::group,
     },
 ];
 

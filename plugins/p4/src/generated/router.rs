@@ -2,7 +2,7 @@
 //! `router` (plugins/p4/examples/router.p4) compiled to Rust by `sluice-p4c` (`gen`).
 
 use crate::compile::eval_bin;
-use crate::exec::{ParseEnd, ThreadState};
+use crate::exec::{ParseEnd, Shared, ThreadState};
 use crate::gen::rt::*;
 use crate::ir::*;
 use crate::vec::VOut;
@@ -38,6 +38,7 @@ pub struct St {
     good1: bool,
     pe: ParseEnd,
     plen: u64,
+    now: u64,
     es: u64,
     dead: bool,
     xi: bool,
@@ -46,8 +47,8 @@ pub struct St {
 
 impl Prog {
     #[inline(always)]
-    fn init(inport: u32, plen: u32) -> St {
-        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, dl1: 0, good1: false, pe: ParseEnd::Accept, plen: plen as u64, es: 0, dead: false, xi: false, xe: false };
+    fn init(inport: u32, plen: u32, now: u64) -> St {
+        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, dl1: 0, good1: false, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, dead: false, xi: false, xe: false };
         s.m1 = inport as u64 & 0x1ff;
         s.m5 = plen as u64;
         s
@@ -55,7 +56,7 @@ impl Prog {
 
     /// Parser and verify.
     #[inline(always)]
-    fn parse(ts: &mut ThreadState, s: &mut St, d: &mut [u8]) {
+    fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
         'parse: {
             // state start
             if d.len() < 14 { s.m15 = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
@@ -85,7 +86,7 @@ impl Prog {
 
     /// Phase 0: part of ingress.
     #[inline(always)]
-    fn ph0(ts: &mut ThreadState, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+    fn ph0(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
         if s.dead || s.xi { return; }
         'ingress: {
             let v2 = (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64;
@@ -129,7 +130,7 @@ impl Prog {
 
     /// Phase 1: part of ingress.
     #[inline(always)]
-    fn ph1(ts: &mut ThreadState, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+    fn ph1(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
         if s.dead || s.xi { return; }
         'ingress: {
             if s.m17 != 0 {
@@ -169,7 +170,7 @@ impl Prog {
 
     /// Phase 2: part of egress.
     #[inline(always)]
-    fn ph2(ts: &mut ThreadState, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+    fn ph2(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
         if s.dead || s.xe { return; }
         'egress: {
             { // table send_frame
@@ -205,7 +206,7 @@ impl Prog {
 
     /// Compute checksums and the verdict.
     #[inline(always)]
-    fn fin(ts: &mut ThreadState, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
+    fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
         if s.dead || s.m2 == DROP_PORT { return (VOut::Drop, s.pe); }
         'compute: {
             if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
@@ -216,47 +217,49 @@ impl Prog {
 
 impl Generated for Prog {
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
-        let s = &mut Self::init(inport, plen);
-        Self::parse(ts, s, d);
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
         let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key0(s, d)));
-        Self::ph0(ts, s, d, id);
+        Self::ph0(ts, sh, s, d, id);
         let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key1(s, d)));
-        Self::ph1(ts, s, d, id);
+        Self::ph1(ts, sh, s, d, id);
         Self::tm(s);
         let id = ts.tables.get(2).and_then(|t| t.lookup64(Self::key2(s, d)));
-        Self::ph2(ts, s, d, id);
-        Self::fin(ts, s, d)
+        Self::ph2(ts, sh, s, d, id);
+        Self::fin(ts, sh, s, d)
     }
 
     #[inline(always)]
-    fn group(ts: &mut ThreadState, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
+    fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
         let [d0, d1, d2, d3] = d;
-        let mut s = [0, 1, 2, 3].map(|j| Self::init(inport[j], plen[j]));
-        let [s0, s1, s2, s3] = &mut s;
-        Self::parse(ts, s0, d0);
-        Self::parse(ts, s1, d1);
-        Self::parse(ts, s2, d2);
-        Self::parse(ts, s3, d3);
+        let s0 = &mut Self::init(inport[0], plen[0], now);
+        let s1 = &mut Self::init(inport[1], plen[1], now);
+        let s2 = &mut Self::init(inport[2], plen[2], now);
+        let s3 = &mut Self::init(inport[3], plen[3], now);
+        Self::parse(ts, sh, s0, d0);
+        Self::parse(ts, sh, s1, d1);
+        Self::parse(ts, sh, s2, d2);
+        Self::parse(ts, sh, s3, d3);
         let id = lookup4(ts, 0, [Self::key0(s0, d0), Self::key0(s1, d1), Self::key0(s2, d2), Self::key0(s3, d3)]);
-        Self::ph0(ts, s0, d0, id[0]);
-        Self::ph0(ts, s1, d1, id[1]);
-        Self::ph0(ts, s2, d2, id[2]);
-        Self::ph0(ts, s3, d3, id[3]);
+        Self::ph0(ts, sh, s0, d0, id[0]);
+        Self::ph0(ts, sh, s1, d1, id[1]);
+        Self::ph0(ts, sh, s2, d2, id[2]);
+        Self::ph0(ts, sh, s3, d3, id[3]);
         let id = lookup4(ts, 1, [Self::key1(s0, d0), Self::key1(s1, d1), Self::key1(s2, d2), Self::key1(s3, d3)]);
-        Self::ph1(ts, s0, d0, id[0]);
-        Self::ph1(ts, s1, d1, id[1]);
-        Self::ph1(ts, s2, d2, id[2]);
-        Self::ph1(ts, s3, d3, id[3]);
+        Self::ph1(ts, sh, s0, d0, id[0]);
+        Self::ph1(ts, sh, s1, d1, id[1]);
+        Self::ph1(ts, sh, s2, d2, id[2]);
+        Self::ph1(ts, sh, s3, d3, id[3]);
         Self::tm(s0);
         Self::tm(s1);
         Self::tm(s2);
         Self::tm(s3);
         let id = lookup4(ts, 2, [Self::key2(s0, d0), Self::key2(s1, d1), Self::key2(s2, d2), Self::key2(s3, d3)]);
-        Self::ph2(ts, s0, d0, id[0]);
-        Self::ph2(ts, s1, d1, id[1]);
-        Self::ph2(ts, s2, d2, id[2]);
-        Self::ph2(ts, s3, d3, id[3]);
-        [Self::fin(ts, s0, d0), Self::fin(ts, s1, d1), Self::fin(ts, s2, d2), Self::fin(ts, s3, d3)]
+        Self::ph2(ts, sh, s0, d0, id[0]);
+        Self::ph2(ts, sh, s1, d1, id[1]);
+        Self::ph2(ts, sh, s2, d2, id[2]);
+        Self::ph2(ts, sh, s3, d3, id[3]);
+        [Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]
     }
 }
