@@ -31,6 +31,30 @@ pub mod rt {
 
     /// A program compiled to Rust by `sluice-p4c`.
     pub trait Generated {
+        /// One packet's state between phases (multi-node mode keeps it per buffer).
+        type St: Copy + Send + 'static;
+
+        /// Multi-node segments: the phases of the ingress control (at least one).
+        const SEGS: usize;
+
+        /// A state to fill the side table with (overwritten by segment 0).
+        fn blank() -> Self::St;
+
+        /// Multi-node segment `k` on one packet: the first also starts the packet and
+        /// parses it, the last also runs egress and compute and says what became of the
+        /// packet (None before).
+        #[allow(clippy::too_many_arguments)]
+        fn segment(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            k: usize,
+            s: &mut Self::St,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+        ) -> (Option<VOut>, ParseEnd);
+
         /// The whole pipeline on one packet: the worker's tables and counters, the
         /// registers and meters, the time (ns, for meters), the packet's bytes (first
         /// buffer), the receive interface and the packet length; what became of it and how
@@ -1056,6 +1080,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         fields.push((f.into(), "bool", "false"));
     }
     g.line("/// One packet's state between the phases of [`Prog`].");
+    g.line("#[derive(Clone, Copy)]");
     g.open("pub struct St {");
     for (f, t, _) in &fields {
         g.line(&format!("{f}: {t},"));
@@ -1167,6 +1192,53 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         g.line("Self::tm(s);");
     }
     g.line("Self::fin(ts, sh, s, d)");
+    g.close("}");
+    // Multi-node: the ingress phases are its segments (the same cuts).
+    let ni = tm_at.max(1);
+    g.line("");
+    g.line("type St = St;");
+    g.line(&format!("const SEGS: usize = {ni};"));
+    g.line("");
+    g.line("#[inline(always)]");
+    g.line("fn blank() -> St { Self::init(0, 0, 0) }");
+    g.line("");
+    g.line("#[inline(always)]");
+    g.open("fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {");
+    g.open("if k == 0 {");
+    g.line("*s = Self::init(inport, plen, now);");
+    g.line("Self::parse(ts, sh, s, d);");
+    g.close("}");
+    g.open("match k {");
+    for (k, ph) in phases.iter().enumerate().take(tm_at) {
+        g.open(&format!("{k} => {{"));
+        match ph.pre {
+            Some(t) => {
+                g.line(&format!(
+                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+                ));
+                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
+            }
+            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
+        }
+        g.close("}");
+    }
+    g.line("_ => {}");
+    g.close("}");
+    g.line(&format!("if k + 1 < {ni} {{ return (None, s.pe); }}"));
+    g.line("Self::tm(s);");
+    for (k, ph) in phases.iter().enumerate().skip(tm_at) {
+        match ph.pre {
+            Some(t) => {
+                g.line(&format!(
+                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+                ));
+                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
+            }
+            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
+        }
+    }
+    g.line("let (o, pe) = Self::fin(ts, sh, s, d);");
+    g.line("(Some(o), pe)");
     g.close("}");
     if !phased {
         g.close("}");

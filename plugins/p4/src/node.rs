@@ -93,6 +93,8 @@ impl Mode {
 #[derive(Default)]
 pub struct Side {
     pub ctxs: Vec<Ctx>,
+    /// The generated code's packet states (`Vec<Generated::St>`), when it runs the segments.
+    pub gen: Option<Box<dyn Any + Send>>,
     /// Clocks spent by the segment nodes after the entry node (auto mode's measurement).
     pub clocks: u64,
 }
@@ -389,6 +391,21 @@ impl P4Node {
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
         };
+        let n = frame.len();
+        // The generated code's phases are these segments (the same cuts): run them.
+        if let Some(g) = l.gen.filter(|g| g.segs == l.segments.len()) {
+            let next = st.seg_next;
+            let nexts = &mut self.nexts[..n];
+            (g.segment)(
+                cx, &mut st.ts, &l.shared, &mut side, self.seg, next, frame, nexts,
+            );
+            if self.seg > 0 {
+                side.clocks += cx.now_tsc().wrapping_sub(t0);
+            }
+            drop(side);
+            cx.enqueue_to_next(frame, &self.nexts[..n]);
+            return;
+        }
         let nbuf = cx.pool().len() as usize;
         if side.ctxs.len() < nbuf {
             side.ctxs.resize_with(nbuf, Ctx::default);
@@ -403,7 +420,6 @@ impl P4Node {
         };
         let (from, to) = l.segments[self.seg];
         let last = st.seg_next.is_none();
-        let n = frame.len();
         for i in 0..n {
             let bi = frame[i];
             if let Some(&a) = frame.get(i + 2) {
@@ -469,15 +485,23 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
         // `frame`; the four indices are distinct, so the views do not alias, and they live
         // for this iteration only.
-        let mut b = [0, 1, 2, 3].map(|k| unsafe { arena.buffer(frame[i + k]) });
-        let len = [0, 1, 2, 3].map(|k| b[k].total_len() as u32);
-        let rx = [0, 1, 2, 3].map(|k| b[k].hdr.rx_if);
-        let r = {
-            let [b0, b1, b2, b3] = &mut b;
-            let d = [b0.data_mut(), b1.data_mut(), b2.data_mut(), b3.data_mut()];
-            G::group(ts, sh, now, d, rx, len)
+        let (mut b0, mut b1, mut b2, mut b3) = unsafe {
+            (
+                arena.buffer(frame[i]),
+                arena.buffer(frame[i + 1]),
+                arena.buffer(frame[i + 2]),
+                arena.buffer(frame[i + 3]),
+            )
         };
-        for (k, (bk, (o, pe))) in b.iter_mut().zip(r).enumerate() {
+        let len = [&b0, &b1, &b2, &b3].map(|b| b.total_len() as u32);
+        let rx = [b0.hdr.rx_if, b1.hdr.rx_if, b2.hdr.rx_if, b3.hdr.rx_if];
+        let d = [b0.data_mut(), b1.data_mut(), b2.data_mut(), b3.data_mut()];
+        let r = G::group(ts, sh, now, d, rx, len);
+        for (k, (bk, (o, pe))) in [&mut b0, &mut b1, &mut b2, &mut b3]
+            .into_iter()
+            .zip(r)
+            .enumerate()
+        {
             parse_count(cx, pe);
             nexts[i + k] = sent.next(cx, bk, o);
         }
@@ -491,6 +515,70 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let (o, pe) = G::packet(ts, sh, now, b.data_mut(), rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
+    }
+    sent.count(cx);
+}
+
+/// Multi mode on a program's generated code: segment `k` (the generated code's ingress
+/// phase `k`; the first also parses, the last also runs egress and compute) on every
+/// packet of the frame, the packet state (`Generated::St`, a few hundred bytes) in the
+/// side table by buffer index; `next` is the arc to the next segment's node.
+#[allow(clippy::too_many_arguments)]
+pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    side: &mut Side,
+    k: usize,
+    next: Option<u16>,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+) {
+    let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
+    let nbuf = cx.pool().len() as usize;
+    let sts = side
+        .gen
+        .get_or_insert_with(|| Box::new(Vec::<G::St>::new()));
+    let Some(sts) = sts.downcast_mut::<Vec<G::St>>() else {
+        // Another program's states: cannot happen (a side table belongs to one load).
+        for (nx, &bi) in nexts.iter_mut().zip(frame) {
+            // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+            let b = unsafe { arena.buffer(bi) };
+            b.hdr.error = cx.error(P4Counter::NotLoaded);
+            *nx = P4Next::Drop as u16;
+        }
+        return;
+    };
+    if sts.len() < nbuf {
+        sts.resize(nbuf, G::blank());
+    }
+    let mut sent = Sent::default();
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        if let Some(&a) = frame.get(i + 2) {
+            arena.prefetch(a);
+        }
+        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+        let mut b = unsafe { arena.buffer(bi) };
+        let Some(s) = sts.get_mut(bi.0 as usize) else {
+            b.hdr.error = cx.error(P4Counter::NotLoaded);
+            *nx = P4Next::Drop as u16;
+            continue;
+        };
+        let len = b.total_len() as u32;
+        let rx = b.hdr.rx_if;
+        let (o, pe) = G::segment(ts, sh, now, k, s, b.data_mut(), rx, len);
+        if k == 0 {
+            parse_count(cx, pe);
+        }
+        *nx = match (o, next) {
+            (Some(o), _) => sent.next(cx, &mut b, o),
+            (None, Some(nx)) => nx,
+            (None, None) => {
+                b.hdr.error = cx.error(P4Counter::Dropped);
+                P4Next::Drop as u16
+            }
+        };
     }
     sent.count(cx);
 }

@@ -14,6 +14,7 @@ pub const FINGERPRINT: (u64, usize) = (0xde4724d7840c048e, 4196);
 pub struct Prog;
 
 /// One packet's state between the phases of [`Prog`].
+#[derive(Clone, Copy)]
 pub struct St {
     m0: u64,
     m1: u64,
@@ -202,6 +203,30 @@ impl Generated for Prog {
         Self::ph0(ts, sh, s, d);
         Self::tm(s);
         Self::fin(ts, sh, s, d)
+    }
+
+    type St = St;
+    const SEGS: usize = 1;
+
+    #[inline(always)]
+    fn blank() -> St { Self::init(0, 0, 0) }
+
+    #[inline(always)]
+    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+        if k == 0 {
+            *s = Self::init(inport, plen, now);
+            Self::parse(ts, sh, s, d);
+        }
+        match k {
+            0 => {
+                Self::ph0(ts, sh, s, d);
+            }
+            _ => {}
+        }
+        if k + 1 < 1 { return (None, s.pe); }
+        Self::tm(s);
+        let (o, pe) = Self::fin(ts, sh, s, d);
+        (Some(o), pe)
     }
 
     #[inline(always)]

@@ -14,6 +14,7 @@ pub const FINGERPRINT: (u64, usize) = (0x3ad420c8ab3c0edd, 1843);
 pub struct Prog;
 
 /// One packet's state between the phases of [`Prog`].
+#[derive(Clone, Copy)]
 pub struct St {
     m0: u64,
     m1: u64,
@@ -156,6 +157,35 @@ impl Generated for Prog {
         Self::ph1(ts, sh, s, d, id);
         Self::tm(s);
         Self::fin(ts, sh, s, d)
+    }
+
+    type St = St;
+    const SEGS: usize = 2;
+
+    #[inline(always)]
+    fn blank() -> St { Self::init(0, 0, 0) }
+
+    #[inline(always)]
+    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+        if k == 0 {
+            *s = Self::init(inport, plen, now);
+            Self::parse(ts, sh, s, d);
+        }
+        match k {
+            0 => {
+                let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key0(s, d)));
+                Self::ph0(ts, sh, s, d, id);
+            }
+            1 => {
+                let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key1(s, d)));
+                Self::ph1(ts, sh, s, d, id);
+            }
+            _ => {}
+        }
+        if k + 1 < 2 { return (None, s.pe); }
+        Self::tm(s);
+        let (o, pe) = Self::fin(ts, sh, s, d);
+        (Some(o), pe)
     }
 
     #[inline(always)]

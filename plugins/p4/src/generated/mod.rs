@@ -40,7 +40,23 @@ pub struct GenEntry {
     pub packet: PacketFn,
     /// The pipeline on four packets, phase by phase (what the node runs).
     pub group: GroupFn,
+    /// Multi-node segments the generated code has (its ingress phases).
+    pub segs: usize,
+    /// One multi-node segment on a frame (`node::frame_segment_generated`).
+    pub segment: SegmentFn,
 }
+
+/// One multi-node segment of a generated program on a frame.
+pub type SegmentFn = fn(
+    &mut Cx,
+    &mut ThreadState,
+    &Shared,
+    &mut crate::node::Side,
+    usize,
+    Option<u16>,
+    &[BufIdx],
+    &mut [u16],
+);
 
 /// One packet through a generated program ([`crate::gen::rt::Generated::packet`]).
 pub type PacketFn = fn(
@@ -71,6 +87,8 @@ pub static ALL: &[GenEntry] = &[
         frame: crate::node::frame_generated::<router::Prog>,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
         group: <router::Prog as crate::gen::rt::Generated>::group,
+        segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<router::Prog>,
     },
     GenEntry {
         name: "l2switch",
@@ -79,6 +97,8 @@ pub static ALL: &[GenEntry] = &[
         frame: crate::node::frame_generated::<l2switch::Prog>,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
         group: <l2switch::Prog as crate::gen::rt::Generated>::group,
+        segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<l2switch::Prog>,
     },
     GenEntry {
         name: "control_flow",
@@ -87,6 +107,8 @@ pub static ALL: &[GenEntry] = &[
         frame: crate::node::frame_generated::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
         group: <control_flow::Prog as crate::gen::rt::Generated>::group,
+        segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<control_flow::Prog>,
     },
     GenEntry {
         name: "firewall",
@@ -95,6 +117,8 @@ pub static ALL: &[GenEntry] = &[
         frame: crate::node::frame_generated::<firewall::Prog>,
         packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
         group: <firewall::Prog as crate::gen::rt::Generated>::group,
+        segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<firewall::Prog>,
     },
 ];
 
