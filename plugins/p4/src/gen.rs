@@ -14,12 +14,13 @@
 //! binary, checked up to date by `tests/generated.rs`). It implements [`rt::Generated`];
 //! `generated::ALL` lists the modules with the [`fingerprint`] of the program each was made
 //! from, and `p4 load` runs a program on its generated code when the fingerprint of what it
-//! compiled matches (single mode; `no-gen` turns it off).
+//! compiled matches (single mode, multi mode's segments; `no-gen` turns it off).
 //!
 //! The semantics are the vector executor's (`vec`): headers stay in the packet (the
 //! deparser must re-emit what the parser extracted, validity never changes), an invalid
-//! header's fields read 0 and take no writes. Programs outside what `vec::supported`
-//! accepts, and checksums over a field list, are refused with the reason.
+//! header's fields read 0 and take no writes; registers and meters as the per-packet
+//! executor (packet after packet). Programs outside what `vec::headers_in_place` accepts,
+//! and checksums over a field list, are refused with the reason.
 
 use crate::ir::*;
 
@@ -67,28 +68,6 @@ pub mod rt {
             inport: u32,
             plen: u32,
         ) -> (VOut, ParseEnd);
-
-        /// [`Generated::packet`] on four packets: the generator's version runs each phase
-        /// of the pipeline on the four before the next (the same results); this default,
-        /// for programs whose packets must go through in order (a register or meter used at
-        /// several places), runs one after the other.
-        #[inline(always)]
-        fn group(
-            ts: &mut ThreadState,
-            sh: &Shared,
-            now: u64,
-            d: [&mut [u8]; 4],
-            inport: [u32; 4],
-            plen: [u32; 4],
-        ) -> [(VOut, ParseEnd); 4] {
-            let [d0, d1, d2, d3] = d;
-            [
-                Self::packet(ts, sh, now, d0, inport[0], plen[0]),
-                Self::packet(ts, sh, now, d1, inport[1], plen[1]),
-                Self::packet(ts, sh, now, d2, inport[2], plen[2]),
-                Self::packet(ts, sh, now, d3, inport[3], plen[3]),
-            ]
-        }
     }
 
     /// `register.read`: cell `i` of register `r` (0 outside it).
@@ -116,19 +95,6 @@ pub mod rt {
             .get(m)
             .and_then(|x| x.get(i as usize))
             .map_or(GREEN, |c| c.execute(units, now))
-    }
-
-    /// Table `t` looked up with four keys of at most 64 bits (an IPv4 lpm table's
-    /// DIR-24-8 four at a time, the native FIB's `lookup_x4`).
-    #[inline(always)]
-    pub fn lookup4(ts: &ThreadState, t: usize, k: [u64; 4]) -> [Option<u32>; 4] {
-        let Some(t) = ts.tables.get(t) else {
-            return [None; 4];
-        };
-        match t.lpm32() {
-            Some(l) => l.lookup_x4(k.map(|x| x as u32)),
-            None => k.map(|x| t.lookup64(x)),
-        }
     }
 
     /// A header field of `W` bytes at packet offset `o`, shifted and masked; 0 when the
@@ -592,10 +558,11 @@ impl G<'_> {
         };
         self.open(&format!("{{ // table {}", t.name));
         self.line(&format!(
-            "let Some(t) = ts.tables.get_mut({ti}) else {{ s.dead = true; return; }};"
+            "let Some(t) = ts.tables.get_mut({ti}) else {{ s.dead = true; break '{}; }};",
+            self.ctl
         ));
         if self.pre == Some(ap.table) {
-            // Looked up before the phase (`group`/`packet`), four packets at a time.
+            // Looked up before the phase runs (`packet`, `segment`).
             self.pre = None;
             self.line("let id = pre;");
         } else if t.keys.is_empty() {
@@ -960,8 +927,7 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
 }
 
 /// A phase of the generated pipeline: a run of a control's statements (at most one table
-/// application looked up before it, `pre`) that every packet of a group passes through
-/// before the next phase starts.
+/// application, looked up before it when `pre`), a multi-node segment for ingress.
 struct Phase {
     ctl: &'static str,
     flag: &'static str,
@@ -974,15 +940,13 @@ struct Phase {
 /// The module has one function per phase of the pipeline (parse and verify; each run of
 /// ingress statements holding a table application — the cuts of multi-node mode,
 /// `node::split_stmts` / `node::segments_of` —; the traffic manager's decision; the same
-/// runs of egress; compute and the verdict) over one packet's state (`St`), and two
-/// drivers: `packet` runs them in turn on one packet, `group` runs each phase on four
-/// packets before the next, with the table a phase applies looked up for the four at once
-/// (`rt::lookup4`: the DIR-24-8 four at a time), so the four dependency chains overlap.
+/// runs of egress; compute and the verdict) over one packet's state (`St`), which
+/// `segment` runs as multi-node mode's segment nodes; and `packet`, the whole pipeline on
+/// one packet in one body (the single node). Running each phase over four packets before
+/// the next (a frame loop in phases, the table looked up for the four at once) was
+/// measured slower than packet after packet (docs/p4.md), and is not generated.
 pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     crate::vec::headers_in_place(p0)?;
-    // Phases over four packets reorder accesses at different places; one place per
-    // register and meter keeps per-packet order (each phase runs packet after packet).
-    let phased = crate::vec::one_site_each(p0).is_ok();
     let (fp, fl) = fingerprint(p0);
     let mut q = p0.clone();
     let mut slots = q.meta_slots;
@@ -1172,24 +1136,15 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.open("impl Generated for Prog {");
     g.line("#[inline(always)]");
     g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    // One packet: the controls as written (not cut into phases), in one body.
     g.line("let s = &mut Self::init(inport, plen, now);");
     g.line("Self::parse(ts, sh, s, d);");
-    for (k, ph) in phases.iter().enumerate() {
-        if k == tm_at {
-            g.line("Self::tm(s);");
-        }
-        match ph.pre {
-            Some(t) => {
-                g.line(&format!(
-                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
-                ));
-                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
-            }
-            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
-        }
-    }
-    if tm_at == phases.len() {
-        g.line("Self::tm(s);");
+    g.control("ingress", &p0.ingress)?;
+    g.line("Self::tm(s);");
+    if !p0.egress.is_empty() {
+        g.open("if !s.dead {");
+        g.control("egress", &p0.egress)?;
+        g.close("}");
     }
     g.line("Self::fin(ts, sh, s, d)");
     g.close("}");
@@ -1240,48 +1195,10 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("let (o, pe) = Self::fin(ts, sh, s, d);");
     g.line("(Some(o), pe)");
     g.close("}");
-    if !phased {
-        g.close("}");
-        return Ok(g.out);
-    }
-    g.line("");
-    g.line("#[inline(always)]");
-    g.open("fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {");
-    g.line("let [d0, d1, d2, d3] = d;");
-    let each = |g: &mut G, f: &dyn Fn(usize) -> String| {
-        for j in 0..4 {
-            g.line(&f(j));
-        }
-    };
-    // Four separate locals (not an array): each stays in registers where it can.
-    each(&mut g, &|j| {
-        format!("let s{j} = &mut Self::init(inport[{j}], plen[{j}], now);")
-    });
-    each(&mut g, &|j| format!("Self::parse(ts, sh, s{j}, d{j});"));
-    for (k, ph) in phases.iter().enumerate() {
-        if k == tm_at {
-            each(&mut g, &|j| format!("Self::tm(s{j});"));
-        }
-        match ph.pre {
-            Some(t) => {
-                g.line(&format!(
-                    "let id = lookup4(ts, {t}, [Self::key{k}(s0, d0), Self::key{k}(s1, d1), Self::key{k}(s2, d2), Self::key{k}(s3, d3)]);"
-                ));
-                each(&mut g, &|j| {
-                    format!("Self::ph{k}(ts, sh, s{j}, d{j}, id[{j}]);")
-                });
-            }
-            None => each(&mut g, &|j| format!("Self::ph{k}(ts, sh, s{j}, d{j});")),
-        }
-    }
-    if tm_at == phases.len() {
-        each(&mut g, &|j| format!("Self::tm(s{j});"));
-    }
-    g.line("[Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]");
-    g.close("}");
     g.close("}");
     Ok(g.out)
 }
+
 /// [`rust`] of a source file compiled with the default options (what `p4 load` compiles
 /// in single mode); the errors as text (`file:line:col` for the front end's).
 pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> {

@@ -462,10 +462,8 @@ impl P4Node {
     }
 }
 
-/// Single mode on a program's generated code (`gen`): the pipeline in code specialised for
-/// the program, four packets at a time (`Generated::group`: each phase on the four before
-/// the next, their buffers prefetched one group ahead), the rest one at a time; the next
-/// arc of each packet into `nexts`.
+/// Single mode on a program's generated code (`gen`): the whole pipeline per packet in
+/// code specialised for the program, the next arc of each packet into `nexts`.
 pub fn frame_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
@@ -476,39 +474,12 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
     let arena = cx.arena();
     let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
-    let n = frame.len().min(nexts.len());
-    let mut i = 0;
-    while i + 4 <= n {
-        for &a in frame.iter().skip(i + 4).take(4) {
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        if let Some(&a) = frame.get(i + 2) {
             arena.prefetch(a);
         }
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-        // `frame`; the four indices are distinct, so the views do not alias, and they live
-        // for this iteration only.
-        let (mut b0, mut b1, mut b2, mut b3) = unsafe {
-            (
-                arena.buffer(frame[i]),
-                arena.buffer(frame[i + 1]),
-                arena.buffer(frame[i + 2]),
-                arena.buffer(frame[i + 3]),
-            )
-        };
-        let len = [&b0, &b1, &b2, &b3].map(|b| b.total_len() as u32);
-        let rx = [b0.hdr.rx_if, b1.hdr.rx_if, b2.hdr.rx_if, b3.hdr.rx_if];
-        let d = [b0.data_mut(), b1.data_mut(), b2.data_mut(), b3.data_mut()];
-        let r = G::group(ts, sh, now, d, rx, len);
-        for (k, (bk, (o, pe))) in [&mut b0, &mut b1, &mut b2, &mut b3]
-            .into_iter()
-            .zip(r)
-            .enumerate()
-        {
-            parse_count(cx, pe);
-            nexts[i + k] = sent.next(cx, bk, o);
-        }
-        i += 4;
-    }
-    for (nx, &bi) in nexts[i..n].iter_mut().zip(&frame[i..n]) {
-        // SAFETY: as above; one view at a time.
+        // `frame`; one view at a time, living for this iteration only.
         let mut b = unsafe { arena.buffer(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;

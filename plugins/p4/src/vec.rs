@@ -254,7 +254,7 @@ pub fn supported(p: &Program) -> Result<(), String> {
 /// one place of the program a packet passes at most once (that statement runs over the
 /// selected packets in frame order); a register read at one place and written at another
 /// (a read-modify-write across packets) needs packet after packet.
-pub(crate) fn one_site_each(p: &Program) -> Result<(), String> {
+fn one_site_each(p: &Program) -> Result<(), String> {
     fn visit(p: &Program, b: &[S], regs: &mut [usize], meters: &mut [usize], depth: usize) {
         if depth > DEPTH_MAX + 1 {
             return;

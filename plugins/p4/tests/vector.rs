@@ -132,40 +132,6 @@ fn compare_with(
         }
         assert_eq!(ta.counters, tc.counters);
         assert_eq!(regs(&sa), regs(&sc), "registers (generated)");
-        // Four at a time, phase by phase (what the node runs).
-        let mut td = ThreadState::new(p).unwrap();
-        let sd = Shared::new(p);
-        shs(&sd);
-        setup(&mut td);
-        for (q, four) in pkts.chunks_exact(4).enumerate() {
-            let mut d: [Vec<u8>; 4] = [0, 1, 2, 3].map(|j| four[j].0.clone());
-            let port = [0, 1, 2, 3].map(|j| four[j].1);
-            let len = [0, 1, 2, 3].map(|j| four[j].0.len() as u32);
-            let [d0, d1, d2, d3] = &mut d;
-            let r = (g.group)(&mut td, &sd, 0, [d0, d1, d2, d3], port, len);
-            for (j, ((o, pe), d)) in r.into_iter().zip(d).enumerate() {
-                let k = 4 * q + j;
-                let got = match o {
-                    VOut::Drop => Outcome::Drop,
-                    VOut::Punt => Outcome::Punt(d),
-                    VOut::Port(o) => Outcome::Out(o, d),
-                };
-                assert_eq!(want[k], got, "generated `{}' (group), packet {k}", g.name);
-                assert_eq!(
-                    want_pe[k], pe,
-                    "generated `{}' (group) parse end, {k}",
-                    g.name
-                );
-            }
-        }
-        if pkts.len() % 4 == 0 {
-            for (a, c) in ta.tables.iter().zip(&td.tables) {
-                assert_eq!(a.miss, c.miss);
-                assert_eq!(a.direct, c.direct);
-            }
-            assert_eq!(ta.counters, td.counters);
-            assert_eq!(regs(&sa), regs(&sd), "registers (generated, group)");
-        }
     }
     if std::env::var("P4_VEC_DEBUG").is_ok() {
         let fwd = got.iter().filter(|o| matches!(o, Outcome::Out(..))).count();
@@ -592,18 +558,11 @@ fn firewall_registers_counters_meters_match_per_packet() {
 }
 
 /// A program whose register is read and written at different places still has generated
-/// code, run packet after packet (no phases over four).
+/// code (packet after packet, as the per-packet executor).
 #[test]
-fn generated_code_keeps_per_packet_order_for_a_read_modify_write() {
+fn generated_code_runs_a_read_modify_write() {
     let p = firewall_rmw();
     let src = sluice_p4::gen::rust(&p, "x", "x.p4").unwrap();
     assert!(src.contains("reg_read(sh, 0, 0)"), "{src}");
-    assert!(!src.contains("fn group"), "no phases over four packets");
-    let withgroup = sluice_p4::gen::rust(
-        &sluice_p4::compile(&self::src("firewall.p4"), "firewall.p4", Opts::default()).unwrap(),
-        "x",
-        "x.p4",
-    )
-    .unwrap();
-    assert!(withgroup.contains("fn group"));
+    assert!(src.contains("reg_write(sh, 0, "), "{src}");
 }

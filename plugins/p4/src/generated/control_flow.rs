@@ -85,7 +85,7 @@ impl Prog {
             let v3 = eval_bin(Bin::AddSat, rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff), 0xff00, 0xffff);
             s.m0 = v3 & 0xffff;
             { // table t
-                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; return; };
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
                 let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
@@ -136,7 +136,7 @@ impl Prog {
                     }
                     _ => {
                         { // table u
-                            let Some(t) = ts.tables.get_mut(1) else { s.dead = true; return; };
+                            let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                             let id = t.lookup64((s.m1));
                             let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
@@ -200,9 +200,102 @@ impl Generated for Prog {
     fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
-        Self::ph0(ts, sh, s, d);
+        'ingress: {
+            let v20 = 1;
+            s.m3 = v20 & 0x1ff;
+            let v21 = eval_bin(Bin::AddSat, rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff), 0xff00, 0xffff);
+            s.m0 = v21 & 0xffff;
+            { // table t
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    2 => {
+                        let p1_0 = e.params[0];
+                        let p1_1 = e.params[1];
+                        'a22: { // action outer
+                            {
+                                let p2_0 = ((p1_0) ^ (3));
+                                'a23: { // action inner
+                                    let v24 = ((p2_0).wrapping_add(1) & 0xff);
+                                    s.m1 = v24 & 0xff;
+                                    if ((p2_0) == (7)) as u64 != 0 {
+                                        break 'a23;
+                                    }
+                                    let v25 = p2_0;
+                                    let v26 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 0)) | ((v25 & 0xff) << 0);
+                                    wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v26);
+                                }
+                            }
+                            let v27 = p1_1;
+                            s.m3 = v27 & 0x1ff;
+                        }
+                    }
+                    3 => {
+                        'a28: { // action stop
+                            let v29 = 3;
+                            s.m3 = v29 & 0x1ff;
+                            break 'ingress;
+                        }
+                    }
+                    4 => {
+                        'a30: { // action nop
+                        }
+                    }
+                    _ => {}
+                }
+                match act {
+                    2 => {
+                        let v31 = s.m1;
+                        let v32 = ((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) & !(0xffu64 << 8)) | ((v31 & 0xff) << 8);
+                        wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v32);
+                    }
+                    3 => {
+                        let v33 = 5;
+                        s.m3 = v33 & 0x1ff;
+                    }
+                    _ => {
+                        { // table u
+                            let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                            let id = t.lookup64((s.m1));
+                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                            let act = e.action;
+                            match act {
+                                4 => {
+                                    'a34: { // action nop
+                                    }
+                                }
+                                _ => {}
+                            }
+                            if id.is_some() {
+                            } else {
+                                let v35 = (if (((((s.m0) << 8 | (0))) == (0)) as u64) != 0 { 1 } else { 2 });
+                                wr::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff, v35);
+                            }
+                        }
+                    }
+                }
+            }
+            if ((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 1)) == (1)) as u64 != 0 {
+                break 'ingress;
+            }
+            if let Some(c) = ts.counters.get_mut(0).and_then(|c| c.get_mut((((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) >> 0 & 0xf)) as usize)) { c[0] += 1; c[1] += s.plen; }
+            if ((s.m2) == (2)) as u64 != 0 {
+                s.m3 = DROP_PORT;
+            }
+        }
         Self::tm(s);
-        Self::ph1(ts, sh, s, d);
+        if !s.dead {
+            'egress: {
+                if ((s.m4) == (5)) as u64 != 0 {
+                    let v36 = 0xee;
+                    let v37 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 40)) | ((v36 & 0xff) << 40);
+                    wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v37);
+                    break 'egress;
+                }
+            }
+        }
         Self::fin(ts, sh, s, d)
     }
 
@@ -229,31 +322,5 @@ impl Generated for Prog {
         Self::ph1(ts, sh, s, d);
         let (o, pe) = Self::fin(ts, sh, s, d);
         (Some(o), pe)
-    }
-
-    #[inline(always)]
-    fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
-        let [d0, d1, d2, d3] = d;
-        let s0 = &mut Self::init(inport[0], plen[0], now);
-        let s1 = &mut Self::init(inport[1], plen[1], now);
-        let s2 = &mut Self::init(inport[2], plen[2], now);
-        let s3 = &mut Self::init(inport[3], plen[3], now);
-        Self::parse(ts, sh, s0, d0);
-        Self::parse(ts, sh, s1, d1);
-        Self::parse(ts, sh, s2, d2);
-        Self::parse(ts, sh, s3, d3);
-        Self::ph0(ts, sh, s0, d0);
-        Self::ph0(ts, sh, s1, d1);
-        Self::ph0(ts, sh, s2, d2);
-        Self::ph0(ts, sh, s3, d3);
-        Self::tm(s0);
-        Self::tm(s1);
-        Self::tm(s2);
-        Self::tm(s3);
-        Self::ph1(ts, sh, s0, d0);
-        Self::ph1(ts, sh, s1, d1);
-        Self::ph1(ts, sh, s2, d2);
-        Self::ph1(ts, sh, s3, d3);
-        [Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]
     }
 }

@@ -100,7 +100,7 @@ impl Prog {
                 { s.xi = true; break 'ingress; }
             }
             { // table acl
-                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; return; };
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup(t.key_of(&[rd::<4>(d, s.valid & 2 != 0, 26, 0, 0xffffffff), rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff), rd::<1>(d, s.valid & 2 != 0, 23, 0, 0xff), rd::<2>(d, s.valid & 4 != 0, 36, 0, 0xffff)]));
                 let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
@@ -141,7 +141,7 @@ impl Prog {
                             s.m3 = DROP_PORT;
                         } else {
                             { // table fib
-                                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; return; };
+                                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                                 let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
                                 let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                                 let act = e.action;
@@ -200,7 +200,87 @@ impl Generated for Prog {
     fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
-        Self::ph0(ts, sh, s, d);
+        'ingress: {
+            if (((((s.valid >> 1 & 1)) == 0) as u64) != 0 || (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) <= (1)) as u64) != 0) as u64 != 0 {
+                s.m3 = DROP_PORT;
+                break 'ingress;
+            }
+            { // table acl
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup(t.key_of(&[rd::<4>(d, s.valid & 2 != 0, 26, 0, 0xffffffff), rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff), rd::<1>(d, s.valid & 2 != 0, 23, 0, 0xff), rd::<2>(d, s.valid & 4 != 0, 36, 0, 0xffff)]));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    2 => {
+                        let p1_0 = e.params[0];
+                        'a17: { // action allow
+                            let v18 = p1_0;
+                            s.m0 = v18 & 0xffff;
+                        }
+                    }
+                    1 => {
+                        let p1_0 = e.params[0];
+                        'a19: { // action deny
+                            let v20 = p1_0;
+                            s.m0 = v20 & 0xffff;
+                            reg_write(sh, 0, 0, (rd::<4>(d, s.valid & 2 != 0, 26, 0, 0xffffffff)) & 0xffffffff);
+                            s.m3 = DROP_PORT;
+                        }
+                    }
+                    3 => {
+                        let p1_0 = e.params[0];
+                        let p1_1 = e.params[1];
+                        'a21: { // action police
+                            let v22 = p1_0;
+                            s.m0 = v22 & 0xffff;
+                            let v23 = meter(sh, 0, p1_1, 1, s.now);
+                            s.m1 = v23 & 3;
+                        }
+                    }
+                    _ => {}
+                }
+                match act {
+                    1 => {
+                    }
+                    _ => {
+                        if ((s.m1) == (2)) as u64 != 0 {
+                            s.m3 = DROP_PORT;
+                        } else {
+                            { // table fib
+                                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                                let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                                let act = e.action;
+                                match act {
+                                    4 => {
+                                        let p1_0 = e.params[0];
+                                        let p1_1 = e.params[1];
+                                        let p1_2 = e.params[2];
+                                        'a24: { // action route
+                                            let v25 = p1_0;
+                                            s.m3 = v25 & 0x1ff;
+                                            let v26 = p1_1;
+                                            wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v26);
+                                            let v27 = p1_2;
+                                            wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v27);
+                                            let v28 = ((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
+                                            wr::<1>(d, s.valid & 2 != 0, 22, 0, 0xff, v28);
+                                        }
+                                    }
+                                    5 => {
+                                        'a29: { // action unroutable
+                                            s.m3 = DROP_PORT;
+                                        }
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(c) = ts.counters.get_mut(0).and_then(|c| c.get_mut((s.m0) as usize)) { c[0] += 1; c[1] += s.plen; }
+        }
         Self::tm(s);
         Self::fin(ts, sh, s, d)
     }
@@ -227,27 +307,5 @@ impl Generated for Prog {
         Self::tm(s);
         let (o, pe) = Self::fin(ts, sh, s, d);
         (Some(o), pe)
-    }
-
-    #[inline(always)]
-    fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
-        let [d0, d1, d2, d3] = d;
-        let s0 = &mut Self::init(inport[0], plen[0], now);
-        let s1 = &mut Self::init(inport[1], plen[1], now);
-        let s2 = &mut Self::init(inport[2], plen[2], now);
-        let s3 = &mut Self::init(inport[3], plen[3], now);
-        Self::parse(ts, sh, s0, d0);
-        Self::parse(ts, sh, s1, d1);
-        Self::parse(ts, sh, s2, d2);
-        Self::parse(ts, sh, s3, d3);
-        Self::ph0(ts, sh, s0, d0);
-        Self::ph0(ts, sh, s1, d1);
-        Self::ph0(ts, sh, s2, d2);
-        Self::ph0(ts, sh, s3, d3);
-        Self::tm(s0);
-        Self::tm(s1);
-        Self::tm(s2);
-        Self::tm(s3);
-        [Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]
     }
 }

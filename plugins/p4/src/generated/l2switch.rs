@@ -74,7 +74,7 @@ impl Prog {
         if s.dead || s.xi { return; }
         'ingress: {
             { // table smac
-                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; return; };
+                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                 let id = pre;
                 let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
@@ -101,7 +101,7 @@ impl Prog {
         if s.dead || s.xi { return; }
         'ingress: {
             { // table dmac
-                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; return; };
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = pre;
                 let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
@@ -151,10 +151,49 @@ impl Generated for Prog {
     fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
-        let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key0(s, d)));
-        Self::ph0(ts, sh, s, d, id);
-        let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key1(s, d)));
-        Self::ph1(ts, sh, s, d, id);
+        'ingress: {
+            { // table smac
+                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)));
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    0 => {
+                        'a6: { // action NoAction
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            { // table dmac
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    1 => {
+                        let p1_0 = e.params[0];
+                        'a7: { // action forward
+                            let v8 = p1_0;
+                            s.m1 = v8 & 0x1ff;
+                        }
+                    }
+                    2 => {
+                        'a9: { // action drop
+                            s.m1 = DROP_PORT;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if ((s.m1) == (s.m0)) as u64 != 0 {
+                {
+                    'a10: { // action drop
+                        s.m1 = DROP_PORT;
+                    }
+                }
+            }
+        }
         Self::tm(s);
         Self::fin(ts, sh, s, d)
     }
@@ -186,33 +225,5 @@ impl Generated for Prog {
         Self::tm(s);
         let (o, pe) = Self::fin(ts, sh, s, d);
         (Some(o), pe)
-    }
-
-    #[inline(always)]
-    fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
-        let [d0, d1, d2, d3] = d;
-        let s0 = &mut Self::init(inport[0], plen[0], now);
-        let s1 = &mut Self::init(inport[1], plen[1], now);
-        let s2 = &mut Self::init(inport[2], plen[2], now);
-        let s3 = &mut Self::init(inport[3], plen[3], now);
-        Self::parse(ts, sh, s0, d0);
-        Self::parse(ts, sh, s1, d1);
-        Self::parse(ts, sh, s2, d2);
-        Self::parse(ts, sh, s3, d3);
-        let id = lookup4(ts, 1, [Self::key0(s0, d0), Self::key0(s1, d1), Self::key0(s2, d2), Self::key0(s3, d3)]);
-        Self::ph0(ts, sh, s0, d0, id[0]);
-        Self::ph0(ts, sh, s1, d1, id[1]);
-        Self::ph0(ts, sh, s2, d2, id[2]);
-        Self::ph0(ts, sh, s3, d3, id[3]);
-        let id = lookup4(ts, 0, [Self::key1(s0, d0), Self::key1(s1, d1), Self::key1(s2, d2), Self::key1(s3, d3)]);
-        Self::ph1(ts, sh, s0, d0, id[0]);
-        Self::ph1(ts, sh, s1, d1, id[1]);
-        Self::ph1(ts, sh, s2, d2, id[2]);
-        Self::ph1(ts, sh, s3, d3, id[3]);
-        Self::tm(s0);
-        Self::tm(s1);
-        Self::tm(s2);
-        Self::tm(s3);
-        [Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]
     }
 }

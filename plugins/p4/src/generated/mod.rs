@@ -4,7 +4,8 @@
 //! date by `tests/generated.rs` (regenerate with
 //! `cargo run -p sluice-p4 --bin sluice-p4c -- <file.p4> -o plugins/p4/src/generated/<name>.rs`).
 //! `p4 load` looks the compiled program's [`crate::gen::fingerprint`] up in [`ALL`] and, in
-//! single mode, runs the matching module instead of an interpreter.
+//! single mode and for multi mode's segments, runs the matching module instead of an
+//! interpreter.
 
 use crate::exec::{Shared, ThreadState};
 use sluice_buffer::BufIdx;
@@ -38,8 +39,6 @@ pub struct GenEntry {
     pub frame: FrameFn,
     /// The whole pipeline on one packet (tests compare it with the interpreters).
     pub packet: PacketFn,
-    /// The pipeline on four packets, phase by phase (what the node runs).
-    pub group: GroupFn,
     /// Multi-node segments the generated code has (its ingress phases).
     pub segs: usize,
     /// One multi-node segment on a frame (`node::frame_segment_generated`).
@@ -68,16 +67,6 @@ pub type PacketFn = fn(
     u32,
 ) -> (crate::vec::VOut, crate::exec::ParseEnd);
 
-/// Four packets through a generated program ([`crate::gen::rt::Generated::group`]).
-pub type GroupFn = fn(
-    &mut ThreadState,
-    &Shared,
-    u64,
-    [&mut [u8]; 4],
-    [u32; 4],
-    [u32; 4],
-) -> [(crate::vec::VOut, crate::exec::ParseEnd); 4];
-
 /// Every generated program.
 pub static ALL: &[GenEntry] = &[
     GenEntry {
@@ -86,7 +75,6 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: router::FINGERPRINT,
         frame: crate::node::frame_generated::<router::Prog>,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
-        group: <router::Prog as crate::gen::rt::Generated>::group,
         segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<router::Prog>,
     },
@@ -96,7 +84,6 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: l2switch::FINGERPRINT,
         frame: crate::node::frame_generated::<l2switch::Prog>,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
-        group: <l2switch::Prog as crate::gen::rt::Generated>::group,
         segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<l2switch::Prog>,
     },
@@ -106,7 +93,6 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: control_flow::FINGERPRINT,
         frame: crate::node::frame_generated::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
-        group: <control_flow::Prog as crate::gen::rt::Generated>::group,
         segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<control_flow::Prog>,
     },
@@ -116,7 +102,6 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: firewall::FINGERPRINT,
         frame: crate::node::frame_generated::<firewall::Prog>,
         packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
-        group: <firewall::Prog as crate::gen::rt::Generated>::group,
         segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<firewall::Prog>,
     },

@@ -94,7 +94,7 @@ impl Prog {
             s.m17 = v2 & 1;
             if s.m17 != 0 {
                 { // table ipv4_lpm
-                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; return; };
+                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = pre;
                     let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
@@ -136,7 +136,7 @@ impl Prog {
         'ingress: {
             if s.m17 != 0 {
                 { // table forward
-                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; return; };
+                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let id = pre;
                     let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
@@ -175,7 +175,7 @@ impl Prog {
         if s.dead || s.xe { return; }
         'egress: {
             { // table send_frame
-                let Some(t) = ts.tables.get_mut(2) else { s.dead = true; return; };
+                let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
                 let id = pre;
                 let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
@@ -221,13 +221,85 @@ impl Generated for Prog {
     fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
-        let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key0(s, d)));
-        Self::ph0(ts, sh, s, d, id);
-        let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key1(s, d)));
-        Self::ph1(ts, sh, s, d, id);
+        'ingress: {
+            if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
+                { // table ipv4_lpm
+                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                    let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        2 => {
+                            let p1_0 = e.params[0];
+                            let p1_1 = e.params[1];
+                            'a14: { // action set_nhop
+                                let v15 = p1_0;
+                                s.m0 = v15 & 0xffffffff;
+                                let v16 = p1_1;
+                                s.m2 = v16 & 0x1ff;
+                                let v17 = ((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
+                                wr_csum::<1>(d, s.valid & 2 != 0, 22, 0, 0xff, v17, 22, &mut s.dl1);
+                            }
+                        }
+                        1 => {
+                            'a18: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                { // table forward
+                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                    let id = t.lookup64((s.m0));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        3 => {
+                            let p1_0 = e.params[0];
+                            'a19: { // action set_dmac
+                                let v20 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v20);
+                            }
+                        }
+                        1 => {
+                            'a21: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                s.m2 = DROP_PORT;
+            }
+        }
         Self::tm(s);
-        let id = ts.tables.get(2).and_then(|t| t.lookup64(Self::key2(s, d)));
-        Self::ph2(ts, sh, s, d, id);
+        if !s.dead {
+            'egress: {
+                { // table send_frame
+                    let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
+                    let id = t.lookup64((s.m3));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        4 => {
+                            let p1_0 = e.params[0];
+                            'a22: { // action rewrite_mac
+                                let v23 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v23);
+                            }
+                        }
+                        5 => {
+                            'a24: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
         Self::fin(ts, sh, s, d)
     }
 
@@ -260,38 +332,5 @@ impl Generated for Prog {
         Self::ph2(ts, sh, s, d, id);
         let (o, pe) = Self::fin(ts, sh, s, d);
         (Some(o), pe)
-    }
-
-    #[inline(always)]
-    fn group(ts: &mut ThreadState, sh: &Shared, now: u64, d: [&mut [u8]; 4], inport: [u32; 4], plen: [u32; 4]) -> [(VOut, ParseEnd); 4] {
-        let [d0, d1, d2, d3] = d;
-        let s0 = &mut Self::init(inport[0], plen[0], now);
-        let s1 = &mut Self::init(inport[1], plen[1], now);
-        let s2 = &mut Self::init(inport[2], plen[2], now);
-        let s3 = &mut Self::init(inport[3], plen[3], now);
-        Self::parse(ts, sh, s0, d0);
-        Self::parse(ts, sh, s1, d1);
-        Self::parse(ts, sh, s2, d2);
-        Self::parse(ts, sh, s3, d3);
-        let id = lookup4(ts, 0, [Self::key0(s0, d0), Self::key0(s1, d1), Self::key0(s2, d2), Self::key0(s3, d3)]);
-        Self::ph0(ts, sh, s0, d0, id[0]);
-        Self::ph0(ts, sh, s1, d1, id[1]);
-        Self::ph0(ts, sh, s2, d2, id[2]);
-        Self::ph0(ts, sh, s3, d3, id[3]);
-        let id = lookup4(ts, 1, [Self::key1(s0, d0), Self::key1(s1, d1), Self::key1(s2, d2), Self::key1(s3, d3)]);
-        Self::ph1(ts, sh, s0, d0, id[0]);
-        Self::ph1(ts, sh, s1, d1, id[1]);
-        Self::ph1(ts, sh, s2, d2, id[2]);
-        Self::ph1(ts, sh, s3, d3, id[3]);
-        Self::tm(s0);
-        Self::tm(s1);
-        Self::tm(s2);
-        Self::tm(s3);
-        let id = lookup4(ts, 2, [Self::key2(s0, d0), Self::key2(s1, d1), Self::key2(s2, d2), Self::key2(s3, d3)]);
-        Self::ph2(ts, sh, s0, d0, id[0]);
-        Self::ph2(ts, sh, s1, d1, id[1]);
-        Self::ph2(ts, sh, s2, d2, id[2]);
-        Self::ph2(ts, sh, s3, d3, id[3]);
-        [Self::fin(ts, sh, s0, d0), Self::fin(ts, sh, s1, d1), Self::fin(ts, sh, s2, d2), Self::fin(ts, sh, s3, d3)]
     }
 }
