@@ -275,9 +275,10 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         ))
     })?;
     let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
-    // Generated code runs the single node (single mode, auto's single phase) of exactly the
-    // program it was made from (before auto's split of the ingress, which it does not need).
-    let gen = if generated && vector && mode != Mode::Multi {
+    // Generated code runs exactly the program it was made from (found before the split of
+    // the ingress, which makes the same cuts as its phases): the single node, and the
+    // segment nodes of multi mode and auto's multi phase.
+    let gen = if generated && vector {
         crate::generated::find(&prog)
     } else {
         None
@@ -475,8 +476,13 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             "  executor: {}",
             match (&p.loaded.vcode, p.loaded.gen) {
                 (_, Some(g)) => format!(
-                    "generated (sluice-p4c module `{}', single-node path)",
-                    g.name
+                    "generated (sluice-p4c module `{}', {})",
+                    g.name,
+                    match p.loaded.mode {
+                        Mode::Single => "single-node path",
+                        Mode::Multi => "multi-node path",
+                        Mode::Auto => "single-node and multi-node paths",
+                    }
                 ),
                 (Ok(_), None) => "vector (single-node path)".to_string(),
                 (Err(why), None) => format!("per packet ({why})"),

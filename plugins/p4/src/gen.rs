@@ -14,25 +14,87 @@
 //! binary, checked up to date by `tests/generated.rs`). It implements [`rt::Generated`];
 //! `generated::ALL` lists the modules with the [`fingerprint`] of the program each was made
 //! from, and `p4 load` runs a program on its generated code when the fingerprint of what it
-//! compiled matches (single mode; `no-gen` turns it off).
+//! compiled matches (single mode, multi mode's segments; `no-gen` turns it off).
 //!
 //! The semantics are the vector executor's (`vec`): headers stay in the packet (the
 //! deparser must re-emit what the parser extracted, validity never changes), an invalid
-//! header's fields read 0 and take no writes. Programs outside what `vec::supported`
-//! accepts, and checksums over a field list, are refused with the reason.
+//! header's fields read 0 and take no writes; registers and meters as the per-packet
+//! executor (packet after packet). Programs outside what `vec::headers_in_place` accepts,
+//! and checksums over a field list, are refused with the reason.
 
 use crate::ir::*;
 
 /// Run-time support the generated code calls (all inlined).
 pub mod rt {
-    use crate::exec::{ParseEnd, ThreadState};
+    use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    use std::sync::atomic::Ordering;
 
     /// A program compiled to Rust by `sluice-p4c`.
     pub trait Generated {
-        /// The whole pipeline on one packet: its bytes (first buffer), the receive
-        /// interface and the packet length; what became of it and how the parser ended.
-        fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd);
+        /// One packet's state between phases (multi-node mode keeps it per buffer).
+        type St: Copy + Send + 'static;
+
+        /// Multi-node segments: the phases of the ingress control (at least one).
+        const SEGS: usize;
+
+        /// A state to fill the side table with (overwritten by segment 0).
+        fn blank() -> Self::St;
+
+        /// Multi-node segment `k` on one packet: the first also starts the packet and
+        /// parses it, the last also runs egress and compute and says what became of the
+        /// packet (None before).
+        #[allow(clippy::too_many_arguments)]
+        fn segment(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            k: usize,
+            s: &mut Self::St,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+        ) -> (Option<VOut>, ParseEnd);
+
+        /// The whole pipeline on one packet: the worker's tables and counters, the
+        /// registers and meters, the time (ns, for meters), the packet's bytes (first
+        /// buffer), the receive interface and the packet length; what became of it and how
+        /// the parser ended.
+        fn packet(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+        ) -> (VOut, ParseEnd);
+    }
+
+    /// `register.read`: cell `i` of register `r` (0 outside it).
+    #[inline(always)]
+    pub fn reg_read(sh: &Shared, r: usize, i: u64) -> u64 {
+        sh.registers
+            .get(r)
+            .and_then(|x| x.get(i as usize))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// `register.write`: `v` into cell `i` of register `r` (nothing outside it).
+    #[inline(always)]
+    pub fn reg_write(sh: &Shared, r: usize, i: u64, v: u64) {
+        if let Some(a) = sh.registers.get(r).and_then(|x| x.get(i as usize)) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// `meter.execute_meter`: the colour of `units` at time `now` in cell `i` of meter
+    /// `m` (green outside it).
+    #[inline(always)]
+    pub fn meter(sh: &Shared, m: usize, i: u64, units: u64, now: u64) -> u64 {
+        sh.meters
+            .get(m)
+            .and_then(|x| x.get(i as usize))
+            .map_or(GREEN, |c| c.execute(units, now))
     }
 
     /// A header field of `W` bytes at packet offset `o`, shifted and masked; 0 when the
@@ -167,6 +229,11 @@ struct G<'a> {
     /// into them track a delta (`dl{h}`) and the update is incremental when the
     /// verification passed (`good{h}`).
     tracked: Vec<(u8, u16)>,
+    /// The table of the phase being generated whose lookup was done before the phase
+    /// (its result is the phase's `pre` argument).
+    pre: Option<u16>,
+    /// The flag (`St` field) `exit` sets in a control cut into phases.
+    xflag: Option<&'static str>,
 }
 
 fn geom(k: HKind) -> (u8, u8, u64) {
@@ -188,7 +255,7 @@ fn lit(v: u64) -> String {
 
 impl G<'_> {
     fn line(&mut self, s: &str) {
-        for _ in 0..self.ind {
+        for _ in 0..self.ind * usize::from(!s.is_empty()) {
             self.out.push_str("    ");
         }
         self.out.push_str(s);
@@ -223,11 +290,11 @@ impl G<'_> {
 
     /// (validity test, packet offset) of `rel` bytes into header instance `i`.
     fn place(&self, i: usize, rel: usize) -> (String, String) {
-        let ok = format!("valid & {} != 0", lit(1u64 << i));
+        let ok = format!("s.valid & {} != 0", lit(1u64 << i));
         let at = match self.hoff.get(i).copied().flatten() {
             Some(o) => format!("{}", o + rel),
-            None if rel == 0 => format!("h{i}"),
-            None => format!("h{i} + {rel}"),
+            None if rel == 0 => format!("s.h{i}"),
+            None => format!("s.h{i} + {rel}"),
         };
         (ok, at)
     }
@@ -242,12 +309,12 @@ impl G<'_> {
     fn e(&self, e: &E) -> Result<String, String> {
         Ok(match e {
             E::Const(v) => lit(*v),
-            E::M(s) => format!("m{s}"),
+            E::M(s) => format!("s.m{s}"),
             E::H(a) => {
                 let (_, ok, at, w, sh, m) = self.field(*a)?;
                 format!("rd::<{w}>(d, {ok}, {at}, {sh}, {})", lit(m))
             }
-            E::Valid(i) => format!("(valid >> {i} & 1)"),
+            E::Valid(i) => format!("(s.valid >> {i} & 1)"),
             E::Param(k) => format!("p{}_{k}", self.depth),
             E::Un(op, a, m) => {
                 let a = self.e(a)?;
@@ -300,9 +367,9 @@ impl G<'_> {
         match lv {
             Lv::M(s, m) => {
                 if *m == u64::MAX {
-                    self.line(&format!("m{s} = {v};"));
+                    self.line(&format!("s.m{s} = {v};"));
                 } else {
-                    self.line(&format!("m{s} = {v} & {};", lit(*m)));
+                    self.line(&format!("s.m{s} = {v} & {};", lit(*m)));
                 }
             }
             Lv::H(a) => {
@@ -317,13 +384,13 @@ impl G<'_> {
                     {
                         let (_, w_at) = self.place(i, wa);
                         self.line(&format!(
-                            "wr_csum::<{w}>(d, {ok}, {at}, {sh}, {}, {v}, {w_at}, &mut dl{i});",
+                            "wr_csum::<{w}>(d, {ok}, {at}, {sh}, {}, {v}, {w_at}, &mut s.dl{i});",
                             lit(m)
                         ));
                     }
                     Some(_) => {
                         self.line(&format!("wr::<{w}>(d, {ok}, {at}, {sh}, {}, {v});", lit(m)));
-                        self.line(&format!("good{i} = false;"));
+                        self.line(&format!("s.good{i} = false;"));
                     }
                     None => {
                         self.line(&format!("wr::<{w}>(d, {ok}, {at}, {sh}, {}, {v});", lit(m)));
@@ -385,30 +452,83 @@ impl G<'_> {
             }
             S::Drop => {
                 let es = self.p.std.egress_spec;
-                self.line(&format!("m{es} = DROP_PORT;"));
+                self.line(&format!("s.m{es} = DROP_PORT;"));
             }
-            S::Exit => {
-                let l = self.ctl.clone();
-                self.line(&format!("break '{l};"));
-            }
-            S::Return => {
-                let l = self.act.last().unwrap_or(&self.ctl).clone();
-                self.line(&format!("break '{l};"));
-            }
+            S::Exit => self.leave_control(),
+            S::Return => match self.act.last() {
+                Some(l) => {
+                    let l = l.clone();
+                    self.line(&format!("break '{l};"));
+                }
+                None => self.leave_control(),
+            },
             S::Count(k, e) => {
                 let i = self.e(e)?;
                 self.line(&format!(
-                    "if let Some(c) = ts.counters.get_mut({k}).and_then(|c| c.get_mut(({i}) as usize)) {{ c[0] += 1; c[1] += plen as u64; }}"
+                    "if let Some(c) = ts.counters.get_mut({k}).and_then(|c| c.get_mut(({i}) as usize)) {{ c[0] += 1; c[1] += s.plen; }}"
                 ));
             }
             S::Csum(c) => self.csum(c)?,
             S::Extract(_) => return Err("extract outside the parser".into()),
             S::SetValid(_) | S::SetInvalid(_) => return Err("header validity changes".into()),
-            S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => {
-                return Err("registers/meters".into())
+            S::RegRead(r, lv, e) => {
+                let i = self.e(e)?;
+                let v = self.fresh("v");
+                self.line(&format!("let {v} = reg_read(sh, {r}, {i});"));
+                self.store(lv, &v)?;
+            }
+            S::RegWrite(r, ei, ev) => {
+                let (i, v) = (self.e(ei)?, self.e(ev)?);
+                let m = self
+                    .p
+                    .registers
+                    .get(*r as usize)
+                    .map_or(0, |x| mask(x.width));
+                self.line(&format!("reg_write(sh, {r}, {i}, ({v}) & {});", lit(m)));
+            }
+            S::Meter(m, e, lv) => {
+                let i = self.e(e)?;
+                let units = if self.p.meters.get(*m as usize).is_some_and(|x| x.bytes) {
+                    "s.plen"
+                } else {
+                    "1"
+                };
+                let v = self.fresh("v");
+                self.line(&format!("let {v} = meter(sh, {m}, {i}, {units}, s.now);"));
+                self.store(lv, &v)?;
             }
         }
         Ok(())
+    }
+
+    /// `exit` (or `return` outside an action): leaves the control; in a control cut into
+    /// phases, the flag makes its later phases skip the packet.
+    fn leave_control(&mut self) {
+        let l = self.ctl.clone();
+        match self.xflag {
+            Some(x) => self.line(&format!("{{ s.{x} = true; break '{l}; }}")),
+            None => self.line(&format!("break '{l};")),
+        }
+    }
+
+    /// A table's key as one `u64` expression (keys of at most 64 bits in all), or None.
+    fn key64(&self, t: &Table) -> Result<Option<String>, String> {
+        let total: u32 = t.keys.iter().map(|k| k.width as u32).sum();
+        if t.keys.is_empty() || total > 64 {
+            return Ok(None);
+        }
+        let mut sh = total;
+        let mut parts = Vec::new();
+        for k in &t.keys {
+            let key = self.e(&k.e)?;
+            sh -= k.width as u32;
+            parts.push(if sh == 0 {
+                format!("({key})")
+            } else {
+                format!("({key}) << {sh}")
+            });
+        }
+        Ok(Some(parts.join(" | ")))
     }
 
     /// An action's body at the next parameter depth (its parameters `p{depth+1}_k` bound by
@@ -436,42 +556,37 @@ impl G<'_> {
         let Some(t) = p.tables.get(ti) else {
             return Err(format!("bad table {ti}"));
         };
-        let total: u32 = t.keys.iter().map(|k| k.width as u32).sum();
         self.open(&format!("{{ // table {}", t.name));
-        let mut keys = Vec::new();
-        for k in &t.keys {
-            keys.push(self.e(&k.e)?);
-        }
         self.line(&format!(
-            "let Some(t) = ts.tables.get_mut({ti}) else {{ return (VOut::Drop, pe); }};"
+            "let Some(t) = ts.tables.get_mut({ti}) else {{ s.dead = true; break '{}; }};",
+            self.ctl
         ));
-        if keys.is_empty() {
+        if self.pre == Some(ap.table) {
+            // Looked up before the phase runs (`packet`, `segment`).
+            self.pre = None;
+            self.line("let id = pre;");
+        } else if t.keys.is_empty() {
             self.line("let id: Option<u32> = None;");
-        } else if total <= 64 {
-            let mut sh = total;
-            let mut parts = Vec::new();
-            for (k, key) in t.keys.iter().zip(&keys) {
-                sh -= k.width as u32;
-                parts.push(if sh == 0 {
-                    format!("({key})")
-                } else {
-                    format!("({key}) << {sh}")
-                });
-            }
-            self.line(&format!("let id = t.lookup64({});", parts.join(" | ")));
+        } else if let Some(k) = self.key64(t)? {
+            self.line(&format!("let id = t.lookup64({k});"));
         } else {
+            let keys: Vec<String> = t
+                .keys
+                .iter()
+                .map(|k| self.e(&k.e))
+                .collect::<Result<_, _>>()?;
             self.line(&format!(
                 "let id = t.lookup(t.key_of(&[{}]));",
                 keys.join(", ")
             ));
         }
         let direct = if t.direct_counter.is_some() {
-            "if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += plen as u64; } "
+            "if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } "
         } else {
             ""
         };
         self.line(&format!(
-            "let e = match id {{ Some(x) => {{ {direct}t.entries.get(x as usize).unwrap_or(&t.default) }} None => {{ t.miss[0] += 1; t.miss[1] += plen as u64; &t.default }} }};"
+            "let e = match id {{ Some(x) => {{ {direct}t.entries.get(x as usize).unwrap_or(&t.default) }} None => {{ t.miss[0] += 1; t.miss[1] += s.plen; &t.default }} }};"
         ));
         self.line("let act = e.action;");
         self.open("match act {");
@@ -534,17 +649,17 @@ impl G<'_> {
         let tracked = self.tracked.contains(&(inst, dst_off));
         if c.verify && tracked {
             self.line(&format!(
-                "if {ok} && ({cond}) != 0 {{ good{i} = csum_ok(d, {at}, {len}, {dst_off}); dl{i} = 0; if !good{i} {{ m{} = 1; }} }}",
+                "if {ok} && ({cond}) != 0 {{ s.good{i} = csum_ok(d, {at}, {len}, {dst_off}); s.dl{i} = 0; if !s.good{i} {{ s.m{} = 1; }} }}",
                 c.err_slot
             ));
         } else if c.verify {
             self.line(&format!(
-                "if {ok} && ({cond}) != 0 && !csum_ok(d, {at}, {len}, {dst_off}) {{ m{} = 1; }}",
+                "if {ok} && ({cond}) != 0 && !csum_ok(d, {at}, {len}, {dst_off}) {{ s.m{} = 1; }}",
                 c.err_slot
             ));
         } else if tracked {
             self.line(&format!(
-                "if {ok} && ({cond}) != 0 {{ if good{i} {{ csum_inc(d, {at}, {dst_off}, dl{i}); }} else {{ csum_put(d, {at}, {len}, {dst_off}); }} }}"
+                "if {ok} && ({cond}) != 0 {{ if s.good{i} {{ csum_inc(d, {at}, {dst_off}, s.dl{i}); }} else {{ csum_put(d, {at}, {len}, {dst_off}); }} }}"
             ));
         } else {
             self.line(&format!(
@@ -571,12 +686,12 @@ impl G<'_> {
             if let S::Extract(i) = x {
                 let len = p.headers.get(*i as usize).map_or(0, |h| h.len as usize);
                 self.line(&format!(
-                    "if d.len() < {} {{ m{perr} = ERR_PACKET_TOO_SHORT; pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }}",
+                    "if d.len() < {} {{ s.m{perr} = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }}",
                     pos + len
                 ));
-                self.line(&format!("valid |= {};", lit(1u64 << i)));
+                self.line(&format!("s.valid |= {};", lit(1u64 << i)));
                 if self.hoff.get(*i as usize).copied().flatten().is_none() {
-                    self.line(&format!("h{i} = {pos};"));
+                    self.line(&format!("s.h{i} = {pos};"));
                 }
                 pos += len;
             } else {
@@ -630,7 +745,7 @@ impl G<'_> {
                     self.ind += 1;
                 }
                 self.line(&format!(
-                    "m{perr} = ERR_NO_MATCH; pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;"
+                    "s.m{perr} = ERR_NO_MATCH; s.pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;"
                 ));
                 self.close("}");
             }
@@ -641,7 +756,7 @@ impl G<'_> {
     fn target(&mut self, t: Target, pos: usize) -> Result<(), String> {
         match t {
             Target::Accept => self.line("break 'parse;"),
-            Target::Reject => self.line("pe = ParseEnd::Error(ERR_NO_ERROR); break 'parse;"),
+            Target::Reject => self.line("s.pe = ParseEnd::Error(ERR_NO_ERROR); break 'parse;"),
             Target::State(n) => self.state(n, pos)?,
         }
         Ok(())
@@ -713,10 +828,146 @@ fn lv_e(lv: &Lv) -> E {
     }
 }
 
+/// Meta slots and whether header bytes a statement list writes.
+#[derive(Default)]
+struct Writes {
+    slots: Vec<u16>,
+    hdr: bool,
+}
+
+impl Writes {
+    fn lv(&mut self, lv: &Lv) {
+        match lv {
+            Lv::M(s, _) | Lv::MI(_, s, _) => self.slots.push(*s),
+            Lv::H(_) | Lv::HI(..) => self.hdr = true,
+            Lv::Slice(x, ..) => self.lv(x),
+        }
+    }
+
+    /// What `s` writes, but not what a table application's actions and arms write (they
+    /// run after its lookup); action calls are followed `depth` levels.
+    fn s(&mut self, p: &Program, s: &S, depth: usize) {
+        match s {
+            S::Set(lv, _) | S::RegRead(_, lv, _) | S::Meter(_, _, lv) => self.lv(lv),
+            S::If(_, a, b) => {
+                for x in a.iter().chain(b) {
+                    self.s(p, x, depth);
+                }
+            }
+            S::Call(a, _) => match p.actions.get(*a as usize) {
+                Some(act) if depth > 0 => {
+                    for x in &act.body {
+                        self.s(p, x, depth - 1);
+                    }
+                }
+                // Unknown or too deep: anything.
+                _ => {
+                    self.hdr = true;
+                    self.slots.extend(0..p.meta_slots as u16);
+                }
+            },
+            S::Drop => self.slots.push(p.std.egress_spec),
+            S::Csum(c) if c.verify => self.slots.push(c.err_slot),
+            S::Csum(_) | S::Extract(_) | S::SetValid(_) | S::SetInvalid(_) => self.hdr = true,
+            S::Apply(_) | S::Exit | S::Return | S::Count(..) | S::RegWrite(..) => {}
+        }
+    }
+}
+
+/// Meta slots and whether header fields `e` reads.
+fn reads(e: &E, w: &mut Writes) {
+    match e {
+        E::M(s) | E::MI(_, s) => w.slots.push(*s),
+        E::H(_) | E::HI(..) => w.hdr = true,
+        E::Const(_) | E::Valid(_) | E::Param(_) => {}
+        E::Un(_, a, _) | E::Slice(a, ..) => reads(a, w),
+        E::Bin(_, a, b, _) | E::Concat(a, b, _) => {
+            reads(a, w);
+            reads(b, w);
+        }
+        E::Mux(k, a, b) => {
+            reads(k, w);
+            reads(a, w);
+            reads(b, w);
+        }
+    }
+}
+
+/// The table a phase (`seg`) can look up before it runs: the phase applies exactly one
+/// table, its key fits 64 bits, and nothing the phase writes is read by the key (lookups
+/// are pure, so doing it early, even for a packet that then skips the table, changes
+/// nothing; the miss and direct counters are counted where the table is applied).
+fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
+    let mut tables = Vec::new();
+    for s in seg {
+        crate::vec::walk_s(s, &mut |x| {
+            if let S::Apply(a) = x {
+                tables.push(a.table);
+            }
+        });
+    }
+    let [t] = tables[..] else {
+        return None;
+    };
+    let tb = p.tables.get(t as usize)?;
+    let total: u32 = tb.keys.iter().map(|k| k.width as u32).sum();
+    if tb.keys.is_empty() || total > 64 {
+        return None;
+    }
+    let mut w = Writes::default();
+    for s in seg {
+        w.s(p, s, 8);
+    }
+    let mut r = Writes::default();
+    for k in &tb.keys {
+        reads(&k.e, &mut r);
+    }
+    let clash = (r.hdr && w.hdr) || r.slots.iter().any(|s| w.slots.contains(s));
+    (!clash).then_some(t)
+}
+
+/// A phase of the generated pipeline: a run of a control's statements (at most one table
+/// application, looked up before it when `pre`), a multi-node segment for ingress.
+struct Phase {
+    ctl: &'static str,
+    flag: &'static str,
+    body: Vec<S>,
+    pre: Option<u16>,
+}
+
 /// Rust source of a module of `generated/` for `p` (compiled from `source`, named `name`).
-pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
-    crate::vec::supported(p)?;
-    let (fp, fl) = fingerprint(p);
+///
+/// The module has one function per phase of the pipeline (parse and verify; each run of
+/// ingress statements holding a table application — the cuts of multi-node mode,
+/// `node::split_stmts` / `node::segments_of` —; the traffic manager's decision; the same
+/// runs of egress; compute and the verdict) over one packet's state (`St`), which
+/// `segment` runs as multi-node mode's segment nodes; and `packet`, the whole pipeline on
+/// one packet in one body (the single node). Running each phase over four packets before
+/// the next (a frame loop in phases, the table looked up for the four at once) was
+/// measured slower than packet after packet (docs/p4.md), and is not generated.
+pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
+    crate::vec::headers_in_place(p0)?;
+    let (fp, fl) = fingerprint(p0);
+    let mut q = p0.clone();
+    let mut slots = q.meta_slots;
+    q.ingress = crate::node::split_stmts(std::mem::take(&mut q.ingress), &mut slots);
+    q.egress = crate::node::split_stmts(std::mem::take(&mut q.egress), &mut slots);
+    q.meta_slots = slots;
+    let p = &q;
+    let mut phases = Vec::new();
+    for (ctl, flag, body) in [("ingress", "xi", &p.ingress), ("egress", "xe", &p.egress)] {
+        for (a, b) in crate::node::segments_of(body) {
+            let seg = body.get(a..b).unwrap_or(&[]).to_vec();
+            if !seg.is_empty() {
+                phases.push(Phase {
+                    ctl,
+                    flag,
+                    pre: prelookup(p, &seg),
+                    body: seg,
+                });
+            }
+        }
+    }
     let mut g = G {
         p,
         out: String::new(),
@@ -728,6 +979,8 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
         depth: 0,
         expanded: 0,
         tracked: Vec::new(),
+        pre: None,
+        xflag: None,
     };
     let (mut verified, mut updated) = (Vec::new(), Vec::new());
     crate::vec::all_stmts(p, &mut |s| {
@@ -755,7 +1008,7 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
     ));
     g.line("");
     g.line("use crate::compile::eval_bin;");
-    g.line("use crate::exec::{ParseEnd, ThreadState};");
+    g.line("use crate::exec::{ParseEnd, Shared, ThreadState};");
     g.line("use crate::gen::rt::*;");
     g.line("use crate::ir::*;");
     g.line("use crate::vec::VOut;");
@@ -768,42 +1021,179 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line(&format!("/// The `{name}` program."));
     g.line("pub struct Prog;");
     g.line("");
-    g.open("impl Generated for Prog {");
-    g.line("#[inline(always)]");
-    g.open("fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    // One packet's state between phases.
+    let mut fields: Vec<(String, &str, &str)> = Vec::new();
     for s in 0..p.meta_slots {
-        g.line(&format!("let mut m{s}: u64 = 0;"));
+        fields.push((format!("m{s}"), "u64", "0"));
     }
-    let std = p.std;
-    g.line(&format!("m{} = inport as u64 & 0x1ff;", std.ingress_port));
-    g.line(&format!("m{} = plen as u64;", std.packet_length));
-    g.line("let mut valid: u64 = 0;");
+    fields.push(("valid".into(), "u64", "0"));
     for i in 0..p.headers.len() {
         if g.hoff[i].is_none() {
-            g.line(&format!("let mut h{i}: usize = 0;"));
+            fields.push((format!("h{i}"), "usize", "0"));
         }
     }
     for (h, _) in g.tracked.clone() {
-        g.line(&format!("let mut dl{h}: u64 = 0;"));
-        g.line(&format!("let mut good{h} = false;"));
+        fields.push((format!("dl{h}"), "u64", "0"));
+        fields.push((format!("good{h}"), "bool", "false"));
     }
-    g.line("let mut pe = ParseEnd::Accept;");
+    fields.push(("pe".into(), "ParseEnd", "ParseEnd::Accept"));
+    fields.push(("plen".into(), "u64", "plen as u64"));
+    fields.push(("now".into(), "u64", "now"));
+    fields.push(("es".into(), "u64", "0"));
+    for f in ["dead", "xi", "xe"] {
+        fields.push((f.into(), "bool", "false"));
+    }
+    g.line("/// One packet's state between the phases of [`Prog`].");
+    g.line("#[derive(Clone, Copy)]");
+    g.open("pub struct St {");
+    for (f, t, _) in &fields {
+        g.line(&format!("{f}: {t},"));
+    }
+    g.close("}");
+    g.line("");
+    g.open("impl Prog {");
+    g.line("#[inline(always)]");
+    g.open("fn init(inport: u32, plen: u32, now: u64) -> St {");
+    let init: Vec<String> = fields.iter().map(|(f, _, v)| format!("{f}: {v}")).collect();
+    g.line(&format!("let mut s = St {{ {} }};", init.join(", ")));
+    let std = p.std;
+    g.line(&format!("s.m{} = inport as u64 & 0x1ff;", std.ingress_port));
+    g.line(&format!("s.m{} = plen as u64;", std.packet_length));
+    g.line("s");
+    g.close("}");
+    g.line("");
+    g.line("/// Parser and verify.");
+    g.line("#[inline(always)]");
+    g.open("fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {");
     g.open("'parse: {");
     g.state(p.start, 0)?;
     g.close("}");
-    g.line("let valid = valid;");
     g.control("verify", &p.verify)?;
-    g.control("ingress", &p.ingress)?;
-    g.line(&format!("let es = m{};", std.egress_spec));
-    g.line("if es == DROP_PORT { return (VOut::Drop, pe); }");
-    g.line(&format!("m{} = es;", std.egress_port));
-    g.control("egress", &p.egress)?;
+    g.close("}");
+    let mut first_egress = None;
+    for (k, ph) in phases.iter().enumerate() {
+        if ph.ctl == "egress" && first_egress.is_none() {
+            first_egress = Some(k);
+        }
+        g.line("");
+        if let Some(t) = ph.pre {
+            let tb = &p.tables[t as usize];
+            g.line(&format!(
+                "/// Key of `{}`, looked up before phase {k}.",
+                tb.name
+            ));
+            g.line("#[inline(always)]");
+            g.open(&format!("fn key{k}(s: &St, d: &[u8]) -> u64 {{"));
+            let key = g.key64(tb)?.unwrap_or_else(|| "0".into());
+            g.line(&key);
+            g.close("}");
+            g.line("");
+        }
+        g.line(&format!("/// Phase {k}: part of {}.", ph.ctl));
+        g.line("#[inline(always)]");
+        let pre = if ph.pre.is_some() {
+            ", pre: Option<u32>"
+        } else {
+            ""
+        };
+        g.open(&format!(
+            "fn ph{k}(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]{pre}) {{"
+        ));
+        g.line(&format!("if s.dead || s.{} {{ return; }}", ph.flag));
+        g.pre = ph.pre;
+        g.xflag = Some(ph.flag);
+        g.control(ph.ctl, &ph.body)?;
+        g.xflag = None;
+        g.pre = None;
+        g.close("}");
+    }
+    g.line("");
+    g.line("/// The traffic manager: drop, or egress_port = egress_spec.");
+    g.line("#[inline(always)]");
+    g.open("fn tm(s: &mut St) {");
+    g.line(&format!("s.es = s.m{};", std.egress_spec));
     g.line(&format!(
-        "if m{} == DROP_PORT {{ return (VOut::Drop, pe); }}",
+        "if s.es == DROP_PORT {{ s.dead = true; }} else {{ s.m{} = s.es; }}",
+        std.egress_port
+    ));
+    g.close("}");
+    g.line("");
+    g.line("/// Compute checksums and the verdict.");
+    g.line("#[inline(always)]");
+    g.open(
+        "fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {",
+    );
+    g.line(&format!(
+        "if s.dead || s.m{} == DROP_PORT {{ return (VOut::Drop, s.pe); }}",
         std.egress_spec
     ));
     g.control("compute", &p.compute)?;
-    g.line("if es == CPU_PORT { (VOut::Punt, pe) } else { (VOut::Port(es as u32), pe) }");
+    g.line("if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }");
+    g.close("}");
+    g.close("}");
+    g.line("");
+    let tm_at = first_egress.unwrap_or(phases.len());
+    g.open("impl Generated for Prog {");
+    g.line("#[inline(always)]");
+    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    // One packet: the controls as written (not cut into phases), in one body.
+    g.line("let s = &mut Self::init(inport, plen, now);");
+    g.line("Self::parse(ts, sh, s, d);");
+    g.control("ingress", &p0.ingress)?;
+    g.line("Self::tm(s);");
+    if !p0.egress.is_empty() {
+        g.open("if !s.dead {");
+        g.control("egress", &p0.egress)?;
+        g.close("}");
+    }
+    g.line("Self::fin(ts, sh, s, d)");
+    g.close("}");
+    // Multi-node: the ingress phases are its segments (the same cuts).
+    let ni = tm_at.max(1);
+    g.line("");
+    g.line("type St = St;");
+    g.line(&format!("const SEGS: usize = {ni};"));
+    g.line("");
+    g.line("#[inline(always)]");
+    g.line("fn blank() -> St { Self::init(0, 0, 0) }");
+    g.line("");
+    g.line("#[inline(always)]");
+    g.open("fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {");
+    g.open("if k == 0 {");
+    g.line("*s = Self::init(inport, plen, now);");
+    g.line("Self::parse(ts, sh, s, d);");
+    g.close("}");
+    g.open("match k {");
+    for (k, ph) in phases.iter().enumerate().take(tm_at) {
+        g.open(&format!("{k} => {{"));
+        match ph.pre {
+            Some(t) => {
+                g.line(&format!(
+                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+                ));
+                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
+            }
+            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
+        }
+        g.close("}");
+    }
+    g.line("_ => {}");
+    g.close("}");
+    g.line(&format!("if k + 1 < {ni} {{ return (None, s.pe); }}"));
+    g.line("Self::tm(s);");
+    for (k, ph) in phases.iter().enumerate().skip(tm_at) {
+        match ph.pre {
+            Some(t) => {
+                g.line(&format!(
+                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+                ));
+                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
+            }
+            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
+        }
+    }
+    g.line("let (o, pe) = Self::fin(ts, sh, s, d);");
+    g.line("(Some(o), pe)");
     g.close("}");
     g.close("}");
     Ok(g.out)

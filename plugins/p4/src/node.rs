@@ -100,6 +100,8 @@ impl Mode {
 #[derive(Default)]
 pub struct Side {
     pub ctxs: Vec<Ctx>,
+    /// The generated code's packet states (`Vec<Generated::St>`), when it runs the segments.
+    pub gen: Option<Box<dyn Any + Send>>,
     /// Clocks spent by the segment nodes after the entry node (auto mode's measurement).
     pub clocks: u64,
 }
@@ -292,6 +294,7 @@ impl P4Node {
         // `frame`; indices are distinct, so the views do not alias, and they live only for
         // this call.
         bufs.extend(frame[..n].iter().map(|&bi| unsafe { arena.buffer(bi) }));
+        vs.now_ns = (cx.now_secs() * 1e9) as u64;
         for (i, b) in bufs.iter().enumerate() {
             vs.inport[i] = b.hdr.rx_if;
             vs.plen[i] = b.total_len() as u32;
@@ -323,7 +326,7 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            (g.frame)(cx, &mut st.ts, frame, &mut self.nexts[..n]);
+            (g.frame)(cx, &mut st.ts, &l.shared, frame, &mut self.nexts[..n]);
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
         }
@@ -395,6 +398,21 @@ impl P4Node {
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
         };
+        let n = frame.len();
+        // The generated code's phases are these segments (the same cuts): run them.
+        if let Some(g) = l.gen.filter(|g| g.segs == l.segments.len()) {
+            let next = st.seg_next;
+            let nexts = &mut self.nexts[..n];
+            (g.segment)(
+                cx, &mut st.ts, &l.shared, &mut side, self.seg, next, frame, nexts,
+            );
+            if self.seg > 0 {
+                side.clocks += cx.now_tsc().wrapping_sub(t0);
+            }
+            drop(side);
+            cx.enqueue_to_next(frame, &self.nexts[..n]);
+            return;
+        }
         let nbuf = cx.pool().len() as usize;
         if side.ctxs.len() < nbuf {
             side.ctxs.resize_with(nbuf, Ctx::default);
@@ -409,7 +427,6 @@ impl P4Node {
         };
         let (from, to) = l.segments[self.seg];
         let last = st.seg_next.is_none();
-        let n = frame.len();
         for i in 0..n {
             let bi = frame[i];
             if let Some(&a) = frame.get(i + 2) {
@@ -457,10 +474,12 @@ impl P4Node {
 pub fn frame_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
+    sh: &Shared,
     frame: &[BufIdx],
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
         if let Some(&a) = frame.get(i + 2) {
@@ -471,9 +490,73 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let mut b = unsafe { arena.buffer(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
-        let (o, pe) = G::packet(ts, b.data_mut(), rx, len);
+        let (o, pe) = G::packet(ts, sh, now, b.data_mut(), rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
+    }
+    sent.count(cx);
+}
+
+/// Multi mode on a program's generated code: segment `k` (the generated code's ingress
+/// phase `k`; the first also parses, the last also runs egress and compute) on every
+/// packet of the frame, the packet state (`Generated::St`, a few hundred bytes) in the
+/// side table by buffer index; `next` is the arc to the next segment's node.
+#[allow(clippy::too_many_arguments)]
+pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    side: &mut Side,
+    k: usize,
+    next: Option<u16>,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+) {
+    let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
+    let nbuf = cx.pool().len() as usize;
+    let sts = side
+        .gen
+        .get_or_insert_with(|| Box::new(Vec::<G::St>::new()));
+    let Some(sts) = sts.downcast_mut::<Vec<G::St>>() else {
+        // Another program's states: cannot happen (a side table belongs to one load).
+        for (nx, &bi) in nexts.iter_mut().zip(frame) {
+            // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+            let b = unsafe { arena.buffer(bi) };
+            b.hdr.error = cx.error(P4Counter::NotLoaded);
+            *nx = P4Next::Drop as u16;
+        }
+        return;
+    };
+    if sts.len() < nbuf {
+        sts.resize(nbuf, G::blank());
+    }
+    let mut sent = Sent::default();
+    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+        if let Some(&a) = frame.get(i + 2) {
+            arena.prefetch(a);
+        }
+        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+        let mut b = unsafe { arena.buffer(bi) };
+        let Some(s) = sts.get_mut(bi.0 as usize) else {
+            b.hdr.error = cx.error(P4Counter::NotLoaded);
+            *nx = P4Next::Drop as u16;
+            continue;
+        };
+        let len = b.total_len() as u32;
+        let rx = b.hdr.rx_if;
+        let (o, pe) = G::segment(ts, sh, now, k, s, b.data_mut(), rx, len);
+        if k == 0 {
+            parse_count(cx, pe);
+        }
+        *nx = match (o, next) {
+            (Some(o), _) => sent.next(cx, &mut b, o),
+            (None, Some(nx)) => nx,
+            (None, None) => {
+                b.hdr.error = cx.error(P4Counter::Dropped);
+                P4Next::Drop as u16
+            }
+        };
     }
     sent.count(cx);
 }
@@ -624,19 +707,25 @@ fn has_apply(s: &S) -> bool {
 }
 
 /// Prepares a program for multi-node mode: a top-level `if` whose branches apply several
-/// tables is split so each table can get its own node — the condition is evaluated once
-/// into a hidden metadata slot and every group of statements is guarded by it.
+/// tables is split so each table can get its own node ([`split_stmts`]).
 pub fn split_for_multi(p: &mut Program) {
     let body = std::mem::take(&mut p.ingress);
+    p.ingress = split_stmts(body, &mut p.meta_slots);
+}
+
+/// A control's statements with every top-level `if` whose branches apply several tables
+/// split: the condition is evaluated once into a hidden metadata slot (taken from
+/// `meta_slots`) and every group of statements holding one table is guarded by it.
+pub fn split_stmts(body: Vec<S>, meta_slots: &mut usize) -> Vec<S> {
     let mut out = Vec::new();
     for s in body {
         match s {
             S::If(c, a, b)
                 if a.iter().chain(&b).filter(|x| has_apply(x)).count() >= 2
-                    && p.meta_slots < META_MAX =>
+                    && *meta_slots < META_MAX =>
             {
-                let slot = p.meta_slots as u16;
-                p.meta_slots += 1;
+                let slot = *meta_slots as u16;
+                *meta_slots += 1;
                 out.push(S::Set(Lv::M(slot, 1), c));
                 for (branch, guard) in [
                     (a, E::M(slot)),
@@ -657,13 +746,17 @@ pub fn split_for_multi(p: &mut Program) {
             s => out.push(s),
         }
     }
-    p.ingress = out;
+    out
 }
 
-/// Cuts the ingress statements into segments: each top-level statement that applies a
-/// table starts a new segment once the current one holds a table.
+/// Cuts the ingress statements into segments ([`segments_of`]).
 pub fn segments(p: &Program) -> Vec<(usize, usize)> {
-    let body = &p.ingress;
+    segments_of(&p.ingress)
+}
+
+/// Cuts a control's statements into segments: each top-level statement that applies a
+/// table starts a new segment once the current one holds a table.
+pub fn segments_of(body: &[S]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     for (i, s) in body.iter().enumerate() {

@@ -26,10 +26,11 @@
 //! summed. `verify_checksum` is skipped when nothing reads `checksum_error`.
 
 use crate::compile::eval_bin;
-use crate::exec::{Shared, ThreadState};
+use crate::exec::{Shared, ThreadState, GREEN};
 use crate::ir::*;
 use crate::table::TableRt;
 use sluice_graph::FRAME_SIZE;
+use std::sync::atomic::Ordering;
 
 /// Packets per frame (selection vectors index with `u8`).
 pub const N: usize = FRAME_SIZE;
@@ -139,6 +140,8 @@ pub struct VState {
     pub plen: [u32; N],
     /// Receive interface (`ingress_port`).
     pub inport: [u32; N],
+    /// The frame's time in ns (meters).
+    pub now_ns: u64,
     /// `egress_spec` when ingress ended (the port a packet leaves on).
     es: [u64; N],
     /// Table key and entry id of the current application.
@@ -168,6 +171,7 @@ impl VState {
             flow: [0; N],
             plen: [0; N],
             inport: [0; N],
+            now_ns: 0,
             es: [0; N],
             key: [0; N],
             eid: [MISS; N],
@@ -242,22 +246,105 @@ enum PStep {
 
 /// Whether the vector executor can run `p` (and why not).
 pub fn supported(p: &Program) -> Result<(), String> {
+    headers_in_place(p)?;
+    one_site_each(p)
+}
+
+/// Registers and meters keep per-packet order in the vector executor when each is used at
+/// one place of the program a packet passes at most once (that statement runs over the
+/// selected packets in frame order); a register read at one place and written at another
+/// (a read-modify-write across packets) needs packet after packet.
+fn one_site_each(p: &Program) -> Result<(), String> {
+    fn visit(p: &Program, b: &[S], regs: &mut [usize], meters: &mut [usize], depth: usize) {
+        if depth > DEPTH_MAX + 1 {
+            return;
+        }
+        let body = |a: u16, regs: &mut [usize], meters: &mut [usize]| {
+            if let Some(x) = p.actions.get(a as usize) {
+                visit(p, &x.body, regs, meters, depth + 1);
+            }
+        };
+        for s in b {
+            match s {
+                S::RegRead(r, ..) | S::RegWrite(r, ..) => {
+                    if let Some(c) = regs.get_mut(*r as usize) {
+                        *c += 1;
+                    }
+                }
+                S::Meter(m, ..) => {
+                    if let Some(c) = meters.get_mut(*m as usize) {
+                        *c += 1;
+                    }
+                }
+                S::If(_, x, y) => {
+                    visit(p, x, regs, meters, depth);
+                    visit(p, y, regs, meters, depth);
+                }
+                S::Call(a, _) => body(*a, regs, meters),
+                S::Apply(ap) => {
+                    if let Some(t) = p.tables.get(ap.table as usize) {
+                        let mut acts = t.actions.clone();
+                        if !acts.contains(&t.default.0) {
+                            acts.push(t.default.0);
+                        }
+                        for a in acts {
+                            body(a, regs, meters);
+                        }
+                    }
+                    match &ap.arms {
+                        Arms::None => {}
+                        Arms::Hit(x, y) => {
+                            visit(p, x, regs, meters, depth);
+                            visit(p, y, regs, meters, depth);
+                        }
+                        Arms::Switch { bodies, .. } => {
+                            for x in bodies {
+                                visit(p, x, regs, meters, depth);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut regs, mut meters) = (vec![0; p.registers.len()], vec![0; p.meters.len()]);
+    for b in p
+        .states
+        .iter()
+        .map(|s| &s.body)
+        .chain([&p.verify, &p.ingress, &p.egress, &p.compute])
+    {
+        visit(p, b, &mut regs, &mut meters, 0);
+    }
+    if let Some((r, _)) = regs.iter().enumerate().find(|x| *x.1 > 1) {
+        return Err(format!(
+            "register `{}' used at several places (per-packet order)",
+            p.registers[r].name
+        ));
+    }
+    if let Some((m, _)) = meters.iter().enumerate().find(|x| *x.1 > 1) {
+        return Err(format!(
+            "meter `{}' used at several places (per-packet order)",
+            p.meters[m].name
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `p` can run with its headers in the packet (what the vector executor and the
+/// generated code need; they differ only in registers and meters, `one_site_each`).
+pub fn headers_in_place(p: &Program) -> Result<(), String> {
     if p.opts != Opts::default() {
         return Err("an optimisation is off".into());
     }
     if p.parser_loops {
         return Err("the parser loops".into());
     }
-    if !p.registers.is_empty() || !p.meters.is_empty() {
-        return Err("registers/meters need per-packet order".into());
-    }
     let mut bad: Option<String> = None;
     let mut chk = |s: &S, in_parser: bool| {
         walk_s(s, &mut |s| match s {
             S::SetValid(_) | S::SetInvalid(_) => bad = Some("header validity changes".into()),
-            S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => {
-                bad = Some("registers/meters".into())
-            }
             S::Extract(_) if !in_parser => bad = Some("extract outside the parser".into()),
             S::Apply(a) => {
                 if let Arms::Switch { bodies, .. } = &a.arms {
@@ -348,7 +435,7 @@ fn lv_indirect(lv: &Lv) -> bool {
 }
 
 /// Visits `s` and every statement nested in it.
-fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
+pub(crate) fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
     f(s);
     match s {
         S::If(_, a, b) => {
@@ -1144,7 +1231,62 @@ fn stmt(cc: &mut Cc, s: &S, pb: usize) -> Op {
             })
         }
         S::Extract(_) | S::SetValid(_) | S::SetInvalid(_) => Box::new(|_, _| {}),
-        S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => Box::new(|_, _| {}),
+        S::RegRead(r, lv, e) => {
+            let (r, fe, put) = (*r as usize, ex(cc, e, 0, pb), store(cc, lv, 0));
+            Box::new(move |f, s| {
+                fe(f, s);
+                let reg = f.shared.registers.get(r);
+                if let Some(t) = f.v.tmp.get_mut(0) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        t[i] = reg
+                            .and_then(|x| x.get(t[i] as usize))
+                            .map_or(0, |a| a.load(Ordering::Relaxed));
+                    }
+                }
+                put(f, s);
+            })
+        }
+        S::RegWrite(r, ei, ev) => {
+            let (r, fi, fv) = (*r as usize, ex(cc, ei, 0, pb), ex(cc, ev, 1, pb));
+            let m = p.registers.get(r).map_or(0, |x| mask(x.width));
+            Box::new(move |f, s| {
+                fi(f, s);
+                fv(f, s);
+                let v = &*f.v;
+                let (Some(ti), Some(tv), Some(reg)) =
+                    (v.tmp.first(), v.tmp.get(1), f.shared.registers.get(r))
+                else {
+                    return;
+                };
+                for &i in s.idx() {
+                    let i = i as usize;
+                    if let Some(a) = reg.get(ti[i] as usize) {
+                        a.store(tv[i] & m, Ordering::Relaxed);
+                    }
+                }
+            })
+        }
+        S::Meter(mi, e, lv) => {
+            let (mi, fe, put) = (*mi as usize, ex(cc, e, 0, pb), store(cc, lv, 0));
+            let bytes = p.meters.get(mi).is_some_and(|m| m.bytes);
+            Box::new(move |f, s| {
+                fe(f, s);
+                let cells = f.shared.meters.get(mi);
+                let v = &mut *f.v;
+                let now = v.now_ns;
+                if let Some(t) = v.tmp.get_mut(0) {
+                    for &i in s.idx() {
+                        let i = i as usize;
+                        let units = if bytes { v.plen[i] as u64 } else { 1 };
+                        t[i] = cells
+                            .and_then(|c| c.get(t[i] as usize))
+                            .map_or(GREEN, |c| c.execute(units, now));
+                    }
+                }
+                put(f, s);
+            })
+        }
         S::If(e, a, b) => {
             let fc = filt(cc, e, pb);
             let (fa, fb) = (block(cc, a, pb), block(cc, b, pb));

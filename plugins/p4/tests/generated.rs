@@ -71,14 +71,12 @@ fn generator_output_does_not_depend_on_the_path_given() {
 #[test]
 fn programs_outside_the_generator_say_why() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    for (f, why) in [("tunnel.p4", "validity"), ("firewall.p4", "registers")] {
-        let src = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
-        let e = sluice_p4::gen::from_source(&src, f, "x").unwrap_err();
-        assert!(
-            e.starts_with("not supported by the generator: ") && e.contains(why),
-            "{e}"
-        );
-    }
+    let src = std::fs::read_to_string(format!("{dir}/tunnel.p4")).unwrap();
+    let e = sluice_p4::gen::from_source(&src, "tunnel.p4", "x").unwrap_err();
+    assert!(
+        e.starts_with("not supported by the generator: ") && e.contains("validity"),
+        "{e}"
+    );
     let e = sluice_p4::gen::from_source("header", "bad.p4", "x").unwrap_err();
     assert!(e.contains("bad.p4:1:"), "{e}");
 }

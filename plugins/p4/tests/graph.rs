@@ -497,6 +497,11 @@ fn cli_errors_and_show() {
         &format!("p4 load {ROUTER} name r mode multi on pg0"),
     );
     assert!(s.contains("2 node(s) (multi)"), "{s}");
+    let s = cli(&mut vm, &t, "show p4 program");
+    assert!(
+        s.contains("executor: generated (sluice-p4c module `router', multi-node path)"),
+        "{s}"
+    );
     // A compile error names file:line:col.
     let dir = std::env::temp_dir().join(format!("sluice-p4-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use sluice_p4::exec::{simulate_parse, Outcome, ParseEnd, Shared, ThreadState};
 use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
 use sluice_p4::vec::{simulate_frame, VCode, VOut};
+use std::sync::atomic::Ordering;
 
 fn src(name: &str) -> String {
     std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -61,19 +62,40 @@ fn ip4(ttl: u8, dst: [u8; 4], ihl: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Both executors over the same packets, from identical tables; outcomes and table counters
-/// must agree.
+/// Both executors over the same packets, from identical tables; outcomes, table counters,
+/// counters and registers must agree.
 fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)]) {
+    compare_with(p, setup, &|_| {}, pkts)
+}
+
+/// The registers' cells.
+fn regs(sh: &Shared) -> Vec<Vec<u64>> {
+    sh.registers
+        .iter()
+        .map(|r| r.iter().map(|a| a.load(Ordering::Relaxed)).collect())
+        .collect()
+}
+
+/// [`compare`] with registers and meters set up by `shs` (each executor its own).
+fn compare_with(
+    p: &Program,
+    setup: &dyn Fn(&mut ThreadState),
+    shs: &dyn Fn(&Shared),
+    pkts: &[(Vec<u8>, u32)],
+) {
     let code = VCode::new(p).expect("vector executor");
     let (mut ta, mut tb) = (ThreadState::new(p).unwrap(), ThreadState::new(p).unwrap());
     setup(&mut ta);
     setup(&mut tb);
-    let sh = Shared::new(p);
+    let (sa, sb) = (Shared::new(p), Shared::new(p));
+    shs(&sa);
+    shs(&sb);
     let (want, want_pe): (Vec<Outcome>, Vec<ParseEnd>) = pkts
         .iter()
-        .map(|(b, port)| simulate_parse(p, &mut ta, &sh, b, *port))
+        .map(|(b, port)| simulate_parse(p, &mut ta, &sa, b, *port))
         .unzip();
-    let got = simulate_frame(&code, &mut tb, &sh, pkts);
+    let got = simulate_frame(&code, &mut tb, &sb, pkts);
+    assert_eq!(regs(&sa), regs(&sb), "registers");
     for (k, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(w, g, "packet {k}: {:02x?}", pkts[k].0);
     }
@@ -85,10 +107,12 @@ fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)
     // The program's generated code, when it has some (every example `vec` runs does).
     if let Some(g) = sluice_p4::generated::find(p) {
         let mut tc = ThreadState::new(p).unwrap();
+        let sc = Shared::new(p);
+        shs(&sc);
         setup(&mut tc);
         for (k, (b, port)) in pkts.iter().enumerate() {
             let mut d = b.clone();
-            let (o, pe) = (g.packet)(&mut tc, &mut d, *port, b.len() as u32);
+            let (o, pe) = (g.packet)(&mut tc, &sc, 0, &mut d, *port, b.len() as u32);
             let got = match o {
                 VOut::Drop => Outcome::Drop,
                 VOut::Punt => Outcome::Punt(d),
@@ -107,6 +131,7 @@ fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)
             assert_eq!(a.direct, c.direct);
         }
         assert_eq!(ta.counters, tc.counters);
+        assert_eq!(regs(&sa), regs(&sc), "registers (generated)");
     }
     if std::env::var("P4_VEC_DEBUG").is_ok() {
         let fwd = got.iter().filter(|o| matches!(o, Outcome::Out(..))).count();
@@ -274,8 +299,18 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 #[test]
 fn unsupported_programs_say_why() {
-    for (f, why) in [("tunnel.p4", "validity"), ("firewall.p4", "registers")] {
-        let p = sluice_p4::compile(&src(f), f, Opts::default()).unwrap();
+    for (f, why) in [
+        ("tunnel.p4", "validity"),
+        (
+            "firewall-rmw",
+            "register `last_denied' used at several places",
+        ),
+    ] {
+        let p = if f == "firewall-rmw" {
+            firewall_rmw()
+        } else {
+            sluice_p4::compile(&src(f), f, Opts::default()).unwrap()
+        };
         let e = VCode::new(&p).err().expect(f);
         assert!(e.contains(why), "{f}: {e}");
     }
@@ -406,4 +441,128 @@ proptest! {
             .collect();
         compare(&p, &flow_setup(&rules), &pk);
     }
+}
+
+/// The firewall with its register also read (in `allow`): a read-modify-write across
+/// packets, which needs per-packet order.
+fn firewall_rmw() -> Program {
+    let src = src("firewall.p4").replace(
+        "    action allow(bit<16> rule) {\n        meta.rule = rule;\n",
+        "    action allow(bit<16> rule) {\n        meta.rule = rule;\n        last_denied.read(hdr.ipv4.dstAddr, 0);\n",
+    );
+    assert!(src.contains("last_denied.read"));
+    sluice_p4::compile(&src, "firewall.p4", Opts::default()).unwrap()
+}
+
+/// The firewall's ACL (deny writes a register, police runs a meter, every rule counts) and
+/// route, as in `examples.rs`.
+fn firewall_setup(p: &Program, ts: &mut ThreadState) {
+    let mut put = |table: &str, action: &str, m: Vec<Match>, params: Vec<u64>, priority| {
+        let t = p.table(table).unwrap();
+        let a = p.action_in(action, &p.tables[t].actions).unwrap();
+        let spec = EntrySpec {
+            matches: m,
+            action: a,
+            params,
+            priority,
+        };
+        ts.tables[t].add(&p.tables[t], &p.actions, &spec).unwrap();
+    };
+    let any = Match::Ternary(0, 0);
+    put(
+        "fib",
+        "route",
+        vec![Match::Lpm(0, 0)],
+        vec![2, 0x0200_0000_0002, 0x02fe_0000_0002],
+        0,
+    );
+    put(
+        "acl",
+        "deny",
+        vec![any, any, Match::Ternary(17, 0xff), Match::Range(1000, 2000)],
+        vec![7],
+        10,
+    );
+    put(
+        "acl",
+        "police",
+        vec![any, any, Match::Ternary(6, 0xff), Match::Range(0, 65535)],
+        vec![9, 3],
+        5,
+    );
+}
+
+/// Registers, counters and meters on the vector executor and the generated code (packet by
+/// packet and four at a time) against the per-packet executor: the same colours (a meter
+/// with a 3-packet burst turns packets red), register cells and counters.
+#[test]
+fn firewall_registers_counters_meters_match_per_packet() {
+    let p = sluice_p4::compile(&src("firewall.p4"), "firewall.p4", Opts::default()).unwrap();
+    assert!(
+        VCode::new(&p).is_ok(),
+        "one register write, one meter: vector"
+    );
+    assert!(
+        sluice_p4::generated::find(&p).is_some(),
+        "firewall is generated"
+    );
+    let meter = |sh: &Shared| {
+        sh.meters[0][3].set(&sluice_p4::exec::MeterConf {
+            cir: 1.0,
+            cburst: 2,
+            pir: 1.0,
+            pburst: 3,
+        })
+    };
+    let mut pkts = Vec::new();
+    for k in 0..41u8 {
+        // UDP to port 900 + 50k (denied in 1000-2000), TCP (policed), from 10.0.0.k.
+        let tcp = k % 3 == 0;
+        let port = 900 + 50 * k as u16;
+        let mut b = ip4(
+            64,
+            [20, 1, 2, k],
+            5,
+            &[0, 53, (port >> 8) as u8, port as u8, 0, 8, 0, 0],
+        );
+        b[14 + 15] = k;
+        if tcp {
+            b[14 + 9] = 6;
+        }
+        b[24..26].fill(0);
+        let c = sluice_wire::checksum::internet_checksum(&b[14..34]);
+        b[24..26].copy_from_slice(&c.to_be_bytes());
+        pkts.push((b, 1));
+    }
+    compare_with(&p, &|ts| firewall_setup(&p, ts), &meter, &pkts);
+    // Some packets were denied, some policed red, some forwarded.
+    let code = VCode::new(&p).unwrap();
+    let mut ts = ThreadState::new(&p).unwrap();
+    firewall_setup(&p, &mut ts);
+    let sh = Shared::new(&p);
+    meter(&sh);
+    let out = simulate_frame(&code, &mut ts, &sh, &pkts);
+    let fwd = out.iter().filter(|o| matches!(o, Outcome::Out(..))).count();
+    assert!(fwd > 3 && fwd < pkts.len() - 10, "{fwd} forwarded");
+    assert_eq!(
+        regs(&sh)[0][0],
+        0x0a00_0016,
+        "last denied source (10.0.0.22)"
+    );
+    let rule = p
+        .counters
+        .iter()
+        .position(|c| c.name == "rule_hits")
+        .unwrap();
+    assert!(ts.counters[rule][7][0] > 0 && ts.counters[rule][9][0] > 0);
+}
+
+/// A program whose register is read and written at different places still has generated
+/// code (packet after packet, as the per-packet executor).
+#[test]
+fn generated_code_runs_a_read_modify_write() {
+    let p = firewall_rmw();
+    let src = sluice_p4::gen::rust(&p, "x", "x.p4").unwrap();
+    assert!(src.contains("reg_read(sh, 0, 0)"), "{src}");
+    assert!(src.contains("reg_write(sh, 0, "), "{src}");
 }

@@ -2,7 +2,7 @@
 //! `control_flow` (plugins/p4/examples/control_flow.p4) compiled to Rust by `sluice-p4c` (`gen`).
 
 use crate::compile::eval_bin;
-use crate::exec::{ParseEnd, ThreadState};
+use crate::exec::{ParseEnd, Shared, ThreadState};
 use crate::gen::rt::*;
 use crate::ir::*;
 use crate::vec::VOut;
@@ -13,58 +13,81 @@ pub const FINGERPRINT: (u64, usize) = (0x2fd14854d5893e28, 3300);
 /// The `control_flow` program.
 pub struct Prog;
 
-impl Generated for Prog {
+/// One packet's state between the phases of [`Prog`].
+#[derive(Clone, Copy)]
+pub struct St {
+    m0: u64,
+    m1: u64,
+    m2: u64,
+    m3: u64,
+    m4: u64,
+    m5: u64,
+    m6: u64,
+    m7: u64,
+    m8: u64,
+    m9: u64,
+    m10: u64,
+    m11: u64,
+    m12: u64,
+    m13: u64,
+    m14: u64,
+    m15: u64,
+    m16: u64,
+    m17: u64,
+    valid: u64,
+    pe: ParseEnd,
+    plen: u64,
+    now: u64,
+    es: u64,
+    dead: bool,
+    xi: bool,
+    xe: bool,
+}
+
+impl Prog {
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
-        let mut m0: u64 = 0;
-        let mut m1: u64 = 0;
-        let mut m2: u64 = 0;
-        let mut m3: u64 = 0;
-        let mut m4: u64 = 0;
-        let mut m5: u64 = 0;
-        let mut m6: u64 = 0;
-        let mut m7: u64 = 0;
-        let mut m8: u64 = 0;
-        let mut m9: u64 = 0;
-        let mut m10: u64 = 0;
-        let mut m11: u64 = 0;
-        let mut m12: u64 = 0;
-        let mut m13: u64 = 0;
-        let mut m14: u64 = 0;
-        let mut m15: u64 = 0;
-        let mut m16: u64 = 0;
-        let mut m17: u64 = 0;
-        m2 = inport as u64 & 0x1ff;
-        m6 = plen as u64;
-        let mut valid: u64 = 0;
-        let mut pe = ParseEnd::Accept;
+    fn init(inport: u32, plen: u32, now: u64) -> St {
+        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, dead: false, xi: false, xe: false };
+        s.m2 = inport as u64 & 0x1ff;
+        s.m6 = plen as u64;
+        s
+    }
+
+    /// Parser and verify.
+    #[inline(always)]
+    fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
         'parse: {
             // state start
-            if d.len() < 14 { m16 = ERR_PACKET_TOO_SHORT; pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
-            valid |= 1;
-            let k1 = rd::<2>(d, valid & 1 != 0, 12, 0, 0xffff);
+            if d.len() < 14 { s.m16 = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
+            s.valid |= 1;
+            let k1 = rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff);
             if k1 & 0xff00 == 0x800 {
                 break 'parse;
             } else if (k1 >= 0x1000 && k1 <= 0x10ff) {
                 break 'parse;
             } else if k1 & 0xffff == 0x2000 {
-                pe = ParseEnd::Error(ERR_NO_ERROR); break 'parse;
+                s.pe = ParseEnd::Error(ERR_NO_ERROR); break 'parse;
             } else if true {
                 break 'parse;
             } else {
-                m16 = ERR_NO_MATCH; pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;
+                s.m16 = ERR_NO_MATCH; s.pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;
             }
         }
-        let valid = valid;
+    }
+
+    /// Phase 0: part of ingress.
+    #[inline(always)]
+    fn ph0(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
+        if s.dead || s.xi { return; }
         'ingress: {
             let v2 = 1;
-            m3 = v2 & 0x1ff;
-            let v3 = eval_bin(Bin::AddSat, rd::<2>(d, valid & 1 != 0, 12, 0, 0xffff), 0xff00, 0xffff);
-            m0 = v3 & 0xffff;
+            s.m3 = v2 & 0x1ff;
+            let v3 = eval_bin(Bin::AddSat, rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff), 0xff00, 0xffff);
+            s.m0 = v3 & 0xffff;
             { // table t
-                let Some(t) = ts.tables.get_mut(0) else { return (VOut::Drop, pe); };
-                let id = t.lookup64((((rd::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, valid & 1 != 0, 12, 0, 0xffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     2 => {
@@ -75,24 +98,24 @@ impl Generated for Prog {
                                 let p2_0 = ((p1_0) ^ (3));
                                 'a5: { // action inner
                                     let v6 = ((p2_0).wrapping_add(1) & 0xff);
-                                    m1 = v6 & 0xff;
+                                    s.m1 = v6 & 0xff;
                                     if ((p2_0) == (7)) as u64 != 0 {
                                         break 'a5;
                                     }
                                     let v7 = p2_0;
-                                    let v8 = ((rd::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 0)) | ((v7 & 0xff) << 0);
-                                    wr::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff, v8);
+                                    let v8 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 0)) | ((v7 & 0xff) << 0);
+                                    wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v8);
                                 }
                             }
                             let v9 = p1_1;
-                            m3 = v9 & 0x1ff;
+                            s.m3 = v9 & 0x1ff;
                         }
                     }
                     3 => {
                         'a10: { // action stop
                             let v11 = 3;
-                            m3 = v11 & 0x1ff;
-                            break 'ingress;
+                            s.m3 = v11 & 0x1ff;
+                            { s.xi = true; break 'ingress; }
                         }
                     }
                     4 => {
@@ -103,19 +126,19 @@ impl Generated for Prog {
                 }
                 match act {
                     2 => {
-                        let v13 = m1;
-                        let v14 = ((rd::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff)) & !(0xffu64 << 8)) | ((v13 & 0xff) << 8);
-                        wr::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff, v14);
+                        let v13 = s.m1;
+                        let v14 = ((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) & !(0xffu64 << 8)) | ((v13 & 0xff) << 8);
+                        wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v14);
                     }
                     3 => {
                         let v15 = 5;
-                        m3 = v15 & 0x1ff;
+                        s.m3 = v15 & 0x1ff;
                     }
                     _ => {
                         { // table u
-                            let Some(t) = ts.tables.get_mut(1) else { return (VOut::Drop, pe); };
-                            let id = t.lookup64((m1));
-                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                            let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                            let id = t.lookup64((s.m1));
+                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
                             match act {
                                 4 => {
@@ -126,33 +149,178 @@ impl Generated for Prog {
                             }
                             if id.is_some() {
                             } else {
-                                let v17 = (if (((((m0) << 8 | (0))) == (0)) as u64) != 0 { 1 } else { 2 });
-                                wr::<2>(d, valid & 1 != 0, 12, 0, 0xffff, v17);
+                                let v17 = (if (((((s.m0) << 8 | (0))) == (0)) as u64) != 0 { 1 } else { 2 });
+                                wr::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff, v17);
                             }
                         }
                     }
                 }
             }
-            if ((((rd::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 1)) == (1)) as u64 != 0 {
+            if ((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 1)) == (1)) as u64 != 0 {
+                { s.xi = true; break 'ingress; }
+            }
+            if let Some(c) = ts.counters.get_mut(0).and_then(|c| c.get_mut((((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) >> 0 & 0xf)) as usize)) { c[0] += 1; c[1] += s.plen; }
+            if ((s.m2) == (2)) as u64 != 0 {
+                s.m3 = DROP_PORT;
+            }
+        }
+    }
+
+    /// Phase 1: part of egress.
+    #[inline(always)]
+    fn ph1(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
+        if s.dead || s.xe { return; }
+        'egress: {
+            if ((s.m4) == (5)) as u64 != 0 {
+                let v18 = 0xee;
+                let v19 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 40)) | ((v18 & 0xff) << 40);
+                wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v19);
+                { s.xe = true; break 'egress; }
+            }
+        }
+    }
+
+    /// The traffic manager: drop, or egress_port = egress_spec.
+    #[inline(always)]
+    fn tm(s: &mut St) {
+        s.es = s.m3;
+        if s.es == DROP_PORT { s.dead = true; } else { s.m4 = s.es; }
+    }
+
+    /// Compute checksums and the verdict.
+    #[inline(always)]
+    fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
+        if s.dead || s.m3 == DROP_PORT { return (VOut::Drop, s.pe); }
+        if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        'ingress: {
+            let v20 = 1;
+            s.m3 = v20 & 0x1ff;
+            let v21 = eval_bin(Bin::AddSat, rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff), 0xff00, 0xffff);
+            s.m0 = v21 & 0xffff;
+            { // table t
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    2 => {
+                        let p1_0 = e.params[0];
+                        let p1_1 = e.params[1];
+                        'a22: { // action outer
+                            {
+                                let p2_0 = ((p1_0) ^ (3));
+                                'a23: { // action inner
+                                    let v24 = ((p2_0).wrapping_add(1) & 0xff);
+                                    s.m1 = v24 & 0xff;
+                                    if ((p2_0) == (7)) as u64 != 0 {
+                                        break 'a23;
+                                    }
+                                    let v25 = p2_0;
+                                    let v26 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 0)) | ((v25 & 0xff) << 0);
+                                    wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v26);
+                                }
+                            }
+                            let v27 = p1_1;
+                            s.m3 = v27 & 0x1ff;
+                        }
+                    }
+                    3 => {
+                        'a28: { // action stop
+                            let v29 = 3;
+                            s.m3 = v29 & 0x1ff;
+                            break 'ingress;
+                        }
+                    }
+                    4 => {
+                        'a30: { // action nop
+                        }
+                    }
+                    _ => {}
+                }
+                match act {
+                    2 => {
+                        let v31 = s.m1;
+                        let v32 = ((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) & !(0xffu64 << 8)) | ((v31 & 0xff) << 8);
+                        wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v32);
+                    }
+                    3 => {
+                        let v33 = 5;
+                        s.m3 = v33 & 0x1ff;
+                    }
+                    _ => {
+                        { // table u
+                            let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                            let id = t.lookup64((s.m1));
+                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                            let act = e.action;
+                            match act {
+                                4 => {
+                                    'a34: { // action nop
+                                    }
+                                }
+                                _ => {}
+                            }
+                            if id.is_some() {
+                            } else {
+                                let v35 = (if (((((s.m0) << 8 | (0))) == (0)) as u64) != 0 { 1 } else { 2 });
+                                wr::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff, v35);
+                            }
+                        }
+                    }
+                }
+            }
+            if ((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 1)) == (1)) as u64 != 0 {
                 break 'ingress;
             }
-            if let Some(c) = ts.counters.get_mut(0).and_then(|c| c.get_mut((((rd::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff)) >> 0 & 0xf)) as usize)) { c[0] += 1; c[1] += plen as u64; }
-            if ((m2) == (2)) as u64 != 0 {
-                m3 = DROP_PORT;
+            if let Some(c) = ts.counters.get_mut(0).and_then(|c| c.get_mut((((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) >> 0 & 0xf)) as usize)) { c[0] += 1; c[1] += s.plen; }
+            if ((s.m2) == (2)) as u64 != 0 {
+                s.m3 = DROP_PORT;
             }
         }
-        let es = m3;
-        if es == DROP_PORT { return (VOut::Drop, pe); }
-        m4 = es;
-        'egress: {
-            if ((m4) == (5)) as u64 != 0 {
-                let v18 = 0xee;
-                let v19 = ((rd::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 40)) | ((v18 & 0xff) << 40);
-                wr::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff, v19);
-                break 'egress;
+        Self::tm(s);
+        if !s.dead {
+            'egress: {
+                if ((s.m4) == (5)) as u64 != 0 {
+                    let v36 = 0xee;
+                    let v37 = ((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)) & !(0xffu64 << 40)) | ((v36 & 0xff) << 40);
+                    wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v37);
+                    break 'egress;
+                }
             }
         }
-        if m3 == DROP_PORT { return (VOut::Drop, pe); }
-        if es == CPU_PORT { (VOut::Punt, pe) } else { (VOut::Port(es as u32), pe) }
+        Self::fin(ts, sh, s, d)
+    }
+
+    type St = St;
+    const SEGS: usize = 1;
+
+    #[inline(always)]
+    fn blank() -> St { Self::init(0, 0, 0) }
+
+    #[inline(always)]
+    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+        if k == 0 {
+            *s = Self::init(inport, plen, now);
+            Self::parse(ts, sh, s, d);
+        }
+        match k {
+            0 => {
+                Self::ph0(ts, sh, s, d);
+            }
+            _ => {}
+        }
+        if k + 1 < 1 { return (None, s.pe); }
+        Self::tm(s);
+        Self::ph1(ts, sh, s, d);
+        let (o, pe) = Self::fin(ts, sh, s, d);
+        (Some(o), pe)
     }
 }

@@ -2,7 +2,7 @@
 //! `l2switch` (plugins/p4/examples/l2switch.p4) compiled to Rust by `sluice-p4c` (`gen`).
 
 use crate::compile::eval_bin;
-use crate::exec::{ParseEnd, ThreadState};
+use crate::exec::{ParseEnd, Shared, ThreadState};
 use crate::gen::rt::*;
 use crate::ir::*;
 use crate::vec::VOut;
@@ -13,41 +13,70 @@ pub const FINGERPRINT: (u64, usize) = (0x3ad420c8ab3c0edd, 1843);
 /// The `l2switch` program.
 pub struct Prog;
 
-impl Generated for Prog {
+/// One packet's state between the phases of [`Prog`].
+#[derive(Clone, Copy)]
+pub struct St {
+    m0: u64,
+    m1: u64,
+    m2: u64,
+    m3: u64,
+    m4: u64,
+    m5: u64,
+    m6: u64,
+    m7: u64,
+    m8: u64,
+    m9: u64,
+    m10: u64,
+    m11: u64,
+    m12: u64,
+    m13: u64,
+    m14: u64,
+    m15: u64,
+    valid: u64,
+    pe: ParseEnd,
+    plen: u64,
+    now: u64,
+    es: u64,
+    dead: bool,
+    xi: bool,
+    xe: bool,
+}
+
+impl Prog {
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
-        let mut m0: u64 = 0;
-        let mut m1: u64 = 0;
-        let mut m2: u64 = 0;
-        let mut m3: u64 = 0;
-        let mut m4: u64 = 0;
-        let mut m5: u64 = 0;
-        let mut m6: u64 = 0;
-        let mut m7: u64 = 0;
-        let mut m8: u64 = 0;
-        let mut m9: u64 = 0;
-        let mut m10: u64 = 0;
-        let mut m11: u64 = 0;
-        let mut m12: u64 = 0;
-        let mut m13: u64 = 0;
-        let mut m14: u64 = 0;
-        let mut m15: u64 = 0;
-        m0 = inport as u64 & 0x1ff;
-        m4 = plen as u64;
-        let mut valid: u64 = 0;
-        let mut pe = ParseEnd::Accept;
+    fn init(inport: u32, plen: u32, now: u64) -> St {
+        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, valid: 0, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, dead: false, xi: false, xe: false };
+        s.m0 = inport as u64 & 0x1ff;
+        s.m4 = plen as u64;
+        s
+    }
+
+    /// Parser and verify.
+    #[inline(always)]
+    fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
         'parse: {
             // state start
-            if d.len() < 14 { m14 = ERR_PACKET_TOO_SHORT; pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
-            valid |= 1;
+            if d.len() < 14 { s.m14 = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
+            s.valid |= 1;
             break 'parse;
         }
-        let valid = valid;
+    }
+
+    /// Key of `smac`, looked up before phase 0.
+    #[inline(always)]
+    fn key0(s: &St, d: &[u8]) -> u64 {
+        (rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff))
+    }
+
+    /// Phase 0: part of ingress.
+    #[inline(always)]
+    fn ph0(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+        if s.dead || s.xi { return; }
         'ingress: {
             { // table smac
-                let Some(t) = ts.tables.get_mut(1) else { return (VOut::Drop, pe); };
-                let id = t.lookup64((rd::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff)));
-                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += plen as u64; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                let id = pre;
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     0 => {
@@ -57,39 +86,144 @@ impl Generated for Prog {
                     _ => {}
                 }
             }
+        }
+    }
+
+    /// Key of `dmac`, looked up before phase 1.
+    #[inline(always)]
+    fn key1(s: &St, d: &[u8]) -> u64 {
+        (rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff))
+    }
+
+    /// Phase 1: part of ingress.
+    #[inline(always)]
+    fn ph1(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+        if s.dead || s.xi { return; }
+        'ingress: {
             { // table dmac
-                let Some(t) = ts.tables.get_mut(0) else { return (VOut::Drop, pe); };
-                let id = t.lookup64((rd::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = pre;
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     1 => {
                         let p1_0 = e.params[0];
                         'a2: { // action forward
                             let v3 = p1_0;
-                            m1 = v3 & 0x1ff;
+                            s.m1 = v3 & 0x1ff;
                         }
                     }
                     2 => {
                         'a4: { // action drop
-                            m1 = DROP_PORT;
+                            s.m1 = DROP_PORT;
                         }
                     }
                     _ => {}
                 }
             }
-            if ((m1) == (m0)) as u64 != 0 {
+            if ((s.m1) == (s.m0)) as u64 != 0 {
                 {
                     'a5: { // action drop
-                        m1 = DROP_PORT;
+                        s.m1 = DROP_PORT;
                     }
                 }
             }
         }
-        let es = m1;
-        if es == DROP_PORT { return (VOut::Drop, pe); }
-        m2 = es;
-        if m1 == DROP_PORT { return (VOut::Drop, pe); }
-        if es == CPU_PORT { (VOut::Punt, pe) } else { (VOut::Port(es as u32), pe) }
+    }
+
+    /// The traffic manager: drop, or egress_port = egress_spec.
+    #[inline(always)]
+    fn tm(s: &mut St) {
+        s.es = s.m1;
+        if s.es == DROP_PORT { s.dead = true; } else { s.m2 = s.es; }
+    }
+
+    /// Compute checksums and the verdict.
+    #[inline(always)]
+    fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
+        if s.dead || s.m1 == DROP_PORT { return (VOut::Drop, s.pe); }
+        if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        'ingress: {
+            { // table smac
+                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)));
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    0 => {
+                        'a6: { // action NoAction
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            { // table dmac
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    1 => {
+                        let p1_0 = e.params[0];
+                        'a7: { // action forward
+                            let v8 = p1_0;
+                            s.m1 = v8 & 0x1ff;
+                        }
+                    }
+                    2 => {
+                        'a9: { // action drop
+                            s.m1 = DROP_PORT;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if ((s.m1) == (s.m0)) as u64 != 0 {
+                {
+                    'a10: { // action drop
+                        s.m1 = DROP_PORT;
+                    }
+                }
+            }
+        }
+        Self::tm(s);
+        Self::fin(ts, sh, s, d)
+    }
+
+    type St = St;
+    const SEGS: usize = 2;
+
+    #[inline(always)]
+    fn blank() -> St { Self::init(0, 0, 0) }
+
+    #[inline(always)]
+    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+        if k == 0 {
+            *s = Self::init(inport, plen, now);
+            Self::parse(ts, sh, s, d);
+        }
+        match k {
+            0 => {
+                let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key0(s, d)));
+                Self::ph0(ts, sh, s, d, id);
+            }
+            1 => {
+                let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key1(s, d)));
+                Self::ph1(ts, sh, s, d, id);
+            }
+            _ => {}
+        }
+        if k + 1 < 2 { return (None, s.pe); }
+        Self::tm(s);
+        let (o, pe) = Self::fin(ts, sh, s, d);
+        (Some(o), pe)
     }
 }

@@ -4,24 +4,28 @@
 //! date by `tests/generated.rs` (regenerate with
 //! `cargo run -p sluice-p4 --bin sluice-p4c -- <file.p4> -o plugins/p4/src/generated/<name>.rs`).
 //! `p4 load` looks the compiled program's [`crate::gen::fingerprint`] up in [`ALL`] and, in
-//! single mode, runs the matching module instead of an interpreter.
+//! single mode and for multi mode's segments, runs the matching module instead of an
+//! interpreter.
 
-use crate::exec::ThreadState;
+use crate::exec::{Shared, ThreadState};
 use sluice_buffer::BufIdx;
 use sluice_graph::Cx;
 
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod control_flow;
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+pub mod firewall;
+#[rustfmt::skip]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod l2switch;
 #[rustfmt::skip]
-#[allow(unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, unused_assignments, unused_labels, unused_braces, unused_parens, clippy::all)]
 pub mod router;
 
 /// A frame through a generated program's node loop (`node::frame_generated`).
-pub type FrameFn = fn(&mut Cx, &mut ThreadState, &[BufIdx], &mut [u16]);
+pub type FrameFn = fn(&mut Cx, &mut ThreadState, &Shared, &[BufIdx], &mut [u16]);
 
 /// One generated program.
 pub struct GenEntry {
@@ -34,9 +38,34 @@ pub struct GenEntry {
     /// The node's frame function, monomorphised for the program.
     pub frame: FrameFn,
     /// The whole pipeline on one packet (tests compare it with the interpreters).
-    pub packet:
-        fn(&mut ThreadState, &mut [u8], u32, u32) -> (crate::vec::VOut, crate::exec::ParseEnd),
+    pub packet: PacketFn,
+    /// Multi-node segments the generated code has (its ingress phases).
+    pub segs: usize,
+    /// One multi-node segment on a frame (`node::frame_segment_generated`).
+    pub segment: SegmentFn,
 }
+
+/// One multi-node segment of a generated program on a frame.
+pub type SegmentFn = fn(
+    &mut Cx,
+    &mut ThreadState,
+    &Shared,
+    &mut crate::node::Side,
+    usize,
+    Option<u16>,
+    &[BufIdx],
+    &mut [u16],
+);
+
+/// One packet through a generated program ([`crate::gen::rt::Generated::packet`]).
+pub type PacketFn = fn(
+    &mut ThreadState,
+    &Shared,
+    u64,
+    &mut [u8],
+    u32,
+    u32,
+) -> (crate::vec::VOut, crate::exec::ParseEnd);
 
 /// Every generated program.
 pub static ALL: &[GenEntry] = &[
@@ -46,6 +75,8 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: router::FINGERPRINT,
         frame: crate::node::frame_generated::<router::Prog>,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
+        segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<router::Prog>,
     },
     GenEntry {
         name: "l2switch",
@@ -53,6 +84,8 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: l2switch::FINGERPRINT,
         frame: crate::node::frame_generated::<l2switch::Prog>,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
+        segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<l2switch::Prog>,
     },
     GenEntry {
         name: "control_flow",
@@ -60,6 +93,17 @@ pub static ALL: &[GenEntry] = &[
         fingerprint: control_flow::FINGERPRINT,
         frame: crate::node::frame_generated::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
+        segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<control_flow::Prog>,
+    },
+    GenEntry {
+        name: "firewall",
+        source: "plugins/p4/examples/firewall.p4",
+        fingerprint: firewall::FINGERPRINT,
+        frame: crate::node::frame_generated::<firewall::Prog>,
+        packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
+        segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
+        segment: crate::node::frame_segment_generated::<firewall::Prog>,
     },
 ];
 

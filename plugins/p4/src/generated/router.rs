@@ -2,7 +2,7 @@
 //! `router` (plugins/p4/examples/router.p4) compiled to Rust by `sluice-p4c` (`gen`).
 
 use crate::compile::eval_bin;
-use crate::exec::{ParseEnd, ThreadState};
+use crate::exec::{ParseEnd, Shared, ThreadState};
 use crate::gen::rt::*;
 use crate::ir::*;
 use crate::vec::VOut;
@@ -13,135 +13,324 @@ pub const FINGERPRINT: (u64, usize) = (0x226eb23eda45c022, 3648);
 /// The `router` program.
 pub struct Prog;
 
-impl Generated for Prog {
+/// One packet's state between the phases of [`Prog`].
+#[derive(Clone, Copy)]
+pub struct St {
+    m0: u64,
+    m1: u64,
+    m2: u64,
+    m3: u64,
+    m4: u64,
+    m5: u64,
+    m6: u64,
+    m7: u64,
+    m8: u64,
+    m9: u64,
+    m10: u64,
+    m11: u64,
+    m12: u64,
+    m13: u64,
+    m14: u64,
+    m15: u64,
+    m16: u64,
+    m17: u64,
+    valid: u64,
+    dl1: u64,
+    good1: bool,
+    pe: ParseEnd,
+    plen: u64,
+    now: u64,
+    es: u64,
+    dead: bool,
+    xi: bool,
+    xe: bool,
+}
+
+impl Prog {
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
-        let mut m0: u64 = 0;
-        let mut m1: u64 = 0;
-        let mut m2: u64 = 0;
-        let mut m3: u64 = 0;
-        let mut m4: u64 = 0;
-        let mut m5: u64 = 0;
-        let mut m6: u64 = 0;
-        let mut m7: u64 = 0;
-        let mut m8: u64 = 0;
-        let mut m9: u64 = 0;
-        let mut m10: u64 = 0;
-        let mut m11: u64 = 0;
-        let mut m12: u64 = 0;
-        let mut m13: u64 = 0;
-        let mut m14: u64 = 0;
-        let mut m15: u64 = 0;
-        let mut m16: u64 = 0;
-        m1 = inport as u64 & 0x1ff;
-        m5 = plen as u64;
-        let mut valid: u64 = 0;
-        let mut dl1: u64 = 0;
-        let mut good1 = false;
-        let mut pe = ParseEnd::Accept;
+    fn init(inport: u32, plen: u32, now: u64) -> St {
+        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, dl1: 0, good1: false, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, dead: false, xi: false, xe: false };
+        s.m1 = inport as u64 & 0x1ff;
+        s.m5 = plen as u64;
+        s
+    }
+
+    /// Parser and verify.
+    #[inline(always)]
+    fn parse(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) {
         'parse: {
             // state start
-            if d.len() < 14 { m15 = ERR_PACKET_TOO_SHORT; pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
-            valid |= 1;
-            let k1 = rd::<2>(d, valid & 1 != 0, 12, 0, 0xffff);
+            if d.len() < 14 { s.m15 = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
+            s.valid |= 1;
+            let k1 = rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff);
             if k1 & 0xffff == 0x800 {
                 // state parse_ipv4
-                if d.len() < 34 { m15 = ERR_PACKET_TOO_SHORT; pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
-                valid |= 2;
+                if d.len() < 34 { s.m15 = ERR_PACKET_TOO_SHORT; s.pe = ParseEnd::Error(ERR_PACKET_TOO_SHORT); break 'parse; }
+                s.valid |= 2;
                 break 'parse;
             } else if true {
                 break 'parse;
             } else {
-                m15 = ERR_NO_MATCH; pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;
+                s.m15 = ERR_NO_MATCH; s.pe = ParseEnd::Error(ERR_NO_MATCH); break 'parse;
             }
         }
-        let valid = valid;
         'verify: {
-            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 { good1 = csum_ok(d, 14, 20, 10); dl1 = 0; if !good1 { m14 = 1; } }
+            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { s.good1 = csum_ok(d, 14, 20, 10); s.dl1 = 0; if !s.good1 { s.m14 = 1; } }
         }
+    }
+
+    /// Key of `ipv4_lpm`, looked up before phase 0.
+    #[inline(always)]
+    fn key0(s: &St, d: &[u8]) -> u64 {
+        (rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff))
+    }
+
+    /// Phase 0: part of ingress.
+    #[inline(always)]
+    fn ph0(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+        if s.dead || s.xi { return; }
         'ingress: {
-            if (((((((valid >> 1 & 1)) != 0 && (((m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
+            let v2 = (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64;
+            s.m17 = v2 & 1;
+            if s.m17 != 0 {
                 { // table ipv4_lpm
-                    let Some(t) = ts.tables.get_mut(0) else { return (VOut::Drop, pe); };
-                    let id = t.lookup64((rd::<4>(d, valid & 2 != 0, 30, 0, 0xffffffff)));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                    let id = pre;
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         2 => {
                             let p1_0 = e.params[0];
                             let p1_1 = e.params[1];
-                            'a2: { // action set_nhop
-                                let v3 = p1_0;
-                                m0 = v3 & 0xffffffff;
-                                let v4 = p1_1;
-                                m2 = v4 & 0x1ff;
-                                let v5 = ((rd::<1>(d, valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
-                                wr_csum::<1>(d, valid & 2 != 0, 22, 0, 0xff, v5, 22, &mut dl1);
+                            'a3: { // action set_nhop
+                                let v4 = p1_0;
+                                s.m0 = v4 & 0xffffffff;
+                                let v5 = p1_1;
+                                s.m2 = v5 & 0x1ff;
+                                let v6 = ((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
+                                wr_csum::<1>(d, s.valid & 2 != 0, 22, 0, 0xff, v6, 22, &mut s.dl1);
                             }
                         }
                         1 => {
-                            'a6: { // action _drop
-                                m2 = DROP_PORT;
+                            'a7: { // action _drop
+                                s.m2 = DROP_PORT;
                             }
                         }
                         _ => {}
                     }
                 }
+            }
+        }
+    }
+
+    /// Key of `forward`, looked up before phase 1.
+    #[inline(always)]
+    fn key1(s: &St, d: &[u8]) -> u64 {
+        (s.m0)
+    }
+
+    /// Phase 1: part of ingress.
+    #[inline(always)]
+    fn ph1(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+        if s.dead || s.xi { return; }
+        'ingress: {
+            if s.m17 != 0 {
                 { // table forward
-                    let Some(t) = ts.tables.get_mut(1) else { return (VOut::Drop, pe); };
-                    let id = t.lookup64((m0));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                    let id = pre;
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         3 => {
                             let p1_0 = e.params[0];
-                            'a7: { // action set_dmac
-                                let v8 = p1_0;
-                                wr::<6>(d, valid & 1 != 0, 0, 0, 0xffffffffffff, v8);
+                            'a8: { // action set_dmac
+                                let v9 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v9);
                             }
                         }
                         1 => {
-                            'a9: { // action _drop
-                                m2 = DROP_PORT;
+                            'a10: { // action _drop
+                                s.m2 = DROP_PORT;
                             }
                         }
                         _ => {}
                     }
                 }
-            } else {
-                m2 = DROP_PORT;
+            }
+            if ((s.m17) == 0) as u64 != 0 {
+                s.m2 = DROP_PORT;
             }
         }
-        let es = m2;
-        if es == DROP_PORT { return (VOut::Drop, pe); }
-        m3 = es;
+    }
+
+    /// Key of `send_frame`, looked up before phase 2.
+    #[inline(always)]
+    fn key2(s: &St, d: &[u8]) -> u64 {
+        (s.m3)
+    }
+
+    /// Phase 2: part of egress.
+    #[inline(always)]
+    fn ph2(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8], pre: Option<u32>) {
+        if s.dead || s.xe { return; }
         'egress: {
             { // table send_frame
-                let Some(t) = ts.tables.get_mut(2) else { return (VOut::Drop, pe); };
-                let id = t.lookup64((m3));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += plen as u64; &t.default } };
+                let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
+                let id = pre;
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     4 => {
                         let p1_0 = e.params[0];
-                        'a10: { // action rewrite_mac
-                            let v11 = p1_0;
-                            wr::<6>(d, valid & 1 != 0, 6, 0, 0xffffffffffff, v11);
+                        'a11: { // action rewrite_mac
+                            let v12 = p1_0;
+                            wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v12);
                         }
                     }
                     5 => {
-                        'a12: { // action _drop
-                            m2 = DROP_PORT;
+                        'a13: { // action _drop
+                            s.m2 = DROP_PORT;
                         }
                     }
                     _ => {}
                 }
             }
         }
-        if m2 == DROP_PORT { return (VOut::Drop, pe); }
+    }
+
+    /// The traffic manager: drop, or egress_port = egress_spec.
+    #[inline(always)]
+    fn tm(s: &mut St) {
+        s.es = s.m2;
+        if s.es == DROP_PORT { s.dead = true; } else { s.m3 = s.es; }
+    }
+
+    /// Compute checksums and the verdict.
+    #[inline(always)]
+    fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
+        if s.dead || s.m2 == DROP_PORT { return (VOut::Drop, s.pe); }
         'compute: {
-            if valid & 2 != 0 && ((valid >> 1 & 1)) != 0 { if good1 { csum_inc(d, 14, 10, dl1); } else { csum_put(d, 14, 20, 10); } }
+            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
         }
-        if es == CPU_PORT { (VOut::Punt, pe) } else { (VOut::Port(es as u32), pe) }
+        if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        'ingress: {
+            if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
+                { // table ipv4_lpm
+                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                    let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        2 => {
+                            let p1_0 = e.params[0];
+                            let p1_1 = e.params[1];
+                            'a14: { // action set_nhop
+                                let v15 = p1_0;
+                                s.m0 = v15 & 0xffffffff;
+                                let v16 = p1_1;
+                                s.m2 = v16 & 0x1ff;
+                                let v17 = ((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
+                                wr_csum::<1>(d, s.valid & 2 != 0, 22, 0, 0xff, v17, 22, &mut s.dl1);
+                            }
+                        }
+                        1 => {
+                            'a18: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                { // table forward
+                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                    let id = t.lookup64((s.m0));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        3 => {
+                            let p1_0 = e.params[0];
+                            'a19: { // action set_dmac
+                                let v20 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v20);
+                            }
+                        }
+                        1 => {
+                            'a21: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                s.m2 = DROP_PORT;
+            }
+        }
+        Self::tm(s);
+        if !s.dead {
+            'egress: {
+                { // table send_frame
+                    let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
+                    let id = t.lookup64((s.m3));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        4 => {
+                            let p1_0 = e.params[0];
+                            'a22: { // action rewrite_mac
+                                let v23 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v23);
+                            }
+                        }
+                        5 => {
+                            'a24: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Self::fin(ts, sh, s, d)
+    }
+
+    type St = St;
+    const SEGS: usize = 2;
+
+    #[inline(always)]
+    fn blank() -> St { Self::init(0, 0, 0) }
+
+    #[inline(always)]
+    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+        if k == 0 {
+            *s = Self::init(inport, plen, now);
+            Self::parse(ts, sh, s, d);
+        }
+        match k {
+            0 => {
+                let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key0(s, d)));
+                Self::ph0(ts, sh, s, d, id);
+            }
+            1 => {
+                let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key1(s, d)));
+                Self::ph1(ts, sh, s, d, id);
+            }
+            _ => {}
+        }
+        if k + 1 < 2 { return (None, s.pe); }
+        Self::tm(s);
+        let id = ts.tables.get(2).and_then(|t| t.lookup64(Self::key2(s, d)));
+        Self::ph2(ts, sh, s, d, id);
+        let (o, pe) = Self::fin(ts, sh, s, d);
+        (Some(o), pe)
     }
 }
