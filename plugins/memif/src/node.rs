@@ -1248,7 +1248,7 @@ fn tx_ring(
 /// bounds check, one wide copy, one descriptor write. Returns how many; the packet it stops
 /// at (if any) is the caller's.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[inline(never)]
 fn tx_fast<const SLAVE: bool>(
     pool: &BufferPool,
     conn: &DataConn,
