@@ -436,16 +436,12 @@ impl MemifInput {
             return 0;
         }
         let pool = cx.pool_ref();
-        let want = (n_slots as usize).min(FRAME_SIZE);
-        let got = cx.bufs().alloc(&mut self.pre[..want]);
         self.out.clear();
         self.nexts.clear();
         let mut st = RxBurst {
             cur,
             n_slots,
-            want,
-            got,
-            avail: 0,
+            want: (n_slots as usize).min(FRAME_SIZE),
             bytes: 0,
             misses: 0,
             bad: 0,
@@ -455,49 +451,40 @@ impl MemifInput {
         // Ethernet mode, nothing traced: every packet takes the same arc and only needs its
         // rx_if, so the burst is copied without a per-packet `deliver`.
         let plain = sh.mode != Mode::Ip && st.traced == 0;
-        let arena = pool.arena();
         let ds = pool.data_size();
-        let (data, _) = pool.region();
-        let stride = pool.stride();
         let regs = &conn.regions[..];
         let sw = sh.sw_if_index;
         loop {
             // Batch: parse the descriptors of whole single-descriptor packets (validating each
-            // and prefetching its bytes), then copy them into the buffers allocated above.
-            let lim = (st.want - self.out.len() - st.misses as usize)
-                .min(st.got - st.avail)
-                .min(st.n_slots as usize);
+            // and prefetching its bytes), then allocate their buffers and copy them.
+            let lim = (st.want - self.out.len() - st.misses as usize).min(st.n_slots as usize);
             let f = parse_single(ring, st.cur, regs, ds, &mut self.pkts[..lim]);
-            let bufs = &self.pre[st.avail..st.avail + f];
-            for (&b, p) in bufs.iter().zip(&self.pkts[..f]) {
-                // SAFETY: `b` was allocated from `pool` by this node just now, so it is below
-                // the pool's size and its data area (ds bytes behind the headroom; a fresh
-                // header has current_data 0) belongs to this node alone.
-                let dst = unsafe { data.add(b.0 as usize * stride + HEADROOM) };
-                // SAFETY: `p` was bounds-checked by `parse_single` (src..src+room readable,
-                // len <= room <= ds); the destination holds ds bytes.
-                unsafe { copy_wide(dst, p.src, p.len as usize, p.room as usize) };
-                // SAFETY: as above (owned, no other view).
-                let h = unsafe { arena.header_mut(b) };
-                h.current_length = p.len as u16;
-                h.rx_if = sw;
-                st.bytes += p.len as u64;
-            }
+            let at = self.out.len();
+            let dst_idx = if plain {
+                self.out.resize(at + f, BufIdx(0));
+                &mut self.out[at..]
+            } else {
+                &mut self.pre[..f]
+            };
+            let got = cx.bufs().alloc(dst_idx);
+            // SAFETY: `dst_idx[..got]` were allocated from `pool` just now (owned by this
+            // node, fresh headers) and `pkts[..got]` validated by `parse_single`.
+            let bytes = unsafe { copy_batch(pool, &dst_idx[..got], &self.pkts[..got], sw) };
+            st.bytes += bytes;
             if plain {
-                self.out.extend_from_slice(bufs);
+                self.out.truncate(at + got);
                 self.nexts.resize(self.out.len(), RxNext::Eth as u16);
             } else {
-                for j in st.avail..st.avail + f {
+                for j in 0..got {
                     let b = self.pre[j];
                     // SAFETY: owned (allocated above), one view at a time.
-                    let v = unsafe { arena.buffer(b) };
+                    let v = unsafe { pool.buffer(b) };
                     let len = v.hdr.current_length as u64;
                     self.deliver(cx, v, sh, qi, b, len, ip6, &mut st.traced);
                 }
             }
-            st.cur = st.cur.wrapping_add(f as u16);
-            st.n_slots -= f as u16;
-            st.avail += f;
+            st.cur = st.cur.wrapping_add(got as u16);
+            st.n_slots -= got as u16;
             if self.out.len() + (st.misses as usize) >= st.want || st.n_slots == 0 {
                 break;
             }
@@ -505,9 +492,6 @@ impl MemifInput {
             if !self.rx_general(cx, pool, conn, ring, sh, qi, ip6, &mut st) {
                 break;
             }
-        }
-        if st.avail < st.got {
-            cx.bufs().free(&self.pre[st.avail..st.got]);
         }
         // Return the slots.
         q.last.store(st.cur, Ordering::Relaxed);
@@ -573,28 +557,11 @@ impl MemifInput {
             st.bad += 1;
             return true;
         }
-        // The burst's buffers were allocated one per slot up to a frame, so chained packets
-        // in a burst of more than a frame's slots can use them up: then allocate more.
-        let head = if st.avail < st.got {
-            st.avail += 1;
-            Some(self.pre[st.avail - 1])
-        } else {
-            cx.bufs().alloc_one()
-        };
-        let Some(head) = head else {
+        let Some(head) = cx.bufs().alloc_one() else {
             st.misses += 1;
             return true;
         };
-        let segs = &self.segs[..k as usize];
-        if !copy_in(
-            cx,
-            pool,
-            segs,
-            head,
-            total,
-            &self.pre[..st.got],
-            &mut st.avail,
-        ) {
+        if !copy_in(cx, pool, &self.segs[..k as usize], head, total) {
             st.misses += 1;
             return true;
         }
@@ -867,17 +834,44 @@ unsafe fn copy_wide(dst: *mut u8, src: *const u8, n: usize, room: usize) {
     }
 }
 
+/// Copies the single-descriptor packets `pkts` into the fresh buffers `bufs` (pairwise) and
+/// sets their `current_length` and `rx_if`; returns the bytes copied. Kept out of line so
+/// that its loop has the registers to itself.
+///
+/// # Safety
+/// Every buffer of `bufs` is owned by the caller (freshly allocated from `pool`: header reset,
+/// no other view), and every packet of `pkts` was validated by [`parse_single`].
+#[inline(never)]
+unsafe fn copy_batch(pool: &BufferPool, bufs: &[BufIdx], pkts: &[RxPkt], sw: u32) -> u64 {
+    let arena = pool.arena();
+    let (data, _) = pool.region();
+    let stride = pool.stride();
+    let mut bytes = 0u64;
+    for (&b, p) in bufs.iter().zip(pkts) {
+        // SAFETY: `b` is a buffer of `pool` (below its size) owned by the caller; its data
+        // area (ds bytes behind the headroom; a fresh header has current_data 0) is ours.
+        let dst = unsafe { data.add(b.0 as usize * stride + HEADROOM) };
+        // SAFETY: `p` was bounds-checked by `parse_single` (src..src+room readable,
+        // len <= room <= ds); the destination holds ds bytes.
+        unsafe { copy_wide(dst, p.src, p.len as usize, p.room as usize) };
+        // SAFETY: owned (caller's contract), no other view.
+        let h = unsafe { arena.header_mut(b) };
+        h.current_length = p.len as u16;
+        h.rx_if = sw;
+        bytes += p.len as u64;
+    }
+    bytes
+}
+
 /// Copies the packet in `segs` (bounds-checked pointers into mapped regions) into `head`,
-/// chaining buffers taken from `pre[*avail..]` (or freshly allocated). On allocation failure
-/// frees what it used (including `head`) and returns false.
+/// chaining freshly allocated buffers. On allocation failure frees what it used (including
+/// `head`) and returns false.
 fn copy_in(
     cx: &mut Cx,
     pool: &BufferPool,
     segs: &[(*const u8, usize)],
     head: BufIdx,
     total: u64,
-    pre: &[BufIdx],
-    avail: &mut usize,
 ) -> bool {
     let ds = pool.data_size();
     let mut cur_b = head;
@@ -895,13 +889,7 @@ fn copy_in(
                 if cur_b == head {
                     head_len = fill;
                 }
-                let nb = if *avail < pre.len() {
-                    *avail += 1;
-                    Some(pre[*avail - 1])
-                } else {
-                    cx.bufs().alloc_one()
-                };
-                let Some(nb) = nb else {
+                let Some(nb) = cx.bufs().alloc_one() else {
                     cx.free(&[head]);
                     return false;
                 };
@@ -956,11 +944,8 @@ struct RxBurst {
     /// Next slot to consume, and how many published slots remain from it.
     cur: u16,
     n_slots: u16,
-    /// Most packets to deliver (a frame), and buffers allocated for them (`pre[..got]`), of
-    /// which `pre[..avail]` are used.
+    /// Most packets to deliver (a frame).
     want: usize,
-    got: usize,
-    avail: usize,
     bytes: u64,
     misses: u64,
     bad: u64,
@@ -971,30 +956,58 @@ struct RxBurst {
 /// (no `NEXT`) of 1..=`ds` bytes inside its region, prefetching each packet's first line;
 /// returns how many (`out.len()` at most). The descriptor that stops it is left for the
 /// general path.
-#[inline(always)]
+#[inline(never)]
 fn parse_single(ring: Ring, cur: u16, regs: &[Region], ds: usize, out: &mut [RxPkt]) -> usize {
+    // The region of the previous descriptor, kept in registers: a peer puts its buffers in
+    // one region, so the lookup is redone only when the region changes.
+    let mut rid = u16::MAX;
+    let (mut base, mut size) = (std::ptr::null::<u8>(), 0u64);
     for (i, o) in out.iter_mut().enumerate() {
         let d = ring.desc(cur.wrapping_add(i as u16));
-        let len = d.length as usize;
-        if d.flags & DESC_FLAG_NEXT != 0 || len == 0 || len > ds {
+        let len = d.length;
+        // One compare for 1..=ds (0 wraps to the top).
+        if d.flags & DESC_FLAG_NEXT != 0 || len.wrapping_sub(1) as usize >= ds {
             return i;
         }
-        let Some(r) = regs.get(d.region as usize) else {
+        if d.region != rid {
+            let Some((r, b)) = regs
+                .get(d.region as usize)
+                .and_then(|r| Some((r, r.range(0, 0)?)))
+            else {
+                return i;
+            };
+            rid = d.region;
+            base = b;
+            size = r.size() as u64;
+        }
+        // offset and length are u32, so the sum cannot overflow a u64.
+        let off = d.offset as u64;
+        if off + len as u64 > size {
             return i;
-        };
-        let Some(src) = r.range(d.offset as u64, len as u64) else {
-            return i;
-        };
-        r.prefetch(d.offset as u64);
-        // In the region (checked), so offset < size.
-        let room = (r.size() - d.offset as usize).min(ds);
+        }
+        // In the region (checked above): off + len <= size.
+        let src = base.wrapping_add(off as usize);
+        prefetch(src);
         *o = RxPkt {
             src,
-            len: len as u32,
-            room: room as u32,
+            len,
+            room: (size - off).min(ds as u64) as u32,
         };
     }
     out.len()
+}
+
+/// Hints the CPU to fetch the line at `p` (a prefetch never faults).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and has no architectural effect.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Slave rx: hands every consumed slot back to the master with its own buffer.
@@ -1235,7 +1248,7 @@ fn tx_ring(
 /// bounds check, one wide copy, one descriptor write. Returns how many; the packet it stops
 /// at (if any) is the caller's.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[inline(never)]
 fn tx_fast<const SLAVE: bool>(
     pool: &BufferPool,
     conn: &DataConn,
