@@ -154,6 +154,9 @@ class TestTcpSynFlood(TcpPgBase):
         # A cookie SYN-ACK keeps nothing it could not encode: the MSS only.
         assert all(list(opts(p)) == ["MSS"] for p in cookies), cookies[0].options
         assert self.delta(("tcp4-input", "SYN dropped: listener backlog full")) == 0
+        # Acknowledge the echo, or its retransmission (RTO under load) lands in a capture below.
+        self.pg0.add_stream([self.seg("A", 1001 + 12, our + 12)])
+        self.pg_start()
         # The handshake's ACK with the cookie opens the connection; data flows over it.
         c = cookies[0]
         self.pg0.add_stream([self.seg("A", c.ack, c.seq + 1, sport=c.dport)])
@@ -164,6 +167,8 @@ class TestTcpSynFlood(TcpPgBase):
         self.capture_until(lambda ps: any(bytes(p[TCP].payload) == b"cookie"
                                           and p[TCP].dport == c.dport for p in ps),
                            "the echo over the cookie connection")
+        self.pg0.add_stream([self.seg("A", c.ack + 6, c.seq + 1 + 6, sport=c.dport)])
+        self.pg_start()
         # A forged cookie: RST, counted.
         rst = self.exchange(self.seg("A", 777, 12345, sport=42000))[0]
         assert rst.flags == "R" and rst.seq == 12345
