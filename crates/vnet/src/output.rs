@@ -24,7 +24,7 @@
 //! sub-interface in the buffer (`tx_sub_if`) and takes the packet back there too.
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
-use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID};
+use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID, TX_SUB};
 use sluice_buffer::BufIdx;
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
@@ -137,16 +137,16 @@ impl NodeFn for InterfaceOutput {
             // not used while the sub-interface path holds a whole-buffer view).
             let hdr = unsafe { arena.header_mut(b) };
             let tx = hdr.tx_if;
-            // A packet that went out of a sub-interface before (looped back by `loop-tx`)
-            // carries a stale `TX_SUB`: only the sub-interface path below may set it, or a
-            // tx node refusing the packet would take it off that sub-interface's counters.
-            let f = hdr.flags;
-            hdr.flags = f & !sluice_buffer::flags::TX_SUB;
-            // One test for the plain packet: a chain, or a GSO aggregate, which goes to
+            // One test for the plain packet. Off it: a stale `TX_SUB` (a packet that went out
+            // of a sub-interface before, looped back by `loop-tx`: only the sub-interface path
+            // below may set it, or a tx node refusing the packet would take it off that
+            // sub-interface's counters), a chain, or a GSO aggregate, which goes to
             // `gso-segment` unless the interface (its parent for a sub-interface) takes it.
-            let len = if f & (TOTAL_LENGTH_VALID | GSO) == 0 {
+            let f = hdr.flags;
+            let len = if f & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 {
                 hdr.current_length as u64
             } else {
+                hdr.flags = f & !TX_SUB;
                 if f & GSO != 0 && !takes_gso(&self.table, tx) {
                     nexts[i] = NEXT_SEGMENT;
                     continue;
@@ -189,7 +189,7 @@ impl NodeFn for InterfaceOutput {
                     e.counters.add(t, counter::TX_BYTES, len);
                     p.counters.add(t, counter::TX_PACKETS, 1);
                     p.counters.add(t, counter::TX_BYTES, len + n as u64);
-                    v.hdr.flags |= sluice_buffer::flags::TX_SUB;
+                    v.hdr.flags |= TX_SUB;
                     v.hdr.tx_sub_if = tx;
                     v.hdr.tx_sub_tags = sub.len;
                     v.hdr.tx_if = sub.parent;

@@ -28,9 +28,10 @@
 //!   frames sent to `punt`).
 //!
 //! Cost: the interface's attributes (MAC, mode, admin state, promiscuous flag) are read once
-//! per run of packets from one interface (normally once per frame); the admin-down drop
-//! shares the per-packet test of the input redirect, and the promiscuous flag is looked at
-//! only for a frame that failed the MAC compare — neither adds work to the forwarding path.
+//! per run of packets from one interface (normally once per frame); an input redirect, an
+//! admin-down or L2 interface, a traced frame and the `L2_TO_BVI`/`LOCALLY_ORIGINATED`
+//! flags share one per-packet test, and the promiscuous flag is looked at only for a frame
+//! that failed the MAC compare — none adds work to the forwarding path.
 //! The source MAC's group bit is in the same 8-byte load as the destination MAC, so the
 //! L3 fast path's one test (`w & OWN_UNICAST == our MAC`: group bits clear and dst == our
 //! MAC) covers both.
@@ -39,7 +40,7 @@
 
 use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
-use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
+use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
 use sluice_buffer::Buffer;
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
@@ -71,6 +72,9 @@ pub struct EthernetInput {
     /// 0, an input redirect's arc + 1, or [`RX_DOWN`].
     cached_redirect: u32,
     cached_promisc: bool,
+    // An input redirect, admin-down or L2 mode: no frame of the interface takes the L3
+    // fast path.
+    cached_special: bool,
     // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
     // (per frame).
     l2_any: bool,
@@ -288,6 +292,58 @@ impl EthernetInput {
             .is_some_and(|v| v < crate::routes::LB_FLAG && self.shared.adj.kind(v) == AdjKind::Drop)
     }
 
+    /// The frames off the L3 fast path: of an interface with an input redirect (sent
+    /// there unchanged), admin-down (dropped) or in L2 mode (switched, unless the bridge
+    /// sent it to its BVI); traced; marked `L2_TO_BVI` or `LOCALLY_ORIGINATED` (cleared for
+    /// the L3 path). `None`: classify it as L3.
+    #[inline(always)]
+    fn special(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+        if self.cached_redirect != 0 {
+            return Some(self.redirect_or_down(cx, b));
+        }
+        let Some(h) = b.head::<HEADER_LEN>() else {
+            b.hdr.error = cx.error(EthCounter::Runt);
+            return Some(EthNext::Drop.next());
+        };
+        let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+        if b.hdr.is_traced() {
+            let t = EthTrace {
+                dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
+                src: [h[6], h[7], h[8], h[9], h[10], h[11]],
+                et,
+            };
+            cx.trace(b, t);
+        }
+        if self.cached_l2_mode {
+            // Tags are looked at off the L3 fast path (in the EtherType match below) and, on
+            // L2 interfaces, before switching: a sub-interface match wins over the parent's
+            // mode.
+            if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
+                if let Some(n) = self.sub_interface(et, cx, b) {
+                    return Some(n);
+                }
+            }
+            if self.cached_l2 != 0 {
+                // Cross-connected interface: the whole frame goes to l2-input, any destination.
+                b.hdr.tx_if = self.cached_l2 - 1;
+                b.hdr.l2.bd_index = 0;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return Some(self.l2_next());
+            }
+            if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
+                // Bridged interface: l2-input switches it in its bridge domain (unless the
+                // bridge just switched it to this interface, its BVI: then it is routed below).
+                b.hdr.l2.bd_index = self.cached_bd as u16;
+                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+                return Some(self.l2_next());
+            }
+        }
+        if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
+            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
+        }
+        None
+    }
+
     /// `l2-input`, or the first `l2-input` arc feature of the cached rx interface.
     #[inline(always)]
     fn l2_next(&self) -> Next {
@@ -325,6 +381,7 @@ impl PacketNode for EthernetInput {
                 RX_DOWN
             };
             self.cached_promisc = a.promisc.load(Ordering::Relaxed);
+            self.cached_special = self.cached_redirect != 0 || self.cached_l2_mode;
             self.cached_fib = [
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
@@ -336,8 +393,14 @@ impl PacketNode for EthernetInput {
                         .next(self.slot, b.hdr.rx_if, EthNext::L2.next());
             }
         }
-        if self.cached_redirect != 0 {
-            return self.redirect_or_down(cx, b);
+        // One test for the L3 fast path: anything else (an input redirect, an admin-down or
+        // L2 interface, a traced packet, a BVI or locally built one) goes through `special`
+        // first, which finishes it or clears its flags for the L3 path.
+        let f = b.hdr.flags;
+        if self.cached_special | (f & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0) {
+            if let Some(n) = self.special(cx, b) {
+                return n;
+            }
         }
         let Some(h) = b.head::<HEADER_LEN>() else {
             b.hdr.error = cx.error(EthCounter::Runt);
@@ -347,41 +410,6 @@ impl PacketNode for EthernetInput {
         // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte; bit
         // 48 = the source MAC's group bit).
         let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        if b.hdr.is_traced() {
-            let t = EthTrace {
-                dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
-                src: [h[6], h[7], h[8], h[9], h[10], h[11]],
-                et,
-            };
-            cx.trace(b, t);
-        }
-        if self.cached_l2_mode {
-            // Tags are looked at off the L3 fast path (in the EtherType match below) and, on
-            // L2 interfaces, before switching: a sub-interface match wins over the parent's
-            // mode.
-            if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
-                if let Some(n) = self.sub_interface(et, cx, b) {
-                    return n;
-                }
-            }
-            if self.cached_l2 != 0 {
-                // Cross-connected interface: the whole frame goes to l2-input, any destination.
-                b.hdr.tx_if = self.cached_l2 - 1;
-                b.hdr.l2.bd_index = 0;
-                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-                return self.l2_next();
-            }
-            if self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0 {
-                // Bridged interface: l2-input switches it in its bridge domain (unless the
-                // bridge just switched it to this interface, its BVI: then it is routed below).
-                b.hdr.l2.bd_index = self.cached_bd as u16;
-                b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-                return self.l2_next();
-            }
-        }
-        if b.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED) != 0 {
-            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
-        }
         if w & OWN_UNICAST != self.cached_mac {
             if let Some(n) = self.not_own_unicast(cx, b, w, et) {
                 return n;
@@ -432,6 +460,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
                 cached_l2: 0,
                 cached_redirect: 0,
                 cached_promisc: false,
+                cached_special: false,
                 cached_bd: 0,
                 cached_fib: [0; 2],
                 l2_any: false,

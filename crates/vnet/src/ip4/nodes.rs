@@ -10,7 +10,7 @@ use crate::arp::arp_request;
 use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
-use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -415,8 +415,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 pub struct Ip4Rewrite {
     shared: Arc<Ip4Shared>,
     slot: usize,
-    // Per-frame cache: consecutive packets usually share an adjacency.
-    cached: Option<RewriteCache>,
+    // Per-frame cache: consecutive packets usually share an adjacency. Reset per frame to
+    // what index `u32::MAX` (no adjacency: `Adj::DROP`) loads, so it is never stale.
+    cached: RewriteCache,
     // Per frame: whether any interface has `ip4-output` features.
     out_any: bool,
 }
@@ -485,40 +486,38 @@ sluice_graph::counters! {
 impl PacketNode for Ip4Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
-        self.cached = None;
         self.out_any = self.shared.features.any(self.slot);
+        self.cached = self.load(u32::MAX);
     }
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let c = match self.cached {
-            Some(c) if c.index == ai => c,
-            _ => {
-                let c = self.load(ai);
-                self.cached = Some(c);
-                c
-            }
-        };
-        // Fast path: the Ethernet header pushed first, then the TTL and MTU checked on the
-        // IPv4 header behind it, all from one view of the header fields (a write to packet
-        // bytes makes the compiler reload them). Anything else is undone and takes
-        // `rewrite_checked`, which checks in the usual order.
-        let len = b.total_len();
-        let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
-        if b.prepend::<ETH_HEADER_LEN>().is_some() {
-            if let Some(f) = b.head_mut::<{ ETH_HEADER_LEN + MIN_HEADER_LEN }>() {
-                let (eth, h) = f
+        if self.cached.index != ai {
+            self.cached = self.load(ai);
+        }
+        let c = &self.cached;
+        // Fast path: a single buffer, not built here (one flag test), within the MTU; the
+        // Ethernet header pushed first, then the TTL checked on the IPv4 header behind it,
+        // all from one view of the header fields (a write to packet bytes makes the
+        // compiler reload them). Anything else is undone and takes `rewrite_checked`,
+        // which checks in the usual order.
+        let f = b.hdr.flags;
+        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
+            && b.len() <= c.mtu
+            && b.prepend::<ETH_HEADER_LEN>().is_some()
+        {
+            if let Some(fr) = b.head_mut::<{ ETH_HEADER_LEN + MIN_HEADER_LEN }>() {
+                let (eth, h) = fr
                     .split_first_chunk_mut::<ETH_HEADER_LEN>()
                     .expect("34 > 14");
-                // TTL, protocol and checksum as one word: the TTL check and the decrement
-                // with the incremental checksum update (RFC 1624) are a few ALU operations.
+                // TTL, protocol and checksum as one word: the TTL check and the
+                // decrement with the incremental checksum update (RFC 1624) are a few
+                // ALU operations.
                 let t = field::TTL;
                 let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
-                if (w >> 24 > 1 || local) && len <= c.mtu {
-                    if !local {
-                        h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
-                    }
+                if w >> 24 > 1 {
+                    h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
                     *eth = c.rewrite;
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
@@ -526,7 +525,8 @@ impl PacketNode for Ip4Rewrite {
             }
             b.advance(ETH_HEADER_LEN);
         }
-        Self::rewrite_checked(cx, b, c, len, local)
+        let len = b.total_len();
+        Self::rewrite_checked(cx, b, *c, len, f & LOCALLY_ORIGINATED != 0)
     }
 }
 
@@ -887,7 +887,13 @@ pub fn register(
             Box::new(PerPacket::new(Ip4Rewrite {
                 shared: s.clone(),
                 slot: rslot,
-                cached: None,
+                cached: RewriteCache {
+                    index: u32::MAX,
+                    rewrite: [0; 14],
+                    tx_if: 0,
+                    mtu: 0,
+                    next: RewriteNext::Drop.next(),
+                },
                 out_any: false,
             }))
         })

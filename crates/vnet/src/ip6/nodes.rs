@@ -68,6 +68,9 @@ pub struct Ip6Input {
     slot: usize,
     shared: Arc<Ip6Shared>,
     own: Arc<crate::own_source::SourceFilter>,
+    // Per frame: whether any interface has `ip6-unicast` features (else every packet goes
+    // to ip6-lookup without a per-interface table read).
+    features_any: bool,
 }
 
 sluice_graph::arcs! {
@@ -154,12 +157,17 @@ impl Ip6Input {
 
 impl PacketNode for Ip6Input {
     #[inline(always)]
+    fn begin_frame(&mut self, _cx: &mut Cx) {
+        self.features_any = self.shared.v4.features.any(self.slot);
+    }
+
+    #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let d = b.data();
-        if d.len() < 40 {
+        // The fixed header as an array: no bound check per field.
+        let Some(d) = b.head::<40>() else {
             b.hdr.error = cx.error(InputCounter::TooShort);
             return InputNext::Drop.next();
-        }
+        };
         if d[0] >> 4 != 6 {
             b.hdr.error = cx.error(InputCounter::Version);
             return InputNext::Drop.next();
@@ -194,6 +202,9 @@ impl PacketNode for Ip6Input {
         }
         if total < b.len() && b.chain_rest_len() == 0 {
             b.set_len(total);
+        }
+        if !self.features_any {
+            return InputNext::Lookup.next();
         }
         self.shared
             .v4
@@ -375,8 +386,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 pub struct Ip6Rewrite {
     shared: Arc<Ip6Shared>,
     slot: usize,
-    // Per-frame cache: the last adjacency.
-    cached: Option<(u32, Adj)>,
+    // Per-frame cache: the last adjacency. Reset per frame to what index `u32::MAX` (no
+    // adjacency: `Adj::DROP`) loads, so it is never stale.
+    cached: (u32, Adj),
     // Per frame: whether any interface has `ip6-output` features; if so, the arc's next
     // for the cached adjacency's interface.
     out_any: bool,
@@ -409,38 +421,43 @@ sluice_graph::counters! {
     }
 }
 
+impl Ip6Rewrite {
+    /// Caches adjacency `ai` and its `ip6-output` next.
+    #[inline(never)]
+    fn load(&mut self, ai: u32) {
+        let a = self.shared.adj.get(ai);
+        self.cached = (ai, a);
+        if self.out_any {
+            self.cached_out =
+                self.shared
+                    .v4
+                    .features
+                    .next(self.slot, a.tx_if, RewriteNext::Output.next());
+        }
+    }
+}
+
 impl PacketNode for Ip6Rewrite {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
-        self.cached = None;
         self.out_any = self.shared.v4.features.any(self.slot);
+        self.load(u32::MAX);
     }
 
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let ai = b.hdr.ip.adj_index;
-        let adj = match self.cached {
-            Some((i, a)) if i == ai => a,
-            _ => {
-                let a = self.shared.adj.get(ai);
-                self.cached = Some((ai, a));
-                if self.out_any {
-                    self.cached_out = self.shared.v4.features.next(
-                        self.slot,
-                        a.tx_if,
-                        RewriteNext::Output.next(),
-                    );
-                }
-                a
-            }
-        };
+        if self.cached.0 != ai {
+            self.load(ai);
+        }
+        let adj = &self.cached.1;
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         // A GSO aggregate is checked by its segments' size.
         let too_big = len > adj.mtu as usize
             && adj.mtu != 0
             && crate::offload::mtu_len(b.hdr, len) > adj.mtu as usize;
-        let Some(d) = b.data_mut().first_chunk_mut::<40>() else {
+        let Some(d) = b.head_mut::<40>() else {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
         };
@@ -457,8 +474,8 @@ impl PacketNode for Ip6Rewrite {
         if !local {
             d[7] -= 1;
         }
-        match b.push_front(14) {
-            Some(h) => h.copy_from_slice(&adj.rewrite),
+        match b.prepend::<14>() {
+            Some(h) => *h = adj.rewrite,
             None => {
                 b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
                 return RewriteNext::Drop.next();
@@ -987,6 +1004,7 @@ pub fn register(
                 slot: fslot,
                 shared: s.clone(),
                 own: s.own.clone(),
+                features_any: false,
             }))
         })
         .nexts(InputNext::NAMES)
@@ -1012,7 +1030,7 @@ pub fn register(
             Box::new(PerPacket::new(Ip6Rewrite {
                 shared: s.clone(),
                 slot: rslot,
-                cached: None,
+                cached: (u32::MAX, Adj::DROP),
                 out_any: false,
                 cached_out: RewriteNext::Output.next(),
             }))
