@@ -476,7 +476,10 @@ impl DecapEntry {
     /// Whether this is the entry of key `k`.
     #[inline(always)]
     fn is(&self, k: &DecapKey) -> bool {
-        self.words == key_words(k) && self.sub == k.sub
+        // Word by word: an array `==` of this size is a `memcmp` call.
+        let (w, x) = (&self.words, key_words(k));
+        (w[0] ^ x[0]) | (w[1] ^ x[1]) | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4]) == 0
+            && self.sub == k.sub
     }
 }
 
@@ -1065,6 +1068,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         );
         // Pass 3: finish.
         let mut last = self.last.map_or(MISS, |(_, r)| r);
+        let mut last_j = None;
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1079,7 +1083,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     }
                 }
                 last = r;
-                self.last = Some((self.keys[j], r));
+                last_j = Some(j);
             }
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
@@ -1095,6 +1099,9 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 );
             }
             self.nexts[j] = self.proto.finish(cx, &mut b, &key, self.metas[j], e).0;
+        }
+        if let Some(j) = last_j {
+            self.last = Some((self.keys[j], last));
         }
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
