@@ -1088,7 +1088,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let e = self.table.entry(r);
-            let key = self.keys[j];
+            let key = &self.keys[j];
             if b.hdr.is_traced() {
                 cx.trace(
                     &b,
@@ -1098,7 +1098,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     },
                 );
             }
-            self.nexts[j] = self.proto.finish(cx, &mut b, &key, self.metas[j], e).0;
+            self.nexts[j] = self.proto.finish(cx, &mut b, key, self.metas[j], e).0;
         }
         if let Some(j) = last_j {
             self.last = Some((self.keys[j], last));
