@@ -412,15 +412,7 @@ impl Array {
     /// is its 128-byte pair, which the adjacent-line prefetcher usually brings along).
     #[inline(always)]
     fn prefetch(&self, b: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and has no architectural effect; the address is
-        // only computed (wrapping), not dereferenced.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.buckets.as_ptr().wrapping_add(b) as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = b;
+        crate::prefetch(self.buckets.as_ptr().wrapping_add(b));
     }
 
     #[inline(always)]

@@ -9,7 +9,7 @@
 //! Encap: `gre4-encap`/`gre6-encap`, the shared [`crate::tunnel::Encap`] node (outer IP +
 //! GRE header with the key precomputed; an L3 payload's protocol type from its version).
 //!
-//! # `gre4-input` / `gre6-input` ([`GreInput`])
+//! # `gre4-input` / `gre6-input` ([`GreInput`] in [`tunnel::DecapFrame`]: a frame at a time)
 //! - uses: the outer IP header at `current_data` (dispatched by `ip4-local`/`ip6-local`
 //!   for protocol 47); `ip.fib_index`.
 //! - sets: strips outer IP/GRE headers (an L3 payload gets an Ethernet header to the
@@ -21,10 +21,10 @@
 //!   `ip6_extension` (IPv6 extension headers before GRE), `no_such_tunnel` (unknown
 //!   (src, dst, key, type)).
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
+use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
 use sluice_vnet::error::VnetResult;
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -79,42 +79,48 @@ sluice_graph::counters! {
     }
 }
 
-/// The decap node; `V6` selects the underlay family.
+/// GRE's decap logic; `V6` selects the underlay family (the node is
+/// [`tunnel::DecapFrame`] of it).
 #[derive(Default)]
-pub struct GreInput<const V6: bool> {
-    /// (table, src, dst, key, type) → tunnel.
-    pub table: DecapTable,
+pub struct GreInput<const V6: bool>;
+
+/// Drops `b` with reason `e`.
+#[inline(always)]
+fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: GreCounter) -> Next {
+    b.hdr.error = cx.error(e);
+    GreNext::Drop.into()
 }
 
-impl<const V6: bool> PacketNode for GreInput<V6> {
+/// What GRE's parse hands its finish.
+#[derive(Copy, Clone, Default)]
+pub struct GreMeta {
+    /// Outer IP + GRE header length.
+    hl: u16,
+    /// The inner EtherType of an L3 payload (0: TEB).
+    et: u16,
+}
+
+impl<const V6: bool> DecapProto for GreInput<V6> {
+    type Meta = GreMeta;
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, GreMeta), Next> {
         use GreCounter as c;
         let d = b.data();
         let (ipl, src, dst) = match tunnel::outer::<V6>(d, 47) {
             Ok(x) => x,
-            Err(e) => {
-                b.hdr.error = cx.error(if e == 0 {
-                    c::Truncated
-                } else {
-                    c::Ip6Extension
-                });
-                return GreNext::Drop.into();
-            }
+            Err(0) => return Err(drop(cx, b, c::Truncated)),
+            Err(_) => return Err(drop(cx, b, c::Ip6Extension)),
         };
         let Some(g) = d.get(ipl..ipl + 4) else {
-            b.hdr.error = cx.error(c::Truncated);
-            return GreNext::Drop.into();
+            return Err(drop(cx, b, c::Truncated));
         };
         let flags = u16::from_be_bytes([g[0], g[1]]);
         let et = u16::from_be_bytes([g[2], g[3]]);
         if flags & 7 != 0 {
-            b.hdr.error = cx.error(c::BadVersion);
-            return GreNext::Drop.into();
+            return Err(drop(cx, b, c::BadVersion));
         }
         if flags & F_ROUTING != 0 {
-            b.hdr.error = cx.error(c::Routing);
-            return GreNext::Drop.into();
+            return Err(drop(cx, b, c::Routing));
         }
         let mut hl = ipl + 4;
         if flags & F_CSUM != 0 {
@@ -135,25 +141,18 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
         let teb = match et {
             ET_TEB => true,
             ET_IP4 | ET_IP6 => false,
-            _ => {
-                b.hdr.error = cx.error(c::BadProtocol);
-                return GreNext::Drop.into();
-            }
+            _ => return Err(drop(cx, b, c::BadProtocol)),
         };
         let min = if teb { 14 } else { 1 };
         if d.len() < hl + min {
-            b.hdr.error = cx.error(c::Truncated);
-            return GreNext::Drop.into();
+            return Err(drop(cx, b, c::Truncated));
         }
-        let l3 = if teb {
-            None
+        let inner = if teb {
+            0
         } else {
             match tunnel::inner_et(d.get(hl), et == ET_IP4) {
-                Some(e) => Some(e),
-                None => {
-                    b.hdr.error = cx.error(c::BadProtocol);
-                    return GreNext::Drop.into();
-                }
+                Some(e) => e,
+                None => return Err(drop(cx, b, c::BadProtocol)),
             }
         };
         let k = DecapKey {
@@ -163,30 +162,31 @@ impl<const V6: bool> PacketNode for GreInput<V6> {
             src,
             dst,
         };
-        let Some(e) = self.table.lookup(&k) else {
-            b.hdr.error = cx.error(c::NoSuchTunnel);
-            return GreNext::Drop.into();
-        };
-        if b.hdr.is_traced() {
-            cx.trace(
-                b,
-                tunnel::DecapTrace {
-                    sw_if: Some(e.sw_if),
-                    key: k.key,
-                },
-            );
-        }
-        cx.count(c::Decapsulated, 1);
-        match l3 {
-            None => tunnel::decap_to(cx, b, hl, e),
-            Some(et) => tunnel::decap_l3(cx, b, hl, e, et),
-        }
+        Ok((
+            k,
+            GreMeta {
+                hl: hl as u16,
+                et: inner,
+            },
+        ))
     }
-}
-
-impl<const V6: bool> tunnel::DecapNode for GreInput<V6> {
-    fn table(&mut self) -> &mut DecapTable {
-        &mut self.table
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        _k: &DecapKey,
+        m: GreMeta,
+        e: Option<&DecapEntry>,
+    ) -> Next {
+        let Some(e) = e else {
+            return drop(cx, b, GreCounter::NoSuchTunnel);
+        };
+        cx.count(GreCounter::Decapsulated, 1);
+        match m.et {
+            0 => tunnel::decap_to(cx, b, m.hl as usize, e),
+            et => tunnel::decap_l3(cx, b, m.hl as usize, e, et),
+        }
     }
 }
 

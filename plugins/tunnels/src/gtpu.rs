@@ -16,7 +16,7 @@
 //! UDP 2152 → 2152 + an 8-byte G-PDU header with the length filled per packet; IPv4 UDP
 //! checksum 0, IPv6 computed).
 //!
-//! # `gtpu4-input` / `gtpu6-input` ([`GtpuInput`])
+//! # `gtpu4-input` / `gtpu6-input` ([`GtpuInput`] in [`tunnel::DecapFrame`]: a frame at a time)
 //! - uses: the outer IP header at `current_data` (dispatched by `ip4-local`/`ip6-local`
 //!   for UDP port 2152); `ip.fib_index`.
 //! - sets: G-PDU: strips outer IP/UDP/GTP-U headers (with the optional sequence number,
@@ -37,11 +37,11 @@
 //!   `signalling` (Echo Response, Error Indication, End Marker received: consumed),
 //!   `unsupported_type`.
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
+use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -187,11 +187,10 @@ sluice_graph::counters! {
     }
 }
 
-/// The decap node; `V6` selects the underlay family.
+/// GTP-U's decap logic; `V6` selects the underlay family (the node is
+/// [`tunnel::DecapFrame`] of it).
 #[derive(Default)]
 pub struct GtpuInput<const V6: bool> {
-    /// (table, src, dst, TEID) → tunnel.
-    pub table: DecapTable,
     /// Error Indications: 1000 per second, bursts of 100, per thread.
     pub limit: sluice_vnet::ratelimit::TokenBucket,
 }
@@ -230,25 +229,30 @@ fn reply_in_place<const V6: bool>(b: &mut Buffer<'_>, ipl: usize, body: &[u8]) -
     true
 }
 
-impl<const V6: bool> PacketNode for GtpuInput<V6> {
+/// Drops `b` with reason `e`.
+#[inline(always)]
+fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: GtpCounter) -> Next {
+    b.hdr.error = cx.error(e);
+    GtpNext::Drop.into()
+}
+
+impl<const V6: bool> DecapProto for GtpuInput<V6> {
+    /// Outer IP header length; offset of the inner packet.
+    type Meta = (u16, u16);
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
-        let drop = |cx: &mut Cx, b: &mut Buffer<'_>, c: GtpCounter| -> Next {
-            b.hdr.error = cx.error(c);
-            GtpNext::Drop.into()
-        };
+    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, (u16, u16)), Next> {
         let d = b.data();
         let (ipl, src, dst) = match tunnel::outer::<V6>(d, 17) {
             Ok(x) => x,
-            Err(0) => return drop(cx, b, GtpCounter::Truncated),
-            Err(_) => return drop(cx, b, GtpCounter::Ip6Extension),
+            Err(0) => return Err(drop(cx, b, GtpCounter::Truncated)),
+            Err(_) => return Err(drop(cx, b, GtpCounter::Ip6Extension)),
         };
         let Some(u) = d.get(ipl..ipl + 8) else {
-            return drop(cx, b, GtpCounter::Truncated);
+            return Err(drop(cx, b, GtpCounter::Truncated));
         };
         let ulen = u16::from_be_bytes([u[4], u[5]]) as usize;
         if ulen != b.total_len() - ipl || ulen < 8 {
-            return drop(cx, b, GtpCounter::BadUdpLength);
+            return Err(drop(cx, b, GtpCounter::BadUdpLength));
         }
         // The GTP-U header must be in the first buffer; the payload may be chained.
         let g = &d[ipl + 8..];
@@ -267,7 +271,7 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
                     GtpError::BadLength => GtpCounter::BadLength,
                     GtpError::BadExtension => GtpCounter::BadExtension,
                 };
-                return drop(cx, b, c);
+                return Err(drop(cx, b, c));
             }
         };
         match h.mtype {
@@ -293,15 +297,15 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
                     0,
                 ];
                 if !reply_in_place::<V6>(b, ipl, &body) {
-                    return drop(cx, b, GtpCounter::Truncated);
+                    return Err(drop(cx, b, GtpCounter::Truncated));
                 }
                 cx.count(GtpCounter::EchoReplies, 1);
-                return GtpNext::Lookup.into();
+                return Err(GtpNext::Lookup.into());
             }
             msg::ECHO_RESPONSE | msg::ERROR_INDICATION | msg::END_MARKER => {
-                return drop(cx, b, GtpCounter::Signalling);
+                return Err(drop(cx, b, GtpCounter::Signalling));
             }
-            _ => return drop(cx, b, GtpCounter::UnsupportedType),
+            _ => return Err(drop(cx, b, GtpCounter::UnsupportedType)),
         }
         let key = DecapKey {
             fib: b.hdr.ip.fib_index,
@@ -310,20 +314,23 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
             src,
             dst,
         };
-        let off = ipl + 8 + h.hdr_len;
-        let Some(e) = self.table.lookup(&key) else {
-            if b.hdr.is_traced() {
-                cx.trace(
-                    b,
-                    tunnel::DecapTrace {
-                        sw_if: None,
-                        key: h.teid,
-                    },
-                );
-            }
+        Ok((key, (ipl as u16, (ipl + 8 + h.hdr_len) as u16)))
+    }
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        k: &DecapKey,
+        (ipl, off): (u16, u16),
+        e: Option<&DecapEntry>,
+    ) -> Next {
+        let (ipl, off, dst) = (ipl as usize, off as usize, k.dst);
+        let d = b.data();
+        let Some(e) = e else {
             // TS 29.281 §7.3.1: an Error Indication with the TEID and our address.
             if self.limit.ready(cx) {
-                let t = h.teid.to_be_bytes();
+                let t = k.key.to_be_bytes();
                 let mut body = [0u8; 12 + 5 + 3 + 16];
                 body[..12].copy_from_slice(&[
                     0x32,
@@ -356,15 +363,6 @@ impl<const V6: bool> PacketNode for GtpuInput<V6> {
             }
             return drop(cx, b, GtpCounter::NoSuchTunnel);
         };
-        if b.hdr.is_traced() {
-            cx.trace(
-                b,
-                tunnel::DecapTrace {
-                    sw_if: Some(e.sw_if),
-                    key: h.teid,
-                },
-            );
-        }
         if e.l2 {
             // Ethernet inside: to `ethernet-input` on the tunnel interface (bridged or
             // routed), as VXLAN.
@@ -397,12 +395,6 @@ fn parse_prefix(view: &[u8], glen: usize) -> Result<Gtp, GtpError> {
     v[..n].copy_from_slice(view);
     v[2..4].copy_from_slice(&((n - 8) as u16).to_be_bytes());
     parse(&v[..n])
-}
-
-impl<const V6: bool> tunnel::DecapNode for GtpuInput<V6> {
-    fn table(&mut self) -> &mut DecapTable {
-        &mut self.table
-    }
 }
 
 /// How GTP-U makes its tunnels.

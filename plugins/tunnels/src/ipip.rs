@@ -11,7 +11,7 @@
 //! Encap: `ipip4-encap`/`ipip6-encap`, the shared [`crate::tunnel::Encap`] node (the outer
 //! protocol, 4 or 41, from the payload's version).
 //!
-//! # `ipip4-input` / `ipip6-input` ([`IpipInput`])
+//! # `ipip4-input` / `ipip6-input` ([`IpipInput`] in [`tunnel::DecapFrame`]: a frame at a time)
 //! - uses: the outer IP header at `current_data` (dispatched by `ip4-local`/`ip6-local`
 //!   for protocols 4 and 41); `ip.fib_index`.
 //! - sets: strips the outer IP header, puts an Ethernet header to the tunnel's MAC in front
@@ -21,10 +21,10 @@
 //!   match the outer protocol), `ip6_extension` (IPv6 extension headers before the inner
 //!   packet), `no_such_tunnel`.
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
+use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -65,38 +65,40 @@ sluice_graph::counters! {
     }
 }
 
-/// The decap node; `V6` selects the underlay family.
+/// IP-in-IP's decap logic; `V6` selects the underlay family (the node is
+/// [`tunnel::DecapFrame`] of it).
 #[derive(Default)]
-pub struct IpipInput<const V6: bool> {
-    /// (table, src, dst) → tunnel.
-    pub table: DecapTable,
+pub struct IpipInput<const V6: bool>;
+
+/// Drops `b` with reason `e`.
+#[inline(always)]
+fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: IpipCounter) -> Next {
+    b.hdr.error = cx.error(e);
+    IpipNext::Drop.into()
 }
 
-impl<const V6: bool> PacketNode for IpipInput<V6> {
+impl<const V6: bool> DecapProto for IpipInput<V6> {
+    /// Outer IP header length, inner EtherType.
+    type Meta = (u16, u16);
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, (u16, u16)), Next> {
         use IpipCounter as c;
         let d = b.data();
         // The protocol: byte 9 of IPv4, next header of IPv6 (4 or 41, what ip-local saw).
         let proto = if V6 { d.get(6) } else { d.get(9) }.copied().unwrap_or(0);
-        let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, proto) {
-            Ok(x) => x,
-            Err(_) => {
-                b.hdr.error = cx.error(c::Truncated);
-                return IpipNext::Drop.into();
-            }
+        let Ok((ipl, src, dst)) = crate::tunnel::outer::<V6>(d, proto) else {
+            return Err(drop(cx, b, c::Truncated));
         };
         if V6 && proto != 4 && proto != 41 {
-            b.hdr.error = cx.error(c::Ip6Extension);
-            return IpipNext::Drop.into();
+            return Err(drop(cx, b, c::Ip6Extension));
         }
         let Some(et) = tunnel::inner_et(d.get(ipl), proto == 4) else {
-            b.hdr.error = cx.error(if d.len() <= ipl {
+            let e = if d.len() <= ipl {
                 c::Truncated
             } else {
                 c::BadInner
-            });
-            return IpipNext::Drop.into();
+            };
+            return Err(drop(cx, b, e));
         };
         let k = DecapKey {
             fib: b.hdr.ip.fib_index,
@@ -105,27 +107,22 @@ impl<const V6: bool> PacketNode for IpipInput<V6> {
             src,
             dst,
         };
-        let Some(e) = self.table.lookup(&k) else {
-            b.hdr.error = cx.error(c::NoSuchTunnel);
-            return IpipNext::Drop.into();
-        };
-        if b.hdr.is_traced() {
-            cx.trace(
-                b,
-                tunnel::DecapTrace {
-                    sw_if: Some(e.sw_if),
-                    key: 0,
-                },
-            );
-        }
-        cx.count(c::Decapsulated, 1);
-        tunnel::decap_l3(cx, b, ipl, e, et)
+        Ok((k, (ipl as u16, et)))
     }
-}
-
-impl<const V6: bool> tunnel::DecapNode for IpipInput<V6> {
-    fn table(&mut self) -> &mut DecapTable {
-        &mut self.table
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        _k: &DecapKey,
+        (ipl, et): (u16, u16),
+        e: Option<&DecapEntry>,
+    ) -> Next {
+        let Some(e) = e else {
+            return drop(cx, b, IpipCounter::NoSuchTunnel);
+        };
+        cx.count(IpipCounter::Decapsulated, 1);
+        tunnel::decap_l3(cx, b, ipl as usize, e, et)
     }
 }
 

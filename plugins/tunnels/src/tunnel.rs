@@ -26,8 +26,11 @@
 //!   (an L3 tunnel's payload is neither IPv4 nor IPv6).
 
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
-use sluice_buffer::Buffer;
+use sluice_buffer::{BufIdx, Buffer};
+use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, Cx, Next, PacketNode, TraceRecord};
+use sluice_infra::bihash::Bihash;
+use sluice_infra::epoch::Epochs;
 use sluice_vnet::interface::IfCounters;
 use sluice_wire::checksum;
 use std::collections::HashMap;
@@ -374,7 +377,7 @@ impl PacketNode for Encap {
 /// Decap lookup key: underlay table, outer source and destination (IPv4 in the low 32
 /// bits), and the protocol's key (VNI, GRE key; 0 for IP-in-IP) and sub-type (GRE: TEB
 /// bit 0, key present bit 1; else 0).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecapKey {
     /// Underlay FIB index the packet arrived in.
     pub fib: u32,
@@ -433,71 +436,205 @@ pub fn addr_key(a: IpAddr) -> u128 {
     }
 }
 
-/// What a decap hit yields.
+/// What a decap hit yields: one cache line, the tunnel's full decap key (a hit in the
+/// table's digest index is confirmed against it) beside what the packet needs.
 #[derive(Clone)]
+#[repr(C, align(64))]
 pub struct DecapEntry {
+    /// The key, as [`key_words`] packs it (set by [`DecapTable::insert`]).
+    words: [u64; 5],
+    /// The tunnel's counters (rx packets/bytes).
+    pub counters: Arc<IfCounters>,
     /// The tunnel interface.
     pub sw_if: u32,
     /// Where the inner packet goes.
     pub next: Next,
-    /// The tunnel's counters (rx packets/bytes).
-    pub counters: Arc<IfCounters>,
     /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
     /// front of the inner packet for `ethernet-input`).
     pub mac: [u8; 6],
+    /// The key's sub-type.
+    sub: u8,
     /// Ethernet inside (for protocols that carry either: GTP-U).
     pub l2: bool,
 }
 
-/// A decap node's tunnel table (one copy per thread): key → entry, with a one-entry cache
-/// in front (a frame usually comes from one tunnel, so the hash runs once per frame), and
-/// [`DecapHasher`] behind it.
-#[derive(Default)]
-pub struct DecapTable {
-    map: HashMap<DecapKey, u32, std::hash::BuildHasherDefault<DecapHasher>>,
-    entries: Vec<Option<DecapEntry>>,
-    last: Option<(DecapKey, u32)>,
+const _: () = assert!(std::mem::size_of::<Option<DecapEntry>>() == 64);
+
+impl DecapEntry {
+    /// The entry of tunnel interface `sw_if` (its key is set when it is inserted).
+    pub fn new(sw_if: u32, next: Next, counters: Arc<IfCounters>, mac: [u8; 6], l2: bool) -> Self {
+        DecapEntry {
+            words: [0; 5],
+            counters,
+            sw_if,
+            next,
+            mac,
+            sub: 0,
+            l2,
+        }
+    }
+    /// Whether this is the entry of key `k`.
+    #[inline(always)]
+    fn is(&self, k: &DecapKey) -> bool {
+        // Word by word: an array `==` of this size is a `memcmp` call.
+        let (w, x) = (&self.words, key_words(k));
+        (w[0] ^ x[0]) | (w[1] ^ x[1]) | (w[2] ^ x[2]) | (w[3] ^ x[3]) | (w[4] ^ x[4]) == 0
+            && self.sub == k.sub
+    }
 }
 
+/// A decap key as five words (table and key, source low/high, destination low/high),
+/// lossless but for `sub`, which [`DecapEntry`] keeps apart.
+#[inline(always)]
+fn key_words(k: &DecapKey) -> [u64; 5] {
+    [
+        (k.fib as u64) << 32 | k.key as u64,
+        k.src as u64,
+        (k.src >> 64) as u64,
+        k.dst as u64,
+        (k.dst >> 64) as u64,
+    ]
+}
+
+/// The digest a decap key is indexed by: [`DecapHasher`] over its words. Unkeyed, and
+/// that is safe for the same reason as the hasher's: only the control plane inserts, and
+/// it refuses a tunnel whose digest another one of the table has
+/// ([`Tunnels::digest_user`]); packets only look up, and a digest hit is confirmed against
+/// the entry's full key.
+#[inline(always)]
+pub fn digest(k: &DecapKey) -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::BuildHasherDefault::<DecapHasher>::default().hash_one(k)
+}
+
+/// A decap node's tunnel table (one copy per thread, only that thread reads and writes it:
+/// the control plane changes it through `foreach_thread`): a pre-hashed [`Bihash`] from
+/// the key's [`digest`] to the tunnel index, and the entries by tunnel index (one cache
+/// line each). [`DecapTable::lookup_frame`] looks a frame's keys up in batches
+/// (`lookup_many`: buckets prefetched), then prefetches the entries and their counters.
+pub struct DecapTable {
+    index: Bihash,
+    /// The table's only reader is its writer's thread: old arrays are freed at once.
+    epochs: Epochs,
+    entries: Vec<Option<DecapEntry>>,
+}
+
+impl Default for DecapTable {
+    fn default() -> Self {
+        DecapTable {
+            index: Bihash::with_limit_prehashed(0, usize::MAX),
+            epochs: Epochs::new(1),
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// A decap key's lookup result: the tunnel index, or [`MISS`].
+pub const MISS: u32 = u32::MAX;
+
 impl DecapTable {
-    /// Adds or replaces tunnel `idx`.
-    pub fn insert(&mut self, k: DecapKey, idx: u32, e: DecapEntry) {
-        self.map.insert(k, idx);
+    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's).
+    pub fn insert(&mut self, k: DecapKey, idx: u32, mut e: DecapEntry) {
+        e.words = key_words(&k);
+        e.sub = k.sub;
+        // Only an allocation failure can refuse it: the tunnel then receives nothing
+        // (`no_such_tunnel`), as it would without the table.
+        let _ = self.index.insert(&self.epochs, digest(&k), idx as u64);
         let i = idx as usize;
         if self.entries.len() <= i {
             self.entries.resize(i + 1, None);
         }
         self.entries[i] = Some(e);
-        self.last = None;
     }
     /// Removes tunnel `idx` (key `k`).
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
-        self.map.remove(k);
+        let d = digest(k);
+        if self.index.get(d) == Some(idx as u64) {
+            self.index.remove(&self.epochs, d);
+        }
         if let Some(e) = self.entries.get_mut(idx as usize) {
             *e = None;
         }
-        self.last = None;
     }
     /// Number of tunnels.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
     /// No tunnel.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.index.is_empty()
     }
-    /// The tunnel of `k`.
+    /// Entry `i` (a tunnel index from [`DecapTable::lookup`]).
     #[inline(always)]
-    pub fn lookup(&mut self, k: &DecapKey) -> Option<&DecapEntry> {
-        let idx = match self.last {
-            Some((lk, i)) if lk == *k => i,
-            _ => {
-                let i = *self.map.get(k)?;
-                self.last = Some((*k, i));
-                i
+    pub fn entry(&self, i: u32) -> Option<&DecapEntry> {
+        self.entries.get(i as usize)?.as_ref()
+    }
+    /// The tunnel index of `k`, or [`MISS`].
+    #[inline(always)]
+    pub fn lookup(&self, k: &DecapKey) -> u32 {
+        match self.index.get(digest(k)) {
+            Some(i) if self.entry(i as u32).is_some_and(|e| e.is(k)) => i as u32,
+            _ => MISS,
+        }
+    }
+    /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a tunnel index or
+    /// [`MISS`]), in stages that each cover the whole list so the cache misses of one
+    /// stage overlap: digests and batched bucket lookups (buckets prefetched), the entries
+    /// prefetched, the keys confirmed and the counters' handles prefetched, the counters
+    /// of thread `t` prefetched.
+    #[inline]
+    pub fn lookup_frame(
+        &self,
+        t: usize,
+        keys: &[DecapKey],
+        todo: &[u16],
+        scratch: &mut LookupScratch,
+        out: &mut [u32],
+    ) {
+        let n = todo.len().min(scratch.digests.len());
+        for (d, &j) in scratch.digests.iter_mut().zip(&todo[..n]) {
+            *d = digest(&keys[j as usize]);
+        }
+        self.index
+            .table()
+            .lookup_many(&scratch.digests[..n], &mut scratch.found[..n]);
+        for f in scratch.found[..n].iter().flatten() {
+            sluice_infra::prefetch(self.entries.as_ptr().wrapping_add(*f as usize));
+        }
+        for (f, &j) in scratch.found[..n].iter_mut().zip(&todo[..n]) {
+            let hit = f.and_then(|i| Some((i, self.entry(i as u32)?)));
+            out[j as usize] = match hit {
+                Some((i, e)) if e.is(&keys[j as usize]) => {
+                    sluice_infra::prefetch(Arc::as_ptr(&e.counters));
+                    i as u32
+                }
+                _ => {
+                    *f = None;
+                    MISS
+                }
+            };
+        }
+        for i in scratch.found[..n].iter().flatten() {
+            if let Some(e) = self.entry(*i as u32) {
+                e.counters.prefetch(t);
             }
-        };
-        self.entries.get(idx as usize)?.as_ref()
+        }
+    }
+}
+
+/// [`DecapTable::lookup_frame`]'s per-frame arrays (kept by the node: not cleared per
+/// frame).
+pub struct LookupScratch {
+    digests: [u64; FRAME_SIZE],
+    found: [Option<u64>; FRAME_SIZE],
+}
+
+impl Default for LookupScratch {
+    fn default() -> Self {
+        LookupScratch {
+            digests: [0; FRAME_SIZE],
+            found: [None; FRAME_SIZE],
+        }
     }
 }
 
@@ -676,6 +813,9 @@ pub struct Tunnels {
     /// (a GRE L3 and a TEB tunnel share `gre`; their keys differ in `sub`).
     by_key:
         HashMap<(&'static str, bool, DecapKey), usize, std::hash::BuildHasherDefault<DecapHasher>>,
+    /// (protocol prefix, IPv6 underlay, [`digest`] of the decap key) → index: the decap
+    /// tables index tunnels by digest, so two tunnels of one table must not share one.
+    by_digest: HashMap<(&'static str, bool, u64), usize>,
     /// Tunnel interface → index.
     by_sw: HashMap<u32, usize>,
     /// Name instances per prefix (`vxlan_tunnel<n>`).
@@ -743,6 +883,12 @@ impl Tunnels {
         let i = *self.by_key.get(&(p.prefix, ip6, k))?;
         Some((i, self.get(i)?))
     }
+    /// The tunnel of protocol `p` over an IPv6 (`ip6`) underlay whose decap key has the
+    /// [`digest`] of `k`.
+    pub fn digest_user(&self, p: &Proto, ip6: bool, k: &DecapKey) -> Option<(usize, &Tunnel)> {
+        let i = *self.by_digest.get(&(p.prefix, ip6, digest(k)))?;
+        Some((i, self.get(i)?))
+    }
     /// The lowest name instance of `p` no tunnel has.
     fn lowest_instance(&mut self, p: &Proto) -> u32 {
         self.instances.entry(p.prefix).or_default().lowest_free()
@@ -760,6 +906,8 @@ impl Tunnels {
         }
         self.by_key
             .insert((p.prefix, t.src.is_ipv6(), t.decap_key()), i);
+        self.by_digest
+            .insert((p.prefix, t.src.is_ipv6(), digest(&t.decap_key())), i);
         self.by_sw.insert(t.sw_if.0, i);
         self.instances.entry(p.prefix).or_default().take(t.instance);
         if t.mcast_if.is_some() {
@@ -774,6 +922,8 @@ impl Tunnels {
         self.free.push(i);
         self.by_key
             .remove(&(p.prefix, t.src.is_ipv6(), t.decap_key()));
+        self.by_digest
+            .remove(&(p.prefix, t.src.is_ipv6(), digest(&t.decap_key())));
         self.by_sw.remove(&t.sw_if.0);
         if let Some(n) = self.instances.get_mut(p.prefix) {
             n.release(t.instance);
@@ -797,37 +947,201 @@ impl Tunnels {
 /// Access to a decap node's table on one thread.
 pub type DecapTableOf = fn(&mut ThreadGraph, NodeIndex) -> Option<&mut DecapTable>;
 
-/// A protocol's decap node (one per underlay family): it owns the thread's (src, dst, key) →
-/// tunnel table, which the control plane reaches through [`table_of`].
-pub trait DecapNode: sluice_graph::PacketNode + Default + Send + 'static {
-    /// The node's decap table.
-    fn table(&mut self) -> &mut DecapTable;
+/// A protocol's decap logic, split around the tunnel lookup so that [`DecapFrame`] looks a
+/// whole frame's keys up at once: [`DecapProto::parse`] reads a packet's outer headers into
+/// its decap key, [`DecapProto::finish`] strips them (or drops, or answers) once the
+/// tunnel is known.
+pub trait DecapProto: Default + Send + 'static {
+    /// What `parse` hands `finish` about a packet (header lengths, inner type).
+    type Meta: Copy + Default + Send + 'static;
+    /// A packet's decap key and what `finish` needs, or the arc it goes to now (a drop
+    /// with its counted reason, a reply).
+    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, Self::Meta), Next>;
+    /// The key to try when `k` is no tunnel's (VXLAN: a multicast group's tunnel takes its
+    /// VNI from any source).
+    #[inline(always)]
+    fn fallback(_k: &DecapKey) -> Option<DecapKey> {
+        None
+    }
+    /// Finishes a packet: decapsulates it to tunnel `e` (counted), or, with no tunnel,
+    /// drops it with the protocol's `no_such_tunnel` (or answers it).
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        k: &DecapKey,
+        m: Self::Meta,
+        e: Option<&DecapEntry>,
+    ) -> Next;
 }
 
-/// The decap table of node `i` of `tg` when it is an `N` ([`Proto::table_of`]).
-pub fn table_of<N: DecapNode>(tg: &mut ThreadGraph, i: NodeIndex) -> Option<&mut DecapTable> {
-    tg.node_mut::<N>(i).map(|n| n.table())
+/// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
+/// in `nexts`).
+const DONE: u32 = MISS - 1;
+/// Packet state: its key is the previous parsed packet's (same result).
+const SAME: u32 = MISS - 2;
+
+/// The decap node of every protocol (one per protocol and underlay family, one instance
+/// per thread): a frame at a time, in passes — parse every packet's outer headers into its
+/// key (a key equal to the previous packet's is not looked up again: a frame from one
+/// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
+/// buckets, entries and counters prefetched a stage ahead, so with thousands of tunnels
+/// the cache misses of the frame overlap instead of stalling each packet), then finish
+/// every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
+/// control plane reaches through [`table_of`].
+pub struct DecapFrame<P: DecapProto> {
+    /// The protocol's parse/finish.
+    pub proto: P,
+    /// (table, src, dst, key) → tunnel.
+    pub table: DecapTable,
+    keys: Box<[DecapKey; FRAME_SIZE]>,
+    metas: Box<[P::Meta; FRAME_SIZE]>,
+    /// Per packet: tunnel index, [`MISS`], [`DONE`] or [`SAME`].
+    res: [u32; FRAME_SIZE],
+    nexts: [u16; FRAME_SIZE],
+    /// Packets whose keys are looked up.
+    todo: [u16; FRAME_SIZE],
+    scratch: LookupScratch,
+    /// The last key looked up and its result (kept across frames; cleared by any change
+    /// of the table).
+    last: Option<(DecapKey, u32)>,
 }
 
-/// Registers a protocol's two decap nodes (`names`: IPv4, IPv6 underlay) with their next
-/// arcs (`nexts`: per family) and counters.
-pub fn register_decap<N4: DecapNode, N6: DecapNode>(
+impl<P: DecapProto> Default for DecapFrame<P> {
+    fn default() -> Self {
+        DecapFrame {
+            proto: P::default(),
+            table: DecapTable::default(),
+            keys: Box::new([DecapKey::default(); FRAME_SIZE]),
+            metas: Box::new([P::Meta::default(); FRAME_SIZE]),
+            res: [MISS; FRAME_SIZE],
+            nexts: [0; FRAME_SIZE],
+            todo: [0; FRAME_SIZE],
+            scratch: LookupScratch::default(),
+            last: None,
+        }
+    }
+}
+
+impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        // Pass 1: parse.
+        let ahead = frame.get(sluice_graph::PREFETCH_AHEAD..).unwrap_or(&[]);
+        let mut todo = 0;
+        let mut prev: Option<DecapKey> = self.last.map(|(k, _)| k);
+        for (j, &bi) in frame.iter().enumerate() {
+            if let Some(&a) = ahead.get(j) {
+                arena.prefetch(a);
+            }
+            // SAFETY: the dispatcher hands this node exclusive ownership of every index in
+            // `frame`; each index appears once and the view lives for this iteration only.
+            let mut b = unsafe { arena.buffer(bi) };
+            match self.proto.parse(cx, &mut b) {
+                Err(next) => {
+                    self.res[j] = DONE;
+                    self.nexts[j] = next.0;
+                }
+                Ok((k, m)) => {
+                    self.keys[j] = k;
+                    self.metas[j] = m;
+                    if prev == Some(k) {
+                        self.res[j] = SAME;
+                    } else {
+                        self.res[j] = MISS;
+                        self.todo[todo] = j as u16;
+                        todo += 1;
+                        prev = Some(k);
+                    }
+                }
+            }
+        }
+        // Pass 2: the new keys' lookups, in stages over the frame.
+        self.table.lookup_frame(
+            cx.thread(),
+            &self.keys[..n],
+            &self.todo[..todo],
+            &mut self.scratch,
+            &mut self.res[..n],
+        );
+        // Pass 3: finish.
+        let mut last = self.last.map_or(MISS, |(_, r)| r);
+        let mut last_j = None;
+        for (j, &bi) in frame.iter().enumerate() {
+            let mut r = self.res[j];
+            if r == DONE {
+                continue;
+            }
+            if r == SAME {
+                r = last;
+            } else {
+                if r == MISS {
+                    if let Some(f) = P::fallback(&self.keys[j]) {
+                        r = self.table.lookup(&f);
+                    }
+                }
+                last = r;
+                last_j = Some(j);
+            }
+            // SAFETY: as above.
+            let mut b = unsafe { arena.buffer(bi) };
+            let e = self.table.entry(r);
+            let key = &self.keys[j];
+            if b.hdr.is_traced() {
+                cx.trace(
+                    &b,
+                    DecapTrace {
+                        sw_if: e.map(|e| e.sw_if),
+                        key: key.key,
+                    },
+                );
+            }
+            self.nexts[j] = self.proto.finish(cx, &mut b, key, self.metas[j], e).0;
+        }
+        if let Some(j) = last_j {
+            self.last = Some((self.keys[j], last));
+        }
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
+    }
+    fn as_any(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+impl<P: DecapProto> DecapFrame<P> {
+    /// The node's decap table (the control plane's changes forget the last lookup).
+    pub fn table(&mut self) -> &mut DecapTable {
+        self.last = None;
+        &mut self.table
+    }
+}
+
+/// The decap table of node `i` of `tg` when it is a `DecapFrame<P>` ([`Proto::table_of`]).
+pub fn table_of<P: DecapProto>(tg: &mut ThreadGraph, i: NodeIndex) -> Option<&mut DecapTable> {
+    tg.node_mut::<DecapFrame<P>>(i).map(|n| n.table())
+}
+
+/// Registers a protocol's two decap nodes (`names`: IPv4, IPv6 underlay; `P4`, `P6` their
+/// logic) with their next arcs (`nexts`: per family) and counters.
+pub fn register_decap<P4: DecapProto, P6: DecapProto>(
     b: &mut sluice_graph::GraphBuilder,
     names: [&str; 2],
     nexts: [&[&str]; 2],
     counters: &[CounterDesc],
 ) {
-    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    use sluice_graph::{NodeKind, NodeRegistration};
     b.register(
         NodeRegistration::new(names[0], NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(N4::default()))
+            Box::new(DecapFrame::<P4>::default())
         })
         .nexts(nexts[0])
         .counters(counters),
     );
     b.register(
         NodeRegistration::new(names[1], NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(N6::default()))
+            Box::new(DecapFrame::<P6>::default())
         })
         .nexts(nexts[1])
         .counters(counters),
@@ -971,6 +1285,12 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             p.prefix, o.instance
         )));
     }
+    if let Some((_, o)) = vm.ext_mut::<Tunnels>().digest_user(p, ip6, &key) {
+        return Err(VnetError::Exists(format!(
+            "tunnel {}{}'s decap key has the same hash (choose another key or address)",
+            p.prefix, o.instance
+        )));
+    }
     let instance = match a.instance {
         Some(n) => n,
         None => vm.ext_mut::<Tunnels>().lowest_instance(p),
@@ -1043,13 +1363,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             }
         }
     }
-    let de = DecapEntry {
-        sw_if: sw.0,
-        next,
-        counters,
-        mac,
-        l2: !l3,
-    };
+    let de = DecapEntry::new(sw.0, next, counters, mac, !l3);
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
     vm.foreach_thread(move |tg| {

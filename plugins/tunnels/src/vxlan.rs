@@ -17,7 +17,9 @@
 //! IP + UDP + VXLAN header precomputed per tunnel; UDP source port 49152 + 14 bits of the
 //! inner flow hash; IPv6 UDP checksum computed).
 //!
-//! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`])
+//! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`] in [`tunnel::DecapFrame`])
+//! A frame at a time: every packet parsed, the frame's keys looked up together (buckets,
+//! entries and counters prefetched a stage ahead), then every packet decapsulated.
 //! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
 //!   dispatched by `ip4-local`/`ip6-local` for UDP port 4789); `ip.fib_index`.
 //! - sets: strips outer IP/UDP/VXLAN headers; `rx_if` = the tunnel; the tunnel's rx
@@ -31,10 +33,10 @@
 //!   `bad_flags` (I flag clear, RFC 7348 §5), `ip6_extension` (IPv6 extension headers
 //!   before UDP: not supported), `no_such_tunnel` (unknown (src, dst, VNI) in the table).
 
-use crate::tunnel::{self, AddArgs, DecapKey, DecapTable, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_graph::{Cx, GraphBuilder, Next, PacketNode, Vlib};
+use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::ip_local::LocalKey;
 use sluice_vnet::SwIfIndex;
@@ -80,40 +82,43 @@ sluice_graph::counters! {
     }
 }
 
-/// The decap node; `V6` selects the underlay family.
+/// VXLAN's decap logic; `V6` selects the underlay family (the node is
+/// [`tunnel::DecapFrame`] of it).
 #[derive(Default)]
-pub struct VxlanInput<const V6: bool> {
-    /// (table, src, dst, VNI) → tunnel.
-    pub table: DecapTable,
+pub struct VxlanInput<const V6: bool>;
+
+/// Drops `b` with reason `e`.
+#[inline(always)]
+fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: VxlanCounter) -> Next {
+    b.hdr.error = cx.error(e);
+    VxlanNext::Drop.into()
 }
 
-impl<const V6: bool> PacketNode for VxlanInput<V6> {
+impl<const V6: bool> DecapProto for VxlanInput<V6> {
+    /// The outer IP header's length.
+    type Meta = u16;
     #[inline(always)]
-    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, u16), Next> {
         use VxlanCounter as c;
-        let drop = |cx: &mut Cx, b: &mut Buffer<'_>, e: VxlanCounter| -> Next {
-            b.hdr.error = cx.error(e);
-            VxlanNext::Drop.into()
-        };
         let d = b.data();
         let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, 17) {
             Ok(x) => x,
-            Err(0) => return drop(cx, b, c::Truncated),
-            Err(_) => return drop(cx, b, c::Ip6Extension),
+            Err(0) => return Err(drop(cx, b, c::Truncated)),
+            Err(_) => return Err(drop(cx, b, c::Ip6Extension)),
         };
         let Some(v) = d.get(ipl..ipl + UDP_VXLAN) else {
-            return drop(cx, b, c::Truncated);
+            return Err(drop(cx, b, c::Truncated));
         };
         let ulen = u16::from_be_bytes([v[4], v[5]]) as usize;
         let ip_payload = b.total_len() - ipl;
         if ulen != ip_payload {
-            return drop(cx, b, c::BadUdpLength);
+            return Err(drop(cx, b, c::BadUdpLength));
         }
         if ulen < UDP_VXLAN + 14 {
-            return drop(cx, b, c::Truncated);
+            return Err(drop(cx, b, c::Truncated));
         }
         if v[8] & 0x08 == 0 {
-            return drop(cx, b, c::BadFlags);
+            return Err(drop(cx, b, c::BadFlags));
         }
         let vni = u32::from_be_bytes([0, v[12], v[13], v[14]]);
         let key = DecapKey {
@@ -123,35 +128,27 @@ impl<const V6: bool> PacketNode for VxlanInput<V6> {
             src,
             dst,
         };
-        let traced = b.hdr.is_traced();
-        let mut found = self.table.lookup(&key);
-        if found.is_none() && is_group::<V6>(dst) {
-            // A group's tunnel takes its VNI from any source.
-            found = self.table.lookup(&DecapKey { src: 0, ..key });
-        }
-        let Some(e) = found else {
-            if traced {
-                cx.trace(
-                    b,
-                    tunnel::DecapTrace {
-                        sw_if: None,
-                        key: vni,
-                    },
-                );
-            }
-            return drop(cx, b, c::NoSuchTunnel);
+        Ok((key, ipl as u16))
+    }
+    #[inline(always)]
+    fn fallback(k: &DecapKey) -> Option<DecapKey> {
+        // A group's tunnel takes its VNI from any source.
+        (is_group::<V6>(k.dst) && k.src != 0).then_some(DecapKey { src: 0, ..*k })
+    }
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        _k: &DecapKey,
+        ipl: u16,
+        e: Option<&DecapEntry>,
+    ) -> Next {
+        let Some(e) = e else {
+            return drop(cx, b, VxlanCounter::NoSuchTunnel);
         };
-        if traced {
-            cx.trace(
-                b,
-                tunnel::DecapTrace {
-                    sw_if: Some(e.sw_if),
-                    key: vni,
-                },
-            );
-        }
-        cx.count(c::Decapsulated, 1);
-        tunnel::decap_to(cx, b, ipl + UDP_VXLAN, e)
+        cx.count(VxlanCounter::Decapsulated, 1);
+        tunnel::decap_to(cx, b, ipl as usize + UDP_VXLAN, e)
     }
 }
 
@@ -162,12 +159,6 @@ fn is_group<const V6: bool>(dst: u128) -> bool {
         dst >> 120 == 0xff
     } else {
         dst >> 28 == 0xe
-    }
-}
-
-impl<const V6: bool> tunnel::DecapNode for VxlanInput<V6> {
-    fn table(&mut self) -> &mut DecapTable {
-        &mut self.table
     }
 }
 
