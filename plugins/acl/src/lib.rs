@@ -517,7 +517,12 @@ impl AclNode {
                     }
                 }
                 b.hdr.handoff_thread = 0;
+                // A live session the packet does not belong to (a one-armed flow's reply on
+                // the creating side) keeps its key: the packet meets the rules, and a
+                // permit+reflect rule admits it without a second session.
+                let mut live = false;
                 if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
+                    live = true;
                     let from_init = src_lo == s.init_lo;
                     // The initiator in the creating direction, the responder in the other.
                     if !err && (s.out == self.out) == from_init {
@@ -547,7 +552,7 @@ impl AclNode {
                         return pass;
                     }
                 }
-                if !err {
+                if !err && !live {
                     sk = Some((key, src_lo));
                 }
             }
