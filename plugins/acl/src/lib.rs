@@ -37,12 +37,13 @@
 //!   stateful interface owned by another thread go to this node there (handoff queue).
 //! - counters: `permit`, `session_hit`, `session_created`, `handoff`,
 //!   `icmp_error_session_hit` (an ICMP error admitted for the session it quotes) (info);
-//!   drops: `deny`
-//!   (rule said deny), `no_match` (implicit deny), `malformed` (no IP header),
-//!   `session_limit` (the owner's session table is full), `congestion_drop` (handoff queue
-//!   full), `tcp_out_of_window` and `tcp_bad_rst` (a segment, or a RST, of a tracked TCP
-//!   connection outside its window: [`session::TcpWindow`]), `malformed` also for a
-//!   tracked TCP packet whose header is truncated.
+//!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no IP
+//!   header), `session_limit` (the owner's session table is full), `hash_collision` (a
+//!   live session of another key has the new key's digest: [`session::Table`]),
+//!   `congestion_drop` (handoff queue full), `tcp_out_of_window` and `tcp_bad_rst` (a
+//!   segment, or a RST, of a tracked TCP connection outside its window:
+//!   [`session::TcpWindow`]), `malformed` also for a tracked TCP packet whose header is
+//!   truncated.
 
 pub mod api;
 pub mod rules;
