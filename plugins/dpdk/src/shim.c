@@ -523,7 +523,10 @@ void sd_rx_take(struct rte_mbuf **m, uint16_t n, uint32_t *buf, uint32_t cap, in
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *s = m[i];
         len[i] = s->pkt_len;
-        if (s->pool == zrx_pool && s->nb_segs == 1) {
+        /* Only a direct, unshared mbuf carries its own Sluice buffer alone: an indirect one
+         * points into another mbuf's, a shared one's buffer is still read elsewhere. */
+        if (s->pool == zrx_pool && s->nb_segs == 1 && RTE_MBUF_DIRECT(s) &&
+            rte_mbuf_refcnt_read(s) == 1) {
             uint32_t old = zrx_idx(s);
             off[i] = (int16_t)(s->data_off - RTE_PKTMBUF_HEADROOM);
             zrx_set(s, buf[i]);
