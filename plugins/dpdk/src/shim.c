@@ -650,8 +650,8 @@ static void get_raw(struct rte_mempool *mp, struct rte_mbuf **m, uint16_t n)
  * `seg`/`seg_len`/`seg_idx` (a Sluice buffer chain: data pointers, lengths, buffer indices).
  * With `zc` (and a zero-copy pool attached), a single-buffer packet goes out in its own
  * Sluice buffer, swapped into an mbuf of that pool, whose previous buffer is returned in
- * `freed` (`*nfreed` of them: the caller's now). Anything else is copied into mbufs of `mp`
- * (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
+ * `freed` (`*nfreed` of them: the caller's now). Anything else, and such a packet when that
+ * pool has no mbuf left, is copied into mbufs of `mp` (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
  * (its buffer is DPDK's now), COPIED (sent, the buffer is still the caller's), NO_MBUF or
  * FULL (not sent, the buffer is still the caller's). Returns the number sent. */
 uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
@@ -684,10 +684,10 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
             if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
                 head = za[zused];
                 za[zused++] = NULL;
-                if (!head) {
-                    status[i] = SD_TX_NO_MBUF;
-                    continue;
-                }
+            }
+            /* The zero-copy pool may have had no mbuf for it (they wait in devices' tx rings
+             * or hold received packets): then the packet is copied into `mp` below. */
+            if (head) {
                 olds[built] = zrx_idx(head);
                 zrx_set(head, seg_idx[first]);
                 head->data_off = (uint16_t)(seg[first] - b);
