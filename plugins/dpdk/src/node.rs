@@ -459,6 +459,10 @@ impl DpdkTx {
                     &mut nfreed,
                 )
             } as usize;
+            // The queue's other threads need not wait for the frees.
+            if e.shared {
+                e.queues[q].unlock();
+            }
             if nfreed > 0 {
                 let mut out = [BufIdx(0); FRAME_SIZE];
                 for (o, &i) in out.iter_mut().zip(&freed[..nfreed as usize]) {
@@ -466,9 +470,6 @@ impl DpdkTx {
                 }
                 // Single buffers (lent to an mbuf alone), so their headers need not be read.
                 cx.bufs().free_no_next(&out[..nfreed as usize]);
-            }
-            if e.shared {
-                e.queues[q].unlock();
             }
             let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
             for (k, &b) in run[start..start + np].iter().enumerate() {
