@@ -337,15 +337,28 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
     // buffers, and transmit swaps packets into mbufs of that pool: it serves both
     // directions, so it holds both counts. It must leave Sluice at least half of its buffers.
     let n_zc = zero_copy_size(cfg, &wanted, threads);
+    // Why not (the devices' reasons are facts, a pool too small a sizing mistake to warn of).
     let copy_why = if !cfg.devs.is_empty() {
-        Some("PCI devices cannot reach Sluice's buffers".to_string())
+        Some((
+            log::Level::Info,
+            "PCI devices cannot reach Sluice's buffers".to_string(),
+        ))
     } else if let Some(v) = cfg.vdevs.iter().find(|v| !zero_copy_driver(&v.addr)) {
-        Some(format!(
-            "vdev {}: its driver does not copy through the mbuf's virtual address",
-            v.addr
+        Some((
+            log::Level::Info,
+            format!(
+                "vdev {}: its driver does not copy through the mbuf's virtual address",
+                v.addr
+            ),
         ))
     } else if n_zc > vm.pool.len() / 2 {
-        Some("the Sluice buffer pool is too small to lend the mbufs half of it".to_string())
+        Some((
+            log::Level::Warn,
+            format!(
+                "{n_zc} mbufs (num-mbufs or the queues) exceed half of Sluice's {} buffers",
+                vm.pool.len()
+            ),
+        ))
     } else {
         None
     };
@@ -364,7 +377,7 @@ fn start_devices(
     args: &[String],
     n_rx: u32,
     n_tx: u32,
-    copy_why: Option<String>,
+    copy_why: Option<(log::Level, String)>,
 ) -> Result<(), String> {
     let zero_copy = copy_why.is_none();
     let pci_drivers: Vec<Option<String>> = cfg
@@ -401,8 +414,8 @@ fn start_devices(
     let tx_pool = create_pool(api, "sluice_tx", n_tx, 0)?;
     let lent = match &copy_why {
         None => lend_rx_buffers(vm, api, rx_pool, n_rx)?,
-        Some(why) => {
-            log::info!("dpdk: receive and transmit copy ({why})");
+        Some((level, why)) => {
+            log::log!(*level, "dpdk: receive and transmit copy ({why})");
             0
         }
     };

@@ -11,7 +11,9 @@
 //! chain. The mbufs are then freed in one call (those of the zero-copy pool raw, in one
 //! request).
 //! - uses: nothing (produces packets).
-//! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
+//! - sets: `rx_if` = the port's interface; `current_data` at the Ethernet header: 0 for a
+//!   copied packet, for a zero-copy one where the device put it (the mbuf's `data_off`
+//!   minus DPDK's 128-byte headroom: may be non-zero, negative into Sluice's headroom);
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
 //! - next: `ethernet-input` for every packet.
 //! - counters: `no_buffers` (error: Sluice buffer pool exhausted; the packet is dropped and
