@@ -74,6 +74,27 @@ class TestAcl(Ip4RouterTest):
         self.vpp.cli(f"set acl-plugin interface pg0 input acl {a} del")
         self.send_and_expect(self.pg0, bad[:3], self.pg1)
 
+    def test_one_armed_reply_meets_the_rules(self):
+        """permit+reflect on pg0's input only, a flow hairpinned through pg0: the responder's
+        packet arrives on the input where the session was created, belongs to no direction
+        the session admits, and is admitted by the rule without a second session (the
+        session keeps its initiator; its output side admits the reply leaving pg0)."""
+        a = self.acl("permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0")
+        self.vpp.cli(f"set acl-plugin interface pg0 input acl {a}")
+        self.send_and_expect(self.pg0, [self.f(UDP(sport=4000, dport=53) / Raw(b"q"))],
+                             self.pg1)
+        reply = Ether(raw(Ether(dst=self.pg0.local_mac, src=self.pg0.remote_mac)
+                          / IP(src="10.2.0.1", dst=self.pg0.remote_ip4)
+                          / UDP(sport=53, dport=4000) / Raw(b"a")))
+        self.send_and_expect(self.pg0, [reply, reply], self.pg0)
+        s = self.vpp.cli("show acl-plugin sessions")
+        assert "Sessions total: 1" in s, s
+        assert ("sw_if_index 1 input proto 17 %s:4000 -> 10.2.0.1:53"
+                % self.pg0.remote_ip4) in s, s
+        self.assert_counters({(IN4, PERMIT): 3, (IN4, SESSION_CREATED): 1,
+                              (OUT4, SESSION_HIT): 2})
+        assert self.hits(a) == [3]
+
     def test_lists_apply_in_order_and_output(self):
         a = self.acl("permit src 0.0.0.0/0 dst 10.2.0.9/32")
         b = self.acl("deny src 0.0.0.0/0 dst 0.0.0.0/0")

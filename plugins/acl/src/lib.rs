@@ -37,12 +37,13 @@
 //!   stateful interface owned by another thread go to this node there (handoff queue).
 //! - counters: `permit`, `session_hit`, `session_created`, `handoff`,
 //!   `icmp_error_session_hit` (an ICMP error admitted for the session it quotes) (info);
-//!   drops: `deny`
-//!   (rule said deny), `no_match` (implicit deny), `malformed` (no IP header),
-//!   `session_limit` (the owner's session table is full), `congestion_drop` (handoff queue
-//!   full), `tcp_out_of_window` and `tcp_bad_rst` (a segment, or a RST, of a tracked TCP
-//!   connection outside its window: [`session::TcpWindow`]), `malformed` also for a
-//!   tracked TCP packet whose header is truncated.
+//!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no IP
+//!   header), `session_limit` (the owner's session table is full), `hash_collision` (a
+//!   live session of another key has the new key's digest: [`session::Table`]),
+//!   `congestion_drop` (handoff queue full), `tcp_out_of_window` and `tcp_bad_rst` (a
+//!   segment, or a RST, of a tracked TCP connection outside its window:
+//!   [`session::TcpWindow`]), `malformed` also for a tracked TCP packet whose header is
+//!   truncated.
 
 pub mod api;
 pub mod rules;
@@ -517,7 +518,12 @@ impl AclNode {
                     }
                 }
                 b.hdr.handoff_thread = 0;
+                // A live session the packet does not belong to (a one-armed flow's reply on
+                // the creating side) keeps its key: the packet meets the rules, and a
+                // permit+reflect rule admits it without a second session.
+                let mut live = false;
                 if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
+                    live = true;
                     let from_init = src_lo == s.init_lo;
                     // The initiator in the creating direction, the responder in the other.
                     if !err && (s.out == self.out) == from_init {
@@ -547,7 +553,7 @@ impl AclNode {
                         return pass;
                     }
                 }
-                if !err {
+                if !err && !live {
                     sk = Some((key, src_lo));
                 }
             }

@@ -411,6 +411,9 @@ pub struct Table {
     pub stats: Stats,
     /// Next slot the cleaner looks at.
     scan: usize,
+    /// Tests narrow the digests to force two keys onto one.
+    #[cfg(test)]
+    digest_mask: u64,
 }
 
 impl Default for Table {
@@ -432,6 +435,8 @@ impl Table {
             max,
             stats: Stats::default(),
             scan: 0,
+            #[cfg(test)]
+            digest_mask: u64::MAX,
         }
     }
 
@@ -463,7 +468,10 @@ impl Table {
             let y = self.hasher.hash(x ^ k.hi.0 as u64, (k.hi.0 >> 64) as u64);
             y ^ ((k.sw_if as u64) << 32 | k.v6 as u64)
         };
-        self.hasher.hash(a, b)
+        let d = self.hasher.hash(a, b);
+        #[cfg(test)]
+        let d = d & self.digest_mask;
+        d
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
@@ -776,5 +784,40 @@ mod tests {
         assert!(tb.is_empty());
         assert!(keys.iter().all(|k| tb.lookup(&k.0, 1e9, &t).is_none()));
         assert_eq!(tb.stats.expired, tb.stats.created);
+    }
+
+    #[test]
+    fn two_keys_on_one_digest() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(100);
+        tb.digest_mask = 0xf;
+        let at = |now: f64, port: u16| {
+            let mut s = sess(now, 17);
+            let (key, lo) = SessKey::of(1, false, 17, (10, port), (20, 80));
+            s.key = key;
+            s.init_lo = lo;
+            s
+        };
+        // Three keys: `a` and `b` share a digest, `c` has another.
+        let d = |tb: &Table, p: u16| tb.digest(&at(0.0, p).key);
+        let a = 1000;
+        let b = (1001..).find(|&p| d(&tb, p) == d(&tb, a)).unwrap();
+        let c = (1001..).find(|&p| d(&tb, p) != d(&tb, a)).unwrap();
+        let key = |p: u16| at(0.0, p).key;
+        tb.create(at(0.0, a)).unwrap();
+        tb.create(at(500.0, c)).unwrap();
+        // `b` finds `a`'s slot by the digest and no session of its own; it gets none.
+        assert!(tb.lookup(&key(b), 1.0, &t).is_none());
+        assert_eq!(tb.create(at(1.0, b)).err(), Some(CreateError::Collision));
+        assert_eq!(tb.len(), 2);
+        assert_eq!(tb.lookup(&key(a), 1.0, &t).map(|s| s.key), Some(key(a)));
+        // `a` expires (600 s idle) and takes only its own entry: `c` stays, `b` may come.
+        assert_eq!(tb.expire(700.0, &t, 100), 1);
+        assert!(tb.lookup(&key(a), 700.0, &t).is_none());
+        assert_eq!(tb.lookup(&key(c), 700.0, &t).map(|s| s.key), Some(key(c)));
+        tb.create(at(700.0, b)).unwrap();
+        assert_eq!(tb.lookup(&key(b), 701.0, &t).map(|s| s.key), Some(key(b)));
+        assert!(tb.lookup(&key(a), 701.0, &t).is_none());
+        assert_eq!(tb.len(), 2);
     }
 }

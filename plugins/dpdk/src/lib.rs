@@ -56,6 +56,24 @@ pub const DEFAULT_DESC: u16 = 1024;
 /// Per-lcore mbuf cache of the pools.
 const POOL_CACHE: u32 = 256;
 
+/// The virtual-device drivers that copy packet data through an mbuf's `buf_addr` (its
+/// virtual address), so they can receive into and transmit from Sluice's buffers (zero
+/// copy). Others do not: `net_af_xdp` (umem zero-copy), `net_virtio_user` and `net_memif`
+/// (`zero-copy=yes`) hand the mbuf's IOVA or their own shared memory to the other end.
+const ZERO_COPY_DRIVERS: [&str; 6] = [
+    "net_ring",
+    "net_null",
+    "net_pcap",
+    "net_tap",
+    "net_af_packet",
+    "net_vhost",
+];
+
+/// Whether the driver named (or a vdev named after it: `net_ring0`) can use zero copy.
+fn zero_copy_driver(name: &str) -> bool {
+    ZERO_COPY_DRIVERS.iter().any(|d| name.starts_with(d))
+}
+
 /// One rx queue's placement, as the control plane records it.
 pub struct RxPlace {
     /// Thread polling it.
@@ -314,16 +332,40 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
         })
         .collect();
     let (n_rx, n_tx) = pool_sizes(cfg, &wanted, threads);
-    // Zero copy (virtual devices only: a PCI device's DMA cannot reach Sluice's arena) lends
-    // the receive pool's mbufs Sluice buffers, and transmit swaps packets into mbufs of that
-    // pool: it serves both directions, so it holds both counts. It must leave Sluice at least
-    // half of its buffers.
+    // Zero copy (virtual devices whose drivers copy through the mbuf's virtual address only:
+    // a PCI device's DMA cannot reach Sluice's arena) lends the receive pool's mbufs Sluice
+    // buffers, and transmit swaps packets into mbufs of that pool: it serves both
+    // directions, so it holds both counts. It must leave Sluice at least half of its buffers.
     let n_zc = zero_copy_size(cfg, &wanted, threads);
-    let zero_copy = cfg.devs.is_empty() && n_zc <= vm.pool.len() / 2;
-    let n_rx = if zero_copy { n_zc } else { n_rx };
+    // Why not (the devices' reasons are facts, a pool too small a sizing mistake to warn of).
+    let copy_why = if !cfg.devs.is_empty() {
+        Some((
+            log::Level::Info,
+            "PCI devices cannot reach Sluice's buffers".to_string(),
+        ))
+    } else if let Some(v) = cfg.vdevs.iter().find(|v| !zero_copy_driver(&v.addr)) {
+        Some((
+            log::Level::Info,
+            format!(
+                "vdev {}: its driver does not copy through the mbuf's virtual address",
+                v.addr
+            ),
+        ))
+    } else if n_zc > vm.pool.len() / 2 {
+        Some((
+            log::Level::Warn,
+            format!(
+                "{n_zc} mbufs (num-mbufs or the queues) exceed half of Sluice's {} buffers",
+                vm.pool.len()
+            ),
+        ))
+    } else {
+        None
+    };
+    let n_rx = if copy_why.is_none() { n_zc } else { n_rx };
     let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(n_rx, n_tx));
     eal::init(api, &args)?;
-    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, zero_copy);
+    let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, copy_why);
     eal::remove_runtime_dir(api);
     r
 }
@@ -335,8 +377,9 @@ fn start_devices(
     args: &[String],
     n_rx: u32,
     n_tx: u32,
-    zero_copy: bool,
+    copy_why: Option<(log::Level, String)>,
 ) -> Result<(), String> {
+    let zero_copy = copy_why.is_none();
     let pci_drivers: Vec<Option<String>> = cfg
         .devs
         .iter()
@@ -369,18 +412,12 @@ fn start_devices(
     }
     let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy { 2 } else { 0 })?;
     let tx_pool = create_pool(api, "sluice_tx", n_tx, 0)?;
-    let lent = if zero_copy {
-        lend_rx_buffers(vm, api, rx_pool, n_rx)?
-    } else {
-        log::info!(
-            "dpdk: receive and transmit copy ({})",
-            if cfg.devs.is_empty() {
-                "the Sluice buffer pool is too small to lend the mbufs half of it"
-            } else {
-                "PCI devices cannot reach Sluice's buffers"
-            }
-        );
-        0
+    let lent = match &copy_why {
+        None => lend_rx_buffers(vm, api, rx_pool, n_rx)?,
+        Some((level, why)) => {
+            log::log!(*level, "dpdk: receive and transmit copy ({why})");
+            0
+        }
     };
     {
         let m = vm.ext_mut::<DpdkMain>();
@@ -592,16 +629,23 @@ fn add_port(
             seen_miss: 0,
         });
     }
+    // A PCI device DMAs from IOVAs, and Sluice's arena is not mapped for it (that needs
+    // rte_extmem_register + rte_dev_dma_map on pinned memory); a virtual device's driver
+    // must copy through the mbuf's virtual address ([`ZERO_COPY_DRIVERS`]). Others copy.
+    let driver = sys::cstr(&info.driver);
+    let zero_copy = vm.ext_mut::<DpdkMain>().lent > 0
+        && sys::cstr(&info.bus) != "pci"
+        && zero_copy_driver(&driver);
+    if vm.ext_mut::<DpdkMain>().lent > 0 && !zero_copy {
+        log::info!("{name}: transmit copies (driver {driver} cannot take Sluice's buffers)");
+    }
     let entry = TxEntry {
         api,
         port,
         queues: Arc::new((0..conf.n_txq).map(|_| TxLock::default()).collect()),
         shared: (conf.n_txq as usize) < threads,
         pool: tx_pool,
-        // A PCI device DMAs from IOVAs, and Sluice's arena is not mapped for it (that needs
-        // rte_extmem_register + rte_dev_dma_map on pinned memory): copy. Virtual devices read
-        // the buffers through their virtual addresses.
-        zero_copy: sys::cstr(&info.bus) != "pci" && vm.ext_mut::<DpdkMain>().lent > 0,
+        zero_copy,
         counters: counters.clone(),
         subs: vm.ext_mut::<Interfaces>().counter_table.clone(),
     };
@@ -844,6 +888,29 @@ pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_copy_only_for_drivers_copying_through_the_virtual_address() {
+        for n in [
+            "net_ring0",
+            "net_null1",
+            "net_tap0",
+            "net_af_packet0",
+            "net_vhost0",
+        ] {
+            assert!(zero_copy_driver(n), "{n}");
+        }
+        for n in [
+            "net_af_xdp0",
+            "net_virtio_user0",
+            "net_memif0",
+            "eth_ring0",
+            "",
+            "net_",
+        ] {
+            assert!(!zero_copy_driver(n), "{n}");
+        }
+    }
 
     #[test]
     fn pools_are_sized_from_the_queues() {

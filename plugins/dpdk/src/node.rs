@@ -11,7 +11,9 @@
 //! chain. The mbufs are then freed in one call (those of the zero-copy pool raw, in one
 //! request).
 //! - uses: nothing (produces packets).
-//! - sets: `rx_if` = the port's interface; `current_data` = 0 at the Ethernet header;
+//! - sets: `rx_if` = the port's interface; `current_data` at the Ethernet header: 0 for a
+//!   copied packet, for a zero-copy one where the device put it (the mbuf's `data_off`
+//!   minus DPDK's 128-byte headroom: may be non-zero, negative into Sluice's headroom);
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
 //! - next: `ethernet-input` for every packet.
 //! - counters: `no_buffers` (error: Sluice buffer pool exhausted; the packet is dropped and
@@ -459,6 +461,10 @@ impl DpdkTx {
                     &mut nfreed,
                 )
             } as usize;
+            // The queue's other threads need not wait for the frees.
+            if e.shared {
+                e.queues[q].unlock();
+            }
             if nfreed > 0 {
                 let mut out = [BufIdx(0); FRAME_SIZE];
                 for (o, &i) in out.iter_mut().zip(&freed[..nfreed as usize]) {
@@ -466,9 +472,6 @@ impl DpdkTx {
                 }
                 // Single buffers (lent to an mbuf alone), so their headers need not be read.
                 cx.bufs().free_no_next(&out[..nfreed as usize]);
-            }
-            if e.shared {
-                e.queues[q].unlock();
             }
             let (mut nombuf, mut full, mut bytes) = (0u64, 0u64, 0u64);
             for (k, &b) in run[start..start + np].iter().enumerate() {

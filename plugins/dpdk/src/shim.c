@@ -523,7 +523,10 @@ void sd_rx_take(struct rte_mbuf **m, uint16_t n, uint32_t *buf, uint32_t cap, in
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *s = m[i];
         len[i] = s->pkt_len;
-        if (s->pool == zrx_pool && s->nb_segs == 1) {
+        /* Only a direct, unshared mbuf carries its own Sluice buffer alone: an indirect one
+         * points into another mbuf's, a shared one's buffer is still read elsewhere. */
+        if (s->pool == zrx_pool && s->nb_segs == 1 && RTE_MBUF_DIRECT(s) &&
+            rte_mbuf_refcnt_read(s) == 1) {
             uint32_t old = zrx_idx(s);
             off[i] = (int16_t)(s->data_off - RTE_PKTMBUF_HEADROOM);
             zrx_set(s, buf[i]);
@@ -647,8 +650,8 @@ static void get_raw(struct rte_mempool *mp, struct rte_mbuf **m, uint16_t n)
  * `seg`/`seg_len`/`seg_idx` (a Sluice buffer chain: data pointers, lengths, buffer indices).
  * With `zc` (and a zero-copy pool attached), a single-buffer packet goes out in its own
  * Sluice buffer, swapped into an mbuf of that pool, whose previous buffer is returned in
- * `freed` (`*nfreed` of them: the caller's now). Anything else is copied into mbufs of `mp`
- * (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
+ * `freed` (`*nfreed` of them: the caller's now). Anything else, and such a packet when that
+ * pool has no mbuf left, is copied into mbufs of `mp` (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
  * (its buffer is DPDK's now), COPIED (sent, the buffer is still the caller's), NO_MBUF or
  * FULL (not sent, the buffer is still the caller's). Returns the number sent. */
 uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
@@ -681,10 +684,10 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t 
             if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
                 head = za[zused];
                 za[zused++] = NULL;
-                if (!head) {
-                    status[i] = SD_TX_NO_MBUF;
-                    continue;
-                }
+            }
+            /* The zero-copy pool may have had no mbuf for it (they wait in devices' tx rings
+             * or hold received packets): then the packet is copied into `mp` below. */
+            if (head) {
                 olds[built] = zrx_idx(head);
                 zrx_set(head, seg_idx[first]);
                 head->data_off = (uint16_t)(seg[first] - b);

@@ -1,7 +1,7 @@
 //! The dpdk plugin against DPDK's virtual devices, which need no NIC and no hugepages:
-//! `net_ring` and `net_pcap` (exact packets in and out, byte for byte), `net_null` (counts
-//! and rates, several rx queues), `net_memif` against Sluice's own memif plugin (packets both
-//! ways, link events), and start-up errors. Each test runs in a child process of its own
+//! `net_ring` and `net_pcap` (exact packets in and out, byte for byte; a full ring under zero
+//! copy), `net_null` (counts and rates, several rx queues), `net_memif` against Sluice's own
+//! memif plugin (packets both ways, link events), and start-up errors. Each test runs in a child process of its own
 //! (EAL starts once per process); without DPDK support built, each says why it skips.
 
 mod common;
@@ -136,6 +136,82 @@ fn ring_loopback(conf: &str, mode: &str) {
         assert!(l.trim_end().ends_with(" 0"), "mbufs still in use: {b}");
     }
     assert!(b.contains(mode), "{b}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ring_full_under_zero_copy_gives_every_buffer_back() {
+    skip_unless_dpdk!();
+    in_child("ring_full_under_zero_copy_gives_every_buffer_back", || {
+        ring_overflow("dpdk { vdev net_ring0 { name ring0 } }")
+    });
+}
+
+#[test]
+fn zero_copy_pool_exhausted_transmit_copies() {
+    skip_unless_dpdk!();
+    in_child("zero_copy_pool_exhausted_transmit_copies", || {
+        // 1024 zero-copy mbufs, as many as the ring takes: once they all wait in the ring the
+        // packets are copied into sluice_tx mbufs, none is dropped for want of an mbuf.
+        ring_overflow("dpdk { vdev net_ring0 { name ring0 } num-mbufs 1024 }")
+    });
+}
+
+/// Eight pg streams put 2048 packets into ring0's transmit in one dispatch; net_ring's ring
+/// (rx = tx) holds 1024 and dpdk-input takes at most 256 per poll: the refused packets'
+/// buffers are swapped back out of their zero-copy mbufs and freed, and counted.
+fn ring_overflow(conf: &str) {
+    let mut rt = start(conf, 0).unwrap();
+    let dir = tmpdir("ringfull");
+    for c in [
+        "create packet-generator interface pg0",
+        "set interface state pg0 up",
+        "set interface state ring0 up",
+        "set interface l2 xconnect pg0 ring0",
+        "set interface l2 xconnect ring0 pg0",
+    ] {
+        rt.ok(c);
+    }
+    let (streams, per) = (8u32, 256u32);
+    for s in 0..streams {
+        let frames: Vec<Vec<u8>> = (0..per)
+            .map(|i| frame(PG_MAC, PEER, 60, s * per + i))
+            .collect();
+        let inp = dir.join(format!("s{s}.pcap"));
+        write_pcap(&inp, &frames);
+        rt.ok(&format!(
+            "packet-generator new pcap {} source pg0 name s{s}",
+            inp.display()
+        ));
+    }
+    rt.ok("packet-generator enable");
+    let n = (streams * per) as u64;
+    let done = rt.run_until(Duration::from_secs(20), |rt| {
+        rt.if_counter("ring0", "rx packets") + rt.if_counter("ring0", "tx-error") >= n
+    });
+    rt.run_for(Duration::from_millis(50));
+    let (rx, err) = (
+        rt.if_counter("ring0", "rx packets"),
+        rt.if_counter("ring0", "tx-error"),
+    );
+    assert!(done, "ring0 received {rx}, refused {err} of {n}");
+    assert!(err > 0, "the ring never filled: {rx} received");
+    assert_eq!(rx + err, n);
+    assert_eq!(rt.if_counter("ring0", "tx packets"), rx);
+    assert_eq!(rt.error_count("dpdk-tx", "device tx queue full"), err);
+    assert_eq!(rt.error_count("dpdk-tx", "tx mbuf pool exhausted"), 0);
+    assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+    // The device still works afterwards: traffic comes back byte for byte.
+    rt.ok("set interface mtu 9216 ring0");
+    let frames = mixed_frames(600);
+    let got = send_and_capture(&mut rt, &dir, "pg0", "pg0", &frames);
+    assert_same(&got, &frames);
+    assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+    let b = rt.ok("show dpdk buffer");
+    assert!(b.contains("receive: zero-copy"), "{b}");
+    for l in b.lines().filter(|l| l.starts_with("sluice_")) {
+        assert!(l.trim_end().ends_with(" 0"), "mbufs still in use: {b}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
