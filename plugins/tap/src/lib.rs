@@ -364,7 +364,7 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, String> {
         flags |= libc::IFF_MULTI_QUEUE;
     }
     ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
-    let hdr: libc::c_int = node::VNET_HDR_LEN as libc::c_int;
+    let hdr: libc::c_int = sluice_vnet::offload::VNET_HDR_LEN as libc::c_int;
     let ioctl_err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
     // SAFETY: TUNSETIFF reads and writes the ifreq we pass; the others read an int or take
     // an integer argument.

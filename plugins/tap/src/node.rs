@@ -40,7 +40,7 @@ use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
-use sluice_vnet::offload;
+use sluice_vnet::offload::{self, VIRTIO_NET_HDR_F_NEEDS_CSUM as F_NEEDS_CSUM, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -86,10 +86,6 @@ sluice_graph::counters! {
         NoInterface => error("no_interface", "tap interface deleted"),
     }
 }
-
-/// `struct virtio_net_hdr` (no `num_buffers`: `TUNSETVNETHDRSZ` 10).
-pub const VNET_HDR_LEN: usize = 10;
-const F_NEEDS_CSUM: u8 = 1;
 
 /// Largest frame read (a 64 KiB aggregate plus headers).
 const MAX_FRAME: usize = 65535 + 64;
