@@ -28,7 +28,8 @@
 //!   next: none.
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
-//!   is down, or an aggregate whose headers do not parse), `no_interface` (error: interface deleted while the packet was in flight), each
+//!   is down, or an aggregate whose headers do not parse), `too_big` (error: a chain of more
+//!   than 64 buffers, refused whole), `no_interface` (error: interface deleted while the packet was in flight), each
 //!   also counted as interface `tx-error` except `no_interface` (taken off `tx packets` /
 //!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
@@ -84,6 +85,8 @@ sluice_graph::counters! {
         WriteError => error("write_error", "writev failed"),
         /// Tap interface deleted.
         NoInterface => error("no_interface", "tap interface deleted"),
+        /// A chain of more buffers than one `writev` takes.
+        TooBig => error("too_big", "packet of more than 64 buffers"),
     }
 }
 
@@ -413,6 +416,29 @@ pub struct TapTx {
 /// Most buffers of one packet on tx.
 const MAX_SEGS: usize = 64;
 
+/// Points `iov[1..]` at the data of the buffers of chain `b` and returns the number of
+/// iovecs used including `iov[0]`; `None` for a chain of more than [`MAX_SEGS`] buffers.
+fn chain_iov(pool: &BufferPool, b: BufIdx, iov: &mut [libc::iovec; MAX_SEGS + 1]) -> Option<usize> {
+    let mut n = 1;
+    let mut cur = Some(b);
+    while let Some(x) = cur {
+        if n > MAX_SEGS {
+            return None;
+        }
+        // SAFETY: the tx node owns the frame and its chains; views are read-only and the
+        // iovecs are used (by the writev) while no other view of these buffers exists.
+        let v = unsafe { pool.buffer(x) };
+        let d = v.data();
+        iov[n] = libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        };
+        n += 1;
+        cur = v.hdr.next();
+    }
+    Some(n)
+}
+
 impl TapTx {
     fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
@@ -421,7 +447,7 @@ impl TapTx {
             return;
         };
         let zero = [0u8; VNET_HDR_LEN];
-        let (mut full, mut err, mut lost) = (0u64, 0u64, 0u64);
+        let (mut full, mut err, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -452,20 +478,16 @@ impl TapTx {
                 iov_base: gso_hdr.as_ptr() as *mut libc::c_void,
                 iov_len: VNET_HDR_LEN,
             };
-            let mut n = 1;
-            let mut cur = Some(b);
-            while let Some(x) = cur.filter(|_| n <= MAX_SEGS) {
-                // SAFETY: the tx node owns the frame and its chains; views are read-only and
-                // live until the writev below, while no other view of these buffers exists.
-                let v = unsafe { pool.buffer(x) };
-                let d = v.data();
-                iov[n] = libc::iovec {
-                    iov_base: d.as_ptr() as *mut libc::c_void,
-                    iov_len: d.len(),
-                };
-                n += 1;
-                cur = v.hdr.next();
-            }
+            let Some(n) = chain_iov(pool, b, &mut iov) else {
+                // Cutting the chain short would hand the kernel fewer bytes than the IP (and
+                // virtio) header say: refused whole.
+                big += 1;
+                // SAFETY: owned by this node; read-only header access.
+                let h = unsafe { pool.header(b) };
+                lost += h.total_len() as u64;
+                e.subs.sub_tx_failed(t, h);
+                continue;
+            };
             // SAFETY: `n` iovecs over live buffers (the kernel only reads them).
             let r = unsafe { libc::writev(fd, iov.as_ptr(), n as i32) };
             if r < 0 {
@@ -478,10 +500,11 @@ impl TapTx {
                 }
             }
         }
-        if full + err > 0 {
-            e.counters.tx_failed(t, full + err, lost);
+        if full + err + big > 0 {
+            e.counters.tx_failed(t, full + err + big, lost);
             cx.count(TxCounter::Full, full);
             cx.count(TxCounter::WriteError, err);
+            cx.count(TxCounter::TooBig, big);
         }
     }
 }
@@ -499,5 +522,44 @@ impl NodeFn for TapTx {
 
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::PoolConfig;
+
+    #[test]
+    fn a_chain_longer_than_max_segs_is_refused_not_cut() {
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 256,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let mut cache = pool.cache();
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SEGS + 1];
+        for (bufs, want) in [
+            (1, Some(2)),
+            (MAX_SEGS, Some(MAX_SEGS + 1)),
+            (MAX_SEGS + 1, None),
+        ] {
+            let head = cache.alloc_with(&[7u8; 100]).unwrap();
+            for _ in 1..bufs {
+                let x = cache.alloc_with(&[9u8; 10]).unwrap();
+                cache.chain_append(head, x);
+            }
+            assert_eq!(chain_iov(&pool, head, &mut iov), want, "{bufs} buffers");
+            if want.is_some() {
+                assert_eq!(iov[1].iov_len, 100);
+                assert_eq!(iov[bufs].iov_len, if bufs == 1 { 100 } else { 10 });
+            }
+            cache.free(&[head]);
+        }
+        cache.flush();
+        assert_eq!(pool.stats().in_use, 0, "no leaked buffers");
     }
 }
