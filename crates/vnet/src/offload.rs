@@ -328,14 +328,15 @@ impl Gso {
     }
 
     /// Stores the aggregate's description in its buffer header (`flags::GSO` and
-    /// `OFFLOAD_L4_CKSUM`, the `gso_*` fields, `csum_offset`), relative to the L3 header.
+    /// `OFFLOAD_L4_CKSUM`, the `gso_*` fields), relative to the L3 header. The partial
+    /// checksum's position is not stored: [`vnet_hdr`] and [`segment_chain`] parse it from
+    /// the packet ([`Gso::csum_offset`]).
     pub fn set_meta(&self, h: &mut BufferHeader) {
         h.flags |= flags::GSO | flags::OFFLOAD_L4_CKSUM;
         h.gso_size = self.mss as u16;
         h.gso_type = self.kind;
         h.gso_l4_offset = (self.l4 - self.l3) as u8;
         h.gso_l4_hdr_len = (self.hdr_len - self.l4) as u8;
-        h.csum_offset = self.csum_offset() as u8;
     }
 
     /// Writes segment `i` of the frame `f` into `dst` (see [`Gso::write_segment_from`]).

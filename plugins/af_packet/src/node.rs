@@ -13,7 +13,7 @@
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header; for an
 //!   aggregate flags `GSO`/`OFFLOAD_L4_CKSUM` and `gso_size`, `gso_type`, `gso_l4_offset`,
-//!   `gso_l4_hdr_len`, `csum_offset`;
+//!   `gso_l4_hdr_len`;
 //!   `rx_tsc` = when the kernel put the packet in the ring (its `tp_sec`/`tp_nsec` receive
 //!   timestamp carried over to the TSC through one `CLOCK_REALTIME`/TSC pair read per call,
 //!   so the up to 1 ms a packet waits for its V3 block to be retired is not counted as
