@@ -851,4 +851,91 @@ mod tests {
             let _ = Gso::parse(&f[..n], gso_type::TCPV4, 1400);
         }
     }
+
+    /// An Ethernet (optionally 802.1Q) / IPv4 or IPv6 / TCP (20-byte header) frame.
+    fn tcp_frame(v6: bool, vlan: bool, payload: usize) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a]);
+        }
+        let l4 = 20 + payload;
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, (l4 >> 8) as u8, l4 as u8, 6, 64]);
+            f.extend_from_slice(&[0xfd; 32]);
+        } else {
+            let t = 20 + l4;
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0, (t >> 8) as u8, t as u8, 0, 1, 0x40, 0]);
+            f.extend_from_slice(&[64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        }
+        let mut tcp = [0u8; 20];
+        tcp[12] = 0x50;
+        f.extend_from_slice(&tcp);
+        f.extend(std::iter::repeat_n(0x5a, payload));
+        f
+    }
+
+    /// `vnet_hdr` in host byte order: flags, gso_type (ECN kept), hdr_len, gso_size,
+    /// csum_start (after any VLAN tag), csum_offset; zeros for a plain packet, `None` for
+    /// an aggregate whose headers do not match its metadata.
+    #[test]
+    fn vnet_hdr_describes_tcp4_tcp6_over_vlan_and_udp_aggregates() {
+        let ne = |v: [u8; VNET_HDR_LEN]| {
+            let w = |at: usize| u16::from_ne_bytes([v[at], v[at + 1]]);
+            (v[0], v[1], w(2), w(4), w(6), w(8))
+        };
+        let cases = [
+            (
+                tcp_frame(false, false, 3000),
+                gso_type::TCPV4 | gso_type::ECN,
+                1448,
+                (54, 34, 16),
+            ),
+            (
+                tcp_frame(true, true, 3000),
+                gso_type::TCPV6,
+                1428,
+                (78, 58, 16),
+            ),
+            (
+                ip4_udp(&[7u8; 3000], false),
+                gso_type::UDP_L4,
+                1200,
+                (42, 34, 6),
+            ),
+            (
+                ip4_udp(&[7u8; 3000], true),
+                gso_type::UDP_L4,
+                1200,
+                (46, 38, 6),
+            ),
+        ];
+        for (f, kind, mss, (hdr_len, start, off)) in cases {
+            let mut h = BufferHeader::TEMPLATE;
+            h.current_length = f.len() as u16;
+            Gso::parse(&f, kind, mss).expect("parses").set_meta(&mut h);
+            let v = vnet_hdr(&h, &f).expect("an aggregate");
+            assert_eq!(
+                ne(v),
+                (VIRTIO_NET_HDR_F_NEEDS_CSUM, kind, hdr_len, mss, start, off),
+                "kind {kind:#x}"
+            );
+            // Head only (the first buffer of a chain), the total from the header.
+            assert_eq!(vnet_hdr(&h, &f[..hdr_len as usize]), Some(v));
+            // Metadata that lies about the kind: refused.
+            h.gso_type = if kind & !gso_type::ECN == gso_type::TCPV6 {
+                gso_type::TCPV4
+            } else {
+                gso_type::TCPV6
+            };
+            assert_eq!(vnet_hdr(&h, &f), None);
+        }
+        let f = tcp_frame(false, false, 100);
+        let mut h = BufferHeader::TEMPLATE;
+        h.current_length = f.len() as u16;
+        assert_eq!(
+            vnet_hdr(&h, &f),
+            Some([0; VNET_HDR_LEN]),
+            "not an aggregate"
+        );
+    }
 }

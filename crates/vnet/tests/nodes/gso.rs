@@ -319,3 +319,106 @@ fn ip4_features_see_single_segments() {
     t.assert_counters(&[("segmented", 1), ("segments", 3)]);
     t.assert_no_leaks();
 }
+
+/// An Ethernet/IP/UDP GSO (`UDP_SEGMENT`) aggregate of `payload` bytes, its UDP length the
+/// whole aggregate's and its checksum only the seed, over IPv4 (10.0.0.5 -> 10.0.1.2) or
+/// IPv6 (2001:db8::5 -> 2001:db8:1::2).
+fn udp_aggregate(payload: usize, v6: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+    let ul = 8 + payload;
+    if v6 {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, (ul >> 8) as u8, ul as u8, 17, 64]);
+        f.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
+        f.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    } else {
+        let total = 20 + ul;
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            17,
+        ];
+        ip.extend_from_slice(&[0, 0, 10, 0, 0, 5, 10, 0, 1, 2]);
+        let c = checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&ip);
+    }
+    f.extend_from_slice(&[
+        0x30,
+        0x39,
+        0x11,
+        0x51,
+        (ul >> 8) as u8,
+        ul as u8,
+        0xab,
+        0xcd,
+    ]);
+    f.extend((0..payload).map(|i| (i * 13 + i / 251) as u8));
+    f
+}
+
+/// UDP aggregates (`gso_type::UDP_L4`) are cut into datagrams of `gso_size` payload bytes,
+/// each with its own UDP length, IP length and a valid UDP checksum (never 0).
+#[test]
+fn gso_segment_cuts_udp_aggregates() {
+    for v6 in [false, true] {
+        let mut t = NodeTest::new("gso-segment");
+        let f = udp_aggregate(4500, v6);
+        let b = aggregate(&mut t, &f, gso_type::UDP_L4, 1);
+        t.inject(&[b]);
+        let segs = t.arc("interface-output");
+        assert_eq!(segs.len(), 5, "v6 {v6}: 4500 / 1000");
+        let (l3, l4) = (14, if v6 { 54 } else { 34 });
+        let mut got = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            let d = &s.data;
+            assert_eq!(s.hdr.flags & (flags::GSO | flags::OFFLOAD_L4_CKSUM), 0);
+            let want = if i == 4 { 500 } else { MSS as usize };
+            assert_eq!(d.len(), l4 + 8 + want, "v6 {v6} segment {i}");
+            let seg = &d[l4..];
+            assert_eq!(
+                u16::from_be_bytes([seg[4], seg[5]]) as usize,
+                8 + want,
+                "UDP length"
+            );
+            assert_eq!(&seg[..4], &f[l4..l4 + 4], "ports");
+            let pseudo = if v6 {
+                assert_eq!(
+                    u16::from_be_bytes([d[l3 + 4], d[l3 + 5]]) as usize,
+                    8 + want
+                );
+                let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&d[o..o + 16]).unwrap());
+                sluice_wire::ipv6::pseudo_header_sum(a(l3 + 8), a(l3 + 24), 17, seg.len() as u32)
+            } else {
+                assert_eq!(checksum::sum(&d[l3..l4]), 0xffff, "IPv4 header checksum");
+                assert_eq!(
+                    u16::from_be_bytes([d[l3 + 2], d[l3 + 3]]) as usize,
+                    28 + want
+                );
+                let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&d[o..o + 4]).unwrap());
+                checksum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), 17, seg.len() as u16)
+            };
+            assert_ne!(
+                u16::from_be_bytes([seg[6], seg[7]]),
+                0,
+                "UDP checksum present"
+            );
+            assert_eq!(
+                checksum::combine(pseudo, checksum::sum(seg)),
+                0xffff,
+                "v6 {v6} segment {i}: UDP checksum"
+            );
+            got.extend_from_slice(&seg[8..]);
+        }
+        assert_eq!(got, &f[l4 + 8..], "payload byte for byte");
+        t.assert_counters(&[("segmented", 1), ("segments", 5)]);
+        t.assert_no_leaks();
+    }
+}
