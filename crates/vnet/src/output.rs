@@ -6,8 +6,9 @@
 //!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`, cleared on every other
 //!   packet).
 //! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down;
-//!   `gso-segment` (arc 1) for a GSO aggregate (flag `GSO`) whose interface does not take
-//!   aggregates ([`set_gso`]; the segments come back here); else the interface's tx node
+//!   `gso-segment` (arc 1) for a GSO aggregate (flag `GSO`) whose interface is up and does
+//!   not take aggregates ([`set_gso`]; the segments come back here; an aggregate for a down
+//!   interface is dropped whole); else the interface's tx node
 //!   (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
 //!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
@@ -99,14 +100,17 @@ impl Default for InterfaceOutput {
     }
 }
 
-/// Whether interface `tx` (or its parent, for a VLAN sub-interface) sends GSO aggregates.
+/// Whether an aggregate for interface `tx` goes on whole: its driver (its parent's, for a
+/// VLAN sub-interface) sends GSO aggregates, or the packet is dropped whole below (unknown
+/// or down interface, unknown or down parent) rather than cut and dropped once per segment.
 #[cold]
 fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
     let e = |i: u32| table.get(i as usize).and_then(|e| e.as_ref());
     match e(tx) {
-        Some(TxEntry { sub: Some(s), .. }) => e(s.parent).is_some_and(|p| p.gso),
+        Some(x) if !x.up => true,
+        Some(TxEntry { sub: Some(s), .. }) => e(s.parent).is_none_or(|p| p.gso || !p.up),
         Some(x) => x.gso,
-        None => true, // dropped as unknown below
+        None => true,
     }
 }
 

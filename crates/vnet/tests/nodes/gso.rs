@@ -422,3 +422,31 @@ fn gso_segment_cuts_udp_aggregates() {
         t.assert_no_leaks();
     }
 }
+
+/// An aggregate for an interface that is down (or a sub-interface whose parent is down)
+/// and does not take aggregates is dropped once, whole, as `interface_down`: not cut into
+/// segments that are then dropped one by one.
+#[test]
+fn an_aggregate_for_a_down_interface_is_dropped_whole() {
+    let (mut t, sw) = setup("interface-output");
+    t.cli(
+        "create sub-interfaces loop0 100
+         set interface state loop0.100 up
+         set interface state loop0 down",
+    );
+    let sub = t.sw_if("loop0.100");
+    let f = tcp4_aggregate(3000);
+    let a = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, sub);
+    t.inject(&[a, b]);
+    assert!(t.arc("gso-segment").is_empty(), "not cut");
+    assert_eq!(
+        t.drops(),
+        [
+            ("interface-output".to_string(), "interface_down"),
+            ("interface-output".to_string(), "interface_down")
+        ]
+    );
+    t.assert_counters(&[("interface_down", 2)]);
+    t.assert_no_leaks();
+}
