@@ -12,7 +12,8 @@
 //!   (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
 //!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
-//!   `drops`. Captures frames for `pcap trace tx`.
+//!   `drops`. Captures frames for `pcap trace tx` (an aggregate it sends to `gso-segment` as
+//!   its segments, when they come back).
 //!
 //! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
 //! interface, before the driver. A tx node that cannot send a packet (ring full, too big,
@@ -30,6 +31,7 @@ use sluice_buffer::BufIdx;
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Node name.
@@ -114,9 +116,30 @@ fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
     }
 }
 
+impl InterfaceOutput {
+    /// `pcap trace tx`: the frame, except the aggregates diverted to `gso-segment` (their
+    /// segments are captured when they come back), so every packet is captured once.
+    #[cold]
+    fn capture_tx(&self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        let sent: Vec<BufIdx> = frame
+            .iter()
+            .copied()
+            .filter(|&b| {
+                // SAFETY: this node owns the frame; short-lived read of two header fields.
+                let h = unsafe { arena.header(b) };
+                h.flags & GSO == 0 || takes_gso(&self.table, h.tx_if)
+            })
+            .collect();
+        cx.pcap_capture(point::TX, &sent, true);
+    }
+}
+
 impl NodeFn for InterfaceOutput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        cx.pcap_capture(point::TX, frame, true);
+        if cx.shared().pcap.points.load(Ordering::Relaxed) & point::TX != 0 {
+            self.capture_tx(cx, frame);
+        }
         let arena = cx.arena();
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);

@@ -450,3 +450,37 @@ fn an_aggregate_for_a_down_interface_is_dropped_whole() {
     t.assert_counters(&[("interface_down", 2)]);
     t.assert_no_leaks();
 }
+
+/// `pcap trace tx` captures an aggregate for an interface without GSO once, as the
+/// segments that come back from `gso-segment`, not also whole; an aggregate sent whole is
+/// captured whole.
+#[test]
+fn pcap_tx_captures_a_cut_aggregate_once() {
+    let (mut t, sw) = setup("interface-output");
+    t.capture("loop-tx");
+    let f = tcp4_aggregate(3000);
+    let file = format!("gso-pcap-tx-{}.pcap", std::process::id());
+    let on = format!("pcap trace tx max 100 file {file}");
+    t.cli(&on);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let plain = t.packet(&udp4("10.0.0.2", "10.0.0.1"), |h| h.tx_if = sw);
+    t.inject(&[agg, plain]);
+    assert_eq!(t.arc("gso-segment").len(), 1);
+    let off = sluice_graph::cli::pcap_trace_off(&mut t.h.vm);
+    assert!(
+        off.starts_with("Write 1 packets"),
+        "only the plain one: {off}"
+    );
+    sluice_vnet::output::set_gso(&mut t.h.vm, sluice_vnet::interface::SwIfIndex(sw), true);
+    t.cli(&on);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    t.inject(&[agg]);
+    let off = sluice_graph::cli::pcap_trace_off(&mut t.h.vm);
+    assert!(
+        off.starts_with("Write 1 packets"),
+        "the aggregate whole: {off}"
+    );
+    let path = off.split(" to ").nth(1).and_then(|r| r.split(',').next());
+    std::fs::remove_file(path.expect("the file in the summary")).expect("removed");
+    t.assert_no_leaks();
+}
