@@ -17,13 +17,17 @@
 //!
 //! `ip4-gso-segment` is the same node for `ip4-input`: an aggregate received on an interface
 //! with `ip4-unicast` features (NAT44, ACL, policer: they act on single packets, NAT44
-//! rewrites checksums) is cut there; each segment keeps the L2 header in front
-//! (`l2_hdr_offset`, from which the aggregate is parsed) and starts at its IPv4 header, and
-//! goes back to `ip4-input` (next `ip4-input`), now a plain packet for the features.
+//! rewrites checksums) is cut there; each segment keeps the L2 header in front and starts
+//! at its IPv4 header, and goes back to `ip4-input` (next `ip4-input`), now a plain packet
+//! for the features. It relies on `l2_hdr_offset` as `ethernet-input` set it: the
+//! aggregate is parsed from its Ethernet header, `current_data - l2_hdr_offset` bytes
+//! before its data.
 //!
 //! - counters (both): `segmented` (info: aggregates cut), `segments` (info: segments made),
-//!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, or a segment
-//!   larger than a buffer), `no_buffers` (error: the pool ran out; aggregate dropped).
+//!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, headers not
+//!   within the first buffer or its first 256 bytes, more than 128 segments
+//!   ([`MAX_SEGMENTS`]), or a segment larger than a buffer), `no_buffers` (error: the pool
+//!   ran out; aggregate dropped).
 
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
 use sluice_buffer::BufIdx;
@@ -63,7 +67,7 @@ sluice_graph::counters! {
         /// Segments made.
         Segments => info("segments", "segments made of GSO aggregates"),
         /// Not cuttable.
-        NotCuttable => error("not_cuttable", "GSO aggregate that cannot be cut"),
+        NotCuttable => error("not_cuttable", "GSO aggregate that cannot be cut (headers, segments)"),
         /// No buffers.
         NoBuffers => error("no_buffers", "no buffers for the segments of a GSO aggregate"),
     }

@@ -513,7 +513,8 @@ impl ChainReader<'_> {
 /// aggregate's Ethernet header is `rewind` bytes before its data (0: the data starts there;
 /// the L3 header's offset from it for a packet past ethernet-input), and so are the
 /// segments' (`l2_hdr_offset` 0, data at `rewind`). On success `b` is freed and the number
-/// of segments is returned; on error nothing was allocated and `b` is left to the caller.
+/// of segments is returned; on error nothing was allocated and `b` is left to the caller as
+/// it was (its data still `rewind` bytes past the Ethernet header).
 pub fn segment_chain(
     cache: &mut BufferCache,
     b: BufIdx,
@@ -533,13 +534,19 @@ pub fn segment_chain(
         head[..n].copy_from_slice(&d[..n]);
         (*v.hdr, n)
     };
-    let g = Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size)
+    let Some(g) = Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size)
         .filter(|g| g.segments() <= MAX_SEGMENTS && g.segment_len(0) <= pool.data_size())
-        .ok_or(SegmentError::NotCuttable)?;
+    else {
+        // SAFETY: as above; undoes the push_front.
+        unsafe { pool.buffer(b) }.advance(rewind);
+        return Err(SegmentError::NotCuttable);
+    };
     let nseg = g.segments();
     let got = cache.alloc(&mut out[..nseg]);
     if got < nseg {
         cache.free(&out[..got]);
+        // SAFETY: as above; undoes the push_front.
+        unsafe { pool.buffer(b) }.advance(rewind);
         return Err(SegmentError::NoBuffers);
     }
     let mut rd = ChainReader {

@@ -484,3 +484,26 @@ fn pcap_tx_captures_a_cut_aggregate_once() {
     std::fs::remove_file(path.expect("the file in the summary")).expect("removed");
     t.assert_no_leaks();
 }
+
+/// `ip4-gso-segment` leaves an aggregate it cannot cut as it came (data at the IPv4
+/// header, the Ethernet header in front) when it drops it: nothing rewound behind the
+/// error path's back.
+#[test]
+fn ip4_gso_segment_drops_an_uncuttable_aggregate_unmoved() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(2500);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    v.hdr.gso_type = gso_type::TCPV6; // lies: not cuttable
+    assert!(v.advance(14));
+    t.inject(&[b]);
+    let d = t.arc("error-drop");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].hdr.current_data, 14, "still at the IPv4 header");
+    assert_eq!(d[0].data[..20], f[14..34]);
+    t.assert_counters(&[("not_cuttable", 1)]);
+    t.assert_no_leaks();
+}
