@@ -25,9 +25,11 @@
 //!
 //! - counters (both): `segmented` (info: aggregates cut), `segments` (info: segments made),
 //!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, headers not
-//!   within the first buffer or its first 256 bytes, more than 128 segments
-//!   ([`MAX_SEGMENTS`]), or a segment larger than a buffer), `no_buffers` (error: the pool
-//!   ran out; aggregate dropped).
+//!   within the first buffer or its first 256 bytes, more than 1024 segments
+//!   ([`MAX_TOTAL_SEGMENTS`](crate::offload::MAX_TOTAL_SEGMENTS): an MSS under 64 at 64 KiB), or a segment larger than a
+//!   buffer), `no_buffers` (error: the pool ran out; aggregate dropped, the segments of
+//!   earlier rounds sent). Aggregates of more than [`MAX_SEGMENTS`] (128) segments are cut
+//!   in rounds of 128.
 
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
 use sluice_buffer::BufIdx;
@@ -91,12 +93,23 @@ impl NodeFn for GsoSegment {
             } else {
                 0
             };
-            match segment_chain(cx.bufs(), b, rewind, &mut segs) {
-                Ok(n) => {
-                    cx.count(SegmentCounter::Segmented, 1);
-                    cx.count(SegmentCounter::Segments, n as u64);
-                    cx.enqueue_all(self.next, &segs[..n]);
+            // More than MAX_SEGMENTS segments: cut in rounds.
+            let mut first = 0;
+            let r = loop {
+                match segment_chain(cx.bufs(), b, rewind, first, &mut segs) {
+                    Ok(c) => {
+                        cx.count(SegmentCounter::Segments, c.n as u64);
+                        cx.enqueue_all(self.next, &segs[..c.n]);
+                        first += c.n;
+                        if c.done {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) => break Err(e),
                 }
+            };
+            match r {
+                Ok(()) => cx.count(SegmentCounter::Segmented, 1),
                 Err(e) => {
                     let c = match e {
                         SegmentError::NotCuttable => SegmentCounter::NotCuttable,

@@ -463,14 +463,28 @@ pub fn vnet_hdr(h: &BufferHeader, head: &[u8]) -> Option<[u8; VNET_HDR_LEN]> {
     Some(v)
 }
 
-/// Most segments one GSO aggregate is cut into (64 KiB at an MSS of 512).
+/// Most segments [`segment_chain`] cuts in one call (64 KiB at an MSS of 512); an aggregate
+/// of more is cut in rounds.
 pub const MAX_SEGMENTS: usize = 128;
+
+/// Most segments one GSO aggregate is cut into (64 KiB at an MSS of 64): bounds the
+/// buffers one aggregate takes.
+pub const MAX_TOTAL_SEGMENTS: usize = 1024;
+
+/// One round of [`segment_chain`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// Segments written to `out`.
+    pub n: usize,
+    /// The last round: the aggregate was freed.
+    pub done: bool,
+}
 
 /// Why [`segment_chain`] did not cut an aggregate.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum SegmentError {
     /// Not TCP/UDP over IPv4/IPv6 as its metadata says, or segments too large for a buffer
-    /// or too many.
+    /// or more than [`MAX_TOTAL_SEGMENTS`].
     NotCuttable,
     /// The pool has no buffers for the segments.
     NoBuffers,
@@ -507,20 +521,23 @@ impl ChainReader<'_> {
     }
 }
 
-/// Cuts the GSO aggregate `b` (flag `GSO`, any chain) into single-buffer segments written
-/// to `out`, each carrying the aggregate's metadata (interfaces, L2/IP/feature metadata; the
+/// Cuts segments `first..` (at most [`MAX_SEGMENTS`]) of the GSO aggregate `b` (flag `GSO`,
+/// any chain) into single-buffer segments written to `out`, each carrying the aggregate's metadata (interfaces, L2/IP/feature metadata; the
 /// first one its trace) without the GSO and chain flags, with complete checksums. The
 /// aggregate's Ethernet header is `rewind` bytes before its data (0: the data starts there;
 /// the L3 header's offset from it for a packet past ethernet-input), and so are the
-/// segments' (`l2_hdr_offset` 0, data at `rewind`). On success `b` is freed and the number
-/// of segments is returned; on error nothing was allocated and `b` is left to the caller as
-/// it was (its data still `rewind` bytes past the Ethernet header).
+/// segments' (`l2_hdr_offset` 0, data at `rewind`). Returns how many were written and
+/// whether they were the last ones: then `b` is freed; else the caller calls again with
+/// `first` advanced by that many. On error nothing was allocated in this call (segments of
+/// earlier calls stay the caller's) and `b` is left to the caller as it was (its data still
+/// `rewind` bytes past the Ethernet header).
 pub fn segment_chain(
     cache: &mut BufferCache,
     b: BufIdx,
     rewind: usize,
+    first: usize,
     out: &mut [BufIdx; MAX_SEGMENTS],
-) -> Result<usize, SegmentError> {
+) -> Result<Cut, SegmentError> {
     let pool = cache.pool().clone();
     let mut head = [0u8; 256];
     let (agg, hn) = {
@@ -534,14 +551,18 @@ pub fn segment_chain(
         head[..n].copy_from_slice(&d[..n]);
         (*v.hdr, n)
     };
-    let Some(g) = Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size)
-        .filter(|g| g.segments() <= MAX_SEGMENTS && g.segment_len(0) <= pool.data_size())
+    let Some(g) =
+        Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size).filter(|g| {
+            first < g.segments()
+                && g.segments() <= MAX_TOTAL_SEGMENTS
+                && g.segment_len(0) <= pool.data_size()
+        })
     else {
         // SAFETY: as above; undoes the push_front.
         unsafe { pool.buffer(b) }.advance(rewind);
         return Err(SegmentError::NotCuttable);
     };
-    let nseg = g.segments();
+    let nseg = (g.segments() - first).min(MAX_SEGMENTS);
     let got = cache.alloc(&mut out[..nseg]);
     if got < nseg {
         cache.free(&out[..got]);
@@ -559,7 +580,8 @@ pub fn segment_chain(
         | flags::NEXT_PRESENT
         | flags::TOTAL_LENGTH_VALID
         | flags::TRACED;
-    for (i, &s) in out[..nseg].iter().enumerate() {
+    for (k, &s) in out[..nseg].iter().enumerate() {
+        let i = first + k;
         // SAFETY: freshly allocated here, not yet handed on; one view.
         let mut v = unsafe { pool.buffer(s) };
         let pool_index = v.hdr.pool_index;
@@ -581,8 +603,14 @@ pub fn segment_chain(
             v.hdr.ip.l3_hdr_offset = v.hdr.current_data;
         }
     }
-    cache.free(&[b]);
-    Ok(nseg)
+    let done = first + nseg == g.segments();
+    if done {
+        cache.free(&[b]);
+    } else {
+        // SAFETY: as above; undoes the push_front for the next round.
+        unsafe { pool.buffer(b) }.advance(rewind);
+    }
+    Ok(Cut { n: nseg, done })
 }
 
 #[cfg(test)]

@@ -507,3 +507,65 @@ fn ip4_gso_segment_drops_an_uncuttable_aggregate_unmoved() {
     t.assert_counters(&[("not_cuttable", 1)]);
     t.assert_no_leaks();
 }
+
+/// An aggregate of more than 128 segments (64 KiB at an MSS under 512) is cut in rounds,
+/// not dropped: every segment valid, the payload whole.
+#[test]
+fn gso_segment_cuts_more_than_128_segments_in_rounds() {
+    let mut t = NodeTest::new("gso-segment");
+    let f = tcp4_aggregate(30_000);
+    let b = aggregate_mss(&mut t, &f, gso_type::TCPV4, 1, 100);
+    t.inject(&[b]);
+    let segs = t.arc("interface-output");
+    assert_eq!(segs.len(), 300);
+    let mut got = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        let d = &s.data;
+        assert_eq!(d.len(), 14 + 20 + 32 + 100, "segment {i}");
+        assert_eq!(checksum::sum(&d[14..34]), 0xffff, "IPv4 header checksum");
+        assert_eq!(
+            u16::from_be_bytes([d[18], d[19]]),
+            0x1234u16.wrapping_add(i as u16)
+        );
+        let seg = &d[34..];
+        let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&d[o..o + 4]).unwrap());
+        let p = checksum::pseudo_header_v4(a(26), a(30), 6, seg.len() as u16);
+        assert_eq!(
+            checksum::combine(p, checksum::sum(seg)),
+            0xffff,
+            "segment {i}"
+        );
+        let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        assert_eq!(seq, 0xffff_f000u32.wrapping_add(i as u32 * 100));
+        assert_eq!(seg[13] & 0x09 != 0, i == 299, "FIN/PSH on the last only");
+        got.extend_from_slice(&seg[32..]);
+    }
+    assert_eq!(got, &f[14 + 20 + 32..], "payload byte for byte");
+    t.assert_counters(&[("segmented", 1), ("segments", 300)]);
+    t.assert_no_leaks();
+}
+
+/// The same before `ip4-unicast` features: every round parses the aggregate from its
+/// Ethernet header again (the rewind is undone between rounds).
+#[test]
+fn ip4_gso_segment_cuts_in_rounds() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(30_000);
+    let b = aggregate_mss(&mut t, &f, gso_type::TCPV4, 0, 100);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    assert!(v.advance(14));
+    t.inject(&[b]);
+    let segs = t.arc("ip4-input");
+    assert_eq!(segs.len(), 300);
+    for s in &segs {
+        assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
+        assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+    }
+    let payload: Vec<u8> = segs.iter().flat_map(|s| s.data[52..].to_vec()).collect();
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    t.assert_counters(&[("segmented", 1), ("segments", 300)]);
+    t.assert_no_leaks();
+}
