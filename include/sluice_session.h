@@ -14,7 +14,8 @@
  *    descriptors (pass them only to these functions).
  *  - Sockets block by default; sluice_set_nonblocking() (or SOCK_NONBLOCK in
  *    sluice_socket()/sluice_accept() flags) makes would-block calls return -EAGAIN.
- *  - One attachment per process. Calls from several threads are serialised by one lock.
+ *  - One attachment per process. Calls from several threads are serialised by one lock,
+ *    which a blocking call releases while it sleeps.
  *
  * Build: cc app.c -I<sluice>/include -L<sluice>/target/release -lsluice_session_c
  */

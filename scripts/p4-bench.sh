@@ -6,8 +6,8 @@
 #        scripts/p4-bench.sh --callgrind [--routes N] [--packets N] [case...]
 #   --callgrind: instructions per packet under callgrind (noise-free): the graph after
 #   pg-input (ethernet-input to pg-tx, dispatch included) and the P4 node(s), for `native` and each case (`p4 load` options;
-#   default: single (generated code), single on the vector interpreter (no-gen), multi, auto,
-#   and each optimisation off).
+#   default: single (generated code), single on the vector interpreter (no-gen), multi, auto
+#   on the vector interpreter (no-gen) and on the generated code, and each optimisation off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--callgrind" ]; then
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
 done
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
-    cases=("mode single" "mode single no-gen" "mode multi" "mode auto" "mode single no-flat no-resolve no-redundant no-dual"
+    cases=("mode single" "mode single no-gen" "mode multi" "mode auto no-gen" "mode auto" "mode single no-flat no-resolve no-redundant no-dual"
         "mode single no-flat" "mode single no-resolve" "mode single no-redundant" "mode single no-dual")
 fi
 cargo build --release -j 2 -p sluice-p4 --example p4_bench >&2

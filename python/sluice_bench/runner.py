@@ -47,6 +47,18 @@ class Progress:
               file=self.stream, flush=True)
 
 
+# sluice-bench's default `--packets` (bench/src/main.rs `Opts::packets`).
+SLUICE_BENCH_PACKETS = 20_000_000
+
+
+def engine_packets(args: list[str]) -> int:
+    """The packets per run sluice-bench used (its JSON does not record them): `--packets`
+    of `args`, else sluice-bench's default."""
+    if "--packets" in args:
+        return int(args[args.index("--packets") + 1])
+    return SLUICE_BENCH_PACKETS
+
+
 def make_dut(name: str, sluice_bin: Path, vpp_prefix: Path | None = None) -> Dut:
     if name in vpp.VPP_DUTS:
         return vpp.make_vpp_dut(name, vpp_prefix)
@@ -176,7 +188,7 @@ class Runner:
                 args = args or self.suite.engine
                 runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 5
                 # Work that depends on the count (the learning flood) replays Sluice's count.
-                same = int(args[args.index("--packets") + 1]) if "--packets" in args else None
+                same = engine_packets(args)
                 self.data["engine"]["vpp"] = {}
                 vpp.run_engine(
                     self.vpp_prefix, inputs, self.data["engine"]["cases"], self.vpp_packets,

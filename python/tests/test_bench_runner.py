@@ -2,6 +2,8 @@
 with fake DUTs and tester; no root needed."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,14 @@ def test_raw_data_is_written_gzipped_and_read_back_in_either_form(tmp_path):
     assert p.read_bytes() == first
     with pytest.raises(FileNotFoundError, match="results.json.gz"):
         rawdata.load(tmp_path / "nothing")
+
+
+def test_the_vpp_learning_flood_replays_sluice_bench_s_packet_count():
+    # Without --packets sluice-bench ran its default, which VPP's count-bound cases replay
+    # (not --vpp-packets).
+    assert runner_mod.engine_packets(["--runs", "3"]) == runner_mod.SLUICE_BENCH_PACKETS
+    assert runner_mod.engine_packets(["--packets", "4096", "--runs", "1"]) == 4096
+    main_rs = (Path(__file__).resolve().parents[2] / "bench/src/main.rs").read_text()
+    m = re.search(r"default_value_t = ([0-9_]+)\)\]\n\s*packets: u64", main_rs)
+    assert m, "sluice-bench's --packets default not found in bench/src/main.rs"
+    assert int(m.group(1).replace("_", "")) == runner_mod.SLUICE_BENCH_PACKETS

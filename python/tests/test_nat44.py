@@ -109,8 +109,9 @@ class TestNat44(NatTest):
 
     def test_new_flows_within_one_frame(self):
         """Packets of new flows interleaved with an established one in one frame: each new
-        flow gets one session whatever its position (the frame's batched lookup is redone
-        after a session is created), and the established flow keeps its session."""
+        flow gets one session whatever its position (a packet the frame's batched lookup
+        missed is looked up again once a session was created), and the established flow
+        keeps its session."""
         self.send_and_expect(self.pg0, [self.in_udp(sport=3000)], self.pg1)
         self.assert_counters({c(I2O, TRANSLATED): 1, c(I2O, CREATED): 1})
         pkts = [self.in_udp(sport=p) for p in (3000, 2000, 2000, 3000, 2001, 2000, 2001)]
@@ -508,8 +509,8 @@ class TestNat44Api(Ip4RouterTest):
         syn = frame(self.pg1, IP(src=REMOTE, dst=POOL) / TCP(sport=5555, dport=8080, flags="S"))
         rx = self.send_and_expect(self.pg1, [syn], self.pg0)[0]
         assert rx[IP].dst == server and rx[TCP].dport == 80
-        a.nat44_add_del_identity_mapping(is_add=True, ip_address=host, protocol=17, port=6666,
-                                         sw_if_index=none)
+        # `sw_if_index` omitted: its default 0xffffffff (the address given), not local0.
+        a.nat44_add_del_identity_mapping(is_add=True, ip_address=host, protocol=17, port=6666)
         assert [(x.is_identity, x.addr_only, str(x.local_ip_address), x.protocol,
                  x.local_port, x.external_port) for x in a.nat44_static_mapping_dump()] == [
             (False, False, server, 6, 80, 8080), (True, False, host, 17, 6666, 6666)]

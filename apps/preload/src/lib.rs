@@ -27,12 +27,15 @@
 //!   sockets fail with `EBADF` except `close`, which leaves the parent's session alone.
 //! - **exit**: sockets still open are closed in order (FIN after their data) by an
 //!   `atexit` handler; a process killed by a signal has its connections reset.
-//! - Options: `setsockopt` is accepted and ignored; `getsockopt` answers `SO_ERROR`,
-//!   `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on).
+//! - Options: `setsockopt` is accepted and ignored (named once on stderr under
+//!   `SLUICE_PRELOAD_DEBUG`); `getsockopt` answers `SO_ERROR`, `SO_TYPE`, `SO_DOMAIN`,
+//!   `SO_PROTOCOL`, buffer sizes and `TCP_NODELAY` (always on), `ENOPROTOOPT` for others.
 //!
 //! Not taken over: `dup`/`dup2` of a Sluice socket (the copy is an eventfd), `shutdown`
-//! (accepted, no half-close), `sendmsg`/`recvmsg`, `MSG_PEEK`, edge-triggered epoll
-//! (reported as level-triggered). Calls from several threads are serialised by one lock.
+//! (accepted, no half-close), `sendmsg`/`recvmsg`, edge-triggered epoll (reported as
+//! level-triggered); `recv` with `MSG_PEEK` or `MSG_OOB` fails with `EOPNOTSUPP`. Calls
+//! from several threads are serialised by one lock, which a blocking call releases while
+//! it sleeps.
 //!
 //! `SLUICE_BUSY_POLL_US=<µs>`: `poll`/`select`/`epoll_wait` and blocking calls spin on the
 //! event queue that long before they sleep (a CPU for wake-up latency, as `App::wait`).
@@ -63,6 +66,10 @@ static FDS: [AtomicU32; MAX_FD] = [const { AtomicU32::new(0) }; MAX_FD];
 static ATTACH: AtomicU8 = AtomicU8::new(0);
 /// Set in a forked child.
 static CHILD: AtomicBool = AtomicBool::new(false);
+/// `SLUICE_PRELOAD_DEBUG` is set.
+static DEBUG: AtomicBool = AtomicBool::new(false);
+/// The (level, option) pairs `setsockopt` ignored and said so (under [`DEBUG`]).
+static IGNORED: Mutex<Vec<(c_int, c_int)>> = Mutex::new(Vec::new());
 
 struct Watch {
     fd: c_int,
@@ -178,6 +185,7 @@ fn attached() -> bool {
         return ATTACH.load(Ordering::Acquire) == 1;
     }
     let debug = std::env::var_os("SLUICE_PRELOAD_DEBUG").is_some();
+    DEBUG.store(debug, Ordering::Relaxed);
     let Some(path) = std::env::var("SLUICE_APP_SOCKET").ok() else {
         ATTACH.store(2, Ordering::Release);
         return false;
@@ -193,9 +201,14 @@ fn attached() -> bool {
     );
     match Sockets::attach(&path, &name) {
         Ok(mut socks) => {
-            let spin = std::env::var("SLUICE_BUSY_POLL_US").ok();
-            if let Some(us) = spin.and_then(|v| v.parse::<u64>().ok()) {
-                socks.app_mut().set_busy_poll(Duration::from_micros(us));
+            if let Ok(v) = std::env::var("SLUICE_BUSY_POLL_US") {
+                match v.parse::<u64>() {
+                    Ok(us) => socks.app_mut().set_busy_poll(Duration::from_micros(us)),
+                    Err(_) => eprintln!(
+                        "sluice-preload: SLUICE_BUSY_POLL_US={v:?} is not a number of µs; \
+                         not busy-polling"
+                    ),
+                }
             }
             *g.0 = Some(Pre {
                 socks,
@@ -230,36 +243,19 @@ fn with<T>(h: u32, f: impl FnOnce(&mut Sockets, u32) -> io::Result<T>) -> Result
     f(&mut g.pre().socks, h).map_err(|e| sock::errno_of(&e))
 }
 
-/// Retries `f` while it says `WouldBlock`, sleeping between tries, unless the socket (or
-/// this call: `dontwait`) is non-blocking.
+/// Retries `f` while it says `WouldBlock`, sleeping between tries without the lock
+/// ([`sock::blocking`]), unless the socket (or this call: `dontwait`) is non-blocking.
 fn blocking<T>(
     h: u32,
     write: bool,
     dontwait: bool,
-    mut f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
+    f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
 ) -> Result<T, c_int> {
     if CHILD.load(Ordering::Relaxed) {
         return Err(libc::EBADF);
     }
-    loop {
-        let mut g = lock();
-        let s = &mut g.pre().socks;
-        match f(s, h) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if dontwait || s.nonblocking(h).unwrap_or(true) {
-                    return Err(libc::EAGAIN);
-                }
-                let t = if s.needs_write_poll(h, write) {
-                    sock::WRITE_POLL
-                } else {
-                    SLEEP
-                };
-                s.wait(Some(t)).map_err(|e| sock::errno_of(&e))?;
-                s.pump();
-            }
-            r => return r.map_err(|e| sock::errno_of(&e)),
-        }
-    }
+    let socks: fn(&mut Guard) -> Option<&mut Sockets> = |g| g.0.as_mut().map(|p| &mut p.socks);
+    sock::blocking(lock, socks, h, write, dontwait, SLEEP, f).map_err(|e| sock::errno_of(&e))
 }
 
 /// A placeholder kernel descriptor for a new Sluice socket (`-1`: none free below MAX_FD).
@@ -478,6 +474,9 @@ fn recv_impl(
     addr: *mut libc::sockaddr,
     len: *mut libc::socklen_t,
 ) -> isize {
+    if flags & (libc::MSG_PEEK | libc::MSG_OOB) != 0 {
+        return fail(libc::EOPNOTSUPP); // a read would consume what the caller only peeks at
+    }
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
     }
@@ -659,6 +658,24 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) 
     }
     // SAFETY: the caller passes `cnt` iovecs.
     let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    if matches!(with(h, |s, h| s.kind(h)), Ok((Kind::Udp, _))) {
+        // One datagram of all the buffers, as the kernel sends.
+        let mut d = [0u8; sluice_session::MAX_DGRAM];
+        let mut n = 0usize;
+        for x in v.iter().filter(|x| x.iov_len > 0) {
+            if x.iov_base.is_null() {
+                return fail(libc::EFAULT);
+            }
+            if x.iov_len > d.len() - n {
+                return fail(libc::EMSGSIZE);
+            }
+            // SAFETY: the caller passes `iov_len` readable bytes at `iov_base`.
+            let b = unsafe { std::slice::from_raw_parts(x.iov_base as *const u8, x.iov_len) };
+            d[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        }
+        return send_impl(h, d.as_ptr().cast(), n, 0, None);
+    }
     let mut done = 0usize;
     for x in v.iter().filter(|x| x.iov_len > 0) {
         // After the first buffer, only what fits now (a short write, as the kernel does).
@@ -785,7 +802,18 @@ pub unsafe extern "C" fn setsockopt(
     len: libc::socklen_t,
 ) -> c_int {
     match sluice_fd(fd).filter(|_| !busy()) {
-        Some(_) => 0,
+        Some(_) => {
+            if DEBUG.load(Ordering::Relaxed)
+                && (level, name) != (libc::IPPROTO_TCP, libc::TCP_NODELAY)
+            {
+                let mut seen = IGNORED.lock().unwrap_or_else(|p| p.into_inner());
+                if !seen.contains(&(level, name)) {
+                    seen.push((level, name));
+                    eprintln!("sluice-preload: setsockopt level {level} option {name} is ignored");
+                }
+            }
+            0
+        }
         None => {
             real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, libc::socklen_t) -> c_int)(
                 fd, level, name, val, len,
@@ -830,7 +858,8 @@ pub unsafe extern "C" fn getsockopt(
                 s.app().geometry().fifo_size as c_int
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => 1,
-            _ => 0,
+            // Not a made-up 0 (an SO_LINGER read as 0 bytes of a struct, say).
+            _ => return Err(io::Error::from_raw_os_error(libc::ENOPROTOOPT)),
         })
     });
     match v {
@@ -985,8 +1014,13 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         } else {
             0
         };
-        // SAFETY: `kernel` is a valid pollfd array of its length.
-        let k = unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) };
+        // Only Sluice sockets and nothing to sleep on: no system call.
+        let k = if kernel.is_empty() {
+            0
+        } else {
+            // SAFETY: `kernel` is a valid pollfd array of its length.
+            unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) }
+        };
         let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if sleep {
             let g = lock();

@@ -1,15 +1,19 @@
 """Unmodified Python sockets for bin/sluice/tests/hoststack.rs (run under libsluice_preload.so).
 
   sockets.py client <ip> <port> <bytes>  stream to a kernel echo server through selectors
-                                          (epoll, non-blocking), then 200 request/responses
+                                          (epoll, non-blocking; getsockopt of an
+                                          unknown option fails), then 200 request/responses
                                           with blocking calls and a timeout (poll), after a
                                           forked child closed its copy; checks
                                           every byte; prints "ok <bytes> <local addr>"
   sockets.py server <port>               accept one connection, echo until end of stream
                                           (blocking recv/sendall); prints "ready", "echoed <n>"
-  sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked;
+  sockets.py udp <ip> <port> <count>     datagrams to a kernel UDP echo, each checked
+                                          (recv with MSG_PEEK fails with EOPNOTSUPP,
+                                          writev sends one datagram);
                                           prints "ok <count>"
 """
+import errno
 import os
 import selectors
 import socket
@@ -25,6 +29,13 @@ def client(ip, port, total):
     local = s.getsockname()
     assert s.getpeername() == (ip, port), s.getpeername()
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    try:
+        s.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8)
+        sys.exit("getsockopt(SO_LINGER) made up an answer")
+    except OSError as e:
+        if e.errno != errno.ENOPROTOOPT:
+            raise
     s.setblocking(False)
     sel = selectors.DefaultSelector()
     sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
@@ -99,12 +110,29 @@ def server(port):
 def udp(ip, port, count):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(5)
+    s.sendto(b"peek", (ip, port))
+    try:
+        s.recv(2048, socket.MSG_PEEK)
+        sys.exit("MSG_PEEK succeeded (and consumed the datagram)")
+    except OSError as e:
+        if e.errno != errno.EOPNOTSUPP:
+            raise
+    if s.recv(2048) != b"peek":
+        sys.exit("the datagram after MSG_PEEK differs")
     for i in range(count):
         p = pat(i, 1 + i * 97 % 1400)
         s.sendto(p, (ip, port))
         b, frm = s.recvfrom(2048)
         if b != p or frm != (ip, port):
             sys.exit(f"datagram {i} differs ({len(b)} bytes from {frm})")
+    # writev on a connected socket sends one datagram of all its buffers.
+    c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    c.settimeout(5)
+    c.connect((ip, port))
+    os.writev(c.fileno(), [b"one ", b"", b"datagram"])
+    if c.recv(2048) != b"one datagram":
+        sys.exit("writev did not send one datagram")
+    c.close()
     s.close()
     print(f"ok {count}", flush=True)
 

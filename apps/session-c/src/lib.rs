@@ -6,7 +6,8 @@
 //! Every function returns a value ≥ 0 on success and a negative errno on failure. Handles
 //! of sockets and of epoll sets are small integers of their own (not kernel file
 //! descriptors). One attachment per process; calls from several threads are serialised
-//! by one lock, which a blocking call holds while it sleeps (at most [`SLEEP`] at a time).
+//! by one lock, which a blocking call releases while it sleeps (at most [`SLEEP`] at a
+//! time before it looks again).
 
 use sluice_session::sock::{self, Kind, Sockets};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -49,34 +50,17 @@ fn handle(h: c_int) -> io::Result<u32> {
     u32::try_from(h).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))
 }
 
-/// Retries `f` on socket `h` until it stops saying `WouldBlock`, sleeping between tries,
-/// unless `h` is non-blocking.
+/// Retries `f` on socket `h` until it stops saying `WouldBlock`, sleeping between tries
+/// without the lock ([`sock::blocking`]), unless `h` is non-blocking.
 fn blocking<T>(
     h: c_int,
     write: bool,
-    mut f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
+    f: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
 ) -> Result<T, i64> {
-    loop {
-        let mut g = lock();
-        let st = g.as_mut().ok_or(-(libc::ENOTCONN as i64))?;
-        let h = handle(h).map_err(|e| neg(&e))?;
-        let s = &mut st.socks;
-        match f(s, h) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if s.nonblocking(h).unwrap_or(true) {
-                    return Err(-(libc::EAGAIN as i64));
-                }
-                let t = if s.needs_write_poll(h, write) {
-                    sock::WRITE_POLL
-                } else {
-                    SLEEP
-                };
-                s.wait(Some(t)).map_err(|e| neg(&e))?;
-                s.pump();
-            }
-            r => return r.map_err(|e| neg(&e)),
-        }
-    }
+    let h = handle(h).map_err(|e| neg(&e))?;
+    let socks: for<'a> fn(&'a mut MutexGuard<'static, Option<State>>) -> Option<&'a mut Sockets> =
+        |g| g.as_mut().map(|st| &mut st.socks);
+    sock::blocking(lock, socks, h, write, false, SLEEP, f).map_err(|e| neg(&e))
 }
 
 fn ret(r: Result<i64, i64>) -> i64 {
@@ -120,7 +104,12 @@ pub unsafe extern "C" fn sluice_attach(app_socket: *const c_char, name: *const c
 #[no_mangle]
 pub extern "C" fn sluice_detach() -> c_int {
     match lock().take() {
-        Some(_) => 0,
+        Some(mut st) => {
+            // Dropping the attachment alone would make Sluice abort every connection
+            // (RST, queued data lost); closing first sends the data and a FIN.
+            st.socks.close_all();
+            0
+        }
         None => -libc::ENOTCONN,
     }
 }
@@ -474,9 +463,13 @@ pub unsafe extern "C" fn sluice_epoll_wait(
     }
     let deadline =
         (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let mut slept = None;
     loop {
         let r = with(|st| {
-            st.socks.pump();
+            match slept.take() {
+                Some(w) => st.socks.woke(w),
+                None => st.socks.pump(),
+            }
             let set = st
                 .epolls
                 .get(ep as usize)
@@ -500,23 +493,32 @@ pub unsafe extern "C" fn sluice_epoll_wait(
                     .needs_write_poll(w.h, w.events & libc::EPOLLOUT as u32 != 0);
             }
             if n > 0 {
-                return Ok(Some(n as i64));
+                return Ok(Err(n as i64));
             }
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => SLEEP,
             };
             if left.is_zero() {
-                return Ok(Some(0));
+                return Ok(Err(0));
             }
             let t = left.min(if poll_soon { sock::WRITE_POLL } else { SLEEP });
-            st.socks.wait(Some(t))?;
-            Ok(None)
+            Ok(Ok((st.socks.prepare_wait(), t)))
         });
-        match r {
-            Ok(Some(n)) => return n as c_int,
-            Ok(None) => continue,
+        let (w, t) = match r {
+            Ok(Ok(x)) => x,
+            Ok(Err(n)) => return n as c_int,
             Err(e) => return e as c_int,
+        };
+        // Sleeps without the lock: other threads' calls go on meanwhile.
+        let r = w.sleep(t);
+        slept = Some(w);
+        if let Err(e) = r {
+            let _ = with(|st| {
+                st.socks.woke(w);
+                Ok(())
+            });
+            return neg(&e) as c_int;
         }
     }
 }

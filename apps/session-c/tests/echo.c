@@ -3,6 +3,9 @@
  *       through epoll (non-blocking), check every echoed byte; prints "ok <bytes>"
  *   echo <app-socket> server <port>                  accept one connection (blocking),
  *       echo it until the peer's FIN; prints "ready", then "echoed <bytes>"
+ *   echo <app-socket> push <port> <bytes>           accept one connection (blocking), write
+ *       <bytes> of the pattern and detach without closing it (the data and a FIN must
+ *       still reach the peer); prints "ready"
  */
 #include "sluice_session.h"
 #include <arpa/inet.h>
@@ -104,6 +107,27 @@ static int server(int port) {
     return 0;
 }
 
+static int push(int port, unsigned long total) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int l = sluice_socket(AF_INET, SOCK_STREAM);
+    long r = sluice_bind(l, (struct sockaddr *)&a, sizeof a);
+    if (r < 0) return die("bind", r);
+    if ((r = sluice_listen(l, 16)) < 0) return die("listen", r);
+    printf("ready\n");
+    fflush(stdout);
+    int c = sluice_accept(l, 0, 0, 0);
+    if (c < 0) return die("accept", c);
+    unsigned char buf[4096];
+    for (unsigned long sent = 0; sent < total;) {
+        size_t k = total - sent < sizeof buf ? total - sent : sizeof buf;
+        for (size_t i = 0; i < k; i++) buf[i] = pat(sent + i);
+        ssize_t w = sluice_write(c, buf, k);
+        if (w < 0) return die("write", w);
+        sent += w;
+    }
+    return 0; /* main detaches with `c' still open */
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: echo <app-socket> client|server ...\n"); return 2; }
     long r = sluice_attach(argv[1], "c-echo");
@@ -112,6 +136,8 @@ int main(int argc, char **argv) {
         r = client(argv[3], atoi(argv[4]), strtoul(argv[5], 0, 10));
     else if (!strcmp(argv[2], "server") && argc == 4)
         r = server(atoi(argv[3]));
+    else if (!strcmp(argv[2], "push") && argc == 5)
+        r = push(atoi(argv[3]), strtoul(argv[4], 0, 10));
     else
         r = 2;
     /* Let the FIN go out before the process exits. */

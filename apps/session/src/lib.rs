@@ -29,7 +29,7 @@ use sluice_infra::seqpacket::{self, Recv};
 use sluice_infra::shm::{self, Region};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// Largest datagram payload a session carries in this version (one Sluice buffer with its
@@ -76,9 +76,9 @@ fn proto_err(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
-fn wait_readable(fd: &OwnedFd, timeout: Option<Duration>) -> io::Result<bool> {
+pub(crate) fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
     let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
+        fd,
         events: libc::POLLIN,
         revents: 0,
     };
@@ -456,7 +456,7 @@ impl App {
         if !self.prepare_sleep() {
             return Ok(());
         }
-        let r = wait_readable(&self.app_efd, timeout);
+        let r = wait_readable(self.app_efd.as_raw_fd(), timeout);
         self.woke();
         r.map(|_| ())
     }
@@ -505,7 +505,7 @@ fn recv_msg(sock: &OwnedFd, deadline: Instant) -> io::Result<(Msg, Vec<OwnedFd>)
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        wait_readable(sock, Some(left))?;
+        wait_readable(sock.as_raw_fd(), Some(left))?;
         match seqpacket::recv(sock)? {
             Recv::None => continue,
             Recv::Closed => return Err(io::ErrorKind::ConnectionReset.into()),

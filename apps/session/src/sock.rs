@@ -6,8 +6,9 @@
 //!
 //! Readiness is read from the FIFOs and the slot's state word after [`Sockets::pump`]
 //! drained the event queue (accepted connections are queued on their listener there), so
-//! a caller checks readiness, then sleeps with [`App::prepare_sleep`] /
-//! [`App::event_fd`] / [`App::woke`] (or [`Sockets::wait`]) when nothing is ready. Free
+//! a caller checks readiness, then sleeps when nothing is ready: [`Sockets::prepare_wait`]
+//! under the caller's lock, [`Sleep::sleep`] without it (other threads' calls go on),
+//! [`Sockets::woke`] under it again; [`blocking`] is that loop for one blocking call. Free
 //! space in a tx FIFO queues no event: a caller waiting only to write sleeps at most
 //! [`WRITE_POLL`].
 //!
@@ -17,6 +18,7 @@ use crate::{seg, App, Event, Session, MAX_DGRAM};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// How long a caller waiting for tx space (or a connection in progress) sleeps before it
@@ -558,9 +560,90 @@ impl Sockets {
         }
     }
 
-    /// Sleeps until Sluice queues an event or `timeout` passes.
-    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.app.wait(timeout)
+    /// Announces the caller is about to sleep (after busy-polling, [`App::set_busy_poll`]);
+    /// the caller then drops its lock and calls [`Sleep::sleep`].
+    pub fn prepare_wait(&self) -> Sleep {
+        let armed = !self.app.spin() && self.app.prepare_sleep();
+        Sleep {
+            fd: self.app.event_fd(),
+            armed,
+        }
+    }
+
+    /// Awake again after `s` (under the caller's lock): takes the announcement back and
+    /// drains the event queue ([`Sockets::pump`]).
+    pub fn woke(&mut self, s: Sleep) {
+        if s.armed {
+            self.app.woke();
+        }
+        self.pump();
+    }
+}
+
+/// A sleep announced by [`Sockets::prepare_wait`], taken without the caller's lock.
+#[derive(Copy, Clone, Debug)]
+pub struct Sleep {
+    fd: RawFd,
+    /// False: events were queued already (no sleep).
+    armed: bool,
+}
+
+impl Sleep {
+    /// Sleeps until Sluice queues an event or `timeout` passes. Several threads may sleep
+    /// at once; one's [`Sockets::woke`] can take back another's announcement, so callers
+    /// sleep for bounded times and look again.
+    pub fn sleep(&self, timeout: Duration) -> io::Result<()> {
+        if self.armed {
+            crate::wait_readable(self.fd, Some(timeout))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `op` on socket `h` until it stops saying `WouldBlock`, sleeping between tries
+/// (`sleep` at a time, [`WRITE_POLL`] while waiting for tx space or a connect) with the
+/// caller's lock released, so other threads' calls go on. `lock` takes that lock; `socks`
+/// finds the sockets behind it (`None`: detached, `ENOTCONN`). `WouldBlock` at once when
+/// `dontwait` or the socket is non-blocking.
+pub fn blocking<G, T>(
+    mut lock: impl FnMut() -> G,
+    socks: fn(&mut G) -> Option<&mut Sockets>,
+    h: u32,
+    write: bool,
+    dontwait: bool,
+    sleep: Duration,
+    mut op: impl FnMut(&mut Sockets, u32) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut slept = None;
+    loop {
+        let mut g = lock();
+        let s = socks(&mut g).ok_or_else(|| errno(libc::ENOTCONN))?;
+        if let Some(w) = slept.take() {
+            s.woke(w);
+        }
+        match op(s, h) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if dontwait || s.nonblocking(h).unwrap_or(true) {
+                    return Err(e);
+                }
+                let t = if s.needs_write_poll(h, write) {
+                    WRITE_POLL
+                } else {
+                    sleep
+                };
+                let w = s.prepare_wait();
+                drop(g);
+                let r = w.sleep(t);
+                slept = Some(w);
+                if let Err(e) = r {
+                    if let Some(s) = socks(&mut lock()) {
+                        s.woke(w);
+                    }
+                    return Err(e);
+                }
+            }
+            r => return r,
+        }
     }
 }
 

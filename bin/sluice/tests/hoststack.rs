@@ -231,6 +231,19 @@ fn counter(d: &Daemon, node: &str, reason: &str) -> u64 {
         .sum()
 }
 
+/// The TCP connections Sluice has accepted and connected so far (`show session verbose`).
+fn tcp_opens(d: &Daemon) -> (u64, u64) {
+    let o = d.ok("show session verbose");
+    let l = o
+        .lines()
+        .find_map(|l| l.strip_prefix("tcp: "))
+        .unwrap_or_else(|| panic!("no tcp totals in {o}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+    assert_eq!((w[1], w[3]), ("accepted,", "connected,"), "{l}");
+    (n(0), n(2))
+}
+
 fn sessions(d: &Daemon) -> usize {
     d.ok("show session")
         .lines()
@@ -986,6 +999,39 @@ fn c_api_echo_with_the_kernel() {
     srv.args([sock.as_str(), "server", "5102"]);
     serve_kernel_client(srv, &peer, 5102, 7, total);
 
+    // A C server that detaches with its connection open: the queued data and a FIN (no
+    // RST) still reach the kernel client.
+    let mut srv = std::process::Command::new(&exe);
+    srv.args([sock.as_str(), "push", "5103", &total.to_string()]);
+    let mut child = srv.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(out);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let name = peer.name.clone();
+    let at = sa("10.77.0.1", 5103);
+    let got = std::thread::spawn(move || {
+        let p = Peer { name };
+        let r = p.run(move || {
+            use std::io::Read;
+            let mut s = std::net::TcpStream::connect(at).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).map(|_| got)
+        });
+        std::mem::forget(p); // the test's guard owns the namespace
+        r
+    })
+    .join()
+    .unwrap()
+    .expect("the stream ends with a FIN");
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got.len() as u64, total);
+    let pat = |i: usize| (i.wrapping_mul(131) + (i >> 9)) as u8;
+    assert!(
+        got.iter().enumerate().all(|(i, &b)| b == pat(i)),
+        "the data differs"
+    );
+
     finish(d, dir);
 }
 
@@ -1217,6 +1263,13 @@ fn preload_redis_with_the_kernel() {
     assert!(out.contains("\"SET\""), "{out}");
     let keys = cli(&["DBSIZE"], None);
     assert_eq!(keys.trim(), "2", "k and key:__rand_int__");
+    // The clients' connections went through Sluice: 3 redis-cli and 24 benchmark clients.
+    let (accepted, connected) = tcp_opens(&d);
+    assert_eq!(accepted, 0);
+    assert!(
+        connected >= 27,
+        "{connected} connections made through Sluice"
+    );
 
     // redis-server through Sluice ← redis-benchmark and redis-cli on the kernel.
     let _sluice_server = server(None, "0.0.0.0", "6391");
@@ -1268,6 +1321,9 @@ fn preload_redis_with_the_kernel() {
         Duration::from_secs(60),
     );
     assert!(out.contains("\"SET\""), "{out}");
+    // The server's connections came through Sluice: 2 redis-cli and 24 benchmark clients.
+    let (accepted, _) = tcp_opens(&d);
+    assert!(accepted >= 26, "{accepted} connections accepted by Sluice");
     drop(_sluice_server);
     drop(_kernel_server);
 

@@ -277,7 +277,12 @@ pub fn create(
     });
     ifs.counter_table.set(idx, counters.clone());
     crate::output::attach(vm, idx, tx_node, counters)?;
-    sync_one(vm, idx);
+    // A new index has no adjacencies yet: publish its attributes only, so creating an
+    // interface does not walk every adjacency (N creations would cost N × adjacencies).
+    if let Some(i) = vm.ext_mut::<Interfaces>().get(idx) {
+        let (mac, mtu) = (i.mac, i.mtu);
+        publish_attrs(vm, idx.0, mac, mtu);
+    }
     Ok(idx)
 }
 
@@ -403,8 +408,9 @@ pub fn sync_all(vm: &mut Vlib) {
     sync_ifs(vm, &ifs);
 }
 
-/// [`sync_all`] for interface `sw` only (the one created or changed): creating or changing
-/// an interface then costs the same however many exist (10k tunnels).
+/// [`sync_all`] for interface `sw` only (the one changed): publishes its attributes and
+/// refreshes the adjacencies (a walk over all of them, keeping those on `sw`'s). Creation
+/// skips the walk (see [`create`]), so it costs the same however many interfaces exist.
 pub fn sync_one(vm: &mut Vlib, sw: SwIfIndex) {
     let one = vm
         .ext_mut::<Interfaces>()
@@ -413,15 +419,20 @@ pub fn sync_one(vm: &mut Vlib, sw: SwIfIndex) {
     sync_ifs(vm, one.as_slice());
 }
 
+/// Publishes interface `i`'s MAC and MTU to the nodes.
+fn publish_attrs(vm: &mut Vlib, i: u32, mac: [u8; 6], mtu: u32) {
+    with_if_attr(vm, i, |a| {
+        let mut m = [0u8; 8];
+        m[2..].copy_from_slice(&mac);
+        a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
+        a.mtu.store(mtu, Ordering::Relaxed);
+    });
+}
+
 fn sync_ifs(vm: &mut Vlib, ifs: &[(u32, [u8; 6], u32)]) {
     let mut attrs: HashMap<u32, ([u8; 6], u16)> = HashMap::new();
     for &(i, mac, mtu) in ifs {
-        with_if_attr(vm, i, |a| {
-            let mut m = [0u8; 8];
-            m[2..].copy_from_slice(&mac);
-            a.mac.store(u64::from_be_bytes(m), Ordering::Relaxed);
-            a.mtu.store(mtu, Ordering::Relaxed);
-        });
+        publish_attrs(vm, i, mac, mtu);
         attrs.insert(i, (mac, mtu.min(65535) as u16));
     }
     crate::ip_family::refresh_adjs::<crate::ip4::Ip4Control>(vm, &attrs);

@@ -92,9 +92,9 @@ pub trait IpControl: Send + Sized + 'static {
     /// The neighbours' aging state.
     fn aging(&self) -> &Aging<(u32, Addr<Self>)>;
     /// The neighbour adjacency of each (interface, next hop) made by [`Self::nbr_adj`].
-    fn nbr_adjs(&self) -> &HashMap<(u32, Addr<Self>), u32>;
+    fn nbr_adjs(&self) -> &NbrAdjs<Addr<Self>>;
     /// [`Self::nbr_adjs`], to edit.
-    fn nbr_adjs_mut(&mut self) -> &mut HashMap<(u32, Addr<Self>), u32>;
+    fn nbr_adjs_mut(&mut self) -> &mut NbrAdjs<Addr<Self>>;
     /// The event log (API `want_*_events`).
     fn events(&self) -> &EventLog;
     /// The neighbours the data plane learned, waiting for [`Self::apply_learned`].
@@ -117,9 +117,9 @@ pub trait IpControl: Send + Sized + 'static {
     fn nbr_adj_key(&mut self, nh: Addr<Self>) -> u32;
     /// The next hop a neighbour adjacency records in [`Adj::nh`] (IPv6: 0, too wide).
     fn adj_nh(nh: Addr<Self>) -> u32;
-    /// The next hop of each adjacency that has one, by adjacency index (`show adj`, route
-    /// dumps).
-    fn adj_next_hops(&self) -> HashMap<u32, Self::Ip>;
+    /// The next hop of adjacency `ai` (`a`) if it has one (`show adj`, `show ip fib`, route
+    /// dumps); constant time, as it is asked per route.
+    fn adj_via(&self, ai: u32, a: &Adj) -> Option<Self::Ip>;
     /// The next hop a glean adjacency records in [`Adj::nh`] (IPv4: the interface's first
     /// address, the source of its ARP requests; IPv6: 0).
     fn glean_nh(&self, i: u32) -> u32;
@@ -127,7 +127,7 @@ pub trait IpControl: Send + Sized + 'static {
     fn probe(&self, i: u32, ip: Addr<Self>, mac: [u8; 6]) -> Option<Self::Probe>;
     /// What else goes with address `addr`/`len` of interface `i` in table `fib` once it
     /// and its connected and local routes are removed.
-    fn address_gone(&mut self, i: u32, fib: u32, addr: Addr<Self>, len: u8);
+    fn address_gone(&mut self, i: u32, fib: u32, addr: Addr<Self>, len: u8) -> VnetResult;
     /// Clears what the family publishes of deleted interface `i` once its addresses,
     /// neighbours and adjacencies are gone.
     fn interface_gone(&mut self, i: u32);
@@ -253,14 +253,14 @@ pub trait IpControl: Send + Sized + 'static {
         if self.if_attr(i).p2p.load(Ordering::Relaxed) {
             return self.p2p_adj(i);
         }
-        if let Some(&a) = self.nbr_adjs().get(&(i, nh)) {
+        if let Some(a) = self.nbr_adjs().get(i, nh) {
             return Ok(a);
         }
         let mac = self.neighbors().get(&(i, nh)).map(|n| n.0);
         let adj = self.neighbor_rewrite(i, nh, mac);
         let key = self.nbr_adj_key(nh);
         let a = self.adj(AdjKind::Rewrite, i, key, || adj)?;
-        self.nbr_adjs_mut().insert((i, nh), a);
+        self.nbr_adjs_mut().insert(i, nh, a);
         self.set_incomplete(a, mac.is_none().then_some(nh));
         Ok(a)
     }
@@ -293,20 +293,25 @@ pub trait IpControl: Send + Sized + 'static {
 
     /// Removes address `addr`/`len` of interface `i`: its connected and local routes and
     /// [`Self::address_gone`]; false if absent.
-    fn del_address(&mut self, i: u32, addr: Addr<Self>, len: u8) -> bool {
+    /// Every step runs even if one fails (the address is gone either way); the first FIB
+    /// error is returned.
+    fn del_address(&mut self, i: u32, addr: Addr<Self>, len: u8) -> VnetResult<bool> {
         let (addrs, own) = self.addrs_mut();
         let before = addrs.len();
         addrs.retain(|&(j, x, l)| !(j == i && x == addr && l == len));
         if addrs.len() == before {
-            return false;
+            return Ok(false);
         }
         own.remove(addr);
         let fib = self.if_fib(i);
         let vrfs = self.vrfs_mut();
-        let _ = vrfs.set_route(fib, addr, len, Source::Connected, None);
-        let _ = vrfs.set_route(fib, addr, Self::L::BITS, Source::Local, None);
-        self.address_gone(i, fib, addr, len);
-        true
+        let connected = vrfs.set_route(fib, addr, len, Source::Connected, None);
+        let local = vrfs.set_route(fib, addr, Self::L::BITS, Source::Local, None);
+        let gone = self.address_gone(i, fib, addr, len);
+        connected?;
+        local?;
+        gone?;
+        Ok(true)
     }
 
     /// Records a neighbour and updates its adjacency and host route (an unchanged entry is
@@ -347,7 +352,7 @@ pub trait IpControl: Send + Sized + 'static {
         };
         aging.forget(&(i, ip));
         self.push_neighbor_event(i, ip, [0; 6], is_static, false);
-        if let Some(&a) = self.nbr_adjs().get(&(i, ip)) {
+        if let Some(a) = self.nbr_adjs().get(i, ip) {
             let adj = self.neighbor_rewrite(i, ip, None);
             self.adjs_mut().update(a, adj);
             self.set_incomplete(a, Some(ip));
@@ -454,10 +459,10 @@ macro_rules! ip_control_fields {
         fn aging(&self) -> &$crate::neighbor::Aging<(u32, $addr)> {
             &self.aging
         }
-        fn nbr_adjs(&self) -> &std::collections::HashMap<(u32, $addr), u32> {
+        fn nbr_adjs(&self) -> &$crate::ip_family::NbrAdjs<$addr> {
             &self.nbr_adjs
         }
-        fn nbr_adjs_mut(&mut self) -> &mut std::collections::HashMap<(u32, $addr), u32> {
+        fn nbr_adjs_mut(&mut self) -> &mut $crate::ip_family::NbrAdjs<$addr> {
             &mut self.nbr_adjs
         }
         fn events(&self) -> &$crate::events::EventLog {
@@ -671,8 +676,10 @@ pub fn interface_deleted<C: IpControl>(vm: &mut Vlib, i: u32) {
         .filter(|x| x.0 == i)
         .map(|x| (x.1, x.2))
         .collect();
+    // Best effort: the interface goes whatever a route removal says (the old code did the
+    // same); a user's `set interface ip address del` gets the error instead.
     for (a, l) in addrs {
-        ctl.del_address(i, a, l);
+        let _ = ctl.del_address(i, a, l);
     }
     let nbrs: Vec<Addr<C>> = ctl
         .neighbors()
@@ -691,8 +698,8 @@ pub fn interface_deleted<C: IpControl>(vm: &mut Vlib, i: u32) {
         .chain(
             ctl.nbr_adjs()
                 .iter()
-                .filter(|(k, _)| k.0 == i)
-                .map(|(_, &a)| a),
+                .filter(|&(j, _, _)| j == i)
+                .map(|(_, _, a)| a),
         )
         .collect();
     on_if.sort_unstable();
@@ -702,7 +709,7 @@ pub fn interface_deleted<C: IpControl>(vm: &mut Vlib, i: u32) {
         ctl.adjs_mut().update(a, Adj::DROP);
         ctl.set_incomplete(a, None);
     }
-    ctl.nbr_adjs_mut().retain(|k, _| k.0 != i);
+    ctl.nbr_adjs_mut().forget_interface(i);
     ctl.interface_gone(i);
 }
 
@@ -763,11 +770,13 @@ pub fn for_each_route<C: IpControl>(
 ) -> VnetResult {
     let c = C::control(vm)?;
     let ctl = lock(&c);
-    let nhs = ctl.adj_next_hops();
     let adjs = ctl.adjs();
     ctl.vrfs().for_each_route(
         id,
-        |a| Some((nhs.get(&a).copied()?.into(), adjs.get(a)?.tx_if)),
+        |ai| {
+            let a = adjs.get(ai)?;
+            Some((ctl.adj_via(ai, a)?.into(), a.tx_if))
+        },
         f,
     )
 }
@@ -779,7 +788,6 @@ pub fn adj_lines<C: IpControl>(vm: &mut Vlib) -> Vec<(u32, String)> {
         return Vec::new();
     };
     let ctl = lock(&c);
-    let nhs = ctl.adj_next_hops();
     let adjs = ctl.adjs();
     let family = C::NAME.to_lowercase();
     let mut v: Vec<(u32, String)> = adjs
@@ -790,7 +798,7 @@ pub fn adj_lines<C: IpControl>(vm: &mut Vlib) -> Vec<(u32, String)> {
                 .get(&a.tx_if)
                 .cloned()
                 .unwrap_or_else(|| format!("if{}", a.tx_if));
-            let via = nhs.get(&i).map(|n| n.to_string()).unwrap_or_default();
+            let via = ctl.adj_via(i, a).map(|n| n.to_string()).unwrap_or_default();
             Some((i, crate::routes::fmt_adj(&family, a, i, &via, &ifn)))
         })
         .collect();
@@ -857,16 +865,17 @@ pub(crate) fn show_fib_part<C: IpControl>(
     let names = crate::interface::names(vm);
     let c = C::control(vm)?;
     let ctl = lock(&c);
-    let nhs = ctl.adj_next_hops();
     let family = C::NAME.to_lowercase();
     let prefix = |p: Addr<C>, l: u8| format!("{}/{l}", C::Ip::from(p));
     let dpo = |ai: u32, p: Addr<C>, l: u8| {
-        let a = ctl.adjs().get(ai).copied().unwrap_or(Adj::DROP);
+        let a = ctl.adjs().get(ai).copied();
+        let via = a.and_then(|a| ctl.adj_via(ai, &a));
+        let via = via.map(|n| n.to_string()).unwrap_or_default();
+        let a = a.unwrap_or(Adj::DROP);
         let ifn = names
             .get(&a.tx_if)
             .cloned()
             .unwrap_or_else(|| format!("if{}", a.tx_if));
-        let via = nhs.get(&ai).map(|n| n.to_string()).unwrap_or_default();
         let addr = C::Ip::from(p).to_string();
         crate::routes::fmt_dpo(&family, &a, &via, &ifn, &addr, &prefix(p, l))
     };
@@ -1026,6 +1035,59 @@ pub type Pending<C> = (
     LoadBalances,
     Arc<<C as IpControl>::Shared>,
 );
+
+/// The neighbour adjacency of each (interface, next hop), and (if made with `reverse`) the
+/// next hop of each such adjacency, for a family whose adjacencies do not record it (IPv6).
+pub struct NbrAdjs<A> {
+    by_nh: HashMap<(u32, A), u32>,
+    nh_of: Option<HashMap<u32, A>>,
+}
+
+impl<A: Copy + Eq + std::hash::Hash> NbrAdjs<A> {
+    /// An empty set; `reverse`: also map each adjacency to its next hop ([`Self::via`]).
+    pub fn new(reverse: bool) -> Self {
+        NbrAdjs {
+            by_nh: HashMap::new(),
+            nh_of: reverse.then(HashMap::new),
+        }
+    }
+
+    /// The adjacency of (`i`, `nh`).
+    pub fn get(&self, i: u32, nh: A) -> Option<u32> {
+        self.by_nh.get(&(i, nh)).copied()
+    }
+
+    /// Records adjacency `a` for (`i`, `nh`).
+    pub fn insert(&mut self, i: u32, nh: A, a: u32) {
+        self.by_nh.insert((i, nh), a);
+        if let Some(m) = &mut self.nh_of {
+            m.insert(a, nh);
+        }
+    }
+
+    /// The next hop of adjacency `a` (None without `reverse`).
+    pub fn via(&self, a: u32) -> Option<A> {
+        self.nh_of.as_ref()?.get(&a).copied()
+    }
+
+    /// Every (interface, next hop, adjacency).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, A, u32)> + '_ {
+        self.by_nh.iter().map(|(&(i, nh), &a)| (i, nh, a))
+    }
+
+    /// Forgets the adjacencies of interface `i`.
+    pub fn forget_interface(&mut self, i: u32) {
+        let nh_of = &mut self.nh_of;
+        self.by_nh.retain(|&(j, _), a| {
+            if j == i {
+                if let Some(m) = nh_of.as_mut() {
+                    m.remove(a);
+                }
+            }
+            j != i
+        });
+    }
+}
 
 /// Control-plane pieces created at registration and completed by the family's `init`; held
 /// by the main-thread instance of its `*-neighbor-process` node.

@@ -38,6 +38,7 @@ use sluice_cli::{Args, CliError};
 use sluice_graph::{NodeKind, NodeRegistration, RxMode, RxModeState, Vlib};
 use sluice_vnet::devices::fdq::{self, FdDriver, Placed};
 use sluice_vnet::devices::linux::RxPlacement;
+use sluice_vnet::error::VnetError;
 use sluice_vnet::interface::{fmt_mac, Interfaces, SwIfIndex};
 use sluice_vnet::plugin::{Plugin, RegisterError, Registrar, Staged};
 use sluice_vnet::rxq::RxQueueInfo;
@@ -240,7 +241,7 @@ fn polling_only(
     if mode == RxMode::Polling {
         return Ok(());
     }
-    Err(sluice_vnet::error::VnetError::NotSupported(format!(
+    Err(VnetError::NotSupported(format!(
         "rx-mode `{}' is not supported on dpdk interfaces (they poll; no rx interrupts are enabled)",
         mode.as_str()
     )))
@@ -395,6 +396,24 @@ fn create_pool(api: &Api, name: &str, n: u32) -> Result<Pool, String> {
     Ok(Pool(p))
 }
 
+/// Why a port could not be added: the device (text from DPDK or its configuration) or the
+/// interface made for it (typed; text only where `init` reports it).
+#[derive(Debug, thiserror::Error)]
+enum PortError {
+    /// The device refused its setup or the configuration does not fit it.
+    #[error("{0}")]
+    Device(String),
+    /// The interface or its rx placement failed.
+    #[error(transparent)]
+    Vnet(#[from] VnetError),
+}
+
+impl From<String> for PortError {
+    fn from(e: String) -> Self {
+        PortError::Device(e)
+    }
+}
+
 fn add_port(
     vm: &mut Vlib,
     api: &'static Api,
@@ -403,7 +422,7 @@ fn add_port(
     port: u16,
     rx_pool: Pool,
     tx_pool: Pool,
-) -> Result<(), String> {
+) -> Result<(), PortError> {
     let threads = vm.n_threads();
     let info = port::info(api, port)?;
     let o = d.opts.over(&cfg.default);
@@ -412,14 +431,16 @@ fn add_port(
         return Err(format!(
             "num-rx-queues {n_rxq} is more than the device's {}",
             info.max_rx_queues
-        ));
+        )
+        .into());
     }
     let n_txq = match o.tx_queues {
         Some(n) if n > info.max_tx_queues.max(1) => {
             return Err(format!(
                 "num-tx-queues {n} is more than the device's {}",
                 info.max_tx_queues
-            ))
+            )
+            .into())
         }
         Some(n) => n,
         None => (threads as u16).min(info.max_tx_queues.max(1)),
@@ -446,15 +467,13 @@ fn add_port(
         )
     });
     if vm.ext_mut::<Interfaces>().find(&name).is_some() {
-        return Err(format!(
-            "interface name `{name}' is taken; give the device a `name'"
-        ));
+        return Err(format!("interface name `{name}' is taken; give the device a `name'").into());
     }
     port::setup(api, port, &mut conf, rx_pool)?;
     let tx_node = vm
         .registry
         .find(TX)
-        .ok_or_else(|| "dpdk-tx is not registered".to_string())?;
+        .ok_or_else(|| PortError::Device("dpdk-tx is not registered".into()))?;
     // Some virtual devices (net_ring) have no MAC: give the interface a locally
     // administered one (the device runs promiscuous, so it needs none of its own).
     let mac = if info.mac == [0; 6] {
@@ -462,13 +481,10 @@ fn add_port(
     } else {
         info.mac
     };
-    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))
-        .map_err(|e| e.to_string())?;
+    let sw = sluice_vnet::create_interface(vm, &name, DRIVER, mac, Some(tx_node))?;
     let (counters, link_flag) = {
         let ifs = vm.ext_mut::<Interfaces>();
-        let i = ifs
-            .get_mut(sw)
-            .ok_or_else(|| "interface vanished".to_string())?;
+        let i = ifs.get_mut(sw).ok_or(VnetError::NoSuchInterface(sw.0))?;
         i.mtu = u32::from(info.mtu).clamp(64, 9216);
         (i.counters.clone(), i.link_handle())
     };
@@ -524,8 +540,7 @@ fn add_port(
             vm,
             thread,
             Placed::new(rq, RxModeState::new(RxMode::Polling, hz)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         rx.push(RxPlace {
             thread,
             mode: RxMode::Polling,

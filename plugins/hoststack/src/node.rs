@@ -326,7 +326,7 @@ impl InputScratch {
         InputScratch {
             done: Vec::with_capacity(FRAME_SIZE),
             drops: Vec::with_capacity(FRAME_SIZE),
-            chain: Vec::new(),
+            chain: Vec::with_capacity(MAX_CHAIN_READ),
         }
     }
 }
@@ -655,6 +655,11 @@ pub struct SessionQueue {
     tcp_sent: u64,
     /// The next TCP timer (RTO, persist, TIME-WAIT).
     timer_at: Option<std::time::Instant>,
+    /// Scratch of `tcp()`, swapped with the session layer's queues (no allocation per
+    /// call): control segments, connections to send, those out of buffers.
+    ctl: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
+    queue: Vec<u32>,
+    stalled: Vec<u32>,
 }
 
 /// What building one packet did.
@@ -799,7 +804,9 @@ impl SessionQueue {
             self.timer_at = None;
             sm.tcp_timers(now);
         }
-        for (l, r, o) in std::mem::take(&mut sm.ctl_out) {
+        let mut ctl = std::mem::take(&mut self.ctl);
+        std::mem::swap(&mut ctl, &mut sm.ctl_out);
+        for (l, r, o) in ctl.drain(..) {
             match tcp_segment(cx, l, r, &o, None, self.ip_id) {
                 Some(bi) => {
                     self.ip_id = self.ip_id.wrapping_add(1);
@@ -816,15 +823,18 @@ impl SessionQueue {
                 None => cx.count(SqCounter::NoBuffer, 1),
             }
         }
-        let queue = std::mem::take(&mut sm.tcp_out);
-        let mut stalled = Vec::new();
-        for sid in queue {
+        self.ctl = ctl;
+        let mut queue = std::mem::take(&mut self.queue);
+        std::mem::swap(&mut queue, &mut sm.tcp_out);
+        let mut stalled = std::mem::take(&mut self.stalled);
+        for sid in queue.drain(..) {
             if !self.tcp_send(cx, sm, sid, now) {
                 stalled.push(sid);
             }
         }
         // Out of buffers: retried on the next call.
-        sm.tcp_out.extend(stalled);
+        sm.tcp_out.append(&mut stalled);
+        (self.queue, self.stalled) = (queue, stalled);
         self.timer_at = sm.tcp_next_deadline();
     }
 
@@ -1147,6 +1157,9 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 tcp_kick: tcp_kick.clone(),
                 tcp_sent: 0,
                 timer_at: None,
+                ctl: Vec::new(),
+                queue: Vec::new(),
+                stalled: Vec::new(),
             })
         })
         .nexts(SqNext::NAMES)

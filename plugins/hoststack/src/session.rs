@@ -135,6 +135,9 @@ pub enum Proto {
         backlog: u32,
         /// Connections in the handshake now.
         half_open: u32,
+        /// The cookie period in which it last answered a SYN with a SYN cookie (None:
+        /// never): only then is a bare ACK checked for a cookie.
+        cookies_at: Option<u32>,
     },
     /// A TCP connection.
     Tcp(Box<crate::tcp::Tcb>, TcpLink),

@@ -559,17 +559,6 @@ impl Tcb {
         self.sack_ok &= syn.sack_ok;
     }
 
-    /// Turns keepalive on or off (a per-connection option; the default comes from
-    /// [`Local::keepalive`]).
-    pub fn set_keepalive(&mut self, k: Option<Keepalive>, now: Instant) {
-        self.keepalive = k;
-        self.ka_sent = 0;
-        self.ka_at = match (k, self.state) {
-            (Some(k), State::Established | State::CloseWait) => Some(now + k.idle),
-            _ => None,
-        };
-    }
-
     /// Our timestamp clock (1 ms ticks, RFC 7323 5.4).
     fn ts_val(&self, now: Instant) -> u32 {
         (now.saturating_duration_since(self.ts_base).as_millis() as u32).wrapping_add(self.iss)
@@ -823,8 +812,7 @@ impl Tcb {
         if !seg.has(ACK) {
             return e;
         }
-        let handshake = self.state == State::SynRcvd;
-        if handshake {
+        if self.state == State::SynRcvd {
             if lt(self.snd_una, seg.ack) && le(seg.ack, self.snd_max) {
                 self.snd_una = seg.ack;
                 self.snd_nxt = self.snd_max.max(seg.ack);
@@ -842,108 +830,108 @@ impl Tcb {
                 e.rst = Some(Self::rst_for(seg));
                 return e;
             }
-        } else if lt(self.snd_max, seg.ack) {
-            // Acknowledges something not sent.
-            self.need_ack = true;
-            e.output = true;
-            return e;
-        }
-        if self.sack_ok && !seg.sack.is_empty() && !handshake {
-            self.take_sack(seg);
-        }
-        if handshake {
-            // Done above.
-        } else if lt(self.snd_una, seg.ack) {
-            let acked = seg.ack.wrapping_sub(self.snd_una);
-            // Sequence space that is data (not the FIN).
-            let fin_acked = self.fin_sent && seg.ack == self.snd_max;
-            let data = acked - fin_acked as u32;
-            if let Some(tx) = tx {
-                tx.drop_front(data);
-            }
-            self.snd_una = seg.ack;
-            if lt(self.snd_nxt, self.snd_una) {
-                self.snd_nxt = self.snd_una;
-            }
-            if let Some((s, t0)) = self.rtt_probe {
-                if le(s, seg.ack) {
-                    self.rtt_probe = None;
-                    self.rtt_sample(now - t0);
-                }
-            }
-            self.retries = 0;
-            self.dupacks = 0;
-            self.sacked.trim_below(self.snd_una);
-            if let Some(end) = self.recovery {
-                if le(end, self.snd_una) {
-                    // Recovery over (RFC 6675 5.1): continue from ssthresh.
-                    self.recovery = None;
-                    self.cwnd = self.ssthresh;
-                } else {
-                    // A partial ACK: the next hole's first segment is presumed lost too.
-                    if lt(self.high_rxt, self.snd_una) {
-                        self.high_rxt = self.snd_una;
-                    }
-                    self.lost_floor = self.snd_una.wrapping_add(self.mss);
-                }
-            } else if self.cwnd < self.ssthresh {
-                // Slow start, then congestion avoidance (RFC 5681).
-                self.cwnd = self.cwnd.saturating_add(acked.min(self.mss));
-            } else {
-                self.cwnd = self
-                    .cwnd
-                    .saturating_add((self.mss * self.mss / self.cwnd.max(1)).max(1));
-            }
-            self.rto_at = (self.snd_una != self.snd_max).then(|| now + self.rto);
-            e.output = true; // the window moved: more may go
-            e.notify = true; // tx space
-            if fin_acked {
-                match self.state {
-                    State::FinWait1 => {
-                        self.state = State::FinWait2;
-                        if self.orphan {
-                            self.tw_at = Some(now + FIN_TIMEOUT);
-                        }
-                    }
-                    State::Closing => {
-                        self.state = State::TimeWait;
-                        self.tw_at = Some(now + TIME_WAIT);
-                    }
-                    State::LastAck => {
-                        self.state = State::Closed;
-                        e.free = true;
-                        return e;
-                    }
-                    _ => {}
-                }
-            }
-        } else if seg.ack == self.snd_una
-            && seg.data.is_empty()
-            && !seg.has(FIN)
-            && self.peer_wnd(seg) == self.snd_wnd
-            && self.snd_una != self.snd_max
-        {
-            self.dupacks += 1;
-            if self.recovery.is_none()
-                && (self.dupacks == DUP_THRESH || (self.sack_ok && self.first_hole_lost()))
-            {
-                // Fast retransmit (RFC 5681 3.2, RFC 6675 5).
-                let flight = self.snd_max.wrapping_sub(self.snd_una);
-                self.ssthresh = (flight / 2).max(2 * self.mss);
-                self.cwnd = self.ssthresh;
-                self.stats.fast_retrans += 1;
-                if self.sack_ok {
-                    // Only the holes the scoreboard shows lost go again, from the first.
-                    self.recovery = Some(self.snd_max);
-                    self.high_rxt = self.snd_una;
-                    self.lost_floor = self.snd_una.wrapping_add(self.mss);
-                    self.rtt_probe = None;
-                    self.stats.sack_recoveries += 1;
-                } else {
-                    // Without SACK: go-back-N from the hole.
-                    self.go_back();
-                }
+        } else {
+            if lt(self.snd_max, seg.ack) {
+                // Acknowledges something not sent.
+                self.need_ack = true;
                 e.output = true;
+                return e;
+            }
+            if self.sack_ok && !seg.sack.is_empty() {
+                self.take_sack(seg);
+            }
+            if lt(self.snd_una, seg.ack) {
+                let acked = seg.ack.wrapping_sub(self.snd_una);
+                // Sequence space that is data (not the FIN).
+                let fin_acked = self.fin_sent && seg.ack == self.snd_max;
+                let data = acked - fin_acked as u32;
+                if let Some(tx) = tx {
+                    tx.drop_front(data);
+                }
+                self.snd_una = seg.ack;
+                if lt(self.snd_nxt, self.snd_una) {
+                    self.snd_nxt = self.snd_una;
+                }
+                if let Some((s, t0)) = self.rtt_probe {
+                    if le(s, seg.ack) {
+                        self.rtt_probe = None;
+                        self.rtt_sample(now - t0);
+                    }
+                }
+                self.retries = 0;
+                self.dupacks = 0;
+                self.sacked.trim_below(self.snd_una);
+                if let Some(end) = self.recovery {
+                    if le(end, self.snd_una) {
+                        // Recovery over (RFC 6675 5.1): continue from ssthresh.
+                        self.recovery = None;
+                        self.cwnd = self.ssthresh;
+                    } else {
+                        // A partial ACK: the next hole's first segment is presumed lost too.
+                        if lt(self.high_rxt, self.snd_una) {
+                            self.high_rxt = self.snd_una;
+                        }
+                        self.lost_floor = self.snd_una.wrapping_add(self.mss);
+                    }
+                } else if self.cwnd < self.ssthresh {
+                    // Slow start, then congestion avoidance (RFC 5681).
+                    self.cwnd = self.cwnd.saturating_add(acked.min(self.mss));
+                } else {
+                    self.cwnd = self
+                        .cwnd
+                        .saturating_add((self.mss * self.mss / self.cwnd.max(1)).max(1));
+                }
+                self.rto_at = (self.snd_una != self.snd_max).then(|| now + self.rto);
+                e.output = true; // the window moved: more may go
+                e.notify = true; // tx space
+                if fin_acked {
+                    match self.state {
+                        State::FinWait1 => {
+                            self.state = State::FinWait2;
+                            if self.orphan {
+                                self.tw_at = Some(now + FIN_TIMEOUT);
+                            }
+                        }
+                        State::Closing => {
+                            self.state = State::TimeWait;
+                            self.tw_at = Some(now + TIME_WAIT);
+                        }
+                        State::LastAck => {
+                            self.state = State::Closed;
+                            e.free = true;
+                            return e;
+                        }
+                        _ => {}
+                    }
+                }
+            } else if seg.ack == self.snd_una
+                && seg.data.is_empty()
+                && !seg.has(FIN)
+                && self.peer_wnd(seg) == self.snd_wnd
+                && self.snd_una != self.snd_max
+            {
+                self.dupacks += 1;
+                if self.recovery.is_none()
+                    && (self.dupacks == DUP_THRESH || (self.sack_ok && self.first_hole_lost()))
+                {
+                    // Fast retransmit (RFC 5681 3.2, RFC 6675 5).
+                    let flight = self.snd_max.wrapping_sub(self.snd_una);
+                    self.ssthresh = (flight / 2).max(2 * self.mss);
+                    self.cwnd = self.ssthresh;
+                    self.stats.fast_retrans += 1;
+                    if self.sack_ok {
+                        // Only the holes the scoreboard shows lost go again, from the first.
+                        self.recovery = Some(self.snd_max);
+                        self.high_rxt = self.snd_una;
+                        self.lost_floor = self.snd_una.wrapping_add(self.mss);
+                        self.rtt_probe = None;
+                        self.stats.sack_recoveries += 1;
+                    } else {
+                        // Without SACK: go-back-N from the hole.
+                        self.go_back();
+                    }
+                    e.output = true;
+                }
             }
         }
         // Window update (RFC 9293 3.10.7.4).

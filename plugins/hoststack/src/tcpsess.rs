@@ -119,6 +119,22 @@ impl SessionMain {
             .map(|_| COOKIE_MSS[mi as usize])
     }
 
+    /// Whether listener `lsid` sent SYN cookies that are still valid (this or the last
+    /// period, as [`SessionMain::cookie_check`] accepts).
+    fn cookies_recent(&self, lsid: u32) -> bool {
+        match self.sessions.get(lsid as usize).and_then(|s| s.as_ref()) {
+            Some(crate::session::Session {
+                proto:
+                    Proto::TcpListen {
+                        cookies_at: Some(t),
+                        ..
+                    },
+                ..
+            }) => Self::cookie_period().wrapping_sub(*t) <= 1,
+            _ => false,
+        }
+    }
+
     /// A hash of `x` keyed with the host's secret (ISNs, SYN cookies).
     fn keyed_hash(&mut self, x: impl std::hash::Hash) -> u64 {
         use std::hash::{Hash, Hasher};
@@ -170,6 +186,7 @@ impl SessionMain {
             s.proto = Proto::TcpListen {
                 backlog,
                 half_open: 0,
+                cookies_at: None,
             };
         }
         self.tcp_listeners.insert((local.ip(), local.port()), sid);
@@ -422,7 +439,10 @@ impl SessionMain {
             return Ok(());
         }
         if has(TcpFlags::ACK) {
-            if !has(TcpFlags::SYN) && self.cfg.syn_cookies {
+            // Only a listener that sent cookies lately (as Linux's
+            // tcp_synq_no_recent_overflow): no hashing, and no blind open by a guessed
+            // cookie, for the others.
+            if !has(TcpFlags::SYN) && self.cfg.syn_cookies && self.cookies_recent(lsid) {
                 if let Some(mss) = self.cookie_check(local, remote, seg) {
                     return self.tcp_cookie_open(lsid, local, remote, seg, mss, now);
                 }
@@ -438,9 +458,14 @@ impl SessionMain {
         let cookies = self.cfg.syn_cookies;
         let app = match self.sessions[lsid as usize].as_mut() {
             Some(s) => match &mut s.proto {
-                Proto::TcpListen { backlog, half_open } => {
+                Proto::TcpListen {
+                    backlog,
+                    half_open,
+                    cookies_at,
+                } => {
                     if *half_open >= *backlog {
                         if cookies {
+                            *cookies_at = Some(Self::cookie_period());
                             self.syn_cookie(local, remote, seg);
                             return Ok(());
                         }
@@ -827,5 +852,35 @@ mod tests {
             sm.cookie_check(l, r, &seg(779, o.seq.wrapping_add(1), TcpFlags::ACK)),
             None
         );
+    }
+
+    #[test]
+    fn a_valid_cookie_opens_nothing_at_a_listener_that_sent_none() {
+        let mut sm = SessionMain::default();
+        let l: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let r: SocketAddr = "10.0.0.2:4000".parse().unwrap();
+        sm.sessions.push(Some(crate::session::Session {
+            app: 0,
+            slot: 0,
+            local: l,
+            remote: None,
+            stats: Default::default(),
+            proto: Proto::TcpListen {
+                backlog: 8,
+                half_open: 0,
+                cookies_at: None,
+            },
+        }));
+        sm.tcp_listeners.insert((l.ip(), l.port()), 0);
+        // The ACK a SYN's cookie SYN-ACK would get, but the listener never overflowed.
+        let c = sm.cookie(l, r, 777, SessionMain::cookie_period(), 5);
+        let ack = seg(778, c.wrapping_add(1), TcpFlags::ACK);
+        assert!(sm.cookie_check(l, r, &ack).is_some(), "the cookie is valid");
+        sm.tcp_input(l, r, &ack, Instant::now()).unwrap();
+        assert!(sm.tcp_conns.is_empty(), "a connection was opened");
+        let t = &sm.tcp_stats;
+        assert_eq!((t.syn_cookies_ok, t.syn_cookies_bad), (0, 0));
+        let (_, _, o) = sm.ctl_out.last().expect("a reset");
+        assert_eq!((o.flags, o.seq), (TcpFlags::RST, ack.ack));
     }
 }

@@ -30,7 +30,7 @@ impl From<LcpError> for ApiError {
             LcpError::Exists(_) => Retval::AlreadyExists,
             LcpError::NotPaired(_) => Retval::NoSuchEntry,
             LcpError::BadName(_) => Retval::InvalidValue,
-            LcpError::Tap(m) => VnetError::from_text(m.clone()).retval(),
+            LcpError::Tap(e) => e.retval(),
             LcpError::Graph(_) => Retval::SystemError,
         };
         ApiError::new(retval, e.to_string())

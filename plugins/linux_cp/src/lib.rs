@@ -337,9 +337,9 @@ pub enum LcpError {
     /// Not paired.
     #[error("`{0}' has no Linux twin")]
     NotPaired(String),
-    /// The twin could not be made.
-    #[error("{0}")]
-    Tap(String),
+    /// The twin could not be made (or deleted).
+    #[error(transparent)]
+    Tap(#[from] sluice_vnet::error::VnetError),
     /// The data path could not be wired.
     #[error("{0}")]
     Graph(String),
@@ -455,11 +455,11 @@ pub fn create_pair(
         driver: Some(DRIVER),
         ..sluice_tap::CreateArgs::default()
     };
-    let tap_name = sluice_tap::create(vm, &args).map_err(|e| LcpError::Tap(e.to_string()))?;
+    let tap_name = sluice_tap::create(vm, &args)?;
     let tap = vm
         .ext_mut::<Interfaces>()
         .find(&tap_name)
-        .ok_or_else(|| LcpError::Tap(format!("`{tap_name}' vanished")))?;
+        .ok_or_else(|| sluice_vnet::error::VnetError::System(format!("`{tap_name}' vanished")))?;
     let wire = |vm: &mut Vlib| -> Result<(), String> {
         sluice_vnet::interface::set_admin_state(vm, tap, true).map_err(|e| e.to_string())?;
         let xc = vm.registry.find(node::XC).ok_or("linux-cp-xc missing")?;
@@ -529,7 +529,7 @@ pub fn delete_pair(vm: &mut Vlib, phy: SwIfIndex) -> Result<(), LcpError> {
         .get(p.tap)
         .map(|i| i.name.clone());
     if let Some(t) = tap_name {
-        sluice_tap::delete(vm, &t).map_err(|e| LcpError::Tap(e.to_string()))?;
+        sluice_tap::delete(vm, &t)?;
     }
     Ok(())
 }

@@ -368,12 +368,12 @@ pub fn init(vm: &mut Vlib) {
             node: INPUT,
             queues: rx_queues,
             set_mode: |vm, sw, q, mode| {
-                let (sh, nt) = rx_iface(vm, sw, q).map_err(VnetError::Invalid)?;
+                let (sh, nt) = rx_iface(vm, sw, q)?;
                 sh.set_rx(q as usize, sh.rx_thread(q as usize, nt), mode);
                 Ok(())
             },
             place: |vm, sw, q, t| {
-                let (sh, _) = rx_iface(vm, sw, q).map_err(VnetError::Invalid)?;
+                let (sh, _) = rx_iface(vm, sw, q)?;
                 sh.set_rx(q as usize, t, sh.rx_mode(q as usize));
                 Ok(())
             },
@@ -405,17 +405,19 @@ fn rx_queues(vm: &mut Vlib) -> Vec<RxQueueInfo> {
     v
 }
 
-fn rx_iface(vm: &mut Vlib, sw: SwIfIndex, q: u16) -> Result<(Arc<IfShared>, usize), String> {
+fn rx_iface(vm: &mut Vlib, sw: SwIfIndex, q: u16) -> VnetResult<(Arc<IfShared>, usize)> {
     let nt = vm.n_threads();
-    let c = ctl(vm).map_err(|e| e.to_string())?;
+    let c = ctl(vm)?;
     let g = lock(&c);
     let x = g
         .ifs
         .iter()
         .find(|x| x.sh.sw_if_index == sw.0)
-        .ok_or_else(|| format!("sw_if_index {} is not a memif interface", sw.0))?;
+        .ok_or_else(|| {
+            VnetError::Invalid(format!("sw_if_index {} is not a memif interface", sw.0))
+        })?;
     if q as usize >= ctl::MAX_QUEUES {
-        return Err(format!("queue `{q}' out of range"));
+        return Err(VnetError::Invalid(format!("queue `{q}' out of range")));
     }
     Ok((x.sh.clone(), nt))
 }

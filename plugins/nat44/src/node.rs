@@ -762,7 +762,8 @@ impl NodeFn for NatNode {
         };
         // Pass 3: translate the hits, in frame order; the rest take the per-packet path
         // (session creation, ICMP errors, pass-through, handoff). A hit found before a
-        // session was created or freed in this frame is looked up again.
+        // session was freed in this frame is looked up again (a create leaves every hit
+        // valid; a miss is looked up again on the per-packet path).
         let mut handed = 0u64;
         for (i, &bi) in frame.iter().enumerate() {
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.

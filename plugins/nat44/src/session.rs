@@ -258,8 +258,9 @@ pub struct Table {
     rng: u64,
     /// Counters.
     pub stats: Stats,
-    /// Bumped by every create and free: a lookup result taken before is still valid while
-    /// it is unchanged (the nodes' batched lookups, [`Table::probe_many`]).
+    /// Bumped by every free (never by a create: a create adds keys, so a hit found before
+    /// is still that live session): a hit taken before is still valid while it is
+    /// unchanged (the nodes' batched lookups, [`Table::probe_many`]).
     generation: u64,
 }
 
@@ -365,7 +366,8 @@ impl Table {
         (f.key == *t && f.side == side && ffib == fib).then_some((i, which))
     }
 
-    /// Changes whenever a session is created or freed.
+    /// Changes whenever a session is freed (a hit found before may name a freed or
+    /// reused session).
     #[inline(always)]
     pub fn generation(&self) -> u64 {
         self.generation
@@ -411,7 +413,6 @@ impl Table {
         }
         self.link_tail(i, class);
         self.stats.created += 1;
-        self.generation += 1;
         Ok(i)
     }
 
@@ -571,9 +572,12 @@ mod tests {
         let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
+        let g = tb.generation();
         let a = tb
             .create(&e, session(1000, 2000, 0.0), 0.0, &to)
             .expect("a");
+        // A create leaves every earlier hit valid: the generation stays.
+        assert_eq!(tb.generation(), g);
         assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
         assert_eq!(tb.lookup(Side::Out, &t(99, 53, 20, 2000), 0), Some((a, 1)));
         assert_eq!(
@@ -601,9 +605,12 @@ mod tests {
             tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
             Err(CreateError::Full)
         );
-        // At 301 s the first expired: it is recycled for the new session.
+        assert_eq!(tb.generation(), g);
+        // At 301 s the first expired: it is recycled for the new session (a free: the
+        // generation changes).
         tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
             .expect("d");
+        assert_ne!(tb.generation(), g);
         assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.

@@ -458,6 +458,17 @@ pub fn simulate(
     pkt: &[u8],
     in_port: u32,
 ) -> Outcome {
+    simulate_parse(prog, ts, shared, pkt, in_port).0
+}
+
+/// [`simulate`], with how the parser ended ([`ParseEnd::Loop`] for a looping parser).
+pub fn simulate_parse(
+    prog: &Program,
+    ts: &mut ThreadState,
+    shared: &Shared,
+    pkt: &[u8],
+    in_port: u32,
+) -> (Outcome, ParseEnd) {
     let mut c = Box::<Ctx>::default();
     let code = Code::new(prog);
     let mut x = Exec {
@@ -470,9 +481,9 @@ pub fn simulate(
     };
     x.begin(&mut c, in_port, pkt.len() as u32);
     match x.pipeline(&mut c, pkt) {
-        Err(_) => Outcome::ParserLoop,
-        Ok((Verdict::Drop, _)) => Outcome::Drop,
-        Ok((Verdict::Punt, _)) => Outcome::Punt(deparse_vec(prog, &c, pkt)),
-        Ok((Verdict::Port(p), _)) => Outcome::Out(p, deparse_vec(prog, &c, pkt)),
+        Err(_) => (Outcome::ParserLoop, ParseEnd::Loop),
+        Ok((Verdict::Drop, pe)) => (Outcome::Drop, pe),
+        Ok((Verdict::Punt, pe)) => (Outcome::Punt(deparse_vec(prog, &c, pkt)), pe),
+        Ok((Verdict::Port(p), pe)) => (Outcome::Out(p, deparse_vec(prog, &c, pkt)), pe),
     }
 }

@@ -660,8 +660,10 @@ impl G<'_> {
     }
 }
 
-/// The packet offset of every header instance, when all parse paths agree on it.
-fn header_offsets(p: &Program) -> Vec<Option<usize>> {
+/// The packet offset of every header instance, when all parse paths agree on it; an error
+/// when the parse paths are more than the generator unrolls (a partial map could claim a
+/// fixed offset that an unvisited path contradicts).
+fn header_offsets(p: &Program) -> Result<Vec<Option<usize>>, String> {
     // None: not seen; Some(Some(o)): always at o; Some(None): depends on the path.
     let mut at: Vec<Option<Option<usize>>> = vec![None; p.headers.len()];
     let mut stack = vec![(p.start, 0usize)];
@@ -669,7 +671,7 @@ fn header_offsets(p: &Program) -> Vec<Option<usize>> {
     while let Some((st, pos)) = stack.pop() {
         steps += 1;
         if steps > EXPAND_MAX {
-            break;
+            return Err("too many parse paths".into());
         }
         let Some(s) = p.states.get(st as usize) else {
             continue;
@@ -697,7 +699,7 @@ fn header_offsets(p: &Program) -> Vec<Option<usize>> {
             }
         }
     }
-    at.into_iter().map(|a| a.flatten()).collect()
+    Ok(at.into_iter().map(|a| a.flatten()).collect())
 }
 
 /// The place `lv` as an expression (to read it).
@@ -719,7 +721,7 @@ pub fn rust(p: &Program, name: &str, source: &str) -> Result<String, String> {
         p,
         out: String::new(),
         ind: 0,
-        hoff: header_offsets(p),
+        hoff: header_offsets(p)?,
         n: 0,
         ctl: String::new(),
         act: Vec::new(),

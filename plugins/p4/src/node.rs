@@ -296,7 +296,7 @@ impl P4Node {
             vc.run_frame(vs, &mut pk, &mut st.ts, &l.shared, &mut out[..n]);
             self.scratch_p = recycle(pk);
         }
-        let (mut fwd, mut punt) = (0, 0);
+        let mut sent = Sent::default();
         let zero = [0u64; FRAME_SIZE];
         let perr = vc.parser_errors(vs).unwrap_or(&zero);
         for (i, b) in bufs.iter_mut().enumerate() {
@@ -304,29 +304,10 @@ impl P4Node {
             if pe != 0 || vs.rejected[i] {
                 parse_count(cx, ParseEnd::Error(pe));
             }
-            self.nexts[i] = match out[i] {
-                VOut::Drop => {
-                    b.hdr.error = cx.error(P4Counter::Dropped);
-                    P4Next::Drop as u16
-                }
-                VOut::Port(p) => {
-                    b.hdr.tx_if = p;
-                    fwd += 1;
-                    P4Next::Output as u16
-                }
-                VOut::Punt => {
-                    punt += 1;
-                    P4Next::Punt as u16
-                }
-            };
+            self.nexts[i] = sent.next(cx, b, out[i]);
         }
         self.scratch_b = recycle(bufs);
-        if fwd > 0 {
-            cx.count(P4Counter::Forwarded, fwd);
-        }
-        if punt > 0 {
-            cx.count(P4Counter::Punted, punt);
-        }
+        sent.count(cx);
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
 
@@ -473,7 +454,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
-    let (mut fwd, mut punt) = (0, 0);
+    let mut sent = Sent::default();
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
         if let Some(&a) = frame.get(i + 2) {
             arena.prefetch(a);
@@ -485,27 +466,49 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let rx = b.hdr.rx_if;
         let (o, pe) = G::packet(ts, b.data_mut(), rx, len);
         parse_count(cx, pe);
-        *nx = match o {
+        *nx = sent.next(cx, &mut b, o);
+    }
+    sent.count(cx);
+}
+
+/// The forwarded and punted packets of a frame run by the vector executor or generated
+/// code, counted once per frame.
+#[derive(Default)]
+struct Sent {
+    fwd: u64,
+    punt: u64,
+}
+
+impl Sent {
+    /// The next arc of a packet whose pipeline ended with `o` (`tx_if` set when sent to a
+    /// port, `error` when dropped).
+    #[inline(always)]
+    fn next(&mut self, cx: &mut Cx, b: &mut Buffer<'_>, o: VOut) -> u16 {
+        match o {
             VOut::Drop => {
                 b.hdr.error = cx.error(P4Counter::Dropped);
                 P4Next::Drop as u16
             }
             VOut::Port(p) => {
                 b.hdr.tx_if = p;
-                fwd += 1;
+                self.fwd += 1;
                 P4Next::Output as u16
             }
             VOut::Punt => {
-                punt += 1;
+                self.punt += 1;
                 P4Next::Punt as u16
             }
-        };
+        }
     }
-    if fwd > 0 {
-        cx.count(P4Counter::Forwarded, fwd);
-    }
-    if punt > 0 {
-        cx.count(P4Counter::Punted, punt);
+
+    /// Adds the frame's counts to the node's counters.
+    fn count(self, cx: &mut Cx) {
+        if self.fwd > 0 {
+            cx.count(P4Counter::Forwarded, self.fwd);
+        }
+        if self.punt > 0 {
+            cx.count(P4Counter::Punted, self.punt);
+        }
     }
 }
 

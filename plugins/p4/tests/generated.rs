@@ -19,6 +19,56 @@ fn generated_modules_are_up_to_date() {
 }
 
 #[test]
+fn every_generated_module_is_listed() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/generated");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".rs") && f != "mod.rs")
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = sluice_p4::generated::ALL
+        .iter()
+        .map(|g| format!("{}.rs", g.name))
+        .collect();
+    listed.sort();
+    assert_eq!(files, listed, "src/generated/*.rs against generated::ALL");
+}
+
+/// `sluice-p4c` writes the same module whether it is given the source as `./<path>` or an
+/// absolute path, from the repository or elsewhere.
+#[test]
+fn generator_output_does_not_depend_on_the_path_given() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
+        .unwrap();
+    let g = &sluice_p4::generated::ALL[0];
+    let want =
+        std::fs::read_to_string(root.join(format!("plugins/p4/src/generated/{}.rs", g.name)))
+            .unwrap();
+    let abs = root.join(g.source);
+    for (cwd, arg) in [
+        (root.clone(), format!("./{}", g.source)),
+        (std::env::temp_dir(), abs.display().to_string()),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-p4c"))
+            .current_dir(&cwd)
+            .args([arg.as_str(), "--name", g.name])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{arg}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout) == want,
+            "`sluice-p4c {arg}' from {cwd:?} differs"
+        );
+    }
+}
+
+#[test]
 fn programs_outside_the_generator_say_why() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     for (f, why) in [("tunnel.p4", "validity"), ("firewall.p4", "registers")] {

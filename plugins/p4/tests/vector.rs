@@ -3,7 +3,7 @@
 //! outcomes, bytes and counters, frame by frame.
 
 use proptest::prelude::*;
-use sluice_p4::exec::{simulate, Outcome, Shared, ThreadState};
+use sluice_p4::exec::{simulate_parse, Outcome, ParseEnd, Shared, ThreadState};
 use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
 use sluice_p4::vec::{simulate_frame, VCode, VOut};
 
@@ -69,10 +69,10 @@ fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)
     setup(&mut ta);
     setup(&mut tb);
     let sh = Shared::new(p);
-    let want: Vec<Outcome> = pkts
+    let (want, want_pe): (Vec<Outcome>, Vec<ParseEnd>) = pkts
         .iter()
-        .map(|(b, port)| simulate(p, &mut ta, &sh, b, *port))
-        .collect();
+        .map(|(b, port)| simulate_parse(p, &mut ta, &sh, b, *port))
+        .unzip();
     let got = simulate_frame(&code, &mut tb, &sh, pkts);
     for (k, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(w, g, "packet {k}: {:02x?}", pkts[k].0);
@@ -88,12 +88,19 @@ fn compare(p: &Program, setup: &dyn Fn(&mut ThreadState), pkts: &[(Vec<u8>, u32)
         setup(&mut tc);
         for (k, (b, port)) in pkts.iter().enumerate() {
             let mut d = b.clone();
-            let got = match (g.packet)(&mut tc, &mut d, *port, b.len() as u32).0 {
+            let (o, pe) = (g.packet)(&mut tc, &mut d, *port, b.len() as u32);
+            let got = match o {
                 VOut::Drop => Outcome::Drop,
                 VOut::Punt => Outcome::Punt(d),
                 VOut::Port(o) => Outcome::Out(o, d),
             };
             assert_eq!(want[k], got, "generated `{}', packet {k}: {b:02x?}", g.name);
+            // How the parser ended (what the node counts: rejects, parser errors).
+            assert_eq!(
+                want_pe[k], pe,
+                "generated `{}' parse end, packet {k}: {b:02x?}",
+                g.name
+            );
         }
         for (a, c) in ta.tables.iter().zip(&tc.tables) {
             assert_eq!(a.miss, c.miss);
@@ -284,6 +291,38 @@ fn unsupported_programs_say_why() {
 /// nested action calls with arguments, slices, concatenation, an indexed counter.
 fn flow() -> Program {
     sluice_p4::compile(&src("control_flow.p4"), "control_flow.p4", Opts::default()).unwrap()
+}
+
+/// control_flow.p4 rejects EtherType 0x2000 (v1model: ingress still runs): the generated
+/// code ends the parse as the interpreters do, so the node counts the reject.
+#[test]
+fn generated_parser_reject_matches() {
+    let p = flow();
+    assert!(
+        sluice_p4::generated::find(&p).is_some(),
+        "control_flow has generated code"
+    );
+    let frame = |typ: [u8; 2], len: usize| {
+        let mut b = vec![
+            2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, typ[0], typ[1], 0xaa, 0xaa,
+        ];
+        b.truncate(len);
+        b
+    };
+    let pk = vec![
+        (frame([0x20, 0x00], 16), 0),
+        (frame([0x08, 0x00], 16), 1),
+        (frame([0x20, 0x00], 16), 2),
+        (frame([0x08, 0x00], 10), 0),
+    ];
+    let mut ts = ThreadState::new(&p).unwrap();
+    let sh = Shared::new(&p);
+    let (_, pe) = simulate_parse(&p, &mut ts, &sh, &pk[0].0, 0);
+    assert!(
+        matches!(pe, ParseEnd::Error(_)),
+        "0x2000 is rejected: {pe:?}"
+    );
+    compare(&p, &flow_setup(&[]), &pk);
 }
 
 fn flow_setup(rules: &[(u8, u16, u16, u8, u8)]) -> impl Fn(&mut ThreadState) + '_ {

@@ -666,9 +666,10 @@ pub fn sub_of(kind: Kind, key: u32) -> u8 {
 /// use, `sw_if_index` → tunnel, a free list of slots, per-prefix name instances.
 #[derive(Default)]
 pub struct Tunnels {
-    /// Index = tunnel index (slots of deleted tunnels are reused). Read-only outside this
-    /// module: [`Tunnels::insert`] and [`Tunnels::remove`] keep the indexes in step.
-    pub list: Vec<Option<Tunnel>>,
+    /// Index = tunnel index (slots of deleted tunnels are reused); read through
+    /// [`Tunnels::iter`] and [`Tunnels::get`]: only [`Tunnels::insert`] and
+    /// [`Tunnels::remove`] change it, keeping the indexes in step.
+    list: Vec<Option<Tunnel>>,
     /// Free slots of `list`.
     free: Vec<usize>,
     /// (protocol prefix, IPv6 underlay, decap key) → index: one key space per protocol
@@ -716,23 +717,31 @@ impl Instances {
 }
 
 impl Tunnels {
-    /// The live tunnels of the kinds `f` accepts.
-    pub fn iter_kind(&self, f: impl Fn(Kind) -> bool) -> impl Iterator<Item = (usize, &Tunnel)> {
+    /// The live tunnels with their indexes.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Tunnel)> {
         self.list
             .iter()
             .enumerate()
-            .filter_map(move |(i, t)| t.as_ref().filter(|t| f(t.kind)).map(|t| (i, t)))
+            .filter_map(|(i, t)| t.as_ref().map(|t| (i, t)))
+    }
+    /// Tunnel `i`, if it exists.
+    pub fn get(&self, i: usize) -> Option<&Tunnel> {
+        self.list.get(i)?.as_ref()
+    }
+    /// The live tunnels of the kinds `f` accepts.
+    pub fn iter_kind(&self, f: impl Fn(Kind) -> bool) -> impl Iterator<Item = (usize, &Tunnel)> {
+        self.iter().filter(move |(_, t)| f(t.kind))
     }
     /// The tunnel (of a kind `f` accepts) whose interface is `sw`.
     pub fn by_sw_if(&self, sw: SwIfIndex, f: impl Fn(Kind) -> bool) -> Option<(usize, &Tunnel)> {
         let i = *self.by_sw.get(&sw.0)?;
-        let t = self.list.get(i)?.as_ref()?;
+        let t = self.get(i)?;
         f(t.kind).then_some((i, t))
     }
     /// The tunnel of protocol `p` with decap key `k` over an IPv6 (`ip6`) underlay.
     pub fn by_key(&self, p: &Proto, ip6: bool, k: DecapKey) -> Option<(usize, &Tunnel)> {
         let i = *self.by_key.get(&(p.prefix, ip6, k))?;
-        Some((i, self.list.get(i)?.as_ref()?))
+        Some((i, self.get(i)?))
     }
     /// The lowest name instance of `p` no tunnel has.
     fn lowest_instance(&mut self, p: &Proto) -> u32 {
@@ -989,26 +998,38 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         idx as u8,
     ];
     let sw = sluice_vnet::create_interface(vm, &name, p.driver, mac, Some(encap))?;
-    let next = vm
-        .add_next_by_name(p.decap[fam], next_name)
-        .map_err(|e| VnetError::System(e.to_string()))?;
-    for k in p.local {
-        sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
-    }
-    let counters = vm
-        .ext_mut::<Interfaces>()
-        .get(sw)
-        .map(|i| i.counters.clone())
-        .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
     let l3 = a.kind.l3();
-    if l3 {
-        sluice_vnet::set_p2p(vm, sw, true)?;
-    }
-    // The L3 MTU that keeps the outer packet within a 1500-byte underlay (Linux's defaults:
-    // vxlan 1450/1430, gre 1476, gretap 1462, ipip 1480); routed packets over it get
-    // frag-needed / packet-too-big from ip4-rewrite/ip6-rewrite.
-    let mtu = 1500 - rewrite.len() as u32 - if l3 { 0 } else { 14 };
-    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+    // Every step after the interface exists undoes it on failure: a leaked interface would
+    // keep its name, and `lowest_instance` would pick that name again forever.
+    let setup = (|| {
+        let next = vm
+            .add_next_by_name(p.decap[fam], next_name)
+            .map_err(|e| VnetError::System(e.to_string()))?;
+        for k in p.local {
+            sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+        }
+        let counters = vm
+            .ext_mut::<Interfaces>()
+            .get(sw)
+            .map(|i| i.counters.clone())
+            .ok_or_else(|| VnetError::System(format!("{name} vanished")))?;
+        if l3 {
+            sluice_vnet::set_p2p(vm, sw, true)?;
+        }
+        // The L3 MTU that keeps the outer packet within a 1500-byte underlay (Linux's
+        // defaults: vxlan 1450/1430, gre 1476, gretap 1462, ipip 1480); routed packets over
+        // it get frag-needed / packet-too-big from ip4-rewrite/ip6-rewrite.
+        let mtu = 1500 - rewrite.len() as u32 - if l3 { 0 } else { 14 };
+        sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+        Ok((next, counters))
+    })();
+    let (next, counters) = match setup {
+        Ok(x) => x,
+        Err(e) => {
+            sluice_vnet::loopback::delete_interface(vm, sw);
+            return Err(e);
+        }
+    };
     let mut entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
     if let (Some(i), IpAddr::V4(g)) = (t.mcast_if, a.dst) {
         let made = sluice_vnet::interface::check(vm, i)

@@ -296,6 +296,21 @@ fn bad_cli_input_names_the_token() {
 }
 
 #[test]
+fn failed_create_leaves_no_interface() {
+    let (mut vm, t) = build();
+    // UDP port 4789 already served by another node: the tunnel's registration fails after
+    // its interface was made, which must be deleted again.
+    let key = sluice_vnet::ip_local::LocalKey::UdpPort(sluice_tunnels::tunnel::VXLAN_PORT);
+    sluice_vnet::ip_local::register(&mut vm, false, key, "error-drop").expect("register");
+    let c = "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1";
+    let e = t.execute(&mut vm, c).expect_err("port taken").to_string();
+    assert!(e.contains("error-drop"), "{e}");
+    assert!(!cli(&mut vm, &t, "show interface").contains("vxlan_tunnel"));
+    sluice_vnet::ip_local::unregister(&mut vm, false, key).expect("unregister");
+    assert_eq!(cli(&mut vm, &t, c), "vxlan_tunnel0\n");
+}
+
+#[test]
 fn running_config_recreates_the_tunnel() {
     let (mut vm, t) = setup(false);
     let rc = cli(&mut vm, &t, "show running-config");
@@ -508,9 +523,6 @@ fn many_tunnels_reuse_slots_instances_and_keys() {
         .ext::<sluice_tunnels::tunnel::Tunnels>()
         .expect("tunnels");
     // vxlan_tunnel0, 300, instance 1000, 3 deleted, 4, the IPv6 one.
-    assert_eq!(
-        tunnels.list.iter().flatten().count(),
-        1 + 300 + 1 - 3 + 4 + 1
-    );
+    assert_eq!(tunnels.iter().count(), 1 + 300 + 1 - 3 + 4 + 1);
     assert_eq!(in_use(&vm), 0);
 }

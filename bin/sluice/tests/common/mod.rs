@@ -229,20 +229,35 @@ pub fn wait_streams_done(d: &Daemon) {
     }
 }
 
-/// Waits until a capture file holds `n` packets and returns them.
+/// Waits until a capture file holds `n` packets and returns them (10 s at most).
 pub fn wait_pcap(path: &Path, n: usize) -> Vec<Vec<u8>> {
+    wait_pcap_within(path, n, Duration::from_secs(10), String::new)
+}
+
+/// [`wait_pcap`] with a time limit and `diag`, what the failure message adds (e.g. the
+/// daemons' counters, read only then).
+pub fn wait_pcap_within(
+    path: &Path,
+    n: usize,
+    limit: Duration,
+    diag: impl Fn() -> String,
+) -> Vec<Vec<u8>> {
     let t0 = Instant::now();
     loop {
-        if path.exists() {
-            let got = read_pcap(path);
-            if got.len() >= n {
-                return got;
-            }
+        let got = if path.exists() {
+            read_pcap(path)
+        } else {
+            Vec::new()
+        };
+        if got.len() >= n {
+            return got;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "{} has fewer than {n} packets",
-            path.display()
+            t0.elapsed() < limit,
+            "{} has {} of {n} packets\n{}",
+            path.display(),
+            got.len(),
+            diag()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

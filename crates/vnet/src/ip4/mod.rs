@@ -127,7 +127,7 @@ pub struct Ip4Control {
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
     neighbors: crate::neighbor::Entries<u32>,
-    nbr_adjs: HashMap<(u32, u32), u32>,
+    nbr_adjs: crate::ip_family::NbrAdjs<u32>,
     aging: crate::neighbor::Aging<(u32, u32)>,
     events: Arc<crate::events::EventLog>,
 }
@@ -159,11 +159,12 @@ impl Ip4Control {
 
 impl IpControl for Ip4Control {
     /// Removes the subnet's drop routes and republishes the interface's first address.
-    fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) {
-        let _ = subnet_drops(self, fib, addr, len, false);
+    fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) -> VnetResult {
+        let drops = subnet_drops(self, fib, addr, len, false);
         let first = self.addrs.iter().find(|&&(j, _, _)| j == i);
         let (a, l) = first.map_or((0, 32), |x| (x.1, x.2));
         self.shared.if_addr(i).set(a, l);
+        Ok(drops?)
     }
     /// Clears the interface's published address and its attributes.
     fn interface_gone(&mut self, i: u32) {
@@ -199,12 +200,9 @@ impl IpControl for Ip4Control {
     fn adj_nh(nh: u32) -> u32 {
         nh
     }
-    /// Every adjacency's: IPv4 ones name their next hop.
-    fn adj_next_hops(&self) -> HashMap<u32, Ipv4Addr> {
-        self.adjs
-            .iter()
-            .filter_map(|(k, a)| Some((self.adjs.find(k)?, Ipv4Addr::from(a.nh))))
-            .collect()
+    /// Every adjacency's but the drop adjacency's: IPv4 ones name their next hop.
+    fn adj_via(&self, ai: u32, a: &sluice_fib::adj::Adj) -> Option<Ipv4Addr> {
+        (ai != 0).then(|| Ipv4Addr::from(a.nh))
     }
     fn glean_nh(&self, i: u32) -> u32 {
         self.addrs.iter().find(|x| x.0 == i).map_or(0, |x| x.1)
@@ -275,7 +273,7 @@ pub fn init(vm: &mut Vlib) {
             shared,
             addrs: Vec::new(),
             neighbors: HashMap::default(),
-            nbr_adjs: HashMap::new(),
+            nbr_adjs: crate::ip_family::NbrAdjs::new(false),
             aging: Default::default(),
             events,
         }
@@ -428,7 +426,7 @@ pub fn address_add_del(
         .iter()
         .any(|&(j, x, l)| j == i.0 && x == addr && l == len);
     if !is_add {
-        if !ctl.del_address(i.0, addr, len) {
+        if !ctl.del_address(i.0, addr, len)? {
             return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));

@@ -126,7 +126,7 @@ pub struct Ip6Control {
     /// `addrs` in the shared source filter.
     own_keys: crate::own_source::OwnKeys,
     neighbors: crate::neighbor::Entries<u128>,
-    nbr_adjs: HashMap<(u32, u128), u32>,
+    nbr_adjs: crate::ip_family::NbrAdjs<u128>,
     serial: u32,
     aging: crate::neighbor::Aging<(u32, u128)>,
     events: Arc<crate::events::EventLog>,
@@ -253,7 +253,7 @@ pub fn init(vm: &mut Vlib) {
             shared,
             addrs: Vec::new(),
             neighbors: HashMap::default(),
-            nbr_adjs: HashMap::new(),
+            nbr_adjs: crate::ip_family::NbrAdjs::new(true),
             serial: 0,
             aging: Default::default(),
             events,
@@ -338,7 +338,7 @@ pub fn address_add_del(
     let c = control(vm)?;
     let mut ctl = lock(&c);
     if !is_add {
-        if !ctl.del_address(i.0, addr, len) {
+        if !ctl.del_address(i.0, addr, len)? {
             return Err(VnetError::NotFound(format!(
                 "address `{w}' not configured on the interface"
             )));
@@ -445,11 +445,8 @@ impl IpControl for Ip6Control {
         0
     }
     /// The neighbour adjacencies' (`nbr_adjs`).
-    fn adj_next_hops(&self) -> HashMap<u32, Ipv6Addr> {
-        self.nbr_adjs
-            .iter()
-            .map(|(&(_, nh), &a)| (a, Ipv6Addr::from(nh)))
-            .collect()
+    fn adj_via(&self, ai: u32, _a: &sluice_fib::adj::Adj) -> Option<Ipv6Addr> {
+        self.nbr_adjs.via(ai).map(Ipv6Addr::from)
     }
     fn glean_nh(&self, _i: u32) -> u32 {
         0
@@ -494,8 +491,9 @@ impl IpControl for Ip6Control {
         Ok(())
     }
     /// Republishes the interface's link-local and first global address.
-    fn address_gone(&mut self, i: u32, _fib: u32, _addr: u128, _len: u8) {
+    fn address_gone(&mut self, i: u32, _fib: u32, _addr: u128, _len: u8) -> VnetResult {
         self.publish_addrs(i);
+        Ok(())
     }
     fn interface_gone(&mut self, i: u32) {
         self.shared.if_attr(i).fib6.store(0, Ordering::Relaxed);
@@ -590,7 +588,7 @@ pub fn set_interface_table(vm: &mut Vlib, i: SwIfIndex, id: u32) -> VnetResult {
         .map(|(k, v)| (k.1, v.0, v.1))
         .collect();
     for &(a, l) in &lls {
-        ctl.del_address(i.0, a, l);
+        ctl.del_address(i.0, a, l)?;
     }
     for &(ip, _, _) in &nbrs {
         ctl.del_neighbor(i.0, ip);

@@ -1,5 +1,10 @@
 //! `l2-learn-process` (process, main thread): applies learning events every 10 ms, ages
 //! dynamic entries once a second.
+//! - uses: no buffers (reads the (MAC, bridge domain, rx interface) events `l2-input`
+//!   queues in the shared learn list; a static entry is never overridden).
+//! - sets: the L2 FIB entries (learned: the rx interface and the time; aged: removed).
+//! - next: none (a process: no frames, no next arcs).
+//! - counters: `learned` (info: MACs learned or refreshed), `aged` (info: MACs aged out).
 
 use super::{lock, value, L2Control, STATIC};
 use sluice_graph::{Cx, NodeFn, Suspend, Wake};

@@ -454,19 +454,7 @@ pub fn bridge_domain_add_del(vm: &mut Vlib, bd: u32, settings: Option<BdSettings
     };
     let cfg = {
         let mut ctl = lock(&c);
-        let b = ctl.bds.entry(bd).or_insert_with(|| BdState {
-            cfg: BdCfg {
-                learn: true,
-                forward: true,
-                flood: true,
-                uu_flood: true,
-                members: Vec::new(),
-                shg: Vec::new(),
-                bvi: None,
-            },
-            mac_age: 0,
-            bvi: None,
-        });
+        let b = ctl.bds.entry(bd).or_insert_with(default_bd);
         b.cfg.learn = st.learn;
         b.cfg.forward = st.forward;
         b.cfg.flood = st.flood;
@@ -609,14 +597,6 @@ pub fn leave_bridge(vm: &mut Vlib, i: SwIfIndex) {
     crate::interface::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
 }
 
-fn names(vm: &mut Vlib) -> BTreeMap<u32, String> {
-    vm.ext_mut::<Interfaces>()
-        .list
-        .iter()
-        .map(|i| (i.sw_if_index.0, i.name.clone()))
-        .collect()
-}
-
 /// VPP's `%=Ns`: `t` centred in `n` columns (the extra space on the right).
 fn centre(t: &str, n: usize) -> String {
     format!("{t:^n$}")
@@ -644,7 +624,7 @@ fn cli_show_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             "No operations on the default bridge domain are supported",
         ));
     }
-    let nm = names(vm);
+    let nm = crate::interface::names(vm);
     let c = control(vm)?;
     let bds: Vec<(u16, BdState)> = {
         let ctl = lock(&c);
@@ -755,7 +735,7 @@ fn cli_show_bd(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 /// `show l2fib verbose|all|bd_id <id>`: VPP's table. Sluice keeps no entry sequence
 /// numbers (BSN-ISN `0/0`) nor filter entries; BD-Idx is the bridge domain's id.
 fn show_l2fib_verbose(vm: &mut Vlib, only: Option<u16>) -> Result<String, CliError> {
-    let nm = names(vm);
+    let nm = crate::interface::names(vm);
     let c = control(vm)?;
     let now_min = {
         let ctl = lock(&c);
@@ -874,7 +854,7 @@ fn cli_show_l2fib(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     if verbose {
         return show_l2fib_verbose(vm, only);
     }
-    let nm = names(vm);
+    let nm = crate::interface::names(vm);
     let c = control(vm)?;
     let ctl = lock(&c);
     let mut v: Vec<(u64, u64)> = ctl

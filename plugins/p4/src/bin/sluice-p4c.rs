@@ -40,7 +40,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let text = match sluice_p4::gen::from_source(&src, &file, &name) {
+    let shown = source_name(std::path::Path::new(&file));
+    let text = match sluice_p4::gen::from_source(&src, &shown, &name) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("sluice-p4c: {e}");
@@ -57,4 +58,25 @@ fn main() -> ExitCode {
         None => print!("{text}"),
     }
     ExitCode::SUCCESS
+}
+
+/// How the generated module names its source: the path relative to the repository (the
+/// nearest directory above holding `.git`), whatever path the caller gave (`./x.p4`, an
+/// absolute one), so the output does not depend on the working directory; the file name
+/// alone outside a repository.
+fn source_name(file: &std::path::Path) -> String {
+    let name = || {
+        file.file_name().map_or_else(
+            || file.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let Ok(abs) = file.canonicalize() else {
+        return name();
+    };
+    abs.ancestors()
+        .skip(1)
+        .find(|d| d.join(".git").exists())
+        .and_then(|root| abs.strip_prefix(root).ok())
+        .map_or_else(name, |r| r.display().to_string())
 }
