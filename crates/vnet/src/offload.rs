@@ -45,6 +45,23 @@ pub fn copy_frame(dst: &mut [u8], pkt: &[u8], tag: Option<[u8; 4]>) -> usize {
     }
 }
 
+/// Like [`copy_frame`] for a frame that may not fit `dst` (at least 16 bytes): returns the
+/// bytes written and the part of `pkt` left to copy after them (empty when it fitted), so
+/// a driver copies a large frame into a buffer chain without assembling it first.
+pub fn copy_frame_head<'p>(
+    dst: &mut [u8],
+    pkt: &'p [u8],
+    tag: Option<[u8; 4]>,
+) -> (usize, &'p [u8]) {
+    let n = copy_frame(dst, pkt, tag);
+    let inserted = if tag.is_some() && pkt.len() >= 12 {
+        n.saturating_sub(12).min(4)
+    } else {
+        0
+    };
+    (n, pkt.get(n - inserted..).unwrap_or_default())
+}
+
 fn be16(d: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
 }
@@ -812,6 +829,24 @@ mod tests {
         assert_eq!(copy_frame(&mut small, &pkt, None), 14);
         // Runt: no tag inserted.
         assert_eq!(copy_frame(&mut out, &pkt[..6], Some([1, 2, 3, 4])), 6);
+    }
+
+    #[test]
+    fn frame_head_and_rest_make_the_frame() {
+        let pkt: Vec<u8> = (0..100u8).collect();
+        for tag in [None, Some(vlan_header(None, 0x0064))] {
+            let mut want = vec![0u8; 104];
+            let n = copy_frame(&mut want, &pkt, tag);
+            want.truncate(n);
+            for size in [16, 17, 40, n - 1, n, 200] {
+                let mut head = vec![0u8; size];
+                let (w, rest) = copy_frame_head(&mut head, &pkt, tag);
+                assert_eq!(w, size.min(n), "{tag:?} {size}");
+                let mut got = head[..w].to_vec();
+                got.extend_from_slice(rest);
+                assert_eq!(got, want, "{tag:?} {size}");
+            }
+        }
     }
     #[test]
     fn gso_tcp4_is_cut_into_valid_segments() {

@@ -385,7 +385,24 @@ impl AfInput {
             }
             return Ok(n);
         }
-        // Larger than one buffer (jumbo frame, GSO aggregate): assemble, then chain.
+        // Larger than one buffer (jumbo frame, GSO aggregate).
+        if matches!(csum, Csum::Complete) {
+            // No checksum to complete: straight from the ring into the chain (the tag
+            // re-inserted in the first buffer), no assembled copy.
+            let rest = {
+                // SAFETY: as above.
+                let mut v = unsafe { pool.buffer(b) };
+                let (n, rest) = sluice_vnet::offload::copy_frame_head(v.raw_data_mut(), pkt, tag);
+                v.set_len(n);
+                rest
+            };
+            let Some(tail) = cx.bufs().alloc_with(rest) else {
+                return Err(Took::NoBuffer);
+            };
+            cx.bufs().chain_append(b, tail);
+            return Ok(total);
+        }
+        // A checksum to complete over the whole frame: assemble, then chain.
         self.scratch.resize(total, 0);
         let n = sluice_vnet::offload::copy_frame(&mut self.scratch, pkt, tag);
         self.scratch.truncate(n);
