@@ -262,48 +262,106 @@ fn icmp_error_about_an_aggregate_is_a_single_buffer() {
     t.assert_no_leaks();
 }
 
-/// An aggregate received on an interface with `ip4-unicast` features is cut before them:
-/// `ip4-input` sends it to `ip4-gso-segment` (plain packets and interfaces without features
-/// go on as before), whose segments start at their IPv4 header, the Ethernet header in
-/// front, and go back to `ip4-input`.
-#[test]
-fn ip4_features_see_single_segments() {
-    let (mut t, sw) = setup("ip4-input");
-    let f = tcp4_aggregate(2500);
-    let at_l3 = |t: &mut NodeTest| {
-        let b = aggregate(t, &f, gso_type::TCPV4, 0);
-        // SAFETY: owned by the test until injected.
-        let mut v = unsafe { t.vm.pool.buffer(b) };
-        v.hdr.rx_if = sw;
-        v.hdr.l2.l2_hdr_offset = 0;
-        assert!(v.advance(14));
-        b
-    };
-    let b = at_l3(&mut t);
-    t.inject(&[b]);
-    assert_eq!(
-        t.arc("ip4-lookup").len(),
-        1,
-        "no features: the aggregate goes on"
-    );
-    t.clear();
-    t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast");
-    t.capture("ip4-source-check-via-rx");
-    let b = at_l3(&mut t);
-    let plain = t.packet(&udp4_l3("10.0.0.2", "10.0.1.2"), |h| h.rx_if = sw);
-    t.inject(&[b, plain]);
-    assert_eq!(t.arc("ip4-gso-segment").len(), 1);
-    assert_eq!(
-        t.arc("ip4-source-check-via-rx").len(),
-        1,
-        "the plain packet"
-    );
-    t.assert_no_leaks();
+/// The aggregate `f` as ip4-input/ip6-input get it: data at the IP header, received on `sw`.
+fn at_l3(t: &mut NodeTest, f: &[u8], kind: u8, sw: u32) -> BufIdx {
+    let b = aggregate(t, f, kind, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    assert!(v.advance(14));
+    b
+}
 
-    let (mut t, sw) = setup("ip4-gso-segment");
-    let b = at_l3(&mut t);
+/// The `ip4-unicast`/`ip6-unicast` arc (`FeatureDef::takes_gso`): with no feature, or only
+/// features that take aggregates (the arc's counter), an aggregate goes on whole; a feature
+/// that does not (the source check) gets its segments, cut by `ip4-gso-segment` /
+/// `ip6-gso-segment` in front of it, which let plain packets through. Segments start at
+/// their IP header with the Ethernet header in front.
+fn unicast_features_take_segments_unless_they_take_aggregates(v6: bool) {
+    let (ip, lookup, kind) = if v6 {
+        ("ip6", "ip6-lookup", gso_type::TCPV6)
+    } else {
+        ("ip4", "ip4-lookup", gso_type::TCPV4)
+    };
+    let (count, check) = (
+        format!("{ip}-unicast-count"),
+        format!("{ip}-source-check-via-rx"),
+    );
+    let f = if v6 {
+        tcp6_aggregate(2500)
+    } else {
+        tcp4_aggregate(2500)
+    };
+    let plain = if v6 {
+        udp6_l3("2001:db8::2", "2001:db8:1::2")
+    } else {
+        udp4_l3("10.0.0.2", "10.0.1.2")
+    };
+    let (mut t, sw) = setup(&format!("{ip}-input"));
+    let b = at_l3(&mut t, &f, kind, sw);
     t.inject(&[b]);
-    let segs = t.arc("ip4-input");
+    assert_eq!(t.arc(lookup).len(), 1, "no features: the aggregate goes on");
+    t.clear();
+
+    t.cli(&format!(
+        "set interface feature loop0 {count} arc {ip}-unicast"
+    ));
+    t.capture(&count);
+    let b = at_l3(&mut t, &f, kind, sw);
+    t.inject(&[b]);
+    let got = t.arc(&count);
+    assert_eq!(got.len(), 1, "a feature that takes aggregates: whole");
+    assert_ne!(got[0].hdr.flags & flags::GSO, 0);
+    assert_eq!(got[0].hdr.total_len(), f.len() - 14);
+    t.clear();
+
+    t.cli(&format!(
+        "set interface feature loop0 {check} arc {ip}-unicast"
+    ));
+    t.capture(&check);
+    let b = at_l3(&mut t, &f, kind, sw);
+    let p = t.packet(&plain, |h| h.rx_if = sw);
+    t.inject(&[b, p]);
+    let segs = t.arc(&check);
+    assert_eq!(segs.len(), 4, "3 segments and the plain packet");
+    let l4 = if v6 { 40 } else { 20 };
+    for s in &segs[..3] {
+        assert_eq!(s.hdr.flags & (flags::GSO | flags::NEXT_PRESENT), 0);
+        assert_eq!(s.hdr.current_data, 14, "at the IP header");
+        assert_eq!((s.hdr.l2.l2_hdr_offset, s.hdr.rx_if), (0, sw));
+        if !v6 {
+            assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+        }
+    }
+    let payload: Vec<u8> = segs[..3]
+        .iter()
+        .flat_map(|s| s.data[l4 + 32..].to_vec())
+        .collect();
+    assert_eq!(payload, &f[14 + l4 + 32..]);
+    assert_eq!(segs[3].data, plain, "the plain packet unchanged");
+    assert!(t.arc(&count).is_empty(), "the counter runs after the check");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn ip4_features_take_segments_unless_they_take_aggregates() {
+    unicast_features_take_segments_unless_they_take_aggregates(false);
+}
+
+#[test]
+fn ip6_features_take_segments_unless_they_take_aggregates() {
+    unicast_features_take_segments_unless_they_take_aggregates(true);
+}
+
+/// `ip4-gso-segment` alone: with no feature enabled its segments go to the arc's end.
+#[test]
+fn ip4_gso_segment_sends_segments_on() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(2500);
+    let b = at_l3(&mut t, &f, gso_type::TCPV4, sw);
+    t.inject(&[b]);
+    let segs = t.arc("ip4-lookup");
     assert_eq!(segs.len(), 3);
     for s in &segs {
         assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
@@ -311,11 +369,6 @@ fn ip4_features_see_single_segments() {
         assert_eq!((s.hdr.l2.l2_hdr_offset, s.hdr.rx_if), (0, sw));
         assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
     }
-    let payload: Vec<u8> = segs
-        .iter()
-        .flat_map(|s| s.data[20 + 32..].to_vec())
-        .collect();
-    assert_eq!(payload, &f[14 + 20 + 32..]);
     t.assert_counters(&[("segmented", 1), ("segments", 3)]);
     t.assert_no_leaks();
 }
@@ -558,7 +611,7 @@ fn ip4_gso_segment_cuts_in_rounds() {
     v.hdr.l2.l2_hdr_offset = 0;
     assert!(v.advance(14));
     t.inject(&[b]);
-    let segs = t.arc("ip4-input");
+    let segs = t.arc("ip4-lookup");
     assert_eq!(segs.len(), 300);
     for s in &segs {
         assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
@@ -567,5 +620,193 @@ fn ip4_gso_segment_cuts_in_rounds() {
     let payload: Vec<u8> = segs.iter().flat_map(|s| s.data[52..].to_vec()).collect();
     assert_eq!(payload, &f[14 + 20 + 32..]);
     t.assert_counters(&[("segmented", 1), ("segments", 300)]);
+    t.assert_no_leaks();
+}
+
+/// A test plugin's feature node: counts the aggregates it sees, then the next feature.
+struct TestFeature {
+    table: std::sync::Arc<sluice_vnet::feature::FeatureNext>,
+    slot: usize,
+    key: sluice_vnet::feature::ArcKey,
+    aggregates: &'static std::sync::atomic::AtomicUsize,
+}
+
+impl sluice_graph::PacketNode for TestFeature {
+    fn process_one(
+        &mut self,
+        _cx: &mut sluice_graph::Cx,
+        b: &mut sluice_buffer::Buffer<'_>,
+    ) -> sluice_graph::Next {
+        if b.hdr.flags & flags::GSO != 0 {
+            self.aggregates
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.table
+            .next(self.slot, self.key.sw_if(b), sluice_graph::Next(0))
+    }
+}
+
+static WHOLE6_SAW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static NEVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Features declaring `takes_gso` or not: `test-whole6` (takes aggregates) runs before
+/// `test-cut6` on `ip6-unicast`; `test-cut4-out` on `ip4-output`.
+struct GsoTestPlugin;
+
+impl sluice_vnet::plugin::Plugin for GsoTestPlugin {
+    fn name(&self) -> &'static str {
+        "gso-test"
+    }
+    fn version(&self) -> &'static str {
+        "0"
+    }
+    fn description(&self) -> &'static str {
+        "features with and without takes_gso"
+    }
+    fn register(
+        &self,
+        r: &mut sluice_vnet::plugin::Registrar,
+    ) -> Result<(), sluice_vnet::plugin::RegisterError> {
+        use sluice_vnet::feature::{ArcKey, FeatureDef};
+        let feats: [Spec; 3] = [
+            (
+                "test-whole6",
+                "ip6-unicast",
+                "ip6-lookup",
+                true,
+                &["test-cut6"],
+                ArcKey::Rx,
+                &WHOLE6_SAW,
+            ),
+            (
+                "test-cut6",
+                "ip6-unicast",
+                "ip6-lookup",
+                false,
+                &[],
+                ArcKey::Rx,
+                &NEVER,
+            ),
+            (
+                "test-cut4-out",
+                "ip4-output",
+                "interface-output",
+                false,
+                &[],
+                ArcKey::Tx,
+                &NEVER,
+            ),
+        ];
+        for (node, arc, end, takes_gso, runs_before, key, aggregates) in feats {
+            let slot = r.feature(FeatureDef {
+                arc,
+                node,
+                runs_before,
+                runs_after: &[],
+                takes_gso,
+            })?;
+            let table = r.feature_table();
+            r.node(
+                sluice_graph::NodeRegistration::new(
+                    node,
+                    sluice_graph::NodeKind::Internal,
+                    move |_| {
+                        Box::new(sluice_graph::PerPacket::new(TestFeature {
+                            table: table.clone(),
+                            slot,
+                            key,
+                            aggregates,
+                        }))
+                    },
+                )
+                .nexts(&[end]),
+            );
+        }
+        Ok(())
+    }
+}
+
+static GSO_TEST: GsoTestPlugin = GsoTestPlugin;
+
+/// A test feature: node, arc, arc end, takes aggregates, runs before, key, its counter.
+type Spec = (
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    sluice_vnet::feature::ArcKey,
+    &'static std::sync::atomic::AtomicUsize,
+);
+
+fn setup_with_test_features(node: &str) -> (NodeTest, u32) {
+    let entry = sluice_vnet::plugin::PluginEntry {
+        plugin: &GSO_TEST,
+        enabled: true,
+    };
+    let mut t = NodeTest::with_plugins(&[entry], node);
+    t.cli(&format!(
+        "create loopback interface mac {OUR_MAC}
+         set interface state loop0 up
+         set interface ip address loop0 10.0.0.1/24
+         set interface ip address loop0 2001:db8::1/64"
+    ));
+    let sw = t.sw_if("loop0");
+    (t, sw)
+}
+
+/// `ip6-unicast` with a feature that takes aggregates (`test-whole6`) before one that does
+/// not (`test-cut6`): the first sees the aggregate whole, `ip6-gso-segment` runs between
+/// them, the second gets the segments.
+#[test]
+fn ip6_cut_before_the_first_feature_that_does_not_take_aggregates() {
+    let (mut t, sw) = setup_with_test_features("ip6-input");
+    t.cli("set interface feature loop0 test-cut6 arc ip6-unicast");
+    t.cli("set interface feature loop0 test-whole6 arc ip6-unicast");
+    t.capture("test-cut6");
+    let f = tcp6_aggregate(2500);
+    let b = at_l3(&mut t, &f, gso_type::TCPV6, sw);
+    t.inject(&[b]);
+    assert_eq!(
+        WHOLE6_SAW.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "test-whole6 saw the aggregate"
+    );
+    let segs = t.arc("test-cut6");
+    assert_eq!(segs.len(), 3, "test-cut6 gets the segments");
+    let mut payload = Vec::new();
+    for s in &segs {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!(s.hdr.current_data, 14, "at the IPv6 header");
+        payload.extend_from_slice(&s.data[40 + 32..]);
+    }
+    assert_eq!(payload, &f[14 + 40 + 32..]);
+    assert_eq!(NEVER.load(std::sync::atomic::Ordering::Relaxed), 0);
+    t.assert_no_leaks();
+}
+
+/// On an output arc (`ip4-output`, packets at their Ethernet header) the cutting node
+/// `ip4-output-gso-segment` sends segments, Ethernet header first, to the feature.
+#[test]
+fn ip4_output_features_get_segments_at_their_ethernet_header() {
+    let (mut t, sw) = setup_with_test_features("ip4-output-gso-segment");
+    t.cli("set interface feature loop0 test-cut4-out arc ip4-output");
+    t.capture("test-cut4-out");
+    let f = tcp4_aggregate(2500);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let p = t.packet(&udp4("10.0.0.2", "10.0.1.2"), |h| h.tx_if = sw);
+    t.inject(&[b, p]);
+    let segs = t.arc("test-cut4-out");
+    assert_eq!(segs.len(), 4, "3 segments and the plain packet");
+    let mut payload = Vec::new();
+    for s in &segs[..3] {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!((s.hdr.current_data, s.hdr.tx_if), (0, sw));
+        assert_eq!(s.data[..14], f[..14], "Ethernet header first");
+        assert_eq!(checksum::sum(&s.data[14..34]), 0xffff);
+        payload.extend_from_slice(&s.data[14 + 20 + 32..]);
+    }
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    assert_eq!(segs[3].data, udp4("10.0.0.2", "10.0.1.2"));
     t.assert_no_leaks();
 }
