@@ -15,6 +15,9 @@
 # (gso-segment / ip4-gso-segment segmented == 0), else the benchmark fails (with GSO=off
 # there are no aggregates: the check is skipped).
 #
+# TAP=1: A is on a Sluice tap instead (`create tap ... host-ns A`: the tap's offloads hand
+# Sluice A's aggregates whole, virtio-input gso_kept > 0); only the Sluice routers run.
+#
 # Usage: scripts/gso-iperf-bench.sh [runs (3)] [seconds (5)]
 # (NO_BUILD=1: use target/release as it is; GSO=off: the hosts' TSO/GSO off (ethtool))
 source "$(dirname "$0")/common.sh"
@@ -29,8 +32,12 @@ command -v iperf3 >/dev/null || { echo "SKIPPED: iperf3 is not installed"; exit 
 bin=$PWD/target/release
 routers="sluice"
 [ -n "${OLD:-}" ] && routers="$routers old"
-routers="$routers linux"
-if [ -x "$vpp/bin/vpp" ]; then routers="$routers vpp"; else echo "note: no VPP at $vpp"; fi
+if [ -n "${TAP:-}" ]; then
+  echo "note: TAP=1: A on a Sluice tap, Sluice routers only"
+else
+  routers="$routers linux"
+  if [ -x "$vpp/bin/vpp" ]; then routers="$routers vpp"; else echo "note: no VPP at $vpp"; fi
+fi
 tmp=$(mktemp -d)
 A=gib$$a; B=gib$$b; R=gib$$r; VA=gib$$va; VB=gib$$vb
 pid=""
@@ -66,14 +73,18 @@ topo() {
   for n in "$A" "$B"; do ip netns add "$n"; ip -n "$n" link set lo up; done
   local where=()
   if [ -n "$1" ]; then ip netns add "$1"; ip -n "$1" link set lo up; where=(netns "$1"); fi
-  ip link add "$VA" "${where[@]}" type veth peer name eth0 netns "$A"
   ip link add "$VB" "${where[@]}" type veth peer name eth0 netns "$B"
-  ip -n "$A" addr add 10.81.1.2/24 dev eth0; ip -n "$A" link set eth0 up
   ip -n "$B" addr add 10.81.2.2/24 dev eth0; ip -n "$B" link set eth0 up
-  ip -n "$A" route add default via 10.81.1.1
   ip -n "$B" route add default via 10.81.2.1
+  local hosts=("$B")
+  if [ -z "${TAP:-}" ]; then # with TAP=1 Sluice creates A's link (start_sluice)
+    ip link add "$VA" "${where[@]}" type veth peer name eth0 netns "$A"
+    ip -n "$A" addr add 10.81.1.2/24 dev eth0; ip -n "$A" link set eth0 up
+    ip -n "$A" route add default via 10.81.1.1
+    hosts+=("$A")
+  fi
   if [ "${GSO:-on}" = off ]; then
-    for n in "$A" "$B"; do ip netns exec "$n" ethtool -K eth0 tso off gso off >/dev/null; done
+    for n in "${hosts[@]}"; do ip netns exec "$n" ethtool -K eth0 tso off gso off >/dev/null; done
   fi
 }
 
@@ -83,8 +94,16 @@ start_sluice() { # binary
   "$1" -c "$tmp/s.conf" >"$tmp/sluice.log" 2>&1 &
   pid=$!
   wait_sock "$tmp/cli.sock"
-  local C=("$bin/sluicectl" -s "$tmp/cli.sock")
-  for x in "$VA 10.81.1.1/24" "$VB 10.81.2.1/24"; do
+  local C=("$bin/sluicectl" -s "$tmp/cli.sock") links=("$VA 10.81.1.1/24" "$VB 10.81.2.1/24")
+  if [ -n "${TAP:-}" ]; then
+    "${C[@]}" create tap id 0 host-if-name eth0 host-ns "$A" host-ip4-addr 10.81.1.2/24 \
+      host-ip4-gw 10.81.1.1 >/dev/null
+    "${C[@]}" set interface state tap0 up
+    "${C[@]}" set interface ip address tap0 10.81.1.1/24
+    [ "${GSO:-on}" = off ] && ip netns exec "$A" ethtool -K eth0 tso off gso off >/dev/null
+    links=("$VB 10.81.2.1/24")
+  fi
+  for x in "${links[@]}"; do
     set -- $x
     "${C[@]}" create host-interface name "$1" >/dev/null
     "${C[@]}" set interface state "host-$1" up

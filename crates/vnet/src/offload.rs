@@ -480,6 +480,52 @@ pub fn vnet_hdr(h: &BufferHeader, head: &[u8]) -> Option<[u8; VNET_HDR_LEN]> {
     Some(v)
 }
 
+/// The fields of a received `struct virtio_net_hdr` (host byte order) the drivers use.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    /// `VIRTIO_NET_HDR_F_*`.
+    pub flags: u8,
+    /// [`gso_type`] (with its `ECN` bit).
+    pub gso_type: u8,
+    /// Segment size of an aggregate.
+    pub gso_size: u16,
+    /// Where the partially summed bytes start (from the Ethernet header).
+    pub csum_start: u16,
+    /// The checksum field's offset from `csum_start`.
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Reads the header from the first [`VNET_HDR_LEN`] bytes of `b` (missing bytes: 0).
+    pub fn parse(b: &[u8]) -> VnetHdr {
+        let u16_at = |at: usize| {
+            u16::from_ne_bytes([
+                b.get(at).copied().unwrap_or(0),
+                b.get(at + 1).copied().unwrap_or(0),
+            ])
+        };
+        VnetHdr {
+            flags: b.first().copied().unwrap_or(0),
+            gso_type: b.get(1).copied().unwrap_or(0),
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        }
+    }
+
+    /// Whether it describes a GSO aggregate.
+    pub fn is_gso(&self) -> bool {
+        self.gso_type & !gso_type::ECN != gso_type::NONE
+    }
+
+    /// Where the kernel left a partial checksum (start of the summed bytes, offset of the
+    /// field from there), when it says so.
+    pub fn partial_csum(&self) -> Option<(usize, usize)> {
+        (self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0)
+            .then_some((self.csum_start as usize, self.csum_offset as usize))
+    }
+}
+
 /// Most segments [`segment_chain`] cuts in one call (64 KiB at an MSS of 512); an aggregate
 /// of more is cut in rounds.
 pub const MAX_SEGMENTS: usize = 128;
@@ -989,6 +1035,11 @@ mod tests {
                 (VIRTIO_NET_HDR_F_NEEDS_CSUM, kind, hdr_len, mss, start, off),
                 "kind {kind:#x}"
             );
+            // What a receiver reads back (VnetHdr, af_packet and tap rx).
+            let r = VnetHdr::parse(&v);
+            assert!(r.is_gso());
+            assert_eq!((r.gso_type, r.gso_size), (kind, mss));
+            assert_eq!(r.partial_csum(), Some((start as usize, off as usize)));
             // Head only (the first buffer of a chain), the total from the header.
             assert_eq!(vnet_hdr(&h, &f[..hdr_len as usize]), Some(v));
             // Metadata that lies about the kind: refused.

@@ -73,7 +73,7 @@ use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::linux::{KickSet, KICK_DROPPED, KICK_RETRIES};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
-use sluice_vnet::offload::{gso_type, Gso, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
+use sluice_vnet::offload::{Gso, VnetHdr, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -607,7 +607,7 @@ impl AfInput {
         }
         out.trace_status = (h.status, h.tci);
         out.rx_tsc = clock.rx_tsc(h.ts_ns);
-        let gso = vh.filter(|v| v.gso_type & !gso_type::ECN != gso_type::NONE);
+        let gso = vh.filter(VnetHdr::is_gso);
         let r = match gso {
             _ if *used >= spare.len() => Err(Took::NoBuffer),
             Some(vh) => {
@@ -713,41 +713,6 @@ impl AfInput {
             cx.free(&fresh[used..got]);
         }
         miss
-    }
-}
-
-/// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
-#[derive(Copy, Clone)]
-struct VnetHdr {
-    flags: u8,
-    gso_type: u8,
-    gso_size: u16,
-    csum_start: u16,
-    csum_offset: u16,
-}
-
-impl VnetHdr {
-    fn parse(b: &[u8]) -> VnetHdr {
-        let le16 = |at: usize| {
-            u16::from_le_bytes([
-                b.get(at).copied().unwrap_or(0),
-                b.get(at + 1).copied().unwrap_or(0),
-            ])
-        };
-        VnetHdr {
-            flags: b.first().copied().unwrap_or(0),
-            gso_type: b.get(1).copied().unwrap_or(0),
-            gso_size: le16(4),
-            csum_start: le16(6),
-            csum_offset: le16(8),
-        }
-    }
-
-    /// Where the kernel left a partial checksum (start of the summed bytes, offset of the
-    /// field from there), when it says so.
-    fn partial_csum(&self) -> Option<(usize, usize)> {
-        (self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0)
-            .then_some((self.csum_start as usize, self.csum_offset as usize))
     }
 }
 

@@ -5,13 +5,17 @@
 //! [scratch]`, at most [`FRAME_SIZE`] per queue and call.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the tap interface; `current_data` = 0 at the Ethernet header; buffer
-//!   chains for frames larger than one buffer; starts traces (`trace add virtio-input N`).
+//!   chains for frames larger than one buffer; for a GSO aggregate (the kernel's TCP/UDP
+//!   "super-packet", the tap's offloads being on) flag `GSO` and the `gso_*` metadata, its
+//!   L4 checksum left as the kernel seeded it (`sluice_vnet::offload::Gso::set_meta`);
+//!   starts traces (`trace add virtio-input N`).
 //! - next: `ethernet-input` (0) for every packet.
 //! - counters: `no_buffers` (error: buffer pool exhausted; the frame is read and dropped, and
-//!   counted as the interface's `rx-miss`), `gso_dropped` (error: a GSO aggregate — Sluice
-//!   turns the tap's offloads off, so the kernel segments before sending; one that arrives
-//!   anyway is dropped), `csum_completed` (info: `VIRTIO_NET_HDR_F_NEEDS_CSUM` frames whose
-//!   TCP/UDP checksum Sluice completed), `short` (error: shorter than the header plus an
+//!   counted as the interface's `rx-miss`), `gso_kept` (info: GSO aggregates kept whole),
+//!   `gso_dropped` (error: a GSO aggregate whose headers are not TCP/UDP over IPv4/IPv6 as
+//!   its `virtio_net_hdr` says), `csum_completed` (info: `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+//!   frames, not aggregates, whose TCP/UDP checksum Sluice completed at the position the
+//!   header gives), `short` (error: shorter than the header plus an
 //!   Ethernet header), `read_error` (error: `readv` failed other than `EAGAIN`).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, the queue's own `rx packets` /
 //!   `rx bytes` ([`QueueStats`], `show tap`), `pcap trace rx`.
@@ -41,7 +45,7 @@ use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
-use sluice_vnet::offload::{self, VIRTIO_NET_HDR_F_NEEDS_CSUM as F_NEEDS_CSUM, VNET_HDR_LEN};
+use sluice_vnet::offload::{self, Gso, VnetHdr, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -65,8 +69,10 @@ sluice_graph::counters! {
     pub enum RxCounter {
         /// No free buffers (rx-miss).
         NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
-        /// GSO frame from the kernel dropped.
-        GsoDropped => error("gso_dropped", "GSO frame from the kernel dropped"),
+        /// GSO aggregates kept whole.
+        GsoKept => info("gso_kept", "GSO aggregates kept whole"),
+        /// GSO aggregate whose headers do not match its virtio header.
+        GsoDropped => error("gso_dropped", "GSO aggregate not TCP/UDP as its virtio header says"),
         /// Partial L4 checksums completed.
         Csum => info("csum_completed", "partial L4 checksums completed"),
         /// Frame shorter than an Ethernet header.
@@ -155,6 +161,8 @@ pub struct TapInput {
     /// Queues placed on this thread.
     pub queues: QueueSet<TapQueue>,
     scratch: Vec<u8>,
+    /// A frame larger than one buffer assembled to complete its checksum.
+    whole: Vec<u8>,
     /// [`POLL_TICK_SECS`] in TSC ticks (set at the first poll).
     tick_tsc: u64,
 }
@@ -164,6 +172,7 @@ impl Default for TapInput {
         TapInput {
             queues: QueueSet::default(),
             scratch: vec![0; MAX_FRAME],
+            whole: Vec::new(),
             tick_tsc: u64::MAX,
         }
     }
@@ -274,28 +283,35 @@ impl TapInput {
                 miss += 1;
                 continue;
             };
-            let (flags, gso_type) = (hdr[0], hdr[1]);
+            let vh = VnetHdr::parse(&hdr);
+            let (flags, gso_type) = (vh.flags, vh.gso_type);
             if len < VNET_HDR_LEN + 14 {
                 cx.count(RxCounter::Short, 1);
                 cx.free(&[b]);
                 continue;
             }
-            if gso_type != 0 {
-                cx.count(RxCounter::GsoDropped, 1);
-                cx.free(&[b]);
-                continue;
-            }
             let flen = len - VNET_HDR_LEN;
+            // A partial checksum to complete (an aggregate keeps it as metadata).
+            let csum = vh.partial_csum().filter(|_| !vh.is_gso());
             {
                 // SAFETY: owned by this node until enqueued; one view at a time.
                 let mut v = unsafe { pool.buffer(b) };
                 v.set_len(flen.min(ds));
                 v.hdr.rx_if = sw_if;
-                if flen <= ds
-                    && flags & F_NEEDS_CSUM != 0
-                    && offload::complete_l4_checksum(v.data_mut())
-                {
-                    cx.count(RxCounter::Csum, 1);
+                if let Some((start, off)) = csum {
+                    if flen > ds {
+                        // Over the whole frame: assembled, completed, put back.
+                        self.whole.clear();
+                        self.whole.extend_from_slice(v.data());
+                        self.whole.extend_from_slice(&self.scratch[..flen - ds]);
+                        if offload::complete_partial_checksum(&mut self.whole, start, off) {
+                            cx.count(RxCounter::Csum, 1);
+                        }
+                        v.data_mut().copy_from_slice(&self.whole[..ds]);
+                        self.scratch[..flen - ds].copy_from_slice(&self.whole[ds..]);
+                    } else if offload::complete_partial_checksum(v.data_mut(), start, off) {
+                        cx.count(RxCounter::Csum, 1);
+                    }
                 }
             }
             if flen > ds {
@@ -307,6 +323,21 @@ impl TapInput {
                         continue;
                     }
                 }
+            }
+            if vh.is_gso() {
+                let kept = {
+                    // SAFETY: as above.
+                    let v = unsafe { pool.buffer(b) };
+                    Gso::parse_head(v.data(), flen, vh.gso_type, vh.gso_size)
+                        .map(|g| g.set_meta(v.hdr))
+                        .is_some()
+                };
+                if !kept {
+                    cx.count(RxCounter::GsoDropped, 1);
+                    cx.free(&[b]);
+                    continue;
+                }
+                cx.count(RxCounter::GsoKept, 1);
             }
             if traced > 0 {
                 // SAFETY: as above.
