@@ -96,11 +96,13 @@ start_sluice() { # binary
   wait_sock "$tmp/cli.sock"
   local C=("$bin/sluicectl" -s "$tmp/cli.sock") links=("$VA 10.81.1.1/24" "$VB 10.81.2.1/24")
   if [ -n "${TAP:-}" ]; then
-    "${C[@]}" create tap id 0 host-if-name eth0 host-ns "$A" host-ip4-addr 10.81.1.2/24 \
+    "${C[@]}" create tap id 0 host-if-name "$VA" host-ns "$A" host-ip4-addr 10.81.1.2/24 \
       host-ip4-gw 10.81.1.1 >/dev/null
     "${C[@]}" set interface state tap0 up
     "${C[@]}" set interface ip address tap0 10.81.1.1/24
-    [ "${GSO:-on}" = off ] && ip netns exec "$A" ethtool -K eth0 tso off gso off >/dev/null
+    if [ "${GSO:-on}" = off ]; then
+      ip netns exec "$A" ethtool -K "$VA" tso off gso off >/dev/null
+    fi
     links=("$VB 10.81.2.1/24")
   fi
   for x in "${links[@]}"; do

@@ -744,15 +744,7 @@ fn setup_with_test_features(node: &str) -> (NodeTest, u32) {
         plugin: &GSO_TEST,
         enabled: true,
     };
-    let mut t = NodeTest::with_plugins(&[entry], node);
-    t.cli(&format!(
-        "create loopback interface mac {OUR_MAC}
-         set interface state loop0 up
-         set interface ip address loop0 10.0.0.1/24
-         set interface ip address loop0 2001:db8::1/64"
-    ));
-    let sw = t.sw_if("loop0");
-    (t, sw)
+    setup_with(&[entry], node)
 }
 
 /// `ip6-unicast` with a feature that takes aggregates (`test-whole6`) before one that does
