@@ -43,7 +43,7 @@
 use crate::feature::{ArcDef, ArcKey, FeatureNext, FeatureRegistry};
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
 use sluice_buffer::{flags, BufIdx};
-use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration};
+use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -109,8 +109,38 @@ pub struct GsoSegment {
     onward: Onward,
 }
 
+impl GsoSegment {
+    /// The feature form with no aggregate in the frame (the common case): every packet to
+    /// its next feature in one batched enqueue. False, with nothing sent, when the frame
+    /// holds an aggregate.
+    fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> bool {
+        let Onward::Feature {
+            table, slot, key, ..
+        } = &self.onward
+        else {
+            return false;
+        };
+        let mut nexts = [0u16; FRAME_SIZE];
+        for (n, &b) in nexts.iter_mut().zip(frame) {
+            // SAFETY: this node owns the frame's buffers; short-lived header access.
+            let h = unsafe { cx.arena().header(b) };
+            if h.flags & flags::GSO != 0 {
+                return false;
+            }
+            *n = table
+                .next(*slot, key.of(h), FeatureSegmentNext::End.next())
+                .0;
+        }
+        cx.enqueue_to_next(frame, &nexts[..frame.len().min(FRAME_SIZE)]);
+        true
+    }
+}
+
 impl NodeFn for GsoSegment {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if frame.len() <= FRAME_SIZE && self.pass_plain(cx, frame) {
+            return;
+        }
         let mut segs = [BufIdx(0); MAX_SEGMENTS];
         let drop = SegmentNext::Drop.next();
         for &b in frame {
