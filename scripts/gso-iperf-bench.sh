@@ -8,7 +8,15 @@
 #   vpp    — VPP's af_packet host-interfaces (prefix VPP=<dir>, default /work/vpp/install;
 #            its rows are left out when it is not there).
 # Each: iperf3 A -> B for <seconds>, 1 stream and 4 streams (-P 4); the receiver's Gbit/s,
-# min / median / max over the runs, with the load average before and after.
+# min / median / max over the runs that completed (a failed iperf3 run is reported and left
+# out), with the load average before and after. A router that does not pass a ping from A
+# to B fails the benchmark. For Sluice, `show errors` after each run must show that it
+# measured passthrough: aggregates kept whole (af-packet-input gso_kept > 0) and none cut
+# (gso-segment / ip4-gso-segment segmented == 0), else the benchmark fails (with GSO=off
+# there are no aggregates: the check is skipped).
+#
+# TAP=1: A is on a Sluice tap instead (`create tap ... host-ns A`: the tap's offloads hand
+# Sluice A's aggregates whole, virtio-input gso_kept > 0); only the Sluice routers run.
 #
 # Usage: scripts/gso-iperf-bench.sh [runs (3)] [seconds (5)]
 # (NO_BUILD=1: use target/release as it is; GSO=off: the hosts' TSO/GSO off (ethtool))
@@ -24,11 +32,26 @@ command -v iperf3 >/dev/null || { echo "SKIPPED: iperf3 is not installed"; exit 
 bin=$PWD/target/release
 routers="sluice"
 [ -n "${OLD:-}" ] && routers="$routers old"
-routers="$routers linux"
-if [ -x "$vpp/bin/vpp" ]; then routers="$routers vpp"; else echo "note: no VPP at $vpp"; fi
+if [ -n "${TAP:-}" ]; then
+  echo "note: TAP=1: A on a Sluice tap, Sluice routers only"
+else
+  routers="$routers linux"
+  if [ -x "$vpp/bin/vpp" ]; then routers="$routers vpp"; else echo "note: no VPP at $vpp"; fi
+fi
 tmp=$(mktemp -d)
 A=gib$$a; B=gib$$b; R=gib$$r; VA=gib$$va; VB=gib$$vb
 pid=""
+die() { echo "FAIL: $*" >&2; exit 1; }
+# Waits up to 10 s for socket $1 (and command $2... to succeed, when given).
+wait_sock() {
+  local sock=$1; shift
+  for _ in $(seq 100); do
+    if [ -S "$sock" ] && { [ $# -eq 0 ] || "$@" >/dev/null 2>&1; }; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || die "router exited before its CLI socket $sock appeared"
+    sleep 0.1
+  done
+  die "no CLI socket $sock after 10 s"
+}
 stop_router() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
   pid=""
@@ -50,14 +73,18 @@ topo() {
   for n in "$A" "$B"; do ip netns add "$n"; ip -n "$n" link set lo up; done
   local where=()
   if [ -n "$1" ]; then ip netns add "$1"; ip -n "$1" link set lo up; where=(netns "$1"); fi
-  ip link add "$VA" "${where[@]}" type veth peer name eth0 netns "$A"
   ip link add "$VB" "${where[@]}" type veth peer name eth0 netns "$B"
-  ip -n "$A" addr add 10.81.1.2/24 dev eth0; ip -n "$A" link set eth0 up
   ip -n "$B" addr add 10.81.2.2/24 dev eth0; ip -n "$B" link set eth0 up
-  ip -n "$A" route add default via 10.81.1.1
   ip -n "$B" route add default via 10.81.2.1
+  local hosts=("$B")
+  if [ -z "${TAP:-}" ]; then # with TAP=1 Sluice creates A's link (start_sluice)
+    ip link add "$VA" "${where[@]}" type veth peer name eth0 netns "$A"
+    ip -n "$A" addr add 10.81.1.2/24 dev eth0; ip -n "$A" link set eth0 up
+    ip -n "$A" route add default via 10.81.1.1
+    hosts+=("$A")
+  fi
   if [ "${GSO:-on}" = off ]; then
-    for n in "$A" "$B"; do ip netns exec "$n" ethtool -K eth0 tso off gso off >/dev/null; done
+    for n in "${hosts[@]}"; do ip netns exec "$n" ethtool -K eth0 tso off gso off >/dev/null; done
   fi
 }
 
@@ -66,9 +93,19 @@ start_sluice() { # binary
   rm -f "$tmp/cli.sock"
   "$1" -c "$tmp/s.conf" >"$tmp/sluice.log" 2>&1 &
   pid=$!
-  until [ -S "$tmp/cli.sock" ]; do sleep 0.05; done
-  local C=("$bin/sluicectl" -s "$tmp/cli.sock")
-  for x in "$VA 10.81.1.1/24" "$VB 10.81.2.1/24"; do
+  wait_sock "$tmp/cli.sock"
+  local C=("$bin/sluicectl" -s "$tmp/cli.sock") links=("$VA 10.81.1.1/24" "$VB 10.81.2.1/24")
+  if [ -n "${TAP:-}" ]; then
+    "${C[@]}" create tap id 0 host-if-name "$VA" host-ns "$A" host-ip4-addr 10.81.1.2/24 \
+      host-ip4-gw 10.81.1.1 >/dev/null
+    "${C[@]}" set interface state tap0 up
+    "${C[@]}" set interface ip address tap0 10.81.1.1/24
+    if [ "${GSO:-on}" = off ]; then
+      ip netns exec "$A" ethtool -K "$VA" tso off gso off >/dev/null
+    fi
+    links=("$VB 10.81.2.1/24")
+  fi
+  for x in "${links[@]}"; do
     set -- $x
     "${C[@]}" create host-interface name "$1" >/dev/null
     "${C[@]}" set interface state "host-$1" up
@@ -94,7 +131,7 @@ EOF
   LD_LIBRARY_PATH=$lib "$vpp/bin/vpp" -c "$tmp/v.conf" >"$tmp/vpp.log" 2>&1 &
   pid=$!
   local C=(env LD_LIBRARY_PATH="$lib" "$vpp/bin/vppctl" -s "$tmp/vcli.sock")
-  until [ -S "$tmp/vcli.sock" ] && "${C[@]}" show version >/dev/null 2>&1; do sleep 0.1; done
+  wait_sock "$tmp/vcli.sock" "${C[@]}" show version
   for x in "$VA 10.81.1.1/24" "$VB 10.81.2.1/24"; do
     set -- $x
     "${C[@]}" create host-interface name "$1" >/dev/null
@@ -114,7 +151,24 @@ setup() { # router
       ip -n "$R" addr add 10.81.2.1/24 dev "$VB"; ip -n "$R" link set "$VB" up ;;
     vpp) topo ""; start_vpp ;;
   esac
-  ip netns exec "$A" ping -c 3 -i 0.2 -W 1 10.81.2.2 >/dev/null || true
+  ip netns exec "$A" ping -c 3 -i 0.2 -W 1 10.81.2.2 >/dev/null ||
+    die "$1: A cannot ping B through the router"
+}
+
+# Sluice's `show errors` summed over nodes for the counter described as $1.
+sluice_count() {
+  "$bin/sluicectl" -s "$tmp/cli.sock" show errors |
+    awk -v d="$1" 'index($0, d) { n += $1 } END { print n + 0 }'
+}
+
+# The Sluice rows measure passthrough: aggregates kept whole, none cut.
+check_passthrough() { # router
+  local kept cut
+  kept=$(sluice_count "GSO aggregates kept whole")
+  cut=$(sluice_count "GSO aggregates cut into segments")
+  echo "  $1: gso_kept $kept, segmented $cut"
+  [ "${GSO:-on}" = off ] && return 0
+  [ "$kept" -gt 0 ] && [ "$cut" -eq 0 ] || die "$1 did not measure GSO passthrough"
 }
 
 # Receiver Gbit/s of one iperf3 run with $2 streams.
@@ -140,9 +194,14 @@ for r in $(seq "$runs"); do
     setup "$router"
     for p in 1 4; do
       g=$(iperf "$p")
+      if [ "$g" = nan ]; then
+        echo "run $r $router P$p: iperf3 failed (left out)"
+        continue
+      fi
       res[$router/$p]+="$g "
       echo "run $r $router P$p: $g Gbit/s"
     done
+    case $router in sluice) check_passthrough "$router" ;; esac
     teardown
   done
 done
@@ -152,6 +211,10 @@ echo "| router | streams | Gbit/s min | median | max |"
 echo "|---|---|---|---|---|"
 for router in $routers; do
   for p in 1 4; do
+    if [ -z "${res[$router/$p]:-}" ]; then
+      echo "| $router | $p | - | - | - |"
+      continue
+    fi
     # shellcheck disable=SC2086
     read -r lo md hi <<<"$(stats ${res[$router/$p]})"
     echo "| $router | $p | $lo | $md | $hi |"

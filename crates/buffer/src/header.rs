@@ -120,9 +120,8 @@ pub struct BufferHeader {
     pub gso_l4_offset: u8,
     /// GSO aggregate: L4 header bytes of each segment (TCP with options, or 8 for UDP).
     pub gso_l4_hdr_len: u8,
-    /// With `flags::OFFLOAD_L4_CKSUM`: offset of the partial checksum field from the L4
-    /// header (16 for TCP, 6 for UDP); the field holds the pseudo-header seed.
-    pub csum_offset: u8,
+    // Free (the L4 checksum position is parsed from the packet where it is needed).
+    _pad0: u8,
     // 64 bytes so far.
     // ---- cache line 1: colder, not reset on allocation ([`BufferHeader::reset`]) ----
     /// Opaque words for features (ACL, NAT, policer) — each feature documents its use.
@@ -178,7 +177,7 @@ impl BufferHeader {
         gso_type: 0,
         gso_l4_offset: 0,
         gso_l4_hdr_len: 0,
-        csum_offset: 0,
+        _pad0: 0,
         feature_meta: [0; 6],
         rx_tsc: 0,
         tx_sub_if: 0,

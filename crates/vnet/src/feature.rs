@@ -22,7 +22,7 @@
 //! and bytes that crossed the arc, shown by `show interface features` and reset by
 //! `clear interfaces`.
 
-use sluice_buffer::Buffer;
+use sluice_buffer::{Buffer, BufferHeader};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::stats::Counter;
 use sluice_graph::{
@@ -115,9 +115,15 @@ impl ArcKey {
     /// The packet's interface this key selects.
     #[inline(always)]
     pub fn sw_if(self, b: &Buffer<'_>) -> u32 {
+        self.of(b.hdr)
+    }
+
+    /// The same from a buffer header.
+    #[inline(always)]
+    pub fn of(self, h: &BufferHeader) -> u32 {
         match self {
-            ArcKey::Rx => b.hdr.rx_if,
-            ArcKey::Tx => b.hdr.tx_if,
+            ArcKey::Rx => h.rx_if,
+            ArcKey::Tx => h.tx_if,
         }
     }
 }
@@ -135,6 +141,20 @@ pub struct ArcDef {
     pub key: ArcKey,
     /// The arc's counter feature (`<arc>-count`).
     pub count: &'static str,
+    /// The node that cuts GSO aggregates into segments before the first enabled feature
+    /// that does not take them ([`FeatureDef::takes_gso`]). `None`: the arc's features see
+    /// aggregates whole.
+    pub gso: Option<GsoCut>,
+}
+
+/// An arc's GSO cutting node (a [`crate::gso`] node).
+#[derive(Clone, Copy, Debug)]
+pub struct GsoCut {
+    /// Node name.
+    pub node: &'static str,
+    /// Whether packets on the arc start at their L3 header (the Ethernet header
+    /// `current_data - l2_hdr_offset` bytes before); else at their Ethernet header.
+    pub at_l3: bool,
 }
 
 /// A feature: a node on an arc with ordering constraints.
@@ -148,6 +168,10 @@ pub struct FeatureDef {
     pub runs_before: &'static [&'static str],
     /// Features it must run after.
     pub runs_after: &'static [&'static str],
+    /// Whether it takes GSO aggregates (flag `GSO`: one buffer chain standing for many
+    /// TCP/UDP segments, its L4 checksum a partial seed) as they are. A feature that does
+    /// not is given segments: the arc's [`ArcDef::gso`] node runs before it.
+    pub takes_gso: bool,
 }
 
 /// `ip4-output`.
@@ -167,6 +191,10 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::ip4::nodes::IP4_LOOKUP,
         key: ArcKey::Rx,
         count: "ip4-unicast-count",
+        gso: Some(GsoCut {
+            node: crate::gso::IP4_NAME,
+            at_l3: true,
+        }),
     },
     ArcDef {
         name: "ip6-unicast",
@@ -174,6 +202,10 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::ip6::nodes::IP6_LOOKUP,
         key: ArcKey::Rx,
         count: "ip6-unicast-count",
+        gso: Some(GsoCut {
+            node: crate::gso::IP6_NAME,
+            at_l3: true,
+        }),
     },
     ArcDef {
         name: IP4_OUTPUT,
@@ -181,6 +213,10 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::output::NAME,
         key: ArcKey::Tx,
         count: "ip4-output-count",
+        gso: Some(GsoCut {
+            node: "ip4-output-gso-segment",
+            at_l3: false,
+        }),
     },
     ArcDef {
         name: IP6_OUTPUT,
@@ -188,6 +224,10 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::output::NAME,
         key: ArcKey::Tx,
         count: "ip6-output-count",
+        gso: Some(GsoCut {
+            node: "ip6-output-gso-segment",
+            at_l3: false,
+        }),
     },
     ArcDef {
         name: L2_INPUT_ARC,
@@ -195,6 +235,10 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::l2::L2_INPUT,
         key: ArcKey::Rx,
         count: "l2-input-count",
+        gso: Some(GsoCut {
+            node: "l2-input-gso-segment",
+            at_l3: false,
+        }),
     },
     ArcDef {
         name: L2_OUTPUT,
@@ -202,16 +246,21 @@ pub const VNET_ARCS: &[ArcDef] = &[
         end: crate::output::NAME,
         key: ArcKey::Tx,
         count: "l2-output-count",
+        gso: Some(GsoCut {
+            node: "l2-output-gso-segment",
+            at_l3: false,
+        }),
     },
 ];
 
-/// A feature with no ordering constraints.
+/// A feature with no ordering constraints that does not take GSO aggregates.
 pub const fn plain(arc: &'static str, node: &'static str) -> FeatureDef {
     FeatureDef {
         arc,
         node,
         runs_before: &[],
         runs_after: &[],
+        takes_gso: false,
     }
 }
 
@@ -302,6 +351,9 @@ impl FeatureRegistry {
             self.add_slot(a.start)?;
         }
         self.add_slot(a.count)?;
+        if let Some(g) = a.gso {
+            self.add_slot(g.node)?;
+        }
         self.arcs.push(a);
         Ok(())
     }
@@ -320,13 +372,24 @@ impl FeatureRegistry {
     }
 
     /// Every feature of an arc: the registered ones, then its counter (which may run
-    /// anywhere on the arc; it runs last among features without constraints).
+    /// anywhere on the arc; it runs last among features without constraints; it counts an
+    /// aggregate as one packet).
     fn features_of<'a>(&'a self, arc: &'a ArcDef) -> impl Iterator<Item = FeatureDef> + 'a {
         self.features
             .iter()
             .filter(move |f| f.arc == arc.name)
             .copied()
-            .chain(std::iter::once(plain(arc.name, arc.count)))
+            .chain(std::iter::once(FeatureDef {
+                takes_gso: true,
+                ..plain(arc.name, arc.count)
+            }))
+    }
+
+    /// Whether feature `node` of arc `arc` takes GSO aggregates.
+    fn takes_gso(&self, arc: &ArcDef, node: &str) -> bool {
+        self.features_of(arc)
+            .find(|f| f.node == node)
+            .is_none_or(|f| f.takes_gso)
     }
 
     /// The arc a feature node is on.
@@ -512,8 +575,12 @@ pub fn set_feature(
     let order = ordered(&reg, a, set).map_err(|e| VnetError::invalid(e.msg))?;
     // Reset every participant's entry for this interface, then write the chain (nothing
     // enabled: the start node keeps its default arc).
-    for x in reg.features_of(a) {
-        if let Some(s) = reg.slot(x.node) {
+    for x in reg
+        .features_of(a)
+        .map(|f| f.node)
+        .chain(a.gso.map(|g| g.node))
+    {
+        if let Some(s) = reg.slot(x) {
             table.set(s, sw_if, None);
         }
     }
@@ -525,6 +592,12 @@ pub fn set_feature(
     }
     let mut chain: Vec<String> = vec![a.start.to_string()];
     chain.extend(order);
+    // Aggregates are cut before the first feature that does not take them.
+    if let Some(g) = a.gso {
+        if let Some(i) = chain[1..].iter().position(|f| !reg.takes_gso(a, f)) {
+            chain.insert(i + 1, g.node.to_string());
+        }
+    }
     chain.push(a.end.to_string());
     for w in chain.windows(2) {
         let next = vm

@@ -1,5 +1,7 @@
 //! `gso-segment`: cuts GSO aggregates into segments for an interface that cannot send them;
-//! `ip4-gso-segment`: the same before the features of an rx interface's `ip4-unicast` arc.
+//! the feature form (`ip4-gso-segment`, `ip6-gso-segment`, `ip4-output-gso-segment`,
+//! `ip6-output-gso-segment`, `l2-input-gso-segment`, `l2-output-gso-segment`): the same
+//! before the first feature of an interface's arc that does not take aggregates.
 //!
 //! A driver that receives TCP/UDP aggregates from the kernel whole (af_packet, tap: the
 //! `virtio_net_hdr` of `PACKET_VNET_HDR`/`IFF_VNET_HDR`) keeps them as one buffer chain with
@@ -15,25 +17,42 @@
 //! - next: `interface-output` (segments, counted there as the interface's tx packets);
 //!   `error-drop` when it cannot cut.
 //!
-//! `ip4-gso-segment` is the same node for `ip4-input`: an aggregate received on an interface
-//! with `ip4-unicast` features (NAT44, ACL, policer: they act on single packets, NAT44
-//! rewrites checksums) is cut there; each segment keeps the L2 header in front
-//! (`l2_hdr_offset`, from which the aggregate is parsed) and starts at its IPv4 header, and
-//! goes back to `ip4-input` (next `ip4-input`), now a plain packet for the features.
+//! The feature form is the same node once per feature arc
+//! ([`crate::feature::ArcDef::gso`]): the control plane puts it in an interface's feature
+//! chain before the first enabled feature that does not declare
+//! [`takes_gso`](crate::feature::FeatureDef::takes_gso) (NAT44, ACL, policer: they act on
+//! single packets, NAT44 rewrites checksums); features before it see aggregates whole.
+//! Other packets pass through unchanged. On `ip4-unicast`/`ip6-unicast` packets start at
+//! their IP header: each segment keeps the L2 header in front, starts at its IP header and
+//! goes on to the next feature; the aggregate is parsed from its Ethernet header,
+//! `current_data - l2_hdr_offset` bytes before its data (`l2_hdr_offset` as
+//! `ethernet-input` set it). On the output and L2 arcs packets start at their Ethernet
+//! header, and so do the segments.
 //!
-//! - counters (both): `segmented` (info: aggregates cut), `segments` (info: segments made),
-//!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, or a segment
-//!   larger than a buffer), `no_buffers` (error: the pool ran out; aggregate dropped).
+//! - next (feature form): the next feature enabled on the arc for the packet's interface
+//!   (rx or tx, as the arc is keyed), by default the arc's end; `error-drop` when it cannot
+//!   cut.
+//! - counters (every form): `segmented` (info: aggregates cut), `segments` (info: segments made),
+//!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, headers not
+//!   within the first buffer or its first 256 bytes, more than 1024 segments
+//!   ([`MAX_TOTAL_SEGMENTS`](crate::offload::MAX_TOTAL_SEGMENTS): an MSS under 64 at 64 KiB), or a segment larger than a
+//!   buffer), `no_buffers` (error: the pool ran out; aggregate dropped, the segments of
+//!   earlier rounds sent). Aggregates of more than [`MAX_SEGMENTS`] (128) segments are cut
+//!   in rounds of 128.
 
+use crate::feature::{ArcDef, ArcKey, FeatureNext, FeatureRegistry};
 use crate::offload::{segment_chain, SegmentError, MAX_SEGMENTS};
-use sluice_buffer::BufIdx;
-use sluice_graph::{Cx, GraphBuilder, NodeFn, NodeKind, NodeRegistration};
+use sluice_buffer::{flags, BufIdx};
+use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, FRAME_SIZE};
 use std::any::Any;
+use std::sync::Arc;
 
 /// Node name.
 pub const NAME: &str = "gso-segment";
-/// The node before `ip4-unicast` features.
+/// The node on the `ip4-unicast` arc.
 pub const IP4_NAME: &str = "ip4-gso-segment";
+/// The node on the `ip6-unicast` arc.
+pub const IP6_NAME: &str = "ip6-gso-segment";
 
 sluice_graph::arcs! {
     /// `gso-segment`'s next arcs.
@@ -46,12 +65,13 @@ sluice_graph::arcs! {
 }
 
 sluice_graph::arcs! {
-    /// `ip4-gso-segment`'s next arcs.
-    pub enum Ip4SegmentNext {
+    /// The feature form's fixed next arcs (later ones are added by the control plane as
+    /// features are enabled).
+    pub enum FeatureSegmentNext<end> {
         /// Aggregates that cannot be cut.
         Drop => "error-drop",
-        /// Every segment, back to `ip4-input`.
-        Input => crate::ip4::nodes::IP4_INPUT,
+        /// The arc's end node, when no later feature is enabled.
+        End => end,
     }
 }
 
@@ -63,36 +83,109 @@ sluice_graph::counters! {
         /// Segments made.
         Segments => info("segments", "segments made of GSO aggregates"),
         /// Not cuttable.
-        NotCuttable => error("not_cuttable", "GSO aggregate that cannot be cut"),
+        NotCuttable => error("not_cuttable", "GSO aggregate that cannot be cut (headers, segments)"),
         /// No buffers.
         NoBuffers => error("no_buffers", "no buffers for the segments of a GSO aggregate"),
     }
 }
 
-/// The node: where the segments go, and whether the packets start at their L3 header.
+/// Where a [`GsoSegment`] sends packets.
+enum Onward {
+    /// Always this arc (`gso-segment`: `interface-output`); packets at their L2 header.
+    Fixed(Next),
+    /// The next feature of an arc for the packet's interface (`FeatureNext`, the node's
+    /// slot); packets at their L3 header or Ethernet header (`at_l3`). Packets that are
+    /// not aggregates pass through.
+    Feature {
+        table: Arc<FeatureNext>,
+        slot: usize,
+        key: ArcKey,
+        at_l3: bool,
+    },
+}
+
+/// The node: where the segments go.
 pub struct GsoSegment {
-    next: sluice_graph::Next,
-    drop: sluice_graph::Next,
-    l3: bool,
+    onward: Onward,
+}
+
+impl GsoSegment {
+    /// The feature form with no aggregate in the frame (the common case): every packet to
+    /// its next feature in one batched enqueue. False, with nothing sent, when the frame
+    /// holds an aggregate.
+    fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> bool {
+        let Onward::Feature {
+            table, slot, key, ..
+        } = &self.onward
+        else {
+            return false;
+        };
+        let mut nexts = [0u16; FRAME_SIZE];
+        for (n, &b) in nexts.iter_mut().zip(frame) {
+            // SAFETY: this node owns the frame's buffers; short-lived header access.
+            let h = unsafe { cx.arena().header(b) };
+            if h.flags & flags::GSO != 0 {
+                return false;
+            }
+            *n = table
+                .next(*slot, key.of(h), FeatureSegmentNext::End.next())
+                .0;
+        }
+        cx.enqueue_to_next(frame, &nexts[..frame.len().min(FRAME_SIZE)]);
+        true
+    }
 }
 
 impl NodeFn for GsoSegment {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        if frame.len() <= FRAME_SIZE && self.pass_plain(cx, frame) {
+            return;
+        }
         let mut segs = [BufIdx(0); MAX_SEGMENTS];
+        let drop = SegmentNext::Drop.next();
         for &b in frame {
-            let rewind = if self.l3 {
+            let (next, rewind) = {
                 // SAFETY: this node owns the frame's buffers; short-lived header access.
                 let h = unsafe { cx.arena().header(b) };
-                (h.current_data - h.l2.l2_hdr_offset).max(0) as usize
-            } else {
-                0
-            };
-            match segment_chain(cx.bufs(), b, rewind, &mut segs) {
-                Ok(n) => {
-                    cx.count(SegmentCounter::Segmented, 1);
-                    cx.count(SegmentCounter::Segments, n as u64);
-                    cx.enqueue_all(self.next, &segs[..n]);
+                match &self.onward {
+                    Onward::Fixed(n) => (*n, 0),
+                    Onward::Feature {
+                        table,
+                        slot,
+                        key,
+                        at_l3,
+                    } => {
+                        let n = table.next(*slot, key.of(h), FeatureSegmentNext::End.next());
+                        if h.flags & flags::GSO == 0 {
+                            cx.enqueue(n, b);
+                            continue;
+                        }
+                        let rewind = if *at_l3 {
+                            (h.current_data - h.l2.l2_hdr_offset).max(0) as usize
+                        } else {
+                            0
+                        };
+                        (n, rewind)
+                    }
                 }
+            };
+            // More than MAX_SEGMENTS segments: cut in rounds.
+            let mut first = 0;
+            let r = loop {
+                match segment_chain(cx.bufs(), b, rewind, first, &mut segs) {
+                    Ok(c) => {
+                        cx.count(SegmentCounter::Segments, c.n as u64);
+                        cx.enqueue_all(next, &segs[..c.n]);
+                        first += c.n;
+                        if c.done {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            match r {
+                Ok(()) => cx.count(SegmentCounter::Segmented, 1),
                 Err(e) => {
                     let c = match e {
                         SegmentError::NotCuttable => SegmentCounter::NotCuttable,
@@ -100,7 +193,7 @@ impl NodeFn for GsoSegment {
                     };
                     // SAFETY: this node owns the frame's buffers; short-lived header access.
                     unsafe { cx.arena().header_mut(b) }.error = cx.error(c);
-                    cx.enqueue(self.drop, b);
+                    cx.enqueue(drop, b);
                 }
             }
         }
@@ -111,28 +204,39 @@ impl NodeFn for GsoSegment {
     }
 }
 
-/// Registers `gso-segment` and `ip4-gso-segment`.
+/// Registers `gso-segment`.
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(NAME, NodeKind::Internal, |_| {
             Box::new(GsoSegment {
-                next: SegmentNext::Output.next(),
-                drop: SegmentNext::Drop.next(),
-                l3: false,
+                onward: Onward::Fixed(SegmentNext::Output.next()),
             })
         })
         .nexts(SegmentNext::NAMES)
         .counters(SegmentCounter::DESCS),
     );
+}
+
+/// Registers arc `arc`'s cutting node (`ArcDef::gso`: `ip4-gso-segment`, ...), its slot
+/// declared in `reg` with the arc.
+pub fn register_feature(b: &mut GraphBuilder, reg: &FeatureRegistry, arc: &ArcDef) {
+    let Some((g, slot)) = arc.gso.and_then(|g| Some((g, reg.slot(g.node)?))) else {
+        return;
+    };
+    let table = reg.table();
+    let key = arc.key;
     b.register(
-        NodeRegistration::new(IP4_NAME, NodeKind::Internal, |_| {
+        NodeRegistration::new(g.node, NodeKind::Internal, move |_| {
             Box::new(GsoSegment {
-                next: Ip4SegmentNext::Input.next(),
-                drop: Ip4SegmentNext::Drop.next(),
-                l3: true,
+                onward: Onward::Feature {
+                    table: table.clone(),
+                    slot,
+                    key,
+                    at_l3: g.at_l3,
+                },
             })
         })
-        .nexts(Ip4SegmentNext::NAMES)
+        .nexts(&FeatureSegmentNext::names(arc.end))
         .counters(SegmentCounter::DESCS),
     );
 }

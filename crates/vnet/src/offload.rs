@@ -45,6 +45,23 @@ pub fn copy_frame(dst: &mut [u8], pkt: &[u8], tag: Option<[u8; 4]>) -> usize {
     }
 }
 
+/// Like [`copy_frame`] for a frame that may not fit `dst` (at least 16 bytes): returns the
+/// bytes written and the part of `pkt` left to copy after them (empty when it fitted), so
+/// a driver copies a large frame into a buffer chain without assembling it first.
+pub fn copy_frame_head<'p>(
+    dst: &mut [u8],
+    pkt: &'p [u8],
+    tag: Option<[u8; 4]>,
+) -> (usize, &'p [u8]) {
+    let n = copy_frame(dst, pkt, tag);
+    let inserted = if tag.is_some() && pkt.len() >= 12 {
+        n.saturating_sub(12).min(4)
+    } else {
+        0
+    };
+    (n, pkt.get(n - inserted..).unwrap_or_default())
+}
+
 fn be16(d: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
 }
@@ -328,14 +345,15 @@ impl Gso {
     }
 
     /// Stores the aggregate's description in its buffer header (`flags::GSO` and
-    /// `OFFLOAD_L4_CKSUM`, the `gso_*` fields, `csum_offset`), relative to the L3 header.
+    /// `OFFLOAD_L4_CKSUM`, the `gso_*` fields), relative to the L3 header. The partial
+    /// checksum's position is not stored: [`vnet_hdr`] and [`segment_chain`] parse it from
+    /// the packet ([`Gso::csum_offset`]).
     pub fn set_meta(&self, h: &mut BufferHeader) {
         h.flags |= flags::GSO | flags::OFFLOAD_L4_CKSUM;
         h.gso_size = self.mss as u16;
         h.gso_type = self.kind;
         h.gso_l4_offset = (self.l4 - self.l3) as u8;
         h.gso_l4_hdr_len = (self.hdr_len - self.l4) as u8;
-        h.csum_offset = self.csum_offset() as u8;
     }
 
     /// Writes segment `i` of the frame `f` into `dst` (see [`Gso::write_segment_from`]).
@@ -462,14 +480,74 @@ pub fn vnet_hdr(h: &BufferHeader, head: &[u8]) -> Option<[u8; VNET_HDR_LEN]> {
     Some(v)
 }
 
-/// Most segments one GSO aggregate is cut into (64 KiB at an MSS of 512).
+/// The fields of a received `struct virtio_net_hdr` (host byte order) the drivers use.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    /// `VIRTIO_NET_HDR_F_*`.
+    pub flags: u8,
+    /// [`gso_type`] (with its `ECN` bit).
+    pub gso_type: u8,
+    /// Segment size of an aggregate.
+    pub gso_size: u16,
+    /// Where the partially summed bytes start (from the Ethernet header).
+    pub csum_start: u16,
+    /// The checksum field's offset from `csum_start`.
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Reads the header from the first [`VNET_HDR_LEN`] bytes of `b` (missing bytes: 0).
+    pub fn parse(b: &[u8]) -> VnetHdr {
+        let u16_at = |at: usize| {
+            u16::from_ne_bytes([
+                b.get(at).copied().unwrap_or(0),
+                b.get(at + 1).copied().unwrap_or(0),
+            ])
+        };
+        VnetHdr {
+            flags: b.first().copied().unwrap_or(0),
+            gso_type: b.get(1).copied().unwrap_or(0),
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        }
+    }
+
+    /// Whether it describes a GSO aggregate.
+    pub fn is_gso(&self) -> bool {
+        self.gso_type & !gso_type::ECN != gso_type::NONE
+    }
+
+    /// Where the kernel left a partial checksum (start of the summed bytes, offset of the
+    /// field from there), when it says so.
+    pub fn partial_csum(&self) -> Option<(usize, usize)> {
+        (self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0)
+            .then_some((self.csum_start as usize, self.csum_offset as usize))
+    }
+}
+
+/// Most segments [`segment_chain`] cuts in one call (64 KiB at an MSS of 512); an aggregate
+/// of more is cut in rounds.
 pub const MAX_SEGMENTS: usize = 128;
+
+/// Most segments one GSO aggregate is cut into (64 KiB at an MSS of 64): bounds the
+/// buffers one aggregate takes.
+pub const MAX_TOTAL_SEGMENTS: usize = 1024;
+
+/// One round of [`segment_chain`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// Segments written to `out`.
+    pub n: usize,
+    /// The last round: the aggregate was freed.
+    pub done: bool,
+}
 
 /// Why [`segment_chain`] did not cut an aggregate.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum SegmentError {
     /// Not TCP/UDP over IPv4/IPv6 as its metadata says, or segments too large for a buffer
-    /// or too many.
+    /// or more than [`MAX_TOTAL_SEGMENTS`].
     NotCuttable,
     /// The pool has no buffers for the segments.
     NoBuffers,
@@ -506,19 +584,23 @@ impl ChainReader<'_> {
     }
 }
 
-/// Cuts the GSO aggregate `b` (flag `GSO`, any chain) into single-buffer segments written
-/// to `out`, each carrying the aggregate's metadata (interfaces, L2/IP/feature metadata; the
+/// Cuts segments `first..` (at most [`MAX_SEGMENTS`]) of the GSO aggregate `b` (flag `GSO`,
+/// any chain) into single-buffer segments written to `out`, each carrying the aggregate's metadata (interfaces, L2/IP/feature metadata; the
 /// first one its trace) without the GSO and chain flags, with complete checksums. The
 /// aggregate's Ethernet header is `rewind` bytes before its data (0: the data starts there;
 /// the L3 header's offset from it for a packet past ethernet-input), and so are the
-/// segments' (`l2_hdr_offset` 0, data at `rewind`). On success `b` is freed and the number
-/// of segments is returned; on error nothing was allocated and `b` is left to the caller.
+/// segments' (`l2_hdr_offset` 0, data at `rewind`). Returns how many were written and
+/// whether they were the last ones: then `b` is freed; else the caller calls again with
+/// `first` advanced by that many. On error nothing was allocated in this call (segments of
+/// earlier calls stay the caller's) and `b` is left to the caller as it was (its data still
+/// `rewind` bytes past the Ethernet header).
 pub fn segment_chain(
     cache: &mut BufferCache,
     b: BufIdx,
     rewind: usize,
+    first: usize,
     out: &mut [BufIdx; MAX_SEGMENTS],
-) -> Result<usize, SegmentError> {
+) -> Result<Cut, SegmentError> {
     let pool = cache.pool().clone();
     let mut head = [0u8; 256];
     let (agg, hn) = {
@@ -532,13 +614,23 @@ pub fn segment_chain(
         head[..n].copy_from_slice(&d[..n]);
         (*v.hdr, n)
     };
-    let g = Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size)
-        .filter(|g| g.segments() <= MAX_SEGMENTS && g.segment_len(0) <= pool.data_size())
-        .ok_or(SegmentError::NotCuttable)?;
-    let nseg = g.segments();
+    let Some(g) =
+        Gso::parse_head(&head[..hn], agg.total_len(), agg.gso_type, agg.gso_size).filter(|g| {
+            first < g.segments()
+                && g.segments() <= MAX_TOTAL_SEGMENTS
+                && g.segment_len(0) <= pool.data_size()
+        })
+    else {
+        // SAFETY: as above; undoes the push_front.
+        unsafe { pool.buffer(b) }.advance(rewind);
+        return Err(SegmentError::NotCuttable);
+    };
+    let nseg = (g.segments() - first).min(MAX_SEGMENTS);
     let got = cache.alloc(&mut out[..nseg]);
     if got < nseg {
         cache.free(&out[..got]);
+        // SAFETY: as above; undoes the push_front.
+        unsafe { pool.buffer(b) }.advance(rewind);
         return Err(SegmentError::NoBuffers);
     }
     let mut rd = ChainReader {
@@ -551,7 +643,8 @@ pub fn segment_chain(
         | flags::NEXT_PRESENT
         | flags::TOTAL_LENGTH_VALID
         | flags::TRACED;
-    for (i, &s) in out[..nseg].iter().enumerate() {
+    for (k, &s) in out[..nseg].iter().enumerate() {
+        let i = first + k;
         // SAFETY: freshly allocated here, not yet handed on; one view.
         let mut v = unsafe { pool.buffer(s) };
         let pool_index = v.hdr.pool_index;
@@ -573,8 +666,14 @@ pub fn segment_chain(
             v.hdr.ip.l3_hdr_offset = v.hdr.current_data;
         }
     }
-    cache.free(&[b]);
-    Ok(nseg)
+    let done = first + nseg == g.segments();
+    if done {
+        cache.free(&[b]);
+    } else {
+        // SAFETY: as above; undoes the push_front for the next round.
+        unsafe { pool.buffer(b) }.advance(rewind);
+    }
+    Ok(Cut { n: nseg, done })
 }
 
 #[cfg(test)]
@@ -777,6 +876,24 @@ mod tests {
         // Runt: no tag inserted.
         assert_eq!(copy_frame(&mut out, &pkt[..6], Some([1, 2, 3, 4])), 6);
     }
+
+    #[test]
+    fn frame_head_and_rest_make_the_frame() {
+        let pkt: Vec<u8> = (0..100u8).collect();
+        for tag in [None, Some(vlan_header(None, 0x0064))] {
+            let mut want = vec![0u8; 104];
+            let n = copy_frame(&mut want, &pkt, tag);
+            want.truncate(n);
+            for size in [16, 17, 40, n - 1, n, 200] {
+                let mut head = vec![0u8; size];
+                let (w, rest) = copy_frame_head(&mut head, &pkt, tag);
+                assert_eq!(w, size.min(n), "{tag:?} {size}");
+                let mut got = head[..w].to_vec();
+                got.extend_from_slice(rest);
+                assert_eq!(got, want, "{tag:?} {size}");
+            }
+        }
+    }
     #[test]
     fn gso_tcp4_is_cut_into_valid_segments() {
         // 14 + 20 + 20 header bytes, 3000 bytes of payload, MSS 1400: 1400 + 1400 + 200.
@@ -849,5 +966,97 @@ mod tests {
         for n in 0..60 {
             let _ = Gso::parse(&f[..n], gso_type::TCPV4, 1400);
         }
+    }
+
+    /// An Ethernet (optionally 802.1Q) / IPv4 or IPv6 / TCP (20-byte header) frame.
+    fn tcp_frame(v6: bool, vlan: bool, payload: usize) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a]);
+        }
+        let l4 = 20 + payload;
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, (l4 >> 8) as u8, l4 as u8, 6, 64]);
+            f.extend_from_slice(&[0xfd; 32]);
+        } else {
+            let t = 20 + l4;
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0, (t >> 8) as u8, t as u8, 0, 1, 0x40, 0]);
+            f.extend_from_slice(&[64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        }
+        let mut tcp = [0u8; 20];
+        tcp[12] = 0x50;
+        f.extend_from_slice(&tcp);
+        f.extend(std::iter::repeat_n(0x5a, payload));
+        f
+    }
+
+    /// `vnet_hdr` in host byte order: flags, gso_type (ECN kept), hdr_len, gso_size,
+    /// csum_start (after any VLAN tag), csum_offset; zeros for a plain packet, `None` for
+    /// an aggregate whose headers do not match its metadata.
+    #[test]
+    fn vnet_hdr_describes_tcp4_tcp6_over_vlan_and_udp_aggregates() {
+        let ne = |v: [u8; VNET_HDR_LEN]| {
+            let w = |at: usize| u16::from_ne_bytes([v[at], v[at + 1]]);
+            (v[0], v[1], w(2), w(4), w(6), w(8))
+        };
+        let cases = [
+            (
+                tcp_frame(false, false, 3000),
+                gso_type::TCPV4 | gso_type::ECN,
+                1448,
+                (54, 34, 16),
+            ),
+            (
+                tcp_frame(true, true, 3000),
+                gso_type::TCPV6,
+                1428,
+                (78, 58, 16),
+            ),
+            (
+                ip4_udp(&[7u8; 3000], false),
+                gso_type::UDP_L4,
+                1200,
+                (42, 34, 6),
+            ),
+            (
+                ip4_udp(&[7u8; 3000], true),
+                gso_type::UDP_L4,
+                1200,
+                (46, 38, 6),
+            ),
+        ];
+        for (f, kind, mss, (hdr_len, start, off)) in cases {
+            let mut h = BufferHeader::TEMPLATE;
+            h.current_length = f.len() as u16;
+            Gso::parse(&f, kind, mss).expect("parses").set_meta(&mut h);
+            let v = vnet_hdr(&h, &f).expect("an aggregate");
+            assert_eq!(
+                ne(v),
+                (VIRTIO_NET_HDR_F_NEEDS_CSUM, kind, hdr_len, mss, start, off),
+                "kind {kind:#x}"
+            );
+            // What a receiver reads back (VnetHdr, af_packet and tap rx).
+            let r = VnetHdr::parse(&v);
+            assert!(r.is_gso());
+            assert_eq!((r.gso_type, r.gso_size), (kind, mss));
+            assert_eq!(r.partial_csum(), Some((start as usize, off as usize)));
+            // Head only (the first buffer of a chain), the total from the header.
+            assert_eq!(vnet_hdr(&h, &f[..hdr_len as usize]), Some(v));
+            // Metadata that lies about the kind: refused.
+            h.gso_type = if kind & !gso_type::ECN == gso_type::TCPV6 {
+                gso_type::TCPV4
+            } else {
+                gso_type::TCPV6
+            };
+            assert_eq!(vnet_hdr(&h, &f), None);
+        }
+        let f = tcp_frame(false, false, 100);
+        let mut h = BufferHeader::TEMPLATE;
+        h.current_length = f.len() as u16;
+        assert_eq!(
+            vnet_hdr(&h, &f),
+            Some([0; VNET_HDR_LEN]),
+            "not an aggregate"
+        );
     }
 }

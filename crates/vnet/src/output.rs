@@ -6,12 +6,14 @@
 //!   the sub-interface in `tx_sub_if`/`tx_sub_tags` (flag `TX_SUB`, cleared on every other
 //!   packet).
 //! - next: `error-drop` (arc 0) when the interface is unknown, deleted or admin-down;
-//!   `gso-segment` (arc 1) for a GSO aggregate (flag `GSO`) whose interface does not take
-//!   aggregates ([`set_gso`]; the segments come back here); else the interface's tx node
+//!   `gso-segment` (arc 1) for a GSO aggregate (flag `GSO`) whose interface is up and does
+//!   not take aggregates ([`set_gso`]; the segments come back here; an aggregate for a down
+//!   interface is dropped whole); else the interface's tx node
 //!   (one arc per tx node, added when an interface is created).
 //! - counters: `unknown_interface`, `interface_down`, `no_headroom` (no room for a VLAN
 //!   tag); per-interface `tx packets`/`tx bytes` (a sub-interface's and its parent's) and
-//!   `drops`. Captures frames for `pcap trace tx`.
+//!   `drops`. Captures frames for `pcap trace tx` (an aggregate it sends to `gso-segment` as
+//!   its segments, when they come back).
 //!
 //! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
 //! interface, before the driver. A tx node that cannot send a packet (ring full, too big,
@@ -29,6 +31,7 @@ use sluice_buffer::BufIdx;
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Node name.
@@ -99,20 +102,44 @@ impl Default for InterfaceOutput {
     }
 }
 
-/// Whether interface `tx` (or its parent, for a VLAN sub-interface) sends GSO aggregates.
+/// Whether an aggregate for interface `tx` goes on whole: its driver (its parent's, for a
+/// VLAN sub-interface) sends GSO aggregates, or the packet is dropped whole below (unknown
+/// or down interface, unknown or down parent) rather than cut and dropped once per segment.
 #[cold]
 fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
     let e = |i: u32| table.get(i as usize).and_then(|e| e.as_ref());
     match e(tx) {
-        Some(TxEntry { sub: Some(s), .. }) => e(s.parent).is_some_and(|p| p.gso),
+        Some(x) if !x.up => true,
+        Some(TxEntry { sub: Some(s), .. }) => e(s.parent).is_none_or(|p| p.gso || !p.up),
         Some(x) => x.gso,
-        None => true, // dropped as unknown below
+        None => true,
+    }
+}
+
+impl InterfaceOutput {
+    /// `pcap trace tx`: the frame, except the aggregates diverted to `gso-segment` (their
+    /// segments are captured when they come back), so every packet is captured once.
+    #[cold]
+    fn capture_tx(&self, cx: &mut Cx, frame: &[BufIdx]) {
+        let arena = cx.arena();
+        let sent: Vec<BufIdx> = frame
+            .iter()
+            .copied()
+            .filter(|&b| {
+                // SAFETY: this node owns the frame; short-lived read of two header fields.
+                let h = unsafe { arena.header(b) };
+                h.flags & GSO == 0 || takes_gso(&self.table, h.tx_if)
+            })
+            .collect();
+        cx.pcap_capture(point::TX, &sent, true);
     }
 }
 
 impl NodeFn for InterfaceOutput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        cx.pcap_capture(point::TX, frame, true);
+        if cx.shared().pcap.points.load(Ordering::Relaxed) & point::TX != 0 {
+            self.capture_tx(cx, frame);
+        }
         let arena = cx.arena();
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);

@@ -171,7 +171,8 @@ impl Registrar {
         self.cli.add(path, help, handler);
     }
 
-    /// Declares a feature arc and registers its counter feature `<arc>-count`.
+    /// Declares a feature arc and registers its counter feature `<arc>-count` (and its
+    /// GSO cutting node, [`ArcDef::gso`]).
     pub fn arc(&mut self, a: ArcDef) -> Result<(), RegisterError> {
         self.features
             .add_arc(a)
@@ -180,6 +181,7 @@ impl Registrar {
                 err,
             })?;
         crate::feature::register_count(&mut self.graph, &self.features, &a);
+        crate::gso::register_feature(&mut self.graph, &self.features, &a);
         Ok(())
     }
 

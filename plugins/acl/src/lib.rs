@@ -738,6 +738,8 @@ impl Plugin for AclPlugin {
                 node: name,
                 runs_before: &[],
                 runs_after: &[],
+                // Sessions track single segments.
+                takes_gso: false,
             })?;
             let (sh, f) = (shared.clone(), features.clone());
             r.node(

@@ -425,6 +425,20 @@ pub fn delete(vm: &mut Vlib, host: &str) -> VnetResult {
     Ok(())
 }
 
+/// `on`, or `off (<why>)`: whether the interface hands GSO aggregates to the kernel whole.
+fn gso_state(d: &AfDev) -> String {
+    gso_text(d.args.gso, d.tx.iter().find_map(|t| t.gso_error()))
+}
+
+/// [`gso_state`] from `create host-interface`'s choice and a tx queue's socket error.
+fn gso_text(wanted: bool, err: Option<&std::io::Error>) -> String {
+    match (wanted, err) {
+        (false, _) => "off (cksum-gso-disable)".into(),
+        (true, Some(e)) => format!("off ({e})"),
+        (true, None) => "on".into(),
+    }
+}
+
 fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = a.keyword("verbose");
     a.finish()?;
@@ -487,11 +501,12 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         if let Some((tg, bypass)) = tg {
             let _ = writeln!(
                 out,
-                "  tx: {} queue(s), TPACKET_V2, {} frames x {} B, qdisc bypass {}",
+                "  tx: {} queue(s), TPACKET_V2, {} frames x {} B, qdisc bypass {}, gso {}",
                 d.tx.len(),
                 tg.frame_nr,
                 tg.frame_size,
-                if bypass { "on" } else { "off" }
+                if bypass { "on" } else { "off" },
+                gso_state(d)
             );
         }
         for (q, r) in d.tx.iter().enumerate() {
@@ -540,6 +555,10 @@ mod tests {
             }
         );
         assert!(!parse("name eth1 cksum-gso-disable").unwrap().gso);
+        assert_eq!(gso_text(true, None), "on");
+        assert_eq!(gso_text(false, None), "off (cksum-gso-disable)");
+        let e = std::io::Error::from_raw_os_error(libc::EPERM);
+        assert!(gso_text(true, Some(&e)).starts_with("off (Operation not permitted"));
         let d = parse("name eth1").unwrap();
         assert_eq!((d.rx_queues, d.tx_queues, d.qdisc_bypass), (1, None, true));
         assert!(!d.v2);

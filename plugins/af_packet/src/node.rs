@@ -13,7 +13,7 @@
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the host interface; `current_data` = 0 at the Ethernet header; for an
 //!   aggregate flags `GSO`/`OFFLOAD_L4_CKSUM` and `gso_size`, `gso_type`, `gso_l4_offset`,
-//!   `gso_l4_hdr_len`, `csum_offset`;
+//!   `gso_l4_hdr_len`;
 //!   `rx_tsc` = when the kernel put the packet in the ring (its `tp_sec`/`tp_nsec` receive
 //!   timestamp carried over to the TSC through one `CLOCK_REALTIME`/TSC pair read per call,
 //!   so the up to 1 ms a packet waits for its V3 block to be retired is not counted as
@@ -73,7 +73,7 @@ use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::linux::{KickSet, KICK_DROPPED, KICK_RETRIES};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
-use sluice_vnet::offload::{gso_type, Gso, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
+use sluice_vnet::offload::{Gso, VnetHdr, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -385,7 +385,24 @@ impl AfInput {
             }
             return Ok(n);
         }
-        // Larger than one buffer (jumbo frame, GSO aggregate): assemble, then chain.
+        // Larger than one buffer (jumbo frame, GSO aggregate).
+        if matches!(csum, Csum::Complete) {
+            // No checksum to complete: straight from the ring into the chain (the tag
+            // re-inserted in the first buffer), no assembled copy.
+            let rest = {
+                // SAFETY: as above.
+                let mut v = unsafe { pool.buffer(b) };
+                let (n, rest) = sluice_vnet::offload::copy_frame_head(v.raw_data_mut(), pkt, tag);
+                v.set_len(n);
+                rest
+            };
+            let Some(tail) = cx.bufs().alloc_with(rest) else {
+                return Err(Took::NoBuffer);
+            };
+            cx.bufs().chain_append(b, tail);
+            return Ok(total);
+        }
+        // A checksum to complete over the whole frame: assemble, then chain.
         self.scratch.resize(total, 0);
         let n = sluice_vnet::offload::copy_frame(&mut self.scratch, pkt, tag);
         self.scratch.truncate(n);
@@ -590,7 +607,7 @@ impl AfInput {
         }
         out.trace_status = (h.status, h.tci);
         out.rx_tsc = clock.rx_tsc(h.ts_ns);
-        let gso = vh.filter(|v| v.gso_type & !gso_type::ECN != gso_type::NONE);
+        let gso = vh.filter(VnetHdr::is_gso);
         let r = match gso {
             _ if *used >= spare.len() => Err(Took::NoBuffer),
             Some(vh) => {
@@ -696,41 +713,6 @@ impl AfInput {
             cx.free(&fresh[used..got]);
         }
         miss
-    }
-}
-
-/// The fields of `struct virtio_net_hdr` the driver uses (little endian on the host ABI).
-#[derive(Copy, Clone)]
-struct VnetHdr {
-    flags: u8,
-    gso_type: u8,
-    gso_size: u16,
-    csum_start: u16,
-    csum_offset: u16,
-}
-
-impl VnetHdr {
-    fn parse(b: &[u8]) -> VnetHdr {
-        let le16 = |at: usize| {
-            u16::from_le_bytes([
-                b.get(at).copied().unwrap_or(0),
-                b.get(at + 1).copied().unwrap_or(0),
-            ])
-        };
-        VnetHdr {
-            flags: b.first().copied().unwrap_or(0),
-            gso_type: b.get(1).copied().unwrap_or(0),
-            gso_size: le16(4),
-            csum_start: le16(6),
-            csum_offset: le16(8),
-        }
-    }
-
-    /// Where the kernel left a partial checksum (start of the summed bytes, offset of the
-    /// field from there), when it says so.
-    fn partial_csum(&self) -> Option<(usize, usize)> {
-        (self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0)
-            .then_some((self.csum_start as usize, self.csum_offset as usize))
     }
 }
 

@@ -535,9 +535,9 @@ pub struct TxRing {
     pub qdisc_bypass: bool,
     /// Frames a refused kick left in the ring.
     pub kick: KickState,
-    /// A ring-less `PACKET_VNET_HDR` socket for GSO aggregates (`None` when the kernel
-    /// refused it: the interface then does not take aggregates).
-    gso: Option<OwnedFd>,
+    /// A ring-less `PACKET_VNET_HDR` socket for GSO aggregates, or why the kernel refused
+    /// it (the interface then does not take aggregates).
+    gso: io::Result<OwnedFd>,
 }
 
 /// Exclusive access to a tx ring (see [`TxRing::lock`]).
@@ -594,7 +594,13 @@ impl TxRing {
         // Every frame of the ring may be an skb in flight (a small skb's truesize is ~1 KiB
         // beyond its data).
         sluice_vnet::devices::linux::set_sndbuf(raw, geo.frame_nr * (geo.frame_size + 1024));
-        let gso = Self::open_gso(ifindex, qdisc_bypass).ok();
+        let gso = Self::open_gso(ifindex, qdisc_bypass);
+        if let Err(e) = &gso {
+            log::warn!(
+                "af_packet ifindex {ifindex}: no PACKET_VNET_HDR socket ({e}): GSO aggregates \
+                 are cut into segments before this interface's tx"
+            );
+        }
         Ok(TxRing {
             map,
             fd,
@@ -628,7 +634,12 @@ impl TxRing {
 
     /// Whether GSO aggregates can be sent ([`TxGuard::send_gso`]).
     pub fn takes_gso(&self) -> bool {
-        self.gso.is_some()
+        self.gso.is_ok()
+    }
+
+    /// Why GSO aggregates cannot be sent (the kernel's error opening their socket).
+    pub fn gso_error(&self) -> Option<&io::Error> {
+        self.gso.as_ref().err()
     }
 
     /// Ring geometry.
@@ -701,7 +712,7 @@ impl TxGuard<'_> {
     /// GSO socket, without waiting; frames queued in the ring are kicked first, so the
     /// packets of a flow leave in order. EAGAIN/ENOBUFS: the send buffer or device is full.
     pub fn send_gso(&mut self, now: u64, iov: &[libc::iovec]) -> io::Result<()> {
-        let Some(fd) = self.ring.gso.as_ref().map(|f| f.as_raw_fd()) else {
+        let Ok(fd) = self.ring.gso.as_ref().map(|f| f.as_raw_fd()) else {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         };
         if self.requested(1) {

@@ -131,6 +131,7 @@ impl Plugin for ExamplePlugin {
             node: NODE,
             runs_before: &[],
             runs_after: &["ip4-source-check-via-rx"],
+            takes_gso: false,
         })?;
         let features = r.feature_table();
         // The nodes and the configuration (startup.conf, then the CLI) share one cell.

@@ -188,6 +188,8 @@ impl Plugin for Nat44Plugin {
                 node: name,
                 runs_before: &[],
                 runs_after: &["ip4-source-check-via-rx"],
+                // Rewrites ports and checksums of single packets.
+                takes_gso: false,
             })?;
             let (sh, f) = (shared.clone(), features.clone());
             r.node(

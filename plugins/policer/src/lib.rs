@@ -396,6 +396,8 @@ impl Plugin for PolicerPlugin {
                 node: name,
                 runs_before: &[],
                 runs_after: &[],
+                // Meters single packets.
+                takes_gso: false,
             })?;
             let (sh, f) = (shared.clone(), features.clone());
             r.node(

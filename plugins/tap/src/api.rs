@@ -66,6 +66,7 @@ fn create(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::TapCreate) -> Result<m::TapCreat
         rx_queues: q.rx_queues.max(1),
         tx_queues: (q.tx_queues != 0).then_some(q.tx_queues),
         driver: None,
+        no_gso: false,
     };
     let name = crate::create(vm, &c)?;
     let sw = vm
@@ -115,6 +116,9 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     }
     if let Some(t) = a.tx_queues {
         s.push_str(&format!(" num-tx-queues {t}"));
+    }
+    if a.no_gso {
+        s.push_str(" no-gso");
     }
     for (k, v) in [
         ("host-if-name", &a.host_if),

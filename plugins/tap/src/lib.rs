@@ -7,8 +7,8 @@
 //! - `create tap [id <n>] [hw-addr <mac>] [num-rx-queues <n>] [num-tx-queues <n>]
 //!   [host-if-name <name>] [host-ns <netns>] [host-bridge <br>] [host-mac-addr <mac>]
 //!   [host-mtu-size <n>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [host-ip4-gw <a>]
-//!   [host-ip6-gw <a>] [no-gso]` creates `tap<N>` and prints its name; VPP's `tun`,
-//!   `persist`, `attach`, `gso`, `gro-coalesce`, `csum-offload`, ring sizes and `if-name`
+//!   [host-ip6-gw <a>] [gso|no-gso]` creates `tap<N>` and prints its name (`gso`, the
+//!   default, as in VPP's syntax); VPP's `tun`, `persist`, `attach`, `gro-coalesce`, `csum-offload`, ring sizes and `if-name`
 //!   are refused with a one-line "not supported" error;
 //! - `delete tap <interface>`;
 //! - `show tap`: host side, queues with their thread, mode and rx counters.
@@ -16,8 +16,12 @@
 //! Per interface: max(`num-rx-queues`, `num-tx-queues`) fds on `/dev/net/tun` with
 //! `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR` (`IFF_MULTI_QUEUE` for more than one: the kernel
 //! picks the queue of each frame it sends by flow hash, or the queue Sluice last sent that
-//! flow on), a 10-byte `virtio_net_hdr` on every frame, offloads off (`TUNSETOFFLOAD 0`: the
-//! kernel segments and checksums before handing frames to Sluice). Since the kernel may
+//! flow on), a 10-byte `virtio_net_hdr` on every frame, offloads on (`TUNSETOFFLOAD` with
+//! `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6`, without USO on a kernel
+//! that lacks it): the kernel hands Sluice partial checksums and TCP/UDP GSO aggregates
+//! whole, which `virtio-input` keeps as one buffer chain (docs/interfaces.md, "GSO
+//! aggregates"); `no-gso` turns them off (`TUNSETOFFLOAD 0`: the kernel segments and
+//! checksums first). Since the kernel may
 //! deliver on any queue fd, every fd is an rx queue (so `num-tx-queues` above
 //! `num-rx-queues` raises the rx queues too); thread t transmits on queue
 //! `t mod num-tx-queues` (default: every queue). The rx queues are placed round-robin on the
@@ -185,7 +189,7 @@ pub fn init(vm: &mut Vlib) {
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
     t.add(
         "create tap",
-        "create tap [id <n>] [hw-addr <mac>] [num-rx-queues <n>] [num-tx-queues <n>] [host-if-name <name>] [host-ns <netns>] [host-bridge <br>] [host-mac-addr <mac>] [host-mtu-size <n>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [host-ip4-gw <a>] [host-ip6-gw <a>] [no-gso]",
+        "create tap [id <n>] [hw-addr <mac>] [num-rx-queues <n>] [num-tx-queues <n>] [host-if-name <name>] [host-ns <netns>] [host-bridge <br>] [host-mac-addr <mac>] [host-mtu-size <n>] [host-ip4-addr <a/len>] [host-ip6-addr <a/len>] [host-ip4-gw <a>] [host-ip6-gw <a>] [gso|no-gso]",
         cli_create,
     );
     t.add("delete tap", "delete tap <interface>", cli_delete);
@@ -229,6 +233,9 @@ pub struct CreateArgs {
     /// its own use (linux-cp's twins) names itself, so `show running-config` asks it how to
     /// recreate them.
     pub driver: Option<&'static str>,
+    /// `no-gso`: offloads off (`TUNSETOFFLOAD 0`): the kernel segments and checksums
+    /// before handing frames to Sluice.
+    pub no_gso: bool,
 }
 
 impl CreateArgs {
@@ -323,15 +330,17 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
         } else if a.keyword("num-tx-queues") {
             c.tx_queues = Some(queues(a, "num-tx-queues")?);
         } else if a.keyword("no-gso") {
-            // Sluice's taps never take GSO frames: what VPP's `no-gso` asks for.
+            c.no_gso = true;
+        } else if a.keyword("gso") {
+            // The default (VPP's `gso`).
+            c.no_gso = false;
         } else if let Some(
-            w @ ("tun" | "persist" | "attach" | "gso" | "gro-coalesce" | "csum-offload"
-            | "rx-ring-size" | "tx-ring-size" | "if-name" | "packed" | "in-order"
-            | "consistent-qp"),
+            w @ ("tun" | "persist" | "attach" | "gro-coalesce" | "csum-offload" | "rx-ring-size"
+            | "tx-ring-size" | "if-name" | "packed" | "in-order" | "consistent-qp"),
         ) = a.peek()
         {
             return Err(CliError::new(format!(
-                "`{w}' is not supported yet by Sluice's tap (Ethernet taps, offloads off)"
+                "`{w}' is not supported yet by Sluice's tap (Ethernet taps)"
             )));
         } else {
             a.finish()?;
@@ -340,8 +349,17 @@ fn parse_create(a: &mut Args) -> Result<CreateArgs, CliError> {
     Ok(c)
 }
 
-/// Opens one queue of tap device `name`.
-fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, String> {
+/// Offloads asked of the kernel with GSO on: partial checksums, TCP aggregates over IPv4 and
+/// IPv6, UDP (`UDP_SEGMENT`) aggregates; without the last two on a kernel older than 6.2.
+const OFFLOADS: [libc::c_uint; 2] = [
+    libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_USO4 | libc::TUN_F_USO6,
+    libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6,
+];
+
+/// Opens one queue of tap device `name`, with the kernel's offloads (GSO aggregates and
+/// partial checksums handed over as they are, described by the `virtio_net_hdr`) unless
+/// `no_gso`.
+fn open_queue(name: &str, multi: bool, no_gso: bool) -> Result<OwnedFd, String> {
     // SAFETY: plain open(2) of a NUL-terminated path; the result is checked and owned.
     let fd = unsafe {
         libc::open(
@@ -364,7 +382,7 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, String> {
         flags |= libc::IFF_MULTI_QUEUE;
     }
     ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
-    let hdr: libc::c_int = node::VNET_HDR_LEN as libc::c_int;
+    let hdr: libc::c_int = sluice_vnet::offload::VNET_HDR_LEN as libc::c_int;
     let ioctl_err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
     // SAFETY: TUNSETIFF reads and writes the ifreq we pass; the others read an int or take
     // an integer argument.
@@ -375,7 +393,11 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, String> {
         if libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr) < 0 {
             return Err(ioctl_err("TUNSETVNETHDRSZ"));
         }
-        if libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, 0 as libc::c_ulong) < 0 {
+        let wanted: &[libc::c_uint] = if no_gso { &[0] } else { &OFFLOADS };
+        if !wanted
+            .iter()
+            .any(|&f| libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, f as libc::c_ulong) == 0)
+        {
             return Err(ioctl_err("TUNSETOFFLOAD"));
         }
     }
@@ -478,7 +500,7 @@ pub fn create(vm: &mut Vlib, c: &CreateArgs) -> VnetResult<String> {
     let n_fds = c.n_fds();
     let mut fds = Vec::new();
     for q in 0..n_fds {
-        let fd = open_queue(&host_if, n_fds > 1)
+        let fd = open_queue(&host_if, n_fds > 1, c.no_gso)
             .map_err(|e| VnetError::Invalid(format!("tap `{host_if}' queue {q}: {e}")))?;
         fds.push(Arc::new(fd));
     }
@@ -658,6 +680,7 @@ mod tests {
                 host_ip6_gw: Some("fd00::1".parse().unwrap()),
                 rx_queues: 2,
                 tx_queues: Some(4),
+                no_gso: true,
                 ..CreateArgs::default()
             }
         );
@@ -701,7 +724,7 @@ mod tests {
             ("num-tx-queues 17", "`17'"),
             ("tun", "`tun' is not supported"),
             ("id 1 persist", "`persist' is not supported"),
-            ("gso", "`gso' is not supported"),
+            ("gro-coalesce", "`gro-coalesce' is not supported"),
         ] {
             let e = parse(line).unwrap_err();
             assert!(e.contains(token), "`{line}': {e}");

@@ -5,13 +5,17 @@
 //! [scratch]`, at most [`FRAME_SIZE`] per queue and call.
 //! - uses: nothing (produces packets).
 //! - sets: `rx_if` = the tap interface; `current_data` = 0 at the Ethernet header; buffer
-//!   chains for frames larger than one buffer; starts traces (`trace add virtio-input N`).
+//!   chains for frames larger than one buffer; for a GSO aggregate (the kernel's TCP/UDP
+//!   "super-packet", the tap's offloads being on) flag `GSO` and the `gso_*` metadata, its
+//!   L4 checksum left as the kernel seeded it (`sluice_vnet::offload::Gso::set_meta`);
+//!   starts traces (`trace add virtio-input N`).
 //! - next: `ethernet-input` (0) for every packet.
 //! - counters: `no_buffers` (error: buffer pool exhausted; the frame is read and dropped, and
-//!   counted as the interface's `rx-miss`), `gso_dropped` (error: a GSO aggregate — Sluice
-//!   turns the tap's offloads off, so the kernel segments before sending; one that arrives
-//!   anyway is dropped), `csum_completed` (info: `VIRTIO_NET_HDR_F_NEEDS_CSUM` frames whose
-//!   TCP/UDP checksum Sluice completed), `short` (error: shorter than the header plus an
+//!   counted as the interface's `rx-miss`), `gso_kept` (info: GSO aggregates kept whole),
+//!   `gso_dropped` (error: a GSO aggregate whose headers are not TCP/UDP over IPv4/IPv6 as
+//!   its `virtio_net_hdr` says), `csum_completed` (info: `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+//!   frames, not aggregates, whose TCP/UDP checksum Sluice completed at the position the
+//!   header gives), `short` (error: shorter than the header plus an
 //!   Ethernet header), `read_error` (error: `readv` failed other than `EAGAIN`).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, the queue's own `rx packets` /
 //!   `rx bytes` ([`QueueStats`], `show tap`), `pcap trace rx`.
@@ -28,7 +32,8 @@
 //!   next: none.
 //! - counters: `full` (error: the kernel's queue for the tap is full (`EAGAIN`): dropped,
 //!   never waited for), `write_error` (error: any other `writev` failure, e.g. the host side
-//!   is down, or an aggregate whose headers do not parse), `no_interface` (error: interface deleted while the packet was in flight), each
+//!   is down, or an aggregate whose headers do not parse), `too_big` (error: a chain of more
+//!   than 64 buffers, refused whole), `no_interface` (error: interface deleted while the packet was in flight), each
 //!   also counted as interface `tx-error` except `no_interface` (taken off `tx packets` /
 //!   `tx bytes`; for a packet sent on a VLAN sub-interface, off that interface's too).
 
@@ -40,7 +45,7 @@ use sluice_graph::{Cx, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
 use sluice_vnet::devices::TraceHead;
 use sluice_vnet::interface::{counter, IfCounterTable, IfCounters};
-use sluice_vnet::offload;
+use sluice_vnet::offload::{self, Gso, VnetHdr, VNET_HDR_LEN};
 use std::any::Any;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -64,8 +69,10 @@ sluice_graph::counters! {
     pub enum RxCounter {
         /// No free buffers (rx-miss).
         NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
-        /// GSO frame from the kernel dropped.
-        GsoDropped => error("gso_dropped", "GSO frame from the kernel dropped"),
+        /// GSO aggregates kept whole.
+        GsoKept => info("gso_kept", "GSO aggregates kept whole"),
+        /// GSO aggregate whose headers do not match its virtio header.
+        GsoDropped => error("gso_dropped", "GSO aggregate not TCP/UDP as its virtio header says"),
         /// Partial L4 checksums completed.
         Csum => info("csum_completed", "partial L4 checksums completed"),
         /// Frame shorter than an Ethernet header.
@@ -84,12 +91,10 @@ sluice_graph::counters! {
         WriteError => error("write_error", "writev failed"),
         /// Tap interface deleted.
         NoInterface => error("no_interface", "tap interface deleted"),
+        /// A chain of more buffers than one `writev` takes.
+        TooBig => error("too_big", "packet of more than 64 buffers"),
     }
 }
-
-/// `struct virtio_net_hdr` (no `num_buffers`: `TUNSETVNETHDRSZ` 10).
-pub const VNET_HDR_LEN: usize = 10;
-const F_NEEDS_CSUM: u8 = 1;
 
 /// Largest frame read (a 64 KiB aggregate plus headers).
 const MAX_FRAME: usize = 65535 + 64;
@@ -156,6 +161,8 @@ pub struct TapInput {
     /// Queues placed on this thread.
     pub queues: QueueSet<TapQueue>,
     scratch: Vec<u8>,
+    /// A frame larger than one buffer assembled to complete its checksum.
+    whole: Vec<u8>,
     /// [`POLL_TICK_SECS`] in TSC ticks (set at the first poll).
     tick_tsc: u64,
 }
@@ -165,6 +172,7 @@ impl Default for TapInput {
         TapInput {
             queues: QueueSet::default(),
             scratch: vec![0; MAX_FRAME],
+            whole: Vec::new(),
             tick_tsc: u64::MAX,
         }
     }
@@ -275,28 +283,35 @@ impl TapInput {
                 miss += 1;
                 continue;
             };
-            let (flags, gso_type) = (hdr[0], hdr[1]);
+            let vh = VnetHdr::parse(&hdr);
+            let (flags, gso_type) = (vh.flags, vh.gso_type);
             if len < VNET_HDR_LEN + 14 {
                 cx.count(RxCounter::Short, 1);
                 cx.free(&[b]);
                 continue;
             }
-            if gso_type != 0 {
-                cx.count(RxCounter::GsoDropped, 1);
-                cx.free(&[b]);
-                continue;
-            }
             let flen = len - VNET_HDR_LEN;
+            // A partial checksum to complete (an aggregate keeps it as metadata).
+            let csum = vh.partial_csum().filter(|_| !vh.is_gso());
             {
                 // SAFETY: owned by this node until enqueued; one view at a time.
                 let mut v = unsafe { pool.buffer(b) };
                 v.set_len(flen.min(ds));
                 v.hdr.rx_if = sw_if;
-                if flen <= ds
-                    && flags & F_NEEDS_CSUM != 0
-                    && offload::complete_l4_checksum(v.data_mut())
-                {
-                    cx.count(RxCounter::Csum, 1);
+                if let Some((start, off)) = csum {
+                    if flen > ds {
+                        // Over the whole frame: assembled, completed, put back.
+                        self.whole.clear();
+                        self.whole.extend_from_slice(v.data());
+                        self.whole.extend_from_slice(&self.scratch[..flen - ds]);
+                        if offload::complete_partial_checksum(&mut self.whole, start, off) {
+                            cx.count(RxCounter::Csum, 1);
+                        }
+                        v.data_mut().copy_from_slice(&self.whole[..ds]);
+                        self.scratch[..flen - ds].copy_from_slice(&self.whole[ds..]);
+                    } else if offload::complete_partial_checksum(v.data_mut(), start, off) {
+                        cx.count(RxCounter::Csum, 1);
+                    }
                 }
             }
             if flen > ds {
@@ -308,6 +323,21 @@ impl TapInput {
                         continue;
                     }
                 }
+            }
+            if vh.is_gso() {
+                let kept = {
+                    // SAFETY: as above.
+                    let v = unsafe { pool.buffer(b) };
+                    Gso::parse_head(v.data(), flen, vh.gso_type, vh.gso_size)
+                        .map(|g| g.set_meta(v.hdr))
+                        .is_some()
+                };
+                if !kept {
+                    cx.count(RxCounter::GsoDropped, 1);
+                    cx.free(&[b]);
+                    continue;
+                }
+                cx.count(RxCounter::GsoKept, 1);
             }
             if traced > 0 {
                 // SAFETY: as above.
@@ -417,6 +447,29 @@ pub struct TapTx {
 /// Most buffers of one packet on tx.
 const MAX_SEGS: usize = 64;
 
+/// Points `iov[1..]` at the data of the buffers of chain `b` and returns the number of
+/// iovecs used including `iov[0]`; `None` for a chain of more than [`MAX_SEGS`] buffers.
+fn chain_iov(pool: &BufferPool, b: BufIdx, iov: &mut [libc::iovec; MAX_SEGS + 1]) -> Option<usize> {
+    let mut n = 1;
+    let mut cur = Some(b);
+    while let Some(x) = cur {
+        if n > MAX_SEGS {
+            return None;
+        }
+        // SAFETY: the tx node owns the frame and its chains; views are read-only and the
+        // iovecs are used (by the writev) while no other view of these buffers exists.
+        let v = unsafe { pool.buffer(x) };
+        let d = v.data();
+        iov[n] = libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        };
+        n += 1;
+        cur = v.hdr.next();
+    }
+    Some(n)
+}
+
 impl TapTx {
     fn send_run(cx: &mut Cx, pool: &BufferPool, e: &TxEntry, run: &[BufIdx]) {
         let t = cx.thread();
@@ -425,7 +478,7 @@ impl TapTx {
             return;
         };
         let zero = [0u8; VNET_HDR_LEN];
-        let (mut full, mut err, mut lost) = (0u64, 0u64, 0u64);
+        let (mut full, mut err, mut big, mut lost) = (0u64, 0u64, 0u64, 0u64);
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -456,20 +509,16 @@ impl TapTx {
                 iov_base: gso_hdr.as_ptr() as *mut libc::c_void,
                 iov_len: VNET_HDR_LEN,
             };
-            let mut n = 1;
-            let mut cur = Some(b);
-            while let Some(x) = cur.filter(|_| n <= MAX_SEGS) {
-                // SAFETY: the tx node owns the frame and its chains; views are read-only and
-                // live until the writev below, while no other view of these buffers exists.
-                let v = unsafe { pool.buffer(x) };
-                let d = v.data();
-                iov[n] = libc::iovec {
-                    iov_base: d.as_ptr() as *mut libc::c_void,
-                    iov_len: d.len(),
-                };
-                n += 1;
-                cur = v.hdr.next();
-            }
+            let Some(n) = chain_iov(pool, b, &mut iov) else {
+                // Cutting the chain short would hand the kernel fewer bytes than the IP (and
+                // virtio) header say: refused whole.
+                big += 1;
+                // SAFETY: owned by this node; read-only header access.
+                let h = unsafe { pool.header(b) };
+                lost += h.total_len() as u64;
+                e.subs.sub_tx_failed(t, h);
+                continue;
+            };
             // SAFETY: `n` iovecs over live buffers (the kernel only reads them).
             let r = unsafe { libc::writev(fd, iov.as_ptr(), n as i32) };
             if r < 0 {
@@ -482,10 +531,11 @@ impl TapTx {
                 }
             }
         }
-        if full + err > 0 {
-            e.counters.tx_failed(t, full + err, lost);
+        if full + err + big > 0 {
+            e.counters.tx_failed(t, full + err + big, lost);
             cx.count(TxCounter::Full, full);
             cx.count(TxCounter::WriteError, err);
+            cx.count(TxCounter::TooBig, big);
         }
     }
 }
@@ -503,5 +553,44 @@ impl NodeFn for TapTx {
 
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::PoolConfig;
+
+    #[test]
+    fn a_chain_longer_than_max_segs_is_refused_not_cut() {
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 256,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let mut cache = pool.cache();
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SEGS + 1];
+        for (bufs, want) in [
+            (1, Some(2)),
+            (MAX_SEGS, Some(MAX_SEGS + 1)),
+            (MAX_SEGS + 1, None),
+        ] {
+            let head = cache.alloc_with(&[7u8; 100]).unwrap();
+            for _ in 1..bufs {
+                let x = cache.alloc_with(&[9u8; 10]).unwrap();
+                cache.chain_append(head, x);
+            }
+            assert_eq!(chain_iov(&pool, head, &mut iov), want, "{bufs} buffers");
+            if want.is_some() {
+                assert_eq!(iov[1].iov_len, 100);
+                assert_eq!(iov[bufs].iov_len, if bufs == 1 { 100 } else { 10 });
+            }
+            cache.free(&[head]);
+        }
+        cache.flush();
+        assert_eq!(pool.stats().in_use, 0, "no leaked buffers");
     }
 }

@@ -50,8 +50,8 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// - uses: the packet at `current_data` (an IPv4 header).
 /// - sets: trims `current_length` to the IPv4 total length.
 /// - next: `error-drop` (0) for malformed packets; `ip4-lookup` (1), or the first feature
-///   enabled on the rx interface's `ip4-unicast` arc; `ip4-gso-segment` (2) for a GSO
-///   aggregate when that arc has features (its segments come back here).
+///   enabled on the rx interface's `ip4-unicast` arc (`ip4-gso-segment` when a feature
+///   that does not take GSO aggregates is enabled: [`crate::gso`]).
 /// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
 ///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
 ///   `bad_checksum` (bad ip4 checksum), `bad_options` (an option of length 0 or 1, or one
@@ -81,8 +81,6 @@ sluice_graph::arcs! {
         Drop => "error-drop",
         /// To `ip4-lookup`.
         Lookup => IP4_LOOKUP,
-        /// GSO aggregates for an interface with `ip4-unicast` features, to be cut first.
-        Segment => crate::gso::IP4_NAME,
     }
 }
 
@@ -219,16 +217,9 @@ impl PacketNode for Ip4Input {
             b.set_len(total);
         }
         if self.features_any {
-            let n = self
-                .shared
+            self.shared
                 .features
-                .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next());
-            // Features (NAT rewriting ports and checksums, ACL sessions, policers) see
-            // single segments: an aggregate is cut first and comes back here.
-            if b.hdr.flags & sluice_buffer::flags::GSO != 0 && n != InputNext::Lookup.next() {
-                return InputNext::Segment.next();
-            }
-            n
+                .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next())
         } else {
             InputNext::Lookup.next()
         }

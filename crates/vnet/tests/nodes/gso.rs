@@ -262,48 +262,106 @@ fn icmp_error_about_an_aggregate_is_a_single_buffer() {
     t.assert_no_leaks();
 }
 
-/// An aggregate received on an interface with `ip4-unicast` features is cut before them:
-/// `ip4-input` sends it to `ip4-gso-segment` (plain packets and interfaces without features
-/// go on as before), whose segments start at their IPv4 header, the Ethernet header in
-/// front, and go back to `ip4-input`.
-#[test]
-fn ip4_features_see_single_segments() {
-    let (mut t, sw) = setup("ip4-input");
-    let f = tcp4_aggregate(2500);
-    let at_l3 = |t: &mut NodeTest| {
-        let b = aggregate(t, &f, gso_type::TCPV4, 0);
-        // SAFETY: owned by the test until injected.
-        let mut v = unsafe { t.vm.pool.buffer(b) };
-        v.hdr.rx_if = sw;
-        v.hdr.l2.l2_hdr_offset = 0;
-        assert!(v.advance(14));
-        b
-    };
-    let b = at_l3(&mut t);
-    t.inject(&[b]);
-    assert_eq!(
-        t.arc("ip4-lookup").len(),
-        1,
-        "no features: the aggregate goes on"
-    );
-    t.clear();
-    t.cli("set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast");
-    t.capture("ip4-source-check-via-rx");
-    let b = at_l3(&mut t);
-    let plain = t.packet(&udp4_l3("10.0.0.2", "10.0.1.2"), |h| h.rx_if = sw);
-    t.inject(&[b, plain]);
-    assert_eq!(t.arc("ip4-gso-segment").len(), 1);
-    assert_eq!(
-        t.arc("ip4-source-check-via-rx").len(),
-        1,
-        "the plain packet"
-    );
-    t.assert_no_leaks();
+/// The aggregate `f` as ip4-input/ip6-input get it: data at the IP header, received on `sw`.
+fn at_l3(t: &mut NodeTest, f: &[u8], kind: u8, sw: u32) -> BufIdx {
+    let b = aggregate(t, f, kind, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    assert!(v.advance(14));
+    b
+}
 
-    let (mut t, sw) = setup("ip4-gso-segment");
-    let b = at_l3(&mut t);
+/// The `ip4-unicast`/`ip6-unicast` arc (`FeatureDef::takes_gso`): with no feature, or only
+/// features that take aggregates (the arc's counter), an aggregate goes on whole; a feature
+/// that does not (the source check) gets its segments, cut by `ip4-gso-segment` /
+/// `ip6-gso-segment` in front of it, which let plain packets through. Segments start at
+/// their IP header with the Ethernet header in front.
+fn unicast_features_take_segments_unless_they_take_aggregates(v6: bool) {
+    let (ip, lookup, kind) = if v6 {
+        ("ip6", "ip6-lookup", gso_type::TCPV6)
+    } else {
+        ("ip4", "ip4-lookup", gso_type::TCPV4)
+    };
+    let (count, check) = (
+        format!("{ip}-unicast-count"),
+        format!("{ip}-source-check-via-rx"),
+    );
+    let f = if v6 {
+        tcp6_aggregate(2500)
+    } else {
+        tcp4_aggregate(2500)
+    };
+    let plain = if v6 {
+        udp6_l3("2001:db8::2", "2001:db8:1::2")
+    } else {
+        udp4_l3("10.0.0.2", "10.0.1.2")
+    };
+    let (mut t, sw) = setup(&format!("{ip}-input"));
+    let b = at_l3(&mut t, &f, kind, sw);
     t.inject(&[b]);
-    let segs = t.arc("ip4-input");
+    assert_eq!(t.arc(lookup).len(), 1, "no features: the aggregate goes on");
+    t.clear();
+
+    t.cli(&format!(
+        "set interface feature loop0 {count} arc {ip}-unicast"
+    ));
+    t.capture(&count);
+    let b = at_l3(&mut t, &f, kind, sw);
+    t.inject(&[b]);
+    let got = t.arc(&count);
+    assert_eq!(got.len(), 1, "a feature that takes aggregates: whole");
+    assert_ne!(got[0].hdr.flags & flags::GSO, 0);
+    assert_eq!(got[0].hdr.total_len(), f.len() - 14);
+    t.clear();
+
+    t.cli(&format!(
+        "set interface feature loop0 {check} arc {ip}-unicast"
+    ));
+    t.capture(&check);
+    let b = at_l3(&mut t, &f, kind, sw);
+    let p = t.packet(&plain, |h| h.rx_if = sw);
+    t.inject(&[b, p]);
+    let segs = t.arc(&check);
+    assert_eq!(segs.len(), 4, "3 segments and the plain packet");
+    let l4 = if v6 { 40 } else { 20 };
+    for s in &segs[..3] {
+        assert_eq!(s.hdr.flags & (flags::GSO | flags::NEXT_PRESENT), 0);
+        assert_eq!(s.hdr.current_data, 14, "at the IP header");
+        assert_eq!((s.hdr.l2.l2_hdr_offset, s.hdr.rx_if), (0, sw));
+        if !v6 {
+            assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+        }
+    }
+    let payload: Vec<u8> = segs[..3]
+        .iter()
+        .flat_map(|s| s.data[l4 + 32..].to_vec())
+        .collect();
+    assert_eq!(payload, &f[14 + l4 + 32..]);
+    assert_eq!(segs[3].data, plain, "the plain packet unchanged");
+    assert!(t.arc(&count).is_empty(), "the counter runs after the check");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn ip4_features_take_segments_unless_they_take_aggregates() {
+    unicast_features_take_segments_unless_they_take_aggregates(false);
+}
+
+#[test]
+fn ip6_features_take_segments_unless_they_take_aggregates() {
+    unicast_features_take_segments_unless_they_take_aggregates(true);
+}
+
+/// `ip4-gso-segment` alone: with no feature enabled its segments go to the arc's end.
+#[test]
+fn ip4_gso_segment_sends_segments_on() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(2500);
+    let b = at_l3(&mut t, &f, gso_type::TCPV4, sw);
+    t.inject(&[b]);
+    let segs = t.arc("ip4-lookup");
     assert_eq!(segs.len(), 3);
     for s in &segs {
         assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
@@ -311,11 +369,436 @@ fn ip4_features_see_single_segments() {
         assert_eq!((s.hdr.l2.l2_hdr_offset, s.hdr.rx_if), (0, sw));
         assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
     }
-    let payload: Vec<u8> = segs
-        .iter()
-        .flat_map(|s| s.data[20 + 32..].to_vec())
-        .collect();
-    assert_eq!(payload, &f[14 + 20 + 32..]);
     t.assert_counters(&[("segmented", 1), ("segments", 3)]);
+    t.assert_no_leaks();
+}
+
+/// An Ethernet/IP/UDP GSO (`UDP_SEGMENT`) aggregate of `payload` bytes, its UDP length the
+/// whole aggregate's and its checksum only the seed, over IPv4 (10.0.0.5 -> 10.0.1.2) or
+/// IPv6 (2001:db8::5 -> 2001:db8:1::2).
+fn udp_aggregate(payload: usize, v6: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+    let ul = 8 + payload;
+    if v6 {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, (ul >> 8) as u8, ul as u8, 17, 64]);
+        f.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
+        f.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    } else {
+        let total = 20 + ul;
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            17,
+        ];
+        ip.extend_from_slice(&[0, 0, 10, 0, 0, 5, 10, 0, 1, 2]);
+        let c = checksum::internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&ip);
+    }
+    f.extend_from_slice(&[
+        0x30,
+        0x39,
+        0x11,
+        0x51,
+        (ul >> 8) as u8,
+        ul as u8,
+        0xab,
+        0xcd,
+    ]);
+    f.extend((0..payload).map(|i| (i * 13 + i / 251) as u8));
+    f
+}
+
+/// UDP aggregates (`gso_type::UDP_L4`) are cut into datagrams of `gso_size` payload bytes,
+/// each with its own UDP length, IP length and a valid UDP checksum (never 0).
+#[test]
+fn gso_segment_cuts_udp_aggregates() {
+    for v6 in [false, true] {
+        let mut t = NodeTest::new("gso-segment");
+        let f = udp_aggregate(4500, v6);
+        let b = aggregate(&mut t, &f, gso_type::UDP_L4, 1);
+        t.inject(&[b]);
+        let segs = t.arc("interface-output");
+        assert_eq!(segs.len(), 5, "v6 {v6}: 4500 / 1000");
+        let (l3, l4) = (14, if v6 { 54 } else { 34 });
+        let mut got = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            let d = &s.data;
+            assert_eq!(s.hdr.flags & (flags::GSO | flags::OFFLOAD_L4_CKSUM), 0);
+            let want = if i == 4 { 500 } else { MSS as usize };
+            assert_eq!(d.len(), l4 + 8 + want, "v6 {v6} segment {i}");
+            let seg = &d[l4..];
+            assert_eq!(
+                u16::from_be_bytes([seg[4], seg[5]]) as usize,
+                8 + want,
+                "UDP length"
+            );
+            assert_eq!(&seg[..4], &f[l4..l4 + 4], "ports");
+            let pseudo = if v6 {
+                assert_eq!(
+                    u16::from_be_bytes([d[l3 + 4], d[l3 + 5]]) as usize,
+                    8 + want
+                );
+                let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&d[o..o + 16]).unwrap());
+                sluice_wire::ipv6::pseudo_header_sum(a(l3 + 8), a(l3 + 24), 17, seg.len() as u32)
+            } else {
+                assert_eq!(checksum::sum(&d[l3..l4]), 0xffff, "IPv4 header checksum");
+                assert_eq!(
+                    u16::from_be_bytes([d[l3 + 2], d[l3 + 3]]) as usize,
+                    28 + want
+                );
+                let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&d[o..o + 4]).unwrap());
+                checksum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), 17, seg.len() as u16)
+            };
+            assert_ne!(
+                u16::from_be_bytes([seg[6], seg[7]]),
+                0,
+                "UDP checksum present"
+            );
+            assert_eq!(
+                checksum::combine(pseudo, checksum::sum(seg)),
+                0xffff,
+                "v6 {v6} segment {i}: UDP checksum"
+            );
+            got.extend_from_slice(&seg[8..]);
+        }
+        assert_eq!(got, &f[l4 + 8..], "payload byte for byte");
+        t.assert_counters(&[("segmented", 1), ("segments", 5)]);
+        t.assert_no_leaks();
+    }
+}
+
+/// An aggregate for an interface that is down (or a sub-interface whose parent is down)
+/// and does not take aggregates is dropped once, whole, as `interface_down`: not cut into
+/// segments that are then dropped one by one.
+#[test]
+fn an_aggregate_for_a_down_interface_is_dropped_whole() {
+    let (mut t, sw) = setup("interface-output");
+    t.cli(
+        "create sub-interfaces loop0 100
+         set interface state loop0.100 up
+         set interface state loop0 down",
+    );
+    let sub = t.sw_if("loop0.100");
+    let f = tcp4_aggregate(3000);
+    let a = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, sub);
+    t.inject(&[a, b]);
+    assert!(t.arc("gso-segment").is_empty(), "not cut");
+    assert_eq!(
+        t.drops(),
+        [
+            ("interface-output".to_string(), "interface_down"),
+            ("interface-output".to_string(), "interface_down")
+        ]
+    );
+    t.assert_counters(&[("interface_down", 2)]);
+    t.assert_no_leaks();
+}
+
+/// `pcap trace tx` captures an aggregate for an interface without GSO once, as the
+/// segments that come back from `gso-segment`, not also whole; an aggregate sent whole is
+/// captured whole.
+#[test]
+fn pcap_tx_captures_a_cut_aggregate_once() {
+    let (mut t, sw) = setup("interface-output");
+    t.capture("loop-tx");
+    let f = tcp4_aggregate(3000);
+    let file = format!("gso-pcap-tx-{}.pcap", std::process::id());
+    let on = format!("pcap trace tx max 100 file {file}");
+    t.cli(&on);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let plain = t.packet(&udp4("10.0.0.2", "10.0.0.1"), |h| h.tx_if = sw);
+    t.inject(&[agg, plain]);
+    assert_eq!(t.arc("gso-segment").len(), 1);
+    let off = sluice_graph::cli::pcap_trace_off(&mut t.h.vm);
+    assert!(
+        off.starts_with("Write 1 packets"),
+        "only the plain one: {off}"
+    );
+    sluice_vnet::output::set_gso(&mut t.h.vm, sluice_vnet::interface::SwIfIndex(sw), true);
+    t.cli(&on);
+    let agg = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    t.inject(&[agg]);
+    let off = sluice_graph::cli::pcap_trace_off(&mut t.h.vm);
+    assert!(
+        off.starts_with("Write 1 packets"),
+        "the aggregate whole: {off}"
+    );
+    let path = off.split(" to ").nth(1).and_then(|r| r.split(',').next());
+    std::fs::remove_file(path.expect("the file in the summary")).expect("removed");
+    t.assert_no_leaks();
+}
+
+/// `ip4-gso-segment` leaves an aggregate it cannot cut as it came (data at the IPv4
+/// header, the Ethernet header in front) when it drops it: nothing rewound behind the
+/// error path's back.
+#[test]
+fn ip4_gso_segment_drops_an_uncuttable_aggregate_unmoved() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(2500);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, 0);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    v.hdr.gso_type = gso_type::TCPV6; // lies: not cuttable
+    assert!(v.advance(14));
+    t.inject(&[b]);
+    let d = t.arc("error-drop");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].hdr.current_data, 14, "still at the IPv4 header");
+    assert_eq!(d[0].data[..20], f[14..34]);
+    t.assert_counters(&[("not_cuttable", 1)]);
+    t.assert_no_leaks();
+}
+
+/// An aggregate of more than 128 segments (64 KiB at an MSS under 512) is cut in rounds,
+/// not dropped: every segment valid, the payload whole.
+#[test]
+fn gso_segment_cuts_more_than_128_segments_in_rounds() {
+    let mut t = NodeTest::new("gso-segment");
+    let f = tcp4_aggregate(30_000);
+    let b = aggregate_mss(&mut t, &f, gso_type::TCPV4, 1, 100);
+    t.inject(&[b]);
+    let segs = t.arc("interface-output");
+    assert_eq!(segs.len(), 300);
+    let mut got = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        let d = &s.data;
+        assert_eq!(d.len(), 14 + 20 + 32 + 100, "segment {i}");
+        assert_eq!(checksum::sum(&d[14..34]), 0xffff, "IPv4 header checksum");
+        assert_eq!(
+            u16::from_be_bytes([d[18], d[19]]),
+            0x1234u16.wrapping_add(i as u16)
+        );
+        let seg = &d[34..];
+        let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&d[o..o + 4]).unwrap());
+        let p = checksum::pseudo_header_v4(a(26), a(30), 6, seg.len() as u16);
+        assert_eq!(
+            checksum::combine(p, checksum::sum(seg)),
+            0xffff,
+            "segment {i}"
+        );
+        let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        assert_eq!(seq, 0xffff_f000u32.wrapping_add(i as u32 * 100));
+        assert_eq!(seg[13] & 0x09 != 0, i == 299, "FIN/PSH on the last only");
+        got.extend_from_slice(&seg[32..]);
+    }
+    assert_eq!(got, &f[14 + 20 + 32..], "payload byte for byte");
+    t.assert_counters(&[("segmented", 1), ("segments", 300)]);
+    t.assert_no_leaks();
+}
+
+/// The same before `ip4-unicast` features: every round parses the aggregate from its
+/// Ethernet header again (the rewind is undone between rounds).
+#[test]
+fn ip4_gso_segment_cuts_in_rounds() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    let f = tcp4_aggregate(30_000);
+    let b = aggregate_mss(&mut t, &f, gso_type::TCPV4, 0, 100);
+    // SAFETY: owned by the test until injected.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    v.hdr.rx_if = sw;
+    v.hdr.l2.l2_hdr_offset = 0;
+    assert!(v.advance(14));
+    t.inject(&[b]);
+    let segs = t.arc("ip4-lookup");
+    assert_eq!(segs.len(), 300);
+    for s in &segs {
+        assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
+        assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+    }
+    let payload: Vec<u8> = segs.iter().flat_map(|s| s.data[52..].to_vec()).collect();
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    t.assert_counters(&[("segmented", 1), ("segments", 300)]);
+    t.assert_no_leaks();
+}
+
+/// A test plugin's feature node: counts the aggregates it sees, then the next feature.
+struct TestFeature {
+    table: std::sync::Arc<sluice_vnet::feature::FeatureNext>,
+    slot: usize,
+    key: sluice_vnet::feature::ArcKey,
+    aggregates: &'static std::sync::atomic::AtomicUsize,
+}
+
+impl sluice_graph::PacketNode for TestFeature {
+    fn process_one(
+        &mut self,
+        _cx: &mut sluice_graph::Cx,
+        b: &mut sluice_buffer::Buffer<'_>,
+    ) -> sluice_graph::Next {
+        if b.hdr.flags & flags::GSO != 0 {
+            self.aggregates
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.table
+            .next(self.slot, self.key.sw_if(b), sluice_graph::Next(0))
+    }
+}
+
+static WHOLE6_SAW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static NEVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Features declaring `takes_gso` or not: `test-whole6` (takes aggregates) runs before
+/// `test-cut6` on `ip6-unicast`; `test-cut4-out` on `ip4-output`.
+struct GsoTestPlugin;
+
+impl sluice_vnet::plugin::Plugin for GsoTestPlugin {
+    fn name(&self) -> &'static str {
+        "gso-test"
+    }
+    fn version(&self) -> &'static str {
+        "0"
+    }
+    fn description(&self) -> &'static str {
+        "features with and without takes_gso"
+    }
+    fn register(
+        &self,
+        r: &mut sluice_vnet::plugin::Registrar,
+    ) -> Result<(), sluice_vnet::plugin::RegisterError> {
+        use sluice_vnet::feature::{ArcKey, FeatureDef};
+        let feats: [Spec; 3] = [
+            (
+                "test-whole6",
+                "ip6-unicast",
+                "ip6-lookup",
+                true,
+                &["test-cut6"],
+                ArcKey::Rx,
+                &WHOLE6_SAW,
+            ),
+            (
+                "test-cut6",
+                "ip6-unicast",
+                "ip6-lookup",
+                false,
+                &[],
+                ArcKey::Rx,
+                &NEVER,
+            ),
+            (
+                "test-cut4-out",
+                "ip4-output",
+                "interface-output",
+                false,
+                &[],
+                ArcKey::Tx,
+                &NEVER,
+            ),
+        ];
+        for (node, arc, end, takes_gso, runs_before, key, aggregates) in feats {
+            let slot = r.feature(FeatureDef {
+                arc,
+                node,
+                runs_before,
+                runs_after: &[],
+                takes_gso,
+            })?;
+            let table = r.feature_table();
+            r.node(
+                sluice_graph::NodeRegistration::new(
+                    node,
+                    sluice_graph::NodeKind::Internal,
+                    move |_| {
+                        Box::new(sluice_graph::PerPacket::new(TestFeature {
+                            table: table.clone(),
+                            slot,
+                            key,
+                            aggregates,
+                        }))
+                    },
+                )
+                .nexts(&[end]),
+            );
+        }
+        Ok(())
+    }
+}
+
+static GSO_TEST: GsoTestPlugin = GsoTestPlugin;
+
+/// A test feature: node, arc, arc end, takes aggregates, runs before, key, its counter.
+type Spec = (
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    sluice_vnet::feature::ArcKey,
+    &'static std::sync::atomic::AtomicUsize,
+);
+
+fn setup_with_test_features(node: &str) -> (NodeTest, u32) {
+    let entry = sluice_vnet::plugin::PluginEntry {
+        plugin: &GSO_TEST,
+        enabled: true,
+    };
+    setup_with(&[entry], node)
+}
+
+/// `ip6-unicast` with a feature that takes aggregates (`test-whole6`) before one that does
+/// not (`test-cut6`): the first sees the aggregate whole, `ip6-gso-segment` runs between
+/// them, the second gets the segments.
+#[test]
+fn ip6_cut_before_the_first_feature_that_does_not_take_aggregates() {
+    let (mut t, sw) = setup_with_test_features("ip6-input");
+    t.cli("set interface feature loop0 test-cut6 arc ip6-unicast");
+    t.cli("set interface feature loop0 test-whole6 arc ip6-unicast");
+    t.capture("test-cut6");
+    let f = tcp6_aggregate(2500);
+    let b = at_l3(&mut t, &f, gso_type::TCPV6, sw);
+    t.inject(&[b]);
+    assert_eq!(
+        WHOLE6_SAW.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "test-whole6 saw the aggregate"
+    );
+    let segs = t.arc("test-cut6");
+    assert_eq!(segs.len(), 3, "test-cut6 gets the segments");
+    let mut payload = Vec::new();
+    for s in &segs {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!(s.hdr.current_data, 14, "at the IPv6 header");
+        payload.extend_from_slice(&s.data[40 + 32..]);
+    }
+    assert_eq!(payload, &f[14 + 40 + 32..]);
+    assert_eq!(NEVER.load(std::sync::atomic::Ordering::Relaxed), 0);
+    t.assert_no_leaks();
+}
+
+/// On an output arc (`ip4-output`, packets at their Ethernet header) the cutting node
+/// `ip4-output-gso-segment` sends segments, Ethernet header first, to the feature.
+#[test]
+fn ip4_output_features_get_segments_at_their_ethernet_header() {
+    let (mut t, sw) = setup_with_test_features("ip4-output-gso-segment");
+    t.cli("set interface feature loop0 test-cut4-out arc ip4-output");
+    t.capture("test-cut4-out");
+    let f = tcp4_aggregate(2500);
+    let b = aggregate(&mut t, &f, gso_type::TCPV4, sw);
+    let p = t.packet(&udp4("10.0.0.2", "10.0.1.2"), |h| h.tx_if = sw);
+    t.inject(&[b, p]);
+    let segs = t.arc("test-cut4-out");
+    assert_eq!(segs.len(), 4, "3 segments and the plain packet");
+    let mut payload = Vec::new();
+    for s in &segs[..3] {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!((s.hdr.current_data, s.hdr.tx_if), (0, sw));
+        assert_eq!(s.data[..14], f[..14], "Ethernet header first");
+        assert_eq!(checksum::sum(&s.data[14..34]), 0xffff);
+        payload.extend_from_slice(&s.data[14 + 20 + 32..]);
+    }
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    assert_eq!(segs[3].data, udp4("10.0.0.2", "10.0.1.2"));
     t.assert_no_leaks();
 }

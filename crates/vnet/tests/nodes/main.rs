@@ -25,7 +25,12 @@ pub const PEER_MAC: &str = "02:00:00:00:00:02";
 
 /// vnet with `loop0` (MAC [`OUR_MAC`], 10.0.0.1/24, 2001:db8::1/64, up), node `node` under test.
 pub fn setup(node: &str) -> (NodeTest, u32) {
-    let mut t = NodeTest::new(node);
+    setup_with(&[], node)
+}
+
+/// [`setup`] with `plugins` registered too.
+pub fn setup_with(plugins: &[sluice_vnet::plugin::PluginEntry], node: &str) -> (NodeTest, u32) {
+    let mut t = NodeTest::with_plugins(plugins, node);
     t.cli(&format!(
         "create loopback interface mac {OUR_MAC}
          set interface state loop0 up
