@@ -29,9 +29,18 @@ def fname(tok):
     return files[m.group(1)]
 incl = collections.Counter()
 lines = collections.defaultdict(collections.Counter)
-cur = None; curfile = None; in_call = False; line = 0
+cur = None; curfile = None; in_call = False
+# Position columns (`positions: line`, or `instr line` with --dump-instr=yes), each given
+# absolute (decimal or 0x hex), relative (+n/-n) or unchanged (*).
+npos, line_col = 1, 0
+pos = [0]
 for raw in open(path):
     s = raw.rstrip("\n")
+    if s.startswith("positions:"):
+        cols = s.split()[1:]
+        npos, line_col = len(cols), cols.index("line") if "line" in cols else 0
+        pos = [0] * npos
+        continue
     if s.startswith("fn="):
         cur = name(s[3:]); in_call = False; continue
     if s.startswith(("fl=", "fi=", "fe=")):
@@ -45,11 +54,12 @@ for raw in open(path):
     if not s or not (s[0].isdigit() or s[0] in "+-*"):
         continue
     parts = s.split()
-    p = parts[0]
-    if p == "*": pass
-    elif p[0] in "+-": line += int(p)
-    else: line = int(p)
-    cost = int(parts[1]) if len(parts) > 1 else 0
+    for i, p in enumerate(parts[:npos]):
+        if p == "*": pass
+        elif p[0] in "+-": pos[i] += int(p, 0)
+        else: pos[i] = int(p, 0)
+    line = pos[line_col]
+    cost = int(parts[npos]) if len(parts) > npos else 0
     if cur is None: continue
     incl[cur] += cost
     if not in_call and curfile:
