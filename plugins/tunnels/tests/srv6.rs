@@ -534,7 +534,7 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
         cli(&mut vm, &t, &format!("sr steer l2 pg1 via bsid {bsid}"));
         let show = cli(&mut vm, &t, "show sr steering-policies");
         assert!(show.contains(&format!("L2 pg1\t{bsid}")), "{show}");
-        let got = run(&mut vm, &t, "pg1", "pg0", &[inner.clone()], 1);
+        let got = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
         let mut want = eth(PEER_MAC, pg0, 0x86dd);
         want.extend(outer);
         want.extend_from_slice(&inner);
@@ -551,12 +551,12 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
     cli(&mut vm, &t, "sr steer l2 pg1 via bsid fc00::b1");
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(conf.contains("sr steer l2 pg1 via bsid fc00::b1"), "{conf}");
-    let got = run(&mut vm, &t, "pg1", "pg1", &[inner.clone()], 1);
+    let got = run(&mut vm, &t, "pg1", "pg1", std::slice::from_ref(&inner), 1);
     assert_eq!(got, vec![inner.clone()]);
     // Deleting the policy removes its L2 rule and puts pg1 back in L3 mode.
     cli(&mut vm, &t, "sr policy del bsid fc00::b1");
     assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("L2 pg1"));
-    assert!(run(&mut vm, &t, "pg1", "pg0", &[inner.clone()], 0).is_empty());
+    assert!(run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 0).is_empty());
     for (c, token) in [
         ("sr steer l2 pg1 via bsid fc00::99", "fc00::99"),
         ("sr steer l2 pg9 via bsid fc00::b2", "pg9"),
