@@ -1,6 +1,6 @@
 """SRv6 (plugins/tunnels srv6, docs/tunnels.md) checked against scapy's IPv6 and
-IPv6ExtHdrSegmentRouting layers byte for byte: H.Encaps of a steered prefix, End, End.DT4,
-and every malformed SRH case counted by its reason. pg0 is the IPv6 underlay (peer
+IPv6ExtHdrSegmentRouting layers byte for byte: H.Encaps of a steered prefix, T.Encaps.L2 of
+an L2-steered interface, End, End.DT4, and every malformed SRH case counted by its reason. pg0 is the IPv6 underlay (peer
 2001:db8::2), pg1 a LAN."""
 
 from scapy.compat import raw
@@ -21,6 +21,7 @@ TRUNCATED = ("sr-localsid", "shorter than its headers")
 SL_ZERO = ("sr-localsid", "End with segments left 0")
 SL_NOT_ZERO = ("sr-localsid", "decapsulating SID with segments left not 0")
 BAD_INNER = ("sr-localsid", "inner packet is not of the behaviour's family")
+XCONNECT = ("l2-input", "L2 cross-connect frames")
 
 ME = "2001:db8::1"
 PEER = "2001:db8::2"
@@ -128,3 +129,45 @@ class TestSrv6(Ip4RouterTest):
         for _, k in bad:
             want[k] = want.get(k, 0) + 1
         self.assert_counters(want, timeout=2.0)
+
+    def test_steer_l2_encaps_whole_frame(self):
+        """T.Encaps.L2 (`sr steer l2`): frames in on pg1 leave pg0 whole (Ethernet header
+        included) behind an outer IPv6 header toward the policy's first segment, next
+        header 143, with an SRH only for a segment list of two or more."""
+        self.vpp.cli("sr policy add bsid fc00:5::b2 next fc00:a::7 encap")
+        try:
+            for bsid, segs in [("fc00:5::b2", ["fc00:a::7"]),
+                               ("fc00:5::b1", ["fc00:a::1", "fc00:a::2"])]:
+                self.vpp.cli("sr steer l2 pg1 via bsid %s" % bsid)
+                assert "L2 pg1\t%s" % bsid in self.vpp.cli("show sr steering-policies")
+                # Not addressed to the router: L2 steering takes every frame.
+                frames = [Ether(raw(Ether(dst="02:00:00:00:aa:%02x" % i,
+                                          src="02:00:00:00:bb:01")
+                                    / IP(src="10.9.0.1", dst="10.9.0.2")
+                                    / UDP(sport=7, dport=9) / Raw(b"l2-%d" % i)))
+                          for i in range(3)]
+                rx = self.send_and_expect(self.pg1, frames, self.pg0)
+                for p, f in zip(rx, frames):
+                    outer = IPv6(src=ME, dst=segs[0], hlim=64, tc=0, fl=0)
+                    if len(segs) == 1:
+                        outer.nh = 143
+                    else:
+                        outer = outer / IPv6ExtHdrSegmentRouting(
+                            addresses=segs[::-1], segleft=len(segs) - 1,
+                            lastentry=len(segs) - 1, nh=143)
+                    want = (Ether(dst=self.pg0.remote_mac, src=self.pg0.local_mac)
+                            / outer / Raw(raw(f)))
+                    assert raw(p) == raw(want), p.show2(dump=True)
+                    assert raw(p)[-len(raw(f)):] == raw(f)
+                self.vpp.cli("sr steer del l2 pg1")
+                assert "L2 pg1" not in self.vpp.cli("show sr steering-policies")
+            self.assert_counters({ENCAP: 6, XCONNECT: 6})
+            # Back in L3 mode: a frame not for the router is not steered any more.
+            self.send_and_assert_no_replies(self.pg1, frames)
+            self.assert_cli_error("sr steer l2 pg1 via bsid fc00:5::99", "fc00:5::99")
+            self.assert_cli_error("sr steer l2 pg1 via bsid bogus", "`bogus'")
+            self.assert_cli_error("sr steer l2 nosuchif via bsid fc00:5::b2", "nosuchif")
+            self.assert_cli_error("sr steer l4 pg1 via bsid fc00:5::b2", "`l4'")
+            self.assert_cli_error("sr steer del l2 pg1", "pg1 is not L2-steered")
+        finally:
+            self.vpp.cli("sr policy del bsid fc00:5::b2")

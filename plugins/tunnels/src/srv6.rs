@@ -7,6 +7,7 @@
 //! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]
 //! sr policy del bsid <ip6>
 //! sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]
+//! sr steer [del] l2 <if> via bsid <ip6>
 //! sr localsid [del] address <ip6> behavior end | end.x <if> <ip6> | end.dx2 <if>
 //!                                         | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
 //!                                         | end.dt4 <table-id> | end.dt6 <table-id>
@@ -18,7 +19,10 @@
 //! already has and no new adjacency kind: a policy is an interface `sr-policy<n>` whose tx
 //! node is `sr-pl-rewrite-encaps` (the shared [`crate::tunnel::Encap`] node with an IPv6 +
 //! SRH rewrite, [`Kind::Srv6`]); `sr steer` is a route via it, and its BSID is a /128 via
-//! it. A local SID is an interface `sr-localsid<n>` whose tx node is `sr-localsid`, with
+//! it. `sr steer l2 <if>` (T.Encaps.L2, RFC 8986 §5.3) makes an L2 interface
+//! `sr-l2-steer<n>` with the same encap node and an L2 rewrite ([`encap_rewrite_l2`],
+//! [`Kind::Srv6`] `l2`), and cross-connects `<if>` to it: every frame `<if>` receives is
+//! encapsulated whole toward the policy's segment list. A local SID is an interface `sr-localsid<n>` whose tx node is `sr-localsid`, with
 //! the SID's /128 routed via it; its `tx packets` count the SID's hits.
 //!
 //! # `sr-localsid` ([`LocalSid`])
@@ -137,6 +141,20 @@ pub fn encap_rewrite(src: Ipv6Addr, segs: &[Ipv6Addr]) -> Vec<u8> {
     for s in segs.iter().rev() {
         rw.extend_from_slice(&s.octets());
     }
+    rw
+}
+
+/// The outer headers of T.Encaps.L2 (RFC 8986 §5.3) from `src` through `segs`: an
+/// Ethernet frame (next header 143) inside, behind an SRH only when there are two or more
+/// segments (a single segment is the outer destination alone).
+pub fn encap_rewrite_l2(src: Ipv6Addr, segs: &[Ipv6Addr]) -> Vec<u8> {
+    if segs.len() == 1 {
+        let mut rw = Vec::with_capacity(40);
+        tunnel::outer_ip(IpAddr::V6(src), IpAddr::V6(segs[0]), ETHERNET, &mut rw);
+        return rw;
+    }
+    let mut rw = encap_rewrite(src, segs);
+    rw[40] = ETHERNET;
     rw
 }
 
@@ -496,6 +514,17 @@ pub struct Steer {
     pub bsid: Ipv6Addr,
 }
 
+/// An L2 steering rule (`sr steer l2`).
+#[derive(Clone, Debug)]
+pub struct L2Steer {
+    /// The steered interface (cross-connected to `sw`).
+    pub rx: SwIfIndex,
+    /// Policy BSID.
+    pub bsid: Ipv6Addr,
+    /// The rule's L2 encap interface.
+    pub sw: SwIfIndex,
+}
+
 /// SRv6 state (a `Vlib` extension).
 #[derive(Default)]
 pub struct Srv6 {
@@ -507,6 +536,8 @@ pub struct Srv6 {
     pub sids: Vec<Sid>,
     /// Steering rules.
     pub steers: Vec<Steer>,
+    /// L2 steering rules.
+    pub l2_steers: Vec<L2Steer>,
 }
 
 fn first_free(vm: &mut Vlib, prefix: &str) -> String {
@@ -541,6 +572,15 @@ fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex
 
 /// A point-to-point interface `name` with tx node `tx`, up, MTU `mtu`.
 fn p2p_interface(vm: &mut Vlib, prefix: &str, tx: &str, mtu: u32) -> VnetResult<SwIfIndex> {
+    let sw = interface(vm, prefix, tx)?;
+    sluice_vnet::set_p2p(vm, sw, true)?;
+    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+    sluice_vnet::interface::set_admin_state(vm, sw, true)?;
+    Ok(sw)
+}
+
+/// An interface `<prefix><n>` with tx node `tx`, down.
+fn interface(vm: &mut Vlib, prefix: &str, tx: &str) -> VnetResult<SwIfIndex> {
     let node = vm
         .registry
         .find(tx)
@@ -548,11 +588,18 @@ fn p2p_interface(vm: &mut Vlib, prefix: &str, tx: &str, mtu: u32) -> VnetResult<
     let name = first_free(vm, prefix);
     let n = vm.ext_mut::<sluice_vnet::Interfaces>().list.len() as u32;
     let mac = [0x02, 0xfe, b's', (n >> 16) as u8, (n >> 8) as u8, n as u8];
-    let sw = sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))?;
-    sluice_vnet::set_p2p(vm, sw, true)?;
-    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
-    sluice_vnet::interface::set_admin_state(vm, sw, true)?;
-    Ok(sw)
+    sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))
+}
+
+/// Sets (or clears) the encap entry of interface `sw` on every thread.
+fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
+    if let Some(n) = vm.registry.find(ENCAP) {
+        vm.foreach_thread(move |tg| {
+            if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
+                e.set(sw.0, entry);
+            }
+        });
+    }
 }
 
 fn v6_fib(vm: &mut Vlib, id: u32) -> VnetResult<u32> {
@@ -596,14 +643,8 @@ pub fn policy_add(
     let fib = v6_fib(vm, table_id)?;
     let rw = encap_rewrite(src, segs);
     let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
-    let entry = EncapEntry::new(&rw, true, Kind::Srv6, fib);
-    if let Some(n) = vm.registry.find(ENCAP) {
-        vm.foreach_thread(move |tg| {
-            if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
-                e.set(sw.0, Some(entry));
-            }
-        });
-    }
+    let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
+    set_encap(vm, sw, Some(entry));
     if let Err(e) = route(vm, true, IpAddr::V6(bsid), 128, table_id, sw) {
         sluice_vnet::loopback::delete_interface(vm, sw);
         return Err(e);
@@ -634,18 +675,20 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         .cloned()
         .collect();
     st.steers.retain(|s| s.bsid != bsid);
+    let l2: Vec<SwIfIndex> = st
+        .l2_steers
+        .iter()
+        .filter(|s| s.bsid == bsid)
+        .map(|s| s.rx)
+        .collect();
     for s in steers {
         let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
     }
-    let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
-    if let Some(n) = vm.registry.find(ENCAP) {
-        let sw = p.sw.0;
-        vm.foreach_thread(move |tg| {
-            if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
-                e.set(sw, None);
-            }
-        });
+    for rx in l2 {
+        let _ = steer_l2(vm, false, rx, bsid);
     }
+    let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
+    set_encap(vm, p.sw, None);
     sluice_vnet::loopback::delete_interface(vm, p.sw);
     Ok(())
 }
@@ -684,6 +727,59 @@ pub fn steer(vm: &mut Vlib, add: bool, s: Steer) -> VnetResult {
         }
         None => st.steers.push(s),
     }
+    Ok(())
+}
+
+/// `sr steer [del] l2 <rx> via bsid <a>`: every frame `rx` receives is encapsulated
+/// whole (T.Encaps.L2) toward the policy's segment list, through an L2 interface
+/// `sr-l2-steer<n>` that `rx` is cross-connected to; `del` puts `rx` back in L3 mode and
+/// deletes that interface.
+pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> VnetResult {
+    sluice_vnet::interface::check(vm, rx)?;
+    let name = tunnel::if_name(vm, rx);
+    let st = vm.ext_mut::<Srv6>();
+    let pos = st.l2_steers.iter().position(|s| s.rx == rx);
+    if !add {
+        let i = pos.ok_or_else(|| VnetError::NotFound(format!("{name} is not L2-steered")))?;
+        let s = st.l2_steers.remove(i);
+        sluice_vnet::interface::set_l3(vm, s.rx)?;
+        set_encap(vm, s.sw, None);
+        sluice_vnet::loopback::delete_interface(vm, s.sw);
+        return Ok(());
+    }
+    if pos.is_some() {
+        return Err(VnetError::Exists(format!("{name} is L2-steered already")));
+    }
+    if st.policies.iter().any(|p| p.sw == rx) || st.l2_steers.iter().any(|s| s.sw == rx) {
+        return Err(VnetError::invalid(format!(
+            "cannot steer SRv6 interface {name}"
+        )));
+    }
+    let p = st
+        .policies
+        .iter()
+        .find(|p| p.bsid == bsid)
+        .cloned()
+        .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {bsid}")))?;
+    let fib = v6_fib(vm, p.table_id)?;
+    let rw = encap_rewrite_l2(p.src, &p.segs);
+    let sw = interface(vm, "sr-l2-steer", ENCAP)?;
+    set_encap(
+        vm,
+        sw,
+        Some(EncapEntry::new(&rw, true, Kind::Srv6 { l2: true }, fib)),
+    );
+    let up = sluice_vnet::interface::set_mtu(vm, sw, 9216)
+        .and_then(|_| sluice_vnet::interface::set_admin_state(vm, sw, true))
+        .and_then(|_| sluice_vnet::interface::set_xconnect(vm, rx, sw));
+    if let Err(e) = up {
+        set_encap(vm, sw, None);
+        sluice_vnet::loopback::delete_interface(vm, sw);
+        return Err(e);
+    }
+    vm.ext_mut::<Srv6>()
+        .l2_steers
+        .push(L2Steer { rx, bsid, sw });
     Ok(())
 }
 
@@ -861,8 +957,12 @@ fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_steer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let add = !a.keyword("del");
+    if a.keyword("l2") {
+        return cli_steer_l2(vm, a, add);
+    }
     if !a.keyword("l3") {
-        return Err(VnetError::NotSupported("only `sr steer l3' is supported".into()).into());
+        let w = a.word("l2|l3")?;
+        return Err(CliError::new(format!("expected `l2' or `l3', got `{w}'")));
     }
     let w = a.word("prefix")?;
     let (prefix, len) = match w.contains(':') {
@@ -906,6 +1006,29 @@ fn cli_steer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             bsid,
         },
     )?;
+    Ok(String::new())
+}
+
+fn cli_steer_l2(vm: &mut Vlib, a: &mut Args, add: bool) -> Result<String, CliError> {
+    let rx = sluice_vnet::cli::interface_arg(vm, a)?;
+    let mut bsid = None;
+    while !a.is_empty() {
+        if a.keyword("via") {
+            if !a.keyword("bsid") {
+                return Err(CliError::new("expected `via bsid <ip6>'"));
+            }
+            bsid = Some(v6(&a.word("bsid")?, "bsid")?);
+        } else {
+            a.finish()?;
+        }
+    }
+    let bsid = match (bsid, add) {
+        (Some(b), _) => b,
+        // `sr steer del l2 <if>`: the interface names the rule.
+        (None, false) => Ipv6Addr::UNSPECIFIED,
+        (None, true) => return Err(CliError::new("missing via bsid <ip6>")),
+    };
+    steer_l2(vm, add, rx, bsid)?;
     Ok(String::new())
 }
 
@@ -1033,6 +1156,10 @@ fn cli_show_steering(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             s.prefix, s.len, s.table_id, s.bsid
         ));
     }
+    let l2 = vm.ext_mut::<Srv6>().l2_steers.clone();
+    for s in l2 {
+        out.push_str(&format!("L2 {}\t{}\n", tunnel::if_name(vm, s.rx), s.bsid));
+    }
     Ok(out)
 }
 
@@ -1045,7 +1172,7 @@ fn cli_show_source(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 }
 
 /// The line recreating SRv6 interface `sw` (`show running-config`): the policy (after the
-/// encaps source it was made with) or the local SID.
+/// encaps source it was made with), the L2 steering rule or the local SID.
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let st = vm.ext_mut::<Srv6>();
     if let Some(p) = st.policies.iter().find(|p| p.sw == sw).cloned() {
@@ -1061,6 +1188,13 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
             s.push_str(&format!(" fib-table {}", p.table_id));
         }
         return Some(s);
+    }
+    if let Some(l) = st.l2_steers.iter().find(|s| s.sw == sw).cloned() {
+        return Some(format!(
+            "sr steer l2 {} via bsid {}",
+            tunnel::if_name(vm, l.rx),
+            l.bsid
+        ));
     }
     let sid = st.sids.iter().find(|s| s.sw == sw).cloned()?;
     let mut s = format!(
@@ -1106,7 +1240,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr steer",
-        "sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]",
+        "sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>] | sr steer [del] l2 <if> via bsid <ip6>",
         cli_steer,
     );
     t.add(

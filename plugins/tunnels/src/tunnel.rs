@@ -66,8 +66,13 @@ pub enum Kind {
         l2: bool,
     },
     /// IPv6 + segment routing header (RFC 8754 H.Encaps); IP inside, the SRH's next
-    /// header (byte 40 of the rewrite) from the payload's version. An SR policy.
-    Srv6,
+    /// header (byte 40 of the rewrite) from the payload's version: an SR policy. `l2`:
+    /// T.Encaps.L2 (`sr steer l2`), the whole Ethernet frame inside, next header 143 in
+    /// the rewrite.
+    Srv6 {
+        /// Ethernet inside.
+        l2: bool,
+    },
 }
 
 impl Kind {
@@ -76,7 +81,10 @@ impl Kind {
     pub fn l3(self) -> bool {
         matches!(
             self,
-            Kind::Gre { teb: false } | Kind::Ipip | Kind::Gtpu { l2: false } | Kind::Srv6
+            Kind::Gre { teb: false }
+                | Kind::Ipip
+                | Kind::Gtpu { l2: false }
+                | Kind::Srv6 { l2: false }
         )
     }
 }
@@ -315,7 +323,7 @@ impl PacketNode for Encap {
             h[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
             match (kind, l3) {
                 (Kind::Ipip, Some((p, _))) => h[6] = p,
-                (Kind::Srv6, Some((p, _))) => h[40] = p,
+                (Kind::Srv6 { .. }, Some((p, _))) => h[40] = p,
                 _ => {}
             }
         } else {

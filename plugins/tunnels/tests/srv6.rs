@@ -1,5 +1,6 @@
 //! SRv6 in the real graph: pg in, pcap out, exact bytes. H.Encaps steered by a route,
-//! End, End.DX4, End.DT4, End.DT6, every malformed SRH case counted by name, deletion.
+//! End, End.DX4, End.DT4, End.DT6, every malformed SRH case counted by name, deletion;
+//! T.Encaps.L2 (`sr steer l2`) and its End.DX2 round trip.
 //! (`bin/sluice/tests/netns.rs` `srv6_with_linux_peer` checks the same against the Linux
 //! kernel's seg6 and seg6local.)
 
@@ -501,5 +502,71 @@ fn srv6_end_dx2_sends_the_inner_frame_out() {
     assert!(run(&mut vm, &t, "pg0", "pg1", &bad, 0).is_empty());
     assert_eq!(counter(&vm, "sr-localsid", "truncated"), before.0 + 1);
     assert_eq!(counter(&vm, "sr-localsid", "bad_inner"), before.1 + 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_steer_l2_encaps_the_whole_frame() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::b1 next fc00::5 encap",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::b2 next fc00::5 next fc00::6 encap",
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    // Not addressed to pg1: L2 steering takes every frame.
+    let inner = inner_frame([2, 0, 0, 0xaa, 0, 1], [2, 0, 0, 0xbb, 0, 1], 26);
+    let src = a6("2001:db8::1");
+    for (bsid, outer) in [
+        ("fc00::b1", ip6(src, a6("fc00::5"), 143, inner.len(), 64)),
+        ("fc00::b2", {
+            let s = srh(143, 1, 1, &[a6("fc00::6"), a6("fc00::5")]);
+            let mut o = ip6(src, a6("fc00::5"), 43, s.len() + inner.len(), 64);
+            o.extend(s);
+            o
+        }),
+    ] {
+        cli(&mut vm, &t, &format!("sr steer l2 pg1 via bsid {bsid}"));
+        let show = cli(&mut vm, &t, "show sr steering-policies");
+        assert!(show.contains(&format!("L2 pg1\t{bsid}")), "{show}");
+        let got = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
+        let mut want = eth(PEER_MAC, pg0, 0x86dd);
+        want.extend(outer);
+        want.extend_from_slice(&inner);
+        assert_eq!(got, vec![want]);
+        cli(&mut vm, &t, "sr steer del l2 pg1");
+    }
+    assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("L2 pg1"));
+    // Round trip: the segment is a local End.DX2 SID sending the frame out of pg1 again.
+    cli(
+        &mut vm,
+        &t,
+        "sr localsid address fc00::5 behavior end.dx2 pg1",
+    );
+    cli(&mut vm, &t, "sr steer l2 pg1 via bsid fc00::b1");
+    let conf = cli(&mut vm, &t, "show running-config");
+    assert!(conf.contains("sr steer l2 pg1 via bsid fc00::b1"), "{conf}");
+    let got = run(&mut vm, &t, "pg1", "pg1", std::slice::from_ref(&inner), 1);
+    assert_eq!(got, vec![inner.clone()]);
+    // Deleting the policy removes its L2 rule and puts pg1 back in L3 mode.
+    cli(&mut vm, &t, "sr policy del bsid fc00::b1");
+    assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("L2 pg1"));
+    assert!(run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 0).is_empty());
+    for (c, token) in [
+        ("sr steer l2 pg1 via bsid fc00::99", "fc00::99"),
+        ("sr steer l2 pg9 via bsid fc00::b2", "pg9"),
+        ("sr steer l2 pg1 via bsid bogus", "`bogus'"),
+        ("sr steer l2 pg1", "via bsid"),
+        ("sr steer del l2 pg1", "pg1 is not L2-steered"),
+        ("sr steer l7 pg1 via bsid fc00::b2", "`l7'"),
+    ] {
+        let err = t.execute(&mut vm, c).unwrap_err().to_string();
+        assert!(err.contains(token) && !err.contains('\n'), "{c}: {err}");
+    }
     assert_eq!(in_use(&vm), 0);
 }
