@@ -501,28 +501,17 @@ impl DpdkTx {
 
 impl NodeFn for DpdkTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        // Runs of packets for one interface, as `devices::tx_runs` splits them; not that
-        // helper because it frees the whole frame and here DPDK keeps what it sent.
+        // `devices::for_each_tx_run`, not `tx_runs`: that frees the whole frame, and here
+        // DPDK keeps what it sent.
         let DpdkTx { table, free } = self;
         let pool = cx.pool_ref();
-        let mut i = 0;
-        while i < frame.len() {
-            // SAFETY: the tx node owns the frame; read-only header access.
-            let tx = unsafe { pool.header(frame[i]) }.tx_if;
-            let mut j = i + 1;
-            // SAFETY: as above.
-            while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
-                j += 1;
+        sluice_vnet::devices::for_each_tx_run(pool, frame, |tx, run| match table.get(tx) {
+            Some(e) => Self::send_run(cx, e, run, free),
+            None => {
+                cx.count(TxCounter::NoInterface, run.len() as u64);
+                free.extend_from_slice(run);
             }
-            match table.get(tx) {
-                Some(e) => Self::send_run(cx, e, &frame[i..j], free),
-                None => {
-                    cx.count(TxCounter::NoInterface, (j - i) as u64);
-                    free.extend_from_slice(&frame[i..j]);
-                }
-            }
-            i = j;
-        }
+        });
         if !free.is_empty() {
             cx.free(free);
             free.clear();

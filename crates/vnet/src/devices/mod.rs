@@ -10,7 +10,7 @@ pub mod linux;
 use crate::interface::IfCounters;
 use crate::SwIfIndex;
 use linux::{KickEntry, KickSet, SwTable, TxKick};
-use sluice_buffer::{BufIdx, BufferPool};
+use sluice_buffer::{BufIdx, BufferPool, IfIndex};
 use sluice_graph::{CounterId, Cx, NodeIndex, Vlib};
 use std::sync::Arc;
 
@@ -95,6 +95,27 @@ pub fn set_kick_entry<N: 'static, K: TxKick + Clone + Sync>(
     });
 }
 
+/// Calls `run(tx_if, run)` for each run of consecutive buffers of `frame` with the same
+/// `tx_if` (the buffers belong to the calling tx node; their headers are only read).
+pub fn for_each_tx_run(
+    pool: &BufferPool,
+    frame: &[BufIdx],
+    mut run: impl FnMut(IfIndex, &[BufIdx]),
+) {
+    let mut i = 0;
+    while i < frame.len() {
+        // SAFETY: the calling tx node owns the frame; read-only header access.
+        let tx = unsafe { pool.header(frame[i]) }.tx_if;
+        let mut j = i + 1;
+        // SAFETY: as above.
+        while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
+            j += 1;
+        }
+        run(tx, &frame[i..j]);
+        i = j;
+    }
+}
+
 /// `NodeFn::frame` of a tx node serving several interfaces: calls `send(cx, pool, entry, run)`
 /// for each run of consecutive buffers of `frame` with the same `tx_if`, `entry` being that
 /// interface's in `table`; the buffers of an interface without one are counted as counter
@@ -107,21 +128,10 @@ pub fn tx_runs<E>(
     mut send: impl FnMut(&mut Cx, &BufferPool, &E, &[BufIdx]),
 ) {
     let pool = cx.pool_ref();
-    let mut i = 0;
-    while i < frame.len() {
-        // SAFETY: the calling tx node owns the frame; read-only header access.
-        let tx = unsafe { pool.header(frame[i]) }.tx_if;
-        let mut j = i + 1;
-        // SAFETY: as above.
-        while j < frame.len() && unsafe { pool.header(frame[j]) }.tx_if == tx {
-            j += 1;
-        }
-        match table.get(tx) {
-            Some(e) => send(cx, pool, e, &frame[i..j]),
-            None => cx.count(no_interface, (j - i) as u64),
-        }
-        i = j;
-    }
+    for_each_tx_run(pool, frame, |tx, run| match table.get(tx) {
+        Some(e) => send(cx, pool, e, run),
+        None => cx.count(no_interface, run.len() as u64),
+    });
     cx.free(frame);
 }
 
