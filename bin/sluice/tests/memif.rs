@@ -147,15 +147,6 @@ fn send_within(
     })
 }
 
-fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
-    d.ok(&format!("show interface {intf}"))
-        .lines()
-        .find(|l| l.contains(name))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The `show runtime` row of `node` in thread `thread`'s section.
 fn runtime_row(d: &Daemon, thread: usize, node: &str) -> String {
     let out = d.ok("show runtime");
@@ -164,18 +155,6 @@ fn runtime_row(d: &Daemon, thread: usize, node: &str) -> String {
         .and_then(|s| s.lines().find(|l| l.starts_with(node)))
         .unwrap_or_else(|| panic!("no {node} row in thread {thread}:\n{out}"))
         .to_string()
-}
-
-fn assert_no_leaks(d: &Daemon) {
-    let t0 = Instant::now();
-    while buffers_in_use(d) != 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "buffers leaked:\n{}",
-            d.ok("show buffers")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -191,13 +170,13 @@ fn l2_frames_cross_memif_in_both_directions() {
     // master -> slave (master fills the slave's M2S buffers)
     let got = send(&p.a, "pg0", &p.b, "pg1", "fwd", &fwd, "");
     assert_eq!(got, fwd, "frames arrive intact and in order");
-    assert_eq!(counter(&p.b, "memif1/0", "rx packets"), 600);
+    assert_eq!(if_counter(&p.b, "memif1/0", "rx packets"), 600);
     // slave -> master (slave's S2M rings)
     let rev = frames([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 300, |i| 64 + i);
     let got = send(&p.b, "pg1", &p.a, "pg0", "rev", &rev, "");
     assert_eq!(got, rev);
-    assert_eq!(counter(&p.a, "memif1/0", "rx packets"), 300);
-    assert_eq!(counter(&p.a, "memif1/0", "tx-error"), 0);
+    assert_eq!(if_counter(&p.a, "memif1/0", "rx packets"), 300);
+    assert_eq!(if_counter(&p.a, "memif1/0", "tx-error"), 0);
     assert!(
         p.a.ok("show errors").lines().all(|l| !l.contains("memif")),
         "{}",
@@ -230,9 +209,9 @@ fn tx_counters_say_what_the_driver_sent() {
     a.ok("packet-generator enable txerr");
     wait_streams_done(&a);
     wait_for(&a, "show interface memif1/0", "tx-error", 5);
-    assert_eq!(counter(&a, "memif1/0", "tx-error"), 20);
-    assert_eq!(counter(&a, "memif1/0", "tx packets"), 0);
-    assert_eq!(counter(&a, "memif1/0", "tx bytes"), 0);
+    assert_eq!(if_counter(&a, "memif1/0", "tx-error"), 20);
+    assert_eq!(if_counter(&a, "memif1/0", "tx packets"), 0);
+    assert_eq!(if_counter(&a, "memif1/0", "tx bytes"), 0);
     assert_no_leaks(&a);
 }
 
@@ -250,7 +229,7 @@ fn jumbo_frames_use_descriptor_and_buffer_chains() {
     assert_eq!(got, frames);
     for d in [&p.a, &p.b] {
         assert_eq!(error_count(d, "memif-input", "no_buffer"), 0);
-        assert_eq!(counter(d, "memif1/0", "rx-miss"), 0);
+        assert_eq!(if_counter(d, "memif1/0", "rx-miss"), 0);
     }
     assert_no_leaks(&p.a);
     assert_no_leaks(&p.b);
@@ -338,7 +317,7 @@ fn routed_ipv4(tag: &str, b_conf: &str, slave_extra: &str) {
         assert_eq!(sluice_wire::checksum::internet_checksum(&g[14..34]), 0);
         assert_eq!(&g[34..], &s[34..], "payload unchanged");
     }
-    assert_eq!(counter(&b, "memif1/0", "rx packets"), 200);
+    assert_eq!(if_counter(&b, "memif1/0", "rx packets"), 200);
     assert_no_leaks(&a);
     // A zero-copy slave's rx ring holds its buffers until the interface goes.
     b.ok("delete interface memif memif1/0");
@@ -520,7 +499,7 @@ fn slave_reconnects_after_master_restart() {
     wait_streams_done(&p.b);
     assert_no_leaks(&p.b);
     assert!(
-        counter(&p.b, "memif1/0", "tx-error") >= 50
+        if_counter(&p.b, "memif1/0", "tx-error") >= 50
             || p.b.ok("show errors").contains("not connected")
     );
     // A new master on the same socket path.
@@ -608,9 +587,9 @@ fn zero_copy_slave_l2_jumbo_reconnect_without_leaks() {
         })
         .collect();
     assert_eq!(send(&p.b, "pg1", &p.a, "pg0", "zjr", &back, ""), back);
-    assert_eq!(counter(&p.b, "memif1/0", "rx packets"), 740);
-    assert_eq!(counter(&p.a, "memif1/0", "tx-error"), 0);
-    assert_eq!(counter(&p.b, "memif1/0", "tx-error"), 0);
+    assert_eq!(if_counter(&p.b, "memif1/0", "rx packets"), 740);
+    assert_eq!(if_counter(&p.a, "memif1/0", "tx-error"), 0);
+    assert_eq!(if_counter(&p.b, "memif1/0", "tx-error"), 0);
     assert!(
         p.b.ok("show errors").lines().all(|l| !l.contains("memif")),
         "{}",
@@ -970,16 +949,7 @@ impl Drop for RogueMem {
     }
 }
 
-/// The count of `node`'s error `reason` in `show errors` (0 when absent).
-fn error_count(d: &Daemon, node: &str, reason: &str) -> u64 {
-    d.ok("show errors")
-        .lines()
-        .find(|l| l.contains(node) && l.contains(reason))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
+/// Waits up to 10 s for `node`'s error `reason` to reach `n`.
 fn wait_error(d: &Daemon, node: &str, reason: &str, n: u64) {
     let t0 = Instant::now();
     while error_count(d, node, reason) < n {
@@ -1086,7 +1056,7 @@ fn rogue_peer_shared_memory_garbage_is_counted_and_dropped() {
         m.idx(M2S + 64).load(std::sync::atomic::Ordering::Acquire),
         0
     );
-    assert_eq!(counter(&a, "memif1/0", "tx-error"), 2);
+    assert_eq!(if_counter(&a, "memif1/0", "tx-error"), 2);
     // A valid 100-byte slot at the region's end: the frame lands there, and nothing behind it.
     m.desc(M2S, 0, 0, 0, 100, (SIZE - 100) as u32);
     inject(&a, "pg0", "rogue-tx3", std::slice::from_ref(&good));
@@ -1343,7 +1313,7 @@ fn dpdk_server_leg(tag: &str, conf: &str, slave_args: &str, frames: &[Vec<u8>]) 
     assert!(s.contains("DPDK"), "{s}");
     let got = echo_via_testpmd(&d, &mut tp, tag, frames);
     assert_eq!(got, frames, "frames come back from testpmd unchanged");
-    assert_eq!(counter(&d, "memif1/0", "tx-error"), 0);
+    assert_eq!(if_counter(&d, "memif1/0", "tx-error"), 0);
     if slave_args.contains("zero-copy") {
         assert!(s.contains("flags slave zero-copy connected"), "{s}");
         // Only the M2S ring's buffers stay in use (the S2M packets testpmd consumed are
@@ -1651,9 +1621,13 @@ fn vpp_leg(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str, role:
     assert_eq!(got, frames_b, "pg1 -> VPP -> pg0 byte for byte");
     let (na, nb) = (frames_a.len() as u64, frames_b.len() as u64);
     for (intf, tx, rx) in [("memif1/0", na, nb), ("memif1/1", nb, na)] {
-        assert_eq!(counter(&d, intf, "tx packets"), tx, "Sluice {intf} tx");
-        assert_eq!(counter(&d, intf, "rx packets"), rx, "Sluice {intf} rx");
-        assert_eq!(counter(&d, intf, "tx-error"), 0, "Sluice {intf} tx-error");
+        assert_eq!(if_counter(&d, intf, "tx packets"), tx, "Sluice {intf} tx");
+        assert_eq!(if_counter(&d, intf, "rx packets"), rx, "Sluice {intf} rx");
+        assert_eq!(
+            if_counter(&d, intf, "tx-error"),
+            0,
+            "Sluice {intf} tx-error"
+        );
         // VPP received what Sluice sent on the same link and sent what Sluice received.
         assert_eq!(vpp.counter(intf, "rx packets"), tx, "VPP {intf} rx");
         assert_eq!(vpp.counter(intf, "tx packets"), rx, "VPP {intf} tx");
@@ -1803,7 +1777,7 @@ fn libmemif_leg(app: &std::path::Path, lib: &std::path::Path, tag: &str, role: &
         );
     }
     let before = bad_icmp();
-    let rx_before = counter(&d, "memif1/0", "rx packets");
+    let rx_before = if_counter(&d, "memif1/0", "rx packets");
     let pcap = d.dir.join("libmemif-rx.pcap");
     d.ok(&format!(
         "pcap trace rx max 100 max-bytes-per-pkt 4000 intfc memif1/0 file {}",
@@ -1812,7 +1786,7 @@ fn libmemif_leg(app: &std::path::Path, lib: &std::path::Path, tag: &str, role: &
     d.ok("ping 192.168.1.1 repeat 20 interval 0.01 size 0");
     wait_error(&d, "ip4-local", "bad-checksum ICMP", before + 20);
     d.ok("pcap trace off");
-    assert_eq!(counter(&d, "memif1/0", "rx packets"), rx_before + 20);
+    assert_eq!(if_counter(&d, "memif1/0", "rx packets"), rx_before + 20);
     let got = read_pcap(&pcap);
     assert_eq!(got.len(), 20, "one reply per request");
     for f in &got {

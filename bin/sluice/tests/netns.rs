@@ -512,15 +512,6 @@ fn udp_flood(ns: &str, src: &str, dst: &str, stop: Arc<AtomicBool>) -> JoinHandl
 // ------------------------------------------------------------------------------------------
 // Sluice helpers
 
-fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
-    d.ok(&format!("show interface {intf}"))
-        .lines()
-        .find(|l| l.contains(name))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Waits until no buffer is in use. af_xdp interfaces whose UMEM is the buffer arena hold
 /// rx-queue-size buffers per queue in their fill rings by design: they are deleted first,
 /// which must return every buffer they held.
@@ -820,10 +811,10 @@ fn routes_between_namespaces(drv: Driver) {
     let a_tx = ns_tx_packets(&a);
     assert!(a_tx as usize >= sent_a, "A sent {a_tx} < {sent_a} pings");
     std::thread::sleep(Duration::from_millis(100));
-    let rx = counter(&d, &ha, "rx packets");
+    let rx = if_counter(&d, &ha, "rx packets");
     assert!(rx >= a_tx, "host-a rx packets {rx} < {a_tx} sent by A");
-    assert!(counter(&d, &hb, "tx packets") >= 4);
-    assert!(counter(&d, &ha, "rx-miss") == 0);
+    assert!(if_counter(&d, &hb, "tx packets") >= 4);
+    assert!(if_counter(&d, &ha, "rx-miss") == 0);
     if drv.is_xdp() {
         // The driver's own ring counters: every packet A's side delivered went through a
         // non-empty poll, and B's side sent with at least one kick.
@@ -1017,7 +1008,10 @@ fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
     let a_tx = ns_tx_packets(&a);
     std::thread::sleep(Duration::from_millis(100));
     let show = d.ok(drv.show().0);
-    let (rx, miss) = (counter(&d, &ha, "rx packets"), counter(&d, &ha, "rx-miss"));
+    let (rx, miss) = (
+        if_counter(&d, &ha, "rx packets"),
+        if_counter(&d, &ha, "rx-miss"),
+    );
     assert!(
         rx + miss >= a_tx,
         "{ha} rx packets {rx} + rx-miss {miss} < {a_tx} sent by A\n{show}"
@@ -1095,7 +1089,7 @@ fn delete_while_flooding(drv: Driver) {
     let stop = Arc::new(AtomicBool::new(false));
     let flood = udp_flood(&a, "10.94.1.2", "10.94.2.2", stop.clone());
     std::thread::sleep(Duration::from_millis(500));
-    let before = counter(&d, &ha, "rx packets");
+    let before = if_counter(&d, &ha, "rx packets");
     assert!(before > 0, "flood not seen by Sluice");
     d.ok(&drv.delete_cmd(&hb));
     std::thread::sleep(Duration::from_millis(300));
@@ -1104,7 +1098,7 @@ fn delete_while_flooding(drv: Driver) {
     let again = attach(&d, drv, &va, None);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        counter(&d, &again, "rx packets") > 0,
+        if_counter(&d, &again, "rx packets") > 0,
         "flood not seen again"
     );
     d.ok(&drv.delete_cmd(&again));
@@ -1201,7 +1195,7 @@ fn routes_ipv6_between_namespaces(drv: Driver) {
         nbrs.contains("fd91:1::2") && nbrs.contains("fd91:2::2"),
         "{nbrs}"
     );
-    assert!(counter(&d, &hb, "tx packets") >= 5);
+    assert!(if_counter(&d, &hb, "tx packets") >= 5);
     d.ok(&drv.delete_cmd(&ha));
     d.ok(&drv.delete_cmd(&hb));
     assert!(!d.ok("show interface").contains(&ha));
@@ -1314,7 +1308,7 @@ fn rx_modes_and_placement(drv: Driver) {
     }
     stop.store(true, Ordering::Relaxed);
     assert!(flood.join().unwrap() > 0);
-    let rx = counter(&d, &ha, "rx packets");
+    let rx = if_counter(&d, &ha, "rx packets");
     assert!(rx > 1000, "flood not received: {rx}");
     let placement = d.ok("show interface rx-placement");
     assert!(
@@ -1408,10 +1402,10 @@ fn refused_kicks_are_retried(drv: Driver) {
         send_raw(&a, frame.clone(), 1000);
         // Sluice has taken the burst in when its rx count stops moving; from then on nothing
         // is sent to it, so only re-kicks can get what the kernel refused out.
-        let mut rx = counter(&d, &ha, "rx packets");
+        let mut rx = if_counter(&d, &ha, "rx packets");
         loop {
             std::thread::sleep(Duration::from_millis(100));
-            let now = counter(&d, &ha, "rx packets");
+            let now = if_counter(&d, &ha, "rx packets");
             if now == rx {
                 break;
             }
@@ -1427,7 +1421,7 @@ fn refused_kicks_are_retried(drv: Driver) {
         };
         let t0 = Instant::now();
         let (tx, peer) = loop {
-            let tx = counter(&d, &hb, "tx packets");
+            let tx = if_counter(&d, &hb, "tx packets");
             let peer = ns_stat(&b, "rx_packets") + veth_dropped();
             if tx == peer || t0.elapsed() > Duration::from_secs(2) {
                 break (tx, peer);
@@ -1448,7 +1442,7 @@ fn refused_kicks_are_retried(drv: Driver) {
         eprintln!(
             "{drv:?} {mode}: {rx} received, {tx} sent and received by B (veth drops {}), {moved} kick retries, tx-error {}",
             veth_dropped(),
-            counter(&d, &hb, "tx-error")
+            if_counter(&d, &hb, "tx-error")
         );
         assert!(moved > 0, "{mode}: no kick was retried\n{errs}");
         // The peer kept taking frames: nothing waited long enough to be given up.
@@ -1498,7 +1492,7 @@ fn sub_interface_tx_refused(drv: Driver) {
     wait_until(
         Duration::from_secs(3),
         Duration::from_millis(20),
-        || counter(&d, &hb, "tx-error") + counter(&d, &hb, "tx packets") >= 8,
+        || if_counter(&d, &hb, "tx-error") + if_counter(&d, &hb, "tx packets") >= 8,
         || {
             format!(
                 "frames not forwarded\n{}\n{}",
@@ -1509,12 +1503,12 @@ fn sub_interface_tx_refused(drv: Driver) {
     );
     let show = d.ok("show interface");
     for intf in [sub, hb.as_str()] {
-        assert_eq!(counter(&d, intf, "tx packets"), 3, "{intf}\n{show}");
-        assert_eq!(counter(&d, intf, "tx-error"), 5, "{intf}\n{show}");
+        assert_eq!(if_counter(&d, intf, "tx packets"), 3, "{intf}\n{show}");
+        assert_eq!(if_counter(&d, intf, "tx-error"), 5, "{intf}\n{show}");
     }
     // Bytes without the tag on the sub-interface, with it on the parent.
-    assert_eq!(counter(&d, sub, "tx bytes"), 3 * 200, "{show}");
-    assert_eq!(counter(&d, &hb, "tx bytes"), 3 * 204, "{show}");
+    assert_eq!(if_counter(&d, sub, "tx bytes"), 3 * 200, "{show}");
+    assert_eq!(if_counter(&d, &hb, "tx bytes"), 3 * 204, "{show}");
     assert!(d.ok("show errors").contains("packet larger than a"));
     d.ok(&format!("delete sub-interface {sub}"));
     d.ok(&Driver::AfPacket.delete_cmd(&ha));
@@ -1550,7 +1544,7 @@ fn looped_sub_interface_keeps_its_tx_counters() {
     f.resize(2200, 0x5a);
     send_raw(&a, f, 5);
     let t0 = Instant::now();
-    while counter(&d, &hb, "tx-error") < 5 {
+    while if_counter(&d, &hb, "tx-error") < 5 {
         assert!(
             t0.elapsed() < Duration::from_secs(3),
             "frames not forwarded\n{}\n{}",
@@ -1560,9 +1554,9 @@ fn looped_sub_interface_keeps_its_tx_counters() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let show = d.ok("show interface");
-    assert_eq!(counter(&d, "loop0.100", "tx packets"), 5, "{show}");
-    assert_eq!(counter(&d, "loop0.100", "tx-error"), 0, "{show}");
-    assert_eq!(counter(&d, &hb, "tx packets"), 0, "{show}");
+    assert_eq!(if_counter(&d, "loop0.100", "tx packets"), 5, "{show}");
+    assert_eq!(if_counter(&d, "loop0.100", "tx-error"), 0, "{show}");
+    assert_eq!(if_counter(&d, &hb, "tx packets"), 0, "{show}");
     assert!(d.ok("show errors").contains("packet larger than a"));
     d.ok("delete loopback interface intfc loop0");
     d.ok(&drv.delete_cmd(&ha));
@@ -1635,8 +1629,8 @@ fn tap_host_routes_to_af_packet_host() {
     tcp_transfer(&b, &tns, "10.96.1.2", 2 << 20);
     // TSO aggregates both ways (GSO passthrough, the tap's offloads on): few packets, all
     // the bytes.
-    assert!(counter(&d, "tap7", "rx bytes") > 2 << 20);
-    assert!(counter(&d, "tap7", "tx bytes") > 2 << 20);
+    assert!(if_counter(&d, "tap7", "rx bytes") > 2 << 20);
+    assert!(if_counter(&d, "tap7", "tx bytes") > 2 << 20);
 
     d.ok("set interface rx-mode tap7 interrupt");
     std::thread::sleep(Duration::from_millis(300));
@@ -2003,7 +1997,7 @@ fn tap_host_bridge_and_ipv6_gateway() {
     let sink = udp_sink(&b, dst, 8 * 10);
     let sent = udp_flows(&tns, "fd00:98::2", dst, 8, 10);
     assert_eq!(sink.join().unwrap(), sent);
-    assert!(counter(&d, &hb, "tx packets") >= sent);
+    assert!(if_counter(&d, &hb, "tx packets") >= sent);
 
     d.ok("delete tap tap5");
     d.ok("delete tap tap6");
@@ -2178,14 +2172,14 @@ fn af_xdp_user_program_drops_icmp_in_the_kernel() {
     // Pings, across Sluice and to Sluice itself, never reach it.
     d.ok("clear trace");
     d.ok(&format!("trace add {} 50", drv.input_node()));
-    let rx0 = counter(&d, &ha, "rx packets");
+    let rx0 = if_counter(&d, &ha, "rx packets");
     for dst in ["10.93.2.2", "10.93.1.1", "10.93.2.2"] {
         assert_eq!(
             ping(&a, ip(dst), 64, Duration::from_millis(500)),
             Pong::Timeout
         );
     }
-    let rx = counter(&d, &ha, "rx packets") - rx0;
+    let rx = if_counter(&d, &ha, "rx packets") - rx0;
     // (A may send an ARP probe meanwhile; three pings would be at least 3.)
     assert!(rx < 3, "{rx} packets received during 3 pings");
     let tr = d.ok("show trace");
@@ -2411,8 +2405,8 @@ fn vxlan_with_linux_peer(v6: bool) {
     tcp_transfer(&a, &b, "192.168.93.3", 4 << 20);
     let show = d.ok("show vxlan tunnel");
     assert!(show.contains(&format!("src {sl} dst {peer}")), "{show}");
-    assert!(counter(&d, "vxlan_tunnel0", "rx packets") > 100);
-    assert!(counter(&d, "vxlan_tunnel0", "tx packets") > 100);
+    assert!(if_counter(&d, "vxlan_tunnel0", "rx packets") > 100);
+    assert!(if_counter(&d, "vxlan_tunnel0", "tx packets") > 100);
     let node = if v6 { "vxlan6-input" } else { "vxlan4-input" };
     let errs = d.ok("show errors");
     for bad in ["no_such_tunnel", "bad_flags", "truncated", "bad_udp_length"] {
@@ -2611,8 +2605,8 @@ fn srv6_with_linux_peer() {
     } else {
         4
     };
-    assert!(counter(&d, "sr-localsid0", "tx packets") >= min);
-    assert!(counter(&d, "sr-policy0", "tx packets") >= min);
+    assert!(if_counter(&d, "sr-localsid0", "tx packets") >= min);
+    assert!(if_counter(&d, "sr-policy0", "tx packets") >= min);
     let errs = d.ok("show errors");
     assert!(
         !errs

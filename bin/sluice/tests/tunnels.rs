@@ -53,24 +53,6 @@ fn ip6(dmac: [u8; 6], src: &str, dst: &str, seq: u16) -> Vec<u8> {
     [&dmac[..], &HOST_MAC, &[0x86, 0xdd], &h, &payload].concat()
 }
 
-fn counter(d: &Daemon, intf: &str, name: &str) -> u64 {
-    d.ok(&format!("show interface {intf}"))
-        .lines()
-        .find(|l| l.contains(name))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn error_count(d: &Daemon, node: &str, reason: &str) -> u64 {
-    d.ok("show errors")
-        .lines()
-        .find(|l| l.contains(node) && l.contains(reason))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn wait_connected(d: &Daemon) {
     let t0 = Instant::now();
     loop {
@@ -79,18 +61,6 @@ fn wait_connected(d: &Daemon) {
             return;
         }
         assert!(t0.elapsed() < Duration::from_secs(15), "memif down:\n{s}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn assert_no_leaks(d: &Daemon) {
-    let t0 = Instant::now();
-    while buffers_in_use(d) != 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "buffers leaked:\n{}",
-            d.ok("show buffers")
-        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -234,10 +204,10 @@ fn gtpu_between_two_daemons_over_memif() {
 
     // Each tunnel's counters say what crossed it.
     for (d, tx4, rx4, tx6, rx6) in [(&a, 200, 150, 100, 50), (&b, 150, 200, 50, 100)] {
-        assert_eq!(counter(d, "gtpu_tunnel0", "tx packets"), tx4);
-        assert_eq!(counter(d, "gtpu_tunnel0", "rx packets"), rx4);
-        assert_eq!(counter(d, "gtpu_tunnel1", "tx packets"), tx6);
-        assert_eq!(counter(d, "gtpu_tunnel1", "rx packets"), rx6);
+        assert_eq!(if_counter(d, "gtpu_tunnel0", "tx packets"), tx4);
+        assert_eq!(if_counter(d, "gtpu_tunnel0", "rx packets"), rx4);
+        assert_eq!(if_counter(d, "gtpu_tunnel1", "tx packets"), tx6);
+        assert_eq!(if_counter(d, "gtpu_tunnel1", "rx packets"), rx6);
         assert_eq!(error_count(d, "gtpu4-input", "decapsulated"), rx4);
         assert_eq!(error_count(d, "gtpu6-input", "decapsulated"), rx6);
         let errs = d.ok("show errors");

@@ -187,6 +187,39 @@ pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
+/// The value of the `show interface <intf>` line containing `name` (0 when absent).
+pub fn if_counter(d: &Daemon, intf: &str, name: &str) -> u64 {
+    d.ok(&format!("show interface {intf}"))
+        .lines()
+        .find(|l| l.contains(name))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The count of the first `show errors` line naming `node` and `reason` (0 when absent).
+pub fn error_count(d: &Daemon, node: &str, reason: &str) -> u64 {
+    d.ok("show errors")
+        .lines()
+        .find(|l| l.contains(node) && l.contains(reason))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits up to 5 s for every buffer to be back in the pool; panics with `show buffers`.
+pub fn assert_no_leaks(d: &Daemon) {
+    let t0 = Instant::now();
+    while buffers_in_use(d) != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "buffers leaked:\n{}",
+            d.ok("show buffers")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn buffers_in_use(d: &Daemon) -> u64 {
     let s = d.ok("show buffers");
     let line = s
