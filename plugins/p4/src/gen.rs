@@ -928,6 +928,19 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
 
 /// A phase of the generated pipeline: a run of a control's statements (at most one table
 /// application, looked up before it when `pre`), a multi-node segment for ingress.
+/// The generated call of phase `k`: its table's lookup first when it has one.
+fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
+    match ph.pre {
+        Some(t) => {
+            g.line(&format!(
+                "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+            ));
+            g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
+        }
+        None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
+    }
+}
+
 struct Phase {
     ctl: &'static str,
     flag: &'static str,
@@ -1166,15 +1179,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.open("match k {");
     for (k, ph) in phases.iter().enumerate().take(tm_at) {
         g.open(&format!("{k} => {{"));
-        match ph.pre {
-            Some(t) => {
-                g.line(&format!(
-                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
-                ));
-                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
-            }
-            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
-        }
+        emit_phase_call(&mut g, k, ph);
         g.close("}");
     }
     g.line("_ => {}");
@@ -1182,15 +1187,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line(&format!("if k + 1 < {ni} {{ return (None, s.pe); }}"));
     g.line("Self::tm(s);");
     for (k, ph) in phases.iter().enumerate().skip(tm_at) {
-        match ph.pre {
-            Some(t) => {
-                g.line(&format!(
-                    "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
-                ));
-                g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
-            }
-            None => g.line(&format!("Self::ph{k}(ts, sh, s, d);")),
-        }
+        emit_phase_call(&mut g, k, ph);
     }
     g.line("let (o, pe) = Self::fin(ts, sh, s, d);");
     g.line("(Some(o), pe)");

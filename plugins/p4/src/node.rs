@@ -21,8 +21,9 @@
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
-//! index (one uncontended lock per frame and node, never per packet); segments always run
-//! on the closure executor. Auto: both exist (its single phase runs what single mode
+//! index (one uncontended lock per frame and node, never per packet); segments run the
+//! generated module's phases when the program has one whose phases match the segments,
+//! else the closure executor. Auto: both exist (its single phase runs what single mode
 //! would, the generated module included); the entry node times both on live traffic (a
 //! 16-frame trial of each, then the faster for the next period, which doubles up to 65536
 //! frames while single keeps winning), so it costs at most the trials when the split does
