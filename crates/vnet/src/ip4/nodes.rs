@@ -523,8 +523,8 @@ impl PacketNode for Ip4Rewrite {
 
 impl Ip4Rewrite {
     /// `ip4-rewrite` of a packet off the fast path (expired TTL, over the MTU, no headroom,
-    /// truncated): the checks one by one.
-    #[cold]
+    /// truncated; also every locally built packet, buffer chain and GSO aggregate, so not
+    /// `#[cold]`): the checks one by one.
     #[inline(never)]
     fn rewrite_checked(
         cx: &mut Cx,
