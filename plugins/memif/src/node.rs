@@ -987,7 +987,7 @@ fn parse_single(ring: Ring, cur: u16, regs: &[Region], ds: usize, out: &mut [RxP
         }
         // In the region (checked above): off + len <= size.
         let src = base.wrapping_add(off as usize);
-        prefetch(src);
+        sluice_infra::prefetch(src);
         *o = RxPkt {
             src,
             len,
@@ -995,19 +995,6 @@ fn parse_single(ring: Ring, cur: u16, regs: &[Region], ds: usize, out: &mut [RxP
         };
     }
     out.len()
-}
-
-/// Hints the CPU to fetch the line at `p` (a prefetch never faults).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults and has no architectural effect.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Slave rx: hands every consumed slot back to the master with its own buffer.

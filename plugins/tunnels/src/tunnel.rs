@@ -1000,8 +1000,9 @@ const SAME: u32 = MISS - 2;
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
     pub proto: P,
-    /// (table, src, dst, key) → tunnel.
-    pub table: DecapTable,
+    /// (table, src, dst, key) → tunnel; changed only through `table()`, which also forgets
+    /// the cached previous key.
+    table: DecapTable,
     keys: Box<[DecapKey; FRAME_SIZE]>,
     metas: Box<[P::Meta; FRAME_SIZE]>,
     /// Per packet: tunnel index, [`MISS`], [`DONE`] or [`SAME`].
