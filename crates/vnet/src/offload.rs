@@ -53,6 +53,7 @@ pub fn copy_frame_head<'p>(
     pkt: &'p [u8],
     tag: Option<[u8; 4]>,
 ) -> (usize, &'p [u8]) {
+    debug_assert!(dst.len() >= 16, "the head must hold the tag's bytes");
     let n = copy_frame(dst, pkt, tag);
     let inserted = if tag.is_some() && pkt.len() >= 12 {
         n.saturating_sub(12).min(4)

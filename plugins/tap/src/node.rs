@@ -172,7 +172,7 @@ impl Default for TapInput {
         TapInput {
             queues: QueueSet::default(),
             scratch: vec![0; MAX_FRAME],
-            whole: Vec::new(),
+            whole: Vec::with_capacity(MAX_FRAME),
             tick_tsc: u64::MAX,
         }
     }
