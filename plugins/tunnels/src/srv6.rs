@@ -730,23 +730,51 @@ pub fn steer(vm: &mut Vlib, add: bool, s: Steer) -> VnetResult {
     Ok(())
 }
 
+/// Deletes `rx`'s L2 steering rule (`bsid` unspecified: whichever policy it names). `rx`
+/// may be gone already (deleted while steered, then its policy deleted): the rule, its
+/// `sr-l2-steer<n>` and the encap entry go all the same; a live `rx` is put back in L3 mode
+/// first, and the rule is forgotten only once that worked.
+fn steer_l2_del(vm: &mut Vlib, rx: SwIfIndex, bsid: Ipv6Addr) -> VnetResult {
+    let alive = sluice_vnet::interface::check(vm, rx).is_ok();
+    let name = if alive {
+        tunnel::if_name(vm, rx)
+    } else {
+        format!("interface {}", rx.0)
+    };
+    let st = vm.ext_mut::<Srv6>();
+    let i = st
+        .l2_steers
+        .iter()
+        .position(|s| s.rx == rx)
+        .ok_or_else(|| VnetError::NotFound(format!("{name} is not L2-steered")))?;
+    let s = st.l2_steers[i].clone();
+    if !bsid.is_unspecified() && s.bsid != bsid {
+        return Err(VnetError::NotFound(format!(
+            "{name} is steered via bsid {}, not {bsid}",
+            s.bsid
+        )));
+    }
+    if alive {
+        sluice_vnet::interface::set_l3(vm, rx)?;
+    }
+    set_encap(vm, s.sw, None);
+    sluice_vnet::loopback::delete_interface(vm, s.sw);
+    vm.ext_mut::<Srv6>().l2_steers.remove(i);
+    Ok(())
+}
+
 /// `sr steer [del] l2 <rx> via bsid <a>`: every frame `rx` receives is encapsulated
 /// whole (T.Encaps.L2) toward the policy's segment list, through an L2 interface
 /// `sr-l2-steer<n>` that `rx` is cross-connected to; `del` puts `rx` back in L3 mode and
 /// deletes that interface.
 pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> VnetResult {
+    if !add {
+        return steer_l2_del(vm, rx, bsid);
+    }
     sluice_vnet::interface::check(vm, rx)?;
     let name = tunnel::if_name(vm, rx);
     let st = vm.ext_mut::<Srv6>();
     let pos = st.l2_steers.iter().position(|s| s.rx == rx);
-    if !add {
-        let i = pos.ok_or_else(|| VnetError::NotFound(format!("{name} is not L2-steered")))?;
-        let s = st.l2_steers.remove(i);
-        sluice_vnet::interface::set_l3(vm, s.rx)?;
-        set_encap(vm, s.sw, None);
-        sluice_vnet::loopback::delete_interface(vm, s.sw);
-        return Ok(());
-    }
     if pos.is_some() {
         return Err(VnetError::Exists(format!("{name} is L2-steered already")));
     }

@@ -570,3 +570,40 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
     }
     assert_eq!(in_use(&vm), 0);
 }
+
+#[test]
+fn srv6_steer_l2_rule_of_a_deleted_interface_goes_with_its_policy() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::b1 next fc00::5 next fc00::6 encap",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::b2 next fc00::5 encap",
+    );
+    let lo = cli(&mut vm, &t, "create loopback interface");
+    let lo = lo.trim();
+    cli(&mut vm, &t, &format!("sr steer l2 {lo} via bsid fc00::b1"));
+    assert!(cli(&mut vm, &t, "show interface").contains("sr-l2-steer"));
+    // A rule belongs to its own policy.
+    let err = t
+        .execute(&mut vm, &format!("sr steer del l2 {lo} via bsid fc00::b2"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("fc00::b1") && !err.contains('\n'), "{err}");
+    cli(
+        &mut vm,
+        &t,
+        &format!("delete loopback interface intfc {lo}"),
+    );
+    cli(&mut vm, &t, "sr policy del bsid fc00::b1");
+    let show = cli(&mut vm, &t, "show sr steering-policies");
+    assert!(!show.contains("L2 "), "{show}");
+    let ifs = cli(&mut vm, &t, "show interface");
+    assert!(!ifs.contains("sr-l2-steer"), "{ifs}");
+    assert!(!cli(&mut vm, &t, "show running-config").contains("sr steer l2"));
+    assert_eq!(in_use(&vm), 0);
+}
