@@ -488,8 +488,11 @@ impl MemifInput {
             if self.out.len() + (st.misses as usize) >= st.want || st.n_slots == 0 {
                 break;
             }
-            // The packet at `cur` is chained, bad, or finds no buffer: the general path.
-            if !self.rx_general(cx, pool, conn, ring, sh, qi, ip6, &mut st) {
+            // The packet at `cur` is chained, bad, or finds no buffer: the general path. When
+            // the pool ran dry (`got < f`) the rest waits for the next poll instead of being
+            // parsed again here for every slot.
+            let starved = got < f;
+            if !self.rx_general(cx, pool, conn, ring, sh, qi, ip6, &mut st) || starved {
                 break;
             }
         }
