@@ -541,18 +541,23 @@ impl Default for DecapTable {
 pub const MISS: u32 = u32::MAX;
 
 impl DecapTable {
-    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's).
-    pub fn insert(&mut self, k: DecapKey, idx: u32, mut e: DecapEntry) {
+    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's). Fails only
+    /// when the index cannot grow (memory); the table is then unchanged.
+    pub fn insert(
+        &mut self,
+        k: DecapKey,
+        idx: u32,
+        mut e: DecapEntry,
+    ) -> Result<(), sluice_infra::bihash::BihashError> {
         e.words = key_words(&k);
         e.sub = k.sub;
-        // Only an allocation failure can refuse it: the tunnel then receives nothing
-        // (`no_such_tunnel`), as it would without the table.
-        let _ = self.index.insert(&self.epochs, digest(&k), idx as u64);
+        self.index.insert(&self.epochs, digest(&k), idx as u64)?;
         let i = idx as usize;
         if self.entries.len() <= i {
             self.entries.resize(i + 1, None);
         }
         self.entries[i] = Some(e);
+        Ok(())
     }
     /// Removes tunnel `idx` (key `k`).
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
@@ -1375,14 +1380,36 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let de = DecapEntry::new(sw.0, next, counters, mac, !l3);
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
+    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r = refused.clone();
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<Encap>(encap) {
             n.set(sw.0, Some(entry));
         }
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.insert(key, tidx, de.clone());
+            if tbl.insert(key, tidx, de.clone()).is_err() {
+                r.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     });
+    if refused.load(std::sync::atomic::Ordering::Relaxed) {
+        // Undo on every thread (removing a key a thread never took is a no-op).
+        vm.foreach_thread(move |tg| {
+            if let Some(n) = tg.node_mut::<Encap>(encap) {
+                n.set(sw.0, None);
+            }
+            if let Some(tbl) = table_of(tg, decap) {
+                tbl.remove(&key, tidx);
+            }
+        });
+        sluice_vnet::loopback::delete_interface(vm, sw);
+        if t.mcast_if.is_some() {
+            let _ = group_route(vm, false, a.dst, a.table_id, fib_index);
+        }
+        return Err(VnetError::Full(
+            "decap table: no memory for another tunnel".into(),
+        ));
+    }
     let t = Tunnel {
         instance,
         sw_if: sw,
