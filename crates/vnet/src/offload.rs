@@ -103,18 +103,44 @@ pub fn complete_l4_checksum(f: &mut [u8]) -> bool {
 /// of a VXLAN packet), which [`complete_l4_checksum`] cannot know from the headers alone.
 /// Returns false (frame unchanged) when the positions do not fit the frame.
 pub fn complete_partial_checksum(f: &mut [u8], start: usize, offset: usize) -> bool {
+    complete_partial_checksum_split(f, &mut [], start, offset)
+}
+
+/// [`complete_partial_checksum`] over a frame held in two pieces, `head` then `tail` (a
+/// frame larger than one buffer, its rest still in a read buffer), without joining them:
+/// the tail's sum is byte-swapped when it starts at an odd offset from `start` (RFC 1071
+/// §2 (B)); the field may lie in either piece or across them. `start` is within `head`.
+pub fn complete_partial_checksum_split(
+    head: &mut [u8],
+    tail: &mut [u8],
+    start: usize,
+    offset: usize,
+) -> bool {
     let Some(at) = start.checked_add(offset) else {
         return false;
     };
-    if at + 2 > f.len() || start >= f.len() {
+    let len = head.len() + tail.len();
+    if at.checked_add(2).is_none_or(|end| end > len) || start >= head.len() {
         return false;
     }
-    let mut c = !checksum::sum(&f[start..]);
+    let head_sum = checksum::sum(&head[start..]);
+    let tail_sum = checksum::sum(tail);
+    let tail_sum = if (head.len() - start) % 2 == 1 {
+        tail_sum.swap_bytes()
+    } else {
+        tail_sum
+    };
+    let mut c = !checksum::combine(head_sum, tail_sum);
     if c == 0 {
         // A computed zero is sent as all ones (RFC 768; harmless for TCP, RFC 1624).
         c = 0xffff;
     }
-    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    for (i, byte) in c.to_be_bytes().into_iter().enumerate() {
+        match head.get_mut(at + i) {
+            Some(h) => *h = byte,
+            None => tail[at + i - head.len()] = byte,
+        }
+    }
     true
 }
 
@@ -858,6 +884,33 @@ mod tests {
         assert!(!complete_partial_checksum(&mut f, n, 0));
         assert!(!complete_partial_checksum(&mut f, n - 1, 16));
         assert!(!complete_partial_checksum(&mut f, usize::MAX, 16));
+    }
+
+    #[test]
+    fn partial_checksum_over_two_pieces_equals_one_piece() {
+        // Every split point (odd and even, the field in the head, across, in the tail) gives
+        // the bytes the one-piece completion gives.
+        let mut whole: Vec<u8> = (0..301u32).map(|i| (i * 7 + 3) as u8).collect();
+        let (start, off) = (40, 16);
+        whole[start + off..start + off + 2].copy_from_slice(&0x1234u16.to_be_bytes());
+        let mut want = whole.clone();
+        assert!(complete_partial_checksum(&mut want, start, off));
+        for cut in start + 1..whole.len() {
+            let mut f = whole.clone();
+            let (h, t) = f.split_at_mut(cut);
+            assert!(
+                complete_partial_checksum_split(h, t, start, off),
+                "cut {cut}"
+            );
+            assert_eq!(f, want, "cut {cut}");
+        }
+        // Positions beyond the frame, or a start in the tail, are refused unchanged.
+        let mut f = whole.clone();
+        let (h, t) = f.split_at_mut(100);
+        assert!(!complete_partial_checksum_split(h, t, 100, 0));
+        assert!(!complete_partial_checksum_split(h, t, 40, 260));
+        assert!(!complete_partial_checksum_split(h, t, 40, usize::MAX));
+        assert_eq!(f, whole);
     }
 
     #[test]

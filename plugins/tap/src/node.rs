@@ -161,8 +161,6 @@ pub struct TapInput {
     /// Queues placed on this thread.
     pub queues: QueueSet<TapQueue>,
     scratch: Vec<u8>,
-    /// A frame larger than one buffer assembled to complete its checksum.
-    whole: Vec<u8>,
     /// [`POLL_TICK_SECS`] in TSC ticks (set at the first poll).
     tick_tsc: u64,
 }
@@ -172,7 +170,6 @@ impl Default for TapInput {
         TapInput {
             queues: QueueSet::default(),
             scratch: vec![0; MAX_FRAME],
-            whole: Vec::with_capacity(MAX_FRAME),
             tick_tsc: u64::MAX,
         }
     }
@@ -299,17 +296,9 @@ impl TapInput {
                 v.set_len(flen.min(ds));
                 v.hdr.rx_if = sw_if;
                 if let Some((start, off)) = csum {
-                    if flen > ds {
-                        // Over the whole frame: assembled, completed, put back.
-                        self.whole.clear();
-                        self.whole.extend_from_slice(v.data());
-                        self.whole.extend_from_slice(&self.scratch[..flen - ds]);
-                        if offload::complete_partial_checksum(&mut self.whole, start, off) {
-                            cx.count(RxCounter::Csum, 1);
-                        }
-                        v.data_mut().copy_from_slice(&self.whole[..ds]);
-                        self.scratch[..flen - ds].copy_from_slice(&self.whole[ds..]);
-                    } else if offload::complete_partial_checksum(v.data_mut(), start, off) {
+                    // Over the whole frame: the buffer, then the rest still in `scratch`.
+                    let rest = &mut self.scratch[..flen.saturating_sub(ds)];
+                    if offload::complete_partial_checksum_split(v.data_mut(), rest, start, off) {
                         cx.count(RxCounter::Csum, 1);
                     }
                 }
