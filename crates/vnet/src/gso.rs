@@ -110,40 +110,41 @@ pub struct GsoSegment {
 }
 
 impl GsoSegment {
-    /// The feature form with no aggregate in the frame (the common case): every packet to
-    /// its next feature in one batched enqueue. False, with nothing sent, when the frame
-    /// holds an aggregate.
-    fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> bool {
+    /// The feature form: the packets before the frame's first aggregate (all of them in the
+    /// common case) to their next feature in one batched enqueue; returns how many were
+    /// sent (0 for the fixed form), so the cutting loop starts at the first aggregate.
+    fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> usize {
         let Onward::Feature {
             table, slot, key, ..
         } = &self.onward
         else {
-            return false;
+            return 0;
         };
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
         let mut nexts = [0u16; FRAME_SIZE];
-        for (n, &b) in nexts.iter_mut().zip(frame) {
+        let mut plain = frame.len();
+        for (i, (n, &b)) in nexts.iter_mut().zip(frame).enumerate() {
             // SAFETY: this node owns the frame's buffers; short-lived header access.
             let h = unsafe { cx.arena().header(b) };
             if h.flags & flags::GSO != 0 {
-                return false;
+                plain = i;
+                break;
             }
             *n = table
                 .next(*slot, key.of(h), FeatureSegmentNext::End.next())
                 .0;
         }
-        cx.enqueue_to_next(frame, &nexts[..frame.len().min(FRAME_SIZE)]);
-        true
+        cx.enqueue_to_next(&frame[..plain], &nexts[..plain]);
+        plain
     }
 }
 
 impl NodeFn for GsoSegment {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        if frame.len() <= FRAME_SIZE && self.pass_plain(cx, frame) {
-            return;
-        }
+        let plain = self.pass_plain(cx, frame);
         let mut segs = [BufIdx(0); MAX_SEGMENTS];
         let drop = SegmentNext::Drop.next();
-        for &b in frame {
+        for &b in &frame[plain..] {
             let (next, rewind) = {
                 // SAFETY: this node owns the frame's buffers; short-lived header access.
                 let h = unsafe { cx.arena().header(b) };

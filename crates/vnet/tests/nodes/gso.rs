@@ -320,11 +320,21 @@ fn unicast_features_take_segments_unless_they_take_aggregates(v6: bool) {
         "set interface feature loop0 {check} arc {ip}-unicast"
     ));
     t.capture(&check);
+    let p0 = t.packet(&plain, |h| h.rx_if = sw);
     let b = at_l3(&mut t, &f, kind, sw);
     let p = t.packet(&plain, |h| h.rx_if = sw);
-    t.inject(&[b, p]);
+    t.inject(&[p0, b, p]);
     let segs = t.arc(&check);
-    assert_eq!(segs.len(), 4, "3 segments and the plain packet");
+    assert_eq!(
+        segs.len(),
+        5,
+        "a plain packet, 3 segments and a plain packet, in order"
+    );
+    assert_eq!(
+        segs[0].data, plain,
+        "the plain packet before the aggregate unchanged"
+    );
+    let segs = &segs[1..];
     let l4 = if v6 { 40 } else { 20 };
     for s in &segs[..3] {
         assert_eq!(s.hdr.flags & (flags::GSO | flags::NEXT_PRESENT), 0);
