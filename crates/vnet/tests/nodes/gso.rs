@@ -660,7 +660,7 @@ static WHOLE6_SAW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 static NEVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Features declaring `takes_gso` or not: `test-whole6` (takes aggregates) runs before
-/// `test-cut6` on `ip6-unicast`; `test-cut4-out` on `ip4-output`.
+/// `test-cut6` on `ip6-unicast`; `test-cut4-out` on `ip4-output`; `test-cut-l2` on `l2-input`.
 struct GsoTestPlugin;
 
 impl sluice_vnet::plugin::Plugin for GsoTestPlugin {
@@ -678,7 +678,7 @@ impl sluice_vnet::plugin::Plugin for GsoTestPlugin {
         r: &mut sluice_vnet::plugin::Registrar,
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         use sluice_vnet::feature::{ArcKey, FeatureDef};
-        let feats: [Spec; 3] = [
+        let feats: [Spec; 4] = [
             (
                 "test-whole6",
                 "ip6-unicast",
@@ -704,6 +704,15 @@ impl sluice_vnet::plugin::Plugin for GsoTestPlugin {
                 false,
                 &[],
                 ArcKey::Tx,
+                &NEVER,
+            ),
+            (
+                "test-cut-l2",
+                "l2-input",
+                "l2-input",
+                false,
+                &[],
+                ArcKey::Rx,
                 &NEVER,
             ),
         ];
@@ -810,5 +819,37 @@ fn ip4_output_features_get_segments_at_their_ethernet_header() {
     }
     assert_eq!(payload, &f[14 + 20 + 32..]);
     assert_eq!(segs[3].data, udp4("10.0.0.2", "10.0.1.2"));
+    t.assert_no_leaks();
+}
+
+/// On the L2 input arc (packets at their Ethernet header, keyed by the receiving interface)
+/// `l2-input-gso-segment` sends a feature that does not take aggregates the segments,
+/// Ethernet header first, and plain packets around the aggregate in order.
+#[test]
+fn l2_input_features_get_segments_at_their_ethernet_header() {
+    let (mut t, sw) = setup_with_test_features("l2-input-gso-segment");
+    t.cli("set interface feature loop0 test-cut-l2 arc l2-input");
+    t.capture("test-cut-l2");
+    let f = tcp6_aggregate(2500);
+    let plain = udp4("10.0.0.2", "10.0.1.2");
+    let p0 = t.packet(&plain, |h| h.rx_if = sw);
+    let b = aggregate(&mut t, &f, gso_type::TCPV6, sw);
+    // SAFETY: the test owns the buffer until injected; one view.
+    unsafe { t.vm.pool.buffer(b) }.hdr.rx_if = sw;
+    let p = t.packet(&plain, |h| h.rx_if = sw);
+    t.inject(&[p0, b, p]);
+    let segs = t.arc("test-cut-l2");
+    assert_eq!(segs.len(), 5, "plain, 3 segments, plain");
+    assert_eq!(segs[0].data, plain);
+    let mut payload = Vec::new();
+    for s in &segs[1..4] {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!((s.hdr.current_data, s.hdr.rx_if), (0, sw));
+        assert_eq!(s.data[..14], f[..14], "Ethernet header first");
+        payload.extend_from_slice(&s.data[14 + 40 + 32..]);
+    }
+    assert_eq!(payload, &f[14 + 40 + 32..]);
+    assert_eq!(segs[4].data, plain);
+    assert_eq!(NEVER.load(std::sync::atomic::Ordering::Relaxed), 0);
     t.assert_no_leaks();
 }
