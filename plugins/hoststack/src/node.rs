@@ -1018,6 +1018,7 @@ impl NodeFn for SessionQueue {
             }
             let mut emptied = false;
             let mut stalled = false;
+            let taken = n;
             while n < FRAME_SIZE {
                 match self.build(cx, &mut sm, sid) {
                     Built::Packet | Built::Dropped => n += 1,
@@ -1031,9 +1032,12 @@ impl NodeFn for SessionQueue {
                     }
                 }
             }
-            // A writer that found the FIFO full hears it has room again.
-            if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
-                a.notify_tx_space(slot);
+            // A writer that found the FIFO full hears it has room again (only when this
+            // visit took datagrams out: otherwise no room was made).
+            if n > taken {
+                if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
+                    a.notify_tx_space(slot);
+                }
             }
             if emptied {
                 self.pending.pop_front();
@@ -1173,4 +1177,69 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
         .nexts(SqNext::NAMES)
         .counters(SqCounter::DESCS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_graph::testing::Harness;
+
+    /// Stands in for `ip4-lookup`/`ip6-lookup` (the harness captures them).
+    struct Sink;
+    impl NodeFn for Sink {
+        fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+            cx.free(frame);
+        }
+        fn as_any(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn udp_tx_space_is_announced_only_after_datagrams_left() {
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let l = crate::session::tests::locals();
+        let mut ports = vec![];
+        let sid = sm
+            .bind(0, "10.0.0.1:5000".parse().unwrap(), &l, &mut ports)
+            .unwrap();
+        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let mut g = sluice_graph::GraphBuilder::new();
+        sluice_graph::nodes::register(&mut g);
+        for name in ["ip4-lookup", "ip6-lookup"] {
+            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(Sink)
+            }));
+        }
+        register(&mut g, &shared);
+        let mut h = Harness::build(g, SESSION_QUEUE).unwrap();
+        // The application asks for room and queues a tx event with nothing in the FIFO.
+        let ask = |data: Option<&[u8]>| {
+            let sm = lock(&shared);
+            let a = sm.apps[0].as_ref().unwrap();
+            let (_, tx) = a.fifos(slot).unwrap();
+            if let Some(d) = data {
+                assert!(tx.push("10.0.0.2:7".parse().unwrap(), d));
+            }
+            tx.want_space();
+            tx.set_event();
+            assert!(a.sluice_evq().unwrap().push(slot));
+        };
+        let app_events = || {
+            let sm = lock(&shared);
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
+        };
+        ask(None);
+        h.vm.main.run_once();
+        assert_eq!(app_events(), [], "nothing was sent: no room was made");
+        // A datagram leaves: the writer hears.
+        ask(Some(b"hi"));
+        h.vm.main.run_once();
+        h.vm.main.drain();
+        assert_eq!(h.arc("ip4-lookup").len(), 1);
+        assert_eq!(app_events(), [slot]);
+        h.assert_no_leaks();
+    }
 }

@@ -957,11 +957,11 @@ impl SessionMain {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A session layer with one attached application (its socket is one end of a pair).
-    fn with_app() -> (SessionMain, OwnedFd) {
+    pub(crate) fn with_app() -> (SessionMain, OwnedFd) {
         let mut sm = SessionMain {
             cfg: Config {
                 sessions_per_app: 4,
@@ -984,7 +984,7 @@ mod tests {
         (sm, b)
     }
 
-    fn locals() -> Vec<(IpAddr, u8)> {
+    pub(crate) fn locals() -> Vec<(IpAddr, u8)> {
         vec![
             ("10.0.0.1".parse().unwrap(), 24),
             ("10.0.1.1".parse().unwrap(), 24),
