@@ -20,9 +20,17 @@
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
 //! FIB 0. It also sends the TCP connections' segments (data from their tx FIFOs, ACKs,
 //! retransmissions on their timers) and the RSTs `tcp4-input`/`tcp6-input` ask for, to
-//! `ip4-lookup` or `ip6-lookup` by the connection's family.
+//! `ip4-lookup` or `ip6-lookup` by the connection's family. It watches the control
+//! sockets too (the app socket, attached and attaching applications' sockets, epoll token
+//! `CTL_TOKEN`): when one is readable it posts `poll_control` to the main loop, which
+//! serves the request (attach, bind, connect, listen, close) right after this iteration's
+//! nodes. After sending it tells a writer that found its tx FIFO full (the FIFO's
+//! tx-space request word) that room was made: one event on the application's event queue
+//! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
+//! `tcp4-input`); a request whose event found the queue full is put back.
 //! - uses: the applications' event queues (session slots with data to send, at most
-//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts; no packet metadata.
+//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts, the control sockets'
+//!   readiness; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
 //!   `ip.fib_index` 0.
 //! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
