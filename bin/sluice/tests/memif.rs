@@ -1016,30 +1016,49 @@ fn rogue_peer_shared_memory_garbage_is_counted_and_dropped() {
     assert_eq!(&raw_recv(&s).expect("CONNECTED")[0..2], &[7, 0]);
     wait_connected(&a);
 
-    // S2M (the master receives): five bad packets, then a good one ending at the region's end.
-    let good = frame([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 8], 60, 1);
-    let end = (SIZE - good.len()) as u32;
-    m.write(end as usize, &good);
-    m.desc(S2M, 0, 0, 3, 60, 1024); // unknown region
-    m.desc(S2M, 1, 0, 0, 60, 0xFFFF_FF00); // offset past the region
-    m.desc(S2M, 2, 0, 0, u32::MAX, 1024); // offset + length overflows u32
-    m.desc(S2M, 3, 0, 0, 0, 1024); // empty
-    m.desc(S2M, 4, 1, 0, 30, 1024); // a chain whose second link is past the end
-    m.desc(S2M, 5, 0, 0, 30, (SIZE - 10) as u32);
-    m.desc(S2M, 6, 0, 0, 60, end);
+    // S2M (the master receives): six bad packets, each behind a good one (so the batch parser
+    // stops at it after taking the good ones), and a good one ending at the region's end. Each
+    // bad one is dropped and counted, the good ones come through in order.
+    let goods: Vec<Vec<u8>> = (0..7)
+        .map(|i| frame([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 8], 60, i))
+        .collect();
+    let end = (SIZE - 60) as u32;
+    let bad: [(u16, u32, u32); 5] = [
+        (3, 60, 1024),        // unknown region
+        (0, 60, 0xFFFF_FF00), // offset past the region
+        (0, u32::MAX, 1024),  // offset + length overflows u32
+        (0, 0, 1024),         // empty
+        (0, 70_000, 1024),    // longer than the largest packet
+    ];
+    let mut slot = 0u16;
+    for (i, g) in goods.iter().enumerate() {
+        let off = if i == 6 { end } else { 4096 + 128 * i as u32 };
+        m.write(off as usize, g);
+        m.desc(S2M, slot, 0, 0, 60, off);
+        slot += 1;
+        if let Some(&(rg, len, o)) = bad.get(i) {
+            m.desc(S2M, slot, 0, rg, len, o);
+            slot += 1;
+        } else if i == 5 {
+            // A chain whose second link runs past the region's end.
+            m.desc(S2M, slot, 1, 0, 30, 1024);
+            m.desc(S2M, slot + 1, 0, 0, 30, (SIZE - 10) as u32);
+            slot += 2;
+        }
+    }
     let out = a.dir.join("rogue-out.pcap");
     a.ok(&format!(
-        "packet-generator capture pg0 pcap {} count 1",
+        "packet-generator capture pg0 pcap {} count 7",
         out.display()
     ));
     m.idx(S2M + 6)
-        .store(7, std::sync::atomic::Ordering::Release);
-    wait_error(&a, "memif-input", "bad descriptor", 5);
-    assert_eq!(wait_pcap(&out, 1), vec![good.clone()]);
-    assert_eq!(error_count(&a, "memif-input", "bad descriptor"), 5);
+        .store(slot, std::sync::atomic::Ordering::Release);
+    wait_error(&a, "memif-input", "bad descriptor", 6);
+    assert_eq!(wait_pcap(&out, 7), goods);
+    assert_eq!(error_count(&a, "memif-input", "bad descriptor"), 6);
     // head 1000 slots ahead of tail: counted and resynchronised.
     m.idx(S2M + 6)
-        .store(7 + 1000, std::sync::atomic::Ordering::Release);
+        .store(slot + 1000, std::sync::atomic::Ordering::Release);
     wait_error(&a, "memif-input", "past the ring", 1);
 
     // M2S (the master transmits into slots we hand out): a slot running past the region's
@@ -1047,10 +1066,10 @@ fn rogue_peer_shared_memory_garbage_is_counted_and_dropped() {
     m.desc(M2S, 0, 0, 0, 2048, (SIZE - 100) as u32);
     m.idx(M2S + 6)
         .store(1, std::sync::atomic::Ordering::Release);
-    inject(&a, "pg0", "rogue-tx1", std::slice::from_ref(&good));
+    inject(&a, "pg0", "rogue-tx1", std::slice::from_ref(&goods[0]));
     wait_error(&a, "memif-tx", "bad descriptor", 1);
     m.desc(M2S, 0, 0, 7, 2048, 1024);
-    inject(&a, "pg0", "rogue-tx2", std::slice::from_ref(&good));
+    inject(&a, "pg0", "rogue-tx2", std::slice::from_ref(&goods[0]));
     wait_error(&a, "memif-tx", "bad descriptor", 2);
     assert_eq!(
         m.idx(M2S + 64).load(std::sync::atomic::Ordering::Acquire),
@@ -1059,13 +1078,13 @@ fn rogue_peer_shared_memory_garbage_is_counted_and_dropped() {
     assert_eq!(if_counter(&a, "memif1/0", "tx-error"), 2);
     // A valid 100-byte slot at the region's end: the frame lands there, and nothing behind it.
     m.desc(M2S, 0, 0, 0, 100, (SIZE - 100) as u32);
-    inject(&a, "pg0", "rogue-tx3", std::slice::from_ref(&good));
+    inject(&a, "pg0", "rogue-tx3", std::slice::from_ref(&goods[0]));
     let t0 = Instant::now();
     while m.idx(M2S + 64).load(std::sync::atomic::Ordering::Acquire) != 1 {
         assert!(t0.elapsed() < Duration::from_secs(10), "master never sent");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(m.read(SIZE - 100, 60), good);
+    assert_eq!(m.read(SIZE - 100, 60), goods[0]);
     assert_eq!(&m.read(M2S + 128 + 4, 4), &60u32.to_le_bytes());
 
     assert!(a.ok("show memif").contains("link up"));

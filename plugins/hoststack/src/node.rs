@@ -20,9 +20,17 @@
 //! IPv4/IPv6 and UDP headers in front of each (the udp-output step), locally originated,
 //! FIB 0. It also sends the TCP connections' segments (data from their tx FIFOs, ACKs,
 //! retransmissions on their timers) and the RSTs `tcp4-input`/`tcp6-input` ask for, to
-//! `ip4-lookup` or `ip6-lookup` by the connection's family.
+//! `ip4-lookup` or `ip6-lookup` by the connection's family. It watches the control
+//! sockets too (the app socket, attached and attaching applications' sockets, epoll token
+//! `CTL_TOKEN`): when one is readable it posts `poll_control` to the main loop, which
+//! serves the request (attach, bind, connect, listen, close) right after this iteration's
+//! nodes. After sending it tells a writer that found its tx FIFO full (the FIFO's
+//! tx-space request word) that room was made: one event on the application's event queue
+//! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
+//! `tcp4-input`); a request whose event found the queue full is put back.
 //! - uses: the applications' event queues (session slots with data to send, at most
-//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts; no packet metadata.
+//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts, the control sockets'
+//!   readiness; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
 //!   `ip.fib_index` 0.
 //! - next: `ip4-lookup` (0), `ip6-lookup` (1), `error-drop` (2).
@@ -1018,6 +1026,7 @@ impl NodeFn for SessionQueue {
             }
             let mut emptied = false;
             let mut stalled = false;
+            let taken = n;
             while n < FRAME_SIZE {
                 match self.build(cx, &mut sm, sid) {
                     Built::Packet | Built::Dropped => n += 1,
@@ -1031,9 +1040,12 @@ impl NodeFn for SessionQueue {
                     }
                 }
             }
-            // A writer that found the FIFO full hears it has room again.
-            if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
-                a.notify_tx_space(slot);
+            // A writer that found the FIFO full hears it has room again (only when this
+            // visit took datagrams out: otherwise no room was made).
+            if n > taken {
+                if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
+                    a.notify_tx_space(slot);
+                }
             }
             if emptied {
                 self.pending.pop_front();
@@ -1173,4 +1185,69 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
         .nexts(SqNext::NAMES)
         .counters(SqCounter::DESCS),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_graph::testing::Harness;
+
+    /// Stands in for `ip4-lookup`/`ip6-lookup` (the harness captures them).
+    struct Sink;
+    impl NodeFn for Sink {
+        fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+            cx.free(frame);
+        }
+        fn as_any(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn udp_tx_space_is_announced_only_after_datagrams_left() {
+        let (mut sm, _peer) = crate::session::tests::with_app();
+        let l = crate::session::tests::locals();
+        let mut ports = vec![];
+        let sid = sm
+            .bind(0, "10.0.0.1:5000".parse().unwrap(), &l, &mut ports)
+            .unwrap();
+        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        let shared: Shared = Arc::new(Mutex::new(sm));
+        let mut g = sluice_graph::GraphBuilder::new();
+        sluice_graph::nodes::register(&mut g);
+        for name in ["ip4-lookup", "ip6-lookup"] {
+            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(Sink)
+            }));
+        }
+        register(&mut g, &shared);
+        let mut h = Harness::build(g, SESSION_QUEUE).unwrap();
+        // The application asks for room and queues a tx event with nothing in the FIFO.
+        let ask = |data: Option<&[u8]>| {
+            let sm = lock(&shared);
+            let a = sm.apps[0].as_ref().unwrap();
+            let (_, tx) = a.fifos(slot).unwrap();
+            if let Some(d) = data {
+                assert!(tx.push("10.0.0.2:7".parse().unwrap(), d));
+            }
+            tx.want_space();
+            tx.set_event();
+            assert!(a.sluice_evq().unwrap().push(slot));
+        };
+        let app_events = || {
+            let sm = lock(&shared);
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
+        };
+        ask(None);
+        h.vm.main.run_once();
+        assert_eq!(app_events(), [], "nothing was sent: no room was made");
+        // A datagram leaves: the writer hears.
+        ask(Some(b"hi"));
+        h.vm.main.run_once();
+        h.vm.main.drain();
+        assert_eq!(h.arc("ip4-lookup").len(), 1);
+        assert_eq!(app_events(), [slot]);
+        h.assert_no_leaks();
+    }
 }

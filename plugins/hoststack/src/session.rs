@@ -214,27 +214,33 @@ impl AppConn {
 
     /// Queues `event` (a slot, or `EVENT_ACCEPT | slot`) on the application's event queue
     /// unless the slot's rx FIFO `rx` has one pending already, and signals the application
-    /// when it announced it sleeps.
-    pub fn notify(&self, rx: &Fifo<'_>, event: u32) {
+    /// when it announced it sleeps. False when the event could not be queued (the queue is
+    /// full): the application will not hear of it.
+    pub fn notify(&self, rx: &Fifo<'_>, event: u32) -> bool {
         if !rx.set_event() {
-            return;
+            return true; // one is pending: the application looks at the slot anyway
         }
-        if let Some(q) = self.app_evq() {
-            if !q.push(event) {
-                rx.unset_event();
-            }
-            if q.needs_signal() {
-                shm::signal(self.app_efd.as_raw_fd());
-            }
+        let Some(q) = self.app_evq() else {
+            rx.unset_event();
+            return false;
+        };
+        let queued = q.push(event);
+        if !queued {
+            rx.unset_event();
         }
+        if q.needs_signal() {
+            shm::signal(self.app_efd.as_raw_fd());
+        }
+        queued
     }
 
     /// Queues an event for `slot` when its application asked for tx space and there is
-    /// enough now ([`Fifo::take_space_request`]).
+    /// enough now ([`Fifo::take_space_request`]). When the event queue is full the request
+    /// is put back, so the next freed space (an ACK, a datagram sent) tries again.
     pub fn notify_tx_space(&self, slot: u32) {
         if let Some((rx, tx)) = self.fifos(slot) {
-            if tx.take_space_request() {
-                self.notify(&rx, slot);
+            if tx.take_space_request() && !self.notify(&rx, slot) {
+                tx.want_space();
             }
         }
     }
@@ -951,11 +957,11 @@ impl SessionMain {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A session layer with one attached application (its socket is one end of a pair).
-    fn with_app() -> (SessionMain, OwnedFd) {
+    pub(crate) fn with_app() -> (SessionMain, OwnedFd) {
         let mut sm = SessionMain {
             cfg: Config {
                 sessions_per_app: 4,
@@ -978,7 +984,7 @@ mod tests {
         (sm, b)
     }
 
-    fn locals() -> Vec<(IpAddr, u8)> {
+    pub(crate) fn locals() -> Vec<(IpAddr, u8)> {
         vec![
             ("10.0.0.1".parse().unwrap(), 24),
             ("10.0.1.1".parse().unwrap(), 24),
@@ -1042,6 +1048,34 @@ mod tests {
             2,
             "its eventfd and control socket are handed to session-queue to unregister"
         );
+    }
+
+    #[test]
+    fn a_tx_space_request_survives_a_full_event_queue() {
+        let (sm, _peer) = with_app();
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq().unwrap();
+        while q.push(0) {} // the application is behind: its queue is full
+        let (_, tx) = a.fifos(1).unwrap();
+        tx.want_space();
+        a.notify_tx_space(1);
+        assert_ne!(
+            tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "the request was taken but its event not queued"
+        );
+        // The application caught up: the next try delivers the event.
+        assert_eq!(q.pop(), Some(0));
+        a.notify_tx_space(1);
+        assert_eq!(
+            tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
+            0
+        );
+        let mut got = vec![];
+        while let Some(e) = q.pop() {
+            got.push(e);
+        }
+        assert_eq!(got.last(), Some(&1), "the tx-space event for slot 1");
     }
 
     #[test]

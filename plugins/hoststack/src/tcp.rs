@@ -1603,6 +1603,25 @@ mod tests {
         }
     }
 
+    /// The geometry of the test segments: one slot of two 16 KiB FIFOs.
+    const G: sluice_session::seg::Geometry = sluice_session::seg::Geometry {
+        n_slots: 1,
+        fifo_size: 16384,
+        evq_len: 16,
+    };
+
+    /// A segment with one slot (see [`slot`]).
+    fn fifos(name: &str) -> sluice_infra::shm::Region {
+        let r = sluice_infra::shm::Region::create(name, G.size()).unwrap();
+        sluice_session::seg::init_header(&r, &G);
+        r
+    }
+
+    /// The (rx, tx) FIFOs of the segment's slot.
+    fn slot(r: &sluice_infra::shm::Region) -> (Fifo<'_>, Fifo<'_>) {
+        sluice_session::seg::slot_fifos(r, &G, 0).unwrap()
+    }
+
     #[test]
     fn passive_open_then_data_and_close() {
         let now = Instant::now();
@@ -1640,15 +1659,8 @@ mod tests {
 
     #[test]
     fn data_and_fin_on_the_final_ack_are_replayed_into_the_slot() {
-        use sluice_session::seg::{init_header, slot_fifos, Geometry};
-        let g = Geometry {
-            n_slots: 1,
-            fifo_size: 4096,
-            evq_len: 16,
-        };
-        let r = sluice_infra::shm::Region::create("tcp-test", g.size()).unwrap();
-        init_header(&r, &g);
-        let (rx, tx) = slot_fifos(&r, &g, 0).unwrap();
+        let r = fifos("tcp-test");
+        let (rx, tx) = slot(&r);
         let now = Instant::now();
         let mut t = Tcb::accept(5000, &seg(100, 0, SYN, &[]), L, now);
         t.output(0, 4096, now, |_| true);
@@ -1670,15 +1682,8 @@ mod tests {
 
     #[test]
     fn held_segments_drain_across_the_wrap_of_sequence_space() {
-        use sluice_session::seg::{init_header, slot_fifos, Geometry};
-        let g = Geometry {
-            n_slots: 1,
-            fifo_size: 4096,
-            evq_len: 16,
-        };
-        let r = sluice_infra::shm::Region::create("tcp-test", g.size()).unwrap();
-        init_header(&r, &g);
-        let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
+        let r = fifos("tcp-test");
+        let (rx, _tx) = slot(&r);
         let now = Instant::now();
         // The peer's first data byte is 0xffff_ff00: 0x180 bytes end past 2^32.
         let mut t = Tcb::accept(5000, &seg(0xffff_feff, 0, SYN, &[]), L, now);
@@ -1710,15 +1715,8 @@ mod tests {
 
     #[test]
     fn out_of_order_ranges_wait_in_the_fifo_and_merge() {
-        use sluice_session::seg::{init_header, slot_fifos, Geometry};
-        let g = Geometry {
-            n_slots: 1,
-            fifo_size: 4096,
-            evq_len: 16,
-        };
-        let r = sluice_infra::shm::Region::create("tcp-ooo", g.size()).unwrap();
-        init_header(&r, &g);
-        let (rx, _tx) = slot_fifos(&r, &g, 0).unwrap();
+        let r = fifos("tcp-ooo");
+        let (rx, _tx) = slot(&r);
         let now = Instant::now();
         let mut t = Tcb::accept(5000, &seg(99, 0, SYN, &[]), L, now);
         t.output(0, 4096, now, |_| true);
@@ -1884,28 +1882,6 @@ mod tests {
         t.input(&seg(100, 5001, ACK, &[]), Some(rx), Some(tx), now);
         assert_eq!((t.state, t.sack_ok), (State::Established, true));
         t
-    }
-
-    fn fifos(name: &str) -> sluice_infra::shm::Region {
-        use sluice_session::seg::{init_header, Geometry};
-        let g = Geometry {
-            n_slots: 1,
-            fifo_size: 16384,
-            evq_len: 16,
-        };
-        let r = sluice_infra::shm::Region::create(name, g.size()).unwrap();
-        init_header(&r, &g);
-        r
-    }
-
-    fn slot(r: &sluice_infra::shm::Region) -> (Fifo<'_>, Fifo<'_>) {
-        use sluice_session::seg::{slot_fifos, Geometry};
-        let g = Geometry {
-            n_slots: 1,
-            fifo_size: 16384,
-            evq_len: 16,
-        };
-        slot_fifos(r, &g, 0).unwrap()
     }
 
     fn sack_bytes(blocks: &[(u32, u32)]) -> Vec<u8> {

@@ -924,4 +924,118 @@ mod tests {
         let (_, _, o) = sm.ctl_out.last().expect("a reset");
         assert_eq!((o.flags, o.seq), (TcpFlags::RST, ack.ack));
     }
+
+    /// An application listening on 10.0.0.1:80 and a connection from 10.0.0.2:4000 whose
+    /// SYN-ACK went out: (session layer, the application's socket, the connection, the
+    /// first sequence number after the SYN-ACK's).
+    fn half_open(now: Instant) -> (SessionMain, std::os::fd::OwnedFd, u32, u32) {
+        let (mut sm, peer) = crate::session::tests::with_app();
+        let (l, r) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        sm.tcp_listen(0, l, 8, &crate::session::tests::locals())
+            .unwrap();
+        sm.tcp_input(l, r, &seg(777, 0, TcpFlags::SYN), now)
+            .unwrap();
+        let sid = sm.tcp_conns[&(l, r)];
+        let Some(Proto::Tcp(t, _)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto)
+        else {
+            panic!("not a connection");
+        };
+        let mut iss = None;
+        t.output(0, 4096, now, |o| {
+            iss = Some(o.seq);
+            true
+        });
+        (sm, peer, sid, iss.unwrap().wrapping_add(1))
+    }
+
+    /// Takes the application's pending events (as `App::next` does).
+    fn app_events(sm: &SessionMain) -> Vec<u32> {
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq().unwrap();
+        let v: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
+        for e in &v {
+            a.fifos(e & !seg::EVENT_ACCEPT).unwrap().0.clear_event();
+        }
+        v
+    }
+
+    #[test]
+    fn data_and_fin_on_the_final_ack_reach_the_accepted_slot() {
+        let now = Instant::now();
+        let (mut sm, _peer, sid, snd) = half_open(now);
+        let (l, r) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        let ack = Seg {
+            data: b"hello",
+            ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN)
+        };
+        sm.tcp_input(l, r, &ack, now).unwrap();
+        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        let mut got = [0u8; 16];
+        let n = rx.pop_bytes(&mut got);
+        assert_eq!(&got[..n], b"hello", "the data went with the handshake");
+        assert_eq!(
+            rx.state().load(Ordering::Acquire),
+            tcp_state::ESTABLISHED | tcp_state::PEER_FIN
+        );
+        let s = sm.sessions[sid as usize].as_ref().unwrap();
+        assert_eq!((s.stats.rx, s.stats.rx_bytes), (1, 5), "counted once");
+    }
+
+    #[test]
+    fn shutdown_sends_fin_and_keeps_receiving() {
+        let now = Instant::now();
+        let (mut sm, _peer, sid, snd) = half_open(now);
+        let (l, r) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
+            .unwrap();
+        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
+        // session-queue sent what was queued.
+        sm.tcp_out.clear();
+        if let Some(Proto::Tcp(_, l)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto) {
+            l.queued = false;
+        }
+        sm.tcp_shutdown(sid).unwrap();
+        sm.tcp_shutdown(sid).unwrap(); // again: nothing more to do
+        assert_eq!(sm.tcp_out, [sid], "queued to send its FIN");
+        let Some(Proto::Tcp(t, _)) = sm.sessions[sid as usize].as_mut().map(|s| &mut s.proto)
+        else {
+            panic!("not a connection");
+        };
+        let mut out = vec![];
+        t.output(0, 4096, now, |o| {
+            out.push((o.seq, o.flags));
+            true
+        });
+        assert_eq!(out, [(snd, TcpFlags::FIN | TcpFlags::ACK)]);
+        // The peer acknowledges the FIN and goes on sending: the application reads it.
+        let more = Seg {
+            data: b"more",
+            ..seg(778, snd.wrapping_add(1), TcpFlags::ACK)
+        };
+        sm.tcp_input(l, r, &more, now).unwrap();
+        assert_eq!(app_events(&sm), [slot]);
+        let a = sm.apps[0].as_ref().unwrap();
+        assert_eq!(a.slots[slot as usize], Some(sid), "the slot stays");
+        let mut got = [0u8; 16];
+        let n = a.fifos(slot).unwrap().0.pop_bytes(&mut got);
+        assert_eq!(&got[..n], b"more");
+        // A listener cannot be shut.
+        let lsid = sm.tcp_listeners[&(l.ip(), l.port())];
+        assert!(matches!(
+            sm.tcp_shutdown(lsid),
+            Err(SessionError::NotConnected)
+        ));
+    }
 }

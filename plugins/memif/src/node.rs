@@ -1522,3 +1522,87 @@ fn tx_ring_zc(
         single: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring of 16 slots at the start of region 0 (8 KiB) and a second region of 4 KiB.
+    fn setup() -> (Vec<Region>, Ring) {
+        let regs = vec![
+            Region::create("parse0", 8192).unwrap(),
+            Region::create("parse1", 4096).unwrap(),
+        ];
+        let ring = Ring::new(&regs[0], 0, 4).unwrap();
+        (regs, ring)
+    }
+
+    fn desc(ring: Ring, slot: u16, flags: u16, region: u16, length: u32, offset: u32) {
+        ring.set_desc(
+            slot,
+            Desc {
+                flags,
+                region,
+                length,
+                offset,
+                metadata: 0,
+            },
+        );
+    }
+
+    /// Every malformed descriptor stops the batch at itself (left to `rx_general`, which
+    /// drops and counts it), after the good ones before it, wherever it stands: the good
+    /// ones are parsed with their source, length and readable room, and nothing past the
+    /// bad one is taken. Region changes within a batch are followed.
+    #[test]
+    fn parse_single_stops_at_each_malformed_descriptor() {
+        let (regs, ring) = setup();
+        let ds = 2048;
+        let base0 = regs[0].range(0, 0).unwrap() as *const u8;
+        let base1 = regs[1].range(0, 0).unwrap() as *const u8;
+        // (flags, region, length, offset) of each malformed case.
+        let bad: [(u16, u16, u32, u32, &str); 8] = [
+            (0, 2, 60, 1024, "unknown region"),
+            (0, 0, 60, 0xFFFF_FF00, "offset past the region"),
+            (0, 0, u32::MAX, 1024, "offset + length past u32"),
+            (0, 0, 0, 1024, "empty"),
+            (DESC_FLAG_NEXT, 0, 30, 1024, "chained (general path)"),
+            (0, 0, 30, 8192 - 10, "runs past the region's end"),
+            (0, 1, 60, 4096 - 59, "runs past the second region's end"),
+            (0, 0, ds as u32 + 1, 1024, "longer than a buffer"),
+        ];
+        let mut out = [RxPkt::default(); 8];
+        for (at, &(fl, rg, len, off, why)) in bad.iter().enumerate() {
+            // `at` good packets (alternating regions), then the bad one, then a good one.
+            for i in 0..at as u16 {
+                desc(ring, i, 0, i % 2, 60, 1024 + 64 * i as u32);
+            }
+            desc(ring, at as u16, fl, rg, len, off);
+            desc(ring, at as u16 + 1, 0, 0, 60, 2048);
+            let n = parse_single(ring, 0, &regs, ds, &mut out);
+            assert_eq!(n, at, "{why}: stops at the bad descriptor");
+            for (i, p) in out[..n].iter().enumerate() {
+                let (b, size) = if i % 2 == 0 {
+                    (base0, 8192)
+                } else {
+                    (base1, 4096)
+                };
+                let off = 1024 + 64 * i;
+                assert_eq!(p.src, b.wrapping_add(off), "{why}: packet {i}");
+                assert_eq!(p.len, 60);
+                assert_eq!(p.room as usize, (size - off).min(ds));
+            }
+        }
+        // From a ring index that wraps (u16) the slots are the same ones.
+        desc(ring, 0xFFFF, 0, 1, 100, 4096 - 100);
+        desc(ring, 0, 0, 0, 0, 0);
+        assert_eq!(parse_single(ring, 0xFFFF, &regs, ds, &mut out), 1);
+        assert_eq!(out[0].room, 100, "readable up to the region's end");
+        // Stops at `out.len()` with every descriptor good.
+        for i in 0..16 {
+            desc(ring, i, 0, 0, 64, 4096 + 64 * i as u32);
+        }
+        assert_eq!(parse_single(ring, 3, &regs, ds, &mut out[..5]), 5);
+        assert_eq!(out[4].src, base0.wrapping_add(4096 + 64 * 7));
+    }
+}

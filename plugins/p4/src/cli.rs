@@ -311,6 +311,8 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     } else {
         Err("no-vector".to_string())
     };
+    let nbuf = vm.pool.len() as usize;
+    let segs = segments.len();
     let loaded = Arc::new(Loaded {
         gen,
         vcode,
@@ -319,7 +321,9 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         shared: Arc::new(Shared::new(&prog)),
         segments,
         mode,
-        side: (0..vm.n_threads()).map(|_| Mutex::default()).collect(),
+        side: (0..vm.n_threads())
+            .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
+            .collect(),
     });
     install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
     for &i in &ifs {

@@ -398,7 +398,7 @@ impl G<'_> {
                 }
             }
             Lv::Slice(inner, sh, m) => {
-                let old = self.e(&lv_e(inner))?;
+                let old = self.e(&inner.as_e())?;
                 let nv = self.fresh("v");
                 self.line(&format!(
                     "let {nv} = (({old}) & !({}u64 << {sh})) | (({v} & {}) << {sh});",
@@ -817,17 +817,6 @@ fn header_offsets(p: &Program) -> Result<Vec<Option<usize>>, String> {
     Ok(at.into_iter().map(|a| a.flatten()).collect())
 }
 
-/// The place `lv` as an expression (to read it).
-fn lv_e(lv: &Lv) -> E {
-    match lv {
-        Lv::M(s, _) => E::M(*s),
-        Lv::MI(i, s, _) => E::MI(*i, *s),
-        Lv::H(a) => E::H(*a),
-        Lv::HI(i, a) => E::HI(*i, *a),
-        Lv::Slice(x, sh, m) => E::Slice(Box::new(lv_e(x)), *sh, *m),
-    }
-}
-
 /// Meta slots and whether header bytes a statement list writes.
 #[derive(Default)]
 struct Writes {
@@ -874,25 +863,6 @@ impl Writes {
     }
 }
 
-/// Meta slots and whether header fields `e` reads.
-fn reads(e: &E, w: &mut Writes) {
-    match e {
-        E::M(s) | E::MI(_, s) => w.slots.push(*s),
-        E::H(_) | E::HI(..) => w.hdr = true,
-        E::Const(_) | E::Valid(_) | E::Param(_) => {}
-        E::Un(_, a, _) | E::Slice(a, ..) => reads(a, w),
-        E::Bin(_, a, b, _) | E::Concat(a, b, _) => {
-            reads(a, w);
-            reads(b, w);
-        }
-        E::Mux(k, a, b) => {
-            reads(k, w);
-            reads(a, w);
-            reads(b, w);
-        }
-    }
-}
-
 /// The table a phase (`seg`) can look up before it runs: the phase applies exactly one
 /// table, its key fits 64 bits, and nothing the phase writes is read by the key (lookups
 /// are pure, so doing it early, even for a packet that then skips the table, changes
@@ -920,7 +890,11 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
     }
     let mut r = Writes::default();
     for k in &tb.keys {
-        reads(&k.e, &mut r);
+        k.e.walk(&mut |e| match e {
+            E::M(s) | E::MI(_, s) => r.slots.push(*s),
+            E::H(_) | E::HI(..) => r.hdr = true,
+            _ => {}
+        });
     }
     let clash = (r.hdr && w.hdr) || r.slots.iter().any(|s| w.slots.contains(s));
     (!clash).then_some(t)

@@ -125,6 +125,27 @@ pub enum E {
     Mux(Box<E>, Box<E>, Box<E>),
 }
 
+impl E {
+    /// Calls `f` on this expression and then on each of its sub-expressions, depth first.
+    pub fn walk(&self, f: &mut impl FnMut(&E)) {
+        f(self);
+        match self {
+            E::Const(_) | E::M(_) | E::MI(..) | E::H(_) | E::HI(..) | E::Valid(_) | E::Param(_) => {
+            }
+            E::Un(_, a, _) | E::Slice(a, ..) => a.walk(f),
+            E::Bin(_, a, b, _) | E::Concat(a, b, _) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            E::Mux(k, a, b) => {
+                k.walk(f);
+                a.walk(f);
+                b.walk(f);
+            }
+        }
+    }
+}
+
 /// An assignable place.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lv {
@@ -135,6 +156,19 @@ pub enum Lv {
     HI(u8, HAcc),
     /// Bits `[lo, lo+width)` of a place (read-modify-write).
     Slice(Box<Lv>, u8, u64),
+}
+
+impl Lv {
+    /// The place as an expression (to read it).
+    pub fn as_e(&self) -> E {
+        match self {
+            Lv::M(s, _) => E::M(*s),
+            Lv::MI(i, s, _) => E::MI(*i, *s),
+            Lv::H(a) => E::H(*a),
+            Lv::HI(i, a) => E::HI(*i, *a),
+            Lv::Slice(x, sh, m) => E::Slice(Box::new(x.as_e()), *sh, *m),
+        }
+    }
 }
 
 /// A statement.

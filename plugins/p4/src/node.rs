@@ -97,14 +97,56 @@ impl Mode {
     }
 }
 
-/// Per-thread packet state between segment nodes (multi-node mode).
+/// Per-thread packet state between segment nodes (multi-node mode), one per buffer of the
+/// pool, sized at load ([`Side::new`]): a segment never allocates.
 #[derive(Default)]
 pub struct Side {
+    /// The closure executor's packet states (empty when the generated code runs segments).
     pub ctxs: Vec<Ctx>,
     /// The generated code's packet states (`Vec<Generated::St>`), when it runs the segments.
     pub gen: Option<Box<dyn Any + Send>>,
     /// Clocks spent by the segment nodes after the entry node (auto mode's measurement).
     pub clocks: u64,
+}
+
+impl Side {
+    /// The side table of one thread for a program placed in `mode` with `segs` segment
+    /// nodes, `nbuf` buffers in the pool: empty in single mode; else one packet state per
+    /// buffer for whichever executor runs the segments ([`seg_gen`]).
+    pub fn new(
+        mode: Mode,
+        gen: Option<&crate::generated::GenEntry>,
+        segs: usize,
+        nbuf: usize,
+    ) -> Self {
+        if mode == Mode::Single {
+            return Side::default();
+        }
+        match seg_gen(gen, segs) {
+            Some(g) => Side {
+                gen: Some((g.states)(nbuf)),
+                ..Side::default()
+            },
+            None => Side {
+                ctxs: (0..nbuf).map(|_| Ctx::default()).collect(),
+                ..Side::default()
+            },
+        }
+    }
+}
+
+/// The generated module that runs the segment nodes: the program's, when its phases are
+/// the `segs` segments (the same cuts).
+pub fn seg_gen(
+    gen: Option<&crate::generated::GenEntry>,
+    segs: usize,
+) -> Option<&crate::generated::GenEntry> {
+    gen.filter(|g| g.segs == segs)
+}
+
+/// The generated code's side-table states for `n` buffers (`GenEntry::states`).
+pub fn gen_states<G: crate::gen::rt::Generated>(n: usize) -> Box<dyn Any + Send> {
+    Box::new(vec![G::blank(); n])
 }
 
 /// What every node of a program shares (read-only on the data path except the side tables).
@@ -401,7 +443,7 @@ impl P4Node {
         };
         let n = frame.len();
         // The generated code's phases are these segments (the same cuts): run them.
-        if let Some(g) = l.gen.filter(|g| g.segs == l.segments.len()) {
+        if let Some(g) = seg_gen(l.gen, l.segments.len()) {
             let next = st.seg_next;
             let nexts = &mut self.nexts[..n];
             (g.segment)(
@@ -413,10 +455,6 @@ impl P4Node {
             drop(side);
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
-        }
-        let nbuf = cx.pool().len() as usize;
-        if side.ctxs.len() < nbuf {
-            side.ctxs.resize_with(nbuf, Ctx::default);
         }
         let mut ex = Exec {
             prog: &l.prog,
@@ -515,12 +553,13 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let now = (cx.now_secs() * 1e9) as u64;
-    let nbuf = cx.pool().len() as usize;
-    let sts = side
+    let Some(sts) = side
         .gen
-        .get_or_insert_with(|| Box::new(Vec::<G::St>::new()));
-    let Some(sts) = sts.downcast_mut::<Vec<G::St>>() else {
-        // Another program's states: cannot happen (a side table belongs to one load).
+        .as_mut()
+        .and_then(|g| g.downcast_mut::<Vec<G::St>>())
+    else {
+        // No states or another program's: cannot happen (`Side::new` made them at load
+        // for this program).
         for (nx, &bi) in nexts.iter_mut().zip(frame) {
             // SAFETY: exclusive ownership of the frame's indices, one view at a time.
             let b = unsafe { arena.buffer(bi) };
@@ -529,9 +568,6 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
         }
         return;
     };
-    if sts.len() < nbuf {
-        sts.resize(nbuf, G::blank());
-    }
     let mut sent = Sent::default();
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
         if let Some(&a) = frame.get(i + 2) {

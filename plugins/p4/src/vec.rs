@@ -465,7 +465,7 @@ pub(crate) fn walk_s(s: &S, f: &mut impl FnMut(&S)) {
 fn exprs_of(s: &S, f: &mut impl FnMut(&E)) {
     fn lv_reads(lv: &Lv, f: &mut impl FnMut(&E)) {
         if let Lv::Slice(x, ..) = lv {
-            f(&lv_as_e(x));
+            f(&x.as_e());
         }
     }
     match s {
@@ -499,33 +499,6 @@ fn exprs_of(s: &S, f: &mut impl FnMut(&E)) {
     }
 }
 
-fn lv_as_e(lv: &Lv) -> E {
-    match lv {
-        Lv::M(s, _) => E::M(*s),
-        Lv::MI(i, s, _) => E::MI(*i, *s),
-        Lv::H(a) => E::H(*a),
-        Lv::HI(i, a) => E::HI(*i, *a),
-        Lv::Slice(x, sh, m) => E::Slice(Box::new(lv_as_e(x)), *sh, *m),
-    }
-}
-
-fn walk_e(e: &E, f: &mut impl FnMut(&E)) {
-    f(e);
-    match e {
-        E::Un(_, a, _) | E::Slice(a, ..) => walk_e(a, f),
-        E::Bin(_, a, b, _) | E::Concat(a, b, _) => {
-            walk_e(a, f);
-            walk_e(b, f);
-        }
-        E::Mux(a, b, c) => {
-            walk_e(a, f);
-            walk_e(b, f);
-            walk_e(c, f);
-        }
-        _ => {}
-    }
-}
-
 /// Every statement of the program (controls, actions, parser states), nested included.
 pub(crate) fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
     for b in [&p.verify, &p.ingress, &p.egress, &p.compute] {
@@ -547,16 +520,16 @@ pub(crate) fn all_stmts(p: &Program, f: &mut impl FnMut(&S)) {
 
 /// Every expression the program evaluates (statements, table keys, select keys).
 fn all_exprs(p: &Program, f: &mut impl FnMut(&E)) {
-    all_stmts(p, &mut |s| exprs_of(s, &mut |e| walk_e(e, f)));
+    all_stmts(p, &mut |s| exprs_of(s, &mut |e| e.walk(f)));
     for t in &p.tables {
         for k in &t.keys {
-            walk_e(&k.e, f);
+            k.e.walk(f);
         }
     }
     for st in &p.states {
         if let Trans::Select { keys, .. } = &st.trans {
             for k in keys {
-                walk_e(k, f);
+                k.walk(f);
             }
         }
     }
@@ -1173,7 +1146,7 @@ fn store(cc: &mut Cc, lv: &Lv, d: usize) -> Op {
         Lv::Slice(inner, sh, m) => {
             // old = place; tmp[d] = (old & !(m << sh)) | ((v & m) << sh); place = tmp[d].
             let (sh, m) = (*sh, *m);
-            let old = ex(cc, &lv_as_e(inner), d + 1, 0);
+            let old = ex(cc, &inner.as_e(), d + 1, 0);
             let put = store(cc, inner, d);
             Box::new(move |f, s| {
                 old(f, s);

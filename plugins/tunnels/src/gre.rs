@@ -21,7 +21,7 @@
 //!   `ip6_extension` (IPv6 extension headers before GRE), `no_such_tunnel` (unknown
 //!   (src, dst, key, type)).
 
-use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -84,13 +84,6 @@ sluice_graph::counters! {
 #[derive(Default)]
 pub struct GreInput<const V6: bool>;
 
-/// Drops `b` with reason `e`.
-#[inline(always)]
-fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: GreCounter) -> Next {
-    b.hdr.error = cx.error(e);
-    GreNext::Drop.into()
-}
-
 /// What GRE's parse hands its finish.
 #[derive(Copy, Clone, Default)]
 pub struct GreMeta {
@@ -102,25 +95,33 @@ pub struct GreMeta {
 
 impl<const V6: bool> DecapProto for GreInput<V6> {
     type Meta = GreMeta;
+    type Counter = GreCounter;
+    const DROP: Next = GreNext::Drop.next();
+    const DECAPSULATED: GreCounter = GreCounter::Decapsulated;
+    const NO_SUCH_TUNNEL: GreCounter = GreCounter::NoSuchTunnel;
     #[inline(always)]
-    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, GreMeta), Next> {
+    fn parse(
+        &mut self,
+        _cx: &mut Cx,
+        b: &mut Buffer<'_>,
+    ) -> Result<(DecapKey, GreMeta), Verdict<GreCounter>> {
         use GreCounter as c;
         let d = b.data();
         let (ipl, src, dst) = match tunnel::outer::<V6>(d, 47) {
             Ok(x) => x,
-            Err(0) => return Err(drop(cx, b, c::Truncated)),
-            Err(_) => return Err(drop(cx, b, c::Ip6Extension)),
+            Err(0) => return Err(c::Truncated.into()),
+            Err(_) => return Err(c::Ip6Extension.into()),
         };
         let Some(g) = d.get(ipl..ipl + 4) else {
-            return Err(drop(cx, b, c::Truncated));
+            return Err(c::Truncated.into());
         };
         let flags = u16::from_be_bytes([g[0], g[1]]);
         let et = u16::from_be_bytes([g[2], g[3]]);
         if flags & 7 != 0 {
-            return Err(drop(cx, b, c::BadVersion));
+            return Err(c::BadVersion.into());
         }
         if flags & F_ROUTING != 0 {
-            return Err(drop(cx, b, c::Routing));
+            return Err(c::Routing.into());
         }
         let mut hl = ipl + 4;
         if flags & F_CSUM != 0 {
@@ -141,18 +142,18 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         let teb = match et {
             ET_TEB => true,
             ET_IP4 | ET_IP6 => false,
-            _ => return Err(drop(cx, b, c::BadProtocol)),
+            _ => return Err(c::BadProtocol.into()),
         };
         let min = if teb { 14 } else { 1 };
         if d.len() < hl + min {
-            return Err(drop(cx, b, c::Truncated));
+            return Err(c::Truncated.into());
         }
         let inner = if teb {
             0
         } else {
             match tunnel::inner_et(d.get(hl), et == ET_IP4) {
                 Some(e) => e,
-                None => return Err(drop(cx, b, c::BadProtocol)),
+                None => return Err(c::BadProtocol.into()),
             }
         };
         let k = DecapKey {
@@ -175,18 +176,13 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         &mut self,
         cx: &mut Cx,
         b: &mut Buffer<'_>,
-        _k: &DecapKey,
         m: GreMeta,
-        e: Option<&DecapEntry>,
-    ) -> Next {
-        let Some(e) = e else {
-            return drop(cx, b, GreCounter::NoSuchTunnel);
-        };
-        cx.count(GreCounter::Decapsulated, 1);
-        match m.et {
+        e: &DecapEntry,
+    ) -> Result<Next, GreCounter> {
+        Ok(match m.et {
             0 => tunnel::decap_to(cx, b, m.hl as usize, e),
             et => tunnel::decap_l3(cx, b, m.hl as usize, e, et),
-        }
+        })
     }
 }
 

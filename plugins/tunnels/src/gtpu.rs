@@ -37,7 +37,7 @@
 //!   `signalling` (Echo Response, Error Indication, End Marker received: consumed),
 //!   `unsupported_type`.
 
-use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
@@ -229,30 +229,31 @@ fn reply_in_place<const V6: bool>(b: &mut Buffer<'_>, ipl: usize, body: &[u8]) -
     true
 }
 
-/// Drops `b` with reason `e`.
-#[inline(always)]
-fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: GtpCounter) -> Next {
-    b.hdr.error = cx.error(e);
-    GtpNext::Drop.into()
-}
-
 impl<const V6: bool> DecapProto for GtpuInput<V6> {
     /// Outer IP header length; offset of the inner packet.
     type Meta = (u16, u16);
+    type Counter = GtpCounter;
+    const DROP: Next = GtpNext::Drop.next();
+    const DECAPSULATED: GtpCounter = GtpCounter::Decapsulated;
+    const NO_SUCH_TUNNEL: GtpCounter = GtpCounter::NoSuchTunnel;
     #[inline(always)]
-    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, (u16, u16)), Next> {
+    fn parse(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+    ) -> Result<(DecapKey, (u16, u16)), Verdict<GtpCounter>> {
         let d = b.data();
         let (ipl, src, dst) = match tunnel::outer::<V6>(d, 17) {
             Ok(x) => x,
-            Err(0) => return Err(drop(cx, b, GtpCounter::Truncated)),
-            Err(_) => return Err(drop(cx, b, GtpCounter::Ip6Extension)),
+            Err(0) => return Err(GtpCounter::Truncated.into()),
+            Err(_) => return Err(GtpCounter::Ip6Extension.into()),
         };
         let Some(u) = d.get(ipl..ipl + 8) else {
-            return Err(drop(cx, b, GtpCounter::Truncated));
+            return Err(GtpCounter::Truncated.into());
         };
         let ulen = u16::from_be_bytes([u[4], u[5]]) as usize;
         if ulen != b.total_len() - ipl || ulen < 8 {
-            return Err(drop(cx, b, GtpCounter::BadUdpLength));
+            return Err(GtpCounter::BadUdpLength.into());
         }
         // The GTP-U header must be in the first buffer; the payload may be chained.
         let g = &d[ipl + 8..];
@@ -271,7 +272,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
                     GtpError::BadLength => GtpCounter::BadLength,
                     GtpError::BadExtension => GtpCounter::BadExtension,
                 };
-                return Err(drop(cx, b, c));
+                return Err(c.into());
             }
         };
         match h.mtype {
@@ -297,15 +298,15 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
                     0,
                 ];
                 if !reply_in_place::<V6>(b, ipl, &body) {
-                    return Err(drop(cx, b, GtpCounter::Truncated));
+                    return Err(GtpCounter::Truncated.into());
                 }
                 cx.count(GtpCounter::EchoReplies, 1);
-                return Err(GtpNext::Lookup.into());
+                return Err(Verdict::To(GtpNext::Lookup.into()));
             }
             msg::ECHO_RESPONSE | msg::ERROR_INDICATION | msg::END_MARKER => {
-                return Err(drop(cx, b, GtpCounter::Signalling));
+                return Err(GtpCounter::Signalling.into());
             }
-            _ => return Err(drop(cx, b, GtpCounter::UnsupportedType)),
+            _ => return Err(GtpCounter::UnsupportedType.into()),
         }
         let key = DecapKey {
             fib: b.hdr.ip.fib_index,
@@ -317,69 +318,61 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         Ok((key, (ipl as u16, (ipl + 8 + h.hdr_len) as u16)))
     }
     #[inline(always)]
-    fn finish(
+    fn miss(
         &mut self,
         cx: &mut Cx,
         b: &mut Buffer<'_>,
         k: &DecapKey,
-        (ipl, off): (u16, u16),
-        e: Option<&DecapEntry>,
-    ) -> Next {
-        let (ipl, off, dst) = (ipl as usize, off as usize, k.dst);
+        (ipl, _): (u16, u16),
+    ) -> Verdict<GtpCounter> {
+        // TS 29.281 §7.3.1: an Error Indication with the TEID and our address.
+        if !self.limit.ready(cx) {
+            return GtpCounter::NoSuchTunnel.into();
+        }
+        let t = k.key.to_be_bytes();
+        let mut body = [0u8; 12 + 5 + 3 + 16];
+        body[..2].copy_from_slice(&[0x32, msg::ERROR_INDICATION]);
+        body[12..17].copy_from_slice(&[16, t[0], t[1], t[2], t[3]]);
+        let all = k.dst.to_be_bytes();
+        let me = if V6 { &all[..] } else { &all[12..] };
+        body[17..20].copy_from_slice(&[133, 0, me.len() as u8]);
+        body[20..20 + me.len()].copy_from_slice(me);
+        let n = 20 + me.len();
+        body[2..4].copy_from_slice(&((n - 8) as u16).to_be_bytes());
+        if !reply_in_place::<V6>(b, ipl as usize, &body[..n]) {
+            return GtpCounter::NoSuchTunnel.into();
+        }
+        self.limit.take();
+        // Counted as a drop reason too: the G-PDU itself was not delivered.
+        cx.count(GtpCounter::NoSuchTunnel, 1);
+        cx.count(GtpCounter::ErrorIndicationsSent, 1);
+        Verdict::To(GtpNext::Lookup.into())
+    }
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+        (_, off): (u16, u16),
+        e: &DecapEntry,
+    ) -> Result<Next, GtpCounter> {
+        let off = off as usize;
         let d = b.data();
-        let Some(e) = e else {
-            // TS 29.281 §7.3.1: an Error Indication with the TEID and our address.
-            if self.limit.ready(cx) {
-                let t = k.key.to_be_bytes();
-                let mut body = [0u8; 12 + 5 + 3 + 16];
-                body[..12].copy_from_slice(&[
-                    0x32,
-                    msg::ERROR_INDICATION,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ]);
-                body[12..17].copy_from_slice(&[16, t[0], t[1], t[2], t[3]]);
-                let all = dst.to_be_bytes();
-                let me = if V6 { &all[..] } else { &all[12..] };
-                body[17..20].copy_from_slice(&[133, 0, me.len() as u8]);
-                body[20..20 + me.len()].copy_from_slice(me);
-                let n = 20 + me.len();
-                body[2..4].copy_from_slice(&((n - 8) as u16).to_be_bytes());
-                if reply_in_place::<V6>(b, ipl, &body[..n]) {
-                    self.limit.take();
-                    // Counted as a drop reason too: the G-PDU itself was not delivered.
-                    cx.count(GtpCounter::NoSuchTunnel, 1);
-                    cx.count(GtpCounter::ErrorIndicationsSent, 1);
-                    return GtpNext::Lookup.into();
-                }
-            }
-            return drop(cx, b, GtpCounter::NoSuchTunnel);
-        };
         if e.l2 {
             // Ethernet inside: to `ethernet-input` on the tunnel interface (bridged or
             // routed), as VXLAN.
             if d.len() < off + 14 {
-                return drop(cx, b, GtpCounter::Truncated);
+                return Err(GtpCounter::Truncated);
             }
-            cx.count(GtpCounter::Decapsulated, 1);
-            return tunnel::decap_to(cx, b, off, e);
+            return Ok(tunnel::decap_to(cx, b, off, e));
         }
         let et = match d.get(off).map(|v| v >> 4) {
             Some(4) => 0x0800,
             Some(6) => 0x86dd,
-            None => return drop(cx, b, GtpCounter::Truncated),
-            _ => return drop(cx, b, GtpCounter::BadInner),
+            None => return Err(GtpCounter::Truncated),
+            _ => return Err(GtpCounter::BadInner),
         };
-        cx.count(GtpCounter::Decapsulated, 1);
-        tunnel::decap_l3(cx, b, off, e, et)
+        Ok(tunnel::decap_l3(cx, b, off, e, et))
     }
 }
 

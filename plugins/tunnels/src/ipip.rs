@@ -21,7 +21,7 @@
 //!   match the outer protocol), `ip6_extension` (IPv6 extension headers before the inner
 //!   packet), `no_such_tunnel`.
 
-use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -70,27 +70,28 @@ sluice_graph::counters! {
 #[derive(Default)]
 pub struct IpipInput<const V6: bool>;
 
-/// Drops `b` with reason `e`.
-#[inline(always)]
-fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: IpipCounter) -> Next {
-    b.hdr.error = cx.error(e);
-    IpipNext::Drop.into()
-}
-
 impl<const V6: bool> DecapProto for IpipInput<V6> {
     /// Outer IP header length, inner EtherType.
     type Meta = (u16, u16);
+    type Counter = IpipCounter;
+    const DROP: Next = IpipNext::Drop.next();
+    const DECAPSULATED: IpipCounter = IpipCounter::Decapsulated;
+    const NO_SUCH_TUNNEL: IpipCounter = IpipCounter::NoSuchTunnel;
     #[inline(always)]
-    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, (u16, u16)), Next> {
+    fn parse(
+        &mut self,
+        _cx: &mut Cx,
+        b: &mut Buffer<'_>,
+    ) -> Result<(DecapKey, (u16, u16)), Verdict<IpipCounter>> {
         use IpipCounter as c;
         let d = b.data();
         // The protocol: byte 9 of IPv4, next header of IPv6 (4 or 41, what ip-local saw).
         let proto = if V6 { d.get(6) } else { d.get(9) }.copied().unwrap_or(0);
         let Ok((ipl, src, dst)) = crate::tunnel::outer::<V6>(d, proto) else {
-            return Err(drop(cx, b, c::Truncated));
+            return Err(c::Truncated.into());
         };
         if V6 && proto != 4 && proto != 41 {
-            return Err(drop(cx, b, c::Ip6Extension));
+            return Err(c::Ip6Extension.into());
         }
         let Some(et) = tunnel::inner_et(d.get(ipl), proto == 4) else {
             let e = if d.len() <= ipl {
@@ -98,7 +99,7 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
             } else {
                 c::BadInner
             };
-            return Err(drop(cx, b, e));
+            return Err(e.into());
         };
         let k = DecapKey {
             fib: b.hdr.ip.fib_index,
@@ -114,15 +115,10 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
         &mut self,
         cx: &mut Cx,
         b: &mut Buffer<'_>,
-        _k: &DecapKey,
         (ipl, et): (u16, u16),
-        e: Option<&DecapEntry>,
-    ) -> Next {
-        let Some(e) = e else {
-            return drop(cx, b, IpipCounter::NoSuchTunnel);
-        };
-        cx.count(IpipCounter::Decapsulated, 1);
-        tunnel::decap_l3(cx, b, ipl as usize, e, et)
+        e: &DecapEntry,
+    ) -> Result<Next, IpipCounter> {
+        Ok(tunnel::decap_l3(cx, b, ipl as usize, e, et))
     }
 }
 

@@ -24,11 +24,34 @@
 //!   protocol: deleted under traffic), `no_headroom` (also what bounds nested tunnels),
 //!   `chained_ip6` (IPv6 UDP checksum over a buffer chain: not supported), `bad_inner`
 //!   (an L3 tunnel's payload is neither IPv4 nor IPv6).
+//!
+//! # `<proto>4-input` / `<proto>6-input` (one generic frame node, [`DecapFrame`])
+//! The decap nodes of VXLAN, GRE, IP-in-IP and GTP-U: `DecapFrame<P>` runs the frame,
+//! protocol `P` ([`DecapProto`]) reads and strips its headers. The protocol modules
+//! document their headers, arcs and drop reasons; what every one of them shares:
+//! - uses: the outer IP header at `current_data` (`ip4-local`/`ip6-local` validated it and
+//!   dispatched the packet by UDP port or IP protocol); `ip.fib_index` (the underlay table,
+//!   part of the key).
+//! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
+//!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
+//!   equal to the previous packet's (across frames too) is not looked up again. (2) look
+//!   the new keys up together ([`DecapTable::lookup_frame`]: bihash buckets, then the
+//!   64-byte entries, then the tunnels' rx counters prefetched a
+//!   stage ahead, so with thousands of tunnels a frame's cache misses overlap). (3) finish:
+//!   a hit is decapsulated by `P::finish`; a miss tries `P::fallback` (VXLAN's multicast
+//!   group), then `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
+//! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
+//!   Ethernet header to the tunnel's MAC, [`decap_l3`]); `rx_if` = the tunnel; clears
+//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`.
+//! - next: `drop` (`error-drop`, arc 0 of each protocol); the tunnel's decap next (added at
+//!   creation: `ethernet-input` or `decap-next node <n>`); protocol replies (GTP-U).
+//! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
+//!   protocol's drop reasons.
 
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::FRAME_SIZE;
-use sluice_graph::{CounterDesc, Cx, Next, PacketNode, TraceRecord};
+use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
 use sluice_infra::bihash::Bihash;
 use sluice_infra::epoch::Epochs;
 use sluice_vnet::interface::IfCounters;
@@ -960,32 +983,85 @@ impl Tunnels {
 /// Access to a decap node's table on one thread.
 pub type DecapTableOf = fn(&mut ThreadGraph, NodeIndex) -> Option<&mut DecapTable>;
 
+/// What a decap protocol does with a packet it does not decapsulate: drop it with a counted
+/// reason ([`DecapFrame`] sets the error and takes [`DecapProto::DROP`]), or send it on (a
+/// reply). A counter converts into `Drop` (`Err(c::Truncated.into())`).
+pub enum Verdict<C> {
+    /// Drop, counting this reason.
+    Drop(C),
+    /// This arc (the packet was answered in place).
+    To(Next),
+}
+
+impl<C> From<C> for Verdict<C> {
+    #[inline(always)]
+    fn from(c: C) -> Self {
+        Verdict::Drop(c)
+    }
+}
+
 /// A protocol's decap logic, split around the tunnel lookup so that [`DecapFrame`] looks a
 /// whole frame's keys up at once: [`DecapProto::parse`] reads a packet's outer headers into
-/// its decap key, [`DecapProto::finish`] strips them (or drops, or answers) once the
-/// tunnel is known.
+/// its decap key, [`DecapProto::finish`] strips them once the tunnel is known,
+/// [`DecapProto::miss`] handles a key that is no tunnel's. Drops, the `no_such_tunnel` and
+/// `decapsulated` counts are [`DecapFrame`]'s.
 pub trait DecapProto: Default + Send + 'static {
     /// What `parse` hands `finish` about a packet (header lengths, inner type).
     type Meta: Copy + Default + Send + 'static;
-    /// A packet's decap key and what `finish` needs, or the arc it goes to now (a drop
-    /// with its counted reason, a reply).
-    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, Self::Meta), Next>;
+    /// The decap nodes' counters.
+    type Counter: CounterId;
+    /// The arc to `error-drop`.
+    const DROP: Next;
+    /// The counter of decapsulated packets (counted once per frame).
+    const DECAPSULATED: Self::Counter;
+    /// The drop reason of a key that is no tunnel's.
+    const NO_SUCH_TUNNEL: Self::Counter;
+    /// A packet's decap key and what `finish` needs, or what becomes of it now (a drop
+    /// with its reason, a reply).
+    fn parse(
+        &mut self,
+        cx: &mut Cx,
+        b: &mut Buffer<'_>,
+    ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
     /// The key to try when `k` is no tunnel's (VXLAN: a multicast group's tunnel takes its
     /// VNI from any source).
     #[inline(always)]
     fn fallback(_k: &DecapKey) -> Option<DecapKey> {
         None
     }
-    /// Finishes a packet: decapsulates it to tunnel `e` (counted), or, with no tunnel,
-    /// drops it with the protocol's `no_such_tunnel` (or answers it).
+    /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`]): its arc,
+    /// or the reason it is dropped.
     fn finish(
         &mut self,
         cx: &mut Cx,
         b: &mut Buffer<'_>,
-        k: &DecapKey,
         m: Self::Meta,
-        e: Option<&DecapEntry>,
-    ) -> Next;
+        e: &DecapEntry,
+    ) -> Result<Next, Self::Counter>;
+    /// A packet whose key `k` is no tunnel's: dropped as `no_such_tunnel` unless the
+    /// protocol answers it (GTP-U's Error Indication).
+    #[inline(always)]
+    fn miss(
+        &mut self,
+        _cx: &mut Cx,
+        _b: &mut Buffer<'_>,
+        _k: &DecapKey,
+        _m: Self::Meta,
+    ) -> Verdict<Self::Counter> {
+        Verdict::Drop(Self::NO_SUCH_TUNNEL)
+    }
+}
+
+/// The arc of verdict `v`: a drop sets `b`'s error to its reason.
+#[inline(always)]
+fn verdict<P: DecapProto>(cx: &mut Cx, b: &mut Buffer<'_>, v: Verdict<P::Counter>) -> u16 {
+    match v {
+        Verdict::Drop(c) => {
+            b.hdr.error = cx.error(c);
+            P::DROP.0
+        }
+        Verdict::To(n) => n.0,
+    }
 }
 
 /// Packet state in [`DecapFrame`]'s per-frame arrays: done in the parse pass (its arc is
@@ -1054,9 +1130,9 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             // `frame`; each index appears once and the view lives for this iteration only.
             let mut b = unsafe { arena.buffer(bi) };
             match self.proto.parse(cx, &mut b) {
-                Err(next) => {
+                Err(v) => {
                     self.res[j] = DONE;
-                    self.nexts[j] = next.0;
+                    self.nexts[j] = verdict::<P>(cx, &mut b, v);
                 }
                 Ok((k, m)) => {
                     self.keys[j] = k;
@@ -1083,6 +1159,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // Pass 3: finish.
         let mut last = self.last.map_or(MISS, |(_, r)| r);
         let mut last_j = None;
+        let mut decapsulated = 0;
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1112,7 +1189,23 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     },
                 );
             }
-            self.nexts[j] = self.proto.finish(cx, &mut b, key, self.metas[j], e).0;
+            let m = self.metas[j];
+            self.nexts[j] = match e {
+                Some(e) => match self.proto.finish(cx, &mut b, m, e) {
+                    Ok(next) => {
+                        decapsulated += 1;
+                        next.0
+                    }
+                    Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
+                },
+                None => {
+                    let v = self.proto.miss(cx, &mut b, key, m);
+                    verdict::<P>(cx, &mut b, v)
+                }
+            };
+        }
+        if decapsulated != 0 {
+            cx.count(P::DECAPSULATED, decapsulated);
         }
         if let Some(j) = last_j {
             self.last = Some((self.keys[j], last));

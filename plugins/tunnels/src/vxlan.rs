@@ -33,7 +33,7 @@
 //!   `bad_flags` (I flag clear, RFC 7348 §5), `ip6_extension` (IPv6 extension headers
 //!   before UDP: not supported), `no_such_tunnel` (unknown (src, dst, VNI) in the table).
 
-use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto};
+use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::{Cx, GraphBuilder, Next, Vlib};
@@ -87,38 +87,39 @@ sluice_graph::counters! {
 #[derive(Default)]
 pub struct VxlanInput<const V6: bool>;
 
-/// Drops `b` with reason `e`.
-#[inline(always)]
-fn drop(cx: &mut Cx, b: &mut Buffer<'_>, e: VxlanCounter) -> Next {
-    b.hdr.error = cx.error(e);
-    VxlanNext::Drop.into()
-}
-
 impl<const V6: bool> DecapProto for VxlanInput<V6> {
     /// The outer IP header's length.
     type Meta = u16;
+    type Counter = VxlanCounter;
+    const DROP: Next = VxlanNext::Drop.next();
+    const DECAPSULATED: VxlanCounter = VxlanCounter::Decapsulated;
+    const NO_SUCH_TUNNEL: VxlanCounter = VxlanCounter::NoSuchTunnel;
     #[inline(always)]
-    fn parse(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(DecapKey, u16), Next> {
+    fn parse(
+        &mut self,
+        _cx: &mut Cx,
+        b: &mut Buffer<'_>,
+    ) -> Result<(DecapKey, u16), Verdict<VxlanCounter>> {
         use VxlanCounter as c;
         let d = b.data();
         let (ipl, src, dst) = match crate::tunnel::outer::<V6>(d, 17) {
             Ok(x) => x,
-            Err(0) => return Err(drop(cx, b, c::Truncated)),
-            Err(_) => return Err(drop(cx, b, c::Ip6Extension)),
+            Err(0) => return Err(c::Truncated.into()),
+            Err(_) => return Err(c::Ip6Extension.into()),
         };
         let Some(v) = d.get(ipl..ipl + UDP_VXLAN) else {
-            return Err(drop(cx, b, c::Truncated));
+            return Err(c::Truncated.into());
         };
         let ulen = u16::from_be_bytes([v[4], v[5]]) as usize;
         let ip_payload = b.total_len() - ipl;
         if ulen != ip_payload {
-            return Err(drop(cx, b, c::BadUdpLength));
+            return Err(c::BadUdpLength.into());
         }
         if ulen < UDP_VXLAN + 14 {
-            return Err(drop(cx, b, c::Truncated));
+            return Err(c::Truncated.into());
         }
         if v[8] & 0x08 == 0 {
-            return Err(drop(cx, b, c::BadFlags));
+            return Err(c::BadFlags.into());
         }
         let vni = u32::from_be_bytes([0, v[12], v[13], v[14]]);
         let key = DecapKey {
@@ -140,15 +141,10 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
         &mut self,
         cx: &mut Cx,
         b: &mut Buffer<'_>,
-        _k: &DecapKey,
         ipl: u16,
-        e: Option<&DecapEntry>,
-    ) -> Next {
-        let Some(e) = e else {
-            return drop(cx, b, VxlanCounter::NoSuchTunnel);
-        };
-        cx.count(VxlanCounter::Decapsulated, 1);
-        tunnel::decap_to(cx, b, ipl as usize + UDP_VXLAN, e)
+        e: &DecapEntry,
+    ) -> Result<Next, VxlanCounter> {
+        Ok(tunnel::decap_to(cx, b, ipl as usize + UDP_VXLAN, e))
     }
 }
 

@@ -43,6 +43,8 @@ pub struct GenEntry {
     pub segs: usize,
     /// One multi-node segment on a frame (`node::frame_segment_generated`).
     pub segment: SegmentFn,
+    /// The side table's packet states for a number of buffers (`node::gen_states`).
+    pub states: fn(usize) -> Box<dyn std::any::Any + Send>,
 }
 
 /// One multi-node segment of a generated program on a frame.
@@ -77,6 +79,7 @@ pub static ALL: &[GenEntry] = &[
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
         segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<router::Prog>,
+        states: crate::node::gen_states::<router::Prog>,
     },
     GenEntry {
         name: "l2switch",
@@ -86,6 +89,7 @@ pub static ALL: &[GenEntry] = &[
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
         segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<l2switch::Prog>,
+        states: crate::node::gen_states::<l2switch::Prog>,
     },
     GenEntry {
         name: "control_flow",
@@ -95,6 +99,7 @@ pub static ALL: &[GenEntry] = &[
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
         segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<control_flow::Prog>,
+        states: crate::node::gen_states::<control_flow::Prog>,
     },
     GenEntry {
         name: "firewall",
@@ -104,6 +109,7 @@ pub static ALL: &[GenEntry] = &[
         packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
         segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<firewall::Prog>,
+        states: crate::node::gen_states::<firewall::Prog>,
     },
 ];
 
