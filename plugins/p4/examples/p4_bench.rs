@@ -21,7 +21,8 @@ struct Opts {
     packets: u64,
     quick: bool,
     /// Run one case only (`native` or the `p4 load` options, e.g. `mode single no-dual`),
-    /// for callgrind (`scripts/p4-bench.sh --callgrind`).
+    /// for callgrind (`scripts/p4-bench.sh --callgrind`); `load`: only the load time of a
+    /// router with `--routes` const entries.
     only: Option<String>,
     /// Routes for `--only` (1 or more).
     routes: usize,
@@ -373,6 +374,13 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("sluice-p4-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut out = String::new();
+    if o.only.as_deref() == Some("load") {
+        let n = o.routes.max(1);
+        let (c, t) = load_time(n, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("load of a router with {n} const lpm entries: compile {c:.2} s, `p4 load` total {t:.2} s");
+        return;
+    }
     if let Some(only) = o.only.clone() {
         let rs = if o.routes <= 1 {
             vec![(0x1400_0000u32, 8u8)]

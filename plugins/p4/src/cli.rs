@@ -277,7 +277,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
     // Generated code runs exactly the program it was made from (found before the split of
     // the ingress, which makes the same cuts as its phases): the single node, and the
-    // segment nodes of multi mode and auto's multi phase.
+    // segment nodes of multi mode and auto's split.
     let gen = if generated && vector {
         crate::generated::find(&prog)
     } else {
@@ -515,8 +515,12 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             let _ = writeln!(out, "  ingress segments: {}", segs.join(" "));
         }
         if p.loaded.mode == Mode::Auto {
-            let (d, m) = autos;
-            let _ = writeln!(out, "  auto: {d} decisions, multi-node chosen {m} times");
+            let (split, single) = autos;
+            let _ = writeln!(
+                out,
+                "  auto: {split} frames split, {single} in one node (split when a segment's table has >= {} entries)",
+                node::SPLIT_ENTRIES
+            );
         }
         if !prog.inlined_tables.is_empty() {
             let _ = writeln!(out, "  inlined tables: {}", prog.inlined_tables.join(" "));
@@ -563,8 +567,8 @@ fn collect_auto(vm: &mut Vlib, name: &str) -> (u64, u64) {
     vm.foreach_thread(move |tg| {
         if let Some(st) = tg.node_mut::<P4Node>(entry).and_then(|n| n.st.as_ref()) {
             if let Ok(mut a) = a2.lock() {
-                a.0 += st.auto.decisions;
-                a.1 += st.auto.multi_chosen;
+                a.0 += st.auto.split;
+                a.1 += st.auto.single;
             }
         }
     });

@@ -41,11 +41,15 @@ pub mod rt {
         /// A state to fill the side table with (overwritten by segment 0).
         fn blank() -> Self::St;
 
-        /// Multi-node segment `k` on one packet: the first also starts the packet and
-        /// parses it, the last also runs egress and compute and says what became of the
-        /// packet (None before).
+        /// Per segment, the table its phase looks up before it runs (`seg_key`).
+        const PRE: &'static [Option<u16>];
+
+        /// Multi-node segment `k` on one packet, first half: the first segment starts the
+        /// packet and parses it; the key of the segment's table ([`Generated::PRE`]; 0
+        /// when it has none). Pure but for the packet's state: a frame's keys are taken
+        /// before any of its lookups.
         #[allow(clippy::too_many_arguments)]
-        fn segment(
+        fn seg_key(
             ts: &mut ThreadState,
             sh: &Shared,
             now: u64,
@@ -54,6 +58,18 @@ pub mod rt {
             d: &mut [u8],
             inport: u32,
             plen: u32,
+        ) -> u64;
+
+        /// Multi-node segment `k`, second half: its phase with the lookup's result `id`
+        /// (of the key `seg_key` gave); the last segment also runs egress and compute and
+        /// says what became of the packet (None before).
+        fn seg_run(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            k: usize,
+            s: &mut Self::St,
+            d: &mut [u8],
+            id: Option<u32>,
         ) -> (Option<VOut>, ParseEnd);
 
         /// The whole pipeline on one packet: the worker's tables and counters, the
@@ -900,8 +916,6 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
     (!clash).then_some(t)
 }
 
-/// A phase of the generated pipeline: a run of a control's statements (at most one table
-/// application, looked up before it when `pre`), a multi-node segment for ingress.
 /// The generated call of phase `k`: its table's lookup first when it has one.
 fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     match ph.pre {
@@ -915,6 +929,8 @@ fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     }
 }
 
+/// A phase of the generated pipeline: a run of a control's statements (at most one table
+/// application, looked up before it when `pre`), a multi-node segment for ingress.
 struct Phase {
     ctl: &'static str,
     flag: &'static str,
@@ -1144,17 +1160,41 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("#[inline(always)]");
     g.line("fn blank() -> St { Self::init(0, 0, 0) }");
     g.line("");
+    let pre: Vec<String> = (0..ni)
+        .map(|k| {
+            format!(
+                "{:?}",
+                phases.get(k).filter(|_| k < tm_at).and_then(|ph| ph.pre)
+            )
+        })
+        .collect();
+    g.line(&format!(
+        "const PRE: &'static [Option<u16>] = &[{}];",
+        pre.join(", ")
+    ));
+    g.line("");
     g.line("#[inline(always)]");
-    g.open("fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {");
+    g.open("fn seg_key(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
     g.open("if k == 0 {");
     g.line("*s = Self::init(inport, plen, now);");
     g.line("Self::parse(ts, sh, s, d);");
     g.close("}");
     g.open("match k {");
     for (k, ph) in phases.iter().enumerate().take(tm_at) {
-        g.open(&format!("{k} => {{"));
-        emit_phase_call(&mut g, k, ph);
-        g.close("}");
+        if ph.pre.is_some() {
+            g.line(&format!("{k} => Self::key{k}(s, d),"));
+        }
+    }
+    g.line("_ => 0,");
+    g.close("}");
+    g.close("}");
+    g.line("");
+    g.line("#[inline(always)]");
+    g.open("fn seg_run(ts: &mut ThreadState, sh: &Shared, k: usize, s: &mut St, d: &mut [u8], id: Option<u32>) -> (Option<VOut>, ParseEnd) {");
+    g.open("match k {");
+    for (k, ph) in phases.iter().enumerate().take(tm_at) {
+        let id = if ph.pre.is_some() { ", id" } else { "" };
+        g.line(&format!("{k} => Self::ph{k}(ts, sh, s, d{id}),"));
     }
     g.line("_ => {}");
     g.close("}");

@@ -22,12 +22,12 @@
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
 //! index (one uncontended lock per frame and node, never per packet); segments run the
-//! generated module's phases when the program has one whose phases match the segments,
-//! else the closure executor. Auto: both exist (its single phase runs what single mode
-//! would, the generated module included); the entry node times both on live traffic (a
-//! 16-frame trial of each, then the faster for the next period, which doubles up to 65536
-//! frames while single keeps winning), so it costs at most the trials when the split does
-//! not pay.
+//! generated module's phases when the program has one whose phases match the segments
+//! (each segment takes its frame's keys first, then looks them up together), else the
+//! closure executor. Auto: both exist (its single path runs what single mode would, the
+//! generated module included); per frame, a cost model ([`split_pays`]) runs the split only
+//! when a segment's table is large enough for its lookups to miss the cache, one node
+//! otherwise.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
@@ -105,8 +105,6 @@ pub struct Side {
     pub ctxs: Vec<Ctx>,
     /// The generated code's packet states (`Vec<Generated::St>`), when it runs the segments.
     pub gen: Option<Box<dyn Any + Send>>,
-    /// Clocks spent by the segment nodes after the entry node (auto mode's measurement).
-    pub clocks: u64,
 }
 
 impl Side {
@@ -166,26 +164,31 @@ pub struct Loaded {
     pub side: Box<[Mutex<Side>]>,
 }
 
-/// Auto mode's schedule (entry node).
+/// Auto mode's choices (entry node): frames run split and in one node.
 #[derive(Default, Debug, Clone, Copy)]
 pub struct Auto {
-    /// Frames left in the current phase.
-    left: u32,
-    /// 0: trial multi, 1: trial single, 2: run the winner.
-    phase: u8,
-    multi_wins: bool,
-    period: u32,
-    clk: [u64; 2],
-    pkts: [u64; 2],
-    side_start: u64,
-    /// Decisions taken (for `show p4 program`).
-    pub decisions: u64,
-    pub multi_chosen: u64,
+    pub split: u64,
+    pub single: u64,
 }
 
-const TRIAL: u32 = 16;
-const PERIOD_MIN: u32 = 1024;
-const PERIOD_MAX: u32 = 65536;
+/// Auto mode's cost model: a table with at least this many entries is taken to miss the
+/// cache on lookups (its lines spread beyond a 256 KiB L2: 4096 x 64 bytes).
+pub const SPLIT_ENTRIES: usize = 4096;
+
+/// Whether auto mode splits the program's next frame: when the segments run generated code
+/// and a segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks the
+/// frame's keys up together so the misses overlap (the single node looks up packet after
+/// packet). Otherwise the split only adds a node dispatch and the state handoff, and one
+/// node runs the frame.
+pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
+    seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
+        g.pre.iter().flatten().any(|&t| {
+            ts.tables
+                .get(t as usize)
+                .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
+        })
+    })
+}
 
 /// One node instance (per thread).
 pub struct P4Node {
@@ -225,10 +228,7 @@ impl NodeState {
             loaded,
             ts,
             seg_next,
-            auto: Auto {
-                period: PERIOD_MIN,
-                ..Default::default()
-            },
+            auto: Auto::default(),
             ctx: [Box::default(), Box::default()],
             vs: None,
         }
@@ -426,7 +426,6 @@ impl P4Node {
     fn frame_segment(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let st = self.st.as_mut().expect("checked");
         let l = st.loaded.clone();
-        let t0 = cx.now_tsc();
         let now_ns = (cx.now_secs() * 1e9) as u64;
         let arena = cx.arena();
         let Ok(mut side) = l.side[self.thread.min(l.side.len() - 1)].lock() else {
@@ -449,9 +448,6 @@ impl P4Node {
             (g.segment)(
                 cx, &mut st.ts, &l.shared, &mut side, self.seg, next, frame, nexts,
             );
-            if self.seg > 0 {
-                side.clocks += cx.now_tsc().wrapping_sub(t0);
-            }
             drop(side);
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
@@ -500,9 +496,6 @@ impl P4Node {
                 }
             };
         }
-        if self.seg > 0 {
-            side.clocks += cx.now_tsc().wrapping_sub(t0);
-        }
         drop(side);
         cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
@@ -540,6 +533,11 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 /// phase `k`; the first also parses, the last also runs egress and compute) on every
 /// packet of the frame, the packet state (`Generated::St`, a few hundred bytes) in the
 /// side table by buffer index; `next` is the arc to the next segment's node.
+///
+/// Three passes: every packet's key of the segment's table (`seg_key`; the first segment
+/// parses here); the lookups — four at a time into a DIR-24-8, so their cache misses
+/// overlap as in `ip4-lookup` — and, for a large table, a prefetch of each hit entry; then
+/// each packet's phase (`seg_run`) on its entry.
 #[allow(clippy::too_many_arguments)]
 pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -553,13 +551,16 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let now = (cx.now_secs() * 1e9) as u64;
+    let n = frame.len().min(FRAME_SIZE);
+    let (frame, nexts) = (&frame[..n], &mut nexts[..n]);
     let Some(sts) = side
         .gen
         .as_mut()
         .and_then(|g| g.downcast_mut::<Vec<G::St>>())
+        .filter(|v| frame.iter().all(|bi| (bi.0 as usize) < v.len()))
     else {
-        // No states or another program's: cannot happen (`Side::new` made them at load
-        // for this program).
+        // No states, another program's or too few: cannot happen (`Side::new` made one
+        // per buffer of the pool at load for this program).
         for (nx, &bi) in nexts.iter_mut().zip(frame) {
             // SAFETY: exclusive ownership of the frame's indices, one view at a time.
             let b = unsafe { arena.buffer(bi) };
@@ -568,21 +569,51 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
         }
         return;
     };
-    let mut sent = Sent::default();
-    for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
+    let mut keys = [0u64; FRAME_SIZE];
+    for (i, (key, &bi)) in keys.iter_mut().zip(frame).enumerate() {
         if let Some(&a) = frame.get(i + 2) {
             arena.prefetch(a);
+            sluice_infra::prefetch(&sts[a.0 as usize]);
         }
         // SAFETY: exclusive ownership of the frame's indices, one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
-        let Some(s) = sts.get_mut(bi.0 as usize) else {
-            b.hdr.error = cx.error(P4Counter::NotLoaded);
-            *nx = P4Next::Drop as u16;
-            continue;
-        };
-        let len = b.total_len() as u32;
-        let rx = b.hdr.rx_if;
-        let (o, pe) = G::segment(ts, sh, now, k, s, b.data_mut(), rx, len);
+        let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+        let s = &mut sts[bi.0 as usize];
+        *key = G::seg_key(ts, sh, now, k, s, b.data_mut(), rx, len);
+    }
+    let mut ids = [None; FRAME_SIZE];
+    let table = G::PRE.get(k).copied().flatten();
+    if let Some(t) = table.and_then(|t| ts.tables.get(t as usize)) {
+        match t.lpm32() {
+            Some(l) => {
+                // The last chunk's keys past `n` are stale: looked up, never used.
+                for (o, c) in ids
+                    .chunks_exact_mut(4)
+                    .zip(keys.chunks_exact(4))
+                    .take(n.div_ceil(4))
+                {
+                    o.copy_from_slice(&l.lookup_x4([c[0], c[1], c[2], c[3]].map(|x| x as u32)));
+                }
+            }
+            None => {
+                for (o, &x) in ids.iter_mut().zip(&keys[..n]) {
+                    *o = t.lookup64(x);
+                }
+            }
+        }
+        if t.len() >= SPLIT_ENTRIES {
+            // Entries of a large table miss the cache too: start loading the frame's.
+            for &id in &ids[..n] {
+                t.prefetch_entry(id);
+            }
+        }
+    }
+    let mut sent = Sent::default();
+    for ((nx, &bi), &id) in nexts.iter_mut().zip(frame).zip(&ids) {
+        // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+        let mut b = unsafe { arena.buffer(bi) };
+        let s = &mut sts[bi.0 as usize];
+        let (o, pe) = G::seg_run(ts, sh, k, s, b.data_mut(), id);
         if k == 0 {
             parse_count(cx, pe);
         }
@@ -661,70 +692,12 @@ impl NodeFn for P4Node {
             Mode::Single => self.frame_single(cx, frame),
             Mode::Multi => self.frame_segment(cx, frame),
             Mode::Auto => {
-                let a = st.auto;
-                let multi = match a.phase {
-                    0 => true,
-                    1 => false,
-                    _ => a.multi_wins,
-                };
-                let side0 = if a.phase == 0 && a.left == 0 {
-                    st.loaded.side[self.thread.min(st.loaded.side.len() - 1)]
-                        .lock()
-                        .map(|s| s.clocks)
-                        .unwrap_or(0)
-                } else {
-                    a.side_start
-                };
-                let t0 = cx.now_tsc();
-                if multi && st.seg_next.is_some() {
+                if st.seg_next.is_some() && split_pays(&st.loaded, &st.ts) {
+                    st.auto.split += 1;
                     self.frame_segment(cx, frame);
                 } else {
+                    st.auto.single += 1;
                     self.frame_single(cx, frame);
-                }
-                let dt = cx.now_tsc().wrapping_sub(t0);
-                let l = self.st.as_ref().expect("loaded").loaded.clone();
-                let st = self.st.as_mut().expect("loaded");
-                let a = &mut st.auto;
-                if a.phase == 0 && a.left == 0 {
-                    a.side_start = side0;
-                    a.left = TRIAL;
-                    a.clk = [0; 2];
-                    a.pkts = [0; 2];
-                }
-                if a.phase < 2 {
-                    a.clk[a.phase as usize] += dt;
-                    a.pkts[a.phase as usize] += frame.len() as u64;
-                }
-                a.left = a.left.saturating_sub(1);
-                if a.left == 0 {
-                    match a.phase {
-                        0 => {
-                            let side = l.side[self.thread.min(l.side.len() - 1)]
-                                .lock()
-                                .map(|s| s.clocks)
-                                .unwrap_or(0);
-                            a.clk[0] += side.wrapping_sub(a.side_start);
-                            a.phase = 1;
-                            a.left = TRIAL;
-                        }
-                        1 => {
-                            let per = |k: usize| a.clk[k] as f64 / a.pkts[k].max(1) as f64;
-                            a.multi_wins = per(0) < per(1);
-                            a.decisions += 1;
-                            if a.multi_wins {
-                                a.multi_chosen += 1;
-                                a.period = PERIOD_MIN;
-                            } else {
-                                a.period = (a.period * 2).min(PERIOD_MAX);
-                            }
-                            a.phase = 2;
-                            a.left = a.period;
-                        }
-                        _ => {
-                            a.phase = 0;
-                            a.left = 0;
-                        }
-                    }
                 }
             }
         }

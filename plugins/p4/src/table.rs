@@ -52,19 +52,22 @@ pub enum TableError {
 /// A range field of a linear entry: shift in the key, width mask, low, high.
 pub type RangeField = (u8, u64, u64, u64);
 
-/// One entry (slab slot).
+/// One entry (slab slot). What a hit reads — the action and its first seven parameters —
+/// is the first cache line (entries are line-aligned), so a large table's lookup costs
+/// one miss for the entry, and [`TableRt::prefetch_entry`] can hide it.
 #[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 pub struct EntryRt {
-    pub matches: Vec<Match>,
-    pub priority: u32,
     /// Global action index.
     pub action: u16,
     /// Index in the table's action list (non-resolved mode).
     pub slot: u8,
     pub nparams: u8,
-    pub params: [u64; PARAMS_MAX],
     /// Offset of the parameters in `TableRt::pool` (non-resolved mode).
     pub pool_off: u32,
+    pub params: [u64; PARAMS_MAX],
+    pub priority: u32,
+    pub matches: Vec<Match>,
     /// For linear tables: the masked value/mask over the whole key, and range fields
     /// (shift, width mask, lo, hi).
     pub value: u128,
@@ -498,6 +501,15 @@ impl TableRt {
         match &self.index {
             Index::Lpm32(l, _) => Some(l),
             _ => None,
+        }
+    }
+
+    /// Starts loading the entry `id` a lookup returned (a batched lookup prefetches its
+    /// frame's entries before running their actions).
+    #[inline(always)]
+    pub fn prefetch_entry(&self, id: Option<u32>) {
+        if let Some(e) = id.and_then(|i| self.entries.get(i as usize)) {
+            sluice_infra::prefetch(e);
         }
     }
 

@@ -160,6 +160,16 @@ fn compare(
     pkts: &[(u32, u8, bool, usize, bool)],
     mode: &str,
 ) -> (usize, u64) {
+    let (n, d, _) = compare_show(routes, pkts, mode);
+    (n, d)
+}
+
+/// [`compare`], and `show p4 program r` after the traffic.
+fn compare_show(
+    routes: &[(u32, u8)],
+    pkts: &[(u32, u8, bool, usize, bool)],
+    mode: &str,
+) -> (usize, u64, String) {
     // Native.
     let (mut nv, nt) = build();
     cli(&mut nv, &nt, "set interface ip address pg0 10.0.0.1/24");
@@ -232,11 +242,12 @@ fn compare(
     assert_eq!(no.len() + nd as usize, frames.len(), "native lost packets");
     assert_eq!(po, no, "outputs differ");
     assert_eq!(pd, nd, "drops differ");
+    let show = cli(&mut pv, &pt, "show p4 program r");
     nv.stop_workers();
     pv.stop_workers();
     assert_eq!(nv.pool.stats().in_use, 0);
     assert_eq!(pv.pool.stats().in_use, 0);
-    (po.len(), pd)
+    (po.len(), pd, show)
 }
 
 #[test]
@@ -261,6 +272,34 @@ fn router_matches_native_fixed_cases() {
     ] {
         assert_eq!(compare(&routes, &pkts, mode), (3, 4), "{mode}");
     }
+}
+
+/// Auto mode's cost model: with a few routes every frame runs in one node; with an
+/// `ipv4_lpm` of `node::SPLIT_ENTRIES` routes the frames take the split (the LPM segment
+/// looking its frame up in one batch), byte-identical to the native path either way.
+#[test]
+fn auto_splits_only_at_a_large_table() {
+    let pkts = [
+        (0x1401_0203, 64, false, 18, false),
+        (0x1400_0a01, 2, false, 100, false),
+        (0x2800_0001, 64, false, 18, false), // no route
+        (0x1401_0203, 64, true, 18, false),  // bad checksum
+        (0x1401_0203, 64, false, 18, true),  // not IPv4
+    ];
+    let split = |show: &str| -> u64 {
+        let l = show
+            .lines()
+            .find(|l| l.contains("auto: "))
+            .expect("auto line");
+        l.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let (_, _, show) = compare_show(&[(0x1400_0000, 8)], &pkts, "auto");
+    assert_eq!(split(&show), 0, "{show}");
+    let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
+        .map(|i| (0x1400_0000 + (i << 8), 24))
+        .collect();
+    let (_, _, show) = compare_show(&big, &pkts, "auto");
+    assert!(split(&show) > 0, "{show}");
 }
 
 /// The same traffic with each of PVPP's four optimisations off (and all four off), in

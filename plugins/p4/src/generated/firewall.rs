@@ -291,16 +291,23 @@ impl Generated for Prog {
     #[inline(always)]
     fn blank() -> St { Self::init(0, 0, 0) }
 
+    const PRE: &'static [Option<u16>] = &[None];
+
     #[inline(always)]
-    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+    fn seg_key(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> u64 {
         if k == 0 {
             *s = Self::init(inport, plen, now);
             Self::parse(ts, sh, s, d);
         }
         match k {
-            0 => {
-                Self::ph0(ts, sh, s, d);
-            }
+            _ => 0,
+        }
+    }
+
+    #[inline(always)]
+    fn seg_run(ts: &mut ThreadState, sh: &Shared, k: usize, s: &mut St, d: &mut [u8], id: Option<u32>) -> (Option<VOut>, ParseEnd) {
+        match k {
+            0 => Self::ph0(ts, sh, s, d),
             _ => {}
         }
         if k + 1 < 1 { return (None, s.pe); }

@@ -43,6 +43,8 @@ pub struct GenEntry {
     pub segs: usize,
     /// One multi-node segment on a frame (`node::frame_segment_generated`).
     pub segment: SegmentFn,
+    /// Per segment, the table looked up before it (auto mode's cost model).
+    pub pre: &'static [Option<u16>],
     /// The side table's packet states for a number of buffers (`node::gen_states`).
     pub states: fn(usize) -> Box<dyn std::any::Any + Send>,
 }
@@ -80,6 +82,7 @@ pub static ALL: &[GenEntry] = &[
         segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<router::Prog>,
         states: crate::node::gen_states::<router::Prog>,
+        pre: <router::Prog as crate::gen::rt::Generated>::PRE,
     },
     GenEntry {
         name: "l2switch",
@@ -90,6 +93,7 @@ pub static ALL: &[GenEntry] = &[
         segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<l2switch::Prog>,
         states: crate::node::gen_states::<l2switch::Prog>,
+        pre: <l2switch::Prog as crate::gen::rt::Generated>::PRE,
     },
     GenEntry {
         name: "control_flow",
@@ -100,6 +104,7 @@ pub static ALL: &[GenEntry] = &[
         segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<control_flow::Prog>,
         states: crate::node::gen_states::<control_flow::Prog>,
+        pre: <control_flow::Prog as crate::gen::rt::Generated>::PRE,
     },
     GenEntry {
         name: "firewall",
@@ -110,6 +115,7 @@ pub static ALL: &[GenEntry] = &[
         segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<firewall::Prog>,
         states: crate::node::gen_states::<firewall::Prog>,
+        pre: <firewall::Prog as crate::gen::rt::Generated>::PRE,
     },
 ];
 

@@ -309,21 +309,26 @@ impl Generated for Prog {
     #[inline(always)]
     fn blank() -> St { Self::init(0, 0, 0) }
 
+    const PRE: &'static [Option<u16>] = &[Some(0), Some(1)];
+
     #[inline(always)]
-    fn segment(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> (Option<VOut>, ParseEnd) {
+    fn seg_key(ts: &mut ThreadState, sh: &Shared, now: u64, k: usize, s: &mut St, d: &mut [u8], inport: u32, plen: u32) -> u64 {
         if k == 0 {
             *s = Self::init(inport, plen, now);
             Self::parse(ts, sh, s, d);
         }
         match k {
-            0 => {
-                let id = ts.tables.get(0).and_then(|t| t.lookup64(Self::key0(s, d)));
-                Self::ph0(ts, sh, s, d, id);
-            }
-            1 => {
-                let id = ts.tables.get(1).and_then(|t| t.lookup64(Self::key1(s, d)));
-                Self::ph1(ts, sh, s, d, id);
-            }
+            0 => Self::key0(s, d),
+            1 => Self::key1(s, d),
+            _ => 0,
+        }
+    }
+
+    #[inline(always)]
+    fn seg_run(ts: &mut ThreadState, sh: &Shared, k: usize, s: &mut St, d: &mut [u8], id: Option<u32>) -> (Option<VOut>, ParseEnd) {
+        match k {
+            0 => Self::ph0(ts, sh, s, d, id),
+            1 => Self::ph1(ts, sh, s, d, id),
             _ => {}
         }
         if k + 1 < 2 { return (None, s.pe); }
