@@ -68,7 +68,9 @@ fn main() {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let mut compile = Command::new(&cc);
     compile
-        .args(["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"])
+        .args([
+            "-O2", "-g1", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
+        ])
         .args(["-Wl,-z,defs", "src/shim.c", "-o"])
         .arg(&lib)
         .args(cflags.split_whitespace())
