@@ -347,7 +347,7 @@ int sd_xstats(uint16_t port, char *names, uint64_t *values, int n)
 /* ---- zero copy: Sluice's buffers are the mbufs ----------------------------------------
  *
  * Every Sluice buffer i has an mbuf header of its own, slot i of an array kept here (the
- * mempool's 24-byte object header, then the 128-byte struct rte_mbuf), whose buf_addr is
+ * mempool's 24-byte object header, then the 128-byte struct rte_mbuf, 256 bytes), whose buf_addr is
  * RTE_PKTMBUF_HEADROOM bytes in front of the buffer's data area (inside Sluice's larger
  * headroom): a device writes a packet where Sluice expects it and reads one where Sluice put
  * it. These mbufs form the mempool `sluice_zc`, whose operations ("sluice") are Sluice's
@@ -363,8 +363,9 @@ typedef unsigned (*sd_buf_alloc_fn)(uint32_t *idx, unsigned n);
 typedef void (*sd_buf_free_fn)(const uint32_t *idx, unsigned n);
 typedef unsigned (*sd_buf_avail_fn)(void);
 
-/* Bytes per slot: the object header in front of the mbuf, the mbuf (no private area). */
-#define ZSLOT 192
+/* Bytes per slot: the object header in front of the mbuf, the mbuf (no private area), padded
+ * to a power of two (an mbuf's buffer index is a shift away). */
+#define ZSLOT 256
 #define ZHDR 64
 _Static_assert(sizeof(struct rte_mbuf) == 128, "mbuf size");
 _Static_assert(sizeof(struct rte_mempool_objhdr) <= ZHDR, "mempool object header size");
@@ -397,7 +398,7 @@ static inline struct rte_mbuf *zmbuf(uint32_t i)
 
 static inline uint32_t zidx(const void *m)
 {
-    return (uint32_t)(((const uint8_t *)m - zc.slots - ZHDR) / ZSLOT);
+    return (uint32_t)(((uintptr_t)m - (uintptr_t)zc.slots) / ZSLOT);
 }
 
 /* Where Sluice buffer i's data area starts. */
@@ -648,11 +649,14 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
     const struct rte_mempool *mp = zc.mp;
     for (uint16_t i = 0; i < got; i++) {
         const struct rte_mbuf *s = m[i];
+        uint64_t w; /* data_off, refcnt, nb_segs, port */
+        memcpy(&w, &s->data_off, sizeof(w));
         len[i] = s->pkt_len;
-        if (likely(s->pool == mp && s->nb_segs == 1 && RTE_MBUF_DIRECT(s) &&
-                   rte_mbuf_refcnt_read(s) == 1)) {
+        /* Direct (no indirect or external buffer), refcnt 1 and one segment. */
+        if (likely(s->pool == mp && (uint32_t)(w >> 16) == 0x00010001u &&
+                   RTE_MBUF_DIRECT(s))) {
             idx[i] = zidx(s);
-            off[i] = (int16_t)(s->data_off - RTE_PKTMBUF_HEADROOM);
+            off[i] = (int16_t)((uint16_t)w - RTE_PKTMBUF_HEADROOM);
             continue;
         }
         idx[i] = UINT32_MAX;
@@ -774,22 +778,23 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t
         /* Single buffers, the common case: each goes out in its own mbuf header, which
          * already says what a free mbuf says (no next segment: see sd_zc_init), unless one
          * starts too deep in the headroom (then the general path below). */
-        int ok = 1;
-        for (uint16_t i = 0; i < npkts; i++)
-            ok &= seg_off[i] >= -RTE_PKTMBUF_HEADROOM;
-        if (likely(ok)) {
-            /* data_off, refcnt 1, nb_segs 1, port: one store. */
-            const uint64_t rearm = ((uint64_t)1 << 16) | ((uint64_t)1 << 32) | ((uint64_t)port << 48);
-            for (uint16_t i = 0; i < npkts; i++) {
-                struct rte_mbuf *x = zmbuf(seg_idx[i]);
-                uint64_t r = rearm | (uint16_t)(seg_off[i] + RTE_PKTMBUF_HEADROOM);
-                memcpy(&x->data_off, &r, sizeof(r));
-                x->ol_flags = 0;
-                x->packet_type = 0;
-                x->pkt_len = seg_len[i];
-                x->data_len = seg_len[i];
-                m[i] = x;
-            }
+        int bad = 0;
+        /* data_off, refcnt 1, nb_segs 1, port: one store. */
+        const uint64_t rearm = ((uint64_t)1 << 16) | ((uint64_t)1 << 32) | ((uint64_t)port << 48);
+        for (uint16_t i = 0; i < npkts; i++) {
+            struct rte_mbuf *x = zmbuf(seg_idx[i]);
+            int32_t o = seg_off[i] + RTE_PKTMBUF_HEADROOM;
+            uint64_t r = rearm | (uint16_t)o;
+            bad |= o;
+            memcpy(&x->data_off, &r, sizeof(r));
+            x->ol_flags = 0;
+            x->packet_type = 0;
+            x->pkt_len = seg_len[i];
+            x->data_len = seg_len[i];
+            m[i] = x;
+        }
+        /* A negative data_off (the sign bit of some `o`): redo all on the general path. */
+        if (likely(bad >= 0)) {
             uint16_t sent = rte_eth_tx_burst(port, q, m, npkts);
             if (sent)
                 __atomic_fetch_add(&zc.to_dpdk, sent, __ATOMIC_RELAXED);
