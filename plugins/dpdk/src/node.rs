@@ -48,7 +48,7 @@
 
 use crate::port::{LinkState, Pool};
 use crate::sys::{self, Api, RteMbuf};
-use sluice_buffer::BufIdx;
+use sluice_buffer::{BufIdx, IfIndex};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, NodeFn, Suspend, TraceRecord, Wake, FRAME_SIZE};
 use sluice_vnet::devices::fdq::{FdQueue, QueueSet};
@@ -492,21 +492,25 @@ impl Default for TxScratch {
 }
 
 impl DpdkTx {
-    /// Sends `run` (packets for interface `e`); appends what this node must free (copied or
-    /// refused packets) to `free`: the packets sent zero-copy belong to DPDK now.
+    /// Sends the packets for interface `e` (`tx`) at the start of `run` (the rest of the
+    /// frame) and returns how many; appends what this node must free (copied or refused
+    /// packets) to `free`: the packets sent zero-copy belong to DPDK now.
     fn send_run(
         cx: &mut Cx,
         e: &TxEntry,
+        tx: IfIndex,
         run: &[BufIdx],
         sg: &mut TxScratch,
         free: &mut Vec<BufIdx>,
-    ) {
+    ) -> usize {
         let arena = cx.pool_ref().arena();
         let t = cx.thread();
         let nq = e.queues.len().max(1);
         let q = t % nq;
         let mut i = 0;
-        while i < run.len() {
+        // The run of `tx` ends here (`run` is the rest of the frame).
+        let mut over = false;
+        while !over && i < run.len() {
             // Gather as many whole packets as fit: one pass over the headers, single
             // buffers first (the common case).
             let (start, mut ns) = (i, 0usize);
@@ -515,6 +519,10 @@ impl DpdkTx {
                 let b = run[i];
                 // SAFETY: the tx node owns the frame; read-only.
                 let h = unsafe { arena.header(b) };
+                if h.tx_if != tx {
+                    over = true;
+                    break;
+                }
                 if h.flags & sluice_buffer::flags::NEXT_PRESENT != 0 {
                     break;
                 }
@@ -526,8 +534,13 @@ impl DpdkTx {
                 i += 1;
             }
             let mut np = ns;
-            let single = i == end;
-            while i < run.len() && np < FRAME_SIZE {
+            let single = over || i == end;
+            while !single && i < run.len() && np < FRAME_SIZE {
+                // SAFETY: the tx node owns the frame; read-only.
+                if unsafe { arena.header(run[i]) }.tx_if != tx {
+                    over = true;
+                    break;
+                }
                 let mut cur = Some(run[i]);
                 let first = ns;
                 while let Some(b) = cur {
@@ -618,22 +631,31 @@ impl DpdkTx {
                 cx.count(TxCounter::QueueFull, full);
             }
         }
+        i
     }
 }
 
 impl NodeFn for DpdkTx {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        // `devices::for_each_tx_run`, not `tx_runs`: that frees the whole frame, and here
-        // DPDK keeps what it sent.
+        // Not `devices::tx_runs` (it frees the whole frame, and here DPDK keeps what it
+        // sent) nor `for_each_tx_run`: send_run finds where an interface's run ends in the
+        // pass that gathers its buffers (a second pass over the headers cost 6-10
+        // instructions per packet, measured with callgrind).
         let DpdkTx { table, free, segs } = self;
-        let pool = cx.pool_ref();
-        sluice_vnet::devices::for_each_tx_run(pool, frame, |tx, run| match table.get(tx) {
-            Some(e) => Self::send_run(cx, e, run, segs, free),
-            None => {
-                cx.count(TxCounter::NoInterface, run.len() as u64);
-                free.extend_from_slice(run);
+        let arena = cx.pool_ref().arena();
+        let mut i = 0;
+        while i < frame.len() {
+            // SAFETY: the tx node owns the frame; read-only.
+            let tx = unsafe { arena.header(frame[i]) }.tx_if;
+            match table.get(tx) {
+                Some(e) => i += Self::send_run(cx, e, tx, &frame[i..], segs, free),
+                None => {
+                    cx.count(TxCounter::NoInterface, 1);
+                    free.push(frame[i]);
+                    i += 1;
+                }
             }
-        });
+        }
         if !free.is_empty() {
             cx.free(free);
             free.clear();
