@@ -1,34 +1,42 @@
-//! `dpdk_bench`: the IPv4 forwarding path between two DPDK `net_null` devices against the
-//! same path between two pg interfaces, in one process, on one core, with the same frames
-//! and the same (one-route) FIB:
+//! `dpdk_bench`: the IPv4 forwarding path through DPDK virtual devices against the same path
+//! between two pg interfaces, in one process, on one core, with the same frames and the same
+//! (one-route) FIB. Two device setups:
 //!
-//! - dpdk: net_null0 (rx) -> dpdk-input -> ethernet-input -> ip4-input -> ip4-lookup ->
-//!   ip4-rewrite -> interface-output -> dpdk-tx -> net_null1 (tx, frees);
-//! - pg:   pg0 (pcap replay) -> pg-input -> ... -> interface-output -> pg-tx (frees).
+//! - `null` (default): net_null0 (rx) -> dpdk-input -> ethernet-input -> ip4-input ->
+//!   ip4-lookup -> ip4-rewrite -> interface-output -> dpdk-tx -> net_null1 (tx, frees). The
+//!   issue's benchmark; net_null's own rx and tx (mbuf allocation and free per packet) cost
+//!   about as much as testpmd's whole io forwarding.
+//! - `ring`: net_ring0, whose transmit enqueues into its own receive ring: 512 packets
+//!   injected once (by a pg stream routed out of ring0) go round dpdk-input -> ip4 ->
+//!   dpdk-tx -> ring0, each dispatch loop taking a full frame of 256. The PMD costs little
+//!   (a ring enqueue and dequeue, no mbuf allocated or freed), so what is measured is
+//!   Sluice's part.
+//! - pg: pg0 (pcap replay) -> pg-input -> ... -> interface-output -> pg-tx (frees).
 //!
-//! net_null does not write packet data: it hands out mbufs of the receive pool as they are,
-//! so the receive pool's mbufs are filled with the benchmark's frames
-//! (`sluice_dpdk::fill_rx_pool`). With zero-copy receive that data is the Sluice buffer each
-//! mbuf carries, which changes at every receive and is forwarded in place (TTL decremented,
-//! MACs rewritten: the neighbour's MAC is null0's own, so a frame stays forwardable): the
-//! frames (TTL 255) are written into every Sluice buffer of the DPDK runtime every [`REFILL`]
-//! dispatch loops, outside the timed window (a NIC writes them by DMA, at no CPU cost; the
-//! rewrite leaves caches colder for the next loop, not warmer). Runs alternate between
-//! the two paths; min/median/max over `--runs` runs of `--secs` seconds each. Nothing here
-//! is a test. scripts/dpdk-bench.sh runs it next to dpdk-testpmd (io forwarding on the same
-//! devices).
+//! Neither device writes packet data (net_null hands out mbufs as they are, net_ring gives
+//! back what was transmitted, TTL decremented): under zero copy that data is the Sluice
+//! buffer's, forwarded in place (MACs rewritten: the neighbour's MAC is the receiving
+//! device's own, so a frame stays forwardable), and the frames (TTL 255) are written into
+//! every Sluice buffer of the DPDK runtime every [`REFILL`] dispatch loops, outside the timed
+//! window (a NIC writes them by DMA, at no CPU cost; the rewrite leaves caches colder for the
+//! next loop, not warmer). Runs alternate between the two paths; min/median/max over
+//! `--runs` runs of `--secs` seconds each. Nothing here is a test. scripts/dpdk-bench.sh runs
+//! both setups next to dpdk-testpmd (io forwarding on the same devices).
 //!
 //! ```text
-//! cargo run --release -p sluice-dpdk --example dpdk_bench -- [--runs 5] [--secs 2] [--core N]
+//! cargo run --release -p sluice-dpdk --example dpdk_bench -- [ring] [--runs 5] [--secs 2] [--core N]
 //! ```
 //!
 //! `--packets N` runs only the DPDK path until N packets were forwarded and exits, for an
-//! instruction count per node under callgrind (wall clocks are meaningless there):
+//! instruction count per node under callgrind (wall clocks are meaningless there);
+//! scripts/callgrind-dpdk.py splits the DPDK nodes' count into Sluice's, the shim's and the
+//! PMD's (`SLUICE_DPDK_SHIM_FILE` names the shim's functions for callgrind):
 //!
 //! ```text
-//! valgrind --tool=callgrind --demangle=no --callgrind-out-file=cg.out \
-//!     target/release/examples/dpdk_bench --packets 409600
+//! SLUICE_DPDK_SHIM_FILE=/tmp/shim.so valgrind --tool=callgrind --demangle=no \
+//!     --callgrind-out-file=cg.out target/release/examples/dpdk_bench [ring] --packets 409600
 //! scripts/callgrind-nodes.py cg.out 409600
+//! scripts/callgrind-dpdk.py cg.out 409600
 //! ```
 
 use sluice_buffer::{PageSize, PoolConfig};
@@ -41,6 +49,10 @@ use std::time::Instant;
 /// Dispatch loops between two rewrites of the frames: a buffer is received at most once per
 /// loop, so a frame is forwarded at most REFILL times before it is rewritten (TTL 255).
 const REFILL: usize = 64;
+
+/// Packets circulating through net_ring0 (its ring holds 1024): each dispatch loop's
+/// dpdk-input takes a full frame (256) of them.
+const RING_PACKETS: usize = 512;
 
 const PATH: [&str; 5] = [
     "ethernet-input",
@@ -137,6 +149,19 @@ fn fill_arena(vm: &Vlib, frames: &[Vec<u8>]) {
     }
 }
 
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let f = std::fs::File::create(path).expect("pcap");
+    let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap");
+    for fr in frames {
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(
+            std::time::Duration::ZERO,
+            fr.len() as u32,
+            fr,
+        ))
+        .expect("pcap");
+    }
+}
+
 fn node_clocks(vm: &Vlib, name: &str) -> f64 {
     let i = vm.registry.find(name).expect("node");
     let s = &vm.registry.node(i).stats.per_thread[0];
@@ -181,38 +206,87 @@ fn main() {
     let core = std::env::args()
         .any(|a| a == "--core")
         .then(|| arg("--core", 0.0) as usize);
-    // The DPDK runtime: net_null0 receives, net_null1 only transmits.
-    let (mut dv, dt) = runtime(
-        "dpdk {\n vdev net_null0,size=60 { name null0 }\n vdev net_null1,size=60,no-rx=1 { name null1 }\n}",
-        core,
-    );
+    let ring = std::env::args().any(|a| a == "ring");
+    // The DPDK runtime. null: net_null0 receives, net_null1 only transmits; ring: net_ring0
+    // transmits into its own receive ring, and packets injected once (by pg, routed out of
+    // ring0 with ring0's own MAC as the neighbour's) circulate through the IPv4 path.
+    let conf = if ring {
+        "dpdk {\n vdev net_ring0 { name ring0 }\n}"
+    } else {
+        "dpdk {\n vdev net_null0,size=60 { name null0 }\n vdev net_null1,size=60,no-rx=1 { name null1 }\n}"
+    };
+    let (rx_if, tx_if) = if ring {
+        ("ring0", "ring0")
+    } else {
+        ("null0", "null1")
+    };
+    let (mut dv, dt) = runtime(conf, core);
+    let m0 = mac(&mut dv, rx_if);
+    let m0s = m0.map(|b| format!("{b:02x}")).join(":");
+    let rx_frames = frames(m0, 2);
+    if ring {
+        for c in [
+            "create packet-generator interface pg9".to_string(),
+            "set interface state pg9 up".into(),
+            "set interface ip address pg9 10.0.0.1/24".into(),
+            "set interface ip address ring0 10.0.1.1/24".into(),
+            format!("ip neighbor ring0 10.0.1.2 {m0s}"),
+            "ip route add 10.2.0.0/16 via 10.0.1.2".into(),
+            "set interface state ring0 up".into(),
+        ] {
+            cli(&mut dv, &dt, &c);
+        }
+        // Inject: pg9 -> ip4 -> ring0 (tx), then round and round.
+        let dir = std::env::temp_dir().join(format!("sluice-dpdk-ring-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let pcap = dir.join("inject.pcap");
+        write_pcap(&pcap, &frames(mac(&mut dv, "pg9"), 2)[..RING_PACKETS]);
+        cli(
+            &mut dv,
+            &dt,
+            &format!(
+                "packet-generator new pcap {} source pg9 name inject limit {RING_PACKETS} node ethernet-input",
+                pcap.display()
+            ),
+        );
+        cli(&mut dv, &dt, "packet-generator enable");
+        let t = Instant::now();
+        while tx_packets(&mut dv, "ring0") < RING_PACKETS as u64 && t.elapsed().as_secs() < 10 {
+            dv.run_main_once();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            tx_packets(&mut dv, "ring0") >= RING_PACKETS as u64,
+            "injection into ring0 failed"
+        );
+        cli(&mut dv, &dt, "packet-generator delete inject");
+    } else {
+        for c in [
+            "set interface ip address null0 10.0.0.1/24".to_string(),
+            "set interface ip address null1 10.0.1.1/24".into(),
+            format!("ip neighbor null1 10.0.1.2 {m0s}"),
+            "ip route add 10.2.0.0/16 via 10.0.1.2".into(),
+        ] {
+            cli(&mut dv, &dt, &c);
+        }
+        sluice_dpdk::fill_rx_pool(&mut dv, &rx_frames).expect("fill");
+    }
     // The pg runtime: the same graph, DPDK not started.
     let (mut pv, pt) = runtime("", core);
-    let m0 = mac(&mut dv, "null0");
-    let m0s = m0.map(|b| format!("{b:02x}")).join(":");
-    for c in [
-        "set interface ip address null0 10.0.0.1/24".to_string(),
-        "set interface ip address null1 10.0.1.1/24".into(),
-        format!("ip neighbor null1 10.0.1.2 {m0s}"),
-        "ip route add 10.2.0.0/16 via 10.0.1.2".into(),
-    ] {
-        cli(&mut dv, &dt, &c);
-    }
-    let rx_frames = frames(m0, 2);
-    sluice_dpdk::fill_rx_pool(&mut dv, &rx_frames).expect("fill");
     fill_arena(&dv, &rx_frames);
     let count = arg("--packets", 0.0) as u64;
     if count > 0 {
-        cli(&mut dv, &dt, "set interface state null0 up");
-        cli(&mut dv, &dt, "set interface state null1 up");
-        let c0 = tx_packets(&mut dv, "null1");
-        while tx_packets(&mut dv, "null1") < c0 + count {
+        cli(&mut dv, &dt, &format!("set interface state {rx_if} up"));
+        cli(&mut dv, &dt, &format!("set interface state {tx_if} up"));
+        cli(&mut dv, &dt, "clear runtime");
+        let c0 = tx_packets(&mut dv, tx_if);
+        while tx_packets(&mut dv, tx_if) < c0 + count {
             for _ in 0..REFILL {
                 dv.run_main_once();
             }
             fill_arena(&dv, &rx_frames);
         }
-        let sent = tx_packets(&mut dv, "null1") - c0;
+        let sent = tx_packets(&mut dv, tx_if) - c0;
         let drops = node_vectors(&dv, "error-drop");
         println!("forwarded {sent} packets, dropped {drops}");
         if drops > 0 {
@@ -235,18 +309,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("sluice-dpdk-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let pcap = dir.join("ip4.pcap");
-    {
-        let f = std::fs::File::create(&pcap).expect("pcap");
-        let mut w = pcap_file::pcap::PcapWriter::new(f).expect("pcap");
-        for fr in frames(mac(&mut pv, "pg0"), 2) {
-            w.write_packet(&pcap_file::pcap::PcapPacket::new(
-                std::time::Duration::ZERO,
-                fr.len() as u32,
-                &fr,
-            ))
-            .expect("pcap");
-        }
-    }
+    write_pcap(&pcap, &frames(mac(&mut pv, "pg0"), 2));
     let mut d_mpps = Vec::new();
     let mut p_mpps = Vec::new();
     let mut io = Vec::new();
@@ -257,12 +320,12 @@ fn main() {
     let mut p_path: Vec<Vec<f64>> = vec![Vec::new(); PATH.len()];
     let mut pg_in = Vec::new();
     for run in 0..=runs {
-        // DPDK: up for the window only (down, ethernet-input drops what net_null gives).
-        cli(&mut dv, &dt, "set interface state null0 up");
-        cli(&mut dv, &dt, "set interface state null1 up");
+        // DPDK (null: up for the window only).
+        cli(&mut dv, &dt, &format!("set interface state {rx_if} up"));
+        cli(&mut dv, &dt, &format!("set interface state {tx_if} up"));
         cli(&mut dv, &dt, "clear runtime");
         cli(&mut dv, &dt, "clear errors");
-        let c0 = tx_packets(&mut dv, "null1");
+        let c0 = tx_packets(&mut dv, tx_if);
         let t0 = Instant::now();
         let mut dtime = 0.0;
         while t0.elapsed().as_secs_f64() < secs {
@@ -273,9 +336,13 @@ fn main() {
             dtime += t.elapsed().as_secs_f64();
             fill_arena(&dv, &rx_frames);
         }
-        let c1 = tx_packets(&mut dv, "null1");
-        cli(&mut dv, &dt, "set interface state null0 down");
-        cli(&mut dv, &dt, "set interface state null1 down");
+        let c1 = tx_packets(&mut dv, tx_if);
+        if !ring {
+            // Down, ethernet-input drops what net_null gives; ring0's packets wait in its
+            // ring for the next run.
+            cli(&mut dv, &dt, "set interface state null0 down");
+            cli(&mut dv, &dt, "set interface state null1 down");
+        }
         let drops = node_vectors(&dv, "error-drop");
         assert_eq!(drops, 0, "packets dropped: the path is not what it claims");
         // pg: the same number of packets the DPDK run forwarded, at least 1M.
@@ -325,7 +392,12 @@ fn main() {
     );
     println!("| path | Mpps min | median | max |\n|---|---|---|---|");
     println!(
-        "| net_null0 -> dpdk-input -> ip4 -> dpdk-tx -> net_null1 | {a:.2} | {m:.2} | {b:.2} |"
+        "| {} | {a:.2} | {m:.2} | {b:.2} |",
+        if ring {
+            "net_ring0 -> dpdk-input -> ip4 -> dpdk-tx -> net_ring0 (looped)"
+        } else {
+            "net_null0 -> dpdk-input -> ip4 -> dpdk-tx -> net_null1"
+        }
     );
     println!("| pg0 -> pg-input -> ip4 -> pg-tx | {pa:.2} | {pm:.2} | {pb:.2} |");
     println!("| ratio dpdk / pg (per run pair) | {ra:.2} | {rm:.2} | {rb:.2} |\n");

@@ -9,7 +9,8 @@
 //!   no-pci                                               # implied when no `dev <pci>' is given
 //!   socket-mem 256                                       # MB (per NUMA node with hugepages)
 //!   huge-dir /dev/hugepages                              # use hugepages from this mount
-//!   num-mbufs 16384                                      # receive mbufs (default: sized from the queues)
+//!   num-mbufs 16384                                      # receive mbufs when copying (default: sized from the queues)
+//!   no-zero-copy                                         # copy even on virtual devices
 //!   log-level warning                                    # EAL log level
 //! }
 //! ```
@@ -87,6 +88,8 @@ pub struct DpdkConfig {
     pub default: DevOpts,
     /// `no-pci`.
     pub no_pci: bool,
+    /// `no-zero-copy`: copy between mbufs and Sluice buffers even on virtual devices.
+    pub no_zero_copy: bool,
     /// `socket-mem` in MB per NUMA node.
     pub socket_mem: Option<Vec<u32>>,
     /// `huge-dir`.
@@ -287,6 +290,7 @@ pub fn parse(cfg: &mut DpdkConfig, s: &Section, file: &str) -> Result<(), ConfEr
                 });
             }
             "no-pci" => cfg.no_pci = true,
+            "no-zero-copy" => cfg.no_zero_copy = true,
             "socket-mem" => {
                 let v = c.value(k)?;
                 let mb: Option<Vec<u32>> = v
@@ -426,7 +430,7 @@ mod tests {
     #[test]
     fn vdevs_and_blocks_on_one_line() {
         let c =
-            conf("vdev net_null0,size=60 { name null0 num-rx-queues 2 }\nvdev net_ring0 no-pci")
+            conf("vdev net_null0,size=60 { name null0 num-rx-queues 2 }\nvdev net_ring0 no-pci no-zero-copy")
                 .unwrap();
         assert_eq!(c.vdevs.len(), 2);
         assert_eq!(c.vdevs[0].addr, "net_null0");
@@ -435,6 +439,7 @@ mod tests {
         assert_eq!(c.vdevs[0].opts.rx_queues, Some(2));
         assert_eq!(c.vdevs[1].addr, "net_ring0");
         assert!(c.no_pci);
+        assert!(c.no_zero_copy);
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! The `dpdk` startup.conf section ([`config`], VPP's syntax) lists PCI devices (`dev`) and
 //! virtual devices (`vdev`); at start the plugin loads Debian's libdpdk through its C shim
 //! ([`sys`]), starts EAL ([`eal`]; without hugepages unless `huge-dir` says otherwise), creates
-//! one mbuf pool for receive and one for transmit, and turns every port into an interface
+//! the mbuf pools, and turns every port into an interface
 //! named as VPP names it (`TenGigabitEthernet2/0/1`, `Ethernet0` for a virtual device) or by
 //! the device's `name`. Each port gets its rx queues (RSS over them when there are several),
 //! placed round-robin on the worker threads like every driver's, and one tx queue per thread
 //! unless `num-tx-queues` says otherwise.
 //!
-//! Packets are copied between mbufs and Sluice buffers in both directions (docs/interfaces.md
-//! says why and what it costs). Link state comes from the device's link-state-change
+//! On virtual devices Sluice's buffers are the mbufs (zero copy, [`zc`]: each buffer has an
+//! mbuf header of its own in the mempool `sluice_zc`, whose operations are Sluice's buffer
+//! pool); PCI devices and drivers that hand IOVAs to the other end copy between mbufs and
+//! Sluice buffers in both directions (docs/interfaces.md says why). Link state comes from the device's link-state-change
 //! interrupt where it has one and is polled every second by `dpdk-process` otherwise.
 //!
 //! CLI: `show hardware-interfaces` (PMD, link speed and duplex, queues, RSS, device and
@@ -27,6 +29,7 @@ pub mod eal;
 pub mod node;
 pub mod port;
 pub mod sys;
+pub mod zc;
 
 use config::DpdkConfig;
 use node::{
@@ -113,13 +116,12 @@ pub struct DpdkMain {
     pub eal_args: Vec<String>,
     /// Ports, in configuration order.
     pub ports: Vec<Port>,
-    /// Receive mbufs.
+    /// Receive mbufs: `sluice_zc` (Sluice's buffers) under zero copy, else a pool of its own.
     pub rx_pool: Option<Pool>,
-    /// Transmit mbufs.
+    /// Transmit mbufs (copies).
     pub tx_pool: Option<Pool>,
-    /// Sluice buffers the mbufs of `rx_pool` carry (zero copy; 0 when it copies): in use for
-    /// the life of the process.
-    pub lent: u64,
+    /// Zero copy is on (`rx_pool` is `sluice_zc`).
+    pub zero_copy: bool,
     placement: RxPlacement,
 }
 
@@ -291,12 +293,6 @@ fn pool_needs(ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
     (rx, tx)
 }
 
-/// Size of the zero-copy pool, which serves receive and transmit.
-fn zero_copy_size(cfg: &DpdkConfig, ports: &[(u16, u16, u16, u16)], threads: usize) -> u32 {
-    let (rx, tx) = pool_needs(ports, threads);
-    cfg.num_mbufs.unwrap_or((rx + tx).max(4096))
-}
-
 /// Memory EAL needs without hugepages: the pools plus room for the PMDs' own allocations.
 fn mem_mb(rx: u32, tx: u32) -> u32 {
     // One mbuf: 2176 bytes of buffer, its 128-byte header and the mempool's object header.
@@ -332,37 +328,23 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
         })
         .collect();
     let (n_rx, n_tx) = pool_sizes(cfg, &wanted, threads);
-    // Zero copy (virtual devices whose drivers copy through the mbuf's virtual address only:
-    // a PCI device's DMA cannot reach Sluice's arena) lends the receive pool's mbufs Sluice
-    // buffers, and transmit swaps packets into mbufs of that pool: it serves both
-    // directions, so it holds both counts. It must leave Sluice at least half of its buffers.
-    let n_zc = zero_copy_size(cfg, &wanted, threads);
-    // Why not (the devices' reasons are facts, a pool too small a sizing mistake to warn of).
-    let copy_why = if !cfg.devs.is_empty() {
-        Some((
-            log::Level::Info,
-            "PCI devices cannot reach Sluice's buffers".to_string(),
-        ))
-    } else if let Some(v) = cfg.vdevs.iter().find(|v| !zero_copy_driver(&v.addr)) {
-        Some((
-            log::Level::Info,
-            format!(
-                "vdev {}: its driver does not copy through the mbuf's virtual address",
-                v.addr
-            ),
-        ))
-    } else if n_zc > vm.pool.len() / 2 {
-        Some((
-            log::Level::Warn,
-            format!(
-                "{n_zc} mbufs (num-mbufs or the queues) exceed half of Sluice's {} buffers",
-                vm.pool.len()
-            ),
-        ))
+    // Zero copy: virtual devices whose drivers copy through the mbuf's virtual address only
+    // (a PCI device's DMA cannot reach Sluice's arena).
+    let copy_why = if cfg.no_zero_copy {
+        Some("no-zero-copy".to_string())
+    } else if !cfg.devs.is_empty() {
+        Some("PCI devices cannot reach Sluice's buffers".to_string())
     } else {
-        None
+        cfg.vdevs
+            .iter()
+            .find(|v| !zero_copy_driver(&v.addr))
+            .map(|v| {
+                format!(
+                    "vdev {}: its driver does not copy through the mbuf's virtual address",
+                    v.addr
+                )
+            })
     };
-    let n_rx = if copy_why.is_none() { n_zc } else { n_rx };
     let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(n_rx, n_tx));
     eal::init(api, &args)?;
     let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, copy_why);
@@ -377,9 +359,8 @@ fn start_devices(
     args: &[String],
     n_rx: u32,
     n_tx: u32,
-    copy_why: Option<(log::Level, String)>,
+    copy_why: Option<String>,
 ) -> Result<(), String> {
-    let zero_copy = copy_why.is_none();
     let pci_drivers: Vec<Option<String>> = cfg
         .devs
         .iter()
@@ -395,37 +376,29 @@ fn start_devices(
             log::warn!("dpdk: no lcore left for a thread; its mbuf operations bypass the cache");
         }
     });
-    {
-        // Where zero-copy transmit and receive find a Sluice buffer's memory from its index.
-        let pool = &vm.pool;
-        let (base, _) = pool.region();
-        // SAFETY: the arena stays mapped for the life of the process (the pool is shared by
-        // every graph and never dropped while DPDK runs); stride and sizes describe it.
-        unsafe {
-            (api.zc_init)(
-                base,
-                pool.stride() as u64,
-                sluice_buffer::HEADROOM as u16,
-                pool.data_size() as u16,
-            )
-        };
-    }
-    let rx_pool = create_pool(api, "sluice_rx", n_rx, if zero_copy { 2 } else { 0 })?;
-    let tx_pool = create_pool(api, "sluice_tx", n_tx, 0)?;
-    let lent = match &copy_why {
-        None => lend_rx_buffers(vm, api, rx_pool, n_rx)?,
-        Some((level, why)) => {
-            log::log!(*level, "dpdk: receive and transmit copy ({why})");
-            0
+    zc::arena(api, &vm.pool);
+    let zc_pool = match &copy_why {
+        None => zc::init(api, &vm.pool, POOL_CACHE)
+            .map_err(|e| log::warn!("dpdk: no zero copy ({e}): receive and transmit copy"))
+            .ok(),
+        Some(why) => {
+            log::info!("dpdk: receive and transmit copy ({why})");
+            None
         }
     };
+    let zero_copy = zc_pool.is_some();
+    let rx_pool = match zc_pool {
+        Some(mp) => Pool(mp),
+        None => create_pool(api, "sluice_rx", n_rx)?,
+    };
+    let tx_pool = create_pool(api, "sluice_tx", n_tx)?;
     {
         let m = vm.ext_mut::<DpdkMain>();
         m.api = Some(api);
         m.eal_args = args.to_vec();
         m.rx_pool = Some(rx_pool);
         m.tx_pool = Some(tx_pool);
-        m.lent = lent;
+        m.zero_copy = zero_copy;
     }
     for v in &cfg.vdevs {
         eal::probe(api, v.vdev.as_deref().unwrap_or(&v.addr))?;
@@ -474,35 +447,11 @@ fn start_devices(
     Ok(())
 }
 
-/// Gives every mbuf of the receive pool `rx` (`n`, all free) a Sluice buffer to receive
-/// into (zero copy); returns how many Sluice buffers that lent to DPDK for good.
-fn lend_rx_buffers(vm: &mut Vlib, api: &Api, rx: Pool, n: u32) -> Result<u64, String> {
-    let mut cache = vm.pool.cache();
-    let mut bufs = vec![sluice_buffer::BufIdx(0); n as usize];
-    if cache.alloc(&mut bufs) != bufs.len() {
-        return Err(format!(
-            "cannot lend {n} Sluice buffers to the receive mbufs"
-        ));
-    }
-    let idx: Vec<u32> = bufs.iter().map(|b| b.0).collect();
-    // SAFETY: `idx` holds `n` buffers this function owns and gives up (DPDK's from now on,
-    // handed back to the graph one by one by dpdk-input); `rx` has `n` mbufs, none in use.
-    let r = unsafe { (api.zrx_attach)(rx.0, idx.as_ptr(), n) };
-    if r != 0 {
-        cache.free_no_next(&bufs);
-        return Err(format!(
-            "cannot attach Sluice buffers to the receive mbufs: {}",
-            api.error(r)
-        ));
-    }
-    Ok(u64::from(n))
-}
-
-/// An mbuf pool of `kind` (`sd_pool_create`: 0 plain, 2 zero copy).
-fn create_pool(api: &Api, name: &str, n: u32, kind: i32) -> Result<Pool, String> {
+/// A plain mbuf pool.
+fn create_pool(api: &Api, name: &str, n: u32) -> Result<Pool, String> {
     let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
     // SAFETY: NUL-terminated name; EAL is initialised.
-    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1, kind) };
+    let p = unsafe { (api.pool_create)(c.as_ptr(), n, POOL_CACHE, -1) };
     if p.is_null() {
         return Err(format!(
             "cannot create the {n}-mbuf pool `{name}' (not enough DPDK memory: raise `socket-mem')"
@@ -633,10 +582,9 @@ fn add_port(
     // rte_extmem_register + rte_dev_dma_map on pinned memory); a virtual device's driver
     // must copy through the mbuf's virtual address ([`ZERO_COPY_DRIVERS`]). Others copy.
     let driver = sys::cstr(&info.driver);
-    let zero_copy = vm.ext_mut::<DpdkMain>().lent > 0
-        && sys::cstr(&info.bus) != "pci"
-        && zero_copy_driver(&driver);
-    if vm.ext_mut::<DpdkMain>().lent > 0 && !zero_copy {
+    let zc_on = vm.ext_mut::<DpdkMain>().zero_copy;
+    let zero_copy = zc_on && sys::cstr(&info.bus) != "pci" && zero_copy_driver(&driver);
+    if zc_on && !zero_copy {
         log::info!("{name}: transmit copies (driver {driver} cannot take Sluice's buffers)");
     }
     let entry = TxEntry {
@@ -834,7 +782,9 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         "{:<12}{:>10}{:>12}{:>10}\n",
         "name", "size", "available", "in use"
     );
-    for (name, p) in [("sluice_rx", m.rx_pool), ("sluice_tx", m.tx_pool)] {
+    // The zero-copy mempool's size and counts are Sluice's pool's: `lent` below.
+    let rx = m.rx_pool.filter(|_| !m.zero_copy);
+    for (name, p) in [("sluice_rx", rx), ("sluice_tx", m.tx_pool)] {
         if let Some(p) = p {
             // SAFETY: live pools (never freed).
             let (size, avail, used) = unsafe {
@@ -850,10 +800,11 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let _ = writeln!(
         out,
         "receive: {}",
-        if m.lent > 0 {
+        if m.zero_copy {
             format!(
-                "zero-copy, {} Sluice buffers lent to the receive mbufs",
-                m.lent
+                "zero-copy (mempool sluice_zc: Sluice's buffers), {} lent to DPDK now \
+                 (mempool caches, device queues)",
+                zc::lent(api)
             )
         } else {
             "copies into Sluice buffers".into()
@@ -862,10 +813,13 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// Sluice buffers lent to DPDK for good (zero-copy receive): what a leak check subtracts
-/// from the pool's `in_use`.
+/// Sluice buffers DPDK holds now (zero copy: in the mempool's per-lcore caches and device
+/// queues): what a leak check subtracts from the pool's `in_use`.
 pub fn lent_buffers(vm: &mut Vlib) -> u64 {
-    vm.ext_mut::<DpdkMain>().lent
+    match vm.ext_mut::<DpdkMain>().api {
+        Some(api) => zc::lent(api),
+        None => 0,
+    }
 }
 
 /// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
@@ -920,13 +874,6 @@ mod tests {
         let burst = 2 * (256 + 512);
         assert_eq!(rx, 4096 + burst);
         assert_eq!(tx, 4096.max(2048 + burst));
-        // Zero copy: one pool for both directions.
-        let ports = [(1, 1024, 1, 1024)];
-        assert_eq!(
-            zero_copy_size(&cfg, &ports, 2),
-            2 * (1024 + 2 * (256 + 512))
-        );
-        assert_eq!(zero_copy_size(&cfg, &[(1, 64, 1, 64)], 1), 4096);
         let cfg = DpdkConfig {
             num_mbufs: Some(50000),
             ..Default::default()

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,38 +344,231 @@ int sd_xstats(uint16_t port, char *names, uint64_t *values, int n)
     return r;
 }
 
-/* ---- Sluice's buffer arena ----------------------------------------------------------- */
+/* ---- zero copy: Sluice's buffers are the mbufs ----------------------------------------
+ *
+ * Every Sluice buffer i has an mbuf header of its own, slot i of an array kept here (the
+ * mempool's 24-byte object header, then the 128-byte struct rte_mbuf, 256 bytes), whose buf_addr is
+ * RTE_PKTMBUF_HEADROOM bytes in front of the buffer's data area (inside Sluice's larger
+ * headroom): a device writes a packet where Sluice expects it and reads one where Sluice put
+ * it. These mbufs form the mempool `sluice_zc`, whose operations ("sluice") are Sluice's
+ * buffer pool: a dequeue allocates Sluice buffers (callback), an enqueue frees them. So
+ * receive hands the mbuf's buffer to the graph as it is (the mbuf is not freed: it goes with
+ * its buffer), transmit fills the packet's own mbuf header and bursts it, and DPDK frees a
+ * sent mbuf into the mempool's per-lcore cache, from where the next receive takes it again:
+ * in the steady state no buffer passes through Sluice's pool at all, and nothing is copied
+ * or swapped (VPP's dpdk plugin works the same way). Mbufs of other pools, chained,
+ * indirect or shared mbufs are copied. */
 
-/* Where the Sluice buffers are: buffer i's headroom starts at base + i * stride and its
- * headroom + data are buf_len bytes. Set once by sd_zc_init before any transmit. */
+typedef unsigned (*sd_buf_alloc_fn)(uint32_t *idx, unsigned n);
+typedef void (*sd_buf_free_fn)(const uint32_t *idx, unsigned n);
+typedef unsigned (*sd_buf_avail_fn)(void);
+
+/* Bytes per slot: the object header in front of the mbuf, the mbuf (no private area), padded
+ * to a power of two (an mbuf's buffer index is a shift away). */
+#define ZSLOT 256
+#define ZHDR 64
+_Static_assert(sizeof(struct rte_mbuf) == 128, "mbuf size");
+_Static_assert(sizeof(struct rte_mempool_objhdr) <= ZHDR, "mempool object header size");
+/* sd_tx writes data_off, refcnt, nb_segs and port as one little-endian 64-bit word. */
+_Static_assert(offsetof(struct rte_mbuf, refcnt) == offsetof(struct rte_mbuf, data_off) + 2 &&
+                   offsetof(struct rte_mbuf, nb_segs) == offsetof(struct rte_mbuf, data_off) + 4 &&
+                   offsetof(struct rte_mbuf, port) == offsetof(struct rte_mbuf, data_off) + 6,
+               "mbuf rearm layout");
+
 static struct {
-    uint8_t *base;
+    uint8_t *base;     /* buffer i's headroom starts at base + i * stride */
     uint64_t stride;
     uint16_t headroom; /* Sluice's headroom in front of the data area */
-    uint16_t buf_len;  /* headroom + data area */
+    uint16_t data_size;
+    uint8_t *slots;    /* n slots of ZSLOT bytes */
+    uint32_t n;
+    struct rte_mempool *mp; /* NULL: no zero copy */
+    sd_buf_alloc_fn alloc;
+    sd_buf_free_fn free;
+    sd_buf_avail_fn avail;
+    /* Buffers that went DPDK's way (dequeued, transmitted) and Sluice's way (enqueued,
+     * received): their difference is what DPDK holds. */
+    uint64_t to_dpdk, to_sluice;
 } zc;
 
-void sd_zc_init(uint8_t *base, uint64_t stride, uint16_t headroom, uint16_t data_size)
+static inline struct rte_mbuf *zmbuf(uint32_t i)
+{
+    return (struct rte_mbuf *)(zc.slots + (uint64_t)i * ZSLOT + ZHDR);
+}
+
+static inline uint32_t zidx(const void *m)
+{
+    return (uint32_t)(((uintptr_t)m - (uintptr_t)zc.slots) / ZSLOT);
+}
+
+/* Where Sluice buffer i's data area starts. */
+static inline uint8_t *zdata(uint32_t i)
+{
+    return zc.base + (uint64_t)i * zc.stride + zc.headroom;
+}
+
+static int zops_alloc(struct rte_mempool *mp)
+{
+    (void)mp;
+    return 0;
+}
+
+static void zops_free(struct rte_mempool *mp)
+{
+    (void)mp;
+}
+
+#define ZCHUNK 64
+
+static int zops_enqueue(struct rte_mempool *mp, void *const *obj, unsigned n)
+{
+    uint32_t idx[ZCHUNK];
+    (void)mp;
+    for (unsigned a = 0; a < n;) {
+        unsigned k = n - a < ZCHUNK ? n - a : ZCHUNK;
+        for (unsigned i = 0; i < k; i++)
+            idx[i] = zidx(obj[a + i]);
+        zc.free(idx, k);
+        a += k;
+    }
+    __atomic_fetch_add(&zc.to_sluice, n, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* All or nothing, as a mempool dequeue must be. The mbufs come out as DPDK expects a free
+ * one: one segment, no next, reference count 1. */
+static int zops_dequeue(struct rte_mempool *mp, void **obj, unsigned n)
+{
+    uint32_t idx[ZCHUNK];
+    unsigned a = 0;
+    while (a < n) {
+        unsigned k = n - a < ZCHUNK ? n - a : ZCHUNK;
+        unsigned got = zc.alloc(idx, k);
+        for (unsigned i = 0; i < got; i++) {
+            struct rte_mbuf *m = zmbuf(idx[i]);
+            m->next = NULL;
+            m->nb_segs = 1;
+            rte_mbuf_refcnt_set(m, 1);
+            obj[a + i] = m;
+        }
+        __atomic_fetch_add(&zc.to_dpdk, got, __ATOMIC_RELAXED);
+        a += got;
+        if (got < k) {
+            if (a)
+                zops_enqueue(mp, obj, a);
+            return -ENOBUFS;
+        }
+    }
+    return 0;
+}
+
+static unsigned zops_count(const struct rte_mempool *mp)
+{
+    (void)mp;
+    return zc.avail();
+}
+
+static struct rte_mempool_ops zops = {
+    .name = "sluice",
+    .alloc = zops_alloc,
+    .free = zops_free,
+    .enqueue = zops_enqueue,
+    .dequeue = zops_dequeue,
+    .get_count = zops_count,
+};
+
+/* Where Sluice's buffers are: buffer i's headroom (`headroom` bytes) starts at
+ * base + i * stride, its data area (`data_size` bytes) follows. Set once, before any receive
+ * or transmit (copies use it too). */
+void sd_arena(uint8_t *base, uint64_t stride, uint16_t headroom, uint16_t data_size)
 {
     zc.base = base;
     zc.stride = stride;
     zc.headroom = headroom;
-    zc.buf_len = (uint16_t)(headroom + data_size);
+    zc.data_size = data_size;
+}
+
+/* Makes Sluice's `n` buffers (sd_arena) the mbufs of the mempool `sluice_zc`, returned in
+ * `*out`; `alloc`/`free`/`avail` are Sluice's pool. Once, after EAL init. Returns 0 or a
+ * negative errno (-ENOSPC: DPDK's table of mempool drivers is full). */
+int sd_zc_init(uint32_t n, unsigned cache, sd_buf_alloc_fn alloc, sd_buf_free_fn free_fn,
+               sd_buf_avail_fn avail, struct rte_mempool **out)
+{
+    uint16_t headroom = zc.headroom, data_size = zc.data_size;
+    if (zc.mp)
+        return -EEXIST;
+    if (!zc.base || (uint32_t)data_size + RTE_PKTMBUF_HEADROOM > UINT16_MAX ||
+        headroom < RTE_PKTMBUF_HEADROOM)
+        return -EINVAL;
+    int r = rte_mempool_register_ops(&zops);
+    if (r < 0)
+        return r;
+    uint8_t *slots = NULL;
+    if (posix_memalign((void **)&slots, RTE_CACHE_LINE_SIZE, (size_t)n * ZSLOT) != 0)
+        return -ENOMEM;
+    memset(slots, 0, (size_t)n * ZSLOT);
+    struct rte_mempool *mp =
+        rte_mempool_create_empty("sluice_zc", n, sizeof(struct rte_mbuf), cache,
+                                 sizeof(struct rte_pktmbuf_pool_private), SOCKET_ID_ANY, 0);
+    if (!mp) {
+        free(slots);
+        return -(rte_errno ? rte_errno : ENOMEM);
+    }
+    if ((r = rte_mempool_set_ops_byname(mp, "sluice", NULL)) != 0) {
+        rte_mempool_free(mp);
+        free(slots);
+        return r;
+    }
+    struct rte_pktmbuf_pool_private *priv = rte_mempool_get_priv(mp);
+    priv->mbuf_data_room_size = (uint16_t)(data_size + RTE_PKTMBUF_HEADROOM);
+    priv->mbuf_priv_size = 0;
+    priv->flags = 0;
+    zc.slots = slots;
+    zc.n = n;
+    zc.alloc = alloc;
+    zc.free = free_fn;
+    zc.avail = avail;
+    for (uint32_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = zmbuf(i);
+        struct rte_mempool_objhdr *h = (struct rte_mempool_objhdr *)((uint8_t *)m - sizeof(*h));
+        uint8_t *buf = zdata(i) - RTE_PKTMBUF_HEADROOM;
+        h->mp = mp;
+        h->iova = (rte_iova_t)(uintptr_t)m;
+        STAILQ_INSERT_TAIL(&mp->elt_list, h, next);
+        mp->populated_size++;
+        m->priv_size = 0;
+        m->buf_addr = buf;
+        rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)buf);
+        m->buf_len = (uint16_t)(data_size + RTE_PKTMBUF_HEADROOM);
+        m->pool = mp;
+        m->nb_segs = 1;
+        m->port = RTE_MBUF_PORT_INVALID;
+        rte_mbuf_refcnt_set(m, 1);
+        m->next = NULL;
+        rte_pktmbuf_reset_headroom(m);
+    }
+    /* Devices may use these addresses (virtual devices only: see the plugin). */
+    mp->flags &= ~RTE_MEMPOOL_F_NON_IO;
+    __atomic_store_n(&zc.mp, mp, __ATOMIC_RELEASE);
+    *out = mp;
+    return 0;
+}
+
+/* Sluice buffers DPDK holds now: in the mempool's per-lcore caches, in devices' rings and
+ * queues. */
+uint64_t sd_zc_lent(void)
+{
+    uint64_t d = __atomic_load_n(&zc.to_dpdk, __ATOMIC_RELAXED);
+    uint64_t s = __atomic_load_n(&zc.to_sluice, __ATOMIC_RELAXED);
+    return d > s ? d - s : 0;
 }
 
 /* ---- mbuf pools ---------------------------------------------------------------------- */
 
-/* A pool of `n` mbufs. `kind` 2: a pool for sd_zrx_attach (room for a Sluice buffer index,
- * and the data room the Sluice buffers give, which PMDs read from the pool to size their
- * receive buffers); 0: a plain pool. */
-struct rte_mempool *sd_pool_create(const char *name, unsigned n, unsigned cache, int socket,
-                                   int kind)
+/* A plain pool of `n` mbufs (copying receive and transmit). */
+struct rte_mempool *sd_pool_create(const char *name, unsigned n, unsigned cache, int socket)
 {
-    uint16_t priv = kind == 2 ? RTE_MBUF_PRIV_ALIGN : 0;
-    uint16_t room = RTE_MBUF_DEFAULT_BUF_SIZE;
-    if (kind == 2 && zc.base)
-        room = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
-    return rte_pktmbuf_pool_create(name, n, cache, priv, room,
+    return rte_pktmbuf_pool_create(name, n, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                    socket < 0 ? SOCKET_ID_ANY : socket);
 }
 
@@ -391,12 +585,6 @@ unsigned sd_pool_in_use(const struct rte_mempool *mp)
 unsigned sd_pool_size(const struct rte_mempool *mp)
 {
     return mp->size;
-}
-
-/* Bytes of packet data one mbuf of `mp` holds. */
-uint16_t sd_pool_data_room(struct rte_mempool *mp)
-{
-    return (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
 }
 
 struct fill_arg {
@@ -441,10 +629,16 @@ void sd_pool_fill(struct rte_mempool *mp, const uint8_t *bytes, const uint16_t *
  * return at most per call. */
 #define SD_BURST 32
 
-/* Receives up to `n` packets, in bursts of SD_BURST while the queue fills them. */
-uint16_t sd_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n)
+/* Receives up to `n` packets into m[] (bursts of SD_BURST while the queue fills them). For
+ * packet i, idx[i] is the Sluice buffer holding it (zero copy: the mbuf goes with it and is
+ * not freed), its first byte `off[i]` bytes after the buffer's data area (negative: in the
+ * headroom), `len[i]` bytes long; or idx[i] is UINT32_MAX (not a single-segment, direct,
+ * unshared mbuf of `sluice_zc`): the caller copies it (sd_rx_copy) and frees the mbuf, `len[i]`
+ * being the whole packet's length. `*ncopy` says how many are to be copied. */
+uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint32_t *idx,
+               int16_t *off, uint32_t *len, uint16_t *ncopy)
 {
-    uint16_t got = 0;
+    uint16_t got = 0, nc = 0;
     while (got < n) {
         uint16_t want = (uint16_t)(n - got) < SD_BURST ? (uint16_t)(n - got) : SD_BURST;
         uint16_t k = rte_eth_rx_burst(port, q, m + got, want);
@@ -452,90 +646,36 @@ uint16_t sd_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n)
         if (k < want)
             break;
     }
+    const struct rte_mempool *mp = zc.mp;
+    for (uint16_t i = 0; i < got; i++) {
+        const struct rte_mbuf *s = m[i];
+        uint64_t w; /* data_off, refcnt, nb_segs, port */
+        memcpy(&w, &s->data_off, sizeof(w));
+        len[i] = s->pkt_len;
+        /* Direct (no indirect or external buffer), refcnt 1 and one segment. */
+        if (likely(s->pool == mp && (uint32_t)(w >> 16) == 0x00010001u &&
+                   RTE_MBUF_DIRECT(s))) {
+            idx[i] = zidx(s);
+            off[i] = (int16_t)((uint16_t)w - RTE_PKTMBUF_HEADROOM);
+            continue;
+        }
+        idx[i] = UINT32_MAX;
+        nc++;
+    }
+    if (got > nc)
+        __atomic_fetch_add(&zc.to_sluice, (uint64_t)(got - nc), __ATOMIC_RELAXED);
+    *ncopy = nc;
     return got;
 }
 
-/* ---- zero-copy receive ----------------------------------------------------------------
- *
- * The receive pool's mbufs carry Sluice buffers instead of their own data room: buf_addr is
- * RTE_PKTMBUF_HEADROOM bytes in front of a Sluice buffer's data area (inside Sluice's larger
- * headroom), so a device writes a packet where Sluice expects it, and the buffer's index is in
- * the mbuf's private area. On receive, sd_rx_take hands that buffer to Sluice and attaches a
- * fresh one in its place (the mbuf is still direct: DPDK frees it as any other); no byte is
- * copied. Transmit does the reverse (sd_tx): it takes an mbuf of the same pool, attaches the
- * packet's Sluice buffer to it and gives the buffer the mbuf carried back to Sluice. So the
- * pool always holds as many Sluice buffers as it has mbufs, they are the plugin's for the life
- * of the process, and DPDK frees these mbufs the cheap way (direct, one segment: no detach,
- * no callback, from any thread). Mbufs of other pools and multi-segment packets are copied. */
-
-static struct rte_mempool *zrx_pool;
-
-static inline uint32_t zrx_idx(struct rte_mbuf *m)
-{
-    return *(uint32_t *)rte_mbuf_to_priv(m);
-}
-
-static inline void zrx_set(struct rte_mbuf *m, uint32_t idx)
-{
-    uint8_t *buf = zc.base + (uint64_t)idx * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
-    m->buf_addr = buf;
-    rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)buf);
-    m->buf_len = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
-    *(uint32_t *)rte_mbuf_to_priv(m) = idx;
-}
-
-struct zrx_arg {
-    const uint32_t *idx;
-    unsigned n, next;
-};
-
-static void zrx_attach_one(struct rte_mempool *mp, void *opaque, void *obj, unsigned i)
-{
-    (void)mp;
-    (void)i;
-    struct zrx_arg *a = opaque;
-    struct rte_mbuf *m = obj;
-    zrx_set(m, a->idx[a->next++]);
-    rte_pktmbuf_reset_headroom(m);
-}
-
-/* Makes `mp` (every mbuf free, created with sd_pool_create(.., rx = 2)) a zero-copy receive
- * pool: mbuf i carries Sluice buffer idx[i]. `n` must be the pool's size. */
-int sd_zrx_attach(struct rte_mempool *mp, const uint32_t *idx, unsigned n)
-{
-    if (n != mp->size || rte_mempool_in_use_count(mp) != 0 || zc.base == NULL)
-        return -EINVAL;
-    struct zrx_arg a = {idx, n, 0};
-    rte_mempool_obj_iter(mp, zrx_attach_one, &a);
-    zrx_pool = mp;
-    return 0;
-}
-
-/* Takes received packets m[0..n) into Sluice buffers. On entry buf[i] is a fresh Sluice
- * buffer for packet i; on return buf[i] is the buffer holding packet i (its first `cap`
- * bytes), which starts `off[i]` bytes after the data area's start and is `len[i]` bytes long
- * in all (more than `cap`: the caller reads the rest with sd_mbuf_read). A zero-copy
- * packet's buffer is the one the mbuf carried and the fresh one takes its place; any other
- * is copied into the fresh one. */
-void sd_rx_take(struct rte_mbuf **m, uint16_t n, uint32_t *buf, uint32_t cap, int16_t *off,
-                uint32_t *len)
+/* Copies the first `cap` bytes of packets m[0..n) into the data areas of Sluice buffers
+ * buf[0..n). */
+void sd_rx_copy(struct rte_mbuf *const *m, uint16_t n, const uint32_t *buf, uint32_t cap)
 {
     for (uint16_t i = 0; i < n; i++) {
-        struct rte_mbuf *s = m[i];
-        len[i] = s->pkt_len;
-        /* Only a direct, unshared mbuf carries its own Sluice buffer alone: an indirect one
-         * points into another mbuf's, a shared one's buffer is still read elsewhere. */
-        if (s->pool == zrx_pool && s->nb_segs == 1 && RTE_MBUF_DIRECT(s) &&
-            rte_mbuf_refcnt_read(s) == 1) {
-            uint32_t old = zrx_idx(s);
-            off[i] = (int16_t)(s->data_off - RTE_PKTMBUF_HEADROOM);
-            zrx_set(s, buf[i]);
-            buf[i] = old;
-            continue;
-        }
-        uint8_t *dst = zc.base + (uint64_t)buf[i] * zc.stride + zc.headroom;
+        const struct rte_mbuf *s = m[i];
+        uint8_t *dst = zdata(buf[i]);
         uint32_t o = 0;
-        off[i] = 0;
         while (s && o < cap) {
             uint32_t k = s->data_len;
             if (k > cap - o)
@@ -566,27 +706,10 @@ uint32_t sd_mbuf_read(const struct rte_mbuf *m, uint32_t off, uint8_t *dst, uint
     return w;
 }
 
-/* Frees received mbufs: single-segment direct mbufs of the zero-copy receive pool go back
- * raw (they are as DPDK requires a free mbuf: refcnt 1, no next segment), in one request;
- * the rest through rte_pktmbuf_free_bulk. */
+/* Frees mbufs (the copied ones of a receive). */
 void sd_free_bulk(struct rte_mbuf **m, uint16_t n)
 {
-    struct rte_mbuf *raw[256], *other[256];
-    unsigned nr = 0, no = 0;
-    for (uint16_t i = 0; i < n; i++) {
-        struct rte_mbuf *x = m[i];
-        if (x->pool == zrx_pool && x->nb_segs == 1 && RTE_MBUF_DIRECT(x) &&
-            rte_mbuf_refcnt_read(x) == 1 && nr < 256)
-            raw[nr++] = x;
-        else if (no < 256)
-            other[no++] = x;
-        else
-            rte_pktmbuf_free(x);
-    }
-    if (nr)
-        rte_mempool_put_bulk(zrx_pool, (void **)raw, nr);
-    if (no)
-        rte_pktmbuf_free_bulk(other, no);
+    rte_pktmbuf_free_bulk(m, n);
 }
 
 #define SD_MAX_TX 256
@@ -594,17 +717,18 @@ void sd_free_bulk(struct rte_mbuf **m, uint16_t n)
 /* Status of each packet handed to sd_tx. */
 enum { SD_TX_SENT = 0, SD_TX_NO_MBUF = 1, SD_TX_FULL = 2, SD_TX_COPIED = 3 };
 
-/* Builds the mbuf of one packet by copying: `head` comes raw from the pool. Returns 0, or -1
- * when its chain could not be allocated (`head` is then freed). */
+/* Builds the mbuf of one packet by copying segments [first, end) (Sluice buffers idx, data
+ * at off, len bytes): `head` comes raw from `mp`. Returns 0, or -1 when its chain could not
+ * be allocated (`head` is then freed). */
 static int tx_copy(struct rte_mempool *mp, struct rte_mbuf *head, uint16_t room,
-                   const uint8_t *const *seg, const uint16_t *seg_len, uint16_t first,
-                   uint16_t end)
+                   const uint32_t *seg_idx, const int16_t *seg_off, const uint16_t *seg_len,
+                   uint16_t first, uint16_t end)
 {
     struct rte_mbuf *cur = head;
     uint32_t total = 0;
     rte_pktmbuf_reset(head);
     for (uint16_t j = first; j < end; j++) {
-        const uint8_t *src = seg[j];
+        const uint8_t *src = zdata(seg_idx[j]) + seg_off[j];
         uint32_t left = seg_len[j];
         while (left > 0) {
             if (cur->data_len == room) {
@@ -631,101 +755,130 @@ static int tx_copy(struct rte_mempool *mp, struct rte_mbuf *head, uint16_t room,
     return 0;
 }
 
-/* `n` raw mbufs of `mp` into m[], in requests the per-lcore cache serves; a slot the pool
- * could not fill is NULL. */
-static void get_raw(struct rte_mempool *mp, struct rte_mbuf **m, uint16_t n)
+/* Transmits `npkts` packets on queue `q`. Packet i is `nseg[i]` (NULL: all 1) consecutive entries of
+ * `seg_idx`/`seg_off`/`seg_len` (a Sluice buffer chain: buffer indices, packet start relative
+ * to the data area, lengths). With `zc_ok` (and sluice_zc set up) a packet goes out in its
+ * own buffers' mbufs, unless a segment starts more than RTE_PKTMBUF_HEADROOM bytes into the
+ * headroom; anything else is copied into mbufs of `mp` (an mbuf chain when longer than one).
+ * `status[i]` says what happened to packet i: SENT (its buffers are DPDK's now), COPIED (sent,
+ * the buffers are still the caller's), NO_MBUF or FULL (not sent, still the caller's). Returns
+ * the number sent; `*nother` is how many packets are not SENT. */
+uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t *seg_idx,
+               const int16_t *seg_off, const uint16_t *seg_len, const uint16_t *nseg,
+               uint16_t npkts, int zc_ok, uint8_t *status, uint16_t *nother)
 {
-    for (uint16_t a = 0; a < n; a = (uint16_t)(a + SD_BURST)) {
-        uint16_t k = (uint16_t)(n - a) < SD_BURST ? (uint16_t)(n - a) : SD_BURST;
-        if (rte_mempool_get_bulk(mp, (void **)(m + a), k) != 0) {
-            /* The pool is short: as many as there are, one by one. */
-            for (uint16_t i = a; i < n; i++)
-                m[i] = rte_mbuf_raw_alloc(mp);
-            return;
-        }
-    }
-}
-
-/* Transmits `npkts` packets on queue `q`. Packet i is `nseg[i]` consecutive entries of
- * `seg`/`seg_len`/`seg_idx` (a Sluice buffer chain: data pointers, lengths, buffer indices).
- * With `zc` (and a zero-copy pool attached), a single-buffer packet goes out in its own
- * Sluice buffer, swapped into an mbuf of that pool, whose previous buffer is returned in
- * `freed` (`*nfreed` of them: the caller's now). Anything else, and such a packet when that
- * pool has no mbuf left, is copied into mbufs of `mp` (an mbuf chain when longer than one). `status[i]` says what happened to packet i: SENT
- * (its buffer is DPDK's now), COPIED (sent, the buffer is still the caller's), NO_MBUF or
- * FULL (not sent, the buffer is still the caller's). Returns the number sent. */
-uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint8_t *const *seg,
-               const uint16_t *seg_len, const uint32_t *seg_idx, const uint16_t *nseg,
-               uint16_t npkts, int zc_ok, uint8_t *status, uint32_t *freed, uint16_t *nfreed)
-{
-    struct rte_mbuf *m[SD_MAX_TX], *za[SD_MAX_TX];
-    uint32_t olds[SD_MAX_TX];
-    uint16_t idx[SD_MAX_TX]; /* which packet each built mbuf carries */
-    uint16_t built = 0, s = 0, nz = 0, zused = 0;
-    *nfreed = 0;
+    struct rte_mbuf *m[SD_MAX_TX];
+    uint16_t pkt[SD_MAX_TX]; /* which packet each built mbuf carries */
+    uint16_t built = 0, s = 0, other = 0;
+    uint32_t nzseg = 0;
     if (npkts > SD_MAX_TX)
         npkts = SD_MAX_TX;
-    uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
-    uint16_t zroom = (uint16_t)(zc.buf_len - zc.headroom + RTE_PKTMBUF_HEADROOM);
-    /* One mbuf per packet up front: of the zero-copy pool when zero copy is on (nearly every
-     * packet takes one; unused ones go back at the end and a copied packet takes one of `mp`),
-     * else of `mp`. */
-    int zon = zc_ok && zrx_pool;
-    get_raw(zon ? zrx_pool : mp, za, npkts);
-    if (zon)
-        nz = npkts;
-    for (uint16_t i = 0; i < npkts; i++) {
-        uint16_t first = s;
-        s = (uint16_t)(s + nseg[i]);
-        struct rte_mbuf *head = NULL;
-        if (nz && nseg[i] == 1) {
-            const uint8_t *b =
-                zc.base + (uint64_t)seg_idx[first] * zc.stride + zc.headroom - RTE_PKTMBUF_HEADROOM;
-            if (seg[first] >= b && seg[first] + seg_len[first] <= b + zroom) {
-                head = za[zused];
-                za[zused++] = NULL;
+    int zon = zc_ok && zc.mp;
+    if (zon && nseg == NULL) {
+        /* Single buffers, the common case: each goes out in its own mbuf header, which
+         * already says what a free mbuf says (no next segment: see sd_zc_init), unless one
+         * starts too deep in the headroom (then the general path below). */
+        int bad = 0;
+        /* data_off, refcnt 1, nb_segs 1, port: one store. */
+        const uint64_t rearm = ((uint64_t)1 << 16) | ((uint64_t)1 << 32) | ((uint64_t)port << 48);
+        for (uint16_t i = 0; i < npkts; i++) {
+            struct rte_mbuf *x = zmbuf(seg_idx[i]);
+            int32_t o = seg_off[i] + RTE_PKTMBUF_HEADROOM;
+            uint64_t r = rearm | (uint16_t)o;
+            bad |= o;
+            memcpy(&x->data_off, &r, sizeof(r));
+            x->ol_flags = 0;
+            x->packet_type = 0;
+            x->pkt_len = seg_len[i];
+            x->data_len = seg_len[i];
+            m[i] = x;
+        }
+        /* A negative data_off (the sign bit of some `o`): redo all on the general path. */
+        if (likely(bad >= 0)) {
+            uint16_t sent = rte_eth_tx_burst(port, q, m, npkts);
+            if (sent)
+                __atomic_fetch_add(&zc.to_dpdk, sent, __ATOMIC_RELAXED);
+            if (unlikely(sent < npkts)) {
+                memset(status, SD_TX_SENT, sent);
+                memset(status + sent, SD_TX_FULL, (size_t)(npkts - sent));
             }
-            /* The zero-copy pool may have had no mbuf for it (they wait in devices' tx rings
-             * or hold received packets): then the packet is copied into `mp` below. */
-            if (head) {
-                olds[built] = zrx_idx(head);
-                zrx_set(head, seg_idx[first]);
-                head->data_off = (uint16_t)(seg[first] - b);
-                head->data_len = seg_len[first];
-                head->pkt_len = seg_len[first];
-                head->ol_flags = 0;
+            *nother = (uint16_t)(npkts - sent);
+            return sent;
+        }
+    }
+    uint16_t room = (uint16_t)(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM);
+    for (uint16_t i = 0; i < npkts; i++) {
+        uint16_t first = s, ns = nseg ? nseg[i] : 1;
+        s = (uint16_t)(s + ns);
+        struct rte_mbuf *head = NULL;
+        if (zon) {
+            int ok = 1;
+            for (uint16_t j = first; j < s; j++)
+                ok &= seg_off[j] >= -RTE_PKTMBUF_HEADROOM;
+            if (likely(ok)) {
+                struct rte_mbuf *prev = NULL;
+                uint32_t total = 0;
+                for (uint16_t j = first; j < s; j++) {
+                    struct rte_mbuf *x = zmbuf(seg_idx[j]);
+                    x->data_off = (uint16_t)(seg_off[j] + RTE_PKTMBUF_HEADROOM);
+                    x->data_len = seg_len[j];
+                    x->nb_segs = 1;
+                    x->port = port;
+                    x->ol_flags = 0;
+                    x->packet_type = 0;
+                    x->next = NULL;
+                    rte_mbuf_refcnt_set(x, 1);
+                    total += seg_len[j];
+                    if (prev)
+                        prev->next = x;
+                    else
+                        head = x;
+                    prev = x;
+                }
+                head->nb_segs = ns;
+                head->pkt_len = total;
+                nzseg += ns;
                 status[i] = SD_TX_SENT;
             }
         }
         if (!head) {
-            head = zon ? rte_mbuf_raw_alloc(mp) : za[i];
-            if (!head || tx_copy(mp, head, room, seg, seg_len, first, s) != 0) {
+            head = rte_mbuf_raw_alloc(mp);
+            if (!head || tx_copy(mp, head, room, seg_idx, seg_off, seg_len, first, s) != 0) {
                 status[i] = SD_TX_NO_MBUF;
+                other++;
                 continue;
             }
+            head->port = port;
             status[i] = SD_TX_COPIED;
+            other++;
         }
         m[built] = head;
-        idx[built] = i;
+        pkt[built] = i;
         built++;
     }
-    /* Zero-copy mbufs taken but not used (packets that were copied), back raw. */
-    for (uint16_t k = zused; k < nz; k++)
-        if (za[k])
-            rte_mempool_put(zrx_pool, za[k]);
     uint16_t sent = built ? rte_eth_tx_burst(port, q, m, built) : 0;
-    uint16_t nf = 0;
-    for (uint16_t k = 0; k < sent; k++)
-        if (status[idx[k]] == SD_TX_SENT)
-            freed[nf++] = olds[k];
-    for (uint16_t k = sent; k < built; k++) {
-        /* Not taken: the packet's buffer stays the caller's, the mbuf gets its own back. */
-        if (status[idx[k]] == SD_TX_SENT)
-            zrx_set(m[k], olds[k]);
-        status[idx[k]] = SD_TX_FULL;
+    if (unlikely(sent < built)) {
+        for (uint16_t k = sent; k < built; k++) {
+            /* Not taken: a zero-copy packet's buffers stay the caller's (their mbuf headers
+             * mean nothing until the next transmit), a copy is freed. */
+            if (status[pkt[k]] == SD_TX_SENT) {
+                /* Unlinked again: a buffer's mbuf header has no next segment while the
+                 * buffer is Sluice's (sd_tx's single-buffer path relies on it). */
+                nzseg -= m[k]->nb_segs;
+                for (struct rte_mbuf *x = m[k], *nx; x; x = nx) {
+                    nx = x->next;
+                    x->next = NULL;
+                    x->nb_segs = 1;
+                }
+                other++;
+            } else {
+                rte_pktmbuf_free(m[k]);
+            }
+            status[pkt[k]] = SD_TX_FULL;
+        }
     }
-    if (sent < built)
-        rte_pktmbuf_free_bulk(m + sent, (unsigned)(built - sent));
-    *nfreed = nf;
+    if (nzseg)
+        __atomic_fetch_add(&zc.to_dpdk, nzseg, __ATOMIC_RELAXED);
+    *nother = other;
     return sent;
 }

@@ -148,6 +148,16 @@ pub const TX_FULL: u8 = 2;
 /// `sd_tx` per-packet status: sent as a copy (the Sluice buffer is still the caller's).
 pub const TX_COPIED: u8 = 3;
 
+/// `sd_rx`'s buffer index of a packet to copy (not a zero-copy mbuf).
+pub const RX_COPY: u32 = u32::MAX;
+
+/// Zero copy: allocates up to `n` Sluice buffers into `idx`, returns how many.
+pub type BufAllocFn = unsafe extern "C" fn(idx: *mut u32, n: c_uint) -> c_uint;
+/// Zero copy: frees `n` single Sluice buffers.
+pub type BufFreeFn = unsafe extern "C" fn(idx: *const u32, n: c_uint);
+/// Zero copy: Sluice buffers free.
+pub type BufAvailFn = unsafe extern "C" fn() -> c_uint;
+
 /// Link-state-change callback (called on DPDK's interrupt thread).
 pub type LscFn = unsafe extern "C" fn(arg: *mut c_void);
 
@@ -198,19 +208,19 @@ api! {
     lsc_unregister: fn(u16);
     stats_get: fn(u16, *mut Stats) -> c_int;
     xstats: fn(u16, *mut c_char, *mut u64, c_int) -> c_int;
-    pool_create: fn(*const c_char, c_uint, c_uint, c_int, c_int) -> *mut RteMempool;
+    pool_create: fn(*const c_char, c_uint, c_uint, c_int) -> *mut RteMempool;
     pool_avail: fn(*const RteMempool) -> c_uint;
     pool_in_use: fn(*const RteMempool) -> c_uint;
     pool_size: fn(*const RteMempool) -> c_uint;
-    pool_data_room: fn(*mut RteMempool) -> u16;
     pool_fill: fn(*mut RteMempool, *const u8, *const u16, c_uint);
-    rx_burst: fn(u16, u16, *mut *mut RteMbuf, u16) -> u16;
-    rx_take: fn(*const *mut RteMbuf, u16, *mut u32, u32, *mut i16, *mut u32);
-    zrx_attach: fn(*mut RteMempool, *const u32, c_uint) -> c_int;
+    rx: fn(u16, u16, *mut *mut RteMbuf, u16, *mut u32, *mut i16, *mut u32, *mut u16) -> u16;
+    rx_copy: fn(*const *mut RteMbuf, u16, *const u32, u32);
     mbuf_read: fn(*const RteMbuf, u32, *mut u8, u32) -> u32;
     free_bulk: fn(*const *mut RteMbuf, u16);
-    tx: fn(u16, u16, *mut RteMempool, *const *const u8, *const u16, *const u32, *const u16, u16, c_int, *mut u8, *mut u32, *mut u16) -> u16;
-    zc_init: fn(*mut u8, u64, u16, u16);
+    tx: fn(u16, u16, *mut RteMempool, *const u32, *const i16, *const u16, *const u16, u16, c_int, *mut u8, *mut u16) -> u16;
+    arena: fn(*mut u8, u64, u16, u16);
+    zc_init: fn(u32, c_uint, BufAllocFn, BufFreeFn, BufAvailFn, *mut *mut RteMempool) -> c_int;
+    zc_lent: fn() -> u64;
 }
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.
@@ -243,8 +253,17 @@ impl Api {
         let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
         f.write_all(bytes)
             .map_err(|e| format!("writing the DPDK shim: {e}"))?;
-        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
-            .map_err(|e| e.to_string())?;
+        // For profilers, which name a memfd's functions `???`: `SLUICE_DPDK_SHIM_FILE=<path>`
+        // loads the object from a file written there instead.
+        let file = std::env::var_os("SLUICE_DPDK_SHIM_FILE");
+        let path = match &file {
+            Some(p) => {
+                std::fs::write(p, bytes).map_err(|e| format!("writing the DPDK shim: {e}"))?;
+                p.to_string_lossy().into_owned()
+            }
+            None => format!("/proc/self/fd/{}", f.as_raw_fd()),
+        };
+        let path = std::ffi::CString::new(path).map_err(|e| e.to_string())?;
         // SAFETY: dlopen of a NUL-terminated path; the object's constructors are libdpdk's
         // (driver registration), which expect to run at load time.
         let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
