@@ -200,8 +200,9 @@ fn vxlan_decap(
 
 /// Runs the tunnel benchmarks.
 pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-tunnel-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    // `--keep-inputs DIR` keeps each case's pcap (`<case>.pcap`) for VPP's side of
+    // `scripts/tunnel-bench.sh --vpp`.
+    let dir = crate::inputs_dir(o, "sluice-bench-tunnel");
     let _ = writeln!(out, "## Tunnels, one core, 64-byte inner frames\n");
     let _ = writeln!(
         out,
@@ -359,7 +360,7 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         );
     }
     srv6(o, &dir, out, json);
-    let _ = std::fs::remove_dir_all(&dir);
+    crate::done_with_inputs(o, &dir);
 }
 
 /// IPv6 underlay on `underlay` (2001:db8::1/64, peer ::2; fc00:a::/32 routed to it).

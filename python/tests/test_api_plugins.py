@@ -170,8 +170,12 @@ class TestTunnelMessages(SluiceTestCase):
             ("fc00::99", p, "2001:db8::1", segs)]
         expect(Retval.ALREADY_EXISTS, a.sr_policy_add, bsid_addr="fc00::99", is_encap=True,
                fib_table=0, sids=segs)
-        expect(Retval.NOT_SUPPORTED, a.sr_policy_add, bsid_addr="fc00::98", is_encap=False,
-               fib_table=0, sids=segs)
+        a.sr_policy_add(bsid_addr="fc00::98", is_encap=False, fib_table=0, sids=segs)
+        assert [(str(x.bsid_addr), x.is_encap) for x in a.sr_policies_dump()] == [
+            ("fc00::99", True), ("fc00::98", False)]
+        expect(Retval.INVALID_VALUE, a.sr_steering_add_del, is_del=False, bsid_addr="fc00::98",
+               table_id=0, prefix="198.51.100.0/24", match="IPv6 only")
+        a.sr_policy_del(bsid_addr="fc00::98")
         expect(Retval.INVALID_VALUE, a.sr_policy_add, bsid_addr="fc00::98", is_encap=True,
                fib_table=0, sids=["fc00::%d" % i for i in range(1, 7)], match="6 segments")
         expect(Retval.NO_SUCH_TABLE, a.sr_policy_add, bsid_addr="fc00::98", is_encap=True,

@@ -22,6 +22,7 @@ SL_ZERO = ("sr-localsid", "End with segments left 0")
 SL_NOT_ZERO = ("sr-localsid", "decapsulating SID with segments left not 0")
 BAD_INNER = ("sr-localsid", "inner packet is not of the behaviour's family")
 XCONNECT = ("l2-input", "L2 cross-connect frames")
+INSERT = ("sr-pl-rewrite-insert", "SRH inserted")
 
 ME = "2001:db8::1"
 PEER = "2001:db8::2"
@@ -84,6 +85,29 @@ class TestSrv6(Ip4RouterTest):
                     / IP(raw(inner)))
             assert raw(p) == raw(want), p.show2(dump=True)
         self.assert_counters({ENCAP: 3})
+
+    def test_insert_matches_scapy(self):
+        """`sr policy add ... insert`: the SRH goes behind the packet's own IPv6 header,
+        its destination kept as segment 0."""
+        for c in ["sr policy add bsid fc00:5::b2 next fc00:a::1 next fc00:a::2 insert",
+                  "sr steer l3 fd99::/64 via bsid fc00:5::b2"]:
+            self.vpp.cli(c)
+        try:
+            pkts = [self.from_peer("fd99::%d" % (i + 1),
+                                   UDP(sport=7, dport=9) / Raw(b"ins-%d" % i))
+                    for i in range(3)]
+            rx = self.send_and_expect(self.pg0, pkts, self.pg0)
+            for p, s in zip(rx, pkts):
+                want = (Ether(dst=self.pg0.remote_mac, src=self.pg0.local_mac)
+                        / IPv6(src=PEER, dst="fc00:a::1", hlim=63)
+                        / IPv6ExtHdrSegmentRouting(
+                            addresses=[s[IPv6].dst, "fc00:a::2", "fc00:a::1"],
+                            segleft=2, lastentry=2)
+                        / s[UDP])
+                assert raw(p) == raw(want), p.show2(dump=True)
+            self.assert_counters({INSERT: 3})
+        finally:
+            self.vpp.cli("sr policy del bsid fc00:5::b2")
 
     def test_end_and_dt4_match_scapy(self):
         srh = IPv6ExtHdrSegmentRouting(addresses=["fc00:a::9", "fc00:5::e"], segleft=1,

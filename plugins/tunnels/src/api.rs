@@ -282,17 +282,18 @@ fn sr_policy_add(
     _: &mut Ctx<'_>,
     q: sr_api::SrPolicyAdd,
 ) -> Result<sr_api::SrPolicyAddReply, ApiError> {
-    if !q.is_encap {
-        return Err(
-            VnetError::NotSupported("SRH insertion (is_encap false) not supported".into()).into(),
-        );
-    }
     let segs = q
         .sids
         .iter()
         .map(|&s| v6(s, "segment"))
         .collect::<Result<Vec<_>, _>>()?;
-    let sw = srv6::policy_add(vm, v6(q.bsid_addr, "bsid")?, &segs, q.fib_table)?;
+    let sw = srv6::policy_add(
+        vm,
+        v6(q.bsid_addr, "bsid")?,
+        &segs,
+        q.fib_table,
+        !q.is_encap,
+    )?;
     Ok(sr_api::SrPolicyAddReply { sw_if_index: sw.0 })
 }
 
@@ -313,7 +314,7 @@ fn sr_policies_dump(
     for p in &vm.ext_mut::<srv6::Srv6>().policies {
         out.send(&sr_api::SrPoliciesDetails {
             bsid_addr: p.bsid.into(),
-            is_encap: true,
+            is_encap: !p.insert,
             fib_table: p.table_id,
             sw_if_index: p.sw.0,
             encaps_source: p.src.into(),

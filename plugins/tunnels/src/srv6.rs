@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! set sr encaps source addr <ip6>
-//! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]
+//! sr policy add bsid <ip6> next <ip6> [next <ip6> ...] [encap|insert] [fib-table <id>]
 //! sr policy del bsid <ip6>
 //! sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>]
 //! sr steer [del] l2 <if> via bsid <ip6>
@@ -53,6 +53,19 @@
 //!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
 //!   behaviour's family), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
 //!   more: its interface was deleted).
+//!
+//! # `sr-pl-rewrite-insert` ([`Insert`])
+//! The tx node of an insert policy's interface (`sr policy add ... insert`, T.Insert).
+//! - uses: `tx_if` (the policy interface: its [`InsertEntry`]); the packet at the
+//!   placeholder Ethernet header `ip6-rewrite` wrote (which decremented the hop limit).
+//! - sets: strips the placeholder, inserts the policy's SRH ([`insert_srh`]) behind the
+//!   IPv6 header: its next header the packet's, segment 0 the packet's destination; the
+//!   destination = the first segment, next header 43, payload length + the SRH;
+//!   `ip.fib_index` = the policy's table; `LOCALLY_ORIGINATED` (no second decrement).
+//! - next: `drop` (`error-drop`), `lookup` (`ip6-lookup`).
+//! - counters: `inserted` (info), `no_policy` (the interface is no insert policy: deleted
+//!   under traffic), `not_ip6`, `hop_by_hop` (hop-by-hop options first: not supported),
+//!   `too_big` (payload length past 65535), `no_headroom`.
 
 use crate::tunnel::{self, EncapEntry, Kind};
 use sluice_buffer::Buffer;
@@ -69,6 +82,8 @@ use std::sync::Arc;
 
 /// The encap node (VPP's name).
 pub const ENCAP: &str = "sr-pl-rewrite-encaps";
+/// The SRH insert node (VPP's name).
+pub const INSERT: &str = "sr-pl-rewrite-insert";
 /// The local SID node.
 pub const LOCALSID: &str = "sr-localsid";
 /// The SRH next header of an Ethernet frame (RFC 8986 §10.1).
@@ -471,6 +486,156 @@ impl PacketNode for LocalSid {
 }
 
 // ---------------------------------------------------------------------------------------
+// The SRH insert node (T.Insert).
+
+/// The SRH an insert policy puts behind a packet's IPv6 header: `segs` (visiting order)
+/// then the packet's own destination, which is segment 0 and filled per packet (RFC 8754
+/// §2; VPP's `insert`): segments left and last entry n, the list stored last first.
+pub fn insert_srh(segs: &[Ipv6Addr]) -> Vec<u8> {
+    let n = segs.len();
+    let mut h = Vec::with_capacity(8 + 16 * (n + 1));
+    h.extend_from_slice(&[0, (2 * (n + 1)) as u8, 4, n as u8, n as u8, 0, 0, 0]);
+    h.extend_from_slice(&[0; 16]);
+    for s in segs.iter().rev() {
+        h.extend_from_slice(&s.octets());
+    }
+    h
+}
+
+/// Longest [`insert_srh`]: [`MAX_SEGMENTS`] segments and the packet's destination.
+const MAX_INSERT: usize = 8 + 16 * (MAX_SEGMENTS + 1);
+
+/// One insert policy's data, per thread (by its interface's `sw_if_index`).
+#[derive(Copy, Clone)]
+pub struct InsertEntry {
+    /// The SRH ([`insert_srh`]), its next header and segment 0 filled per packet.
+    srh: [u8; MAX_INSERT],
+    /// Bytes of `srh` used.
+    len: u8,
+    /// The first segment: the packet's new destination.
+    first: [u8; 16],
+    /// FIB index of the policy's table (the lookup toward the first segment).
+    fib_index: u32,
+}
+
+impl InsertEntry {
+    /// The entry of a policy through `segs` in FIB index `fib_index`.
+    pub fn new(segs: &[Ipv6Addr], fib_index: u32) -> Self {
+        let h = insert_srh(segs);
+        let mut srh = [0; MAX_INSERT];
+        srh[..h.len()].copy_from_slice(&h);
+        InsertEntry {
+            srh,
+            len: h.len() as u8,
+            first: segs[0].octets(),
+            fib_index,
+        }
+    }
+}
+
+sluice_graph::arcs! {
+    /// Next arcs of `sr-pl-rewrite-insert`.
+    pub enum InsertNext {
+        /// Drops.
+        Drop => "error-drop",
+        /// The lookup toward the first segment.
+        Lookup => "ip6-lookup",
+    }
+}
+
+sluice_graph::counters! {
+    /// Counters of `sr-pl-rewrite-insert`.
+    pub enum InsertCounter {
+        /// SRHs inserted.
+        Inserted => info("inserted", "SRH inserted"),
+        /// Deleted under traffic.
+        NoPolicy => error("no_policy", "tx interface is no insert policy (deleted?)"),
+        /// Not IPv6.
+        NotIp6 => error("not_ip6", "steered packet is not IPv6 (insert needs an IPv6 header)"),
+        /// Hop-by-hop options first.
+        HopByHop => error("hop_by_hop", "hop-by-hop options header: SRH insertion not supported"),
+        /// Payload length would overflow.
+        TooBig => error("too_big", "payload length with the SRH exceeds 65535"),
+        /// No headroom.
+        NoHeadroom => error("no_headroom", "no headroom for the SRH"),
+    }
+}
+
+/// `sr-pl-rewrite-insert`: the tx node of an insert policy's interface.
+#[derive(Default)]
+pub struct Insert {
+    /// By policy interface `sw_if_index`.
+    pub table: Vec<Option<InsertEntry>>,
+}
+
+impl Insert {
+    /// Sets (or clears) the entry of policy interface `sw`.
+    pub fn set(&mut self, sw: u32, e: Option<InsertEntry>) {
+        let i = sw as usize;
+        if self.table.len() <= i {
+            self.table.resize(i + 1, None);
+        }
+        self.table[i] = e;
+    }
+}
+
+impl PacketNode for Insert {
+    #[inline(always)]
+    fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+        use InsertCounter as c;
+        let drop = |cx: &mut Cx, b: &mut Buffer<'_>, e: InsertCounter| {
+            b.hdr.error = cx.error(e);
+            InsertNext::Drop.next()
+        };
+        let Some(e) = self
+            .table
+            .get(b.hdr.tx_if as usize)
+            .and_then(|e| e.as_ref())
+        else {
+            return drop(cx, b, c::NoPolicy);
+        };
+        // Behind the placeholder Ethernet header `ip6-rewrite` wrote: the IPv6 packet.
+        let d = b.data();
+        if d.len() < 14 + 40 || d[14] >> 4 != 6 {
+            return drop(cx, b, c::NotIp6);
+        }
+        if d[14 + 6] == 0 {
+            return drop(cx, b, c::HopByHop);
+        }
+        let rl = e.len as usize;
+        let plen = u16::from_be_bytes([d[14 + 4], d[14 + 5]]) as usize + rl;
+        if plen > u16::MAX as usize {
+            return drop(cx, b, c::TooBig);
+        }
+        b.advance(14);
+        if b.push_front(rl).is_none() {
+            return drop(cx, b, c::NoHeadroom);
+        }
+        let d = b.data_mut();
+        d.copy_within(rl..rl + 40, 0);
+        let nh = d[6];
+        d[40..40 + rl].copy_from_slice(&e.srh[..rl]);
+        d[40] = nh;
+        d.copy_within(24..40, 48);
+        d[24..40].copy_from_slice(&e.first);
+        d[6] = 43;
+        d[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
+        b.hdr.ip.fib_index = e.fib_index;
+        // The hop limit was decremented on the way in: no second decrement.
+        b.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
+        cx.count(c::Inserted, 1);
+        if b.hdr.is_traced() {
+            let t = tunnel::EncapTrace {
+                sw_if: b.hdr.tx_if,
+                len: b.total_len() as u16,
+            };
+            cx.trace(b, t);
+        }
+        InsertNext::Lookup.next()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Control plane.
 
 /// An SR policy.
@@ -484,8 +649,11 @@ pub struct Policy {
     pub table_id: u32,
     /// The policy's interface.
     pub sw: SwIfIndex,
-    /// Outer source.
+    /// Outer source (H.Encaps).
     pub src: Ipv6Addr,
+    /// `insert`: an SRH goes into the steered IPv6 packet (T.Insert) instead of an outer
+    /// header around it.
+    pub insert: bool,
 }
 
 /// A local SID.
@@ -591,6 +759,17 @@ fn interface(vm: &mut Vlib, prefix: &str, tx: &str) -> VnetResult<SwIfIndex> {
     sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))
 }
 
+/// Sets (or clears) the insert entry of policy interface `sw` on every thread.
+fn set_insert(vm: &mut Vlib, sw: SwIfIndex, entry: Option<InsertEntry>) {
+    if let Some(n) = vm.registry.find(INSERT) {
+        vm.foreach_thread(move |tg| {
+            if let Some(e) = tg.node_mut::<Insert>(n) {
+                e.set(sw.0, entry);
+            }
+        });
+    }
+}
+
 /// Sets (or clears) the encap entry of interface `sw` on every thread.
 fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
     if let Some(n) = vm.registry.find(ENCAP) {
@@ -617,12 +796,14 @@ pub fn set_source(vm: &mut Vlib, a: Ipv6Addr) -> VnetResult {
     Ok(())
 }
 
-/// `sr policy add`: creates policy `bsid` through `segs`; its interface.
+/// `sr policy add`: creates policy `bsid` through `segs` (`insert`: T.Insert, else
+/// H.Encaps); its interface.
 pub fn policy_add(
     vm: &mut Vlib,
     bsid: Ipv6Addr,
     segs: &[Ipv6Addr],
     table_id: u32,
+    insert: bool,
 ) -> VnetResult<SwIfIndex> {
     if segs.is_empty() || segs.len() > MAX_SEGMENTS {
         return Err(VnetError::invalid(format!(
@@ -641,12 +822,20 @@ pub fn policy_add(
         return Err(VnetError::Exists(format!("{bsid} is a local SID")));
     }
     let fib = v6_fib(vm, table_id)?;
-    let rw = encap_rewrite(src, segs);
-    let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
-    let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
-    set_encap(vm, sw, Some(entry));
+    let sw = if insert {
+        let e = InsertEntry::new(segs, fib);
+        let sw = p2p_interface(vm, "sr-policy", INSERT, 1500 - e.len as u32)?;
+        set_insert(vm, sw, Some(e));
+        sw
+    } else {
+        let rw = encap_rewrite(src, segs);
+        let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
+        let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
+        set_encap(vm, sw, Some(entry));
+        sw
+    };
     if let Err(e) = route(vm, true, IpAddr::V6(bsid), 128, table_id, sw) {
-        sluice_vnet::loopback::delete_interface(vm, sw);
+        clear_policy(vm, sw, insert);
         return Err(e);
     }
     vm.ext_mut::<Srv6>().policies.push(Policy {
@@ -655,6 +844,7 @@ pub fn policy_add(
         table_id,
         sw,
         src,
+        insert,
     });
     Ok(sw)
 }
@@ -688,20 +878,35 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         let _ = steer_l2(vm, false, rx, bsid);
     }
     let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
-    set_encap(vm, p.sw, None);
-    sluice_vnet::loopback::delete_interface(vm, p.sw);
+    clear_policy(vm, p.sw, p.insert);
     Ok(())
+}
+
+/// Clears policy interface `sw`'s encap or insert entry and deletes it.
+fn clear_policy(vm: &mut Vlib, sw: SwIfIndex, insert: bool) {
+    if insert {
+        set_insert(vm, sw, None);
+    } else {
+        set_encap(vm, sw, None);
+    }
+    sluice_vnet::loopback::delete_interface(vm, sw);
 }
 
 /// `sr steer [del] l3 <prefix> via bsid <a>`.
 pub fn steer(vm: &mut Vlib, add: bool, s: Steer) -> VnetResult {
     let st = vm.ext_mut::<Srv6>();
-    let sw = st
+    let (sw, insert) = st
         .policies
         .iter()
         .find(|p| p.bsid == s.bsid)
-        .map(|p| p.sw)
+        .map(|p| (p.sw, p.insert))
         .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {}", s.bsid)))?;
+    if add && insert && s.prefix.is_ipv4() {
+        return Err(VnetError::invalid(format!(
+            "{}/{}: an insert policy (bsid {}) steers IPv6 only",
+            s.prefix, s.len, s.bsid
+        )));
+    }
     let same = |o: &Steer| o.prefix == s.prefix && o.len == s.len && o.table_id == s.table_id;
     let pos = st.steers.iter().position(same);
     match (add, pos) {
@@ -789,6 +994,11 @@ pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> Vnet
         .find(|p| p.bsid == bsid)
         .cloned()
         .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {bsid}")))?;
+    if p.insert {
+        return Err(VnetError::invalid(format!(
+            "bsid {bsid} is an insert policy: L2 steering needs an encap one"
+        )));
+    }
     let fib = v6_fib(vm, p.table_id)?;
     let rw = encap_rewrite_l2(p.src, &p.segs);
     let sw = interface(vm, "sr-l2-steer", ENCAP)?;
@@ -957,17 +1167,16 @@ fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     } else {
         return Err(CliError::new("expected `add' or `del'"));
     };
-    let (mut bsid, mut segs, mut table) = (None, Vec::new(), 0);
+    let (mut bsid, mut segs, mut table, mut insert) = (None, Vec::new(), 0, false);
     while !a.is_empty() {
         if a.keyword("bsid") {
             bsid = Some(v6(&a.word("bsid")?, "bsid")?);
         } else if a.keyword("next") {
             segs.push(v6(&a.word("segment")?, "segment")?);
         } else if a.keyword("encap") {
+            insert = false;
         } else if a.keyword("insert") {
-            return Err(
-                VnetError::NotSupported("`insert' (SRH insertion) not supported".into()).into(),
-            );
+            insert = true;
         } else if a.keyword("fib-table") {
             table = a.u32("fib-table")?;
         } else {
@@ -979,7 +1188,7 @@ fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         policy_del(vm, bsid)?;
         return Ok(String::new());
     }
-    let sw = policy_add(vm, bsid, &segs, table)?;
+    let sw = policy_add(vm, bsid, &segs, table, insert)?;
     Ok(format!("{}\n", tunnel::if_name(vm, sw)))
 }
 
@@ -1141,14 +1350,20 @@ fn cli_show_policies(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     for (i, p) in list.iter().enumerate() {
         let segs: Vec<String> = p.segs.iter().map(|s| s.to_string()).collect();
         out.push_str(&format!(
-            "[{i}].-\tBSID: {}\n\tBehavior: Encapsulation\n\tType: Default\n\tFIB table: {}\n\
+            "[{i}].-\tBSID: {}\n\tBehavior: {}\n\tType: Default\n\tFIB table: {}\n\
              \tSource: {}\n\tInterface: {}\n\tSegment Lists:\n\t[0].- < {} > weight: 1\n\
-             \tEncapsulated: {} packets\n-----------\n",
+             \t{}: {} packets\n-----------\n",
             p.bsid,
+            if p.insert {
+                "SRH insertion"
+            } else {
+                "Encapsulation"
+            },
             p.table_id,
             p.src,
             tunnel::if_name(vm, p.sw),
             segs.join(", "),
+            if p.insert { "Inserted" } else { "Encapsulated" },
             if_counter(vm, p.sw, sluice_vnet::interface::counter::TX_PACKETS),
         ));
     }
@@ -1211,7 +1426,7 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
         for g in &p.segs {
             s.push_str(&format!(" next {g}"));
         }
-        s.push_str(" encap");
+        s.push_str(if p.insert { " insert" } else { " encap" });
         if p.table_id != 0 {
             s.push_str(&format!(" fib-table {}", p.table_id));
         }
@@ -1246,6 +1461,13 @@ pub fn register(b: &mut GraphBuilder) {
         .counters(tunnel::EncapCounter::DESCS),
     );
     b.register(
+        NodeRegistration::new(INSERT, NodeKind::Internal, |_| {
+            Box::new(PerPacket::new(Insert::default()))
+        })
+        .nexts(InsertNext::NAMES)
+        .counters(InsertCounter::DESCS),
+    );
+    b.register(
         NodeRegistration::new(LOCALSID, NodeKind::Internal, |_| {
             Box::new(PerPacket::new(LocalSid::default()))
         })
@@ -1263,7 +1485,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr policy",
-        "sr policy add|del bsid <ip6> next <ip6> [next <ip6> ...] [encap] [fib-table <id>]",
+        "sr policy add|del bsid <ip6> next <ip6> [next <ip6> ...] [encap|insert] [fib-table <id>]",
         cli_policy,
     );
     t.add(

@@ -36,7 +36,7 @@
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
 //!   equal to the previous packet's (across frames too) is not looked up again. (2) look
 //!   the new keys up together ([`DecapTable::lookup_frame`]: bihash buckets, then the
-//!   64-byte entries, then the tunnels' rx counters prefetched a
+//!   64-byte entries, then the tunnels' rx counters and interface records prefetched a
 //!   stage ahead, so with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish`; a miss tries `P::fallback` (VXLAN's multicast
 //!   group), then `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
@@ -54,7 +54,7 @@ use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
 use sluice_infra::bihash::Bihash;
 use sluice_infra::epoch::Epochs;
-use sluice_vnet::interface::IfCounters;
+use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -548,6 +548,9 @@ pub struct DecapTable {
     /// The table's only reader is its writer's thread: old arrays are freed at once.
     epochs: Epochs,
     entries: Vec<Option<DecapEntry>>,
+    /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` reads
+    /// next (prefetched with the counters; None in a runtime without vnet).
+    if_attrs: Option<IfAttrs>,
 }
 
 impl Default for DecapTable {
@@ -556,6 +559,7 @@ impl Default for DecapTable {
             index: Bihash::with_limit_prehashed(0, usize::MAX),
             epochs: Epochs::new(1),
             entries: Vec::new(),
+            if_attrs: None,
         }
     }
 }
@@ -581,6 +585,10 @@ impl DecapTable {
         }
         self.entries[i] = Some(e);
         Ok(())
+    }
+    /// The interface table whose records [`DecapTable::lookup_frame`] prefetches.
+    pub fn set_if_attrs(&mut self, a: Option<IfAttrs>) {
+        self.if_attrs = a;
     }
     /// Removes tunnel `idx` (key `k`).
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
@@ -617,7 +625,8 @@ impl DecapTable {
     /// [`MISS`]), in stages that each cover the whole list so the cache misses of one
     /// stage overlap: digests and batched bucket lookups (buckets prefetched), the entries
     /// prefetched, the keys confirmed and the counters' handles prefetched, the counters
-    /// of thread `t` prefetched.
+    /// of thread `t` and the tunnels' interface records prefetched (what `ethernet-input`
+    /// reads next: with many tunnels it would miss on each packet's record).
     #[inline]
     pub fn lookup_frame(
         &self,
@@ -653,10 +662,19 @@ impl DecapTable {
         for i in scratch.found[..n].iter().flatten() {
             if let Some(e) = self.entry(*i as u32) {
                 e.counters.prefetch(t);
+                if let Some(a) = &self.if_attrs {
+                    // A record may straddle two lines: its first and last bytes.
+                    let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
+                    sluice_infra::prefetch(r);
+                    sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
+                }
             }
         }
     }
 }
+
+/// The offset of an interface record's last byte.
+const IF_ATTR_LAST: usize = std::mem::size_of::<IfAttr>() - 1;
 
 /// [`DecapTable::lookup_frame`]'s per-frame arrays (kept by the node: not cleared per
 /// frame).
@@ -1473,6 +1491,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let de = DecapEntry::new(sw.0, next, counters, mac, !l3);
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
+    let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let r = refused.clone();
     vm.foreach_thread(move |tg| {
@@ -1480,6 +1499,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             n.set(sw.0, Some(entry));
         }
         if let Some(tbl) = table_of(tg, decap) {
+            tbl.set_if_attrs(if_attrs.clone());
             if tbl.insert(key, tidx, de.clone()).is_err() {
                 r.store(true, std::sync::atomic::Ordering::Relaxed);
             }

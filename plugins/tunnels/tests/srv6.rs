@@ -123,7 +123,7 @@ fn srv6_encap_steered_by_route() {
             "sr policy add bsid fc00::98 next ::1 next ::2 next ::3 next ::4 next ::5 next ::6",
             "6 segments",
         ),
-        ("sr policy add bsid fc00::98 next ::1 insert", "insert"),
+        ("sr policy add bsid fc00::98 next ::1 bogus", "bogus"),
         ("sr steer l3 10.9.0.0/16 via bsid fc00::77", "no policy"),
         (
             "sr steer l3 198.51.100.0/24 via bsid fc00::99",
@@ -605,5 +605,77 @@ fn srv6_steer_l2_rule_of_a_deleted_interface_goes_with_its_policy() {
     let ifs = cli(&mut vm, &t, "show interface");
     assert!(!ifs.contains("sr-l2-steer"), "{ifs}");
     assert!(!cli(&mut vm, &t, "show running-config").contains("sr steer l2"));
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_insert_policy_puts_an_srh_into_the_packet() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::98 next 2001:db8:ff::1 next 2001:db8:ff::2 insert",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr steer l3 2001:db8:51::/48 via bsid fc00::98",
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    // Hop-by-hop options first: not inserted, counted.
+    let mut hbh = f6.clone();
+    hbh[14 + 6] = 0;
+    let got = run(&mut vm, &t, "pg1", "pg0", &[f6, hbh], 1);
+    // The SRH behind the packet's own header: the segments, then the packet's destination
+    // as segment 0; the destination is the first segment; the hop limit decremented once.
+    let segs = [
+        a6("2001:db8:51::7"),
+        a6("2001:db8:ff::2"),
+        a6("2001:db8:ff::1"),
+    ];
+    let mut p = srh(17, 2, 2, &segs);
+    p.extend_from_slice(&in6[40..]);
+    let mut want = eth(PEER_MAC, pg0, 0x86dd);
+    want.extend(ip6(
+        a6("2001:db8:1::2"),
+        a6("2001:db8:ff::1"),
+        43,
+        p.len(),
+        63,
+    ));
+    want.extend_from_slice(&p);
+    assert_eq!(got, vec![want]);
+    assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
+    assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "hop_by_hop"), 1);
+    assert_eq!(if_counter(&vm, "sr-policy0", ifc::TX_PACKETS), 2);
+    let show = cli(&mut vm, &t, "show sr policies");
+    assert!(show.contains("Behavior: SRH insertion"), "{show}");
+    let conf = cli(&mut vm, &t, "show running-config");
+    assert!(
+        conf.contains("sr policy add bsid fc00::98 next 2001:db8:ff::1 next 2001:db8:ff::2 insert"),
+        "{conf}"
+    );
+    // An insert policy takes IPv6 only, and no L2 steering.
+    for (c, token) in [
+        ("sr steer l3 198.51.100.0/24 via bsid fc00::98", "IPv6 only"),
+        ("sr steer l2 pg1 via bsid fc00::98", "insert policy"),
+        (
+            "sr policy add bsid fc00::97 next 2001:db8:ff::1 next 2001:db8:ff::2 next 2001:db8:ff::3 next 2001:db8:ff::4 next 2001:db8:ff::5 next 2001:db8:ff::6 insert",
+            "6 segments",
+        ),
+    ] {
+        let e = t.execute(&mut vm, c).expect_err(c).to_string();
+        assert!(e.contains(token) && !e.contains('\n'), "{c}: {e}");
+    }
+    // Deleted with its steering route (the prefix has no other route: dropped).
+    cli(&mut vm, &t, "sr policy del bsid fc00::98");
+    assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("2001:db8:51::/48"));
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    assert!(run(&mut vm, &t, "pg1", "pg0", &[f6], 0).is_empty());
+    assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
     assert_eq!(in_use(&vm), 0);
 }
