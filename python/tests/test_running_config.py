@@ -69,6 +69,12 @@ def random_config(rnd: random.Random) -> list[str]:
     cmds.append(f"ip route add table {tables[0]} 0.0.0.0/0 via 10.1.0.2")
     cmds.append("ip route add 2001:db8:ff::/48 via 2001:db8:0::2")
     cmds.append(f"ip route add table {tables[0]} 2001:db8:fe::/48 via 2001:db8:1::2")
+    # Attached (`via <interface>`: glean, or the destination itself for a host route) and
+    # receive paths.
+    cmds.append(f"ip route add 198.51.100.0/24 via {pgs[1]}")
+    cmds.append(f"ip route add 198.51.100.99/32 via {pgs[0]}")
+    cmds.append(f"ip route add 2001:db8:aa::/64 via {pgs[0]}")
+    cmds.append("ip route add 203.0.113.7/32 via local")
     # L2: a bridge with a BVI and a split-horizon member, a cross-connect, a patch.
     bd = rnd.randint(1, 99)
     cmds.append(f"create bridge-domain {bd} learn 1 forward 1 flood 1 uu-flood 0 mac-age 5")
@@ -159,9 +165,16 @@ class TestRunningConfig(SluiceTestCase):
     @pytest.mark.parametrize("seed", [1, 2, 3])
     def test_random_configuration_round_trips(self, seed):
         rnd = random.Random(seed)
-        for c in random_config(rnd):
+        cmds = random_config(rnd)
+        for c in cmds:
             self.vpp.cli(c)
         first = self.vpp.cli("show running-config")
+        # Attached and receive paths come back as they were given.
+        attached = ("ip route add 198.51.100.0/24 ", "ip route add 2001:db8:aa::/64 ",
+                    "ip route add 203.0.113.7/32 ")
+        for c in cmds:
+            if c.startswith(attached):
+                assert c in first.splitlines(), (c, first)
         saved = self.vpp.dir / "saved.conf"
         assert self.vpp.cli(f"save running-config {saved}").strip() == str(saved)
         assert saved.read_text() == first

@@ -635,10 +635,22 @@ fn ip_route_dump(
             paths: r
                 .paths
                 .iter()
-                .map(|&(nh, i, w)| ip::FibPath {
-                    next_hop: nh,
-                    sw_if_index: i.unwrap_or(0),
-                    weight: w,
+                .map(|&(p, w)| {
+                    // An attached or local path: no next hop (VPP's zero address).
+                    let none = match r.addr {
+                        Some(IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+                        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    };
+                    let (next_hop, i) = match p {
+                        crate::routes::StaticPath::Via(nh, i) => (nh, i),
+                        crate::routes::StaticPath::Interface(i) => (none, Some(i)),
+                        crate::routes::StaticPath::Local => (none, None),
+                    };
+                    ip::FibPath {
+                        next_hop,
+                        sw_if_index: i.unwrap_or(0),
+                        weight: w,
+                    }
                 })
                 .collect(),
             installed_paths: r.installed as u32,

@@ -774,8 +774,17 @@ pub fn for_each_route<C: IpControl>(
     ctl.vrfs().for_each_route(
         id,
         |ai| {
+            use crate::routes::StaticPath;
             let a = adjs.get(ai)?;
-            Some((ctl.adj_via(ai, a)?.into(), a.tx_if))
+            match a.kind {
+                AdjKind::Drop => None,
+                AdjKind::Local => Some(StaticPath::Local),
+                AdjKind::Glean => Some(StaticPath::Interface(a.tx_if)),
+                _ if ctl.if_attr(a.tx_if).p2p.load(Ordering::Relaxed) => {
+                    Some(StaticPath::Interface(a.tx_if))
+                }
+                _ => Some(StaticPath::Via(ctl.adj_via(ai, a)?.into(), Some(a.tx_if))),
+            }
         },
         f,
     )

@@ -1743,6 +1743,18 @@ pub fn fmt_dpo(family: &str, a: &Adj, via: &str, ifn: &str, addr: &str, prefix: 
     }
 }
 
+/// A configured path of a static route, as `ip route add` takes it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaticPath {
+    /// `via <next hop> [<interface>]` (None: recursive).
+    Via(std::net::IpAddr, Option<u32>),
+    /// `via <interface>`: attached, each destination resolved on the interface (a glean or
+    /// point-to-point adjacency).
+    Interface(u32),
+    /// `via local`: received by the router.
+    Local,
+}
+
 /// A route as dumps and `show running-config` see it.
 #[derive(Clone, Debug, Default)]
 pub struct RouteInfo {
@@ -1754,19 +1766,19 @@ pub struct RouteInfo {
     pub sources: Vec<Source>,
     /// The static source is a drop route.
     pub drop: bool,
-    /// The static paths as configured: next hop, interface (None: recursive), weight.
-    pub paths: Vec<(std::net::IpAddr, Option<u32>, u32)>,
+    /// The static paths as configured, with their weights.
+    pub paths: Vec<(StaticPath, u32)>,
     /// Paths the data plane forwards over.
     pub installed: usize,
 }
 
 impl<L: Lpm> Vrfs<L> {
-    /// Calls `f` with every route of table `id`; `adj_path(adj)` gives an attached path's
-    /// (next hop, interface).
+    /// Calls `f` with every route of table `id`; `adj_path(adj)` gives an attached path as
+    /// configured (None: not one, e.g. the drop adjacency).
     pub fn for_each_route(
         &self,
         id: u32,
-        adj_path: impl Fn(u32) -> Option<(std::net::IpAddr, u32)>,
+        adj_path: impl Fn(u32) -> Option<StaticPath>,
         mut f: impl FnMut(&RouteInfo),
     ) -> VnetResult {
         let fib = self.fib_of(id).ok_or_else(|| no_table(id))?;
@@ -1782,12 +1794,13 @@ impl<L: Lpm> Vrfs<L> {
             info.drop = drop;
             info.paths.clear();
             for (a, w) in adjs {
-                if let Some((nh, sw)) = adj_path(a) {
-                    info.paths.push((nh, Some(sw), w));
+                if let Some(p) = adj_path(a) {
+                    info.paths.push((p, w));
                 }
             }
             for &(nh, w) in &r.vias {
-                info.paths.push((Self::ip(L::from_u128(nh)), None, w));
+                info.paths
+                    .push((StaticPath::Via(Self::ip(L::from_u128(nh)), None), w));
             }
             info.installed = r.installed.len();
             f(&info);

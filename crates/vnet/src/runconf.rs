@@ -338,6 +338,7 @@ pub fn running_config(vm: &mut Vlib) -> String {
     );
     for (id, v6) in tables {
         let mut lines = Vec::new();
+        use crate::routes::StaticPath;
         let mut emit = |r: &crate::routes::RouteInfo| {
             if !r.sources.contains(&crate::routes::Source::Static) {
                 return;
@@ -352,11 +353,20 @@ pub fn running_config(vm: &mut Vlib) -> String {
             if r.drop {
                 l.push_str(" drop");
             } else {
-                for (nh, i, w) in &r.paths {
-                    l.push_str(&format!(" via {nh}"));
-                    if let Some(i) = i {
-                        l.push(' ');
-                        l.push_str(&name(*i));
+                for (p, w) in &r.paths {
+                    match p {
+                        StaticPath::Via(nh, i) => {
+                            l.push_str(&format!(" via {nh}"));
+                            if let Some(i) = i {
+                                l.push(' ');
+                                l.push_str(&name(*i));
+                            }
+                        }
+                        StaticPath::Interface(i) => {
+                            l.push_str(" via ");
+                            l.push_str(&name(*i));
+                        }
+                        StaticPath::Local => l.push_str(" via local"),
                     }
                     if *w != 1 {
                         l.push_str(&format!(" weight {w}"));
