@@ -11,7 +11,8 @@
 # Usage: scripts/hoststack-bench.sh [runs (5)] [latency count (5000)] [rate count (50000)]
 # AFP=v3 uses TPACKET_V3 rx blocks on Sluice's veth (default v2: one wake-up per packet;
 # a V3 block is handed to user space only when full or when its 1 ms retire timer fires,
-# which puts a 1 ms floor under every round trip at low rates).
+# which puts a 1 ms floor under every round trip at low rates). RXMODE=polling|interrupt|
+# adaptive sets the rx mode of Sluice's veth (default polling).
 source "$(dirname "$0")/common.sh"
 runs=${1:-5}
 nlat=${2:-5000}
@@ -51,6 +52,7 @@ until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 afp=${AFP:-v2}
 if [ "$afp" = v2 ]; then C create host-interface v2 name "$V" >/dev/null; else C create host-interface name "$V" >/dev/null; fi
+[ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
 C set interface state "host-$V" up
 C set interface ip address "host-$V" 10.78.0.1/24
 "$bin/sluice-udp-echo" --socket "$tmp/app.sock" --bind 0.0.0.0:7777 >"$tmp/echo.out" 2>&1 &

@@ -15,7 +15,8 @@
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: session FIFO size, default
 # 1 MiB; TIMEOUT=<s>: one redis-benchmark run's limit, default 120; SLUICE=<path>,
 # PRELOAD=<path>: the sluice binary and libsluice_preload.so, e.g. older builds for a
-# before/after comparison)
+# before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth,
+# default polling)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 nreq=${2:-20000}
@@ -58,6 +59,7 @@ pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 C create host-interface v2 name "$V" >/dev/null
+[ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
 C set interface state "host-$V" up
 C set interface ip address "host-$V" 10.78.0.1/24
 C ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null

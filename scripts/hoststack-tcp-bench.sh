@@ -20,7 +20,8 @@
 # size, default 1 MiB, advertised through window scaling; SESSION_EXTRA="<keys>": more keys
 # of Sluice's session section, e.g. "tcp-delayed-ack 0"; NCONN=<n>: connections per
 # connection-rate sample, default 500; SLUICE=<path>: the sluice binary, e.g. an older build
-# for a before/after comparison)
+# for a before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's
+# veth, default polling)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -61,6 +62,7 @@ pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 C create host-interface v2 name "$V" >/dev/null
+[ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
 C set interface state "host-$V" up
 C set interface ip address "host-$V" 10.78.0.1/24
 C ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null

@@ -164,6 +164,9 @@ impl App {
     }
 
     fn request(&mut self, m: impl FnOnce(u32) -> Msg) -> io::Result<Msg> {
+        if self.next_req == msg::NO_REPLY {
+            self.next_req = 0;
+        }
         let req = self.next_req;
         self.next_req = self.next_req.wrapping_add(1);
         seqpacket::send(&self.sock, &msg::encode(&m(req)), None)?;
@@ -384,18 +387,22 @@ impl App {
         })
     }
 
-    /// Closes a session (its FIFOs' contents are discarded).
+    /// Closes a session (its FIFOs' contents are discarded). Does not wait for Sluice:
+    /// it serves this application's requests in order, so a later request already finds
+    /// the slot closed, and it empties a slot's FIFOs before handing it out again.
     pub fn close(&mut self, s: Session) -> io::Result<()> {
-        match self.request(|req| Msg::Close { req, slot: s.slot })? {
-            Msg::CloseReply { retval: r, .. } => {
-                // The slot may be reused: what the session left unread goes with it.
-                if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
-                    rx.drop_front(u32::MAX);
-                }
-                retval(r)
-            }
-            _ => Err(proto_err("unexpected reply")),
+        seqpacket::send(
+            &self.sock,
+            &msg::encode(&Msg::Close {
+                req: msg::NO_REPLY,
+                slot: s.slot,
+            }),
+            None,
+        )?;
+        if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
+            rx.drop_front(u32::MAX);
         }
+        Ok(())
     }
 
     /// Half-closes a TCP session (`shutdown(SHUT_WR)`): Sluice sends the FIN after the

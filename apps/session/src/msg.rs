@@ -24,6 +24,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 pub use sluice_infra::seqpacket::MSG_SIZE;
 
+/// The request id of a request whose reply the application does not wait for (a close):
+/// Sluice sends none, so replies nobody reads cannot fill the application's socket.
+pub const NO_REPLY: u32 = u32::MAX;
+
 /// A decoded message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Msg {
@@ -73,7 +77,7 @@ pub enum Msg {
     },
     /// Close a session.
     Close {
-        /// Request id.
+        /// Request id ([`NO_REPLY`]: the application does not wait for the reply).
         req: u32,
         /// Its slot.
         slot: u32,

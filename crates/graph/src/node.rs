@@ -174,6 +174,13 @@ pub trait NodeFn: Send + 'static {
     fn polling(&self) -> bool {
         true
     }
+    /// Input nodes: the thread is about to sleep (no input was active). A node whose
+    /// producers wake the thread only when told it sleeps (a shared-memory queue's
+    /// "waiting" word) tells them here, not at every poll, so producers of a busy thread
+    /// make no system call. False: work raced in, the thread polls again.
+    fn prepare_sleep(&mut self) -> bool {
+        true
+    }
     /// Process nodes: run until the next suspend.
     fn process(&mut self, _cx: &mut Cx, _wake: Wake) -> Suspend {
         Suspend::Done

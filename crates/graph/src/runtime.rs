@@ -751,17 +751,23 @@ impl ThreadGraph {
         self.st.epoll.raw_fd()
     }
 
-    /// Announces that the thread is about to sleep and re-checks for work that raced with
-    /// the announcement. Returns false (and withdraws) when there is work; otherwise the
-    /// caller checks its own conditions and then calls [`ThreadGraph::wait`].
-    pub fn prepare_sleep(&self) -> bool {
-        let w = &self.st.shared.wakers[self.st.thread];
-        w.set_sleeping(true);
-        if self.wants_poll() || self.has_inbound_handoff() {
-            w.set_sleeping(false);
-            return false;
+    /// Announces that the thread is about to sleep (to other threads, and through each
+    /// input node's [`NodeFn::prepare_sleep`] to its producers) and re-checks for work that
+    /// raced with the announcement. Returns false (and withdraws) when there is work;
+    /// otherwise the caller checks its own conditions and then calls [`ThreadGraph::wait`].
+    pub fn prepare_sleep(&mut self) -> bool {
+        self.st.shared.wakers[self.st.thread].set_sleeping(true);
+        let idle = !self.wants_poll()
+            && !self.has_inbound_handoff()
+            && self.inputs.iter().all(|&i| {
+                self.fns[i.0 as usize]
+                    .as_mut()
+                    .is_none_or(|f| f.prepare_sleep())
+            });
+        if !idle {
+            self.st.shared.wakers[self.st.thread].set_sleeping(false);
         }
-        true
+        idle
     }
 
     /// Waits in `epoll_wait` up to `timeout` seconds (`None`: until woken; `Some(0.0)`: just

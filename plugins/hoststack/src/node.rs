@@ -29,7 +29,9 @@
 //! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
 //! `tcp4-input`); a request whose event found the queue full is put back.
 //! - uses: the applications' event queues (session slots with data to send, at most
-//!   `PENDING_MAX` held), their tx FIFOs and eventfd interrupts, the control sockets'
+//!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
+//!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no
+//!   system call), their tx FIFOs and eventfd interrupts, the control sockets'
 //!   readiness; no packet metadata.
 //! - sets: the whole packet at `current_data`; `flags` `LOCALLY_ORIGINATED`; `rx_if` 0;
 //!   `ip.fib_index` 0.
@@ -1057,18 +1059,9 @@ impl NodeFn for SessionQueue {
         if sm.tcp_count > 0 || !sm.ctl_out.is_empty() {
             self.tcp(cx, &mut sm);
         }
-        // Nothing left: announce we may sleep (each application then signals our eventfd).
-        let mut more = !self.pending.is_empty() || !sm.tcp_out.is_empty();
-        if !more {
-            for app in sm.apps.iter().flatten() {
-                if let Some(q) = app.sluice_evq() {
-                    if !q.prepare_sleep() {
-                        more = true;
-                    }
-                }
-            }
-        }
-        self.busy = more;
+        // Nothing left: the applications are told to signal our eventfd only when the
+        // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
+        self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
         drop(sm);
         let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
         cx.count(SqCounter::Sent, sent);
@@ -1105,6 +1098,21 @@ impl NodeFn for SessionQueue {
     }
     fn polling(&self) -> bool {
         self.busy
+    }
+    fn prepare_sleep(&mut self) -> bool {
+        if self.thread != 0 {
+            return true;
+        }
+        // Each application signals our eventfd after queuing an event from now on; one
+        // queued meanwhile keeps the thread up.
+        let sm = lock(&self.sm);
+        let mut idle = true;
+        for app in sm.apps.iter().flatten() {
+            if let Some(q) = app.sluice_evq() {
+                idle &= q.prepare_sleep();
+            }
+        }
+        idle
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -1203,9 +1211,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn udp_tx_space_is_announced_only_after_datagrams_left() {
-        let (mut sm, _peer) = crate::session::tests::with_app();
+    /// `session-queue` in the harness with one application that bound a UDP session:
+    /// (harness, session layer, the application's socket, the session's slot).
+    fn bound() -> (Harness, Shared, std::os::fd::OwnedFd, u32) {
+        let (mut sm, peer) = crate::session::tests::with_app();
         let l = crate::session::tests::locals();
         let mut ports = vec![];
         let sid = sm
@@ -1221,7 +1230,33 @@ mod tests {
             }));
         }
         register(&mut g, &shared);
-        let mut h = Harness::build(g, SESSION_QUEUE).unwrap();
+        let h = Harness::build(g, SESSION_QUEUE).unwrap();
+        (h, shared, peer, slot)
+    }
+
+    #[test]
+    fn applications_signal_only_a_thread_about_to_sleep() {
+        let (mut h, shared, _peer, slot) = bound();
+        h.vm.main.run_once();
+        let push = || {
+            let sm = lock(&shared);
+            let q = sm.apps[0].as_ref().unwrap().sluice_evq().unwrap();
+            assert!(q.push(slot));
+            q.needs_signal()
+        };
+        assert!(!push(), "the thread runs: no eventfd write for an event");
+        h.vm.main.run_once(); // taken
+        assert!(h.vm.main.prepare_sleep(), "nothing to do");
+        assert!(push(), "the thread sleeps: the event must wake it");
+        assert!(!h.vm.main.prepare_sleep(), "an event is queued");
+        h.vm.main.wait(Some(0.0));
+        h.vm.main.run_once();
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn udp_tx_space_is_announced_only_after_datagrams_left() {
+        let (mut h, shared, _peer, slot) = bound();
         // The application asks for room and queues a tx event with nothing in the FIFO.
         let ask = |data: Option<&[u8]>| {
             let sm = lock(&shared);

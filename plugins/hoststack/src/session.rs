@@ -632,7 +632,7 @@ impl SessionMain {
                         }
                         None => -SessionError::NoSession.errno(),
                     };
-                    Some(Msg::CloseReply { req, retval: r })
+                    (req != msg::NO_REPLY).then_some(Msg::CloseReply { req, retval: r })
                 }
                 Some(Msg::Shutdown { req, slot }) => {
                     let sid = self.apps[a as usize]
@@ -760,10 +760,13 @@ impl SessionMain {
             .iter()
             .position(|s| s.is_none())
             .ok_or(SessionError::NoSpace)? as u32;
-        // A reused slot starts empty: Sluice owns the tx FIFO's consumer side.
-        if let Some((_, tx)) = app.fifos(slot) {
+        // A reused slot starts empty: Sluice owns the tx FIFO's consumer side, and the
+        // application, which closed the slot without waiting, reads its rx FIFO no more
+        // (datagrams may have arrived after it emptied it).
+        if let Some((rx, tx)) = app.fifos(slot) {
             tx.clear();
             tx.unset_event();
+            rx.drop_front(u32::MAX);
         }
         let s = Session {
             app: a,
@@ -1076,6 +1079,47 @@ pub(crate) mod tests {
             got.push(e);
         }
         assert_eq!(got.last(), Some(&1), "the tx-space event for slot 1");
+    }
+
+    /// Drains what Sluice sent the application; returns the messages.
+    fn replies(peer: &OwnedFd) -> Vec<Msg> {
+        let mut v = vec![];
+        while let Ok(Recv::Msg { buf, .. }) = seqpacket::recv(peer) {
+            v.extend(msg::decode(&buf));
+        }
+        v
+    }
+
+    #[test]
+    fn a_close_without_reply_is_served_and_its_slot_reused_empty() {
+        let (mut sm, peer) = with_app();
+        let (mut ports, l) = (Vec::new(), locals());
+        replies(&peer); // the attach's
+        let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
+        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        let close = |req| msg::encode(&Msg::Close { req, slot });
+        seqpacket::send(&peer, &close(msg::NO_REPLY), None).unwrap();
+        // A datagram came in after the application emptied its rx FIFO.
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        assert!(rx.push(sa("10.0.0.2:5"), b"late"));
+        sm.serve_app(0, &l, &mut ports);
+        assert!(sm.sessions[a as usize].is_none(), "closed");
+        assert!(
+            replies(&peer).is_empty(),
+            "no reply to a close nobody waits for"
+        );
+        // The slot goes to the next session empty.
+        let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        assert!(rx.is_empty(), "the last session's datagram is gone");
+        // A close with a request id is answered.
+        seqpacket::send(&peer, &msg::encode(&Msg::Close { req: 7, slot }), None).unwrap();
+        sm.serve_app(0, &l, &mut ports);
+        assert!(matches!(
+            replies(&peer)[..],
+            [Msg::CloseReply { req: 7, retval: 0 }]
+        ));
     }
 
     #[test]
