@@ -444,10 +444,11 @@ fn run(
     ready.ok();
 
     let clock = vm.shared.clock;
-    let poll_every = (clock.hz() / 1000.0) as u64; // check the CLI socket every 1 ms when busy
-                                                   // Collect the main thread's epoll events (interrupt-mode fds: application eventfds and
-                                                   // control sockets, wake-ups) every 50 µs when busy: a busy loop would otherwise see a
-                                                   // host-stack control request (connect, listen) only at the next CLI check.
+    // Check the CLI socket every 1 ms when busy.
+    let poll_every = (clock.hz() / 1000.0) as u64;
+    // Collect the main thread's epoll events (interrupt-mode fds: application eventfds and
+    // control sockets, wake-ups) every 50 µs when busy: a busy loop would otherwise see a
+    // host-stack control request (connect, listen) only at the next CLI check.
     let collect_every = (clock.hz() / 20_000.0) as u64;
     let mut last_poll = 0u64;
     let mut last_collect = 0u64;
