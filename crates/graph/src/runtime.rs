@@ -122,6 +122,8 @@ pub struct ThreadState {
     epoll: Epoll,
     irq_pending: Vec<bool>,
     irq_tokens: Vec<(u32, u32)>,
+    /// How many fds nodes registered with `epoll` ([`Cx::irq_register`]).
+    irq_fds: usize,
 }
 
 /// The context handed to a node while it runs.
@@ -365,13 +367,16 @@ impl<'a> Cx<'a> {
     pub fn irq_register(&mut self, fd: RawFd, token: u32) -> std::io::Result<()> {
         self.st
             .epoll
-            .add(fd, ((self.node.0 as u64) << 32) | token as u64)
+            .add(fd, ((self.node.0 as u64) << 32) | token as u64)?;
+        self.st.irq_fds += 1;
+        Ok(())
     }
 
     /// Removes `fd` from this thread's epoll. Call before the fd is closed or the queue
     /// leaves this thread.
     pub fn irq_unregister(&mut self, fd: RawFd) {
         self.st.epoll.del(fd);
+        self.st.irq_fds = self.st.irq_fds.saturating_sub(1);
     }
 
     /// Moves the tokens of the running node's fds that fired since its last poll into `out`.
@@ -573,6 +578,7 @@ impl ThreadGraph {
                 epoll,
                 irq_pending: Vec::new(),
                 irq_tokens: Vec::new(),
+                irq_fds: 0,
             },
             inputs: Vec::new(),
             procs: Vec::new(),
@@ -768,6 +774,12 @@ impl ThreadGraph {
             self.st.shared.wakers[self.st.thread].set_sleeping(false);
         }
         idle
+    }
+
+    /// Whether a node registered an fd ([`Cx::irq_register`]): only then has a busy
+    /// thread's epoll anything but wake-ups to collect.
+    pub fn has_irq_fds(&self) -> bool {
+        self.st.irq_fds > 0
     }
 
     /// Waits in `epoll_wait` up to `timeout` seconds (`None`: until woken; `Some(0.0)`: just
