@@ -302,6 +302,33 @@ fn auto_splits_only_at_a_large_table() {
     assert!(split(&show) > 0, "{show}");
 }
 
+/// With a large first table the single node runs in stages (`node::frame_staged`: the
+/// group's parses and LPM lookups first, then each packet's rest): byte-identical to the
+/// native path over more packets than one stage holds.
+#[test]
+fn single_node_in_stages_matches_native() {
+    let pkts = [
+        (0x1401_0203, 64, false, 18, false),
+        (0x1400_0a01, 2, false, 100, false),
+        (0x2800_0001, 64, false, 18, false), // no route
+        (0x1401_0203, 64, true, 18, false),  // bad checksum
+        (0x1401_0203, 64, true, 0, false),   // truncated
+        (0x1401_0203, 64, false, 18, true),  // not IPv4
+        (0x140f_0001, 9, false, 1, false),
+    ];
+    let pkts: Vec<_> = pkts
+        .iter()
+        .cycle()
+        .take(3 * sluice_p4::node::STAGE + 5)
+        .copied()
+        .collect();
+    let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
+        .map(|i| (0x1400_0000 + (i << 8), 24))
+        .collect();
+    let (fwd, drop) = compare(&big, &pkts, "single");
+    assert!(fwd > sluice_p4::node::STAGE && drop > 0, "{fwd} {drop}");
+}
+
 /// The same traffic with each of PVPP's four optimisations off (and all four off), in
 /// single and multi mode: byte-identical to the native path every time.
 #[test]
