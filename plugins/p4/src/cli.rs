@@ -518,7 +518,7 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             let (split, single) = autos;
             let _ = writeln!(
                 out,
-                "  auto: {split} frames split, {single} in one node (split when a segment's table has >= {} entries)",
+                "  auto: {split} frames split, {single} in one node (split when a later segment's table has >= {} entries)",
                 node::SPLIT_ENTRIES
             );
         }

@@ -176,17 +176,31 @@ pub struct Auto {
 pub const SPLIT_ENTRIES: usize = 4096;
 
 /// Whether auto mode splits the program's next frame: when the segments run generated code
-/// and a segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks the
-/// frame's keys up together so the misses overlap (the single node looks up packet after
-/// packet). Otherwise the split only adds a node dispatch and the state handoff, and one
-/// node runs the frame.
+/// and a later segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks
+/// the frame's keys up together so the misses overlap. The first table's lookups the single
+/// node batches itself ([`stage_pays`]), and measured faster than the split (no state
+/// handoff, no second node); otherwise the split only adds a node dispatch and the state
+/// handoff, and one node runs the frame.
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
     seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
-        g.pre.iter().flatten().any(|&t| {
+        g.pre.iter().skip(1).flatten().any(|&t| {
             ts.tables
                 .get(t as usize)
                 .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
         })
+    })
+}
+
+/// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
+/// the table looked up first is large ([`SPLIT_ENTRIES`]), so its lookups and entries miss
+/// the cache and batching them overlaps the misses. With a small table the staging only
+/// adds work (the packet state through memory: ~170 instructions per packet for the
+/// router) and the packet-at-a-time loop ([`frame_generated`]) runs.
+pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
+    g.pre.first().copied().flatten().is_some_and(|t| {
+        ts.tables
+            .get(t as usize)
+            .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
     })
 }
 
@@ -369,7 +383,12 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            (g.frame)(cx, &mut st.ts, &l.shared, frame, &mut self.nexts[..n]);
+            let f = if stage_pays(g, &st.ts) {
+                g.staged
+            } else {
+                g.frame
+            };
+            f(cx, &mut st.ts, &l.shared, frame, &mut self.nexts[..n]);
             cx.enqueue_to_next(frame, &self.nexts[..n]);
             return;
         }
@@ -532,12 +551,8 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
 /// Multi mode on a program's generated code: segment `k` (the generated code's ingress
 /// phase `k`; the first also parses, the last also runs egress and compute) on every
 /// packet of the frame, the packet state (`Generated::St`, a few hundred bytes) in the
-/// side table by buffer index; `next` is the arc to the next segment's node.
-///
-/// Three passes: every packet's key of the segment's table (`seg_key`; the first segment
-/// parses here); the lookups — four at a time into a DIR-24-8, so their cache misses
-/// overlap as in `ip4-lookup` — and, for a large table, a prefetch of each hit entry; then
-/// each packet's phase (`seg_run`) on its entry.
+/// side table by buffer index; `next` is the arc to the next segment's node
+/// ([`seg_pass`]).
 #[allow(clippy::too_many_arguments)]
 pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -569,50 +584,171 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
         }
         return;
     };
+    let mut sent = Sent::default();
+    seg_pass::<G>(
+        cx,
+        ts,
+        sh,
+        now,
+        k,
+        sts,
+        |_, bi| bi.0 as usize,
+        frame,
+        nexts,
+        next,
+        &mut sent,
+    );
+    sent.count(cx);
+}
+
+/// Packets the staged single node ([`frame_staged`]) parses and looks up together: their
+/// states stay in a small array (L1-resident), their first-table lookups are batched.
+pub const STAGE: usize = 32;
+
+/// Single mode on a program's generated code, in stages: for each group of [`STAGE`]
+/// packets, every packet parsed and its first table's key taken (`seg_key`), the group's
+/// lookups batched ([`lookup_batch`]: four at a time into a DIR-24-8 and the hit entries
+/// prefetched), then each packet's remaining pipeline (`seg_run` and the later
+/// segments) on its state copied out of the array. [`frame_generated`] runs each packet's
+/// whole pipeline at once: one chain of dependent loads after another.
+pub fn frame_staged<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+) {
+    let arena = cx.arena();
+    let now = (cx.now_secs() * 1e9) as u64;
+    let mut sts = [G::blank(); STAGE];
+    let mut keys = [0u64; STAGE];
+    let mut ids = [None; STAGE];
+    let mut sent = Sent::default();
+    let first = G::PRE.first().copied().flatten();
+    for (c, (fc, nc)) in frame.chunks(STAGE).zip(nexts.chunks_mut(STAGE)).enumerate() {
+        let n = fc.len();
+        for (i, ((key, s), &bi)) in keys.iter_mut().zip(&mut sts).zip(fc).enumerate() {
+            if let Some(&a) = frame.get(c * STAGE + i + 2) {
+                arena.prefetch(a);
+            }
+            // SAFETY: exclusive ownership of the frame's indices, one view at a time.
+            let mut b = unsafe { arena.buffer(bi) };
+            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+            *key = G::seg_key(ts, sh, now, 0, s, b.data_mut(), rx, len);
+        }
+        lookup_batch(ts, first, &keys, &mut ids, n);
+        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter().zip(&ids)) {
+            // SAFETY: as above.
+            let mut b = unsafe { arena.buffer(bi) };
+            let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
+            let d = b.data_mut();
+            let mut s = *s;
+            let (mut o, pe) = G::seg_run(ts, sh, 0, &mut s, d, id);
+            parse_count(cx, pe);
+            for k in 1..G::SEGS {
+                let key = G::seg_key(ts, sh, now, k, &mut s, d, rx, len);
+                let table = G::PRE.get(k).copied().flatten();
+                let id = table
+                    .and_then(|t| ts.tables.get(t as usize))
+                    .and_then(|t| t.lookup64(key));
+                o = G::seg_run(ts, sh, k, &mut s, d, id).0;
+            }
+            *nx = match o {
+                Some(o) => sent.next(cx, &mut b, o),
+                // The last segment always says (cannot happen).
+                None => {
+                    b.hdr.error = cx.error(P4Counter::Dropped);
+                    P4Next::Drop as u16
+                }
+            };
+        }
+    }
+    sent.count(cx);
+}
+
+/// The ids of the first `n` keys in table `table` (none when it has no table): four at a
+/// time into a DIR-24-8, so their cache misses overlap as in `ip4-lookup`, and, for a
+/// large table, a prefetch of each hit entry before the actions read it.
+#[inline(always)]
+fn lookup_batch(
+    ts: &ThreadState,
+    table: Option<u16>,
+    keys: &[u64],
+    ids: &mut [Option<u32>],
+    n: usize,
+) {
+    let Some(t) = table.and_then(|t| ts.tables.get(t as usize)) else {
+        return;
+    };
+    match t.lpm32() {
+        Some(l) => {
+            // The last chunk's keys past `n` are stale: looked up, never used.
+            for (o, c) in ids
+                .chunks_exact_mut(4)
+                .zip(keys.chunks_exact(4))
+                .take(n.div_ceil(4))
+            {
+                o.copy_from_slice(&l.lookup_x4([c[0], c[1], c[2], c[3]].map(|x| x as u32)));
+            }
+        }
+        None => {
+            for (o, &x) in ids.iter_mut().zip(&keys[..n]) {
+                *o = t.lookup64(x);
+            }
+        }
+    }
+    if t.len() >= SPLIT_ENTRIES {
+        // Entries of a large table miss the cache too: start loading the frame's.
+        for &id in &ids[..n] {
+            t.prefetch_entry(id);
+        }
+    }
+}
+
+/// Segment `k` of a generated program on the packets of `frame`, the state of the `i`th
+/// (buffer `bi`) at `sts[slot(i, bi)]`, the next arc of each into `nexts` (`next` when
+/// the pipeline continues past the segment).
+///
+/// Three passes: every packet's key of the segment's table (`seg_key`; the first segment
+/// parses here); the lookups ([`lookup_batch`]); then each packet's phase (`seg_run`) on
+/// its entry.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn seg_pass<G: crate::gen::rt::Generated>(
+    cx: &mut Cx,
+    ts: &mut ThreadState,
+    sh: &Shared,
+    now: u64,
+    k: usize,
+    sts: &mut [G::St],
+    slot: impl Fn(usize, BufIdx) -> usize,
+    frame: &[BufIdx],
+    nexts: &mut [u16],
+    next: Option<u16>,
+    sent: &mut Sent,
+) {
+    let arena = cx.arena();
+    let n = frame.len().min(FRAME_SIZE);
     let mut keys = [0u64; FRAME_SIZE];
-    for (i, (key, &bi)) in keys.iter_mut().zip(frame).enumerate() {
+    for (i, (key, &bi)) in keys.iter_mut().zip(&frame[..n]).enumerate() {
         if let Some(&a) = frame.get(i + 2) {
             arena.prefetch(a);
-            sluice_infra::prefetch(&sts[a.0 as usize]);
+            if let Some(s) = sts.get(slot(i + 2, a)) {
+                sluice_infra::prefetch(s);
+            }
         }
         // SAFETY: exclusive ownership of the frame's indices, one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
         let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-        let s = &mut sts[bi.0 as usize];
+        let s = &mut sts[slot(i, bi)];
         *key = G::seg_key(ts, sh, now, k, s, b.data_mut(), rx, len);
     }
     let mut ids = [None; FRAME_SIZE];
-    let table = G::PRE.get(k).copied().flatten();
-    if let Some(t) = table.and_then(|t| ts.tables.get(t as usize)) {
-        match t.lpm32() {
-            Some(l) => {
-                // The last chunk's keys past `n` are stale: looked up, never used.
-                for (o, c) in ids
-                    .chunks_exact_mut(4)
-                    .zip(keys.chunks_exact(4))
-                    .take(n.div_ceil(4))
-                {
-                    o.copy_from_slice(&l.lookup_x4([c[0], c[1], c[2], c[3]].map(|x| x as u32)));
-                }
-            }
-            None => {
-                for (o, &x) in ids.iter_mut().zip(&keys[..n]) {
-                    *o = t.lookup64(x);
-                }
-            }
-        }
-        if t.len() >= SPLIT_ENTRIES {
-            // Entries of a large table miss the cache too: start loading the frame's.
-            for &id in &ids[..n] {
-                t.prefetch_entry(id);
-            }
-        }
-    }
-    let mut sent = Sent::default();
-    for ((nx, &bi), &id) in nexts.iter_mut().zip(frame).zip(&ids) {
+    lookup_batch(ts, G::PRE.get(k).copied().flatten(), &keys, &mut ids, n);
+    for (i, ((nx, &bi), &id)) in nexts.iter_mut().zip(&frame[..n]).zip(&ids).enumerate() {
         // SAFETY: exclusive ownership of the frame's indices, one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
-        let s = &mut sts[bi.0 as usize];
+        let s = &mut sts[slot(i, bi)];
         let (o, pe) = G::seg_run(ts, sh, k, s, b.data_mut(), id);
         if k == 0 {
             parse_count(cx, pe);
@@ -626,7 +762,6 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
             }
         };
     }
-    sent.count(cx);
 }
 
 /// The forwarded and punted packets of a frame run by the vector executor or generated

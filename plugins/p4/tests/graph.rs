@@ -274,11 +274,11 @@ fn router_matches_native_fixed_cases() {
     }
 }
 
-/// Auto mode's cost model: with a few routes every frame runs in one node; with an
-/// `ipv4_lpm` of `node::SPLIT_ENTRIES` routes the frames take the split (the LPM segment
-/// looking its frame up in one batch), byte-identical to the native path either way.
+/// Auto mode's cost model: with a few routes every frame runs in one node, and with an
+/// `ipv4_lpm` of `node::SPLIT_ENTRIES` routes too (the single node batches the first
+/// table's lookups itself, `node::stage_pays`), byte-identical to the native path either way.
 #[test]
-fn auto_splits_only_at_a_large_table() {
+fn auto_splits_only_at_a_large_later_table() {
     let pkts = [
         (0x1401_0203, 64, false, 18, false),
         (0x1400_0a01, 2, false, 100, false),
@@ -286,20 +286,50 @@ fn auto_splits_only_at_a_large_table() {
         (0x1401_0203, 64, true, 18, false),  // bad checksum
         (0x1401_0203, 64, false, 18, true),  // not IPv4
     ];
-    let split = |show: &str| -> u64 {
+    let split_single = |show: &str| -> (u64, u64) {
         let l = show
             .lines()
             .find(|l| l.contains("auto: "))
             .expect("auto line");
-        l.split_whitespace().nth(1).unwrap().parse().unwrap()
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w[1].parse().unwrap(), w[4].parse().unwrap())
     };
     let (_, _, show) = compare_show(&[(0x1400_0000, 8)], &pkts, "auto");
-    assert_eq!(split(&show), 0, "{show}");
+    let (split, single) = split_single(&show);
+    assert!(split == 0 && single > 0, "{show}");
     let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
         .map(|i| (0x1400_0000 + (i << 8), 24))
         .collect();
     let (_, _, show) = compare_show(&big, &pkts, "auto");
-    assert!(split(&show) > 0, "{show}");
+    let (split, single) = split_single(&show);
+    assert!(split == 0 && single > 0, "{show}");
+}
+
+/// With a large first table the single node runs in stages (`node::frame_staged`: the
+/// group's parses and LPM lookups first, then each packet's rest): byte-identical to the
+/// native path over more packets than one stage holds.
+#[test]
+fn single_node_in_stages_matches_native() {
+    let pkts = [
+        (0x1401_0203, 64, false, 18, false),
+        (0x1400_0a01, 2, false, 100, false),
+        (0x2800_0001, 64, false, 18, false), // no route
+        (0x1401_0203, 64, true, 18, false),  // bad checksum
+        (0x1401_0203, 64, true, 0, false),   // truncated
+        (0x1401_0203, 64, false, 18, true),  // not IPv4
+        (0x140f_0001, 9, false, 1, false),
+    ];
+    let pkts: Vec<_> = pkts
+        .iter()
+        .cycle()
+        .take(3 * sluice_p4::node::STAGE + 5)
+        .copied()
+        .collect();
+    let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
+        .map(|i| (0x1400_0000 + (i << 8), 24))
+        .collect();
+    let (fwd, drop) = compare(&big, &pkts, "single");
+    assert!(fwd > sluice_p4::node::STAGE && drop > 0, "{fwd} {drop}");
 }
 
 /// The same traffic with each of PVPP's four optimisations off (and all four off), in

@@ -37,6 +37,8 @@ pub struct GenEntry {
     pub fingerprint: (u64, usize),
     /// The node's frame function, monomorphised for the program.
     pub frame: FrameFn,
+    /// The same in stages (`node::frame_staged`), batching each table's lookups.
+    pub staged: FrameFn,
     /// The whole pipeline on one packet (tests compare it with the interpreters).
     pub packet: PacketFn,
     /// Multi-node segments the generated code has (its ingress phases).
@@ -78,6 +80,7 @@ pub static ALL: &[GenEntry] = &[
         source: "plugins/p4/examples/router.p4",
         fingerprint: router::FINGERPRINT,
         frame: crate::node::frame_generated::<router::Prog>,
+        staged: crate::node::frame_staged::<router::Prog>,
         packet: <router::Prog as crate::gen::rt::Generated>::packet,
         segs: <router::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<router::Prog>,
@@ -89,6 +92,7 @@ pub static ALL: &[GenEntry] = &[
         source: "plugins/p4/examples/l2switch.p4",
         fingerprint: l2switch::FINGERPRINT,
         frame: crate::node::frame_generated::<l2switch::Prog>,
+        staged: crate::node::frame_staged::<l2switch::Prog>,
         packet: <l2switch::Prog as crate::gen::rt::Generated>::packet,
         segs: <l2switch::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<l2switch::Prog>,
@@ -100,6 +104,7 @@ pub static ALL: &[GenEntry] = &[
         source: "plugins/p4/examples/control_flow.p4",
         fingerprint: control_flow::FINGERPRINT,
         frame: crate::node::frame_generated::<control_flow::Prog>,
+        staged: crate::node::frame_staged::<control_flow::Prog>,
         packet: <control_flow::Prog as crate::gen::rt::Generated>::packet,
         segs: <control_flow::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<control_flow::Prog>,
@@ -111,6 +116,7 @@ pub static ALL: &[GenEntry] = &[
         source: "plugins/p4/examples/firewall.p4",
         fingerprint: firewall::FINGERPRINT,
         frame: crate::node::frame_generated::<firewall::Prog>,
+        staged: crate::node::frame_staged::<firewall::Prog>,
         packet: <firewall::Prog as crate::gen::rt::Generated>::packet,
         segs: <firewall::Prog as crate::gen::rt::Generated>::SEGS,
         segment: crate::node::frame_segment_generated::<firewall::Prog>,
