@@ -59,7 +59,7 @@ pub struct Opts {
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
-    /// count, or `stateful`.
+    /// count, `stateful` (one permit+reflect rule) or `stateful-<rules>`.
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
