@@ -59,7 +59,8 @@ pub struct Opts {
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
-    /// count, or `stateful`.
+    /// count, or `stateful`; memif: the case of that name (`64`, `1500`, `64 zc`, `64 s2m`,
+    /// `64 zc s2m`, ...).
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
