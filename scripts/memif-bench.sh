@@ -9,14 +9,16 @@
 #   testpmd-sluice     dpdk-testpmd net_memif server, txonly SIZE-byte frames      [CPU 0]
 #                      ==> B (slave) as above
 #   sluice-s2m-testpmd A (slave) ==> dpdk-testpmd net_memif server, rxonly       [CPU 1]
-#   vpp                the `sluice' pair with FD.io VPP as A and B (same CLI, copy mode,
-#                      both cross-connects set both ways as VPP's l2-output needs), from the
+#   vpp                the `sluice' pair with FD.io VPP as A and B (same CLI, the same
+#                      mode: VPP's slave B gets `no-zero-copy' in copy mode, VPP's default
+#                      zero-copy in zc mode; both cross-connects set both ways as VPP's
+#                      l2-output needs), from the
 #                      install at VPP_PREFIX (default /work/vpp/install); in the default
 #                      pairs when that install exists, else skipped with a reason
 # Modes (MEMIF_BENCH_MODES, default "copy"; "copy zc" alternates them within every run):
 # `zc' makes every Sluice slave `zero-copy' (with `buffers { shared }'): B's rx in `sluice'
-# and `testpmd-sluice', A's tx in `sluice-s2m' and `sluice-s2m-testpmd'. `sluice-testpmd'
-# has no Sluice slave and runs in copy mode only.
+# and `testpmd-sluice', A's tx in `sluice-s2m' and `sluice-s2m-testpmd', and VPP's B in
+# `vpp'. `sluice-testpmd' has no Sluice slave and runs in copy mode only.
 # Rates: Sluice's from `show interface` counter deltas over the window (rx packets of B; of A
 # tx packets = written into the ring, tx-error = dropped because the ring was full, their
 # sum = offered to memif1/0), testpmd's from `show port stats` (Rx-pps / Tx-pps
@@ -319,7 +321,10 @@ EOS
     exit 1
   fi
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
-  $x create interface memif id 0 socket-id 1 "$role" >/dev/null
+  # VPP's slave is zero-copy unless told `no-zero-copy' (its default): set as MODE says.
+  local zc=()
+  if [ "$role" = slave ] && [ "$MODE" = copy ]; then zc=(no-zero-copy); fi
+  $x create interface memif id 0 socket-id 1 "$role" "${zc[@]}" >/dev/null
   $x set interface state memif1/0 up
   $x set interface rx-mode memif1/0 polling
   if [ "$x" = va ]; then
@@ -413,7 +418,7 @@ for r in $(seq "$RUNS"); do
         vpp)
           if [ $have_vpp = 0 ]; then
             [ "$r" = 1 ] && echo "no VPP with the memif plugin at $VPP (VPP_PREFIX): vpp pair not measured"
-          elif [ "$MODE" = copy ]; then
+          else
             run_vpp "$r"
           fi
           ;;

@@ -2,7 +2,8 @@
 //! on pg0 (random deny rules the traffic does not match, then a permit-all, so every packet
 //! is classified against the whole list), against the 1-rule rate; and `stateful`: one
 //! `permit+reflect` rule, so after the first pass over the 4,096 flows every packet is
-//! admitted by its session (the session lookup instead of the classifier).
+//! admitted by its session (the session lookup instead of the classifier);
+//! `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect` one.
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -73,7 +74,7 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         out,
         "## IPv4 + input ACL, one core, 64-byte frames, every packet matched by the last rule \
          (`stateful`: one permit+reflect rule, every packet after its flow's first admitted by \
-         the flow's session)\n"
+         the flow's session; `stateful-<n>`: the n − 1 deny rules before it)\n"
     );
     let _ = writeln!(
         out,
@@ -91,15 +92,24 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let mut cases: Vec<(String, usize, bool)> =
         sizes.iter().map(|&n| (n.to_string(), n, false)).collect();
     cases.push(("stateful".into(), 1, true));
+    cases.extend(
+        sizes
+            .iter()
+            .filter(|&&n| n > 1)
+            .map(|&n| (format!("stateful-{n}"), n, true)),
+    );
     for (label, n, stateful) in cases {
-        // `--only <rules>|stateful`: that case alone (callgrind runs).
+        // `--only <rules>|stateful|stateful-<rules>`: that case alone (callgrind runs).
         if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
+        let text = rules(n, n as u64, near);
         let text = if stateful {
-            "permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0".to_string()
+            // The final permit-all reflects.
+            let (deny, last) = text.rsplit_once("permit").expect("a final permit");
+            format!("{deny}permit+reflect{last}")
         } else {
-            rules(n, n as u64, near)
+            text
         };
         let (mut vm, t) = crate::build(0);
         for c in [

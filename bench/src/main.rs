@@ -59,7 +59,8 @@ pub struct Opts {
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
-    /// count, or `stateful`.
+    /// count, `stateful` (one permit+reflect rule) or `stateful-<rules>`; memif: the case of
+    /// that name (`64`, `1500`, `64 zc`, `64 s2m`, `64 zc s2m`, ...).
     #[arg(long)]
     only: Option<String>,
     /// ip4: also run the 1-route case with counter features enabled on the `ip4-unicast`
@@ -129,6 +130,14 @@ impl Plugin for BenchPlugin {
 }
 
 pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
+    build_pool(
+        workers,
+        std::env::var_os("SLUICE_BENCH_SHARED_BUFFERS").is_some_and(|v| v == "1"),
+    )
+}
+
+/// [`build`] with the buffer data array shared (`buffers { shared }`) or not.
+pub(crate) fn build_pool(workers: usize, shared: bool) -> (Vlib, CommandTree<Vlib>) {
     let cpu = CpuConfig {
         main_core: Some(0),
         workers: (0..workers).map(|_| Some(1)).collect(),
@@ -137,8 +146,9 @@ pub(crate) fn build(workers: usize) -> (Vlib, CommandTree<Vlib>) {
         buffers: 16384,
         data_size: 2048,
         page_size: PageSize::Default,
-        // `buffers { shared }` (memfd-backed data array), to measure what it costs.
-        shared: std::env::var_os("SLUICE_BENCH_SHARED_BUFFERS").is_some_and(|v| v == "1"),
+        // `buffers { shared }` (memfd-backed data array): SLUICE_BENCH_SHARED_BUFFERS=1 to
+        // measure what it costs; memif zero-copy needs it.
+        shared,
     };
     let mut plugins = sluice_plugins::all();
     plugins.push(&BENCH_PLUGIN);
@@ -355,10 +365,41 @@ pub(crate) fn replay_path_from(
     replay_path_each(o, vm, t, pcap, source, node, path, name, &|_, _| {})
 }
 
+/// [`replay_path`] calling `after` once the runs are done, ahead of the leak check (e.g.
+/// to take down what holds buffers by design).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_path_then(
+    o: &Opts,
+    vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    path: &[&str],
+    name: &str,
+    after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+) -> PathResult {
+    replay_path_full(o, vm, t, pcap, "pg0", None, path, name, &|_, _| {}, after)
+}
+
 /// [`replay_path_from`] calling `before` ahead of each run (warm-up included), e.g. to
 /// flush learned state so every run starts from the same table.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_path_each(
+    o: &Opts,
+    vm: Vlib,
+    t: &CommandTree<Vlib>,
+    pcap: &std::path::Path,
+    source: &str,
+    node: Option<&str>,
+    path: &[&str],
+    name: &str,
+    before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+) -> PathResult {
+    replay_path_full(o, vm, t, pcap, source, node, path, name, before, &|_, _| {})
+}
+
+/// [`replay_path_each`] calling `after` once the runs are done, ahead of the leak check.
+#[allow(clippy::too_many_arguments)]
+fn replay_path_full(
     o: &Opts,
     mut vm: Vlib,
     t: &CommandTree<Vlib>,
@@ -368,6 +409,7 @@ pub(crate) fn replay_path_each(
     path: &[&str],
     name: &str,
     before: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
+    after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
 ) -> PathResult {
     let sink = vm.registry.find("pg-tx").expect("pg-tx");
     let packets = o.packets / 2;
@@ -412,6 +454,7 @@ pub(crate) fn replay_path_each(
         drops, 0,
         "{name}: packets dropped, the path is not what it claims"
     );
+    after(&mut vm, t);
     vm.stop_workers();
     assert_eq!(vm.pool.stats().in_use, 0, "benchmark leaked buffers");
     PathResult {

@@ -3,14 +3,18 @@
 //! runtime statistics (or callgrind) give `memif-tx` and `memif-input` their own clocks:
 //!
 //! pg0 -> ethernet-input -> l2-input (xconnect) -> interface-output -> memif-tx (memif1/0,
-//! master, copy mode) ==ring==> memif-input (memif2/0, slave) -> ethernet-input -> l2-input
-//! (xconnect) -> interface-output -> pg1 (pg-tx discards).
+//! master) ==ring==> memif-input (memif2/0, slave) -> ethernet-input -> l2-input
+//! (xconnect) -> interface-output -> pg1 (pg-tx discards); the `s2m` cases swap the roles
+//! (memif1/0 the slave), the `zc` cases make the slave `zero-copy` (on a shared buffer
+//! arena): its rx on M2S, its tx on S2M.
 //!
 //! The two-process pair (one core each) is `scripts/memif-bench.sh`; this one isolates the
 //! nodes' own cost without the second core's cache-line traffic. `ethernet-input`,
 //! `l2-input` and `interface-output` run twice per packet here (their clocks are per pass).
 
 use crate::{cli, write_pcap};
+use sluice_cli::CommandTree;
+use sluice_graph::Vlib;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -28,31 +32,79 @@ fn frames(size: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Runs the memif loop at 64 and 1500 bytes (`--only 64` or `--only 1500`: one of them).
+/// One case of the loop: frame size, and which end is the slave and whether it runs
+/// zero-copy.
+struct Case {
+    size: usize,
+    /// The sender (memif1/0) is the slave (S2M ring), else the master (M2S ring).
+    s2m: bool,
+    /// The slave is `zero-copy` (shared buffer arena): on M2S its rx, on S2M its tx.
+    zc: bool,
+}
+
+impl Case {
+    /// The case's name for `--only` and the table: `64`, `64 zc`, `64 s2m`, `64 zc s2m`.
+    fn name(&self) -> String {
+        let mut n = self.size.to_string();
+        if self.zc {
+            n.push_str(" zc");
+        }
+        if self.s2m {
+            n.push_str(" s2m");
+        }
+        n
+    }
+}
+
+/// Runs the memif loop at 64 and 1500 bytes, master -> slave and slave -> master, copy and
+/// zero-copy (`--only <case name>`: one of them, e.g. `--only 64` or `--only "64 zc s2m"`).
 pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = crate::inputs_dir(o, "sluice-bench-memif");
     let _ = writeln!(
         out,
-        "## memif loop in one process (copy mode, one core)\n\n| size | Mpps min | median | max | {} |\n|---|---|---|---|---|---|---|---|",
+        "## memif loop in one process (one core)\n\ncase: size, `zc` = the slave is zero-copy, `s2m` = the slave sends (else the master)\n\n| case | Mpps min | median | max | {} |\n|---|---|---|---|---|---|---|---|",
         PATH.join(" | ")
     );
-    for size in [64usize, 1500] {
-        if o.only.as_ref().is_some_and(|w| *w != size.to_string()) {
+    let mut cases = Vec::new();
+    for s2m in [false, true] {
+        for zc in [false, true] {
+            for size in [64usize, 1500] {
+                cases.push(Case { size, s2m, zc });
+            }
+        }
+    }
+    for c in cases {
+        let name = c.name();
+        if o.only.as_ref().is_some_and(|w| *w != name) {
             continue;
         }
-        let (mut vm, t) = crate::build(0);
-        let sock = dir.join(format!("m{size}.sock"));
+        let size = c.size;
+        let tag = name.replace(' ', "-");
+        let (mut vm, t) = crate::build_pool(0, c.zc);
+        let sock = dir.join(format!("m{tag}.sock"));
         // The same socket under a second name (a symlink): one instance refuses two socket
         // ids with one file name, and the slave's connect follows the link.
-        let link = dir.join(format!("m{size}-link.sock"));
+        let link = dir.join(format!("m{tag}-link.sock"));
         let _ = std::os::unix::fs::symlink(&sock, &link);
-        for c in [
+        let zc = if c.zc { " zero-copy" } else { "" };
+        // memif1/0 sends, memif2/0 receives; the socket's listener is the master.
+        let (r1, r2) = if c.s2m {
+            (format!("slave{zc}"), "master".to_string())
+        } else {
+            ("master".to_string(), format!("slave{zc}"))
+        };
+        let (s1, s2) = if c.s2m {
+            (&link, &sock)
+        } else {
+            (&sock, &link)
+        };
+        for cmd in [
             "create packet-generator interface pg0".to_string(),
             "create packet-generator interface pg1".to_string(),
-            format!("create memif socket id 1 filename {}", sock.display()),
-            format!("create memif socket id 2 filename {}", link.display()),
-            "create interface memif id 0 socket-id 1 master ring-size 1024".to_string(),
-            "create interface memif id 0 socket-id 2 slave ring-size 1024".to_string(),
+            format!("create memif socket id 1 filename {}", s1.display()),
+            format!("create memif socket id 2 filename {}", s2.display()),
+            format!("create interface memif id 0 socket-id 1 {r1} ring-size 1024"),
+            format!("create interface memif id 0 socket-id 2 {r2} ring-size 1024"),
             "set interface state pg0 up".to_string(),
             "set interface state pg1 up".to_string(),
             "set interface state memif1/0 up".to_string(),
@@ -60,7 +112,7 @@ pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             "set interface l2 xconnect pg0 memif1/0".to_string(),
             "set interface l2 xconnect memif2/0 pg1".to_string(),
         ] {
-            cli(&mut vm, &t, &c);
+            cli(&mut vm, &t, &cmd);
         }
         let t0 = Instant::now();
         loop {
@@ -75,21 +127,36 @@ pub fn bench_memif(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        let pcap = dir.join(format!("memif-{size}.pcap"));
+        let pcap = dir.join(format!("memif-{tag}.pcap"));
         write_pcap(&pcap, &frames(size));
-        let r = crate::replay_path(o, vm, &t, &pcap, None, &PATH, "memif");
+        // A zero-copy slave keeps its buffers in the rings while connected: take the
+        // interfaces down and let the nodes drop the connections before the leak check.
+        let down = |vm: &mut Vlib, t: &CommandTree<Vlib>| {
+            for i in ["memif1/0", "memif2/0"] {
+                cli(vm, t, &format!("delete interface memif {i}"));
+            }
+            for _ in 0..100 {
+                vm.run_main_once();
+            }
+        };
+        let r = crate::replay_path_then(o, vm, &t, &pcap, &PATH, "memif", &down);
         let (a, m, b) = r.mpps;
         let _ = writeln!(
             out,
-            "| {size} | {a:.2} | {m:.2} | {b:.2} | {} |",
+            "| {name} | {a:.2} | {m:.2} | {b:.2} | {} |",
             r.node_clocks
                 .iter()
                 .map(|c| format!("{:.1}", c.1))
                 .collect::<Vec<_>>()
                 .join(" | ")
         );
+        let key = if c.s2m || c.zc {
+            format!("memif_loop_{}", tag.replace('-', "_"))
+        } else {
+            format!("memif_loop_{size}")
+        };
         json.push(format!(
-            "\"memif_loop_{size}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"nodes\": {}}}",
+            "\"{key}\": {{\"mpps\": [{a:.3}, {m:.3}, {b:.3}], \"nodes\": {}}}",
             crate::nodes_json(&r.node_clocks)
         ));
     }

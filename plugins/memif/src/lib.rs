@@ -88,8 +88,11 @@ impl Queue {
             return false;
         }
         for j in 0..consumed {
-            let v = self.shadow[(last.wrapping_add(j) & mask) as usize].swap(0, Ordering::Relaxed);
+            // The caller holds the queue lock: a load and a store, not an atomic swap.
+            let s = &self.shadow[(last.wrapping_add(j) & mask) as usize];
+            let v = s.load(Ordering::Relaxed);
             if v != 0 {
+                s.store(0, Ordering::Relaxed);
                 out.push(BufIdx(v - 1));
             }
         }

@@ -675,7 +675,31 @@ impl MemifInput {
         let (mut bytes, mut bad) = (0u64, 0u64);
         let mut traced = cx.trace_budget();
         let ip6 = self.view.sh.ip6_next.get().copied();
+        // Ethernet mode, nothing traced: whole single-descriptor packets in one pass.
+        let plain = sh.mode != Mode::Ip && traced == 0;
         while self.out.len() < FRAME_SIZE && n_slots > 0 {
+            if plain {
+                let at = self.out.len();
+                let max = (FRAME_SIZE - at).min(n_slots as usize);
+                self.out.resize(at + max, BufIdx(0));
+                let (got, b) = rx_zc_single(
+                    ring,
+                    &q.shadow,
+                    cur,
+                    pool,
+                    sh.sw_if_index,
+                    &mut self.out[at..],
+                );
+                self.out.truncate(at + got);
+                self.nexts.resize(at + got, RxNext::Eth as u16);
+                bytes += b;
+                cur = cur.wrapping_add(got as u16);
+                n_slots -= got as u16;
+                if got == max {
+                    continue;
+                }
+            }
+            // A chain, a bad slot, or (not plain) any packet: one at a time.
             // How many descriptors the packet spans (published whole by the master).
             let mut k: u16 = 0;
             let complete = loop {
@@ -796,6 +820,118 @@ impl MemifInput {
             ring.set_head(head.wrapping_add(filled));
         }
     }
+}
+
+/// Zero-copy slave rx fast path: takes the packets from slot `cur` on (at most `out.len()`)
+/// while each is one descriptor of 1..=data size bytes in a slot we handed a buffer out for:
+/// the buffer (from the shadow array, never from the descriptor) gets its length and
+/// `rx_if` and goes to `out`. Returns (packets, bytes); the slot it stops at is the general
+/// path's. Kept out of line so that its loop has the registers to itself.
+#[inline(never)]
+fn rx_zc_single(
+    ring: Ring,
+    shadow: &[std::sync::atomic::AtomicU32],
+    cur: u16,
+    pool: &BufferPool,
+    sw: u32,
+    out: &mut [BufIdx],
+) -> (usize, u64) {
+    let arena = pool.arena();
+    let ds = pool.data_size();
+    let mask = (ring.size() - 1) as usize;
+    let mut bytes = 0u64;
+    for (i, o) in out.iter_mut().enumerate() {
+        let slot = cur.wrapping_add(i as u16);
+        // The header of a buffer a few slots on (last touched when it was handed out).
+        let ahead = shadow[(slot.wrapping_add(4) as usize) & mask].load(Ordering::Relaxed);
+        arena.prefetch_header(BufIdx(ahead.wrapping_sub(1)));
+        let d = ring.desc(slot);
+        let len = d.length;
+        let s = &shadow[slot as usize & mask];
+        let b = s.load(Ordering::Relaxed);
+        // One compare for 1..=ds (0 wraps to the top); a slot never handed out holds 0.
+        if d.flags & DESC_FLAG_NEXT != 0 || len.wrapping_sub(1) as usize >= ds || b == 0 {
+            return (i, bytes);
+        }
+        // Taken out of the ring (the queue lock is held: a plain store will do).
+        s.store(0, Ordering::Relaxed);
+        let b = BufIdx(b - 1);
+        // SAFETY: `b` came out of the shadow array, so this node owns it (and it is a buffer
+        // of the pool: only pool buffers are put there); no other view of it exists. Its
+        // header was reset when it was handed out and nobody else writes it: the peer writes
+        // packet bytes only.
+        let h = unsafe { arena.header_mut(b) };
+        h.current_data = 0;
+        h.current_length = len as u16;
+        h.rx_if = sw;
+        *o = b;
+        bytes += len as u64;
+    }
+    (out.len(), bytes)
+}
+
+/// Zero-copy slave tx fast path of [`tx_ring_zc`]: while a slot is free and the packet at the
+/// start of `bufs` is one non-empty buffer, writes one descriptor pointing at its bytes in
+/// region 1 (the data array; ip mode skips `l2` bytes) and keeps the buffer in the slot's
+/// shadow entry. Returns how many; the packet it stops at (if any) is the caller's.
+#[inline(never)]
+fn tx_zc_single(
+    pool: &BufferPool,
+    ring: Ring,
+    shadow: &[std::sync::atomic::AtomicU32],
+    l2: usize,
+    bufs: &[BufIdx],
+    slot: &mut u16,
+    free: &mut u16,
+) -> usize {
+    let arena = pool.arena();
+    let stride = pool.stride();
+    // A buffer's packet bytes lie in its first `end` bytes (headroom + data area).
+    let end = HEADROOM + pool.data_size();
+    let mask = (ring.size() - 1) as usize;
+    let n = bufs.len().min(*free as usize);
+    let mut s = *slot;
+    let mut i = 0;
+    while i < n {
+        let b = bufs[i];
+        if let Some(&nb) = bufs.get(i + 4) {
+            arena.prefetch_header(nb);
+        }
+        // SAFETY: the frame's buffers are owned by this node; read-only header access.
+        let h = unsafe { arena.header(b) };
+        if h.flags & flags::NEXT_PRESENT != 0 {
+            break;
+        }
+        // The packet's start in the buffer (a negative current_data below the headroom wraps
+        // to a huge start and fails the check).
+        let start = (HEADROOM as isize + h.current_data as isize) as usize;
+        let blen = h.current_length as usize;
+        if start > end || blen > end - start {
+            break;
+        }
+        let skip = if blen >= l2 { l2 } else { 0 };
+        let len = blen - skip;
+        if len == 0 {
+            break;
+        }
+        ring.set_desc(
+            s,
+            Desc {
+                flags: 0,
+                region: 1,
+                length: len as u32,
+                // The arena is at most 4 GiB (checked when zero-copy is configured).
+                offset: (b.0 as usize * stride + start + skip) as u32,
+                metadata: 0,
+            },
+        );
+        shadow[s as usize & mask].store(b.0 + 1, Ordering::Relaxed);
+        s = s.wrapping_add(1);
+        i += 1;
+    }
+    *slot = s;
+    *free -= i as u16;
+    i
 }
 
 /// Copies `n` bytes from `src` to `dst` in 64-byte blocks (rounded up, so up to 63 bytes
@@ -1478,11 +1614,22 @@ fn tx_ring_zc(
     let mut lost = 0u64;
     // A descriptor points at the bytes in region 1, the pool's data array.
     let at = |x, v: &Buffer<'_>, skip| pool.data_offset(x).unwrap_or(0) + v.headroom() + skip;
-    for (i, &b) in bufs.iter().enumerate() {
+    // ip mode carries no L2 header: the one the IPv4 rewrite added is skipped.
+    let l2 = if mode == Mode::Ip { 14 } else { 0 };
+    let mut i = 0;
+    while i < bufs.len() {
+        let n = tx_zc_single(pool, ring, &q.shadow, l2, &bufs[i..], &mut slot, &mut free);
+        sent += n;
+        i += n;
+        let Some(&b) = bufs.get(i) else {
+            break;
+        };
+        // A chain, an empty packet, or a full ring: one at a time.
         let Some((ns, _)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
             fails[TxCounter::TooLong as usize] += 1;
             lost += sluice_vnet::devices::total_bytes(pool, &[b]);
             done.push(b);
+            i += 1;
             continue;
         };
         if ns > free as usize {
@@ -1510,6 +1657,7 @@ fn tx_ring_zc(
             free -= 1;
         }
         sent += 1;
+        i += 1;
     }
     if sent > 0 {
         ring.set_head(slot);
