@@ -129,7 +129,6 @@ pub struct Session {
     pub pkts: u64,
     /// Bytes in both directions.
     pub bytes: u64,
-    keys: [u64; 2],
     /// The checksum deltas of each flow's rewrite.
     deltas: [Deltas; 2],
 }
@@ -156,7 +155,6 @@ impl Session {
             next: None,
             pkts: 0,
             bytes: 0,
-            keys: [0; 2],
             deltas: [Deltas::new(i2o.key, i2o.rw), Deltas::new(o2i.key, o2i.rw)],
         }
     }
@@ -397,6 +395,17 @@ impl Table {
         self.creations
     }
 
+    /// The table keys of a session's inside and outside flows (computed again when it is
+    /// freed rather than stored: 16 bytes less per session for about 20 instructions).
+    #[inline]
+    fn digests(&self, s: &Session) -> [u64; 2] {
+        let fib_o = if s.o2i.side == Side::In { s.fib } else { 0 };
+        [
+            self.digest(s.i2o.side, &s.i2o.key, s.fib),
+            self.digest(s.o2i.side, &s.o2i.key, fib_o),
+        ]
+    }
+
     /// Whether no flow has the key (`side`, `t`, `fib`): a port is allocated only if the
     /// outside flow it would make is free, so no live tuple is ever reused.
     #[inline]
@@ -415,9 +424,7 @@ impl Table {
         if self.sessions.len() >= self.max && self.expire(e, now, t, 1) == 0 {
             return Err(CreateError::Full);
         }
-        let fib_o = if s.o2i.side == Side::In { s.fib } else { 0 };
-        let k0 = self.digest(s.i2o.side, &s.i2o.key, s.fib);
-        let k1 = self.digest(s.o2i.side, &s.o2i.key, fib_o);
+        let [k0, k1] = self.digests(&s);
         if k0 == k1 || self.keys.get(k0).is_some() || self.keys.get(k1).is_some() {
             return Err(CreateError::Collision);
         }
@@ -432,9 +439,6 @@ impl Table {
             self.sessions.remove(i);
             return Err(CreateError::Full);
         }
-        if let Some(x) = self.sessions.get_mut(i) {
-            x.keys = [k0, k1];
-        }
         self.link_tail(i, class);
         self.stats.created += 1;
         self.creations += 1;
@@ -446,8 +450,9 @@ impl Table {
         let class = self.sessions.get(i)?.class;
         self.unlink(i, class);
         let s = self.sessions.remove(i)?;
-        self.keys.remove(e, s.keys[0]);
-        self.keys.remove(e, s.keys[1]);
+        let [k0, k1] = self.digests(&s);
+        self.keys.remove(e, k0);
+        self.keys.remove(e, k1);
         self.generation += 1;
         Some(s)
     }
