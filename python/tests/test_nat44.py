@@ -125,6 +125,21 @@ class TestNat44(NatTest):
         self.assert_counters({c(O2I, TRANSLATED): 3})
         assert self.total_sessions() == 3
 
+    def test_many_new_flows_within_one_frame(self):
+        """40 new flows in one frame, three of them repeated later in the frame (a batched
+        miss must be looked up again once the frame created a session): one session per
+        flow, and a repeat gets its flow's translation."""
+        sports = list(range(5000, 5040))
+        order = sports[:10] + [5003] + sports[10:] + [5038, 5001]
+        rx = self.send_and_expect(self.pg0, [self.in_udp(sport=p) for p in order], self.pg1)
+        assert all(r[IP].src == POOL for r in rx)
+        got = {}
+        for p, r in zip(order, rx):
+            assert got.setdefault(p, r[UDP].sport) == r[UDP].sport, p
+        assert len(set(got.values())) == len(sports)
+        self.assert_counters({c(I2O, TRANSLATED): len(order), c(I2O, CREATED): len(sports)})
+        assert self.total_sessions() == len(sports)
+
     def test_udp_without_checksum(self):
         p = self.in_udp()
         p[UDP].chksum = 0

@@ -81,7 +81,8 @@
 //! SipHash is the conservative choice for tables fed by untrusted packets.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
-//! a secret-keyed hash (NAT sessions store [`WideKeyHash`] digests of their 5-tuples): it
+//! a secret-keyed hash (ACL sessions store [`WideKeyHash`] digests of their 5-tuples, NAT
+//! sessions the cheaper [`FoldedKeyHash`] ones): it
 //! spreads them with one multiply by a fresh odd key per array instead of hashing them again
 //! (an attacker cannot aim digests it cannot compute).
 //!
@@ -252,6 +253,52 @@ impl WideKeyHash {
             sip_round(&mut v);
         }
         v[0] ^ v[1] ^ v[2] ^ v[3]
+    }
+}
+
+/// The 128-bit product of `x` and `y` with its halves xored (one `mul` on x86-64, `mul` and
+/// `umulh` on aarch64): every output bit depends on every input bit.
+#[inline(always)]
+fn folded_multiply(x: u64, y: u64) -> u64 {
+    let p = x as u128 * y as u128;
+    p as u64 ^ (p >> 64) as u64
+}
+
+/// A keyed hash of 16-byte keys into 64 bits for the same use as [`WideKeyHash`], about a
+/// tenth of its instructions: each word xored with a secret random key, the folded 128-bit
+/// product of the two ([`folded_multiply`]), then a second keyed fold that spreads it. No
+/// linear step precedes the multiply, so, unlike a CRC (whose collisions do not depend on
+/// its seed), two colliding keys cannot be found without the key; but it has no
+/// cryptanalysis behind it as SipHash has. Tables that store the digest as the key (NAT44
+/// sessions) refuse a second live key with the same digest: with this hash an attacker who
+/// could learn the key could block a tuple he can predict, nothing more (every hit is
+/// confirmed against the full key).
+#[derive(Clone, Copy, Debug)]
+pub struct FoldedKeyHash {
+    k: [u64; 4],
+}
+
+impl Default for FoldedKeyHash {
+    fn default() -> Self {
+        FoldedKeyHash::new()
+    }
+}
+
+impl FoldedKeyHash {
+    /// A hasher with a fresh random key.
+    pub fn new() -> FoldedKeyHash {
+        let (k0, k1) = fresh_key();
+        let (k2, k3) = fresh_key();
+        FoldedKeyHash {
+            k: [k0, k1, k2, k3 | 1],
+        }
+    }
+
+    /// The digest of the 16-byte key `(a, b)`.
+    #[inline(always)]
+    pub fn hash(&self, a: u64, b: u64) -> u64 {
+        let h = folded_multiply(a ^ self.k[0], b ^ self.k[1]);
+        folded_multiply(h ^ self.k[2], self.k[3])
     }
 }
 
@@ -981,6 +1028,35 @@ mod tests {
         let h = WideKeyHash::new();
         assert_ne!(h.hash(1, 2), h.hash(2, 1));
         assert_ne!(h.hash(1, 2), WideKeyHash::new().hash(1, 2));
+    }
+
+    #[test]
+    fn folded_key_hash_spreads_and_depends_on_everything() {
+        let h = FoldedKeyHash::new();
+        // Both words count, in order; fresh hashers have different keys.
+        assert_ne!(h.hash(1, 2), h.hash(2, 1));
+        assert_ne!(h.hash(1, 2), FoldedKeyHash::new().hash(1, 2));
+        // Every single-bit change of a key changes the digest, and flips about half of its
+        // bits on average (no bit of the key is lost or stays local).
+        let mut flips = 0u32;
+        for i in 0..128u32 {
+            let (a, b) = (mix(u64::from(i)), mix(u64::from(i) + 500));
+            let (a2, b2) = if i < 64 {
+                (a ^ 1 << i, b)
+            } else {
+                (a, b ^ 1 << (i - 64))
+            };
+            let d = h.hash(a, b) ^ h.hash(a2, b2);
+            assert_ne!(d, 0, "bit {i}");
+            flips += d.count_ones();
+        }
+        let mean = f64::from(flips) / 128.0;
+        assert!((24.0..40.0).contains(&mean), "mean bit flips {mean}");
+        // No collision among 100k tuple-like keys (neighbouring ports and addresses).
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..100_000u64 {
+            assert!(seen.insert(h.hash(0x0a00_0010_1400_0000 + ((i % 16) << 32) + i, i / 16)));
+        }
     }
 
     #[test]

@@ -286,13 +286,13 @@ impl Pc<'_> {
         let Some(s) = self.table.get_mut(i) else {
             return drop_pkt(cx, b, NatCounter::NoTranslation);
         };
-        let rw = s.flow(which).rw;
+        let (rw, dl) = (s.flow(which).rw, s.deltas(which));
         let class = if t.proto == proto::TCP {
             tcp_update(&mut s.tcp, which == 0, flags_of(kind))
         } else {
             s.class
         };
-        packet::translate(b.data_mut(), l4, kind, t, rw);
+        packet::translate(b.data_mut(), l4, kind, t, rw, dl);
         self.table.touch(i, self.now, len, class);
         cx.count(NatCounter::Translated, 1);
         if b.hdr.is_traced() {
@@ -789,7 +789,7 @@ impl NodeFn for NatNode {
                 }
             };
         }
-        let (gen, created) = (w.table.generation(), w.table.stats.created);
+        let (gen, creations) = (w.table.generation(), w.table.creations());
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -814,7 +814,7 @@ impl NodeFn for NatNode {
             let found = cand.map(|c| {
                 let h = match c.probe {
                     Probe::Hit(si, which) if pc.table.generation() == gen => Some((si, which)),
-                    Probe::Miss if pc.table.stats.created == created => None,
+                    Probe::Miss if pc.table.creations() == creations => None,
                     _ => pc.lookup(side, &c.t, c.fib),
                 };
                 (c, h)

@@ -164,22 +164,32 @@ pub fn ip4_addrs(d: &[u8]) -> Option<(u32, u32)> {
 
 /// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
 pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
-    let ihl = (*d.first().ok_or(Bad::Truncated)? as usize & 0x0f) * 4;
-    let frag = be16(d, 6).ok_or(Bad::Truncated)?;
-    if frag & 0x1fff != 0 {
+    // The fixed IPv4 header as one array (ip4-input checked its length; kept safe): one
+    // bounds check for every field.
+    let h = d.first_chunk::<20>().ok_or(Bad::Truncated)?;
+    let ihl = (h[0] as usize & 0x0f) * 4;
+    if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
         return Err(Bad::NonFirstFragment);
     }
-    let p = *d.get(9).ok_or(Bad::Truncated)?;
-    let (src, dst) = ip4_addrs(d).ok_or(Bad::Truncated)?;
+    let p = h[9];
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
     let l4 = ihl;
+    if ihl < 20 {
+        return Err(Bad::Truncated);
+    }
     match p {
         proto::TCP | proto::UDP => {
-            let min = if p == proto::TCP { 20 } else { 8 };
-            if d.len() < l4 + min || ihl < 20 {
+            let tcp = p == proto::TCP;
+            let min = if tcp { 20 } else { 8 };
+            let Some(l) = d.get(l4..l4 + min) else {
                 return Err(Bad::Truncated);
-            }
-            let kind = if p == proto::TCP {
-                L4::Tcp(d[l4 + 13])
+            };
+            let Some(l) = l.first_chunk::<8>() else {
+                return Err(Bad::Truncated);
+            };
+            let kind = if tcp {
+                L4::Tcp(d.get(l4 + 13).copied().ok_or(Bad::Truncated)?)
             } else {
                 L4::Udp
             };
@@ -187,8 +197,8 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
                 t: Tuple {
                     src,
                     dst,
-                    sport: be16(d, l4).ok_or(Bad::Truncated)?,
-                    dport: be16(d, l4 + 2).ok_or(Bad::Truncated)?,
+                    sport: u16::from_be_bytes([l[0], l[1]]),
+                    dport: u16::from_be_bytes([l[2], l[3]]),
                     proto: p,
                 },
                 l4,
@@ -196,7 +206,7 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
             })
         }
         proto::ICMP => {
-            if d.len() < l4 + 8 || ihl < 20 {
+            if d.len() < l4 + 8 {
                 return Err(Bad::Truncated);
             }
             let ty = d[l4];
@@ -311,11 +321,47 @@ fn rewrite_ip(d: &mut [u8], ip: usize, src: u32, dst: u32) -> (u32, u32, u16, u1
     (os, od, oc, c)
 }
 
+/// The checksum changes of rewriting a packet with tuple `old` to tuple `new`: the RFC 1624
+/// eqn. 3 terms of the changed words, summed and folded once per flow (a session keeps one
+/// per flow), so a packet's translation only adds them.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deltas {
+    /// The IPv4 header checksum's (the addresses).
+    ip: u16,
+    /// The TCP/UDP checksum's (addresses of the pseudo-header and ports).
+    l4: u16,
+    /// Whether an address changes (the IPv4 header is left alone otherwise).
+    addrs: bool,
+}
+
+impl Deltas {
+    /// The deltas of rewriting `old` to `new`.
+    pub fn new(old: Tuple, new: Tuple) -> Deltas {
+        let ip = delta32(old.src, new.src) + delta32(old.dst, new.dst);
+        let l4 = ip + delta16(old.sport, new.sport) + delta16(old.dport, new.dport);
+        Deltas {
+            ip: fold(ip),
+            l4: fold(l4),
+            addrs: old.src != new.src || old.dst != new.dst,
+        }
+    }
+}
+
+/// Folds a sum of 16-bit terms (less than 2^32) into 16 bits, ones' complement.
+#[inline(always)]
+fn fold(a: u64) -> u16 {
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
+}
+
 /// Rewrites a TCP, UDP or ICMP echo packet from tuple `old` to tuple `new` (addresses,
-/// ports or identifier) and updates the IPv4, TCP/UDP or ICMP checksums incrementally. The
+/// ports or identifier) and updates the IPv4, TCP/UDP or ICMP checksums incrementally. `dl`
+/// must be `Deltas::new(old, new)` (TCP and UDP add it instead of summing the changes). The
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
 /// still right because only the changed words enter it.
-pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
+pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
+    debug_assert_eq!(dl, Deltas::new(old, new));
     match kind {
         L4::Tcp(_) | L4::Udp => {
             let udp = matches!(kind, L4::Udp);
@@ -329,19 +375,13 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
             let Some(l) = rest.get_mut(..co + 2) else {
                 return;
             };
-            let rd32 =
-                |b: &[u8; 20], o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-            let (os, od) = (rd32(ip, 12), rd32(ip, 16));
-            // One delta per checksum, folded once (RFC 1624 eqn. 3 over all the changed
-            // words at once: the same sum as applying them one by one).
-            let (sc, dc) = (os != new.src, od != new.dst);
-            if sc || dc {
-                let ipd = if sc { delta32(os, new.src) } else { 0 }
-                    + if dc { delta32(od, new.dst) } else { 0 };
+            // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over
+            // all the changed words at once: the same sum as applying them one by one).
+            if dl.addrs {
                 ip[12..16].copy_from_slice(&new.src.to_be_bytes());
                 ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
                 let c = u16::from_be_bytes([ip[10], ip[11]]);
-                ip[10..12].copy_from_slice(&apply_delta(c, ipd).to_be_bytes());
+                ip[10..12].copy_from_slice(&apply_delta(c, dl.ip.into()).to_be_bytes());
             }
             l[0..2].copy_from_slice(&new.sport.to_be_bytes());
             l[2..4].copy_from_slice(&new.dport.to_be_bytes());
@@ -350,11 +390,7 @@ pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
                 // RFC 768: no checksum.
                 return;
             }
-            let l4d = delta32(old.src, new.src)
-                + delta32(old.dst, new.dst)
-                + delta16(old.sport, new.sport)
-                + delta16(old.dport, new.dport);
-            let mut c = apply_delta(c0, l4d);
+            let mut c = apply_delta(c0, dl.l4.into());
             if udp && c == 0 {
                 c = 0xffff;
             }
@@ -579,7 +615,7 @@ mod tests {
                 sport: 1025,
                 ..t
             };
-            translate(&mut d, l4, kind, t, new);
+            translate(&mut d, l4, kind, t, new, Deltas::new(t, new));
             assert_eq!(internet_checksum(&d[..20]), 0, "ip checksum");
             assert_eq!(l4_sum(&d), 0, "l4 checksum at {off}");
             let Ok(Parsed::Flow { t: t2, .. }) = parse(&d) else {
@@ -597,7 +633,7 @@ mod tests {
             sport: 4000,
             ..t
         };
-        translate(&mut d, l4, kind, t, new);
+        translate(&mut d, l4, kind, t, new, Deltas::new(t, new));
         assert_eq!(internet_checksum(&d[20..]), 0);
         assert_eq!(u16::from_be_bytes([d[24], d[25]]), 4000);
         let r = echo([8, 8, 8, 8], [192, 0, 2, 1], ICMP_ECHO_REPLY, 4000);
@@ -615,7 +651,8 @@ mod tests {
         let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
             panic!()
         };
-        translate(&mut d, l4, kind, t, Tuple { sport: 9, ..t });
+        let new = Tuple { sport: 9, ..t };
+        translate(&mut d, l4, kind, t, new, Deltas::new(t, new));
         assert_eq!(&d[26..28], &[0, 0]);
         assert_eq!(&d[20..22], &9u16.to_be_bytes());
     }
