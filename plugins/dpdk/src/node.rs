@@ -16,8 +16,9 @@
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
 //! - next: `ethernet-input` for every packet.
 //! - counters: `no_buffers` (error: Sluice buffer pool exhausted; the packet is dropped and
-//!   counted as the interface's `rx-miss`), `too_long` (error: longer than 64 KiB or its
-//!   chain could not be allocated).
+//!   counted as the interface's `rx-miss`), `too_long` (error: longer than 64 KiB, its
+//!   chain could not be allocated, or its mbuf's segments do not lie in their buffers or do
+//!   not add up to its length: the device's lengths are checked, never trusted).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
 //! - rx mode: polling only (`set interface rx-mode` refuses interrupt and adaptive: the
 //!   plugin enables no rx interrupts); `set interface rx-placement` moves queues.
@@ -80,8 +81,8 @@ sluice_graph::counters! {
     pub enum RxCounter {
         /// No Sluice buffer for a packet.
         NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
-        /// Too long, or its chain could not be allocated.
-        TooLong => error("too_long", "packet longer than 64 KiB or its buffer chain"),
+        /// Too long, its chain could not be allocated, or its mbuf's lengths are false.
+        TooLong => error("too_long", "packet longer than 64 KiB, its buffer chain or its mbuf"),
     }
 }
 
@@ -315,6 +316,12 @@ impl DpdkInput {
                 c += 1;
                 if j >= got {
                     continue; // no buffer: counted as rx-miss
+                }
+                if self.rx.len[i] == sys::RX_BAD {
+                    // Its data is not where the device says: dropped unread.
+                    long += 1;
+                    cx.free(&[fresh[j]]);
+                    continue;
                 }
                 if len > cap {
                     if !self.chain_rest(cx, api, cm[j], fresh[j], cap, len) {

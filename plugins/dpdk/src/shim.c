@@ -629,12 +629,31 @@ void sd_pool_fill(struct rte_mempool *mp, const uint8_t *bytes, const uint16_t *
  * return at most per call. */
 #define SD_BURST 32
 
+/* Whether packet m's segments lie within their buffers and add up to its length: what a
+ * device claims (data_off, data_len, pkt_len, nb_segs) is checked before anything reads the
+ * packet (net_null,size=4000 claims 4000 bytes in a 2048-byte buffer). */
+static int mbuf_sane(const struct rte_mbuf *m)
+{
+    uint32_t sum = 0;
+    uint16_t segs = 0;
+    for (const struct rte_mbuf *s = m; s; s = s->next) {
+        if ((uint32_t)s->data_off + s->data_len > s->buf_len || segs == m->nb_segs)
+            return 0;
+        segs++;
+        sum += s->data_len;
+    }
+    return segs == m->nb_segs && sum == m->pkt_len;
+}
+
 /* Receives up to `n` packets into m[] (bursts of SD_BURST while the queue fills them). For
  * packet i, idx[i] is the Sluice buffer holding it (zero copy: the mbuf goes with it and is
  * not freed), its first byte `off[i]` bytes after the buffer's data area (negative: in the
  * headroom), `len[i]` bytes long; or idx[i] is UINT32_MAX (not a single-segment, direct,
- * unshared mbuf of `sluice_zc`): the caller copies it (sd_rx_copy) and frees the mbuf, `len[i]`
- * being the whole packet's length. `*ncopy` says how many are to be copied. */
+ * unshared mbuf of `sluice_zc` whose data lies in its buffer): the caller copies it
+ * (sd_rx_copy) and frees the mbuf, `len[i]` being the whole packet's length, or UINT32_MAX
+ * when the packet's segments do not lie in their buffers or do not add up to its length
+ * (mbuf_sane): the caller drops it (counted) without reading it. `*ncopy` says how many are
+ * not zero copy. */
 uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint32_t *idx,
                int16_t *off, uint32_t *len, uint16_t *ncopy)
 {
@@ -652,14 +671,18 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
         uint64_t w; /* data_off, refcnt, nb_segs, port */
         memcpy(&w, &s->data_off, sizeof(w));
         len[i] = s->pkt_len;
-        /* Direct (no indirect or external buffer), refcnt 1 and one segment. */
+        /* Direct (no indirect or external buffer), refcnt 1, one segment, and its data in
+         * its buffer: what the device says is not trusted further than the buffer. */
         if (likely(s->pool == mp && (uint32_t)(w >> 16) == 0x00010001u &&
-                   RTE_MBUF_DIRECT(s))) {
+                   RTE_MBUF_DIRECT(s) && s->data_len == s->pkt_len &&
+                   (uint32_t)(uint16_t)w + s->data_len <= s->buf_len)) {
             idx[i] = zidx(s);
             off[i] = (int16_t)((uint16_t)w - RTE_PKTMBUF_HEADROOM);
             continue;
         }
         idx[i] = UINT32_MAX;
+        if (!mbuf_sane(s))
+            len[i] = UINT32_MAX;
         nc++;
     }
     if (got > nc)
@@ -677,7 +700,10 @@ void sd_rx_copy(struct rte_mbuf *const *m, uint16_t n, const uint32_t *buf, uint
         uint8_t *dst = zdata(buf[i]);
         uint32_t o = 0;
         while (s && o < cap) {
-            uint32_t k = s->data_len;
+            /* Bounded by the buffer as well (sd_rx has checked, this is belt and braces). */
+            uint32_t k = s->data_off < s->buf_len ? s->data_len : 0;
+            if (k > (uint32_t)(s->buf_len - s->data_off))
+                k = (uint32_t)(s->buf_len - s->data_off);
             if (k > cap - o)
                 k = cap - o;
             rte_memcpy(dst + o, rte_pktmbuf_mtod(s, const void *), k);

@@ -151,6 +151,10 @@ pub const TX_COPIED: u8 = 3;
 /// `sd_rx`'s buffer index of a packet to copy (not a zero-copy mbuf).
 pub const RX_COPY: u32 = u32::MAX;
 
+/// `sd_rx`'s length of a packet to drop unread: its segments do not lie in their buffers or
+/// do not add up to its length (what the device claims is not trusted).
+pub const RX_BAD: u32 = u32::MAX;
+
 /// Zero copy: allocates up to `n` Sluice buffers into `idx`, returns how many.
 pub type BufAllocFn = unsafe extern "C" fn(idx: *mut u32, n: c_uint) -> c_uint;
 /// Zero copy: frees `n` single Sluice buffers.

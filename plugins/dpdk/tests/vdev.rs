@@ -340,6 +340,34 @@ fn null_device_counts_agree_and_rss_queues_poll() {
 }
 
 #[test]
+fn device_lengths_past_the_buffer_are_dropped_unread() {
+    skip_unless_dpdk!();
+    in_child("device_lengths_past_the_buffer_are_dropped_unread", || {
+        // net_null says it received 4000 bytes into a 2048-byte buffer (it writes no data):
+        // neither zero copy nor the copy may believe it.
+        let mut rt = start(
+            "dpdk {\n vdev net_null0,size=4000 { name null0 }\n vdev net_null1 { name null1 }\n}",
+            0,
+        )
+        .unwrap();
+        for c in [
+            "set interface l2 xconnect null0 null1",
+            "set interface state null0 up",
+            "set interface state null1 up",
+        ] {
+            rt.ok(c);
+        }
+        rt.run_for(Duration::from_millis(200));
+        let bad = rt.error_count("dpdk-input", "or its mbuf");
+        assert!(bad > 0, "{}", rt.ok("show errors"));
+        assert_eq!(rt.if_counter("null0", "rx packets"), 0);
+        assert_eq!(rt.if_counter("null1", "tx packets"), 0);
+        rt.ok("set interface state null0 down");
+        assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+    });
+}
+
+#[test]
 fn rx_queues_move_between_threads() {
     skip_unless_dpdk!();
     in_child("rx_queues_move_between_threads", || {
