@@ -822,6 +822,24 @@ pub fn lent_buffers(vm: &mut Vlib) -> u64 {
     }
 }
 
+/// The most Sluice buffers DPDK can hold for good (zero copy): every thread's mempool cache
+/// full to its flush threshold (1.5 times its size) plus every rx and tx descriptor of every
+/// port. A leak check asserts [`lent_buffers`] stays within it, so that what it subtracts
+/// from the pool's `in_use` cannot hide a leak larger than DPDK's own holdings.
+pub fn lent_bound(vm: &mut Vlib) -> u64 {
+    let threads = vm.n_threads() as u64;
+    let descs: u64 = vm
+        .ext_mut::<DpdkMain>()
+        .ports
+        .iter()
+        .map(|p| {
+            let c = &p.conf;
+            u64::from(c.n_rxq) * u64::from(c.n_rxd) + u64::from(c.n_txq) * u64::from(c.n_txd)
+        })
+        .sum();
+    threads * u64::from(POOL_CACHE) * 3 / 2 + descs
+}
+
 /// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
 /// pool, so that a PMD that does not write packet data (net_null) "receives" them. With
 /// zero-copy receive that data is the Sluice buffer each mbuf carries, which changes at every

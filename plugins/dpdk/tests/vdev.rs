@@ -88,6 +88,21 @@ fn ring_loopback_is_byte_exact() {
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } }",
             "receive: zero-copy",
+            0,
+        )
+    });
+}
+
+#[test]
+fn ring_loopback_across_threads_is_byte_exact() {
+    skip_unless_dpdk!();
+    in_child("ring_loopback_across_threads_is_byte_exact", || {
+        // pg0 transmits on main, ring0's rx queue is the worker's: buffers go out on one
+        // thread and come back and are freed on the other.
+        ring_loopback(
+            "dpdk { vdev net_ring0 { name ring0 } }",
+            "receive: zero-copy",
+            1,
         )
     });
 }
@@ -100,14 +115,16 @@ fn ring_loopback_copying_is_byte_exact() {
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } no-zero-copy num-mbufs 8192 }",
             "receive: copies",
+            0,
         )
     });
 }
 
 /// net_ring without arguments transmits into its own receive ring: pg0 -> ring0 (tx) ->
-/// ring0 (rx) -> pg0 (captured); `mode` is what `show dpdk buffer` must say.
-fn ring_loopback(conf: &str, mode: &str) {
-    let mut rt = start(conf, 0).unwrap();
+/// ring0 (rx) -> pg0 (captured); `mode` is what `show dpdk buffer` must say; `workers`
+/// worker threads (ring0's rx queue goes to the first).
+fn ring_loopback(conf: &str, mode: &str, workers: usize) {
+    let mut rt = start(conf, workers).unwrap();
     let dir = tmpdir("ring");
     for c in [
         "create packet-generator interface pg0",
@@ -130,6 +147,12 @@ fn ring_loopback(conf: &str, mode: &str) {
     let hw = rt.ok("show hardware-interfaces ring0");
     assert!(hw.contains("pmd net_ring"), "{hw}");
     assert!(hw.contains("rx_good_packets"), "{hw}");
+    if workers > 0 {
+        let pl = rt.ok("show interface rx-placement");
+        assert!(pl.contains("sluice_wk_0"), "{pl}");
+        // The workers' caches go back to the pool when they end.
+        rt.vm.stop_workers();
+    }
     assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
     let b = rt.ok("show dpdk buffer");
     for l in b.lines().filter(|l| l.starts_with("sluice_")) {
