@@ -386,10 +386,23 @@ static struct {
     sd_buf_alloc_fn alloc;
     sd_buf_free_fn free;
     sd_buf_avail_fn avail;
-    /* Buffers that went DPDK's way (dequeued, transmitted) and Sluice's way (enqueued,
-     * received): their difference is what DPDK holds. */
-    uint64_t to_dpdk, to_sluice;
 } zc;
+
+/* Buffers that went DPDK's way (dequeued, transmitted) and Sluice's way (enqueued,
+ * received): their difference (summed) is what DPDK holds. Counted per lcore, each on a
+ * cache line of its own (written on every receive and transmit: shared counters would
+ * bounce between threads, and beside zc's fields they would evict what every packet reads);
+ * threads that are no lcore share the last slot, hence the atomic adds. */
+struct zcount {
+    uint64_t to_dpdk, to_sluice;
+} __attribute__((aligned(RTE_CACHE_LINE_SIZE)));
+static struct zcount zcnt[RTE_MAX_LCORE + 1];
+
+static inline struct zcount *zcount_here(void)
+{
+    unsigned l = rte_lcore_id();
+    return &zcnt[l < RTE_MAX_LCORE ? l : RTE_MAX_LCORE];
+}
 
 static inline struct rte_mbuf *zmbuf(uint32_t i)
 {
@@ -431,7 +444,7 @@ static int zops_enqueue(struct rte_mempool *mp, void *const *obj, unsigned n)
         zc.free(idx, k);
         a += k;
     }
-    __atomic_fetch_add(&zc.to_sluice, n, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&zcount_here()->to_sluice, n, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -451,7 +464,7 @@ static int zops_dequeue(struct rte_mempool *mp, void **obj, unsigned n)
             rte_mbuf_refcnt_set(m, 1);
             obj[a + i] = m;
         }
-        __atomic_fetch_add(&zc.to_dpdk, got, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_dpdk, got, __ATOMIC_RELAXED);
         a += got;
         if (got < k) {
             if (a)
@@ -558,8 +571,11 @@ int sd_zc_init(uint32_t n, unsigned cache, sd_buf_alloc_fn alloc, sd_buf_free_fn
  * queues. */
 uint64_t sd_zc_lent(void)
 {
-    uint64_t d = __atomic_load_n(&zc.to_dpdk, __ATOMIC_RELAXED);
-    uint64_t s = __atomic_load_n(&zc.to_sluice, __ATOMIC_RELAXED);
+    uint64_t d = 0, s = 0;
+    for (unsigned i = 0; i <= RTE_MAX_LCORE; i++) {
+        d += __atomic_load_n(&zcnt[i].to_dpdk, __ATOMIC_RELAXED);
+        s += __atomic_load_n(&zcnt[i].to_sluice, __ATOMIC_RELAXED);
+    }
     return d > s ? d - s : 0;
 }
 
@@ -686,7 +702,7 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
         nc++;
     }
     if (got > nc)
-        __atomic_fetch_add(&zc.to_sluice, (uint64_t)(got - nc), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_sluice, (uint64_t)(got - nc), __ATOMIC_RELAXED);
     *ncopy = nc;
     return got;
 }
@@ -823,7 +839,7 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t
         if (likely(bad >= 0)) {
             uint16_t sent = rte_eth_tx_burst(port, q, m, npkts);
             if (sent)
-                __atomic_fetch_add(&zc.to_dpdk, sent, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&zcount_here()->to_dpdk, sent, __ATOMIC_RELAXED);
             if (unlikely(sent < npkts)) {
                 memset(status, SD_TX_SENT, sent);
                 memset(status + sent, SD_TX_FULL, (size_t)(npkts - sent));
@@ -904,7 +920,7 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t
         }
     }
     if (nzseg)
-        __atomic_fetch_add(&zc.to_dpdk, nzseg, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_dpdk, nzseg, __ATOMIC_RELAXED);
     *nother = other;
     return sent;
 }
