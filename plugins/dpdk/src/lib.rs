@@ -860,8 +860,9 @@ pub fn lent_buffers(vm: &mut Vlib) -> u64 {
 }
 
 /// The most Sluice buffers DPDK can hold for good (zero copy): [`zc_held`] over every rx and
-/// tx descriptor of every port. A leak check asserts [`lent_buffers`] stays within it, so that what it subtracts
-/// from the pool's `in_use` cannot hide a leak larger than DPDK's own holdings.
+/// tx descriptor of every port. A leak check asserts [`lent_buffers`] stays within it, so
+/// that what it subtracts from the pool's `in_use` cannot hide a leak larger than DPDK's own
+/// holdings.
 pub fn lent_bound(vm: &mut Vlib) -> u64 {
     let threads = vm.n_threads();
     let descs: u64 = vm
@@ -876,16 +877,27 @@ pub fn lent_bound(vm: &mut Vlib) -> u64 {
     zc_held(descs, threads)
 }
 
-/// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
+/// For benchmarks only: writes `frames` round-robin into every mbuf's data of the receive
 /// pool, so that a PMD that does not write packet data (net_null) "receives" them. With
-/// zero-copy receive that data is the Sluice buffer each mbuf carries, which changes at every
-/// receive and is forwarded in place: call it again before the frames wear out (between
-/// dispatch loops, when no received packet is in flight).
+/// zero-copy receive the mbufs are every Sluice buffer, free or not: refused unless no
+/// Sluice buffer is in use outside DPDK and no worker runs (nothing in flight to overwrite);
+/// the data then changes at every receive and is forwarded in place (a benchmark refreshes
+/// it by other means).
 pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
     let m = vm.ext_mut::<DpdkMain>();
-    let (Some(api), Some(pool)) = (m.api, m.rx_pool) else {
+    let (Some(api), Some(pool), zero_copy) = (m.api, m.rx_pool, m.zero_copy) else {
         return Err("DPDK is not started".into());
     };
+    if zero_copy {
+        let outside = vm.pool.stats().in_use.saturating_sub(zc::lent(api));
+        if outside > 0 || vm.n_threads() > 1 {
+            return Err(format!(
+                "zero copy: filling the receive pool would overwrite every Sluice buffer, and \
+                 {outside} are in use outside DPDK ({} threads)",
+                vm.n_threads()
+            ));
+        }
+    }
     let bytes: Vec<u8> = frames.iter().flatten().copied().collect();
     let lens: Vec<u16> = frames.iter().map(|f| f.len() as u16).collect();
     // SAFETY: `bytes` holds the frames whose lengths `lens` gives; the pool is live.

@@ -391,6 +391,27 @@ fn device_lengths_past_the_buffer_are_dropped_unread() {
 }
 
 #[test]
+fn zero_copy_pool_fill_never_overwrites_buffers_in_use() {
+    skip_unless_dpdk!();
+    in_child(
+        "zero_copy_pool_fill_never_overwrites_buffers_in_use",
+        || {
+            let mut rt = start("dpdk { vdev net_null0 { name null0 } }", 0).unwrap();
+            let frames = vec![frame(PG_MAC, PEER, 60, 0)];
+            let pool = rt.vm.pool.clone();
+            let mut c = pool.cache();
+            let b = c.alloc_one().unwrap();
+            let e = sluice_dpdk::fill_rx_pool(&mut rt.vm, &frames).unwrap_err();
+            assert!(e.contains("1 are in use outside DPDK"), "{e}");
+            c.free(&[b]);
+            drop(c);
+            sluice_dpdk::fill_rx_pool(&mut rt.vm, &frames).unwrap();
+            assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+        },
+    );
+}
+
+#[test]
 fn rx_queues_move_between_threads() {
     skip_unless_dpdk!();
     in_child("rx_queues_move_between_threads", || {
