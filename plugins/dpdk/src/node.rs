@@ -608,10 +608,10 @@ impl DpdkTx {
             if e.shared {
                 e.queues[q].lock();
             }
-            // SAFETY: `idx/off/len[..ns]` describe buffers of the arena `zc_init` described
-            // that this node owns (in bounds: taken from their headers); `nseg[..np]` sums to
-            // `ns` (null: `ns == np`, all single buffers); `status` has room for `np`; the queue is this thread's alone or locked
-            // above. Packets reported SENT are DPDK's from here on, the others stay this
+            // SAFETY: `idx/off/len[..ns]` describe buffers of the arena `zc::arena` described
+            // to the shim that this node owns (in bounds: taken from their headers);
+            // `nseg[..np]` sums to `ns` (null: `ns == np`, all single buffers); `status` has
+            // room for `np`; the queue is this thread's alone or locked above. Packets reported SENT are DPDK's from here on, the others stay this
             // node's.
             let sent = unsafe {
                 (e.api.tx)(
