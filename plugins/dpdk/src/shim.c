@@ -682,6 +682,8 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
             break;
     }
     const struct rte_mempool *mp = zc.mp;
+    /* A zero-copy mbuf's buffer: what sd_zc_init gave every one (its buf_len, not re-read). */
+    const uint32_t room = (uint32_t)zc.data_size + RTE_PKTMBUF_HEADROOM;
     for (uint16_t i = 0; i < got; i++) {
         const struct rte_mbuf *s = m[i];
         uint64_t w; /* data_off, refcnt, nb_segs, port */
@@ -691,7 +693,7 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
          * its buffer: what the device says is not trusted further than the buffer. */
         if (likely(s->pool == mp && (uint32_t)(w >> 16) == 0x00010001u &&
                    RTE_MBUF_DIRECT(s) && s->data_len == s->pkt_len &&
-                   (uint32_t)(uint16_t)w + s->data_len <= s->buf_len)) {
+                   (uint32_t)(uint16_t)w + s->data_len <= room)) {
             idx[i] = zidx(s);
             off[i] = (int16_t)((uint16_t)w - RTE_PKTMBUF_HEADROOM);
             continue;
