@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Instructions per packet of the DPDK plugin's nodes, split by who executes them.
 
-    valgrind --tool=callgrind --demangle=no --callgrind-out-file=cg.out \
-        target/release/examples/dpdk_bench --packets 409600
-    scripts/callgrind-dpdk.py cg.out 409600
+    shim=$(mktemp -u /tmp/sluice-dpdk-shim-XXXXXX.so)
+    SLUICE_DPDK_SHIM_FILE=$shim valgrind --tool=callgrind --demangle=no \
+        --callgrind-out-file=cg.out target/release/examples/dpdk_bench [ring] --packets 409600
+    scripts/callgrind-dpdk.py cg.out 409600; rm -f "$shim"
+
+SLUICE_DPDK_SHIM_FILE makes the plugin load its shim from that file instead of a memfd, so
+that callgrind names the shim's functions (a memfd's are `???` and the shim's share cannot
+be told apart); it must name a file that does not exist yet (created mode 0600, never
+through a symlink; an existing file is refused).
 
 For `dpdk-input` (`DpdkInput::poll`) and `dpdk-tx` (`DpdkTx::frame`) it prints the inclusive
 count and its split over the code that ran: Sluice (the Rust binary: the node and the buffer

@@ -30,13 +30,15 @@
 //! `--packets N` runs only the DPDK path until N packets were forwarded and exits, for an
 //! instruction count per node under callgrind (wall clocks are meaningless there);
 //! scripts/callgrind-dpdk.py splits the DPDK nodes' count into Sluice's, the shim's and the
-//! PMD's (`SLUICE_DPDK_SHIM_FILE` names the shim's functions for callgrind):
+//! PMD's (`SLUICE_DPDK_SHIM_FILE` names the shim's functions for callgrind; it must name a
+//! file that does not exist yet):
 //!
 //! ```text
-//! SLUICE_DPDK_SHIM_FILE=/tmp/shim.so valgrind --tool=callgrind --demangle=no \
+//! shim=$(mktemp -u /tmp/sluice-dpdk-shim-XXXXXX.so)
+//! SLUICE_DPDK_SHIM_FILE=$shim valgrind --tool=callgrind --demangle=no \
 //!     --callgrind-out-file=cg.out target/release/examples/dpdk_bench [ring] --packets 409600
 //! scripts/callgrind-nodes.py cg.out 409600
-//! scripts/callgrind-dpdk.py cg.out 409600
+//! scripts/callgrind-dpdk.py cg.out 409600; rm -f "$shim"
 //! ```
 
 use sluice_buffer::{PageSize, PoolConfig};

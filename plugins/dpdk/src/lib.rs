@@ -293,6 +293,32 @@ fn pool_needs(ports: &[(u16, u16, u16, u16)], threads: usize) -> (u32, u32) {
     (rx, tx)
 }
 
+/// Sluice buffers DPDK can hold for good under zero copy: every thread's mempool cache full
+/// to its flush threshold (1.5 times its size) plus `descs` rx and tx descriptors.
+fn zc_held(descs: u64, threads: usize) -> u64 {
+    threads as u64 * u64::from(POOL_CACHE) * 3 / 2 + descs
+}
+
+/// What zero copy warns about: `num-mbufs` (sizes nothing: the receive mbufs are Sluice's
+/// buffers), and DPDK's descriptors and caches able to hold more than half of Sluice's
+/// `total` buffers.
+fn zc_warnings(cfg: &DpdkConfig, descs: u64, threads: usize, total: u64) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(n) = cfg.num_mbufs {
+        w.push(format!(
+            "`num-mbufs {n}' ignored under zero copy (the receive mbufs are Sluice's buffers)"
+        ));
+    }
+    let held = zc_held(descs, threads);
+    if held > total / 2 {
+        w.push(format!(
+            "zero copy: DPDK's descriptors and mempool caches can hold {held} of Sluice's \
+             {total} buffers, more than half: raise buffers-per-numa or lower num-rx-desc/num-tx-desc"
+        ));
+    }
+    w
+}
+
 /// Memory EAL needs without hugepages: the pools plus room for the PMDs' own allocations.
 fn mem_mb(rx: u32, tx: u32) -> u32 {
     // One mbuf: 2176 bytes of buffer, its 128-byte header and the mempool's object header.
@@ -328,6 +354,10 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
         })
         .collect();
     let (n_rx, n_tx) = pool_sizes(cfg, &wanted, threads);
+    let descs: u64 = wanted
+        .iter()
+        .map(|&(rq, rd, tq, td)| u64::from(rq) * u64::from(rd) + u64::from(tq) * u64::from(td))
+        .sum();
     // Zero copy: virtual devices whose drivers copy through the mbuf's virtual address only
     // (a PCI device's DMA cannot reach Sluice's arena).
     let copy_why = if cfg.no_zero_copy {
@@ -345,7 +375,14 @@ fn start(vm: &mut Vlib, cfg: &DpdkConfig) -> Result<(), String> {
                 )
             })
     };
-    let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(n_rx, n_tx));
+    if copy_why.is_none() {
+        for w in zc_warnings(cfg, descs, threads, vm.pool.len() as u64) {
+            log::warn!("dpdk: {w}");
+        }
+    }
+    // Under zero copy no `sluice_rx' is created: EAL memory for the transmit mbufs only.
+    let rx_mem = if copy_why.is_none() { 0 } else { n_rx };
+    let args = eal::args(cfg, &eal::allowed_cpus(), mem_mb(rx_mem, n_tx));
     eal::init(api, &args)?;
     let r = start_devices(vm, cfg, api, &args, n_rx, n_tx, copy_why);
     eal::remove_runtime_dir(api);
@@ -822,16 +859,45 @@ pub fn lent_buffers(vm: &mut Vlib) -> u64 {
     }
 }
 
-/// For benchmarks: writes `frames` round-robin into every free mbuf's data of the receive
+/// The most Sluice buffers DPDK can hold for good (zero copy): [`zc_held`] over every rx and
+/// tx descriptor of every port. A leak check asserts [`lent_buffers`] stays within it, so
+/// that what it subtracts from the pool's `in_use` cannot hide a leak larger than DPDK's own
+/// holdings.
+pub fn lent_bound(vm: &mut Vlib) -> u64 {
+    let threads = vm.n_threads();
+    let descs: u64 = vm
+        .ext_mut::<DpdkMain>()
+        .ports
+        .iter()
+        .map(|p| {
+            let c = &p.conf;
+            u64::from(c.n_rxq) * u64::from(c.n_rxd) + u64::from(c.n_txq) * u64::from(c.n_txd)
+        })
+        .sum();
+    zc_held(descs, threads)
+}
+
+/// For benchmarks only: writes `frames` round-robin into every mbuf's data of the receive
 /// pool, so that a PMD that does not write packet data (net_null) "receives" them. With
-/// zero-copy receive that data is the Sluice buffer each mbuf carries, which changes at every
-/// receive and is forwarded in place: call it again before the frames wear out (between
-/// dispatch loops, when no received packet is in flight).
+/// zero-copy receive the mbufs are every Sluice buffer, free or not: refused unless no
+/// Sluice buffer is in use outside DPDK and no worker runs (nothing in flight to overwrite);
+/// the data then changes at every receive and is forwarded in place (a benchmark refreshes
+/// it by other means).
 pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
     let m = vm.ext_mut::<DpdkMain>();
-    let (Some(api), Some(pool)) = (m.api, m.rx_pool) else {
+    let (Some(api), Some(pool), zero_copy) = (m.api, m.rx_pool, m.zero_copy) else {
         return Err("DPDK is not started".into());
     };
+    if zero_copy {
+        let outside = vm.pool.stats().in_use.saturating_sub(zc::lent(api));
+        if outside > 0 || vm.n_threads() > 1 {
+            return Err(format!(
+                "zero copy: filling the receive pool would overwrite every Sluice buffer, and \
+                 {outside} are in use outside DPDK ({} threads)",
+                vm.n_threads()
+            ));
+        }
+    }
     let bytes: Vec<u8> = frames.iter().flatten().copied().collect();
     let lens: Vec<u16> = frames.iter().map(|f| f.len() as u16).collect();
     // SAFETY: `bytes` holds the frames whose lengths `lens` gives; the pool is live.
@@ -864,6 +930,23 @@ mod tests {
         ] {
             assert!(!zero_copy_driver(n), "{n}");
         }
+    }
+
+    #[test]
+    fn zero_copy_warns_of_num_mbufs_and_a_pool_too_small() {
+        let cfg = DpdkConfig::default();
+        // One thread: 384 in its cache; 1024 rx + 1024 tx descriptors.
+        assert!(zc_warnings(&cfg, 2048, 1, 8192).is_empty());
+        let w = zc_warnings(&cfg, 2048, 1, 4096);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("can hold 2432 of Sluice's 4096"), "{w:?}");
+        let cfg = DpdkConfig {
+            num_mbufs: Some(50000),
+            ..Default::default()
+        };
+        let w = zc_warnings(&cfg, 2048, 1, 8192);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("`num-mbufs 50000' ignored"), "{w:?}");
     }
 
     #[test]

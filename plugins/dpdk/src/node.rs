@@ -16,8 +16,9 @@
 //!   `rx_tsc` = the poll's TSC; starts traces (`trace add dpdk-input N`).
 //! - next: `ethernet-input` for every packet.
 //! - counters: `no_buffers` (error: Sluice buffer pool exhausted; the packet is dropped and
-//!   counted as the interface's `rx-miss`), `too_long` (error: longer than 64 KiB or its
-//!   chain could not be allocated).
+//!   counted as the interface's `rx-miss`), `too_long` (error: longer than 64 KiB, its
+//!   chain could not be allocated, or its mbuf's segments do not lie in their buffers or do
+//!   not add up to its length: the device's lengths are checked, never trusted).
 //! - also: interface `rx packets` / `rx bytes` / `rx-miss`, `pcap trace rx`.
 //! - rx mode: polling only (`set interface rx-mode` refuses interrupt and adaptive: the
 //!   plugin enables no rx interrupts); `set interface rx-placement` moves queues.
@@ -80,8 +81,8 @@ sluice_graph::counters! {
     pub enum RxCounter {
         /// No Sluice buffer for a packet.
         NoBuffers => error("no_buffers", "no free buffers (rx-miss)"),
-        /// Too long, or its chain could not be allocated.
-        TooLong => error("too_long", "packet longer than 64 KiB or its buffer chain"),
+        /// Too long, its chain could not be allocated, or its mbuf's lengths are false.
+        TooLong => error("too_long", "packet longer than 64 KiB, its buffer chain or its mbuf"),
     }
 }
 
@@ -160,6 +161,10 @@ struct RxScratch {
     off: [i16; FRAME_SIZE],
     len: [u32; FRAME_SIZE],
     out: [BufIdx; FRAME_SIZE],
+    /// Copy path: fresh buffers, the mbufs copied and the buffers they go into.
+    fresh: [BufIdx; FRAME_SIZE],
+    cm: [*mut RteMbuf; FRAME_SIZE],
+    cb: [u32; FRAME_SIZE],
 }
 
 impl Default for RxScratch {
@@ -170,8 +175,26 @@ impl Default for RxScratch {
             off: [0; FRAME_SIZE],
             len: [0; FRAME_SIZE],
             out: [BufIdx(0); FRAME_SIZE],
+            fresh: [BufIdx(0); FRAME_SIZE],
+            cm: [std::ptr::null_mut(); FRAME_SIZE],
+            cb: [0; FRAME_SIZE],
         }
     }
+}
+
+/// Sets the header of zero-copy packet `b` (handed over by the shim: owned by the caller, no
+/// other view; its data lies in the buffer, checked by the shim): `len` bytes at `off`,
+/// received on `sw_if` at `now`.
+#[inline(always)]
+fn zc_header(arena: sluice_buffer::Arena<'_>, b: BufIdx, off: i16, len: u32, sw_if: u32, now: u64) {
+    // SAFETY: the caller owns `b` (above); one view at a time.
+    let h = unsafe { arena.header_mut(b) };
+    h.reset();
+    h.current_data = off;
+    h.current_length = len as u16;
+    h.rx_if = sw_if;
+    h.rx_tsc = now;
+    h.flags = sluice_buffer::flags::RX_TSC;
 }
 
 // SAFETY: the mbuf pointers are only scratch space of one poll, never kept across polls.
@@ -214,16 +237,9 @@ impl DpdkInput {
             // Every packet is in its own Sluice buffer: set its header, in one pass.
             for i in 0..n {
                 let b = BufIdx(r.idx[i]);
-                // SAFETY: the shim handed this buffer over (zero copy): owned by this node,
-                // no other view; its data lies in the buffer (one direct segment of a mbuf
-                // whose buf_addr is the buffer's).
-                let h = unsafe { arena.header_mut(b) };
-                h.reset();
-                h.current_data = r.off[i];
-                h.current_length = r.len[i] as u16;
-                h.rx_if = sw_if;
-                h.rx_tsc = now;
-                h.flags = sluice_buffer::flags::RX_TSC;
+                // The shim handed this buffer over (zero copy): owned by this node; its data
+                // lies in the buffer (one direct segment within its mbuf's buf_len).
+                zc_header(arena, b, r.off[i], r.len[i], sw_if, now);
                 r.out[i] = b;
                 bytes += u64::from(r.len[i]);
             }
@@ -289,23 +305,27 @@ impl DpdkInput {
         now: u64,
         cap: usize,
     ) -> (usize, u64, (u64, u64)) {
-        let mut fresh = [BufIdx(0); FRAME_SIZE];
-        let got = cx.bufs().alloc(&mut fresh[..ncopy]);
-        let mut cm = [std::ptr::null_mut::<RteMbuf>(); FRAME_SIZE];
-        let mut cb = [0u32; FRAME_SIZE];
+        let got = cx.bufs().alloc(&mut self.rx.fresh[..ncopy]);
         let mut nc = 0;
         for i in 0..n {
             if self.rx.idx[i] == sys::RX_COPY {
-                cm[nc] = self.rx.mb[i];
+                self.rx.cm[nc] = self.rx.mb[i];
                 if nc < got {
-                    cb[nc] = fresh[nc].0;
+                    self.rx.cb[nc] = self.rx.fresh[nc].0;
                 }
                 nc += 1;
             }
         }
         // SAFETY: `cm[..got]` are mbufs of this burst, `cb[..got]` fresh buffers this node
-        // owns, of the pool `zc_init` or the arena described.
-        unsafe { (api.rx_copy)(cm.as_ptr(), got as u16, cb.as_ptr(), cap as u32) };
+        // owns, of the arena `zc::arena` described to the shim.
+        unsafe {
+            (api.rx_copy)(
+                self.rx.cm.as_ptr(),
+                got as u16,
+                self.rx.cb.as_ptr(),
+                cap as u32,
+            )
+        };
         let (mut k, mut bytes, mut long) = (0usize, 0u64, 0u64);
         let mut c = 0;
         for i in 0..n {
@@ -316,39 +336,49 @@ impl DpdkInput {
                 if j >= got {
                     continue; // no buffer: counted as rx-miss
                 }
+                let b = self.rx.fresh[j];
+                if self.rx.len[i] == sys::RX_BAD {
+                    // Its data is not where the device says: dropped unread.
+                    long += 1;
+                    cx.free(&[b]);
+                    continue;
+                }
                 if len > cap {
-                    if !self.chain_rest(cx, api, cm[j], fresh[j], cap, len) {
+                    if !self.chain_rest(cx, api, self.rx.cm[j], b, cap, len) {
                         long += 1;
-                        cx.free(&[fresh[j]]);
+                        cx.free(&[b]);
                         continue;
                     }
                 } else {
                     // A fresh buffer: its header is reset, current_data 0.
                     // SAFETY: owned by this node; one view at a time.
-                    unsafe { cx.pool_ref().arena().header_mut(fresh[j]) }.current_length =
-                        len as u16;
+                    unsafe { cx.pool_ref().arena().header_mut(b) }.current_length = len as u16;
                 }
-                fresh[j]
+                // SAFETY: owned by this node; one view at a time.
+                let h = unsafe { cx.pool_ref().arena().header_mut(b) };
+                h.rx_if = sw_if;
+                h.rx_tsc = now;
+                h.flags |= sluice_buffer::flags::RX_TSC;
+                b
             } else {
                 let b = BufIdx(self.rx.idx[i]);
-                // SAFETY: handed over by the shim (zero copy): owned by this node; one view.
-                let h = unsafe { cx.pool_ref().arena().header_mut(b) };
-                h.reset();
-                h.current_data = self.rx.off[i];
-                h.current_length = len as u16;
+                // Handed over by the shim (zero copy, data checked): owned by this node.
+                zc_header(
+                    cx.pool_ref().arena(),
+                    b,
+                    self.rx.off[i],
+                    self.rx.len[i],
+                    sw_if,
+                    now,
+                );
                 b
             };
-            // SAFETY: owned by this node; one view at a time.
-            let h = unsafe { cx.pool_ref().arena().header_mut(b) };
-            h.rx_if = sw_if;
-            h.rx_tsc = now;
-            h.flags |= sluice_buffer::flags::RX_TSC;
             self.rx.out[k] = b;
             k += 1;
             bytes += len as u64;
         }
         // SAFETY: the copied packets' mbufs, each released once.
-        unsafe { (api.free_bulk)(cm.as_ptr(), nc as u16) };
+        unsafe { (api.free_bulk)(self.rx.cm.as_ptr(), nc as u16) };
         (k, bytes, (long, (ncopy - got) as u64))
     }
 
@@ -578,10 +608,10 @@ impl DpdkTx {
             if e.shared {
                 e.queues[q].lock();
             }
-            // SAFETY: `idx/off/len[..ns]` describe buffers of the arena `zc_init` described
-            // that this node owns (in bounds: taken from their headers); `nseg[..np]` sums to
-            // `ns` (null: `ns == np`, all single buffers); `status` has room for `np`; the queue is this thread's alone or locked
-            // above. Packets reported SENT are DPDK's from here on, the others stay this
+            // SAFETY: `idx/off/len[..ns]` describe buffers of the arena `zc::arena` described
+            // to the shim that this node owns (in bounds: taken from their headers);
+            // `nseg[..np]` sums to `ns` (null: `ns == np`, all single buffers); `status` has
+            // room for `np`; the queue is this thread's alone or locked above. Packets reported SENT are DPDK's from here on, the others stay this
             // node's.
             let sent = unsafe {
                 (e.api.tx)(

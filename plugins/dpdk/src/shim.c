@@ -386,10 +386,23 @@ static struct {
     sd_buf_alloc_fn alloc;
     sd_buf_free_fn free;
     sd_buf_avail_fn avail;
-    /* Buffers that went DPDK's way (dequeued, transmitted) and Sluice's way (enqueued,
-     * received): their difference is what DPDK holds. */
-    uint64_t to_dpdk, to_sluice;
 } zc;
+
+/* Buffers that went DPDK's way (dequeued, transmitted) and Sluice's way (enqueued,
+ * received): their difference (summed) is what DPDK holds. Counted per lcore, each on a
+ * cache line of its own (written on every receive and transmit: shared counters would
+ * bounce between threads, and beside zc's fields they would evict what every packet reads);
+ * threads that are no lcore share the last slot, hence the atomic adds. */
+struct zcount {
+    uint64_t to_dpdk, to_sluice;
+} __attribute__((aligned(RTE_CACHE_LINE_SIZE)));
+static struct zcount zcnt[RTE_MAX_LCORE + 1];
+
+static inline struct zcount *zcount_here(void)
+{
+    unsigned l = rte_lcore_id();
+    return &zcnt[l < RTE_MAX_LCORE ? l : RTE_MAX_LCORE];
+}
 
 static inline struct rte_mbuf *zmbuf(uint32_t i)
 {
@@ -431,7 +444,7 @@ static int zops_enqueue(struct rte_mempool *mp, void *const *obj, unsigned n)
         zc.free(idx, k);
         a += k;
     }
-    __atomic_fetch_add(&zc.to_sluice, n, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&zcount_here()->to_sluice, n, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -451,7 +464,7 @@ static int zops_dequeue(struct rte_mempool *mp, void **obj, unsigned n)
             rte_mbuf_refcnt_set(m, 1);
             obj[a + i] = m;
         }
-        __atomic_fetch_add(&zc.to_dpdk, got, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_dpdk, got, __ATOMIC_RELAXED);
         a += got;
         if (got < k) {
             if (a)
@@ -558,8 +571,11 @@ int sd_zc_init(uint32_t n, unsigned cache, sd_buf_alloc_fn alloc, sd_buf_free_fn
  * queues. */
 uint64_t sd_zc_lent(void)
 {
-    uint64_t d = __atomic_load_n(&zc.to_dpdk, __ATOMIC_RELAXED);
-    uint64_t s = __atomic_load_n(&zc.to_sluice, __ATOMIC_RELAXED);
+    uint64_t d = 0, s = 0;
+    for (unsigned i = 0; i <= RTE_MAX_LCORE; i++) {
+        d += __atomic_load_n(&zcnt[i].to_dpdk, __ATOMIC_RELAXED);
+        s += __atomic_load_n(&zcnt[i].to_sluice, __ATOMIC_RELAXED);
+    }
     return d > s ? d - s : 0;
 }
 
@@ -629,12 +645,31 @@ void sd_pool_fill(struct rte_mempool *mp, const uint8_t *bytes, const uint16_t *
  * return at most per call. */
 #define SD_BURST 32
 
+/* Whether packet m's segments lie within their buffers and add up to its length: what a
+ * device claims (data_off, data_len, pkt_len, nb_segs) is checked before anything reads the
+ * packet (net_null,size=4000 claims 4000 bytes in a 2048-byte buffer). */
+static int mbuf_sane(const struct rte_mbuf *m)
+{
+    uint32_t sum = 0;
+    uint16_t segs = 0;
+    for (const struct rte_mbuf *s = m; s; s = s->next) {
+        if ((uint32_t)s->data_off + s->data_len > s->buf_len || segs == m->nb_segs)
+            return 0;
+        segs++;
+        sum += s->data_len;
+    }
+    return segs == m->nb_segs && sum == m->pkt_len;
+}
+
 /* Receives up to `n` packets into m[] (bursts of SD_BURST while the queue fills them). For
  * packet i, idx[i] is the Sluice buffer holding it (zero copy: the mbuf goes with it and is
  * not freed), its first byte `off[i]` bytes after the buffer's data area (negative: in the
  * headroom), `len[i]` bytes long; or idx[i] is UINT32_MAX (not a single-segment, direct,
- * unshared mbuf of `sluice_zc`): the caller copies it (sd_rx_copy) and frees the mbuf, `len[i]`
- * being the whole packet's length. `*ncopy` says how many are to be copied. */
+ * unshared mbuf of `sluice_zc` whose data lies in its buffer): the caller copies it
+ * (sd_rx_copy) and frees the mbuf, `len[i]` being the whole packet's length, or UINT32_MAX
+ * when the packet's segments do not lie in their buffers or do not add up to its length
+ * (mbuf_sane): the caller drops it (counted) without reading it. `*ncopy` says how many are
+ * not zero copy. */
 uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint32_t *idx,
                int16_t *off, uint32_t *len, uint16_t *ncopy)
 {
@@ -647,23 +682,29 @@ uint16_t sd_rx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, uint3
             break;
     }
     const struct rte_mempool *mp = zc.mp;
+    /* A zero-copy mbuf's buffer: what sd_zc_init gave every one (its buf_len, not re-read). */
+    const uint32_t room = (uint32_t)zc.data_size + RTE_PKTMBUF_HEADROOM;
     for (uint16_t i = 0; i < got; i++) {
         const struct rte_mbuf *s = m[i];
         uint64_t w; /* data_off, refcnt, nb_segs, port */
         memcpy(&w, &s->data_off, sizeof(w));
         len[i] = s->pkt_len;
-        /* Direct (no indirect or external buffer), refcnt 1 and one segment. */
+        /* Direct (no indirect or external buffer), refcnt 1, one segment, and its data in
+         * its buffer: what the device says is not trusted further than the buffer. */
         if (likely(s->pool == mp && (uint32_t)(w >> 16) == 0x00010001u &&
-                   RTE_MBUF_DIRECT(s))) {
+                   RTE_MBUF_DIRECT(s) && s->data_len == s->pkt_len &&
+                   (uint32_t)(uint16_t)w + s->data_len <= room)) {
             idx[i] = zidx(s);
             off[i] = (int16_t)((uint16_t)w - RTE_PKTMBUF_HEADROOM);
             continue;
         }
         idx[i] = UINT32_MAX;
+        if (!mbuf_sane(s))
+            len[i] = UINT32_MAX;
         nc++;
     }
     if (got > nc)
-        __atomic_fetch_add(&zc.to_sluice, (uint64_t)(got - nc), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_sluice, (uint64_t)(got - nc), __ATOMIC_RELAXED);
     *ncopy = nc;
     return got;
 }
@@ -677,7 +718,10 @@ void sd_rx_copy(struct rte_mbuf *const *m, uint16_t n, const uint32_t *buf, uint
         uint8_t *dst = zdata(buf[i]);
         uint32_t o = 0;
         while (s && o < cap) {
-            uint32_t k = s->data_len;
+            /* Bounded by the buffer as well (sd_rx has checked, this is belt and braces). */
+            uint32_t k = s->data_off < s->buf_len ? s->data_len : 0;
+            if (k > (uint32_t)(s->buf_len - s->data_off))
+                k = (uint32_t)(s->buf_len - s->data_off);
             if (k > cap - o)
                 k = cap - o;
             rte_memcpy(dst + o, rte_pktmbuf_mtod(s, const void *), k);
@@ -797,7 +841,7 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t
         if (likely(bad >= 0)) {
             uint16_t sent = rte_eth_tx_burst(port, q, m, npkts);
             if (sent)
-                __atomic_fetch_add(&zc.to_dpdk, sent, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&zcount_here()->to_dpdk, sent, __ATOMIC_RELAXED);
             if (unlikely(sent < npkts)) {
                 memset(status, SD_TX_SENT, sent);
                 memset(status + sent, SD_TX_FULL, (size_t)(npkts - sent));
@@ -878,7 +922,7 @@ uint16_t sd_tx(uint16_t port, uint16_t q, struct rte_mempool *mp, const uint32_t
         }
     }
     if (nzseg)
-        __atomic_fetch_add(&zc.to_dpdk, nzseg, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&zcount_here()->to_dpdk, nzseg, __ATOMIC_RELAXED);
     *nother = other;
     return sent;
 }

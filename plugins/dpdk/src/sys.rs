@@ -151,6 +151,10 @@ pub const TX_COPIED: u8 = 3;
 /// `sd_rx`'s buffer index of a packet to copy (not a zero-copy mbuf).
 pub const RX_COPY: u32 = u32::MAX;
 
+/// `sd_rx`'s length of a packet to drop unread: its segments do not lie in their buffers or
+/// do not add up to its length (what the device claims is not trusted).
+pub const RX_BAD: u32 = u32::MAX;
+
 /// Zero copy: allocates up to `n` Sluice buffers into `idx`, returns how many.
 pub type BufAllocFn = unsafe extern "C" fn(idx: *mut u32, n: c_uint) -> c_uint;
 /// Zero copy: frees `n` single Sluice buffers.
@@ -238,6 +242,27 @@ fn dlerror() -> String {
     unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
 }
 
+/// Writes the shim object to a new file at `path` (`SLUICE_DPDK_SHIM_FILE`), which is then
+/// loaded: created, never an existing file or a symlink (another user's file or link must not
+/// decide what is written where, nor what is loaded), readable by its owner only.
+fn write_shim_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| {
+            format!(
+                "SLUICE_DPDK_SHIM_FILE {}: {e} (it must name a file that does not exist yet)",
+                path.display()
+            )
+        })
+}
+
 impl Api {
     /// Loads the shim object `bytes` (and libdpdk with it). Once per process: the result is
     /// leaked, the library stays loaded.
@@ -258,7 +283,7 @@ impl Api {
         let file = std::env::var_os("SLUICE_DPDK_SHIM_FILE");
         let path = match &file {
             Some(p) => {
-                std::fs::write(p, bytes).map_err(|e| format!("writing the DPDK shim: {e}"))?;
+                write_shim_file(std::path::Path::new(p), bytes)?;
                 p.to_string_lossy().into_owned()
             }
             None => format!("/proc/self/fd/{}", f.as_raw_fd()),
@@ -310,6 +335,36 @@ mod tests {
         };
         assert!(e.starts_with("cannot load the DPDK libraries: "), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn shim_file_is_new_private_and_never_a_link() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = std::env::temp_dir().join(format!("sluice-dpdk-shimfile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let new = d.join("shim.so");
+        write_shim_file(&new, b"obj").unwrap();
+        assert_eq!(std::fs::read(&new).unwrap(), b"obj");
+        let mode = std::fs::metadata(&new).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // An existing file is refused, left as it was.
+        let e = write_shim_file(&new, b"other").unwrap_err();
+        assert!(e.starts_with("SLUICE_DPDK_SHIM_FILE "), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert_eq!(std::fs::read(&new).unwrap(), b"obj");
+        // A symlink is refused, its target untouched (dangling or not).
+        let target = d.join("target");
+        std::fs::write(&target, b"mine").unwrap();
+        let link = d.join("link.so");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(write_shim_file(&link, b"other").is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"mine");
+        let dangling = d.join("dangling.so");
+        std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+        assert!(write_shim_file(&dangling, b"other").is_err());
+        assert!(!d.join("nowhere").exists());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

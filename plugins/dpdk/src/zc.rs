@@ -29,16 +29,27 @@ thread_local! {
     static CACHE: RefCell<Option<Cache>> = const { RefCell::new(None) };
 }
 
+/// Runs `f` on this thread's cache, or, when there is none to be had (the thread-local is
+/// being destroyed at thread exit, or the cache is busy: a callback inside a callback), on a
+/// cache of its own that is flushed to the pool's free list when dropped: a callback never
+/// fails for want of a cache (a free that freed nothing would lose the buffers DPDK has
+/// already counted as given back). `None` only before [`init`].
 fn with_cache<R>(f: impl FnOnce(&mut BufferCache) -> R) -> Option<R> {
     let pool = POOL.get()?;
-    CACHE
+    let mut f = Some(f);
+    let r = CACHE
         .try_with(|c| {
             let mut c = c.try_borrow_mut().ok()?;
             let c = c.get_or_insert_with(|| Cache(pool.cache()));
-            Some(f(&mut c.0))
+            Some((f.take()?)(&mut c.0))
         })
         .ok()
-        .flatten()
+        .flatten();
+    match (r, f) {
+        (Some(r), _) => Some(r),
+        (None, Some(f)) => Some(f(&mut pool.cache())),
+        (None, None) => None,
+    }
 }
 
 unsafe extern "C" fn buf_alloc(idx: *mut u32, n: c_uint) -> c_uint {
@@ -116,4 +127,35 @@ pub fn init(api: &Api, pool: &Arc<BufferPool>, cache: u32) -> Result<*mut RteMem
 pub fn lent(api: &Api) -> u64 {
     // SAFETY: reads two counters.
     unsafe { (api.zc_lent)() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::{PageSize, PoolConfig};
+
+    /// With the thread's cache busy (or gone), the callbacks still allocate and free, through
+    /// a cache of their own flushed to the pool.
+    #[test]
+    fn callbacks_work_without_the_thread_cache() {
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 256,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        assert!(POOL.set(pool.clone()).is_ok());
+        let mut idx = [0u32; 8];
+        CACHE.with(|c| {
+            let _busy = c.borrow_mut();
+            // SAFETY: room for 8 indices.
+            let got = unsafe { buf_alloc(idx.as_mut_ptr(), 8) };
+            assert_eq!(got, 8);
+            assert_eq!(pool.stats().in_use, 8);
+            // SAFETY: the 8 buffers just allocated, given back once.
+            unsafe { buf_free(idx.as_ptr(), 8) };
+        });
+        assert_eq!(pool.stats().in_use, 0, "buffers lost");
+    }
 }

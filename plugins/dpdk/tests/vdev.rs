@@ -88,6 +88,21 @@ fn ring_loopback_is_byte_exact() {
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } }",
             "receive: zero-copy",
+            0,
+        )
+    });
+}
+
+#[test]
+fn ring_loopback_across_threads_is_byte_exact() {
+    skip_unless_dpdk!();
+    in_child("ring_loopback_across_threads_is_byte_exact", || {
+        // pg0 transmits on main, ring0's rx queue is the worker's: buffers go out on one
+        // thread and come back and are freed on the other.
+        ring_loopback(
+            "dpdk { vdev net_ring0 { name ring0 } }",
+            "receive: zero-copy",
+            1,
         )
     });
 }
@@ -100,14 +115,16 @@ fn ring_loopback_copying_is_byte_exact() {
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } no-zero-copy num-mbufs 8192 }",
             "receive: copies",
+            0,
         )
     });
 }
 
 /// net_ring without arguments transmits into its own receive ring: pg0 -> ring0 (tx) ->
-/// ring0 (rx) -> pg0 (captured); `mode` is what `show dpdk buffer` must say.
-fn ring_loopback(conf: &str, mode: &str) {
-    let mut rt = start(conf, 0).unwrap();
+/// ring0 (rx) -> pg0 (captured); `mode` is what `show dpdk buffer` must say; `workers`
+/// worker threads (ring0's rx queue goes to the first).
+fn ring_loopback(conf: &str, mode: &str, workers: usize) {
+    let mut rt = start(conf, workers).unwrap();
     let dir = tmpdir("ring");
     for c in [
         "create packet-generator interface pg0",
@@ -130,6 +147,12 @@ fn ring_loopback(conf: &str, mode: &str) {
     let hw = rt.ok("show hardware-interfaces ring0");
     assert!(hw.contains("pmd net_ring"), "{hw}");
     assert!(hw.contains("rx_good_packets"), "{hw}");
+    if workers > 0 {
+        let pl = rt.ok("show interface rx-placement");
+        assert!(pl.contains("sluice_wk_0"), "{pl}");
+        // The workers' caches go back to the pool when they end.
+        rt.vm.stop_workers();
+    }
     assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
     let b = rt.ok("show dpdk buffer");
     for l in b.lines().filter(|l| l.starts_with("sluice_")) {
@@ -337,6 +360,55 @@ fn null_device_counts_agree_and_rss_queues_poll() {
         rt.ok("set interface l2 xconnect null0 null1");
         assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
     });
+}
+
+#[test]
+fn device_lengths_past_the_buffer_are_dropped_unread() {
+    skip_unless_dpdk!();
+    in_child("device_lengths_past_the_buffer_are_dropped_unread", || {
+        // net_null says it received 4000 bytes into a 2048-byte buffer (it writes no data):
+        // neither zero copy nor the copy may believe it.
+        let mut rt = start(
+            "dpdk {\n vdev net_null0,size=4000 { name null0 }\n vdev net_null1 { name null1 }\n}",
+            0,
+        )
+        .unwrap();
+        for c in [
+            "set interface l2 xconnect null0 null1",
+            "set interface state null0 up",
+            "set interface state null1 up",
+        ] {
+            rt.ok(c);
+        }
+        rt.run_for(Duration::from_millis(200));
+        let bad = rt.error_count("dpdk-input", "or its mbuf");
+        assert!(bad > 0, "{}", rt.ok("show errors"));
+        assert_eq!(rt.if_counter("null0", "rx packets"), 0);
+        assert_eq!(rt.if_counter("null1", "tx packets"), 0);
+        rt.ok("set interface state null0 down");
+        assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+    });
+}
+
+#[test]
+fn zero_copy_pool_fill_never_overwrites_buffers_in_use() {
+    skip_unless_dpdk!();
+    in_child(
+        "zero_copy_pool_fill_never_overwrites_buffers_in_use",
+        || {
+            let mut rt = start("dpdk { vdev net_null0 { name null0 } }", 0).unwrap();
+            let frames = vec![frame(PG_MAC, PEER, 60, 0)];
+            let pool = rt.vm.pool.clone();
+            let mut c = pool.cache();
+            let b = c.alloc_one().unwrap();
+            let e = sluice_dpdk::fill_rx_pool(&mut rt.vm, &frames).unwrap_err();
+            assert!(e.contains("1 are in use outside DPDK"), "{e}");
+            c.free(&[b]);
+            drop(c);
+            sluice_dpdk::fill_rx_pool(&mut rt.vm, &frames).unwrap();
+            assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+        },
+    );
 }
 
 #[test]

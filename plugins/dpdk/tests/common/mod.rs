@@ -153,10 +153,16 @@ impl Rt {
         ifs.get(sw).unwrap().counters.total(i)
     }
 
-    /// Buffers in use in the Sluice pool.
+    /// Buffers in use in the Sluice pool, but for those DPDK holds for good under zero copy
+    /// (its mempool caches and descriptors), which must stay within what those can hold.
     pub fn buffers_in_use(&mut self) -> u64 {
-        // The receive mbufs' Sluice buffers (zero-copy receive) are DPDK's for good.
-        self.vm.pool.stats().in_use - sluice_dpdk::lent_buffers(&mut self.vm)
+        let lent = sluice_dpdk::lent_buffers(&mut self.vm);
+        let bound = sluice_dpdk::lent_bound(&mut self.vm);
+        assert!(
+            lent <= bound,
+            "DPDK holds {lent} Sluice buffers, more than its caches and descriptors can ({bound})"
+        );
+        self.vm.pool.stats().in_use - lent
     }
 
     /// The `show errors` count of node/reason, 0 if absent.
