@@ -24,15 +24,16 @@
 //! control plane under the thread's mutex).
 //!
 //! A table is the engine's bihash (the one NAT sessions use) keyed by a keyed 64-bit digest
-//! of the session key ([`WideKeyHash`]: one SipHash-1-3 of two words for an IPv4 key, three
-//! chained for IPv6) whose value is the session's slot; a hit is confirmed against the
-//! slot's full key. Two live keys with one digest (probability 2^-64 per pair, not
+//! of the session key ([`FoldedKeyHash`], as NAT44's: two folded multiplies under a secret
+//! random key, once for an IPv4 key, three chained for IPv6; about a tenth of SipHash's
+//! instructions) whose value is the session's slot; a hit is confirmed against the slot's
+//! full key. Two live keys with one digest (probability about 2^-64 per pair, not
 //! something a sender can aim at without the secret key) cannot both have a session: the
 //! second is refused ([`CreateError::Collision`]). The bihash is read only by its owner
 //! under the mutex, so a grown array is freed at the table's next change (its own epochs
 //! have no other reader).
 
-use sluice_infra::bihash::{Bihash, WideKeyHash};
+use sluice_infra::bihash::{Bihash, FoldedKeyHash};
 use sluice_infra::epoch::Epochs;
 
 /// Session timeouts, seconds.
@@ -400,7 +401,7 @@ pub enum CreateError {
 pub struct Table {
     /// Digest of the key -> slot.
     keys: Bihash,
-    hasher: WideKeyHash,
+    hasher: FoldedKeyHash,
     /// The bihash's grace periods: nobody reads it concurrently (see the module doc).
     epochs: Epochs,
     slots: Vec<Option<Session>>,
@@ -428,7 +429,7 @@ impl Table {
         Table {
             // Sized on demand (the limit is ours, `max`, and may change).
             keys: Bihash::with_limit_prehashed(0, usize::MAX),
-            hasher: WideKeyHash::new(),
+            hasher: FoldedKeyHash::new(),
             epochs: Epochs::new(1),
             slots: Vec::new(),
             free: Vec::new(),
