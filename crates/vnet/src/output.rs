@@ -118,20 +118,25 @@ fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
 
 impl InterfaceOutput {
     /// `pcap trace tx`: the frame, except the aggregates diverted to `gso-segment` (their
-    /// segments are captured when they come back), so every packet is captured once.
+    /// segments are captured when they come back), so every packet is captured once. The
+    /// runs between diverted aggregates are captured in order, without copying the frame.
     #[cold]
     fn capture_tx(&self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let sent: Vec<BufIdx> = frame
-            .iter()
-            .copied()
-            .filter(|&b| {
-                // SAFETY: this node owns the frame; short-lived read of two header fields.
-                let h = unsafe { arena.header(b) };
-                h.flags & GSO == 0 || takes_gso(&self.table, h.tx_if)
-            })
-            .collect();
-        cx.pcap_capture(point::TX, &sent, true);
+        let mut start = 0;
+        for (i, &b) in frame.iter().enumerate() {
+            // SAFETY: this node owns the frame; short-lived read of two header fields.
+            let h = unsafe { arena.header(b) };
+            if h.flags & GSO != 0 && !takes_gso(&self.table, h.tx_if) {
+                if start < i {
+                    cx.pcap_capture(point::TX, &frame[start..i], true);
+                }
+                start = i + 1;
+            }
+        }
+        if start < frame.len() {
+            cx.pcap_capture(point::TX, &frame[start..], true);
+        }
     }
 }
 
