@@ -489,16 +489,14 @@ impl PacketNode for Ip4Rewrite {
         }
         let c = &self.cached;
         // Fast path: a single buffer, not built here (one flag test), within the MTU; the
-        // Ethernet header pushed first, then the TTL checked on the IPv4 header behind it,
-        // all from one view of the header fields (a write to packet bytes makes the
-        // compiler reload them). Anything else is undone and takes `rewrite_checked`,
-        // which checks in the usual order.
+        // Ethernet header pushed and the IPv4 header behind it in one window (one set of
+        // checks), the TTL checked there. Anything else is undone and takes
+        // `rewrite_checked`, which checks in the usual order.
         let f = b.hdr.flags;
-        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
-            && b.len() <= c.mtu
-            && b.prepend::<ETH_HEADER_LEN>().is_some()
-        {
-            if let Some(fr) = b.head_mut::<{ ETH_HEADER_LEN + MIN_HEADER_LEN }>() {
+        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 && b.len() <= c.mtu {
+            if let Some(fr) =
+                b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + MIN_HEADER_LEN }>()
+            {
                 let (eth, h) = fr
                     .split_first_chunk_mut::<ETH_HEADER_LEN>()
                     .expect("34 > 14");
@@ -513,8 +511,8 @@ impl PacketNode for Ip4Rewrite {
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
                 }
+                b.advance(ETH_HEADER_LEN);
             }
-            b.advance(ETH_HEADER_LEN);
         }
         let len = b.total_len();
         Self::rewrite_checked(cx, b, *c, len, f & LOCALLY_ORIGINATED != 0)
