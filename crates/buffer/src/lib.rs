@@ -37,8 +37,10 @@ impl<'a> Buffer<'a> {
 
     #[inline(always)]
     fn start(&self) -> usize {
-        // current_data is kept within [-HEADROOM, data_size] by every setter below.
-        (HEADROOM as isize + self.hdr.current_data as isize) as usize
+        // current_data is kept within [-HEADROOM, data_size] by every setter below. Taken
+        // through u32, the result is below 2^32 whatever the field holds, so `start() + N`
+        // cannot overflow and a header window costs one bound check.
+        (HEADROOM as i32 + self.hdr.current_data as i32) as u32 as usize
     }
 
     /// Capacity of the data area (not counting headroom).
@@ -70,7 +72,8 @@ impl<'a> Buffer<'a> {
         if (self.hdr.current_length as usize) < N {
             return None;
         }
-        self.mem.get(self.start()..)?.first_chunk::<N>()
+        let s = self.start();
+        self.mem.get(s..s + N)?.first_chunk::<N>()
     }
 
     /// The first `N` packet bytes, writable (see [`Buffer::head`]).
@@ -80,7 +83,26 @@ impl<'a> Buffer<'a> {
             return None;
         }
         let s = self.start();
-        self.mem.get_mut(s..)?.first_chunk_mut::<N>()
+        self.mem.get_mut(s..s + N)?.first_chunk_mut::<N>()
+    }
+
+    /// [`Buffer::prepend`] of `P` bytes and [`Buffer::head_mut`] of `N` after it, in one
+    /// window with one set of checks: the first `N` bytes of the packet once `P` are pushed
+    /// in front (the `P` new ones, then `N - P` that were there). `None`, changing nothing,
+    /// if the headroom is short or the buffer holds fewer than `N - P` bytes (a rewrite
+    /// writing an L2 header in front of the L3 header it edits).
+    #[inline(always)]
+    pub fn prepend_head<const P: usize, const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        const { assert!(N >= P) };
+        let s = self.start();
+        let l = self.hdr.current_length as usize;
+        if s < P || l < N - P || l + P > u16::MAX as usize {
+            return None;
+        }
+        let h = self.mem.get_mut(s - P..s - P + N)?.first_chunk_mut::<N>()?;
+        self.hdr.current_data -= P as i16;
+        self.hdr.current_length = (l + P) as u16;
+        Some(h)
     }
 
     /// [`Buffer::push_front`] of `N` bytes, returned as an array (a fixed-size header

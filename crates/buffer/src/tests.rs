@@ -143,6 +143,18 @@ fn fixed_size_views_keep_bounds() {
     assert_eq!(v.headroom(), HEADROOM - 3);
     assert!(v.prepend::<HEADROOM>().is_none(), "headroom short");
     assert_eq!(v.data(), &[9, 9, 9, 7, 8, 3, 4, 5, 6], "unchanged");
+    // Two bytes pushed in front, the window reaching three packet bytes behind them.
+    let w = v.prepend_head::<2, 5>().unwrap();
+    assert_eq!(w[2..], [9, 9, 9]);
+    w[..2].copy_from_slice(&[5, 5]);
+    assert_eq!(v.data(), &[5, 5, 9, 9, 9, 7, 8, 3, 4, 5, 6]);
+    assert_eq!(v.headroom(), HEADROOM - 5);
+    assert!(v.prepend_head::<2, 14>().is_none(), "past current_length");
+    assert!(
+        v.prepend_head::<HEADROOM, { HEADROOM + 1 }>().is_none(),
+        "headroom short"
+    );
+    assert_eq!(v.data(), &[5, 5, 9, 9, 9, 7, 8, 3, 4, 5, 6], "unchanged");
     // A current_data pushed past the buffer (hdr is public) gives no view, never a panic.
     v.hdr.current_data = i16::MAX;
     v.hdr.current_length = 20;
@@ -151,6 +163,9 @@ fn fixed_size_views_keep_bounds() {
     v.hdr.current_data = -(HEADROOM as i16) - 10;
     assert_eq!(v.head::<4>(), None);
     assert!(v.prepend::<4>().is_none());
+    assert!(v.prepend_head::<4, 8>().is_none());
+    v.hdr.current_data = i16::MAX;
+    assert!(v.prepend_head::<4, 8>().is_none());
     v.hdr.current_data = 0;
     c.free(&[b]);
     assert_eq!(p.stats().in_use, 0);

@@ -474,22 +474,22 @@ impl<'a> Cx<'a> {
             return;
         }
         let now = sh.clock.now_secs() + sh.clock_epoch_offset();
-        let mut bytes: Vec<Vec<u8>> = Vec::with_capacity(frame.len());
+        // All packets' bytes in one buffer (two allocations per frame, not one per packet).
+        let mut bytes = Vec::new();
         let mut meta = Vec::with_capacity(frame.len());
         for &bi in frame {
-            let mut v = Vec::new();
-            self.st.bufs.copy_chain(bi, &mut v, 65536);
+            let start = bytes.len();
+            self.st.bufs.copy_chain(bi, &mut bytes, start + 65536);
             // SAFETY: the running node owns the frame; this short-lived shared view reads
             // two header fields.
             let h = unsafe { self.st.pool.header(bi) };
-            meta.push((if by_tx { h.tx_if } else { h.rx_if }, v.len() as u32));
-            bytes.push(v);
+            let intf = if by_tx { h.tx_if } else { h.rx_if };
+            meta.push((intf, start, (bytes.len() - start) as u32));
         }
         sh.pcap.capture(
             pt,
             meta.iter()
-                .zip(bytes.iter())
-                .map(|(&(i, l), v)| (i, now, v.as_slice(), l)),
+                .map(|&(i, s, l)| (i, now, &bytes[s..s + l as usize], l)),
         );
     }
 }

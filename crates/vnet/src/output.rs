@@ -118,20 +118,25 @@ fn takes_gso(table: &[Option<TxEntry>], tx: u32) -> bool {
 
 impl InterfaceOutput {
     /// `pcap trace tx`: the frame, except the aggregates diverted to `gso-segment` (their
-    /// segments are captured when they come back), so every packet is captured once.
+    /// segments are captured when they come back), so every packet is captured once. The
+    /// runs between diverted aggregates are captured in order, without copying the frame.
     #[cold]
     fn capture_tx(&self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let sent: Vec<BufIdx> = frame
-            .iter()
-            .copied()
-            .filter(|&b| {
-                // SAFETY: this node owns the frame; short-lived read of two header fields.
-                let h = unsafe { arena.header(b) };
-                h.flags & GSO == 0 || takes_gso(&self.table, h.tx_if)
-            })
-            .collect();
-        cx.pcap_capture(point::TX, &sent, true);
+        let mut start = 0;
+        for (i, &b) in frame.iter().enumerate() {
+            // SAFETY: this node owns the frame; short-lived read of two header fields.
+            let h = unsafe { arena.header(b) };
+            if h.flags & GSO != 0 && !takes_gso(&self.table, h.tx_if) {
+                if start < i {
+                    cx.pcap_capture(point::TX, &frame[start..i], true);
+                }
+                start = i + 1;
+            }
+        }
+        if start < frame.len() {
+            cx.pcap_capture(point::TX, &frame[start..], true);
+        }
     }
 }
 
@@ -159,7 +164,7 @@ impl NodeFn for InterfaceOutput {
                 e.counters.add(t, counter::TX_BYTES, by);
             }
         };
-        for (i, &b) in frame[..n].iter().enumerate() {
+        for (nx, &b) in nexts[..n].iter_mut().zip(&frame[..n]) {
             // SAFETY: this node owns the frame; one view at a time (the header reference is
             // not used while the sub-interface path holds a whole-buffer view).
             let hdr = unsafe { arena.header_mut(b) };
@@ -175,7 +180,7 @@ impl NodeFn for InterfaceOutput {
             } else {
                 hdr.flags = f & !TX_SUB;
                 if f & GSO != 0 && !takes_gso(&self.table, tx) {
-                    nexts[i] = NEXT_SEGMENT;
+                    *nx = NEXT_SEGMENT;
                     continue;
                 }
                 hdr.total_len() as u64
@@ -183,7 +188,7 @@ impl NodeFn for InterfaceOutput {
             if tx as u64 == run_tx {
                 run_p += 1;
                 run_by += len;
-                nexts[i] = run_next;
+                *nx = run_next;
                 continue;
             }
             match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
@@ -200,13 +205,13 @@ impl NodeFn for InterfaceOutput {
                     let Some(p) = parent.filter(|p| p.up) else {
                         e.counters.add(t, counter::DROPS, 1);
                         v.hdr.error = e_down;
-                        nexts[i] = NEXT_DROP;
+                        *nx = NEXT_DROP;
                         continue;
                     };
                     let n = sub.len as usize;
                     if v.len() < 14 || v.push_front(n).is_none() {
                         v.hdr.error = e_headroom;
-                        nexts[i] = NEXT_DROP;
+                        *nx = NEXT_DROP;
                         continue;
                     }
                     let d = v.data_mut();
@@ -220,21 +225,21 @@ impl NodeFn for InterfaceOutput {
                     v.hdr.tx_sub_if = tx;
                     v.hdr.tx_sub_tags = sub.len;
                     v.hdr.tx_if = sub.parent;
-                    nexts[i] = e.next.0;
+                    *nx = e.next.0;
                 }
                 Some(e) if e.up => {
                     flush(run_tx, run_p, run_by, &self.table);
                     (run_tx, run_next, run_p, run_by) = (tx as u64, e.next.0, 1, len);
-                    nexts[i] = e.next.0;
+                    *nx = e.next.0;
                 }
                 Some(e) => {
                     e.counters.add(t, counter::DROPS, 1);
                     hdr.error = e_down;
-                    nexts[i] = NEXT_DROP;
+                    *nx = NEXT_DROP;
                 }
                 None => {
                     hdr.error = e_unknown;
-                    nexts[i] = NEXT_DROP;
+                    *nx = NEXT_DROP;
                 }
             }
         }

@@ -1674,6 +1674,7 @@ fn tx_ring_zc(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU32;
 
     /// A ring of 16 slots at the start of region 0 (8 KiB) and a second region of 4 KiB.
     fn setup() -> (Vec<Region>, Ring) {
@@ -1752,5 +1753,268 @@ mod tests {
         }
         assert_eq!(parse_single(ring, 3, &regs, ds, &mut out[..5]), 5);
         assert_eq!(out[4].src, base0.wrapping_add(4096 + 64 * 7));
+    }
+
+    /// A pool of 64 buffers of 2 KiB and 16 of them allocated (one per slot of the ring of
+    /// [`setup`]), and an empty shadow array for that ring.
+    fn zc_setup() -> (
+        Arc<BufferPool>,
+        sluice_buffer::BufferCache,
+        Vec<BufIdx>,
+        Box<[AtomicU32]>,
+    ) {
+        let pool = BufferPool::new(&sluice_buffer::PoolConfig {
+            buffers: 64,
+            data_size: 2048,
+            page_size: sluice_buffer::PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        let mut cache = pool.cache();
+        let mut bufs = vec![BufIdx(0); 16];
+        assert_eq!(cache.alloc(&mut bufs), 16);
+        let shadow = (0..16).map(|_| AtomicU32::new(0)).collect();
+        (pool, cache, bufs, shadow)
+    }
+
+    /// Frees the buffers of [`zc_setup`] (plain single buffers again) and checks that none
+    /// leaked.
+    fn zc_teardown(pool: &BufferPool, mut cache: sluice_buffer::BufferCache, bufs: &[BufIdx]) {
+        for &b in bufs {
+            // SAFETY: the test owns every buffer of `bufs`; no view of it is alive.
+            unsafe { pool.arena().header_mut(b) }.reset();
+        }
+        cache.free(bufs);
+        drop(cache);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
+    /// The zero-copy rx fast path takes a slot only when its packet is one descriptor of
+    /// 1..=data size bytes in a slot we handed a buffer out for: every other slot stops the
+    /// batch at itself (left to the general path, which drops and counts it), after the good
+    /// ones before it, wherever it stands and from wherever `cur` starts (wrapping the ring
+    /// and u16). The taken slots' shadow entries are cleared and their buffers get length
+    /// and `rx_if` (the descriptor's region and offset are never used); nothing at or past
+    /// the bad slot is touched.
+    #[test]
+    fn rx_zc_single_stops_at_each_malformed_descriptor() {
+        let (_regs, ring) = setup();
+        let (pool, cache, bufs, shadow) = zc_setup();
+        let ds = pool.data_size() as u32;
+        let mask = ring.size() - 1;
+        let sw = 7;
+        // Lengths of the good packets, in turn (both ends of 1..=ds).
+        let good = |i: usize| [1, ds, 60, 1500][i % 4];
+        // (flags, length, shadow entry held) of each malformed slot.
+        let bad: [(u16, u32, bool, &str); 6] = [
+            (0, 0, true, "empty"),
+            (0, ds + 1, true, "longer than a buffer"),
+            (0, 0x1_0000 + 60, true, "longer than a u16"),
+            (0, u32::MAX, true, "length wraps"),
+            (DESC_FLAG_NEXT, 60, true, "chained (general path)"),
+            (0, 60, false, "a slot never handed out"),
+        ];
+        let mut out = [BufIdx(u32::MAX); 16];
+        for cur in [0u16, 5, 0xFFFD] {
+            for (at, &(fl, len, held, why)) in bad.iter().enumerate() {
+                // Every slot holds its buffer, whose header shows any write.
+                for (s, &b) in shadow.iter().zip(&bufs) {
+                    s.store(b.0 + 1, Ordering::Relaxed);
+                    // SAFETY: the test owns `b`; no other view of it.
+                    let h = unsafe { pool.arena().header_mut(b) };
+                    (h.current_data, h.current_length, h.rx_if) = (99, 9999, 0);
+                }
+                // `at` good packets (region and offset garbage: the buffer is the shadow's),
+                // then the bad one, then a good one.
+                for i in 0..at {
+                    let r = 0xFFFF - i as u16;
+                    desc(ring, cur.wrapping_add(i as u16), 0, r, good(i), u32::MAX);
+                }
+                let s = cur.wrapping_add(at as u16);
+                desc(ring, s, fl, 0, len, 0);
+                if !held {
+                    shadow[(s & mask) as usize].store(0, Ordering::Relaxed);
+                }
+                desc(ring, s.wrapping_add(1), 0, 0, 60, 0);
+                out.fill(BufIdx(u32::MAX));
+                let (n, bytes) = rx_zc_single(ring, &shadow, cur, &pool, sw, &mut out[..8]);
+                let why = format!("{why} after {at} from {cur:#x}");
+                assert_eq!(n, at, "{why}: stops at the bad slot");
+                let sum: u64 = (0..at).map(|i| good(i) as u64).sum();
+                assert_eq!(bytes, sum, "{why}: bytes");
+                assert!(out[at..].iter().all(|&b| b == BufIdx(u32::MAX)), "{why}");
+                for j in 0..ring.size() {
+                    let idx = (cur.wrapping_add(j) & mask) as usize;
+                    let (b, j) = (bufs[idx], j as usize);
+                    let entry = shadow[idx].load(Ordering::Relaxed);
+                    // SAFETY: the test owns `b`; no other view of it.
+                    let h = unsafe { pool.header(b) };
+                    let meta = (h.current_data, h.current_length, h.rx_if);
+                    if j < at {
+                        assert_eq!(entry, 0, "{why}: slot {j} taken out of the ring");
+                        assert_eq!(out[j], b, "{why}: slot {j}'s buffer");
+                        assert_eq!(meta, (0, good(j) as u16, sw), "{why}: slot {j}");
+                    } else {
+                        let held = j != at || held;
+                        let want = if held { b.0 + 1 } else { 0 };
+                        assert_eq!(entry, want, "{why}: slot {j} untouched");
+                        assert_eq!(meta, (99, 9999, 0), "{why}: slot {j}'s buffer untouched");
+                    }
+                }
+            }
+        }
+        // Every slot good: stops at `out.len()`, then takes the whole ring.
+        for (i, s) in shadow.iter().enumerate() {
+            s.store(bufs[i].0 + 1, Ordering::Relaxed);
+            desc(ring, i as u16, 0, 0, 64, 0);
+        }
+        let (n, bytes) = rx_zc_single(ring, &shadow, 0xFFFE, &pool, sw, &mut out[..5]);
+        assert_eq!((n, bytes), (5, 5 * 64));
+        assert_eq!(out[..5], [14, 15, 0, 1, 2].map(|i| bufs[i]));
+        let left: Vec<usize> = (0..16)
+            .filter(|&i| shadow[i].load(Ordering::Relaxed) != 0)
+            .collect();
+        assert_eq!(
+            left,
+            (3..14).collect::<Vec<_>>(),
+            "only the five slots taken"
+        );
+        for i in [14, 15, 0, 1, 2] {
+            shadow[i].store(bufs[i].0 + 1, Ordering::Relaxed);
+        }
+        let (n, _) = rx_zc_single(ring, &shadow, 3, &pool, sw, &mut out);
+        assert_eq!(n, 16);
+        assert!(shadow.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+        zc_teardown(&pool, cache, &bufs);
+    }
+
+    /// The zero-copy tx fast path writes a descriptor only for a packet in one buffer whose
+    /// bytes lie inside that buffer and are not empty once ip mode skips the 14-byte Ethernet
+    /// header: any other packet (a chain, a start below the headroom or past the buffer, a
+    /// length past its end, nothing to send) stops the batch at itself, for the general path
+    /// (which sends the chain or drops and counts the rest). Each packet sent gets a
+    /// descriptor pointing at its bytes in region 1 (where the general path's `gather` puts
+    /// them) and its buffer in the slot's shadow entry; the slot and free count advance by
+    /// as many; nothing at or past the stop is written, from wherever the slot starts
+    /// (wrapping the ring and u16), and a full ring stops it too.
+    #[test]
+    fn tx_zc_single_stops_at_each_packet_for_the_general_path() {
+        let (_regs, ring) = setup();
+        let (pool, cache, bufs, shadow) = zc_setup();
+        let ds = pool.data_size();
+        let (hr, dsi) = (HEADROOM as i16, ds as i16);
+        let mask = ring.size() - 1;
+        const UNTOUCHED: u32 = 0xDEAD;
+        let sentinel = Desc {
+            flags: 0x55,
+            region: 0x55,
+            length: 0x55,
+            offset: 0x55,
+            metadata: 0x55,
+        };
+        // (current_data, current_length) of the good packets, in turn: at the start of the
+        // data area, of the headroom, ending at the buffer's end, the whole buffer, 15 bytes
+        // (one left in ip mode).
+        let good = |i: usize| {
+            [
+                (0, 60),
+                (-hr, 60),
+                (dsi - 60, 60),
+                (-hr, (HEADROOM + ds) as u16),
+                (-14, 15),
+            ][i % 5]
+        };
+        // (current_data, current_length, flags) of each packet the fast path must leave.
+        let mut bad: Vec<(i16, u16, u32, &str)> = vec![
+            (0, 60, flags::NEXT_PRESENT, "a chain"),
+            (0, 0, 0, "empty"),
+            (-hr - 1, 60, 0, "starts below the headroom"),
+            (i16::MIN, 60, 0, "current_data at its minimum"),
+            (dsi + 1, 0, 0, "starts past the buffer"),
+            (dsi, 1, 0, "starts at the buffer's end"),
+            (0, ds as u16 + 1, 0, "runs past the buffer's end"),
+            (-hr, (HEADROOM + ds) as u16 + 1, 0, "longer than the buffer"),
+            (i16::MAX, u16::MAX, 0, "both at their maximum"),
+        ];
+        for l2 in [0, 14] {
+            if l2 == 14 {
+                bad.push((-14, 14, 0, "ip mode: the Ethernet header only"));
+            }
+            for slot0 in [0u16, 9, 0xFFFB] {
+                for (at, &(cd, cl, fl, why)) in bad.iter().enumerate() {
+                    for (i, s) in shadow.iter().enumerate() {
+                        s.store(UNTOUCHED, Ordering::Relaxed);
+                        ring.set_desc(i as u16, sentinel);
+                    }
+                    // `at` good packets, the bad one, a good one.
+                    let set = |b: BufIdx, (cd, cl): (i16, u16), fl| {
+                        // SAFETY: the test owns `b`; no other view of it.
+                        let h = unsafe { pool.arena().header_mut(b) };
+                        (h.current_data, h.current_length, h.flags) = (cd, cl, fl);
+                    };
+                    for (i, &b) in bufs[..at].iter().enumerate() {
+                        set(b, good(i), 0);
+                    }
+                    set(bufs[at], (cd, cl), fl);
+                    set(bufs[at + 1], good(0), 0);
+                    let (mut slot, mut free) = (slot0, ring.size());
+                    let frame = &bufs[..at + 2];
+                    let n = tx_zc_single(&pool, ring, &shadow, l2, frame, &mut slot, &mut free);
+                    let why = format!("{why} after {at} from {slot0:#x}, l2 {l2}");
+                    assert_eq!(n, at, "{why}: stops at the packet");
+                    assert_eq!(slot, slot0.wrapping_add(at as u16), "{why}: slot");
+                    assert_eq!(free, ring.size() - at as u16, "{why}: free");
+                    for j in 0..ring.size() {
+                        let s = slot0.wrapping_add(j);
+                        let (entry, d) = (
+                            shadow[(s & mask) as usize].load(Ordering::Relaxed),
+                            ring.desc(s),
+                        );
+                        let j = j as usize;
+                        if j < at {
+                            let (cd, cl) = good(j);
+                            let off = pool.data_offset(bufs[j]).unwrap()
+                                + (HEADROOM as isize + cd as isize) as usize
+                                + l2;
+                            let want = Desc {
+                                flags: 0,
+                                region: 1,
+                                length: (cl as usize - l2) as u32,
+                                offset: off as u32,
+                                metadata: 0,
+                            };
+                            assert_eq!(d, want, "{why}: packet {j}'s descriptor");
+                            assert_eq!(entry, bufs[j].0 + 1, "{why}: packet {j} held");
+                        } else {
+                            assert_eq!(d, sentinel, "{why}: slot {j} untouched");
+                            assert_eq!(entry, UNTOUCHED, "{why}: slot {j} untouched");
+                        }
+                    }
+                }
+            }
+        }
+        // A full ring stops it: as many as the free slots, then none.
+        for (i, &b) in bufs.iter().enumerate() {
+            // SAFETY: the test owns `b`; no other view of it.
+            let h = unsafe { pool.arena().header_mut(b) };
+            (h.current_data, h.current_length, h.flags) = (0, 60, 0);
+            shadow[i].store(0, Ordering::Relaxed);
+        }
+        let (mut slot, mut free) = (0xFFFF, 3);
+        assert_eq!(
+            tx_zc_single(&pool, ring, &shadow, 0, &bufs, &mut slot, &mut free),
+            3
+        );
+        assert_eq!((slot, free), (2, 0));
+        assert_eq!(
+            tx_zc_single(&pool, ring, &shadow, 0, &bufs, &mut slot, &mut free),
+            0
+        );
+        assert_eq!((slot, free), (2, 0));
+        let held: Vec<u32> = shadow.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        let mut want = vec![0; 16];
+        (want[15], want[0], want[1]) = (bufs[0].0 + 1, bufs[1].0 + 1, bufs[2].0 + 1);
+        assert_eq!(held, want);
+        zc_teardown(&pool, cache, &bufs);
     }
 }

@@ -437,9 +437,13 @@ impl PacketNode for EthernetInput {
             }
             _ => return self.unknown_ethertype(cx, b, et),
         };
-        b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-        b.advance(HEADER_LEN);
-        b.hdr.ip.l3_hdr_offset = b.hdr.current_data;
+        // `head` above found the header in the buffer: stripping it cannot fail (what
+        // `advance` would check again, after the stores above made the compiler reload).
+        let l2 = b.hdr.current_data;
+        b.hdr.l2.l2_hdr_offset = l2;
+        b.hdr.current_data = l2 + HEADER_LEN as i16;
+        b.hdr.current_length -= HEADER_LEN as u16;
+        b.hdr.ip.l3_hdr_offset = l2 + HEADER_LEN as i16;
         next
     }
 }

@@ -229,8 +229,8 @@ impl PacketNode for Ip4Input {
 // ---------------------------------------------------------------------------------------
 /// `ip4-lookup`: longest-prefix match on the destination, four packets at a time.
 ///
-/// - uses: the IPv4 header at `current_data`; `ip.fib_index` (the table: frames all in table
-///   0 take the four-at-a-time path, others one lookup per packet in their table).
+/// - uses: the IPv4 header at `current_data`; `ip.fib_index` (the table: four packets all in
+///   table 0 are looked up together, others one lookup per packet in their table).
 /// - sets: `ip.adj_index`; `ip.flow_hash` for ECMP routes (5-tuple hash picks the
 ///   load-balance bucket).
 /// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
@@ -239,7 +239,6 @@ impl PacketNode for Ip4Input {
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
-    dst: [u32; FRAME_SIZE],
 }
 
 sluice_graph::arcs! {
@@ -308,35 +307,32 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let Ip4Lookup { shared, nexts, dst } = self;
+        let Ip4Lookup { shared, nexts } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        // Pass 1: destinations of the whole frame (buffers prefetched ahead), so pass 2's
-        // table loads are independent and overlap in the memory system.
-        let mut any_vrf = 0;
-        for (j, (&b, d)) in frame.iter().zip(dst.iter_mut()).enumerate() {
-            if let Some(&ahead) = frame.get(j + 4) {
-                arena.prefetch(ahead);
-            }
-            // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { arena.buffer(b) };
-            // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
-            const D: usize = field::DST;
-            *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
-                u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
-            });
-            any_vrf |= v.hdr.ip.fib_index;
-        }
-        // Pass 2: lookups four at a time (the last four may include destinations past `n`,
-        // stale: looked up, never used). Packets resolving to the adjacency of the packet
-        // before (`last`: its index and arc) take the two-store path.
+        // Four packets at a time: the next four buffers prefetched, the four destinations
+        // read and looked up together (their table loads are independent and overlap in
+        // the memory system). Packets resolving to the adjacency of the packet before
+        // (`last`: its index and arc) take the two-store path.
         let mut last = (NO_ADJ, 0u16);
-        for ((bs, dst), nx) in frame
-            .chunks(4)
-            .zip(dst.chunks_exact(4))
-            .zip(nexts.chunks_exact_mut(4))
-        {
-            let dst = [dst[0], dst[1], dst[2], dst[3]];
+        let mut ahead = frame.get(4..).unwrap_or(&[]).chunks(4);
+        for (bs, nx) in frame.chunks(4).zip(nexts.chunks_mut(4)) {
+            for &a in ahead.next().unwrap_or(&[]) {
+                arena.prefetch(a);
+            }
+            // A short last group looks up 0.0.0.0 in its empty places, never used.
+            let mut dst = [0u32; 4];
+            let mut any_vrf = 0;
+            for (d, &b) in dst.iter_mut().zip(bs) {
+                // SAFETY: this node owns the frame; one view at a time.
+                let v = unsafe { arena.buffer(b) };
+                // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
+                const D: usize = field::DST;
+                *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
+                    u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
+                });
+                any_vrf |= v.hdr.ip.fib_index;
+            }
             let res = if any_vrf == 0 {
                 shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
             } else {
@@ -489,16 +485,14 @@ impl PacketNode for Ip4Rewrite {
         }
         let c = &self.cached;
         // Fast path: a single buffer, not built here (one flag test), within the MTU; the
-        // Ethernet header pushed first, then the TTL checked on the IPv4 header behind it,
-        // all from one view of the header fields (a write to packet bytes makes the
-        // compiler reload them). Anything else is undone and takes `rewrite_checked`,
-        // which checks in the usual order.
+        // Ethernet header pushed and the IPv4 header behind it in one window (one set of
+        // checks), the TTL checked there. Anything else is undone and takes
+        // `rewrite_checked`, which checks in the usual order.
         let f = b.hdr.flags;
-        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
-            && b.len() <= c.mtu
-            && b.prepend::<ETH_HEADER_LEN>().is_some()
-        {
-            if let Some(fr) = b.head_mut::<{ ETH_HEADER_LEN + MIN_HEADER_LEN }>() {
+        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 && b.len() <= c.mtu {
+            if let Some(fr) =
+                b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + MIN_HEADER_LEN }>()
+            {
                 let (eth, h) = fr
                     .split_first_chunk_mut::<ETH_HEADER_LEN>()
                     .expect("34 > 14");
@@ -513,8 +507,8 @@ impl PacketNode for Ip4Rewrite {
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
                 }
+                b.advance(ETH_HEADER_LEN);
             }
-            b.advance(ETH_HEADER_LEN);
         }
         let len = b.total_len();
         Self::rewrite_checked(cx, b, *c, len, f & LOCALLY_ORIGINATED != 0)
@@ -869,7 +863,6 @@ pub fn register(
             Box::new(Ip4Lookup {
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
-                dst: [0; FRAME_SIZE],
             })
         })
         .nexts(LookupNext::NAMES)

@@ -9,7 +9,7 @@ use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
-use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
@@ -451,6 +451,28 @@ impl PacketNode for Ip6Rewrite {
             self.load(ai);
         }
         let adj = &self.cached.1;
+        // Fast path: a single buffer, not built here (one flag test), within the MTU; the
+        // Ethernet header pushed and the IPv6 header behind it in one window (one set of
+        // checks), the hop limit checked there. Anything else is undone and checked below
+        // in the usual order.
+        if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
+            && (b.len() <= adj.mtu as usize || adj.mtu == 0)
+        {
+            if let Some(fr) = b.prepend_head::<14, 54>() {
+                let (eth, h) = fr.split_first_chunk_mut::<14>().expect("54 > 14");
+                if h[7] > 1 {
+                    h[7] -= 1;
+                    *eth = adj.rewrite;
+                    b.hdr.tx_if = adj.tx_if;
+                    return if self.out_any {
+                        self.cached_out
+                    } else {
+                        RewriteNext::Output.next()
+                    };
+                }
+                b.advance(14);
+            }
+        }
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         // A GSO aggregate is checked by its segments' size.
