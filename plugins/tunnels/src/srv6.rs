@@ -69,6 +69,8 @@
 //! - counters: `inserted` (info), `no_policy` (the interface is no insert policy: deleted
 //!   under traffic), `not_ip6`, `hop_by_hop` (hop-by-hop options first: not supported),
 //!   `too_big` (payload length past 65535), `no_headroom`.
+//! - trace: [`InsertTrace`] (`srh insert sw_if_index <n> segments <SRH entries> [(to
+//!   bsid)] new dst <first segment>`).
 
 use crate::tunnel::{self, EncapEntry, Kind};
 use sluice_buffer::Buffer;
@@ -585,6 +587,31 @@ sluice_graph::counters! {
     }
 }
 
+/// Trace record of `sr-pl-rewrite-insert`.
+#[derive(Copy, Clone)]
+pub struct InsertTrace {
+    /// Policy interface.
+    pub sw_if: u32,
+    /// Segments in the inserted SRH.
+    pub segments: u8,
+    /// The packet was addressed to the BSID (the BSID SRH).
+    pub to_bsid: bool,
+    /// The new destination (the first segment).
+    pub dst: [u8; 16],
+}
+
+impl sluice_graph::TraceRecord for InsertTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!(
+            "srh insert sw_if_index {} segments {}{} new dst {}",
+            self.sw_if,
+            self.segments,
+            if self.to_bsid { " (to bsid)" } else { "" },
+            Ipv6Addr::from(self.dst)
+        ));
+    }
+}
+
 /// `sr-pl-rewrite-insert`: the tx node of an insert policy's interface.
 #[derive(Default)]
 pub struct Insert {
@@ -660,9 +687,11 @@ impl PacketNode for Insert {
         b.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         cx.count(c::Inserted, 1);
         if b.hdr.is_traced() {
-            let t = tunnel::EncapTrace {
+            let t = InsertTrace {
                 sw_if: b.hdr.tx_if,
-                len: b.total_len() as u16,
+                segments: ((rl - 8) / 16) as u8,
+                to_bsid,
+                dst: e.first,
             };
             cx.trace(b, t);
         }

@@ -628,7 +628,16 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     // Hop-by-hop options first: not inserted, counted.
     let mut hbh = f6.clone();
     hbh[14 + 6] = 0;
+    cli(&mut vm, &t, "trace add pg-input 1");
     let got = run(&mut vm, &t, "pg1", "pg0", &[f6, hbh], 1);
+    // The insert node's own trace record: SRH entries (segment 0 included), new destination.
+    let tr = cli(&mut vm, &t, "show trace");
+    assert!(
+        tr.contains("srh insert sw_if_index ")
+            && tr.contains(" segments 3 new dst 2001:db8:ff::1")
+            && !tr.contains("(to bsid)"),
+        "{tr}"
+    );
     // The SRH behind the packet's own header: the segments, then the packet's destination
     // as segment 0; the destination is the first segment; the hop limit decremented once.
     let segs = [
@@ -695,7 +704,13 @@ fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
     let in6 = udp6(a6("2001:db8:1::2"), a6("fc00::98"), 64);
     let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
     f6.extend_from_slice(&in6);
+    cli(&mut vm, &t, "trace add pg-input 1");
     let got = run(&mut vm, &t, "pg1", "pg0", &[f6], 1);
+    let tr = cli(&mut vm, &t, "show trace");
+    assert!(
+        tr.contains(" segments 2 (to bsid) new dst 2001:db8:ff::1"),
+        "{tr}"
+    );
     let mut p = srh(17, 1, 1, &[a6("2001:db8:ff::2"), a6("2001:db8:ff::1")]);
     p.extend_from_slice(&in6[40..]);
     let mut want = eth(PEER_MAC, pg0, 0x86dd);
