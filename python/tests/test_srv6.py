@@ -109,6 +109,27 @@ class TestSrv6(Ip4RouterTest):
         finally:
             self.vpp.cli("sr policy del bsid fc00:5::b2")
 
+    def test_insert_to_bsid_matches_scapy(self):
+        """A packet to an insert policy's BSID: the BSID is consumed, the SRH holds the
+        segment list only (VPP's rewrite_bsid), segments left and last entry n - 1."""
+        self.vpp.cli("sr policy add bsid fc00:5::b3 next fc00:a::1 next fc00:a::2 insert")
+        try:
+            pkts = [self.from_peer("fc00:5::b3",
+                                   UDP(sport=7, dport=9) / Raw(b"bsid-%d" % i))
+                    for i in range(3)]
+            rx = self.send_and_expect(self.pg0, pkts, self.pg0)
+            for p, s in zip(rx, pkts):
+                want = (Ether(dst=self.pg0.remote_mac, src=self.pg0.local_mac)
+                        / IPv6(src=PEER, dst="fc00:a::1", hlim=63)
+                        / IPv6ExtHdrSegmentRouting(
+                            addresses=["fc00:a::2", "fc00:a::1"],
+                            segleft=1, lastentry=1)
+                        / s[UDP])
+                assert raw(p) == raw(want), p.show2(dump=True)
+            self.assert_counters({INSERT: 3})
+        finally:
+            self.vpp.cli("sr policy del bsid fc00:5::b3")
+
     def test_end_and_dt4_match_scapy(self):
         srh = IPv6ExtHdrSegmentRouting(addresses=["fc00:a::9", "fc00:5::e"], segleft=1,
                                        lastentry=1)

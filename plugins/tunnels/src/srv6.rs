@@ -62,10 +62,15 @@
 //!   IPv6 header: its next header the packet's, segment 0 the packet's destination; the
 //!   destination = the first segment, next header 43, payload length + the SRH;
 //!   `ip.fib_index` = the policy's table; `LOCALLY_ORIGINATED` (no second decrement).
+//!   A packet to the policy's BSID (routed here by the BSID's /128) gets the BSID SRH
+//!   instead ([`bsid_srh`], VPP's `rewrite_bsid`): the segment list only, no slot for the
+//!   BSID, which is consumed (else the last segment would send it back to this headend).
 //! - next: `drop` (`error-drop`), `lookup` (`ip6-lookup`).
 //! - counters: `inserted` (info), `no_policy` (the interface is no insert policy: deleted
 //!   under traffic), `not_ip6`, `hop_by_hop` (hop-by-hop options first: not supported),
 //!   `too_big` (payload length past 65535), `no_headroom`.
+//! - trace: [`InsertTrace`] (`srh insert sw_if_index <n> segments <SRH entries> [(to
+//!   bsid)] new dst <first segment>`).
 
 use crate::tunnel::{self, EncapEntry, Kind};
 use sluice_buffer::Buffer;
@@ -502,6 +507,19 @@ pub fn insert_srh(segs: &[Ipv6Addr]) -> Vec<u8> {
     h
 }
 
+/// The SRH an insert policy puts into a packet addressed to its BSID (VPP's
+/// `compute_rewrite_bsid`): `segs` only, the BSID consumed — segments left and last entry
+/// n − 1, 8 + 16 × n bytes. Its segment list is [`insert_srh`]'s without segment 0.
+pub fn bsid_srh(segs: &[Ipv6Addr]) -> Vec<u8> {
+    let n = segs.len();
+    let mut h = Vec::with_capacity(8 + 16 * n);
+    h.extend_from_slice(&[0, (2 * n) as u8, 4, (n - 1) as u8, (n - 1) as u8, 0, 0, 0]);
+    for s in segs.iter().rev() {
+        h.extend_from_slice(&s.octets());
+    }
+    h
+}
+
 /// Longest [`insert_srh`]: [`MAX_SEGMENTS`] segments and the packet's destination.
 const MAX_INSERT: usize = 8 + 16 * (MAX_SEGMENTS + 1);
 
@@ -512,6 +530,10 @@ pub struct InsertEntry {
     srh: [u8; MAX_INSERT],
     /// Bytes of `srh` used.
     len: u8,
+    /// The first 8 bytes of [`bsid_srh`] (its segment list is `srh`'s past segment 0).
+    bsid_hdr: [u8; 8],
+    /// The policy's BSID: a packet to it gets the BSID SRH.
+    bsid: [u8; 16],
     /// The first segment: the packet's new destination.
     first: [u8; 16],
     /// FIB index of the policy's table (the lookup toward the first segment).
@@ -519,14 +541,18 @@ pub struct InsertEntry {
 }
 
 impl InsertEntry {
-    /// The entry of a policy through `segs` in FIB index `fib_index`.
-    pub fn new(segs: &[Ipv6Addr], fib_index: u32) -> Self {
+    /// The entry of policy `bsid` through `segs` in FIB index `fib_index`.
+    pub fn new(bsid: Ipv6Addr, segs: &[Ipv6Addr], fib_index: u32) -> Self {
         let h = insert_srh(segs);
         let mut srh = [0; MAX_INSERT];
         srh[..h.len()].copy_from_slice(&h);
+        let mut bsid_hdr = [0; 8];
+        bsid_hdr.copy_from_slice(&bsid_srh(segs)[..8]);
         InsertEntry {
             srh,
             len: h.len() as u8,
+            bsid_hdr,
+            bsid: bsid.octets(),
             first: segs[0].octets(),
             fib_index,
         }
@@ -558,6 +584,31 @@ sluice_graph::counters! {
         TooBig => error("too_big", "payload length with the SRH exceeds 65535"),
         /// No headroom.
         NoHeadroom => error("no_headroom", "no headroom for the SRH"),
+    }
+}
+
+/// Trace record of `sr-pl-rewrite-insert`.
+#[derive(Copy, Clone)]
+pub struct InsertTrace {
+    /// Policy interface.
+    pub sw_if: u32,
+    /// Segments in the inserted SRH.
+    pub segments: u8,
+    /// The packet was addressed to the BSID (the BSID SRH).
+    pub to_bsid: bool,
+    /// The new destination (the first segment).
+    pub dst: [u8; 16],
+}
+
+impl sluice_graph::TraceRecord for InsertTrace {
+    fn format(&self, out: &mut String) {
+        out.push_str(&format!(
+            "srh insert sw_if_index {} segments {}{} new dst {}",
+            self.sw_if,
+            self.segments,
+            if self.to_bsid { " (to bsid)" } else { "" },
+            Ipv6Addr::from(self.dst)
+        ));
     }
 }
 
@@ -602,7 +653,15 @@ impl PacketNode for Insert {
         if d[14 + 6] == 0 {
             return drop(cx, b, c::HopByHop);
         }
-        let rl = e.len as usize;
+        // To the BSID: the BSID SRH (the segments only, the BSID consumed); else segment 0
+        // is the packet's destination.
+        let to_bsid = d[14 + 24..14 + 40] == e.bsid;
+        let (hdr, segs) = if to_bsid {
+            (&e.bsid_hdr[..], &e.srh[24..e.len as usize])
+        } else {
+            (&e.srh[..8], &e.srh[8..e.len as usize])
+        };
+        let rl = 8 + segs.len();
         let plen = u16::from_be_bytes([d[14 + 4], d[14 + 5]]) as usize + rl;
         if plen > u16::MAX as usize {
             return drop(cx, b, c::TooBig);
@@ -614,9 +673,12 @@ impl PacketNode for Insert {
         let d = b.data_mut();
         d.copy_within(rl..rl + 40, 0);
         let nh = d[6];
-        d[40..40 + rl].copy_from_slice(&e.srh[..rl]);
+        d[40..48].copy_from_slice(hdr);
         d[40] = nh;
-        d.copy_within(24..40, 48);
+        d[48..40 + rl].copy_from_slice(segs);
+        if !to_bsid {
+            d.copy_within(24..40, 48);
+        }
         d[24..40].copy_from_slice(&e.first);
         d[6] = 43;
         d[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
@@ -625,9 +687,11 @@ impl PacketNode for Insert {
         b.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         cx.count(c::Inserted, 1);
         if b.hdr.is_traced() {
-            let t = tunnel::EncapTrace {
+            let t = InsertTrace {
                 sw_if: b.hdr.tx_if,
-                len: b.total_len() as u16,
+                segments: ((rl - 8) / 16) as u8,
+                to_bsid,
+                dst: e.first,
             };
             cx.trace(b, t);
         }
@@ -823,7 +887,7 @@ pub fn policy_add(
     }
     let fib = v6_fib(vm, table_id)?;
     let sw = if insert {
-        let e = InsertEntry::new(segs, fib);
+        let e = InsertEntry::new(bsid, segs, fib);
         let sw = p2p_interface(vm, "sr-policy", INSERT, 1500 - e.len as u32)?;
         set_insert(vm, sw, Some(e));
         sw

@@ -628,7 +628,16 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     // Hop-by-hop options first: not inserted, counted.
     let mut hbh = f6.clone();
     hbh[14 + 6] = 0;
+    cli(&mut vm, &t, "trace add pg-input 1");
     let got = run(&mut vm, &t, "pg1", "pg0", &[f6, hbh], 1);
+    // The insert node's own trace record: SRH entries (segment 0 included), new destination.
+    let tr = cli(&mut vm, &t, "show trace");
+    assert!(
+        tr.contains("srh insert sw_if_index ")
+            && tr.contains(" segments 3 new dst 2001:db8:ff::1")
+            && !tr.contains("(to bsid)"),
+        "{tr}"
+    );
     // The SRH behind the packet's own header: the segments, then the packet's destination
     // as segment 0; the destination is the first segment; the hop limit decremented once.
     let segs = [
@@ -677,5 +686,45 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     f6.extend_from_slice(&in6);
     assert!(run(&mut vm, &t, "pg1", "pg0", &[f6], 0).is_empty());
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
+    let (mut vm, t) = setup();
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::98 next 2001:db8:ff::1 next 2001:db8:ff::2 insert",
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    // A packet to the BSID (routed into the policy by its /128): the BSID is consumed, the
+    // SRH holds the segments only (VPP's rewrite_bsid) — not the BSID as segment 0, which
+    // would bring it back here at the last segment for a second SRH.
+    let in6 = udp6(a6("2001:db8:1::2"), a6("fc00::98"), 64);
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    cli(&mut vm, &t, "trace add pg-input 1");
+    let got = run(&mut vm, &t, "pg1", "pg0", &[f6], 1);
+    let tr = cli(&mut vm, &t, "show trace");
+    assert!(
+        tr.contains(" segments 2 (to bsid) new dst 2001:db8:ff::1"),
+        "{tr}"
+    );
+    let mut p = srh(17, 1, 1, &[a6("2001:db8:ff::2"), a6("2001:db8:ff::1")]);
+    p.extend_from_slice(&in6[40..]);
+    let mut want = eth(PEER_MAC, pg0, 0x86dd);
+    want.extend(ip6(
+        a6("2001:db8:1::2"),
+        a6("2001:db8:ff::1"),
+        43,
+        p.len(),
+        63,
+    ));
+    want.extend_from_slice(&p);
+    assert_eq!(got, vec![want]);
+    assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
+    assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "too_big"), 0);
+    cli(&mut vm, &t, "sr policy del bsid fc00::98");
     assert_eq!(in_use(&vm), 0);
 }
