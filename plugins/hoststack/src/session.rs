@@ -234,6 +234,18 @@ impl AppConn {
         queued
     }
 
+    /// Makes free slot `slot` ready for a new owner: both FIFOs empty, their event marks,
+    /// the tx-space request and the TCP state and window-update words cleared. Only Sluice
+    /// touches a free slot: the application lets go of it when it sends Close (a stale
+    /// request or mark would otherwise reach the new owner as a spurious event, or
+    /// swallow its first one).
+    pub fn reset_slot(&self, slot: u32) {
+        if let Some((rx, tx)) = self.fifos(slot) {
+            rx.reset();
+            tx.reset();
+        }
+    }
+
     /// Queues an event for `slot` when its application asked for tx space and there is
     /// enough now ([`Fifo::take_space_request`]). When the event queue is full the request
     /// is put back, so the next freed space (an ACK, a datagram sent) tries again.
@@ -760,14 +772,7 @@ impl SessionMain {
             .iter()
             .position(|s| s.is_none())
             .ok_or(SessionError::NoSpace)? as u32;
-        // A reused slot starts empty: Sluice owns the tx FIFO's consumer side, and the
-        // application, which closed the slot without waiting, reads its rx FIFO no more
-        // (datagrams may have arrived after it emptied it).
-        if let Some((rx, tx)) = app.fifos(slot) {
-            tx.clear();
-            tx.unset_event();
-            rx.drop_front(u32::MAX);
-        }
+        app.reset_slot(slot);
         let s = Session {
             app: a,
             slot,
@@ -1079,6 +1084,36 @@ pub(crate) mod tests {
             got.push(e);
         }
         assert_eq!(got.last(), Some(&1), "the tx-space event for slot 1");
+    }
+
+    #[test]
+    fn a_reused_slot_starts_clean() {
+        let (mut sm, _peer) = with_app();
+        let (mut ports, l) = (Vec::new(), locals());
+        let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
+        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        // The last owner used the FIFOs as streams (odd positions) and left a tx-space
+        // request behind.
+        let (rx, tx) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        assert_eq!(rx.push_bytes(b"abc"), 3);
+        assert_eq!(tx.push_bytes(b"abcde"), 5);
+        tx.want_space();
+        sm.close(a, &mut ports);
+        let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        let app = sm.apps[0].as_ref().unwrap();
+        let (rx, tx) = app.fifos(slot).unwrap();
+        app.notify_tx_space(slot);
+        assert_eq!(
+            app.app_evq().unwrap().pop(),
+            None,
+            "no tx-space event for the last owner's request"
+        );
+        // Datagrams go both ways.
+        let mut buf = [0u8; 16];
+        assert!(rx.push(sa("10.0.0.2:5"), b"in") && tx.push(sa("10.0.0.2:5"), b"out"));
+        assert_eq!(rx.pop(&mut buf).map(|h| h.len), Ok(2));
+        assert_eq!(tx.pop(&mut buf).map(|h| h.len), Ok(3));
     }
 
     /// Drains what Sluice sent the application; returns the messages.
