@@ -979,6 +979,10 @@ impl NodeFn for SessionQueue {
                 p.post(Box::new(crate::poll_control));
             }
         }
+        // Tx-space events a full event queue refused (the application may have caught up).
+        if !sm.space_retry.is_empty() {
+            sm.retry_tx_space();
+        }
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
             let Some(app) = app else { continue };
@@ -1045,9 +1049,7 @@ impl NodeFn for SessionQueue {
             // A writer that found the FIFO full hears it has room again (only when this
             // visit took datagrams out: otherwise no room was made).
             if n > taken {
-                if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
-                    a.notify_tx_space(slot);
-                }
+                sm.notify_tx_space(ai, slot);
             }
             if emptied {
                 self.pending.pop_front();
@@ -1061,7 +1063,8 @@ impl NodeFn for SessionQueue {
         }
         // Nothing left: the applications are told to signal our eventfd only when the
         // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
-        self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
+        self.busy =
+            !self.pending.is_empty() || !sm.tcp_out.is_empty() || !sm.space_retry.is_empty();
         drop(sm);
         let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
         cx.count(SqCounter::Sent, sent);

@@ -641,9 +641,7 @@ impl SessionMain {
             self.tcp_notify(sid, e.reset);
         } else if e.tx_space {
             // Acknowledged data freed tx FIFO space: a writer that found it full hears.
-            if let Some(a) = self.apps.get(app as usize).and_then(|x| x.as_ref()) {
-                a.notify_tx_space(slot);
-            }
+            self.notify_tx_space(app, slot);
         }
         if e.output {
             self.tcp_queue(sid);
