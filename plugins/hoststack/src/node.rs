@@ -952,6 +952,9 @@ impl NodeFn for SessionQueue {
                 .flatten()
                 .map(|a| (a.seg.clone(), a.g))
                 .collect();
+            // Every change of the attached applications kicks: a busy main thread collects
+            // the control sockets every 50 µs only while requests may come.
+            cx.want_prompt_irqs(sm.expects_requests());
         }
         for (fd, tok) in std::mem::take(&mut sm.irq_add) {
             if let Err(e) = cx.irq_register(fd, tok) {
@@ -1254,6 +1257,17 @@ mod tests {
         assert!(!h.vm.main.prepare_sleep(), "an event is queued");
         h.vm.main.wait(Some(0.0));
         h.vm.main.run_once();
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn a_busy_main_thread_collects_promptly_only_while_an_application_is_attached() {
+        let (mut h, shared, _peer, _slot) = bound();
+        h.vm.main.run_once();
+        assert!(h.vm.main.wants_prompt_irqs(), "an application is attached");
+        lock(&shared).detach(0, &mut vec![]);
+        h.vm.main.run_once();
+        assert!(!h.vm.main.wants_prompt_irqs(), "none is left");
         h.assert_no_leaks();
     }
 

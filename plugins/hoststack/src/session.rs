@@ -431,6 +431,14 @@ impl SessionMain {
         }
     }
 
+    /// Whether control requests may come: an application is attached (and alive) or a
+    /// connection to the app socket has not sent its `Attach` yet. Only then does a busy
+    /// main thread collect the control sockets' events promptly
+    /// (`Cx::want_prompt_irqs`).
+    pub fn expects_requests(&self) -> bool {
+        !self.unattached.is_empty() || self.apps.iter().flatten().any(|a| !a.dead)
+    }
+
     /// Whether the session layer is on (the app socket is bound).
     pub fn enabled(&self) -> bool {
         self.listen.is_some()
