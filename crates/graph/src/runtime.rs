@@ -773,7 +773,8 @@ impl ThreadGraph {
 
     /// Announces that the thread is about to sleep (to other threads, and through each
     /// input node's [`NodeFn::prepare_sleep`] to its producers) and re-checks for work that
-    /// raced with the announcement. Returns false (and withdraws) when there is work;
+    /// raced with the announcement. Returns false when there is work (the thread's own
+    /// announcement is withdrawn; the nodes' are withdrawn by the nodes at their next poll);
     /// otherwise the caller checks its own conditions and then calls [`ThreadGraph::wait`].
     pub fn prepare_sleep(&mut self) -> bool {
         self.st.shared.wakers[self.st.thread].set_sleeping(true);
