@@ -387,9 +387,11 @@ impl App {
         })
     }
 
-    /// Closes a session (its FIFOs' contents are discarded). Does not wait for Sluice:
-    /// it serves this application's requests in order, so a later request already finds
-    /// the slot closed, and it empties a slot's FIFOs before handing it out again.
+    /// Closes a session (what its rx FIFO holds is discarded). Does not wait for Sluice: it
+    /// serves this application's requests in order. The slot's FIFOs are not touched
+    /// after the request is sent: once Sluice served it, the slot may already belong to a
+    /// new session (an accepted connection), so Sluice, not the application, empties them
+    /// when it hands the slot out again.
     pub fn close(&mut self, s: Session) -> io::Result<()> {
         seqpacket::send(
             &self.sock,
@@ -399,9 +401,6 @@ impl App {
             }),
             None,
         )?;
-        if let Some((rx, _)) = seg::slot_fifos(&self.seg, &self.g, s.slot) {
-            rx.drop_front(u32::MAX);
-        }
         Ok(())
     }
 
@@ -595,5 +594,67 @@ pub fn echo(app: &App, sessions: &[Session], done: impl Fn(u64) -> bool) -> io::
             return Ok(echoed);
         }
         app.wait(Some(Duration::from_millis(100)))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stands in for Sluice: serves one attach on `l` (the segment `seg_fd`, two eventfds)
+    /// and returns the application's control socket.
+    fn serve_attach(l: OwnedFd, seg_fd: RawFd, seg_size: u64) -> OwnedFd {
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let sock = loop {
+            if let Some(s) = seqpacket::accept(&l).unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "no attach");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let (m, _) = recv_msg(&sock, deadline).unwrap();
+        assert!(matches!(m, Msg::Attach { .. }));
+        let r = Msg::AttachReply {
+            retval: 0,
+            seg_size,
+        };
+        seqpacket::send(&sock, &msg::encode(&r), Some(seg_fd)).unwrap();
+        for which in [0, 1] {
+            let efd = shm::eventfd().unwrap();
+            let m = msg::encode(&Msg::EventFd { which });
+            seqpacket::send(&sock, &m, Some(efd.as_raw_fd())).unwrap();
+        }
+        sock
+    }
+
+    #[test]
+    fn close_leaves_the_slot_to_sluice() {
+        let g = Geometry {
+            n_slots: 2,
+            fifo_size: 4096,
+            evq_len: 16,
+        };
+        let seg = Region::create("app-close-test", g.size()).unwrap();
+        seg::init_header(&seg, &g);
+        let path = format!("@sluice-app-close-test-{}", std::process::id());
+        let l = seqpacket::listen(&path).unwrap();
+        let seg_fd = seg.raw_fd(); // open until the server thread is joined
+        let size = g.size() as u64;
+        let server = std::thread::spawn(move || serve_attach(l, seg_fd, size));
+        let mut app = App::attach(&path, "t").unwrap();
+        let sock = server.join().unwrap();
+        let (rx, _) = seg::slot_fifos(&seg, &g, 1).unwrap();
+        let s = Session {
+            slot: 1,
+            local: "10.0.0.1:80".parse().unwrap(),
+            remote: None,
+        };
+        // Sluice served the close before the application's next step and accepted a
+        // connection into the freed slot: its first bytes are already there (and ACKed).
+        assert_eq!(rx.push_bytes(b"new connection"), 14);
+        app.close(s).unwrap();
+        let (m, _) = recv_msg(&sock, Instant::now() + REPLY_TIMEOUT).unwrap();
+        assert!(matches!(m, Msg::Close { slot: 1, .. }));
+        assert_eq!(rx.used(), Some(14), "the new owner's data is left alone");
     }
 }

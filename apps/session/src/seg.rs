@@ -548,6 +548,17 @@ impl<'a> Fifo<'a> {
             && self.space_request().swap(0, Ordering::SeqCst) != 0
     }
 
+    /// Empties the FIFO and zeroes its header words (event mark, state and request words):
+    /// for a slot neither side uses, when Sluice hands it to a new owner. Positions start
+    /// again at 0, so datagram records are aligned even after stream use.
+    pub fn reset(&self) {
+        self.head.store(0, Ordering::Relaxed);
+        self.tail.store(0, Ordering::Relaxed);
+        self.word(136).store(0, Ordering::Relaxed);
+        self.word(140).store(0, Ordering::Relaxed);
+        self.has_event.store(0, Ordering::Release);
+    }
+
     /// Writes the connection's endpoints and the listener's slot into the header (an
     /// accepted connection; rx FIFO, by Sluice).
     pub fn set_endpoints(&self, local: SocketAddr, peer: SocketAddr, listener: u32) {

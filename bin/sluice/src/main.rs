@@ -446,10 +446,10 @@ fn run(
     let clock = vm.shared.clock;
     // Check the CLI socket every 1 ms when busy.
     let poll_every = (clock.hz() / 1000.0) as u64;
-    // Collect the main thread's epoll events (interrupt-mode fds: application eventfds and
-    // control sockets) every 50 µs when busy and a node registered one: a busy loop would
-    // otherwise see a host-stack control request (connect, listen) only at the next CLI
-    // check.
+    // Collect the main thread's epoll events every 50 µs when busy and a node asked for it
+    // (`Cx::want_prompt_irqs`: the host stack while an application is attached): a busy
+    // loop would otherwise see a host-stack control request (connect, listen) only at the
+    // next CLI check.
     let collect_every = (clock.hz() / 20_000.0) as u64;
     let mut last_poll = 0u64;
     let mut last_collect = 0u64;
@@ -470,7 +470,7 @@ fn run(
         let busy = n > 0 || vm.main_wants_poll() || demo.as_ref().is_some_and(|d| d.running());
         let now = clock.now_tsc();
         if busy && now.wrapping_sub(last_poll) < poll_every {
-            if vm.main.has_irq_fds() && now.wrapping_sub(last_collect) >= collect_every {
+            if vm.main.wants_prompt_irqs() && now.wrapping_sub(last_collect) >= collect_every {
                 last_collect = now;
                 vm.main.wait(Some(0.0));
             }

@@ -178,6 +178,11 @@ pub trait NodeFn: Send + 'static {
     /// producers wake the thread only when told it sleeps (a shared-memory queue's
     /// "waiting" word) tells them here, not at every poll, so producers of a busy thread
     /// make no system call. False: work raced in, the thread polls again.
+    ///
+    /// The runtime asks the input nodes in order and stops at the first that returns
+    /// false; it never withdraws an announcement (neither of that node nor of those asked
+    /// before it). A node withdraws its own at its next poll, as `session-queue` does with
+    /// its queues' `woke()`: until then its producers may make a needless wake-up.
     fn prepare_sleep(&mut self) -> bool {
         true
     }

@@ -122,8 +122,9 @@ pub struct ThreadState {
     epoll: Epoll,
     irq_pending: Vec<bool>,
     irq_tokens: Vec<(u32, u32)>,
-    /// How many fds nodes registered with `epoll` ([`Cx::irq_register`]).
-    irq_fds: usize,
+    /// Nodes that asked for prompt collection of this thread's epoll while it is busy
+    /// ([`Cx::want_prompt_irqs`]).
+    prompt_irqs: Vec<NodeIndex>,
 }
 
 /// The context handed to a node while it runs.
@@ -367,16 +368,29 @@ impl<'a> Cx<'a> {
     pub fn irq_register(&mut self, fd: RawFd, token: u32) -> std::io::Result<()> {
         self.st
             .epoll
-            .add(fd, ((self.node.0 as u64) << 32) | token as u64)?;
-        self.st.irq_fds += 1;
-        Ok(())
+            .add(fd, ((self.node.0 as u64) << 32) | token as u64)
     }
 
     /// Removes `fd` from this thread's epoll. Call before the fd is closed or the queue
     /// leaves this thread.
     pub fn irq_unregister(&mut self, fd: RawFd) {
         self.st.epoll.del(fd);
-        self.st.irq_fds = self.st.irq_fds.saturating_sub(1);
+    }
+
+    /// Asks (`on`) or stops asking that this thread's epoll events be collected often
+    /// while the thread is busy (the main loop: every 50 µs), not only at its 1 ms check:
+    /// for a node whose fds carry requests someone waits on (the host stack's control
+    /// sockets while an application is attached). Each ask costs a busy thread a
+    /// zero-timeout `epoll_wait` per collection, so a node asks only while it helps.
+    pub fn want_prompt_irqs(&mut self, on: bool) {
+        let v = &mut self.st.prompt_irqs;
+        match (on, v.iter().position(|&n| n == self.node)) {
+            (true, None) => v.push(self.node),
+            (false, Some(i)) => {
+                v.swap_remove(i);
+            }
+            _ => {}
+        }
     }
 
     /// Moves the tokens of the running node's fds that fired since its last poll into `out`.
@@ -578,7 +592,7 @@ impl ThreadGraph {
                 epoll,
                 irq_pending: Vec::new(),
                 irq_tokens: Vec::new(),
-                irq_fds: 0,
+                prompt_irqs: Vec::new(),
             },
             inputs: Vec::new(),
             procs: Vec::new(),
@@ -759,7 +773,8 @@ impl ThreadGraph {
 
     /// Announces that the thread is about to sleep (to other threads, and through each
     /// input node's [`NodeFn::prepare_sleep`] to its producers) and re-checks for work that
-    /// raced with the announcement. Returns false (and withdraws) when there is work;
+    /// raced with the announcement. Returns false when there is work (the thread's own
+    /// announcement is withdrawn; the nodes' are withdrawn by the nodes at their next poll);
     /// otherwise the caller checks its own conditions and then calls [`ThreadGraph::wait`].
     pub fn prepare_sleep(&mut self) -> bool {
         self.st.shared.wakers[self.st.thread].set_sleeping(true);
@@ -776,10 +791,10 @@ impl ThreadGraph {
         idle
     }
 
-    /// Whether a node registered an fd ([`Cx::irq_register`]): only then has a busy
-    /// thread's epoll anything but wake-ups to collect.
-    pub fn has_irq_fds(&self) -> bool {
-        self.st.irq_fds > 0
+    /// Whether a node asked for prompt collection of this thread's epoll events while it
+    /// is busy ([`Cx::want_prompt_irqs`]).
+    pub fn wants_prompt_irqs(&self) -> bool {
+        !self.st.prompt_irqs.is_empty()
     }
 
     /// Waits in `epoll_wait` up to `timeout` seconds (`None`: until woken; `Some(0.0)`: just

@@ -952,6 +952,9 @@ impl NodeFn for SessionQueue {
                 .flatten()
                 .map(|a| (a.seg.clone(), a.g))
                 .collect();
+            // Every change of the attached applications kicks: a busy main thread collects
+            // the control sockets every 50 µs only while requests may come.
+            cx.want_prompt_irqs(sm.expects_requests());
         }
         for (fd, tok) in std::mem::take(&mut sm.irq_add) {
             if let Err(e) = cx.irq_register(fd, tok) {
@@ -978,6 +981,10 @@ impl NodeFn for SessionQueue {
             if let Some(p) = &sm.poster {
                 p.post(Box::new(crate::poll_control));
             }
+        }
+        // Tx-space events a full event queue refused (the application may have caught up).
+        if !sm.space_retry.is_empty() {
+            sm.retry_tx_space();
         }
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
@@ -1045,9 +1052,7 @@ impl NodeFn for SessionQueue {
             // A writer that found the FIFO full hears it has room again (only when this
             // visit took datagrams out: otherwise no room was made).
             if n > taken {
-                if let Some(a) = sm.apps.get(ai as usize).and_then(|a| a.as_ref()) {
-                    a.notify_tx_space(slot);
-                }
+                sm.notify_tx_space(ai, slot);
             }
             if emptied {
                 self.pending.pop_front();
@@ -1061,7 +1066,8 @@ impl NodeFn for SessionQueue {
         }
         // Nothing left: the applications are told to signal our eventfd only when the
         // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
-        self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
+        self.busy =
+            !self.pending.is_empty() || !sm.tcp_out.is_empty() || !sm.space_retry.is_empty();
         drop(sm);
         let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
         cx.count(SqCounter::Sent, sent);
@@ -1251,6 +1257,17 @@ mod tests {
         assert!(!h.vm.main.prepare_sleep(), "an event is queued");
         h.vm.main.wait(Some(0.0));
         h.vm.main.run_once();
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn a_busy_main_thread_collects_promptly_only_while_an_application_is_attached() {
+        let (mut h, shared, _peer, _slot) = bound();
+        h.vm.main.run_once();
+        assert!(h.vm.main.wants_prompt_irqs(), "an application is attached");
+        lock(&shared).detach(0, &mut vec![]);
+        h.vm.main.run_once();
+        assert!(!h.vm.main.wants_prompt_irqs(), "none is left");
         h.assert_no_leaks();
     }
 

@@ -234,15 +234,29 @@ impl AppConn {
         queued
     }
 
+    /// Makes free slot `slot` ready for a new owner: both FIFOs empty, their event marks,
+    /// the tx-space request and the TCP state and window-update words cleared. Only Sluice
+    /// touches a free slot: the application lets go of it when it sends Close (a stale
+    /// request or mark would otherwise reach the new owner as a spurious event, or
+    /// swallow its first one).
+    pub fn reset_slot(&self, slot: u32) {
+        if let Some((rx, tx)) = self.fifos(slot) {
+            rx.reset();
+            tx.reset();
+        }
+    }
+
     /// Queues an event for `slot` when its application asked for tx space and there is
-    /// enough now ([`Fifo::take_space_request`]). When the event queue is full the request
-    /// is put back, so the next freed space (an ACK, a datagram sent) tries again.
-    pub fn notify_tx_space(&self, slot: u32) {
+    /// enough now ([`Fifo::take_space_request`]). False when the event queue was full: the
+    /// request is put back for a retry ([`SessionMain::notify_tx_space`]).
+    pub fn notify_tx_space(&self, slot: u32) -> bool {
         if let Some((rx, tx)) = self.fifos(slot) {
             if tx.take_space_request() && !self.notify(&rx, slot) {
                 tx.want_space();
+                return false;
             }
         }
+        true
     }
 }
 
@@ -300,6 +314,9 @@ pub struct SessionMain {
     /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
     /// filed once, under the deadline its [`TcpLink::timer`] records.
     pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
+    /// Tx-space events a full event queue refused: (app, slot), retried at every
+    /// `session-queue` poll until queued ([`SessionMain::retry_tx_space`]).
+    pub(crate) space_retry: Vec<(u32, u32)>,
     /// Scratch for the connections whose timers are due.
     pub(crate) tcp_due: Vec<u32>,
     iss_key: u64,
@@ -389,6 +406,37 @@ impl SessionMain {
     #[inline]
     pub fn source_for(&self, peer: IpAddr) -> Option<IpAddr> {
         source_for(&self.locals, peer)
+    }
+
+    /// Space was freed in the tx FIFO of slot `slot` of application `a`: tells a writer
+    /// that asked ([`AppConn::notify_tx_space`]). An event its full queue refused is
+    /// retried at `session-queue`'s next polls (no more space may ever be freed: the FIFO
+    /// may be empty already).
+    pub(crate) fn notify_tx_space(&mut self, a: u32, slot: u32) {
+        let refused = self
+            .apps
+            .get(a as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|app| !app.notify_tx_space(slot));
+        if refused && !self.space_retry.contains(&(a, slot)) {
+            self.space_retry.push((a, slot));
+        }
+    }
+
+    /// Retries the tx-space events full event queues refused (a slot handed to a new owner
+    /// since has no request left: nothing is queued for it).
+    pub(crate) fn retry_tx_space(&mut self) {
+        for (a, slot) in std::mem::take(&mut self.space_retry) {
+            self.notify_tx_space(a, slot);
+        }
+    }
+
+    /// Whether control requests may come: an application is attached (and alive) or a
+    /// connection to the app socket has not sent its `Attach` yet. Only then does a busy
+    /// main thread collect the control sockets' events promptly
+    /// (`Cx::want_prompt_irqs`).
+    pub fn expects_requests(&self) -> bool {
+        !self.unattached.is_empty() || self.apps.iter().flatten().any(|a| !a.dead)
     }
 
     /// Whether the session layer is on (the app socket is bound).
@@ -760,14 +808,7 @@ impl SessionMain {
             .iter()
             .position(|s| s.is_none())
             .ok_or(SessionError::NoSpace)? as u32;
-        // A reused slot starts empty: Sluice owns the tx FIFO's consumer side, and the
-        // application, which closed the slot without waiting, reads its rx FIFO no more
-        // (datagrams may have arrived after it emptied it).
-        if let Some((rx, tx)) = app.fifos(slot) {
-            tx.clear();
-            tx.unset_event();
-            rx.drop_front(u32::MAX);
-        }
+        app.reset_slot(slot);
         let s = Session {
             app: a,
             slot,
@@ -1061,7 +1102,7 @@ pub(crate) mod tests {
         while q.push(0) {} // the application is behind: its queue is full
         let (_, tx) = a.fifos(1).unwrap();
         tx.want_space();
-        a.notify_tx_space(1);
+        assert!(!a.notify_tx_space(1), "refused");
         assert_ne!(
             tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
             0,
@@ -1069,7 +1110,7 @@ pub(crate) mod tests {
         );
         // The application caught up: the next try delivers the event.
         assert_eq!(q.pop(), Some(0));
-        a.notify_tx_space(1);
+        assert!(a.notify_tx_space(1));
         assert_eq!(
             tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
             0
@@ -1079,6 +1120,65 @@ pub(crate) mod tests {
             got.push(e);
         }
         assert_eq!(got.last(), Some(&1), "the tx-space event for slot 1");
+    }
+
+    #[test]
+    fn a_reused_slot_starts_clean() {
+        let (mut sm, _peer) = with_app();
+        let (mut ports, l) = (Vec::new(), locals());
+        let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
+        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        // The last owner used the FIFOs as streams (odd positions) and left a tx-space
+        // request behind.
+        let (rx, tx) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        assert_eq!(rx.push_bytes(b"abc"), 3);
+        assert_eq!(tx.push_bytes(b"abcde"), 5);
+        tx.want_space();
+        sm.close(a, &mut ports);
+        let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        let app = sm.apps[0].as_ref().unwrap();
+        let (rx, tx) = app.fifos(slot).unwrap();
+        app.notify_tx_space(slot);
+        assert_eq!(
+            app.app_evq().unwrap().pop(),
+            None,
+            "no tx-space event for the last owner's request"
+        );
+        // Datagrams go both ways.
+        let mut buf = [0u8; 16];
+        assert!(rx.push(sa("10.0.0.2:5"), b"in") && tx.push(sa("10.0.0.2:5"), b"out"));
+        assert_eq!(rx.pop(&mut buf).map(|h| h.len), Ok(2));
+        assert_eq!(tx.pop(&mut buf).map(|h| h.len), Ok(3));
+    }
+
+    #[test]
+    fn a_refused_tx_space_event_is_retried_with_no_more_space_freed() {
+        let (mut sm, _peer) = with_app();
+        let q_full = |sm: &SessionMain| {
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            while q.push(0) {}
+        };
+        q_full(&sm); // the application is behind
+        let (_, tx) = sm.apps[0].as_ref().unwrap().fifos(1).unwrap();
+        tx.want_space();
+        // The last space was freed (the FIFO is empty): no later freeing will try again.
+        sm.notify_tx_space(0, 1);
+        sm.retry_tx_space(); // still full
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq().unwrap();
+        let mut got = vec![];
+        while let Some(e) = q.pop() {
+            got.push(e);
+        }
+        assert!(!got.contains(&1), "queued while the queue was full?");
+        // The application caught up: session-queue's next poll delivers the event, once.
+        sm.retry_tx_space();
+        sm.retry_tx_space();
+        let a = sm.apps[0].as_ref().unwrap();
+        let q = a.app_evq().unwrap();
+        assert_eq!((q.pop(), q.pop()), (Some(1), None));
+        assert!(sm.space_retry.is_empty());
     }
 
     /// Drains what Sluice sent the application; returns the messages.

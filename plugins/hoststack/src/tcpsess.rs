@@ -227,12 +227,8 @@ impl SessionMain {
             }
             None => return Err(SessionError::Invalid),
         };
-        if let Some((rx, tx)) = self.apps[a as usize].as_ref().and_then(|x| x.fifos(slot)) {
-            rx.drop_front(u32::MAX);
-            tx.drop_front(u32::MAX);
-            tx.unset_event();
-            rx.state().store(0, Ordering::Release);
-            rx.wnd_request().store(0, Ordering::Relaxed);
+        // new_session reset the slot.
+        if let Some((rx, _)) = self.apps[a as usize].as_ref().and_then(|x| x.fifos(slot)) {
             rx.set_endpoints(local, remote, NO_SLOT);
         }
         self.tcp_conns.insert((local, remote), sid);
@@ -645,9 +641,7 @@ impl SessionMain {
             self.tcp_notify(sid, e.reset);
         } else if e.tx_space {
             // Acknowledged data freed tx FIFO space: a writer that found it full hears.
-            if let Some(a) = self.apps.get(app as usize).and_then(|x| x.as_ref()) {
-                a.notify_tx_space(slot);
-            }
+            self.notify_tx_space(app, slot);
         }
         if e.output {
             self.tcp_queue(sid);
@@ -723,16 +717,10 @@ impl SessionMain {
             return false;
         };
         a.slots[slot as usize] = Some(sid);
-        if let Some((rx, tx)) = a.fifos(slot) {
-            rx.drop_front(u32::MAX); // whatever the last owner left
-            tx.drop_front(u32::MAX);
-            tx.unset_event();
+        a.reset_slot(slot);
+        if let Some((rx, _)) = a.fifos(slot) {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
-            rx.wnd_request().store(0, Ordering::Relaxed);
             rx.set_endpoints(local, remote, lslot);
-            // A mark left by the slot's last owner (an event it never consumed) must not
-            // swallow the accept event.
-            rx.unset_event();
             a.notify(&rx, seg::EVENT_ACCEPT | slot);
         }
         self.tcp_stats.accepted += 1;
