@@ -164,11 +164,13 @@ pub struct Loaded {
     pub side: Box<[Mutex<Side>]>,
 }
 
-/// Auto mode's choices (entry node): frames run split and in one node.
+/// Auto mode's choices (entry node): frames run split and in one node; and, in any mode,
+/// the frames the single node ran in stages ([`frame_staged`]).
 #[derive(Default, Debug, Clone, Copy)]
 pub struct Auto {
     pub split: u64,
     pub single: u64,
+    pub staged: u64,
 }
 
 /// Auto mode's cost model: a table with at least this many entries is taken to miss the
@@ -384,6 +386,7 @@ impl P4Node {
         if let Some(g) = l.gen {
             let n = frame.len();
             let f = if stage_pays(g, &st.ts) {
+                st.auto.staged += 1;
                 g.staged
             } else {
                 g.frame
