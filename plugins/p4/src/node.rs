@@ -109,15 +109,22 @@ pub struct Side {
 
 impl Side {
     /// The side table of one thread for a program placed in `mode` with `segs` segment
-    /// nodes, `nbuf` buffers in the pool: empty in single mode; else one packet state per
-    /// buffer for whichever executor runs the segments ([`seg_gen`]).
+    /// nodes, `nbuf` buffers in the pool: one packet state per buffer for whichever
+    /// executor runs the segments ([`seg_gen`]); empty when no frame can run split: in
+    /// single mode, and in auto mode unless generated code runs two or more segments
+    /// ([`split_pays`] never splits otherwise).
     pub fn new(
         mode: Mode,
         gen: Option<&crate::generated::GenEntry>,
         segs: usize,
         nbuf: usize,
     ) -> Self {
-        if mode == Mode::Single {
+        let splits = match mode {
+            Mode::Single => false,
+            Mode::Multi => true,
+            Mode::Auto => seg_gen(gen, segs).is_some() && segs > 1,
+        };
+        if !splits {
             return Side::default();
         }
         match seg_gen(gen, segs) {
@@ -915,4 +922,27 @@ pub fn segments_of(body: &[S]) -> Vec<(usize, usize)> {
     }
     out.push((start, body.len()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mode, Side};
+
+    /// Auto mode allocates packet states only when a frame can run split (generated
+    /// segments, two or more); multi mode always; single mode never.
+    #[test]
+    fn side_tables_only_where_frames_can_split() {
+        let g = crate::generated::ALL
+            .iter()
+            .find(|g| g.segs > 1)
+            .expect("a generated module with segments");
+        let empty = |s: &Side| s.ctxs.is_empty() && s.gen.is_none();
+        assert!(empty(&Side::new(Mode::Auto, None, 2, 8)));
+        assert!(empty(&Side::new(Mode::Auto, Some(g), g.segs + 1, 8)));
+        assert!(empty(&Side::new(Mode::Auto, None, 1, 8)));
+        assert!(empty(&Side::new(Mode::Single, Some(g), g.segs, 8)));
+        assert!(Side::new(Mode::Auto, Some(g), g.segs, 8).gen.is_some());
+        assert!(Side::new(Mode::Multi, Some(g), g.segs, 8).gen.is_some());
+        assert_eq!(Side::new(Mode::Multi, None, 2, 8).ctxs.len(), 8);
+    }
 }
