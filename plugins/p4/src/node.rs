@@ -27,7 +27,8 @@
 //! closure executor. Auto: both exist (its single path runs what single mode would, the
 //! generated module included); per frame, a cost model ([`split_pays`]) runs the split only
 //! when a segment's table is large enough for its lookups to miss the cache, one node
-//! otherwise.
+//! otherwise. Auto never splits a program whose segments would run on the closure
+//! executor (no generated module with these segments): use multi for that.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
@@ -189,7 +190,8 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// the frame's keys up together so the misses overlap. The first table's lookups the single
 /// node batches itself ([`stage_pays`]), and measured faster than the split (no state
 /// handoff, no second node); otherwise the split only adds a node dispatch and the state
-/// handoff, and one node runs the frame.
+/// handoff, and one node runs the frame. A program without generated segments is never
+/// split (its side table is not even allocated in auto mode, [`Side::new`]).
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
     seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
         g.pre.iter().skip(1).flatten().any(|&t| {
