@@ -321,6 +321,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         shared: Arc::new(Shared::new(&prog)),
         segments,
         mode,
+        parse_pure: prog.parse_verify_stateless(),
         side: (0..vm.n_threads())
             .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
             .collect(),
@@ -523,7 +524,12 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                 node::SPLIT_ENTRIES
             );
         }
-        if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
+        if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
+            let _ = writeln!(
+                out,
+                "  staged: off (the parser or verify touches a register or meter)"
+            );
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
             let _ = writeln!(
                 out,
                 "  staged: {} frames in stages (when the first table has >= {} entries)",

@@ -168,6 +168,9 @@ pub struct Loaded {
     /// Ingress statement ranges, one per segment node.
     pub segments: Vec<(usize, usize)>,
     pub mode: Mode,
+    /// The parser and verify touch no register or meter
+    /// (`Program::parse_verify_stateless`): the single node may run in stages.
+    pub parse_pure: bool,
     /// One side table per thread.
     pub side: Box<[Mutex<Side>]>,
 }
@@ -207,12 +210,17 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 /// the cache and batching them overlaps the misses. With a small table the staging only
 /// adds work (the packet state through memory: ~170 instructions per packet for the
 /// router) and the packet-at-a-time loop ([`frame_generated`]) runs.
-pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
-    g.pre.first().copied().flatten().is_some_and(|t| {
-        ts.tables
-            .get(t as usize)
-            .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
-    })
+///
+/// Never when the parser or verify control touches a register or meter
+/// ([`Loaded::parse_pure`]): the stages parse a group's packets before any of their
+/// ingress runs, so such a read could miss an earlier packet's write.
+pub fn stage_pays(l: &Loaded, g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
+    l.parse_pure
+        && g.pre.first().copied().flatten().is_some_and(|t| {
+            ts.tables
+                .get(t as usize)
+                .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
+        })
 }
 
 /// One node instance (per thread).
@@ -394,7 +402,7 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            let f = if stage_pays(g, &st.ts) {
+            let f = if stage_pays(&l, g, &st.ts) {
                 st.auto.staged += 1;
                 g.staged
             } else {
