@@ -629,7 +629,7 @@ pub const STAGE: usize = 32;
 /// packets, every packet parsed and its first table's key taken (`seg_key`), the group's
 /// lookups batched ([`lookup_batch`]: four at a time into a DIR-24-8 and the hit entries
 /// prefetched), then each packet's remaining pipeline (`seg_run` and the later
-/// segments) on its state copied out of the array. [`frame_generated`] runs each packet's
+/// segments) on its state in place in the array. [`frame_generated`] runs each packet's
 /// whole pipeline at once: one chain of dependent loads after another.
 pub fn frame_staged<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -657,21 +657,20 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
             *key = G::seg_key(ts, sh, now, 0, s, b.data_mut(), rx, len);
         }
         lookup_batch(ts, first, &keys, &mut ids, n);
-        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter().zip(&ids)) {
+        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter_mut().zip(&ids)) {
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
             let d = b.data_mut();
-            let mut s = *s;
-            let (mut o, pe) = G::seg_run(ts, sh, 0, &mut s, d, id);
+            let (mut o, pe) = G::seg_run(ts, sh, 0, s, d, id);
             parse_count(cx, pe);
             for k in 1..G::SEGS {
-                let key = G::seg_key(ts, sh, now, k, &mut s, d, rx, len);
+                let key = G::seg_key(ts, sh, now, k, s, d, rx, len);
                 let table = G::PRE.get(k).copied().flatten();
                 let id = table
                     .and_then(|t| ts.tables.get(t as usize))
                     .and_then(|t| t.lookup64(key));
-                o = G::seg_run(ts, sh, k, &mut s, d, id).0;
+                o = G::seg_run(ts, sh, k, s, d, id).0;
             }
             *nx = match o {
                 Some(o) => sent.next(cx, &mut b, o),
