@@ -321,6 +321,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         shared: Arc::new(Shared::new(&prog)),
         segments,
         mode,
+        parse_pure: prog.parse_verify_stateless(),
         side: (0..vm.n_threads())
             .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
             .collect(),
@@ -515,10 +516,24 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             let _ = writeln!(out, "  ingress segments: {}", segs.join(" "));
         }
         if p.loaded.mode == Mode::Auto {
-            let (split, single) = autos;
             let _ = writeln!(
                 out,
-                "  auto: {split} frames split, {single} in one node (split when a later segment's table has >= {} entries)",
+                "  auto: {} frames split, {} in one node (split when a later segment's table has >= {} entries)",
+                autos.split,
+                autos.single,
+                node::SPLIT_ENTRIES
+            );
+        }
+        if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
+            let _ = writeln!(
+                out,
+                "  staged: off (the parser or verify touches a register or meter)"
+            );
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
+            let _ = writeln!(
+                out,
+                "  staged: {} frames in stages (when the first table has >= {} entries)",
+                autos.staged,
                 node::SPLIT_ENTRIES
             );
         }
@@ -558,17 +573,19 @@ fn on(b: bool) -> &'static str {
     }
 }
 
-fn collect_auto(vm: &mut Vlib, name: &str) -> (u64, u64) {
+/// The entry node's [`node::Auto`] summed over threads.
+fn collect_auto(vm: &mut Vlib, name: &str) -> node::Auto {
     let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
-        return (0, 0);
+        return node::Auto::default();
     };
-    let acc = Arc::new(Mutex::new((0u64, 0u64)));
+    let acc = Arc::new(Mutex::new(node::Auto::default()));
     let a2 = acc.clone();
     vm.foreach_thread(move |tg| {
         if let Some(st) = tg.node_mut::<P4Node>(entry).and_then(|n| n.st.as_ref()) {
             if let Ok(mut a) = a2.lock() {
-                a.0 += st.auto.split;
-                a.1 += st.auto.single;
+                a.split += st.auto.split;
+                a.single += st.auto.single;
+                a.staged += st.auto.staged;
             }
         }
     });

@@ -908,7 +908,7 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
     for k in &tb.keys {
         k.e.walk(&mut |e| match e {
             E::M(s) | E::MI(_, s) => r.slots.push(*s),
-            E::H(_) | E::HI(..) => r.hdr = true,
+            E::H(_) | E::HI(..) | E::Valid(_) => r.hdr = true,
             _ => {}
         });
     }
@@ -1215,4 +1215,54 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
 pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> {
     let p = crate::compile(src, file, Opts::default()).map_err(|e| e.to_string())?;
     rust(&p, name, file).map_err(|e| format!("not supported by the generator: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prelookup;
+
+    /// A table keyed on a header's validity, applied after `before` in ingress.
+    fn prog(before: &str) -> crate::ir::Program {
+        let src = format!(
+            r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t {{ bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }}
+header tag_t {{ bit<16> v; }}
+struct metadata {{ }}
+struct headers {{ ethernet_t ethernet; tag_t tag; }}
+parser P(packet_in packet, out headers hdr, inout metadata meta,
+         inout standard_metadata_t sm) {{
+    state start {{ packet.extract(hdr.ethernet); transition accept; }}
+}}
+control V(inout headers hdr, inout metadata meta) {{ apply {{ }} }}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{
+    action fwd(bit<9> port) {{ sm.egress_spec = port; }}
+    table t {{
+        key = {{ hdr.tag.isValid(): exact; }}
+        actions = {{ fwd; NoAction; }}
+        default_action = NoAction();
+    }}
+    apply {{ {before} t.apply(); }}
+}}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers hdr, inout metadata meta) {{ apply {{ }} }}
+control D(packet_out packet, in headers hdr) {{ apply {{ packet.emit(hdr); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#
+        );
+        crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles")
+    }
+
+    /// A key reading a validity bit the phase sets before the table is not looked up
+    /// early (it would see the old bit); with nothing written before, it is.
+    #[test]
+    fn no_prelookup_of_a_validity_key_the_phase_changes() {
+        for set in ["hdr.tag.setValid();", "hdr.tag.setInvalid();"] {
+            let p = prog(set);
+            assert_eq!(prelookup(&p, &p.ingress), None, "{set}");
+        }
+        let p = prog("");
+        assert!(prelookup(&p, &p.ingress).is_some());
+    }
 }

@@ -499,6 +499,53 @@ impl Program {
         })
     }
 
+    /// Whether the parser and the verify control touch no register or meter (read, write
+    /// or execute), directly or through an action or a table they apply. Then parsing a
+    /// group of packets before the ingress of the first of them (`node::frame_staged`)
+    /// sees what parsing packet at a time does; a register or meter reached there could
+    /// be one an earlier packet's ingress changes.
+    pub fn parse_verify_stateless(&self) -> bool {
+        // Nested actions deeper than this are taken to touch state.
+        const DEPTH: u32 = 8;
+        fn body(p: &Program, b: &[S], d: u32) -> bool {
+            b.iter().all(|s| stmt(p, s, d))
+        }
+        fn action(p: &Program, a: u16, d: u32) -> bool {
+            d > 0
+                && p.actions
+                    .get(a as usize)
+                    .is_some_and(|a| body(p, &a.body, d - 1))
+        }
+        fn stmt(p: &Program, s: &S, d: u32) -> bool {
+            match s {
+                S::RegRead(..) | S::RegWrite(..) | S::Meter(..) => false,
+                S::If(_, a, b) => body(p, a, d) && body(p, b, d),
+                S::Call(a, _) => action(p, *a, d),
+                S::Apply(ap) => {
+                    let arms = match &ap.arms {
+                        Arms::None => true,
+                        Arms::Hit(a, b) => body(p, a, d) && body(p, b, d),
+                        Arms::Switch { bodies, .. } => bodies.iter().all(|b| body(p, b, d)),
+                    };
+                    arms && p
+                        .tables
+                        .get(ap.table as usize)
+                        .is_some_and(|t| t.actions.iter().all(|&a| action(p, a, d)))
+                }
+                S::Set(..)
+                | S::Extract(_)
+                | S::SetValid(_)
+                | S::SetInvalid(_)
+                | S::Drop
+                | S::Exit
+                | S::Return
+                | S::Count(..)
+                | S::Csum(_) => true,
+            }
+        }
+        self.states.iter().all(|st| body(self, &st.body, DEPTH)) && body(self, &self.verify, DEPTH)
+    }
+
     /// The index of an action by name, among `allowed` (`a` or `Control.a`).
     pub fn action_in(&self, name: &str, allowed: &[u16]) -> Option<u16> {
         allowed.iter().copied().find(|&a| {

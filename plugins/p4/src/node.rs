@@ -27,7 +27,8 @@
 //! closure executor. Auto: both exist (its single path runs what single mode would, the
 //! generated module included); per frame, a cost model ([`split_pays`]) runs the split only
 //! when a segment's table is large enough for its lookups to miss the cache, one node
-//! otherwise.
+//! otherwise. Auto never splits a program whose segments would run on the closure
+//! executor (no generated module with these segments): use multi for that.
 //!
 //! Tables and counters are per thread (in each node instance); the control plane keeps a
 //! master copy and replays every change on every thread (`vm.foreach_thread`).
@@ -109,15 +110,22 @@ pub struct Side {
 
 impl Side {
     /// The side table of one thread for a program placed in `mode` with `segs` segment
-    /// nodes, `nbuf` buffers in the pool: empty in single mode; else one packet state per
-    /// buffer for whichever executor runs the segments ([`seg_gen`]).
+    /// nodes, `nbuf` buffers in the pool: one packet state per buffer for whichever
+    /// executor runs the segments ([`seg_gen`]); empty when no frame can run split: in
+    /// single mode, and in auto mode unless generated code runs two or more segments
+    /// ([`split_pays`] never splits otherwise).
     pub fn new(
         mode: Mode,
         gen: Option<&crate::generated::GenEntry>,
         segs: usize,
         nbuf: usize,
     ) -> Self {
-        if mode == Mode::Single {
+        let splits = match mode {
+            Mode::Single => false,
+            Mode::Multi => true,
+            Mode::Auto => seg_gen(gen, segs).is_some() && segs > 1,
+        };
+        if !splits {
             return Side::default();
         }
         match seg_gen(gen, segs) {
@@ -160,15 +168,20 @@ pub struct Loaded {
     /// Ingress statement ranges, one per segment node.
     pub segments: Vec<(usize, usize)>,
     pub mode: Mode,
+    /// The parser and verify touch no register or meter
+    /// (`Program::parse_verify_stateless`): the single node may run in stages.
+    pub parse_pure: bool,
     /// One side table per thread.
     pub side: Box<[Mutex<Side>]>,
 }
 
-/// Auto mode's choices (entry node): frames run split and in one node.
+/// Auto mode's choices (entry node): frames run split and in one node; and, in any mode,
+/// the frames the single node ran in stages ([`frame_staged`]).
 #[derive(Default, Debug, Clone, Copy)]
 pub struct Auto {
     pub split: u64,
     pub single: u64,
+    pub staged: u64,
 }
 
 /// Auto mode's cost model: a table with at least this many entries is taken to miss the
@@ -180,7 +193,8 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// the frame's keys up together so the misses overlap. The first table's lookups the single
 /// node batches itself ([`stage_pays`]), and measured faster than the split (no state
 /// handoff, no second node); otherwise the split only adds a node dispatch and the state
-/// handoff, and one node runs the frame.
+/// handoff, and one node runs the frame. A program without generated segments is never
+/// split (its side table is not even allocated in auto mode, [`Side::new`]).
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
     seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
         g.pre.iter().skip(1).flatten().any(|&t| {
@@ -196,12 +210,17 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 /// the cache and batching them overlaps the misses. With a small table the staging only
 /// adds work (the packet state through memory: ~170 instructions per packet for the
 /// router) and the packet-at-a-time loop ([`frame_generated`]) runs.
-pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
-    g.pre.first().copied().flatten().is_some_and(|t| {
-        ts.tables
-            .get(t as usize)
-            .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
-    })
+///
+/// Never when the parser or verify control touches a register or meter
+/// ([`Loaded::parse_pure`]): the stages parse a group's packets before any of their
+/// ingress runs, so such a read could miss an earlier packet's write.
+pub fn stage_pays(l: &Loaded, g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
+    l.parse_pure
+        && g.pre.first().copied().flatten().is_some_and(|t| {
+            ts.tables
+                .get(t as usize)
+                .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
+        })
 }
 
 /// One node instance (per thread).
@@ -383,7 +402,8 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            let f = if stage_pays(g, &st.ts) {
+            let f = if stage_pays(&l, g, &st.ts) {
+                st.auto.staged += 1;
                 g.staged
             } else {
                 g.frame
@@ -609,7 +629,7 @@ pub const STAGE: usize = 32;
 /// packets, every packet parsed and its first table's key taken (`seg_key`), the group's
 /// lookups batched ([`lookup_batch`]: four at a time into a DIR-24-8 and the hit entries
 /// prefetched), then each packet's remaining pipeline (`seg_run` and the later
-/// segments) on its state copied out of the array. [`frame_generated`] runs each packet's
+/// segments) on its state in place in the array. [`frame_generated`] runs each packet's
 /// whole pipeline at once: one chain of dependent loads after another.
 pub fn frame_staged<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
@@ -637,21 +657,20 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
             *key = G::seg_key(ts, sh, now, 0, s, b.data_mut(), rx, len);
         }
         lookup_batch(ts, first, &keys, &mut ids, n);
-        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter().zip(&ids)) {
+        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter_mut().zip(&ids)) {
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
             let d = b.data_mut();
-            let mut s = *s;
-            let (mut o, pe) = G::seg_run(ts, sh, 0, &mut s, d, id);
+            let (mut o, pe) = G::seg_run(ts, sh, 0, s, d, id);
             parse_count(cx, pe);
             for k in 1..G::SEGS {
-                let key = G::seg_key(ts, sh, now, k, &mut s, d, rx, len);
+                let key = G::seg_key(ts, sh, now, k, s, d, rx, len);
                 let table = G::PRE.get(k).copied().flatten();
                 let id = table
                     .and_then(|t| ts.tables.get(t as usize))
                     .and_then(|t| t.lookup64(key));
-                o = G::seg_run(ts, sh, k, &mut s, d, id).0;
+                o = G::seg_run(ts, sh, k, s, d, id).0;
             }
             *nx = match o {
                 Some(o) => sent.next(cx, &mut b, o),
@@ -912,4 +931,27 @@ pub fn segments_of(body: &[S]) -> Vec<(usize, usize)> {
     }
     out.push((start, body.len()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mode, Side};
+
+    /// Auto mode allocates packet states only when a frame can run split (generated
+    /// segments, two or more); multi mode always; single mode never.
+    #[test]
+    fn side_tables_only_where_frames_can_split() {
+        let g = crate::generated::ALL
+            .iter()
+            .find(|g| g.segs > 1)
+            .expect("a generated module with segments");
+        let empty = |s: &Side| s.ctxs.is_empty() && s.gen.is_none();
+        assert!(empty(&Side::new(Mode::Auto, None, 2, 8)));
+        assert!(empty(&Side::new(Mode::Auto, Some(g), g.segs + 1, 8)));
+        assert!(empty(&Side::new(Mode::Auto, None, 1, 8)));
+        assert!(empty(&Side::new(Mode::Single, Some(g), g.segs, 8)));
+        assert!(Side::new(Mode::Auto, Some(g), g.segs, 8).gen.is_some());
+        assert!(Side::new(Mode::Multi, Some(g), g.segs, 8).gen.is_some());
+        assert_eq!(Side::new(Mode::Multi, None, 2, 8).ctxs.len(), 8);
+    }
 }

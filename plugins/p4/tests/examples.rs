@@ -389,3 +389,33 @@ mod robustness {
         }
     }
 }
+
+/// `Program::parse_verify_stateless` (the staged single node's precondition): true for the
+/// examples, false when verify reads a register or executes a meter (directly or in an
+/// action it calls).
+#[test]
+fn parse_verify_stateless_sees_registers_and_meters() {
+    for f in ["router.p4", "l2switch.p4", "firewall.p4"] {
+        let p = sluice_p4::compile(&src(f), f, Opts::default()).unwrap();
+        assert!(p.parse_verify_stateless(), "{f}");
+    }
+    let empty = "control FwVerify(inout headers hdr, inout metadata meta) { apply { } }";
+    for verify in [
+        "control FwVerify(inout headers hdr, inout metadata meta) {
+            register<bit<16>>(4) r;
+            apply { r.read(meta.rule, 0); }
+        }",
+        "control FwVerify(inout headers hdr, inout metadata meta) {
+            meter(4, MeterType.packets) m;
+            action a() { m.execute_meter(32w1, meta.colour); }
+            apply { a(); }
+        }",
+    ] {
+        let s = src("firewall.p4");
+        assert!(s.contains(empty));
+        let s = s.replace(empty, verify);
+        let p = sluice_p4::compile(&s, "firewall.p4", Opts::default())
+            .unwrap_or_else(|e| panic!("{verify}: {e}"));
+        assert!(!p.parse_verify_stateless(), "{verify}");
+    }
+}

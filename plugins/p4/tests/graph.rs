@@ -277,6 +277,8 @@ fn router_matches_native_fixed_cases() {
 /// Auto mode's cost model: with a few routes every frame runs in one node, and with an
 /// `ipv4_lpm` of `node::SPLIT_ENTRIES` routes too (the single node batches the first
 /// table's lookups itself, `node::stage_pays`), byte-identical to the native path either way.
+/// (The router never splits: its second table, `forward`, holds at most 512 entries; the
+/// split itself is [`auto_splits_at_a_large_second_table`].)
 #[test]
 fn auto_splits_only_at_a_large_later_table() {
     let pkts = [
@@ -305,9 +307,75 @@ fn auto_splits_only_at_a_large_later_table() {
     assert!(split == 0 && single > 0, "{show}");
 }
 
+/// The l2 switch (segments: `smac`, then `dmac`) with a `dmac` of `node::SPLIT_ENTRIES`
+/// entries: auto mode splits every frame (the segment nodes on the generated code), and
+/// sends the same bytes and drops the same packets as single mode (packet at a time).
+#[test]
+fn auto_splits_at_a_large_second_table() {
+    let l2 = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/l2switch.p4");
+    let mac = |i: u32| -> [u8; 6] {
+        let b = i.to_be_bytes();
+        [0x02, 0x10, b[0], b[1], b[2], b[3]]
+    };
+    let frames: Vec<Vec<u8>> = (0..3 * 64u32)
+        .map(|i| {
+            // Every third to a MAC the table does not hold (dropped by `dmac`'s default).
+            let d = if i % 3 == 2 {
+                mac(0xff_0000 + i)
+            } else {
+                mac(i * 7 % 4096)
+            };
+            let mut f = d.to_vec();
+            f.extend_from_slice(&mac(0x10_0000 + i));
+            f.extend_from_slice(&0x88b5u16.to_be_bytes());
+            f.extend((0..46).map(|j| (i + j) as u8));
+            f
+        })
+        .collect();
+    let run_mode = |mode: &str| -> (Vec<Vec<u8>>, u64, String) {
+        let (mut vm, t) = build();
+        let pg1 = sluice_vnet::interface::resolve(&vm, "pg1").unwrap();
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 load {l2} name r mode {mode} on pg0"),
+        );
+        for i in 0..sluice_p4::node::SPLIT_ENTRIES as u32 {
+            let m: Vec<String> = mac(i).iter().map(|b| format!("{b:02x}")).collect();
+            cli(
+                &mut vm,
+                &t,
+                &format!(
+                    "p4 table add r dmac forward key {} param {pg1}",
+                    m.join(":")
+                ),
+            );
+        }
+        let (out, drops) = run(&mut vm, &t, &frames, mode);
+        let show = cli(&mut vm, &t, "show p4 program r");
+        vm.stop_workers();
+        assert_eq!(vm.pool.stats().in_use, 0);
+        (out, drops, show)
+    };
+    let (so, sd, _) = run_mode("single");
+    let (ao, ad, show) = run_mode("auto");
+    assert_eq!(so.len() + sd as usize, frames.len(), "single lost packets");
+    assert!(!so.is_empty() && sd > 0, "{} {sd}", so.len());
+    assert_eq!(ao, so, "outputs differ");
+    assert_eq!(ad, sd, "drops differ");
+    let l = show
+        .lines()
+        .find(|l| l.contains("auto: "))
+        .expect("auto line");
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let (split, single): (u64, u64) = (w[1].parse().unwrap(), w[4].parse().unwrap());
+    assert!(split > 0 && single == 0, "{show}");
+}
+
 /// With a large first table the single node runs in stages (`node::frame_staged`: the
 /// group's parses and LPM lookups first, then each packet's rest): byte-identical to the
-/// native path over more packets than one stage holds.
+/// native path over more packets than one stage holds, and `show p4 program` counts the
+/// staged frames.
 #[test]
 fn single_node_in_stages_matches_native() {
     let pkts = [
@@ -328,8 +396,18 @@ fn single_node_in_stages_matches_native() {
     let big: Vec<(u32, u8)> = (0..sluice_p4::node::SPLIT_ENTRIES as u32)
         .map(|i| (0x1400_0000 + (i << 8), 24))
         .collect();
-    let (fwd, drop) = compare(&big, &pkts, "single");
+    let (fwd, drop, show) = compare_show(&big, &pkts, "single");
     assert!(fwd > sluice_p4::node::STAGE && drop > 0, "{fwd} {drop}");
+    let staged: u64 = show
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("staged: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no staged line: {show}"));
+    assert!(staged > 0, "{show}");
+    // A few routes: packet at a time.
+    let (_, _, show) = compare_show(&[(0x1400_0000, 8)], &pkts, "single");
+    assert!(show.contains("staged: 0 frames"), "{show}");
 }
 
 /// The same traffic with each of PVPP's four optimisations off (and all four off), in
