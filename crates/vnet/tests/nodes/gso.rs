@@ -16,34 +16,39 @@ const MSS: u16 = 1000;
 fn tcp4_aggregate(payload: usize) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
     let total = 20 + 32 + payload;
-    let mut ip = vec![
-        0x45,
-        0,
-        (total >> 8) as u8,
-        total as u8,
-        0x12,
-        0x34,
-        0x40,
-        0,
-        64,
-        6,
-    ];
-    ip.extend_from_slice(&[0, 0, 10, 0, 0, 5, 10, 0, 1, 2]);
-    let c = checksum::internet_checksum(&ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
+    f.extend_from_slice(&ip4_header(total, 6));
     f.extend_from_slice(&tcp_header());
     f.extend((0..payload).map(|i| (i * 7 + i / 253) as u8));
     f
+}
+
+/// An IPv4 header (DF, TTL 64, 10.0.0.5 -> 10.0.1.2) of `total` bytes carrying `proto`,
+/// its checksum correct.
+fn ip4_header(total: usize, proto: u8) -> [u8; 20] {
+    let t = (total as u16).to_be_bytes();
+    let mut ip = [
+        0x45, 0, t[0], t[1], 0x12, 0x34, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 5, 10, 0, 1, 2,
+    ];
+    let c = checksum::internet_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    ip
+}
+
+/// An IPv6 header (hop limit 64, 2001:db8::5 -> 2001:db8:1::2) with `payload` bytes of
+/// `next` behind it.
+fn ip6_header(payload: usize, next: u8) -> Vec<u8> {
+    let p = (payload as u16).to_be_bytes();
+    let mut h = vec![0x60, 0, 0, 0, p[0], p[1], next, 64];
+    h.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
+    h.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    h
 }
 
 /// The same over IPv6 (2001:db8::5 -> 2001:db8:1::2).
 fn tcp6_aggregate(payload: usize) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd];
     let pl = 32 + payload;
-    f.extend_from_slice(&[0x60, 0, 0, 0, (pl >> 8) as u8, pl as u8, 6, 64]);
-    f.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
-    f.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&ip6_header(pl, 6));
     f.extend_from_slice(&tcp_header());
     f.extend((0..payload).map(|i| (i * 7 + i / 253) as u8));
     f
@@ -390,28 +395,11 @@ fn udp_aggregate(payload: usize, v6: bool) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
     let ul = 8 + payload;
     if v6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, (ul >> 8) as u8, ul as u8, 17, 64]);
-        f.extend_from_slice(&"2001:db8::5".parse::<Ipv6Addr>().unwrap().octets());
-        f.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+        f.extend_from_slice(&[0x86, 0xdd]);
+        f.extend_from_slice(&ip6_header(ul, 17));
     } else {
-        let total = 20 + ul;
-        let mut ip = vec![
-            0x45,
-            0,
-            (total >> 8) as u8,
-            total as u8,
-            0x12,
-            0x34,
-            0x40,
-            0,
-            64,
-            17,
-        ];
-        ip.extend_from_slice(&[0, 0, 10, 0, 0, 5, 10, 0, 1, 2]);
-        let c = checksum::internet_checksum(&ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(&[0x08, 0x00]);
-        f.extend_from_slice(&ip);
+        f.extend_from_slice(&ip4_header(20 + ul, 17));
     }
     f.extend_from_slice(&[
         0x30,
