@@ -524,10 +524,20 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                 node::SPLIT_ENTRIES
             );
         }
+        let first_pre = p
+            .loaded
+            .gen
+            .and_then(|g| g.pre.first().copied().flatten())
+            .is_some();
         if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
             let _ = writeln!(
                 out,
                 "  staged: off (the parser or verify touches a register or meter)"
+            );
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !first_pre {
+            let _ = writeln!(
+                out,
+                "  staged: off (the first phase has no early table lookup)"
             );
         } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
             let _ = writeln!(

@@ -17,7 +17,11 @@
 //! fingerprint matches what was compiled; else the vector executor (`vec`, a frame at a
 //! time) when it supports the program; else the per-packet closure executor (`code`, two
 //! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
-//! skips both the generated module and the vector executor.
+//! skips both the generated module and the vector executor. With generated code whose first
+//! table is large ([`SPLIT_ENTRIES`]) and a parser and verify control that touch no
+//! register or meter, the node runs in stages ([`frame_staged`], [`stage_pays`]): groups of
+//! packets parsed and keyed first, their first-table lookups batched, then the rest of each
+//! pipeline; `show p4 program` counts those frames on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -194,15 +198,19 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// node batches itself ([`stage_pays`]), and measured faster than the split (no state
 /// handoff, no second node); otherwise the split only adds a node dispatch and the state
 /// handoff, and one node runs the frame. A program without generated segments is never
-/// split (its side table is not even allocated in auto mode, [`Side::new`]).
+/// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
+/// parser or verify control touches a register or meter ([`Loaded::parse_pure`]): the
+/// first segment parses the whole frame before any packet's ingress runs, as the stages of
+/// [`stage_pays`] do.
 pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
-    seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
-        g.pre.iter().skip(1).flatten().any(|&t| {
-            ts.tables
-                .get(t as usize)
-                .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
+    l.parse_pure
+        && seg_gen(l.gen, l.segments.len()).is_some_and(|g| {
+            g.pre.iter().skip(1).flatten().any(|&t| {
+                ts.tables
+                    .get(t as usize)
+                    .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
+            })
         })
-    })
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
@@ -605,19 +613,7 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
         return;
     };
     let mut sent = Sent::default();
-    seg_pass::<G>(
-        cx,
-        ts,
-        sh,
-        now,
-        k,
-        sts,
-        |_, bi| bi.0 as usize,
-        frame,
-        nexts,
-        next,
-        &mut sent,
-    );
+    seg_pass::<G>(cx, ts, sh, now, k, sts, frame, nexts, next, &mut sent);
     sent.count(cx);
 }
 
@@ -724,9 +720,9 @@ fn lookup_batch(
     }
 }
 
-/// Segment `k` of a generated program on the packets of `frame`, the state of the `i`th
-/// (buffer `bi`) at `sts[slot(i, bi)]`, the next arc of each into `nexts` (`next` when
-/// the pipeline continues past the segment).
+/// Segment `k` of a generated program on the packets of `frame`, the state of buffer `bi`
+/// at `sts[bi]` (the per-buffer side table), the next arc of each into `nexts` (`next`
+/// when the pipeline continues past the segment).
 ///
 /// Three passes: every packet's key of the segment's table (`seg_key`; the first segment
 /// parses here); the lookups ([`lookup_batch`]); then each packet's phase (`seg_run`) on
@@ -740,7 +736,6 @@ fn seg_pass<G: crate::gen::rt::Generated>(
     now: u64,
     k: usize,
     sts: &mut [G::St],
-    slot: impl Fn(usize, BufIdx) -> usize,
     frame: &[BufIdx],
     nexts: &mut [u16],
     next: Option<u16>,
@@ -752,22 +747,22 @@ fn seg_pass<G: crate::gen::rt::Generated>(
     for (i, (key, &bi)) in keys.iter_mut().zip(&frame[..n]).enumerate() {
         if let Some(&a) = frame.get(i + 2) {
             arena.prefetch(a);
-            if let Some(s) = sts.get(slot(i + 2, a)) {
+            if let Some(s) = sts.get(a.0 as usize) {
                 sluice_infra::prefetch(s);
             }
         }
         // SAFETY: exclusive ownership of the frame's indices, one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
         let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-        let s = &mut sts[slot(i, bi)];
+        let s = &mut sts[bi.0 as usize];
         *key = G::seg_key(ts, sh, now, k, s, b.data_mut(), rx, len);
     }
     let mut ids = [None; FRAME_SIZE];
     lookup_batch(ts, G::PRE.get(k).copied().flatten(), &keys, &mut ids, n);
-    for (i, ((nx, &bi), &id)) in nexts.iter_mut().zip(&frame[..n]).zip(&ids).enumerate() {
+    for ((nx, &bi), &id) in nexts.iter_mut().zip(&frame[..n]).zip(&ids) {
         // SAFETY: exclusive ownership of the frame's indices, one view at a time.
         let mut b = unsafe { arena.buffer(bi) };
-        let s = &mut sts[slot(i, bi)];
+        let s = &mut sts[bi.0 as usize];
         let (o, pe) = G::seg_run(ts, sh, k, s, b.data_mut(), id);
         if k == 0 {
             parse_count(cx, pe);
