@@ -244,6 +244,32 @@ class TestIpMessages(ApiTest):
         a.sw_interface_set_table(sw_if_index=self.lo1, table_id=0)
         a.ip_table_add_del(is_add=False, table_id=10)
 
+    def test_attached_and_local_paths_round_trip(self):
+        # What ip_route_dump gives for `via <interface>` and `via local` adds the same
+        # route back through ip_route_add_del.
+        a = self.api
+        lo = {i.sw_if_index: i.interface_name for i in a.sw_interface_dump()}[self.lo]
+        self.vpp.cli(f"ip route add 198.51.100.0/24 via {lo}")
+        self.vpp.cli(f"ip route add 2001:db8:aa::/64 via {lo}")
+        self.vpp.cli("ip route add 203.0.113.7/32 via local")
+        want = {}
+        for v6, p in ((False, "198.51.100.0/24"), (True, "2001:db8:aa::/64"),
+                      (False, "203.0.113.7/32")):
+            r = {str(x.prefix): x for x in a.ip_route_dump(table_id=0, is_ipv6=v6)}[p]
+            paths = [{"next_hop": str(x.next_hop), "sw_if_index": x.sw_if_index,
+                      "weight": x.weight} for x in r.paths]
+            want[p] = (v6, paths)
+        assert want["198.51.100.0/24"][1] == [
+            {"next_hop": "0.0.0.0", "sw_if_index": self.lo, "weight": 1}]
+        assert want["203.0.113.7/32"][1] == [
+            {"next_hop": "0.0.0.0", "sw_if_index": 0xffffffff, "weight": 1}]
+        text = self.vpp.cli("show running-config")
+        for p, (v6, paths) in want.items():
+            a.ip_route_add_del(is_add=False, prefix=p, paths=paths)
+            assert p not in {str(x.prefix) for x in a.ip_route_dump(table_id=0, is_ipv6=v6)}
+            a.ip_route_add_del(is_add=True, prefix=p, paths=paths)
+        assert self.vpp.cli("show running-config") == text
+
     def test_routes_ecmp_recursive_drop_and_tables(self):
         a = self.api
         a.sw_interface_add_del_address(sw_if_index=self.lo1, is_add=True, prefix="10.0.1.1/24")

@@ -521,7 +521,18 @@ fn paths<C: IpControl>(
     prefix: &dyn std::fmt::Display,
 ) -> VnetResult<RoutePaths<C::Ip>> {
     let mut out = Vec::with_capacity(fib_paths.len());
+    let (mut via_if, mut local) = (Vec::new(), false);
     for p in fib_paths {
+        // No next hop: an attached path on `sw_if_index`, or receive (`LOCAL_PATH`), as
+        // `ip_route_dump` gives them.
+        if p.next_hop.is_unspecified() && p.sw_if_index == LOCAL_PATH {
+            local = true;
+            continue;
+        }
+        if p.next_hop.is_unspecified() && p.sw_if_index != 0 {
+            via_if.push((sw(p.sw_if_index), p.weight.max(1)));
+            continue;
+        }
         let nh = C::from_ip(p.next_hop).ok_or_else(|| {
             VnetError::invalid(format!(
                 "next hop {} is not {} like the prefix {prefix}",
@@ -536,9 +547,14 @@ fn paths<C: IpControl>(
         paths: out,
         drop: is_drop,
         table: table_id,
+        via_if,
+        local,
         ..Default::default()
     })
 }
+
+/// A `fib_path`'s `sw_if_index` with an unspecified next hop meaning `via local`.
+const LOCAL_PATH: u32 = u32::MAX;
 
 /// Adds or deletes `prefixes` (all of family `C`, else an error naming the odd one by
 /// `name(k)`) with the same paths; `first` names the family's prefix in path errors.
@@ -644,7 +660,7 @@ fn ip_route_dump(
                     let (next_hop, i) = match p {
                         crate::routes::StaticPath::Via(nh, i) => (nh, i),
                         crate::routes::StaticPath::Interface(i) => (none, Some(i)),
-                        crate::routes::StaticPath::Local => (none, None),
+                        crate::routes::StaticPath::Local => (none, Some(LOCAL_PATH)),
                     };
                     ip::FibPath {
                         next_hop,
