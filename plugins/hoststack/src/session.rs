@@ -411,13 +411,14 @@ impl SessionMain {
     /// Space was freed in the tx FIFO of slot `slot` of application `a`: tells a writer
     /// that asked ([`AppConn::notify_tx_space`]). An event its full queue refused is
     /// retried at `session-queue`'s next polls (no more space may ever be freed: the FIFO
-    /// may be empty already).
+    /// may be empty already), unless the application is dead: nobody reads its queue, and
+    /// a retry would keep the thread polling while its connections linger.
     pub(crate) fn notify_tx_space(&mut self, a: u32, slot: u32) {
         let refused = self
             .apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
-            .is_some_and(|app| !app.notify_tx_space(slot));
+            .is_some_and(|app| !app.notify_tx_space(slot) && !app.dead);
         if refused && !self.space_retry.contains(&(a, slot)) {
             self.space_retry.push((a, slot));
         }
@@ -1179,6 +1180,12 @@ pub(crate) mod tests {
         let q = a.app_evq().unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
         assert!(sm.space_retry.is_empty());
+        // A dead application's refused event is not retried: nobody reads its queue.
+        q_full(&sm);
+        sm.apps[0].as_ref().unwrap().fifos(1).unwrap().1.want_space();
+        sm.apps[0].as_mut().unwrap().dead = true;
+        sm.notify_tx_space(0, 1);
+        assert!(sm.space_retry.is_empty(), "a retry for a dead application");
     }
 
     /// Drains what Sluice sent the application; returns the messages.
