@@ -205,9 +205,13 @@ impl<'a> EvQ<'a> {
         true
     }
 
-    /// Consumer: awake again.
+    /// Consumer: awake again. Stores only when an announcement is up (the word is read by
+    /// the producer after every push: an unconditional store would move its cache line to
+    /// the consumer at every poll).
     pub fn woke(&self) {
-        self.waiting.store(0, Ordering::Relaxed);
+        if self.waiting.load(Ordering::Relaxed) != 0 {
+            self.waiting.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Producer, after pushing: whether the consumer sleeps and must be signalled (the
