@@ -77,7 +77,13 @@ for setup in $SETUPS; do
     # Tx-pps of the transmitting port, one value per second; the first is the start-up second.
     m=$(awk -v p="$port" '/statistics for port/ {on = ($6 == p)}
              on && /Tx-pps:/ {print $2}' <<<"$out" | tail -n +2 | head -n "$SECS" | sort -n |
-        awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)] / 1e6; else print 0}')
+        awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)] / 1e6}')
+    if [ -z "$m" ]; then
+      # No rate printed (EAL failed, no memory, ...): say why, never report 0 as measured.
+      echo "sluice: dpdk-testpmd run $r gave no Tx-pps; its output ends:" >&2
+      tail -n 20 <<<"$out" >&2
+      exit 1
+    fi
     echo "run $r: $m Mpps (load $(cut -d' ' -f1 /proc/loadavg))"
     meds+=("$m")
   done

@@ -81,8 +81,9 @@
 //! SipHash is the conservative choice for tables fed by untrusted packets.
 //!
 //! A table made with [`Bihash::with_limit_prehashed`] takes keys that are already digests of
-//! a secret-keyed hash (ACL sessions store [`WideKeyHash`] digests of their 5-tuples, NAT
-//! sessions the cheaper [`FoldedKeyHash`] ones): it
+//! a secret-keyed hash (ACL and NAT44 sessions store [`FoldedKeyHash`] digests of their
+//! 5-tuples; [`WideKeyHash`], SipHash, is the conservative choice kept for tables that want
+//! a MAC-grade keyed hash): it
 //! spreads them with one multiply by a fresh odd key per array instead of hashing them again
 //! (an attacker cannot aim digests it cannot compute).
 //!
@@ -212,8 +213,8 @@ fn siphash_u64<const C: usize, const D: usize>(k0: u64, k1: u64, m: u64) -> u64 
 
 /// A keyed hash of 16-byte keys into 64 bits (SipHash-1-3 of two little-endian words under
 /// a fresh random key), for tables whose keys are wider than this table's 8 bytes: store the
-/// digest as the key and the full key beside the value, and compare it after a hit (NAT
-/// sessions, keyed by 5-tuples). Without the key an attacker cannot make two chosen keys
+/// digest as the key and the full key beside the value, and compare it after a hit. The
+/// session tables (NAT44, ACL) now use the cheaper [`FoldedKeyHash`]. Without the key an attacker cannot make two chosen keys
 /// collide; a collision between honest keys has probability 2^-64.
 #[derive(Clone, Copy, Debug)]
 pub struct WideKeyHash {
