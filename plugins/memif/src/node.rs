@@ -10,6 +10,14 @@
 //!   idle; interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
 //!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
 //!   while idle and sets `MASK_INT` while it polls under load.
+//! - copy mode: single-descriptor packets are parsed, bounds-checked and copied in batches
+//!   (`parse_single`, `copy_batch`); chains, bad descriptors and a dry pool take the general
+//!   path (`rx_general`).
+//! - zero-copy slave (`zero-copy` on the slave, M2S ring): no copy; the master wrote into
+//!   buffers the slave lent it, recorded per slot in a shadow array, and the descriptor's
+//!   region and offset are not trusted: each slot's buffer comes from the shadow array
+//!   (`rx_zc_single`, its length checked against the buffer), chained or bad slots take the
+//!   general path; the ring is refilled with fresh buffers.
 //! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
 //! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
 //!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
@@ -27,7 +35,8 @@
 //! cannot miss the packets), and frees the buffers. Never waits for ring space.
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
-//!   region), `too_long` (more than 64 buffers); each also counts interface `tx-error`.
+//!   region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
+//!   mode one that is only its Ethernet header); each also counts interface `tx-error`.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
 //!   so an idle interface holds none for long.
