@@ -1182,7 +1182,13 @@ pub(crate) mod tests {
         assert!(sm.space_retry.is_empty());
         // A dead application's refused event is not retried: nobody reads its queue.
         q_full(&sm);
-        sm.apps[0].as_ref().unwrap().fifos(1).unwrap().1.want_space();
+        sm.apps[0]
+            .as_ref()
+            .unwrap()
+            .fifos(1)
+            .unwrap()
+            .1
+            .want_space();
         sm.apps[0].as_mut().unwrap().dead = true;
         sm.notify_tx_space(0, 1);
         assert!(sm.space_retry.is_empty(), "a retry for a dead application");

@@ -209,9 +209,11 @@ fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
     let mut df = big.clone();
     df[6] = 0x40;
     refill(&mut df);
-    through_lookup(&mut t, sw, &[ttl1, df, big]);
+    through_lookup(&mut t, sw, &[ttl1.clone(), df, big]);
     let icmp = t.arc("ip4-icmp-error");
     assert_eq!(icmp.len(), 2);
+    // The fast path's Ethernet header push is undone: the packet as it came, at its IP header.
+    assert_eq!(icmp[0].data, ttl1, "unchanged, at its IPv4 header");
     assert_eq!(icmp[0].hdr.feature_meta[0], 11 << 8, "time exceeded");
     assert_eq!(
         icmp[1].hdr.feature_meta[0],
