@@ -261,8 +261,36 @@ fn load(lv: &Lv) -> EF {
     }
 }
 
-/// Compiles a store into a place.
-fn store(lv: &Lv) -> ST {
+/// Compiles a store into a place. A store into a field of an invalid header writes
+/// nothing (P4-16 lets it change no defined state), as in the vector executor and the
+/// generated code, whose headers live in the packet: the field keeps reading 0.
+fn store(p: &Program, lv: &Lv) -> ST {
+    let raw = store_raw(lv);
+    match header_of(p, lv) {
+        Some(h) if h < 64 => {
+            let b = 1u64 << h;
+            Box::new(move |x, c, v| {
+                if c.valid & b != 0 {
+                    raw(x, c, v)
+                }
+            })
+        }
+        _ => raw,
+    }
+}
+
+/// The header instance a place is in (`None`: metadata).
+fn header_of(p: &Program, lv: &Lv) -> Option<usize> {
+    match lv {
+        Lv::M(..) | Lv::MI(..) => None,
+        Lv::H(a) => p.inst_of(a.off).map(|(h, _)| h),
+        Lv::HI(i, _) => Some(*i as usize),
+        Lv::Slice(inner, ..) => header_of(p, inner),
+    }
+}
+
+/// [`store`] without the validity check.
+fn store_raw(lv: &Lv) -> ST {
     match lv {
         Lv::M(s, m) => {
             let (s, m) = (ms(*s), *m);
@@ -315,7 +343,7 @@ fn store(lv: &Lv) -> ST {
             })
         }
         Lv::Slice(inner, sh, m) => {
-            let (old, put, sh, m) = (load(inner), store(inner), *sh, *m);
+            let (old, put, sh, m) = (load(inner), store_raw(inner), *sh, *m);
             Box::new(move |x, c, v| {
                 let o = old(x, c, &[]);
                 let mm = m << sh;
@@ -339,7 +367,7 @@ fn stmt(p: &Program, s: &S) -> SF {
                     })
                 }
                 lv => {
-                    let st = store(lv);
+                    let st = store(p, lv);
                     Box::new(move |x, c, pr| {
                         let v = f(x, c, pr);
                         st(x, c, v);
@@ -408,7 +436,7 @@ fn stmt(p: &Program, s: &S) -> SF {
             })
         }
         S::RegRead(r, lv, e) => {
-            let (r, st, f) = (*r as usize, store(lv), expr(e));
+            let (r, st, f) = (*r as usize, store(p, lv), expr(e));
             Box::new(move |x, c, pr| {
                 let i = f(x, c, pr) as usize;
                 let v = x.shared.registers[r]
@@ -431,7 +459,7 @@ fn stmt(p: &Program, s: &S) -> SF {
             })
         }
         S::Meter(m, ei, lv) => {
-            let (mi, fi, st) = (*m as usize, expr(ei), store(lv));
+            let (mi, fi, st) = (*m as usize, expr(ei), store(p, lv));
             let bytes = p.meters[mi].bytes;
             Box::new(move |x, c, pr| {
                 let i = fi(x, c, pr) as usize;
@@ -663,7 +691,7 @@ fn csum(p: &Program, cs: &Csum) -> SF {
             Flow::Next
         })
     } else {
-        let st = store(&cs.dst);
+        let st = store(p, &cs.dst);
         Box::new(move |x, c, pr| {
             if cond(x, c, pr) != 0 {
                 let ck = !sum(x, c, pr) & 0xffff;

@@ -296,11 +296,7 @@ impl G<'_> {
     /// The header instance holding header-area offset `off`, and the offset inside it.
     fn inst_of(&self, off: u16) -> Result<(usize, usize), String> {
         self.p
-            .headers
-            .iter()
-            .enumerate()
-            .find(|(_, h)| off >= h.off && off < h.off + h.len.max(1))
-            .map(|(i, h)| (i, (off - h.off) as usize))
+            .inst_of(off)
             .ok_or_else(|| format!("header offset {off} outside every header"))
     }
 

@@ -482,6 +482,14 @@ pub struct Program {
 }
 
 impl Program {
+    /// The header instance holding header-area offset `off`, and the offset inside it.
+    pub fn inst_of(&self, off: u16) -> Option<(usize, usize)> {
+        self.headers
+            .iter()
+            .position(|h| off >= h.off && off < h.off + h.len.max(1))
+            .map(|i| (i, (off - self.headers[i].off) as usize))
+    }
+
     /// The index of a table by name (`t` or `Control.t`).
     pub fn table(&self, name: &str) -> Option<usize> {
         let by_q = self

@@ -585,12 +585,7 @@ impl Cc<'_> {
 
     /// The header instance holding header-area offset `off`, and the offset inside it.
     fn inst_of(&self, off: u16) -> (usize, usize) {
-        for (i, h) in self.p.headers.iter().enumerate() {
-            if off >= h.off && off < h.off + h.len.max(1) {
-                return (i, (off - h.off) as usize);
-            }
-        }
-        (usize::MAX, 0)
+        self.p.inst_of(off).unwrap_or((usize::MAX, 0))
     }
 }
 

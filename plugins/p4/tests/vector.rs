@@ -566,3 +566,12 @@ fn generated_code_runs_a_read_modify_write() {
     assert!(src.contains("reg_read(sh, 0, 0)"), "{src}");
     assert!(src.contains("reg_write(sh, 0, "), "{src}");
 }
+
+/// CI found this one (2026-11-29): an empty frame (the parse fails before `eth` is valid)
+/// whose all-zero key still hits a rule that writes the invalid header's field.
+#[test]
+fn control_flow_empty_frame_writes_invalid_header() {
+    let p = flow();
+    let rules = [(0u8, 128u16, 15872u16, 42u8, 0u8)];
+    compare(&p, &flow_setup(&rules), &[(vec![], 0)]);
+}
