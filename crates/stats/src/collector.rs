@@ -348,9 +348,26 @@ impl StatsSegment {
             return Ok(());
         }
         let seg = Segment::create(cfg.size, vm.n_threads())?;
-        let fd = shm::readonly_fd(seg.fd())
+        let now = vm.shared.clock.now_secs();
+        let mut s = StatsSegment {
+            seg,
+            cfg: cfg.clone(),
+            map: Map::default(),
+            shape: None,
+            level: 0,
+            prev: Prev::default(),
+            next_due: now,
+            boottime: unix_now() - (now - vm.start_secs),
+            last_clocks: 0,
+            total_clocks: 0,
+            server: None,
+            metrics: None,
+        };
+        // Filled before it is served: a client that connects at once finds every entry.
+        s.update(vm);
+        let fd = shm::readonly_fd(s.seg.fd())
             .map_err(|e| StatsError::Io("cannot reopen the statistics segment".into(), e))?;
-        let server = match SocketServer::start(socket, perms, fd) {
+        s.server = match SocketServer::start(socket, perms, fd) {
             Ok(s) => Some(s),
             Err(e) if socket_required => {
                 return Err(StatsError::Socket(format!(
@@ -366,22 +383,6 @@ impl StatsSegment {
                 None
             }
         };
-        let now = vm.shared.clock.now_secs();
-        let mut s = StatsSegment {
-            seg,
-            cfg: cfg.clone(),
-            map: Map::default(),
-            shape: None,
-            level: 0,
-            prev: Prev::default(),
-            next_due: now,
-            boottime: unix_now() - (now - vm.start_secs),
-            last_clocks: 0,
-            total_clocks: 0,
-            server,
-            metrics: None,
-        };
-        s.update(vm);
         s.next_due = now + s.cfg.interval;
         vm.put_ext(StatsExt(Some(s)));
         Ok(())

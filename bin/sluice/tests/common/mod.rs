@@ -90,7 +90,13 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon { child, sock, dir }
+        let d = Daemon { child, sock, dir };
+        // The CLI socket is bound before the statistics segment and the API are up; the
+        // first answer comes from the main loop, once startup is complete.
+        if let Err(e) = d.cli("show version") {
+            panic!("sluice did not answer its CLI: {e}");
+        }
+        d
     }
 
     pub fn cli(&self, cmd: &str) -> Result<String, String> {
