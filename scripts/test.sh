@@ -48,7 +48,8 @@ echo "== cargo test"
 # verdict; set PROPTEST_RNG_SEED to another number to explore new cases.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261129}"
 log=$(mktemp)
-cargo test --workspace --locked 2>&1 | tee "$log"
+# --no-fail-fast: one run shows every failing test binary, not only the first.
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 # One summary line for the Rust tests. A test that could not run here (not root, a tool
 # missing) returns early after `sluice_infra::testing::skip` printed `SKIPPED: <test>: <why>`
 # (cargo counts it as passed): counted as skipped, with the ignored ones, not as passed.
