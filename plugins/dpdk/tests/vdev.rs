@@ -391,6 +391,52 @@ fn device_lengths_past_the_buffer_are_dropped_unread() {
 }
 
 #[test]
+fn device_lengths_past_the_buffer_take_no_buffer_when_copying() {
+    skip_unless_dpdk!();
+    in_child(
+        "device_lengths_past_the_buffer_take_no_buffer_when_copying",
+        || {
+            // Copying receive: net_null0 hands out mbufs of `sluice_rx' (2176 bytes) claiming
+            // 4000. Such a packet is dropped before anything is copied: it takes no Sluice
+            // buffer, so with none free it is counted as too long, never as rx-miss (null1
+            // receives nothing: only null0 needs buffers).
+            let mut rt = start(
+                "dpdk {\n vdev net_null0,size=4000 { name null0 }\n vdev net_null1,no-rx=1 { name null1 }\n no-zero-copy\n}",
+                0,
+            )
+            .unwrap();
+            for c in [
+                "set interface l2 xconnect null0 null1",
+                "set interface state null1 up",
+            ] {
+                rt.ok(c);
+            }
+            let pool = rt.vm.pool.clone();
+            rt.vm.main.bufs().flush();
+            let mut all = vec![sluice_buffer::BufIdx(0); pool.len() as usize];
+            let mut c = pool.cache();
+            let held = c.alloc(&mut all);
+            assert_eq!(held, all.len(), "buffers still cached elsewhere");
+            rt.ok("set interface state null0 up");
+            rt.run_for(Duration::from_millis(200));
+            rt.ok("set interface state null0 down");
+            let bad = rt.error_count("dpdk-input", "or its mbuf");
+            assert!(bad > 0, "{}", rt.ok("show errors"));
+            assert_eq!(
+                rt.error_count("dpdk-input", "no free buffers"),
+                0,
+                "{}",
+                rt.ok("show errors")
+            );
+            assert_eq!(rt.if_counter("null1", "tx packets"), 0);
+            c.free(&all[..held]);
+            drop(c);
+            assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+        },
+    );
+}
+
+#[test]
 fn zero_copy_pool_fill_never_overwrites_buffers_in_use() {
     skip_unless_dpdk!();
     in_child(
