@@ -642,14 +642,26 @@ fn eal_failure_is_a_one_line_error() {
     skip_unless_dpdk!();
     in_child("eal_failure_is_a_one_line_error", || {
         let api = sluice_dpdk::sys::Api::load(sluice_dpdk::sys::SHIM.unwrap()).unwrap();
+        let prefix = format!("--file-prefix=sluice-{}", std::process::id());
         let e = sluice_dpdk::eal::init(
             api,
-            &["sluice".into(), "--no-huge".into(), "--in-memory".into()],
+            &[
+                "sluice".into(),
+                "--no-huge".into(),
+                "--in-memory".into(),
+                prefix.clone(),
+            ],
         )
         .unwrap_err();
         one_line(&e);
         assert!(e.starts_with("EAL initialisation failed: "), "{e}");
-        assert!(e.ends_with("(EAL arguments: --no-huge --in-memory)"), "{e}");
+        assert!(
+            e.ends_with(&format!("(EAL arguments: --no-huge --in-memory {prefix})")),
+            "{e}"
+        );
+        // EAL had created its runtime directory: removed, not left behind.
+        let dir = sluice_dpdk::eal::runtime_dir(api).expect("EAL named its runtime directory");
+        assert!(!std::path::Path::new(&dir).exists(), "{dir} left behind");
     });
 }
 
