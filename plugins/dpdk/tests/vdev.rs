@@ -111,7 +111,9 @@ fn ring_loopback_across_threads_is_byte_exact() {
 fn ring_loopback_copying_is_byte_exact() {
     skip_unless_dpdk!();
     in_child("ring_loopback_copying_is_byte_exact", || {
-        // More mbufs than half of Sluice's buffers: no zero copy, both directions copy.
+        // `no-zero-copy`: both directions copy. Transmit copies into mbufs of `sluice_tx`,
+        // which net_ring hands back to receive as they are (`num-mbufs` sizes `sluice_rx`,
+        // which this device does not use).
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } no-zero-copy num-mbufs 8192 }",
             "receive: copies",
