@@ -6,7 +6,7 @@
 //! mempool's per-lcore caches sit in front, so these callbacks run once per cache refill or
 //! flush, not per packet; each thread allocates and frees through a buffer cache of its own
 //! (flushed when the thread ends). Buffers DPDK holds (in those caches, in device rings) count
-//! as in use in Sluice's pool: [`lent`] says how many.
+//! as in use in Sluice's pool: [`lent`] says how many (`show buffers`: `Lent`).
 
 use crate::sys::{Api, RteMempool};
 use sluice_buffer::{BufIdx, BufferCache, BufferPool};
