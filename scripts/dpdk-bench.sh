@@ -13,9 +13,13 @@
 # forwarding on the same devices (null: net_null0 -> net_null1, 60-byte frames; ring:
 # net_ring0 looped, one burst of 32 sent first with --tx-first), RUNS runs of SECS seconds:
 # Mpps from its per-second Tx-pps of the transmitting port (the first second dropped),
-# min/median/max of the runs' medians, and clocks/packet (CPU clock / median rate).
+# min/median/max of the runs' medians, and clocks/packet (clock rate / median rate) in
+# Sluice's clock: the TSC rate dpdk_bench prints (on x86-64 the TSC's nominal rate, the unit
+# of Sluice's node clocks; where Sluice has no TSC, arm64 included, its clock counts
+# nanoseconds, and so do these "clocks").
 # Both pinned to CPU $DPDK_BENCH_CPU (default 1). testpmd is skipped with a reason when it is
-# not installed; the whole script when Sluice was built without DPDK (exit 77).
+# not installed; the whole script when Sluice was built without DPDK (exit 77). Each testpmd
+# run's EAL runtime directory is removed after it (and on exit: scripts/dpdk-rundir.sh).
 # Usage: scripts/dpdk-bench.sh [RUNS (5)] [SECS (2)] [SETUPS ("null ring")]
 set -euo pipefail
 RUNS=${1:-5}
@@ -25,7 +29,11 @@ CPU=${DPDK_BENCH_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
 . "$ROOT/scripts/common.sh"
+. "$ROOT/scripts/dpdk-rundir.sh"
 cargo build --release -q -p sluice-dpdk --example dpdk_bench
+OUT=$(mktemp /tmp/sluice-dpdk-bench-XXXXXX)
+prefix=
+trap 'rm -f "$OUT"; [ -z "$prefix" ] || rm -rf "$(dpdk_runtime_dir "$prefix")"' EXIT
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for setup in $SETUPS; do
   echo
@@ -33,7 +41,7 @@ for setup in $SETUPS; do
   echo
   rc=0
   taskset -c "$CPU" "$T/release/examples/dpdk_bench" "$setup" --runs "$RUNS" --secs "$SECS" \
-    2> >(grep -v '^EAL\|^rte_' >&2) || rc=$?
+    2> >(grep -v '^EAL\|^rte_' >&2) | tee -a "$OUT" || rc=${PIPESTATUS[0]}
   if [ "$rc" = 77 ]; then
     echo "SKIP: Sluice was built without DPDK support"
     exit 77
@@ -46,7 +54,15 @@ if ! command -v dpdk-testpmd >/dev/null; then
   echo "SKIP: dpdk-testpmd is not installed (apt-get install dpdk)"
   exit 0
 fi
-HZ=$(awk '/^cpu MHz/ {print $4 * 1e6; exit}' /proc/cpuinfo)
+# Sluice's clock rate, as dpdk_bench measured it ("TSC 2.445 GHz").
+HZ=$(awk '/^TSC [0-9.]+ GHz/ {print $2 * 1e9; exit}' "$OUT")
+if [ -z "$HZ" ]; then
+  unit="unknown (dpdk_bench printed no TSC rate): no clocks/packet"
+elif [ "$(uname -m)" = x86_64 ]; then
+  unit="TSC clocks at $(awk -v h="$HZ" 'BEGIN {printf "%.3f", h / 1e9}') GHz"
+else
+  unit="nanoseconds (no TSC on $(uname -m): Sluice's clocks count ns)"
+fi
 rows=()
 for setup in $SETUPS; do
   case $setup in
@@ -73,7 +89,7 @@ for setup in $SETUPS; do
       --file-prefix "$prefix" --lcores "0@$CPU,1@$CPU" --log-level=warning "${args[@]}" \
       --forward-mode=io --nb-cores=1 --auto-start --stats-period 1 --total-num-mbufs=32768 \
       2>&1 || true)
-    rm -rf "/var/run/dpdk/$prefix" 2>/dev/null || true
+    rm -rf "$(dpdk_runtime_dir "$prefix")"
     # Tx-pps of the transmitting port, one value per second; the first is the start-up second.
     m=$(awk -v p="$port" '/statistics for port/ {on = ($6 == p)}
              on && /Tx-pps:/ {print $2}' <<<"$out" | tail -n +2 | head -n "$SECS" | sort -n |
@@ -88,9 +104,11 @@ for setup in $SETUPS; do
     meds+=("$m")
   done
   read -r mn md mx < <(stats "${meds[@]}")
-  clk=$(awk -v hz="$HZ" -v m="$md" 'BEGIN { if (m > 0) printf "%.1f", hz / (m * 1e6); else print "-" }')
+  clk=$(awk -v hz="${HZ:-0}" -v m="$md" 'BEGIN { if (hz > 0 && m > 0) printf "%.1f", hz / (m * 1e6); else print "-" }')
   rows+=("| $what | $mn | $md | $mx | $clk |")
 done
+echo
+echo "clocks: $unit"
 echo
 echo "| testpmd io-fwd | Mpps min | median | max | clocks/packet (median) |"
 echo "|---|---|---|---|---|"

@@ -773,17 +773,42 @@ pub fn pcap_dispatch_on(
     Ok(())
 }
 
-/// Renders `show buffers`.
+/// Counters of buffers lent out of the pool to code outside the graph that gives them back
+/// by itself (a driver library's caches and device rings: the dpdk plugin under zero copy).
+/// The pool counts them as in use; `show buffers` shows them apart ([`register_buffer_lender`]).
+#[derive(Default)]
+pub struct BufferLenders(Vec<(&'static str, LentCount)>);
+
+/// A lender's count of the buffers it holds now.
+pub type LentCount = fn(&mut Vlib) -> u64;
+
+/// Registers `count`, the pool's buffers `who` holds now, for `show buffers`' `Lent`
+/// column (subtracted from `Used`).
+pub fn register_buffer_lender(vm: &mut Vlib, who: &'static str, count: LentCount) {
+    vm.ext_mut::<BufferLenders>().0.push((who, count));
+}
+
+/// Buffers lent out now, over every registered lender.
+pub fn buffers_lent(vm: &mut Vlib) -> u64 {
+    let lenders = vm.ext_mut::<BufferLenders>().0.clone();
+    lenders.iter().map(|(_, count)| count(vm)).sum()
+}
+
+/// Renders `show buffers`: `Used` is in the graph's hands (frames, queues, rings), `Lent`
+/// held outside it by registered lenders ([`register_buffer_lender`]); with `Free` and
+/// `Cached` they add up to `Total`.
 pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let _ = args.keyword("detail");
     args.finish()?;
+    let lent = buffers_lent(vm);
     let s = vm.pool.stats();
+    let lent = lent.min(s.in_use);
     let backing = match vm.pool.backing() {
         sluice_buffer::Backing::Huge2M => "2M hugepages",
         sluice_buffer::Backing::Small4K => "4K pages",
     };
     let mut out = format!(
-        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}\n",
+        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}{:>10}\n",
         "Pool Name",
         "Index",
         "NUMA",
@@ -793,11 +818,12 @@ pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         "Free",
         "Cached",
         "Used",
-        "Alloc-Fail"
+        "Alloc-Fail",
+        "Lent"
     );
     let _ = writeln!(
         out,
-        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}",
+        "{:<16}{:>6}{:>6}{:>8}{:>11}{:>10}{:>10}{:>10}{:>10}{:>14}{:>10}",
         "default-numa-0",
         0,
         0,
@@ -806,8 +832,9 @@ pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         s.total,
         s.free,
         s.cached,
-        s.in_use,
-        s.alloc_failures
+        s.in_use - lent,
+        s.alloc_failures,
+        lent
     );
     let _ = writeln!(out, "memory: {backing}");
     Ok(out)

@@ -573,3 +573,37 @@ fn punt_handler_receives_punted_packets() {
     assert_eq!(vm.registry.node(sink).stats.counter_total(0), 3);
     assert_eq!(vm.pool.stats().in_use, 0);
 }
+
+/// `show buffers` shows the buffers a registered lender holds (`Lent`) apart from those in
+/// the graph's hands (`Used`), leaving the other columns where parsers read them.
+#[test]
+fn show_buffers_shows_lent_buffers_apart() {
+    let mut b = GraphBuilder::new();
+    nodes::register(&mut b);
+    let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
+    let mut held = [BufIdx(0); 7];
+    assert_eq!(vm.main.bufs().alloc(&mut held), 7);
+    fn five(_: &mut Vlib) -> u64 {
+        5
+    }
+    let row = |vm: &mut Vlib| -> Vec<String> {
+        let shown = cli::show_buffers(vm, &mut sluice_cli::Args::new("")).unwrap();
+        let line = shown
+            .lines()
+            .find(|l| l.starts_with("default-numa-0"))
+            .unwrap_or_else(|| panic!("{shown}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    let r = row(&mut vm);
+    assert_eq!((r[8].as_str(), r[10].as_str()), ("7", "0"), "{r:?}");
+    cli::register_buffer_lender(&mut vm, "test", five);
+    let r = row(&mut vm);
+    assert_eq!(
+        (r[8].as_str(), r[10].as_str()),
+        ("2", "5"),
+        "Used, Lent: {r:?}"
+    );
+    assert_eq!(r[5], "4096", "Total: {r:?}");
+    vm.main.bufs().free(&held);
+    assert_eq!(vm.pool.stats().in_use, 0);
+}

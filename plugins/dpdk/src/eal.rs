@@ -4,14 +4,15 @@
 //!
 //! Without `huge-dir`, EAL runs without hugepages: `--no-huge --file-prefix sluice-<pid> -m
 //! <MB>` (anonymous 4 KiB pages; EAL refuses `--in-memory` with `--no-huge`, and
-//! `--no-shconf` turns off the IPC net_memif needs), and the runtime directory EAL creates is
-//! removed once the devices are probed: Sluice runs no DPDK secondary processes. With it: `--huge-dir
-//! <dir> --file-prefix sluice-<pid> [--socket-mem <list>]`. PCI probing is off (`--no-pci`) unless the section names PCI
-//! devices, which are then the only ones probed (`-a <addr>[,<devargs>]`). EAL's main lcore is
-//! the calling (Sluice main) thread, allowed on every CPU the process may use, and its CPU
-//! affinity is restored afterwards: Sluice pins its own threads (`cpu { ... }`). Telemetry is
-//! off. Virtual devices are hot-plugged after EAL is up, one at a time, so a bad one is
-//! named in its own error.
+//! `--no-shconf` turns off the IPC net_memif needs). With it: `--huge-dir <dir> --file-prefix
+//! sluice-<pid> [--socket-mem <list>]`. Either way the runtime directory EAL creates is
+//! removed once the devices are probed, or when EAL failed: Sluice runs no DPDK secondary
+//! processes. PCI probing is off (`--no-pci`) unless the section names PCI devices, which are
+//! then the only ones probed (`-a <addr>[,<devargs>]`). EAL's main lcore is the calling
+//! (Sluice main) thread, allowed on every CPU the process may use, and its CPU affinity is
+//! restored afterwards: Sluice pins its own threads (`cpu { ... }`). Telemetry is off.
+//! Virtual devices are hot-plugged after EAL is up, one at a time, so a bad one is named in
+//! its own error.
 
 use crate::config::DpdkConfig;
 use crate::sys::Api;
@@ -171,6 +172,8 @@ pub fn init(api: &Api, args: &[String]) -> Result<(), String> {
     // no reference to them after returning.
     let r = unsafe { (api.eal_init)(args.len() as i32, argv.as_mut_ptr()) };
     if r < 0 {
+        // EAL may have created its runtime directory before it failed.
+        remove_runtime_dir(api);
         return Err(format!(
             "EAL initialisation failed: {} (EAL arguments: {})",
             api.error(r),
@@ -180,21 +183,27 @@ pub fn init(api: &Api, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes the runtime directory EAL created for Sluice (`--file-prefix sluice-<pid>`): once
-/// the devices are probed nothing needs it (no secondary processes), and a directory per run
-/// would otherwise pile up under /var/run/dpdk.
-pub fn remove_runtime_dir(api: &Api) {
+/// EAL's runtime directory (`<run>/dpdk/<file-prefix>`), once `rte_eal_init` got as far as
+/// naming it.
+pub fn runtime_dir(api: &Api) -> Option<String> {
     // SAFETY: returns EAL's static NUL-terminated runtime directory path.
     let p = unsafe { (api.runtime_dir)() };
     if p.is_null() {
-        return;
+        return None;
     }
     // SAFETY: non-NULL, NUL-terminated.
-    let dir = unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .into_owned();
-    if dir.ends_with(&format!("/sluice-{}", std::process::id())) {
-        let _ = std::fs::remove_dir_all(&dir);
+    let dir = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy();
+    (!dir.is_empty()).then(|| dir.into_owned())
+}
+
+/// Removes the runtime directory EAL created for Sluice (`--file-prefix sluice-<pid>`): once
+/// the devices are probed nothing needs it (no secondary processes), nor after EAL failed,
+/// and a directory per run would otherwise pile up under /var/run/dpdk.
+pub fn remove_runtime_dir(api: &Api) {
+    if let Some(dir) = runtime_dir(api) {
+        if dir.ends_with(&format!("/sluice-{}", std::process::id())) {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
 

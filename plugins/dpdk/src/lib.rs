@@ -437,6 +437,7 @@ fn start_devices(
         m.tx_pool = Some(tx_pool);
         m.zero_copy = zero_copy;
     }
+    sluice_graph::cli::register_buffer_lender(vm, "dpdk", lent_buffers);
     for v in &cfg.vdevs {
         eal::probe(api, v.vdev.as_deref().unwrap_or(&v.addr))?;
     }

@@ -245,7 +245,7 @@ impl DpdkInput {
             }
             (k, long, miss) = (n, 0, 0);
         } else {
-            let (c, l, m) = self.copy_in(cx, api, n, ncopy as usize, sw_if, now, cap);
+            let (c, l, m) = self.copy_in(cx, api, n, sw_if, now, cap);
             (k, bytes, long, miss) = (c, l, m.0, m.1);
         }
         let r = &mut self.rx;
@@ -291,58 +291,65 @@ impl DpdkInput {
         n
     }
 
-    /// A burst of `n` packets of which `ncopy` are not zero-copy mbufs: those are copied
-    /// into fresh buffers (a chain when longer than one buffer) and their mbufs freed.
-    /// Fills `rx.out` in receive order; returns (packets, bytes, (too long, no buffer)).
-    #[allow(clippy::too_many_arguments)]
+    /// A burst of `n` packets of which some are not zero-copy mbufs: those are copied
+    /// into fresh buffers (a chain when longer than one buffer) and their mbufs freed. The
+    /// ones whose lengths are false (`RX_BAD`) get no buffer and are not copied: dropped
+    /// unread, counted as too long. Fills `rx.out` in receive order; returns (packets, bytes,
+    /// (too long, no buffer)).
     fn copy_in(
         &mut self,
         cx: &mut Cx,
         api: &Api,
         n: usize,
-        ncopy: usize,
         sw_if: u32,
         now: u64,
         cap: usize,
     ) -> (usize, u64, (u64, u64)) {
-        let got = cx.bufs().alloc(&mut self.rx.fresh[..ncopy]);
-        let mut nc = 0;
+        let r = &mut self.rx;
+        // `cm`: the mbufs to copy, then the bad ones (all freed at the end).
+        let (mut good, mut bad) = (0, 0);
         for i in 0..n {
-            if self.rx.idx[i] == sys::RX_COPY {
-                self.rx.cm[nc] = self.rx.mb[i];
-                if nc < got {
-                    self.rx.cb[nc] = self.rx.fresh[nc].0;
+            if r.idx[i] == sys::RX_COPY {
+                if r.len[i] == sys::RX_BAD {
+                    bad += 1;
+                } else {
+                    r.cm[good] = r.mb[i];
+                    good += 1;
                 }
-                nc += 1;
             }
         }
-        // SAFETY: `cm[..got]` are mbufs of this burst, `cb[..got]` fresh buffers this node
-        // owns, of the arena `zc::arena` described to the shim.
-        unsafe {
-            (api.rx_copy)(
-                self.rx.cm.as_ptr(),
-                got as u16,
-                self.rx.cb.as_ptr(),
-                cap as u32,
-            )
-        };
-        let (mut k, mut bytes, mut long) = (0usize, 0u64, 0u64);
+        if bad > 0 {
+            let mut j = good;
+            for i in 0..n {
+                if r.idx[i] == sys::RX_COPY && r.len[i] == sys::RX_BAD {
+                    r.cm[j] = r.mb[i];
+                    j += 1;
+                }
+            }
+        }
+        let mut long = bad as u64;
+        let got = cx.bufs().alloc(&mut r.fresh[..good]);
+        for (c, f) in r.cb[..got].iter_mut().zip(&r.fresh[..got]) {
+            *c = f.0;
+        }
+        // SAFETY: `cm[..got]` are mbufs of this burst whose segments lie in their buffers
+        // (sd_rx checked), `cb[..got]` fresh buffers this node owns, of the arena
+        // `zc::arena` described to the shim.
+        unsafe { (api.rx_copy)(r.cm.as_ptr(), got as u16, r.cb.as_ptr(), cap as u32) };
+        let (mut k, mut bytes) = (0usize, 0u64);
         let mut c = 0;
         for i in 0..n {
             let len = self.rx.len[i] as usize;
             let b = if self.rx.idx[i] == sys::RX_COPY {
+                if self.rx.len[i] == sys::RX_BAD {
+                    continue; // its data is not where the device says: dropped unread
+                }
                 let j = c;
                 c += 1;
                 if j >= got {
                     continue; // no buffer: counted as rx-miss
                 }
                 let b = self.rx.fresh[j];
-                if self.rx.len[i] == sys::RX_BAD {
-                    // Its data is not where the device says: dropped unread.
-                    long += 1;
-                    cx.free(&[b]);
-                    continue;
-                }
                 if len > cap {
                     if !self.chain_rest(cx, api, self.rx.cm[j], b, cap, len) {
                         long += 1;
@@ -377,9 +384,9 @@ impl DpdkInput {
             k += 1;
             bytes += len as u64;
         }
-        // SAFETY: the copied packets' mbufs, each released once.
-        unsafe { (api.free_bulk)(self.rx.cm.as_ptr(), nc as u16) };
-        (k, bytes, (long, (ncopy - got) as u64))
+        // SAFETY: the burst's copied and bad packets' mbufs, each released once.
+        unsafe { (api.free_bulk)(self.rx.cm.as_ptr(), (good + bad) as u16) };
+        (k, bytes, (long, (good - got) as u64))
     }
 
     /// Packet `m` (`len` bytes) is longer than buffer `b`, which holds its first `cap`

@@ -1,8 +1,9 @@
 //! The C shim (`src/shim.c`), loaded at run time.
 //!
 //! build.rs compiles the shim against Debian's libdpdk into a shared object and this crate
-//! embeds its bytes. [`Api::load`] writes them to a memfd and `dlopen`s it, which loads
-//! libdpdk through the shim's `DT_NEEDED` entries, then resolves every `sd_*` function. The
+//! embeds its bytes. [`Api::load`] writes them to a memfd (or `SLUICE_DPDK_SHIM_FILE`) and
+//! `dlopen`s it through `/proc/self/fd`, which loads libdpdk through the shim's `DT_NEEDED`
+//! entries, then resolves every `sd_*` function. The
 //! daemon binary itself never links libdpdk: without a `dpdk` section nothing is loaded, and a
 //! machine without the DPDK libraries gets a one-line error naming the missing library when a
 //! `dpdk` section asks for them. The library stays loaded for the life of the process (EAL
@@ -244,8 +245,9 @@ fn dlerror() -> String {
 
 /// Writes the shim object to a new file at `path` (`SLUICE_DPDK_SHIM_FILE`), which is then
 /// loaded: created, never an existing file or a symlink (another user's file or link must not
-/// decide what is written where, nor what is loaded), readable by its owner only.
-fn write_shim_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+/// decide what is written where), readable by its owner only. Returns the file open: it is
+/// loaded through its descriptor ([`shim_object`]), never by the path again.
+fn write_shim_file(path: &std::path::Path, bytes: &[u8]) -> Result<std::fs::File, String> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::OpenOptions::new()
@@ -254,7 +256,7 @@ fn write_shim_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|mut f| f.write_all(bytes).map(|()| f))
         .map_err(|e| {
             format!(
                 "SLUICE_DPDK_SHIM_FILE {}: {e} (it must name a file that does not exist yet)",
@@ -263,32 +265,44 @@ fn write_shim_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
         })
 }
 
+/// The shim object `bytes` written to a memfd, or with `file` (`SLUICE_DPDK_SHIM_FILE`, for
+/// profilers, which name a memfd's functions `???`) to a new file there: the open file and
+/// the path `dlopen` takes, `/proc/self/fd/<n>` of that file in both cases. So what is
+/// loaded is what was written: the path `file` is never opened again (whoever can write its
+/// directory may replace or remove the file meanwhile), while a profiler still sees the
+/// mapping under the file's own name.
+fn shim_object(
+    bytes: &[u8],
+    file: Option<&std::path::Path>,
+) -> Result<(std::fs::File, std::ffi::CString), String> {
+    use std::io::Write as _;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let f = match file {
+        Some(p) => write_shim_file(p, bytes)?,
+        None => {
+            // SAFETY: memfd_create with a NUL-terminated name; the fd is owned below.
+            let fd = unsafe { libc::memfd_create(c"sluice-dpdk-shim".as_ptr(), libc::MFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+            }
+            // SAFETY: `fd` was just created and is owned by nobody else.
+            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            f.write_all(bytes)
+                .map_err(|e| format!("writing the DPDK shim: {e}"))?;
+            f
+        }
+    };
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .expect("no NUL in a number");
+    Ok((f, path))
+}
+
 impl Api {
     /// Loads the shim object `bytes` (and libdpdk with it). Once per process: the result is
     /// leaked, the library stays loaded.
     pub fn load(bytes: &[u8]) -> Result<&'static Api, String> {
-        use std::io::Write as _;
-        use std::os::fd::{AsRawFd, FromRawFd};
-        // SAFETY: memfd_create with a NUL-terminated name; the fd is owned below.
-        let fd = unsafe { libc::memfd_create(c"sluice-dpdk-shim".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just created and is owned by nobody else.
-        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-        f.write_all(bytes)
-            .map_err(|e| format!("writing the DPDK shim: {e}"))?;
-        // For profilers, which name a memfd's functions `???`: `SLUICE_DPDK_SHIM_FILE=<path>`
-        // loads the object from a file written there instead.
         let file = std::env::var_os("SLUICE_DPDK_SHIM_FILE");
-        let path = match &file {
-            Some(p) => {
-                write_shim_file(std::path::Path::new(p), bytes)?;
-                p.to_string_lossy().into_owned()
-            }
-            None => format!("/proc/self/fd/{}", f.as_raw_fd()),
-        };
-        let path = std::ffi::CString::new(path).map_err(|e| e.to_string())?;
+        let (f, path) = shim_object(bytes, file.as_deref().map(std::path::Path::new))?;
         // SAFETY: dlopen of a NUL-terminated path; the object's constructors are libdpdk's
         // (driver registration), which expect to run at load time.
         let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -344,7 +358,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         let new = d.join("shim.so");
-        write_shim_file(&new, b"obj").unwrap();
+        drop(write_shim_file(&new, b"obj").unwrap());
         assert_eq!(std::fs::read(&new).unwrap(), b"obj");
         let mode = std::fs::metadata(&new).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -364,6 +378,27 @@ mod tests {
         std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
         assert!(write_shim_file(&dangling, b"other").is_err());
         assert!(!d.join("nowhere").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// What is loaded is the file written, through its descriptor: replacing the file at the
+    /// path (or removing it) after it was written changes nothing.
+    #[test]
+    fn shim_file_is_loaded_through_its_descriptor() {
+        let d = std::env::temp_dir().join(format!("sluice-dpdk-shimfd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let at = d.join("shim.so");
+        let (f, path) = shim_object(b"written", Some(&at)).unwrap();
+        std::fs::remove_file(&at).unwrap();
+        std::fs::write(&at, b"swapped").unwrap();
+        let path = path.into_string().unwrap();
+        assert!(path.starts_with("/proc/self/fd/"), "{path}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"written");
+        drop(f);
+        // The memfd alike.
+        let (_f, path) = shim_object(b"in memory", None).unwrap();
+        assert_eq!(std::fs::read(path.to_str().unwrap()).unwrap(), b"in memory");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -6,10 +6,10 @@
 //! mempool's per-lcore caches sit in front, so these callbacks run once per cache refill or
 //! flush, not per packet; each thread allocates and frees through a buffer cache of its own
 //! (flushed when the thread ends). Buffers DPDK holds (in those caches, in device rings) count
-//! as in use in Sluice's pool: [`lent`] says how many.
+//! as in use in Sluice's pool: [`lent`] says how many (`show buffers`: `Lent`).
 
 use crate::sys::{Api, RteMempool};
-use sluice_buffer::{flags, BufIdx, BufferCache, BufferPool};
+use sluice_buffer::{BufIdx, BufferCache, BufferPool};
 use std::cell::RefCell;
 use std::ffi::c_uint;
 use std::sync::{Arc, OnceLock};
@@ -70,12 +70,14 @@ unsafe extern "C" fn buf_free(idx: *const u32, n: c_uint) {
         with_cache(|c| {
             // SAFETY: the shim passes `n` indices of buffers DPDK gives back (single mbufs).
             let bufs = unsafe { std::slice::from_raw_parts(idx as *const BufIdx, n as usize) };
-            let pool = c.pool().clone();
+            // DPDK freed the mbufs one by one: a buffer that went out as a chain's head still
+            // says so in its header, which nothing reads (allocation resets the header) but
+            // `free_no_next`'s debug check of single buffers.
+            #[cfg(debug_assertions)]
             for &b in bufs {
-                // DPDK freed the mbufs one by one: a buffer that went out as a chain's head
-                // still says so in its header.
                 // SAFETY: DPDK handed the buffer back: owned here, one view at a time.
-                unsafe { pool.buffer(b) }.hdr.flags &= !flags::NEXT_PRESENT;
+                unsafe { c.pool().arena().header_mut(b) }.flags &=
+                    !sluice_buffer::flags::NEXT_PRESENT;
             }
             c.free_no_next(bufs);
         });

@@ -111,7 +111,9 @@ fn ring_loopback_across_threads_is_byte_exact() {
 fn ring_loopback_copying_is_byte_exact() {
     skip_unless_dpdk!();
     in_child("ring_loopback_copying_is_byte_exact", || {
-        // More mbufs than half of Sluice's buffers: no zero copy, both directions copy.
+        // `no-zero-copy`: both directions copy. Transmit copies into mbufs of `sluice_tx`,
+        // which net_ring hands back to receive as they are (`num-mbufs` sizes `sluice_rx`,
+        // which this device does not use).
         ring_loopback(
             "dpdk { vdev net_ring0 { name ring0 } no-zero-copy num-mbufs 8192 }",
             "receive: copies",
@@ -359,6 +361,21 @@ fn null_device_counts_agree_and_rss_queues_poll() {
         rt.ok("set interface state null0 down");
         rt.ok("set interface l2 xconnect null0 null1");
         assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+        // What DPDK holds (its mempool cache, filled by net_null's receive) is shown apart:
+        // `Lent`, not `Used`.
+        let lent = sluice_dpdk::lent_buffers(&mut rt.vm);
+        assert!(
+            lent > 0,
+            "net_null's receive took no buffer from the mempool"
+        );
+        let b = rt.ok("show buffers");
+        let row: Vec<&str> = b
+            .lines()
+            .find(|l| l.starts_with("default-numa-0"))
+            .unwrap_or_else(|| panic!("{b}"))
+            .split_whitespace()
+            .collect();
+        assert_eq!((row[8], row[10]), ("0", lent.to_string().as_str()), "{b}");
     });
 }
 
@@ -388,6 +405,52 @@ fn device_lengths_past_the_buffer_are_dropped_unread() {
         rt.ok("set interface state null0 down");
         assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
     });
+}
+
+#[test]
+fn device_lengths_past_the_buffer_take_no_buffer_when_copying() {
+    skip_unless_dpdk!();
+    in_child(
+        "device_lengths_past_the_buffer_take_no_buffer_when_copying",
+        || {
+            // Copying receive: net_null0 hands out mbufs of `sluice_rx' (2176 bytes) claiming
+            // 4000. Such a packet is dropped before anything is copied: it takes no Sluice
+            // buffer, so with none free it is counted as too long, never as rx-miss (null1
+            // receives nothing: only null0 needs buffers).
+            let mut rt = start(
+                "dpdk {\n vdev net_null0,size=4000 { name null0 }\n vdev net_null1,no-rx=1 { name null1 }\n no-zero-copy\n}",
+                0,
+            )
+            .unwrap();
+            for c in [
+                "set interface l2 xconnect null0 null1",
+                "set interface state null1 up",
+            ] {
+                rt.ok(c);
+            }
+            let pool = rt.vm.pool.clone();
+            rt.vm.main.bufs().flush();
+            let mut all = vec![sluice_buffer::BufIdx(0); pool.len() as usize];
+            let mut c = pool.cache();
+            let held = c.alloc(&mut all);
+            assert_eq!(held, all.len(), "buffers still cached elsewhere");
+            rt.ok("set interface state null0 up");
+            rt.run_for(Duration::from_millis(200));
+            rt.ok("set interface state null0 down");
+            let bad = rt.error_count("dpdk-input", "or its mbuf");
+            assert!(bad > 0, "{}", rt.ok("show errors"));
+            assert_eq!(
+                rt.error_count("dpdk-input", "no free buffers"),
+                0,
+                "{}",
+                rt.ok("show errors")
+            );
+            assert_eq!(rt.if_counter("null1", "tx packets"), 0);
+            c.free(&all[..held]);
+            drop(c);
+            assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
+        },
+    );
 }
 
 #[test]
@@ -596,14 +659,26 @@ fn eal_failure_is_a_one_line_error() {
     skip_unless_dpdk!();
     in_child("eal_failure_is_a_one_line_error", || {
         let api = sluice_dpdk::sys::Api::load(sluice_dpdk::sys::SHIM.unwrap()).unwrap();
+        let prefix = format!("--file-prefix=sluice-{}", std::process::id());
         let e = sluice_dpdk::eal::init(
             api,
-            &["sluice".into(), "--no-huge".into(), "--in-memory".into()],
+            &[
+                "sluice".into(),
+                "--no-huge".into(),
+                "--in-memory".into(),
+                prefix.clone(),
+            ],
         )
         .unwrap_err();
         one_line(&e);
         assert!(e.starts_with("EAL initialisation failed: "), "{e}");
-        assert!(e.ends_with("(EAL arguments: --no-huge --in-memory)"), "{e}");
+        assert!(
+            e.ends_with(&format!("(EAL arguments: --no-huge --in-memory {prefix})")),
+            "{e}"
+        );
+        // EAL had created its runtime directory: removed, not left behind.
+        let dir = sluice_dpdk::eal::runtime_dir(api).expect("EAL named its runtime directory");
+        assert!(!std::path::Path::new(&dir).exists(), "{dir} left behind");
     });
 }
 
