@@ -279,8 +279,9 @@ run_sluice_rate() {
   done
   I1_a=$(a show interface)
   I1_b=$(b show interface)
-  # `show interface' lists every interface: the counters of one are the lines after its name.
-  ifc() { awk -v i="$2" -v n="$3" '$1 ~ /^[a-z]/ && NF > 2 {cur = $1} cur == i && $0 ~ n {print $NF; f = 1} END {if (!f) print 0}' <<<"$1"; }
+  # `show interface' lists every interface: an unindented line starts one (its first counter
+  # on the same line), the indented lines after it hold its other counters.
+  ifc() { awk -v i="$2" -v n="$3" '/^[^ \t]/ {cur = $1} cur == i && $0 ~ n {print $NF; f = 1} END {if (!f) print 0}' <<<"$1"; }
   sent=$(ifc "$I1_a" pg0 'rx packets')
   into=$(ifc "$I1_a" memif1/0 'tx packets')
   full=$(ifc "$I1_a" memif1/0 'tx-error')
