@@ -31,6 +31,14 @@
 # MEMIF_BENCH_PAIRS="sluice testpmd-sluice" measures only the pairs named (default: sluice
 # sluice-testpmd testpmd-sluice, and vpp when VPP is installed; the s2m pairs on request).
 # MEMIF_BENCH_KEEP=1 keeps the temp dir (logs, `show runtime` of every run) and prints its path.
+# MEMIF_BENCH_RATE=<pps> (the sluice pairs only; the others are skipped): a no-loss check
+# at a fixed offered rate instead of the maximum. A's stream sends exactly pps * seconds
+# packets at that rate (pg `rate' and `limit'); once it is done and B's counters stopped
+# moving (the pipeline drained), each run reports A's offered rate, what went into the ring
+# and what the full ring dropped (tx-error), B's rx and rx-miss, what B's pg1 delivered, and
+# loss = sent - received on pg1 (0 is the pass). MEMIF_BENCH_RING=<slots> sets the memif
+# ring size of both ends (default: the interfaces' default, 1024): at 16 Mpps a 1024-slot
+# ring holds 64 us, less than one scheduler time slice of a receiver that loses its core.
 set -euo pipefail
 SECS=${1:-5}
 RUNS=${2:-5}
@@ -75,7 +83,7 @@ write_stream() {
 packet-generator new {
   name bench
   size $SIZE-$SIZE
-  node ethernet-input
+  node ethernet-input$LIMIT
   interface pg0
   data {
     IP4: 02:00:00:00:00:10 -> 02:fe:00:00:00:00
@@ -106,7 +114,7 @@ sluice_up() {
     exit 1
   fi
   $x create memif socket id 1 filename "$D/memif.sock" >/dev/null
-  $x create interface memif id 0 socket-id 1 "$role"$zc >/dev/null
+  $x create interface memif id 0 socket-id 1 "$role"$zc${RING:+ ring-size $RING} >/dev/null
   $x set interface state memif1/0 up
   if [ "$x" = a ]; then
     a create packet-generator interface pg0 >/dev/null
@@ -239,6 +247,60 @@ run_sluice() {
   receiver "$pair" "$r"
   a packet-generator disable bench
   echo "run $r $pair $MODE: $MSG_B; $MSG_A; $(load)"
+  cleanup
+}
+
+# The no-loss check (MEMIF_BENCH_RATE) of the `sluice' pair, $2: A's role. A's stream
+# stops by itself after its limit; the counters are read once B's stopped moving.
+run_sluice_rate() {
+  local r=$1 arole=$2 brole pair sent into full rx miss out loss secs n0 n1
+  if [ "$arole" = master ]; then brole=slave pair=sluice; else brole=master pair=sluice-s2m; fi
+  rm -f "$D/memif.sock"
+  sluice_up a 0 "$arole"
+  sluice_up b 1 "$brole"
+  until_link_up a
+  until_link_up b
+  a clear runtime
+  b clear runtime
+  T0=$(now)
+  a packet-generator enable bench
+  for _ in $(seq $((SECS * 40 + 400))); do
+    a show packet-generator | grep -q '^bench  *Yes' || break
+    sleep 0.05
+  done
+  T1=$(now)
+  # Drained: B's rx counter unchanged over 0.2 s.
+  n1=-1
+  for _ in $(seq 50); do
+    n0=$n1
+    n1=$(counter "$(b show interface memif1/0)" 'rx packets')
+    [ "$n0" = "$n1" ] && break
+    sleep 0.2
+  done
+  I1_a=$(a show interface)
+  I1_b=$(b show interface)
+  # `show interface' lists every interface: an unindented line starts one (its first counter
+  # on the same line), the indented lines after it hold its other counters.
+  ifc() { awk -v i="$2" -v n="$3" '/^[^ \t]/ {cur = $1} cur == i && $0 ~ n {print $NF; f = 1} END {if (!f) print 0}' <<<"$1"; }
+  sent=$(ifc "$I1_a" pg0 'rx packets')
+  into=$(ifc "$I1_a" memif1/0 'tx packets')
+  full=$(ifc "$I1_a" memif1/0 'tx-error')
+  rx=$(ifc "$I1_b" memif1/0 'rx packets')
+  miss=$(ifc "$I1_b" memif1/0 'rx-miss')
+  out=$(ifc "$I1_b" pg1 'tx packets')
+  loss=$((sent - out))
+  secs=$(awk -v a="$T0" -v b="$T1" 'BEGIN {printf "%.2f", b - a}')
+  ctx=$(runtime memif-tx 6 "$(a show runtime | tee "$D/runtime-$pair-$r-a.txt")")
+  rtb=$(b show runtime | tee "$D/runtime-$pair-$r-b.txt")
+  crx=$(runtime memif-input 6 "$rtb")
+  vrx=$(runtime memif-input 7 "$rtb")
+  record "$pair" "A offered Mpps" "$(mpps 0 "$sent" "$T0" "$T1")"
+  record "$pair" "A ring-full packets" "$full"
+  record "$pair" "B rx-miss packets" "$miss"
+  record "$pair" "loss packets" "$loss"
+  record "$pair" "A memif-tx clk/pkt" "$ctx"
+  record "$pair" "B memif-input clk/pkt" "$crx"
+  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call; $(load)"
   cleanup
 }
 
@@ -401,6 +463,23 @@ DEFAULT_PAIRS="sluice sluice-testpmd testpmd-sluice"
 if [ $have_vpp = 1 ]; then DEFAULT_PAIRS="$DEFAULT_PAIRS vpp"; fi
 PAIRS=${MEMIF_BENCH_PAIRS:-$DEFAULT_PAIRS}
 MODES=${MEMIF_BENCH_MODES:-copy}
+RATE=${MEMIF_BENCH_RATE:-}
+RING=${MEMIF_BENCH_RING:-}
+LIMIT=""
+if [ -n "$RATE" ]; then
+  if ! [[ $RATE =~ ^[0-9]+$ ]] || [ "$RATE" -eq 0 ]; then
+    echo "MEMIF_BENCH_RATE \`$RATE': packets per second, a positive integer" >&2
+    exit 2
+  fi
+  LIMIT="
+  rate $RATE
+  limit $((RATE * SECS))"
+  echo "no-loss check: $RATE pps for ${SECS}s per run (the sluice pairs only)"
+fi
+if [ -n "$RING" ] && ! [[ $RING =~ ^(1|2|4|8|16|32|64|128|256|512|1024|2048|4096|8192|16384)$ ]]; then
+  echo "MEMIF_BENCH_RING \`$RING': a power of two up to 16384" >&2
+  exit 2
+fi
 echo "pairs: $PAIRS; modes: $MODES"
 for r in $(seq "$RUNS"); do
   for p in $PAIRS; do
@@ -409,6 +488,14 @@ for r in $(seq "$RUNS"); do
         copy | zc) ;;
         *) echo "unknown mode \`$MODE' in MEMIF_BENCH_MODES (copy|zc)" >&2; exit 2 ;;
       esac
+      if [ -n "$RATE" ]; then
+        case $p in
+          sluice) run_sluice_rate "$r" master ;;
+          sluice-s2m) run_sluice_rate "$r" slave ;;
+          *) [ "$r" = 1 ] && echo "MEMIF_BENCH_RATE: pair $p not measured (the sluice pairs only)" ;;
+        esac
+        continue
+      fi
       case $p in
         sluice) run_sluice "$r" master ;;
         sluice-s2m) run_sluice "$r" slave ;;

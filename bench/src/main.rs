@@ -365,21 +365,6 @@ pub(crate) fn replay_path_from(
     replay_path_each(o, vm, t, pcap, source, node, path, name, &|_, _| {})
 }
 
-/// [`replay_path`] calling `after` once the runs are done, ahead of the leak check (e.g.
-/// to take down what holds buffers by design).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_path_then(
-    o: &Opts,
-    vm: Vlib,
-    t: &CommandTree<Vlib>,
-    pcap: &std::path::Path,
-    path: &[&str],
-    name: &str,
-    after: &dyn Fn(&mut Vlib, &CommandTree<Vlib>),
-) -> PathResult {
-    replay_path_full(o, vm, t, pcap, "pg0", None, path, name, &|_, _| {}, after)
-}
-
 /// [`replay_path_from`] calling `before` ahead of each run (warm-up included), e.g. to
 /// flush learned state so every run starts from the same table.
 #[allow(clippy::too_many_arguments)]
@@ -397,9 +382,10 @@ pub(crate) fn replay_path_each(
     replay_path_full(o, vm, t, pcap, source, node, path, name, before, &|_, _| {})
 }
 
-/// [`replay_path_each`] calling `after` once the runs are done, ahead of the leak check.
+/// [`replay_path_each`] calling `after` once the runs are done, ahead of the leak check
+/// (e.g. to take down what holds buffers by design).
 #[allow(clippy::too_many_arguments)]
-fn replay_path_full(
+pub(crate) fn replay_path_full(
     o: &Opts,
     mut vm: Vlib,
     t: &CommandTree<Vlib>,

@@ -194,12 +194,22 @@ impl BufferHeader {
     /// the second line must follow the same rule.
     #[inline(always)]
     pub fn reset(&mut self) {
-        // SAFETY: both point to live headers (`self` exclusively borrowed, the template a
-        // constant) and the first HOT_BYTES bytes are plain integers with no invariant;
+        self.reset_from(&Self::TEMPLATE)
+    }
+
+    /// Makes the header `template` as far as anyone can tell, as [`Self::reset`] does with
+    /// [`Self::TEMPLATE`]: copies the first cache line only (one 64-byte copy). An input
+    /// node initialises the buffers of [`crate::BufferCache::alloc_raw`] with it from a
+    /// template that already carries what every packet of the burst shares (VPP's
+    /// `vlib_buffer_copy_template`), e.g. `TEMPLATE` with its `rx_if`.
+    #[inline(always)]
+    pub fn reset_from(&mut self, template: &BufferHeader) {
+        // SAFETY: both point to live headers (`self` exclusively borrowed, so distinct from
+        // `template`) and the first HOT_BYTES bytes are plain integers with no invariant;
         // an untyped byte copy also carries the template's padding as it is.
         unsafe {
             core::ptr::copy_nonoverlapping(
-                &Self::TEMPLATE as *const Self as *const u8,
+                template as *const Self as *const u8,
                 self as *mut Self as *mut u8,
                 HOT_BYTES,
             )

@@ -681,6 +681,28 @@ impl BufferCache {
     /// fewer means the pool is exhausted (counted in `alloc_failures`).
     #[inline]
     pub fn alloc(&mut self, out: &mut [BufIdx]) -> usize {
+        // SAFETY: every header handed out is reset below, before anyone else sees it.
+        let n = unsafe { self.alloc_raw(out) };
+        let arena = self.pool.arena();
+        for &b in &out[..n] {
+            // SAFETY: just allocated, so this cache owns it exclusively.
+            unsafe { arena.header_mut(b) }.reset();
+        }
+        n
+    }
+
+    /// [`Self::alloc`] without the header reset: each header's first cache line holds what
+    /// the buffer's last user left. For an input node that writes every header anyway
+    /// ([`BufferHeader::reset_from`] a template of its own, then the length), so that a
+    /// buffer's header is written once instead of twice, in one loop.
+    ///
+    /// # Safety
+    /// Before any other use of a buffer of `out[..n]` (a view, a free, handing it on) the
+    /// caller writes its header's first line with [`BufferHeader::reset_from`] or
+    /// [`BufferHeader::reset`]: a stale `NEXT_PRESENT` would make a free walk into buffers
+    /// owned by others.
+    #[inline]
+    pub unsafe fn alloc_raw(&mut self, out: &mut [BufIdx]) -> usize {
         let want = out.len();
         if self.bufs.len() < want {
             let need = want - self.bufs.len() + CACHE_BATCH;
@@ -691,13 +713,12 @@ impl BufferCache {
             self.pool.alloc_failures.fetch_add(1, Ordering::Relaxed);
         }
         let at = self.bufs.len() - n;
+        #[cfg(debug_assertions)]
         let arena = self.pool.arena();
         for (o, &b) in out[..n].iter_mut().zip(self.bufs[at..].iter().rev()) {
             *o = BufIdx(b);
             #[cfg(debug_assertions)]
             arena.mark_owned(*o);
-            // SAFETY: the index came off the free list, so this cache owns it exclusively.
-            unsafe { arena.header_mut(*o) }.reset();
         }
         self.bufs.truncate(at);
         self.publish();

@@ -100,6 +100,59 @@ fn headers_reset_on_alloc() {
     c.free(&[b2]);
 }
 
+/// `alloc_raw` hands out the same buffers as `alloc` (LIFO, counted alike) but leaves the
+/// header as its last user left it; `reset_from` then makes the first line the given
+/// template's and keeps the second.
+#[test]
+fn alloc_raw_leaves_the_header_to_reset_from() {
+    let p = pool(4);
+    let mut c = p.cache();
+    let mut two = [BufIdx(0); 2];
+    assert_eq!(c.alloc(&mut two), 2);
+    for &b in &two {
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+        let h = unsafe { p.buffer(b) }.hdr;
+        (h.current_data, h.current_length, h.error, h.rx_if) = (-3, 99, 7, 4);
+        h.rx_tsc = 5;
+    }
+    c.free(&two);
+    let mut again = [BufIdx(0); 3];
+    // SAFETY: every header is written with reset_from below before any other use.
+    assert_eq!(unsafe { c.alloc_raw(&mut again) }, 3);
+    assert_eq!(again[..2], [two[1], two[0]], "LIFO reuse, as alloc");
+    assert_eq!(p.stats().in_use, 3);
+    let mut tmpl = BufferHeader::TEMPLATE;
+    tmpl.rx_if = 9;
+    for &b in &again[..2] {
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+        let h = unsafe { p.buffer(b) }.hdr;
+        assert_eq!(
+            (h.current_data, h.current_length, h.error, h.rx_if),
+            (-3, 99, 7, 4),
+            "not reset"
+        );
+        h.reset_from(&tmpl);
+        let mut want = tmpl;
+        want.rx_tsc = 5;
+        assert_eq!(*h, want, "first line from the template, second kept");
+    }
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+    unsafe { p.buffer(again[2]) }.hdr.reset_from(&tmpl);
+    c.free(&again);
+    assert_eq!(p.stats().in_use, 0);
+    // An exhausted pool: as many as there are, counted as a failure.
+    let mut five = [BufIdx(0); 5];
+    // SAFETY: as above.
+    assert_eq!(unsafe { c.alloc_raw(&mut five) }, 4);
+    assert_eq!(p.stats().alloc_failures, 1);
+    for &b in &five[..4] {
+        // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+        unsafe { p.buffer(b) }.hdr.reset();
+    }
+    c.free(&five[..4]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
 #[test]
 fn views_keep_bounds() {
     let p = pool(2);

@@ -36,7 +36,8 @@
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
 //!   region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
-//!   mode one that is only its Ethernet header); each also counts interface `tx-error`.
+//!   mode one of no more than its Ethernet header, shorter ones included, on every path);
+//!   each also counts interface `tx-error`.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
 //!   so an idle interface holds none for long.
@@ -44,7 +45,7 @@
 use super::shm::{Desc, Region, Ring, DESC_FLAG_NEXT, RING_FLAG_MASK_INT};
 use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::proto::Mode;
-use sluice_buffer::{flags, BufIdx, Buffer, BufferPool, HEADROOM};
+use sluice_buffer::{flags, BufIdx, Buffer, BufferHeader, BufferPool, HEADROOM};
 use sluice_graph::pcap::point;
 use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
@@ -92,7 +93,8 @@ sluice_graph::counters! {
         RingFull => error("ring_full", "tx ring full"),
         /// The peer handed out a slot outside its region.
         BadDesc => error("bad_desc", "peer handed out a bad descriptor"),
-        /// Empty packet or a chain of more than 64 buffers.
+        /// Empty packet (ip mode: no byte past its Ethernet header) or a chain of more than
+        /// 64 buffers.
         TooLong => error("too_long", "packet empty or chained over 64 buffers"),
     }
 }
@@ -475,9 +477,11 @@ impl MemifInput {
             } else {
                 &mut self.pre[..f]
             };
-            let got = cx.bufs().alloc(dst_idx);
+            // SAFETY: copy_batch writes the header of every buffer allocated here, before
+            // anything else.
+            let got = unsafe { cx.bufs().alloc_raw(dst_idx) };
             // SAFETY: `dst_idx[..got]` were allocated from `pool` just now (owned by this
-            // node, fresh headers) and `pkts[..got]` validated by `parse_single`.
+            // node) and `pkts[..got]` validated by `parse_single`.
             let bytes = unsafe { copy_batch(pool, &dst_idx[..got], &self.pkts[..got], sw) };
             st.bytes += bytes;
             if plain {
@@ -907,22 +911,9 @@ fn tx_zc_single(
             arena.prefetch_header(nb);
         }
         // SAFETY: the frame's buffers are owned by this node; read-only header access.
-        let h = unsafe { arena.header(b) };
-        if h.flags & flags::NEXT_PRESENT != 0 {
+        let Some((start, len)) = single_span(unsafe { arena.header(b) }, end, l2) else {
             break;
-        }
-        // The packet's start in the buffer (a negative current_data below the headroom wraps
-        // to a huge start and fails the check).
-        let start = (HEADROOM as isize + h.current_data as isize) as usize;
-        let blen = h.current_length as usize;
-        if start > end || blen > end - start {
-            break;
-        }
-        let skip = if blen >= l2 { l2 } else { 0 };
-        let len = blen - skip;
-        if len == 0 {
-            break;
-        }
+        };
         ring.set_desc(
             s,
             Desc {
@@ -930,7 +921,7 @@ fn tx_zc_single(
                 region: 1,
                 length: len as u32,
                 // The arena is at most 4 GiB (checked when zero-copy is configured).
-                offset: (b.0 as usize * stride + start + skip) as u32,
+                offset: (b.0 as usize * stride + start) as u32,
                 metadata: 0,
             },
         );
@@ -943,20 +934,45 @@ fn tx_zc_single(
     i
 }
 
+/// The bytes a tx fast path sends of a one-buffer packet: (their start in the buffer,
+/// counted from the start of its headroom, and their length), `l2` bytes (ip mode: the
+/// Ethernet header the rewrite added) skipped. `None`, leaving the packet to the general
+/// path, for a chain, a packet not inside the buffer's first `end` bytes (headroom + data
+/// area), or one with no byte past `l2` (empty, or in ip mode no more than an Ethernet
+/// header: the general path drops it as `too_long`).
+#[inline(always)]
+fn single_span(h: &BufferHeader, end: usize, l2: usize) -> Option<(usize, usize)> {
+    if h.flags & flags::NEXT_PRESENT != 0 {
+        return None;
+    }
+    // current_data >= -HEADROOM: a more negative one wraps to a huge start and fails the
+    // check.
+    let start = (HEADROOM as isize + h.current_data as isize) as usize;
+    let blen = h.current_length as usize;
+    if start > end || blen > end - start || blen <= l2 {
+        return None;
+    }
+    Some((start + l2, blen - l2))
+}
+
 /// Copies `n` bytes from `src` to `dst` in 64-byte blocks (rounded up, so up to 63 bytes
 /// past `n` are read and written) when `room` bytes are readable at `src` and writable at
-/// `dst` and the packet is small; else with `copy_nonoverlapping` (libc's memcpy, which is
-/// as wide and better for long copies). Inlined, a 64-byte frame is four 16-byte loads and
-/// four stores instead of a call into memcpy's size dispatch.
+/// `dst` and the packet is small (at most 4 blocks); else with `copy_nonoverlapping`
+/// (libc's memcpy, which is as wide and better for long copies). Inlined, a 64-byte frame
+/// is four 16-byte loads and four stores instead of a call into memcpy's size dispatch,
+/// behind one compare.
 ///
 /// # Safety
-/// `src..src+max(n, room')` readable and `dst..dst+max(n, room')` writable, where room' is
-/// `n` rounded up to 64 when that is <= `room`, else `n`; the ranges do not overlap.
+/// `n >= 1` (both callers' fast paths take no empty packet); `src..src+max(n, room')`
+/// readable and `dst..dst+max(n, room')` writable, where room' is `n` rounded up to 64
+/// when that is <= `room`, else `n`; the ranges do not overlap.
 #[inline(always)]
 unsafe fn copy_wide(dst: *mut u8, src: *const u8, n: usize, room: usize) {
     const W: usize = 64;
+    debug_assert!(n > 0);
+    // n >= 1, so r >= W: the first block is always due.
     let r = (n + W - 1) & !(W - 1);
-    if n > 0 && n <= 4 * W && r <= room {
+    if r <= room.min(4 * W) {
         // Straight-line blocks (a loop gets unrolled 8x with a remainder loop, which costs
         // more than the copy for one or two blocks).
         let block = |o: usize| {
@@ -983,29 +999,34 @@ unsafe fn copy_wide(dst: *mut u8, src: *const u8, n: usize, room: usize) {
 }
 
 /// Copies the single-descriptor packets `pkts` into the fresh buffers `bufs` (pairwise) and
-/// sets their `current_length` and `rx_if`; returns the bytes copied. Kept out of line so
-/// that its loop has the registers to itself.
+/// writes their headers: a fresh header with `rx_if` (one 64-byte template copy) and
+/// `current_length`. Returns the bytes copied. Kept out of line so that its loop has the
+/// registers to itself.
 ///
 /// # Safety
-/// Every buffer of `bufs` is owned by the caller (freshly allocated from `pool`: header reset,
-/// no other view), and every packet of `pkts` was validated by [`parse_single`].
+/// Every buffer of `bufs` is owned by the caller (allocated from `pool`, header not yet
+/// initialised or fresh, no other view), and every packet of `pkts` was validated by
+/// [`parse_single`].
 #[inline(never)]
 unsafe fn copy_batch(pool: &BufferPool, bufs: &[BufIdx], pkts: &[RxPkt], sw: u32) -> u64 {
     let arena = pool.arena();
     let (data, _) = pool.region();
     let stride = pool.stride();
+    let mut tmpl = BufferHeader::TEMPLATE;
+    tmpl.rx_if = sw;
     let mut bytes = 0u64;
     for (&b, p) in bufs.iter().zip(pkts) {
-        // SAFETY: `b` is a buffer of `pool` (below its size) owned by the caller; its data
-        // area (ds bytes behind the headroom; a fresh header has current_data 0) is ours.
-        let dst = unsafe { data.add(b.0 as usize * stride + HEADROOM) };
-        // SAFETY: `p` was bounds-checked by `parse_single` (src..src+room readable,
-        // len <= room <= ds); the destination holds ds bytes.
-        unsafe { copy_wide(dst, p.src, p.len as usize, p.room as usize) };
-        // SAFETY: owned (caller's contract), no other view.
+        // SAFETY: owned (caller's contract), no other view; `header_mut` checks that `b` is
+        // a buffer of `pool`.
         let h = unsafe { arena.header_mut(b) };
+        h.reset_from(&tmpl);
         h.current_length = p.len as u16;
-        h.rx_if = sw;
+        // SAFETY: `b` is a buffer of `pool` (checked above) owned by the caller; its data
+        // area (ds bytes behind the headroom, where current_data 0 puts the packet) is ours.
+        let dst = unsafe { data.add(b.0 as usize * stride + HEADROOM) };
+        // SAFETY: `p` was bounds-checked by `parse_single` (1 <= len <= ds, src..src+room
+        // readable, room <= ds); the destination holds ds bytes.
+        unsafe { copy_wide(dst, p.src, p.len as usize, p.room as usize) };
         bytes += p.len as u64;
     }
     bytes
@@ -1413,18 +1434,12 @@ fn tx_fast<const SLAVE: bool>(
         }
         // SAFETY: the frame's buffers are owned by this node; read-only header access.
         let h = unsafe { arena.header(b) };
-        if h.tx_if != tx || h.flags & flags::NEXT_PRESENT != 0 {
+        if h.tx_if != tx {
             break;
         }
-        // The packet's start in the buffer (current_data >= -HEADROOM: a negative one wraps
-        // to a huge start and fails the check).
-        let start = (HEADROOM as isize + h.current_data as isize) as usize;
-        let blen = h.current_length as usize;
-        if start > end || blen > end - start {
+        let Some((start, len)) = single_span(h, end, l2) else {
             break;
-        }
-        let skip = if blen >= l2 { l2 } else { 0 };
-        let len = blen - skip;
+        };
         let (region, off, cap) = if SLAVE {
             (0u16, (buf_base + (s & mask) as u64 * bs as u64) as u32, bs)
         } else {
@@ -1433,8 +1448,8 @@ fn tx_fast<const SLAVE: bool>(
             let d = ring.desc(s);
             (d.region, d.offset, d.length)
         };
-        // 1 <= len <= cap.
-        if len.wrapping_sub(1) >= cap as usize {
+        // 1 <= len (single_span) <= cap.
+        if len > cap as usize {
             break;
         }
         let Some(dst) = regs
@@ -1444,10 +1459,10 @@ fn tx_fast<const SLAVE: bool>(
             break;
         };
         // SAFETY: `b` is below the pool's size (`arena.header` checked it) and owned; its
-        // packet lies at start + skip .. start + blen <= end of its buffer (checked above).
-        let src = unsafe { data.add(b.0 as usize * stride + start + skip) };
+        // bytes lie at start .. start + len <= end of its buffer (`single_span`).
+        let src = unsafe { data.add(b.0 as usize * stride + start) };
         // Readable behind the packet: the rest of its buffer; writable: the slot.
-        let room = (end - start - skip).min(cap as usize);
+        let room = (end - start).min(cap as usize);
         // SAFETY: dst..dst+cap is inside a mapped region (checked); src..src+room is in the
         // buffer (as above); len <= room.
         unsafe { copy_wide(dst, src, len, room) };
@@ -1556,11 +1571,14 @@ fn tx_general(
     Ok(())
 }
 
-/// Gathers packet `b`'s buffer chain into `segs`, one (start, length) per buffer, `start`
-/// being `at(buffer, its view, bytes skipped)`: a pointer to copy from, or the bytes' offset
-/// in the pool's data array for zero-copy. In ip mode the first segment skips the Ethernet
-/// header the rewrite added (ip mode carries no L2 header). Returns (segments, bytes), or
-/// `None` when the chain has more than `MAX_SEGS` buffers.
+/// Gathers packet `b`'s buffer chain into `segs`, one (start, length) per buffer with bytes
+/// to send, `start` being `at(buffer, its view, bytes skipped)`: a pointer to copy from, or
+/// the bytes' offset in the pool's data array for zero-copy. In ip mode the packet's first
+/// 14 bytes, the Ethernet header the rewrite added, are skipped (ip mode carries no L2
+/// header), across buffers if the first is shorter. Returns (segments, bytes): 0 bytes for
+/// an empty packet or, in ip mode, one of no more than an Ethernet header (the callers drop
+/// both as `too_long`, as the fast paths leave them); `None` when the chain has more than
+/// `MAX_SEGS` buffers.
 #[inline(always)]
 fn gather<T: Copy>(
     pool: &BufferPool,
@@ -1570,24 +1588,29 @@ fn gather<T: Copy>(
     at: impl Fn(BufIdx, &Buffer<'_>, usize) -> T,
 ) -> Option<(usize, usize)> {
     let mut ns = 0;
+    let mut nbuf = 0;
     let mut total = 0usize;
+    let mut l2 = if mode == Mode::Ip { 14 } else { 0 };
     let mut cur = Some(b);
     while let Some(x) = cur {
-        if ns == MAX_SEGS {
+        if nbuf == MAX_SEGS {
             return None;
         }
+        nbuf += 1;
         // SAFETY: the frame's buffers (and their chains) are owned by this node.
         let v = unsafe { pool.buffer(x) };
         let len = v.data().len();
-        let skip = if ns == 0 && mode == Mode::Ip && len >= 14 {
-            14
-        } else {
-            0
-        };
-        segs[ns] = (at(x, &v, skip), len - skip);
-        ns += 1;
-        total += len - skip;
+        let skip = l2.min(len);
+        l2 -= skip;
+        if len > skip {
+            segs[ns] = (at(x, &v, skip), len - skip);
+            ns += 1;
+            total += len - skip;
+        }
         cur = v.hdr.next();
+    }
+    if l2 > 0 {
+        return Some((0, 0));
     }
     Some((ns, total))
 }
@@ -1948,6 +1971,7 @@ mod tests {
         for l2 in [0, 14] {
             if l2 == 14 {
                 bad.push((-14, 14, 0, "ip mode: the Ethernet header only"));
+                bad.push((-14, 10, 0, "ip mode: shorter than the Ethernet header"));
             }
             for slot0 in [0u16, 9, 0xFFFB] {
                 for (at, &(cd, cl, fl, why)) in bad.iter().enumerate() {
@@ -2025,5 +2049,156 @@ mod tests {
         (want[15], want[0], want[1]) = (bufs[0].0 + 1, bufs[1].0 + 1, bufs[2].0 + 1);
         assert_eq!(held, want);
         zc_teardown(&pool, cache, &bufs);
+    }
+
+    /// In ip mode a packet of no more than its 14-byte Ethernet header (shorter ones
+    /// included, in one buffer or a chain) is dropped as `too_long` by both transmit paths,
+    /// copy (`tx_ring`: the fast path leaves it to `tx_general`) and zero-copy (`tx_ring_zc`:
+    /// `tx_zc_single` leaves it to `gather`), and a longer one loses exactly 14 bytes, across
+    /// buffers when its first is shorter; in ethernet mode only the empty packet is dropped.
+    /// The bytes in the ring are the packet's, after the skipped ones.
+    #[test]
+    fn short_frames_are_dropped_alike_on_every_tx_path() {
+        let pool = BufferPool::new(&sluice_buffer::PoolConfig {
+            buffers: 64,
+            data_size: 2048,
+            page_size: sluice_buffer::PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        let mut cache = pool.cache();
+        let tx = 5;
+        // Buffer lengths of each packet: one buffer of 60, 10, 14, 0 and 15 bytes, chains of
+        // 10 + 50 and 10 + 4.
+        let shapes: [&[usize]; 7] = [&[60], &[10], &[14], &[0], &[10, 50], &[10, 4], &[15]];
+        let bytes_of = |k: usize| -> Vec<u8> {
+            let n: usize = shapes[k].iter().sum();
+            (0..n).map(|i| (k * 40 + i) as u8).collect()
+        };
+        let build = |cache: &mut sluice_buffer::BufferCache| -> Vec<BufIdx> {
+            (0..shapes.len())
+                .map(|k| {
+                    let all = bytes_of(k);
+                    let mut at = 0;
+                    let mut head = None;
+                    for &l in shapes[k] {
+                        let b = cache.alloc_with(&all[at..at + l]).unwrap();
+                        at += l;
+                        match head {
+                            None => head = Some(b),
+                            Some(h) => cache.chain_append(h, b),
+                        }
+                    }
+                    let h = head.unwrap();
+                    // SAFETY: the test owns `h`; no other view of it.
+                    unsafe { pool.arena().header_mut(h) }.tx_if = tx;
+                    h
+                })
+                .collect()
+        };
+        // (mode, packets sent with their bytes, too_long drops)
+        for (mode, l2, sent, dropped) in [
+            (Mode::Ip, 14, vec![0, 4, 6], 4),
+            (Mode::Ethernet, 0, vec![0, 1, 2, 4, 5, 6], 1),
+        ] {
+            let want: Vec<Vec<u8>> = sent.iter().map(|&k| bytes_of(k)[l2..].to_vec()).collect();
+            // Copy mode, as a slave: 16 slots of 256 bytes behind the ring in region 0.
+            let region = Region::create("short-tx", 8192).unwrap();
+            let ring = Ring::new(&region, 0, 4).unwrap();
+            let base = crate::shm::ring_bytes(4) as u64;
+            let q = Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base);
+            let conn = DataConn {
+                regions: vec![region],
+                rx: Vec::new(),
+                tx: vec![q],
+                is_slave: true,
+                buffer_size: 256,
+                zc: None,
+            };
+            let bufs = build(&mut cache);
+            let r = tx_ring(&pool, &conn, &conn.tx[0], mode, tx, &bufs);
+            let why = format!("copy, {mode:?}");
+            assert_eq!(r.consumed, bufs.len(), "{why}");
+            assert_eq!(r.sent, sent.len(), "{why}: sent");
+            assert_eq!(
+                r.fails[TxCounter::TooLong as usize],
+                dropped,
+                "{why}: too_long"
+            );
+            assert_eq!(
+                r.fails.iter().sum::<u64>(),
+                dropped,
+                "{why}: no other failure"
+            );
+            assert_eq!(ring.head(), sent.len() as u16, "{why}: one slot a packet");
+            for (s, w) in want.iter().enumerate() {
+                let d = ring.desc(s as u16);
+                assert_eq!(
+                    (d.flags, d.length as usize),
+                    (0, w.len()),
+                    "{why}: slot {s}"
+                );
+                let p = conn.regions[0]
+                    .range(d.offset as u64, d.length as u64)
+                    .unwrap();
+                // SAFETY: the test's own mapping, in bounds (range checked it).
+                let got = unsafe { std::slice::from_raw_parts(p, w.len()) };
+                assert_eq!(got, &w[..], "{why}: slot {s}'s bytes");
+            }
+            cache.free(&bufs);
+            drop(conn);
+
+            // Zero-copy, as a slave: descriptors point into the pool's data array.
+            let region = Region::create("short-tx-zc", 8192).unwrap();
+            let ring = Ring::new(&region, 0, 4).unwrap();
+            let mut q = Queue::new(ring, crate::shm::eventfd().unwrap(), 0, 0);
+            q.shadow = (0..16).map(|_| AtomicU32::new(0)).collect();
+            let bufs = build(&mut cache);
+            let mut done = Vec::new();
+            let r = tx_ring_zc(&pool, &q, mode, &bufs, &mut done);
+            let why = format!("zero-copy, {mode:?}");
+            assert_eq!(r.sent, sent.len(), "{why}: sent");
+            assert_eq!(
+                r.fails[TxCounter::TooLong as usize],
+                dropped,
+                "{why}: too_long"
+            );
+            assert_eq!(
+                r.fails.iter().sum::<u64>(),
+                dropped,
+                "{why}: no other failure"
+            );
+            assert_eq!(
+                done.len() as u64,
+                dropped,
+                "{why}: the dropped ones to free"
+            );
+            let (data, len) = pool.region();
+            let mut s = 0u16;
+            for (k, w) in want.iter().enumerate() {
+                // The packet's descriptors, up to the one without NEXT.
+                let mut got = Vec::new();
+                loop {
+                    let d = ring.desc(s);
+                    s += 1;
+                    assert_eq!(d.region, 1, "{why}: packet {k}");
+                    assert!(d.length > 0, "{why}: packet {k}: no empty descriptor");
+                    assert!(d.offset as usize + d.length as usize <= len, "{why}");
+                    // SAFETY: inside the pool's data array (checked above), owned by the test.
+                    got.extend_from_slice(unsafe {
+                        std::slice::from_raw_parts(data.add(d.offset as usize), d.length as usize)
+                    });
+                    if d.flags & DESC_FLAG_NEXT == 0 {
+                        break;
+                    }
+                }
+                assert_eq!(&got, w, "{why}: packet {k}'s bytes");
+            }
+            assert_eq!(ring.head(), s, "{why}: published");
+            q.take_all(&mut done);
+            cache.free(&done);
+        }
+        drop(cache);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
     }
 }
