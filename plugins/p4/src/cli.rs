@@ -524,28 +524,19 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                 node::SPLIT_ENTRIES
             );
         }
-        let first_pre = p
-            .loaded
-            .gen
-            .and_then(|g| g.pre.first().copied().flatten())
-            .is_some();
+        let reparse = p.loaded.gen.is_some_and(|g| g.reparse);
         if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
             let _ = writeln!(
                 out,
                 "  staged: off (the parser or verify touches a register or meter)"
             );
-        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !first_pre {
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !reparse {
             let _ = writeln!(
                 out,
-                "  staged: off (the first phase has no early table lookup)"
+                "  staged: off (no early lookup of the first table, or the parser or verify writes more than the packet's state)"
             );
         } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
-            let _ = writeln!(
-                out,
-                "  staged: {} frames in stages (when the first table has >= {} entries)",
-                autos.staged,
-                node::SPLIT_ENTRIES
-            );
+            let _ = writeln!(out, "  staged: {} frames in stages", autos.staged);
         }
         if !prog.inlined_tables.is_empty() {
             let _ = writeln!(out, "  inlined tables: {}", prog.inlined_tables.join(" "));

@@ -84,6 +84,39 @@ pub mod rt {
             inport: u32,
             plen: u32,
         ) -> (VOut, ParseEnd);
+
+        /// Whether the staged single node may run [`Generated::key_first`] then
+        /// [`Generated::packet_pre`] on a packet: the first ingress phase looks its table
+        /// up early (`PRE[0]`), and the parser and verify control write nothing but the
+        /// packet's state (no header bytes, counter, table, register or meter), so running
+        /// them twice is running them once.
+        const REPARSE: bool;
+
+        /// The key of the first ingress phase's table (`PRE[0]`) after the parser and
+        /// verify; the packet's state is discarded (0 when not [`Generated::REPARSE`]).
+        fn key_first(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+        ) -> u64;
+
+        /// [`Generated::packet`] with the first ingress phase's table looked up already:
+        /// `pre` is the lookup's result for [`Generated::key_first`]'s key (ignored when
+        /// not [`Generated::REPARSE`]). The packet's state stays in registers, where the
+        /// phases of `seg_run` keep it in memory.
+        #[allow(clippy::too_many_arguments)]
+        fn packet_pre(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            d: &mut [u8],
+            inport: u32,
+            plen: u32,
+            pre: Option<u32>,
+        ) -> (VOut, ParseEnd);
     }
 
     /// `register.read`: cell `i` of register `r` (0 outside it).
@@ -925,6 +958,53 @@ fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     }
 }
 
+/// The body of `packet` (`pre`: the table of the first ingress phase, looked up before,
+/// for `packet_pre`): the controls as written (not cut into phases), in one body.
+fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), String> {
+    g.line("let s = &mut Self::init(inport, plen, now);");
+    g.line("Self::parse(ts, sh, s, d);");
+    // The first application of `pre` in `p0.ingress` is the first phase's only one (the
+    // phases cut the same statements; `prelookup` found one application there).
+    g.pre = pre;
+    let r = g.control("ingress", &p0.ingress);
+    g.pre = None;
+    r?;
+    g.line("Self::tm(s);");
+    if !p0.egress.is_empty() {
+        g.open("if !s.dead {");
+        g.control("egress", &p0.egress)?;
+        g.close("}");
+    }
+    g.line("Self::fin(ts, sh, s, d)");
+    Ok(())
+}
+
+/// Whether the parser and verify control change nothing but the packet's state (metadata,
+/// validity, parser error), so running them twice on a packet is running them once
+/// (`Generated::REPARSE`): no header field stores, checksum updates, counters, table
+/// applications, action calls, registers or meters.
+fn replayable(p: &Program) -> bool {
+    fn meta(lv: &Lv) -> bool {
+        match lv {
+            Lv::M(..) | Lv::MI(..) => true,
+            Lv::Slice(x, ..) => meta(x),
+            Lv::H(_) | Lv::HI(..) => false,
+        }
+    }
+    let mut ok = true;
+    for s in p.states.iter().flat_map(|st| &st.body).chain(&p.verify) {
+        crate::vec::walk_s(s, &mut |x| {
+            ok &= match x {
+                S::Set(lv, _) => meta(lv),
+                S::Csum(c) => c.verify,
+                S::Extract(_) | S::If(..) | S::Drop | S::Exit | S::Return => true,
+                _ => false,
+            }
+        });
+    }
+    ok
+}
+
 /// A phase of the generated pipeline: a run of a control's statements (at most one table
 /// application, looked up before it when `pre`), a multi-node segment for ingress.
 struct Phase {
@@ -1135,17 +1215,36 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.open("impl Generated for Prog {");
     g.line("#[inline(always)]");
     g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
-    // One packet: the controls as written (not cut into phases), in one body.
-    g.line("let s = &mut Self::init(inport, plen, now);");
-    g.line("Self::parse(ts, sh, s, d);");
-    g.control("ingress", &p0.ingress)?;
-    g.line("Self::tm(s);");
-    if !p0.egress.is_empty() {
-        g.open("if !s.dead {");
-        g.control("egress", &p0.egress)?;
-        g.close("}");
+    emit_packet(&mut g, p0, None)?;
+    g.close("}");
+    // The staged single node's two passes: the first table's key, then the packet on
+    // the looked-up entry.
+    let first = phases
+        .first()
+        .filter(|_| tm_at > 0)
+        .and_then(|ph| ph.pre)
+        .filter(|_| replayable(p));
+    g.line("");
+    g.line(&format!("const REPARSE: bool = {};", first.is_some()));
+    g.line("");
+    g.line("#[inline(always)]");
+    g.open("fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
+    if first.is_some() {
+        g.line("let s = &mut Self::init(inport, plen, now);");
+        g.line("Self::parse(ts, sh, s, d);");
+        g.line("Self::key0(s, d)");
+    } else {
+        g.line("0");
     }
-    g.line("Self::fin(ts, sh, s, d)");
+    g.close("}");
+    g.line("");
+    g.line("#[inline(always)]");
+    g.open("fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
+    if first.is_some() {
+        emit_packet(&mut g, p0, first)?;
+    } else {
+        g.line("Self::packet(ts, sh, now, d, inport, plen)");
+    }
     g.close("}");
     // Multi-node: the ingress phases are its segments (the same cuts).
     let ni = tm_at.max(1);
@@ -1215,11 +1314,16 @@ pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::prelookup;
+    use super::{prelookup, replayable};
 
     /// A table keyed on a header's validity, applied after `before` in ingress.
     fn prog(before: &str) -> crate::ir::Program {
-        let src = format!(
+        crate::compile::compile(&prog_src(before), "t.p4", Default::default()).expect("compiles")
+    }
+
+    /// [`prog`]'s source.
+    fn prog_src(before: &str) -> String {
+        format!(
             r#"
 #include <core.p4>
 #include <v1model.p4>
@@ -1246,8 +1350,28 @@ control C(inout headers hdr, inout metadata meta) {{ apply {{ }} }}
 control D(packet_out packet, in headers hdr) {{ apply {{ packet.emit(hdr); }} }}
 V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#
-        );
-        crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles")
+        )
+    }
+
+    /// The staged node runs the parser and verify twice (`Generated::REPARSE`) only when
+    /// they change nothing but the packet's state: not with a header store or a counter.
+    #[test]
+    fn reparse_only_when_parse_and_verify_write_state_only() {
+        let empty = "control V(inout headers hdr, inout metadata meta) { apply { } }";
+        assert!(replayable(&prog("")));
+        for verify in [
+            "apply { hdr.ethernet.etherType = 16w1; }",
+            "counter(4, CounterType.packets) c; apply { c.count(32w1); }",
+        ] {
+            let src = prog_src("");
+            assert!(src.contains(empty));
+            let src = src.replace(
+                empty,
+                &format!("control V(inout headers hdr, inout metadata meta) {{ {verify} }}"),
+            );
+            let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
+            assert!(!replayable(&p), "{verify}");
+        }
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up

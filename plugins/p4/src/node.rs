@@ -17,11 +17,12 @@
 //! fingerprint matches what was compiled; else the vector executor (`vec`, a frame at a
 //! time) when it supports the program; else the per-packet closure executor (`code`, two
 //! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
-//! skips both the generated module and the vector executor. With generated code whose first
-//! table is large ([`SPLIT_ENTRIES`]) and a parser and verify control that touch no
-//! register or meter, the node runs in stages ([`frame_staged`], [`stage_pays`]): groups of
-//! packets parsed and keyed first, their first-table lookups batched, then the rest of each
-//! pipeline; `show p4 program` counts those frames on its `staged:` line.
+//! skips both the generated module and the vector executor. With generated code that
+//! looks its first table up early and a parser and verify control that touch no register
+//! or meter, the node runs in stages ([`frame_staged`], [`stage_pays`]): each group of
+//! packets keyed first (parsed, the state discarded), their first-table lookups batched,
+//! then each packet's whole pipeline on its entry; `show p4 program` counts those frames
+//! on its `staged:` line.
 //! Multi: the ingress control's top-level statements are cut into segments, one per table
 //! application (PVPP's one node per table, plus whatever runs between tables), each segment a
 //! node; the packet state travels between them in a per-thread side table indexed by buffer
@@ -195,7 +196,7 @@ pub const SPLIT_ENTRIES: usize = 4096;
 /// Whether auto mode splits the program's next frame: when the segments run generated code
 /// and a later segment's table is large ([`SPLIT_ENTRIES`]), whose segment node then looks
 /// the frame's keys up together so the misses overlap. The first table's lookups the single
-/// node batches itself ([`stage_pays`]), and measured faster than the split (no state
+/// node batches itself ([`frame_staged`]), and measured faster than the split (no state
 /// handoff, no second node); otherwise the split only adds a node dispatch and the state
 /// handoff, and one node runs the frame. A program without generated segments is never
 /// split (its side table is not even allocated in auto mode, [`Side::new`]); nor one whose
@@ -214,21 +215,16 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 }
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
-/// the table looked up first is large ([`SPLIT_ENTRIES`]), so its lookups and entries miss
-/// the cache and batching them overlaps the misses. With a small table the staging only
-/// adds work (the packet state through memory: ~170 instructions per packet for the
-/// router) and the packet-at-a-time loop ([`frame_generated`]) runs.
+/// the generated code allows it (`GenEntry::reparse`: the first ingress table is looked
+/// up early and the parser and verify control can run twice). Then the first table's
+/// lookups are batched, four at a time, out of each packet's chain of dependent loads:
+/// measured faster than packet at a time with one route as with 100k (docs/p4.md).
 ///
 /// Never when the parser or verify control touches a register or meter
 /// ([`Loaded::parse_pure`]): the stages parse a group's packets before any of their
 /// ingress runs, so such a read could miss an earlier packet's write.
-pub fn stage_pays(l: &Loaded, g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
-    l.parse_pure
-        && g.pre.first().copied().flatten().is_some_and(|t| {
-            ts.tables
-                .get(t as usize)
-                .is_some_and(|t| t.len() >= SPLIT_ENTRIES)
-        })
+pub fn stage_pays(l: &Loaded, g: &crate::generated::GenEntry) -> bool {
+    l.parse_pure && g.reparse
 }
 
 /// One node instance (per thread).
@@ -410,7 +406,7 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            let f = if stage_pays(&l, g, &st.ts) {
+            let f = if stage_pays(&l, g) {
                 st.auto.staged += 1;
                 g.staged
             } else {
@@ -622,11 +618,13 @@ pub fn frame_segment_generated<G: crate::gen::rt::Generated>(
 pub const STAGE: usize = 32;
 
 /// Single mode on a program's generated code, in stages: for each group of [`STAGE`]
-/// packets, every packet parsed and its first table's key taken (`seg_key`), the group's
-/// lookups batched ([`lookup_batch`]: four at a time into a DIR-24-8 and the hit entries
-/// prefetched), then each packet's remaining pipeline (`seg_run` and the later
-/// segments) on its state in place in the array. [`frame_generated`] runs each packet's
-/// whole pipeline at once: one chain of dependent loads after another.
+/// packets, every packet's key of the first table (`key_first`: parse and verify, the
+/// state then discarded), the group's lookups batched ([`lookup_batch`]: four at a time
+/// into a DIR-24-8, the hit entries prefetched), then each packet's whole pipeline on its
+/// looked-up entry (`packet_pre`: parsed again, its state in registers throughout).
+/// [`frame_generated`] runs each packet's whole pipeline at once: one chain of dependent
+/// loads after another. Runs only when the generated code allows the second parse
+/// (`GenEntry::reparse`, [`stage_pays`]).
 pub fn frame_staged<G: crate::gen::rt::Generated>(
     cx: &mut Cx,
     ts: &mut ThreadState,
@@ -636,49 +634,52 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
 ) {
     let arena = cx.arena();
     let now = (cx.now_secs() * 1e9) as u64;
-    let mut sts = [G::blank(); STAGE];
     let mut keys = [0u64; STAGE];
     let mut ids = [None; STAGE];
     let mut sent = Sent::default();
     let first = G::PRE.first().copied().flatten();
     for (c, (fc, nc)) in frame.chunks(STAGE).zip(nexts.chunks_mut(STAGE)).enumerate() {
         let n = fc.len();
-        for (i, ((key, s), &bi)) in keys.iter_mut().zip(&mut sts).zip(fc).enumerate() {
+        for (i, (key, &bi)) in keys.iter_mut().zip(fc).enumerate() {
             if let Some(&a) = frame.get(c * STAGE + i + 2) {
                 arena.prefetch(a);
             }
             // SAFETY: exclusive ownership of the frame's indices, one view at a time.
             let mut b = unsafe { arena.buffer(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            *key = G::seg_key(ts, sh, now, 0, s, b.data_mut(), rx, len);
+            *key = G::key_first(ts, sh, now, b.data_mut(), rx, len);
         }
         lookup_batch(ts, first, &keys, &mut ids, n);
-        for ((nx, &bi), (s, &id)) in nc.iter_mut().zip(fc).zip(sts.iter_mut().zip(&ids)) {
+        for ((nx, &bi), &id) in nc.iter_mut().zip(fc).zip(&ids) {
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let d = b.data_mut();
-            let (mut o, pe) = G::seg_run(ts, sh, 0, s, d, id);
+            let (o, pe) = G::packet_pre(ts, sh, now, b.data_mut(), rx, len, id);
             parse_count(cx, pe);
-            for k in 1..G::SEGS {
-                let key = G::seg_key(ts, sh, now, k, s, d, rx, len);
-                let table = G::PRE.get(k).copied().flatten();
-                let id = table
-                    .and_then(|t| ts.tables.get(t as usize))
-                    .and_then(|t| t.lookup64(key));
-                o = G::seg_run(ts, sh, k, s, d, id).0;
-            }
-            *nx = match o {
-                Some(o) => sent.next(cx, &mut b, o),
-                // The last segment always says (cannot happen).
-                None => {
-                    b.hdr.error = cx.error(P4Counter::Dropped);
-                    P4Next::Drop as u16
-                }
-            };
+            *nx = sent.next(cx, &mut b, o);
         }
     }
     sent.count(cx);
+}
+
+/// One packet through [`frame_staged`]'s two passes (`key_first`, the lookup, then
+/// `packet_pre`), for tests; `packet` when the program does not stage.
+pub fn packet_staged<G: crate::gen::rt::Generated>(
+    ts: &mut ThreadState,
+    sh: &Shared,
+    now: u64,
+    d: &mut [u8],
+    inport: u32,
+    plen: u32,
+) -> (VOut, ParseEnd) {
+    if !G::REPARSE {
+        return G::packet(ts, sh, now, d, inport, plen);
+    }
+    let key = G::key_first(ts, sh, now, d, inport, plen);
+    // Four: `lookup_batch` looks a DIR-24-8 up four keys at a time.
+    let mut id = [None; 4];
+    lookup_batch(ts, G::PRE.first().copied().flatten(), &[key; 4], &mut id, 1);
+    G::packet_pre(ts, sh, now, d, inport, plen, id[0])
 }
 
 /// The ids of the first `n` keys in table `table` (none when it has no table): four at a

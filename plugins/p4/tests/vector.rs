@@ -105,33 +105,42 @@ fn compare_with(
     }
     assert_eq!(ta.counters, tb.counters);
     // The program's generated code, when it has some (every example `vec` runs does).
-    if let Some(g) = sluice_p4::generated::find(p) {
+    // Both of its single-node entry points: `packet`, and the staged node's `key_first`
+    // then `packet_pre` on the looked-up entry (`packet_staged`).
+    let gen = sluice_p4::generated::find(p);
+    for (how, f) in gen
+        .iter()
+        .flat_map(|g| [("packet", g.packet), ("staged", g.packet_staged)])
+    {
+        let name = gen.map_or("", |g| g.name);
         let mut tc = ThreadState::new(p).unwrap();
         let sc = Shared::new(p);
         shs(&sc);
         setup(&mut tc);
         for (k, (b, port)) in pkts.iter().enumerate() {
             let mut d = b.clone();
-            let (o, pe) = (g.packet)(&mut tc, &sc, 0, &mut d, *port, b.len() as u32);
+            let (o, pe) = f(&mut tc, &sc, 0, &mut d, *port, b.len() as u32);
             let got = match o {
                 VOut::Drop => Outcome::Drop,
                 VOut::Punt => Outcome::Punt(d),
                 VOut::Port(o) => Outcome::Out(o, d),
             };
-            assert_eq!(want[k], got, "generated `{}', packet {k}: {b:02x?}", g.name);
+            assert_eq!(
+                want[k], got,
+                "generated `{name}' {how}, packet {k}: {b:02x?}"
+            );
             // How the parser ended (what the node counts: rejects, parser errors).
             assert_eq!(
                 want_pe[k], pe,
-                "generated `{}' parse end, packet {k}: {b:02x?}",
-                g.name
+                "generated `{name}' {how} parse end, packet {k}: {b:02x?}"
             );
         }
         for (a, c) in ta.tables.iter().zip(&tc.tables) {
-            assert_eq!(a.miss, c.miss);
-            assert_eq!(a.direct, c.direct);
+            assert_eq!(a.miss, c.miss, "{how}");
+            assert_eq!(a.direct, c.direct, "{how}");
         }
-        assert_eq!(ta.counters, tc.counters);
-        assert_eq!(regs(&sa), regs(&sc), "registers (generated)");
+        assert_eq!(ta.counters, tc.counters, "{how}");
+        assert_eq!(regs(&sa), regs(&sc), "registers (generated {how})");
     }
     if std::env::var("P4_VEC_DEBUG").is_ok() {
         let fwd = got.iter().filter(|o| matches!(o, Outcome::Out(..))).count();

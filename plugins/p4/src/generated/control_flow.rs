@@ -299,6 +299,18 @@ impl Generated for Prog {
         Self::fin(ts, sh, s, d)
     }
 
+    const REPARSE: bool = false;
+
+    #[inline(always)]
+    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+        0
+    }
+
+    #[inline(always)]
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        Self::packet(ts, sh, now, d, inport, plen)
+    }
+
     type St = St;
     const SEGS: usize = 1;
 

@@ -198,6 +198,66 @@ impl Generated for Prog {
         Self::fin(ts, sh, s, d)
     }
 
+    const REPARSE: bool = true;
+
+    #[inline(always)]
+    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        Self::key0(s, d)
+    }
+
+    #[inline(always)]
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        'ingress: {
+            { // table smac
+                let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                let id = pre;
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    0 => {
+                        'a11: { // action NoAction
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            { // table dmac
+                let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)));
+                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let act = e.action;
+                match act {
+                    1 => {
+                        let p1_0 = e.params[0];
+                        'a12: { // action forward
+                            let v13 = p1_0;
+                            s.m1 = v13 & 0x1ff;
+                        }
+                    }
+                    2 => {
+                        'a14: { // action drop
+                            s.m1 = DROP_PORT;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if ((s.m1) == (s.m0)) as u64 != 0 {
+                {
+                    'a15: { // action drop
+                        s.m1 = DROP_PORT;
+                    }
+                }
+            }
+        }
+        Self::tm(s);
+        Self::fin(ts, sh, s, d)
+    }
+
     type St = St;
     const SEGS: usize = 2;
 

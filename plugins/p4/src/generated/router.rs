@@ -303,6 +303,101 @@ impl Generated for Prog {
         Self::fin(ts, sh, s, d)
     }
 
+    const REPARSE: bool = true;
+
+    #[inline(always)]
+    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        Self::key0(s, d)
+    }
+
+    #[inline(always)]
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        let s = &mut Self::init(inport, plen, now);
+        Self::parse(ts, sh, s, d);
+        'ingress: {
+            if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
+                { // table ipv4_lpm
+                    let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
+                    let id = pre;
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        2 => {
+                            let p1_0 = e.params[0];
+                            let p1_1 = e.params[1];
+                            'a25: { // action set_nhop
+                                let v26 = p1_0;
+                                s.m0 = v26 & 0xffffffff;
+                                let v27 = p1_1;
+                                s.m2 = v27 & 0x1ff;
+                                let v28 = ((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)).wrapping_sub(1) & 0xff);
+                                wr_csum::<1>(d, s.valid & 2 != 0, 22, 0, 0xff, v28, 22, &mut s.dl1);
+                            }
+                        }
+                        1 => {
+                            'a29: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                { // table forward
+                    let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
+                    let id = t.lookup64((s.m0));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        3 => {
+                            let p1_0 = e.params[0];
+                            'a30: { // action set_dmac
+                                let v31 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff, v31);
+                            }
+                        }
+                        1 => {
+                            'a32: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                s.m2 = DROP_PORT;
+            }
+        }
+        Self::tm(s);
+        if !s.dead {
+            'egress: {
+                { // table send_frame
+                    let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
+                    let id = t.lookup64((s.m3));
+                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let act = e.action;
+                    match act {
+                        4 => {
+                            let p1_0 = e.params[0];
+                            'a33: { // action rewrite_mac
+                                let v34 = p1_0;
+                                wr::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff, v34);
+                            }
+                        }
+                        5 => {
+                            'a35: { // action _drop
+                                s.m2 = DROP_PORT;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Self::fin(ts, sh, s, d)
+    }
+
     type St = St;
     const SEGS: usize = 2;
 
