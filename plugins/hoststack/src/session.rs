@@ -314,9 +314,12 @@ pub struct SessionMain {
     /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
     /// filed once, under the deadline its [`TcpLink::timer`] records.
     pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
-    /// Tx-space events a full event queue refused: (app, slot), retried at every
-    /// `session-queue` poll until queued ([`SessionMain::retry_tx_space`]).
+    /// Tx-space events a full event queue refused: (app, slot), retried by `session-queue`
+    /// every [`RETRY_EVERY`] until queued ([`SessionMain::retry_tx_space`]).
     pub(crate) space_retry: Vec<(u32, u32)>,
+    /// Set when an event is filed for a retry: makes `session-queue` active to arm its
+    /// retry timer.
+    pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Scratch for the connections whose timers are due.
     pub(crate) tcp_due: Vec<u32>,
     iss_key: u64,
@@ -346,6 +349,10 @@ pub struct TcpGlobal {
 }
 
 const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// How often `session-queue` retries the events full event queues refused: an application
+/// that stops reading must not keep the thread polling.
+pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn unspecified(v6: bool) -> IpAddr {
     if v6 {
@@ -410,9 +417,9 @@ impl SessionMain {
 
     /// Space was freed in the tx FIFO of slot `slot` of application `a`: tells a writer
     /// that asked ([`AppConn::notify_tx_space`]). An event its full queue refused is
-    /// retried at `session-queue`'s next polls (no more space may ever be freed: the FIFO
-    /// may be empty already), unless the application is dead: nobody reads its queue, and
-    /// a retry would keep the thread polling while its connections linger.
+    /// retried by `session-queue` every [`RETRY_EVERY`] (no more space may ever be freed:
+    /// the FIFO may be empty already), unless the application is dead: nobody reads its
+    /// queue, and a retry would wake the thread while its connections linger.
     pub(crate) fn notify_tx_space(&mut self, a: u32, slot: u32) {
         let refused = self
             .apps
@@ -421,6 +428,8 @@ impl SessionMain {
             .is_some_and(|app| !app.notify_tx_space(slot) && !app.dead);
         if refused && !self.space_retry.contains(&(a, slot)) {
             self.space_retry.push((a, slot));
+            self.retry_kick
+                .store(true, std::sync::atomic::Ordering::Release);
         }
     }
 
