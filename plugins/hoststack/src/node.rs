@@ -27,8 +27,8 @@
 //! nodes. After sending it tells a writer that found its tx FIFO full (the FIFO's
 //! tx-space request word) that room was made: one event on the application's event queue
 //! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
-//! `tcp4-input`); a request whose event found the queue full is put back and retried
-//! every `RETRY_EVERY` (1 ms), not at every poll.
+//! `tcp4-input`). An event (data, accept or tx space) a full event queue refused is
+//! retried every `RETRY_EVERY` (1 ms), not at every poll.
 //! - uses: the applications' event queues (session slots with data to send, at most
 //!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
 //!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no
@@ -289,8 +289,8 @@ impl<const V6: bool> UdpInput<V6> {
         let payload = u.payload();
         let n = payload.len() as u64;
         let pushed = fifo.push(remote, payload);
-        if pushed {
-            app.notify(&fifo, slot);
+        if pushed && !app.notify(&fifo, slot) {
+            sm.refused(ai, slot, slot);
         }
         let st = &mut sm.sessions[sid as usize]
             .as_mut()
@@ -994,15 +994,14 @@ impl NodeFn for SessionQueue {
                 p.post(Box::new(crate::poll_control));
             }
         }
-        // Tx-space events a full event queue refused (the application may have caught up),
-        // every `RETRY_EVERY`: an application that stops reading does not keep the thread
-        // busy.
+        // Events a full event queue refused (the application may have caught up), every
+        // `RETRY_EVERY`: an application that stops reading does not keep the thread busy.
         if self
             .retry_at
             .is_some_and(|t| std::time::Instant::now() >= t)
         {
             self.retry_at = None;
-            sm.retry_tx_space();
+            sm.retry_events();
         }
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
@@ -1087,7 +1086,7 @@ impl NodeFn for SessionQueue {
         self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
         self.retry_kick
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        if sm.space_retry.is_empty() {
+        if sm.evq_retry.is_empty() {
             self.retry_at = None;
         } else if self.retry_at.is_none() {
             self.retry_at = Some(std::time::Instant::now() + crate::session::RETRY_EVERY);
@@ -1268,6 +1267,20 @@ mod tests {
         (h, shared, peer, slot)
     }
 
+    /// The events `session-queue` and the input nodes queued for the application.
+    fn app_events(shared: &Shared) -> Vec<u32> {
+        let sm = lock(shared);
+        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    /// Fills the application's event queue (it stopped reading).
+    fn fill_app_queue(shared: &Shared) {
+        let sm = lock(shared);
+        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        while q.push(u32::MAX) {}
+    }
+
     #[test]
     fn applications_signal_only_a_thread_about_to_sleep() {
         let (mut h, shared, _peer, slot) = bound();
@@ -1314,11 +1327,7 @@ mod tests {
             tx.set_event();
             assert!(a.sluice_evq().unwrap().push(slot));
         };
-        let app_events = || {
-            let sm = lock(&shared);
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
-            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
-        };
+        let app_events = || app_events(&shared);
         ask(None);
         h.vm.main.run_once();
         assert_eq!(app_events(), [], "nothing was sent: no room was made");
@@ -1334,17 +1343,8 @@ mod tests {
     #[test]
     fn a_refused_tx_space_event_is_retried_on_a_timer_not_by_a_busy_thread() {
         let (mut h, shared, _peer, slot) = bound();
-        let full = || {
-            let sm = lock(&shared);
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
-            while q.push(u32::MAX) {}
-        };
-        let app_events = || {
-            let sm = lock(&shared);
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
-            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
-        };
-        full(); // the application stopped reading
+        let app_events = || app_events(&shared);
+        fill_app_queue(&shared); // the application stopped reading
         {
             let sm = lock(&shared);
             let a = sm.apps[0].as_ref().unwrap();
@@ -1376,6 +1376,32 @@ mod tests {
         assert_eq!(app_events(), [slot]);
         h.vm.main.run_once();
         assert_eq!(h.vm.main.sleep_timeout(), None, "no retry left");
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn a_data_event_a_full_queue_refused_is_retried() {
+        let (mut h, shared, _peer, slot) = bound();
+        fill_app_queue(&shared);
+        // The last datagram the peer sends: no later one will queue an event.
+        let mut raw = [0u8; 30];
+        raw[28..].copy_from_slice(b"hi");
+        let from = "10.0.0.2:7".parse().unwrap();
+        let n = push_headers(&mut raw, from, "10.0.0.1:5000".parse().unwrap(), 2, 0).unwrap();
+        let b = h.packet(&raw[..n], |_| {});
+        h.inject_at(UDP4_INPUT, &[b]);
+        assert_eq!(h.counter_of(UDP4_INPUT, "delivered"), 1);
+        assert!(!app_events(&shared).contains(&slot), "the queue was full");
+        h.vm.main.run_once(); // arms the retry
+        assert!(!h.vm.main.wants_poll());
+        std::thread::sleep(crate::session::RETRY_EVERY);
+        h.vm.main.run_once();
+        assert_eq!(app_events(&shared), [slot], "the retry queued it");
+        let sm = lock(&shared);
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(rx.pop(&mut buf).map(|h| (h.peer, h.len)), Ok((from, 2)));
+        drop(sm);
         h.assert_no_leaks();
     }
 }
