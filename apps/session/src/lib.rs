@@ -72,6 +72,9 @@ pub struct Session {
     pub remote: Option<SocketAddr>,
 }
 
+/// The longest sleep of [`App::tcp_connect`] between looks at the state word.
+const CONNECT_NAP: Duration = Duration::from_millis(1);
+
 fn proto_err(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
@@ -251,14 +254,21 @@ impl App {
                 let _ = self.close(s);
                 return Err(io::ErrorKind::TimedOut.into());
             }
-            // The state change queues an event: sleep until one comes (events of other
-            // slots already queued are left for the caller, so look every 50 µs then).
-            if self.prepare_sleep() {
-                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left));
+            // The state change queues an event: sleep until one comes. Events of other
+            // slots already queued (e.g. the last connection's) are left for the caller, so
+            // the sleep is announced anyway and the state word read again after it (Sluice
+            // writes the word before it queues the event, then reads the announcement).
+            let q = self.app_evq();
+            q.announce_sleep();
+            let st = self.tcp_state(&s);
+            if st & (seg::tcp_state::RESET | seg::tcp_state::ESTABLISHED) == 0 {
+                // At most 1 ms: an event of the slot still queued from before would hold
+                // back the state change's.
+                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left.min(CONNECT_NAP)));
                 self.woke();
                 r?;
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                self.woke();
             }
         }
     }

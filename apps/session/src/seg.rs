@@ -205,6 +205,15 @@ impl<'a> EvQ<'a> {
         true
     }
 
+    /// Consumer: announces it is about to sleep even though entries are queued (it waits
+    /// for one event and leaves the queued ones to someone else): the next push signals
+    /// it. The caller then checks once more for what it waits for before it sleeps (a
+    /// producer that made it true before the announcement may not have signalled).
+    pub fn announce_sleep(&self) {
+        self.waiting.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
     /// Consumer: awake again. Stores only when an announcement is up (the word is read by
     /// the producer after every push: an unconditional store would move its cache line to
     /// the consumer at every poll).
