@@ -72,6 +72,9 @@ pub struct Session {
     pub remote: Option<SocketAddr>,
 }
 
+/// The longest sleep of [`App::tcp_connect`] between looks at the state word.
+const CONNECT_NAP: Duration = Duration::from_millis(1);
+
 fn proto_err(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
@@ -169,7 +172,7 @@ impl App {
         }
         let req = self.next_req;
         self.next_req = self.next_req.wrapping_add(1);
-        seqpacket::send(&self.sock, &msg::encode(&m(req)), None)?;
+        self.send_ctl(&m(req))?;
         let deadline = Instant::now() + REPLY_TIMEOUT;
         loop {
             let (r, _) = recv_msg(&self.sock, deadline)?;
@@ -251,14 +254,21 @@ impl App {
                 let _ = self.close(s);
                 return Err(io::ErrorKind::TimedOut.into());
             }
-            // The state change queues an event: sleep until one comes (events of other
-            // slots already queued are left for the caller, so look every 50 µs then).
-            if self.prepare_sleep() {
-                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left));
+            // The state change queues an event: sleep until one comes. Events of other
+            // slots already queued (e.g. the last connection's) are left for the caller, so
+            // the sleep is announced anyway and the state word read again after it (Sluice
+            // writes the word before it queues the event, then reads the announcement).
+            let q = self.app_evq();
+            q.announce_sleep();
+            let st = self.tcp_state(&s);
+            if st & (seg::tcp_state::RESET | seg::tcp_state::ESTABLISHED) == 0 {
+                // At most 1 ms: an event of the slot still queued from before would hold
+                // back the state change's.
+                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left.min(CONNECT_NAP)));
                 self.woke();
                 r?;
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                self.woke();
             }
         }
     }
@@ -393,14 +403,17 @@ impl App {
     /// new session (an accepted connection), so Sluice, not the application, empties them
     /// when it hands the slot out again.
     pub fn close(&mut self, s: Session) -> io::Result<()> {
-        seqpacket::send(
-            &self.sock,
-            &msg::encode(&Msg::Close {
-                req: msg::NO_REPLY,
-                slot: s.slot,
-            }),
-            None,
-        )?;
+        self.send_ctl(&Msg::Close {
+            req: msg::NO_REPLY,
+            slot: s.slot,
+        })
+    }
+
+    /// Sends a control message, then queues [`seg::EVENT_CONTROL`] so that a busy Sluice
+    /// serves it at once (a full queue only delays it: Sluice also watches the socket).
+    fn send_ctl(&self, m: &Msg) -> io::Result<()> {
+        seqpacket::send(&self.sock, &msg::encode(m), None)?;
+        self.sluice_evq().push(seg::EVENT_CONTROL);
         Ok(())
     }
 

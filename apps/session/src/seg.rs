@@ -205,6 +205,15 @@ impl<'a> EvQ<'a> {
         true
     }
 
+    /// Consumer: announces it is about to sleep even though entries are queued (it waits
+    /// for one event and leaves the queued ones to someone else): the next push signals
+    /// it. The caller then checks once more for what it waits for before it sleeps (a
+    /// producer that made it true before the announcement may not have signalled).
+    pub fn announce_sleep(&self) {
+        self.waiting.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
     /// Consumer: awake again. Stores only when an announcement is up (the word is read by
     /// the producer after every push: an unconditional store would move its cache line to
     /// the consumer at every poll).
@@ -415,6 +424,12 @@ impl<'a> Fifo<'a> {
     }
 }
 
+/// Header offset of an rx FIFO's TCP state word ([`Fifo::state`]), which is a tx FIFO's
+/// space-request word ([`Fifo::space_request`]).
+const STATE_WORD: usize = 136;
+/// Header offset of an rx FIFO's window-update request word ([`Fifo::wnd_request`]).
+const WND_WORD: usize = 140;
+
 /// TCP slot state bits (rx FIFO header word at [`Fifo::state`]), written by Sluice.
 pub mod tcp_state {
     /// The connection is established (data may flow).
@@ -428,6 +443,11 @@ pub mod tcp_state {
 /// High bit of an app event: a connection was accepted into this slot (the listener's slot
 /// and both endpoints are in the slot's rx FIFO header).
 pub const EVENT_ACCEPT: u32 = 0x8000_0000;
+
+/// App → Sluice event: a control message was sent on the application's socket. A busy
+/// Sluice sees its event queue without a system call and serves the request at once; a
+/// sleeping one is woken by the socket itself.
+pub const EVENT_CONTROL: u32 = u32::MAX;
 
 impl<'a> Fifo<'a> {
     /// Stream mode (TCP): bytes used, `None` when the positions are impossible.
@@ -508,31 +528,31 @@ impl<'a> Fifo<'a> {
         n
     }
 
-    /// The header word `off` bytes on (136 or 140).
+    /// The header word `off` bytes on ([`STATE_WORD`] or [`WND_WORD`]).
     fn word(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off == 136 || off == 140);
-        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; words
-        // 136 and 140 bytes on are inside it (before the endpoints at 144), 4-aligned, and
-        // only accessed atomically.
+        debug_assert!(off == STATE_WORD || off == WND_WORD);
+        // SAFETY: `head` is the first word of the 192-byte header checked in `new`; both
+        // words lie inside it (before the endpoints at 144), 4-aligned, and are only
+        // accessed atomically.
         unsafe { &*((self.head as *const AtomicU32 as *const u8).add(off) as *const AtomicU32) }
     }
 
     /// The slot's TCP state word ([`tcp_state`]); lives in the rx FIFO's header.
     pub fn state(&self) -> &AtomicU32 {
-        self.word(136)
+        self.word(STATE_WORD)
     }
 
     /// The window-update request word: Sluice sets it when it advertised a small window,
     /// the application clears it (and queues a tx event) after reading.
     pub fn wnd_request(&self) -> &AtomicU32 {
-        self.word(140)
+        self.word(WND_WORD)
     }
 
     /// The tx-space request word (tx FIFO's header): the application sets it when it found
     /// the FIFO full; Sluice clears it and queues an event for the slot once it has freed a
     /// quarter of the FIFO (TCP: acknowledged data; UDP: datagrams sent).
     pub fn space_request(&self) -> &AtomicU32 {
-        self.word(136)
+        self.word(STATE_WORD)
     }
 
     /// Producer: asks for a tx-space event ([`Fifo::space_request`]) after finding the FIFO
@@ -558,8 +578,9 @@ impl<'a> Fifo<'a> {
     pub fn reset(&self) {
         self.head.store(0, Ordering::Relaxed);
         self.tail.store(0, Ordering::Relaxed);
-        self.word(136).store(0, Ordering::Relaxed);
-        self.word(140).store(0, Ordering::Relaxed);
+        // A tx FIFO's space request is the word an rx FIFO keeps its state in.
+        self.state().store(0, Ordering::Relaxed);
+        self.wnd_request().store(0, Ordering::Relaxed);
         self.has_event.store(0, Ordering::Release);
     }
 
@@ -683,6 +704,27 @@ mod tests {
         // SAFETY: in-bounds test write.
         unsafe { std::ptr::write_unaligned(p as *mut u32, 5000) };
         assert_eq!(rx.pop(&mut buf), Err(PopError::Corrupt));
+    }
+
+    #[test]
+    fn a_reset_fifo_keeps_no_position_mark_state_or_request() {
+        let (r, g) = seg();
+        let (rx, tx) = slot_fifos(&r, &g, 0).unwrap();
+        assert_eq!(rx.push_bytes(b"abc"), 3);
+        assert!(rx.set_event());
+        rx.state().store(tcp_state::ESTABLISHED, Ordering::Relaxed);
+        rx.wnd_request().store(1, Ordering::Relaxed);
+        assert_eq!(tx.push_bytes(&[1; 4096]), 4096);
+        tx.want_space();
+        rx.reset();
+        tx.reset();
+        assert_eq!((rx.used(), tx.used()), (Some(0), Some(0)));
+        assert_eq!(rx.tail.load(Ordering::Relaxed), 0, "positions start at 0");
+        assert_eq!(rx.state().load(Ordering::Relaxed), 0);
+        assert_eq!(rx.wnd_request().load(Ordering::Relaxed), 0);
+        assert_eq!(tx.space_request().load(Ordering::Relaxed), 0);
+        assert!(rx.set_event(), "no event mark left");
+        assert!(!tx.take_space_request());
     }
 
     #[test]

@@ -27,9 +27,10 @@
 //! nodes. After sending it tells a writer that found its tx FIFO full (the FIFO's
 //! tx-space request word) that room was made: one event on the application's event queue
 //! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
-//! `tcp4-input`); a request whose event found the queue full is put back.
+//! `tcp4-input`). An event (data, accept or tx space) a full event queue refused is
+//! retried every `RETRY_EVERY` (1 ms), not at every poll.
 //! - uses: the applications' event queues (session slots with data to send, at most
-//!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
+//!   `PENDING_MAX` held; `EVENT_CONTROL`: a control message was sent, served at once; the applications are asked to signal its eventfds only when the
 //!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no
 //!   system call), their tx FIFOs and eventfd interrupts, the control sockets'
 //!   readiness; no packet metadata.
@@ -288,8 +289,8 @@ impl<const V6: bool> UdpInput<V6> {
         let payload = u.payload();
         let n = payload.len() as u64;
         let pushed = fifo.push(remote, payload);
-        if pushed {
-            app.notify(&fifo, slot);
+        if pushed && !app.notify(&fifo, slot) {
+            sm.refused(ai, slot, slot);
         }
         let st = &mut sm.sessions[sid as usize]
             .as_mut()
@@ -658,6 +659,9 @@ pub struct SessionQueue {
     tcp_sent: u64,
     /// The next TCP timer (RTO, persist, TIME-WAIT).
     timer_at: Option<std::time::Instant>,
+    /// When the events full event queues refused are retried next (`RETRY_EVERY`).
+    retry_kick: Arc<std::sync::atomic::AtomicBool>,
+    retry_at: Option<std::time::Instant>,
     /// Scratch of `tcp()`, swapped with the session layer's queues (no allocation per
     /// call): control segments, connections to send, those out of buffers.
     ctl: Vec<(SocketAddr, SocketAddr, crate::tcp::Out)>,
@@ -713,6 +717,14 @@ fn push_headers(
 }
 
 impl SessionQueue {
+    /// The first of the TCP timer and the event retry.
+    fn deadline(&self) -> Option<std::time::Instant> {
+        match (self.timer_at, self.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Builds one packet from the tx FIFO of session `sid` into a new buffer.
     fn build(&mut self, cx: &mut Cx, sm: &mut SessionMain, sid: u32) -> Built {
         let Some(s) = sm.sessions[sid as usize].as_ref() else {
@@ -974,17 +986,14 @@ impl NodeFn for SessionQueue {
                 drain_eventfd(app.sluice_efd.as_raw_fd());
             }
         }
-        // A control request (attach, bind, connect, listen, close) or an application gone:
-        // served by the main loop right after this iteration's nodes, not at the next
-        // `session-process` tick.
-        if control {
-            if let Some(p) = &sm.poster {
-                p.post(Box::new(crate::poll_control));
-            }
-        }
-        // Tx-space events a full event queue refused (the application may have caught up).
-        if !sm.space_retry.is_empty() {
-            sm.retry_tx_space();
+        // Events a full event queue refused (the application may have caught up), every
+        // `RETRY_EVERY`: an application that stops reading does not keep the thread busy.
+        if self
+            .retry_at
+            .is_some_and(|t| std::time::Instant::now() >= t)
+        {
+            self.retry_at = None;
+            sm.retry_events();
         }
         // Collect the events the applications queued.
         for (ai, app) in sm.apps.iter().enumerate() {
@@ -998,10 +1007,19 @@ impl NodeFn for SessionQueue {
                     break;
                 }
                 match q.pop() {
+                    Some(sluice_session::seg::EVENT_CONTROL) => control = true,
                     Some(slot) if slot < app.g.n_slots => self.pending.push_back((ai as u32, slot)),
                     Some(_) => {}
                     None => break,
                 }
+            }
+        }
+        // A control request (attach, bind, connect, listen, close: its socket fired, or the
+        // application queued `EVENT_CONTROL`) or an application gone: served by the main
+        // loop right after this iteration's nodes, not at the next `session-process` tick.
+        if control {
+            if let Some(p) = &sm.poster {
+                p.post(Box::new(crate::poll_control));
             }
         }
         // Drain their tx FIFOs, one frame at most per call.
@@ -1066,8 +1084,14 @@ impl NodeFn for SessionQueue {
         }
         // Nothing left: the applications are told to signal our eventfd only when the
         // thread really sleeps (`prepare_sleep`); while it runs, `active()` sees their events.
-        self.busy =
-            !self.pending.is_empty() || !sm.tcp_out.is_empty() || !sm.space_retry.is_empty();
+        self.busy = !self.pending.is_empty() || !sm.tcp_out.is_empty();
+        self.retry_kick
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        if sm.evq_retry.is_empty() {
+            self.retry_at = None;
+        } else if self.retry_at.is_none() {
+            self.retry_at = Some(std::time::Instant::now() + crate::session::RETRY_EVERY);
+        }
         drop(sm);
         let sent = (self.out4.len() + self.out6.len()) as u64 - self.tcp_sent;
         cx.count(SqCounter::Sent, sent);
@@ -1084,8 +1108,9 @@ impl NodeFn for SessionQueue {
     fn active(&self) -> bool {
         self.busy
             || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
+            || self.retry_kick.load(std::sync::atomic::Ordering::Relaxed)
             || self
-                .timer_at
+                .deadline()
                 .is_some_and(|t| std::time::Instant::now() >= t)
             || self.kick.load(std::sync::atomic::Ordering::Relaxed)
             || self.watch.iter().any(|(r, g)| {
@@ -1095,8 +1120,8 @@ impl NodeFn for SessionQueue {
     }
     fn poll_interval(&self) -> Option<f64> {
         // Interrupt-driven: the applications' eventfds wake the thread, attaches kick; a
-        // TCP timer bounds the sleep.
-        self.timer_at.map(|t| {
+        // TCP timer or an event retry bounds the sleep.
+        self.deadline().map(|t| {
             t.saturating_duration_since(std::time::Instant::now())
                 .as_secs_f64()
                 .max(0.001)
@@ -1174,6 +1199,7 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
     let s = sm.clone();
     let kick = lock(sm).kick.clone();
     let tcp_kick = lock(sm).tcp_kick.clone();
+    let retry_kick = lock(sm).retry_kick.clone();
     b.register(
         NodeRegistration::new(SESSION_QUEUE, NodeKind::Input, move |t| {
             Box::new(SessionQueue {
@@ -1191,6 +1217,8 @@ pub fn register(b: &mut sluice_graph::GraphBuilder, sm: &Shared) {
                 tcp_kick: tcp_kick.clone(),
                 tcp_sent: 0,
                 timer_at: None,
+                retry_kick: retry_kick.clone(),
+                retry_at: None,
                 ctl: Vec::new(),
                 queue: Vec::new(),
                 stalled: Vec::new(),
@@ -1240,6 +1268,20 @@ mod tests {
         (h, shared, peer, slot)
     }
 
+    /// The events `session-queue` and the input nodes queued for the application.
+    fn app_events(shared: &Shared) -> Vec<u32> {
+        let sm = lock(shared);
+        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    /// Fills the application's event queue (it stopped reading).
+    fn fill_app_queue(shared: &Shared) {
+        let sm = lock(shared);
+        let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+        while q.push(u32::MAX) {}
+    }
+
     #[test]
     fn applications_signal_only_a_thread_about_to_sleep() {
         let (mut h, shared, _peer, slot) = bound();
@@ -1286,11 +1328,7 @@ mod tests {
             tx.set_event();
             assert!(a.sluice_evq().unwrap().push(slot));
         };
-        let app_events = || {
-            let sm = lock(&shared);
-            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
-            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
-        };
+        let app_events = || app_events(&shared);
         ask(None);
         h.vm.main.run_once();
         assert_eq!(app_events(), [], "nothing was sent: no room was made");
@@ -1300,6 +1338,71 @@ mod tests {
         h.vm.main.drain();
         assert_eq!(h.arc("ip4-lookup").len(), 1);
         assert_eq!(app_events(), [slot]);
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn a_refused_tx_space_event_is_retried_on_a_timer_not_by_a_busy_thread() {
+        let (mut h, shared, _peer, slot) = bound();
+        let app_events = || app_events(&shared);
+        fill_app_queue(&shared); // the application stopped reading
+        {
+            let sm = lock(&shared);
+            let a = sm.apps[0].as_ref().unwrap();
+            let (_, tx) = a.fifos(slot).unwrap();
+            assert!(tx.push("10.0.0.2:7".parse().unwrap(), b"hi"));
+            tx.want_space();
+            tx.set_event();
+            assert!(a.sluice_evq().unwrap().push(slot));
+        }
+        h.vm.main.run_once(); // the datagram leaves; the event is refused
+        h.vm.main.drain();
+        assert_eq!(h.arc("ip4-lookup").len(), 1);
+        h.vm.main.run_once();
+        assert!(
+            !h.vm.main.wants_poll(),
+            "the refused event keeps the thread busy"
+        );
+        let t = h.vm.main.sleep_timeout().expect("a retry timer");
+        assert!(t <= crate::session::RETRY_EVERY.as_secs_f64(), "{t}");
+        // The timer fires while the application still does not read: still no busy thread.
+        std::thread::sleep(crate::session::RETRY_EVERY);
+        assert!(h.vm.main.wants_poll(), "the retry is due");
+        h.vm.main.run_once();
+        assert!(!h.vm.main.wants_poll());
+        // The application catches up: the next retry delivers the event.
+        assert!(!app_events().contains(&slot));
+        std::thread::sleep(crate::session::RETRY_EVERY);
+        h.vm.main.run_once();
+        assert_eq!(app_events(), [slot]);
+        h.vm.main.run_once();
+        assert_eq!(h.vm.main.sleep_timeout(), None, "no retry left");
+        h.assert_no_leaks();
+    }
+
+    #[test]
+    fn a_data_event_a_full_queue_refused_is_retried() {
+        let (mut h, shared, _peer, slot) = bound();
+        fill_app_queue(&shared);
+        // The last datagram the peer sends: no later one will queue an event.
+        let mut raw = [0u8; 30];
+        raw[28..].copy_from_slice(b"hi");
+        let from = "10.0.0.2:7".parse().unwrap();
+        let n = push_headers(&mut raw, from, "10.0.0.1:5000".parse().unwrap(), 2, 0).unwrap();
+        let b = h.packet(&raw[..n], |_| {});
+        h.inject_at(UDP4_INPUT, &[b]);
+        assert_eq!(h.counter_of(UDP4_INPUT, "delivered"), 1);
+        assert!(!app_events(&shared).contains(&slot), "the queue was full");
+        h.vm.main.run_once(); // arms the retry
+        assert!(!h.vm.main.wants_poll());
+        std::thread::sleep(crate::session::RETRY_EVERY);
+        h.vm.main.run_once();
+        assert_eq!(app_events(&shared), [slot], "the retry queued it");
+        let sm = lock(&shared);
+        let (rx, _) = sm.apps[0].as_ref().unwrap().fifos(slot).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(rx.pop(&mut buf).map(|h| (h.peer, h.len)), Ok((from, 2)));
+        drop(sm);
         h.assert_no_leaks();
     }
 }

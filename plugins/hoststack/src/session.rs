@@ -214,20 +214,23 @@ impl AppConn {
 
     /// Queues `event` (a slot, or `EVENT_ACCEPT | slot`) on the application's event queue
     /// unless the slot's rx FIFO `rx` has one pending already, and signals the application
-    /// when it announced it sleeps. False when the event could not be queued (the queue is
-    /// full): the application will not hear of it.
+    /// when it announced it sleeps. False when the queue is full: the slot's event mark
+    /// stays set (the event is pending, later ones for the slot wait behind it) and the
+    /// caller files it for a retry ([`SessionMain::refused`]).
     pub fn notify(&self, rx: &Fifo<'_>, event: u32) -> bool {
         if !rx.set_event() {
             return true; // one is pending: the application looks at the slot anyway
         }
+        self.push_event(event)
+    }
+
+    /// Queues `event` whatever the slot's event mark says, and signals the application
+    /// when it announced it sleeps; false when the queue is full.
+    fn push_event(&self, event: u32) -> bool {
         let Some(q) = self.app_evq() else {
-            rx.unset_event();
             return false;
         };
         let queued = q.push(event);
-        if !queued {
-            rx.unset_event();
-        }
         if q.needs_signal() {
             shm::signal(self.app_efd.as_raw_fd());
         }
@@ -247,17 +250,27 @@ impl AppConn {
     }
 
     /// Queues an event for `slot` when its application asked for tx space and there is
-    /// enough now ([`Fifo::take_space_request`]). False when the event queue was full: the
-    /// request is put back for a retry ([`SessionMain::notify_tx_space`]).
+    /// enough now ([`Fifo::take_space_request`]). False when the event queue was full:
+    /// the caller files it for a retry.
     pub fn notify_tx_space(&self, slot: u32) -> bool {
-        if let Some((rx, tx)) = self.fifos(slot) {
-            if tx.take_space_request() && !self.notify(&rx, slot) {
-                tx.want_space();
-                return false;
-            }
+        match self.fifos(slot) {
+            Some((rx, tx)) if tx.take_space_request() => self.notify(&rx, slot),
+            _ => true,
         }
-        true
     }
+}
+
+/// An application event its full event queue refused, filed for a retry
+/// ([`SessionMain::retry_events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused {
+    app: u32,
+    slot: u32,
+    /// The slot's session when it was refused: a slot that changed hands since gets no
+    /// event.
+    sid: Option<u32>,
+    /// `slot` or `EVENT_ACCEPT | slot`.
+    event: u32,
 }
 
 /// A UDP port to (un)register with `ip4-local`/`ip6-local`: (IPv6, port, register).
@@ -314,9 +327,12 @@ pub struct SessionMain {
     /// The connections' timers (RTO, persist, TIME-WAIT) by deadline: each connection is
     /// filed once, under the deadline its [`TcpLink::timer`] records.
     pub tcp_timer_set: std::collections::BTreeSet<(std::time::Instant, u32)>,
-    /// Tx-space events a full event queue refused: (app, slot), retried at every
-    /// `session-queue` poll until queued ([`SessionMain::retry_tx_space`]).
-    pub(crate) space_retry: Vec<(u32, u32)>,
+    /// Events full event queues refused (data, accept and tx-space events), retried by
+    /// `session-queue` every [`RETRY_EVERY`] until queued ([`SessionMain::retry_events`]).
+    pub(crate) evq_retry: Vec<Refused>,
+    /// Set when an event is filed for a retry: makes `session-queue` active to arm its
+    /// retry timer.
+    pub retry_kick: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Scratch for the connections whose timers are due.
     pub(crate) tcp_due: Vec<u32>,
     iss_key: u64,
@@ -346,6 +362,10 @@ pub struct TcpGlobal {
 }
 
 const EPH: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// How often `session-queue` retries the events full event queues refused: an application
+/// that stops reading must not keep the thread polling.
+pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn unspecified(v6: bool) -> IpAddr {
     if v6 {
@@ -410,25 +430,54 @@ impl SessionMain {
 
     /// Space was freed in the tx FIFO of slot `slot` of application `a`: tells a writer
     /// that asked ([`AppConn::notify_tx_space`]). An event its full queue refused is
-    /// retried at `session-queue`'s next polls (no more space may ever be freed: the FIFO
-    /// may be empty already), unless the application is dead: nobody reads its queue, and
-    /// a retry would keep the thread polling while its connections linger.
+    /// retried (no more space may ever be freed: the FIFO may be empty already).
     pub(crate) fn notify_tx_space(&mut self, a: u32, slot: u32) {
         let refused = self
             .apps
             .get(a as usize)
             .and_then(|x| x.as_ref())
-            .is_some_and(|app| !app.notify_tx_space(slot) && !app.dead);
-        if refused && !self.space_retry.contains(&(a, slot)) {
-            self.space_retry.push((a, slot));
+            .is_some_and(|app| !app.notify_tx_space(slot));
+        if refused {
+            self.refused(a, slot, slot);
         }
     }
 
-    /// Retries the tx-space events full event queues refused (a slot handed to a new owner
-    /// since has no request left: nothing is queued for it).
-    pub(crate) fn retry_tx_space(&mut self) {
-        for (a, slot) in std::mem::take(&mut self.space_retry) {
-            self.notify_tx_space(a, slot);
+    /// Files `event` for slot `slot` of application `a`, which its full event queue
+    /// refused ([`AppConn::notify`]), for `session-queue` to queue every [`RETRY_EVERY`]:
+    /// no later event may come for the slot (the peer may have sent its last data). Not
+    /// for a dead application: nobody reads its queue, and a retry would wake the thread
+    /// while its connections linger.
+    pub(crate) fn refused(&mut self, a: u32, slot: u32, event: u32) {
+        let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
+            return;
+        };
+        let r = Refused {
+            app: a,
+            slot,
+            sid: app.slots.get(slot as usize).copied().flatten(),
+            event,
+        };
+        if !app.dead && !self.evq_retry.contains(&r) {
+            self.evq_retry.push(r);
+            self.retry_kick
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Queues the events full event queues refused, if there is room now. A slot whose
+    /// session changed since (handed to a new owner, reset) or a dead application gets
+    /// none.
+    pub(crate) fn retry_events(&mut self) {
+        for r in std::mem::take(&mut self.evq_retry) {
+            let Some(app) = self.apps.get(r.app as usize).and_then(|x| x.as_ref()) else {
+                continue;
+            };
+            if app.dead || app.slots.get(r.slot as usize).copied().flatten() != r.sid {
+                continue;
+            }
+            if !app.push_event(r.event) {
+                self.evq_retry.push(r);
+            }
         }
     }
 
@@ -1096,31 +1145,31 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_tx_space_request_survives_a_full_event_queue() {
-        let (sm, _peer) = with_app();
+    fn a_refused_event_stays_pending_for_its_retry() {
+        let (mut sm, _peer) = with_app();
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq().unwrap();
         while q.push(0) {} // the application is behind: its queue is full
-        let (_, tx) = a.fifos(1).unwrap();
+        let (rx, tx) = a.fifos(1).unwrap();
         tx.want_space();
         assert!(!a.notify_tx_space(1), "refused");
-        assert_ne!(
-            tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
-            0,
-            "the request was taken but its event not queued"
-        );
-        // The application caught up: the next try delivers the event.
+        // The slot's event is pending (filed for a retry): a data event for the slot
+        // waits behind it instead of being queued ahead of it.
         assert_eq!(q.pop(), Some(0));
-        assert!(a.notify_tx_space(1));
-        assert_eq!(
-            tx.space_request().load(std::sync::atomic::Ordering::SeqCst),
-            0
-        );
-        let mut got = vec![];
-        while let Some(e) = q.pop() {
-            got.push(e);
-        }
-        assert_eq!(got.last(), Some(&1), "the tx-space event for slot 1");
+        assert!(a.notify(&rx, 1));
+        assert_eq!(q.pop(), Some(0), "no second event for the slot");
+        // Filed once, however often it is refused.
+        sm.refused(0, 1, 1);
+        sm.refused(0, 1, 1);
+        assert_eq!(sm.evq_retry.len(), 1);
+        let pop_all = |sm: &SessionMain| {
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
+        };
+        pop_all(&sm);
+        sm.retry_events();
+        assert_eq!(pop_all(&sm), [1]);
+        assert!(sm.evq_retry.is_empty());
     }
 
     #[test]
@@ -1165,7 +1214,7 @@ pub(crate) mod tests {
         tx.want_space();
         // The last space was freed (the FIFO is empty): no later freeing will try again.
         sm.notify_tx_space(0, 1);
-        sm.retry_tx_space(); // still full
+        sm.retry_events(); // still full
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq().unwrap();
         let mut got = vec![];
@@ -1174,12 +1223,12 @@ pub(crate) mod tests {
         }
         assert!(!got.contains(&1), "queued while the queue was full?");
         // The application caught up: session-queue's next poll delivers the event, once.
-        sm.retry_tx_space();
-        sm.retry_tx_space();
+        sm.retry_events();
+        sm.retry_events();
         let a = sm.apps[0].as_ref().unwrap();
         let q = a.app_evq().unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
-        assert!(sm.space_retry.is_empty());
+        assert!(sm.evq_retry.is_empty());
         // A dead application's refused event is not retried: nobody reads its queue.
         q_full(&sm);
         sm.apps[0]
@@ -1191,7 +1240,7 @@ pub(crate) mod tests {
             .want_space();
         sm.apps[0].as_mut().unwrap().dead = true;
         sm.notify_tx_space(0, 1);
-        assert!(sm.space_retry.is_empty(), "a retry for a dead application");
+        assert!(sm.evq_retry.is_empty(), "a retry for a dead application");
     }
 
     /// Drains what Sluice sent the application; returns the messages.

@@ -718,10 +718,13 @@ impl SessionMain {
         };
         a.slots[slot as usize] = Some(sid);
         a.reset_slot(slot);
-        if let Some((rx, _)) = a.fifos(slot) {
+        let refused = a.fifos(slot).is_some_and(|(rx, _)| {
             rx.state().store(tcp_state::ESTABLISHED, Ordering::Release);
             rx.set_endpoints(local, remote, lslot);
-            a.notify(&rx, seg::EVENT_ACCEPT | slot);
+            !a.notify(&rx, seg::EVENT_ACCEPT | slot)
+        });
+        if refused {
+            self.refused(app, slot, seg::EVENT_ACCEPT | slot);
         }
         self.tcp_stats.accepted += 1;
         true
@@ -763,7 +766,9 @@ impl SessionMain {
                 requeue = true;
             }
         }
-        a.notify(&rx, s.slot);
+        if !a.notify(&rx, s.slot) {
+            self.refused(s.app, s.slot, s.slot);
+        }
         if requeue {
             self.tcp_queue(sid);
         }
@@ -975,6 +980,39 @@ mod tests {
         );
         let s = sm.sessions[sid as usize].as_ref().unwrap();
         assert_eq!((s.stats.rx, s.stats.rx_bytes), (1, 5), "counted once");
+    }
+
+    #[test]
+    fn an_accept_a_full_queue_refused_is_retried_ahead_of_data() {
+        let now = Instant::now();
+        let (mut sm, _peer, sid, snd) = half_open(now);
+        let (l, r) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        let q_full = |sm: &SessionMain| {
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            while q.push(0) {}
+        };
+        q_full(&sm); // the application is behind (slot 0 is the listener's)
+        sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
+            .unwrap();
+        let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
+        assert!(app_events(&sm).iter().all(|&e| e == 0), "refused");
+        // Data comes before the retry: its event waits behind the accept's.
+        let data = Seg {
+            data: b"hello",
+            ..seg(778, snd, TcpFlags::ACK | TcpFlags::PSH)
+        };
+        sm.tcp_input(l, r, &data, now).unwrap();
+        assert_eq!(
+            app_events(&sm),
+            [],
+            "no data event for a slot not yet accepted"
+        );
+        sm.retry_events();
+        assert_eq!(app_events(&sm), [seg::EVENT_ACCEPT | slot]);
+        assert!(sm.evq_retry.is_empty());
     }
 
     #[test]
