@@ -79,6 +79,7 @@ use sluice_fib::adj::{AdjKind, AdjTable};
 use sluice_graph::{
     Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
+use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::routes::RoutePaths;
 use sluice_vnet::SwIfIndex;
@@ -331,18 +332,7 @@ impl sluice_graph::TraceRecord for SidTrace {
 #[derive(Default)]
 pub struct LocalSid {
     /// By SID interface `sw_if_index`.
-    pub table: Vec<Option<Action>>,
-}
-
-impl LocalSid {
-    /// Sets (or clears) the action of SID interface `sw`.
-    pub fn set(&mut self, sw: u32, a: Option<Action>) {
-        let i = sw as usize;
-        if self.table.len() <= i {
-            self.table.resize(i + 1, None);
-        }
-        self.table[i] = a;
-    }
+    pub table: SwTable<Action>,
 }
 
 fn srh_error(e: SrhError) -> SidCounter {
@@ -358,7 +348,7 @@ impl PacketNode for LocalSid {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let sw = b.hdr.tx_if;
-        let Some(act) = self.table.get(sw as usize).and_then(|a| a.as_ref()) else {
+        let Some(act) = self.table.get(sw) else {
             b.hdr.error = cx.error(SidCounter::NoSid);
             return SidNext::Drop.into();
         };
@@ -616,18 +606,7 @@ impl sluice_graph::TraceRecord for InsertTrace {
 #[derive(Default)]
 pub struct Insert {
     /// By policy interface `sw_if_index`.
-    pub table: Vec<Option<InsertEntry>>,
-}
-
-impl Insert {
-    /// Sets (or clears) the entry of policy interface `sw`.
-    pub fn set(&mut self, sw: u32, e: Option<InsertEntry>) {
-        let i = sw as usize;
-        if self.table.len() <= i {
-            self.table.resize(i + 1, None);
-        }
-        self.table[i] = e;
-    }
+    pub table: SwTable<InsertEntry>,
 }
 
 impl PacketNode for Insert {
@@ -638,11 +617,7 @@ impl PacketNode for Insert {
             b.hdr.error = cx.error(e);
             InsertNext::Drop.next()
         };
-        let Some(e) = self
-            .table
-            .get(b.hdr.tx_if as usize)
-            .and_then(|e| e.as_ref())
-        else {
+        let Some(e) = self.table.get(b.hdr.tx_if) else {
             return drop(cx, b, c::NoPolicy);
         };
         // Behind the placeholder Ethernet header `ip6-rewrite` wrote: the IPv6 packet.
@@ -828,7 +803,7 @@ fn set_insert(vm: &mut Vlib, sw: SwIfIndex, entry: Option<InsertEntry>) {
     if let Some(n) = vm.registry.find(INSERT) {
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<Insert>(n) {
-                e.set(sw.0, entry);
+                e.table.set(sw.0, entry);
             }
         });
     }
@@ -839,7 +814,7 @@ fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
     if let Some(n) = vm.registry.find(ENCAP) {
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
-                e.set(sw.0, entry);
+                e.table.set(sw.0, entry);
             }
         });
     }
@@ -1165,7 +1140,7 @@ pub fn localsid_add(
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
-                l.set(sw.0, Some(act.clone()));
+                l.table.set(sw.0, Some(act.clone()));
             }
         });
     }
@@ -1186,7 +1161,7 @@ fn localsid_teardown(vm: &mut Vlib, sw: SwIfIndex) {
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
-                l.set(sw.0, None);
+                l.table.set(sw.0, None);
             }
         });
     }

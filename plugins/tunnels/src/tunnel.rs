@@ -54,6 +54,7 @@ use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
 use sluice_infra::bihash::Bihash;
 use sluice_infra::epoch::Epochs;
+use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
 use std::collections::HashMap;
@@ -273,18 +274,7 @@ impl TraceRecord for EncapTrace {
 #[derive(Default)]
 pub struct Encap {
     /// By tunnel `sw_if_index`.
-    pub table: Vec<Option<EncapEntry>>,
-}
-
-impl Encap {
-    /// Sets (or clears) the entry of tunnel interface `sw_if`.
-    pub fn set(&mut self, sw_if: u32, e: Option<EncapEntry>) {
-        let i = sw_if as usize;
-        if self.table.len() <= i {
-            self.table.resize(i + 1, None);
-        }
-        self.table[i] = e;
-    }
+    pub table: SwTable<EncapEntry>,
 }
 
 /// The IP protocol / IPv6 next header of an L3 payload, from its version nibble.
@@ -301,11 +291,7 @@ impl PacketNode for Encap {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use EncapCounter as c;
-        let Some(e) = self
-            .table
-            .get(b.hdr.tx_if as usize)
-            .and_then(|e| e.as_ref())
-        else {
+        let Some(e) = self.table.get(b.hdr.tx_if) else {
             b.hdr.error = cx.error(c::NoTunnel);
             return EncapNext::Drop.into();
         };
@@ -1496,7 +1482,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let r = refused.clone();
     vm.foreach_thread(move |tg| {
         if let Some(n) = tg.node_mut::<Encap>(encap) {
-            n.set(sw.0, Some(entry));
+            n.table.set(sw.0, Some(entry));
         }
         if let Some(tbl) = table_of(tg, decap) {
             tbl.set_if_attrs(if_attrs.clone());
@@ -1509,7 +1495,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         // Undo on every thread (removing a key a thread never took is a no-op).
         vm.foreach_thread(move |tg| {
             if let Some(n) = tg.node_mut::<Encap>(encap) {
-                n.set(sw.0, None);
+                n.table.set(sw.0, None);
             }
             if let Some(tbl) = table_of(tg, decap) {
                 tbl.remove(&key, tidx);
@@ -1573,7 +1559,7 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
     vm.foreach_thread(move |tg| {
         if let Some(i) = encap {
             if let Some(n) = tg.node_mut::<Encap>(i) {
-                n.set(sw, None);
+                n.table.set(sw, None);
             }
         }
         if let Some(i) = decap {
