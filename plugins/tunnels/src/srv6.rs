@@ -1490,6 +1490,15 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     Some(s)
 }
 
+/// Whether `rx`'s cross-connect to `peer` is an L2 steering rule (`show running-config`:
+/// its `sr steer l2` line makes it).
+pub fn implied_xconnect(vm: &mut Vlib, rx: SwIfIndex, peer: SwIfIndex) -> bool {
+    vm.ext_mut::<Srv6>()
+        .l2_steers
+        .iter()
+        .any(|s| s.rx == rx && s.sw == peer)
+}
+
 /// Registers `sr-pl-rewrite-encaps` and `sr-localsid`.
 pub fn register(b: &mut GraphBuilder) {
     b.register(

@@ -547,6 +547,15 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
     cli(&mut vm, &t, "sr steer l2 pg1 via bsid fc00::b1");
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(conf.contains("sr steer l2 pg1 via bsid fc00::b1"), "{conf}");
+    // The steering line makes the cross-connect: no line of its own.
+    assert!(!conf.contains("xconnect pg1 sr-l2-steer"), "{conf}");
+    // Replayed into a fresh runtime, the configuration comes back the same.
+    let (mut vm2, t2) = build();
+    for l in conf.lines() {
+        cli(&mut vm2, &t2, l);
+    }
+    assert_eq!(cli(&mut vm2, &t2, "show running-config"), conf);
+    assert_eq!(in_use(&vm2), 0);
     let got = run(&mut vm, &t, "pg1", "pg1", std::slice::from_ref(&inner), 1);
     assert_eq!(got, vec![inner.clone()]);
     // Deleting the policy removes its L2 rule and puts pg1 back in L3 mode.
