@@ -688,8 +688,9 @@ pub struct Policy {
     pub table_id: u32,
     /// The policy's interface.
     pub sw: SwIfIndex,
-    /// Outer source (H.Encaps).
-    pub src: Ipv6Addr,
+    /// Outer source (H.Encaps): the encaps source when the policy was made (an insert
+    /// policy may have none).
+    pub src: Option<Ipv6Addr>,
     /// `insert`: an SRH goes into the steered IPv6 packet (T.Insert) instead of an outer
     /// header around it.
     pub insert: bool,
@@ -851,9 +852,7 @@ pub fn policy_add(
         )));
     }
     let st = vm.ext_mut::<Srv6>();
-    let src = st.source.ok_or_else(|| {
-        VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
-    })?;
+    let src = st.source;
     if st.policies.iter().any(|p| p.bsid == bsid) {
         return Err(VnetError::Exists(format!("policy with bsid {bsid} exists")));
     }
@@ -867,6 +866,7 @@ pub fn policy_add(
         set_insert(vm, sw, Some(e));
         sw
     } else {
+        let src = src.ok_or_else(no_source)?;
         let rw = encap_rewrite(src, segs);
         let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
         let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
@@ -886,6 +886,11 @@ pub fn policy_add(
         insert,
     });
     Ok(sw)
+}
+
+/// The error of an encap policy made before `set sr encaps source`.
+fn no_source() -> VnetError {
+    VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
 }
 
 /// `sr policy del bsid <a>`: deletes the policy and the steering rules using it.
@@ -1039,7 +1044,7 @@ pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> Vnet
         )));
     }
     let fib = v6_fib(vm, p.table_id)?;
-    let rw = encap_rewrite_l2(p.src, &p.segs);
+    let rw = encap_rewrite_l2(p.src.ok_or_else(no_source)?, &p.segs);
     let sw = interface(vm, "sr-l2-steer", ENCAP)?;
     set_encap(
         vm,
@@ -1399,7 +1404,7 @@ fn cli_show_policies(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 "Encapsulation"
             },
             p.table_id,
-            p.src,
+            p.src.unwrap_or(Ipv6Addr::UNSPECIFIED),
             tunnel::if_name(vm, p.sw),
             segs.join(", "),
             if p.insert { "Inserted" } else { "Encapsulated" },
@@ -1458,10 +1463,11 @@ fn cli_show_source(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let st = vm.ext_mut::<Srv6>();
     if let Some(p) = st.policies.iter().find(|p| p.sw == sw).cloned() {
-        let mut s = format!(
-            "set sr encaps source addr {}\nsr policy add bsid {}",
-            p.src, p.bsid
-        );
+        let mut s = match p.src {
+            Some(src) => format!("set sr encaps source addr {src}\n"),
+            None => String::new(),
+        };
+        s.push_str(&format!("sr policy add bsid {}", p.bsid));
         for g in &p.segs {
             s.push_str(&format!(" next {g}"));
         }

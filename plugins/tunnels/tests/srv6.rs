@@ -690,6 +690,48 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
 }
 
 #[test]
+fn srv6_insert_policy_needs_no_encaps_source() {
+    // `routed()`: no `set sr encaps source`.
+    let (mut vm, t) = routed();
+    cli(
+        &mut vm,
+        &t,
+        "ip route add 2001:db8:ff::/48 via 2001:db8::2 pg0",
+    );
+    cli_errs(
+        &mut vm,
+        &t,
+        &[(
+            "sr policy add bsid fc00::99 next 2001:db8:ff::1 encap",
+            "no encaps source",
+        )],
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::98 next 2001:db8:ff::1 insert",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr steer l3 2001:db8:51::/48 via bsid fc00::98",
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    let got = run(&mut vm, &t, "pg1", "pg0", &[f6], 1);
+    let mut p = srh(17, 1, 1, &[a6("2001:db8:51::7"), a6("2001:db8:ff::1")]);
+    p.extend_from_slice(&in6[40..]);
+    let (src, dst) = (a6("2001:db8:1::2"), a6("2001:db8:ff::1"));
+    assert_eq!(got, vec![frame6(PEER_MAC, pg0, src, dst, 43, &p, 63)]);
+    let conf = cli(&mut vm, &t, "show running-config");
+    assert!(!conf.contains("encaps source"), "{conf}");
+    cli(&mut vm, &t, "sr policy del bsid fc00::98");
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
 fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
     let (mut vm, t) = setup();
     cli(
