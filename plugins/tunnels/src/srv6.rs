@@ -893,14 +893,28 @@ fn no_source() -> VnetError {
     VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
 }
 
-/// `sr policy del bsid <a>`: deletes the policy and the steering rules using it.
+/// `sr policy del bsid <a>`: deletes the policy and the steering rules using it. The L2
+/// rules go first: if one cannot be removed, the policy stays (with the rules still left).
 pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
+    let st = vm.ext_mut::<Srv6>();
+    if !st.policies.iter().any(|p| p.bsid == bsid) {
+        return Err(VnetError::NotFound(format!("no policy with bsid {bsid}")));
+    }
+    let l2: Vec<SwIfIndex> = st
+        .l2_steers
+        .iter()
+        .filter(|s| s.bsid == bsid)
+        .map(|s| s.rx)
+        .collect();
+    for rx in l2 {
+        steer_l2_del(vm, rx, bsid)?;
+    }
     let st = vm.ext_mut::<Srv6>();
     let i = st
         .policies
         .iter()
         .position(|p| p.bsid == bsid)
-        .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {bsid}")))?;
+        .expect("checked above");
     let p = st.policies.remove(i);
     let steers: Vec<Steer> = st
         .steers
@@ -909,17 +923,8 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         .cloned()
         .collect();
     st.steers.retain(|s| s.bsid != bsid);
-    let l2: Vec<SwIfIndex> = st
-        .l2_steers
-        .iter()
-        .filter(|s| s.bsid == bsid)
-        .map(|s| s.rx)
-        .collect();
     for s in steers {
         let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
-    }
-    for rx in l2 {
-        let _ = steer_l2(vm, false, rx, bsid);
     }
     let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
     clear_policy(vm, p.sw, p.insert);
