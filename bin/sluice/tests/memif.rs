@@ -31,21 +31,6 @@ fn frames(dst: [u8; 6], src: [u8; 6], n: u32, len: impl Fn(usize) -> usize) -> V
         .collect()
 }
 
-fn wait_for(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
-    let t0 = Instant::now();
-    loop {
-        let s = d.ok(cmd);
-        if s.contains(needle) {
-            return s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "`{needle}' not in `{cmd}':\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn wait_connected(d: &Daemon) -> String {
     wait_for(d, "show memif memif1/0", "link up", 15)
 }
@@ -114,37 +99,6 @@ fn send(
         extra,
         Duration::from_secs(10),
     )
-}
-
-/// [`send`] waiting up to `limit`; a timeout shows `to`'s memif state and errors.
-#[allow(clippy::too_many_arguments)]
-fn send_within(
-    from: &Daemon,
-    src: &str,
-    to: &Daemon,
-    dst: &str,
-    name: &str,
-    frames: &[Vec<u8>],
-    extra: &str,
-    limit: Duration,
-) -> Vec<Vec<u8>> {
-    let inp = from.dir.join(format!("{name}-in.pcap"));
-    let out = to.dir.join(format!("{name}-out.pcap"));
-    write_pcap(&inp, frames);
-    to.ok(&format!(
-        "packet-generator capture {dst} pcap {} count {}",
-        out.display(),
-        frames.len()
-    ));
-    from.ok(&format!(
-        "packet-generator new pcap {} source {src} name {name} {extra}",
-        inp.display()
-    ));
-    from.ok(&format!("packet-generator enable {name}"));
-    wait_streams_done(from);
-    wait_pcap_within(&out, frames.len(), limit, || {
-        format!("{}\n{}", to.ok("show memif"), to.ok("show errors"))
-    })
 }
 
 /// The `show runtime` row of `node` in thread `thread`'s section.

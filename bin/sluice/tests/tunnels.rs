@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// pg<n>'s MAC.
 const fn pg_mac(n: u8) -> [u8; 6] {
@@ -53,18 +53,6 @@ fn ip6(dmac: [u8; 6], src: &str, dst: &str, seq: u16) -> Vec<u8> {
     [&dmac[..], &HOST_MAC, &[0x86, 0xdd], &h, &payload].concat()
 }
 
-fn wait_connected(d: &Daemon) {
-    let t0 = Instant::now();
-    loop {
-        let s = d.ok("show memif memif1/0");
-        if s.contains("link up") {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(15), "memif down:\n{s}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Sends `frames` into `src` of `from`; what `dst` of `to` captured.
 fn send(
     from: &Daemon,
@@ -74,30 +62,16 @@ fn send(
     name: &str,
     frames: &[Vec<u8>],
 ) -> Vec<Vec<u8>> {
-    let inp = from.dir.join(format!("{name}-in.pcap"));
-    let out = to.dir.join(format!("{name}-out.pcap"));
-    write_pcap(&inp, frames);
-    to.ok(&format!(
-        "packet-generator capture {dst} pcap {} count {}",
-        out.display(),
-        frames.len()
-    ));
-    from.ok(&format!(
-        "packet-generator new pcap {} source {src} name {name}",
-        inp.display()
-    ));
-    from.ok(&format!("packet-generator enable {name}"));
-    wait_streams_done(from);
-    let got = wait_pcap_within(&out, frames.len(), Duration::from_secs(10), || {
-        format!(
-            "{}\n{}\n{}",
-            to.ok("show errors"),
-            from.ok("show errors"),
-            to.ok("show ip neighbors")
-        )
-    });
-    from.ok(&format!("packet-generator delete {name}"));
-    got
+    send_within(
+        from,
+        src,
+        to,
+        dst,
+        name,
+        frames,
+        "",
+        Duration::from_secs(10),
+    )
 }
 
 /// `got` is `sent` routed twice: to `dmac` from `smac`, TTL / hop limit two less, the rest
@@ -173,8 +147,8 @@ fn gtpu_between_two_daemons_over_memif() {
     };
     side(&a, "master", 1, 2, A_MEMIF, B_MEMIF);
     side(&b, "slave", 2, 1, B_MEMIF, A_MEMIF);
-    wait_connected(&a);
-    wait_connected(&b);
+    wait_for(&a, "show memif memif1/0", "link up", 15);
+    wait_for(&b, "show memif memif1/0", "link up", 15);
     let show = a.ok("show gtpu tunnel");
     assert!(show.contains("teid 100"), "{show}");
 

@@ -24,15 +24,27 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// The CLI line creating an interface of a driver (None: it cannot be recreated).
 pub type CreatorFn = fn(&mut Vlib, SwIfIndex) -> Option<String>;
 
+/// Whether the creator line of interface `peer` cross-connects `rx` to it itself (then no
+/// `set interface l2 xconnect <rx> <peer>` line is printed).
+pub type ImpliedXconnectFn = fn(&mut Vlib, SwIfIndex, SwIfIndex) -> bool;
+
 /// Creators by driver name (a `Vlib` extension).
 #[derive(Default)]
 pub struct Creators {
     list: Vec<(&'static str, CreatorFn)>,
+    implied_xc: Vec<(&'static str, ImpliedXconnectFn)>,
 }
 
 /// Says how to recreate the interfaces of `driver` (drivers call this from `init`).
 pub fn register_creator(vm: &mut Vlib, driver: &'static str, f: CreatorFn) {
     let l = &mut vm.ext_mut::<Creators>().list;
+    l.retain(|(d, _)| *d != driver);
+    l.push((driver, f));
+}
+
+/// Says which cross-connects to interfaces of `driver` their creator lines make already.
+pub fn register_implied_xconnect(vm: &mut Vlib, driver: &'static str, f: ImpliedXconnectFn) {
+    let l = &mut vm.ext_mut::<Creators>().implied_xc;
     l.retain(|(d, _)| *d != driver);
     l.push((driver, f));
 }
@@ -286,8 +298,16 @@ pub fn running_config(vm: &mut Vlib) -> String {
             out.push(format!("set interface l2 bridge {} {id}{b}{g}", name(*m)));
         }
     }
+    let implied = vm.ext_mut::<Creators>().implied_xc.clone();
     for (i, ..) in &ifs {
         if let Some(p) = crate::interface::xconnect_peer(vm, SwIfIndex(*i)) {
+            let peer_driver = ifs.iter().find(|x| x.0 == p.0).map(|x| x.2.as_str());
+            if implied
+                .iter()
+                .any(|(d, f)| Some(*d) == peer_driver && f(vm, SwIfIndex(*i), p))
+            {
+                continue;
+            }
             out.push(format!(
                 "set interface l2 xconnect {} {}",
                 name(*i),

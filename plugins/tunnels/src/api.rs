@@ -317,7 +317,7 @@ fn sr_policies_dump(
             is_encap: !p.insert,
             fib_table: p.table_id,
             sw_if_index: p.sw.0,
-            encaps_source: p.src.into(),
+            encaps_source: p.src.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED).into(),
             sids: p.segs.iter().map(|&s| s.into()).collect(),
         });
     }

@@ -104,6 +104,9 @@ impl Plugin for TunnelPlugin {
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         // The interface driver name is the plugin name (`show hardware-interfaces`).
         sluice_vnet::runconf::register_creator(vm, self.name, self.creator);
+        if self.name == SRV6.name {
+            sluice_vnet::runconf::register_implied_xconnect(vm, self.name, srv6::implied_xconnect);
+        }
         Ok(())
     }
 }

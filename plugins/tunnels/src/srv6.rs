@@ -79,6 +79,7 @@ use sluice_fib::adj::{AdjKind, AdjTable};
 use sluice_graph::{
     Cx, GraphBuilder, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, Vlib,
 };
+use sluice_vnet::devices::linux::SwTable;
 use sluice_vnet::error::{VnetError, VnetResult};
 use sluice_vnet::routes::RoutePaths;
 use sluice_vnet::SwIfIndex;
@@ -331,18 +332,7 @@ impl sluice_graph::TraceRecord for SidTrace {
 #[derive(Default)]
 pub struct LocalSid {
     /// By SID interface `sw_if_index`.
-    pub table: Vec<Option<Action>>,
-}
-
-impl LocalSid {
-    /// Sets (or clears) the action of SID interface `sw`.
-    pub fn set(&mut self, sw: u32, a: Option<Action>) {
-        let i = sw as usize;
-        if self.table.len() <= i {
-            self.table.resize(i + 1, None);
-        }
-        self.table[i] = a;
-    }
+    pub table: SwTable<Action>,
 }
 
 fn srh_error(e: SrhError) -> SidCounter {
@@ -358,7 +348,7 @@ impl PacketNode for LocalSid {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let sw = b.hdr.tx_if;
-        let Some(act) = self.table.get(sw as usize).and_then(|a| a.as_ref()) else {
+        let Some(act) = self.table.get(sw) else {
             b.hdr.error = cx.error(SidCounter::NoSid);
             return SidNext::Drop.into();
         };
@@ -616,18 +606,7 @@ impl sluice_graph::TraceRecord for InsertTrace {
 #[derive(Default)]
 pub struct Insert {
     /// By policy interface `sw_if_index`.
-    pub table: Vec<Option<InsertEntry>>,
-}
-
-impl Insert {
-    /// Sets (or clears) the entry of policy interface `sw`.
-    pub fn set(&mut self, sw: u32, e: Option<InsertEntry>) {
-        let i = sw as usize;
-        if self.table.len() <= i {
-            self.table.resize(i + 1, None);
-        }
-        self.table[i] = e;
-    }
+    pub table: SwTable<InsertEntry>,
 }
 
 impl PacketNode for Insert {
@@ -638,11 +617,7 @@ impl PacketNode for Insert {
             b.hdr.error = cx.error(e);
             InsertNext::Drop.next()
         };
-        let Some(e) = self
-            .table
-            .get(b.hdr.tx_if as usize)
-            .and_then(|e| e.as_ref())
-        else {
+        let Some(e) = self.table.get(b.hdr.tx_if) else {
             return drop(cx, b, c::NoPolicy);
         };
         // Behind the placeholder Ethernet header `ip6-rewrite` wrote: the IPv6 packet.
@@ -713,8 +688,9 @@ pub struct Policy {
     pub table_id: u32,
     /// The policy's interface.
     pub sw: SwIfIndex,
-    /// Outer source (H.Encaps).
-    pub src: Ipv6Addr,
+    /// Outer source (H.Encaps): the encaps source when the policy was made (an insert
+    /// policy may have none).
+    pub src: Option<Ipv6Addr>,
     /// `insert`: an SRH goes into the steered IPv6 packet (T.Insert) instead of an outer
     /// header around it.
     pub insert: bool,
@@ -828,7 +804,7 @@ fn set_insert(vm: &mut Vlib, sw: SwIfIndex, entry: Option<InsertEntry>) {
     if let Some(n) = vm.registry.find(INSERT) {
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<Insert>(n) {
-                e.set(sw.0, entry);
+                e.table.set(sw.0, entry);
             }
         });
     }
@@ -839,7 +815,7 @@ fn set_encap(vm: &mut Vlib, sw: SwIfIndex, entry: Option<EncapEntry>) {
     if let Some(n) = vm.registry.find(ENCAP) {
         vm.foreach_thread(move |tg| {
             if let Some(e) = tg.node_mut::<tunnel::Encap>(n) {
-                e.set(sw.0, entry);
+                e.table.set(sw.0, entry);
             }
         });
     }
@@ -876,9 +852,7 @@ pub fn policy_add(
         )));
     }
     let st = vm.ext_mut::<Srv6>();
-    let src = st.source.ok_or_else(|| {
-        VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
-    })?;
+    let src = st.source;
     if st.policies.iter().any(|p| p.bsid == bsid) {
         return Err(VnetError::Exists(format!("policy with bsid {bsid} exists")));
     }
@@ -892,6 +866,7 @@ pub fn policy_add(
         set_insert(vm, sw, Some(e));
         sw
     } else {
+        let src = src.ok_or_else(no_source)?;
         let rw = encap_rewrite(src, segs);
         let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
         let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
@@ -913,14 +888,33 @@ pub fn policy_add(
     Ok(sw)
 }
 
-/// `sr policy del bsid <a>`: deletes the policy and the steering rules using it.
+/// The error of an encap policy made before `set sr encaps source`.
+fn no_source() -> VnetError {
+    VnetError::invalid("no encaps source: `set sr encaps source addr <ip6>' first")
+}
+
+/// `sr policy del bsid <a>`: deletes the policy and the steering rules using it. The L2
+/// rules go first: if one cannot be removed, the policy stays (with the rules still left).
 pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
+    let st = vm.ext_mut::<Srv6>();
+    if !st.policies.iter().any(|p| p.bsid == bsid) {
+        return Err(VnetError::NotFound(format!("no policy with bsid {bsid}")));
+    }
+    let l2: Vec<SwIfIndex> = st
+        .l2_steers
+        .iter()
+        .filter(|s| s.bsid == bsid)
+        .map(|s| s.rx)
+        .collect();
+    for rx in l2 {
+        steer_l2_del(vm, rx, bsid)?;
+    }
     let st = vm.ext_mut::<Srv6>();
     let i = st
         .policies
         .iter()
         .position(|p| p.bsid == bsid)
-        .ok_or_else(|| VnetError::NotFound(format!("no policy with bsid {bsid}")))?;
+        .expect("checked above");
     let p = st.policies.remove(i);
     let steers: Vec<Steer> = st
         .steers
@@ -929,17 +923,8 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         .cloned()
         .collect();
     st.steers.retain(|s| s.bsid != bsid);
-    let l2: Vec<SwIfIndex> = st
-        .l2_steers
-        .iter()
-        .filter(|s| s.bsid == bsid)
-        .map(|s| s.rx)
-        .collect();
     for s in steers {
         let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
-    }
-    for rx in l2 {
-        let _ = steer_l2(vm, false, rx, bsid);
     }
     let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
     clear_policy(vm, p.sw, p.insert);
@@ -1064,7 +1049,7 @@ pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> Vnet
         )));
     }
     let fib = v6_fib(vm, p.table_id)?;
-    let rw = encap_rewrite_l2(p.src, &p.segs);
+    let rw = encap_rewrite_l2(p.src.ok_or_else(no_source)?, &p.segs);
     let sw = interface(vm, "sr-l2-steer", ENCAP)?;
     set_encap(
         vm,
@@ -1165,7 +1150,7 @@ pub fn localsid_add(
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
-                l.set(sw.0, Some(act.clone()));
+                l.table.set(sw.0, Some(act.clone()));
             }
         });
     }
@@ -1186,7 +1171,7 @@ fn localsid_teardown(vm: &mut Vlib, sw: SwIfIndex) {
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
-                l.set(sw.0, None);
+                l.table.set(sw.0, None);
             }
         });
     }
@@ -1424,7 +1409,7 @@ fn cli_show_policies(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                 "Encapsulation"
             },
             p.table_id,
-            p.src,
+            p.src.unwrap_or(Ipv6Addr::UNSPECIFIED),
             tunnel::if_name(vm, p.sw),
             segs.join(", "),
             if p.insert { "Inserted" } else { "Encapsulated" },
@@ -1483,10 +1468,11 @@ fn cli_show_source(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     let st = vm.ext_mut::<Srv6>();
     if let Some(p) = st.policies.iter().find(|p| p.sw == sw).cloned() {
-        let mut s = format!(
-            "set sr encaps source addr {}\nsr policy add bsid {}",
-            p.src, p.bsid
-        );
+        let mut s = match p.src {
+            Some(src) => format!("set sr encaps source addr {src}\n"),
+            None => String::new(),
+        };
+        s.push_str(&format!("sr policy add bsid {}", p.bsid));
         for g in &p.segs {
             s.push_str(&format!(" next {g}"));
         }
@@ -1513,6 +1499,15 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
         s.push_str(&format!(" fib-table {}", sid.table_id));
     }
     Some(s)
+}
+
+/// Whether `rx`'s cross-connect to `peer` is an L2 steering rule (`show running-config`:
+/// its `sr steer l2` line makes it).
+pub fn implied_xconnect(vm: &mut Vlib, rx: SwIfIndex, peer: SwIfIndex) -> bool {
+    vm.ext_mut::<Srv6>()
+        .l2_steers
+        .iter()
+        .any(|s| s.rx == rx && s.sw == peer)
 }
 
 /// Registers `sr-pl-rewrite-encaps` and `sr-localsid`.

@@ -274,27 +274,28 @@ fn gtpu_malformed_counted() {
         assert!(got.is_empty(), "{name}");
         assert_eq!(counter(&vm, "gtpu4-input", name), before + 1, "{name}");
     }
-    for (c, e) in [
-        (
-            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2",
-            "missing teid",
-        ),
-        (
-            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
-            "same endpoints",
-        ),
-        (
-            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 5 decap-next mpls",
-            "`mpls'",
-        ),
-        (
-            "create gtpu tunnel src 10.0.0.1 dst 2001:db8::2 teid 5",
-            "families",
-        ),
-    ] {
-        let err = t.execute(&mut vm, c).unwrap_err().to_string();
-        assert!(err.contains(e), "`{c}': {err}");
-    }
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            (
+                "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2",
+                "missing teid",
+            ),
+            (
+                "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
+                "same endpoints",
+            ),
+            (
+                "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 5 decap-next mpls",
+                "`mpls'",
+            ),
+            (
+                "create gtpu tunnel src 10.0.0.1 dst 2001:db8::2 teid 5",
+                "families",
+            ),
+        ],
+    );
     assert_eq!(in_use(&vm), 0);
 }
 

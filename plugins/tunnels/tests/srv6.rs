@@ -47,10 +47,7 @@ fn srh(nh: u8, sl: u8, le: u8, segs: &[[u8; 16]]) -> Vec<u8> {
 
 /// An IPv6 frame from the underlay peer to pg0: `dst`, next header `nh`, `payload`.
 fn from_peer(pg0: [u8; 6], dst: &str, nh: u8, payload: &[u8], hl: u8) -> Vec<u8> {
-    let mut f = eth(pg0, PEER_MAC, 0x86dd);
-    f.extend(ip6(a6("2001:db8::2"), a6(dst), nh, payload.len(), hl));
-    f.extend_from_slice(payload);
-    f
+    frame6(pg0, PEER_MAC, a6("2001:db8::2"), a6(dst), nh, payload, hl)
 }
 
 fn ttl_minus_one(p: &[u8]) -> Vec<u8> {
@@ -96,17 +93,9 @@ fn srv6_encap_steered_by_route() {
         }
         let mut p = srh(nh, 1, 1, &segs);
         p.extend_from_slice(&inner);
-        let mut f = eth(PEER_MAC, pg0, 0x86dd);
         // The outer hop limit: 64 (locally originated: ip6-rewrite does not decrement it).
-        f.extend(ip6(
-            a6("2001:db8::1"),
-            a6("2001:db8:ff::1"),
-            43,
-            p.len(),
-            64,
-        ));
-        f.extend_from_slice(&p);
-        want.push(f);
+        let (src, dst) = (a6("2001:db8::1"), a6("2001:db8:ff::1"));
+        want.push(frame6(PEER_MAC, pg0, src, dst, 43, &p, 64));
     }
     assert_eq!(got, want);
     assert_eq!(if_counter(&vm, "sr-policy0", ifc::TX_PACKETS), 2);
@@ -116,31 +105,32 @@ fn srv6_encap_steered_by_route() {
     fb.extend(udp6(a6("2001:db8:1::2"), a6("fc00::99"), 64));
     assert_eq!(run(&mut vm, &t, "pg1", "pg0", &[fb], 1).len(), 1);
     // Bad input to the control plane.
-    for (c, e) in [
-        ("sr policy add bsid fc00::99 next 2001:db8:ff::1", "exists"),
-        ("sr policy add bsid fc00::98", "0 segments"),
-        (
-            "sr policy add bsid fc00::98 next ::1 next ::2 next ::3 next ::4 next ::5 next ::6",
-            "6 segments",
-        ),
-        ("sr policy add bsid fc00::98 next ::1 bogus", "bogus"),
-        ("sr steer l3 10.9.0.0/16 via bsid fc00::77", "no policy"),
-        (
-            "sr steer l3 198.51.100.0/24 via bsid fc00::99",
-            "steered already",
-        ),
-        (
-            "sr localsid address fc00::5 behavior end.bogus",
-            "end.bogus",
-        ),
-        (
-            "sr localsid address fc00::5 behavior end.dt4 7",
-            "no table 7",
-        ),
-    ] {
-        let err = t.execute(&mut vm, c).unwrap_err().to_string();
-        assert!(err.contains(e), "`{c}': {err}");
-    }
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            ("sr policy add bsid fc00::99 next 2001:db8:ff::1", "exists"),
+            ("sr policy add bsid fc00::98", "0 segments"),
+            (
+                "sr policy add bsid fc00::98 next ::1 next ::2 next ::3 next ::4 next ::5 next ::6",
+                "6 segments",
+            ),
+            ("sr policy add bsid fc00::98 next ::1 bogus", "bogus"),
+            ("sr steer l3 10.9.0.0/16 via bsid fc00::77", "no policy"),
+            (
+                "sr steer l3 198.51.100.0/24 via bsid fc00::99",
+                "steered already",
+            ),
+            (
+                "sr localsid address fc00::5 behavior end.bogus",
+                "end.bogus",
+            ),
+            (
+                "sr localsid address fc00::5 behavior end.dt4 7",
+                "no table 7",
+            ),
+        ],
+    );
     // Deleted: the steered prefixes lose their route, nothing leaks.
     cli(
         &mut vm,
@@ -185,9 +175,15 @@ fn srv6_end_and_decap_behaviours() {
     );
     let mut want_p = p.clone();
     want_p[3] = 0;
-    let mut want = eth(PEER_MAC, pg0, 0x86dd);
-    want.extend(ip6(a6("2001:db8::2"), a6("fc00::2"), 43, p.len(), 63));
-    want.extend_from_slice(&want_p);
+    let want = frame6(
+        PEER_MAC,
+        pg0,
+        a6("2001:db8::2"),
+        a6("fc00::2"),
+        43,
+        &want_p,
+        63,
+    );
     assert_eq!(got, vec![want]);
     assert_eq!(counter(&vm, "sr-localsid", "end"), 1);
     // Decap behaviours, with an SRH (SL 0) and without one.
@@ -365,10 +361,7 @@ fn neighbor_advert(to_mac: [u8; 6], to_ip: [u8; 16], mac: [u8; 6], ip: [u8; 16])
     pseudo.extend_from_slice(&m);
     let c = sluice_wire::checksum::internet_checksum(&pseudo);
     m[2..4].copy_from_slice(&c.to_be_bytes());
-    let mut f = eth(to_mac, mac, 0x86dd);
-    f.extend(ip6(ip, to_ip, 58, m.len(), 255));
-    f.extend_from_slice(&m);
-    f
+    frame6(to_mac, mac, ip, to_ip, 58, &m, 255)
 }
 
 #[test]
@@ -460,9 +453,15 @@ fn srv6_dx_and_end_x_resolve_their_next_hop() {
     );
     let mut want_p = p.clone();
     want_p[3] = 0;
-    let mut want = eth(nh_mac, pg1, 0x86dd);
-    want.extend(ip6(a6("2001:db8::2"), a6("fc00::2"), 43, p.len(), 63));
-    want.extend_from_slice(&want_p);
+    let want = frame6(
+        nh_mac,
+        pg1,
+        a6("2001:db8::2"),
+        a6("fc00::2"),
+        43,
+        &want_p,
+        63,
+    );
     assert_eq!(got, vec![want]);
     assert!(cli(&mut vm, &t, "show sr localsids").contains("end.x pg1 2001:db8:1::9"));
     assert_eq!(counter(&vm, "sr-localsid", "dx_no_neighbor"), 0);
@@ -522,22 +521,19 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
     // Not addressed to pg1: L2 steering takes every frame.
     let inner = inner_frame([2, 0, 0, 0xaa, 0, 1], [2, 0, 0, 0xbb, 0, 1], 26);
     let src = a6("2001:db8::1");
-    for (bsid, outer) in [
-        ("fc00::b1", ip6(src, a6("fc00::5"), 143, inner.len(), 64)),
-        ("fc00::b2", {
-            let s = srh(143, 1, 1, &[a6("fc00::6"), a6("fc00::5")]);
-            let mut o = ip6(src, a6("fc00::5"), 43, s.len() + inner.len(), 64);
-            o.extend(s);
-            o
+    for (bsid, nh, payload) in [
+        ("fc00::b1", 143, inner.clone()),
+        ("fc00::b2", 43, {
+            let mut s = srh(143, 1, 1, &[a6("fc00::6"), a6("fc00::5")]);
+            s.extend_from_slice(&inner);
+            s
         }),
     ] {
         cli(&mut vm, &t, &format!("sr steer l2 pg1 via bsid {bsid}"));
         let show = cli(&mut vm, &t, "show sr steering-policies");
         assert!(show.contains(&format!("L2 pg1\t{bsid}")), "{show}");
         let got = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
-        let mut want = eth(PEER_MAC, pg0, 0x86dd);
-        want.extend(outer);
-        want.extend_from_slice(&inner);
+        let want = frame6(PEER_MAC, pg0, src, a6("fc00::5"), nh, &payload, 64);
         assert_eq!(got, vec![want]);
         cli(&mut vm, &t, "sr steer del l2 pg1");
     }
@@ -551,23 +547,33 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
     cli(&mut vm, &t, "sr steer l2 pg1 via bsid fc00::b1");
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(conf.contains("sr steer l2 pg1 via bsid fc00::b1"), "{conf}");
+    // The steering line makes the cross-connect: no line of its own.
+    assert!(!conf.contains("xconnect pg1 sr-l2-steer"), "{conf}");
+    // Replayed into a fresh runtime, the configuration comes back the same.
+    let (mut vm2, t2) = build();
+    for l in conf.lines() {
+        cli(&mut vm2, &t2, l);
+    }
+    assert_eq!(cli(&mut vm2, &t2, "show running-config"), conf);
+    assert_eq!(in_use(&vm2), 0);
     let got = run(&mut vm, &t, "pg1", "pg1", std::slice::from_ref(&inner), 1);
     assert_eq!(got, vec![inner.clone()]);
     // Deleting the policy removes its L2 rule and puts pg1 back in L3 mode.
     cli(&mut vm, &t, "sr policy del bsid fc00::b1");
     assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("L2 pg1"));
     assert!(run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 0).is_empty());
-    for (c, token) in [
-        ("sr steer l2 pg1 via bsid fc00::99", "fc00::99"),
-        ("sr steer l2 pg9 via bsid fc00::b2", "pg9"),
-        ("sr steer l2 pg1 via bsid bogus", "`bogus'"),
-        ("sr steer l2 pg1", "via bsid"),
-        ("sr steer del l2 pg1", "pg1 is not L2-steered"),
-        ("sr steer l7 pg1 via bsid fc00::b2", "`l7'"),
-    ] {
-        let err = t.execute(&mut vm, c).unwrap_err().to_string();
-        assert!(err.contains(token) && !err.contains('\n'), "{c}: {err}");
-    }
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            ("sr steer l2 pg1 via bsid fc00::99", "fc00::99"),
+            ("sr steer l2 pg9 via bsid fc00::b2", "pg9"),
+            ("sr steer l2 pg1 via bsid bogus", "`bogus'"),
+            ("sr steer l2 pg1", "via bsid"),
+            ("sr steer del l2 pg1", "pg1 is not L2-steered"),
+            ("sr steer l7 pg1 via bsid fc00::b2", "`l7'"),
+        ],
+    );
     assert_eq!(in_use(&vm), 0);
 }
 
@@ -589,11 +595,12 @@ fn srv6_steer_l2_rule_of_a_deleted_interface_goes_with_its_policy() {
     cli(&mut vm, &t, &format!("sr steer l2 {lo} via bsid fc00::b1"));
     assert!(cli(&mut vm, &t, "show interface").contains("sr-l2-steer"));
     // A rule belongs to its own policy.
-    let err = t
-        .execute(&mut vm, &format!("sr steer del l2 {lo} via bsid fc00::b2"))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("fc00::b1") && !err.contains('\n'), "{err}");
+    let err = cli_err(
+        &mut vm,
+        &t,
+        &format!("sr steer del l2 {lo} via bsid fc00::b2"),
+    );
+    assert!(err.contains("fc00::b1"), "{err}");
     cli(
         &mut vm,
         &t,
@@ -647,15 +654,8 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     ];
     let mut p = srh(17, 2, 2, &segs);
     p.extend_from_slice(&in6[40..]);
-    let mut want = eth(PEER_MAC, pg0, 0x86dd);
-    want.extend(ip6(
-        a6("2001:db8:1::2"),
-        a6("2001:db8:ff::1"),
-        43,
-        p.len(),
-        63,
-    ));
-    want.extend_from_slice(&p);
+    let (src, dst) = (a6("2001:db8:1::2"), a6("2001:db8:ff::1"));
+    let want = frame6(PEER_MAC, pg0, src, dst, 43, &p, 63);
     assert_eq!(got, vec![want]);
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "hop_by_hop"), 1);
@@ -668,17 +668,17 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
         "{conf}"
     );
     // An insert policy takes IPv6 only, and no L2 steering.
-    for (c, token) in [
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
         ("sr steer l3 198.51.100.0/24 via bsid fc00::98", "IPv6 only"),
         ("sr steer l2 pg1 via bsid fc00::98", "insert policy"),
         (
             "sr policy add bsid fc00::97 next 2001:db8:ff::1 next 2001:db8:ff::2 next 2001:db8:ff::3 next 2001:db8:ff::4 next 2001:db8:ff::5 next 2001:db8:ff::6 insert",
             "6 segments",
         ),
-    ] {
-        let e = t.execute(&mut vm, c).expect_err(c).to_string();
-        assert!(e.contains(token) && !e.contains('\n'), "{c}: {e}");
-    }
+    ]);
     // Deleted with its steering route (the prefix has no other route: dropped).
     cli(&mut vm, &t, "sr policy del bsid fc00::98");
     assert!(!cli(&mut vm, &t, "show sr steering-policies").contains("2001:db8:51::/48"));
@@ -686,6 +686,48 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     f6.extend_from_slice(&in6);
     assert!(run(&mut vm, &t, "pg1", "pg0", &[f6], 0).is_empty());
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
+fn srv6_insert_policy_needs_no_encaps_source() {
+    // `routed()`: no `set sr encaps source`.
+    let (mut vm, t) = routed();
+    cli(
+        &mut vm,
+        &t,
+        "ip route add 2001:db8:ff::/48 via 2001:db8::2 pg0",
+    );
+    cli_errs(
+        &mut vm,
+        &t,
+        &[(
+            "sr policy add bsid fc00::99 next 2001:db8:ff::1 encap",
+            "no encaps source",
+        )],
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr policy add bsid fc00::98 next 2001:db8:ff::1 insert",
+    );
+    cli(
+        &mut vm,
+        &t,
+        "sr steer l3 2001:db8:51::/48 via bsid fc00::98",
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);
+    let mut f6 = eth(pg1, HOST_MAC, 0x86dd);
+    f6.extend_from_slice(&in6);
+    let got = run(&mut vm, &t, "pg1", "pg0", &[f6], 1);
+    let mut p = srh(17, 1, 1, &[a6("2001:db8:51::7"), a6("2001:db8:ff::1")]);
+    p.extend_from_slice(&in6[40..]);
+    let (src, dst) = (a6("2001:db8:1::2"), a6("2001:db8:ff::1"));
+    assert_eq!(got, vec![frame6(PEER_MAC, pg0, src, dst, 43, &p, 63)]);
+    let conf = cli(&mut vm, &t, "show running-config");
+    assert!(!conf.contains("encaps source"), "{conf}");
+    cli(&mut vm, &t, "sr policy del bsid fc00::98");
     assert_eq!(in_use(&vm), 0);
 }
 
@@ -713,15 +755,8 @@ fn srv6_insert_policy_bsid_traffic_gets_the_segments_only() {
     );
     let mut p = srh(17, 1, 1, &[a6("2001:db8:ff::2"), a6("2001:db8:ff::1")]);
     p.extend_from_slice(&in6[40..]);
-    let mut want = eth(PEER_MAC, pg0, 0x86dd);
-    want.extend(ip6(
-        a6("2001:db8:1::2"),
-        a6("2001:db8:ff::1"),
-        43,
-        p.len(),
-        63,
-    ));
-    want.extend_from_slice(&p);
+    let (src, dst) = (a6("2001:db8:1::2"), a6("2001:db8:ff::1"));
+    let want = frame6(PEER_MAC, pg0, src, dst, 43, &p, 63);
     assert_eq!(got, vec![want]);
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "inserted"), 1);
     assert_eq!(counter(&vm, "sr-pl-rewrite-insert", "too_big"), 0);

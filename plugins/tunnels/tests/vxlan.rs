@@ -242,57 +242,57 @@ fn routed_vxlan_and_delete_under_traffic() {
 #[test]
 fn bad_cli_input_names_the_token() {
     let (mut vm, t) = build();
-    for (c, want) in [
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2",
-            "missing vni",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.x dst 10.0.0.2 vni 1",
-            "`10.0.0.x'",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 16777216",
-            "vni 16777216",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 2001:db8::1 vni 1",
-            "different families",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 encap-vrf-id 9",
-            "9",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 decap-next foo",
-            "`foo'",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 del",
-            "no such tunnel",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 224.0.0.1 vni 1",
-            "multicast",
-        ),
-    ] {
-        let e = t.execute(&mut vm, c).expect_err(c).to_string();
-        assert!(e.contains(want), "`{c}': {e}");
-        assert!(!e.contains('\n'), "one line: {e}");
-    }
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2",
+                "missing vni",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.x dst 10.0.0.2 vni 1",
+                "`10.0.0.x'",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 16777216",
+                "vni 16777216",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 2001:db8::1 vni 1",
+                "different families",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 encap-vrf-id 9",
+                "9",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 decap-next foo",
+                "`foo'",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1 del",
+                "no such tunnel",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 224.0.0.1 vni 1",
+                "multicast",
+            ),
+        ],
+    );
     cli(
         &mut vm,
         &t,
         "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1",
     );
-    let e = t
-        .execute(
-            &mut vm,
+    cli_errs(
+        &mut vm,
+        &t,
+        &[(
             "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 1",
-        )
-        .expect_err("duplicate")
-        .to_string();
-    assert!(e.contains("vxlan_tunnel0"), "{e}");
+            "vxlan_tunnel0",
+        )],
+    );
 }
 
 #[test]
@@ -354,27 +354,28 @@ fn vxlan4_multicast_group_floods_and_accepts_any_source() {
     ] {
         cli(&mut vm, &t, c);
     }
-    for (c, e) in [
-        (
-            "create vxlan tunnel src 10.0.0.1 dst 239.1.1.1 vni 13",
-            "group <address> <interface>",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 group 10.0.0.9 pg0 vni 13",
-            "not multicast",
-        ),
-        (
-            "create vxlan tunnel src 2001:db8::1 group ff0e::1 pg0 vni 13",
-            "IPv6 multicast",
-        ),
-        (
-            "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 nosuch0 vni 13",
-            "nosuch0",
-        ),
-    ] {
-        let err = t.execute(&mut vm, c).unwrap_err().to_string();
-        assert!(err.contains(e), "`{c}': {err}");
-    }
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            (
+                "create vxlan tunnel src 10.0.0.1 dst 239.1.1.1 vni 13",
+                "group <address> <interface>",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 group 10.0.0.9 pg0 vni 13",
+                "not multicast",
+            ),
+            (
+                "create vxlan tunnel src 2001:db8::1 group ff0e::1 pg0 vni 13",
+                "IPv6 multicast",
+            ),
+            (
+                "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 nosuch0 vni 13",
+                "nosuch0",
+            ),
+        ],
+    );
     let out = cli(
         &mut vm,
         &t,
@@ -473,20 +474,14 @@ fn many_tunnels_reuse_slots_instances_and_keys() {
     }
     // Explicit instances above and inside the auto range.
     cli(&mut vm, &t, &format!("{} instance 1000", mk(50)));
-    let e = t
-        .execute(&mut vm, &format!("{} instance 7", mk(51)))
-        .expect_err("instance taken")
-        .to_string();
+    let e = cli_err(&mut vm, &t, &format!("{} instance 7", mk(51)));
     assert!(e.contains("vxlan_tunnel7"), "{e}");
     for v in [150, 120, 380] {
         cli(&mut vm, &t, &format!("{} del", mk(v)));
     }
-    let e = t
-        .execute(&mut vm, &format!("{} del", mk(150)))
-        .expect_err("deleted twice")
-        .to_string();
+    let e = cli_err(&mut vm, &t, &format!("{} del", mk(150)));
     assert!(e.contains("no such tunnel"), "{e}");
-    let e = t.execute(&mut vm, &mk(200)).expect_err("dup").to_string();
+    let e = cli_err(&mut vm, &t, &mk(200));
     assert!(e.contains("vxlan_tunnel101 has the same endpoints"), "{e}");
     // Lowest free first: 21 (vni 120), then 51 (vni 150), 281 (vni 380), then 301.
     for (v, inst) in [(500, 21), (501, 51), (502, 281), (503, 301)] {

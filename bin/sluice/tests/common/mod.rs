@@ -268,6 +268,62 @@ pub fn wait_streams_done(d: &Daemon) {
     }
 }
 
+/// Runs `cmd` on `d` every 20 ms until its output contains `needle` (which it returns);
+/// panics with the last output after `secs` seconds.
+pub fn wait_for(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
+    let t0 = Instant::now();
+    loop {
+        let s = d.ok(cmd);
+        if s.contains(needle) {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "`{needle}' not in `{cmd}':\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `frames` into `src` of `from` (a pcap stream `name`, `extra` appended to its
+/// `packet-generator new`) and returns what `dst` of `to` captured, waiting up to `limit`;
+/// a timeout shows `to`'s memif state, both daemons' errors and `to`'s neighbours.
+#[allow(clippy::too_many_arguments)]
+pub fn send_within(
+    from: &Daemon,
+    src: &str,
+    to: &Daemon,
+    dst: &str,
+    name: &str,
+    frames: &[Vec<u8>],
+    extra: &str,
+    limit: Duration,
+) -> Vec<Vec<u8>> {
+    let inp = from.dir.join(format!("{name}-in.pcap"));
+    let out = to.dir.join(format!("{name}-out.pcap"));
+    write_pcap(&inp, frames);
+    to.ok(&format!(
+        "packet-generator capture {dst} pcap {} count {}",
+        out.display(),
+        frames.len()
+    ));
+    from.ok(&format!(
+        "packet-generator new pcap {} source {src} name {name} {extra}",
+        inp.display()
+    ));
+    from.ok(&format!("packet-generator enable {name}"));
+    wait_streams_done(from);
+    wait_pcap_within(&out, frames.len(), limit, || {
+        format!(
+            "{}\n{}\n{}\n{}",
+            to.ok("show memif"),
+            to.ok("show errors"),
+            from.ok("show errors"),
+            to.ok("show ip neighbors")
+        )
+    })
+}
+
 /// Waits until a capture file holds `n` packets and returns them (10 s at most).
 pub fn wait_pcap(path: &Path, n: usize) -> Vec<Vec<u8>> {
     wait_pcap_within(path, n, Duration::from_secs(10), String::new)

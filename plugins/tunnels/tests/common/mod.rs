@@ -29,6 +29,25 @@ pub fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, c: &str) -> String {
     t.execute(vm, c).unwrap_or_else(|e| panic!("`{c}': {e}"))
 }
 
+/// The one-line error `c` must fail with.
+pub fn cli_err(vm: &mut Vlib, t: &CommandTree<Vlib>, c: &str) -> String {
+    let e = t
+        .execute(vm, c)
+        .err()
+        .unwrap_or_else(|| panic!("`{c}' succeeded"))
+        .to_string();
+    assert!(!e.contains('\n'), "`{c}': not one line: {e}");
+    e
+}
+
+/// Each command fails with a one-line error containing its token.
+pub fn cli_errs(vm: &mut Vlib, t: &CommandTree<Vlib>, cases: &[(&str, &str)]) {
+    for (c, token) in cases {
+        let e = cli_err(vm, t, c);
+        assert!(e.contains(token), "`{c}': {e}");
+    }
+}
+
 pub fn mac_of(vm: &Vlib, name: &str) -> [u8; 6] {
     let ifs = vm.ext::<Interfaces>().unwrap();
     ifs.get(ifs.find(name).unwrap()).unwrap().mac
@@ -170,6 +189,23 @@ pub fn ip6(src: [u8; 16], dst: [u8; 16], nh: u8, payload_len: usize, hl: u8) -> 
     h.extend_from_slice(&src);
     h.extend_from_slice(&dst);
     h
+}
+
+/// An Ethernet frame `smac` → `dmac` carrying an IPv6 packet `src` → `dst`, next header
+/// `nh`, hop limit `hl`, `payload`.
+pub fn frame6(
+    dmac: [u8; 6],
+    smac: [u8; 6],
+    src: [u8; 16],
+    dst: [u8; 16],
+    nh: u8,
+    payload: &[u8],
+    hl: u8,
+) -> Vec<u8> {
+    let mut f = eth(dmac, smac, 0x86dd);
+    f.extend(ip6(src, dst, nh, payload.len(), hl));
+    f.extend_from_slice(payload);
+    f
 }
 
 /// An inner Ethernet frame carrying an IPv4 UDP datagram of `n` payload bytes.
