@@ -280,6 +280,13 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
     let record = format!("ethernet-input\n  IP4: {PEER_MAC} -> 02:fe:00:00:00:00\n");
     assert_eq!(trace.matches("\nPacket ").count(), 1, "{trace}");
     assert_eq!(trace.matches(&record).count(), 1, "{trace}");
+    // The node's own one-line record, not the packet decoded (what an entry without a
+    // record shows): the next line is ip4-input's entry.
+    let after = trace.find(&record).map(|at| &trace[at + record.len()..]);
+    assert!(
+        after.is_some_and(|a| a.lines().next().is_some_and(|l| l.ends_with(": ip4-input"))),
+        "{trace}"
+    );
     t.cli("packet-generator delete s0");
     t.assert_no_leaks();
 }
