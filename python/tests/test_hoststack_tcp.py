@@ -47,9 +47,10 @@ class TestTcpSack(TcpPgBase):
     def test_sack_recovery_resends_only_the_hole(self):
         self.start_sink("echo")
         # No timestamps or window scaling offered: segments of exactly the MSS. The pause
-        # before the handshake's ACK makes the first RTT sample (and so the RTO) long, so
-        # no timeout interferes with the recovery.
-        our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=0.8)
+        # before the handshake's ACK makes the first RTT sample long, and so the RTO (three
+        # times the sample: 9 s), so no timeout interferes with the recovery even when the
+        # test takes seconds to send the SACK (0.8 s, an RTO of 2.4 s, ran out at load 30).
+        our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=3.0)
         data = bytes(range(256)) * 20
         self.pg0.enable_capture()
         self.pg0.add_stream([self.seg("PA", 1001 + k * 1000, our, data[k * 1000:(k + 1) * 1000])
