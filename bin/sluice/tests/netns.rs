@@ -1030,7 +1030,9 @@ fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
     // Counters match what the host sent: every frame A's eth0 sent was received by Sluice
     // or counted as rx-miss (kernel ring drops under load, folded in by the show command).
     let a_tx = ns_tx_packets(&a);
+    // The driver's show command folds the kernel's socket drops into rx-miss: run first.
     let rx_miss = || {
+        d.ok(drv.show().0);
         (
             if_counter(&d, &ha, "rx packets"),
             if_counter(&d, &ha, "rx-miss"),
