@@ -94,7 +94,12 @@ class SluiceInstance:
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def start(self, timeout: float = 20.0) -> "SluiceInstance":
+    def start(self, timeout: float = 60.0) -> "SluiceInstance":
+        """Starts the daemon and connects to its CLI socket. `timeout` bounds a start-up
+        that is only slow, never a failed one (an exit is reported at once): a debug build
+        needs ~0.15 s of CPU to open its socket, but took 2-6 s on 2 cores loaded to 20,
+        and 9 s with two busy loops at autogroup priority -10 besides (as a benchmark run
+        gets): 20 s was too close."""
         binary = self.binary or sluice_binary()
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in self.tag)[:40]
         # Short base directory: Unix socket paths are limited to 107 bytes.

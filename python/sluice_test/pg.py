@@ -170,10 +170,11 @@ class PgInterface:
     def captured_count(self) -> int:
         return 0 if self.capture_path is None else count_pcap_records(self.capture_path)
 
-    def get_capture(self, expected_count: int, timeout: float = 5.0,
+    def get_capture(self, expected_count: int, timeout: float = 20.0,
                     remark: str = "") -> list[Packet]:
         """Waits until the capture holds `expected_count` packets, stops it and returns
-        exactly that many packets (anything more or less fails)."""
+        exactly that many packets (anything more or less fails). `timeout` only bounds the
+        wait: it is reached only when packets are missing."""
         if self.capture_path is None:
             raise AssertionError(f"{self.name}: get_capture without enable_capture")
         path = self.capture_path

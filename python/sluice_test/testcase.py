@@ -263,7 +263,7 @@ class SluiceTestCase:
 
     def send_and_expect(self, src_if: PgInterface, pkts: Iterable[Frame],
                         dst_if: PgInterface, n_rx: int | None = None,
-                        node: str | None = None, timeout: float = 5.0) -> list[Packet]:
+                        node: str | None = None, timeout: float = 20.0) -> list[Packet]:
         """Sends `pkts` as received on `src_if` and returns what `dst_if` transmitted,
         failing unless that is exactly `n_rx` packets (default: as many as were sent)."""
         pkts = list(pkts)
@@ -326,8 +326,9 @@ class SluiceTestCase:
             return e
         raise AssertionError(f"accepted: {getattr(fn, '__name__', fn)}({kw})")
 
-    def wait_for(self, cond, what: str, timeout: float = 2.0) -> None:
-        """Polls `cond()` until it is true; fails naming `what` after `timeout` seconds."""
+    def wait_for(self, cond, what: str, timeout: float = 10.0) -> None:
+        """Polls `cond()` until it is true; fails naming `what` after `timeout` seconds
+        (generous: a wait, not a speed check, on a machine that may be loaded)."""
         deadline = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > deadline:
@@ -386,7 +387,7 @@ class SluiceTestCase:
     def buffers_in_use(self) -> int:
         return parse_buffers_used(self.vpp.cli("show buffers"))
 
-    def assert_no_leaks(self, timeout: float = 2.0) -> None:
+    def assert_no_leaks(self, timeout: float = 10.0) -> None:
         """`show buffers` must report 0 buffers in use (waiting briefly for packets still in
         flight). Runs automatically at the end of every test."""
         deadline = time.monotonic() + timeout

@@ -6,7 +6,6 @@ unanswered) and a SYN flood past the listener's backlog answered with SYN cookie
 established connection keeps being served."""
 
 import re
-import time
 
 from scapy.layers.inet import TCP
 
@@ -48,9 +47,10 @@ class TestTcpSack(TcpPgBase):
     def test_sack_recovery_resends_only_the_hole(self):
         self.start_sink("echo")
         # No timestamps or window scaling offered: segments of exactly the MSS. The pause
-        # before the handshake's ACK makes the first RTT sample (and so the RTO) long, so
-        # no timeout interferes with the recovery.
-        our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=0.8)
+        # before the handshake's ACK makes the first RTT sample long, and so the RTO (three
+        # times the sample: 9 s), so no timeout interferes with the recovery even when the
+        # test takes seconds to send the SACK (0.8 s, an RTO of 2.4 s, ran out at load 30).
+        our = self.handshake(options=(("MSS", 1000), SACK_OK), pause=3.0)
         data = bytes(range(256)) * 20
         self.pg0.enable_capture()
         self.pg0.add_stream([self.seg("PA", 1001 + k * 1000, our, data[k * 1000:(k + 1) * 1000])
@@ -69,8 +69,8 @@ class TestTcpSack(TcpPgBase):
         self.pg0.add_stream([self.seg("A", 6001, our,
                                       options=[("SAck", (our + len(first[1]), end))])])
         self.pg_start()
-        time.sleep(0.5)
-        again = data_segs([p[TCP] for p in self.pg0.stop_capture()])
+        again = data_segs(self.capture_until(lambda ps: data_segs(p[TCP] for p in ps),
+                                             "the retransmission", settle=0.3))
         assert again == [first], [(s, len(d)) for s, d in again]
         assert self.tcp_verbose("sack-retrans") == 1
         assert self.tcp_verbose("sack-recoveries") == 1
@@ -96,8 +96,8 @@ class TestTcpSack(TcpPgBase):
         self.pg0.add_stream([self.seg("PA", 1011, our, b"a" * 1000),
                              self.seg("PA", 2011, our, b"b" * 1000)])
         self.pg_start()
-        time.sleep(0.3)
-        acks = [p[TCP].ack for p in self.pg0.stop_capture()]
+        acks = [p.ack for p in self.capture_until(lambda ps: len(ps) >= 1, "the ACK",
+                                                  settle=0.3)]
         assert acks == [3011], acks
         assert self.tcp_verbose("delack-timeouts") == 1
 

@@ -91,9 +91,10 @@ class TcpPgBase(Ip4RouterTest):
         self.wait_for(lambda: "ESTABLISHED" in self.vpp.cli("show session"), "established")
         return synack.seq + 1
 
-    def capture_until(self, cond, what, timeout=5.0):
+    def capture_until(self, cond, what, timeout=5.0, settle=0.0):
         """Polls the running pg0 capture until `cond(packets)` holds; stops it and returns
-        the packets."""
+        the packets. `settle`: seconds to keep capturing after that, so that a check that
+        nothing more is sent sees what would follow (the packets then are all returned)."""
         path = self.pg0.capture_path
         deadline = time.monotonic() + timeout
         while True:
@@ -104,6 +105,9 @@ class TcpPgBase(Ip4RouterTest):
                 seen = [(p[TCP].flags, p[TCP].seq, len(p[TCP].payload)) for p in pkts]
                 raise AssertionError(f"timed out waiting for {what}: {seen}")
             time.sleep(0.02)
+        if settle:
+            time.sleep(settle)
+            pkts = [p for p in read_pcap(path) if TCP in p]
         self.pg0.stop_capture()
         return [p[TCP] for p in pkts]
 

@@ -117,7 +117,7 @@ fn pcap_replay_through_the_graph_is_byte_exact() {
     assert!(tr.contains("stream 0, 60 bytes"), "{tr}");
     d.ok("clear trace");
     assert!(d.ok("show trace").contains("No packets"));
-    assert_eq!(buffers_in_use(&d), 0, "no buffer leaked");
+    assert_no_leaks(&d);
     let err = d.stop();
     assert!(err.contains("stopped"), "{err}");
     assert!(!err.contains("still in use"), "{err}");
@@ -156,8 +156,7 @@ fn pcap_trace_rx_and_drop_write_real_files() {
     ));
     d.ok("packet-generator enable s0");
     wait_streams_done(&d);
-    std::thread::sleep(Duration::from_millis(100));
-    let dropped = read_pcap(&drop);
+    let dropped = wait_pcap(&drop, 5);
     assert_eq!(dropped.len(), 5, "max honoured");
     assert_eq!(dropped[..], frames[..5]);
     let errs = d.ok("show errors");
@@ -166,7 +165,7 @@ fn pcap_trace_rx_and_drop_write_real_files() {
             .any(|l| l.contains("40") && l.contains("interface-output") && l.contains("down")),
         "{errs}"
     );
-    assert_eq!(buffers_in_use(&d), 0);
+    assert_no_leaks(&d);
     d.stop();
 }
 
@@ -344,7 +343,7 @@ fn exec_at_runtime_and_synthetic_streams_on_a_worker() {
             .any(|l| l.starts_with("null-sink") && l.contains("5000")),
         "{rt}"
     );
-    assert_eq!(buffers_in_use(&d), 0);
+    assert_no_leaks(&d);
     d.stop();
 }
 
@@ -361,16 +360,27 @@ fn running_streams_can_be_deleted_and_rates_are_paced() {
     // A paced stream: 200 packets per second, 100000 packets.
     d.ok("packet-generator new { name slow limit 100000 rate 200 size 64-64 node l2-patch interface pg0 data { UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 } }");
     d.ok("packet-generator enable");
-    std::thread::sleep(Duration::from_millis(300));
+    let sent = |s: &str, name: &str| -> u64 {
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("{s}"))
+    };
+    // Both running (a wait for the first packets, not a speed check).
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            let s = d.ok("show packet-generator");
+            sent(&s, "fast") > 0 && sent(&s, "slow") > 0
+        },
+        || d.ok("show packet-generator"),
+    );
     d.ok("packet-generator delete fast");
     let s = d.ok("show packet-generator");
     assert!(!s.contains("fast"), "{s}");
-    let slow: u64 = s
-        .lines()
-        .find(|l| l.starts_with("slow"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("{s}"));
+    let slow = sent(&s, "slow");
     assert!(slow > 0 && slow < 100_000, "paced stream sent {slow}: {s}");
     assert!(
         s.lines()
@@ -383,7 +393,7 @@ fn running_streams_can_be_deleted_and_rates_are_paced() {
         .cli("packet-generator delete fast")
         .unwrap_err()
         .contains("`fast'"));
-    assert_eq!(buffers_in_use(&d), 0);
+    assert_no_leaks(&d);
     d.stop();
 }
 
@@ -429,7 +439,7 @@ fn pcap_trace_interface_filter() {
     assert_eq!(read_pcap(&f), frames[..3].to_vec());
     let intf = d.ok("show interface pg1");
     assert!(intf.contains("tx packets") && intf.contains("13"), "{intf}");
-    assert_eq!(buffers_in_use(&d), 0);
+    assert_no_leaks(&d);
     d.stop();
 }
 

@@ -402,6 +402,23 @@ fn spawn_quiet(ns: &str, args: &[&str]) -> std::process::Child {
         .unwrap_or_else(|e| panic!("ip netns exec {ns} {}: {e}", args.join(" ")))
 }
 
+/// A one-off `iperf3 -s` bound to `addr` in namespace `ns`, returned once it listens (read
+/// with `ss`, not by connecting: a connection would be its one test).
+fn iperf3_server(ns: &str, addr: &str) -> std::process::Child {
+    let srv = spawn_quiet(ns, &["iperf3", "-s", "-1", "-B", addr]);
+    let filter = format!("src {addr}:5201");
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            sh(&["ip", "netns", "exec", ns, "ss", "-Hltn", &filter])
+                .is_ok_and(|o| o.contains(":5201"))
+        },
+        || format!("iperf3 -s did not listen on {addr}:5201 in {ns}"),
+    );
+    srv
+}
+
 /// `ip netns exec <ns> ping -c 3 -W 2 <dst>` when a `ping` binary exists.
 fn system_ping(ns: &str, dst: Ipv4Addr) {
     if !have("ping", "-V") {
@@ -810,9 +827,16 @@ fn routes_between_namespaces(drv: Driver) {
     // (e) Sluice received at least what A sent (A's own count read first).
     let a_tx = ns_tx_packets(&a);
     assert!(a_tx as usize >= sent_a, "A sent {a_tx} < {sent_a} pings");
-    std::thread::sleep(Duration::from_millis(100));
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || if_counter(&d, &ha, "rx packets") >= a_tx,
+        || {
+            let rx = if_counter(&d, &ha, "rx packets");
+            format!("host-a rx packets {rx} < {a_tx} sent by A")
+        },
+    );
     let rx = if_counter(&d, &ha, "rx packets");
-    assert!(rx >= a_tx, "host-a rx packets {rx} < {a_tx} sent by A");
     assert!(if_counter(&d, &hb, "tx packets") >= 4);
     assert!(if_counter(&d, &ha, "rx-miss") == 0);
     if drv.is_xdp() {
@@ -1006,21 +1030,32 @@ fn tcp_across_sluice_with(drv: Driver, tag: &str, create_args: &str) {
     // Counters match what the host sent: every frame A's eth0 sent was received by Sluice
     // or counted as rx-miss (kernel ring drops under load, folded in by the show command).
     let a_tx = ns_tx_packets(&a);
-    std::thread::sleep(Duration::from_millis(100));
-    let show = d.ok(drv.show().0);
-    let (rx, miss) = (
-        if_counter(&d, &ha, "rx packets"),
-        if_counter(&d, &ha, "rx-miss"),
+    // The driver's show command folds the kernel's socket drops into rx-miss: run first.
+    let rx_miss = || {
+        d.ok(drv.show().0);
+        (
+            if_counter(&d, &ha, "rx packets"),
+            if_counter(&d, &ha, "rx-miss"),
+        )
+    };
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            let (rx, miss) = rx_miss();
+            rx + miss >= a_tx
+        },
+        || {
+            let (rx, miss) = rx_miss();
+            let show = d.ok(drv.show().0);
+            format!("{ha} rx packets {rx} + rx-miss {miss} < {a_tx} sent by A\n{show}")
+        },
     );
-    assert!(
-        rx + miss >= a_tx,
-        "{ha} rx packets {rx} + rx-miss {miss} < {a_tx} sent by A\n{show}"
-    );
+    let (rx, miss) = rx_miss();
     eprintln!("{drv:?}: A sent {a_tx}, Sluice received {rx}, rx-miss {miss}");
 
     if have("iperf3", "-v") {
-        let mut srv = spawn_quiet(&b, &["iperf3", "-s", "-1", "-B", "10.93.2.2"]);
-        std::thread::sleep(Duration::from_millis(300));
+        let mut srv = iperf3_server(&b, "10.93.2.2");
         let r = sh(&[
             "ip",
             "netns",
@@ -1080,8 +1115,7 @@ fn delete_while_flooding(drv: Driver) {
     ping_ok(&a, ip("10.94.2.2"), 1);
     // iperf3 (TCP) across Sluice while the interfaces go, when installed.
     let iperf = have("iperf3", "-v").then(|| {
-        let srv = spawn_quiet(&b, &["iperf3", "-s", "-1", "-B", "10.94.2.2"]);
-        std::thread::sleep(Duration::from_millis(300));
+        let srv = iperf3_server(&b, "10.94.2.2");
         let cli = spawn_quiet(&a, &["iperf3", "-c", "10.94.2.2", "-t", "3"]);
         [srv, cli]
     });
@@ -1684,10 +1718,28 @@ fn tap_queue_rx(d: &Daemon, name: &str) -> Vec<u64> {
 
 /// A UDP socket bound to `addr` in namespace `ns` that counts datagrams until `expect`
 /// arrived or none came for 2 s; returns the count. Bound when this returns.
+///
+/// Its receive buffer holds every datagram of a test (8 MiB, forced past `rmem_max`): the
+/// default 208 KiB (about 270 small datagrams) overflowed when this thread was not
+/// scheduled for a while on a loaded machine, which `tap_multi_queue_spreads_flows` took
+/// for datagrams lost in Sluice (the namespace's `RcvbufErrors` were the missing ones).
 fn udp_sink(ns: &str, addr: SocketAddr, expect: u64) -> JoinHandle<u64> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let h = spawn_in_ns(ns, move || {
         let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        let size: libc::c_int = 8 << 20;
+        // SAFETY: setsockopt on an fd this socket owns, with a pointer to a local int of
+        // the given size.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &size as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         ready_tx.send(()).unwrap();
         let mut buf = [0u8; 2048];
@@ -2248,8 +2300,7 @@ fn nat44_inside_to_outside() {
 
     if have("iperf3", "-v") {
         for udp in [false, true] {
-            let mut srv = spawn_quiet(&b, &["iperf3", "-s", "-1", "-B", "192.0.2.2"]);
-            std::thread::sleep(Duration::from_millis(300));
+            let mut srv = iperf3_server(&b, "192.0.2.2");
             let mut args = vec![
                 "ip",
                 "netns",

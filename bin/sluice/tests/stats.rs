@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{wait_streams_done, wait_until, Daemon};
+use common::{assert_no_leaks, wait_streams_done, wait_until, Daemon};
 use sluice_stats::{StatClient, StatValue};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -191,9 +191,9 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
     });
     d.ok("packet-generator enable");
     wait_streams_done(&d);
-    // Let the worker drain, then wait for two more updates: the segment now holds the final
-    // counts.
-    std::thread::sleep(Duration::from_millis(200));
+    // Wait for the worker to drain (every buffer back), then for two more updates: the
+    // segment now holds the final counts.
+    assert_no_leaks(&d);
     let hb = scalar(&mut c, "/sys/heartbeat");
     wait_until(
         Duration::from_secs(10),
@@ -303,7 +303,7 @@ fn segment_totals_equal_show_output_while_a_reader_polls() {
     promtool_check(&body);
     let shown = d.ok("show statistics segment");
     assert!(shown.contains("scrapes: 1"), "{shown}");
-    assert_eq!(common::buffers_in_use(&d), 0);
+    assert_no_leaks(&d);
     d.stop();
 }
 

@@ -199,6 +199,59 @@ fn rewrite_decrements_ttl_and_writes_the_l2_header() {
     t.assert_no_leaks();
 }
 
+/// A packet the router built itself (`LOCALLY_ORIGINATED`) leaves with the TTL it was
+/// given, even 1; a transit packet beside it is decremented.
+#[test]
+fn rewrite_keeps_the_ttl_of_a_locally_originated_packet() {
+    let (mut t, sw) = rewrite_setup();
+    let p = udp4_l3("10.0.0.1", "10.0.1.2");
+    let mut ttl1 = p.clone();
+    ttl1[8] = 1;
+    ttl1[10..12].fill(0);
+    let c = checksum::sum(&ttl1[..20]);
+    ttl1[10..12].copy_from_slice(&(!c).to_be_bytes());
+    let local = |h: &mut sluice_buffer::BufferHeader| {
+        h.rx_if = sw;
+        h.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
+    };
+    let bufs = [
+        t.packet(&p, local),
+        t.packet(&ttl1, local),
+        t.packet(&p, |h| h.rx_if = sw),
+    ];
+    t.inject_at("ip4-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 3, "none expired");
+    for (o, ttl) in out.iter().zip([p[8], 1, p[8] - 1]) {
+        assert_eq!(o.hdr.tx_if, sw);
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(o.data[14 + 8], ttl);
+        assert_eq!(checksum::sum(&o.data[14..34]), 0xffff);
+    }
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
+
+/// Fewer than 14 bytes before the IPv4 header: no room for the Ethernet header, a counted
+/// drop; exactly 14 is enough.
+#[test]
+fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
+    let (mut t, sw) = rewrite_setup();
+    let p = udp4_l3("10.0.0.5", "10.0.1.2");
+    let bufs = [
+        packet_with_headroom(&mut t, &p, 13, |h| h.rx_if = sw),
+        packet_with_headroom(&mut t, &p, 14, |h| h.rx_if = sw),
+    ];
+    t.inject_at("ip4-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].index, bufs[1]);
+    assert_eq!(out[0].data[14 + 8], p[8] - 1);
+    assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "no_headroom")]);
+    t.assert_counters(&[("no_headroom", 1)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
     let (mut t, sw) = rewrite_setup();

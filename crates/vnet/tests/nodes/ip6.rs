@@ -148,6 +148,72 @@ fn rewrite_decrements_hop_limit_and_refuses_expiry_and_too_big() {
     t.assert_no_leaks();
 }
 
+/// `ip6-rewrite` under test, packets entering at `ip6-lookup` (which sets `adj_index`).
+fn rewrite_setup() -> (NodeTest, u32) {
+    let (mut t, sw) = setup("ip6-rewrite");
+    t.cli(&format!(
+        "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
+         ip route add 2001:db8:1::/64 via 2001:db8::2 loop0"
+    ));
+    (t, sw)
+}
+
+/// A packet the router built itself (`LOCALLY_ORIGINATED`: ping, an ICMPv6 error) leaves
+/// with the hop limit it was given, even 1; a transit packet beside it is decremented.
+#[test]
+fn rewrite_keeps_the_hop_limit_of_a_locally_originated_packet() {
+    let (mut t, sw) = rewrite_setup();
+    let p = udp6_l3("2001:db8::1", "2001:db8:1::2");
+    let mut hl1 = p.clone();
+    hl1[7] = 1;
+    let local = |h: &mut sluice_buffer::BufferHeader| {
+        h.rx_if = sw;
+        h.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
+    };
+    let bufs = [
+        t.packet(&p, local),
+        t.packet(&hl1, local),
+        t.packet(&p, |h| h.rx_if = sw),
+    ];
+    t.inject_at("ip6-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 3, "none expired");
+    for (o, hop_limit) in out.iter().zip([64, 1, 63]) {
+        assert_eq!(o.hdr.tx_if, sw);
+        assert_eq!(&o.data[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(o.data[14 + 7], hop_limit);
+    }
+    t.assert_counters(&[]);
+    t.assert_no_leaks();
+}
+
+/// Fewer than 14 bytes before the IPv6 header: no room for the Ethernet header, a counted
+/// drop; exactly 14 is enough.
+#[test]
+fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
+    let (mut t, sw) = rewrite_setup();
+    let p = udp6_l3("2001:db8::5", "2001:db8:1::2");
+    let bufs = [
+        packet_with_headroom(&mut t, &p, 13, |h| h.rx_if = sw),
+        packet_with_headroom(&mut t, &p, 14, |h| h.rx_if = sw),
+    ];
+    t.inject_at("ip6-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].index, bufs[1]);
+    assert_eq!(
+        out[0].data[14..],
+        {
+            let mut q = p.clone();
+            q[7] -= 1;
+            q
+        }[..]
+    );
+    assert_eq!(t.drops(), [("ip6-rewrite".to_string(), "no_headroom")]);
+    t.assert_counters(&[("no_headroom", 1)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn local_answers_echo_and_refuses_closed_udp_ports() {
     let (mut t, sw) = setup("ip6-local");

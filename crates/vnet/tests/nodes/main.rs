@@ -41,6 +41,25 @@ pub fn setup_with(plugins: &[sluice_vnet::plugin::PluginEntry], node: &str) -> (
     (t, sw)
 }
 
+/// A buffer holding `bytes` with only `room` bytes of headroom before them (as if
+/// encapsulations had used the rest), metadata set by `meta`.
+pub fn packet_with_headroom(
+    t: &mut NodeTest,
+    bytes: &[u8],
+    room: usize,
+    meta: impl FnOnce(&mut sluice_buffer::BufferHeader),
+) -> sluice_buffer::BufIdx {
+    let b = t.packet(bytes, meta);
+    // SAFETY: just allocated by the harness and not injected yet: one view.
+    let mut v = unsafe { t.vm.pool.buffer(b) };
+    let used = v.headroom() - room;
+    v.push_front(used).expect("within the headroom");
+    v.data_mut()[..bytes.len()].copy_from_slice(bytes);
+    assert!(v.set_len(bytes.len()));
+    assert_eq!((v.headroom(), v.data()), (room, bytes));
+    b
+}
+
 /// An Ethernet/IPv4/UDP frame from the peer to us.
 pub fn udp4(src: &str, dst: &str) -> Vec<u8> {
     pkt(&format!(
