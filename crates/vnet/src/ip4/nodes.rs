@@ -114,68 +114,50 @@ fn src_of(h: &[u8; MIN_HEADER_LEN]) -> &[u8; 4] {
 
 impl Ip4Input {
     /// Everything but the common 20-byte header from a plausible source (too short,
-    /// IHL/version != 0x45, or a source whose first octet is martian): the
-    /// checks one by one, in RFC 1812 order. The header's total length, or the drop arc.
+    /// IHL/version != 0x45, or a source whose first octet is martian): the checks one by
+    /// one, in RFC 1812 order, on the packet's bytes `d` (`total_len` with its chain, in
+    /// table `fib`). The header's total length, or the counter of the drop. It takes no
+    /// buffer view, so the fast path keeps its view in registers.
     #[cold]
     #[inline(never)]
-    fn check_slow(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
-        let d = b.data();
+    fn check_slow(&self, d: &[u8], total_len: usize, fib: u32) -> Result<usize, InputCounter> {
         if d.len() < 20 {
-            b.hdr.error = cx.error(InputCounter::TooShort);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::TooShort);
         }
         if d[field::VER_IHL] >> 4 != 4 {
-            b.hdr.error = cx.error(InputCounter::Version);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::Version);
         }
         let ihl = ((d[field::VER_IHL] & 0xf) as usize) * 4;
         if ihl < MIN_HEADER_LEN {
-            b.hdr.error = cx.error(InputCounter::BadIhl);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadIhl);
         }
         let total = u16::from_be_bytes([d[field::TOTAL_LEN], d[field::TOTAL_LEN + 1]]) as usize;
         // The header must be in the first buffer; the packet may continue in a chain.
-        if total < ihl || ihl > d.len() || (total > d.len() && total > b.total_len()) {
-            b.hdr.error = cx.error(InputCounter::BadLength);
-            return Err(InputNext::Drop.next());
+        if total < ihl || ihl > d.len() || (total > d.len() && total > total_len) {
+            return Err(InputCounter::BadLength);
         }
         if checksum::sum(&d[..ihl]) != 0xffff {
-            b.hdr.error = cx.error(InputCounter::BadChecksum);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadChecksum);
         }
         if !options_well_formed(&d[MIN_HEADER_LEN..ihl]) {
-            b.hdr.error = cx.error(InputCounter::BadOptions);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadOptions);
         }
         let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
         let own_key = key(&[d[14], d[15]]);
-        if self.own.martian4(d[field::SRC]) {
-            Self::martian(cx, b)?;
-        }
-        if self.own.may_be_own(own_key)
-            && is_local(
-                &self.shared.adj,
-                self.shared.lookup(b.hdr.ip.fib_index, src),
-            )
+        // A source the first-octet test flagged is dropped unless it is a DHCP client's
+        // `0.0.0.0` to `255.255.255.255` (RFC 1812 §5.3.7 lets 0.0.0.0 through as a source
+        // only for local delivery while the host learns its address).
+        if self.own.martian4(d[field::SRC])
+            && !(d[field::SRC..field::SRC + 4] == [0; 4]
+                && d[field::DST..field::DST + 4] == [255; 4])
         {
-            b.hdr.error = cx.error(InputCounter::OwnSource);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::MartianSource);
+        }
+        if self.own.may_be_own(own_key) && is_local(&self.shared.adj, self.shared.lookup(fib, src))
+        {
+            return Err(InputCounter::OwnSource);
         }
         Ok(total)
-    }
-
-    /// A source the first-octet test flagged: dropped unless it is a DHCP client's
-    /// `0.0.0.0` to `255.255.255.255` (RFC 1812 §5.3.7 lets 0.0.0.0 through as a source
-    /// only for local delivery while the host learns its address).
-    #[cold]
-    #[inline(never)]
-    fn martian(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(), Next> {
-        let d = b.data();
-        if d[field::SRC..field::SRC + 4] == [0; 4] && d[field::DST..field::DST + 4] == [255; 4] {
-            return Ok(());
-        }
-        b.hdr.error = cx.error(InputCounter::MartianSource);
-        Err(InputNext::Drop.next())
     }
 }
 
@@ -208,9 +190,12 @@ impl PacketNode for Ip4Input {
                 }
                 total
             }
-            _ => match self.check_slow(cx, b) {
+            _ => match self.check_slow(b.data(), b.total_len(), b.hdr.ip.fib_index) {
                 Ok(t) => t,
-                Err(n) => return n,
+                Err(c) => {
+                    b.hdr.error = cx.error(c);
+                    return InputNext::Drop.next();
+                }
             },
         };
         if total < len && b.chain_rest_len() == 0 {
@@ -304,56 +289,73 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
     next
 }
 
+impl Ip4Lookup {
+    /// Looks up a group of at most four packets `bs` together and sets their arcs `nx`:
+    /// their four destinations read first and looked up at once (their table loads are
+    /// independent and overlap in the memory system). Packets resolving to the adjacency
+    /// of the packet before (`last`: its index and arc) take the two-store path.
+    /// Inlined once for the frame's whole groups (where the group's length is a constant)
+    /// and once for its short last group.
+    #[inline(always)]
+    fn group(shared: &Ip4Shared, cx: &Cx, bs: &[BufIdx], nx: &mut [u16], last: &mut (u32, u16)) {
+        let arena = cx.arena();
+        // A short group looks up 0.0.0.0 in its empty places, never used.
+        let mut dst = [0u32; 4];
+        let mut any_vrf = 0;
+        for (d, &b) in dst.iter_mut().zip(bs) {
+            // SAFETY: this node owns the frame; one view at a time.
+            let v = unsafe { arena.buffer(b) };
+            // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
+            const D: usize = field::DST;
+            *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
+                u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
+            });
+            any_vrf |= v.hdr.ip.fib_index;
+        }
+        let res = if any_vrf == 0 {
+            shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
+        } else {
+            std::array::from_fn(|j| {
+                bs.get(j).map_or(NO_ROUTE, |&b| {
+                    // SAFETY: this node owns the frame; read-only header access.
+                    let f = unsafe { arena.header(b) }.ip.fib_index;
+                    shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
+                })
+            })
+        };
+        for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
+            if r == last.0 {
+                // SAFETY: this node owns the frame; only the header is written.
+                unsafe { arena.header_mut(b) }.ip.adj_index = r;
+                *nx = last.1;
+            } else {
+                // SAFETY: as above; the view ends with the call.
+                *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, last);
+            }
+        }
+    }
+}
+
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let Ip4Lookup { shared, nexts } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        // Four packets at a time: the next four buffers prefetched, the four destinations
-        // read and looked up together (their table loads are independent and overlap in
-        // the memory system). Packets resolving to the adjacency of the packet before
-        // (`last`: its index and arc) take the two-store path.
+        // Four packets at a time, the next four buffers prefetched; whole groups of four
+        // first (no test per place of whether it holds a packet), then the rest.
         let mut last = (NO_ADJ, 0u16);
-        let mut ahead = frame.get(4..).unwrap_or(&[]).chunks(4);
-        for (bs, nx) in frame.chunks(4).zip(nexts.chunks_mut(4)) {
-            for &a in ahead.next().unwrap_or(&[]) {
+        let whole = n - n % 4;
+        let groups = frame[..whole].chunks_exact(4);
+        for (g, (bs, nx)) in groups.zip(nexts[..whole].chunks_exact_mut(4)).enumerate() {
+            let next = 4 * (g + 1);
+            for &a in &frame[next.min(n)..(next + 4).min(n)] {
                 arena.prefetch(a);
             }
-            // A short last group looks up 0.0.0.0 in its empty places, never used.
-            let mut dst = [0u32; 4];
-            let mut any_vrf = 0;
-            for (d, &b) in dst.iter_mut().zip(bs) {
-                // SAFETY: this node owns the frame; one view at a time.
-                let v = unsafe { arena.buffer(b) };
-                // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
-                const D: usize = field::DST;
-                *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
-                    u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
-                });
-                any_vrf |= v.hdr.ip.fib_index;
-            }
-            let res = if any_vrf == 0 {
-                shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
-            } else {
-                std::array::from_fn(|j| {
-                    bs.get(j).map_or(NO_ROUTE, |&b| {
-                        // SAFETY: this node owns the frame; read-only header access.
-                        let f = unsafe { arena.header(b) }.ip.fib_index;
-                        shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
-                    })
-                })
-            };
-            for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
-                if r == last.0 {
-                    // SAFETY: this node owns the frame; only the header is written.
-                    unsafe { arena.header_mut(b) }.ip.adj_index = r;
-                    *nx = last.1;
-                } else {
-                    // SAFETY: as above; the view ends with the call.
-                    *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, &mut last);
-                }
-            }
+            Self::group(shared, cx, bs, nx, &mut last);
+        }
+        if whole < n {
+            Self::group(shared, cx, &frame[whole..], &mut nexts[whole..n], &mut last);
         }
         cx.enqueue_to_next(frame, &nexts[..n]);
     }
