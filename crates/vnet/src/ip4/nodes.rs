@@ -289,73 +289,56 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
     next
 }
 
-impl Ip4Lookup {
-    /// Looks up a group of at most four packets `bs` together and sets their arcs `nx`:
-    /// their four destinations read first and looked up at once (their table loads are
-    /// independent and overlap in the memory system). Packets resolving to the adjacency
-    /// of the packet before (`last`: its index and arc) take the two-store path.
-    /// Inlined once for the frame's whole groups (where the group's length is a constant)
-    /// and once for its short last group.
-    #[inline(always)]
-    fn group(shared: &Ip4Shared, cx: &Cx, bs: &[BufIdx], nx: &mut [u16], last: &mut (u32, u16)) {
-        let arena = cx.arena();
-        // A short group looks up 0.0.0.0 in its empty places, never used.
-        let mut dst = [0u32; 4];
-        let mut any_vrf = 0;
-        for (d, &b) in dst.iter_mut().zip(bs) {
-            // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { arena.buffer(b) };
-            // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
-            const D: usize = field::DST;
-            *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
-                u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
-            });
-            any_vrf |= v.hdr.ip.fib_index;
-        }
-        let res = if any_vrf == 0 {
-            shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
-        } else {
-            std::array::from_fn(|j| {
-                bs.get(j).map_or(NO_ROUTE, |&b| {
-                    // SAFETY: this node owns the frame; read-only header access.
-                    let f = unsafe { arena.header(b) }.ip.fib_index;
-                    shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
-                })
-            })
-        };
-        for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
-            if r == last.0 {
-                // SAFETY: this node owns the frame; only the header is written.
-                unsafe { arena.header_mut(b) }.ip.adj_index = r;
-                *nx = last.1;
-            } else {
-                // SAFETY: as above; the view ends with the call.
-                *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, last);
-            }
-        }
-    }
-}
-
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let Ip4Lookup { shared, nexts } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        // Four packets at a time, the next four buffers prefetched; whole groups of four
-        // first (no test per place of whether it holds a packet), then the rest.
+        // Four packets at a time: the next four buffers prefetched, the four destinations
+        // read and looked up together (their table loads are independent and overlap in
+        // the memory system). Packets resolving to the adjacency of the packet before
+        // (`last`: its index and arc) take the two-store path.
         let mut last = (NO_ADJ, 0u16);
-        let whole = n - n % 4;
-        let groups = frame[..whole].chunks_exact(4);
-        for (g, (bs, nx)) in groups.zip(nexts[..whole].chunks_exact_mut(4)).enumerate() {
-            let next = 4 * (g + 1);
-            for &a in &frame[next.min(n)..(next + 4).min(n)] {
+        let mut ahead = frame.get(4..).unwrap_or(&[]).chunks(4);
+        for (bs, nx) in frame.chunks(4).zip(nexts.chunks_mut(4)) {
+            for &a in ahead.next().unwrap_or(&[]) {
                 arena.prefetch(a);
             }
-            Self::group(shared, cx, bs, nx, &mut last);
-        }
-        if whole < n {
-            Self::group(shared, cx, &frame[whole..], &mut nexts[whole..n], &mut last);
+            // A short last group looks up 0.0.0.0 in its empty places, never used.
+            let mut dst = [0u32; 4];
+            let mut any_vrf = 0;
+            for (d, &b) in dst.iter_mut().zip(bs) {
+                // SAFETY: this node owns the frame; one view at a time.
+                let v = unsafe { arena.buffer(b) };
+                // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
+                const D: usize = field::DST;
+                *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
+                    u32::from_be_bytes([h[D], h[D + 1], h[D + 2], h[D + 3]])
+                });
+                any_vrf |= v.hdr.ip.fib_index;
+            }
+            let res = if any_vrf == 0 {
+                shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
+            } else {
+                std::array::from_fn(|j| {
+                    bs.get(j).map_or(NO_ROUTE, |&b| {
+                        // SAFETY: this node owns the frame; read-only header access.
+                        let f = unsafe { arena.header(b) }.ip.fib_index;
+                        shared.lookup(f, dst[j]).unwrap_or(NO_ROUTE)
+                    })
+                })
+            };
+            for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
+                if r == last.0 {
+                    // SAFETY: this node owns the frame; only the header is written.
+                    unsafe { arena.header_mut(b) }.ip.adj_index = r;
+                    *nx = last.1;
+                } else {
+                    // SAFETY: as above; the view ends with the call.
+                    *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, &mut last);
+                }
+            }
         }
         cx.enqueue_to_next(frame, &nexts[..n]);
     }
