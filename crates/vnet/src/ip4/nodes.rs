@@ -114,68 +114,50 @@ fn src_of(h: &[u8; MIN_HEADER_LEN]) -> &[u8; 4] {
 
 impl Ip4Input {
     /// Everything but the common 20-byte header from a plausible source (too short,
-    /// IHL/version != 0x45, or a source whose first octet is martian): the
-    /// checks one by one, in RFC 1812 order. The header's total length, or the drop arc.
+    /// IHL/version != 0x45, or a source whose first octet is martian): the checks one by
+    /// one, in RFC 1812 order, on the packet's bytes `d` (`total_len` with its chain, in
+    /// table `fib`). The header's total length, or the counter of the drop. It takes no
+    /// buffer view, so the fast path keeps its view in registers.
     #[cold]
     #[inline(never)]
-    fn check_slow(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Result<usize, Next> {
-        let d = b.data();
+    fn check_slow(&self, d: &[u8], total_len: usize, fib: u32) -> Result<usize, InputCounter> {
         if d.len() < 20 {
-            b.hdr.error = cx.error(InputCounter::TooShort);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::TooShort);
         }
         if d[field::VER_IHL] >> 4 != 4 {
-            b.hdr.error = cx.error(InputCounter::Version);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::Version);
         }
         let ihl = ((d[field::VER_IHL] & 0xf) as usize) * 4;
         if ihl < MIN_HEADER_LEN {
-            b.hdr.error = cx.error(InputCounter::BadIhl);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadIhl);
         }
         let total = u16::from_be_bytes([d[field::TOTAL_LEN], d[field::TOTAL_LEN + 1]]) as usize;
         // The header must be in the first buffer; the packet may continue in a chain.
-        if total < ihl || ihl > d.len() || (total > d.len() && total > b.total_len()) {
-            b.hdr.error = cx.error(InputCounter::BadLength);
-            return Err(InputNext::Drop.next());
+        if total < ihl || ihl > d.len() || (total > d.len() && total > total_len) {
+            return Err(InputCounter::BadLength);
         }
         if checksum::sum(&d[..ihl]) != 0xffff {
-            b.hdr.error = cx.error(InputCounter::BadChecksum);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadChecksum);
         }
         if !options_well_formed(&d[MIN_HEADER_LEN..ihl]) {
-            b.hdr.error = cx.error(InputCounter::BadOptions);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::BadOptions);
         }
         let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]);
         let own_key = key(&[d[14], d[15]]);
-        if self.own.martian4(d[field::SRC]) {
-            Self::martian(cx, b)?;
-        }
-        if self.own.may_be_own(own_key)
-            && is_local(
-                &self.shared.adj,
-                self.shared.lookup(b.hdr.ip.fib_index, src),
-            )
+        // A source the first-octet test flagged is dropped unless it is a DHCP client's
+        // `0.0.0.0` to `255.255.255.255` (RFC 1812 §5.3.7 lets 0.0.0.0 through as a source
+        // only for local delivery while the host learns its address).
+        if self.own.martian4(d[field::SRC])
+            && !(d[field::SRC..field::SRC + 4] == [0; 4]
+                && d[field::DST..field::DST + 4] == [255; 4])
         {
-            b.hdr.error = cx.error(InputCounter::OwnSource);
-            return Err(InputNext::Drop.next());
+            return Err(InputCounter::MartianSource);
+        }
+        if self.own.may_be_own(own_key) && is_local(&self.shared.adj, self.shared.lookup(fib, src))
+        {
+            return Err(InputCounter::OwnSource);
         }
         Ok(total)
-    }
-
-    /// A source the first-octet test flagged: dropped unless it is a DHCP client's
-    /// `0.0.0.0` to `255.255.255.255` (RFC 1812 §5.3.7 lets 0.0.0.0 through as a source
-    /// only for local delivery while the host learns its address).
-    #[cold]
-    #[inline(never)]
-    fn martian(cx: &mut Cx, b: &mut Buffer<'_>) -> Result<(), Next> {
-        let d = b.data();
-        if d[field::SRC..field::SRC + 4] == [0; 4] && d[field::DST..field::DST + 4] == [255; 4] {
-            return Ok(());
-        }
-        b.hdr.error = cx.error(InputCounter::MartianSource);
-        Err(InputNext::Drop.next())
     }
 }
 
@@ -208,9 +190,12 @@ impl PacketNode for Ip4Input {
                 }
                 total
             }
-            _ => match self.check_slow(cx, b) {
+            _ => match self.check_slow(b.data(), b.total_len(), b.hdr.ip.fib_index) {
                 Ok(t) => t,
-                Err(n) => return n,
+                Err(c) => {
+                    b.hdr.error = cx.error(c);
+                    return InputNext::Drop.next();
+                }
             },
         };
         if total < len && b.chain_rest_len() == 0 {

@@ -15,6 +15,7 @@ use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
 };
+use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
 use sluice_wire::ipv6::{field, next_header, Ipv6Packet, HEADER_LEN};
 use sluice_wire::Mac;
@@ -458,10 +459,12 @@ impl PacketNode for Ip6Rewrite {
         if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
             && (b.len() <= adj.mtu as usize || adj.mtu == 0)
         {
-            if let Some(fr) = b.prepend_head::<14, 54>() {
-                let (eth, h) = fr.split_first_chunk_mut::<14>().expect("54 > 14");
-                if h[7] > 1 {
-                    h[7] -= 1;
+            if let Some(fr) = b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + HEADER_LEN }>() {
+                let (eth, h) = fr
+                    .split_first_chunk_mut::<ETH_HEADER_LEN>()
+                    .expect("54 > 14");
+                if h[field::HOP_LIMIT] > 1 {
+                    h[field::HOP_LIMIT] -= 1;
                     *eth = adj.rewrite;
                     b.hdr.tx_if = adj.tx_if;
                     return if self.out_any {
@@ -470,7 +473,7 @@ impl PacketNode for Ip6Rewrite {
                         RewriteNext::Output.next()
                     };
                 }
-                b.advance(14);
+                b.advance(ETH_HEADER_LEN);
             }
         }
         let len = b.total_len();
@@ -479,11 +482,11 @@ impl PacketNode for Ip6Rewrite {
         let too_big = len > adj.mtu as usize
             && adj.mtu != 0
             && crate::offload::mtu_len(b.hdr, len) > adj.mtu as usize;
-        let Some(d) = b.head_mut::<40>() else {
+        let Some(d) = b.head_mut::<HEADER_LEN>() else {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
         };
-        if d[7] <= 1 && !local {
+        if d[field::HOP_LIMIT] <= 1 && !local {
             crate::icmp_error::request(b.hdr, icmpv6::kind::TIME_EXCEEDED, 0, 0);
             cx.count(RewriteCounter::HopLimitExpired, 1);
             return RewriteNext::IcmpError.next();
@@ -494,9 +497,9 @@ impl PacketNode for Ip6Rewrite {
             return RewriteNext::IcmpError.next();
         }
         if !local {
-            d[7] -= 1;
+            d[field::HOP_LIMIT] -= 1;
         }
-        match b.prepend::<14>() {
+        match b.prepend::<ETH_HEADER_LEN>() {
             Some(h) => *h = adj.rewrite,
             None => {
                 b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
