@@ -583,7 +583,7 @@ fn show_buffers_shows_lent_buffers_apart() {
     let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     let mut held = [BufIdx(0); 7];
     assert_eq!(vm.main.bufs().alloc(&mut held), 7);
-    fn five(_: &mut Vlib) -> u64 {
+    fn five(_: &Vlib) -> u64 {
         5
     }
     let row = |vm: &mut Vlib| -> Vec<String> {
@@ -596,7 +596,7 @@ fn show_buffers_shows_lent_buffers_apart() {
     };
     let r = row(&mut vm);
     assert_eq!((r[8].as_str(), r[10].as_str()), ("7", "0"), "{r:?}");
-    cli::register_buffer_lender(&mut vm, "test", five);
+    crate::register_buffer_lender(&mut vm, "test", five);
     let r = row(&mut vm);
     assert_eq!(
         (r[8].as_str(), r[10].as_str()),
