@@ -12,9 +12,21 @@ pub type LentCount = fn(&Vlib) -> u64;
 pub struct BufferLenders(Vec<(&'static str, LentCount)>);
 
 /// Registers `count`, the pool's buffers `who` holds now: [`buffer_use`] shows them as `lent`,
-/// apart from `used`.
+/// apart from `used`; `show buffers detail` one line per lender. Registering `who` again
+/// replaces its count (a plugin started twice counts once).
 pub fn register_buffer_lender(vm: &mut Vlib, who: &'static str, count: LentCount) {
-    vm.ext_mut::<BufferLenders>().0.push((who, count));
+    let l = &mut vm.ext_mut::<BufferLenders>().0;
+    match l.iter_mut().find(|(w, _)| *w == who) {
+        Some(e) => e.1 = count,
+        None => l.push((who, count)),
+    }
+}
+
+/// Each registered lender with the buffers it holds now.
+pub fn buffer_lenders(vm: &Vlib) -> Vec<(&'static str, u64)> {
+    vm.ext::<BufferLenders>().map_or(Vec::new(), |l| {
+        l.0.iter().map(|&(who, count)| (who, count(vm))).collect()
+    })
 }
 
 /// Buffers lent out now, over every registered lender.
@@ -44,6 +56,9 @@ pub struct BufferUse {
 pub fn buffer_use(vm: &Vlib) -> BufferUse {
     let lent = buffers_lent(vm);
     let s = vm.pool.stats();
+    // Lenders and the pool are read one after the other while workers run: a buffer a
+    // lender counts may reach the graph (or go back) in between, so the sum can exceed
+    // `in_use` for a moment; clamped, `used` never wraps.
     let lent = lent.min(s.in_use);
     BufferUse {
         total: s.total,

@@ -777,7 +777,7 @@ pub fn pcap_dispatch_on(
 /// held outside it by registered lenders ([`crate::register_buffer_lender`]); with `Free` and
 /// `Cached` they add up to `Total`.
 pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let _ = args.keyword("detail");
+    let detail = args.keyword("detail");
     args.finish()?;
     let s = crate::buffer_use(vm);
     let backing = match vm.pool.backing() {
@@ -814,5 +814,10 @@ pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         s.lent
     );
     let _ = writeln!(out, "memory: {backing}");
+    if detail {
+        for (who, n) in crate::buffer_lenders(vm) {
+            let _ = writeln!(out, "lent to {who}: {n}");
+        }
+    }
     Ok(out)
 }

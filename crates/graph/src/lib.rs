@@ -28,7 +28,9 @@ mod typed;
 mod vlib;
 pub mod wake;
 
-pub use buffers::{buffer_use, buffers_lent, register_buffer_lender, BufferUse, LentCount};
+pub use buffers::{
+    buffer_lenders, buffer_use, buffers_lent, register_buffer_lender, BufferUse, LentCount,
+};
 pub use node::{
     CounterDesc, Factory, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, PacketNode,
     PerPacket, Severity, Suspend, TraceRecord, Wake, PREFETCH_AHEAD,

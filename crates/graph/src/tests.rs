@@ -604,6 +604,19 @@ fn show_buffers_shows_lent_buffers_apart() {
         "Used, Lent: {r:?}"
     );
     assert_eq!(r[5], "4096", "Total: {r:?}");
+    let detail = cli::show_buffers(&mut vm, &mut sluice_cli::Args::new("detail")).unwrap();
+    assert!(detail.contains("\nlent to test: 5\n"), "{detail}");
+    // Registering the same name again replaces its count.
+    fn three(_: &Vlib) -> u64 {
+        3
+    }
+    crate::register_buffer_lender(&mut vm, "test", three);
+    let r = row(&mut vm);
+    assert_eq!(
+        (r[8].as_str(), r[10].as_str()),
+        ("4", "3"),
+        "Used, Lent: {r:?}"
+    );
     vm.main.bufs().free(&held);
     assert_eq!(vm.pool.stats().in_use, 0);
 }
