@@ -592,7 +592,11 @@ fn show_buffers_shows_lent_buffers_apart() {
             .lines()
             .find(|l| l.starts_with("default-numa-0"))
             .unwrap_or_else(|| panic!("{shown}"));
-        line.split_whitespace().map(str::to_string).collect()
+        let r: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        // Total = Free + Cached + Used + Lent.
+        let n = |i: usize| -> u64 { r[i].parse().unwrap_or_else(|_| panic!("{r:?}")) };
+        assert_eq!(n(5), n(6) + n(7) + n(8) + n(10), "Total: {r:?}");
+        r
     };
     let r = row(&mut vm);
     assert_eq!((r[8].as_str(), r[10].as_str()), ("7", "0"), "{r:?}");
