@@ -9,7 +9,7 @@
 dpdk_runtime_dir() {
   if [ -n "${RUNTIME_DIRECTORY:-}" ]; then
     printf '%s/dpdk/%s\n' "$RUNTIME_DIRECTORY" "$1"
-  elif [ "$(id -u)" = 0 ]; then
+  elif [ "$(id -ru)" = 0 ]; then
     printf '/var/run/dpdk/%s\n' "$1"
   else
     printf '%s/dpdk/%s\n' "${XDG_RUNTIME_DIR:-/tmp}" "$1"

@@ -61,7 +61,7 @@ def parse_buffers_used(text: str) -> int:
     for line in text.splitlines():
         if line.startswith("default-numa-0"):
             tok = line.split()
-            # name index numa size data-size total free cached used alloc-fail
+            # name index numa size data-size total free cached used alloc-fail lent
             if len(tok) < 9 or not tok[8].isdigit():
                 raise ValueError(f"bad `show buffers' pool row: {line!r}")
             return int(tok[8])

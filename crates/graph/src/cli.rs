@@ -773,36 +773,13 @@ pub fn pcap_dispatch_on(
     Ok(())
 }
 
-/// Counters of buffers lent out of the pool to code outside the graph that gives them back
-/// by itself (a driver library's caches and device rings: the dpdk plugin under zero copy).
-/// The pool counts them as in use; `show buffers` shows them apart ([`register_buffer_lender`]).
-#[derive(Default)]
-pub struct BufferLenders(Vec<(&'static str, LentCount)>);
-
-/// A lender's count of the buffers it holds now.
-pub type LentCount = fn(&mut Vlib) -> u64;
-
-/// Registers `count`, the pool's buffers `who` holds now, for `show buffers`' `Lent`
-/// column (subtracted from `Used`).
-pub fn register_buffer_lender(vm: &mut Vlib, who: &'static str, count: LentCount) {
-    vm.ext_mut::<BufferLenders>().0.push((who, count));
-}
-
-/// Buffers lent out now, over every registered lender.
-pub fn buffers_lent(vm: &mut Vlib) -> u64 {
-    let lenders = vm.ext_mut::<BufferLenders>().0.clone();
-    lenders.iter().map(|(_, count)| count(vm)).sum()
-}
-
 /// Renders `show buffers`: `Used` is in the graph's hands (frames, queues, rings), `Lent`
-/// held outside it by registered lenders ([`register_buffer_lender`]); with `Free` and
+/// held outside it by registered lenders ([`crate::register_buffer_lender`]); with `Free` and
 /// `Cached` they add up to `Total`.
 pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let _ = args.keyword("detail");
+    let detail = args.keyword("detail");
     args.finish()?;
-    let lent = buffers_lent(vm);
-    let s = vm.pool.stats();
-    let lent = lent.min(s.in_use);
+    let s = crate::buffer_use(vm);
     let backing = match vm.pool.backing() {
         sluice_buffer::Backing::Huge2M => "2M hugepages",
         sluice_buffer::Backing::Small4K => "4K pages",
@@ -832,10 +809,15 @@ pub fn show_buffers(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         s.total,
         s.free,
         s.cached,
-        s.in_use - lent,
+        s.used,
         s.alloc_failures,
-        lent
+        s.lent
     );
     let _ = writeln!(out, "memory: {backing}");
+    if detail {
+        for (who, n) in crate::buffer_lenders(vm) {
+            let _ = writeln!(out, "lent to {who}: {n}");
+        }
+    }
     Ok(out)
 }

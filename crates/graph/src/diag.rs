@@ -195,7 +195,7 @@ fn show_memory(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     }
     let st = status(&["VmSize", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"]);
     let get = |k: &str| st.iter().find(|x| x.0 == k).map(|x| x.1).unwrap_or(0);
-    let ps = vm.pool.stats();
+    let ps = crate::buffer_use(vm);
     let bytes = vm.pool.len() as u64 * vm.pool.data_size() as u64;
     let mut out = String::new();
     let _ = writeln!(out, "Thread 0 {}", vm.thread_name(0));
@@ -212,13 +212,14 @@ fn show_memory(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     );
     let _ = writeln!(
         out,
-        "  buffers: {} x {} bytes of data ({:?}), {} in use, {} free, {} cached",
+        "  buffers: {} x {} bytes of data ({:?}), {} in use, {} free, {} cached, {} lent",
         vm.pool.len(),
         vm.pool.data_size(),
         vm.pool.backing(),
-        ps.in_use,
+        ps.used,
         ps.free,
-        ps.cached
+        ps.cached,
+        ps.lent
     );
     let _ = writeln!(out, "    data: {}", size(bytes));
     if verbose {

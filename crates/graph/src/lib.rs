@@ -10,6 +10,7 @@
 //! prefetching loop in [`PerPacket`]) and [`NodeFn`] (a whole frame, for lookups, input and
 //! output nodes). See `docs/writing-a-node.md`.
 
+pub mod buffers;
 pub mod cli;
 pub mod diag;
 pub mod handoff;
@@ -27,6 +28,9 @@ mod typed;
 mod vlib;
 pub mod wake;
 
+pub use buffers::{
+    buffer_lenders, buffer_use, buffers_lent, register_buffer_lender, BufferUse, LentCount,
+};
 pub use node::{
     CounterDesc, Factory, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, PacketNode,
     PerPacket, Severity, Suspend, TraceRecord, Wake, PREFETCH_AHEAD,

@@ -583,7 +583,7 @@ fn show_buffers_shows_lent_buffers_apart() {
     let mut vm = Vlib::new(b, &CpuConfig::default(), &small_pool()).unwrap();
     let mut held = [BufIdx(0); 7];
     assert_eq!(vm.main.bufs().alloc(&mut held), 7);
-    fn five(_: &mut Vlib) -> u64 {
+    fn five(_: &Vlib) -> u64 {
         5
     }
     let row = |vm: &mut Vlib| -> Vec<String> {
@@ -592,11 +592,15 @@ fn show_buffers_shows_lent_buffers_apart() {
             .lines()
             .find(|l| l.starts_with("default-numa-0"))
             .unwrap_or_else(|| panic!("{shown}"));
-        line.split_whitespace().map(str::to_string).collect()
+        let r: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        // Total = Free + Cached + Used + Lent.
+        let n = |i: usize| -> u64 { r[i].parse().unwrap_or_else(|_| panic!("{r:?}")) };
+        assert_eq!(n(5), n(6) + n(7) + n(8) + n(10), "Total: {r:?}");
+        r
     };
     let r = row(&mut vm);
     assert_eq!((r[8].as_str(), r[10].as_str()), ("7", "0"), "{r:?}");
-    cli::register_buffer_lender(&mut vm, "test", five);
+    crate::register_buffer_lender(&mut vm, "test", five);
     let r = row(&mut vm);
     assert_eq!(
         (r[8].as_str(), r[10].as_str()),
@@ -604,6 +608,19 @@ fn show_buffers_shows_lent_buffers_apart() {
         "Used, Lent: {r:?}"
     );
     assert_eq!(r[5], "4096", "Total: {r:?}");
+    let detail = cli::show_buffers(&mut vm, &mut sluice_cli::Args::new("detail")).unwrap();
+    assert!(detail.contains("\nlent to test: 5\n"), "{detail}");
+    // Registering the same name again replaces its count.
+    fn three(_: &Vlib) -> u64 {
+        3
+    }
+    crate::register_buffer_lender(&mut vm, "test", three);
+    let r = row(&mut vm);
+    assert_eq!(
+        (r[8].as_str(), r[10].as_str()),
+        ("4", "3"),
+        "Used, Lent: {r:?}"
+    );
     vm.main.bufs().free(&held);
     assert_eq!(vm.pool.stats().in_use, 0);
 }

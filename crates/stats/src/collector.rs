@@ -12,7 +12,7 @@
 //! | `/sys/node/names`, `/sys/node/{calls,vectors,clocks,suspends}` `[thread][node]` | `NodeStats` (`show runtime`) |
 //! | `/nodes/<node>/{calls,vectors,clocks,suspends}` | symlinks to the item of the vectors above |
 //! | `/err/<node>/<counter>` `[thread][0]` | node counters (`show errors`) |
-//! | `/buffer-pools/default-numa-0/{cached,used,available,alloc-failures}` | `BufferPool::stats` (`show buffers`) |
+//! | `/buffer-pools/default-numa-0/{cached,used,available,alloc-failures,lent}` | `sluice_graph::buffer_use` (`show buffers`: `used` without the buffers lent to a driver library, `lent` those) |
 //! | `/sys/num_worker_threads`, `/sys/heartbeat`, `/sys/boottime`, `/sys/last_update`, `/sys/update_interval` | the runtime |
 //! | `/sys/vector_rate`, `/sys/vector_rate_per_worker`, `/sys/input_rate` | deltas of `NodeStats` over the last interval |
 //! | `/sys/loops`, `/sys/loops_per_worker` | `Shared::loops` (one counter per thread) |
@@ -85,7 +85,7 @@ const IF_SIMPLE: [(&str, usize); 6] = [
 const NODE_STATS: [&str; 4] = ["calls", "vectors", "clocks", "suspends"];
 /// Buffer pool scalars.
 const POOL: &str = "default-numa-0";
-const POOL_STATS: [&str; 4] = ["cached", "used", "available", "alloc-failures"];
+const POOL_STATS: [&str; 5] = ["cached", "used", "available", "alloc-failures", "lent"];
 
 /// Entry indices of one layout.
 #[derive(Default)]
@@ -100,7 +100,7 @@ struct Map {
     vrate_per_worker: usize,
     loops: usize,
     loops_per_worker: usize,
-    pool: [usize; 4],
+    pool: [usize; 5],
     if_rx: usize,
     if_tx: usize,
     if_simple: [usize; 6],
@@ -575,8 +575,8 @@ fn fill(
         w.set_scalar(m.input_rate, ii as f64 / dt);
     }
     *prev = sum;
-    let p = vm.pool.stats();
-    for (k, v) in [p.cached, p.in_use, p.free, p.alloc_failures]
+    let p = sluice_graph::buffer_use(vm);
+    for (k, v) in [p.cached, p.used, p.free, p.alloc_failures, p.lent]
         .into_iter()
         .enumerate()
     {
@@ -698,4 +698,66 @@ pub fn start_metrics(
         .map_err(|e| StatsError::Io(format!("cannot listen on {addr} for metrics"), e))?;
     seg.set_metrics(srv.local_addr(), srv.counters.clone());
     Ok(srv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_graph::{CpuConfig, GraphBuilder};
+
+    /// The pool's `used` leaves out the buffers a lender holds; `lent` says how many.
+    #[test]
+    fn pool_used_leaves_out_lent_buffers() {
+        let mut b = GraphBuilder::new();
+        sluice_graph::nodes::register(&mut b);
+        let mut vm = Vlib::new(
+            b,
+            &CpuConfig::default(),
+            &sluice_graph::testing::test_pool(),
+        )
+        .expect("runtime");
+        let dir = std::env::temp_dir().join(format!("sluice-stats-lent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let perms = SocketPerms {
+            mode: 0o600,
+            group: None,
+        };
+        StatsSegment::start(
+            &mut vm,
+            &StatsConfig::default(),
+            &dir.join("s.sock"),
+            &perms,
+            true,
+        )
+        .expect("segment");
+        let held: Vec<_> = (0..7)
+            .map(|_| vm.main.bufs().alloc_one().expect("a free buffer"))
+            .collect();
+        fn five(_: &Vlib) -> u64 {
+            5
+        }
+        sluice_graph::register_buffer_lender(&mut vm, "test", five);
+        let mut ext = vm.take_ext::<StatsExt>();
+        let seg = ext.0.as_mut().expect("segment");
+        seg.update(&vm);
+        let mut r = seg.reader().expect("reader");
+        let got = |r: &mut crate::StatClient, what: &str| {
+            let path = format!("/buffer-pools/{POOL}/{what}");
+            let d = r.dump(&[format!("^{path}$")]).expect("dump");
+            match d.as_slice() {
+                [s] => match s.value {
+                    crate::StatValue::Scalar(v) => v,
+                    ref v => panic!("{path}: {v:?}"),
+                },
+                _ => panic!("{path}: {} entries", d.len()),
+            }
+        };
+        assert_eq!(got(&mut r, "used"), 2.0, "used without the lent");
+        assert_eq!(got(&mut r, "lent"), 5.0);
+        drop(r);
+        drop(ext);
+        vm.main.bufs().free(&held);
+        assert_eq!(vm.pool.stats().in_use, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

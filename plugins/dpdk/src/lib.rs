@@ -437,7 +437,7 @@ fn start_devices(
         m.tx_pool = Some(tx_pool);
         m.zero_copy = zero_copy;
     }
-    sluice_graph::cli::register_buffer_lender(vm, "dpdk", lent_buffers);
+    sluice_graph::register_buffer_lender(vm, "dpdk", lent_buffers);
     for v in &cfg.vdevs {
         eal::probe(api, v.vdev.as_deref().unwrap_or(&v.addr))?;
     }
@@ -853,11 +853,8 @@ fn cli_buffer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Sluice buffers DPDK holds now (zero copy: in the mempool's per-lcore caches and device
 /// queues): what a leak check subtracts from the pool's `in_use`.
-pub fn lent_buffers(vm: &mut Vlib) -> u64 {
-    match vm.ext_mut::<DpdkMain>().api {
-        Some(api) => zc::lent(api),
-        None => 0,
-    }
+pub fn lent_buffers(vm: &Vlib) -> u64 {
+    vm.ext::<DpdkMain>().and_then(|m| m.api).map_or(0, zc::lent)
 }
 
 /// The most Sluice buffers DPDK can hold for good (zero copy): [`zc_held`] over every rx and
@@ -890,7 +887,7 @@ pub fn fill_rx_pool(vm: &mut Vlib, frames: &[Vec<u8>]) -> Result<(), String> {
         return Err("DPDK is not started".into());
     };
     if zero_copy {
-        let outside = vm.pool.stats().in_use.saturating_sub(zc::lent(api));
+        let outside = sluice_graph::buffer_use(vm).used;
         if outside > 0 || vm.n_threads() > 1 {
             return Err(format!(
                 "zero copy: filling the receive pool would overwrite every Sluice buffer, and \

@@ -161,10 +161,12 @@ struct RxScratch {
     off: [i16; FRAME_SIZE],
     len: [u32; FRAME_SIZE],
     out: [BufIdx; FRAME_SIZE],
-    /// Copy path: fresh buffers, the mbufs copied and the buffers they go into.
+    /// Copy path: fresh buffers, the mbufs copied and the buffers they go into, the bad
+    /// mbufs (dropped unread).
     fresh: [BufIdx; FRAME_SIZE],
     cm: [*mut RteMbuf; FRAME_SIZE],
     cb: [u32; FRAME_SIZE],
+    bm: [*mut RteMbuf; FRAME_SIZE],
 }
 
 impl Default for RxScratch {
@@ -178,6 +180,7 @@ impl Default for RxScratch {
             fresh: [BufIdx(0); FRAME_SIZE],
             cm: [std::ptr::null_mut(); FRAME_SIZE],
             cb: [0; FRAME_SIZE],
+            bm: [std::ptr::null_mut(); FRAME_SIZE],
         }
     }
 }
@@ -306,24 +309,16 @@ impl DpdkInput {
         cap: usize,
     ) -> (usize, u64, (u64, u64)) {
         let r = &mut self.rx;
-        // `cm`: the mbufs to copy, then the bad ones (all freed at the end).
+        // One pass: `cm` the mbufs to copy, `bm` the bad ones (all freed at the end).
         let (mut good, mut bad) = (0, 0);
         for i in 0..n {
             if r.idx[i] == sys::RX_COPY {
                 if r.len[i] == sys::RX_BAD {
+                    r.bm[bad] = r.mb[i];
                     bad += 1;
                 } else {
                     r.cm[good] = r.mb[i];
                     good += 1;
-                }
-            }
-        }
-        if bad > 0 {
-            let mut j = good;
-            for i in 0..n {
-                if r.idx[i] == sys::RX_COPY && r.len[i] == sys::RX_BAD {
-                    r.cm[j] = r.mb[i];
-                    j += 1;
                 }
             }
         }
@@ -385,7 +380,11 @@ impl DpdkInput {
             bytes += len as u64;
         }
         // SAFETY: the burst's copied and bad packets' mbufs, each released once.
-        unsafe { (api.free_bulk)(self.rx.cm.as_ptr(), (good + bad) as u16) };
+        unsafe { (api.free_bulk)(self.rx.cm.as_ptr(), good as u16) };
+        if bad > 0 {
+            // SAFETY: as above (`bm` and `cm` hold different mbufs).
+            unsafe { (api.free_bulk)(self.rx.bm.as_ptr(), bad as u16) };
+        }
         (k, bytes, (long, (good - got) as u64))
     }
 

@@ -363,7 +363,7 @@ fn null_device_counts_agree_and_rss_queues_poll() {
         assert_eq!(rt.buffers_in_use(), 0, "leaked Sluice buffers");
         // What DPDK holds (its mempool cache, filled by net_null's receive) is shown apart:
         // `Lent`, not `Used`.
-        let lent = sluice_dpdk::lent_buffers(&mut rt.vm);
+        let lent = sluice_dpdk::lent_buffers(&rt.vm);
         assert!(
             lent > 0,
             "net_null's receive took no buffer from the mempool"

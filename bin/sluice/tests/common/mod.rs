@@ -235,7 +235,7 @@ pub fn buffers_in_use(d: &Daemon) -> u64 {
         .lines()
         .find(|l| l.starts_with("default-numa-0"))
         .unwrap_or_else(|| panic!("no pool line in {s}"));
-    // Columns: name index numa size data-size total free cached used alloc-fail
+    // Columns: name index numa size data-size total free cached used alloc-fail lent
     line.split_whitespace().nth(8).unwrap().parse().unwrap()
 }
 

@@ -156,13 +156,14 @@ impl Rt {
     /// Buffers in use in the Sluice pool, but for those DPDK holds for good under zero copy
     /// (its mempool caches and descriptors), which must stay within what those can hold.
     pub fn buffers_in_use(&mut self) -> u64 {
-        let lent = sluice_dpdk::lent_buffers(&mut self.vm);
+        let u = sluice_graph::buffer_use(&self.vm);
         let bound = sluice_dpdk::lent_bound(&mut self.vm);
         assert!(
-            lent <= bound,
-            "DPDK holds {lent} Sluice buffers, more than its caches and descriptors can ({bound})"
+            u.lent <= bound,
+            "DPDK holds {} Sluice buffers, more than its caches and descriptors can ({bound})",
+            u.lent
         );
-        self.vm.pool.stats().in_use - lent
+        u.used
     }
 
     /// The `show errors` count of node/reason, 0 if absent.
