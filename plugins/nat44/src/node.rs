@@ -26,13 +26,13 @@
 //! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
-//! confirmed by its session's full tuple and checked for expiry; (3) in frame order, hits
-//! are translated; a hit taken before a session was freed in this frame, a miss taken
-//! before one was created and an expired session are looked up again; every other packet
-//! takes the per-packet path above with its parse reused, and a candidate's without a
-//! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
-//! table lock is taken once per frame.
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit's
+//! session prefetched a few candidates ahead, then confirmed by its full tuple and checked
+//! for expiry; (3) in frame order, hits are translated; a hit taken before a session was
+//! freed in this frame, a miss taken before one was created and an expired session are
+//! looked up again; every other packet takes the per-packet path above with its parse
+//! reused, and a candidate's without a second lookup (session creation, ICMP errors,
+//! pass-through, handoff). The thread's table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff` (info);
 //! drops: `congestion_drop` (handoff queue full), `no_translation`,
@@ -108,6 +108,10 @@ const PORT_ATTEMPTS: usize = 32;
 
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
+
+/// How many candidates ahead of its confirmation a session found by the batched lookup is
+/// prefetched.
+const SESSION_AHEAD: usize = 8;
 
 /// The per-thread instance.
 pub struct NatNode {
@@ -777,7 +781,15 @@ impl NodeFn for NatNode {
         // confirmed by its session's full tuple and checked for expiry.
         let vals = &mut vals[..cands.len()];
         w.table.probe_many(digests, vals);
-        for (c, v) in cands.iter_mut().zip(vals.iter()) {
+        // The sessions found are prefetched `SESSION_AHEAD` candidates before they are
+        // confirmed (the bucket, then the entry: their misses overlap too).
+        for v in vals.iter().take(SESSION_AHEAD).flatten() {
+            w.table.prefetch(*v);
+        }
+        for (k, (c, v)) in cands.iter_mut().zip(vals.iter()).enumerate() {
+            if let Some(&Some(ahead)) = vals.get(k + SESSION_AHEAD) {
+                w.table.prefetch(ahead);
+            }
             c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
                 None => Probe::Miss,
                 Some((i, which)) => {
