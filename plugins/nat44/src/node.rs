@@ -27,7 +27,7 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
 //! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit's
-//! session prefetched a few candidates ahead, then confirmed by its full tuple and checked
+//! session prefetched (all of them first), then confirmed by its full tuple and checked
 //! for expiry; (3) in frame order, hits are translated; a hit taken before a session was
 //! freed in this frame, a miss taken before one was created and an expired session are
 //! looked up again; every other packet takes the per-packet path above with its parse
@@ -108,10 +108,6 @@ const PORT_ATTEMPTS: usize = 32;
 
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
-
-/// How many candidates ahead of its confirmation a session found by the batched lookup is
-/// prefetched.
-const SESSION_AHEAD: usize = 8;
 
 /// The per-thread instance.
 pub struct NatNode {
@@ -781,15 +777,12 @@ impl NodeFn for NatNode {
         // confirmed by its session's full tuple and checked for expiry.
         let vals = &mut vals[..cands.len()];
         w.table.probe_many(digests, vals);
-        // The sessions found are prefetched `SESSION_AHEAD` candidates before they are
-        // confirmed (the bucket, then the entry: their misses overlap too).
-        for v in vals.iter().take(SESSION_AHEAD).flatten() {
+        // Every session found is prefetched before the first is confirmed (the bucket, then
+        // the entry: their misses overlap too; a frame's first lines fit in L1).
+        for v in vals.iter().flatten() {
             w.table.prefetch(*v);
         }
-        for (k, (c, v)) in cands.iter_mut().zip(vals.iter()).enumerate() {
-            if let Some(&Some(ahead)) = vals.get(k + SESSION_AHEAD) {
-                w.table.prefetch(ahead);
-            }
+        for (c, v) in cands.iter_mut().zip(vals.iter()) {
             c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
                 None => Probe::Miss,
                 Some((i, which)) => {
