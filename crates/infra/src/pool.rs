@@ -71,14 +71,6 @@ impl<T> Pool<T> {
         self.slots.get_mut(i as usize)?.as_mut()
     }
 
-    /// Hints the CPU to fetch slot `i`'s first cache line: a batch of lookups prefetches
-    /// the elements it will read. Reads nothing; an index out of range is only a useless
-    /// hint (a prefetch never faults), so it is not checked.
-    #[inline(always)]
-    pub fn prefetch(&self, i: u32) {
-        crate::prefetch(self.slots.as_ptr().wrapping_add(i as usize));
-    }
-
     /// Whether `i` holds a live element.
     #[inline]
     pub fn contains(&self, i: u32) -> bool {

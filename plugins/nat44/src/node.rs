@@ -26,13 +26,13 @@
 //! Frame processing (both nodes), three passes: (1) parse every packet; a TCP/UDP/echo
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
-//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit's
-//! session prefetched (all of them first), then confirmed by its full tuple and checked
-//! for expiry; (3) in frame order, hits are translated; a hit taken before a session was
-//! freed in this frame, a miss taken before one was created and an expired session are
-//! looked up again; every other packet takes the per-packet path above with its parse
-//! reused, and a candidate's without a second lookup (session creation, ICMP errors,
-//! pass-through, handoff). The thread's table lock is taken once per frame.
+//! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
+//! confirmed by its session's full tuple and checked for expiry; (3) in frame order, hits
+//! are translated; a hit taken before a session was freed in this frame, a miss taken
+//! before one was created and an expired session are looked up again; every other packet
+//! takes the per-packet path above with its parse reused, and a candidate's without a
+//! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
+//! table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff` (info);
 //! drops: `congestion_drop` (handoff queue full), `no_translation`,
@@ -777,11 +777,6 @@ impl NodeFn for NatNode {
         // confirmed by its session's full tuple and checked for expiry.
         let vals = &mut vals[..cands.len()];
         w.table.probe_many(digests, vals);
-        // Every session found is prefetched before the first is confirmed (the bucket, then
-        // the entry: their misses overlap too; a frame's first lines fit in L1).
-        for v in vals.iter().flatten() {
-            w.table.prefetch(*v);
-        }
         for (c, v) in cands.iter_mut().zip(vals.iter()) {
             c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
                 None => Probe::Miss,

@@ -377,13 +377,6 @@ impl Table {
         self.keys.table().lookup_many(digests, out);
     }
 
-    /// Hints the CPU to fetch the start of table value `v`'s session (what
-    /// [`Table::confirm`] and an inside packet's translation read).
-    #[inline(always)]
-    pub fn prefetch(&self, v: u64) {
-        self.sessions.prefetch((v >> 1) as u32);
-    }
-
     /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
     /// `t`, `fib`) (a digest hit is never trusted alone).
     #[inline(always)]
