@@ -245,29 +245,32 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
         proto,
         ..Key::default()
     };
-    let be = |o: usize| Some(u16::from_be_bytes([*d.get(o)?, *d.get(o + 1)?]));
     if first {
+        // Each protocol's fields from one fixed-size view of its header (one bounds check).
+        let l = d.get(l4..).unwrap_or(&[]);
+        let be = |h: &[u8], o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
         match proto {
-            6 if d.len() >= l4 + 14 => {
-                k.sport = be(l4)?;
-                k.dport = be(l4 + 2)?;
-                k.tcp_flags = d[l4 + 13];
-                k.l4 = true;
-            }
-            17 if d.len() >= l4 + 4 => {
-                k.sport = be(l4)?;
-                k.dport = be(l4 + 2)?;
-                k.l4 = true;
-            }
-            1 | 58 if d.len() >= l4 + 2 => {
-                k.sport = d[l4] as u16;
-                k.dport = d[l4 + 1] as u16;
-                if is_echo(&k).is_some() {
-                    k.icmp_id = be(l4 + 4).unwrap_or(0);
+            6 => {
+                if let Some(h) = l.first_chunk::<14>() {
+                    (k.sport, k.dport, k.tcp_flags) = (be(h, 0), be(h, 2), h[13]);
+                    k.l4 = true;
                 }
-                k.l4 = true;
             }
-            6 | 17 | 1 | 58 => {}
+            17 => {
+                if let Some(h) = l.first_chunk::<4>() {
+                    (k.sport, k.dport) = (be(h, 0), be(h, 2));
+                    k.l4 = true;
+                }
+            }
+            1 | 58 => {
+                if let Some(h) = l.first_chunk::<2>() {
+                    (k.sport, k.dport) = (h[0] as u16, h[1] as u16);
+                    if is_echo(&k).is_some() {
+                        k.icmp_id = l.first_chunk::<6>().map_or(0, |h| be(h, 4));
+                    }
+                    k.l4 = true;
+                }
+            }
             _ => k.l4 = true,
         }
     }
@@ -461,6 +464,14 @@ struct AclNode {
     hand: Vec<Vec<BufIdx>>,
 }
 
+/// An interface's lists in force and its next feature, for [`AclNode::one`].
+struct IfCtx<'a> {
+    sw_if: u32,
+    list: Option<&'a IfList>,
+    stateful: bool,
+    pass: Next,
+}
+
 /// Per-frame context.
 struct Fc<'a> {
     t: &'a mut ThreadAcl,
@@ -478,18 +489,35 @@ impl AclNode {
         Verdict::Next(AclNext::Drop.next())
     }
 
+    /// The interface whose list applies to `b` (tx for the output nodes, rx for input).
     #[inline(always)]
-    fn one(&self, cx: &mut Cx, fc: &mut Fc, b: &mut Buffer<'_>) -> Verdict {
-        let (sw_if, off) = if self.out {
-            (b.hdr.tx_if, 14)
+    fn sw_if(&self, b: &Buffer<'_>) -> u32 {
+        if self.out {
+            b.hdr.tx_if
         } else {
-            (b.hdr.rx_if, 0)
-        };
-        let cur = fc.cur;
+            b.hdr.rx_if
+        }
+    }
+
+    /// What interface `sw_if` asks of this node (looked up once per run of packets of one
+    /// interface, not per packet).
+    #[inline(always)]
+    fn if_ctx<'a>(&self, cur: &'a Compiled, sw_if: u32) -> IfCtx<'a> {
         let lists = if self.out { &cur.output } else { &cur.input };
-        let pass = Verdict::Next(self.features.next(self.slot, sw_if, AclNext::Pass.next()));
-        let list = lists.get(sw_if as usize).and_then(|l| l.as_ref());
-        let stateful = cur.stateful.get(sw_if as usize).copied().unwrap_or(false);
+        IfCtx {
+            sw_if,
+            list: lists.get(sw_if as usize).and_then(|l| l.as_deref()),
+            stateful: cur.stateful.get(sw_if as usize).copied().unwrap_or(false),
+            pass: self.features.next(self.slot, sw_if, AclNext::Pass.next()),
+        }
+    }
+
+    #[inline(always)]
+    fn one(&self, cx: &mut Cx, fc: &mut Fc, ic: &IfCtx, b: &mut Buffer<'_>) -> Verdict {
+        let (sw_if, off) = (ic.sw_if, if self.out { 14 } else { 0 });
+        let cur = fc.cur;
+        let pass = Verdict::Next(ic.pass);
+        let (list, stateful) = (ic.list, ic.stateful);
         if list.is_none() && !stateful {
             cx.count(AclCounter::Permit, 1);
             return pass;
@@ -650,6 +678,7 @@ impl NodeFn for AclNode {
             now: cx.now_secs(),
         };
         let mut handed = 0u64;
+        let mut ic: Option<IfCtx> = None;
         for (i, &bi) in frame.iter().enumerate() {
             if let Some(&ahead) = frame.get(i + 2) {
                 arena.prefetch(ahead);
@@ -657,7 +686,12 @@ impl NodeFn for AclNode {
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
             // `frame`; each index appears once and the view lives only for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
-            match self.one(cx, &mut fc, &mut b) {
+            let sw_if = self.sw_if(&b);
+            let c = match ic {
+                Some(ref c) if c.sw_if == sw_if => c,
+                _ => ic.insert(self.if_ctx(&cur, sw_if)),
+            };
+            match self.one(cx, &mut fc, c, &mut b) {
                 Verdict::Next(nx) => {
                     self.keep.push(bi);
                     self.nexts.push(nx.0);

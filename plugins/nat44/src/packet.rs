@@ -162,6 +162,14 @@ pub fn ip4_addrs(d: &[u8]) -> Option<(u32, u32)> {
     Some((be32(d, 12)?, be32(d, 16)?))
 }
 
+/// The first `N` bytes of the L4 header at `l4` (`Truncated` if the packet is shorter).
+#[inline(always)]
+fn l4_header<const N: usize>(d: &[u8], l4: usize) -> Result<&[u8; N], Bad> {
+    d.get(l4..)
+        .and_then(|r| r.first_chunk::<N>())
+        .ok_or(Bad::Truncated)
+}
+
 /// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
 pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
     // The fixed IPv4 header as one array (ip4-input checked its length; kept safe): one
@@ -179,19 +187,15 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
         return Err(Bad::Truncated);
     }
     match p {
+        // One bounds check per L4 header: its minimum length as a fixed array, every field
+        // read from that.
         proto::TCP | proto::UDP => {
-            let tcp = p == proto::TCP;
-            let min = if tcp { 20 } else { 8 };
-            let Some(l) = d.get(l4..l4 + min) else {
-                return Err(Bad::Truncated);
-            };
-            let Some(l) = l.first_chunk::<8>() else {
-                return Err(Bad::Truncated);
-            };
-            let kind = if tcp {
-                L4::Tcp(d.get(l4 + 13).copied().ok_or(Bad::Truncated)?)
+            let (l, kind) = if p == proto::TCP {
+                let l = l4_header::<20>(d, l4)?;
+                ([l[0], l[1], l[2], l[3]], L4::Tcp(l[13]))
             } else {
-                L4::Udp
+                let l = l4_header::<8>(d, l4)?;
+                ([l[0], l[1], l[2], l[3]], L4::Udp)
             };
             Ok(Parsed::Flow {
                 t: Tuple {
@@ -206,13 +210,11 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
             })
         }
         proto::ICMP => {
-            if d.len() < l4 + 8 {
-                return Err(Bad::Truncated);
-            }
-            let ty = d[l4];
+            let l = l4_header::<8>(d, l4)?;
+            let ty = l[0];
             match ty {
                 ICMP_ECHO_REQUEST | ICMP_ECHO_REPLY => {
-                    let id = be16(d, l4 + 4).ok_or(Bad::Truncated)?;
+                    let id = u16::from_be_bytes([l[4], l[5]]);
                     let req = ty == ICMP_ECHO_REQUEST;
                     Ok(Parsed::Flow {
                         t: Tuple {

@@ -35,15 +35,16 @@ pub enum Side {
     Out,
 }
 
-/// One direction of a session.
+/// One direction of a session (36 bytes, laid out in this order: see [`Session`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Flow {
     /// The tuple of the packets it matches.
     pub key: Tuple,
-    /// Who looks it up.
-    pub side: Side,
     /// What their tuple becomes.
     pub rw: Tuple,
+    /// Who looks it up.
+    pub side: Side,
 }
 
 /// Timeout classes (one LRU list each).
@@ -102,36 +103,47 @@ pub mod sflags {
     pub const IDENTITY: u8 = 4;
 }
 
-/// A session.
+/// A session, hot fields first: its first 64 bytes hold everything a translation of an
+/// inside packet reads and most of what it writes (its flow's match tuple and rewrite, the
+/// checksum deltas, FIB, TCP state, class, last packet time), so a lookup's confirmation, the
+/// expiry check and the rewrite touch at most two cache lines; the outside flow and the
+/// counters follow, the cold fields last. `repr(C)` keeps that order. (Aligning each session
+/// to 64 bytes would put them in one line but costs 48 bytes per session: 144 → 192.)
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Session {
-    /// The inside flow.
+    /// Last packet (seconds, the runtime clock).
+    pub last: f64,
+    /// The checksum deltas of each flow's rewrite.
+    deltas: [Deltas; 2],
+    /// FIB index of the inside side.
+    pub fib: u32,
+    /// Timeout class.
+    pub class: Class,
+    /// [`tcp`] state bits.
+    pub tcp: u8,
+    /// [`sflags`].
+    pub flags: u8,
+    /// The inside flow (bytes 28–63).
     pub i2o: Flow,
     /// The outside flow.
     pub o2i: Flow,
-    /// FIB index of the inside side.
-    pub fib: u32,
-    /// [`sflags`].
-    pub flags: u8,
-    /// [`tcp`] state bits.
-    pub tcp: u8,
-    /// Timeout class.
-    pub class: Class,
-    /// The static mapping it was made from.
-    pub mapping: Option<u32>,
-    /// Last packet (seconds, the runtime clock).
-    pub last: f64,
     /// When it was last moved to its LRU list's tail (whole seconds).
     lru_stamp: u32,
-    prev: Option<u32>,
-    next: Option<u32>,
     /// Packets in both directions.
     pub pkts: u64,
     /// Bytes in both directions.
     pub bytes: u64,
-    /// The checksum deltas of each flow's rewrite.
-    deltas: [Deltas; 2],
+    prev: Option<u32>,
+    next: Option<u32>,
+    /// The static mapping it was made from.
+    pub mapping: Option<u32>,
 }
+
+// The layout the documentation above promises: the inside flow ends the first 64 bytes, and
+// a free pool slot (`None`, the class's niche) costs no more than a session.
+const _: () = assert!(std::mem::offset_of!(Session, i2o) + std::mem::size_of::<Flow>() == 64);
+const _: () = assert!(std::mem::size_of::<Option<Session>>() == 144);
 
 impl Session {
     /// A new session (not in a table yet).
