@@ -172,7 +172,7 @@ impl App {
         }
         let req = self.next_req;
         self.next_req = self.next_req.wrapping_add(1);
-        self.send_ctl(&m(req))?;
+        seqpacket::send(&self.sock, &msg::encode(&m(req)), None)?;
         let deadline = Instant::now() + REPLY_TIMEOUT;
         loop {
             let (r, _) = recv_msg(&self.sock, deadline)?;
@@ -403,17 +403,14 @@ impl App {
     /// new session (an accepted connection), so Sluice, not the application, empties them
     /// when it hands the slot out again.
     pub fn close(&mut self, s: Session) -> io::Result<()> {
-        self.send_ctl(&Msg::Close {
-            req: msg::NO_REPLY,
-            slot: s.slot,
-        })
-    }
-
-    /// Sends a control message, then queues [`seg::EVENT_CONTROL`] so that a busy Sluice
-    /// serves it at once (a full queue only delays it: Sluice also watches the socket).
-    fn send_ctl(&self, m: &Msg) -> io::Result<()> {
-        seqpacket::send(&self.sock, &msg::encode(m), None)?;
-        self.sluice_evq().push(seg::EVENT_CONTROL);
+        seqpacket::send(
+            &self.sock,
+            &msg::encode(&Msg::Close {
+                req: msg::NO_REPLY,
+                slot: s.slot,
+            }),
+            None,
+        )?;
         Ok(())
     }
 

@@ -444,11 +444,6 @@ pub mod tcp_state {
 /// and both endpoints are in the slot's rx FIFO header).
 pub const EVENT_ACCEPT: u32 = 0x8000_0000;
 
-/// App → Sluice event: a control message was sent on the application's socket. A busy
-/// Sluice sees its event queue without a system call and serves the request at once; a
-/// sleeping one is woken by the socket itself.
-pub const EVENT_CONTROL: u32 = u32::MAX;
-
 impl<'a> Fifo<'a> {
     /// Stream mode (TCP): bytes used, `None` when the positions are impossible.
     pub fn used(&self) -> Option<u32> {

@@ -30,7 +30,7 @@
 //! `tcp4-input`). An event (data, accept or tx space) a full event queue refused is
 //! retried every `RETRY_EVERY` (1 ms), not at every poll.
 //! - uses: the applications' event queues (session slots with data to send, at most
-//!   `PENDING_MAX` held; `EVENT_CONTROL`: a control message was sent, served at once; the applications are asked to signal its eventfds only when the
+//!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
 //!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no
 //!   system call), their tx FIFOs and eventfd interrupts, the control sockets'
 //!   readiness; no packet metadata.
@@ -1007,16 +1007,15 @@ impl NodeFn for SessionQueue {
                     break;
                 }
                 match q.pop() {
-                    Some(sluice_session::seg::EVENT_CONTROL) => control = true,
                     Some(slot) if slot < app.g.n_slots => self.pending.push_back((ai as u32, slot)),
                     Some(_) => {}
                     None => break,
                 }
             }
         }
-        // A control request (attach, bind, connect, listen, close: its socket fired, or the
-        // application queued `EVENT_CONTROL`) or an application gone: served by the main
-        // loop right after this iteration's nodes, not at the next `session-process` tick.
+        // A control request (attach, bind, connect, listen, close: its socket fired) or an
+        // application gone: served by the main loop right after this iteration's nodes, not
+        // at the next `session-process` tick.
         if control {
             if let Some(p) = &sm.poster {
                 p.post(Box::new(crate::poll_control));
