@@ -266,9 +266,6 @@ impl AppConn {
 pub(crate) struct Refused {
     app: u32,
     slot: u32,
-    /// The slot's session when it was refused: a slot that changed hands since gets no
-    /// event.
-    sid: Option<u32>,
     /// `slot` or `EVENT_ACCEPT | slot`.
     event: u32,
 }
@@ -454,7 +451,6 @@ impl SessionMain {
         let r = Refused {
             app: a,
             slot,
-            sid: app.slots.get(slot as usize).copied().flatten(),
             event,
         };
         if !app.dead && !self.evq_retry.contains(&r) {
@@ -464,15 +460,20 @@ impl SessionMain {
         }
     }
 
-    /// Queues the events full event queues refused, if there is room now. A slot whose
-    /// session changed since (handed to a new owner, reset) or a dead application gets
-    /// none.
+    /// Forgets the refused events of slot `slot` of application `a`: the slot was released,
+    /// so they belong to a session that is gone, not to the slot's next owner.
+    pub(crate) fn drop_retries(&mut self, a: u32, slot: u32) {
+        self.evq_retry.retain(|r| !(r.app == a && r.slot == slot));
+    }
+
+    /// Queues the events full event queues refused, if there is room now (their slots'
+    /// sessions are still the same: [`Self::drop_retries`]). A dead application gets none.
     pub(crate) fn retry_events(&mut self) {
         for r in std::mem::take(&mut self.evq_retry) {
             let Some(app) = self.apps.get(r.app as usize).and_then(|x| x.as_ref()) else {
                 continue;
             };
-            if app.dead || app.slots.get(r.slot as usize).copied().flatten() != r.sid {
+            if app.dead {
                 continue;
             }
             if !app.push_event(r.event) {
@@ -964,6 +965,7 @@ impl SessionMain {
                 *x = None;
             }
         }
+        self.drop_retries(s.app, s.slot);
         self.free.push(sid);
     }
 
@@ -1032,6 +1034,7 @@ impl SessionMain {
     /// Frees what is left of application `a` (its segment, eventfds).
     pub(crate) fn reap_app(&mut self, a: u32) {
         if let Some(app) = self.apps.get_mut(a as usize).and_then(|x| x.take()) {
+            self.evq_retry.retain(|r| r.app != a);
             self.irq_del.push(app.sluice_efd);
             if let Some(fd) = app.sock {
                 self.unwatch_ctl(fd);
@@ -1169,6 +1172,37 @@ pub(crate) mod tests {
         pop_all(&sm);
         sm.retry_events();
         assert_eq!(pop_all(&sm), [1]);
+        assert!(sm.evq_retry.is_empty());
+    }
+
+    #[test]
+    fn a_released_slot_drops_its_refused_events() {
+        let (mut sm, _peer) = with_app();
+        let (mut ports, l) = (Vec::new(), locals());
+        let a = sm.bind(0, sa("10.0.0.1:53"), &l, &mut ports).unwrap();
+        let slot = sm.sessions[a as usize].as_ref().unwrap().slot;
+        let app = sm.apps[0].as_ref().unwrap();
+        let q = app.app_evq().unwrap();
+        while q.push(u32::MAX) {} // the application is behind: its queue is full
+        let (rx, _) = app.fifos(slot).unwrap();
+        assert!(!app.notify(&rx, slot), "refused");
+        sm.refused(0, slot, slot);
+        assert_eq!(sm.evq_retry.len(), 1);
+        // The session closes; a new one gets the same slot before the retry.
+        sm.close(a, &mut ports);
+        let b = sm.bind(0, sa("10.0.0.1:54"), &l, &mut ports).unwrap();
+        assert_eq!(sm.sessions[b as usize].as_ref().unwrap().slot, slot);
+        let pop_all = |sm: &SessionMain| {
+            let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
+        };
+        pop_all(&sm); // the application caught up
+        sm.retry_events();
+        assert_eq!(
+            pop_all(&sm),
+            [],
+            "the last owner's event for the new session"
+        );
         assert!(sm.evq_retry.is_empty());
     }
 

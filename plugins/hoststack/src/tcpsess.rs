@@ -392,12 +392,15 @@ impl SessionMain {
         if slot == NO_SLOT {
             return;
         }
-        if let Some(a) = self.apps.get_mut(app as usize).and_then(|x| x.as_mut()) {
-            if let Some(x) = a.slots.get_mut(slot as usize) {
-                if *x == Some(sid) {
-                    *x = None;
-                }
-            }
+        let held = self
+            .apps
+            .get_mut(app as usize)
+            .and_then(|x| x.as_mut())
+            .and_then(|a| a.slots.get_mut(slot as usize))
+            .filter(|x| **x == Some(sid));
+        if let Some(x) = held {
+            *x = None;
+            self.drop_retries(app, slot);
         }
     }
 
