@@ -1263,6 +1263,9 @@ pub(crate) mod tests {
         let q = a.app_evq().unwrap();
         assert_eq!((q.pop(), q.pop()), (Some(1), None));
         assert!(sm.evq_retry.is_empty());
+        // The application read the slot: its event mark is clear, so the next event is
+        // pushed (not merged into a pending one).
+        a.fifos(1).unwrap().0.clear_event();
         // A dead application's refused event is not retried: nobody reads its queue.
         q_full(&sm);
         sm.apps[0]
@@ -1274,6 +1277,15 @@ pub(crate) mod tests {
             .want_space();
         sm.apps[0].as_mut().unwrap().dead = true;
         sm.notify_tx_space(0, 1);
+        let a = sm.apps[0].as_ref().unwrap();
+        let (rx, tx) = a.fifos(1).unwrap();
+        assert!(!tx.take_space_request(), "the request was served");
+        assert!(!rx.set_event(), "an event was pushed for the slot");
+        let q = a.app_evq().unwrap();
+        assert!(
+            !std::iter::from_fn(|| q.pop()).any(|e| e == 1),
+            "the push was refused (the queue was full)"
+        );
         assert!(sm.evq_retry.is_empty(), "a retry for a dead application");
     }
 
