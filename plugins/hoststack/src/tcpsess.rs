@@ -1001,7 +1001,12 @@ mod tests {
         sm.tcp_input(l, r, &seg(778, snd, TcpFlags::ACK), now)
             .unwrap();
         let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
-        assert!(app_events(&sm).iter().all(|&e| e == 0), "refused");
+        let got = app_events(&sm);
+        assert!(
+            !got.is_empty() && got.iter().all(|&e| e == 0),
+            "the queue was full: {got:?}"
+        );
+        assert_eq!(sm.evq_retry.len(), 1, "the accept was refused and filed");
         // Data comes before the retry: its event waits behind the accept's.
         let data = Seg {
             data: b"hello",
