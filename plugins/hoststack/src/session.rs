@@ -469,17 +469,13 @@ impl SessionMain {
     /// Queues the events full event queues refused, if there is room now (their slots'
     /// sessions are still the same: [`Self::drop_retries`]). A dead application gets none.
     pub(crate) fn retry_events(&mut self) {
-        for r in std::mem::take(&mut self.evq_retry) {
-            let Some(app) = self.apps.get(r.app as usize).and_then(|x| x.as_ref()) else {
-                continue;
-            };
-            if app.dead {
-                continue;
-            }
-            if !app.push_event(r.event) {
-                self.evq_retry.push(r);
-            }
-        }
+        // Filtered in place: the list keeps its allocation between retries.
+        let apps = &self.apps;
+        self.evq_retry.retain(|r| {
+            apps.get(r.app as usize)
+                .and_then(|x| x.as_ref())
+                .is_some_and(|app| !app.dead && !app.push_event(r.event))
+        });
     }
 
     /// Whether control requests may come: an application is attached (and alive) or a
