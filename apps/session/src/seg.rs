@@ -196,8 +196,7 @@ impl<'a> EvQ<'a> {
     /// Consumer: announces it is about to sleep; returns false (and takes the announcement
     /// back) when entries arrived meanwhile, so it must not sleep.
     pub fn prepare_sleep(&self) -> bool {
-        self.waiting.store(1, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
+        self.announce_sleep();
         if !self.is_empty() {
             self.waiting.store(0, Ordering::Relaxed);
             return false;
