@@ -1105,6 +1105,11 @@ impl NodeFn for SessionQueue {
         n
     }
     fn active(&self) -> bool {
+        // The kicks are cleared by thread 0 only, which alone runs this node: a worker
+        // that saw them would spin until thread 0 got to them.
+        if self.thread != 0 {
+            return false;
+        }
         self.busy
             || self.tcp_kick.load(std::sync::atomic::Ordering::Relaxed)
             || self.retry_kick.load(std::sync::atomic::Ordering::Relaxed)
