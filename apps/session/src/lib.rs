@@ -267,8 +267,10 @@ impl App {
                 let r = wait_readable(self.app_efd.as_raw_fd(), Some(left.min(CONNECT_NAP)));
                 self.woke();
                 r?;
-            } else {
-                self.woke();
+            } else if !q.woke() {
+                // Sluice took the announcement (and signalled): empty the eventfd. Taken
+                // back here, nobody signalled: no read system call per connection.
+                drain_eventfd(&self.app_efd);
             }
         }
     }

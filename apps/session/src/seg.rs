@@ -213,13 +213,12 @@ impl<'a> EvQ<'a> {
         fence(Ordering::SeqCst);
     }
 
-    /// Consumer: awake again. Stores only when an announcement is up (the word is read by
-    /// the producer after every push: an unconditional store would move its cache line to
-    /// the consumer at every poll).
-    pub fn woke(&self) {
-        if self.waiting.load(Ordering::Relaxed) != 0 {
-            self.waiting.store(0, Ordering::Relaxed);
-        }
+    /// Consumer: awake again. True when it took its announcement back itself (no producer
+    /// took it, so none signalled: there is nothing to drain). Writes only when an
+    /// announcement is up (the word is read by the producer after every push: an
+    /// unconditional write would move its cache line to the consumer at every poll).
+    pub fn woke(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) != 0 && self.waiting.swap(0, Ordering::Relaxed) != 0
     }
 
     /// Producer, after pushing: whether the consumer sleeps and must be signalled (the
@@ -735,5 +734,18 @@ mod tests {
         }
         assert!(!q.push(99), "full");
         assert!(!q.prepare_sleep(), "entries pending");
+    }
+
+    #[test]
+    fn woke_says_whether_a_producer_took_the_announcement() {
+        let (r, g) = seg();
+        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
+        q.announce_sleep();
+        assert!(q.woke(), "nobody signalled: taken back");
+        assert!(!q.woke(), "no announcement up");
+        q.announce_sleep();
+        assert!(q.push(1));
+        assert!(q.needs_signal());
+        assert!(!q.woke(), "the producer took it (and signalled)");
     }
 }
