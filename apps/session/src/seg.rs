@@ -748,4 +748,22 @@ mod tests {
         assert!(q.needs_signal());
         assert!(!q.woke(), "the producer took it (and signalled)");
     }
+
+    #[test]
+    fn an_announced_sleep_is_signalled_with_other_events_queued() {
+        let (r, g) = seg();
+        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
+        assert!(q.push(1)); // another slot's event, left for the caller
+        assert!(!q.prepare_sleep(), "entries pending: no sleep");
+        assert!(q.push(2));
+        assert!(!q.needs_signal(), "not announced");
+        q.announce_sleep();
+        assert!(q.push(3));
+        assert!(q.needs_signal(), "announced anyway: the push signals");
+        assert!(!q.needs_signal(), "once");
+        assert_eq!(
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+    }
 }
