@@ -458,11 +458,14 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
         let _ = writeln!(
             o,
-            "applications: {} attached ({} attaches, {} detaches, {} bad control messages)",
+            "applications: {} attached ({} attaches, {} detaches, {} bad control messages, \
+             {} events refused by a full queue, {} awaiting retry)",
             sm.apps.iter().flatten().count(),
             sm.attached,
             sm.detached,
-            sm.bad_msgs
+            sm.bad_msgs,
+            sm.evq_refused,
+            sm.evq_retry.len()
         );
         for (i, a) in sm.apps.iter().enumerate() {
             if let Some(a) = a {

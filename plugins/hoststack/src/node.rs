@@ -28,7 +28,8 @@
 //! tx-space request word) that room was made: one event on the application's event queue
 //! once a quarter of the FIFO is free (UDP: datagrams sent; TCP: data acknowledged, from
 //! `tcp4-input`). An event (data, accept or tx space) a full event queue refused is
-//! retried every `RETRY_EVERY` (1 ms), not at every poll.
+//! retried every `RETRY_EVERY` (1 ms), not at every poll (counted in
+//! `show session verbose`: `events refused by a full queue`, `awaiting retry`).
 //! - uses: the applications' event queues (session slots with data to send, at most
 //!   `PENDING_MAX` held; the applications are asked to signal its eventfds only when the
 //!   thread is about to sleep, `NodeFn::prepare_sleep`, so a busy thread costs them no

@@ -305,6 +305,9 @@ pub struct SessionMain {
     pub detached: u64,
     /// Control messages refused as malformed.
     pub bad_msgs: u64,
+    /// Application events a full event queue refused (each filed for a retry unless the
+    /// application is dead).
+    pub evq_refused: u64,
     /// TCP listeners by (address, port).
     pub tcp_listeners: HashMap<(IpAddr, u16), u32>,
     /// TCP connections by (local, remote).
@@ -448,6 +451,7 @@ impl SessionMain {
         let Some(app) = self.apps.get(a as usize).and_then(|x| x.as_ref()) else {
             return;
         };
+        self.evq_refused += 1;
         let r = Refused {
             app: a,
             slot,
@@ -1161,6 +1165,7 @@ pub(crate) mod tests {
         sm.refused(0, 1, 1);
         sm.refused(0, 1, 1);
         assert_eq!(sm.evq_retry.len(), 1);
+        assert_eq!(sm.evq_refused, 2, "each refusal counted");
         let pop_all = |sm: &SessionMain| {
             let q = sm.apps[0].as_ref().unwrap().app_evq().unwrap();
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
