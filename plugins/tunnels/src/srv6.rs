@@ -689,7 +689,7 @@ pub struct Policy {
     /// The policy's interface.
     pub sw: SwIfIndex,
     /// Outer source (H.Encaps): the encaps source when the policy was made (an insert
-    /// policy may have none).
+    /// policy has none).
     pub src: Option<Ipv6Addr>,
     /// `insert`: an SRH goes into the steered IPv6 packet (T.Insert) instead of an outer
     /// header around it.
@@ -882,7 +882,8 @@ pub fn policy_add(
         segs: segs.to_vec(),
         table_id,
         sw,
-        src,
+        // An insert policy uses no outer source: none shown, none replayed before it.
+        src: if insert { None } else { src },
         insert,
     });
     Ok(sw)

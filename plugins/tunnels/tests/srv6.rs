@@ -662,11 +662,14 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     assert_eq!(if_counter(&vm, "sr-policy0", ifc::TX_PACKETS), 2);
     let show = cli(&mut vm, &t, "show sr policies");
     assert!(show.contains("Behavior: SRH insertion"), "{show}");
+    // The encaps source is set but an insert policy does not use it.
+    assert!(show.contains("\tSource: ::\n"), "{show}");
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(
         conf.contains("sr policy add bsid fc00::98 next 2001:db8:ff::1 next 2001:db8:ff::2 insert"),
         "{conf}"
     );
+    assert!(!conf.contains("encaps source"), "{conf}");
     // An insert policy takes IPv6 only, and no L2 steering.
     cli_errs(
         &mut vm,
