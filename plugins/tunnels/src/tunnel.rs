@@ -1090,9 +1090,9 @@ const SAME: u32 = MISS - 2;
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
-/// buckets, entries and counters prefetched a stage ahead, so with thousands of tunnels
-/// the cache misses of the frame overlap instead of stalling each packet), then finish
-/// every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
+/// the digest index, then entries and counters prefetched a stage ahead, so with thousands
+/// of tunnels the cache misses of the frame overlap instead of stalling each packet), then
+/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
