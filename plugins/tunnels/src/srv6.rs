@@ -898,9 +898,10 @@ fn no_source() -> VnetError {
 /// rules go first: if one cannot be removed, the policy stays (with the rules still left).
 pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
     let st = vm.ext_mut::<Srv6>();
-    if !st.policies.iter().any(|p| p.bsid == bsid) {
+    // Stays valid below: removing the L2 rules leaves the policy list alone.
+    let Some(i) = st.policies.iter().position(|p| p.bsid == bsid) else {
         return Err(VnetError::NotFound(format!("no policy with bsid {bsid}")));
-    }
+    };
     let l2: Vec<SwIfIndex> = st
         .l2_steers
         .iter()
@@ -911,11 +912,6 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         steer_l2_del(vm, rx, bsid)?;
     }
     let st = vm.ext_mut::<Srv6>();
-    let i = st
-        .policies
-        .iter()
-        .position(|p| p.bsid == bsid)
-        .expect("checked above");
     let p = st.policies.remove(i);
     let steers: Vec<Steer> = st
         .steers
@@ -924,12 +920,14 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         .cloned()
         .collect();
     st.steers.retain(|s| s.bsid != bsid);
+    // Every route is removed even if one fails; the first failure is returned after.
+    let mut res = Ok(());
     for s in steers {
-        let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
+        res = res.and(route(vm, false, s.prefix, s.len, s.table_id, p.sw));
     }
-    let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
+    res = res.and(route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw));
     clear_policy(vm, p.sw, p.insert);
-    Ok(())
+    res
 }
 
 /// Clears policy interface `sw`'s encap or insert entry and deletes it.
