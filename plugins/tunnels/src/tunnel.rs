@@ -581,7 +581,10 @@ impl DecapTable {
             self.entries.try_reserve(i + 1 - self.entries.len())?;
             self.entries.resize(i + 1, None);
         }
-        self.index.insert(digest(&k), idx);
+        let d = digest(&k);
+        // The caller keeps digests unique across tunnels: only `idx` itself may hold `d`.
+        debug_assert!(self.index.get(&d).is_none_or(|&o| o == idx));
+        self.index.insert(d, idx);
         self.entries[i] = Some(e);
         Ok(())
     }
