@@ -79,28 +79,6 @@ fn setup_master(a: &Daemon, sock: &std::path::Path, master_args: &str) {
     }
 }
 
-/// Sends `frames` into `src` of `from` and returns what `dst` of `to` captured.
-fn send(
-    from: &Daemon,
-    src: &str,
-    to: &Daemon,
-    dst: &str,
-    name: &str,
-    frames: &[Vec<u8>],
-    extra: &str,
-) -> Vec<Vec<u8>> {
-    send_within(
-        from,
-        src,
-        to,
-        dst,
-        name,
-        frames,
-        extra,
-        Duration::from_secs(10),
-    )
-}
-
 /// The `show runtime` row of `node` in thread `thread`'s section.
 fn runtime_row(d: &Daemon, thread: usize, node: &str) -> String {
     let out = d.ok("show runtime");

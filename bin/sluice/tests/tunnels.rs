@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use std::time::Duration;
 
 /// pg<n>'s MAC.
 const fn pg_mac(n: u8) -> [u8; 6] {
@@ -51,27 +50,6 @@ fn ip6(dmac: [u8; 6], src: &str, dst: &str, seq: u16) -> Vec<u8> {
     h.extend_from_slice(&a6(src));
     h.extend_from_slice(&a6(dst));
     [&dmac[..], &HOST_MAC, &[0x86, 0xdd], &h, &payload].concat()
-}
-
-/// Sends `frames` into `src` of `from`; what `dst` of `to` captured.
-fn send(
-    from: &Daemon,
-    src: &str,
-    to: &Daemon,
-    dst: &str,
-    name: &str,
-    frames: &[Vec<u8>],
-) -> Vec<Vec<u8>> {
-    send_within(
-        from,
-        src,
-        to,
-        dst,
-        name,
-        frames,
-        "",
-        Duration::from_secs(10),
-    )
 }
 
 /// `got` is `sent` routed twice: to `dmac` from `smac`, TTL / hop limit two less, the rest
@@ -160,9 +138,9 @@ fn gtpu_between_two_daemons_over_memif() {
         .map(|i| ip6(pg_mac(0), "2001:db8:a::16", "2001:db8:b::99", i))
         .collect();
     let lan_host = [0x02, 0, 0, 0, 0, 0x99];
-    let got = send(&a, "pg0", &b, "pg1", "f4", &fwd4);
+    let got = send(&a, "pg0", &b, "pg1", "f4", &fwd4, "");
     assert_routed_twice(&got, &fwd4, lan_host, pg_mac(1));
-    let got = send(&a, "pg0", &b, "pg1", "f6", &fwd6);
+    let got = send(&a, "pg0", &b, "pg1", "f6", &fwd6, "");
     assert_routed_twice(&got, &fwd6, lan_host, pg_mac(1));
     // B → A.
     let rev4: Vec<Vec<u8>> = (0..150)
@@ -171,9 +149,9 @@ fn gtpu_between_two_daemons_over_memif() {
     let rev6: Vec<Vec<u8>> = (0..50)
         .map(|i| ip6(pg_mac(1), "2001:db8:b::16", "2001:db8:a::99", i))
         .collect();
-    let got = send(&b, "pg1", &a, "pg0", "r4", &rev4);
+    let got = send(&b, "pg1", &a, "pg0", "r4", &rev4, "");
     assert_routed_twice(&got, &rev4, lan_host, pg_mac(0));
-    let got = send(&b, "pg1", &a, "pg0", "r6", &rev6);
+    let got = send(&b, "pg1", &a, "pg0", "r6", &rev6, "");
     assert_routed_twice(&got, &rev6, lan_host, pg_mac(0));
 
     // Each tunnel's counters say what crossed it.

@@ -5,8 +5,9 @@
 //! Order: neighbour policy, tables, bridge domains; then every interface in index order —
 //! its creation (drivers say how, [`register_creator`]), MAC, MTU, promiscuous mode, tables,
 //! addresses, admin state; then what refers to other interfaces (bridge membership in member
-//! order, cross-connects, patches), static L2 FIB entries, static neighbours, static routes
-//! of every table (all paths of a route on one line), the plugins' sections
+//! order, cross-connects but those a creator line makes itself
+//! ([`register_implied_xconnect`]), patches), static L2 FIB entries, static neighbours,
+//! static routes of every table (all paths of a route on one line), the plugins' sections
 //! ([`register_section`]: NAT, ACLs, policers, in plugin order), features and rx queues. What the
 //! daemon made itself is left out: local0, link-local addresses (`enable ip6 interface` when
 //! IPv6 has no global address), connected/local/adjacency routes, learned neighbours and MACs,

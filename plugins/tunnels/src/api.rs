@@ -293,6 +293,7 @@ fn sr_policy_add(
         &segs,
         q.fib_table,
         !q.is_encap,
+        None,
     )?;
     Ok(sr_api::SrPolicyAddReply { sw_if_index: sw.0 })
 }

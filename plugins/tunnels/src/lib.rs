@@ -24,6 +24,8 @@ pub struct TunnelPlugin {
     description: &'static str,
     register: fn(&mut Registrar),
     creator: sluice_vnet::runconf::CreatorFn,
+    /// Whether a creator line makes a cross-connect itself (SRv6 `sr steer l2`).
+    implied_xconnect: Option<sluice_vnet::runconf::ImpliedXconnectFn>,
 }
 
 /// VXLAN, for the daemon's plugin list.
@@ -36,6 +38,7 @@ pub static VXLAN: TunnelPlugin = TunnelPlugin {
         api::register_vxlan(&mut r.api);
     },
     creator: vxlan::creator,
+    implied_xconnect: None,
 };
 
 /// GRE, for the daemon's plugin list.
@@ -48,6 +51,7 @@ pub static GRE: TunnelPlugin = TunnelPlugin {
         api::register_gre(&mut r.api);
     },
     creator: gre::creator,
+    implied_xconnect: None,
 };
 
 /// IP-in-IP, for the daemon's plugin list.
@@ -60,6 +64,7 @@ pub static IPIP: TunnelPlugin = TunnelPlugin {
         api::register_ipip(&mut r.api);
     },
     creator: ipip::creator,
+    implied_xconnect: None,
 };
 
 /// GTP-U, for the daemon's plugin list.
@@ -72,6 +77,7 @@ pub static GTPU: TunnelPlugin = TunnelPlugin {
         api::register_gtpu(&mut r.api);
     },
     creator: gtpu::creator,
+    implied_xconnect: None,
 };
 
 /// SRv6, for the daemon's plugin list.
@@ -85,6 +91,7 @@ pub static SRV6: TunnelPlugin = TunnelPlugin {
         api::register_sr(&mut r.api);
     },
     creator: srv6::creator,
+    implied_xconnect: Some(srv6::implied_xconnect),
 };
 
 impl Plugin for TunnelPlugin {
@@ -104,8 +111,8 @@ impl Plugin for TunnelPlugin {
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         // The interface driver name is the plugin name (`show hardware-interfaces`).
         sluice_vnet::runconf::register_creator(vm, self.name, self.creator);
-        if self.name == SRV6.name {
-            sluice_vnet::runconf::register_implied_xconnect(vm, self.name, srv6::implied_xconnect);
+        if let Some(f) = self.implied_xconnect {
+            sluice_vnet::runconf::register_implied_xconnect(vm, self.name, f);
         }
         Ok(())
     }

@@ -689,7 +689,7 @@ pub struct Policy {
     /// The policy's interface.
     pub sw: SwIfIndex,
     /// Outer source (H.Encaps): the encaps source when the policy was made (an insert
-    /// policy may have none).
+    /// policy has none).
     pub src: Option<Ipv6Addr>,
     /// `insert`: an SRH goes into the steered IPv6 packet (T.Insert) instead of an outer
     /// header around it.
@@ -756,6 +756,12 @@ fn first_free(vm: &mut Vlib, prefix: &str) -> String {
     format!("{prefix}{n}")
 }
 
+/// The instance of SRv6 interface `sw` (named `<prefix><n>`): `n`.
+fn instance_of(vm: &mut Vlib, sw: SwIfIndex, prefix: &str) -> String {
+    let name = tunnel::if_name(vm, sw);
+    name.strip_prefix(prefix).unwrap_or(&name).to_string()
+}
+
 /// Adds or deletes the route `p/len` in table `table` via interface `sw`.
 fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex) -> VnetResult {
     match p {
@@ -779,21 +785,43 @@ fn route(vm: &mut Vlib, add: bool, p: IpAddr, len: u8, table: u32, sw: SwIfIndex
 }
 
 /// A point-to-point interface `name` with tx node `tx`, up, MTU `mtu`.
-fn p2p_interface(vm: &mut Vlib, prefix: &str, tx: &str, mtu: u32) -> VnetResult<SwIfIndex> {
-    let sw = interface(vm, prefix, tx)?;
+fn p2p_interface(
+    vm: &mut Vlib,
+    prefix: &str,
+    instance: Option<u32>,
+    tx: &str,
+    mtu: u32,
+) -> VnetResult<SwIfIndex> {
+    let sw = interface(vm, prefix, instance, tx)?;
     sluice_vnet::set_p2p(vm, sw, true)?;
     sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
     sluice_vnet::interface::set_admin_state(vm, sw, true)?;
     Ok(sw)
 }
 
-/// An interface `<prefix><n>` with tx node `tx`, down.
-fn interface(vm: &mut Vlib, prefix: &str, tx: &str) -> VnetResult<SwIfIndex> {
+/// An interface `<prefix><n>` (`n`: `instance`, or the lowest free one) with tx node
+/// `tx`, down.
+fn interface(
+    vm: &mut Vlib,
+    prefix: &str,
+    instance: Option<u32>,
+    tx: &str,
+) -> VnetResult<SwIfIndex> {
     let node = vm
         .registry
         .find(tx)
         .ok_or_else(|| VnetError::System(format!("{tx} missing")))?;
-    let name = first_free(vm, prefix);
+    let name = match instance {
+        Some(n) => format!("{prefix}{n}"),
+        None => first_free(vm, prefix),
+    };
+    if vm
+        .ext_mut::<sluice_vnet::Interfaces>()
+        .find(&name)
+        .is_some()
+    {
+        return Err(VnetError::Exists(format!("interface {name} exists")));
+    }
     let n = vm.ext_mut::<sluice_vnet::Interfaces>().list.len() as u32;
     let mac = [0x02, 0xfe, b's', (n >> 16) as u8, (n >> 8) as u8, n as u8];
     sluice_vnet::create_interface(vm, &name, "srv6", mac, Some(node))
@@ -837,13 +865,14 @@ pub fn set_source(vm: &mut Vlib, a: Ipv6Addr) -> VnetResult {
 }
 
 /// `sr policy add`: creates policy `bsid` through `segs` (`insert`: T.Insert, else
-/// H.Encaps); its interface.
+/// H.Encaps); its interface, `sr-policy<instance>` (None: the lowest free instance).
 pub fn policy_add(
     vm: &mut Vlib,
     bsid: Ipv6Addr,
     segs: &[Ipv6Addr],
     table_id: u32,
     insert: bool,
+    instance: Option<u32>,
 ) -> VnetResult<SwIfIndex> {
     if segs.is_empty() || segs.len() > MAX_SEGMENTS {
         return Err(VnetError::invalid(format!(
@@ -862,13 +891,13 @@ pub fn policy_add(
     let fib = v6_fib(vm, table_id)?;
     let sw = if insert {
         let e = InsertEntry::new(bsid, segs, fib);
-        let sw = p2p_interface(vm, "sr-policy", INSERT, 1500 - e.len as u32)?;
+        let sw = p2p_interface(vm, "sr-policy", instance, INSERT, 1500 - e.len as u32)?;
         set_insert(vm, sw, Some(e));
         sw
     } else {
         let src = src.ok_or_else(no_source)?;
         let rw = encap_rewrite(src, segs);
-        let sw = p2p_interface(vm, "sr-policy", ENCAP, 1500 - rw.len() as u32)?;
+        let sw = p2p_interface(vm, "sr-policy", instance, ENCAP, 1500 - rw.len() as u32)?;
         let entry = EncapEntry::new(&rw, true, Kind::Srv6 { l2: false }, fib);
         set_encap(vm, sw, Some(entry));
         sw
@@ -882,7 +911,8 @@ pub fn policy_add(
         segs: segs.to_vec(),
         table_id,
         sw,
-        src,
+        // An insert policy uses no outer source: none shown, none replayed before it.
+        src: if insert { None } else { src },
         insert,
     });
     Ok(sw)
@@ -897,9 +927,10 @@ fn no_source() -> VnetError {
 /// rules go first: if one cannot be removed, the policy stays (with the rules still left).
 pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
     let st = vm.ext_mut::<Srv6>();
-    if !st.policies.iter().any(|p| p.bsid == bsid) {
+    // Stays valid below: removing the L2 rules leaves the policy list alone.
+    let Some(i) = st.policies.iter().position(|p| p.bsid == bsid) else {
         return Err(VnetError::NotFound(format!("no policy with bsid {bsid}")));
-    }
+    };
     let l2: Vec<SwIfIndex> = st
         .l2_steers
         .iter()
@@ -910,11 +941,6 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         steer_l2_del(vm, rx, bsid)?;
     }
     let st = vm.ext_mut::<Srv6>();
-    let i = st
-        .policies
-        .iter()
-        .position(|p| p.bsid == bsid)
-        .expect("checked above");
     let p = st.policies.remove(i);
     let steers: Vec<Steer> = st
         .steers
@@ -923,12 +949,14 @@ pub fn policy_del(vm: &mut Vlib, bsid: Ipv6Addr) -> VnetResult {
         .cloned()
         .collect();
     st.steers.retain(|s| s.bsid != bsid);
+    // Every route is removed even if one fails; the first failure is returned after.
+    let mut res = Ok(());
     for s in steers {
-        let _ = route(vm, false, s.prefix, s.len, s.table_id, p.sw);
+        res = res.and(route(vm, false, s.prefix, s.len, s.table_id, p.sw));
     }
-    let _ = route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw);
+    res = res.and(route(vm, false, IpAddr::V6(bsid), 128, p.table_id, p.sw));
     clear_policy(vm, p.sw, p.insert);
-    Ok(())
+    res
 }
 
 /// Clears policy interface `sw`'s encap or insert entry and deletes it.
@@ -1019,9 +1047,15 @@ fn steer_l2_del(vm: &mut Vlib, rx: SwIfIndex, bsid: Ipv6Addr) -> VnetResult {
 
 /// `sr steer [del] l2 <rx> via bsid <a>`: every frame `rx` receives is encapsulated
 /// whole (T.Encaps.L2) toward the policy's segment list, through an L2 interface
-/// `sr-l2-steer<n>` that `rx` is cross-connected to; `del` puts `rx` back in L3 mode and
-/// deletes that interface.
-pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> VnetResult {
+/// `sr-l2-steer<n>` (`n`: `instance`, or the lowest free one) that `rx` is cross-connected
+/// to; `del` puts `rx` back in L3 mode and deletes that interface.
+pub fn steer_l2(
+    vm: &mut Vlib,
+    add: bool,
+    rx: SwIfIndex,
+    bsid: Ipv6Addr,
+    instance: Option<u32>,
+) -> VnetResult {
     if !add {
         return steer_l2_del(vm, rx, bsid);
     }
@@ -1050,7 +1084,7 @@ pub fn steer_l2(vm: &mut Vlib, add: bool, rx: SwIfIndex, bsid: Ipv6Addr) -> Vnet
     }
     let fib = v6_fib(vm, p.table_id)?;
     let rw = encap_rewrite_l2(p.src.ok_or_else(no_source)?, &p.segs);
-    let sw = interface(vm, "sr-l2-steer", ENCAP)?;
+    let sw = interface(vm, "sr-l2-steer", instance, ENCAP)?;
     set_encap(
         vm,
         sw,
@@ -1146,7 +1180,7 @@ pub fn localsid_add(
     }
     v6_fib(vm, table_id)?;
     let act = action(vm, &behavior, table_id)?;
-    let sw = p2p_interface(vm, "sr-localsid", LOCALSID, 9216)?;
+    let sw = p2p_interface(vm, "sr-localsid", None, LOCALSID, 9216)?;
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
@@ -1217,8 +1251,11 @@ fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         return Err(CliError::new("expected `add' or `del'"));
     };
     let (mut bsid, mut segs, mut table, mut insert) = (None, Vec::new(), 0, false);
+    let mut instance = None;
     while !a.is_empty() {
-        if a.keyword("bsid") {
+        if a.keyword("instance") {
+            instance = Some(a.u32("instance")?);
+        } else if a.keyword("bsid") {
             bsid = Some(v6(&a.word("bsid")?, "bsid")?);
         } else if a.keyword("next") {
             segs.push(v6(&a.word("segment")?, "segment")?);
@@ -1237,7 +1274,7 @@ fn cli_policy(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         policy_del(vm, bsid)?;
         return Ok(String::new());
     }
-    let sw = policy_add(vm, bsid, &segs, table, insert)?;
+    let sw = policy_add(vm, bsid, &segs, table, insert, instance)?;
     Ok(format!("{}\n", tunnel::if_name(vm, sw)))
 }
 
@@ -1297,9 +1334,11 @@ fn cli_steer(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 fn cli_steer_l2(vm: &mut Vlib, a: &mut Args, add: bool) -> Result<String, CliError> {
     let rx = sluice_vnet::cli::interface_arg(vm, a)?;
-    let mut bsid = None;
+    let (mut bsid, mut instance) = (None, None);
     while !a.is_empty() {
-        if a.keyword("via") {
+        if a.keyword("instance") {
+            instance = Some(a.u32("instance")?);
+        } else if a.keyword("via") {
             if !a.keyword("bsid") {
                 return Err(CliError::new("expected `via bsid <ip6>'"));
             }
@@ -1314,7 +1353,7 @@ fn cli_steer_l2(vm: &mut Vlib, a: &mut Args, add: bool) -> Result<String, CliErr
         (None, false) => Ipv6Addr::UNSPECIFIED,
         (None, true) => return Err(CliError::new("missing via bsid <ip6>")),
     };
-    steer_l2(vm, add, rx, bsid)?;
+    steer_l2(vm, add, rx, bsid, instance)?;
     Ok(String::new())
 }
 
@@ -1480,13 +1519,16 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
         if p.table_id != 0 {
             s.push_str(&format!(" fib-table {}", p.table_id));
         }
+        // The instance keeps the name a replay gives (lines naming it follow).
+        s.push_str(&format!(" instance {}", instance_of(vm, p.sw, "sr-policy")));
         return Some(s);
     }
     if let Some(l) = st.l2_steers.iter().find(|s| s.sw == sw).cloned() {
         return Some(format!(
-            "sr steer l2 {} via bsid {}",
+            "sr steer l2 {} via bsid {} instance {}",
             tunnel::if_name(vm, l.rx),
-            l.bsid
+            l.bsid,
+            instance_of(vm, l.sw, "sr-l2-steer")
         ));
     }
     let sid = st.sids.iter().find(|s| s.sw == sw).cloned()?;
@@ -1544,12 +1586,12 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr policy",
-        "sr policy add|del bsid <ip6> next <ip6> [next <ip6> ...] [encap|insert] [fib-table <id>]",
+        "sr policy add|del bsid <ip6> next <ip6> [next <ip6> ...] [encap|insert] [fib-table <id>] [instance <n>]",
         cli_policy,
     );
     t.add(
         "sr steer",
-        "sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>] | sr steer [del] l2 <if> via bsid <ip6>",
+        "sr steer [del] l3 <prefix> via bsid <ip6> [fib-table <id>] | sr steer [del] l2 <if> via bsid <ip6> [instance <n>]",
         cli_steer,
     );
     t.add(

@@ -581,7 +581,10 @@ impl DecapTable {
             self.entries.try_reserve(i + 1 - self.entries.len())?;
             self.entries.resize(i + 1, None);
         }
-        self.index.insert(digest(&k), idx);
+        let d = digest(&k);
+        // The caller keeps digests unique across tunnels: only `idx` itself may hold `d`.
+        debug_assert!(self.index.get(&d).is_none_or(|&o| o == idx));
+        self.index.insert(d, idx);
         self.entries[i] = Some(e);
         Ok(())
     }
@@ -1090,9 +1093,9 @@ const SAME: u32 = MISS - 2;
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
-/// buckets, entries and counters prefetched a stage ahead, so with thousands of tunnels
-/// the cache misses of the frame overlap instead of stalling each packet), then finish
-/// every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
+/// the digest index, then entries and counters prefetched a stage ahead, so with thousands
+/// of tunnels the cache misses of the frame overlap instead of stalling each packet), then
+/// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
     /// The protocol's parse/finish.
@@ -1612,4 +1615,75 @@ pub fn if_name(vm: &mut Vlib, sw: SwIfIndex) -> String {
         .get(sw)
         .map(|i| i.name.clone())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u32) -> DecapKey {
+        DecapKey {
+            fib: 0,
+            key: n,
+            sub: 0,
+            src: 0x0a00_0001,
+            dst: 0x0a00_0100 + n as u128,
+        }
+    }
+
+    fn entry(sw_if: u32) -> DecapEntry {
+        DecapEntry::new(
+            sw_if,
+            Next(0),
+            Arc::new(IfCounters::new(1)),
+            [2, 0, 0, 0, 0, 1],
+            false,
+        )
+    }
+
+    /// The indices `lookup_frame` finds for `keys` (all of them to do).
+    fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<u32> {
+        let todo: Vec<u16> = (0..keys.len() as u16).collect();
+        let mut out = vec![0; keys.len()];
+        t.lookup_frame(0, keys, &todo, &mut LookupScratch::default(), &mut out);
+        out
+    }
+
+    #[test]
+    fn decap_table_insert_lookup_remove_and_frames() {
+        let mut t = DecapTable::default();
+        t.insert(key(1), 3, entry(13)).unwrap();
+        t.insert(key(2), 5, entry(15)).unwrap();
+        assert_eq!((t.lookup(&key(1)), t.lookup(&key(2))), (3, 5));
+        assert_eq!(t.lookup(&key(9)), MISS);
+        assert_eq!(t.len(), 2);
+        // Hits and misses mixed in one frame, a key repeated.
+        let keys = [key(2), key(9), key(1), key(2), key(7)];
+        assert_eq!(frame(&t, &keys), vec![5, MISS, 3, 5, MISS]);
+        // The index entry goes only when it names the removed tunnel: here key(1)'s
+        // digest is forced to another index (6), which the removal of tunnel 3 leaves.
+        t.index.insert(digest(&key(1)), 6);
+        t.remove(&key(1), 3);
+        assert_eq!(t.index.get(&digest(&key(1))), Some(&6));
+        assert!(t.entry(3).is_none());
+        assert_eq!(t.lookup(&key(1)), MISS);
+        t.index.insert(digest(&key(1)), 3);
+        t.remove(&key(1), 3);
+        assert_eq!(t.index.get(&digest(&key(1))), None);
+        assert_eq!(t.lookup(&key(2)), 5);
+        assert_eq!(t.len(), 1);
+        // Index 3 reused by another key: found under it, not under the old one.
+        t.insert(key(4), 3, entry(14)).unwrap();
+        assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
+    }
+
+    #[test]
+    fn decap_table_digest_hit_with_another_key_misses() {
+        let mut t = DecapTable::default();
+        t.insert(key(1), 3, entry(13)).unwrap();
+        // Forced digest collision: key(8)'s digest points at key(1)'s tunnel.
+        t.index.insert(digest(&key(8)), 3);
+        assert_eq!(t.lookup(&key(8)), MISS);
+        assert_eq!(frame(&t, &[key(8), key(1)]), vec![MISS, 3]);
+    }
 }

@@ -578,6 +578,57 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
 }
 
 #[test]
+fn srv6_running_config_replays_after_instance_gaps() {
+    let (mut vm, t) = setup();
+    for c in [
+        "create packet-generator interface pg2",
+        "set interface state pg2 up",
+        "sr policy add bsid fc00::b1 next fc00::5 encap",
+        "sr policy add bsid fc00::b2 next fc00::5 next fc00::6 encap",
+        "sr policy add bsid fc00::b3 next fc00::7 encap",
+        // sr-policy0 goes: a gap below sr-policy1 and sr-policy2.
+        "sr policy del bsid fc00::b1",
+        "sr steer l3 2001:db8:51::/48 via bsid fc00::b3",
+        "set interface mtu 1400 sr-policy2",
+        // sr-l2-steer0 goes: a gap below sr-l2-steer1.
+        "sr steer l2 pg1 via bsid fc00::b2",
+        "sr steer l2 pg2 via bsid fc00::b2",
+        "sr steer del l2 pg1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let conf = cli(&mut vm, &t, "show running-config");
+    assert!(conf.contains("sr-policy2"), "{conf}");
+    assert!(
+        conf.contains("sr steer l2 pg2 via bsid fc00::b2 instance 1"),
+        "{conf}"
+    );
+    // Replayed into a fresh runtime, the interfaces get their names back.
+    let (mut vm2, t2) = build();
+    for l in conf.lines() {
+        cli(&mut vm2, &t2, l);
+    }
+    assert_eq!(cli(&mut vm2, &t2, "show running-config"), conf);
+    // An instance in use is refused, naming the interface.
+    cli_errs(
+        &mut vm,
+        &t,
+        &[
+            (
+                "sr policy add bsid fc00::b4 next fc00::5 instance 1",
+                "sr-policy1",
+            ),
+            (
+                "sr steer l2 pg1 via bsid fc00::b2 instance 1",
+                "sr-l2-steer1",
+            ),
+        ],
+    );
+    assert_eq!(in_use(&vm2), 0);
+    assert_eq!(in_use(&vm), 0);
+}
+
+#[test]
 fn srv6_steer_l2_rule_of_a_deleted_interface_goes_with_its_policy() {
     let (mut vm, t) = setup();
     cli(
@@ -662,11 +713,14 @@ fn srv6_insert_policy_puts_an_srh_into_the_packet() {
     assert_eq!(if_counter(&vm, "sr-policy0", ifc::TX_PACKETS), 2);
     let show = cli(&mut vm, &t, "show sr policies");
     assert!(show.contains("Behavior: SRH insertion"), "{show}");
+    // The encaps source is set but an insert policy does not use it.
+    assert!(show.contains("\tSource: ::\n"), "{show}");
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(
         conf.contains("sr policy add bsid fc00::98 next 2001:db8:ff::1 next 2001:db8:ff::2 insert"),
         "{conf}"
     );
+    assert!(!conf.contains("encaps source"), "{conf}");
     // An insert policy takes IPv6 only, and no L2 steering.
     cli_errs(
         &mut vm,

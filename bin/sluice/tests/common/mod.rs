@@ -288,6 +288,28 @@ pub fn wait_for(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
     }
 }
 
+/// [`send_within`] waiting up to 10 s.
+pub fn send(
+    from: &Daemon,
+    src: &str,
+    to: &Daemon,
+    dst: &str,
+    name: &str,
+    frames: &[Vec<u8>],
+    extra: &str,
+) -> Vec<Vec<u8>> {
+    send_within(
+        from,
+        src,
+        to,
+        dst,
+        name,
+        frames,
+        extra,
+        Duration::from_secs(10),
+    )
+}
+
 /// Sends `frames` into `src` of `from` (a pcap stream `name`, `extra` appended to its
 /// `packet-generator new`) and returns what `dst` of `to` captured, waiting up to `limit`;
 /// a timeout shows `to`'s memif state, both daemons' errors and `to`'s neighbours.
