@@ -95,7 +95,10 @@ sluice_graph::counters! {
         BadDesc => error("bad_desc", "peer handed out a bad descriptor"),
         /// Empty packet (ip mode: no byte past its Ethernet header) or a chain of more than
         /// 64 buffers.
-        TooLong => error("too_long", "packet empty or chained over 64 buffers"),
+        TooLong => error(
+            "too_long",
+            "packet empty (ip mode: <= 14 bytes) or chained over 64 buffers"
+        ),
     }
 }
 
