@@ -1612,9 +1612,6 @@ fn gather<T: Copy>(
         }
         cur = v.hdr.next();
     }
-    if l2 > 0 {
-        return Some((0, 0));
-    }
     Some((ns, total))
 }
 
