@@ -975,7 +975,7 @@ unsafe fn copy_wide(dst: *mut u8, src: *const u8, n: usize, room: usize) {
     debug_assert!(n > 0);
     // n >= 1, so r >= W: the first block is always due.
     let r = (n + W - 1) & !(W - 1);
-    if r <= room.min(4 * W) {
+    if n <= 4 * W && r <= room {
         // Straight-line blocks (a loop gets unrolled 8x with a remainder loop, which costs
         // more than the copy for one or two blocks).
         let block = |o: usize| {
