@@ -476,8 +476,8 @@ if [ -n "$RATE" ]; then
   limit $((RATE * SECS))"
   echo "no-loss check: $RATE pps for ${SECS}s per run (the sluice pairs only)"
 fi
-if [ -n "$RING" ] && ! [[ $RING =~ ^(1|2|4|8|16|32|64|128|256|512|1024|2048|4096|8192|16384)$ ]]; then
-  echo "MEMIF_BENCH_RING \`$RING': a power of two up to 16384" >&2
+if [ -n "$RING" ] && ! [[ $RING =~ ^(2|4|8|16|32|64|128|256|512|1024|2048|4096|8192|16384)$ ]]; then
+  echo "MEMIF_BENCH_RING \`$RING': a power of two from 2 to 16384" >&2
   exit 2
 fi
 echo "pairs: $PAIRS; modes: $MODES"
