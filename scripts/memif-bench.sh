@@ -36,8 +36,9 @@
 # packets at that rate (pg `rate' and `limit'); once it is done and B's counters stopped
 # moving (the pipeline drained), each run reports A's offered rate, what went into the ring
 # and what the full ring dropped (tx-error), B's rx and rx-miss, what B's pg1 delivered, and
-# loss = sent - received on pg1 (0 is the pass). MEMIF_BENCH_RING=<slots> sets the memif
-# ring size of both ends (default: the interfaces' default, 1024): at 16 Mpps a 1024-slot
+# loss = sent - received on pg1 (0 is the pass). MEMIF_BENCH_RING=<slots> (the Sluice pairs
+# only: a VPP or testpmd end keeps its default) sets the memif ring size of both ends
+# (2..16384, default: the interfaces' default, 1024): at 16 Mpps a 1024-slot
 # ring holds 64 us, less than one scheduler time slice of a receiver that loses its core.
 set -euo pipefail
 SECS=${1:-5}
@@ -496,6 +497,10 @@ for r in $(seq "$RUNS"); do
         esac
         continue
       fi
+      case $p in
+        sluice | sluice-s2m) ;;
+        *) [ -n "$RING" ] && [ "$r" = 1 ] && echo "MEMIF_BENCH_RING: pair $p keeps the default ring size on its non-Sluice end (the Sluice pairs only)" ;;
+      esac
       case $p in
         sluice) run_sluice "$r" master ;;
         sluice-s2m) run_sluice "$r" slave ;;
