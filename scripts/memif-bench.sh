@@ -254,7 +254,7 @@ run_sluice() {
 # The no-loss check (MEMIF_BENCH_RATE) of the `sluice' pair, $2: A's role. A's stream
 # stops by itself after its limit; the counters are read once B's stopped moving.
 run_sluice_rate() {
-  local r=$1 arole=$2 brole pair sent into full rx miss out loss secs n0 n1
+  local r=$1 arole=$2 brole pair sent into full rx miss out loss secs n0 n1 timeout=""
   if [ "$arole" = master ]; then brole=slave pair=sluice; else brole=master pair=sluice-s2m; fi
   rm -f "$D/memif.sock"
   sluice_up a 0 "$arole"
@@ -265,19 +265,24 @@ run_sluice_rate() {
   b clear runtime
   T0=$(now)
   a packet-generator enable bench
+  # Either wait running out is reported as `timeout' in the run's line.
+  local ok=0
   for _ in $(seq $((SECS * 40 + 400))); do
-    a show packet-generator | grep -q '^bench  *Yes' || break
+    a show packet-generator | grep -q '^bench  *Yes' || { ok=1; break; }
     sleep 0.05
   done
+  [ $ok = 1 ] || timeout="$timeout timeout (A's stream still running);"
   T1=$(now)
   # Drained: B's rx counter unchanged over 0.2 s.
   n1=-1
+  ok=0
   for _ in $(seq 50); do
     n0=$n1
     n1=$(counter "$(b show interface memif1/0)" 'rx packets')
-    [ "$n0" = "$n1" ] && break
+    [ "$n0" = "$n1" ] && { ok=1; break; }
     sleep 0.2
   done
+  [ $ok = 1 ] || timeout="$timeout timeout (B's rx not drained);"
   I1_a=$(a show interface)
   I1_b=$(b show interface)
   # `show interface' lists every interface: an unindented line starts one (its first counter
@@ -301,7 +306,7 @@ run_sluice_rate() {
   record "$pair" "loss packets" "$loss"
   record "$pair" "A memif-tx clk/pkt" "$ctx"
   record "$pair" "B memif-input clk/pkt" "$crx"
-  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call; $(load)"
+  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call;$timeout $(load)"
   cleanup
 }
 
