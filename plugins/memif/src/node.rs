@@ -1004,7 +1004,9 @@ unsafe fn copy_wide(dst: *mut u8, src: *const u8, n: usize, room: usize) {
 /// Copies the single-descriptor packets `pkts` into the fresh buffers `bufs` (pairwise) and
 /// writes their headers: a fresh header with `rx_if` (one 64-byte template copy) and
 /// `current_length`. Returns the bytes copied. Kept out of line so that its loop has the
-/// registers to itself.
+/// registers to itself. Postcondition: writes the header of every buffer of `bufs`
+/// (`reset_from`) before anything can fail, so that [`sluice_buffer::BufferCache::alloc_raw`]'s buffers
+/// are never seen with a stale header.
 ///
 /// # Safety
 /// Every buffer of `bufs` is owned by the caller (allocated from `pool`, header not yet
