@@ -36,8 +36,9 @@
 # packets at that rate (pg `rate' and `limit'); once it is done and B's counters stopped
 # moving (the pipeline drained), each run reports A's offered rate, what went into the ring
 # and what the full ring dropped (tx-error), B's rx and rx-miss, what B's pg1 delivered, and
-# loss = sent - received on pg1 (0 is the pass). MEMIF_BENCH_RING=<slots> sets the memif
-# ring size of both ends (default: the interfaces' default, 1024): at 16 Mpps a 1024-slot
+# loss = sent - received on pg1 (0 is the pass). MEMIF_BENCH_RING=<slots> (the Sluice pairs
+# only: a VPP or testpmd end keeps its default) sets the memif ring size of both ends
+# (2..16384, default: the interfaces' default, 1024): at 16 Mpps a 1024-slot
 # ring holds 64 us, less than one scheduler time slice of a receiver that loses its core.
 set -euo pipefail
 SECS=${1:-5}
@@ -253,7 +254,7 @@ run_sluice() {
 # The no-loss check (MEMIF_BENCH_RATE) of the `sluice' pair, $2: A's role. A's stream
 # stops by itself after its limit; the counters are read once B's stopped moving.
 run_sluice_rate() {
-  local r=$1 arole=$2 brole pair sent into full rx miss out loss secs n0 n1
+  local r=$1 arole=$2 brole pair sent into full rx miss out loss secs n0 n1 timeout=""
   if [ "$arole" = master ]; then brole=slave pair=sluice; else brole=master pair=sluice-s2m; fi
   rm -f "$D/memif.sock"
   sluice_up a 0 "$arole"
@@ -264,19 +265,24 @@ run_sluice_rate() {
   b clear runtime
   T0=$(now)
   a packet-generator enable bench
+  # Either wait running out is reported as `timeout' in the run's line.
+  local ok=0
   for _ in $(seq $((SECS * 40 + 400))); do
-    a show packet-generator | grep -q '^bench  *Yes' || break
+    a show packet-generator | grep -q '^bench  *Yes' || { ok=1; break; }
     sleep 0.05
   done
+  [ $ok = 1 ] || timeout="$timeout timeout (A's stream still running);"
   T1=$(now)
   # Drained: B's rx counter unchanged over 0.2 s.
   n1=-1
+  ok=0
   for _ in $(seq 50); do
     n0=$n1
     n1=$(counter "$(b show interface memif1/0)" 'rx packets')
-    [ "$n0" = "$n1" ] && break
+    [ "$n0" = "$n1" ] && { ok=1; break; }
     sleep 0.2
   done
+  [ $ok = 1 ] || timeout="$timeout timeout (B's rx not drained);"
   I1_a=$(a show interface)
   I1_b=$(b show interface)
   # `show interface' lists every interface: an unindented line starts one (its first counter
@@ -300,7 +306,7 @@ run_sluice_rate() {
   record "$pair" "loss packets" "$loss"
   record "$pair" "A memif-tx clk/pkt" "$ctx"
   record "$pair" "B memif-input clk/pkt" "$crx"
-  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call; $(load)"
+  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call;$timeout $(load)"
   cleanup
 }
 
@@ -476,8 +482,8 @@ if [ -n "$RATE" ]; then
   limit $((RATE * SECS))"
   echo "no-loss check: $RATE pps for ${SECS}s per run (the sluice pairs only)"
 fi
-if [ -n "$RING" ] && ! [[ $RING =~ ^(1|2|4|8|16|32|64|128|256|512|1024|2048|4096|8192|16384)$ ]]; then
-  echo "MEMIF_BENCH_RING \`$RING': a power of two up to 16384" >&2
+if [ -n "$RING" ] && ! [[ $RING =~ ^(2|4|8|16|32|64|128|256|512|1024|2048|4096|8192|16384)$ ]]; then
+  echo "MEMIF_BENCH_RING \`$RING': a power of two from 2 to 16384" >&2
   exit 2
 fi
 echo "pairs: $PAIRS; modes: $MODES"
@@ -496,6 +502,10 @@ for r in $(seq "$RUNS"); do
         esac
         continue
       fi
+      case $p in
+        sluice | sluice-s2m) ;;
+        *) [ -n "$RING" ] && [ "$r" = 1 ] && echo "MEMIF_BENCH_RING: pair $p keeps the default ring size on its non-Sluice end (the Sluice pairs only)" ;;
+      esac
       case $p in
         sluice) run_sluice "$r" master ;;
         sluice-s2m) run_sluice "$r" slave ;;

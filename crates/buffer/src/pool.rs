@@ -697,10 +697,10 @@ impl BufferCache {
     /// buffer's header is written once instead of twice, in one loop.
     ///
     /// # Safety
-    /// Before any other use of a buffer of `out[..n]` (a view, a free, handing it on) the
-    /// caller writes its header's first line with [`BufferHeader::reset_from`] or
-    /// [`BufferHeader::reset`]: a stale `NEXT_PRESENT` would make a free walk into buffers
-    /// owned by others.
+    /// The caller writes the header's first line of every buffer of `out[..n]` with
+    /// [`BufferHeader::reset_from`] or [`BufferHeader::reset`] before the buffer is freed,
+    /// handed on, or its header read other than through the `header_mut` used to reset it:
+    /// a stale `NEXT_PRESENT` would make a free walk into buffers owned by others.
     #[inline]
     pub unsafe fn alloc_raw(&mut self, out: &mut [BufIdx]) -> usize {
         let want = out.len();
