@@ -525,18 +525,29 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             );
         }
         let reparse = p.loaded.gen.is_some_and(|g| g.reparse);
+        let first_pre = p
+            .loaded
+            .gen
+            .is_some_and(|g| g.pre.first().copied().flatten().is_some());
         if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !p.loaded.parse_pure {
             let _ = writeln!(
                 out,
                 "  staged: off (the parser or verify touches a register or meter)"
             );
+        } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !first_pre {
+            let _ = writeln!(out, "  staged: off (no early lookup of the first table)");
         } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi && !reparse {
             let _ = writeln!(
                 out,
-                "  staged: off (no early lookup of the first table, or the parser or verify writes more than the packet's state)"
+                "  staged: off (the parser or verify writes more than metadata and the parser error)"
             );
         } else if p.loaded.gen.is_some() && p.loaded.mode != Mode::Multi {
-            let _ = writeln!(out, "  staged: {} frames in stages", autos.staged);
+            let _ = writeln!(
+                out,
+                "  staged: {} frames in stages (when the first table is a 32-bit LPM or holds >= {} entries)",
+                autos.staged,
+                node::SPLIT_ENTRIES
+            );
         }
         if !prog.inlined_tables.is_empty() {
             let _ = writeln!(out, "  inlined tables: {}", prog.inlined_tables.join(" "));

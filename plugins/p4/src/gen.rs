@@ -1354,7 +1354,8 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     }
 
     /// The staged node runs the parser and verify twice (`Generated::REPARSE`) only when
-    /// they change nothing but the packet's state: not with a header store or a counter.
+    /// they change nothing but the packet's state: not with a header store (in verify or
+    /// in a parser state) or a counter.
     #[test]
     fn reparse_only_when_parse_and_verify_write_state_only() {
         let empty = "control V(inout headers hdr, inout metadata meta) { apply { } }";
@@ -1372,6 +1373,17 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
             assert!(!replayable(&p), "{verify}");
         }
+        // A header store in a parser state, as in the verify control.
+        let src = prog_src("");
+        let start = "packet.extract(hdr.ethernet);";
+        assert!(src.contains(start));
+        let src = src.replacen(
+            start,
+            "packet.extract(hdr.ethernet); hdr.ethernet.etherType = 16w1;",
+            1,
+        );
+        let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
+        assert!(!replayable(&p), "parser state header store");
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up

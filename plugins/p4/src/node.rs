@@ -18,8 +18,10 @@
 //! time) when it supports the program; else the per-packet closure executor (`code`, two
 //! packets interleaved unless `no-dual`). `no-gen` skips the generated module; `no-vector`
 //! skips both the generated module and the vector executor. With generated code that
-//! looks its first table up early and a parser and verify control that touch no register
-//! or meter, the node runs in stages ([`frame_staged`], [`stage_pays`]): each group of
+//! allows it (`GenEntry::reparse`: the first ingress table is looked up early, and the
+//! parser and verify control write nothing but metadata, the parser error and the
+//! validity their extracts set, so they can run twice) and a first table that is a DIR-24-8 or holds at least [`SPLIT_ENTRIES`]
+//! entries, the node runs in stages ([`frame_staged`], [`stage_pays`]): each group of
 //! packets keyed first (parsed, the state discarded), their first-table lookups batched,
 //! then each packet's whole pipeline on its entry; `show p4 program` counts those frames
 //! on its `staged:` line.
@@ -216,15 +218,21 @@ pub fn split_pays(l: &Loaded, ts: &ThreadState) -> bool {
 
 /// Whether the single node runs generated code `g` in stages ([`frame_staged`]): when
 /// the generated code allows it (`GenEntry::reparse`: the first ingress table is looked
-/// up early and the parser and verify control can run twice). Then the first table's
-/// lookups are batched, four at a time, out of each packet's chain of dependent loads:
-/// measured faster than packet at a time with one route as with 100k (docs/p4.md).
-///
-/// Never when the parser or verify control touches a register or meter
-/// ([`Loaded::parse_pure`]): the stages parse a group's packets before any of their
-/// ingress runs, so such a read could miss an earlier packet's write.
-pub fn stage_pays(l: &Loaded, g: &crate::generated::GenEntry) -> bool {
-    l.parse_pure && g.reparse
+/// up early and the parser and verify control can run twice, so they touch no register or
+/// meter either) and the batched lookups pay for the second parse: the first table is a
+/// DIR-24-8 (`lookup_x4`, four independent chains of dependent loads: measured faster
+/// than packet at a time with one route as with 100k, docs/p4.md), or holds at least
+/// [`SPLIT_ENTRIES`] entries, whose cache misses the batch overlaps. An exact or ternary
+/// first table of a few entries is looked up one key at a time either way: staging would
+/// only parse every packet twice.
+pub fn stage_pays(g: &crate::generated::GenEntry, ts: &ThreadState) -> bool {
+    g.reparse
+        && g.pre
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|t| ts.tables.get(t as usize))
+            .is_some_and(|t| t.lpm32().is_some() || t.len() >= SPLIT_ENTRIES)
 }
 
 /// One node instance (per thread).
@@ -406,7 +414,7 @@ impl P4Node {
         let l = st.loaded.clone();
         if let Some(g) = l.gen {
             let n = frame.len();
-            let f = if stage_pays(&l, g) {
+            let f = if stage_pays(g, &st.ts) {
                 st.auto.staged += 1;
                 g.staged
             } else {

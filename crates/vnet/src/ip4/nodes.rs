@@ -171,7 +171,8 @@ impl PacketNode for Ip4Input {
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         let len = b.len();
         // Fast path: version 4 with a 20-byte header is one byte compare; the header checks
-        // are then the length and a branch-free checksum over five words.
+        // are then the length and a branch-free checksum over two u64 and a u32
+        // (`checksum::ip4_header_valid`).
         let total = match b.head::<MIN_HEADER_LEN>() {
             // A martian source, or one that may be the router's own, leaves the fast path
             // (check_slow counts it).

@@ -462,7 +462,7 @@ impl PacketNode for Ip6Rewrite {
             if let Some(fr) = b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + HEADER_LEN }>() {
                 let (eth, h) = fr
                     .split_first_chunk_mut::<ETH_HEADER_LEN>()
-                    .expect("54 > 14");
+                    .expect("ETH_HEADER_LEN + HEADER_LEN > ETH_HEADER_LEN");
                 if h[field::HOP_LIMIT] > 1 {
                     h[field::HOP_LIMIT] -= 1;
                     *eth = adj.rewrite;
