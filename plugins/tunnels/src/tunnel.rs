@@ -592,14 +592,17 @@ impl DecapTable {
     pub fn set_if_attrs(&mut self, a: Option<IfAttrs>) {
         self.if_attrs = a;
     }
-    /// Removes tunnel `idx` (key `k`).
+    /// Removes tunnel `idx` (key `k`); an `idx` that holds another key is left alone.
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
         let d = digest(k);
         if self.index.get(&d) == Some(&idx) {
             self.index.remove(&d);
         }
+        // Only tunnel `idx` as `k` names it: a mismatched pair must not wipe another tunnel.
         if let Some(e) = self.entries.get_mut(idx as usize) {
-            *e = None;
+            if e.as_ref().is_some_and(|e| e.words == key_words(k)) {
+                *e = None;
+            }
         }
     }
     /// Number of tunnels.
@@ -1672,6 +1675,10 @@ mod tests {
         assert_eq!(t.index.get(&digest(&key(1))), None);
         assert_eq!(t.lookup(&key(2)), 5);
         assert_eq!(t.len(), 1);
+        // A key that is not tunnel 5's leaves tunnel 5 alone.
+        t.remove(&key(1), 5);
+        assert_eq!(t.lookup(&key(2)), 5);
+        assert!(t.entry(5).is_some());
         // Index 3 reused by another key: found under it, not under the old one.
         t.insert(key(4), 3, entry(14)).unwrap();
         assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
