@@ -13,7 +13,7 @@ use sluice_buffer::{BufferPool, PoolConfig, PoolError};
 use sluice_infra::clock::Clock;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -96,28 +96,6 @@ pub enum VlibError {
 /// Size of each handoff queue (entries).
 pub const HANDOFF_RING: usize = 4096;
 
-/// Hasher of the per-crate state map: a `TypeId` is already a hash of its type, so its bits
-/// are used as they are (SipHash made every `ext` lookup cost ~200 instructions, paid per
-/// line by bulk CLI scripts).
-#[derive(Default)]
-struct TypeIdHasher(u64);
-
-impl Hasher for TypeIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 ^= v;
-    }
-}
-
 /// The main-thread context.
 pub struct Vlib {
     /// The node registry (topology, counters, statistics).
@@ -130,7 +108,9 @@ pub struct Vlib {
     pub shared: Arc<Shared>,
     workers: Vec<Worker>,
     main_core: Option<usize>,
-    ext: HashMap<TypeId, Box<dyn Any>, BuildHasherDefault<TypeIdHasher>>,
+    /// Per-crate state by type: a `TypeId` is a hash already (SipHash made every `ext`
+    /// lookup cost ~200 instructions, paid per line by bulk CLI scripts).
+    ext: HashMap<TypeId, Box<dyn Any>, BuildHasherDefault<sluice_infra::hash::PreHashed>>,
     main_jobs: Arc<MainQueue>,
     /// Seconds (clock time) when the runtime started.
     pub start_secs: f64,

@@ -511,28 +511,6 @@ fn key_words(k: &DecapKey) -> [u64; 5] {
     ]
 }
 
-/// [`DecapTable`]'s hasher of digests: a digest is mixed already ([`DecapHasher`]), so
-/// it is its own hash.
-#[derive(Default, Clone, Copy)]
-pub struct DigestHasher(u64);
-
-impl std::hash::Hasher for DigestHasher {
-    #[inline(always)]
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ *b as u64;
-        }
-    }
-    #[inline(always)]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x;
-    }
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// The digest a decap key is indexed by: [`DecapHasher`] over its words. Unkeyed, and
 /// that is safe for the same reason as the hasher's: only the control plane inserts, and
 /// it refuses a tunnel whose digest another one of the table has
@@ -554,7 +532,7 @@ pub fn digest(k: &DecapKey) -> u64 {
 /// 16-byte slot) is about half the bihash's instructions and touches fewer bytes.
 #[derive(Default)]
 pub struct DecapTable {
-    index: HashMap<u64, u32, std::hash::BuildHasherDefault<DigestHasher>>,
+    index: HashMap<u64, u32, std::hash::BuildHasherDefault<sluice_infra::hash::PreHashed>>,
     entries: Vec<Option<DecapEntry>>,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` reads
     /// next (prefetched with the counters; None in a runtime without vnet).
