@@ -75,7 +75,7 @@ impl Daemon {
             }
             None => Command::new(env!("CARGO_BIN_EXE_sluice")),
         };
-        let child = cmd
+        let mut child = cmd
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())
@@ -83,9 +83,17 @@ impl Daemon {
             .spawn()
             .expect("start sluice");
         // A start-up wait, not a speed check: ~0.15 s of CPU, but several seconds on a
-        // loaded machine (python/sluice_test/instance.py `start` has the numbers).
+        // loaded machine (python/sluice_test/instance.py `start` has the numbers). A daemon
+        // that exits is reported at once, with what it printed.
         let t0 = Instant::now();
         while UnixStream::connect(&sock).is_err() {
+            if let Some(st) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!("sluice exited at start-up ({st}): {err}");
+            }
             assert!(
                 t0.elapsed() < Duration::from_secs(60),
                 "sluice did not open its CLI socket"
