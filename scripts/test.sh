@@ -48,8 +48,10 @@ echo "== cargo test"
 # verdict; set PROPTEST_RNG_SEED to another number to explore new cases.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261129}"
 log=$(mktemp)
-# --no-fail-fast: one run shows every failing test binary, not only the first.
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
+# --no-fail-fast: one run shows every failing test binary, not only the first; a failure
+# still prints the summary and runs the Python suite, then fails the script.
+rust_rc=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || rust_rc=$?
 # One summary line for the Rust tests. A test that could not run here (not root, a tool
 # missing) returns early after `sluice_infra::testing::skip` printed `SKIPPED: <test>: <why>`
 # (cargo counts it as passed): counted as skipped, with the ignored ones, not as passed.
@@ -62,3 +64,7 @@ echo "== python functional tests"
 ./scripts/venv.sh
 cargo build -q -p sluice -p sluicectl -p sluice-session --locked
 SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/pytest -q -p no:cacheprovider python/tests
+if [ "$rust_rc" != 0 ]; then
+  echo "sluice: the Rust tests failed (cargo test exit $rust_rc)" >&2
+  exit "$rust_rc"
+fi
