@@ -687,6 +687,22 @@ mod tests {
         assert_eq!(&d[40..44], &[10, 0, 0, 2]);
     }
 
+    /// Each L4 header's minimum, byte for byte: one short is `Truncated`, the minimum parses.
+    #[test]
+    fn l4_headers_are_truncated_below_their_minimum_exactly() {
+        let cases = [
+            (tcp([10, 0, 0, 2], [8, 8, 8, 8], 1025, 80, 2), 40),
+            (udp([10, 0, 0, 2], [8, 8, 8, 8], 1, 2), 28),
+            (echo([10, 0, 0, 2], [8, 8, 8, 8], ICMP_ECHO_REQUEST, 7), 28),
+        ];
+        for (d, min) in cases {
+            for n in 0..min {
+                assert_eq!(parse(&d[..n]).err(), Some(Bad::Truncated), "{n} of {min}");
+            }
+            assert!(parse(&d[..min]).is_ok(), "{min}");
+        }
+    }
+
     #[test]
     fn bad_input_is_reported_never_panics() {
         let d = udp([10, 0, 0, 2], [8, 8, 8, 8], 1, 2);
