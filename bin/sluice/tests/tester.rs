@@ -9,12 +9,7 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn must(args: &[&str]) {
-    sh(args).unwrap_or_else(|e| panic!("{e}"));
-}
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
@@ -66,39 +61,14 @@ impl Netns {
         ns
     }
 
-    /// Starts `sluice` inside the namespace with a temp CLI socket.
+    /// Starts `sluice` inside the namespace, with 16384 buffers (twice the harness's
+    /// default).
     fn daemon(&self, tag: &str, extra: &str) -> Daemon {
-        let dir = tmpdir(tag);
-        let sock = dir.join("cli.sock");
-        let conf = dir.join("startup.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "unix {{\n  nodaemon\n  cli-listen {}\n  capture-dir {}\n}}\nbuffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}\n",
-                sock.display(),
-                dir.display()
-            ),
+        Daemon::start_in(
+            Some(&self.0),
+            tag,
+            &format!("buffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}"),
         )
-        .unwrap();
-        // `ip netns exec` enters the namespace and execs sluice: the child's pid is sluice's.
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_sluice"), "-c"])
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sluice");
-        let d = Daemon { child, sock, dir };
-        // A start-up wait, not a speed check (see common::Daemon::start).
-        let t0 = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&d.sock).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "sluice did not open its CLI socket"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
     }
 }
 
@@ -138,18 +108,6 @@ fn wait_stopped(d: &Daemon) {
     }
     // Late packets: the harness waits 100-200 ms too.
     std::thread::sleep(Duration::from_millis(200));
-}
-
-fn wait_no_buffers_in_use(d: &Daemon) {
-    let t0 = Instant::now();
-    while buffers_in_use(d) != 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "buffers still in use:\n{}",
-            d.ok("show buffers")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn setup(d: &Daemon) {
@@ -213,7 +171,7 @@ fn tester_loop_over_veth_loses_nothing() {
     );
     let text = d.ok("show tester");
     assert!(text.contains("main: interface host-ta"), "{text}");
-    wait_no_buffers_in_use(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }
 
@@ -245,6 +203,6 @@ fn tester_on_a_worker_thread() {
     assert_eq!(field(&j, "w", "rx_packets"), Some(tx), "{j}");
     d.ok("tester stream del name w");
     d.ok("set interface tester-rx host-tb disable");
-    wait_no_buffers_in_use(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }
