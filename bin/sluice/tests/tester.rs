@@ -122,7 +122,8 @@ fn setup(d: &Daemon) {
     }
 }
 
-/// 20k pps for one second plus a 1k pps latency stream, through a veth pair.
+/// 20k pps for one second plus a 1k pps latency stream, through a veth pair: every packet
+/// sent arrives, once.
 #[test]
 fn tester_loop_over_veth_loses_nothing() {
     skip_unless_possible!();
@@ -148,14 +149,17 @@ fn tester_loop_over_veth_loses_nothing() {
         let p99 = field(&j, s, "p99").expect("latency p99");
         assert!(min > 0.0 && p99 >= min && p99 < 1e9, "{s}: {min} {p99}");
         assert!(field(&j, s, "jitter_ns").is_some());
-        // Loose enough never to flake on a shared VM; pacing accuracy is measured by
+        // Only what does not depend on the machine's speed: a loaded machine sends less
+        // (the pacer does not catch up past the trial's end), never more than `rate` x 1 s,
+        // and never faster than the rate (the trial ends no earlier than its last packet's
+        // slot, (tx - 1) / rate after the start). Pacing accuracy is measured by
         // scripts/tester-bench.sh, not asserted.
+        assert!(tx <= rate, "{s}: sent {tx} in a 1 s trial at {rate} pps");
         let offered = field(&j, s, "offered_rate_pps").unwrap();
         assert!(
-            (offered - rate).abs() < 0.2 * rate,
+            offered > 0.0 && offered <= rate * tx / (tx - 1.0),
             "{s}: offered {offered} pps, target {rate}"
         );
-        assert!((tx - rate).abs() < 0.2 * rate, "{s}: sent {tx} in 1 s");
     }
     // The driver saw exactly what the tester counted.
     let main_tx =
