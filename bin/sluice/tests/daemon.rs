@@ -117,7 +117,7 @@ fn pcap_replay_through_the_graph_is_byte_exact() {
     assert!(tr.contains("stream 0, 60 bytes"), "{tr}");
     d.ok("clear trace");
     assert!(d.ok("show trace").contains("No packets"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     let err = d.stop();
     assert!(err.contains("stopped"), "{err}");
     assert!(!err.contains("still in use"), "{err}");
@@ -165,7 +165,7 @@ fn pcap_trace_rx_and_drop_write_real_files() {
             .any(|l| l.contains("40") && l.contains("interface-output") && l.contains("down")),
         "{errs}"
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -343,7 +343,8 @@ fn exec_at_runtime_and_synthetic_streams_on_a_worker() {
             .any(|l| l.starts_with("null-sink") && l.contains("5000")),
         "{rt}"
     );
-    assert_no_leaks(&d);
+    // The worker may still be inside the frame whose counts were read.
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }
 
@@ -400,7 +401,7 @@ fn running_streams_can_be_deleted_and_rates_are_paced() {
         .cli("packet-generator delete fast")
         .unwrap_err()
         .contains("`fast'"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -446,7 +447,7 @@ fn pcap_trace_interface_filter() {
     assert_eq!(read_pcap(&f), frames[..3].to_vec());
     let intf = d.ok("show interface pg1");
     assert!(intf.contains("tx packets") && intf.contains("13"), "{intf}");
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 

@@ -332,7 +332,7 @@ fn udp_echo_through_the_session_layer_v4_v6_drops_and_app_death() {
         s.recv(&mut b).err().map(|e| e.kind())
     });
     assert_eq!(refused, Some(std::io::ErrorKind::ConnectionRefused));
-    assert_no_leaks(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -406,7 +406,7 @@ fn connected_session_talks_to_a_kernel_udp_socket() {
     app.close(s).unwrap();
     assert_eq!(sessions(&d), 0);
     drop(app);
-    assert_no_leaks(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -450,7 +450,7 @@ fn attach_show_disable_and_config_errors() {
     drop(again);
     let e = d.cli("session enable now").unwrap_err();
     assert!(e.contains("now"), "{e}");
-    assert_no_leaks(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 
     for (snippet, token) in [
@@ -791,7 +791,7 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
         || sessions(&d) == 0,
         || d.ok("show session verbose"),
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -807,7 +807,7 @@ fn finish(d: Daemon, dir: std::path::PathBuf) {
         || sessions(&d) == 0,
         || d.ok("show session verbose"),
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -189,7 +189,7 @@ fn forwards_with_ttl_decrement_and_correct_checksums() {
         fib.contains("10.2.0.0/16") && fib.contains("via 10.0.1.2") && fib.contains("020000000102"),
         "{fib}"
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -249,7 +249,7 @@ fn icmp_echo_ttl_exceeded_and_arp() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(d.ok("show ip neighbors").contains("02:00:00:00:00:20"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -338,7 +338,7 @@ fn glean_sends_arp_and_malformed_packets_are_dropped_with_reasons() {
     }
     let intf = d.ok("show interface pg1");
     assert!(!intf.contains("tx packets"), "nothing was emitted: {intf}");
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -421,7 +421,7 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
         .cli("ip route del 10.5.0.0/16")
         .unwrap_err()
         .contains("no route"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -457,7 +457,7 @@ fn l2_xconnect_forwards_frames_unchanged_and_l3_restores_routing() {
     );
     let got = send(&d, "l3", &[f], "pg1", 1);
     assert_eq!(got[0][22], 63, "routed again (TTL decremented)");
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -533,7 +533,7 @@ fn feature_arc_source_check_drops_spoofed_sources() {
     );
     let got = send(&d, "sc2", &[spoof2], "pg1", 1);
     assert_eq!(&got[0][26..30], &[10, 0, 1, 99]);
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -570,7 +570,7 @@ fn cli_ping_through_the_graph() {
         .cli("ping 192.0.2.1 repeat 1")
         .unwrap_err()
         .contains("no source address"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -648,7 +648,8 @@ fn routes_change_under_traffic_on_a_worker_without_loss_of_accounting() {
         "tx {tx} (arp {arp_sent}) + dropped {dropped}:\n{errs}"
     );
     assert!(tx > 0);
-    assert_no_leaks(&d);
+    // The worker may still be inside the frame whose counts were read.
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }
 
@@ -685,7 +686,7 @@ fn loopback_create_use_and_delete_while_traffic_flows() {
         "loop0",
         "name reusable"
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -815,6 +816,6 @@ fn pcap_dispatch_trace_writes_vpp_dispatch_records() {
         Ok(o) => panic!("tshark failed: {}", String::from_utf8_lossy(&o.stderr)),
         Err(_) => eprintln!("SKIP tshark check: tshark not installed"),
     }
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }

@@ -158,7 +158,7 @@ fn bridge_floods_learns_forwards_and_tracks_moves() {
         .cli("create bridge-domain 1 del")
         .unwrap_err()
         .contains("still has interfaces"));
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }
 
@@ -192,6 +192,6 @@ fn bridge_flood_copies_large_bursts_without_leaks() {
         d.ok("show l2fib").contains("0 l2fib entries"),
         "learning off"
     );
-    assert_no_leaks(&d);
+    assert_no_leaks_now(&d);
     d.stop();
 }

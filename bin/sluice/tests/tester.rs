@@ -9,12 +9,7 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn must(args: &[&str]) {
-    sh(args).unwrap_or_else(|e| panic!("{e}"));
-}
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
@@ -66,39 +61,14 @@ impl Netns {
         ns
     }
 
-    /// Starts `sluice` inside the namespace with a temp CLI socket.
+    /// Starts `sluice` inside the namespace, with 16384 buffers (twice the harness's
+    /// default).
     fn daemon(&self, tag: &str, extra: &str) -> Daemon {
-        let dir = tmpdir(tag);
-        let sock = dir.join("cli.sock");
-        let conf = dir.join("startup.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "unix {{\n  nodaemon\n  cli-listen {}\n  capture-dir {}\n}}\nbuffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}\n",
-                sock.display(),
-                dir.display()
-            ),
+        Daemon::start_in(
+            Some(&self.0),
+            tag,
+            &format!("buffers {{ buffers-per-numa 16384 page-size 4k }}\n{extra}"),
         )
-        .unwrap();
-        // `ip netns exec` enters the namespace and execs sluice: the child's pid is sluice's.
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_sluice"), "-c"])
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sluice");
-        let d = Daemon { child, sock, dir };
-        // A start-up wait, not a speed check (see common::Daemon::start).
-        let t0 = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&d.sock).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "sluice did not open its CLI socket"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
     }
 }
 
@@ -140,18 +110,6 @@ fn wait_stopped(d: &Daemon) {
     std::thread::sleep(Duration::from_millis(200));
 }
 
-fn wait_no_buffers_in_use(d: &Daemon) {
-    let t0 = Instant::now();
-    while buffers_in_use(d) != 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "buffers still in use:\n{}",
-            d.ok("show buffers")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn setup(d: &Daemon) {
     for c in [
         "create host-interface name ta",
@@ -164,7 +122,8 @@ fn setup(d: &Daemon) {
     }
 }
 
-/// 20k pps for one second plus a 1k pps latency stream, through a veth pair.
+/// 20k pps for one second plus a 1k pps latency stream, through a veth pair: every packet
+/// sent arrives, once.
 #[test]
 fn tester_loop_over_veth_loses_nothing() {
     skip_unless_possible!();
@@ -190,14 +149,17 @@ fn tester_loop_over_veth_loses_nothing() {
         let p99 = field(&j, s, "p99").expect("latency p99");
         assert!(min > 0.0 && p99 >= min && p99 < 1e9, "{s}: {min} {p99}");
         assert!(field(&j, s, "jitter_ns").is_some());
-        // Loose enough never to flake on a shared VM; pacing accuracy is measured by
+        // Only what does not depend on the machine's speed: a loaded machine sends less
+        // (the pacer does not catch up past the trial's end), never more than `rate` x 1 s,
+        // and never faster than the rate (the trial ends no earlier than its last packet's
+        // slot, (tx - 1) / rate after the start). Pacing accuracy is measured by
         // scripts/tester-bench.sh, not asserted.
+        assert!(tx <= rate, "{s}: sent {tx} in a 1 s trial at {rate} pps");
         let offered = field(&j, s, "offered_rate_pps").unwrap();
         assert!(
-            (offered - rate).abs() < 0.2 * rate,
+            offered > 0.0 && offered <= rate * tx / (tx - 1.0),
             "{s}: offered {offered} pps, target {rate}"
         );
-        assert!((tx - rate).abs() < 0.2 * rate, "{s}: sent {tx} in 1 s");
     }
     // The driver saw exactly what the tester counted.
     let main_tx =
@@ -213,7 +175,7 @@ fn tester_loop_over_veth_loses_nothing() {
     );
     let text = d.ok("show tester");
     assert!(text.contains("main: interface host-ta"), "{text}");
-    wait_no_buffers_in_use(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }
 
@@ -245,6 +207,6 @@ fn tester_on_a_worker_thread() {
     assert_eq!(field(&j, "w", "rx_packets"), Some(tx), "{j}");
     d.ok("tester stream del name w");
     d.ok("set interface tester-rx host-tb disable");
-    wait_no_buffers_in_use(&d);
+    assert_no_leaks_within(&d, SETTLE);
     d.stop();
 }

@@ -140,17 +140,24 @@ pub fn run<A: Copy + std::fmt::Display>(
         v.hdr.flags |= sluice_buffer::flags::LOCALLY_ORIGINATED;
         let t0 = clock.now_tsc();
         vm.main.inject(lookup, &[b]);
-        // Run the graph until the reply arrives or the interval passes.
-        let deadline = clock.now_secs() + o.interval;
+        // Run the graph until the reply arrives or the interval passes. The interval counts
+        // from the end of the round that sent the request, and the last round starts after
+        // the deadline: a thread that was not scheduled for a while (a loaded machine) still
+        // polls the reply that arrived meanwhile instead of reporting it lost.
+        let mut deadline = None;
         let mut got = None;
-        while clock.now_secs() < deadline && !intr.requested() {
+        loop {
+            let last = deadline.is_some_and(|d| clock.now_secs() >= d);
             vm.run_main_once();
+            if deadline.is_none() {
+                deadline = Some(clock.now_secs() + o.interval);
+            }
             if let Ok(mut r) = state.replies.lock() {
                 if let Some(p) = r.iter().position(|x| x.0 == id && x.1 == seq) {
                     got = Some(r.remove(p));
                 }
             }
-            if got.is_some() {
+            if got.is_some() || last || intr.requested() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_micros(50));
@@ -172,4 +179,104 @@ pub fn run<A: Copy + std::fmt::Display>(
         "\nStatistics: {sent} sent, {received} received, {loss:.0}% packet loss"
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::BufIdx;
+    use sluice_graph::{nodes, testing::test_pool, CpuConfig, Cx, GraphBuilder, NodeFn};
+    use sluice_graph::{NodeKind, NodeRegistration};
+    use std::any::Any;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Takes each echo request off the graph (frees it) and counts it as sent.
+    struct Wire(Arc<AtomicU32>);
+    impl NodeFn for Wire {
+        fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+            self.0.fetch_add(frame.len() as u32, Ordering::Relaxed);
+            cx.free(frame);
+        }
+        fn as_any(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    /// The peer: at the first poll after a request the thread stops for `stall` (as when
+    /// it is not scheduled), and the reply is there at the next poll.
+    struct Peer {
+        sent: Arc<AtomicU32>,
+        state: Arc<PingState<Ipv4Addr>>,
+        stall: Duration,
+        answered: u32,
+        stalled: bool,
+    }
+    impl NodeFn for Peer {
+        fn poll(&mut self, cx: &mut Cx) -> usize {
+            if self.sent.load(Ordering::Relaxed) == self.answered {
+                return 0;
+            }
+            if !self.stalled {
+                self.stalled = true;
+                std::thread::sleep(self.stall);
+                return 0;
+            }
+            self.stalled = false;
+            self.answered += 1;
+            let id = self.state.id.load(Ordering::Relaxed) as u16;
+            let at = cx.now_tsc();
+            assert!(self
+                .state
+                .record(id, self.answered as u16, Ipv4Addr::LOCALHOST, 64, at));
+            0
+        }
+        fn as_any(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    /// A reply that arrives while the main thread is not scheduled past the interval is
+    /// still counted: the wait ends with a round that starts after the deadline.
+    #[test]
+    fn a_reply_seen_after_a_stall_past_the_interval_is_not_lost() {
+        let sent = Arc::new(AtomicU32::new(0));
+        let state = Arc::new(PingState::<Ipv4Addr>::default());
+        let mut g = GraphBuilder::new();
+        nodes::register(&mut g);
+        let s = sent.clone();
+        g.register(NodeRegistration::new(
+            "ping-wire",
+            NodeKind::Internal,
+            move |_| Box::new(Wire(s.clone())),
+        ));
+        let (s, st) = (sent.clone(), state.clone());
+        g.register(NodeRegistration::new(
+            "ping-peer",
+            NodeKind::Input,
+            move |_| {
+                Box::new(Peer {
+                    sent: s.clone(),
+                    state: st.clone(),
+                    stall: Duration::from_millis(200),
+                    answered: 0,
+                    stalled: false,
+                })
+            },
+        ));
+        let mut vm = Vlib::new(g, &CpuConfig::default(), &test_pool()).unwrap();
+        let wire = vm.registry.find("ping-wire").unwrap();
+        let o = PingArgs {
+            src_if: None,
+            table: None,
+            repeat: 2,
+            size: 56,
+            interval: 0.05,
+        };
+        let out = run(&mut vm, wire, &state, &o, 0, |_, _| vec![0u8; 84]);
+        assert!(out.contains("2 sent, 2 received"), "{out}");
+        assert!(out.contains("icmp_seq=2 "), "{out}");
+        assert_eq!(vm.pool.stats().in_use, 0);
+    }
 }

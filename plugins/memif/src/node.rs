@@ -2171,6 +2171,20 @@ mod tests {
                 })
                 .collect()
         };
+        // Either path: `sent` packets written, `dropped` counted as too_long, nothing else.
+        let counted = |r: &TxResult, why: &str, sent: usize, dropped: u64| {
+            assert_eq!(r.sent, sent, "{why}: sent");
+            assert_eq!(
+                r.fails[TxCounter::TooLong as usize],
+                dropped,
+                "{why}: too_long"
+            );
+            assert_eq!(
+                r.fails.iter().sum::<u64>(),
+                dropped,
+                "{why}: no other failure"
+            );
+        };
         // (mode, packets sent with their bytes, too_long drops)
         for (mode, l2, sent, dropped) in [
             (Mode::Ip, 14, vec![0, 4, 6], 4),
@@ -2194,17 +2208,7 @@ mod tests {
             let r = tx_ring(&pool, &conn, &conn.tx[0], mode, tx, &bufs);
             let why = format!("copy, {mode:?}");
             assert_eq!(r.consumed, bufs.len(), "{why}");
-            assert_eq!(r.sent, sent.len(), "{why}: sent");
-            assert_eq!(
-                r.fails[TxCounter::TooLong as usize],
-                dropped,
-                "{why}: too_long"
-            );
-            assert_eq!(
-                r.fails.iter().sum::<u64>(),
-                dropped,
-                "{why}: no other failure"
-            );
+            counted(&r, &why, sent.len(), dropped);
             assert_eq!(ring.head(), sent.len() as u16, "{why}: one slot a packet");
             for (s, w) in want.iter().enumerate() {
                 let d = ring.desc(s as u16);
@@ -2232,17 +2236,7 @@ mod tests {
             let mut done = Vec::new();
             let r = tx_ring_zc(&pool, &q, mode, &bufs, &mut done);
             let why = format!("zero-copy, {mode:?}");
-            assert_eq!(r.sent, sent.len(), "{why}: sent");
-            assert_eq!(
-                r.fails[TxCounter::TooLong as usize],
-                dropped,
-                "{why}: too_long"
-            );
-            assert_eq!(
-                r.fails.iter().sum::<u64>(),
-                dropped,
-                "{why}: no other failure"
-            );
+            counted(&r, &why, sent.len(), dropped);
             assert_eq!(
                 done.len() as u64,
                 dropped,
