@@ -343,8 +343,9 @@ fn exec_at_runtime_and_synthetic_streams_on_a_worker() {
             .any(|l| l.starts_with("null-sink") && l.contains("5000")),
         "{rt}"
     );
-    // The worker may still be inside the frame whose counts were read.
-    assert_no_leaks_within(&d, SETTLE);
+    // A worker's leak check waits: the worker thread may not run for a second on a
+    // loaded machine.
+    assert_no_leaks(&d);
     d.stop();
 }
 

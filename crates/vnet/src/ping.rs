@@ -259,7 +259,7 @@ mod tests {
                 Box::new(Peer {
                     sent: s.clone(),
                     state: st.clone(),
-                    stall: Duration::from_millis(200),
+                    stall: Duration::from_secs(2),
                     answered: 0,
                     stalled: false,
                 })
@@ -272,7 +272,10 @@ mod tests {
             table: None,
             repeat: 2,
             size: 56,
-            interval: 0.05,
+            // The stall is twice the interval: only a round that starts a whole interval
+            // late (a thread not scheduled for 1 s) could end the wait before the peer
+            // answers, which a loaded CI machine does not reach.
+            interval: 1.0,
         };
         let out = run(&mut vm, wire, &state, &o, 0, |_, _| vec![0u8; 84]);
         assert!(out.contains("2 sent, 2 received"), "{out}");
