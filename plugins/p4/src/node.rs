@@ -724,7 +724,7 @@ fn lookup_batch(
     if t.len() >= SPLIT_ENTRIES {
         // Entries of a large table miss the cache too: start loading the frame's.
         for &id in &ids[..n] {
-            t.prefetch_entry(id);
+            t.prefetch_rec(id);
         }
     }
 }
