@@ -887,7 +887,8 @@ mod tests {
             .unwrap();
         assert_eq!(r.lookup(r.key_of(&[u64::MAX, 5])), rec(&r, id));
         assert_eq!(r.lookup(r.key_of(&[u64::MAX, 4])), None);
-        r.del(&[Match::Exact(u64::MAX), Match::Exact(5)], 0).unwrap();
+        r.del(&[Match::Exact(u64::MAX), Match::Exact(5)], 0)
+            .unwrap();
         assert_eq!(r.lookup(r.key_of(&[u64::MAX, 5])), None);
         assert_eq!(r.recs_in_use(), 0);
     }
