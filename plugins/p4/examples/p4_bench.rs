@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 const ROUTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.p4");
+const L2SWITCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/l2switch.p4");
 
 struct Opts {
     runs: usize,
@@ -22,7 +23,8 @@ struct Opts {
     quick: bool,
     /// Run one case only (`native` or the `p4 load` options, e.g. `mode single no-dual`),
     /// for callgrind (`scripts/p4-bench.sh --callgrind`); `load`: only the load time of a
-    /// router with `--routes` const entries.
+    /// router with `--routes` const entries; `l2switch [<p4 load options>]`: the L2 switch
+    /// (an exact first table, `smac`) with `--routes` source stations.
     only: Option<String>,
     /// Routes for `--only` (1 or more).
     routes: usize,
@@ -291,6 +293,61 @@ fn p4(o: &Opts, rs: &[(u32, u8)], dir: &std::path::Path, load: &str) -> (Res, f6
     (r, rate)
 }
 
+/// The L2 switch with `n` stations in `smac` (its exact first table) and one destination in
+/// `dmac`, frames from random stations to it (for the staging threshold of an exact first
+/// table, `node::SPLIT_ENTRIES`).
+fn l2switch(o: &Opts, n: usize, dir: &std::path::Path, load: &str) -> Res {
+    let (mut vm, t) = build();
+    let pg1 = sluice_vnet::interface::resolve(&vm, "pg1").unwrap();
+    cli(
+        &mut vm,
+        &t,
+        &format!("p4 load {L2SWITCH} name r on pg0 {load}"),
+    );
+    let station = |i: usize| -> [u8; 6] {
+        let x = (i as u64).wrapping_mul(0x9e37_79b9) & 0xff_ffff_ffff;
+        let mut m = [0x02u8; 6];
+        m[1..].copy_from_slice(&x.to_be_bytes()[3..]);
+        m
+    };
+    let hex = |m: [u8; 6]| -> String {
+        let v: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+        v.join(":")
+    };
+    for i in 0..n {
+        cli(
+            &mut vm,
+            &t,
+            &format!("p4 table add r smac NoAction key {}", hex(station(i))),
+        );
+    }
+    let dst = [0x02, 0xfe, 0, 0, 0, 0x01];
+    cli(
+        &mut vm,
+        &t,
+        &format!("p4 table add r dmac forward key {} param {pg1}", hex(dst)),
+    );
+    let mut r = Rng(0x5eed);
+    let fs: Vec<Vec<u8>> = (0..4096)
+        .map(|_| {
+            let mut f = vec![0u8; 60];
+            f[0..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&station((r.next() % n as u64) as usize));
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            f
+        })
+        .collect();
+    let pcap = dir.join(format!("l2-{n}.pcap"));
+    write_pcap(&pcap, &fs);
+    let path: Vec<String> = ["ethernet-input", "p4-r", "interface-output", "pg-tx"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let r = replay(o, &mut vm, &t, &pcap, &path);
+    vm.stop_workers();
+    r
+}
+
 /// Load time of a router whose ipv4_lpm has `n` const entries.
 fn load_time(n: usize, dir: &std::path::Path) -> (f64, f64) {
     let src = std::fs::read_to_string(ROUTER).unwrap();
@@ -389,6 +446,8 @@ fn main() {
         };
         let r = if only == "native" {
             native(&o, &rs, &dir)
+        } else if let Some(load) = only.strip_prefix("l2switch") {
+            l2switch(&o, o.routes.max(1), &dir, load)
         } else {
             p4(&o, &rs, &dir, &only).0
         };

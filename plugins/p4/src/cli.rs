@@ -560,12 +560,20 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                 .collect();
             let _ = writeln!(
                 out,
-                "  table {}.{} [{}] entries {} index {}{}",
+                "  table {}.{} [{}] entries {} index {}{}{}",
                 t.control,
                 t.name,
                 keys.join(" "),
                 p.master.tables[i].len(),
                 p.master.tables[i].index_kind(),
+                if p.master.tables[i].shares_records() {
+                    format!(
+                        ", {} shared action records",
+                        p.master.tables[i].recs_in_use()
+                    )
+                } else {
+                    String::new()
+                },
                 if t.synthetic { " (synthetic)" } else { "" }
             );
         }
@@ -782,7 +790,8 @@ fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     rows.sort_by_key(|(id, e)| (std::cmp::Reverse(e.priority), *id));
     for (id, e) in rows {
         let keys: Vec<String> = e.matches.iter().map(fmt_match).collect();
-        let ps: Vec<String> = e.params[..e.nparams as usize]
+        let r = tr.rec_of(e);
+        let ps: Vec<String> = r.params[..r.nparams as usize]
             .iter()
             .map(|v| format!("{v:#x}"))
             .collect();
@@ -796,7 +805,7 @@ fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             } else {
                 String::new()
             },
-            prog.actions[e.action as usize].name,
+            prog.actions[r.action as usize].name,
             ps.join(", "),
             if tb.direct_counter.is_some() {
                 format!(" packets {} bytes {}", c[0], c[1])

@@ -530,7 +530,7 @@ fn apply(p: &Program, ap: &Apply) -> SF {
                     d[0] += 1;
                     d[1] += len;
                 }
-                let e = &tr.entries[id as usize];
+                let e = &tr.recs[id as usize];
                 if resolved {
                     (e.action, e.params)
                 } else {

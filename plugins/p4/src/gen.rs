@@ -631,7 +631,7 @@ impl G<'_> {
             ""
         };
         self.line(&format!(
-            "let e = match id {{ Some(x) => {{ {direct}t.entries.get(x as usize).unwrap_or(&t.default) }} None => {{ t.miss[0] += 1; t.miss[1] += s.plen; &t.default }} }};"
+            "let e = match id {{ Some(x) => {{ {direct}t.recs.get(x as usize).unwrap_or(&t.default) }} None => {{ t.miss[0] += 1; t.miss[1] += s.plen; &t.default }} }};"
         ));
         self.line("let act = e.action;");
         self.open("match act {");

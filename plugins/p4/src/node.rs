@@ -692,7 +692,7 @@ pub fn packet_staged<G: crate::gen::rt::Generated>(
 
 /// The ids of the first `n` keys in table `table` (none when it has no table): four at a
 /// time into a DIR-24-8, so their cache misses overlap as in `ip4-lookup`, and, for a
-/// large table, a prefetch of each hit entry before the actions read it.
+/// table of many action records, a prefetch of each hit's record before the actions read it.
 #[inline(always)]
 fn lookup_batch(
     ts: &ThreadState,
@@ -721,10 +721,11 @@ fn lookup_batch(
             }
         }
     }
-    if t.len() >= SPLIT_ENTRIES {
-        // Entries of a large table miss the cache too: start loading the frame's.
+    if t.recs.len() >= SPLIT_ENTRIES {
+        // Records of a large table miss the cache too: start loading the frame's (a table
+        // whose entries share a few records keeps them in cache).
         for &id in &ids[..n] {
-            t.prefetch_entry(id);
+            t.prefetch_rec(id);
         }
     }
 }

@@ -13,9 +13,17 @@
 //! | lpm (+ exact), <= 64 bits | one bihash per prefix length in use, longest first | <= 1 hash per length |
 //! | any ternary or range | entries by priority (highest first) | linear scan, first match |
 //!
-//! Entries live in a slab (`entries`, reused ids); an entry holds its action index and its
-//! parameters inline (PVPP's pre-resolved rule) and, for the non-optimised mode, a
-//! table-local action slot and an offset into a separate parameter pool.
+//! Entries live in a slab (`entries`, reused ids, control plane only). What a hit runs is an
+//! action record ([`ActRec`], in `recs`): the action index and its parameters inline (PVPP's
+//! pre-resolved rule) and, for the non-optimised mode, a table-local action slot and an
+//! offset into a separate parameter pool. The index maps a key to a record id:
+//!
+//! - a table with direct counters, or ternary/range keys, has one record per entry (record
+//!   id = entry id, which `direct` is indexed by);
+//! - any other table interns its records: entries with the same action and parameters share
+//!   one (reference counted), so a large table's index stays as dense as a FIB's and a hit
+//!   reads one of a few cache-hot records (100k routes to a few next hops: a few records,
+//!   not 100k lines), as the native path's adjacencies are.
 
 use crate::exact::ExactIndex;
 use crate::ir::{mask, EntrySpec, Match, MatchKind, Table, PARAMS_MAX};
@@ -52,12 +60,12 @@ pub enum TableError {
 /// A range field of a linear entry: shift in the key, width mask, low, high.
 pub type RangeField = (u8, u64, u64, u64);
 
-/// One entry (slab slot). What a hit reads — the action and its first seven parameters —
-/// is the first cache line (entries are line-aligned), so a large table's lookup costs
-/// one miss for the entry, and [`TableRt::prefetch_entry`] can hide it.
-#[derive(Clone, Debug, Default)]
+/// What a hit runs. The action and its first seven parameters are the first cache line
+/// (records are line-aligned), so a hit reads one line, and [`TableRt::prefetch_rec`] can
+/// start loading it.
+#[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
-pub struct EntryRt {
+pub struct ActRec {
     /// Global action index.
     pub action: u16,
     /// Index in the table's action list (non-resolved mode).
@@ -66,6 +74,13 @@ pub struct EntryRt {
     /// Offset of the parameters in `TableRt::pool` (non-resolved mode).
     pub pool_off: u32,
     pub params: [u64; PARAMS_MAX],
+}
+
+/// One entry (slab slot, control plane).
+#[derive(Clone, Debug, Default)]
+pub struct EntryRt {
+    /// Its action record (`TableRt::recs`).
+    pub rec: u32,
     pub priority: u32,
     pub matches: Vec<Match>,
     /// For linear tables: the masked value/mask over the whole key, and range fields
@@ -100,15 +115,25 @@ enum Index {
 
 /// A table on one thread.
 pub struct TableRt {
-    pub entries: Vec<EntryRt>,
+    entries: Vec<EntryRt>,
     free: Vec<u32>,
+    /// Action records, indexed by what [`TableRt::lookup`] returns.
+    pub recs: Vec<ActRec>,
+    /// Interned records (`shared`): (action, parameters) -> record id, and per record the
+    /// number of entries using it; free record ids.
+    interned: HashMap<(u16, [u64; PARAMS_MAX]), u32>,
+    refs: Vec<u32>,
+    free_recs: Vec<u32>,
+    /// Entries share records (no direct counters, no ternary/range keys).
+    shared: bool,
     /// Match + priority -> entry id (control plane only; never on the packet path).
     by_match: HashMap<(Vec<Match>, u32), u32>,
     index: Index,
-    pub default: EntryRt,
+    pub default: ActRec,
     /// Parameters of all entries (non-resolved mode).
     pub pool: Vec<u64>,
-    /// Per entry id: (packets, bytes) for the direct counter.
+    /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
+    /// records, where a hit's id is the entry's).
     pub direct: Vec<[u64; 2]>,
     /// Misses (default action runs), packets and bytes.
     pub miss: [u64; 2],
@@ -155,13 +180,23 @@ impl TableRt {
         } else {
             Index::ExactWide(Vec::new())
         };
+        let shared = t.direct_counter.is_none()
+            && matches!(
+                index,
+                Index::Exact(_) | Index::ExactWide(_) | Index::Lpm32(..) | Index::LpmLen(..)
+            );
         let (da, ref dp) = t.default;
         let mut me = TableRt {
             entries: Vec::new(),
             free: Vec::new(),
+            recs: Vec::new(),
+            interned: HashMap::new(),
+            refs: Vec::new(),
+            free_recs: Vec::new(),
+            shared,
             by_match: HashMap::new(),
             index,
-            default: EntryRt::default(),
+            default: ActRec::default(),
             pool: Vec::new(),
             direct: Vec::new(),
             miss: [0; 2],
@@ -172,7 +207,7 @@ impl TableRt {
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
         };
-        me.default = me.make_entry(t, actions, Vec::new(), da, dp, 0)?;
+        me.default = me.make_rec(t, actions, da, dp)?;
         if let Some(es) = &t.const_entries {
             me.limit = me.limit.max(es.len() as u64);
             for e in es {
@@ -193,6 +228,25 @@ impl TableRt {
         self.n_live == 0
     }
 
+    /// Whether entries with the same action and parameters share one record.
+    pub fn shares_records(&self) -> bool {
+        self.shared
+    }
+
+    /// Action records in use.
+    pub fn recs_in_use(&self) -> usize {
+        if self.shared {
+            self.interned.len()
+        } else {
+            self.n_live
+        }
+    }
+
+    /// The action record of an entry (for `show`).
+    pub fn rec_of(&self, e: &EntryRt) -> &ActRec {
+        &self.recs[e.rec as usize]
+    }
+
     /// Which index the table uses (for `show`).
     pub fn index_kind(&self) -> &'static str {
         match &self.index {
@@ -205,15 +259,13 @@ impl TableRt {
         }
     }
 
-    fn make_entry(
+    fn make_rec(
         &mut self,
         t: &Table,
         actions: &[crate::ir::Action],
-        matches: Vec<Match>,
         action: u16,
         params: &[u64],
-        priority: u32,
-    ) -> Result<EntryRt, TableError> {
+    ) -> Result<ActRec, TableError> {
         let slot = t
             .actions
             .iter()
@@ -223,14 +275,11 @@ impl TableRt {
         if ps.len() != params.len() {
             return Err(TableError::ParamCount(ps.len(), params.len()));
         }
-        let mut e = EntryRt {
-            matches,
-            priority,
+        let mut e = ActRec {
             action,
             slot: slot as u8,
             nparams: params.len() as u8,
             pool_off: self.pool.len() as u32,
-            live: true,
             ..Default::default()
         };
         for (i, (&v, (n, w))) in params.iter().zip(ps).enumerate() {
@@ -241,6 +290,51 @@ impl TableRt {
         }
         self.pool.extend_from_slice(params);
         Ok(e)
+    }
+
+    /// The record id for `r` of entry `id`: an interned one (its count raised) when the
+    /// table shares records, else `id`'s own slot.
+    fn take_rec(&mut self, id: u32, r: ActRec) -> u32 {
+        if !self.shared {
+            if self.recs.len() <= id as usize {
+                self.recs.resize(id as usize + 1, ActRec::default());
+            }
+            self.recs[id as usize] = r;
+            return id;
+        }
+        let key = (r.action, r.params);
+        if let Some(&x) = self.interned.get(&key) {
+            self.refs[x as usize] += 1;
+            return x;
+        }
+        let x = match self.free_recs.pop() {
+            Some(x) => {
+                self.recs[x as usize] = r;
+                self.refs[x as usize] = 1;
+                x
+            }
+            None => {
+                self.recs.push(r);
+                self.refs.push(1);
+                self.recs.len() as u32 - 1
+            }
+        };
+        self.interned.insert(key, x);
+        x
+    }
+
+    /// Drops one use of record `x` (freed at none, shared tables).
+    fn put_rec(&mut self, x: u32) {
+        if !self.shared {
+            return;
+        }
+        let r = &mut self.refs[x as usize];
+        *r -= 1;
+        if *r == 0 {
+            let a = &self.recs[x as usize];
+            self.interned.remove(&(a.action, a.params));
+            self.free_recs.push(x);
+        }
     }
 
     /// Validates a match against the key fields and computes the linear form.
@@ -331,17 +425,7 @@ impl TableRt {
         if self.n_live as u64 >= self.limit {
             return Err(TableError::Full(self.limit));
         }
-        let mut e = self.make_entry(
-            t,
-            actions,
-            spec.matches.clone(),
-            spec.action,
-            &spec.params,
-            prio,
-        )?;
-        e.value = value;
-        e.mask = msk;
-        e.ranges = ranges;
+        let r = self.make_rec(t, actions, spec.action, &spec.params)?;
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -350,7 +434,17 @@ impl TableRt {
                 self.entries.len() as u32 - 1
             }
         };
-        // Index first (may fail), then publish the entry.
+        let rec = self.take_rec(id, r);
+        let e = EntryRt {
+            rec,
+            priority: prio,
+            matches: spec.matches.clone(),
+            value,
+            mask: msk,
+            ranges,
+            live: true,
+        };
+        // Index first (may fail), then publish the entry. The index maps to the record.
         let lpm_len = spec.matches.iter().find_map(|m| match m {
             Match::Lpm(_, l) => Some(*l),
             _ => None,
@@ -358,17 +452,17 @@ impl TableRt {
         let r: Result<(), TableError> = match &mut self.index {
             Index::None => Err(TableError::Index("a keyless table takes no entries".into())),
             Index::Exact(h) => {
-                h.insert(value as u64, id);
+                h.insert(value as u64, rec);
                 Ok(())
             }
             Index::ExactWide(v) => {
                 let p = v.partition_point(|x| x.0 < value);
-                v.insert(p, (value, id));
+                v.insert(p, (value, rec));
                 Ok(())
             }
             Index::Lpm32(l, ep) => {
                 ep.quiesce(0);
-                l.insert(ep, value as u32, lpm_len.unwrap_or(32), id)
+                l.insert(ep, value as u32, lpm_len.unwrap_or(32), rec)
                     .map_err(|e| TableError::Index(e.to_string()))
             }
             Index::LpmLen(v, ep) => {
@@ -383,7 +477,7 @@ impl TableRt {
                     }
                 };
                 v[p].2
-                    .insert(ep, value as u64, id as u64)
+                    .insert(ep, value as u64, rec as u64)
                     .map(|_| ())
                     .map_err(|e| TableError::Index(e.to_string()))
             }
@@ -395,6 +489,7 @@ impl TableRt {
             }
         };
         if let Err(err) = r {
+            self.put_rec(rec);
             self.free.push(id);
             return Err(err);
         }
@@ -420,8 +515,9 @@ impl TableRt {
             .remove(&(matches.to_vec(), prio))
             .ok_or(TableError::NotFound)?;
         let e = &self.entries[id as usize];
-        let (value, lpm_len) = (
+        let (value, rec, lpm_len) = (
             e.value,
+            e.rec,
             matches.iter().find_map(|m| match m {
                 Match::Lpm(_, l) => Some(*l),
                 _ => None,
@@ -430,7 +526,7 @@ impl TableRt {
         match &mut self.index {
             Index::None => {}
             Index::Exact(h) => h.remove(value as u64),
-            Index::ExactWide(v) => v.retain(|x| x.1 != id),
+            Index::ExactWide(v) => v.retain(|x| x.0 != value),
             Index::Lpm32(l, ep) => {
                 ep.quiesce(0);
                 l.remove(ep, value as u32, lpm_len.unwrap_or(32));
@@ -448,6 +544,7 @@ impl TableRt {
             Index::Linear(v) => v.retain(|&x| x != id),
         }
         self.entries[id as usize].live = false;
+        self.put_rec(rec);
         self.free.push(id);
         self.n_live -= 1;
         Ok(())
@@ -462,7 +559,9 @@ impl TableRt {
         for (m, p) in keys {
             self.del(&m, p)?;
         }
-        self.pool.clear();
+        // The default action's parameters stay (made first, at the pool's start).
+        self.pool
+            .truncate(self.default.pool_off as usize + self.default.nparams as usize);
         Ok(())
     }
 
@@ -476,7 +575,8 @@ impl TableRt {
         k
     }
 
-    /// The entry id matching `k`.
+    /// The record id (`recs`) matching `k`; for a table that does not share records (see
+    /// the module doc) also the entry's id (`direct`).
     #[inline(always)]
     pub fn lookup(&self, k: u128) -> Option<u32> {
         match &self.index {
@@ -492,6 +592,7 @@ impl TableRt {
                 .iter()
                 .copied()
                 .find(|&id| self.entries[id as usize].matches_key(k)),
+            // (Linear tables do not share records: the entry id is the record id.)
         }
     }
 
@@ -504,11 +605,11 @@ impl TableRt {
         }
     }
 
-    /// Starts loading the entry `id` a lookup returned (a batched lookup prefetches its
-    /// frame's entries before running their actions).
+    /// Starts loading the record `id` a lookup returned (a batched lookup prefetches its
+    /// frame's records before running their actions).
     #[inline(always)]
-    pub fn prefetch_entry(&self, id: Option<u32>) {
-        if let Some(e) = id.and_then(|i| self.entries.get(i as usize)) {
+    pub fn prefetch_rec(&self, id: Option<u32>) {
+        if let Some(e) = id.and_then(|i| self.recs.get(i as usize)) {
             sluice_infra::prefetch(e);
         }
     }
@@ -600,6 +701,60 @@ mod tests {
         }
     }
 
+    /// The record a lookup of entry `id`'s key returns.
+    fn rec(r: &TableRt, id: u32) -> Option<u32> {
+        Some(r.entries[id as usize].rec)
+    }
+
+    #[test]
+    fn entries_share_records_unless_direct_counted() {
+        for (kind, width) in [(MatchKind::Lpm, 32), (MatchKind::Exact, 32)] {
+            let (mut t, a) = table(&[(kind, width)]);
+            let m = |i: u64| match kind {
+                MatchKind::Lpm => Match::Lpm(i << 8, 24),
+                _ => Match::Exact(i),
+            };
+            for direct in [false, true] {
+                t.direct_counter = direct.then(|| "c".to_string());
+                let mut r = TableRt::new(&t, &a).unwrap();
+                assert_eq!(r.shares_records(), !direct);
+                let ids: Vec<u32> = (0..100)
+                    .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
+                    .collect();
+                assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
+                for (i, &id) in ids.iter().enumerate() {
+                    let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
+                    let h = r.lookup(k).unwrap();
+                    assert_eq!(Some(h), rec(&r, id));
+                    assert_eq!(r.recs[h as usize].params[0], i as u64 % 3);
+                    if direct {
+                        assert_eq!(h, id);
+                    }
+                }
+                // Every entry of parameter 1 gone: its record is freed, then reused.
+                for i in (1..100).step_by(3) {
+                    r.del(&[m(i)], 0).unwrap();
+                }
+                assert_eq!(r.recs_in_use(), if direct { 67 } else { 2 });
+                assert_eq!(
+                    r.lookup(r.key_of(&[if kind == MatchKind::Lpm { 1 << 8 } else { 1 }])),
+                    None
+                );
+                let id = r.add(&t, &a, &spec(vec![m(1)], 7, 0)).unwrap();
+                let h = r.lookup(r.key_of(&[if kind == MatchKind::Lpm { 1 << 8 } else { 1 }]));
+                assert_eq!(h, rec(&r, id));
+                assert_eq!(r.recs[h.unwrap() as usize].params[0], 7);
+                assert_eq!(
+                    r.lookup(r.key_of(&[0]))
+                        .map(|h| r.recs[h as usize].params[0]),
+                    Some(0)
+                );
+                r.clear().unwrap();
+                assert_eq!(r.recs_in_use(), 0);
+            }
+        }
+    }
+
     #[test]
     fn exact_lpm_ternary_range() {
         let (t, a) = table(&[(MatchKind::Exact, 48)]);
@@ -607,7 +762,7 @@ mod tests {
         let id = r
             .add(&t, &a, &spec(vec![Match::Exact(0x0200_0000_0001)], 3, 0))
             .unwrap();
-        assert_eq!(r.lookup(r.key_of(&[0x0200_0000_0001])), Some(id));
+        assert_eq!(r.lookup(r.key_of(&[0x0200_0000_0001])), rec(&r, id));
         assert_eq!(r.lookup(r.key_of(&[0x0200_0000_0002])), None);
         assert_eq!(
             r.add(&t, &a, &spec(vec![Match::Exact(0x0200_0000_0001)], 3, 0)),
@@ -625,8 +780,8 @@ mod tests {
         let a24 = r
             .add(&t, &a, &spec(vec![Match::Lpm(0x0a01_0200, 24)], 2, 0))
             .unwrap();
-        assert_eq!(r.lookup(0x0a01_0203), Some(a24));
-        assert_eq!(r.lookup(0x0a01_0303), Some(a8));
+        assert_eq!(r.lookup(0x0a01_0203), rec(&r, a24));
+        assert_eq!(r.lookup(0x0a01_0303), rec(&r, a8));
         assert_eq!(r.lookup(0x0b01_0303), None);
         assert!(matches!(
             r.add(&t, &a, &spec(vec![Match::Lpm(0x0a01_0201, 24)], 2, 0)),
@@ -647,11 +802,11 @@ mod tests {
             .add(
                 &t,
                 &a,
-                &spec(vec![Match::Exact(1), Match::Lpm(0xabc0, 12)], 1, 0),
+                &spec(vec![Match::Exact(1), Match::Lpm(0xabc0, 12)], 2, 0),
             )
             .unwrap();
-        assert_eq!(r.lookup(r.key_of(&[1, 0xabcd])), Some(y));
-        assert_eq!(r.lookup(r.key_of(&[1, 0xab0d])), Some(x));
+        assert_eq!(r.lookup(r.key_of(&[1, 0xabcd])), rec(&r, y));
+        assert_eq!(r.lookup(r.key_of(&[1, 0xab0d])), rec(&r, x));
         assert_eq!(r.lookup(r.key_of(&[2, 0xabcd])), None);
 
         let (t, a) = table(&[(MatchKind::Ternary, 8), (MatchKind::Range, 16)]);
@@ -670,9 +825,9 @@ mod tests {
                 &spec(vec![Match::Ternary(6, 0xff), Match::Range(80, 80)], 2, 10),
             )
             .unwrap();
-        assert_eq!(r.lookup(r.key_of(&[6, 80])), Some(hi));
-        assert_eq!(r.lookup(r.key_of(&[6, 81])), Some(lo));
-        assert_eq!(r.lookup(r.key_of(&[17, 80])), Some(lo));
+        assert_eq!(r.lookup(r.key_of(&[6, 80])), rec(&r, hi));
+        assert_eq!(r.lookup(r.key_of(&[6, 81])), rec(&r, lo));
+        assert_eq!(r.lookup(r.key_of(&[17, 80])), rec(&r, lo));
         // Same match, other priority: a different entry.
         assert!(r
             .add(
@@ -730,7 +885,11 @@ mod tests {
                 &spec(vec![Match::Exact(u64::MAX), Match::Exact(5)], 1, 0),
             )
             .unwrap();
-        assert_eq!(r.lookup(r.key_of(&[u64::MAX, 5])), Some(id));
+        assert_eq!(r.lookup(r.key_of(&[u64::MAX, 5])), rec(&r, id));
         assert_eq!(r.lookup(r.key_of(&[u64::MAX, 4])), None);
+        r.del(&[Match::Exact(u64::MAX), Match::Exact(5)], 0)
+            .unwrap();
+        assert_eq!(r.lookup(r.key_of(&[u64::MAX, 5])), None);
+        assert_eq!(r.recs_in_use(), 0);
     }
 }

@@ -792,7 +792,7 @@ fn ex(cc: &mut Cc, e: &E, d: usize, pb: usize) -> Ex {
                     let e = if id == MISS {
                         &tr.default
                     } else {
-                        tr.entries.get(id as usize).unwrap_or(&tr.default)
+                        tr.recs.get(id as usize).unwrap_or(&tr.default)
                     };
                     t[i as usize] = e.params.get(k).copied().unwrap_or(0);
                 }
@@ -1489,7 +1489,7 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
                         d[1] += len;
                     }
                 }
-                tr.entries.get(id as usize).map_or(0, |e| e.slot)
+                tr.recs.get(id as usize).map_or(0, |e| e.slot)
             };
             if let Some(b) = v.buckets.get_mut(slot as usize) {
                 b.push(i);
@@ -1532,7 +1532,7 @@ fn apply(cc: &mut Cc, ap: &Apply, pb: usize) -> Op {
                         let slot = if id == MISS {
                             tr.default.slot
                         } else {
-                            tr.entries.get(id as usize).map_or(0, |e| e.slot)
+                            tr.recs.get(id as usize).map_or(0, |e| e.slot)
                         };
                         if let Some(Some(b)) = by_slot.get(slot as usize) {
                             if let Some(x) = sels.get_mut(*b as usize) {

@@ -625,7 +625,7 @@ fn cli_errors_and_show() {
         "{s}"
     );
     let s = cli(&mut vm, &t, "show p4 program");
-    assert!(s.contains("table MyIngress.ipv4_lpm [hdr.ipv4.dstAddr:lpm/32] entries 1 index lpm DIR-24-8 (fib ip4)"), "{s}");
+    assert!(s.contains("table MyIngress.ipv4_lpm [hdr.ipv4.dstAddr:lpm/32] entries 1 index lpm DIR-24-8 (fib ip4), 1 shared action records"), "{s}");
     assert!(
         s.contains("executor: generated (sluice-p4c module `router', single-node path)"),
         "{s}"

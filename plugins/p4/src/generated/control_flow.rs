@@ -87,7 +87,7 @@ impl Prog {
             { // table t
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     2 => {
@@ -138,7 +138,7 @@ impl Prog {
                         { // table u
                             let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                             let id = t.lookup64((s.m1));
-                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                            let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
                             match act {
                                 4 => {
@@ -208,7 +208,7 @@ impl Generated for Prog {
             { // table t
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)) >> 0 & 0xff)) << 16 | (rd::<2>(d, s.valid & 1 != 0, 12, 0, 0xffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     2 => {
@@ -259,7 +259,7 @@ impl Generated for Prog {
                         { // table u
                             let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                             let id = t.lookup64((s.m1));
-                            let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                            let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
                             match act {
                                 4 => {

@@ -102,7 +102,7 @@ impl Prog {
             { // table acl
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup(t.key_of(&[rd::<4>(d, s.valid & 2 != 0, 26, 0, 0xffffffff), rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff), rd::<1>(d, s.valid & 2 != 0, 23, 0, 0xff), rd::<2>(d, s.valid & 4 != 0, 36, 0, 0xffff)]));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     2 => {
@@ -143,7 +143,7 @@ impl Prog {
                             { // table fib
                                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                                 let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
-                                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                                 let act = e.action;
                                 match act {
                                     4 => {
@@ -208,7 +208,7 @@ impl Generated for Prog {
             { // table acl
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup(t.key_of(&[rd::<4>(d, s.valid & 2 != 0, 26, 0, 0xffffffff), rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff), rd::<1>(d, s.valid & 2 != 0, 23, 0, 0xff), rd::<2>(d, s.valid & 4 != 0, 36, 0, 0xffff)]));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     2 => {
@@ -249,7 +249,7 @@ impl Generated for Prog {
                             { // table fib
                                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                                 let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
-                                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                                 let act = e.action;
                                 match act {
                                     4 => {

@@ -76,7 +76,7 @@ impl Prog {
             { // table smac
                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                 let id = pre;
-                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     0 => {
@@ -103,7 +103,7 @@ impl Prog {
             { // table dmac
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = pre;
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     1 => {
@@ -155,7 +155,7 @@ impl Generated for Prog {
             { // table smac
                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 6, 0, 0xffffffffffff)));
-                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     0 => {
@@ -168,7 +168,7 @@ impl Generated for Prog {
             { // table dmac
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     1 => {
@@ -215,7 +215,7 @@ impl Generated for Prog {
             { // table smac
                 let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                 let id = pre;
-                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     0 => {
@@ -228,7 +228,7 @@ impl Generated for Prog {
             { // table dmac
                 let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                 let id = t.lookup64((rd::<6>(d, s.valid & 1 != 0, 0, 0, 0xffffffffffff)));
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     1 => {

@@ -96,7 +96,7 @@ impl Prog {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = pre;
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         2 => {
@@ -138,7 +138,7 @@ impl Prog {
                 { // table forward
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let id = pre;
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         3 => {
@@ -177,7 +177,7 @@ impl Prog {
             { // table send_frame
                 let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
                 let id = pre;
-                let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                 let act = e.action;
                 match act {
                     4 => {
@@ -226,7 +226,7 @@ impl Generated for Prog {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         2 => {
@@ -252,7 +252,7 @@ impl Generated for Prog {
                 { // table forward
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let id = t.lookup64((s.m0));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         3 => {
@@ -280,7 +280,7 @@ impl Generated for Prog {
                 { // table send_frame
                     let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
                     let id = t.lookup64((s.m3));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         4 => {
@@ -321,7 +321,7 @@ impl Generated for Prog {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = pre;
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         2 => {
@@ -347,7 +347,7 @@ impl Generated for Prog {
                 { // table forward
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let id = t.lookup64((s.m0));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         3 => {
@@ -375,7 +375,7 @@ impl Generated for Prog {
                 { // table send_frame
                     let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
                     let id = t.lookup64((s.m3));
-                    let e = match id { Some(x) => { t.entries.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
                         4 => {
