@@ -195,6 +195,8 @@ struct RxQ {
     /// The interrupt eventfd while registered with this thread's epoll.
     fd: Option<std::os::fd::RawFd>,
     mode: RxModeState,
+    /// TSC of the last poll when it received packets, else 0 (`Queue::gaps`).
+    busy_at: u64,
 }
 
 /// `memif-input` instance.
@@ -214,6 +216,8 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
+    /// Microseconds per TSC tick (`Queue::gaps`).
+    us_per_tick: f64,
 }
 
 // SAFETY: `segs` and `pkts` hold pointers into shared mappings only during one `poll` call;
@@ -235,6 +239,7 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
+            us_per_tick: 0.0,
         }
     }
 
@@ -251,6 +256,7 @@ impl MemifInput {
         self.view.refresh();
         let nt = cx.shared().n_threads;
         let hz = cx.shared().clock.hz();
+        self.us_per_tick = 1e6 / hz;
         for (k, i) in self.view.ifs.iter().enumerate() {
             let Some(conn) = i.conn.as_ref() else {
                 continue;
@@ -274,6 +280,7 @@ impl MemifInput {
                     token,
                     fd,
                     mode,
+                    busy_at: 0,
                 });
             }
         }
@@ -384,8 +391,14 @@ impl NodeFn for MemifInput {
             } else {
                 0
             };
-            if self.qs[j].mode.account(n, now) {
-                set_mask(q, &self.qs[j].mode);
+            let rq = &mut self.qs[j];
+            if rq.busy_at != 0 {
+                q.gaps
+                    .record(now.wrapping_sub(rq.busy_at), self.us_per_tick);
+            }
+            rq.busy_at = if n > 0 { now } else { 0 };
+            if rq.mode.account(n, now) {
+                set_mask(q, &rq.mode);
             }
             total += n;
         }
