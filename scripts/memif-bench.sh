@@ -76,6 +76,13 @@ until_link_up() {
 }
 # Other work on the machine shows in the numbers: every run line ends with the load average.
 load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
+# A process's main thread from /proc: "<ns on the CPU> <ns waiting for it> <involuntary switches>".
+sched() {
+  echo "$(cut -d' ' -f1,2 "/proc/$1/schedstat") $(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "/proc/$1/status")"
+}
+# Between two `sched' samples: ms waited for the CPU (runnable, not running), and switches.
+sched_ms() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.1f", (y[2] - x[2]) / 1e6}'; }
+sched_delta() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.1f ms for its CPU (%d preemptions)", (y[2] - x[2]) / 1e6, y[3] - x[3]}'; }
 record() { printf '%s %s|%s|%s\n' "$1" "$MODE" "$2" "$3" >> "$D/results"; }
 
 # The pg stream of the sender (the same CLI for Sluice and VPP).
@@ -263,6 +270,9 @@ run_sluice_rate() {
   until_link_up b
   a clear runtime
   b clear runtime
+  local pa=${PIDS[0]} pb=${PIDS[1]} sa0 sb0 sa1 sb1 waited
+  sa0=$(sched "$pa")
+  sb0=$(sched "$pb")
   T0=$(now)
   a packet-generator enable bench
   # Either wait running out is reported as `timeout' in the run's line.
@@ -273,6 +283,8 @@ run_sluice_rate() {
   done
   [ $ok = 1 ] || timeout="$timeout timeout (A's stream still running);"
   T1=$(now)
+  sa1=$(sched "$pa")
+  sb1=$(sched "$pb")
   # Drained: B's rx counter unchanged over 0.2 s.
   n1=-1
   ok=0
@@ -306,7 +318,11 @@ run_sluice_rate() {
   record "$pair" "loss packets" "$loss"
   record "$pair" "A memif-tx clk/pkt" "$ctx"
   record "$pair" "B memif-input clk/pkt" "$crx"
-  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call;$timeout $(load)"
+  waited="A waited $(sched_delta "$sa0" "$sa1"), B $(sched_delta "$sb0" "$sb1")"
+  record "$pair" "A waited for CPU ms" "$(sched_ms "$sa0" "$sa1")"
+  record "$pair" "B waited for CPU ms" "$(sched_ms "$sb0" "$sb1")"
+  echo "run $r $pair $MODE at $RATE pps: sent $sent in ${secs}s, into ring $into, ring full $full; B rx $rx, rx-miss $miss, out on pg1 $out; loss $loss; memif-tx $ctx clk/pkt, memif-input $crx clk/pkt at $vrx pkts/call; $waited;$timeout $(load)"
+  b show memif memif1/0 | grep 'poll gaps' | sed 's/^ */  B rx /' || true
   cleanup
 }
 

@@ -268,6 +268,24 @@ fn both_ways(p: &Pair, name: &str, n: u32) {
     p.b.ok(&format!("packet-generator delete {name}r"));
 }
 
+/// Waits up to 5 s until `show memif` prints `interrupts <state>` on rx queue 0 (the peer's
+/// tx ring, on the other lines, carries the peer's own flag).
+fn wait_rx_interrupts(d: &Daemon, state: &str) {
+    let t0 = Instant::now();
+    loop {
+        let s = d.ok("show memif memif1/0");
+        let rx = s.lines().find(|l| l.contains("rx queue 0")).unwrap_or("");
+        if rx.contains(&format!("interrupts {state}")) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "rx ring not `{state}':\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Rx modes over memif with the rx rings on worker threads, which sleep in epoll_wait when
 /// idle: in interrupt mode only the ring's eventfd, signalled by the peer once we clear
 /// `MASK_INT`, wakes them. Adaptive mode under a burst and after idle; rx placement moves.
@@ -288,7 +306,9 @@ fn rx_modes_interrupt_and_adaptive() {
             ),
             "{s}"
         );
-        wait_for(d, "show memif memif1/0", "interrupts masked", 5);
+        // Polling mode, idle: the worker sleeps with the rx ring unmasked, so the peer's
+        // next burst wakes it at once instead of at the next 10 ms tick.
+        wait_rx_interrupts(d, "enabled");
         d.ok("set interface rx-mode memif1/0 interrupt");
         assert!(d
             .ok("show interface rx-placement")
@@ -296,23 +316,7 @@ fn rx_modes_interrupt_and_adaptive() {
     }
     // The data path unmasks the rx ring (the peer's tx ring keeps its own flag).
     for d in [&p.a, &p.b] {
-        let t0 = Instant::now();
-        loop {
-            let s = d.ok("show memif memif1/0");
-            let rx = s
-                .lines()
-                .find(|l| l.contains("rx queue 0"))
-                .unwrap_or("")
-                .to_string();
-            if rx.contains("interrupts enabled") {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "rx ring still masked:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_rx_interrupts(d, "enabled");
     }
     both_ways(&p, "i1", 500);
     std::thread::sleep(Duration::from_millis(300)); // both workers asleep
@@ -347,7 +351,8 @@ fn rx_modes_interrupt_and_adaptive() {
         .b
         .ok("show interface rx-placement")
         .contains("Thread 1 (sluice_wk_0)"));
-    wait_for(&p.b, "show memif memif1/0", "interrupts masked", 5);
+    // Idle again: asleep, unmasked.
+    wait_rx_interrupts(&p.b, "enabled");
     let e =
         p.b.cli("set interface rx-mode memif1/0 queue 1 polling")
             .unwrap_err();

@@ -4,8 +4,9 @@
 //! - **polling** (default): the queue is polled on every dispatcher loop while it has packets
 //!   and for [`BUSY_SECS`] after the last one; when idle, the thread naps and polls it again at
 //!   least every [`POLL_TICK_SECS`] (its driver returns that from `NodeFn::poll_interval`).
-//!   No file descriptor is involved, so the first packet after an idle period waits up to a
-//!   tick.
+//!   A driver whose peer can signal a file descriptor lets it wake the sleeping thread
+//!   (memif unmasks its rings in `NodeFn::prepare_sleep` and masks them at the next poll);
+//!   elsewhere the first packet after an idle period waits up to a tick.
 //! - **interrupt**: the driver registers the queue's fd with the thread's epoll (and, for
 //!   memif, unmasks the peer's interrupts); the queue is polled only when the fd fires and
 //!   while it still holds packets. An idle thread sleeps in `epoll_wait` without ticks.

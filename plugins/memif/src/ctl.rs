@@ -15,7 +15,7 @@
 use super::proto::{self, AddRing, Hello, Init, Mode, Msg};
 use super::shm::{self, Desc, Region, Ring};
 use super::sock::{self, Recv};
-use super::{DataConn, IfShared, MemifShared, Queue};
+use super::{DataConn, IfShared, MemifShared, PollGaps, Queue};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU16};
@@ -892,6 +892,7 @@ impl Queue {
             last: AtomicU16::new(last),
             buf_base: base,
             shadow: Box::new([]),
+            gaps: PollGaps::default(),
         }
     }
 }

@@ -62,6 +62,59 @@ pub struct Queue {
     /// chain, on the packet's last slot. Written under the queue lock; the descriptors the
     /// peer may rewrite are never used to find a buffer.
     pub shadow: Box<[AtomicU32]>,
+    /// rx: how long the polling thread took to look at the ring again after a poll that
+    /// received packets (`show memif`).
+    pub gaps: PollGaps,
+}
+
+/// Buckets of [`PollGaps`]: `[k]` counts gaps of less than 2^k µs, the last one the rest.
+pub const GAP_BUCKETS: usize = 14;
+
+/// A log2 histogram of the gaps between consecutive polls of an rx ring while it receives:
+/// a gap longer than the ring holds at the offered rate is where the peer found it full.
+/// Written by the one polling thread (relaxed loads and stores, no atomic RMW), read by
+/// `show memif`.
+#[derive(Default)]
+pub struct PollGaps {
+    /// Counts by log2 of the gap in microseconds (see [`GAP_BUCKETS`]).
+    pub buckets: [AtomicU64; GAP_BUCKETS],
+    /// The longest gap, in TSC ticks.
+    pub max_tsc: AtomicU64,
+}
+
+impl PollGaps {
+    /// Records a gap of `tsc` ticks, `us_per_tick` microseconds each.
+    #[inline]
+    pub fn record(&self, tsc: u64, us_per_tick: f64) {
+        let us = (tsc as f64 * us_per_tick) as u64;
+        let k = (u64::BITS - us.leading_zeros()).min(GAP_BUCKETS as u32 - 1) as usize;
+        let b = &self.buckets[k];
+        b.store(b.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        if tsc > self.max_tsc.load(Ordering::Relaxed) {
+            self.max_tsc.store(tsc, Ordering::Relaxed);
+        }
+    }
+
+    /// `show memif`'s line: the non-empty buckets and the longest gap; None before any gap.
+    pub fn format(&self, hz: f64) -> Option<String> {
+        let mut o = String::new();
+        for (k, b) in self.buckets.iter().enumerate() {
+            let n = b.load(Ordering::Relaxed);
+            if n == 0 {
+                continue;
+            }
+            if k + 1 == GAP_BUCKETS {
+                let _ = write!(o, " >={}:{n}", 1u64 << (k - 1));
+            } else {
+                let _ = write!(o, " <{}:{n}", 1u64 << k);
+            }
+        }
+        if o.is_empty() {
+            return None;
+        }
+        let max = self.max_tsc.load(Ordering::Relaxed) as f64 * 1e6 / hz;
+        Some(format!("poll gaps while receiving (us):{o}, max {max:.1}"))
+    }
 }
 
 impl Queue {
@@ -745,6 +798,7 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             only = Some(a.word("interface")?);
         }
     }
+    let hz = vm.shared.clock.hz();
     let c = ctl(vm)?;
     let g = lock(&c);
     if let Some(n) = &only {
@@ -844,6 +898,9 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                         r.flags(),
                         if r.flags() & shm::RING_FLAG_MASK_INT != 0 { "masked" } else { "enabled" }
                     );
+                    if let Some(g) = (dir == "rx").then(|| q.gaps.format(hz)).flatten() {
+                        let _ = writeln!(o, "    {g}");
+                    }
                     if conn.zc.is_some() {
                         let what = if dir == "rx" { "buffers" } else { "packets" };
                         let _ = writeln!(o, "    zero-copy: {what} held {}", q.held());
@@ -880,4 +937,26 @@ pub fn sockets(vm: &mut Vlib) -> Vec<(u32, String)> {
         .iter()
         .map(|(k, s)| (*k, s.path.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_gaps_bucket_by_log2_microseconds() {
+        let g = PollGaps::default();
+        assert_eq!(g.format(1e9), None);
+        // A 1 GHz clock: 1000 ticks per µs.
+        for tsc in [500, 999, 1_000, 3_999, 100_000, 10_000_000_000] {
+            g.record(tsc, 1e-3);
+        }
+        let n = |k: usize| g.buckets[k].load(Ordering::Relaxed);
+        assert_eq!((n(0), n(1), n(2), n(7)), (2, 1, 1, 1));
+        assert_eq!(n(GAP_BUCKETS - 1), 1);
+        assert_eq!(
+            g.format(1e9).as_deref(),
+            Some("poll gaps while receiving (us): <1:2 <2:1 <4:1 <128:1 >=4096:1, max 10000000.0")
+        );
+    }
 }

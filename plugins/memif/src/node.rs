@@ -7,7 +7,8 @@
 //! `tail`; slave: refills `head` with its own buffers).
 //! - rx modes (`set interface rx-mode`, `sluice_graph::rxmode`): polling sets the ring's
 //!   `MASK_INT` flag (the peer does not signal) and polls while busy and every 10 ms when
-//!   idle; interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
+//!   idle, and clears it while the thread sleeps (`prepare_sleep`: the peer's next burst
+//!   wakes it through the eventfd, watched in every mode); interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
 //!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
 //!   while idle and sets `MASK_INT` while it polls under load.
 //! - copy mode: single-descriptor packets are parsed, bounds-checked and copied in batches
@@ -47,7 +48,7 @@ use super::{DataConn, IfShared, MemifShared, Queue};
 use crate::proto::Mode;
 use sluice_buffer::{flags, BufIdx, Buffer, BufferHeader, BufferPool, HEADROOM};
 use sluice_graph::pcap::point;
-use sluice_graph::rxmode::{RxModeState, POLL_TICK_SECS};
+use sluice_graph::rxmode::{RxMode, RxModeState, POLL_TICK_SECS};
 use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
 use sluice_vnet::interface::counter;
 use std::any::Any;
@@ -195,6 +196,11 @@ struct RxQ {
     /// The interrupt eventfd while registered with this thread's epoll.
     fd: Option<std::os::fd::RawFd>,
     mode: RxModeState,
+    /// TSC of the last poll when it received packets, else 0 (`Queue::gaps`).
+    busy_at: u64,
+    /// Polling mode: `prepare_sleep` unmasked the ring (the peer signals while the thread
+    /// sleeps); the next poll masks it again.
+    unmasked: bool,
 }
 
 /// `memif-input` instance.
@@ -214,6 +220,8 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
+    /// Microseconds per TSC tick (`Queue::gaps`).
+    us_per_tick: f64,
 }
 
 // SAFETY: `segs` and `pkts` hold pointers into shared mappings only during one `poll` call;
@@ -235,6 +243,7 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
+            us_per_tick: 0.0,
         }
     }
 
@@ -251,6 +260,7 @@ impl MemifInput {
         self.view.refresh();
         let nt = cx.shared().n_threads;
         let hz = cx.shared().clock.hz();
+        self.us_per_tick = 1e6 / hz;
         for (k, i) in self.view.ifs.iter().enumerate() {
             let Some(conn) = i.conn.as_ref() else {
                 continue;
@@ -261,12 +271,16 @@ impl MemifInput {
                 }
                 let mode = RxModeState::new(i.sh.rx_mode(qi), hz);
                 let token = (i.sh.sw_if_index << 8) | qi as u32;
-                let fd = mode.wants_fd().then(|| q.int_fd.as_raw_fd());
-                if let Some(fd) = fd {
-                    if let Err(e) = cx.irq_register(fd, token) {
+                // Every mode watches the eventfd: polling mode unmasks the ring while the
+                // thread sleeps (`prepare_sleep`).
+                let fd = q.int_fd.as_raw_fd();
+                let fd = match cx.irq_register(fd, token) {
+                    Ok(()) => Some(fd),
+                    Err(e) => {
                         log::warn!("memif: rx queue {qi}: cannot watch its eventfd: {e}");
+                        mode.wants_fd().then_some(fd)
                     }
-                }
+                };
                 set_mask(q, &mode);
                 self.qs.push(RxQ {
                     k,
@@ -274,6 +288,8 @@ impl MemifInput {
                     token,
                     fd,
                     mode,
+                    busy_at: 0,
+                    unmasked: false,
                 });
             }
         }
@@ -384,8 +400,18 @@ impl NodeFn for MemifInput {
             } else {
                 0
             };
-            if self.qs[j].mode.account(n, now) {
-                set_mask(q, &self.qs[j].mode);
+            let rq = &mut self.qs[j];
+            if rq.unmasked {
+                rq.unmasked = false;
+                set_mask(q, &rq.mode);
+            }
+            if rq.busy_at != 0 {
+                q.gaps
+                    .record(now.wrapping_sub(rq.busy_at), self.us_per_tick);
+            }
+            rq.busy_at = if n > 0 { now } else { 0 };
+            if rq.mode.account(n, now) {
+                set_mask(q, &rq.mode);
             }
             total += n;
         }
@@ -412,6 +438,30 @@ impl NodeFn for MemifInput {
     }
     fn polling(&self) -> bool {
         self.qs.iter().any(|q| q.mode.is_polling())
+    }
+    /// Polling-mode queues let the peer wake the sleeping thread: `MASK_INT` cleared, then
+    /// (after a full fence, as in interrupt mode) one more look at the ring. Without it a
+    /// queue idle for `BUSY_SECS` was looked at only every `POLL_TICK_SECS` (10 ms: the
+    /// whole ring and more lost at any rate when traffic started or resumed). The next poll
+    /// masks the ring again.
+    fn prepare_sleep(&mut self) -> bool {
+        let mut idle = true;
+        for rq in self.qs.iter_mut() {
+            if rq.mode.mode() != RxMode::Polling || rq.fd.is_none() {
+                continue;
+            }
+            let Some(conn) = self.view.ifs[rq.k].conn.as_ref() else {
+                continue;
+            };
+            let Some(q) = conn.rx.get(rq.qi) else {
+                continue;
+            };
+            q.ring.set_flags(q.ring.flags() & !RING_FLAG_MASK_INT);
+            fence(Ordering::SeqCst);
+            rq.unmasked = true;
+            idle &= !rx_pending(conn, q);
+        }
+        idle
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

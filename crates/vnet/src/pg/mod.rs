@@ -109,7 +109,11 @@ impl PgInput {
         }
         let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
         if let Some(rate) = s.rate {
-            let allowed = Pacer::new(rate, hz, s.start_tsc).allowed(rdtsc(), s.sent);
+            // After a stall the stream sends at most two frames early, never its whole
+            // backlog at full speed (a receiver sized for the rate would drop the burst).
+            let mut p = Pacer::new(rate, hz, s.start_tsc);
+            let allowed = p.allowed_bounded(rdtsc(), s.sent, 2 * FRAME as u64);
+            s.start_tsc = p.start_tsc();
             want = want.min(allowed.min(FRAME as u64) as usize);
         }
         if let Some(to) = s.handoff_to {

@@ -170,6 +170,33 @@ impl Pacer {
         let due = (now.wrapping_sub(self.start_tsc) as f64 * self.per_tick) as u64 + 1;
         due.saturating_sub(sent)
     }
+
+    /// [`Pacer::allowed`] with a bounded catch-up: a sender that fell more than `cap`
+    /// packets behind (it lost its core) is owed `cap`, and the schedule moves on so that
+    /// what was due during the stall is never sent late. The offered rate then falls short
+    /// instead of the sender bursting at full speed until it has caught up, which a
+    /// receiver sized for the configured rate cannot absorb. VPP's pg forgets everything
+    /// past one frame.
+    #[inline]
+    pub fn allowed_bounded(&mut self, now: u64, sent: u64, cap: u64) -> u64 {
+        // At least one: with 0 the schedule would start after `now`.
+        let cap = cap.max(1);
+        let owed = self.allowed(now, sent);
+        if owed <= cap {
+            return owed;
+        }
+        // Start later by the time the excess took, rounded up: `allowed` is then at most
+        // `cap`, and exactly `cap` but for the rounding of one tick.
+        self.start_tsc = self
+            .start_tsc
+            .wrapping_add(((owed - cap) as f64 / self.per_tick).ceil() as u64);
+        self.allowed(now, sent).min(cap)
+    }
+
+    /// The TSC the schedule counts from (moved by [`Pacer::allowed_bounded`]).
+    pub fn start_tsc(&self) -> u64 {
+        self.start_tsc
+    }
 }
 
 /// Where a stream's packets come from.
@@ -470,6 +497,52 @@ pub fn parse_new(a: &mut Args, max_size: usize) -> Result<StreamDef, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_pacer_never_releases_more_than_its_cap_after_a_stall() {
+        // 16.2 Mpps on a 3 GHz TSC; the sender polls every 1 µs and sends all it may.
+        let hz = 3e9;
+        let mut p = Pacer::new(16.2e6, hz, 1_000);
+        let (mut now, mut sent, mut most) = (1_000u64, 0u64, 0u64);
+        let step = |p: &mut Pacer, now: u64, sent: &mut u64, most: &mut u64| {
+            let n = p.allowed_bounded(now, *sent, 512);
+            *most = (*most).max(n);
+            *sent += n;
+        };
+        // Keeping up: exact, in bursts of the due packets only.
+        for _ in 0..10_000 {
+            now += 3_000;
+            step(&mut p, now, &mut sent, &mut most);
+        }
+        let exact = (10_000.0 * 1e-6 * 16.2e6) as u64 + 1;
+        assert!(sent.abs_diff(exact) <= 1, "{sent} vs {exact}");
+        assert!(most <= 17, "{most}");
+        // Stalls of 1 µs .. 10 ms (up to 162,000 packets due): the cap, never more.
+        for stall_us in [1u64, 40, 100, 1_000, 10_000] {
+            now += stall_us * 3_000;
+            let n = p.allowed_bounded(now, sent, 512);
+            assert!(n <= 512, "{n} after {stall_us} us");
+            sent += n;
+            // Right after, only what falls due: no second burst.
+            now += 3_000;
+            let n = p.allowed_bounded(now, sent, 512);
+            assert!(n <= 17, "{n} after the burst of a {stall_us} us stall");
+            sent += n;
+        }
+        // And the rate goes on from there.
+        let before = sent;
+        for _ in 0..1_000 {
+            now += 3_000;
+            step(&mut p, now, &mut sent, &mut most);
+        }
+        assert!((sent - before).abs_diff(16_200) <= 1, "{}", sent - before);
+        // The unbounded pacer would have released the whole backlog at once.
+        let q = Pacer::new(16.2e6, hz, 1_000);
+        assert!(q.allowed(now, sent) > 150_000);
+        // A cap of 0 is taken as 1.
+        let mut p = Pacer::new(1e6, 1e9, 0);
+        assert_eq!(p.allowed_bounded(1_000_000_000, 0, 0), 1);
+    }
 
     #[test]
     fn synthetic_packets_increment_and_checksum() {
