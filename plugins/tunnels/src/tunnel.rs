@@ -1294,48 +1294,59 @@ pub struct AddArgs {
     pub mcast_if: Option<SwIfIndex>,
 }
 
-/// A multicast `dst` with its interface (`mcast_if`): an IPv4 group (the IPv6 underlay
-/// has no way to receive a non-link-scope group yet) and a unicast `src`.
+/// A multicast `dst` with its interface (`mcast_if`) and a unicast `src` of its family.
 fn check_group(src: IpAddr, dst: IpAddr, mcast_if: Option<SwIfIndex>) -> VnetResult {
-    match (dst, mcast_if) {
-        (IpAddr::V4(g), Some(_)) if g.is_multicast() => {}
-        (IpAddr::V6(g), Some(_)) if g.is_multicast() => {
-            return Err(VnetError::NotSupported(format!(
-                "group {g}: IPv6 multicast underlay not supported"
-            )))
-        }
-        (g, Some(_)) => {
-            return Err(VnetError::invalid(format!("group {g} is not multicast")));
-        }
-        (g, None) => {
+    match mcast_if {
+        Some(_) if dst.is_multicast() => {}
+        Some(_) => return Err(VnetError::invalid(format!("group {dst} is not multicast"))),
+        None => {
             return Err(VnetError::invalid(format!(
-                "dst {g} is multicast: `group <address> <interface>' names its interface"
+                "dst {dst} is multicast: `group <address> <interface>' names its interface"
             )))
         }
     }
-    if !src.is_ipv4() || src.is_unspecified() || src.is_multicast() {
+    if src.is_ipv4() != dst.is_ipv4() || src.is_unspecified() || src.is_multicast() {
+        let fam = if dst.is_ipv4() { "IPv4" } else { "IPv6" };
         return Err(VnetError::invalid(format!(
-            "src {src} must be a unicast IPv4 address for group {dst}"
+            "src {src} must be a unicast {fam} address for group {dst}"
         )));
     }
     Ok(())
 }
 
-/// Adds or removes the receive route of multicast group `g` (a /32 `via local` in the
-/// underlay table `table_id`) — once per group and table, however many tunnels use it.
+/// Adds or removes the receive route of multicast group `g` (a /32 or /128 `via local`
+/// in the underlay table `table_id`: `ip4-local`/`ip6-local` then take its packets) —
+/// once per group and table, however many tunnels use it.
 fn group_route(vm: &mut Vlib, add: bool, g: IpAddr, table_id: u32, fib: u32) -> VnetResult {
     let users = vm.ext_mut::<Tunnels>().group_users(g, fib);
     // Called before the tunnel is recorded (add) and after it is removed (delete).
     if users > 0 {
         return Ok(());
     }
-    let IpAddr::V4(a) = g else { return Ok(()) };
-    let paths = sluice_vnet::routes::RoutePaths::<std::net::Ipv4Addr> {
-        table: table_id,
-        local: true,
-        ..Default::default()
-    };
-    sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), 32, &paths)
+    fn paths<A>(table: u32) -> sluice_vnet::routes::RoutePaths<A> {
+        sluice_vnet::routes::RoutePaths {
+            table,
+            local: true,
+            ..Default::default()
+        }
+    }
+    match g {
+        IpAddr::V4(a) => {
+            sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), 32, &paths(table_id))
+        }
+        IpAddr::V6(a) => {
+            sluice_vnet::ip6::route_add_del(vm, add, 1, u128::from(a), 128, &paths(table_id))
+        }
+    }
+}
+
+/// The adjacency sending to group `g` out of interface `i`.
+fn group_adjacency(vm: &mut Vlib, i: SwIfIndex, g: IpAddr) -> VnetResult<u32> {
+    sluice_vnet::interface::check(vm, i)?;
+    match g {
+        IpAddr::V4(g) => sluice_vnet::ip4::mcast_adjacency(vm, i.0, g),
+        IpAddr::V6(g) => sluice_vnet::ip6::mcast_adjacency(vm, i.0, g),
+    }
 }
 
 /// Refuses mixed families, equal, unspecified and multicast endpoints.
@@ -1458,9 +1469,8 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         }
     };
     let mut entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
-    if let (Some(i), IpAddr::V4(g)) = (t.mcast_if, a.dst) {
-        let made = sluice_vnet::interface::check(vm, i)
-            .and_then(|_| sluice_vnet::ip4::mcast_adjacency(vm, i.0, g))
+    if let Some(i) = t.mcast_if {
+        let made = group_adjacency(vm, i, a.dst)
             .and_then(|adj| group_route(vm, true, a.dst, a.table_id, fib_index).map(|_| adj));
         match made {
             Ok(adj) => entry.adj = Some(adj),
