@@ -139,12 +139,11 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
     #[inline(always)]
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         ipl: u16,
         e: &DecapEntry,
     ) -> Result<Next, VxlanCounter> {
-        Ok(tunnel::decap_to(cx, b, ipl as usize + UDP_VXLAN, e))
+        Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e))
     }
 }
 
