@@ -88,9 +88,17 @@ class TestTunnelMessages(SluiceTestCase):
         expect(Retval.NO_SUCH_INTERFACE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
                src_address="10.0.0.1", dst_address="239.1.1.2", mcast_sw_if_index=77,
                encap_vrf_id=0, decap_next_node="", vni=5)
-        expect(Retval.NOT_SUPPORTED, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
-               src_address="2001:db8::1", dst_address="ff0e::1", mcast_sw_if_index=lo,
+        m6 = a.vxlan_add_del_tunnel(is_add=True, instance=any_, src_address="2001:db8::1",
+                                    dst_address="ff0e::1", mcast_sw_if_index=lo,
+                                    encap_vrf_id=0, decap_next_node="", vni=5).sw_if_index
+        assert [(d.mcast_sw_if_index, str(d.dst_address))
+                for d in a.vxlan_tunnel_dump(sw_if_index=m6)] == [(lo, "ff0e::1")]
+        expect(Retval.INVALID_VALUE, a.vxlan_add_del_tunnel, is_add=True, instance=any_,
+               src_address="10.0.0.1", dst_address="ff0e::2", mcast_sw_if_index=lo,
                encap_vrf_id=0, decap_next_node="", vni=5)
+        a.vxlan_add_del_tunnel(is_add=False, instance=any_, src_address="2001:db8::1",
+                               dst_address="ff0e::1", mcast_sw_if_index=lo, encap_vrf_id=0,
+                               decap_next_node="", vni=5)
         a.vxlan_add_del_tunnel(is_add=False, instance=any_, src_address="10.0.0.1",
                                dst_address="239.1.1.1", mcast_sw_if_index=lo, encap_vrf_id=0,
                                decap_next_node="", vni=5)
@@ -170,9 +178,13 @@ class TestTunnelMessages(SluiceTestCase):
             ("fc00::99", p, "2001:db8::1", segs)]
         expect(Retval.ALREADY_EXISTS, a.sr_policy_add, bsid_addr="fc00::99", is_encap=True,
                fib_table=0, sids=segs)
-        a.sr_policy_add(bsid_addr="fc00::98", is_encap=False, fib_table=0, sids=segs)
+        a.sr_policy_add(bsid_addr="fc00::98", is_encap=False, fib_table=0, sids=segs,
+                        instance=7)
         assert [(str(x.bsid_addr), x.is_encap) for x in a.sr_policies_dump()] == [
             ("fc00::99", True), ("fc00::98", False)]
+        assert "sr-policy7" in self.vpp.cli("show interface")
+        expect(Retval.ALREADY_EXISTS, a.sr_policy_add, bsid_addr="fc00::97", is_encap=True,
+               fib_table=0, sids=segs, instance=7, match="sr-policy7")
         expect(Retval.INVALID_VALUE, a.sr_steering_add_del, is_del=False, bsid_addr="fc00::98",
                table_id=0, prefix="198.51.100.0/24", match="IPv6 only")
         a.sr_policy_del(bsid_addr="fc00::98")
@@ -208,7 +220,10 @@ class TestTunnelMessages(SluiceTestCase):
         a.sr_localsid_add_del(is_del=False, localsid="fc00::7", behavior="end_x",
                               **dict(sid, sw_if_index=lo, nh_addr="2001:db8:1::3"))
         a.sr_localsid_add_del(is_del=False, localsid="fc00::22", behavior="end_dx2",
-                              **dict(sid, sw_if_index=lo))
+                              instance=9, **dict(sid, sw_if_index=lo))
+        assert "sr-localsid9" in self.vpp.cli("show interface")
+        expect(Retval.ALREADY_EXISTS, a.sr_localsid_add_del, is_del=False,
+               localsid="fc00::23", behavior="end", instance=9, **sid, match="sr-localsid9")
         d = {str(x.addr): x for x in a.sr_localsids_dump()}
         assert sorted(d) == ["fc00::1", "fc00::22", "fc00::4", "fc00::44", "fc00::6",
                              "fc00::7"]

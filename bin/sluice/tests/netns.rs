@@ -2382,14 +2382,22 @@ fn nat44_inside_to_outside() {
 /// L2 over VXLAN between Sluice and a Linux `vxlan` device: namespace A holds the kernel
 /// VTEP (underlay `10.93.0.2` on its veth to Sluice, overlay `192.168.93.2` on `vx0`);
 /// namespace B is a host bridged by Sluice (bridge domain 1: B's veth + `vxlan_tunnel0`).
-/// Pings both ways and a TCP transfer cross the tunnel; IPv4 or IPv6 underlay.
-fn vxlan_with_linux_peer(v6: bool) {
+/// Pings both ways and a TCP transfer cross the tunnel; IPv4 or IPv6 underlay. With
+/// `group`, both VTEPs send to that multicast group instead (the kernel's `vxlan ... group
+/// <g> nolearning`: everything to the group; Sluice's `group <g> <interface>` tunnel).
+fn vxlan_with_linux_peer(v6: bool, group: Option<&str>) {
     skip_unless_possible!(Driver::AfPacket);
     if !have("ethtool", "--version") {
         eprintln!("SKIPPED: `ethtool' is not installed (the kernel VTEP's offloads go off)");
         return;
     }
-    let mut t = Topo::new(if v6 { "v6" } else { "v4" }, Driver::AfPacket);
+    let tag = match (v6, group.is_some()) {
+        (false, false) => "v4",
+        (true, false) => "v6",
+        (false, true) => "g4",
+        (true, true) => "g6",
+    };
+    let mut t = Topo::new(tag, Driver::AfPacket);
     let (sl, peer, plen) = if v6 {
         ("2001:db8:93::1", "2001:db8:93::2", 64)
     } else {
@@ -2410,10 +2418,15 @@ fn vxlan_with_linux_peer(v6: bool) {
         must(&["ip", "-n", &a, "addr", "add", &pa, "dev", "eth0"]);
     }
     must(&["ip", "-n", &a, "link", "set", "eth0", "up"]);
-    must(&[
-        "ip", "-n", &a, "link", "add", "vx0", "type", "vxlan", "id", "42", "local", peer, "remote",
-        sl, "dstport", "4789", "dev", "eth0",
-    ]);
+    let mut add = vec![
+        "ip", "-n", &a, "link", "add", "vx0", "type", "vxlan", "id", "42", "local", peer,
+        "dstport", "4789", "dev", "eth0",
+    ];
+    match group {
+        Some(g) => add.extend(["group", g, "nolearning"]),
+        None => add.extend(["remote", sl]),
+    }
+    must(&add);
     must(&[
         "ip",
         "-n",
@@ -2441,9 +2454,13 @@ fn vxlan_with_linux_peer(v6: bool) {
     must(&["ip", "-n", &b, "link", "set", "eth0", "mtu", mtu]);
     must(&["ip", "-n", &a, "link", "set", "vx0", "mtu", mtu]);
     let d = Driver::AfPacket.daemon("vxlan-linux", "");
-    attach(&d, Driver::AfPacket, &a, Some(&format!("{sl}/{plen}")));
+    let ha = attach(&d, Driver::AfPacket, &a, Some(&format!("{sl}/{plen}")));
     let hb = attach(&d, Driver::AfPacket, &vb, None);
-    let tun = d.ok(&format!("create vxlan tunnel src {sl} dst {peer} vni 42"));
+    let create = match group {
+        Some(g) => format!("create vxlan tunnel src {sl} group {g} {ha} vni 42"),
+        None => format!("create vxlan tunnel src {sl} dst {peer} vni 42"),
+    };
+    let tun = d.ok(&create);
     assert_eq!(tun.trim(), "vxlan_tunnel0");
     d.ok("set interface state vxlan_tunnel0 up");
     d.ok("create bridge-domain 1");
@@ -2455,7 +2472,8 @@ fn vxlan_with_linux_peer(v6: bool) {
     tcp_transfer(&b, &a, "192.168.93.2", 4 << 20);
     tcp_transfer(&a, &b, "192.168.93.3", 4 << 20);
     let show = d.ok("show vxlan tunnel");
-    assert!(show.contains(&format!("src {sl} dst {peer}")), "{show}");
+    let dst = group.unwrap_or(peer);
+    assert!(show.contains(&format!("src {sl} dst {dst}")), "{show}");
     assert!(if_counter(&d, "vxlan_tunnel0", "rx packets") > 100);
     assert!(if_counter(&d, "vxlan_tunnel0", "tx packets") > 100);
     let node = if v6 { "vxlan6-input" } else { "vxlan4-input" };
@@ -2466,20 +2484,28 @@ fn vxlan_with_linux_peer(v6: bool) {
             "{errs}"
         );
     }
-    d.ok(&format!(
-        "create vxlan tunnel src {sl} dst {peer} vni 42 del"
-    ));
+    d.ok(&format!("{create} del"));
     finish(d);
 }
 
 #[test]
 fn vxlan4_with_linux_peer() {
-    vxlan_with_linux_peer(false);
+    vxlan_with_linux_peer(false, None);
 }
 
 #[test]
 fn vxlan6_with_linux_peer() {
-    vxlan_with_linux_peer(true);
+    vxlan_with_linux_peer(true, None);
+}
+
+#[test]
+fn vxlan4_group_with_linux_peer() {
+    vxlan_with_linux_peer(false, Some("239.1.93.1"));
+}
+
+#[test]
+fn vxlan6_group_with_linux_peer() {
+    vxlan_with_linux_peer(true, Some("ff0e::193"));
 }
 
 /// SRv6 between Sluice and the Linux kernel's seg6/seg6local. Namespace A is a Linux SR

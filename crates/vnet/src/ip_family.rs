@@ -147,6 +147,9 @@ pub trait IpControl: Send + Sized + 'static {
     fn check_recursive(_nh: Addr<Self>) -> VnetResult {
         Ok(())
     }
+    /// The Ethernet address of multicast group `g` (IPv4: 01:00:5e and the low 23 bits,
+    /// RFC 1112 §6.4; IPv6: 33:33 and the low 32 bits, RFC 2464 §7).
+    fn mcast_mac(g: Addr<Self>) -> [u8; 6];
 
     /// The control plane of the running daemon.
     fn control(vm: &mut Vlib) -> VnetResult<Arc<Mutex<Self>>> {
@@ -262,6 +265,23 @@ pub trait IpControl: Send + Sized + 'static {
         let a = self.adj(AdjKind::Rewrite, i, key, || adj)?;
         self.nbr_adjs_mut().insert(i, nh, a);
         self.set_incomplete(a, mac.is_none().then_some(nh));
+        Ok(a)
+    }
+
+    /// The adjacency sending to multicast group `g` on interface `i`: a Rewrite to the
+    /// group's MAC ([`Self::mcast_mac`]), kept with the neighbour adjacencies (a group is
+    /// never a learned neighbour); a point-to-point interface's one adjacency.
+    fn mcast_adj(&mut self, i: u32, g: Addr<Self>) -> VnetResult<u32> {
+        if self.if_attr(i).p2p.load(Ordering::Relaxed) {
+            return self.p2p_adj(i);
+        }
+        if let Some(a) = self.nbr_adjs().get(i, g) {
+            return Ok(a);
+        }
+        let adj = self.neighbor_rewrite(i, g, Some(Self::mcast_mac(g)));
+        let key = self.nbr_adj_key(g);
+        let a = self.adj(AdjKind::Rewrite, i, key, || adj)?;
+        self.nbr_adjs_mut().insert(i, g, a);
         Ok(a)
     }
 
@@ -939,6 +959,17 @@ pub fn neighbor_adjacency<C: IpControl>(vm: &mut Vlib, i: u32, nh: Addr<C>) -> V
     let c = C::control(vm)?;
     let mut ctl = lock(&c);
     ctl.nbr_adj(i, nh)
+}
+
+/// The adjacency sending to multicast group `g` on interface `i` ([`IpControl::mcast_adj`];
+/// a VXLAN tunnel to a group: its encap bypasses the lookup, which has no multicast FIB).
+pub fn mcast_adjacency<C: IpControl>(vm: &mut Vlib, i: u32, g: C::Ip) -> VnetResult<u32> {
+    if !Into::<IpAddr>::into(g).is_multicast() {
+        return Err(VnetError::invalid(format!("{g} is not a multicast group")));
+    }
+    let c = C::control(vm)?;
+    let mut ctl = lock(&c);
+    ctl.mcast_adj(i, g.into())
 }
 
 /// Number of routes (benchmarks, tests).

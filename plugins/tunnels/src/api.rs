@@ -293,7 +293,7 @@ fn sr_policy_add(
         &segs,
         q.fib_table,
         !q.is_encap,
-        None,
+        (q.instance != ANY).then_some(q.instance),
     )?;
     Ok(sr_api::SrPolicyAddReply { sw_if_index: sw.0 })
 }
@@ -394,7 +394,8 @@ fn sr_localsid_add_del(
         B::EndDt4 => Behavior::Dt4 { table: q.vrf_table },
         B::EndDt6 => Behavior::Dt6 { table: q.vrf_table },
     };
-    let sw = srv6::localsid_add(vm, addr, b, q.fib_table)?;
+    let instance = (q.instance != ANY).then_some(q.instance);
+    let sw = srv6::localsid_add(vm, addr, b, q.fib_table, instance)?;
     Ok(sr_api::SrLocalsidAddDelReply { sw_if_index: sw.0 })
 }
 

@@ -174,14 +174,13 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
     #[inline(always)]
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         m: GreMeta,
         e: &DecapEntry,
     ) -> Result<Next, GreCounter> {
         Ok(match m.et {
-            0 => tunnel::decap_to(cx, b, m.hl as usize, e),
-            et => tunnel::decap_l3(cx, b, m.hl as usize, e, et),
+            0 => tunnel::decap_to(b, m.hl as usize, e),
+            et => tunnel::decap_l3(b, m.hl as usize, e, et),
         })
     }
 }

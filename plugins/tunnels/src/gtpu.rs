@@ -351,7 +351,6 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
     #[inline(always)]
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         (_, off): (u16, u16),
         e: &DecapEntry,
@@ -364,7 +363,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
             if d.len() < off + 14 {
                 return Err(GtpCounter::Truncated);
             }
-            return Ok(tunnel::decap_to(cx, b, off, e));
+            return Ok(tunnel::decap_to(b, off, e));
         }
         let et = match d.get(off).map(|v| v >> 4) {
             Some(4) => 0x0800,
@@ -372,7 +371,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
             None => return Err(GtpCounter::Truncated),
             _ => return Err(GtpCounter::BadInner),
         };
-        Ok(tunnel::decap_l3(cx, b, off, e, et))
+        Ok(tunnel::decap_l3(b, off, e, et))
     }
 }
 

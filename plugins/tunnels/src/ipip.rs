@@ -113,12 +113,11 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
     #[inline(always)]
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         (ipl, et): (u16, u16),
         e: &DecapEntry,
     ) -> Result<Next, IpipCounter> {
-        Ok(tunnel::decap_l3(cx, b, ipl as usize, e, et))
+        Ok(tunnel::decap_l3(b, ipl as usize, e, et))
     }
 }
 

@@ -11,7 +11,7 @@
 //! sr localsid [del] address <ip6> behavior end | end.x <if> <ip6> | end.dx2 <if>
 //!                                         | end.dx4 <if> <ip4> | end.dx6 <if> <ip6>
 //!                                         | end.dt4 <table-id> | end.dt6 <table-id>
-//!                                         [fib-table <id>]
+//!                                         [fib-table <id>] [instance <n>]
 //! show sr policies | show sr localsids | show sr steering-policies
 //! ```
 //!
@@ -1160,12 +1160,14 @@ fn action(vm: &mut Vlib, b: &Behavior, table_id: u32) -> VnetResult<Action> {
     })
 }
 
-/// `sr localsid address <a> behavior <b>`: its interface.
+/// `sr localsid address <a> behavior <b> [instance <n>]`: its interface,
+/// `sr-localsid<instance>` (None: the lowest free instance).
 pub fn localsid_add(
     vm: &mut Vlib,
     addr: Ipv6Addr,
     behavior: Behavior,
     table_id: u32,
+    instance: Option<u32>,
 ) -> VnetResult<SwIfIndex> {
     let st = vm.ext_mut::<Srv6>();
     if st
@@ -1180,7 +1182,7 @@ pub fn localsid_add(
     }
     v6_fib(vm, table_id)?;
     let act = action(vm, &behavior, table_id)?;
-    let sw = p2p_interface(vm, "sr-localsid", None, LOCALSID, 9216)?;
+    let sw = p2p_interface(vm, "sr-localsid", instance, LOCALSID, 9216)?;
     if let Some(n) = vm.registry.find(LOCALSID) {
         vm.foreach_thread(move |tg| {
             if let Some(l) = tg.node_mut::<LocalSid>(n) {
@@ -1359,7 +1361,7 @@ fn cli_steer_l2(vm: &mut Vlib, a: &mut Args, add: bool) -> Result<String, CliErr
 
 fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
     let add = !a.keyword("del");
-    let (mut addr, mut behavior, mut table_id) = (None, None, 0);
+    let (mut addr, mut behavior, mut table_id, mut instance) = (None, None, 0, None);
     while !a.is_empty() {
         if a.keyword("address") {
             addr = Some(v6(&a.word("SID")?, "SID")?);
@@ -1399,6 +1401,8 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             });
         } else if a.keyword("fib-table") {
             table_id = a.u32("fib-table")?;
+        } else if add && a.keyword("instance") {
+            instance = Some(a.u32("instance")?);
         } else {
             a.finish()?;
         }
@@ -1409,7 +1413,7 @@ fn cli_localsid(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         return Ok(String::new());
     }
     let b = behavior.ok_or_else(|| CliError::new("missing behavior <behavior>"))?;
-    let sw = localsid_add(vm, addr, b, table_id)?;
+    let sw = localsid_add(vm, addr, b, table_id, instance)?;
     Ok(format!("{}\n", tunnel::if_name(vm, sw)))
 }
 
@@ -1540,6 +1544,10 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     if sid.table_id != 0 {
         s.push_str(&format!(" fib-table {}", sid.table_id));
     }
+    s.push_str(&format!(
+        " instance {}",
+        instance_of(vm, sid.sw, "sr-localsid")
+    ));
     Some(s)
 }
 
@@ -1596,7 +1604,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "sr localsid",
-        "sr localsid [del] address <ip6> behavior end|end.x <if> <ip6>|end.dx2 <if>|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>]",
+        "sr localsid [del] address <ip6> behavior end|end.x <if> <ip6>|end.dx2 <if>|end.dx4 <if> <ip4>|end.dx6 <if> <ip6>|end.dt4 <table>|end.dt6 <table> [fib-table <id>] [instance <n>]",
         cli_localsid,
     );
     t.add("show sr policies", "show sr policies", cli_show_policies);

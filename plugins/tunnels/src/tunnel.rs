@@ -50,6 +50,7 @@
 
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
 use sluice_buffer::{BufIdx, Buffer};
+use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
 use sluice_vnet::devices::linux::SwTable;
@@ -451,15 +452,71 @@ pub fn addr_key(a: IpAddr) -> u128 {
     }
 }
 
-/// What a decap hit yields: one cache line, the tunnel's full decap key (a hit in the
-/// table's digest index is confirmed against it) beside what the packet needs.
+/// A tunnel as [`DecapTable::insert`] takes it (what every thread's entry is made of).
 #[derive(Clone)]
+pub struct DecapSpec {
+    /// The tunnel interface.
+    pub sw_if: u32,
+    /// Where the inner packet goes.
+    pub next: Next,
+    /// The tunnel's counters (rx packets/bytes).
+    pub counters: Arc<IfCounters>,
+    /// The tunnel interface's MAC.
+    pub mac: [u8; 6],
+    /// Ethernet inside.
+    pub l2: bool,
+}
+
+impl DecapSpec {
+    /// The tunnel of interface `sw_if`.
+    pub fn new(sw_if: u32, next: Next, counters: Arc<IfCounters>, mac: [u8; 6], l2: bool) -> Self {
+        DecapSpec {
+            sw_if,
+            next,
+            counters,
+            mac,
+            l2,
+        }
+    }
+}
+
+/// One thread's row of a tunnel's interface counters, reached directly (through the
+/// `Arc<IfCounters>` it would be a load of the `Arc`'s record, then of the row: one
+/// dependent cache miss more per packet with thousands of tunnels).
+struct RxRow(std::ptr::NonNull<[Counter; sluice_vnet::interface::counter::N]>);
+
+// SAFETY: the row is atomics (`Counter`), which any thread may read and add to; the
+// pointer itself is only an address.
+unsafe impl Send for RxRow {}
+// SAFETY: as for `Send`: shared access is atomic loads and stores.
+unsafe impl Sync for RxRow {}
+
+impl RxRow {
+    /// The row of thread `t` of `c` (None: `c` has no row for `t`).
+    fn new(c: &IfCounters, t: usize) -> Option<Self> {
+        c.row(t).map(|r| RxRow(std::ptr::NonNull::from(r)))
+    }
+    /// The row.
+    #[inline(always)]
+    fn get(&self) -> &[Counter; sluice_vnet::interface::counter::N] {
+        // SAFETY: a `RxRow` lives only in a `DecapEntry` of a `DecapTable`, which keeps
+        // the `Arc<IfCounters>` owning the row (a boxed slice, never reallocated) in
+        // `keep` at the same index for exactly as long as the entry exists; `DecapEntry`
+        // is neither `Clone` nor constructible outside this module, so the row cannot
+        // outlive the borrow of the table it is reached through.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// What a decap hit yields: one cache line, the tunnel's full decap key (a hit in the
+/// table's digest index is confirmed against it) beside what the packet needs, among it
+/// this thread's row of the tunnel's counters.
 #[repr(C, align(64))]
 pub struct DecapEntry {
     /// The key, as [`key_words`] packs it (set by [`DecapTable::insert`]).
     words: [u64; 5],
-    /// The tunnel's counters (rx packets/bytes).
-    pub counters: Arc<IfCounters>,
+    /// This thread's row of the tunnel's counters (rx packets/bytes).
+    rx: RxRow,
     /// The tunnel interface.
     pub sw_if: u32,
     /// Where the inner packet goes.
@@ -476,17 +533,19 @@ pub struct DecapEntry {
 const _: () = assert!(std::mem::size_of::<Option<DecapEntry>>() == 64);
 
 impl DecapEntry {
-    /// The entry of tunnel interface `sw_if` (its key is set when it is inserted).
-    pub fn new(sw_if: u32, next: Next, counters: Arc<IfCounters>, mac: [u8; 6], l2: bool) -> Self {
-        DecapEntry {
-            words: [0; 5],
-            counters,
-            sw_if,
-            next,
-            mac,
-            sub: 0,
-            l2,
-        }
+    /// Adds a received packet of `bytes` bytes to the tunnel's counters.
+    #[inline(always)]
+    fn count_rx(&self, bytes: u64) {
+        let r = self.rx.get();
+        r[sluice_vnet::interface::counter::RX_PACKETS].add(1);
+        r[sluice_vnet::interface::counter::RX_BYTES].add(bytes);
+    }
+    /// Hints the CPU to fetch the counters' row (80 bytes: its first and last lines).
+    #[inline(always)]
+    fn prefetch_rx(&self) {
+        let p = self.rx.0.as_ptr();
+        sluice_infra::prefetch(p);
+        sluice_infra::prefetch(p.cast::<u8>().wrapping_add(ROW_LAST));
     }
     /// Whether this is the entry of key `k`.
     #[inline(always)]
@@ -522,6 +581,9 @@ pub fn digest(k: &DecapKey) -> u64 {
     std::hash::BuildHasherDefault::<DecapHasher>::default().hash_one(k)
 }
 
+/// The offset of a counters row's last byte.
+const ROW_LAST: usize = std::mem::size_of::<[Counter; sluice_vnet::interface::counter::N]>() - 1;
+
 /// A decap node's tunnel table (one copy per thread, only that thread reads and writes it:
 /// the control plane changes it through `foreach_thread`): a map from the key's [`digest`]
 /// to the tunnel index, and the entries by tunnel index (one cache line each).
@@ -534,36 +596,62 @@ pub fn digest(k: &DecapKey) -> u64 {
 pub struct DecapTable {
     index: HashMap<u64, u32, std::hash::BuildHasherDefault<sluice_infra::hash::PreHashed>>,
     entries: Vec<Option<DecapEntry>>,
+    /// The counters each entry's row belongs to, by tunnel index (what keeps the row
+    /// alive: set and cleared with the entry).
+    keep: Vec<Option<Arc<IfCounters>>>,
     /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` reads
     /// next (prefetched with the counters; None in a runtime without vnet).
     if_attrs: Option<IfAttrs>,
+}
+
+/// Why [`DecapTable::insert`] refused a tunnel (the table is unchanged).
+#[derive(Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The table could not grow.
+    NoMemory,
+    /// The tunnel's counters have no row for the table's thread.
+    NoRow,
 }
 
 /// A decap key's lookup result: the tunnel index, or [`MISS`].
 pub const MISS: u32 = u32::MAX;
 
 impl DecapTable {
-    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's). Fails only
-    /// when the index cannot grow (memory); the table is then unchanged.
+    /// Adds or replaces tunnel `idx` (key `k`; its digest is no other tunnel's) for thread
+    /// `t` (whose row of the counters the entry holds). Fails when the index cannot grow
+    /// (memory) or the counters have no row for `t`; the table is then unchanged.
     pub fn insert(
         &mut self,
         k: DecapKey,
         idx: u32,
-        mut e: DecapEntry,
-    ) -> Result<(), std::collections::TryReserveError> {
-        e.words = key_words(&k);
-        e.sub = k.sub;
+        e: &DecapSpec,
+        t: usize,
+    ) -> Result<(), InsertError> {
+        let rx = RxRow::new(&e.counters, t).ok_or(InsertError::NoRow)?;
         let i = idx as usize;
-        self.index.try_reserve(1)?;
+        let mem = |_| InsertError::NoMemory;
+        self.index.try_reserve(1).map_err(mem)?;
         if self.entries.len() <= i {
-            self.entries.try_reserve(i + 1 - self.entries.len())?;
-            self.entries.resize(i + 1, None);
+            let more = i + 1 - self.entries.len();
+            self.entries.try_reserve(more).map_err(mem)?;
+            self.keep.try_reserve(more).map_err(mem)?;
+            self.entries.resize_with(i + 1, || None);
+            self.keep.resize(i + 1, None);
         }
         let d = digest(&k);
         // The caller keeps digests unique across tunnels: only `idx` itself may hold `d`.
         debug_assert!(self.index.get(&d).is_none_or(|&o| o == idx));
         self.index.insert(d, idx);
-        self.entries[i] = Some(e);
+        self.entries[i] = Some(DecapEntry {
+            words: key_words(&k),
+            rx,
+            sw_if: e.sw_if,
+            next: e.next,
+            mac: e.mac,
+            sub: k.sub,
+            l2: e.l2,
+        });
+        self.keep[i] = Some(e.counters.clone());
         Ok(())
     }
     /// The interface table whose records [`DecapTable::lookup_frame`] prefetches.
@@ -579,7 +667,9 @@ impl DecapTable {
         // Only tunnel `idx` as `k` names it: a mismatched pair must not wipe another tunnel.
         if let Some(e) = self.entries.get_mut(idx as usize) {
             if e.as_ref().is_some_and(|e| e.words == key_words(k)) {
+                // The entry (and its row pointer) first, then what keeps the row.
                 *e = None;
+                self.keep[idx as usize] = None;
             }
         }
     }
@@ -607,14 +697,13 @@ impl DecapTable {
     /// Looks up `keys[j]` for every `j` of `todo` into `out[j]` (a tunnel index or
     /// [`MISS`]), in stages that each cover the whole list so the cache misses of one
     /// stage overlap: the digests' index lookups (independent of each other: the CPU runs
-    /// them side by side) with the entries prefetched, the keys confirmed and the
-    /// counters' handles prefetched, the counters of thread `t` and the tunnels' interface
-    /// records prefetched (what `ethernet-input` reads next: with many tunnels it would
-    /// miss on each packet's record).
+    /// them side by side) with the entries prefetched, then the keys confirmed and, for
+    /// each hit, the entry's counters row (this thread's, which the entry points at) and
+    /// the tunnel's interface record prefetched (what `ethernet-input` reads next: with
+    /// many tunnels it would miss on each packet's record).
     #[inline]
     pub fn lookup_frame(
         &self,
-        t: usize,
         keys: &[DecapKey],
         todo: &[u16],
         scratch: &mut LookupScratch,
@@ -634,7 +723,13 @@ impl DecapTable {
         for (f, &j) in found.iter_mut().zip(&todo[..n]) {
             out[j as usize] = match self.entry(*f) {
                 Some(e) if e.is(&keys[j as usize]) => {
-                    sluice_infra::prefetch(Arc::as_ptr(&e.counters));
+                    e.prefetch_rx();
+                    if let Some(a) = &self.if_attrs {
+                        // A record may straddle two lines: its first and last bytes.
+                        let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
+                        sluice_infra::prefetch(r);
+                        sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
+                    }
                     *f
                 }
                 _ => {
@@ -642,17 +737,6 @@ impl DecapTable {
                     MISS
                 }
             };
-        }
-        for &i in found.iter() {
-            if let Some(e) = self.entry(i) {
-                e.counters.prefetch(t);
-                if let Some(a) = &self.if_attrs {
-                    // A record may straddle two lines: its first and last bytes.
-                    let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
-                    sluice_infra::prefetch(r);
-                    sluice_infra::prefetch(r.cast::<u8>().wrapping_add(IF_ATTR_LAST));
-                }
-            }
         }
     }
 }
@@ -702,18 +786,11 @@ pub(crate) fn outer<const V6: bool>(d: &[u8], proto: u8) -> Result<(usize, u128,
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
 /// rx counters.
 #[inline(always)]
-pub fn decap_to(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
+pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
     b.advance(n);
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    let t = cx.thread();
-    e.counters
-        .add(t, sluice_vnet::interface::counter::RX_PACKETS, 1);
-    e.counters.add(
-        t,
-        sluice_vnet::interface::counter::RX_BYTES,
-        b.total_len() as u64,
-    );
+    e.count_rx(b.total_len() as u64);
     e.next
 }
 
@@ -722,7 +799,7 @@ pub fn decap_to(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Ne
 /// state, table and features: a 14-byte header to the tunnel's MAC goes in front (the
 /// outer headers were at least that long, so there is room).
 #[inline(always)]
-pub fn decap_l3(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u16) -> Next {
+pub fn decap_l3(b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u16) -> Next {
     b.advance(n);
     let len = b.total_len() as u64;
     if let Some(h) = b.push_front(14) {
@@ -732,11 +809,7 @@ pub fn decap_l3(cx: &mut Cx, b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u
     }
     b.hdr.rx_if = e.sw_if;
     b.hdr.flags &= !LOCALLY_ORIGINATED;
-    let t = cx.thread();
-    e.counters
-        .add(t, sluice_vnet::interface::counter::RX_PACKETS, 1);
-    e.counters
-        .add(t, sluice_vnet::interface::counter::RX_BYTES, len);
+    e.count_rx(len);
     e.next
 }
 
@@ -1033,7 +1106,6 @@ pub trait DecapProto: Default + Send + 'static {
     /// or the reason it is dropped.
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         m: Self::Meta,
         e: &DecapEntry,
@@ -1150,7 +1222,6 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         }
         // Pass 2: the new keys' lookups, in stages over the frame.
         self.table.lookup_frame(
-            cx.thread(),
             &self.keys[..n],
             &self.todo[..todo],
             &mut self.scratch,
@@ -1191,7 +1262,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
             let m = self.metas[j];
             self.nexts[j] = match e {
-                Some(e) => match self.proto.finish(cx, &mut b, m, e) {
+                Some(e) => match self.proto.finish(&mut b, m, e) {
                     Ok(next) => {
                         decapsulated += 1;
                         next.0
@@ -1294,48 +1365,59 @@ pub struct AddArgs {
     pub mcast_if: Option<SwIfIndex>,
 }
 
-/// A multicast `dst` with its interface (`mcast_if`): an IPv4 group (the IPv6 underlay
-/// has no way to receive a non-link-scope group yet) and a unicast `src`.
+/// A multicast `dst` with its interface (`mcast_if`) and a unicast `src` of its family.
 fn check_group(src: IpAddr, dst: IpAddr, mcast_if: Option<SwIfIndex>) -> VnetResult {
-    match (dst, mcast_if) {
-        (IpAddr::V4(g), Some(_)) if g.is_multicast() => {}
-        (IpAddr::V6(g), Some(_)) if g.is_multicast() => {
-            return Err(VnetError::NotSupported(format!(
-                "group {g}: IPv6 multicast underlay not supported"
-            )))
-        }
-        (g, Some(_)) => {
-            return Err(VnetError::invalid(format!("group {g} is not multicast")));
-        }
-        (g, None) => {
+    match mcast_if {
+        Some(_) if dst.is_multicast() => {}
+        Some(_) => return Err(VnetError::invalid(format!("group {dst} is not multicast"))),
+        None => {
             return Err(VnetError::invalid(format!(
-                "dst {g} is multicast: `group <address> <interface>' names its interface"
+                "dst {dst} is multicast: `group <address> <interface>' names its interface"
             )))
         }
     }
-    if !src.is_ipv4() || src.is_unspecified() || src.is_multicast() {
+    if src.is_ipv4() != dst.is_ipv4() || src.is_unspecified() || src.is_multicast() {
+        let fam = if dst.is_ipv4() { "IPv4" } else { "IPv6" };
         return Err(VnetError::invalid(format!(
-            "src {src} must be a unicast IPv4 address for group {dst}"
+            "src {src} must be a unicast {fam} address for group {dst}"
         )));
     }
     Ok(())
 }
 
-/// Adds or removes the receive route of multicast group `g` (a /32 `via local` in the
-/// underlay table `table_id`) — once per group and table, however many tunnels use it.
+/// Adds or removes the receive route of multicast group `g` (a /32 or /128 `via local`
+/// in the underlay table `table_id`: `ip4-local`/`ip6-local` then take its packets) —
+/// once per group and table, however many tunnels use it.
 fn group_route(vm: &mut Vlib, add: bool, g: IpAddr, table_id: u32, fib: u32) -> VnetResult {
     let users = vm.ext_mut::<Tunnels>().group_users(g, fib);
     // Called before the tunnel is recorded (add) and after it is removed (delete).
     if users > 0 {
         return Ok(());
     }
-    let IpAddr::V4(a) = g else { return Ok(()) };
-    let paths = sluice_vnet::routes::RoutePaths::<std::net::Ipv4Addr> {
-        table: table_id,
-        local: true,
-        ..Default::default()
-    };
-    sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), 32, &paths)
+    fn paths<A>(table: u32) -> sluice_vnet::routes::RoutePaths<A> {
+        sluice_vnet::routes::RoutePaths {
+            table,
+            local: true,
+            ..Default::default()
+        }
+    }
+    match g {
+        IpAddr::V4(a) => {
+            sluice_vnet::ip4::route_add_del(vm, add, 1, u32::from(a), 32, &paths(table_id))
+        }
+        IpAddr::V6(a) => {
+            sluice_vnet::ip6::route_add_del(vm, add, 1, u128::from(a), 128, &paths(table_id))
+        }
+    }
+}
+
+/// The adjacency sending to group `g` out of interface `i`.
+fn group_adjacency(vm: &mut Vlib, i: SwIfIndex, g: IpAddr) -> VnetResult<u32> {
+    sluice_vnet::interface::check(vm, i)?;
+    match g {
+        IpAddr::V4(g) => sluice_vnet::ip4::mcast_adjacency(vm, i.0, g),
+        IpAddr::V6(g) => sluice_vnet::ip6::mcast_adjacency(vm, i.0, g),
+    }
 }
 
 /// Refuses mixed families, equal, unspecified and multicast endpoints.
@@ -1458,9 +1540,8 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         }
     };
     let mut entry = EncapEntry::new(rewrite, ip6, a.kind, fib_index);
-    if let (Some(i), IpAddr::V4(g)) = (t.mcast_if, a.dst) {
-        let made = sluice_vnet::interface::check(vm, i)
-            .and_then(|_| sluice_vnet::ip4::mcast_adjacency(vm, i.0, g))
+    if let Some(i) = t.mcast_if {
+        let made = group_adjacency(vm, i, a.dst)
             .and_then(|adj| group_route(vm, true, a.dst, a.table_id, fib_index).map(|_| adj));
         match made {
             Ok(adj) => entry.adj = Some(adj),
@@ -1470,7 +1551,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             }
         }
     }
-    let de = DecapEntry::new(sw.0, next, counters, mac, !l3);
+    let de = DecapSpec::new(sw.0, next, counters, mac, !l3);
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
@@ -1480,9 +1561,10 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         if let Some(n) = tg.node_mut::<Encap>(encap) {
             n.table.set(sw.0, Some(entry));
         }
+        let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {
             tbl.set_if_attrs(if_attrs.clone());
-            if tbl.insert(key, tidx, de.clone()).is_err() {
+            if tbl.insert(key, tidx, &de, th).is_err() {
                 r.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
@@ -1612,8 +1694,8 @@ mod tests {
         }
     }
 
-    fn entry(sw_if: u32) -> DecapEntry {
-        DecapEntry::new(
+    fn entry(sw_if: u32) -> DecapSpec {
+        DecapSpec::new(
             sw_if,
             Next(0),
             Arc::new(IfCounters::new(1)),
@@ -1626,15 +1708,15 @@ mod tests {
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<u32> {
         let todo: Vec<u16> = (0..keys.len() as u16).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(0, keys, &todo, &mut LookupScratch::default(), &mut out);
+        t.lookup_frame(keys, &todo, &mut LookupScratch::default(), &mut out);
         out
     }
 
     #[test]
     fn decap_table_insert_lookup_remove_and_frames() {
         let mut t = DecapTable::default();
-        t.insert(key(1), 3, entry(13)).unwrap();
-        t.insert(key(2), 5, entry(15)).unwrap();
+        t.insert(key(1), 3, &entry(13), 0).unwrap();
+        t.insert(key(2), 5, &entry(15), 0).unwrap();
         assert_eq!((t.lookup(&key(1)), t.lookup(&key(2))), (3, 5));
         assert_eq!(t.lookup(&key(9)), MISS);
         assert_eq!(t.len(), 2);
@@ -1658,14 +1740,14 @@ mod tests {
         assert_eq!(t.lookup(&key(2)), 5);
         assert!(t.entry(5).is_some());
         // Index 3 reused by another key: found under it, not under the old one.
-        t.insert(key(4), 3, entry(14)).unwrap();
+        t.insert(key(4), 3, &entry(14), 0).unwrap();
         assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
     }
 
     #[test]
     fn decap_table_digest_hit_with_another_key_misses() {
         let mut t = DecapTable::default();
-        t.insert(key(1), 3, entry(13)).unwrap();
+        t.insert(key(1), 3, &entry(13), 0).unwrap();
         // Forced digest collision: key(8)'s digest points at key(1)'s tunnel.
         t.index.insert(digest(&key(8)), 3);
         assert_eq!(t.lookup(&key(8)), MISS);

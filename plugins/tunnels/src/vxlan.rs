@@ -6,12 +6,12 @@
 //! show vxlan tunnel
 //! ```
 //!
-//! A tunnel to a multicast `group` (IPv4) floods: in a bridge domain it takes the flooded
-//! frames (and the unicast ones learned behind it) and sends them to the group out of
-//! `<interface>` (the group's adjacency, no lookup); it receives from any source what is
-//! sent to the group with its VNI (decap key (any, group, VNI), looked up when the
-//! (source, destination, VNI) lookup of a packet to a group misses), through a /32 `via
-//! local` route of the group in the underlay table.
+//! A tunnel to a multicast `group` (IPv4 or IPv6) floods: in a bridge domain it takes the
+//! flooded frames (and the unicast ones learned behind it) and sends them to the group out
+//! of `<interface>` (the group's adjacency, no lookup); it receives from any source what
+//! is sent to the group with its VNI (decap key (any, group, VNI), looked up when the
+//! (source, destination, VNI) lookup of a packet to a group misses), through a /32 or
+//! /128 `via local` route of the group in the underlay table.
 //!
 //! Encap: `vxlan4-encap`/`vxlan6-encap`, the shared [`crate::tunnel::Encap`] node (outer
 //! IP + UDP + VXLAN header precomputed per tunnel; UDP source port 49152 + 14 bits of the
@@ -139,12 +139,11 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
     #[inline(always)]
     fn finish(
         &mut self,
-        cx: &mut Cx,
         b: &mut Buffer<'_>,
         ipl: u16,
         e: &DecapEntry,
     ) -> Result<Next, VxlanCounter> {
-        Ok(tunnel::decap_to(cx, b, ipl as usize + UDP_VXLAN, e))
+        Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e))
     }
 }
 

@@ -594,11 +594,21 @@ fn srv6_running_config_replays_after_instance_gaps() {
         "sr steer l2 pg1 via bsid fc00::b2",
         "sr steer l2 pg2 via bsid fc00::b2",
         "sr steer del l2 pg1",
+        // sr-localsid0 goes: a gap below sr-localsid1.
+        "sr localsid address fc00::a1 behavior end",
+        "sr localsid address fc00::a2 behavior end.dt6 0",
+        "sr localsid del address fc00::a1",
+        "set interface mtu 9000 sr-localsid1",
     ] {
         cli(&mut vm, &t, c);
     }
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(conf.contains("sr-policy2"), "{conf}");
+    assert!(conf.contains("mtu 9000 sr-localsid1"), "{conf}");
+    assert!(
+        conf.contains("sr localsid address fc00::a2 behavior end.dt6 0 instance 1"),
+        "{conf}"
+    );
     assert!(
         conf.contains("sr steer l2 pg2 via bsid fc00::b2 instance 1"),
         "{conf}"
@@ -621,6 +631,14 @@ fn srv6_running_config_replays_after_instance_gaps() {
             (
                 "sr steer l2 pg1 via bsid fc00::b2 instance 1",
                 "sr-l2-steer1",
+            ),
+            (
+                "sr localsid address fc00::a3 behavior end instance 1",
+                "sr-localsid1",
+            ),
+            (
+                "sr localsid address fc00::a3 behavior end instance x",
+                "`x'",
             ),
         ],
     );

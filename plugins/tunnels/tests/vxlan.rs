@@ -320,22 +320,44 @@ fn running_config_recreates_the_tunnel() {
     );
 }
 
-/// A VXLAN packet between `src` and `dst` (IPv4) with these MACs.
-fn vxlan_ip4(
+/// A VXLAN packet between `src` and `dst` (both of one family) with these MACs; over
+/// IPv6 with its UDP checksum, as `vxlan6-encap` writes it.
+fn vxlan_ip(
     inner: &[u8],
     sport: u16,
     vni: u32,
-    (s, d): ([u8; 4], [u8; 4]),
+    (s, d): (std::net::IpAddr, std::net::IpAddr),
     (smac, dmac): ([u8; 6], [u8; 6]),
 ) -> Vec<u8> {
-    let mut f = eth(dmac, smac, 0x0800);
-    f.extend(ip4(s, d, 17, 16 + inner.len(), 64));
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&4789u16.to_be_bytes());
-    f.extend_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
-    f.extend_from_slice(&(vni << 8).to_be_bytes());
-    f.extend_from_slice(inner);
+    use std::net::IpAddr::{V4, V6};
+    let ulen = 16 + inner.len();
+    let mut udp = sport.to_be_bytes().to_vec();
+    udp.extend_from_slice(&4789u16.to_be_bytes());
+    udp.extend_from_slice(&(ulen as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
+    udp.extend_from_slice(&(vni << 8).to_be_bytes());
+    udp.extend_from_slice(inner);
+    let mut f = match (s, d) {
+        (V4(s), V4(d)) => {
+            let mut f = eth(dmac, smac, 0x0800);
+            f.extend(ip4(s.octets(), d.octets(), 17, ulen, 64));
+            f
+        }
+        (V6(s), V6(d)) => {
+            let mut ph = s.octets().to_vec();
+            ph.extend_from_slice(&d.octets());
+            ph.extend_from_slice(&(ulen as u32).to_be_bytes());
+            ph.extend_from_slice(&[0, 0, 0, 17]);
+            ph.extend_from_slice(&udp);
+            let c = sluice_wire::checksum::internet_checksum(&ph);
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+            let mut f = eth(dmac, smac, 0x86dd);
+            f.extend(ip6(s.octets(), d.octets(), 17, ulen, 64));
+            f
+        }
+        _ => panic!("{s} and {d} are of different families"),
+    };
+    f.extend(udp);
     f
 }
 
@@ -344,44 +366,75 @@ fn vxlan_ip4(
 /// VNI comes out of pg1.
 #[test]
 fn vxlan4_multicast_group_floods_and_accepts_any_source() {
+    multicast_group_floods_and_accepts_any_source(false);
+}
+
+/// The same over IPv6, group ff0e::101 (MAC 33:33:00:00:01:01): `ip6-input` receives a
+/// non-link-scope group only with the tunnel's `via local` /128 route.
+#[test]
+fn vxlan6_multicast_group_floods_and_accepts_any_source() {
+    multicast_group_floods_and_accepts_any_source(true);
+}
+
+fn multicast_group_floods_and_accepts_any_source(v6: bool) {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let (me, group, group_mac, plen, vtep_net) = if v6 {
+        (
+            "2001:db8::1",
+            "ff0e::101",
+            [0x33, 0x33, 0, 0, 1, 1],
+            64,
+            "2001:db8::",
+        )
+    } else {
+        (
+            "10.0.0.1",
+            "239.1.1.1",
+            [0x01, 0, 0x5e, 1, 1, 1],
+            24,
+            "10.0.0.",
+        )
+    };
+    let (input, fib, hostlen) = if v6 {
+        ("vxlan6-input", "show ip6 fib", 128)
+    } else {
+        ("vxlan4-input", "show ip fib", 32)
+    };
     let (mut vm, t) = build();
     for c in [
-        "create packet-generator interface pg0",
-        "create packet-generator interface pg1",
-        "set interface state pg0 up",
-        "set interface state pg1 up",
-        "set interface ip address pg0 10.0.0.1/24",
+        "create packet-generator interface pg0".to_string(),
+        "create packet-generator interface pg1".to_string(),
+        "set interface state pg0 up".to_string(),
+        "set interface state pg1 up".to_string(),
+        format!("set interface ip address pg0 {me}/{plen}"),
     ] {
-        cli(&mut vm, &t, c);
+        cli(&mut vm, &t, &c);
     }
+    let other_family = if v6 { "10.0.0.1" } else { "2001:db8::1" };
     cli_errs(
         &mut vm,
         &t,
         &[
             (
-                "create vxlan tunnel src 10.0.0.1 dst 239.1.1.1 vni 13",
+                &format!("create vxlan tunnel src {me} dst {group} vni 13"),
                 "group <address> <interface>",
             ),
             (
-                "create vxlan tunnel src 10.0.0.1 group 10.0.0.9 pg0 vni 13",
+                &format!("create vxlan tunnel src {me} group {vtep_net}9 pg0 vni 13"),
                 "not multicast",
             ),
             (
-                "create vxlan tunnel src 2001:db8::1 group ff0e::1 pg0 vni 13",
-                "IPv6 multicast",
+                &format!("create vxlan tunnel src {other_family} group {group} pg0 vni 13"),
+                if v6 { "unicast IPv6" } else { "unicast IPv4" },
             ),
             (
-                "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 nosuch0 vni 13",
+                &format!("create vxlan tunnel src {me} group {group} nosuch0 vni 13"),
                 "nosuch0",
             ),
         ],
     );
-    let out = cli(
-        &mut vm,
-        &t,
-        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13",
-    );
-    assert_eq!(out, "vxlan_tunnel0\n");
+    let create = format!("create vxlan tunnel src {me} group {group} pg0 vni 13");
+    assert_eq!(cli(&mut vm, &t, &create), "vxlan_tunnel0\n");
     for c in [
         "set interface state vxlan_tunnel0 up",
         "set interface l2 bridge pg1 1",
@@ -391,17 +444,13 @@ fn vxlan4_multicast_group_floods_and_accepts_any_source() {
     }
     let s = cli(&mut vm, &t, "show vxlan tunnel");
     assert!(
-        s.contains("dst 239.1.1.1") && s.contains("mcast-sw-if-idx 1"),
+        s.contains(&format!("dst {group}")) && s.contains("mcast-sw-if-idx 1"),
         "{s}"
     );
     let rc = cli(&mut vm, &t, "show running-config");
-    assert!(
-        rc.contains("create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13 instance 0"),
-        "{rc}"
-    );
+    assert!(rc.contains(&format!("{create} instance 0")), "{rc}");
     let pg0 = mac_of(&vm, "pg0");
-    let group_mac = [0x01, 0, 0x5e, 1, 1, 1];
-    let (group, me) = ([239, 1, 1, 1], [10, 0, 0, 1]);
+    let (group, me) = (ip(group), ip(me));
     // Encap: unknown destinations flood into the tunnel, out to the group.
     let frames: Vec<Vec<u8>> = (0..3).map(|i| inner_frame(H2, H1, 20 + i)).collect();
     let out = run(&mut vm, &t, "pg1", "pg0", &frames, frames.len());
@@ -409,52 +458,46 @@ fn vxlan4_multicast_group_floods_and_accepts_any_source() {
         .iter()
         .map(|i| {
             let sport = 0xc000 | (sluice_tunnels::tunnel::inner_flow_hash(i) >> 18) as u16;
-            vxlan_ip4(i, sport, 13, (me, group), (pg0, group_mac))
+            vxlan_ip(i, sport, 13, (me, group), (pg0, group_mac))
         })
         .collect();
     assert_eq!(out, want);
     assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::TX_PACKETS), 3);
     // Decap: two VTEPs send to the group; a third VNI is nobody's.
-    let vtep = |n: u8| ([10, 0, 0, n], [0x02, 0, 0, 0, 0, n]);
+    let vtep = |n: u8| (ip(&format!("{vtep_net}{n}")), [0x02, 0, 0, 0, 0, n]);
     let inner: Vec<Vec<u8>> = (0..2).map(|i| inner_frame(H1, H2, 30 + i)).collect();
     let (a, b) = (vtep(7), vtep(8));
     let pkts = vec![
-        vxlan_ip4(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac)),
-        vxlan_ip4(&inner[1], 5001, 13, (b.0, group), (b.1, group_mac)),
+        vxlan_ip(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac)),
+        vxlan_ip(&inner[1], 5001, 13, (b.0, group), (b.1, group_mac)),
     ];
     assert_eq!(run(&mut vm, &t, "pg0", "pg1", &pkts, 2), inner);
     assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
-    let other = vxlan_ip4(&inner[0], 5000, 14, (a.0, group), (a.1, group_mac));
+    let other = vxlan_ip(&inner[0], 5000, 14, (a.0, group), (a.1, group_mac));
     assert!(run(&mut vm, &t, "pg0", "pg1", &[other], 0).is_empty());
-    assert_eq!(counter(&vm, "vxlan4-input", "no_such_tunnel"), 1);
+    assert_eq!(counter(&vm, input, "no_such_tunnel"), 1);
     // A second tunnel to the group (another VNI) shares its receive route; deleting one
     // keeps it, deleting both removes it.
-    cli(
-        &mut vm,
-        &t,
-        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 14",
-    );
-    cli(
-        &mut vm,
-        &t,
-        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 14 del",
-    );
-    assert!(cli(&mut vm, &t, "show ip fib 239.1.1.1/32").contains("239.1.1.1/32"));
-    let before = counter(&vm, "vxlan4-input", "decapsulated");
-    let again = vxlan_ip4(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
+    let route = format!("{fib} {group}/{hostlen}");
+    let vni14 = format!("create vxlan tunnel src {me} group {group} pg0 vni 14");
+    cli(&mut vm, &t, &vni14);
+    cli(&mut vm, &t, &format!("{vni14} del"));
+    assert!(cli(&mut vm, &t, &route).contains(&format!("{group}/{hostlen}")));
+    let before = counter(&vm, input, "decapsulated");
+    let again = vxlan_ip(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
     assert_eq!(
         run(&mut vm, &t, "pg0", "pg1", std::slice::from_ref(&again), 1).len(),
         1
     );
     cli(&mut vm, &t, "set interface l3 pg1");
-    cli(
-        &mut vm,
-        &t,
-        "create vxlan tunnel src 10.0.0.1 group 239.1.1.1 pg0 vni 13 del",
-    );
-    assert!(!cli(&mut vm, &t, "show ip fib 239.1.1.1/32").contains("239.1.1.1/32"));
+    cli(&mut vm, &t, &format!("{create} del"));
+    assert!(!cli(&mut vm, &t, &route).contains(&format!("{group}/{hostlen}")));
     assert!(run(&mut vm, &t, "pg0", "pg1", &[again], 0).is_empty());
-    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), before + 1);
+    assert_eq!(counter(&vm, input, "decapsulated"), before + 1);
+    if v6 {
+        // Without the route the group is not received at all.
+        assert_eq!(counter(&vm, "ip6-input", "multicast"), 1);
+    }
     assert_eq!(in_use(&vm), 0);
 }
 

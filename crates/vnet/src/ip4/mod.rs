@@ -14,7 +14,7 @@ use crate::interface::{Interfaces, SwIfIndex};
 use crate::ip_family::IpControl;
 use crate::routes::{no_table, FibSlots, RoutePaths, Vrfs};
 use sluice_cli::{Args, CliError, CommandTree};
-use sluice_fib::adj::{AdjKind, AdjTable, Adjacencies};
+use sluice_fib::adj::{AdjTable, Adjacencies};
 use sluice_fib::ip4::{mask, Ip4Lpm, Ip4Table};
 use sluice_fib::lb::{LbTable, LoadBalances};
 use sluice_graph::Vlib;
@@ -137,26 +137,6 @@ pub type Ip4Main = crate::ip_family::IpMain<Ip4Control>;
 
 pub(crate) use crate::ip_family::lock;
 
-impl Ip4Control {
-    /// The adjacency sending to IPv4 group `g` on interface `i`: a Rewrite to the group's
-    /// MAC (RFC 1112 §6.4: 01:00:5e and the group's low 23 bits).
-    fn mcast_adj(&mut self, i: u32, g: u32) -> VnetResult<u32> {
-        if self.shared.if_attr(i).p2p.load(Ordering::Relaxed) {
-            return self.p2p_adj(i);
-        }
-        let m = [
-            0x01,
-            0x00,
-            0x5e,
-            (g >> 16) as u8 & 0x7f,
-            (g >> 8) as u8,
-            g as u8,
-        ];
-        let adj = self.neighbor_rewrite(i, g, Some(m));
-        self.adj(AdjKind::Rewrite, i, g, || adj)
-    }
-}
-
 impl IpControl for Ip4Control {
     /// Removes the subnet's drop routes and republishes the interface's first address.
     fn address_gone(&mut self, i: u32, fib: u32, addr: u32, len: u8) -> VnetResult {
@@ -184,6 +164,10 @@ impl IpControl for Ip4Control {
     const NAME: &'static str = "IPv4";
     const SHORT: &'static str = "ip4";
     const ETHERTYPE: u16 = 0x0800;
+    fn mcast_mac(g: u32) -> [u8; 6] {
+        let b = g.to_be_bytes();
+        [0x01, 0x00, 0x5e, b[1] & 0x7f, b[2], b[3]]
+    }
     crate::ip_family::ip_control_fields!(Ip4Lpm, u32);
     fn fib_specials(&self, fib: u32) -> Vec<((u32, u8), String)> {
         special_entries(self, fib)
@@ -804,12 +788,7 @@ pub fn neighbor_adjacency(vm: &mut Vlib, i: u32, nh: Ipv4Addr) -> VnetResult<u32
 /// The adjacency sending to multicast group `g` on interface `i` (a VXLAN tunnel to a
 /// group: its encap bypasses the lookup, which has no multicast FIB).
 pub fn mcast_adjacency(vm: &mut Vlib, i: u32, g: Ipv4Addr) -> VnetResult<u32> {
-    if !g.is_multicast() {
-        return Err(VnetError::invalid(format!("{g} is not a multicast group")));
-    }
-    let c = control(vm)?;
-    let mut ctl = lock(&c);
-    ctl.mcast_adj(i, u32::from(g))
+    crate::ip_family::mcast_adjacency::<Ip4Control>(vm, i, g)
 }
 
 /// The IPv4 table id of an interface.

@@ -412,6 +412,10 @@ impl IpControl for Ip6Control {
     const NAME: &'static str = "IPv6";
     const SHORT: &'static str = "ip6";
     const ETHERTYPE: u16 = 0x86dd;
+    fn mcast_mac(g: u128) -> [u8; 6] {
+        let b = (g as u32).to_be_bytes();
+        [0x33, 0x33, b[0], b[1], b[2], b[3]]
+    }
     crate::ip_family::ip_control_fields!(Ip6Lpm, u128);
     /// VPP's entries of every IPv6 table: the default route (drop) and link-local.
     fn fib_specials(&self, _fib: u32) -> Vec<((u128, u8), String)> {
@@ -616,6 +620,12 @@ pub fn for_each_route(
 /// [`crate::ip_family::neighbor_adjacency`]).
 pub fn neighbor_adjacency(vm: &mut Vlib, i: u32, nh: Ipv6Addr) -> VnetResult<u32> {
     crate::ip_family::neighbor_adjacency::<Ip6Control>(vm, i, u128::from(nh))
+}
+
+/// The adjacency sending to multicast group `g` on interface `i` (see
+/// [`crate::ip_family::mcast_adjacency`]).
+pub fn mcast_adjacency(vm: &mut Vlib, i: u32, g: Ipv6Addr) -> VnetResult<u32> {
+    crate::ip_family::mcast_adjacency::<Ip6Control>(vm, i, g)
 }
 
 /// The IPv6 table id of an interface.

@@ -54,7 +54,9 @@ fn addr_at(d: &[u8], at: usize) -> u128 {
 ///   enabled on the rx interface's `ip6-unicast` arc; `ip6-local` (2) for the link-scope
 ///   multicast groups the router is in (all-nodes, all-routers, solicited-node), and on an
 ///   interface with a host stack behind `punt` (`IfAttr::punt_host`, linux-cp) for every
-///   link-scope group (ff02::/16: OSPFv3's ff02::5/6, RIPng, PIM, VRRP, MLD).
+///   link-scope group (ff02::/16: OSPFv3's ff02::5/6, RIPng, PIM, VRRP, MLD), and for a
+///   group with a `via local` route in the rx interface's table (a plugin joined it: a
+///   VXLAN tunnel to an IPv6 group).
 /// - counters: `too_short` (shorter than 40 bytes), `version` (version != 6), `bad_length`
 ///   (payload length beyond the frame), `src_multicast` (multicast source),
 ///   `src_loopback` (source `::1`, RFC 4291 §2.5.3), `src_unspecified` (source `::` to
@@ -140,6 +142,20 @@ impl Ip6Input {
                 .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether group `dst` is received on `rx_if` (table `fib`): the link-scope groups the
+    /// router is in (ff02::1, ff02::2, ff02::1:ffxx:xxxx), any link-scope group on a
+    /// [`Self::host_link_group`] interface, and a group with a `via local` route in the
+    /// table (a plugin that joined it: a VXLAN tunnel to the group).
+    #[cold]
+    #[inline(never)]
+    fn group_received(&self, dst: u128, rx_if: u32, fib: u32) -> bool {
+        dst == 0xff02_0000_0000_0000_0000_0000_0000_0001
+            || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
+            || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000
+            || self.host_link_group(dst, rx_if)
+            || is_local(&self.shared.adj, self.shared.lookup(fib, dst))
+    }
+
     /// The counter of a source the fast path flagged (first byte 0 or 0xff, or low 16 bits
     /// shared with one of the router's addresses) that is dropped (`d`: at least 40 bytes).
     #[cold]
@@ -187,12 +203,7 @@ impl PacketNode for Ip6Input {
             }
         }
         if d[24] == 0xff {
-            let dst = addr_at(d, 24);
-            // ff02::1, ff02::2, ff02::1:ffxx:xxxx
-            let link_scope = dst == 0xff02_0000_0000_0000_0000_0000_0000_0001
-                || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
-                || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000;
-            if !link_scope && !self.host_link_group(dst, b.hdr.rx_if) {
+            if !self.group_received(addr_at(d, 24), b.hdr.rx_if, b.hdr.ip.fib_index) {
                 b.hdr.error = cx.error(InputCounter::Multicast);
                 return InputNext::Drop.next();
             }
@@ -524,7 +535,8 @@ impl PacketNode for Ip6Rewrite {
 /// - sets: rewrites echo requests into replies and solicitations into advertisements in
 ///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
-///   to a closed port; `punt` (3) for other protocols, for UDP and for a copy of each NS/NA
+///   to a closed unicast port; `punt` (3) for other protocols, for UDP to a group on
+///   no plugin's port, and for UDP and a copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
 ///   `interface-output` (4) for advertisements; the serving node's arc (added at runtime)
 ///   for a UDP port or protocol registered by a plugin (`crate::ip_local`), before any of
@@ -818,7 +830,7 @@ impl PacketNode for Ip6Local {
                     }
                 }
             }
-            next_header::UDP if d[24] != 0xff => {
+            next_header::UDP => {
                 if !self.dispatch.no_udp() {
                     let port = d
                         .get(off + 2..off + 4)
@@ -827,8 +839,9 @@ impl PacketNode for Ip6Local {
                         return n;
                     }
                 }
-                if self.punt_host(b.hdr.rx_if) {
-                    // A host stack behind `punt` serves (or refuses) the port.
+                if d[24] == 0xff || self.punt_host(b.hdr.rx_if) {
+                    // A host stack behind `punt` serves (or refuses) the port; to a
+                    // group no port unreachable is sent (RFC 4443 §2.4 e.3).
                     cx.count(LocalCounter::Punted, 1);
                     return LocalNext::Punt.next();
                 }
