@@ -19,9 +19,9 @@
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: Sluice's session FIFO
 # size, default 1 MiB, advertised through window scaling; SESSION_EXTRA="<keys>": more keys
 # of Sluice's session section, e.g. "tcp-delayed-ack 0"; NCONN=<n>: connections per
-# connection-rate sample, default 500; SLUICE=<path>: the sluice binary, e.g. an older build
-# for a before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's
-# veth, default polling)
+# connection-rate sample, default 500; SLUICE=<path>, SLUICE_TCP=<path>: the sluice and
+# sluice-tcp binaries, e.g. older builds for a before/after comparison;
+# RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth, default polling)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -32,6 +32,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 [ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
 bin=$PWD/target/release
+tcp=${SLUICE_TCP:-$bin/sluice-tcp}
 tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
 pids=()
@@ -123,7 +124,7 @@ now() { date +%s.%N; }
 
 # Echo servers for the round trips (kept for the whole run).
 K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
-"$bin/sluice-tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
+"$tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
 K_ "$CK" echo 10.79.0.2 7002 >"$tmp/kecho2" & pids+=($!)
 K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
 until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
@@ -143,7 +144,7 @@ for r in $(seq 1 "$runs"); do
       t0=$(now); K_ "$CK" send 10.79.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
     else
-      : >"$tmp/err"; "$bin/sluice-tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
+      : >"$tmp/err"; "$tcp" --socket "$tmp/app.sock" sink --listen 0.0.0.0:$port 2>"$tmp/err" | sha256sum >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/err"; do sleep 0.02; done
       t0=$(now); K_ "$CS" send 10.78.0.1 $port "$tmp/data"; wait $sp; t1=$(now)
       got=$(cut -d' ' -f1 "$tmp/out")
@@ -159,7 +160,7 @@ for r in $(seq 1 "$runs"); do
     else
       : >"$tmp/out"; K_ "$CS" sink 10.78.0.2 $port >"$tmp/out" & sp=$!
       until grep -q ready "$tmp/out"; do sleep 0.02; done
-      t0=$(now); "$bin/sluice-tcp" --socket "$tmp/app.sock" send --connect 10.78.0.2:$port <"$tmp/data" 2>/dev/null; wait $sp; t1=$(now)
+      t0=$(now); "$tcp" --socket "$tmp/app.sock" send --connect 10.78.0.2:$port <"$tmp/data" 2>/dev/null; wait $sp; t1=$(now)
     fi
     got=$(tail -1 "$tmp/out" | cut -d' ' -f2)
     [ "$got" = "$want" ] || { echo "$side tx: sha256 mismatch ($got)"; exit 1; }
@@ -174,7 +175,7 @@ for r in $(seq 1 "$runs"); do
       R[$side,connect]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
     else
       R[$side,accept]+="$(K_ "$CS" conn 10.78.0.1 7001 "$nconn") "
-      R[$side,connect]+="$("$bin/sluice-tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
+      R[$side,connect]+="$("$tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
     fi
   done
 done

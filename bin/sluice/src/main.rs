@@ -497,7 +497,7 @@ fn run(
         }
         api_fds.clear();
         api.pollfds(&mut api_fds);
-        let reqs = srv.poll(timeout, vm.main.irq_fd(), &api_fds);
+        let reqs = srv.poll(timeout, vm.main.irq_fd(), &mut api_fds);
         vm.main.wait(Some(0.0));
         for req in reqs {
             // A long reply may be streamed: the command leaves a producer of the rest.
@@ -517,7 +517,9 @@ fn run(
             }
         }
         srv.pump(&mut vm);
-        api.service(&mut vm);
+        // The API listener (first of `api_fds`) is accepted from only when poll found it
+        // readable: no failing accept4 per loop pass.
+        api.service(&mut vm, api_fds.first().is_some_and(|p| p.revents != 0));
         if let Some(c) = &console {
             if c.serve(&mut vm, &tree) {
                 break;

@@ -244,7 +244,7 @@ impl CliServer {
         &mut self,
         mut timeout_ms: i32,
         wake: RawFd,
-        extra: &[libc::pollfd],
+        extra: &mut [libc::pollfd],
     ) -> Vec<Request> {
         let now = Instant::now();
         let accepting = match self.accept_paused_until {
@@ -288,9 +288,13 @@ impl CliServer {
             }
             fds.push(pollfd(c.s.fd(), ev));
         }
+        let extra_at = fds.len();
         fds.extend_from_slice(extra);
         // SAFETY: fds is a valid array of pollfd for its length.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        for (e, f) in extra.iter_mut().zip(&fds[extra_at..]) {
+            e.revents = if r > 0 { f.revents } else { 0 };
+        }
         let mut out = Vec::new();
         if r > 0 {
             let ready: Vec<usize> = (0..nl).filter(|&i| fds[1 + i].revents != 0).collect();

@@ -170,10 +170,14 @@ impl ApiServer {
         }
     }
 
-    /// One pass: accepts clients, reads and dispatches their requests, sends events, writes
-    /// output, drops closed sessions. Never blocks. Returns the frames dispatched.
-    pub fn service(&mut self, vm: &mut Vlib) -> usize {
-        self.accept();
+    /// One pass: accepts clients (when `listener_ready`: the listener, first of
+    /// [`ApiServer::pollfds`], polled readable), reads and dispatches their requests, sends
+    /// events, writes output, drops closed sessions. Never blocks. Returns the frames
+    /// dispatched.
+    pub fn service(&mut self, vm: &mut Vlib, listener_ready: bool) -> usize {
+        if listener_ready {
+            self.accept();
+        }
         let mut n = 0;
         for i in 0..self.sessions.len() {
             n += self.serve(vm, i);
