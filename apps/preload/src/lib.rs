@@ -984,33 +984,6 @@ fn deadline(timeout_ms: c_int) -> Option<Instant> {
     (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64))
 }
 
-/// How [`sleep_events`] ended.
-enum Slept {
-    /// An event or a spurious wake-up: look again.
-    Woken,
-    /// The deadline passed (nothing ready).
-    TimedOut,
-    /// A signal: `EINTR`, as libc's waits.
-    Interrupted,
-}
-
-/// A wait with only Sluice sockets (nothing ready): sleeps on the application's event
-/// queue until an event or `deadline` (one futex wait; no eventfd in the caller's set to
-/// drain afterwards). `poll_soon`: a socket may have become writable, look again at once.
-fn sleep_events(s: &sluice_session::Sleeper, deadline: Option<Instant>, poll_soon: bool) -> Slept {
-    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    if left.is_some_and(|l| l.is_zero()) {
-        return Slept::TimedOut;
-    }
-    if poll_soon {
-        return Slept::Woken;
-    }
-    if s.sleep(left) {
-        return Slept::Interrupted;
-    }
-    Slept::Woken
-}
-
 /// Milliseconds to sleep now: until the deadline, at most `cap`.
 fn sleep_ms(deadline: Option<Instant>, cap: Option<Duration>) -> c_int {
     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -1073,19 +1046,6 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         if n == 0 && p.socks.app().spin() {
             continue; // events arrived while busy-polling
         }
-        if kidx.is_empty() {
-            // Only Sluice sockets: sleep on the event queue itself.
-            if n > 0 {
-                return n;
-            }
-            let s = p.socks.app().sleeper();
-            drop(g);
-            match sleep_events(&s, end, poll_soon) {
-                Slept::Interrupted => return fail(libc::EINTR),
-                Slept::TimedOut => return 0,
-                Slept::Woken => continue,
-            }
-        }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         let efd = p.socks.app().event_fd();
         drop(g);
@@ -1099,8 +1059,13 @@ fn poll_mixed(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         } else {
             0
         };
-        // SAFETY: `kernel` is a valid pollfd array of its length.
-        let k = unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) };
+        // Only Sluice sockets and nothing to sleep on: no system call.
+        let k = if kernel.is_empty() {
+            0
+        } else {
+            // SAFETY: `kernel` is a valid pollfd array of its length.
+            unsafe { real_poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) }
+        };
         let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if sleep {
             let g = lock();
@@ -1372,22 +1337,12 @@ pub unsafe extern "C" fn epoll_wait(
         if n == 0 && p.socks.app().spin() {
             continue; // events arrived while busy-polling
         }
-        let kernel_fds = FDS[ep as usize].load(Ordering::Acquire) & !EPOLL_MARK;
-        if kernel_fds == 0 {
-            // Only Sluice sockets: sleep on the event queue itself.
-            if n > 0 {
-                return n as c_int;
-            }
-            let s = p.socks.app().sleeper();
-            drop(g);
-            match sleep_events(&s, end, poll_soon) {
-                Slept::Interrupted => return fail(libc::EINTR),
-                Slept::TimedOut => return 0,
-                Slept::Woken => continue,
-            }
-        }
         let sleep = n == 0 && p.socks.app().prepare_sleep();
         drop(g);
+        let kernel_fds = FDS[ep as usize].load(Ordering::Acquire) & !EPOLL_MARK;
+        if n > 0 && kernel_fds == 0 {
+            return n as c_int;
+        }
         let t = if sleep {
             sleep_ms(end, poll_soon.then_some(Duration::ZERO))
         } else {

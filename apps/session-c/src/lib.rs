@@ -525,8 +525,15 @@ pub unsafe extern "C" fn sluice_epoll_wait(
             Err(e) => return e as c_int,
         };
         // Sleeps without the lock: other threads' calls go on meanwhile.
-        w.sleep(t);
+        let r = w.sleep(t);
         slept = Some(w);
+        if let Err(e) = r {
+            let _ = with(|st| {
+                st.socks.woke(w);
+                Ok(())
+            });
+            return neg(&e) as c_int;
+        }
     }
 }
 

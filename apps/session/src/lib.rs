@@ -30,7 +30,6 @@ use sluice_infra::shm::{self, Region};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest datagram payload a session carries in this version (one Sluice buffer with its
@@ -43,7 +42,7 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// An attached application.
 pub struct App {
     sock: OwnedFd,
-    seg: Arc<Region>,
+    seg: Region,
     g: Geometry,
     /// Sluice signals this one when we announced we sleep.
     app_efd: OwnedFd,
@@ -158,7 +157,7 @@ impl App {
         let g = seg::read_header(&seg).ok_or_else(|| proto_err("bad segment header"))?;
         Ok(App {
             sock,
-            seg: Arc::new(seg),
+            seg,
             g,
             app_efd,
             sluice_efd,
@@ -259,11 +258,20 @@ impl App {
             // slots already queued (e.g. the last connection's) are left for the caller, so
             // the sleep is announced anyway and the state word read again after it (Sluice
             // writes the word before it queues the event, then reads the announcement).
-            // At most 1 ms: an event of the slot still queued from before would hold back
-            // the state change's.
-            let _ = self.app_evq().sleep_until(Some(left.min(CONNECT_NAP)), || {
-                self.tcp_state(&s) & (seg::tcp_state::RESET | seg::tcp_state::ESTABLISHED) != 0
-            });
+            let q = self.app_evq();
+            q.announce_sleep();
+            let st = self.tcp_state(&s);
+            if st & (seg::tcp_state::RESET | seg::tcp_state::ESTABLISHED) == 0 {
+                // At most 1 ms: an event of the slot still queued from before would hold
+                // back the state change's.
+                let r = wait_readable(self.app_efd.as_raw_fd(), Some(left.min(CONNECT_NAP)));
+                self.woke();
+                r?;
+            } else if !q.woke() {
+                // Sluice took the announcement (and signalled): empty the eventfd. Taken
+                // back here, nobody signalled: no read system call per connection.
+                drain_eventfd(&self.app_efd);
+            }
         }
     }
 
@@ -494,24 +502,17 @@ impl App {
     }
 
     /// Sleeps until Sluice queues an event or `timeout` passes (no system call when events
-    /// are already queued, or when one arrives within the busy-poll time; else one, a
-    /// futex wait on the event queue's `waiting` word, and no eventfd to drain).
+    /// are already queued, or when one arrives within the busy-poll time).
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
-        if !self.spin() {
-            self.app_evq().sleep(timeout);
+        if self.spin() {
+            return Ok(());
         }
-        Ok(()) // a signal ends the sleep early, as any wake-up: callers look again
-    }
-
-    /// A handle that sleeps on the event queue like [`App::wait`] without borrowing the
-    /// `App` (taken under a caller's lock, used after dropping it; it keeps the segment
-    /// mapped).
-    pub fn sleeper(&self) -> Sleeper {
-        Sleeper {
-            seg: self.seg.clone(),
-            off: self.g.app_evq_off(),
-            len: self.g.evq_len,
+        if !self.prepare_sleep() {
+            return Ok(());
         }
+        let r = wait_readable(self.app_efd.as_raw_fd(), timeout);
+        self.woke();
+        r.map(|_| ())
     }
 
     /// Busy-polls the event queue for up to the busy-poll time ([`App::set_busy_poll`]);
@@ -542,31 +543,13 @@ impl App {
     /// Awake again after [`App::prepare_sleep`]: takes the announcement back and empties
     /// the eventfd.
     pub fn woke(&self) {
-        // Taken back here, nobody signalled: no read system call.
-        if !self.app_evq().woke() {
-            drain_eventfd(&self.app_efd);
-        }
+        self.app_evq().woke();
+        drain_eventfd(&self.app_efd);
     }
 
     /// The segment geometry (slots, FIFO size, event queue length).
     pub fn geometry(&self) -> Geometry {
         self.g
-    }
-}
-
-/// Sleeps on an application's event queue ([`App::sleeper`]).
-pub struct Sleeper {
-    seg: Arc<Region>,
-    off: usize,
-    len: u32,
-}
-
-impl Sleeper {
-    /// Sleeps until Sluice queues an event or `timeout` passes; at once when one is queued
-    /// ([`EvQ::sleep`]: one futex wait). Every thread sleeping is woken by the next event.
-    /// True when a signal interrupted it.
-    pub fn sleep(&self, timeout: Option<Duration>) -> bool {
-        EvQ::new(&self.seg, self.off, self.len).is_some_and(|q| q.sleep(timeout))
     }
 }
 

@@ -12,11 +12,9 @@
 //!
 //! An event queue is a single-producer single-consumer ring of `u32`: `head` (written by
 //! the producer) and `tail` (written by the consumer) on cache lines of their own, and a
-//! `waiting` word the consumer sets before it sleeps, on its eventfd (bit 0: it waits in
-//! `poll`/`epoll_wait` with other descriptors) or on the word itself as a futex (bit 1:
-//! one system call to sleep, none to drain); a producer that finds it set after
-//! publishing clears it and signals the eventfd or wakes the futex (Dekker handshake with
-//! SeqCst fences, so a wake-up is never lost and a busy consumer costs no system call).
+//! `waiting` word the consumer sets before it sleeps on its eventfd; a producer that finds
+//! it set after publishing clears it and signals the eventfd (Dekker handshake with SeqCst
+//! fences, so a wake-up is never lost and a busy consumer costs no system call).
 //!
 //! A FIFO is a single-producer single-consumer byte ring of datagram records: a
 //! [`DgramHdr`] (24 bytes: payload length, peer port, family, peer address) and the
@@ -32,7 +30,6 @@
 use sluice_infra::shm::Region;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
-use std::time::Duration;
 
 /// "SLSESS01".
 pub const MAGIC: u64 = 0x3130_5353_4553_4c53;
@@ -196,121 +193,40 @@ impl<'a> EvQ<'a> {
         self.head.load(Ordering::Acquire) == self.tail.load(Ordering::Relaxed)
     }
 
-    /// Consumer: announces it is about to sleep on its eventfd; returns false (and takes
-    /// the announcement back) when entries arrived meanwhile, so it must not sleep.
+    /// Consumer: announces it is about to sleep; returns false (and takes the announcement
+    /// back) when entries arrived meanwhile, so it must not sleep.
     pub fn prepare_sleep(&self) -> bool {
         self.announce_sleep();
         if !self.is_empty() {
-            self.waiting.fetch_and(!WAIT_FD, Ordering::Relaxed);
+            self.waiting.store(0, Ordering::Relaxed);
             return false;
         }
         true
     }
 
-    /// Consumer: announces it is about to sleep on its eventfd even though entries are
-    /// queued (it waits for one event and leaves the queued ones to someone else): the
-    /// next push signals it. The caller then checks once more for what it waits for
-    /// before it sleeps (a producer that made it true before the announcement may not
-    /// have signalled).
+    /// Consumer: announces it is about to sleep even though entries are queued (it waits
+    /// for one event and leaves the queued ones to someone else): the next push signals
+    /// it. The caller then checks once more for what it waits for before it sleeps (a
+    /// producer that made it true before the announcement may not have signalled).
     pub fn announce_sleep(&self) {
-        self.waiting.fetch_or(WAIT_FD, Ordering::Relaxed);
+        self.waiting.store(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }
 
-    /// Consumer: awake again after sleeping on its eventfd. True when it took its
-    /// announcement back itself (no producer took it, so none signalled: there is
-    /// nothing to drain). Writes only when an announcement is up (the word is read by the
-    /// producer after every push: an unconditional write would move its cache line to the
-    /// consumer at every poll).
+    /// Consumer: awake again. True when it took its announcement back itself (no producer
+    /// took it, so none signalled: there is nothing to drain). Writes only when an
+    /// announcement is up (the word is read by the producer after every push: an
+    /// unconditional write would move its cache line to the consumer at every poll).
     pub fn woke(&self) -> bool {
-        self.waiting.load(Ordering::Relaxed) & WAIT_FD != 0
-            && self.waiting.fetch_and(!WAIT_FD, Ordering::Relaxed) & WAIT_FD != 0
+        self.waiting.load(Ordering::Relaxed) != 0 && self.waiting.swap(0, Ordering::Relaxed) != 0
     }
 
-    /// Consumer: sleeps until a producer queues an entry or `timeout` passes, unless
-    /// `ready()` says what the caller waits for is there already. It sleeps on the
-    /// `waiting` word itself (a futex in the shared mapping): one system call, no eventfd
-    /// to drain afterwards. `ready` is read after the announcement, so an entry queued or
-    /// a state written before it is seen, one queued after it wakes the sleep. Returns
-    /// early on another consumer thread's announcement (callers look again) or a signal
-    /// (then true: interrupted).
-    pub fn sleep_until(&self, timeout: Option<Duration>, ready: impl FnOnce() -> bool) -> bool {
-        let v = self.waiting.fetch_or(WAIT_FUTEX, Ordering::Relaxed) | WAIT_FUTEX;
-        fence(Ordering::SeqCst);
-        let interrupted = !ready() && futex_wait(self.waiting, v, timeout);
-        if self.waiting.load(Ordering::Relaxed) & WAIT_FUTEX != 0 {
-            self.waiting.fetch_and(!WAIT_FUTEX, Ordering::Relaxed);
-        }
-        interrupted
-    }
-
-    /// Consumer: [`EvQ::sleep_until`] an entry is queued; true when a signal interrupted it.
-    pub fn sleep(&self, timeout: Option<Duration>) -> bool {
-        self.sleep_until(timeout, || !self.is_empty())
-    }
-
-    /// Producer, after pushing: whether the consumer sleeps on its eventfd and must be
-    /// signalled there (the announcement is taken, so it is signalled once). A consumer
-    /// sleeping on the futex ([`EvQ::sleep`]) is woken here.
+    /// Producer, after pushing: whether the consumer sleeps and must be signalled (the
+    /// announcement is taken, so it is signalled once).
     pub fn needs_signal(&self) -> bool {
         fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        let v = self.waiting.swap(0, Ordering::Relaxed);
-        if v & WAIT_FUTEX != 0 {
-            futex_wake(self.waiting);
-        }
-        v & WAIT_FD != 0
+        self.waiting.load(Ordering::Relaxed) != 0 && self.waiting.swap(0, Ordering::Relaxed) != 0
     }
-}
-
-/// `waiting` bit: the consumer sleeps on its eventfd.
-const WAIT_FD: u32 = 1;
-/// `waiting` bit: the consumer sleeps on the word itself (futex).
-const WAIT_FUTEX: u32 = 2;
-
-/// Sleeps while `word` holds `val`, at most `timeout` (a shared futex: the word lies in a
-/// mapping both processes share). Returns on a wake-up, a changed word, a signal (then
-/// true) or the timeout.
-fn futex_wait(word: &AtomicU32, val: u32, timeout: Option<Duration>) -> bool {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT reads the aligned word `word` points at (alive for the call) and
-    // the timespec `tsp` points at (a local, or null: no timeout).
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            val,
-            tsp,
-            std::ptr::null::<u32>(),
-            0u32,
-        )
-    };
-    r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-}
-
-/// Wakes every thread sleeping in [`futex_wait`] on `word` (of any process mapping it).
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the word's address as the key of the wait queue.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        )
-    };
 }
 
 /// A datagram record's header: the payload length and the peer (source on rx, destination
@@ -849,57 +765,5 @@ mod tests {
             std::iter::from_fn(|| q.pop()).collect::<Vec<_>>(),
             [1, 2, 3]
         );
-    }
-
-    #[test]
-    fn a_futex_sleep_is_woken_by_the_next_push() {
-        let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
-        let long = Duration::from_secs(30);
-        let t0 = std::time::Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
-                // Wait until the consumer announced its futex sleep, then push.
-                while q.waiting.load(Ordering::Relaxed) & WAIT_FUTEX == 0 {
-                    std::thread::yield_now();
-                }
-                assert!(q.push(7));
-                assert!(!q.needs_signal(), "a futex sleeper needs no eventfd write");
-            });
-            q.sleep(Some(long));
-        });
-        assert!(t0.elapsed() < long, "woken by the push, not the timeout");
-        assert_eq!(q.pop(), Some(7));
-        assert_eq!(q.waiting.load(Ordering::Relaxed), 0, "announcement taken");
-    }
-
-    #[test]
-    fn a_futex_sleep_returns_at_once_when_ready_and_takes_its_announcement_back() {
-        let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
-        assert!(q.push(1));
-        // Would sleep 30 s if it did not look at the queue after announcing.
-        q.sleep(Some(Duration::from_secs(30)));
-        assert_eq!(q.waiting.load(Ordering::Relaxed), 0);
-        q.sleep_until(Some(Duration::from_secs(30)), || true);
-        assert_eq!(q.waiting.load(Ordering::Relaxed), 0);
-        assert!(!q.needs_signal(), "no announcement left");
-        // A timed-out sleep takes it back too.
-        assert_eq!(q.pop(), Some(1));
-        q.sleep(Some(Duration::from_millis(1)));
-        assert_eq!(q.waiting.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn eventfd_and_futex_sleepers_are_both_signalled() {
-        let (r, g) = seg();
-        let q = EvQ::new(&r, g.app_evq_off(), g.evq_len).unwrap();
-        q.announce_sleep();
-        q.waiting.fetch_or(WAIT_FUTEX, Ordering::Relaxed); // a second thread's futex sleep
-        assert!(q.push(1));
-        assert!(q.needs_signal(), "the eventfd sleeper is signalled");
-        assert!(!q.woke(), "the producer took both announcements");
-        assert!(!q.needs_signal());
     }
 }

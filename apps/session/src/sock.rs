@@ -18,6 +18,7 @@ use crate::{seg, App, Event, Session, MAX_DGRAM};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// TCP or UDP.
@@ -593,37 +594,43 @@ impl Sockets {
         self.ready(h).write
     }
 
-    /// Before a sleep (after busy-polling, [`App::set_busy_poll`]): the caller then drops
-    /// its lock and calls [`Sleep::sleep`], which returns at once when an event was
-    /// queued meanwhile.
+    /// Announces the caller is about to sleep (after busy-polling, [`App::set_busy_poll`]);
+    /// the caller then drops its lock and calls [`Sleep::sleep`].
     pub fn prepare_wait(&self) -> Sleep {
+        let armed = !self.app.spin() && self.app.prepare_sleep();
         Sleep {
-            sleeper: (!self.app.spin()).then(|| self.app.sleeper()),
+            fd: self.app.event_fd(),
+            armed,
         }
     }
 
-    /// Awake again after `s` (under the caller's lock): drains the event queue
-    /// ([`Sockets::pump`]).
+    /// Awake again after `s` (under the caller's lock): takes the announcement back and
+    /// drains the event queue ([`Sockets::pump`]).
     pub fn woke(&mut self, s: Sleep) {
-        drop(s);
+        if s.armed {
+            self.app.woke();
+        }
         self.pump();
     }
 }
 
-/// A sleep prepared by [`Sockets::prepare_wait`], taken without the caller's lock.
+/// A sleep announced by [`Sockets::prepare_wait`], taken without the caller's lock.
+#[derive(Copy, Clone, Debug)]
 pub struct Sleep {
-    /// `None`: events were queued already (no sleep).
-    sleeper: Option<crate::Sleeper>,
+    fd: RawFd,
+    /// False: events were queued already (no sleep).
+    armed: bool,
 }
 
 impl Sleep {
-    /// Sleeps until Sluice queues an event or `timeout` passes (a futex wait on the event
-    /// queue: one system call, no eventfd to drain). Several threads may sleep at once;
-    /// the next event wakes them all.
-    pub fn sleep(&self, timeout: Duration) {
-        if let Some(s) = &self.sleeper {
-            let _ = s.sleep(Some(timeout)); // interrupted: the caller looks again
+    /// Sleeps until Sluice queues an event or `timeout` passes. Several threads may sleep
+    /// at once; one's [`Sockets::woke`] can take back another's announcement, so callers
+    /// sleep for bounded times and look again.
+    pub fn sleep(&self, timeout: Duration) -> io::Result<()> {
+        if self.armed {
+            crate::wait_readable(self.fd, Some(timeout))?;
         }
+        Ok(())
     }
 }
 
@@ -660,8 +667,14 @@ pub fn blocking<G, T>(
                 };
                 let w = s.prepare_wait();
                 drop(g);
-                w.sleep(t);
+                let r = w.sleep(t);
                 slept = Some(w);
+                if let Err(e) = r {
+                    if let Some(s) = socks(&mut lock()) {
+                        s.woke(w);
+                    }
+                    return Err(e);
+                }
             }
             r => return r,
         }

@@ -239,7 +239,8 @@ impl CliServer {
     /// (the main thread's epoll fd: packets for interrupt-mode queues, wake-ups from other
     /// threads), accepts clients, writes pending output and returns the complete requests
     /// received (at most one per client). `extra` are more descriptors to wait on (the API
-    /// server's); their events are not reported: their owner checks them itself.
+    /// server's); their `revents` are written back, so their owner acts only on a ready
+    /// descriptor (zeroed when the wait was interrupted).
     pub fn poll(
         &mut self,
         mut timeout_ms: i32,
