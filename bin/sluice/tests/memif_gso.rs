@@ -355,6 +355,13 @@ fn gso_is_refused_with_ip_mode_and_zero_copy() {
         .cli("create interface memif id 1 socket-id 1 slave zero-copy gso")
         .unwrap_err();
     assert!(e.contains("zero-copy"), "{e}");
+    let e = d
+        .cli("create interface memif id 1 socket-id 1 slave buffer-size 1024 gso")
+        .unwrap_err();
+    assert!(
+        e.contains("buffer-size `1024'") && e.contains("1025"),
+        "{e}"
+    );
     d.ok("create interface memif id 2 socket-id 1 master gso");
     let m = d.ok("show memif memif1/2");
     assert!(

@@ -33,6 +33,10 @@ pub const DESC_FLAG_GSO: u16 = 1 << 15;
 /// tags (plain packets: 65535 bytes).
 pub const MAX_LEN: u64 = 65535 + 14 + 8;
 
+/// Smallest `buffer-size` of a `gso` slave: its largest aggregate must fit the descriptors
+/// `memif-input` takes for one packet (`MAX_SEGS`), on either side.
+pub const MIN_BUFFER_SIZE: u32 = MAX_LEN.div_ceil(crate::node::MAX_SEGS as u64) as u32;
+
 /// The feature bits an interface offers (slave, INIT) or may accept (master).
 pub fn offer(gso: bool) -> u32 {
     if gso {

@@ -663,6 +663,14 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
         zero_copy: None,
         gso: o.gso,
     };
+    if o.gso && o.slave && o.buffer_size < gso::MIN_BUFFER_SIZE {
+        return Err(VnetError::invalid(format!(
+            "buffer-size `{}' too small for `gso' (at least {}: a 64 KiB aggregate in {} slots)",
+            o.buffer_size,
+            gso::MIN_BUFFER_SIZE,
+            node::MAX_SEGS
+        )));
+    }
     if o.gso && (o.ip_mode || o.zero_copy) {
         return Err(VnetError::invalid(format!(
             "`gso' is for ethernet mode without zero-copy (not with `{}')",

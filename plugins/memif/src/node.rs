@@ -119,8 +119,8 @@ type TxFails = [u64; TxCounter::DESCS.len()];
 
 /// Largest packet accepted from a ring.
 const MAX_PKT: u64 = 65535;
-/// Most buffers of one packet on tx.
-const MAX_SEGS: usize = 64;
+/// Most buffers of one packet on tx (and descriptors of one packet on rx).
+pub(crate) const MAX_SEGS: usize = 64;
 
 struct IfRt {
     sh: Arc<IfShared>,
