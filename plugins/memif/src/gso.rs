@@ -91,7 +91,15 @@ pub fn rx_flagged(conn: &DataConn, f: u16) -> bool {
 pub fn follow(poster: &MainPoster, sw: u32, conn: Option<&DataConn>) {
     let on = conn.is_some_and(|c| c.gso);
     poster.post(Box::new(move |vm| {
-        sluice_vnet::output::set_gso(vm, SwIfIndex(sw), on)
+        // The interface may have been deleted meanwhile and its index reused by another
+        // driver's: that one's setting is not memif's to change.
+        let still = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .get(SwIfIndex(sw))
+            .is_some_and(|i| i.driver == "memif");
+        if still {
+            sluice_vnet::output::set_gso(vm, SwIfIndex(sw), on)
+        }
     }));
 }
 
