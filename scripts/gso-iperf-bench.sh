@@ -18,6 +18,11 @@
 # TAP=1: A is on a Sluice tap instead (`create tap ... host-ns A`: the tap's offloads hand
 # Sluice A's aggregates whole, virtio-input gso_kept > 0); only the Sluice routers run.
 #
+# PERF=<prefix>: also records the Sluice router's 1-stream runs with `perf record` (call
+# graphs by frame pointers, or PERF_CALLGRAPH=dwarf) into
+# <prefix>.<run>.data (read with `perf report -i ...`), and prints its `show runtime` after
+# each such run (clocks and vectors per node per aggregate).
+#
 # Usage: scripts/gso-iperf-bench.sh [runs (3)] [seconds (5)]
 # (NO_BUILD=1: use target/release as it is; GSO=off: the hosts' TSO/GSO off (ethtool))
 source "$(dirname "$0")/common.sh"
@@ -193,7 +198,19 @@ for r in $(seq "$runs"); do
   for router in $routers; do
     setup "$router"
     for p in 1 4; do
+      perf_pid=""
+      if [ -n "${PERF:-}" ] && [ "$router" = sluice ] && [ "$p" = 1 ]; then
+        "$bin/sluicectl" -s "$tmp/cli.sock" clear runtime >/dev/null
+        perf record -q --call-graph "${PERF_CALLGRAPH:-fp}" -p "$pid" -o "$PERF.$r.data" \
+          -- sleep "$secs" >/dev/null 2>&1 &
+        perf_pid=$!
+      fi
       g=$(iperf "$p")
+      if [ -n "$perf_pid" ]; then
+        wait "$perf_pid" || true
+        echo "run $r sluice P1: perf data $PERF.$r.data; show runtime:"
+        "$bin/sluicectl" -s "$tmp/cli.sock" show runtime
+      fi
       if [ "$g" = nan ]; then
         echo "run $r $router P$p: iperf3 failed (left out)"
         continue

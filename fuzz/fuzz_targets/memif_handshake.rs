@@ -95,6 +95,7 @@ fuzz_target!(|data: &[u8]| {
         mode: Mode::Ethernet,
         secret: String::new(),
         zero_copy: None,
+        gso: false,
     };
     let counters = Arc::new(IfCounters::new(1));
     let link = Arc::new(std::sync::atomic::AtomicBool::new(false));

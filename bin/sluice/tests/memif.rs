@@ -1267,6 +1267,9 @@ fn dpdk_server_leg(tag: &str, conf: &str, slave_args: &str, frames: &[Vec<u8>]) 
     );
     let s = d.ok("show memif memif1/0");
     assert!(s.contains("DPDK"), "{s}");
+    if slave_args.contains("gso") {
+        assert!(s.contains("gso not agreed by the peer"), "{s}");
+    }
     let got = echo_via_testpmd(&d, &mut tp, tag, frames);
     assert_eq!(got, frames, "frames come back from testpmd unchanged");
     assert_eq!(if_counter(&d, "memif1/0", "tx-error"), 0);
@@ -1507,7 +1510,7 @@ fn send_through(d: &Daemon, src: &str, dst: &str, name: &str, frames: &[Vec<u8>]
 /// VPP -> memif1/1 -> pg1 and back the other way, byte for byte; both sides' counters
 /// agree; no Sluice buffer leaks, connected or after VPP goes away.
 fn vpp_leg(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str, role: &str, conf: &str) {
-    let sluice_master = role == "master";
+    let sluice_master = role.starts_with("master");
     let d = Daemon::start(tag, conf);
     let vpp = Vpp::start(prefix, plugins, &format!("{tag}-vpp"));
     let sock = d.dir.join("memif.sock");
@@ -1552,6 +1555,9 @@ fn vpp_leg(prefix: &std::path::Path, plugins: &std::path::Path, tag: &str, role:
             .count();
         if s.matches("link up").count() == 2 && vpp_up == 2 {
             assert!(s.contains("VPP"), "the peer's name says VPP:\n{s}");
+            if role.contains("gso") {
+                assert_eq!(s.matches("gso not agreed by the peer").count(), 2, "{s}");
+            }
             break;
         }
         assert!(
@@ -1690,7 +1696,11 @@ fn libmemif_leg(app: &std::path::Path, lib: &std::path::Path, tag: &str, role: &
     }
     let log = d.dir.join("icmp_responder.log");
     let out = std::fs::File::create(&log).unwrap();
-    let peer_role = if role == "master" { "slave" } else { "master" };
+    let peer_role = if role.starts_with("master") {
+        "slave"
+    } else {
+        "master"
+    };
     let mut r = Responder {
         child: std::process::Command::new(app)
             .args(["-r", peer_role, "-s"])
@@ -1707,6 +1717,9 @@ fn libmemif_leg(app: &std::path::Path, lib: &std::path::Path, tag: &str, role: &
         let s = d.ok("show memif memif1/0");
         if s.contains("link up") {
             assert!(s.contains("icmp_responder"), "peer name:\n{s}");
+            if role.contains("gso") {
+                assert!(s.contains("gso not agreed by the peer"), "{s}");
+            }
             break;
         }
         let log = std::fs::read_to_string(&r.log).unwrap_or_default();
@@ -1781,4 +1794,32 @@ fn interop_with_libmemif_master() {
     if let Some((app, lib)) = libmemif_or_skip() {
         libmemif_leg(&app, &lib, "memif-lib-s", "slave");
     }
+}
+
+// ---- `gso` (docs/memif.md, "GSO between Sluice peers") against other implementations ----
+// The offer rides in bytes of INIT/CONNECTED that VPP and libmemif ignore: they connect and
+// forward as before, and no GSO is agreed.
+
+#[test]
+fn interop_with_vpp_unchanged_by_a_gso_offer() {
+    if let Some((prefix, plugins)) = vpp_or_skip() {
+        vpp_leg(&prefix, &plugins, "memif-vpp-gm", "master gso", "");
+        vpp_leg(&prefix, &plugins, "memif-vpp-gs", "slave gso", "");
+    }
+}
+
+#[test]
+fn interop_with_libmemif_unchanged_by_a_gso_offer() {
+    if let Some((app, lib)) = libmemif_or_skip() {
+        libmemif_leg(&app, &lib, "memif-lib-gm", "master gso");
+        libmemif_leg(&app, &lib, "memif-lib-gs", "slave gso");
+    }
+}
+
+#[test]
+fn interop_with_dpdk_testpmd_server_unchanged_by_a_gso_offer() {
+    let frames = frames([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], 200, |i| {
+        60 + (i * 13) % 1400
+    });
+    let _ = dpdk_server_leg("memif-dpdk-sg", "", "gso", &frames);
 }

@@ -7,8 +7,8 @@
 //! `virtio_net_hdr` of `PACKET_VNET_HDR`/`IFF_VNET_HDR`) keeps them as one buffer chain with
 //! flag `GSO` (see [`crate::offload`]) through ethernet-input, IP forwarding and the L2
 //! paths. `interface-output` sends such a packet here instead of to the tx node when the
-//! output interface does not take aggregates (`output::set_gso`: pg, memif, ... — every
-//! interface until its driver says otherwise).
+//! output interface does not take aggregates (`output::set_gso`: pg, memif without an
+//! agreed `gso` peer, ... — every interface until its driver says otherwise).
 //!
 //! - uses: the `GSO` flag and `gso_size`/`gso_type`; the packet from its Ethernet header.
 //! - sets: segments with the aggregate's metadata (`tx_if`, `rx_if`, L2/IP/feature metadata),

@@ -796,13 +796,12 @@ impl NodeFn for AfInput {
     }
 
     fn active(&self) -> bool {
+        // A ready ring first: when a packet arrives, the round that sees it reads no clock.
+        if self.queues.list.iter().any(|p| p.q.ring.ready(p.q.cur)) {
+            return true;
+        }
         let now = sluice_infra::clock::rdtsc();
-        self.kicks.due(now)
-            || self
-                .queues
-                .list
-                .iter()
-                .any(|p| p.q.ring.ready(p.q.cur) || p.mode.busy(now))
+        self.kicks.due(now) || self.queues.list.iter().any(|p| p.mode.busy(now))
     }
 
     fn poll_interval(&self) -> Option<f64> {

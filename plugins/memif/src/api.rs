@@ -72,6 +72,8 @@ fn create(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::MemifCreate) -> R<m::MemifCreate
         ip_mode: q.ip_mode,
         secret: q.secret,
         zero_copy: q.zero_copy,
+        // VPP's memif_create has no GSO field: `gso' is CLI-only.
+        gso: false,
     };
     let (sw, _) = crate::create_if(vm, &c)?;
     Ok(m::MemifCreateReply { sw_if_index: sw.0 })
@@ -149,6 +151,9 @@ pub fn creator(vm: &mut Vlib, sw: SwIfIndex) -> Option<String> {
     }
     if c.zero_copy {
         s.push_str(" zero-copy");
+    }
+    if c.gso {
+        s.push_str(" gso");
     }
     Some(s)
 }

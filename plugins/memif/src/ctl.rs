@@ -12,6 +12,7 @@
 //! Any protocol error, bad message, bad ring, timeout or peer close tears the connection down
 //! with a logged reason (sent to the peer in DISCONNECT when the socket still works).
 
+use super::gso;
 use super::proto::{self, AddRing, Hello, Init, Mode, Msg};
 use super::shm::{self, Desc, Region, Ring};
 use super::sock::{self, Recv};
@@ -53,6 +54,8 @@ pub struct IfCfg {
     pub secret: String,
     /// Slave zero-copy (`zero-copy`): the pool whose shared data array becomes region 1.
     pub zero_copy: Option<ZeroCopy>,
+    /// `gso`: offer (slave) or accept (master) GSO aggregates whole ([`gso`]).
+    pub gso: bool,
 }
 
 /// The shared buffer pool a zero-copy slave announces (region 1) and takes buffers from.
@@ -82,6 +85,8 @@ struct Channel {
     since: f64,
     // Master: what the slave announced.
     regions: Vec<(OwnedFd, u64)>,
+    /// The Sluice extension's feature bits in the slave's INIT.
+    peer_features: u32,
     rings: Vec<(AddRing, OwnedFd)>,
     // Slave: the memory it created and the messages still to send (fds borrowed from it).
     prepared: Option<DataConn>,
@@ -94,6 +99,7 @@ impl Channel {
             fd,
             since: now,
             regions: Vec::new(),
+            peer_features: 0,
             rings: Vec::new(),
             prepared: None,
             outq: VecDeque::new(),
@@ -374,14 +380,17 @@ impl Ctl {
                     truncated,
                     ..
                 }) => match decode(&buf, len, truncated) {
-                    Ok(Msg::Init(init)) => self.match_init(p.socket_id, &init),
+                    Ok(Msg::Init(init)) => self
+                        .match_init(p.socket_id, &init)
+                        .map(|(i, name)| (i, name, init.features)),
                     Ok(m) => Err(format!("expected INIT, got {}", msg_name(&m))),
                     Err(e) => Err(e),
                 },
             };
-            let p = self.pending.swap_remove(k);
+            let mut p = self.pending.swap_remove(k);
             match r {
-                Ok((i, name)) => {
+                Ok((i, name, features)) => {
+                    p.ch.peer_features = features;
                     let x = &mut self.ifs[i];
                     x.remote_name = name;
                     x.state = State::Connecting;
@@ -573,12 +582,14 @@ fn master_msg(x: &mut Iface, m: Msg, mut fds: Vec<OwnedFd>) -> MsgResult {
             ack(ch)
         }
         Msg::Connect { if_name } => {
-            let conn = match master_build(ch) {
+            let mut conn = match master_build(ch) {
                 Ok(c) => c,
                 Err(e) => return proto_err(e),
             };
+            conn.gso = gso::agree(x.cfg.gso, ch.peer_features);
             let reply = Msg::Connected {
                 if_name: x.name.clone(),
+                features: gso::offer(conn.gso),
             };
             if let Err(e) = sock::send(&ch.fd, &proto::encode(&reply), None) {
                 return Err((format!("socket error: {e}"), false));
@@ -667,6 +678,7 @@ fn master_build(ch: &mut Channel) -> Result<DataConn, String> {
             is_slave: false,
             buffer_size: 0,
             zc: None,
+            gso: false,
         }),
         _ => Err("missing rings (need S2M and M2S rings numbered from 0)".into()),
     }
@@ -699,6 +711,7 @@ fn slave_msg(x: &mut Iface, m: Msg, _fds: Vec<OwnedFd>) -> MsgResult {
                 mode: x.cfg.mode.code(),
                 secret: x.cfg.secret.clone(),
                 name: format!("Sluice {}", env!("CARGO_PKG_VERSION")),
+                features: gso::offer(x.cfg.gso),
             });
             q.push_back((proto::encode(&init), None));
             for (i, r) in conn.regions.iter().enumerate() {
@@ -733,12 +746,13 @@ fn slave_msg(x: &mut Iface, m: Msg, _fds: Vec<OwnedFd>) -> MsgResult {
             send_next(ch)
         }
         Msg::Ack if ch.prepared.is_some() => send_next(ch),
-        Msg::Connected { if_name } if ch.prepared.is_some() && ch.outq.is_empty() => {
+        Msg::Connected { if_name, features } if ch.prepared.is_some() && ch.outq.is_empty() => {
             x.remote_if_name = if_name;
-            let conn = ch
+            let mut conn = ch
                 .prepared
                 .take()
                 .ok_or_else(|| ("no rings".to_string(), true))?;
+            conn.gso = gso::agree(x.cfg.gso, features);
             connected(x, conn);
             Ok(())
         }
@@ -818,6 +832,7 @@ fn slave_build(cfg: &IfCfg, h: &Hello) -> Result<DataConn, String> {
         is_slave: true,
         buffer_size: bs as u32,
         zc: None,
+        gso: false,
     })
 }
 
@@ -879,6 +894,7 @@ fn slave_build_zc(
         is_slave: true,
         buffer_size: pool.data_size() as u32,
         zc: Some(pool.clone()),
+        gso: false,
     })
 }
 

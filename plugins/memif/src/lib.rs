@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod ctl;
+pub mod gso;
 pub mod node;
 pub mod proto;
 pub mod shm;
@@ -178,6 +179,8 @@ pub struct DataConn {
     /// Slave zero-copy: the buffer pool whose data array is region 1. Buffers still held by
     /// the rings are freed to it when the connection is dropped (after the data path let go).
     pub zc: Option<Arc<BufferPool>>,
+    /// Both ends agreed to pass GSO aggregates whole ([`gso`]).
+    pub gso: bool,
 }
 
 impl Drop for DataConn {
@@ -214,6 +217,8 @@ pub struct IfShared {
     /// The interface table's link state (`Interface::link_handle`): up exactly while a
     /// connection is published, set by the control plane as it connects and disconnects.
     link: Arc<AtomicBool>,
+    /// `gso` interfaces: where [`gso::follow`] posts whether the interface takes aggregates.
+    gso: Option<sluice_graph::MainPoster>,
 }
 
 impl IfShared {
@@ -234,7 +239,13 @@ impl IfShared {
             rxq: std::array::from_fn(|_| AtomicU32::new(0)),
             threads,
             link,
+            gso: None,
         }
+    }
+    /// Makes the interface take GSO aggregates while a connection agreed to them.
+    pub fn with_gso(mut self, poster: sluice_graph::MainPoster) -> IfShared {
+        self.gso = Some(poster);
+        self
     }
     /// The current connection.
     pub fn current(&self) -> Option<Arc<DataConn>> {
@@ -243,6 +254,9 @@ impl IfShared {
     /// Publishes (or withdraws) the connection, and with it the interface's link state.
     pub fn publish(&self, c: Option<Arc<DataConn>>) {
         let up = c.is_some();
+        if let Some(p) = &self.gso {
+            gso::follow(p, self.sw_if_index, c.as_deref());
+        }
         *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = c;
         self.link.store(up, Ordering::Release);
         self.changed();
@@ -492,7 +506,7 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
     );
     t.add(
         "create interface memif",
-        "create interface memif [id <id>] [socket-id <socket-id>] [ring-size <size>] [buffer-size <size>] [hw-addr <mac-address>] <master|slave> [rx-queues <number>] [tx-queues <number>] [mode ethernet|ip] [secret <string>] [zero-copy]",
+        "create interface memif [id <id>] [socket-id <socket-id>] [ring-size <size>] [buffer-size <size>] [hw-addr <mac-address>] <master|slave> [rx-queues <number>] [tx-queues <number>] [mode ethernet|ip] [secret <string>] [zero-copy] [gso]",
         cli_create_if,
     );
     t.add(
@@ -593,6 +607,8 @@ pub struct CreateIf {
     pub secret: String,
     /// Zero-copy (slave only, needs `buffers { shared }`).
     pub zero_copy: bool,
+    /// Offer/accept GSO aggregates whole with a Sluice peer ([`gso`]; ethernet mode, copy).
+    pub gso: bool,
 }
 
 impl Default for CreateIf {
@@ -609,6 +625,7 @@ impl Default for CreateIf {
             ip_mode: false,
             secret: String::new(),
             zero_copy: false,
+            gso: false,
         }
     }
 }
@@ -644,6 +661,8 @@ fn cli_create_if(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
             };
         } else if a.keyword("zero-copy") {
             c.zero_copy = true;
+        } else if a.keyword("gso") {
+            c.gso = true;
         } else if a.keyword("secret") {
             c.secret = a.word("secret")?;
         } else {
@@ -695,7 +714,22 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
         mode: if o.ip_mode { Mode::Ip } else { Mode::Ethernet },
         secret: o.secret.clone(),
         zero_copy: None,
+        gso: o.gso,
     };
+    if o.gso && o.slave && o.buffer_size < gso::MIN_BUFFER_SIZE {
+        return Err(VnetError::invalid(format!(
+            "buffer-size `{}' too small for `gso' (at least {}: a 64 KiB aggregate in {} slots)",
+            o.buffer_size,
+            gso::MIN_BUFFER_SIZE,
+            node::MAX_SEGS
+        )));
+    }
+    if o.gso && (o.ip_mode || o.zero_copy) {
+        return Err(VnetError::invalid(format!(
+            "`gso' is for ethernet mode without zero-copy (not with `{}')",
+            if o.ip_mode { "mode ip" } else { "zero-copy" }
+        )));
+    }
     if o.zero_copy {
         if !cfg.slave {
             return Err(VnetError::invalid(
@@ -758,13 +792,11 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
         i.set_link_up(false);
         (i.counters.clone(), i.link_handle())
     };
-    let sh = Arc::new(IfShared::new(
-        idx.0,
-        cfg.mode,
-        counters,
-        Some(vm.shared.clone()),
-        link,
-    ));
+    let mut sh = IfShared::new(idx.0, cfg.mode, counters, Some(vm.shared.clone()), link);
+    if o.gso {
+        sh = sh.with_gso(vm.main_poster());
+    }
+    let sh = Arc::new(sh);
     lock(&c).add_iface(name.clone(), cfg, sh);
     vm.ext_mut::<MemifMain>().created.insert(idx.0, o.clone());
     Ok((idx, name))
@@ -845,15 +877,28 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         );
         let _ = writeln!(
             o,
-            "  flags {}{} {}",
+            "  flags {}{}{} {}",
             if x.cfg.slave { "slave" } else { "master" },
             if x.cfg.zero_copy.is_some() {
                 " zero-copy"
             } else {
                 ""
             },
+            if x.cfg.gso { " gso" } else { "" },
             state
         );
+        if x.cfg.gso {
+            let agreed = x.sh.current().map(|c| c.gso);
+            let _ = writeln!(
+                o,
+                "  gso {}",
+                match agreed {
+                    Some(true) => "agreed (aggregates pass whole)",
+                    Some(false) => "not agreed by the peer (aggregates cut before memif-tx)",
+                    None => "offered",
+                }
+            );
+        }
         let _ = writeln!(
             o,
             "  link {}",

@@ -23,7 +23,12 @@
 //! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
 //!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
 //!   `error-drop` (arc 2).
-//! - counters: `bad_desc` (descriptor outside its region, empty or oversized packet:
+//! - GSO (`gso` on both ends, [`crate::gso`]): a descriptor chain flagged `DESC_FLAG_GSO`
+//!   becomes a buffer chain with flag `GSO` and its metadata (rx general path; the batch
+//!   stops at any descriptor with a flag set). memif-tx writes the flag and metadata on the
+//!   first descriptor of an aggregate (tx general path; the fast path takes no aggregate).
+//! - counters: `gso` (info: aggregates received whole), `bad_gso` (flagged aggregate whose
+//!   headers do not match: dropped), `bad_desc` (descriptor outside its region, empty or oversized packet:
 //!   dropped in the ring), `bad_ring` (peer moved head/tail past the ring: resynchronised),
 //!   `no_buffer` (buffer pool exhausted: packet dropped, interface `rx-miss`),
 //!   `ip6_no_node` and `bad_ip_version` (ip mode drops via `error-drop`).
@@ -35,8 +40,9 @@
 //! `MASK_INT` (read after a full fence, so a peer that unmasks and then checks the ring
 //! cannot miss the packets), and frees the buffers. Never waits for ring space.
 //! - uses: `tx_if`, buffer chains. next: none.
-//! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
-//!   region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
+//! - counters: `not_connected`, `ring_full`, `gso_refused` (an aggregate on a connection
+//!   that did not agree to GSO, in the moment after a reconnect before the interface
+//!   stopped taking them), `bad_desc` (peer handed out a slot outside its region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
 //!   mode one of no more than its Ethernet header, shorter ones included, on every path);
 //!   each also counts interface `tx-error`.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
@@ -82,6 +88,10 @@ sluice_graph::counters! {
         Ip6NoNode => error("ip6_no_node", "ip6 packet in ip mode, no ip6-input"),
         /// ip mode: neither IPv4 nor IPv6.
         BadIp => error("bad_ip_version", "ip mode packet is neither ip4 nor ip6"),
+        /// GSO aggregates received whole (`gso` on both ends).
+        Gso => info("gso", "GSO aggregates received whole"),
+        /// A flagged aggregate whose headers do not match its metadata (dropped).
+        BadGso => error("bad_gso", "GSO aggregate not TCP/UDP as its descriptor says"),
     }
 }
 
@@ -92,6 +102,8 @@ sluice_graph::counters! {
         NotConnected => error("not_connected", "interface not connected"),
         /// No free slot left in the ring.
         RingFull => error("ring_full", "tx ring full"),
+        /// A GSO aggregate on a connection that did not agree to GSO.
+        GsoRefused => error("gso_refused", "GSO aggregate, peer did not agree to GSO"),
         /// The peer handed out a slot outside its region.
         BadDesc => error("bad_desc", "peer handed out a bad descriptor"),
         /// Empty packet (ip mode: no byte past its Ethernet header) or a chain of more than
@@ -108,8 +120,8 @@ type TxFails = [u64; TxCounter::DESCS.len()];
 
 /// Largest packet accepted from a ring.
 const MAX_PKT: u64 = 65535;
-/// Most buffers of one packet on tx.
-const MAX_SEGS: usize = 64;
+/// Most buffers of one packet on tx (and descriptors of one packet on rx).
+pub(crate) const MAX_SEGS: usize = 64;
 
 struct IfRt {
     sh: Arc<IfShared>,
@@ -596,11 +608,15 @@ impl MemifInput {
         let mut k: u16 = 0;
         let mut total = 0u64;
         let mut ok = true;
+        let mut first = (0u16, 0u32);
         let complete = loop {
             if k >= st.n_slots {
                 break false;
             }
             let d = ring.desc(st.cur.wrapping_add(k));
+            if k == 0 {
+                first = (d.flags, d.metadata);
+            }
             let src = conn
                 .regions
                 .get(d.region as usize)
@@ -622,7 +638,9 @@ impl MemifInput {
         }
         st.cur = st.cur.wrapping_add(k);
         st.n_slots -= k;
-        if !ok || total == 0 || total > MAX_PKT {
+        let agg = crate::gso::rx_flagged(conn, first.0);
+        let max = if agg { crate::gso::MAX_LEN } else { MAX_PKT };
+        if !ok || total == 0 || total > max {
             st.bad += 1;
             return true;
         }
@@ -635,7 +653,15 @@ impl MemifInput {
             return true;
         }
         // SAFETY: `head` is owned by this node (just received); one view at a time.
-        let v = unsafe { pool.buffer(head) };
+        let mut v = unsafe { pool.buffer(head) };
+        if agg {
+            if !crate::gso::rx_mark(&mut v, first.1, total as usize) {
+                cx.count(RxCounter::BadGso, 1);
+                cx.free(&[head]);
+                return true;
+            }
+            cx.count(RxCounter::Gso, 1);
+        }
         self.deliver(cx, v, sh, qi, head, total, ip6, &mut st.traced);
         st.bytes += total;
         true
@@ -995,7 +1021,8 @@ fn tx_zc_single(
 /// header: the general path drops it as `too_long`).
 #[inline(always)]
 fn single_span(h: &BufferHeader, end: usize, l2: usize) -> Option<(usize, usize)> {
-    if h.flags & flags::NEXT_PRESENT != 0 {
+    // A GSO aggregate needs its descriptor flag: the general path.
+    if h.flags & (flags::NEXT_PRESENT | flags::GSO) != 0 {
         return None;
     }
     // current_data >= -HEADROOM: a more negative one wraps to a huge start and fails the
@@ -1190,7 +1217,8 @@ fn parse_single(ring: Ring, cur: u16, regs: &[Region], ds: usize, out: &mut [RxP
         let d = ring.desc(cur.wrapping_add(i as u16));
         let len = d.length;
         // One compare for 1..=ds (0 wraps to the top).
-        if d.flags & DESC_FLAG_NEXT != 0 || len.wrapping_sub(1) as usize >= ds {
+        // Any flag (`NEXT`, Sluice's GSO flag) takes the general path.
+        if d.flags != 0 || len.wrapping_sub(1) as usize >= ds {
             return i;
         }
         if d.region != rid {
@@ -1364,13 +1392,13 @@ impl MemifTx {
 }
 
 /// What a transmit on one ring did.
-struct TxResult {
+pub(crate) struct TxResult {
     /// Packets taken from the frame (sent or failed).
-    consumed: usize,
+    pub(crate) consumed: usize,
     /// Packets written to the ring.
-    sent: usize,
+    pub(crate) sent: usize,
     /// Failures per `memif-tx` counter.
-    fails: TxFails,
+    pub(crate) fails: TxFails,
     /// Bytes of the packets not sent (as `interface-output` counted them).
     lost: u64,
     /// Every packet taken went the fast path (single buffers, no chain behind any).
@@ -1380,7 +1408,7 @@ struct TxResult {
 /// Copies the packets at the start of `bufs` that go out on `tx` into free slots of the ring
 /// and publishes it once. One-buffer packets that fit a slot take [`tx_fast`]; chains and
 /// errors go through [`tx_general`]. A full ring or a bad slot fails the rest of the run.
-fn tx_ring(
+pub(crate) fn tx_ring(
     pool: &BufferPool,
     conn: &DataConn,
     q: &Queue,
@@ -1427,8 +1455,8 @@ fn tx_ring(
         r.single = false;
         match tx_general(pool, conn, q, mode, b, &mut slot, &mut free) {
             Ok(()) => r.sent += 1,
-            Err(TxCounter::TooLong) => {
-                r.fails[TxCounter::TooLong as usize] += 1;
+            Err(e @ (TxCounter::TooLong | TxCounter::GsoRefused)) => {
+                r.fails[e as usize] += 1;
                 r.lost += sluice_vnet::devices::total_bytes(pool, &[b]);
             }
             Err(e) => {
@@ -1560,6 +1588,11 @@ fn tx_general(
 ) -> Result<(), TxCounter> {
     let ring = q.ring;
     let mask = ring.size() - 1;
+    // SAFETY: the caller owns `b`; read-only header access.
+    let (mut first_flags, mut meta) = crate::gso::tx_desc(unsafe { pool.header(b) });
+    if first_flags != 0 && !conn.gso {
+        return Err(TxCounter::GsoRefused);
+    }
     let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
     let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
     let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
@@ -1611,13 +1644,14 @@ fn tx_general(
         ring.set_desc(
             s,
             Desc {
-                flags: if left > 0 { DESC_FLAG_NEXT } else { 0 },
+                flags: if left > 0 { DESC_FLAG_NEXT } else { 0 } | first_flags,
                 region,
                 length: w as u32,
                 offset: off,
-                metadata: 0,
+                metadata: meta,
             },
         );
+        (first_flags, meta) = (0, 0);
         s = s.wrapping_add(1);
         free_ -= 1;
     }
@@ -2253,6 +2287,7 @@ mod tests {
                 is_slave: true,
                 buffer_size: 256,
                 zc: None,
+                gso: false,
             };
             let bufs = build(&mut cache);
             let r = tx_ring(&pool, &conn, &conn.tx[0], mode, tx, &bufs);

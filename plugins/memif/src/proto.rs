@@ -13,6 +13,11 @@
 //! | CONNECT (6) / CONNECTED (7) | if_name\[32\]@2 |
 //! | DISCONNECT (8) | code u32@2, string\[96\]@6 |
 //!
+//! Sluice extension (not in memif.h): INIT and CONNECTED may carry [`EXT_MAGIC`] at
+//! [`EXT_AT`] followed by a `u32` of [`feature`] bits, in bytes that the message's union
+//! leaves unused. VPP, libmemif and DPDK read only their fields and send zeros there, so to
+//! them nothing changes; Sluice reads features only behind the magic (see `gso.rs`).
+//!
 //! The decoder never panics, whatever the 128 (or any other number of) bytes it is given.
 
 /// Size of every control message.
@@ -31,6 +36,17 @@ pub const DISC_SZ: usize = 96;
 pub const RING_FLAG_S2M: u16 = 1;
 /// Largest ring VPP accepts (log2).
 pub const MAX_LOG2_RING_SIZE: u8 = 14;
+/// Offset of the Sluice extension in INIT and CONNECTED (past every field of both).
+pub const EXT_AT: usize = 120;
+/// The extension's marker: "SLcx" little-endian, then the feature bits.
+pub const EXT_MAGIC: u32 = u32::from_le_bytes(*b"SLcx");
+
+/// Sluice extension feature bits (INIT: what the slave offers; CONNECTED: what the master
+/// agreed to, a subset of the offer).
+pub mod feature {
+    /// GSO aggregates whole, described in descriptor metadata (`gso.rs`).
+    pub const GSO: u32 = 1;
+}
 
 /// Message type codes.
 pub mod ty {
@@ -125,6 +141,8 @@ pub struct Init {
     pub secret: String,
     /// Slave's application name.
     pub name: String,
+    /// Sluice extension: [`feature`] bits the slave offers (0 from other implementations).
+    pub features: u32,
 }
 
 /// ADD_RING.
@@ -178,6 +196,8 @@ pub enum Msg {
     Connected {
         /// Interface name.
         if_name: String,
+        /// Sluice extension: [`feature`] bits the master agreed to (0 from others).
+        features: u32,
     },
     /// DISCONNECT.
     Disconnect {
@@ -216,6 +236,22 @@ fn str_at(b: &[u8; MSG_SIZE], o: usize, n: usize) -> String {
     let end = f.iter().position(|&c| c == 0).unwrap_or(n);
     String::from_utf8_lossy(&f[..end]).into_owned()
 }
+/// The Sluice extension's feature bits, 0 without its marker.
+fn ext_at(b: &[u8; MSG_SIZE]) -> u32 {
+    if u32_at(b, EXT_AT) == EXT_MAGIC {
+        u32_at(b, EXT_AT + 4)
+    } else {
+        0
+    }
+}
+/// Writes the extension when there are features to announce (else the bytes stay zero, as
+/// every other implementation sends them).
+fn put_ext(b: &mut [u8; MSG_SIZE], features: u32) {
+    if features != 0 {
+        b[EXT_AT..EXT_AT + 4].copy_from_slice(&EXT_MAGIC.to_le_bytes());
+        b[EXT_AT + 4..EXT_AT + 8].copy_from_slice(&features.to_le_bytes());
+    }
+}
 fn put_str(b: &mut [u8; MSG_SIZE], o: usize, n: usize, s: &str) {
     let bytes = s.as_bytes();
     let l = bytes.len().min(n);
@@ -244,6 +280,7 @@ pub fn decode(bytes: &[u8]) -> Result<Msg, ProtoError> {
             mode: b[8],
             secret: str_at(b, 9, SECRET_SZ),
             name: str_at(b, 33, NAME_SZ),
+            features: ext_at(b),
         }),
         ty::ADD_REGION => Msg::AddRegion {
             index: u16_at(b, 2),
@@ -262,6 +299,7 @@ pub fn decode(bytes: &[u8]) -> Result<Msg, ProtoError> {
         },
         ty::CONNECTED => Msg::Connected {
             if_name: str_at(b, 2, NAME_SZ),
+            features: ext_at(b),
         },
         ty::DISCONNECT => Msg::Disconnect {
             code: u32_at(b, 2),
@@ -296,6 +334,7 @@ pub fn encode(m: &Msg) -> [u8; MSG_SIZE] {
             b[8] = i.mode;
             put_str(&mut b, 9, SECRET_SZ, &i.secret);
             put_str(&mut b, 33, NAME_SZ, &i.name);
+            put_ext(&mut b, i.features);
         }
         Msg::AddRegion { index, size } => {
             put16(&mut b, 0, ty::ADD_REGION);
@@ -315,9 +354,10 @@ pub fn encode(m: &Msg) -> [u8; MSG_SIZE] {
             put16(&mut b, 0, ty::CONNECT);
             put_str(&mut b, 2, NAME_SZ, if_name);
         }
-        Msg::Connected { if_name } => {
+        Msg::Connected { if_name, features } => {
             put16(&mut b, 0, ty::CONNECTED);
             put_str(&mut b, 2, NAME_SZ, if_name);
+            put_ext(&mut b, *features);
         }
         Msg::Disconnect { code, reason } => {
             put16(&mut b, 0, ty::DISCONNECT);
@@ -361,8 +401,13 @@ mod tests {
             mode: 1,
             secret: "s3cret".into(),
             name: "sluice".into(),
+            features: 0,
         }));
         assert_eq!(&b[0..2], &[3, 0]);
+        assert!(
+            b[65..].iter().all(|&x| x == 0),
+            "no extension without features"
+        );
         assert_eq!(&b[4..8], &[4, 3, 2, 1]);
         assert_eq!(b[8], 1);
         assert_eq!(&b[9..15], b"s3cret");
@@ -411,6 +456,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn extension_sits_past_every_field_and_needs_its_marker() {
+        // memif.h: INIT ends at 2 + 63 = 65, CONNECTED at 2 + 32 = 34.
+        let init = Msg::Init(Init {
+            version: VERSION,
+            id: 7,
+            mode: 0,
+            secret: "x".repeat(24),
+            name: "n".repeat(32),
+            features: feature::GSO,
+        });
+        let b = encode(&init);
+        assert!(b[65..EXT_AT].iter().all(|&x| x == 0));
+        assert_eq!(&b[EXT_AT..EXT_AT + 8], b"SLcx\x01\0\0\0");
+        assert_eq!(decode(&b).unwrap(), init);
+        // A peer's garbage without the marker announces nothing.
+        let mut b = encode(&Msg::Connected {
+            if_name: "memif1/0".into(),
+            features: 0,
+        });
+        b[EXT_AT + 4] = 1;
+        assert_eq!(
+            decode(&b).unwrap(),
+            Msg::Connected {
+                if_name: "memif1/0".into(),
+                features: 0
+            }
+        );
+    }
+
     fn name() -> impl Strategy<Value = String> {
         "[a-zA-Z0-9/_.-]{0,32}"
     }
@@ -441,11 +516,11 @@ mod tests {
                 Msg::Ack,
                 Msg::Hello(Hello { name: n.clone(), min_version: idx, max_version: idx ^ 1, max_region: idx,
                     max_m2s_ring: idx, max_s2m_ring: !idx, max_log2_ring_size: l2 }),
-                Msg::Init(Init { version: VERSION, id, mode, secret: s.clone(), name: n.clone() }),
+                Msg::Init(Init { version: VERSION, id, mode, secret: s.clone(), name: n.clone(), features: off }),
                 Msg::AddRegion { index: idx, size },
                 Msg::AddRing(AddRing { flags: idx, index: idx, region: !idx, offset: off, log2_ring_size: l2, private_hdr_size: idx }),
                 Msg::Connect { if_name: n.clone() },
-                Msg::Connected { if_name: n.clone() },
+                Msg::Connected { if_name: n.clone(), features: off },
                 Msg::Disconnect { code, reason: why.clone() },
             ];
             for m in msgs {

@@ -392,6 +392,10 @@ impl NodeFn for TapInput {
         // the queue is read on every loop while busy and once per tick while idle. An
         // instance that never polled does not know its tick yet (`poll` sets it): it polls
         // now, or an idle queue moved to this thread by `rx-placement` would never be read.
+        if self.queues.list.is_empty() {
+            // No queue on this thread: no clock read (this runs on every loop round).
+            return false;
+        }
         let now = sluice_infra::clock::rdtsc();
         let first = self.tick_tsc == u64::MAX;
         self.queues.list.iter().any(|p| {

@@ -1,0 +1,262 @@
+//! GSO aggregates across memif "where peers agree": two Sluice peers pass TCP/UDP
+//! aggregates (flag `GSO`, `sluice_vnet::offload`) whole, as one descriptor chain, instead
+//! of cutting them into MSS-sized segments before `memif-tx`.
+//!
+//! Agreement (control plane, [`offer`] / [`agree`]): an interface created with `gso` offers
+//! it in the Sluice extension of INIT (slave) and accepts it in the extension of CONNECTED
+//! (master) only when the slave offered it and the master has `gso` too
+//! (`proto::feature::GSO`). Both sides then mark the connection (`DataConn::gso`), and the
+//! interface takes aggregates (`sluice_vnet::output::set_gso`, applied on the main loop by
+//! [`follow`] whenever a connection is published or withdrawn). VPP, libmemif and DPDK
+//! never send the extension and ignore the bytes it lives in, so with them nothing changes:
+//! no agreement, aggregates are cut by `gso-segment` before `memif-tx` as for any interface.
+//!
+//! Wire (data path, only on an agreed connection): the first descriptor of an aggregate has
+//! [`DESC_FLAG_GSO`] in `flags` and its segment size and kind in `metadata`
+//! ([`tx_desc`]); nothing is added to the packet's bytes, and its partial L4 checksum (the
+//! pseudo-header seed) travels as it is. The receiver parses the headers from the packet
+//! itself and sets the buffer's GSO metadata ([`rx_mark`]); an aggregate whose headers do not
+//! match is dropped and counted (`memif-input bad_gso`). The flag is ignored on a connection
+//! that did not agree (the packet is received as a plain frame, as before).
+
+use super::DataConn;
+use sluice_buffer::{flags, Buffer, BufferHeader};
+use sluice_graph::MainPoster;
+use sluice_vnet::offload::Gso;
+use sluice_vnet::SwIfIndex;
+
+/// Descriptor flag (first descriptor of a packet): a GSO aggregate, described in
+/// `metadata`. Far from `MEMIF_DESC_FLAG_NEXT` (bit 0), the only flag memif.h defines.
+pub const DESC_FLAG_GSO: u16 = 1 << 15;
+
+/// Largest aggregate accepted from a ring: an IP packet of 64 KiB behind up to two VLAN
+/// tags (plain packets: 65535 bytes).
+pub const MAX_LEN: u64 = 65535 + 14 + 8;
+
+/// Smallest `buffer-size` of a `gso` slave: its largest aggregate must fit the descriptors
+/// `memif-input` takes for one packet (`MAX_SEGS`), on either side.
+pub const MIN_BUFFER_SIZE: u32 = MAX_LEN.div_ceil(crate::node::MAX_SEGS as u64) as u32;
+
+/// The feature bits an interface offers (slave, INIT) or may accept (master).
+pub fn offer(gso: bool) -> u32 {
+    if gso {
+        super::proto::feature::GSO
+    } else {
+        0
+    }
+}
+
+/// Whether a connection carries aggregates: this side has `gso` and the peer's extension
+/// (INIT's offer, or CONNECTED's answer) says GSO.
+pub fn agree(own: bool, peer_features: u32) -> bool {
+    own && peer_features & super::proto::feature::GSO != 0
+}
+
+/// The descriptor flags and metadata of a packet's first descriptor: for an aggregate
+/// [`DESC_FLAG_GSO`] and `gso_size | gso_type << 16`; `(0, 0)` for any other packet.
+#[inline]
+pub fn tx_desc(h: &BufferHeader) -> (u16, u32) {
+    if h.flags & flags::GSO == 0 {
+        return (0, 0);
+    }
+    (DESC_FLAG_GSO, h.gso_size as u32 | (h.gso_type as u32) << 16)
+}
+
+/// Marks a received packet of `total` bytes (its first buffer `v`, from its Ethernet
+/// header) as the aggregate that descriptor `metadata` describes. False when its headers
+/// are not TCP/UDP over IPv4/IPv6 of that kind within the first buffer (to be dropped).
+pub fn rx_mark(v: &mut Buffer<'_>, metadata: u32, total: usize) -> bool {
+    let size = metadata as u16;
+    let kind = (metadata >> 16) as u8;
+    match Gso::parse_head(v.data(), total, kind, size) {
+        Some(g) => {
+            g.set_meta(v.hdr);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether the aggregate in descriptor flags `f` is to be marked on connection `conn`.
+#[inline]
+pub fn rx_flagged(conn: &DataConn, f: u16) -> bool {
+    conn.gso && f & DESC_FLAG_GSO != 0
+}
+
+/// Makes interface `sw` take aggregates exactly while connection `conn` agreed to GSO, on
+/// every thread (`output::set_gso`, on the main loop: the control plane runs inside a
+/// process node). Until the job runs, aggregates are cut before `memif-tx` (the old
+/// setting) or, right after a reconnect to a peer that did not agree, dropped by `memif-tx`
+/// as `gso_refused`.
+pub fn follow(poster: &MainPoster, sw: u32, conn: Option<&DataConn>) {
+    let on = conn.is_some_and(|c| c.gso);
+    poster.post(Box::new(move |vm| {
+        // The interface may have been deleted meanwhile and its index reused by another
+        // driver's: that one's setting is not memif's to change.
+        let still = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .get(SwIfIndex(sw))
+            .is_some_and(|i| i.driver == "memif");
+        if still {
+            sluice_vnet::output::set_gso(vm, SwIfIndex(sw), on)
+        }
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_buffer::{BufferPool, PageSize, PoolConfig};
+    use sluice_vnet::offload::gso_type;
+
+    #[test]
+    fn agreement_needs_both_sides() {
+        assert!(agree(true, offer(true)));
+        assert!(!agree(false, offer(true)));
+        assert!(!agree(true, offer(false)));
+        assert!(!agree(true, 0x8000_0000), "unknown bits only");
+    }
+
+    /// An Ethernet + IPv4 + TCP aggregate of `payload` bytes (headers 54 bytes).
+    fn tcp4(payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 54 + payload];
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f[46] = 0x50;
+        f
+    }
+
+    /// memif-tx on an agreed connection: a plain packet takes the fast path (one descriptor,
+    /// no flag), an aggregate (one Sluice buffer, 1454 bytes) the general path: three
+    /// chained 512-byte slots, the first with `DESC_FLAG_GSO` and the metadata, or one
+    /// 2048-byte slot with the flag (the fast path would have sent it unflagged); the bytes
+    /// unchanged. On a connection that did not agree the aggregate is refused, counted.
+    #[test]
+    fn an_aggregate_is_one_flagged_descriptor_chain_only_when_agreed() {
+        use crate::node::{tx_ring, TxCounter};
+        use crate::proto::Mode;
+        use crate::shm::{Region, Ring, DESC_FLAG_NEXT};
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 8,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        let mut c = pool.cache();
+        let f = tcp4(1400);
+        let g = Gso::parse(&f, gso_type::TCPV4, 700).unwrap();
+        let tx = 3;
+        for (agreed, bs) in [(true, 512), (true, 2048), (false, 512)] {
+            let plain = c.alloc_with(&f[..100]).unwrap();
+            let agg = c.alloc_with(&f).unwrap();
+            for b in [plain, agg] {
+                // SAFETY: the test owns the buffers; one view at a time.
+                unsafe { pool.arena().header_mut(b) }.tx_if = tx;
+            }
+            // SAFETY: as above.
+            g.set_meta(unsafe { pool.buffer(agg) }.hdr);
+            let region = Region::create("gso-tx", 40960).unwrap();
+            let ring = Ring::new(&region, 0, 4).unwrap();
+            let base = crate::shm::ring_bytes(4) as u64;
+            let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base);
+            let conn = DataConn {
+                regions: vec![region],
+                rx: Vec::new(),
+                tx: vec![q],
+                is_slave: true,
+                buffer_size: bs,
+                zc: None,
+                gso: agreed,
+            };
+            let r = tx_ring(&pool, &conn, &conn.tx[0], Mode::Ethernet, tx, &[plain, agg]);
+            assert_eq!(r.consumed, 2);
+            let d: Vec<_> = (0..4).map(|s| ring.desc(s)).collect();
+            assert_eq!((d[0].flags, d[0].metadata, d[0].length), (0, 0, 100));
+            let meta = 700 | (gso_type::TCPV4 as u32) << 16;
+            if bs == 2048 {
+                assert_eq!(r.sent, 2);
+                assert_eq!(
+                    (d[1].flags, d[1].metadata, d[1].length),
+                    (DESC_FLAG_GSO, meta, 1454)
+                );
+                assert_eq!(ring.head(), 2);
+            } else if agreed {
+                assert_eq!(r.sent, 2);
+                assert_eq!(
+                    (d[1].flags, d[1].metadata),
+                    (DESC_FLAG_NEXT | DESC_FLAG_GSO, meta)
+                );
+                assert_eq!((d[2].flags, d[2].metadata), (DESC_FLAG_NEXT, 0));
+                assert_eq!((d[3].flags, d[3].metadata), (0, 0));
+                let mut got = Vec::new();
+                for x in &d[1..] {
+                    let p = conn.regions[0]
+                        .range(x.offset as u64, x.length as u64)
+                        .unwrap();
+                    // SAFETY: inside the mapped region (checked by `range`).
+                    got.extend_from_slice(unsafe {
+                        std::slice::from_raw_parts(p, x.length as usize)
+                    });
+                }
+                assert_eq!(got, f, "the aggregate's bytes, unchanged");
+                assert_eq!(ring.head(), 4);
+            } else {
+                assert_eq!(r.sent, 1);
+                assert_eq!(r.fails[TxCounter::GsoRefused as usize], 1);
+                assert_eq!(ring.head(), 1, "only the plain packet published");
+            }
+            c.free(&[plain, agg]);
+        }
+        drop(c);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
+    #[test]
+    fn metadata_round_trips_and_bad_headers_are_refused() {
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 8,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        let mut c = pool.cache();
+        let b = c.alloc_one().unwrap();
+        let f = tcp4(1400);
+        {
+            // SAFETY: owned, one view.
+            let mut v = unsafe { pool.buffer(b) };
+            v.set_len(f.len());
+            v.data_mut().copy_from_slice(&f);
+            v.hdr.flags &= !flags::GSO;
+            assert_eq!(tx_desc(v.hdr), (0, 0), "plain packets carry nothing");
+            let meta = 700 | (gso_type::TCPV4 as u32 | gso_type::ECN as u32) << 16;
+            assert!(rx_mark(&mut v, meta, f.len()));
+            assert_ne!(v.hdr.flags & flags::GSO, 0);
+            assert_ne!(v.hdr.flags & flags::OFFLOAD_L4_CKSUM, 0);
+            assert_eq!(
+                (v.hdr.gso_size, v.hdr.gso_l4_offset, v.hdr.gso_l4_hdr_len),
+                (700, 20, 20)
+            );
+            assert_eq!(tx_desc(v.hdr), (DESC_FLAG_GSO, meta), "sent as received");
+            // UDP_L4 on a TCP packet, a zero MSS: refused.
+            v.hdr.flags &= !(flags::GSO | flags::OFFLOAD_L4_CKSUM);
+            assert!(!rx_mark(
+                &mut v,
+                700 | (gso_type::UDP_L4 as u32) << 16,
+                f.len()
+            ));
+            assert!(!rx_mark(&mut v, (gso_type::TCPV4 as u32) << 16, f.len()));
+            assert_eq!(v.hdr.flags & flags::GSO, 0);
+        }
+        c.free(&[b]);
+        drop(c);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+}
