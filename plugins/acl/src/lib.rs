@@ -1665,6 +1665,64 @@ mod tests {
         }
     }
 
+    /// One frame mixing three interfaces' packets (pg0: UDP 53 denied, pg1: only UDP 53
+    /// permitted, pg2: no list): every packet meets its own interface's list, so the
+    /// node's per-run interface context switches at each change of interface.
+    #[test]
+    fn a_frame_of_several_interfaces_meets_each_ones_list() {
+        use sluice_vnet::plugin::PluginEntry;
+        use sluice_vnet::testing::{pkt, NodeTest};
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let mut t = NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa");
+        t.cli(
+            "create packet-generator interface pg0
+             create packet-generator interface pg1
+             create packet-generator interface pg2
+             set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53, permit src 0.0.0.0/0 dst 0.0.0.0/0
+             set acl-plugin acl permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53
+             set acl-plugin interface pg0 input acl 0
+             set acl-plugin interface pg1 input acl 1",
+        );
+        let sw = ["pg0", "pg1", "pg2"].map(|n| t.sw_if(n));
+        let dns = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let ntp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 123");
+        // (interface, packet, passes)
+        let order = [
+            (0, &dns, false),
+            (1, &dns, true),
+            (1, &dns, true),
+            (0, &ntp, true),
+            (1, &ntp, false),
+            (2, &dns, true),
+            (0, &dns, false),
+            (2, &ntp, true),
+            (1, &dns, true),
+        ];
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&(i, p, _)| t.packet(p, |h| h.rx_if = sw[i]))
+            .collect();
+        t.inject(&bufs);
+        let want: Vec<(u32, u16)> = order
+            .iter()
+            .filter(|o| o.2)
+            .map(|&(i, p, _)| (sw[i], u16::from_be_bytes([p[22], p[23]])))
+            .collect();
+        let got: Vec<(u32, u16)> = t
+            .arc("ip4-lookup")
+            .iter()
+            .map(|c| (c.hdr.rx_if, u16::from_be_bytes([c.data[22], c.data[23]])))
+            .collect();
+        assert_eq!(got, want);
+        let drops = t.drops();
+        assert_eq!(drops.len(), 3);
+        t.assert_counters(&[("permit", 6), ("deny", 2), ("no_match", 1)]);
+        t.assert_no_leaks();
+    }
+
     #[test]
     fn a_rules_cli_text_parses_back_to_it() {
         let texts = [
