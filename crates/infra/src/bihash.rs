@@ -341,16 +341,78 @@ impl Bucket {
     /// The slot holding `key` among those occupied in `m`.
     #[inline(always)]
     fn slot_of(&self, key: u64, m: u64) -> Option<usize> {
-        // Compare all seven keys without branches (the matching slot is random, a branch per
-        // slot would mispredict), then keep the occupied ones.
-        let mut hit = 0u64;
-        for (i, k) in self.keys.iter().enumerate() {
-            hit |= ((k.load(Ordering::Relaxed) == key) as u64) << i;
+        // All seven keys compared without branches (the matching slot is random, a branch
+        // per slot would mispredict), then only the occupied ones kept.
+        let hit = self.key_bits(key) & KEY_BIT_OCC[occupancy(m) as usize];
+        (hit != 0).then(|| hit.trailing_zeros() as usize / KEY_BIT_STRIDE)
+    }
+
+    /// Bit [`KEY_BIT_STRIDE`] × `i` set when key slot `i` holds `key` (occupied or not).
+    /// SSE2 (part of every x86-64): four 16-byte loads cover the seven keys, compared as
+    /// 32-bit halves; two packs narrow each half's result to a byte, one `movemask` gathers
+    /// them, and a key matches where both its halves do: about 20 instructions instead of
+    /// the scalar loop's 30.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn key_bits(&self, key: u64) -> u32 {
+        use std::arch::x86_64::*;
+        let p = (self as *const Bucket)
+            .cast::<u8>()
+            .wrapping_add(std::mem::offset_of!(Bucket, keys))
+            .cast::<__m128i>();
+        // SAFETY: SSE2 is in the x86-64 baseline. The loads read bytes 8..72 of this
+        // 128-byte bucket (keys 0..6 and value 0, whose result bit the mask drops), all
+        // inside `self`, unaligned loads. They race with the writer's atomic stores exactly
+        // as the scalar relaxed loads would: every lookup re-checks `meta` after reading and
+        // discards what it read if the bucket changed (the module's reader protocol), and
+        // any bit pattern is a valid integer.
+        unsafe {
+            let k = _mm_set1_epi64x(key as i64);
+            let c = |i: usize| _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k);
+            let halves = _mm_packs_epi16(_mm_packs_epi32(c(0), c(1)), _mm_packs_epi32(c(2), c(3)));
+            let m = _mm_movemask_epi8(halves) as u32;
+            m & (m >> 1) & 0x1555
         }
-        hit &= occupancy(m);
-        (hit != 0).then(|| hit.trailing_zeros() as usize)
+    }
+
+    /// [`Bucket::key_bits`] without SIMD.
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(always)]
+    fn key_bits(&self, key: u64) -> u32 {
+        self.key_bits_scalar(key)
+    }
+
+    /// Bit `i` set when key slot `i` holds `key`: one compare per slot.
+    #[cfg(any(test, not(target_arch = "x86_64")))]
+    #[inline(always)]
+    fn key_bits_scalar(&self, key: u64) -> u32 {
+        let mut hit = 0u32;
+        for (i, k) in self.keys.iter().enumerate() {
+            hit |= ((k.load(Ordering::Relaxed) == key) as u32) << i;
+        }
+        hit
     }
 }
+
+/// How far apart [`Bucket::key_bits`] puts the slots' bits.
+const KEY_BIT_STRIDE: usize = if cfg!(target_arch = "x86_64") { 2 } else { 1 };
+
+/// An occupancy mask with its bits moved to [`Bucket::key_bits`]'s positions.
+const KEY_BIT_OCC: [u32; 1 << SLOTS] = {
+    let mut t = [0u32; 1 << SLOTS];
+    let mut occ = 0;
+    while occ < t.len() {
+        let mut i = 0;
+        while i < SLOTS {
+            if occ & (1 << i) != 0 {
+                t[occ] |= 1 << (i * KEY_BIT_STRIDE);
+            }
+            i += 1;
+        }
+        occ += 1;
+    }
+    t
+};
 
 /// The buckets of one array: on the heap, or, from 2 MiB on, in a [`ZeroedMap`] (advised
 /// for transparent hugepages: a big table's random lookups then take one TLB entry per 2
@@ -971,6 +1033,39 @@ mod tests {
         x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         x ^ (x >> 31)
+    }
+
+    /// The SIMD key compare finds the same slots as one compare per slot, for keys that
+    /// match a slot, only its low or high half, or the value beside the last key.
+    #[test]
+    fn key_bits_match_the_scalar_compare() {
+        let b = Bucket::default();
+        for round in 0..20_000u64 {
+            let key = mix(round);
+            let near = [
+                key,
+                key ^ 1,
+                key ^ (1 << 63),
+                key & 0xffff_ffff,
+                key & !0xffff_ffff,
+                mix(round + 1),
+            ];
+            for i in 0..SLOTS {
+                let r = mix(round * 16 + i as u64);
+                b.keys[i].store(near[(r % 6) as usize], Ordering::Relaxed);
+                b.values[i].store(if r & 64 != 0 { key } else { r }, Ordering::Relaxed);
+            }
+            let want = b.key_bits_scalar(key);
+            let got = b.key_bits(key);
+            let spread = (0..SLOTS)
+                .filter(|i| want & (1 << i) != 0)
+                .fold(0, |a, i| a | 1 << (i * KEY_BIT_STRIDE));
+            assert_eq!(got, spread, "round {round}");
+            for occ in [0, OCC_MASK, mix(round) & OCC_MASK] {
+                let slot = (want & occ as u32 != 0).then(|| (want & occ as u32).trailing_zeros());
+                assert_eq!(b.slot_of(key, occ).map(|s| s as u32), slot);
+            }
+        }
     }
 
     #[test]

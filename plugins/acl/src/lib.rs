@@ -265,10 +265,18 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
             1 | 58 => {
                 if let Some(h) = l.first_chunk::<2>() {
                     (k.sport, k.dport) = (h[0] as u16, h[1] as u16);
-                    if is_echo(&k).is_some() {
-                        k.icmp_id = l.first_chunk::<6>().map_or(0, |h| be(h, 4));
-                    }
-                    k.l4 = true;
+                    // An echo's identifier is part of its session key: an echo without
+                    // its whole 8-byte header has no L4 fields rather than identifier 0.
+                    k.l4 = match is_echo(&k) {
+                        Some(_) => match l.first_chunk::<8>() {
+                            Some(h) => {
+                                k.icmp_id = be(h, 4);
+                                true
+                            }
+                            None => false,
+                        },
+                        None => true,
+                    };
                 }
             }
             _ => k.l4 = true,
@@ -1600,6 +1608,119 @@ mod tests {
         f[7] = 8;
         let d = icmp4_error(3, [9, 9, 9, 9], [10, 0, 0, 1], &f);
         assert!(icmp_error_sess_key(7, &key_of(&d, false).unwrap(), &d).is_none());
+    }
+
+    /// An IPv4 (`v6` false) or IPv6 packet of protocol `proto` whose L4 header is `l4`.
+    fn ip_with(v6: bool, proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut d = if v6 {
+            let mut h = vec![0x60, 0, 0, 0, 0, l4.len() as u8, proto, 64];
+            h.extend_from_slice(&[0x20, 1, 0xd, 0xb8].repeat(8));
+            h
+        } else {
+            let mut h = vec![0x45, 0, 0, 20 + l4.len() as u8, 0, 0, 0, 0, 64, proto, 0, 0];
+            h.extend_from_slice(&[10, 0, 0, 1, 8, 8, 8, 8]);
+            h
+        };
+        d.extend_from_slice(l4);
+        d
+    }
+
+    type Fields = (u16, u16, u8, u16);
+
+    /// Each L4 header at its minimum gives the key its L4 fields; one byte short gives a key
+    /// without them (it matches only rules that look at no L4 field), IPv4 and IPv6.
+    #[test]
+    fn key_of_l4_fields_need_the_whole_header_they_come_from() {
+        let tcp = [0x0f, 0xa0, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x12];
+        let udp = [0x0f, 0xa0, 0, 53];
+        let unreach = [3, 1];
+        for v6 in [false, true] {
+            let (icmp, req) = if v6 { (58, 128) } else { (1, 8) };
+            let echo = [req, 0, 0, 0, 0, 77, 0, 1];
+            // (protocol, L4 header at its minimum, (sport, dport, TCP flags, echo id))
+            let cases: [(u8, &[u8], Fields); 4] = [
+                (6, &tcp, (4000, 80, 0x12, 0)),
+                (17, &udp, (4000, 53, 0, 0)),
+                (icmp, &unreach, (3, 1, 0, 0)),
+                (icmp, &echo, (req as u16, 0, 0, 77)),
+            ];
+            for (proto, l4, (sp, dp, flags, id)) in cases {
+                let k = key_of(&ip_with(v6, proto, l4), v6).unwrap();
+                assert!(k.l4, "v6 {v6} proto {proto} at its minimum");
+                assert_eq!(
+                    (k.sport, k.dport, k.tcp_flags, k.icmp_id),
+                    (sp, dp, flags, id)
+                );
+                for n in 0..l4.len() {
+                    let k = key_of(&ip_with(v6, proto, &l4[..n]), v6).unwrap();
+                    assert!(!k.l4, "v6 {v6} proto {proto}: {n} of {} bytes", l4.len());
+                    assert_eq!((k.proto, k.icmp_id), (proto, 0));
+                }
+            }
+            // Shorter than the IP header: no key at all (the counted `malformed` drop).
+            let d = ip_with(v6, 17, &udp);
+            let ip = if v6 { 40 } else { 20 };
+            assert!(key_of(&d[..ip - 1], v6).is_none());
+            assert!(key_of(&d[..ip], v6).is_some_and(|k| !k.l4));
+        }
+    }
+
+    /// One frame mixing three interfaces' packets (pg0: UDP 53 denied, pg1: only UDP 53
+    /// permitted, pg2: no list): every packet meets its own interface's list, so the
+    /// node's per-run interface context switches at each change of interface.
+    #[test]
+    fn a_frame_of_several_interfaces_meets_each_ones_list() {
+        use sluice_vnet::plugin::PluginEntry;
+        use sluice_vnet::testing::{pkt, NodeTest};
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let mut t = NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa");
+        t.cli(
+            "create packet-generator interface pg0
+             create packet-generator interface pg1
+             create packet-generator interface pg2
+             set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53, permit src 0.0.0.0/0 dst 0.0.0.0/0
+             set acl-plugin acl permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53
+             set acl-plugin interface pg0 input acl 0
+             set acl-plugin interface pg1 input acl 1",
+        );
+        let sw = ["pg0", "pg1", "pg2"].map(|n| t.sw_if(n));
+        let dns = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let ntp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 123");
+        // (interface, packet, passes)
+        let order = [
+            (0, &dns, false),
+            (1, &dns, true),
+            (1, &dns, true),
+            (0, &ntp, true),
+            (1, &ntp, false),
+            (2, &dns, true),
+            (0, &dns, false),
+            (2, &ntp, true),
+            (1, &dns, true),
+        ];
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&(i, p, _)| t.packet(p, |h| h.rx_if = sw[i]))
+            .collect();
+        t.inject(&bufs);
+        let want: Vec<(u32, u16)> = order
+            .iter()
+            .filter(|o| o.2)
+            .map(|&(i, p, _)| (sw[i], u16::from_be_bytes([p[22], p[23]])))
+            .collect();
+        let got: Vec<(u32, u16)> = t
+            .arc("ip4-lookup")
+            .iter()
+            .map(|c| (c.hdr.rx_if, u16::from_be_bytes([c.data[22], c.data[23]])))
+            .collect();
+        assert_eq!(got, want);
+        let drops = t.drops();
+        assert_eq!(drops.len(), 3);
+        t.assert_counters(&[("permit", 6), ("deny", 2), ("no_match", 1)]);
+        t.assert_no_leaks();
     }
 
     #[test]
