@@ -744,11 +744,34 @@ mod tests {
                 let h = r.lookup(r.key_of(&[if kind == MatchKind::Lpm { 1 << 8 } else { 1 }]));
                 assert_eq!(h, rec(&r, id));
                 assert_eq!(r.recs[h.unwrap() as usize].params[0], 7);
+                if !direct {
+                    // The freed record's slot was reused, not a fourth one made.
+                    assert_eq!(r.recs.len(), 3);
+                }
                 assert_eq!(
                     r.lookup(r.key_of(&[0]))
                         .map(|h| r.recs[h as usize].params[0]),
                     Some(0)
                 );
+                // Part of a shared group gone: its record stays for the rest.
+                for i in [0, 3, 6] {
+                    r.del(&[m(i)], 0).unwrap();
+                }
+                r.add(&t, &a, &spec(vec![m(100)], 9, 0)).unwrap();
+                assert_eq!(r.recs_in_use(), if direct { 66 } else { 4 });
+                if !direct {
+                    assert_eq!(r.recs.len(), 4);
+                }
+                let kx = |i: u64| r.key_of(&[i << if kind == MatchKind::Lpm { 8 } else { 0 }]);
+                let param = |i: u64| r.lookup(kx(i)).map(|h| r.recs[h as usize].params[0]);
+                for i in [0, 3, 6] {
+                    assert_eq!(param(i), None);
+                }
+                for i in (9..100).step_by(3) {
+                    assert_eq!(param(i), Some(0), "key {i}");
+                }
+                assert_eq!(param(100), Some(9));
+                assert_eq!(param(1), Some(7));
                 r.clear().unwrap();
                 assert_eq!(r.recs_in_use(), 0);
             }
