@@ -779,6 +779,28 @@ mod tests {
     }
 
     #[test]
+    fn ternary_and_range_entries_do_not_share_records() {
+        for kind in [MatchKind::Ternary, MatchKind::Range] {
+            let (t, a) = table(&[(kind, 16)]);
+            let mut r = TableRt::new(&t, &a).unwrap();
+            assert!(!r.shares_records());
+            let m = |i: u64| match kind {
+                MatchKind::Ternary => Match::Ternary(i, 0xffff),
+                _ => Match::Range(i, i),
+            };
+            // Same action and parameters: still one record each, its id the entry's.
+            let x = r.add(&t, &a, &spec(vec![m(1)], 5, 1)).unwrap();
+            let y = r.add(&t, &a, &spec(vec![m(2)], 5, 2)).unwrap();
+            assert_ne!(rec(&r, x), rec(&r, y));
+            assert_eq!(rec(&r, x), Some(x));
+            assert_eq!(rec(&r, y), Some(y));
+            assert_eq!(r.lookup(r.key_of(&[1])), Some(x));
+            assert_eq!(r.lookup(r.key_of(&[2])), Some(y));
+            assert_eq!(r.recs_in_use(), 2);
+        }
+    }
+
+    #[test]
     fn exact_lpm_ternary_range() {
         let (t, a) = table(&[(MatchKind::Exact, 48)]);
         let mut r = TableRt::new(&t, &a).unwrap();
