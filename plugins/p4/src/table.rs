@@ -559,6 +559,13 @@ impl TableRt {
         for (m, p) in keys {
             self.del(&m, p)?;
         }
+        // `del` ran in hash order, which differs between the threads' copies: put the free
+        // lists in one order so every copy hands the same ids out again (the CLI reads
+        // `direct` of every thread by the master's entry id).
+        self.free = (0..self.entries.len() as u32).rev().collect();
+        if self.shared {
+            self.free_recs = (0..self.recs.len() as u32).rev().collect();
+        }
         // The default action's parameters stay (made first, at the pool's start).
         self.pool
             .truncate(self.default.pool_off as usize + self.default.nparams as usize);
@@ -775,6 +782,34 @@ mod tests {
                 r.clear().unwrap();
                 assert_eq!(r.recs_in_use(), 0);
             }
+        }
+    }
+
+    #[test]
+    fn clear_leaves_copies_handing_out_the_same_ids() {
+        let (mut t, a) = table(&[(MatchKind::Exact, 32)]);
+        for direct in [false, true] {
+            t.direct_counter = direct.then(|| "c".to_string());
+            // Two threads' copies (each map its own hash seed).
+            let mut cs: Vec<TableRt> = (0..2).map(|_| TableRt::new(&t, &a).unwrap()).collect();
+            let ids: Vec<Vec<(u32, Option<u32>)>> = cs
+                .iter_mut()
+                .map(|r| {
+                    for i in 0..64 {
+                        r.add(&t, &a, &spec(vec![Match::Exact(i)], i, 0)).unwrap();
+                    }
+                    r.clear().unwrap();
+                    (0..64)
+                        .map(|i| {
+                            let id = r
+                                .add(&t, &a, &spec(vec![Match::Exact(i + 100)], i / 2, 0))
+                                .unwrap();
+                            (id, rec(r, id))
+                        })
+                        .collect()
+                })
+                .collect();
+            assert_eq!(ids[0], ids[1], "direct {direct}");
         }
     }
 
