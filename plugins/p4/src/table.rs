@@ -207,7 +207,9 @@ impl TableRt {
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
         };
-        me.default = me.make_rec(t, actions, da, dp)?;
+        let mut d = me.make_rec(t, actions, da, dp)?;
+        me.pool_params(&mut d);
+        me.default = d;
         if let Some(es) = &t.const_entries {
             me.limit = me.limit.max(es.len() as u64);
             for e in es {
@@ -279,7 +281,6 @@ impl TableRt {
             action,
             slot: slot as u8,
             nparams: params.len() as u8,
-            pool_off: self.pool.len() as u32,
             ..Default::default()
         };
         for (i, (&v, (n, w))) in params.iter().zip(ps).enumerate() {
@@ -288,14 +289,21 @@ impl TableRt {
             }
             e.params[i] = v;
         }
-        self.pool.extend_from_slice(params);
         Ok(e)
+    }
+
+    /// Appends the parameters of a record about to be stored to the pool (its `pool_off`):
+    /// only for a record made, not one an entry shares.
+    fn pool_params(&mut self, r: &mut ActRec) {
+        r.pool_off = self.pool.len() as u32;
+        self.pool.extend_from_slice(&r.params[..r.nparams as usize]);
     }
 
     /// The record id for `r` of entry `id`: an interned one (its count raised) when the
     /// table shares records, else `id`'s own slot.
-    fn take_rec(&mut self, id: u32, r: ActRec) -> u32 {
+    fn take_rec(&mut self, id: u32, mut r: ActRec) -> u32 {
         if !self.shared {
+            self.pool_params(&mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
             }
@@ -307,6 +315,7 @@ impl TableRt {
             self.refs[x as usize] += 1;
             return x;
         }
+        self.pool_params(&mut r);
         let x = match self.free_recs.pop() {
             Some(x) => {
                 self.recs[x as usize] = r;
@@ -729,6 +738,8 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
+                // Parameters pooled once per record made, not per entry.
+                assert_eq!(r.pool.len(), if direct { 100 } else { 3 });
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
