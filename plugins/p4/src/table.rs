@@ -236,6 +236,7 @@ impl TableRt {
     }
 
     /// Action records in use.
+    #[inline]
     pub fn recs_in_use(&self) -> usize {
         if self.shared {
             self.interned.len()
