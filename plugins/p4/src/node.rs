@@ -721,9 +721,10 @@ fn lookup_batch(
             }
         }
     }
-    if t.recs.len() >= SPLIT_ENTRIES {
+    if t.recs_in_use() >= SPLIT_ENTRIES {
         // Records of a large table miss the cache too: start loading the frame's (a table
-        // whose entries share a few records keeps them in cache).
+        // whose entries share a few records keeps them in cache). Records in use, not
+        // `recs.len()`, which only grows (freed records stay until reused).
         for &id in &ids[..n] {
             t.prefetch_rec(id);
         }

@@ -207,7 +207,9 @@ impl TableRt {
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
         };
-        me.default = me.make_rec(t, actions, da, dp)?;
+        let mut d = me.make_rec(t, actions, da, dp)?;
+        me.pool_params(&mut d);
+        me.default = d;
         if let Some(es) = &t.const_entries {
             me.limit = me.limit.max(es.len() as u64);
             for e in es {
@@ -234,6 +236,7 @@ impl TableRt {
     }
 
     /// Action records in use.
+    #[inline]
     pub fn recs_in_use(&self) -> usize {
         if self.shared {
             self.interned.len()
@@ -279,7 +282,6 @@ impl TableRt {
             action,
             slot: slot as u8,
             nparams: params.len() as u8,
-            pool_off: self.pool.len() as u32,
             ..Default::default()
         };
         for (i, (&v, (n, w))) in params.iter().zip(ps).enumerate() {
@@ -288,14 +290,21 @@ impl TableRt {
             }
             e.params[i] = v;
         }
-        self.pool.extend_from_slice(params);
         Ok(e)
+    }
+
+    /// Appends the parameters of a record about to be stored to the pool (its `pool_off`):
+    /// only for a record made, not one an entry shares.
+    fn pool_params(&mut self, r: &mut ActRec) {
+        r.pool_off = self.pool.len() as u32;
+        self.pool.extend_from_slice(&r.params[..r.nparams as usize]);
     }
 
     /// The record id for `r` of entry `id`: an interned one (its count raised) when the
     /// table shares records, else `id`'s own slot.
-    fn take_rec(&mut self, id: u32, r: ActRec) -> u32 {
+    fn take_rec(&mut self, id: u32, mut r: ActRec) -> u32 {
         if !self.shared {
+            self.pool_params(&mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
             }
@@ -307,6 +316,7 @@ impl TableRt {
             self.refs[x as usize] += 1;
             return x;
         }
+        self.pool_params(&mut r);
         let x = match self.free_recs.pop() {
             Some(x) => {
                 self.recs[x as usize] = r;
@@ -559,6 +569,13 @@ impl TableRt {
         for (m, p) in keys {
             self.del(&m, p)?;
         }
+        // `del` ran in hash order, which differs between the threads' copies: put the free
+        // lists in one order so every copy hands the same ids out again (the CLI reads
+        // `direct` of every thread by the master's entry id).
+        self.free = (0..self.entries.len() as u32).rev().collect();
+        if self.shared {
+            self.free_recs = (0..self.recs.len() as u32).rev().collect();
+        }
         // The default action's parameters stay (made first, at the pool's start).
         self.pool
             .truncate(self.default.pool_off as usize + self.default.nparams as usize);
@@ -722,6 +739,8 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
+                // Parameters pooled once per record made, not per entry.
+                assert_eq!(r.pool.len(), if direct { 100 } else { 3 });
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
@@ -744,14 +763,87 @@ mod tests {
                 let h = r.lookup(r.key_of(&[if kind == MatchKind::Lpm { 1 << 8 } else { 1 }]));
                 assert_eq!(h, rec(&r, id));
                 assert_eq!(r.recs[h.unwrap() as usize].params[0], 7);
+                if !direct {
+                    // The freed record's slot was reused, not a fourth one made.
+                    assert_eq!(r.recs.len(), 3);
+                }
                 assert_eq!(
                     r.lookup(r.key_of(&[0]))
                         .map(|h| r.recs[h as usize].params[0]),
                     Some(0)
                 );
+                // Part of a shared group gone: its record stays for the rest.
+                for i in [0, 3, 6] {
+                    r.del(&[m(i)], 0).unwrap();
+                }
+                r.add(&t, &a, &spec(vec![m(100)], 9, 0)).unwrap();
+                assert_eq!(r.recs_in_use(), if direct { 66 } else { 4 });
+                if !direct {
+                    assert_eq!(r.recs.len(), 4);
+                }
+                let kx = |i: u64| r.key_of(&[i << if kind == MatchKind::Lpm { 8 } else { 0 }]);
+                let param = |i: u64| r.lookup(kx(i)).map(|h| r.recs[h as usize].params[0]);
+                for i in [0, 3, 6] {
+                    assert_eq!(param(i), None);
+                }
+                for i in (9..100).step_by(3) {
+                    assert_eq!(param(i), Some(0), "key {i}");
+                }
+                assert_eq!(param(100), Some(9));
+                assert_eq!(param(1), Some(7));
                 r.clear().unwrap();
                 assert_eq!(r.recs_in_use(), 0);
             }
+        }
+    }
+
+    #[test]
+    fn clear_leaves_copies_handing_out_the_same_ids() {
+        let (mut t, a) = table(&[(MatchKind::Exact, 32)]);
+        for direct in [false, true] {
+            t.direct_counter = direct.then(|| "c".to_string());
+            // Two threads' copies (each map its own hash seed).
+            let mut cs: Vec<TableRt> = (0..2).map(|_| TableRt::new(&t, &a).unwrap()).collect();
+            let ids: Vec<Vec<(u32, Option<u32>)>> = cs
+                .iter_mut()
+                .map(|r| {
+                    for i in 0..64 {
+                        r.add(&t, &a, &spec(vec![Match::Exact(i)], i, 0)).unwrap();
+                    }
+                    r.clear().unwrap();
+                    (0..64)
+                        .map(|i| {
+                            let id = r
+                                .add(&t, &a, &spec(vec![Match::Exact(i + 100)], i / 2, 0))
+                                .unwrap();
+                            (id, rec(r, id))
+                        })
+                        .collect()
+                })
+                .collect();
+            assert_eq!(ids[0], ids[1], "direct {direct}");
+        }
+    }
+
+    #[test]
+    fn ternary_and_range_entries_do_not_share_records() {
+        for kind in [MatchKind::Ternary, MatchKind::Range] {
+            let (t, a) = table(&[(kind, 16)]);
+            let mut r = TableRt::new(&t, &a).unwrap();
+            assert!(!r.shares_records());
+            let m = |i: u64| match kind {
+                MatchKind::Ternary => Match::Ternary(i, 0xffff),
+                _ => Match::Range(i, i),
+            };
+            // Same action and parameters: still one record each, its id the entry's.
+            let x = r.add(&t, &a, &spec(vec![m(1)], 5, 1)).unwrap();
+            let y = r.add(&t, &a, &spec(vec![m(2)], 5, 2)).unwrap();
+            assert_ne!(rec(&r, x), rec(&r, y));
+            assert_eq!(rec(&r, x), Some(x));
+            assert_eq!(rec(&r, y), Some(y));
+            assert_eq!(r.lookup(r.key_of(&[1])), Some(x));
+            assert_eq!(r.lookup(r.key_of(&[2])), Some(y));
+            assert_eq!(r.recs_in_use(), 2);
         }
     }
 

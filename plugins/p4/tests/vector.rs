@@ -153,37 +153,62 @@ fn compare_with(
     }
 }
 
-fn router_setup(routes: &[(u32, u8, u8)]) -> impl Fn(&mut ThreadState) + '_ {
-    let p = router();
+/// The route's prefix value and length (host bits cleared, length at most 32).
+fn route_match(pfx: u32, len: u8) -> Match {
+    let l = len.min(32);
+    let v = if l == 0 {
+        0
+    } else {
+        pfx & (u32::MAX << (32 - l as u32))
+    };
+    Match::Lpm(v as u64, l)
+}
+
+/// The router's tables: `routes` added, then for each of `churn` (route index, re-add,
+/// port shift) that route deleted and, when re-added, added back with another port, so
+/// the shared next-hop records are freed and reused before the packets run.
+fn router_setup<'a>(
+    p: &'a Program,
+    routes: &'a [(u32, u8, u8)],
+    churn: &'a [(usize, bool, u8)],
+) -> impl Fn(&mut ThreadState) + 'a {
     move |ts: &mut ThreadState| {
-        for &(pfx, len, port) in routes {
-            let l = len.min(32);
-            let v = if l == 0 {
-                0
-            } else {
-                pfx & (u32::MAX << (32 - l as u32))
-            };
+        let add_route = |ts: &mut ThreadState, pfx: u32, len: u8, port: u8| {
             let nh = 0x0a00_0100 | port as u64;
             add(
-                &p,
+                p,
                 ts,
                 "ipv4_lpm",
                 "set_nhop",
-                vec![Match::Lpm(v as u64, l)],
+                vec![route_match(pfx, len)],
                 vec![nh, port as u64 % 4],
             );
             add(
-                &p,
+                p,
                 ts,
                 "forward",
                 "set_dmac",
                 vec![Match::Exact(nh)],
                 vec![0x0200_0000_0100 | port as u64],
             );
+        };
+        for &(pfx, len, port) in routes {
+            add_route(ts, pfx, len, port);
+        }
+        let lpm = p.table("ipv4_lpm").unwrap();
+        for &(i, readd, shift) in churn {
+            let Some(&(pfx, len, port)) = routes.get(i % routes.len().max(1)) else {
+                break;
+            };
+            // A key deleted before (or repeated in `routes`) is not there: NotFound.
+            let _ = ts.tables[lpm].del(&[route_match(pfx, len)], 0);
+            if readd {
+                add_route(ts, pfx, len, (port + 1 + shift % 3) % 4);
+            }
         }
         for port in 0..3u64 {
             add(
-                &p,
+                p,
                 ts,
                 "send_frame",
                 "rewrite_mac",
@@ -225,7 +250,7 @@ fn router_fixed_cases() {
         (Vec::new(), 1),
         (ip4(0xff, [20, 1, 2, 3], 5, &[0; 8]), 2),
     ];
-    compare(&p, &router_setup(&routes), &pkts);
+    compare(&p, &router_setup(&p, &routes, &[]), &pkts);
 }
 
 #[test]
@@ -401,6 +426,7 @@ proptest! {
     #[test]
     fn router_vector_matches_per_packet(
         routes in prop::collection::vec((any::<u32>(), 0u8..=32, 0u8..4), 0..12),
+        churn in prop::collection::vec((any::<usize>(), any::<bool>(), any::<u8>()), 0..8),
         pkts in prop::collection::vec((any::<[u8; 4]>(), 0u8..4, 0u8..8, 0usize..40, any::<u16>()), 1..300),
     ) {
         let p = router();
@@ -421,7 +447,26 @@ proptest! {
                 (b, (k % 3) as u32)
             })
             .collect();
-        compare(&p, &router_setup(&routes), &pk);
+        compare(&p, &router_setup(&p, &routes, &churn), &pk);
+        // Not pre-resolved (parameters read from the pool at the record's offset): the
+        // same outcomes, so a reused record's pool parameters are its own.
+        let pu = sluice_p4::compile(
+            &src("router.p4"),
+            "router.p4",
+            Opts { resolved: false, ..Opts::default() },
+        )
+        .unwrap();
+        let (mut ta, mut tu) = (ThreadState::new(&p).unwrap(), ThreadState::new(&pu).unwrap());
+        router_setup(&p, &routes, &churn)(&mut ta);
+        router_setup(&pu, &routes, &churn)(&mut tu);
+        let (sa, su) = (Shared::new(&p), Shared::new(&pu));
+        for (k, (b, port)) in pk.iter().enumerate() {
+            prop_assert_eq!(
+                simulate_parse(&p, &mut ta, &sa, b, *port),
+                simulate_parse(&pu, &mut tu, &su, b, *port),
+                "packet {} (not pre-resolved): {:02x?}", k, b
+            );
+        }
     }
 
     /// The control-flow program with random ternary rules and frames.
