@@ -37,8 +37,8 @@
 //!   stateful interface owned by another thread go to this node there (handoff queue).
 //! - counters: `permit`, `session_hit`, `session_created`, `handoff`,
 //!   `icmp_error_session_hit` (an ICMP error admitted for the session it quotes) (info);
-//!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no IP
-//!   header), `session_limit` (the owner's session table is full), `hash_collision` (a
+//!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
+//!   invalid IP header), `session_limit` (the owner's session table is full), `hash_collision` (a
 //!   live session of another key has the new key's digest: [`session::Table`]),
 //!   `congestion_drop` (handoff queue full), `tcp_out_of_window` and `tcp_bad_rst` (a
 //!   segment, or a RST, of a tracked TCP connection outside its window:
@@ -234,6 +234,12 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
     } else {
         let h = d.get(..20)?;
         let ihl = (h[0] as usize & 0xf) * 4;
+        // Not an IPv4 header, or one whose length would put the L4 fields inside it: no
+        // key (the counted `malformed` drop). ip4-input drops these on input; the output
+        // arc can see them from a decapsulation.
+        if h[0] >> 4 != 4 || ihl < 20 {
+            return None;
+        }
         let a = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]) as u128;
         let frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
         (a(12), a(16), h[9], ihl, frag == 0)
@@ -273,7 +279,10 @@ pub fn key_of(d: &[u8], v6: bool) -> Option<Key> {
                                 k.icmp_id = be(h, 4);
                                 true
                             }
-                            None => false,
+                            None => {
+                                (k.sport, k.dport) = (0, 0);
+                                false
+                            }
                         },
                         None => true,
                     };
@@ -1655,6 +1664,9 @@ mod tests {
                     let k = key_of(&ip_with(v6, proto, &l4[..n]), v6).unwrap();
                     assert!(!k.l4, "v6 {v6} proto {proto}: {n} of {} bytes", l4.len());
                     assert_eq!((k.proto, k.icmp_id), (proto, 0));
+                    if proto == 1 || proto == 58 {
+                        assert_eq!((k.sport, k.dport), (0, 0), "a half-filled key");
+                    }
                 }
             }
             // Shorter than the IP header: no key at all (the counted `malformed` drop).
@@ -1662,6 +1674,15 @@ mod tests {
             let ip = if v6 { 40 } else { 20 };
             assert!(key_of(&d[..ip - 1], v6).is_none());
             assert!(key_of(&d[..ip], v6).is_some_and(|k| !k.l4));
+            if !v6 {
+                // An IHL below 5 or another version: no key, never ports read from
+                // inside the IP header.
+                for b0 in [0x44u8, 0x40, 0x65] {
+                    let mut bad = d.clone();
+                    bad[0] = b0;
+                    assert!(key_of(&bad, false).is_none(), "{b0:#x}");
+                }
+            }
         }
     }
 
