@@ -62,13 +62,28 @@ pub fn tx_desc(h: &BufferHeader) -> (u16, u32) {
     (DESC_FLAG_GSO, h.gso_size as u32 | (h.gso_type as u32) << 16)
 }
 
+/// Largest segment (headers included) an aggregate received from a ring may be cut into:
+/// the largest MTU behind an Ethernet header and two VLAN tags.
+pub const MAX_SEGMENT_LEN: usize = *sluice_vnet::interface::MTU_RANGE.end() as usize + 14 + 8;
+
 /// Marks a received packet of `total` bytes (its first buffer `v`, from its Ethernet
-/// header) as the aggregate that descriptor `metadata` describes. False when its headers
-/// are not TCP/UDP over IPv4/IPv6 of that kind within the first buffer (to be dropped).
+/// header) as the aggregate that descriptor `metadata` describes. False (to be dropped) when
+/// its headers are not TCP/UDP over IPv4/IPv6 of that kind within the first buffer, when
+/// `metadata` has bits other than the segment size and kind, or when the segment size
+/// makes fewer than 2 segments, more than `offload::MAX_TOTAL_SEGMENTS`, or segments
+/// larger than [`MAX_SEGMENT_LEN`]: a peer's metadata is not trusted further than a
+/// packet's bytes.
 pub fn rx_mark(v: &mut Buffer<'_>, metadata: u32, total: usize) -> bool {
+    if metadata >> 24 != 0 {
+        return false;
+    }
     let size = metadata as u16;
     let kind = (metadata >> 16) as u8;
-    match Gso::parse_head(v.data(), total, kind, size) {
+    let sane = |g: &Gso| {
+        (2..=sluice_vnet::offload::MAX_TOTAL_SEGMENTS).contains(&g.segments())
+            && g.segment_len(0) <= MAX_SEGMENT_LEN
+    };
+    match Gso::parse_head(v.data(), total, kind, size).filter(sane) {
         Some(g) => {
             g.set_meta(v.hdr);
             true
@@ -253,6 +268,24 @@ mod tests {
                 f.len()
             ));
             assert!(!rx_mark(&mut v, (gso_type::TCPV4 as u32) << 16, f.len()));
+            // Bits past the kind; one segment (MSS >= payload); more than 1024 segments;
+            // segments larger than any MTU: refused.
+            let tcp = (gso_type::TCPV4 as u32) << 16;
+            assert!(!rx_mark(&mut v, 700 | tcp | 1 << 24, f.len()));
+            assert!(!rx_mark(&mut v, 1400 | tcp, f.len()));
+            assert!(rx_mark(&mut v, 1399 | tcp, f.len()), "two segments");
+            v.hdr.flags &= !(flags::GSO | flags::OFFLOAD_L4_CKSUM);
+            let total = 54 + 1025;
+            assert!(!rx_mark(&mut v, 1 | tcp, total), "1025 segments");
+            assert!(rx_mark(&mut v, 2 | tcp, total), "513 segments");
+            v.hdr.flags &= !(flags::GSO | flags::OFFLOAD_L4_CKSUM);
+            let total = 54 + 2 * 9200;
+            assert!(
+                !rx_mark(&mut v, 9200 | tcp, total),
+                "segments of 9254 bytes"
+            );
+            assert!(rx_mark(&mut v, 9184 | tcp, total), "segments of 9238 bytes");
+            v.hdr.flags &= !(flags::GSO | flags::OFFLOAD_L4_CKSUM);
             assert_eq!(v.hdr.flags & flags::GSO, 0);
         }
         c.free(&[b]);
