@@ -652,16 +652,20 @@ impl MemifInput {
             st.misses += 1;
             return true;
         }
-        // SAFETY: `head` is owned by this node (just received); one view at a time.
-        let mut v = unsafe { pool.buffer(head) };
         if agg {
-            if !crate::gso::rx_mark(&mut v, first.1, total as usize) {
+            // SAFETY: `head` is owned by this node (just received); one view at a time, and
+            // this one ends with the statement, before `head` may go back to the pool.
+            let marked =
+                crate::gso::rx_mark(&mut unsafe { pool.buffer(head) }, first.1, total as usize);
+            if !marked {
                 cx.count(RxCounter::BadGso, 1);
                 cx.free(&[head]);
                 return true;
             }
             cx.count(RxCounter::Gso, 1);
         }
+        // SAFETY: as above; the only view of `head` now.
+        let v = unsafe { pool.buffer(head) };
         self.deliver(cx, v, sh, qi, head, total, ip6, &mut st.traced);
         st.bytes += total;
         true
