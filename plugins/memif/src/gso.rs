@@ -232,6 +232,60 @@ mod tests {
         assert_eq!(pool.stats().in_use, 0, "buffers leaked");
     }
 
+    /// memif-tx refuses (`too_long`) an agreed aggregate the peer's memif-input would drop:
+    /// one longer than [`MAX_LEN`] (a chain of 33 full 2048-byte buffers), or one needing
+    /// more than `MAX_SEGS` slots (1454 bytes in 16-byte slots); nothing is published.
+    #[test]
+    fn an_aggregate_the_peer_would_drop_is_not_sent() {
+        use crate::node::{tx_ring, TxCounter};
+        use crate::proto::Mode;
+        use crate::shm::{Region, Ring};
+        let pool = BufferPool::new(&PoolConfig {
+            buffers: 40,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        })
+        .unwrap();
+        let mut c = pool.cache();
+        let f = tcp4(1400);
+        let g = Gso::parse(&f, gso_type::TCPV4, 700).unwrap();
+        let tx = 3;
+        let long = c.alloc_with(&tcp4(2048 - 54)).unwrap();
+        for _ in 0..32 {
+            let t = c.alloc_with(&[0u8; 2048]).unwrap();
+            c.chain_append(long, t);
+        }
+        let small = c.alloc_with(&f).unwrap();
+        for (b, bs) in [(long, 4096u32), (small, 16)] {
+            // SAFETY: the test owns the buffers; one view at a time.
+            let h = unsafe { pool.arena().header_mut(b) };
+            h.tx_if = tx;
+            g.set_meta(h);
+            let log2 = 8;
+            let base = crate::shm::ring_bytes(log2);
+            let region = Region::create("gso-tx-long", base + ((bs as usize) << log2)).unwrap();
+            let ring = Ring::new(&region, 0, log2).unwrap();
+            let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base as u64);
+            let conn = DataConn {
+                regions: vec![region],
+                rx: Vec::new(),
+                tx: vec![q],
+                is_slave: true,
+                buffer_size: bs,
+                zc: None,
+                gso: true,
+            };
+            let r = tx_ring(&pool, &conn, &conn.tx[0], Mode::Ethernet, tx, &[b]);
+            assert_eq!((r.consumed, r.sent), (1, 0), "buffer-size {bs}");
+            assert_eq!(r.fails[TxCounter::TooLong as usize], 1, "buffer-size {bs}");
+            assert_eq!(ring.head(), 0, "nothing published");
+        }
+        c.free(&[long, small]);
+        drop(c);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
     #[test]
     fn metadata_round_trips_and_bad_headers_are_refused() {
         let pool = BufferPool::new(&PoolConfig {
