@@ -37,6 +37,25 @@ pub const MAX_LEN: u64 = 65535 + 14 + 8;
 /// `memif-input` takes for one packet (`MAX_SEGS`), on either side.
 pub const MIN_BUFFER_SIZE: u32 = MAX_LEN.div_ceil(crate::node::MAX_SEGS as u64) as u32;
 
+/// Whether a ring of `slots` slots of `buffer_size` bytes holds two of the largest
+/// aggregates ([`MAX_LEN`]): with less, an aggregate would wait for slots the peer frees
+/// only behind it, or never fit at all. A `gso` slave offers GSO only on rings that do.
+pub fn ring_fits(slots: u64, buffer_size: u32) -> bool {
+    slots * buffer_size as u64 >= 2 * MAX_LEN
+}
+
+/// [`ring_fits`] for the rings of a connection (a slave's: every ring has its size and
+/// `buffer_size` slots).
+pub fn conn_fits(conn: &DataConn) -> bool {
+    let slots = conn
+        .tx
+        .iter()
+        .chain(&conn.rx)
+        .map(|q| q.ring.size() as u64)
+        .min();
+    ring_fits(slots.unwrap_or(0), conn.buffer_size)
+}
+
 /// The feature bits an interface offers (slave, INIT) or may accept (master).
 pub fn offer(gso: bool) -> u32 {
     if gso {
@@ -121,8 +140,42 @@ pub fn follow(poster: &MainPoster, sw: u32, conn: Option<&DataConn>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shm::{Region, Ring};
     use sluice_buffer::{BufferPool, PageSize, PoolConfig};
     use sluice_vnet::offload::gso_type;
+
+    /// A `gso` slave's rings must hold two 64 KiB aggregates: 2^k slots × buffer-size
+    /// as built (the master may shrink the ring), never less.
+    #[test]
+    fn a_ring_too_small_for_two_aggregates_offers_nothing() {
+        assert!(ring_fits(1024, 2048));
+        assert!(ring_fits(128, 1025));
+        assert!(!ring_fits(64, 2048), "131072 bytes < 2 * MAX_LEN");
+        assert!(!ring_fits(2, 65535));
+        let region = Region::create("gso-fits", 4096).unwrap();
+        let mut conn = DataConn {
+            regions: Vec::new(),
+            rx: Vec::new(),
+            tx: Vec::new(),
+            is_slave: true,
+            buffer_size: 2048,
+            zc: None,
+            gso: false,
+        };
+        assert!(!conn_fits(&conn), "no rings");
+        for (log2, rx) in [(7u8, false), (6, true)] {
+            let ring = Ring::new(&region, 0, log2).unwrap();
+            let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, 0);
+            if rx {
+                conn.rx.push(q)
+            } else {
+                conn.tx.push(q)
+            }
+        }
+        assert!(!conn_fits(&conn), "the 64-slot rx ring");
+        conn.rx.clear();
+        assert!(conn_fits(&conn), "128 slots of 2048 bytes");
+    }
 
     #[test]
     fn agreement_needs_both_sides() {
@@ -155,7 +208,7 @@ mod tests {
     fn an_aggregate_is_one_flagged_descriptor_chain_only_when_agreed() {
         use crate::node::{tx_ring, TxCounter};
         use crate::proto::Mode;
-        use crate::shm::{Region, Ring, DESC_FLAG_NEXT};
+        use crate::shm::DESC_FLAG_NEXT;
         let pool = BufferPool::new(&PoolConfig {
             buffers: 8,
             data_size: 2048,
@@ -239,7 +292,6 @@ mod tests {
     fn an_aggregate_the_peer_would_drop_is_not_sent() {
         use crate::node::{tx_ring, TxCounter};
         use crate::proto::Mode;
-        use crate::shm::{Region, Ring};
         let pool = BufferPool::new(&PoolConfig {
             buffers: 40,
             data_size: 2048,
