@@ -125,8 +125,9 @@ pub fn rx_flagged(conn: &DataConn, f: u16) -> bool {
 pub fn follow(poster: &MainPoster, sw: u32, conn: Option<&DataConn>) {
     let on = conn.is_some_and(|c| c.gso);
     poster.post(Box::new(move |vm| {
-        // The interface may have been deleted meanwhile and its index reused by another
-        // driver's: that one's setting is not memif's to change.
+        // The interface may have been deleted meanwhile: `get` skips deleted interfaces,
+        // and indices are never reused (`Interface::deleted`), so a late job cannot reach
+        // another interface; the driver check guards that invariant.
         let still = vm
             .ext_mut::<sluice_vnet::Interfaces>()
             .get(SwIfIndex(sw))
