@@ -339,6 +339,136 @@ mod tests {
         assert_eq!(pool.stats().in_use, 0, "buffers leaked");
     }
 
+    /// memif-input facing a malicious peer: a master `gso` interface whose published rx ring
+    /// holds, flagged and not, on an agreed connection and not: a good aggregate, junk
+    /// headers, an absurd segment size, metadata with unknown bits, a 65-descriptor chain
+    /// and an aggregate over `MAX_LEN`. Each is counted (`gso`, `bad_gso`, `bad_desc`) or
+    /// received as a plain frame, nothing panics, and no buffer stays taken.
+    #[test]
+    fn a_malicious_peer_is_counted_and_leaks_nothing() {
+        use crate::node::RxCounter;
+        use crate::shm::DESC_FLAG_NEXT;
+        use sluice_cli::CommandTree;
+        use sluice_graph::{CpuConfig, Vlib};
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: Vec::new(),
+        };
+        let pcfg = PoolConfig {
+            buffers: 512,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        };
+        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
+        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pcfg, Default::default())
+            .expect("runtime");
+        let (mut vm, t): (Vlib, CommandTree<Vlib>) = (a.vm, a.cli);
+        let sock = format!("@sluice-gsofix7-{}", std::process::id());
+        for c in [
+            format!("create memif socket id 1 filename {sock}"),
+            "create interface memif id 0 socket-id 1 master gso".into(),
+            "set interface state memif1/0 up".into(),
+        ] {
+            t.execute(&mut vm, &c)
+                .unwrap_or_else(|e| panic!("`{c}': {e}"));
+        }
+        let sw = {
+            let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+            ifs.find("memif1/0").unwrap()
+        };
+        let (sh, _) = crate::rx_iface(&mut vm, sw, 0).unwrap();
+        let node = vm.registry.find("memif-input").unwrap();
+        let count =
+            |vm: &Vlib, c: RxCounter| vm.registry.node(node).stats.counter_total(c as usize);
+        let tcp = (gso_type::TCPV4 as u32) << 16;
+        let good = tcp4(1400);
+        for agreed in [true, false] {
+            let log2 = 8;
+            let bufs = 8192usize;
+            let region = Region::create("gso-evil", bufs + 256 * 2048).unwrap();
+            let ring = Ring::new(&region, 0, log2).unwrap();
+            // (flags, metadata, bytes) per descriptor, written to consecutive slots.
+            let mut descs: Vec<(u16, u32, Vec<u8>)> = vec![
+                (DESC_FLAG_GSO, 700 | tcp, good.clone()),
+                (DESC_FLAG_GSO, 700 | tcp, vec![0u8; 1454]),
+                (DESC_FLAG_GSO, 1 | tcp, good.clone()),
+                (DESC_FLAG_GSO, 700 | tcp | 0x5a << 24, good.clone()),
+                (0, 700 | tcp, good.clone()),
+            ];
+            for i in 0..65 {
+                let f = if i == 0 { DESC_FLAG_GSO } else { 0 };
+                let n = if i < 64 { DESC_FLAG_NEXT } else { 0 };
+                descs.push((f | n, 700 | tcp, good[..64].to_vec()));
+            }
+            let mut long = tcp4(2048 - 54);
+            long.resize(2048, 0);
+            for i in 0..33 {
+                let f = if i == 0 { DESC_FLAG_GSO } else { 0 };
+                let n = if i < 32 { DESC_FLAG_NEXT } else { 0 };
+                descs.push((f | n, 700 | tcp, long.clone()));
+            }
+            assert!(descs.len() <= 256);
+            for (s, (flags, metadata, bytes)) in descs.iter().enumerate() {
+                let off = bufs + s * 2048;
+                let p = region.range(off as u64, bytes.len() as u64).unwrap();
+                // SAFETY: inside the mapped region (checked by `range`); no reader yet.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+                ring.set_desc(
+                    s as u16,
+                    crate::shm::Desc {
+                        flags: *flags,
+                        region: 0,
+                        length: bytes.len() as u32,
+                        offset: off as u32,
+                        metadata: *metadata,
+                    },
+                );
+            }
+            ring.set_head(descs.len() as u16);
+            let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, bufs as u64);
+            let conn = DataConn {
+                regions: vec![region],
+                rx: vec![q],
+                tx: Vec::new(),
+                is_slave: false,
+                buffer_size: 2048,
+                zc: None,
+                gso: agreed,
+            };
+            let rx = || {
+                sh.counters
+                    .total(sluice_vnet::interface::counter::RX_PACKETS)
+            };
+            let rx0 = rx();
+            let before =
+                [RxCounter::Gso, RxCounter::BadGso, RxCounter::BadDesc].map(|c| count(&vm, c));
+            sh.publish(Some(std::sync::Arc::new(conn)));
+            for _ in 0..8 {
+                vm.run_main_once();
+            }
+            let got =
+                [RxCounter::Gso, RxCounter::BadGso, RxCounter::BadDesc].map(|c| count(&vm, c));
+            let d: Vec<u64> = got.iter().zip(before).map(|(g, b)| g - b).collect();
+            if agreed {
+                assert_eq!(d, [1, 3, 2], "gso, bad_gso, bad_desc");
+                assert_eq!(rx() - rx0, 2, "the good aggregate and the unflagged frame");
+            } else {
+                // Flags ignored: 5 plain frames, the long aggregate over 65535 bytes.
+                assert_eq!(d, [0, 0, 2], "gso, bad_gso, bad_desc");
+                assert_eq!(rx() - rx0, 5, "every short packet, as a plain frame");
+            }
+            sh.publish(None);
+            for _ in 0..4 {
+                vm.run_main_once();
+            }
+        }
+        let pool = vm.pool.clone();
+        drop(vm);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
     #[test]
     fn metadata_round_trips_and_bad_headers_are_refused() {
         let pool = BufferPool::new(&PoolConfig {
