@@ -6,7 +6,9 @@
 //! sequence, Sluice must answer, refuse with DISCONNECT or connect, and never panic; an
 //! interface deleted at the end unmaps everything.
 //!
-//! Input: byte 0 bit 0 selects the role Sluice plays (0 master, 1 slave), then records of one
+//! Input: byte 0 bit 0 selects the role Sluice plays (0 master, 1 slave), bit 1 whether its
+//! interface has `gso` (then with 16 KiB buffers, so a slave's rings fit two aggregates and
+//! it offers GSO in INIT; a master answers an INIT's offer), then records of one
 //! tag byte + one 128-byte message. Tag bits 0-1: no fd / an eventfd / a memfd of the size
 //! the message claims at offset 4 (ADD_REGION's size, capped) / a memfd of (tag >> 4) pages;
 //! bit 2: stamp ring headers (cookie, head = tail = 0) every 128 bytes of the memfd; bit 3:
@@ -75,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let slave = role & 1 != 0;
+    let gso = role & 2 != 0;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let path = format!(
         "@sluice-fuzz-memif-{}-{}",
@@ -87,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
         id: 0,
         socket_id: 1,
         log2_ring: 4,
-        buffer_size: 256,
+        buffer_size: if gso { 16384 } else { 256 },
         mac: [2, 0xfe, 0, 0, 0, 1],
         slave,
         rx_queues: 2,
@@ -95,7 +98,7 @@ fuzz_target!(|data: &[u8]| {
         mode: Mode::Ethernet,
         secret: String::new(),
         zero_copy: None,
-        gso: false,
+        gso,
     };
     let counters = Arc::new(IfCounters::new(1));
     let link = Arc::new(std::sync::atomic::AtomicBool::new(false));

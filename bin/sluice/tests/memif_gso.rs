@@ -338,7 +338,8 @@ fn tcp_aggregates_are_cut_before_memif_when_one_end_lacks_gso() {
     finish(a, b);
 }
 
-/// `gso` needs ethernet mode and copying: the error names the token.
+/// `gso` needs ethernet mode, copying and (slave) rings that hold two 64 KiB aggregates:
+/// the error names the token.
 #[test]
 fn gso_is_refused_with_ip_mode_and_zero_copy() {
     let d = Daemon::start("memif-gso-cli", "");
@@ -362,6 +363,10 @@ fn gso_is_refused_with_ip_mode_and_zero_copy() {
         e.contains("buffer-size `1024'") && e.contains("1025"),
         "{e}"
     );
+    let e = d
+        .cli("create interface memif id 1 socket-id 1 slave ring-size 32 gso")
+        .unwrap_err();
+    assert!(e.contains("ring-size `32'") && e.contains("`gso'"), "{e}");
     d.ok("create interface memif id 2 socket-id 1 master gso");
     let m = d.ok("show memif memif1/2");
     assert!(

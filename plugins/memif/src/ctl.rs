@@ -711,7 +711,7 @@ fn slave_msg(x: &mut Iface, m: Msg, _fds: Vec<OwnedFd>) -> MsgResult {
                 mode: x.cfg.mode.code(),
                 secret: x.cfg.secret.clone(),
                 name: format!("Sluice {}", env!("CARGO_PKG_VERSION")),
-                features: gso::offer(x.cfg.gso),
+                features: gso::offer(x.cfg.gso && gso::conn_fits(&conn)),
             });
             q.push_back((proto::encode(&init), None));
             for (i, r) in conn.regions.iter().enumerate() {
@@ -752,7 +752,7 @@ fn slave_msg(x: &mut Iface, m: Msg, _fds: Vec<OwnedFd>) -> MsgResult {
                 .prepared
                 .take()
                 .ok_or_else(|| ("no rings".to_string(), true))?;
-            conn.gso = gso::agree(x.cfg.gso, features);
+            conn.gso = gso::agree(x.cfg.gso && gso::conn_fits(&conn), features);
             connected(x, conn);
             Ok(())
         }

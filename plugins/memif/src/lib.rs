@@ -724,6 +724,14 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
             node::MAX_SEGS
         )));
     }
+    if o.gso && o.slave && !gso::ring_fits(n as u64, o.buffer_size) {
+        return Err(VnetError::invalid(format!(
+            "ring-size `{n}' too small for `gso' with buffer-size {} (ring-size x buffer-size \
+             at least {}: two 64 KiB aggregates)",
+            o.buffer_size,
+            2 * gso::MAX_LEN
+        )));
+    }
     if o.gso && (o.ip_mode || o.zero_copy) {
         return Err(VnetError::invalid(format!(
             "`gso' is for ethernet mode without zero-copy (not with `{}')",

@@ -42,8 +42,10 @@
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `gso_refused` (an aggregate on a connection
 //!   that did not agree to GSO, in the moment after a reconnect before the interface
-//!   stopped taking them), `bad_desc` (peer handed out a slot outside its region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
-//!   mode one of no more than its Ethernet header, shorter ones included, on every path);
+//!   stopped taking them), `bad_desc` (peer handed out a slot outside its region), `too_long` (more than 64 buffers, an
+//!   aggregate the peer would drop (over `gso::MAX_LEN` bytes or 64 slots), or nothing to
+//!   send: an empty packet, in ip mode one of no more than its Ethernet header, shorter ones
+//!   included, on every path);
 //!   each also counts interface `tx-error`.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
@@ -652,16 +654,20 @@ impl MemifInput {
             st.misses += 1;
             return true;
         }
-        // SAFETY: `head` is owned by this node (just received); one view at a time.
-        let mut v = unsafe { pool.buffer(head) };
         if agg {
-            if !crate::gso::rx_mark(&mut v, first.1, total as usize) {
+            // SAFETY: `head` is owned by this node (just received); one view at a time, and
+            // this one ends with the statement, before `head` may go back to the pool.
+            let marked =
+                crate::gso::rx_mark(&mut unsafe { pool.buffer(head) }, first.1, total as usize);
+            if !marked {
                 cx.count(RxCounter::BadGso, 1);
                 cx.free(&[head]);
                 return true;
             }
             cx.count(RxCounter::Gso, 1);
         }
+        // SAFETY: as above; the only view of `head` now.
+        let v = unsafe { pool.buffer(head) };
         self.deliver(cx, v, sh, qi, head, total, ip6, &mut st.traced);
         st.bytes += total;
         true
@@ -1595,7 +1601,12 @@ fn tx_general(
     }
     let mut segs: [(*const u8, usize); MAX_SEGS] = [(std::ptr::null(), 0); MAX_SEGS];
     let at = |_, v: &Buffer<'_>, skip: usize| v.data()[skip..].as_ptr();
-    let Some((_, total)) = gather(pool, b, mode, &mut segs, at).filter(|&(_, t)| t > 0) else {
+    // An aggregate the peer's memif-input would drop (longer than `gso::MAX_LEN`, or in
+    // more than `MAX_SEGS` slots) is not sent.
+    let agg = first_flags != 0;
+    let Some((_, total)) = gather(pool, b, mode, &mut segs, at)
+        .filter(|&(_, t)| t > 0 && !(agg && t as u64 > crate::gso::MAX_LEN))
+    else {
         return Err(TxCounter::TooLong);
     };
     // Written back only when the whole packet is in the ring.
@@ -1603,7 +1614,12 @@ fn tx_general(
     let mut si = 0;
     let mut soff = 0;
     let mut left = total;
+    let mut slots = 0;
     while left > 0 {
+        if agg && slots == MAX_SEGS {
+            return Err(TxCounter::TooLong);
+        }
+        slots += 1;
         if free_ == 0 {
             return Err(TxCounter::RingFull);
         }
