@@ -256,19 +256,17 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
             node.process_one(cx, &mut b).0
         };
         // Every packet but the last few prefetches the one PREFETCH_AHEAD places on (two
-        // loops: no per-packet test of whether there is one). Both indices are read from
-        // `frame` with one position (no second pointer held in a register).
-        let split = n.saturating_sub(PREFETCH_AHEAD);
+        // loops: no per-packet test of whether there is one).
+        let ahead = frame.get(PREFETCH_AHEAD..).unwrap_or(&[]);
+        let split = ahead.len();
         let (nexts, tail) = self.nexts[..n].split_at_mut(split);
-        for (i, next) in nexts.iter_mut().enumerate() {
-            // i < n - PREFETCH_AHEAD, so both are in `frame` (the compiler sees it too).
-            let ahead = frame[i + PREFETCH_AHEAD];
+        for ((next, &bi), &ahead) in nexts.iter_mut().zip(frame).zip(ahead) {
             if N::PREFETCH_DATA {
                 arena.prefetch(ahead);
             } else {
                 arena.prefetch_header(ahead);
             }
-            *next = one(cx, frame[i]);
+            *next = one(cx, bi);
         }
         for (next, &bi) in tail.iter_mut().zip(&frame[split..]) {
             *next = one(cx, bi);
