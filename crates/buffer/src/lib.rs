@@ -35,6 +35,18 @@ impl<'a> Buffer<'a> {
         Buffer { hdr, mem }
     }
 
+    /// A second view of the same buffer for as long as this one is borrowed, by value: for
+    /// a node's out-of-line slow path. Handing it `&mut Buffer` makes the fast path keep
+    /// the view in memory (three stores per packet); a reborrowed view is built only where
+    /// the slow path is called.
+    #[inline(always)]
+    pub fn reborrow(&mut self) -> Buffer<'_> {
+        Buffer {
+            hdr: self.hdr,
+            mem: self.mem,
+        }
+    }
+
     #[inline(always)]
     fn start(&self) -> usize {
         // current_data is kept within [-HEADROOM, data_size] by every setter below. Taken

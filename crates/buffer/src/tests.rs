@@ -313,6 +313,57 @@ fn arena_checks_the_index() {
 }
 
 #[test]
+fn arena_holds_exactly_the_frames_inside_it() {
+    for n in [1u32, 2, 3, 12, 1000, 16384, 1 << 26] {
+        let a = Arena::empty_of_len(n);
+        assert!(a.holds(&[]));
+        let inside: Vec<BufIdx> = (0..n.min(300)).chain([n - 1]).map(BufIdx).collect();
+        assert!(a.holds(&inside), "n={n}");
+        for bad in [
+            n,
+            n + 1,
+            2 * n,
+            1 << 31,
+            (1 << 31) + n - 1,
+            (1 << 31) + n,
+            u32::MAX,
+        ] {
+            for at in [0, inside.len() / 2, inside.len() - 1] {
+                let mut f = inside.clone();
+                f[at] = BufIdx(bad);
+                assert!(!a.holds(&f), "n={n} index {bad} at {at}");
+            }
+        }
+    }
+}
+
+#[test]
+fn unchecked_views_match_the_checked_ones() {
+    let p = pool(4);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 4];
+    assert_eq!(c.alloc(&mut idx), 4);
+    let a = p.arena();
+    assert!(a.holds(&idx));
+    for (k, &b) in idx.iter().enumerate() {
+        // SAFETY: the test owns every buffer, in the arena (holds); one view at a time.
+        let mut v = unsafe { a.buffer_unchecked(b) };
+        v.write_packet(&[k as u8; 60]);
+        // A reborrowed view writes the same buffer.
+        let mut r = v.reborrow();
+        r.data_mut()[1] = 0xee;
+        assert!(r.advance(1));
+        assert_eq!(v.len(), 59);
+        assert_eq!(v.data()[0], 0xee);
+        // SAFETY: as above, the view is no longer used.
+        let h = unsafe { a.header_mut_unchecked(b) };
+        assert_eq!(h.current_length, 59);
+    }
+    c.free(&idx);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
 fn shared_data_array_is_visible_through_its_fd() {
     let p = BufferPool::new(&PoolConfig {
         buffers: 64,
@@ -457,4 +508,30 @@ fn chains_free_every_member_once() {
     let mut again = [BufIdx(0); 64];
     assert_eq!(c.alloc(&mut again), 64);
     c.free(&again);
+}
+
+#[test]
+fn a_frame_of_singles_and_chains_frees_every_buffer() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let mut singles = [BufIdx(0); 5];
+    assert_eq!(c.alloc(&mut singles), 5);
+    let chain = c.alloc_with(&[1u8; 5000]).unwrap();
+    let last_chain = c.alloc_with(&[2u8; 3000]).unwrap();
+    assert_eq!(p.stats().in_use, 5 + 3 + 2);
+    let frame = [
+        singles[0], singles[1], chain, singles[2], singles[3], singles[4], last_chain,
+    ];
+    c.free(&frame);
+    assert_eq!(p.stats().in_use, 0);
+    c.flush();
+    assert_eq!(p.stats().free, 64);
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn freeing_an_index_out_of_range_panics() {
+    let p = pool(4);
+    let mut c = p.cache();
+    c.free(&[BufIdx(4)]);
 }

@@ -27,7 +27,7 @@
 
 use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID, TX_SUB};
-use sluice_buffer::BufIdx;
+use sluice_buffer::{Arena, BufIdx};
 use sluice_graph::pcap::point;
 use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
@@ -140,6 +140,130 @@ impl InterfaceOutput {
     }
 }
 
+/// The run of packets to one up, untagged interface: its arc, and the packets and bytes
+/// to count when it ends. `tx` is widened: u64::MAX (no run) never equals a packet's u32.
+struct Run {
+    tx: u64,
+    next: u16,
+    packets: u64,
+    bytes: u64,
+}
+
+/// The error codes `interface-output` sets, taken once per frame.
+#[derive(Copy, Clone)]
+struct Errors {
+    unknown: u16,
+    down: u16,
+    headroom: u16,
+}
+
+/// The interface -> tx arc table.
+type Table = [Option<TxEntry>];
+
+impl Run {
+    /// No run yet.
+    const NONE: Run = Run {
+        tx: u64::MAX,
+        next: 0,
+        packets: 0,
+        bytes: 0,
+    };
+
+    /// Counts the run's packets and bytes on its interface.
+    fn flush(&self, table: &Table, t: usize) {
+        if let Some(Some(e)) = usize::try_from(self.tx).ok().and_then(|i| table.get(i)) {
+            e.counters.add(t, counter::TX_PACKETS, self.packets);
+            e.counters.add(t, counter::TX_BYTES, self.bytes);
+        }
+    }
+
+    /// A packet off the per-packet fast path (another interface than the run's, a
+    /// sub-interface, a chain, a GSO aggregate, a stale `TX_SUB`): its arc. Out of line, so
+    /// that the fast path keeps its few values in registers.
+    #[inline(never)]
+    fn packet(&mut self, table: &Table, arena: Arena<'_>, t: usize, b: BufIdx, err: Errors) -> u16 {
+        // SAFETY: this node owns the frame (the caller checked the index); one view at a
+        // time (the header reference is not used while the sub-interface path holds a
+        // whole-buffer view).
+        let hdr = unsafe { arena.header_mut(b) };
+        let tx = hdr.tx_if;
+        // Off the fast path: a stale `TX_SUB` (a packet that went out of a sub-interface
+        // before, looped back by `loop-tx`: only the sub-interface path below may set it, or
+        // a tx node refusing the packet would take it off that sub-interface's counters), a
+        // chain, or a GSO aggregate, which goes to `gso-segment` unless the interface (its
+        // parent for a sub-interface) takes it.
+        let f = hdr.flags;
+        let len = if f & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 {
+            hdr.current_length as u64
+        } else {
+            hdr.flags = f & !TX_SUB;
+            if f & GSO != 0 && !takes_gso(table, tx) {
+                return NEXT_SEGMENT;
+            }
+            hdr.total_len() as u64
+        };
+        if tx as u64 == self.tx {
+            self.packets += 1;
+            self.bytes += len;
+            return self.next;
+        }
+        match table.get(tx as usize).and_then(|e| e.as_ref()) {
+            Some(
+                e @ TxEntry {
+                    up: true,
+                    sub: Some(sub),
+                    ..
+                },
+            ) => {
+                // SAFETY: as above; packet bytes are needed to insert the tags.
+                let mut v = unsafe { arena.buffer(b) };
+                let parent = table.get(sub.parent as usize).and_then(|p| p.as_ref());
+                let Some(p) = parent.filter(|p| p.up) else {
+                    e.counters.add(t, counter::DROPS, 1);
+                    v.hdr.error = err.down;
+                    return NEXT_DROP;
+                };
+                let n = sub.len as usize;
+                if v.len() < 14 || v.push_front(n).is_none() {
+                    v.hdr.error = err.headroom;
+                    return NEXT_DROP;
+                }
+                let d = v.data_mut();
+                d.copy_within(n..n + 12, 0);
+                d[12..12 + n].copy_from_slice(&sub.tags[..n]);
+                e.counters.add(t, counter::TX_PACKETS, 1);
+                e.counters.add(t, counter::TX_BYTES, len);
+                p.counters.add(t, counter::TX_PACKETS, 1);
+                p.counters.add(t, counter::TX_BYTES, len + n as u64);
+                v.hdr.flags |= TX_SUB;
+                v.hdr.tx_sub_if = tx;
+                v.hdr.tx_sub_tags = sub.len;
+                v.hdr.tx_if = sub.parent;
+                e.next.0
+            }
+            Some(e) if e.up => {
+                self.flush(table, t);
+                *self = Run {
+                    tx: tx as u64,
+                    next: e.next.0,
+                    packets: 1,
+                    bytes: len,
+                };
+                e.next.0
+            }
+            Some(e) => {
+                e.counters.add(t, counter::DROPS, 1);
+                hdr.error = err.down;
+                NEXT_DROP
+            }
+            None => {
+                hdr.error = err.unknown;
+                NEXT_DROP
+            }
+        }
+    }
+}
+
 impl NodeFn for InterfaceOutput {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         if cx.shared().pcap.points.load(Ordering::Relaxed) & point::TX != 0 {
@@ -148,103 +272,59 @@ impl NodeFn for InterfaceOutput {
         let arena = cx.arena();
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
-        let nexts = &mut self.nexts;
-        let (e_unknown, e_down) = (
-            cx.error(OutputCounter::UnknownInterface),
-            cx.error(OutputCounter::InterfaceDown),
+        let frame = &frame[..n];
+        assert!(
+            arena.holds(frame),
+            "a frame holds a buffer index out of range"
         );
-        let e_headroom = cx.error(OutputCounter::NoHeadroom);
-        // Counters accumulate over runs of packets to the same up, untagged interface; the
-        // run also caches that interface's arc, so a packet of the run is one compare. The
-        // run's interface is widened: u64::MAX (no run) never equals a packet's u32.
-        let (mut run_tx, mut run_next, mut run_p, mut run_by) = (u64::MAX, 0u16, 0u64, 0u64);
-        let flush = |run_tx: u64, p: u64, by: u64, table: &[Option<TxEntry>]| {
-            if let Some(Some(e)) = usize::try_from(run_tx).ok().and_then(|i| table.get(i)) {
-                e.counters.add(t, counter::TX_PACKETS, p);
-                e.counters.add(t, counter::TX_BYTES, by);
-            }
+        let err = Errors {
+            unknown: cx.error(OutputCounter::UnknownInterface),
+            down: cx.error(OutputCounter::InterfaceDown),
+            headroom: cx.error(OutputCounter::NoHeadroom),
         };
-        for (nx, &b) in nexts[..n].iter_mut().zip(&frame[..n]) {
-            // SAFETY: this node owns the frame; one view at a time (the header reference is
-            // not used while the sub-interface path holds a whole-buffer view).
-            let hdr = unsafe { arena.header_mut(b) };
-            let tx = hdr.tx_if;
-            // One test for the plain packet. Off it: a stale `TX_SUB` (a packet that went out
-            // of a sub-interface before, looped back by `loop-tx`: only the sub-interface path
-            // below may set it, or a tx node refusing the packet would take it off that
-            // sub-interface's counters), a chain, or a GSO aggregate, which goes to
-            // `gso-segment` unless the interface (its parent for a sub-interface) takes it.
-            let f = hdr.flags;
-            let len = if f & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 {
-                hdr.current_length as u64
+        // Counters accumulate over runs of packets to the same up, untagged interface; the
+        // run also caches that interface's arc, so a plain packet of the run is one flag
+        // test and one compare here, everything else `packet`. The run is kept in locals
+        // (registers) and handed to `packet` as a `Run` only on its calls.
+        let Run {
+            mut tx,
+            mut next,
+            mut packets,
+            mut bytes,
+        } = Run::NONE;
+        let InterfaceOutput { table, nexts } = self;
+        for (nx, &b) in nexts[..n].iter_mut().zip(frame) {
+            // SAFETY: this node owns the frame, every index in the arena (checked above);
+            // the reference ends before `packet` takes its own.
+            let hdr = unsafe { arena.header_mut_unchecked(b) };
+            if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 && hdr.tx_if as u64 == tx {
+                packets += 1;
+                bytes += hdr.current_length as u64;
+                *nx = next;
             } else {
-                hdr.flags = f & !TX_SUB;
-                if f & GSO != 0 && !takes_gso(&self.table, tx) {
-                    *nx = NEXT_SEGMENT;
-                    continue;
-                }
-                hdr.total_len() as u64
-            };
-            if tx as u64 == run_tx {
-                run_p += 1;
-                run_by += len;
-                *nx = run_next;
-                continue;
-            }
-            match self.table.get(tx as usize).and_then(|e| e.as_ref()) {
-                Some(
-                    e @ TxEntry {
-                        up: true,
-                        sub: Some(sub),
-                        ..
-                    },
-                ) => {
-                    // SAFETY: as above; packet bytes are needed to insert the tags.
-                    let mut v = unsafe { arena.buffer(b) };
-                    let parent = self.table.get(sub.parent as usize).and_then(|p| p.as_ref());
-                    let Some(p) = parent.filter(|p| p.up) else {
-                        e.counters.add(t, counter::DROPS, 1);
-                        v.hdr.error = e_down;
-                        *nx = NEXT_DROP;
-                        continue;
-                    };
-                    let n = sub.len as usize;
-                    if v.len() < 14 || v.push_front(n).is_none() {
-                        v.hdr.error = e_headroom;
-                        *nx = NEXT_DROP;
-                        continue;
-                    }
-                    let d = v.data_mut();
-                    d.copy_within(n..n + 12, 0);
-                    d[12..12 + n].copy_from_slice(&sub.tags[..n]);
-                    e.counters.add(t, counter::TX_PACKETS, 1);
-                    e.counters.add(t, counter::TX_BYTES, len);
-                    p.counters.add(t, counter::TX_PACKETS, 1);
-                    p.counters.add(t, counter::TX_BYTES, len + n as u64);
-                    v.hdr.flags |= TX_SUB;
-                    v.hdr.tx_sub_if = tx;
-                    v.hdr.tx_sub_tags = sub.len;
-                    v.hdr.tx_if = sub.parent;
-                    *nx = e.next.0;
-                }
-                Some(e) if e.up => {
-                    flush(run_tx, run_p, run_by, &self.table);
-                    (run_tx, run_next, run_p, run_by) = (tx as u64, e.next.0, 1, len);
-                    *nx = e.next.0;
-                }
-                Some(e) => {
-                    e.counters.add(t, counter::DROPS, 1);
-                    hdr.error = e_down;
-                    *nx = NEXT_DROP;
-                }
-                None => {
-                    hdr.error = e_unknown;
-                    *nx = NEXT_DROP;
-                }
+                let mut run = Run {
+                    tx,
+                    next,
+                    packets,
+                    bytes,
+                };
+                *nx = run.packet(table, arena, t, b, err);
+                Run {
+                    tx,
+                    next,
+                    packets,
+                    bytes,
+                } = run;
             }
         }
-        flush(run_tx, run_p, run_by, &self.table);
-        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+        let run = Run {
+            tx,
+            next,
+            packets,
+            bytes,
+        };
+        run.flush(table, t);
+        cx.enqueue_to_next(frame, &nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

@@ -41,7 +41,7 @@
 use crate::interface::{counter, IfCounters};
 use crate::ip4::Ip4Shared;
 use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED, TRACED};
-use sluice_buffer::Buffer;
+use sluice_buffer::{Buffer, BufferHeader};
 use sluice_fib::adj::AdjKind;
 use sluice_graph::{Cx, Next, NodeKind, NodeRegistration, PacketNode, PerPacket, TraceRecord};
 use sluice_wire::ethernet::{ethertype, field, HEADER_LEN};
@@ -165,13 +165,15 @@ impl EthernetInput {
         if !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) || self.subs.is_empty() {
             return None;
         }
-        self.pop_and_reclassify(cx, b)
+        self.pop_and_reclassify(cx, b.reborrow())
     }
 
+    /// Takes the view by value, as the other out-of-line paths below (`Buffer::reborrow`):
+    /// with `&mut Buffer` the fast path would keep its view in memory for them.
     #[inline(never)]
-    fn pop_and_reclassify(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
-        self.pop_tags(cx, b)?;
-        Some(self.process_one(cx, b))
+    fn pop_and_reclassify(&mut self, cx: &mut Cx, mut b: Buffer<'_>) -> Option<Next> {
+        self.pop_tags(cx, &mut b)?;
+        Some(self.process_one(cx, &mut b))
     }
 
     /// Matches the frame's tags to a sub-interface; on a match strips them, sets `rx_if`
@@ -206,9 +208,9 @@ impl EthernetInput {
 impl EthernetInput {
     /// A frame of an interface with an input redirect, or of an admin-down interface.
     #[inline(never)]
-    fn redirect_or_down(&self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
+    fn redirect_or_down(&self, cx: &mut Cx, hdr: &mut BufferHeader) -> Next {
         if self.cached_redirect == RX_DOWN {
-            b.hdr.error = cx.error(EthCounter::Down);
+            hdr.error = cx.error(EthCounter::Down);
             return EthNext::Drop.next();
         }
         Next((self.cached_redirect - 1) as u16)
@@ -219,13 +221,7 @@ impl EthernetInput {
     /// unicast one for another MAC goes to a sub-interface, or is dropped unless
     /// promiscuous. `None`: classify it as usual.
     #[inline(never)]
-    fn not_own_unicast(
-        &mut self,
-        cx: &mut Cx,
-        b: &mut Buffer<'_>,
-        w: u64,
-        et: u16,
-    ) -> Option<Next> {
+    fn not_own_unicast(&mut self, cx: &mut Cx, mut b: Buffer<'_>, w: u64, et: u16) -> Option<Next> {
         if w & (1 << 48) != 0 {
             b.hdr.error = cx.error(EthCounter::MulticastSourceMac);
             return Some(EthNext::Drop.next());
@@ -247,7 +243,7 @@ impl EthernetInput {
             return None;
         }
         // Not for this interface's MAC: perhaps for an L2 sub-interface.
-        if let Some(n) = self.sub_interface(et, cx, b) {
+        if let Some(n) = self.sub_interface(et, cx, &mut b) {
             return Some(n);
         }
         if !self.cached_promisc {
@@ -263,7 +259,7 @@ impl EthernetInput {
     /// VPP's linux-cp registering `osi-input`'s IS-IS protocol; anything else is dropped.
     #[cold]
     #[inline(never)]
-    fn unknown_ethertype(&self, cx: &mut Cx, b: &mut Buffer<'_>, et: u16) -> Next {
+    fn unknown_ethertype(&self, cx: &mut Cx, mut b: Buffer<'_>, et: u16) -> Next {
         let osi = et < 0x0600
             && b.data().get(HEADER_LEN..HEADER_LEN + 2) == Some(&[0xfe, 0xfe][..])
             && self
@@ -299,7 +295,7 @@ impl EthernetInput {
     #[inline(always)]
     fn special(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
         if self.cached_redirect != 0 {
-            return Some(self.redirect_or_down(cx, b));
+            return Some(self.redirect_or_down(cx, b.hdr));
         }
         let Some(h) = b.head::<HEADER_LEN>() else {
             b.hdr.error = cx.error(EthCounter::Runt);
@@ -411,7 +407,7 @@ impl PacketNode for EthernetInput {
         // 48 = the source MAC's group bit).
         let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
         if w & OWN_UNICAST != self.cached_mac {
-            if let Some(n) = self.not_own_unicast(cx, b, w, et) {
+            if let Some(n) = self.not_own_unicast(cx, b.reborrow(), w, et) {
                 return n;
             }
         }
@@ -435,7 +431,7 @@ impl PacketNode for EthernetInput {
                 b.hdr.error = cx.error(EthCounter::Tagged);
                 return EthNext::Drop.next();
             }
-            _ => return self.unknown_ethertype(cx, b, et),
+            _ => return self.unknown_ethertype(cx, b.reborrow(), et),
         };
         // `head` above found the header in the buffer: stripping it cannot fail (what
         // `advance` would check again, after the stores above made the compiler reload).

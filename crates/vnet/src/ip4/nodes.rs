@@ -296,6 +296,10 @@ impl NodeFn for Ip4Lookup {
         let Ip4Lookup { shared, nexts } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        assert!(
+            arena.holds(frame),
+            "a frame holds a buffer index out of range"
+        );
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
         // the memory system). Packets resolving to the adjacency of the packet before
@@ -310,8 +314,9 @@ impl NodeFn for Ip4Lookup {
             let mut dst = [0u32; 4];
             let mut any_vrf = 0;
             for (d, &b) in dst.iter_mut().zip(bs) {
-                // SAFETY: this node owns the frame; one view at a time.
-                let v = unsafe { arena.buffer(b) };
+                // SAFETY: this node owns the frame, in the arena (checked above); one view
+                // at a time.
+                let v = unsafe { arena.buffer_unchecked(b) };
                 // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
                 const D: usize = field::DST;
                 *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
@@ -332,12 +337,19 @@ impl NodeFn for Ip4Lookup {
             };
             for ((&b, nx), &r) in bs.iter().zip(nx.iter_mut()).zip(&res) {
                 if r == last.0 {
-                    // SAFETY: this node owns the frame; only the header is written.
-                    unsafe { arena.header_mut(b) }.ip.adj_index = r;
+                    // SAFETY: this node owns the frame, in the arena; only the header is
+                    // written.
+                    unsafe { arena.header_mut_unchecked(b) }.ip.adj_index = r;
                     *nx = last.1;
                 } else {
                     // SAFETY: as above; the view ends with the call.
-                    *nx = resolve(shared, cx, unsafe { arena.buffer(b) }, r, &mut last);
+                    *nx = resolve(
+                        shared,
+                        cx,
+                        unsafe { arena.buffer_unchecked(b) },
+                        r,
+                        &mut last,
+                    );
                 }
             }
         }
@@ -497,7 +509,7 @@ impl PacketNode for Ip4Rewrite {
             }
         }
         let len = b.total_len();
-        Self::rewrite_checked(cx, b, *c, len, f & LOCALLY_ORIGINATED != 0)
+        Self::rewrite_checked(cx, b.reborrow(), *c, len, f & LOCALLY_ORIGINATED != 0)
     }
 }
 
@@ -506,12 +518,13 @@ impl Ip4Rewrite {
     /// truncated; also every locally built packet, buffer chain and GSO aggregate): the
     /// checks one by one. `#[cold]` stays although host-stack and GSO traffic come here:
     /// without it the plain path costs 2 more instructions per packet (96.0 → 98.0,
-    /// callgrind `sluice-bench ip4`).
+    /// callgrind `sluice-bench ip4`). It takes the view by value (`Buffer::reborrow`):
+    /// with `&mut Buffer` the fast path keeps its view in memory.
     #[cold]
     #[inline(never)]
     fn rewrite_checked(
         cx: &mut Cx,
-        b: &mut Buffer<'_>,
+        mut b: Buffer<'_>,
         c: RewriteCache,
         len: usize,
         local: bool,

@@ -278,6 +278,10 @@ impl NodeFn for Ip6Lookup {
         let adj = &*self.shared.adj;
         let e_drop = cx.error(LookupCounter::DropRoute);
         let n = frame.len().min(FRAME_SIZE);
+        assert!(
+            arena.holds(&frame[..n]),
+            "a frame holds a buffer index out of range"
+        );
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;
@@ -285,8 +289,9 @@ impl NodeFn for Ip6Lookup {
             if let Some(&ahead) = frame.get(j + 4) {
                 arena.prefetch(ahead);
             }
-            // SAFETY: this node owns the frame; one view at a time.
-            let v = unsafe { arena.buffer(b) };
+            // SAFETY: this node owns the frame, in the arena (checked above); one view at a
+            // time.
+            let v = unsafe { arena.buffer_unchecked(b) };
             // ip6-input guaranteed a full header (a short one would look up `::`).
             self.dst[j] = v
                 .data()
@@ -309,7 +314,7 @@ impl NodeFn for Ip6Lookup {
         }
         for (j, &bi) in frame[..n].iter().enumerate() {
             // SAFETY: as above.
-            let v = unsafe { arena.buffer(bi) };
+            let v = unsafe { arena.buffer_unchecked(bi) };
             let res = match self.res[j] {
                 u32::MAX => None,
                 x if x >= LB_FLAG => {
@@ -465,8 +470,8 @@ impl PacketNode for Ip6Rewrite {
         let adj = &self.cached.1;
         // Fast path: a single buffer, not built here (one flag test), within the MTU; the
         // Ethernet header pushed and the IPv6 header behind it in one window (one set of
-        // checks), the hop limit checked there. Anything else is undone and checked below
-        // in the usual order.
+        // checks), the hop limit checked there. Anything else is undone and takes
+        // `rewrite_checked`, which checks in the usual order.
         if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
             && (b.len() <= adj.mtu as usize || adj.mtu == 0)
         {
@@ -487,6 +492,23 @@ impl PacketNode for Ip6Rewrite {
                 b.advance(ETH_HEADER_LEN);
             }
         }
+        let next = if self.out_any {
+            self.cached_out
+        } else {
+            RewriteNext::Output.next()
+        };
+        Self::rewrite_checked(cx, b.reborrow(), adj, next)
+    }
+}
+
+impl Ip6Rewrite {
+    /// `ip6-rewrite` of a packet off the fast path (hop limit expired, over the MTU, no
+    /// headroom, truncated; every locally built packet, buffer chain and GSO aggregate):
+    /// the checks one by one. Out of line and taking the view by value
+    /// (`Buffer::reborrow`), so that the fast path keeps its values in registers.
+    #[cold]
+    #[inline(never)]
+    fn rewrite_checked(cx: &mut Cx, mut b: Buffer<'_>, adj: &Adj, next: Next) -> Next {
         let len = b.total_len();
         let local = b.hdr.flags & LOCALLY_ORIGINATED != 0;
         // A GSO aggregate is checked by its segments' size.
@@ -518,11 +540,7 @@ impl PacketNode for Ip6Rewrite {
             }
         }
         b.hdr.tx_if = adj.tx_if;
-        if self.out_any {
-            self.cached_out
-        } else {
-            RewriteNext::Output.next()
-        }
+        next
     }
 }
 

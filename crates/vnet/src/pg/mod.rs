@@ -23,7 +23,7 @@ use crate::error::{VnetError, VnetResult};
 use crate::interface::{counter, IfCounters, Interfaces};
 use crate::pg::stream::{Pacer, Source, StreamDef};
 use crate::SwIfIndex;
-use sluice_buffer::BufIdx;
+use sluice_buffer::{BufIdx, BufferHeader};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::pcap::{point, PcapSink};
 use sluice_graph::{
@@ -124,7 +124,9 @@ impl PgInput {
             return 0;
         }
         let mut idx = [BufIdx(0); FRAME];
-        let got = cx.bufs().alloc(&mut idx[..want]);
+        // SAFETY: the loop below writes every header of idx[..got] (`reset_from`) first
+        // thing, before anything can leave it.
+        let got = unsafe { cx.bufs().alloc_raw(&mut idx[..want]) };
         if got < want {
             cx.count(InputCounter::AllocFail, (want - got) as u64);
         }
@@ -132,6 +134,13 @@ impl PgInput {
             return 0;
         }
         let arena = cx.arena();
+        // What every header of the burst starts as: one 64-byte copy per packet, written
+        // once (the packet's length is the only other store).
+        let mut tmpl = BufferHeader::TEMPLATE;
+        tmpl.rx_if = s.rx_if;
+        if let Some(t) = s.tx_if {
+            tmpl.tx_if = t;
+        }
         let mut bytes = 0u64;
         let mut traced = cx.trace_budget();
         // The pcap packet of the frame's first buffer; then one after the other, wrapping
@@ -140,19 +149,25 @@ impl PgInput {
             Source::Pcap(pkts) if !pkts.is_empty() => (s.sent % pkts.len() as u64) as usize,
             _ => 0,
         };
-        for (k, &b) in idx[..got].iter().enumerate() {
-            let seq = s.sent + k as u64;
-            // SAFETY: freshly allocated by this node; one view at a time.
-            let mut v = unsafe { arena.buffer(b) };
-            let len = match &s.source {
-                Source::Synth(syn) => {
-                    v.set_len(0);
-                    let n = syn.fill(seq, v.raw_data_mut());
+        // One loop per source kind (no per-packet match), tracing in a pass of its own.
+        match &s.source {
+            Source::Synth(syn) => {
+                for (k, &b) in idx[..got].iter().enumerate() {
+                    // SAFETY: freshly allocated by this node; one view at a time.
+                    let mut v = unsafe { arena.buffer(b) };
+                    v.hdr.reset_from(&tmpl);
+                    let n = syn.fill(s.sent + k as u64, v.raw_data_mut());
                     v.set_len(n);
-                    n
+                    bytes += n as u64;
                 }
-                Source::Pcap(pkts) => {
-                    let Some(p) = pkts.get(at) else { break };
+            }
+            Source::Pcap(pkts) => {
+                for &b in &idx[..got] {
+                    // SAFETY: freshly allocated by this node; one view at a time.
+                    let mut v = unsafe { arena.buffer(b) };
+                    v.hdr.reset_from(&tmpl);
+                    // No packet at all (an empty pcap): empty buffers, as many as asked.
+                    let p = pkts.get(at).map_or(&[][..], |p| &p[..]);
                     at += 1;
                     if at == pkts.len() {
                         at = 0;
@@ -164,28 +179,29 @@ impl PgInput {
                             cx.bufs().chain_append(b, tail);
                         }
                     }
-                    p.len()
+                    bytes += p.len() as u64;
                 }
-            };
-            v.hdr.rx_if = s.rx_if;
-            if let Some(t) = s.tx_if {
-                v.hdr.tx_if = t;
             }
-            bytes += len as u64;
-            if traced > 0 {
-                let head = TraceHead::new(v.data());
-                let started = cx.trace_start(
-                    &mut v,
-                    PgTrace {
-                        stream: s.id,
-                        rx_if: s.rx_if,
-                        len: len.min(u16::MAX as usize) as u16,
-                        head,
-                    },
-                );
-                if started {
-                    traced -= 1;
-                }
+        }
+        for &b in &idx[..got] {
+            if traced == 0 {
+                break;
+            }
+            // SAFETY: as above.
+            let mut v = unsafe { arena.buffer(b) };
+            let len = v.total_len();
+            let head = TraceHead::new(v.data());
+            let started = cx.trace_start(
+                &mut v,
+                PgTrace {
+                    stream: s.id,
+                    rx_if: s.rx_if,
+                    len: len.min(u16::MAX as usize) as u16,
+                    head,
+                },
+            );
+            if started {
+                traced -= 1;
             }
         }
         let t = cx.thread();
