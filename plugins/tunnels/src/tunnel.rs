@@ -1376,6 +1376,16 @@ fn check_group(src: IpAddr, dst: IpAddr, mcast_if: Option<SwIfIndex>) -> VnetRes
             )))
         }
     }
+    // An interface-local (ff01::/16) or reserved-scope (ff00::/16) group never arrives on
+    // a link: ip6-input does not take it.
+    if let IpAddr::V6(g) = dst {
+        if g.octets()[1] & 0xf <= 1 {
+            return Err(VnetError::invalid(format!(
+                "group {dst} has scope {}: an IPv6 group needs scope 2 or more",
+                g.octets()[1] & 0xf
+            )));
+        }
+    }
     if src.is_ipv4() != dst.is_ipv4() || src.is_unspecified() || src.is_multicast() {
         let fam = if dst.is_ipv4() { "IPv4" } else { "IPv6" };
         return Err(VnetError::invalid(format!(
@@ -1742,6 +1752,19 @@ mod tests {
         // Index 3 reused by another key: found under it, not under the old one.
         t.insert(key(4), 3, &entry(14), 0).unwrap();
         assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
+    }
+
+    #[test]
+    fn check_group_refuses_ipv6_scope_0_and_1() {
+        let (src, via) = ("2001:db8::1".parse().unwrap(), Some(SwIfIndex(1)));
+        for g in ["ff00::5", "ff01::5", "ff11::5", "ff30::5"] {
+            let e = check_group(src, g.parse().unwrap(), via).unwrap_err();
+            assert!(e.to_string().contains(g), "{e}");
+            assert!(e.to_string().contains("scope"), "{e}");
+        }
+        for g in ["ff02::5", "ff05::5", "ff0e::5", "ff12::5"] {
+            check_group(src, g.parse().unwrap(), via).unwrap();
+        }
     }
 
     #[test]

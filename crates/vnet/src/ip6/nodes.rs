@@ -144,8 +144,9 @@ impl Ip6Input {
 
     /// Whether group `dst` is received on `rx_if` (table `fib`): the link-scope groups the
     /// router is in (ff02::1, ff02::2, ff02::1:ffxx:xxxx), any link-scope group on a
-    /// [`Self::host_link_group`] interface, and a group with a `via local` route in the
-    /// table (a plugin that joined it: a VXLAN tunnel to the group).
+    /// [`Self::host_link_group`] interface, and a group of scope 2 or more with a `via
+    /// local` route in the table (a plugin that joined it: a VXLAN tunnel to the group);
+    /// never an interface-local (ff01::/16) or reserved-scope (ff00::/16) one.
     #[cold]
     #[inline(never)]
     fn group_received(&self, dst: u128, rx_if: u32, fib: u32) -> bool {
@@ -153,7 +154,7 @@ impl Ip6Input {
             || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
             || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000
             || self.host_link_group(dst, rx_if)
-            || is_local(&self.shared.adj, self.shared.lookup(fib, dst))
+            || (dst >> 112) & 0xf >= 2 && is_local(&self.shared.adj, self.shared.lookup(fib, dst))
     }
 
     /// The counter of a source the fast path flagged (first byte 0 or 0xff, or low 16 bits

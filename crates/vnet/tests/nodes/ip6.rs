@@ -309,3 +309,26 @@ fn input_admits_link_scope_groups_for_a_host_stack() {
     t.assert_counters(&[("multicast", 3)]);
     t.assert_no_leaks();
 }
+
+/// A group with a `via local` route (a tunnel joined it) is received at scope 2 or more
+/// only: an interface-local (ff01::/16) or reserved-scope (ff00::/16) group never arrives
+/// on a link.
+#[test]
+fn input_takes_a_joined_group_of_scope_2_or_more_only() {
+    let (mut t, sw) = setup("ip6-input");
+    let local = sluice_vnet::routes::RoutePaths {
+        local: true,
+        ..Default::default()
+    };
+    let groups = ["ff00::5", "ff01::5", "ff02::5", "ff05::5"];
+    for g in groups {
+        let g: std::net::Ipv6Addr = g.parse().unwrap();
+        sluice_vnet::ip6::route_add_del(&mut t.h.vm, true, 1, u128::from(g), 128, &local).unwrap();
+    }
+    let pkts: Vec<Vec<u8>> = groups.iter().map(|g| udp6_l3("fe80::2", g)).collect();
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let got: Vec<Vec<u8>> = t.arc("ip6-local").into_iter().map(|p| p.data).collect();
+    assert_eq!(got, pkts[2..], "ff02::5 and ff05::5 only");
+    t.assert_counters(&[("multicast", 2)]);
+    t.assert_no_leaks();
+}
