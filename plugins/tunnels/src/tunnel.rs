@@ -485,7 +485,7 @@ impl DecapSpec {
 /// dependent cache miss more per packet with thousands of tunnels).
 struct RxRow(std::ptr::NonNull<[Counter; sluice_vnet::interface::counter::N]>);
 
-// SAFETY: the row is atomics (`Counter`), which any thread may read and add to; the
+// SAFETY: the row is atomics (`Counter`): the owning thread adds; any thread reads. The
 // pointer itself is only an address.
 unsafe impl Send for RxRow {}
 // SAFETY: as for `Send`: shared access is atomic loads and stores.
@@ -1146,8 +1146,9 @@ const SAME: u32 = MISS - 2;
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
-/// the digest index, then entries and counters prefetched a stage ahead, so with thousands
-/// of tunnels the cache misses of the frame overlap instead of stalling each packet), then
+/// the digest index with the entries prefetched, then the keys confirmed with each hit's
+/// counters row and interface record prefetched, so with thousands of tunnels the cache
+/// misses of the frame overlap instead of stalling each packet), then
 /// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
