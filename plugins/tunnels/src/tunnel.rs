@@ -1756,6 +1756,25 @@ mod tests {
     }
 
     #[test]
+    fn decap_entry_counts_into_its_threads_row_after_the_spec_is_gone() {
+        let mut t = DecapTable::default();
+        let c = Arc::new(IfCounters::new(3));
+        let spec = DecapSpec::new(13, Next(0), c.clone(), [2, 0, 0, 0, 0, 1], false);
+        t.insert(key(1), 3, &spec, 2).unwrap();
+        // The table's own reference keeps the row alive.
+        drop(spec);
+        t.entry(3).unwrap().count_rx(100);
+        let rx = sluice_vnet::interface::counter::RX_PACKETS;
+        let bytes = sluice_vnet::interface::counter::RX_BYTES;
+        assert_eq!((c.get(2, rx), c.get(2, bytes)), (1, 100));
+        assert_eq!((c.get(0, rx), c.get(1, rx)), (0, 0));
+        // No row for thread 3: refused, the table unchanged.
+        let spec = DecapSpec::new(14, Next(0), c.clone(), [2, 0, 0, 0, 0, 2], false);
+        assert_eq!(t.insert(key(2), 4, &spec, 3), Err(InsertError::NoRow));
+        assert_eq!((t.lookup(&key(2)), t.len()), (MISS, 1));
+    }
+
+    #[test]
     fn check_group_refuses_ipv6_scope_0_and_1() {
         let (src, via) = ("2001:db8::1".parse().unwrap(), Some(SwIfIndex(1)));
         for g in ["ff00::5", "ff01::5", "ff11::5", "ff30::5"] {
