@@ -1341,6 +1341,9 @@ pub struct Proto {
     pub table_of: [DecapTableOf; 2],
     /// What `ip4-local`/`ip6-local` dispatch to the decap nodes.
     pub local: &'static [LocalKey],
+    /// The decap nodes also take `local`'s UDP to the groups the router receives (VXLAN:
+    /// its tunnels join groups); others get only unicast.
+    pub local_groups: bool,
     /// The default next of the decap nodes (`ethernet-input`, or the IP input).
     pub default_next: &'static str,
 }
@@ -1526,7 +1529,11 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             .add_next_by_name(p.decap[fam], next_name)
             .map_err(|e| VnetError::System(e.to_string()))?;
         for k in p.local {
-            sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+            if p.local_groups {
+                sluice_vnet::ip_local::register_groups(vm, ip6, *k, p.decap[fam])?;
+            } else {
+                sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+            }
         }
         let counters = vm
             .ext_mut::<Interfaces>()

@@ -169,6 +169,7 @@ pub static PROTO: Proto = Proto {
         tunnel::table_of::<VxlanInput<true>>,
     ],
     local: &[LocalKey::UdpPort(tunnel::VXLAN_PORT)],
+    local_groups: true,
     default_next: "ethernet-input",
 };
 

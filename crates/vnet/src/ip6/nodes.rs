@@ -537,7 +537,8 @@ impl PacketNode for Ip6Rewrite {
 ///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
 ///   to a closed unicast port; `punt` (3) for other protocols, for UDP to a group on
-///   no plugin's port, and for UDP and a copy of each NS/NA
+///   no port registered to serve groups (`ip_local::register_groups`), and for UDP and a
+///   copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
 ///   `interface-output` (4) for advertisements; the serving node's arc (added at runtime)
 ///   for a UDP port or protocol registered by a plugin (`crate::ip_local`), before any of
@@ -836,7 +837,13 @@ impl PacketNode for Ip6Local {
                     let port = d
                         .get(off + 2..off + 4)
                         .map(|p| u16::from_be_bytes([p[0], p[1]]));
-                    if let Some(n) = port.and_then(|p| self.dispatch.udp(p)) {
+                    // To a group only a port that serves groups (VXLAN) takes it.
+                    let n = match port {
+                        Some(p) if d[24] == 0xff => self.dispatch.udp_group(p),
+                        Some(p) => self.dispatch.udp(p),
+                        None => None,
+                    };
+                    if let Some(n) = n {
                         return n;
                     }
                 }
