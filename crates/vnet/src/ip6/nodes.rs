@@ -805,9 +805,11 @@ impl PacketNode for Ip6Local {
                         LocalNext::Punt.next()
                     }
                     icmpv6::kind::ECHO_REQUEST if off == 40 => {
-                        // Reply from the address asked, or for multicast from the link-local.
+                        // Reply from the address asked, or for a group from the address
+                        // an ICMPv6 error would come from: the rx interface's global one
+                        // unless the sender is link-local.
                         let from = if d[24] == 0xff {
-                            self.shared.if_addrs(b.hdr.rx_if).ll
+                            self.shared.error_from(b.hdr.rx_if, src).unwrap_or(0)
                         } else {
                             dst
                         };

@@ -368,3 +368,39 @@ fn local_sends_udp_to_a_group_only_to_a_port_serving_groups() {
     t.assert_counters(&[("punted", 2)]);
     t.assert_no_leaks();
 }
+
+/// An echo request to a group is answered from the rx interface's global address, or
+/// from its link-local one when the sender is link-local (as an ICMPv6 error).
+#[test]
+fn local_answers_echo_to_a_group_from_the_address_the_sender_can_reach() {
+    let (mut t, sw) = setup("ip6-local");
+    let echo = |src: &str, dst: &str| {
+        pkt(&format!(
+            "ICMP6: {src} -> {dst}\nICMP echo_request id 7 seq 1\nincrementing 8"
+        ))
+    };
+    t.run_with(
+        &[
+            echo("2001:db8:99::2", "ff05::5"),
+            echo("2001:db8:99::2", "ff02::1"),
+            echo("fe80::2", "ff02::1"),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let global: std::net::Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let r = t.arc("ip6-lookup");
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        &r[0].data[8..24],
+        &global.octets(),
+        "off-link global sender"
+    );
+    assert_eq!(
+        &r[1].data[8..24],
+        &global.octets(),
+        "off-link global sender"
+    );
+    assert_eq!(r[2].data[8..10], [0xfe, 0x80], "link-local sender");
+    t.assert_counters(&[("echo_replies", 3)]);
+    t.assert_no_leaks();
+}
