@@ -404,3 +404,46 @@ fn local_answers_echo_to_a_group_from_the_address_the_sender_can_reach() {
     t.assert_counters(&[("echo_replies", 3)]);
     t.assert_no_leaks();
 }
+
+/// An NS or NA whose target is multicast is discarded (RFC 4861 §7.1.1, §7.1.2: the ND
+/// parser refuses it, counted `nd_invalid`), even for a group with a `via local` route
+/// (one a VXLAN tunnel joined), which `is_mine` would take for ours: not answered, not
+/// learned.
+#[test]
+fn nd_with_a_multicast_target_is_discarded() {
+    use sluice_wire::icmpv6::{NaFlags, NdiscRepr};
+    use sluice_wire::Mac;
+    let (mut t, sw) = setup("ip6-local");
+    let g: std::net::Ipv6Addr = "ff0e::101".parse().unwrap();
+    let local = sluice_vnet::routes::RoutePaths {
+        local: true,
+        ..Default::default()
+    };
+    sluice_vnet::ip6::route_add_del(&mut t.h.vm, true, 1, u128::from(g), 128, &local).unwrap();
+    let ns = nd6(
+        "2001:db8::2",
+        "ff02::1:ff00:101",
+        NdiscRepr::NeighborSolicit {
+            target: g,
+            lladdr: Some(Mac([2, 0, 0, 0, 0, 2])),
+        },
+    );
+    let na = nd6(
+        "2001:db8::3",
+        "2001:db8::1",
+        NdiscRepr::NeighborAdvert {
+            flags: NaFlags::SOLICITED | NaFlags::OVERRIDE,
+            target: g,
+            lladdr: Some(Mac([2, 0, 0, 0, 0, 3])),
+        },
+    );
+    t.run_with(&[ns, na], |h| h.rx_if = sw);
+    assert!(t.arc("interface-output").is_empty(), "not answered");
+    assert_eq!(
+        sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut t.h.vm),
+        0,
+        "not learned"
+    );
+    t.assert_counters(&[("nd_invalid", 2)]);
+    t.assert_no_leaks();
+}
