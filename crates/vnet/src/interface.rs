@@ -86,14 +86,6 @@ impl IfCounters {
             s[counter::TX_ERROR].add(n);
         }
     }
-    /// Hints the CPU to fetch thread `t`'s counters: a node that counts for many
-    /// interfaces (a tunnel decap node) prefetches them a stage before it adds.
-    #[inline(always)]
-    pub fn prefetch(&self, t: usize) {
-        if let Some(s) = self.per_thread.get(t) {
-            sluice_infra::prefetch(s);
-        }
-    }
     /// Thread `t`'s row (a node that counts for many interfaces may keep it beside its
     /// per-thread state: one dependent load less per packet than [`Self::add`]).
     #[inline(always)]

@@ -10,6 +10,11 @@
 //! `current_data` at the IP header, which `ip4-input`/`ip6-input` validated. The local
 //! nodes look the tables up only for UDP and for protocols they do not handle themselves,
 //! after an emptiness test, so the forwarding path and ICMP are unchanged.
+//!
+//! UDP to a multicast group (`ip6-local`) goes only to a port registered with
+//! [`register_groups`] (VXLAN, whose tunnels join groups); any other port's packets to a
+//! group are punted as if unserved, so a unicast protocol (GTP-U, a host session) never
+//! sees, nor answers, a packet sent to ff02::1 or a group another plugin joined.
 
 use crate::error::{VnetError, VnetResult};
 use sluice_graph::{Next, Vlib};
@@ -27,7 +32,8 @@ pub enum LocalKey {
 /// A local node's dispatch table (one copy per thread).
 #[derive(Default, Clone, Debug)]
 pub struct LocalDispatch {
-    udp: Vec<(u16, Next)>,
+    /// (port, arc, also for packets to a group).
+    udp: Vec<(u16, Next, bool)>,
     proto: Vec<(u8, Next)>,
 }
 
@@ -36,6 +42,12 @@ impl LocalDispatch {
     #[inline(always)]
     pub fn udp(&self, port: u16) -> Option<Next> {
         self.udp.iter().find(|e| e.0 == port).map(|e| e.1)
+    }
+    /// The arc serving UDP destination port `port` for a packet to a multicast group
+    /// (None unless the port's node registered with [`register_groups`]).
+    #[inline(always)]
+    pub fn udp_group(&self, port: u16) -> Option<Next> {
+        self.udp.iter().find(|e| e.0 == port && e.2).map(|e| e.1)
     }
     /// The arc serving IP protocol `p`.
     #[inline(always)]
@@ -47,11 +59,11 @@ impl LocalDispatch {
     pub fn no_udp(&self) -> bool {
         self.udp.is_empty()
     }
-    fn set(&mut self, k: LocalKey, n: Option<Next>) {
+    fn set(&mut self, k: LocalKey, n: Option<Next>, groups: bool) {
         match k {
             LocalKey::UdpPort(p) => {
                 self.udp.retain(|e| e.0 != p);
-                self.udp.extend(n.map(|n| (p, n)));
+                self.udp.extend(n.map(|n| (p, n, groups)));
             }
             LocalKey::Protocol(p) => {
                 self.proto.retain(|e| e.0 != p);
@@ -68,7 +80,7 @@ pub struct LocalRegistrations {
     pub list: Vec<(bool, LocalKey, String)>,
 }
 
-fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>) -> VnetResult {
+fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>, groups: bool) -> VnetResult {
     let (name, v4) = if ip6 {
         (crate::ip6::nodes::IP6_LOCAL, false)
     } else {
@@ -81,10 +93,10 @@ fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>) -> VnetRes
     vm.foreach_thread(move |tg| {
         if v4 {
             if let Some(n) = tg.node_mut::<crate::ip4::nodes::Ip4Local>(local) {
-                n.dispatch.set(key, next);
+                n.dispatch.set(key, next, groups);
             }
         } else if let Some(n) = tg.node_mut::<crate::ip6::nodes::Ip6Local>(local) {
-            n.dispatch.set(key, next);
+            n.dispatch.set(key, next, groups);
         }
     });
     Ok(())
@@ -92,7 +104,18 @@ fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>) -> VnetRes
 
 /// Sends local IPv4 (`ip6` false) or IPv6 packets matching `key` to node `node`. A key
 /// served by another node is an error naming it; registering the same node again is a no-op.
+/// Packets to a multicast group are not sent (see [`register_groups`]).
 pub fn register(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResult {
+    register_with(vm, ip6, key, node, false)
+}
+
+/// As [`register`], and a UDP port's packets to a multicast group the router receives
+/// are sent to `node` too (a node that serves groups it joined: VXLAN).
+pub fn register_groups(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResult {
+    register_with(vm, ip6, key, node, true)
+}
+
+fn register_with(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str, groups: bool) -> VnetResult {
     let regs = &vm.ext_mut::<LocalRegistrations>().list;
     if let Some((_, _, n)) = regs.iter().find(|r| r.0 == ip6 && r.1 == key) {
         if n == node {
@@ -108,7 +131,7 @@ pub fn register(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResu
     let next = vm
         .add_next_by_name(from, node)
         .map_err(|e| VnetError::System(e.to_string()))?;
-    apply(vm, ip6, key, Some(next))?;
+    apply(vm, ip6, key, Some(next), groups)?;
     vm.ext_mut::<LocalRegistrations>()
         .list
         .push((ip6, key, node.to_string()));
@@ -117,7 +140,7 @@ pub fn register(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResu
 
 /// Stops dispatching `key` (the local node handles it again: UDP gets port unreachable).
 pub fn unregister(vm: &mut Vlib, ip6: bool, key: LocalKey) -> VnetResult {
-    apply(vm, ip6, key, None)?;
+    apply(vm, ip6, key, None, false)?;
     vm.ext_mut::<LocalRegistrations>()
         .list
         .retain(|r| !(r.0 == ip6 && r.1 == key));

@@ -196,6 +196,7 @@ pub static PROTO: Proto = Proto {
         tunnel::table_of::<GreInput<true>>,
     ],
     local: &[LocalKey::Protocol(47)],
+    local_groups: false,
     default_next: "ethernet-input",
 };
 

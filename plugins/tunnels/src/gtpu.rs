@@ -26,7 +26,8 @@
 //!   rewritten in place into the Echo Response (addresses and ports swapped, the sequence
 //!   number kept, a Recovery IE), `LOCALLY_ORIGINATED`. G-PDU for an unknown TEID:
 //!   rewritten into an Error Indication (TEID Data I, GTP-U Peer Address) to the sender,
-//!   rate-limited like ICMP errors.
+//!   rate-limited like ICMP errors. Neither is sent for a packet to a multicast address
+//!   (its source would be the group).
 //! - next: `drop` (`error-drop`); `ethernet-input`; `lookup` (`ip4-lookup`/`ip6-lookup`:
 //!   the replies).
 //! - counters: `decapsulated` (info), `echo_replies` (info), `error_indications_sent`
@@ -35,7 +36,7 @@
 //!   header of length 0 or past the packet, or more than 8), `ip6_extension`,
 //!   `no_such_tunnel`, `bad_inner` (G-PDU payload neither IPv4 nor IPv6),
 //!   `signalling` (Echo Response, Error Indication, End Marker received: consumed),
-//!   `unsupported_type`.
+//!   `unsupported_type`, `echo_to_group` (Echo Request to a multicast address: dropped).
 
 use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::flags::LOCALLY_ORIGINATED;
@@ -184,6 +185,8 @@ sluice_graph::counters! {
         Signalling => info("signalling", "Echo Response / Error Indication / End Marker received"),
         /// Other types.
         UnsupportedType => error("unsupported_type", "GTP-U message type not supported"),
+        /// Echo Request to a multicast address.
+        EchoToGroup => error("echo_to_group", "Echo Request to a multicast address: not answered"),
     }
 }
 
@@ -193,6 +196,16 @@ sluice_graph::counters! {
 pub struct GtpuInput<const V6: bool> {
     /// Error Indications: 1000 per second, bursts of 100, per thread.
     pub limit: sluice_vnet::ratelimit::TokenBucket,
+}
+
+/// Whether outer destination `dst` (an IPv4 address in its low 32 bits) is multicast.
+#[inline(always)]
+fn is_group<const V6: bool>(dst: u128) -> bool {
+    if V6 {
+        dst >> 120 == 0xff
+    } else {
+        (dst as u32) >> 28 == 0xe
+    }
 }
 
 /// Rewrites the request in `b` (outer IP header `ipl` bytes, then UDP) into a reply to its
@@ -277,6 +290,10 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         };
         match h.mtype {
             msg::G_PDU => {}
+            // A reply's source would be the group: a request to one is not answered.
+            msg::ECHO_REQUEST if is_group::<V6>(dst) => {
+                return Err(GtpCounter::EchoToGroup.into());
+            }
             msg::ECHO_REQUEST => {
                 // TS 29.281 §7.2.2: the sequence number copied, a Recovery IE (restart
                 // counter 0).
@@ -325,8 +342,9 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         k: &DecapKey,
         (ipl, _): (u16, u16),
     ) -> Verdict<GtpCounter> {
-        // TS 29.281 §7.3.1: an Error Indication with the TEID and our address.
-        if !self.limit.ready(cx) {
+        // TS 29.281 §7.3.1: an Error Indication with the TEID and our address (none for a
+        // G-PDU to a group: the group is not our address).
+        if is_group::<V6>(k.dst) || !self.limit.ready(cx) {
             return GtpCounter::NoSuchTunnel.into();
         }
         let t = k.key.to_be_bytes();
@@ -400,6 +418,7 @@ pub static PROTO: Proto = Proto {
         tunnel::table_of::<GtpuInput<true>>,
     ],
     local: &[LocalKey::UdpPort(tunnel::GTPU_PORT)],
+    local_groups: false,
     default_next: "ethernet-input",
 };
 

@@ -132,6 +132,7 @@ pub static PROTO: Proto = Proto {
         tunnel::table_of::<IpipInput<true>>,
     ],
     local: &[LocalKey::Protocol(4), LocalKey::Protocol(41)],
+    local_groups: false,
     default_next: "ethernet-input",
 };
 

@@ -485,7 +485,7 @@ impl DecapSpec {
 /// dependent cache miss more per packet with thousands of tunnels).
 struct RxRow(std::ptr::NonNull<[Counter; sluice_vnet::interface::counter::N]>);
 
-// SAFETY: the row is atomics (`Counter`), which any thread may read and add to; the
+// SAFETY: the row is atomics (`Counter`): the owning thread adds; any thread reads. The
 // pointer itself is only an address.
 unsafe impl Send for RxRow {}
 // SAFETY: as for `Send`: shared access is atomic loads and stores.
@@ -1146,8 +1146,9 @@ const SAME: u32 = MISS - 2;
 /// per thread): a frame at a time, in passes — parse every packet's outer headers into its
 /// key (a key equal to the previous packet's is not looked up again: a frame from one
 /// tunnel costs one lookup), look the new keys up together ([`DecapTable::lookup_frame`]:
-/// the digest index, then entries and counters prefetched a stage ahead, so with thousands
-/// of tunnels the cache misses of the frame overlap instead of stalling each packet), then
+/// the digest index with the entries prefetched, then the keys confirmed with each hit's
+/// counters row and interface record prefetched, so with thousands of tunnels the cache
+/// misses of the frame overlap instead of stalling each packet), then
 /// finish every packet. It owns the thread's (table, src, dst, key) → tunnel table, which the
 /// control plane reaches through [`table_of`].
 pub struct DecapFrame<P: DecapProto> {
@@ -1340,6 +1341,9 @@ pub struct Proto {
     pub table_of: [DecapTableOf; 2],
     /// What `ip4-local`/`ip6-local` dispatch to the decap nodes.
     pub local: &'static [LocalKey],
+    /// The decap nodes also take `local`'s UDP to the groups the router receives (VXLAN:
+    /// its tunnels join groups); others get only unicast.
+    pub local_groups: bool,
     /// The default next of the decap nodes (`ethernet-input`, or the IP input).
     pub default_next: &'static str,
 }
@@ -1374,6 +1378,16 @@ fn check_group(src: IpAddr, dst: IpAddr, mcast_if: Option<SwIfIndex>) -> VnetRes
             return Err(VnetError::invalid(format!(
                 "dst {dst} is multicast: `group <address> <interface>' names its interface"
             )))
+        }
+    }
+    // An interface-local (ff01::/16) or reserved-scope (ff00::/16) group never arrives on
+    // a link: ip6-input does not take it.
+    if let IpAddr::V6(g) = dst {
+        if g.octets()[1] & 0xf <= 1 {
+            return Err(VnetError::invalid(format!(
+                "group {dst} has scope {}: an IPv6 group needs scope 2 or more",
+                g.octets()[1] & 0xf
+            )));
         }
     }
     if src.is_ipv4() != dst.is_ipv4() || src.is_unspecified() || src.is_multicast() {
@@ -1515,7 +1529,11 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             .add_next_by_name(p.decap[fam], next_name)
             .map_err(|e| VnetError::System(e.to_string()))?;
         for k in p.local {
-            sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+            if p.local_groups {
+                sluice_vnet::ip_local::register_groups(vm, ip6, *k, p.decap[fam])?;
+            } else {
+                sluice_vnet::ip_local::register(vm, ip6, *k, p.decap[fam])?;
+            }
         }
         let counters = vm
             .ext_mut::<Interfaces>()
@@ -1742,6 +1760,38 @@ mod tests {
         // Index 3 reused by another key: found under it, not under the old one.
         t.insert(key(4), 3, &entry(14), 0).unwrap();
         assert_eq!(frame(&t, &[key(1), key(4), key(2)]), vec![MISS, 3, 5]);
+    }
+
+    #[test]
+    fn decap_entry_counts_into_its_threads_row_after_the_spec_is_gone() {
+        let mut t = DecapTable::default();
+        let c = Arc::new(IfCounters::new(3));
+        let spec = DecapSpec::new(13, Next(0), c.clone(), [2, 0, 0, 0, 0, 1], false);
+        t.insert(key(1), 3, &spec, 2).unwrap();
+        // The table's own reference keeps the row alive.
+        drop(spec);
+        t.entry(3).unwrap().count_rx(100);
+        let rx = sluice_vnet::interface::counter::RX_PACKETS;
+        let bytes = sluice_vnet::interface::counter::RX_BYTES;
+        assert_eq!((c.get(2, rx), c.get(2, bytes)), (1, 100));
+        assert_eq!((c.get(0, rx), c.get(1, rx)), (0, 0));
+        // No row for thread 3: refused, the table unchanged.
+        let spec = DecapSpec::new(14, Next(0), c.clone(), [2, 0, 0, 0, 0, 2], false);
+        assert_eq!(t.insert(key(2), 4, &spec, 3), Err(InsertError::NoRow));
+        assert_eq!((t.lookup(&key(2)), t.len()), (MISS, 1));
+    }
+
+    #[test]
+    fn check_group_refuses_ipv6_scope_0_and_1() {
+        let (src, via) = ("2001:db8::1".parse().unwrap(), Some(SwIfIndex(1)));
+        for g in ["ff00::5", "ff01::5", "ff11::5", "ff30::5"] {
+            let e = check_group(src, g.parse().unwrap(), via).unwrap_err();
+            assert!(e.to_string().contains(g), "{e}");
+            assert!(e.to_string().contains("scope"), "{e}");
+        }
+        for g in ["ff02::5", "ff05::5", "ff0e::5", "ff12::5"] {
+            check_group(src, g.parse().unwrap(), via).unwrap();
+        }
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! inner flow hash; IPv6 UDP checksum computed).
 //!
 //! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`] in [`tunnel::DecapFrame`])
-//! A frame at a time: every packet parsed, the frame's keys looked up together (buckets,
-//! entries and counters prefetched a stage ahead), then every packet decapsulated.
+//! A frame at a time: every packet parsed, the frame's keys looked up together (the
+//! entries prefetched, then each hit's counters row and interface record), then every
+//! packet decapsulated.
 //! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
 //!   dispatched by `ip4-local`/`ip6-local` for UDP port 4789); `ip.fib_index`.
 //! - sets: strips outer IP/UDP/VXLAN headers; `rx_if` = the tunnel; the tunnel's rx
@@ -168,6 +169,7 @@ pub static PROTO: Proto = Proto {
         tunnel::table_of::<VxlanInput<true>>,
     ],
     local: &[LocalKey::UdpPort(tunnel::VXLAN_PORT)],
+    local_groups: true,
     default_next: "ethernet-input",
 };
 

@@ -379,3 +379,84 @@ fn gtpu_l2_bridged() {
     cli(&mut vm, &t, "set interface l3 pg1");
     assert_eq!(in_use(&vm), 0);
 }
+
+/// GTP-U never answers a packet sent to a multicast group (the reply's source would be
+/// the group): an Echo Request or a G-PDU for an unknown TEID to a group a VXLAN tunnel
+/// joined (the group then has a `via local` route), or to ff02::1. IPv4: `ip4-local`
+/// hands it to `gtpu4-input`, which drops it unanswered; IPv6: `ip6-local` sends UDP to a
+/// group only to a port that serves groups (VXLAN's), so GTP-U's is punted.
+#[test]
+fn gtpu_never_answers_a_group() {
+    for v6 in [false, true] {
+        let (mut vm, t) = routed();
+        let (l, r, g) = if v6 {
+            ("2001:db8::1", "2001:db8::2", "ff0e::101")
+        } else {
+            ("10.0.0.1", "10.0.0.2", "239.1.1.1")
+        };
+        cli(
+            &mut vm,
+            &t,
+            &format!("create gtpu tunnel src {l} dst {r} teid 100"),
+        );
+        cli(
+            &mut vm,
+            &t,
+            &format!("create vxlan tunnel src {l} group {g} pg0 vni 13"),
+        );
+        let echo = gtp(0x32, 1, 0, &[0x12, 0x34, 0, 0], &[]);
+        let unknown = gtp(
+            0x30,
+            255,
+            7,
+            &[],
+            &udp4([198, 51, 100, 7], [172, 16, 0, 2], 64),
+        );
+        let to = |dst: &str, payload: &[u8]| {
+            let mut udp = G.0.to_be_bytes().to_vec();
+            udp.extend_from_slice(&G.1.to_be_bytes());
+            udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+            udp.extend_from_slice(&[0, 0]);
+            udp.extend_from_slice(payload);
+            if v6 {
+                let d = a6(dst);
+                let mut p = ip6(a6(r), d, 17, udp.len(), 64);
+                p.extend(udp);
+                let c = udp6_csum(&p);
+                p[46..48].copy_from_slice(&c.to_be_bytes());
+                let mut f = eth([0x33, 0x33, d[12], d[13], d[14], d[15]], PEER_MAC, 0x86dd);
+                f.extend(p);
+                f
+            } else {
+                let d: std::net::Ipv4Addr = dst.parse().unwrap();
+                let o = d.octets();
+                let mut f = eth([1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]], PEER_MAC, 0x0800);
+                f.extend(ip4([10, 0, 0, 2], o, 17, udp.len(), 64));
+                f.extend(udp);
+                f
+            }
+        };
+        let mut frames = vec![to(g, &echo), to(g, &unknown)];
+        if v6 {
+            frames.push(to("ff02::1", &echo));
+        }
+        let tx = if_counter(&vm, "pg0", ifc::TX_PACKETS);
+        run(&mut vm, &t, "pg0", "pg0", &frames, 0);
+        assert_eq!(
+            if_counter(&vm, "pg0", ifc::TX_PACKETS),
+            tx,
+            "v6 {v6}: no reply"
+        );
+        let n = if v6 { "gtpu6-input" } else { "gtpu4-input" };
+        assert_eq!(counter(&vm, n, "echo_replies"), 0, "v6 {v6}");
+        assert_eq!(counter(&vm, n, "error_indications_sent"), 0, "v6 {v6}");
+        if v6 {
+            assert_eq!(counter(&vm, "ip6-local", "punted"), 3);
+            assert_eq!(counter(&vm, n, "echo_to_group"), 0, "never reached");
+        } else {
+            assert_eq!(counter(&vm, n, "echo_to_group"), 1);
+            assert_eq!(counter(&vm, n, "no_such_tunnel"), 1);
+        }
+        assert_eq!(in_use(&vm), 0);
+    }
+}

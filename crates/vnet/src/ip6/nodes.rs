@@ -144,8 +144,9 @@ impl Ip6Input {
 
     /// Whether group `dst` is received on `rx_if` (table `fib`): the link-scope groups the
     /// router is in (ff02::1, ff02::2, ff02::1:ffxx:xxxx), any link-scope group on a
-    /// [`Self::host_link_group`] interface, and a group with a `via local` route in the
-    /// table (a plugin that joined it: a VXLAN tunnel to the group).
+    /// [`Self::host_link_group`] interface, and a group of scope 2 or more with a `via
+    /// local` route in the table (a plugin that joined it: a VXLAN tunnel to the group);
+    /// never an interface-local (ff01::/16) or reserved-scope (ff00::/16) one.
     #[cold]
     #[inline(never)]
     fn group_received(&self, dst: u128, rx_if: u32, fib: u32) -> bool {
@@ -153,7 +154,7 @@ impl Ip6Input {
             || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002
             || dst & !0xff_ffff == 0xff02_0000_0000_0000_0000_0001_ff00_0000
             || self.host_link_group(dst, rx_if)
-            || is_local(&self.shared.adj, self.shared.lookup(fib, dst))
+            || (dst >> 112) & 0xf >= 2 && is_local(&self.shared.adj, self.shared.lookup(fib, dst))
     }
 
     /// The counter of a source the fast path flagged (first byte 0 or 0xff, or low 16 bits
@@ -554,7 +555,8 @@ impl Ip6Rewrite {
 ///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
 ///   to a closed unicast port; `punt` (3) for other protocols, for UDP to a group on
-///   no plugin's port, and for UDP and a copy of each NS/NA
+///   no port registered to serve groups (`ip_local::register_groups`), and for UDP and a
+///   copy of each NS/NA
 ///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
 ///   `interface-output` (4) for advertisements; the serving node's arc (added at runtime)
 ///   for a UDP port or protocol registered by a plugin (`crate::ip_local`), before any of
@@ -821,9 +823,11 @@ impl PacketNode for Ip6Local {
                         LocalNext::Punt.next()
                     }
                     icmpv6::kind::ECHO_REQUEST if off == 40 => {
-                        // Reply from the address asked, or for multicast from the link-local.
+                        // Reply from the address asked, or for a group from the address
+                        // an ICMPv6 error would come from: the rx interface's global one
+                        // unless the sender is link-local.
                         let from = if d[24] == 0xff {
-                            self.shared.if_addrs(b.hdr.rx_if).ll
+                            self.shared.error_from(b.hdr.rx_if, src).unwrap_or(0)
                         } else {
                             dst
                         };
@@ -853,7 +857,13 @@ impl PacketNode for Ip6Local {
                     let port = d
                         .get(off + 2..off + 4)
                         .map(|p| u16::from_be_bytes([p[0], p[1]]));
-                    if let Some(n) = port.and_then(|p| self.dispatch.udp(p)) {
+                    // To a group only a port that serves groups (VXLAN) takes it.
+                    let n = match port {
+                        Some(p) if d[24] == 0xff => self.dispatch.udp_group(p),
+                        Some(p) => self.dispatch.udp(p),
+                        None => None,
+                    };
+                    if let Some(n) = n {
                         return n;
                     }
                 }

@@ -309,3 +309,141 @@ fn input_admits_link_scope_groups_for_a_host_stack() {
     t.assert_counters(&[("multicast", 3)]);
     t.assert_no_leaks();
 }
+
+/// A group with a `via local` route (a tunnel joined it) is received at scope 2 or more
+/// only: an interface-local (ff01::/16) or reserved-scope (ff00::/16) group never arrives
+/// on a link.
+#[test]
+fn input_takes_a_joined_group_of_scope_2_or_more_only() {
+    let (mut t, sw) = setup("ip6-input");
+    let local = sluice_vnet::routes::RoutePaths {
+        local: true,
+        ..Default::default()
+    };
+    let groups = ["ff00::5", "ff01::5", "ff02::5", "ff05::5"];
+    for g in groups {
+        let g: std::net::Ipv6Addr = g.parse().unwrap();
+        sluice_vnet::ip6::route_add_del(&mut t.h.vm, true, 1, u128::from(g), 128, &local).unwrap();
+    }
+    let pkts: Vec<Vec<u8>> = groups.iter().map(|g| udp6_l3("fe80::2", g)).collect();
+    t.run_with(&pkts, |h| h.rx_if = sw);
+    let got: Vec<Vec<u8>> = t.arc("ip6-local").into_iter().map(|p| p.data).collect();
+    assert_eq!(got, pkts[2..], "ff02::5 and ff05::5 only");
+    t.assert_counters(&[("multicast", 2)]);
+    t.assert_no_leaks();
+}
+
+/// UDP to a group goes only to a port registered to serve groups (`register_groups`:
+/// VXLAN); to any other served port (GTP-U, a host session) it is punted as unserved, and
+/// never answered with port unreachable.
+#[test]
+fn local_sends_udp_to_a_group_only_to_a_port_serving_groups() {
+    use sluice_vnet::ip_local::{register, register_groups, LocalKey};
+    let (mut t, sw) = setup("ip6-local");
+    register(&mut t.h.vm, true, LocalKey::UdpPort(2152), "ip4-input").unwrap();
+    register_groups(&mut t.h.vm, true, LocalKey::UdpPort(4789), "ip6-input").unwrap();
+    t.h.capture("ip4-input");
+    t.h.capture("ip6-input");
+    let to = |dst: &str, port: u16| {
+        let mut p = udp6_l3("2001:db8::2", dst);
+        p[42..44].copy_from_slice(&port.to_be_bytes());
+        p
+    };
+    let unicast = to("2001:db8::1", 2152);
+    let vxlan = to("ff05::5", 4789);
+    t.run_with(
+        &[
+            unicast.clone(),
+            to("ff02::1", 2152),
+            to("ff05::5", 2152),
+            vxlan.clone(),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let data = |n: &str| -> Vec<Vec<u8>> { t.arc(n).into_iter().map(|p| p.data).collect() };
+    assert_eq!(data("ip4-input"), [unicast], "the unicast port's node");
+    assert_eq!(data("ip6-input"), [vxlan], "the port serving groups");
+    assert_eq!(t.arc("punt").len(), 2);
+    assert!(t.arc("ip6-icmp-error").is_empty());
+    t.assert_counters(&[("punted", 2)]);
+    t.assert_no_leaks();
+}
+
+/// An echo request to a group is answered from the rx interface's global address, or
+/// from its link-local one when the sender is link-local (as an ICMPv6 error).
+#[test]
+fn local_answers_echo_to_a_group_from_the_address_the_sender_can_reach() {
+    let (mut t, sw) = setup("ip6-local");
+    let echo = |src: &str, dst: &str| {
+        pkt(&format!(
+            "ICMP6: {src} -> {dst}\nICMP echo_request id 7 seq 1\nincrementing 8"
+        ))
+    };
+    t.run_with(
+        &[
+            echo("2001:db8:99::2", "ff05::5"),
+            echo("2001:db8:99::2", "ff02::1"),
+            echo("fe80::2", "ff02::1"),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let global: std::net::Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let r = t.arc("ip6-lookup");
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        &r[0].data[8..24],
+        &global.octets(),
+        "off-link global sender"
+    );
+    assert_eq!(
+        &r[1].data[8..24],
+        &global.octets(),
+        "off-link global sender"
+    );
+    assert_eq!(r[2].data[8..10], [0xfe, 0x80], "link-local sender");
+    t.assert_counters(&[("echo_replies", 3)]);
+    t.assert_no_leaks();
+}
+
+/// An NS or NA whose target is multicast is discarded (RFC 4861 §7.1.1, §7.1.2: the ND
+/// parser refuses it, counted `nd_invalid`), even for a group with a `via local` route
+/// (one a VXLAN tunnel joined), which `is_mine` would take for ours: not answered, not
+/// learned.
+#[test]
+fn nd_with_a_multicast_target_is_discarded() {
+    use sluice_wire::icmpv6::{NaFlags, NdiscRepr};
+    use sluice_wire::Mac;
+    let (mut t, sw) = setup("ip6-local");
+    let g: std::net::Ipv6Addr = "ff0e::101".parse().unwrap();
+    let local = sluice_vnet::routes::RoutePaths {
+        local: true,
+        ..Default::default()
+    };
+    sluice_vnet::ip6::route_add_del(&mut t.h.vm, true, 1, u128::from(g), 128, &local).unwrap();
+    let ns = nd6(
+        "2001:db8::2",
+        "ff02::1:ff00:101",
+        NdiscRepr::NeighborSolicit {
+            target: g,
+            lladdr: Some(Mac([2, 0, 0, 0, 0, 2])),
+        },
+    );
+    let na = nd6(
+        "2001:db8::3",
+        "2001:db8::1",
+        NdiscRepr::NeighborAdvert {
+            flags: NaFlags::SOLICITED | NaFlags::OVERRIDE,
+            target: g,
+            lladdr: Some(Mac([2, 0, 0, 0, 0, 3])),
+        },
+    );
+    t.run_with(&[ns, na], |h| h.rx_if = sw);
+    assert!(t.arc("interface-output").is_empty(), "not answered");
+    assert_eq!(
+        sluice_vnet::ip_family::apply_learned::<sluice_vnet::ip6::Ip6Control>(&mut t.h.vm),
+        0,
+        "not learned"
+    );
+    t.assert_counters(&[("nd_invalid", 2)]);
+    t.assert_no_leaks();
+}
