@@ -296,17 +296,22 @@ impl MemifInput {
     }
 }
 
-/// Masks the peer's interrupts on our rx ring, or unmasks them, as the queue's state wants.
-/// After unmasking, a full fence orders the flag store before the caller's next look at the
-/// ring (the peer writes the ring, then reads the flag).
+/// Masks the peer's interrupts on our rx ring, or unmasks them ([`unmask`]), as the queue's
+/// state wants.
 fn set_mask(q: &Queue, mode: &RxModeState) {
-    let f = q.ring.flags();
     if mode.interrupts() {
-        q.ring.set_flags(f & !RING_FLAG_MASK_INT);
-        fence(Ordering::SeqCst);
+        unmask(q);
     } else {
-        q.ring.set_flags(f | RING_FLAG_MASK_INT);
+        q.ring.set_flags(q.ring.flags() | RING_FLAG_MASK_INT);
     }
+}
+
+/// Clears `MASK_INT` on our rx ring, then a full fence: the flag store is ordered before the
+/// caller's next look at the ring (the peer writes the ring, then reads the flag), so a burst
+/// published meanwhile is either seen by that look or signalled.
+fn unmask(q: &Queue) {
+    q.ring.set_flags(q.ring.flags() & !RING_FLAG_MASK_INT);
+    fence(Ordering::SeqCst);
 }
 
 /// Consumes an eventfd's pending interrupts (non-blocking).
@@ -395,16 +400,23 @@ impl NodeFn for MemifInput {
             let Some(q) = conn.rx.get(qi) else {
                 continue;
             };
+            // Mask again before receiving: the peer would otherwise signal every burst it
+            // sends during the whole receive. The wake this poll answers is consumed by then
+            // (drained above); a signal raced in after the drain is read now.
+            let rq = &mut self.qs[j];
+            if rq.unmasked {
+                rq.unmasked = false;
+                set_mask(q, &rq.mode);
+                if let Some(fd) = rq.fd {
+                    drain_eventfd(fd);
+                }
+            }
             let n = if rx_pending(&conn, q) {
                 self.rx_queue(cx, &sh, &conn, qi, q)
             } else {
                 0
             };
             let rq = &mut self.qs[j];
-            if rq.unmasked {
-                rq.unmasked = false;
-                set_mask(q, &rq.mode);
-            }
             if rq.busy_at != 0 {
                 q.gaps
                     .record(now.wrapping_sub(rq.busy_at), self.us_per_tick);
@@ -456,8 +468,7 @@ impl NodeFn for MemifInput {
             let Some(q) = conn.rx.get(rq.qi) else {
                 continue;
             };
-            q.ring.set_flags(q.ring.flags() & !RING_FLAG_MASK_INT);
-            fence(Ordering::SeqCst);
+            unmask(q);
             rq.unmasked = true;
             idle &= !rx_pending(conn, q);
         }
