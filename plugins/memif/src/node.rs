@@ -38,7 +38,8 @@
 //! - counters: `not_connected`, `ring_full`, `bad_desc` (peer handed out a slot outside its
 //!   region), `too_long` (more than 64 buffers, or nothing to send: an empty packet, in ip
 //!   mode one of no more than its Ethernet header, shorter ones included, on every path);
-//!   each also counts interface `tx-error`.
+//!   each also counts interface `tx-error`. `interrupts_sent` (info): eventfd signals to the
+//!   peer, counted on the signal path only.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
 //!   so an idle interface holds none for long.
@@ -86,7 +87,8 @@ sluice_graph::counters! {
 }
 
 sluice_graph::counters! {
-    /// `memif-tx`'s counters (each also counts interface `tx-error`).
+    /// `memif-tx`'s counters: failures (each also counts interface `tx-error`), then
+    /// `interrupts_sent`.
     pub(crate) enum TxCounter {
         /// Interface not connected.
         NotConnected => error("not_connected", "interface not connected"),
@@ -100,10 +102,12 @@ sluice_graph::counters! {
             "too_long",
             "packet empty (ip mode: <= 14 bytes) or chained over 64 buffers"
         ),
+        /// Eventfd signals to the peer (its rx ring unmasked); not a failure.
+        InterruptsSent => info("interrupts_sent", "interrupts sent"),
     }
 }
 
-/// Failures per `memif-tx` counter, indexed by `TxCounter`.
+/// Failures per `memif-tx` counter, indexed by `TxCounter` (`InterruptsSent` stays 0).
 type TxFails = [u64; TxCounter::DESCS.len()];
 
 /// Largest packet accepted from a ring.
@@ -1368,6 +1372,7 @@ impl MemifTx {
             fence(Ordering::SeqCst);
             if q.ring.flags() & RING_FLAG_MASK_INT == 0 {
                 super::shm::signal(q.int_fd.as_raw_fd());
+                cx.count(TxCounter::InterruptsSent, 1);
             }
         }
         r.consumed
