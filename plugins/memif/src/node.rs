@@ -8,9 +8,12 @@
 //! - rx modes (`set interface rx-mode`, `sluice_graph::rxmode`): polling sets the ring's
 //!   `MASK_INT` flag (the peer does not signal) and polls while busy and every 10 ms when
 //!   idle, and clears it while the thread sleeps (`prepare_sleep`: the peer's next burst
-//!   wakes it through the eventfd, watched in every mode); interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
-//!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
-//!   while idle and sets `MASK_INT` while it polls under load.
+//!   wakes it through the eventfd, watched in every mode; the first poll after the wake
+//!   sets it again before receiving); interrupt clears `MASK_INT` and registers the ring's
+//!   interrupt eventfd with the thread's epoll, so the thread sleeps until the peer signals;
+//!   adaptive does the same while idle and sets `MASK_INT` while it polls under load.
+//! - records the gap from each poll that received packets to the next look at the ring in
+//!   the queue's `PollGaps` (`show memif`: poll gaps while receiving).
 //! - copy mode: single-descriptor packets are parsed, bounds-checked and copied in batches
 //!   (`parse_single`, `copy_batch`); chains, bad descriptors and a dry pool take the general
 //!   path (`rx_general`).
