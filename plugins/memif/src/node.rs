@@ -227,8 +227,8 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
-    /// Microseconds per TSC tick (`Queue::gaps`).
-    us_per_tick: f64,
+    /// `PollGaps::us_mult` of the thread's clock (`Queue::gaps`).
+    us_mult: u64,
 }
 
 // SAFETY: `segs` and `pkts` hold pointers into shared mappings only during one `poll` call;
@@ -250,7 +250,7 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
-            us_per_tick: 0.0,
+            us_mult: 0,
         }
     }
 
@@ -267,7 +267,7 @@ impl MemifInput {
         self.view.refresh();
         let nt = cx.shared().n_threads;
         let hz = cx.shared().clock.hz();
-        self.us_per_tick = 1e6 / hz;
+        self.us_mult = super::PollGaps::us_mult(hz);
         for (k, i) in self.view.ifs.iter().enumerate() {
             let Some(conn) = i.conn.as_ref() else {
                 continue;
@@ -425,8 +425,7 @@ impl NodeFn for MemifInput {
             };
             let rq = &mut self.qs[j];
             if rq.busy_at != 0 {
-                q.gaps
-                    .record(now.wrapping_sub(rq.busy_at), self.us_per_tick);
+                q.gaps.record(now.wrapping_sub(rq.busy_at), self.us_mult);
             }
             rq.busy_at = if n > 0 { now } else { 0 };
             if rq.mode.account(n, now) {
