@@ -408,15 +408,12 @@ impl NodeFn for MemifInput {
                 continue;
             };
             // Mask again before receiving: the peer would otherwise signal every burst it
-            // sends during the whole receive. The wake this poll answers is consumed by then
-            // (drained above); a signal raced in after the drain is read now.
+            // sends during the whole receive. (No drain here: the eventfd may come from the
+            // peer without O_NONBLOCK, so it is read only when epoll reported it readable.)
             let rq = &mut self.qs[j];
             if rq.unmasked {
                 rq.unmasked = false;
                 set_mask(q, &rq.mode);
-                if let Some(fd) = rq.fd {
-                    drain_eventfd(fd);
-                }
             }
             let n = if rx_pending(&conn, q) {
                 self.rx_queue(cx, &sh, &conn, qi, q)
