@@ -110,7 +110,9 @@ fn l2_frames_cross_memif_in_both_directions() {
     assert_eq!(if_counter(&p.a, "memif1/0", "rx packets"), 300);
     assert_eq!(if_counter(&p.a, "memif1/0", "tx-error"), 0);
     assert!(
-        p.a.ok("show errors").lines().all(|l| !l.contains("memif")),
+        p.a.ok("show errors")
+            .lines()
+            .all(|l| !l.contains("memif") || l.trim_end().ends_with("info")),
         "{}",
         p.a.ok("show errors")
     );
@@ -298,7 +300,7 @@ fn rx_modes_interrupt_and_adaptive() {
         "",
         "",
     );
-    for d in [&p.a, &p.b] {
+    for (d, peer, pg) in [(&p.a, &p.b, "pg1"), (&p.b, &p.a, "pg0")] {
         let s = d.ok("show interface rx-placement");
         assert!(
             s.contains(
@@ -307,8 +309,37 @@ fn rx_modes_interrupt_and_adaptive() {
             "{s}"
         );
         // Polling mode, idle: the worker sleeps with the rx ring unmasked, so the peer's
-        // next burst wakes it at once instead of at the next 10 ms tick.
+        // next burst wakes it at once (a signal) instead of at the next 10 ms tick.
         wait_rx_interrupts(d, "enabled");
+        std::thread::sleep(Duration::from_millis(60));
+        let sent0 = error_count(peer, "memif-tx", "interrupts sent");
+        peer.ok(&format!("packet-generator new {{ name w{pg} limit 1 size 64-64 node memif1/0-output interface {pg} data {{ IP4: 1.2.3 -> 4.5.6 UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 }} }}"));
+        peer.ok(&format!("packet-generator enable w{pg}"));
+        wait_streams_done(peer);
+        let sent1 = error_count(peer, "memif-tx", "interrupts sent");
+        assert!(sent1 > sent0, "{sent0} -> {sent1}");
+        // Under load the poll masks the ring again at once: a 100 kpps stream for 0.5 s
+        // (bursts of a packet or two) signals only when the receiver slept, its peer
+        // descheduled for 10 ms, and each such wake costs the bursts the peer sent until
+        // the woken thread ran (scheduling latency on a loaded machine: here 2 % of the
+        // packets). Without re-masking every burst signals (and the ring never reads
+        // `masked`).
+        peer.ok(&format!("packet-generator new {{ name l{pg} limit 0 rate 100000 size 64-64 node memif1/0-output interface {pg} data {{ IP4: 1.2.3 -> 4.5.6 UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 }} }}"));
+        peer.ok(&format!("packet-generator enable l{pg}"));
+        wait_rx_interrupts(d, "masked");
+        let sent2 = error_count(peer, "memif-tx", "interrupts sent");
+        let rx2 = if_counter(d, "memif1/0", "rx packets");
+        std::thread::sleep(Duration::from_millis(500));
+        let sent3 = error_count(peer, "memif-tx", "interrupts sent");
+        let rx = if_counter(d, "memif1/0", "rx packets") - rx2;
+        assert!(rx > 1_000, "stream not running: {rx} packets");
+        assert!(
+            (sent3 - sent2) * 4 < rx,
+            "{} interrupts for {rx} packets",
+            sent3 - sent2
+        );
+        peer.ok(&format!("packet-generator delete l{pg}"));
+        peer.ok(&format!("packet-generator delete w{pg}"));
         d.ok("set interface rx-mode memif1/0 interrupt");
         assert!(d
             .ok("show interface rx-placement")
@@ -528,7 +559,9 @@ fn zero_copy_slave_l2_jumbo_reconnect_without_leaks() {
     assert_eq!(if_counter(&p.a, "memif1/0", "tx-error"), 0);
     assert_eq!(if_counter(&p.b, "memif1/0", "tx-error"), 0);
     assert!(
-        p.b.ok("show errors").lines().all(|l| !l.contains("memif")),
+        p.b.ok("show errors")
+            .lines()
+            .all(|l| !l.contains("memif") || l.trim_end().ends_with("info")),
         "{}",
         p.b.ok("show errors")
     );

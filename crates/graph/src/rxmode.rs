@@ -113,7 +113,9 @@ impl RxModeState {
         self.win_pkts = 0;
     }
 
-    /// Whether the queue's fd should be registered (interrupt or adaptive mode).
+    /// Whether the queue cannot receive without its fd registered (interrupt or adaptive
+    /// mode). A driver may watch it in polling mode too (memif does, while the thread
+    /// sleeps).
     pub fn wants_fd(&self) -> bool {
         self.mode != RxMode::Polling
     }

@@ -84,10 +84,18 @@ pub struct PollGaps {
 }
 
 impl PollGaps {
-    /// Records a gap of `tsc` ticks, `us_per_tick` microseconds each.
+    /// The multiplier [`PollGaps::record`] takes for a clock of `hz` TSC ticks per second:
+    /// microseconds per tick in 32.32 fixed point, rounded up (so exactly 1 µs of ticks
+    /// counts as 1 µs).
+    pub fn us_mult(hz: f64) -> u64 {
+        (4_294_967_296.0 * 1e6 / hz).ceil() as u64
+    }
+
+    /// Records a gap of `tsc` ticks, `us_mult` = [`PollGaps::us_mult`] (integer only: one
+    /// multiply, a shift and a leading-zero count).
     #[inline]
-    pub fn record(&self, tsc: u64, us_per_tick: f64) {
-        let us = (tsc as f64 * us_per_tick) as u64;
+    pub fn record(&self, tsc: u64, us_mult: u64) {
+        let us = tsc.saturating_mul(us_mult) >> 32;
         let k = (u64::BITS - us.leading_zeros()).min(GAP_BUCKETS as u32 - 1) as usize;
         let b = &self.buckets[k];
         b.store(b.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -1002,11 +1010,18 @@ mod tests {
         assert_eq!(g.format(1e9), None);
         // A 1 GHz clock: 1000 ticks per µs.
         for tsc in [500, 999, 1_000, 3_999, 100_000, 10_000_000_000] {
-            g.record(tsc, 1e-3);
+            g.record(tsc, PollGaps::us_mult(1e9));
         }
         let n = |k: usize| g.buckets[k].load(Ordering::Relaxed);
         assert_eq!((n(0), n(1), n(2), n(7)), (2, 1, 1, 1));
         assert_eq!(n(GAP_BUCKETS - 1), 1);
+        // A 3 GHz clock: 2999 ticks are under 1 µs, 3000 are 1 µs, 6000 are 2 µs.
+        let h = PollGaps::default();
+        for tsc in [2_999, 3_000, 5_999, 6_000] {
+            h.record(tsc, PollGaps::us_mult(3e9));
+        }
+        let m = |k: usize| h.buckets[k].load(Ordering::Relaxed);
+        assert_eq!((m(0), m(1), m(2)), (1, 2, 1));
         assert_eq!(
             g.format(1e9).as_deref(),
             Some("poll gaps while receiving (us): <1:2 <2:1 <4:1 <128:1 >=4096:1, max 10000000.0")

@@ -8,9 +8,12 @@
 //! - rx modes (`set interface rx-mode`, `sluice_graph::rxmode`): polling sets the ring's
 //!   `MASK_INT` flag (the peer does not signal) and polls while busy and every 10 ms when
 //!   idle, and clears it while the thread sleeps (`prepare_sleep`: the peer's next burst
-//!   wakes it through the eventfd, watched in every mode); interrupt clears `MASK_INT` and registers the ring's interrupt eventfd with the
-//!   thread's epoll, so the thread sleeps until the peer signals; adaptive does the same
-//!   while idle and sets `MASK_INT` while it polls under load.
+//!   wakes it through the eventfd, watched in every mode; the first poll after the wake
+//!   sets it again before receiving); interrupt clears `MASK_INT` and registers the ring's
+//!   interrupt eventfd with the thread's epoll, so the thread sleeps until the peer signals;
+//!   adaptive does the same while idle and sets `MASK_INT` while it polls under load.
+//! - records the gap from each poll that received packets to the next look at the ring in
+//!   the queue's `PollGaps` (`show memif`: poll gaps while receiving).
 //! - copy mode: single-descriptor packets are parsed, bounds-checked and copied in batches
 //!   (`parse_single`, `copy_batch`); chains, bad descriptors and a dry pool take the general
 //!   path (`rx_general`).
@@ -42,11 +45,12 @@
 //! - uses: `tx_if`, buffer chains. next: none.
 //! - counters: `not_connected`, `ring_full`, `gso_refused` (an aggregate on a connection
 //!   that did not agree to GSO, in the moment after a reconnect before the interface
-//!   stopped taking them), `bad_desc` (peer handed out a slot outside its region), `too_long` (more than 64 buffers, an
-//!   aggregate the peer would drop (over `gso::MAX_LEN` bytes or 64 slots), or nothing to
-//!   send: an empty packet, in ip mode one of no more than its Ethernet header, shorter ones
-//!   included, on every path);
-//!   each also counts interface `tx-error`.
+//!   stopped taking them), `bad_desc` (peer handed out a slot outside its region),
+//!   `too_long` (more than 64 buffers, an aggregate the peer would drop (over
+//!   `gso::MAX_LEN` bytes or 64 slots), or nothing to send: an empty packet, in ip mode one
+//!   of no more than its Ethernet header, shorter ones included, on every path); each also
+//!   counts interface `tx-error`. `interrupts_sent` (info): eventfd signals to the peer,
+//!   counted on the signal path only.
 //! - zero-copy slave: the buffers stay in the S2M ring until the master consumed them; they
 //!   are taken back at the next transmit on the queue and by `memif-process` (every 20 ms),
 //!   so an idle interface holds none for long.
@@ -98,7 +102,8 @@ sluice_graph::counters! {
 }
 
 sluice_graph::counters! {
-    /// `memif-tx`'s counters (each also counts interface `tx-error`).
+    /// `memif-tx`'s counters: failures (each also counts interface `tx-error`), then
+    /// `interrupts_sent`.
     pub(crate) enum TxCounter {
         /// Interface not connected.
         NotConnected => error("not_connected", "interface not connected"),
@@ -114,10 +119,12 @@ sluice_graph::counters! {
             "too_long",
             "packet empty (ip mode: <= 14 bytes) or chained over 64 buffers"
         ),
+        /// Eventfd signals to the peer (its rx ring unmasked); not a failure.
+        InterruptsSent => info("interrupts_sent", "interrupts sent"),
     }
 }
 
-/// Failures per `memif-tx` counter, indexed by `TxCounter`.
+/// Failures per `memif-tx` counter, indexed by `TxCounter` (`InterruptsSent` stays 0).
 type TxFails = [u64; TxCounter::DESCS.len()];
 
 /// Largest packet accepted from a ring.
@@ -234,8 +241,8 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
-    /// Microseconds per TSC tick (`Queue::gaps`).
-    us_per_tick: f64,
+    /// `PollGaps::us_mult` of the thread's clock (`Queue::gaps`).
+    us_mult: u64,
 }
 
 // SAFETY: `segs` and `pkts` hold pointers into shared mappings only during one `poll` call;
@@ -257,7 +264,7 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
-            us_per_tick: 0.0,
+            us_mult: 0,
         }
     }
 
@@ -274,7 +281,7 @@ impl MemifInput {
         self.view.refresh();
         let nt = cx.shared().n_threads;
         let hz = cx.shared().clock.hz();
-        self.us_per_tick = 1e6 / hz;
+        self.us_mult = super::PollGaps::us_mult(hz);
         for (k, i) in self.view.ifs.iter().enumerate() {
             let Some(conn) = i.conn.as_ref() else {
                 continue;
@@ -310,17 +317,22 @@ impl MemifInput {
     }
 }
 
-/// Masks the peer's interrupts on our rx ring, or unmasks them, as the queue's state wants.
-/// After unmasking, a full fence orders the flag store before the caller's next look at the
-/// ring (the peer writes the ring, then reads the flag).
+/// Masks the peer's interrupts on our rx ring, or unmasks them ([`unmask`]), as the queue's
+/// state wants.
 fn set_mask(q: &Queue, mode: &RxModeState) {
-    let f = q.ring.flags();
     if mode.interrupts() {
-        q.ring.set_flags(f & !RING_FLAG_MASK_INT);
-        fence(Ordering::SeqCst);
+        unmask(q);
     } else {
-        q.ring.set_flags(f | RING_FLAG_MASK_INT);
+        q.ring.set_flags(q.ring.flags() | RING_FLAG_MASK_INT);
     }
+}
+
+/// Clears `MASK_INT` on our rx ring, then a full fence: the flag store is ordered before the
+/// caller's next look at the ring (the peer writes the ring, then reads the flag), so a burst
+/// published meanwhile is either seen by that look or signalled.
+fn unmask(q: &Queue) {
+    q.ring.set_flags(q.ring.flags() & !RING_FLAG_MASK_INT);
+    fence(Ordering::SeqCst);
 }
 
 /// Consumes an eventfd's pending interrupts (non-blocking).
@@ -409,19 +421,22 @@ impl NodeFn for MemifInput {
             let Some(q) = conn.rx.get(qi) else {
                 continue;
             };
+            // Mask again before receiving: the peer would otherwise signal every burst it
+            // sends during the whole receive. (No drain here: the eventfd may come from the
+            // peer without O_NONBLOCK, so it is read only when epoll reported it readable.)
+            let rq = &mut self.qs[j];
+            if rq.unmasked {
+                rq.unmasked = false;
+                set_mask(q, &rq.mode);
+            }
             let n = if rx_pending(&conn, q) {
                 self.rx_queue(cx, &sh, &conn, qi, q)
             } else {
                 0
             };
             let rq = &mut self.qs[j];
-            if rq.unmasked {
-                rq.unmasked = false;
-                set_mask(q, &rq.mode);
-            }
             if rq.busy_at != 0 {
-                q.gaps
-                    .record(now.wrapping_sub(rq.busy_at), self.us_per_tick);
+                q.gaps.record(now.wrapping_sub(rq.busy_at), self.us_mult);
             }
             rq.busy_at = if n > 0 { now } else { 0 };
             if rq.mode.account(n, now) {
@@ -470,8 +485,7 @@ impl NodeFn for MemifInput {
             let Some(q) = conn.rx.get(rq.qi) else {
                 continue;
             };
-            q.ring.set_flags(q.ring.flags() & !RING_FLAG_MASK_INT);
-            fence(Ordering::SeqCst);
+            unmask(q);
             rq.unmasked = true;
             idle &= !rx_pending(conn, q);
         }
@@ -1391,6 +1405,7 @@ impl MemifTx {
             fence(Ordering::SeqCst);
             if q.ring.flags() & RING_FLAG_MASK_INT == 0 {
                 super::shm::signal(q.int_fd.as_raw_fd());
+                cx.count(TxCounter::InterruptsSent, 1);
             }
         }
         r.consumed

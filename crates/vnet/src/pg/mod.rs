@@ -70,6 +70,9 @@ pub struct StreamRt {
     maxframe: usize,
     handoff_to: Option<usize>,
     shared_sent: Arc<AtomicU64>,
+    /// Paced: packets that fell due during a stall past the catch-up cap, never sent.
+    skipped: u64,
+    shared_skipped: Arc<AtomicU64>,
     enabled: Arc<AtomicBool>,
     counters: Arc<IfCounters>,
 }
@@ -100,6 +103,26 @@ impl TraceRecord for PgTrace {
     }
 }
 
+/// How many packets paced stream `s` may send at TSC `now` (one frame at most): what fell
+/// due, but after a stall at most two of its frames, never its whole backlog at full speed (a
+/// receiver sized for the rate would drop the burst). The rest of what fell due is skipped
+/// (counted in `skipped`) and the schedule moves on. Unpaced: one frame.
+fn paced_want(s: &mut StreamRt, now: u64, hz: f64) -> usize {
+    let Some(rate) = s.rate else {
+        return FRAME;
+    };
+    let cap = 2 * s.maxframe.min(FRAME) as u64;
+    let mut p = Pacer::new(rate, hz, s.start_tsc);
+    let mut allowed = p.allowed(now, s.sent);
+    if allowed > cap {
+        s.skipped += allowed - cap;
+        s.shared_skipped.store(s.skipped, Ordering::Relaxed);
+        allowed = p.allowed_bounded(now, s.sent, cap);
+        s.start_tsc = p.start_tsc();
+    }
+    allowed.min(FRAME as u64) as usize
+}
+
 impl PgInput {
     fn gen(&mut self, cx: &mut Cx, si: usize) -> usize {
         let hz = self.hz;
@@ -108,13 +131,8 @@ impl PgInput {
             return 0;
         }
         let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
-        if let Some(rate) = s.rate {
-            // After a stall the stream sends at most two frames early, never its whole
-            // backlog at full speed (a receiver sized for the rate would drop the burst).
-            let mut p = Pacer::new(rate, hz, s.start_tsc);
-            let allowed = p.allowed_bounded(rdtsc(), s.sent, 2 * FRAME as u64);
-            s.start_tsc = p.start_tsc();
-            want = want.min(allowed.min(FRAME as u64) as usize);
+        if s.rate.is_some() {
+            want = want.min(paced_want(s, rdtsc(), hz));
         }
         if let Some(to) = s.handoff_to {
             // Back-pressure, like a device ring: generate only what the worker can take.
@@ -333,6 +351,8 @@ pub struct StreamInfo {
     def: StreamDef,
     thread: usize,
     sent: Arc<AtomicU64>,
+    /// Paced: packets skipped after stalls (`StreamRt::skipped`).
+    skipped: Arc<AtomicU64>,
     enabled: Arc<AtomicBool>,
 }
 
@@ -536,6 +556,7 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
     let id = pg.next_id;
     pg.next_id += 1;
     let sent = Arc::new(AtomicU64::new(0));
+    let skipped = Arc::new(AtomicU64::new(0));
     let enabled = Arc::new(AtomicBool::new(false));
     let rt = StreamRt {
         id,
@@ -551,6 +572,8 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
         maxframe: def.maxframe,
         handoff_to,
         shared_sent: sent.clone(),
+        skipped: 0,
+        shared_skipped: skipped.clone(),
         enabled: enabled.clone(),
         counters,
     };
@@ -561,6 +584,7 @@ pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
         def,
         thread,
         sent,
+        skipped,
         enabled,
     });
     vm.on_thread(thread, move |tg| {
@@ -598,6 +622,8 @@ fn set_enabled(vm: &mut Vlib, sel: Vec<(u32, usize)>, on: bool) {
                     if on {
                         s.sent = 0;
                         s.shared_sent.store(0, Ordering::Relaxed);
+                        s.skipped = 0;
+                        s.shared_skipped.store(0, Ordering::Relaxed);
                         s.start_tsc = rdtsc();
                     }
                     s.enabled.store(on && s.limit > 0, Ordering::Relaxed);
@@ -733,6 +759,8 @@ fn cli_show(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
         }
         if let Some(r) = s.def.rate {
             params.push(format!("rate {r:.2e} pps"));
+            let n = s.skipped.load(Ordering::Relaxed);
+            params.push(format!("skipped {n}"));
         }
         if let Some(w) = s.def.worker {
             params.push(format!("worker {w}"));
@@ -779,4 +807,74 @@ pub fn streams(vm: &mut Vlib) -> Vec<(String, String, bool, u64, u64)> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_graph::{Next, NodeIndex};
+
+    fn paced(rate: f64, maxframe: usize) -> StreamRt {
+        StreamRt {
+            id: 0,
+            source: Source::Pcap(Arc::new(Vec::new())),
+            next: Next(0),
+            node: NodeIndex(0),
+            rx_if: 0,
+            tx_if: None,
+            limit: u64::MAX,
+            sent: 0,
+            rate: Some(rate),
+            start_tsc: 1_000,
+            maxframe,
+            handoff_to: None,
+            shared_sent: Arc::default(),
+            skipped: 0,
+            shared_skipped: Arc::default(),
+            enabled: Arc::default(),
+            counters: Arc::new(IfCounters::new(1)),
+        }
+    }
+
+    #[test]
+    fn paced_stream_sends_at_most_two_frames_after_a_stall_and_counts_the_rest() {
+        // 10 Mpps on a 1 GHz TSC: 10 packets per microsecond.
+        let hz = 1e9;
+        for maxframe in [FRAME, 32] {
+            let cap = 2 * maxframe;
+            let mut s = paced(1e7, maxframe);
+            // A 10 ms stall: 100,000 packets fell due.
+            let mut now = 1_000 + 10_000_000;
+            let mut burst = 0;
+            for _ in 0..100 {
+                let n = paced_want(&mut s, now, hz);
+                assert!(n <= FRAME, "{n}");
+                s.sent += n as u64;
+                burst += n;
+            }
+            // The cap, but for the rounding of one tick.
+            assert!(
+                burst <= cap && burst + 1 >= cap,
+                "{burst} (maxframe {maxframe})"
+            );
+            assert!(
+                s.skipped.abs_diff(100_001 - cap as u64) <= 1,
+                "{}",
+                s.skipped
+            );
+            assert_eq!(s.shared_skipped.load(Ordering::Relaxed), s.skipped);
+            // Then only what falls due: 1 µs later, about 10 packets.
+            now += 1_000;
+            let n = paced_want(&mut s, now, hz);
+            assert!(n <= 11, "{n} after the burst (maxframe {maxframe})");
+        }
+        // Keeping up: nothing skipped.
+        let mut s = paced(1e7, FRAME);
+        for k in 1..1_000u64 {
+            let n = paced_want(&mut s, 1_000 + k * 1_000, hz);
+            s.sent += n as u64;
+        }
+        assert_eq!(s.skipped, 0);
+        assert!(s.sent.abs_diff(9_991) <= 1, "{}", s.sent);
+    }
 }

@@ -147,8 +147,10 @@ pub struct Fields {
 }
 
 /// Releases packets at a fixed rate measured against the TSC: at `t` seconds after the start,
-/// `floor(t * rate) + 1` packets may have left (the first one at once). A sender that falls
-/// behind catches up (bounded by its vector size per call), so the long-run rate is exact.
+/// `floor(t * rate) + 1` packets may have left (the first one at once). With
+/// [`Pacer::allowed`] a sender that falls behind catches up on all it owes, so the long-run
+/// rate is exact; with [`Pacer::allowed_bounded`] it catches up on at most a cap and skips
+/// the rest.
 #[derive(Copy, Clone, Debug)]
 pub struct Pacer {
     start_tsc: u64,
@@ -175,8 +177,8 @@ impl Pacer {
     /// packets behind (it lost its core) is owed `cap`, and the schedule moves on so that
     /// what was due during the stall is never sent late. The offered rate then falls short
     /// instead of the sender bursting at full speed until it has caught up, which a
-    /// receiver sized for the configured rate cannot absorb. VPP's pg forgets everything
-    /// past one frame.
+    /// receiver sized for the configured rate cannot absorb. VPP's pg forgets all past one
+    /// frame; Sluice's pg allows two (`cap`).
     #[inline]
     pub fn allowed_bounded(&mut self, now: u64, sent: u64, cap: u64) -> u64 {
         // At least one: with 0 the schedule would start after `now`.
@@ -522,6 +524,10 @@ mod tests {
             now += stall_us * 3_000;
             let n = p.allowed_bounded(now, sent, 512);
             assert!(n <= 512, "{n} after {stall_us} us");
+            // More than the cap fell due: the cap (but for the rounding of one tick).
+            if stall_us * 16 > 512 {
+                assert!(n >= 511, "{n} after {stall_us} us");
+            }
             sent += n;
             // Right after, only what falls due: no second burst.
             now += 3_000;
