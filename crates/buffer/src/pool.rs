@@ -821,6 +821,12 @@ impl BufferCache {
     pub fn free(&mut self, idxs: &[BufIdx]) {
         let arena = self.pool.arena();
         assert!(arena.holds(idxs), "freeing a buffer index out of range");
+        // A double free panics here, before the fold below reads a header that another
+        // thread may own by now.
+        #[cfg(debug_assertions)]
+        for &b in idxs {
+            arena.mark_free(b);
+        }
         // The heads in one copy, then whatever is chained behind them. One pass ORs the
         // heads' flags: a frame of single buffers (the usual case) is not walked again.
         self.bufs.extend(idxs.iter().map(|b| b.0));
@@ -828,10 +834,6 @@ impl BufferCache {
             // SAFETY: the caller hands over ownership; b is in the arena (holds, above).
             f | unsafe { &*arena.hdr_ptr_unchecked(b) }.flags
         });
-        #[cfg(debug_assertions)]
-        for &b in idxs {
-            arena.mark_free(b);
-        }
         if heads & flags::NEXT_PRESENT != 0 {
             for &b in idxs {
                 // SAFETY: the caller hands over ownership of the chain.
