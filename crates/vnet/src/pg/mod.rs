@@ -107,6 +107,10 @@ impl PgInput {
         if !s.enabled.load(Ordering::Relaxed) {
             return 0;
         }
+        // `add_stream` refuses an empty pcap; never allocate buffers without a packet.
+        if matches!(&s.source, Source::Pcap(p) if p.is_empty()) {
+            return 0;
+        }
         let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
         if let Some(rate) = s.rate {
             // After a stall the stream sends at most two frames early, never its whole
@@ -146,7 +150,7 @@ impl PgInput {
         // The pcap packet of the frame's first buffer; then one after the other, wrapping
         // (no division per packet).
         let mut at = match &s.source {
-            Source::Pcap(pkts) if !pkts.is_empty() => (s.sent % pkts.len() as u64) as usize,
+            Source::Pcap(pkts) => (s.sent % pkts.len() as u64) as usize,
             _ => 0,
         };
         // One loop per source kind (no per-packet match), tracing in a pass of its own.
@@ -166,8 +170,8 @@ impl PgInput {
                     // SAFETY: freshly allocated by this node; one view at a time.
                     let mut v = unsafe { arena.buffer(b) };
                     v.hdr.reset_from(&tmpl);
-                    // No packet at all (an empty pcap): empty buffers, as many as asked.
-                    let p = pkts.get(at).map_or(&[][..], |p| &p[..]);
+                    // at < pkts.len(): the pcap is not empty (checked above).
+                    let p = &pkts[at][..];
                     at += 1;
                     if at == pkts.len() {
                         at = 0;
@@ -459,6 +463,12 @@ fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Creates a stream (disabled) and installs it on the thread that generates it.
 pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
+    if matches!(&def.source, Source::Pcap(p) if p.is_empty()) {
+        return Err(VnetError::invalid(format!(
+            "stream `{}': the pcap has no packets",
+            def.name
+        )));
+    }
     if vm
         .ext_mut::<PgMain>()
         .streams

@@ -79,3 +79,23 @@ fn pg_tx_captures_up_to_the_count_and_frees_everything() {
     t.assert_counters(&[("captured", 2)]);
     t.assert_no_leaks();
 }
+
+#[test]
+fn a_stream_of_an_empty_pcap_is_refused() {
+    let mut t = NodeTest::new("pg-input");
+    t.cli("create packet-generator interface pg0");
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: "empty".into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(10),
+        rate: None,
+        maxframe: sluice_vnet::pg::FRAME,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(Vec::new())),
+        tx_interface: None,
+    };
+    let e = sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_err();
+    assert!(e.to_string().contains("no packets"), "{e}");
+    t.assert_no_leaks();
+}
