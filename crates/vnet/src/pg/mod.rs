@@ -177,13 +177,18 @@ impl PgInput {
                         at = 0;
                     }
                     let n = v.write_packet(p);
+                    bytes += n as u64;
                     if n < p.len() {
-                        // Longer than one buffer: continue in a chain.
+                        // Longer than one buffer: continue in a chain. Without buffers for
+                        // the tail the packet goes out truncated to its first buffer, and
+                        // RX counts only the bytes that went out.
                         if let Some(tail) = cx.bufs().alloc_with(&p[n..]) {
                             cx.bufs().chain_append(b, tail);
+                            bytes += (p.len() - n) as u64;
+                        } else {
+                            cx.count(InputCounter::AllocFail, 1);
                         }
                     }
-                    bytes += p.len() as u64;
                 }
             }
         }
