@@ -7,8 +7,11 @@
 //!   buffers (batch), writes the packets, and sends them to the stream's node (an arc added
 //!   with `add_next` when the stream is created) or, for `worker N` streams, through the
 //!   handoff queue to that worker.
-//!   - sets: `rx_if` = the stream's pg interface, `tx_if` = 0; starts traces.
-//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated),
+//!   - sets: `rx_if` = the stream's pg interface, `tx_if` = the stream's tx interface
+//!     (`tx-interface <if>` or `node <if>-output`) when it has one, else 0; the rest of the
+//!     header as a fresh buffer's; starts traces.
+//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or a long
+//!     packet's tail: sent truncated to its first buffer),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
