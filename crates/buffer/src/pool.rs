@@ -445,6 +445,18 @@ impl<'a> Arena<'a> {
         bad >> 31 == 0
     }
 
+    /// Panics unless every index of `frame` is a buffer of this arena ([`Arena::holds`]): a
+    /// node's one bound check per frame, after which its per-packet loop may resolve the
+    /// frame's indices with the unchecked accessors.
+    #[inline]
+    #[track_caller]
+    pub fn check_frame(self, frame: &[BufIdx]) {
+        assert!(
+            self.holds(frame),
+            "a frame holds a buffer index out of range"
+        );
+    }
+
     /// An arena of `n` buffers and no memory (null pointers), for testing [`Arena::holds`]
     /// at any size; for `holds` only: resolving any index through it is undefined behaviour.
     #[cfg(test)]

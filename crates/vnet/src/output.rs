@@ -284,10 +284,7 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        assert!(
-            arena.holds(frame),
-            "a frame holds a buffer index out of range"
-        );
+        arena.check_frame(frame);
         let err = Errors {
             unknown: cx.error(OutputCounter::UnknownInterface),
             down: cx.error(OutputCounter::InterfaceDown),
