@@ -348,6 +348,8 @@ impl BufferPool {
 pub struct Arena<'a> {
     hdrs: *mut BufferHeader,
     data: *mut u8,
+    /// The buffer count. Invariant: `n <= 2^31` ([`Arena::holds`] relies on it;
+    /// `BufferPool::new` caps it at 2^26).
     n: u32,
     stride: u32,
     /// `HEADROOM + data_size`: the length of a buffer's view.
@@ -432,19 +434,34 @@ impl<'a> Arena<'a> {
     /// packet.
     #[inline]
     pub fn holds(self, frame: &[BufIdx]) -> bool {
-        // An index below n (n <= 2^26, BufferPool::new) has bit 31 clear and `idx - n`
+        // An index below n (n <= 2^31, the invariant of `n`) has bit 31 clear and `idx - n`
         // (wrapping) bit 31 set; any other index fails one of the two. So one OR over the
         // frame (vectorised: SSE2 has no unsigned vector compare) says whether all are in.
         let n = self.n;
+        debug_assert!(n <= 1 << 31, "arena of {n} buffers: holds needs n <= 2^31");
         let bad = frame
             .iter()
             .fold(0u32, |bad, b| bad | b.0 | !b.0.wrapping_sub(n));
         bad >> 31 == 0
     }
 
-    /// An arena of `n` buffers and no memory, for testing [`Arena::holds`] at any size.
+    /// Panics unless every index of `frame` is a buffer of this arena ([`Arena::holds`]): a
+    /// node's one bound check per frame, after which its per-packet loop may resolve the
+    /// frame's indices with the unchecked accessors.
+    #[inline]
+    #[track_caller]
+    pub fn check_frame(self, frame: &[BufIdx]) {
+        assert!(
+            self.holds(frame),
+            "a frame holds a buffer index out of range"
+        );
+    }
+
+    /// An arena of `n` buffers and no memory (null pointers), for testing [`Arena::holds`]
+    /// at any size; for `holds` only: resolving any index through it is undefined behaviour.
     #[cfg(test)]
     pub(crate) fn empty_of_len(n: u32) -> Arena<'static> {
+        assert!(n <= 1 << 31, "an arena holds at most 2^31 buffers");
         Arena {
             hdrs: core::ptr::null_mut(),
             data: core::ptr::null_mut(),
@@ -821,6 +838,12 @@ impl BufferCache {
     pub fn free(&mut self, idxs: &[BufIdx]) {
         let arena = self.pool.arena();
         assert!(arena.holds(idxs), "freeing a buffer index out of range");
+        // A double free panics here, before the fold below reads a header that another
+        // thread may own by now.
+        #[cfg(debug_assertions)]
+        for &b in idxs {
+            arena.mark_free(b);
+        }
         // The heads in one copy, then whatever is chained behind them. One pass ORs the
         // heads' flags: a frame of single buffers (the usual case) is not walked again.
         self.bufs.extend(idxs.iter().map(|b| b.0));
@@ -828,10 +851,6 @@ impl BufferCache {
             // SAFETY: the caller hands over ownership; b is in the arena (holds, above).
             f | unsafe { &*arena.hdr_ptr_unchecked(b) }.flags
         });
-        #[cfg(debug_assertions)]
-        for &b in idxs {
-            arena.mark_free(b);
-        }
         if heads & flags::NEXT_PRESENT != 0 {
             for &b in idxs {
                 // SAFETY: the caller hands over ownership of the chain.

@@ -242,10 +242,7 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
         let n = frame.len().min(crate::FRAME_SIZE);
         let frame = &frame[..n];
         // One bound check for the frame, none per packet.
-        assert!(
-            arena.holds(frame),
-            "a frame holds a buffer index out of range"
-        );
+        arena.check_frame(frame);
         self.node.begin_frame(cx);
         let node = &mut self.node;
         let mut one = |cx: &mut Cx, bi: BufIdx| {

@@ -180,11 +180,22 @@ impl Run {
     /// A packet off the per-packet fast path (another interface than the run's, a
     /// sub-interface, a chain, a GSO aggregate, a stale `TX_SUB`): its arc. Out of line, so
     /// that the fast path keeps its few values in registers.
+    ///
+    /// # Safety
+    /// The caller owns `b` exclusively (a packet of the frame this node is processing) and
+    /// holds no view of it during the call.
     #[inline(never)]
-    fn packet(&mut self, table: &Table, arena: Arena<'_>, t: usize, b: BufIdx, err: Errors) -> u16 {
-        // SAFETY: this node owns the frame (the caller checked the index); one view at a
-        // time (the header reference is not used while the sub-interface path holds a
-        // whole-buffer view).
+    unsafe fn packet(
+        &mut self,
+        table: &Table,
+        arena: Arena<'_>,
+        t: usize,
+        b: BufIdx,
+        err: Errors,
+    ) -> u16 {
+        // SAFETY: the caller owns `b` and holds no view of it (this function's contract);
+        // one view at a time here: the header reference is not used while the
+        // sub-interface path holds a whole-buffer view.
         let hdr = unsafe { arena.header_mut(b) };
         let tx = hdr.tx_if;
         // Off the fast path: a stale `TX_SUB` (a packet that went out of a sub-interface
@@ -273,10 +284,7 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        assert!(
-            arena.holds(frame),
-            "a frame holds a buffer index out of range"
-        );
+        arena.check_frame(frame);
         let err = Errors {
             unknown: cx.error(OutputCounter::UnknownInterface),
             down: cx.error(OutputCounter::InterfaceDown),
@@ -308,7 +316,9 @@ impl NodeFn for InterfaceOutput {
                     packets,
                     bytes,
                 };
-                *nx = run.packet(table, arena, t, b, err);
+                // SAFETY: this node owns `b` (a packet of its frame); `hdr` is not used
+                // past this point.
+                *nx = unsafe { run.packet(table, arena, t, b, err) };
                 Run {
                     tx,
                     next,

@@ -296,10 +296,7 @@ impl NodeFn for Ip4Lookup {
         let Ip4Lookup { shared, nexts } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        assert!(
-            arena.holds(frame),
-            "a frame holds a buffer index out of range"
-        );
+        arena.check_frame(frame);
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
         // the memory system). Packets resolving to the adjacency of the packet before

@@ -279,10 +279,7 @@ impl NodeFn for Ip6Lookup {
         let adj = &*self.shared.adj;
         let e_drop = cx.error(LookupCounter::DropRoute);
         let n = frame.len().min(FRAME_SIZE);
-        assert!(
-            arena.holds(&frame[..n]),
-            "a frame holds a buffer index out of range"
-        );
+        arena.check_frame(&frame[..n]);
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;

@@ -7,8 +7,11 @@
 //!   buffers (batch), writes the packets, and sends them to the stream's node (an arc added
 //!   with `add_next` when the stream is created) or, for `worker N` streams, through the
 //!   handoff queue to that worker.
-//!   - sets: `rx_if` = the stream's pg interface, `tx_if` = 0; starts traces.
-//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated),
+//!   - sets: `rx_if` = the stream's pg interface, `tx_if` = the stream's tx interface
+//!     (`tx-interface <if>` or `node <if>-output`) when it has one, else 0; the rest of the
+//!     header as a fresh buffer's; starts traces.
+//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or a long
+//!     packet's tail: sent truncated to its first buffer),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
@@ -130,6 +133,10 @@ impl PgInput {
         if !s.enabled.load(Ordering::Relaxed) {
             return 0;
         }
+        // `add_stream` refuses an empty pcap; never allocate buffers without a packet.
+        if matches!(&s.source, Source::Pcap(p) if p.is_empty()) {
+            return 0;
+        }
         let mut want = (s.limit - s.sent).min(s.maxframe as u64) as usize;
         if s.rate.is_some() {
             want = want.min(paced_want(s, rdtsc(), hz));
@@ -164,7 +171,7 @@ impl PgInput {
         // The pcap packet of the frame's first buffer; then one after the other, wrapping
         // (no division per packet).
         let mut at = match &s.source {
-            Source::Pcap(pkts) if !pkts.is_empty() => (s.sent % pkts.len() as u64) as usize,
+            Source::Pcap(pkts) => (s.sent % pkts.len() as u64) as usize,
             _ => 0,
         };
         // One loop per source kind (no per-packet match), tracing in a pass of its own.
@@ -184,20 +191,25 @@ impl PgInput {
                     // SAFETY: freshly allocated by this node; one view at a time.
                     let mut v = unsafe { arena.buffer(b) };
                     v.hdr.reset_from(&tmpl);
-                    // No packet at all (an empty pcap): empty buffers, as many as asked.
-                    let p = pkts.get(at).map_or(&[][..], |p| &p[..]);
+                    // at < pkts.len(): the pcap is not empty (checked above).
+                    let p = &pkts[at][..];
                     at += 1;
                     if at == pkts.len() {
                         at = 0;
                     }
                     let n = v.write_packet(p);
+                    bytes += n as u64;
                     if n < p.len() {
-                        // Longer than one buffer: continue in a chain.
+                        // Longer than one buffer: continue in a chain. Without buffers for
+                        // the tail the packet goes out truncated to its first buffer, and
+                        // RX counts only the bytes that went out.
                         if let Some(tail) = cx.bufs().alloc_with(&p[n..]) {
                             cx.bufs().chain_append(b, tail);
+                            bytes += (p.len() - n) as u64;
+                        } else {
+                            cx.count(InputCounter::AllocFail, 1);
                         }
                     }
-                    bytes += p.len() as u64;
                 }
             }
         }
@@ -479,6 +491,12 @@ fn cli_new(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
 
 /// Creates a stream (disabled) and installs it on the thread that generates it.
 pub fn add_stream(vm: &mut Vlib, def: StreamDef) -> VnetResult {
+    if matches!(&def.source, Source::Pcap(p) if p.is_empty()) {
+        return Err(VnetError::invalid(format!(
+            "stream `{}': the pcap has no packets",
+            def.name
+        )));
+    }
     if vm
         .ext_mut::<PgMain>()
         .streams

@@ -4,6 +4,7 @@
 
 mod arp;
 mod ethernet;
+mod frame_check;
 mod gso;
 mod ip4;
 mod ip6;

@@ -79,3 +79,97 @@ fn pg_tx_captures_up_to_the_count_and_frees_everything() {
     t.assert_counters(&[("captured", 2)]);
     t.assert_no_leaks();
 }
+
+#[test]
+fn a_stream_of_an_empty_pcap_is_refused() {
+    let mut t = NodeTest::new("pg-input");
+    t.cli("create packet-generator interface pg0");
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: "empty".into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(10),
+        rate: None,
+        maxframe: sluice_vnet::pg::FRAME,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(Vec::new())),
+        tx_interface: None,
+    };
+    let e = sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_err();
+    assert!(e.to_string().contains("no packets"), "{e}");
+    t.assert_no_leaks();
+}
+
+#[test]
+fn pg_input_headers_are_the_template_whatever_the_buffers_held_before() {
+    use sluice_buffer::{flags, BufferHeader};
+    let mut t = NodeTest::new("pg-input");
+    t.cli(
+        "create packet-generator interface pg0
+         create packet-generator interface pg1
+         set interface state pg0 up",
+    );
+    let (pg0, pg1) = (t.sw_if("pg0"), t.sw_if("pg1"));
+    // Buffers whose first cache line a previous user left dirty, freed back to the cache
+    // pg-input allocates from.
+    let dirty: Vec<_> = (0..8)
+        .map(|_| {
+            t.h.packet(&[0xee; 100], |h| {
+                h.current_data = -16;
+                h.flags = flags::GSO
+                    | flags::TRACED
+                    | flags::TOTAL_LENGTH_VALID
+                    | flags::TX_SUB
+                    | flags::L4_CHECKSUM_CORRECT
+                    | flags::OFFLOAD_L4_CKSUM
+                    | flags::RX_TSC;
+                h.error = 7;
+                h.feature_cursor = 5;
+                h.rx_if = 99;
+                h.tx_if = 98;
+                h.total_length_not_including_first_buffer = 1234;
+                h.trace_index = 17;
+                h.l2.l2_hdr_offset = -14;
+                h.l2.bd_index = 3;
+                h.l2.feature_bitmap = 0xffff;
+                h.ip.adj_index = 42;
+                h.ip.fib_index = 4;
+                h.ip.l3_hdr_offset = 14;
+                h.handoff_thread = 2;
+                h.gso_size = 1400;
+                h.gso_type = 1;
+                h.gso_l4_offset = 20;
+                h.gso_l4_hdr_len = 20;
+            })
+        })
+        .collect();
+    t.h.vm.main.bufs().free(&dirty);
+    let new = format!(
+        "packet-generator new {{ name s0 limit 8 node ethernet-input interface pg0 tx-interface pg1 data {{ {DATA} }} }}"
+    );
+    t.cli
+        .execute(&mut t.h.vm, &new)
+        .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    let until = Instant::now() + Duration::from_secs(10);
+    while t.arc("ethernet-input").len() < 8 {
+        assert!(Instant::now() < until, "stream did not finish");
+        t.vm.main.run_once();
+    }
+    let got = t.arc("ethernet-input");
+    assert_eq!(got.len(), 8);
+    let mut reused: Vec<_> = got.iter().map(|p| p.index).collect();
+    let mut freed = dirty.clone();
+    reused.sort();
+    freed.sort();
+    assert_eq!(reused, freed, "the stream reused the dirtied buffers");
+    for p in &got {
+        let mut want = BufferHeader::TEMPLATE;
+        want.rx_if = pg0;
+        want.tx_if = pg1;
+        want.current_length = p.data.len() as u16;
+        assert_eq!(p.hdr, want);
+    }
+    t.assert_no_leaks();
+}
