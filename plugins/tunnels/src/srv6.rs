@@ -51,7 +51,7 @@
 //!   does not fit the header), `sl_beyond_last` (segments left > last entry, RFC 8754
 //!   §4.3.1.1), `sl_zero` (End with segments left 0), `sl_not_zero` (a decap behaviour
 //!   with segments left ≠ 0, RFC 8986 §4.4), `bad_inner` (the inner packet is not the
-//!   behaviour's family), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
+//!   behaviour's family, or an IPv4 header with IHL < 5), `dx_no_neighbor` (the End.DX4/DX6 adjacency is no neighbour's any
 //!   more: its interface was deleted).
 //!
 //! # `sr-pl-rewrite-insert` ([`Insert`])
@@ -441,7 +441,11 @@ impl PacketNode for LocalSid {
         }
         match d.get(off..off + min) {
             None => return drop(cx, b, SidCounter::Truncated),
-            Some(p) if ver.is_some_and(|v| p[0] >> 4 != v) => {
+            // An inner IPv4 header shorter than its 20 bytes (IHL < 5) would reach
+            // ip4-lookup or ip4-rewrite without ip4-input's check.
+            Some(p)
+                if ver.is_some_and(|v| p[0] >> 4 != v) || (ver == Some(4) && p[0] & 0xf < 5) =>
+            {
                 return drop(cx, b, SidCounter::BadInner)
             }
             Some(_) => {}

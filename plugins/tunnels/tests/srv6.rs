@@ -246,6 +246,10 @@ fn srv6_malformed_srh_counted() {
     short_le[4] = 2; // 3 segments in a 2-segment header
     let mut trunc = srh(17, 1, 1, &two);
     trunc.truncate(30);
+    // An inner IPv4 header claiming 16 bytes (IHL 4): End.DT4 hands it to ip4-lookup,
+    // past ip4-input's checks, so the SID drops it.
+    let mut ihl4 = in4.clone();
+    ihl4[0] = 0x44;
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (
             from_peer(pg0, "fc00::1", 43, &with(srh(17, 2, 1, &two), &[]), 64),
@@ -279,6 +283,7 @@ fn srv6_malformed_srh_counted() {
             ),
             "bad_inner",
         ),
+        (from_peer(pg0, "fc00::44", 4, &ihl4, 64), "bad_inner"),
         (
             from_peer(
                 pg0,
