@@ -10,6 +10,25 @@ const DATA: &str = "IP4: 02:00:00:00:00:02 -> 02:00:00:00:00:01
     UDP: 1234 -> 5678
     incrementing 18";
 
+/// Adds stream `s0` of `limit` packets from pg0 (with `extra` options) to ethernet-input,
+/// captures that arc and runs the dispatcher until all of them are there (polled from the
+/// dispatcher loop; bounded, not a speed check).
+fn run_stream(t: &mut NodeTest, limit: usize, extra: &str) {
+    let new = format!(
+        "packet-generator new {{ name s0 limit {limit} node ethernet-input interface pg0{extra} data {{ {DATA} }} }}"
+    );
+    t.cli
+        .execute(&mut t.h.vm, &new)
+        .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    let until = Instant::now() + Duration::from_secs(10);
+    while t.arc("ethernet-input").len() < limit {
+        assert!(Instant::now() < until, "stream did not finish");
+        t.vm.main.run_once();
+    }
+}
+
 #[test]
 fn pg_input_sends_a_limited_stream_to_its_node() {
     let mut t = NodeTest::new("pg-input");
@@ -18,20 +37,7 @@ fn pg_input_sends_a_limited_stream_to_its_node() {
          set interface state pg0 up",
     );
     let pg0 = t.sw_if("pg0");
-    let new = format!(
-        "packet-generator new {{ name s0 limit 5 node ethernet-input interface pg0 data {{ {DATA} }} }}"
-    );
-    t.cli
-        .execute(&mut t.h.vm, &new)
-        .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
-    t.capture("ethernet-input");
-    t.cli("packet-generator enable");
-    // Polled from the dispatcher loop; bounded, not a speed check.
-    let until = Instant::now() + Duration::from_secs(10);
-    while t.arc("ethernet-input").len() < 5 {
-        assert!(Instant::now() < until, "stream did not finish");
-        t.vm.main.run_once();
-    }
+    run_stream(&mut t, 5, "");
     for _ in 0..10 {
         t.vm.main.run_once();
     }
@@ -144,19 +150,7 @@ fn pg_input_headers_are_the_template_whatever_the_buffers_held_before() {
         })
         .collect();
     t.h.vm.main.bufs().free(&dirty);
-    let new = format!(
-        "packet-generator new {{ name s0 limit 8 node ethernet-input interface pg0 tx-interface pg1 data {{ {DATA} }} }}"
-    );
-    t.cli
-        .execute(&mut t.h.vm, &new)
-        .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
-    t.capture("ethernet-input");
-    t.cli("packet-generator enable");
-    let until = Instant::now() + Duration::from_secs(10);
-    while t.arc("ethernet-input").len() < 8 {
-        assert!(Instant::now() < until, "stream did not finish");
-        t.vm.main.run_once();
-    }
+    run_stream(&mut t, 8, " tx-interface pg1");
     let got = t.arc("ethernet-input");
     assert_eq!(got.len(), 8);
     let mut reused: Vec<_> = got.iter().map(|p| p.index).collect();
