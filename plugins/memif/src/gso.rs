@@ -212,9 +212,7 @@ mod tests {
         use crate::shm::DESC_FLAG_NEXT;
         let pool = BufferPool::new(&PoolConfig {
             buffers: 8,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
+            ..sluice_graph::testing::test_pool()
         })
         .unwrap();
         let mut c = pool.cache();
@@ -295,9 +293,7 @@ mod tests {
         use crate::proto::Mode;
         let pool = BufferPool::new(&PoolConfig {
             buffers: 40,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
+            ..sluice_graph::testing::test_pool()
         })
         .unwrap();
         let mut c = pool.cache();
@@ -473,9 +469,7 @@ mod tests {
     fn metadata_round_trips_and_bad_headers_are_refused() {
         let pool = BufferPool::new(&PoolConfig {
             buffers: 8,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
+            ..sluice_graph::testing::test_pool()
         })
         .unwrap();
         let mut c = pool.cache();
