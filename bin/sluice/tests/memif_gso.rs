@@ -19,26 +19,6 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason(probe: &str) -> Option<String> {
-    if let Some(why) = sluice_infra::testing::not_root("network namespaces and AF_PACKET") {
-        return Some(why);
-    }
-    if let Some(why) = sluice_infra::testing::missing_tool("ip", "-V") {
-        return Some(why);
-    }
-    if sh(&["ip", "netns", "add", probe]).is_err() {
-        return Some("cannot create network namespaces".into());
-    }
-    let _ = sh(&["ip", "netns", "del", probe]);
-    None
-}
 
 /// The namespaces and veths of one test, removed on drop.
 struct Topo {
@@ -91,95 +71,6 @@ impl Drop for Topo {
     }
 }
 
-/// Runs `f` on a thread inside network namespace `ns`.
-fn spawn_in_ns<R: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> JoinHandle<R> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns(2) on this thread with a valid namespace fd.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-}
-
-/// Sends `bytes` over TCP from namespace `a` to `dst`:5201 in namespace `b` in writes of
-/// 64 KiB (so the sender's stack makes aggregates) and checks that every byte arrived
-/// intact: the receiver's digest, sent back, equals the sender's.
-fn tcp_transfer(a: &str, b: &str, dst: &str, bytes: usize) {
-    let (dst, dst2) = (dst.to_string(), dst.to_string());
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = spawn_in_ns(b, move || {
-        let l = TcpListener::bind((dst.as_str(), 5201)).expect("bind");
-        l.set_nonblocking(true).unwrap();
-        ready_tx.send(()).unwrap();
-        let t0 = Instant::now();
-        let mut s = loop {
-            match l.accept() {
-                Ok((s, _)) => break s,
-                Err(_) if t0.elapsed() < Duration::from_secs(20) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("no connection: {e}"),
-            }
-        };
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let (mut n, mut sum) = (0usize, 0u64);
-        let mut buf = vec![0u8; 64 << 10];
-        loop {
-            let k = s.read(&mut buf).expect("read");
-            if k == 0 {
-                break;
-            }
-            for &x in &buf[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            n += k;
-        }
-        s.write_all(&sum.to_be_bytes()).unwrap();
-        (n, sum)
-    });
-    ready_rx.recv().unwrap();
-    let client = spawn_in_ns(a, move || {
-        let addr: SocketAddr = format!("{dst2}:5201").parse().unwrap();
-        let t0 = Instant::now();
-        // The first SYN may go while the hosts resolve their gateways.
-        let mut s = loop {
-            match TcpStream::connect_timeout(&addr, Duration::from_secs(3)) {
-                Ok(s) => break s,
-                Err(e) if t0.elapsed() > Duration::from_secs(15) => panic!("connect: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
-        };
-        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let mut sum = 0u64;
-        let mut left = bytes;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            s.write_all(&chunk[..k]).expect("write");
-            for &x in &chunk[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            left -= k;
-        }
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut back = [0u8; 8];
-        s.read_exact(&mut back).expect("server's digest");
-        (sum, u64::from_be_bytes(back))
-    });
-    let (sent_sum, echoed) = client.join().expect("client");
-    let (n, got_sum) = server.join().expect("server");
-    assert_eq!(n, bytes, "bytes received");
-    assert_eq!(got_sum, sent_sum, "bytes intact");
-    assert_eq!(echoed, sent_sum);
-}
-
 /// One Sluice instance: its host's veth attached with af_packet (`lan` address), the memif
 /// link (`link` address, `role`, `gso` or not), a route to the other host's subnet via the
 /// other instance and that instance's memif MAC as a static neighbour.
@@ -223,7 +114,7 @@ const B_LINK: (&str, &str) = ("10.97.9.2", "02:fe:6d:97:00:02");
 /// the two daemons (and the guard) for the checks.
 fn run(tag: char, a_gso: bool, b_gso: bool) -> Option<(Topo, Daemon, Daemon)> {
     let mut t = Topo::new(tag);
-    if let Some(why) = skip_reason(&format!("{}probe", t.tag)) {
+    if let Some(why) = netns_skip_reason() {
         sluice_infra::testing::skip(&why);
         return None;
     }

@@ -14,7 +14,6 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
@@ -32,21 +31,7 @@ fn have(cmd: &str, arg: &str) -> bool {
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
-    if let Some(why) = sluice_infra::testing::not_root("network namespaces and AF_PACKET") {
-        return Some(why);
-    }
-    if !have("ip", "-V") {
-        return Some("`ip' (iproute2) is not installed".into());
-    }
-    // Unique per call: the tests of this file run in parallel threads of one process.
-    static PROBES: AtomicUsize = AtomicUsize::new(0);
-    let n = PROBES.fetch_add(1, Ordering::Relaxed);
-    let probe = format!("sl{}probe{n}", std::process::id());
-    if sh(&["ip", "netns", "add", &probe]).is_err() {
-        return Some("cannot create network namespaces".into());
-    }
-    let _ = sh(&["ip", "netns", "del", &probe]);
-    None
+    netns_skip_reason()
 }
 
 macro_rules! skip_unless_possible {
@@ -175,21 +160,6 @@ impl Drop for Topo {
             let _ = sh(&["ip", "netns", "del", n]);
         }
     }
-}
-
-/// Runs `f` on a thread that entered network namespace `ns` (sockets it opens live there).
-fn spawn_in_ns<R: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> JoinHandle<R> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns(2) on this thread with a valid namespace fd.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
 }
 
 fn in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -439,72 +409,6 @@ fn system_ping(ns: &str, dst: Ipv4Addr) {
         "0.2",
         &dst.to_string(),
     ]);
-}
-
-/// Sends `bytes` over TCP from namespace `a` to `dst`:5201 in namespace `b` and checks that
-/// every byte arrived intact (digest both ways).
-fn tcp_transfer(a: &str, b: &str, dst: &str, bytes: usize) {
-    let dst = dst.to_string();
-    let dst2 = dst.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = spawn_in_ns(b, move || {
-        let l = TcpListener::bind((dst.as_str(), 5201)).expect("bind");
-        l.set_nonblocking(true).unwrap();
-        ready_tx.send(()).unwrap();
-        let t0 = Instant::now();
-        let mut s = loop {
-            match l.accept() {
-                Ok((s, _)) => break s,
-                Err(_) if t0.elapsed() < Duration::from_secs(20) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("no connection: {e}"),
-            }
-        };
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let (mut n, mut sum) = (0usize, 0u64);
-        let mut buf = vec![0u8; 64 << 10];
-        loop {
-            let k = s.read(&mut buf).expect("read");
-            if k == 0 {
-                break;
-            }
-            for &x in &buf[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            n += k;
-        }
-        s.write_all(&sum.to_be_bytes()).unwrap();
-        (n, sum)
-    });
-    ready_rx.recv().unwrap();
-    let client = spawn_in_ns(a, move || {
-        let addr: SocketAddr = format!("{dst2}:5201").parse().unwrap();
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let mut sum = 0u64;
-        let mut left = bytes;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            s.write_all(&chunk[..k]).expect("write");
-            for &x in &chunk[..k] {
-                sum = sum.wrapping_mul(31).wrapping_add(x as u64);
-            }
-            left -= k;
-        }
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut back = [0u8; 8];
-        s.read_exact(&mut back).expect("server's digest");
-        (sum, u64::from_be_bytes(back))
-    });
-    let (sent_sum, echoed) = client.join().expect("client");
-    let (n, got_sum) = server.join().expect("server");
-    assert_eq!(n, bytes);
-    assert_eq!(got_sum, sent_sum);
-    assert_eq!(echoed, sent_sum);
 }
 
 /// Floods UDP datagrams (32 ports) from `src` in namespace `ns` to `dst` until `stop` is set

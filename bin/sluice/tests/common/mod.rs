@@ -3,6 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
+#[allow(unused_imports)]
+pub use netns::*;
+
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use sluice_cli::proto;
 use std::os::unix::net::UnixStream;
