@@ -11,10 +11,10 @@
 //! nodes look the tables up only for UDP and for protocols they do not handle themselves,
 //! after an emptiness test, so the forwarding path and ICMP are unchanged.
 //!
-//! UDP to a multicast group (`ip6-local`) goes only to a port registered with
+//! UDP to a multicast group (`ip4-local` and `ip6-local`) goes only to a port registered with
 //! [`register_groups`] (VXLAN, whose tunnels join groups); any other port's packets to a
 //! group are punted as if unserved, so a unicast protocol (GTP-U, a host session) never
-//! sees, nor answers, a packet sent to ff02::1 or a group another plugin joined.
+//! sees, nor answers, a packet sent to ff02::1, 224.0.0.1 or a group another plugin joined.
 
 use crate::error::{VnetError, VnetResult};
 use sluice_graph::{Next, Vlib};

@@ -576,10 +576,11 @@ impl Ip4Rewrite {
 /// - uses: the IPv4 header; `rx_if`.
 /// - sets: rewrites echo requests into replies; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip4-lookup` (1) for replies; `ip4-icmp-error` (2) for UDP to a
-///   closed port; `punt` (3) for other protocols, and for UDP when the rx interface has a
-///   host stack behind `punt` (`IfAttr::punt_host`, linux-cp); the serving node's arc
-///   (added at runtime) for a UDP port or protocol registered by a plugin
-///   (`crate::ip_local`, e.g. VXLAN's 4789), before any of these.
+///   closed port; `punt` (3) for other protocols, for UDP to a group on no port registered
+///   to serve groups, and for UDP when the rx interface has a host stack behind `punt`
+///   (`IfAttr::punt_host`, linux-cp); the serving node's arc (added at runtime) for a UDP
+///   port or protocol registered by a plugin (`crate::ip_local`, e.g. VXLAN's 4789; to a
+///   group only one registered with `ip_local::register_groups`), before any of these.
 /// - counters: `echo_replies` (info), `bad_icmp` (truncated or bad ICMP checksum),
 ///   `punted` (info: other protocols for the router), `ping_replies` (info: echo replies to
 ///   the CLI `ping`, consumed), `truncated` (shorter than its header: never from ip4-input),
@@ -694,21 +695,31 @@ impl PacketNode for Ip4Local {
                 LocalNext::Lookup.next()
             }
             proto::UDP => {
+                // 224.0.0.0/4 (ip4-input let it in: a group the router is in).
+                let group = d[field::DST] >> 4 == 0xe;
                 if !self.dispatch.no_udp() {
                     let port = d
                         .get(ihl + 2..ihl + 4)
                         .map(|p| u16::from_be_bytes([p[0], p[1]]));
-                    if let Some(n) = port.and_then(|p| self.dispatch.udp(p)) {
+                    // To a group only a port that serves groups (VXLAN) takes it.
+                    let n = match port {
+                        Some(p) if group => self.dispatch.udp_group(p),
+                        Some(p) => self.dispatch.udp(p),
+                        None => None,
+                    };
+                    if let Some(n) = n {
                         return n;
                     }
                 }
-                if self
-                    .shared
-                    .if_attr(b.hdr.rx_if)
-                    .punt_host
-                    .load(Ordering::Relaxed)
+                if group
+                    || self
+                        .shared
+                        .if_attr(b.hdr.rx_if)
+                        .punt_host
+                        .load(Ordering::Relaxed)
                 {
-                    // A host stack behind `punt` serves (or refuses) the port.
+                    // A host stack behind `punt` serves (or refuses) the port; to a
+                    // group no port unreachable is sent (RFC 1122 §3.2.2).
                     cx.count(LocalCounter::Punted, 1);
                     return LocalNext::Punt.next();
                 }
