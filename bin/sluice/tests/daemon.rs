@@ -361,8 +361,9 @@ fn running_streams_can_be_deleted_and_rates_are_paced() {
     d.ok("packet-generator new { name fast size 64-64 node l2-patch interface pg0 data { IP4: 1.2.3 -> 4.5.6 UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 } }");
     // A paced stream: 200 packets per second, 100000 packets.
     d.ok("packet-generator new { name slow limit 100000 rate 200 size 64-64 node l2-patch interface pg0 data { UDP: 10.0.0.1 -> 10.0.0.2 UDP: 1 -> 2 } }");
-    d.ok("packet-generator enable");
+    // Taken before the command: the streams' clocks start inside it.
     let enabled = Instant::now();
+    d.ok("packet-generator enable");
     let sent = |s: &str, name: &str| -> u64 {
         s.lines()
             .find(|l| l.starts_with(name))

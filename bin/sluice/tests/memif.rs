@@ -266,8 +266,6 @@ fn both_ways(p: &Pair, name: &str, n: u32) {
     let rev = frames([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], n, |i| 64 + i % 700);
     let got = send(&p.b, "pg1", &p.a, "pg0", &format!("{name}r"), &rev, "");
     assert_eq!(got, rev, "{name}: slave -> master");
-    p.a.ok(&format!("packet-generator delete {name}f"));
-    p.b.ok(&format!("packet-generator delete {name}r"));
 }
 
 /// Waits up to 5 s until `show memif` prints `interrupts <state>` on rx queue 0 (the peer's

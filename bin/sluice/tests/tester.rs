@@ -217,7 +217,13 @@ fn tester_on_a_worker_thread() {
     d.ok("tester stream del name w");
     d.ok("tester stream add name w interface host-ta size 512 rate 10000 count 500000 dst-mac 02:fe:00:00:00:02 src 10.0.0.1 dst 10.1.0.1 flows 64 worker 0");
     d.ok("tester start");
-    std::thread::sleep(Duration::from_millis(100));
+    // Stopped once it has sent something (a wait, not a speed check).
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || field(&d.ok("show tester json"), "w", "tx_packets").is_some_and(|t| t > 0.0),
+        || d.ok("show tester json"),
+    );
     d.ok("tester stop");
     wait_stopped(&d);
     let j = d.ok("show tester json");

@@ -354,7 +354,8 @@ pub fn send(
 
 /// Sends `frames` into `src` of `from` (a pcap stream `name`, `extra` appended to its
 /// `packet-generator new`) and returns what `dst` of `to` captured, waiting up to `limit`;
-/// a timeout shows `to`'s memif state, both daemons' errors and `to`'s neighbours.
+/// a timeout shows `to`'s memif state, both daemons' errors and `to`'s neighbours. The
+/// stream is deleted once its frames arrived.
 #[allow(clippy::too_many_arguments)]
 pub fn send_within(
     from: &Daemon,
@@ -380,7 +381,7 @@ pub fn send_within(
     ));
     from.ok(&format!("packet-generator enable {name}"));
     wait_streams_done(from);
-    wait_pcap_within(&out, frames.len(), limit, || {
+    let got = wait_pcap_within(&out, frames.len(), limit, || {
         format!(
             "{}\n{}\n{}\n{}",
             to.ok("show memif"),
@@ -388,7 +389,10 @@ pub fn send_within(
             from.ok("show errors"),
             to.ok("show ip neighbors")
         )
-    })
+    });
+    // Done: the stream goes, so streams do not pile up and a name can be used again.
+    from.ok(&format!("packet-generator delete {name}"));
+    got
 }
 
 /// Waits until a capture file holds `n` packets and returns them (30 s at most: a wait,
