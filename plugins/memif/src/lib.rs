@@ -724,6 +724,13 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
         zero_copy: None,
         gso: o.gso,
     };
+    // The mode first: sizes matter only where `gso' can be used at all.
+    if o.gso && (o.ip_mode || o.zero_copy) {
+        return Err(VnetError::invalid(format!(
+            "`gso' is for ethernet mode without zero-copy (not with `{}')",
+            if o.ip_mode { "mode ip" } else { "zero-copy" }
+        )));
+    }
     if o.gso && o.slave && o.buffer_size < gso::MIN_BUFFER_SIZE {
         return Err(VnetError::invalid(format!(
             "buffer-size `{}' too small for `gso' (at least {}: a 64 KiB aggregate in {} slots)",
@@ -738,12 +745,6 @@ pub fn create_if(vm: &mut Vlib, o: &CreateIf) -> VnetResult<(sluice_vnet::SwIfIn
              at least {}: two 64 KiB aggregates)",
             o.buffer_size,
             2 * gso::MAX_LEN
-        )));
-    }
-    if o.gso && (o.ip_mode || o.zero_copy) {
-        return Err(VnetError::invalid(format!(
-            "`gso' is for ethernet mode without zero-copy (not with `{}')",
-            if o.ip_mode { "mode ip" } else { "zero-copy" }
         )));
     }
     if o.zero_copy {

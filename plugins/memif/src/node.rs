@@ -113,11 +113,12 @@ sluice_graph::counters! {
         GsoRefused => error("gso_refused", "GSO aggregate, peer did not agree to GSO"),
         /// The peer handed out a slot outside its region.
         BadDesc => error("bad_desc", "peer handed out a bad descriptor"),
-        /// Empty packet (ip mode: no byte past its Ethernet header) or a chain of more than
-        /// 64 buffers.
+        /// Empty packet (ip mode: no byte past its Ethernet header), a chain of more than
+        /// 64 buffers, or a GSO aggregate the peer would drop (over `gso::MAX_LEN` bytes or
+        /// 64 slots).
         TooLong => error(
             "too_long",
-            "packet empty (ip mode: <= 14 bytes) or chained over 64 buffers"
+            "packet empty (ip mode: <= 14 bytes), chained over 64 buffers, or GSO aggregate too big"
         ),
         /// Eventfd signals to the peer (its rx ring unmasked); not a failure.
         InterruptsSent => info("interrupts_sent", "interrupts sent"),
