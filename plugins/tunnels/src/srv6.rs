@@ -797,9 +797,16 @@ fn p2p_interface(
     mtu: u32,
 ) -> VnetResult<SwIfIndex> {
     let sw = interface(vm, prefix, instance, tx)?;
-    sluice_vnet::set_p2p(vm, sw, true)?;
-    sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
-    sluice_vnet::interface::set_admin_state(vm, sw, true)?;
+    let set = |vm: &mut Vlib| -> VnetResult<()> {
+        sluice_vnet::set_p2p(vm, sw, true)?;
+        sluice_vnet::interface::set_mtu(vm, sw, mtu)?;
+        sluice_vnet::interface::set_admin_state(vm, sw, true)
+    };
+    if let Err(e) = set(vm) {
+        // Not left behind half made: its name (an explicit `instance`) stays free.
+        sluice_vnet::loopback::delete_interface(vm, sw);
+        return Err(e);
+    }
     Ok(sw)
 }
 

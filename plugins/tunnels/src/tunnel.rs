@@ -35,9 +35,10 @@
 //! - passes: (1) parse every packet into its key ([`DecapKey`]: table, outer source and
 //!   destination, VNI/key/TEID); a malformed one goes now to `drop` with its reason; a key
 //!   equal to the previous packet's (across frames too) is not looked up again. (2) look
-//!   the new keys up together ([`DecapTable::lookup_frame`]: the digest index, then the
-//!   64-byte entries, then the tunnels' rx counters and interface records prefetched a
-//!   stage ahead, so with thousands of tunnels a frame's cache misses overlap). (3) finish:
+//!   the new keys up together ([`DecapTable::lookup_frame`]: the digest index with the
+//!   64-byte entries prefetched, then the keys confirmed with each hit's rx counters row
+//!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
+//!   overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish`; a miss tries `P::fallback` (VXLAN's multicast
 //!   group), then `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -1342,7 +1343,8 @@ pub struct Proto {
     /// What `ip4-local`/`ip6-local` dispatch to the decap nodes.
     pub local: &'static [LocalKey],
     /// The decap nodes also take `local`'s UDP to the groups the router receives (VXLAN:
-    /// its tunnels join groups); others get only unicast.
+    /// its tunnels join groups); others get only unicast (`ip4-local` and `ip6-local` punt
+    /// their ports' packets to a group).
     pub local_groups: bool,
     /// The default next of the decap nodes (`ethernet-input`, or the IP input).
     pub default_next: &'static str,
