@@ -84,6 +84,30 @@ impl Hasher for FastHasher {
     }
 }
 
+/// A hasher for keys that are hashes already (a digest, a `TypeId`): a `u64` is its own
+/// hash. Use it as `BuildHasherDefault<PreHashed>`; anything written as bytes is folded
+/// in 8 bits at a time (rotate and xor), which is only good enough for such keys: never
+/// for keys an attacker chooses (DESIGN §1.1).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, x: u64) {
+        self.0 ^= x;
+    }
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FastState;
@@ -108,28 +132,5 @@ mod tests {
             s.hash_one(1u32),
             "seeded"
         );
-    }
-}
-
-/// A hasher for keys that are hashes already (a digest, a `TypeId`): a `u64` is its own
-/// hash. Use it as `BuildHasherDefault<PreHashed>`; anything written as bytes is folded
-/// in 8 bits at a time (rotate and xor), which is only good enough for such keys.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct PreHashed(u64);
-
-impl Hasher for PreHashed {
-    #[inline(always)]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    #[inline(always)]
-    fn write_u64(&mut self, x: u64) {
-        self.0 ^= x;
-    }
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        self.0
     }
 }

@@ -549,15 +549,15 @@ impl Ip6Rewrite {
 /// - uses: the IPv6 header; `rx_if`; the Ethernet source (`l2_hdr_offset`) when an NS has
 ///   no source link-layer address option.
 /// - sets: rewrites echo requests into replies and solicitations into advertisements in
-///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
+///   place; `tx_if` = `rx_if` for advertisements; the ICMP error asked for
+///   (`feature_meta[0..2]`, [`crate::icmp_error::request`]) for port unreachable.
 /// - next: `error-drop` (0); `ip6-lookup` (1) for echo replies; `ip6-icmp-error` (2) for UDP
-///   to a closed unicast port; `punt` (3) for other protocols, for UDP to a group on
-///   no port registered to serve groups (`ip_local::register_groups`), and for UDP and a
-///   copy of each NS/NA
-///   when the rx interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
+///   to a closed unicast port; `punt` (3) for other protocols, for UDP to a group on no
+///   port registered to serve groups, and for UDP and a copy of each NS/NA when the rx
+///   interface has a host stack behind `punt` (`IfAttr::punt_host`, linux-cp);
 ///   `interface-output` (4) for advertisements; the serving node's arc (added at runtime)
-///   for a UDP port or protocol registered by a plugin (`crate::ip_local`), before any of
-///   these.
+///   for a UDP port or protocol registered by a plugin (`crate::ip_local`; to a group only
+///   one registered with `ip_local::register_groups`), before any of these.
 /// - counters: `echo_replies`, `bad_icmp` (truncated or bad checksum), `punted`,
 ///   `ping_replies` (replies to the CLI ping, consumed), `ns_replied` (NA sent),
 ///   `na_received`, `nd_not_for_us` (NS for another address), `nd_invalid` (hop limit not
@@ -999,8 +999,8 @@ impl GleanFamily for Ip6Shared {
             return Err(GleanCounter::NoSource);
         }
         let my_mac = self.if_attr(adj.tx_if).mac_bytes();
-        let t = target.to_be_bytes();
-        let dst_mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+        let dst_mac =
+            <super::Ip6Control as crate::ip_family::IpControl>::mcast_mac(solicited_node(target));
         Ok(neighbor_solicit(
             my_mac,
             src,
