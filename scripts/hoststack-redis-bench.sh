@@ -23,7 +23,10 @@
 #   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
 #   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
 #                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9
-#   RXMODE=polling|interrupt|adaptive   rx mode of every Sluice interface (default polling)
+#   RXMODE=polling|interrupt|adaptive   rx mode of (b)'s Sluice interface (default polling)
+#   RXMODE_C=polling|interrupt|adaptive rx mode of (c)'s four Sluice interfaces (default
+#                 interrupt: two Sluices polling on two vCPUs leave the applications
+#                 almost no CPU)
 #   STARTUP="<sections>"   appended to every Sluice's startup.conf, e.g.
 #                 STARTUP="unix { poll-sleep-usec 10 }"
 #   FIFO=<bytes>  session FIFO size, default 1 MiB; TIMEOUT=<s>: one redis-benchmark run's
@@ -92,12 +95,13 @@ start_sluice() {
   done
 }
 C() { local name=$1; shift; "$bin/sluicectl" -s "$tmp/$name.cli" "$@"; }
-# up <sluice> <interface> <address/len>: rx mode, up, address.
+# up <sluice> <interface> <address/len> <rx mode|"">: rx mode, up, address.
 up() {
-  [ -z "${RXMODE:-}" ] || C "$1" set interface rx-mode "$2" "$RXMODE"
+  [ -z "$4" ] || C "$1" set interface rx-mode "$2" "$4"
   C "$1" set interface state "$2" up
   C "$1" set interface ip address "$2" "$3"
 }
+rxc=${RXMODE_C:-interrupt}
 # A command with its sockets on Sluice <name>'s stack.
 pre() { local name=$1; shift; SLUICE_APP_SOCKET=$tmp/$name.app LD_PRELOAD=$preload "$@"; }
 # One kernel redis-server, no persistence: srv <ns|""> <bind> [preload sluice].
@@ -134,7 +138,7 @@ if has sluice; then
   ip -n "$CS" addr add 10.78.0.2/24 dev eth0; ip -n "$CS" link set eth0 up
   start_sluice s ""
   C s create host-interface v2 name "$V" >/dev/null
-  up s "host-$V" 10.78.0.1/24
+  up s "host-$V" 10.78.0.1/24 "${RXMODE:-}"
   C s ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
   srv "$CS" 10.78.0.2
   wait_pong "kernel server of (b)" pre s redis-cli -h 10.78.0.2
@@ -151,15 +155,15 @@ if has both-veth || has both-memif; then
   done
   start_sluice a "$NA"; start_sluice b "$NB"
   if has both-veth; then
-    C a create host-interface v2 name va >/dev/null; up a host-va 10.80.0.1/24
-    C b create host-interface v2 name vb >/dev/null; up b host-vb 10.80.0.2/24
+    C a create host-interface v2 name va >/dev/null; up a host-va 10.80.0.1/24 "$rxc"
+    C b create host-interface v2 name vb >/dev/null; up b host-vb 10.80.0.2/24 "$rxc"
   fi
   if has both-memif; then
     C a create memif socket id 1 filename "$tmp/memif.sock" >/dev/null
     C a create interface memif id 0 socket-id 1 master >/dev/null
     C b create memif socket id 1 filename "$tmp/memif.sock" >/dev/null
     C b create interface memif id 0 socket-id 1 slave >/dev/null
-    up a memif1/0 10.81.0.1/24; up b memif1/0 10.81.0.2/24
+    up a memif1/0 10.81.0.1/24 "$rxc"; up b memif1/0 10.81.0.2/24 "$rxc"
   fi
   srv "" 0.0.0.0 b
   has both-veth && wait_pong "Sluice B's redis-server over the veth pair" pre a redis-cli -h 10.80.0.2
@@ -191,11 +195,11 @@ bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
 declare -A R
 mkdir -p "$(dirname "$out_csv")"
 {
-  echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} FIFO=$fifo STARTUP=\"${STARTUP:-}\""
+  echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\""
   echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode,clients,payload,run,p50,p95,p99,p99.9"
 } >"$out_csv"
-echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode ${RXMODE:-polling}${STARTUP:+; startup: $STARTUP}"
+echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode (b) ${RXMODE:-polling}, (c) $rxc${STARTUP:+; startup: $STARTUP}"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   for c in $clients; do
