@@ -18,7 +18,7 @@
 # Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (100000)]
 #        [clients (1 4 8 16 24)] [payloads (64 1024 8192)]
 # Settings (environment):
-#   QUICK=1       3 runs of 10,000 requests (the full matrix in under 10 min on a quiet VM);
+#   QUICK=1       3 runs of 20,000 requests (the full matrix in under 10 min on a quiet VM);
 #                 positional arguments still override
 #   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
 #   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
@@ -35,7 +35,7 @@
 #                 sluice binary and libsluice_preload.so (e.g. older builds for a
 #                 before/after comparison)
 source "$(dirname "$0")/common.sh"
-if [ -n "${QUICK:-}" ]; then def_runs=3 def_nreq=10000; else def_runs=3 def_nreq=100000; fi
+if [ -n "${QUICK:-}" ]; then def_runs=3 def_nreq=20000; else def_runs=3 def_nreq=100000; fi
 runs=${1:-$def_runs}
 nreq=${2:-$def_nreq}
 clients=${3:-"1 4 8 16 24"}
