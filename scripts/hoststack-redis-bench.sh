@@ -64,6 +64,7 @@ pids=()
 nss=()
 t_start=$(date +%s)
 cleanup() {
+  set +e # every step runs, whatever failed before
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   ip link del "$V" 2>/dev/null
