@@ -28,7 +28,7 @@
 #                 interrupt: two Sluices polling on two vCPUs leave the applications
 #                 almost no CPU)
 #   STARTUP="<sections>"   appended to every Sluice's startup.conf, e.g.
-#                 STARTUP="unix { poll-sleep-usec 10 }"
+#                 STARTUP="unix { poll-yield }" (docs/hoststack.md)
 #   FIFO=<bytes>  session FIFO size, default 1 MiB; TIMEOUT=<s>: one redis-benchmark run's
 #                 limit, default 120
 #   NO_BUILD=1    use the release binaries as they are; SLUICE=<path>, PRELOAD=<path>: the
