@@ -1,77 +1,175 @@
 #!/usr/bin/env bash
-# Host stack redis benchmark: seed 004's test 1 in small form (not a test; root, release
-# build, Debian's redis-server/redis-tools). redis-benchmark SET latency, p50/p95/p99/p99.9
-# (ms, from redis-benchmark's percentile distribution), for
-#   kernel — redis-benchmark in a namespace → veth → redis-server in another (Linux TCP
-#            on both ends), and
-#   sluice — redis-benchmark under LD_PRELOAD=libsluice_preload.so (its sockets are
-#            Sluice sessions over shared-memory FIFOs) → Sluice (AF_PACKET on a veth) →
-#            redis-server on the kernel in a namespace,
+# Host stack redis benchmark: seed 004's test 1 (not a test; root, release build, Debian's
+# redis-server/redis-tools). redis-benchmark SET latency, p50/p95/p99/p99.9 (ms, from
+# redis-benchmark's percentile distribution), in these modes (`MODES`, default all four):
+#   kernel     — (a) redis-benchmark in a namespace → veth → redis-server in another (Linux
+#                TCP on both ends);
+#   sluice     — (b) redis-benchmark under LD_PRELOAD=libsluice_preload.so (its sockets are
+#                Sluice sessions over shared-memory FIFOs) → Sluice (AF_PACKET v2 on a veth)
+#                → redis-server on the kernel in a namespace;
+#   both-veth  — (c) redis-benchmark under LD_PRELOAD on Sluice A → AF_PACKET v2 → a veth
+#                pair → AF_PACKET v2 → Sluice B ← redis-server under LD_PRELOAD on B;
+#   both-memif — (c) the same two Sluices and applications, A and B connected by memif
+#                (A master, B slave, ethernet mode) instead of the veth pair;
 # interleaved in every run, for each clients × payload cell. Printed as min / median / max
-# over the runs with the ratio of the medians; a cell that does not complete fails the run.
+# over the runs with the ratio of the medians to the kernel's; a cell that does not complete
+# fails the run. Every sample is also written as CSV (`OUT`) for scripts/hoststack-plot.py.
 #
-# Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (20000)] [clients (1 4 24)]
-#        [payloads (64 1024 8192)]
-# (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: session FIFO size, default
-# 1 MiB; TIMEOUT=<s>: one redis-benchmark run's limit, default 120; SLUICE=<path>,
-# PRELOAD=<path>: the sluice binary and libsluice_preload.so, e.g. older builds for a
-# before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth,
-# default polling)
+# Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (100000)]
+#        [clients (1 4 8 16 24)] [payloads (64 1024 8192)]
+# Settings (environment):
+#   QUICK=1       3 runs of 20,000 requests (the full matrix in under 10 min on a quiet VM);
+#                 positional arguments still override
+#   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
+#   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
+#                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9
+#   RXMODE=polling|interrupt|adaptive   rx mode of (b)'s Sluice interface (default polling)
+#   RXMODE_C=polling|interrupt|adaptive rx mode of (c)'s four Sluice interfaces (default
+#                 interrupt: two Sluices polling on two vCPUs leave the applications
+#                 almost no CPU)
+#   STARTUP="<sections>"   appended to every Sluice's startup.conf, e.g.
+#                 STARTUP="unix { poll-yield }" (docs/hoststack.md)
+#   FIFO=<bytes>  session FIFO size, default 1 MiB; TIMEOUT=<s>: one redis-benchmark run's
+#                 limit, default 120
+#   NO_BUILD=1    use the release binaries as they are; SLUICE=<path>, PRELOAD=<path>: the
+#                 sluice binary and libsluice_preload.so (e.g. older builds for a
+#                 before/after comparison)
 source "$(dirname "$0")/common.sh"
-runs=${1:-3}
-nreq=${2:-20000}
-clients=${3:-"1 4 24"}
+if [ -n "${QUICK:-}" ]; then def_runs=3 def_nreq=20000; else def_runs=3 def_nreq=100000; fi
+runs=${1:-$def_runs}
+nreq=${2:-$def_nreq}
+clients=${3:-"1 4 8 16 24"}
 sizes=${4:-"64 1024 8192"}
+modes=${MODES:-"kernel sluice both-veth both-memif"}
 fifo=${FIFO:-1048576}
 limit=${TIMEOUT:-120}
+out_csv=${OUT:-$PWD/target/hoststack-redis.csv}
+for m in $modes; do
+  case $m in kernel|sluice|both-veth|both-memif) ;; *) echo "bad mode \`$m' in MODES"; exit 2;; esac
+done
+has() { [[ " $modes " == *" $1 "* ]]; }
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
 fi
-for t in redis-server redis-benchmark; do
+for t in redis-server redis-cli redis-benchmark; do
   command -v $t >/dev/null || { echo "SKIPPED: $t missing (apt-get install redis-server redis-tools)"; exit 0; }
 done
 [ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-preload
 bin=$PWD/target/release
+sluice=${SLUICE:-$bin/sluice}
+preload=${PRELOAD:-$bin/libsluice_preload.so}
 tmp=$(mktemp -d)
-CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v
+CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b
+pids=()
+nss=()
+t_start=$(date +%s)
 cleanup() {
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  set +e # every step runs, whatever failed before
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   ip link del "$V" 2>/dev/null
-  for n in "$CS" "$CK" "$K"; do
+  for n in "${nss[@]}"; do
     ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$n" 2>/dev/null
   done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-for n in "$CS" "$CK" "$K"; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add "$V" type veth peer name eth0 netns "$CS"
-echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
-ip link set "$V" up
-ip -n "$CS" addr add 10.78.0.2/24 dev eth0; ip -n "$CS" link set eth0 up
-ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
-ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
-ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
+ns_add() { ip netns add "$1"; nss+=("$1"); ip -n "$1" link set lo up; }
 
-printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s }\n' "$tmp" "$tmp" "$fifo" >"$tmp/c.conf"
-"${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
-pid=$!
-until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
-C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
-C create host-interface v2 name "$V" >/dev/null
-[ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
-C set interface state "host-$V" up
-C set interface ip address "host-$V" 10.78.0.1/24
-C ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
+# A Sluice with a CLI socket $tmp/<name>.cli and an app socket $tmp/<name>.app, run in
+# namespace $2 (or here when empty). CLI of it: `C <name> <command>`.
+start_sluice() {
+  local name=$1 ns=$2
+  printf 'unix { nodaemon cli-listen %s/%s.cli }\nbuffers { page-size 4k }\nsession { enable app-socket %s/%s.app fifo-size %s }\n%s\n' \
+    "$tmp" "$name" "$tmp" "$name" "$fifo" "${STARTUP:-}" >"$tmp/$name.conf"
+  if [ -n "$ns" ]; then
+    ip netns exec "$ns" "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
+  else
+    "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
+  fi
+  pids+=($!)
+  local p=$!
+  until [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]; do
+    kill -0 "$p" 2>/dev/null || { echo "FAILED: Sluice $name did not start:"; tail -5 "$tmp/$name.log"; exit 1; }
+    sleep 0.05
+  done
+}
+C() { local name=$1; shift; "$bin/sluicectl" -s "$tmp/$name.cli" "$@"; }
+# up <sluice> <interface> <address/len> <rx mode|"">: rx mode, up, address.
+up() {
+  [ -z "$4" ] || C "$1" set interface rx-mode "$2" "$4"
+  C "$1" set interface state "$2" up
+  C "$1" set interface ip address "$2" "$3"
+}
+rxc=${RXMODE_C:-interrupt}
+# A command with its sockets on Sluice <name>'s stack.
+pre() { local name=$1; shift; SLUICE_APP_SOCKET=$tmp/$name.app LD_PRELOAD=$preload "$@"; }
+# One kernel redis-server, no persistence: srv <ns|""> <bind> [preload sluice].
+srv() {
+  local args=(redis-server --bind "$2" --port 6379 --save '' --appendonly no
+              --protected-mode no --daemonize no --dir "$tmp")
+  if [ -n "$1" ]; then ip netns exec "$1" "${args[@]}" >/dev/null 2>&1 &
+  else env SLUICE_APP_SOCKET="$tmp/$3.app" LD_PRELOAD="$preload" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
+  pids+=($!)
+}
+# wait_pong <what> <command...>: until redis-cli answers PONG (30 s at most).
+wait_pong() {
+  local what=$1; shift
+  for _ in $(seq 600); do
+    "$@" PING 2>/dev/null | grep -q PONG && return 0
+    sleep 0.05
+  done
+  echo "FAILED: no PONG from $what"; exit 1
+}
 
-# One kernel redis-server per side, no persistence.
-srv() { ip netns exec "$1" redis-server --bind "$2" --port 6379 --save '' --appendonly no \
-          --protected-mode no --daemonize no --dir "$tmp" >/dev/null 2>&1 & }
-srv "$K" 10.79.0.1; srv "$CS" 10.78.0.2
-for a in "$CK 10.79.0.1" "$CS 10.78.0.2"; do
-  set -- $a
-  until ip netns exec "$1" redis-cli -h "$2" PING 2>/dev/null | grep -q PONG; do sleep 0.05; done
-done
+if has kernel; then
+  ns_add "$CK"; ns_add "$K"
+  ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
+  ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
+  ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
+  srv "$K" 10.79.0.1
+  wait_pong kernel ip netns exec "$CK" redis-cli -h 10.79.0.1
+fi
+if has sluice; then
+  ns_add "$CS"
+  ip link add "$V" type veth peer name eth0 netns "$CS"
+  echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
+  ip link set "$V" up
+  ip -n "$CS" addr add 10.78.0.2/24 dev eth0; ip -n "$CS" link set eth0 up
+  start_sluice s ""
+  C s create host-interface v2 name "$V" >/dev/null
+  up s "host-$V" 10.78.0.1/24 "${RXMODE:-}"
+  C s ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
+  srv "$CS" 10.78.0.2
+  wait_pong "kernel server of (b)" pre s redis-cli -h 10.78.0.2
+fi
+if has both-veth || has both-memif; then
+  # Sluice A (clients) and B (redis-server), each in its own namespace so that the kernel
+  # never routes what crosses their veth pair.
+  ns_add "$NA"; ns_add "$NB"
+  ip -n "$NA" link add va type veth peer name vb netns "$NB"
+  for x in "$NA va" "$NB vb"; do
+    set -- $x
+    ip netns exec "$1" sh -c "echo 1 >/proc/sys/net/ipv6/conf/$2/disable_ipv6"
+    ip -n "$1" link set "$2" up
+  done
+  start_sluice a "$NA"; start_sluice b "$NB"
+  if has both-veth; then
+    C a create host-interface v2 name va >/dev/null; up a host-va 10.80.0.1/24 "$rxc"
+    C b create host-interface v2 name vb >/dev/null; up b host-vb 10.80.0.2/24 "$rxc"
+  fi
+  if has both-memif; then
+    C a create memif socket id 1 filename "$tmp/memif.sock" >/dev/null
+    C a create interface memif id 0 socket-id 1 master >/dev/null
+    C b create memif socket id 1 filename "$tmp/memif.sock" >/dev/null
+    C b create interface memif id 0 socket-id 1 slave >/dev/null
+    up a memif1/0 10.81.0.1/24 "$rxc"; up b memif1/0 10.81.0.2/24 "$rxc"
+  fi
+  srv "" 0.0.0.0 b
+  has both-veth && wait_pong "Sluice B's redis-server over the veth pair" pre a redis-cli -h 10.80.0.2
+  has both-memif && wait_pong "Sluice B's redis-server over memif" pre a redis-cli -h 10.81.0.2
+fi
 
 # p50 p95 p99 p99.9 (ms) from redis-benchmark's "Latency by percentile distribution".
 pcts() {
@@ -80,48 +178,79 @@ pcts() {
        BEGIN { want[1] = 50; want[2] = 95; want[3] = 99; want[4] = 99.9 }
        END { if (length(got) < 4) exit 1; print got[1], got[2], got[3], got[4] }'
 }
-bench() { # side clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
-  local side=$1 c=$2 d=$3 out=$tmp/out
-  if [ "$side" = kernel ]; then
-    timeout "$limit" ip netns exec "$CK" redis-benchmark -h 10.79.0.1 -t set -n "$nreq" -c "$c" -d "$d" >"$out" 2>&1
-  else
-    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=${PRELOAD:-$bin/libsluice_preload.so} \
-      timeout "$limit" redis-benchmark -h 10.78.0.2 -t set -n "$nreq" -c "$c" -d "$d" >"$out" 2>&1
-  fi
+bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
+  local mode=$1 c=$2 d=$3 out=$tmp/out
+  local args=(-t set -n "$nreq" -c "$c" -d "$d")
+  case $mode in
+    kernel) timeout "$limit" ip netns exec "$CK" redis-benchmark -h 10.79.0.1 "${args[@]}" ;;
+    sluice) pre s timeout "$limit" redis-benchmark -h 10.78.0.2 "${args[@]}" ;;
+    both-veth) pre a timeout "$limit" redis-benchmark -h 10.80.0.2 "${args[@]}" ;;
+    both-memif) pre a timeout "$limit" redis-benchmark -h 10.81.0.2 "${args[@]}" ;;
+  esac >"$out" 2>&1
   local rc=$?
   if [ $rc != 0 ] || ! pcts <"$out" >"$tmp/p"; then
-    echo "FAILED: $side, $c clients, $d B (exit $rc):"; tr '\r' '\n' <"$out" | tail -5; return 1
+    echo "FAILED: $mode, $c clients, $d B (exit $rc):"; tr '\r' '\n' <"$out" | tail -5; return 1
   fi
 }
 
 declare -A R
-echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; FIFO $fifo B"
+mkdir -p "$(dirname "$out_csv")"
+{
+  echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\""
+  echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "mode,clients,payload,run,p50,p95,p99,p99.9"
+} >"$out_csv"
+echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode (b) ${RXMODE:-polling}, (c) $rxc${STARTUP:+; startup: $STARTUP}"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   for c in $clients; do
     for d in $sizes; do
-      for side in kernel sluice; do
-        bench $side "$c" "$d" || exit 1
+      for mode in $modes; do
+        bench "$mode" "$c" "$d" || exit 1
         read -r a b e f <"$tmp/p"
-        R[$side,$c,$d,50]+="$a "; R[$side,$c,$d,95]+="$b "; R[$side,$c,$d,99]+="$e "; R[$side,$c,$d,99.9]+="$f "
+        R[$mode,$c,$d,50]+="$a "; R[$mode,$c,$d,95]+="$b "; R[$mode,$c,$d,99]+="$e "; R[$mode,$c,$d,99.9]+="$f "
+        echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$out_csv"
       done
     done
   done
 done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$out_csv"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '\n| clients | payload | pct | kernel ms min / median / max | sluice ms min / median / max | sluice / kernel (medians) |\n|---|---|---|---|---|---|\n'
+# The table: one min / median / max column per mode, then each mode's ratio of medians to
+# the kernel's (when the kernel ran).
+others=()
+for m in $modes; do [ "$m" = kernel ] || others+=("$m"); done
+hdr="| clients | payload | pct |"; sep="|---|---|---|"
+for m in $modes; do hdr+=" $m ms min / median / max |"; sep+="---|"; done
+if has kernel; then
+  for m in "${others[@]}"; do hdr+=" $m / kernel (medians) |"; sep+="---|"; done
+fi
+printf '\n%s\n%s\n' "$hdr" "$sep"
 for c in $clients; do
   for d in $sizes; do
     for p in 50 95 99 99.9; do
-      # shellcheck disable=SC2086
-      read -r ka kb kc < <(stats ${R[kernel,$c,$d,$p]})
-      # shellcheck disable=SC2086
-      read -r sa sb sc < <(stats ${R[sluice,$c,$d,$p]})
-      printf '| %s | %s | p%s | %.3f / %.3f / %.3f | %.3f / %.3f / %.3f | %.2f |\n' "$c" "$d" "$p" \
-        "$ka" "$kb" "$kc" "$sa" "$sb" "$sc" "$(echo "$sb / $kb" | bc -l)"
+      line="| $c | $d | p$p |"
+      declare -A med=()
+      for m in $modes; do
+        # shellcheck disable=SC2086
+        read -r lo md hi < <(stats ${R[$m,$c,$d,$p]})
+        med[$m]=$md
+        line+=$(printf ' %.3f / %.3f / %.3f |' "$lo" "$md" "$hi")
+      done
+      if has kernel; then
+        for m in "${others[@]}"; do
+          line+=$(printf ' %.2f |' "$(echo "${med[$m]} / ${med[kernel]}" | bc -l)")
+        done
+      fi
+      echo "$line"
     done
   done
 done
 echo
-C show errors | grep -E 'tcp4-input|session-queue' || true
-echo "buffers in use: $(C show buffers | awk '/default-numa-0/ {print $9}')"
+for s in s a b; do
+  [ -S "$tmp/$s.cli" ] || continue
+  case $s in s) echo "-- Sluice of (b):";; a) echo "-- Sluice A (clients) of (c):";; b) echo "-- Sluice B (redis-server) of (c):";; esac
+  C $s show errors | grep -E 'tcp4-input|session-queue|memif' || true
+  echo "buffers in use: $(C $s show buffers | awk '/default-numa-0/ {print $9}')"
+done
+echo "== samples: $out_csv (plot: /work/main/.venv/bin/python scripts/hoststack-plot.py $out_csv); $(( $(date +%s) - t_start )) s"

@@ -12,16 +12,22 @@
 #   - conn: connections per second, each one byte echoed then closed: a Python kernel client
 #     against the side's echo server (accept + close), and the side as the client
 #     (`sluice-tcp conn`) against a Python echo server in the peer's namespace (connect +
-#     close).
+#     close); and a Python client under LD_PRELOAD=libsluice_preload.so (Sluice's stack)
+#     against the kernel echo server (for the kernel side: the kernel client's rate again);
+#   - iperf3: <MiB> with iperf3's client under LD_PRELOAD (sluice side; a kernel client on
+#     the kernel side) against a kernel `iperf3 -s` in the peer's namespace, both directions
+#     (client → server, and -R), the receiver's MB/s.
 # Printed as min / median / max over the runs with the ratio of the medians.
 #
 # Usage: scripts/hoststack-tcp-bench.sh [runs (3)] [MiB (64)] [round trips (2000)]
 # (NO_BUILD=1: use the release binaries as they are; FIFO=<bytes>: Sluice's session FIFO
 # size, default 1 MiB, advertised through window scaling; SESSION_EXTRA="<keys>": more keys
 # of Sluice's session section, e.g. "tcp-delayed-ack 0"; NCONN=<n>: connections per
-# connection-rate sample, default 500; SLUICE=<path>, SLUICE_TCP=<path>: the sluice and
-# sluice-tcp binaries, e.g. older builds for a before/after comparison;
-# RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth, default polling)
+# connection-rate sample, default 500; SLUICE=<path>, SLUICE_TCP=<path>, PRELOAD=<path>: the
+# sluice and sluice-tcp binaries and libsluice_preload.so, e.g. older builds for a
+# before/after comparison; RXMODE=polling|interrupt|adaptive: rx mode of Sluice's veth,
+# default polling; STARTUP="<sections>": appended to Sluice's startup.conf; NO_IPERF=1:
+# without the iperf3 rows, which are left out too when iperf3 is not installed)
 source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 mib=${2:-64}
@@ -30,9 +36,12 @@ fifo=${FIFO:-1048576}
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: needs root (namespaces, AF_PACKET)"; exit 0
 fi
-[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session
+[ -n "${NO_BUILD:-}" ] || cargo build -j 2 --release -q -p sluice -p sluicectl -p sluice-session -p sluice-preload
 bin=$PWD/target/release
 tcp=${SLUICE_TCP:-$bin/sluice-tcp}
+preload=${PRELOAD:-$bin/libsluice_preload.so}
+iperf=1
+[ -z "${NO_IPERF:-}" ] && command -v iperf3 >/dev/null || iperf=
 tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
 pids=()
@@ -57,7 +66,7 @@ ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
 ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
-printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" >"$tmp/c.conf"
+printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n%s\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" "${STARTUP:-}" >"$tmp/c.conf"
 "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
@@ -130,6 +139,24 @@ K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
 until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
   && grep -q ready "$tmp/secho2"; do sleep 0.05; done
 nconn=${NCONN:-500}
+# iperf3 servers on the kernel: (a)'s in $K, (b)'s in $CS (the peer of Sluice's veth).
+if [ -n "$iperf" ]; then
+  ip netns exec "$K" iperf3 -s -B 10.79.0.1 -p 5201 >/dev/null 2>&1 & pids+=($!)
+  ip netns exec "$CS" iperf3 -s -B 10.78.0.2 -p 5201 >/dev/null 2>&1 & pids+=($!)
+  until ip netns exec "$K" ss -ltn | grep -q 10.79.0.1:5201 \
+    && ip netns exec "$CS" ss -ltn | grep -q 10.78.0.2:5201; do sleep 0.05; done
+fi
+# iperf_mbps <side> [-R]: one iperf3 run of $mib MiB, the receiver's MB/s.
+iperf_mbps() {
+  local side=$1; shift
+  if [ "$side" = kernel ]; then
+    ip netns exec "$CK" iperf3 -c 10.79.0.1 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
+  else
+    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload \
+      iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
+  fi || { echo "FAILED: iperf3 $side $*:" >&2; tail -5 "$tmp/iperf.json" >&2; return 1; }
+  python3 -c 'import json, sys; print("%.1f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))' <"$tmp/iperf.json"
+}
 
 declare -A R
 port=8000
@@ -177,10 +204,20 @@ for r in $(seq 1 "$runs"); do
       R[$side,accept]+="$(K_ "$CS" conn 10.78.0.1 7001 "$nconn") "
       R[$side,connect]+="$("$tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
     fi
+    # connections/s of a client on LD_PRELOAD (the kernel side: its client again)
+    if [ $side = kernel ]; then
+      R[$side,preconn]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
+    else
+      R[$side,preconn]+="$(SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
+    fi
+    if [ -n "$iperf" ]; then
+      R[$side,iperf]+="$(iperf_mbps $side) "
+      R[$side,iperfr]+="$(iperf_mbps $side -R) "
+    fi
   done
 done
 printf '\n| metric | kernel min / median / max | sluice min / median / max | sluice / kernel (medians) |\n|---|---|---|---|\n'
-for m in rx tx p50 p99 accept connect; do
+for m in rx tx p50 p99 accept connect preconn ${iperf:+iperf iperfr}; do
   # shellcheck disable=SC2086
   read -r ka kb kc < <(stats ${R[kernel,$m]})
   # shellcheck disable=SC2086
@@ -190,6 +227,9 @@ for m in rx tx p50 p99 accept connect; do
     p50) name="64 B round trip p50 µs";; p99) name="64 B round trip p99 µs";;
     accept) name="connections/s, kernel client → side";;
     connect) name="connections/s, side → kernel server";;
+    preconn) name="connections/s, Python client (sluice: LD_PRELOAD) → kernel server";;
+    iperf) name="iperf3 $mib MiB client (sluice: LD_PRELOAD) → kernel server, MB/s";;
+    iperfr) name="iperf3 -R $mib MiB kernel server → client (sluice: LD_PRELOAD), MB/s";;
   esac
   printf '| %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f |\n' "$name" "$ka" "$kb" "$kc" "$sa" "$sb" "$sc" "$(echo "$sb / $kb" | bc -l)"
 done

@@ -47,6 +47,10 @@ pub struct UnixConfig {
     pub capture_dir: Option<PathBuf>,
     /// Sleep between loops when idle, microseconds (`poll-sleep-usec`, 0..=1000000).
     pub poll_sleep_usec: Option<u64>,
+    /// A busy main-loop round that found no work yields the CPU (`poll-yield`, Sluice's own
+    /// key): sched_yield(2), so that processes sharing the CPU (host-stack applications)
+    /// run before the next round.
+    pub poll_yield: bool,
     /// `cli-prompt`.
     pub cli_prompt: Option<String>,
     /// A daemonised sluice does not copy its log to syslog (`nosyslog`).
@@ -343,6 +347,7 @@ fn unix(s: &Section, file: &str, cfg: &mut StartupConfig) -> Result<(), ConfErro
                 cfg.unix.exec = Some((p, k.line))
             }
             "exec-strict" => cfg.unix.exec_strict = true,
+            "poll-yield" => cfg.unix.poll_yield = true,
             "log" | "pidfile" => {
                 let v = c.value(k)?;
                 let p = absolute(&v.text);
@@ -833,6 +838,22 @@ mod tests {
         assert_eq!(
             err("unix {\n startup-config /nonexistent/boot.cli\n exec-strict\n}\n"),
             "t.conf:2: startup-config: cannot read `/nonexistent/boot.cli': No such file or directory (os error 2)"
+        );
+    }
+
+    #[test]
+    fn poll_yield_is_off_unless_set() {
+        assert!(
+            !parse("unix { nodaemon }\n", "t.conf", &[])
+                .unwrap()
+                .unix
+                .poll_yield
+        );
+        let c = parse("unix {\n poll-yield\n}\n", "t.conf", &[]).unwrap();
+        assert!(c.unix.poll_yield);
+        assert_eq!(
+            err("unix {\n poll-yield 1\n}\n"),
+            "t.conf:2: unknown key `1' in section `unix'"
         );
     }
 

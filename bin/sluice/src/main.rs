@@ -474,6 +474,10 @@ fn run(
                 last_collect = now;
                 vm.main.wait(Some(0.0));
             }
+            // `poll-yield`: a round without packets lets a process sharing this CPU run.
+            if n == 0 && cfg.unix.poll_yield {
+                std::thread::yield_now();
+            }
             continue;
         }
         last_poll = now;

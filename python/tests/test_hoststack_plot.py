@@ -1,0 +1,58 @@
+"""scripts/hoststack-plot.py's reader of scripts/hoststack-redis-bench.sh's samples (CSV)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hoststack-plot.py"
+
+
+def plotmod():
+    spec = importlib.util.spec_from_file_location("hoststack_plot", SCRIPT)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+SAMPLES = """\
+# scripts/hoststack-redis-bench.sh 3 10000 "1" "64"; MODES="kernel sluice"
+mode,clients,payload,run,p50,p95,p99,p99.9
+kernel,1,64,1,0.039,0.055,0.119,0.327
+sluice,1,64,1,0.055,0.367,3.903,12.007
+kernel,1,64,2,0.047,0.063,0.111,0.5
+sluice,1,64,2,0.063,0.2,0.3,0.4
+kernel,1,64,3,0.031,0.071,0.2,0.4
+sluice,1,64,3,0.071,0.3,1.0,2.0
+# load average after: 1.0 1.0 1.0; 60 s
+"""
+
+
+def test_medians_and_ranges_per_cell():
+    m = plotmod()
+    comments, samples = m.load(SAMPLES.splitlines(keepends=True))
+    assert comments[0].startswith("scripts/hoststack-redis-bench.sh 3 10000")
+    assert len(comments) == 2
+    s = m.summary(samples)
+    assert s[("kernel", 1, 64, "p50")] == (0.031, 0.039, 0.047)
+    assert s[("sluice", 1, 64, "p99.9")] == (0.4, 2.0, 12.007)
+    assert len(s) == 2 * 4
+
+
+def test_malformed_row_names_it():
+    m = plotmod()
+    bad = SAMPLES.replace("sluice,1,64,2,0.063", "sluice,1,64,2,fast")
+    with pytest.raises(ValueError, match="row 5"):
+        m.load(bad.splitlines(keepends=True))
+    with pytest.raises(ValueError, match="header"):
+        m.load(["mode,clients,p50\n", "kernel,1,0.1\n"])
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    m = plotmod()
+    csv = tmp_path / "s.csv"
+    csv.write_text(SAMPLES)
+    m.main([str(csv)])
+    png = tmp_path / "s.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
