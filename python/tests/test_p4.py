@@ -318,3 +318,44 @@ class TestP4Api(SluiceTestCase):
         a.p4_unload(name="l2switch")
         self.assert_api_error(Retval.NO_SUCH_ENTRY, a.p4_unload, name="l2switch")
         assert a.p4_program_dump() == []
+
+
+class TestP4DirectMeter(SluiceTestCase):
+    """A `direct_meter` (python/tests/data/p4_direct_meter.p4): each entry's own meter,
+    configured through `p4_table_entry_meter_set`, colours the frames it forwards (the
+    colour is added to the EtherType); red ones are dropped."""
+
+    def setup_test(self):
+        self.pg0, self.pg1 = self.create_pg_interfaces(range(2), up=True)
+        self.api = self.vpp.api()
+
+    def test_each_entry_has_its_own_meter(self):
+        a = self.api
+        pg0 = self.vpp.sw_if_index("pg0")
+        pg1 = self.vpp.sw_if_index("pg1")
+        a.p4_load(file=str(Path(__file__).parent / "data" / "p4_direct_meter.p4"), name="m",
+                  sw_if_indexes=[pg0])
+        st = ["02:10:00:00:00:01", "02:10:00:00:00:02", "02:10:00:00:00:03"]
+        for h, action in zip(st, ("forward", "forward", "unmetered")):
+            a.p4_table_entry_add_del(is_add=True, program="m", table="stations",
+                                     matches=[exact(mac(h))], action=action, params=[pg1])
+        # 0.01 packets/s: no refill during the test. Committed burst 2, peak burst 3.
+        a.p4_table_entry_meter_set(program="m", table="stations", matches=[exact(mac(st[0]))],
+                                   cir=0.01, cburst=2, pir=0.01, pburst=3)
+        self.assert_api_error(Retval.INVALID_VALUE, a.p4_table_entry_meter_set, program="m",
+                              table="stations", matches=[exact(mac(st[2]))], cir=1.0,
+                              pir=1.0, match="reads no direct_meter")
+        self.assert_api_error(Retval.NO_SUCH_ENTRY, a.p4_table_entry_meter_set, program="m",
+                              table="stations", matches=[exact(5)], cir=1.0, pir=1.0)
+        f = lambda d, i: raw(Ether(src="02:10:00:00:00:09", dst=d, type=0x88B0)  # noqa: E731
+                             / Raw(bytes([i]) * 46))
+        pkts = [f(st[0], i) for i in range(5)] + [f(st[1], 5), f(st[1], 6), f(st[2], 7)]
+        out = self.send_and_expect(self.pg0, pkts, self.pg1, n_rx=6)
+        got = [(raw(p)[14], int.from_bytes(raw(p)[12:14], "big") - 0x88B0) for p in out]
+        # Entry 1: green, green, yellow, then red (dropped); entry 2 (unconfigured) and the
+        # unmetered entry: green.
+        assert got == [(0, 0), (1, 0), (2, 1), (5, 0), (6, 0), (7, 0)], got
+        # The dump shows the declared parameters only (not the meter cell).
+        d = a.p4_table_dump(program="m", table="stations")
+        assert [x.params for x in d] == [[pg1], [pg1], [pg1], []]
+        a.p4_unload(name="m")

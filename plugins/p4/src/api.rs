@@ -32,6 +32,7 @@ pub fn register(r: &mut ApiRegistry) {
     r.dump(counter_dump);
     r.dump(register_dump);
     r.request(meter_set);
+    r.request(entry_meter_set);
 }
 
 /// The result code of an error.
@@ -318,4 +319,21 @@ fn meter_set(
     };
     cli::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
     Ok(m::P4MeterSetReply {})
+}
+
+fn entry_meter_set(
+    vm: &mut Vlib,
+    _: &mut Ctx<'_>,
+    q: m::P4TableEntryMeterSet,
+) -> Result<m::P4TableEntryMeterSetReply, ApiError> {
+    let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
+    let matches = matches_in(&prog, &q.table, &q.matches)?;
+    let c = MeterConf {
+        cir: q.cir,
+        cburst: q.cburst,
+        pir: q.pir,
+        pburst: q.pburst,
+    };
+    cli::table_meter_set(vm, &q.program, &q.table, &matches, q.priority, &c)?;
+    Ok(m::P4TableEntryMeterSetReply {})
 }

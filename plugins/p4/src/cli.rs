@@ -13,6 +13,7 @@
 //! show p4 counter <prog> <counter> [<index>]
 //! show p4 register <prog> <register> [<index>]
 //! p4 meter set <prog> <meter> <index> cir <rate> cburst <n> pir <rate> pburst <n>
+//! p4 table meter <prog> <table> key <v>... [priority <p>] cir <rate> cburst <n> pir <rate> pburst <n>
 //! ```
 //!
 //! Key values: exact `v`; lpm `v/len` (or `v` for a full-length prefix); ternary `v&&&mask`,
@@ -41,6 +42,64 @@ pub struct LoadedProg {
     pub nodes: Vec<NodeIndex>,
     pub ifs: Vec<u32>,
     pub load_secs: f64,
+    /// The meter cells of tables with a `direct_meter`, by table.
+    pub meter_cells: BTreeMap<usize, MeterCells>,
+}
+
+/// The cells of a table's direct meter: one per entry whose action reads it (the action's
+/// hidden last parameter), the last one for the default action (never configured).
+#[derive(Debug)]
+pub struct MeterCells {
+    /// The meter (`Program::meters`).
+    pub meter: usize,
+    /// Cells for entries: `0..limit`.
+    pub limit: u32,
+    next: u32,
+    free: Vec<u32>,
+    /// Entry id -> cell.
+    pub of_entry: BTreeMap<u32, u32>,
+}
+
+impl MeterCells {
+    /// The direct-meter cells of every table of `prog` that has one.
+    fn of_program(prog: &Program, master: &ThreadState) -> BTreeMap<usize, MeterCells> {
+        let mut out = BTreeMap::new();
+        for (t, tb) in prog.tables.iter().enumerate() {
+            let Some(m) = tb.actions.iter().find_map(|&a| {
+                let n = crate::compile::direct_meter_of(&prog.actions[a as usize])?;
+                prog.meters.iter().position(|x| x.name == n)
+            }) else {
+                continue;
+            };
+            let mut of_entry = BTreeMap::new();
+            for (id, e) in master.tables[t].iter() {
+                let r = master.tables[t].rec_of(e);
+                if crate::compile::direct_meter_of(&prog.actions[r.action as usize]).is_some() {
+                    of_entry.insert(id, r.params[r.nparams as usize - 1] as u32);
+                }
+            }
+            out.insert(
+                t,
+                MeterCells {
+                    meter: m,
+                    limit: prog.meters[m].size - 1,
+                    next: of_entry.values().map(|&c| c + 1).max().unwrap_or(0),
+                    free: Vec::new(),
+                    of_entry,
+                },
+            );
+        }
+        out
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        self.free.pop().or_else(|| {
+            (self.next < self.limit).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })
+    }
 }
 
 /// Control-plane state: programs by name, and every node ever made for a name (nodes stay
@@ -89,6 +148,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "show p4 register",
         "show p4 register <prog> <register> [<index>]",
         cli_show_register,
+    );
+    t.add(
+        "p4 table meter",
+        "p4 table meter <prog> <table> key <v>... [priority <p>] cir <r> cburst <n> pir <r> pburst <n>",
+        cli_table_meter,
     );
     t.add(
         "p4 meter set",
@@ -339,6 +403,7 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
         node::segments(&prog)
     };
     let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
+    let meter_cells = MeterCells::of_program(&prog, &master);
     let nodes = ensure_nodes(vm, &name, segments.len())?;
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
@@ -394,6 +459,7 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             nodes,
             ifs,
             load_secs,
+            meter_cells,
         },
     );
     Ok((name, msg))
@@ -744,15 +810,50 @@ pub fn table_add(
     let action = pr.action_in(action, &pr.tables[t].actions).ok_or_else(|| {
         P4Error::NoAction(sluice_cli::error::clip(action), pr.tables[t].name.clone())
     })?;
+    let terr = |e| P4Error::Table(pr.tables[t].name.clone(), e);
+    let mut params = params;
+    // An action reading the table's direct meter gets the entry's cell as its hidden last
+    // parameter.
+    let cell = if crate::compile::direct_meter_of(&pr.actions[action as usize]).is_some() {
+        let declared = pr.actions[action as usize].params.len() - 1;
+        if params.len() != declared {
+            return Err(terr(TableError::ParamCount(declared, params.len())));
+        }
+        let cells = p
+            .meter_cells
+            .get_mut(&t)
+            .expect("cells of a direct-metered table");
+        let c = cells
+            .alloc()
+            .ok_or(terr(TableError::Full(cells.limit as u64)))?;
+        params.push(c as u64);
+        Some((cells.meter, c))
+    } else {
+        None
+    };
     let spec = EntrySpec {
         matches,
         action,
         params,
         priority,
     };
-    let id = p.master.tables[t]
-        .add(&pr.tables[t], &pr.actions, &spec)
-        .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    let id = match p.master.tables[t].add(&pr.tables[t], &pr.actions, &spec) {
+        Ok(id) => id,
+        Err(e) => {
+            if let Some((_, c)) = cell {
+                p.meter_cells.get_mut(&t).expect("cells").free.push(c);
+            }
+            return Err(terr(e));
+        }
+    };
+    if let Some((m, c)) = cell {
+        p.loaded.shared.meters[m][c as usize].set(&METER_OFF);
+        p.meter_cells
+            .get_mut(&t)
+            .expect("cells")
+            .of_entry
+            .insert(id, c);
+    }
     let nodes = p.nodes.clone();
     replicate(
         vm,
@@ -783,9 +884,15 @@ pub fn table_del(
     let p = program(vm, prog)?;
     let pr = p.loaded.prog.clone();
     let t = table_index(&pr, table)?;
+    let id = p.master.tables[t].find(matches, priority);
     p.master.tables[t]
         .del(matches, priority)
         .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let (Some(cells), Some(id)) = (p.meter_cells.get_mut(&t), id) {
+        if let Some(c) = cells.of_entry.remove(&id) {
+            cells.free.push(c);
+        }
+    }
     let nodes = p.nodes.clone();
     let matches = matches.to_vec();
     replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr);
@@ -807,6 +914,11 @@ pub fn table_clear(vm: &mut Vlib, prog: &str, table: &str) -> Result<(), P4Error
     p.master.tables[t]
         .clear()
         .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let Some(cells) = p.meter_cells.get_mut(&t) {
+        cells.free.clear();
+        cells.next = 0;
+        cells.of_entry.clear();
+    }
     let nodes = p.nodes.clone();
     replicate(vm, nodes, t, move |tr, _| tr.clear(), pr);
     Ok(())
@@ -881,7 +993,11 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
-    let params = |r: &crate::table::ActRec| r.params[..r.nparams as usize].to_vec();
+    // Without the hidden direct-meter cell.
+    let params = |r: &crate::table::ActRec| {
+        let hidden = crate::compile::direct_meter_of(&pr.actions[r.action as usize]).is_some();
+        r.params[..r.nparams as usize - hidden as usize].to_vec()
+    };
     let mut entries: Vec<EntryView> = tr
         .iter()
         .map(|(id, e)| {
@@ -1063,16 +1179,26 @@ fn cli_show_register(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError>
     Ok(out)
 }
 
+/// An unconfigured meter cell (marks everything green).
+const METER_OFF: MeterConf = MeterConf {
+    cir: 0.0,
+    cburst: 0,
+    pir: 0.0,
+    pburst: 0,
+};
+
 fn cli_meter_set(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let pn = args.word("program name")?;
     let n = args.word("meter name")?;
     let i = index_arg(args)?.ok_or_else(|| CliError::new("expected a meter index"))?;
-    let mut c = MeterConf {
-        cir: 0.0,
-        cburst: 0,
-        pir: 0.0,
-        pburst: 0,
-    };
+    let c = meter_conf(args)?;
+    meter_set(vm, &pn, &n, i, &c)?;
+    Ok(String::new())
+}
+
+/// `cir <r> cburst <n> pir <r> pburst <n>` (any order, omitted: 0).
+fn meter_conf(args: &mut Args) -> Result<MeterConf, CliError> {
+    let mut c = METER_OFF;
     while !args.is_empty() {
         if args.keyword("cir") {
             c.cir = args.f64("cir")?;
@@ -1086,8 +1212,55 @@ fn cli_meter_set(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             args.finish()?;
         }
     }
-    meter_set(vm, &pn, &n, i, &c)?;
+    Ok(c)
+}
+
+fn check_conf(c: &MeterConf) -> Result<(), P4Error> {
+    if !(c.cir.is_finite() && c.pir.is_finite() && c.cir >= 0.0) {
+        return Err(P4Error::Invalid(
+            "rates must be finite and not negative".into(),
+        ));
+    }
+    if c.pir < c.cir {
+        return Err(P4Error::Invalid("pir must be at least cir".into()));
+    }
+    Ok(())
+}
+
+fn cli_table_meter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let (pn, prog, t) = prog_table(vm, args)?;
+    let (matches, priority) = read_keys(&prog, t, args)?;
+    let c = meter_conf(args)?;
+    table_meter_set(vm, &pn, &prog.tables[t].name, &matches, priority, &c)?;
     Ok(String::new())
+}
+
+/// Configures the direct-meter cell of the entry with these matches and priority.
+pub fn table_meter_set(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    matches: &[Match],
+    priority: u32,
+    c: &MeterConf,
+) -> Result<(), P4Error> {
+    check_conf(c)?;
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let tn = &pr.tables[t].name;
+    let cells = p
+        .meter_cells
+        .get(&t)
+        .ok_or_else(|| P4Error::Invalid(format!("table `{tn}' has no direct_meter")))?;
+    let id = p.master.tables[t]
+        .find(matches, priority)
+        .ok_or_else(|| P4Error::Table(tn.clone(), TableError::NotFound))?;
+    let cell = cells.of_entry.get(&id).ok_or_else(|| {
+        P4Error::Invalid(format!("{tn}: the entry's action reads no direct_meter"))
+    })?;
+    p.loaded.shared.meters[cells.meter][*cell as usize].set(c);
+    Ok(())
 }
 
 /// Configures cell `index` of meter `meter` (rates per second in the meter's unit; a
@@ -1108,14 +1281,7 @@ pub fn meter_set(
         .position(|x| x.name == meter)
         .ok_or_else(|| P4Error::no("meter", meter))?;
     check_index(index, p.loaded.prog.meters[m].size)?;
-    if !(c.cir.is_finite() && c.pir.is_finite() && c.cir >= 0.0) {
-        return Err(P4Error::Invalid(
-            "rates must be finite and not negative".into(),
-        ));
-    }
-    if c.pir < c.cir {
-        return Err(P4Error::Invalid("pir must be at least cir".into()));
-    }
+    check_conf(c)?;
     p.loaded.shared.meters[m][index as usize].set(c);
     Ok(())
 }
