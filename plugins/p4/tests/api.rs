@@ -2,29 +2,18 @@
 //! server calls): load, entries keyed by match and priority, dumps, clear, counters,
 //! registers, meters, unload, and the result code of every error.
 
+mod common;
+
 use sluice_api::codec::Writer;
 use sluice_api::registry::decode;
 use sluice_api::{ApiRegistry, Message, Retval};
-use sluice_graph::{CpuConfig, Vlib};
+use sluice_graph::Vlib;
 use sluice_p4::api::p4 as m;
 
 const FIREWALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/firewall.p4");
 
 fn build() -> (Vlib, sluice_cli::CommandTree<Vlib>, ApiRegistry) {
-    let cpu = CpuConfig {
-        main_core: None,
-        workers: Vec::new(),
-    };
-    let pool = sluice_buffer::PoolConfig {
-        buffers: 1024,
-        data_size: 2048,
-        page_size: sluice_buffer::PageSize::Small,
-        shared: false,
-    };
-    let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&sluice_p4::PLUGIN];
-    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
-    let a =
-        sluice_vnet::plugin::assemble(&entries, &cpu, &pool, Default::default()).expect("runtime");
+    let a = common::runtime();
     (a.vm, a.cli, a.api)
 }
 

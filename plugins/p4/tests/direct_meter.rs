@@ -3,6 +3,8 @@
 //! entry's own meter colours its packets) and the control plane (`p4 table add` fills the
 //! cell, `p4 table meter` configures it, `p4 table del/clear` free it).
 
+mod common;
+
 use sluice_p4::exec::{simulate, MeterConf, Outcome, Shared, ThreadState, GREEN, RED, YELLOW};
 use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
 
@@ -166,20 +168,7 @@ fn const_entries_and_the_default_get_cells() {
 
 #[test]
 fn control_plane_allocates_configures_and_frees_cells() {
-    let cpu = sluice_graph::CpuConfig {
-        main_core: None,
-        workers: Vec::new(),
-    };
-    let pool = sluice_buffer::PoolConfig {
-        buffers: 1024,
-        data_size: 2048,
-        page_size: sluice_buffer::PageSize::Small,
-        shared: false,
-    };
-    let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&sluice_p4::PLUGIN];
-    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
-    let a =
-        sluice_vnet::plugin::assemble(&entries, &cpu, &pool, Default::default()).expect("runtime");
+    let a = common::runtime();
     let (mut vm, t) = (a.vm, a.cli);
     let cli = |vm: &mut sluice_graph::Vlib, c: &str| t.execute(vm, c);
     cli(&mut vm, &format!("p4 load {FILE} name m")).unwrap();
