@@ -52,6 +52,8 @@ fn compiles_to_a_hidden_cell_parameter() {
         ("per_station", 65)
     );
     assert!(!p.meters[0].bytes);
+    // `sluice-p4c` takes it too (the hidden parameter is an ordinary one there).
+    assert!(sluice_p4::gen::rust(&p, "m", "m.p4").is_ok());
 }
 
 #[test]
