@@ -10,6 +10,8 @@ TTL <= 1 (native sends ICMP time exceeded, the programs drop), Ethernet padding 
 trims it, the programs keep it: checked as such) and, for the firewall (which
 verifies no checksum), bad header checksums."""
 
+import ipaddress
+import random
 from pathlib import Path
 
 import pytest
@@ -177,6 +179,58 @@ class TestP4Router(P4Differential):
         assert lp[-1].is_default and lp[-1].packets == 1  # 40.0.0.1 missed
         self.api.p4_unload(name="r")
         self.assert_no_leaks()
+
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_router_matches_native_random(self, seed):
+        """Random routes to two next hops and random packets (protocols, sizes, TTLs 2..255,
+        destinations in and out of the routes, a few malformed), from a fixed seed."""
+        rnd = random.Random(seed)
+        hops = [(self.pg1.remote_host_ip4(h), self.pg1.remote_host_mac(h)) for h in (2, 3)]
+        self.vpp.cli(f"ip neighbor pg1 {hops[1][0]} {hops[1][1]}")
+        a = self.api
+        a.p4_load(file=ROUTER, name="r", sw_if_indexes=[self.pg2_index])
+        for ip, m in hops:
+            a.p4_table_entry_add_del(is_add=True, program="r", table="forward",
+                                     matches=[exact(ip4(ip))], action="set_dmac",
+                                     params=[mac(m)])
+        a.p4_table_entry_add_del(is_add=True, program="r", table="send_frame",
+                                 matches=[exact(self.pg3_index)], action="rewrite_mac",
+                                 params=[mac(self.pg1.local_mac)])
+        routes = {}
+        while len(routes) < 24:
+            n = rnd.randint(4, 32)
+            v = rnd.randint(0x14000000, 0xDEFFFFFF) & ((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF)
+            if v >> 28 >= 0xE or (v >> 24) in (10, 127) or v >> 24 < 0x14:
+                continue
+            routes[(v, n)] = rnd.choice(hops)
+        for (v, n), (ip, _) in routes.items():
+            p = str(ipaddress.IPv4Address(v))
+            IpRoute(self, f"{p}/{n}", via=ip).add_config()
+            a.p4_table_entry_add_del(is_add=True, program="r", table="ipv4_lpm",
+                                     matches=[lpm(v, n)], action="set_nhop",
+                                     params=[ip4(ip), self.pg3_index])
+        keys = list(routes)
+        cases = []
+        for _ in range(64):
+            if rnd.random() < 0.8:
+                v, n = rnd.choice(keys)
+                dst = v | (rnd.getrandbits(32) & ((1 << (32 - n)) - 1))
+            else:
+                dst = rnd.getrandbits(32)
+            if dst >> 28 >= 0xE or (dst >> 24) in (0, 10, 127):
+                dst = 0x14000001
+            d = str(ipaddress.IPv4Address(dst))
+            l4 = rnd.choice([UDP(sport=rnd.randint(1, 65535), dport=53), TCP(dport=80),
+                             ICMP(type=8)])
+            cases.append(IP(src=self.pg0.remote_ip4, dst=d, ttl=rnd.randint(2, 255),
+                            tos=rnd.randint(0, 255), id=rnd.randint(0, 65535))
+                         / l4 / Raw(bytes(rnd.randint(0, 255) for _ in range(rnd.randint(0, 300)))))
+        bad = self.malformed("20.0.0.1")
+        cases += [rnd.choice(bad) for _ in range(6)]
+        rnd.shuffle(cases)
+        fwd, drops = self.compare(cases)
+        assert fwd > 0 and drops >= 6, (fwd, drops)
 
 
 class TestP4Firewall(P4Differential):
