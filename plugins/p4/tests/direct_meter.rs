@@ -143,6 +143,28 @@ fn errors_name_the_construct() {
     assert!(e.contains("takes 1 arguments, got 2"), "{e}");
     let e = err("(MeterType.packets)", "(MeterType.ounces)");
     assert!(e.contains("unknown MeterType.ounces"), "{e}");
+    let two = source().replace(
+        "    direct_meter<bit<2>>(MeterType.packets) per_station;",
+        "    direct_meter<bit<2>>(MeterType.packets) per_station;\n    direct_meter<bit<2>>(MeterType.bytes) other;",
+    );
+    let e = compile(&two.replace(
+        "per_station.read(meta.colour);",
+        "per_station.read(meta.colour);\n        other.read(meta.colour);",
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("not supported: an action reading two direct_meters at m.p4:"),
+        "{e}"
+    );
+    let e = compile(&source().replace(
+        "        size = 64;",
+        "        size = 1;\n        const entries = { 1: forward(1); 2: forward(2); }",
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("error: table `stations' has 2 const entries, more than its size 1 at m.p4:"),
+        "{e}"
+    );
     // The same meter on two tables.
     let e = err(
         "    apply {\n        stations.apply();",
