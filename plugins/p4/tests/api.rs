@@ -342,6 +342,25 @@ fn load_entries_dumps_and_errors() {
         Retval::InvalidValue
     );
 
+    // A table without a direct meter has no per-entry meter.
+    let ems = m::P4TableEntryMeterSet {
+        program: "fw".into(),
+        table: "fib".into(),
+        matches: vec![lpm(0x0a02_0000, 16)],
+        priority: 0,
+        cir: 1.0,
+        cburst: 1,
+        pir: 1.0,
+        pburst: 1,
+    };
+    assert_eq!(
+        req::<_, m::P4TableEntryMeterSetReply>(api, vm, &ems).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "table `fib' has no direct_meter".into()
+        )
+    );
+
     // Unload.
     let un = |n: &str| m::P4Unload { name: n.into() };
     req::<_, m::P4UnloadReply>(api, vm, &un("fw")).unwrap();
