@@ -1,4 +1,5 @@
-//! The `p4 ...` commands and the control-plane state of loaded programs.
+//! The `p4 ...` commands, the control-plane state of loaded programs, and the actions both
+//! the commands and the API messages (`crate::api`) call (`load`, `table_add`, ...).
 //!
 //! ```text
 //! p4 load <file.p4> [name <n>] [mode single|multi|auto] [on <if>...]
@@ -12,12 +13,14 @@
 //! show p4 counter <prog> <counter> [<index>]
 //! show p4 register <prog> <register> [<index>]
 //! p4 meter set <prog> <meter> <index> cir <rate> cburst <n> pir <rate> pburst <n>
+//! p4 table meter <prog> <table> key <v>... [priority <p>] cir <rate> cburst <n> pir <rate> pburst <n>
 //! ```
 //!
 //! Key values: exact `v`; lpm `v/len` (or `v` for a full-length prefix); ternary `v&&&mask`,
 //! `v` (all bits) or `*`; range `lo..hi`, `v` or `*`. Values are decimal, `0x` hex, dotted
 //! IPv4 or colon MAC.
 
+use crate::error::P4Error;
 use crate::exec::{MeterConf, Shared, ThreadState};
 use crate::ir::{EntrySpec, Match, MatchKind, Opts, Program};
 use crate::node::{self, Loaded, Mode, NodeState, P4Node};
@@ -39,6 +42,64 @@ pub struct LoadedProg {
     pub nodes: Vec<NodeIndex>,
     pub ifs: Vec<u32>,
     pub load_secs: f64,
+    /// The meter cells of tables with a `direct_meter`, by table.
+    pub meter_cells: BTreeMap<usize, MeterCells>,
+}
+
+/// The cells of a table's direct meter: one per entry whose action reads it (the action's
+/// hidden last parameter), the last one for the default action (never configured).
+#[derive(Debug)]
+pub struct MeterCells {
+    /// The meter (`Program::meters`).
+    pub meter: usize,
+    /// Cells for entries: `0..limit`.
+    pub limit: u32,
+    next: u32,
+    free: Vec<u32>,
+    /// Entry id -> cell.
+    pub of_entry: BTreeMap<u32, u32>,
+}
+
+impl MeterCells {
+    /// The direct-meter cells of every table of `prog` that has one.
+    fn of_program(prog: &Program, master: &ThreadState) -> BTreeMap<usize, MeterCells> {
+        let mut out = BTreeMap::new();
+        for (t, tb) in prog.tables.iter().enumerate() {
+            let Some(m) = tb.actions.iter().find_map(|&a| {
+                let n = crate::compile::direct_meter_of(&prog.actions[a as usize])?;
+                prog.meters.iter().position(|x| x.name == n)
+            }) else {
+                continue;
+            };
+            let mut of_entry = BTreeMap::new();
+            for (id, e) in master.tables[t].iter() {
+                let r = master.tables[t].rec_of(e);
+                if crate::compile::direct_meter_of(&prog.actions[r.action as usize]).is_some() {
+                    of_entry.insert(id, r.params[r.nparams as usize - 1] as u32);
+                }
+            }
+            out.insert(
+                t,
+                MeterCells {
+                    meter: m,
+                    limit: prog.meters[m].size - 1,
+                    next: of_entry.values().map(|&c| c + 1).max().unwrap_or(0),
+                    free: Vec::new(),
+                    of_entry,
+                },
+            );
+        }
+        out
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        self.free.pop().or_else(|| {
+            (self.next < self.limit).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })
+    }
 }
 
 /// Control-plane state: programs by name, and every node ever made for a name (nodes stay
@@ -87,6 +148,11 @@ pub fn register_cli(t: &mut CommandTree<Vlib>) {
         "show p4 register",
         "show p4 register <prog> <register> [<index>]",
         cli_show_register,
+    );
+    t.add(
+        "p4 table meter",
+        "p4 table meter <prog> <table> key <v>... [priority <p>] cir <r> cburst <n> pir <r> pburst <n>",
+        cli_table_meter,
     );
     t.add(
         "p4 meter set",
@@ -168,33 +234,64 @@ fn state(vm: &mut Vlib) -> &mut P4State {
     vm.ext_mut::<P4State>()
 }
 
-fn prog_arg<'a>(st: &'a mut P4State, args: &mut Args) -> Result<&'a mut LoadedProg, CliError> {
-    let n = args.word("program name")?;
-    st.progs
-        .get_mut(&n)
-        .ok_or_else(|| CliError::new(format!("no P4 program `{}'", sluice_cli::error::clip(&n))))
+/// The loaded program `name`.
+pub fn program<'a>(vm: &'a mut Vlib, name: &str) -> Result<&'a mut LoadedProg, P4Error> {
+    state(vm)
+        .progs
+        .get_mut(name)
+        .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(name)))
 }
 
-fn table_arg(p: &Program, args: &mut Args) -> Result<usize, CliError> {
-    let n = args.word("table name")?;
-    p.table(&n)
-        .ok_or_else(|| CliError::new(format!("no table `{}'", sluice_cli::error::clip(&n))))
+fn graph_error(e: sluice_graph::GraphError) -> P4Error {
+    sluice_vnet::error::VnetError::System(e.to_string()).into()
+}
+
+/// The index of table `name` of `p`.
+pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
+    p.table(name).ok_or_else(|| P4Error::no("table", name))
+}
+
+/// What `p4 load` (and `p4_load`) loads.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    /// The P4 source file.
+    pub file: String,
+    /// The program's name (default: the file's stem).
+    pub name: Option<String>,
+    pub mode: Mode,
+    /// Interfaces whose received frames go to the program (`on <if>...`).
+    pub ifs: Vec<u32>,
+    /// The optimisations (all on by default; `no-flat` ... turn one off).
+    pub opts: Opts,
+    /// The per-frame executor (`no-vector` turns it off).
+    pub vector: bool,
+    /// The generated code, when there is a module for the program (`no-gen` turns it off).
+    pub generated: bool,
+}
+
+impl LoadSpec {
+    /// Loads `file` with the defaults.
+    pub fn new(file: impl Into<String>) -> Self {
+        LoadSpec {
+            file: file.into(),
+            name: None,
+            mode: Mode::Single,
+            ifs: Vec::new(),
+            opts: Opts::default(),
+            vector: true,
+            generated: true,
+        }
+    }
 }
 
 fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let file = args.word("P4 file")?;
-    let mut name = None;
-    let mut mode = Mode::Single;
-    let mut ifs = Vec::new();
-    let mut opts = Opts::default();
-    let mut vector = true;
-    let mut generated = true;
+    let mut spec = LoadSpec::new(args.word("P4 file")?);
     while !args.is_empty() {
         if args.keyword("name") {
-            name = Some(args.word("program name")?);
+            spec.name = Some(args.word("program name")?);
         } else if args.keyword("mode") {
             let m = args.word("mode")?;
-            mode = match m.as_str() {
+            spec.mode = match m.as_str() {
                 "single" => Mode::Single,
                 "multi" => Mode::Multi,
                 "auto" => Mode::Auto,
@@ -227,24 +324,38 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
                         sluice_cli::error::clip(&w)
                     ))
                 })?;
-                ifs.push(i);
+                spec.ifs.push(i);
             }
         } else if args.keyword("no-flat") {
-            opts.flat = false;
+            spec.opts.flat = false;
         } else if args.keyword("no-resolve") {
-            opts.resolved = false;
+            spec.opts.resolved = false;
         } else if args.keyword("no-redundant") {
-            opts.no_redundant = false;
+            spec.opts.no_redundant = false;
         } else if args.keyword("no-dual") {
-            opts.dual = false;
+            spec.opts.dual = false;
         } else if args.keyword("no-vector") {
-            vector = false;
+            spec.vector = false;
         } else if args.keyword("no-gen") {
-            generated = false;
+            spec.generated = false;
         } else {
             args.finish()?;
         }
     }
+    Ok(load(vm, spec)?.1)
+}
+
+/// Compiles and loads a program: its name and a one-line summary.
+pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> {
+    let LoadSpec {
+        file,
+        name,
+        mode,
+        ifs,
+        opts,
+        vector,
+        generated,
+    } = spec;
     let name = name.unwrap_or_else(|| {
         std::path::Path::new(&file)
             .file_stem()
@@ -257,24 +368,24 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(CliError::new(format!(
+        return Err(P4Error::Invalid(format!(
             "bad program name `{}'",
             sluice_cli::error::clip(&name)
         )));
     }
     if state(vm).progs.contains_key(&name) {
-        return Err(CliError::new(format!(
-            "P4 program `{name}' is already loaded"
-        )));
+        return Err(P4Error::AlreadyLoaded(name));
+    }
+    if let Some(&i) = ifs.iter().find(|&&i| {
+        vm.ext::<sluice_vnet::Interfaces>()
+            .is_none_or(|x| x.get(sluice_vnet::SwIfIndex(i)).is_none())
+    }) {
+        return Err(sluice_vnet::error::VnetError::NoSuchInterface(i).into());
     }
     let t0 = std::time::Instant::now();
-    let src = std::fs::read_to_string(&file).map_err(|e| {
-        CliError::new(format!(
-            "cannot read `{}': {e}",
-            sluice_cli::error::clip(&file)
-        ))
-    })?;
-    let mut prog = crate::compile(&src, &file, opts).map_err(|e| CliError::new(e.to_string()))?;
+    let src = std::fs::read_to_string(&file)
+        .map_err(|e| P4Error::Read(sluice_cli::error::clip(&file), e.to_string()))?;
+    let mut prog = crate::compile(&src, &file, opts)?;
     // Generated code runs exactly the program it was made from (found before the split of
     // the ingress, which makes the same cuts as its phases): the single node, and the
     // segment nodes of multi mode and auto's split.
@@ -291,15 +402,13 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     } else {
         node::segments(&prog)
     };
-    let master =
-        ThreadState::new(&prog).map_err(|e| CliError::new(format!("const entries: {e}")))?;
+    let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
+    let meter_cells = MeterCells::of_program(&prog, &master);
     let nodes = ensure_nodes(vm, &name, segments.len())?;
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
         if k + 1 < nodes.len() {
-            let nx = vm
-                .add_next(nodes[k], nodes[k + 1])
-                .map_err(|e| CliError::new(e.to_string()))?;
+            let nx = vm.add_next(nodes[k], nodes[k + 1]).map_err(graph_error)?;
             seg_next.push(Some(nx.0));
         } else {
             seg_next.push(None);
@@ -342,7 +451,7 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         load_secs
     );
     state(vm).progs.insert(
-        name,
+        name.clone(),
         LoadedProg {
             file,
             loaded,
@@ -350,13 +459,14 @@ fn cli_load(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             nodes,
             ifs,
             load_secs,
+            meter_cells,
         },
     );
-    Ok(msg)
+    Ok((name, msg))
 }
 
 /// The first `n` nodes of a program name's pool, created as needed.
-fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, CliError> {
+fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P4Error> {
     let have = state(vm).pools.get(name).cloned().unwrap_or_default();
     let mut out = have.clone();
     for k in have.len()..n {
@@ -370,7 +480,7 @@ fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, C
         })
         .nexts(node::P4Next::NAMES)
         .counters(node::P4Counter::DESCS);
-        let i = vm.add_node(reg).map_err(|e| CliError::new(e.to_string()))?;
+        let i = vm.add_node(reg).map_err(graph_error)?;
         out.push(i);
     }
     state(vm).pools.insert(name.to_string(), out.clone());
@@ -405,12 +515,20 @@ fn install(
 }
 
 fn cli_unload(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let name = match args.opt_word() {
-        Some(n) => n,
+    let name = args.opt_word();
+    args.finish()?;
+    let name = unload(vm, name.as_deref())?;
+    Ok(format!("unloaded `{name}'"))
+}
+
+/// Unloads program `name` (`None`: the only one loaded); returns its name.
+pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
+    let name = match name {
+        Some(n) => n.to_string(),
         None => {
             let st = state(vm);
             if st.progs.len() != 1 {
-                return Err(CliError::new(format!(
+                return Err(P4Error::Invalid(format!(
                     "{} P4 programs loaded: name the one to unload",
                     st.progs.len()
                 )));
@@ -418,18 +536,15 @@ fn cli_unload(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             st.progs.keys().next().cloned().unwrap_or_default()
         }
     };
-    args.finish()?;
-    let p = state(vm).progs.remove(&name).ok_or_else(|| {
-        CliError::new(format!(
-            "no P4 program `{}'",
-            sluice_cli::error::clip(&name)
-        ))
-    })?;
+    let p = state(vm)
+        .progs
+        .remove(&name)
+        .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(&name)))?;
     for &i in &p.ifs {
         let _ = sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), None);
     }
     install(vm, &name, &p.nodes, None);
-    Ok(format!("unloaded `{name}'"))
+    Ok(name)
 }
 
 fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
@@ -653,21 +768,17 @@ fn read_keys(prog: &Program, t: usize, args: &mut Args) -> Result<(Vec<Match>, u
     Ok((ms, prio))
 }
 
+/// The program and table named by the next two words.
+fn prog_table(vm: &mut Vlib, args: &mut Args) -> Result<(String, Arc<Program>, usize), CliError> {
+    let pn = args.word("program name")?;
+    let prog = program(vm, &pn)?.loaded.prog.clone();
+    let t = table_index(&prog, &args.word("table name")?)?;
+    Ok((pn, prog, t))
+}
+
 fn cli_table_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let t = table_arg(&prog, args)?;
-    let an = args.word("action name")?;
-    let action = prog
-        .action_in(&an, &prog.tables[t].actions)
-        .ok_or_else(|| {
-            CliError::new(format!(
-                "`{}' is not an action of table `{}'",
-                sluice_cli::error::clip(&an),
-                prog.tables[t].name
-            ))
-        })?;
+    let (pn, prog, t) = prog_table(vm, args)?;
+    let action = args.word("action name")?;
     let (matches, priority) = read_keys(&prog, t, args)?;
     let mut params = Vec::new();
     if args.keyword("param") {
@@ -677,53 +788,140 @@ fn cli_table_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         }
     }
     args.finish()?;
+    let tn = prog.tables[t].name.clone();
+    let id = table_add(vm, &pn, &tn, &action, matches, priority, params)?;
+    Ok(format!("entry {id}"))
+}
+
+/// Adds an entry (P4Runtime's INSERT: `matches` and `priority` identify it) to table
+/// `table` of program `prog` on the master and every thread; returns its id.
+pub fn table_add(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    action: &str,
+    matches: Vec<Match>,
+    priority: u32,
+    params: Vec<u64>,
+) -> Result<u32, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let action = pr.action_in(action, &pr.tables[t].actions).ok_or_else(|| {
+        P4Error::NoAction(sluice_cli::error::clip(action), pr.tables[t].name.clone())
+    })?;
+    let terr = |e| P4Error::Table(pr.tables[t].name.clone(), e);
+    let mut params = params;
+    // An action reading the table's direct meter gets the entry's cell as its hidden last
+    // parameter.
+    let cell = if crate::compile::direct_meter_of(&pr.actions[action as usize]).is_some() {
+        let declared = pr.actions[action as usize].params.len() - 1;
+        if params.len() != declared {
+            return Err(terr(TableError::ParamCount(declared, params.len())));
+        }
+        let cells = p
+            .meter_cells
+            .get_mut(&t)
+            .expect("cells of a direct-metered table");
+        let c = cells
+            .alloc()
+            .ok_or(terr(TableError::Full(cells.limit as u64)))?;
+        params.push(c as u64);
+        Some((cells.meter, c))
+    } else {
+        None
+    };
     let spec = EntrySpec {
         matches,
         action,
         params,
         priority,
     };
-    let id = p.master.tables[t]
-        .add(&prog.tables[t], &prog.actions, &spec)
-        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
+    let id = match p.master.tables[t].add(&pr.tables[t], &pr.actions, &spec) {
+        Ok(id) => id,
+        Err(e) => {
+            if let Some((_, c)) = cell {
+                p.meter_cells.get_mut(&t).expect("cells").free.push(c);
+            }
+            return Err(terr(e));
+        }
+    };
+    if let Some((m, c)) = cell {
+        p.loaded.shared.meters[m][c as usize].set(&METER_OFF);
+        p.meter_cells
+            .get_mut(&t)
+            .expect("cells")
+            .of_entry
+            .insert(id, c);
+    }
     let nodes = p.nodes.clone();
     replicate(
         vm,
         nodes,
         t,
         move |tr, prog| tr.add(&prog.tables[t], &prog.actions, &spec).map(|_| ()),
-        prog,
+        pr,
     );
-    Ok(format!("entry {id}"))
+    Ok(id)
 }
 
 fn cli_table_del(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let t = table_arg(&prog, args)?;
+    let (pn, prog, t) = prog_table(vm, args)?;
     let (matches, priority) = read_keys(&prog, t, args)?;
     args.finish()?;
-    p.master.tables[t]
-        .del(&matches, priority)
-        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
-    let nodes = p.nodes.clone();
-    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), prog);
+    table_del(vm, &pn, &prog.tables[t].name, &matches, priority)?;
     Ok(String::new())
 }
 
+/// Deletes the entry with these matches and priority (P4Runtime's DELETE).
+pub fn table_del(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    matches: &[Match],
+    priority: u32,
+) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let id = p.master.tables[t].find(matches, priority);
+    p.master.tables[t]
+        .del(matches, priority)
+        .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let (Some(cells), Some(id)) = (p.meter_cells.get_mut(&t), id) {
+        if let Some(c) = cells.of_entry.remove(&id) {
+            cells.free.push(c);
+        }
+    }
+    let nodes = p.nodes.clone();
+    let matches = matches.to_vec();
+    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr);
+    Ok(())
+}
+
 fn cli_table_clear(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let t = table_arg(&prog, args)?;
+    let (pn, prog, t) = prog_table(vm, args)?;
     args.finish()?;
+    table_clear(vm, &pn, &prog.tables[t].name)?;
+    Ok(String::new())
+}
+
+/// Deletes every entry of a table (not its default action).
+pub fn table_clear(vm: &mut Vlib, prog: &str, table: &str) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
     p.master.tables[t]
         .clear()
-        .map_err(|e| CliError::new(format!("{}: {e}", prog.tables[t].name)))?;
+        .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let Some(cells) = p.meter_cells.get_mut(&t) {
+        cells.free.clear();
+        cells.next = 0;
+        cells.of_entry.clear();
+    }
     let nodes = p.nodes.clone();
-    replicate(vm, nodes, t, move |tr, _| tr.clear(), prog);
-    Ok(String::new())
+    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr);
+    Ok(())
 }
 
 fn fmt_match(m: &Match) -> String {
@@ -735,14 +933,42 @@ fn fmt_match(m: &Match) -> String {
     }
 }
 
-fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let t = table_arg(&prog, args)?;
-    args.finish()?;
+/// One entry of a [`TableView`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryView {
+    pub id: u32,
+    pub matches: Vec<Match>,
+    pub priority: u32,
+    /// The action's name.
+    pub action: String,
+    pub params: Vec<u64>,
+    /// Packets and bytes of the table's direct counter (zero without one), summed over
+    /// threads and nodes.
+    pub counts: [u64; 2],
+}
+
+/// A table's entries (highest priority first, then by id), its default action and its
+/// misses: what `p4 table show` prints and `p4_table_dump` sends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableView {
+    /// `control.table`.
+    pub name: String,
+    pub index_kind: &'static str,
+    pub const_entries: bool,
+    pub direct_counter: bool,
+    pub entries: Vec<EntryView>,
+    pub default_action: String,
+    pub default_params: Vec<u64>,
+    /// Packets and bytes that missed.
+    pub misses: [u64; 2],
+}
+
+/// Reads a table, with its direct counters and misses summed over every node and thread.
+pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
     let nodes = p.nodes.clone();
-    // Sum the direct counters and misses of every node on every thread.
     let acc = Arc::new(Mutex::new((Vec::<[u64; 2]>::new(), [0u64; 2])));
     let a2 = acc.clone();
     vm.foreach_thread(move |tg| {
@@ -763,104 +989,125 @@ fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             }
         }
     });
-    let (direct, miss) = acc.lock().map(|a| a.clone()).unwrap_or_default();
-    let st = state(vm);
-    let p = &st
-        .progs
-        .values()
-        .find(|x| Arc::ptr_eq(&x.loaded.prog, &prog))
-        .expect("program");
-    let tb = &prog.tables[t];
+    let (direct, misses) = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    let p = program(vm, prog)?;
+    let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
+    // Without the hidden direct-meter cell.
+    let params = |r: &crate::table::ActRec| {
+        let hidden = crate::compile::direct_meter_of(&pr.actions[r.action as usize]).is_some();
+        r.params[..r.nparams as usize - hidden as usize].to_vec()
+    };
+    let mut entries: Vec<EntryView> = tr
+        .iter()
+        .map(|(id, e)| {
+            let r = tr.rec_of(e);
+            EntryView {
+                id,
+                matches: e.matches.clone(),
+                priority: e.priority,
+                action: pr.actions[r.action as usize].name.clone(),
+                params: params(r),
+                counts: direct.get(id as usize).copied().unwrap_or([0; 2]),
+            }
+        })
+        .collect();
+    entries.sort_by_key(|e| (std::cmp::Reverse(e.priority), e.id));
+    Ok(TableView {
+        name: format!("{}.{}", tb.control, tb.name),
+        index_kind: tr.index_kind(),
+        const_entries: tr.read_only(),
+        direct_counter: tb.direct_counter.is_some(),
+        entries,
+        default_action: pr.actions[tr.default.action as usize].name.clone(),
+        default_params: params(&tr.default),
+        misses,
+    })
+}
+
+fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let (pn, prog, t) = prog_table(vm, args)?;
+    args.finish()?;
+    let v = table_read(vm, &pn, &prog.tables[t].name)?;
+    let hex = |ps: &[u64]| {
+        ps.iter()
+            .map(|v| format!("{v:#x}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "table {}.{}: {} entries, index {}{}",
-        tb.control,
-        tb.name,
-        tr.len(),
-        tr.index_kind(),
-        if tr.read_only() {
+        "table {}: {} entries, index {}{}",
+        v.name,
+        v.entries.len(),
+        v.index_kind,
+        if v.const_entries {
             ", const entries"
         } else {
             ""
         }
     );
-    let mut rows: Vec<(u32, &crate::table::EntryRt)> = tr.iter().collect();
-    rows.sort_by_key(|(id, e)| (std::cmp::Reverse(e.priority), *id));
-    for (id, e) in rows {
+    for e in &v.entries {
         let keys: Vec<String> = e.matches.iter().map(fmt_match).collect();
-        let r = tr.rec_of(e);
-        let ps: Vec<String> = r.params[..r.nparams as usize]
-            .iter()
-            .map(|v| format!("{v:#x}"))
-            .collect();
-        let c = direct.get(id as usize).copied().unwrap_or([0; 2]);
         let _ = writeln!(
             out,
-            "  [{id}] key {}{} -> {}({}){}",
+            "  [{}] key {}{} -> {}({}){}",
+            e.id,
             keys.join(" "),
             if e.priority != 0 {
                 format!(" priority {}", e.priority)
             } else {
                 String::new()
             },
-            prog.actions[r.action as usize].name,
-            ps.join(", "),
-            if tb.direct_counter.is_some() {
-                format!(" packets {} bytes {}", c[0], c[1])
+            e.action,
+            hex(&e.params),
+            if v.direct_counter {
+                format!(" packets {} bytes {}", e.counts[0], e.counts[1])
             } else {
                 String::new()
             }
         );
     }
-    let d = &tr.default;
-    let ps: Vec<String> = d.params[..d.nparams as usize]
-        .iter()
-        .map(|v| format!("{v:#x}"))
-        .collect();
     let _ = writeln!(
         out,
         "  default -> {}({}) misses {} packets {} bytes",
-        prog.actions[d.action as usize].name,
-        ps.join(", "),
-        miss[0],
-        miss[1]
+        v.default_action,
+        hex(&v.default_params),
+        v.misses[0],
+        v.misses[1]
     );
     Ok(out)
 }
 
-fn index_arg(args: &mut Args, size: u32) -> Result<Option<u32>, CliError> {
+fn index_arg(args: &mut Args) -> Result<Option<u32>, CliError> {
     match args.opt_word() {
         None => Ok(None),
-        Some(w) => {
-            let i: u32 = w.parse().map_err(|_| {
-                CliError::new(format!("bad index `{}'", sluice_cli::error::clip(&w)))
-            })?;
-            if i >= size {
-                return Err(CliError::new(format!(
-                    "index `{i}' out of range (size {size})"
-                )));
-            }
-            Ok(Some(i))
-        }
+        Some(w) => w
+            .parse()
+            .map(Some)
+            .map_err(|_| CliError::new(format!("bad index `{}'", sluice_cli::error::clip(&w)))),
     }
 }
 
-fn cli_show_counter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let n = args.word("counter name")?;
-    let c = prog
+fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
+    if i >= size {
+        return Err(P4Error::Index(i, size));
+    }
+    Ok(())
+}
+
+/// Counter `counter`'s packets and bytes per index, summed over every node and thread.
+pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64; 2]>, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let c = pr
         .counters
         .iter()
-        .position(|x| x.name == n)
-        .ok_or_else(|| CliError::new(format!("no counter `{}'", sluice_cli::error::clip(&n))))?;
-    let idx = index_arg(args, prog.counters[c].size)?;
-    args.finish()?;
+        .position(|x| x.name == counter)
+        .ok_or_else(|| P4Error::no("counter", counter))?;
     let nodes = p.nodes.clone();
-    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; prog.counters[c].size as usize]));
+    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; pr.counters[c].size as usize]));
     let a2 = acc.clone();
     vm.foreach_thread(move |tg| {
         for &i in &nodes {
@@ -875,6 +1122,18 @@ fn cli_show_counter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
         }
     });
     let v = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    Ok(v)
+}
+
+fn cli_show_counter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let pn = args.word("program name")?;
+    let n = args.word("counter name")?;
+    let idx = index_arg(args)?;
+    args.finish()?;
+    let v = counter_read(vm, &pn, &n)?;
+    if let Some(i) = idx {
+        check_index(i, v.len() as u32)?;
+    }
     let mut out = String::new();
     for (i, x) in v.iter().enumerate() {
         if idx.is_some_and(|k| k as usize != i) || (idx.is_none() && x[0] == 0) {
@@ -885,47 +1144,61 @@ fn cli_show_counter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> 
     Ok(out)
 }
 
-fn cli_show_register(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
-    let n = args.word("register name")?;
-    let r = prog
+/// Register `register`'s values per index (shared by every thread).
+pub fn register_read(vm: &mut Vlib, prog: &str, register: &str) -> Result<Vec<u64>, P4Error> {
+    let p = program(vm, prog)?;
+    let r = p
+        .loaded
+        .prog
         .registers
         .iter()
-        .position(|x| x.name == n)
-        .ok_or_else(|| CliError::new(format!("no register `{}'", sluice_cli::error::clip(&n))))?;
-    let idx = index_arg(args, prog.registers[r].size)?;
+        .position(|x| x.name == register)
+        .ok_or_else(|| P4Error::no("register", register))?;
+    Ok(p.loaded.shared.registers[r]
+        .iter()
+        .map(|x| x.load(Ordering::Relaxed))
+        .collect())
+}
+
+fn cli_show_register(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let pn = args.word("program name")?;
+    let n = args.word("register name")?;
+    let idx = index_arg(args)?;
     args.finish()?;
+    let v = register_read(vm, &pn, &n)?;
+    if let Some(i) = idx {
+        check_index(i, v.len() as u32)?;
+    }
     let mut out = String::new();
-    for (i, x) in p.loaded.shared.registers[r].iter().enumerate() {
-        let v = x.load(Ordering::Relaxed);
-        if idx.is_some_and(|k| k as usize != i) || (idx.is_none() && v == 0) {
+    for (i, &x) in v.iter().enumerate() {
+        if idx.is_some_and(|k| k as usize != i) || (idx.is_none() && x == 0) {
             continue;
         }
-        let _ = writeln!(out, "{n}[{i}]: {v:#x}");
+        let _ = writeln!(out, "{n}[{i}]: {x:#x}");
     }
     Ok(out)
 }
 
+/// An unconfigured meter cell (marks everything green).
+const METER_OFF: MeterConf = MeterConf {
+    cir: 0.0,
+    cburst: 0,
+    pir: 0.0,
+    pburst: 0,
+};
+
 fn cli_meter_set(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
-    let st = state(vm);
-    let p = prog_arg(st, args)?;
-    let prog = p.loaded.prog.clone();
+    let pn = args.word("program name")?;
     let n = args.word("meter name")?;
-    let m = prog
-        .meters
-        .iter()
-        .position(|x| x.name == n)
-        .ok_or_else(|| CliError::new(format!("no meter `{}'", sluice_cli::error::clip(&n))))?;
-    let i = index_arg(args, prog.meters[m].size)?
-        .ok_or_else(|| CliError::new("expected a meter index"))?;
-    let mut c = MeterConf {
-        cir: 0.0,
-        cburst: 0,
-        pir: 0.0,
-        pburst: 0,
-    };
+    let i = index_arg(args)?.ok_or_else(|| CliError::new("expected a meter index"))?;
+    let c = meter_conf(args)?;
+    meter_set(vm, &pn, &n, i, &c)?;
+    Ok(String::new())
+}
+
+/// `cir <r> cburst <n> pir <r> pburst <n>` (any order, omitted: 0).
+fn meter_conf(args: &mut Args) -> Result<MeterConf, CliError> {
+    let mut c = METER_OFF;
     while !args.is_empty() {
         if args.keyword("cir") {
             c.cir = args.f64("cir")?;
@@ -939,11 +1212,78 @@ fn cli_meter_set(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
             args.finish()?;
         }
     }
-    if c.pir < c.cir {
-        return Err(CliError::new("pir must be at least cir"));
+    Ok(c)
+}
+
+fn check_conf(c: &MeterConf) -> Result<(), P4Error> {
+    if !(c.cir.is_finite() && c.pir.is_finite() && c.cir >= 0.0) {
+        return Err(P4Error::Invalid(
+            "rates must be finite and not negative".into(),
+        ));
     }
-    p.loaded.shared.meters[m][i as usize].set(&c);
+    if c.pir < c.cir {
+        return Err(P4Error::Invalid("pir must be at least cir".into()));
+    }
+    Ok(())
+}
+
+fn cli_table_meter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
+    let (pn, prog, t) = prog_table(vm, args)?;
+    let (matches, priority) = read_keys(&prog, t, args)?;
+    let c = meter_conf(args)?;
+    table_meter_set(vm, &pn, &prog.tables[t].name, &matches, priority, &c)?;
     Ok(String::new())
+}
+
+/// Configures the direct-meter cell of the entry with these matches and priority.
+pub fn table_meter_set(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    matches: &[Match],
+    priority: u32,
+    c: &MeterConf,
+) -> Result<(), P4Error> {
+    check_conf(c)?;
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let tn = &pr.tables[t].name;
+    let cells = p
+        .meter_cells
+        .get(&t)
+        .ok_or_else(|| P4Error::Invalid(format!("table `{tn}' has no direct_meter")))?;
+    let id = p.master.tables[t]
+        .find(matches, priority)
+        .ok_or_else(|| P4Error::Table(tn.clone(), TableError::NotFound))?;
+    let cell = cells.of_entry.get(&id).ok_or_else(|| {
+        P4Error::Invalid(format!("{tn}: the entry's action reads no direct_meter"))
+    })?;
+    p.loaded.shared.meters[cells.meter][*cell as usize].set(c);
+    Ok(())
+}
+
+/// Configures cell `index` of meter `meter` (rates per second in the meter's unit; a
+/// rate of 0 never refills).
+pub fn meter_set(
+    vm: &mut Vlib,
+    prog: &str,
+    meter: &str,
+    index: u32,
+    c: &MeterConf,
+) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let m = p
+        .loaded
+        .prog
+        .meters
+        .iter()
+        .position(|x| x.name == meter)
+        .ok_or_else(|| P4Error::no("meter", meter))?;
+    check_index(index, p.loaded.prog.meters[m].size)?;
+    check_conf(c)?;
+    p.loaded.shared.meters[m][index as usize].set(c);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -67,7 +67,25 @@ enum Inst {
     DirectCounter,
     Register(u16, u16),
     Meter(u16),
+    /// A `direct_meter`: its meter array (one cell per entry of its table, plus one for
+    /// the default action, never configured: green).
+    DirectMeter(u16),
 }
+
+/// The name of the hidden last parameter of an action reading a `direct_meter`: the
+/// entry's meter cell, filled by the control plane (`cli::table_add`) and the compiler
+/// (const entries, the default action).
+pub fn direct_meter_param(meter: &str) -> String {
+    format!("${meter}")
+}
+
+/// The direct meter (its name) whose cell an action's hidden last parameter is.
+pub fn direct_meter_of(a: &crate::ir::Action) -> Option<&str> {
+    a.params.last().and_then(|(n, _)| n.strip_prefix('$'))
+}
+
+/// Default number of entries of a table with a direct meter and no `size`.
+pub const DIRECT_METER_DEFAULT_SIZE: u64 = 1024;
 
 /// Names visible in a control.
 #[derive(Default, Clone)]
@@ -132,6 +150,10 @@ struct Compiler {
     next_slot: u16,
     /// Number of synthetic tables made so far.
     synth: usize,
+    /// The direct meter read by the action being compiled, and where.
+    direct_read: Option<(u16, Pos)>,
+    /// Direct meters attached to a table.
+    direct_attached: HashSet<u16>,
 }
 
 fn bin_ir(op: BinOp) -> Option<Bin> {
@@ -280,6 +302,8 @@ pub fn compile(src: &str, file: &str, opts: Opts) -> Result<Program, CompileErro
         },
         next_slot: 0,
         synth: 0,
+        direct_read: None,
+        direct_attached: HashSet::new(),
     };
     c.run(&decls).map_err(|e| e.in_file(file))?;
     c.prog.errors = c.errors.clone();
@@ -1435,7 +1459,19 @@ impl Compiler {
                         asc.params.insert(p.name.clone(), (i as u8, w));
                         params.push((p.name.clone(), w));
                     }
+                    self.direct_read = None;
                     let body = self.stmts(&mut asc, &a.body)?;
+                    if let Some((mi, pos)) = self.direct_read.take() {
+                        if params.len() >= PARAMS_MAX {
+                            return Err(CompileError::unsupported(
+                                pos,
+                                &format!(
+                                    "direct_meter read in an action with {PARAMS_MAX} parameters"
+                                ),
+                            ));
+                        }
+                        params.push((direct_meter_param(&self.prog.meters[mi as usize].name), 32));
+                    }
                     let id = self.prog.actions.len() as u16;
                     self.prog.actions.push(Action {
                         name: a.name.clone(),
@@ -1554,6 +1590,27 @@ impl Compiler {
                 });
                 Ok(Inst::Meter(self.prog.meters.len() as u16 - 1))
             }
+            "direct_meter" => {
+                if !matches!(targs.first().map(|t| self.value_ty(t, pos)).transpose()?, Some(Ty::Bit(w)) if w >= 2)
+                {
+                    return Err(CompileError::ty(
+                        pos,
+                        "direct_meter needs a bit<N> type argument, N >= 2",
+                    ));
+                }
+                let bytes = match enum_member(args.first(), "MeterType")?.as_str() {
+                    "packets" => false,
+                    "bytes" => true,
+                    m => return Err(CompileError::ty(pos, &format!("unknown MeterType.{m}"))),
+                };
+                // Sized by its table (`meters = <name>`).
+                self.prog.meters.push(Meter {
+                    name: name.to_string(),
+                    size: 1,
+                    bytes,
+                });
+                Ok(Inst::DirectMeter(self.prog.meters.len() as u16 - 1))
+            }
             other => Err(CompileError::unsupported(pos, &format!("extern `{other}'"))),
         }
     }
@@ -1632,7 +1689,7 @@ impl Compiler {
                 &format!("table `{}' has no actions", t.name),
             ));
         }
-        let default = match &t.default {
+        let mut default = match &t.default {
             Some((call, _)) => {
                 let a = self.action_ref(sc, call, &actions)?;
                 let p = self.const_args(sc, call, a)?;
@@ -1640,7 +1697,7 @@ impl Compiler {
             }
             None => (0, Vec::new()),
         };
-        let entries = match &t.entries {
+        let mut entries = match &t.entries {
             None => None,
             Some(es) => {
                 let n = es.len() as u32;
@@ -1689,9 +1746,7 @@ impl Compiler {
             }
             None => None,
         };
-        if let Some((_, pos)) = &t.meters {
-            return Err(CompileError::unsupported(*pos, "direct_meter"));
-        }
+        self.attach_direct_meter(sc, t, &actions, &mut default, entries.as_mut())?;
         self.prog.tables.push(Table {
             name: t.name.clone(),
             control: cn.name.clone(),
@@ -1705,6 +1760,85 @@ impl Compiler {
             synthetic: false,
         });
         Ok(self.prog.tables.len() as u16 - 1)
+    }
+
+    /// `meters = <direct_meter>`: sizes the meter by the table, gives the const entries
+    /// cells 0.. and the default action the last cell (never configured: green), and checks
+    /// that every action reading a direct meter reads this table's.
+    fn attach_direct_meter(
+        &mut self,
+        sc: &Scope,
+        t: &ast::TableDecl,
+        actions: &[u16],
+        default: &mut (u16, Vec<u64>),
+        entries: Option<&mut Vec<EntrySpec>>,
+    ) -> Result<(), CompileError> {
+        let meter = match &t.meters {
+            None => None,
+            Some((n, pos)) => match sc.control.as_ref().and_then(|c| c.insts.get(n)) {
+                Some(Inst::DirectMeter(mi)) => {
+                    if !self.direct_attached.insert(*mi) {
+                        return Err(CompileError::unsupported(
+                            *pos,
+                            &format!("direct_meter `{n}' attached to two tables"),
+                        ));
+                    }
+                    Some((*mi, n.as_str()))
+                }
+                _ => {
+                    return Err(CompileError::ty(
+                        *pos,
+                        &format!("`{n}' is not a direct_meter"),
+                    ))
+                }
+            },
+        };
+        for (&a, (an, pos)) in actions.iter().zip(&t.actions) {
+            if let Some(m) = direct_meter_of(&self.prog.actions[a as usize]) {
+                if meter.is_none_or(|(_, n)| n != m) {
+                    return Err(CompileError::ty(
+                        *pos,
+                        &format!(
+                            "action `{an}' reads direct_meter `{m}', which is not table `{}''s",
+                            t.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let Some((mi, _)) = meter else {
+            return Ok(());
+        };
+        let size = t.size.unwrap_or(DIRECT_METER_DEFAULT_SIZE);
+        if size >= 1 << 24 {
+            return Err(CompileError::unsupported(
+                t.pos,
+                &format!("table of {size} entries with a direct_meter (at most 16777215)"),
+            ));
+        }
+        self.prog.meters[mi as usize].size = size as u32 + 1;
+        let hidden =
+            |this: &Self, a: u16| direct_meter_of(&this.prog.actions[a as usize]).is_some();
+        if hidden(self, default.0) {
+            default.1.push(size);
+        }
+        let entries = entries.map(|v| &mut v[..]).unwrap_or_default();
+        if entries.len() as u64 > size {
+            return Err(CompileError::program(
+                t.pos,
+                &format!(
+                    "table `{}' has {} const entries, more than its size {size}",
+                    t.name,
+                    entries.len()
+                ),
+            ));
+        }
+        for (i, e) in entries.iter_mut().enumerate() {
+            if hidden(self, e.action) {
+                e.params.push(i as u64);
+            }
+        }
+        Ok(())
     }
 
     fn action_ref(
@@ -1736,7 +1870,8 @@ impl Compiler {
         call: &ast::ActionCall,
         a: u16,
     ) -> Result<Vec<u64>, CompileError> {
-        let ps = &self.prog.actions[a as usize].params;
+        let act = &self.prog.actions[a as usize];
+        let ps = &act.params[..act.params.len() - direct_meter_of(act).is_some() as usize];
         if ps.len() != call.args.len() {
             return Err(CompileError::ty(
                 call.pos,
@@ -2129,6 +2264,12 @@ impl Compiler {
                         });
                     };
                     let ps = self.prog.actions[aid as usize].params.clone();
+                    if let Some(m) = direct_meter_of(&self.prog.actions[aid as usize]) {
+                        return Err(CompileError::unsupported(
+                            pos,
+                            &format!("call of action `{f}', which reads direct_meter `{m}'"),
+                        ));
+                    }
                     if ps.len() != args.len() {
                         return Err(CompileError::ty(
                             pos,
@@ -2250,6 +2391,31 @@ impl Compiler {
                     ));
                 }
                 out.push(S::Meter(*mi, index(self, &args[0])?, lv));
+            }
+            (Inst::DirectMeter(mi), "read") => {
+                argc(1)?;
+                if !sc.in_action {
+                    return Err(CompileError::unsupported(
+                        pos,
+                        "direct_meter read outside an action",
+                    ));
+                }
+                let (lv, lt) = self.lvalue(sc, &args[0])?;
+                if !matches!(lt, Ty::Bit(w) if w >= 2) {
+                    return Err(CompileError::ty(
+                        args[0].pos,
+                        "meter colour destination must be bit<2> or wider",
+                    ));
+                }
+                if self.direct_read.is_some_and(|(x, _)| x != *mi) {
+                    return Err(CompileError::unsupported(
+                        pos,
+                        "an action reading two direct_meters",
+                    ));
+                }
+                self.direct_read = Some((*mi, pos));
+                // The hidden parameter after the declared ones.
+                out.push(S::Meter(*mi, E::Param(sc.params.len() as u8), lv));
             }
             _ => {
                 return Err(CompileError::unsupported(

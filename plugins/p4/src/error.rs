@@ -75,3 +75,52 @@ impl CompileError {
         self
     }
 }
+
+/// A failed control-plane operation (`p4 ...` commands and the API messages alike): the
+/// CLI prints it, the API maps it to a result code (`api::retval`).
+#[derive(Debug, thiserror::Error)]
+pub enum P4Error {
+    /// No program of that name is loaded.
+    #[error("no P4 program `{0}'")]
+    NoProgram(String),
+    /// A program of that name is loaded already.
+    #[error("P4 program `{0}' is already loaded")]
+    AlreadyLoaded(String),
+    /// The program has no table, counter, register or meter of that name.
+    #[error("no {0} `{1}'")]
+    NoObject(&'static str, String),
+    /// The action is not one of the table's.
+    #[error("`{0}' is not an action of table `{1}'")]
+    NoAction(String, String),
+    /// A table refused the change (the table's name, why).
+    #[error("{0}: {1}")]
+    Table(String, crate::table::TableError),
+    /// An index beyond the counter, register or meter's size.
+    #[error("index `{0}' out of range (size {1})")]
+    Index(u32, u32),
+    /// A bad value (names the token).
+    #[error("{0}")]
+    Invalid(String),
+    /// The program does not compile.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The program's file cannot be read.
+    #[error("cannot read `{0}': {1}")]
+    Read(String, String),
+    /// An interface or graph operation failed.
+    #[error(transparent)]
+    Vnet(#[from] sluice_vnet::error::VnetError),
+}
+
+impl P4Error {
+    /// Clips a user-supplied name for a one-line message.
+    pub fn no(what: &'static str, name: &str) -> Self {
+        P4Error::NoObject(what, sluice_cli::error::clip(name))
+    }
+}
+
+impl From<P4Error> for sluice_cli::CliError {
+    fn from(e: P4Error) -> Self {
+        sluice_cli::CliError::new(e.to_string())
+    }
+}

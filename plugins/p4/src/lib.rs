@@ -5,8 +5,10 @@
 //! and `exact` hold the run-time match tables; `exec` (per packet) and `vec` (per frame) run
 //! the program on packets; `gen` compiles it to Rust (`sluice-p4c`, the modules in
 //! `generated`); `node` puts it in the graph (one node, or one per pipeline segment) and
-//! `cli` gives the `p4 ...` commands. See docs/p4.md.
+//! `cli` gives the `p4 ...` commands and
+//! their actions, which `api` also calls. See docs/p4.md.
 
+pub mod api;
 pub mod ast;
 pub mod cli;
 pub mod code;
@@ -24,7 +26,7 @@ pub mod table;
 pub mod vec;
 
 pub use compile::compile;
-pub use error::CompileError;
+pub use error::{CompileError, P4Error};
 
 /// Registers the commands (nodes are added at run time by `p4 load`).
 pub fn register_cli(t: &mut sluice_cli::CommandTree<sluice_graph::Vlib>) {
@@ -53,6 +55,7 @@ impl sluice_vnet::plugin::Plugin for P4Plugin {
         r: &mut sluice_vnet::plugin::Registrar,
     ) -> Result<(), sluice_vnet::plugin::RegisterError> {
         register_cli(&mut r.cli);
+        api::register(&mut r.api);
         Ok(())
     }
 }

@@ -1,0 +1,3 @@
+fn main() {
+    sluice_api_schema::rust::build(&["api/p4.api"]);
+}

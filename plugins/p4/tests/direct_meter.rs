@@ -1,0 +1,318 @@
+//! `direct_meter`: the compiler (a hidden last parameter carrying the entry's meter cell in
+//! every action that reads it, the meter sized by its table, errors), the executor (each
+//! entry's own meter colours its packets) and the control plane (`p4 table add` fills the
+//! cell, `p4 table meter` configures it, `p4 table del/clear` free it).
+
+mod common;
+
+use sluice_p4::exec::{simulate, MeterConf, Outcome, Shared, ThreadState, GREEN, RED, YELLOW};
+use sluice_p4::ir::{EntrySpec, Match, Opts, Program};
+
+const FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../python/tests/data/p4_direct_meter.p4"
+);
+
+fn source() -> String {
+    std::fs::read_to_string(FILE).unwrap()
+}
+
+fn compile(src: &str) -> Result<Program, String> {
+    sluice_p4::compile(src, "m.p4", Opts::default()).map_err(|e| e.to_string())
+}
+
+/// The program with `from` replaced by `to`: its compile error.
+fn err(from: &str, to: &str) -> String {
+    let s = source();
+    assert!(s.contains(from), "{from}");
+    compile(&s.replacen(from, to, 1)).unwrap_err()
+}
+
+fn frame(dst: u64) -> Vec<u8> {
+    let mut f = dst.to_be_bytes()[2..].to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x88, 0xb0]);
+    f.extend_from_slice(&[0; 46]);
+    f
+}
+
+#[test]
+fn compiles_to_a_hidden_cell_parameter() {
+    let p = compile(&source()).unwrap();
+    let fwd = &p.actions[p.action_in("forward", &p.tables[0].actions).unwrap() as usize];
+    assert_eq!(
+        fwd.params,
+        vec![("port".to_string(), 9), ("$per_station".to_string(), 32)]
+    );
+    let un = &p.actions[p.action_in("unmetered", &p.tables[0].actions).unwrap() as usize];
+    assert_eq!(un.params.len(), 1);
+    // One cell per entry (size 64) and the default action's (never configured).
+    assert_eq!(p.meters.len(), 1);
+    assert_eq!(
+        (p.meters[0].name.as_str(), p.meters[0].size),
+        ("per_station", 65)
+    );
+    assert!(!p.meters[0].bytes);
+    // `sluice-p4c` takes it too (the hidden parameter is an ordinary one there).
+    assert!(sluice_p4::gen::rust(&p, "m", "m.p4").is_ok());
+}
+
+#[test]
+fn each_entry_is_metered_by_its_own_cell() {
+    let p = compile(&source()).unwrap();
+    let mut ts = ThreadState::new(&p).unwrap();
+    let sh = Shared::new(&p);
+    let t = &p.tables[0];
+    let fwd = p.action_in("forward", &t.actions).unwrap();
+    let un = p.action_in("unmetered", &t.actions).unwrap();
+    for (dst, action, params) in [
+        (0xa, fwd, vec![3, 0]),
+        (0xb, fwd, vec![4, 1]),
+        (0xc, un, vec![5]),
+    ] {
+        let spec = EntrySpec {
+            matches: vec![Match::Exact(dst)],
+            action,
+            params,
+            priority: 0,
+        };
+        ts.tables[0].add(t, &p.actions, &spec).unwrap();
+    }
+    // Cell 0: 1 packet/s, committed burst 2, peak burst 3 (all at time 0): green, green,
+    // yellow, then red. Cell 1: unconfigured, always green.
+    sh.meters[0][0].set(&MeterConf {
+        cir: 1.0,
+        cburst: 2,
+        pir: 1.0,
+        pburst: 3,
+    });
+    let colour = |o: Outcome| match o {
+        Outcome::Out(_, b) => u16::from_be_bytes([b[12], b[13]]) as u64 - 0x88b0,
+        Outcome::Drop => RED,
+        o => panic!("{o:?}"),
+    };
+    let run = |ts: &mut ThreadState, dst| colour(simulate(&p, ts, &sh, &frame(dst), 1));
+    let a: Vec<u64> = (0..5).map(|_| run(&mut ts, 0xa)).collect();
+    assert_eq!(a, vec![GREEN, GREEN, YELLOW, RED, RED]);
+    let b: Vec<u64> = (0..5).map(|_| run(&mut ts, 0xb)).collect();
+    assert_eq!(b, vec![GREEN; 5]);
+    assert_eq!(run(&mut ts, 0xc), GREEN);
+    // A miss runs the default (drop), which reads no meter.
+    assert_eq!(simulate(&p, &mut ts, &sh, &frame(0xd), 1), Outcome::Drop);
+}
+
+#[test]
+fn errors_name_the_construct() {
+    assert_eq!(
+        err("meters = per_station;", "meters = nope;"),
+        "type error: `nope' is not a direct_meter at m.p4:27:18"
+    );
+    let e = err("        meters = per_station;\n", "");
+    assert!(
+        e.starts_with(
+            "type error: action `forward' reads direct_meter `per_station', which is not table `stations''s at m.p4:"
+        ),
+        "{e}"
+    );
+    let e = err(
+        "        stations.apply();",
+        "        per_station.read(meta.colour);\n        stations.apply();",
+    );
+    assert!(
+        e.starts_with("not supported: direct_meter read outside an action at m.p4:"),
+        "{e}"
+    );
+    let e = err(
+        "    action drop() { mark_to_drop(sm); }",
+        "    action drop() { forward(1); }",
+    );
+    assert!(
+        e.starts_with(
+            "not supported: call of action `forward', which reads direct_meter `per_station' at m.p4:"
+        ),
+        "{e}"
+    );
+    let e = err("direct_meter<bit<2>>", "direct_meter<bit<1>>");
+    assert!(
+        e.contains("direct_meter needs a bit<N> type argument"),
+        "{e}"
+    );
+    let e = err(
+        "per_station.read(meta.colour)",
+        "per_station.read(meta.colour, 1)",
+    );
+    assert!(e.contains("takes 1 arguments, got 2"), "{e}");
+    let e = err("(MeterType.packets)", "(MeterType.ounces)");
+    assert!(e.contains("unknown MeterType.ounces"), "{e}");
+    let two = source().replace(
+        "    direct_meter<bit<2>>(MeterType.packets) per_station;",
+        "    direct_meter<bit<2>>(MeterType.packets) per_station;\n    direct_meter<bit<2>>(MeterType.bytes) other;",
+    );
+    let e = compile(&two.replace(
+        "per_station.read(meta.colour);",
+        "per_station.read(meta.colour);\n        other.read(meta.colour);",
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("not supported: an action reading two direct_meters at m.p4:"),
+        "{e}"
+    );
+    let e = compile(&source().replace(
+        "        size = 64;",
+        "        size = 1;\n        const entries = { 1: forward(1); 2: forward(2); }",
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("error: table `stations' has 2 const entries, more than its size 1 at m.p4:"),
+        "{e}"
+    );
+    // The same meter on two tables.
+    let e = err(
+        "    apply {\n        stations.apply();",
+        "    table other {\n        key = { hdr.ethernet.srcAddr: exact; }\n        actions = { forward; }\n        meters = per_station;\n    }\n    apply {\n        stations.apply();",
+    );
+    assert!(
+        e.contains("direct_meter `per_station' attached to two tables"),
+        "{e}"
+    );
+}
+
+#[test]
+fn const_entries_and_the_default_get_cells() {
+    let s = source().replace(
+        "        default_action = drop();\n        size = 64;",
+        "        default_action = forward(9);\n        size = 4;\n        const entries = {\n            0xa: forward(1);\n            0xb: unmetered(2);\n            0xc: forward(3);\n        }",
+    );
+    let p = compile(&s).unwrap();
+    assert_eq!(p.meters[0].size, 5);
+    assert_eq!(p.tables[0].default.1, vec![9, 4]);
+    let e = p.tables[0].const_entries.as_ref().unwrap();
+    let params: Vec<Vec<u64>> = e.iter().map(|e| e.params.clone()).collect();
+    assert_eq!(params, vec![vec![1, 0], vec![2], vec![3, 2]]);
+}
+
+#[test]
+fn control_plane_allocates_configures_and_frees_cells() {
+    let a = common::runtime();
+    let (mut vm, t) = (a.vm, a.cli);
+    let cli = |vm: &mut sluice_graph::Vlib, c: &str| t.execute(vm, c);
+    cli(&mut vm, &format!("p4 load {FILE} name m")).unwrap();
+    let s = cli(&mut vm, "show p4 program m").unwrap();
+    assert!(s.contains("executor: vector"), "{s}");
+    let cells = |vm: &mut sluice_graph::Vlib| -> Vec<(u32, u32)> {
+        let p = sluice_p4::cli::program(vm, "m").unwrap();
+        p.meter_cells[&0]
+            .of_entry
+            .iter()
+            .map(|(&e, &c)| (e, c))
+            .collect()
+    };
+    cli(&mut vm, "p4 table add m stations forward key 0xa param 1").unwrap();
+    cli(&mut vm, "p4 table add m stations unmetered key 0xb param 2").unwrap();
+    cli(&mut vm, "p4 table add m stations forward key 0xc param 3").unwrap();
+    assert_eq!(cells(&mut vm), vec![(0, 0), (2, 1)]);
+    // The hidden parameter is not shown, nor counted.
+    let s = cli(&mut vm, "p4 table show m stations").unwrap();
+    assert!(s.contains("key 0xa -> forward(0x1)"), "{s}");
+    assert_eq!(
+        cli(&mut vm, "p4 table add m stations forward key 0xd param 1 2")
+            .unwrap_err()
+            .to_string(),
+        "stations: action takes 1 parameters, got 2"
+    );
+    cli(
+        &mut vm,
+        "p4 table meter m stations key 0xc cir 10 cburst 2 pir 20 pburst 4",
+    )
+    .unwrap();
+    {
+        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let c = &p.loaded.shared.meters[0][1];
+        // Configured: the fourth packet at time 0 is still within the peak burst, the
+        // fifth is not.
+        let colours: Vec<u64> = (0..5).map(|_| c.execute(1, 0)).collect();
+        assert_eq!(colours, vec![GREEN, GREEN, YELLOW, YELLOW, RED]);
+    }
+    let e = |vm: &mut sluice_graph::Vlib, c: &str| cli(vm, c).unwrap_err().to_string();
+    assert_eq!(
+        e(&mut vm, "p4 table meter m stations key 0xb cir 1 pir 1"),
+        "stations: the entry's action reads no direct_meter"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table meter m stations key 0xe cir 1 pir 1"),
+        "stations: no such entry"
+    );
+    assert_eq!(
+        e(&mut vm, "p4 table meter m stations key 0xa cir 2 pir 1"),
+        "pir must be at least cir"
+    );
+    // A deleted entry's cell is reused, unconfigured again.
+    cli(&mut vm, "p4 table del m stations key 0xc").unwrap();
+    cli(&mut vm, "p4 table add m stations forward key 0xf param 1").unwrap();
+    assert_eq!(cells(&mut vm).iter().filter(|x| x.1 == 1).count(), 1);
+    {
+        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        assert_eq!(p.loaded.shared.meters[0][1].execute(1, 0), GREEN);
+        assert_eq!(p.loaded.shared.meters[0][1].execute(1000, 0), GREEN);
+    }
+    cli(&mut vm, "p4 table clear m stations").unwrap();
+    assert!(cells(&mut vm).is_empty());
+    // 64 metered entries fit, the 65th does not (the last cell is the default's).
+    for i in 0..64 {
+        cli(
+            &mut vm,
+            &format!("p4 table add m stations forward key {i} param 1"),
+        )
+        .unwrap();
+    }
+    let e65 = e(&mut vm, "p4 table add m stations forward key 64 param 1");
+    assert!(e65.starts_with("stations: table is full"), "{e65}");
+}
+
+/// Two workers (each with its own tables, as the graph's threads have) metering the same
+/// entry at once share its one cell: together they get exactly the committed and peak
+/// bursts, not one burst each.
+#[test]
+fn workers_share_an_entrys_meter() {
+    let p = compile(&source()).unwrap();
+    let sh = Shared::new(&p);
+    let t = &p.tables[0];
+    let fwd = p.action_in("forward", &t.actions).unwrap();
+    let spec = EntrySpec {
+        matches: vec![Match::Exact(0xa)],
+        action: fwd,
+        params: vec![3, 7],
+        priority: 0,
+    };
+    sh.meters[0][7].set(&MeterConf {
+        cir: 1.0,
+        cburst: 100,
+        pir: 1.0,
+        pburst: 300,
+    });
+    let counts: Vec<[u64; 3]> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut ts = ThreadState::new(&p).unwrap();
+                    ts.tables[0].add(t, &p.actions, &spec).unwrap();
+                    let mut n = [0u64; 3];
+                    for _ in 0..1000 {
+                        match simulate(&p, &mut ts, &sh, &frame(0xa), 1) {
+                            Outcome::Out(_, b) => n[b[13] as usize - 0xb0] += 1,
+                            Outcome::Drop => n[RED as usize] += 1,
+                            o => panic!("{o:?}"),
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let sum = |c: usize| counts.iter().map(|n| n[c]).sum::<u64>();
+    assert_eq!(
+        (sum(GREEN as usize), sum(YELLOW as usize), sum(RED as usize)),
+        (100, 200, 1700),
+        "{counts:?}"
+    );
+}
