@@ -49,7 +49,7 @@ fn reap_stale_namespaces() {
         };
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         let tag = &rest[digits.len()..];
-        let known = ["hs", "hc", "tc", "t6", "ca", "pl", "rd"].contains(&tag);
+        let known = ["hs", "hc", "tc", "t6", "ca", "pl", "rd", "uw", "w4", "w6"].contains(&tag);
         if known && !digits.is_empty() && !std::path::Path::new(&format!("/proc/{digits}")).exists()
         {
             let _ = sh(&["ip", "link", "del", &name]);
@@ -123,13 +123,28 @@ impl Drop for Peer {
 /// Sluice with the session layer on, the peer's veth attached and addressed (10.77.0.1/24,
 /// fd00:77::1/64). Returns the daemon, the app socket path and its directory.
 fn sluice(peer: &Peer, tag: &str) -> (Daemon, String, std::path::PathBuf) {
+    sluice_on(peer, tag, 0)
+}
+
+/// [`sluice`] with `workers` worker threads (0: none) and as many rx queues on the veth
+/// (AF_PACKET fanout by flow hash): every packet is received on a worker, while the
+/// sessions live on thread 0.
+fn sluice_on(peer: &Peer, tag: &str, workers: usize) -> (Daemon, String, std::path::PathBuf) {
     let dir = tmpdir(&format!("{tag}-app"));
     let app_sock = dir.join("app.sock").display().to_string();
+    let (cpu, queues) = match workers {
+        0 => (String::new(), String::new()),
+        n => (
+            format!("cpu {{ workers {n} }}\n"),
+            format!(" num-rx-queues {n}"),
+        ),
+    };
     let d = Daemon::start(
         tag,
-        &format!("session {{ enable app-socket {app_sock} event-queue-length 256 }}"),
+        &format!("{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 }}"),
     );
-    d.ok(&format!("create host-interface name {}", peer.name));
+    d.ok(&format!("create host-interface name {}{queues}", peer.name));
+
     let ifn = format!("host-{}", peer.name);
     d.ok(&format!("set interface state {ifn} up"));
     d.ok(&format!("set interface ip address {ifn} 10.77.0.1/24"));
@@ -333,6 +348,40 @@ fn udp_echo_through_the_session_layer_v4_v6_drops_and_app_death() {
     });
     assert_eq!(refused, Some(std::io::ErrorKind::ConnectionRefused));
     assert_no_leaks_within(&d, SETTLE);
+    d.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// UDP echo with a worker receiving: every datagram is handed to thread 0 (which owns the
+/// sessions), echoed byte for byte, none lost, nothing leaked.
+#[test]
+fn udp_echo_received_on_a_worker() {
+    if let Some(why) = skip_reason() {
+        sluice_infra::testing::skip(&why);
+        return;
+    }
+    let peer = Peer::new("uw");
+    let (d, sock, dir) = sluice_on(&peer, "uw", 1);
+    let app = EchoApp::start(&sock, &["0.0.0.0:7777", "[::]:7777"]);
+    let v4: SocketAddr = "10.77.0.1:7777".parse().unwrap();
+    let v6: SocketAddr = "[fd00:77::1]:7777".parse().unwrap();
+    assert_eq!(echo_from_peer(&d, &peer, "10.77.0.2:0", v4, 300), 300);
+    assert_eq!(echo_from_peer(&d, &peer, "[fd00:77::2]:0", v6, 100), 100);
+    for (node, n) in [("udp4-input", 300), ("udp6-input", 100)] {
+        let e = d.ok("show errors");
+        assert_eq!(counter(&d, node, "handed to thread 0"), n, "{e}");
+        assert_eq!(counter(&d, node, "datagrams queued"), n, "{e}");
+        assert_eq!(counter(&d, node, "handoff queue to thread 0 full"), 0);
+    }
+    assert_eq!(app.stop(), 400);
+    wait_until(
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+        || sessions(&d) == 0,
+        || d.ok("show session verbose"),
+    );
+    // A worker may not run for a second at CI's load.
+    assert_no_leaks(&d);
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -642,12 +691,24 @@ fn sockaddr(at: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 
 #[test]
 fn tcp_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(false, "tc", tcp_bytes());
+    tcp_with_the_kernel(false, "tc", tcp_bytes(), 0);
 }
 
 #[test]
 fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
-    tcp_with_the_kernel(true, "t6", tcp_bytes());
+    tcp_with_the_kernel(true, "t6", tcp_bytes(), 0);
+}
+
+/// With two workers (and two rx queues): every segment arrives on a worker and is handed
+/// to thread 0, which owns the sessions.
+#[test]
+fn tcp_with_the_kernel_on_two_workers() {
+    tcp_with_the_kernel(false, "w4", tcp_bytes(), 2);
+}
+
+#[test]
+fn tcp6_with_the_kernel_on_a_worker() {
+    tcp_with_the_kernel(true, "w6", tcp_bytes(), 1);
 }
 
 /// The same with 1 GiB each way, byte for byte (opt-in: minutes in a debug build;
@@ -655,21 +716,21 @@ fn tcp6_with_the_kernel_both_directions_rst_and_app_death() {
 #[test]
 #[ignore = "1 GiB each way takes minutes: run with --ignored"]
 fn tcp_1gib_each_way_with_the_kernel() {
-    tcp_with_the_kernel(false, "tg", 1 << 30);
+    tcp_with_the_kernel(false, "tg", 1 << 30, 0);
 }
 
 /// A kernel client streams to a Sluice listener and a Sluice client to a kernel listener
 /// (every byte checked), refused connects both ways, the application's death resets its
-/// peer; over IPv4 or IPv6.
-fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
+/// peer; over IPv4 or IPv6, with `workers` worker threads receiving (0: none).
+fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64, workers: usize) {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED: {why}");
+        sluice_infra::testing::skip(&why);
         return;
     }
     let peer = Peer::new(tag);
-    let (d, sock, dir) = sluice(&peer, tag);
+    let (d, sock, dir) = sluice_on(&peer, tag, workers);
     let mut app = App::attach(&sock, "tcp-test").unwrap();
     let (ours, theirs, any, node) = if v6 {
         ("fd00:77::1", "fd00:77::2", "::", "tcp6-input")
@@ -791,7 +852,20 @@ fn tcp_with_the_kernel(v6: bool, tag: &str, total: u64) {
         || sessions(&d) == 0,
         || d.ok("show session verbose"),
     );
-    assert_no_leaks_within(&d, SETTLE);
+    // With workers every segment was received on one and handed to thread 0: none was
+    // taken anywhere else, none lost on the way.
+    let handed = counter(&d, node, "handed to thread 0");
+    let taken = counter(&d, node, "segments taken");
+    assert!(taken > 0, "{}", d.ok("show errors"));
+    if workers > 0 {
+        assert!(handed >= taken, "{}", d.ok("show errors"));
+        assert_eq!(counter(&d, node, "handoff queue to thread 0 full"), 0);
+        // A worker may not run for a second at CI's load.
+        assert_no_leaks(&d);
+    } else {
+        assert_eq!(handed, 0);
+        assert_no_leaks_within(&d, SETTLE);
+    }
     d.stop();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,5 +1,7 @@
-//! The host stack's graph nodes (all run on thread 0, which owns the sessions in this
-//! version; see docs/hoststack.md for the per-thread design).
+//! The host stack's graph nodes. Thread 0 owns the sessions in this version: the input
+//! nodes on a worker hand every buffer to themselves on thread 0 (the graph's handoff
+//! queues, as NAT44 does for its per-thread tables); see docs/hoststack.md for the
+//! per-thread design.
 //!
 //! `udp4-input` / `udp6-input` (internal; one generic node per family): UDP datagrams for a
 //! port a session bound, from `ip4-local`/`ip6-local` (`sluice_vnet::ip_local`), at
@@ -12,8 +14,9 @@
 //!   beyond the packet), `fragment` (IPv4 fragments: no reassembly yet), `chained`
 //!   (a UDP GSO aggregate: several datagrams, not cut here; a datagram in a buffer chain is
 //!   read whole), `fifo_full` (the application does
-//!   not read fast enough), `wrong_thread` (received on a worker: sessions live on thread
-//!   0 in this version), `bad_header` (IPv6 extension header chain malformed).
+//!   not read fast enough), `bad_header` (IPv6 extension header chain malformed),
+//!   `handoff` (info: received on a worker and handed to this node on thread 0, which
+//!   owns the sessions), `congestion_drop` (the handoff queue to thread 0 was full).
 //!
 //! `session-queue` (input, thread 0): takes the datagrams applications queued in their tx
 //! FIFOs (announced through their event queues, woken by their eventfds) and builds the
@@ -59,8 +62,8 @@
 //!   connection or listener: a RST is sent unless it was one), `bad_checksum`, `short`
 //!   (truncated IP/TCP header), `bad_offset` (data offset below 5 words or past the
 //!   segment), `fragment`, `syn_backlog_full` (SYN dropped: the listener's
-//!   handshake backlog is full and SYN cookies are off), `wrong_thread`, `bad_header`
-//!   (malformed IPv6 extension headers).
+//!   handshake backlog is full and SYN cookies are off), `bad_header` (malformed IPv6
+//!   extension headers), `handoff` (info), `congestion_drop` (as for UDP).
 //!
 //! `session-queue` also sends TCP: segments of the connections the input nodes, the timers
 //! or the applications' tx events queued (data peeked from the tx FIFO, options, headers,
@@ -132,8 +135,10 @@ sluice_graph::counters! {
         Chained => error("chained", "UDP GSO aggregate (not cut for sessions)"),
         /// rx FIFO full.
         FifoFull => error("fifo_full", "session rx FIFO full"),
-        /// Received on a worker.
-        WrongThread => error("wrong_thread", "received on a worker (sessions live on thread 0)"),
+        /// Received on a worker: handed to thread 0, which owns the sessions.
+        Handoff => info("handoff", "handed to thread 0 (which owns the sessions)"),
+        /// The handoff queue to thread 0 was full.
+        Congestion => error("congestion_drop", "handoff queue to thread 0 full"),
         /// IPv6 extension headers malformed.
         BadHeader => error("bad_header", "malformed IPv6 extension headers"),
     }
@@ -156,8 +161,10 @@ sluice_graph::counters! {
         Fragment => error("fragment", "IPv4 fragment (no reassembly)"),
         /// The listener's handshake backlog is full.
         SynBacklogFull => error("syn_backlog_full", "SYN dropped: listener backlog full"),
-        /// Received on a worker.
-        WrongThread => error("wrong_thread", "received on a worker (sessions live on thread 0)"),
+        /// Received on a worker: handed to thread 0, which owns the sessions.
+        Handoff => info("handoff", "handed to thread 0 (which owns the sessions)"),
+        /// The handoff queue to thread 0 was full.
+        Congestion => error("congestion_drop", "handoff queue to thread 0 full"),
         /// IPv6 extension headers malformed.
         BadHeader => error("bad_header", "malformed IPv6 extension headers"),
     }
@@ -341,49 +348,58 @@ impl InputScratch {
 /// A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is one large
 /// segment, as the kernel's GRO hands it to a socket. A partial checksum the kernel left
 /// (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL) counts as
-/// verified. Sessions live on thread 0: elsewhere every buffer is `wrong_thread`.
+/// verified. Sessions live on thread 0: a worker hands the whole frame to this node on
+/// thread 0 through the graph's handoff queue (counted in `handoff`; what a full queue
+/// refuses is freed and counted in `congestion`). One worker's packets keep their order.
 fn input_frame<C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     sm: &Shared,
     thread: usize,
-    (wrong_thread, taken): (C, C),
+    [handoff, congestion, taken]: [C; 3],
     s: &mut InputScratch,
     mut one: impl FnMut(&mut SessionMain, Pkt<'_>) -> Result<(), C>,
 ) {
+    if thread != 0 {
+        let node = cx.node();
+        let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
+        cx.count(handoff, took as u64);
+        if took < frame.len() {
+            let lost = &frame[took..];
+            cx.count(congestion, lost.len() as u64);
+            cx.free(lost);
+        }
+        return;
+    }
     s.done.clear();
     s.drops.clear();
     let mut g = lock(sm);
     for &bi in frame {
-        let r = if thread != 0 {
-            Err(wrong_thread)
+        // SAFETY: the frame's buffers are owned by this node; short-lived header read.
+        let mut f = unsafe { cx.arena().header_mut(bi) }.flags;
+        if f & flags::OFFLOAD_L4_CKSUM != 0 {
+            f |= flags::L4_CHECKSUM_CORRECT;
+        }
+        let r = if f & flags::NEXT_PRESENT != 0 {
+            s.chain.clear();
+            cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
+            one(
+                &mut g,
+                Pkt {
+                    data: &s.chain,
+                    flags: f & !flags::NEXT_PRESENT,
+                },
+            )
         } else {
-            // SAFETY: the frame's buffers are owned by this node; short-lived header read.
-            let mut f = unsafe { cx.arena().header_mut(bi) }.flags;
-            if f & flags::OFFLOAD_L4_CKSUM != 0 {
-                f |= flags::L4_CHECKSUM_CORRECT;
-            }
-            if f & flags::NEXT_PRESENT != 0 {
-                s.chain.clear();
-                cx.bufs().copy_chain(bi, &mut s.chain, MAX_CHAIN_READ);
-                one(
-                    &mut g,
-                    Pkt {
-                        data: &s.chain,
-                        flags: f & !flags::NEXT_PRESENT,
-                    },
-                )
-            } else {
-                // SAFETY: as above, one view at a time.
-                let b = unsafe { cx.buffer(bi) };
-                one(
-                    &mut g,
-                    Pkt {
-                        data: b.data(),
-                        flags: f,
-                    },
-                )
-            }
+            // SAFETY: as above, one view at a time.
+            let b = unsafe { cx.buffer(bi) };
+            one(
+                &mut g,
+                Pkt {
+                    data: b.data(),
+                    flags: f,
+                },
+            )
         };
         if let Err(e) = r {
             // SAFETY: as above.
@@ -408,7 +424,11 @@ impl<const V6: bool> NodeFn for UdpInput<V6> {
             frame,
             &sm,
             self.thread,
-            (UdpCounter::WrongThread, UdpCounter::Delivered),
+            [
+                UdpCounter::Handoff,
+                UdpCounter::Congestion,
+                UdpCounter::Delivered,
+            ],
             &mut self.scratch,
             Self::one,
         );
@@ -492,7 +512,11 @@ impl<const V6: bool> NodeFn for TcpInput<V6> {
             frame,
             &sm,
             self.thread,
-            (TcpCounter::WrongThread, TcpCounter::Segments),
+            [
+                TcpCounter::Handoff,
+                TcpCounter::Congestion,
+                TcpCounter::Segments,
+            ],
             &mut self.scratch,
             |sm, b| Self::one(sm, b, now),
         );

@@ -273,6 +273,13 @@ pub(crate) struct Refused {
 /// A UDP port to (un)register with `ip4-local`/`ip6-local`: (IPv6, port, register).
 pub type PortChange = (bool, u16, bool);
 
+/// The session layer's lookup tables (address/port or 5-tuple → session id). Every segment
+/// looks its connection up: with std's SipHash that took ~730 of `tcp_input`'s ~2,100
+/// instructions per segment (callgrind, docs/hoststack.md); `infra::hash`'s keyed
+/// multiply-xorshift is seeded per table, so a peer choosing its ports cannot aim them at
+/// one bucket without the seed.
+type Table<K> = HashMap<K, u32, sluice_infra::hash::FastState>;
+
 /// The session layer.
 #[derive(Default)]
 pub struct SessionMain {
@@ -284,9 +291,9 @@ pub struct SessionMain {
     /// Sessions (index = session id).
     pub sessions: Vec<Option<Session>>,
     pub(crate) free: Vec<u32>,
-    listeners: HashMap<(IpAddr, u16), u32>,
-    connected: HashMap<(SocketAddr, SocketAddr), u32>,
-    port_refs: HashMap<(bool, u16), u32>,
+    listeners: Table<(IpAddr, u16)>,
+    connected: Table<(SocketAddr, SocketAddr)>,
+    port_refs: Table<(bool, u16)>,
     next_eph: u16,
     unattached: Vec<(OwnedFd, std::time::Instant)>,
     /// Sluice's interface addresses and prefix lengths (refreshed by the control poll).
@@ -309,11 +316,11 @@ pub struct SessionMain {
     /// application is dead).
     pub evq_refused: u64,
     /// TCP listeners by (address, port).
-    pub tcp_listeners: HashMap<(IpAddr, u16), u32>,
+    pub tcp_listeners: Table<(IpAddr, u16)>,
     /// TCP connections by (local, remote).
-    pub tcp_conns: HashMap<(SocketAddr, SocketAddr), u32>,
+    pub tcp_conns: Table<(SocketAddr, SocketAddr)>,
     /// TCP ports in use (listeners and connections).
-    pub tcp_ports: HashMap<(bool, u16), u32>,
+    pub tcp_ports: Table<(bool, u16)>,
     /// TCP sessions (listeners and connections): protocol 6 is registered while any exist.
     pub tcp_count: u32,
     /// TCP connections with something to send (`session-queue` drains it).
