@@ -16,7 +16,8 @@
 //! Entries live in a slab (`entries`, reused ids, control plane only). What a hit runs is an
 //! action record ([`ActRec`], in `recs`): the action index and its parameters inline (PVPP's
 //! pre-resolved rule) and, for the non-optimised mode, a table-local action slot and an
-//! offset into a separate parameter pool. The index maps a key to a record id:
+//! offset into a separate parameter pool (one place per record slot, reused with the slot).
+//! The index maps a key to a record id:
 //!
 //! - a table with direct counters, or ternary/range keys, has one record per entry (record
 //!   id = entry id, which `direct` is indexed by);
@@ -130,8 +131,11 @@ pub struct TableRt {
     by_match: HashMap<(Vec<Match>, u32), u32>,
     index: Index,
     pub default: ActRec,
-    /// Parameters of all entries (non-resolved mode).
+    /// Parameters of all records (non-resolved mode): the default's at 0, record slot `x`'s
+    /// at `(x + 1) * pool_w`, so a reused slot reuses its parameters' place.
     pub pool: Vec<u64>,
+    /// Parameters of the widest action of the table.
+    pool_w: usize,
     /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
     /// records, where a hit's id is the entry's).
     pub direct: Vec<[u64; 2]>,
@@ -198,6 +202,13 @@ impl TableRt {
             index,
             default: ActRec::default(),
             pool: Vec::new(),
+            pool_w: t
+                .actions
+                .iter()
+                .chain([&da])
+                .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
+                .max()
+                .unwrap_or(0),
             direct: Vec::new(),
             miss: [0; 2],
             widths,
@@ -208,7 +219,7 @@ impl TableRt {
             read_only: false,
         };
         let mut d = me.make_rec(t, actions, da, dp)?;
-        me.pool_params(&mut d);
+        me.pool_params(None, &mut d);
         me.default = d;
         if let Some(es) = &t.const_entries {
             me.limit = me.limit.max(es.len() as u64);
@@ -293,18 +304,24 @@ impl TableRt {
         Ok(e)
     }
 
-    /// Appends the parameters of a record about to be stored to the pool (its `pool_off`):
-    /// only for a record made, not one an entry shares.
-    fn pool_params(&mut self, r: &mut ActRec) {
-        r.pool_off = self.pool.len() as u32;
-        self.pool.extend_from_slice(&r.params[..r.nparams as usize]);
+    /// Stores the parameters of a record about to be stored in record slot `slot` (the
+    /// default: `None`) in that slot's place in the pool (its `pool_off`): only for a
+    /// record made, not one an entry shares.
+    fn pool_params(&mut self, slot: Option<u32>, r: &mut ActRec) {
+        let off = slot.map_or(0, |x| (x as usize + 1) * self.pool_w);
+        let n = r.nparams as usize;
+        if self.pool.len() < off + self.pool_w {
+            self.pool.resize(off + self.pool_w, 0);
+        }
+        self.pool[off..off + n].copy_from_slice(&r.params[..n]);
+        r.pool_off = off as u32;
     }
 
     /// The record id for `r` of entry `id`: an interned one (its count raised) when the
     /// table shares records, else `id`'s own slot.
     fn take_rec(&mut self, id: u32, mut r: ActRec) -> u32 {
         if !self.shared {
-            self.pool_params(&mut r);
+            self.pool_params(Some(id), &mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
             }
@@ -316,10 +333,8 @@ impl TableRt {
             self.refs[x as usize] += 1;
             return x;
         }
-        self.pool_params(&mut r);
         let x = match self.free_recs.pop() {
             Some(x) => {
-                self.recs[x as usize] = r;
                 self.refs[x as usize] = 1;
                 x
             }
@@ -329,6 +344,8 @@ impl TableRt {
                 self.recs.len() as u32 - 1
             }
         };
+        self.pool_params(Some(x), &mut r);
+        self.recs[x as usize] = r;
         self.interned.insert(key, x);
         x
     }
@@ -576,9 +593,6 @@ impl TableRt {
         if self.shared {
             self.free_recs = (0..self.recs.len() as u32).rev().collect();
         }
-        // The default action's parameters stay (made first, at the pool's start).
-        self.pool
-            .truncate(self.default.pool_off as usize + self.default.nparams as usize);
         Ok(())
     }
 
@@ -739,8 +753,9 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
-                // Parameters pooled once per record made, not per entry.
-                assert_eq!(r.pool.len(), if direct { 100 } else { 3 });
+                // Parameters pooled once per record made, not per entry (the default's
+                // place first, one parameter per record).
+                assert_eq!(r.pool.len(), if direct { 101 } else { 4 });
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
@@ -794,6 +809,41 @@ mod tests {
                 r.clear().unwrap();
                 assert_eq!(r.recs_in_use(), 0);
             }
+        }
+    }
+
+    #[test]
+    fn reused_record_slots_reuse_their_parameters_place() {
+        // Churn of distinct next hops: each add makes a new record in the slot the last
+        // delete freed; the pool must not grow by one parameter set per record made.
+        for direct in [false, true] {
+            let (mut t, a) = table(&[(MatchKind::Lpm, 32)]);
+            t.direct_counter = direct.then(|| "c".to_string());
+            let mut r = TableRt::new(&t, &a).unwrap();
+            r.add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
+                .unwrap();
+            let before = r.pool.len();
+            let m = vec![Match::Lpm(0x0b00_0000, 8)];
+            for p in 2..500 {
+                r.add(&t, &a, &spec(m.clone(), p, 0)).unwrap();
+                let h = r.lookup(r.key_of(&[0x0b01_0203])).unwrap();
+                let e = r.recs[h as usize];
+                assert_eq!(r.pool[e.pool_off as usize], p);
+                r.del(&m, 0).unwrap();
+            }
+            assert!(
+                r.pool.len() <= before + 1,
+                "pool {} from {before}",
+                r.pool.len()
+            );
+            // The other record's and the default's parameters are untouched.
+            let h = r.lookup(r.key_of(&[0x0a01_0203])).unwrap();
+            assert_eq!(r.pool[r.recs[h as usize].pool_off as usize], 1);
+            assert_eq!(r.default.nparams, 0);
+            r.clear().unwrap();
+            r.add(&t, &a, &spec(m.clone(), 3, 0)).unwrap();
+            let h = r.lookup(r.key_of(&[0x0b01_0203])).unwrap();
+            assert_eq!(r.pool[r.recs[h as usize].pool_off as usize], 3);
         }
     }
 
