@@ -77,6 +77,18 @@ pub struct ActRec {
     pub params: [u64; PARAMS_MAX],
 }
 
+/// Memo slots per action record ([`TableRt::memo`]).
+pub const CHAIN: usize = 2;
+
+/// A later table's lookup remembered in an action record ([`TableRt::memo`]): that table's
+/// result for `key` while its version was `ver` (0: never valid, versions start at 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memo {
+    pub key: u64,
+    pub ver: u64,
+    pub id: Option<u32>,
+}
+
 /// One entry (slab slot, control plane).
 #[derive(Clone, Debug, Default)]
 pub struct EntryRt {
@@ -136,6 +148,13 @@ pub struct TableRt {
     pub pool: Vec<u64>,
     /// Parameters of the widest action of the table.
     pool_w: usize,
+    /// Per record (the default first, then record `x` at `x + 1`): later tables' lookups
+    /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
+    /// table hit this record finds its next hop without hashing again. Per thread, as the
+    /// records; a memo is valid only for its key and the version of the table looked up.
+    memos: Vec<[Memo; CHAIN]>,
+    /// Bumped by every change of the entries: memos of an older version are stale.
+    ver: u64,
     /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
     /// records, where a hit's id is the entry's).
     pub direct: Vec<[u64; 2]>,
@@ -217,6 +236,8 @@ impl TableRt {
             n_live: 0,
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
+            memos: vec![[Memo::default(); CHAIN]],
+            ver: 1,
         };
         let mut d = me.make_rec(t, actions, da, dp)?;
         me.pool_params(None, &mut d);
@@ -324,6 +345,7 @@ impl TableRt {
             self.pool_params(Some(id), &mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
+                self.memos.resize(id as usize + 2, [Memo::default(); CHAIN]);
             }
             self.recs[id as usize] = r;
             return id;
@@ -340,6 +362,7 @@ impl TableRt {
             }
             None => {
                 self.recs.push(r);
+                self.memos.push([Memo::default(); CHAIN]);
                 self.refs.push(1);
                 self.recs.len() as u32 - 1
             }
@@ -524,6 +547,7 @@ impl TableRt {
         self.direct[id as usize] = [0; 2];
         self.by_match.insert(key, id);
         self.n_live += 1;
+        self.ver += 1;
         Ok(id)
     }
 
@@ -574,6 +598,7 @@ impl TableRt {
         self.put_rec(rec);
         self.free.push(id);
         self.n_live -= 1;
+        self.ver += 1;
         Ok(())
     }
 
@@ -642,6 +667,33 @@ impl TableRt {
     pub fn prefetch_rec(&self, id: Option<u32>) {
         if let Some(e) = id.and_then(|i| self.recs.get(i as usize)) {
             sluice_infra::prefetch(e);
+        }
+    }
+
+    /// The version of the entries (changes with every add and delete).
+    #[inline(always)]
+    pub fn ver(&self) -> u64 {
+        self.ver
+    }
+
+    /// Memo `slot` of record `x` (`None`: the default's).
+    #[inline(always)]
+    pub fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
+        self.memos
+            .get(x.map_or(0, |x| x as usize + 1))
+            .and_then(|m| m.get(slot))
+    }
+
+    /// Sets memo `slot` of record `x` (nothing when there is no such record: the memos
+    /// grow with the records, on the control plane).
+    #[inline(always)]
+    pub fn set_memo(&mut self, x: Option<u32>, slot: usize, m: Memo) {
+        if let Some(v) = self
+            .memos
+            .get_mut(x.map_or(0, |x| x as usize + 1))
+            .and_then(|v| v.get_mut(slot))
+        {
+            *v = m;
         }
     }
 
