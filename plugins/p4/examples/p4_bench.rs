@@ -28,6 +28,10 @@ struct Opts {
     only: Option<String>,
     /// Routes for `--only` (1 or more).
     routes: usize,
+    /// Next hops the P4 router's routes spread over (`forward` entries, each with its own
+    /// destination MAC), for `--only` P4 cases: with at least `node::SPLIT_ENTRIES` of them
+    /// auto mode splits (its cost model's case). 1: all routes to 10.0.1.2, as natively.
+    nexthops: usize,
 }
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
@@ -249,23 +253,37 @@ fn p4(o: &Opts, rs: &[(u32, u8)], dir: &std::path::Path, load: &str) -> (Res, f6
         &t,
         &format!("p4 load {ROUTER} name r on pg0 {load}"),
     );
+    // Next hop k of `--nexthops`: 10.0.1.2 + k, destination MAC 02:00:00:00:01:02 + k.
+    let nh = |i: usize| 0x0a00_0102u32 + (i % o.nexthops) as u32;
     let t0 = Instant::now();
-    for &(p, l) in rs {
+    for (i, &(p, l)) in rs.iter().enumerate() {
         cli(
             &mut vm,
             &t,
             &format!(
-                "p4 table add r ipv4_lpm set_nhop key {}/{l} param 10.0.1.2 {pg1}",
-                std::net::Ipv4Addr::from(p)
+                "p4 table add r ipv4_lpm set_nhop key {}/{l} param {} {pg1}",
+                std::net::Ipv4Addr::from(p),
+                std::net::Ipv4Addr::from(nh(i))
             ),
         );
     }
     let rate = rs.len() as f64 / t0.elapsed().as_secs_f64();
-    cli(
-        &mut vm,
-        &t,
-        "p4 table add r forward set_dmac key 10.0.1.2 param 02:00:00:00:01:02",
-    );
+    for k in 0..o.nexthops {
+        let m = 0x0200_0000_0102u64 + k as u64;
+        let ms: Vec<String> = m.to_be_bytes()[2..]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        cli(
+            &mut vm,
+            &t,
+            &format!(
+                "p4 table add r forward set_dmac key {} param {}",
+                std::net::Ipv4Addr::from(nh(k)),
+                ms.join(":")
+            ),
+        );
+    }
     let m = mac(&vm, "pg1");
     let ms: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
     cli(
@@ -402,6 +420,7 @@ fn main() {
         quick: false,
         only: None,
         routes: 1,
+        nexthops: 1,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -423,6 +442,10 @@ fn main() {
             "--routes" => {
                 i += 1;
                 o.routes = a[i].parse().expect("--routes N");
+            }
+            "--nexthops" => {
+                i += 1;
+                o.nexthops = a[i].parse::<usize>().expect("--nexthops N").max(1);
             }
             x => panic!("unknown argument {x}"),
         }

@@ -27,6 +27,7 @@ use crate::ir::*;
 /// Run-time support the generated code calls (all inlined).
 pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
+    use crate::table::{Memo, TableRt};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
     use std::sync::atomic::Ordering;
 
@@ -117,6 +118,34 @@ pub mod rt {
             plen: u32,
             pre: Option<u32>,
         ) -> (VOut, ParseEnd);
+    }
+
+    /// Table `b`'s lookup of the 64-bit key `k` through memo `slot` of record `x` of table
+    /// `a` (the packet's result in the first table it looked up; `None`: its default):
+    /// PVPP's pre-computed pointer, kept in the record that decides the next hop, so the
+    /// packets of a route find the next tables' entries without hashing. The memo is a
+    /// cache of `b`'s lookup, valid for its key and `b`'s version ([`TableRt::ver`]), so
+    /// it cannot give another result than the lookup, whatever the program wrote between.
+    #[inline(always)]
+    pub fn chained(
+        tables: &mut [TableRt],
+        a: usize,
+        x: Option<u32>,
+        slot: usize,
+        b: usize,
+        k: u64,
+    ) -> Option<u32> {
+        let ver = tables.get(b).map_or(0, |t| t.ver());
+        if let Some(m) = tables.get(a).and_then(|t| t.memo(x, slot)) {
+            if m.key == k && m.ver == ver {
+                return m.id;
+            }
+        }
+        let id = tables.get(b).and_then(|t| t.lookup64(k));
+        if let Some(t) = tables.get_mut(a) {
+            t.set_memo(x, slot, Memo { key: k, ver, id });
+        }
+        id
     }
 
     /// `register.read`: cell `i` of register `r` (0 outside it).
@@ -283,6 +312,10 @@ struct G<'a> {
     pre: Option<u16>,
     /// The flag (`St` field) `exit` sets in a control cut into phases.
     xflag: Option<&'static str>,
+    /// The first ingress phase's table (`St::c0` keeps the packet's record of it) and the
+    /// later tables looked up through a memo in that record (`rt::chained`), by slot.
+    anchor: Option<u16>,
+    chain: Vec<u16>,
 }
 
 fn geom(k: HKind) -> (u8, u8, u64) {
@@ -602,11 +635,20 @@ impl G<'_> {
             return Err(format!("bad table {ti}"));
         };
         self.open(&format!("{{ // table {}", t.name));
+        let slot = self.chain.iter().position(|&x| x == ap.table);
+        if let (Some(a), Some(slot), true) = (self.anchor, slot, self.pre != Some(ap.table)) {
+            let k = self.key64(t)?.unwrap_or_default();
+            self.line(&format!(
+                "let id = chained(&mut ts.tables, {a}, s.c0, {slot}, {ti}, {k});"
+            ));
+        }
         self.line(&format!(
             "let Some(t) = ts.tables.get_mut({ti}) else {{ s.dead = true; break '{}; }};",
             self.ctl
         ));
-        if self.pre == Some(ap.table) {
+        if slot.is_some() && self.pre != Some(ap.table) {
+            // Looked up above.
+        } else if self.pre == Some(ap.table) {
             // Looked up before the phase runs (`packet`, `segment`).
             self.pre = None;
             self.line("let id = pre;");
@@ -624,6 +666,9 @@ impl G<'_> {
                 "let id = t.lookup(t.key_of(&[{}]));",
                 keys.join(", ")
             ));
+        }
+        if self.anchor == Some(ap.table) && !self.chain.is_empty() {
+            self.line("s.c0 = id;");
         }
         let direct = if t.direct_counter.is_some() {
             "if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } "
@@ -945,6 +990,61 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
     (!clash).then_some(t)
 }
 
+/// The tables looked up through a memo in the record of the first ingress phase's table
+/// (`anchor`; `rt::chained`), at most `table::CHAIN`: the others the program applies whose
+/// key fits 64 bits and is not an exact key of at most `exact::DIRECT_BITS` (a direct
+/// array, one load: no cheaper through a memo). Only when the anchor's entries share
+/// records (`TableRt::shares_records`: no direct counter, exact/lpm keys of at most 64
+/// bits when lpm): a few records for many entries (routes to a few next hops), whose memos
+/// stay in cache; a record per entry (the L2 switch's direct-counted `smac`, one per
+/// station) would add a memo line to miss per packet.
+fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
+    let Some(a) = anchor else {
+        return Vec::new();
+    };
+    let Some(at) = p.tables.get(a as usize) else {
+        return Vec::new();
+    };
+    let width: u32 = at.keys.iter().map(|k| k.width as u32).sum();
+    let lpm = at.keys.iter().any(|k| k.kind == MatchKind::Lpm);
+    let shares = at.direct_counter.is_none()
+        && at
+            .keys
+            .iter()
+            .all(|k| matches!(k.kind, MatchKind::Exact | MatchKind::Lpm))
+        && (!lpm || width <= 64);
+    if !shares {
+        return Vec::new();
+    }
+    let mut v = Vec::new();
+    for s in p.ingress.iter().chain(&p.egress) {
+        crate::vec::walk_s(s, &mut |x| {
+            if let S::Apply(ap) = x {
+                v.push(ap.table);
+            }
+        });
+    }
+    let mut out: Vec<u16> = Vec::new();
+    for t in v {
+        let Some(tb) = p.tables.get(t as usize) else {
+            continue;
+        };
+        let total: u32 = tb.keys.iter().map(|k| k.width as u32).sum();
+        let direct = tb.keys.iter().all(|k| k.kind == MatchKind::Exact)
+            && total <= crate::exact::DIRECT_BITS as u32;
+        if t != a
+            && !tb.keys.is_empty()
+            && total <= 64
+            && !direct
+            && !out.contains(&t)
+            && out.len() < crate::table::CHAIN
+        {
+            out.push(t);
+        }
+    }
+    out
+}
+
 /// The generated call of phase `k`: its table's lookup first when it has one.
 fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     match ph.pre {
@@ -1060,7 +1160,10 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         tracked: Vec::new(),
         pre: None,
         xflag: None,
+        anchor: phases.first().and_then(|ph| ph.pre),
+        chain: Vec::new(),
     };
+    g.chain = chain_tables(p, g.anchor);
     let (mut verified, mut updated) = (Vec::new(), Vec::new());
     crate::vec::all_stmts(p, &mut |s| {
         if let S::Csum(c) = s {
@@ -1119,6 +1222,9 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     fields.push(("plen".into(), "u64", "plen as u64"));
     fields.push(("now".into(), "u64", "now"));
     fields.push(("es".into(), "u64", "0"));
+    if !g.chain.is_empty() {
+        fields.push(("c0".into(), "Option<u32>", "None"));
+    }
     for f in ["dead", "xi", "xe"] {
         fields.push((f.into(), "bool", "false"));
     }

@@ -562,6 +562,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
+    arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
     let mut sent = Sent::default();
     for (i, (nx, &bi)) in nexts.iter_mut().zip(frame).enumerate() {
@@ -569,8 +570,9 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
             arena.prefetch(a);
         }
         // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-        // `frame`; one view at a time, living for this iteration only.
-        let mut b = unsafe { arena.buffer(bi) };
+        // `frame`, all in the arena (checked above); one view at a time, living for this
+        // iteration only.
+        let mut b = unsafe { arena.buffer_unchecked(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
         let (o, pe) = G::packet(ts, sh, now, b.data_mut(), rx, len);
@@ -641,6 +643,7 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
     nexts: &mut [u16],
 ) {
     let arena = cx.arena();
+    arena.check_frame(frame);
     let now = (cx.now_secs() * 1e9) as u64;
     let mut keys = [0u64; STAGE];
     let mut ids = [None; STAGE];
@@ -652,15 +655,16 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
             if let Some(&a) = frame.get(c * STAGE + i + 2) {
                 arena.prefetch(a);
             }
-            // SAFETY: exclusive ownership of the frame's indices, one view at a time.
-            let mut b = unsafe { arena.buffer(bi) };
+            // SAFETY: exclusive ownership of the frame's indices, all in the arena (checked
+            // above), one view at a time.
+            let mut b = unsafe { arena.buffer_unchecked(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
             *key = G::key_first(ts, sh, now, b.data_mut(), rx, len);
         }
         lookup_batch(ts, first, &keys, &mut ids, n);
         for ((nx, &bi), &id) in nc.iter_mut().zip(fc).zip(&ids) {
             // SAFETY: as above.
-            let mut b = unsafe { arena.buffer(bi) };
+            let mut b = unsafe { arena.buffer_unchecked(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
             let (o, pe) = G::packet_pre(ts, sh, now, b.data_mut(), rx, len, id);
             parse_count(cx, pe);

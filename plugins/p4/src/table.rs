@@ -16,7 +16,8 @@
 //! Entries live in a slab (`entries`, reused ids, control plane only). What a hit runs is an
 //! action record ([`ActRec`], in `recs`): the action index and its parameters inline (PVPP's
 //! pre-resolved rule) and, for the non-optimised mode, a table-local action slot and an
-//! offset into a separate parameter pool. The index maps a key to a record id:
+//! offset into a separate parameter pool (one place per record slot, reused with the slot).
+//! The index maps a key to a record id:
 //!
 //! - a table with direct counters, or ternary/range keys, has one record per entry (record
 //!   id = entry id, which `direct` is indexed by);
@@ -76,6 +77,18 @@ pub struct ActRec {
     pub params: [u64; PARAMS_MAX],
 }
 
+/// Memo slots per action record ([`TableRt::memo`]).
+pub const CHAIN: usize = 2;
+
+/// A later table's lookup remembered in an action record ([`TableRt::memo`]): that table's
+/// result for `key` while its version was `ver` (0: never valid, versions start at 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memo {
+    pub key: u64,
+    pub ver: u64,
+    pub id: Option<u32>,
+}
+
 /// One entry (slab slot, control plane).
 #[derive(Clone, Debug, Default)]
 pub struct EntryRt {
@@ -130,8 +143,18 @@ pub struct TableRt {
     by_match: HashMap<(Vec<Match>, u32), u32>,
     index: Index,
     pub default: ActRec,
-    /// Parameters of all entries (non-resolved mode).
+    /// Parameters of all records (non-resolved mode): the default's at 0, record slot `x`'s
+    /// at `(x + 1) * pool_w`, so a reused slot reuses its parameters' place.
     pub pool: Vec<u64>,
+    /// Parameters of the widest action of the table.
+    pool_w: usize,
+    /// Per record (the default first, then record `x` at `x + 1`): later tables' lookups
+    /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
+    /// table hit this record finds its next hop without hashing again. Per thread, as the
+    /// records; a memo is valid only for its key and the version of the table looked up.
+    memos: Vec<[Memo; CHAIN]>,
+    /// Bumped by every change of the entries: memos of an older version are stale.
+    ver: u64,
     /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
     /// records, where a hit's id is the entry's).
     pub direct: Vec<[u64; 2]>,
@@ -198,6 +221,13 @@ impl TableRt {
             index,
             default: ActRec::default(),
             pool: Vec::new(),
+            pool_w: t
+                .actions
+                .iter()
+                .chain([&da])
+                .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
+                .max()
+                .unwrap_or(0),
             direct: Vec::new(),
             miss: [0; 2],
             widths,
@@ -206,9 +236,11 @@ impl TableRt {
             n_live: 0,
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
+            memos: vec![[Memo::default(); CHAIN]],
+            ver: 1,
         };
         let mut d = me.make_rec(t, actions, da, dp)?;
-        me.pool_params(&mut d);
+        me.pool_params(None, &mut d);
         me.default = d;
         if let Some(es) = &t.const_entries {
             me.limit = me.limit.max(es.len() as u64);
@@ -293,20 +325,27 @@ impl TableRt {
         Ok(e)
     }
 
-    /// Appends the parameters of a record about to be stored to the pool (its `pool_off`):
-    /// only for a record made, not one an entry shares.
-    fn pool_params(&mut self, r: &mut ActRec) {
-        r.pool_off = self.pool.len() as u32;
-        self.pool.extend_from_slice(&r.params[..r.nparams as usize]);
+    /// Stores the parameters of a record about to be stored in record slot `slot` (the
+    /// default: `None`) in that slot's place in the pool (its `pool_off`): only for a
+    /// record made, not one an entry shares.
+    fn pool_params(&mut self, slot: Option<u32>, r: &mut ActRec) {
+        let off = slot.map_or(0, |x| (x as usize + 1) * self.pool_w);
+        let n = r.nparams as usize;
+        if self.pool.len() < off + self.pool_w {
+            self.pool.resize(off + self.pool_w, 0);
+        }
+        self.pool[off..off + n].copy_from_slice(&r.params[..n]);
+        r.pool_off = off as u32;
     }
 
     /// The record id for `r` of entry `id`: an interned one (its count raised) when the
     /// table shares records, else `id`'s own slot.
     fn take_rec(&mut self, id: u32, mut r: ActRec) -> u32 {
         if !self.shared {
-            self.pool_params(&mut r);
+            self.pool_params(Some(id), &mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
+                self.memos.resize(id as usize + 2, [Memo::default(); CHAIN]);
             }
             self.recs[id as usize] = r;
             return id;
@@ -316,19 +355,20 @@ impl TableRt {
             self.refs[x as usize] += 1;
             return x;
         }
-        self.pool_params(&mut r);
         let x = match self.free_recs.pop() {
             Some(x) => {
-                self.recs[x as usize] = r;
                 self.refs[x as usize] = 1;
                 x
             }
             None => {
                 self.recs.push(r);
+                self.memos.push([Memo::default(); CHAIN]);
                 self.refs.push(1);
                 self.recs.len() as u32 - 1
             }
         };
+        self.pool_params(Some(x), &mut r);
+        self.recs[x as usize] = r;
         self.interned.insert(key, x);
         x
     }
@@ -507,6 +547,7 @@ impl TableRt {
         self.direct[id as usize] = [0; 2];
         self.by_match.insert(key, id);
         self.n_live += 1;
+        self.ver += 1;
         Ok(id)
     }
 
@@ -557,6 +598,7 @@ impl TableRt {
         self.put_rec(rec);
         self.free.push(id);
         self.n_live -= 1;
+        self.ver += 1;
         Ok(())
     }
 
@@ -576,9 +618,6 @@ impl TableRt {
         if self.shared {
             self.free_recs = (0..self.recs.len() as u32).rev().collect();
         }
-        // The default action's parameters stay (made first, at the pool's start).
-        self.pool
-            .truncate(self.default.pool_off as usize + self.default.nparams as usize);
         Ok(())
     }
 
@@ -628,6 +667,33 @@ impl TableRt {
     pub fn prefetch_rec(&self, id: Option<u32>) {
         if let Some(e) = id.and_then(|i| self.recs.get(i as usize)) {
             sluice_infra::prefetch(e);
+        }
+    }
+
+    /// The version of the entries (changes with every add and delete).
+    #[inline(always)]
+    pub fn ver(&self) -> u64 {
+        self.ver
+    }
+
+    /// Memo `slot` of record `x` (`None`: the default's).
+    #[inline(always)]
+    pub fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
+        self.memos
+            .get(x.map_or(0, |x| x as usize + 1))
+            .and_then(|m| m.get(slot))
+    }
+
+    /// Sets memo `slot` of record `x` (nothing when there is no such record: the memos
+    /// grow with the records, on the control plane).
+    #[inline(always)]
+    pub fn set_memo(&mut self, x: Option<u32>, slot: usize, m: Memo) {
+        if let Some(v) = self
+            .memos
+            .get_mut(x.map_or(0, |x| x as usize + 1))
+            .and_then(|v| v.get_mut(slot))
+        {
+            *v = m;
         }
     }
 
@@ -739,8 +805,9 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
-                // Parameters pooled once per record made, not per entry.
-                assert_eq!(r.pool.len(), if direct { 100 } else { 3 });
+                // Parameters pooled once per record made, not per entry (the default's
+                // place first, one parameter per record).
+                assert_eq!(r.pool.len(), if direct { 101 } else { 4 });
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
@@ -794,6 +861,41 @@ mod tests {
                 r.clear().unwrap();
                 assert_eq!(r.recs_in_use(), 0);
             }
+        }
+    }
+
+    #[test]
+    fn reused_record_slots_reuse_their_parameters_place() {
+        // Churn of distinct next hops: each add makes a new record in the slot the last
+        // delete freed; the pool must not grow by one parameter set per record made.
+        for direct in [false, true] {
+            let (mut t, a) = table(&[(MatchKind::Lpm, 32)]);
+            t.direct_counter = direct.then(|| "c".to_string());
+            let mut r = TableRt::new(&t, &a).unwrap();
+            r.add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
+                .unwrap();
+            let before = r.pool.len();
+            let m = vec![Match::Lpm(0x0b00_0000, 8)];
+            for p in 2..500 {
+                r.add(&t, &a, &spec(m.clone(), p, 0)).unwrap();
+                let h = r.lookup(r.key_of(&[0x0b01_0203])).unwrap();
+                let e = r.recs[h as usize];
+                assert_eq!(r.pool[e.pool_off as usize], p);
+                r.del(&m, 0).unwrap();
+            }
+            assert!(
+                r.pool.len() <= before + 1,
+                "pool {} from {before}",
+                r.pool.len()
+            );
+            // The other record's and the default's parameters are untouched.
+            let h = r.lookup(r.key_of(&[0x0a01_0203])).unwrap();
+            assert_eq!(r.pool[r.recs[h as usize].pool_off as usize], 1);
+            assert_eq!(r.default.nparams, 0);
+            r.clear().unwrap();
+            r.add(&t, &a, &spec(m.clone(), 3, 0)).unwrap();
+            let h = r.lookup(r.key_of(&[0x0b01_0203])).unwrap();
+            assert_eq!(r.pool[r.recs[h as usize].pool_off as usize], 3);
         }
     }
 

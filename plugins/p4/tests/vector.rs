@@ -253,6 +253,76 @@ fn router_fixed_cases() {
     compare(&p, &router_setup(&p, &routes, &[]), &pkts);
 }
 
+/// The generated router finds `forward`'s entry through a memo in the route's record
+/// (`gen::rt::chained`): the memo follows every change of `forward` between packets, and
+/// a route moved to another next hop, in both single-node entry points.
+#[test]
+fn generated_router_next_hop_memo_follows_table_changes() {
+    let p = router();
+    let g = sluice_p4::generated::find(&p).expect("router generated");
+    let fwd = p.table("forward").unwrap();
+    let lpm = p.table("ipv4_lpm").unwrap();
+    let pkt = ip4(64, [20, 1, 2, 3], 5, &[0; 8]);
+    for (how, f) in [("packet", g.packet), ("staged", g.packet_staged)] {
+        let mut ts = ThreadState::new(&p).unwrap();
+        // Route 20/8 to next hop 10.0.1.1 (dmac 02:00:00:00:01:01), port 1.
+        router_setup(&p, &[(0x1400_0000, 8, 1)], &[])(&mut ts);
+        let sh = Shared::new(&p);
+        let dmac = |ts: &mut ThreadState| {
+            let mut d = pkt.clone();
+            match f(ts, &sh, 0, &mut d, 1, pkt.len() as u32).0 {
+                VOut::Port(_) => Some(d[..6].iter().fold(0u64, |a, &b| a << 8 | b as u64)),
+                _ => None,
+            }
+        };
+        let nh = 0x0a00_0101;
+        assert_eq!(dmac(&mut ts), Some(0x0200_0000_0101), "{how}");
+        assert_eq!(dmac(&mut ts), Some(0x0200_0000_0101), "{how}: again");
+        ts.tables[fwd].del(&[Match::Exact(nh)], 0).unwrap();
+        assert_eq!(dmac(&mut ts), None, "{how}: next hop deleted");
+        add(
+            &p,
+            &mut ts,
+            "forward",
+            "set_dmac",
+            vec![Match::Exact(nh)],
+            vec![0x0200_0000_0999],
+        );
+        assert_eq!(
+            dmac(&mut ts),
+            Some(0x0200_0000_0999),
+            "{how}: next hop changed"
+        );
+        // Another next hop's entry added: the route's next hop is unchanged.
+        add(
+            &p,
+            &mut ts,
+            "forward",
+            "set_dmac",
+            vec![Match::Exact(nh + 1)],
+            vec![0x0200_0000_0777],
+        );
+        assert_eq!(
+            dmac(&mut ts),
+            Some(0x0200_0000_0999),
+            "{how}: other next hop added"
+        );
+        // The route moved to that next hop (a new record).
+        ts.tables[lpm]
+            .del(&[route_match(0x1400_0000, 8)], 0)
+            .unwrap();
+        add(
+            &p,
+            &mut ts,
+            "ipv4_lpm",
+            "set_nhop",
+            vec![route_match(0x1400_0000, 8)],
+            vec![nh + 1, 1],
+        );
+        assert_eq!(dmac(&mut ts), Some(0x0200_0000_0777), "{how}: route moved");
+    }
+}
+
 #[test]
 fn the_examples_the_vector_executor_runs_have_generated_code() {
     for f in ["router.p4", "l2switch.p4", "control_flow.p4"] {
