@@ -14,8 +14,9 @@
 #          VPP ($VPP_PREFIX, default /work/vpp/install; its vxlan, gre, ipip and gtpu
 #          plugins) with the same pcaps and VPP's CLI for the same setup, side by side:
 #          Mpps, Sluice/VPP, path and tunnel-node clocks (python/sluice_bench/vpp.py
-#          `tunnel_table`: one VPP per case on core 0, a warm-up then N runs; a case VPP
-#          does not forward completely out of pg1 is reported as an error, not a result).
+#          `tunnel_table`: case by case, Sluice then VPP right after it, so both see about
+#          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
+#          not forward completely out of pg1 is reported as an error, not a result).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -j 2 -p sluice-bench >&2
@@ -33,24 +34,36 @@ if [ "${1:-}" = "--vpp" ]; then
     done
     inputs=$(mktemp -d /tmp/tunnel-bench-vpp.XXXXXX)
     trap 'rm -rf "$inputs"' EXIT
-    echo "== Sluice (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$bin" tunnel --runs "$runs" --packets "$packets" "${only[@]}" \
-        --keep-inputs "$inputs" --json "$inputs/sluice.json"
-    echo "== VPP beside Sluice (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== Sluice, then VPP, case by case (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     py=${PYTHON:-/work/main/.venv/bin/python}
     [ -x "$py" ] || py=python3
     # Sluice's engine replays packets/2 per run (sluice-bench's convention), VPP the same.
-    VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} PYTHONPATH=python "$py" - "$inputs" \
-        "$runs" "$((packets / 2))" <<'PY'
-import sys
+    SLUICE_BENCH_TUNNELS=${SLUICE_BENCH_TUNNELS:-10000} VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} \
+        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY'
+import json, os, subprocess, sys
 from pathlib import Path
 from sluice_bench import vpp
 
-inputs, runs, packets = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+bin_, inputs, runs, packets = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+only = sys.argv[6] if len(sys.argv) > 6 else None
 prefix = vpp.prefix_from(None)
 if problem := vpp.prefix_problem(prefix):
     sys.exit(f"VPP: {problem}")
-vpp.tunnel_table(inputs / "sluice.json", prefix, inputs, packets, runs)
+
+
+def sluice_run(case: str) -> dict:
+    j = inputs / "sluice.json"
+    # --quick leaves out the many-tunnel cases, which "gre encap" would also match.
+    quick = [] if "tunnels" in case else ["--quick"]
+    subprocess.run([bin_, "tunnel", "--runs", str(runs), "--packets", str(packets), *quick,
+                    "--only", case, "--keep-inputs", str(inputs), "--json", str(j)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return json.loads(j.read_text())
+
+
+cases = [c for c in vpp.tunnel_cases(int(os.environ["SLUICE_BENCH_TUNNELS"]))
+         if only is None or only in c]
+vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
 PY
     echo "== done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     exit 0

@@ -796,22 +796,36 @@ def run_tunnel_case(prefix: Path, inputs: Path, case: str, packets: int, runs: i
         v.stop()
 
 
-def tunnel_table(sluice_json: Path, prefix: Path, inputs: Path, packets: int, runs: int,
-                 main_core: int = 0, out=print) -> list[dict]:
-    """Every case of `sluice-bench tunnel --json` also in VPP; prints the side-by-side
-    Markdown table (Sluice/VPP of the median Mpps) and returns its rows."""
-    import json
+def tunnel_cases(n: int) -> list[str]:
+    """The cases of `sluice-bench tunnel` (bench/src/tunnel.rs, its order) with `n` tunnels
+    in the many-tunnel ones (SLUICE_BENCH_TUNNELS)."""
+    many = f", {n} tunnels"
+    return (["vxlan encap", "vxlan decap, 1 tunnel", f"vxlan decap{many}"]
+            + [f"{p} {d}" for p in ("gre", "ipip", "gtpu") for d in ("encap", "decap")]
+            + [f"{p} {d}{many}" for p in ("gre", "ipip", "gtpu") for d in ("encap", "decap")]
+            + ["srv6 t.encaps", "srv6 end.dx4"])
 
-    data = json.loads(sluice_json.read_text())
+
+def tunnel_table(sluice_run, cases: list[str], prefix: Path, inputs: Path, packets: int,
+                 runs: int, main_core: int = 0, out=print) -> list[dict]:
+    """Each case first in Sluice (`sluice_run(case)`: runs `sluice-bench tunnel --only case
+    --keep-inputs inputs --json ...` and returns its JSON object), then right after in VPP
+    (`run_tunnel_case`), so that both sides of a case see about the same machine load;
+    prints the side-by-side Markdown table (Sluice/VPP of the median Mpps) and returns its
+    rows."""
     rows = []
     out("| case | Sluice Mpps min / med / max | VPP Mpps min / med / max | Sluice / VPP "
         "| path clk Sluice / VPP | tunnel node clk Sluice / VPP | VPP nodes (clk/pkt) |")
     out("|---|---|---|---|---|---|---|")
-    for key, s in data.items():
-        if not key.startswith("tunnel_"):
+    fmt3 = lambda m: " / ".join(f"{x:.2f}" for x in m)  # noqa: E731
+    for case in cases:
+        key = "tunnel_" + case.replace(" ", "_").replace(",", "_")
+        try:
+            s = sluice_run(case)[key]
+        except Exception as e:
+            log.exception("sluice tunnel %s failed", case)
+            out(f"| {case} | {type(e).__name__}: {str(e)[:300]} | | | | | |")
             continue
-        case = key[len("tunnel_"):].replace("__", ", ").replace("_", " ")
-        fmt3 = lambda m: " / ".join(f"{x:.2f}" for x in m)  # noqa: E731
         s_tun = [(n, c) for n, c in s["nodes"].items() if _TUNNEL_NODE_RE.search(n)]
         try:
             r = run_tunnel_case(prefix, inputs, case, packets, runs, main_core)
