@@ -17,6 +17,10 @@
 #          `tunnel_table`: case by case, Sluice then VPP right after it, so both see about
 #          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
 #          not forward completely out of pg1 is reported as an error, not a result).
+#        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
+#          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
+#          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
+#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -j 2 -p sluice-bench >&2
@@ -66,6 +70,96 @@ cases = [c for c in vpp.tunnel_cases(int(os.environ["SLUICE_BENCH_TUNNELS"]))
 vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
 PY
     echo "== done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    exit 0
+fi
+if [ "${1:-}" = "--memif" ]; then
+    # VXLAN decap over memif, Sluice only: A replays sluice-bench's VXLAN decap pcap from
+    # pg0 into memif1/0 (master, L2 xconnect) on CPU 0; B receives on memif1/0 (slave,
+    # the underlay 10.0.0.1/24, its MAC the pcap's destination), decapsulates and sends
+    # each tunnel xconnected out of pg1 on CPU 1. B's pg1 tx packets over the window.
+    shift
+    secs=${1:-5} runs=${2:-3}
+    n=${SLUICE_BENCH_TUNNELS:-10000}
+    S=target/release/sluice C=target/release/sluicectl
+    [ -x "$S" ] && [ -x "$C" ] || cargo build --release -j 2 -p sluice -p sluicectl >&2
+    D=$(mktemp -d /tmp/tunnel-bench-memif.XXXXXX)
+    pids=()
+    down() {
+        local p
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        pids=()
+    }
+    trap 'down; rm -rf "$D"' EXIT
+    a() { "$C" -s "$D/a.sock" "$@"; }
+    b() { "$C" -s "$D/b.sock" "$@"; }
+    count() { awk -v i="$2" -v n="$3" '$1 == i {f = 1} f && $0 ~ n {print $NF; exit}' <<<"$1"; }
+    clk() { awk -v n="$1" '$1 == n {print $6 + 0}' <<<"$2"; }
+    up() {  # up X CPU
+        rm -f "$D/$1.sock"
+        printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' \
+            "$D" "$1" > "$D/$1.conf"
+        taskset -c "$2" "$S" -c "$D/$1.conf" > "$D/$1.log" 2>&1 &
+        pids+=($!)
+        for _ in $(seq 200); do [ -S "$D/$1.sock" ] && return 0; sleep 0.05; done
+        echo "sluice $1 did not start: $(cat "$D/$1.log")" >&2
+        exit 1
+    }
+    echo "| case | Mpps out of pg1, min / median / max | A into the ring, Mpps | vxlan4-input clk/pkt | memif-input clk/pkt | load |"
+    echo "|---|---|---|---|---|---|"
+    for tunnels in 1 "$n"; do
+        name="vxlan decap, $tunnels tunnel"
+        [ "$tunnels" -eq 1 ] || name+=s
+        SLUICE_BENCH_TUNNELS=$tunnels "$bin" tunnel --runs 1 --packets 8192 --only "$name" \
+            --keep-inputs "$D" > /dev/null
+        pcap="$D/$(tr ' ,' '__' <<<"$name").pcap"
+        # The first frame's destination MAC (pcap header 24 bytes, record header 16).
+        mac=$(od -An -tx1 -j40 -N6 "$pcap" | tr -s ' \n' ':' | sed 's/^://; s/:$//')
+        for t in $(seq 0 $((tunnels - 1))); do
+            echo "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni $t instance $t"
+            echo "set interface state vxlan_tunnel$t up"
+            echo "set interface l2 xconnect vxlan_tunnel$t pg1"
+        done > "$D/tunnels.cli"
+        mpps=() offered=() cv=() cm=()
+        for r in $(seq "$runs"); do
+            rm -f "$D/memif.sock"
+            up a 0
+            up b 1
+            for x in a b; do
+                $x create memif socket id 1 filename "$D/memif.sock" > /dev/null
+            done
+            a create interface memif id 0 socket-id 1 master > /dev/null
+            b create interface memif id 0 socket-id 1 slave > /dev/null
+            a create packet-generator interface pg0 > /dev/null
+            b create packet-generator interface pg1 > /dev/null
+            for c in "set interface state memif1/0 up" "set interface state pg0 up"; do a $c; done
+            a set interface l2 xconnect pg0 memif1/0
+            a packet-generator new pcap "$pcap" source pg0 name s limit 0 > /dev/null
+            for c in "set interface mac address memif1/0 $mac" "set interface state memif1/0 up" \
+                "set interface state pg1 up" "set interface ip address memif1/0 10.0.0.1/24" \
+                "ip neighbor memif1/0 10.0.0.2 02:00:00:00:00:02 static" "exec $D/tunnels.cli"; do
+                b $c > /dev/null
+            done
+            for _ in $(seq 150); do b show memif memif1/0 | grep -q "link up" && break; sleep 0.1; done
+            a packet-generator enable s
+            sleep 1
+            b clear runtime
+            i0=$(count "$(b show interface pg1)" pg1 'tx packets')
+            o0=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
+            t0=$(date +%s.%N)
+            sleep "$secs"
+            i1=$(count "$(b show interface pg1)" pg1 'tx packets')
+            o1=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
+            t1=$(date +%s.%N)
+            rt=$(b show runtime)
+            rate() { awk -v a="$1" -v b="$2" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", (b - a) / (y - x) / 1e6}'; }
+            mpps+=("$(rate "$i0" "$i1")") offered+=("$(rate "$o0" "$o1")")
+            cv+=("$(clk vxlan4-input "$rt")") cm+=("$(clk memif-input "$rt")")
+            down
+        done
+        mmm() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%s / %s / %s", v[1], v[int((NR + 1) / 2)], v[NR]}'; }
+        echo "| $name (memif) | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
+    done
     exit 0
 fi
 if [ "${1:-}" != "--callgrind" ]; then
