@@ -9,88 +9,157 @@
 #        scripts/tunnel-bench.sh --callgrind [--packets N]
 #          instructions per packet of every node under callgrind (noise-free), one run of
 #          each case (scripts/callgrind-nodes.py).
-#        scripts/tunnel-bench.sh --vpp [--runs N] [--packets N]
-#          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels, each xconnected to pg1) in
-#          Sluice's engine, then in FD.io VPP ($VPP_PREFIX, default /work/vpp/install) with
-#          the same pcaps, the same CLI and show-runtime clocks (python/sluice_bench/vpp.py:
-#          one VPP per case on core 0, a warm-up then N runs).
+#        scripts/tunnel-bench.sh --vpp [--runs N] [--packets N] [--only CASE]
+#          every case (or those whose name contains CASE) in Sluice's engine, then in FD.io
+#          VPP ($VPP_PREFIX, default /work/vpp/install; its vxlan, gre, ipip and gtpu
+#          plugins) with the same pcaps and VPP's CLI for the same setup, side by side:
+#          Mpps, Sluice/VPP, path and tunnel-node clocks (python/sluice_bench/vpp.py
+#          `tunnel_table`: case by case, Sluice then VPP right after it, so both see about
+#          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
+#          not forward completely out of pg1 is reported as an error, not a result).
+#        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
+#          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
+#          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
+#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -j 2 -p sluice-bench >&2
 bin=target/release/sluice-bench
 if [ "${1:-}" = "--vpp" ]; then
     shift
-    runs=5 packets=2000000
+    runs=5 packets=2000000 only=()
     while [ $# -gt 0 ]; do
         case "$1" in
         --runs) runs=$2; shift 2 ;;
         --packets) packets=$2; shift 2 ;;
+        --only) only=(--only "$2"); shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
         esac
     done
-    n=${SLUICE_BENCH_TUNNELS:-10000}
     inputs=$(mktemp -d /tmp/tunnel-bench-vpp.XXXXXX)
     trap 'rm -rf "$inputs"' EXIT
-    echo "== Sluice (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    SLUICE_BENCH_TUNNELS=$n "$bin" tunnel --runs "$runs" --packets "$packets" \
-        --only "vxlan decap" --keep-inputs "$inputs"
-    echo "== VPP (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== Sluice, then VPP, case by case (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     py=${PYTHON:-/work/main/.venv/bin/python}
     [ -x "$py" ] || py=python3
-    VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} PYTHONPATH=python "$py" - "$inputs" "$n" "$runs" "$packets" <<'PY'
-import statistics, struct, sys
+    # Sluice's engine replays packets/2 per run (sluice-bench's convention), VPP the same.
+    SLUICE_BENCH_TUNNELS=${SLUICE_BENCH_TUNNELS:-10000} VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} \
+        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY'
+import json, os, subprocess, sys
 from pathlib import Path
 from sluice_bench import vpp
 
-
-def vni_plus_one(src: Path, dst: Path) -> None:
-    """A copy of a VXLAN pcap with every VNI + 1 (VPP refuses VNI 0: "vni not specified";
-    its tunnels are made with VNI t + 1)."""
-    d = bytearray(src.read_bytes())
-    at = 24
-    while at + 16 <= len(d):
-        n = struct.unpack_from("<I", d, at + 8)[0]
-        off = at + 16 + 14 + 20 + 8 + 4
-        vni = int.from_bytes(d[off:off + 3], "big") + 1
-        d[off:off + 3] = vni.to_bytes(3, "big")
-        at += 16 + n
-    dst.write_bytes(bytes(d))
-
-
-inputs, n, runs, packets = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+bin_, inputs, runs, packets = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+only = sys.argv[6] if len(sys.argv) > 6 else None
 prefix = vpp.prefix_from(None)
-problem = vpp.prefix_problem(prefix)
-if problem:
+if problem := vpp.prefix_problem(prefix):
     sys.exit(f"VPP: {problem}")
-print("| case | Mpps min | median | max | path clk/pkt | clocks/packet per node |")
-print("|---|---|---|---|---|---|")
-for tunnels in (1, n):
-    name = f"vxlan decap, {tunnels} tunnel{'s' if tunnels > 1 else ''}"
-    pcap = inputs / f"vpp-{tunnels}.pcap"
-    vni_plus_one(inputs / (name.replace(" ", "_").replace(",", "_") + ".pcap"), pcap)
-    v = vpp.VppInstance(prefix, f"tun{tunnels}").start()
-    try:
-        vpp._pg_setup(v)
-        v.cli("set interface ip address pg0 10.0.0.1/24")
-        v.cli("ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static")
-        lines = []
-        for t in range(tunnels):
-            lines += [f"create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {t + 1} instance {t}",
-                      f"set interface state vxlan_tunnel{t} up",
-                      f"set interface l2 xconnect vxlan_tunnel{t} pg1"]
-        v.exec_lines(lines)
-        # VPP's l2-output needs the output interface in L2 mode.
-        v.cli("set interface l2 xconnect pg1 vxlan_tunnel0")
-        mpps, rts, drops = vpp.replay(v, pcap, packets, runs)
-        nodes = vpp._median_nodes(rts, packets)
-        path = sum(c for nd, c in nodes if nd != "pg-input")
-        print(f"| {name} | {min(mpps):.2f} | {statistics.median(mpps):.2f} | {max(mpps):.2f} "
-              f"| {path:.1f} | {', '.join(f'{nd} {c:.1f}' for nd, c in nodes)} |"
-              + (f" {drops} dropped" if drops else ""))
-    finally:
-        v.stop()
-        v.remove_dir()
+
+
+def sluice_run(case: str) -> dict:
+    j = inputs / "sluice.json"
+    # --quick leaves out the many-tunnel cases, which "gre encap" would also match.
+    quick = [] if "tunnels" in case else ["--quick"]
+    subprocess.run([bin_, "tunnel", "--runs", str(runs), "--packets", str(packets), *quick,
+                    "--only", case, "--keep-inputs", str(inputs), "--json", str(j)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return json.loads(j.read_text())
+
+
+cases = [c for c in vpp.tunnel_cases(int(os.environ["SLUICE_BENCH_TUNNELS"]))
+         if only is None or only in c]
+vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
 PY
+    echo "== done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    exit 0
+fi
+if [ "${1:-}" = "--memif" ]; then
+    # VXLAN decap over memif, Sluice only: A replays sluice-bench's VXLAN decap pcap from
+    # pg0 into memif1/0 (master, L2 xconnect) on CPU 0; B receives on memif1/0 (slave,
+    # the underlay 10.0.0.1/24, its MAC the pcap's destination), decapsulates and sends
+    # each tunnel xconnected out of pg1 on CPU 1. B's pg1 tx packets over the window.
+    shift
+    secs=${1:-5} runs=${2:-3}
+    n=${SLUICE_BENCH_TUNNELS:-10000}
+    S=target/release/sluice C=target/release/sluicectl
+    [ -x "$S" ] && [ -x "$C" ] || cargo build --release -j 2 -p sluice -p sluicectl >&2
+    D=$(mktemp -d /tmp/tunnel-bench-memif.XXXXXX)
+    pids=()
+    down() {
+        local p
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        pids=()
+    }
+    trap 'down; rm -rf "$D"' EXIT
+    a() { "$C" -s "$D/a.sock" "$@"; }
+    b() { "$C" -s "$D/b.sock" "$@"; }
+    count() { awk -v i="$2" -v n="$3" '$1 == i {f = 1} f && $0 ~ n {print $NF; exit}' <<<"$1"; }
+    clk() { awk -v n="$1" '$1 == n {print $6 + 0}' <<<"$2"; }
+    up() {  # up X CPU
+        rm -f "$D/$1.sock"
+        printf 'unix { nodaemon cli-listen %s/%s.sock }\nbuffers { buffers-per-numa 32768 }\n' \
+            "$D" "$1" > "$D/$1.conf"
+        taskset -c "$2" "$S" -c "$D/$1.conf" > "$D/$1.log" 2>&1 &
+        pids+=($!)
+        for _ in $(seq 200); do [ -S "$D/$1.sock" ] && return 0; sleep 0.05; done
+        echo "sluice $1 did not start: $(cat "$D/$1.log")" >&2
+        exit 1
+    }
+    echo "| case | Mpps out of pg1, min / median / max | A into the ring, Mpps | vxlan4-input clk/pkt | memif-input clk/pkt | load |"
+    echo "|---|---|---|---|---|---|"
+    for tunnels in 1 "$n"; do
+        name="vxlan decap, $tunnels tunnel"
+        [ "$tunnels" -eq 1 ] || name+=s
+        SLUICE_BENCH_TUNNELS=$tunnels "$bin" tunnel --runs 1 --packets 8192 --only "$name" \
+            --keep-inputs "$D" > /dev/null
+        pcap="$D/$(tr ' ,' '__' <<<"$name").pcap"
+        # The first frame's destination MAC (pcap header 24 bytes, record header 16).
+        mac=$(od -An -tx1 -j40 -N6 "$pcap" | tr -s ' \n' ':' | sed 's/^://; s/:$//')
+        for t in $(seq 0 $((tunnels - 1))); do
+            echo "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni $t instance $t"
+            echo "set interface state vxlan_tunnel$t up"
+            echo "set interface l2 xconnect vxlan_tunnel$t pg1"
+        done > "$D/tunnels.cli"
+        mpps=() offered=() cv=() cm=()
+        for r in $(seq "$runs"); do
+            rm -f "$D/memif.sock"
+            up a 0
+            up b 1
+            for x in a b; do
+                $x create memif socket id 1 filename "$D/memif.sock" > /dev/null
+            done
+            a create interface memif id 0 socket-id 1 master > /dev/null
+            b create interface memif id 0 socket-id 1 slave > /dev/null
+            a create packet-generator interface pg0 > /dev/null
+            b create packet-generator interface pg1 > /dev/null
+            for c in "set interface state memif1/0 up" "set interface state pg0 up"; do a $c; done
+            a set interface l2 xconnect pg0 memif1/0
+            a packet-generator new pcap "$pcap" source pg0 name s limit 0 > /dev/null
+            for c in "set interface mac address memif1/0 $mac" "set interface state memif1/0 up" \
+                "set interface state pg1 up" "set interface ip address memif1/0 10.0.0.1/24" \
+                "ip neighbor memif1/0 10.0.0.2 02:00:00:00:00:02 static" "exec $D/tunnels.cli"; do
+                b $c > /dev/null
+            done
+            for _ in $(seq 150); do b show memif memif1/0 | grep -q "link up" && break; sleep 0.1; done
+            a packet-generator enable s
+            sleep 1
+            b clear runtime
+            i0=$(count "$(b show interface pg1)" pg1 'tx packets')
+            o0=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
+            t0=$(date +%s.%N)
+            sleep "$secs"
+            i1=$(count "$(b show interface pg1)" pg1 'tx packets')
+            o1=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
+            t1=$(date +%s.%N)
+            rt=$(b show runtime)
+            rate() { awk -v a="$1" -v b="$2" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", (b - a) / (y - x) / 1e6}'; }
+            mpps+=("$(rate "$i0" "$i1")") offered+=("$(rate "$o0" "$o1")")
+            cv+=("$(clk vxlan4-input "$rt")") cm+=("$(clk memif-input "$rt")")
+            down
+        done
+        mmm() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%s / %s / %s", v[1], v[int((NR + 1) / 2)], v[NR]}'; }
+        echo "| $name (memif) | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
+    done
     exit 0
 fi
 if [ "${1:-}" != "--callgrind" ]; then

@@ -42,10 +42,10 @@ fn inner(dst: [u8; 6], src: [u8; 6], p: u16) -> Vec<u8> {
     f
 }
 
-/// A routed 64-byte IPv4 frame into `dmac` to 198.51.100.x.
-fn routed(dmac: [u8; 6], x: u8) -> Vec<u8> {
+/// A routed 64-byte IPv4 frame into `dmac` to `dst`.
+fn routed(dmac: [u8; 6], dst: [u8; 4]) -> Vec<u8> {
     let mut f = eth(dmac, H1, 0x0800);
-    f.extend(ip4([172, 16, 0, 2], [198, 51, 100, x], 17, 30));
+    f.extend(ip4([172, 16, 0, 2], dst, 17, 30));
     f.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 30]);
     f.extend_from_slice(&[0; 24]);
     f
@@ -69,10 +69,39 @@ fn clis(vm: &mut Vlib, t: &CommandTree<Vlib>, cmds: &[&str]) {
 
 /// The underlay frame from the peer (10.0.0.2) to us (10.0.0.1) carrying `payload`.
 fn from_peer(pg0: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {
+    from_addr(pg0, [10, 0, 0, 2], proto, payload)
+}
+
+/// The underlay frame from tunnel peer `src` to us (10.0.0.1) carrying `payload`.
+fn from_addr(pg0: [u8; 6], src: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = eth(pg0, PEER, 0x0800);
-    f.extend(ip4([10, 0, 0, 2], [10, 0, 0, 1], proto, payload.len()));
+    f.extend(ip4(src, [10, 0, 0, 1], proto, payload.len()));
     f.extend_from_slice(payload);
     f
+}
+
+/// The remote end of tunnel `t` of the L3 tunnel cases: 10.0.0.2 (the neighbour) for the
+/// first, 10.1.x.y (routed via it) for the others.
+fn tunnel_peer(t: u32) -> [u8; 4] {
+    if t == 0 {
+        [10, 0, 0, 2]
+    } else {
+        [10, 1, (t / 250) as u8, (t % 250 + 1) as u8]
+    }
+}
+
+/// 4096 pseudo-random tunnel numbers below `n` (xorshift32): with n tunnels nearly every
+/// packet is on another tunnel than the one before.
+fn spread(n: u32) -> Vec<u32> {
+    let mut x = 0x9e37_79b9u32;
+    (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x % n
+        })
+        .collect()
 }
 
 fn vxlan(pg0: [u8; 6], vni: u32, i: u16) -> Vec<u8> {
@@ -185,14 +214,10 @@ fn vxlan_decap(
     }
     let pg0 = mac_of(&vm, "pg0");
     // A pseudo-random VNI per frame: with n tunnels every lookup misses the one-entry cache.
-    let mut x = 0x9e37_79b9u32;
-    let frames: Vec<Vec<u8>> = (0..4096u16)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            vxlan(pg0, x % n, i)
-        })
+    let frames: Vec<Vec<u8>> = spread(n)
+        .into_iter()
+        .zip(0u16..)
+        .map(|(v, i)| vxlan(pg0, v, i))
         .collect();
     let name = format!("vxlan decap, {n} tunnel{}", if n > 1 { "s" } else { "" });
     case(o, &name, vm, &t, &frames, &DECAP_PATH, dir, out, json)
@@ -247,120 +272,158 @@ pub fn bench_tunnel(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             many / one
         );
     }
-    // GRE L3, IP-in-IP and GTP-U: routed from pg0 into the tunnel, underlay out of pg1;
-    // decap from pg1 routed out of pg0.
-    for (proto, cmd, ifn, enc, dec) in [
-        (
-            "gre",
-            "create gre tunnel src 10.0.0.1 dst 10.0.0.2",
-            "gre0",
-            "gre4-encap",
-            "gre4-input",
-        ),
-        (
-            "ipip",
-            "create ipip tunnel src 10.0.0.1 dst 10.0.0.2",
-            "ipip0",
-            "ipip4-encap",
-            "ipip4-input",
-        ),
-        (
-            "gtpu",
-            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 7",
-            "gtpu_tunnel0",
-            "gtpu4-encap",
-            "gtpu4-input",
-        ),
-    ] {
-        let setup = |vm: &mut Vlib, t: &CommandTree<Vlib>| {
-            cli(vm, t, cmd);
-            for c in [
-                format!("set interface state {ifn} up"),
-                "set interface ip address pg0 172.16.0.1/24".to_string(),
-                "ip neighbor pg0 172.16.0.2 02:aa:00:00:00:01 static".to_string(),
-                format!("ip route add 198.51.100.0/24 via {ifn}"),
-            ] {
-                cli(vm, t, &c);
-            }
-        };
-        let (mut vm, t) = base("pg1");
-        setup(&mut vm, &t);
-        let pg0 = mac_of(&vm, "pg0");
-        let frames: Vec<Vec<u8>> = (0..4096u32).map(|i| routed(pg0, i as u8)).collect();
-        let path = [
-            "ethernet-input",
-            "ip4-input",
-            "ip4-lookup",
-            "ip4-rewrite",
-            "interface-output",
-            enc,
-            "pg-tx",
-        ];
-        case(
-            o,
-            &format!("{proto} encap"),
-            vm,
-            &t,
-            &frames,
-            &path,
-            &dir,
-            out,
-            json,
-        );
-        // Decap: the underlay is pg0 here (frames come in on pg0), the LAN pg1.
-        let (mut vm, t) = base("pg0");
-        cli(&mut vm, &t, cmd);
-        for c in [
-            format!("set interface state {ifn} up"),
-            "set interface ip address pg1 198.51.100.1/24".to_string(),
-            "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static".to_string(),
-        ] {
-            cli(&mut vm, &t, &c);
+    // GRE L3, IP-in-IP and GTP-U with 1 tunnel, then (not with --quick) n tunnels.
+    for proto in ["gre", "ipip", "gtpu"] {
+        l3_tunnel(o, proto, 1, &dir, out, json);
+    }
+    if !o.quick {
+        for proto in ["gre", "ipip", "gtpu"] {
+            l3_tunnel(o, proto, n, &dir, out, json);
         }
-        let pg0 = mac_of(&vm, "pg0");
-        let frames: Vec<Vec<u8>> = (0..4096u32)
-            .map(|i| {
-                let ip = lan_udp(i);
-                let (ipp, mut p) = match proto {
-                    "gre" => (47, vec![0, 0, 0x08, 0]),
-                    "gtpu" => {
-                        let mut h = vec![0x08, 0x68, 0x08, 0x68];
-                        h.extend_from_slice(&((16 + ip.len()) as u16).to_be_bytes());
-                        h.extend_from_slice(&[0, 0, 0x30, 0xff]);
-                        h.extend_from_slice(&(ip.len() as u16).to_be_bytes());
-                        h.extend_from_slice(&7u32.to_be_bytes());
-                        (17, h)
-                    }
-                    _ => (4, Vec::new()),
-                };
-                p.extend_from_slice(&ip);
-                from_peer(pg0, ipp, &p)
-            })
-            .collect();
-        let path = [
-            "ethernet-input",
-            "ip4-input",
-            "ip4-lookup",
-            "ip4-local",
-            dec,
-            "ip4-rewrite",
-            "interface-output",
-            "pg-tx",
-        ];
-        case(
-            o,
-            &format!("{proto} decap"),
-            vm,
-            &t,
-            &frames,
-            &path,
-            &dir,
-            out,
-            json,
-        );
     }
     srv6(o, &dir, out, json);
     crate::done_with_inputs(o, &dir);
+}
+
+/// GRE L3, IP-in-IP or GTP-U with `n` tunnels: encap (routed from pg0 into the tunnels,
+/// underlay out of pg1) and decap (from pg0, routed out of pg1). With one tunnel the route
+/// is 198.51.100.0/24 via it; with n, tunnel t (GRE and IP-in-IP: to `tunnel_peer(t)`;
+/// GTP-U: to 10.0.0.2 with TEID 7 + t) has the route 198.18.x.y/32 (x.y = t), and every
+/// frame goes to (comes from) a pseudo-random one of them (`spread`).
+fn l3_tunnel(
+    o: &crate::Opts,
+    proto: &str,
+    n: u32,
+    dir: &std::path::Path,
+    out: &mut String,
+    json: &mut Vec<String>,
+) {
+    let suffix = if n > 1 {
+        format!(", {n} tunnels")
+    } else {
+        String::new()
+    };
+    let [enc_name, dec_name] = [
+        format!("{proto} encap{suffix}"),
+        format!("{proto} decap{suffix}"),
+    ];
+    if o.only
+        .as_deref()
+        .is_some_and(|w| !enc_name.contains(w) && !dec_name.contains(w))
+    {
+        return;
+    }
+    let (ifn, enc, dec) = match proto {
+        "gre" => ("gre", "gre4-encap", "gre4-input"),
+        "ipip" => ("ipip", "ipip4-encap", "ipip4-input"),
+        _ => ("gtpu_tunnel", "gtpu4-encap", "gtpu4-input"),
+    };
+    let create = |vm: &mut Vlib, t: &CommandTree<Vlib>| {
+        for k in 0..n {
+            let [a, b, c, d] = tunnel_peer(k);
+            let cmd = match proto {
+                "gtpu" => format!(
+                    "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid {}",
+                    7 + k
+                ),
+                _ => format!("create {proto} tunnel src 10.0.0.1 dst {a}.{b}.{c}.{d}"),
+            };
+            cli(vm, t, &cmd);
+            cli(vm, t, &format!("set interface state {ifn}{k} up"));
+        }
+    };
+    let picks = spread(n);
+    let (mut vm, t) = base("pg1");
+    create(&mut vm, &t);
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface ip address pg0 172.16.0.1/24",
+            "ip neighbor pg0 172.16.0.2 02:aa:00:00:00:01 static",
+        ],
+    );
+    if n == 1 {
+        cli(
+            &mut vm,
+            &t,
+            &format!("ip route add 198.51.100.0/24 via {ifn}0"),
+        );
+    } else {
+        cli(&mut vm, &t, "ip route add 10.1.0.0/16 via 10.0.0.2 pg1");
+        for k in 0..n {
+            let r = format!("ip route add 198.18.{}.{}/32 via {ifn}{k}", k >> 8, k & 255);
+            cli(&mut vm, &t, &r);
+        }
+    }
+    let pg0 = mac_of(&vm, "pg0");
+    let frames: Vec<Vec<u8>> = if n == 1 {
+        (0..4096u32)
+            .map(|i| routed(pg0, [198, 51, 100, i as u8]))
+            .collect()
+    } else {
+        let dst = |k: u32| [198, 18, (k >> 8) as u8, k as u8];
+        picks.iter().map(|&k| routed(pg0, dst(k))).collect()
+    };
+    let path = [
+        "ethernet-input",
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-rewrite",
+        "interface-output",
+        enc,
+        "pg-tx",
+    ];
+    case(o, &enc_name, vm, &t, &frames, &path, dir, out, json);
+    // Decap: the underlay is pg0 here (frames come in on pg0), the LAN pg1.
+    let (mut vm, t) = base("pg0");
+    create(&mut vm, &t);
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface ip address pg1 198.51.100.1/24",
+            "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static",
+        ],
+    );
+    let pg0 = mac_of(&vm, "pg0");
+    let frames: Vec<Vec<u8>> = picks
+        .iter()
+        .zip(0u32..)
+        .map(|(&k, i)| {
+            let ip = lan_udp(i);
+            let (ipp, mut p) = match proto {
+                "gre" => (47, vec![0, 0, 0x08, 0]),
+                "gtpu" => {
+                    let mut h = vec![0x08, 0x68, 0x08, 0x68];
+                    h.extend_from_slice(&((16 + ip.len()) as u16).to_be_bytes());
+                    h.extend_from_slice(&[0, 0, 0x30, 0xff]);
+                    h.extend_from_slice(&(ip.len() as u16).to_be_bytes());
+                    h.extend_from_slice(&(7 + k).to_be_bytes());
+                    (17, h)
+                }
+                _ => (4, Vec::new()),
+            };
+            p.extend_from_slice(&ip);
+            let src = if proto == "gtpu" {
+                [10, 0, 0, 2]
+            } else {
+                tunnel_peer(k)
+            };
+            from_addr(pg0, src, ipp, &p)
+        })
+        .collect();
+    let path = [
+        "ethernet-input",
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-local",
+        dec,
+        "ip4-rewrite",
+        "interface-output",
+        "pg-tx",
+    ];
+    case(o, &dec_name, vm, &t, &frames, &path, dir, out, json);
 }
 
 /// IPv6 underlay on `underlay` (2001:db8::1/64, peer ::2; fc00:a::/32 routed to it).
@@ -391,7 +454,9 @@ fn srv6(o: &crate::Opts, dir: &std::path::Path, out: &mut String, json: &mut Vec
         ],
     );
     let pg0 = mac_of(&vm, "pg0");
-    let frames: Vec<Vec<u8>> = (0..4096u32).map(|i| routed(pg0, i as u8)).collect();
+    let frames: Vec<Vec<u8>> = (0..4096u32)
+        .map(|i| routed(pg0, [198, 51, 100, i as u8]))
+        .collect();
     let path = [
         "ethernet-input",
         "ip4-input",

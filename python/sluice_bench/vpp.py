@@ -643,3 +643,202 @@ class VppMemif(MemifSlave, VppAfPacket):
 def make_vpp_dut(name: str, prefix: Path | None) -> Dut:
     cls = {"vpp-af_packet": VppAfPacket, "vpp-af_xdp": VppAfXdp, "vpp-memif": VppMemif}[name]
     return cls(prefix)
+
+
+# -- tunnels (scripts/tunnel-bench.sh --vpp) -----------------------------------------------
+
+#: Sluice's peer on the underlay (bench/src/tunnel.rs `base`).
+_PEER_MAC = "02:00:00:00:00:02"
+_HOST_MAC = "02:aa:00:00:00:01"
+
+#: The VPP plugin each tunnel case needs beside the core (SRv6 is in vnet).
+_TUNNEL_PLUGIN = {"vxlan": "vxlan", "gre": "gre", "ipip": "ipip", "gtpu": "gtpu"}
+
+#: VPP's names of the nodes that do a case's encap or decap (for the "tunnel node" column).
+_TUNNEL_NODE_RE = re.compile(r"vxlan4-|gre4-|ipip4-|gtpu4-|sr-|midchain")
+
+
+def tunnel_pcap(inputs: Path, case: str) -> Path:
+    """The pcap `sluice-bench tunnel --keep-inputs` wrote for `case`."""
+    return inputs / (case.replace(" ", "_").replace(",", "_") + ".pcap")
+
+
+def vni_plus_one(src: Path, dst: Path) -> None:
+    """A copy of a VXLAN-decap pcap with every VNI + 1: VPP refuses VNI 0 ("vni not
+    specified"), so its tunnel t has VNI t + 1 where Sluice's has t."""
+    d = bytearray(src.read_bytes())
+    at = 24
+    while at + 16 <= len(d):
+        n = int.from_bytes(d[at + 8:at + 12], "little")
+        off = at + 16 + 14 + 20 + 8 + 4
+        vni = int.from_bytes(d[off:off + 3], "big") + 1
+        d[off:off + 3] = vni.to_bytes(3, "big")
+        at += 16 + n
+    dst.write_bytes(bytes(d))
+
+
+def _tunnel_peer(t: int) -> str:
+    """bench/src/tunnel.rs `tunnel_peer`."""
+    return "10.0.0.2" if t == 0 else f"10.1.{t // 250}.{t % 250 + 1}"
+
+
+def _tunnel_proto(case: str) -> str:
+    return case.split()[0]
+
+
+def tunnel_cli(case: str, tunnels: int) -> list[str]:
+    """VPP's CLI for one of `sluice-bench tunnel`'s cases (bench/src/tunnel.rs): the same
+    interfaces, addresses, static neighbours, tunnels, routes, bridge or xconnects, in VPP's
+    syntax. Where VPP needs more than Sluice: a decapsulating L3 tunnel is made unnumbered
+    to pg1 (VPP's ip4-input drops on an interface with IPv4 off), the peers 10.1/16 of the
+    many-tunnel decap cases get a route (VPP's ip4-local drops a packet from a source it
+    cannot reach), GTP-U gets `decap-next ip4` (VPP's default is l2), VXLAN VNIs are t + 1 (see `vni_plus_one`), and pg1 is
+    xconnected back into the first VXLAN tunnel (VPP's l2-output needs its output in L2
+    mode)."""
+    proto = _tunnel_proto(case)
+    decap = "decap" in case or "end.dx4" in case
+    underlay = "pg0" if decap else "pg1"
+    lines = [f"set interface ip address {underlay} 10.0.0.1/24",
+             f"ip neighbor {underlay} 10.0.0.2 {_PEER_MAC} static"]
+    if case == "vxlan encap":
+        return lines + ["create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 13",
+                        "set interface state vxlan_tunnel0 up",
+                        "create bridge-domain 1 learn 0",
+                        "set interface l2 bridge pg0 1",
+                        "set interface l2 bridge vxlan_tunnel0 1",
+                        "l2fib add 02:bb:00:00:00:02 1 vxlan_tunnel0 static"]
+    if case.startswith("vxlan decap"):
+        for t in range(tunnels):
+            lines += [f"create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni {t + 1} instance {t}",
+                      f"set interface state vxlan_tunnel{t} up",
+                      f"set interface l2 xconnect vxlan_tunnel{t} pg1"]
+        return lines + ["set interface l2 xconnect pg1 vxlan_tunnel0"]
+    if proto in ("gre", "ipip", "gtpu"):
+        # bench/src/tunnel.rs `l3_tunnel`: tunnel t to `_tunnel_peer(t)` (GTP-U: to
+        # 10.0.0.2 with TEID 7 + t), interfaces named in creation order.
+        ifn = {"gre": "gre", "ipip": "ipip", "gtpu": "gtpu_tunnel"}[proto]
+        for t in range(tunnels):
+            if proto == "gtpu":
+                lines.append(f"create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid {7 + t} "
+                             "decap-next ip4")
+            else:
+                lines.append(f"create {proto} tunnel src 10.0.0.1 dst {_tunnel_peer(t)}")
+            lines.append(f"set interface state {ifn}{t} up")
+        if decap:
+            lines += ["set interface ip address pg1 198.51.100.1/24",
+                      f"ip neighbor pg1 198.51.100.2 {_HOST_MAC} static"]
+            if tunnels > 1:
+                # VPP's ip4-local drops a packet whose source it has no route for
+                # ("ip4 source lookup miss"); Sluice's does not look.
+                lines.append("ip route add 10.1.0.0/16 via 10.0.0.2 pg0")
+            return lines + [f"set interface unnumbered {ifn}{t} use pg1"
+                            for t in range(tunnels)]
+        lines += ["set interface ip address pg0 172.16.0.1/24",
+                  f"ip neighbor pg0 172.16.0.2 {_HOST_MAC} static"]
+        if tunnels == 1:
+            return lines + [f"ip route add 198.51.100.0/24 via {ifn}0"]
+        lines.append("ip route add 10.1.0.0/16 via 10.0.0.2 pg1")
+        return lines + [f"ip route add 198.18.{t >> 8}.{t & 255}/32 via {ifn}{t}"
+                        for t in range(tunnels)]
+    if proto == "srv6":
+        lines += [f"set interface ip address {underlay} 2001:db8::1/64",
+                  f"ip neighbor {underlay} 2001:db8::2 {_PEER_MAC} static",
+                  f"ip route add fc00:a::/32 via 2001:db8::2 {underlay}",
+                  "set sr encaps source addr 2001:db8::1"]
+        if case == "srv6 t.encaps":
+            return lines + ["set interface ip address pg0 172.16.0.1/24",
+                            "sr policy add bsid fc00:5::b1 next fc00:a::1 next fc00:a::2 encap",
+                            "sr steer l3 198.51.100.0/24 via bsid fc00:5::b1"]
+        return lines + ["set interface ip address pg1 198.51.100.1/24",
+                        f"ip neighbor pg1 198.51.100.2 {_HOST_MAC} static",
+                        "sr localsid address fc00:5::d4 behavior end.dx4 pg1 198.51.100.2"]
+    raise VppError(f"no VPP equivalent for tunnel case {case}")
+
+
+def _tunnel_count(case: str) -> int:
+    m = re.search(r"(\d+) tunnels?", case)
+    return int(m.group(1)) if m else 1
+
+
+def run_tunnel_case(prefix: Path, inputs: Path, case: str, packets: int, runs: int,
+                    main_core: int = 0) -> dict:
+    """One tunnel case in VPP: a fresh VPP, `tunnel_cli`, Sluice's pcap from pg0 (`replay`).
+    Returns {mpps: [min, median, max], path_clocks (without pg-input), nodes, tunnel_node,
+    out (pg1-tx packets per run, median), dropped}. Raises VppError when VPP does not
+    forward every packet out of pg1 (a broken setup is not a result)."""
+    proto = _tunnel_proto(case)
+    if (plugin := _TUNNEL_PLUGIN.get(proto)) and not has_plugin(prefix, plugin):
+        raise VppError(f"this VPP install has no {plugin} plugin ({plugin_path(prefix)})")
+    pcap = tunnel_pcap(inputs, case)
+    if not pcap.is_file():
+        raise VppError(f"{pcap} missing (sluice-bench tunnel --keep-inputs did not write it)")
+    v = VppInstance(prefix, f"tun-{case}", main_core=main_core)
+    try:
+        v.start()
+        _pg_setup(v)
+        if case.startswith("vxlan decap"):
+            vpcap = v.dir / "vni-plus-one.pcap"
+            vni_plus_one(pcap, vpcap)
+            pcap = vpcap
+        v.exec_lines(tunnel_cli(case, _tunnel_count(case)))
+        mpps, rts, drops = replay(v, pcap, packets, runs)
+        out = statistics.median(rt.get("pg1-tx", {}).get("vectors", 0) for rt in rts)
+        if drops or out < packets:
+            raise VppError(f"VPP sent {out:.0f} of {packets} packets out of pg1 per run "
+                           f"({drops} dropped): {(v.cli_try('show errors') or '')[-800:]}")
+        nodes = [x for x in _median_nodes(rts, packets) if x[0] != "pg-input"]
+        tun = [x for x in nodes if _TUNNEL_NODE_RE.search(x[0])]
+        return {"mpps": [min(mpps), statistics.median(mpps), max(mpps)],
+                "path_clocks": sum(c for _, c in nodes), "nodes": nodes,
+                "tunnel_node": tun, "out": out, "dropped": drops,
+                "version": v.version.splitlines()[0]}
+    finally:
+        v.stop()
+
+
+def tunnel_cases(n: int) -> list[str]:
+    """The cases of `sluice-bench tunnel` (bench/src/tunnel.rs, its order) with `n` tunnels
+    in the many-tunnel ones (SLUICE_BENCH_TUNNELS)."""
+    many = f", {n} tunnels"
+    return (["vxlan encap", "vxlan decap, 1 tunnel", f"vxlan decap{many}"]
+            + [f"{p} {d}" for p in ("gre", "ipip", "gtpu") for d in ("encap", "decap")]
+            + [f"{p} {d}{many}" for p in ("gre", "ipip", "gtpu") for d in ("encap", "decap")]
+            + ["srv6 t.encaps", "srv6 end.dx4"])
+
+
+def tunnel_table(sluice_run, cases: list[str], prefix: Path, inputs: Path, packets: int,
+                 runs: int, main_core: int = 0, out=print) -> list[dict]:
+    """Each case first in Sluice (`sluice_run(case)`: runs `sluice-bench tunnel --only case
+    --keep-inputs inputs --json ...` and returns its JSON object), then right after in VPP
+    (`run_tunnel_case`), so that both sides of a case see about the same machine load;
+    prints the side-by-side Markdown table (Sluice/VPP of the median Mpps) and returns its
+    rows."""
+    rows = []
+    out("| case | Sluice Mpps min / med / max | VPP Mpps min / med / max | Sluice / VPP "
+        "| path clk Sluice / VPP | tunnel node clk Sluice / VPP | VPP nodes (clk/pkt) |")
+    out("|---|---|---|---|---|---|---|")
+    fmt3 = lambda m: " / ".join(f"{x:.2f}" for x in m)  # noqa: E731
+    for case in cases:
+        key = "tunnel_" + case.replace(" ", "_").replace(",", "_")
+        try:
+            s = sluice_run(case)[key]
+        except Exception as e:
+            log.exception("sluice tunnel %s failed", case)
+            out(f"| {case} | {type(e).__name__}: {str(e)[:300]} | | | | | |")
+            continue
+        s_tun = [(n, c) for n, c in s["nodes"].items() if _TUNNEL_NODE_RE.search(n)]
+        try:
+            r = run_tunnel_case(prefix, inputs, case, packets, runs, main_core)
+        except Exception as e:  # one broken case must not stop the others
+            log.exception("vpp tunnel %s failed", case)
+            out(f"| {case} | {fmt3(s['mpps'])} | {type(e).__name__}: "
+                f"{str(e)[:300].replace(chr(10), ' ')} | | | | |")
+            continue
+        ratio = s["mpps"][1] / r["mpps"][1]
+        out(f"| {case} | {fmt3(s['mpps'])} | {fmt3(r['mpps'])} | {ratio:.2f}× "
+            f"| {s['path_clocks']:.1f} / {r['path_clocks']:.1f} "
+            f"| {', '.join(f'{n} {c:.1f}' for n, c in s_tun)} / "
+            f"{', '.join(f'{n} {c:.1f}' for n, c in r['tunnel_node'])} "
+            f"| {', '.join(f'{n} {c:.1f}' for n, c in r['nodes'])} |")
+        rows.append({"case": case, "sluice": s, "vpp": r, "ratio": ratio})
+    return rows

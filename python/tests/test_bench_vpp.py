@@ -196,3 +196,42 @@ def test_real_vpp_learns_the_flood_in_every_run(tmp_path):
     assert c["packets"] == 50_000  # the flood replays Sluice's count: the same work
     names = [n for n, _ in c["nodes"]]
     assert "l2-learn" in names and "l2-fwd" in names and any(n.endswith("-tx") for n in names)
+
+
+def test_vxlan_decap_pcap_gets_every_vni_plus_one(tmp_path):
+    # pcap global header, then two records: Ethernet + IPv4 + UDP + VXLAN with VNI 0 and 0xfffe.
+    def frame(vni: int) -> bytes:
+        return bytes(14 + 20 + 8 + 4) + vni.to_bytes(3, "big") + b"\0" + bytes(14)
+    body = b""
+    for vni in (0, 0xFFFE):
+        f = frame(vni)
+        body += bytes(8) + len(f).to_bytes(4, "little") * 2 + f
+    src, dst = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    src.write_bytes(bytes(24) + body)
+    vpp.vni_plus_one(src, dst)
+    d = dst.read_bytes()
+    at = 24 + 16 + 14 + 20 + 8 + 4
+    assert d[at:at + 3] == (1).to_bytes(3, "big")
+    at += len(frame(0)) + 16
+    assert d[at:at + 3] == (0xFFFF).to_bytes(3, "big")
+    assert len(d) == len(src.read_bytes())
+
+
+def test_tunnel_cli_mirrors_the_sluice_cases():
+    # Tunnel t of the many-tunnel cases: its own peer (GTP-U: its own TEID), its own route.
+    enc = vpp.tunnel_cli("gre encap, 3 tunnels", 3)
+    assert "create gre tunnel src 10.0.0.1 dst 10.0.0.2" in enc
+    assert "create gre tunnel src 10.0.0.1 dst 10.1.0.3" in enc
+    assert "ip route add 198.18.0.2/32 via gre2" in enc
+    assert "set interface ip address pg1 10.0.0.1/24" in enc
+    dec = vpp.tunnel_cli("gtpu decap, 3 tunnels", 3)
+    assert "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 9 decap-next ip4" in dec
+    assert "set interface unnumbered gtpu_tunnel2 use pg1" in dec
+    assert "set interface ip address pg0 10.0.0.1/24" in dec
+    one = vpp.tunnel_cli("ipip encap", 1)
+    assert "ip route add 198.51.100.0/24 via ipip0" in one
+    assert vpp._tunnel_count("vxlan decap, 10000 tunnels") == 10000
+    assert vpp.tunnel_cli("srv6 end.dx4", 1)[-1] == \
+        "sr localsid address fc00:5::d4 behavior end.dx4 pg1 198.51.100.2"
+    with pytest.raises(vpp.VppError):
+        vpp.tunnel_cli("geneve encap", 1)
