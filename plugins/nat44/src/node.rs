@@ -797,16 +797,12 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         w.table.probe_many(&digests[..nc], vals);
         for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
-                None => Probe::Miss,
-                Some((i, which)) => {
-                    if w.table.get(i).is_some_and(|s| !s.expired(now, &timeouts)) {
-                        Probe::Hit(i, which)
-                    } else {
-                        Probe::Expired
-                    }
-                }
-            };
+            c.probe =
+                match v.and_then(|v| w.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts)) {
+                    None => Probe::Miss,
+                    Some((i, which, true)) => Probe::Hit(i, which),
+                    Some((_, _, false)) => Probe::Expired,
+                };
         }
         let (gen, creations) = (w.table.generation(), w.table.creations());
         let mut pc = Pc {
