@@ -115,16 +115,19 @@ pub struct NatNode {
     shared: Arc<NatShared>,
     features: Arc<FeatureNext>,
     slot: usize,
-    keep: Vec<BufIdx>,
-    nexts: Vec<u16>,
+    /// Per frame (fixed-size, written by index: no length or capacity bookkeeping per
+    /// packet): the packets enqueued here (not handed off) and their next arcs.
+    keep: Box<[BufIdx; FRAME_SIZE]>,
+    nexts: Box<[u16; FRAME_SIZE]>,
     hand: Vec<Vec<BufIdx>>,
-    /// Per frame: the packets that may belong to a live session of this thread.
-    cands: Vec<Cand>,
+    /// Per frame: the packets that may belong to a live session of this thread (the
+    /// first `nc` of the frame).
+    cands: Box<[Cand; FRAME_SIZE]>,
     /// Per frame: their table digests and what the table holds for each.
-    digests: Vec<u64>,
-    vals: Vec<Option<u64>>,
+    digests: Box<[u64; FRAME_SIZE]>,
+    vals: Box<[Option<u64>; FRAME_SIZE]>,
     /// Per frame, per packet: its index in `cands`, or [`NO_CAND`].
-    cand_of: Vec<u16>,
+    cand_of: Box<[u16; FRAME_SIZE]>,
 }
 
 /// `cand_of` of a packet that takes the per-packet path.
@@ -141,6 +144,21 @@ struct Cand {
     /// What the batched lookup found.
     probe: Probe,
 }
+
+/// An unused candidate slot.
+const NO_CAND_YET: Cand = Cand {
+    t: Tuple {
+        src: 0,
+        dst: 0,
+        sport: 0,
+        dport: 0,
+        proto: 0,
+    },
+    l4: 0,
+    kind: L4::Udp,
+    fib: 0,
+    probe: Probe::Miss,
+};
 
 /// A candidate's batched lookup.
 #[derive(Copy, Clone)]
@@ -161,13 +179,13 @@ impl NatNode {
             shared,
             features,
             slot,
-            keep: Vec::with_capacity(FRAME_SIZE),
-            nexts: Vec::with_capacity(FRAME_SIZE),
+            keep: Box::new([BufIdx(0); FRAME_SIZE]),
+            nexts: Box::new([0; FRAME_SIZE]),
             hand: Vec::new(),
-            cands: Vec::with_capacity(FRAME_SIZE),
-            digests: Vec::with_capacity(FRAME_SIZE),
-            vals: vec![None; FRAME_SIZE],
-            cand_of: Vec::with_capacity(FRAME_SIZE),
+            cands: Box::new([NO_CAND_YET; FRAME_SIZE]),
+            digests: Box::new([0; FRAME_SIZE]),
+            vals: Box::new([None; FRAME_SIZE]),
+            cand_of: Box::new([NO_CAND; FRAME_SIZE]),
         }
     }
 }
@@ -703,8 +721,6 @@ impl NodeFn for NatNode {
             vals,
             cand_of,
         } = self;
-        keep.clear();
-        nexts.clear();
         let workers = shared.workers();
         if hand.len() < workers.len() {
             hand.resize_with(workers.len(), || Vec::with_capacity(FRAME_SIZE));
@@ -713,15 +729,15 @@ impl NodeFn for NatNode {
         let Some(w) = guard.as_mut().and_then(|g| g.as_mut()) else {
             // NAT disabled: everything passes.
             std::mem::drop(guard);
-            for &bi in frame {
+            for (&bi, nx) in frame.iter().zip(nexts.iter_mut()) {
                 // SAFETY: the dispatcher hands this node exclusive ownership of every index
                 // in `frame`; each index appears once and the view lives only for this
                 // statement.
                 let b = unsafe { arena.buffer(bi) };
-                nexts.push(features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0);
+                *nx = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0;
             }
             cx.count(NatCounter::Passed, n as u64);
-            cx.enqueue_to_next(frame, nexts);
+            cx.enqueue_to_next(frame, &nexts[..n]);
             return;
         };
         let now = cx.now_secs();
@@ -732,10 +748,8 @@ impl NodeFn for NatNode {
         // Pass 1: parse; a TCP/UDP/echo packet this thread owns (and, out2in, addressed to
         // an external address) is a candidate for the batched session lookup.
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
-        cands.clear();
-        digests.clear();
-        cand_of.clear();
-        for (i, &bi) in frame.iter().enumerate() {
+        let mut nc = 0;
+        for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
             if let Some(&ahead) = frame.get(i + 2) {
                 arena.prefetch(ahead);
             }
@@ -760,34 +774,35 @@ impl NodeFn for NatNode {
                     )
                 };
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                    c = cands.len() as u16;
-                    digests.push(w.table.digest(side, &t, fib));
-                    cands.push(Cand {
-                        t,
-                        l4,
-                        kind,
-                        fib,
-                        probe: Probe::Miss,
-                    });
+                    // `nc` ≤ `i` < FRAME_SIZE: always in bounds.
+                    if let (Some(d), Some(cd)) = (digests.get_mut(nc), cands.get_mut(nc)) {
+                        *d = w.table.digest(side, &t, fib);
+                        *cd = Cand {
+                            t,
+                            l4,
+                            kind,
+                            fib,
+                            probe: Probe::Miss,
+                        };
+                        c = nc as u16;
+                        nc += 1;
+                    }
                 }
             }
-            cand_of.push(c);
+            *co = c;
         }
         // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
         // confirmed by its session's full tuple and checked for expiry.
-        let vals = &mut vals[..cands.len()];
-        w.table.probe_many(digests, vals);
+        let cands = &mut cands[..nc];
+        let vals = &mut vals[..nc];
+        w.table.probe_many(&digests[..nc], vals);
         for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            c.probe = match v.and_then(|v| w.table.confirm(side, &c.t, c.fib, v)) {
-                None => Probe::Miss,
-                Some((i, which)) => {
-                    if w.table.get(i).is_some_and(|s| !s.expired(now, &timeouts)) {
-                        Probe::Hit(i, which)
-                    } else {
-                        Probe::Expired
-                    }
-                }
-            };
+            c.probe =
+                match v.and_then(|v| w.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts)) {
+                    None => Probe::Miss,
+                    Some((i, which, true)) => Probe::Hit(i, which),
+                    Some((_, _, false)) => Probe::Expired,
+                };
         }
         let (gen, creations) = (w.table.generation(), w.table.creations());
         let mut pc = Pc {
@@ -807,6 +822,7 @@ impl NodeFn for NatNode {
         // an expired session are looked up again here; a candidate's per-packet path then
         // knows it has no session and does not look it up.
         let mut handed = 0u64;
+        let mut kept = 0;
         for (i, &bi) in frame.iter().enumerate() {
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
@@ -842,8 +858,11 @@ impl NodeFn for NatNode {
                     if let Some(rec) = pc.trace.take() {
                         cx.trace(&b, rec);
                     }
-                    keep.push(bi);
-                    nexts.push(nx.0);
+                    // `kept` ≤ `i` < FRAME_SIZE: always in bounds.
+                    if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
+                        (*k, *x) = (bi, nx.0);
+                        kept += 1;
+                    }
                 }
                 Verdict::Handoff(t) => {
                     if b.hdr.is_traced() {
@@ -867,14 +886,16 @@ impl NodeFn for NatNode {
                         handed += 1;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
-                        keep.push(bi);
-                        nexts.push(NatNext::Drop as u16);
+                        if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
+                            (*k, *x) = (bi, NatNext::Drop as u16);
+                            kept += 1;
+                        }
                     }
                 }
             }
         }
         std::mem::drop(guard);
-        cx.enqueue_to_next(keep, nexts);
+        cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
         if handed > 0 {
             cx.count(NatCounter::Handoff, handed);
             let node = cx.node();

@@ -381,7 +381,7 @@ impl Table {
     /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
     /// `t`, `fib`) (a digest hit is never trusted alone).
     #[inline(always)]
-    pub fn confirm(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8)> {
+    fn matched(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8, &Session)> {
         let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
         let s = self.sessions.get(i)?;
         let f = s.flow(which);
@@ -390,7 +390,38 @@ impl Table {
         } else {
             0
         };
-        (f.key == *t && f.side == side && ffib == fib).then_some((i, which))
+        (f.key == *t && f.side == side && ffib == fib).then_some((i, which, s))
+    }
+
+    /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
+    /// `t`, `fib`).
+    #[inline(always)]
+    pub fn confirm(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8)> {
+        self.matched(side, t, fib, v)
+            .map(|(i, which, _)| (i, which))
+    }
+
+    /// [`Table::confirm`] and the expiry check in one access of the session: `Some((i,
+    /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
+    /// second ago and is live without the timeout compare (every timeout is at least a
+    /// second, `ops::set_timeouts`).
+    #[inline(always)]
+    pub fn confirm_live(
+        &self,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        v: u64,
+        now: f64,
+        timeouts: &Timeouts,
+    ) -> Option<(u32, u8, bool)> {
+        self.matched(side, t, fib, v).map(|(i, which, s)| {
+            (
+                i,
+                which,
+                s.lru_stamp == now as u32 || !s.expired(now, timeouts),
+            )
+        })
     }
 
     /// Changes whenever a session is freed (a hit found before may name a freed or
@@ -608,6 +639,42 @@ mod tests {
             None,
             now,
         )
+    }
+
+    #[test]
+    fn confirm_live_checks_the_tuple_and_expiry() {
+        let e = Epochs::new(1);
+        let to = Timeouts {
+            udp: 1,
+            ..Timeouts::default()
+        };
+        let mut tb = Table::new(2, 7);
+        let a = tb
+            .create(&e, session(1000, 2000, 10.25), 10.25, &to)
+            .expect("a");
+        let k = t(10, 1000, 99, 53);
+        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
+        // The same second as its last packet: live by the stamp alone.
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 10.9, &to),
+            Some((a, 0, true))
+        );
+        // The next second: the timeout decides (1 s).
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 11.2, &to),
+            Some((a, 0, true))
+        );
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 11.3, &to),
+            Some((a, 0, false))
+        );
+        // Another tuple, side or FIB with this value is no match.
+        assert_eq!(
+            tb.confirm_live(Side::In, &t(10, 1001, 99, 53), 0, v, 10.9, &to),
+            None
+        );
+        assert_eq!(tb.confirm_live(Side::Out, &k, 0, v, 10.9, &to), None);
+        assert_eq!(tb.confirm_live(Side::In, &k, 1, v, 10.9, &to), None);
     }
 
     #[test]
