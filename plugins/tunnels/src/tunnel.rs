@@ -39,8 +39,10 @@
 //!   64-byte entries prefetched, then the keys confirmed with each hit's rx counters row
 //!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
 //!   overlap). (3) finish:
-//!   a hit is decapsulated by `P::finish`; a miss tries `P::fallback` (VXLAN's multicast
-//!   group), then `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
+//!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
+//!   mode goes straight to `l2-input` instead, [`l2_direct`], for protocols
+//!   with [`DecapProto::L2_DIRECT`]); a miss goes to `P::miss` (drop as `no_such_tunnel`;
+//!   GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
 //!   Ethernet header to the tunnel's MAC, [`decap_l3`]); `rx_if` = the tunnel; clears
 //!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`.
@@ -55,8 +57,10 @@ use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
 use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
 use sluice_vnet::devices::linux::SwTable;
+use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
+use sluice_wire::ethernet::ethertype;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -600,9 +604,14 @@ pub struct DecapTable {
     /// The counters each entry's row belongs to, by tunnel index (what keeps the row
     /// alive: set and cleared with the entry).
     keep: Vec<Option<Arc<IfCounters>>>,
-    /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` reads
-    /// next (prefetched with the counters; None in a runtime without vnet).
+    /// The vnet interface table, whose record of a packet's tunnel `ethernet-input` (or,
+    /// for an L2 tunnel, [`l2_direct`]) reads next (prefetched with the
+    /// counters; None in a runtime without vnet).
     if_attrs: Option<IfAttrs>,
+    /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
+    /// starts): while any interface has an `l2-input` feature, L2 tunnels' frames go
+    /// through `ethernet-input`, which applies it (None: always through it).
+    l2_features: Option<(Arc<FeatureNext>, usize)>,
 }
 
 /// Why [`DecapTable::insert`] refused a tunnel (the table is unchanged).
@@ -655,10 +664,60 @@ impl DecapTable {
         self.keep[i] = Some(e.counters.clone());
         Ok(())
     }
-    /// The interface table whose records [`DecapTable::lookup_frame`] prefetches.
-    pub fn set_if_attrs(&mut self, a: Option<IfAttrs>) {
+    /// The interface table whose records [`DecapTable::lookup_frame`] prefetches, and
+    /// the feature table with `ethernet-input`'s slot ([`l2_direct`]).
+    pub fn set_if_attrs(&mut self, a: Option<IfAttrs>, l2: Option<(Arc<FeatureNext>, usize)>) {
         self.if_attrs = a;
+        self.l2_features = l2;
     }
+    /// The interface table for [`l2_direct`] (read once per frame): None when there is
+    /// none or some interface has an `l2-input` feature (`ethernet-input` applies it).
+    #[inline(always)]
+    pub fn l2_direct_table(&self) -> Option<&[IfAttr]> {
+        let (features, slot) = self.l2_features.as_ref()?;
+        if features.any(*slot) {
+            return None;
+        }
+        self.if_attrs.as_deref()
+    }
+}
+
+/// Sends the decapsulated Ethernet frame `b` of tunnel `e` straight to `l2-input` (arc
+/// `to`) when the tunnel is an L2 interface, as VPP's decap nodes do, setting what
+/// `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the cross-connect peer
+/// with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. The tunnel's mode, admin
+/// state and input redirect are read from its record in `ifs`
+/// ([`DecapTable::l2_direct_table`]) at each packet (the record
+/// [`DecapTable::lookup_frame`] prefetched; the same atomics `ethernet-input` reads, so a
+/// change applies from the next packet). `None` (the frame goes through
+/// `ethernet-input`): an L3 or admin-down tunnel, an input redirect or a VLAN-tagged frame
+/// (perhaps a sub-interface's).
+#[inline(always)]
+pub fn l2_direct(ifs: &[IfAttr], b: &mut Buffer<'_>, e: &DecapEntry, to: Next) -> Option<Next> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let a = sluice_vnet::interface::attr(ifs, e.sw_if);
+    let (xc, bd) = (a.l2_xc.load(Relaxed), a.l2_bd.load(Relaxed));
+    if xc | bd == 0 || !a.admin_up.load(Relaxed) || a.rx_redirect.load(Relaxed) != 0 {
+        return None;
+    }
+    let h = b.head::<14>()?;
+    if matches!(
+        u16::from_be_bytes([h[12], h[13]]),
+        ethertype::VLAN | ethertype::QINQ | QINQ_9100
+    ) {
+        return None;
+    }
+    b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
+    if xc != 0 {
+        b.hdr.tx_if = xc - 1;
+        b.hdr.l2.bd_index = 0;
+    } else {
+        b.hdr.l2.bd_index = bd as u16;
+    }
+    Some(to)
+}
+
+impl DecapTable {
     /// Removes tunnel `idx` (key `k`); an `idx` that holds another key is left alone.
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
         let d = digest(k);
@@ -741,6 +800,9 @@ impl DecapTable {
         }
     }
 }
+
+/// The outer tag of 802.1ad's pre-standard form (`ethernet-input` takes it as QinQ too).
+const QINQ_9100: u16 = 0x9100;
 
 /// The offset of an interface record's last byte.
 const IF_ATTR_LAST: usize = std::mem::size_of::<IfAttr>() - 1;
@@ -877,10 +939,32 @@ pub struct Tunnel {
 }
 
 impl Tunnel {
-    /// Its decap key.
+    /// Its decap key (what tunnels are told apart by: the conflict check, `del`).
     pub fn decap_key(&self) -> DecapKey {
         decap_key_of(self.fib_index, self.kind, self.key, self.src, self.dst)
     }
+    /// Its key in the decap nodes' tables: the decap key, but for a multicast group
+    /// (source any) the source is its `mcast` interface ([`group_source`]), so that only
+    /// what that interface receives for the group is decapsulated (VPP's mfib accepts a
+    /// group only on its interface).
+    pub fn table_key(&self) -> DecapKey {
+        let k = self.decap_key();
+        match self.mcast_if {
+            Some(m) => DecapKey {
+                src: group_source(m.0),
+                ..k
+            },
+            None => k,
+        }
+    }
+}
+
+/// The source of a decap key to a multicast group: the interface the packet came in on
+/// (the decap nodes' key for a group; no unicast tunnel has a group as its destination,
+/// so these keys are apart from every source address).
+#[inline(always)]
+pub fn group_source(rx_if: u32) -> u128 {
+    rx_if as u128
 }
 
 /// The decap key of a tunnel from `src` to `dst`: packets come from `dst` to `src` — or,
@@ -993,8 +1077,8 @@ impl Tunnels {
         let i = *self.by_key.get(&(p.prefix, ip6, k))?;
         Some((i, self.get(i)?))
     }
-    /// The tunnel of protocol `p` over an IPv6 (`ip6`) underlay whose decap key has the
-    /// [`digest`] of `k`.
+    /// The tunnel of protocol `p` over an IPv6 (`ip6`) underlay whose table key
+    /// ([`Tunnel::table_key`]) has the [`digest`] of `k`.
     pub fn digest_user(&self, p: &Proto, ip6: bool, k: &DecapKey) -> Option<(usize, &Tunnel)> {
         let i = *self.by_digest.get(&(p.prefix, ip6, digest(k)))?;
         Some((i, self.get(i)?))
@@ -1017,7 +1101,7 @@ impl Tunnels {
         self.by_key
             .insert((p.prefix, t.src.is_ipv6(), t.decap_key()), i);
         self.by_digest
-            .insert((p.prefix, t.src.is_ipv6(), digest(&t.decap_key())), i);
+            .insert((p.prefix, t.src.is_ipv6(), digest(&t.table_key())), i);
         self.by_sw.insert(t.sw_if.0, i);
         self.instances.entry(p.prefix).or_default().take(t.instance);
         if t.mcast_if.is_some() {
@@ -1033,7 +1117,7 @@ impl Tunnels {
         self.by_key
             .remove(&(p.prefix, t.src.is_ipv6(), t.decap_key()));
         self.by_digest
-            .remove(&(p.prefix, t.src.is_ipv6(), digest(&t.decap_key())));
+            .remove(&(p.prefix, t.src.is_ipv6(), digest(&t.table_key())));
         self.by_sw.remove(&t.sw_if.0);
         if let Some(n) = self.instances.get_mut(p.prefix) {
             n.release(t.instance);
@@ -1090,6 +1174,10 @@ pub trait DecapProto: Default + Send + 'static {
     const DECAPSULATED: Self::Counter;
     /// The drop reason of a key that is no tunnel's.
     const NO_SUCH_TUNNEL: Self::Counter;
+    /// The protocol's arcs to `ethernet-input` and `l2-input`: a frame `finish` sends to
+    /// the first goes to the second when its tunnel is an L2 interface
+    /// ([`l2_direct`]). None: always as `finish` says.
+    const L2_DIRECT: Option<(Next, Next)> = None;
     /// A packet's decap key and what `finish` needs, or what becomes of it now (a drop
     /// with its reason, a reply).
     fn parse(
@@ -1097,12 +1185,6 @@ pub trait DecapProto: Default + Send + 'static {
         cx: &mut Cx,
         b: &mut Buffer<'_>,
     ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
-    /// The key to try when `k` is no tunnel's (VXLAN: a multicast group's tunnel takes its
-    /// VNI from any source).
-    #[inline(always)]
-    fn fallback(_k: &DecapKey) -> Option<DecapKey> {
-        None
-    }
     /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`]): its arc,
     /// or the reason it is dropped.
     fn finish(
@@ -1233,6 +1315,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut last = self.last.map_or(MISS, |(_, r)| r);
         let mut last_j = None;
         let mut decapsulated = 0;
+        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_direct_table()?, arcs)));
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1241,11 +1324,6 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             if r == SAME {
                 r = last;
             } else {
-                if r == MISS {
-                    if let Some(f) = P::fallback(&self.keys[j]) {
-                        r = self.table.lookup(&f);
-                    }
-                }
                 last = r;
                 last_j = Some(j);
             }
@@ -1267,7 +1345,12 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                 Some(e) => match self.proto.finish(&mut b, m, e) {
                     Ok(next) => {
                         decapsulated += 1;
-                        next.0
+                        match l2 {
+                            Some((ifs, (eth, to))) if next == eth => {
+                                l2_direct(ifs, &mut b, e, to).unwrap_or(next).0
+                            }
+                            _ => next.0,
+                        }
                     }
                     Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
                 },
@@ -1483,13 +1566,13 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         decap_next: a.decap_next.clone(),
         mcast_if: a.mcast_if.filter(|_| a.dst.is_multicast()),
     };
-    let key = t.decap_key();
-    if let Some((_, o)) = vm.ext_mut::<Tunnels>().by_key(p, ip6, key) {
+    if let Some((_, o)) = vm.ext_mut::<Tunnels>().by_key(p, ip6, t.decap_key()) {
         return Err(VnetError::Exists(format!(
             "tunnel {}{} has the same endpoints and key",
             p.prefix, o.instance
         )));
     }
+    let key = t.table_key();
     if let Some((_, o)) = vm.ext_mut::<Tunnels>().digest_user(p, ip6, &key) {
         return Err(VnetError::Exists(format!(
             "tunnel {}{}'s decap key has the same hash (choose another key or address)",
@@ -1575,6 +1658,10 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
+    let reg = sluice_vnet::feature::registry(vm);
+    let l2_features = reg
+        .slot(sluice_vnet::ethernet::ETHERNET_INPUT)
+        .map(|s| (reg.table(), s));
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let r = refused.clone();
     vm.foreach_thread(move |tg| {
@@ -1583,7 +1670,7 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
         }
         let th = tg.thread();
         if let Some(tbl) = table_of(tg, decap) {
-            tbl.set_if_attrs(if_attrs.clone());
+            tbl.set_if_attrs(if_attrs.clone(), l2_features.clone());
             if tbl.insert(key, tidx, &de, th).is_err() {
                 r.store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -1647,7 +1734,7 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
         return;
     };
     let fam = t.src.is_ipv6() as usize;
-    let key = t.decap_key();
+    let key = t.table_key();
     let (encap, decap) = (
         vm.registry.find(p.encap[fam]),
         vm.registry.find(p.decap[fam]),

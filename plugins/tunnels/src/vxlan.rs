@@ -9,8 +9,10 @@
 //! A tunnel to a multicast `group` (IPv4 or IPv6) floods: in a bridge domain it takes the
 //! flooded frames (and the unicast ones learned behind it) and sends them to the group out
 //! of `<interface>` (the group's adjacency, no lookup); it receives from any source what
-//! is sent to the group with its VNI (decap key (any, group, VNI), looked up when the
-//! (source, destination, VNI) lookup of a packet to a group misses), through a /32 or
+//! is sent to the group with its VNI on `<interface>` only (as VPP's mfib accepts a group
+//! only there): the decap key of a packet to a group has the rx interface in place of the
+//! source ([`tunnel::group_source`]), and so has the tunnel's entry
+//! ([`tunnel::Tunnel::table_key`]). The packet reaches the decap node through a /32 or
 //! /128 `via local` route of the group in the underlay table.
 //!
 //! Encap: `vxlan4-encap`/`vxlan6-encap`, the shared [`crate::tunnel::Encap`] node (outer
@@ -24,15 +26,19 @@
 //! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
 //!   dispatched by `ip4-local`/`ip6-local` for UDP port 4789); `ip.fib_index`.
 //! - sets: strips outer IP/UDP/VXLAN headers; `rx_if` = the tunnel; the tunnel's rx
-//!   counters.
-//! - next: `drop` (`error-drop`); the tunnel's decap next: `ethernet-input` (`decap-next
-//!   l2`, the default) or the node named by `decap-next node <name>` (arc added at runtime).
-//!   A packet to a multicast group whose (source, group, VNI) is no tunnel's is looked up
-//!   again as (any source, group, VNI).
+//!   counters; for `l2-input`: `l2.l2_hdr_offset`, `tx_if` / `l2.bd_index`.
+//! - next: `drop` (`error-drop`); the tunnel's decap next: `decap-next l2` (the default):
+//!   `l2-input` when the tunnel is cross-connected or in a bridge domain, up, without an
+//!   input redirect, the frame untagged and no `l2-input` feature on any interface
+//!   ([`tunnel::l2_direct`] sets `l2.l2_hdr_offset` and `tx_if` or
+//!   `l2.bd_index` as `ethernet-input` would), else `ethernet-input`; or the node named by
+//!   `decap-next node <name>` (arc added at runtime).
 //! - counters: `decapsulated` (info), `truncated` (shorter than outer headers + an Ethernet
 //!   header), `bad_udp_length` (UDP length field disagrees with the IP length),
 //!   `bad_flags` (I flag clear, RFC 7348 §5), `ip6_extension` (IPv6 extension headers
-//!   before UDP: not supported), `no_such_tunnel` (unknown (src, dst, VNI) in the table).
+//!   before UDP: not supported), `no_such_tunnel` (unknown (src, dst, VNI) in the table),
+//!   `no_group_tunnel` (to a multicast group: no tunnel of the group and VNI whose
+//!   `mcast` interface is the rx interface).
 
 use crate::tunnel::{self, AddArgs, DecapEntry, DecapKey, DecapProto, Kind, Proto, Verdict};
 use sluice_buffer::Buffer;
@@ -60,8 +66,11 @@ sluice_graph::arcs! {
     pub enum VxlanNext {
         /// Drops.
         Drop => "error-drop",
-        /// `decap-next l2` (the default).
+        /// `decap-next l2` (the default) on an L3 tunnel, or what `l2-input` cannot take
+        /// straight from the decap node (see `l2-input` below).
         EthernetInput => "ethernet-input",
+        /// `decap-next l2` on a tunnel in a bridge domain or cross-connected.
+        L2Input => sluice_vnet::l2::L2_INPUT,
     }
 }
 
@@ -80,6 +89,8 @@ sluice_graph::counters! {
         Ip6Extension => error("ip6_extension", "IPv6 extension headers before UDP"),
         /// Unknown (src, dst, VNI).
         NoSuchTunnel => error("no_such_tunnel", "no tunnel for (src, dst, key)"),
+        /// To a multicast group: no tunnel of the group and VNI on the rx interface.
+        NoGroupTunnel => error("no_group_tunnel", "no tunnel for (group, VNI) on the rx interface"),
     }
 }
 
@@ -95,6 +106,8 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
     const DROP: Next = VxlanNext::Drop.next();
     const DECAPSULATED: VxlanCounter = VxlanCounter::Decapsulated;
     const NO_SUCH_TUNNEL: VxlanCounter = VxlanCounter::NoSuchTunnel;
+    const L2_DIRECT: Option<(Next, Next)> =
+        Some((VxlanNext::EthernetInput.next(), VxlanNext::L2Input.next()));
     #[inline(always)]
     fn parse(
         &mut self,
@@ -127,15 +140,29 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
             fib: b.hdr.ip.fib_index,
             key: vni,
             sub: 0,
-            src,
+            // A group's tunnel takes its VNI from any source, on its interface only.
+            src: if is_group::<V6>(dst) {
+                tunnel::group_source(b.hdr.rx_if)
+            } else {
+                src
+            },
             dst,
         };
         Ok((key, ipl as u16))
     }
     #[inline(always)]
-    fn fallback(k: &DecapKey) -> Option<DecapKey> {
-        // A group's tunnel takes its VNI from any source.
-        (is_group::<V6>(k.dst) && k.src != 0).then_some(DecapKey { src: 0, ..*k })
+    fn miss(
+        &mut self,
+        _cx: &mut Cx,
+        _b: &mut Buffer<'_>,
+        k: &DecapKey,
+        _m: u16,
+    ) -> Verdict<VxlanCounter> {
+        if is_group::<V6>(k.dst) {
+            VxlanCounter::NoGroupTunnel.into()
+        } else {
+            VxlanCounter::NoSuchTunnel.into()
+        }
     }
     #[inline(always)]
     fn finish(

@@ -117,6 +117,42 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(in_use(&vm), 0);
 }
 
+/// An L2 tunnel's frames go from the decap node straight to `l2-input`; its mode and
+/// admin state apply from the next packet: bridged, admin down (dropped by
+/// `ethernet-input` as `down`), up, cross-connected, routed (not switched: the inner frame
+/// is not for the tunnel's MAC), bridged again.
+#[test]
+fn vxlan4_decap_follows_mode_and_state() {
+    let (mut vm, t) = setup(false);
+    let pg0 = mac_of(&vm, "pg0");
+    let inner = inner_frame(H1, H2, 40);
+    let pkt = vxlan_outer4(&inner, 5555, 13, pg0, false);
+    let send = |vm: &mut sluice_graph::Vlib, c: &str, n: usize| {
+        if !c.is_empty() {
+            cli(vm, &t, c);
+        }
+        run(vm, &t, "pg0", "pg1", std::slice::from_ref(&pkt), n)
+    };
+    let one = vec![inner.clone()];
+    assert_eq!(send(&mut vm, "", 1), one);
+    assert!(send(&mut vm, "set interface state vxlan_tunnel0 down", 0).is_empty());
+    assert_eq!(counter(&vm, "ethernet-input", "down"), 1);
+    assert_eq!(
+        send(&mut vm, "set interface state vxlan_tunnel0 up", 1),
+        one
+    );
+    let xc = "set interface l2 xconnect vxlan_tunnel0 pg1";
+    assert_eq!(send(&mut vm, xc, 1), one);
+    assert_eq!(counter(&vm, "l2-input", "xconnect"), 1);
+    assert!(send(&mut vm, "set interface l3 vxlan_tunnel0", 0).is_empty());
+    assert_eq!(counter(&vm, "ethernet-input", "l3_mac_mismatch"), 1);
+    let bridged = "set interface l2 bridge vxlan_tunnel0 1";
+    assert_eq!(send(&mut vm, bridged, 1), one);
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 6);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 6);
+    assert_eq!(in_use(&vm), 0);
+}
+
 #[test]
 fn vxlan6_encap_checksum_and_decap() {
     let (mut vm, t) = setup(true);
@@ -363,7 +399,7 @@ fn vxlan_ip(
 
 /// A tunnel to group 239.1.1.1 on pg0, bridged with pg1: flooded frames go to the group
 /// (its MAC 01:00:5e:01:01:01, no neighbour), and what any VTEP sends to the group with the
-/// VNI comes out of pg1.
+/// VNI on pg0 comes out of pg1 (from pg2 it is dropped).
 #[test]
 fn vxlan4_multicast_group_floods_and_accepts_any_source() {
     multicast_group_floods_and_accepts_any_source(false);
@@ -395,6 +431,11 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
             "10.0.0.",
         )
     };
+    let pg2_addr = if v6 {
+        "2001:db8:2::1/64"
+    } else {
+        "10.0.2.1/24"
+    };
     let (input, fib, hostlen) = if v6 {
         ("vxlan6-input", "show ip6 fib", 128)
     } else {
@@ -404,9 +445,12 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     for c in [
         "create packet-generator interface pg0".to_string(),
         "create packet-generator interface pg1".to_string(),
+        "create packet-generator interface pg2".to_string(),
         "set interface state pg0 up".to_string(),
         "set interface state pg1 up".to_string(),
+        "set interface state pg2 up".to_string(),
         format!("set interface ip address pg0 {me}/{plen}"),
+        format!("set interface ip address pg2 {pg2_addr}"),
     ] {
         cli(&mut vm, &t, &c);
     }
@@ -444,7 +488,7 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     }
     let s = cli(&mut vm, &t, "show vxlan tunnel");
     assert!(
-        s.contains(&format!("dst {group}")) && s.contains("mcast-sw-if-idx 1"),
+        s.contains(&format!("dst {group}")) && s.contains("mcast-sw-if-idx 1 "),
         "{s}"
     );
     let rc = cli(&mut vm, &t, "show running-config");
@@ -475,7 +519,14 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
     let other = vxlan_ip(&inner[0], 5000, 14, (a.0, group), (a.1, group_mac));
     assert!(run(&mut vm, &t, "pg0", "pg1", &[other], 0).is_empty());
-    assert_eq!(counter(&vm, input, "no_such_tunnel"), 1);
+    assert_eq!(counter(&vm, input, "no_group_tunnel"), 1);
+    // Only from the tunnel's interface (VPP's mfib): the group packet from pg2, of the
+    // same underlay table, is dropped and counted.
+    let wrong_if = vxlan_ip(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
+    assert!(run(&mut vm, &t, "pg2", "pg1", &[wrong_if], 0).is_empty());
+    assert_eq!(counter(&vm, input, "no_group_tunnel"), 2);
+    assert_eq!(counter(&vm, input, "decapsulated"), 2);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
     // A second tunnel to the group (another VNI) shares its receive route; deleting one
     // keeps it, deleting both removes it.
     let route = format!("{fib} {group}/{hostlen}");
