@@ -475,6 +475,9 @@ impl NodeFn for MemifInput {
         if self.view.stale() {
             return true;
         }
+        if self.qs.is_empty() {
+            return false;
+        }
         let now = sluice_infra::clock::rdtsc();
         self.qs.iter().any(|q| {
             q.mode.busy(now)
