@@ -2342,15 +2342,8 @@ mod tests {
             let ring = Ring::new(&region, 0, 4).unwrap();
             let base = crate::shm::ring_bytes(4) as u64;
             let q = Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base);
-            let conn = DataConn {
-                regions: vec![region],
-                rx: Vec::new(),
-                tx: vec![q],
-                is_slave: true,
-                buffer_size: 256,
-                zc: None,
-                gso: false,
-            };
+            let mut conn = DataConn::for_test(vec![region], Vec::new(), vec![q], true);
+            conn.buffer_size = 256;
             let bufs = build(&mut cache);
             let r = tx_ring(&pool, &conn, &conn.tx[0], mode, tx, &bufs);
             let why = format!("copy, {mode:?}");
@@ -2475,15 +2468,8 @@ mod tests {
         let ring = Ring::new(&region, 0, 4).unwrap();
         let mut q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, 0);
         q.shadow = (0..16).map(|_| AtomicU32::new(0)).collect();
-        let conn = DataConn {
-            regions: vec![region],
-            rx: vec![q],
-            tx: Vec::new(),
-            is_slave: true,
-            buffer_size: 2048,
-            zc: Some(pool.clone()),
-            gso: false,
-        };
+        let mut conn = DataConn::for_test(vec![region], vec![q], Vec::new(), true);
+        conn.zc = Some(pool.clone());
         sh.publish(Some(Arc::new(conn)));
         // Past the rx mode's busy time after the connection came up.
         let busy = std::time::Duration::from_secs_f64(sluice_graph::rxmode::BUSY_SECS * 3.0);
