@@ -45,9 +45,21 @@ iperf=1
 tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
 pids=()
+groups=()
+# SLUICE and SLUICE_TCP may be wrappers, e.g. one that execs strace, which does not end on
+# SIGTERM while its child runs: those run in a session of their own (setsid), and stop
+# <pid> ends the whole process group, with SIGKILL after 10 s.
+stop() {
+  kill -TERM -- "-$1" 2>/dev/null || return 0
+  local i
+  for i in $(seq 100); do kill -0 -- "-$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  for p in "${groups[@]}"; do stop "$p"; done
+  [ -n "${pid:-}" ] && stop "$pid"
   ip link del "$V" 2>/dev/null
   # The kernel helpers run under `ip netns exec` in a subshell: kill them by namespace.
   for n in "$CS" "$CK" "$K"; do
@@ -67,7 +79,7 @@ ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
 ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 
 printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n%s\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" "${STARTUP:-}" >"$tmp/c.conf"
-"${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
+setsid "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
 until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
@@ -133,7 +145,7 @@ now() { date +%s.%N; }
 
 # Echo servers for the round trips (kept for the whole run).
 K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
-"$tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
+setsid "$tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & groups+=($!)
 K_ "$CK" echo 10.79.0.2 7002 >"$tmp/kecho2" & pids+=($!)
 K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
 until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use sluice_wire::checksum;
+use std::time::Duration;
 
 const PG0_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 0];
 const PG1_MAC: [u8; 6] = [0x02, 0xfe, 0, 0, 0, 1];
@@ -391,6 +392,20 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
         c2.display()
     ));
     send(&d, "ecmp", &frames, "pg1", 0);
+    // Every packet captured on one of the paths (bounded wait), then a settle for extras.
+    let captured = || {
+        [&c1, &c2]
+            .iter()
+            .map(|c| if c.exists() { read_pcap(c).len() } else { 0 })
+            .sum::<usize>()
+    };
+    wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || captured() >= 400,
+        || format!("{} of 400 packets captured", captured()),
+    );
+    std::thread::sleep(Duration::from_millis(50));
     d.ok("packet-generator capture pg1 disable");
     d.ok("packet-generator capture pg2 disable");
     let (a, b) = (read_pcap(&c1), read_pcap(&c2));

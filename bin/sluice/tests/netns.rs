@@ -817,11 +817,18 @@ fn bridges_three_namespaces(drv: Driver) {
     tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x64, 0x88, 0xb5]);
     tagged.extend_from_slice(&[0x7e; 46]);
     send_raw(a, tagged.clone(), 3);
-    std::thread::sleep(Duration::from_millis(300));
+    // Received once on host-a, flooded out of host-b and host-c: 3 copies per frame. (The
+    // capture's writes are unbuffered: the file can be read while it runs.)
+    let tagged_copies = |frames: &[Vec<u8>]| frames.iter().filter(|f| **f == tagged).count();
+    wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || tagged_copies(&read_pcap(&cap)) >= 9,
+        || format!("{} tagged copies", tagged_copies(&read_pcap(&cap))),
+    );
     d.ok("pcap trace off");
     let frames = read_pcap(&cap);
-    let seen = frames.iter().filter(|f| **f == tagged).count();
-    // Received once on host-a, flooded out of host-b and host-c: 3 copies per frame.
+    let seen = tagged_copies(&frames);
     assert!(seen >= 9, "{seen} tagged copies in {} frames", frames.len());
     if drv == Driver::AfPacket {
         let errs = d.ok("show errors");

@@ -154,15 +154,7 @@ mod tests {
         assert!(!ring_fits(64, 2048), "131072 bytes < 2 * MAX_LEN");
         assert!(!ring_fits(2, 65535));
         let region = Region::create("gso-fits", 4096).unwrap();
-        let mut conn = DataConn {
-            regions: Vec::new(),
-            rx: Vec::new(),
-            tx: Vec::new(),
-            is_slave: true,
-            buffer_size: 2048,
-            zc: None,
-            gso: false,
-        };
+        let mut conn = DataConn::for_test(Vec::new(), Vec::new(), Vec::new(), true);
         assert!(!conn_fits(&conn), "no rings");
         for (log2, rx) in [(7u8, false), (6, true)] {
             let ring = Ring::new(&region, 0, log2).unwrap();
@@ -232,15 +224,9 @@ mod tests {
             let ring = Ring::new(&region, 0, 4).unwrap();
             let base = crate::shm::ring_bytes(4) as u64;
             let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base);
-            let conn = DataConn {
-                regions: vec![region],
-                rx: Vec::new(),
-                tx: vec![q],
-                is_slave: true,
-                buffer_size: bs,
-                zc: None,
-                gso: agreed,
-            };
+            let mut conn = DataConn::for_test(vec![region], Vec::new(), vec![q], true);
+            conn.buffer_size = bs;
+            conn.gso = agreed;
             let r = tx_ring(&pool, &conn, &conn.tx[0], Mode::Ethernet, tx, &[plain, agg]);
             assert_eq!(r.consumed, 2);
             let d: Vec<_> = (0..4).map(|s| ring.desc(s)).collect();
@@ -316,15 +302,9 @@ mod tests {
             let region = Region::create("gso-tx-long", base + ((bs as usize) << log2)).unwrap();
             let ring = Ring::new(&region, 0, log2).unwrap();
             let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, base as u64);
-            let conn = DataConn {
-                regions: vec![region],
-                rx: Vec::new(),
-                tx: vec![q],
-                is_slave: true,
-                buffer_size: bs,
-                zc: None,
-                gso: true,
-            };
+            let mut conn = DataConn::for_test(vec![region], Vec::new(), vec![q], true);
+            conn.buffer_size = bs;
+            conn.gso = true;
             let r = tx_ring(&pool, &conn, &conn.tx[0], Mode::Ethernet, tx, &[b]);
             assert_eq!((r.consumed, r.sent), (1, 0), "buffer-size {bs}");
             assert_eq!(r.fails[TxCounter::TooLong as usize], 1, "buffer-size {bs}");
@@ -424,15 +404,8 @@ mod tests {
             }
             ring.set_head(descs.len() as u16);
             let q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, bufs as u64);
-            let conn = DataConn {
-                regions: vec![region],
-                rx: vec![q],
-                tx: Vec::new(),
-                is_slave: false,
-                buffer_size: 2048,
-                zc: None,
-                gso: agreed,
-            };
+            let mut conn = DataConn::for_test(vec![region], vec![q], Vec::new(), false);
+            conn.gso = agreed;
             let rx = || {
                 sh.counters
                     .total(sluice_vnet::interface::counter::RX_PACKETS)

@@ -207,6 +207,28 @@ impl Drop for DataConn {
     }
 }
 
+#[cfg(test)]
+impl DataConn {
+    /// A connection for unit tests: `rx`/`tx` queues over `regions`, copy mode, 2048-byte
+    /// buffers, no GSO (tests set the public fields they need otherwise).
+    pub(crate) fn for_test(
+        regions: Vec<shm::Region>,
+        rx: Vec<Queue>,
+        tx: Vec<Queue>,
+        is_slave: bool,
+    ) -> DataConn {
+        DataConn {
+            regions,
+            rx,
+            tx,
+            is_slave,
+            buffer_size: 2048,
+            zc: None,
+            gso: false,
+        }
+    }
+}
+
 /// What the data path knows of one interface.
 pub struct IfShared {
     /// Interface index.

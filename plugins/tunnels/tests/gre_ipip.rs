@@ -57,15 +57,17 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
         };
         let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
         assert_eq!(out, "gre0\n");
-        for c in [
-            "set interface state gre0 up",
-            "set interface ip address gre0 10.99.0.1/30",
-            "set interface ip address gre0 2001:db8:99::1/64",
-            "ip route add 198.51.100.0/24 via gre0",
-            "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
-        ] {
-            cli(&mut vm, &t, c);
-        }
+        clis(
+            &mut vm,
+            &t,
+            &[
+                "set interface state gre0 up",
+                "set interface ip address gre0 10.99.0.1/30",
+                "set interface ip address gre0 2001:db8:99::1/64",
+                "ip route add 198.51.100.0/24 via gre0",
+                "ip route add 2001:db8:51::/48 via 2001:db8:99::2 gre0",
+            ],
+        );
         let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
         // Encap: IPv4 and IPv6 from the LAN, routed into the tunnel.
         let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
@@ -137,15 +139,17 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
 #[test]
 fn gre_teb_with_key_bridges_and_counts_bad_headers() {
     let (mut vm, t) = routed();
-    for c in [
-        "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb key 1234 instance 3",
-        "set interface state gre3 up",
-        "set interface l3 pg1",
-        "set interface l2 bridge pg1 1",
-        "set interface l2 bridge gre3 1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create gre tunnel src 10.0.0.1 dst 10.0.0.2 teb key 1234 instance 3",
+            "set interface state gre3 up",
+            "set interface l3 pg1",
+            "set interface l2 bridge pg1 1",
+            "set interface l2 bridge gre3 1",
+        ],
+    );
     let pg0 = mac_of(&vm, "pg0");
     let inner = inner_frame([0x02, 0xbb, 0, 0, 0, 2], [0x02, 0xaa, 0, 0, 0, 1], 30);
     let out = run(&mut vm, &t, "pg1", "pg0", std::slice::from_ref(&inner), 1);
@@ -212,14 +216,16 @@ fn ipip_all_four_combinations() {
         };
         let out = cli(&mut vm, &t, &format!("create ipip tunnel src {l} dst {r}"));
         assert_eq!(out, "ipip0\n");
-        for c in [
-            "set interface state ipip0 up",
-            "set interface ip address ipip0 10.98.0.1/30",
-            "ip route add 198.51.100.0/24 via ipip0",
-            "ip route add 2001:db8:51::/48 via ipip0",
-        ] {
-            cli(&mut vm, &t, c);
-        }
+        clis(
+            &mut vm,
+            &t,
+            &[
+                "set interface state ipip0 up",
+                "set interface ip address ipip0 10.98.0.1/30",
+                "ip route add 198.51.100.0/24 via ipip0",
+                "ip route add 2001:db8:51::/48 via ipip0",
+            ],
+        );
         let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
         let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
         let in6 = udp6(a6("2001:db8:1::2"), a6("2001:db8:51::7"), 64);

@@ -92,14 +92,16 @@ fn gtpu_encap_decap_echo_both_underlays() {
             &format!("create gtpu tunnel src {l} dst {r} teid 100 tteid 200 decap-next ip4"),
         );
         assert_eq!(out, "gtpu_tunnel0\n");
-        for c in [
-            "set interface state gtpu_tunnel0 up",
-            "set interface ip address gtpu_tunnel0 10.99.0.1/30",
-            "ip route add 198.51.100.0/24 via gtpu_tunnel0",
-            "ip route add 2001:db8:51::/48 via gtpu_tunnel0",
-        ] {
-            cli(&mut vm, &t, c);
-        }
+        clis(
+            &mut vm,
+            &t,
+            &[
+                "set interface state gtpu_tunnel0 up",
+                "set interface ip address gtpu_tunnel0 10.99.0.1/30",
+                "ip route add 198.51.100.0/24 via gtpu_tunnel0",
+                "ip route add 2001:db8:51::/48 via gtpu_tunnel0",
+            ],
+        );
         let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
         // Encap: IPv4 and IPv6 user packets routed into the tunnel carry the tteid.
         let in4 = udp4([172, 16, 0, 2], [198, 51, 100, 7], 64);
@@ -333,14 +335,16 @@ fn gtpu_l2_bridged() {
         "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100 tteid 200 decap-next l2",
     );
     assert_eq!(out, "gtpu_tunnel0\n");
-    for c in [
-        "set interface state gtpu_tunnel0 up",
-        "create bridge-domain 1",
-        "set interface l2 bridge pg1 1",
-        "set interface l2 bridge gtpu_tunnel0 1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state gtpu_tunnel0 up",
+            "create bridge-domain 1",
+            "set interface l2 bridge pg1 1",
+            "set interface l2 bridge gtpu_tunnel0 1",
+        ],
+    );
     let s = cli(&mut vm, &t, "show gtpu tunnel");
     assert!(s.contains("decap-next l2"), "{s}");
     let rc = cli(&mut vm, &t, "show running-config");

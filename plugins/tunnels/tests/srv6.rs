@@ -15,23 +15,25 @@ fn setup() -> (
     sluice_cli::CommandTree<sluice_graph::Vlib>,
 ) {
     let (mut vm, t) = build();
-    for c in [
-        "create packet-generator interface pg0",
-        "create packet-generator interface pg1",
-        "set interface state pg0 up",
-        "set interface state pg1 up",
-        "set interface ip address pg0 2001:db8::1/64",
-        "set interface ip address pg1 172.16.0.1/24",
-        "set interface ip address pg1 2001:db8:1::1/64",
-        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
-        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
-        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
-        "ip route add fc00::/16 via 2001:db8::2 pg0",
-        "ip route add 2001:db8:ff::/48 via 2001:db8::2 pg0",
-        "set sr encaps source addr 2001:db8::1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            "set interface ip address pg0 2001:db8::1/64",
+            "set interface ip address pg1 172.16.0.1/24",
+            "set interface ip address pg1 2001:db8:1::1/64",
+            "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+            "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+            "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+            "ip route add fc00::/16 via 2001:db8::2 pg0",
+            "ip route add 2001:db8:ff::/48 via 2001:db8::2 pg0",
+            "set sr encaps source addr 2001:db8::1",
+        ],
+    );
     (vm, t)
 }
 
@@ -148,18 +150,20 @@ fn srv6_encap_steered_by_route() {
 #[test]
 fn srv6_end_and_decap_behaviours() {
     let (mut vm, t) = setup();
-    for c in [
-        "ip table add 5",
-        "ip6 table add 6",
-        "set interface ip table pg1 0",
-        "sr localsid address fc00::1 behavior end",
-        "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
-        "sr localsid address fc00::6 behavior end.dx6 pg1 2001:db8:1::2",
-        "sr localsid address fc00::44 behavior end.dt4 0",
-        "sr localsid address fc00::66 behavior end.dt6 0",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "ip table add 5",
+            "ip6 table add 6",
+            "set interface ip table pg1 0",
+            "sr localsid address fc00::1 behavior end",
+            "sr localsid address fc00::4 behavior end.dx4 pg1 172.16.0.2",
+            "sr localsid address fc00::6 behavior end.dx6 pg1 2001:db8:1::2",
+            "sr localsid address fc00::44 behavior end.dt4 0",
+            "sr localsid address fc00::66 behavior end.dt6 0",
+        ],
+    );
     let pg0 = mac_of(&vm, "pg0");
     // End: SL 1 → 0, destination the next segment, one hop-limit decrement.
     let segs = [a6("fc00::2"), a6("fc00::1")];
@@ -585,28 +589,30 @@ fn srv6_steer_l2_encaps_the_whole_frame() {
 #[test]
 fn srv6_running_config_replays_after_instance_gaps() {
     let (mut vm, t) = setup();
-    for c in [
-        "create packet-generator interface pg2",
-        "set interface state pg2 up",
-        "sr policy add bsid fc00::b1 next fc00::5 encap",
-        "sr policy add bsid fc00::b2 next fc00::5 next fc00::6 encap",
-        "sr policy add bsid fc00::b3 next fc00::7 encap",
-        // sr-policy0 goes: a gap below sr-policy1 and sr-policy2.
-        "sr policy del bsid fc00::b1",
-        "sr steer l3 2001:db8:51::/48 via bsid fc00::b3",
-        "set interface mtu 1400 sr-policy2",
-        // sr-l2-steer0 goes: a gap below sr-l2-steer1.
-        "sr steer l2 pg1 via bsid fc00::b2",
-        "sr steer l2 pg2 via bsid fc00::b2",
-        "sr steer del l2 pg1",
-        // sr-localsid0 goes: a gap below sr-localsid1.
-        "sr localsid address fc00::a1 behavior end",
-        "sr localsid address fc00::a2 behavior end.dt6 0",
-        "sr localsid del address fc00::a1",
-        "set interface mtu 9000 sr-localsid1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg2",
+            "set interface state pg2 up",
+            "sr policy add bsid fc00::b1 next fc00::5 encap",
+            "sr policy add bsid fc00::b2 next fc00::5 next fc00::6 encap",
+            "sr policy add bsid fc00::b3 next fc00::7 encap",
+            // sr-policy0 goes: a gap below sr-policy1 and sr-policy2.
+            "sr policy del bsid fc00::b1",
+            "sr steer l3 2001:db8:51::/48 via bsid fc00::b3",
+            "set interface mtu 1400 sr-policy2",
+            // sr-l2-steer0 goes: a gap below sr-l2-steer1.
+            "sr steer l2 pg1 via bsid fc00::b2",
+            "sr steer l2 pg2 via bsid fc00::b2",
+            "sr steer del l2 pg1",
+            // sr-localsid0 goes: a gap below sr-localsid1.
+            "sr localsid address fc00::a1 behavior end",
+            "sr localsid address fc00::a2 behavior end.dt6 0",
+            "sr localsid del address fc00::a1",
+            "set interface mtu 9000 sr-localsid1",
+        ],
+    );
     let conf = cli(&mut vm, &t, "show running-config");
     assert!(conf.contains("sr-policy2"), "{conf}");
     assert!(conf.contains("mtu 9000 sr-localsid1"), "{conf}");

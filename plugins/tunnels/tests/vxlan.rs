@@ -21,32 +21,36 @@ fn setup(
     } else {
         ("10.0.0.1", "10.0.0.2")
     };
-    for c in [
-        "create packet-generator interface pg0".to_string(),
-        "create packet-generator interface pg1".to_string(),
-        "set interface state pg0 up".to_string(),
-        "set interface state pg1 up".to_string(),
-        format!(
-            "set interface ip address pg0 {l}/{}",
-            if v6 { 64 } else { 24 }
-        ),
-        format!("ip neighbor pg0 {r} 02:00:00:00:00:02 static"),
-    ] {
-        cli(&mut vm, &t, &c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg0".to_string(),
+            "create packet-generator interface pg1".to_string(),
+            "set interface state pg0 up".to_string(),
+            "set interface state pg1 up".to_string(),
+            format!(
+                "set interface ip address pg0 {l}/{}",
+                if v6 { 64 } else { 24 }
+            ),
+            format!("ip neighbor pg0 {r} 02:00:00:00:00:02 static"),
+        ],
+    );
     let out = cli(
         &mut vm,
         &t,
         &format!("create vxlan tunnel src {l} dst {r} vni 13"),
     );
     assert_eq!(out, "vxlan_tunnel0\n");
-    for c in [
-        "set interface state vxlan_tunnel0 up",
-        "set interface l2 bridge pg1 1",
-        "set interface l2 bridge vxlan_tunnel0 1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state vxlan_tunnel0 up",
+            "set interface l2 bridge pg1 1",
+            "set interface l2 bridge vxlan_tunnel0 1",
+        ],
+    );
     (vm, t)
 }
 
@@ -202,22 +206,24 @@ fn vxlan6_encap_checksum_and_decap() {
 fn routed_vxlan_and_delete_under_traffic() {
     // The tunnel is an L3 interface: an address, a neighbour behind it, a route through it.
     let (mut vm, t) = build();
-    for c in [
-        "create packet-generator interface pg0",
-        "create packet-generator interface pg1",
-        "set interface state pg0 up",
-        "set interface state pg1 up",
-        "set interface ip address pg0 10.0.0.1/24",
-        "set interface ip address pg1 172.16.0.1/24",
-        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
-        "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 7 instance 5",
-        "set interface state vxlan_tunnel5 up",
-        "set interface ip address vxlan_tunnel5 192.168.9.1/24",
-        "ip neighbor vxlan_tunnel5 192.168.9.2 02:cc:00:00:00:01 static",
-        "ip route add 198.51.100.0/24 via 192.168.9.2 vxlan_tunnel5",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            "set interface ip address pg0 10.0.0.1/24",
+            "set interface ip address pg1 172.16.0.1/24",
+            "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+            "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 7 instance 5",
+            "set interface state vxlan_tunnel5 up",
+            "set interface ip address vxlan_tunnel5 192.168.9.1/24",
+            "ip neighbor vxlan_tunnel5 192.168.9.2 02:cc:00:00:00:01 static",
+            "ip route add 198.51.100.0/24 via 192.168.9.2 vxlan_tunnel5",
+        ],
+    );
     let pg1 = mac_of(&vm, "pg1");
     let tun = mac_of(&vm, "vxlan_tunnel5");
     let mut f = eth(pg1, H1, 0x0800);
@@ -479,13 +485,15 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     );
     let create = format!("create vxlan tunnel src {me} group {group} pg0 vni 13");
     assert_eq!(cli(&mut vm, &t, &create), "vxlan_tunnel0\n");
-    for c in [
-        "set interface state vxlan_tunnel0 up",
-        "set interface l2 bridge pg1 1",
-        "set interface l2 bridge vxlan_tunnel0 1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state vxlan_tunnel0 up",
+            "set interface l2 bridge pg1 1",
+            "set interface l2 bridge vxlan_tunnel0 1",
+        ],
+    );
     let s = cli(&mut vm, &t, "show vxlan tunnel");
     assert!(
         s.contains(&format!("dst {group}")) && s.contains("mcast-sw-if-idx 1 "),
@@ -592,12 +600,14 @@ fn many_tunnels_reuse_slots_instances_and_keys() {
         "vxlan_tunnel302\n"
     );
     // A tunnel in a reused slot decapsulates (vni 501 on vxlan_tunnel51, bridged to pg1).
-    for c in [
-        "set interface state vxlan_tunnel51 up",
-        "set interface l2 bridge vxlan_tunnel51 1",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "set interface state vxlan_tunnel51 up",
+            "set interface l2 bridge vxlan_tunnel51 1",
+        ],
+    );
     let pg0 = mac_of(&vm, "pg0");
     let inner = inner_frame(H1, H2, 40);
     let frames = vec![

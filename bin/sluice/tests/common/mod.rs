@@ -316,15 +316,25 @@ pub fn wait_streams_done(d: &Daemon) {
 /// Runs `cmd` on `d` every 20 ms until its output contains `needle` (which it returns);
 /// panics with the last output after `secs` seconds.
 pub fn wait_for(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
+    wait_shows(d, cmd, needle, true, secs)
+}
+
+/// [`wait_for`] the other way: until the output of `cmd` no longer contains `needle`.
+pub fn wait_gone(d: &Daemon, cmd: &str, needle: &str, secs: u64) -> String {
+    wait_shows(d, cmd, needle, false, secs)
+}
+
+fn wait_shows(d: &Daemon, cmd: &str, needle: &str, present: bool, secs: u64) -> String {
     let t0 = Instant::now();
     loop {
         let s = d.ok(cmd);
-        if s.contains(needle) {
+        if s.contains(needle) == present {
             return s;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(secs),
-            "`{needle}' not in `{cmd}':\n{s}"
+            "`{needle}' {} `{cmd}':\n{s}",
+            if present { "not in" } else { "still in" }
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -270,12 +270,7 @@ fn traced_frame_gets_its_record_on_an_l3_interface() {
         .execute(&mut t.h.vm, &new)
         .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
     t.cli("packet-generator enable");
-    // Polled from the dispatcher loop; bounded, not a speed check.
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while t.arc("ip4-input").len() < 2 {
-        assert!(std::time::Instant::now() < until, "stream did not finish");
-        t.vm.main.run_once();
-    }
+    run_until(&mut t, "the stream", |t| t.arc("ip4-input").len() >= 2);
     let trace = t.cli("show trace");
     let record = format!("ethernet-input\n  IP4: {PEER_MAC} -> 02:fe:00:00:00:00\n");
     assert_eq!(trace.matches("\nPacket ").count(), 1, "{trace}");

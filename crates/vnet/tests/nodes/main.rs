@@ -42,6 +42,20 @@ pub fn setup_with(plugins: &[sluice_vnet::plugin::PluginEntry], node: &str) -> (
     (t, sw)
 }
 
+/// Runs the dispatcher (2 ms apart: processes are due every 10 ms) until `done` holds;
+/// fails naming `what` after 60 s (a bound, not a speed check).
+pub fn run_until(t: &mut NodeTest, what: &str, mut done: impl FnMut(&mut NodeTest) -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done(t) {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        t.vm.main.run_once();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// A buffer holding `bytes` with only `room` bytes of headroom before them (as if
 /// encapsulations had used the rest), metadata set by `meta`.
 pub fn packet_with_headroom(

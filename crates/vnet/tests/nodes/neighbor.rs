@@ -13,17 +13,6 @@ use sluice_wire::arp::{op, ArpRepr};
 use sluice_wire::icmpv6::NdiscRepr;
 use sluice_wire::Mac;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
-
-/// Runs the dispatcher until `done` holds; fails naming `what` after 10 s.
-fn run_until(t: &mut NodeTest, what: &str, done: impl Fn(&mut NodeTest) -> bool) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !done(t) {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        t.vm.main.run_once();
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
 
 /// The life of one neighbour in family `C`'s process (node under test `node`, aging set by
 /// `age_cmd`): `learn` (a packet for `at`, which answers it) teaches `peer` (PEER_MAC);

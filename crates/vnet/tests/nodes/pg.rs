@@ -2,7 +2,6 @@
 
 use super::*;
 use sluice_vnet::pg::stream::read_pcap;
-use std::time::{Duration, Instant};
 
 /// The UDP frame the streams send (as [`udp4`] builds it).
 const DATA: &str = "IP4: 02:00:00:00:00:02 -> 02:00:00:00:00:01
@@ -22,11 +21,7 @@ fn run_stream(t: &mut NodeTest, limit: usize, extra: &str) {
         .unwrap_or_else(|e| panic!("`{new}' failed: {e}"));
     t.capture("ethernet-input");
     t.cli("packet-generator enable");
-    let until = Instant::now() + Duration::from_secs(10);
-    while t.arc("ethernet-input").len() < limit {
-        assert!(Instant::now() < until, "stream did not finish");
-        t.vm.main.run_once();
-    }
+    run_until(t, "the stream", |t| t.arc("ethernet-input").len() >= limit);
 }
 
 #[test]

@@ -29,6 +29,13 @@ pub fn cli(vm: &mut Vlib, t: &CommandTree<Vlib>, c: &str) -> String {
     t.execute(vm, c).unwrap_or_else(|e| panic!("`{c}': {e}"))
 }
 
+/// Runs each of `cmds` ([`cli`]).
+pub fn clis(vm: &mut Vlib, t: &CommandTree<Vlib>, cmds: &[impl AsRef<str>]) {
+    for c in cmds {
+        cli(vm, t, c.as_ref());
+    }
+}
+
 /// The one-line error `c` must fail with.
 pub fn cli_err(vm: &mut Vlib, t: &CommandTree<Vlib>, c: &str) -> String {
     let e = t
@@ -233,22 +240,24 @@ pub fn a6(s: &str) -> [u8; 16] {
 /// 172.16.0.1/24 + 2001:db8:1::1/64 with host .2 / ::2.
 pub fn routed() -> (Vlib, CommandTree<Vlib>) {
     let (mut vm, t) = build();
-    for c in [
-        "create packet-generator interface pg0",
-        "create packet-generator interface pg1",
-        "set interface state pg0 up",
-        "set interface state pg1 up",
-        "set interface ip address pg0 10.0.0.1/24",
-        "set interface ip address pg0 2001:db8::1/64",
-        "set interface ip address pg1 172.16.0.1/24",
-        "set interface ip address pg1 2001:db8:1::1/64",
-        "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
-        "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
-        "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
-        "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
-    ] {
-        cli(&mut vm, &t, c);
-    }
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            "set interface ip address pg0 10.0.0.1/24",
+            "set interface ip address pg0 2001:db8::1/64",
+            "set interface ip address pg1 172.16.0.1/24",
+            "set interface ip address pg1 2001:db8:1::1/64",
+            "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
+            "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
+            "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
+            "ip neighbor pg1 2001:db8:1::2 02:00:00:00:01:02 static",
+        ],
+    );
     (vm, t)
 }
 
