@@ -189,7 +189,7 @@ fn program_dump(
                 .iter()
                 .zip(&p.master.tables)
                 .map(|(t, tr)| m::P4TableInfo {
-                    name: format!("{}.{}", t.control, t.name),
+                    name: t.qualified(),
                     keys: t.keys.iter().map(|k| kind_out(k.kind)).collect(),
                     n_entries: tr.len() as u32,
                 })

@@ -788,8 +788,15 @@ fn cli_table_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         }
     }
     args.finish()?;
-    let tn = prog.tables[t].name.clone();
-    let id = table_add(vm, &pn, &tn, &action, matches, priority, params)?;
+    let id = table_add(
+        vm,
+        &pn,
+        &prog.tables[t].qualified(),
+        &action,
+        matches,
+        priority,
+        params,
+    )?;
     Ok(format!("entry {id}"))
 }
 
@@ -869,7 +876,7 @@ fn cli_table_del(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let (pn, prog, t) = prog_table(vm, args)?;
     let (matches, priority) = read_keys(&prog, t, args)?;
     args.finish()?;
-    table_del(vm, &pn, &prog.tables[t].name, &matches, priority)?;
+    table_del(vm, &pn, &prog.tables[t].qualified(), &matches, priority)?;
     Ok(String::new())
 }
 
@@ -902,7 +909,7 @@ pub fn table_del(
 fn cli_table_clear(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let (pn, prog, t) = prog_table(vm, args)?;
     args.finish()?;
-    table_clear(vm, &pn, &prog.tables[t].name)?;
+    table_clear(vm, &pn, &prog.tables[t].qualified())?;
     Ok(String::new())
 }
 
@@ -1014,7 +1021,7 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
         .collect();
     entries.sort_by_key(|e| (std::cmp::Reverse(e.priority), e.id));
     Ok(TableView {
-        name: format!("{}.{}", tb.control, tb.name),
+        name: tb.qualified(),
         index_kind: tr.index_kind(),
         const_entries: tr.read_only(),
         direct_counter: tb.direct_counter.is_some(),
@@ -1028,7 +1035,7 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
 fn cli_table_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let (pn, prog, t) = prog_table(vm, args)?;
     args.finish()?;
-    let v = table_read(vm, &pn, &prog.tables[t].name)?;
+    let v = table_read(vm, &pn, &prog.tables[t].qualified())?;
     let hex = |ps: &[u64]| {
         ps.iter()
             .map(|v| format!("{v:#x}"))
@@ -1231,7 +1238,7 @@ fn cli_table_meter(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let (pn, prog, t) = prog_table(vm, args)?;
     let (matches, priority) = read_keys(&prog, t, args)?;
     let c = meter_conf(args)?;
-    table_meter_set(vm, &pn, &prog.tables[t].name, &matches, priority, &c)?;
+    table_meter_set(vm, &pn, &prog.tables[t].qualified(), &matches, priority, &c)?;
     Ok(String::new())
 }
 

@@ -2613,7 +2613,7 @@ fn rewrite(body: &mut Vec<S>, tables: &[Table], inlined: &mut Vec<String>) {
                 let keyless = t.keys.is_empty() && t.direct_counter.is_none();
                 let noop = t.actions.iter().all(|&a| a == 0) && t.direct_counter.is_none();
                 if keyless || (noop && matches!(arms, Arms::None)) {
-                    inlined.push(format!("{}.{}", t.control, t.name));
+                    inlined.push(t.qualified());
                     // Always a miss running the default action.
                     let (a, ref p) = t.default;
                     if a != 0 {

@@ -373,6 +373,13 @@ pub struct Table {
     pub synthetic: bool,
 }
 
+impl Table {
+    /// `control.table`: the name that finds this table whatever the other controls hold.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.control, self.name)
+    }
+}
+
 /// An action.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Action {
@@ -492,10 +499,7 @@ impl Program {
 
     /// The index of a table by name (`t` or `Control.t`).
     pub fn table(&self, name: &str) -> Option<usize> {
-        let by_q = self
-            .tables
-            .iter()
-            .position(|t| format!("{}.{}", t.control, t.name) == name);
+        let by_q = self.tables.iter().position(|t| t.qualified() == name);
         by_q.or_else(|| {
             let mut it = self
                 .tables

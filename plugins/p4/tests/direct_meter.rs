@@ -316,3 +316,89 @@ fn workers_share_an_entrys_meter() {
         "{counts:?}"
     );
 }
+
+/// Two controls with a table `t` each and a meter `m` each: an indexed one in the ingress,
+/// a direct one on the egress's table.
+const TWO_TS: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+struct headers { ethernet_t ethernet; }
+struct metadata { bit<2> colour; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta,
+         inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    meter(4, MeterType.packets) m;
+    action fwd(bit<9> port) { sm.egress_spec = port; m.execute_meter(0, meta.colour); }
+    table t {
+        key = { hdr.ethernet.dstAddr: exact; }
+        actions = { fwd; NoAction; }
+        default_action = NoAction();
+    }
+    apply { t.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    direct_meter<bit<2>>(MeterType.packets) m;
+    action mark() { m.read(meta.colour); }
+    table t {
+        key = { hdr.ethernet.srcAddr: exact; }
+        actions = { mark; NoAction; }
+        meters = m;
+        default_action = NoAction();
+        size = 8;
+    }
+    apply { t.apply(); hdr.ethernet.etherType = (bit<16>) meta.colour; }
+}
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+/// A runtime with [`TWO_TS`] loaded as `d` and its CLI.
+fn two_ts() -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let a = common::runtime();
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4fix-two-ts-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
+    std::fs::remove_file(&file).unwrap();
+    r.unwrap();
+    (vm, t)
+}
+
+/// `p4 table ...` with a qualified name reaches that control's table, though another
+/// control has a table of the same short name.
+#[test]
+fn cli_table_commands_take_a_qualified_name() {
+    let (mut vm, t) = two_ts();
+    let vm = &mut vm;
+    let mut cli = |c: &str| t.execute(vm, c).map_err(|e| e.to_string());
+    assert_eq!(
+        cli("p4 table add d t fwd key 1 param 2").unwrap_err(),
+        "no table `t'"
+    );
+    assert_eq!(
+        cli("p4 table add d I.t fwd key 1 param 2").unwrap(),
+        "entry 0"
+    );
+    assert_eq!(cli("p4 table add d E.t mark key 5").unwrap(), "entry 0");
+    let s = cli("p4 table show d I.t").unwrap();
+    assert!(s.starts_with("table I.t: 1 entries"), "{s}");
+    assert!(s.contains("key 0x1 -> fwd(0x2)"), "{s}");
+    let s = cli("p4 table show d E.t").unwrap();
+    assert!(s.starts_with("table E.t: 1 entries"), "{s}");
+    assert!(s.contains("key 0x5 -> mark()"), "{s}");
+    cli("p4 table meter d E.t key 5 cir 1 cburst 1 pir 1 pburst 1").unwrap();
+    cli("p4 table del d I.t key 1").unwrap();
+    let s = cli("p4 table show d I.t").unwrap();
+    assert!(s.starts_with("table I.t: 0 entries"), "{s}");
+    cli("p4 table clear d E.t").unwrap();
+    let s = cli("p4 table show d E.t").unwrap();
+    assert!(s.starts_with("table E.t: 0 entries"), "{s}");
+}
