@@ -65,10 +65,7 @@ impl MeterCells {
     fn of_program(prog: &Program, master: &ThreadState) -> BTreeMap<usize, MeterCells> {
         let mut out = BTreeMap::new();
         for (t, tb) in prog.tables.iter().enumerate() {
-            let Some(m) = tb.actions.iter().find_map(|&a| {
-                let n = crate::compile::direct_meter_of(&prog.actions[a as usize])?;
-                prog.meters.iter().position(|x| x.name == n)
-            }) else {
+            let Some(m) = tb.direct_meter.map(usize::from) else {
                 continue;
             };
             let mut of_entry = BTreeMap::new();

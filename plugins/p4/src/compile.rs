@@ -1746,7 +1746,8 @@ impl Compiler {
             }
             None => None,
         };
-        self.attach_direct_meter(sc, t, &actions, &mut default, entries.as_mut())?;
+        let direct_meter =
+            self.attach_direct_meter(sc, t, &actions, &mut default, entries.as_mut())?;
         self.prog.tables.push(Table {
             name: t.name.clone(),
             control: cn.name.clone(),
@@ -1757,6 +1758,7 @@ impl Compiler {
             const_entries: entries,
             size: t.size,
             direct_counter,
+            direct_meter,
             synthetic: false,
         });
         Ok(self.prog.tables.len() as u16 - 1)
@@ -1764,7 +1766,7 @@ impl Compiler {
 
     /// `meters = <direct_meter>`: sizes the meter by the table, gives the const entries
     /// cells 0.. and the default action the last cell (never configured: green), and checks
-    /// that every action reading a direct meter reads this table's.
+    /// that every action reading a direct meter reads this table's: the meter's index.
     fn attach_direct_meter(
         &mut self,
         sc: &Scope,
@@ -1772,7 +1774,7 @@ impl Compiler {
         actions: &[u16],
         default: &mut (u16, Vec<u64>),
         entries: Option<&mut Vec<EntrySpec>>,
-    ) -> Result<(), CompileError> {
+    ) -> Result<Option<u16>, CompileError> {
         let meter = match &t.meters {
             None => None,
             Some((n, pos)) => match sc.control.as_ref().and_then(|c| c.insts.get(n)) {
@@ -1807,7 +1809,7 @@ impl Compiler {
             }
         }
         let Some((mi, _)) = meter else {
-            return Ok(());
+            return Ok(None);
         };
         let size = t.size.unwrap_or(DIRECT_METER_DEFAULT_SIZE);
         if size >= 1 << 24 {
@@ -1838,7 +1840,7 @@ impl Compiler {
                 e.params.push(i as u64);
             }
         }
-        Ok(())
+        Ok(Some(mi))
     }
 
     fn action_ref(
@@ -2304,6 +2306,7 @@ impl Compiler {
                             const_entries: None,
                             size: None,
                             direct_counter: None,
+                            direct_meter: None,
                             synthetic: true,
                         });
                         self.synth += 1;

@@ -369,6 +369,8 @@ pub struct Table {
     pub size: Option<u64>,
     /// Direct counter instance name.
     pub direct_counter: Option<String>,
+    /// The `direct_meter` (`meters = <m>`; an index into `Program::meters`).
+    pub direct_meter: Option<u16>,
     /// Synthetic (a bare action call wrapped by the compiler in non-optimised mode).
     pub synthetic: bool,
 }

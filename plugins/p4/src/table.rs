@@ -767,6 +767,7 @@ mod tests {
             actions: vec![0, 1],
             default: (0, vec![]),
             default_const: false,
+            direct_meter: None,
             const_entries: None,
             size: None,
             direct_counter: None,

@@ -402,3 +402,37 @@ fn cli_table_commands_take_a_qualified_name() {
     let s = cli("p4 table show d E.t").unwrap();
     assert!(s.starts_with("table E.t: 0 entries"), "{s}");
 }
+
+/// A direct meter's cells are those of the meter its table names, not of another control's
+/// meter of the same name.
+#[test]
+fn direct_meter_cells_are_the_tables_meter() {
+    let (mut vm, t) = two_ts();
+    let p = sluice_p4::cli::program(&mut vm, "d").unwrap();
+    let prog = p.loaded.prog.clone();
+    let (mi, me) = (0, 1);
+    assert_eq!((prog.meters[mi].size, prog.meters[me].size), (4, 9));
+    assert_eq!(prog.tables[1].qualified(), "E.t");
+    assert_eq!(prog.tables[1].direct_meter, Some(me as u16));
+    assert_eq!(prog.tables[0].direct_meter, None);
+    assert_eq!((p.meter_cells[&1].meter, p.meter_cells[&1].limit), (me, 8));
+    // Eight entries fit (the egress's size), each in a cell of the egress's meter.
+    for i in 0..8 {
+        t.execute(&mut vm, &format!("p4 table add d E.t mark key {i}"))
+            .unwrap();
+    }
+    t.execute(
+        &mut vm,
+        "p4 table meter d E.t key 3 cir 1 cburst 1 pir 1 pburst 2",
+    )
+    .unwrap();
+    let p = sluice_p4::cli::program(&mut vm, "d").unwrap();
+    let cell = p.meter_cells[&1].of_entry[&3] as usize;
+    let c = &p.loaded.shared.meters[me][cell];
+    let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
+    assert_eq!(colours, vec![GREEN, YELLOW, RED]);
+    // The ingress's meter is untouched (unconfigured: green).
+    for c in p.loaded.shared.meters[mi].iter() {
+        assert_eq!(c.execute(1000, 0), GREEN);
+    }
+}
