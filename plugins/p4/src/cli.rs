@@ -1268,7 +1268,8 @@ pub fn table_meter_set(
 }
 
 /// Configures cell `index` of meter `meter` (rates per second in the meter's unit; a
-/// rate of 0 never refills).
+/// rate of 0 never refills). A `direct_meter` is refused: its cells are its entries'
+/// ([`table_meter_set`]).
 pub fn meter_set(
     vm: &mut Vlib,
     prog: &str,
@@ -1284,6 +1285,12 @@ pub fn meter_set(
         .iter()
         .position(|x| x.name == meter)
         .ok_or_else(|| P4Error::no("meter", meter))?;
+    if p.loaded.prog.meters[m].direct {
+        return Err(P4Error::Invalid(format!(
+            "`{}' is a direct_meter: use p4 table meter",
+            sluice_cli::error::clip(meter)
+        )));
+    }
     check_index(index, p.loaded.prog.meters[m].size)?;
     check_conf(c)?;
     p.loaded.shared.meters[m][index as usize].set(c);

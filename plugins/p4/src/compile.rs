@@ -1587,6 +1587,7 @@ impl Compiler {
                     name: name.to_string(),
                     size: n,
                     bytes,
+                    direct: false,
                 });
                 Ok(Inst::Meter(self.prog.meters.len() as u16 - 1))
             }
@@ -1608,6 +1609,7 @@ impl Compiler {
                     name: name.to_string(),
                     size: 1,
                     bytes,
+                    direct: true,
                 });
                 Ok(Inst::DirectMeter(self.prog.meters.len() as u16 - 1))
             }

@@ -423,6 +423,9 @@ pub struct Meter {
     pub size: u32,
     /// Bytes (true) or packets.
     pub bytes: bool,
+    /// A `direct_meter`: its cells belong to its table's entries (configured by entry,
+    /// `cli::table_meter_set`, never by index).
+    pub direct: bool,
 }
 
 /// Slots of `standard_metadata` the executor reads or writes itself.

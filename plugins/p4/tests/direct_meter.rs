@@ -233,6 +233,11 @@ fn control_plane_allocates_configures_and_frees_cells() {
         assert_eq!(colours, vec![GREEN, GREEN, YELLOW, YELLOW, RED]);
     }
     let e = |vm: &mut sluice_graph::Vlib, c: &str| cli(vm, c).unwrap_err().to_string();
+    // Its cells are the entries', not set by index.
+    assert_eq!(
+        e(&mut vm, "p4 meter set m per_station 1 cir 1 pir 1"),
+        "`per_station' is a direct_meter: use p4 table meter"
+    );
     assert_eq!(
         e(&mut vm, "p4 table meter m stations key 0xb cir 1 pir 1"),
         "stations: the entry's action reads no direct_meter"
