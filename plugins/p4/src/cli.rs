@@ -776,6 +776,14 @@ fn prog_table(vm: &mut Vlib, args: &mut Args) -> Result<(String, Arc<Program>, u
 fn cli_table_add(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
     let (pn, prog, t) = prog_table(vm, args)?;
     let action = args.word("action name")?;
+    // Named before the keys are read, so that a wrong action is the error reported.
+    if prog.action_in(&action, &prog.tables[t].actions).is_none() {
+        return Err(P4Error::NoAction(
+            sluice_cli::error::clip(&action),
+            prog.tables[t].name.clone(),
+        )
+        .into());
+    }
     let (matches, priority) = read_keys(&prog, t, args)?;
     let mut params = Vec::new();
     if args.keyword("param") {

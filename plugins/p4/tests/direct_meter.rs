@@ -393,6 +393,11 @@ fn cli_table_commands_take_a_qualified_name() {
         "entry 0"
     );
     assert_eq!(cli("p4 table add d E.t mark key 5").unwrap(), "entry 0");
+    // The action is checked before the keys.
+    assert_eq!(
+        cli("p4 table add d E.t fwd key").unwrap_err(),
+        "`fwd' is not an action of table `t'"
+    );
     let s = cli("p4 table show d I.t").unwrap();
     assert!(s.starts_with("table I.t: 1 entries"), "{s}");
     assert!(s.contains("key 0x1 -> fwd(0x2)"), "{s}");
