@@ -87,8 +87,15 @@ fn mode_out(x: Mode) -> m::P4Mode {
     }
 }
 
-/// The API's matches as the table's: one per key, each of its key's kind.
-fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Match>, P4Error> {
+/// The API's matches as the table's (one per key, each of its key's kind, no field its kind
+/// does not use) and the entry's priority, checked as P4Runtime checks them: at least 1 in
+/// a table with a ternary or range key, 0 in the others.
+fn entry_key(
+    prog: &Program,
+    table: &str,
+    ms: &[m::P4Match],
+    priority: u32,
+) -> Result<(Vec<Match>, u32), P4Error> {
     let tb = &prog.tables[cli::table_index(prog, table)?];
     if ms.len() != tb.keys.len() {
         return Err(P4Error::Invalid(format!(
@@ -98,7 +105,8 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
             ms.len()
         )));
     }
-    tb.keys
+    let matches = tb
+        .keys
         .iter()
         .zip(ms)
         .enumerate()
@@ -111,6 +119,25 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
                     kind_in(x.kind).as_str()
                 )));
             }
+            // The fields this kind does not use.
+            let unused = match k.kind {
+                MatchKind::Exact => vec![("mask", x.mask), ("high", x.high)],
+                MatchKind::Lpm => vec![("mask", x.mask), ("high", x.high)],
+                MatchKind::Ternary => vec![("high", x.high)],
+                MatchKind::Range => vec![("mask", x.mask)],
+            };
+            let pl = ("prefix_len", x.prefix_len as u64);
+            let unused = unused
+                .into_iter()
+                .chain((k.kind != MatchKind::Lpm).then_some(pl))
+                .find(|&(_, v)| v != 0)
+                .map(|(f, _)| f);
+            if let Some(f) = unused {
+                return Err(P4Error::Invalid(format!(
+                    "matches[{i}]: {f} is not used by a {} match (must be 0)",
+                    k.kind.as_str()
+                )));
+            }
             Ok(match k.kind {
                 MatchKind::Exact => Match::Exact(x.value),
                 MatchKind::Lpm => Match::Lpm(x.value, x.prefix_len),
@@ -118,7 +145,22 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
                 MatchKind::Range => Match::Range(x.value, x.high),
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let prioritised = tb
+        .keys
+        .iter()
+        .any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range));
+    if prioritised && priority == 0 {
+        return Err(P4Error::Invalid(
+            "priority 0: entries of ternary/range tables need a priority of at least 1".into(),
+        ));
+    }
+    if !prioritised && priority != 0 {
+        return Err(P4Error::Invalid(
+            "priority is for ternary/range tables".into(),
+        ));
+    }
+    Ok((matches, priority))
 }
 
 fn match_out(x: &Match) -> m::P4Match {
@@ -212,13 +254,19 @@ fn entry_add_del(
     q: m::P4TableEntryAddDel,
 ) -> Result<m::P4TableEntryAddDelReply, ApiError> {
     let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
-    let matches = matches_in(&prog, &q.table, &q.matches)?;
+    let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
     let entry_id = if q.is_add {
         cli::table_add(
-            vm, &q.program, &q.table, &q.action, matches, q.priority, q.params,
+            vm, &q.program, &q.table, &q.action, matches, priority, q.params,
         )?
     } else {
-        cli::table_del(vm, &q.program, &q.table, &matches, q.priority)?;
+        if !q.action.is_empty() || !q.params.is_empty() {
+            return Err(P4Error::Invalid(
+                "a delete names no action or params (the entry is its matches and priority)".into(),
+            )
+            .into());
+        }
+        cli::table_del(vm, &q.program, &q.table, &matches, priority)?;
         0
     };
     Ok(m::P4TableEntryAddDelReply { entry_id })
@@ -327,13 +375,13 @@ fn entry_meter_set(
     q: m::P4TableEntryMeterSet,
 ) -> Result<m::P4TableEntryMeterSetReply, ApiError> {
     let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
-    let matches = matches_in(&prog, &q.table, &q.matches)?;
+    let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
     let c = MeterConf {
         cir: q.cir,
         cburst: q.cburst,
         pir: q.pir,
         pburst: q.pburst,
     };
-    cli::table_meter_set(vm, &q.program, &q.table, &matches, q.priority, &c)?;
+    cli::table_meter_set(vm, &q.program, &q.table, &matches, priority, &c)?;
     Ok(m::P4TableEntryMeterSetReply {})
 }
