@@ -837,7 +837,7 @@ pub fn table_add(
             .expect("cells of a direct-metered table");
         let c = cells
             .alloc()
-            .ok_or(terr(TableError::Full(cells.limit as u64)))?;
+            .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
         params.push(c as u64);
         Some((cells.meter, c))
     } else {
