@@ -354,17 +354,22 @@ fn register_dump(
     Ok(())
 }
 
+/// A meter configuration from a message's fields.
+fn conf(cir: f64, cburst: u64, pir: f64, pburst: u64) -> MeterConf {
+    MeterConf {
+        cir,
+        cburst,
+        pir,
+        pburst,
+    }
+}
+
 fn meter_set(
     vm: &mut Vlib,
     _: &mut Ctx<'_>,
     q: m::P4MeterSet,
 ) -> Result<m::P4MeterSetReply, ApiError> {
-    let c = MeterConf {
-        cir: q.cir,
-        cburst: q.cburst,
-        pir: q.pir,
-        pburst: q.pburst,
-    };
+    let c = conf(q.cir, q.cburst, q.pir, q.pburst);
     cli::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
     Ok(m::P4MeterSetReply {})
 }
@@ -376,12 +381,7 @@ fn entry_meter_set(
 ) -> Result<m::P4TableEntryMeterSetReply, ApiError> {
     let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
     let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
-    let c = MeterConf {
-        cir: q.cir,
-        cburst: q.cburst,
-        pir: q.pir,
-        pburst: q.pburst,
-    };
+    let c = conf(q.cir, q.cburst, q.pir, q.pburst);
     cli::table_meter_set(vm, &q.program, &q.table, &matches, priority, &c)?;
     Ok(m::P4TableEntryMeterSetReply {})
 }
