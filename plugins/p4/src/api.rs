@@ -43,7 +43,7 @@ pub fn retval(e: &P4Error) -> Retval {
         P4Error::Table(_, t) => match t {
             TableError::Exists => Retval::AlreadyExists,
             TableError::NotFound => Retval::NoSuchEntry,
-            TableError::Full(_) => Retval::NoResources,
+            TableError::Full(_) | TableError::Capacity(_) => Retval::NoResources,
             TableError::Const => Retval::NotSupported,
             _ => Retval::InvalidValue,
         },
