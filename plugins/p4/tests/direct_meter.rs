@@ -273,6 +273,62 @@ fn control_plane_allocates_configures_and_frees_cells() {
     assert!(e65.starts_with("stations: table is full"), "{e65}");
 }
 
+/// With a worker thread: the worker's copy of the table holds each entry with the cell the
+/// main thread gave it, through adds, a delete and the reuse of its cell.
+#[test]
+fn a_worker_gets_the_entries_cells() {
+    let a = common::runtime_with_workers(1);
+    let (mut vm, t) = (a.vm, a.cli);
+    assert_eq!(vm.n_threads(), 2);
+    let cli = |vm: &mut sluice_graph::Vlib, c: &str| t.execute(vm, c).unwrap();
+    cli(&mut vm, &format!("p4 load {FILE} name m"));
+    cli(&mut vm, "p4 table add m stations forward key 0xa param 1");
+    cli(&mut vm, "p4 table add m stations unmetered key 0xb param 2");
+    cli(&mut vm, "p4 table add m stations forward key 0xc param 3");
+    cli(&mut vm, "p4 table del m stations key 0xa");
+    cli(&mut vm, "p4 table add m stations forward key 0xd param 4");
+    cli(
+        &mut vm,
+        "p4 table meter m stations key 0xd cir 1 cburst 1 pir 1 pburst 2",
+    );
+    let node = vm.registry.find("p4-m").unwrap();
+    let entries = |vm: &mut sluice_graph::Vlib, thread| {
+        vm.on_thread(thread, move |tg| {
+            let st = tg
+                .node_mut::<sluice_p4::node::P4Node>(node)
+                .and_then(|n| n.st.as_ref())
+                .expect("the program on this thread");
+            let tr = &st.ts.tables[0];
+            let mut v: Vec<(Match, Vec<u64>)> = tr
+                .iter()
+                .map(|(_, e)| {
+                    let r = tr.rec_of(e);
+                    (e.matches[0], r.params[..r.nparams as usize].to_vec())
+                })
+                .collect();
+            v.sort_by_key(|x| format!("{x:?}"));
+            v
+        })
+        .expect("thread")
+    };
+    let want = vec![
+        (Match::Exact(0xb), vec![2]),
+        (Match::Exact(0xc), vec![3, 1]),
+        (Match::Exact(0xd), vec![4, 0]),
+    ];
+    assert_eq!(entries(&mut vm, 1), want);
+    assert_eq!(entries(&mut vm, 0), want);
+    // Cell 0, 0xd's on every thread, is the one `p4 table meter` configured.
+    {
+        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let c = &p.loaded.shared.meters[0][0];
+        let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
+        assert_eq!(colours, vec![GREEN, YELLOW, RED]);
+    }
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
 /// Two workers (each with its own tables, as the graph's threads have) metering the same
 /// entry at once share its one cell: together they get exactly the committed and peak
 /// bursts, not one burst each.
