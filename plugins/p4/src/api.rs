@@ -1,8 +1,8 @@
 //! p4's API messages (`api/p4.api`): load/unload, table entries keyed by match and priority
 //! (P4Runtime's semantics), table dumps with direct counters, counters, registers and
-//! meters — the same actions as the `p4 ...` CLI ([`crate::cli`]).
+//! meters — the same actions ([`crate::control`]) as the `p4 ...` CLI ([`crate::cli`]).
 
-use crate::cli::{self, LoadSpec, P4State};
+use crate::control::{self, LoadSpec, P4State};
 use crate::error::P4Error;
 use crate::exec::MeterConf;
 use crate::ir::{Match, MatchKind, Program};
@@ -96,7 +96,7 @@ fn entry_key(
     ms: &[m::P4Match],
     priority: u32,
 ) -> Result<(Vec<Match>, u32), P4Error> {
-    let tb = &prog.tables[cli::table_index(prog, table)?];
+    let tb = &prog.tables[control::table_index(prog, table)?];
     if ms.len() != tb.keys.len() {
         return Err(P4Error::Invalid(format!(
             "matches: table `{}' has {} keys, got {}",
@@ -188,8 +188,8 @@ fn load(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Load) -> Result<m::P4LoadReply, 
         m::P4Mode::Auto => Mode::Auto,
     };
     spec.ifs = q.sw_if_indexes;
-    let (name, _) = cli::load(vm, spec)?;
-    let p = cli::program(vm, &name)?;
+    let (name, _) = control::load(vm, spec)?;
+    let p = control::program(vm, &name)?;
     Ok(m::P4LoadReply {
         n_tables: p.loaded.prog.tables.len() as u32,
         n_nodes: p.nodes.len() as u32,
@@ -198,7 +198,7 @@ fn load(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Load) -> Result<m::P4LoadReply, 
 }
 
 fn unload(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Unload) -> Result<m::P4UnloadReply, ApiError> {
-    cli::unload(vm, Some(&q.name))?;
+    control::unload(vm, Some(&q.name))?;
     Ok(m::P4UnloadReply {})
 }
 
@@ -208,7 +208,7 @@ fn program_dump(
     out: &mut Stream<'_, '_, m::P4ProgramDetails>,
 ) -> Result<(), ApiError> {
     if !q.name.is_empty() {
-        cli::program(vm, &q.name)?;
+        control::program(vm, &q.name)?;
     }
     let st = vm.ext_mut::<P4State>();
     for (name, p) in &st.progs {
@@ -253,10 +253,10 @@ fn entry_add_del(
     _: &mut Ctx<'_>,
     q: m::P4TableEntryAddDel,
 ) -> Result<m::P4TableEntryAddDelReply, ApiError> {
-    let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
+    let prog = control::program(vm, &q.program)?.loaded.prog.clone();
     let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
     let entry_id = if q.is_add {
-        cli::table_add(
+        control::table_add(
             vm, &q.program, &q.table, &q.action, matches, priority, q.params,
         )?
     } else {
@@ -266,7 +266,7 @@ fn entry_add_del(
             )
             .into());
         }
-        cli::table_del(vm, &q.program, &q.table, &matches, priority)?;
+        control::table_del(vm, &q.program, &q.table, &matches, priority)?;
         0
     };
     Ok(m::P4TableEntryAddDelReply { entry_id })
@@ -277,7 +277,7 @@ fn table_clear(
     _: &mut Ctx<'_>,
     q: m::P4TableClear,
 ) -> Result<m::P4TableClearReply, ApiError> {
-    cli::table_clear(vm, &q.program, &q.table)?;
+    control::table_clear(vm, &q.program, &q.table)?;
     Ok(m::P4TableClearReply {})
 }
 
@@ -286,7 +286,7 @@ fn table_dump(
     q: m::P4TableDump,
     out: &mut Stream<'_, '_, m::P4TableDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::table_read(vm, &q.program, &q.table)?;
+    let v = control::table_read(vm, &q.program, &q.table)?;
     for e in &v.entries {
         out.send(&m::P4TableDetails {
             entry_id: e.id,
@@ -328,7 +328,7 @@ fn counter_dump(
     q: m::P4CounterDump,
     out: &mut Stream<'_, '_, m::P4CounterDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::counter_read(vm, &q.program, &q.counter)?;
+    let v = control::counter_read(vm, &q.program, &q.counter)?;
     for i in cells(q.index, v.len())? {
         out.send(&m::P4CounterDetails {
             index: i as u32,
@@ -344,7 +344,7 @@ fn register_dump(
     q: m::P4RegisterDump,
     out: &mut Stream<'_, '_, m::P4RegisterDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::register_read(vm, &q.program, &q.register)?;
+    let v = control::register_read(vm, &q.program, &q.register)?;
     for i in cells(q.index, v.len())? {
         out.send(&m::P4RegisterDetails {
             index: i as u32,
@@ -370,7 +370,7 @@ fn meter_set(
     q: m::P4MeterSet,
 ) -> Result<m::P4MeterSetReply, ApiError> {
     let c = conf(q.cir, q.cburst, q.pir, q.pburst);
-    cli::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
+    control::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
     Ok(m::P4MeterSetReply {})
 }
 
@@ -379,9 +379,9 @@ fn entry_meter_set(
     _: &mut Ctx<'_>,
     q: m::P4TableEntryMeterSet,
 ) -> Result<m::P4TableEntryMeterSetReply, ApiError> {
-    let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
+    let prog = control::program(vm, &q.program)?.loaded.prog.clone();
     let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
     let c = conf(q.cir, q.cburst, q.pir, q.pburst);
-    cli::table_meter_set(vm, &q.program, &q.table, &matches, priority, &c)?;
+    control::table_meter_set(vm, &q.program, &q.table, &matches, priority, &c)?;
     Ok(m::P4TableEntryMeterSetReply {})
 }

@@ -73,7 +73,7 @@ enum Inst {
 }
 
 /// The name of the hidden last parameter of an action reading a `direct_meter`: the
-/// entry's meter cell, filled by the control plane (`cli::table_add`) and the compiler
+/// entry's meter cell, filled by the control plane (`control::table_add`) and the compiler
 /// (const entries, the default action).
 pub fn direct_meter_param(meter: &str) -> String {
     format!("${meter}")

@@ -424,7 +424,7 @@ pub struct Meter {
     /// Bytes (true) or packets.
     pub bytes: bool,
     /// A `direct_meter`: its cells belong to its table's entries (configured by entry,
-    /// `cli::table_meter_set`, never by index).
+    /// `control::table_meter_set`, never by index).
     pub direct: bool,
 }
 

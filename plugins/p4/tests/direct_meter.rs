@@ -199,7 +199,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     let s = cli(&mut vm, "show p4 program m").unwrap();
     assert!(s.contains("executor: vector"), "{s}");
     let cells = |vm: &mut sluice_graph::Vlib| -> Vec<(u32, u32)> {
-        let p = sluice_p4::cli::program(vm, "m").unwrap();
+        let p = sluice_p4::control::program(vm, "m").unwrap();
         p.meter_cells[&0]
             .of_entry
             .iter()
@@ -225,7 +225,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     )
     .unwrap();
     {
-        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
         let c = &p.loaded.shared.meters[0][1];
         // Configured: the fourth packet at time 0 is still within the peak burst, the
         // fifth is not.
@@ -255,7 +255,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     cli(&mut vm, "p4 table add m stations forward key 0xf param 1").unwrap();
     assert_eq!(cells(&mut vm).iter().filter(|x| x.1 == 1).count(), 1);
     {
-        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
         assert_eq!(p.loaded.shared.meters[0][1].execute(1, 0), GREEN);
         assert_eq!(p.loaded.shared.meters[0][1].execute(1000, 0), GREEN);
     }
@@ -320,7 +320,7 @@ fn a_worker_gets_the_entries_cells() {
     assert_eq!(entries(&mut vm, 0), want);
     // Cell 0, 0xd's on every thread, is the one `p4 table meter` configured.
     {
-        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
         let c = &p.loaded.shared.meters[0][0];
         let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
         assert_eq!(colours, vec![GREEN, YELLOW, RED]);
@@ -474,7 +474,7 @@ fn cli_table_commands_take_a_qualified_name() {
 #[test]
 fn direct_meter_cells_are_the_tables_meter() {
     let (mut vm, t) = two_ts();
-    let p = sluice_p4::cli::program(&mut vm, "d").unwrap();
+    let p = sluice_p4::control::program(&mut vm, "d").unwrap();
     let prog = p.loaded.prog.clone();
     let (mi, me) = (0, 1);
     assert_eq!((prog.meters[mi].size, prog.meters[me].size), (4, 9));
@@ -492,7 +492,7 @@ fn direct_meter_cells_are_the_tables_meter() {
         "p4 table meter d E.t key 3 cir 1 cburst 1 pir 1 pburst 2",
     )
     .unwrap();
-    let p = sluice_p4::cli::program(&mut vm, "d").unwrap();
+    let p = sluice_p4::control::program(&mut vm, "d").unwrap();
     let cell = p.meter_cells[&1].of_entry[&3] as usize;
     let c = &p.loaded.shared.meters[me][cell];
     let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
