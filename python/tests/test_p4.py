@@ -2,8 +2,9 @@
 API (`p4_*` messages, P4Runtime's semantics: entries keyed by match and priority).
 
 Differential: the same scapy traffic (short and malformed frames included) through PVPP's
-router program and the ACL/firewall program on pg2 -> pg3, and through Sluice's native nodes
-configured the same way (IPv4 routes, the ACL plugin) on pg0 -> pg1, must come out
+router program, the ACL/firewall program and the L2 switch on pg2 -> pg3, and through
+Sluice's native nodes configured the same way (IPv4 routes, the ACL plugin, a bridge domain
+with static L2 FIB entries) on pg0 -> pg1, must come out
 byte-identical (the P4 tables write pg1's MACs) with the same number of drops counted on
 the receiving interface. Packets the two paths answer differently by design are left out:
 TTL <= 1 (native sends ICMP time exceeded, the programs drop), Ethernet padding (native
@@ -286,6 +287,58 @@ class TestP4Firewall(P4Differential):
         po, pd = self.run_path(self.pg2, self.pg3, self.frames(self.pg2.local_mac, cases[4:5]))
         assert (len(po), pd) == (1, 0)
         a.p4_unload(name="fw")
+
+
+class TestP4L2Switch(P4Differential):
+    """The L2 switch program against a native bridge domain with static L2 FIB entries and
+    no learning or flooding: the same frames forwarded, byte-identical, the same dropped."""
+
+    BD = 18
+
+    def setup_test(self):
+        self.pg0, self.pg1, self.pg2, self.pg3 = self.create_pg_interfaces(range(4), up=True)
+        self.api = self.vpp.api()
+        self.vpp.cli(f"create bridge-domain {self.BD} learn 0 flood 0 uu-flood 0")
+        for pg in ("pg0", "pg1"):
+            self.vpp.cli(f"set interface l2 bridge {pg} {self.BD}")
+
+    def teardown_test(self):
+        for pg in ("pg0", "pg1"):
+            self.vpp.cli(f"set interface l3 {pg}")
+        self.vpp.cli(f"create bridge-domain {self.BD} del")
+
+    @pytest.mark.parametrize("mode", ["single", "multi"])
+    def test_l2switch_matches_native_bridge(self, mode):
+        a = self.api
+        # Stations behind the output port, and one behind the input port (never sent back).
+        far = ["02:20:00:00:00:01", "02:20:00:00:00:02", "02:20:00:00:00:03"]
+        near = "02:20:00:00:00:10"
+        a.p4_load(file=L2SWITCH, name="sw", mode=mode,
+                  sw_if_indexes=[self.vpp.sw_if_index("pg2")])
+        for m, native, p4 in [(h, "pg1", "pg3") for h in far] + [(near, "pg0", "pg2")]:
+            self.vpp.cli(f"l2fib add {m} {self.BD} {native} static")
+            a.p4_table_entry_add_del(is_add=True, program="sw", table="dmac",
+                                     matches=[exact(mac(m))], action="forward",
+                                     params=[self.vpp.sw_if_index(p4)])
+        src = "02:20:00:00:00:20"
+        cases = [
+            Ether(src=src, dst=far[0], type=0x88B5) / Raw(b"a" * 46),
+            Ether(src=src, dst=far[1]) / IP(src="1.2.3.4", dst="5.6.7.8") / UDP(dport=9)
+            / Raw(b"b" * 300),
+            Ether(src=near, dst=far[2], type=0x0806) / Raw(bytes(range(46))),
+            Ether(src=src, dst=far[0], type=0x88B5) / Raw(b"c" * 1400),
+            Ether(src=src, dst=near, type=0x88B5) / Raw(b"d" * 46),  # back where it came from
+            Ether(src=src, dst="02:20:00:00:00:99", type=0x88B5) / Raw(b"e" * 46),  # unknown
+        ]
+        frames = [raw(c) for c in cases] + [raw(cases[0])[:10]]  # a runt
+        no, nd = self.run_path(self.pg0, self.pg1, frames)
+        po, pd = self.run_path(self.pg2, self.pg3, frames)
+        assert len(no) == 4, len(no)
+        assert po == no, "outputs differ"
+        assert no == frames[:4]
+        assert (pd, nd) == (3, 3), (pd, nd)
+        a.p4_unload(name="sw")
+        self.assert_no_leaks()
 
 
 class TestP4Api(SluiceTestCase):

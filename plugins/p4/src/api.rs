@@ -1,8 +1,8 @@
 //! p4's API messages (`api/p4.api`): load/unload, table entries keyed by match and priority
 //! (P4Runtime's semantics), table dumps with direct counters, counters, registers and
-//! meters — the same actions as the `p4 ...` CLI ([`crate::cli`]).
+//! meters — the same actions ([`crate::control`]) as the `p4 ...` CLI ([`crate::cli`]).
 
-use crate::cli::{self, LoadSpec, P4State};
+use crate::control::{self, LoadSpec, P4State};
 use crate::error::P4Error;
 use crate::exec::MeterConf;
 use crate::ir::{Match, MatchKind, Program};
@@ -43,7 +43,7 @@ pub fn retval(e: &P4Error) -> Retval {
         P4Error::Table(_, t) => match t {
             TableError::Exists => Retval::AlreadyExists,
             TableError::NotFound => Retval::NoSuchEntry,
-            TableError::Full(_) => Retval::NoResources,
+            TableError::Full(_) | TableError::Capacity(_) => Retval::NoResources,
             TableError::Const => Retval::NotSupported,
             _ => Retval::InvalidValue,
         },
@@ -87,9 +87,16 @@ fn mode_out(x: Mode) -> m::P4Mode {
     }
 }
 
-/// The API's matches as the table's: one per key, each of its key's kind.
-fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Match>, P4Error> {
-    let tb = &prog.tables[cli::table_index(prog, table)?];
+/// The API's matches as the table's (one per key, each of its key's kind, no field its kind
+/// does not use) and the entry's priority, checked as P4Runtime checks them: at least 1 in
+/// a table with a ternary or range key, 0 in the others.
+fn entry_key(
+    prog: &Program,
+    table: &str,
+    ms: &[m::P4Match],
+    priority: u32,
+) -> Result<(Vec<Match>, u32), P4Error> {
+    let tb = &prog.tables[control::table_index(prog, table)?];
     if ms.len() != tb.keys.len() {
         return Err(P4Error::Invalid(format!(
             "matches: table `{}' has {} keys, got {}",
@@ -98,7 +105,8 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
             ms.len()
         )));
     }
-    tb.keys
+    let matches = tb
+        .keys
         .iter()
         .zip(ms)
         .enumerate()
@@ -111,6 +119,25 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
                     kind_in(x.kind).as_str()
                 )));
             }
+            // The fields this kind does not use.
+            let unused = match k.kind {
+                MatchKind::Exact => vec![("mask", x.mask), ("high", x.high)],
+                MatchKind::Lpm => vec![("mask", x.mask), ("high", x.high)],
+                MatchKind::Ternary => vec![("high", x.high)],
+                MatchKind::Range => vec![("mask", x.mask)],
+            };
+            let pl = ("prefix_len", x.prefix_len as u64);
+            let unused = unused
+                .into_iter()
+                .chain((k.kind != MatchKind::Lpm).then_some(pl))
+                .find(|&(_, v)| v != 0)
+                .map(|(f, _)| f);
+            if let Some(f) = unused {
+                return Err(P4Error::Invalid(format!(
+                    "matches[{i}]: {f} is not used by a {} match (must be 0)",
+                    k.kind.as_str()
+                )));
+            }
             Ok(match k.kind {
                 MatchKind::Exact => Match::Exact(x.value),
                 MatchKind::Lpm => Match::Lpm(x.value, x.prefix_len),
@@ -118,7 +145,22 @@ fn matches_in(prog: &Program, table: &str, ms: &[m::P4Match]) -> Result<Vec<Matc
                 MatchKind::Range => Match::Range(x.value, x.high),
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let prioritised = tb
+        .keys
+        .iter()
+        .any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range));
+    if prioritised && priority == 0 {
+        return Err(P4Error::Invalid(
+            "priority 0: entries of ternary/range tables need a priority of at least 1".into(),
+        ));
+    }
+    if !prioritised && priority != 0 {
+        return Err(P4Error::Invalid(
+            "priority is for ternary/range tables".into(),
+        ));
+    }
+    Ok((matches, priority))
 }
 
 fn match_out(x: &Match) -> m::P4Match {
@@ -146,8 +188,8 @@ fn load(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Load) -> Result<m::P4LoadReply, 
         m::P4Mode::Auto => Mode::Auto,
     };
     spec.ifs = q.sw_if_indexes;
-    let (name, _) = cli::load(vm, spec)?;
-    let p = cli::program(vm, &name)?;
+    let (name, _) = control::load(vm, spec)?;
+    let p = control::program(vm, &name)?;
     Ok(m::P4LoadReply {
         n_tables: p.loaded.prog.tables.len() as u32,
         n_nodes: p.nodes.len() as u32,
@@ -156,7 +198,7 @@ fn load(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Load) -> Result<m::P4LoadReply, 
 }
 
 fn unload(vm: &mut Vlib, _: &mut Ctx<'_>, q: m::P4Unload) -> Result<m::P4UnloadReply, ApiError> {
-    cli::unload(vm, Some(&q.name))?;
+    control::unload(vm, Some(&q.name))?;
     Ok(m::P4UnloadReply {})
 }
 
@@ -166,7 +208,7 @@ fn program_dump(
     out: &mut Stream<'_, '_, m::P4ProgramDetails>,
 ) -> Result<(), ApiError> {
     if !q.name.is_empty() {
-        cli::program(vm, &q.name)?;
+        control::program(vm, &q.name)?;
     }
     let st = vm.ext_mut::<P4State>();
     for (name, p) in &st.progs {
@@ -189,7 +231,7 @@ fn program_dump(
                 .iter()
                 .zip(&p.master.tables)
                 .map(|(t, tr)| m::P4TableInfo {
-                    name: format!("{}.{}", t.control, t.name),
+                    name: t.qualified(),
                     keys: t.keys.iter().map(|k| kind_out(k.kind)).collect(),
                     n_entries: tr.len() as u32,
                 })
@@ -211,14 +253,20 @@ fn entry_add_del(
     _: &mut Ctx<'_>,
     q: m::P4TableEntryAddDel,
 ) -> Result<m::P4TableEntryAddDelReply, ApiError> {
-    let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
-    let matches = matches_in(&prog, &q.table, &q.matches)?;
+    let prog = control::program(vm, &q.program)?.loaded.prog.clone();
+    let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
     let entry_id = if q.is_add {
-        cli::table_add(
-            vm, &q.program, &q.table, &q.action, matches, q.priority, q.params,
+        control::table_add(
+            vm, &q.program, &q.table, &q.action, matches, priority, q.params,
         )?
     } else {
-        cli::table_del(vm, &q.program, &q.table, &matches, q.priority)?;
+        if !q.action.is_empty() || !q.params.is_empty() {
+            return Err(P4Error::Invalid(
+                "a delete names no action or params (the entry is its matches and priority)".into(),
+            )
+            .into());
+        }
+        control::table_del(vm, &q.program, &q.table, &matches, priority)?;
         0
     };
     Ok(m::P4TableEntryAddDelReply { entry_id })
@@ -229,7 +277,7 @@ fn table_clear(
     _: &mut Ctx<'_>,
     q: m::P4TableClear,
 ) -> Result<m::P4TableClearReply, ApiError> {
-    cli::table_clear(vm, &q.program, &q.table)?;
+    control::table_clear(vm, &q.program, &q.table)?;
     Ok(m::P4TableClearReply {})
 }
 
@@ -238,7 +286,7 @@ fn table_dump(
     q: m::P4TableDump,
     out: &mut Stream<'_, '_, m::P4TableDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::table_read(vm, &q.program, &q.table)?;
+    let v = control::table_read(vm, &q.program, &q.table)?;
     for e in &v.entries {
         out.send(&m::P4TableDetails {
             entry_id: e.id,
@@ -280,7 +328,7 @@ fn counter_dump(
     q: m::P4CounterDump,
     out: &mut Stream<'_, '_, m::P4CounterDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::counter_read(vm, &q.program, &q.counter)?;
+    let v = control::counter_read(vm, &q.program, &q.counter)?;
     for i in cells(q.index, v.len())? {
         out.send(&m::P4CounterDetails {
             index: i as u32,
@@ -296,7 +344,7 @@ fn register_dump(
     q: m::P4RegisterDump,
     out: &mut Stream<'_, '_, m::P4RegisterDetails>,
 ) -> Result<(), ApiError> {
-    let v = cli::register_read(vm, &q.program, &q.register)?;
+    let v = control::register_read(vm, &q.program, &q.register)?;
     for i in cells(q.index, v.len())? {
         out.send(&m::P4RegisterDetails {
             index: i as u32,
@@ -306,18 +354,23 @@ fn register_dump(
     Ok(())
 }
 
+/// A meter configuration from a message's fields.
+fn conf(cir: f64, cburst: u64, pir: f64, pburst: u64) -> MeterConf {
+    MeterConf {
+        cir,
+        cburst,
+        pir,
+        pburst,
+    }
+}
+
 fn meter_set(
     vm: &mut Vlib,
     _: &mut Ctx<'_>,
     q: m::P4MeterSet,
 ) -> Result<m::P4MeterSetReply, ApiError> {
-    let c = MeterConf {
-        cir: q.cir,
-        cburst: q.cburst,
-        pir: q.pir,
-        pburst: q.pburst,
-    };
-    cli::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
+    let c = conf(q.cir, q.cburst, q.pir, q.pburst);
+    control::meter_set(vm, &q.program, &q.meter, q.index, &c)?;
     Ok(m::P4MeterSetReply {})
 }
 
@@ -326,14 +379,9 @@ fn entry_meter_set(
     _: &mut Ctx<'_>,
     q: m::P4TableEntryMeterSet,
 ) -> Result<m::P4TableEntryMeterSetReply, ApiError> {
-    let prog = cli::program(vm, &q.program)?.loaded.prog.clone();
-    let matches = matches_in(&prog, &q.table, &q.matches)?;
-    let c = MeterConf {
-        cir: q.cir,
-        cburst: q.cburst,
-        pir: q.pir,
-        pburst: q.pburst,
-    };
-    cli::table_meter_set(vm, &q.program, &q.table, &matches, q.priority, &c)?;
+    let prog = control::program(vm, &q.program)?.loaded.prog.clone();
+    let (matches, priority) = entry_key(&prog, &q.table, &q.matches, q.priority)?;
+    let c = conf(q.cir, q.cburst, q.pir, q.pburst);
+    control::table_meter_set(vm, &q.program, &q.table, &matches, priority, &c)?;
     Ok(m::P4TableEntryMeterSetReply {})
 }

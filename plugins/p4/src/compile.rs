@@ -73,7 +73,7 @@ enum Inst {
 }
 
 /// The name of the hidden last parameter of an action reading a `direct_meter`: the
-/// entry's meter cell, filled by the control plane (`cli::table_add`) and the compiler
+/// entry's meter cell, filled by the control plane (`control::table_add`) and the compiler
 /// (const entries, the default action).
 pub fn direct_meter_param(meter: &str) -> String {
     format!("${meter}")
@@ -1587,6 +1587,7 @@ impl Compiler {
                     name: name.to_string(),
                     size: n,
                     bytes,
+                    direct: false,
                 });
                 Ok(Inst::Meter(self.prog.meters.len() as u16 - 1))
             }
@@ -1608,6 +1609,7 @@ impl Compiler {
                     name: name.to_string(),
                     size: 1,
                     bytes,
+                    direct: true,
                 });
                 Ok(Inst::DirectMeter(self.prog.meters.len() as u16 - 1))
             }
@@ -1746,7 +1748,8 @@ impl Compiler {
             }
             None => None,
         };
-        self.attach_direct_meter(sc, t, &actions, &mut default, entries.as_mut())?;
+        let direct_meter =
+            self.attach_direct_meter(sc, t, &actions, &mut default, entries.as_mut())?;
         self.prog.tables.push(Table {
             name: t.name.clone(),
             control: cn.name.clone(),
@@ -1757,6 +1760,7 @@ impl Compiler {
             const_entries: entries,
             size: t.size,
             direct_counter,
+            direct_meter,
             synthetic: false,
         });
         Ok(self.prog.tables.len() as u16 - 1)
@@ -1764,7 +1768,7 @@ impl Compiler {
 
     /// `meters = <direct_meter>`: sizes the meter by the table, gives the const entries
     /// cells 0.. and the default action the last cell (never configured: green), and checks
-    /// that every action reading a direct meter reads this table's.
+    /// that every action reading a direct meter reads this table's: the meter's index.
     fn attach_direct_meter(
         &mut self,
         sc: &Scope,
@@ -1772,7 +1776,7 @@ impl Compiler {
         actions: &[u16],
         default: &mut (u16, Vec<u64>),
         entries: Option<&mut Vec<EntrySpec>>,
-    ) -> Result<(), CompileError> {
+    ) -> Result<Option<u16>, CompileError> {
         let meter = match &t.meters {
             None => None,
             Some((n, pos)) => match sc.control.as_ref().and_then(|c| c.insts.get(n)) {
@@ -1807,7 +1811,7 @@ impl Compiler {
             }
         }
         let Some((mi, _)) = meter else {
-            return Ok(());
+            return Ok(None);
         };
         let size = t.size.unwrap_or(DIRECT_METER_DEFAULT_SIZE);
         if size >= 1 << 24 {
@@ -1838,7 +1842,7 @@ impl Compiler {
                 e.params.push(i as u64);
             }
         }
-        Ok(())
+        Ok(Some(mi))
     }
 
     fn action_ref(
@@ -2304,6 +2308,7 @@ impl Compiler {
                             const_entries: None,
                             size: None,
                             direct_counter: None,
+                            direct_meter: None,
                             synthetic: true,
                         });
                         self.synth += 1;
@@ -2613,7 +2618,7 @@ fn rewrite(body: &mut Vec<S>, tables: &[Table], inlined: &mut Vec<String>) {
                 let keyless = t.keys.is_empty() && t.direct_counter.is_none();
                 let noop = t.actions.iter().all(|&a| a == 0) && t.direct_counter.is_none();
                 if keyless || (noop && matches!(arms, Arms::None)) {
-                    inlined.push(format!("{}.{}", t.control, t.name));
+                    inlined.push(t.qualified());
                     // Always a miss running the default action.
                     let (a, ref p) = t.default;
                     if a != 0 {

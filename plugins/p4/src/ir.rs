@@ -369,8 +369,17 @@ pub struct Table {
     pub size: Option<u64>,
     /// Direct counter instance name.
     pub direct_counter: Option<String>,
+    /// The `direct_meter` (`meters = <m>`; an index into `Program::meters`).
+    pub direct_meter: Option<u16>,
     /// Synthetic (a bare action call wrapped by the compiler in non-optimised mode).
     pub synthetic: bool,
+}
+
+impl Table {
+    /// `control.table`: the name that finds this table whatever the other controls hold.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.control, self.name)
+    }
 }
 
 /// An action.
@@ -414,6 +423,9 @@ pub struct Meter {
     pub size: u32,
     /// Bytes (true) or packets.
     pub bytes: bool,
+    /// A `direct_meter`: its cells belong to its table's entries (configured by entry,
+    /// `control::table_meter_set`, never by index).
+    pub direct: bool,
 }
 
 /// Slots of `standard_metadata` the executor reads or writes itself.
@@ -492,10 +504,7 @@ impl Program {
 
     /// The index of a table by name (`t` or `Control.t`).
     pub fn table(&self, name: &str) -> Option<usize> {
-        let by_q = self
-            .tables
-            .iter()
-            .position(|t| format!("{}.{}", t.control, t.name) == name);
+        let by_q = self.tables.iter().position(|t| t.qualified() == name);
         by_q.or_else(|| {
             let mut it = self
                 .tables

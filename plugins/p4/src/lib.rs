@@ -5,14 +5,15 @@
 //! and `exact` hold the run-time match tables; `exec` (per packet) and `vec` (per frame) run
 //! the program on packets; `gen` compiles it to Rust (`sluice-p4c`, the modules in
 //! `generated`); `node` puts it in the graph (one node, or one per pipeline segment) and
-//! `cli` gives the `p4 ...` commands and
-//! their actions, which `api` also calls. See docs/p4.md.
+//! `control` holds the loaded programs and the actions on them, which the `p4 ...` commands
+//! (`cli`) and the API messages (`api`) call. See docs/p4.md.
 
 pub mod api;
 pub mod ast;
 pub mod cli;
 pub mod code;
 pub mod compile;
+pub mod control;
 pub mod error;
 pub mod exact;
 pub mod exec;

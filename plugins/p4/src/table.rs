@@ -28,8 +28,8 @@
 
 use crate::exact::ExactIndex;
 use crate::ir::{mask, EntrySpec, Match, MatchKind, Table, PARAMS_MAX};
-use sluice_fib::ip4::Ip4Lpm;
-use sluice_infra::bihash::Bihash;
+use sluice_fib::ip4::{Ip4Lpm, LpmError};
+use sluice_infra::bihash::{Bihash, BihashError};
 use sluice_infra::epoch::Epochs;
 use std::collections::HashMap;
 
@@ -54,8 +54,29 @@ pub enum TableError {
     ParamCount(usize, usize),
     #[error("parameter `{0}': value {1:#x} does not fit in bit<{2}>")]
     ParamWidth(String, u64, u16),
+    /// The index refused the entry (a keyless table takes none).
     #[error("index: {0}")]
     Index(String),
+    /// The index ran out of room (LPM second-level groups or record values, hash table
+    /// size or memory): a resource, not a bad entry.
+    #[error("index full: {0}")]
+    Capacity(String),
+}
+
+impl From<LpmError> for TableError {
+    fn from(e: LpmError) -> Self {
+        match e {
+            LpmError::BadLength(_) => TableError::Index(e.to_string()),
+            // The value is the record's number: too many records.
+            LpmError::BadValue(_) | LpmError::Full => TableError::Capacity(e.to_string()),
+        }
+    }
+}
+
+impl From<BihashError> for TableError {
+    fn from(e: BihashError) -> Self {
+        TableError::Capacity(e.to_string())
+    }
 }
 
 /// A range field of a linear entry: shift in the key, width mask, low, high.
@@ -513,7 +534,7 @@ impl TableRt {
             Index::Lpm32(l, ep) => {
                 ep.quiesce(0);
                 l.insert(ep, value as u32, lpm_len.unwrap_or(32), rec)
-                    .map_err(|e| TableError::Index(e.to_string()))
+                    .map_err(TableError::from)
             }
             Index::LpmLen(v, ep) => {
                 ep.quiesce(0);
@@ -529,7 +550,7 @@ impl TableRt {
                 v[p].2
                     .insert(ep, value as u64, rec as u64)
                     .map(|_| ())
-                    .map_err(|e| TableError::Index(e.to_string()))
+                    .map_err(TableError::from)
             }
             Index::Linear(v) => {
                 let ents = &self.entries;
@@ -734,6 +755,24 @@ impl TableRt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_index_is_a_resource_error() {
+        for e in [
+            TableError::from(LpmError::Full),
+            TableError::from(LpmError::BadValue(1 << 24)),
+            TableError::from(BihashError::EntryLimit(8)),
+            TableError::from(BihashError::OutOfMemory),
+        ] {
+            assert!(matches!(e, TableError::Capacity(_)), "{e:?}");
+            let p = crate::error::P4Error::Table("t".into(), e);
+            assert_eq!(crate::api::retval(&p), sluice_api::Retval::NoResources);
+        }
+        let e = TableError::from(LpmError::BadLength(33));
+        assert_eq!(e, TableError::Index("prefix length 33 > 32".into()));
+        let p = crate::error::P4Error::Table("t".into(), e);
+        assert_eq!(crate::api::retval(&p), sluice_api::Retval::InvalidValue);
+    }
     use crate::ir::{Action, Key, E};
 
     fn table(kinds: &[(MatchKind, u16)]) -> (Table, Vec<Action>) {
@@ -767,6 +806,7 @@ mod tests {
             actions: vec![0, 1],
             default: (0, vec![]),
             default_const: false,
+            direct_meter: None,
             const_entries: None,
             size: None,
             direct_counter: None,

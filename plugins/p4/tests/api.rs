@@ -205,6 +205,61 @@ fn load_entries_dumps_and_errors() {
     };
     req::<_, m::P4TableEntryAddDelReply>(api, vm, &fib).unwrap();
 
+    // Fields a match kind does not use, priorities against the table's kinds, a delete
+    // naming an action: refused (P4Runtime's rules).
+    let mut invalid = |q: &m::P4TableEntryAddDel| {
+        let e = req::<_, m::P4TableEntryAddDelReply>(api, vm, q).unwrap_err();
+        assert_eq!(e.0, Retval::InvalidValue, "{}", e.1);
+        e.1
+    };
+    let mut q = add(30, "deny", vec![1]);
+    q.matches[0].high = 1;
+    assert_eq!(
+        invalid(&q),
+        "matches[0]: high is not used by a ternary match (must be 0)"
+    );
+    q = add(30, "deny", vec![1]);
+    q.matches[3].prefix_len = 8;
+    assert_eq!(
+        invalid(&q),
+        "matches[3]: prefix_len is not used by a range match (must be 0)"
+    );
+    q = add(30, "deny", vec![1]);
+    q.matches[3].mask = 0xff;
+    assert_eq!(
+        invalid(&q),
+        "matches[3]: mask is not used by a range match (must be 0)"
+    );
+    let mut f = fib.clone();
+    f.matches[0].mask = 0xffff_0000;
+    assert_eq!(
+        invalid(&f),
+        "matches[0]: mask is not used by a lpm match (must be 0)"
+    );
+    f = fib.clone();
+    f.priority = 5;
+    assert_eq!(invalid(&f), "priority is for ternary/range tables");
+    assert_eq!(
+        invalid(&add(0, "deny", vec![1])),
+        "priority 0: entries of ternary/range tables need a priority of at least 1"
+    );
+    let mut d = acl_entry(false, 10, "deny", vec![]);
+    assert_eq!(
+        invalid(&d),
+        "a delete names no action or params (the entry is its matches and priority)"
+    );
+    d = acl_entry(false, 10, "", vec![7]);
+    assert_eq!(
+        invalid(&d),
+        "a delete names no action or params (the entry is its matches and priority)"
+    );
+    // A delete must give the entry's priority.
+    assert_eq!(
+        req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(false, 11, "", vec![]))
+            .unwrap_err(),
+        (Retval::NoSuchEntry, "acl: no such entry".into())
+    );
+
     // The dump: highest priority first, then the default action with the misses.
     let td = |t: &str| m::P4TableDump {
         program: "fw".into(),

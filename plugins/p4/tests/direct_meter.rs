@@ -199,7 +199,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     let s = cli(&mut vm, "show p4 program m").unwrap();
     assert!(s.contains("executor: vector"), "{s}");
     let cells = |vm: &mut sluice_graph::Vlib| -> Vec<(u32, u32)> {
-        let p = sluice_p4::cli::program(vm, "m").unwrap();
+        let p = sluice_p4::control::program(vm, "m").unwrap();
         p.meter_cells[&0]
             .of_entry
             .iter()
@@ -225,7 +225,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     )
     .unwrap();
     {
-        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
         let c = &p.loaded.shared.meters[0][1];
         // Configured: the fourth packet at time 0 is still within the peak burst, the
         // fifth is not.
@@ -233,6 +233,11 @@ fn control_plane_allocates_configures_and_frees_cells() {
         assert_eq!(colours, vec![GREEN, GREEN, YELLOW, YELLOW, RED]);
     }
     let e = |vm: &mut sluice_graph::Vlib, c: &str| cli(vm, c).unwrap_err().to_string();
+    // Its cells are the entries', not set by index.
+    assert_eq!(
+        e(&mut vm, "p4 meter set m per_station 1 cir 1 pir 1"),
+        "`per_station' is a direct_meter: use p4 table meter"
+    );
     assert_eq!(
         e(&mut vm, "p4 table meter m stations key 0xb cir 1 pir 1"),
         "stations: the entry's action reads no direct_meter"
@@ -250,7 +255,7 @@ fn control_plane_allocates_configures_and_frees_cells() {
     cli(&mut vm, "p4 table add m stations forward key 0xf param 1").unwrap();
     assert_eq!(cells(&mut vm).iter().filter(|x| x.1 == 1).count(), 1);
     {
-        let p = sluice_p4::cli::program(&mut vm, "m").unwrap();
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
         assert_eq!(p.loaded.shared.meters[0][1].execute(1, 0), GREEN);
         assert_eq!(p.loaded.shared.meters[0][1].execute(1000, 0), GREEN);
     }
@@ -266,6 +271,62 @@ fn control_plane_allocates_configures_and_frees_cells() {
     }
     let e65 = e(&mut vm, "p4 table add m stations forward key 64 param 1");
     assert!(e65.starts_with("stations: table is full"), "{e65}");
+}
+
+/// With a worker thread: the worker's copy of the table holds each entry with the cell the
+/// main thread gave it, through adds, a delete and the reuse of its cell.
+#[test]
+fn a_worker_gets_the_entries_cells() {
+    let a = common::runtime_with_workers(1);
+    let (mut vm, t) = (a.vm, a.cli);
+    assert_eq!(vm.n_threads(), 2);
+    let cli = |vm: &mut sluice_graph::Vlib, c: &str| t.execute(vm, c).unwrap();
+    cli(&mut vm, &format!("p4 load {FILE} name m"));
+    cli(&mut vm, "p4 table add m stations forward key 0xa param 1");
+    cli(&mut vm, "p4 table add m stations unmetered key 0xb param 2");
+    cli(&mut vm, "p4 table add m stations forward key 0xc param 3");
+    cli(&mut vm, "p4 table del m stations key 0xa");
+    cli(&mut vm, "p4 table add m stations forward key 0xd param 4");
+    cli(
+        &mut vm,
+        "p4 table meter m stations key 0xd cir 1 cburst 1 pir 1 pburst 2",
+    );
+    let node = vm.registry.find("p4-m").unwrap();
+    let entries = |vm: &mut sluice_graph::Vlib, thread| {
+        vm.on_thread(thread, move |tg| {
+            let st = tg
+                .node_mut::<sluice_p4::node::P4Node>(node)
+                .and_then(|n| n.st.as_ref())
+                .expect("the program on this thread");
+            let tr = &st.ts.tables[0];
+            let mut v: Vec<(Match, Vec<u64>)> = tr
+                .iter()
+                .map(|(_, e)| {
+                    let r = tr.rec_of(e);
+                    (e.matches[0], r.params[..r.nparams as usize].to_vec())
+                })
+                .collect();
+            v.sort_by_key(|x| format!("{x:?}"));
+            v
+        })
+        .expect("thread")
+    };
+    let want = vec![
+        (Match::Exact(0xb), vec![2]),
+        (Match::Exact(0xc), vec![3, 1]),
+        (Match::Exact(0xd), vec![4, 0]),
+    ];
+    assert_eq!(entries(&mut vm, 1), want);
+    assert_eq!(entries(&mut vm, 0), want);
+    // Cell 0, 0xd's on every thread, is the one `p4 table meter` configured.
+    {
+        let p = sluice_p4::control::program(&mut vm, "m").unwrap();
+        let c = &p.loaded.shared.meters[0][0];
+        let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
+        assert_eq!(colours, vec![GREEN, YELLOW, RED]);
+    }
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
 }
 
 /// Two workers (each with its own tables, as the graph's threads have) metering the same
@@ -315,4 +376,129 @@ fn workers_share_an_entrys_meter() {
         (100, 200, 1700),
         "{counts:?}"
     );
+}
+
+/// Two controls with a table `t` each and a meter `m` each: an indexed one in the ingress,
+/// a direct one on the egress's table.
+const TWO_TS: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+struct headers { ethernet_t ethernet; }
+struct metadata { bit<2> colour; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta,
+         inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    meter(4, MeterType.packets) m;
+    action fwd(bit<9> port) { sm.egress_spec = port; m.execute_meter(0, meta.colour); }
+    table t {
+        key = { hdr.ethernet.dstAddr: exact; }
+        actions = { fwd; NoAction; }
+        default_action = NoAction();
+    }
+    apply { t.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    direct_meter<bit<2>>(MeterType.packets) m;
+    action mark() { m.read(meta.colour); }
+    table t {
+        key = { hdr.ethernet.srcAddr: exact; }
+        actions = { mark; NoAction; }
+        meters = m;
+        default_action = NoAction();
+        size = 8;
+    }
+    apply { t.apply(); hdr.ethernet.etherType = (bit<16>) meta.colour; }
+}
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+/// A runtime with [`TWO_TS`] loaded as `d` and its CLI.
+fn two_ts() -> (
+    sluice_graph::Vlib,
+    sluice_cli::CommandTree<sluice_graph::Vlib>,
+) {
+    let a = common::runtime();
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4fix-two-ts-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
+    std::fs::remove_file(&file).unwrap();
+    r.unwrap();
+    (vm, t)
+}
+
+/// `p4 table ...` with a qualified name reaches that control's table, though another
+/// control has a table of the same short name.
+#[test]
+fn cli_table_commands_take_a_qualified_name() {
+    let (mut vm, t) = two_ts();
+    let vm = &mut vm;
+    let mut cli = |c: &str| t.execute(vm, c).map_err(|e| e.to_string());
+    assert_eq!(
+        cli("p4 table add d t fwd key 1 param 2").unwrap_err(),
+        "no table `t'"
+    );
+    assert_eq!(
+        cli("p4 table add d I.t fwd key 1 param 2").unwrap(),
+        "entry 0"
+    );
+    assert_eq!(cli("p4 table add d E.t mark key 5").unwrap(), "entry 0");
+    // The action is checked before the keys.
+    assert_eq!(
+        cli("p4 table add d E.t fwd key").unwrap_err(),
+        "`fwd' is not an action of table `t'"
+    );
+    let s = cli("p4 table show d I.t").unwrap();
+    assert!(s.starts_with("table I.t: 1 entries"), "{s}");
+    assert!(s.contains("key 0x1 -> fwd(0x2)"), "{s}");
+    let s = cli("p4 table show d E.t").unwrap();
+    assert!(s.starts_with("table E.t: 1 entries"), "{s}");
+    assert!(s.contains("key 0x5 -> mark()"), "{s}");
+    cli("p4 table meter d E.t key 5 cir 1 cburst 1 pir 1 pburst 1").unwrap();
+    cli("p4 table del d I.t key 1").unwrap();
+    let s = cli("p4 table show d I.t").unwrap();
+    assert!(s.starts_with("table I.t: 0 entries"), "{s}");
+    cli("p4 table clear d E.t").unwrap();
+    let s = cli("p4 table show d E.t").unwrap();
+    assert!(s.starts_with("table E.t: 0 entries"), "{s}");
+}
+
+/// A direct meter's cells are those of the meter its table names, not of another control's
+/// meter of the same name.
+#[test]
+fn direct_meter_cells_are_the_tables_meter() {
+    let (mut vm, t) = two_ts();
+    let p = sluice_p4::control::program(&mut vm, "d").unwrap();
+    let prog = p.loaded.prog.clone();
+    let (mi, me) = (0, 1);
+    assert_eq!((prog.meters[mi].size, prog.meters[me].size), (4, 9));
+    assert_eq!(prog.tables[1].qualified(), "E.t");
+    assert_eq!(prog.tables[1].direct_meter, Some(me as u16));
+    assert_eq!(prog.tables[0].direct_meter, None);
+    assert_eq!((p.meter_cells[&1].meter, p.meter_cells[&1].limit), (me, 8));
+    // Eight entries fit (the egress's size), each in a cell of the egress's meter.
+    for i in 0..8 {
+        t.execute(&mut vm, &format!("p4 table add d E.t mark key {i}"))
+            .unwrap();
+    }
+    t.execute(
+        &mut vm,
+        "p4 table meter d E.t key 3 cir 1 cburst 1 pir 1 pburst 2",
+    )
+    .unwrap();
+    let p = sluice_p4::control::program(&mut vm, "d").unwrap();
+    let cell = p.meter_cells[&1].of_entry[&3] as usize;
+    let c = &p.loaded.shared.meters[me][cell];
+    let colours: Vec<u64> = (0..3).map(|_| c.execute(1, 0)).collect();
+    assert_eq!(colours, vec![GREEN, YELLOW, RED]);
+    // The ingress's meter is untouched (unconfigured: green).
+    for c in p.loaded.shared.meters[mi].iter() {
+        assert_eq!(c.execute(1000, 0), GREEN);
+    }
 }

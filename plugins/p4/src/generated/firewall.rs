@@ -8,7 +8,7 @@ use crate::ir::*;
 use crate::vec::VOut;
 
 /// `gen::fingerprint` of the program this was generated from.
-pub const FINGERPRINT: (u64, usize) = (0xde4724d7840c048e, 4196);
+pub const FINGERPRINT: (u64, usize) = (0x2c2ab9cc4a0b2fa8, 4251);
 
 /// The `firewall` program.
 pub struct Prog;

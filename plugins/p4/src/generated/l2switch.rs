@@ -8,7 +8,7 @@ use crate::ir::*;
 use crate::vec::VOut;
 
 /// `gen::fingerprint` of the program this was generated from.
-pub const FINGERPRINT: (u64, usize) = (0x3ad420c8ab3c0edd, 1843);
+pub const FINGERPRINT: (u64, usize) = (0x504f98cdf3c423cd, 1883);
 
 /// The `l2switch` program.
 pub struct Prog;

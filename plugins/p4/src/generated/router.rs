@@ -8,7 +8,7 @@ use crate::ir::*;
 use crate::vec::VOut;
 
 /// `gen::fingerprint` of the program this was generated from.
-pub const FINGERPRINT: (u64, usize) = (0x226eb23eda45c022, 3648);
+pub const FINGERPRINT: (u64, usize) = (0xf33cc77cc94d0c0b, 3708);
 
 /// The `router` program.
 pub struct Prog;

@@ -1,0 +1,692 @@
+//! The control plane of loaded programs: their state ([`P4State`]) and the actions the
+//! `p4 ...` commands ([`crate::cli`]) and the API messages ([`crate::api`]) share (`load`,
+//! `unload`, `table_add`, `table_del`, `table_clear`, `table_read`, `counter_read`,
+//! `register_read`, `meter_set`, `table_meter_set`), with typed errors ([`P4Error`]).
+
+use crate::error::P4Error;
+use crate::exec::{MeterConf, Shared, ThreadState};
+use crate::ir::{EntrySpec, Match, Opts, Program};
+use crate::node::{self, Loaded, Mode, NodeState, P4Node};
+use crate::table::TableError;
+use sluice_graph::{NodeIndex, NodeKind, NodeRegistration, Vlib};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// A loaded program (main thread).
+pub struct LoadedProg {
+    pub file: String,
+    pub loaded: Arc<Loaded>,
+    /// The master copy of the tables (validates changes, answers `show`).
+    pub master: ThreadState,
+    /// Nodes in use: entry first, then the segment nodes.
+    pub nodes: Vec<NodeIndex>,
+    pub ifs: Vec<u32>,
+    pub load_secs: f64,
+    /// The meter cells of tables with a `direct_meter`, by table.
+    pub meter_cells: BTreeMap<usize, MeterCells>,
+}
+
+/// The cells of a table's direct meter: one per entry whose action reads it (the action's
+/// hidden last parameter), the last one for the default action (never configured).
+#[derive(Debug)]
+pub struct MeterCells {
+    /// The meter (`Program::meters`).
+    pub meter: usize,
+    /// Cells for entries: `0..limit`.
+    pub limit: u32,
+    next: u32,
+    free: Vec<u32>,
+    /// Entry id -> cell.
+    pub of_entry: BTreeMap<u32, u32>,
+}
+
+impl MeterCells {
+    /// The direct-meter cells of every table of `prog` that has one.
+    fn of_program(prog: &Program, master: &ThreadState) -> BTreeMap<usize, MeterCells> {
+        let mut out = BTreeMap::new();
+        for (t, tb) in prog.tables.iter().enumerate() {
+            let Some(m) = tb.direct_meter.map(usize::from) else {
+                continue;
+            };
+            let mut of_entry = BTreeMap::new();
+            for (id, e) in master.tables[t].iter() {
+                let r = master.tables[t].rec_of(e);
+                if crate::compile::direct_meter_of(&prog.actions[r.action as usize]).is_some() {
+                    of_entry.insert(id, r.params[r.nparams as usize - 1] as u32);
+                }
+            }
+            out.insert(
+                t,
+                MeterCells {
+                    meter: m,
+                    limit: prog.meters[m].size - 1,
+                    next: of_entry.values().map(|&c| c + 1).max().unwrap_or(0),
+                    free: Vec::new(),
+                    of_entry,
+                },
+            );
+        }
+        out
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        self.free.pop().or_else(|| {
+            (self.next < self.limit).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })
+    }
+}
+
+/// Control-plane state: programs by name, and every node ever made for a name (nodes stay
+/// in the graph after `p4 unload` and are reused by the next program of that name).
+#[derive(Default)]
+pub struct P4State {
+    pub progs: BTreeMap<String, LoadedProg>,
+    pub pools: BTreeMap<String, Vec<NodeIndex>>,
+}
+
+pub(crate) fn state(vm: &mut Vlib) -> &mut P4State {
+    vm.ext_mut::<P4State>()
+}
+
+/// The loaded program `name`.
+pub fn program<'a>(vm: &'a mut Vlib, name: &str) -> Result<&'a mut LoadedProg, P4Error> {
+    state(vm)
+        .progs
+        .get_mut(name)
+        .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(name)))
+}
+
+fn graph_error(e: sluice_graph::GraphError) -> P4Error {
+    sluice_vnet::error::VnetError::System(e.to_string()).into()
+}
+
+/// The index of table `name` of `p`.
+pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
+    p.table(name).ok_or_else(|| P4Error::no("table", name))
+}
+
+/// What `p4 load` (and `p4_load`) loads.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    /// The P4 source file.
+    pub file: String,
+    /// The program's name (default: the file's stem).
+    pub name: Option<String>,
+    pub mode: Mode,
+    /// Interfaces whose received frames go to the program (`on <if>...`).
+    pub ifs: Vec<u32>,
+    /// The optimisations (all on by default; `no-flat` ... turn one off).
+    pub opts: Opts,
+    /// The per-frame executor (`no-vector` turns it off).
+    pub vector: bool,
+    /// The generated code, when there is a module for the program (`no-gen` turns it off).
+    pub generated: bool,
+}
+
+impl LoadSpec {
+    /// Loads `file` with the defaults.
+    pub fn new(file: impl Into<String>) -> Self {
+        LoadSpec {
+            file: file.into(),
+            name: None,
+            mode: Mode::Single,
+            ifs: Vec::new(),
+            opts: Opts::default(),
+            vector: true,
+            generated: true,
+        }
+    }
+}
+
+/// Compiles and loads a program: its name and a one-line summary.
+pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> {
+    let LoadSpec {
+        file,
+        name,
+        mode,
+        ifs,
+        opts,
+        vector,
+        generated,
+    } = spec;
+    let name = name.unwrap_or_else(|| {
+        std::path::Path::new(&file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("p4")
+            .to_string()
+    });
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(P4Error::Invalid(format!(
+            "bad program name `{}'",
+            sluice_cli::error::clip(&name)
+        )));
+    }
+    if state(vm).progs.contains_key(&name) {
+        return Err(P4Error::AlreadyLoaded(name));
+    }
+    if let Some(&i) = ifs.iter().find(|&&i| {
+        vm.ext::<sluice_vnet::Interfaces>()
+            .is_none_or(|x| x.get(sluice_vnet::SwIfIndex(i)).is_none())
+    }) {
+        return Err(sluice_vnet::error::VnetError::NoSuchInterface(i).into());
+    }
+    let t0 = std::time::Instant::now();
+    let src = std::fs::read_to_string(&file)
+        .map_err(|e| P4Error::Read(sluice_cli::error::clip(&file), e.to_string()))?;
+    let mut prog = crate::compile(&src, &file, opts)?;
+    // Generated code runs exactly the program it was made from (found before the split of
+    // the ingress, which makes the same cuts as its phases): the single node, and the
+    // segment nodes of multi mode and auto's split.
+    let gen = if generated && vector {
+        crate::generated::find(&prog)
+    } else {
+        None
+    };
+    if mode != Mode::Single {
+        node::split_for_multi(&mut prog);
+    }
+    let segments = if mode == Mode::Single {
+        vec![(0, prog.ingress.len())]
+    } else {
+        node::segments(&prog)
+    };
+    let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
+    let meter_cells = MeterCells::of_program(&prog, &master);
+    let nodes = ensure_nodes(vm, &name, segments.len())?;
+    let mut seg_next = Vec::new();
+    for k in 0..nodes.len() {
+        if k + 1 < nodes.len() {
+            let nx = vm.add_next(nodes[k], nodes[k + 1]).map_err(graph_error)?;
+            seg_next.push(Some(nx.0));
+        } else {
+            seg_next.push(None);
+        }
+    }
+    let prog = Arc::new(prog);
+    let vcode = if vector {
+        crate::vec::VCode::new(&prog)
+    } else {
+        Err("no-vector".to_string())
+    };
+    let nbuf = vm.pool.len() as usize;
+    let segs = segments.len();
+    let loaded = Arc::new(Loaded {
+        gen,
+        vcode,
+        code: crate::code::Code::new(&prog),
+        prog: prog.clone(),
+        shared: Arc::new(Shared::new(&prog)),
+        segments,
+        mode,
+        parse_pure: prog.parse_verify_stateless(),
+        side: (0..vm.n_threads())
+            .map(|_| Mutex::new(node::Side::new(mode, gen, segs, nbuf)))
+            .collect(),
+    });
+    install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
+    for &i in &ifs {
+        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))?;
+    }
+    let load_secs = t0.elapsed().as_secs_f64();
+    let n_entries: usize = master.tables.iter().map(|t| t.len()).sum();
+    let msg = format!(
+        "loaded `{name}': {} tables, {} actions, {} node(s) ({}), {} const entries, {:.3} s",
+        prog.tables.len(),
+        prog.actions.len() - 1,
+        nodes.len(),
+        mode.as_str(),
+        n_entries,
+        load_secs
+    );
+    state(vm).progs.insert(
+        name.clone(),
+        LoadedProg {
+            file,
+            loaded,
+            master,
+            nodes,
+            ifs,
+            load_secs,
+            meter_cells,
+        },
+    );
+    Ok((name, msg))
+}
+
+/// The first `n` nodes of a program name's pool, created as needed.
+fn ensure_nodes(vm: &mut Vlib, name: &str, n: usize) -> Result<Vec<NodeIndex>, P4Error> {
+    let have = state(vm).pools.get(name).cloned().unwrap_or_default();
+    let mut out = have.clone();
+    for k in have.len()..n {
+        let nn = if k == 0 {
+            format!("p4-{name}")
+        } else {
+            format!("p4-{name}-s{k}")
+        };
+        let reg = NodeRegistration::new(&nn, NodeKind::Internal, move |t| {
+            Box::new(P4Node::new(k, t))
+        })
+        .nexts(node::P4Next::NAMES)
+        .counters(node::P4Counter::DESCS);
+        let i = vm.add_node(reg).map_err(graph_error)?;
+        out.push(i);
+    }
+    state(vm).pools.insert(name.to_string(), out.clone());
+    out.truncate(n.max(1));
+    Ok(out)
+}
+
+/// Installs (or with `None` removes) a program in its nodes on every thread.
+fn install(
+    vm: &mut Vlib,
+    name: &str,
+    nodes: &[NodeIndex],
+    what: Option<(Arc<Loaded>, Vec<Option<u16>>)>,
+) {
+    let pool = state(vm).pools.get(name).cloned().unwrap_or_default();
+    let nodes = nodes.to_vec();
+    vm.foreach_thread(move |tg| {
+        for &i in &pool {
+            if let Some(n) = tg.node_mut::<P4Node>(i) {
+                n.st = None;
+            }
+        }
+        if let Some((l, seg_next)) = &what {
+            for (k, &i) in nodes.iter().enumerate() {
+                let ts = ThreadState::new(&l.prog).ok();
+                if let (Some(n), Some(ts)) = (tg.node_mut::<P4Node>(i), ts) {
+                    n.st = Some(NodeState::new(l.clone(), ts, seg_next[k]));
+                }
+            }
+        }
+    });
+}
+
+/// Unloads program `name` (`None`: the only one loaded); returns its name.
+pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => {
+            let st = state(vm);
+            if st.progs.len() != 1 {
+                return Err(P4Error::Invalid(format!(
+                    "{} P4 programs loaded: name the one to unload",
+                    st.progs.len()
+                )));
+            }
+            st.progs.keys().next().cloned().unwrap_or_default()
+        }
+    };
+    let p = state(vm)
+        .progs
+        .remove(&name)
+        .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(&name)))?;
+    for &i in &p.ifs {
+        let _ = sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), None);
+    }
+    install(vm, &name, &p.nodes, None);
+    Ok(name)
+}
+
+/// Applies a table change to the master, then to every node on every thread.
+fn replicate(
+    vm: &mut Vlib,
+    nodes: Vec<NodeIndex>,
+    t: usize,
+    f: impl Fn(&mut crate::table::TableRt, &Program) -> Result<(), TableError> + Send + Sync + 'static,
+    prog: Arc<Program>,
+) {
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
+                let _ = f(&mut st.ts.tables[t], &prog);
+            }
+        }
+    });
+}
+
+/// Adds an entry (P4Runtime's INSERT: `matches` and `priority` identify it) to table
+/// `table` of program `prog` on the master and every thread; returns its id.
+pub fn table_add(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    action: &str,
+    matches: Vec<Match>,
+    priority: u32,
+    params: Vec<u64>,
+) -> Result<u32, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let action = pr.action_in(action, &pr.tables[t].actions).ok_or_else(|| {
+        P4Error::NoAction(sluice_cli::error::clip(action), pr.tables[t].name.clone())
+    })?;
+    let terr = |e| P4Error::Table(pr.tables[t].name.clone(), e);
+    let mut params = params;
+    // An action reading the table's direct meter gets the entry's cell as its hidden last
+    // parameter.
+    let cell = if crate::compile::direct_meter_of(&pr.actions[action as usize]).is_some() {
+        let declared = pr.actions[action as usize].params.len() - 1;
+        if params.len() != declared {
+            return Err(terr(TableError::ParamCount(declared, params.len())));
+        }
+        let cells = p
+            .meter_cells
+            .get_mut(&t)
+            .expect("cells of a direct-metered table");
+        let c = cells
+            .alloc()
+            .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
+        params.push(c as u64);
+        Some((cells.meter, c))
+    } else {
+        None
+    };
+    let spec = EntrySpec {
+        matches,
+        action,
+        params,
+        priority,
+    };
+    let id = match p.master.tables[t].add(&pr.tables[t], &pr.actions, &spec) {
+        Ok(id) => id,
+        Err(e) => {
+            if let Some((_, c)) = cell {
+                p.meter_cells.get_mut(&t).expect("cells").free.push(c);
+            }
+            return Err(terr(e));
+        }
+    };
+    if let Some((m, c)) = cell {
+        p.loaded.shared.meters[m][c as usize].set(&METER_OFF);
+        p.meter_cells
+            .get_mut(&t)
+            .expect("cells")
+            .of_entry
+            .insert(id, c);
+    }
+    let nodes = p.nodes.clone();
+    replicate(
+        vm,
+        nodes,
+        t,
+        move |tr, prog| tr.add(&prog.tables[t], &prog.actions, &spec).map(|_| ()),
+        pr,
+    );
+    Ok(id)
+}
+
+/// Deletes the entry with these matches and priority (P4Runtime's DELETE).
+pub fn table_del(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    matches: &[Match],
+    priority: u32,
+) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let id = p.master.tables[t].find(matches, priority);
+    p.master.tables[t]
+        .del(matches, priority)
+        .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let (Some(cells), Some(id)) = (p.meter_cells.get_mut(&t), id) {
+        if let Some(c) = cells.of_entry.remove(&id) {
+            cells.free.push(c);
+        }
+    }
+    let nodes = p.nodes.clone();
+    let matches = matches.to_vec();
+    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr);
+    Ok(())
+}
+
+/// Deletes every entry of a table (not its default action).
+pub fn table_clear(vm: &mut Vlib, prog: &str, table: &str) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    p.master.tables[t]
+        .clear()
+        .map_err(|e| P4Error::Table(pr.tables[t].name.clone(), e))?;
+    if let Some(cells) = p.meter_cells.get_mut(&t) {
+        cells.free.clear();
+        cells.next = 0;
+        cells.of_entry.clear();
+    }
+    let nodes = p.nodes.clone();
+    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr);
+    Ok(())
+}
+
+/// One entry of a [`TableView`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryView {
+    pub id: u32,
+    pub matches: Vec<Match>,
+    pub priority: u32,
+    /// The action's name.
+    pub action: String,
+    pub params: Vec<u64>,
+    /// Packets and bytes of the table's direct counter (zero without one), summed over
+    /// threads and nodes.
+    pub counts: [u64; 2],
+}
+
+/// A table's entries (highest priority first, then by id), its default action and its
+/// misses: what `p4 table show` prints and `p4_table_dump` sends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableView {
+    /// `control.table`.
+    pub name: String,
+    pub index_kind: &'static str,
+    pub const_entries: bool,
+    pub direct_counter: bool,
+    pub entries: Vec<EntryView>,
+    pub default_action: String,
+    pub default_params: Vec<u64>,
+    /// Packets and bytes that missed.
+    pub misses: [u64; 2],
+}
+
+/// Reads a table, with its direct counters and misses summed over every node and thread.
+pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let nodes = p.nodes.clone();
+    let acc = Arc::new(Mutex::new((Vec::<[u64; 2]>::new(), [0u64; 2])));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
+                let tr = &st.ts.tables[t];
+                if let Ok(mut a) = a2.lock() {
+                    if a.0.len() < tr.direct.len() {
+                        a.0.resize(tr.direct.len(), [0; 2]);
+                    }
+                    for (x, y) in a.0.iter_mut().zip(&tr.direct) {
+                        x[0] += y[0];
+                        x[1] += y[1];
+                    }
+                    a.1[0] += tr.miss[0];
+                    a.1[1] += tr.miss[1];
+                }
+            }
+        }
+    });
+    let (direct, misses) = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    let p = program(vm, prog)?;
+    let tb = &pr.tables[t];
+    let tr = &p.master.tables[t];
+    // Without the hidden direct-meter cell.
+    let params = |r: &crate::table::ActRec| {
+        let hidden = crate::compile::direct_meter_of(&pr.actions[r.action as usize]).is_some();
+        r.params[..r.nparams as usize - hidden as usize].to_vec()
+    };
+    let mut entries: Vec<EntryView> = tr
+        .iter()
+        .map(|(id, e)| {
+            let r = tr.rec_of(e);
+            EntryView {
+                id,
+                matches: e.matches.clone(),
+                priority: e.priority,
+                action: pr.actions[r.action as usize].name.clone(),
+                params: params(r),
+                counts: direct.get(id as usize).copied().unwrap_or([0; 2]),
+            }
+        })
+        .collect();
+    entries.sort_by_key(|e| (std::cmp::Reverse(e.priority), e.id));
+    Ok(TableView {
+        name: tb.qualified(),
+        index_kind: tr.index_kind(),
+        const_entries: tr.read_only(),
+        direct_counter: tb.direct_counter.is_some(),
+        entries,
+        default_action: pr.actions[tr.default.action as usize].name.clone(),
+        default_params: params(&tr.default),
+        misses,
+    })
+}
+
+pub(crate) fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
+    if i >= size {
+        return Err(P4Error::Index(i, size));
+    }
+    Ok(())
+}
+
+/// Counter `counter`'s packets and bytes per index, summed over every node and thread.
+pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64; 2]>, P4Error> {
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let c = pr
+        .counters
+        .iter()
+        .position(|x| x.name == counter)
+        .ok_or_else(|| P4Error::no("counter", counter))?;
+    let nodes = p.nodes.clone();
+    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; pr.counters[c].size as usize]));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
+                if let Ok(mut a) = a2.lock() {
+                    for (x, y) in a.iter_mut().zip(st.ts.counters[c].iter()) {
+                        x[0] += y[0];
+                        x[1] += y[1];
+                    }
+                }
+            }
+        }
+    });
+    let v = acc.lock().map(|a| a.clone()).unwrap_or_default();
+    Ok(v)
+}
+
+/// Register `register`'s values per index (shared by every thread).
+pub fn register_read(vm: &mut Vlib, prog: &str, register: &str) -> Result<Vec<u64>, P4Error> {
+    let p = program(vm, prog)?;
+    let r = p
+        .loaded
+        .prog
+        .registers
+        .iter()
+        .position(|x| x.name == register)
+        .ok_or_else(|| P4Error::no("register", register))?;
+    Ok(p.loaded.shared.registers[r]
+        .iter()
+        .map(|x| x.load(Ordering::Relaxed))
+        .collect())
+}
+
+/// An unconfigured meter cell (marks everything green).
+pub(crate) const METER_OFF: MeterConf = MeterConf {
+    cir: 0.0,
+    cburst: 0,
+    pir: 0.0,
+    pburst: 0,
+};
+
+fn check_conf(c: &MeterConf) -> Result<(), P4Error> {
+    if !(c.cir.is_finite() && c.pir.is_finite() && c.cir >= 0.0) {
+        return Err(P4Error::Invalid(
+            "rates must be finite and not negative".into(),
+        ));
+    }
+    if c.pir < c.cir {
+        return Err(P4Error::Invalid("pir must be at least cir".into()));
+    }
+    Ok(())
+}
+
+/// Configures the direct-meter cell of the entry with these matches and priority.
+pub fn table_meter_set(
+    vm: &mut Vlib,
+    prog: &str,
+    table: &str,
+    matches: &[Match],
+    priority: u32,
+    c: &MeterConf,
+) -> Result<(), P4Error> {
+    check_conf(c)?;
+    let p = program(vm, prog)?;
+    let pr = p.loaded.prog.clone();
+    let t = table_index(&pr, table)?;
+    let tn = &pr.tables[t].name;
+    let cells = p
+        .meter_cells
+        .get(&t)
+        .ok_or_else(|| P4Error::Invalid(format!("table `{tn}' has no direct_meter")))?;
+    let id = p.master.tables[t]
+        .find(matches, priority)
+        .ok_or_else(|| P4Error::Table(tn.clone(), TableError::NotFound))?;
+    let cell = cells.of_entry.get(&id).ok_or_else(|| {
+        P4Error::Invalid(format!("{tn}: the entry's action reads no direct_meter"))
+    })?;
+    p.loaded.shared.meters[cells.meter][*cell as usize].set(c);
+    Ok(())
+}
+
+/// Configures cell `index` of meter `meter` (rates per second in the meter's unit; a
+/// rate of 0 never refills). A `direct_meter` is refused: its cells are its entries'
+/// ([`table_meter_set`]).
+pub fn meter_set(
+    vm: &mut Vlib,
+    prog: &str,
+    meter: &str,
+    index: u32,
+    c: &MeterConf,
+) -> Result<(), P4Error> {
+    let p = program(vm, prog)?;
+    let m = p
+        .loaded
+        .prog
+        .meters
+        .iter()
+        .position(|x| x.name == meter)
+        .ok_or_else(|| P4Error::no("meter", meter))?;
+    if p.loaded.prog.meters[m].direct {
+        return Err(P4Error::Invalid(format!(
+            "`{}' is a direct_meter: use p4 table meter",
+            sluice_cli::error::clip(meter)
+        )));
+    }
+    check_index(index, p.loaded.prog.meters[m].size)?;
+    check_conf(c)?;
+    p.loaded.shared.meters[m][index as usize].set(c);
+    Ok(())
+}
