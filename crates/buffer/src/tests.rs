@@ -338,6 +338,44 @@ fn arena_holds_exactly_the_frames_inside_it() {
 }
 
 #[test]
+fn resolved_frames_view_the_same_buffers() {
+    let p = pool(8);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 5];
+    assert_eq!(c.alloc(&mut idx), 5);
+    idx.reverse();
+    let a = p.arena();
+    let mut addrs = FrameAddrs::<8>::default();
+    a.resolve(&idx, 3, &mut addrs);
+    for (k, &b) in idx.iter().enumerate() {
+        addrs.prefetch(k + 3, true);
+        // SAFETY: the test owns every buffer; `addrs` was resolved from `idx`; one view at
+        // a time.
+        unsafe { a.buffer_at(&addrs, k, b) }.write_packet(&[k as u8; 60]);
+    }
+    for (k, &b) in idx.iter().enumerate() {
+        // SAFETY: as above.
+        let v = unsafe { a.buffer(b) };
+        assert_eq!((v.len(), v.data()[59]), (60, k as u8), "buffer {k}");
+    }
+    // An empty frame resolves to nothing; an index outside the arena or a frame longer
+    // than the addresses is refused.
+    a.resolve(&[], 8, &mut addrs);
+    let bad = [BufIdx(8)];
+    let refused = |f: &[BufIdx], ahead| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.resolve(f, ahead, &mut FrameAddrs::<8>::default())
+        }))
+        .is_err()
+    };
+    assert!(refused(&bad, 0));
+    assert!(refused(&idx, 4));
+    assert!(!refused(&idx, 3));
+    c.free(&idx);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
 fn unchecked_views_match_the_checked_ones() {
     let p = pool(4);
     let mut c = p.cache();

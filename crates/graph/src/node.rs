@@ -220,6 +220,9 @@ pub struct PerPacket<N> {
     node: N,
     // Kept across calls so the loop does not clear 512 bytes per frame.
     nexts: [u16; crate::FRAME_SIZE],
+    // The frame's buffer addresses, resolved in one pass per frame (and the prefetch
+    // distance more, repeating the last packet's).
+    addrs: sluice_buffer::FrameAddrs<{ crate::FRAME_SIZE + PREFETCH_AHEAD }>,
 }
 
 impl<N: PacketNode> PerPacket<N> {
@@ -228,6 +231,7 @@ impl<N: PacketNode> PerPacket<N> {
         PerPacket {
             node,
             nexts: [0; crate::FRAME_SIZE],
+            addrs: Default::default(),
         }
     }
 }
@@ -241,32 +245,19 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
         let arena = cx.arena();
         let n = frame.len().min(crate::FRAME_SIZE);
         let frame = &frame[..n];
-        // One bound check for the frame, none per packet.
-        arena.check_frame(frame);
+        // One pass resolves the frame's addresses (and checks its indices): the loop below
+        // loads two addresses per packet and two per prefetch instead of computing them
+        // from the arena's layout.
+        arena.resolve(frame, PREFETCH_AHEAD, &mut self.addrs);
         self.node.begin_frame(cx);
-        let node = &mut self.node;
-        let mut one = |cx: &mut Cx, bi: BufIdx| {
+        let addrs = &self.addrs;
+        for (i, (next, &bi)) in self.nexts[..n].iter_mut().zip(frame).enumerate() {
+            addrs.prefetch(i + PREFETCH_AHEAD, N::PREFETCH_DATA);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, is in the arena (checked above) and the
-            // view lives only for this call.
-            let mut b = unsafe { arena.buffer_unchecked(bi) };
-            node.process_one(cx, &mut b).0
-        };
-        // Every packet but the last few prefetches the one PREFETCH_AHEAD places on (two
-        // loops: no per-packet test of whether there is one).
-        let ahead = frame.get(PREFETCH_AHEAD..).unwrap_or(&[]);
-        let split = ahead.len();
-        let (nexts, tail) = self.nexts[..n].split_at_mut(split);
-        for ((next, &bi), &ahead) in nexts.iter_mut().zip(frame).zip(ahead) {
-            if N::PREFETCH_DATA {
-                arena.prefetch(ahead);
-            } else {
-                arena.prefetch_header(ahead);
-            }
-            *next = one(cx, bi);
-        }
-        for (next, &bi) in tail.iter_mut().zip(&frame[split..]) {
-            *next = one(cx, bi);
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this call.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = self.node.process_one(cx, &mut b).0;
         }
         self.node.end_frame(cx);
         cx.enqueue_to_next(frame, &self.nexts[..n]);

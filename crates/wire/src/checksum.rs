@@ -49,6 +49,12 @@ pub fn sum_ip4_header(h: &[u8; 20]) -> u16 {
 /// 1071 §2 (B)) and added with end-around carry in 64 bits (an add and two add-with-carry);
 /// since 2^16 ≡ 1 (mod 0xffff), the 16-bit ones'-complement sum is 0xffff exactly when that
 /// total is a non-zero multiple of 0xffff — one multiply-based modulo instead of a fold loop.
+/// Tested without a division: multiplying by the inverse of 0xffff modulo 2^64 maps the
+/// multiples of 0xffff (0 to 2^64 - 1 = 0xffff · 0x1_0001_0001_0001) one to one onto
+/// 0..=0x1_0001_0001_0001 and every other total above, so `total · inverse - 1` is below
+/// 0x1_0001_0001_0001 exactly for the non-zero multiples (0 wraps to the top): one multiply
+/// and one compare, where `total % 0xffff == 0 && total != 0` left a second test, or a full
+/// remainder, to the compiler.
 #[inline(always)]
 pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
     let a = u64::from_ne_bytes(core::array::from_fn(|k| h[k]));
@@ -59,7 +65,10 @@ pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
     let (s, c1) = a.overflowing_add(b);
     let (s, c2) = s.overflowing_add(c + c1 as u64);
     let s = s + c2 as u64;
-    s % 0xffff == 0 && s != 0
+    const INVERSE: u64 = 0xfffe_fffe_fffe_ffff; // 0xffff · INVERSE ≡ 1 (mod 2^64)
+    const MULTIPLES: u64 = 0x1_0001_0001_0001; // (2^64 - 1) / 0xffff
+    const _: () = assert!(0xffff * MULTIPLES == u64::MAX && 0xffffu64.wrapping_mul(INVERSE) == 1);
+    s.wrapping_mul(INVERSE).wrapping_sub(1) < MULTIPLES
 }
 
 /// TTL decrement with the RFC 1624 incremental checksum update, on the IPv4 header's bytes

@@ -11,7 +11,7 @@ use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
@@ -225,6 +225,8 @@ impl PacketNode for Ip4Input {
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
+    // The frame's buffer addresses (and four more for the last group's prefetch).
+    addrs: FrameAddrs<{ FRAME_SIZE + 4 }>,
 }
 
 sluice_graph::arcs! {
@@ -293,27 +295,33 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let Ip4Lookup { shared, nexts } = self;
+        let Ip4Lookup {
+            shared,
+            nexts,
+            addrs,
+        } = self;
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        arena.check_frame(frame);
+        arena.resolve(frame, 4, addrs);
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
         // the memory system). Packets resolving to the adjacency of the packet before
         // (`last`: its index and arc) take the two-store path.
         let mut last = (NO_ADJ, 0u16);
-        let mut ahead = frame.get(4..).unwrap_or(&[]).chunks(4);
-        for (bs, nx) in frame.chunks(4).zip(nexts.chunks_mut(4)) {
-            for &a in ahead.next().unwrap_or(&[]) {
-                arena.prefetch(a);
+        for (g, (bs, nx)) in frame.chunks(4).zip(nexts.chunks_mut(4)).enumerate() {
+            let i = g * 4;
+            // Past the frame's end the addresses repeat the last packet's, or are stale:
+            // a prefetch of either is harmless.
+            for k in i + 4..i + 8 {
+                addrs.prefetch(k, true);
             }
             // A short last group looks up 0.0.0.0 in its empty places, never used.
             let mut dst = [0u32; 4];
             let mut any_vrf = 0;
-            for (d, &b) in dst.iter_mut().zip(bs) {
-                // SAFETY: this node owns the frame, in the arena (checked above); one view
+            for (j, (d, &b)) in dst.iter_mut().zip(bs).enumerate() {
+                // SAFETY: this node owns the frame, resolved into `addrs` above; one view
                 // at a time.
-                let v = unsafe { arena.buffer_unchecked(b) };
+                let v = unsafe { arena.buffer_at(addrs, i + j, b) };
                 // ip4-input guaranteed a full header (a short one would look up 0.0.0.0).
                 const D: usize = field::DST;
                 *d = v.head::<MIN_HEADER_LEN>().map_or(0, |h| {
@@ -870,6 +878,7 @@ pub fn register(
             Box::new(Ip4Lookup {
                 shared: s.clone(),
                 nexts: [0; FRAME_SIZE],
+                addrs: Default::default(),
             })
         })
         .nexts(LookupNext::NAMES)
