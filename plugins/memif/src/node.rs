@@ -21,9 +21,7 @@
 //!   buffers the slave lent it, recorded per slot in a shadow array, and the descriptor's
 //!   region and offset are not trusted: each slot's buffer comes from the shadow array
 //!   (`rx_zc_single`, its length checked against the buffer), chained or bad slots take the
-//!   general path; the ring is refilled with fresh buffers. A refill the exhausted pool
-//!   stops is retried at every poll, but counts as work (`active`) only once the pool's
-//!   free list has buffers again; meanwhile the poll tick (10 ms) retries it.
+//!   general path; the ring is refilled with fresh buffers.
 //! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
 //! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
 //!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
@@ -225,21 +223,6 @@ struct RxQ {
     /// Polling mode: `prepare_sleep` unmasked the ring (the peer signals while the thread
     /// sleeps); the next poll masks it again.
     unmasked: bool,
-    /// Zero-copy slave: the last refill stopped for want of buffers. The free slots then
-    /// count as work (`active`) only once the pool's free list has buffers again; until
-    /// then the poll tick retries.
-    starved: bool,
-}
-
-impl RxQ {
-    /// Whether the ring has work that can progress now ([`rx_pending`]), the slots to refill
-    /// left out while the refill is starved and the pool's free list is still empty.
-    fn pending(&self, conn: &DataConn, q: &Queue) -> bool {
-        if self.starved && conn.zc.as_ref().is_some_and(|p| p.stats().free == 0) {
-            return q.ring.tail() != q.last.load(Ordering::Relaxed);
-        }
-        rx_pending(conn, q)
-    }
 }
 
 /// `memif-input` instance.
@@ -259,8 +242,6 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
-    /// Zero-copy rx: the last `refill_zc` stopped for want of buffers (`RxQ::starved`).
-    fill_short: bool,
     /// `PollGaps::us_mult` of the thread's clock (`Queue::gaps`).
     us_mult: u64,
 }
@@ -284,7 +265,6 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
-            fill_short: false,
             us_mult: 0,
         }
     }
@@ -332,7 +312,6 @@ impl MemifInput {
                     mode,
                     busy_at: 0,
                     unmasked: false,
-                    starved: false,
                 });
             }
         }
@@ -451,15 +430,12 @@ impl NodeFn for MemifInput {
                 rq.unmasked = false;
                 set_mask(q, &rq.mode);
             }
-            // Polls retry a starved refill (the thread's cache may have buffers again).
-            self.fill_short = false;
             let n = if rx_pending(&conn, q) {
                 self.rx_queue(cx, &sh, &conn, qi, q)
             } else {
                 0
             };
             let rq = &mut self.qs[j];
-            rq.starved = self.fill_short;
             if rq.busy_at != 0 {
                 q.gaps.record(now.wrapping_sub(rq.busy_at), self.us_mult);
             }
@@ -484,13 +460,13 @@ impl NodeFn for MemifInput {
                 || self.view.ifs[q.k]
                     .conn
                     .as_ref()
-                    .is_some_and(|c| c.rx.get(q.qi).is_some_and(|r| q.pending(c, r)))
+                    .is_some_and(|c| c.rx.get(q.qi).is_some_and(|r| rx_pending(c, r)))
         })
     }
     fn poll_interval(&self) -> Option<f64> {
         self.qs
             .iter()
-            .any(|q| q.mode.needs_tick() || q.starved)
+            .any(|q| q.mode.needs_tick())
             .then_some(POLL_TICK_SECS)
     }
     fn polling(&self) -> bool {
@@ -515,7 +491,7 @@ impl NodeFn for MemifInput {
             };
             unmask(q);
             rq.unmasked = true;
-            idle &= !rq.pending(conn, q);
+            idle &= !rx_pending(conn, q);
         }
         idle
     }
@@ -939,10 +915,7 @@ impl MemifInput {
                         s.store(b.0 + 1, Ordering::Relaxed);
                         *b
                     }
-                    None => {
-                        self.fill_short = true;
-                        break;
-                    }
+                    None => break,
                 },
                 v => BufIdx(v - 1),
             };
@@ -2408,98 +2381,6 @@ mod tests {
             cache.free(&done);
         }
         drop(cache);
-        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
-    }
-
-    /// A zero-copy slave whose pool is exhausted has slots it cannot refill: that is no work
-    /// (`active` false, so the thread may sleep; the poll tick retries) until buffers are
-    /// free again. A node without interfaces is never active.
-    #[test]
-    fn a_starved_zero_copy_refill_is_not_work_until_the_pool_has_buffers() {
-        use sluice_buffer::{PageSize, PoolConfig};
-        use sluice_cli::CommandTree;
-        use sluice_graph::{CpuConfig, Vlib};
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: Vec::new(),
-        };
-        let pcfg = PoolConfig {
-            buffers: 256,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
-        };
-        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
-        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
-        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pcfg, Default::default())
-            .expect("runtime");
-        let (mut vm, t): (Vlib, CommandTree<Vlib>) = (a.vm, a.cli);
-        let node = vm.registry.find(crate::INPUT).unwrap();
-        let active = |vm: &mut Vlib| vm.main.node_mut::<MemifInput>(node).unwrap().active();
-        vm.run_main_once();
-        assert!(!active(&mut vm), "no interface");
-        let sock = format!("@sluice-zcstarve-{}", std::process::id());
-        for c in [
-            format!("create memif socket id 1 filename {sock}"),
-            "create interface memif id 0 socket-id 1 master".into(),
-            "set interface state memif1/0 up".into(),
-        ] {
-            t.execute(&mut vm, &c)
-                .unwrap_or_else(|e| panic!("`{c}': {e}"));
-        }
-        let sw = {
-            let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
-            ifs.find("memif1/0").unwrap()
-        };
-        let (sh, _) = crate::rx_iface(&mut vm, sw, 0).unwrap();
-        // Every buffer taken (the main thread's cache first, then the free list).
-        let mut held = Vec::new();
-        vm.main.with_node::<MemifInput, _>(node, |_, cx| loop {
-            let mut b = [BufIdx(0); 64];
-            let n = cx.bufs().alloc(&mut b);
-            if n == 0 {
-                break;
-            }
-            held.extend_from_slice(&b[..n]);
-        });
-        let pool = vm.pool.clone();
-        assert_eq!(pool.stats().free, 0);
-        let region = Region::create("zc-starve", 8192).unwrap();
-        let ring = Ring::new(&region, 0, 4).unwrap();
-        let mut q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, 0);
-        q.shadow = (0..16).map(|_| AtomicU32::new(0)).collect();
-        let mut conn = DataConn::for_test(vec![region], vec![q], Vec::new(), true);
-        conn.zc = Some(pool.clone());
-        sh.publish(Some(Arc::new(conn)));
-        // Past the rx mode's busy time after the connection came up.
-        let busy = std::time::Duration::from_secs_f64(sluice_graph::rxmode::BUSY_SECS * 3.0);
-        for _ in 0..2 {
-            vm.run_main_once();
-            std::thread::sleep(busy);
-        }
-        vm.run_main_once();
-        let head = || sh.current().unwrap().rx[0].ring.head();
-        assert_eq!(head(), 0, "nothing refilled");
-        assert!(
-            !active(&mut vm),
-            "an exhausted pool: the refill cannot progress"
-        );
-        // Buffers back on the pool's free list: the refill is work again, and is done.
-        let mut c = pool.cache();
-        c.free(&held.split_off(held.len() - 32));
-        c.flush();
-        assert!(active(&mut vm), "buffers free again");
-        vm.run_main_once();
-        assert_eq!(head(), 16, "every slot refilled");
-        std::thread::sleep(busy);
-        assert!(!active(&mut vm), "nothing left to do");
-        c.free(&held);
-        drop(c);
-        sh.publish(None);
-        for _ in 0..4 {
-            vm.run_main_once();
-        }
-        drop(vm);
         assert_eq!(pool.stats().in_use, 0, "buffers leaked");
     }
 }
