@@ -1420,7 +1420,7 @@ pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::{prelookup, replayable};
+    use super::{chain_tables, prelookup, replayable};
 
     /// A table keyed on a header's validity, applied after `before` in ingress.
     fn prog(before: &str) -> crate::ir::Program {
@@ -1490,6 +1490,48 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         );
         let p = crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles");
         assert!(!replayable(&p), "parser state header store");
+    }
+
+    /// An example program (`examples/<file>`) compiled with the default options.
+    fn example(file: &str) -> crate::ir::Program {
+        let path = format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let src = std::fs::read_to_string(&path).expect("example");
+        crate::compile::compile(&src, file, Default::default()).expect("compiles")
+    }
+
+    /// [`prog`] with a second table `u` keyed on `key` applied after `t`.
+    fn prog_two(key: &str) -> crate::ir::Program {
+        let src = prog_src("");
+        let (decl, app) = ("    apply {  t.apply(); }", "t.apply();");
+        assert!(src.contains(decl));
+        let src = src.replace(
+            decl,
+            &format!(
+                "    table u {{ key = {{ {key}: exact; }} actions = {{ fwd; NoAction; }} default_action = NoAction(); }}\n{decl}"
+            ),
+        );
+        let src = src.replace(app, "t.apply(); u.apply();");
+        crate::compile::compile(&src, "t.p4", Default::default()).expect("compiles")
+    }
+
+    /// The tables looked up through the first table's memos: the router's `forward` (not
+    /// `send_frame`, a direct array); none for the L2 switch (its first table, `smac`, is
+    /// direct-counted: a record per entry); none for a later exact key of at most
+    /// `exact::DIRECT_BITS` bits (one load either way), one for a wider key.
+    #[test]
+    fn chain_tables_only_behind_shared_records_and_not_direct_arrays() {
+        let p = example("router.p4");
+        let t = |p: &crate::ir::Program, n: &str| p.table(n).map(|x| x as u16);
+        assert_eq!(
+            chain_tables(&p, t(&p, "ipv4_lpm")),
+            [t(&p, "forward").unwrap()]
+        );
+        let p = example("l2switch.p4");
+        assert_eq!(chain_tables(&p, t(&p, "smac")), []);
+        let p = prog_two("hdr.tag.v");
+        assert_eq!(chain_tables(&p, t(&p, "t")), []);
+        let p = prog_two("hdr.ethernet.srcAddr");
+        assert_eq!(chain_tables(&p, t(&p, "t")), [t(&p, "u").unwrap()]);
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up
