@@ -152,6 +152,8 @@ pub struct TableRt {
     /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
     /// table hit this record finds its next hop without hashing again. Per thread, as the
     /// records; a memo is valid only for its key and the version of the table looked up.
+    /// Only a table that shares records has memos for them (only its records are a
+    /// chain's first, `gen::chain_tables`): a record per entry would cost a memo per entry.
     memos: Vec<[Memo; CHAIN]>,
     /// Bumped by every change of the entries: memos of an older version are stale.
     ver: u64,
@@ -345,7 +347,6 @@ impl TableRt {
             self.pool_params(Some(id), &mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
-                self.memos.resize(id as usize + 2, [Memo::default(); CHAIN]);
             }
             self.recs[id as usize] = r;
             return id;
@@ -805,6 +806,9 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
+                // Memos only for shared records (a record per entry has none).
+                assert_eq!(r.memo(Some(ids[0]), 0).is_some(), !direct);
+                assert_eq!(r.memos.len(), if direct { 1 } else { 4 });
                 // Parameters pooled once per record made, not per entry (the default's
                 // place first, one parameter per record).
                 assert_eq!(r.pool.len(), if direct { 101 } else { 4 });
