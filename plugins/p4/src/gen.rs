@@ -591,7 +591,7 @@ impl G<'_> {
 
     /// A table's key as one `u64` expression (keys of at most 64 bits in all), or None.
     fn key64(&self, t: &Table) -> Result<Option<String>, String> {
-        let total: u32 = t.keys.iter().map(|k| k.width as u32).sum();
+        let total = t.key_bits();
         if t.keys.is_empty() || total > 64 {
             return Ok(None);
         }
@@ -970,7 +970,7 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
         return None;
     };
     let tb = p.tables.get(t as usize)?;
-    let total: u32 = tb.keys.iter().map(|k| k.width as u32).sum();
+    let total = tb.key_bits();
     if tb.keys.is_empty() || total > 64 {
         return None;
     }
@@ -993,9 +993,8 @@ fn prelookup(p: &Program, seg: &[S]) -> Option<u16> {
 /// The tables looked up through a memo in the record of the first ingress phase's table
 /// (`anchor`; `rt::chained`), at most `table::CHAIN`: the others the program applies whose
 /// key fits 64 bits and is not an exact key of at most `exact::DIRECT_BITS` (a direct
-/// array, one load: no cheaper through a memo). Only when the anchor's entries share
-/// records (`TableRt::shares_records`: no direct counter, exact/lpm keys of at most 64
-/// bits when lpm): a few records for many entries (routes to a few next hops), whose memos
+/// array, `Table::direct_exact`, one load: no cheaper through a memo). Only when the
+/// anchor's entries share records (`Table::shares_records`): a few records for many entries (routes to a few next hops), whose memos
 /// stay in cache; a record per entry (the L2 switch's direct-counted `smac`, one per
 /// station) would add a memo line to miss per packet.
 fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
@@ -1005,15 +1004,7 @@ fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
     let Some(at) = p.tables.get(a as usize) else {
         return Vec::new();
     };
-    let width: u32 = at.keys.iter().map(|k| k.width as u32).sum();
-    let lpm = at.keys.iter().any(|k| k.kind == MatchKind::Lpm);
-    let shares = at.direct_counter.is_none()
-        && at
-            .keys
-            .iter()
-            .all(|k| matches!(k.kind, MatchKind::Exact | MatchKind::Lpm))
-        && (!lpm || width <= 64);
-    if !shares {
+    if !at.shares_records() {
         return Vec::new();
     }
     let mut v = Vec::new();
@@ -1029,13 +1020,10 @@ fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
         let Some(tb) = p.tables.get(t as usize) else {
             continue;
         };
-        let total: u32 = tb.keys.iter().map(|k| k.width as u32).sum();
-        let direct = tb.keys.iter().all(|k| k.kind == MatchKind::Exact)
-            && total <= crate::exact::DIRECT_BITS as u32;
         if t != a
             && !tb.keys.is_empty()
-            && total <= 64
-            && !direct
+            && tb.key_bits() <= 64
+            && !tb.direct_exact()
             && !out.contains(&t)
             && out.len() < crate::table::CHAIN
         {
@@ -1532,6 +1520,11 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert_eq!(chain_tables(&p, t(&p, "t")), []);
         let p = prog_two("hdr.ethernet.srcAddr");
         assert_eq!(chain_tables(&p, t(&p, "t")), [t(&p, "u").unwrap()]);
+        // A keyless first table has no records to share (`Table::shares_records`).
+        let a = t(&p, "t").unwrap();
+        let mut p = p;
+        p.tables[a as usize].keys.clear();
+        assert_eq!(chain_tables(&p, t(&p, "t")), []);
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up

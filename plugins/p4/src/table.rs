@@ -205,11 +205,7 @@ impl TableRt {
         } else {
             Index::ExactWide(Vec::new())
         };
-        let shared = t.direct_counter.is_none()
-            && matches!(
-                index,
-                Index::Exact(_) | Index::ExactWide(_) | Index::Lpm32(..) | Index::LpmLen(..)
-            );
+        let shared = t.shares_records();
         let (da, ref dp) = t.default;
         let mut me = TableRt {
             entries: Vec::new(),
@@ -788,6 +784,41 @@ mod tests {
     /// The record a lookup of entry `id`'s key returns.
     fn rec(r: &TableRt, id: u32) -> Option<u32> {
         Some(r.entries[id as usize].rec)
+    }
+
+    /// `Table::shares_records` and `Table::direct_exact` (what `gen::chain_tables` decides
+    /// on) say what the run-time table does, for every index; a keyless table (no entries)
+    /// shares nothing.
+    #[test]
+    fn table_helpers_agree_with_the_index() {
+        use MatchKind::*;
+        let cases: [&[(MatchKind, u16)]; 10] = [
+            &[],
+            &[(Exact, 1)],
+            &[(Exact, 16)],
+            &[(Exact, 17)],
+            &[(Exact, 64), (Exact, 64)],
+            &[(Lpm, 32)],
+            &[(Exact, 8), (Lpm, 16)],
+            &[(Exact, 64), (Lpm, 32)],
+            &[(Ternary, 8)],
+            &[(Exact, 8), (Range, 16)],
+        ];
+        for keys in cases {
+            for direct in [false, true] {
+                let (mut t, a) = table(keys);
+                t.direct_counter = direct.then(|| "c".to_string());
+                let r = TableRt::new(&t, &a).unwrap();
+                assert_eq!(r.shares_records(), t.shares_records(), "{keys:?} {direct}");
+                assert_eq!(
+                    r.index_kind() == "exact direct array",
+                    t.direct_exact(),
+                    "{keys:?}"
+                );
+            }
+        }
+        let (t, _) = table(&[]);
+        assert!(!t.shares_records() && !t.direct_exact());
     }
 
     #[test]
