@@ -637,7 +637,10 @@ impl G<'_> {
         self.open(&format!("{{ // table {}", t.name));
         let slot = self.chain.iter().position(|&x| x == ap.table);
         if let (Some(a), Some(slot), true) = (self.anchor, slot, self.pre != Some(ap.table)) {
-            let k = self.key64(t)?.unwrap_or_default();
+            // `chain_tables` lists only tables whose key fits 64 bits.
+            let Some(k) = self.key64(t)? else {
+                return Err(format!("table {} chained without a 64-bit key", t.name));
+            };
             self.line(&format!(
                 "let id = chained(&mut ts.tables, {a}, s.c0, {slot}, {ti}, {k});"
             ));
