@@ -635,8 +635,13 @@ impl G<'_> {
             return Err(format!("bad table {ti}"));
         };
         self.open(&format!("{{ // table {}", t.name));
-        let slot = self.chain.iter().position(|&x| x == ap.table);
-        if let (Some(a), Some(slot), true) = (self.anchor, slot, self.pre != Some(ap.table)) {
+        // Through a memo of the anchor's record, unless looked up before the phase.
+        let memo = self
+            .chain
+            .iter()
+            .position(|&x| x == ap.table)
+            .filter(|_| self.pre != Some(ap.table));
+        if let (Some(a), Some(slot)) = (self.anchor, memo) {
             // `chain_tables` lists only tables whose key fits 64 bits.
             let Some(k) = self.key64(t)? else {
                 return Err(format!("table {} chained without a 64-bit key", t.name));
@@ -649,7 +654,7 @@ impl G<'_> {
             "let Some(t) = ts.tables.get_mut({ti}) else {{ s.dead = true; break '{}; }};",
             self.ctl
         ));
-        if slot.is_some() && self.pre != Some(ap.table) {
+        if memo.is_some() {
             // Looked up above.
         } else if self.pre == Some(ap.table) {
             // Looked up before the phase runs (`packet`, `segment`).
