@@ -312,10 +312,15 @@ struct G<'a> {
     pre: Option<u16>,
     /// The flag (`St` field) `exit` sets in a control cut into phases.
     xflag: Option<&'static str>,
-    /// The first ingress phase's table (`St::c0` keeps the packet's record of it) and the
-    /// later tables looked up through a memo in that record (`rt::chained`), by slot.
+    /// The first ingress phase's table (the local `c0` of the whole-pipeline bodies keeps
+    /// the packet's record of it) and the later tables looked up through a memo in that
+    /// record (`rt::chained`), by slot.
     anchor: Option<u16>,
     chain: Vec<u16>,
+    /// Generating a whole-pipeline body (`packet`, `packet_pre`), the only ones that look
+    /// tables up through memos: a phase's table is looked up before it (`pre`), so multi
+    /// mode's phases would only store `c0` for nothing.
+    whole: bool,
 }
 
 fn geom(k: HKind) -> (u8, u8, u64) {
@@ -640,14 +645,14 @@ impl G<'_> {
             .chain
             .iter()
             .position(|&x| x == ap.table)
-            .filter(|_| self.pre != Some(ap.table));
+            .filter(|_| self.whole && self.pre != Some(ap.table));
         if let (Some(a), Some(slot)) = (self.anchor, memo) {
             // `chain_tables` lists only tables whose key fits 64 bits.
             let Some(k) = self.key64(t)? else {
                 return Err(format!("table {} chained without a 64-bit key", t.name));
             };
             self.line(&format!(
-                "let id = chained(&mut ts.tables, {a}, s.c0, {slot}, {ti}, {k});"
+                "let id = chained(&mut ts.tables, {a}, c0, {slot}, {ti}, {k});"
             ));
         }
         self.line(&format!(
@@ -675,8 +680,8 @@ impl G<'_> {
                 keys.join(", ")
             ));
         }
-        if self.anchor == Some(ap.table) && !self.chain.is_empty() {
-            self.line("s.c0 = id;");
+        if self.whole && self.anchor == Some(ap.table) && !self.chain.is_empty() {
+            self.line("c0 = id;");
         }
         let direct = if t.direct_counter.is_some() {
             "if let Some(c) = t.direct.get_mut(x as usize) { c[0] += 1; c[1] += s.plen; } "
@@ -1059,18 +1064,23 @@ fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
 fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), String> {
     g.line("let s = &mut Self::init(inport, plen, now);");
     g.line("Self::parse(ts, sh, s, d);");
+    if !g.chain.is_empty() {
+        g.line("let mut c0: Option<u32> = None;");
+    }
     // The first application of `pre` in `p0.ingress` is the first phase's only one (the
-    // phases cut the same statements; `prelookup` found one application there).
+    // phases cut the same statements; `prelookup` found one application there). (On an
+    // error the generation stops: nothing to restore.)
     g.pre = pre;
-    let r = g.control("ingress", &p0.ingress);
+    g.whole = true;
+    g.control("ingress", &p0.ingress)?;
     g.pre = None;
-    r?;
     g.line("Self::tm(s);");
     if !p0.egress.is_empty() {
         g.open("if !s.dead {");
         g.control("egress", &p0.egress)?;
         g.close("}");
     }
+    g.whole = false;
     g.line("Self::fin(ts, sh, s, d)");
     Ok(())
 }
@@ -1158,6 +1168,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         xflag: None,
         anchor: phases.first().and_then(|ph| ph.pre),
         chain: Vec::new(),
+        whole: false,
     };
     g.chain = chain_tables(p, g.anchor);
     let (mut verified, mut updated) = (Vec::new(), Vec::new());
@@ -1218,9 +1229,6 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     fields.push(("plen".into(), "u64", "plen as u64"));
     fields.push(("now".into(), "u64", "now"));
     fields.push(("es".into(), "u64", "0"));
-    if !g.chain.is_empty() {
-        fields.push(("c0".into(), "Option<u32>", "None"));
-    }
     for f in ["dead", "xi", "xe"] {
         fields.push((f.into(), "bool", "false"));
     }
@@ -1533,6 +1541,29 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let mut p = p;
         p.tables[a as usize].keys.clear();
         assert_eq!(chain_tables(&p, t(&p, "t")), []);
+    }
+
+    /// The record of the router's first table is kept (`c0`) only in the whole-pipeline
+    /// bodies, which look `forward` up through its memo; multi mode's phases look each
+    /// table up before the phase and never read it.
+    #[test]
+    fn only_whole_pipeline_bodies_keep_the_first_record() {
+        let src = super::rust(&example("router.p4"), "router", "router.p4").expect("generates");
+        let at = |s: &str| src.find(s).unwrap_or_else(|| panic!("no `{s}'"));
+        let (phases, whole) = (at("fn ph0("), at("impl Generated for Prog"));
+        let head = &src[..whole];
+        for c0 in [" c0", "c0 ", "c0:", "c0;", "c0,", ".c0"] {
+            assert!(!head.contains(c0), "{c0}: {}", &src[phases..whole]);
+        }
+        let bodies = &src[whole..];
+        assert_eq!(bodies.matches("let mut c0: Option<u32> = None;").count(), 2);
+        assert_eq!(bodies.matches("c0 = id;").count(), 2);
+        assert_eq!(
+            bodies
+                .matches("chained(&mut ts.tables, 0, c0, 0, 1,")
+                .count(),
+            2
+        );
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up
