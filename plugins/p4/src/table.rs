@@ -146,7 +146,8 @@ pub struct TableRt {
     /// Parameters of all records (non-resolved mode): the default's at 0, record slot `x`'s
     /// at `(x + 1) * pool_w`, so a reused slot reuses its parameters' place.
     pub pool: Vec<u64>,
-    /// Parameters of the widest action of the table.
+    /// Parameters of the widest action of the table; 0 in resolved mode, which reads the
+    /// parameters from the records (no pool).
     pool_w: usize,
     /// Per record (the default first, then record `x` at `x + 1`): later tables' lookups
     /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
@@ -175,8 +176,14 @@ pub struct TableRt {
 pub const DEFAULT_LIMIT: u64 = 1 << 24;
 
 impl TableRt {
-    /// An empty table for `t` (its const entries added).
-    pub fn new(t: &Table, actions: &[crate::ir::Action]) -> Result<TableRt, TableError> {
+    /// An empty table for `t` (its const entries added); `resolved` (`ir::Opts::resolved`):
+    /// hits read their parameters from the records only, so the table keeps no parameter
+    /// pool.
+    pub fn new(
+        t: &Table,
+        actions: &[crate::ir::Action],
+        resolved: bool,
+    ) -> Result<TableRt, TableError> {
         let widths: Vec<u16> = t.keys.iter().map(|k| k.width).collect();
         let kinds: Vec<MatchKind> = t.keys.iter().map(|k| k.kind).collect();
         let mut shifts = vec![0u32; widths.len()];
@@ -219,13 +226,16 @@ impl TableRt {
             index,
             default: ActRec::default(),
             pool: Vec::new(),
-            pool_w: t
-                .actions
-                .iter()
-                .chain([&da])
-                .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
-                .max()
-                .unwrap_or(0),
+            pool_w: if resolved {
+                0
+            } else {
+                t.actions
+                    .iter()
+                    .chain([&da])
+                    .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
+                    .max()
+                    .unwrap_or(0)
+            },
             direct: Vec::new(),
             miss: [0; 2],
             widths,
@@ -327,6 +337,10 @@ impl TableRt {
     /// default: `None`) in that slot's place in the pool (its `pool_off`): only for a
     /// record made, not one an entry shares.
     fn pool_params(&mut self, slot: Option<u32>, r: &mut ActRec) {
+        if self.pool_w == 0 {
+            // Resolved mode (or no action takes parameters): nothing pooled.
+            return;
+        }
         let off = slot.map_or(0, |x| (x as usize + 1) * self.pool_w);
         let n = r.nparams as usize;
         if self.pool.len() < off + self.pool_w {
@@ -808,7 +822,7 @@ mod tests {
             for direct in [false, true] {
                 let (mut t, a) = table(keys);
                 t.direct_counter = direct.then(|| "c".to_string());
-                let r = TableRt::new(&t, &a).unwrap();
+                let r = TableRt::new(&t, &a, false).unwrap();
                 assert_eq!(r.shares_records(), t.shares_records(), "{keys:?} {direct}");
                 assert_eq!(
                     r.index_kind() == "exact direct array",
@@ -831,7 +845,7 @@ mod tests {
             };
             for direct in [false, true] {
                 t.direct_counter = direct.then(|| "c".to_string());
-                let mut r = TableRt::new(&t, &a).unwrap();
+                let mut r = TableRt::new(&t, &a, false).unwrap();
                 assert_eq!(r.shares_records(), !direct);
                 let ids: Vec<u32> = (0..100)
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
@@ -843,6 +857,12 @@ mod tests {
                 // Parameters pooled once per record made, not per entry (the default's
                 // place first, one parameter per record).
                 assert_eq!(r.pool.len(), if direct { 101 } else { 4 });
+                // Resolved mode reads the records only: no pool at all.
+                let mut q = TableRt::new(&t, &a, true).unwrap();
+                for i in 0..100 {
+                    q.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap();
+                }
+                assert!(q.pool.is_empty());
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
@@ -906,7 +926,7 @@ mod tests {
         for direct in [false, true] {
             let (mut t, a) = table(&[(MatchKind::Lpm, 32)]);
             t.direct_counter = direct.then(|| "c".to_string());
-            let mut r = TableRt::new(&t, &a).unwrap();
+            let mut r = TableRt::new(&t, &a, false).unwrap();
             r.add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
                 .unwrap();
             let before = r.pool.len();
@@ -940,7 +960,9 @@ mod tests {
         for direct in [false, true] {
             t.direct_counter = direct.then(|| "c".to_string());
             // Two threads' copies (each map its own hash seed).
-            let mut cs: Vec<TableRt> = (0..2).map(|_| TableRt::new(&t, &a).unwrap()).collect();
+            let mut cs: Vec<TableRt> = (0..2)
+                .map(|_| TableRt::new(&t, &a, false).unwrap())
+                .collect();
             let ids: Vec<Vec<(u32, Option<u32>)>> = cs
                 .iter_mut()
                 .map(|r| {
@@ -966,7 +988,7 @@ mod tests {
     fn ternary_and_range_entries_do_not_share_records() {
         for kind in [MatchKind::Ternary, MatchKind::Range] {
             let (t, a) = table(&[(kind, 16)]);
-            let mut r = TableRt::new(&t, &a).unwrap();
+            let mut r = TableRt::new(&t, &a, false).unwrap();
             assert!(!r.shares_records());
             let m = |i: u64| match kind {
                 MatchKind::Ternary => Match::Ternary(i, 0xffff),
@@ -987,7 +1009,7 @@ mod tests {
     #[test]
     fn exact_lpm_ternary_range() {
         let (t, a) = table(&[(MatchKind::Exact, 48)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let id = r
             .add(&t, &a, &spec(vec![Match::Exact(0x0200_0000_0001)], 3, 0))
             .unwrap();
@@ -1001,7 +1023,7 @@ mod tests {
         assert_eq!(r.lookup(r.key_of(&[0x0200_0000_0001])), None);
 
         let (t, a) = table(&[(MatchKind::Lpm, 32)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert_eq!(r.index_kind(), "lpm DIR-24-8 (fib ip4)");
         let a8 = r
             .add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
@@ -1019,7 +1041,7 @@ mod tests {
 
         // lpm + exact: hash per prefix length.
         let (t, a) = table(&[(MatchKind::Exact, 8), (MatchKind::Lpm, 16)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let x = r
             .add(
                 &t,
@@ -1039,7 +1061,7 @@ mod tests {
         assert_eq!(r.lookup(r.key_of(&[2, 0xabcd])), None);
 
         let (t, a) = table(&[(MatchKind::Ternary, 8), (MatchKind::Range, 16)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let lo = r
             .add(
                 &t,
@@ -1074,7 +1096,7 @@ mod tests {
     #[test]
     fn bad_entries_are_refused() {
         let (t, a) = table(&[(MatchKind::Exact, 8)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert!(matches!(
             r.add(&t, &a, &spec(vec![Match::Exact(256)], 1, 0)),
             Err(TableError::Key(..))
@@ -1094,7 +1116,7 @@ mod tests {
         assert_eq!(r.del(&[Match::Exact(1)], 0), Err(TableError::NotFound));
         let mut t2 = t.clone();
         t2.size = Some(1);
-        let mut r = TableRt::new(&t2, &a).unwrap();
+        let mut r = TableRt::new(&t2, &a, false).unwrap();
         r.add(&t2, &a, &spec(vec![Match::Exact(1)], 1, 0)).unwrap();
         assert_eq!(
             r.add(&t2, &a, &spec(vec![Match::Exact(2)], 1, 0)),
@@ -1105,7 +1127,7 @@ mod tests {
     #[test]
     fn wide_exact_keys() {
         let (t, a) = table(&[(MatchKind::Exact, 64), (MatchKind::Exact, 40)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert_eq!(r.index_kind(), "exact sorted array");
         let id = r
             .add(
