@@ -29,10 +29,15 @@ struct Opts {
     /// Routes for `--only` (1 or more).
     routes: usize,
     /// Next hops the P4 router's routes spread over (`forward` entries, each with its own
-    /// destination MAC), for `--only` P4 cases: with at least `node::SPLIT_ENTRIES` of them
-    /// auto mode splits (its cost model's case). 1: all routes to 10.0.1.2, as natively.
+    /// destination MAC), for `--only` P4 cases: 1 to [`NEXTHOPS_MAX`] (`forward`'s size,
+    /// below `node::SPLIT_ENTRIES`: auto mode never splits the router for them). 1: all
+    /// routes to 10.0.1.2, as natively.
     nexthops: usize,
 }
+
+/// Most `--nexthops`: `forward`'s `size` in examples/router.p4 (refused beyond, rather
+/// than the table filling up midway).
+const NEXTHOPS_MAX: usize = 512;
 
 fn build() -> (Vlib, CommandTree<Vlib>) {
     let cpu = CpuConfig {
@@ -446,6 +451,11 @@ fn main() {
             "--nexthops" => {
                 i += 1;
                 o.nexthops = a[i].parse::<usize>().expect("--nexthops N").max(1);
+                assert!(
+                    o.nexthops <= NEXTHOPS_MAX,
+                    "--nexthops {}: at most {NEXTHOPS_MAX} (the size of router.p4's `forward`)",
+                    o.nexthops
+                );
             }
             x => panic!("unknown argument {x}"),
         }

@@ -23,10 +23,15 @@ pub enum ExactIndex {
     Hash(OpenHash),
 }
 
+/// Whether keys of `bits` bits use a direct array (`ir::Table::direct_exact`).
+pub fn is_direct(bits: u32) -> bool {
+    bits <= DIRECT_BITS as u32
+}
+
 impl ExactIndex {
     /// An empty index for keys of `bits` bits (<= 64).
     pub fn new(bits: u16) -> ExactIndex {
-        if bits <= DIRECT_BITS {
+        if is_direct(bits as u32) {
             ExactIndex::Direct(vec![EMPTY; 1usize << bits].into_boxed_slice())
         } else {
             ExactIndex::Hash(OpenHash::new())

@@ -168,7 +168,7 @@ impl ThreadState {
             tables: p
                 .tables
                 .iter()
-                .map(|t| TableRt::new(t, &p.actions))
+                .map(|t| TableRt::new(t, &p.actions, p.opts.resolved))
                 .collect::<Result<_, _>>()?,
             counters: p
                 .counters

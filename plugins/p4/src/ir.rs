@@ -380,6 +380,37 @@ impl Table {
     pub fn qualified(&self) -> String {
         format!("{}.{}", self.control, self.name)
     }
+
+    /// Bits of the key (its fields concatenated).
+    pub fn key_bits(&self) -> u32 {
+        self.keys.iter().map(|k| k.width as u32).sum()
+    }
+
+    /// Whether entries with the same action and parameters share one action record
+    /// (`table::TableRt`): a keyed table without direct counters or meters whose index
+    /// maps keys to records (exact, or lpm of at most 64 bits), not one with a record per
+    /// entry (the direct counters' index; ternary/range and wider lpm keys, scanned by
+    /// priority). A
+    /// keyless table has no entries, hence no records to share.
+    pub fn shares_records(&self) -> bool {
+        let lpm = self.keys.iter().any(|k| k.kind == MatchKind::Lpm);
+        self.direct_counter.is_none()
+            && self.direct_meter.is_none()
+            && !self.keys.is_empty()
+            && self
+                .keys
+                .iter()
+                .all(|k| matches!(k.kind, MatchKind::Exact | MatchKind::Lpm))
+            && (!lpm || self.key_bits() <= 64)
+    }
+
+    /// Whether the table's index is a direct array indexed by the key (one load): exact
+    /// keys of at most `exact::DIRECT_BITS` bits in all (`exact::ExactIndex`).
+    pub fn direct_exact(&self) -> bool {
+        !self.keys.is_empty()
+            && self.keys.iter().all(|k| k.kind == MatchKind::Exact)
+            && crate::exact::is_direct(self.key_bits())
+    }
 }
 
 /// An action.

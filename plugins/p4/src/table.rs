@@ -167,12 +167,15 @@ pub struct TableRt {
     /// Parameters of all records (non-resolved mode): the default's at 0, record slot `x`'s
     /// at `(x + 1) * pool_w`, so a reused slot reuses its parameters' place.
     pub pool: Vec<u64>,
-    /// Parameters of the widest action of the table.
+    /// Parameters of the widest action of the table; 0 in resolved mode, which reads the
+    /// parameters from the records (no pool).
     pool_w: usize,
     /// Per record (the default first, then record `x` at `x + 1`): later tables' lookups
     /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
     /// table hit this record finds its next hop without hashing again. Per thread, as the
     /// records; a memo is valid only for its key and the version of the table looked up.
+    /// Only a table that shares records has memos for them (only its records are a
+    /// chain's first, `gen::chain_tables`): a record per entry would cost a memo per entry.
     memos: Vec<[Memo; CHAIN]>,
     /// Bumped by every change of the entries: memos of an older version are stale.
     ver: u64,
@@ -194,8 +197,14 @@ pub struct TableRt {
 pub const DEFAULT_LIMIT: u64 = 1 << 24;
 
 impl TableRt {
-    /// An empty table for `t` (its const entries added).
-    pub fn new(t: &Table, actions: &[crate::ir::Action]) -> Result<TableRt, TableError> {
+    /// An empty table for `t` (its const entries added); `resolved` (`ir::Opts::resolved`):
+    /// hits read their parameters from the records only, so the table keeps no parameter
+    /// pool.
+    pub fn new(
+        t: &Table,
+        actions: &[crate::ir::Action],
+        resolved: bool,
+    ) -> Result<TableRt, TableError> {
         let widths: Vec<u16> = t.keys.iter().map(|k| k.width).collect();
         let kinds: Vec<MatchKind> = t.keys.iter().map(|k| k.kind).collect();
         let mut shifts = vec![0u32; widths.len()];
@@ -224,11 +233,7 @@ impl TableRt {
         } else {
             Index::ExactWide(Vec::new())
         };
-        let shared = t.direct_counter.is_none()
-            && matches!(
-                index,
-                Index::Exact(_) | Index::ExactWide(_) | Index::Lpm32(..) | Index::LpmLen(..)
-            );
+        let shared = t.shares_records();
         let (da, ref dp) = t.default;
         let mut me = TableRt {
             entries: Vec::new(),
@@ -242,13 +247,16 @@ impl TableRt {
             index,
             default: ActRec::default(),
             pool: Vec::new(),
-            pool_w: t
-                .actions
-                .iter()
-                .chain([&da])
-                .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
-                .max()
-                .unwrap_or(0),
+            pool_w: if resolved {
+                0
+            } else {
+                t.actions
+                    .iter()
+                    .chain([&da])
+                    .map(|&a| actions.get(a as usize).map_or(0, |a| a.params.len()))
+                    .max()
+                    .unwrap_or(0)
+            },
             direct: Vec::new(),
             miss: [0; 2],
             widths,
@@ -350,6 +358,10 @@ impl TableRt {
     /// default: `None`) in that slot's place in the pool (its `pool_off`): only for a
     /// record made, not one an entry shares.
     fn pool_params(&mut self, slot: Option<u32>, r: &mut ActRec) {
+        if self.pool_w == 0 {
+            // Resolved mode (or no action takes parameters): nothing pooled.
+            return;
+        }
         let off = slot.map_or(0, |x| (x as usize + 1) * self.pool_w);
         let n = r.nparams as usize;
         if self.pool.len() < off + self.pool_w {
@@ -366,7 +378,6 @@ impl TableRt {
             self.pool_params(Some(id), &mut r);
             if self.recs.len() <= id as usize {
                 self.recs.resize(id as usize + 1, ActRec::default());
-                self.memos.resize(id as usize + 2, [Memo::default(); CHAIN]);
             }
             self.recs[id as usize] = r;
             return id;
@@ -829,6 +840,41 @@ mod tests {
         Some(r.entries[id as usize].rec)
     }
 
+    /// `Table::shares_records` and `Table::direct_exact` (what `gen::chain_tables` decides
+    /// on) say what the run-time table does, for every index; a keyless table (no entries)
+    /// shares nothing.
+    #[test]
+    fn table_helpers_agree_with_the_index() {
+        use MatchKind::*;
+        let cases: [&[(MatchKind, u16)]; 10] = [
+            &[],
+            &[(Exact, 1)],
+            &[(Exact, 16)],
+            &[(Exact, 17)],
+            &[(Exact, 64), (Exact, 64)],
+            &[(Lpm, 32)],
+            &[(Exact, 8), (Lpm, 16)],
+            &[(Exact, 64), (Lpm, 32)],
+            &[(Ternary, 8)],
+            &[(Exact, 8), (Range, 16)],
+        ];
+        for keys in cases {
+            for direct in [false, true] {
+                let (mut t, a) = table(keys);
+                t.direct_counter = direct.then(|| "c".to_string());
+                let r = TableRt::new(&t, &a, false).unwrap();
+                assert_eq!(r.shares_records(), t.shares_records(), "{keys:?} {direct}");
+                assert_eq!(
+                    r.index_kind() == "exact direct array",
+                    t.direct_exact(),
+                    "{keys:?}"
+                );
+            }
+        }
+        let (t, _) = table(&[]);
+        assert!(!t.shares_records() && !t.direct_exact());
+    }
+
     #[test]
     fn entries_share_records_unless_direct_counted() {
         for (kind, width) in [(MatchKind::Lpm, 32), (MatchKind::Exact, 32)] {
@@ -839,15 +885,24 @@ mod tests {
             };
             for direct in [false, true] {
                 t.direct_counter = direct.then(|| "c".to_string());
-                let mut r = TableRt::new(&t, &a).unwrap();
+                let mut r = TableRt::new(&t, &a, false).unwrap();
                 assert_eq!(r.shares_records(), !direct);
                 let ids: Vec<u32> = (0..100)
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
+                // Memos only for shared records (a record per entry has none).
+                assert_eq!(r.memo(Some(ids[0]), 0).is_some(), !direct);
+                assert_eq!(r.memos.len(), if direct { 1 } else { 4 });
                 // Parameters pooled once per record made, not per entry (the default's
                 // place first, one parameter per record).
                 assert_eq!(r.pool.len(), if direct { 101 } else { 4 });
+                // Resolved mode reads the records only: no pool at all.
+                let mut q = TableRt::new(&t, &a, true).unwrap();
+                for i in 0..100 {
+                    q.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap();
+                }
+                assert!(q.pool.is_empty());
                 for (i, &id) in ids.iter().enumerate() {
                     let k = r.key_of(&[(i as u64) << if kind == MatchKind::Lpm { 8 } else { 0 }]);
                     let h = r.lookup(k).unwrap();
@@ -911,7 +966,7 @@ mod tests {
         for direct in [false, true] {
             let (mut t, a) = table(&[(MatchKind::Lpm, 32)]);
             t.direct_counter = direct.then(|| "c".to_string());
-            let mut r = TableRt::new(&t, &a).unwrap();
+            let mut r = TableRt::new(&t, &a, false).unwrap();
             r.add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
                 .unwrap();
             let before = r.pool.len();
@@ -945,7 +1000,9 @@ mod tests {
         for direct in [false, true] {
             t.direct_counter = direct.then(|| "c".to_string());
             // Two threads' copies (each map its own hash seed).
-            let mut cs: Vec<TableRt> = (0..2).map(|_| TableRt::new(&t, &a).unwrap()).collect();
+            let mut cs: Vec<TableRt> = (0..2)
+                .map(|_| TableRt::new(&t, &a, false).unwrap())
+                .collect();
             let ids: Vec<Vec<(u32, Option<u32>)>> = cs
                 .iter_mut()
                 .map(|r| {
@@ -971,7 +1028,7 @@ mod tests {
     fn ternary_and_range_entries_do_not_share_records() {
         for kind in [MatchKind::Ternary, MatchKind::Range] {
             let (t, a) = table(&[(kind, 16)]);
-            let mut r = TableRt::new(&t, &a).unwrap();
+            let mut r = TableRt::new(&t, &a, false).unwrap();
             assert!(!r.shares_records());
             let m = |i: u64| match kind {
                 MatchKind::Ternary => Match::Ternary(i, 0xffff),
@@ -992,7 +1049,7 @@ mod tests {
     #[test]
     fn exact_lpm_ternary_range() {
         let (t, a) = table(&[(MatchKind::Exact, 48)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let id = r
             .add(&t, &a, &spec(vec![Match::Exact(0x0200_0000_0001)], 3, 0))
             .unwrap();
@@ -1006,7 +1063,7 @@ mod tests {
         assert_eq!(r.lookup(r.key_of(&[0x0200_0000_0001])), None);
 
         let (t, a) = table(&[(MatchKind::Lpm, 32)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert_eq!(r.index_kind(), "lpm DIR-24-8 (fib ip4)");
         let a8 = r
             .add(&t, &a, &spec(vec![Match::Lpm(0x0a00_0000, 8)], 1, 0))
@@ -1024,7 +1081,7 @@ mod tests {
 
         // lpm + exact: hash per prefix length.
         let (t, a) = table(&[(MatchKind::Exact, 8), (MatchKind::Lpm, 16)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let x = r
             .add(
                 &t,
@@ -1044,7 +1101,7 @@ mod tests {
         assert_eq!(r.lookup(r.key_of(&[2, 0xabcd])), None);
 
         let (t, a) = table(&[(MatchKind::Ternary, 8), (MatchKind::Range, 16)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         let lo = r
             .add(
                 &t,
@@ -1079,7 +1136,7 @@ mod tests {
     #[test]
     fn bad_entries_are_refused() {
         let (t, a) = table(&[(MatchKind::Exact, 8)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert!(matches!(
             r.add(&t, &a, &spec(vec![Match::Exact(256)], 1, 0)),
             Err(TableError::Key(..))
@@ -1099,7 +1156,7 @@ mod tests {
         assert_eq!(r.del(&[Match::Exact(1)], 0), Err(TableError::NotFound));
         let mut t2 = t.clone();
         t2.size = Some(1);
-        let mut r = TableRt::new(&t2, &a).unwrap();
+        let mut r = TableRt::new(&t2, &a, false).unwrap();
         r.add(&t2, &a, &spec(vec![Match::Exact(1)], 1, 0)).unwrap();
         assert_eq!(
             r.add(&t2, &a, &spec(vec![Match::Exact(2)], 1, 0)),
@@ -1110,7 +1167,7 @@ mod tests {
     #[test]
     fn wide_exact_keys() {
         let (t, a) = table(&[(MatchKind::Exact, 64), (MatchKind::Exact, 40)]);
-        let mut r = TableRt::new(&t, &a).unwrap();
+        let mut r = TableRt::new(&t, &a, false).unwrap();
         assert_eq!(r.index_kind(), "exact sorted array");
         let id = r
             .add(

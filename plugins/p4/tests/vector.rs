@@ -277,6 +277,16 @@ fn generated_router_next_hop_memo_follows_table_changes() {
         };
         let nh = 0x0a00_0101;
         assert_eq!(dmac(&mut ts), Some(0x0200_0000_0101), "{how}");
+        // The packet left `forward`'s result in the memo of the route's record.
+        let rec = ts.tables[lpm].lookup64(0x1401_0203);
+        assert!(rec.is_some(), "{how}: route");
+        let m = *ts.tables[lpm].memo(rec, 0).expect("memo slot");
+        assert_eq!(
+            (m.key, m.ver, m.id),
+            (nh, ts.tables[fwd].ver(), ts.tables[fwd].lookup64(nh)),
+            "{how}: memo"
+        );
+        assert!(m.id.is_some(), "{how}: memo hit");
         assert_eq!(dmac(&mut ts), Some(0x0200_0000_0101), "{how}: again");
         ts.tables[fwd].del(&[Match::Exact(nh)], 0).unwrap();
         assert_eq!(dmac(&mut ts), None, "{how}: next hop deleted");

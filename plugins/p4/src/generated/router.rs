@@ -41,7 +41,6 @@ pub struct St {
     plen: u64,
     now: u64,
     es: u64,
-    c0: Option<u32>,
     dead: bool,
     xi: bool,
     xe: bool,
@@ -50,7 +49,7 @@ pub struct St {
 impl Prog {
     #[inline(always)]
     fn init(inport: u32, plen: u32, now: u64) -> St {
-        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, dl1: 0, good1: false, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, c0: None, dead: false, xi: false, xe: false };
+        let mut s = St { m0: 0, m1: 0, m2: 0, m3: 0, m4: 0, m5: 0, m6: 0, m7: 0, m8: 0, m9: 0, m10: 0, m11: 0, m12: 0, m13: 0, m14: 0, m15: 0, m16: 0, m17: 0, valid: 0, dl1: 0, good1: false, pe: ParseEnd::Accept, plen: plen as u64, now: now, es: 0, dead: false, xi: false, xe: false };
         s.m1 = inport as u64 & 0x1ff;
         s.m5 = plen as u64;
         s
@@ -97,7 +96,6 @@ impl Prog {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = pre;
-                    s.c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
@@ -223,12 +221,13 @@ impl Generated for Prog {
     fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
+        let mut c0: Option<u32> = None;
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
-                    s.c0 = id;
+                    c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
@@ -253,7 +252,7 @@ impl Generated for Prog {
                     }
                 }
                 { // table forward
-                    let id = chained(&mut ts.tables, 0, s.c0, 0, 1, (s.m0));
+                    let id = chained(&mut ts.tables, 0, c0, 0, 1, (s.m0));
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
@@ -319,12 +318,13 @@ impl Generated for Prog {
     fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
+        let mut c0: Option<u32> = None;
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
                     let Some(t) = ts.tables.get_mut(0) else { s.dead = true; break 'ingress; };
                     let id = pre;
-                    s.c0 = id;
+                    c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
@@ -349,7 +349,7 @@ impl Generated for Prog {
                     }
                 }
                 { // table forward
-                    let id = chained(&mut ts.tables, 0, s.c0, 0, 1, (s.m0));
+                    let id = chained(&mut ts.tables, 0, c0, 0, 1, (s.m0));
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
