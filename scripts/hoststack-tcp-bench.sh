@@ -46,6 +46,7 @@ tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
 pids=()
 cleanup() {
+  set +e # every step runs, whatever failed before (a helper that already exited, a wait)
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   ip link del "$V" 2>/dev/null
@@ -105,10 +106,13 @@ elif mode == "echo":
     l.bind((host, port)); l.listen(8); print("ready", flush=True)
     while True:
         c, _ = l.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        while True:
-            d = c.recv(65536)
-            if not d: break
-            c.sendall(d)
+        try:  # a client's reset ends its connection, not the server
+            while True:
+                d = c.recv(65536)
+                if not d: break
+                c.sendall(d)
+        except ConnectionError:
+            pass
         c.close()
 elif mode == "conn":
     n = int(sys.argv[4]); t0 = time.perf_counter()
