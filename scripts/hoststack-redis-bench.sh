@@ -59,7 +59,7 @@ bin=$PWD/target/release
 sluice=${SLUICE:-$bin/sluice}
 preload=${PRELOAD:-$bin/libsluice_preload.so}
 tmp=$(mktemp -d)
-CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b
+CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b; NX=hrb$$x
 pids=()
 nss=()
 t_start=$(date +%s)
@@ -76,6 +76,10 @@ cleanup() {
 }
 trap cleanup EXIT
 ns_add() { ip netns add "$1"; nss+=("$1"); ip -n "$1" link set lo up; }
+# The preloaded programs run in $NX, a namespace where the kernel has no address (not even
+# loopback): a socket that falls back to the kernel (the preload library could not attach)
+# fails at once (ENETUNREACH, EADDRNOTAVAIL) instead of reaching the host's network.
+ip netns add "$NX"; nss+=("$NX")
 
 # A Sluice with a CLI socket $tmp/<name>.cli and an app socket $tmp/<name>.app, run in
 # namespace $2 (or here when empty). CLI of it: `C <name> <command>`.
@@ -103,14 +107,16 @@ up() {
   C "$1" set interface ip address "$2" "$3"
 }
 rxc=${RXMODE_C:-interrupt}
-# A command with its sockets on Sluice <name>'s stack.
-pre() { local name=$1; shift; SLUICE_APP_SOCKET=$tmp/$name.app LD_PRELOAD=$preload "$@"; }
-# One kernel redis-server, no persistence: srv <ns|""> <bind> [preload sluice].
+# A command with its sockets on Sluice <name>'s stack (in $NX).
+pre() { local name=$1; shift; ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/$name.app" LD_PRELOAD="$preload" "$@"; }
+# One redis-server, no persistence: srv <ns|""> "<bind addresses>" [preload sluice]: on the
+# kernel in namespace <ns>, or (no ns) under LD_PRELOAD on Sluice <sluice>.
 srv() {
-  local args=(redis-server --bind "$2" --port 6379 --save '' --appendonly no
+  # shellcheck disable=SC2206 # one argument per address
+  local args=(redis-server --bind $2 --port 6379 --save '' --appendonly no
               --protected-mode no --daemonize no --dir "$tmp")
   if [ -n "$1" ]; then ip netns exec "$1" "${args[@]}" >/dev/null 2>&1 &
-  else env SLUICE_APP_SOCKET="$tmp/$3.app" LD_PRELOAD="$preload" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
+  else pre "$3" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
   pids+=($!)
 }
 # wait_pong <what> <command...>: until redis-cli answers PONG (30 s at most).
@@ -166,7 +172,8 @@ if has both-veth || has both-memif; then
     C b create interface memif id 0 socket-id 1 slave >/dev/null
     up a memif1/0 10.81.0.1/24 "$rxc"; up b memif1/0 10.81.0.2/24 "$rxc"
   fi
-  srv "" 0.0.0.0 b
+  # Only Sluice B's addresses: nothing listens on the kernel's side.
+  srv "" "$(has both-veth && echo 10.80.0.2) $(has both-memif && echo 10.81.0.2)" b
   has both-veth && wait_pong "Sluice B's redis-server over the veth pair" pre a redis-cli -h 10.80.0.2
   has both-memif && wait_pong "Sluice B's redis-server over memif" pre a redis-cli -h 10.81.0.2
 fi

@@ -43,7 +43,7 @@ preload=${PRELOAD:-$bin/libsluice_preload.so}
 iperf=1
 [ -z "${NO_IPERF:-}" ] && command -v iperf3 >/dev/null || iperf=
 tmp=$(mktemp -d)
-CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
+CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v; NX=htb$$x
 pids=()
 cleanup() {
   set +e # every step runs, whatever failed before (a helper that already exited, a wait)
@@ -51,7 +51,7 @@ cleanup() {
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   ip link del "$V" 2>/dev/null
   # The kernel helpers run under `ip netns exec` in a subshell: kill them by namespace.
-  for n in "$CS" "$CK" "$K"; do
+  for n in "$CS" "$CK" "$K" "$NX"; do
     ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$n" 2>/dev/null
   done
@@ -59,6 +59,10 @@ cleanup() {
 }
 trap cleanup EXIT
 for n in "$CS" "$CK" "$K"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+# The programs under LD_PRELOAD run in $NX, where the kernel has no address (not even
+# loopback): a socket that falls back to the kernel (the preload library could not attach)
+# fails at once instead of reaching the host's network.
+ip netns add "$NX"
 ip link add "$V" type veth peer name eth0 netns "$CS"
 echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
 ip link set "$V" up
@@ -132,6 +136,8 @@ elif mode == "rr":
     print("%.1f %.1f" % (lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]))
 EOF
 K_() { local ns=$1; shift; ip netns exec "$ns" python3 "$tmp/k.py" "$@"; }
+# A command with its sockets on Sluice's stack (in $NX).
+pre() { ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/app.sock" LD_PRELOAD="$preload" "$@"; }
 mbps() { echo "$1 * 1048576 / $2 / 1000000" | bc -l; }
 now() { date +%s.%N; }
 
@@ -156,8 +162,7 @@ iperf_mbps() {
   if [ "$side" = kernel ]; then
     ip netns exec "$CK" iperf3 -c 10.79.0.1 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
   else
-    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload \
-      iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
+    pre iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
   fi || { echo "FAILED: iperf3 $side $*:" >&2; tail -5 "$tmp/iperf.json" >&2; return 1; }
   python3 -c 'import json, sys; print("%.1f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))' <"$tmp/iperf.json"
 }
@@ -212,7 +217,7 @@ for r in $(seq 1 "$runs"); do
     if [ $side = kernel ]; then
       R[$side,preconn]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
     else
-      R[$side,preconn]+="$(SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
+      R[$side,preconn]+="$(pre python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
     fi
     if [ -n "$iperf" ]; then
       R[$side,iperf]+="$(iperf_mbps $side) "
