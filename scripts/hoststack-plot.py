@@ -26,13 +26,17 @@ LABELS = {
 
 def load(lines):
     """The samples of a CSV (an iterable of lines): ([comment lines], {(mode, clients,
-    payload, pct): [ms, ...]}). Raises ValueError naming the line of a malformed row."""
-    comments, rows = [], []
+    payload, pct): [ms, ...]}). Raises ValueError naming the line of a malformed row, when
+    the closing `# load average after` line is missing (a run that did not complete) or
+    when a mode lacks a clients × payload cell another mode has."""
+    comments, rows, last = [], [], ""
     for line in lines:
         if line.startswith("#"):
             comments.append(line[1:].strip())
         elif line.strip():
             rows.append(line)
+        if line.strip():
+            last = line
     samples = {}
     reader = csv.DictReader(rows)
     want = {"mode", "clients", "payload", "run", *PCTS}
@@ -46,6 +50,13 @@ def load(lines):
             raise ValueError(f"row {n}: {e}") from None
         for p, v in zip(PCTS, vals):
             samples.setdefault((*key, p), []).append(v)
+    if not last.startswith("# load average after"):
+        raise ValueError("no closing `# load average after` line: the run did not complete")
+    cells = {k[1:3] for k in samples}
+    for m in sorted({k[0] for k in samples}):
+        missing = sorted(c for c in cells if (m, *c, PCTS[0]) not in samples)
+        if missing:
+            raise ValueError(f"mode {m}: no samples for (clients, payload) {missing}")
     return comments, samples
 
 

@@ -22,7 +22,9 @@
 #                 positional arguments still override
 #   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
 #   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
-#                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9
+#                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9, closed by a
+#                 `# load average after` line; written to <file>.partial and renamed to
+#                 <file> only when the run completes (a failed run leaves <file> as it was)
 #   RXMODE=polling|interrupt|adaptive   rx mode of (b)'s Sluice interface (default polling)
 #   RXMODE_C=polling|interrupt|adaptive rx mode of (c)'s four Sluice interfaces (default
 #                 interrupt: two Sluices polling on two vCPUs leave the applications
@@ -44,6 +46,7 @@ modes=${MODES:-"kernel sluice both-veth both-memif"}
 fifo=${FIFO:-1048576}
 limit=${TIMEOUT:-120}
 out_csv=${OUT:-$PWD/target/hoststack-redis.csv}
+part_csv=$out_csv.partial
 for m in $modes; do
   case $m in kernel|sluice|both-veth|both-memif) ;; *) echo "bad mode \`$m' in MODES"; exit 2;; esac
 done
@@ -206,7 +209,7 @@ mkdir -p "$(dirname "$out_csv")"
   echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\""
   echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode,clients,payload,run,p50,p95,p99,p99.9"
-} >"$out_csv"
+} >"$part_csv"
 echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode (b) ${RXMODE:-polling}, (c) $rxc${STARTUP:+; startup: $STARTUP}"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
@@ -216,12 +219,13 @@ for r in $(seq 1 "$runs"); do
         bench "$mode" "$c" "$d" || exit 1
         read -r a b e f <"$tmp/p"
         R[$mode,$c,$d,50]+="$a "; R[$mode,$c,$d,95]+="$b "; R[$mode,$c,$d,99]+="$e "; R[$mode,$c,$d,99.9]+="$f "
-        echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$out_csv"
+        echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$part_csv"
       done
     done
   done
 done
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$out_csv"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$part_csv"
+mv "$part_csv" "$out_csv"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The table: one min / median / max column per mode, then each mode's ratio of medians to
 # the kernel's (when the kernel ran).

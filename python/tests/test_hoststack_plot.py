@@ -48,6 +48,17 @@ def test_malformed_row_names_it():
         m.load(["mode,clients,p50\n", "kernel,1,0.1\n"])
 
 
+def test_incomplete_run_is_refused():
+    m = plotmod()
+    cut = SAMPLES.replace("# load average after: 1.0 1.0 1.0; 60 s\n", "")
+    with pytest.raises(ValueError, match="load average after"):
+        m.load(cut.splitlines(keepends=True))
+    # A mode without one of the cells another mode has.
+    more = SAMPLES.replace("# load average", "kernel,4,64,1,0.1,0.2,0.3,0.4\n# load average")
+    with pytest.raises(ValueError, match=r"mode sluice: .*\(4, 64\)"):
+        m.load(more.splitlines(keepends=True))
+
+
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     m = plotmod()
