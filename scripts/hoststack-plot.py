@@ -28,7 +28,7 @@ def load(lines):
     """The samples of a CSV (an iterable of lines): ([comment lines], {(mode, clients,
     payload, pct): [ms, ...]}). Raises ValueError naming the line of a malformed row, when
     the closing `# load average after` line is missing (a run that did not complete) or
-    when a mode lacks a clients × payload cell another mode has."""
+    when a mode lacks a clients × payload cell another mode has or is not one of MODES."""
     comments, rows, last = [], [], ""
     for line in lines:
         if line.startswith("#"):
@@ -48,6 +48,8 @@ def load(lines):
             vals = [float(r[p]) for p in PCTS]
         except (TypeError, ValueError) as e:
             raise ValueError(f"row {n}: {e}") from None
+        if key[0] not in MODES:
+            raise ValueError(f"row {n}: unknown mode {key[0]!r} (expected one of {MODES})")
         for p, v in zip(PCTS, vals):
             samples.setdefault((*key, p), []).append(v)
     if not last.startswith("# load average after"):
@@ -66,6 +68,7 @@ def summary(samples):
 
 
 def plot(comments, samples, out):
+    """Draws the samples (as load() returns them) into `out`; returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,6 +125,7 @@ def plot(comments, samples, out):
     fig.suptitle(title, fontsize=8, y=0.005, va="bottom")
     fig.tight_layout(rect=(0, 0.03 + 0.12 / len(payloads), 1, 1 - 0.15 / len(payloads)))
     fig.savefig(out, dpi=80)
+    return fig
 
 
 def main(argv=None):

@@ -1,6 +1,7 @@
 """scripts/hoststack-plot.py's reader of scripts/hoststack-redis-bench.sh's samples (CSV)."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -59,11 +60,41 @@ def test_incomplete_run_is_refused():
         m.load(more.splitlines(keepends=True))
 
 
-def test_plot_writes_a_png(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_unknown_mode_is_refused():
     m = plotmod()
-    csv = tmp_path / "s.csv"
+    bad = SAMPLES.replace("sluice,", "slice,")
+    with pytest.raises(ValueError, match="unknown mode 'slice'"):
+        m.load(bad.splitlines(keepends=True))
+
+
+def test_modes_are_the_bench_scripts():
+    """The plot knows exactly the modes scripts/hoststack-redis-bench.sh runs."""
+    text = (SCRIPT.parent / "hoststack-redis-bench.sh").read_text()
+    default = re.search(r'modes=\$\{MODES:-"([^"]*)"\}', text).group(1).split()
+    allowed = re.search(r"case \$m in ([\w|-]+)\)", text).group(1).split("|")
+    assert tuple(default) == plotmod().MODES
+    assert tuple(allowed) == plotmod().MODES
+
+
+def test_plot_draws_every_mode_in_every_panel(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.container import BarContainer
+
+    m = plotmod()
+    # Two payloads, so 2 × 4 panels; two modes of one client each.
+    more = "".join(
+        f"{mode},1,1024,1,0.1,0.2,0.3,0.4\n" for mode in ("kernel", "sluice")
+    )
+    text = SAMPLES.replace("# load average", more + "# load average")
+    comments, samples = m.load(text.splitlines(keepends=True))
+    fig = m.plot(comments, samples, tmp_path / "s.png")
+    assert len(fig.axes) == 2 * 4
+    for ax in fig.axes:
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        assert [len(b) for b in bars] == [1, 1], ax.get_title()
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The command line writes the PNG beside the CSV.
+    csv = tmp_path / "t.csv"
     csv.write_text(SAMPLES)
     m.main([str(csv)])
-    png = tmp_path / "s.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
