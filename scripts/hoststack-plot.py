@@ -26,15 +26,17 @@ LABELS = {
 
 def load(lines):
     """The samples of a CSV (an iterable of lines): ([comment lines], {(mode, clients,
-    payload, pct): [ms, ...]}). Raises ValueError naming the line of a malformed row, when
-    the closing `# load average after` line is missing (a run that did not complete) or
-    when a mode lacks a clients × payload cell another mode has or is not one of MODES."""
-    comments, rows, last = [], [], ""
-    for line in lines:
+    payload, pct): [ms, ...]}). Raises ValueError naming the file's line of a malformed row
+    or of a mode not in MODES, when the closing `# load average after` line is missing (a
+    run that did not complete) or when a mode lacks a clients × payload cell another mode
+    has."""
+    comments, rows, linenos, last = [], [], [], ""
+    for lineno, line in enumerate(lines, 1):
         if line.startswith("#"):
             comments.append(line[1:].strip())
         elif line.strip():
             rows.append(line)
+            linenos.append(lineno)
         if line.strip():
             last = line
     samples = {}
@@ -42,14 +44,15 @@ def load(lines):
     want = {"mode", "clients", "payload", "run", *PCTS}
     if reader.fieldnames is None or not want <= set(reader.fieldnames):
         raise ValueError(f"header {reader.fieldnames}: expected {sorted(want)}")
-    for n, r in enumerate(reader, 2):
+    # The file's line of every row (comment and blank lines are not the reader's).
+    for n, r in zip(linenos[1:], reader):
         try:
             key = (r["mode"], int(r["clients"]), int(r["payload"]))
             vals = [float(r[p]) for p in PCTS]
         except (TypeError, ValueError) as e:
-            raise ValueError(f"row {n}: {e}") from None
+            raise ValueError(f"line {n}: {e}") from None
         if key[0] not in MODES:
-            raise ValueError(f"row {n}: unknown mode {key[0]!r} (expected one of {MODES})")
+            raise ValueError(f"line {n}: unknown mode {key[0]!r} (expected one of {MODES})")
         for p, v in zip(PCTS, vals):
             samples.setdefault((*key, p), []).append(v)
     if not last.startswith("# load average after"):
