@@ -18,8 +18,9 @@
 # Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (100000)]
 #        [clients (1 4 8 16 24)] [payloads (64 1024 8192)]
 # Settings (environment):
-#   QUICK=1       3 runs of 20,000 requests (the full matrix in under 10 min on a quiet VM);
-#                 positional arguments still override
+#   QUICK=1       3 runs of 20,000 requests (an estimate, not measured: 3-5 min for the
+#                 full matrix on a quiet VM; docs/hoststack.md); positional arguments still
+#                 override
 #   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
 #   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
 #                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9, closed by a
