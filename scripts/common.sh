@@ -11,6 +11,17 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 
+# wait_until <what> <command...>: until the command succeeds, 30 s at most; then the script
+# fails naming <what>.
+wait_until() {
+    local what=$1; shift
+    for _ in $(seq 600); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    echo "FAILED: $what (30 s)"; exit 1
+}
+
 # stats v1 v2 ...: "min median max" of the numbers (an even count's median is the mean of
 # the middle two), for the benchmark scripts' min/median/max over repeated runs.
 stats() {

@@ -99,10 +99,11 @@ start_sluice() {
   fi
   pids+=($!)
   local p=$!
-  until [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]; do
+  sluice_up() {
     kill -0 "$p" 2>/dev/null || { echo "FAILED: Sluice $name did not start:"; tail -5 "$tmp/$name.log"; exit 1; }
-    sleep 0.05
-  done
+    [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]
+  }
+  wait_until "Sluice $name's CLI and app sockets" sluice_up
 }
 C() { local name=$1; shift; "$bin/sluicectl" -s "$tmp/$name.cli" "$@"; }
 # up <sluice> <interface> <address/len> <rx mode|"">: rx mode, up, address.
@@ -125,14 +126,8 @@ srv() {
   pids+=($!)
 }
 # wait_pong <what> <command...>: until redis-cli answers PONG (30 s at most).
-wait_pong() {
-  local what=$1; shift
-  for _ in $(seq 600); do
-    "$@" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  echo "FAILED: no PONG from $what"; exit 1
-}
+pong() { "$@" PING 2>/dev/null | grep -q PONG; }
+wait_pong() { local what=$1; shift; wait_until "no PONG from $what" pong "$@"; }
 
 if has kernel; then
   ns_add "$CK"; ns_add "$K"

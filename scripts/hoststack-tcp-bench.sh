@@ -41,7 +41,11 @@ bin=$PWD/target/release
 tcp=${SLUICE_TCP:-$bin/sluice-tcp}
 preload=${PRELOAD:-$bin/libsluice_preload.so}
 iperf=1
-[ -z "${NO_IPERF:-}" ] && command -v iperf3 >/dev/null || iperf=
+if [ -n "${NO_IPERF:-}" ]; then
+  iperf=; echo "iperf3 rows left out: NO_IPERF is set"
+elif ! command -v iperf3 >/dev/null; then
+  iperf=; echo "iperf3 rows left out: iperf3 is not installed (apt-get install iperf3)"
+fi
 tmp=$(mktemp -d)
 CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v; NX=htb$$x
 pids=()
@@ -74,7 +78,11 @@ ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n%s\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" "${STARTUP:-}" >"$tmp/c.conf"
 "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
-until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
+sluice_up() {
+  kill -0 "$pid" 2>/dev/null || { echo "FAILED: Sluice did not start:"; tail -5 "$tmp/sluice.log"; exit 1; }
+  [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]
+}
+wait_until "Sluice's CLI and app sockets" sluice_up
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 C create host-interface v2 name "$V" >/dev/null
 [ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
@@ -146,15 +154,21 @@ K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
 "$tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & pids+=($!)
 K_ "$CK" echo 10.79.0.2 7002 >"$tmp/kecho2" & pids+=($!)
 K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
-until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
-  && grep -q ready "$tmp/secho2"; do sleep 0.05; done
+echoes_ready() {
+  grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
+    && grep -q ready "$tmp/secho2"
+}
+wait_until "the echo servers" echoes_ready
 nconn=${NCONN:-500}
 # iperf3 servers on the kernel: (a)'s in $K, (b)'s in $CS (the peer of Sluice's veth).
 if [ -n "$iperf" ]; then
   ip netns exec "$K" iperf3 -s -B 10.79.0.1 -p 5201 >/dev/null 2>&1 & pids+=($!)
   ip netns exec "$CS" iperf3 -s -B 10.78.0.2 -p 5201 >/dev/null 2>&1 & pids+=($!)
-  until ip netns exec "$K" ss -ltn | grep -q 10.79.0.1:5201 \
-    && ip netns exec "$CS" ss -ltn | grep -q 10.78.0.2:5201; do sleep 0.05; done
+  iperfs_ready() {
+    ip netns exec "$K" ss -ltn | grep -q 10.79.0.1:5201 \
+      && ip netns exec "$CS" ss -ltn | grep -q 10.78.0.2:5201
+  }
+  wait_until "the iperf3 servers" iperfs_ready
 fi
 # iperf_mbps <side> [-R]: one iperf3 run of $mib MiB, the receiver's MB/s.
 iperf_mbps() {
