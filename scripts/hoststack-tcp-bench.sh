@@ -13,7 +13,8 @@
 #     against the side's echo server (accept + close), and the side as the client
 #     (`sluice-tcp conn`) against a Python echo server in the peer's namespace (connect +
 #     close); and a Python client under LD_PRELOAD=libsluice_preload.so (Sluice's stack)
-#     against the kernel echo server (for the kernel side: the kernel client's rate again);
+#     against the kernel echo server (for the kernel side: the kernel client's connect rate
+#     above, not measured twice);
 #   - iperf3: <MiB> with iperf3's client under LD_PRELOAD (sluice side; a kernel client on
 #     the kernel side) against a kernel `iperf3 -s` in the peer's namespace, both directions
 #     (client → server, and -R), the receiver's MB/s.
@@ -222,15 +223,14 @@ for r in $(seq 1 "$runs"); do
     # connections per second: the side as the server, then as the client
     if [ $side = kernel ]; then
       R[$side,accept]+="$(K_ "$CK" conn 10.79.0.1 7001 "$nconn") "
-      R[$side,connect]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
+      kconn=$(K_ "$K" conn 10.79.0.2 7002 "$nconn")
+      R[$side,connect]+="$kconn "
+      # connections/s of a Python client: the kernel's is the measurement just made
+      R[$side,preconn]+="$kconn "
     else
       R[$side,accept]+="$(K_ "$CS" conn 10.78.0.1 7001 "$nconn") "
       R[$side,connect]+="$("$tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
-    fi
-    # connections/s of a client on LD_PRELOAD (the kernel side: its client again)
-    if [ $side = kernel ]; then
-      R[$side,preconn]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
-    else
+      # connections/s of a Python client on LD_PRELOAD
       R[$side,preconn]+="$(pre python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
     fi
     if [ -n "$iperf" ]; then
