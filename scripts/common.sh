@@ -11,6 +11,19 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 
+# ns_add <name>: a network namespace with lo up, its name added to the array nss (the
+# script's cleanup deletes every namespace in "${nss[@]}").
+nss=()
+ns_add() { ip netns add "$1"; nss+=("$1"); ip -n "$1" link set lo up; }
+
+# iperf3_rx <divisor> <decimals>: the receiver's bits per second of `iperf3 -J` output
+# (stdin) divided by <divisor> (8e6: MB/s, 1e9: Gbit/s); fails on output without it.
+iperf3_rx() {
+    python3 -c 'import json, sys
+bps = json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]
+print("%.*f" % (int(sys.argv[2]), bps / float(sys.argv[1])))' "$@"
+}
+
 # wait_until <what> <command...>: until the command succeeds, 30 s at most; then the script
 # fails naming <what>.
 wait_until() {

@@ -66,7 +66,6 @@ preload=${PRELOAD:-$bin/libsluice_preload.so}
 tmp=$(mktemp -d)
 CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b; NX=hrb$$x
 pids=()
-nss=()
 t_start=$(date +%s)
 cleanup() {
   set +e # every step runs, whatever failed before
@@ -80,7 +79,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-ns_add() { ip netns add "$1"; nss+=("$1"); ip -n "$1" link set lo up; }
 # The preloaded programs run in $NX, a namespace where the kernel has no address (not even
 # loopback): a socket that falls back to the kernel (the preload library could not attach)
 # fails at once (ENETUNREACH, EADDRNOTAVAIL) instead of reaching the host's network.

@@ -56,18 +56,18 @@ cleanup() {
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   ip link del "$V" 2>/dev/null
   # The kernel helpers run under `ip netns exec` in a subshell: kill them by namespace.
-  for n in "$CS" "$CK" "$K" "$NX"; do
+  for n in "${nss[@]}"; do
     ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$n" 2>/dev/null
   done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-for n in "$CS" "$CK" "$K"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+for n in "$CS" "$CK" "$K"; do ns_add "$n"; done
 # The programs under LD_PRELOAD run in $NX, where the kernel has no address (not even
 # loopback): a socket that falls back to the kernel (the preload library could not attach)
 # fails at once instead of reaching the host's network.
-ip netns add "$NX"
+ip netns add "$NX"; nss+=("$NX")
 ip link add "$V" type veth peer name eth0 netns "$CS"
 echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
 ip link set "$V" up
@@ -179,7 +179,7 @@ iperf_mbps() {
   else
     pre iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
   fi || { echo "FAILED: iperf3 $side $*:" >&2; tail -5 "$tmp/iperf.json" >&2; return 1; }
-  python3 -c 'import json, sys; print("%.1f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))' <"$tmp/iperf.json"
+  iperf3_rx 8e6 1 <"$tmp/iperf.json"
 }
 
 declare -A R
