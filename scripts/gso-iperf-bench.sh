@@ -184,12 +184,7 @@ iperf() {
   local out
   out=$(ip netns exec "$A" iperf3 -c 10.81.2.2 -t "$secs" -P "$1" -J 2>/dev/null || true)
   wait "$srv" 2>/dev/null || true
-  printf '%s' "$out" | python3 -c '
-import json, sys
-try:
-    print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))
-except Exception:
-    print("nan")'
+  printf '%s' "$out" | iperf3_rx 1e9 2 2>/dev/null || echo nan
 }
 
 declare -A res

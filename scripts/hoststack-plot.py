@@ -26,26 +26,42 @@ LABELS = {
 
 def load(lines):
     """The samples of a CSV (an iterable of lines): ([comment lines], {(mode, clients,
-    payload, pct): [ms, ...]}). Raises ValueError naming the line of a malformed row."""
-    comments, rows = [], []
-    for line in lines:
+    payload, pct): [ms, ...]}). Raises ValueError naming the file's line of a malformed row
+    or of a mode not in MODES, when the closing `# load average after` line is missing (a
+    run that did not complete) or when a mode lacks a clients × payload cell another mode
+    has."""
+    comments, rows, linenos, last = [], [], [], ""
+    for lineno, line in enumerate(lines, 1):
         if line.startswith("#"):
             comments.append(line[1:].strip())
         elif line.strip():
             rows.append(line)
+            linenos.append(lineno)
+        if line.strip():
+            last = line
     samples = {}
     reader = csv.DictReader(rows)
     want = {"mode", "clients", "payload", "run", *PCTS}
     if reader.fieldnames is None or not want <= set(reader.fieldnames):
         raise ValueError(f"header {reader.fieldnames}: expected {sorted(want)}")
-    for n, r in enumerate(reader, 2):
+    # The file's line of every row (comment and blank lines are not the reader's).
+    for n, r in zip(linenos[1:], reader):
         try:
             key = (r["mode"], int(r["clients"]), int(r["payload"]))
             vals = [float(r[p]) for p in PCTS]
         except (TypeError, ValueError) as e:
-            raise ValueError(f"row {n}: {e}") from None
+            raise ValueError(f"line {n}: {e}") from None
+        if key[0] not in MODES:
+            raise ValueError(f"line {n}: unknown mode {key[0]!r} (expected one of {MODES})")
         for p, v in zip(PCTS, vals):
             samples.setdefault((*key, p), []).append(v)
+    if not last.startswith("# load average after"):
+        raise ValueError("no closing `# load average after` line: the run did not complete")
+    cells = {k[1:3] for k in samples}
+    for m in sorted({k[0] for k in samples}):
+        missing = sorted(c for c in cells if (m, *c, PCTS[0]) not in samples)
+        if missing:
+            raise ValueError(f"mode {m}: no samples for (clients, payload) {missing}")
     return comments, samples
 
 
@@ -55,6 +71,7 @@ def summary(samples):
 
 
 def plot(comments, samples, out):
+    """Draws the samples (as load() returns them) into `out`; returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,6 +128,7 @@ def plot(comments, samples, out):
     fig.suptitle(title, fontsize=8, y=0.005, va="bottom")
     fig.tight_layout(rect=(0, 0.03 + 0.12 / len(payloads), 1, 1 - 0.15 / len(payloads)))
     fig.savefig(out, dpi=80)
+    return fig
 
 
 def main(argv=None):

@@ -12,17 +12,21 @@
 #   both-memif — (c) the same two Sluices and applications, A and B connected by memif
 #                (A master, B slave, ethernet mode) instead of the veth pair;
 # interleaved in every run, for each clients × payload cell. Printed as min / median / max
-# over the runs with the ratio of the medians to the kernel's; a cell that does not complete
-# fails the run. Every sample is also written as CSV (`OUT`) for scripts/hoststack-plot.py.
+# over the runs with the ratio of the medians to the kernel's, then per mode the cells that
+# miss the issue's targets (medians: p99.9 <= the kernel's in every cell, p50 <= 0.8 x the
+# kernel's in the 1-client cells); a cell that does not complete fails the run. Every sample is also written as CSV (`OUT`) for scripts/hoststack-plot.py.
 #
 # Usage: scripts/hoststack-redis-bench.sh [runs (3)] [requests (100000)]
 #        [clients (1 4 8 16 24)] [payloads (64 1024 8192)]
 # Settings (environment):
-#   QUICK=1       3 runs of 20,000 requests (the full matrix in under 10 min on a quiet VM);
-#                 positional arguments still override
+#   QUICK=1       3 runs of 20,000 requests (an estimate, not measured: 3-5 min for the
+#                 full matrix on a quiet VM; docs/hoststack.md); positional arguments still
+#                 override
 #   MODES="..."   the modes to run, a subset of "kernel sluice both-veth both-memif"
 #   OUT=<file>    CSV of every sample (default target/hoststack-redis.csv): `#` comment
-#                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9
+#                 lines, then mode,clients,payload,run,p50,p95,p99,p99.9, closed by a
+#                 `# load average after` line; written to <file>.partial and renamed to
+#                 <file> only when the run completes (a failed run leaves <file> as it was)
 #   RXMODE=polling|interrupt|adaptive   rx mode of (b)'s Sluice interface (default polling)
 #   RXMODE_C=polling|interrupt|adaptive rx mode of (c)'s four Sluice interfaces (default
 #                 interrupt: two Sluices polling on two vCPUs leave the applications
@@ -44,6 +48,7 @@ modes=${MODES:-"kernel sluice both-veth both-memif"}
 fifo=${FIFO:-1048576}
 limit=${TIMEOUT:-120}
 out_csv=${OUT:-$PWD/target/hoststack-redis.csv}
+part_csv=$out_csv.partial
 for m in $modes; do
   case $m in kernel|sluice|both-veth|both-memif) ;; *) echo "bad mode \`$m' in MODES"; exit 2;; esac
 done
@@ -59,9 +64,8 @@ bin=$PWD/target/release
 sluice=${SLUICE:-$bin/sluice}
 preload=${PRELOAD:-$bin/libsluice_preload.so}
 tmp=$(mktemp -d)
-CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b
+CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b; NX=hrb$$x
 pids=()
-nss=()
 t_start=$(date +%s)
 cleanup() {
   set +e # every step runs, whatever failed before
@@ -75,7 +79,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-ns_add() { ip netns add "$1"; nss+=("$1"); ip -n "$1" link set lo up; }
+# The preloaded programs run in $NX, a namespace where the kernel has no address (not even
+# loopback): a socket that falls back to the kernel (the preload library could not attach)
+# fails at once (ENETUNREACH, EADDRNOTAVAIL) instead of reaching the host's network.
+ip netns add "$NX"; nss+=("$NX")
 
 # A Sluice with a CLI socket $tmp/<name>.cli and an app socket $tmp/<name>.app, run in
 # namespace $2 (or here when empty). CLI of it: `C <name> <command>`.
@@ -90,10 +97,11 @@ start_sluice() {
   fi
   pids+=($!)
   local p=$!
-  until [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]; do
+  sluice_up() {
     kill -0 "$p" 2>/dev/null || { echo "FAILED: Sluice $name did not start:"; tail -5 "$tmp/$name.log"; exit 1; }
-    sleep 0.05
-  done
+    [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]
+  }
+  wait_until "Sluice $name's CLI and app sockets" sluice_up
 }
 C() { local name=$1; shift; "$bin/sluicectl" -s "$tmp/$name.cli" "$@"; }
 # up <sluice> <interface> <address/len> <rx mode|"">: rx mode, up, address.
@@ -103,25 +111,21 @@ up() {
   C "$1" set interface ip address "$2" "$3"
 }
 rxc=${RXMODE_C:-interrupt}
-# A command with its sockets on Sluice <name>'s stack.
-pre() { local name=$1; shift; SLUICE_APP_SOCKET=$tmp/$name.app LD_PRELOAD=$preload "$@"; }
-# One kernel redis-server, no persistence: srv <ns|""> <bind> [preload sluice].
+# A command with its sockets on Sluice <name>'s stack (in $NX).
+pre() { local name=$1; shift; ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/$name.app" LD_PRELOAD="$preload" "$@"; }
+# One redis-server, no persistence: srv <ns|""> "<bind addresses>" [preload sluice]: on the
+# kernel in namespace <ns>, or (no ns) under LD_PRELOAD on Sluice <sluice>.
 srv() {
-  local args=(redis-server --bind "$2" --port 6379 --save '' --appendonly no
+  # shellcheck disable=SC2206 # one argument per address
+  local args=(redis-server --bind $2 --port 6379 --save '' --appendonly no
               --protected-mode no --daemonize no --dir "$tmp")
   if [ -n "$1" ]; then ip netns exec "$1" "${args[@]}" >/dev/null 2>&1 &
-  else env SLUICE_APP_SOCKET="$tmp/$3.app" LD_PRELOAD="$preload" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
+  else pre "$3" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
   pids+=($!)
 }
 # wait_pong <what> <command...>: until redis-cli answers PONG (30 s at most).
-wait_pong() {
-  local what=$1; shift
-  for _ in $(seq 600); do
-    "$@" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  echo "FAILED: no PONG from $what"; exit 1
-}
+pong() { "$@" PING 2>/dev/null | grep -q PONG; }
+wait_pong() { local what=$1; shift; wait_until "no PONG from $what" pong "$@"; }
 
 if has kernel; then
   ns_add "$CK"; ns_add "$K"
@@ -166,7 +170,8 @@ if has both-veth || has both-memif; then
     C b create interface memif id 0 socket-id 1 slave >/dev/null
     up a memif1/0 10.81.0.1/24 "$rxc"; up b memif1/0 10.81.0.2/24 "$rxc"
   fi
-  srv "" 0.0.0.0 b
+  # Only Sluice B's addresses: nothing listens on the kernel's side.
+  srv "" "$(has both-veth && echo 10.80.0.2) $(has both-memif && echo 10.81.0.2)" b
   has both-veth && wait_pong "Sluice B's redis-server over the veth pair" pre a redis-cli -h 10.80.0.2
   has both-memif && wait_pong "Sluice B's redis-server over memif" pre a redis-cli -h 10.81.0.2
 fi
@@ -199,7 +204,7 @@ mkdir -p "$(dirname "$out_csv")"
   echo "# scripts/hoststack-redis-bench.sh $runs $nreq \"$clients\" \"$sizes\"; MODES=\"$modes\" RXMODE=${RXMODE:-polling} RXMODE_C=$rxc FIFO=$fifo STARTUP=\"${STARTUP:-}\""
   echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode,clients,payload,run,p50,p95,p99,p99.9"
-} >"$out_csv"
+} >"$part_csv"
 echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode (b) ${RXMODE:-polling}, (c) $rxc${STARTUP:+; startup: $STARTUP}"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
@@ -209,12 +214,13 @@ for r in $(seq 1 "$runs"); do
         bench "$mode" "$c" "$d" || exit 1
         read -r a b e f <"$tmp/p"
         R[$mode,$c,$d,50]+="$a "; R[$mode,$c,$d,95]+="$b "; R[$mode,$c,$d,99]+="$e "; R[$mode,$c,$d,99.9]+="$f "
-        echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$out_csv"
+        echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$part_csv"
       done
     done
   done
 done
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$out_csv"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$part_csv"
+mv "$part_csv" "$out_csv"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The table: one min / median / max column per mode, then each mode's ratio of medians to
 # the kernel's (when the kernel ran).
@@ -226,6 +232,7 @@ if has kernel; then
   for m in "${others[@]}"; do hdr+=" $m / kernel (medians) |"; sep+="---|"; done
 fi
 printf '\n%s\n%s\n' "$hdr" "$sep"
+declare -A miss=()
 for c in $clients; do
   for d in $sizes; do
     for p in 50 95 99 99.9; do
@@ -240,6 +247,12 @@ for c in $clients; do
       if has kernel; then
         for m in "${others[@]}"; do
           line+=$(printf ' %.2f |' "$(echo "${med[$m]} / ${med[kernel]}" | bc -l)")
+          # The issue's targets: p99.9 <= the kernel's; p50 <= 0.8 x the kernel's, 1 client.
+          if [ "$p" = 99.9 ] && [ "$(echo "${med[$m]} > ${med[kernel]}" | bc -l)" = 1 ]; then
+            miss[$m]+=" ${c}x${d}B:p99.9"
+          elif [ "$p" = 50 ] && [ "$c" = 1 ] && [ "$(echo "${med[$m]} > 0.8 * ${med[kernel]}" | bc -l)" = 1 ]; then
+            miss[$m]+=" ${c}x${d}B:p50"
+          fi
         done
       fi
       echo "$line"
@@ -247,6 +260,13 @@ for c in $clients; do
   done
 done
 echo
+if has kernel; then
+  echo "== targets (medians; p99.9 <= kernel in every cell, p50 <= 0.8 x kernel with 1 client):"
+  for m in "${others[@]}"; do
+    if [ -n "${miss[$m]:-}" ]; then echo "$m: FAILS in${miss[$m]}"; else echo "$m: met in every cell"; fi
+  done
+  echo
+fi
 for s in s a b; do
   [ -S "$tmp/$s.cli" ] || continue
   case $s in s) echo "-- Sluice of (b):";; a) echo "-- Sluice A (clients) of (c):";; b) echo "-- Sluice B (redis-server) of (c):";; esac

@@ -13,7 +13,8 @@
 #     against the side's echo server (accept + close), and the side as the client
 #     (`sluice-tcp conn`) against a Python echo server in the peer's namespace (connect +
 #     close); and a Python client under LD_PRELOAD=libsluice_preload.so (Sluice's stack)
-#     against the kernel echo server (for the kernel side: the kernel client's rate again);
+#     against the kernel echo server (for the kernel side: the kernel client's connect rate
+#     above, not measured twice);
 #   - iperf3: <MiB> with iperf3's client under LD_PRELOAD (sluice side; a kernel client on
 #     the kernel side) against a kernel `iperf3 -s` in the peer's namespace, both directions
 #     (client → server, and -R), the receiver's MB/s.
@@ -41,9 +42,13 @@ bin=$PWD/target/release
 tcp=${SLUICE_TCP:-$bin/sluice-tcp}
 preload=${PRELOAD:-$bin/libsluice_preload.so}
 iperf=1
-[ -z "${NO_IPERF:-}" ] && command -v iperf3 >/dev/null || iperf=
+if [ -n "${NO_IPERF:-}" ]; then
+  iperf=; echo "iperf3 rows left out: NO_IPERF is set"
+elif ! command -v iperf3 >/dev/null; then
+  iperf=; echo "iperf3 rows left out: iperf3 is not installed (apt-get install iperf3)"
+fi
 tmp=$(mktemp -d)
-CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v
+CS=htb$$cs; CK=htb$$ck; K=htb$$k; V=htb$$v; NX=htb$$x
 pids=()
 groups=()
 # SLUICE and SLUICE_TCP may be wrappers, e.g. one that execs strace, which does not end on
@@ -57,19 +62,24 @@ stop() {
   wait "$1" 2>/dev/null || true
 }
 cleanup() {
+  set +e # every step runs, whatever failed before (a helper that already exited, a wait)
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${groups[@]}"; do stop "$p"; done
   [ -n "${pid:-}" ] && stop "$pid"
   ip link del "$V" 2>/dev/null
   # The kernel helpers run under `ip netns exec` in a subshell: kill them by namespace.
-  for n in "$CS" "$CK" "$K"; do
+  for n in "${nss[@]}"; do
     ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$n" 2>/dev/null
   done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-for n in "$CS" "$CK" "$K"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+for n in "$CS" "$CK" "$K"; do ns_add "$n"; done
+# The programs under LD_PRELOAD run in $NX, where the kernel has no address (not even
+# loopback): a socket that falls back to the kernel (the preload library could not attach)
+# fails at once instead of reaching the host's network.
+ip netns add "$NX"; nss+=("$NX")
 ip link add "$V" type veth peer name eth0 netns "$CS"
 echo 1 >"/proc/sys/net/ipv6/conf/$V/disable_ipv6"
 ip link set "$V" up
@@ -81,7 +91,11 @@ ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
 printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsession { enable app-socket %s/app.sock fifo-size %s %s }\n%s\n' "$tmp" "$tmp" "$fifo" "${SESSION_EXTRA:-}" "${STARTUP:-}" >"$tmp/c.conf"
 setsid "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
-until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.05; done
+sluice_up() {
+  kill -0 "$pid" 2>/dev/null || { echo "FAILED: Sluice did not start:"; tail -5 "$tmp/sluice.log"; exit 1; }
+  [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]
+}
+wait_until "Sluice's CLI and app sockets" sluice_up
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 C create host-interface v2 name "$V" >/dev/null
 [ -z "${RXMODE:-}" ] || C set interface rx-mode "host-$V" "$RXMODE"
@@ -117,10 +131,13 @@ elif mode == "echo":
     l.bind((host, port)); l.listen(8); print("ready", flush=True)
     while True:
         c, _ = l.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        while True:
-            d = c.recv(65536)
-            if not d: break
-            c.sendall(d)
+        try:  # a client's reset ends its connection, not the server
+            while True:
+                d = c.recv(65536)
+                if not d: break
+                c.sendall(d)
+        except ConnectionError:
+            pass
         c.close()
 elif mode == "conn":
     n = int(sys.argv[4]); t0 = time.perf_counter()
@@ -140,6 +157,8 @@ elif mode == "rr":
     print("%.1f %.1f" % (lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]))
 EOF
 K_() { local ns=$1; shift; ip netns exec "$ns" python3 "$tmp/k.py" "$@"; }
+# A command with its sockets on Sluice's stack (in $NX).
+pre() { ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/app.sock" LD_PRELOAD="$preload" "$@"; }
 mbps() { echo "$1 * 1048576 / $2 / 1000000" | bc -l; }
 now() { date +%s.%N; }
 
@@ -148,15 +167,21 @@ K_ "$K" echo 10.79.0.1 7001 >"$tmp/kecho" & pids+=($!)
 setsid "$tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & groups+=($!)
 K_ "$CK" echo 10.79.0.2 7002 >"$tmp/kecho2" & pids+=($!)
 K_ "$CS" echo 10.78.0.2 7002 >"$tmp/secho2" & pids+=($!)
-until grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
-  && grep -q ready "$tmp/secho2"; do sleep 0.05; done
+echoes_ready() {
+  grep -q ready "$tmp/kecho" && grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho2" \
+    && grep -q ready "$tmp/secho2"
+}
+wait_until "the echo servers" echoes_ready
 nconn=${NCONN:-500}
 # iperf3 servers on the kernel: (a)'s in $K, (b)'s in $CS (the peer of Sluice's veth).
 if [ -n "$iperf" ]; then
   ip netns exec "$K" iperf3 -s -B 10.79.0.1 -p 5201 >/dev/null 2>&1 & pids+=($!)
   ip netns exec "$CS" iperf3 -s -B 10.78.0.2 -p 5201 >/dev/null 2>&1 & pids+=($!)
-  until ip netns exec "$K" ss -ltn | grep -q 10.79.0.1:5201 \
-    && ip netns exec "$CS" ss -ltn | grep -q 10.78.0.2:5201; do sleep 0.05; done
+  iperfs_ready() {
+    ip netns exec "$K" ss -ltn | grep -q 10.79.0.1:5201 \
+      && ip netns exec "$CS" ss -ltn | grep -q 10.78.0.2:5201
+  }
+  wait_until "the iperf3 servers" iperfs_ready
 fi
 # iperf_mbps <side> [-R]: one iperf3 run of $mib MiB, the receiver's MB/s.
 iperf_mbps() {
@@ -164,10 +189,9 @@ iperf_mbps() {
   if [ "$side" = kernel ]; then
     ip netns exec "$CK" iperf3 -c 10.79.0.1 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
   else
-    SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload \
-      iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
+    pre iperf3 -c 10.78.0.2 -p 5201 -n "${mib}M" -J "$@" >"$tmp/iperf.json"
   fi || { echo "FAILED: iperf3 $side $*:" >&2; tail -5 "$tmp/iperf.json" >&2; return 1; }
-  python3 -c 'import json, sys; print("%.1f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))' <"$tmp/iperf.json"
+  iperf3_rx 8e6 1 <"$tmp/iperf.json"
 }
 
 declare -A R
@@ -211,16 +235,15 @@ for r in $(seq 1 "$runs"); do
     # connections per second: the side as the server, then as the client
     if [ $side = kernel ]; then
       R[$side,accept]+="$(K_ "$CK" conn 10.79.0.1 7001 "$nconn") "
-      R[$side,connect]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
+      kconn=$(K_ "$K" conn 10.79.0.2 7002 "$nconn")
+      R[$side,connect]+="$kconn "
+      # connections/s of a Python client: the kernel's is the measurement just made
+      R[$side,preconn]+="$kconn "
     else
       R[$side,accept]+="$(K_ "$CS" conn 10.78.0.1 7001 "$nconn") "
       R[$side,connect]+="$("$tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count "$nconn" | cut -d' ' -f4) "
-    fi
-    # connections/s of a client on LD_PRELOAD (the kernel side: its client again)
-    if [ $side = kernel ]; then
-      R[$side,preconn]+="$(K_ "$K" conn 10.79.0.2 7002 "$nconn") "
-    else
-      R[$side,preconn]+="$(SLUICE_APP_SOCKET=$tmp/app.sock LD_PRELOAD=$preload python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
+      # connections/s of a Python client on LD_PRELOAD
+      R[$side,preconn]+="$(pre python3 "$tmp/k.py" conn 10.78.0.2 7002 "$nconn") "
     fi
     if [ -n "$iperf" ]; then
       R[$side,iperf]+="$(iperf_mbps $side) "

@@ -1,6 +1,7 @@
 """scripts/hoststack-plot.py's reader of scripts/hoststack-redis-bench.sh's samples (CSV)."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -42,17 +43,58 @@ def test_medians_and_ranges_per_cell():
 def test_malformed_row_names_it():
     m = plotmod()
     bad = SAMPLES.replace("sluice,1,64,2,0.063", "sluice,1,64,2,fast")
-    with pytest.raises(ValueError, match="row 5"):
+    with pytest.raises(ValueError, match="^line 6: "):
         m.load(bad.splitlines(keepends=True))
     with pytest.raises(ValueError, match="header"):
         m.load(["mode,clients,p50\n", "kernel,1,0.1\n"])
 
 
-def test_plot_writes_a_png(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_incomplete_run_is_refused():
     m = plotmod()
-    csv = tmp_path / "s.csv"
+    cut = SAMPLES.replace("# load average after: 1.0 1.0 1.0; 60 s\n", "")
+    with pytest.raises(ValueError, match="load average after"):
+        m.load(cut.splitlines(keepends=True))
+    # A mode without one of the cells another mode has.
+    more = SAMPLES.replace("# load average", "kernel,4,64,1,0.1,0.2,0.3,0.4\n# load average")
+    with pytest.raises(ValueError, match=r"mode sluice: .*\(4, 64\)"):
+        m.load(more.splitlines(keepends=True))
+
+
+def test_unknown_mode_is_refused():
+    m = plotmod()
+    bad = SAMPLES.replace("sluice,", "slice,")
+    with pytest.raises(ValueError, match="^line 4: unknown mode 'slice'"):
+        m.load(bad.splitlines(keepends=True))
+
+
+def test_modes_are_the_bench_scripts():
+    """The plot knows exactly the modes scripts/hoststack-redis-bench.sh runs."""
+    text = (SCRIPT.parent / "hoststack-redis-bench.sh").read_text()
+    default = re.search(r'modes=\$\{MODES:-"([^"]*)"\}', text).group(1).split()
+    allowed = re.search(r"case \$m in ([\w|-]+)\)", text).group(1).split("|")
+    assert tuple(default) == plotmod().MODES
+    assert tuple(allowed) == plotmod().MODES
+
+
+def test_plot_draws_every_mode_in_every_panel(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.container import BarContainer
+
+    m = plotmod()
+    # Two payloads, so 2 × 4 panels; two modes of one client each.
+    more = "".join(
+        f"{mode},1,1024,1,0.1,0.2,0.3,0.4\n" for mode in ("kernel", "sluice")
+    )
+    text = SAMPLES.replace("# load average", more + "# load average")
+    comments, samples = m.load(text.splitlines(keepends=True))
+    fig = m.plot(comments, samples, tmp_path / "s.png")
+    assert len(fig.axes) == 2 * 4
+    for ax in fig.axes:
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        assert [len(b) for b in bars] == [1, 1], ax.get_title()
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The command line writes the PNG beside the CSV.
+    csv = tmp_path / "t.csv"
     csv.write_text(SAMPLES)
     m.main([str(csv)])
-    png = tmp_path / "s.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -47,9 +47,9 @@ pub struct UnixConfig {
     pub capture_dir: Option<PathBuf>,
     /// Sleep between loops when idle, microseconds (`poll-sleep-usec`, 0..=1000000).
     pub poll_sleep_usec: Option<u64>,
-    /// A busy main-loop round that found no work yields the CPU (`poll-yield`, Sluice's own
-    /// key): sched_yield(2), so that processes sharing the CPU (host-stack applications)
-    /// run before the next round.
+    /// A busy round of the main loop or of a worker that found no work yields the CPU
+    /// (`poll-yield`, Sluice's own key): sched_yield(2), so that processes sharing the CPU
+    /// (host-stack applications) run before the next round.
     pub poll_yield: bool,
     /// `cli-prompt`.
     pub cli_prompt: Option<String>,

@@ -337,6 +337,7 @@ fn run(
         sluice_vnet::plugin::assemble(&entries, &cfg.cpu, &cfg.buffers, staged)
             .map(|a| (a.vm, a.cli, a.api))
             .map_err(|e| e.to_string())?;
+    vm.set_poll_yield(cfg.unix.poll_yield);
     add_daemon_commands(&mut tree);
     let tree = Arc::new(tree);
     vm.ext_mut::<Daemon>().tree = Some(tree.clone());

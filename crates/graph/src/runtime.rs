@@ -39,6 +39,8 @@ pub struct Shared {
     pub wakers: Vec<Waker>,
     /// Dispatcher loops run, per thread (the statistics segment's `/sys/loops`).
     pub loops: Box<[crate::stats::PaddedCounter]>,
+    /// A worker's busy round that found no work yields the CPU ([`crate::Vlib::set_poll_yield`]).
+    pub poll_yield: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -61,6 +63,7 @@ impl Shared {
                 .map(|_| Waker::new())
                 .collect::<std::io::Result<_>>()?,
             loops: (0..n_threads.max(1)).map(|_| Default::default()).collect(),
+            poll_yield: Default::default(),
         })
     }
 

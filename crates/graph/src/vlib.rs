@@ -335,6 +335,13 @@ impl Vlib {
             || (0..self.n_threads()).any(|f| !self.shared.handoff[f][0].is_empty())
     }
 
+    /// `poll-yield`: a worker's busy round (polled queues, inbound handoff or the short spin
+    /// after work) that found no work calls sched_yield(2), so that processes sharing its CPU
+    /// run before the next round. The main loop is the caller's (it checks its own rounds).
+    pub fn set_poll_yield(&self, on: bool) {
+        self.shared.poll_yield.store(on, Ordering::Relaxed);
+    }
+
     /// Stops and joins the workers, freeing everything they hold.
     pub fn stop_workers(&mut self) {
         for w in &self.workers {
@@ -430,11 +437,20 @@ fn worker_loop(tg: &mut ThreadGraph, mb: &Mailbox) {
         if h > 0 || (n > 0 && tg.idle_poll_interval().is_some()) {
             last_work = now;
         }
+        // `poll-yield` (checked only in a round without work).
+        let yield_cpu = n == 0 && h == 0 && tg.shared().poll_yield.load(Ordering::Relaxed);
         if tg.wants_poll() || tg.has_inbound_handoff() {
+            if yield_cpu {
+                std::thread::yield_now();
+            }
             continue;
         }
         if now - last_work < IDLE_POLL_SECS {
-            std::hint::spin_loop();
+            if yield_cpu {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
         if !tg.prepare_sleep() {
