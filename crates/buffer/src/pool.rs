@@ -243,6 +243,15 @@ impl BufferPool {
         self.data_map.fd.as_ref().map(|f| f.as_raw_fd())
     }
 
+    /// Buffers on the shared free list (not counting the threads' caches): one relaxed
+    /// load, for a data path that only asks whether the free list is empty. [`stats`]
+    /// (which also sums the caches under a mutex) has the full picture.
+    ///
+    /// [`stats`]: BufferPool::stats
+    pub fn free_len(&self) -> u64 {
+        self.free_count.load(Ordering::Relaxed)
+    }
+
     /// Current totals. `in_use` is exact when no thread is allocating concurrently.
     pub fn stats(&self) -> PoolStats {
         let free = self.free_count.load(Ordering::Relaxed);

@@ -21,7 +21,13 @@
 //!   buffers the slave lent it, recorded per slot in a shadow array, and the descriptor's
 //!   region and offset are not trusted: each slot's buffer comes from the shadow array
 //!   (`rx_zc_single`, its length checked against the buffer), chained or bad slots take the
-//!   general path; the ring is refilled with fresh buffers.
+//!   general path; the ring is refilled with fresh buffers. A refill the exhausted pool
+//!   stops short (`fill_short`) is retried at every poll, but its empty slots count as work
+//!   (`active`, `prepare_sleep`) only while the pool's free list has buffers or from half a
+//!   poll tick after it stopped on, so that the 10 ms tick (`poll_interval` asks for it in
+//!   every rx mode while starved) retries it: the buffers may come back to a thread's cache,
+//!   which the free list does not show, and a master with no slot left sends nothing to wake
+//!   the thread.
 //! - sets: `rx_if`, `current_data`/`current_length`, chains; starts traces.
 //! - next: `ethernet-input` (arc 0) in ethernet mode; in ip mode `ip4-input` (arc 1) for
 //!   version 4, `ip6-input` (added at init when that node exists) for version 6, else
@@ -34,6 +40,7 @@
 //!   headers do not match: dropped), `bad_desc` (descriptor outside its region, empty or oversized packet:
 //!   dropped in the ring), `bad_ring` (peer moved head/tail past the ring: resynchronised),
 //!   `no_buffer` (buffer pool exhausted: packet dropped, interface `rx-miss`),
+//!   `fill_short` (info: zero-copy M2S slots a refill left empty for want of buffers, retried),
 //!   `ip6_no_node` and `bad_ip_version` (ip mode drops via `error-drop`).
 //!   Interface counters `rx packets`/`rx bytes`/`rx-miss`; `pcap trace rx`.
 //!
@@ -98,6 +105,8 @@ sluice_graph::counters! {
         Gso => info("gso", "GSO aggregates received whole"),
         /// A flagged aggregate whose headers do not match its metadata (dropped).
         BadGso => error("bad_gso", "GSO aggregate not TCP/UDP as its descriptor says"),
+        /// Zero-copy: M2S slots a refill left empty for want of buffers (retried).
+        FillShort => info("fill_short", "zero-copy refill short of buffers (retried)"),
     }
 }
 
@@ -223,6 +232,25 @@ struct RxQ {
     /// Polling mode: `prepare_sleep` unmasked the ring (the peer signals while the thread
     /// sleeps); the next poll masks it again.
     unmasked: bool,
+    /// Zero-copy slave: TSC of the poll whose refill stopped short for want of buffers, else
+    /// 0 ([`RxQ::pending`]).
+    starved_at: u64,
+}
+
+impl RxQ {
+    /// Whether the ring has work that can progress at TSC `now` ([`rx_pending`]): while the
+    /// last refill is starved, the slots to refill count only once the pool's free list has
+    /// buffers again or `retry` TSC cycles (half a poll tick) have passed since (buffers freed
+    /// into a thread's cache are not on the free list; the poll tick retries for them).
+    fn pending(&self, conn: &DataConn, q: &Queue, now: u64, retry: u64) -> bool {
+        if self.starved_at != 0
+            && now.wrapping_sub(self.starved_at) < retry
+            && conn.zc.as_ref().is_some_and(|p| p.free_len() == 0)
+        {
+            return q.ring.tail() != q.last.load(Ordering::Relaxed);
+        }
+        rx_pending(conn, q)
+    }
 }
 
 /// `memif-input` instance.
@@ -242,6 +270,12 @@ pub struct MemifInput {
     zc_len: Vec<u32>,
     /// Zero-copy rx: fresh buffers for refilling.
     fill: Vec<BufIdx>,
+    /// Zero-copy rx: the last `refill_zc` stopped short for want of buffers
+    /// (`RxQ::starved_at`).
+    fill_short: bool,
+    /// Half of `POLL_TICK_SECS` in TSC cycles of the thread's clock (`RxQ::pending`): the
+    /// tick's wake-up finds it passed even with some error in the clock's calibration.
+    retry: u64,
     /// `PollGaps::us_mult` of the thread's clock (`Queue::gaps`).
     us_mult: u64,
 }
@@ -265,6 +299,8 @@ impl MemifInput {
             zc_idx: Vec::new(),
             zc_len: Vec::new(),
             fill: Vec::new(),
+            fill_short: false,
+            retry: 0,
             us_mult: 0,
         }
     }
@@ -283,6 +319,7 @@ impl MemifInput {
         let nt = cx.shared().n_threads;
         let hz = cx.shared().clock.hz();
         self.us_mult = super::PollGaps::us_mult(hz);
+        self.retry = (POLL_TICK_SECS * hz / 2.0) as u64;
         for (k, i) in self.view.ifs.iter().enumerate() {
             let Some(conn) = i.conn.as_ref() else {
                 continue;
@@ -312,6 +349,7 @@ impl MemifInput {
                     mode,
                     busy_at: 0,
                     unmasked: false,
+                    starved_at: 0,
                 });
             }
         }
@@ -430,12 +468,15 @@ impl NodeFn for MemifInput {
                 rq.unmasked = false;
                 set_mask(q, &rq.mode);
             }
+            // Every poll retries a starved refill (this thread's cache may have buffers).
+            self.fill_short = false;
             let n = if rx_pending(&conn, q) {
                 self.rx_queue(cx, &sh, &conn, qi, q)
             } else {
                 0
             };
             let rq = &mut self.qs[j];
+            rq.starved_at = if self.fill_short { now.max(1) } else { 0 };
             if rq.busy_at != 0 {
                 q.gaps.record(now.wrapping_sub(rq.busy_at), self.us_mult);
             }
@@ -457,16 +498,16 @@ impl NodeFn for MemifInput {
         let now = sluice_infra::clock::rdtsc();
         self.qs.iter().any(|q| {
             q.mode.busy(now)
-                || self.view.ifs[q.k]
-                    .conn
-                    .as_ref()
-                    .is_some_and(|c| c.rx.get(q.qi).is_some_and(|r| rx_pending(c, r)))
+                || self.view.ifs[q.k].conn.as_ref().is_some_and(|c| {
+                    c.rx.get(q.qi)
+                        .is_some_and(|r| q.pending(c, r, now, self.retry))
+                })
         })
     }
     fn poll_interval(&self) -> Option<f64> {
         self.qs
             .iter()
-            .any(|q| q.mode.needs_tick())
+            .any(|q| q.mode.needs_tick() || q.starved_at != 0)
             .then_some(POLL_TICK_SECS)
     }
     fn polling(&self) -> bool {
@@ -479,6 +520,7 @@ impl NodeFn for MemifInput {
     /// masks the ring again.
     fn prepare_sleep(&mut self) -> bool {
         let mut idle = true;
+        let now = sluice_infra::clock::rdtsc();
         for rq in self.qs.iter_mut() {
             if rq.mode.mode() != RxMode::Polling || rq.fd.is_none() {
                 continue;
@@ -491,7 +533,7 @@ impl NodeFn for MemifInput {
             };
             unmask(q);
             rq.unmasked = true;
-            idle &= !rx_pending(conn, q);
+            idle &= !rq.pending(conn, q, now, self.retry);
         }
         idle
     }
@@ -888,7 +930,8 @@ impl MemifInput {
     /// Zero-copy slave: hands every free M2S slot to the master with a buffer (the one the
     /// shadow array still holds for it, else a fresh one): `{region 1, offset: the buffer's
     /// data area (behind the headroom, so encapsulation still works in place), length: data
-    /// size}`. Stops early, to retry at the next poll, when the pool is exhausted.
+    /// size}`. Stops early, to retry at the next poll, when the pool is exhausted
+    /// (`fill_short`: the slots left empty are counted).
     fn refill_zc(&mut self, cx: &mut Cx, pool: &BufferPool, q: &Queue) {
         let ring = q.ring;
         let rs = ring.size();
@@ -915,7 +958,11 @@ impl MemifInput {
                         s.store(b.0 + 1, Ordering::Relaxed);
                         *b
                     }
-                    None => break,
+                    None => {
+                        self.fill_short = true;
+                        cx.count(RxCounter::FillShort, u64::from(n - i));
+                        break;
+                    }
                 },
                 v => BufIdx(v - 1),
             };
@@ -2382,5 +2429,194 @@ mod tests {
         }
         drop(cache);
         assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
+    /// A zero-copy slave memif interface in interrupt rx mode (no poll tick of its own) on
+    /// the main thread (no workers, 256 buffers of the pool) whose refill starved: every
+    /// buffer is taken (returned, for the test to free), the 16-slot M2S ring got none, and
+    /// the rx mode's busy time has passed. Returns the runtime, `memif-input`, the interface
+    /// and the buffers held.
+    fn starved_zc_slave(
+        tag: &str,
+    ) -> (
+        sluice_graph::Vlib,
+        sluice_graph::NodeIndex,
+        Arc<IfShared>,
+        Vec<BufIdx>,
+    ) {
+        use sluice_buffer::{PageSize, PoolConfig};
+        use sluice_cli::CommandTree;
+        use sluice_graph::{CpuConfig, Vlib};
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: Vec::new(),
+        };
+        let pcfg = PoolConfig {
+            buffers: 256,
+            data_size: 2048,
+            page_size: PageSize::Small,
+            shared: false,
+        };
+        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
+        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pcfg, Default::default())
+            .expect("runtime");
+        let (mut vm, t): (Vlib, CommandTree<Vlib>) = (a.vm, a.cli);
+        let node = vm.registry.find(crate::INPUT).unwrap();
+        vm.run_main_once();
+        assert!(
+            !vm.main.node_mut::<MemifInput>(node).unwrap().active(),
+            "no interface"
+        );
+        let sock = format!("@sluice-zcstarve-{tag}-{}", std::process::id());
+        for c in [
+            format!("create memif socket id 1 filename {sock}"),
+            "create interface memif id 0 socket-id 1 master".into(),
+            "set interface state memif1/0 up".into(),
+            "set interface rx-mode memif1/0 interrupt".into(),
+        ] {
+            t.execute(&mut vm, &c)
+                .unwrap_or_else(|e| panic!("`{c}': {e}"));
+        }
+        let sw = {
+            let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+            ifs.find("memif1/0").unwrap()
+        };
+        let (sh, _) = crate::rx_iface(&mut vm, sw, 0).unwrap();
+        // Every buffer taken (the main thread's cache first, then the free list).
+        let mut held = Vec::new();
+        vm.main.with_node::<MemifInput, _>(node, |_, cx| loop {
+            let mut b = [BufIdx(0); 64];
+            let n = cx.bufs().alloc(&mut b);
+            if n == 0 {
+                break;
+            }
+            held.extend_from_slice(&b[..n]);
+        });
+        let pool = vm.pool.clone();
+        assert_eq!(pool.stats().free, 0);
+        assert_eq!(pool.free_len(), 0);
+        let region = Region::create(&format!("zc-starve-{tag}"), 8192).unwrap();
+        let ring = Ring::new(&region, 0, 4).unwrap();
+        let mut q = crate::Queue::new(ring, crate::shm::eventfd().unwrap(), 0, 0);
+        q.shadow = (0..16).map(|_| AtomicU32::new(0)).collect();
+        let mut conn = DataConn::for_test(vec![region], vec![q], Vec::new(), true);
+        conn.zc = Some(pool);
+        sh.publish(Some(Arc::new(conn)));
+        // Past the rx mode's busy time after the connection came up.
+        let busy = std::time::Duration::from_secs_f64(sluice_graph::rxmode::BUSY_SECS * 3.0);
+        for _ in 0..2 {
+            vm.run_main_once();
+            std::thread::sleep(busy);
+        }
+        vm.run_main_once();
+        assert_eq!(
+            sh.current().unwrap().rx[0].ring.head(),
+            0,
+            "nothing refilled"
+        );
+        (vm, node, sh, held)
+    }
+
+    /// Ends a `starved_zc_slave` test: frees `held`, disconnects, and checks that no buffer
+    /// leaked.
+    fn end_starved(mut vm: sluice_graph::Vlib, sh: Arc<IfShared>, held: Vec<BufIdx>) {
+        let pool = vm.pool.clone();
+        let mut c = pool.cache();
+        c.free(&held);
+        drop(c);
+        sh.publish(None);
+        for _ in 0..4 {
+            vm.run_main_once();
+        }
+        drop(vm);
+        assert_eq!(pool.stats().in_use, 0, "buffers leaked");
+    }
+
+    /// A zero-copy slave whose pool is exhausted has slots it cannot refill: that is no work
+    /// (`active` false, so the thread may sleep; `poll_interval` asks for the tick) until
+    /// buffers are on the free list again or the tick has passed; `fill_short` counts the
+    /// slots left empty.
+    #[test]
+    fn a_starved_zero_copy_refill_is_not_work_until_the_pool_has_buffers() {
+        let tick = std::time::Duration::from_secs_f64(POLL_TICK_SECS);
+        let (mut vm, node, sh, mut held) = starved_zc_slave("free");
+        let active =
+            |vm: &mut sluice_graph::Vlib| vm.main.node_mut::<MemifInput>(node).unwrap().active();
+        // Looked at within half a tick of the starved poll (retried while the machine is too
+        // slow to look that soon).
+        let mut looked = false;
+        for _ in 0..100 {
+            let t0 = std::time::Instant::now();
+            vm.run_main_once();
+            let a = active(&mut vm);
+            if t0.elapsed() < tick / 4 {
+                assert!(!a, "an exhausted pool: the refill cannot progress");
+                looked = true;
+                break;
+            }
+        }
+        assert!(looked, "never looked within the tick");
+        assert_eq!(
+            vm.main
+                .node_mut::<MemifInput>(node)
+                .unwrap()
+                .poll_interval(),
+            Some(POLL_TICK_SECS),
+            "a starved refill asks for the tick"
+        );
+        let head = || sh.current().unwrap().rx[0].ring.head();
+        assert_eq!(head(), 0, "nothing refilled");
+        let short = vm
+            .registry
+            .node(node)
+            .stats
+            .counter_total(RxCounter::FillShort as usize);
+        assert!(short >= 16, "fill_short {short}");
+        // Buffers back on the pool's free list: the refill is work again, and is done.
+        let pool = vm.pool.clone();
+        let mut c = pool.cache();
+        c.free(&held.split_off(held.len() - 32));
+        c.flush();
+        drop(c);
+        assert!(active(&mut vm), "buffers free again");
+        vm.run_main_once();
+        assert_eq!(head(), 16, "every slot refilled");
+        std::thread::sleep(std::time::Duration::from_secs_f64(
+            sluice_graph::rxmode::BUSY_SECS * 3.0,
+        ));
+        assert!(!active(&mut vm), "nothing left to do");
+        assert_eq!(
+            vm.main
+                .node_mut::<MemifInput>(node)
+                .unwrap()
+                .poll_interval(),
+            None,
+            "interrupt mode asks for no tick once refilled"
+        );
+        end_starved(vm, sh, held);
+    }
+
+    /// The buffers a starved refill waits for may come back to a thread's cache, where the
+    /// pool's free list does not show them: the poll tick still retries the refill (a master
+    /// with no slot left sends nothing, so no interrupt would).
+    #[test]
+    fn a_starved_zero_copy_refill_takes_buffers_freed_into_the_thread_cache() {
+        let (mut vm, node, sh, held) = starved_zc_slave("cache");
+        vm.main
+            .with_node::<MemifInput, _>(node, |_, cx| cx.bufs().free(&held));
+        assert_eq!(
+            vm.pool.free_len(),
+            0,
+            "the buffers stay in the main thread's cache"
+        );
+        std::thread::sleep(std::time::Duration::from_secs_f64(POLL_TICK_SECS * 2.0));
+        vm.run_main_once();
+        assert_eq!(
+            sh.current().unwrap().rx[0].ring.head(),
+            16,
+            "every slot refilled after the tick"
+        );
+        end_starved(vm, sh, Vec::new());
     }
 }
