@@ -669,7 +669,8 @@ mod tests {
             .expect("a");
         let k = t(10, 1000, 99, 53);
         let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
-        // The same second as its last packet: live by the stamp alone.
+        // The same second as its last packet: the stamp shortcut answers (live), as the
+        // compare would (a debug build asserts they agree).
         assert_eq!(
             tb.confirm_live(Side::In, &k, 0, v, 10.9, &to),
             Some((a, 0, true))
@@ -683,6 +684,26 @@ mod tests {
             tb.confirm_live(Side::In, &k, 0, v, 11.3, &to),
             Some((a, 0, false))
         );
+        // A packet late in second 11 stamps the session 11: early in second 12 it is live by
+        // the compare; late in second 12 it has expired, although its stamp is only one
+        // second old (a shortcut taking "stamped within the last second" as live fails).
+        tb.touch(a, 11.95, 60, Class::Udp);
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 12.0, &to),
+            Some((a, 0, true))
+        );
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 12.96, &to),
+            Some((a, 0, false))
+        );
+        // The outside flow's key, looked up by out2in, is the same session's flow 1.
+        let ok = t(99, 53, 20, 2000);
+        let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("out key");
+        assert_eq!(
+            tb.confirm_live(Side::Out, &ok, 0, vo, 12.5, &to),
+            Some((a, 1, true))
+        );
+        assert_eq!(tb.confirm_live(Side::In, &ok, 0, vo, 12.5, &to), None);
         // Another tuple, side or FIB with this value is no match.
         assert_eq!(
             tb.confirm_live(Side::In, &t(10, 1001, 99, 53), 0, v, 10.9, &to),
