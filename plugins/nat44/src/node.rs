@@ -274,12 +274,10 @@ impl Pc<'_> {
     /// The live session of a tuple (an expired one is freed on the way).
     #[inline(always)]
     fn lookup(&mut self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
-        let (i, which) = self.table.lookup(side, t, fib)?;
-        if self
-            .table
-            .get(i)
-            .is_some_and(|s| s.expired(self.now, &self.cfg.timeouts))
-        {
+        let (i, which, live) =
+            self.table
+                .lookup_live(side, t, fib, self.now, &self.cfg.timeouts)?;
+        if !live {
             self.table.free(self.epochs, i);
             self.table.stats.expired += 1;
             return None;

@@ -439,6 +439,21 @@ impl Table {
         })
     }
 
+    /// [`Table::lookup`] with [`Table::confirm_live`]'s expiry check: `Some((i, which,
+    /// live))` (the per-packet path's lookup, sharing the batched path's liveness check).
+    #[inline(always)]
+    pub fn lookup_live(
+        &self,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        now: f64,
+        timeouts: &Timeouts,
+    ) -> Option<(u32, u8, bool)> {
+        let v = self.keys.get(self.digest(side, t, fib))?;
+        self.confirm_live(side, t, fib, v, now, timeouts)
+    }
+
     /// Changes whenever a session is freed (a hit found before may name a freed or
     /// reused session).
     #[inline(always)]
@@ -704,6 +719,16 @@ mod tests {
             Some((a, 1, true))
         );
         assert_eq!(tb.confirm_live(Side::In, &ok, 0, vo, 12.5, &to), None);
+        // The per-packet path's lookup answers the same.
+        assert_eq!(
+            tb.lookup_live(Side::Out, &ok, 0, 12.5, &to),
+            Some((a, 1, true))
+        );
+        assert_eq!(
+            tb.lookup_live(Side::In, &k, 0, 12.96, &to),
+            Some((a, 0, false))
+        );
+        assert_eq!(tb.lookup_live(Side::In, &ok, 0, 12.5, &to), None);
         // Another tuple, side or FIB with this value is no match.
         assert_eq!(
             tb.confirm_live(Side::In, &t(10, 1001, 99, 53), 0, v, 10.9, &to),
