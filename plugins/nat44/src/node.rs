@@ -772,19 +772,18 @@ impl NodeFn for NatNode {
                     )
                 };
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                    // `nc` ≤ `i` < FRAME_SIZE: always in bounds.
-                    if let (Some(d), Some(cd)) = (digests.get_mut(nc), cands.get_mut(nc)) {
-                        *d = w.table.digest(side, &t, fib);
-                        *cd = Cand {
-                            t,
-                            l4,
-                            kind,
-                            fib,
-                            probe: Probe::Miss,
-                        };
-                        c = nc as u16;
-                        nc += 1;
-                    }
+                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than losing the packet's candidacy silently).
+                    digests[nc] = w.table.digest(side, &t, fib);
+                    cands[nc] = Cand {
+                        t,
+                        l4,
+                        kind,
+                        fib,
+                        probe: Probe::Miss,
+                    };
+                    c = nc as u16;
+                    nc += 1;
                 }
             }
             *co = c;
@@ -856,11 +855,10 @@ impl NodeFn for NatNode {
                     if let Some(rec) = pc.trace.take() {
                         cx.trace(&b, rec);
                     }
-                    // `kept` ≤ `i` < FRAME_SIZE: always in bounds.
-                    if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
-                        (*k, *x) = (bi, nx.0);
-                        kept += 1;
-                    }
+                    // `kept` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than leaking the buffer).
+                    (keep[kept], nexts[kept]) = (bi, nx.0);
+                    kept += 1;
                 }
                 Verdict::Handoff(t) => {
                     if b.hdr.is_traced() {
@@ -884,10 +882,8 @@ impl NodeFn for NatNode {
                         handed += 1;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
-                        if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
-                            (*k, *x) = (bi, NatNext::Drop as u16);
-                            kept += 1;
-                        }
+                        (keep[kept], nexts[kept]) = (bi, NatNext::Drop as u16);
+                        kept += 1;
                     }
                 }
             }
