@@ -134,8 +134,9 @@ pub struct NatNode {
 const NO_CAND: u16 = u16::MAX;
 
 /// A packet of the frame's fast path: a TCP/UDP/echo packet owned by this thread, whose
-/// session (if it has one) is looked up with the frame's others.
-#[derive(Copy, Clone)]
+/// session (if it has one) is looked up with the frame's others (the default: an unused
+/// slot).
+#[derive(Copy, Clone, Default)]
 struct Cand {
     t: Tuple,
     l4: usize,
@@ -145,29 +146,15 @@ struct Cand {
     probe: Probe,
 }
 
-/// An unused candidate slot.
-const NO_CAND_YET: Cand = Cand {
-    t: Tuple {
-        src: 0,
-        dst: 0,
-        sport: 0,
-        dport: 0,
-        proto: 0,
-    },
-    l4: 0,
-    kind: L4::Udp,
-    fib: 0,
-    probe: Probe::Miss,
-};
-
 /// A candidate's batched lookup.
-#[derive(Copy, Clone)]
+#[derive(Copy, Clone, Default)]
 enum Probe {
     /// The live session and flow.
     Hit(u32, u8),
     /// A session that has expired (the per-packet lookup frees it).
     Expired,
     /// No session.
+    #[default]
     Miss,
 }
 
@@ -182,7 +169,7 @@ impl NatNode {
             keep: Box::new([BufIdx(0); FRAME_SIZE]),
             nexts: Box::new([0; FRAME_SIZE]),
             hand: Vec::new(),
-            cands: Box::new([NO_CAND_YET; FRAME_SIZE]),
+            cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
             vals: Box::new([None; FRAME_SIZE]),
             cand_of: Box::new([NO_CAND; FRAME_SIZE]),
