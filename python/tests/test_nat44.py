@@ -140,6 +140,29 @@ class TestNat44(NatTest):
         self.assert_counters({c(I2O, TRANSLATED): len(order), c(I2O, CREATED): len(sports)})
         assert self.total_sessions() == len(sports)
 
+    def test_full_frame_of_new_flows_then_established(self):
+        """A full 256-packet frame in which every packet creates its session, then the same
+        256 packets again, every one a hit of the frame's batched lookup: one session and
+        one outside port per flow, kept by the established packets."""
+        sports = list(range(20000, 20256))
+        pkts = [self.in_udp(sport=p) for p in sports]
+        rx = self.send_and_expect(self.pg0, pkts, self.pg1)
+        assert all(r[IP].src == POOL and r[IP].dst == REMOTE for r in rx)
+        # Frame order is kept, and every inside port is free, so each is kept.
+        ports = [r[UDP].sport for r in rx]
+        assert ports == sports, ports
+        self.assert_counters({c(I2O, TRANSLATED): 256, c(I2O, CREATED): 256})
+        assert self.total_sessions() == 256
+        self.snapshot_counters()
+        rx = self.send_and_expect(self.pg0, pkts, self.pg1)
+        assert [r[UDP].sport for r in rx] == ports
+        assert all(r[IP].src == POOL for r in rx)
+        for r in rx:
+            assert_udp_checksum(r)
+        self.assert_counters({c(I2O, TRANSLATED): 256, c(I2O, CREATED): 0})
+        assert self.total_sessions() == 256
+        assert re.findall(r"total pkts (\d+)", self.sessions_text()) == ["2"] * 256
+
     def test_udp_without_checksum(self):
         p = self.in_udp()
         p[UDP].chksum = 0
@@ -457,6 +480,32 @@ class TestNat44Workers(NatTest):
         assert sorted(p[UDP].dport for p in back) == sorted(10000 + i for i in range(n))
         self.assert_counters({c(I2O, TRANSLATED): n, c(I2O, CREATED): n, c(I2O, HANDOFF): n,
                               c(O2I, TRANSLATED): n, c(O2I, HANDOFF): n})
+
+    def test_frame_mixing_kept_and_handed_off_packets(self):
+        """One frame on the main thread interleaving untranslated packets (inside to
+        inside: kept and forwarded by this thread) with NAT packets (handed to the
+        workers owning their sessions): all arrive, the untranslated ones in order."""
+        n = 40
+        nat = [self.in_udp(sport=11000 + i, src=self.pg0.remote_host_ip4(2 + i % 2))
+               for i in range(n)]
+        plain = [self.in_udp(sport=12000 + i, dst=self.pg2.remote_ip4) for i in range(n)]
+        pkts = [p for pair in zip(nat, plain) for p in pair]
+        self.pg1.enable_capture()
+        self.pg2.enable_capture()
+        self.pg0.add_stream(pkts)
+        self.pg_start()
+        rx_plain = self.pg2.get_capture(n, remark="untranslated")
+        rx_nat = self.pg1.get_capture(n, remark="translated")
+        assert [p[UDP].sport for p in rx_plain] == [12000 + i for i in range(n)]
+        assert all(p[IP].src == self.pg0.remote_ip4 for p in rx_plain)
+        assert all(p[IP].src == POOL for p in rx_nat)
+        # A worker takes ports of its own range: one per flow.
+        assert len({p[UDP].sport for p in rx_nat}) == n
+        self.assert_counters({c(I2O, TRANSLATED): n, c(I2O, CREATED): n, c(I2O, HANDOFF): n,
+                              c(I2O, PASSED): n})
+        out = self.sessions_text(detail=False)
+        counts = [int(x) for x in re.findall(r"thread \d+ \S+: (\d+) sessions", out)]
+        assert sum(counts) == n and len([x for x in counts if x]) == 2, out
 
 
 class TestNat44Disabled(Ip4RouterTest):

@@ -321,7 +321,7 @@ fn session_dump(
                 is_hairpin: s.flags & sflags::HAIRPIN != 0,
                 total_pkts: s.pkts,
                 total_bytes: s.bytes,
-                expires_in: (s.last + s.class.timeout(&to) - now).max(0.0),
+                expires_in: (s.last() + s.class.timeout(&to) - now).max(0.0),
             });
         }
     }

@@ -384,11 +384,11 @@ fn cli_show_sessions(vm: &mut Vlib, a: &mut Args) -> Result<String, CliError> {
                     );
                 }
                 let _ = writeln!(out, "     index {i}");
-                let _ = writeln!(out, "     last heard {:.2}", s.last);
+                let _ = writeln!(out, "     last heard {:.2}", s.last());
                 let _ = writeln!(
                     out,
                     "     timeout in {:.2} ({})",
-                    (s.last + s.class.timeout(&to) - now).max(0.0),
+                    (s.last() + s.class.timeout(&to) - now).max(0.0),
                     class_name(s.class)
                 );
                 if k.proto == 6 {

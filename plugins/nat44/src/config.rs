@@ -18,6 +18,10 @@ pub mod role {
 pub const FIRST_PORT: u32 = 1024;
 
 /// Session timeouts in seconds (`set nat timeout`), VPP's defaults.
+///
+/// Every timeout must be at least 1 s (`ops::set_timeouts` refuses 0): the batched
+/// lookup takes a session touched in the current second as live without comparing its
+/// age ([`crate::session::Table::confirm_live`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// UDP.

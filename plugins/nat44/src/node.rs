@@ -134,8 +134,9 @@ pub struct NatNode {
 const NO_CAND: u16 = u16::MAX;
 
 /// A packet of the frame's fast path: a TCP/UDP/echo packet owned by this thread, whose
-/// session (if it has one) is looked up with the frame's others.
-#[derive(Copy, Clone)]
+/// session (if it has one) is looked up with the frame's others (the default: an unused
+/// slot).
+#[derive(Copy, Clone, Default)]
 struct Cand {
     t: Tuple,
     l4: usize,
@@ -145,29 +146,15 @@ struct Cand {
     probe: Probe,
 }
 
-/// An unused candidate slot.
-const NO_CAND_YET: Cand = Cand {
-    t: Tuple {
-        src: 0,
-        dst: 0,
-        sport: 0,
-        dport: 0,
-        proto: 0,
-    },
-    l4: 0,
-    kind: L4::Udp,
-    fib: 0,
-    probe: Probe::Miss,
-};
-
 /// A candidate's batched lookup.
-#[derive(Copy, Clone)]
+#[derive(Copy, Clone, Default)]
 enum Probe {
     /// The live session and flow.
     Hit(u32, u8),
     /// A session that has expired (the per-packet lookup frees it).
     Expired,
     /// No session.
+    #[default]
     Miss,
 }
 
@@ -182,7 +169,7 @@ impl NatNode {
             keep: Box::new([BufIdx(0); FRAME_SIZE]),
             nexts: Box::new([0; FRAME_SIZE]),
             hand: Vec::new(),
-            cands: Box::new([NO_CAND_YET; FRAME_SIZE]),
+            cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
             vals: Box::new([None; FRAME_SIZE]),
             cand_of: Box::new([NO_CAND; FRAME_SIZE]),
@@ -274,12 +261,10 @@ impl Pc<'_> {
     /// The live session of a tuple (an expired one is freed on the way).
     #[inline(always)]
     fn lookup(&mut self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
-        let (i, which) = self.table.lookup(side, t, fib)?;
-        if self
-            .table
-            .get(i)
-            .is_some_and(|s| s.expired(self.now, &self.cfg.timeouts))
-        {
+        let (i, which, live) =
+            self.table
+                .lookup_live(side, t, fib, self.now, &self.cfg.timeouts)?;
+        if !live {
             self.table.free(self.epochs, i);
             self.table.stats.expired += 1;
             return None;
@@ -774,19 +759,18 @@ impl NodeFn for NatNode {
                     )
                 };
                 if ours && (owner || b.hdr.handoff_thread as usize == me + 1) {
-                    // `nc` ≤ `i` < FRAME_SIZE: always in bounds.
-                    if let (Some(d), Some(cd)) = (digests.get_mut(nc), cands.get_mut(nc)) {
-                        *d = w.table.digest(side, &t, fib);
-                        *cd = Cand {
-                            t,
-                            l4,
-                            kind,
-                            fib,
-                            probe: Probe::Miss,
-                        };
-                        c = nc as u16;
-                        nc += 1;
-                    }
+                    // `nc` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than losing the packet's candidacy silently).
+                    digests[nc] = w.table.digest(side, &t, fib);
+                    cands[nc] = Cand {
+                        t,
+                        l4,
+                        kind,
+                        fib,
+                        probe: Probe::Miss,
+                    };
+                    c = nc as u16;
+                    nc += 1;
                 }
             }
             *co = c;
@@ -858,11 +842,10 @@ impl NodeFn for NatNode {
                     if let Some(rec) = pc.trace.take() {
                         cx.trace(&b, rec);
                     }
-                    // `kept` ≤ `i` < FRAME_SIZE: always in bounds.
-                    if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
-                        (*k, *x) = (bi, nx.0);
-                        kept += 1;
-                    }
+                    // `kept` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
+                    // panics rather than leaking the buffer).
+                    (keep[kept], nexts[kept]) = (bi, nx.0);
+                    kept += 1;
                 }
                 Verdict::Handoff(t) => {
                     if b.hdr.is_traced() {
@@ -886,10 +869,8 @@ impl NodeFn for NatNode {
                         handed += 1;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
-                        if let (Some(k), Some(x)) = (keep.get_mut(kept), nexts.get_mut(kept)) {
-                            (*k, *x) = (bi, NatNext::Drop as u16);
-                            kept += 1;
-                        }
+                        (keep[kept], nexts[kept]) = (bi, NatNext::Drop as u16);
+                        kept += 1;
                     }
                 }
             }

@@ -78,12 +78,13 @@ impl Tuple {
     }
 }
 
-/// What a packet's L4 header is.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// What a packet's L4 header is (the default, UDP, only fills unused slots).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum L4 {
     /// TCP, with its flags.
     Tcp(u8),
     /// UDP.
+    #[default]
     Udp,
     /// ICMP echo request.
     EchoRequest,

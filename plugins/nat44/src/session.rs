@@ -113,8 +113,10 @@ pub mod sflags {
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct Session {
-    /// Last packet (seconds, the runtime clock).
-    pub last: f64,
+    /// Last packet (seconds, the runtime clock). Written only by [`Session::new`] and
+    /// [`Table::touch`], which keep `lru_stamp` its whole second (see
+    /// [`Table::confirm_live`]).
+    last: f64,
     /// The checksum deltas of each flow's rewrite.
     deltas: [Deltas; 2],
     /// FIB index of the inside side.
@@ -186,6 +188,12 @@ impl Session {
     #[inline(always)]
     pub fn deltas(&self, which: u8) -> Deltas {
         self.deltas[(which & 1) as usize]
+    }
+
+    /// Its last packet's time (seconds, the runtime clock).
+    #[inline(always)]
+    pub fn last(&self) -> f64 {
+        self.last
     }
 
     /// Whether it expired at `now`.
@@ -403,8 +411,11 @@ impl Table {
 
     /// [`Table::confirm`] and the expiry check in one access of the session: `Some((i,
     /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
-    /// second ago and is live without the timeout compare (every timeout is at least a
-    /// second, `ops::set_timeouts`).
+    /// second ago and is live without the timeout compare. That shortcut rests on two
+    /// invariants: the stamp is the whole second of `last` (only [`Session::new`] and
+    /// [`Table::touch`] write either), and every timeout is at least a second ([`Timeouts`],
+    /// checked by `ops::set_timeouts`); a debug build asserts that it agrees with the
+    /// compare. It saves about 17 instructions per packet (1k sessions in2out, callgrind).
     #[inline(always)]
     pub fn confirm_live(
         &self,
@@ -416,12 +427,31 @@ impl Table {
         timeouts: &Timeouts,
     ) -> Option<(u32, u8, bool)> {
         self.matched(side, t, fib, v).map(|(i, which, s)| {
+            debug_assert!(
+                s.lru_stamp != now as u32 || !s.expired(now, timeouts),
+                "a session stamped this second has expired: a timeout under 1 s?"
+            );
             (
                 i,
                 which,
                 s.lru_stamp == now as u32 || !s.expired(now, timeouts),
             )
         })
+    }
+
+    /// [`Table::lookup`] with [`Table::confirm_live`]'s expiry check: `Some((i, which,
+    /// live))` (the per-packet path's lookup, sharing the batched path's liveness check).
+    #[inline(always)]
+    pub fn lookup_live(
+        &self,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        now: f64,
+        timeouts: &Timeouts,
+    ) -> Option<(u32, u8, bool)> {
+        let v = self.keys.get(self.digest(side, t, fib))?;
+        self.confirm_live(side, t, fib, v, now, timeouts)
     }
 
     /// Changes whenever a session is freed (a hit found before may name a freed or
@@ -654,7 +684,8 @@ mod tests {
             .expect("a");
         let k = t(10, 1000, 99, 53);
         let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
-        // The same second as its last packet: live by the stamp alone.
+        // The same second as its last packet: the stamp shortcut answers (live), as the
+        // compare would (a debug build asserts they agree).
         assert_eq!(
             tb.confirm_live(Side::In, &k, 0, v, 10.9, &to),
             Some((a, 0, true))
@@ -668,6 +699,36 @@ mod tests {
             tb.confirm_live(Side::In, &k, 0, v, 11.3, &to),
             Some((a, 0, false))
         );
+        // A packet late in second 11 stamps the session 11: early in second 12 it is live by
+        // the compare; late in second 12 it has expired, although its stamp is only one
+        // second old (a shortcut taking "stamped within the last second" as live fails).
+        tb.touch(a, 11.95, 60, Class::Udp);
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 12.0, &to),
+            Some((a, 0, true))
+        );
+        assert_eq!(
+            tb.confirm_live(Side::In, &k, 0, v, 12.96, &to),
+            Some((a, 0, false))
+        );
+        // The outside flow's key, looked up by out2in, is the same session's flow 1.
+        let ok = t(99, 53, 20, 2000);
+        let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("out key");
+        assert_eq!(
+            tb.confirm_live(Side::Out, &ok, 0, vo, 12.5, &to),
+            Some((a, 1, true))
+        );
+        assert_eq!(tb.confirm_live(Side::In, &ok, 0, vo, 12.5, &to), None);
+        // The per-packet path's lookup answers the same.
+        assert_eq!(
+            tb.lookup_live(Side::Out, &ok, 0, 12.5, &to),
+            Some((a, 1, true))
+        );
+        assert_eq!(
+            tb.lookup_live(Side::In, &k, 0, 12.96, &to),
+            Some((a, 0, false))
+        );
+        assert_eq!(tb.lookup_live(Side::In, &ok, 0, 12.5, &to), None);
         // Another tuple, side or FIB with this value is no match.
         assert_eq!(
             tb.confirm_live(Side::In, &t(10, 1001, 99, 53), 0, v, 10.9, &to),
