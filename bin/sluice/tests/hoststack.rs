@@ -36,6 +36,12 @@ struct Peer {
     name: String,
 }
 
+/// The tags of these tests' namespaces (`Peer::new` refuses any other, so that
+/// [`reap_stale_namespaces`] knows them all).
+const TAGS: [&str; 13] = [
+    "hs", "hc", "tc", "t6", "tg", "ca", "pl", "rd", "uw", "w4", "w6", "ip", "cu",
+];
+
 /// Removes the namespaces of earlier runs of these tests that were killed before their
 /// guards ran (`sl<pid><tag>` whose process is gone; the veth goes with its namespace).
 fn reap_stale_namespaces() {
@@ -49,7 +55,7 @@ fn reap_stale_namespaces() {
         };
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         let tag = &rest[digits.len()..];
-        let known = ["hs", "hc", "tc", "t6", "ca", "pl", "rd", "uw", "w4", "w6"].contains(&tag);
+        let known = TAGS.contains(&tag);
         if known && !digits.is_empty() && !std::path::Path::new(&format!("/proc/{digits}")).exists()
         {
             let _ = sh(&["ip", "link", "del", &name]);
@@ -60,6 +66,7 @@ fn reap_stale_namespaces() {
 
 impl Peer {
     fn new(tag: &str) -> Peer {
+        assert!(TAGS.contains(&tag), "tag {tag} missing from TAGS");
         reap_stale_namespaces();
         let name = format!("sl{}{tag}", std::process::id());
         let _ = sh(&["ip", "link", "del", &name]);
@@ -144,7 +151,6 @@ fn sluice_on(peer: &Peer, tag: &str, workers: usize) -> (Daemon, String, std::pa
         &format!("{cpu}session {{ enable app-socket {app_sock} event-queue-length 256 }}"),
     );
     d.ok(&format!("create host-interface name {}{queues}", peer.name));
-
     let ifn = format!("host-{}", peer.name);
     d.ok(&format!("set interface state {ifn} up"));
     d.ok(&format!("set interface ip address {ifn} 10.77.0.1/24"));
