@@ -343,34 +343,45 @@ impl InputScratch {
     }
 }
 
-/// The input nodes' frame loop: `one` takes each packet under the session lock (counted
-/// drops go to `drop` with their reason, taken buffers are freed and counted in `taken`).
-/// A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is one large
-/// segment, as the kernel's GRO hands it to a socket. A partial checksum the kernel left
-/// (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL) counts as
-/// verified. Sessions live on thread 0: a worker hands the whole frame to this node on
-/// thread 0 through the graph's handoff queue (counted in `handoff`; what a full queue
-/// refuses is freed and counted in `congestion`). One worker's packets keep their order.
+/// On a worker (`thread` not 0): hands the whole frame to this node on thread 0, which
+/// owns the sessions, through the graph's handoff queue (counted in `handoff`; what a full
+/// queue refuses is freed and counted in `congestion`) and returns true. One worker's
+/// packets keep their order. The input nodes call it first, before they touch the shared
+/// session state or the clock.
+fn hand_to_main<C: CounterId>(
+    cx: &mut Cx,
+    frame: &[BufIdx],
+    thread: usize,
+    [handoff, congestion]: [C; 2],
+) -> bool {
+    if thread == 0 {
+        return false;
+    }
+    let node = cx.node();
+    let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
+    cx.count(handoff, took as u64);
+    if took < frame.len() {
+        let lost = &frame[took..];
+        cx.count(congestion, lost.len() as u64);
+        cx.free(lost);
+    }
+    true
+}
+
+/// The input nodes' frame loop on thread 0: `one` takes each packet under the session
+/// lock (counted drops go to `drop` with their reason, taken buffers are freed and counted
+/// in `taken`). A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is
+/// one large segment, as the kernel's GRO hands it to a socket. A partial checksum the
+/// kernel left (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL)
+/// counts as verified.
 fn input_frame<C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     sm: &Shared,
-    thread: usize,
-    [handoff, congestion, taken]: [C; 3],
+    taken: C,
     s: &mut InputScratch,
     mut one: impl FnMut(&mut SessionMain, Pkt<'_>) -> Result<(), C>,
 ) {
-    if thread != 0 {
-        let node = cx.node();
-        let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
-        cx.count(handoff, took as u64);
-        if took < frame.len() {
-            let lost = &frame[took..];
-            cx.count(congestion, lost.len() as u64);
-            cx.free(lost);
-        }
-        return;
-    }
     s.done.clear();
     s.drops.clear();
     let mut g = lock(sm);
@@ -418,17 +429,15 @@ fn input_frame<C: CounterId>(
 
 impl<const V6: bool> NodeFn for UdpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let sm = self.sm.clone();
+        let handoff = [UdpCounter::Handoff, UdpCounter::Congestion];
+        if hand_to_main(cx, frame, self.thread, handoff) {
+            return;
+        }
         input_frame(
             cx,
             frame,
-            &sm,
-            self.thread,
-            [
-                UdpCounter::Handoff,
-                UdpCounter::Congestion,
-                UdpCounter::Delivered,
-            ],
+            &self.sm,
+            UdpCounter::Delivered,
             &mut self.scratch,
             Self::one,
         );
@@ -505,18 +514,16 @@ impl<const V6: bool> TcpInput<V6> {
 
 impl<const V6: bool> NodeFn for TcpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let sm = self.sm.clone();
+        let handoff = [TcpCounter::Handoff, TcpCounter::Congestion];
+        if hand_to_main(cx, frame, self.thread, handoff) {
+            return;
+        }
         let now = std::time::Instant::now();
         input_frame(
             cx,
             frame,
-            &sm,
-            self.thread,
-            [
-                TcpCounter::Handoff,
-                TcpCounter::Congestion,
-                TcpCounter::Segments,
-            ],
+            &self.sm,
+            TcpCounter::Segments,
             &mut self.scratch,
             |sm, b| Self::one(sm, b, now),
         );
