@@ -345,7 +345,7 @@ impl InputScratch {
 
 /// On a worker (`thread` not 0): hands the whole frame to this node on thread 0, which
 /// owns the sessions, through the graph's handoff queue (counted in `handoff`; what a full
-/// queue refuses is freed and counted in `congestion`) and returns true. One worker's
+/// queue refuses goes to `error-drop` with the error `congestion`) and returns true. One worker's
 /// packets keep their order. The input nodes call it first, before they touch the shared
 /// session state or the clock.
 fn hand_to_main<C: CounterId>(
@@ -360,11 +360,13 @@ fn hand_to_main<C: CounterId>(
     let node = cx.node();
     let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
     cx.count(handoff, took as u64);
-    if took < frame.len() {
-        let lost = &frame[took..];
-        cx.count(congestion, lost.len() as u64);
-        cx.free(lost);
+    let lost = &frame[took..];
+    let e = cx.error(congestion);
+    for &bi in lost {
+        // SAFETY: the queue refused these buffers: still owned by this node; one header.
+        unsafe { cx.arena().header_mut(bi) }.error = e;
     }
+    cx.enqueue_all(InNext::Drop.into(), lost);
     true
 }
 
