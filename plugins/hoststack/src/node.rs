@@ -1443,4 +1443,64 @@ mod tests {
         drop(sm);
         h.assert_no_leaks();
     }
+
+    /// On a worker `tcp4-input` hands its frames to itself on thread 0; what the full
+    /// queue refuses goes to `error-drop` as `congestion_drop` (counted there, seen by a
+    /// drop trace, freed), and thread 0 later takes the rest.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        use sluice_graph::{CpuConfig, Vlib, HANDOFF_RING};
+        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
+        let mut g = sluice_graph::GraphBuilder::new();
+        sluice_graph::nodes::register(&mut g);
+        for name in ["ip4-lookup", "ip6-lookup"] {
+            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(Sink)
+            }));
+        }
+        register(&mut g, &shared);
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let pool = sluice_buffer::PoolConfig {
+            buffers: 2 * HANDOFF_RING as u32,
+            ..sluice_graph::testing::test_pool()
+        };
+        let mut h = Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT);
+        let node = h.node;
+        // Gives the worker's tcp4-input `n` packets (too short for an IPv4 header: thread 0
+        // drops them as `short`) and waits until it has handed or dropped them all.
+        let to_worker = |h: &mut Harness, n: usize| {
+            let bufs: Vec<BufIdx> = (0..n).map(|_| h.packet(&[0x45; 8], |_| {})).collect();
+            let before = h.counter("handoff") + h.counter("congestion_drop");
+            let mut sent = 0;
+            let t0 = std::time::Instant::now();
+            while sent < n
+                || h.counter("handoff") + h.counter("congestion_drop") < before + n as u64
+            {
+                sent += h.vm.shared.handoff_enqueue(0, 1, &bufs[sent..], node);
+                assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        // The queue to thread 0 fills (thread 0 does not run meanwhile), then refuses.
+        to_worker(&mut h, HANDOFF_RING);
+        to_worker(&mut h, 100);
+        h.assert_counters(&[("handoff", HANDOFF_RING as u64), ("congestion_drop", 100)]);
+        let drops = h.drops();
+        assert_eq!(drops.len(), 100, "refused buffers reach error-drop");
+        assert!(drops
+            .iter()
+            .all(|(n, c)| n == TCP4_INPUT && *c == "congestion_drop"));
+        // Thread 0 takes what was handed over.
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[
+            ("handoff", HANDOFF_RING as u64),
+            ("congestion_drop", 100),
+            ("short", HANDOFF_RING as u64),
+        ]);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
+    }
 }
