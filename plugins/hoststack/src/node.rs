@@ -1283,6 +1283,19 @@ mod tests {
         }
     }
 
+    /// The host stack's nodes on `shared`, with stand-ins for the lookups they send to.
+    fn graph(shared: &Shared) -> sluice_graph::GraphBuilder {
+        let mut g = sluice_graph::GraphBuilder::new();
+        sluice_graph::nodes::register(&mut g);
+        for name in ["ip4-lookup", "ip6-lookup"] {
+            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(Sink)
+            }));
+        }
+        register(&mut g, shared);
+        g
+    }
+
     /// `session-queue` in the harness with one application that bound a UDP session:
     /// (harness, session layer, the application's socket, the session's slot).
     fn bound() -> (Harness, Shared, std::os::fd::OwnedFd, u32) {
@@ -1294,15 +1307,7 @@ mod tests {
             .unwrap();
         let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
         let shared: Shared = Arc::new(Mutex::new(sm));
-        let mut g = sluice_graph::GraphBuilder::new();
-        sluice_graph::nodes::register(&mut g);
-        for name in ["ip4-lookup", "ip6-lookup"] {
-            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(Sink)
-            }));
-        }
-        register(&mut g, &shared);
-        let h = Harness::build(g, SESSION_QUEUE).unwrap();
+        let h = Harness::build(graph(&shared), SESSION_QUEUE).unwrap();
         (h, shared, peer, slot)
     }
 
@@ -1451,14 +1456,7 @@ mod tests {
     fn a_full_handoff_queue_drops_through_error_drop() {
         use sluice_graph::{CpuConfig, Vlib, HANDOFF_RING};
         let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
-        let mut g = sluice_graph::GraphBuilder::new();
-        sluice_graph::nodes::register(&mut g);
-        for name in ["ip4-lookup", "ip6-lookup"] {
-            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(Sink)
-            }));
-        }
-        register(&mut g, &shared);
+        let g = graph(&shared);
         let cpu = CpuConfig {
             main_core: None,
             workers: vec![None],
