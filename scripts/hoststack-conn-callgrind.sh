@@ -92,5 +92,6 @@ for k in 1 2; do
   [ $k = 1 ] && echo "== accept: $n connections (kernel client -> sluice-tcp echo), instructions per connection"
   [ $k = 2 ] && echo "== connect: $n connections (sluice-tcp conn -> kernel echo), instructions per connection"
   echo "whole daemon: $(( $(awk '/^totals:/ {print $2}' "$tmp/cg.out.$k") / n ))"
-  python3 scripts/callgrind-nodes.py "$tmp/cg.out.$k" "$n" | head -8 | cut -c1-150
+  # (sed reads it all: head would end the pipe early, a failure under pipefail)
+  python3 scripts/callgrind-nodes.py "$tmp/cg.out.$k" "$n" | sed -n 1,8p | cut -c1-150
 done
