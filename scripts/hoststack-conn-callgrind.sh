@@ -24,6 +24,7 @@ tmp=$(mktemp -d)
 CS=hcc$$cs; V=hcc$$v
 cleanup() {
   [ -n "${ep:-}" ] && kill "$ep" 2>/dev/null
+  [ -n "${kp:-}" ] && kill "$kp" 2>/dev/null
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   ip link del "$V" 2>/dev/null
   ip netns pids "$CS" 2>/dev/null | xargs -r kill 2>/dev/null
@@ -41,7 +42,15 @@ printf 'unix { nodaemon cli-listen %s/cli.sock }\nbuffers { page-size 4k }\nsess
 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$tmp/cg.out" \
   "${SLUICE:-$bin/sluice}" -c "$tmp/c.conf" >"$tmp/sluice.log" 2>&1 &
 pid=$!
-until [ -S "$tmp/cli.sock" ] && [ -S "$tmp/app.sock" ]; do sleep 0.2; done
+# Bounded waits: a daemon or server that died (or never gets ready) ends the run with its log.
+waitfor() { # <tries of 0.1 s> <pid> <log> <condition...>
+  local n=$1 p=$2 log=$3; shift 3
+  until "$@"; do
+    kill -0 "$p" 2>/dev/null && [ $((n -= 1)) -gt 0 ] || { cat "$log"; echo "not ready: $*" >&2; exit 1; }
+    sleep 0.1
+  done
+}
+waitfor 1200 "$pid" "$tmp/sluice.log" test -S "$tmp/cli.sock" -a -S "$tmp/app.sock"
 C() { "$bin/sluicectl" -s "$tmp/cli.sock" "$@"; }
 C create host-interface v2 name "$V" >/dev/null
 C set interface state "host-$V" up
@@ -67,8 +76,9 @@ else:
         s.close()
 PY
 "$bin/sluice-tcp" --socket "$tmp/app.sock" echo --listen 0.0.0.0:7001 2>"$tmp/secho" & ep=$!
-ip netns exec "$CS" python3 "$tmp/k.py" echo 10.78.0.2 7002 >"$tmp/kecho" &
-until grep -q ready "$tmp/secho" && grep -q ready "$tmp/kecho"; do sleep 0.1; done
+ip netns exec "$CS" python3 "$tmp/k.py" echo 10.78.0.2 7002 >"$tmp/kecho" 2>&1 & kp=$!
+waitfor 600 "$ep" "$tmp/secho" grep -q ready "$tmp/secho"
+waitfor 600 "$kp" "$tmp/kecho" grep -q ready "$tmp/kecho"
 ip netns exec "$CS" python3 "$tmp/k.py" conn 10.78.0.1 7001 5
 "$bin/sluice-tcp" --socket "$tmp/app.sock" conn --connect 10.78.0.2:7002 --count 5 >/dev/null
 sleep 1
@@ -82,5 +92,6 @@ for k in 1 2; do
   [ $k = 1 ] && echo "== accept: $n connections (kernel client -> sluice-tcp echo), instructions per connection"
   [ $k = 2 ] && echo "== connect: $n connections (sluice-tcp conn -> kernel echo), instructions per connection"
   echo "whole daemon: $(( $(awk '/^totals:/ {print $2}' "$tmp/cg.out.$k") / n ))"
-  python3 scripts/callgrind-nodes.py "$tmp/cg.out.$k" "$n" | head -8 | cut -c1-150
+  # (sed reads it all: head would end the pipe early, a failure under pipefail)
+  python3 scripts/callgrind-nodes.py "$tmp/cg.out.$k" "$n" | sed -n 1,8p | cut -c1-150
 done

@@ -127,10 +127,12 @@ class PgInterface:
     # -- streams ------------------------------------------------------------------------
 
     def add_stream(self, pkts: Iterable[Frame], node: str | None = None,
-                   limit: int | None = None, rate: float | None = None) -> Stream:
+                   limit: int | None = None, rate: float | None = None,
+                   worker: int | None = None) -> Stream:
         """Writes `pkts` to a pcap in the test's directory and creates a (disabled) stream
         replaying it into `node` (default ethernet-input) as if received on this interface.
-        With `limit` larger than the pcap, the pcap is replayed in a loop."""
+        With `limit` larger than the pcap, the pcap is replayed in a loop. `worker`: the
+        packets are received on that worker (handed to it by the main thread)."""
         pkts = list(pkts)
         if not pkts:
             raise ValueError("add_stream needs at least one packet")
@@ -144,6 +146,8 @@ class PgInterface:
             cmd += f" limit {limit}"
         if rate is not None:
             cmd += f" rate {rate}"
+        if worker is not None:
+            cmd += f" worker {worker}"
         self.test.vpp.cli(cmd)
         s = Stream(name, self, pcap, limit if limit is not None else len(pkts))
         self.test.register_stream(s)

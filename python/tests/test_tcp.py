@@ -24,6 +24,8 @@ from sluice_test.pcap import read_pcap
 APP_DIR = Path(tempfile.gettempdir()) / f"sluice-tcp-pg-{os.getpid()}"
 BAD_CSUM = ("tcp4-input", "bad TCP checksum")
 NO_LISTENER = ("tcp4-input", "no connection or listener (RST sent)")
+HANDOFF = ("tcp4-input", "handed to thread 0 (which owns the sessions)")
+TAKEN = ("tcp4-input", "segments taken by a connection or listener")
 PORT = 5001
 SPORT = 40000
 
@@ -121,6 +123,42 @@ class TcpPgBase(Ip4RouterTest):
 
     def delta(self, key):
         return self.get_counters().get(key, 0) - self._counter_baseline.get(key, 0)
+
+
+class TestTcpOnAWorker(TcpPgBase):
+    """`cpu { workers 1 }` with pg0's segments received on the worker: `tcp4-input` there
+    hands every one to thread 0, which owns the sessions, and the connection is served as
+    without workers."""
+    extra_config = session_conf() + "\ncpu { workers 1 }\n"
+
+    def on_worker(self, pkt, n_rx=None):
+        """Receives `pkt` on worker 0; returns the `n_rx` segments pg0 sent (None: sends
+        without capturing)."""
+        if n_rx is not None:
+            self.pg0.enable_capture()
+        self.pg0.add_stream([pkt], worker=0)
+        self.pg_start()
+        if n_rx is None:
+            return []
+        return [p[TCP] for p in self.pg0.get_capture(n_rx, remark="on worker 0")]
+
+    def test_segments_received_on_a_worker_are_handed_to_thread_0(self):
+        self.start_sink()
+        self.snapshot_counters()
+        synack = self.on_worker(self.seg("S", 1000, options=[("MSS", 1200)]), 1)[0]
+        assert synack.flags == "SA" and synack.ack == 1001, synack.flags
+        our = synack.seq + 1
+        self.on_worker(self.seg("A", 1001, our))
+        self.wait_for(lambda: "ESTABLISHED" in self.vpp.cli("show session"), "established")
+        ack = self.on_worker(self.seg("PA", 1001, our, b"hello sluice"), 1)[0]
+        assert ack.flags.A and ack.ack == 1013, (ack.flags, ack.ack)
+        self.on_worker(self.seg("FA", 1013, our))
+        out, _ = self.sink.communicate(timeout=10)
+        assert out == b"hello sluice"
+        # Each of the 4 segments was received on the worker, handed over whole and taken
+        # on thread 0; none refused by the queue.
+        assert (self.delta(HANDOFF), self.delta(TAKEN)) == (4, 4), self.vpp.cli("show errors")
+        assert self.delta(("tcp4-input", "handoff queue to thread 0 full")) == 0
 
 
 class TestTcp(TcpPgBase):

@@ -343,34 +343,47 @@ impl InputScratch {
     }
 }
 
-/// The input nodes' frame loop: `one` takes each packet under the session lock (counted
-/// drops go to `drop` with their reason, taken buffers are freed and counted in `taken`).
-/// A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is one large
-/// segment, as the kernel's GRO hands it to a socket. A partial checksum the kernel left
-/// (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL) counts as
-/// verified. Sessions live on thread 0: a worker hands the whole frame to this node on
-/// thread 0 through the graph's handoff queue (counted in `handoff`; what a full queue
-/// refuses is freed and counted in `congestion`). One worker's packets keep their order.
+/// On a worker (`thread` not 0): hands the whole frame to this node on thread 0, which
+/// owns the sessions, through the graph's handoff queue (counted in `handoff`; what a full
+/// queue refuses goes to `error-drop` with the error `congestion`) and returns true. One worker's
+/// packets keep their order. The input nodes call it first, before they touch the shared
+/// session state or the clock.
+fn hand_to_main<C: CounterId>(
+    cx: &mut Cx,
+    frame: &[BufIdx],
+    thread: usize,
+    [handoff, congestion]: [C; 2],
+) -> bool {
+    if thread == 0 {
+        return false;
+    }
+    let node = cx.node();
+    let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
+    cx.count(handoff, took as u64);
+    let lost = &frame[took..];
+    let e = cx.error(congestion);
+    for &bi in lost {
+        // SAFETY: the queue refused these buffers: still owned by this node; one header.
+        unsafe { cx.arena().header_mut(bi) }.error = e;
+    }
+    cx.enqueue_all(InNext::Drop.into(), lost);
+    true
+}
+
+/// The input nodes' frame loop on thread 0: `one` takes each packet under the session
+/// lock (counted drops go to `drop` with their reason, taken buffers are freed and counted
+/// in `taken`). A chained packet is read into one slice: a TCP aggregate (flag `GSO`) is
+/// one large segment, as the kernel's GRO hands it to a socket. A partial checksum the
+/// kernel left (`OFFLOAD_L4_CKSUM`: a packet of a local peer, Linux's CHECKSUM_PARTIAL)
+/// counts as verified.
 fn input_frame<C: CounterId>(
     cx: &mut Cx,
     frame: &[BufIdx],
     sm: &Shared,
-    thread: usize,
-    [handoff, congestion, taken]: [C; 3],
+    taken: C,
     s: &mut InputScratch,
     mut one: impl FnMut(&mut SessionMain, Pkt<'_>) -> Result<(), C>,
 ) {
-    if thread != 0 {
-        let node = cx.node();
-        let took = cx.shared().handoff_enqueue(thread, 0, frame, node);
-        cx.count(handoff, took as u64);
-        if took < frame.len() {
-            let lost = &frame[took..];
-            cx.count(congestion, lost.len() as u64);
-            cx.free(lost);
-        }
-        return;
-    }
     s.done.clear();
     s.drops.clear();
     let mut g = lock(sm);
@@ -418,17 +431,15 @@ fn input_frame<C: CounterId>(
 
 impl<const V6: bool> NodeFn for UdpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let sm = self.sm.clone();
+        let handoff = [UdpCounter::Handoff, UdpCounter::Congestion];
+        if hand_to_main(cx, frame, self.thread, handoff) {
+            return;
+        }
         input_frame(
             cx,
             frame,
-            &sm,
-            self.thread,
-            [
-                UdpCounter::Handoff,
-                UdpCounter::Congestion,
-                UdpCounter::Delivered,
-            ],
+            &self.sm,
+            UdpCounter::Delivered,
             &mut self.scratch,
             Self::one,
         );
@@ -505,18 +516,16 @@ impl<const V6: bool> TcpInput<V6> {
 
 impl<const V6: bool> NodeFn for TcpInput<V6> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
-        let sm = self.sm.clone();
+        let handoff = [TcpCounter::Handoff, TcpCounter::Congestion];
+        if hand_to_main(cx, frame, self.thread, handoff) {
+            return;
+        }
         let now = std::time::Instant::now();
         input_frame(
             cx,
             frame,
-            &sm,
-            self.thread,
-            [
-                TcpCounter::Handoff,
-                TcpCounter::Congestion,
-                TcpCounter::Segments,
-            ],
+            &self.sm,
+            TcpCounter::Segments,
             &mut self.scratch,
             |sm, b| Self::one(sm, b, now),
         );
@@ -1274,6 +1283,19 @@ mod tests {
         }
     }
 
+    /// The host stack's nodes on `shared`, with stand-ins for the lookups they send to.
+    fn graph(shared: &Shared) -> sluice_graph::GraphBuilder {
+        let mut g = sluice_graph::GraphBuilder::new();
+        sluice_graph::nodes::register(&mut g);
+        for name in ["ip4-lookup", "ip6-lookup"] {
+            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
+                Box::new(Sink)
+            }));
+        }
+        register(&mut g, shared);
+        g
+    }
+
     /// `session-queue` in the harness with one application that bound a UDP session:
     /// (harness, session layer, the application's socket, the session's slot).
     fn bound() -> (Harness, Shared, std::os::fd::OwnedFd, u32) {
@@ -1285,15 +1307,7 @@ mod tests {
             .unwrap();
         let slot = sm.sessions[sid as usize].as_ref().unwrap().slot;
         let shared: Shared = Arc::new(Mutex::new(sm));
-        let mut g = sluice_graph::GraphBuilder::new();
-        sluice_graph::nodes::register(&mut g);
-        for name in ["ip4-lookup", "ip6-lookup"] {
-            g.register(NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(Sink)
-            }));
-        }
-        register(&mut g, &shared);
-        let h = Harness::build(g, SESSION_QUEUE).unwrap();
+        let h = Harness::build(graph(&shared), SESSION_QUEUE).unwrap();
         (h, shared, peer, slot)
     }
 
@@ -1432,6 +1446,59 @@ mod tests {
         let mut buf = [0u8; 16];
         assert_eq!(rx.pop(&mut buf).map(|h| (h.peer, h.len)), Ok((from, 2)));
         drop(sm);
+        h.assert_no_leaks();
+    }
+
+    /// On a worker `tcp4-input` hands its frames to itself on thread 0; what the full
+    /// queue refuses goes to `error-drop` as `congestion_drop` (counted there, seen by a
+    /// drop trace, freed), and thread 0 later takes the rest.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        use sluice_graph::{CpuConfig, Vlib, HANDOFF_RING};
+        let shared: Shared = Arc::new(Mutex::new(SessionMain::default()));
+        let g = graph(&shared);
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let pool = sluice_buffer::PoolConfig {
+            buffers: 2 * HANDOFF_RING as u32,
+            ..sluice_graph::testing::test_pool()
+        };
+        let mut h = Harness::new(Vlib::new(g, &cpu, &pool).unwrap(), TCP4_INPUT);
+        let node = h.node;
+        // Gives the worker's tcp4-input `n` packets (too short for an IPv4 header: thread 0
+        // drops them as `short`) and waits until it has handed or dropped them all.
+        let to_worker = |h: &mut Harness, n: usize| {
+            let bufs: Vec<BufIdx> = (0..n).map(|_| h.packet(&[0x45; 8], |_| {})).collect();
+            let before = h.counter("handoff") + h.counter("congestion_drop");
+            let mut sent = 0;
+            let t0 = std::time::Instant::now();
+            while sent < n
+                || h.counter("handoff") + h.counter("congestion_drop") < before + n as u64
+            {
+                sent += h.vm.shared.handoff_enqueue(0, 1, &bufs[sent..], node);
+                assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        // The queue to thread 0 fills (thread 0 does not run meanwhile), then refuses.
+        to_worker(&mut h, HANDOFF_RING);
+        to_worker(&mut h, 100);
+        h.assert_counters(&[("handoff", HANDOFF_RING as u64), ("congestion_drop", 100)]);
+        let drops = h.drops();
+        assert_eq!(drops.len(), 100, "refused buffers reach error-drop");
+        assert!(drops
+            .iter()
+            .all(|(n, c)| n == TCP4_INPUT && *c == "congestion_drop"));
+        // Thread 0 takes what was handed over.
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[
+            ("handoff", HANDOFF_RING as u64),
+            ("congestion_drop", 100),
+            ("short", HANDOFF_RING as u64),
+        ]);
+        h.vm.stop_workers();
         h.assert_no_leaks();
     }
 }

@@ -273,12 +273,20 @@ pub(crate) struct Refused {
 /// A UDP port to (un)register with `ip4-local`/`ip6-local`: (IPv6, port, register).
 pub type PortChange = (bool, u16, bool);
 
-/// The session layer's lookup tables (address/port or 5-tuple → session id). Every segment
-/// looks its connection up: with std's SipHash that took ~730 of `tcp_input`'s ~2,100
-/// instructions per segment (callgrind, docs/hoststack.md); `infra::hash`'s keyed
-/// multiply-xorshift is seeded per table, so a peer choosing its ports cannot aim them at
-/// one bucket without the seed.
+/// The session layer's tables keyed by local addresses and ports (listeners, ports in use
+/// → session id or use count): only applications insert into them, so `infra::hash`'s
+/// keyed multiply-xorshift (a fraction of SipHash's instructions) is enough.
 type Table<K> = HashMap<K, u32, sluice_infra::hash::FastState>;
+
+/// The hasher of the tables keyed by the peer's address and port (TCP connections,
+/// connected UDP sessions): any peer chooses those keys and makes the connections insert
+/// them, so they stay on std's keyed SipHash (DESIGN §1.1). The multiply-xorshift has
+/// collisions that hold for every seed (bit 63 of one word and bit 22 of the next flipped
+/// together cancel), which would let a peer pile its connections into one bucket.
+type PeerState = std::collections::hash_map::RandomState;
+
+/// A table keyed by (local, remote) socket addresses, hashed with [`PeerState`].
+type PeerTable = HashMap<(SocketAddr, SocketAddr), u32, PeerState>;
 
 /// The session layer.
 #[derive(Default)]
@@ -292,7 +300,7 @@ pub struct SessionMain {
     pub sessions: Vec<Option<Session>>,
     pub(crate) free: Vec<u32>,
     listeners: Table<(IpAddr, u16)>,
-    connected: Table<(SocketAddr, SocketAddr)>,
+    connected: PeerTable,
     port_refs: Table<(bool, u16)>,
     next_eph: u16,
     unattached: Vec<(OwnedFd, std::time::Instant)>,
@@ -318,7 +326,7 @@ pub struct SessionMain {
     /// TCP listeners by (address, port).
     pub tcp_listeners: Table<(IpAddr, u16)>,
     /// TCP connections by (local, remote).
-    pub tcp_conns: Table<(SocketAddr, SocketAddr)>,
+    pub tcp_conns: PeerTable,
     /// TCP ports in use (listeners and connections).
     pub tcp_ports: Table<(bool, u16)>,
     /// TCP sessions (listeners and connections): protocol 6 is registered while any exist.
@@ -1348,5 +1356,34 @@ pub(crate) mod tests {
         let pa = sm.sessions[a as usize].as_ref().unwrap().local.port();
         let pb = sm.sessions[b as usize].as_ref().unwrap().local.port();
         assert!(EPH.contains(&pa) && EPH.contains(&pb) && pa != pb);
+    }
+
+    /// Two peers whose IPv6 addresses differ in bit 63 of the first 64-bit word and bit
+    /// 22 of the next collide in the multiply-xorshift for every seed: the tables a peer
+    /// fills must tell them apart.
+    #[test]
+    fn peer_keyed_tables_separate_seed_independent_xorshift_collisions() {
+        use std::hash::BuildHasher;
+        let local = sa("[2001:db8::1]:80");
+        let a: Ipv6Addr = "2001:db8:0:1::2".parse().unwrap();
+        let mut o = a.octets();
+        o[7] ^= 0x80; // bit 63 of the first little-endian word
+        o[10] ^= 0x40; // bit 22 of the second
+        let b = Ipv6Addr::from(o);
+        let ka = (local, SocketAddr::new(a.into(), 40000));
+        let kb = (local, SocketAddr::new(b.into(), 40000));
+        for _ in 0..4 {
+            let sm = SessionMain::default();
+            for (name, h) in [
+                ("tcp_conns", sm.tcp_conns.hasher()),
+                ("connected", sm.connected.hasher()),
+            ] {
+                assert_ne!(
+                    h.hash_one(ka),
+                    h.hash_one(kb),
+                    "{name}: {a} and {b} collide"
+                );
+            }
+        }
     }
 }
