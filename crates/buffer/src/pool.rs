@@ -619,14 +619,16 @@ impl<'a> Arena<'a> {
             out.hdr[n..n + ahead].fill(h);
             out.data[n..n + ahead].fill(d);
         }
+        out.len = n;
     }
 
     /// The view of the `i`-th buffer of a frame resolved by [`Arena::resolve`].
     ///
     /// # Safety
-    /// `addrs` was filled by [`Arena::resolve`] of this arena from a frame whose `i`-th
-    /// index is `idx` (`i` below the frame's length), and the caller owns `idx` as
-    /// [`Arena::buffer`] requires.
+    /// `addrs` was last filled by [`Arena::resolve`] of this arena, from a frame whose
+    /// `i`-th index is `idx`, and `i` is below that frame's length; the caller owns `idx` as
+    /// [`Arena::buffer`] requires. Debug builds check `i` against that length and entry `i`
+    /// against `idx`'s address in this arena.
     #[inline(always)]
     pub unsafe fn buffer_at<const N: usize>(
         self,
@@ -636,6 +638,7 @@ impl<'a> Arena<'a> {
     ) -> Buffer<'a> {
         #[cfg(debug_assertions)]
         self.check_owned(idx);
+        debug_assert!(i < addrs.len, "packet {i} of a frame of {}", addrs.len);
         debug_assert!(idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize));
         let _ = idx;
         // SAFETY: resolve computed both addresses from an index it checked (below n), so
@@ -673,6 +676,8 @@ impl<'a> Arena<'a> {
 pub struct FrameAddrs<const N: usize> {
     hdr: [*mut BufferHeader; N],
     data: [*mut u8; N],
+    /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
+    len: usize,
 }
 
 // SAFETY: plain addresses; they are dereferenced only through `Arena::buffer_at`, whose
@@ -684,6 +689,7 @@ impl<const N: usize> Default for FrameAddrs<N> {
         FrameAddrs {
             hdr: [core::ptr::null_mut(); N],
             data: [core::ptr::null_mut(); N],
+            len: 0,
         }
     }
 }
