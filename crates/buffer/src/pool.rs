@@ -606,8 +606,8 @@ impl<'a> Arena<'a> {
         self.check_frame(frame);
         let n = frame.len();
         assert!(
-            n + ahead <= N,
-            "a frame of {n} packets does not fit {N} addresses"
+            n.checked_add(ahead).is_some_and(|m| m <= N),
+            "a frame of {n} packets and {ahead} ahead does not fit {N} addresses"
         );
         let stride = self.stride as usize;
         for ((h, d), bi) in out.hdr.iter_mut().zip(&mut out.data).zip(frame) {

@@ -371,6 +371,14 @@ fn resolved_frames_view_the_same_buffers() {
     assert!(refused(&bad, 0));
     assert!(refused(&idx, 4));
     assert!(!refused(&idx, 3));
+    // A distance that overflows `len + ahead` is refused by the fit check itself, not by
+    // an overflow or a slice index.
+    let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a.resolve(&idx, usize::MAX, &mut FrameAddrs::<8>::default())
+    }))
+    .expect_err("usize::MAX ahead resolved");
+    let msg = msg.downcast_ref::<String>().map_or("", |s| s.as_str());
+    assert!(msg.contains("does not fit 8 addresses"), "{msg}");
     c.free(&idx);
     assert_eq!(p.stats().in_use, 0);
 }
