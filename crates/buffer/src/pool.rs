@@ -639,7 +639,11 @@ impl<'a> Arena<'a> {
         #[cfg(debug_assertions)]
         self.check_owned(idx);
         debug_assert!(i < addrs.len, "packet {i} of a frame of {}", addrs.len);
-        debug_assert!(idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize));
+        debug_assert!(
+            idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize),
+            "entry {i} is not buffer {} of this arena",
+            idx.0
+        );
         let _ = idx;
         // SAFETY: resolve computed both addresses from an index it checked (below n), so
         // the header is in the header array and `mem_len` bytes at the data address lie in
@@ -678,6 +682,18 @@ pub struct FrameAddrs<const N: usize> {
     data: [*mut u8; N],
     /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
     len: usize,
+}
+
+#[cfg(test)]
+impl<const N: usize> FrameAddrs<N> {
+    /// Entry `i` (header and data address) and the length of the frame last resolved.
+    pub(crate) fn entry(&self, i: usize) -> (*mut BufferHeader, *mut u8) {
+        (self.hdr[i], self.data[i])
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 // SAFETY: plain addresses; they are dereferenced only through `Arena::buffer_at`, whose
