@@ -620,6 +620,7 @@ impl<'a> Arena<'a> {
             out.data[n..n + ahead].fill(d);
         }
         out.len = n;
+        out.filled = if n == 0 { 0 } else { n + ahead };
     }
 
     /// The view of the `i`-th buffer of a frame resolved by [`Arena::resolve`].
@@ -682,6 +683,9 @@ pub struct FrameAddrs<const N: usize> {
     data: [*mut u8; N],
     /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
     len: usize,
+    /// The entries the last resolve wrote: the frame and the repeated ones after it (debug
+    /// checks of [`FrameAddrs::prefetch`]).
+    filled: usize,
 }
 
 #[cfg(test)]
@@ -706,16 +710,23 @@ impl<const N: usize> Default for FrameAddrs<N> {
             hdr: [core::ptr::null_mut(); N],
             data: [core::ptr::null_mut(); N],
             len: 0,
+            filled: 0,
         }
     }
 }
 
 impl<const N: usize> FrameAddrs<N> {
     /// Hints the CPU to fetch the `i`-th buffer's header line and, with `data`, the line
-    /// where its packet starts (after the headroom). A prefetch never faults; past the
-    /// resolved entries it fetches a stale or null address, which is harmless.
+    /// where its packet starts (after the headroom). `i` is below the frame's length plus
+    /// the `ahead` of the last [`Arena::resolve`] (debug builds check): entries past those
+    /// are stale or null (a prefetch of them would be harmless but useless).
     #[inline(always)]
     pub fn prefetch(&self, i: usize, data: bool) {
+        debug_assert!(
+            i < self.filled,
+            "prefetch of entry {i}, {} resolved",
+            self.filled
+        );
         #[cfg(target_arch = "x86_64")]
         // SAFETY: prefetch never faults and has no architectural effect.
         unsafe {
