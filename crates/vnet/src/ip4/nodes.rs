@@ -304,6 +304,9 @@ impl NodeFn for Ip4Lookup {
             nexts,
             addrs,
         } = self;
+        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
+        // `min` only removes bound checks.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
         // A group prefetches the next group: up to 2 * GROUP - 1 entries past the frame's
