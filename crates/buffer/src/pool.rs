@@ -590,17 +590,9 @@ impl<'a> Arena<'a> {
     /// address never faults, and the addresses are only computed (wrapping), not dereferenced.
     #[inline(always)]
     pub fn prefetch(self, idx: BufIdx) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults and has no architectural effect.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let i = idx.0 as usize;
-            _mm_prefetch::<_MM_HINT_T0>(self.hdrs.wrapping_add(i) as *const i8);
-            let d = self.data.wrapping_add(i * self.stride as usize + HEADROOM);
-            _mm_prefetch::<_MM_HINT_T0>(d as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = idx;
+        let i = idx.0 as usize;
+        prefetch_line(self.hdrs.wrapping_add(i) as *const u8);
+        prefetch_line(self.data.wrapping_add(i * self.stride as usize + HEADROOM));
     }
 
     /// Resolves a frame's buffers to their addresses in one pass (vectorised: a shift, a
@@ -615,8 +607,8 @@ impl<'a> Arena<'a> {
         self.check_frame(frame);
         let n = frame.len();
         assert!(
-            n + ahead <= N,
-            "a frame of {n} packets does not fit {N} addresses"
+            n.checked_add(ahead).is_some_and(|m| m <= N),
+            "a frame of {n} packets and {ahead} ahead does not fit {N} addresses"
         );
         let stride = self.stride as usize;
         for ((h, d), bi) in out.hdr.iter_mut().zip(&mut out.data).zip(frame) {
@@ -628,14 +620,17 @@ impl<'a> Arena<'a> {
             out.hdr[n..n + ahead].fill(h);
             out.data[n..n + ahead].fill(d);
         }
+        out.len = n;
+        out.filled = if n == 0 { 0 } else { n + ahead };
     }
 
     /// The view of the `i`-th buffer of a frame resolved by [`Arena::resolve`].
     ///
     /// # Safety
-    /// `addrs` was filled by [`Arena::resolve`] of this arena from a frame whose `i`-th
-    /// index is `idx` (`i` below the frame's length), and the caller owns `idx` as
-    /// [`Arena::buffer`] requires.
+    /// `addrs` was last filled by [`Arena::resolve`] of this arena, from a frame whose
+    /// `i`-th index is `idx`, and `i` is below that frame's length; the caller owns `idx` as
+    /// [`Arena::buffer`] requires. Debug builds check `i` against that length and entry `i`
+    /// against `idx`'s address in this arena.
     #[inline(always)]
     pub unsafe fn buffer_at<const N: usize>(
         self,
@@ -645,7 +640,12 @@ impl<'a> Arena<'a> {
     ) -> Buffer<'a> {
         #[cfg(debug_assertions)]
         self.check_owned(idx);
-        debug_assert!(idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize));
+        debug_assert!(i < addrs.len, "packet {i} of a frame of {}", addrs.len);
+        debug_assert!(
+            idx.0 < self.n && addrs.hdr[i] == self.hdrs.wrapping_add(idx.0 as usize),
+            "entry {i} is not buffer {} of this arena",
+            idx.0
+        );
         let _ = idx;
         // SAFETY: resolve computed both addresses from an index it checked (below n), so
         // the header is in the header array and `mem_len` bytes at the data address lie in
@@ -663,15 +663,22 @@ impl<'a> Arena<'a> {
     /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
     #[inline(always)]
     pub fn prefetch_header(self, idx: BufIdx) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults and has no architectural effect.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.hdrs.wrapping_add(idx.0 as usize) as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = idx;
+        prefetch_line(self.hdrs.wrapping_add(idx.0 as usize) as *const u8);
     }
+}
+
+/// Hints the CPU to fetch the cache line holding `p` into all cache levels. Any address: a
+/// prefetch never faults and `p` is not dereferenced.
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and has no architectural effect.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// A frame's buffer addresses, header and data area, resolved once per frame by
@@ -682,6 +689,23 @@ impl<'a> Arena<'a> {
 pub struct FrameAddrs<const N: usize> {
     hdr: [*mut BufferHeader; N],
     data: [*mut u8; N],
+    /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
+    len: usize,
+    /// The entries the last resolve wrote: the frame and the repeated ones after it (debug
+    /// checks of [`FrameAddrs::prefetch`]).
+    filled: usize,
+}
+
+#[cfg(test)]
+impl<const N: usize> FrameAddrs<N> {
+    /// Entry `i` (header and data address) and the length of the frame last resolved.
+    pub(crate) fn entry(&self, i: usize) -> (*mut BufferHeader, *mut u8) {
+        (self.hdr[i], self.data[i])
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 // SAFETY: plain addresses; they are dereferenced only through `Arena::buffer_at`, whose
@@ -693,27 +717,28 @@ impl<const N: usize> Default for FrameAddrs<N> {
         FrameAddrs {
             hdr: [core::ptr::null_mut(); N],
             data: [core::ptr::null_mut(); N],
+            len: 0,
+            filled: 0,
         }
     }
 }
 
 impl<const N: usize> FrameAddrs<N> {
     /// Hints the CPU to fetch the `i`-th buffer's header line and, with `data`, the line
-    /// where its packet starts (after the headroom). A prefetch never faults; past the
-    /// resolved entries it fetches a stale or null address, which is harmless.
+    /// where its packet starts (after the headroom). `i` is below the frame's length plus
+    /// the `ahead` of the last [`Arena::resolve`] (debug builds check): entries past those
+    /// are stale or null (a prefetch of them would be harmless but useless).
     #[inline(always)]
     pub fn prefetch(&self, i: usize, data: bool) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults and has no architectural effect.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.hdr[i] as *const i8);
-            if data {
-                _mm_prefetch::<_MM_HINT_T0>(self.data[i].wrapping_add(HEADROOM) as *const i8);
-            }
+        debug_assert!(
+            i < self.filled,
+            "prefetch of entry {i}, {} resolved",
+            self.filled
+        );
+        prefetch_line(self.hdr[i] as *const u8);
+        if data {
+            prefetch_line(self.data[i].wrapping_add(HEADROOM));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (i, data);
     }
 }
 

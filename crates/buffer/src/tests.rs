@@ -347,6 +347,12 @@ fn resolved_frames_view_the_same_buffers() {
     let a = p.arena();
     let mut addrs = FrameAddrs::<8>::default();
     a.resolve(&idx, 3, &mut addrs);
+    // The 3 entries after the frame repeat its last packet's addresses (what the loop's
+    // prefetch 3 ahead reads past the end).
+    assert_eq!(addrs.len(), 5);
+    for k in 5..8 {
+        assert_eq!(addrs.entry(k), addrs.entry(4), "entry {k}");
+    }
     for (k, &b) in idx.iter().enumerate() {
         addrs.prefetch(k + 3, true);
         // SAFETY: the test owns every buffer; `addrs` was resolved from `idx`; one view at
@@ -360,7 +366,10 @@ fn resolved_frames_view_the_same_buffers() {
     }
     // An empty frame resolves to nothing; an index outside the arena or a frame longer
     // than the addresses is refused.
+    let before: Vec<_> = (0..8).map(|k| addrs.entry(k)).collect();
     a.resolve(&[], 8, &mut addrs);
+    assert_eq!((0..8).map(|k| addrs.entry(k)).collect::<Vec<_>>(), before);
+    assert_eq!(addrs.len(), 0);
     let bad = [BufIdx(8)];
     let refused = |f: &[BufIdx], ahead| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -371,6 +380,14 @@ fn resolved_frames_view_the_same_buffers() {
     assert!(refused(&bad, 0));
     assert!(refused(&idx, 4));
     assert!(!refused(&idx, 3));
+    // A distance that overflows `len + ahead` is refused by the fit check itself, not by
+    // an overflow or a slice index.
+    let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a.resolve(&idx, usize::MAX, &mut FrameAddrs::<8>::default())
+    }))
+    .expect_err("usize::MAX ahead resolved");
+    let msg = msg.downcast_ref::<String>().map_or("", |s| s.as_str());
+    assert!(msg.contains("does not fit 8 addresses"), "{msg}");
     c.free(&idx);
     assert_eq!(p.stats().in_use, 0);
 }
@@ -506,6 +523,41 @@ proptest::proptest! {
         c.free(&held);
         proptest::prop_assert_eq!(p.stats().in_use, 0);
     }
+}
+
+/// Debug builds stop `buffer_at` with an index that is not the resolved frame's `i`-th.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "entry 0 is not buffer")]
+fn buffer_at_checks_the_index() {
+    let p = pool(8);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 2];
+    assert_eq!(c.alloc(&mut idx), 2);
+    let a = p.arena();
+    let mut addrs = FrameAddrs::<4>::default();
+    a.resolve(&idx, 2, &mut addrs);
+    // SAFETY: deliberately wrong: entry 0 is idx[0]; the debug check stops before any access.
+    let _ = unsafe { a.buffer_at(&addrs, 0, idx[1]) };
+}
+
+/// Debug builds stop `buffer_at` past the frame last resolved, even where a stale or
+/// repeated entry holds the buffer's address.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "packet 2 of a frame of 2")]
+fn buffer_at_checks_the_frame_length() {
+    let p = pool(8);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 2];
+    assert_eq!(c.alloc(&mut idx), 2);
+    let a = p.arena();
+    let mut addrs = FrameAddrs::<4>::default();
+    a.resolve(&idx, 2, &mut addrs);
+    assert_eq!(addrs.entry(2), addrs.entry(1));
+    // SAFETY: deliberately wrong: entry 2 is past the frame (it repeats idx[1] for the
+    // prefetch); the debug check stops before any access.
+    let _ = unsafe { a.buffer_at(&addrs, 2, idx[1]) };
 }
 
 /// Debug builds stop a double free at the second `free`, naming the buffer.

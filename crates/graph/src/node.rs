@@ -243,6 +243,9 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
     #[inline]
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
+        // A frame is at most FRAME_SIZE packets (the dispatcher's contract): the `min` lets
+        // the compiler drop the bound checks, and debug builds check it is not cutting.
+        debug_assert!(frame.len() <= crate::FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(crate::FRAME_SIZE);
         let frame = &frame[..n];
         // One pass resolves the frame's addresses (and checks its indices): the loop below

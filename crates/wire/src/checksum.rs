@@ -64,7 +64,14 @@ pub fn ip4_header_valid(h: &[u8; 20]) -> bool {
     // carry (after a carry the sum is below 2^32 + 1), and a non-zero total stays non-zero.
     let (s, c1) = a.overflowing_add(b);
     let (s, c2) = s.overflowing_add(c + c1 as u64);
-    let s = s + c2 as u64;
+    nonzero_multiple_of_ffff(s + c2 as u64)
+}
+
+/// `s % 0xffff == 0 && s != 0` in one multiply and one compare: multiplying by the modular
+/// inverse of 0xffff maps the multiples `k · 0xffff` (k = 0 ..= (2^64 - 1) / 0xffff) to `k`
+/// and every other value above them; subtracting 1 moves 0 to the top.
+#[inline(always)]
+fn nonzero_multiple_of_ffff(s: u64) -> bool {
     const INVERSE: u64 = 0xfffe_fffe_fffe_ffff; // 0xffff · INVERSE ≡ 1 (mod 2^64)
     const MULTIPLES: u64 = 0x1_0001_0001_0001; // (2^64 - 1) / 0xffff
     const _: () = assert!(0xffff * MULTIPLES == u64::MAX && 0xffffu64.wrapping_mul(INVERSE) == 1);
@@ -187,6 +194,58 @@ mod tests {
             }
             prop_assert_eq!(ip4_header_valid(&h), sum_ip4_header(&h) == 0xffff);
         }
+    }
+
+    /// The total against the remainder it replaces: any `u64`, and the values around both
+    /// ends of the compare (0, 0xffff and its neighbours, the largest multiples, `u64::MAX`).
+    fn multiple_of_ffff_agrees(s: u64) -> bool {
+        nonzero_multiple_of_ffff(s) == (s % 0xffff == 0 && s != 0)
+    }
+
+    proptest! {
+        #[test]
+        fn nonzero_multiple_of_ffff_is_the_remainder_test(s in any::<u64>(), k in 0..=0x1_0001_0001_0001u64, d in -2i64..=2) {
+            prop_assert!(multiple_of_ffff_agrees(s), "{:#x}", s);
+            let m = (k * 0xffff).wrapping_add_signed(d);
+            prop_assert!(multiple_of_ffff_agrees(m), "{:#x}", m);
+        }
+    }
+
+    #[test]
+    fn nonzero_multiple_of_ffff_at_the_ends() {
+        for s in [
+            0,
+            1,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            u64::MAX - 0xffff,
+            u64::MAX - 1,
+        ] {
+            assert!(multiple_of_ffff_agrees(s), "{s:#x}");
+        }
+        assert!(!nonzero_multiple_of_ffff(0));
+        assert!(nonzero_multiple_of_ffff(0xffff));
+        assert!(nonzero_multiple_of_ffff(u64::MAX));
+        assert!(!nonzero_multiple_of_ffff(0x1_0000));
+    }
+
+    /// Headers whose 64-bit total is at either end of the compare.
+    #[test]
+    fn ip4_header_valid_at_the_ends_of_the_compare() {
+        let mut h = [0u8; 20];
+        h[..2].copy_from_slice(&[0xff, 0xff]);
+        assert!(ip4_header_valid(&h), "total 0xffff");
+        let mut h = [0u8; 20];
+        h[..8].fill(0xff);
+        assert!(ip4_header_valid(&h), "total u64::MAX");
+        let mut h = [0u8; 20];
+        h[2] = 1;
+        assert!(!ip4_header_valid(&h), "total 0x1_0000");
+        h[2] = 0;
+        h[1] = 1;
+        assert!(!ip4_header_valid(&h), "total 0x100");
     }
 
     #[test]

@@ -225,9 +225,13 @@ impl PacketNode for Ip4Input {
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
     nexts: [u16; FRAME_SIZE],
-    // The frame's buffer addresses (and four more for the last group's prefetch).
-    addrs: FrameAddrs<{ FRAME_SIZE + 4 }>,
+    // The frame's buffer addresses, and room for the last group's prefetch of the next.
+    addrs: FrameAddrs<{ FRAME_SIZE + 2 * GROUP }>,
 }
+
+/// Packets `ip4-lookup` looks up together (the width of `lookup_x4`).
+const GROUP: usize = 4;
+const _: () = assert!(FRAME_SIZE % GROUP == 0);
 
 sluice_graph::arcs! {
     /// `ip4-lookup`'s next arcs.
@@ -300,23 +304,27 @@ impl NodeFn for Ip4Lookup {
             nexts,
             addrs,
         } = self;
+        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
+        // `min` only removes bound checks.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        arena.resolve(frame, 4, addrs);
+        // A group prefetches the next group: up to 2 * GROUP - 1 entries past the frame's
+        // last packet, all filled with its addresses.
+        arena.resolve(frame, 2 * GROUP - 1, addrs);
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
         // the memory system). Packets resolving to the adjacency of the packet before
         // (`last`: its index and arc) take the two-store path.
         let mut last = (NO_ADJ, 0u16);
-        for (g, (bs, nx)) in frame.chunks(4).zip(nexts.chunks_mut(4)).enumerate() {
-            let i = g * 4;
-            // Past the frame's end the addresses repeat the last packet's, or are stale:
-            // a prefetch of either is harmless.
-            for k in i + 4..i + 8 {
+        for (g, (bs, nx)) in frame.chunks(GROUP).zip(nexts.chunks_mut(GROUP)).enumerate() {
+            let i = g * GROUP;
+            // Past the frame's end the addresses repeat the last packet's.
+            for k in i + GROUP..i + 2 * GROUP {
                 addrs.prefetch(k, true);
             }
             // A short last group looks up 0.0.0.0 in its empty places, never used.
-            let mut dst = [0u32; 4];
+            let mut dst = [0u32; GROUP];
             let mut any_vrf = 0;
             for (j, (d, &b)) in dst.iter_mut().zip(bs).enumerate() {
                 // SAFETY: this node owns the frame, resolved into `addrs` above; one view
