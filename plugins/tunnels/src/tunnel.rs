@@ -609,8 +609,8 @@ pub struct DecapTable {
     /// counters; None in a runtime without vnet).
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
-    /// starts): while any interface has an `l2-input` feature, L2 tunnels' frames go
-    /// through `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
+    /// starts): an L2 tunnel with an `l2-input` feature has its frames go through
+    /// `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
     l2_features: Option<(Arc<FeatureNext>, usize)>,
 }
 
@@ -694,7 +694,7 @@ pub struct L2Tables<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum L2Mode {
     /// Through `ethernet-input`: an L3 or admin-down tunnel, an input redirect, an
-    /// `l2-input` feature on some interface.
+    /// `l2-input` feature on the tunnel.
     Ethernet,
     /// Straight to `l2-input`, cross-connected to this interface.
     Xconnect(u32),
@@ -715,8 +715,10 @@ pub fn l2_mode(t: L2Tables<'_>, sw_if: u32) -> L2Mode {
     if xc | bd == 0 || !a.admin_up.load(Relaxed) || a.rx_redirect.load(Relaxed) != 0 {
         return L2Mode::Ethernet;
     }
-    // An `l2-input` feature on some interface: `ethernet-input` applies it.
-    if t.features.any(t.slot) {
+    // An `l2-input` feature on this tunnel (not on any interface): `ethernet-input`
+    // sends the frame to it.
+    const NONE: Next = Next(u16::MAX);
+    if t.features.any(t.slot) && t.features.next(t.slot, sw_if, NONE) != NONE {
         return L2Mode::Ethernet;
     }
     if xc != 0 {

@@ -122,7 +122,8 @@ fn vxlan4_decap_exact_bytes_and_drops() {
 /// the next packet: bridged, admin down (dropped by `ethernet-input` as `down`), up,
 /// cross-connected, routed (not switched: the inner frame is not for the tunnel's MAC),
 /// bridged again. Through `ethernet-input` (two vectors per packet): admin down, routed, a
-/// VLAN-tagged inner frame, an `l2-input` feature on the tunnel, an input redirect.
+/// VLAN-tagged inner frame, an `l2-input` feature on the tunnel (not one on another
+/// interface), an input redirect.
 #[test]
 fn vxlan4_decap_follows_mode_and_state() {
     let (mut vm, t) = setup(false);
@@ -162,6 +163,10 @@ fn vxlan4_decap_follows_mode_and_state() {
     tagged.extend_from_slice(&inner[12..]);
     let tpkt = vxlan_outer4(&tagged, 5555, 13, pg0, false);
     assert_eq!(send(&mut vm, "", &tpkt, 1), (vec![tagged], 2));
+    // An l2-input feature on another interface only: the tunnel's frames still go direct.
+    let other = "set interface feature pg1 l2-input-count arc l2-input";
+    assert_eq!(send(&mut vm, other, &pkt, 1), (one.clone(), 1));
+    assert_eq!(vectors(&vm, "l2-input-count"), 0);
     // An l2-input feature on the tunnel: ethernet-input sends the frame to it.
     let feat = "set interface feature vxlan_tunnel0 l2-input-count arc l2-input";
     assert_eq!(send(&mut vm, feat, &pkt, 1), (one.clone(), 2));
@@ -178,8 +183,8 @@ fn vxlan4_decap_follows_mode_and_state() {
     assert_eq!(send(&mut vm, "", &pkt, 0), (vec![], 2));
     sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap();
     assert_eq!(send(&mut vm, "", &pkt, 1), (one.clone(), 1));
-    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 11);
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 11);
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 12);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 12);
     assert_eq!(in_use(&vm), 0);
 }
 
