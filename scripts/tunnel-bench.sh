@@ -16,7 +16,8 @@
 #          Mpps, Sluice/VPP, path and tunnel-node clocks (python/sluice_bench/vpp.py
 #          `tunnel_table`: case by case, Sluice then VPP right after it, so both see about
 #          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
-#          not forward completely out of pg1 is reported as an error, not a result).
+#          not forward completely out of pg1 is reported as an error, not a result; exit
+#          status 1 when any case is an error row).
 #        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
 #          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
 #          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
@@ -42,8 +43,10 @@ if [ "${1:-}" = "--vpp" ]; then
     py=${PYTHON:-/work/main/.venv/bin/python}
     [ -x "$py" ] || py=python3
     # Sluice's engine replays packets/2 per run (sluice-bench's convention), VPP the same.
+    # Exit status: 1 when any case is an error row (the table still lists every case).
+    rc=0
     SLUICE_BENCH_TUNNELS=${SLUICE_BENCH_TUNNELS:-10000} VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} \
-        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY'
+        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY' || rc=$?
 import json, os, subprocess, sys
 from pathlib import Path
 from sluice_bench import vpp
@@ -67,10 +70,13 @@ def sluice_run(case: str) -> dict:
 
 cases = [c for c in vpp.tunnel_cases(int(os.environ["SLUICE_BENCH_TUNNELS"]))
          if only is None or only in c]
-vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
+rows = vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
+# tunnel_table returns only the cases that gave a result; the rest are error rows.
+if errors := len(cases) - len(rows):
+    sys.exit(f"== {errors} of {len(cases)} cases failed (error rows above)")
 PY
     echo "== done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    exit 0
+    exit "$rc"
 fi
 if [ "${1:-}" = "--memif" ]; then
     # VXLAN decap over memif, Sluice only: A replays sluice-bench's VXLAN decap pcap from
