@@ -40,14 +40,18 @@
 //!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
 //!   overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
-//!   mode goes straight to `l2-input` instead, [`l2_direct`], for protocols
-//!   with [`DecapProto::L2_DIRECT`]); a miss goes to `P::miss` (drop as `no_such_tunnel`;
-//!   GTP-U answers an Error Indication).
+//!   mode goes straight to `l2-input` instead, [`l2_mode`] once per tunnel per frame and
+//!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
+//!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
 //!   Ethernet header to the tunnel's MAC, [`decap_l3`]); `rx_if` = the tunnel; clears
-//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`.
+//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`. For
+//!   `l2-input` ([`l2_direct`]): `l2.l2_hdr_offset` = `current_data`; a cross-connected
+//!   tunnel: `tx_if` = the peer and `l2.bd_index` = 0; a bridged one: `l2.bd_index`.
 //! - next: `drop` (`error-drop`, arc 0 of each protocol); the tunnel's decap next (added at
-//!   creation: `ethernet-input` or `decap-next node <n>`); protocol replies (GTP-U).
+//!   creation: `ethernet-input` or `decap-next node <n>`); `l2-input` (the protocol's
+//!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
+//!   without an input redirect or `l2-input` feature; protocol replies (GTP-U).
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
 //!   protocol's drop reasons.
 
