@@ -562,6 +562,24 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     assert_eq!(counter(&vm, input, "no_group_tunnel"), 2);
     assert_eq!(counter(&vm, input, "decapsulated"), 2);
     assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
+    // A unicast tunnel to VTEP a on the same VNI: a's packets to the group still decap
+    // into the group tunnel (VPP would decap them into the unicast tunnel and drop them
+    // without one: docs/tunnels.md), its unicast packets into the unicast tunnel.
+    let uni = format!("create vxlan tunnel src {me} dst {} vni 13", a.0);
+    assert_eq!(cli(&mut vm, &t, &uni), "vxlan_tunnel1\n");
+    for c in [
+        "set interface state vxlan_tunnel1 up",
+        "set interface l2 bridge vxlan_tunnel1 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let to_group = vxlan_ip(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
+    let to_me = vxlan_ip(&inner[1], 5000, 13, (a.0, me), (a.1, pg0));
+    assert_eq!(run(&mut vm, &t, "pg0", "pg1", &[to_group, to_me], 2), inner);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 3);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 1);
+    cli(&mut vm, &t, &format!("{uni} del"));
+    assert_eq!(counter(&vm, input, "decapsulated"), 4);
     // A second tunnel to the group (another VNI) shares its receive route; deleting one
     // keeps it, deleting both removes it.
     let route = format!("{fib} {group}/{hostlen}");
