@@ -21,7 +21,9 @@
 #        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
 #          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
 #          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
-#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only).
+#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only). A case whose
+#          pg1 tx differs from B's memif rx or with error counters is an error row (exit
+#          1); one whose output is within 5% of A's offered rate is generator-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -j 2 -p sluice-bench >&2
@@ -111,6 +113,7 @@ if [ "${1:-}" = "--memif" ]; then
         echo "sluice $1 did not start: $(cat "$D/$1.log")" >&2
         exit 1
     }
+    failed=0
     echo "| case | Mpps out of pg1, min / median / max | A into the ring, Mpps | vxlan4-input clk/pkt | memif-input clk/pkt | load |"
     echo "|---|---|---|---|---|---|"
     for tunnels in 1 "$n"; do
@@ -126,7 +129,7 @@ if [ "${1:-}" = "--memif" ]; then
             echo "set interface state vxlan_tunnel$t up"
             echo "set interface l2 xconnect vxlan_tunnel$t pg1"
         done > "$D/tunnels.cli"
-        mpps=() offered=() cv=() cm=()
+        mpps=() offered=() cv=() cm=() bad=()
         for r in $(seq "$runs"); do
             rm -f "$D/memif.sock"
             up a 0
@@ -146,27 +149,55 @@ if [ "${1:-}" = "--memif" ]; then
                 "ip neighbor memif1/0 10.0.0.2 02:00:00:00:00:02 static" "exec $D/tunnels.cli"; do
                 b $c > /dev/null
             done
-            for _ in $(seq 150); do b show memif memif1/0 | grep -q "link up" && break; sleep 0.1; done
+            linked=0
+            for _ in $(seq 150); do
+                b show memif memif1/0 | grep -q "link up" && { linked=1; break; }
+                sleep 0.1
+            done
+            if [ "$linked" = 0 ]; then
+                echo "memif link between A and B not up after 15 s: $(b show memif memif1/0)" >&2
+                exit 1
+            fi
             a packet-generator enable s
             sleep 1
             b clear runtime
+            b clear errors
             i0=$(count "$(b show interface pg1)" pg1 'tx packets')
+            m0=$(count "$(b show interface memif1/0)" memif1/0 'rx packets')
             o0=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
             t0=$(date +%s.%N)
             sleep "$secs"
             i1=$(count "$(b show interface pg1)" pg1 'tx packets')
+            m1=$(count "$(b show interface memif1/0)" memif1/0 'rx packets')
             o1=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
             t1=$(date +%s.%N)
             rt=$(b show runtime)
+            # Every packet B received must leave pg1 (the counters are read a moment
+            # apart: up to a frame per read in flight) and no node may count an error.
+            got=$((i1 - i0)) in=$((m1 - m0))
+            errs=$(b show errors | awk 'NR > 1 && $1 > 0 && $NF == "error"')
+            if [ $((got > in ? got - in : in - got)) -gt 512 ] || [ -n "$errs" ]; then
+                bad+=("run $r: B memif rx $in, pg1 tx $got; errors: ${errs:-none}")
+            fi
             rate() { awk -v a="$1" -v b="$2" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", (b - a) / (y - x) / 1e6}'; }
             mpps+=("$(rate "$i0" "$i1")") offered+=("$(rate "$o0" "$o1")")
             cv+=("$(clk vxlan4-input "$rt")") cm+=("$(clk memif-input "$rt")")
             down
         done
         mmm() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%s / %s / %s", v[1], v[int((NR + 1) / 2)], v[NR]}'; }
-        echo "| $name (memif) | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
+        if [ ${#bad[@]} -gt 0 ]; then
+            echo "| $name (memif) | error: $(printf '%s; ' "${bad[@]}" | tr '\n' ' ') | | | | |"
+            failed=1
+            continue
+        fi
+        # Out within 5% of what A offered: A (the generator) is the bottleneck, not B.
+        bound=$(awk -v o="${mpps[*]}" -v f="${offered[*]}" 'BEGIN {
+            n = split(o, x, " "); split(f, y, " "); g = 1
+            for (i = 1; i <= n; i++) if (x[i] < 0.95 * y[i]) g = 0
+            if (g) print " (generator-bound)" }')
+        echo "| $name (memif)$bound | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
     done
-    exit 0
+    exit "$failed"
 fi
 if [ "${1:-}" != "--callgrind" ]; then
     exec "$bin" tunnel "$@"
