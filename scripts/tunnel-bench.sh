@@ -16,11 +16,14 @@
 #          Mpps, Sluice/VPP, path and tunnel-node clocks (python/sluice_bench/vpp.py
 #          `tunnel_table`: case by case, Sluice then VPP right after it, so both see about
 #          the same load; one VPP per case on core 0, a warm-up then N runs; a case VPP does
-#          not forward completely out of pg1 is reported as an error, not a result).
+#          not forward completely out of pg1 is reported as an error, not a result; exit
+#          status 1 when any case is an error row).
 #        scripts/tunnel-bench.sh --memif [SECONDS [RUNS]]
 #          VXLAN decap (1 and SLUICE_BENCH_TUNNELS tunnels) over a memif pair of two Sluice
 #          daemons (A: pg -> memif on CPU 0; B: memif -> decap -> pg1 on CPU 1): Mpps out
-#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only).
+#          of B's pg1, vxlan4-input and memif-input clocks (Sluice only). A case whose
+#          pg1 tx differs from B's memif rx or with error counters is an error row (exit
+#          1); one whose output is within 5% of A's offered rate is generator-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -j 2 -p sluice-bench >&2
@@ -42,8 +45,10 @@ if [ "${1:-}" = "--vpp" ]; then
     py=${PYTHON:-/work/main/.venv/bin/python}
     [ -x "$py" ] || py=python3
     # Sluice's engine replays packets/2 per run (sluice-bench's convention), VPP the same.
+    # Exit status: 1 when any case is an error row (the table still lists every case).
+    rc=0
     SLUICE_BENCH_TUNNELS=${SLUICE_BENCH_TUNNELS:-10000} VPP_PREFIX=${VPP_PREFIX:-/work/vpp/install} \
-        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY'
+        PYTHONPATH=python "$py" -u - "$bin" "$inputs" "$runs" "$packets" "${only[@]}" <<'PY' || rc=$?
 import json, os, subprocess, sys
 from pathlib import Path
 from sluice_bench import vpp
@@ -67,10 +72,13 @@ def sluice_run(case: str) -> dict:
 
 cases = [c for c in vpp.tunnel_cases(int(os.environ["SLUICE_BENCH_TUNNELS"]))
          if only is None or only in c]
-vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
+rows = vpp.tunnel_table(sluice_run, cases, prefix, inputs, packets // 2, runs)
+# tunnel_table returns only the cases that gave a result; the rest are error rows.
+if errors := len(cases) - len(rows):
+    sys.exit(f"== {errors} of {len(cases)} cases failed (error rows above)")
 PY
     echo "== done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    exit 0
+    exit "$rc"
 fi
 if [ "${1:-}" = "--memif" ]; then
     # VXLAN decap over memif, Sluice only: A replays sluice-bench's VXLAN decap pcap from
@@ -105,6 +113,7 @@ if [ "${1:-}" = "--memif" ]; then
         echo "sluice $1 did not start: $(cat "$D/$1.log")" >&2
         exit 1
     }
+    failed=0
     echo "| case | Mpps out of pg1, min / median / max | A into the ring, Mpps | vxlan4-input clk/pkt | memif-input clk/pkt | load |"
     echo "|---|---|---|---|---|---|"
     for tunnels in 1 "$n"; do
@@ -120,7 +129,7 @@ if [ "${1:-}" = "--memif" ]; then
             echo "set interface state vxlan_tunnel$t up"
             echo "set interface l2 xconnect vxlan_tunnel$t pg1"
         done > "$D/tunnels.cli"
-        mpps=() offered=() cv=() cm=()
+        mpps=() offered=() cv=() cm=() bad=()
         for r in $(seq "$runs"); do
             rm -f "$D/memif.sock"
             up a 0
@@ -140,27 +149,57 @@ if [ "${1:-}" = "--memif" ]; then
                 "ip neighbor memif1/0 10.0.0.2 02:00:00:00:00:02 static" "exec $D/tunnels.cli"; do
                 b $c > /dev/null
             done
-            for _ in $(seq 150); do b show memif memif1/0 | grep -q "link up" && break; sleep 0.1; done
+            linked=0
+            for _ in $(seq 150); do
+                b show memif memif1/0 | grep -q "link up" && { linked=1; break; }
+                sleep 0.1
+            done
+            if [ "$linked" = 0 ]; then
+                echo "memif link between A and B not up after 15 s: $(b show memif memif1/0)" >&2
+                exit 1
+            fi
             a packet-generator enable s
             sleep 1
             b clear runtime
-            i0=$(count "$(b show interface pg1)" pg1 'tx packets')
+            b clear errors
+            bi=$(b show interface)  # one snapshot of B's pg1 tx and memif rx
+            i0=$(count "$bi" pg1 'tx packets') m0=$(count "$bi" memif1/0 'rx packets')
             o0=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
             t0=$(date +%s.%N)
             sleep "$secs"
-            i1=$(count "$(b show interface pg1)" pg1 'tx packets')
+            bi=$(b show interface)  # one snapshot of B's pg1 tx and memif rx
+            i1=$(count "$bi" pg1 'tx packets') m1=$(count "$bi" memif1/0 'rx packets')
             o1=$(count "$(a show interface memif1/0)" memif1/0 'tx packets')
             t1=$(date +%s.%N)
             rt=$(b show runtime)
+            # Every packet B received must leave pg1 (at each snapshot up to a few frames
+            # are between memif-input and pg-tx: 0.1% or 4096 slack) and no node may
+            # count an error.
+            got=$((i1 - i0)) in=$((m1 - m0))
+            slack=$((in / 1000 > 4096 ? in / 1000 : 4096))
+            errs=$(b show errors | awk 'NR > 1 && $1 > 0 && $NF == "error"')
+            if [ $((got > in ? got - in : in - got)) -gt "$slack" ] || [ -n "$errs" ]; then
+                bad+=("run $r: B memif rx $in, pg1 tx $got; errors: ${errs:-none}")
+            fi
             rate() { awk -v a="$1" -v b="$2" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", (b - a) / (y - x) / 1e6}'; }
             mpps+=("$(rate "$i0" "$i1")") offered+=("$(rate "$o0" "$o1")")
             cv+=("$(clk vxlan4-input "$rt")") cm+=("$(clk memif-input "$rt")")
             down
         done
         mmm() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%s / %s / %s", v[1], v[int((NR + 1) / 2)], v[NR]}'; }
-        echo "| $name (memif) | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
+        if [ ${#bad[@]} -gt 0 ]; then
+            echo "| $name (memif) | error: $(printf '%s; ' "${bad[@]}" | tr '\n' ' ') | | | | |"
+            failed=1
+            continue
+        fi
+        # Out within 5% of what A offered: A (the generator) is the bottleneck, not B.
+        bound=$(awk -v o="${mpps[*]}" -v f="${offered[*]}" 'BEGIN {
+            n = split(o, x, " "); split(f, y, " "); g = 1
+            for (i = 1; i <= n; i++) if (x[i] < 0.95 * y[i]) g = 0
+            if (g) print " (generator-bound)" }')
+        echo "| $name (memif)$bound | $(mmm "${mpps[@]}") | $(mmm "${offered[@]}") | $(mmm "${cv[@]}") | $(mmm "${cm[@]}") | $(cut -d' ' -f1 /proc/loadavg) |"
     done
-    exit 0
+    exit "$failed"
 fi
 if [ "${1:-}" != "--callgrind" ]; then
     exec "$bin" tunnel "$@"

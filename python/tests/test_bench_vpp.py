@@ -235,3 +235,26 @@ def test_tunnel_cli_mirrors_the_sluice_cases():
         "sr localsid address fc00:5::d4 behavior end.dx4 pg1 198.51.100.2"
     with pytest.raises(vpp.VppError):
         vpp.tunnel_cli("geneve encap", 1)
+
+
+@pytest.mark.skipif(not os.environ.get("VPP_PREFIX"), reason="VPP_PREFIX not set (no VPP install)")
+@pytest.mark.parametrize("case", ["gre decap", "vxlan decap, 1 tunnel"])
+def test_real_vpp_runs_a_tunnel_case(tmp_path, case):
+    """`run_tunnel_case` in a real VPP with sluice-bench's own pcap (~10k packets): every
+    packet out of pg1, none dropped, the tunnel node's clocks read."""
+    prefix = Path(os.environ["VPP_PREFIX"])
+    if why := vpp.prefix_problem(prefix):
+        pytest.skip(why)
+    root = Path(__file__).resolve().parents[2]
+    bench = Path(os.environ.get("SLUICE_BENCH_BIN", root / "target/release/sluice-bench"))
+    if not bench.is_file():
+        pytest.skip(f"{bench} not built (cargo build --release -p sluice-bench)")
+    import subprocess
+    subprocess.run([str(bench), "tunnel", "--quick", "--runs", "1", "--packets", "20000",
+                    "--only", case, "--keep-inputs", str(tmp_path)],
+                   check=True, stdout=subprocess.DEVNULL)
+    r = vpp.run_tunnel_case(prefix, tmp_path, case, packets=10_000, runs=1,
+                            main_core=os.cpu_count() - 1)
+    assert r["dropped"] == 0 and r["out"] >= 10_000, r
+    assert r["mpps"][1] > 0
+    assert r["tunnel_node"], r["nodes"]

@@ -40,14 +40,18 @@
 //!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
 //!   overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
-//!   mode goes straight to `l2-input` instead, [`l2_direct`], for protocols
-//!   with [`DecapProto::L2_DIRECT`]); a miss goes to `P::miss` (drop as `no_such_tunnel`;
-//!   GTP-U answers an Error Indication).
+//!   mode goes straight to `l2-input` instead, [`l2_mode`] once per tunnel per frame and
+//!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
+//!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
 //!   Ethernet header to the tunnel's MAC, [`decap_l3`]); `rx_if` = the tunnel; clears
-//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`.
+//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`. For
+//!   `l2-input` ([`l2_direct`]): `l2.l2_hdr_offset` = `current_data`; a cross-connected
+//!   tunnel: `tx_if` = the peer and `l2.bd_index` = 0; a bridged one: `l2.bd_index`.
 //! - next: `drop` (`error-drop`, arc 0 of each protocol); the tunnel's decap next (added at
-//!   creation: `ethernet-input` or `decap-next node <n>`); protocol replies (GTP-U).
+//!   creation: `ethernet-input` or `decap-next node <n>`); `l2-input` (the protocol's
+//!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
+//!   without an input redirect or `l2-input` feature; protocol replies (GTP-U).
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
 //!   protocol's drop reasons.
 
@@ -609,8 +613,8 @@ pub struct DecapTable {
     /// counters; None in a runtime without vnet).
     if_attrs: Option<IfAttrs>,
     /// The feature next table and `ethernet-input`'s slot in it (the `l2-input` arc it
-    /// starts): while any interface has an `l2-input` feature, L2 tunnels' frames go
-    /// through `ethernet-input`, which applies it (None: always through it).
+    /// starts): an L2 tunnel with an `l2-input` feature has its frames go through
+    /// `ethernet-input`, which applies it ([`l2_mode`]; None: always through it).
     l2_features: Option<(Arc<FeatureNext>, usize)>,
 }
 
@@ -670,34 +674,73 @@ impl DecapTable {
         self.if_attrs = a;
         self.l2_features = l2;
     }
-    /// The interface table for [`l2_direct`] (read once per frame): None when there is
-    /// none or some interface has an `l2-input` feature (`ethernet-input` applies it).
+    /// What [`l2_mode`] reads (taken once per frame): None in a runtime without vnet.
     #[inline(always)]
-    pub fn l2_direct_table(&self) -> Option<&[IfAttr]> {
+    pub fn l2_tables(&self) -> Option<L2Tables<'_>> {
         let (features, slot) = self.l2_features.as_ref()?;
-        if features.any(*slot) {
-            return None;
-        }
-        self.if_attrs.as_deref()
+        Some(L2Tables {
+            ifs: self.if_attrs.as_deref()?,
+            features,
+            slot: *slot,
+        })
     }
 }
 
-/// Sends the decapsulated Ethernet frame `b` of tunnel `e` straight to `l2-input` (arc
-/// `to`) when the tunnel is an L2 interface, as VPP's decap nodes do, setting what
-/// `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the cross-connect peer
-/// with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. The tunnel's mode, admin
-/// state and input redirect are read from its record in `ifs`
-/// ([`DecapTable::l2_direct_table`]) at each packet (the record
-/// [`DecapTable::lookup_frame`] prefetched; the same atomics `ethernet-input` reads, so a
-/// change applies from the next packet). `None` (the frame goes through
-/// `ethernet-input`): an L3 or admin-down tunnel, an input redirect or a VLAN-tagged frame
-/// (perhaps a sub-interface's).
-#[inline(always)]
-pub fn l2_direct(ifs: &[IfAttr], b: &mut Buffer<'_>, e: &DecapEntry, to: Next) -> Option<Next> {
+/// The interface records and `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
+#[derive(Clone, Copy)]
+pub struct L2Tables<'a> {
+    ifs: &'a [IfAttr],
+    features: &'a FeatureNext,
+    slot: usize,
+}
+
+/// Where a tunnel's untagged decapsulated frames go ([`l2_mode`], [`l2_direct`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L2Mode {
+    /// Through `ethernet-input`: an L3 or admin-down tunnel, an input redirect, an
+    /// `l2-input` feature on the tunnel.
+    Ethernet,
+    /// Straight to `l2-input`, cross-connected to this interface.
+    Xconnect(u32),
+    /// Straight to `l2-input`, in this bridge domain.
+    Bridge(u16),
+}
+
+/// Tunnel `sw_if`'s [`L2Mode`], from its record in `t.ifs` (the record
+/// [`DecapTable::lookup_frame`] prefetched; the same atomics `ethernet-input` reads) and
+/// its `l2-input` features. The decap node computes it once per tunnel per frame (for
+/// a packet whose tunnel differs from the one before), so a change applies from the next
+/// frame, as in `ethernet-input`, which caches the rx interface's record per frame too.
+#[inline]
+pub fn l2_mode(t: L2Tables<'_>, sw_if: u32) -> L2Mode {
     use std::sync::atomic::Ordering::Relaxed;
-    let a = sluice_vnet::interface::attr(ifs, e.sw_if);
+    let a = sluice_vnet::interface::attr(t.ifs, sw_if);
     let (xc, bd) = (a.l2_xc.load(Relaxed), a.l2_bd.load(Relaxed));
     if xc | bd == 0 || !a.admin_up.load(Relaxed) || a.rx_redirect.load(Relaxed) != 0 {
+        return L2Mode::Ethernet;
+    }
+    // An `l2-input` feature on this tunnel (not on any interface): `ethernet-input`
+    // sends the frame to it.
+    const NONE: Next = Next(u16::MAX);
+    if t.features.any(t.slot) && t.features.next(t.slot, sw_if, NONE) != NONE {
+        return L2Mode::Ethernet;
+    }
+    if xc != 0 {
+        L2Mode::Xconnect(xc - 1)
+    } else {
+        L2Mode::Bridge(bd as u16)
+    }
+}
+
+/// Sends the decapsulated Ethernet frame `b` of a tunnel in mode `m` ([`l2_mode`])
+/// straight to `l2-input` (arc `to`), as VPP's decap nodes do, setting what
+/// `ethernet-input` would have: `l2.l2_hdr_offset`, and `tx_if` = the cross-connect peer
+/// with `l2.bd_index` 0, or `l2.bd_index` = the bridge domain. `None` (the frame goes
+/// through `ethernet-input`): mode [`L2Mode::Ethernet`] or a VLAN-tagged frame (perhaps
+/// a sub-interface's; checked per packet).
+#[inline(always)]
+pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
+    if m == L2Mode::Ethernet {
         return None;
     }
     let h = b.head::<14>()?;
@@ -708,11 +751,13 @@ pub fn l2_direct(ifs: &[IfAttr], b: &mut Buffer<'_>, e: &DecapEntry, to: Next) -
         return None;
     }
     b.hdr.l2.l2_hdr_offset = b.hdr.current_data;
-    if xc != 0 {
-        b.hdr.tx_if = xc - 1;
-        b.hdr.l2.bd_index = 0;
-    } else {
-        b.hdr.l2.bd_index = bd as u16;
+    match m {
+        L2Mode::Xconnect(peer) => {
+            b.hdr.tx_if = peer;
+            b.hdr.l2.bd_index = 0;
+        }
+        L2Mode::Bridge(bd) => b.hdr.l2.bd_index = bd,
+        L2Mode::Ethernet => {}
     }
     Some(to)
 }
@@ -1315,7 +1360,9 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut last = self.last.map_or(MISS, |(_, r)| r);
         let mut last_j = None;
         let mut decapsulated = 0;
-        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_direct_table()?, arcs)));
+        let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
+        // The L2 mode of tunnel `mode_of`, computed once per tunnel change.
+        let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1346,8 +1393,11 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                     Ok(next) => {
                         decapsulated += 1;
                         match l2 {
-                            Some((ifs, (eth, to))) if next == eth => {
-                                l2_direct(ifs, &mut b, e, to).unwrap_or(next).0
+                            Some((t, (eth, to))) if next == eth => {
+                                if r != mode_of {
+                                    (mode_of, mode) = (r, l2_mode(t, e.sw_if));
+                                }
+                                l2_direct(&mut b, mode, to).unwrap_or(next).0
                             }
                             _ => next.0,
                         }

@@ -29,7 +29,7 @@
 //!   counters; for `l2-input`: `l2.l2_hdr_offset`, `tx_if` / `l2.bd_index`.
 //! - next: `drop` (`error-drop`); the tunnel's decap next: `decap-next l2` (the default):
 //!   `l2-input` when the tunnel is cross-connected or in a bridge domain, up, without an
-//!   input redirect, the frame untagged and no `l2-input` feature on any interface
+//!   input redirect, the frame untagged and no `l2-input` feature on the tunnel
 //!   ([`tunnel::l2_direct`] sets `l2.l2_hdr_offset` and `tx_if` or
 //!   `l2.bd_index` as `ethernet-input` would), else `ethernet-input`; or the node named by
 //!   `decap-next node <name>` (arc added at runtime).

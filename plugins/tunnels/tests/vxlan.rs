@@ -121,39 +121,74 @@ fn vxlan4_decap_exact_bytes_and_drops() {
     assert_eq!(in_use(&vm), 0);
 }
 
-/// An L2 tunnel's frames go from the decap node straight to `l2-input`; its mode and
-/// admin state apply from the next packet: bridged, admin down (dropped by
-/// `ethernet-input` as `down`), up, cross-connected, routed (not switched: the inner frame
-/// is not for the tunnel's MAC), bridged again.
+/// An L2 tunnel's frames go from the decap node straight to `l2-input` (`ethernet-input`
+/// sees only the outer frame: one vector per packet); its mode and admin state apply from
+/// the next packet: bridged, admin down (dropped by `ethernet-input` as `down`), up,
+/// cross-connected, routed (not switched: the inner frame is not for the tunnel's MAC),
+/// bridged again. Through `ethernet-input` (two vectors per packet): admin down, routed, a
+/// VLAN-tagged inner frame, an `l2-input` feature on the tunnel (not one on another
+/// interface), an input redirect.
 #[test]
 fn vxlan4_decap_follows_mode_and_state() {
     let (mut vm, t) = setup(false);
     let pg0 = mac_of(&vm, "pg0");
     let inner = inner_frame(H1, H2, 40);
     let pkt = vxlan_outer4(&inner, 5555, 13, pg0, false);
-    let send = |vm: &mut sluice_graph::Vlib, c: &str, n: usize| {
+    let mut eth_seen = 0;
+    // Sends `p` after CLI `c`; returns what pg1 sent and ethernet-input's vectors for it.
+    let mut send = |vm: &mut sluice_graph::Vlib, c: &str, p: &[u8], n: usize| {
         if !c.is_empty() {
             cli(vm, &t, c);
         }
-        run(vm, &t, "pg0", "pg1", std::slice::from_ref(&pkt), n)
+        let out = run(vm, &t, "pg0", "pg1", &[p.to_vec()], n);
+        let v = vectors(vm, "ethernet-input");
+        let d = v - eth_seen;
+        eth_seen = v;
+        (out, d)
     };
     let one = vec![inner.clone()];
-    assert_eq!(send(&mut vm, "", 1), one);
-    assert!(send(&mut vm, "set interface state vxlan_tunnel0 down", 0).is_empty());
+    assert_eq!(send(&mut vm, "", &pkt, 1), (one.clone(), 1));
+    let down = send(&mut vm, "set interface state vxlan_tunnel0 down", &pkt, 0);
+    assert_eq!(down, (vec![], 2));
     assert_eq!(counter(&vm, "ethernet-input", "down"), 1);
-    assert_eq!(
-        send(&mut vm, "set interface state vxlan_tunnel0 up", 1),
-        one
-    );
+    let up = "set interface state vxlan_tunnel0 up";
+    assert_eq!(send(&mut vm, up, &pkt, 1), (one.clone(), 1));
     let xc = "set interface l2 xconnect vxlan_tunnel0 pg1";
-    assert_eq!(send(&mut vm, xc, 1), one);
+    assert_eq!(send(&mut vm, xc, &pkt, 1), (one.clone(), 1));
     assert_eq!(counter(&vm, "l2-input", "xconnect"), 1);
-    assert!(send(&mut vm, "set interface l3 vxlan_tunnel0", 0).is_empty());
+    let l3 = "set interface l3 vxlan_tunnel0";
+    assert_eq!(send(&mut vm, l3, &pkt, 0), (vec![], 2));
     assert_eq!(counter(&vm, "ethernet-input", "l3_mac_mismatch"), 1);
     let bridged = "set interface l2 bridge vxlan_tunnel0 1";
-    assert_eq!(send(&mut vm, bridged, 1), one);
-    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 6);
-    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 6);
+    assert_eq!(send(&mut vm, bridged, &pkt, 1), (one.clone(), 1));
+    // A VLAN-tagged inner frame (perhaps a sub-interface's): ethernet-input decides.
+    let mut tagged = inner[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    tagged.extend_from_slice(&inner[12..]);
+    let tpkt = vxlan_outer4(&tagged, 5555, 13, pg0, false);
+    assert_eq!(send(&mut vm, "", &tpkt, 1), (vec![tagged], 2));
+    // An l2-input feature on another interface only: the tunnel's frames still go direct.
+    let other = "set interface feature pg1 l2-input-count arc l2-input";
+    assert_eq!(send(&mut vm, other, &pkt, 1), (one.clone(), 1));
+    assert_eq!(vectors(&vm, "l2-input-count"), 0);
+    // An l2-input feature on the tunnel: ethernet-input sends the frame to it.
+    let feat = "set interface feature vxlan_tunnel0 l2-input-count arc l2-input";
+    assert_eq!(send(&mut vm, feat, &pkt, 1), (one.clone(), 2));
+    assert_eq!(vectors(&vm, "l2-input-count"), 1);
+    let nofeat = "set interface feature vxlan_tunnel0 l2-input-count arc l2-input disable";
+    assert_eq!(send(&mut vm, nofeat, &pkt, 1), (one.clone(), 1));
+    // An input redirect (here to error-drop): ethernet-input applies it.
+    let sw = {
+        let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+        ifs.find("vxlan_tunnel0").unwrap()
+    };
+    let drop = vm.registry.find("error-drop").unwrap();
+    sluice_vnet::set_rx_redirect(&mut vm, sw, Some(drop)).unwrap();
+    assert_eq!(send(&mut vm, "", &pkt, 0), (vec![], 2));
+    sluice_vnet::set_rx_redirect(&mut vm, sw, None).unwrap();
+    assert_eq!(send(&mut vm, "", &pkt, 1), (one.clone(), 1));
+    assert_eq!(counter(&vm, "vxlan4-input", "decapsulated"), 12);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 12);
     assert_eq!(in_use(&vm), 0);
 }
 
@@ -535,6 +570,24 @@ fn multicast_group_floods_and_accepts_any_source(v6: bool) {
     assert_eq!(counter(&vm, input, "no_group_tunnel"), 2);
     assert_eq!(counter(&vm, input, "decapsulated"), 2);
     assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 2);
+    // A unicast tunnel to VTEP a on the same VNI: a's packets to the group still decap
+    // into the group tunnel (VPP would decap them into the unicast tunnel and drop them
+    // without one: docs/tunnels.md), its unicast packets into the unicast tunnel.
+    let uni = format!("create vxlan tunnel src {me} dst {} vni 13", a.0);
+    assert_eq!(cli(&mut vm, &t, &uni), "vxlan_tunnel1\n");
+    for c in [
+        "set interface state vxlan_tunnel1 up",
+        "set interface l2 bridge vxlan_tunnel1 1",
+    ] {
+        cli(&mut vm, &t, c);
+    }
+    let to_group = vxlan_ip(&inner[0], 5000, 13, (a.0, group), (a.1, group_mac));
+    let to_me = vxlan_ip(&inner[1], 5000, 13, (a.0, me), (a.1, pg0));
+    assert_eq!(run(&mut vm, &t, "pg0", "pg1", &[to_group, to_me], 2), inner);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel0", ifc::RX_PACKETS), 3);
+    assert_eq!(if_counter(&vm, "vxlan_tunnel1", ifc::RX_PACKETS), 1);
+    cli(&mut vm, &t, &format!("{uni} del"));
+    assert_eq!(counter(&vm, input, "decapsulated"), 4);
     // A second tunnel to the group (another VNI) shares its receive route; deleting one
     // keeps it, deleting both removes it.
     let route = format!("{fib} {group}/{hostlen}");

@@ -99,6 +99,13 @@ pub fn counter(vm: &Vlib, node: &str, name: &str) -> u64 {
     n.stats.counter_total(c)
 }
 
+/// Packets node `node` was called with (its vector count), summed over threads.
+pub fn vectors(vm: &Vlib, node: &str) -> u64 {
+    let i = vm.registry.find(node).unwrap_or_else(|| panic!("{node}"));
+    let s = &vm.registry.node(i).stats;
+    s.per_thread.iter().map(|t| t.vectors.get()).sum()
+}
+
 /// Interface counter `c` (`sluice_vnet::interface::counter`) of `name`.
 pub fn if_counter(vm: &Vlib, name: &str, c: usize) -> u64 {
     let ifs = vm.ext::<Interfaces>().unwrap();
