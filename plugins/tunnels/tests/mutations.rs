@@ -12,21 +12,11 @@ fn a6(s: &str) -> [u8; 16] {
 
 #[test]
 fn mutated_tunnel_packets_are_dropped_or_forwarded_never_leaked() {
-    let (mut vm, t) = build();
+    let (mut vm, t) = routed();
     clis(
         &mut vm,
         &t,
         &[
-            "create packet-generator interface pg0",
-            "create packet-generator interface pg1",
-            "set interface state pg0 up",
-            "set interface state pg1 up",
-            "set interface ip address pg0 10.0.0.1/24",
-            "set interface ip address pg0 2001:db8::1/64",
-            "set interface ip address pg1 172.16.0.1/24",
-            "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
-            "ip neighbor pg0 2001:db8::2 02:00:00:00:00:02 static",
-            "ip neighbor pg1 172.16.0.2 02:00:00:00:01:02 static",
             "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 5",
             "create vxlan tunnel src 2001:db8::1 dst 2001:db8::2 vni 5",
             "create gre tunnel src 10.0.0.1 dst 10.0.0.2",

@@ -240,18 +240,11 @@ fn vxlan6_encap_checksum_and_decap() {
 #[test]
 fn routed_vxlan_and_delete_under_traffic() {
     // The tunnel is an L3 interface: an address, a neighbour behind it, a route through it.
-    let (mut vm, t) = build();
+    let (mut vm, t) = routed();
     clis(
         &mut vm,
         &t,
         &[
-            "create packet-generator interface pg0",
-            "create packet-generator interface pg1",
-            "set interface state pg0 up",
-            "set interface state pg1 up",
-            "set interface ip address pg0 10.0.0.1/24",
-            "set interface ip address pg1 172.16.0.1/24",
-            "ip neighbor pg0 10.0.0.2 02:00:00:00:00:02 static",
             "create vxlan tunnel src 10.0.0.1 dst 10.0.0.2 vni 7 instance 5",
             "set interface state vxlan_tunnel5 up",
             "set interface ip address vxlan_tunnel5 192.168.9.1/24",
