@@ -73,11 +73,12 @@ impl LocalDispatch {
     }
 }
 
-/// The registrations (a `Vlib` extension): (IPv6?, key) → serving node.
+/// The registrations (a `Vlib` extension): (IPv6?, key) → serving node, and whether it
+/// also serves groups ([`register_groups`]).
 #[derive(Default)]
 pub struct LocalRegistrations {
     /// In registration order.
-    pub list: Vec<(bool, LocalKey, String)>,
+    pub list: Vec<(bool, LocalKey, String, bool)>,
 }
 
 fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>, groups: bool) -> VnetResult {
@@ -103,7 +104,8 @@ fn apply(vm: &mut Vlib, ip6: bool, key: LocalKey, next: Option<Next>, groups: bo
 }
 
 /// Sends local IPv4 (`ip6` false) or IPv6 packets matching `key` to node `node`. A key
-/// served by another node is an error naming it; registering the same node again is a no-op.
+/// served by another node is an error naming it; registering the same node again is a no-op
+/// (an error if it was registered to serve groups: [`register_groups`]).
 /// Packets to a multicast group are not sent (see [`register_groups`]).
 pub fn register(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> VnetResult {
     register_with(vm, ip6, key, node, false)
@@ -117,11 +119,17 @@ pub fn register_groups(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str) -> V
 
 fn register_with(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str, groups: bool) -> VnetResult {
     let regs = &vm.ext_mut::<LocalRegistrations>().list;
-    if let Some((_, _, n)) = regs.iter().find(|r| r.0 == ip6 && r.1 == key) {
-        if n == node {
-            return Ok(());
+    if let Some((_, _, n, g)) = regs.iter().find(|r| r.0 == ip6 && r.1 == key) {
+        if n != node {
+            return Err(VnetError::Exists(format!("{key:?} is served by {n}")));
         }
-        return Err(VnetError::Exists(format!("{key:?} is served by {n}")));
+        if *g != groups {
+            let how = if *g { "with" } else { "without" };
+            return Err(VnetError::Exists(format!(
+                "{key:?} is served by {n} {how} multicast groups"
+            )));
+        }
+        return Ok(());
     }
     let from = if ip6 {
         crate::ip6::nodes::IP6_LOCAL
@@ -134,7 +142,7 @@ fn register_with(vm: &mut Vlib, ip6: bool, key: LocalKey, node: &str, groups: bo
     apply(vm, ip6, key, Some(next), groups)?;
     vm.ext_mut::<LocalRegistrations>()
         .list
-        .push((ip6, key, node.to_string()));
+        .push((ip6, key, node.to_string(), groups));
     Ok(())
 }
 

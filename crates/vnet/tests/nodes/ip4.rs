@@ -345,6 +345,25 @@ fn local_sends_udp_to_a_group_only_to_a_port_serving_groups() {
     t.assert_no_leaks();
 }
 
+/// Registering a port again for the same node is a no-op only with the same group
+/// service: asking for groups on a port served without them (or the reverse) is an error,
+/// not a silent success that leaves group packets punted.
+#[test]
+fn registering_a_port_again_with_other_group_service_is_refused() {
+    use sluice_vnet::ip_local::{register, register_groups, LocalKey};
+    let (mut t, _) = setup("ip4-local");
+    register(&mut t.h.vm, false, LocalKey::UdpPort(2152), "ip4-input").unwrap();
+    register(&mut t.h.vm, false, LocalKey::UdpPort(2152), "ip4-input").unwrap();
+    let e = register_groups(&mut t.h.vm, false, LocalKey::UdpPort(2152), "ip4-input");
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("without multicast groups"));
+    register_groups(&mut t.h.vm, false, LocalKey::UdpPort(4789), "ip4-input").unwrap();
+    let e = register(&mut t.h.vm, false, LocalKey::UdpPort(4789), "ip4-input");
+    assert!(e.unwrap_err().to_string().contains("with multicast groups"));
+}
+
 /// Packets shorter than their IPv4 header (never from `ip4-input`; a feature before these
 /// nodes could shorten one) are dropped with a counted reason, not a panic.
 #[test]
