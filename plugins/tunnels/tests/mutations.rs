@@ -6,10 +6,6 @@
 mod common;
 use common::*;
 
-fn a6(s: &str) -> [u8; 16] {
-    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
-}
-
 #[test]
 fn mutated_tunnel_packets_are_dropped_or_forwarded_never_leaked() {
     let (mut vm, t) = routed();
