@@ -106,7 +106,7 @@ sluice_graph::counters! {
         /// A flagged aggregate whose headers do not match its metadata (dropped).
         BadGso => error("bad_gso", "GSO aggregate not TCP/UDP as its descriptor says"),
         /// Zero-copy: M2S slots a refill left empty for want of buffers (retried).
-        FillShort => info("fill_short", "zero-copy refill short of buffers (retried)"),
+        FillShort => info("fill_short", "zero-copy slots a refill left empty (each retry counts)"),
     }
 }
 
