@@ -2,7 +2,7 @@
 """Plot scripts/hoststack-redis-bench.sh's samples: p50/p95/p99/p99.9 per clients × payload
 cell for each mode (kernel, sluice, both-veth, both-memif), as seed 004's figures 15-17.
 
-Usage: /work/main/.venv/bin/python scripts/hoststack-plot.py [samples.csv] [-o out.png|.svg]
+Usage: .venv/bin/python scripts/hoststack-plot.py [samples.csv] [-o out.png|.svg]
 (default input target/hoststack-redis.csv, output beside it with the suffix .png). One
 panel per payload (rows) and percentile (columns); x: clients, y: latency in ms (log
 scale); per mode the median over the runs with a bar from the min to the max.

@@ -273,4 +273,4 @@ for s in s a b; do
   C $s show errors | grep -E 'tcp4-input|session-queue|memif' || true
   echo "buffers in use: $(C $s show buffers | awk '/default-numa-0/ {print $9}')"
 done
-echo "== samples: $out_csv (plot: /work/main/.venv/bin/python scripts/hoststack-plot.py $out_csv); $(( $(date +%s) - t_start )) s"
+echo "== samples: $out_csv (plot: .venv/bin/python scripts/hoststack-plot.py $out_csv); $(( $(date +%s) - t_start )) s"

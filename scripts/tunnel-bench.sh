@@ -42,7 +42,7 @@ if [ "${1:-}" = "--vpp" ]; then
     inputs=$(mktemp -d /tmp/tunnel-bench-vpp.XXXXXX)
     trap 'rm -rf "$inputs"' EXIT
     echo "== Sluice, then VPP, case by case (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    py=${PYTHON:-/work/main/.venv/bin/python}
+    py=${PYTHON:-$PWD/.venv/bin/python}
     [ -x "$py" ] || py=python3
     # Sluice's engine replays packets/2 per run (sluice-bench's convention), VPP the same.
     # Exit status: 1 when any case is an error row (the table still lists every case).
