@@ -146,10 +146,7 @@ fn entry_key(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let prioritised = tb
-        .keys
-        .iter()
-        .any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range));
+    let prioritised = tb.prioritised();
     if prioritised && priority == 0 {
         return Err(P4Error::Invalid(
             "priority 0: entries of ternary/range tables need a priority of at least 1".into(),

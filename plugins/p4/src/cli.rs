@@ -421,6 +421,12 @@ fn read_keys(prog: &Program, t: usize, args: &mut Args) -> Result<(Vec<Match>, u
     let mut prio = 0;
     if args.keyword("priority") {
         prio = args.u32("priority")?;
+        if prio != 0 && !tb.prioritised() {
+            return Err(CliError::new(format!(
+                "priority {prio}: table `{}' has no ternary or range key",
+                tb.name
+            )));
+        }
     }
     Ok((ms, prio))
 }

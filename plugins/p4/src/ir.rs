@@ -381,6 +381,13 @@ impl Table {
         format!("{}.{}", self.control, self.name)
     }
 
+    /// Whether entries carry a priority (a ternary or range key, P4Runtime's rule).
+    pub fn prioritised(&self) -> bool {
+        self.keys
+            .iter()
+            .any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range))
+    }
+
     /// Bits of the key (its fields concatenated).
     pub fn key_bits(&self) -> u32 {
         self.keys.iter().map(|k| k.width as u32).sum()

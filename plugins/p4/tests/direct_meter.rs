@@ -461,6 +461,11 @@ fn cli_table_commands_take_a_qualified_name() {
     assert!(s.starts_with("table E.t: 1 entries"), "{s}");
     assert!(s.contains("key 0x5 -> mark()"), "{s}");
     cli("p4 table meter d E.t key 5 cir 1 cburst 1 pir 1 pburst 1").unwrap();
+    // An exact table takes no priority (the API refuses it too), not one silently dropped.
+    assert_eq!(
+        cli("p4 table add d I.t fwd key 3 priority 5 param 2").unwrap_err(),
+        "priority 5: table `t' has no ternary or range key"
+    );
     cli("p4 table del d I.t key 1").unwrap();
     let s = cli("p4 table show d I.t").unwrap();
     assert!(s.starts_with("table I.t: 0 entries"), "{s}");
