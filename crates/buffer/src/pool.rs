@@ -591,8 +591,8 @@ impl<'a> Arena<'a> {
     #[inline(always)]
     pub fn prefetch(self, idx: BufIdx) {
         let i = idx.0 as usize;
-        prefetch_line(self.hdrs.wrapping_add(i) as *const u8);
-        prefetch_line(self.data.wrapping_add(i * self.stride as usize + HEADROOM));
+        sluice_infra::prefetch(self.hdrs.wrapping_add(i) as *const u8);
+        sluice_infra::prefetch(self.data.wrapping_add(i * self.stride as usize + HEADROOM));
     }
 
     /// Resolves a frame's buffers to their addresses in one pass (vectorised: a shift, a
@@ -663,22 +663,8 @@ impl<'a> Arena<'a> {
     /// Hints the CPU to fetch a buffer's header only (nodes that read metadata only).
     #[inline(always)]
     pub fn prefetch_header(self, idx: BufIdx) {
-        prefetch_line(self.hdrs.wrapping_add(idx.0 as usize) as *const u8);
+        sluice_infra::prefetch(self.hdrs.wrapping_add(idx.0 as usize) as *const u8);
     }
-}
-
-/// Hints the CPU to fetch the cache line holding `p` into all cache levels. Any address: a
-/// prefetch never faults and `p` is not dereferenced.
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults and has no architectural effect.
-    unsafe {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A frame's buffer addresses, header and data area, resolved once per frame by
@@ -735,9 +721,9 @@ impl<const N: usize> FrameAddrs<N> {
             "prefetch of entry {i}, {} resolved",
             self.filled
         );
-        prefetch_line(self.hdr[i] as *const u8);
+        sluice_infra::prefetch(self.hdr[i] as *const u8);
         if data {
-            prefetch_line(self.data[i].wrapping_add(HEADROOM));
+            sluice_infra::prefetch(self.data[i].wrapping_add(HEADROOM));
         }
     }
 }
