@@ -9,6 +9,7 @@ use crate::ir::{EntrySpec, Match, Opts, Program};
 use crate::node::{self, Loaded, Mode, NodeState, P4Node};
 use crate::table::TableError;
 use sluice_graph::{NodeIndex, NodeKind, NodeRegistration, Vlib};
+use sluice_vnet::SwIfIndex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -175,9 +176,12 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     }
     if let Some(&i) = ifs.iter().find(|&&i| {
         vm.ext::<sluice_vnet::Interfaces>()
-            .is_none_or(|x| x.get(sluice_vnet::SwIfIndex(i)).is_none())
+            .is_none_or(|x| x.get(SwIfIndex(i)).is_none())
     }) {
         return Err(sluice_vnet::error::VnetError::NoSuchInterface(i).into());
+    }
+    for &i in &ifs {
+        check_free(vm, i)?;
     }
     let t0 = std::time::Instant::now();
     let src = std::fs::read_to_string(&file)
@@ -233,8 +237,9 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             .collect(),
     });
     install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
-    for &i in &ifs {
-        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))?;
+    if let Err(e) = redirect(vm, &ifs, nodes[0]) {
+        install(vm, &name, &nodes, None);
+        return Err(e);
     }
     let load_secs = t0.elapsed().as_secs_f64();
     let n_entries: usize = master.tables.iter().map(|t| t.len()).sum();
@@ -260,6 +265,45 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
         },
     );
     Ok((name, msg))
+}
+
+/// Refuses an interface whose received frames go elsewhere already: to a loaded program
+/// (unloading either would clear the other's redirect) or to another feature (linux-cp's
+/// tap twins).
+fn check_free(vm: &mut Vlib, sw_if: u32) -> Result<(), P4Error> {
+    let prog = state(vm)
+        .progs
+        .iter()
+        .find(|(_, p)| p.ifs.contains(&sw_if))
+        .map(|(n, _)| n.clone());
+    let redirected = sluice_vnet::interface::with_if_attr(vm, sw_if, |x| {
+        x.rx_redirect.load(Ordering::Relaxed) != 0
+    });
+    if prog.is_none() && redirected != Some(true) {
+        return Ok(());
+    }
+    let name = vm
+        .ext::<sluice_vnet::Interfaces>()
+        .and_then(|x| x.get(SwIfIndex(sw_if)))
+        .map_or_else(|| sw_if.to_string(), |x| x.name.clone());
+    Err(P4Error::InterfaceTaken {
+        interface: name,
+        program: prog,
+    })
+}
+
+/// Sends what `ifs` receive to `node`: all of them or, on an error, none (the redirects
+/// made are undone; [`check_free`] found none there before).
+fn redirect(vm: &mut Vlib, ifs: &[u32], node: NodeIndex) -> Result<(), P4Error> {
+    for (k, &i) in ifs.iter().enumerate() {
+        if let Err(e) = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), Some(node)) {
+            for &j in &ifs[..k] {
+                let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(j), None);
+            }
+            return Err(e.into());
+        }
+    }
+    Ok(())
 }
 
 /// The first `n` nodes of a program name's pool, created as needed.
@@ -331,7 +375,7 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
         .remove(&name)
         .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(&name)))?;
     for &i in &p.ifs {
-        let _ = sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), None);
+        let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), None);
     }
     install(vm, &name, &p.nodes, None);
     Ok(name)

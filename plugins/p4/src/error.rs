@@ -110,6 +110,20 @@ pub enum P4Error {
     /// An interface or graph operation failed.
     #[error(transparent)]
     Vnet(#[from] sluice_vnet::error::VnetError),
+    /// `p4 load ... on <if>`: the interface's received frames already go elsewhere.
+    #[error("interface `{interface}' is taken by {}", taker(.program))]
+    InterfaceTaken {
+        interface: String,
+        /// The P4 program redirecting it, `None` for another feature.
+        program: Option<String>,
+    },
+}
+
+fn taker(p: &Option<String>) -> String {
+    match p {
+        Some(p) => format!("P4 program `{p}'"),
+        None => "another feature's input redirect".into(),
+    }
 }
 
 impl P4Error {

@@ -9,6 +9,7 @@ use sluice_api::registry::decode;
 use sluice_api::{ApiRegistry, Message, Retval};
 use sluice_graph::Vlib;
 use sluice_p4::api::p4 as m;
+use std::sync::atomic::Ordering;
 
 const FIREWALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/firewall.p4");
 
@@ -426,4 +427,99 @@ fn load_entries_dumps_and_errors() {
     assert!(dump::<_, m::P4ProgramDetails>(api, vm, &pd(""))
         .unwrap()
         .is_empty());
+}
+
+fn if_index(vm: &Vlib, name: &str) -> u32 {
+    vm.ext::<sluice_vnet::Interfaces>()
+        .unwrap()
+        .find(name)
+        .unwrap()
+        .0
+}
+
+/// The input redirect of interface `i` (0: none).
+fn redirect_of(vm: &mut Vlib, i: u32) -> u32 {
+    sluice_vnet::interface::with_if_attr(vm, i, |x| x.rx_redirect.load(Ordering::Relaxed)).unwrap()
+}
+
+/// `p4 load ... on <if>` takes an interface no program or feature redirects, and a load
+/// that fails part-way through the interfaces redirects none of them.
+#[test]
+fn load_on_interfaces_is_exclusive_and_atomic() {
+    let (mut vm, cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+    ] {
+        cli.execute(vm, c).unwrap();
+    }
+    let (pg0, pg1) = (if_index(vm, "pg0"), if_index(vm, "pg1"));
+    let load = |name: &str, ifs: Vec<u32>| m::P4Load {
+        file: FIREWALL.into(),
+        name: name.into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: ifs,
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0])).unwrap();
+    assert_ne!(redirect_of(vm, pg0), 0);
+
+    // Taken by another program: refused before anything changes (pg1 stays free).
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw2", vec![pg1, pg0])).unwrap_err(),
+        (
+            Retval::InUse,
+            "interface `pg0' is taken by P4 program `fw'".into()
+        )
+    );
+    assert_eq!(
+        cli.execute(vm, &format!("p4 load {FIREWALL} name fw2 on pg1 pg0"))
+            .unwrap_err()
+            .to_string(),
+        "interface `pg0' is taken by P4 program `fw'"
+    );
+    assert_eq!(redirect_of(vm, pg1), 0);
+    let names = |vm: &mut Vlib| -> Vec<String> {
+        let d: Vec<m::P4ProgramDetails> =
+            dump(api, vm, &m::P4ProgramDump { name: "".into() }).unwrap();
+        d.into_iter().map(|p| p.name).collect()
+    };
+    assert_eq!(names(vm), vec!["fw"]);
+    // Unloading fw clears its redirect only.
+    cli.execute(vm, &format!("p4 load {FIREWALL} name fw2 on pg1"))
+        .unwrap();
+    req::<_, m::P4UnloadReply>(api, vm, &m::P4Unload { name: "fw".into() }).unwrap();
+    assert_eq!(redirect_of(vm, pg0), 0);
+    assert_ne!(redirect_of(vm, pg1), 0);
+    req::<_, m::P4UnloadReply>(api, vm, &m::P4Unload { name: "fw2".into() }).unwrap();
+
+    // Another feature's redirect.
+    let drop = vm.registry.lookup("error-drop").unwrap();
+    sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(pg1), Some(drop)).unwrap();
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg1])).unwrap_err(),
+        (
+            Retval::InUse,
+            "interface `pg1' is taken by another feature's input redirect".into()
+        )
+    );
+    sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(pg1), None).unwrap();
+
+    // Redirecting pg1 fails after pg0's was set (an interface table too short for pg1):
+    // pg0's is undone, no program is left loaded, and the same load then succeeds.
+    let table = std::mem::take(vm.ext_mut::<sluice_vnet::interface::IfAttrTable>());
+    let short = (0..pg1).map(|_| Default::default()).collect();
+    *vm.ext_mut::<sluice_vnet::interface::IfAttrTable>() =
+        sluice_vnet::interface::IfAttrTable(Some(short));
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0, pg1]))
+            .unwrap_err()
+            .0,
+        Retval::NoSuchInterface
+    );
+    assert_eq!(redirect_of(vm, pg0), 0);
+    assert!(names(vm).is_empty());
+    *vm.ext_mut::<sluice_vnet::interface::IfAttrTable>() = table;
+    req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0, pg1])).unwrap();
+    assert!(redirect_of(vm, pg0) != 0 && redirect_of(vm, pg1) != 0);
 }
