@@ -12,7 +12,7 @@ use sluice_graph::{NodeIndex, NodeKind, NodeRegistration, Vlib};
 use sluice_vnet::SwIfIndex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A loaded program (main thread).
 pub struct LoadedProg {
@@ -381,21 +381,53 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
     Ok(name)
 }
 
-/// Applies a table change to the master, then to every node on every thread.
+/// Folds `f` over the program state in `nodes` on every thread (main first), into `init`:
+/// the sums of per-thread counts, table changes. A fold that panicked on a thread leaves
+/// what it did.
+pub(crate) fn over_threads<A: Default + Send + 'static>(
+    vm: &mut Vlib,
+    nodes: Vec<NodeIndex>,
+    init: A,
+    f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
+) -> A {
+    let acc = Arc::new(Mutex::new(init));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        let thread = tg.thread();
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
+                f(
+                    &mut a2.lock().unwrap_or_else(PoisonError::into_inner),
+                    thread,
+                    st,
+                );
+            }
+        }
+    });
+    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
+    std::mem::take(&mut *a)
+}
+
+/// Applies a table change the master accepted to every node on every thread. The copies
+/// hold what the master holds (each starts as the master did and gets every change it
+/// accepted, in order), so they accept it too; a refusal is reported, the first one.
 fn replicate(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
     t: usize,
     f: impl Fn(&mut crate::table::TableRt, &Program) -> Result<(), TableError> + Send + Sync + 'static,
     prog: Arc<Program>,
-) {
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
-                let _ = f(&mut st.ts.tables[t], &prog);
-            }
+) -> Result<(), P4Error> {
+    let name = prog.tables[t].name.clone();
+    let refused = over_threads(vm, nodes, None, move |e, thread, st| {
+        if let Err(x) = f(&mut st.ts.tables[t], &prog) {
+            e.get_or_insert((thread, x));
         }
     });
+    match refused {
+        Some((thread, e)) => Err(P4Error::Replica(name, thread, e)),
+        None => Ok(()),
+    }
 }
 
 /// Adds an entry (P4Runtime's INSERT: `matches` and `priority` identify it) to table
@@ -409,8 +441,14 @@ pub fn table_add(
     priority: u32,
     params: Vec<u64>,
 ) -> Result<u32, P4Error> {
-    let p = program(vm, prog)?;
-    let pr = p.loaded.prog.clone();
+    let LoadedProg {
+        loaded,
+        master,
+        nodes,
+        meter_cells,
+        ..
+    } = program(vm, prog)?;
+    let pr = loaded.prog.clone();
     let t = table_index(&pr, table)?;
     let action = pr.action_in(action, &pr.tables[t].actions).ok_or_else(|| {
         P4Error::NoAction(sluice_cli::error::clip(action), pr.tables[t].name.clone())
@@ -418,23 +456,31 @@ pub fn table_add(
     let terr = |e| P4Error::Table(pr.tables[t].name.clone(), e);
     let mut params = params;
     // An action reading the table's direct meter gets the entry's cell as its hidden last
-    // parameter.
-    let cell = if crate::compile::direct_meter_of(&pr.actions[action as usize]).is_some() {
-        let declared = pr.actions[action as usize].params.len() - 1;
-        if params.len() != declared {
-            return Err(terr(TableError::ParamCount(declared, params.len())));
+    // parameter (the compiler lets only the actions of the table holding that meter read
+    // it, so the table has cells).
+    let mut cells = meter_cells.get_mut(&t);
+    let cell = match (
+        crate::compile::direct_meter_of(&pr.actions[action as usize]),
+        cells.as_deref_mut(),
+    ) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(P4Error::Invalid(format!(
+                "action `{}' reads a direct_meter table `{}' does not have",
+                pr.actions[action as usize].name, pr.tables[t].name
+            )))
         }
-        let cells = p
-            .meter_cells
-            .get_mut(&t)
-            .expect("cells of a direct-metered table");
-        let c = cells
-            .alloc()
-            .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
-        params.push(c as u64);
-        Some((cells.meter, c))
-    } else {
-        None
+        (Some(_), Some(cells)) => {
+            let declared = pr.actions[action as usize].params.len() - 1;
+            if params.len() != declared {
+                return Err(terr(TableError::ParamCount(declared, params.len())));
+            }
+            let c = cells
+                .alloc()
+                .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
+            params.push(c as u64);
+            Some(c)
+        }
     };
     let spec = EntrySpec {
         matches,
@@ -442,31 +488,25 @@ pub fn table_add(
         params,
         priority,
     };
-    let id = match p.master.tables[t].add(&pr.tables[t], &pr.actions, &spec) {
-        Ok(id) => id,
-        Err(e) => {
-            if let Some((_, c)) = cell {
-                p.meter_cells.get_mut(&t).expect("cells").free.push(c);
+    let added = master.tables[t].add(&pr.tables[t], &pr.actions, &spec);
+    if let (Some(c), Some(cells)) = (cell, cells) {
+        match added {
+            Ok(id) => {
+                loaded.shared.meters[cells.meter][c as usize].set(&METER_OFF);
+                cells.of_entry.insert(id, c);
             }
-            return Err(terr(e));
+            Err(_) => cells.free.push(c),
         }
-    };
-    if let Some((m, c)) = cell {
-        p.loaded.shared.meters[m][c as usize].set(&METER_OFF);
-        p.meter_cells
-            .get_mut(&t)
-            .expect("cells")
-            .of_entry
-            .insert(id, c);
     }
-    let nodes = p.nodes.clone();
+    let id = added.map_err(terr)?;
+    let nodes = nodes.clone();
     replicate(
         vm,
         nodes,
         t,
         move |tr, prog| tr.add(&prog.tables[t], &prog.actions, &spec).map(|_| ()),
         pr,
-    );
+    )?;
     Ok(id)
 }
 
@@ -492,8 +532,7 @@ pub fn table_del(
     }
     let nodes = p.nodes.clone();
     let matches = matches.to_vec();
-    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr);
-    Ok(())
+    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr)
 }
 
 /// Deletes every entry of a table (not its default action).
@@ -510,8 +549,7 @@ pub fn table_clear(vm: &mut Vlib, prog: &str, table: &str) -> Result<(), P4Error
         cells.of_entry.clear();
     }
     let nodes = p.nodes.clone();
-    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr);
-    Ok(())
+    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr)
 }
 
 /// One entry of a [`TableView`].
@@ -550,27 +588,15 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let pr = p.loaded.prog.clone();
     let t = table_index(&pr, table)?;
     let nodes = p.nodes.clone();
-    let acc = Arc::new(Mutex::new((Vec::<[u64; 2]>::new(), [0u64; 2])));
-    let a2 = acc.clone();
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
-                let tr = &st.ts.tables[t];
-                if let Ok(mut a) = a2.lock() {
-                    if a.0.len() < tr.direct.len() {
-                        a.0.resize(tr.direct.len(), [0; 2]);
-                    }
-                    for (x, y) in a.0.iter_mut().zip(&tr.direct) {
-                        x[0] += y[0];
-                        x[1] += y[1];
-                    }
-                    a.1[0] += tr.miss[0];
-                    a.1[1] += tr.miss[1];
-                }
-            }
+    let init = (Vec::<[u64; 2]>::new(), [0u64; 2]);
+    let (direct, misses) = over_threads(vm, nodes, init, move |a, _, st| {
+        let tr = &st.ts.tables[t];
+        if a.0.len() < tr.direct.len() {
+            a.0.resize(tr.direct.len(), [0; 2]);
         }
+        add_counts(&mut a.0, &tr.direct);
+        add_counts(std::slice::from_mut(&mut a.1), &[tr.miss]);
     });
-    let (direct, misses) = acc.lock().map(|a| a.clone()).unwrap_or_default();
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
@@ -613,32 +639,29 @@ pub(crate) fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
     Ok(())
 }
 
+/// Adds packet and byte counts cell by cell.
+fn add_counts(acc: &mut [[u64; 2]], v: &[[u64; 2]]) {
+    for (x, y) in acc.iter_mut().zip(v) {
+        x[0] += y[0];
+        x[1] += y[1];
+    }
+}
+
 /// Counter `counter`'s packets and bytes per index, summed over every node and thread.
 pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64; 2]>, P4Error> {
     let p = program(vm, prog)?;
-    let pr = p.loaded.prog.clone();
-    let c = pr
+    let c = p
+        .loaded
+        .prog
         .counters
         .iter()
         .position(|x| x.name == counter)
         .ok_or_else(|| P4Error::no("counter", counter))?;
+    let init = vec![[0u64; 2]; p.loaded.prog.counters[c].size as usize];
     let nodes = p.nodes.clone();
-    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; pr.counters[c].size as usize]));
-    let a2 = acc.clone();
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
-                if let Ok(mut a) = a2.lock() {
-                    for (x, y) in a.iter_mut().zip(st.ts.counters[c].iter()) {
-                        x[0] += y[0];
-                        x[1] += y[1];
-                    }
-                }
-            }
-        }
-    });
-    let v = acc.lock().map(|a| a.clone()).unwrap_or_default();
-    Ok(v)
+    Ok(over_threads(vm, nodes, init, move |a, _, st| {
+        add_counts(a, &st.ts.counters[c]);
+    }))
 }
 
 /// Register `register`'s values per index (shared by every thread).

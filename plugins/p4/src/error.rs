@@ -117,6 +117,10 @@ pub enum P4Error {
         /// The P4 program redirecting it, `None` for another feature.
         program: Option<String>,
     },
+    /// A thread's copy of a table refused a change the master copy accepted (the table's
+    /// name, the thread, why): the copies differ, which the control plane never lets happen.
+    #[error("{0}: thread {1}'s copy refused the change: {2}")]
+    Replica(String, usize, crate::table::TableError),
 }
 
 fn taker(p: &Option<String>) -> String {

@@ -523,3 +523,37 @@ fn load_on_interfaces_is_exclusive_and_atomic() {
     req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0, pg1])).unwrap();
     assert!(redirect_of(vm, pg0) != 0 && redirect_of(vm, pg1) != 0);
 }
+
+/// A thread's copy of a table that refuses a change the master accepted is reported (the
+/// copies never differ unless, as here, one is changed behind the control plane's back).
+#[test]
+fn a_change_a_thread_copy_refuses_is_reported() {
+    let (mut vm, _cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    let load = m::P4Load {
+        file: FIREWALL.into(),
+        name: "fw".into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: Vec::new(),
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load).unwrap();
+    req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(true, 10, "deny", vec![7])).unwrap();
+    let p = sluice_p4::control::program(vm, "fw").unwrap();
+    let (node, t) = (p.nodes[0], p.loaded.prog.table("acl").unwrap());
+    vm.foreach_thread(move |tg| {
+        if let Some(st) = tg
+            .node_mut::<sluice_p4::node::P4Node>(node)
+            .and_then(|n| n.st.as_mut())
+        {
+            st.ts.tables[t].clear().unwrap();
+        }
+    });
+    assert_eq!(
+        req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(false, 10, "", vec![]))
+            .unwrap_err(),
+        (
+            Retval::SystemError,
+            "acl: thread 0's copy refused the change: no such entry".into()
+        )
+    );
+}
