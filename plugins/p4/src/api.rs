@@ -316,9 +316,7 @@ fn cells(index: u32, size: usize) -> Result<std::ops::Range<usize>, P4Error> {
     if index == ALL {
         return Ok(0..size);
     }
-    if index as usize >= size {
-        return Err(P4Error::Index(index, size as u32));
-    }
+    control::check_index(index, size as u32)?;
     Ok(index as usize..index as usize + 1)
 }
 
