@@ -49,9 +49,11 @@ pub fn retval(e: &P4Error) -> Retval {
             TableError::Const => Retval::NotSupported,
             _ => Retval::InvalidValue,
         },
-        P4Error::NoAction(..) | P4Error::Index(..) | P4Error::Invalid(_) | P4Error::Compile(_) => {
-            Retval::InvalidValue
-        }
+        P4Error::NoAction(..)
+        | P4Error::Index(..)
+        | P4Error::Invalid(_)
+        | P4Error::Compile(_)
+        | P4Error::Ambiguous { .. } => Retval::InvalidValue,
         P4Error::Read(..) => Retval::SystemError,
         P4Error::Vnet(v) => v.retval(),
     }
@@ -215,10 +217,12 @@ fn program_dump(
             continue;
         }
         let prog = &p.loaded.prog;
-        let obj = |n: &str, size: u32| m::P4Object {
-            name: n.to_string(),
+        // `control.name`, as the tables.
+        let obj = |c: &String, n: &str, size: u32| m::P4Object {
+            name: control::qualified(c, n),
             size,
         };
+        let ctl = &p.controls;
         out.send(&m::P4ProgramDetails {
             name: name.clone(),
             file: p.file.clone(),
@@ -235,13 +239,15 @@ fn program_dump(
                     n_entries: tr.len() as u32,
                 })
                 .collect(),
-            counters: prog.counters.iter().map(|c| obj(&c.name, c.size)).collect(),
-            registers: prog
-                .registers
-                .iter()
-                .map(|c| obj(&c.name, c.size))
+            counters: (prog.counters.iter().zip(&ctl.counters))
+                .map(|(x, c)| obj(c, &x.name, x.size))
                 .collect(),
-            meters: prog.meters.iter().map(|c| obj(&c.name, c.size)).collect(),
+            registers: (prog.registers.iter().zip(&ctl.registers))
+                .map(|(x, c)| obj(c, &x.name, x.size))
+                .collect(),
+            meters: (prog.meters.iter().zip(&ctl.meters))
+                .map(|(x, c)| obj(c, &x.name, x.size))
+                .collect(),
         });
     }
     Ok(())

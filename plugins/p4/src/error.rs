@@ -110,6 +110,14 @@ pub enum P4Error {
     /// An interface or graph operation failed.
     #[error(transparent)]
     Vnet(#[from] sluice_vnet::error::VnetError),
+    /// A short name more than one control declares.
+    #[error("{what} `{name}' is ambiguous: {}", .candidates.join(", "))]
+    Ambiguous {
+        what: &'static str,
+        name: String,
+        /// Their `control.name`s.
+        candidates: Vec<String>,
+    },
     /// `p4 load ... on <if>`: the interface's received frames already go elsewhere.
     #[error("interface `{interface}' is taken by {}", taker(.program))]
     InterfaceTaken {

@@ -332,9 +332,10 @@ fn load_entries_dumps_and_errors() {
         tables,
         vec![("FwIngress.acl", 4, 0), ("FwIngress.fib", 1, 1)]
     );
-    assert_eq!(p[0].counters[0].name, "rule_hits");
+    assert_eq!(p[0].counters[0].name, "FwIngress.rule_hits");
     assert_eq!(p[0].counters[0].size, 1024);
-    assert_eq!(p[0].registers[0].name, "last_denied");
+    assert_eq!(p[0].registers[0].name, "FwIngress.last_denied");
+    assert_eq!(p[0].meters[0].name, "FwIngress.policer");
     assert_eq!(p[0].meters[0].size, 16);
     assert_eq!(
         dump::<_, m::P4ProgramDetails>(api, vm, &pd("zz"))
@@ -556,4 +557,140 @@ fn a_change_a_thread_copy_refuses_is_reported() {
             "acl: thread 0's copy refused the change: no such entry".into()
         )
     );
+}
+
+/// Counters, registers, meters and tables by `control.name`; a short name two controls
+/// declare is refused with both.
+#[test]
+fn objects_by_control_and_name() {
+    let src = std::fs::read_to_string(FIREWALL).unwrap();
+    let egress = "control FwEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {\n    apply { }";
+    assert!(src.contains(egress));
+    let src = src.replace(
+        egress,
+        "control FwEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    counter(8, CounterType.packets) rule_hits;
+    register<bit<32>>(2) last_denied;
+    meter(4, MeterType.bytes) policer;
+    action nop() { }
+    table fib {
+        key = { hdr.ipv4.dstAddr: exact; }
+        actions = { nop; }
+        default_action = nop();
+    }
+    apply { fib.apply(); rule_hits.count(0); }",
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-p4-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fw2.p4");
+    std::fs::write(&file, src).unwrap();
+    let (mut vm, cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    let load = m::P4Load {
+        file: file.display().to_string(),
+        name: "fw".into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: Vec::new(),
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let p: Vec<m::P4ProgramDetails> =
+        dump(api, vm, &m::P4ProgramDump { name: "fw".into() }).unwrap();
+    let objs = |v: &[m::P4Object]| -> Vec<(String, u32)> {
+        v.iter().map(|o| (o.name.clone(), o.size)).collect()
+    };
+    let two =
+        |n: &str, a: u32, b: u32| vec![(format!("FwIngress.{n}"), a), (format!("FwEgress.{n}"), b)];
+    assert_eq!(objs(&p[0].counters), two("rule_hits", 1024, 8));
+    assert_eq!(objs(&p[0].registers), two("last_denied", 1, 2));
+    assert_eq!(objs(&p[0].meters), two("policer", 16, 4));
+
+    let cd = |c: &str| m::P4CounterDump {
+        program: "fw".into(),
+        counter: c.into(),
+        index: u32::MAX,
+    };
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("rule_hits")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "counter `rule_hits' is ambiguous: FwIngress.rule_hits, FwEgress.rule_hits".into()
+        )
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwEgress.rule_hits"))
+            .unwrap()
+            .len(),
+        8
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwIngress.rule_hits"))
+            .unwrap()
+            .len(),
+        1024
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwVerify.rule_hits")).unwrap_err(),
+        (
+            Retval::NoSuchEntry,
+            "no counter `FwVerify.rule_hits'".into()
+        )
+    );
+    let rd = |r: &str| m::P4RegisterDump {
+        program: "fw".into(),
+        register: r.into(),
+        index: u32::MAX,
+    };
+    assert_eq!(
+        dump::<_, m::P4RegisterDetails>(api, vm, &rd("last_denied"))
+            .unwrap_err()
+            .0,
+        Retval::InvalidValue
+    );
+    assert_eq!(
+        dump::<_, m::P4RegisterDetails>(api, vm, &rd("FwEgress.last_denied"))
+            .unwrap()
+            .len(),
+        2
+    );
+    let ms = |meter: &str| m::P4MeterSet {
+        program: "fw".into(),
+        meter: meter.into(),
+        index: 10,
+        cir: 1.0,
+        cburst: 1,
+        pir: 1.0,
+        pburst: 1,
+    };
+    assert_eq!(
+        req::<_, m::P4MeterSetReply>(api, vm, &ms("policer")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "meter `policer' is ambiguous: FwIngress.policer, FwEgress.policer".into()
+        )
+    );
+    req::<_, m::P4MeterSetReply>(api, vm, &ms("FwIngress.policer")).unwrap();
+    assert_eq!(
+        req::<_, m::P4MeterSetReply>(api, vm, &ms("FwEgress.policer")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "index `10' out of range (size 4)".into()
+        )
+    );
+    // The CLI and tables alike.
+    assert_eq!(
+        cli.execute(vm, "show p4 register fw last_denied")
+            .unwrap_err()
+            .to_string(),
+        "register `last_denied' is ambiguous: FwIngress.last_denied, FwEgress.last_denied"
+    );
+    assert_eq!(
+        cli.execute(vm, "p4 table show fw fib")
+            .unwrap_err()
+            .to_string(),
+        "table `fib' is ambiguous: FwIngress.fib, FwEgress.fib"
+    );
+    let s = cli.execute(vm, "p4 table show fw FwEgress.fib").unwrap();
+    assert!(s.starts_with("table FwEgress.fib: 0 entries"), "{s}");
 }
