@@ -85,6 +85,7 @@ fn send(d: &Daemon, name: &str, frames: &[Vec<u8>], out_if: &str, n: usize) -> V
             out.display()
         ));
     }
+    let rx0 = if_counter(d, "pg0", "rx packets");
     d.ok(&format!(
         "packet-generator new pcap {} source pg0 name {name}",
         inp.display()
@@ -92,7 +93,20 @@ fn send(d: &Daemon, name: &str, frames: &[Vec<u8>], out_if: &str, n: usize) -> V
     d.ok(&format!("packet-generator enable {name}"));
     wait_streams_done(d);
     if n == 0 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // Every frame received (the dispatch round that received it ran it to its end
+        // before the CLI ran again).
+        let want = rx0 + frames.len() as u64;
+        wait_until(
+            Duration::from_secs(10),
+            Duration::from_millis(10),
+            || if_counter(d, "pg0", "rx packets") >= want,
+            || {
+                format!(
+                    "pg0 rx packets {} < {want}",
+                    if_counter(d, "pg0", "rx packets")
+                )
+            },
+        );
         return Vec::new();
     }
     wait_pcap(&out, n)

@@ -111,6 +111,38 @@ fn veth(s: &str, name: &str, host: &str, addrs: &[&str]) {
     must(&["ip", "-n", host, "link", "set", "eth0", "up"]);
 }
 
+/// [`wait_for`] with linux-cp's 10 s bound and `show lcp` in the failure message (its
+/// counters of netlink messages applied and refused tell why a change never showed).
+fn lcp_wait_for(d: &Daemon, cmd: &str, needle: &str) -> String {
+    lcp_wait(d, cmd, needle, true)
+}
+
+/// [`wait_gone`] as [`lcp_wait_for`].
+fn lcp_wait_gone(d: &Daemon, cmd: &str, needle: &str) -> String {
+    lcp_wait(d, cmd, needle, false)
+}
+
+fn lcp_wait(d: &Daemon, cmd: &str, needle: &str, present: bool) -> String {
+    let mut last = String::new();
+    wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || {
+            last = d.ok(cmd);
+            last.contains(needle) == present
+        },
+        || {
+            format!(
+                "`{needle}' {} `{cmd}':\n{}\nshow lcp:\n{}",
+                if present { "not in" } else { "still in" },
+                d.ok(cmd),
+                d.ok("show lcp")
+            )
+        },
+    );
+    last
+}
+
 /// Whether any of 3 echo requests (the first may be lost to ARP resolution) is answered.
 fn ping(ns: &str, dst: &str) -> bool {
     sh(&[
@@ -221,9 +253,9 @@ fn twins_punt_and_netlink_sync() {
         "nodad",
     ]);
     must(&["ip", "-n", &l, "addr", "add", "10.83.0.1/24", "dev", &tb]);
-    wait_for(&d, "show interface address", "10.81.0.1/24", 10);
-    wait_for(&d, "show interface address", "fd81::1/64", 10);
-    wait_for(&d, "show interface address", "10.83.0.1/24", 10);
+    lcp_wait_for(&d, "show interface address", "10.81.0.1/24");
+    lcp_wait_for(&d, "show interface address", "fd81::1/64");
+    lcp_wait_for(&d, "show interface address", "10.83.0.1/24");
 
     // Ping is answered by Sluice; TCP and UDP to Sluice's address are answered by Linux
     // through the twin (punt, and back out through linux-cp-xc).
@@ -291,7 +323,7 @@ fn twins_punt_and_netlink_sync() {
         d.ok(&format!("set interface state {ha}.100 up"));
         d.ok(&format!("lcp create {ha}.100 host-if {tv}"));
         must(&["ip", "-n", &l, "addr", "add", "10.84.0.1/24", "dev", &tv]);
-        wait_for(&d, "show interface address", "10.84.0.1/24", 10);
+        lcp_wait_for(&d, "show interface address", "10.84.0.1/24");
         tcp_answered_by_linux(&l, &a, "10.84.0.1:7182", b"vlan");
         // Linux's own traffic over the sub-interface twin: its ARP and echo requests leave
         // tagged, A's replies (ARP copy, echo reply) are punted back untagged.
@@ -339,10 +371,10 @@ fn twins_punt_and_netlink_sync() {
         "via",
         "fd81::2",
     ]);
-    wait_for(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2", 10);
-    wait_for(&d, "show ip fib 10.90.0.0/16", "buckets:4 ", 10);
-    wait_for(&d, "show ip fib 10.91.0.0/16", "dpo-drop", 10);
-    wait_for(&d, "show ip6 fib 2001:db8:81::/48", "via fd81::2", 10);
+    lcp_wait_for(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2");
+    lcp_wait_for(&d, "show ip fib 10.90.0.0/16", "buckets:4 ");
+    lcp_wait_for(&d, "show ip fib 10.91.0.0/16", "dpo-drop");
+    lcp_wait_for(&d, "show ip6 fib 2001:db8:81::/48", "via fd81::2");
     let fib = d.ok("show ip fib 10.90.0.0/16");
     // Weights 1 and 3: four load-balance buckets, three of them through 10.83.0.2.
     assert_eq!(fib.matches(" via 10.83.0.2 ").count(), 3, "{fib}");
@@ -351,7 +383,7 @@ fn twins_punt_and_netlink_sync() {
         "B → 10.82.0.1 over the learned route"
     );
     must(&["ip", "-n", &l, "route", "del", "10.82.0.0/16"]);
-    wait_gone(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2", 10);
+    lcp_wait_gone(&d, "show ip fib 10.82.0.0/16", "via 10.81.0.2");
     assert!(!ping(&b, "10.82.0.1"), "withdrawn route still forwards");
 
     // A static neighbour in Linux becomes a static neighbour in Sluice.
@@ -369,9 +401,9 @@ fn twins_punt_and_netlink_sync() {
         "nud",
         "permanent",
     ]);
-    wait_for(&d, "show ip neighbors", "02:00:00:00:81:09", 10);
+    lcp_wait_for(&d, "show ip neighbors", "02:00:00:00:81:09");
     must(&["ip", "-n", &l, "neigh", "del", "10.81.0.9", "dev", &ta]);
-    wait_gone(&d, "show ip neighbors", "02:00:00:00:81:09", 10);
+    lcp_wait_gone(&d, "show ip neighbors", "02:00:00:00:81:09");
 
     // Not applied, counted: a route through a non-twin interface, a route in a table
     // Sluice does not have.
@@ -506,7 +538,7 @@ fn twins_punt_and_netlink_sync() {
 
     // The twin deleted in Linux: the pair goes, nothing else.
     must(&["ip", "-n", &l, "link", "del", &tb]);
-    wait_gone(&d, "show lcp", &format!("itf-pair: {hb}"), 10);
+    lcp_wait_gone(&d, "show lcp", &format!("itf-pair: {hb}"));
     assert!(d.ok("show interface").contains(&hb));
 
     // Deleting the pair under traffic (A floods UDP to Sluice's address, punted to the
@@ -540,7 +572,7 @@ fn twins_punt_and_netlink_sync() {
     stop.store(true, Ordering::Relaxed);
     assert!(flood.join().unwrap() > 0);
     // The sub-interface went with its parent, and its pair with it.
-    wait_gone(&d, "show lcp", "itf-pair", 10);
+    lcp_wait_gone(&d, "show lcp", "itf-pair");
     assert!(
         sh(&["ip", "-n", &l, "link", "show", &tv]).is_err(),
         "twin left behind"
@@ -781,7 +813,7 @@ impl RouterTopo {
         }
         must(&["ip", "-n", &l, "addr", "add", "10.85.0.1/24", "dev", &tp]);
         must(&["ip", "-n", &l, "addr", "add", "10.86.0.1/24", "dev", &ta]);
-        wait_for(&d, "show interface address", "10.86.0.1/24", 10);
+        lcp_wait_for(&d, "show interface address", "10.86.0.1/24");
         Some(RouterTopo {
             ns,
             d,
@@ -842,14 +874,14 @@ fn bird_bgp_over_sluice() {
     );
     // Withdrawal: P stops announcing its LAN.
     r2.cmd(&["disable", "lan"]);
-    wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", 10);
+    lcp_wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2");
     assert!(!ping(&a, "10.87.0.2"), "withdrawn route still forwards");
     r2.cmd(&["enable", "lan"]);
-    wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", 10);
+    lcp_wait_for(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2");
     // The routing daemon restarts: it flushes its routes from the kernel as it stops (and
     // Sluice follows), and they are relearned.
     drop(r1);
-    wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", 10);
+    lcp_wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2");
     let r1 = Bird::start(
         &l,
         &d.dir,
@@ -881,7 +913,7 @@ fn loopback_twin() {
     d.ok(&format!("set interface state {lo} up"));
     d.ok(&format!("lcp create {lo} host-if {tlo}"));
     must(&["ip", "-n", &l, "addr", "add", "10.89.0.1/32", "dev", &tlo]);
-    wait_for(&d, "show interface address", "10.89.0.1/32", 10);
+    lcp_wait_for(&d, "show interface address", "10.89.0.1/32");
     let show = d.ok("show lcp");
     assert!(show.contains(&format!("itf-pair: {lo} tap")), "{show}");
     assert!(ping(&a, "10.89.0.1"), "ping the loopback's address from A");
@@ -916,7 +948,7 @@ fn bvi_twin() {
     d.ok(&format!("set interface l2 bridge host-{va} 1"));
     d.ok(&format!("lcp create {lo} host-if {tb}"));
     must(&["ip", "-n", &l, "addr", "add", "10.94.0.1/24", "dev", &tb]);
-    wait_for(&d, "show interface address", "10.94.0.1/24", 10);
+    lcp_wait_for(&d, "show interface address", "10.94.0.1/24");
     assert!(ping(&a, "10.94.0.1"), "ping the BVI's address from A");
     tcp_answered_by_linux(&l, &a, "10.94.0.1:7191", b"bvi!");
     assert!(
@@ -1024,7 +1056,7 @@ fn bird_ospf_over_sluice() {
         },
     );
     drop(r2);
-    wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", 10);
+    lcp_wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2");
     drop(r1);
     d.stop();
 }
@@ -1075,7 +1107,7 @@ fn bird_ospf3_over_sluice() {
         "-qw",
         "net.ipv6.conf.all.forwarding=1",
     ]);
-    wait_for(&d, "show interface address", "fd85::1/64", 10);
+    lcp_wait_for(&d, "show interface address", "fd85::1/64");
     let r1 = Bird::start(&l, &d.dir, "v1", &ospf_conf(3, "10.85.0.1", &ta, &tp));
     let r2 = Bird::start(&p, &d.dir, "v2", &ospf_conf(3, "10.85.0.2", "lan0", "eth0"));
     learned_and_forwarded(
@@ -1096,7 +1128,7 @@ fn bird_ospf3_over_sluice() {
         },
     );
     drop(r2);
-    wait_gone(&d, "show ip6 fib fd87::/64", "via fe80::", 10);
+    lcp_wait_gone(&d, "show ip6 fib fd87::/64", "via fe80::");
     assert!(
         !ping(&a, "fd87::2"),
         "withdrawn OSPFv3 route still forwards"
@@ -1250,7 +1282,7 @@ fn frr_isis_over_sluice() {
         "{errors}"
     );
     drop(r2);
-    wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2", 10);
+    lcp_wait_gone(&d, "show ip fib 10.87.0.0/24", "via 10.85.0.2");
     drop(r1);
     d.stop();
 }
@@ -1282,7 +1314,7 @@ fn netlink_overrun_resyncs() {
     d.ok("set interface state loop0 up");
     d.ok(&format!("lcp create loop0 host-if {tw}"));
     must(&["ip", "-n", &l, "addr", "add", "10.88.0.1/24", "dev", &tw]);
-    wait_for(&d, "show interface address", "10.88.0.1/24", 10);
+    lcp_wait_for(&d, "show interface address", "10.88.0.1/24");
     const N: u32 = 20000;
     let batch = |verb: &str| {
         let f = d.dir.join(format!("{verb}.batch"));

@@ -141,8 +141,9 @@ pub fn follow(poster: &MainPoster, sw: u32, conn: Option<&DataConn>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::tests::pool;
     use crate::shm::{Region, Ring};
-    use sluice_buffer::{BufferPool, PageSize, PoolConfig};
+    use sluice_buffer::BufferPool;
     use sluice_vnet::offload::gso_type;
 
     /// A `gso` slave's rings must hold two 64 KiB aggregates: 2^k slots × buffer-size
@@ -202,11 +203,7 @@ mod tests {
         use crate::node::{tx_ring, TxCounter};
         use crate::proto::Mode;
         use crate::shm::DESC_FLAG_NEXT;
-        let pool = BufferPool::new(&PoolConfig {
-            buffers: 8,
-            ..sluice_graph::testing::test_pool()
-        })
-        .unwrap();
+        let pool = BufferPool::new(&pool(8)).unwrap();
         let mut c = pool.cache();
         let f = tcp4(1400);
         let g = Gso::parse(&f, gso_type::TCPV4, 700).unwrap();
@@ -277,11 +274,7 @@ mod tests {
     fn an_aggregate_the_peer_would_drop_is_not_sent() {
         use crate::node::{tx_ring, TxCounter};
         use crate::proto::Mode;
-        let pool = BufferPool::new(&PoolConfig {
-            buffers: 40,
-            ..sluice_graph::testing::test_pool()
-        })
-        .unwrap();
+        let pool = BufferPool::new(&pool(40)).unwrap();
         let mut c = pool.cache();
         let f = tcp4(1400);
         let g = Gso::parse(&f, gso_type::TCPV4, 700).unwrap();
@@ -324,23 +317,8 @@ mod tests {
     fn a_malicious_peer_is_counted_and_leaks_nothing() {
         use crate::node::RxCounter;
         use crate::shm::DESC_FLAG_NEXT;
-        use sluice_cli::CommandTree;
-        use sluice_graph::{CpuConfig, Vlib};
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: Vec::new(),
-        };
-        let pcfg = PoolConfig {
-            buffers: 512,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
-        };
-        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
-        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
-        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pcfg, Default::default())
-            .expect("runtime");
-        let (mut vm, t): (Vlib, CommandTree<Vlib>) = (a.vm, a.cli);
+        use sluice_graph::Vlib;
+        let (mut vm, t) = crate::node::tests::runtime(512);
         let sock = format!("@sluice-gsofix7-{}", std::process::id());
         for c in [
             format!("create memif socket id 1 filename {sock}"),
@@ -440,11 +418,7 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_bad_headers_are_refused() {
-        let pool = BufferPool::new(&PoolConfig {
-            buffers: 8,
-            ..sluice_graph::testing::test_pool()
-        })
-        .unwrap();
+        let pool = BufferPool::new(&pool(8)).unwrap();
         let mut c = pool.cache();
         let b = c.alloc_one().unwrap();
         let f = tcp4(1400);

@@ -1872,9 +1872,36 @@ fn tx_ring_zc(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
+
+    /// [`sluice_graph::testing::test_pool`] with `buffers` buffers.
+    pub(crate) fn pool(buffers: u32) -> sluice_buffer::PoolConfig {
+        sluice_buffer::PoolConfig {
+            buffers,
+            ..sluice_graph::testing::test_pool()
+        }
+    }
+
+    /// The daemon's assembly with the memif plugin, main thread only, a private pool of
+    /// `buffers` buffers: the runtime and its commands.
+    pub(crate) fn runtime(
+        buffers: u32,
+    ) -> (
+        sluice_graph::Vlib,
+        sluice_cli::CommandTree<sluice_graph::Vlib>,
+    ) {
+        let cpu = sluice_graph::CpuConfig {
+            main_core: None,
+            workers: Vec::new(),
+        };
+        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
+        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pool(buffers), Default::default())
+            .expect("runtime");
+        (a.vm, a.cli)
+    }
 
     /// A ring of 16 slots at the start of region 0 (8 KiB) and a second region of 4 KiB.
     fn setup() -> (Vec<Region>, Ring) {
@@ -1963,13 +1990,7 @@ mod tests {
         Vec<BufIdx>,
         Box<[AtomicU32]>,
     ) {
-        let pool = BufferPool::new(&sluice_buffer::PoolConfig {
-            buffers: 64,
-            data_size: 2048,
-            page_size: sluice_buffer::PageSize::Small,
-            shared: false,
-        })
-        .unwrap();
+        let pool = BufferPool::new(&pool(64)).unwrap();
         let mut cache = pool.cache();
         let mut bufs = vec![BufIdx(0); 16];
         assert_eq!(cache.alloc(&mut bufs), 16);
@@ -2300,13 +2321,7 @@ mod tests {
     /// The bytes in the ring are the packet's, after the skipped ones.
     #[test]
     fn short_frames_are_dropped_alike_on_every_tx_path() {
-        let pool = BufferPool::new(&sluice_buffer::PoolConfig {
-            buffers: 64,
-            data_size: 2048,
-            page_size: sluice_buffer::PageSize::Small,
-            shared: false,
-        })
-        .unwrap();
+        let pool = BufferPool::new(&pool(64)).unwrap();
         let mut cache = pool.cache();
         let tx = 5;
         // Buffer lengths of each packet: one buffer of 60, 10, 14, 0 and 15 bytes, chains of
@@ -2444,24 +2459,7 @@ mod tests {
         Arc<IfShared>,
         Vec<BufIdx>,
     ) {
-        use sluice_buffer::{PageSize, PoolConfig};
-        use sluice_cli::CommandTree;
-        use sluice_graph::{CpuConfig, Vlib};
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: Vec::new(),
-        };
-        let pcfg = PoolConfig {
-            buffers: 256,
-            data_size: 2048,
-            page_size: PageSize::Small,
-            shared: false,
-        };
-        let plugins: Vec<&'static dyn sluice_vnet::plugin::Plugin> = vec![&crate::PLUGIN];
-        let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
-        let a = sluice_vnet::plugin::assemble(&entries, &cpu, &pcfg, Default::default())
-            .expect("runtime");
-        let (mut vm, t): (Vlib, CommandTree<Vlib>) = (a.vm, a.cli);
+        let (mut vm, t) = runtime(256);
         let node = vm.registry.find(crate::INPUT).unwrap();
         vm.run_main_once();
         assert!(

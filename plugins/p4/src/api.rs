@@ -40,6 +40,8 @@ pub fn retval(e: &P4Error) -> Retval {
     match e {
         P4Error::NoProgram(_) | P4Error::NoObject(..) => Retval::NoSuchEntry,
         P4Error::AlreadyLoaded(_) => Retval::AlreadyExists,
+        P4Error::InterfaceTaken { .. } => Retval::InUse,
+        P4Error::Replica(..) => Retval::SystemError,
         P4Error::Table(_, t) => match t {
             TableError::Exists => Retval::AlreadyExists,
             TableError::NotFound => Retval::NoSuchEntry,
@@ -47,9 +49,11 @@ pub fn retval(e: &P4Error) -> Retval {
             TableError::Const => Retval::NotSupported,
             _ => Retval::InvalidValue,
         },
-        P4Error::NoAction(..) | P4Error::Index(..) | P4Error::Invalid(_) | P4Error::Compile(_) => {
-            Retval::InvalidValue
-        }
+        P4Error::NoAction(..)
+        | P4Error::Index(..)
+        | P4Error::Invalid(_)
+        | P4Error::Compile(_)
+        | P4Error::Ambiguous { .. } => Retval::InvalidValue,
         P4Error::Read(..) => Retval::SystemError,
         P4Error::Vnet(v) => v.retval(),
     }
@@ -213,10 +217,12 @@ fn program_dump(
             continue;
         }
         let prog = &p.loaded.prog;
-        let obj = |n: &str, size: u32| m::P4Object {
-            name: n.to_string(),
+        // `control.name`, as the tables.
+        let obj = |c: &String, n: &str, size: u32| m::P4Object {
+            name: control::qualified(c, n),
             size,
         };
+        let ctl = &p.controls;
         out.send(&m::P4ProgramDetails {
             name: name.clone(),
             file: p.file.clone(),
@@ -233,13 +239,15 @@ fn program_dump(
                     n_entries: tr.len() as u32,
                 })
                 .collect(),
-            counters: prog.counters.iter().map(|c| obj(&c.name, c.size)).collect(),
-            registers: prog
-                .registers
-                .iter()
-                .map(|c| obj(&c.name, c.size))
+            counters: (prog.counters.iter().zip(&ctl.counters))
+                .map(|(x, c)| obj(c, &x.name, x.size))
                 .collect(),
-            meters: prog.meters.iter().map(|c| obj(&c.name, c.size)).collect(),
+            registers: (prog.registers.iter().zip(&ctl.registers))
+                .map(|(x, c)| obj(c, &x.name, x.size))
+                .collect(),
+            meters: (prog.meters.iter().zip(&ctl.meters))
+                .map(|(x, c)| obj(c, &x.name, x.size))
+                .collect(),
         });
     }
     Ok(())
@@ -314,9 +322,7 @@ fn cells(index: u32, size: usize) -> Result<std::ops::Range<usize>, P4Error> {
     if index == ALL {
         return Ok(0..size);
     }
-    if index as usize >= size {
-        return Err(P4Error::Index(index, size as u32));
-    }
+    control::check_index(index, size as u32)?;
     Ok(index as usize..index as usize + 1)
 }
 

@@ -21,17 +21,18 @@
 //! IPv4 or colon MAC.
 
 use crate::control::{
-    check_index, counter_read, load, meter_set, program, register_read, state, table_add,
-    table_clear, table_del, table_index, table_meter_set, table_read, unload, LoadSpec, METER_OFF,
+    check_index, counter_read, load, meter_set, over_threads, program, register_read, state,
+    table_add, table_clear, table_del, table_index, table_meter_set, table_read, unload, LoadSpec,
+    METER_OFF,
 };
 use crate::error::P4Error;
 use crate::exec::MeterConf;
 use crate::ir::{Match, MatchKind, Program};
-use crate::node::{self, Mode, P4Node};
+use crate::node::{self, Mode};
 use sluice_cli::{Args, CliError, CommandTree};
 use sluice_graph::Vlib;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Registers the commands.
 pub fn register_cli(t: &mut CommandTree<Vlib>) {
@@ -387,19 +388,11 @@ fn collect_auto(vm: &mut Vlib, name: &str) -> node::Auto {
     let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
         return node::Auto::default();
     };
-    let acc = Arc::new(Mutex::new(node::Auto::default()));
-    let a2 = acc.clone();
-    vm.foreach_thread(move |tg| {
-        if let Some(st) = tg.node_mut::<P4Node>(entry).and_then(|n| n.st.as_ref()) {
-            if let Ok(mut a) = a2.lock() {
-                a.split += st.auto.split;
-                a.single += st.auto.single;
-                a.staged += st.auto.staged;
-            }
-        }
-    });
-    let r = *acc.lock().unwrap_or_else(|e| e.into_inner());
-    r
+    over_threads(vm, vec![entry], node::Auto::default(), |a, _, st| {
+        a.split += st.auto.split;
+        a.single += st.auto.single;
+        a.staged += st.auto.staged;
+    })
 }
 
 fn read_keys(prog: &Program, t: usize, args: &mut Args) -> Result<(Vec<Match>, u32), CliError> {

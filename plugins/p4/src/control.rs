@@ -9,9 +9,10 @@ use crate::ir::{EntrySpec, Match, Opts, Program};
 use crate::node::{self, Loaded, Mode, NodeState, P4Node};
 use crate::table::TableError;
 use sluice_graph::{NodeIndex, NodeKind, NodeRegistration, Vlib};
+use sluice_vnet::SwIfIndex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A loaded program (main thread).
 pub struct LoadedProg {
@@ -25,6 +26,148 @@ pub struct LoadedProg {
     pub load_secs: f64,
     /// The meter cells of tables with a `direct_meter`, by table.
     pub meter_cells: BTreeMap<usize, MeterCells>,
+    /// The controls declaring the counters, registers and meters.
+    pub controls: ObjectControls,
+}
+
+/// The control declaring each counter, register and meter of a program, in the order of
+/// `Program::counters`, `registers` and `meters` (the IR keeps only their short names,
+/// unique within a control only).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObjectControls {
+    pub counters: Vec<String>,
+    pub registers: Vec<String>,
+    pub meters: Vec<String>,
+}
+
+impl ObjectControls {
+    /// Read from the program's source: the compiler declares the instances of the
+    /// package's controls in the package's order, each control's in source order (see
+    /// `compile::Compiler::control`), which this walk follows. Should it ever not (a kind's
+    /// count or a short name differs), that kind's controls are left empty: its objects
+    /// are then found by short name only.
+    fn of_source(src: &str, prog: &Program) -> Self {
+        use crate::ast::{Decl, Local, TypeRef};
+        let mut out = ObjectControls::default();
+        let decls = crate::parser::parse(src).unwrap_or_default();
+        // (control, instance name) by kind, in declaration order.
+        let mut found: [Vec<(&str, &str)>; 3] = Default::default();
+        let blocks = decls.iter().find_map(|d| match d {
+            Decl::Package { args, .. } => Some(args),
+            _ => None,
+        });
+        // The parser first: it declares no instances.
+        for (cn, _) in blocks.into_iter().flatten().skip(1) {
+            let Some(c) = decls.iter().find_map(|d| match d {
+                Decl::Control(c) if c.name == *cn => Some(c),
+                _ => None,
+            }) else {
+                continue;
+            };
+            for l in &c.locals {
+                let Local::Instance {
+                    ty: TypeRef::Named(t) | TypeRef::Generic(t, _),
+                    name,
+                    ..
+                } = l
+                else {
+                    continue;
+                };
+                let k = match t.as_str() {
+                    "counter" => 0,
+                    "register" => 1,
+                    "meter" | "direct_meter" => 2,
+                    _ => continue,
+                };
+                found[k].push((c.name.as_str(), name.as_str()));
+            }
+        }
+        let mirror = |k: usize, names: Vec<&str>| -> Vec<String> {
+            let f = &found[k];
+            if f.len() == names.len() && f.iter().zip(&names).all(|(x, n)| x.1 == *n) {
+                f.iter().map(|x| x.0.to_string()).collect()
+            } else {
+                vec![String::new(); names.len()]
+            }
+        };
+        out.counters = mirror(0, prog.counters.iter().map(|x| x.name.as_str()).collect());
+        out.registers = mirror(1, prog.registers.iter().map(|x| x.name.as_str()).collect());
+        out.meters = mirror(2, prog.meters.iter().map(|x| x.name.as_str()).collect());
+        out
+    }
+}
+
+/// `control.name`, or `name` when the control is not known.
+pub fn qualified(control: &str, name: &str) -> String {
+    if control.is_empty() {
+        name.to_string()
+    } else {
+        format!("{control}.{name}")
+    }
+}
+
+/// The index of the object called `name` among `objs` (its control and short name): the
+/// one whose `control.name` it is, else the only one whose short name it is. A short name
+/// several controls declare is refused with the candidates.
+fn find_named<'a>(
+    what: &'static str,
+    objs: impl Iterator<Item = (&'a str, &'a str)>,
+    name: &str,
+) -> Result<usize, P4Error> {
+    let mut short = Vec::new();
+    for (i, (c, n)) in objs.enumerate() {
+        let rest = name.strip_prefix(c).and_then(|r| r.strip_prefix('.'));
+        if !c.is_empty() && rest == Some(n) {
+            return Ok(i);
+        }
+        if n == name {
+            short.push((i, qualified(c, n)));
+        }
+    }
+    match short.len() {
+        0 => Err(P4Error::no(what, name)),
+        1 => Ok(short[0].0),
+        _ => Err(P4Error::Ambiguous {
+            what,
+            name: sluice_cli::error::clip(name),
+            candidates: short.into_iter().map(|x| x.1).collect(),
+        }),
+    }
+}
+
+impl LoadedProg {
+    /// The index of counter `name` (`control.name`, or a short name unique in the program).
+    pub fn counter(&self, name: &str) -> Result<usize, P4Error> {
+        let p = &self.loaded.prog;
+        let objs = self.controls.counters.iter().zip(&p.counters);
+        find_named(
+            "counter",
+            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            name,
+        )
+    }
+
+    /// The index of register `name` (as [`LoadedProg::counter`]).
+    pub fn register(&self, name: &str) -> Result<usize, P4Error> {
+        let p = &self.loaded.prog;
+        let objs = self.controls.registers.iter().zip(&p.registers);
+        find_named(
+            "register",
+            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            name,
+        )
+    }
+
+    /// The index of meter `name` (as [`LoadedProg::counter`]).
+    pub fn meter(&self, name: &str) -> Result<usize, P4Error> {
+        let p = &self.loaded.prog;
+        let objs = self.controls.meters.iter().zip(&p.meters);
+        find_named(
+            "meter",
+            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            name,
+        )
+    }
 }
 
 /// The cells of a table's direct meter: one per entry whose action reads it (the action's
@@ -104,9 +247,13 @@ fn graph_error(e: sluice_graph::GraphError) -> P4Error {
     sluice_vnet::error::VnetError::System(e.to_string()).into()
 }
 
-/// The index of table `name` of `p`.
+/// The index of table `name` of `p` (`control.table`, or a name unique in the program).
 pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
-    p.table(name).ok_or_else(|| P4Error::no("table", name))
+    let tables = p
+        .tables
+        .iter()
+        .map(|t| (t.control.as_str(), t.name.as_str()));
+    find_named("table", tables, name)
 }
 
 /// What `p4 load` (and `p4_load`) loads.
@@ -175,9 +322,12 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     }
     if let Some(&i) = ifs.iter().find(|&&i| {
         vm.ext::<sluice_vnet::Interfaces>()
-            .is_none_or(|x| x.get(sluice_vnet::SwIfIndex(i)).is_none())
+            .is_none_or(|x| x.get(SwIfIndex(i)).is_none())
     }) {
         return Err(sluice_vnet::error::VnetError::NoSuchInterface(i).into());
+    }
+    for &i in &ifs {
+        check_free(vm, i)?;
     }
     let t0 = std::time::Instant::now();
     let src = std::fs::read_to_string(&file)
@@ -201,6 +351,7 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     };
     let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
     let meter_cells = MeterCells::of_program(&prog, &master);
+    let controls = ObjectControls::of_source(&src, &prog);
     let nodes = ensure_nodes(vm, &name, segments.len())?;
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
@@ -233,8 +384,9 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             .collect(),
     });
     install(vm, &name, &nodes, Some((loaded.clone(), seg_next)));
-    for &i in &ifs {
-        sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), Some(nodes[0]))?;
+    if let Err(e) = redirect(vm, &ifs, nodes[0]) {
+        install(vm, &name, &nodes, None);
+        return Err(e);
     }
     let load_secs = t0.elapsed().as_secs_f64();
     let n_entries: usize = master.tables.iter().map(|t| t.len()).sum();
@@ -257,9 +409,49 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             ifs,
             load_secs,
             meter_cells,
+            controls,
         },
     );
     Ok((name, msg))
+}
+
+/// Refuses an interface whose received frames go elsewhere already: to a loaded program
+/// (unloading either would clear the other's redirect) or to another feature (linux-cp's
+/// tap twins).
+fn check_free(vm: &mut Vlib, sw_if: u32) -> Result<(), P4Error> {
+    let prog = state(vm)
+        .progs
+        .iter()
+        .find(|(_, p)| p.ifs.contains(&sw_if))
+        .map(|(n, _)| n.clone());
+    let redirected = sluice_vnet::interface::with_if_attr(vm, sw_if, |x| {
+        x.rx_redirect.load(Ordering::Relaxed) != 0
+    });
+    if prog.is_none() && redirected != Some(true) {
+        return Ok(());
+    }
+    let name = vm
+        .ext::<sluice_vnet::Interfaces>()
+        .and_then(|x| x.get(SwIfIndex(sw_if)))
+        .map_or_else(|| sw_if.to_string(), |x| x.name.clone());
+    Err(P4Error::InterfaceTaken {
+        interface: name,
+        program: prog,
+    })
+}
+
+/// Sends what `ifs` receive to `node`: all of them or, on an error, none (the redirects
+/// made are undone; [`check_free`] found none there before).
+fn redirect(vm: &mut Vlib, ifs: &[u32], node: NodeIndex) -> Result<(), P4Error> {
+    for (k, &i) in ifs.iter().enumerate() {
+        if let Err(e) = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), Some(node)) {
+            for &j in &ifs[..k] {
+                let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(j), None);
+            }
+            return Err(e.into());
+        }
+    }
+    Ok(())
 }
 
 /// The first `n` nodes of a program name's pool, created as needed.
@@ -331,27 +523,59 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
         .remove(&name)
         .ok_or_else(|| P4Error::NoProgram(sluice_cli::error::clip(&name)))?;
     for &i in &p.ifs {
-        let _ = sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(i), None);
+        let _ = sluice_vnet::set_rx_redirect(vm, SwIfIndex(i), None);
     }
     install(vm, &name, &p.nodes, None);
     Ok(name)
 }
 
-/// Applies a table change to the master, then to every node on every thread.
+/// Folds `f` over the program state in `nodes` on every thread (main first), into `init`:
+/// the sums of per-thread counts, table changes. A fold that panicked on a thread leaves
+/// what it did.
+pub(crate) fn over_threads<A: Default + Send + 'static>(
+    vm: &mut Vlib,
+    nodes: Vec<NodeIndex>,
+    init: A,
+    f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
+) -> A {
+    let acc = Arc::new(Mutex::new(init));
+    let a2 = acc.clone();
+    vm.foreach_thread(move |tg| {
+        let thread = tg.thread();
+        for &i in &nodes {
+            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
+                f(
+                    &mut a2.lock().unwrap_or_else(PoisonError::into_inner),
+                    thread,
+                    st,
+                );
+            }
+        }
+    });
+    let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
+    std::mem::take(&mut *a)
+}
+
+/// Applies a table change the master accepted to every node on every thread. The copies
+/// hold what the master holds (each starts as the master did and gets every change it
+/// accepted, in order), so they accept it too; a refusal is reported, the first one.
 fn replicate(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
     t: usize,
     f: impl Fn(&mut crate::table::TableRt, &Program) -> Result<(), TableError> + Send + Sync + 'static,
     prog: Arc<Program>,
-) {
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
-                let _ = f(&mut st.ts.tables[t], &prog);
-            }
+) -> Result<(), P4Error> {
+    let name = prog.tables[t].name.clone();
+    let refused = over_threads(vm, nodes, None, move |e, thread, st| {
+        if let Err(x) = f(&mut st.ts.tables[t], &prog) {
+            e.get_or_insert((thread, x));
         }
     });
+    match refused {
+        Some((thread, e)) => Err(P4Error::Replica(name, thread, e)),
+        None => Ok(()),
+    }
 }
 
 /// Adds an entry (P4Runtime's INSERT: `matches` and `priority` identify it) to table
@@ -365,8 +589,14 @@ pub fn table_add(
     priority: u32,
     params: Vec<u64>,
 ) -> Result<u32, P4Error> {
-    let p = program(vm, prog)?;
-    let pr = p.loaded.prog.clone();
+    let LoadedProg {
+        loaded,
+        master,
+        nodes,
+        meter_cells,
+        ..
+    } = program(vm, prog)?;
+    let pr = loaded.prog.clone();
     let t = table_index(&pr, table)?;
     let action = pr.action_in(action, &pr.tables[t].actions).ok_or_else(|| {
         P4Error::NoAction(sluice_cli::error::clip(action), pr.tables[t].name.clone())
@@ -374,23 +604,31 @@ pub fn table_add(
     let terr = |e| P4Error::Table(pr.tables[t].name.clone(), e);
     let mut params = params;
     // An action reading the table's direct meter gets the entry's cell as its hidden last
-    // parameter.
-    let cell = if crate::compile::direct_meter_of(&pr.actions[action as usize]).is_some() {
-        let declared = pr.actions[action as usize].params.len() - 1;
-        if params.len() != declared {
-            return Err(terr(TableError::ParamCount(declared, params.len())));
+    // parameter (the compiler lets only the actions of the table holding that meter read
+    // it, so the table has cells).
+    let mut cells = meter_cells.get_mut(&t);
+    let cell = match (
+        crate::compile::direct_meter_of(&pr.actions[action as usize]),
+        cells.as_deref_mut(),
+    ) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(P4Error::Invalid(format!(
+                "action `{}' reads a direct_meter table `{}' does not have",
+                pr.actions[action as usize].name, pr.tables[t].name
+            )))
         }
-        let cells = p
-            .meter_cells
-            .get_mut(&t)
-            .expect("cells of a direct-metered table");
-        let c = cells
-            .alloc()
-            .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
-        params.push(c as u64);
-        Some((cells.meter, c))
-    } else {
-        None
+        (Some(_), Some(cells)) => {
+            let declared = pr.actions[action as usize].params.len() - 1;
+            if params.len() != declared {
+                return Err(terr(TableError::ParamCount(declared, params.len())));
+            }
+            let c = cells
+                .alloc()
+                .ok_or_else(|| terr(TableError::Full(cells.limit as u64)))?;
+            params.push(c as u64);
+            Some(c)
+        }
     };
     let spec = EntrySpec {
         matches,
@@ -398,31 +636,25 @@ pub fn table_add(
         params,
         priority,
     };
-    let id = match p.master.tables[t].add(&pr.tables[t], &pr.actions, &spec) {
-        Ok(id) => id,
-        Err(e) => {
-            if let Some((_, c)) = cell {
-                p.meter_cells.get_mut(&t).expect("cells").free.push(c);
+    let added = master.tables[t].add(&pr.tables[t], &pr.actions, &spec);
+    if let (Some(c), Some(cells)) = (cell, cells) {
+        match added {
+            Ok(id) => {
+                loaded.shared.meters[cells.meter][c as usize].set(&METER_OFF);
+                cells.of_entry.insert(id, c);
             }
-            return Err(terr(e));
+            Err(_) => cells.free.push(c),
         }
-    };
-    if let Some((m, c)) = cell {
-        p.loaded.shared.meters[m][c as usize].set(&METER_OFF);
-        p.meter_cells
-            .get_mut(&t)
-            .expect("cells")
-            .of_entry
-            .insert(id, c);
     }
-    let nodes = p.nodes.clone();
+    let id = added.map_err(terr)?;
+    let nodes = nodes.clone();
     replicate(
         vm,
         nodes,
         t,
         move |tr, prog| tr.add(&prog.tables[t], &prog.actions, &spec).map(|_| ()),
         pr,
-    );
+    )?;
     Ok(id)
 }
 
@@ -448,8 +680,7 @@ pub fn table_del(
     }
     let nodes = p.nodes.clone();
     let matches = matches.to_vec();
-    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr);
-    Ok(())
+    replicate(vm, nodes, t, move |tr, _| tr.del(&matches, priority), pr)
 }
 
 /// Deletes every entry of a table (not its default action).
@@ -466,8 +697,7 @@ pub fn table_clear(vm: &mut Vlib, prog: &str, table: &str) -> Result<(), P4Error
         cells.of_entry.clear();
     }
     let nodes = p.nodes.clone();
-    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr);
-    Ok(())
+    replicate(vm, nodes, t, move |tr, _| tr.clear(), pr)
 }
 
 /// One entry of a [`TableView`].
@@ -506,27 +736,15 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let pr = p.loaded.prog.clone();
     let t = table_index(&pr, table)?;
     let nodes = p.nodes.clone();
-    let acc = Arc::new(Mutex::new((Vec::<[u64; 2]>::new(), [0u64; 2])));
-    let a2 = acc.clone();
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
-                let tr = &st.ts.tables[t];
-                if let Ok(mut a) = a2.lock() {
-                    if a.0.len() < tr.direct.len() {
-                        a.0.resize(tr.direct.len(), [0; 2]);
-                    }
-                    for (x, y) in a.0.iter_mut().zip(&tr.direct) {
-                        x[0] += y[0];
-                        x[1] += y[1];
-                    }
-                    a.1[0] += tr.miss[0];
-                    a.1[1] += tr.miss[1];
-                }
-            }
+    let init = (Vec::<[u64; 2]>::new(), [0u64; 2]);
+    let (direct, misses) = over_threads(vm, nodes, init, move |a, _, st| {
+        let tr = &st.ts.tables[t];
+        if a.0.len() < tr.direct.len() {
+            a.0.resize(tr.direct.len(), [0; 2]);
         }
+        add_counts(&mut a.0, &tr.direct);
+        add_counts(std::slice::from_mut(&mut a.1), &[tr.miss]);
     });
-    let (direct, misses) = acc.lock().map(|a| a.clone()).unwrap_or_default();
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
@@ -569,44 +787,29 @@ pub(crate) fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
     Ok(())
 }
 
+/// Adds packet and byte counts cell by cell.
+fn add_counts(acc: &mut [[u64; 2]], v: &[[u64; 2]]) {
+    for (x, y) in acc.iter_mut().zip(v) {
+        x[0] += y[0];
+        x[1] += y[1];
+    }
+}
+
 /// Counter `counter`'s packets and bytes per index, summed over every node and thread.
 pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64; 2]>, P4Error> {
     let p = program(vm, prog)?;
-    let pr = p.loaded.prog.clone();
-    let c = pr
-        .counters
-        .iter()
-        .position(|x| x.name == counter)
-        .ok_or_else(|| P4Error::no("counter", counter))?;
+    let c = p.counter(counter)?;
+    let init = vec![[0u64; 2]; p.loaded.prog.counters[c].size as usize];
     let nodes = p.nodes.clone();
-    let acc = Arc::new(Mutex::new(vec![[0u64; 2]; pr.counters[c].size as usize]));
-    let a2 = acc.clone();
-    vm.foreach_thread(move |tg| {
-        for &i in &nodes {
-            if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_ref()) {
-                if let Ok(mut a) = a2.lock() {
-                    for (x, y) in a.iter_mut().zip(st.ts.counters[c].iter()) {
-                        x[0] += y[0];
-                        x[1] += y[1];
-                    }
-                }
-            }
-        }
-    });
-    let v = acc.lock().map(|a| a.clone()).unwrap_or_default();
-    Ok(v)
+    Ok(over_threads(vm, nodes, init, move |a, _, st| {
+        add_counts(a, &st.ts.counters[c]);
+    }))
 }
 
 /// Register `register`'s values per index (shared by every thread).
 pub fn register_read(vm: &mut Vlib, prog: &str, register: &str) -> Result<Vec<u64>, P4Error> {
     let p = program(vm, prog)?;
-    let r = p
-        .loaded
-        .prog
-        .registers
-        .iter()
-        .position(|x| x.name == register)
-        .ok_or_else(|| P4Error::no("register", register))?;
+    let r = p.register(register)?;
     Ok(p.loaded.shared.registers[r]
         .iter()
         .map(|x| x.load(Ordering::Relaxed))
@@ -672,13 +875,7 @@ pub fn meter_set(
     c: &MeterConf,
 ) -> Result<(), P4Error> {
     let p = program(vm, prog)?;
-    let m = p
-        .loaded
-        .prog
-        .meters
-        .iter()
-        .position(|x| x.name == meter)
-        .ok_or_else(|| P4Error::no("meter", meter))?;
+    let m = p.meter(meter)?;
     if p.loaded.prog.meters[m].direct {
         return Err(P4Error::Invalid(format!(
             "`{}' is a direct_meter: use p4 table meter",
@@ -689,4 +886,58 @@ pub fn meter_set(
     check_conf(c)?;
     p.loaded.shared.meters[m][index as usize].set(c);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The walk of the source finds the control of every counter, register and meter of
+    /// the examples, as the compiler declared them.
+    #[test]
+    fn object_controls_mirror_the_compiler() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+        let direct = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../python/tests/data/p4_direct_meter.p4"
+        );
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "p4"))
+            .collect();
+        paths.push(direct.into());
+        let mut seen = 0;
+        for path in paths {
+            let src = std::fs::read_to_string(&path).unwrap();
+            let prog = crate::compile(&src, "x.p4", Opts::default()).unwrap();
+            let c = ObjectControls::of_source(&src, &prog);
+            assert_eq!(c.counters.len(), prog.counters.len());
+            assert_eq!(c.registers.len(), prog.registers.len());
+            assert_eq!(c.meters.len(), prog.meters.len());
+            for x in c.counters.iter().chain(&c.registers).chain(&c.meters) {
+                assert!(!x.is_empty(), "{}: {c:?}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 5, "{seen}");
+    }
+
+    #[test]
+    fn names_found_by_control_or_unique_short_name() {
+        let objs = [("I", "c"), ("E", "c"), ("E", "d")];
+        let find = |n: &str| find_named("counter", objs.iter().copied(), n);
+        assert_eq!(find("I.c").unwrap(), 0);
+        assert_eq!(find("E.c").unwrap(), 1);
+        assert_eq!(find("d").unwrap(), 2);
+        assert_eq!(
+            find("c").unwrap_err().to_string(),
+            "counter `c' is ambiguous: I.c, E.c"
+        );
+        assert_eq!(find("I.d").unwrap_err().to_string(), "no counter `I.d'");
+        // Unknown controls: short names only.
+        let bare = [("", "c")];
+        assert_eq!(find_named("meter", bare.iter().copied(), "c").unwrap(), 0);
+        assert!(find_named("meter", bare.iter().copied(), ".c").is_err());
+    }
 }

@@ -110,6 +110,32 @@ pub enum P4Error {
     /// An interface or graph operation failed.
     #[error(transparent)]
     Vnet(#[from] sluice_vnet::error::VnetError),
+    /// A short name more than one control declares.
+    #[error("{what} `{name}' is ambiguous: {}", .candidates.join(", "))]
+    Ambiguous {
+        what: &'static str,
+        name: String,
+        /// Their `control.name`s.
+        candidates: Vec<String>,
+    },
+    /// `p4 load ... on <if>`: the interface's received frames already go elsewhere.
+    #[error("interface `{interface}' is taken by {}", taker(.program))]
+    InterfaceTaken {
+        interface: String,
+        /// The P4 program redirecting it, `None` for another feature.
+        program: Option<String>,
+    },
+    /// A thread's copy of a table refused a change the master copy accepted (the table's
+    /// name, the thread, why): the copies differ, which the control plane never lets happen.
+    #[error("{0}: thread {1}'s copy refused the change: {2}")]
+    Replica(String, usize, crate::table::TableError),
+}
+
+fn taker(p: &Option<String>) -> String {
+    match p {
+        Some(p) => format!("P4 program `{p}'"),
+        None => "another feature's input redirect".into(),
+    }
 }
 
 impl P4Error {

@@ -9,6 +9,7 @@ use sluice_api::registry::decode;
 use sluice_api::{ApiRegistry, Message, Retval};
 use sluice_graph::Vlib;
 use sluice_p4::api::p4 as m;
+use std::sync::atomic::Ordering;
 
 const FIREWALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/firewall.p4");
 
@@ -331,9 +332,10 @@ fn load_entries_dumps_and_errors() {
         tables,
         vec![("FwIngress.acl", 4, 0), ("FwIngress.fib", 1, 1)]
     );
-    assert_eq!(p[0].counters[0].name, "rule_hits");
+    assert_eq!(p[0].counters[0].name, "FwIngress.rule_hits");
     assert_eq!(p[0].counters[0].size, 1024);
-    assert_eq!(p[0].registers[0].name, "last_denied");
+    assert_eq!(p[0].registers[0].name, "FwIngress.last_denied");
+    assert_eq!(p[0].meters[0].name, "FwIngress.policer");
     assert_eq!(p[0].meters[0].size, 16);
     assert_eq!(
         dump::<_, m::P4ProgramDetails>(api, vm, &pd("zz"))
@@ -426,4 +428,269 @@ fn load_entries_dumps_and_errors() {
     assert!(dump::<_, m::P4ProgramDetails>(api, vm, &pd(""))
         .unwrap()
         .is_empty());
+}
+
+fn if_index(vm: &Vlib, name: &str) -> u32 {
+    vm.ext::<sluice_vnet::Interfaces>()
+        .unwrap()
+        .find(name)
+        .unwrap()
+        .0
+}
+
+/// The input redirect of interface `i` (0: none).
+fn redirect_of(vm: &mut Vlib, i: u32) -> u32 {
+    sluice_vnet::interface::with_if_attr(vm, i, |x| x.rx_redirect.load(Ordering::Relaxed)).unwrap()
+}
+
+/// `p4 load ... on <if>` takes an interface no program or feature redirects, and a load
+/// that fails part-way through the interfaces redirects none of them.
+#[test]
+fn load_on_interfaces_is_exclusive_and_atomic() {
+    let (mut vm, cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    for c in [
+        "create packet-generator interface pg0",
+        "create packet-generator interface pg1",
+    ] {
+        cli.execute(vm, c).unwrap();
+    }
+    let (pg0, pg1) = (if_index(vm, "pg0"), if_index(vm, "pg1"));
+    let load = |name: &str, ifs: Vec<u32>| m::P4Load {
+        file: FIREWALL.into(),
+        name: name.into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: ifs,
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0])).unwrap();
+    assert_ne!(redirect_of(vm, pg0), 0);
+
+    // Taken by another program: refused before anything changes (pg1 stays free).
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw2", vec![pg1, pg0])).unwrap_err(),
+        (
+            Retval::InUse,
+            "interface `pg0' is taken by P4 program `fw'".into()
+        )
+    );
+    assert_eq!(
+        cli.execute(vm, &format!("p4 load {FIREWALL} name fw2 on pg1 pg0"))
+            .unwrap_err()
+            .to_string(),
+        "interface `pg0' is taken by P4 program `fw'"
+    );
+    assert_eq!(redirect_of(vm, pg1), 0);
+    let names = |vm: &mut Vlib| -> Vec<String> {
+        let d: Vec<m::P4ProgramDetails> =
+            dump(api, vm, &m::P4ProgramDump { name: "".into() }).unwrap();
+        d.into_iter().map(|p| p.name).collect()
+    };
+    assert_eq!(names(vm), vec!["fw"]);
+    // Unloading fw clears its redirect only.
+    cli.execute(vm, &format!("p4 load {FIREWALL} name fw2 on pg1"))
+        .unwrap();
+    req::<_, m::P4UnloadReply>(api, vm, &m::P4Unload { name: "fw".into() }).unwrap();
+    assert_eq!(redirect_of(vm, pg0), 0);
+    assert_ne!(redirect_of(vm, pg1), 0);
+    req::<_, m::P4UnloadReply>(api, vm, &m::P4Unload { name: "fw2".into() }).unwrap();
+
+    // Another feature's redirect.
+    let drop = vm.registry.lookup("error-drop").unwrap();
+    sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(pg1), Some(drop)).unwrap();
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg1])).unwrap_err(),
+        (
+            Retval::InUse,
+            "interface `pg1' is taken by another feature's input redirect".into()
+        )
+    );
+    sluice_vnet::set_rx_redirect(vm, sluice_vnet::SwIfIndex(pg1), None).unwrap();
+
+    // Redirecting pg1 fails after pg0's was set (an interface table too short for pg1):
+    // pg0's is undone, no program is left loaded, and the same load then succeeds.
+    let table = std::mem::take(vm.ext_mut::<sluice_vnet::interface::IfAttrTable>());
+    let short = (0..pg1).map(|_| Default::default()).collect();
+    *vm.ext_mut::<sluice_vnet::interface::IfAttrTable>() =
+        sluice_vnet::interface::IfAttrTable(Some(short));
+    assert_eq!(
+        req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0, pg1]))
+            .unwrap_err()
+            .0,
+        Retval::NoSuchInterface
+    );
+    assert_eq!(redirect_of(vm, pg0), 0);
+    assert!(names(vm).is_empty());
+    *vm.ext_mut::<sluice_vnet::interface::IfAttrTable>() = table;
+    req::<_, m::P4LoadReply>(api, vm, &load("fw", vec![pg0, pg1])).unwrap();
+    assert!(redirect_of(vm, pg0) != 0 && redirect_of(vm, pg1) != 0);
+}
+
+/// A thread's copy of a table that refuses a change the master accepted is reported (the
+/// copies never differ unless, as here, one is changed behind the control plane's back).
+#[test]
+fn a_change_a_thread_copy_refuses_is_reported() {
+    let (mut vm, _cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    let load = m::P4Load {
+        file: FIREWALL.into(),
+        name: "fw".into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: Vec::new(),
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load).unwrap();
+    req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(true, 10, "deny", vec![7])).unwrap();
+    let p = sluice_p4::control::program(vm, "fw").unwrap();
+    let (node, t) = (p.nodes[0], p.loaded.prog.table("acl").unwrap());
+    vm.foreach_thread(move |tg| {
+        if let Some(st) = tg
+            .node_mut::<sluice_p4::node::P4Node>(node)
+            .and_then(|n| n.st.as_mut())
+        {
+            st.ts.tables[t].clear().unwrap();
+        }
+    });
+    assert_eq!(
+        req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(false, 10, "", vec![]))
+            .unwrap_err(),
+        (
+            Retval::SystemError,
+            "acl: thread 0's copy refused the change: no such entry".into()
+        )
+    );
+}
+
+/// Counters, registers, meters and tables by `control.name`; a short name two controls
+/// declare is refused with both.
+#[test]
+fn objects_by_control_and_name() {
+    let src = std::fs::read_to_string(FIREWALL).unwrap();
+    let egress = "control FwEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {\n    apply { }";
+    assert!(src.contains(egress));
+    let src = src.replace(
+        egress,
+        "control FwEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    counter(8, CounterType.packets) rule_hits;
+    register<bit<32>>(2) last_denied;
+    meter(4, MeterType.bytes) policer;
+    action nop() { }
+    table fib {
+        key = { hdr.ipv4.dstAddr: exact; }
+        actions = { nop; }
+        default_action = nop();
+    }
+    apply { fib.apply(); rule_hits.count(0); }",
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-p4-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fw2.p4");
+    std::fs::write(&file, src).unwrap();
+    let (mut vm, cli, api) = build();
+    let (vm, api) = (&mut vm, &api);
+    let load = m::P4Load {
+        file: file.display().to_string(),
+        name: "fw".into(),
+        mode: m::P4Mode::Single,
+        sw_if_indexes: Vec::new(),
+    };
+    req::<_, m::P4LoadReply>(api, vm, &load).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let p: Vec<m::P4ProgramDetails> =
+        dump(api, vm, &m::P4ProgramDump { name: "fw".into() }).unwrap();
+    let objs = |v: &[m::P4Object]| -> Vec<(String, u32)> {
+        v.iter().map(|o| (o.name.clone(), o.size)).collect()
+    };
+    let two =
+        |n: &str, a: u32, b: u32| vec![(format!("FwIngress.{n}"), a), (format!("FwEgress.{n}"), b)];
+    assert_eq!(objs(&p[0].counters), two("rule_hits", 1024, 8));
+    assert_eq!(objs(&p[0].registers), two("last_denied", 1, 2));
+    assert_eq!(objs(&p[0].meters), two("policer", 16, 4));
+
+    let cd = |c: &str| m::P4CounterDump {
+        program: "fw".into(),
+        counter: c.into(),
+        index: u32::MAX,
+    };
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("rule_hits")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "counter `rule_hits' is ambiguous: FwIngress.rule_hits, FwEgress.rule_hits".into()
+        )
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwEgress.rule_hits"))
+            .unwrap()
+            .len(),
+        8
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwIngress.rule_hits"))
+            .unwrap()
+            .len(),
+        1024
+    );
+    assert_eq!(
+        dump::<_, m::P4CounterDetails>(api, vm, &cd("FwVerify.rule_hits")).unwrap_err(),
+        (
+            Retval::NoSuchEntry,
+            "no counter `FwVerify.rule_hits'".into()
+        )
+    );
+    let rd = |r: &str| m::P4RegisterDump {
+        program: "fw".into(),
+        register: r.into(),
+        index: u32::MAX,
+    };
+    assert_eq!(
+        dump::<_, m::P4RegisterDetails>(api, vm, &rd("last_denied"))
+            .unwrap_err()
+            .0,
+        Retval::InvalidValue
+    );
+    assert_eq!(
+        dump::<_, m::P4RegisterDetails>(api, vm, &rd("FwEgress.last_denied"))
+            .unwrap()
+            .len(),
+        2
+    );
+    let ms = |meter: &str| m::P4MeterSet {
+        program: "fw".into(),
+        meter: meter.into(),
+        index: 10,
+        cir: 1.0,
+        cburst: 1,
+        pir: 1.0,
+        pburst: 1,
+    };
+    assert_eq!(
+        req::<_, m::P4MeterSetReply>(api, vm, &ms("policer")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "meter `policer' is ambiguous: FwIngress.policer, FwEgress.policer".into()
+        )
+    );
+    req::<_, m::P4MeterSetReply>(api, vm, &ms("FwIngress.policer")).unwrap();
+    assert_eq!(
+        req::<_, m::P4MeterSetReply>(api, vm, &ms("FwEgress.policer")).unwrap_err(),
+        (
+            Retval::InvalidValue,
+            "index `10' out of range (size 4)".into()
+        )
+    );
+    // The CLI and tables alike.
+    assert_eq!(
+        cli.execute(vm, "show p4 register fw last_denied")
+            .unwrap_err()
+            .to_string(),
+        "register `last_denied' is ambiguous: FwIngress.last_denied, FwEgress.last_denied"
+    );
+    assert_eq!(
+        cli.execute(vm, "p4 table show fw fib")
+            .unwrap_err()
+            .to_string(),
+        "table `fib' is ambiguous: FwIngress.fib, FwEgress.fib"
+    );
+    let s = cli.execute(vm, "p4 table show fw FwEgress.fib").unwrap();
+    assert!(s.starts_with("table FwEgress.fib: 0 entries"), "{s}");
 }

@@ -442,7 +442,7 @@ fn cli_table_commands_take_a_qualified_name() {
     let mut cli = |c: &str| t.execute(vm, c).map_err(|e| e.to_string());
     assert_eq!(
         cli("p4 table add d t fwd key 1 param 2").unwrap_err(),
-        "no table `t'"
+        "table `t' is ambiguous: I.t, E.t"
     );
     assert_eq!(
         cli("p4 table add d I.t fwd key 1 param 2").unwrap(),

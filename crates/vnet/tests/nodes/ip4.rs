@@ -309,40 +309,10 @@ fn local_answers_echo_and_punts_or_refuses_the_rest() {
     t.assert_no_leaks();
 }
 
-/// UDP to a group reaches only a port registered to serve groups (VXLAN); another port's
-/// packets to a group are punted, never answered with port unreachable (RFC 1122 §3.2.2),
-/// while the same port still takes unicast.
+/// UDP to a group reaches only a port serving groups (`ip_shared`).
 #[test]
 fn local_sends_udp_to_a_group_only_to_a_port_serving_groups() {
-    use sluice_vnet::ip_local::{register, register_groups, LocalKey};
-    let (mut t, sw) = setup("ip4-local");
-    register(&mut t.h.vm, false, LocalKey::UdpPort(2152), "ip4-input").unwrap();
-    register_groups(&mut t.h.vm, false, LocalKey::UdpPort(4789), "ip6-input").unwrap();
-    t.h.capture("ip4-input");
-    t.h.capture("ip6-input");
-    let to = |dst: &str, port: u16| {
-        let mut p = udp4_l3("10.0.0.2", dst);
-        p[22..24].copy_from_slice(&port.to_be_bytes());
-        p
-    };
-    let unicast = to("10.0.0.1", 2152);
-    let vxlan = to("239.1.1.1", 4789);
-    t.run_with(
-        &[
-            unicast.clone(),
-            to("224.0.0.1", 2152),
-            to("239.1.1.1", 2152),
-            vxlan.clone(),
-        ],
-        |h| h.rx_if = sw,
-    );
-    let data = |n: &str| -> Vec<Vec<u8>> { t.arc(n).into_iter().map(|p| p.data).collect() };
-    assert_eq!(data("ip4-input"), [unicast], "the unicast port's node");
-    assert_eq!(data("ip6-input"), [vxlan], "the port serving groups");
-    assert_eq!(t.arc("punt").len(), 2);
-    assert!(t.arc("ip4-icmp-error").is_empty());
-    t.assert_counters(&[("punted", 2)]);
-    t.assert_no_leaks();
+    super::ip_shared::local_sends_udp_to_a_group_only_to_a_port_serving_groups(false);
 }
 
 /// Registering a port again for the same node is a no-op only with the same group

@@ -333,40 +333,10 @@ fn input_takes_a_joined_group_of_scope_2_or_more_only() {
     t.assert_no_leaks();
 }
 
-/// UDP to a group goes only to a port registered to serve groups (`register_groups`:
-/// VXLAN); to any other served port (GTP-U, a host session) it is punted as unserved, and
-/// never answered with port unreachable.
+/// UDP to a group reaches only a port serving groups (`ip_shared`).
 #[test]
 fn local_sends_udp_to_a_group_only_to_a_port_serving_groups() {
-    use sluice_vnet::ip_local::{register, register_groups, LocalKey};
-    let (mut t, sw) = setup("ip6-local");
-    register(&mut t.h.vm, true, LocalKey::UdpPort(2152), "ip4-input").unwrap();
-    register_groups(&mut t.h.vm, true, LocalKey::UdpPort(4789), "ip6-input").unwrap();
-    t.h.capture("ip4-input");
-    t.h.capture("ip6-input");
-    let to = |dst: &str, port: u16| {
-        let mut p = udp6_l3("2001:db8::2", dst);
-        p[42..44].copy_from_slice(&port.to_be_bytes());
-        p
-    };
-    let unicast = to("2001:db8::1", 2152);
-    let vxlan = to("ff05::5", 4789);
-    t.run_with(
-        &[
-            unicast.clone(),
-            to("ff02::1", 2152),
-            to("ff05::5", 2152),
-            vxlan.clone(),
-        ],
-        |h| h.rx_if = sw,
-    );
-    let data = |n: &str| -> Vec<Vec<u8>> { t.arc(n).into_iter().map(|p| p.data).collect() };
-    assert_eq!(data("ip4-input"), [unicast], "the unicast port's node");
-    assert_eq!(data("ip6-input"), [vxlan], "the port serving groups");
-    assert_eq!(t.arc("punt").len(), 2);
-    assert!(t.arc("ip6-icmp-error").is_empty());
-    t.assert_counters(&[("punted", 2)]);
-    t.assert_no_leaks();
+    super::ip_shared::local_sends_udp_to_a_group_only_to_a_port_serving_groups(true);
 }
 
 /// An echo request to a group is answered from the rx interface's global address, or

@@ -1,6 +1,8 @@
 //! The nodes written once for both families (`sluice_vnet::icmp_error`,
 //! `sluice_vnet::glean`), each run as `ip4-*` and `ip6-*`: what they send, their drops and
-//! each family's counter wording.
+//! each family's counter wording; and the checks of `ip4-local`/`ip6-local` (shared
+//! `sluice_vnet::ip_local` code) that differ only in addresses, which `ip4.rs` and `ip6.rs`
+//! call.
 
 use super::*;
 use sluice_buffer::BufIdx;
@@ -219,5 +221,65 @@ fn glean_solicits_each_target_once_and_drops_the_packets() {
     assert_eq!(t.arc("error-drop").len(), 4, "every packet dropped");
     t.assert_counters(&[("requests_sent", 2), ("throttled", 1), ("no_source", 1)]);
     assert_worded(&mut t, "ip6-glean", "neighbor solicitations sent");
+    t.assert_no_leaks();
+}
+
+/// UDP to a group goes only to a port registered to serve groups (`register_groups`:
+/// VXLAN); to any other served port (GTP-U, a host session) it is punted as unserved, never
+/// answered with port unreachable (RFC 1122 §3.2.2), while the same port still takes
+/// unicast. `ip6-local` when `ip6`, else `ip4-local`.
+pub fn local_sends_udp_to_a_group_only_to_a_port_serving_groups(ip6: bool) {
+    use sluice_vnet::ip_local::{register, register_groups, LocalKey};
+    // Family, packet, source, our address, a group of ours and another, UDP dst port offset.
+    type Family = (
+        &'static str,
+        fn(&str, &str) -> Vec<u8>,
+        &'static str,
+        &'static str,
+    );
+    let ((fam, l3, src, ours), groups, port_at): (Family, [&str; 2], usize) = if ip6 {
+        (
+            ("ip6", udp6_l3, "2001:db8::2", "2001:db8::1"),
+            ["ff02::1", "ff05::5"],
+            40 + 2,
+        )
+    } else {
+        (
+            ("ip4", udp4_l3, "10.0.0.2", "10.0.0.1"),
+            ["224.0.0.1", "239.1.1.1"],
+            20 + 2,
+        )
+    };
+    let (mut t, sw) = setup(&format!("{fam}-local"));
+    register(&mut t.h.vm, ip6, LocalKey::UdpPort(2152), "ip4-input").unwrap();
+    register_groups(&mut t.h.vm, ip6, LocalKey::UdpPort(4789), "ip6-input").unwrap();
+    t.h.capture("ip4-input");
+    t.h.capture("ip6-input");
+    let to = |dst: &str, port: u16| {
+        let mut p = l3(src, dst);
+        p[port_at..port_at + 2].copy_from_slice(&port.to_be_bytes());
+        p
+    };
+    let unicast = to(ours, 2152);
+    let vxlan = to(groups[1], 4789);
+    t.run_with(
+        &[
+            unicast.clone(),
+            to(groups[0], 2152),
+            to(groups[1], 2152),
+            vxlan.clone(),
+        ],
+        |h| h.rx_if = sw,
+    );
+    let data = |n: &str| -> Vec<Vec<u8>> { t.arc(n).into_iter().map(|p| p.data).collect() };
+    assert_eq!(
+        data("ip4-input"),
+        [unicast],
+        "{fam}: the unicast port's node"
+    );
+    assert_eq!(data("ip6-input"), [vxlan], "{fam}: the port serving groups");
+    assert_eq!(t.arc("punt").len(), 2, "{fam}");
+    assert!(t.arc(&format!("{fam}-icmp-error")).is_empty(), "{fam}");
+    t.assert_counters(&[("punted", 2)]);
     t.assert_no_leaks();
 }
