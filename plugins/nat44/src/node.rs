@@ -743,7 +743,7 @@ impl NodeFn for NatNode {
             // iteration only.
             let b = unsafe { arena.buffer(bi) };
             let mut c = NO_CAND;
-            if let Ok(Parsed::Flow { t, l4, kind }) = parse(b.data()) {
+            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
                 let (fib, owner, ours) = if *out {
                     let ours = cfg.is_external(t.dst);
                     (

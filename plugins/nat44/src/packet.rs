@@ -171,21 +171,41 @@ fn l4_header<const N: usize>(d: &[u8], l4: usize) -> Result<&[u8; N], Bad> {
         .ok_or(Bad::Truncated)
 }
 
-/// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
-pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
+/// What [`parse_flow`] leaves to [`parse`]: an ICMP error (its outer addresses and ICMP
+/// offset), or why the packet cannot be translated.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NotFlow {
+    /// An ICMP error message: [`parse`] reads the packet it quotes.
+    IcmpError(u32, u32, usize),
+    /// Not translatable.
+    Bad(Bad),
+}
+
+impl From<Bad> for NotFlow {
+    #[inline(always)]
+    fn from(b: Bad) -> NotFlow {
+        NotFlow::Bad(b)
+    }
+}
+
+/// Parses a TCP, UDP or ICMP echo packet (`d[0]` is the IPv4 header): its tuple, L4 offset
+/// and kind — the nodes' per-frame pass, which writes them straight into its candidate
+/// list. Everything else is left to [`parse`].
+#[inline(always)]
+pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
     // The fixed IPv4 header as one array (ip4-input checked its length; kept safe): one
     // bounds check for every field.
     let h = d.first_chunk::<20>().ok_or(Bad::Truncated)?;
     let ihl = (h[0] as usize & 0x0f) * 4;
     if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
-        return Err(Bad::NonFirstFragment);
+        return Err(Bad::NonFirstFragment.into());
     }
     let p = h[9];
     let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
     let l4 = ihl;
     if ihl < 20 {
-        return Err(Bad::Truncated);
+        return Err(Bad::Truncated.into());
     }
     match p {
         // One bounds check per L4 header: its minimum length as a fixed array, every field
@@ -198,17 +218,14 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
                 let l = l4_header::<8>(d, l4)?;
                 ([l[0], l[1], l[2], l[3]], L4::Udp)
             };
-            Ok(Parsed::Flow {
-                t: Tuple {
-                    src,
-                    dst,
-                    sport: u16::from_be_bytes([l[0], l[1]]),
-                    dport: u16::from_be_bytes([l[2], l[3]]),
-                    proto: p,
-                },
-                l4,
-                kind,
-            })
+            let t = Tuple {
+                src,
+                dst,
+                sport: u16::from_be_bytes([l[0], l[1]]),
+                dport: u16::from_be_bytes([l[2], l[3]]),
+                proto: p,
+            };
+            Ok((t, l4, kind))
         }
         proto::ICMP => {
             let l = l4_header::<8>(d, l4)?;
@@ -217,23 +234,30 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
                 ICMP_ECHO_REQUEST | ICMP_ECHO_REPLY => {
                     let id = u16::from_be_bytes([l[4], l[5]]);
                     let req = ty == ICMP_ECHO_REQUEST;
-                    Ok(Parsed::Flow {
-                        t: Tuple {
-                            src,
-                            dst,
-                            sport: if req { id } else { 0 },
-                            dport: if req { 0 } else { id },
-                            proto: p,
-                        },
-                        l4,
-                        kind: if req { L4::EchoRequest } else { L4::EchoReply },
-                    })
+                    let t = Tuple {
+                        src,
+                        dst,
+                        sport: if req { id } else { 0 },
+                        dport: if req { 0 } else { id },
+                        proto: p,
+                    };
+                    let kind = if req { L4::EchoRequest } else { L4::EchoReply };
+                    Ok((t, l4, kind))
                 }
-                t if icmp_is_error(t) => parse_icmp_error(d, src, dst, l4),
-                _ => Err(Bad::UnsupportedIcmp),
+                t if icmp_is_error(t) => Err(NotFlow::IcmpError(src, dst, l4)),
+                _ => Err(Bad::UnsupportedIcmp.into()),
             }
         }
-        _ => Err(Bad::UnsupportedProto),
+        _ => Err(Bad::UnsupportedProto.into()),
+    }
+}
+
+/// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
+pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
+    match parse_flow(d) {
+        Ok((t, l4, kind)) => Ok(Parsed::Flow { t, l4, kind }),
+        Err(NotFlow::IcmpError(src, dst, icmp)) => parse_icmp_error(d, src, dst, icmp),
+        Err(NotFlow::Bad(e)) => Err(e),
     }
 }
 
