@@ -386,56 +386,64 @@ fn fold(a: u64) -> u16 {
 /// ports or identifier) and updates the IPv4, TCP/UDP or ICMP checksums incrementally. `dl`
 /// must be `Deltas::new(old, new)` (TCP and UDP add it instead of summing the changes). The
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
-/// still right because only the changed words enter it.
+/// still right because only the changed words enter it. The TCP/UDP rewrite is inlined
+/// into the nodes (no call, no tuple passed through memory); echo is out of line.
+#[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
     debug_assert_eq!(dl, Deltas::new(old, new));
     match kind {
-        L4::Tcp(_) | L4::Udp => {
-            let udp = matches!(kind, L4::Udp);
-            // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
-            // checked both lengths): one bounds check each, none per field.
-            let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
-            let Some(ip) = hdr.first_chunk_mut::<20>() else {
-                return;
-            };
-            let co = if udp { 6 } else { 16 };
-            let Some(l) = rest.get_mut(..co + 2) else {
-                return;
-            };
-            // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over
-            // all the changed words at once: the same sum as applying them one by one).
-            if dl.addrs {
-                ip[12..16].copy_from_slice(&new.src.to_be_bytes());
-                ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
-                let c = u16::from_be_bytes([ip[10], ip[11]]);
-                ip[10..12].copy_from_slice(&apply_delta(c, dl.ip.into()).to_be_bytes());
-            }
-            l[0..2].copy_from_slice(&new.sport.to_be_bytes());
-            l[2..4].copy_from_slice(&new.dport.to_be_bytes());
-            let c0 = u16::from_be_bytes([l[co], l[co + 1]]);
-            if udp && c0 == 0 {
-                // RFC 768: no checksum.
-                return;
-            }
-            let mut c = apply_delta(c0, dl.l4.into());
-            if udp && c == 0 {
-                c = 0xffff;
-            }
-            l[co..co + 2].copy_from_slice(&c.to_be_bytes());
-        }
-        L4::EchoRequest | L4::EchoReply => {
-            rewrite_ip(d, 0, new.src, new.dst);
-            let (o, n) = if kind == L4::EchoRequest {
-                (old.sport, new.sport)
-            } else {
-                (old.dport, new.dport)
-            };
-            if o != n {
-                let c = update_u16(get16(d, l4 + 2), o, n);
-                put16(d, l4 + 4, n);
-                put16(d, l4 + 2, c);
-            }
-        }
+        L4::Tcp(_) => translate_l4::<16>(d, l4, false, new, dl),
+        L4::Udp => translate_l4::<6>(d, l4, true, new, dl),
+        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old, new),
+    }
+}
+
+/// The TCP (`CO` 16) or UDP (`CO` 6) rewrite: the L4 checksum at `CO`.
+#[inline(always)]
+fn translate_l4<const CO: usize>(d: &mut [u8], l4: usize, udp: bool, new: Tuple, dl: Deltas) {
+    // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
+    // checked both lengths): one bounds check each, none per field.
+    let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
+    let Some(ip) = hdr.first_chunk_mut::<20>() else {
+        return;
+    };
+    let Some(l) = rest.get_mut(..CO + 2) else {
+        return;
+    };
+    // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over all the
+    // changed words at once: the same sum as applying them one by one).
+    if dl.addrs {
+        ip[12..16].copy_from_slice(&new.src.to_be_bytes());
+        ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
+        let c = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[10..12].copy_from_slice(&apply_delta(c, dl.ip).to_be_bytes());
+    }
+    l[0..2].copy_from_slice(&new.sport.to_be_bytes());
+    l[2..4].copy_from_slice(&new.dport.to_be_bytes());
+    let c0 = u16::from_be_bytes([l[CO], l[CO + 1]]);
+    if udp && c0 == 0 {
+        // RFC 768: no checksum.
+        return;
+    }
+    let mut c = apply_delta(c0, dl.l4);
+    if udp && c == 0 {
+        c = 0xffff;
+    }
+    l[CO..CO + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The ICMP echo rewrite: addresses and identifier.
+fn translate_echo(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
+    rewrite_ip(d, 0, new.src, new.dst);
+    let (o, n) = if kind == L4::EchoRequest {
+        (old.sport, new.sport)
+    } else {
+        (old.dport, new.dport)
+    };
+    if o != n {
+        let c = update_u16(get16(d, l4 + 2), o, n);
+        put16(d, l4 + 4, n);
+        put16(d, l4 + 2, c);
     }
 }
 
@@ -452,15 +460,12 @@ fn delta16(old: u16, new: u16) -> u64 {
     (!old) as u64 + new as u64
 }
 
-/// RFC 1624 eqn. 3 with the summed terms `acc` (at most ten 16-bit terms, so two folding
-/// steps suffice): `~(~HC + acc)`.
+/// RFC 1624 eqn. 3 with a flow's folded delta `dl` (the sum of its terms, [`Deltas`]):
+/// `~(~HC + dl)`, one ones'-complement addition (end-around carry).
 #[inline(always)]
-fn apply_delta(c: u16, acc: u64) -> u16 {
-    let a = (!c) as u64 + acc;
-    debug_assert!(a < 1 << 32);
-    let a = (a & 0xffff) + (a >> 16);
-    let a = (a & 0xffff) + (a >> 16);
-    !(a as u16)
+fn apply_delta(c: u16, dl: u16) -> u16 {
+    let (s, carry) = (!c).overflowing_add(dl);
+    !s.wrapping_add(carry as u16)
 }
 
 /// Writes a 16-bit word of an ICMP message's payload and carries the change into the ICMP
