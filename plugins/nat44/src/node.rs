@@ -34,8 +34,9 @@
 //! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
 //! table lock is taken once per frame.
 //!
-//! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff` (info);
-//! drops: `congestion_drop` (handoff queue full), `no_translation`,
+//! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff`
+//! (info: packets the owner's handoff queue took); drops (all through `error-drop`):
+//! `congestion_drop` (the owner's handoff queue was full), `no_translation`,
 //! `max_sessions_exceeded`, `out_of_ports`, `no_pool_address`, `non_first_fragment`,
 //! `truncated` (L4 header shorter than its minimum), `bad_icmp_error` (quoted packet
 //! truncated or not TCP/UDP/echo), `unsupported_icmp`, `unsupported_protocol`,
@@ -742,7 +743,7 @@ impl NodeFn for NatNode {
             // iteration only.
             let b = unsafe { arena.buffer(bi) };
             let mut c = NO_CAND;
-            if let Ok(Parsed::Flow { t, l4, kind }) = parse(b.data()) {
+            if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
                 let (fib, owner, ours) = if *out {
                     let ours = cfg.is_external(t.dst);
                     (
@@ -805,7 +806,7 @@ impl NodeFn for NatNode {
         // session was freed in this frame, a miss found before a session was created, and
         // an expired session are looked up again here; a candidate's per-packet path then
         // knows it has no session and does not look it up.
-        let mut handed = 0u64;
+        let mut handed = false;
         let mut kept = 0;
         for (i, &bi) in frame.iter().enumerate() {
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
@@ -866,7 +867,7 @@ impl NodeFn for NatNode {
                     }
                     if let Some(h) = hand.get_mut(t) {
                         h.push(bi);
-                        handed += 1;
+                        handed = true;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
                         (keep[kept], nexts[kept]) = (bi, NatNext::Drop as u16);
@@ -877,18 +878,25 @@ impl NodeFn for NatNode {
         }
         std::mem::drop(guard);
         cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
-        if handed > 0 {
-            cx.count(NatCounter::Handoff, handed);
+        if handed {
             let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {
                 if h.is_empty() {
                     continue;
                 }
                 let took = cx.shared().handoff_enqueue(me, t, h, node);
-                if took < h.len() {
-                    let lost = &h[took..];
-                    cx.count(NatCounter::Congestion, lost.len() as u64);
-                    cx.free(lost);
+                cx.count(NatCounter::Handoff, took as u64);
+                // What the full queue refused goes to error-drop (counted there as
+                // `congestion_drop`, seen by a drop trace), as hoststack's handoff does.
+                let lost = &h[took..];
+                if !lost.is_empty() {
+                    let e = cx.error(NatCounter::Congestion);
+                    for &bi in lost {
+                        // SAFETY: the queue refused these buffers: this node still owns
+                        // them; one header at a time.
+                        unsafe { arena.header_mut(bi) }.error = e;
+                    }
+                    cx.enqueue_all(NatNext::Drop.next(), lost);
                 }
                 h.clear();
             }
@@ -896,5 +904,104 @@ impl NodeFn for NatNode {
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NatMain, PLUGIN};
+    use sluice_graph::testing::{test_pool, Harness};
+    use sluice_graph::{CpuConfig, HANDOFF_RING};
+    use sluice_vnet::plugin::{assemble, PluginEntry, Staged};
+    use sluice_vnet::testing::pkt;
+
+    /// A packet handed to its owning thread through a full handoff queue goes to
+    /// `error-drop` as `congestion_drop` (counted there, seen by a drop trace, freed by it);
+    /// `handoff` counts only what the queue took, which the owner then translates.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let pool = sluice_buffer::PoolConfig {
+            buffers: 2 * HANDOFF_RING as u32,
+            ..test_pool()
+        };
+        let a = assemble(&[entry], &cpu, &pool, Staged::default()).expect("assemble");
+        let (mut vm, cli) = (a.vm, a.cli);
+        for c in [
+            "create packet-generator interface pg0",
+            "create packet-generator interface pg1",
+            "set interface ip address pg0 10.0.0.1/24",
+            "set interface ip address pg1 10.0.1.1/24",
+            "set interface state pg0 up",
+            "set interface state pg1 up",
+            "nat44 plugin enable sessions 100",
+            "nat44 add address 10.0.1.100",
+            "set interface nat44 in pg0 out pg1",
+        ] {
+            cli.execute(&mut vm, c)
+                .unwrap_or_else(|e| panic!("`{c}': {e}"));
+        }
+        let pg0 = vm
+            .ext_mut::<sluice_vnet::Interfaces>()
+            .find("pg0")
+            .expect("pg0")
+            .0;
+        // The sessions belong to thread 0 (which the test runs only when it wants), the
+        // packets arrive on the worker: the worker hands them to thread 0.
+        let shared = vm.ext_mut::<NatMain>().shared.clone();
+        for (t, w) in shared.workers().iter().enumerate() {
+            let mut g = lock(w);
+            let w = g.as_mut().expect("NAT enabled");
+            let mut s = (*w.cfg).clone();
+            s.threads = vec![0];
+            w.cfg = Arc::new(s);
+            if t == 0 {
+                w.table = Table::new(100, 1);
+            }
+        }
+        let mut h = Harness::new(vm, crate::IN2OUT);
+        let node = h.node;
+        let udp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        // Gives the worker's node `n` packets and waits until it has handed or dropped them.
+        let to_worker = |h: &mut Harness, n: usize| {
+            let bufs: Vec<BufIdx> = (0..n).map(|_| h.packet(&udp, |m| m.rx_if = pg0)).collect();
+            let before = h.counter("handoff") + h.counter("congestion_drop");
+            let mut sent = 0;
+            let t0 = std::time::Instant::now();
+            while sent < n
+                || h.counter("handoff") + h.counter("congestion_drop") < before + n as u64
+            {
+                sent += h.vm.shared.handoff_enqueue(0, 1, &bufs[sent..], node);
+                assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        to_worker(&mut h, HANDOFF_RING);
+        to_worker(&mut h, 100);
+        h.assert_counters(&[("handoff", HANDOFF_RING as u64), ("congestion_drop", 100)]);
+        let drops = h.drops();
+        assert_eq!(drops.len(), 100, "refused buffers reach error-drop");
+        assert!(drops
+            .iter()
+            .all(|(n, c)| n == crate::IN2OUT && *c == "congestion_drop"));
+        // Thread 0 translates what was handed over (one flow: one session).
+        while h.vm.run_main_once() > 0 {}
+        h.assert_counters(&[
+            ("handoff", HANDOFF_RING as u64),
+            ("congestion_drop", 100),
+            ("session_created", 1),
+            ("translated", HANDOFF_RING as u64),
+        ]);
+        assert_eq!(h.arc("ip4-lookup").len(), HANDOFF_RING);
+        h.vm.stop_workers();
+        h.assert_no_leaks();
     }
 }

@@ -29,7 +29,7 @@ pub mod tcp_flags {
 }
 
 /// A 5-tuple, host byte order.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, Default, Eq)]
 pub struct Tuple {
     /// Source address.
     pub src: u32,
@@ -41,6 +41,20 @@ pub struct Tuple {
     pub dport: u16,
     /// IP protocol.
     pub proto: u8,
+}
+
+/// Every field compared without a branch per field (a session's match tuple is compared
+/// with each packet's: the derived `&&` chain cost about 26 instructions).
+impl PartialEq for Tuple {
+    #[inline(always)]
+    fn eq(&self, o: &Tuple) -> bool {
+        (self.src ^ o.src)
+            | (self.dst ^ o.dst)
+            | (self.sport ^ o.sport) as u32
+            | (self.dport ^ o.dport) as u32
+            | (self.proto ^ o.proto) as u32
+            == 0
+    }
 }
 
 impl Tuple {
@@ -171,21 +185,41 @@ fn l4_header<const N: usize>(d: &[u8], l4: usize) -> Result<&[u8; N], Bad> {
         .ok_or(Bad::Truncated)
 }
 
-/// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
-pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
+/// What [`parse_flow`] leaves to [`parse`]: an ICMP error (its outer addresses and ICMP
+/// offset), or why the packet cannot be translated.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NotFlow {
+    /// An ICMP error message: [`parse`] reads the packet it quotes.
+    IcmpError(u32, u32, usize),
+    /// Not translatable.
+    Bad(Bad),
+}
+
+impl From<Bad> for NotFlow {
+    #[inline(always)]
+    fn from(b: Bad) -> NotFlow {
+        NotFlow::Bad(b)
+    }
+}
+
+/// Parses a TCP, UDP or ICMP echo packet (`d[0]` is the IPv4 header): its tuple, L4 offset
+/// and kind — the nodes' per-frame pass, which writes them straight into its candidate
+/// list. Everything else is left to [`parse`].
+#[inline(always)]
+pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
     // The fixed IPv4 header as one array (ip4-input checked its length; kept safe): one
     // bounds check for every field.
     let h = d.first_chunk::<20>().ok_or(Bad::Truncated)?;
     let ihl = (h[0] as usize & 0x0f) * 4;
     if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
-        return Err(Bad::NonFirstFragment);
+        return Err(Bad::NonFirstFragment.into());
     }
     let p = h[9];
     let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
     let l4 = ihl;
     if ihl < 20 {
-        return Err(Bad::Truncated);
+        return Err(Bad::Truncated.into());
     }
     match p {
         // One bounds check per L4 header: its minimum length as a fixed array, every field
@@ -198,17 +232,14 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
                 let l = l4_header::<8>(d, l4)?;
                 ([l[0], l[1], l[2], l[3]], L4::Udp)
             };
-            Ok(Parsed::Flow {
-                t: Tuple {
-                    src,
-                    dst,
-                    sport: u16::from_be_bytes([l[0], l[1]]),
-                    dport: u16::from_be_bytes([l[2], l[3]]),
-                    proto: p,
-                },
-                l4,
-                kind,
-            })
+            let t = Tuple {
+                src,
+                dst,
+                sport: u16::from_be_bytes([l[0], l[1]]),
+                dport: u16::from_be_bytes([l[2], l[3]]),
+                proto: p,
+            };
+            Ok((t, l4, kind))
         }
         proto::ICMP => {
             let l = l4_header::<8>(d, l4)?;
@@ -217,23 +248,30 @@ pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
                 ICMP_ECHO_REQUEST | ICMP_ECHO_REPLY => {
                     let id = u16::from_be_bytes([l[4], l[5]]);
                     let req = ty == ICMP_ECHO_REQUEST;
-                    Ok(Parsed::Flow {
-                        t: Tuple {
-                            src,
-                            dst,
-                            sport: if req { id } else { 0 },
-                            dport: if req { 0 } else { id },
-                            proto: p,
-                        },
-                        l4,
-                        kind: if req { L4::EchoRequest } else { L4::EchoReply },
-                    })
+                    let t = Tuple {
+                        src,
+                        dst,
+                        sport: if req { id } else { 0 },
+                        dport: if req { 0 } else { id },
+                        proto: p,
+                    };
+                    let kind = if req { L4::EchoRequest } else { L4::EchoReply };
+                    Ok((t, l4, kind))
                 }
-                t if icmp_is_error(t) => parse_icmp_error(d, src, dst, l4),
-                _ => Err(Bad::UnsupportedIcmp),
+                t if icmp_is_error(t) => Err(NotFlow::IcmpError(src, dst, l4)),
+                _ => Err(Bad::UnsupportedIcmp.into()),
             }
         }
-        _ => Err(Bad::UnsupportedProto),
+        _ => Err(Bad::UnsupportedProto.into()),
+    }
+}
+
+/// Parses the L4 part of an IPv4 packet (`d[0]` is the IPv4 header).
+pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
+    match parse_flow(d) {
+        Ok((t, l4, kind)) => Ok(Parsed::Flow { t, l4, kind }),
+        Err(NotFlow::IcmpError(src, dst, icmp)) => parse_icmp_error(d, src, dst, icmp),
+        Err(NotFlow::Bad(e)) => Err(e),
     }
 }
 
@@ -362,56 +400,64 @@ fn fold(a: u64) -> u16 {
 /// ports or identifier) and updates the IPv4, TCP/UDP or ICMP checksums incrementally. `dl`
 /// must be `Deltas::new(old, new)` (TCP and UDP add it instead of summing the changes). The
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
-/// still right because only the changed words enter it.
+/// still right because only the changed words enter it. The TCP/UDP rewrite is inlined
+/// into the nodes (no call, no tuple passed through memory); echo is out of line.
+#[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
     debug_assert_eq!(dl, Deltas::new(old, new));
     match kind {
-        L4::Tcp(_) | L4::Udp => {
-            let udp = matches!(kind, L4::Udp);
-            // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
-            // checked both lengths): one bounds check each, none per field.
-            let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
-            let Some(ip) = hdr.first_chunk_mut::<20>() else {
-                return;
-            };
-            let co = if udp { 6 } else { 16 };
-            let Some(l) = rest.get_mut(..co + 2) else {
-                return;
-            };
-            // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over
-            // all the changed words at once: the same sum as applying them one by one).
-            if dl.addrs {
-                ip[12..16].copy_from_slice(&new.src.to_be_bytes());
-                ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
-                let c = u16::from_be_bytes([ip[10], ip[11]]);
-                ip[10..12].copy_from_slice(&apply_delta(c, dl.ip.into()).to_be_bytes());
-            }
-            l[0..2].copy_from_slice(&new.sport.to_be_bytes());
-            l[2..4].copy_from_slice(&new.dport.to_be_bytes());
-            let c0 = u16::from_be_bytes([l[co], l[co + 1]]);
-            if udp && c0 == 0 {
-                // RFC 768: no checksum.
-                return;
-            }
-            let mut c = apply_delta(c0, dl.l4.into());
-            if udp && c == 0 {
-                c = 0xffff;
-            }
-            l[co..co + 2].copy_from_slice(&c.to_be_bytes());
-        }
-        L4::EchoRequest | L4::EchoReply => {
-            rewrite_ip(d, 0, new.src, new.dst);
-            let (o, n) = if kind == L4::EchoRequest {
-                (old.sport, new.sport)
-            } else {
-                (old.dport, new.dport)
-            };
-            if o != n {
-                let c = update_u16(get16(d, l4 + 2), o, n);
-                put16(d, l4 + 4, n);
-                put16(d, l4 + 2, c);
-            }
-        }
+        L4::Tcp(_) => translate_l4::<16>(d, l4, false, new, dl),
+        L4::Udp => translate_l4::<6>(d, l4, true, new, dl),
+        L4::EchoRequest | L4::EchoReply => translate_echo(d, l4, kind, old, new),
+    }
+}
+
+/// The TCP (`CO` 16) or UDP (`CO` 6) rewrite: the L4 checksum at `CO`.
+#[inline(always)]
+fn translate_l4<const CO: usize>(d: &mut [u8], l4: usize, udp: bool, new: Tuple, dl: Deltas) {
+    // The IPv4 header and the L4 header up to its checksum as fixed-size arrays (parse
+    // checked both lengths): one bounds check each, none per field.
+    let (hdr, rest) = d.split_at_mut(l4.min(d.len()));
+    let Some(ip) = hdr.first_chunk_mut::<20>() else {
+        return;
+    };
+    let Some(l) = rest.get_mut(..CO + 2) else {
+        return;
+    };
+    // One delta per checksum, summed when the flow was made (RFC 1624 eqn. 3 over all the
+    // changed words at once: the same sum as applying them one by one).
+    if dl.addrs {
+        ip[12..16].copy_from_slice(&new.src.to_be_bytes());
+        ip[16..20].copy_from_slice(&new.dst.to_be_bytes());
+        let c = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[10..12].copy_from_slice(&apply_delta(c, dl.ip).to_be_bytes());
+    }
+    l[0..2].copy_from_slice(&new.sport.to_be_bytes());
+    l[2..4].copy_from_slice(&new.dport.to_be_bytes());
+    let c0 = u16::from_be_bytes([l[CO], l[CO + 1]]);
+    if udp && c0 == 0 {
+        // RFC 768: no checksum.
+        return;
+    }
+    let mut c = apply_delta(c0, dl.l4);
+    if udp && c == 0 {
+        c = 0xffff;
+    }
+    l[CO..CO + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The ICMP echo rewrite: addresses and identifier.
+fn translate_echo(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple) {
+    rewrite_ip(d, 0, new.src, new.dst);
+    let (o, n) = if kind == L4::EchoRequest {
+        (old.sport, new.sport)
+    } else {
+        (old.dport, new.dport)
+    };
+    if o != n {
+        let c = update_u16(get16(d, l4 + 2), o, n);
+        put16(d, l4 + 4, n);
+        put16(d, l4 + 2, c);
     }
 }
 
@@ -428,15 +474,12 @@ fn delta16(old: u16, new: u16) -> u64 {
     (!old) as u64 + new as u64
 }
 
-/// RFC 1624 eqn. 3 with the summed terms `acc` (at most ten 16-bit terms, so two folding
-/// steps suffice): `~(~HC + acc)`.
+/// RFC 1624 eqn. 3 with a flow's folded delta `dl` (the sum of its terms, [`Deltas`]):
+/// `~(~HC + dl)`, one ones'-complement addition (end-around carry).
 #[inline(always)]
-fn apply_delta(c: u16, acc: u64) -> u16 {
-    let a = (!c) as u64 + acc;
-    debug_assert!(a < 1 << 32);
-    let a = (a & 0xffff) + (a >> 16);
-    let a = (a & 0xffff) + (a >> 16);
-    !(a as u16)
+fn apply_delta(c: u16, dl: u16) -> u16 {
+    let (s, carry) = (!c).overflowing_add(dl);
+    !s.wrapping_add(carry as u16)
 }
 
 /// Writes a 16-bit word of an ICMP message's payload and carries the change into the ICMP
@@ -644,6 +687,79 @@ mod tests {
             panic!()
         };
         assert_eq!((t.sport, t.dport), (0, 4000));
+    }
+
+    /// Every checksum stays valid over many rewrites of random TCP and UDP tuples (the end-
+    /// around carry of the ones'-complement addition included), and each field of a tuple
+    /// counts in its compare.
+    #[test]
+    fn translations_of_random_tuples_keep_valid_checksums() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut checked = 0;
+        for i in 0..4000 {
+            let (r, r2, r3) = (next(), next(), next());
+            let (src, dst) = ((r >> 32) as u32, r as u32);
+            let (sp, dp) = ((r2 >> 48) as u16, (r2 >> 32) as u16);
+            let mut d = if i % 2 == 0 {
+                udp(src.to_be_bytes(), dst.to_be_bytes(), sp, dp)
+            } else {
+                tcp(src.to_be_bytes(), dst.to_be_bytes(), sp, dp, 0x10)
+            };
+            let Ok(Parsed::Flow { t, l4, kind }) = parse(&d) else {
+                panic!("parses")
+            };
+            if kind == L4::Udp && d[26..28] == [0, 0] {
+                continue; // a datagram without a checksum (covered below)
+            }
+            // Source rewrites (in2out) and, every third, both ends (hairpinning).
+            let new = Tuple {
+                src: (r3 >> 32) as u32,
+                sport: r3 as u16,
+                dst: if i % 3 == 0 { (r3 >> 7) as u32 } else { t.dst },
+                dport: if i % 3 == 0 {
+                    (r3 >> 16) as u16
+                } else {
+                    t.dport
+                },
+                ..t
+            };
+            translate(&mut d, l4, kind, t, new, Deltas::new(t, new));
+            assert_eq!(
+                internet_checksum(&d[..20]),
+                0,
+                "ip checksum, {t:?} -> {new:?}"
+            );
+            assert_eq!(l4_sum(&d), 0, "l4 checksum, {t:?} -> {new:?}");
+            let Ok(Parsed::Flow { t: t2, .. }) = parse(&d) else {
+                panic!("parses")
+            };
+            assert_eq!(t2, new);
+            checked += 1;
+        }
+        assert!(checked > 3900);
+        let t = Tuple {
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 4,
+            proto: 17,
+        };
+        for u in [
+            Tuple { src: 9, ..t },
+            Tuple { dst: 9, ..t },
+            Tuple { sport: 9, ..t },
+            Tuple { dport: 9, ..t },
+            Tuple { proto: 6, ..t },
+        ] {
+            assert_ne!(t, u);
+        }
+        assert_eq!(t, Tuple { ..t });
     }
 
     #[test]

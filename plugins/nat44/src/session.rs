@@ -370,17 +370,9 @@ impl Table {
         self.hasher.hash(a, b)
     }
 
-    /// The session and flow (0: inside, 1: outside) matching a packet's tuple looked up by
-    /// `side`'s node.
-    #[inline(always)]
-    pub fn lookup(&self, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
-        let v = self.keys.get(self.digest(side, t, fib))?;
-        self.confirm(side, t, fib, v)
-    }
-
     /// The table's values for many digests at once (`out[i]` for `digests[i]`): the home
     /// buckets of a batch are prefetched before the first is read, so the cache misses of a
-    /// large table overlap. A value is only a candidate: [`Table::confirm`] checks it.
+    /// large table overlap. A value is only a candidate: [`Table::confirm_live`] checks it.
     #[inline]
     pub fn probe_many(&self, digests: &[u64], out: &mut [Option<u64>]) {
         self.keys.table().lookup_many(digests, out);
@@ -401,15 +393,9 @@ impl Table {
         (f.key == *t && f.side == side && ffib == fib).then_some((i, which, s))
     }
 
-    /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
-    /// `t`, `fib`).
-    #[inline(always)]
-    pub fn confirm(&self, side: Side, t: &Tuple, fib: u32, v: u64) -> Option<(u32, u8)> {
-        self.matched(side, t, fib, v)
-            .map(|(i, which, _)| (i, which))
-    }
-
-    /// [`Table::confirm`] and the expiry check in one access of the session: `Some((i,
+    /// The session and flow (0: inside, 1: outside) of table value `v` if that flow's full
+    /// match tuple is (`side`, `t`, `fib`) (a digest hit is never trusted alone), and the
+    /// expiry check in the same access of the session: `Some((i,
     /// which, live))`. A session whose LRU stamp is this second's had a packet less than a
     /// second ago and is live without the timeout compare. That shortcut rests on two
     /// invariants: the stamp is the whole second of `last` (only [`Session::new`] and
@@ -439,7 +425,7 @@ impl Table {
         })
     }
 
-    /// [`Table::lookup`] with [`Table::confirm_live`]'s expiry check: `Some((i, which,
+    /// The digest's table value checked by [`Table::confirm_live`]: `Some((i, which,
     /// live))` (the per-packet path's lookup, sharing the batched path's liveness check).
     #[inline(always)]
     pub fn lookup_live(
@@ -738,6 +724,12 @@ mod tests {
         assert_eq!(tb.confirm_live(Side::In, &k, 1, v, 10.9, &to), None);
     }
 
+    /// The session and flow of a flow key, whether expired or not.
+    fn lookup(tb: &Table, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
+        let v = tb.keys.get(tb.digest(side, t, fib))?;
+        tb.matched(side, t, fib, v).map(|(i, which, _)| (i, which))
+    }
+
     #[test]
     fn create_lookup_expire_free() {
         let e = Epochs::new(1);
@@ -751,15 +743,18 @@ mod tests {
         // before are stale.
         assert_eq!(tb.generation(), g);
         assert_eq!(tb.creations(), 1);
-        assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
-        assert_eq!(tb.lookup(Side::Out, &t(99, 53, 20, 2000), 0), Some((a, 1)));
+        assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
         assert_eq!(
-            tb.lookup(Side::In, &t(99, 53, 20, 2000), 0),
+            lookup(&tb, Side::Out, &t(99, 53, 20, 2000), 0),
+            Some((a, 1))
+        );
+        assert_eq!(
+            lookup(&tb, Side::In, &t(99, 53, 20, 2000), 0),
             None,
             "side counts"
         );
         assert_eq!(
-            tb.lookup(Side::In, &t(10, 1000, 99, 53), 1),
+            lookup(&tb, Side::In, &t(10, 1000, 99, 53), 1),
             None,
             "fib counts"
         );
@@ -784,13 +779,13 @@ mod tests {
         tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
             .expect("d");
         assert_ne!(tb.generation(), g);
-        assert_eq!(tb.lookup(Side::In, &t(10, 1000, 99, 53), 0), None);
+        assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
-        let b = tb.lookup(Side::In, &t(10, 1001, 99, 53), 0).expect("b").0;
+        let b = lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).expect("b").0;
         tb.touch(b, 450.0, 60, Class::Udp);
         assert_eq!(tb.expire(&e, 520.0, &to, 100), 1);
-        assert!(tb.lookup(Side::In, &t(10, 1001, 99, 53), 0).is_some());
+        assert!(lookup(&tb, Side::In, &t(10, 1001, 99, 53), 0).is_some());
         assert_eq!(tb.expire(&e, 10_000.0, &to, 100), 2);
         assert!(tb.is_empty());
         assert_eq!(tb.stats.created, 4);
