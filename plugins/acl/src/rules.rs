@@ -533,7 +533,7 @@ impl Classifier {
 
     /// The first rule matching `k`: the mask types the pre-filter leaves, in order, then
     /// those past [`PRE_TYPES`].
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, k: &Key) -> Option<u32> {
         let mut best: Option<u32> = None;
         if self.tables.len() <= FEW_TYPES {
