@@ -51,7 +51,7 @@ pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
 use session::{SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
 use sluice_vnet::error::{VnetError, VnetResult};
@@ -470,15 +470,68 @@ enum Verdict {
     Handoff(usize),
 }
 
-struct AclNode {
-    v6: bool,
-    out: bool,
+/// `V6`: the IPv6 nodes; `OUT`: the output ones (each node its own code, without tests of
+/// the family or the direction per packet).
+struct AclNode<const V6: bool, const OUT: bool> {
     shared: Arc<AclShared>,
     features: Arc<FeatureNext>,
     slot: usize,
-    keep: Vec<BufIdx>,
-    nexts: Vec<u16>,
+    /// The frame's packets that stay on this thread and their arcs (`kept` of them).
+    keep: [BufIdx; FRAME_SIZE],
+    nexts: [u16; FRAME_SIZE],
+    /// The frame's buffer addresses (and the prefetch distance more).
+    addrs: FrameAddrs<{ FRAME_SIZE + AHEAD }>,
     hand: Vec<Vec<BufIdx>>,
+}
+
+/// What an [`AclNode`] is made of besides its per-frame arrays.
+struct AclNodeParts {
+    shared: Arc<AclShared>,
+    features: Arc<FeatureNext>,
+    slot: usize,
+}
+
+impl AclNodeParts {
+    fn node<const V6: bool, const OUT: bool>(self) -> Box<dyn NodeFn> {
+        Box::new(AclNode::<V6, OUT> {
+            shared: self.shared,
+            features: self.features,
+            slot: self.slot,
+            keep: [BufIdx(0); FRAME_SIZE],
+            nexts: [0; FRAME_SIZE],
+            addrs: FrameAddrs::default(),
+            hand: Vec::new(),
+        })
+    }
+}
+
+/// How many packets ahead the node prefetches.
+const AHEAD: usize = 2;
+
+/// A frame's tallies on stateless interfaces: the `permit` packets, counted once per frame,
+/// and the run of packets the same rule of the current list matched, whose hit count is
+/// added once per run.
+#[derive(Default)]
+struct Tally {
+    permit: u64,
+    /// (rule index in the list, packets).
+    run: (u32, u64),
+}
+
+impl Tally {
+    /// Adds the run's packets to its rule's hit count and starts an empty one.
+    #[inline(always)]
+    fn flush(&mut self, hits: &mut [Vec<u64>], list: Option<&IfList>) {
+        let (i, n) = std::mem::take(&mut self.run);
+        if n == 0 {
+            return;
+        }
+        if let Some(&(a, r)) = list.and_then(|l| l.owner.get(i as usize)) {
+            if let Some(h) = hits.get_mut(a as usize).and_then(|v| v.get_mut(r as usize)) {
+                *h += n;
+            }
+        }
+    }
 }
 
 /// An interface's lists in force and its next feature, for [`AclNode::one`].
@@ -499,7 +552,7 @@ struct Fc<'a> {
     now: f64,
 }
 
-impl AclNode {
+impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
     #[inline(always)]
     fn drop_pkt(cx: &mut Cx, b: &mut Buffer<'_>, c: AclCounter) -> Verdict {
         b.hdr.error = cx.error(c);
@@ -509,7 +562,7 @@ impl AclNode {
     /// The interface whose list applies to `b` (tx for the output nodes, rx for input).
     #[inline(always)]
     fn sw_if(&self, b: &Buffer<'_>) -> u32 {
-        if self.out {
+        if OUT {
             b.hdr.tx_if
         } else {
             b.hdr.rx_if
@@ -520,7 +573,7 @@ impl AclNode {
     /// interface, not per packet).
     #[inline(always)]
     fn if_ctx<'a>(&self, cur: &'a Compiled, sw_if: u32) -> IfCtx<'a> {
-        let lists = if self.out { &cur.output } else { &cur.input };
+        let lists = if OUT { &cur.output } else { &cur.input };
         IfCtx {
             sw_if,
             list: lists.get(sw_if as usize).and_then(|l| l.as_deref()),
@@ -529,78 +582,110 @@ impl AclNode {
         }
     }
 
+    /// A packet of a stateless interface with a list: its key classified, the rule's hit
+    /// added to the frame's run, `permit` to the frame's tally.
+    #[inline(always)]
+    fn stateless(
+        &self,
+        cx: &Cx,
+        list: &IfList,
+        pass: Next,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+        hits: &mut [Vec<u64>],
+    ) -> Next {
+        let off = if OUT { 14 } else { 0 };
+        let found = match b.data().get(off..).and_then(|d| key_of(d, V6)) {
+            Some(k) => list.c.lookup(&k).ok_or(AclCounter::NoMatch),
+            None => Err(AclCounter::Malformed),
+        };
+        let i = match found {
+            Ok(i) => i,
+            Err(c) => {
+                b.hdr.error = cx.error(c);
+                return AclNext::Drop.next();
+            }
+        };
+        if i != tally.run.0 {
+            tally.flush(hits, Some(list));
+            tally.run.0 = i;
+        }
+        tally.run.1 += 1;
+        // Lists without permit+reflect: a stateless interface's `PermitReflect` cannot be.
+        if list.c.rules().get(i as usize).map(|r| r.action) == Some(Action::Deny) {
+            b.hdr.error = cx.error(AclCounter::Deny);
+            return AclNext::Drop.next();
+        }
+        tally.permit += 1;
+        pass
+    }
+
+    /// A packet of a stateful interface: its session first, then the rules.
     #[inline(always)]
     fn one(&self, cx: &mut Cx, fc: &mut Fc, ic: &IfCtx, b: &mut Buffer<'_>) -> Verdict {
-        let (sw_if, off) = (ic.sw_if, if self.out { 14 } else { 0 });
+        let (sw_if, off) = (ic.sw_if, if OUT { 14 } else { 0 });
         let cur = fc.cur;
         let pass = Verdict::Next(ic.pass);
-        let (list, stateful) = (ic.list, ic.stateful);
-        if list.is_none() && !stateful {
-            cx.count(AclCounter::Permit, 1);
-            return pass;
-        }
-        let Some(k) = b.data().get(off..).and_then(|d| key_of(d, self.v6)) else {
+        let list = ic.list;
+        let Some(k) = b.data().get(off..).and_then(|d| key_of(d, V6)) else {
             return Self::drop_pkt(cx, b, AclCounter::Malformed);
         };
         let mut sk = None;
-        if stateful {
-            // An ICMP error is looked up by the packet it quotes.
-            let (found, err) = match sess_key(sw_if, &k) {
-                Some(x) => (Some(x), false),
-                None => (
-                    b.data()
-                        .get(off..)
-                        .and_then(|d| icmp_error_sess_key(sw_if, &k, d)),
-                    true,
-                ),
-            };
-            if let Some((key, src_lo)) = found {
-                if fc.owners > 0 {
-                    let owner = 1 + (key.owner_hash() % fc.owners as u64) as usize;
-                    if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
-                        b.hdr.handoff_thread = (owner + 1) as u16;
-                        return Verdict::Handoff(owner);
-                    }
+        // An ICMP error is looked up by the packet it quotes.
+        let (found, err) = match sess_key(sw_if, &k) {
+            Some(x) => (Some(x), false),
+            None => (
+                b.data()
+                    .get(off..)
+                    .and_then(|d| icmp_error_sess_key(sw_if, &k, d)),
+                true,
+            ),
+        };
+        if let Some((key, src_lo)) = found {
+            if fc.owners > 0 {
+                let owner = 1 + (key.owner_hash() % fc.owners as u64) as usize;
+                if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
+                    b.hdr.handoff_thread = (owner + 1) as u16;
+                    return Verdict::Handoff(owner);
                 }
-                b.hdr.handoff_thread = 0;
-                // A live session the packet does not belong to (a one-armed flow's reply on
-                // the creating side) keeps its key: the packet meets the rules, and a
-                // permit+reflect rule admits it without a second session.
-                let mut live = false;
-                if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
-                    live = true;
-                    let from_init = src_lo == s.init_lo;
-                    // The initiator in the creating direction, the responder in the other.
-                    if !err && (s.out == self.out) == from_init {
-                        if k.proto == 6 {
-                            let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, self.v6))
-                            else {
-                                return Self::drop_pkt(cx, b, AclCounter::Malformed);
-                            };
-                            match s.tcp_check(from_init, &g) {
-                                Ok(()) => {}
-                                Err(TcpReject::OutOfWindow) => {
-                                    return Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow)
-                                }
-                                Err(TcpReject::BadRst) => {
-                                    return Self::drop_pkt(cx, b, AclCounter::TcpBadRst)
-                                }
+            }
+            b.hdr.handoff_thread = 0;
+            // A live session the packet does not belong to (a one-armed flow's reply on
+            // the creating side) keeps its key: the packet meets the rules, and a
+            // permit+reflect rule admits it without a second session.
+            let mut live = false;
+            if let Some(s) = fc.t.sessions.lookup(&key, fc.now, &cur.timeouts) {
+                live = true;
+                let from_init = src_lo == s.init_lo;
+                // The initiator in the creating direction, the responder in the other.
+                if !err && (s.out == OUT) == from_init {
+                    if k.proto == 6 {
+                        let Some(g) = b.data().get(off..).and_then(|d| tcp_seg(d, V6)) else {
+                            return Self::drop_pkt(cx, b, AclCounter::Malformed);
+                        };
+                        match s.tcp_check(from_init, &g) {
+                            Ok(()) => {}
+                            Err(TcpReject::OutOfWindow) => {
+                                return Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow)
+                            }
+                            Err(TcpReject::BadRst) => {
+                                return Self::drop_pkt(cx, b, AclCounter::TcpBadRst)
                             }
                         }
-                        s.touch(from_init, k.tcp_flags, fc.now);
-                        cx.count(AclCounter::SessionHit, 1);
-                        return pass;
                     }
-                    // An error about a packet of the session travels against that packet;
-                    // it does not refresh the session.
-                    if err && (s.out != self.out) == from_init {
-                        cx.count(AclCounter::IcmpErrorHit, 1);
-                        return pass;
-                    }
+                    s.touch(from_init, k.tcp_flags, fc.now);
+                    cx.count(AclCounter::SessionHit, 1);
+                    return pass;
                 }
-                if !err && !live {
-                    sk = Some((key, src_lo));
+                // An error about a packet of the session travels against that packet;
+                // it does not refresh the session.
+                if err && (s.out != OUT) == from_init {
+                    cx.count(AclCounter::IcmpErrorHit, 1);
+                    return pass;
                 }
+            }
+            if !err && !live {
+                sk = Some((key, src_lo));
             }
         }
         let Some(list) = list else {
@@ -625,7 +710,7 @@ impl AclNode {
                 if let Some((key, src_lo)) = sk {
                     let s = Session {
                         key,
-                        out: self.out,
+                        out: OUT,
                         init_lo: src_lo,
                         tcp: 0,
                         created: fc.now,
@@ -634,7 +719,7 @@ impl AclNode {
                         win: TcpWindow::default(),
                     };
                     let g = if k.proto == 6 {
-                        match b.data().get(off..).and_then(|d| tcp_seg(d, self.v6)) {
+                        match b.data().get(off..).and_then(|d| tcp_seg(d, V6)) {
                             Some(g) => Some(g),
                             None => return Self::drop_pkt(cx, b, AclCounter::Malformed),
                         }
@@ -666,7 +751,7 @@ impl AclNode {
     }
 }
 
-impl NodeFn for AclNode {
+impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let me = cx.thread();
@@ -683,8 +768,7 @@ impl NodeFn for AclNode {
             self.hand
                 .resize_with(n_threads, || Vec::with_capacity(FRAME_SIZE));
         }
-        self.keep.clear();
-        self.nexts.clear();
+        arena.resolve(frame, AHEAD, &mut self.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
         let mut fc = Fc {
@@ -694,24 +778,38 @@ impl NodeFn for AclNode {
             owners: n_threads.saturating_sub(1),
             now: cx.now_secs(),
         };
-        let mut handed = 0u64;
+        let (mut handed, mut kept) = (0u64, 0usize);
+        let mut tally = Tally::default();
         let mut ic: Option<IfCtx> = None;
         for (i, &bi) in frame.iter().enumerate() {
-            if let Some(&ahead) = frame.get(i + 2) {
-                arena.prefetch(ahead);
-            }
+            self.addrs.prefetch(i + AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once and the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer(bi) };
+            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // the view lives only for this iteration.
+            let mut b = unsafe { arena.buffer_at(&self.addrs, i, bi) };
             let sw_if = self.sw_if(&b);
             let c = match ic {
                 Some(ref c) if c.sw_if == sw_if => c,
-                _ => ic.insert(self.if_ctx(&cur, sw_if)),
+                _ => {
+                    tally.flush(&mut fc.t.hits, ic.as_ref().and_then(|c| c.list));
+                    ic.insert(self.if_ctx(&cur, sw_if))
+                }
             };
-            match self.one(cx, &mut fc, c, &mut b) {
+            let v = if c.stateful {
+                self.one(cx, &mut fc, c, &mut b)
+            } else if let Some(list) = c.list {
+                Verdict::Next(self.stateless(cx, list, c.pass, &mut b, &mut tally, &mut fc.t.hits))
+            } else {
+                tally.permit += 1;
+                Verdict::Next(c.pass)
+            };
+            match v {
                 Verdict::Next(nx) => {
-                    self.keep.push(bi);
-                    self.nexts.push(nx.0);
+                    if let (Some(k), Some(x)) = (self.keep.get_mut(kept), self.nexts.get_mut(kept))
+                    {
+                        (*k, *x) = (bi, nx.0);
+                    }
+                    kept += 1;
                 }
                 Verdict::Handoff(t) => {
                     self.hand[t].push(bi);
@@ -719,8 +817,13 @@ impl NodeFn for AclNode {
                 }
             }
         }
+        tally.flush(&mut fc.t.hits, ic.and_then(|c| c.list));
         drop(guard);
-        cx.enqueue_to_next(&self.keep, &self.nexts);
+        if tally.permit > 0 {
+            cx.count(AclCounter::Permit, tally.permit);
+        }
+        let kept = kept.min(FRAME_SIZE);
+        cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
         if handed > 0 {
             cx.count(AclCounter::Handoff, handed);
             let node = cx.node();
@@ -795,16 +898,17 @@ impl Plugin for AclPlugin {
             let (sh, f) = (shared.clone(), features.clone());
             r.node(
                 NodeRegistration::new(name, NodeKind::Internal, move |_| {
-                    Box::new(AclNode {
-                        v6,
-                        out,
+                    let n = AclNodeParts {
                         shared: sh.clone(),
                         features: f.clone(),
                         slot,
-                        keep: Vec::with_capacity(FRAME_SIZE),
-                        nexts: Vec::with_capacity(FRAME_SIZE),
-                        hand: Vec::new(),
-                    })
+                    };
+                    match (v6, out) {
+                        (false, false) => n.node::<false, false>(),
+                        (true, false) => n.node::<true, false>(),
+                        (false, true) => n.node::<false, true>(),
+                        (true, true) => n.node::<true, true>(),
+                    }
                 })
                 .nexts(arcs)
                 .counters(AclCounter::DESCS),
@@ -1741,6 +1845,60 @@ mod tests {
         let drops = t.drops();
         assert_eq!(drops.len(), 3);
         t.assert_counters(&[("permit", 6), ("deny", 2), ("no_match", 1)]);
+        t.assert_no_leaks();
+    }
+
+    /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
+    /// lists number the same rule differently (the node adds each run once, and must close
+    /// it when the interface changes), over two frames.
+    #[test]
+    fn hit_counts_follow_runs_across_interfaces_and_frames() {
+        use sluice_vnet::plugin::PluginEntry;
+        use sluice_vnet::testing::{pkt, NodeTest};
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let mut t = NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa");
+        t.cli(
+            "create packet-generator interface pg0
+             create packet-generator interface pg1
+             set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53, permit src 0.0.0.0/0 dst 0.0.0.0/0
+             set acl-plugin acl permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 123
+             set acl-plugin interface pg0 input acl 0
+             set acl-plugin interface pg1 input acl 1
+             set acl-plugin interface pg1 input acl 0",
+        );
+        let sw = ["pg0", "pg1"].map(|n| t.sw_if(n));
+        let dns = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let ntp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 123");
+        let web = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 80");
+        // pg0's list: acl 0 (rules 0, 1); pg1's: acl 1 (rule 0), then acl 0.
+        let order = [
+            (0, &dns), // acl 0 rule 0
+            (0, &dns), // acl 0 rule 0
+            (1, &ntp), // acl 1 rule 0: the list's rule 0 again, another interface
+            (1, &dns), // acl 0 rule 0
+            (1, &web), // acl 0 rule 1
+            (1, &web), // acl 0 rule 1: pg1's list's rule 2, which pg0's list has not
+            (0, &dns), // acl 0 rule 0
+            (1, &ntp), // acl 1 rule 0
+        ];
+        for _ in 0..2 {
+            let bufs: Vec<_> = order
+                .iter()
+                .map(|&(i, p)| t.packet(p, |h| h.rx_if = sw[i]))
+                .collect();
+            t.inject(&bufs);
+        }
+        let shown = t.cli("show acl-plugin acl");
+        let hits: Vec<u64> = shown
+            .lines()
+            .filter_map(|l| l.rsplit_once(" hits ")?.1.trim().parse().ok())
+            .collect();
+        // acl 0 rules 0 and 1, acl 1 rule 0.
+        assert_eq!(hits, [8, 4, 4], "{shown}");
+        t.assert_counters(&[("permit", 8), ("deny", 8)]);
         t.assert_no_leaks();
     }
 

@@ -17,7 +17,9 @@
 //! [`Prefilter`] (six 256-entry bitmaps: the first two bytes of the source and of the
 //! destination address, the protocol, the destination port's high byte) removes the mask
 //! types that cannot hold a match. Each table keeps its masks precomputed, so a probe's key
-//! is three ANDs.
+//! is three ANDs. A list's first rule matching every packet of a family (any source,
+//! destination and protocol: a final `permit`/`deny`) is where a lookup of that family
+//! starts as its best match, so only tables holding earlier rules are probed.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -68,6 +70,11 @@ impl Rule {
             dport: (0, 65535),
             tcp_flags: (0, 0),
         }
+    }
+
+    /// Whether the rule matches every packet of its family.
+    fn matches_all(&self) -> bool {
+        self.src == (0, 0) && self.dst == (0, 0) && self.proto.is_none() && self.ports_any()
     }
 
     fn ports_any(&self) -> bool {
@@ -480,6 +487,10 @@ pub struct Classifier {
     tables: Vec<Table>,
     /// Pre-filters of the IPv4 and IPv6 mask types (None: the family has no rule).
     pre: [Option<Box<Prefilter>>; 2],
+    /// Per family (IPv4, IPv6), the first rule every packet of the family matches (any
+    /// source, destination and protocol, such as a list's final `permit`): a lookup starts
+    /// with it as its best match, so tables holding only later rules are never probed.
+    all: [Option<u32>; 2],
 }
 
 impl Classifier {
@@ -517,8 +528,19 @@ impl Classifier {
                 f.add(ti, &rules[r as usize]);
             }
         }
+        let all = [false, true].map(|v6| {
+            rules
+                .iter()
+                .position(|r| r.v6 == v6 && r.matches_all())
+                .map(|i| i as u32)
+        });
         // Tables are created in order of their first rule already.
-        Classifier { rules, tables, pre }
+        Classifier {
+            rules,
+            tables,
+            pre,
+            all,
+        }
     }
 
     /// The rules.
@@ -533,9 +555,9 @@ impl Classifier {
 
     /// The first rule matching `k`: the mask types the pre-filter leaves, in order, then
     /// those past [`PRE_TYPES`].
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, k: &Key) -> Option<u32> {
-        let mut best: Option<u32> = None;
+        let mut best = self.all[k.v6 as usize];
         if self.tables.len() <= FEW_TYPES {
             for t in &self.tables {
                 if self.probe(t, k, &mut best) {
@@ -545,7 +567,7 @@ impl Classifier {
             return best;
         }
         let Some(pre) = &self.pre[k.v6 as usize] else {
-            return None;
+            return best;
         };
         let mut cand = pre.candidates(k);
         while cand != 0 {
@@ -568,7 +590,8 @@ impl Classifier {
     /// earlier rule.
     #[inline(always)]
     fn probe(&self, t: &Table, k: &Key, best: &mut Option<u32>) -> bool {
-        if best.is_some_and(|b| b < t.first) {
+        // The table's rules are `first` and later ones.
+        if best.is_some_and(|b| b <= t.first) {
             return true;
         }
         if t.mt.v6 != k.v6 || (!k.l4 && (t.mt.sport || t.mt.dport)) {
@@ -699,9 +722,12 @@ mod tests {
     #[test]
     fn classifier_agrees_with_first_match_linear_scan() {
         let mut r = Rng(0x1234_5678);
+        // Lists where a rule matching every packet of a family comes before the end.
+        let mut early_all = 0;
         for n in [1usize, 5, 50, 400] {
             let rules: Vec<Rule> = (0..n).map(|_| random_rule(&mut r)).collect();
             let c = Classifier::new(rules.clone());
+            early_all += c.all.iter().flatten().any(|&i| i as usize + 1 < n) as usize;
             if n == 400 {
                 assert!(
                     c.mask_types() > PRE_TYPES,
@@ -717,6 +743,10 @@ mod tests {
             }
             assert!(hits > 100, "the test exercises matches ({hits})");
         }
+        assert!(
+            early_all > 0,
+            "the test exercises a match-all rule before others"
+        );
     }
 
     /// Moves an address to one of three top bytes and three second bytes (so the pre-filter
@@ -759,6 +789,49 @@ mod tests {
             }
             assert!(hits > 100, "the test exercises matches ({hits})");
         }
+    }
+
+    /// A rule matching every packet of its family answers for the rules after it, of its
+    /// family only; earlier rules still win.
+    #[test]
+    fn a_match_all_rule_ends_its_familys_lookup() {
+        let mut dns = Rule::any(Action::Deny, false);
+        dns.proto = Some(17);
+        dns.dport = (53, 53);
+        let mut ten = Rule::any(Action::Deny, false);
+        ten.src = (0x0a00_0000, 8);
+        let mut v6_udp = Rule::any(Action::Deny, true);
+        v6_udp.proto = Some(17);
+        let rules = vec![
+            dns,
+            Rule::any(Action::Permit, false),
+            ten,
+            v6_udp,
+            Rule::any(Action::Permit, true),
+        ];
+        let c = Classifier::new(rules);
+        assert_eq!(c.all, [Some(1), Some(4)]);
+        let k = |v6: bool, src: u128, proto: u8, dport: u16, l4: bool| Key {
+            v6,
+            src,
+            dst: 2,
+            proto,
+            sport: 5,
+            dport,
+            tcp_flags: 0,
+            icmp_id: 0,
+            l4,
+        };
+        assert_eq!(c.lookup(&k(false, 0x0a00_0001, 17, 53, true)), Some(0));
+        // The deny of 10/8 comes after the permit-all: never used.
+        assert_eq!(c.lookup(&k(false, 0x0a00_0001, 17, 54, true)), Some(1));
+        assert_eq!(c.lookup(&k(false, 0x0a00_0001, 17, 53, false)), Some(1));
+        assert_eq!(c.lookup(&k(true, 1, 17, 53, true)), Some(3));
+        assert_eq!(c.lookup(&k(true, 1, 6, 53, true)), Some(4));
+        // A list without a rule of a family matches none of its packets.
+        let c = Classifier::new(vec![Rule::any(Action::Permit, false)]);
+        assert_eq!(c.lookup(&k(true, 1, 6, 53, true)), None);
+        assert_eq!(c.lookup(&k(false, 1, 6, 53, false)), Some(0));
     }
 
     #[test]
