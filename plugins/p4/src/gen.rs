@@ -32,6 +32,7 @@ pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::table::{Memo, TableRt};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    use sluice_wire::checksum::ip4_header_valid;
     use std::sync::atomic::Ordering;
 
     /// A program compiled to Rust by `sluice-p4c`.
@@ -213,6 +214,18 @@ pub mod rt {
         let Some(b) = d.get(o..o + len) else {
             return true;
         };
+        if let (Ok(h), true) = (<&[u8; 20]>::try_from(b), dst % 2 == 0) {
+            // The IPv4 shape, as `ip4-input` checks it: the whole header sums to 0xffff
+            // (`ip4_header_valid`), which the exact test (stored == the complement of the
+            // sum without it) implies. The converse fails only for a stored 0xffff over a
+            // rest summing to 0xffff (-0, where the complement is 0): left to the exact test.
+            if !ip4_header_valid(h) {
+                return false;
+            }
+            if h.get(dst..dst + 2) != Some(&[0xff, 0xff][..]) {
+                return true;
+            }
+        }
         let want = !hdr_sum(b, dst) & 0xffff;
         let have = b
             .get(dst..dst + 2)
@@ -1579,5 +1592,44 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         }
         let p = prog("");
         assert!(prelookup(&p, &p.ingress).is_some());
+    }
+
+    /// The generated verify (`rt::csum_ok`, whole-header sum as `ip4-input` checks it)
+    /// gives P4's answer (stored == the complement of the sum of the rest) on any 20-byte
+    /// header, the stored-0xffff-over-a-rest-of-0xffff corner included, and on other sizes.
+    #[test]
+    fn csum_ok_is_the_exact_compare() {
+        use crate::vec::hdr_sum;
+        use proptest::prelude::*;
+        let exact = |b: &[u8], dst: usize| {
+            u16::from_be_bytes([b[dst], b[dst + 1]]) as u64 == !hdr_sum(b, dst) & 0xffff
+        };
+        // The rest sums to 0xffff (-0): its complement is 0, so a stored 0xffff is wrong,
+        // though the whole header sums to 0x1fffe ≡ 0xffff.
+        let mut h = [0u8; 20];
+        h[0] = 0xff;
+        h[1] = 0xff;
+        h[10] = 0xff;
+        h[11] = 0xff;
+        assert!(!super::rt::csum_ok(&h, 0, 20, 10) && !exact(&h, 10));
+        // All zero but the stored 0xffff: the rest sums to 0, complement 0xffff: right.
+        let mut z = [0u8; 20];
+        z[10] = 0xff;
+        z[11] = 0xff;
+        assert!(super::rt::csum_ok(&z, 0, 20, 10) && exact(&z, 10));
+        proptest!(|(mut b in proptest::collection::vec(any::<u8>(), 24), len in prop_oneof![Just(20usize), 8usize..24], dst in 0usize..4, fix in 0u8..3)| {
+            let dst = (2 * dst).min(len - 2);
+            let o = 24 - len;
+            match fix {
+                // A correct checksum, or the stored 0xffff corner.
+                0 => {
+                    let c = !hdr_sum(&b[o..], dst) as u16;
+                    b[o + dst..o + dst + 2].copy_from_slice(&c.to_be_bytes());
+                }
+                1 => b[o + dst..o + dst + 2].copy_from_slice(&[0xff, 0xff]),
+                _ => {}
+            }
+            prop_assert_eq!(super::rt::csum_ok(&b, o, len, dst), exact(&b[o..], dst));
+        });
     }
 }
