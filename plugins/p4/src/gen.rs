@@ -894,6 +894,31 @@ impl G<'_> {
     }
 }
 
+/// The bytes from the packet's start that hold every header the parser can extract, when
+/// each sits at one offset on every parse path (`hoff`); None otherwise (a header at a
+/// path-dependent offset, or none extracted at all). Nothing the generated code reads or writes lies
+/// past it (headers stay in place, `vec::headers_in_place`; the payload is not touched).
+fn header_span(p: &Program, hoff: &[Option<usize>]) -> Option<usize> {
+    let mut extracted = vec![false; p.headers.len()];
+    for s in p.states.iter().flat_map(|st| &st.body) {
+        if let S::Extract(i) = s {
+            if let Some(x) = extracted.get_mut(*i as usize) {
+                *x = true;
+            }
+        }
+    }
+    let mut span = None;
+    for ((h, o), x) in p.headers.iter().zip(hoff).zip(extracted) {
+        // A header no parse path extracts is never valid: its fields read 0 and take no
+        // writes without touching the packet.
+        if x {
+            let end = (*o)? + h.len as usize;
+            span = Some(span.map_or(end, |s: usize| s.max(end)));
+        }
+    }
+    span.filter(|&n| n > 0)
+}
+
 /// The packet offset of every header instance, when all parse paths agree on it; an error
 /// when the parse paths are more than the generator unrolls (a partial map could claim a
 /// fixed offset that an unvisited path contradicts).
@@ -1335,14 +1360,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.control("compute", &p.compute)?;
     g.line("if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }");
     g.close("}");
-    g.close("}");
-    g.line("");
     let tm_at = first_egress.unwrap_or(phases.len());
-    g.open("impl Generated for Prog {");
-    g.line("#[inline(always)]");
-    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
-    emit_packet(&mut g, p0, None)?;
-    g.close("}");
     // The staged single node's two passes: the first table's key, then the packet on
     // the looked-up entry.
     let first = phases
@@ -1350,15 +1368,58 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         .filter(|_| tm_at > 0)
         .and_then(|ph| ph.pre)
         .filter(|_| replayable(p));
+    // The whole-pipeline bodies, over the packet's bytes `d`: the trait's entry points
+    // below hand them the first `span` bytes when the packet has them, so every header
+    // access is at a constant offset into a slice of constant length and compiles without
+    // a bounds check (and the parser's length checks fold away).
+    g.line("");
+    g.line("/// The whole pipeline on one packet.");
+    g.line("#[inline(always)]");
+    g.open("fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    emit_packet(&mut g, p0, None)?;
+    g.close("}");
+    if first.is_some() {
+        g.line("");
+        g.line("/// The first ingress table's key, after the parser and verify.");
+        g.line("#[inline(always)]");
+        g.open("fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
+        g.line("let s = &mut Self::init(inport, plen, now);");
+        g.line("Self::parse(ts, sh, s, d);");
+        g.line("Self::key0(s, d)");
+        g.close("}");
+        g.line("");
+        g.line("/// The whole pipeline with the first ingress table looked up already.");
+        g.line("#[inline(always)]");
+        g.open("fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
+        emit_packet(&mut g, p0, first)?;
+        g.close("}");
+    }
+    let span = header_span(p, &g.hoff);
+    g.close("}");
+    g.line("");
+    // `Self::{f}` on the first `span` bytes when the packet has them, else on all of them
+    // (a second copy of the body, for short packets: a call out of line would return its
+    // result through memory, which cost the common path more than the copy).
+    let call = |f: &str, pass: &str| {
+        match span {
+        Some(n) => format!(
+            "match d.get_mut(..{n}) {{ Some(h) => Self::{f}(ts, sh, now, h, inport, plen{pass}), None => Self::{f}(ts, sh, now, d, inport, plen{pass}) }}"
+        ),
+        None => format!("Self::{f}(ts, sh, now, d, inport, plen{pass})"),
+    }
+    };
+    g.open("impl Generated for Prog {");
+    g.line("#[inline(always)]");
+    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    g.line(&call("run", ""));
+    g.close("}");
     g.line("");
     g.line(&format!("const REPARSE: bool = {};", first.is_some()));
     g.line("");
     g.line("#[inline(always)]");
     g.open("fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
     if first.is_some() {
-        g.line("let s = &mut Self::init(inport, plen, now);");
-        g.line("Self::parse(ts, sh, s, d);");
-        g.line("Self::key0(s, d)");
+        g.line(&call("run_key", ""));
     } else {
         g.line("0");
     }
@@ -1367,7 +1428,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("#[inline(always)]");
     g.open("fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
     if first.is_some() {
-        emit_packet(&mut g, p0, first)?;
+        g.line(&call("run_pre", ", pre"));
     } else {
         g.line("Self::packet(ts, sh, now, d, inport, plen)");
     }
@@ -1440,7 +1501,7 @@ pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::{chain_tables, prelookup, replayable};
+    use super::{chain_tables, header_offsets, header_span, prelookup, replayable};
 
     /// A table keyed on a header's validity, applied after `before` in ingress.
     fn prog(before: &str) -> crate::ir::Program {
@@ -1566,12 +1627,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     fn only_whole_pipeline_bodies_keep_the_first_record() {
         let src = super::rust(&example("router.p4"), "router", "router.p4").expect("generates");
         let at = |s: &str| src.find(s).unwrap_or_else(|| panic!("no `{s}'"));
-        let (phases, whole) = (at("fn ph0("), at("impl Generated for Prog"));
+        let (phases, whole) = (at("fn ph0("), at("fn run("));
         let head = &src[..whole];
         for c0 in [" c0", "c0 ", "c0:", "c0;", "c0,", ".c0"] {
             assert!(!head.contains(c0), "{c0}: {}", &src[phases..whole]);
         }
-        let bodies = &src[whole..];
+        let bodies = &src[whole..at("impl Generated for Prog")];
         assert_eq!(bodies.matches("let mut c0: Option<u32> = None;").count(), 2);
         assert_eq!(bodies.matches("c0 = id;").count(), 2);
         assert_eq!(
@@ -1631,5 +1692,38 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             }
             prop_assert_eq!(super::rt::csum_ok(&b, o, len, dst), exact(&b[o..], dst));
         });
+    }
+
+    /// The whole-pipeline entry points run on the first `span` bytes (every header at a
+    /// constant offset inside, so no field access checks bounds): the router's Ethernet +
+    /// IPv4 (34), a program whose second header no path extracts (14); none when a header's
+    /// offset depends on the parse path (an optional VLAN tag before IPv4).
+    #[test]
+    fn entry_points_slice_the_header_span() {
+        let span = |p: &crate::ir::Program| header_span(p, &header_offsets(p).expect("paths"));
+        let router = example("router.p4");
+        assert_eq!(span(&router), Some(34));
+        let src = super::rust(&router, "router", "router.p4").expect("generates");
+        assert_eq!(src.matches("match d.get_mut(..34)").count(), 3, "{src}");
+        assert_eq!(span(&prog("")), Some(14));
+        // `hdr.tag` at 14 after one VLAN tag, at 18 after two (`vlan` both times).
+        let vlan = prog_src("")
+            .replace(
+                "struct headers { ethernet_t ethernet; tag_t tag; }",
+                "header vlan_t { bit<16> tci; bit<16> etherType; }
+struct headers { ethernet_t ethernet; vlan_t vlan; vlan_t vlan2; tag_t tag; }",
+            )
+            .replace(
+                "state start { packet.extract(hdr.ethernet); transition accept; }",
+                "state start { packet.extract(hdr.ethernet); packet.extract(hdr.vlan);
+        transition select(hdr.vlan.etherType) { 0x8100: two; default: tag; } }
+    state two { packet.extract(hdr.vlan2); transition tag; }
+    state tag { packet.extract(hdr.tag); transition accept; }",
+            );
+        assert!(vlan.contains("state two"), "{vlan}");
+        let p = crate::compile::compile(&vlan, "t.p4", Default::default()).expect("compiles");
+        assert_eq!(span(&p), None);
+        let src = super::rust(&p, "t", "t.p4");
+        assert!(src.is_err() || !src.expect("generates").contains("d.get_mut(.."));
     }
 }
