@@ -32,6 +32,7 @@ pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::table::{Memo, TableRt};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    pub use sluice_buffer::Buffer;
     use sluice_wire::checksum::ip4_header_valid;
     use std::sync::atomic::Ordering;
 
@@ -122,6 +123,50 @@ pub mod rt {
             plen: u32,
             pre: Option<u32>,
         ) -> (VOut, ParseEnd);
+
+        /// [`Generated::packet`] on a buffer (its first segment's bytes): the node's entry
+        /// point. A program whose headers have a fixed span takes the span's bytes with
+        /// the buffer's own window check (`Buffer::head_mut`) instead of clamping the
+        /// whole data slice and slicing it again.
+        #[inline(always)]
+        fn packet_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+        ) -> (VOut, ParseEnd) {
+            Self::packet(ts, sh, now, b.data_mut(), inport, plen)
+        }
+
+        /// [`Generated::key_first`] on a buffer (see [`Generated::packet_buf`]).
+        #[inline(always)]
+        fn key_first_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+        ) -> u64 {
+            Self::key_first(ts, sh, now, b.data_mut(), inport, plen)
+        }
+
+        /// [`Generated::packet_pre`] on a buffer (see [`Generated::packet_buf`]).
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        fn packet_pre_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+            pre: Option<u32>,
+        ) -> (VOut, ParseEnd) {
+            Self::packet_pre(ts, sh, now, b.data_mut(), inport, plen, pre)
+        }
     }
 
     /// Table `b`'s lookup of the 64-bit key `k` through memo `slot` of record `x` of table
@@ -1413,6 +1458,27 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
     g.line(&call("run", ""));
     g.close("}");
+    if let Some(n) = span {
+        // The node's entry points: the span straight from the buffer.
+        let mut bufs = vec![("packet_buf", "run", "(VOut, ParseEnd)", "", "")];
+        if first.is_some() {
+            bufs.push(("key_first_buf", "run_key", "u64", "", ""));
+            bufs.push((
+                "packet_pre_buf",
+                "run_pre",
+                "(VOut, ParseEnd)",
+                ", pre: Option<u32>",
+                ", pre",
+            ));
+        }
+        for (f, run, ret, arg, pass) in bufs {
+            g.line("");
+            g.line("#[inline(always)]");
+            g.open(&format!("fn {f}(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32{arg}) -> {ret} {{"));
+            g.line(&format!("match b.head_mut::<{n}>() {{ Some(h) => Self::{run}(ts, sh, now, h, inport, plen{pass}), None => Self::{run}(ts, sh, now, b.data_mut(), inport, plen{pass}) }}"));
+            g.close("}");
+        }
+    }
     g.line("");
     g.line(&format!("const REPARSE: bool = {};", first.is_some()));
     g.line("");

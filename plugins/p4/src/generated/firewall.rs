@@ -291,6 +291,11 @@ impl Generated for Prog {
         match d.get_mut(..38) { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, d, inport, plen) }
     }
 
+    #[inline(always)]
+    fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match b.head_mut::<38>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
     const REPARSE: bool = false;
 
     #[inline(always)]

@@ -408,6 +408,21 @@ impl Generated for Prog {
         match d.get_mut(..34) { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, d, inport, plen) }
     }
 
+    #[inline(always)]
+    fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match b.head_mut::<34>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn key_first_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> u64 {
+        match b.head_mut::<34>() { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_pre_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        match b.head_mut::<34>() { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, b.data_mut(), inport, plen, pre) }
+    }
+
     const REPARSE: bool = true;
 
     #[inline(always)]
