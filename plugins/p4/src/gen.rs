@@ -278,10 +278,18 @@ pub mod rt {
         have == want
     }
 
+    /// The 16-bit word at `at` in native byte order (0 outside the packet). Ones'-complement
+    /// sums do not depend on the byte order (RFC 1071 §2 (B)): the incremental update works
+    /// on words as they sit in memory, with no byte swaps.
+    #[inline(always)]
+    fn ne16(d: &[u8], at: usize) -> u64 {
+        d.get(at..at + 2)
+            .map_or(0, |x| u16::from_ne_bytes([x[0], x[1]]) as u64)
+    }
+
     /// Stores `v` into a field of `W` <= 2 bytes inside the aligned 16-bit word at `w_at` of
-    /// a header whose checksum is updated incrementally: adds `~m + m'` of that word to the
-    /// delta (RFC 1624), the new word computed in registers (no reload of what was just
-    /// stored).
+    /// a header whose checksum is updated incrementally: adds `~m + m'` of that word (native
+    /// byte order, [`ne16`]) to the delta (RFC 1624), the new word read back from the store.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn wr_csum<const W: usize>(
@@ -297,28 +305,34 @@ pub mod rt {
         if !ok {
             return;
         }
-        let old = ld::<2>(d, w_at);
-        let (shift, wm) = if W >= 2 {
-            (0, 0xffff)
-        } else if o == w_at {
-            (8, 0xff)
-        } else {
-            (0, 0xff)
-        };
-        let oldw = (old >> shift) & wm;
-        let neww = ((oldw & !(m << sh)) | ((v & m) << sh)) & wm;
-        let new = (old & !(wm << shift)) | (neww << shift);
-        st::<W>(d, o, neww);
-        *dl += (!old & 0xffff) + new;
+        let old = ne16(d, w_at);
+        wr::<W>(d, true, o, sh, m, v);
+        *dl += (!old & 0xffff) + ne16(d, w_at);
     }
 
     /// `update_checksum` of a header at `o` whose checksum was verified good: the old
-    /// checksum adjusted by the delta of the words changed since (RFC 1624 eqn. 3).
+    /// checksum adjusted by the delta of the words changed since (RFC 1624 eqn. 3), in
+    /// native byte order as the delta ([`wr_csum`]).
     #[inline(always)]
     pub fn csum_inc(d: &mut [u8], o: usize, dst: usize, dl: u64) {
         let at = o + dst;
-        let old = ld::<2>(d, at);
-        st::<2>(d, at, !fold64((!old & 0xffff) + dl) & 0xffff);
+        let ck = !fold64((!ne16(d, at) & 0xffff) + dl) as u16;
+        if let Some(x) = d.get_mut(at..at + 2) {
+            x.copy_from_slice(&ck.to_ne_bytes());
+        }
+    }
+
+    /// [`csum_inc`] when fewer than 2^15 stores can have added to the delta (the generator
+    /// counts them): the sum is below 2^32, which two 16-bit folds bring to 16 bits.
+    #[inline(always)]
+    pub fn csum_inc_few(d: &mut [u8], o: usize, dst: usize, dl: u64) {
+        let at = o + dst;
+        let x = (!ne16(d, at) & 0xffff) + dl;
+        let x = (x & 0xffff) + (x >> 16);
+        let ck = !((x & 0xffff) + (x >> 16)) as u16;
+        if let Some(x) = d.get_mut(at..at + 2) {
+            x.copy_from_slice(&ck.to_ne_bytes());
+        }
     }
 
     /// `update_checksum` of a header at `o`: its checksum recomputed over its bytes.
@@ -1555,7 +1569,30 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("(Some(o), pe)");
     g.close("}");
     g.close("}");
-    Ok(g.out)
+    // Each generated line runs at most once per packet (no loops; the parser is unrolled,
+    // the delta restarts at verify), so a header's stores into its delta are at most its
+    // `wr_csum` lines: with fewer than 2^15, its update folds twice (`csum_inc_few`).
+    let mut out = g.out;
+    for (h, _) in &g.tracked {
+        let dl = format!("s.dl{h}");
+        let stores = out.matches(&format!("&mut {dl});")).count();
+        if stores < 1 << 15 {
+            let inc = format!(", {dl}); }}");
+            out = out
+                .lines()
+                .map(|l| {
+                    if l.contains(&inc) {
+                        l.replace("csum_inc(d, ", "csum_inc_few(d, ")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n";
+        }
+    }
+    Ok(out)
 }
 
 /// [`rust`] of a source file compiled with the default options (what `p4 load` compiles
@@ -1791,5 +1828,75 @@ struct headers { ethernet_t ethernet; vlan_t vlan; vlan_t vlan2; tag_t tag; }",
         assert_eq!(span(&p), None);
         let src = super::rust(&p, "t", "t.p4");
         assert!(src.is_err() || !src.expect("generates").contains("d.get_mut(.."));
+    }
+
+    /// The incremental update in native byte order (`rt::wr_csum`, `rt::csum_inc_few`,
+    /// `rt::csum_inc`) stores the same bytes as RFC 1624 eqn. 3 over big-endian words, the
+    /// previous form, for any header and up to four stores of one or two bytes anywhere
+    /// but the checksum word; and a header that verified still verifies.
+    #[test]
+    fn incremental_checksum_in_native_order_is_rfc1624() {
+        use super::rt::{csum_inc, csum_inc_few, csum_ok, wr_csum};
+        use crate::vec::{fold64, hdr_sum};
+        use proptest::prelude::*;
+        let be = |d: &[u8], at: usize| u16::from_be_bytes([d[at], d[at + 1]]) as u64;
+        // A sum that needs both folds: checksum 0 (complement 0xffff) plus a delta of
+        // 0x10000 (a word reading 0xfffe in native order raised to 0xffff: ~old = 1, new
+        // 0xffff) is 0x1ffff, whose first fold carries past 16 bits (the word's bytes in
+        // both orders, for either endianness).
+        for w in [[0xfe, 0xff], [0xff, 0xfe]] {
+            let mut h = [0u8; 20];
+            h[..2].copy_from_slice(&w);
+            let (mut a, mut r) = (h, h);
+            let mut dl = 0;
+            let o = if w[0] == 0xfe { 0 } else { 1 };
+            wr_csum::<1>(&mut a, true, o, 0, 0xff, 0xff, 0, &mut dl);
+            csum_inc_few(&mut a, 0, 10, dl);
+            r[o] = 0xff;
+            let ck = !fold64((!be(&h, 10) & 0xffff) + (!be(&h, 0) & 0xffff) + be(&r, 0)) as u16;
+            r[10..12].copy_from_slice(&ck.to_be_bytes());
+            assert_eq!(a, r, "{w:x?}");
+        }
+        proptest!(|(mut h in proptest::array::uniform20(any::<u8>()), fix: bool, stores in proptest::collection::vec((0usize..20, any::<bool>(), any::<u16>()), 0..5))| {
+            if fix {
+                let c = !hdr_sum(&h, 10) as u16;
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            let good = csum_ok(&h, 0, 20, 10);
+            let (mut a, mut b, mut r) = (h, h, h);
+            let (mut dla, mut dlb, mut dlr) = (0, 0, 0);
+            for &(o, two, v) in &stores {
+                let (o, v) = if two { (o & !1, v as u64) } else { (o, v as u64 & 0xff) };
+                if o & !1 == 10 {
+                    continue;
+                }
+                let w_at = o & !1;
+                if two {
+                    wr_csum::<2>(&mut a, true, o, 0, 0xffff, v, w_at, &mut dla);
+                    wr_csum::<2>(&mut b, true, o, 0, 0xffff, v, w_at, &mut dlb);
+                } else {
+                    wr_csum::<1>(&mut a, true, o, 0, 0xff, v, w_at, &mut dla);
+                    wr_csum::<1>(&mut b, true, o, 0, 0xff, v, w_at, &mut dlb);
+                }
+                // The reference: big-endian words.
+                let old = be(&r, w_at);
+                if two {
+                    r[o..o + 2].copy_from_slice(&(v as u16).to_be_bytes());
+                } else {
+                    r[o] = v as u8;
+                }
+                dlr += (!old & 0xffff) + be(&r, w_at);
+            }
+            csum_inc_few(&mut a, 0, 10, dla);
+            csum_inc(&mut b, 0, 10, dlb);
+            let ck = !fold64((!be(&r, 10) & 0xffff) + dlr) as u16;
+            r[10..12].copy_from_slice(&ck.to_be_bytes());
+            prop_assert_eq!(a, r);
+            prop_assert_eq!(b, r);
+            if good {
+                let sum = hdr_sum(&r, 10) + be(&r, 10);
+                prop_assert_eq!(fold64(sum), 0xffff);
+            }
+        });
     }
 }

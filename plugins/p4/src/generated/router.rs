@@ -210,7 +210,7 @@ impl Prog {
     fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
         if s.dead || s.m2 == DROP_PORT { return (VOut::Drop, s.pe); }
         'compute: {
-            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
+            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc_few(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
         }
         if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
     }
