@@ -32,6 +32,8 @@ pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::table::{Memo, TableRt};
     use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    pub use sluice_buffer::Buffer;
+    use sluice_wire::checksum::ip4_header_valid;
     use std::sync::atomic::Ordering;
 
     /// A program compiled to Rust by `sluice-p4c`.
@@ -121,6 +123,50 @@ pub mod rt {
             plen: u32,
             pre: Option<u32>,
         ) -> (VOut, ParseEnd);
+
+        /// [`Generated::packet`] on a buffer (its first segment's bytes): the node's entry
+        /// point. A program whose headers have a fixed span takes the span's bytes with
+        /// the buffer's own window check (`Buffer::head_mut`) instead of clamping the
+        /// whole data slice and slicing it again.
+        #[inline(always)]
+        fn packet_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+        ) -> (VOut, ParseEnd) {
+            Self::packet(ts, sh, now, b.data_mut(), inport, plen)
+        }
+
+        /// [`Generated::key_first`] on a buffer (see [`Generated::packet_buf`]).
+        #[inline(always)]
+        fn key_first_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+        ) -> u64 {
+            Self::key_first(ts, sh, now, b.data_mut(), inport, plen)
+        }
+
+        /// [`Generated::packet_pre`] on a buffer (see [`Generated::packet_buf`]).
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        fn packet_pre_buf(
+            ts: &mut ThreadState,
+            sh: &Shared,
+            now: u64,
+            b: &mut Buffer<'_>,
+            inport: u32,
+            plen: u32,
+            pre: Option<u32>,
+        ) -> (VOut, ParseEnd) {
+            Self::packet_pre(ts, sh, now, b.data_mut(), inport, plen, pre)
+        }
     }
 
     /// Table `b`'s lookup of the 64-bit key `k` through memo `slot` of record `x` of table
@@ -213,6 +259,18 @@ pub mod rt {
         let Some(b) = d.get(o..o + len) else {
             return true;
         };
+        if let (Ok(h), true) = (<&[u8; 20]>::try_from(b), dst % 2 == 0) {
+            // The IPv4 shape, as `ip4-input` checks it: the whole header sums to 0xffff
+            // (`ip4_header_valid`), which the exact test (stored == the complement of the
+            // sum without it) implies. The converse fails only for a stored 0xffff over a
+            // rest summing to 0xffff (-0, where the complement is 0): left to the exact test.
+            if !ip4_header_valid(h) {
+                return false;
+            }
+            if h.get(dst..dst + 2) != Some(&[0xff, 0xff][..]) {
+                return true;
+            }
+        }
         let want = !hdr_sum(b, dst) & 0xffff;
         let have = b
             .get(dst..dst + 2)
@@ -220,10 +278,18 @@ pub mod rt {
         have == want
     }
 
+    /// The 16-bit word at `at` in native byte order (0 outside the packet). Ones'-complement
+    /// sums do not depend on the byte order (RFC 1071 §2 (B)): the incremental update works
+    /// on words as they sit in memory, with no byte swaps.
+    #[inline(always)]
+    fn ne16(d: &[u8], at: usize) -> u64 {
+        d.get(at..at + 2)
+            .map_or(0, |x| u16::from_ne_bytes([x[0], x[1]]) as u64)
+    }
+
     /// Stores `v` into a field of `W` <= 2 bytes inside the aligned 16-bit word at `w_at` of
-    /// a header whose checksum is updated incrementally: adds `~m + m'` of that word to the
-    /// delta (RFC 1624), the new word computed in registers (no reload of what was just
-    /// stored).
+    /// a header whose checksum is updated incrementally: adds `~m + m'` of that word (native
+    /// byte order, [`ne16`]) to the delta (RFC 1624), the new word read back from the store.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn wr_csum<const W: usize>(
@@ -239,28 +305,34 @@ pub mod rt {
         if !ok {
             return;
         }
-        let old = ld::<2>(d, w_at);
-        let (shift, wm) = if W >= 2 {
-            (0, 0xffff)
-        } else if o == w_at {
-            (8, 0xff)
-        } else {
-            (0, 0xff)
-        };
-        let oldw = (old >> shift) & wm;
-        let neww = ((oldw & !(m << sh)) | ((v & m) << sh)) & wm;
-        let new = (old & !(wm << shift)) | (neww << shift);
-        st::<W>(d, o, neww);
-        *dl += (!old & 0xffff) + new;
+        let old = ne16(d, w_at);
+        wr::<W>(d, true, o, sh, m, v);
+        *dl += (!old & 0xffff) + ne16(d, w_at);
     }
 
     /// `update_checksum` of a header at `o` whose checksum was verified good: the old
-    /// checksum adjusted by the delta of the words changed since (RFC 1624 eqn. 3).
+    /// checksum adjusted by the delta of the words changed since (RFC 1624 eqn. 3), in
+    /// native byte order as the delta ([`wr_csum`]).
     #[inline(always)]
     pub fn csum_inc(d: &mut [u8], o: usize, dst: usize, dl: u64) {
         let at = o + dst;
-        let old = ld::<2>(d, at);
-        st::<2>(d, at, !fold64((!old & 0xffff) + dl) & 0xffff);
+        let ck = !fold64((!ne16(d, at) & 0xffff) + dl) as u16;
+        if let Some(x) = d.get_mut(at..at + 2) {
+            x.copy_from_slice(&ck.to_ne_bytes());
+        }
+    }
+
+    /// [`csum_inc`] when fewer than 2^15 stores can have added to the delta (the generator
+    /// counts them): the sum is below 2^32, which two 16-bit folds bring to 16 bits.
+    #[inline(always)]
+    pub fn csum_inc_few(d: &mut [u8], o: usize, dst: usize, dl: u64) {
+        let at = o + dst;
+        let x = (!ne16(d, at) & 0xffff) + dl;
+        let x = (x & 0xffff) + (x >> 16);
+        let ck = !((x & 0xffff) + (x >> 16)) as u16;
+        if let Some(x) = d.get_mut(at..at + 2) {
+            x.copy_from_slice(&ck.to_ne_bytes());
+        }
     }
 
     /// `update_checksum` of a header at `o`: its checksum recomputed over its bytes.
@@ -881,6 +953,31 @@ impl G<'_> {
     }
 }
 
+/// The bytes from the packet's start that hold every header the parser can extract, when
+/// each sits at one offset on every parse path (`hoff`); None otherwise (a header at a
+/// path-dependent offset, or none extracted at all). Nothing the generated code reads or writes lies
+/// past it (headers stay in place, `vec::headers_in_place`; the payload is not touched).
+fn header_span(p: &Program, hoff: &[Option<usize>]) -> Option<usize> {
+    let mut extracted = vec![false; p.headers.len()];
+    for s in p.states.iter().flat_map(|st| &st.body) {
+        if let S::Extract(i) = s {
+            if let Some(x) = extracted.get_mut(*i as usize) {
+                *x = true;
+            }
+        }
+    }
+    let mut span = None;
+    for ((h, o), x) in p.headers.iter().zip(hoff).zip(extracted) {
+        // A header no parse path extracts is never valid: its fields read 0 and take no
+        // writes without touching the packet.
+        if x {
+            let end = (*o)? + h.len as usize;
+            span = Some(span.map_or(end, |s: usize| s.max(end)));
+        }
+    }
+    span.filter(|&n| n > 0)
+}
+
 /// The packet offset of every header instance, when all parse paths agree on it; an error
 /// when the parse paths are more than the generator unrolls (a partial map could claim a
 /// fixed offset that an unvisited path contradicts).
@@ -1322,14 +1419,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.control("compute", &p.compute)?;
     g.line("if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }");
     g.close("}");
-    g.close("}");
-    g.line("");
     let tm_at = first_egress.unwrap_or(phases.len());
-    g.open("impl Generated for Prog {");
-    g.line("#[inline(always)]");
-    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
-    emit_packet(&mut g, p0, None)?;
-    g.close("}");
     // The staged single node's two passes: the first table's key, then the packet on
     // the looked-up entry.
     let first = phases
@@ -1337,15 +1427,79 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         .filter(|_| tm_at > 0)
         .and_then(|ph| ph.pre)
         .filter(|_| replayable(p));
+    // The whole-pipeline bodies, over the packet's bytes `d`: the trait's entry points
+    // below hand them the first `span` bytes when the packet has them, so every header
+    // access is at a constant offset into a slice of constant length and compiles without
+    // a bounds check (and the parser's length checks fold away).
+    g.line("");
+    g.line("/// The whole pipeline on one packet.");
+    g.line("#[inline(always)]");
+    g.open("fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    emit_packet(&mut g, p0, None)?;
+    g.close("}");
+    if first.is_some() {
+        g.line("");
+        g.line("/// The first ingress table's key, after the parser and verify.");
+        g.line("#[inline(always)]");
+        g.open("fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
+        g.line("let s = &mut Self::init(inport, plen, now);");
+        g.line("Self::parse(ts, sh, s, d);");
+        g.line("Self::key0(s, d)");
+        g.close("}");
+        g.line("");
+        g.line("/// The whole pipeline with the first ingress table looked up already.");
+        g.line("#[inline(always)]");
+        g.open("fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
+        emit_packet(&mut g, p0, first)?;
+        g.close("}");
+    }
+    let span = header_span(p, &g.hoff);
+    g.close("}");
+    g.line("");
+    // `Self::{f}` on the first `span` bytes when the packet has them, else on all of them
+    // (a second copy of the body, for short packets: a call out of line would return its
+    // result through memory, which cost the common path more than the copy).
+    let call = |f: &str, pass: &str| {
+        match span {
+        Some(n) => format!(
+            "match d.get_mut(..{n}) {{ Some(h) => Self::{f}(ts, sh, now, h, inport, plen{pass}), None => Self::{f}(ts, sh, now, d, inport, plen{pass}) }}"
+        ),
+        None => format!("Self::{f}(ts, sh, now, d, inport, plen{pass})"),
+    }
+    };
+    g.open("impl Generated for Prog {");
+    g.line("#[inline(always)]");
+    g.open("fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {");
+    g.line(&call("run", ""));
+    g.close("}");
+    if let Some(n) = span {
+        // The node's entry points: the span straight from the buffer.
+        let mut bufs = vec![("packet_buf", "run", "(VOut, ParseEnd)", "", "")];
+        if first.is_some() {
+            bufs.push(("key_first_buf", "run_key", "u64", "", ""));
+            bufs.push((
+                "packet_pre_buf",
+                "run_pre",
+                "(VOut, ParseEnd)",
+                ", pre: Option<u32>",
+                ", pre",
+            ));
+        }
+        for (f, run, ret, arg, pass) in bufs {
+            g.line("");
+            g.line("#[inline(always)]");
+            g.open(&format!("fn {f}(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32{arg}) -> {ret} {{"));
+            g.line(&format!("match b.head_mut::<{n}>() {{ Some(h) => Self::{run}(ts, sh, now, h, inport, plen{pass}), None => Self::{run}(ts, sh, now, b.data_mut(), inport, plen{pass}) }}"));
+            g.close("}");
+        }
+    }
     g.line("");
     g.line(&format!("const REPARSE: bool = {};", first.is_some()));
     g.line("");
     g.line("#[inline(always)]");
     g.open("fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {");
     if first.is_some() {
-        g.line("let s = &mut Self::init(inport, plen, now);");
-        g.line("Self::parse(ts, sh, s, d);");
-        g.line("Self::key0(s, d)");
+        g.line(&call("run_key", ""));
     } else {
         g.line("0");
     }
@@ -1354,7 +1508,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("#[inline(always)]");
     g.open("fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {");
     if first.is_some() {
-        emit_packet(&mut g, p0, first)?;
+        g.line(&call("run_pre", ", pre"));
     } else {
         g.line("Self::packet(ts, sh, now, d, inport, plen)");
     }
@@ -1415,7 +1569,30 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("(Some(o), pe)");
     g.close("}");
     g.close("}");
-    Ok(g.out)
+    // Each generated line runs at most once per packet (no loops; the parser is unrolled,
+    // the delta restarts at verify), so a header's stores into its delta are at most its
+    // `wr_csum` lines: with fewer than 2^15, its update folds twice (`csum_inc_few`).
+    let mut out = g.out;
+    for (h, _) in &g.tracked {
+        let dl = format!("s.dl{h}");
+        let stores = out.matches(&format!("&mut {dl});")).count();
+        if stores < 1 << 15 {
+            let inc = format!(", {dl}); }}");
+            out = out
+                .lines()
+                .map(|l| {
+                    if l.contains(&inc) {
+                        l.replace("csum_inc(d, ", "csum_inc_few(d, ")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n";
+        }
+    }
+    Ok(out)
 }
 
 /// [`rust`] of a source file compiled with the default options (what `p4 load` compiles
@@ -1427,7 +1604,7 @@ pub fn from_source(src: &str, file: &str, name: &str) -> Result<String, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::{chain_tables, prelookup, replayable};
+    use super::{chain_tables, header_offsets, header_span, prelookup, replayable};
 
     /// A table keyed on a header's validity, applied after `before` in ingress.
     fn prog(before: &str) -> crate::ir::Program {
@@ -1553,12 +1730,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     fn only_whole_pipeline_bodies_keep_the_first_record() {
         let src = super::rust(&example("router.p4"), "router", "router.p4").expect("generates");
         let at = |s: &str| src.find(s).unwrap_or_else(|| panic!("no `{s}'"));
-        let (phases, whole) = (at("fn ph0("), at("impl Generated for Prog"));
+        let (phases, whole) = (at("fn ph0("), at("fn run("));
         let head = &src[..whole];
         for c0 in [" c0", "c0 ", "c0:", "c0;", "c0,", ".c0"] {
             assert!(!head.contains(c0), "{c0}: {}", &src[phases..whole]);
         }
-        let bodies = &src[whole..];
+        let bodies = &src[whole..at("impl Generated for Prog")];
         assert_eq!(bodies.matches("let mut c0: Option<u32> = None;").count(), 2);
         assert_eq!(bodies.matches("c0 = id;").count(), 2);
         assert_eq!(
@@ -1579,5 +1756,147 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         }
         let p = prog("");
         assert!(prelookup(&p, &p.ingress).is_some());
+    }
+
+    /// The generated verify (`rt::csum_ok`, whole-header sum as `ip4-input` checks it)
+    /// gives P4's answer (stored == the complement of the sum of the rest) on any 20-byte
+    /// header, the stored-0xffff-over-a-rest-of-0xffff corner included, and on other sizes.
+    #[test]
+    fn csum_ok_is_the_exact_compare() {
+        use crate::vec::hdr_sum;
+        use proptest::prelude::*;
+        let exact = |b: &[u8], dst: usize| {
+            u16::from_be_bytes([b[dst], b[dst + 1]]) as u64 == !hdr_sum(b, dst) & 0xffff
+        };
+        // The rest sums to 0xffff (-0): its complement is 0, so a stored 0xffff is wrong,
+        // though the whole header sums to 0x1fffe ≡ 0xffff.
+        let mut h = [0u8; 20];
+        h[0] = 0xff;
+        h[1] = 0xff;
+        h[10] = 0xff;
+        h[11] = 0xff;
+        assert!(!super::rt::csum_ok(&h, 0, 20, 10) && !exact(&h, 10));
+        // All zero but the stored 0xffff: the rest sums to 0, complement 0xffff: right.
+        let mut z = [0u8; 20];
+        z[10] = 0xff;
+        z[11] = 0xff;
+        assert!(super::rt::csum_ok(&z, 0, 20, 10) && exact(&z, 10));
+        proptest!(|(mut b in proptest::collection::vec(any::<u8>(), 24), len in prop_oneof![Just(20usize), 8usize..24], dst in 0usize..4, fix in 0u8..3)| {
+            let dst = (2 * dst).min(len - 2);
+            let o = 24 - len;
+            match fix {
+                // A correct checksum, or the stored 0xffff corner.
+                0 => {
+                    let c = !hdr_sum(&b[o..], dst) as u16;
+                    b[o + dst..o + dst + 2].copy_from_slice(&c.to_be_bytes());
+                }
+                1 => b[o + dst..o + dst + 2].copy_from_slice(&[0xff, 0xff]),
+                _ => {}
+            }
+            prop_assert_eq!(super::rt::csum_ok(&b, o, len, dst), exact(&b[o..], dst));
+        });
+    }
+
+    /// The whole-pipeline entry points run on the first `span` bytes (every header at a
+    /// constant offset inside, so no field access checks bounds): the router's Ethernet +
+    /// IPv4 (34), a program whose second header no path extracts (14); none when a header's
+    /// offset depends on the parse path (an optional VLAN tag before IPv4).
+    #[test]
+    fn entry_points_slice_the_header_span() {
+        let span = |p: &crate::ir::Program| header_span(p, &header_offsets(p).expect("paths"));
+        let router = example("router.p4");
+        assert_eq!(span(&router), Some(34));
+        let src = super::rust(&router, "router", "router.p4").expect("generates");
+        assert_eq!(src.matches("match d.get_mut(..34)").count(), 3, "{src}");
+        assert_eq!(span(&prog("")), Some(14));
+        // `hdr.tag` at 14 after one VLAN tag, at 18 after two (`vlan` both times).
+        let vlan = prog_src("")
+            .replace(
+                "struct headers { ethernet_t ethernet; tag_t tag; }",
+                "header vlan_t { bit<16> tci; bit<16> etherType; }
+struct headers { ethernet_t ethernet; vlan_t vlan; vlan_t vlan2; tag_t tag; }",
+            )
+            .replace(
+                "state start { packet.extract(hdr.ethernet); transition accept; }",
+                "state start { packet.extract(hdr.ethernet); packet.extract(hdr.vlan);
+        transition select(hdr.vlan.etherType) { 0x8100: two; default: tag; } }
+    state two { packet.extract(hdr.vlan2); transition tag; }
+    state tag { packet.extract(hdr.tag); transition accept; }",
+            );
+        assert!(vlan.contains("state two"), "{vlan}");
+        let p = crate::compile::compile(&vlan, "t.p4", Default::default()).expect("compiles");
+        assert_eq!(span(&p), None);
+        let src = super::rust(&p, "t", "t.p4");
+        assert!(src.is_err() || !src.expect("generates").contains("d.get_mut(.."));
+    }
+
+    /// The incremental update in native byte order (`rt::wr_csum`, `rt::csum_inc_few`,
+    /// `rt::csum_inc`) stores the same bytes as RFC 1624 eqn. 3 over big-endian words, the
+    /// previous form, for any header and up to four stores of one or two bytes anywhere
+    /// but the checksum word; and a header that verified still verifies.
+    #[test]
+    fn incremental_checksum_in_native_order_is_rfc1624() {
+        use super::rt::{csum_inc, csum_inc_few, csum_ok, wr_csum};
+        use crate::vec::{fold64, hdr_sum};
+        use proptest::prelude::*;
+        let be = |d: &[u8], at: usize| u16::from_be_bytes([d[at], d[at + 1]]) as u64;
+        // A sum that needs both folds: checksum 0 (complement 0xffff) plus a delta of
+        // 0x10000 (a word reading 0xfffe in native order raised to 0xffff: ~old = 1, new
+        // 0xffff) is 0x1ffff, whose first fold carries past 16 bits (the word's bytes in
+        // both orders, for either endianness).
+        for w in [[0xfe, 0xff], [0xff, 0xfe]] {
+            let mut h = [0u8; 20];
+            h[..2].copy_from_slice(&w);
+            let (mut a, mut r) = (h, h);
+            let mut dl = 0;
+            let o = if w[0] == 0xfe { 0 } else { 1 };
+            wr_csum::<1>(&mut a, true, o, 0, 0xff, 0xff, 0, &mut dl);
+            csum_inc_few(&mut a, 0, 10, dl);
+            r[o] = 0xff;
+            let ck = !fold64((!be(&h, 10) & 0xffff) + (!be(&h, 0) & 0xffff) + be(&r, 0)) as u16;
+            r[10..12].copy_from_slice(&ck.to_be_bytes());
+            assert_eq!(a, r, "{w:x?}");
+        }
+        proptest!(|(mut h in proptest::array::uniform20(any::<u8>()), fix: bool, stores in proptest::collection::vec((0usize..20, any::<bool>(), any::<u16>()), 0..5))| {
+            if fix {
+                let c = !hdr_sum(&h, 10) as u16;
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            let good = csum_ok(&h, 0, 20, 10);
+            let (mut a, mut b, mut r) = (h, h, h);
+            let (mut dla, mut dlb, mut dlr) = (0, 0, 0);
+            for &(o, two, v) in &stores {
+                let (o, v) = if two { (o & !1, v as u64) } else { (o, v as u64 & 0xff) };
+                if o & !1 == 10 {
+                    continue;
+                }
+                let w_at = o & !1;
+                if two {
+                    wr_csum::<2>(&mut a, true, o, 0, 0xffff, v, w_at, &mut dla);
+                    wr_csum::<2>(&mut b, true, o, 0, 0xffff, v, w_at, &mut dlb);
+                } else {
+                    wr_csum::<1>(&mut a, true, o, 0, 0xff, v, w_at, &mut dla);
+                    wr_csum::<1>(&mut b, true, o, 0, 0xff, v, w_at, &mut dlb);
+                }
+                // The reference: big-endian words.
+                let old = be(&r, w_at);
+                if two {
+                    r[o..o + 2].copy_from_slice(&(v as u16).to_be_bytes());
+                } else {
+                    r[o] = v as u8;
+                }
+                dlr += (!old & 0xffff) + be(&r, w_at);
+            }
+            csum_inc_few(&mut a, 0, 10, dla);
+            csum_inc(&mut b, 0, 10, dlb);
+            let ck = !fold64((!be(&r, 10) & 0xffff) + dlr) as u16;
+            r[10..12].copy_from_slice(&ck.to_be_bytes());
+            prop_assert_eq!(a, r);
+            prop_assert_eq!(b, r);
+            if good {
+                let sum = hdr_sum(&r, 10) + be(&r, 10);
+                prop_assert_eq!(fold64(sum), 0xffff);
+            }
+        });
     }
 }

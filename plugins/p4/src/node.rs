@@ -575,7 +575,7 @@ pub fn frame_generated<G: crate::gen::rt::Generated>(
         let mut b = unsafe { arena.buffer_unchecked(bi) };
         let len = b.total_len() as u32;
         let rx = b.hdr.rx_if;
-        let (o, pe) = G::packet(ts, sh, now, b.data_mut(), rx, len);
+        let (o, pe) = G::packet_buf(ts, sh, now, &mut b, rx, len);
         parse_count(cx, pe);
         *nx = sent.next(cx, &mut b, o);
     }
@@ -659,14 +659,14 @@ pub fn frame_staged<G: crate::gen::rt::Generated>(
             // above), one view at a time.
             let mut b = unsafe { arena.buffer_unchecked(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            *key = G::key_first(ts, sh, now, b.data_mut(), rx, len);
+            *key = G::key_first_buf(ts, sh, now, &mut b, rx, len);
         }
         lookup_batch(ts, first, &keys, &mut ids, n);
         for ((nx, &bi), &id) in nc.iter_mut().zip(fc).zip(&ids) {
             // SAFETY: as above.
             let mut b = unsafe { arena.buffer_unchecked(bi) };
             let (len, rx) = (b.total_len() as u32, b.hdr.rx_if);
-            let (o, pe) = G::packet_pre(ts, sh, now, b.data_mut(), rx, len, id);
+            let (o, pe) = G::packet_pre_buf(ts, sh, now, &mut b, rx, len, id);
             parse_count(cx, pe);
             *nx = sent.next(cx, &mut b, o);
         }

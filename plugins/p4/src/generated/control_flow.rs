@@ -193,11 +193,10 @@ impl Prog {
         if s.dead || s.m3 == DROP_PORT { return (VOut::Drop, s.pe); }
         if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
     }
-}
 
-impl Generated for Prog {
+    /// The whole pipeline on one packet.
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+    fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         'ingress: {
@@ -297,6 +296,18 @@ impl Generated for Prog {
             }
         }
         Self::fin(ts, sh, s, d)
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match d.get_mut(..14) { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, d, inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match b.head_mut::<14>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
     }
 
     const REPARSE: bool = false;

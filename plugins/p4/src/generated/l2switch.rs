@@ -144,11 +144,10 @@ impl Prog {
         if s.dead || s.m1 == DROP_PORT { return (VOut::Drop, s.pe); }
         if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
     }
-}
 
-impl Generated for Prog {
+    /// The whole pipeline on one packet.
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+    fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         'ingress: {
@@ -198,17 +197,17 @@ impl Generated for Prog {
         Self::fin(ts, sh, s, d)
     }
 
-    const REPARSE: bool = true;
-
+    /// The first ingress table's key, after the parser and verify.
     #[inline(always)]
-    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+    fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         Self::key0(s, d)
     }
 
+    /// The whole pipeline with the first ingress table looked up already.
     #[inline(always)]
-    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         'ingress: {
@@ -256,6 +255,40 @@ impl Generated for Prog {
         }
         Self::tm(s);
         Self::fin(ts, sh, s, d)
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match d.get_mut(..14) { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, d, inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match b.head_mut::<14>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn key_first_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> u64 {
+        match b.head_mut::<14>() { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_pre_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        match b.head_mut::<14>() { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, b.data_mut(), inport, plen, pre) }
+    }
+
+    const REPARSE: bool = true;
+
+    #[inline(always)]
+    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+        match d.get_mut(..14) { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, d, inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        match d.get_mut(..14) { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, d, inport, plen, pre) }
     }
 
     type St = St;

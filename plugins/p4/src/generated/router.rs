@@ -210,15 +210,14 @@ impl Prog {
     fn fin(ts: &mut ThreadState, sh: &Shared, s: &mut St, d: &mut [u8]) -> (VOut, ParseEnd) {
         if s.dead || s.m2 == DROP_PORT { return (VOut::Drop, s.pe); }
         'compute: {
-            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
+            if s.valid & 2 != 0 && ((s.valid >> 1 & 1)) != 0 { if s.good1 { csum_inc_few(d, 14, 10, s.dl1); } else { csum_put(d, 14, 20, 10); } }
         }
         if s.es == CPU_PORT { (VOut::Punt, s.pe) } else { (VOut::Port(s.es as u32), s.pe) }
     }
-}
 
-impl Generated for Prog {
+    /// The whole pipeline on one packet.
     #[inline(always)]
-    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+    fn run(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
@@ -305,17 +304,17 @@ impl Generated for Prog {
         Self::fin(ts, sh, s, d)
     }
 
-    const REPARSE: bool = true;
-
+    /// The first ingress table's key, after the parser and verify.
     #[inline(always)]
-    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+    fn run_key(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         Self::key0(s, d)
     }
 
+    /// The whole pipeline with the first ingress table looked up already.
     #[inline(always)]
-    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+    fn run_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
@@ -400,6 +399,40 @@ impl Generated for Prog {
             }
         }
         Self::fin(ts, sh, s, d)
+    }
+}
+
+impl Generated for Prog {
+    #[inline(always)]
+    fn packet(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match d.get_mut(..34) { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, d, inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> (VOut, ParseEnd) {
+        match b.head_mut::<34>() { Some(h) => Self::run(ts, sh, now, h, inport, plen), None => Self::run(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn key_first_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32) -> u64 {
+        match b.head_mut::<34>() { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, b.data_mut(), inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_pre_buf(ts: &mut ThreadState, sh: &Shared, now: u64, b: &mut Buffer<'_>, inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        match b.head_mut::<34>() { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, b.data_mut(), inport, plen, pre) }
+    }
+
+    const REPARSE: bool = true;
+
+    #[inline(always)]
+    fn key_first(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32) -> u64 {
+        match d.get_mut(..34) { Some(h) => Self::run_key(ts, sh, now, h, inport, plen), None => Self::run_key(ts, sh, now, d, inport, plen) }
+    }
+
+    #[inline(always)]
+    fn packet_pre(ts: &mut ThreadState, sh: &Shared, now: u64, d: &mut [u8], inport: u32, plen: u32, pre: Option<u32>) -> (VOut, ParseEnd) {
+        match d.get_mut(..34) { Some(h) => Self::run_pre(ts, sh, now, h, inport, plen, pre), None => Self::run_pre(ts, sh, now, d, inport, plen, pre) }
     }
 
     type St = St;
