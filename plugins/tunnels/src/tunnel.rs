@@ -981,7 +981,8 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
 /// state, table and features: a 14-byte header to the tunnel's MAC goes in front (the
 /// outer headers were at least that long, so there is room).
 ///
-/// With `d` (an up L3 tunnel, [`DecapProto::L3_DIRECT`]) the packet goes straight to
+/// With `d` (an up L3 tunnel whose decap next is `ethernet-input`, [`DecapProto::L3_DIRECT`];
+/// [`DecapFrame`] decides it once per tunnel per frame) the packet goes straight to
 /// `ip4-input`/`ip6-input` instead, with what `ethernet-input` would have set: the header
 /// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
 /// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
@@ -993,8 +994,12 @@ pub fn decap_l3(
     et: u16,
     d: Option<L3Direct>,
 ) -> Next {
-    if let Some(d) = d.filter(|d| e.next == d.arcs.eth) {
-        if let Some(h) = n.checked_sub(14).and_then(|s| b.data_mut().get_mut(s..n)) {
+    if let Some(d) = d {
+        if let Some(h) = b
+            .data_mut()
+            .get_mut(..n)
+            .and_then(|o| o.last_chunk_mut::<14>())
+        {
             h[..6].copy_from_slice(&e.mac);
             h[6..12].fill(0);
             h[12..14].copy_from_slice(&et.to_be_bytes());
@@ -1476,7 +1481,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         // The L2 mode of tunnel `mode_of` and the L3 tables of tunnel `l3_of`, computed
         // once per tunnel change.
         let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
-        let (mut l3_of, mut fibs) = (MISS, None);
+        let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1505,13 +1510,16 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             self.nexts[j] = match e {
                 Some(e) => {
                     let d = match l3 {
-                        Some((ifs, arcs)) if !e.l2 && !b.hdr.is_traced() => {
+                        Some((ifs, arcs)) => {
                             if r != l3_of {
-                                (l3_of, fibs) = (r, l3_mode(ifs, e.sw_if));
+                                l3_of = r;
+                                direct = l3_mode(ifs, e.sw_if)
+                                    .filter(|_| !e.l2 && e.next == arcs.eth)
+                                    .map(|fibs| L3Direct { fibs, arcs });
                             }
-                            fibs.map(|fibs| L3Direct { fibs, arcs })
+                            direct.filter(|_| !b.hdr.is_traced())
                         }
-                        _ => None,
+                        None => None,
                     };
                     match self.proto.finish(&mut b, m, e, d) {
                         Ok(next) => {
