@@ -332,12 +332,17 @@ fn l3_tunnel(
             cli(vm, t, &format!("set interface state {ifn}{k} up"));
         }
     };
+    // The underlay on `underlay`, the tunnels, and the LAN side (`lan`: its address and
+    // neighbour), for both directions.
+    let setup = |underlay: &str, lan: &[&str]| {
+        let (mut vm, t) = base(underlay);
+        create(&mut vm, &t);
+        clis(&mut vm, &t, lan);
+        (vm, t)
+    };
     let picks = spread(n);
-    let (mut vm, t) = base("pg1");
-    create(&mut vm, &t);
-    clis(
-        &mut vm,
-        &t,
+    let (mut vm, t) = setup(
+        "pg1",
         &[
             "set interface ip address pg0 172.16.0.1/24",
             "ip neighbor pg0 172.16.0.2 02:aa:00:00:00:01 static",
@@ -376,11 +381,8 @@ fn l3_tunnel(
     ];
     case(o, &enc_name, vm, &t, &frames, &path, dir, out, json);
     // Decap: the underlay is pg0 here (frames come in on pg0), the LAN pg1.
-    let (mut vm, t) = base("pg0");
-    create(&mut vm, &t);
-    clis(
-        &mut vm,
-        &t,
+    let (vm, t) = setup(
+        "pg0",
         &[
             "set interface ip address pg1 198.51.100.1/24",
             "ip neighbor pg1 198.51.100.2 02:aa:00:00:00:01 static",

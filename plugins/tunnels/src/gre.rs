@@ -14,7 +14,9 @@
 //!   for protocol 47); `ip.fib_index`.
 //! - sets: strips outer IP/GRE headers (an L3 payload gets an Ethernet header to the
 //!   tunnel's MAC for `ethernet-input`); `rx_if` = the tunnel; the tunnel's rx counters.
-//! - next: `drop` (`error-drop`); the tunnel's decap next (`ethernet-input`).
+//! - next: `drop` (`error-drop`); the tunnel's decap next (`ethernet-input`); `ip4-input`/`ip6-input`
+//!   for an untraced IP packet of an up L3 tunnel (`tunnel::decap_l3`: `ip.fib_index` = the
+//!   tunnel's table, skipping `ethernet-input`).
 //! - counters: `decapsulated` (info), `truncated`, `bad_version` (version not 0),
 //!   `routing_present` (R bit: RFC 1701 source routing, not supported), `bad_protocol`
 //!   (neither 0x6558, 0x0800 nor 0x86dd, or an inner packet of another IP version),
@@ -56,6 +58,10 @@ sluice_graph::arcs! {
         Drop => "error-drop",
         /// Decapsulated (TEB frames; L3 packets behind a placeholder Ethernet header).
         EthernetInput => "ethernet-input",
+        /// Decapsulated IPv4 packets of an up L3 tunnel ([`tunnel::decap_l3`]).
+        Ip4Input => "ip4-input",
+        /// Decapsulated IPv6 packets of an up L3 tunnel.
+        Ip6Input => "ip6-input",
     }
 }
 
@@ -99,6 +105,11 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
     const DROP: Next = GreNext::Drop.next();
     const DECAPSULATED: GreCounter = GreCounter::Decapsulated;
     const NO_SUCH_TUNNEL: GreCounter = GreCounter::NoSuchTunnel;
+    const L3_DIRECT: Option<tunnel::L3Arcs> = Some(tunnel::L3Arcs {
+        eth: GreNext::EthernetInput.next(),
+        ip4: GreNext::Ip4Input.next(),
+        ip6: GreNext::Ip6Input.next(),
+    });
     #[inline(always)]
     fn parse(
         &mut self,
@@ -177,10 +188,11 @@ impl<const V6: bool> DecapProto for GreInput<V6> {
         b: &mut Buffer<'_>,
         m: GreMeta,
         e: &DecapEntry,
+        d: Option<tunnel::L3Direct>,
     ) -> Result<Next, GreCounter> {
         Ok(match m.et {
             0 => tunnel::decap_to(b, m.hl as usize, e),
-            et => tunnel::decap_l3(b, m.hl as usize, e, et),
+            et => tunnel::decap_l3(b, m.hl as usize, e, et, d),
         })
     }
 }

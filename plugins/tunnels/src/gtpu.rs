@@ -28,8 +28,11 @@
 //!   rewritten into an Error Indication (TEID Data I, GTP-U Peer Address) to the sender,
 //!   rate-limited like ICMP errors. Neither is sent for a packet to a multicast address
 //!   (its source would be the group).
-//! - next: `drop` (`error-drop`); `ethernet-input`; `lookup` (`ip4-lookup`/`ip6-lookup`:
-//!   the replies).
+//! - next: `drop` (`error-drop`); `ethernet-input` (an L2 tunnel's frames; an L3 tunnel's
+//!   packets when it is down, in L2 mode, redirected or the packet is traced); `ip4-input`
+//!   / `ip6-input` (an up L3 tunnel's packets, with `ip.fib_index` = the tunnel's table and
+//!   the Ethernet header stripped as `ethernet-input` would: [`tunnel::decap_l3`]);
+//!   `lookup` (`ip4-lookup`/`ip6-lookup`: the replies).
 //! - counters: `decapsulated` (info), `echo_replies` (info), `error_indications_sent`
 //!   (info), `truncated`, `bad_udp_length`, `bad_version` (version ≠ 1 or PT = 0: GTP'),
 //!   `bad_length` (GTP length disagrees with the UDP length), `bad_extension` (extension
@@ -150,11 +153,21 @@ sluice_graph::arcs! {
         Ethernet => "ethernet-input",
         /// Echo Responses and Error Indications sent.
         Lookup => "ip4-lookup",
+        /// Decapsulated IPv4 G-PDUs of an up L3 tunnel ([`tunnel::decap_l3`]).
+        Ip4Input => "ip4-input",
+        /// Decapsulated IPv6 G-PDUs of an up L3 tunnel.
+        Ip6Input => "ip6-input",
     }
 }
 
 /// Arc names of `gtpu6-input`, in [`GtpNext`] order.
-pub const NAMES6: [&str; 3] = ["error-drop", "ethernet-input", "ip6-lookup"];
+pub const NAMES6: [&str; 5] = [
+    "error-drop",
+    "ethernet-input",
+    "ip6-lookup",
+    "ip4-input",
+    "ip6-input",
+];
 
 sluice_graph::counters! {
     /// Counters of the decap nodes.
@@ -198,16 +211,6 @@ pub struct GtpuInput<const V6: bool> {
     pub limit: sluice_vnet::ratelimit::TokenBucket,
 }
 
-/// Whether outer destination `dst` (an IPv4 address in its low 32 bits) is multicast.
-#[inline(always)]
-fn is_group<const V6: bool>(dst: u128) -> bool {
-    if V6 {
-        dst >> 120 == 0xff
-    } else {
-        (dst as u32) >> 28 == 0xe
-    }
-}
-
 /// Rewrites the request in `b` (outer IP header `ipl` bytes, then UDP) into a reply to its
 /// sender carrying GTP-U message `body` (header included): addresses and UDP ports
 /// swapped, lengths, checksums. `false` when the buffer cannot hold it.
@@ -249,6 +252,11 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
     const DROP: Next = GtpNext::Drop.next();
     const DECAPSULATED: GtpCounter = GtpCounter::Decapsulated;
     const NO_SUCH_TUNNEL: GtpCounter = GtpCounter::NoSuchTunnel;
+    const L3_DIRECT: Option<tunnel::L3Arcs> = Some(tunnel::L3Arcs {
+        eth: GtpNext::Ethernet.next(),
+        ip4: GtpNext::Ip4Input.next(),
+        ip6: GtpNext::Ip6Input.next(),
+    });
     #[inline(always)]
     fn parse(
         &mut self,
@@ -291,7 +299,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         match h.mtype {
             msg::G_PDU => {}
             // A reply's source would be the group: a request to one is not answered.
-            msg::ECHO_REQUEST if is_group::<V6>(dst) => {
+            msg::ECHO_REQUEST if tunnel::is_group::<V6>(dst) => {
                 return Err(GtpCounter::EchoToGroup.into());
             }
             msg::ECHO_REQUEST => {
@@ -344,7 +352,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
     ) -> Verdict<GtpCounter> {
         // TS 29.281 §7.3.1: an Error Indication with the TEID and our address (none for a
         // G-PDU to a group: the group is not our address).
-        if is_group::<V6>(k.dst) || !self.limit.ready(cx) {
+        if tunnel::is_group::<V6>(k.dst) || !self.limit.ready(cx) {
             return GtpCounter::NoSuchTunnel.into();
         }
         let t = k.key.to_be_bytes();
@@ -372,6 +380,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         b: &mut Buffer<'_>,
         (_, off): (u16, u16),
         e: &DecapEntry,
+        direct: Option<tunnel::L3Direct>,
     ) -> Result<Next, GtpCounter> {
         let off = off as usize;
         let d = b.data();
@@ -389,7 +398,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
             None => return Err(GtpCounter::Truncated),
             _ => return Err(GtpCounter::BadInner),
         };
-        Ok(tunnel::decap_l3(b, off, e, et))
+        Ok(tunnel::decap_l3(b, off, e, et, direct))
     }
 }
 

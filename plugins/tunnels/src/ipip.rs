@@ -16,7 +16,9 @@
 //!   for protocols 4 and 41); `ip.fib_index`.
 //! - sets: strips the outer IP header, puts an Ethernet header to the tunnel's MAC in front
 //!   of the inner packet; `rx_if` = the tunnel; the tunnel's rx counters.
-//! - next: `drop` (`error-drop`); `ethernet-input`.
+//! - next: `drop` (`error-drop`); `ethernet-input`; `ip4-input`/`ip6-input`
+//!   for an untraced IP packet of an up L3 tunnel (`tunnel::decap_l3`: `ip.fib_index` = the
+//!   tunnel's table, skipping `ethernet-input`).
 //! - counters: `decapsulated` (info), `truncated`, `bad_inner` (inner version does not
 //!   match the outer protocol), `ip6_extension` (IPv6 extension headers before the inner
 //!   packet), `no_such_tunnel`.
@@ -46,6 +48,10 @@ sluice_graph::arcs! {
         Drop => "error-drop",
         /// Decapsulated (behind a placeholder Ethernet header).
         EthernetInput => "ethernet-input",
+        /// Decapsulated IPv4 packets of an up L3 tunnel ([`tunnel::decap_l3`]).
+        Ip4Input => "ip4-input",
+        /// Decapsulated IPv6 packets of an up L3 tunnel.
+        Ip6Input => "ip6-input",
     }
 }
 
@@ -77,6 +83,11 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
     const DROP: Next = IpipNext::Drop.next();
     const DECAPSULATED: IpipCounter = IpipCounter::Decapsulated;
     const NO_SUCH_TUNNEL: IpipCounter = IpipCounter::NoSuchTunnel;
+    const L3_DIRECT: Option<tunnel::L3Arcs> = Some(tunnel::L3Arcs {
+        eth: IpipNext::EthernetInput.next(),
+        ip4: IpipNext::Ip4Input.next(),
+        ip6: IpipNext::Ip6Input.next(),
+    });
     #[inline(always)]
     fn parse(
         &mut self,
@@ -116,8 +127,9 @@ impl<const V6: bool> DecapProto for IpipInput<V6> {
         b: &mut Buffer<'_>,
         (ipl, et): (u16, u16),
         e: &DecapEntry,
+        d: Option<tunnel::L3Direct>,
     ) -> Result<Next, IpipCounter> {
-        Ok(tunnel::decap_l3(b, ipl as usize, e, et))
+        Ok(tunnel::decap_l3(b, ipl as usize, e, et, d))
     }
 }
 

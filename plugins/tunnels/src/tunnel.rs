@@ -51,7 +51,11 @@
 //! - next: `drop` (`error-drop`, arc 0 of each protocol); the tunnel's decap next (added at
 //!   creation: `ethernet-input` or `decap-next node <n>`); `l2-input` (the protocol's
 //!   second [`DecapProto::L2_DIRECT`] arc) for an untagged frame of an up L2 tunnel
-//!   without an input redirect or `l2-input` feature; protocol replies (GTP-U).
+//!   without an input redirect or `l2-input` feature; `ip4-input`/`ip6-input`
+//!   ([`DecapProto::L3_DIRECT`]: GRE, IP-in-IP, GTP-U) for an untraced IP packet of an up
+//!   L3 tunnel without an input redirect ([`l3_mode`] once per tunnel per frame,
+//!   [`decap_l3`]: `ip.fib_index` = the tunnel's table, as `ethernet-input` sets it);
+//!   protocol replies (GTP-U).
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
 //!   protocol's drop reasons.
 
@@ -295,6 +299,31 @@ fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
     }
 }
 
+/// Copies the first `h.len()` bytes of `rw` into `h` (the rewrite into the pushed
+/// headroom) as two overlapping fixed-size copies, the first and the last 16, 32 or 64
+/// bytes (what `memcpy` does for small sizes, but inline: no call and no length dispatch per
+/// packet for the 20- to 56-byte rewrites of the IP tunnels).
+#[inline(always)]
+fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
+    #[inline(always)]
+    fn two<const K: usize>(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
+        let n = h.len();
+        if let (Some(a), Some(b)) = (rw.first_chunk::<K>(), rw.get(n - K..n)) {
+            h[..K].copy_from_slice(a);
+            h[n - K..].copy_from_slice(b);
+        }
+    }
+    match h.len() {
+        0..16 => {
+            let n = h.len();
+            h.copy_from_slice(&rw[..n]);
+        }
+        16..32 => two::<16>(h, rw),
+        32..64 => two::<32>(h, rw),
+        _ => two::<64>(h, rw),
+    }
+}
+
 impl PacketNode for Encap {
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
@@ -334,7 +363,7 @@ impl PacketNode for Encap {
             b.hdr.error = cx.error(c::NoHeadroom);
             return EncapNext::Drop.into();
         };
-        h.copy_from_slice(&e.rewrite[..rl]);
+        copy_rewrite(h, &e.rewrite);
         let ipl = if ip6 { 40 } else { 20 };
         if ip6 {
             h[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
@@ -762,6 +791,40 @@ pub fn l2_direct(b: &mut Buffer<'_>, m: L2Mode, to: Next) -> Option<Next> {
     Some(to)
 }
 
+/// The arcs of [`DecapProto::L3_DIRECT`].
+#[derive(Clone, Copy)]
+pub struct L3Arcs {
+    /// To `ethernet-input` (what `finish` returns for an IP payload).
+    pub eth: Next,
+    /// To `ip4-input`.
+    pub ip4: Next,
+    /// To `ip6-input`.
+    pub ip6: Next,
+}
+
+/// The IPv4 and IPv6 tables of tunnel `sw_if` if its decapsulated IP packets may skip
+/// `ethernet-input` ([`decap_l3`] with an [`L3Direct`]): an admin-up L3 interface without an input redirect
+/// (what `ethernet-input` would otherwise drop, switch or redirect). From the record
+/// [`DecapTable::lookup_frame`] prefetched, once per tunnel per frame (as [`l2_mode`]).
+#[inline]
+pub fn l3_mode(ifs: &[IfAttr], sw_if: u32) -> Option<[u32; 2]> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let a = sluice_vnet::interface::attr(ifs, sw_if);
+    let l3 = a.l2_xc.load(Relaxed) | a.l2_bd.load(Relaxed) == 0;
+    (l3 && a.admin_up.load(Relaxed) && a.rx_redirect.load(Relaxed) == 0)
+        .then(|| [a.fib4.load(Relaxed), a.fib6.load(Relaxed)])
+}
+
+/// Where [`decap_l3`] sends an IP packet of an up L3 tunnel instead of `ethernet-input`:
+/// the tunnel interface's tables ([`l3_mode`]) and the protocol's arcs.
+#[derive(Clone, Copy)]
+pub struct L3Direct {
+    /// The tunnel's IPv4 and IPv6 FIB indices.
+    pub fibs: [u32; 2],
+    /// The protocol's arcs.
+    pub arcs: L3Arcs,
+}
+
 impl DecapTable {
     /// Removes tunnel `idx` (key `k`); an `idx` that holds another key is left alone.
     pub fn remove(&mut self, k: &DecapKey, idx: u32) {
@@ -891,6 +954,17 @@ pub(crate) fn outer<const V6: bool>(d: &[u8], proto: u8) -> Result<(usize, u128,
     }
 }
 
+/// Whether an outer destination (as a key value: an IPv4 address in the low 32 bits) is a
+/// multicast group.
+#[inline(always)]
+pub(crate) fn is_group<const V6: bool>(dst: u128) -> bool {
+    if V6 {
+        dst >> 120 == 0xff
+    } else {
+        (dst as u32) >> 28 == 0xe
+    }
+}
+
 /// Strips `n` bytes of outer headers and hands the inner packet to tunnel `e`: `rx_if`,
 /// rx counters.
 #[inline(always)]
@@ -906,8 +980,44 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
 /// hands it to tunnel `e` through `ethernet-input`, which applies the tunnel interface's
 /// state, table and features: a 14-byte header to the tunnel's MAC goes in front (the
 /// outer headers were at least that long, so there is room).
+///
+/// With `d` (an up L3 tunnel whose decap next is `ethernet-input`, [`DecapProto::L3_DIRECT`];
+/// [`DecapFrame`] decides it once per tunnel per frame) the packet goes straight to
+/// `ip4-input`/`ip6-input` instead, with what `ethernet-input` would have set: the header
+/// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
+/// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
 #[inline(always)]
-pub fn decap_l3(b: &mut Buffer<'_>, n: usize, e: &DecapEntry, et: u16) -> Next {
+pub fn decap_l3(
+    b: &mut Buffer<'_>,
+    n: usize,
+    e: &DecapEntry,
+    et: u16,
+    d: Option<L3Direct>,
+) -> Next {
+    if let Some(d) = d {
+        if let Some(h) = b
+            .data_mut()
+            .get_mut(..n)
+            .and_then(|o| o.last_chunk_mut::<14>())
+        {
+            h[..6].copy_from_slice(&e.mac);
+            h[6..12].fill(0);
+            h[12..14].copy_from_slice(&et.to_be_bytes());
+            b.advance(n);
+            let l3 = b.hdr.current_data;
+            b.hdr.l2.l2_hdr_offset = l3 - 14;
+            b.hdr.ip.l3_hdr_offset = l3;
+            let (fib, to) = match et {
+                ethertype::IPV4 => (d.fibs[0], d.arcs.ip4),
+                _ => (d.fibs[1], d.arcs.ip6),
+            };
+            b.hdr.ip.fib_index = fib;
+            b.hdr.rx_if = e.sw_if;
+            b.hdr.flags &= !LOCALLY_ORIGINATED;
+            e.count_rx(b.total_len() as u64);
+            return to;
+        }
+    }
     b.advance(n);
     let len = b.total_len() as u64;
     if let Some(h) = b.push_front(14) {
@@ -1223,6 +1333,11 @@ pub trait DecapProto: Default + Send + 'static {
     /// the first goes to the second when its tunnel is an L2 interface
     /// ([`l2_direct`]). None: always as `finish` says.
     const L2_DIRECT: Option<(Next, Next)> = None;
+    /// The protocol's arcs to `ethernet-input`, `ip4-input` and `ip6-input`: an IP packet
+    /// [`decap_l3`] would send to the first goes straight to the second or third when its
+    /// tunnel is an up L3 interface and the packet is not traced (`finish` gets an
+    /// [`L3Direct`]). None: always through `ethernet-input`.
+    const L3_DIRECT: Option<L3Arcs> = None;
     /// A packet's decap key and what `finish` needs, or what becomes of it now (a drop
     /// with its reason, a reply).
     fn parse(
@@ -1230,13 +1345,14 @@ pub trait DecapProto: Default + Send + 'static {
         cx: &mut Cx,
         b: &mut Buffer<'_>,
     ) -> Result<(DecapKey, Self::Meta), Verdict<Self::Counter>>;
-    /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`]): its arc,
-    /// or the reason it is dropped.
+    /// Decapsulates a packet of tunnel `e` (with [`decap_to`] / [`decap_l3`], which takes
+    /// `d`): its arc, or the reason it is dropped.
     fn finish(
         &mut self,
         b: &mut Buffer<'_>,
         m: Self::Meta,
         e: &DecapEntry,
+        d: Option<L3Direct>,
     ) -> Result<Next, Self::Counter>;
     /// A packet whose key `k` is no tunnel's: dropped as `no_such_tunnel` unless the
     /// protocol answers it (GTP-U's Error Indication).
@@ -1361,8 +1477,11 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
         let mut last_j = None;
         let mut decapsulated = 0;
         let l2 = P::L2_DIRECT.and_then(|arcs| Some((self.table.l2_tables()?, arcs)));
-        // The L2 mode of tunnel `mode_of`, computed once per tunnel change.
+        let l3 = P::L3_DIRECT.and_then(|arcs| Some((self.table.if_attrs.as_deref()?, arcs)));
+        // The L2 mode of tunnel `mode_of` and the L3 tables of tunnel `l3_of`, computed
+        // once per tunnel change.
         let (mut mode_of, mut mode) = (MISS, L2Mode::Ethernet);
+        let (mut l3_of, mut direct) = (MISS, None);
         for (j, &bi) in frame.iter().enumerate() {
             let mut r = self.res[j];
             if r == DONE {
@@ -1389,21 +1508,35 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             }
             let m = self.metas[j];
             self.nexts[j] = match e {
-                Some(e) => match self.proto.finish(&mut b, m, e) {
-                    Ok(next) => {
-                        decapsulated += 1;
-                        match l2 {
-                            Some((t, (eth, to))) if next == eth => {
-                                if r != mode_of {
-                                    (mode_of, mode) = (r, l2_mode(t, e.sw_if));
-                                }
-                                l2_direct(&mut b, mode, to).unwrap_or(next).0
+                Some(e) => {
+                    let d = match l3 {
+                        Some((ifs, arcs)) => {
+                            if r != l3_of {
+                                l3_of = r;
+                                direct = l3_mode(ifs, e.sw_if)
+                                    .filter(|_| !e.l2 && e.next == arcs.eth)
+                                    .map(|fibs| L3Direct { fibs, arcs });
                             }
-                            _ => next.0,
+                            direct.filter(|_| !b.hdr.is_traced())
                         }
+                        None => None,
+                    };
+                    match self.proto.finish(&mut b, m, e, d) {
+                        Ok(next) => {
+                            decapsulated += 1;
+                            match l2 {
+                                Some((t, (eth, to))) if next == eth => {
+                                    if r != mode_of {
+                                        (mode_of, mode) = (r, l2_mode(t, e.sw_if));
+                                    }
+                                    l2_direct(&mut b, mode, to).unwrap_or(next).0
+                                }
+                                _ => next.0,
+                            }
+                        }
+                        Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
                     }
-                    Err(c) => verdict::<P>(cx, &mut b, Verdict::Drop(c)),
-                },
+                }
                 None => {
                     let v = self.proto.miss(cx, &mut b, key, m);
                     verdict::<P>(cx, &mut b, v)
@@ -1930,6 +2063,16 @@ mod tests {
         }
         for g in ["ff02::5", "ff05::5", "ff0e::5", "ff12::5"] {
             check_group(src, g.parse().unwrap(), via).unwrap();
+        }
+    }
+
+    #[test]
+    fn copy_rewrite_copies_every_length() {
+        let rw: [u8; MAX_REWRITE] = std::array::from_fn(|i| i as u8 + 1);
+        for n in 0..=MAX_REWRITE {
+            let mut h = vec![0u8; n];
+            copy_rewrite(&mut h, &rw);
+            assert_eq!(h, rw[..n], "length {n}");
         }
     }
 

@@ -141,7 +141,7 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
             key: vni,
             sub: 0,
             // A group's tunnel takes its VNI from any source, on its interface only.
-            src: if is_group::<V6>(dst) {
+            src: if tunnel::is_group::<V6>(dst) {
                 tunnel::group_source(b.hdr.rx_if)
             } else {
                 src
@@ -158,7 +158,7 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
         k: &DecapKey,
         _m: u16,
     ) -> Verdict<VxlanCounter> {
-        if is_group::<V6>(k.dst) {
+        if tunnel::is_group::<V6>(k.dst) {
             VxlanCounter::NoGroupTunnel.into()
         } else {
             VxlanCounter::NoSuchTunnel.into()
@@ -170,18 +170,9 @@ impl<const V6: bool> DecapProto for VxlanInput<V6> {
         b: &mut Buffer<'_>,
         ipl: u16,
         e: &DecapEntry,
+        _: Option<tunnel::L3Direct>,
     ) -> Result<Next, VxlanCounter> {
         Ok(tunnel::decap_to(b, ipl as usize + UDP_VXLAN, e))
-    }
-}
-
-/// Whether an outer destination (as a key value) is a multicast group.
-#[inline(always)]
-fn is_group<const V6: bool>(dst: u128) -> bool {
-    if V6 {
-        dst >> 120 == 0xff
-    } else {
-        dst >> 28 == 0xe
     }
 }
 

@@ -464,3 +464,57 @@ fn gtpu_never_answers_a_group() {
         assert_eq!(in_use(&vm), 0);
     }
 }
+
+/// An up L3 tunnel's G-PDUs go from `gtpu4-input` straight to `ip4-input`/`ip6-input`
+/// in the tunnel interface's tables (only the outer frames cross `ethernet-input`); a
+/// down tunnel's still go through `ethernet-input`, which drops them.
+#[test]
+fn gtpu_l3_decap_skips_ethernet_input() {
+    let (mut vm, t) = routed();
+    clis(
+        &mut vm,
+        &t,
+        &[
+            "create gtpu tunnel src 10.0.0.1 dst 10.0.0.2 teid 100",
+            "set interface state gtpu_tunnel0 up",
+            "ip table add 9",
+            "ip6 table add 9",
+            "set interface ip table gtpu_tunnel0 9",
+            "set interface ip6 table gtpu_tunnel0 9",
+            "ip route add table 9 172.16.0.0/24 via 172.16.0.2 pg1",
+            "ip route add table 9 2001:db8:1::/64 via 2001:db8:1::2 pg1",
+        ],
+    );
+    let (pg0, pg1) = (mac_of(&vm, "pg0"), mac_of(&vm, "pg1"));
+    let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+    let b6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+    let frames = [
+        under(false, false, G, &gtp(0x30, 255, 100, &[], &b4), pg0),
+        under(false, false, G, &gtp(0x30, 255, 100, &[], &b6), pg0),
+        under(false, false, G, &gtp(0x30, 255, 100, &[], &b4), pg0),
+    ];
+    let eth0 = vectors(&vm, "ethernet-input");
+    let mut got = run(&mut vm, &t, "pg0", "pg1", &frames, 3);
+    got.sort();
+    let w = |p: &[u8], et: u16| {
+        let mut f = eth([2, 0, 0, 0, 1, 2], pg1, et);
+        f.extend(ttl_minus_one(p));
+        f
+    };
+    let mut want = vec![w(&b4, 0x0800), w(&b6, 0x86dd), w(&b4, 0x0800)];
+    want.sort();
+    assert_eq!(got, want, "routed in the tunnel's table 9");
+    assert_eq!(
+        vectors(&vm, "ethernet-input") - eth0,
+        3,
+        "the outer frames only"
+    );
+    assert_eq!(if_counter(&vm, "gtpu_tunnel0", ifc::RX_PACKETS), 3);
+    // Down: through ethernet-input, dropped there.
+    cli(&mut vm, &t, "set interface state gtpu_tunnel0 down");
+    let eth1 = vectors(&vm, "ethernet-input");
+    assert!(run(&mut vm, &t, "pg0", "pg1", &frames[..1], 0).is_empty());
+    assert_eq!(vectors(&vm, "ethernet-input") - eth1, 2);
+    assert_eq!(counter(&vm, "ethernet-input", "down"), 1);
+    assert_eq!(in_use(&vm), 0);
+}
