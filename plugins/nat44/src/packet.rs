@@ -44,7 +44,9 @@ pub struct Tuple {
 }
 
 /// Every field compared without a branch per field (a session's match tuple is compared
-/// with each packet's: the derived `&&` chain cost about 26 instructions).
+/// with each packet's): xor/or of the fields instead of the derived `&&` chain saved 4.2
+/// instructions per packet in `nat44-ed-in2out` and 1.8 in `nat44-ed-out2in` (callgrind,
+/// 1k sessions, docs/nat.md).
 impl PartialEq for Tuple {
     #[inline(always)]
     fn eq(&self, o: &Tuple) -> bool {
@@ -401,7 +403,8 @@ fn fold(a: u64) -> u16 {
 /// must be `Deltas::new(old, new)` (TCP and UDP add it instead of summing the changes). The
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
 /// still right because only the changed words enter it. The TCP/UDP rewrite is inlined
-/// into the nodes (no call, no tuple passed through memory); echo is out of line.
+/// into the nodes (no call, no tuple passed through memory); echo is a plain function
+/// (`translate_echo`), inlined or not as the compiler chooses.
 #[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
     debug_assert_eq!(dl, Deltas::new(old, new));
