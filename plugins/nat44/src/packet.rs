@@ -192,7 +192,14 @@ fn l4_header<const N: usize>(d: &[u8], l4: usize) -> Result<&[u8; N], Bad> {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NotFlow {
     /// An ICMP error message: [`parse`] reads the packet it quotes.
-    IcmpError(u32, u32, usize),
+    IcmpError {
+        /// Outer source address.
+        src: u32,
+        /// Outer destination address.
+        dst: u32,
+        /// Offset of the ICMP header.
+        icmp: usize,
+    },
     /// Not translatable.
     Bad(Bad),
 }
@@ -260,7 +267,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
                     let kind = if req { L4::EchoRequest } else { L4::EchoReply };
                     Ok((t, l4, kind))
                 }
-                t if icmp_is_error(t) => Err(NotFlow::IcmpError(src, dst, l4)),
+                t if icmp_is_error(t) => Err(NotFlow::IcmpError { src, dst, icmp: l4 }),
                 _ => Err(Bad::UnsupportedIcmp.into()),
             }
         }
@@ -272,7 +279,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
 pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
     match parse_flow(d) {
         Ok((t, l4, kind)) => Ok(Parsed::Flow { t, l4, kind }),
-        Err(NotFlow::IcmpError(src, dst, icmp)) => parse_icmp_error(d, src, dst, icmp),
+        Err(NotFlow::IcmpError { src, dst, icmp }) => parse_icmp_error(d, src, dst, icmp),
         Err(NotFlow::Bad(e)) => Err(e),
     }
 }
