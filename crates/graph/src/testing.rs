@@ -5,7 +5,8 @@
 //! has an arc to (and `error-drop`) is replaced, on every thread, by a capture node that copies
 //! each packet it receives (bytes and metadata) into a log and frees the buffer; the captured
 //! `error-drop` still counts every packet on the counter its `error` names, as the real one
-//! does. So a test injects a frame, drains the graph and asserts:
+//! does (after logging it, so a counted drop is always in the log). So a test injects a
+//! frame, drains the graph and asserts:
 //!
 //! - which packets reached which arc ([`Harness::arc`], by the arc's target node name),
 //! - the node's counters, exactly ([`Harness::assert_counters`]: the named values, every other
@@ -69,6 +70,7 @@ use crate::GraphBuilder;
 use sluice_buffer::{BufIdx, BufferHeader, PageSize, PoolConfig};
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A small private pool for tests (4096 buffers of 2 KiB, 4 KiB pages).
@@ -109,9 +111,6 @@ impl NodeFn for Capture {
             cx.bufs().copy_chain(b, &mut data, usize::MAX);
             // SAFETY: this node owns the frame; a short-lived shared view of one header.
             let hdr = *unsafe { cx.pool().header(b) };
-            if self.count_errors {
-                cx.count_error_code(hdr.error, 1);
-            }
             got.push(Captured {
                 index: b,
                 data,
@@ -119,8 +118,21 @@ impl NodeFn for Capture {
             });
         }
         cx.free(frame);
+        let errors: Vec<u16> = if self.count_errors {
+            got.iter().map(|c| c.hdr.error).collect()
+        } else {
+            Vec::new()
+        };
         if let Ok(mut l) = self.log.lock() {
             l.entry(self.me).or_default().extend(got);
+        }
+        // Logged before counted: a test that waits on another thread for an error counter
+        // (`Harness::hand_to_worker`) then finds every packet counted in the log. The fence
+        // orders the log before the (relaxed) counter stores for a reader that pairs it with
+        // an acquire fence.
+        fence(Ordering::Release);
+        for e in errors {
+            cx.count_error_code(e, 1);
         }
     }
     fn as_any(&mut self) -> &mut dyn Any {
@@ -237,6 +249,40 @@ impl Harness {
             .unwrap_or_else(|| panic!("no node `{name}'"));
         self.vm.main.inject(i, bufs);
         self.vm.main.drain();
+    }
+
+    /// Hands one packet per entry of `pkts` (metadata set by `meta`) to the node under test
+    /// on worker thread `to`, through thread 0's handoff queue to it (retrying while the
+    /// queue is full), and waits until the node's counters `done` together have grown by
+    /// `pkts.len()` (each packet counts on exactly one of them: handed on, dropped, ...).
+    /// A drop counted by `error-drop` is in [`Harness::drops`] by then.
+    ///
+    /// # Panics
+    /// When that takes more than 20 s (the worker does not run), or a counter of `done`
+    /// does not exist.
+    pub fn hand_to_worker(
+        &mut self,
+        to: usize,
+        pkts: &[Vec<u8>],
+        meta: impl Fn(&mut BufferHeader),
+        done: &[&str],
+    ) {
+        let bufs: Vec<BufIdx> = pkts.iter().map(|p| self.packet(p, &meta)).collect();
+        let total = |h: &Harness| done.iter().map(|c| h.counter(c)).sum::<u64>();
+        let before = total(self);
+        let mut sent = 0;
+        let t0 = std::time::Instant::now();
+        while sent < bufs.len() || total(self) < before + bufs.len() as u64 {
+            sent += self
+                .vm
+                .shared
+                .handoff_enqueue(0, to, &bufs[sent..], self.node);
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Pairs with the capture's release fence: what was logged before the counts read
+        // above is seen.
+        fence(Ordering::Acquire);
     }
 
     /// Injects one packet per entry of `pkts` (with default metadata) and runs the graph.

@@ -44,7 +44,9 @@ pub struct Tuple {
 }
 
 /// Every field compared without a branch per field (a session's match tuple is compared
-/// with each packet's: the derived `&&` chain cost about 26 instructions).
+/// with each packet's): xor/or of the fields instead of the derived `&&` chain saved 4.2
+/// instructions per packet in `nat44-ed-in2out` and 1.8 in `nat44-ed-out2in` (callgrind,
+/// 1k sessions, docs/nat.md).
 impl PartialEq for Tuple {
     #[inline(always)]
     fn eq(&self, o: &Tuple) -> bool {
@@ -190,7 +192,14 @@ fn l4_header<const N: usize>(d: &[u8], l4: usize) -> Result<&[u8; N], Bad> {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NotFlow {
     /// An ICMP error message: [`parse`] reads the packet it quotes.
-    IcmpError(u32, u32, usize),
+    IcmpError {
+        /// Outer source address.
+        src: u32,
+        /// Outer destination address.
+        dst: u32,
+        /// Offset of the ICMP header.
+        icmp: usize,
+    },
     /// Not translatable.
     Bad(Bad),
 }
@@ -258,7 +267,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
                     let kind = if req { L4::EchoRequest } else { L4::EchoReply };
                     Ok((t, l4, kind))
                 }
-                t if icmp_is_error(t) => Err(NotFlow::IcmpError(src, dst, l4)),
+                t if icmp_is_error(t) => Err(NotFlow::IcmpError { src, dst, icmp: l4 }),
                 _ => Err(Bad::UnsupportedIcmp.into()),
             }
         }
@@ -270,7 +279,7 @@ pub fn parse_flow(d: &[u8]) -> Result<(Tuple, usize, L4), NotFlow> {
 pub fn parse(d: &[u8]) -> Result<Parsed, Bad> {
     match parse_flow(d) {
         Ok((t, l4, kind)) => Ok(Parsed::Flow { t, l4, kind }),
-        Err(NotFlow::IcmpError(src, dst, icmp)) => parse_icmp_error(d, src, dst, icmp),
+        Err(NotFlow::IcmpError { src, dst, icmp }) => parse_icmp_error(d, src, dst, icmp),
         Err(NotFlow::Bad(e)) => Err(e),
     }
 }
@@ -401,7 +410,8 @@ fn fold(a: u64) -> u16 {
 /// must be `Deltas::new(old, new)` (TCP and UDP add it instead of summing the changes). The
 /// L4 checksum of a first fragment covers the whole datagram; the incremental update is
 /// still right because only the changed words enter it. The TCP/UDP rewrite is inlined
-/// into the nodes (no call, no tuple passed through memory); echo is out of line.
+/// into the nodes (no call, no tuple passed through memory); echo is a plain function
+/// (`translate_echo`), inlined or not as the compiler chooses.
 #[inline(always)]
 pub fn translate(d: &mut [u8], l4: usize, kind: L4, old: Tuple, new: Tuple, dl: Deltas) {
     debug_assert_eq!(dl, Deltas::new(old, new));
@@ -774,6 +784,79 @@ mod tests {
         translate(&mut d, l4, kind, t, new, Deltas::new(t, new));
         assert_eq!(&d[26..28], &[0, 0]);
         assert_eq!(&d[20..22], &9u16.to_be_bytes());
+    }
+
+    /// RFC 768: a UDP checksum that computes to 0 is sent as 0xffff (0 means "none"). The
+    /// new source port is searched (all 65,536) for the one whose datagram's checksum computes
+    /// to 0, for a ports-only rewrite (`Deltas::addrs` false: the IPv4 header untouched) and
+    /// one with a new source address; and a datagram sent with 0xffff translates too.
+    #[test]
+    fn udp_checksum_computing_to_zero_is_sent_as_ffff() {
+        let (src, dst) = ([10, 0, 0, 2], [8, 8, 8, 8]);
+        for nsrc in [src, [192, 0, 2, 1]] {
+            let d0 = udp(src, dst, 1234, 53);
+            let Ok(Parsed::Flow { t, l4, kind }) = parse(&d0) else {
+                panic!("parses")
+            };
+            // `udp` writes the checksum it computes: 0 for the port wanted.
+            let zero: Vec<u16> = (0..=u16::MAX)
+                .filter(|&p| udp(nsrc, dst, p, 53)[26..28] == [0, 0])
+                .collect();
+            assert_eq!(zero.len(), 1, "one port makes the sum 0xffff: {zero:?}");
+            let new = Tuple {
+                src: a(nsrc),
+                sport: zero[0],
+                ..t
+            };
+            let dl = Deltas::new(t, new);
+            assert_eq!(dl.addrs, nsrc != src);
+            let mut d = d0.clone();
+            translate(&mut d, l4, kind, t, new, dl);
+            assert_eq!(&d[26..28], &[0xff, 0xff], "{t:?} -> {new:?}");
+            assert_eq!(l4_sum(&d), 0);
+            assert_eq!(internet_checksum(&d[..20]), 0);
+            if !dl.addrs {
+                assert_eq!(&d[..20], &d0[..20], "ports only: IPv4 header untouched");
+            }
+            // That datagram as its sender sends it (0xffff), translated back and unchanged.
+            let Ok(Parsed::Flow { t: t2, l4, kind }) = parse(&d) else {
+                panic!("parses")
+            };
+            let mut e = d.clone();
+            translate(&mut e, l4, kind, t2, t2, Deltas::new(t2, t2));
+            assert_eq!(e, d, "an unchanged tuple keeps 0xffff");
+            translate(&mut e, l4, kind, t2, t, Deltas::new(t2, t));
+            assert_eq!(e, d0, "back to the original, checksum included");
+        }
+    }
+
+    /// A ports-only TCP and UDP rewrite (`Deltas::addrs` false) leaves the IPv4 header alone
+    /// and keeps the L4 checksum valid.
+    #[test]
+    fn ports_only_rewrite_leaves_the_ip_header_alone() {
+        for d0 in [
+            udp([10, 0, 0, 2], [8, 8, 8, 8], 1234, 53),
+            tcp([10, 0, 0, 2], [8, 8, 8, 8], 40000, 80, 0x10),
+        ] {
+            let Ok(Parsed::Flow { t, l4, kind }) = parse(&d0) else {
+                panic!("parses")
+            };
+            let new = Tuple {
+                sport: 1025,
+                dport: 8080,
+                ..t
+            };
+            let dl = Deltas::new(t, new);
+            assert!(!dl.addrs);
+            let mut d = d0.clone();
+            translate(&mut d, l4, kind, t, new, dl);
+            assert_eq!(&d[..20], &d0[..20]);
+            assert_eq!(l4_sum(&d), 0, "{kind:?}");
+            let Ok(Parsed::Flow { t: t2, .. }) = parse(&d) else {
+                panic!("parses")
+            };
+            assert_eq!(t2, new);
+        }
     }
 
     #[test]
