@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""One summary row per run of scripts/hoststack-redis-bench.sh (MODES with kernel and sluice).
+"""Summary rows of runs of scripts/hoststack-redis-bench.sh (MODES with kernel and others).
 
 Usage: hoststack-redis-summary.py <OUT csv>...   (each with its <OUT minus .csv>-sched.csv)
 
-Prints the table of docs/hoststack.md's "Where the multi-client tails come from": per run,
-over the multi-client cells (clients > 1), the (b) / kernel ratio of the p99.9 medians
+Prints the table of docs/hoststack.md's "Where the multi-client tails come from": per run
+and mode other than the kernel (named "<run> (<mode>)" when a run has several), over the
+multi-client cells (clients > 1), the (b) / kernel ratio of the p99.9 medians
 (min / median / max) and how many cells have (b)'s median p99.9 <= the kernel's; the p50
 ratio likewise; the 1-client p50 ratios per payload; the medians over the cells of both
 p99.9 medians (ms); and from the scheduling CSV, summed over the multi-client cells and
-samples: the run-queue wait of the whole path per request (us, kernel / (b)), the mean wait
-per time slice (us) of redis-server under the kernel and (b) and of Sluice, and Sluice's CPU
-per request (us). Medians are over the runs (an even count: the mean of the middle two).
+samples: the run-queue wait of the whole path per request (us, kernel / the mode), the mean
+wait per time slice (us) of redis-server under the kernel and the mode and of Sluice (the
+clients' Sluice in (c)), and that Sluice's CPU per request (us). Medians are over the runs (an even count: the mean of the middle two).
 """
 
 import collections
@@ -27,7 +28,7 @@ def rows(path):
 
 
 def summary(path):
-    """The markdown row of one run."""
+    """The markdown rows of one run, one per mode other than the kernel."""
     path = Path(path)
     name = path.name.removesuffix(".csv")
     pct = collections.defaultdict(list)
@@ -35,23 +36,19 @@ def summary(path):
         key = (r["mode"], int(r["clients"]), int(r["payload"]))
         pct[key].append((float(r["p50"]), float(r["p99.9"])))
     cells = sorted({(c, d) for (_, c, d) in pct})
+    modes = sorted({m for (m, _, _) in pct} - {"kernel"})
     med = {k: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v))
            for k, v in pct.items()}
-    r50, r999, met, one, k999, s999 = [], [], 0, [], [], []
-    for c, d in cells:
-        (k50, k9), (s50, s9) = med[("kernel", c, d)], med[("sluice", c, d)]
-        if c == 1:
-            one.append(s50 / k50)
-            continue
-        r50.append(s50 / k50)
-        r999.append(s9 / k9)
-        met += s9 <= k9
-        k999.append(k9)
-        s999.append(s9)
-    # mode, process -> [cpu ms, wait ms, slices, requests]
+    tot, n = sched(path.with_name(name + "-sched.csv"), path)
+    return [row(name if len(modes) == 1 else f"{name} ({m})", m, cells, med, tot, n)
+            for m in modes]
+
+
+def sched(sched_path, path):
+    """Per (mode, process) over the multi-client samples: [cpu ms, wait ms, slices,
+    samples]; and the requests per sample."""
     tot = collections.defaultdict(lambda: [0.0, 0.0, 0, 0])
-    nreq = {}
-    for r in rows(path.with_name(name + "-sched.csv")):
+    for r in rows(sched_path):
         if int(r["clients"]) == 1:
             continue
         t = tot[(r["mode"], r["process"])]
@@ -62,19 +59,34 @@ def summary(path):
     # Requests per sample: from the bench's comment line (`... <runs> <requests> ...`).
     with open(path) as f:
         words = f.readline().split()
-    n = int(words[words.index("scripts/hoststack-redis-bench.sh") + 2])
+    return tot, int(words[words.index("scripts/hoststack-redis-bench.sh") + 2])
 
-    def path_wait(mode):
-        procs = [v for (m, _), v in tot.items() if m == mode]
+
+def row(name, mode, cells, med, tot, n):
+    """One mode's row against the kernel."""
+    r50, r999, met, one, k999, s999 = [], [], 0, [], [], []
+    for c, d in cells:
+        (k50, k9), (s50, s9) = med[("kernel", c, d)], med[(mode, c, d)]
+        if c == 1:
+            one.append(s50 / k50)
+            continue
+        r50.append(s50 / k50)
+        r999.append(s9 / k9)
+        met += s9 <= k9
+        k999.append(k9)
+        s999.append(s9)
+
+    def path_wait(m):
+        procs = [v for (mm, _), v in tot.items() if mm == m]
         samples = max(v[3] for v in procs)
         return sum(v[1] for v in procs) * 1e3 / (samples * n)
 
-    def per_slice(mode, proc):
-        v = tot.get((mode, proc))
+    def per_slice(m, proc):
+        v = tot.get((m, proc))
         return f"{v[1] * 1e3 / max(v[2], 1):.0f}" if v else "—"
 
-    def cpu(mode, proc):
-        v = tot.get((mode, proc))
+    def cpu(m, proc):
+        v = tot.get((m, proc))
         return f"{v[0] * 1e3 / (v[3] * n):.1f}" if v else "—"
 
     def mmm(xs):
@@ -83,9 +95,9 @@ def summary(path):
     return (
         f"| {name} | {mmm(r999)} | {met} | {mmm(r50)} | {' / '.join(f'{x:.2f}' for x in one)} "
         f"| {statistics.median(k999):.1f} / {statistics.median(s999):.1f} "
-        f"| {path_wait('kernel'):.0f} / {path_wait('sluice'):.0f} "
-        f"| {per_slice('kernel', 'redis-server')} / {per_slice('sluice', 'redis-server')} / "
-        f"{per_slice('sluice', 'sluice')} | {cpu('sluice', 'sluice')} |"
+        f"| {path_wait('kernel'):.0f} / {path_wait(mode):.0f} "
+        f"| {per_slice('kernel', 'redis-server')} / {per_slice(mode, 'redis-server')} / "
+        f"{per_slice(mode, 'sluice')} | {cpu(mode, 'sluice')} |"
     )
 
 
@@ -93,7 +105,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     for p in sys.argv[1:]:
-        print(summary(p))
+        print("\n".join(summary(p)))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ sluice,4,64,2,sluice,100,25,30,300,1,1
 def test_row(tmp_path):
     (tmp_path / "r.csv").write_text(SAMPLES)
     (tmp_path / "r-sched.csv").write_text(SCHED)
-    row = summod().summary(tmp_path / "r.csv")
+    (row,) = summod().summary(tmp_path / "r.csv")
     cols = [c.strip() for c in row.strip("|").split("|")]
     assert cols[0] == "r"
     # p99.9 medians: kernel 3.0, sluice 3.0 -> ratio 1, met (<=); p50 0.25 / 0.1.
