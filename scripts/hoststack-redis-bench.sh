@@ -136,7 +136,10 @@ srv() {
   local args=("${awrap[@]}" redis-server --bind $2 --port 6379 --save '' --appendonly no
               --protected-mode no --daemonize no --dir "$tmp")
   if [ -n "$1" ]; then ip netns exec "$1" "${args[@]}" >/dev/null 2>&1 &
-  else pre "$3" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
+  else # not through pre(): a function in the background would make $! a subshell's pid
+    ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/$3.app" LD_PRELOAD="$preload" "${args[@]}" \
+      >"$tmp/redis-$3.log" 2>&1 &
+  fi
   pids+=($!)
   SRV[$mode]=$!
 }
