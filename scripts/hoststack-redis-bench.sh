@@ -38,6 +38,16 @@
 #   NO_BUILD=1    use the release binaries as they are; SLUICE=<path>, PRELOAD=<path>: the
 #                 sluice binary and libsluice_preload.so (e.g. older builds for a
 #                 before/after comparison)
+#   SLUICE_WRAP="<command>"  runs every Sluice under it, e.g. "taskset -c 1" (pinned) or
+#                 "chrt -f 50" (SCHED_FIFO; with interrupt rx modes only: a polling FIFO
+#                 thread starves its CPU)
+#   APP_WRAP="<command>"     runs every redis-server and redis-benchmark under it, in every
+#                 mode (the kernel's too), e.g. "taskset -c 0"
+# Scheduling (every mode, every cell): what each process on the path spent on a CPU and
+# runnable but waiting for one (/proc/<pid>/schedstat of the main thread), and its voluntary
+# (it slept) and involuntary (it was preempted) context switches — redis-benchmark through
+# scripts/hoststack-runstat.py, redis-server and each Sluice as before/after differences —
+# go to <OUT minus .csv>-sched.csv and, as medians over the runs, to a second table.
 source "$(dirname "$0")/common.sh"
 if [ -n "${QUICK:-}" ]; then def_runs=3 def_nreq=20000; else def_runs=3 def_nreq=100000; fi
 runs=${1:-$def_runs}
@@ -49,6 +59,7 @@ fifo=${FIFO:-1048576}
 limit=${TIMEOUT:-120}
 out_csv=${OUT:-$PWD/target/hoststack-redis.csv}
 part_csv=$out_csv.partial
+sched_csv=${out_csv%.csv}-sched.csv
 for m in $modes; do
   case $m in kernel|sluice|both-veth|both-memif) ;; *) echo "bad mode \`$m' in MODES"; exit 2;; esac
 done
@@ -66,6 +77,9 @@ preload=${PRELOAD:-$bin/libsluice_preload.so}
 tmp=$(mktemp -d)
 CS=hrb$$cs; CK=hrb$$ck; K=hrb$$k; V=hrb$$v; NA=hrb$$a; NB=hrb$$b; NX=hrb$$x
 pids=()
+# shellcheck disable=SC2206 # the wrappers are command words
+swrap=(${SLUICE_WRAP:-}); awrap=(${APP_WRAP:-})
+declare -A SPID=() SRV=()
 t_start=$(date +%s)
 cleanup() {
   set +e # every step runs, whatever failed before
@@ -91,12 +105,13 @@ start_sluice() {
   printf 'unix { nodaemon cli-listen %s/%s.cli }\nbuffers { page-size 4k }\nsession { enable app-socket %s/%s.app fifo-size %s }\n%s\n' \
     "$tmp" "$name" "$tmp" "$name" "$fifo" "${STARTUP:-}" >"$tmp/$name.conf"
   if [ -n "$ns" ]; then
-    ip netns exec "$ns" "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
+    ip netns exec "$ns" "${swrap[@]}" "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
   else
-    "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
+    "${swrap[@]}" "$sluice" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
   fi
   pids+=($!)
   local p=$!
+  SPID[$name]=$p
   sluice_up() {
     kill -0 "$p" 2>/dev/null || { echo "FAILED: Sluice $name did not start:"; tail -5 "$tmp/$name.log"; exit 1; }
     [ -S "$tmp/$name.cli" ] && [ -S "$tmp/$name.app" ]
@@ -113,15 +128,20 @@ up() {
 rxc=${RXMODE_C:-interrupt}
 # A command with its sockets on Sluice <name>'s stack (in $NX).
 pre() { local name=$1; shift; ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/$name.app" LD_PRELOAD="$preload" "$@"; }
-# One redis-server, no persistence: srv <ns|""> "<bind addresses>" [preload sluice]: on the
-# kernel in namespace <ns>, or (no ns) under LD_PRELOAD on Sluice <sluice>.
+# One redis-server, no persistence: srv <mode> <ns|""> "<bind addresses>" [preload sluice]:
+# on the kernel in namespace <ns>, or (no ns) under LD_PRELOAD on Sluice <sluice>.
 srv() {
+  local mode=$1; shift
   # shellcheck disable=SC2206 # one argument per address
-  local args=(redis-server --bind $2 --port 6379 --save '' --appendonly no
+  local args=("${awrap[@]}" redis-server --bind $2 --port 6379 --save '' --appendonly no
               --protected-mode no --daemonize no --dir "$tmp")
   if [ -n "$1" ]; then ip netns exec "$1" "${args[@]}" >/dev/null 2>&1 &
-  else pre "$3" "${args[@]}" >"$tmp/redis-$3.log" 2>&1 & fi
+  else # not through pre(): a function in the background would make $! a subshell's pid
+    ip netns exec "$NX" env SLUICE_APP_SOCKET="$tmp/$3.app" LD_PRELOAD="$preload" "${args[@]}" \
+      >"$tmp/redis-$3.log" 2>&1 &
+  fi
   pids+=($!)
+  SRV[$mode]=$!
 }
 # wait_pong <what> <command...>: until redis-cli answers PONG (30 s at most).
 pong() { "$@" PING 2>/dev/null | grep -q PONG; }
@@ -132,7 +152,7 @@ if has kernel; then
   ip -n "$CK" link add eth0 type veth peer name eth1 netns "$K"
   ip -n "$CK" addr add 10.79.0.2/24 dev eth0; ip -n "$CK" link set eth0 up
   ip -n "$K" addr add 10.79.0.1/24 dev eth1; ip -n "$K" link set eth1 up
-  srv "$K" 10.79.0.1
+  srv kernel "$K" 10.79.0.1
   wait_pong kernel ip netns exec "$CK" redis-cli -h 10.79.0.1
 fi
 if has sluice; then
@@ -145,7 +165,7 @@ if has sluice; then
   C s create host-interface v2 name "$V" >/dev/null
   up s "host-$V" 10.78.0.1/24 "${RXMODE:-}"
   C s ping 10.78.0.2 repeat 2 interval 0.1 >/dev/null
-  srv "$CS" 10.78.0.2
+  srv sluice "$CS" 10.78.0.2
   wait_pong "kernel server of (b)" pre s redis-cli -h 10.78.0.2
 fi
 if has both-veth || has both-memif; then
@@ -171,7 +191,7 @@ if has both-veth || has both-memif; then
     up a memif1/0 10.81.0.1/24 "$rxc"; up b memif1/0 10.81.0.2/24 "$rxc"
   fi
   # Only Sluice B's addresses: nothing listens on the kernel's side.
-  srv "" "$(has both-veth && echo 10.80.0.2) $(has both-memif && echo 10.81.0.2)" b
+  srv both "" "$(has both-veth && echo 10.80.0.2) $(has both-memif && echo 10.81.0.2)" b
   has both-veth && wait_pong "Sluice B's redis-server over the veth pair" pre a redis-cli -h 10.80.0.2
   has both-memif && wait_pong "Sluice B's redis-server over memif" pre a redis-cli -h 10.81.0.2
 fi
@@ -183,19 +203,49 @@ pcts() {
        BEGIN { want[1] = 50; want[2] = 95; want[3] = 99; want[4] = 99.9 }
        END { if (length(got) < 4) exit 1; print got[1], got[2], got[3], got[4] }'
 }
-bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p, or fails
+# snap <pid>: "cpu_ns wait_ns slices vcsw ivcsw" of the process's main thread.
+snap() {
+  local a b e
+  read -r a b e <"/proc/$1/schedstat"
+  awk -v a="$a" -v b="$b" -v e="$e" '/^voluntary_ctxt/ { v = $2 } /^nonvoluntary_ctxt/ { n = $2 }
+    END { print a, b, e, v, n }' "/proc/$1/status"
+}
+# The long-lived processes on a mode's path: "<name>:<pid> ...".
+path_procs() {
+  case $1 in
+    kernel) echo "redis-server:${SRV[kernel]}" ;;
+    sluice) echo "redis-server:${SRV[sluice]} sluice:${SPID[s]}" ;;
+    both-*) echo "redis-server:${SRV[both]} sluice:${SPID[a]} sluice-b:${SPID[b]}" ;;
+  esac
+}
+runstat=$PWD/scripts/hoststack-runstat.py
+py=$(command -v python3)
+bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p and the scheduling in $tmp/sched, or fails
   local mode=$1 c=$2 d=$3 out=$tmp/out
   local args=(-t set -n "$nreq" -c "$c" -d "$d")
+  local rb=("$py" "$runstat" "$tmp/rs" "$limit")
+  local pp q; pp=$(path_procs "$mode")
+  declare -A before=()
+  for q in $pp; do before[$q]=$(snap "${q#*:}"); done
   case $mode in
-    kernel) timeout "$limit" ip netns exec "$CK" redis-benchmark -h 10.79.0.1 "${args[@]}" ;;
-    sluice) pre s timeout "$limit" redis-benchmark -h 10.78.0.2 "${args[@]}" ;;
-    both-veth) pre a timeout "$limit" redis-benchmark -h 10.80.0.2 "${args[@]}" ;;
-    both-memif) pre a timeout "$limit" redis-benchmark -h 10.81.0.2 "${args[@]}" ;;
+    kernel) ip netns exec "$CK" "${rb[@]}" "${awrap[@]}" redis-benchmark -h 10.79.0.1 "${args[@]}" ;;
+    sluice) ip netns exec "$NX" "${rb[@]}" env SLUICE_APP_SOCKET="$tmp/s.app" LD_PRELOAD="$preload" "${awrap[@]}" redis-benchmark -h 10.78.0.2 "${args[@]}" ;;
+    both-veth) ip netns exec "$NX" "${rb[@]}" env SLUICE_APP_SOCKET="$tmp/a.app" LD_PRELOAD="$preload" "${awrap[@]}" redis-benchmark -h 10.80.0.2 "${args[@]}" ;;
+    both-memif) ip netns exec "$NX" "${rb[@]}" env SLUICE_APP_SOCKET="$tmp/a.app" LD_PRELOAD="$preload" "${awrap[@]}" redis-benchmark -h 10.81.0.2 "${args[@]}" ;;
   esac >"$out" 2>&1
   local rc=$?
   if [ $rc != 0 ] || ! pcts <"$out" >"$tmp/p"; then
     echo "FAILED: $mode, $c clients, $d B (exit $rc):"; tr '\r' '\n' <"$out" | tail -5; return 1
   fi
+  # "<proc> elapsed_ms cpu_ms wait_ms slices vcsw ivcsw", redis-benchmark first.
+  local el; read -r el _ <"$tmp/rs"
+  echo "redis-benchmark $(cat "$tmp/rs")" >"$tmp/sched"
+  for q in $pp; do
+    # shellcheck disable=SC2086 # two lists of five numbers
+    set -- ${before[$q]} $(snap "${q#*:}")
+    printf '%s %s %.1f %.1f %d %d %d\n' "${q%%:*}" "$el" "$(echo "($6 - $1) / 1000000" | bc -l)" \
+      "$(echo "($7 - $2) / 1000000" | bc -l)" $(($8 - $3)) $(($9 - $4)) $((${10} - $5)) >>"$tmp/sched"
+  done
 }
 
 declare -A R
@@ -205,6 +255,12 @@ mkdir -p "$(dirname "$out_csv")"
   echo "# $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode,clients,payload,run,p50,p95,p99,p99.9"
 } >"$part_csv"
+{
+  head -2 "$part_csv"
+  echo "# per process (main thread): CPU and run-queue wait ms (schedstat), time slices, voluntary and involuntary context switches; SLUICE_WRAP=\"${SLUICE_WRAP:-}\" APP_WRAP=\"${APP_WRAP:-}\""
+  echo "mode,clients,payload,run,process,elapsed_ms,cpu_ms,wait_ms,slices,vcsw,ivcsw"
+} >"$sched_csv.partial"
+declare -A S=()
 echo "== $runs runs, redis-benchmark SET -n $nreq, clients: $clients, payloads: $sizes; modes: $modes; FIFO $fifo B; rx mode (b) ${RXMODE:-polling}, (c) $rxc${STARTUP:+; startup: $STARTUP}"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
@@ -215,12 +271,17 @@ for r in $(seq 1 "$runs"); do
         read -r a b e f <"$tmp/p"
         R[$mode,$c,$d,50]+="$a "; R[$mode,$c,$d,95]+="$b "; R[$mode,$c,$d,99]+="$e "; R[$mode,$c,$d,99.9]+="$f "
         echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$part_csv"
+        while read -r q el cpu w sl v iv; do
+          echo "$mode,$c,$d,$r,$q,$el,$cpu,$w,$sl,$v,$iv" >>"$sched_csv.partial"
+          S[$mode,$c,$d,el]+="$el "; S[$mode,$c,$d,$q]+="$cpu,$w,$v,$iv "
+        done <"$tmp/sched"
       done
     done
   done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t_start )) s" >>"$part_csv"
 mv "$part_csv" "$out_csv"
+mv "$sched_csv.partial" "$sched_csv"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The table: one min / median / max column per mode, then each mode's ratio of medians to
 # the kernel's (when the kernel ran).
@@ -267,10 +328,38 @@ if has kernel; then
   done
   echo
 fi
+# The scheduling table: per cell and mode, medians over the runs of each process's CPU ms /
+# run-queue wait ms / voluntary / involuntary context switches, and the run-queue wait of all
+# of them together per request (µs).
+med() { stats "$@" | cut -d' ' -f2; }
+echo "== scheduling, medians over the runs (per process: CPU ms / run-queue wait ms / voluntary / involuntary context switches; wait per request: all of them, µs)"
+printf '\n| clients | payload | mode | elapsed ms | redis-benchmark | redis-server | sluice | sluice-b | wait per request µs |\n|---|---|---|---|---|---|---|---|---|\n'
+for c in $clients; do
+  for d in $sizes; do
+    for m in $modes; do
+      # shellcheck disable=SC2086
+      line="| $c | $d | $m | $(med ${S[$m,$c,$d,el]}) |"
+      wsum=0
+      for q in redis-benchmark redis-server sluice sluice-b; do
+        v=${S[$m,$c,$d,$q]:-}
+        if [ -z "$v" ]; then line+=" — |"; continue; fi
+        cols=()
+        for k in 1 2 3 4; do
+          # shellcheck disable=SC2046
+          cols+=("$(med $(tr ' ' '\n' <<<"$v" | grep . | cut -d, -f$k))")
+        done
+        line+=$(printf ' %.0f / %.0f / %.0f / %.0f |' "${cols[@]}")
+        wsum=$(echo "$wsum + ${cols[1]}" | bc -l)
+      done
+      echo "$line $(printf '%.1f' "$(echo "$wsum * 1000 / $nreq" | bc -l)") |"
+    done
+  done
+done
+echo
 for s in s a b; do
   [ -S "$tmp/$s.cli" ] || continue
   case $s in s) echo "-- Sluice of (b):";; a) echo "-- Sluice A (clients) of (c):";; b) echo "-- Sluice B (redis-server) of (c):";; esac
   C $s show errors | grep -E 'tcp4-input|session-queue|memif' || true
   echo "buffers in use: $(C $s show buffers | awk '/default-numa-0/ {print $9}')"
 done
-echo "== samples: $out_csv (plot: .venv/bin/python scripts/hoststack-plot.py $out_csv); $(( $(date +%s) - t_start )) s"
+echo "== samples: $out_csv, scheduling: $sched_csv (plot: .venv/bin/python scripts/hoststack-plot.py $out_csv); $(( $(date +%s) - t_start )) s"
