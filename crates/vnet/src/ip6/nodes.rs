@@ -10,10 +10,11 @@ use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
+    PREFETCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
@@ -243,7 +244,9 @@ pub struct Ip6Lookup {
     /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
     dst: [[u8; 16]; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
-    fib: [u32; FRAME_SIZE],
+    // The frame's buffer addresses (and the prefetch distance more, repeating the last
+    // packet's), resolved once per frame.
+    addrs: FrameAddrs<{ FRAME_SIZE + PREFETCH_AHEAD }>,
 }
 
 sluice_graph::arcs! {
@@ -278,42 +281,53 @@ impl NodeFn for Ip6Lookup {
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
         let e_drop = cx.error(LookupCounter::DropRoute);
+        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
+        // `min` only removes bound checks.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
-        arena.check_frame(&frame[..n]);
+        let frame = &frame[..n];
+        // One pass resolves the frame's addresses (and checks its indices): both loops
+        // below load a packet's addresses instead of computing them.
+        arena.resolve(frame, PREFETCH_AHEAD, &mut self.addrs);
+        let addrs = &self.addrs;
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;
-        for (j, &b) in frame[..n].iter().enumerate() {
-            if let Some(&ahead) = frame.get(j + 4) {
-                arena.prefetch(ahead);
-            }
-            // SAFETY: this node owns the frame, in the arena (checked above); one view at a
+        for (j, (d, &b)) in self.dst[..n].iter_mut().zip(frame).enumerate() {
+            addrs.prefetch(j + PREFETCH_AHEAD, true);
+            // SAFETY: this node owns the frame, resolved into `addrs` above; one view at a
             // time.
-            let v = unsafe { arena.buffer_unchecked(b) };
+            let v = unsafe { arena.buffer_at(addrs, j, b) };
             // ip6-input guaranteed a full header (a short one would look up `::`).
-            self.dst[j] = v
-                .data()
-                .get(24..40)
-                .and_then(|d| d.try_into().ok())
+            *d = v
+                .head::<HEADER_LEN>()
+                .and_then(|h| h.last_chunk::<16>())
+                .copied()
                 .unwrap_or_default();
-            self.fib[j] = v.hdr.ip.fib_index;
             any_vrf |= v.hdr.ip.fib_index;
         }
         if any_vrf == 0 {
             // All lookups of the frame level by level (independent loads overlap).
             fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
         } else {
-            for j in 0..n {
+            for (j, &b) in frame.iter().enumerate() {
+                // SAFETY: this node owns the frame; read-only header access.
+                let f = unsafe { arena.header(b) }.ip.fib_index;
                 self.res[j] = self
                     .shared
-                    .lookup(self.fib[j], u128::from_be_bytes(self.dst[j]))
+                    .lookup(f, u128::from_be_bytes(self.dst[j]))
                     .unwrap_or(u32::MAX);
             }
         }
-        for (j, &bi) in frame[..n].iter().enumerate() {
+        for (j, ((nx, &r), &bi)) in self.nexts[..n]
+            .iter_mut()
+            .zip(&self.res[..n])
+            .zip(frame)
+            .enumerate()
+        {
             // SAFETY: as above.
-            let v = unsafe { arena.buffer_unchecked(bi) };
-            let res = match self.res[j] {
+            let v = unsafe { arena.buffer_at(addrs, j, bi) };
+            let res = match r {
                 u32::MAX => None,
                 x if x >= LB_FLAG => {
                     let h = flow_hash(v.data());
@@ -322,7 +336,7 @@ impl NodeFn for Ip6Lookup {
                 }
                 x => Some(x),
             };
-            self.nexts[j] = match res {
+            *nx = match res {
                 None => {
                     no_route += 1;
                     let code = icmpv6::unreach::NO_ROUTE;
@@ -354,7 +368,7 @@ impl NodeFn for Ip6Lookup {
         if no_route > 0 {
             cx.count(LookupCounter::NoRoute, no_route);
         }
-        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &self.nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -1081,7 +1095,7 @@ pub fn register(
                 nexts: [0; FRAME_SIZE],
                 dst: [[0; 16]; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
-                fib: [0; FRAME_SIZE],
+                addrs: Default::default(),
             })
         })
         .nexts(LookupNext::NAMES)
