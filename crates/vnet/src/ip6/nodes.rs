@@ -10,11 +10,11 @@ use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
-    PREFETCH_AHEAD,
+    CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
@@ -240,13 +240,9 @@ impl PacketNode for Ip6Input {
 /// - counters: `no_route` (no route to destination: an ICMPv6 error follows), `drop_route`.
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
-    nexts: [u16; FRAME_SIZE],
     /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
     dst: [[u8; 16]; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
-    // The frame's buffer addresses (and the prefetch distance more, repeating the last
-    // packet's), resolved once per frame.
-    addrs: FrameAddrs<{ FRAME_SIZE + PREFETCH_AHEAD }>,
 }
 
 sluice_graph::arcs! {
@@ -286,10 +282,13 @@ impl NodeFn for Ip6Lookup {
         debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        // One pass resolves the frame's addresses (and checks its indices): both loops
-        // below load a packet's addresses instead of computing them.
-        arena.resolve(frame, PREFETCH_AHEAD, &mut self.addrs);
-        let addrs = &self.addrs;
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        // One pass resolves the frame's addresses (and checks its indices), unless the
+        // node before left this frame's there: both loops below load a packet's addresses
+        // instead of computing them.
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;
@@ -319,7 +318,7 @@ impl NodeFn for Ip6Lookup {
                     .unwrap_or(u32::MAX);
             }
         }
-        for (j, ((nx, &r), &bi)) in self.nexts[..n]
+        for (j, ((nx, &r), &bi)) in nexts[..n]
             .iter_mut()
             .zip(&self.res[..n])
             .zip(frame)
@@ -368,7 +367,8 @@ impl NodeFn for Ip6Lookup {
         if no_route > 0 {
             cx.count(LookupCounter::NoRoute, no_route);
         }
-        cx.enqueue_to_next(frame, &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -1092,10 +1092,8 @@ pub fn register(
         NodeRegistration::new(IP6_LOOKUP, NodeKind::Internal, move |_| {
             Box::new(Ip6Lookup {
                 shared: s.clone(),
-                nexts: [0; FRAME_SIZE],
                 dst: [[0; 16]; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
-                addrs: Default::default(),
             })
         })
         .nexts(LookupNext::NAMES)
