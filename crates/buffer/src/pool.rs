@@ -601,9 +601,18 @@ impl<'a> Arena<'a> {
     /// per-packet loop prefetching `ahead` packets on needs no test for the frame's end.
     /// Panics unless every index is a buffer of this arena ([`Arena::check_frame`]) and
     /// `frame.len() + ahead <= N`.
+    ///
+    /// When `out` already holds this frame, resolved in an arena of this layout with at
+    /// least `ahead` entries after it (a frame handed on whole from node to node, the
+    /// thread's nodes sharing one `FrameAddrs`), it is kept: one compare of the indices
+    /// (vectorised, branch-free) instead of the bound check and the address pass. The
+    /// addresses are a function of the index and the layout only, so they cannot be stale.
     #[inline]
     #[track_caller]
     pub fn resolve<const N: usize>(self, frame: &[BufIdx], ahead: usize, out: &mut FrameAddrs<N>) {
+        if out.holds(self, frame, ahead) {
+            return;
+        }
         self.check_frame(frame);
         let n = frame.len();
         assert!(
@@ -620,8 +629,23 @@ impl<'a> Arena<'a> {
             out.hdr[n..n + ahead].fill(h);
             out.data[n..n + ahead].fill(d);
         }
+        out.idx[..n].copy_from_slice(frame);
+        out.layout = self.layout();
         out.len = n;
         out.filled = if n == 0 { 0 } else { n + ahead };
+    }
+
+    /// What a buffer's addresses depend on besides its index (the key of
+    /// [`Arena::resolve`]'s memo, with the count its bound check used).
+    #[inline(always)]
+    fn layout(self) -> Layout {
+        Layout {
+            hdrs: self.hdrs,
+            data: self.data,
+            n: self.n,
+            stride: self.stride,
+            mem_len: self.mem_len,
+        }
     }
 
     /// The view of the `i`-th buffer of a frame resolved by [`Arena::resolve`].
@@ -675,11 +699,37 @@ impl<'a> Arena<'a> {
 pub struct FrameAddrs<const N: usize> {
     hdr: [*mut BufferHeader; N],
     data: [*mut u8; N],
+    /// The indices of the frame last resolved (its first `len`), and the layout of the
+    /// arena it was resolved in: [`Arena::resolve`] keeps the addresses of the same frame.
+    idx: [BufIdx; N],
+    layout: Layout,
     /// The length of the frame last resolved (debug checks of [`Arena::buffer_at`]).
     len: usize,
     /// The entries the last resolve wrote: the frame and the repeated ones after it (debug
-    /// checks of [`FrameAddrs::prefetch`]).
+    /// checks of [`FrameAddrs::prefetch`], and the memo of [`Arena::resolve`]).
     filled: usize,
+}
+
+/// An arena's base addresses, buffer count, stride and view length (see
+/// [`Arena::resolve`]).
+#[derive(Copy, Clone, PartialEq, Eq)]
+struct Layout {
+    hdrs: *mut BufferHeader,
+    data: *mut u8,
+    n: u32,
+    stride: u32,
+    mem_len: u32,
+}
+
+impl Layout {
+    /// No arena's (null bases): what a fresh `FrameAddrs` holds.
+    const NONE: Layout = Layout {
+        hdrs: core::ptr::null_mut(),
+        data: core::ptr::null_mut(),
+        n: 0,
+        stride: 0,
+        mem_len: 0,
+    };
 }
 
 #[cfg(test)]
@@ -703,6 +753,8 @@ impl<const N: usize> Default for FrameAddrs<N> {
         FrameAddrs {
             hdr: [core::ptr::null_mut(); N],
             data: [core::ptr::null_mut(); N],
+            idx: [BufIdx(0); N],
+            layout: Layout::NONE,
             len: 0,
             filled: 0,
         }
@@ -710,6 +762,25 @@ impl<const N: usize> Default for FrameAddrs<N> {
 }
 
 impl<const N: usize> FrameAddrs<N> {
+    /// Whether these are the addresses of `frame` in `arena` with at least `ahead` entries
+    /// after it: the same length, layout and indices (compared without an early exit, so
+    /// the compare vectorises), which the resolve that wrote them checked.
+    #[inline(always)]
+    fn holds(&self, arena: Arena<'_>, frame: &[BufIdx], ahead: usize) -> bool {
+        let n = frame.len();
+        let Some(old) = self.idx.get(..n) else {
+            return false;
+        };
+        // The first and last indices first: a different frame usually differs there, and
+        // then costs no pass over the indices.
+        self.len == n
+            && old.first() == frame.first()
+            && old.last() == frame.last()
+            && self.filled.checked_sub(n).is_some_and(|more| more >= ahead)
+            && self.layout == arena.layout()
+            && old.iter().zip(frame).fold(0, |d, (a, b)| d | (a.0 ^ b.0)) == 0
+    }
+
     /// Hints the CPU to fetch the `i`-th buffer's header line and, with `data`, the line
     /// where its packet starts (after the headroom). `i` is below the frame's length plus
     /// the `ahead` of the last [`Arena::resolve`] (debug builds check): entries past those

@@ -526,6 +526,61 @@ proptest::proptest! {
 }
 
 /// Debug builds stop `buffer_at` with an index that is not the resolved frame's `i`-th.
+/// `resolve` keeps what a `FrameAddrs` holds only for the same frame (every index, not
+/// only the first and last), of an arena of the same layout, with as many entries after it;
+/// anything else is resolved (and checked) again.
+#[test]
+fn resolve_keeps_only_the_same_frame() {
+    let p = pool(8);
+    let mut c = p.cache();
+    let mut idx = [BufIdx(0); 5];
+    assert_eq!(c.alloc(&mut idx), 5);
+    let a = p.arena();
+    let fresh = |a: Arena<'_>, f: &[BufIdx], ahead| {
+        let mut out = FrameAddrs::<16>::default();
+        a.resolve(f, ahead, &mut out);
+        (0..f.len() + ahead)
+            .map(|k| out.entry(k))
+            .collect::<Vec<_>>()
+    };
+    let entries = |out: &FrameAddrs<16>, m: usize| (0..m).map(|k| out.entry(k)).collect::<Vec<_>>();
+    let mut addrs = FrameAddrs::<16>::default();
+    a.resolve(&idx, 3, &mut addrs);
+    assert_eq!(entries(&addrs, 8), fresh(a, &idx, 3));
+    // The same frame again: the same addresses.
+    a.resolve(&idx, 3, &mut addrs);
+    assert_eq!(entries(&addrs, 8), fresh(a, &idx, 3));
+    // Two middle packets swapped (first and last the same): resolved again.
+    let mut swapped = idx;
+    swapped.swap(1, 3);
+    a.resolve(&swapped, 3, &mut addrs);
+    assert_eq!(entries(&addrs, 8), fresh(a, &swapped, 3));
+    // More entries after the frame than the last resolve wrote: resolved again.
+    a.resolve(&swapped, 8, &mut addrs);
+    assert_eq!(entries(&addrs, 13), fresh(a, &swapped, 8));
+    // The same frame of another pool's arena: its addresses.
+    let p2 = pool(8);
+    let mut c2 = p2.cache();
+    let mut idx2 = [BufIdx(0); 5];
+    assert_eq!(c2.alloc(&mut idx2), 5);
+    let a2 = p2.arena();
+    a2.resolve(&swapped, 3, &mut addrs);
+    assert_eq!(entries(&addrs, 8), fresh(a2, &swapped, 3));
+    assert_ne!(fresh(a2, &swapped, 3), fresh(a, &swapped, 3));
+    // A frame that differs from the one held only by an index outside the arena is
+    // checked (and refused), not taken for the one held.
+    let mut bad = swapped;
+    bad[2] = BufIdx(8);
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a2.resolve(&bad, 3, &mut addrs)
+    }))
+    .is_err();
+    assert!(refused, "a frame with buffer 8 of 8 resolved");
+    c.free(&idx);
+    c2.free(&idx2);
+    assert_eq!((p.stats().in_use, p2.stats().in_use), (0, 0));
+}
+
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "entry 0 is not buffer")]

@@ -32,8 +32,8 @@ pub use buffers::{
     buffer_lenders, buffer_use, buffers_lent, register_buffer_lender, BufferUse, LentCount,
 };
 pub use node::{
-    CounterDesc, Factory, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration, PacketNode,
-    PerPacket, Severity, Suspend, TraceRecord, Wake, PREFETCH_AHEAD,
+    CounterDesc, Factory, FrameScratch, Next, NodeFn, NodeIndex, NodeKind, NodeRegistration,
+    PacketNode, PerPacket, Severity, Suspend, TraceRecord, Wake, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 pub use registry::{
     order_features, FeatureOrder, GraphBuilder, GraphError, NodeInfo, NodeSnapshot, Registry,

@@ -218,26 +218,43 @@ pub trait PacketNode: Send + 'static {
 /// Adapter turning a [`PacketNode`] into a [`NodeFn`] with the optimised generic loop.
 pub struct PerPacket<N> {
     node: N,
-    // Kept across calls so the loop does not clear 512 bytes per frame.
-    nexts: [u16; crate::FRAME_SIZE],
-    // The frame's buffer addresses, resolved in one pass per frame (and the prefetch
-    // distance more, repeating the last packet's).
-    addrs: sluice_buffer::FrameAddrs<{ crate::FRAME_SIZE + PREFETCH_AHEAD }>,
 }
 
 impl<N: PacketNode> PerPacket<N> {
     /// Wraps a per-packet node.
     pub fn new(node: N) -> Self {
-        PerPacket {
-            node,
-            nexts: [0; crate::FRAME_SIZE],
-            addrs: Default::default(),
-        }
+        PerPacket { node }
     }
 }
 
 /// How far ahead the generic loop prefetches buffer headers.
 pub const PREFETCH_AHEAD: usize = 4;
+
+/// The most entries past a frame's end a node may prefetch from [`FrameScratch::addrs`].
+pub const SCRATCH_AHEAD: usize = 8;
+
+/// A thread's per-frame scratch, shared by its nodes one frame at a time
+/// ([`Cx::take_frame_scratch`]): the frame's buffer addresses and the next arc of each
+/// packet. One copy per thread instead of one per node keeps the nodes' footprint in the
+/// L1 cache small, and a frame handed on whole keeps its resolved addresses
+/// ([`sluice_buffer::Arena::resolve`] compares the indices instead of computing them again).
+pub struct FrameScratch {
+    /// The frame's buffer addresses (and up to [`SCRATCH_AHEAD`] more, repeating the last
+    /// packet's).
+    pub addrs: sluice_buffer::FrameAddrs<{ crate::FRAME_SIZE + SCRATCH_AHEAD }>,
+    /// Each packet's next arc. Kept across frames (not cleared: every node writes the
+    /// entries of its frame before reading them).
+    pub nexts: [u16; crate::FRAME_SIZE],
+}
+
+impl Default for FrameScratch {
+    fn default() -> Self {
+        FrameScratch {
+            addrs: Default::default(),
+            nexts: [0; crate::FRAME_SIZE],
+        }
+    }
+}
 
 impl<N: PacketNode> NodeFn for PerPacket<N> {
     #[inline]
@@ -248,13 +265,17 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
         debug_assert!(frame.len() <= crate::FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(crate::FRAME_SIZE);
         let frame = &frame[..n];
-        // One pass resolves the frame's addresses (and checks its indices): the loop below
-        // loads two addresses per packet and two per prefetch instead of computing them
-        // from the arena's layout.
-        arena.resolve(frame, PREFETCH_AHEAD, &mut self.addrs);
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        // One pass resolves the frame's addresses (and checks its indices), unless the
+        // node before left this frame's there: the loop below loads two addresses per
+        // packet and two per prefetch instead of computing them from the arena's layout.
+        // (`SCRATCH_AHEAD` after the frame, not only `PREFETCH_AHEAD`: what every node of
+        // the thread asks for, so that the next node finds them whatever its distance.)
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
         self.node.begin_frame(cx);
-        let addrs = &self.addrs;
-        for (i, (next, &bi)) in self.nexts[..n].iter_mut().zip(frame).enumerate() {
+        let addrs = &*addrs;
+        for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
             addrs.prefetch(i + PREFETCH_AHEAD, N::PREFETCH_DATA);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
             // `frame`; each index appears once, `addrs` was resolved from `frame` above and
@@ -263,7 +284,8 @@ impl<N: PacketNode> NodeFn for PerPacket<N> {
             *next = self.node.process_one(cx, &mut b).0;
         }
         self.node.end_frame(cx);
-        cx.enqueue_to_next(frame, &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         &mut self.node

@@ -6,7 +6,7 @@
 //! called with at most [`FRAME_SIZE`] of them at a time.
 
 use crate::handoff::HandoffQueue;
-use crate::node::{Next, NodeFn, NodeIndex, NodeKind, Suspend, TraceRecord, Wake};
+use crate::node::{FrameScratch, Next, NodeFn, NodeIndex, NodeKind, Suspend, TraceRecord, Wake};
 use crate::pcap::PcapTrace;
 use crate::registry::{NodeSnapshot, Registry};
 use crate::stats::NodeStats;
@@ -128,6 +128,9 @@ pub struct ThreadState {
     /// Nodes that asked for prompt collection of this thread's epoll while it is busy
     /// ([`Cx::want_prompt_irqs`]).
     prompt_irqs: Vec<NodeIndex>,
+    /// The frame scratch the thread's nodes share ([`Cx::take_frame_scratch`]); `None`
+    /// while a node holds it.
+    frame_scratch: Option<Box<FrameScratch>>,
 }
 
 /// The context handed to a node while it runs.
@@ -169,6 +172,21 @@ impl<'a> Cx<'a> {
     #[inline(always)]
     pub fn arena(&self) -> Arena<'a> {
         self.pool_ref().arena()
+    }
+
+    /// The thread's frame scratch (a frame's buffer addresses and next arcs), shared by
+    /// its nodes, to give back with [`Cx::put_frame_scratch`] at the end of the frame. A
+    /// frame handed on whole keeps its addresses from node to node ([`Arena::resolve`]).
+    /// If a node already holds it (never on the dispatcher's path), a fresh one.
+    #[inline(always)]
+    pub fn take_frame_scratch(&mut self) -> Box<FrameScratch> {
+        self.st.frame_scratch.take().unwrap_or_default()
+    }
+
+    /// Gives back the scratch of [`Cx::take_frame_scratch`].
+    #[inline(always)]
+    pub fn put_frame_scratch(&mut self, s: Box<FrameScratch>) {
+        self.st.frame_scratch = Some(s);
     }
 
     /// This thread's buffer cache (batch alloc/free).
@@ -596,6 +614,7 @@ impl ThreadGraph {
                 irq_pending: Vec::new(),
                 irq_tokens: Vec::new(),
                 prompt_irqs: Vec::new(),
+                frame_scratch: Some(Box::default()),
             },
             inputs: Vec::new(),
             procs: Vec::new(),

@@ -33,8 +33,8 @@
 //! flags share one per-packet test, and the promiscuous flag is looked at only for a frame
 //! that failed the MAC compare — none adds work to the forwarding path.
 //! The source MAC's group bit is in the same 8-byte load as the destination MAC, so the
-//! L3 fast path's one test (`w & OWN_UNICAST == our MAC`: group bits clear and dst == our
-//! MAC) covers both.
+//! L3 fast path's one test (`w << MAC_SHIFT == cached_mac`, the 49 bits of our MAC and a
+//! clear source group bit: group bits clear and dst == our MAC) covers both.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
@@ -61,8 +61,9 @@ pub struct EthernetInput {
     pub(crate) subs: HashMap<(u32, u16, u16), (u32, Arc<IfCounters>)>,
     // Per-frame cache of the last rx interface's MAC and L2 mode (`NO_IF`: none yet).
     cached_if: u32,
-    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes
-    // (`NEVER_MAC` for a group MAC, so that no frame matches it on the fast path).
+    // The MAC as the low 48 bits of a little-endian load of the frame's first 8 bytes,
+    // shifted left by `MAC_SHIFT` (`NEVER_MAC` for a group MAC, so that no frame matches
+    // it on the fast path).
     cached_mac: u64,
     // Whether the interface is cross-connected or bridged (one test for the L3 fast path).
     cached_l2_mode: bool,
@@ -125,9 +126,12 @@ sluice_graph::counters! {
 const RX_DOWN: u32 = u32::MAX;
 /// The destination MAC (bits 0..48, bit 0 its group bit) and the source MAC's group bit
 /// (bit 48) in the little-endian load of a frame's first 8 bytes: a frame is unicast to the
-/// interface from a unicast source when `w & OWN_UNICAST == cached_mac`.
-const OWN_UNICAST: u64 = 0xffff_ffff_ffff | 1 << 48;
-/// `cached_mac` of a group MAC (`w & OWN_UNICAST` never equals it).
+/// interface from a unicast source when those 49 bits are the interface's MAC and a zero:
+/// `w << MAC_SHIFT == cached_mac` (the shift drops the other 15 bits; one instruction
+/// where a mask is a 64-bit constant to load and an `and`).
+const MAC_SHIFT: u32 = 64 - 49;
+/// `cached_mac` of a group MAC (`w << MAC_SHIFT`, whose low bits are clear, never equals
+/// it).
 const NEVER_MAC: u64 = u64::MAX;
 /// `cached_if` before the first packet of a frame.
 const NO_IF: u32 = u32::MAX;
@@ -162,7 +166,8 @@ impl EthernetInput {
     /// classifies the frame again as received untagged on the sub-interface.
     #[inline(always)]
     fn sub_interface(&mut self, et: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
-        if !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) || self.subs.is_empty() {
+        // No sub-interface first: one test for every frame of an interface without them.
+        if self.subs.is_empty() || !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) {
             return None;
         }
         self.pop_and_reclassify(cx, b.reborrow())
@@ -251,6 +256,27 @@ impl EthernetInput {
             return Some(EthNext::Drop.next());
         }
         None
+    }
+
+    /// A frame that is neither IPv4 nor IPv6: ARP (`Ok`: its header is stripped as
+    /// theirs), a tagged frame for a sub-interface (classified again) or dropped, anything
+    /// else as [`EthernetInput::unknown_ethertype`] (`Err`: finished).
+    #[inline(never)]
+    fn other_ethertype(&mut self, cx: &mut Cx, mut b: Buffer<'_>, et: u16) -> Result<Next, Next> {
+        match et {
+            ethertype::ARP => {
+                b.hdr.ip.fib_index = self.cached_fib[0];
+                Ok(EthNext::Arp.next())
+            }
+            ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
+                if let Some(n) = self.sub_interface(et, cx, &mut b) {
+                    return Err(n);
+                }
+                b.hdr.error = cx.error(EthCounter::Tagged);
+                Err(EthNext::Drop.next())
+            }
+            _ => Err(self.unknown_ethertype(cx, b, et)),
+        }
     }
 
     /// A frame of no EtherType Sluice handles: an OSI frame (IEEE 802.3 length field, LLC
@@ -364,8 +390,9 @@ impl PacketNode for EthernetInput {
             let a = self.shared.if_attr(b.hdr.rx_if);
             self.cached_if = b.hdr.rx_if;
             let m = a.mac_bytes();
-            self.cached_mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
-            if self.cached_mac & 1 != 0 {
+            let mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+            self.cached_mac = mac << MAC_SHIFT;
+            if mac & 1 != 0 {
                 self.cached_mac = NEVER_MAC;
             }
             self.cached_l2 = a.l2_xc.load(Ordering::Relaxed);
@@ -406,32 +433,25 @@ impl PacketNode for EthernetInput {
         // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte; bit
         // 48 = the source MAC's group bit).
         let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        if w & OWN_UNICAST != self.cached_mac {
+        if w << MAC_SHIFT != self.cached_mac {
             if let Some(n) = self.not_own_unicast(cx, b.reborrow(), w, et) {
                 return n;
             }
         }
+        // IPv4 and IPv6 inline (a two-way compare); the rest out of line.
         let next = match et {
             ethertype::IPV4 => {
                 b.hdr.ip.fib_index = self.cached_fib[0];
                 EthNext::Ip4.next()
             }
-            ethertype::ARP => {
-                b.hdr.ip.fib_index = self.cached_fib[0];
-                EthNext::Arp.next()
-            }
             ethertype::IPV6 => {
                 b.hdr.ip.fib_index = self.cached_fib[1];
                 EthNext::Ip6.next()
             }
-            ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
-                if let Some(n) = self.sub_interface(et, cx, b) {
-                    return n;
-                }
-                b.hdr.error = cx.error(EthCounter::Tagged);
-                return EthNext::Drop.next();
-            }
-            _ => return self.unknown_ethertype(cx, b.reborrow(), et),
+            _ => match self.other_ethertype(cx, b.reborrow(), et) {
+                Ok(next) => next,
+                Err(done) => return done,
+            },
         };
         // `head` above found the header in the buffer: stripping it cannot fail (what
         // `advance` would check again, after the stores above made the compiler reload).

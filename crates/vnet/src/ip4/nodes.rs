@@ -11,10 +11,11 @@ use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
+    CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    FRAME_SIZE, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmp;
@@ -224,14 +225,13 @@ impl PacketNode for Ip4Input {
 /// - counters: `no_route` (no route to destination), `drop_route` (drop route).
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
-    nexts: [u16; FRAME_SIZE],
-    // The frame's buffer addresses, and room for the last group's prefetch of the next.
-    addrs: FrameAddrs<{ FRAME_SIZE + 2 * GROUP }>,
 }
 
 /// Packets `ip4-lookup` looks up together (the width of `lookup_x4`).
 const GROUP: usize = 4;
 const _: () = assert!(FRAME_SIZE % GROUP == 0);
+// The last group prefetches up to 2 * GROUP - 1 entries past the frame's last packet.
+const _: () = assert!(2 * GROUP - 1 <= SCRATCH_AHEAD);
 
 sluice_graph::arcs! {
     /// `ip4-lookup`'s next arcs.
@@ -299,19 +299,19 @@ fn resolve(shared: &Ip4Shared, cx: &Cx, v: Buffer<'_>, r: u32, last: &mut (u32, 
 impl NodeFn for Ip4Lookup {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
-        let Ip4Lookup {
-            shared,
-            nexts,
-            addrs,
-        } = self;
+        let shared = &self.shared;
         // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
         // `min` only removes bound checks.
         debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
         // A group prefetches the next group: up to 2 * GROUP - 1 entries past the frame's
-        // last packet, all filled with its addresses.
-        arena.resolve(frame, 2 * GROUP - 1, addrs);
+        // last packet, all filled with its addresses (`SCRATCH_AHEAD`, as every node asks,
+        // so that the addresses the node before resolved for this frame are kept).
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         // Four packets at a time: the next four buffers prefetched, the four destinations
         // read and looked up together (their table loads are independent and overlap in
         // the memory system). Packets resolving to the adjacency of the packet before
@@ -366,7 +366,8 @@ impl NodeFn for Ip4Lookup {
                 }
             }
         }
-        cx.enqueue_to_next(frame, &nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -883,11 +884,7 @@ pub fn register(
     let s = shared.clone();
     b.register(
         NodeRegistration::new(IP4_LOOKUP, NodeKind::Internal, move |_| {
-            Box::new(Ip4Lookup {
-                shared: s.clone(),
-                nexts: [0; FRAME_SIZE],
-                addrs: Default::default(),
-            })
+            Box::new(Ip4Lookup { shared: s.clone() })
         })
         .nexts(LookupNext::NAMES)
         .counters(LookupCounter::DESCS),

@@ -13,7 +13,8 @@ use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
-    CounterDesc, Cx, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket, FRAME_SIZE,
+    CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
+    FRAME_SIZE, PREFETCH_AHEAD, SCRATCH_AHEAD,
 };
 use sluice_wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use sluice_wire::icmpv6::{self, Icmpv6Packet, NaFlags, NdiscRepr};
@@ -239,11 +240,9 @@ impl PacketNode for Ip6Input {
 /// - counters: `no_route` (no route to destination: an ICMPv6 error follows), `drop_route`.
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
-    nexts: [u16; FRAME_SIZE],
     /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
     dst: [[u8; 16]; FRAME_SIZE],
     res: [u32; FRAME_SIZE],
-    fib: [u32; FRAME_SIZE],
 }
 
 sluice_graph::arcs! {
@@ -278,42 +277,56 @@ impl NodeFn for Ip6Lookup {
         let fib = &*self.shared.fib;
         let adj = &*self.shared.adj;
         let e_drop = cx.error(LookupCounter::DropRoute);
+        // At most FRAME_SIZE packets (the dispatcher's contract; debug builds check): the
+        // `min` only removes bound checks.
+        debug_assert!(frame.len() <= FRAME_SIZE, "frame of {}", frame.len());
         let n = frame.len().min(FRAME_SIZE);
-        arena.check_frame(&frame[..n]);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        // One pass resolves the frame's addresses (and checks its indices), unless the
+        // node before left this frame's there: both loops below load a packet's addresses
+        // instead of computing them.
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         let mut no_route = 0u64;
         let mut last: Option<(u32, AdjKind)> = None;
         let mut any_vrf = 0;
-        for (j, &b) in frame[..n].iter().enumerate() {
-            if let Some(&ahead) = frame.get(j + 4) {
-                arena.prefetch(ahead);
-            }
-            // SAFETY: this node owns the frame, in the arena (checked above); one view at a
+        for (j, (d, &b)) in self.dst[..n].iter_mut().zip(frame).enumerate() {
+            addrs.prefetch(j + PREFETCH_AHEAD, true);
+            // SAFETY: this node owns the frame, resolved into `addrs` above; one view at a
             // time.
-            let v = unsafe { arena.buffer_unchecked(b) };
+            let v = unsafe { arena.buffer_at(addrs, j, b) };
             // ip6-input guaranteed a full header (a short one would look up `::`).
-            self.dst[j] = v
-                .data()
-                .get(24..40)
-                .and_then(|d| d.try_into().ok())
+            *d = v
+                .head::<HEADER_LEN>()
+                .and_then(|h| h.last_chunk::<16>())
+                .copied()
                 .unwrap_or_default();
-            self.fib[j] = v.hdr.ip.fib_index;
             any_vrf |= v.hdr.ip.fib_index;
         }
         if any_vrf == 0 {
             // All lookups of the frame level by level (independent loads overlap).
             fib.lookup_many(&self.dst[..n], &mut self.res[..n]);
         } else {
-            for j in 0..n {
+            for (j, &b) in frame.iter().enumerate() {
+                // SAFETY: this node owns the frame; read-only header access.
+                let f = unsafe { arena.header(b) }.ip.fib_index;
                 self.res[j] = self
                     .shared
-                    .lookup(self.fib[j], u128::from_be_bytes(self.dst[j]))
+                    .lookup(f, u128::from_be_bytes(self.dst[j]))
                     .unwrap_or(u32::MAX);
             }
         }
-        for (j, &bi) in frame[..n].iter().enumerate() {
+        for (j, ((nx, &r), &bi)) in nexts[..n]
+            .iter_mut()
+            .zip(&self.res[..n])
+            .zip(frame)
+            .enumerate()
+        {
             // SAFETY: as above.
-            let v = unsafe { arena.buffer_unchecked(bi) };
-            let res = match self.res[j] {
+            let v = unsafe { arena.buffer_at(addrs, j, bi) };
+            let res = match r {
                 u32::MAX => None,
                 x if x >= LB_FLAG => {
                     let h = flow_hash(v.data());
@@ -322,7 +335,7 @@ impl NodeFn for Ip6Lookup {
                 }
                 x => Some(x),
             };
-            self.nexts[j] = match res {
+            *nx = match res {
                 None => {
                     no_route += 1;
                     let code = icmpv6::unreach::NO_ROUTE;
@@ -354,7 +367,8 @@ impl NodeFn for Ip6Lookup {
         if no_route > 0 {
             cx.count(LookupCounter::NoRoute, no_route);
         }
-        cx.enqueue_to_next(&frame[..n], &self.nexts[..n]);
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
@@ -1078,10 +1092,8 @@ pub fn register(
         NodeRegistration::new(IP6_LOOKUP, NodeKind::Internal, move |_| {
             Box::new(Ip6Lookup {
                 shared: s.clone(),
-                nexts: [0; FRAME_SIZE],
                 dst: [[0; 16]; FRAME_SIZE],
                 res: [0; FRAME_SIZE],
-                fib: [0; FRAME_SIZE],
             })
         })
         .nexts(LookupNext::NAMES)
