@@ -91,6 +91,9 @@ pub struct InterfaceOutput {
     table: Vec<Option<TxEntry>>,
     // Kept across calls so a frame does not clear 512 bytes.
     nexts: [u16; FRAME_SIZE],
+    /// The interface of the last frame's last run (`u64::MAX`: none): the next frame's run
+    /// starts with it when it is still an up, untagged interface.
+    last_tx: u64,
 }
 
 impl Default for InterfaceOutput {
@@ -98,6 +101,7 @@ impl Default for InterfaceOutput {
         InterfaceOutput {
             table: Vec::new(),
             nexts: [0; FRAME_SIZE],
+            last_tx: u64::MAX,
         }
     }
 }
@@ -168,6 +172,20 @@ impl Run {
         packets: 0,
         bytes: 0,
     };
+
+    /// An empty run to interface `tx` (`u64::MAX`: none) if it is an up, untagged interface
+    /// of the table, else no run.
+    fn resume(table: &Table, tx: u64) -> Run {
+        match usize::try_from(tx).ok().and_then(|i| table.get(i)) {
+            Some(Some(e)) if e.up && e.sub.is_none() => Run {
+                tx,
+                next: e.next.0,
+                packets: 0,
+                bytes: 0,
+            },
+            _ => Run::NONE,
+        }
+    }
 
     /// Counts the run's packets and bytes on its interface.
     fn flush(&self, table: &Table, t: usize) {
@@ -293,15 +311,47 @@ impl NodeFn for InterfaceOutput {
         // Counters accumulate over runs of packets to the same up, untagged interface; the
         // run also caches that interface's arc, so a plain packet of the run is one flag
         // test and one compare here, everything else `packet`. The run is kept in locals
-        // (registers) and handed to `packet` as a `Run` only on its calls.
+        // (registers) and handed to `packet` as a `Run` only on its calls. It starts with
+        // the last frame's interface (when still up and untagged).
+        let InterfaceOutput {
+            table,
+            nexts,
+            last_tx,
+        } = self;
         let Run {
             mut tx,
             mut next,
-            mut packets,
             mut bytes,
-        } = Run::NONE;
-        let InterfaceOutput { table, nexts } = self;
-        for (nx, &b) in nexts[..n].iter_mut().zip(frame) {
+            ..
+        } = Run::resume(table, *last_tx);
+        // The usual frame is one run: while its packets are, no next arc is stored per
+        // packet, and a frame that stays one run goes on whole.
+        let mut i = 0;
+        while let Some(&b) = frame.get(i) {
+            // SAFETY: this node owns the frame, every index in the arena (checked above);
+            // the reference ends with the iteration.
+            let hdr = unsafe { arena.header_mut_unchecked(b) };
+            if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) != 0 || hdr.tx_if as u64 != tx {
+                break;
+            }
+            bytes += hdr.current_length as u64;
+            i += 1;
+        }
+        if i == n {
+            *last_tx = tx;
+            let run = Run {
+                tx,
+                next,
+                packets: n as u64,
+                bytes,
+            };
+            run.flush(table, t);
+            cx.enqueue_all(Next(next), frame);
+            return;
+        }
+        let mut packets = i as u64;
+        nexts[..i].fill(next);
+        for (nx, &b) in nexts[i..n].iter_mut().zip(&frame[i..]) {
             // SAFETY: this node owns the frame, every index in the arena (checked above);
             // the reference ends before `packet` takes its own.
             let hdr = unsafe { arena.header_mut_unchecked(b) };
@@ -327,6 +377,7 @@ impl NodeFn for InterfaceOutput {
                 } = run;
             }
         }
+        *last_tx = tx;
         let run = Run {
             tx,
             next,

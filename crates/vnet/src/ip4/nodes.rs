@@ -508,13 +508,13 @@ impl PacketNode for Ip4Rewrite {
                 let (eth, h) = fr
                     .split_first_chunk_mut::<ETH_HEADER_LEN>()
                     .expect("34 > 14");
-                // TTL, protocol and checksum as one word: the TTL check and the
-                // decrement with the incremental checksum update (RFC 1624) are a few
-                // ALU operations.
-                let t = field::TTL;
-                let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
-                if w >> 24 > 1 {
-                    h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
+                // TTL, protocol and checksum as one little-endian word: the TTL check and
+                // the decrement with the incremental checksum update (RFC 1624) are a few
+                // ALU operations, no byte swap.
+                let ttl = ttl_word(h);
+                let w = u32::from_le_bytes(*ttl);
+                if w as u8 > 1 {
+                    *ttl = checksum::ip4_ttl_decrement(w).to_le_bytes();
                     *eth = c.rewrite;
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
@@ -525,6 +525,15 @@ impl PacketNode for Ip4Rewrite {
         let len = b.total_len();
         Self::rewrite_checked(cx, b.reborrow(), *c, len, f & LOCALLY_ORIGINATED != 0)
     }
+}
+
+/// The IPv4 header's TTL, protocol and checksum bytes (8..12) as one array: read as one
+/// little-endian word (one load; bytes indexed one by one are loaded one by one).
+#[inline(always)]
+fn ttl_word(h: &mut [u8]) -> &mut [u8; 4] {
+    h[field::TTL..]
+        .first_chunk_mut::<4>()
+        .expect("a 20-byte header holds bytes 8..12")
 }
 
 impl Ip4Rewrite {
@@ -556,9 +565,8 @@ impl Ip4Rewrite {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
         };
-        let t = field::TTL;
-        let w = u32::from_be_bytes([h[t], h[t + 1], h[t + 2], h[t + 3]]);
-        if w >> 24 <= 1 && !local {
+        let w = u32::from_le_bytes(*ttl_word(h));
+        if w as u8 <= 1 && !local {
             crate::icmp_error::request(b.hdr, icmp::kind::TIME_EXCEEDED, 0, 0);
             cx.count(RewriteCounter::TtlExpired, 1);
             return RewriteNext::IcmpError.next();
@@ -573,7 +581,7 @@ impl Ip4Rewrite {
             return RewriteNext::Drop.next();
         }
         if !local {
-            h[t..t + 4].copy_from_slice(&checksum::ip4_ttl_decrement(w).to_be_bytes());
+            *ttl_word(h) = checksum::ip4_ttl_decrement(w).to_le_bytes();
         }
         match b.prepend::<ETH_HEADER_LEN>() {
             Some(h) => *h = rewrite,

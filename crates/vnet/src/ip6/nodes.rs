@@ -418,10 +418,14 @@ pub struct Ip6Rewrite {
     // Per-frame cache: the last adjacency. Reset per frame to what index `u32::MAX` (no
     // adjacency: `Adj::DROP`) loads, so it is never stale.
     cached: (u32, Adj),
-    // Per frame: whether any interface has `ip6-output` features; if so, the arc's next
-    // for the cached adjacency's interface.
+    // Per frame: whether any interface has `ip6-output` features.
     out_any: bool,
+    // The cached adjacency's next: `interface-output`, or the first `ip6-output` feature of
+    // its interface.
     cached_out: Next,
+    // The cached adjacency's MTU as the fast path compares `current_length` with it
+    // (`u16::MAX` for none: 0).
+    cached_mtu: u16,
 }
 
 sluice_graph::arcs! {
@@ -456,13 +460,15 @@ impl Ip6Rewrite {
     fn load(&mut self, ai: u32) {
         let a = self.shared.adj.get(ai);
         self.cached = (ai, a);
-        if self.out_any {
-            self.cached_out =
-                self.shared
-                    .v4
-                    .features
-                    .next(self.slot, a.tx_if, RewriteNext::Output.next());
-        }
+        self.cached_mtu = if a.mtu == 0 { u16::MAX } else { a.mtu };
+        self.cached_out = if self.out_any {
+            self.shared
+                .v4
+                .features
+                .next(self.slot, a.tx_if, RewriteNext::Output.next())
+        } else {
+            RewriteNext::Output.next()
+        };
     }
 }
 
@@ -485,7 +491,7 @@ impl PacketNode for Ip6Rewrite {
         // checks), the hop limit checked there. Anything else is undone and takes
         // `rewrite_checked`, which checks in the usual order.
         if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
-            && (b.len() <= adj.mtu as usize || adj.mtu == 0)
+            && b.hdr.current_length <= self.cached_mtu
         {
             if let Some(fr) = b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + HEADER_LEN }>() {
                 let (eth, h) = fr
@@ -495,21 +501,12 @@ impl PacketNode for Ip6Rewrite {
                     h[field::HOP_LIMIT] -= 1;
                     *eth = adj.rewrite;
                     b.hdr.tx_if = adj.tx_if;
-                    return if self.out_any {
-                        self.cached_out
-                    } else {
-                        RewriteNext::Output.next()
-                    };
+                    return self.cached_out;
                 }
                 b.advance(ETH_HEADER_LEN);
             }
         }
-        let next = if self.out_any {
-            self.cached_out
-        } else {
-            RewriteNext::Output.next()
-        };
-        Self::rewrite_checked(cx, b.reborrow(), adj, next)
+        Self::rewrite_checked(cx, b.reborrow(), adj, self.cached_out)
     }
 }
 
@@ -1108,6 +1105,7 @@ pub fn register(
                 cached: (u32::MAX, Adj::DROP),
                 out_any: false,
                 cached_out: RewriteNext::Output.next(),
+                cached_mtu: 0,
             }))
         })
         .nexts(RewriteNext::NAMES)

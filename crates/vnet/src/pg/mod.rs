@@ -10,8 +10,8 @@
 //!   - sets: `rx_if` = the stream's pg interface, `tx_if` = the stream's tx interface
 //!     (`tx-interface <if>` or `node <if>-output`) when it has one, else 0; the rest of the
 //!     header as a fresh buffer's; starts traces.
-//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or a long
-//!     packet's tail: sent truncated to its first buffer),
+//!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or no buffers
+//!     for a long packet's tail: the packet is freed, not sent, and not counted in rx),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
@@ -114,19 +114,38 @@ fn paced_want(s: &mut StreamRt, now: u64, hz: f64) -> usize {
     let Some(rate) = s.rate else {
         return FRAME;
     };
-    let cap = 2 * s.maxframe.min(FRAME) as u64;
+    let cap = (2 * s.maxframe.min(FRAME) as u64).max(1);
     let mut p = Pacer::new(rate, hz, s.start_tsc);
     let mut allowed = p.allowed(now, s.sent);
     if allowed > cap {
         s.skipped += allowed - cap;
         s.shared_skipped.store(s.skipped, Ordering::Relaxed);
-        allowed = p.allowed_bounded(now, s.sent, cap);
+        allowed = p.bound(now, s.sent, allowed, cap);
         s.start_tsc = p.start_tsc();
     }
     allowed.min(FRAME as u64) as usize
 }
 
 impl PgInput {
+    /// A packet longer than its first buffer `b`: the rest of it (`tail`) in a chain. Without
+    /// buffers for the tail the packet is freed (not sent cut short) and counted in
+    /// `alloc_fail`: false.
+    #[cold]
+    #[inline(never)]
+    fn chain_tail(cx: &mut Cx, b: BufIdx, tail: &[u8]) -> bool {
+        match cx.bufs().alloc_with(tail) {
+            Some(t) => {
+                cx.bufs().chain_append(b, t);
+                true
+            }
+            None => {
+                cx.count(InputCounter::AllocFail, 1);
+                cx.free(&[b]);
+                false
+            }
+        }
+    }
+
     fn gen(&mut self, cx: &mut Cx, si: usize) -> usize {
         let hz = self.hz;
         let s = &mut self.streams[si];
@@ -174,6 +193,9 @@ impl PgInput {
             Source::Pcap(pkts) => (s.sent % pkts.len() as u64) as usize,
             _ => 0,
         };
+        // What goes out: idx[..out] (the stream's count advances by `got` all the same: a
+        // dropped packet's place in the pcap is passed).
+        let mut out = got;
         // One loop per source kind (no per-packet match), tracing in a pass of its own.
         match &s.source {
             Source::Synth(syn) => {
@@ -187,7 +209,14 @@ impl PgInput {
                 }
             }
             Source::Pcap(pkts) => {
-                for &b in &idx[..got] {
+                // The packets as a local slice: not reloaded through the `Arc` per packet.
+                let pkts: &[Vec<u8>] = pkts;
+                // Packets dropped for want of buffers for their tail are marked `GONE`
+                // and left out after the loop.
+                const GONE: BufIdx = BufIdx(u32::MAX);
+                let mut dropped = false;
+                for slot in &mut idx[..got] {
+                    let b = *slot;
                     // SAFETY: freshly allocated by this node; one view at a time.
                     let mut v = unsafe { arena.buffer(b) };
                     v.hdr.reset_from(&tmpl);
@@ -198,22 +227,22 @@ impl PgInput {
                         at = 0;
                     }
                     let n = v.write_packet(p);
-                    bytes += n as u64;
-                    if n < p.len() {
-                        // Longer than one buffer: continue in a chain. Without buffers for
-                        // the tail the packet goes out truncated to its first buffer, and
-                        // RX counts only the bytes that went out.
-                        if let Some(tail) = cx.bufs().alloc_with(&p[n..]) {
-                            cx.bufs().chain_append(b, tail);
-                            bytes += (p.len() - n) as u64;
-                        } else {
-                            cx.count(InputCounter::AllocFail, 1);
-                        }
+                    if n < p.len() && !Self::chain_tail(cx, b, &p[n..]) {
+                        *slot = GONE;
+                        dropped = true;
+                        continue;
                     }
+                    bytes += p.len() as u64;
+                }
+                if dropped {
+                    let kept: Vec<BufIdx> =
+                        idx[..got].iter().copied().filter(|&b| b != GONE).collect();
+                    idx[..kept.len()].copy_from_slice(&kept);
+                    out = kept.len();
                 }
             }
         }
-        for &b in &idx[..got] {
+        for &b in &idx[..out] {
             if traced == 0 {
                 break;
             }
@@ -235,16 +264,16 @@ impl PgInput {
             }
         }
         let t = cx.thread();
-        s.counters.add(t, counter::RX_PACKETS, got as u64);
+        s.counters.add(t, counter::RX_PACKETS, out as u64);
         s.counters.add(t, counter::RX_BYTES, bytes);
-        cx.pcap_capture(point::RX, &idx[..got], false);
+        cx.pcap_capture(point::RX, &idx[..out], false);
         match s.handoff_to {
-            None => cx.enqueue_all(s.next, &idx[..got]),
+            None => cx.enqueue_all(s.next, &idx[..out]),
             Some(to) => {
-                let n = cx.shared().handoff_enqueue(t, to, &idx[..got], s.node);
-                if n < got {
-                    cx.count(InputCounter::HandoffCongestion, (got - n) as u64);
-                    cx.free(&idx[n..got]);
+                let n = cx.shared().handoff_enqueue(t, to, &idx[..out], s.node);
+                if n < out {
+                    cx.count(InputCounter::HandoffCongestion, (out - n) as u64);
+                    cx.free(&idx[n..out]);
                 }
             }
         }

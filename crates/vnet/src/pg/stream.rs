@@ -181,9 +181,17 @@ impl Pacer {
     /// frame; Sluice's pg allows two (`cap`).
     #[inline]
     pub fn allowed_bounded(&mut self, now: u64, sent: u64, cap: u64) -> u64 {
+        let owed = self.allowed(now, sent);
+        self.bound(now, sent, owed, cap)
+    }
+
+    /// The bounded catch-up of [`Pacer::allowed_bounded`] for a sender that has already
+    /// asked [`Pacer::allowed`] (`owed`, at the same `now` and `sent`): `owed` if at most
+    /// `cap`, else `cap` (but for the rounding of one tick) with the schedule moved on.
+    #[inline]
+    pub fn bound(&mut self, now: u64, sent: u64, owed: u64, cap: u64) -> u64 {
         // At least one: with 0 the schedule would start after `now`.
         let cap = cap.max(1);
-        let owed = self.allowed(now, sent);
         if owed <= cap {
             return owed;
         }

@@ -162,3 +162,47 @@ fn pg_input_headers_are_the_template_whatever_the_buffers_held_before() {
     }
     t.assert_no_leaks();
 }
+
+#[test]
+fn a_long_packet_without_buffers_for_its_tail_is_dropped_not_sent_cut() {
+    let mut t = NodeTest::new("pg-input");
+    t.cli(
+        "create packet-generator interface pg0
+         set interface state pg0 up",
+    );
+    let long = vec![0x5a; t.vm.pool.data_size() + 100];
+    // Every buffer but one taken: the packet gets its first buffer, not its tail's.
+    let mut held = Vec::new();
+    while let Some(b) = t.h.vm.main.bufs().alloc_one() {
+        held.push(b);
+    }
+    let spare = held.pop().expect("a pool with buffers");
+    t.h.vm.main.bufs().free(&[spare]);
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: "long".into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(1),
+        rate: None,
+        maxframe: sluice_vnet::pg::FRAME,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(vec![long])),
+        tx_interface: None,
+    };
+    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    run_until(&mut t, "the tail's allocation failure", |t| {
+        t.counter("alloc_fail") > 0
+    });
+    for _ in 0..10 {
+        t.vm.main.run_once();
+    }
+    assert!(
+        t.arc("ethernet-input").is_empty(),
+        "a packet without its tail is not sent"
+    );
+    t.assert_counters(&[("alloc_fail", 1)]);
+    t.h.vm.main.bufs().free(&held);
+    t.assert_no_leaks();
+}
