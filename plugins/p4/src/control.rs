@@ -26,75 +26,6 @@ pub struct LoadedProg {
     pub load_secs: f64,
     /// The meter cells of tables with a `direct_meter`, by table.
     pub meter_cells: BTreeMap<usize, MeterCells>,
-    /// The controls declaring the counters, registers and meters.
-    pub controls: ObjectControls,
-}
-
-/// The control declaring each counter, register and meter of a program, in the order of
-/// `Program::counters`, `registers` and `meters` (the IR keeps only their short names,
-/// unique within a control only).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ObjectControls {
-    pub counters: Vec<String>,
-    pub registers: Vec<String>,
-    pub meters: Vec<String>,
-}
-
-impl ObjectControls {
-    /// Read from the program's source: the compiler declares the instances of the
-    /// package's controls in the package's order, each control's in source order (see
-    /// `compile::Compiler::control`), which this walk follows. Should it ever not (a kind's
-    /// count or a short name differs), that kind's controls are left empty: its objects
-    /// are then found by short name only.
-    fn of_source(src: &str, prog: &Program) -> Self {
-        use crate::ast::{Decl, Local, TypeRef};
-        let mut out = ObjectControls::default();
-        let decls = crate::parser::parse(src).unwrap_or_default();
-        // (control, instance name) by kind, in declaration order.
-        let mut found: [Vec<(&str, &str)>; 3] = Default::default();
-        let blocks = decls.iter().find_map(|d| match d {
-            Decl::Package { args, .. } => Some(args),
-            _ => None,
-        });
-        // The parser first: it declares no instances.
-        for (cn, _) in blocks.into_iter().flatten().skip(1) {
-            let Some(c) = decls.iter().find_map(|d| match d {
-                Decl::Control(c) if c.name == *cn => Some(c),
-                _ => None,
-            }) else {
-                continue;
-            };
-            for l in &c.locals {
-                let Local::Instance {
-                    ty: TypeRef::Named(t) | TypeRef::Generic(t, _),
-                    name,
-                    ..
-                } = l
-                else {
-                    continue;
-                };
-                let k = match t.as_str() {
-                    "counter" => 0,
-                    "register" => 1,
-                    "meter" | "direct_meter" => 2,
-                    _ => continue,
-                };
-                found[k].push((c.name.as_str(), name.as_str()));
-            }
-        }
-        let mirror = |k: usize, names: Vec<&str>| -> Vec<String> {
-            let f = &found[k];
-            if f.len() == names.len() && f.iter().zip(&names).all(|(x, n)| x.1 == *n) {
-                f.iter().map(|x| x.0.to_string()).collect()
-            } else {
-                vec![String::new(); names.len()]
-            }
-        };
-        out.counters = mirror(0, prog.counters.iter().map(|x| x.name.as_str()).collect());
-        out.registers = mirror(1, prog.registers.iter().map(|x| x.name.as_str()).collect());
-        out.meters = mirror(2, prog.meters.iter().map(|x| x.name.as_str()).collect());
-        out
-    }
 }
 
 /// `control.name`, or `name` when the control is not known.
@@ -139,10 +70,10 @@ impl LoadedProg {
     /// The index of counter `name` (`control.name`, or a short name unique in the program).
     pub fn counter(&self, name: &str) -> Result<usize, P4Error> {
         let p = &self.loaded.prog;
-        let objs = self.controls.counters.iter().zip(&p.counters);
+        let objs = p.counters.iter();
         find_named(
             "counter",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            objs.map(|x| (x.control.as_str(), x.name.as_str())),
             name,
         )
     }
@@ -150,10 +81,10 @@ impl LoadedProg {
     /// The index of register `name` (as [`LoadedProg::counter`]).
     pub fn register(&self, name: &str) -> Result<usize, P4Error> {
         let p = &self.loaded.prog;
-        let objs = self.controls.registers.iter().zip(&p.registers);
+        let objs = p.registers.iter();
         find_named(
             "register",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            objs.map(|x| (x.control.as_str(), x.name.as_str())),
             name,
         )
     }
@@ -161,10 +92,10 @@ impl LoadedProg {
     /// The index of meter `name` (as [`LoadedProg::counter`]).
     pub fn meter(&self, name: &str) -> Result<usize, P4Error> {
         let p = &self.loaded.prog;
-        let objs = self.controls.meters.iter().zip(&p.meters);
+        let objs = p.meters.iter();
         find_named(
             "meter",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
+            objs.map(|x| (x.control.as_str(), x.name.as_str())),
             name,
         )
     }
@@ -351,7 +282,6 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     };
     let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
     let meter_cells = MeterCells::of_program(&prog, &master);
-    let controls = ObjectControls::of_source(&src, &prog);
     let nodes = ensure_nodes(vm, &name, segments.len())?;
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
@@ -409,7 +339,6 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             ifs,
             load_secs,
             meter_cells,
-            controls,
         },
     );
     Ok((name, msg))
@@ -891,37 +820,6 @@ pub fn meter_set(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The walk of the source finds the control of every counter, register and meter of
-    /// the examples, as the compiler declared them.
-    #[test]
-    fn object_controls_mirror_the_compiler() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-        let direct = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../python/tests/data/p4_direct_meter.p4"
-        );
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "p4"))
-            .collect();
-        paths.push(direct.into());
-        let mut seen = 0;
-        for path in paths {
-            let src = std::fs::read_to_string(&path).unwrap();
-            let prog = crate::compile(&src, "x.p4", Opts::default()).unwrap();
-            let c = ObjectControls::of_source(&src, &prog);
-            assert_eq!(c.counters.len(), prog.counters.len());
-            assert_eq!(c.registers.len(), prog.registers.len());
-            assert_eq!(c.meters.len(), prog.meters.len());
-            for x in c.counters.iter().chain(&c.registers).chain(&c.meters) {
-                assert!(!x.is_empty(), "{}: {c:?}", path.display());
-                seen += 1;
-            }
-        }
-        assert!(seen >= 5, "{seen}");
-    }
 
     #[test]
     fn names_found_by_control_or_unique_short_name() {

@@ -442,6 +442,8 @@ pub enum CounterKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Counter {
     pub name: String,
+    /// Control it belongs to (names are unique within a control only).
+    pub control: String,
     pub size: u32,
     pub kind: CounterKind,
 }
@@ -450,6 +452,8 @@ pub struct Counter {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Register {
     pub name: String,
+    /// Control it belongs to.
+    pub control: String,
     pub size: u32,
     pub width: u16,
 }
@@ -458,6 +462,8 @@ pub struct Register {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meter {
     pub name: String,
+    /// Control it belongs to.
+    pub control: String,
     pub size: u32,
     /// Bytes (true) or packets.
     pub bytes: bool,

@@ -418,6 +418,39 @@ control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
 V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
 
+/// The compiler records the control declaring each counter, register and meter (the
+/// control plane finds them by `control.name` from it).
+#[test]
+fn objects_carry_their_control() {
+    let src = TWO_TS.replace(
+        "control C(inout headers hdr, inout metadata meta) { apply { } }",
+        "control C(inout headers hdr, inout metadata meta) {
+    counter(2, CounterType.packets) n;
+    register<bit<8>>(2) r;
+    apply { }
+}",
+    );
+    let p = sluice_p4::compile(&src, "two.p4", sluice_p4::ir::Opts::default()).unwrap();
+    let of = |v: Vec<(&str, &str)>| -> Vec<String> {
+        v.into_iter().map(|(c, n)| format!("{c}.{n}")).collect()
+    };
+    let meters = p
+        .meters
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(meters.collect()), ["I.m", "E.m"]);
+    let counters = p
+        .counters
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(counters.collect()), ["C.n"]);
+    let registers = p
+        .registers
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(registers.collect()), ["C.r"]);
+}
+
 /// A runtime with [`TWO_TS`] loaded as `d` and its CLI.
 fn two_ts() -> (
     sluice_graph::Vlib,
