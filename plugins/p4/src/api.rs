@@ -219,7 +219,7 @@ fn program_dump(
         let prog = &p.loaded.prog;
         // `control.name`, as the tables.
         let obj = |c: &str, n: &str, size: u32| m::P4Object {
-            name: control::qualified(c, n),
+            name: crate::ir::qualified(c, n),
             size,
         };
         out.send(&m::P4ProgramDetails {

@@ -28,76 +28,20 @@ pub struct LoadedProg {
     pub meter_cells: BTreeMap<usize, MeterCells>,
 }
 
-/// `control.name`, or `name` when the control is not known.
-pub fn qualified(control: &str, name: &str) -> String {
-    if control.is_empty() {
-        name.to_string()
-    } else {
-        format!("{control}.{name}")
-    }
-}
-
-/// The index of the object called `name` among `objs` (its control and short name): the
-/// one whose `control.name` it is, else the only one whose short name it is. A short name
-/// several controls declare is refused with the candidates.
-fn find_named<'a>(
-    what: &'static str,
-    objs: impl Iterator<Item = (&'a str, &'a str)>,
-    name: &str,
-) -> Result<usize, P4Error> {
-    let mut short = Vec::new();
-    for (i, (c, n)) in objs.enumerate() {
-        let rest = name.strip_prefix(c).and_then(|r| r.strip_prefix('.'));
-        if !c.is_empty() && rest == Some(n) {
-            return Ok(i);
-        }
-        if n == name {
-            short.push((i, qualified(c, n)));
-        }
-    }
-    match short.len() {
-        0 => Err(P4Error::no(what, name)),
-        1 => Ok(short[0].0),
-        _ => Err(P4Error::Ambiguous {
-            what,
-            name: sluice_cli::error::clip(name),
-            candidates: short.into_iter().map(|x| x.1).collect(),
-        }),
-    }
-}
-
 impl LoadedProg {
     /// The index of counter `name` (`control.name`, or a short name unique in the program).
     pub fn counter(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = p.counters.iter();
-        find_named(
-            "counter",
-            objs.map(|x| (x.control.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.counter(name)).map_err(|e| P4Error::named("counter", name, e))
     }
 
     /// The index of register `name` (as [`LoadedProg::counter`]).
     pub fn register(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = p.registers.iter();
-        find_named(
-            "register",
-            objs.map(|x| (x.control.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.register(name)).map_err(|e| P4Error::named("register", name, e))
     }
 
     /// The index of meter `name` (as [`LoadedProg::counter`]).
     pub fn meter(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = p.meters.iter();
-        find_named(
-            "meter",
-            objs.map(|x| (x.control.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.meter(name)).map_err(|e| P4Error::named("meter", name, e))
     }
 }
 
@@ -180,11 +124,7 @@ fn graph_error(e: sluice_graph::GraphError) -> P4Error {
 
 /// The index of table `name` of `p` (`control.table`, or a name unique in the program).
 pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
-    let tables = p
-        .tables
-        .iter()
-        .map(|t| (t.control.as_str(), t.name.as_str()));
-    find_named("table", tables, name)
+    p.table(name).map_err(|e| P4Error::named("table", name, e))
 }
 
 /// What `p4 load` (and `p4_load`) loads.
@@ -815,27 +755,4 @@ pub fn meter_set(
     check_conf(c)?;
     p.loaded.shared.meters[m][index as usize].set(c);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_found_by_control_or_unique_short_name() {
-        let objs = [("I", "c"), ("E", "c"), ("E", "d")];
-        let find = |n: &str| find_named("counter", objs.iter().copied(), n);
-        assert_eq!(find("I.c").unwrap(), 0);
-        assert_eq!(find("E.c").unwrap(), 1);
-        assert_eq!(find("d").unwrap(), 2);
-        assert_eq!(
-            find("c").unwrap_err().to_string(),
-            "counter `c' is ambiguous: I.c, E.c"
-        );
-        assert_eq!(find("I.d").unwrap_err().to_string(), "no counter `I.d'");
-        // Unknown controls: short names only.
-        let bare = [("", "c")];
-        assert_eq!(find_named("meter", bare.iter().copied(), "c").unwrap(), 0);
-        assert!(find_named("meter", bare.iter().copied(), ".c").is_err());
-    }
 }

@@ -143,6 +143,18 @@ impl P4Error {
     pub fn no(what: &'static str, name: &str) -> Self {
         P4Error::NoObject(what, sluice_cli::error::clip(name))
     }
+
+    /// Why the `what` called `name` was not found ([`crate::ir::find_named`]).
+    pub fn named(what: &'static str, name: &str, e: crate::ir::NameError) -> Self {
+        match e {
+            crate::ir::NameError::Unknown => P4Error::no(what, name),
+            crate::ir::NameError::Ambiguous(candidates) => P4Error::Ambiguous {
+                what,
+                name: sluice_cli::error::clip(name),
+                candidates,
+            },
+        }
+    }
 }
 
 impl From<P4Error> for sluice_cli::CliError {

@@ -449,6 +449,15 @@ fn objects_carry_their_control() {
         .iter()
         .map(|x| (x.control.as_str(), x.name.as_str()));
     assert_eq!(of(registers.collect()), ["C.r"]);
+    // The control plane's lookup: by `control.name`, or a short name one control declares.
+    use sluice_p4::ir::NameError;
+    assert_eq!(
+        (p.table("E.t"), p.meter("I.m"), p.counter("n")),
+        (Ok(1), Ok(0), Ok(0))
+    );
+    let two = NameError::Ambiguous(vec!["I.t".into(), "E.t".into()]);
+    assert_eq!(p.table("t"), Err(two));
+    assert_eq!(p.register("I.r"), Err(NameError::Unknown));
 }
 
 /// A runtime with [`TWO_TS`] loaded as `d` and its CLI.
