@@ -398,31 +398,36 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
     Ok(name)
 }
 
-/// Folds `f` over the program state in `nodes` on every thread (main first), into `init`:
-/// the sums of per-thread counts, table changes. A fold that panicked on a thread leaves
-/// what it did.
-pub(crate) fn over_threads<A: Default + Send + 'static>(
+/// Folds `f` over the program state in `nodes` on every thread (main first, then the
+/// workers, each on its own thread at the same time): each thread folds into its own copy of
+/// `init`, then `merge` adds that copy to the result (the sums of per-thread counts, a table
+/// change's refusals). Only the merge takes the lock, so no thread's work (a table change)
+/// waits for another's. A thread whose fold panicked adds nothing.
+pub fn over_threads<A: Clone + Send + Sync + 'static>(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
     init: A,
     f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
+    merge: impl Fn(&mut A, A) + Send + Sync + 'static,
 ) -> A {
-    let acc = Arc::new(Mutex::new(init));
-    let a2 = acc.clone();
+    let acc: Arc<Mutex<Option<A>>> = Arc::new(Mutex::new(None));
+    let (a2, zero) = (acc.clone(), init.clone());
     vm.foreach_thread(move |tg| {
         let thread = tg.thread();
+        let mut mine = zero.clone();
         for &i in &nodes {
             if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
-                f(
-                    &mut a2.lock().unwrap_or_else(PoisonError::into_inner),
-                    thread,
-                    st,
-                );
+                f(&mut mine, thread, st);
             }
+        }
+        let mut a = a2.lock().unwrap_or_else(PoisonError::into_inner);
+        match a.as_mut() {
+            Some(a) => merge(a, mine),
+            None => *a = Some(mine),
         }
     });
     let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
-    std::mem::take(&mut *a)
+    a.take().unwrap_or(init)
 }
 
 /// Applies a table change the master accepted to every node on every thread. The copies
@@ -436,11 +441,18 @@ fn replicate(
     prog: Arc<Program>,
 ) -> Result<(), P4Error> {
     let name = prog.tables[t].name.clone();
-    let refused = over_threads(vm, nodes, None, move |e, thread, st| {
+    let refuse = move |e: &mut Option<(usize, TableError)>, thread, st: &mut NodeState| {
         if let Err(x) = f(&mut st.ts.tables[t], &prog) {
             e.get_or_insert((thread, x));
         }
-    });
+    };
+    // The lowest thread's refusal.
+    let first = |a: &mut Option<(usize, TableError)>, b: Option<(usize, TableError)>| {
+        if let Some(b) = b.filter(|b| a.as_ref().is_none_or(|a| b.0 < a.0)) {
+            *a = Some(b);
+        }
+    };
+    let refused = over_threads(vm, nodes, None, refuse, first);
     match refused {
         Some((thread, e)) => Err(P4Error::Replica(name, thread, e)),
         None => Ok(()),
@@ -606,14 +618,14 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let t = table_index(&pr, table)?;
     let nodes = p.nodes.clone();
     let init = (Vec::<[u64; 2]>::new(), [0u64; 2]);
-    let (direct, misses) = over_threads(vm, nodes, init, move |a, _, st| {
+    let fold = move |a: &mut (Vec<[u64; 2]>, [u64; 2]), _, st: &mut NodeState| {
         let tr = &st.ts.tables[t];
-        if a.0.len() < tr.direct.len() {
-            a.0.resize(tr.direct.len(), [0; 2]);
-        }
-        add_counts(&mut a.0, &tr.direct);
-        add_counts(std::slice::from_mut(&mut a.1), &[tr.miss]);
-    });
+        add_direct(a, &tr.direct, tr.miss);
+    };
+    let merge = |a: &mut (Vec<[u64; 2]>, [u64; 2]), b: (Vec<[u64; 2]>, [u64; 2])| {
+        add_direct(a, &b.0, b.1);
+    };
+    let (direct, misses) = over_threads(vm, nodes, init, fold, merge);
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
@@ -656,6 +668,15 @@ pub(crate) fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
     Ok(())
 }
 
+/// Adds a table's direct counts (growing `a` to hold them) and misses to `a`.
+fn add_direct(a: &mut (Vec<[u64; 2]>, [u64; 2]), direct: &[[u64; 2]], miss: [u64; 2]) {
+    if a.0.len() < direct.len() {
+        a.0.resize(direct.len(), [0; 2]);
+    }
+    add_counts(&mut a.0, direct);
+    add_counts(std::slice::from_mut(&mut a.1), &[miss]);
+}
+
 /// Adds packet and byte counts cell by cell.
 fn add_counts(acc: &mut [[u64; 2]], v: &[[u64; 2]]) {
     for (x, y) in acc.iter_mut().zip(v) {
@@ -670,9 +691,11 @@ pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64
     let c = p.counter(counter)?;
     let init = vec![[0u64; 2]; p.loaded.prog.counters[c].size as usize];
     let nodes = p.nodes.clone();
-    Ok(over_threads(vm, nodes, init, move |a, _, st| {
+    let fold = move |a: &mut Vec<[u64; 2]>, _, st: &mut NodeState| {
         add_counts(a, &st.ts.counters[c]);
-    }))
+    };
+    let merge = |a: &mut Vec<[u64; 2]>, b: Vec<[u64; 2]>| add_counts(a, &b);
+    Ok(over_threads(vm, nodes, init, fold, merge))
 }
 
 /// Register `register`'s values per index (shared by every thread).

@@ -475,6 +475,44 @@ fn two_ts() -> (
     (vm, t)
 }
 
+/// `over_threads` (what table changes, counter and table reads use) runs the workers' folds
+/// at the same time: only merging a thread's result takes its lock, so a table change on
+/// one worker does not wait for another's.
+#[test]
+fn workers_fold_at_the_same_time() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let a = common::runtime_with_workers(2);
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4fix-fold-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
+    std::fs::remove_file(&file).unwrap();
+    r.unwrap();
+    let nodes = sluice_p4::control::program(&mut vm, "d")
+        .unwrap()
+        .nodes
+        .clone();
+    let entered = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let e2 = entered.clone();
+    // Each worker counts itself in and waits (up to 5 s) for the other to be folding too.
+    let fold = move |a: &mut u32, thread: usize, _: &mut sluice_p4::node::NodeState| {
+        if thread == 0 {
+            return;
+        }
+        let (m, cv) = &*e2;
+        let mut n = m.lock().unwrap();
+        *n += 1;
+        cv.notify_all();
+        let wait = std::time::Duration::from_secs(5);
+        let (n, _) = cv.wait_timeout_while(n, wait, |n| *n < 2).unwrap();
+        *a += (*n >= 2) as u32;
+    };
+    let together = sluice_p4::control::over_threads(&mut vm, nodes, 0, fold, |a, b| *a += b);
+    assert_eq!(together, 2, "workers that saw the other folding");
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
 /// `p4 table ...` with a qualified name reaches that control's table, though another
 /// control has a table of the same short name.
 #[test]
