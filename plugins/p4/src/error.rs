@@ -127,7 +127,11 @@ pub enum P4Error {
     },
     /// A thread's copy of a table refused a change the master copy accepted (the table's
     /// name, the thread, why): the copies differ, which the control plane never lets happen.
-    #[error("{0}: thread {1}'s copy refused the change: {2}")]
+    /// The change stays made on the master and on every thread that accepted it (it is not
+    /// undone), so the text says so.
+    #[error(
+        "{0}: the change was made, but thread {1}'s copy refused it ({2}): the copies now differ"
+    )]
     Replica(String, usize, crate::table::TableError),
 }
 
