@@ -218,11 +218,10 @@ fn program_dump(
         }
         let prog = &p.loaded.prog;
         // `control.name`, as the tables.
-        let obj = |c: &String, n: &str, size: u32| m::P4Object {
-            name: control::qualified(c, n),
+        let obj = |c: &str, n: &str, size: u32| m::P4Object {
+            name: crate::ir::qualified(c, n),
             size,
         };
-        let ctl = &p.controls;
         out.send(&m::P4ProgramDetails {
             name: name.clone(),
             file: p.file.clone(),
@@ -239,14 +238,14 @@ fn program_dump(
                     n_entries: tr.len() as u32,
                 })
                 .collect(),
-            counters: (prog.counters.iter().zip(&ctl.counters))
-                .map(|(x, c)| obj(c, &x.name, x.size))
+            counters: (prog.counters.iter())
+                .map(|x| obj(&x.control, &x.name, x.size))
                 .collect(),
-            registers: (prog.registers.iter().zip(&ctl.registers))
-                .map(|(x, c)| obj(c, &x.name, x.size))
+            registers: (prog.registers.iter())
+                .map(|x| obj(&x.control, &x.name, x.size))
                 .collect(),
-            meters: (prog.meters.iter().zip(&ctl.meters))
-                .map(|(x, c)| obj(c, &x.name, x.size))
+            meters: (prog.meters.iter())
+                .map(|x| obj(&x.control, &x.name, x.size))
                 .collect(),
         });
     }

@@ -388,10 +388,14 @@ fn collect_auto(vm: &mut Vlib, name: &str) -> node::Auto {
     let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
         return node::Auto::default();
     };
-    over_threads(vm, vec![entry], node::Auto::default(), |a, _, st| {
-        a.split += st.auto.split;
-        a.single += st.auto.single;
-        a.staged += st.auto.staged;
+    let add = |a: &mut node::Auto, b: &node::Auto| {
+        a.split += b.split;
+        a.single += b.single;
+        a.staged += b.staged;
+    };
+    let fold = move |a: &mut node::Auto, _, st: &mut node::NodeState| add(a, &st.auto);
+    over_threads(vm, vec![entry], node::Auto::default(), fold, move |a, b| {
+        add(a, &b)
     })
 }
 

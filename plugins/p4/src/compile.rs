@@ -1535,6 +1535,12 @@ impl Compiler {
                 None => Err(CompileError::ty(pos, &format!("`{tn}' needs a {en}"))),
             }
         };
+        // Instances are declared by controls only.
+        let control = sc
+            .control
+            .as_ref()
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
         match tn {
             "counter" => {
                 let n = size(args.first())?;
@@ -1546,6 +1552,7 @@ impl Compiler {
                 };
                 self.prog.counters.push(Counter {
                     name: name.to_string(),
+                    control,
                     size: n,
                     kind: k,
                 });
@@ -1571,6 +1578,7 @@ impl Compiler {
                 let n = size(args.first())?;
                 self.prog.registers.push(Register {
                     name: name.to_string(),
+                    control,
                     size: n,
                     width: w,
                 });
@@ -1585,6 +1593,7 @@ impl Compiler {
                 };
                 self.prog.meters.push(Meter {
                     name: name.to_string(),
+                    control,
                     size: n,
                     bytes,
                     direct: false,
@@ -1607,6 +1616,7 @@ impl Compiler {
                 // Sized by its table (`meters = <name>`).
                 self.prog.meters.push(Meter {
                     name: name.to_string(),
+                    control,
                     size: 1,
                     bytes,
                     direct: true,

@@ -26,147 +26,22 @@ pub struct LoadedProg {
     pub load_secs: f64,
     /// The meter cells of tables with a `direct_meter`, by table.
     pub meter_cells: BTreeMap<usize, MeterCells>,
-    /// The controls declaring the counters, registers and meters.
-    pub controls: ObjectControls,
-}
-
-/// The control declaring each counter, register and meter of a program, in the order of
-/// `Program::counters`, `registers` and `meters` (the IR keeps only their short names,
-/// unique within a control only).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ObjectControls {
-    pub counters: Vec<String>,
-    pub registers: Vec<String>,
-    pub meters: Vec<String>,
-}
-
-impl ObjectControls {
-    /// Read from the program's source: the compiler declares the instances of the
-    /// package's controls in the package's order, each control's in source order (see
-    /// `compile::Compiler::control`), which this walk follows. Should it ever not (a kind's
-    /// count or a short name differs), that kind's controls are left empty: its objects
-    /// are then found by short name only.
-    fn of_source(src: &str, prog: &Program) -> Self {
-        use crate::ast::{Decl, Local, TypeRef};
-        let mut out = ObjectControls::default();
-        let decls = crate::parser::parse(src).unwrap_or_default();
-        // (control, instance name) by kind, in declaration order.
-        let mut found: [Vec<(&str, &str)>; 3] = Default::default();
-        let blocks = decls.iter().find_map(|d| match d {
-            Decl::Package { args, .. } => Some(args),
-            _ => None,
-        });
-        // The parser first: it declares no instances.
-        for (cn, _) in blocks.into_iter().flatten().skip(1) {
-            let Some(c) = decls.iter().find_map(|d| match d {
-                Decl::Control(c) if c.name == *cn => Some(c),
-                _ => None,
-            }) else {
-                continue;
-            };
-            for l in &c.locals {
-                let Local::Instance {
-                    ty: TypeRef::Named(t) | TypeRef::Generic(t, _),
-                    name,
-                    ..
-                } = l
-                else {
-                    continue;
-                };
-                let k = match t.as_str() {
-                    "counter" => 0,
-                    "register" => 1,
-                    "meter" | "direct_meter" => 2,
-                    _ => continue,
-                };
-                found[k].push((c.name.as_str(), name.as_str()));
-            }
-        }
-        let mirror = |k: usize, names: Vec<&str>| -> Vec<String> {
-            let f = &found[k];
-            if f.len() == names.len() && f.iter().zip(&names).all(|(x, n)| x.1 == *n) {
-                f.iter().map(|x| x.0.to_string()).collect()
-            } else {
-                vec![String::new(); names.len()]
-            }
-        };
-        out.counters = mirror(0, prog.counters.iter().map(|x| x.name.as_str()).collect());
-        out.registers = mirror(1, prog.registers.iter().map(|x| x.name.as_str()).collect());
-        out.meters = mirror(2, prog.meters.iter().map(|x| x.name.as_str()).collect());
-        out
-    }
-}
-
-/// `control.name`, or `name` when the control is not known.
-pub fn qualified(control: &str, name: &str) -> String {
-    if control.is_empty() {
-        name.to_string()
-    } else {
-        format!("{control}.{name}")
-    }
-}
-
-/// The index of the object called `name` among `objs` (its control and short name): the
-/// one whose `control.name` it is, else the only one whose short name it is. A short name
-/// several controls declare is refused with the candidates.
-fn find_named<'a>(
-    what: &'static str,
-    objs: impl Iterator<Item = (&'a str, &'a str)>,
-    name: &str,
-) -> Result<usize, P4Error> {
-    let mut short = Vec::new();
-    for (i, (c, n)) in objs.enumerate() {
-        let rest = name.strip_prefix(c).and_then(|r| r.strip_prefix('.'));
-        if !c.is_empty() && rest == Some(n) {
-            return Ok(i);
-        }
-        if n == name {
-            short.push((i, qualified(c, n)));
-        }
-    }
-    match short.len() {
-        0 => Err(P4Error::no(what, name)),
-        1 => Ok(short[0].0),
-        _ => Err(P4Error::Ambiguous {
-            what,
-            name: sluice_cli::error::clip(name),
-            candidates: short.into_iter().map(|x| x.1).collect(),
-        }),
-    }
 }
 
 impl LoadedProg {
     /// The index of counter `name` (`control.name`, or a short name unique in the program).
     pub fn counter(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = self.controls.counters.iter().zip(&p.counters);
-        find_named(
-            "counter",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.counter(name)).map_err(|e| P4Error::named("counter", name, e))
     }
 
     /// The index of register `name` (as [`LoadedProg::counter`]).
     pub fn register(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = self.controls.registers.iter().zip(&p.registers);
-        find_named(
-            "register",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.register(name)).map_err(|e| P4Error::named("register", name, e))
     }
 
     /// The index of meter `name` (as [`LoadedProg::counter`]).
     pub fn meter(&self, name: &str) -> Result<usize, P4Error> {
-        let p = &self.loaded.prog;
-        let objs = self.controls.meters.iter().zip(&p.meters);
-        find_named(
-            "meter",
-            objs.map(|(c, x)| (c.as_str(), x.name.as_str())),
-            name,
-        )
+        (self.loaded.prog.meter(name)).map_err(|e| P4Error::named("meter", name, e))
     }
 }
 
@@ -249,11 +124,7 @@ fn graph_error(e: sluice_graph::GraphError) -> P4Error {
 
 /// The index of table `name` of `p` (`control.table`, or a name unique in the program).
 pub fn table_index(p: &Program, name: &str) -> Result<usize, P4Error> {
-    let tables = p
-        .tables
-        .iter()
-        .map(|t| (t.control.as_str(), t.name.as_str()));
-    find_named("table", tables, name)
+    p.table(name).map_err(|e| P4Error::named("table", name, e))
 }
 
 /// What `p4 load` (and `p4_load`) loads.
@@ -351,7 +222,6 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
     };
     let master = ThreadState::new(&prog).map_err(|e| P4Error::Table("const entries".into(), e))?;
     let meter_cells = MeterCells::of_program(&prog, &master);
-    let controls = ObjectControls::of_source(&src, &prog);
     let nodes = ensure_nodes(vm, &name, segments.len())?;
     let mut seg_next = Vec::new();
     for k in 0..nodes.len() {
@@ -409,7 +279,6 @@ pub fn load(vm: &mut Vlib, spec: LoadSpec) -> Result<(String, String), P4Error> 
             ifs,
             load_secs,
             meter_cells,
-            controls,
         },
     );
     Ok((name, msg))
@@ -529,31 +398,36 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
     Ok(name)
 }
 
-/// Folds `f` over the program state in `nodes` on every thread (main first), into `init`:
-/// the sums of per-thread counts, table changes. A fold that panicked on a thread leaves
-/// what it did.
-pub(crate) fn over_threads<A: Default + Send + 'static>(
+/// Folds `f` over the program state in `nodes` on every thread (main first, then the
+/// workers, each on its own thread at the same time): each thread folds into its own copy of
+/// `init`, then `merge` adds that copy to the result (the sums of per-thread counts, a table
+/// change's refusals). Only the merge takes the lock, so no thread's work (a table change)
+/// waits for another's. A thread whose fold panicked adds nothing.
+pub fn over_threads<A: Clone + Send + Sync + 'static>(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
     init: A,
     f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
+    merge: impl Fn(&mut A, A) + Send + Sync + 'static,
 ) -> A {
-    let acc = Arc::new(Mutex::new(init));
-    let a2 = acc.clone();
+    let acc: Arc<Mutex<Option<A>>> = Arc::new(Mutex::new(None));
+    let (a2, zero) = (acc.clone(), init.clone());
     vm.foreach_thread(move |tg| {
         let thread = tg.thread();
+        let mut mine = zero.clone();
         for &i in &nodes {
             if let Some(st) = tg.node_mut::<P4Node>(i).and_then(|n| n.st.as_mut()) {
-                f(
-                    &mut a2.lock().unwrap_or_else(PoisonError::into_inner),
-                    thread,
-                    st,
-                );
+                f(&mut mine, thread, st);
             }
+        }
+        let mut a = a2.lock().unwrap_or_else(PoisonError::into_inner);
+        match a.as_mut() {
+            Some(a) => merge(a, mine),
+            None => *a = Some(mine),
         }
     });
     let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
-    std::mem::take(&mut *a)
+    a.take().unwrap_or(init)
 }
 
 /// Applies a table change the master accepted to every node on every thread. The copies
@@ -567,11 +441,18 @@ fn replicate(
     prog: Arc<Program>,
 ) -> Result<(), P4Error> {
     let name = prog.tables[t].name.clone();
-    let refused = over_threads(vm, nodes, None, move |e, thread, st| {
+    let refuse = move |e: &mut Option<(usize, TableError)>, thread, st: &mut NodeState| {
         if let Err(x) = f(&mut st.ts.tables[t], &prog) {
             e.get_or_insert((thread, x));
         }
-    });
+    };
+    // The lowest thread's refusal.
+    let first = |a: &mut Option<(usize, TableError)>, b: Option<(usize, TableError)>| {
+        if let Some(b) = b.filter(|b| a.as_ref().is_none_or(|a| b.0 < a.0)) {
+            *a = Some(b);
+        }
+    };
+    let refused = over_threads(vm, nodes, None, refuse, first);
     match refused {
         Some((thread, e)) => Err(P4Error::Replica(name, thread, e)),
         None => Ok(()),
@@ -737,14 +618,14 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let t = table_index(&pr, table)?;
     let nodes = p.nodes.clone();
     let init = (Vec::<[u64; 2]>::new(), [0u64; 2]);
-    let (direct, misses) = over_threads(vm, nodes, init, move |a, _, st| {
+    let fold = move |a: &mut (Vec<[u64; 2]>, [u64; 2]), _, st: &mut NodeState| {
         let tr = &st.ts.tables[t];
-        if a.0.len() < tr.direct.len() {
-            a.0.resize(tr.direct.len(), [0; 2]);
-        }
-        add_counts(&mut a.0, &tr.direct);
-        add_counts(std::slice::from_mut(&mut a.1), &[tr.miss]);
-    });
+        add_direct(a, &tr.direct, tr.miss);
+    };
+    let merge = |a: &mut (Vec<[u64; 2]>, [u64; 2]), b: (Vec<[u64; 2]>, [u64; 2])| {
+        add_direct(a, &b.0, b.1);
+    };
+    let (direct, misses) = over_threads(vm, nodes, init, fold, merge);
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
@@ -787,6 +668,15 @@ pub(crate) fn check_index(i: u32, size: u32) -> Result<(), P4Error> {
     Ok(())
 }
 
+/// Adds a table's direct counts (growing `a` to hold them) and misses to `a`.
+fn add_direct(a: &mut (Vec<[u64; 2]>, [u64; 2]), direct: &[[u64; 2]], miss: [u64; 2]) {
+    if a.0.len() < direct.len() {
+        a.0.resize(direct.len(), [0; 2]);
+    }
+    add_counts(&mut a.0, direct);
+    add_counts(std::slice::from_mut(&mut a.1), &[miss]);
+}
+
 /// Adds packet and byte counts cell by cell.
 fn add_counts(acc: &mut [[u64; 2]], v: &[[u64; 2]]) {
     for (x, y) in acc.iter_mut().zip(v) {
@@ -801,9 +691,11 @@ pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64
     let c = p.counter(counter)?;
     let init = vec![[0u64; 2]; p.loaded.prog.counters[c].size as usize];
     let nodes = p.nodes.clone();
-    Ok(over_threads(vm, nodes, init, move |a, _, st| {
+    let fold = move |a: &mut Vec<[u64; 2]>, _, st: &mut NodeState| {
         add_counts(a, &st.ts.counters[c]);
-    }))
+    };
+    let merge = |a: &mut Vec<[u64; 2]>, b: Vec<[u64; 2]>| add_counts(a, &b);
+    Ok(over_threads(vm, nodes, init, fold, merge))
 }
 
 /// Register `register`'s values per index (shared by every thread).
@@ -886,58 +778,4 @@ pub fn meter_set(
     check_conf(c)?;
     p.loaded.shared.meters[m][index as usize].set(c);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The walk of the source finds the control of every counter, register and meter of
-    /// the examples, as the compiler declared them.
-    #[test]
-    fn object_controls_mirror_the_compiler() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-        let direct = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../python/tests/data/p4_direct_meter.p4"
-        );
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "p4"))
-            .collect();
-        paths.push(direct.into());
-        let mut seen = 0;
-        for path in paths {
-            let src = std::fs::read_to_string(&path).unwrap();
-            let prog = crate::compile(&src, "x.p4", Opts::default()).unwrap();
-            let c = ObjectControls::of_source(&src, &prog);
-            assert_eq!(c.counters.len(), prog.counters.len());
-            assert_eq!(c.registers.len(), prog.registers.len());
-            assert_eq!(c.meters.len(), prog.meters.len());
-            for x in c.counters.iter().chain(&c.registers).chain(&c.meters) {
-                assert!(!x.is_empty(), "{}: {c:?}", path.display());
-                seen += 1;
-            }
-        }
-        assert!(seen >= 5, "{seen}");
-    }
-
-    #[test]
-    fn names_found_by_control_or_unique_short_name() {
-        let objs = [("I", "c"), ("E", "c"), ("E", "d")];
-        let find = |n: &str| find_named("counter", objs.iter().copied(), n);
-        assert_eq!(find("I.c").unwrap(), 0);
-        assert_eq!(find("E.c").unwrap(), 1);
-        assert_eq!(find("d").unwrap(), 2);
-        assert_eq!(
-            find("c").unwrap_err().to_string(),
-            "counter `c' is ambiguous: I.c, E.c"
-        );
-        assert_eq!(find("I.d").unwrap_err().to_string(), "no counter `I.d'");
-        // Unknown controls: short names only.
-        let bare = [("", "c")];
-        assert_eq!(find_named("meter", bare.iter().copied(), "c").unwrap(), 0);
-        assert!(find_named("meter", bare.iter().copied(), ".c").is_err());
-    }
 }

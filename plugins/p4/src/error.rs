@@ -127,7 +127,11 @@ pub enum P4Error {
     },
     /// A thread's copy of a table refused a change the master copy accepted (the table's
     /// name, the thread, why): the copies differ, which the control plane never lets happen.
-    #[error("{0}: thread {1}'s copy refused the change: {2}")]
+    /// The change stays made on the master and on every thread that accepted it (it is not
+    /// undone), so the text says so.
+    #[error(
+        "{0}: the change was made, but thread {1}'s copy refused it ({2}): the copies now differ"
+    )]
     Replica(String, usize, crate::table::TableError),
 }
 
@@ -142,6 +146,18 @@ impl P4Error {
     /// Clips a user-supplied name for a one-line message.
     pub fn no(what: &'static str, name: &str) -> Self {
         P4Error::NoObject(what, sluice_cli::error::clip(name))
+    }
+
+    /// Why the `what` called `name` was not found ([`crate::ir::find_named`]).
+    pub fn named(what: &'static str, name: &str, e: crate::ir::NameError) -> Self {
+        match e {
+            crate::ir::NameError::Unknown => P4Error::no(what, name),
+            crate::ir::NameError::Ambiguous(candidates) => P4Error::Ambiguous {
+                what,
+                name: sluice_cli::error::clip(name),
+                candidates,
+            },
+        }
     }
 }
 

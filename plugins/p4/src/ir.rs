@@ -378,7 +378,7 @@ pub struct Table {
 impl Table {
     /// `control.table`: the name that finds this table whatever the other controls hold.
     pub fn qualified(&self) -> String {
-        format!("{}.{}", self.control, self.name)
+        qualified(&self.control, &self.name)
     }
 
     /// Whether entries carry a priority (a ternary or range key, P4Runtime's rule).
@@ -442,14 +442,59 @@ pub enum CounterKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Counter {
     pub name: String,
+    /// Control it belongs to (names are unique within a control only).
+    pub control: String,
     pub size: u32,
     pub kind: CounterKind,
+}
+
+/// `control.name`: the name that finds a table, counter, register or meter whatever the
+/// other controls declare.
+pub fn qualified(control: &str, name: &str) -> String {
+    format!("{control}.{name}")
+}
+
+/// Why no object answers to a name ([`find_named`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// None is called that.
+    Unknown,
+    /// A short name several controls declare: their `control.name`s.
+    Ambiguous(Vec<String>),
+}
+
+/// The index of the object called `name` among `objs` (each one's control and short name):
+/// the one whose `control.name` it is, else the only one whose short name it is. Tables,
+/// counters, registers and meters are all found this way ([`Program::table`] ...).
+pub fn find_named<'a>(
+    objs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    name: &str,
+) -> Result<usize, NameError> {
+    let mut short = Vec::new();
+    for (i, (c, n)) in objs.into_iter().enumerate() {
+        let rest = name.strip_prefix(c).and_then(|r| r.strip_prefix('.'));
+        if rest == Some(n) {
+            return Ok(i);
+        }
+        if n == name {
+            short.push((i, qualified(c, n)));
+        }
+    }
+    match short.len() {
+        0 => Err(NameError::Unknown),
+        1 => Ok(short[0].0),
+        _ => Err(NameError::Ambiguous(
+            short.into_iter().map(|x| x.1).collect(),
+        )),
+    }
 }
 
 /// A register array.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Register {
     pub name: String,
+    /// Control it belongs to.
+    pub control: String,
     pub size: u32,
     pub width: u16,
 }
@@ -458,6 +503,8 @@ pub struct Register {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meter {
     pub name: String,
+    /// Control it belongs to.
+    pub control: String,
     pub size: u32,
     /// Bytes (true) or packets.
     pub bytes: bool,
@@ -540,18 +587,25 @@ impl Program {
             .map(|i| (i, (off - self.headers[i].off) as usize))
     }
 
-    /// The index of a table by name (`t` or `Control.t`).
-    pub fn table(&self, name: &str) -> Option<usize> {
-        let by_q = self.tables.iter().position(|t| t.qualified() == name);
-        by_q.or_else(|| {
-            let mut it = self
-                .tables
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.name == name);
-            let first = it.next()?;
-            it.next().is_none().then_some(first.0)
-        })
+    /// The index of table `name` (`control.table`, or a short name unique in the program;
+    /// [`find_named`]).
+    pub fn table(&self, name: &str) -> Result<usize, NameError> {
+        find_named(self.tables.iter().map(|x| (&*x.control, &*x.name)), name)
+    }
+
+    /// The index of counter `name` (as [`Program::table`]).
+    pub fn counter(&self, name: &str) -> Result<usize, NameError> {
+        find_named(self.counters.iter().map(|x| (&*x.control, &*x.name)), name)
+    }
+
+    /// The index of register `name` (as [`Program::table`]).
+    pub fn register(&self, name: &str) -> Result<usize, NameError> {
+        find_named(self.registers.iter().map(|x| (&*x.control, &*x.name)), name)
+    }
+
+    /// The index of meter `name` (as [`Program::table`]).
+    pub fn meter(&self, name: &str) -> Result<usize, NameError> {
+        find_named(self.meters.iter().map(|x| (&*x.control, &*x.name)), name)
     }
 
     /// Whether the parser and the verify control touch no register or meter (read, write
@@ -617,5 +671,26 @@ pub fn mask(w: u16) -> u64 {
         u64::MAX
     } else {
         (1u64 << w) - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_found_by_control_or_unique_short_name() {
+        let objs = [("I", "c"), ("E", "c"), ("E", "d")];
+        let find = |n: &str| find_named(objs.iter().copied(), n);
+        assert_eq!(find("I.c"), Ok(0));
+        assert_eq!(find("E.c"), Ok(1));
+        assert_eq!(find("d"), Ok(2));
+        assert_eq!(
+            find("c"),
+            Err(NameError::Ambiguous(vec!["I.c".into(), "E.c".into()]))
+        );
+        assert_eq!(find("I.d"), Err(NameError::Unknown));
+        assert_eq!(find(".c"), Err(NameError::Unknown));
+        assert_eq!(find("Ic"), Err(NameError::Unknown));
     }
 }

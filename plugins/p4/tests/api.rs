@@ -526,7 +526,8 @@ fn load_on_interfaces_is_exclusive_and_atomic() {
 }
 
 /// A thread's copy of a table that refuses a change the master accepted is reported (the
-/// copies never differ unless, as here, one is changed behind the control plane's back).
+/// copies never differ unless, as here, one is changed behind the control plane's back),
+/// saying that the change was made all the same: the master's copy has lost the entry.
 #[test]
 fn a_change_a_thread_copy_refuses_is_reported() {
     let (mut vm, _cli, api) = build();
@@ -554,9 +555,14 @@ fn a_change_a_thread_copy_refuses_is_reported() {
             .unwrap_err(),
         (
             Retval::SystemError,
-            "acl: thread 0's copy refused the change: no such entry".into()
+            "acl: the change was made, but thread 0's copy refused it (no such entry): the \
+             copies now differ"
+                .into()
         )
     );
+    // The master's delete stood: deleting again is refused by the master itself.
+    let again = req::<_, m::P4TableEntryAddDelReply>(api, vm, &acl_entry(false, 10, "", vec![]));
+    assert_eq!(again.unwrap_err().1, "acl: no such entry");
 }
 
 /// Counters, registers, meters and tables by `control.name`; a short name two controls

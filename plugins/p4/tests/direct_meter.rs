@@ -418,6 +418,48 @@ control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
 V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
 
+/// The compiler records the control declaring each counter, register and meter (the
+/// control plane finds them by `control.name` from it).
+#[test]
+fn objects_carry_their_control() {
+    let src = TWO_TS.replace(
+        "control C(inout headers hdr, inout metadata meta) { apply { } }",
+        "control C(inout headers hdr, inout metadata meta) {
+    counter(2, CounterType.packets) n;
+    register<bit<8>>(2) r;
+    apply { }
+}",
+    );
+    let p = sluice_p4::compile(&src, "two.p4", sluice_p4::ir::Opts::default()).unwrap();
+    let of = |v: Vec<(&str, &str)>| -> Vec<String> {
+        v.into_iter().map(|(c, n)| format!("{c}.{n}")).collect()
+    };
+    let meters = p
+        .meters
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(meters.collect()), ["I.m", "E.m"]);
+    let counters = p
+        .counters
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(counters.collect()), ["C.n"]);
+    let registers = p
+        .registers
+        .iter()
+        .map(|x| (x.control.as_str(), x.name.as_str()));
+    assert_eq!(of(registers.collect()), ["C.r"]);
+    // The control plane's lookup: by `control.name`, or a short name one control declares.
+    use sluice_p4::ir::NameError;
+    assert_eq!(
+        (p.table("E.t"), p.meter("I.m"), p.counter("n")),
+        (Ok(1), Ok(0), Ok(0))
+    );
+    let two = NameError::Ambiguous(vec!["I.t".into(), "E.t".into()]);
+    assert_eq!(p.table("t"), Err(two));
+    assert_eq!(p.register("I.r"), Err(NameError::Unknown));
+}
+
 /// A runtime with [`TWO_TS`] loaded as `d` and its CLI.
 fn two_ts() -> (
     sluice_graph::Vlib,
@@ -431,6 +473,44 @@ fn two_ts() -> (
     std::fs::remove_file(&file).unwrap();
     r.unwrap();
     (vm, t)
+}
+
+/// `over_threads` (what table changes, counter and table reads use) runs the workers' folds
+/// at the same time: only merging a thread's result takes its lock, so a table change on
+/// one worker does not wait for another's.
+#[test]
+fn workers_fold_at_the_same_time() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let a = common::runtime_with_workers(2);
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4fix-fold-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
+    std::fs::remove_file(&file).unwrap();
+    r.unwrap();
+    let nodes = sluice_p4::control::program(&mut vm, "d")
+        .unwrap()
+        .nodes
+        .clone();
+    let entered = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let e2 = entered.clone();
+    // Each worker counts itself in and waits (up to 5 s) for the other to be folding too.
+    let fold = move |a: &mut u32, thread: usize, _: &mut sluice_p4::node::NodeState| {
+        if thread == 0 {
+            return;
+        }
+        let (m, cv) = &*e2;
+        let mut n = m.lock().unwrap();
+        *n += 1;
+        cv.notify_all();
+        let wait = std::time::Duration::from_secs(5);
+        let (n, _) = cv.wait_timeout_while(n, wait, |n| *n < 2).unwrap();
+        *a += (*n >= 2) as u32;
+    };
+    let together = sluice_p4::control::over_threads(&mut vm, nodes, 0, fold, |a, b| *a += b);
+    assert_eq!(together, 2, "workers that saw the other folding");
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
 }
 
 /// `p4 table ...` with a qualified name reaches that control's table, though another

@@ -29,7 +29,9 @@ fn add(
     params: Vec<u64>,
     prio: u32,
 ) {
-    let t = p.table(table).unwrap_or_else(|| panic!("table {table}"));
+    let t = p
+        .table(table)
+        .unwrap_or_else(|e| panic!("table {table}: {e:?}"));
     let a = p.action_in(action, &p.tables[t].actions).unwrap();
     ts.tables[t]
         .add(

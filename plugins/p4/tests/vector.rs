@@ -20,7 +20,9 @@ fn add(
     m: Vec<Match>,
     params: Vec<u64>,
 ) {
-    let t = p.table(table).unwrap_or_else(|| panic!("table {table}"));
+    let t = p
+        .table(table)
+        .unwrap_or_else(|e| panic!("table {table}: {e:?}"));
     let a = p.action_in(action, &p.tables[t].actions).unwrap();
     let spec = EntrySpec {
         matches: m,

@@ -8,7 +8,7 @@ use crate::ir::*;
 use crate::vec::VOut;
 
 /// `gen::fingerprint` of the program this was generated from.
-pub const FINGERPRINT: (u64, usize) = (0xf1387bf070c2d016, 3340);
+pub const FINGERPRINT: (u64, usize) = (0xc818245551c8ed42, 3354);
 
 /// The `control_flow` program.
 pub struct Prog;

@@ -8,7 +8,7 @@ use crate::ir::*;
 use crate::vec::VOut;
 
 /// `gen::fingerprint` of the program this was generated from.
-pub const FINGERPRINT: (u64, usize) = (0x2c2ab9cc4a0b2fa8, 4251);
+pub const FINGERPRINT: (u64, usize) = (0xedf2d3ace5697b37, 4317);
 
 /// The `firewall` program.
 pub struct Prog;
