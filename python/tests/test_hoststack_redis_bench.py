@@ -1,5 +1,7 @@
-"""scripts/hoststack-redis-bench.sh's helpers: hoststack-runstat.py's timeout."""
+"""scripts/hoststack-redis-bench.sh's helpers: hoststack-runstat.py's timeout and the checked
+scheduling readings of hoststack-sched.sh."""
 
+import os
 import subprocess
 import sys
 import time
@@ -38,3 +40,43 @@ def test_runstat_sigkill_after_sigterm(tmp_path):
     # SIGTERM ignored (kept across exec): killed GRACE seconds later.
     rc, took, _ = runstat(tmp_path, 0.2, "sh", "-c", "trap '' TERM; exec sleep 30")
     assert rc == 124 and took < 10
+
+
+def sched(script):
+    """Runs <script> after sourcing hoststack-sched.sh, as the bench does (set -euo pipefail)."""
+    return subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; source "{SCRIPTS}/hoststack-sched.sh"; {script}'],
+        capture_output=True, text=True, timeout=20)
+
+
+def test_snap():
+    p = sched(f"snap {os.getpid()}")
+    assert p.returncode == 0 and len(p.stdout.split()) == 5
+    # No such process: fails, prints nothing.
+    p = sched("snap 999999999 || echo rc=$?")
+    assert p.stdout == "rc=1\n"
+
+
+def test_sched_line():
+    p = sched('sched_line redis-server 100 "1000000 0 1 2 3" "4500000 2000000 11 12 23"')
+    assert p.returncode == 0 and p.stdout == "redis-server 100 3.5 2.0 10 10 20\n"
+    # A reading missing (the process went away): a FAILED line, not an unbound ${10}.
+    p = sched('sched_line sluice 100 "1 0 1 2 3" "" || echo rc=$?')
+    assert p.stdout.startswith("FAILED: no scheduling reading of sluice") and "rc=1" in p.stdout
+    # No CPU over the cell: not on the path.
+    p = sched('sched_line redis-server 100 "5 0 1 2 3" "5 0 1 2 3" || echo rc=$?')
+    assert p.stdout.startswith("FAILED: redis-server had 0 CPU") and "rc=1" in p.stdout
+
+
+def test_rs_line(tmp_path):
+    f = tmp_path / "rs"
+    f.write_text("100.0 12.5 3.0 40 7 8\n")
+    p = sched(f'rs_line "{f}"')
+    assert p.stdout == "redis-benchmark 100.0 12.5 3.0 40 7 8\n"
+    # runstat could not read schedstat: slices -1.
+    f.write_text("100.0 12.5 -0.0 -1 7 8\n")
+    p = sched(f'rs_line "{f}" || echo rc=$?')
+    assert p.stdout.startswith("FAILED: no scheduling reading of redis-benchmark")
+    f.write_text("100.0 0.0 3.0 40 7 8\n")
+    p = sched(f'rs_line "{f}" || echo rc=$?')
+    assert p.stdout.startswith("FAILED: redis-benchmark had 0 CPU")
