@@ -43,11 +43,15 @@
 #                 thread starves its CPU)
 #   APP_WRAP="<command>"     runs every redis-server and redis-benchmark under it, in every
 #                 mode (the kernel's too), e.g. "taskset -c 0"
+#   Both wrappers must exec the command (as taskset and chrt do): the pid measured is the
+#   wrapper's, and a wrapper that forks would be measured instead of the program.
 # Scheduling (every mode, every cell): what each process on the path spent on a CPU and
 # runnable but waiting for one (/proc/<pid>/schedstat of the main thread), and its voluntary
 # (it slept) and involuntary (it was preempted) context switches — redis-benchmark through
-# scripts/hoststack-runstat.py, redis-server and each Sluice as before/after differences —
-# go to <OUT minus .csv>-sched.csv and, as medians over the runs, to a second table.
+# scripts/hoststack-runstat.py (its CPU and context switches from rusage: all threads),
+# redis-server and each Sluice as before/after differences — go to <OUT minus
+# .csv>-sched.csv and, as medians over the runs, to a second table. A reading that cannot
+# be taken, or a process on the path with no CPU over a cell, fails the run (FAILED).
 source "$(dirname "$0")/common.sh"
 if [ -n "${QUICK:-}" ]; then def_runs=3 def_nreq=20000; else def_runs=3 def_nreq=100000; fi
 runs=${1:-$def_runs}
@@ -203,13 +207,8 @@ pcts() {
        BEGIN { want[1] = 50; want[2] = 95; want[3] = 99; want[4] = 99.9 }
        END { if (length(got) < 4) exit 1; print got[1], got[2], got[3], got[4] }'
 }
-# snap <pid>: "cpu_ns wait_ns slices vcsw ivcsw" of the process's main thread.
-snap() {
-  local a b e
-  read -r a b e <"/proc/$1/schedstat"
-  awk -v a="$a" -v b="$b" -v e="$e" '/^voluntary_ctxt/ { v = $2 } /^nonvoluntary_ctxt/ { n = $2 }
-    END { print a, b, e, v, n }' "/proc/$1/status"
-}
+# snap, sched_line, rs_line: the scheduling readings, checked.
+source "$PWD/scripts/hoststack-sched.sh" # common.sh made the repository the cwd
 # The long-lived processes on a mode's path: "<name>:<pid> ...".
 path_procs() {
   case $1 in
@@ -226,7 +225,10 @@ bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p and the schedulin
   local rb=("$py" "$runstat" "$tmp/rs" "$limit")
   local pp q; pp=$(path_procs "$mode")
   declare -A before=()
-  for q in $pp; do before[$q]=$(snap "${q#*:}"); done
+  for q in $pp; do
+    before[$q]=$(snap "${q#*:}") || {
+      echo "FAILED: $mode, $c clients, $d B: no scheduling reading of ${q%%:*} (/proc/${q#*:}/schedstat)"; return 1; }
+  done
   case $mode in
     kernel) ip netns exec "$CK" "${rb[@]}" "${awrap[@]}" redis-benchmark -h 10.79.0.1 "${args[@]}" ;;
     sluice) ip netns exec "$NX" "${rb[@]}" env SLUICE_APP_SOCKET="$tmp/s.app" LD_PRELOAD="$preload" "${awrap[@]}" redis-benchmark -h 10.78.0.2 "${args[@]}" ;;
@@ -237,14 +239,17 @@ bench() { # mode clients size -> "p50 p95 p99 p99.9" in $tmp/p and the schedulin
   if [ $rc != 0 ] || ! pcts <"$out" >"$tmp/p"; then
     echo "FAILED: $mode, $c clients, $d B (exit $rc):"; tr '\r' '\n' <"$out" | tail -5; return 1
   fi
-  # "<proc> elapsed_ms cpu_ms wait_ms slices vcsw ivcsw", redis-benchmark first.
-  local el; read -r el _ <"$tmp/rs"
-  echo "redis-benchmark $(cat "$tmp/rs")" >"$tmp/sched"
+  # "<proc> elapsed_ms cpu_ms wait_ms slices vcsw ivcsw", redis-benchmark first; a missing
+  # reading or a process with no CPU over the cell fails it.
+  local el after line; read -r el _ <"$tmp/rs"
+  if ! line=$(rs_line "$tmp/rs"); then echo "$line ($mode, $c clients, $d B)"; return 1; fi
+  echo "$line" >"$tmp/sched"
   for q in $pp; do
-    # shellcheck disable=SC2086 # two lists of five numbers
-    set -- ${before[$q]} $(snap "${q#*:}")
-    printf '%s %s %.1f %.1f %d %d %d\n' "${q%%:*}" "$el" "$(echo "($6 - $1) / 1000000" | bc -l)" \
-      "$(echo "($7 - $2) / 1000000" | bc -l)" $(($8 - $3)) $(($9 - $4)) $((${10} - $5)) >>"$tmp/sched"
+    after=$(snap "${q#*:}") || after=""
+    if ! line=$(sched_line "${q%%:*}" "$el" "${before[$q]}" "$after"); then
+      echo "$line ($mode, $c clients, $d B)"; return 1
+    fi
+    echo "$line" >>"$tmp/sched"
   done
 }
 
@@ -257,7 +262,7 @@ mkdir -p "$(dirname "$out_csv")"
 } >"$part_csv"
 {
   head -2 "$part_csv"
-  echo "# per process (main thread): CPU and run-queue wait ms (schedstat), time slices, voluntary and involuntary context switches; SLUICE_WRAP=\"${SLUICE_WRAP:-}\" APP_WRAP=\"${APP_WRAP:-}\""
+  echo "# per process (main thread): CPU and run-queue wait ms (schedstat), time slices, voluntary and involuntary context switches; for redis-benchmark the CPU and the context switches are its rusage (all threads); elapsed_ms is the sample's, on every row of it; SLUICE_WRAP=\"${SLUICE_WRAP:-}\" APP_WRAP=\"${APP_WRAP:-}\""
   echo "mode,clients,payload,run,process,elapsed_ms,cpu_ms,wait_ms,slices,vcsw,ivcsw"
 } >"$sched_csv.partial"
 declare -A S=()
@@ -273,7 +278,9 @@ for r in $(seq 1 "$runs"); do
         echo "$mode,$c,$d,$r,$a,$b,$e,$f" >>"$part_csv"
         while read -r q el cpu w sl v iv; do
           echo "$mode,$c,$d,$r,$q,$el,$cpu,$w,$sl,$v,$iv" >>"$sched_csv.partial"
-          S[$mode,$c,$d,el]+="$el "; S[$mode,$c,$d,$q]+="$cpu,$w,$v,$iv "
+          S[$mode,$c,$d,$q]+="$cpu,$w,$v,$iv "
+          # once per sample, not once per process
+          [ "$q" != redis-benchmark ] || S[$mode,$c,$d,el]+="$el "
         done <"$tmp/sched"
       done
     done

@@ -11,13 +11,18 @@ Written to <out file> as one line:
 
     elapsed_ms cpu_ms wait_ms slices vcsw ivcsw
 
-Exit status: the command's (124 when it was killed at the timeout, as timeout(1)).
+Exit status: the command's; 124, as timeout(1), when it was killed at the timeout: SIGTERM,
+then SIGKILL if it is still running GRACE seconds later. A command that exits by itself while
+the timeout fires (the alarm racing its exit) keeps its own status: a timeout counts only when
+the command died of the signal sent.
 """
 
 import os
 import signal
 import sys
 import time
+
+GRACE = 2.0  # seconds from SIGTERM to SIGKILL
 
 
 def main():
@@ -31,11 +36,16 @@ def main():
             os.execvp(cmd[0], cmd)
         finally:
             os._exit(127)
-    timed_out = []
+    sent = []  # the signals sent at the timeout
 
     def kill(_sig, _frame):
-        timed_out.append(True)
-        os.kill(pid, signal.SIGTERM)
+        # The child is not reaped before the timer is stopped, so its pid is still its own
+        # (a zombie ignores the signal).
+        sig = signal.SIGKILL if sent else signal.SIGTERM
+        sent.append(sig)
+        os.kill(pid, sig)
+        if sig == signal.SIGTERM:
+            signal.setitimer(signal.ITIMER_REAL, GRACE)
 
     signal.signal(signal.SIGALRM, kill)
     signal.setitimer(signal.ITIMER_REAL, limit)
@@ -59,7 +69,7 @@ def main():
         f.write(
             f"{elapsed:.1f} {cpu:.1f} {wait_ns / 1e6:.1f} {slices} {ru.ru_nvcsw} {ru.ru_nivcsw}\n"
         )
-    if timed_out:
+    if sent and os.WIFSIGNALED(status) and os.WTERMSIG(status) in sent:
         sys.exit(124)
     sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
