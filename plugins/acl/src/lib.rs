@@ -523,13 +523,18 @@ impl Tally {
     #[inline(always)]
     fn flush(&mut self, hits: &mut [Vec<u64>], list: Option<&IfList>) {
         let (i, n) = std::mem::take(&mut self.run);
-        if n == 0 {
-            return;
+        if let (Some(list), true) = (list, n > 0) {
+            add_hits(hits, list, i, n);
         }
-        if let Some(&(a, r)) = list.and_then(|l| l.owner.get(i as usize)) {
-            if let Some(h) = hits.get_mut(a as usize).and_then(|v| v.get_mut(r as usize)) {
-                *h += n;
-            }
+    }
+}
+
+/// Adds `n` to the hit count of rule `i` of `list` (kept per ACL and rule of the ACL).
+#[inline(always)]
+fn add_hits(hits: &mut [Vec<u64>], list: &IfList, i: u32, n: u64) {
+    if let Some(&(a, r)) = list.owner.get(i as usize) {
+        if let Some(h) = hits.get_mut(a as usize).and_then(|v| v.get_mut(r as usize)) {
+            *h += n;
         }
     }
 }
@@ -696,14 +701,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let Some(i) = list.c.lookup(&k) else {
             return Self::drop_pkt(cx, b, AclCounter::NoMatch);
         };
-        let (a, r) = list.owner[i as usize];
-        if let Some(h) =
-            fc.t.hits
-                .get_mut(a as usize)
-                .and_then(|v| v.get_mut(r as usize))
-        {
-            *h += 1;
-        }
+        add_hits(&mut fc.t.hits, list, i, 1);
         match list.c.rules()[i as usize].action {
             Action::Permit => {}
             Action::PermitReflect => {
