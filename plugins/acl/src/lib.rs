@@ -1848,7 +1848,9 @@ mod tests {
 
     /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
     /// lists number the same rule differently (the node adds each run once, and must close
-    /// it when the interface changes), over two frames.
+    /// it when the interface changes), over two frames; a stateful interface (pg2, its
+    /// own hit per packet) between stateless runs: the run before it is added with its own
+    /// list, none is added twice.
     #[test]
     fn hit_counts_follow_runs_across_interfaces_and_frames() {
         use sluice_vnet::plugin::PluginEntry;
@@ -1861,17 +1863,22 @@ mod tests {
         t.cli(
             "create packet-generator interface pg0
              create packet-generator interface pg1
+             create packet-generator interface pg2
              set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53, permit src 0.0.0.0/0 dst 0.0.0.0/0
              set acl-plugin acl permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 123
+             set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 80
              set acl-plugin interface pg0 input acl 0
              set acl-plugin interface pg1 input acl 1
-             set acl-plugin interface pg1 input acl 0",
+             set acl-plugin interface pg1 input acl 0
+             set acl-plugin interface pg2 input acl 2
+             set acl-plugin interface pg2 input acl 0",
         );
-        let sw = ["pg0", "pg1"].map(|n| t.sw_if(n));
+        let sw = ["pg0", "pg1", "pg2"].map(|n| t.sw_if(n));
         let dns = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         let ntp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 123");
         let web = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 80");
-        // pg0's list: acl 0 (rules 0, 1); pg1's: acl 1 (rule 0), then acl 0.
+        // pg0's list: acl 0 (rules 0, 1); pg1's: acl 1 (rule 0), then acl 0; pg2's
+        // (stateful): acl 2 (rule 0), then acl 0.
         let order = [
             (0, &dns), // acl 0 rule 0
             (0, &dns), // acl 0 rule 0
@@ -1881,6 +1888,14 @@ mod tests {
             (1, &web), // acl 0 rule 1: pg1's list's rule 2, which pg0's list has not
             (0, &dns), // acl 0 rule 0
             (1, &ntp), // acl 1 rule 0
+            (0, &web), // acl 0 rule 1: a stateless run of two...
+            (0, &web), // acl 0 rule 1
+            (2, &dns), // ...then pg2: acl 0 rule 0 (its list's rule 1), denied
+            (2, &web), // acl 2 rule 0: the session made (2nd frame: a session hit)
+            (2, &web), // a session hit: no rule hit
+            (2, &ntp), // acl 0 rule 1 (its list's rule 2, pg1's rule 2 too)
+            (1, &web), // acl 0 rule 1: a stateless run again
+            (0, &dns), // acl 0 rule 0
         ];
         for _ in 0..2 {
             let bufs: Vec<_> = order
@@ -1894,9 +1909,14 @@ mod tests {
             .lines()
             .filter_map(|l| l.rsplit_once(" hits ")?.1.trim().parse().ok())
             .collect();
-        // acl 0 rules 0 and 1, acl 1 rule 0.
-        assert_eq!(hits, [8, 4, 4], "{shown}");
-        t.assert_counters(&[("permit", 8), ("deny", 8)]);
+        // acl 0 rules 0 and 1, acl 1 rule 0, acl 2 rule 0 (the web flow's first packet).
+        assert_eq!(hits, [12, 12, 4, 1], "{shown}");
+        t.assert_counters(&[
+            ("permit", 17),
+            ("deny", 12),
+            ("session_hit", 3),
+            ("session_created", 1),
+        ]);
         t.assert_no_leaks();
     }
 
