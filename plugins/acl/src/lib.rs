@@ -753,8 +753,12 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let me = cx.thread();
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
+        // The dispatcher's frames hold at most FRAME_SIZE packets (the per-frame arrays'
+        // size); anything past that is dropped, counted as `unhandled` on error-drop.
+        if frame.len() > FRAME_SIZE {
+            cx.drop_unhandled(&frame[FRAME_SIZE..]);
+        }
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
         let threads = self.shared.clone();
         let threads = threads.threads();
         let n_threads = threads.len();
@@ -803,6 +807,8 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             };
             match v {
                 Verdict::Next(nx) => {
+                    // `kept` <= `i` < FRAME_SIZE: the guard never fails (no panic path).
+                    debug_assert!(kept < FRAME_SIZE);
                     if let (Some(k), Some(x)) = (self.keep.get_mut(kept), self.nexts.get_mut(kept))
                     {
                         (*k, *x) = (bi, nx.0);
@@ -820,7 +826,7 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         if tally.permit > 0 {
             cx.count(AclCounter::Permit, tally.permit);
         }
-        let kept = kept.min(FRAME_SIZE);
+        debug_assert!(kept <= FRAME_SIZE);
         cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
         if handed > 0 {
             cx.count(AclCounter::Handoff, handed);
