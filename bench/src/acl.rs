@@ -1,9 +1,14 @@
 //! ACL benchmark (plugins/acl): the IPv4 path with an input ACL of 1, 100, 1k and 10k rules
-//! on pg0 (random deny rules the traffic does not match, then a permit-all, so every packet
-//! is classified against the whole list), against the 1-rule rate; and `stateful`: one
-//! `permit+reflect` rule, so after the first pass over the 4,096 flows every packet is
-//! admitted by its session (the session lookup instead of the classifier);
-//! `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect` one.
+//! on pg0 (random deny rules the traffic does not match, then a permit-all), against the
+//! 1-rule rate. The classifier starts from the list's first match-all rule and its
+//! pre-filter skips the deny rules' tables by address, so these cases probe no table: they
+//! measure the node's fixed cost. `SLUICE_BENCH_ACL_NEAR=2` makes the deny rules cover the
+//! traffic's first two source bytes (10.0.16.0–10.0.255.255), so every packet probes the
+//! mask types without protocol and with UDP's exact port (and misses) before the permit-all:
+//! the probe-heavy path. `stateful`: one `permit+reflect` rule, so after the first pass over
+//! the 4,096 flows every packet is admitted by its session (the session lookup instead of
+//! the classifier); `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect`
+//! one.
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -20,15 +25,32 @@ const PATH: [&str; 7] = [
 
 /// `n - 1` random deny rules (sources in 172.16.0.0/12 with mixed prefix lengths, some
 /// with protocols and port ranges) and a final permit-all. `near`
-/// (`SLUICE_BENCH_ACL_NEAR=1`): sources in 10.128.0.0/12 instead, the traffic's /8, so the
-/// classifier's pre-filter cannot skip tables by address (the unfavourable case).
-fn rules(n: usize, seed: u64, near: bool) -> String {
+/// (`SLUICE_BENCH_ACL_NEAR=1`): sources in 10.128.0.0/12 instead, the traffic's first
+/// byte (the pre-filter's second byte still skips them). `near == 2`: sources in
+/// 10.0.16.0–10.0.255.255 with prefixes of 20 to 32 bits, UDP ports below 256 (never 53),
+/// so the pre-filter leaves the mask types without protocol and with UDP's exact port and
+/// each packet probes them, missing on the third source byte (the traffic's is 0).
+fn rules(n: usize, seed: u64, near: u8) -> String {
     let mut r = Rng(seed);
     let mut v = Vec::with_capacity(n);
-    let base = if near { 0x0a80_0000u32 } else { 0xac10_0000 };
     for _ in 1..n {
-        let len = [12u32, 16, 20, 24, 28, 32][(r.next() % 6) as usize];
-        let a = base | (r.next() as u32 & 0x000f_ffff);
+        let (len, a) = match near {
+            2 => {
+                let len = [20u32, 24, 28, 32][(r.next() % 4) as usize];
+                // Third byte 16..=255: outside the traffic's 10.0.0.16 even at /20.
+                let third = 16 + (r.next() % 240) as u32;
+                (len, 0x0a00_0000 | third << 8 | (r.next() as u32 & 0xff))
+            }
+            _ => {
+                let base = if near == 1 {
+                    0x0a80_0000u32
+                } else {
+                    0xac10_0000
+                };
+                let len = [12u32, 16, 20, 24, 28, 32][(r.next() % 6) as usize];
+                (len, base | (r.next() as u32 & 0x000f_ffff))
+            }
+        };
         let a = if len == 32 {
             a
         } else {
@@ -40,6 +62,7 @@ fn rules(n: usize, seed: u64, near: bool) -> String {
         );
         match r.next() % 3 {
             0 => {}
+            1 if near == 2 => s.push_str(&format!(" proto 17 dport {}", 54 + r.next() % 200)),
             1 => s.push_str(&format!(" proto 17 dport {}", r.next() % 65536)),
             _ => {
                 let lo = r.next() % 60000;
@@ -87,7 +110,10 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     } else {
         &[1, 100, 1000, 10_000]
     };
-    let near = std::env::var_os("SLUICE_BENCH_ACL_NEAR").is_some_and(|v| v == "1");
+    let near: u8 = std::env::var("SLUICE_BENCH_ACL_NEAR")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     // (label, rules, stateful); the rule text is made only for the cases that run.
     let mut cases: Vec<(String, usize, bool)> =
         sizes.iter().map(|&n| (n.to_string(), n, false)).collect();

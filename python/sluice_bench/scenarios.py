@@ -176,8 +176,9 @@ def acl_rules(sc: Scenario) -> list[tuple[str, int, str]]:
     port or range ("": any)): `acl_rules - 1` deny rules that the traffic (sources in
     198.18.128.0/17) never matches — sources spread over 172.16.0.0/12 with mixed prefix
     lengths, a third of them UDP to one port, a third TCP to a port range, as
-    `sluice-bench acl` — then one permit-all, so every packet is classified against the
-    whole list. Deterministic (seeded by the rule count): every DUT gets the same list."""
+    `sluice-bench acl` — then one permit-all, which decides every packet (nftables walks every
+    rule before it; Sluice's classifier probes none of the deny rules' tables, docs/acl.md).
+    Deterministic (seeded by the rule count): every DUT gets the same list."""
     r = random.Random(sc.acl_rules)
     out = []
     for _ in range(sc.acl_rules - 1):

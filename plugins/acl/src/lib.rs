@@ -35,12 +35,14 @@
 //! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
 //!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
 //!   stateful interface owned by another thread go to this node there (handoff queue).
-//! - counters: `permit`, `session_hit`, `session_created`, `handoff`,
-//!   `icmp_error_session_hit` (an ICMP error admitted for the session it quotes) (info);
+//! - counters: `permit`, `session_hit`, `session_created`, `handoff` (packets the owning
+//!   thread's queue took), `icmp_error_session_hit` (an ICMP error admitted for the session
+//!   it quotes) (info);
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
 //!   invalid IP header), `session_limit` (the owner's session table is full), `hash_collision` (a
 //!   live session of another key has the new key's digest: [`session::Table`]),
-//!   `congestion_drop` (handoff queue full), `tcp_out_of_window` and `tcp_bad_rst` (a
+//!   `congestion_drop` (the owning thread's handoff queue full: to `error-drop`),
+//!   `tcp_out_of_window` and `tcp_bad_rst` (a
 //!   segment, or a RST, of a tracked TCP connection outside its window:
 //!   [`session::TcpWindow`]), `malformed` also for a tracked TCP packet whose header is
 //!   truncated.
@@ -523,13 +525,18 @@ impl Tally {
     #[inline(always)]
     fn flush(&mut self, hits: &mut [Vec<u64>], list: Option<&IfList>) {
         let (i, n) = std::mem::take(&mut self.run);
-        if n == 0 {
-            return;
+        if let (Some(list), true) = (list, n > 0) {
+            add_hits(hits, list, i, n);
         }
-        if let Some(&(a, r)) = list.and_then(|l| l.owner.get(i as usize)) {
-            if let Some(h) = hits.get_mut(a as usize).and_then(|v| v.get_mut(r as usize)) {
-                *h += n;
-            }
+    }
+}
+
+/// Adds `n` to the hit count of rule `i` of `list` (kept per ACL and rule of the ACL).
+#[inline(always)]
+fn add_hits(hits: &mut [Vec<u64>], list: &IfList, i: u32, n: u64) {
+    if let Some(&(a, r)) = list.owner.get(i as usize) {
+        if let Some(h) = hits.get_mut(a as usize).and_then(|v| v.get_mut(r as usize)) {
+            *h += n;
         }
     }
 }
@@ -696,14 +703,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         let Some(i) = list.c.lookup(&k) else {
             return Self::drop_pkt(cx, b, AclCounter::NoMatch);
         };
-        let (a, r) = list.owner[i as usize];
-        if let Some(h) =
-            fc.t.hits
-                .get_mut(a as usize)
-                .and_then(|v| v.get_mut(r as usize))
-        {
-            *h += 1;
-        }
+        add_hits(&mut fc.t.hits, list, i, 1);
         match list.c.rules()[i as usize].action {
             Action::Permit => {}
             Action::PermitReflect => {
@@ -755,8 +755,12 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
     fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
         let arena = cx.arena();
         let me = cx.thread();
-        let n = frame.len().min(FRAME_SIZE);
-        let frame = &frame[..n];
+        // The dispatcher's frames hold at most FRAME_SIZE packets (the per-frame arrays'
+        // size); anything past that is dropped, counted as `unhandled` on error-drop.
+        if frame.len() > FRAME_SIZE {
+            cx.drop_unhandled(&frame[FRAME_SIZE..]);
+        }
+        let frame = &frame[..frame.len().min(FRAME_SIZE)];
         let threads = self.shared.clone();
         let threads = threads.threads();
         let n_threads = threads.len();
@@ -778,7 +782,7 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             owners: n_threads.saturating_sub(1),
             now: cx.now_secs(),
         };
-        let (mut handed, mut kept) = (0u64, 0usize);
+        let (mut handed, mut kept) = (false, 0usize);
         let mut tally = Tally::default();
         let mut ic: Option<IfCtx> = None;
         for (i, &bi) in frame.iter().enumerate() {
@@ -805,6 +809,8 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             };
             match v {
                 Verdict::Next(nx) => {
+                    // `kept` <= `i` < FRAME_SIZE: the guard never fails (no panic path).
+                    debug_assert!(kept < FRAME_SIZE);
                     if let (Some(k), Some(x)) = (self.keep.get_mut(kept), self.nexts.get_mut(kept))
                     {
                         (*k, *x) = (bi, nx.0);
@@ -813,7 +819,7 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
                 }
                 Verdict::Handoff(t) => {
                     self.hand[t].push(bi);
-                    handed += 1;
+                    handed = true;
                 }
             }
         }
@@ -822,20 +828,27 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         if tally.permit > 0 {
             cx.count(AclCounter::Permit, tally.permit);
         }
-        let kept = kept.min(FRAME_SIZE);
+        debug_assert!(kept <= FRAME_SIZE);
         cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
-        if handed > 0 {
-            cx.count(AclCounter::Handoff, handed);
+        if handed {
             let node = cx.node();
             for (t, h) in self.hand.iter_mut().enumerate() {
                 if h.is_empty() {
                     continue;
                 }
                 let took = cx.shared().handoff_enqueue(me, t, h, node);
-                if took < h.len() {
-                    let lost = &h[took..];
-                    cx.count(AclCounter::Congestion, lost.len() as u64);
-                    cx.free(lost);
+                cx.count(AclCounter::Handoff, took as u64);
+                // What the full queue refused goes to error-drop (counted there as
+                // `congestion_drop`, seen by a drop trace), as NAT44's handoff does.
+                let lost = &h[took..];
+                if !lost.is_empty() {
+                    let e = cx.error(AclCounter::Congestion);
+                    for &bi in lost {
+                        // SAFETY: the queue refused these buffers: this node still owns
+                        // them; one header at a time.
+                        unsafe { arena.header_mut(bi) }.error = e;
+                    }
+                    cx.enqueue_all(AclNext::Drop.next(), lost);
                 }
                 h.clear();
             }
@@ -1850,7 +1863,9 @@ mod tests {
 
     /// Per-rule hit counts of a frame whose runs of equal rule hits cross interfaces whose
     /// lists number the same rule differently (the node adds each run once, and must close
-    /// it when the interface changes), over two frames.
+    /// it when the interface changes), over two frames; a stateful interface (pg2, its
+    /// own hit per packet) between stateless runs: the run before it is added with its own
+    /// list, none is added twice.
     #[test]
     fn hit_counts_follow_runs_across_interfaces_and_frames() {
         use sluice_vnet::plugin::PluginEntry;
@@ -1863,17 +1878,22 @@ mod tests {
         t.cli(
             "create packet-generator interface pg0
              create packet-generator interface pg1
+             create packet-generator interface pg2
              set acl-plugin acl deny src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 53, permit src 0.0.0.0/0 dst 0.0.0.0/0
              set acl-plugin acl permit src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 123
+             set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0 proto 17 dport 80
              set acl-plugin interface pg0 input acl 0
              set acl-plugin interface pg1 input acl 1
-             set acl-plugin interface pg1 input acl 0",
+             set acl-plugin interface pg1 input acl 0
+             set acl-plugin interface pg2 input acl 2
+             set acl-plugin interface pg2 input acl 0",
         );
-        let sw = ["pg0", "pg1"].map(|n| t.sw_if(n));
+        let sw = ["pg0", "pg1", "pg2"].map(|n| t.sw_if(n));
         let dns = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
         let ntp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 123");
         let web = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 80");
-        // pg0's list: acl 0 (rules 0, 1); pg1's: acl 1 (rule 0), then acl 0.
+        // pg0's list: acl 0 (rules 0, 1); pg1's: acl 1 (rule 0), then acl 0; pg2's
+        // (stateful): acl 2 (rule 0), then acl 0.
         let order = [
             (0, &dns), // acl 0 rule 0
             (0, &dns), // acl 0 rule 0
@@ -1883,6 +1903,14 @@ mod tests {
             (1, &web), // acl 0 rule 1: pg1's list's rule 2, which pg0's list has not
             (0, &dns), // acl 0 rule 0
             (1, &ntp), // acl 1 rule 0
+            (0, &web), // acl 0 rule 1: a stateless run of two...
+            (0, &web), // acl 0 rule 1
+            (2, &dns), // ...then pg2: acl 0 rule 0 (its list's rule 1), denied
+            (2, &web), // acl 2 rule 0: the session made (2nd frame: a session hit)
+            (2, &web), // a session hit: no rule hit
+            (2, &ntp), // acl 0 rule 1 (its list's rule 2, pg1's rule 2 too)
+            (1, &web), // acl 0 rule 1: a stateless run again
+            (0, &dns), // acl 0 rule 0
         ];
         for _ in 0..2 {
             let bufs: Vec<_> = order
@@ -1896,10 +1924,94 @@ mod tests {
             .lines()
             .filter_map(|l| l.rsplit_once(" hits ")?.1.trim().parse().ok())
             .collect();
-        // acl 0 rules 0 and 1, acl 1 rule 0.
-        assert_eq!(hits, [8, 4, 4], "{shown}");
-        t.assert_counters(&[("permit", 8), ("deny", 8)]);
+        // acl 0 rules 0 and 1, acl 1 rule 0, acl 2 rule 0 (the web flow's first packet).
+        assert_eq!(hits, [12, 12, 4, 1], "{shown}");
+        t.assert_counters(&[
+            ("permit", 17),
+            ("deny", 12),
+            ("session_hit", 3),
+            ("session_created", 1),
+        ]);
         t.assert_no_leaks();
+    }
+
+    /// A stateful interface's packets on thread 0 go to their session's owner, the one
+    /// worker; what its full handoff queue refuses goes to `error-drop` as
+    /// `congestion_drop` (counted there, seen by a drop trace, freed), and `handoff` counts
+    /// only what the queue took.
+    #[test]
+    fn a_full_handoff_queue_drops_through_error_drop() {
+        use sluice_graph::testing::{test_pool, Harness};
+        use sluice_graph::{CpuConfig, HANDOFF_RING};
+        use sluice_vnet::plugin::{assemble, PluginEntry, Staged};
+        use sluice_vnet::testing::pkt;
+        let entry = PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        let cpu = CpuConfig {
+            main_core: None,
+            workers: vec![None],
+        };
+        let pool = sluice_buffer::PoolConfig {
+            buffers: 2 * HANDOFF_RING as u32,
+            ..test_pool()
+        };
+        let a = assemble(&[entry], &cpu, &pool, Staged::default()).expect("assemble");
+        let (mut vm, cli) = (a.vm, a.cli);
+        for c in [
+            "create packet-generator interface pg0",
+            "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
+            "set acl-plugin interface pg0 input acl 0",
+        ] {
+            cli.execute(&mut vm, c)
+                .unwrap_or_else(|e| panic!("`{c}': {e}"));
+        }
+        let pg0 = vm.ext_mut::<Interfaces>().find("pg0").expect("pg0").0;
+        let shared = vm.ext_mut::<AclMain>().shared.clone();
+        let mut h = Harness::new(vm, "acl-plugin-in-ip4-fa");
+        let udp = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let send = |h: &mut Harness, n: usize| {
+            let bufs: Vec<BufIdx> = (0..n).map(|_| h.packet(&udp, |m| m.rx_if = pg0)).collect();
+            for f in bufs.chunks(FRAME_SIZE) {
+                h.inject(f);
+            }
+        };
+        // The worker's ACL state locked: its node takes the first frame from the queue and
+        // waits, so the queue from thread 0 fills and then refuses.
+        let worker = lock(&shared.threads()[1]);
+        send(&mut h, FRAME_SIZE);
+        let t0 = std::time::Instant::now();
+        while !h.vm.shared.handoff[0][1].is_empty() {
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        send(&mut h, HANDOFF_RING + 100);
+        let took = (FRAME_SIZE + HANDOFF_RING) as u64;
+        h.assert_counters(&[("handoff", took), ("congestion_drop", 100)]);
+        let drops = h.drops();
+        assert_eq!(drops.len(), 100, "refused buffers reach error-drop");
+        assert!(drops
+            .iter()
+            .all(|(n, c)| n == "acl-plugin-in-ip4-fa" && *c == "congestion_drop"));
+        // The worker admits what it was handed (one flow: one session).
+        drop(worker);
+        let t0 = std::time::Instant::now();
+        while h.counter("session_created") + h.counter("session_hit") < took {
+            assert!(t0.elapsed().as_secs() < 20, "the worker did not finish");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        h.assert_counters(&[
+            ("permit", 1),
+            ("session_hit", took - 1),
+            ("session_created", 1),
+            ("handoff", took),
+            ("congestion_drop", 100),
+        ]);
+        h.vm.stop_workers();
+        assert_eq!(h.arc("ip4-lookup").len() as u64, took);
+        h.assert_no_leaks();
     }
 
     #[test]
