@@ -31,7 +31,7 @@ use crate::ir::*;
 pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::table::{Memo, TableRt};
-    use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    use crate::vec::{fold32, fold64, hdr_sum, ld, st, VOut};
     pub use sluice_buffer::Buffer;
     use sluice_wire::checksum::ip4_header_valid;
     use std::sync::atomic::Ordering;
@@ -316,10 +316,7 @@ pub mod rt {
     #[inline(always)]
     pub fn csum_inc(d: &mut [u8], o: usize, dst: usize, dl: u64) {
         let at = o + dst;
-        let ck = !fold64((!ne16(d, at) & 0xffff) + dl) as u16;
-        if let Some(x) = d.get_mut(at..at + 2) {
-            x.copy_from_slice(&ck.to_ne_bytes());
-        }
+        put_ne(d, at, !fold64((!ne16(d, at) & 0xffff) + dl) as u16);
     }
 
     /// [`csum_inc`] when fewer than 2^15 stores can have added to the delta (the generator
@@ -333,9 +330,12 @@ pub mod rt {
             "delta {dl:#x} needs csum_inc"
         );
         let at = o + dst;
-        let x = (!ne16(d, at) & 0xffff) + dl;
-        let x = (x & 0xffff) + (x >> 16);
-        let ck = !((x & 0xffff) + (x >> 16)) as u16;
+        put_ne(d, at, !fold32((!ne16(d, at) & 0xffff) + dl) as u16);
+    }
+
+    /// Stores the checksum `ck` at `at` in native byte order, as [`ne16`] reads it.
+    #[inline(always)]
+    fn put_ne(d: &mut [u8], at: usize, ck: u16) {
         if let Some(x) = d.get_mut(at..at + 2) {
             x.copy_from_slice(&ck.to_ne_bytes());
         }
