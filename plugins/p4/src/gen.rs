@@ -1509,12 +1509,15 @@ fn emit(
     // (a second copy of the body, for short packets: a call out of line would return its
     // result through memory, which cost the common path more than the copy).
     let call = |f: &str, pass: &str| {
+        let on = |d: &str| format!("Self::{f}(ts, sh, now, {d}, inport, plen{pass})");
         match span {
-        Some(n) => format!(
-            "match d.get_mut(..{n}) {{ Some(h) => Self::{f}(ts, sh, now, h, inport, plen{pass}), None => Self::{f}(ts, sh, now, d, inport, plen{pass}) }}"
-        ),
-        None => format!("Self::{f}(ts, sh, now, d, inport, plen{pass})"),
-    }
+            Some(n) => format!(
+                "match d.get_mut(..{n}) {{ Some(h) => {}, None => {} }}",
+                on("h"),
+                on("d")
+            ),
+            None => on("d"),
+        }
     };
     g.open("impl Generated for Prog {");
     g.line("#[inline(always)]");
