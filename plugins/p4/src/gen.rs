@@ -31,7 +31,7 @@ use crate::ir::*;
 pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
     use crate::table::{Memo, TableRt};
-    use crate::vec::{fold64, hdr_sum, ld, st, VOut};
+    use crate::vec::{fold32, fold64, hdr_sum, ld, st, VOut};
     pub use sluice_buffer::Buffer;
     use sluice_wire::checksum::ip4_header_valid;
     use std::sync::atomic::Ordering;
@@ -316,20 +316,26 @@ pub mod rt {
     #[inline(always)]
     pub fn csum_inc(d: &mut [u8], o: usize, dst: usize, dl: u64) {
         let at = o + dst;
-        let ck = !fold64((!ne16(d, at) & 0xffff) + dl) as u16;
-        if let Some(x) = d.get_mut(at..at + 2) {
-            x.copy_from_slice(&ck.to_ne_bytes());
-        }
+        put_ne(d, at, !fold64((!ne16(d, at) & 0xffff) + dl) as u16);
     }
 
     /// [`csum_inc`] when fewer than 2^15 stores can have added to the delta (the generator
-    /// counts them): the sum is below 2^32, which two 16-bit folds bring to 16 bits.
+    /// counts them, `FEW_STORES`): the sum is below 2^32, which two 16-bit folds bring to
+    /// 16 bits.
     #[inline(always)]
     pub fn csum_inc_few(d: &mut [u8], o: usize, dst: usize, dl: u64) {
+        // Each store adds at most 2 * 0xffff: fewer than 2^15 of them stay below this.
+        debug_assert!(
+            dl <= (u32::MAX - 0xffff) as u64,
+            "delta {dl:#x} needs csum_inc"
+        );
         let at = o + dst;
-        let x = (!ne16(d, at) & 0xffff) + dl;
-        let x = (x & 0xffff) + (x >> 16);
-        let ck = !((x & 0xffff) + (x >> 16)) as u16;
+        put_ne(d, at, !fold32((!ne16(d, at) & 0xffff) + dl) as u16);
+    }
+
+    /// Stores the checksum `ck` at `at` in native byte order, as [`ne16`] reads it.
+    #[inline(always)]
+    fn put_ne(d: &mut [u8], at: usize, ck: u16) {
         if let Some(x) = d.get_mut(at..at + 2) {
             x.copy_from_slice(&ck.to_ne_bytes());
         }
@@ -363,6 +369,11 @@ pub fn fingerprint(p: &Program) -> (u64, usize) {
 /// Parser states unrolled along the paths at most (then the program is refused).
 const EXPAND_MAX: usize = 256;
 
+/// Each generated line runs at most once per packet (no loops; the parser is unrolled,
+/// the delta restarts at verify), so the stores into a header's delta are at most its
+/// `wr_csum` lines: with fewer than this many, its update folds twice (`csum_inc_few`).
+const FEW_STORES: usize = 1 << 15;
+
 struct G<'a> {
     p: &'a Program,
     out: String,
@@ -382,6 +393,11 @@ struct G<'a> {
     /// into them track a delta (`dl{h}`) and the update is incremental when the
     /// verification passed (`good{h}`).
     tracked: Vec<(u8, u16)>,
+    /// Per tracked header (as `tracked`): the `wr_csum` lines emitted into its delta.
+    stores: Vec<usize>,
+    /// Header instances whose update folds the delta fully (`csum_inc`): the first
+    /// generation counted `FEW_STORES` or more stores into them.
+    wide: &'a [usize],
     /// The table of the phase being generated whose lookup was done before the phase
     /// (its result is the phase's `pre` argument).
     pre: Option<u16>,
@@ -532,15 +548,19 @@ impl G<'_> {
             }
             Lv::H(a) => {
                 let (i, ok, at, w, sh, m) = self.field(*a)?;
-                let tr = self.tracked.iter().find(|x| x.0 as usize == i).copied();
+                let tr = self.tracked.iter().position(|x| x.0 as usize == i);
+                let tr = tr.and_then(|k| Some((k, self.tracked.get(k)?.1)));
                 let (_, rel) = self.inst_of(a.off)?;
                 let wa = rel & !1;
                 match tr {
                     // One 16-bit word, not the checksum: tracked in registers.
-                    Some((_, ck))
+                    Some((k, ck))
                         if w <= 2 && (rel + w as usize - 1) & !1 == wa && wa != ck as usize =>
                     {
                         let (_, w_at) = self.place(i, wa);
+                        if let Some(n) = self.stores.get_mut(k) {
+                            *n += 1;
+                        }
                         self.line(&format!(
                             "wr_csum::<{w}>(d, {ok}, {at}, {sh}, {}, {v}, {w_at}, &mut s.dl{i});",
                             lit(m)
@@ -836,8 +856,13 @@ impl G<'_> {
                 c.err_slot
             ));
         } else if tracked {
+            let inc = if self.wide.contains(&i) {
+                "csum_inc"
+            } else {
+                "csum_inc_few"
+            };
             self.line(&format!(
-                "if {ok} && ({cond}) != 0 {{ if s.good{i} {{ csum_inc(d, {at}, {dst_off}, s.dl{i}); }} else {{ csum_put(d, {at}, {len}, {dst_off}); }} }}"
+                "if {ok} && ({cond}) != 0 {{ if s.good{i} {{ {inc}(d, {at}, {dst_off}, s.dl{i}); }} else {{ csum_put(d, {at}, {len}, {dst_off}); }} }}"
             ));
         } else {
             self.line(&format!(
@@ -1231,6 +1256,27 @@ struct Phase {
 /// the next (a frame loop in phases, the table looked up for the four at once) was
 /// measured slower than packet after packet (docs/p4.md), and is not generated.
 pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
+    // Twice when a header's stores turn out too many for `csum_inc_few`.
+    let (out, stores) = emit(p0, name, source, &[])?;
+    let wide: Vec<usize> = stores
+        .into_iter()
+        .filter(|&(_, n)| n >= FEW_STORES)
+        .map(|(h, _)| h)
+        .collect();
+    if wide.is_empty() {
+        return Ok(out);
+    }
+    emit(p0, name, source, &wide).map(|(out, _)| out)
+}
+
+/// [`rust`] with the headers in `wide` updated by `csum_inc`; also the `wr_csum` lines
+/// emitted per tracked header instance.
+fn emit(
+    p0: &Program,
+    name: &str,
+    source: &str,
+    wide: &[usize],
+) -> Result<(String, Vec<(usize, usize)>), String> {
     crate::vec::headers_in_place(p0)?;
     let (fp, fl) = fingerprint(p0);
     let mut q = p0.clone();
@@ -1264,6 +1310,8 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         depth: 0,
         expanded: 0,
         tracked: Vec::new(),
+        stores: Vec::new(),
+        wide,
         pre: None,
         xflag: None,
         anchor: phases.first().and_then(|ph| ph.pre),
@@ -1289,6 +1337,7 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
         .collect();
     g.tracked.sort_unstable();
     g.tracked.dedup();
+    g.stores = vec![0; g.tracked.len()];
     g.line(&format!(
         "// @generated by sluice-p4c from {source}: do not edit (docs/p4.md says how to regenerate)."
     ));
@@ -1460,12 +1509,15 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     // (a second copy of the body, for short packets: a call out of line would return its
     // result through memory, which cost the common path more than the copy).
     let call = |f: &str, pass: &str| {
+        let on = |d: &str| format!("Self::{f}(ts, sh, now, {d}, inport, plen{pass})");
         match span {
-        Some(n) => format!(
-            "match d.get_mut(..{n}) {{ Some(h) => Self::{f}(ts, sh, now, h, inport, plen{pass}), None => Self::{f}(ts, sh, now, d, inport, plen{pass}) }}"
-        ),
-        None => format!("Self::{f}(ts, sh, now, d, inport, plen{pass})"),
-    }
+            Some(n) => format!(
+                "match d.get_mut(..{n}) {{ Some(h) => {}, None => {} }}",
+                on("h"),
+                on("d")
+            ),
+            None => on("d"),
+        }
     };
     g.open("impl Generated for Prog {");
     g.line("#[inline(always)]");
@@ -1569,30 +1621,13 @@ pub fn rust(p0: &Program, name: &str, source: &str) -> Result<String, String> {
     g.line("(Some(o), pe)");
     g.close("}");
     g.close("}");
-    // Each generated line runs at most once per packet (no loops; the parser is unrolled,
-    // the delta restarts at verify), so a header's stores into its delta are at most its
-    // `wr_csum` lines: with fewer than 2^15, its update folds twice (`csum_inc_few`).
-    let mut out = g.out;
-    for (h, _) in &g.tracked {
-        let dl = format!("s.dl{h}");
-        let stores = out.matches(&format!("&mut {dl});")).count();
-        if stores < 1 << 15 {
-            let inc = format!(", {dl}); }}");
-            out = out
-                .lines()
-                .map(|l| {
-                    if l.contains(&inc) {
-                        l.replace("csum_inc(d, ", "csum_inc_few(d, ")
-                    } else {
-                        l.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-                + "\n";
-        }
-    }
-    Ok(out)
+    let stores = g
+        .tracked
+        .iter()
+        .map(|x| x.0 as usize)
+        .zip(g.stores)
+        .collect();
+    Ok((g.out, stores))
 }
 
 /// [`rust`] of a source file compiled with the default options (what `p4 load` compiles
@@ -1808,8 +1843,10 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert_eq!(span(&router), Some(34));
         let src = super::rust(&router, "router", "router.p4").expect("generates");
         assert_eq!(src.matches("match d.get_mut(..34)").count(), 3, "{src}");
+        // The node's entry points (`packet_buf`, `key_first_buf`, `packet_pre_buf`).
+        assert_eq!(src.matches("match b.head_mut::<34>()").count(), 3, "{src}");
         assert_eq!(span(&prog("")), Some(14));
-        // `hdr.tag` at 14 after one VLAN tag, at 18 after two (`vlan` both times).
+        // `hdr.tag` at 18 after one VLAN tag, at 22 after two: no constant span.
         let vlan = prog_src("")
             .replace(
                 "struct headers { ethernet_t ethernet; tag_t tag; }",
@@ -1826,8 +1863,38 @@ struct headers { ethernet_t ethernet; vlan_t vlan; vlan_t vlan2; tag_t tag; }",
         assert!(vlan.contains("state two"), "{vlan}");
         let p = crate::compile::compile(&vlan, "t.p4", Default::default()).expect("compiles");
         assert_eq!(span(&p), None);
-        let src = super::rust(&p, "t", "t.p4");
-        assert!(src.is_err() || !src.expect("generates").contains("d.get_mut(.."));
+        let src = super::rust(&p, "t", "t.p4").expect("generates");
+        assert!(
+            !src.contains("d.get_mut(..") && !src.contains("head_mut::<"),
+            "{src}"
+        );
+    }
+
+    /// The generator counts a header's `wr_csum` lines as it emits them (all of them: the
+    /// text agrees) and updates a header it is told is wide by `csum_inc`, the full fold.
+    #[test]
+    fn checksum_stores_are_counted_as_emitted() {
+        let router = example("router.p4");
+        let (src, stores) = super::emit(&router, "router", "router.p4", &[]).expect("generates");
+        assert!(!stores.is_empty());
+        for &(h, n) in &stores {
+            assert!(n > 0);
+            assert_eq!(src.matches(&format!("&mut s.dl{h});")).count(), n, "{src}");
+            assert!(
+                src.contains(&format!("csum_inc_few(d, 14, 10, s.dl{h})")),
+                "{src}"
+            );
+        }
+        assert_eq!(
+            super::rust(&router, "router", "router.p4").as_ref(),
+            Ok(&src)
+        );
+        let wide: Vec<usize> = stores.iter().map(|x| x.0).collect();
+        let (src, _) = super::emit(&router, "router", "router.p4", &wide).expect("generates");
+        assert!(
+            !src.contains("csum_inc_few(") && src.contains("csum_inc(d, "),
+            "{src}"
+        );
     }
 
     /// The incremental update in native byte order (`rt::wr_csum`, `rt::csum_inc_few`,

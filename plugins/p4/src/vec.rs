@@ -1594,6 +1594,13 @@ pub(crate) fn fold64(acc: u64) -> u64 {
     (a & 0xffff) + (a >> 16)
 }
 
+/// Folds a ones'-complement sum (< 2^32) to 16 bits: two folds suffice.
+#[inline(always)]
+pub(crate) fn fold32(acc: u64) -> u64 {
+    let a = (acc & 0xffff) + (acc >> 16);
+    (a & 0xffff) + (a >> 16)
+}
+
 /// `verify_checksum` / `update_checksum` (csum16).
 fn csum(cc: &mut Cc, c: &Csum) -> Op {
     let cond = filt(cc, &c.cond, 0);
