@@ -235,10 +235,16 @@ impl PgInput {
                     bytes += p.len() as u64;
                 }
                 if dropped {
-                    let kept: Vec<BufIdx> =
-                        idx[..got].iter().copied().filter(|&b| b != GONE).collect();
-                    idx[..kept.len()].copy_from_slice(&kept);
-                    out = kept.len();
+                    // Compacted in place (order kept): a write index behind the read one.
+                    let mut w = 0;
+                    for r in 0..got {
+                        let b = idx[r];
+                        if b != GONE {
+                            idx[w] = b;
+                            w += 1;
+                        }
+                    }
+                    out = w;
                 }
             }
         }
