@@ -12,6 +12,9 @@
 //!     header as a fresh buffer's; starts traces.
 //!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or no buffers
 //!     for a long packet's tail: the packet is freed, not sent, and not counted in rx),
+//!     `too_long` (a pcap packet longer than one buffer chain holds,
+//!     [`sluice_buffer::ALLOC_WITH_MAX_BUFFERS`] buffers, ~128 KiB with 2 KiB buffers:
+//!     dropped the same way on every pass, though the pool is not empty),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
@@ -52,6 +55,8 @@ sluice_graph::counters! {
     pub enum InputCounter {
         /// Buffer allocation failure.
         AllocFail => error("alloc_fail", "buffer allocation failure"),
+        /// A pcap packet longer than one buffer chain holds (`BufferCache::alloc_with`).
+        TooLong => error("too_long", "pcap packet too long for a buffer chain"),
         /// Handoff queue full.
         HandoffCongestion => error("handoff_congestion", "handoff queue full"),
     }
@@ -139,7 +144,13 @@ impl PgInput {
                 true
             }
             None => {
-                cx.count(InputCounter::AllocFail, 1);
+                let per = cx.pool().data_size();
+                let reason = if tail.len().div_ceil(per) > sluice_buffer::ALLOC_WITH_MAX_BUFFERS {
+                    InputCounter::TooLong
+                } else {
+                    InputCounter::AllocFail
+                };
+                cx.count(reason, 1);
                 cx.free(&[b]);
                 false
             }
