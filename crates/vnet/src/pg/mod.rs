@@ -16,6 +16,10 @@
 //!     [`sluice_buffer::ALLOC_WITH_MAX_BUFFERS`] buffers, ~128 KiB with 2 KiB buffers:
 //!     dropped the same way on every pass, though the pool is not empty),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
+//!   - a stream's `sent` (`show packet-generator`, the `limit` it runs to) counts every
+//!     packet it got a buffer for, including those then dropped (`alloc_fail` for a tail,
+//!     `too_long`, `handoff_congestion`): their place in the pcap is passed. The pg
+//!     interface's `rx packets` counts only the packets sent on.
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
 //!   interface's capture file when one is set (`packet-generator capture`), then frees them.
