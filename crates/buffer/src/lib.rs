@@ -16,7 +16,8 @@ mod pool;
 pub use header::{flags, BufIdx, BufferHeader, IfIndex, IpMeta, L2Meta};
 pub use pool::{
     Arena, Backing, BufferCache, BufferPool, FrameAddrs, PageSize, PoolConfig, PoolError,
-    PoolStats, CACHE_BATCH, DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM, MAX_DATA_SIZE,
+    PoolStats, ALLOC_WITH_MAX_BUFFERS, CACHE_BATCH, DEFAULT_BUFFERS, DEFAULT_DATA_SIZE, HEADROOM,
+    MAX_DATA_SIZE,
 };
 
 /// A mutable view of one buffer: its header and its headroom + data bytes.

@@ -945,6 +945,10 @@ fn map_shared(bytes: usize, page: PageSize) -> Result<Mapping, PoolError> {
     Ok(m)
 }
 
+/// Most buffers [`BufferCache::alloc_with`] chains for one packet (128 KiB with the default
+/// 2 KiB of data per buffer); a longer packet gets `None` though the pool is not empty.
+pub const ALLOC_WITH_MAX_BUFFERS: usize = 64;
+
 /// A per-thread cache of free buffers. Allocation and free are batch operations; the global
 /// free list is touched once per [`CACHE_BATCH`] buffers.
 pub struct BufferCache {
@@ -1144,11 +1148,12 @@ impl BufferCache {
     }
 
     /// Writes `bytes` into newly allocated buffers, chaining as many as needed. Returns the head,
-    /// or `None` (nothing leaked) when the pool is exhausted.
+    /// or `None` (nothing leaked) when the pool is exhausted or `bytes` needs more than
+    /// [`ALLOC_WITH_MAX_BUFFERS`] buffers.
     pub fn alloc_with(&mut self, bytes: &[u8]) -> Option<BufIdx> {
         let per = self.pool.data_size;
         let nbuf = bytes.len().div_ceil(per).max(1);
-        let mut idx = [BufIdx(0); 64];
+        let mut idx = [BufIdx(0); ALLOC_WITH_MAX_BUFFERS];
         if nbuf > idx.len() {
             return None;
         }

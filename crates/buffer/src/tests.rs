@@ -525,7 +525,6 @@ proptest::proptest! {
     }
 }
 
-/// Debug builds stop `buffer_at` with an index that is not the resolved frame's `i`-th.
 /// `resolve` keeps what a `FrameAddrs` holds only for the same frame (every index, not
 /// only the first and last), of an arena of the same layout, with as many entries after it;
 /// anything else is resolved (and checked) again.
@@ -581,6 +580,7 @@ fn resolve_keeps_only_the_same_frame() {
     assert_eq!((p.stats().in_use, p2.stats().in_use), (0, 0));
 }
 
+/// Debug builds stop `buffer_at` with an index that is not the resolved frame's `i`-th.
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "entry 0 is not buffer")]

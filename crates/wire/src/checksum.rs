@@ -79,24 +79,28 @@ fn nonzero_multiple_of_ffff(s: u64) -> bool {
 }
 
 /// TTL decrement with the RFC 1624 incremental checksum update, on the IPv4 header's bytes
-/// 8..12 read as one little-endian word `w` (TTL in the low byte, protocol, checksum bytes in
-/// the high half): the TTL loses one and the checksum gains 0x0100 in ones' complement (end-
-/// around carry; a result of 0xffff becomes 0). Equal to decrementing byte 8 and applying
-/// [`update_u16`] to the TTL/protocol word; the TTL must be at least 1.
+/// 8..12 (TTL, protocol, checksum), loaded and stored as one little-endian word `w` (TTL in
+/// the low byte, protocol, checksum bytes in the high half): the TTL loses one and the
+/// checksum gains 0x0100 in ones' complement (end-around carry; a result of 0xffff becomes
+/// 0). Equal to decrementing byte 8 and applying [`update_u16`] to the TTL/protocol word; the
+/// TTL must be at least 1.
 ///
 /// Read little-endian, the checksum bytes are the checksum byte-swapped, and adding 0x0100 to
 /// it is adding 1 to them (ones' complement sums do not depend on byte order, RFC 1071 §2
 /// (B)): `w + 0xffff` takes 1 from the TTL byte (no borrow: it is at least 1) and carries 1
 /// into the high half. Its end-around carry is one more when the swapped checksum is 0xfffe
-/// or 0xffff (`w >= 0xfffe_0000`): 0xfffe becomes 0, 0xffff becomes 1. No byte swap, one
-/// compare and a conditional move.
+/// or 0xffff (`w >= 0xfffe_0000`): 0xfffe becomes 0, 0xffff becomes 1. One load, no byte
+/// swap, one compare, a conditional move and one store (a caller that has just read the
+/// bytes for the TTL check shares that load).
 #[inline(always)]
-pub fn ip4_ttl_decrement(w: u32) -> u32 {
-    if w >= 0xfffe_0000 {
+pub fn ip4_ttl_decrement(bytes: &mut [u8; 4]) {
+    let w = u32::from_le_bytes(*bytes);
+    let w = if w >= 0xfffe_0000 {
         w.wrapping_add(0x1_ffff)
     } else {
         w + 0xffff
-    }
+    };
+    *bytes = w.to_le_bytes();
 }
 
 /// Folds a wide ones'-complement accumulator to 16 bits (end-around carry, RFC 1071 §2 (C)).
@@ -183,7 +187,8 @@ mod tests {
                     let new = old - 0x100;
                     let want = update_u16(c as u16, old, new);
                     let [w0, w1] = want.to_be_bytes();
-                    let got = ip4_ttl_decrement(u32::from_le_bytes(bytes)).to_le_bytes();
+                    let mut got = bytes;
+                    ip4_ttl_decrement(&mut got);
                     assert_eq!(
                         got,
                         [ttl as u8 - 1, proto as u8, w0, w1],

@@ -512,9 +512,8 @@ impl PacketNode for Ip4Rewrite {
                 // the decrement with the incremental checksum update (RFC 1624) are a few
                 // ALU operations, no byte swap.
                 let ttl = ttl_word(h);
-                let w = u32::from_le_bytes(*ttl);
-                if w as u8 > 1 {
-                    *ttl = checksum::ip4_ttl_decrement(w).to_le_bytes();
+                if ttl[0] > 1 {
+                    checksum::ip4_ttl_decrement(ttl);
                     *eth = c.rewrite;
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
@@ -565,8 +564,7 @@ impl Ip4Rewrite {
             b.hdr.error = cx.error(RewriteCounter::Truncated);
             return RewriteNext::Drop.next();
         };
-        let w = u32::from_le_bytes(*ttl_word(h));
-        if w as u8 <= 1 && !local {
+        if h[field::TTL] <= 1 && !local {
             crate::icmp_error::request(b.hdr, icmp::kind::TIME_EXCEEDED, 0, 0);
             cx.count(RewriteCounter::TtlExpired, 1);
             return RewriteNext::IcmpError.next();
@@ -581,7 +579,7 @@ impl Ip4Rewrite {
             return RewriteNext::Drop.next();
         }
         if !local {
-            *ttl_word(h) = checksum::ip4_ttl_decrement(w).to_le_bytes();
+            checksum::ip4_ttl_decrement(ttl_word(h));
         }
         match b.prepend::<ETH_HEADER_LEN>() {
             Some(h) => *h = rewrite,

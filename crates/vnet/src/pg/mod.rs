@@ -12,7 +12,14 @@
 //!     header as a fresh buffer's; starts traces.
 //!   - counters: `alloc_fail` (buffer pool exhausted: packets not generated, or no buffers
 //!     for a long packet's tail: the packet is freed, not sent, and not counted in rx),
+//!     `too_long` (a pcap packet longer than one buffer chain holds,
+//!     [`sluice_buffer::ALLOC_WITH_MAX_BUFFERS`] buffers, ~128 KiB with 2 KiB buffers:
+//!     dropped the same way on every pass, though the pool is not empty),
 //!     `handoff_congestion` (handoff queue full: packets dropped).
+//!   - a stream's `sent` (`show packet-generator`, the `limit` it runs to) counts every
+//!     packet it got a buffer for, including those then dropped (`alloc_fail` for a tail,
+//!     `too_long`, `handoff_congestion`): their place in the pcap is passed. The pg
+//!     interface's `rx packets` counts only the packets sent on.
 //!   - also: `rx packets`/`rx bytes` of the pg interface, `pcap trace rx`.
 //! - `pg-tx` (internal): the transmit side of every pg interface: writes packets to the
 //!   interface's capture file when one is set (`packet-generator capture`), then frees them.
@@ -52,6 +59,8 @@ sluice_graph::counters! {
     pub enum InputCounter {
         /// Buffer allocation failure.
         AllocFail => error("alloc_fail", "buffer allocation failure"),
+        /// A pcap packet longer than one buffer chain holds (`BufferCache::alloc_with`).
+        TooLong => error("too_long", "pcap packet too long for a buffer chain"),
         /// Handoff queue full.
         HandoffCongestion => error("handoff_congestion", "handoff queue full"),
     }
@@ -139,7 +148,13 @@ impl PgInput {
                 true
             }
             None => {
-                cx.count(InputCounter::AllocFail, 1);
+                let per = cx.pool().data_size();
+                let reason = if tail.len().div_ceil(per) > sluice_buffer::ALLOC_WITH_MAX_BUFFERS {
+                    InputCounter::TooLong
+                } else {
+                    InputCounter::AllocFail
+                };
+                cx.count(reason, 1);
                 cx.free(&[b]);
                 false
             }
@@ -235,10 +250,16 @@ impl PgInput {
                     bytes += p.len() as u64;
                 }
                 if dropped {
-                    let kept: Vec<BufIdx> =
-                        idx[..got].iter().copied().filter(|&b| b != GONE).collect();
-                    idx[..kept.len()].copy_from_slice(&kept);
-                    out = kept.len();
+                    // Compacted in place (order kept): a write index behind the read one.
+                    let mut w = 0;
+                    for r in 0..got {
+                        let b = idx[r];
+                        if b != GONE {
+                            idx[w] = b;
+                            w += 1;
+                        }
+                    }
+                    out = w;
                 }
             }
         }

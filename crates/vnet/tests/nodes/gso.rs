@@ -13,7 +13,7 @@ const MSS: u16 = 1000;
 
 /// An Ethernet/IPv4 (DF)/TCP aggregate with 12 bytes of TCP options, `payload` bytes of
 /// payload, its TCP checksum holding only the pseudo-header seed (as the kernel hands it).
-fn tcp4_aggregate(payload: usize) -> Vec<u8> {
+pub(crate) fn tcp4_aggregate(payload: usize) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
     let total = 20 + 32 + payload;
     f.extend_from_slice(&ip4_header(total, 6));
@@ -66,7 +66,7 @@ fn tcp_header() -> [u8; 32] {
 }
 
 /// Puts `f` into a buffer chain (2 KiB buffers) described as an aggregate of `kind`.
-fn aggregate(t: &mut NodeTest, f: &[u8], kind: u8, tx_if: u32) -> BufIdx {
+pub(crate) fn aggregate(t: &mut NodeTest, f: &[u8], kind: u8, tx_if: u32) -> BufIdx {
     aggregate_mss(t, f, kind, tx_if, MSS)
 }
 

@@ -15,6 +15,7 @@ mod l2_output;
 mod l2patch;
 mod loopback;
 mod neighbor;
+mod output;
 mod pg;
 mod rpf;
 

@@ -206,3 +206,46 @@ fn a_long_packet_without_buffers_for_its_tail_is_dropped_not_sent_cut() {
     t.h.vm.main.bufs().free(&held);
     t.assert_no_leaks();
 }
+
+/// A pcap packet longer than one buffer chain holds is dropped as `too_long` (not
+/// `alloc_fail`: the pool has buffers), and the packets around it go out in order.
+#[test]
+fn a_packet_too_long_for_a_chain_is_counted_apart_and_the_rest_sent_in_order() {
+    let mut t = NodeTest::new("pg-input");
+    t.cli(
+        "create packet-generator interface pg0
+         set interface state pg0 up",
+    );
+    let per = t.vm.pool.data_size();
+    let long = vec![0x5a; per * (1 + sluice_buffer::ALLOC_WITH_MAX_BUFFERS) + 1];
+    let a = vec![0x11; 60];
+    let b = vec![0x22; per + 100]; // a chain of two: fits
+    let c = vec![0x33; 70];
+    let pkts = vec![a.clone(), long, b.clone(), c.clone()];
+    let def = sluice_vnet::pg::stream::StreamDef {
+        name: "too-long".into(),
+        interface: Some("pg0".into()),
+        node: Some("ethernet-input".into()),
+        limit: Some(4),
+        rate: None,
+        maxframe: sluice_vnet::pg::FRAME,
+        worker: None,
+        source: sluice_vnet::pg::stream::Source::Pcap(std::sync::Arc::new(pkts)),
+        tx_interface: None,
+    };
+    sluice_vnet::pg::add_stream(&mut t.h.vm, def).unwrap_or_else(|e| panic!("{e}"));
+    t.capture("ethernet-input");
+    t.cli("packet-generator enable");
+    run_until(&mut t, "the stream", |t| t.arc("ethernet-input").len() >= 3);
+    for _ in 0..10 {
+        t.vm.main.run_once();
+    }
+    let got: Vec<_> = t
+        .arc("ethernet-input")
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    assert_eq!(got, [a, b, c]);
+    t.assert_counters(&[("too_long", 1)]);
+    t.assert_no_leaks();
+}

@@ -1,0 +1,94 @@
+//! `interface-output`: per-interface tx counting by runs, the whole-frame path (a frame that
+//! is one run to the interface the last frame ended with goes on whole) and the carry-over
+//! of that interface from frame to frame (`last_tx`).
+
+use super::gso::{aggregate, tcp4_aggregate};
+use super::*;
+use sluice_vnet::interface::{counter, Interfaces};
+use sluice_vnet::offload::gso_type;
+
+/// Interface `sw`'s (tx packets, tx bytes, drops), all threads.
+fn tx(t: &mut NodeTest, sw: u32) -> (u64, u64, u64) {
+    let table = t.h.vm.ext_mut::<Interfaces>().counter_table.clone();
+    let c = table.get(sw).expect("counters");
+    (
+        c.total(counter::TX_PACKETS),
+        c.total(counter::TX_BYTES),
+        c.total(counter::DROPS),
+    )
+}
+
+/// The `tx_if` of each packet that reached `loop-tx`, in order.
+fn sent(t: &NodeTest) -> Vec<u32> {
+    t.arc("loop-tx").iter().map(|c| c.hdr.tx_if).collect()
+}
+
+#[test]
+fn interface_output_counts_whole_frames_mixed_frames_and_down_interfaces() {
+    let (mut t, a) = setup("interface-output");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         create sub-interfaces loop0 100
+         set interface state loop0.100 up",
+    );
+    let b = t.sw_if("loop1");
+    let sub = t.sw_if("loop0.100");
+    t.capture("loop-tx");
+    t.capture("gso-segment");
+    let f = udp4("10.0.0.1", "10.0.0.2");
+    let len = f.len() as u64;
+    let to = |t: &mut NodeTest, sw: u32| t.packet(&f, |h| h.tx_if = sw);
+
+    // A first frame to A: it starts with no run (per-packet path) and leaves A as the run
+    // the next frame starts with.
+    let p = to(&mut t, a);
+    t.inject(&[p]);
+    assert_eq!(tx(&mut t, a), (1, len, 0));
+    // Frame 1: entirely to A, one run from the start: the whole-frame path.
+    let frame: Vec<_> = (0..5).map(|_| to(&mut t, a)).collect();
+    t.inject(&frame);
+    assert_eq!(sent(&t), [a; 6]);
+    assert_eq!(tx(&mut t, a), (6, 6 * len, 0), "whole frame counted");
+    assert_eq!(tx(&mut t, b), (0, 0, 0));
+    t.clear();
+
+    // Frame 2: A, A, B, A, one packet on A's sub-interface, one aggregate for A (no GSO on
+    // loop0: to gso-segment, not counted here).
+    let g = tcp4_aggregate(3000);
+    let frame = [
+        to(&mut t, a),
+        to(&mut t, a),
+        to(&mut t, b),
+        to(&mut t, a),
+        to(&mut t, sub),
+        aggregate(&mut t, &g, gso_type::TCPV4, a),
+    ];
+    t.inject(&frame);
+    // The sub-interface's packet goes out through its parent, tagged.
+    assert_eq!(sent(&t), [a, a, b, a, a]);
+    assert_eq!(t.arc("loop-tx")[4].data.len() as u64, len + 4);
+    assert_eq!(t.arc("gso-segment").len(), 1);
+    assert_eq!(tx(&mut t, a), (6 + 4, 6 * len + 4 * len + 4, 0));
+    assert_eq!(tx(&mut t, b), (1, len, 0));
+    assert_eq!(tx(&mut t, sub), (1, len, 0));
+    t.assert_counters(&[]);
+    t.clear();
+
+    // A admin-down; frame 3 to A (the interface the last frame ended with): dropped, tx
+    // unchanged.
+    t.cli("set interface state loop0 down");
+    let frame = [to(&mut t, a), to(&mut t, a)];
+    t.inject(&frame);
+    assert!(t.arc("loop-tx").is_empty());
+    assert_eq!(
+        t.drops(),
+        [
+            ("interface-output".to_string(), "interface_down"),
+            ("interface-output".to_string(), "interface_down")
+        ]
+    );
+    t.assert_counters(&[("interface_down", 2)]);
+    assert_eq!(tx(&mut t, a), (10, 10 * len + 4, 2));
+    t.assert_no_leaks();
+}
