@@ -594,6 +594,12 @@ impl Ip6Lpm {
         };
         self.host_used = live;
         let old = self.table.hosts.swap(new, Ordering::AcqRel);
+        // Ordering: the swap must be ordered before the counters' snapshot `retire` takes (a
+        // store then loads): a worker waking up stores its counter then loads `hosts`, and
+        // without a SeqCst fence on both sides each can miss the other's store, so a worker
+        // read as asleep would still hold the old array when it is freed. The writer's fence
+        // opens `Epochs::snapshot` (so every retiring writer has it: groups, bihash), the
+        // worker's is in `Epochs::quiesce` on wake-up.
         if !old.is_null() {
             // SAFETY: `old` came from `Box::into_raw` and was the published array; it is no
             // longer reachable from the table, and the grace period keeps it alive for the
