@@ -398,8 +398,7 @@ pub struct Ip6Lpm {
 impl Drop for Ip6Lpm {
     fn drop(&mut self) {
         // Readers may still hold the table: the arrays in their grace period go with it.
-        // (A one-thread `Epochs` has no reader to wait for: `reclaim` hands back everything.)
-        let left = self.retired.reclaim(&Epochs::new(1));
+        let left = self.retired.drain_all();
         self.table
             .graveyard
             .lock()

@@ -97,6 +97,11 @@ impl<T> Retired<T> {
         self.items = wait;
         done.into_iter().map(|(_, t)| t).collect()
     }
+    /// Takes every item, grace period over or not (for an owner handing them to whoever
+    /// outlives the readers).
+    pub fn drain_all(&mut self) -> Vec<T> {
+        self.items.drain(..).map(|(_, t)| t).collect()
+    }
     /// Items still waiting.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -244,6 +249,10 @@ mod tests {
         e.quiesce(1);
         e.quiesce(2);
         assert_eq!(r.reclaim(&e), vec![8]);
+        r.retire(&e, 9);
+        r.retire(&e, 10);
+        assert_eq!(r.drain_all(), vec![9, 10], "whatever the counters");
+        assert!(r.is_empty());
     }
 
     #[test]
