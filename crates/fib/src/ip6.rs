@@ -453,9 +453,22 @@ impl Ip6Lpm {
         self.alloc.in_use()
     }
 
-    /// Bytes of groups in use (the first level, [`Self::first_level_bytes`], not counted).
+    /// Bytes of groups in use and of the host table (the first level,
+    /// [`Self::first_level_bytes`], not counted).
     pub fn memory_bytes(&self) -> usize {
-        self.groups_in_use() * 256 * 4
+        self.groups_in_use() * 256 * 4 + self.host_table_bytes()
+    }
+
+    /// Slots of the host table (zero without one: no /128 route).
+    pub fn host_slots(&self) -> usize {
+        self.table.hosts().map_or(0, |h| h.slots.len())
+    }
+
+    /// Bytes of the host table's current array (arrays in their grace period not counted).
+    pub fn host_table_bytes(&self) -> usize {
+        self.table.hosts().map_or(0, |h| {
+            std::mem::size_of::<HostArray>() + std::mem::size_of_val(&*h.slots)
+        })
     }
 
     /// Size of the first level: address space reserved up front, backed by the OS only
