@@ -894,8 +894,60 @@ mod tests {
         for k in 0..40u128 {
             t.insert(&e2, base + k, 128, 9).unwrap();
         }
+        let waiting = t.retired.len();
+        assert!(
+            waiting > 0,
+            "nobody quiesced: the rebuilds' old arrays wait"
+        );
         drop(t);
+        assert_eq!(
+            table.graveyard.lock().unwrap().len(),
+            waiting,
+            "the writer handed them to the table"
+        );
         assert_eq!(table.lookup(base + 39), Some(9));
+    }
+
+    #[test]
+    fn host_arrays_are_freed_after_their_grace_period() {
+        let e = Epochs::new(2);
+        let mut t = Ip6Lpm::new();
+        let base = a("fc00:1::");
+        let mut k = 0u128;
+        // Inserts hosts until the host array is rebuilt (a new pointer published).
+        let mut rebuild = |t: &mut Ip6Lpm| {
+            let old = t.table.hosts.load(Ordering::Relaxed);
+            while t.table.hosts.load(Ordering::Relaxed) == old {
+                t.insert(&e, base + k, 128, 1 + k as u32).unwrap();
+                k += 1;
+            }
+        };
+        rebuild(&mut t); // the first array: nothing retired
+        assert_eq!(t.retired.len(), 0);
+        assert_eq!(t.host_slots(), 16);
+        assert_eq!(
+            t.memory_bytes(),
+            t.groups_in_use() * 1024 + t.host_table_bytes()
+        );
+        assert!(t.host_table_bytes() >= 16 * 20);
+        rebuild(&mut t);
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 2, "worker 1 has not moved");
+        e.quiesce(1);
+        rebuild(&mut t);
+        assert_eq!(
+            t.retired.len(),
+            1,
+            "the two freed, the one just swapped out waits"
+        );
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 2);
+        e.offline(1);
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 1, "an offline worker holds nothing");
+        for j in 0..k {
+            assert_eq!(t.lookup(base + j), Some(1 + j as u32));
+        }
     }
 
     fn prefix() -> impl Strategy<Value = (u128, u8)> {
