@@ -306,6 +306,10 @@ fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
 /// packet for the 20- to 56-byte rewrites of the IP tunnels).
 #[inline(always)]
 fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
+    debug_assert!(
+        h.len() <= MAX_REWRITE,
+        "a rewrite is at most MAX_REWRITE bytes"
+    );
     #[inline(always)]
     fn two<const K: usize>(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
         let n = h.len();
