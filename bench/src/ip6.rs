@@ -156,7 +156,7 @@ fn run_case(o: &crate::Opts, name: &str, routes: Vec<(u128, u8)>, dir: &std::pat
             .map(|&(p, l)| format!("{}/{l}", Ipv6Addr::from(p))),
     );
     let pcap = dir.join(format!("ip6-{}.pcap", routes.len()));
-    write_pcap(&pcap, &frames(&routes, 0x5eed));
+    write_pcap(&pcap, &frames(&destination_routes(name, &routes), 0x5eed));
     let r = crate::replay_path(o, vm, &t, &pcap, Some("ethernet-input"), &PATH, name);
     Case {
         name: name.to_string(),
@@ -186,10 +186,41 @@ fn tables(quick: bool) -> Vec<(&'static str, Vec<(u128, u8)>)> {
     t
 }
 
-/// [`tables`], filtered by `--only`.
+/// The host-table cases (`--only host` selects them; no run without `--only` has them): a /64
+/// (2001:db8:1:2::/64), the destinations in it, and what is next to it. `host: none` no /128
+/// anywhere (no host table: nothing probes); `host: beside` a /128 in another /64 (a host
+/// table, but the /64's addresses end their walk at /64 and do not probe); `host: deep` a
+/// /127 inside the /64 and no /128 (the walk goes one level past /64, no probe: what `miss`
+/// costs without a host table); `host: miss` a /128 inside the /64 (walk to /64, probe,
+/// miss, one more level); `host: hit` the destinations are the /128 itself (walk to /64,
+/// probe, hit).
+fn host_tables() -> Vec<(&'static str, Vec<(u128, u8)>)> {
+    let p = 0x2001_0db8_0001_0002u128 << 64;
+    let q = (0x2001_0db8_0009_0000u128 << 64) | 1;
+    vec![
+        ("host: none", vec![(p, 64)]),
+        ("host: beside", vec![(p, 64), (q, 128)]),
+        ("host: deep", vec![(p, 64), (p | 2, 127)]),
+        ("host: miss", vec![(p, 64), (p | 1, 128)]),
+        ("host: hit", vec![(p, 64), (p | 1, 128)]),
+    ]
+}
+
+/// The routes a case's destinations are drawn from: all of them, but for the host-table cases
+/// the /128s only (`host: hit`) or the /64 only (the others).
+fn destination_routes(name: &str, routes: &[(u128, u8)]) -> Vec<(u128, u8)> {
+    if !name.starts_with("host: ") {
+        return routes.to_vec();
+    }
+    let want = if name == "host: hit" { 128 } else { 64 };
+    routes.iter().copied().filter(|r| r.1 == want).collect()
+}
+
+/// [`tables`], filtered by `--only` (which also selects from [`host_tables`]).
 fn selected_tables(o: &crate::Opts) -> Vec<(&'static str, Vec<(u128, u8)>)> {
     let mut t = tables(o.quick);
     if let Some(only) = &o.only {
+        t.extend(host_tables());
         t.retain(|(name, _)| name.contains(only.as_str()));
     }
     t
@@ -210,7 +241,7 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
     );
     let _ = writeln!(
         out,
-        "| FIB | routes | groups | groups KiB | RSS growth KiB | clk/lookup min | median | max | inserts/s |\n|---|---|---|---|---|---|---|---|---|"
+        "| FIB | routes | groups | groups + host table KiB | RSS growth KiB | clk/lookup min | median | max | inserts/s |\n|---|---|---|---|---|---|---|---|---|"
     );
     for (name, routes) in selected_tables(o) {
         let e = Epochs::new(1);
@@ -223,7 +254,7 @@ pub fn bench_ip6_lpm(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) 
         let ins = routes.len() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
         // Memory the table made the OS back (first level and groups, hugepages included).
         let rss = rss_kib().saturating_sub(rss0);
-        let dst = destinations(&routes, 0x5eed);
+        let dst = destinations(&destination_routes(name, &routes), 0x5eed);
         let bytes: Vec<[u8; 16]> = dst.iter().map(|d| d.to_be_bytes()).collect();
         let mut res = vec![0u32; 256];
         let table = lpm.table().clone();

@@ -55,7 +55,8 @@ pub struct Opts {
     /// Skip the large-FIB cases.
     #[arg(long)]
     quick: bool,
-    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`);
+    /// ip6, ip6-lpm: run only the FIBs whose name contains this (e.g. `real`, `255k`, `/64`;
+    /// `host` the host-table cases, which only `--only` runs);
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule

@@ -398,8 +398,7 @@ pub struct Ip6Lpm {
 impl Drop for Ip6Lpm {
     fn drop(&mut self) {
         // Readers may still hold the table: the arrays in their grace period go with it.
-        // (A one-thread `Epochs` has no reader to wait for: `reclaim` hands back everything.)
-        let left = self.retired.reclaim(&Epochs::new(1));
+        let left = self.retired.drain_all();
         self.table
             .graveyard
             .lock()
@@ -454,9 +453,22 @@ impl Ip6Lpm {
         self.alloc.in_use()
     }
 
-    /// Bytes of groups in use (the first level, [`Self::first_level_bytes`], not counted).
+    /// Bytes of groups in use and of the host table (the first level,
+    /// [`Self::first_level_bytes`], not counted).
     pub fn memory_bytes(&self) -> usize {
-        self.groups_in_use() * 256 * 4
+        self.groups_in_use() * 256 * 4 + self.host_table_bytes()
+    }
+
+    /// Slots of the host table (zero without one: no /128 route).
+    pub fn host_slots(&self) -> usize {
+        self.table.hosts().map_or(0, |h| h.slots.len())
+    }
+
+    /// Bytes of the host table's current array (arrays in their grace period not counted).
+    pub fn host_table_bytes(&self) -> usize {
+        self.table.hosts().map_or(0, |h| {
+            std::mem::size_of::<HostArray>() + std::mem::size_of_val(&*h.slots)
+        })
     }
 
     /// Size of the first level: address space reserved up front, backed by the OS only
@@ -594,6 +606,12 @@ impl Ip6Lpm {
         };
         self.host_used = live;
         let old = self.table.hosts.swap(new, Ordering::AcqRel);
+        // Ordering: the swap must be ordered before the counters' snapshot `retire` takes (a
+        // store then loads): a worker waking up stores its counter then loads `hosts`, and
+        // without a SeqCst fence on both sides each can miss the other's store, so a worker
+        // read as asleep would still hold the old array when it is freed. The writer's fence
+        // opens `Epochs::snapshot` (so every retiring writer has it: groups, bihash), the
+        // worker's is in `Epochs::quiesce` on wake-up.
         if !old.is_null() {
             // SAFETY: `old` came from `Box::into_raw` and was the published array; it is no
             // longer reachable from the table, and the grace period keeps it alive for the
@@ -876,8 +894,60 @@ mod tests {
         for k in 0..40u128 {
             t.insert(&e2, base + k, 128, 9).unwrap();
         }
+        let waiting = t.retired.len();
+        assert!(
+            waiting > 0,
+            "nobody quiesced: the rebuilds' old arrays wait"
+        );
         drop(t);
+        assert_eq!(
+            table.graveyard.lock().unwrap().len(),
+            waiting,
+            "the writer handed them to the table"
+        );
         assert_eq!(table.lookup(base + 39), Some(9));
+    }
+
+    #[test]
+    fn host_arrays_are_freed_after_their_grace_period() {
+        let e = Epochs::new(2);
+        let mut t = Ip6Lpm::new();
+        let base = a("fc00:1::");
+        let mut k = 0u128;
+        // Inserts hosts until the host array is rebuilt (a new pointer published).
+        let mut rebuild = |t: &mut Ip6Lpm| {
+            let old = t.table.hosts.load(Ordering::Relaxed);
+            while t.table.hosts.load(Ordering::Relaxed) == old {
+                t.insert(&e, base + k, 128, 1 + k as u32).unwrap();
+                k += 1;
+            }
+        };
+        rebuild(&mut t); // the first array: nothing retired
+        assert_eq!(t.retired.len(), 0);
+        assert_eq!(t.host_slots(), 16);
+        assert_eq!(
+            t.memory_bytes(),
+            t.groups_in_use() * 1024 + t.host_table_bytes()
+        );
+        assert!(t.host_table_bytes() >= 16 * 20);
+        rebuild(&mut t);
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 2, "worker 1 has not moved");
+        e.quiesce(1);
+        rebuild(&mut t);
+        assert_eq!(
+            t.retired.len(),
+            1,
+            "the two freed, the one just swapped out waits"
+        );
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 2);
+        e.offline(1);
+        rebuild(&mut t);
+        assert_eq!(t.retired.len(), 1, "an offline worker holds nothing");
+        for j in 0..k {
+            assert_eq!(t.lookup(base + j), Some(1 + j as u32));
+        }
     }
 
     fn prefix() -> impl Strategy<Value = (u128, u8)> {

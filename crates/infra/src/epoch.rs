@@ -5,7 +5,7 @@
 //! its counter set to [`OFFLINE`]. Memory retired by the writer may be reused once every
 //! worker's counter differs from the snapshot taken at retirement (or the worker is offline).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Counter value of a thread that is parked (holds no references).
 pub const OFFLINE: u64 = u64::MAX;
@@ -29,8 +29,20 @@ impl Epochs {
     pub fn quiesce(&self, t: usize) {
         if let Some(c) = self.counters.get(t) {
             let v = c.load(Ordering::Relaxed);
-            let n = if v == OFFLINE { 0 } else { v.wrapping_add(1) };
-            c.store(n, Ordering::Release);
+            if v == OFFLINE {
+                c.store(0, Ordering::Release);
+                // Ordering: waking up is a store (the counter) followed by loads (the
+                // published pointers), and the writer does the mirror image: a pointer swap,
+                // then the counters' snapshot ([`Self::snapshot`]). Release/acquire orders
+                // neither store before the following load (a store buffer lets the load pass
+                // it), so without a fence on both sides the writer can read OFFLINE while
+                // this thread already loaded the old pointer, and free it under us. With a
+                // SeqCst fence here and one in `snapshot`, either our loads see the new
+                // pointer or the writer's snapshot sees us awake. Paid only on wake-up.
+                fence(Ordering::SeqCst);
+            } else {
+                c.store(v.wrapping_add(1), Ordering::Release);
+            }
         }
     }
 
@@ -41,8 +53,13 @@ impl Epochs {
         }
     }
 
-    /// The counters now.
+    /// The counters now, taken after whatever the writer unpublished before the call.
     pub fn snapshot(&self) -> Vec<u64> {
+        // Ordering: pairs with the fence of a thread waking up in [`Self::quiesce`]: the
+        // writer's swap/store of a pointer (before this call) is ordered before the loads of
+        // the counters below, so a thread read as OFFLINE here cannot have loaded the old
+        // pointer (see there). Control plane only.
+        fence(Ordering::SeqCst);
         self.counters
             .iter()
             .map(|c| c.load(Ordering::Acquire))
@@ -79,6 +96,11 @@ impl<T> Retired<T> {
         let (done, wait): (Vec<_>, Vec<_>) = self.items.drain(..).partition(|(s, _)| e.passed(s));
         self.items = wait;
         done.into_iter().map(|(_, t)| t).collect()
+    }
+    /// Takes every item, grace period over or not (for an owner handing them to whoever
+    /// outlives the readers).
+    pub fn drain_all(&mut self) -> Vec<T> {
+        self.items.drain(..).map(|(_, t)| t).collect()
     }
     /// Items still waiting.
     pub fn len(&self) -> usize {
@@ -227,6 +249,10 @@ mod tests {
         e.quiesce(1);
         e.quiesce(2);
         assert_eq!(r.reclaim(&e), vec![8]);
+        r.retire(&e, 9);
+        r.retire(&e, 10);
+        assert_eq!(r.drain_all(), vec![9, 10], "whatever the counters");
+        assert!(r.is_empty());
     }
 
     #[test]

@@ -45,7 +45,8 @@
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
 //!   Ethernet header to the tunnel's MAC, [`decap_l3`]); `rx_if` = the tunnel; clears
-//!   `LOCALLY_ORIGINATED`; the tunnel's `rx packets`/`rx bytes`. On a drop: `error`. For
+//!   `LOCALLY_ORIGINATED` (and `L2_TO_BVI` on the direct L3 path, as `ethernet-input`
+//!   would); the tunnel's `rx packets`/`rx bytes`. On a drop: `error`. For
 //!   `l2-input` ([`l2_direct`]): `l2.l2_hdr_offset` = `current_data`; a cross-connected
 //!   tunnel: `tx_if` = the peer and `l2.bd_index` = 0; a bridged one: `l2.bd_index`.
 //! - next: `drop` (`error-drop`, arc 0 of each protocol); the tunnel's decap next (added at
@@ -59,7 +60,7 @@
 //! - counters: `decapsulated` (info, added once per frame), `no_such_tunnel`, and each
 //!   protocol's drop reasons.
 
-use sluice_buffer::flags::LOCALLY_ORIGINATED;
+use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
@@ -305,6 +306,10 @@ fn l3_proto(first: Option<&u8>) -> Option<(u8, u16)> {
 /// packet for the 20- to 56-byte rewrites of the IP tunnels).
 #[inline(always)]
 fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
+    debug_assert!(
+        h.len() <= MAX_REWRITE,
+        "a rewrite is at most MAX_REWRITE bytes"
+    );
     #[inline(always)]
     fn two<const K: usize>(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
         let n = h.len();
@@ -1013,7 +1018,9 @@ pub fn decap_l3(
             };
             b.hdr.ip.fib_index = fib;
             b.hdr.rx_if = e.sw_if;
-            b.hdr.flags &= !LOCALLY_ORIGINATED;
+            // What `ethernet-input` clears on the way it skips (the outer packet may have
+            // come to us through a BVI).
+            b.hdr.flags &= !(L2_TO_BVI | LOCALLY_ORIGINATED);
             e.count_rx(b.total_len() as u64);
             return to;
         }

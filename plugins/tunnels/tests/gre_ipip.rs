@@ -302,3 +302,83 @@ fn ipip_all_four_combinations() {
         assert_eq!(in_use(&vm), 0);
     }
 }
+
+/// Features on a tunnel interface apply to its decapsulated packets on the direct L3 path
+/// (decap straight to `ip4-input`/`ip6-input`, no `ethernet-input`): the `ip4-unicast` /
+/// `ip6-unicast` counter features of the tunnel count them, keyed by the `rx_if` the decap
+/// sets; the underlay interface's see none of them.
+#[test]
+fn unicast_features_on_a_tunnel_see_its_decapsulated_packets() {
+    use sluice_vnet::feature::{counts, VNET_ARCS};
+    let arc = |n: &str| *VNET_ARCS.iter().find(|a| a.name == n).unwrap();
+    let (arc4, arc6) = (arc("ip4-unicast"), arc("ip6-unicast"));
+    for (kind, name, p4, p6) in [("gre", "gre0", 47, 47), ("ipip", "ipip0", 4, 41)] {
+        for v6_under in [false, true] {
+            let (mut vm, t) = routed();
+            let (l, r) = if v6_under {
+                ("2001:db8::1", "2001:db8::2")
+            } else {
+                ("10.0.0.1", "10.0.0.2")
+            };
+            cli(
+                &mut vm,
+                &t,
+                &format!("create {kind} tunnel src {l} dst {r}"),
+            );
+            clis(
+                &mut vm,
+                &t,
+                &[
+                    format!("set interface state {name} up"),
+                    format!("set interface ip address {name} 10.99.0.1/30"),
+                    format!("set interface ip address {name} 2001:db8:99::1/64"),
+                    format!("set interface feature {name} ip4-unicast-count arc ip4-unicast"),
+                    format!("set interface feature {name} ip6-unicast-count arc ip6-unicast"),
+                    "set interface feature pg0 ip4-unicast-count arc ip4-unicast".into(),
+                    "set interface feature pg0 ip6-unicast-count arc ip6-unicast".into(),
+                ],
+            );
+            let pg0 = mac_of(&vm, "pg0");
+            let b4 = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+            let b6 = udp6(a6("2001:db8:51::7"), a6("2001:db8:1::2"), 64);
+            let (mut i4, mut i6) = (b4.clone(), b6.clone());
+            if kind == "gre" {
+                i4 = gre_hdr(0x0800, None);
+                i4.extend_from_slice(&b4);
+                i6 = gre_hdr(0x86dd, None);
+                i6.extend_from_slice(&b6);
+            }
+            let frames = [
+                under(v6_under, false, p4, &i4, pg0),
+                under(v6_under, false, p6, &i6, pg0),
+                under(v6_under, false, p6, &i6, pg0),
+            ];
+            let got = run(&mut vm, &t, "pg0", "pg1", &frames, 3);
+            let case = format!("{kind}, v6 underlay: {v6_under}");
+            assert_eq!(got.len(), 3, "{case}");
+            let ifs = vm.ext::<sluice_vnet::Interfaces>().unwrap();
+            let (tun, pg0_if) = (ifs.find(name).unwrap().0, ifs.find("pg0").unwrap().0);
+            assert_eq!(
+                counts(&mut vm, &arc4, tun),
+                (1, b4.len() as u64),
+                "ip4-unicast-count of {case}"
+            );
+            assert_eq!(
+                counts(&mut vm, &arc6, tun),
+                (2, 2 * b6.len() as u64),
+                "ip6-unicast-count of {case}"
+            );
+            // The underlay's counter features saw the outer packets only.
+            let outer = if v6_under { &arc6 } else { &arc4 };
+            let inner_other = if v6_under { &arc4 } else { &arc6 };
+            assert_eq!(counts(&mut vm, outer, pg0_if).0, 3, "{case}");
+            assert_eq!(counts(&mut vm, inner_other, pg0_if).0, 0, "{case}");
+            assert_eq!(if_counter(&vm, name, ifc::RX_PACKETS), 3, "{case}");
+            let n = format!("{kind}{}-input", if v6_under { 6 } else { 4 });
+            assert_eq!(counter(&vm, &n, "decapsulated"), 3, "{case}");
+            // The direct path: `ethernet-input` saw the outer frames only.
+            assert_eq!(vectors(&vm, "ethernet-input"), 3, "{case}");
+            assert_eq!(in_use(&vm), 0);
+        }
+    }
+}

@@ -428,10 +428,12 @@ impl IpControl for Ip6Control {
     fn fib_summary_head(rt: &crate::routes::RouteTable<Ip6Lpm>, out: &mut String) {
         let _ = writeln!(
             out,
-            "  routes {}, groups {} ({} KiB), first level {} MiB (backed where written)",
+            "  routes {}, groups {} ({} KiB), host table {} slots ({} KiB), first level {} MiB (backed where written)",
             rt.routes.len(),
             rt.lpm.groups_in_use(),
-            rt.lpm.memory_bytes() / 1024,
+            (rt.lpm.memory_bytes() - rt.lpm.host_table_bytes()) / 1024,
+            rt.lpm.host_slots(),
+            rt.lpm.host_table_bytes().div_ceil(1024),
             rt.lpm.first_level_bytes() >> 20
         );
     }
