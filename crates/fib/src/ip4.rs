@@ -97,10 +97,18 @@ impl Ip4Table {
     /// Four lookups at once (independent loads overlap in the memory system).
     #[inline(always)]
     pub fn lookup_x4(&self, a: [u32; 4]) -> [Option<u32>; 4] {
+        self.lookup_x4_or(a, u32::MAX)
+            .map(|r| (r != u32::MAX).then_some(r))
+    }
+
+    /// [`Ip4Table::lookup_x4`] with `miss` (not a 24-bit value) in place of `None`: plain
+    /// words, no `Option`s to unpack through the stack in the caller.
+    #[inline(always)]
+    pub fn lookup_x4_or(&self, a: [u32; 4], miss: u32) -> [u32; 4] {
         // As an array (one length compare per call) the four indices, 24-bit by
         // construction, need no bound checks.
         let Ok(t) = <&[_; 1 << 24]>::try_from(self.tbl24.as_slice()) else {
-            return a.map(|a| self.lookup(a));
+            return a.map(|a| self.lookup(a).unwrap_or(miss));
         };
         let e = [
             t[(a[0] >> 8) as usize].load(Ordering::Acquire),
@@ -108,13 +116,13 @@ impl Ip4Table {
             t[(a[2] >> 8) as usize].load(Ordering::Acquire),
             t[(a[3] >> 8) as usize].load(Ordering::Acquire),
         ];
-        let mut out = [None; 4];
+        let mut out = [miss; 4];
         for i in 0..4 {
             let mut x = e[i];
             if x & EXT != 0 {
                 x = self.groups.entry(x & VALUE_MASK, a[i] as u8);
             }
-            out[i] = (x & VALID != 0).then_some(x & VALUE_MASK);
+            out[i] = if x & VALID != 0 { x & VALUE_MASK } else { miss };
         }
         out
     }
@@ -321,6 +329,18 @@ mod tests {
             .filter(|&&(p, l, _)| mask(a, l) == p)
             .max_by_key(|&&(_, l, _)| l)
             .map(|&(_, _, v)| v)
+    }
+
+    #[test]
+    fn lookup_x4_or_misses() {
+        let e = Epochs::new(1);
+        let mut t = Ip4Lpm::new();
+        t.insert(&e, 0x0a000000, 8, 2).unwrap();
+        t.insert(&e, 0x0a010180, 25, 5).unwrap();
+        const MISS: u32 = u32::MAX;
+        let a = [0x0b000000, 0x0a010101, 0x0a010181, 0x0c000001];
+        assert_eq!(t.table().lookup_x4_or(a, MISS), [MISS, 2, 5, MISS]);
+        assert_eq!(t.lookup_x4(a), [None, Some(2), Some(5), None]);
     }
 
     #[test]

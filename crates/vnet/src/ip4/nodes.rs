@@ -338,7 +338,7 @@ impl NodeFn for Ip4Lookup {
                 any_vrf |= v.hdr.ip.fib_index;
             }
             let res = if any_vrf == 0 {
-                shared.fib.lookup_x4(dst).map(|r| r.unwrap_or(NO_ROUTE))
+                shared.fib.lookup_x4_or(dst, NO_ROUTE)
             } else {
                 std::array::from_fn(|j| {
                     bs.get(j).map_or(NO_ROUTE, |&b| {
