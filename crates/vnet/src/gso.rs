@@ -133,12 +133,20 @@ impl GsoSegment {
         // SAFETY: this node owns the frame's buffers, every index in the arena (checked
         // above); short-lived header access.
         let sw_if = key.of(unsafe { arena.header_mut_unchecked(first) });
-        let mut odd = 0u32;
-        for &b in frame {
-            // SAFETY: as above.
-            let h = unsafe { arena.header_mut_unchecked(b) };
-            odd |= (h.flags & flags::GSO) | (key.of(h) ^ sw_if);
-        }
+        // One loop per key, so the loop has no match on it.
+        let fold = |of: fn(&sluice_buffer::BufferHeader) -> u32| {
+            let mut odd = 0u32;
+            for &b in frame {
+                // SAFETY: as above.
+                let h = unsafe { arena.header_mut_unchecked(b) };
+                odd |= (h.flags & flags::GSO) | (of(h) ^ sw_if);
+            }
+            odd
+        };
+        let odd = match key {
+            ArcKey::Rx => fold(|h| h.rx_if),
+            ArcKey::Tx => fold(|h| h.tx_if),
+        };
         if odd == 0 {
             let next = table.next(*slot, sw_if, FeatureSegmentNext::End.next());
             cx.enqueue_all(next, frame);
