@@ -102,6 +102,53 @@ impl FeatureNext {
     }
 }
 
+/// An arc start node's next for its packets (`ip4-input`, `ip6-input`): whether the arc
+/// has features on any interface is read once per frame ([`ArcRun::begin_frame`]; the node
+/// keeps it and tests it per packet), and an interface's first feature once per run of
+/// packets of that interface ([`ArcRun::next`]), not per packet (a frame usually comes from
+/// one rx interface). The node's default arc is passed to every call (a constant there)
+/// rather than kept: a load per packet.
+#[derive(Clone, Copy, Debug)]
+pub struct ArcRun {
+    slot: usize,
+    sw_if: u32,
+    next: Next,
+}
+
+impl ArcRun {
+    /// For the node of slot `slot`.
+    pub fn new(slot: usize) -> Self {
+        ArcRun {
+            slot,
+            sw_if: u32::MAX,
+            next: Next(0),
+        }
+    }
+
+    /// Forgets the last run's interface (the table may have changed between frames) and
+    /// says whether the arc has features on any interface (else the node sends every
+    /// packet to `default` without calling [`ArcRun::next`]).
+    #[inline(always)]
+    pub fn begin_frame(&mut self, t: &FeatureNext, default: Next) -> bool {
+        // Beyond the table: its entry is `default`, so the cached `next` is right for it.
+        self.sw_if = u32::MAX;
+        self.next = default;
+        t.any(self.slot)
+    }
+
+    /// The next arc of a packet of interface `sw_if`: the last packet's when it is of the
+    /// same interface, else read from `t` (`default`: the node's arc when the interface has
+    /// no feature, the same in every call of a frame).
+    #[inline(always)]
+    pub fn next(&mut self, t: &FeatureNext, sw_if: u32, default: Next) -> Next {
+        if sw_if != self.sw_if {
+            self.sw_if = sw_if;
+            self.next = t.next(self.slot, sw_if, default);
+        }
+        self.next
+    }
+}
+
 /// Which interface of a packet selects an arc's features.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ArcKey {

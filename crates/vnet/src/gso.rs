@@ -31,7 +31,8 @@
 //!
 //! - next (feature form): the next feature enabled on the arc for the packet's interface
 //!   (rx or tx, as the arc is keyed), by default the arc's end; `error-drop` when it cannot
-//!   cut.
+//!   cut. A frame with no aggregate whose packets share one interface (the usual frame)
+//!   goes on whole after one pass over its headers and one table read.
 //! - counters (every form): `segmented` (info: aggregates cut), `segments` (info: segments made),
 //!   `not_cuttable` (error: not TCP/UDP over IPv4/IPv6 as its metadata says, headers not
 //!   within the first buffer or its first 256 bytes, more than 1024 segments
@@ -113,6 +114,9 @@ impl GsoSegment {
     /// The feature form: the packets before the frame's first aggregate (all of them in the
     /// common case) to their next feature in one batched enqueue; returns how many were
     /// sent (0 for the fixed form), so the cutting loop starts at the first aggregate.
+    ///
+    /// The usual frame (no aggregate, one interface) is one pass OR-ing the packets' flags
+    /// and interface differences, one table read and the frame handed on whole.
     fn pass_plain(&self, cx: &mut Cx, frame: &[BufIdx]) -> usize {
         let Onward::Feature {
             table, slot, key, ..
@@ -121,6 +125,33 @@ impl GsoSegment {
             return 0;
         };
         let frame = &frame[..frame.len().min(FRAME_SIZE)];
+        let Some(&first) = frame.first() else {
+            return 0;
+        };
+        let arena = cx.arena();
+        arena.check_frame(frame);
+        // SAFETY: this node owns the frame's buffers, every index in the arena (checked
+        // above); short-lived header access.
+        let sw_if = key.of(unsafe { arena.header_mut_unchecked(first) });
+        // One loop per key, so the loop has no match on it.
+        let fold = |of: fn(&sluice_buffer::BufferHeader) -> u32| {
+            let mut odd = 0u32;
+            for &b in frame {
+                // SAFETY: as above.
+                let h = unsafe { arena.header_mut_unchecked(b) };
+                odd |= (h.flags & flags::GSO) | (of(h) ^ sw_if);
+            }
+            odd
+        };
+        let odd = match key {
+            ArcKey::Rx => fold(|h| h.rx_if),
+            ArcKey::Tx => fold(|h| h.tx_if),
+        };
+        if odd == 0 {
+            let next = table.next(*slot, sw_if, FeatureSegmentNext::End.next());
+            cx.enqueue_all(next, frame);
+            return frame.len();
+        }
         let mut nexts = [0u16; FRAME_SIZE];
         let mut plain = frame.len();
         for (i, (n, &b)) in nexts.iter_mut().zip(frame).enumerate() {

@@ -52,7 +52,8 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 /// - sets: trims `current_length` to the IPv4 total length.
 /// - next: `error-drop` (0) for malformed packets; `ip4-lookup` (1), or the first feature
 ///   enabled on the rx interface's `ip4-unicast` arc (`ip4-gso-segment` when a feature
-///   that does not take GSO aggregates is enabled: [`crate::gso`]).
+///   that does not take GSO aggregates is enabled: [`crate::gso`]), read once per run of
+///   packets of one rx interface ([`crate::feature::ArcRun`]).
 /// - counters: `too_short` (ip4 length < 20 bytes), `version` (ip4 version != 4), `bad_ihl`
 ///   (ip4 header length < 20), `bad_length` (ip4 length > l2 length or < header),
 ///   `bad_checksum` (bad ip4 checksum), `bad_options` (an option of length 0 or 1, or one
@@ -69,7 +70,8 @@ pub const NEIGHBOR_PROCESS: &str = "ip4-neighbor-process";
 pub struct Ip4Input {
     shared: Arc<Ip4Shared>,
     own: Arc<crate::own_source::SourceFilter>,
-    slot: usize,
+    // The `ip4-unicast` arc's first node per run of packets of one rx interface.
+    arc: crate::feature::ArcRun,
     // Per frame: whether any interface has `ip4-unicast` features (else every packet goes
     // to ip4-lookup without a per-interface table read).
     features_any: bool,
@@ -165,7 +167,9 @@ impl Ip4Input {
 impl PacketNode for Ip4Input {
     #[inline(always)]
     fn begin_frame(&mut self, _cx: &mut Cx) {
-        self.features_any = self.shared.features.any(self.slot);
+        self.features_any = self
+            .arc
+            .begin_frame(&self.shared.features, InputNext::Lookup.next());
     }
 
     #[inline(always)]
@@ -204,9 +208,8 @@ impl PacketNode for Ip4Input {
             b.set_len(total);
         }
         if self.features_any {
-            self.shared
-                .features
-                .next(self.slot, b.hdr.rx_if, InputNext::Lookup.next())
+            self.arc
+                .next(&self.shared.features, b.hdr.rx_if, InputNext::Lookup.next())
         } else {
             InputNext::Lookup.next()
         }
@@ -880,7 +883,7 @@ pub fn register(
             Box::new(PerPacket::new(Ip4Input {
                 shared: s.clone(),
                 own: s.own.clone(),
-                slot: fslot,
+                arc: crate::feature::ArcRun::new(fslot),
                 features_any: false,
             }))
         })

@@ -841,3 +841,73 @@ fn l2_input_features_get_segments_at_their_ethernet_header() {
     assert_eq!(NEVER.load(std::sync::atomic::Ordering::Relaxed), 0);
     t.assert_no_leaks();
 }
+
+/// `ip4-gso-segment` with a feature that does not take aggregates on loop0 only: a frame
+/// with no aggregate goes on whole when its packets share an interface, by interface when
+/// they do not, and a mixed frame has its aggregate cut and every packet sent on in order.
+#[test]
+fn ip4_gso_segment_passes_plain_frames_on_and_cuts_mixed_ones_in_order() {
+    let (mut t, sw) = setup("ip4-gso-segment");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.9.0.1/24
+         set interface feature loop0 ip4-source-check-via-rx arc ip4-unicast",
+    );
+    let sw1 = t.sw_if("loop1");
+    let check = "ip4-source-check-via-rx";
+    t.capture(check);
+    let plain = udp4_l3("10.0.0.2", "10.0.1.2");
+    // Plain packet `i` (its last byte `i`) of interface `sw`.
+    let mark = |i: u8| {
+        let mut d = plain.clone();
+        *d.last_mut().unwrap() = i;
+        d
+    };
+    let last = |c: &[sluice_graph::testing::Captured]| -> Vec<u8> {
+        c.iter().map(|p| *p.data.last().unwrap()).collect()
+    };
+
+    // One interface, no aggregate: all to loop0's feature, in order.
+    let bs: Vec<BufIdx> = (0..4)
+        .map(|i| t.packet(&mark(i), |h| h.rx_if = sw))
+        .collect();
+    t.inject(&bs);
+    assert_eq!(last(&t.arc(check)), [0, 1, 2, 3]);
+    assert!(t.arc("ip4-lookup").is_empty());
+    t.clear();
+
+    // Two interfaces, no aggregate: loop0's to the feature, loop1's to the arc's end.
+    let bs: Vec<BufIdx> = (0..4)
+        .map(|i| t.packet(&mark(i), |h| h.rx_if = if i % 2 == 0 { sw } else { sw1 }))
+        .collect();
+    t.inject(&bs);
+    assert_eq!(last(&t.arc(check)), [0, 2]);
+    assert_eq!(last(&t.arc("ip4-lookup")), [1, 3]);
+    t.clear();
+
+    // A plain packet, an aggregate, a loop1 packet, a plain packet.
+    let f = tcp4_aggregate(2500);
+    let p0 = t.packet(&mark(0), |h| h.rx_if = sw);
+    let a = at_l3(&mut t, &f, gso_type::TCPV4, sw);
+    let p1 = t.packet(&mark(1), |h| h.rx_if = sw1);
+    let p2 = t.packet(&mark(2), |h| h.rx_if = sw);
+    t.inject(&[p0, a, p1, p2]);
+    let got = t.arc(check);
+    assert_eq!(got.len(), 5, "a plain packet, 3 segments, a plain packet");
+    assert_eq!(got[0].data, mark(0));
+    for s in &got[1..4] {
+        assert_eq!(s.hdr.flags & flags::GSO, 0);
+        assert_eq!(s.hdr.current_data, 14, "at the IPv4 header");
+        assert_eq!(checksum::sum(&s.data[..20]), 0xffff);
+    }
+    let payload: Vec<u8> = got[1..4]
+        .iter()
+        .flat_map(|s| s.data[20 + 32..].to_vec())
+        .collect();
+    assert_eq!(payload, &f[14 + 20 + 32..]);
+    assert_eq!(got[4].data, mark(2));
+    assert_eq!(last(&t.arc("ip4-lookup")), [1]);
+    t.assert_counters(&[("segmented", 1), ("segments", 3)]);
+    t.assert_no_leaks();
+}
