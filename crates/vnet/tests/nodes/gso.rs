@@ -911,3 +911,47 @@ fn ip4_gso_segment_passes_plain_frames_on_and_cuts_mixed_ones_in_order() {
     t.assert_counters(&[("segmented", 1), ("segments", 3)]);
     t.assert_no_leaks();
 }
+
+/// `ip4-input` reads an interface's first feature once per run of packets of one rx
+/// interface (`feature::ArcRun`): a frame alternating loop0 (with the arc's counter) and
+/// loop1 (no feature) sends loop0's to the feature and loop1's to `ip4-lookup`; once the
+/// feature is disabled the same frame all goes to `ip4-lookup`.
+#[test]
+fn ip4_input_feature_start_follows_rx_interface_changes_in_a_frame() {
+    let (mut t, sw) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.9.0.1/24
+         set interface feature loop0 ip4-unicast-count arc ip4-unicast",
+    );
+    let sw1 = t.sw_if("loop1");
+    let count = "ip4-unicast-count";
+    t.capture(count);
+    let plain = udp4_l3("10.0.0.2", "10.0.1.2");
+    let mark = |i: u8| {
+        let mut d = plain.clone();
+        *d.last_mut().unwrap() = i;
+        d
+    };
+    let last = |c: &[sluice_graph::testing::Captured]| -> Vec<u8> {
+        c.iter().map(|p| *p.data.last().unwrap()).collect()
+    };
+    let frame = |t: &mut NodeTest| -> Vec<BufIdx> {
+        (0..4)
+            .map(|i| t.packet(&mark(i), |h| h.rx_if = if i % 2 == 0 { sw } else { sw1 }))
+            .collect()
+    };
+    let bs = frame(&mut t);
+    t.inject(&bs);
+    assert_eq!(last(&t.arc(count)), [0, 2], "loop0's to the feature");
+    assert_eq!(last(&t.arc("ip4-lookup")), [1, 3], "loop1's to ip4-lookup");
+    t.clear();
+
+    t.cli("set interface feature loop0 ip4-unicast-count arc ip4-unicast disable");
+    let bs = frame(&mut t);
+    t.inject(&bs);
+    assert!(t.arc(count).is_empty(), "no feature any more");
+    assert_eq!(last(&t.arc("ip4-lookup")), [0, 1, 2, 3]);
+    t.assert_no_leaks();
+}
