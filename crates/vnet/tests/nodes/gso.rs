@@ -810,6 +810,50 @@ fn ip4_output_features_get_segments_at_their_ethernet_header() {
     t.assert_no_leaks();
 }
 
+/// On a tx-keyed arc a frame of plain packets of one rx interface but two tx interfaces
+/// leaves `ip4-output-gso-segment`'s whole-frame path: loop0's (the feature's interface) go
+/// to the feature, loop1's to the arc's end, in order.
+#[test]
+fn ip4_output_gso_segment_sends_plain_packets_by_their_tx_interface() {
+    let (mut t, sw) = setup_with_test_features("ip4-output-gso-segment");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface feature loop0 test-cut4-out arc ip4-output",
+    );
+    let sw1 = t.sw_if("loop1");
+    t.capture("test-cut4-out");
+    let plain = udp4("10.0.0.2", "10.0.1.2");
+    let mark = |i: u8| {
+        let mut d = plain.clone();
+        *d.last_mut().unwrap() = i;
+        d
+    };
+    let last = |c: &[sluice_graph::testing::Captured]| -> Vec<u8> {
+        c.iter().map(|p| *p.data.last().unwrap()).collect()
+    };
+    let bs: Vec<BufIdx> = (0..3u8)
+        .map(|i| {
+            t.packet(&mark(i), |h| {
+                h.rx_if = sw;
+                h.tx_if = if i == 1 { sw1 } else { sw };
+            })
+        })
+        .collect();
+    t.inject(&bs);
+    assert_eq!(
+        last(&t.arc("test-cut4-out")),
+        [0, 2],
+        "loop0's to the feature"
+    );
+    assert_eq!(
+        last(&t.arc("interface-output")),
+        [1],
+        "loop1's to the arc's end"
+    );
+    t.assert_no_leaks();
+}
+
 /// On the L2 input arc (packets at their Ethernet header, keyed by the receiving interface)
 /// `l2-input-gso-segment` sends a feature that does not take aggregates the segments,
 /// Ethernet header first, and plain packets around the aggregate in order.
