@@ -810,6 +810,50 @@ fn ip4_output_features_get_segments_at_their_ethernet_header() {
     t.assert_no_leaks();
 }
 
+/// On a tx-keyed arc a frame of plain packets of one rx interface but two tx interfaces
+/// leaves `ip4-output-gso-segment`'s whole-frame path: loop0's (the feature's interface) go
+/// to the feature, loop1's to the arc's end, in order.
+#[test]
+fn ip4_output_gso_segment_sends_plain_packets_by_their_tx_interface() {
+    let (mut t, sw) = setup_with_test_features("ip4-output-gso-segment");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface feature loop0 test-cut4-out arc ip4-output",
+    );
+    let sw1 = t.sw_if("loop1");
+    t.capture("test-cut4-out");
+    let plain = udp4("10.0.0.2", "10.0.1.2");
+    let mark = |i: u8| {
+        let mut d = plain.clone();
+        *d.last_mut().unwrap() = i;
+        d
+    };
+    let last = |c: &[sluice_graph::testing::Captured]| -> Vec<u8> {
+        c.iter().map(|p| *p.data.last().unwrap()).collect()
+    };
+    let bs: Vec<BufIdx> = (0..3u8)
+        .map(|i| {
+            t.packet(&mark(i), |h| {
+                h.rx_if = sw;
+                h.tx_if = if i == 1 { sw1 } else { sw };
+            })
+        })
+        .collect();
+    t.inject(&bs);
+    assert_eq!(
+        last(&t.arc("test-cut4-out")),
+        [0, 2],
+        "loop0's to the feature"
+    );
+    assert_eq!(
+        last(&t.arc("interface-output")),
+        [1],
+        "loop1's to the arc's end"
+    );
+    t.assert_no_leaks();
+}
+
 /// On the L2 input arc (packets at their Ethernet header, keyed by the receiving interface)
 /// `l2-input-gso-segment` sends a feature that does not take aggregates the segments,
 /// Ethernet header first, and plain packets around the aggregate in order.
@@ -909,5 +953,49 @@ fn ip4_gso_segment_passes_plain_frames_on_and_cuts_mixed_ones_in_order() {
     assert_eq!(got[4].data, mark(2));
     assert_eq!(last(&t.arc("ip4-lookup")), [1]);
     t.assert_counters(&[("segmented", 1), ("segments", 3)]);
+    t.assert_no_leaks();
+}
+
+/// `ip4-input` reads an interface's first feature once per run of packets of one rx
+/// interface (`feature::ArcRun`): a frame alternating loop0 (with the arc's counter) and
+/// loop1 (no feature) sends loop0's to the feature and loop1's to `ip4-lookup`; once the
+/// feature is disabled the same frame all goes to `ip4-lookup`.
+#[test]
+fn ip4_input_feature_start_follows_rx_interface_changes_in_a_frame() {
+    let (mut t, sw) = setup("ip4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop1 up
+         set interface ip address loop1 10.9.0.1/24
+         set interface feature loop0 ip4-unicast-count arc ip4-unicast",
+    );
+    let sw1 = t.sw_if("loop1");
+    let count = "ip4-unicast-count";
+    t.capture(count);
+    let plain = udp4_l3("10.0.0.2", "10.0.1.2");
+    let mark = |i: u8| {
+        let mut d = plain.clone();
+        *d.last_mut().unwrap() = i;
+        d
+    };
+    let last = |c: &[sluice_graph::testing::Captured]| -> Vec<u8> {
+        c.iter().map(|p| *p.data.last().unwrap()).collect()
+    };
+    let frame = |t: &mut NodeTest| -> Vec<BufIdx> {
+        (0..4)
+            .map(|i| t.packet(&mark(i), |h| h.rx_if = if i % 2 == 0 { sw } else { sw1 }))
+            .collect()
+    };
+    let bs = frame(&mut t);
+    t.inject(&bs);
+    assert_eq!(last(&t.arc(count)), [0, 2], "loop0's to the feature");
+    assert_eq!(last(&t.arc("ip4-lookup")), [1, 3], "loop1's to ip4-lookup");
+    t.clear();
+
+    t.cli("set interface feature loop0 ip4-unicast-count arc ip4-unicast disable");
+    let bs = frame(&mut t);
+    t.inject(&bs);
+    assert!(t.arc(count).is_empty(), "no feature any more");
+    assert_eq!(last(&t.arc("ip4-lookup")), [0, 1, 2, 3]);
     t.assert_no_leaks();
 }
