@@ -17,6 +17,36 @@ use sluice_graph::testing::{test_pool, Harness};
 use sluice_graph::{CpuConfig, Vlib};
 use std::ops::{Deref, DerefMut};
 
+/// vnet and `plugins` assembled with `workers` worker threads and a pool of `buffers`
+/// buffers, configured by the CLI lines `cmds`: the runtime and its CLI, for tests that
+/// drive threads themselves (handoff between threads, a full queue).
+///
+/// # Panics
+/// When the runtime cannot be assembled or a command fails, naming it (test bugs).
+pub fn configured(
+    plugins: &[PluginEntry],
+    workers: usize,
+    buffers: u32,
+    cmds: &[&str],
+) -> (Vlib, CommandTree<Vlib>) {
+    let cpu = CpuConfig {
+        main_core: None,
+        workers: vec![None; workers],
+    };
+    let pool = sluice_buffer::PoolConfig {
+        buffers,
+        ..test_pool()
+    };
+    let a = assemble(plugins, &cpu, &pool, Staged::default())
+        .unwrap_or_else(|e| panic!("assemble: {e}"));
+    let (mut vm, cli) = (a.vm, a.cli);
+    for c in cmds {
+        cli.execute(&mut vm, c)
+            .unwrap_or_else(|e| panic!("`{c}': {e}"));
+    }
+    (vm, cli)
+}
+
 /// The vnet graph with one node under test (see the module doc). Dereferences to its
 /// [`Harness`].
 pub struct NodeTest {

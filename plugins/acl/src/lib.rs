@@ -1941,32 +1941,25 @@ mod tests {
     /// only what the queue took.
     #[test]
     fn a_full_handoff_queue_drops_through_error_drop() {
-        use sluice_graph::testing::{test_pool, Harness};
-        use sluice_graph::{CpuConfig, HANDOFF_RING};
-        use sluice_vnet::plugin::{assemble, PluginEntry, Staged};
+        use sluice_graph::testing::Harness;
+        use sluice_graph::HANDOFF_RING;
+        use sluice_vnet::plugin::PluginEntry;
+        use sluice_vnet::testing::configured;
         use sluice_vnet::testing::pkt;
         let entry = PluginEntry {
             plugin: &PLUGIN,
             enabled: true,
         };
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: vec![None],
-        };
-        let pool = sluice_buffer::PoolConfig {
-            buffers: 2 * HANDOFF_RING as u32,
-            ..test_pool()
-        };
-        let a = assemble(&[entry], &cpu, &pool, Staged::default()).expect("assemble");
-        let (mut vm, cli) = (a.vm, a.cli);
-        for c in [
-            "create packet-generator interface pg0",
-            "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
-            "set acl-plugin interface pg0 input acl 0",
-        ] {
-            cli.execute(&mut vm, c)
-                .unwrap_or_else(|e| panic!("`{c}': {e}"));
-        }
+        let (mut vm, _cli) = configured(
+            &[entry],
+            1,
+            2 * HANDOFF_RING as u32,
+            &[
+                "create packet-generator interface pg0",
+                "set acl-plugin acl permit+reflect src 0.0.0.0/0 dst 0.0.0.0/0",
+                "set acl-plugin interface pg0 input acl 0",
+            ],
+        );
         let pg0 = vm.ext_mut::<Interfaces>().find("pg0").expect("pg0").0;
         let shared = vm.ext_mut::<AclMain>().shared.clone();
         let mut h = Harness::new(vm, "acl-plugin-in-ip4-fa");

@@ -912,9 +912,10 @@ mod tests {
     use super::*;
     use crate::{NatMain, PLUGIN};
     use sluice_buffer::BufferHeader;
-    use sluice_graph::testing::{test_pool, Harness};
-    use sluice_graph::{CpuConfig, HANDOFF_RING};
-    use sluice_vnet::plugin::{assemble, PluginEntry, Staged};
+    use sluice_graph::testing::Harness;
+    use sluice_graph::HANDOFF_RING;
+    use sluice_vnet::plugin::PluginEntry;
+    use sluice_vnet::testing::configured;
     use sluice_vnet::testing::pkt;
 
     /// A packet handed to its owning thread through a full handoff queue goes to
@@ -926,30 +927,22 @@ mod tests {
             plugin: &PLUGIN,
             enabled: true,
         };
-        let cpu = CpuConfig {
-            main_core: None,
-            workers: vec![None],
-        };
-        let pool = sluice_buffer::PoolConfig {
-            buffers: 2 * HANDOFF_RING as u32,
-            ..test_pool()
-        };
-        let a = assemble(&[entry], &cpu, &pool, Staged::default()).expect("assemble");
-        let (mut vm, cli) = (a.vm, a.cli);
-        for c in [
-            "create packet-generator interface pg0",
-            "create packet-generator interface pg1",
-            "set interface ip address pg0 10.0.0.1/24",
-            "set interface ip address pg1 10.0.1.1/24",
-            "set interface state pg0 up",
-            "set interface state pg1 up",
-            "nat44 plugin enable sessions 100",
-            "nat44 add address 10.0.1.100",
-            "set interface nat44 in pg0 out pg1",
-        ] {
-            cli.execute(&mut vm, c)
-                .unwrap_or_else(|e| panic!("`{c}': {e}"));
-        }
+        let (mut vm, _cli) = configured(
+            &[entry],
+            1,
+            2 * HANDOFF_RING as u32,
+            &[
+                "create packet-generator interface pg0",
+                "create packet-generator interface pg1",
+                "set interface ip address pg0 10.0.0.1/24",
+                "set interface ip address pg1 10.0.1.1/24",
+                "set interface state pg0 up",
+                "set interface state pg1 up",
+                "nat44 plugin enable sessions 100",
+                "nat44 add address 10.0.1.100",
+                "set interface nat44 in pg0 out pg1",
+            ],
+        );
         let pg0 = vm
             .ext_mut::<sluice_vnet::Interfaces>()
             .find("pg0")
