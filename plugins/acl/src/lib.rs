@@ -1803,18 +1803,22 @@ mod tests {
         }
     }
 
+    /// The IPv4 input ACL node under test, the ACL plugin enabled.
+    fn input4_test() -> sluice_vnet::testing::NodeTest {
+        let entry = sluice_vnet::plugin::PluginEntry {
+            plugin: &PLUGIN,
+            enabled: true,
+        };
+        sluice_vnet::testing::NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa")
+    }
+
     /// One frame mixing three interfaces' packets (pg0: UDP 53 denied, pg1: only UDP 53
     /// permitted, pg2: no list): every packet meets its own interface's list, so the
     /// node's per-run interface context switches at each change of interface.
     #[test]
     fn a_frame_of_several_interfaces_meets_each_ones_list() {
-        use sluice_vnet::plugin::PluginEntry;
-        use sluice_vnet::testing::{pkt, NodeTest};
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let mut t = NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa");
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
         t.cli(
             "create packet-generator interface pg0
              create packet-generator interface pg1
@@ -1868,13 +1872,8 @@ mod tests {
     /// list, none is added twice.
     #[test]
     fn hit_counts_follow_runs_across_interfaces_and_frames() {
-        use sluice_vnet::plugin::PluginEntry;
-        use sluice_vnet::testing::{pkt, NodeTest};
-        let entry = PluginEntry {
-            plugin: &PLUGIN,
-            enabled: true,
-        };
-        let mut t = NodeTest::with_plugins(&[entry], "acl-plugin-in-ip4-fa");
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
         t.cli(
             "create packet-generator interface pg0
              create packet-generator interface pg1
