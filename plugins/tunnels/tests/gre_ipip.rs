@@ -50,11 +50,7 @@ fn gre_hdr(proto: u16, key: Option<u32>) -> Vec<u8> {
 fn gre_l3_routes_ip4_and_ip6_both_ways() {
     for v6_under in [false, true] {
         let (mut vm, t) = routed();
-        let (l, r) = if v6_under {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.0.0.1", "10.0.0.2")
-        };
+        let (l, r) = underlay(v6_under);
         let out = cli(&mut vm, &t, &format!("create gre tunnel src {l} dst {r}"));
         assert_eq!(out, "gre0\n");
         clis(
@@ -209,11 +205,7 @@ fn gre_teb_with_key_bridges_and_counts_bad_headers() {
 fn ipip_all_four_combinations() {
     for v6_under in [false, true] {
         let (mut vm, t) = routed();
-        let (l, r) = if v6_under {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.0.0.1", "10.0.0.2")
-        };
+        let (l, r) = underlay(v6_under);
         let out = cli(&mut vm, &t, &format!("create ipip tunnel src {l} dst {r}"));
         assert_eq!(out, "ipip0\n");
         clis(
@@ -315,11 +307,7 @@ fn unicast_features_on_a_tunnel_see_its_decapsulated_packets() {
     for (kind, name, p4, p6) in [("gre", "gre0", 47, 47), ("ipip", "ipip0", 4, 41)] {
         for v6_under in [false, true] {
             let (mut vm, t) = routed();
-            let (l, r) = if v6_under {
-                ("2001:db8::1", "2001:db8::2")
-            } else {
-                ("10.0.0.1", "10.0.0.2")
-            };
+            let (l, r) = underlay(v6_under);
             cli(
                 &mut vm,
                 &t,

@@ -81,11 +81,7 @@ const G: (u16, u16) = (2152, 2152);
 fn gtpu_encap_decap_echo_both_underlays() {
     for v6 in [false, true] {
         let (mut vm, t) = routed();
-        let (l, r) = if v6 {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.0.0.1", "10.0.0.2")
-        };
+        let (l, r) = underlay(v6);
         let out = cli(
             &mut vm,
             &t,

@@ -16,11 +16,7 @@ fn setup(
     sluice_cli::CommandTree<sluice_graph::Vlib>,
 ) {
     let (mut vm, t) = build();
-    let (l, r) = if v6 {
-        ("2001:db8::1", "2001:db8::2")
-    } else {
-        ("10.0.0.1", "10.0.0.2")
-    };
+    let (l, r) = underlay(v6);
     clis(
         &mut vm,
         &t,

@@ -281,3 +281,12 @@ pub fn udp6(src: [u8; 16], dst: [u8; 16], hl: u8) -> Vec<u8> {
     p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, 1, 2, 3, 4]);
     p
 }
+
+/// A tunnel's local and remote underlay addresses in these tests, IPv6 or IPv4.
+pub fn underlay(v6: bool) -> (&'static str, &'static str) {
+    if v6 {
+        ("2001:db8::1", "2001:db8::2")
+    } else {
+        ("10.0.0.1", "10.0.0.2")
+    }
+}
