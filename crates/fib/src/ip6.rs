@@ -584,6 +584,12 @@ impl Ip6Lpm {
                 h.slots[i].value.store(SLOT_REMOVED, Ordering::Release);
             }
         }
+        // Removals alone never reach the insert's 3/4 rebuild, but every miss walks past
+        // removed slots: rebuild (smaller) once live routes are under a quarter of the used
+        // slots.
+        if self.routes[128].len() * 4 < self.host_used {
+            self.host_rebuild(epochs);
+        }
     }
 
     /// Publishes a new host array built from `routes[128]` (none when it is empty), at most
@@ -906,6 +912,33 @@ mod tests {
             "the writer handed them to the table"
         );
         assert_eq!(table.lookup(base + 39), Some(9));
+    }
+
+    /// Removals alone shrink the host array once live /128s are under a quarter of its used
+    /// slots (so misses do not walk a table of removed slots), and lookups stay right.
+    #[test]
+    fn removals_alone_rebuild_the_host_array_smaller() {
+        let e = Epochs::new(1);
+        let mut t = Ip6Lpm::new();
+        let base = a("fc00:1::");
+        t.insert(&e, base, 64, 2).unwrap();
+        for k in 0..256u128 {
+            t.insert(&e, base + k, 128, 100 + k as u32).unwrap();
+        }
+        let full = t.host_slots();
+        for k in 8..256u128 {
+            t.remove(&e, base + k, 128).unwrap();
+        }
+        assert!(
+            t.host_slots() < full,
+            "{} slots, was {full}",
+            t.host_slots()
+        );
+        assert_eq!(t.table().host_routes(), 8);
+        for k in 0..300u128 {
+            let want = if k < 8 { 100 + k as u32 } else { 2 };
+            assert_eq!(t.lookup(base + k), Some(want), "{k}");
+        }
     }
 
     #[test]
