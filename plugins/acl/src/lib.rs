@@ -809,12 +809,9 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             };
             match v {
                 Verdict::Next(nx) => {
-                    // `kept` <= `i` < FRAME_SIZE: the guard never fails (no panic path).
-                    debug_assert!(kept < FRAME_SIZE);
-                    if let (Some(k), Some(x)) = (self.keep.get_mut(kept), self.nexts.get_mut(kept))
-                    {
-                        (*k, *x) = (bi, nx.0);
-                    }
+                    // `kept` <= `i` < FRAME_SIZE (the frame is cut to FRAME_SIZE above).
+                    self.keep[kept] = bi;
+                    self.nexts[kept] = nx.0;
                     kept += 1;
                 }
                 Verdict::Handoff(t) => {
@@ -1978,6 +1975,8 @@ mod tests {
             assert!(t0.elapsed().as_secs() < 20, "the worker did not run");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // The worker has taken the frame; the pause lets it reach the node (and block on
+        // the lock) rather than still be draining its queue when the next frames arrive.
         std::thread::sleep(std::time::Duration::from_millis(50));
         send(&mut h, HANDOFF_RING + 100);
         let took = (FRAME_SIZE + HANDOFF_RING) as u64;
