@@ -1,5 +1,5 @@
 # Scheduling readings of scripts/hoststack-redis-bench.sh (sourced; tested by
-# python/tests/test_hoststack_redis_summary.py). Each check fails with a FAILED line rather
+# python/tests/test_hoststack_redis_bench.py). Each check fails with a FAILED line rather
 # than leaving a missing or empty reading to the table.
 
 # snap <pid>: "cpu_ns wait_ns slices vcsw ivcsw" of the process's main thread
