@@ -16,7 +16,10 @@
 //!   its segments, when they come back).
 //!
 //! Tx counting: this node counts `tx packets`/`tx bytes` once per run of packets to one
-//! interface, before the driver. A tx node that cannot send a packet (ring full, too big,
+//! interface, before the driver. A run carries over from one frame to the next (the last
+//! frame's interface, re-checked up and untagged per frame), and a frame that is all one
+//! run of an up, untagged interface goes on whole (`enqueue_all`: no per-packet next or
+//! counter store). A tx node that cannot send a packet (ring full, too big,
 //! not connected, write error) takes it back with `IfCounters::tx_failed` — tx packets and
 //! bytes down, `tx-error` up, on the same thread's counters — so `show interface` tx is what
 //! the driver handed to the device. The success path costs nothing extra; the failure path

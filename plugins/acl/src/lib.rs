@@ -35,7 +35,8 @@
 //! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
 //!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
 //!   stateful interface owned by another thread go to this node there (handoff queue).
-//! - counters: `permit`, `session_hit`, `session_created`, `handoff` (packets the owning
+//! - counters (a frame's `permit` is added once per frame and a rule's hits once per run of
+//!   packets meeting it, so within a frame they lag): `permit`, `session_hit`, `session_created`, `handoff` (packets the owning
 //!   thread's queue took), `icmp_error_session_hit` (an ICMP error admitted for the session
 //!   it quotes) (info);
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or

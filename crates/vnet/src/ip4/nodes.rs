@@ -226,6 +226,10 @@ impl PacketNode for Ip4Input {
 /// - next: `error-drop` (0) when no route; `ip4-rewrite` (1); `ip4-local` (2);
 ///   `ip4-glean` (3) for adjacencies that need ARP first.
 /// - counters: `no_route` (no route to destination), `drop_route` (drop route).
+///
+/// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per
+/// frame, reused when the previous node resolved the same frame); table 0's groups of four
+/// use `Ip4Table::lookup_x4_or` (plain words, `NO_ROUTE` for a miss).
 pub struct Ip4Lookup {
     shared: Arc<Ip4Shared>,
 }

@@ -238,6 +238,10 @@ impl PacketNode for Ip6Input {
 ///   `ip6-glean` (3) for adjacencies that need neighbour discovery first; `ip6-icmp-error`
 ///   (4) when there is no route.
 /// - counters: `no_route` (no route to destination: an ICMPv6 error follows), `drop_route`.
+///
+/// The frame's buffer addresses come from the thread's `FrameScratch` (resolved once per
+/// frame, reused when the previous node resolved the same frame); a destination whose
+/// walk goes past /64 probes the FIB's exact /128 host table once (`sluice_fib::ip6`).
 pub struct Ip6Lookup {
     shared: Arc<Ip6Shared>,
     /// Destination addresses in network byte order, as `Ip6Table::lookup_many` takes them.
