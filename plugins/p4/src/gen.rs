@@ -30,7 +30,8 @@ use crate::ir::*;
 /// Run-time support the generated code calls (all inlined).
 pub mod rt {
     use crate::exec::{ParseEnd, Shared, ThreadState, GREEN};
-    use crate::table::{Memo, TableRt};
+    use crate::table::TableRt;
+    pub use crate::table::{Memo, CHAIN};
     use crate::vec::{fold32, fold64, hdr_sum, ld, st, VOut};
     pub use sluice_buffer::Buffer;
     use sluice_wire::checksum::ip4_header_valid;
@@ -170,25 +171,26 @@ pub mod rt {
     }
 
     /// Table `b`'s lookup of the 64-bit key `k` through memo `slot` of record `x` of table
-    /// `a` (the packet's result in the first table it looked up; `None`: its default):
+    /// `a` (the packet's result in the first table it looked up; `None`: its default),
+    /// `m` being that memo as the packet read it with the record (`ActRec::memo`):
     /// PVPP's pre-computed pointer, kept in the record that decides the next hop, so the
     /// packets of a route find the next tables' entries without hashing. The memo is a
     /// cache of `b`'s lookup, valid for its key and `b`'s version ([`TableRt::ver`]), so
     /// it cannot give another result than the lookup, whatever the program wrote between.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub fn chained(
         tables: &mut [TableRt],
         a: usize,
         x: Option<u32>,
+        m: &Memo,
         slot: usize,
         b: usize,
         k: u64,
     ) -> Option<u32> {
         let ver = tables.get(b).map_or(0, |t| t.ver());
-        if let Some(m) = tables.get(a).and_then(|t| t.memo(x, slot)) {
-            if m.key == k && m.ver == ver {
-                return m.id;
-            }
+        if m.key == k && m.ver == ver {
+            return m.id;
         }
         let id = tables.get(b).and_then(|t| t.lookup64(k));
         if let Some(t) = tables.get_mut(a) {
@@ -747,7 +749,7 @@ impl G<'_> {
                 return Err(format!("table {} chained without a 64-bit key", t.name));
             };
             self.line(&format!(
-                "let id = chained(&mut ts.tables, {a}, c0, {slot}, {ti}, {k});"
+                "let id = chained(&mut ts.tables, {a}, c0, &c0m[{slot}], {slot}, {ti}, {k});"
             ));
         }
         self.line(&format!(
@@ -763,7 +765,13 @@ impl G<'_> {
         } else if t.keys.is_empty() {
             self.line("let id: Option<u32> = None;");
         } else if let Some(k) = self.key64(t)? {
-            self.line(&format!("let id = t.lookup64({k});"));
+            // A direct array's lookup is one load (`TableRt::lookup_direct`).
+            let f = if t.direct_exact() {
+                "lookup_direct"
+            } else {
+                "lookup64"
+            };
+            self.line(&format!("let id = t.{f}({k});"));
         } else {
             let keys: Vec<String> = t
                 .keys
@@ -786,6 +794,10 @@ impl G<'_> {
         self.line(&format!(
             "let e = match id {{ Some(x) => {{ {direct}t.recs.get(x as usize).unwrap_or(&t.default) }} None => {{ t.miss[0] += 1; t.miss[1] += s.plen; &t.default }} }};"
         ));
+        if self.whole && self.anchor == Some(ap.table) && !self.chain.is_empty() {
+            // The later tables' memos, read with the record (`rt::chained`).
+            self.line("c0m = e.memo;");
+        }
         self.line("let act = e.action;");
         self.open("match act {");
         for &a in &t.actions {
@@ -1175,8 +1187,10 @@ fn chain_tables(p: &Program, anchor: Option<u16>) -> Vec<u16> {
 fn emit_phase_call(g: &mut G<'_>, k: usize, ph: &Phase) {
     match ph.pre {
         Some(t) => {
+            let direct = g.p.tables.get(t as usize).is_some_and(|x| x.direct_exact());
+            let f = if direct { "lookup_direct" } else { "lookup64" };
             g.line(&format!(
-                "let id = ts.tables.get({t}).and_then(|t| t.lookup64(Self::key{k}(s, d)));"
+                "let id = ts.tables.get({t}).and_then(|t| t.{f}(Self::key{k}(s, d)));"
             ));
             g.line(&format!("Self::ph{k}(ts, sh, s, d, id);"));
         }
@@ -1191,6 +1205,7 @@ fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), Stri
     g.line("Self::parse(ts, sh, s, d);");
     if !g.chain.is_empty() {
         g.line("let mut c0: Option<u32> = None;");
+        g.line("let mut c0m = [Memo::default(); CHAIN];");
     }
     // The first application of `pre` in `p0.ingress` is the first phase's only one (the
     // phases cut the same statements; `prelookup` found one application there). (On an
@@ -1773,12 +1788,27 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let bodies = &src[whole..at("impl Generated for Prog")];
         assert_eq!(bodies.matches("let mut c0: Option<u32> = None;").count(), 2);
         assert_eq!(bodies.matches("c0 = id;").count(), 2);
+        // The memos are read with the first table's record, which the body has in hand.
+        assert_eq!(bodies.matches("c0m = e.memo;").count(), 2);
         assert_eq!(
             bodies
-                .matches("chained(&mut ts.tables, 0, c0, 0, 1,")
+                .matches("chained(&mut ts.tables, 0, c0, &c0m[0], 0, 1,")
                 .count(),
             2
         );
+    }
+
+    /// A table whose key fits a direct array (`send_frame`: the 9-bit egress port) is
+    /// looked up in it directly, in the bodies and in multi mode's last phase; the others
+    /// (`ipv4_lpm`, `forward`'s hash) through `lookup64`, whose direct array is empty.
+    #[test]
+    fn direct_array_tables_use_lookup_direct() {
+        let src = super::rust(&example("router.p4"), "router", "router.p4").expect("generates");
+        assert_eq!(src.matches("t.lookup_direct((s.m3))").count(), 2, "{src}");
+        assert_eq!(src.matches("t.lookup_direct(Self::key2(s, d))").count(), 1);
+        assert_eq!(src.matches("lookup_direct").count(), 3);
+        assert!(!src.contains("t.lookup64((s.m3))"));
+        assert!(src.contains("t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30,"));
     }
 
     /// A key reading a validity bit the phase sets before the table is not looked up
