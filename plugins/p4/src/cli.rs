@@ -239,7 +239,7 @@ fn cli_show(vm: &mut Vlib, args: &mut Args) -> Result<String, CliError> {
         if only.as_ref().is_some_and(|o| *o != name) {
             continue;
         }
-        let autos = collect_auto(vm, &name);
+        let autos = collect_auto(vm, &name)?;
         let node_names: Vec<String> = state(vm).progs[&name]
             .nodes
             .clone()
@@ -384,9 +384,9 @@ fn on(b: bool) -> &'static str {
 }
 
 /// The entry node's [`node::Auto`] summed over threads.
-fn collect_auto(vm: &mut Vlib, name: &str) -> node::Auto {
+fn collect_auto(vm: &mut Vlib, name: &str) -> Result<node::Auto, P4Error> {
     let Some(&entry) = state(vm).progs.get(name).and_then(|p| p.nodes.first()) else {
-        return node::Auto::default();
+        return Ok(node::Auto::default());
     };
     let add = |a: &mut node::Auto, b: &node::Auto| {
         a.split += b.split;

@@ -402,15 +402,21 @@ pub fn unload(vm: &mut Vlib, name: Option<&str>) -> Result<String, P4Error> {
 /// workers, each on its own thread at the same time): each thread folds into its own copy of
 /// `init`, then `merge` adds that copy to the result (the sums of per-thread counts, a table
 /// change's refusals). Only the merge takes the lock, so no thread's work (a table change)
-/// waits for another's. A thread whose fold panicked adds nothing.
+/// waits for another's.
+///
+/// `Vlib::foreach_thread` stops waiting for a worker after 10 s (the work stays queued
+/// there and may run later): a thread that has not folded by then (or whose fold
+/// panicked) is [`P4Error::NoAnswer`], with the threads missing, not a partial result.
 pub fn over_threads<A: Clone + Send + Sync + 'static>(
     vm: &mut Vlib,
     nodes: Vec<NodeIndex>,
     init: A,
     f: impl Fn(&mut A, usize, &mut NodeState) + Send + Sync + 'static,
     merge: impl Fn(&mut A, A) + Send + Sync + 'static,
-) -> A {
-    let acc: Arc<Mutex<Option<A>>> = Arc::new(Mutex::new(None));
+) -> Result<A, P4Error> {
+    // The result so far and the threads folded into it.
+    type Acc<A> = (Option<A>, Vec<usize>);
+    let acc: Arc<Mutex<Acc<A>>> = Arc::new(Mutex::new((None, Vec::new())));
     let (a2, zero) = (acc.clone(), init.clone());
     vm.foreach_thread(move |tg| {
         let thread = tg.thread();
@@ -421,13 +427,18 @@ pub fn over_threads<A: Clone + Send + Sync + 'static>(
             }
         }
         let mut a = a2.lock().unwrap_or_else(PoisonError::into_inner);
-        match a.as_mut() {
+        match a.0.as_mut() {
             Some(a) => merge(a, mine),
-            None => *a = Some(mine),
+            None => a.0 = Some(mine),
         }
+        a.1.push(thread);
     });
     let mut a = acc.lock().unwrap_or_else(PoisonError::into_inner);
-    a.take().unwrap_or(init)
+    let missing: Vec<usize> = (0..vm.n_threads()).filter(|t| !a.1.contains(t)).collect();
+    if !missing.is_empty() {
+        return Err(P4Error::NoAnswer(missing));
+    }
+    Ok(a.0.take().unwrap_or(init))
 }
 
 /// Applies a table change the master accepted to every node on every thread. The copies
@@ -452,7 +463,7 @@ fn replicate(
             *a = Some(b);
         }
     };
-    let refused = over_threads(vm, nodes, None, refuse, first);
+    let refused = over_threads(vm, nodes, None, refuse, first)?;
     match refused {
         Some((thread, e)) => Err(P4Error::Replica(name, thread, e)),
         None => Ok(()),
@@ -625,7 +636,7 @@ pub fn table_read(vm: &mut Vlib, prog: &str, table: &str) -> Result<TableView, P
     let merge = |a: &mut (Vec<[u64; 2]>, [u64; 2]), b: (Vec<[u64; 2]>, [u64; 2])| {
         add_direct(a, &b.0, b.1);
     };
-    let (direct, misses) = over_threads(vm, nodes, init, fold, merge);
+    let (direct, misses) = over_threads(vm, nodes, init, fold, merge)?;
     let p = program(vm, prog)?;
     let tb = &pr.tables[t];
     let tr = &p.master.tables[t];
@@ -695,7 +706,7 @@ pub fn counter_read(vm: &mut Vlib, prog: &str, counter: &str) -> Result<Vec<[u64
         add_counts(a, &st.ts.counters[c]);
     };
     let merge = |a: &mut Vec<[u64; 2]>, b: Vec<[u64; 2]>| add_counts(a, &b);
-    Ok(over_threads(vm, nodes, init, fold, merge))
+    over_threads(vm, nodes, init, fold, merge)
 }
 
 /// Register `register`'s values per index (shared by every thread).

@@ -133,6 +133,18 @@ pub enum P4Error {
         "{0}: the change was made, but thread {1}'s copy refused it ({2}): the copies now differ"
     )]
     Replica(String, usize, crate::table::TableError),
+    /// Threads (by index, 0 the main thread) that did not run an operation on their copies
+    /// within `Vlib::foreach_thread`'s wait: a change may still reach them later (it stays
+    /// queued) or never; a read lacks their counts.
+    #[error("thread(s) {} did not answer within 10 s: their copies may not have the change, or their counts are missing", list(.0))]
+    NoAnswer(Vec<usize>),
+}
+
+fn list(v: &[usize]) -> String {
+    v.iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn taker(p: &Option<String>) -> String {

@@ -17,65 +17,45 @@ use std::hash::BuildHasher;
 pub const DIRECT_BITS: u16 = 16;
 const EMPTY: u32 = u32::MAX;
 
-/// An exact-match index: key -> entry id.
-pub enum ExactIndex {
-    Direct(Box<[u32]>),
-    Hash(OpenHash),
-}
-
 /// Whether keys of `bits` bits use a direct array (`ir::Table::direct_exact`).
 pub fn is_direct(bits: u32) -> bool {
     bits <= DIRECT_BITS as u32
 }
 
-impl ExactIndex {
-    /// An empty index for keys of `bits` bits (<= 64).
-    pub fn new(bits: u16) -> ExactIndex {
-        if is_direct(bits as u32) {
-            ExactIndex::Direct(vec![EMPTY; 1usize << bits].into_boxed_slice())
-        } else {
-            ExactIndex::Hash(OpenHash::new())
-        }
+/// A direct array: key -> entry id, one load. A table keeps it outside its index's enum
+/// (`TableRt::lookup_direct`), so generated code reads it without matching the index kind;
+/// the tables with another index keep an empty one (every key misses).
+pub struct Direct(Box<[u32]>);
+
+impl Direct {
+    /// An array for keys of `bits` (<= [`DIRECT_BITS`]) bits.
+    pub fn new(bits: u16) -> Direct {
+        Direct(vec![EMPTY; 1usize << bits.min(DIRECT_BITS)].into_boxed_slice())
+    }
+
+    /// An array holding no key (tables with another index).
+    pub fn empty() -> Direct {
+        Direct(Box::new([]))
     }
 
     #[inline(always)]
     pub fn get(&self, k: u64) -> Option<u32> {
-        match self {
-            ExactIndex::Direct(v) => match v.get(k as usize) {
-                Some(&id) if id != EMPTY => Some(id),
-                _ => None,
-            },
-            ExactIndex::Hash(h) => h.get(k),
+        match self.0.get(k as usize) {
+            Some(&id) if id != EMPTY => Some(id),
+            _ => None,
         }
     }
 
-    /// Inserts or replaces.
+    /// Inserts or replaces (nothing for a key outside the array).
     pub fn insert(&mut self, k: u64, id: u32) {
-        match self {
-            ExactIndex::Direct(v) => {
-                if let Some(x) = v.get_mut(k as usize) {
-                    *x = id;
-                }
-            }
-            ExactIndex::Hash(h) => h.insert(k, id),
+        if let Some(x) = self.0.get_mut(k as usize) {
+            *x = id;
         }
     }
 
     pub fn remove(&mut self, k: u64) {
-        match self {
-            ExactIndex::Direct(v) => {
-                if let Some(x) = v.get_mut(k as usize) {
-                    *x = EMPTY;
-                }
-            }
-            ExactIndex::Hash(h) => h.remove(k),
-        }
-    }
-
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ExactIndex::Direct(_) => "exact direct array",
-            ExactIndex::Hash(_) => "exact hash (open addressing)",
+        if let Some(x) = self.0.get_mut(k as usize) {
+            *x = EMPTY;
         }
     }
 }
@@ -90,8 +70,15 @@ pub struct OpenHash {
     len: usize,
 }
 
+impl Default for OpenHash {
+    fn default() -> OpenHash {
+        OpenHash::new()
+    }
+}
+
 impl OpenHash {
-    fn new() -> OpenHash {
+    /// An empty table with a random seed.
+    pub fn new() -> OpenHash {
         Self::with_bits(
             4,
             std::collections::hash_map::RandomState::new().hash_one(0u64),
@@ -134,7 +121,8 @@ impl OpenHash {
         }
     }
 
-    fn insert(&mut self, k: u64, id: u32) {
+    /// Inserts or replaces.
+    pub fn insert(&mut self, k: u64, id: u32) {
         if (self.len + 1) * 2 > self.ids.len() {
             let mut n = OpenHash::with_bits(64 - self.shift + 1, self.seed);
             for (&key, &v) in self.keys.iter().zip(self.ids.iter()) {
@@ -158,7 +146,7 @@ impl OpenHash {
         self.len += 1;
     }
 
-    fn remove(&mut self, k: u64) {
+    pub fn remove(&mut self, k: u64) {
         let m = self.mask();
         let mut i = self.home(k) & m;
         loop {
@@ -203,10 +191,41 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The index a table of `bits`-bit keys uses.
+    enum Ix {
+        D(Direct),
+        H(OpenHash),
+    }
+
+    impl Ix {
+        fn get(&self, k: u64) -> Option<u32> {
+            match self {
+                Ix::D(d) => d.get(k),
+                Ix::H(h) => h.get(k),
+            }
+        }
+        fn insert(&mut self, k: u64, id: u32) {
+            match self {
+                Ix::D(d) => d.insert(k, id),
+                Ix::H(h) => h.insert(k, id),
+            }
+        }
+        fn remove(&mut self, k: u64) {
+            match self {
+                Ix::D(d) => d.remove(k),
+                Ix::H(h) => h.remove(k),
+            }
+        }
+    }
+
     #[test]
     fn random_ops_match_a_hashmap() {
         for bits in [8u16, 32, 48, 64] {
-            let mut x = ExactIndex::new(bits);
+            let mut x = if is_direct(bits as u32) {
+                Ix::D(Direct::new(bits))
+            } else {
+                Ix::H(OpenHash::new())
+            };
             let mut r = HashMap::new();
             let mut s = 0x1234_5678_9abc_def1u64;
             for n in 0..20000u32 {

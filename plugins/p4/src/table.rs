@@ -26,7 +26,7 @@
 //!   reads one of a few cache-hot records (100k routes to a few next hops: a few records,
 //!   not 100k lines), as the native path's adjacencies are.
 
-use crate::exact::ExactIndex;
+use crate::exact::{Direct, OpenHash};
 use crate::ir::{mask, EntrySpec, Match, MatchKind, Table, PARAMS_MAX};
 use sluice_fib::ip4::{Ip4Lpm, LpmError};
 use sluice_infra::bihash::{Bihash, BihashError};
@@ -82,9 +82,21 @@ impl From<BihashError> for TableError {
 /// A range field of a linear entry: shift in the key, width mask, low, high.
 pub type RangeField = (u8, u64, u64, u64);
 
+/// Memo slots per action record ([`ActRec::memo`]).
+pub const CHAIN: usize = 2;
+
+/// A later table's lookup remembered in an action record ([`ActRec::memo`]): that table's
+/// result for `key` while its version was `ver` (0: never valid, versions start at 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memo {
+    pub key: u64,
+    pub ver: u64,
+    pub id: Option<u32>,
+}
+
 /// What a hit runs. The action and its first seven parameters are the first cache line
 /// (records are line-aligned), so a hit reads one line, and [`TableRt::prefetch_rec`] can
-/// start loading it.
+/// start loading it; the memos fill the second line's padding (no memory of their own).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct ActRec {
@@ -96,19 +108,17 @@ pub struct ActRec {
     /// Offset of the parameters in `TableRt::pool` (non-resolved mode).
     pub pool_off: u32,
     pub params: [u64; PARAMS_MAX],
+    /// Later tables' lookups the generated code remembers in this record
+    /// (`gen::rt::chained`), so a packet whose first table hit it finds its next hop
+    /// without hashing again: read with the record the packet has in hand already. Per
+    /// thread, as the records; valid only for its key and the version of the table looked
+    /// up. Used in the records of a table that shares them (only its records are a
+    /// chain's first, `gen::chain_tables`).
+    pub memo: [Memo; CHAIN],
 }
 
-/// Memo slots per action record ([`TableRt::memo`]).
-pub const CHAIN: usize = 2;
-
-/// A later table's lookup remembered in an action record ([`TableRt::memo`]): that table's
-/// result for `key` while its version was `ver` (0: never valid, versions start at 1).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Memo {
-    pub key: u64,
-    pub ver: u64,
-    pub id: Option<u32>,
-}
+// Two cache lines: the memos live in what was the second line's padding.
+const _: () = assert!(std::mem::size_of::<ActRec>() == 128);
 
 /// One entry (slab slot, control plane).
 #[derive(Clone, Debug, Default)]
@@ -138,7 +148,9 @@ impl EntryRt {
 
 enum Index {
     None,
-    Exact(ExactIndex),
+    /// Keys of at most `exact::DIRECT_BITS` bits: the array is [`TableRt::by_key`].
+    Direct,
+    Exact(OpenHash),
     ExactWide(Vec<(u128, u32)>),
     Lpm32(Box<Ip4Lpm>, Epochs),
     /// (prefix length, key mask, key -> id), longest first.
@@ -170,13 +182,9 @@ pub struct TableRt {
     /// Parameters of the widest action of the table; 0 in resolved mode, which reads the
     /// parameters from the records (no pool).
     pool_w: usize,
-    /// Per record (the default first, then record `x` at `x + 1`): later tables' lookups
-    /// the generated code remembers there (`gen::rt::chained`), so a packet whose first
-    /// table hit this record finds its next hop without hashing again. Per thread, as the
-    /// records; a memo is valid only for its key and the version of the table looked up.
-    /// Only a table that shares records has memos for them (only its records are a
-    /// chain's first, `gen::chain_tables`): a record per entry would cost a memo per entry.
-    memos: Vec<[Memo; CHAIN]>,
+    /// The direct array of a table whose index is [`Index::Direct`] (empty otherwise):
+    /// outside the enum, so [`TableRt::lookup_direct`] is one bounds check and one load.
+    by_key: Direct,
     /// Bumped by every change of the entries: memos of an older version are stale.
     ver: u64,
     /// Per entry id: (packets, bytes) for the direct counter (tables that do not share
@@ -228,10 +236,17 @@ impl TableRt {
             Index::LpmLen(Vec::new(), Epochs::new(1))
         } else if has_lpm {
             Index::Linear(Vec::new())
+        } else if crate::exact::is_direct(total) {
+            Index::Direct
         } else if total <= 64 {
-            Index::Exact(ExactIndex::new(total as u16))
+            Index::Exact(OpenHash::new())
         } else {
             Index::ExactWide(Vec::new())
+        };
+        let by_key = if matches!(index, Index::Direct) {
+            Direct::new(total as u16)
+        } else {
+            Direct::empty()
         };
         let shared = t.shares_records();
         let (da, ref dp) = t.default;
@@ -265,7 +280,7 @@ impl TableRt {
             n_live: 0,
             limit: t.size.unwrap_or(DEFAULT_LIMIT).clamp(1, DEFAULT_LIMIT),
             read_only: false,
-            memos: vec![[Memo::default(); CHAIN]],
+            by_key,
             ver: 1,
         };
         let mut d = me.make_rec(t, actions, da, dp)?;
@@ -315,7 +330,8 @@ impl TableRt {
     pub fn index_kind(&self) -> &'static str {
         match &self.index {
             Index::None => "none (keyless)",
-            Index::Exact(x) => x.kind(),
+            Index::Direct => "exact direct array",
+            Index::Exact(_) => "exact hash (open addressing)",
             Index::ExactWide(_) => "exact sorted array",
             Index::Lpm32(..) => "lpm DIR-24-8 (fib ip4)",
             Index::LpmLen(..) => "lpm hash per prefix length",
@@ -394,7 +410,6 @@ impl TableRt {
             }
             None => {
                 self.recs.push(r);
-                self.memos.push([Memo::default(); CHAIN]);
                 self.refs.push(1);
                 self.recs.len() as u32 - 1
             }
@@ -533,6 +548,10 @@ impl TableRt {
         });
         let r: Result<(), TableError> = match &mut self.index {
             Index::None => Err(TableError::Index("a keyless table takes no entries".into())),
+            Index::Direct => {
+                self.by_key.insert(value as u64, rec);
+                Ok(())
+            }
             Index::Exact(h) => {
                 h.insert(value as u64, rec);
                 Ok(())
@@ -608,6 +627,7 @@ impl TableRt {
         );
         match &mut self.index {
             Index::None => {}
+            Index::Direct => self.by_key.remove(value as u64),
             Index::Exact(h) => h.remove(value as u64),
             Index::ExactWide(v) => v.retain(|x| x.0 != value),
             Index::Lpm32(l, ep) => {
@@ -669,6 +689,7 @@ impl TableRt {
     pub fn lookup(&self, k: u128) -> Option<u32> {
         match &self.index {
             Index::None => None,
+            Index::Direct => self.by_key.get(k as u64),
             Index::Exact(h) => h.get(k as u64),
             Index::Lpm32(l, _) => l.lookup(k as u32),
             Index::ExactWide(v) => v.binary_search_by(|x| x.0.cmp(&k)).ok().map(|p| v[p].1),
@@ -709,30 +730,40 @@ impl TableRt {
     }
 
     /// Memo `slot` of record `x` (`None`: the default's).
-    #[inline(always)]
     pub fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
-        self.memos
-            .get(x.map_or(0, |x| x as usize + 1))
-            .and_then(|m| m.get(slot))
+        match x {
+            Some(x) => self.recs.get(x as usize),
+            None => Some(&self.default),
+        }
+        .and_then(|r| r.memo.get(slot))
     }
 
-    /// Sets memo `slot` of record `x` (nothing when there is no such record: the memos
-    /// grow with the records, on the control plane).
+    /// Sets memo `slot` of record `x` (`None`: the default's; nothing when there is no
+    /// such record).
     #[inline(always)]
     pub fn set_memo(&mut self, x: Option<u32>, slot: usize, m: Memo) {
-        if let Some(v) = self
-            .memos
-            .get_mut(x.map_or(0, |x| x as usize + 1))
-            .and_then(|v| v.get_mut(slot))
-        {
+        let r = match x {
+            Some(x) => self.recs.get_mut(x as usize),
+            None => Some(&mut self.default),
+        };
+        if let Some(v) = r.and_then(|r| r.memo.get_mut(slot)) {
             *v = m;
         }
+    }
+
+    /// [`TableRt::lookup`] of a table whose keys fit a direct array
+    /// (`ir::Table::direct_exact`): one bounds check and one load, no match on the index
+    /// kind (any other table misses every key here).
+    #[inline(always)]
+    pub fn lookup_direct(&self, k: u64) -> Option<u32> {
+        self.by_key.get(k)
     }
 
     /// [`TableRt::lookup`] for keys of at most 64 bits.
     #[inline(always)]
     pub fn lookup64(&self, k: u64) -> Option<u32> {
         match &self.index {
+            Index::Direct => self.by_key.get(k),
             Index::Exact(h) => h.get(k),
             _ => self.lookup(k as u128),
         }
@@ -876,6 +907,71 @@ mod tests {
     }
 
     #[test]
+    fn direct_arrays_are_read_without_the_index_kind() {
+        for (kind, width) in [
+            (MatchKind::Exact, 9),
+            (MatchKind::Exact, 32),
+            (MatchKind::Lpm, 32),
+        ] {
+            let (t, a) = table(&[(kind, width)]);
+            let mut r = TableRt::new(&t, &a, true).unwrap();
+            let m = |i: u64| match kind {
+                MatchKind::Lpm => Match::Lpm(i << 8, 24),
+                _ => Match::Exact(i),
+            };
+            let direct = t.direct_exact();
+            assert_eq!(direct, width == 9);
+            assert_eq!(r.index_kind() == "exact direct array", direct);
+            for i in 0..5 {
+                r.add(&t, &a, &spec(vec![m(i)], i, 0)).unwrap();
+            }
+            r.del(&[m(2)], 0).unwrap();
+            for i in 0..8u64 {
+                let k = if kind == MatchKind::Lpm { i << 8 } else { i };
+                let want = r.lookup(k as u128);
+                assert_eq!(r.lookup64(k), want);
+                assert_eq!(want.is_some(), i < 5 && i != 2);
+                // Only a direct table answers `lookup_direct`; any other misses there.
+                assert_eq!(r.lookup_direct(k), if direct { want } else { None });
+            }
+        }
+    }
+
+    /// A record's memos are its own (the default's too) and made blank with the record.
+    #[test]
+    fn memos_live_in_the_records() {
+        let (t, a) = table(&[(MatchKind::Lpm, 32)]);
+        let mut r = TableRt::new(&t, &a, true).unwrap();
+        let id = r
+            .add(&t, &a, &spec(vec![Match::Lpm(1 << 8, 24)], 1, 0))
+            .unwrap();
+        let x = rec(&r, id).unwrap();
+        let m = Memo {
+            key: 7,
+            ver: 3,
+            id: Some(9),
+        };
+        r.set_memo(Some(x), 1, m);
+        assert_eq!(r.recs[x as usize].memo[1].id, Some(9));
+        assert_eq!(r.memo(Some(x), 1).map(|m| m.key), Some(7));
+        assert!(r.memo(Some(1000), 0).is_none());
+        assert_eq!(r.recs[x as usize].memo[0].ver, 0);
+        assert_eq!(r.default.memo[1].ver, 0);
+        r.set_memo(None, 0, m);
+        assert_eq!(r.default.memo[0].key, 7);
+        // Out of range: nothing.
+        r.set_memo(Some(1000), 0, m);
+        r.set_memo(Some(x), CHAIN, m);
+        // The record freed and made again: blank memos.
+        r.del(&[Match::Lpm(1 << 8, 24)], 0).unwrap();
+        let id = r
+            .add(&t, &a, &spec(vec![Match::Lpm(2 << 8, 24)], 1, 0))
+            .unwrap();
+        assert_eq!(rec(&r, id), Some(x));
+        assert_eq!(r.recs[x as usize].memo[1].ver, 0);
+    }
+
+    #[test]
     fn entries_share_records_unless_direct_counted() {
         for (kind, width) in [(MatchKind::Lpm, 32), (MatchKind::Exact, 32)] {
             let (mut t, a) = table(&[(kind, width)]);
@@ -891,9 +987,6 @@ mod tests {
                     .map(|i| r.add(&t, &a, &spec(vec![m(i)], i % 3, 0)).unwrap())
                     .collect();
                 assert_eq!(r.recs_in_use(), if direct { 100 } else { 3 });
-                // Memos only for shared records (a record per entry has none).
-                assert_eq!(r.memo(Some(ids[0]), 0).is_some(), !direct);
-                assert_eq!(r.memos.len(), if direct { 1 } else { 4 });
                 // Parameters pooled once per record made, not per entry (the default's
                 // place first, one parameter per record).
                 assert_eq!(r.pool.len(), if direct { 101 } else { 4 });

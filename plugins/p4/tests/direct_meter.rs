@@ -508,7 +508,57 @@ fn workers_fold_at_the_same_time() {
         *a += (*n >= 2) as u32;
     };
     let together = sluice_p4::control::over_threads(&mut vm, nodes, 0, fold, |a, b| *a += b);
-    assert_eq!(together, 2, "workers that saw the other folding");
+    assert_eq!(together.unwrap(), 2, "workers that saw the other folding");
+    vm.stop_workers();
+    assert_eq!(vm.pool.stats().in_use, 0);
+}
+
+/// A worker that does not answer within `foreach_thread`'s wait (10 s) makes the operation
+/// an error naming it (a table change would otherwise say Ok with that worker's copy
+/// unchanged, a read would lack its counts); once it answers again, operations succeed.
+#[test]
+fn a_worker_that_does_not_answer_is_an_error() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let a = common::runtime_with_workers(1);
+    let (mut vm, t) = (a.vm, a.cli);
+    let file = std::env::temp_dir().join(format!("p4speed-stuck-{}.p4", std::process::id()));
+    std::fs::write(&file, TWO_TS).unwrap();
+    let r = t.execute(&mut vm, &format!("p4 load {} name d", file.display()));
+    std::fs::remove_file(&file).unwrap();
+    r.unwrap();
+    let nodes = sluice_p4::control::program(&mut vm, "d")
+        .unwrap()
+        .nodes
+        .clone();
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let g2 = gate.clone();
+    // The worker waits for the gate (at most 30 s), past the 10 s the fold is given.
+    let fold = move |_: &mut (), thread: usize, _: &mut sluice_p4::node::NodeState| {
+        if thread == 0 {
+            return;
+        }
+        let (m, cv) = &*g2;
+        let open = m.lock().unwrap();
+        let wait = std::time::Duration::from_secs(30);
+        let _ = cv.wait_timeout_while(open, wait, |open| !*open).unwrap();
+    };
+    let r = sluice_p4::control::over_threads(&mut vm, nodes, (), fold, |_, _| ());
+    let e = r.expect_err("the worker did not answer");
+    assert!(
+        matches!(e, sluice_p4::error::P4Error::NoAnswer(ref v) if v == &[1]),
+        "{e:?}"
+    );
+    assert_eq!(sluice_p4::api::retval(&e), sluice_api::Retval::SystemError);
+    assert!(
+        e.to_string().starts_with("thread(s) 1 did not answer"),
+        "{e}"
+    );
+    let (m, cv) = &*gate;
+    *m.lock().unwrap() = true;
+    cv.notify_all();
+    // The worker answers again: a table change reaches every thread.
+    let v = t.execute(&mut vm, "p4 table add d I.t fwd key 1 param 2");
+    assert_eq!(v.unwrap(), "entry 0");
     vm.stop_workers();
     assert_eq!(vm.pool.stats().in_use, 0);
 }

@@ -137,7 +137,7 @@ impl Prog {
                     _ => {
                         { // table u
                             let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
-                            let id = t.lookup64((s.m1));
+                            let id = t.lookup_direct((s.m1));
                             let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
                             match act {
@@ -257,7 +257,7 @@ impl Prog {
                     _ => {
                         { // table u
                             let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
-                            let id = t.lookup64((s.m1));
+                            let id = t.lookup_direct((s.m1));
                             let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                             let act = e.action;
                             match act {

@@ -221,6 +221,7 @@ impl Prog {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
+        let mut c0m = [Memo::default(); CHAIN];
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
@@ -228,6 +229,7 @@ impl Prog {
                     let id = t.lookup64((rd::<4>(d, s.valid & 2 != 0, 30, 0, 0xffffffff)));
                     c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    c0m = e.memo;
                     let act = e.action;
                     match act {
                         2 => {
@@ -251,7 +253,7 @@ impl Prog {
                     }
                 }
                 { // table forward
-                    let id = chained(&mut ts.tables, 0, c0, 0, 1, (s.m0));
+                    let id = chained(&mut ts.tables, 0, c0, &c0m[0], 0, 1, (s.m0));
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
@@ -280,7 +282,7 @@ impl Prog {
             'egress: {
                 { // table send_frame
                     let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
-                    let id = t.lookup64((s.m3));
+                    let id = t.lookup_direct((s.m3));
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
@@ -318,6 +320,7 @@ impl Prog {
         let s = &mut Self::init(inport, plen, now);
         Self::parse(ts, sh, s, d);
         let mut c0: Option<u32> = None;
+        let mut c0m = [Memo::default(); CHAIN];
         'ingress: {
             if (((((((s.valid >> 1 & 1)) != 0 && (((s.m14) == (0)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 14, 0, 0xf)) == (5)) as u64) != 0) as u64) != 0 && (((rd::<1>(d, s.valid & 2 != 0, 22, 0, 0xff)) > (1)) as u64) != 0) as u64 != 0 {
                 { // table ipv4_lpm
@@ -325,6 +328,7 @@ impl Prog {
                     let id = pre;
                     c0 = id;
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
+                    c0m = e.memo;
                     let act = e.action;
                     match act {
                         2 => {
@@ -348,7 +352,7 @@ impl Prog {
                     }
                 }
                 { // table forward
-                    let id = chained(&mut ts.tables, 0, c0, 0, 1, (s.m0));
+                    let id = chained(&mut ts.tables, 0, c0, &c0m[0], 0, 1, (s.m0));
                     let Some(t) = ts.tables.get_mut(1) else { s.dead = true; break 'ingress; };
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
@@ -377,7 +381,7 @@ impl Prog {
             'egress: {
                 { // table send_frame
                     let Some(t) = ts.tables.get_mut(2) else { s.dead = true; break 'egress; };
-                    let id = t.lookup64((s.m3));
+                    let id = t.lookup_direct((s.m3));
                     let e = match id { Some(x) => { t.recs.get(x as usize).unwrap_or(&t.default) } None => { t.miss[0] += 1; t.miss[1] += s.plen; &t.default } };
                     let act = e.action;
                     match act {
@@ -465,7 +469,7 @@ impl Generated for Prog {
         }
         if k + 1 < 2 { return (None, s.pe); }
         Self::tm(s);
-        let id = ts.tables.get(2).and_then(|t| t.lookup64(Self::key2(s, d)));
+        let id = ts.tables.get(2).and_then(|t| t.lookup_direct(Self::key2(s, d)));
         Self::ph2(ts, sh, s, d, id);
         let (o, pe) = Self::fin(ts, sh, s, d);
         (Some(o), pe)
