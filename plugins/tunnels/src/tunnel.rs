@@ -11,7 +11,10 @@
 //! routes, ARP/ND, bridge domains and `show interface` work on tunnels as on any other
 //! interface.
 //!
-//! # `<proto>4-encap` / `<proto>6-encap` (one generic node, [`Encap`])
+//! # `<proto>4-encap` / `<proto>6-encap` (one generic frame node, [`Encap`])
+//! A frame at a time: packet `i + ENCAP_AHEAD`'s tunnel entry is prefetched while packet
+//! `i` is encapsulated (its buffer header twice as far ahead), once per run of packets
+//! to one tunnel.
 //! - uses: `tx_if` (the tunnel); the inner frame at `current_data`.
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
@@ -37,10 +40,11 @@
 //!   equal to the previous packet's (across frames too) is not looked up again. (2) look
 //!   the new keys up together ([`DecapTable::lookup_frame`]: the digest index with the
 //!   64-byte entries prefetched, then the keys confirmed with each hit's rx counters row
-//!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
-//!   overlap). (3) finish:
+//!   and, unless its frames go straight to `l2-input`, interface record prefetched, so
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
-//!   mode goes straight to `l2-input` instead, [`l2_mode`] once per tunnel per frame and
+//!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
+//!   [`l2_mode`] once per tunnel per frame and
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -64,8 +68,7 @@ use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
-use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
-use sluice_vnet::devices::linux::SwTable;
+use sluice_graph::{CounterDesc, CounterId, Cx, Next, TraceRecord};
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
@@ -283,11 +286,97 @@ impl TraceRecord for EncapTrace {
     }
 }
 
-/// The encap node (one instance per thread and per protocol/family).
+/// The encap node (one instance per thread and per protocol/family): a frame at a time,
+/// each packet's tunnel entry prefetched [`ENCAP_AHEAD`] packets before it is
+/// encapsulated (with thousands of tunnels each packet's entry is a cache miss).
 #[derive(Default)]
 pub struct Encap {
     /// By tunnel `sw_if_index`.
-    pub table: SwTable<EncapEntry>,
+    pub table: EncapTable,
+}
+
+/// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
+/// is prefetched twice as far ahead, so that reading its `tx_if` does not stall).
+pub const ENCAP_AHEAD: usize = 4;
+
+/// The encap entries by tunnel `sw_if_index`.
+#[derive(Default)]
+pub struct EncapTable {
+    slots: Vec<Option<EncapEntry>>,
+}
+
+impl EncapTable {
+    /// Sets (or with `None` clears) the entry of tunnel interface `sw`.
+    pub fn set(&mut self, sw: u32, v: Option<EncapEntry>) {
+        let i = sw as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = v;
+    }
+    /// The entry of tunnel interface `sw`.
+    #[inline(always)]
+    pub fn get(&self, sw: u32) -> Option<&EncapEntry> {
+        self.slots.get(sw as usize).and_then(Option::as_ref)
+    }
+    /// Hints the CPU to fetch the entry of `sw` (every line of it; nothing for an index
+    /// beyond the table).
+    #[inline(always)]
+    fn prefetch(&self, sw: u32) {
+        const SIZE: usize = std::mem::size_of::<Option<EncapEntry>>();
+        if (sw as usize) < self.slots.len() {
+            let p = self.slots.as_ptr().wrapping_add(sw as usize).cast::<u8>();
+            let mut o = 0;
+            while o < SIZE {
+                sluice_infra::prefetch(p.wrapping_add(o));
+                o += 64;
+            }
+            sluice_infra::prefetch(p.wrapping_add(SIZE - 1));
+        }
+    }
+}
+
+impl sluice_graph::NodeFn for Encap {
+    #[inline]
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        use sluice_graph::{FrameScratch, SCRATCH_AHEAD};
+        let arena = cx.arena();
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
+        // The tunnel of the last packet whose entry was prefetched (a run of packets to
+        // one tunnel prefetches it once).
+        let mut fetched = u32::MAX;
+        let mut fetch = |table: &EncapTable, j: usize| {
+            if let Some(&bj) = frame.get(j) {
+                // SAFETY: the dispatcher hands this node every index of `frame`, each
+                // once; this view of packet `j` only reads its header and ends here.
+                let sw = unsafe { arena.buffer_at(addrs, j, bj) }.hdr.tx_if;
+                if sw != fetched {
+                    fetched = sw;
+                    table.prefetch(sw);
+                }
+            }
+        };
+        for i in 0..ENCAP_AHEAD.min(n) {
+            fetch(&self.table, i);
+        }
+        for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
+            addrs.prefetch(i + 2 * ENCAP_AHEAD, true);
+            fetch(&self.table, i + ENCAP_AHEAD);
+            // SAFETY: as above; the view of packet `i` lives for this iteration only.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = self.process_one(cx, &mut b).0;
+        }
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
+    }
+    fn as_any(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 /// The IP protocol / IPv6 next header of an L3 payload, from its version nibble.
@@ -329,7 +418,8 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     }
 }
 
-impl PacketNode for Encap {
+impl Encap {
+    /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc.
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use EncapCounter as c;
@@ -2055,14 +2145,12 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
 
 /// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).
 pub fn register_encap(b: &mut sluice_graph::GraphBuilder, v4: &str, v6: &str) {
-    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    use sluice_graph::{NodeKind, NodeRegistration};
     for (name, ip6) in [(v4, false), (v6, true)] {
         b.register(
-            NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(PerPacket::new(Encap::default()))
-            })
-            .nexts(if ip6 { &ENCAP_NAMES6 } else { EncapNext::NAMES })
-            .counters(EncapCounter::DESCS),
+            NodeRegistration::new(name, NodeKind::Internal, |_| Box::new(Encap::default()))
+                .nexts(if ip6 { &ENCAP_NAMES6 } else { EncapNext::NAMES })
+                .counters(EncapCounter::DESCS),
         );
     }
 }

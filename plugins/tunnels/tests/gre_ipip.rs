@@ -103,7 +103,15 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
             under(v6_under, false, 47, &gb4, pg0),
             under(v6_under, false, 47, &gb6, pg0),
         ];
+        let eth0 = vectors(&vm, "ethernet-input");
         let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        // The inner packets go from gre-input straight to ip4-input/ip6-input: only the
+        // outer frames pass ethernet-input.
+        assert_eq!(
+            vectors(&vm, "ethernet-input") - eth0,
+            2,
+            "the outer frames only"
+        );
         assert_eq!(got.len(), 2);
         assert_eq!(&got[0][14 + 12..14 + 20], &b4[12..20]);
         assert_eq!(got[0][14 + 8], 63);
@@ -250,7 +258,15 @@ fn ipip_all_four_combinations() {
             under(v6_under, false, 4, &b6, pg0),
             under(v6_under, false, 41, &[], pg0),
         ];
+        let eth0 = vectors(&vm, "ethernet-input");
         let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        // Decapsulated straight to ip4-input/ip6-input: ethernet-input sees the four
+        // outer frames only.
+        assert_eq!(
+            vectors(&vm, "ethernet-input") - eth0,
+            4,
+            "the outer frames only"
+        );
         assert_eq!(got.len(), 2, "v6 underlay: {v6_under}");
         assert_eq!(
             &got[0][14 + 12..],
