@@ -226,6 +226,44 @@ pub struct Interfaces {
     pub counter_table: Arc<IfCounterTable>,
     /// Driver name -> its `show hardware-interfaces` detail lines.
     pub hw_details: Vec<(&'static str, HwDetailFn)>,
+    /// Called after an interface's admin state, L2 mode or input redirect changes
+    /// ([`on_change`]).
+    change_hooks: Vec<IfChangeFn>,
+}
+
+/// What changed on an interface ([`on_change`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IfChange {
+    /// `set interface state` (VPP's `VNET_SW_INTERFACE_ADMIN_UP_DOWN_FUNCTION`).
+    AdminState,
+    /// `set interface l2 bridge|xconnect`, `set interface l3`: the [`IfAttr`] fields
+    /// `l2_xc` and `l2_bd`.
+    L2Mode,
+    /// [`set_rx_redirect`].
+    RxRedirect,
+}
+
+/// A hook called on the main thread after interface `sw`'s [`IfChange`] has been
+/// published to [`IfAttr`] (so reading the record gives the new state).
+pub type IfChangeFn = fn(&mut Vlib, SwIfIndex, IfChange);
+
+/// Registers `f` to be called after every interface's admin state, L2 mode or input
+/// redirect changes: for a plugin that keeps a copy of those in its own per-thread tables
+/// (a tunnel decap entry), as VPP's admin-up/down and L2 mode callbacks. Registering the
+/// same function twice calls it once.
+pub fn on_change(vm: &mut Vlib, f: IfChangeFn) {
+    let hooks = &mut vm.ext_mut::<Interfaces>().change_hooks;
+    if !hooks.iter().any(|&h| h as usize == f as usize) {
+        hooks.push(f);
+    }
+}
+
+/// Calls the [`on_change`] hooks for interface `sw`.
+pub fn changed(vm: &mut Vlib, sw: SwIfIndex, what: IfChange) {
+    let hooks = vm.ext_mut::<Interfaces>().change_hooks.clone();
+    for h in hooks {
+        h(vm, sw, what);
+    }
 }
 
 impl Interfaces {
@@ -465,7 +503,9 @@ pub fn set_rx_redirect(vm: &mut Vlib, sw_if: SwIfIndex, node: Option<NodeIndex>)
     with_if_attr(vm, sw_if.0, |x| {
         x.rx_redirect.store(v, std::sync::atomic::Ordering::Relaxed)
     })
-    .ok_or(VnetError::NoSuchInterface(sw_if.0))
+    .ok_or(VnetError::NoSuchInterface(sw_if.0))?;
+    changed(vm, sw_if, IfChange::RxRedirect);
+    Ok(())
 }
 
 /// Marks `sw_if` as having a host stack behind `punt` (linux-cp; see
@@ -589,6 +629,7 @@ pub fn set_admin_state(vm: &mut Vlib, sw: SwIfIndex, up: bool) -> VnetResult {
     }
     crate::output::set_up(vm, sw, up);
     sync_rx_flags(vm, sw);
+    changed(vm, sw, IfChange::AdminState);
     Ok(())
 }
 
@@ -641,7 +682,9 @@ pub fn set_xconnect(vm: &mut Vlib, a: SwIfIndex, b: SwIfIndex) -> VnetResult {
     }
     crate::l2::leave_bridge(vm, a);
     with_if_attr(vm, a.0, |x| x.l2_xc.store(b.0 + 1, Ordering::Relaxed))
-        .ok_or_else(|| VnetError::Full("interface table full".into()))
+        .ok_or_else(|| VnetError::Full("interface table full".into()))?;
+    changed(vm, a, IfChange::L2Mode);
+    Ok(())
 }
 
 /// `set interface l3 <if>`: back to routed mode (leaves a bridge or cross-connect).
@@ -649,6 +692,7 @@ pub fn set_l3(vm: &mut Vlib, a: SwIfIndex) -> VnetResult {
     check(vm, a)?;
     crate::l2::leave_bridge(vm, a);
     with_if_attr(vm, a.0, |x| x.l2_xc.store(0, Ordering::Relaxed));
+    changed(vm, a, IfChange::L2Mode);
     Ok(())
 }
 

@@ -279,6 +279,21 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
         // The GTP-U header must be in the first buffer; the payload may be chained.
         let g = &d[ipl + 8..];
         let glen = ulen - 8;
+        // The common case first: a G-PDU with no optional fields (flags 0x30: version 1,
+        // GTP, no E/S/PN) and the right length, one compare of the first word.
+        if let Some(h) = g.first_chunk::<8>() {
+            let w = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+            if w == 0x30ff_0000 | ((glen as u32).wrapping_sub(8) & 0xffff) {
+                let key = DecapKey {
+                    fib: b.hdr.ip.fib_index,
+                    key: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+                    sub: 0,
+                    src,
+                    dst,
+                };
+                return Ok((key, (ipl as u16, (ipl + 16) as u16)));
+            }
+        }
         let parsed = if g.len() == glen {
             parse(g)
         } else {
@@ -384,7 +399,7 @@ impl<const V6: bool> DecapProto for GtpuInput<V6> {
     ) -> Result<Next, GtpCounter> {
         let off = off as usize;
         let d = b.data();
-        if e.l2 {
+        if e.l2() {
             // Ethernet inside: to `ethernet-input` on the tunnel interface (bridged or
             // routed), as VXLAN.
             if d.len() < off + 14 {

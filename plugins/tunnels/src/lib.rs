@@ -111,6 +111,9 @@ impl Plugin for TunnelPlugin {
     fn init(&self, vm: &mut Vlib) -> Result<(), String> {
         // The interface driver name is the plugin name (`show hardware-interfaces`).
         sluice_vnet::runconf::register_creator(vm, self.name, self.creator);
+        // The decap entries keep their interface's L2 mode (`tunnel::if_changed`; one
+        // registration for all the tunnel plugins).
+        sluice_vnet::interface::on_change(vm, tunnel::if_changed);
         if let Some(f) = self.implied_xconnect {
             sluice_vnet::runconf::register_implied_xconnect(vm, self.name, f);
         }

@@ -1575,7 +1575,7 @@ pub fn implied_xconnect(vm: &mut Vlib, rx: SwIfIndex, peer: SwIfIndex) -> bool {
 pub fn register(b: &mut GraphBuilder) {
     b.register(
         NodeRegistration::new(ENCAP, NodeKind::Internal, |_| {
-            Box::new(PerPacket::new(tunnel::Encap::default()))
+            Box::new(tunnel::Encap::default())
         })
         .nexts(&tunnel::ENCAP_NAMES6)
         .counters(tunnel::EncapCounter::DESCS),

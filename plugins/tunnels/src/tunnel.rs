@@ -11,7 +11,10 @@
 //! routes, ARP/ND, bridge domains and `show interface` work on tunnels as on any other
 //! interface.
 //!
-//! # `<proto>4-encap` / `<proto>6-encap` (one generic node, [`Encap`])
+//! # `<proto>4-encap` / `<proto>6-encap` (one generic frame node, [`Encap`])
+//! A frame at a time: packet `i + ENCAP_AHEAD`'s tunnel entry is prefetched while packet
+//! `i` is encapsulated (its buffer header twice as far ahead), once per run of packets
+//! to one tunnel.
 //! - uses: `tx_if` (the tunnel); the inner frame at `current_data`.
 //! - sets: prepends the tunnel's rewrite into the headroom and fills its lengths (and the
 //!   IPv4 header checksum, VXLAN's UDP source port from the inner flow hash, IPv6 UDP
@@ -37,10 +40,11 @@
 //!   equal to the previous packet's (across frames too) is not looked up again. (2) look
 //!   the new keys up together ([`DecapTable::lookup_frame`]: the digest index with the
 //!   64-byte entries prefetched, then the keys confirmed with each hit's rx counters row
-//!   and interface record prefetched, so with thousands of tunnels a frame's cache misses
-//!   overlap). (3) finish:
+//!   and, unless its frames go straight to `l2-input`, interface record prefetched, so
+//!   with thousands of tunnels a frame's cache misses overlap). (3) finish:
 //!   a hit is decapsulated by `P::finish` (a frame for `ethernet-input` of a tunnel in L2
-//!   mode goes straight to `l2-input` instead, [`l2_mode`] once per tunnel per frame and
+//!   mode — kept in its entry, [`DecapEntry::mode`] — goes straight to `l2-input` instead,
+//!   [`l2_mode`] once per tunnel per frame and
 //!   [`l2_direct`] per packet, for protocols with [`DecapProto::L2_DIRECT`]); a miss goes
 //!   to `P::miss` (drop as `no_such_tunnel`; GTP-U answers an Error Indication).
 //! - sets: on decap, strips the outer headers ([`decap_to`]; an IP payload gets a 14-byte
@@ -64,8 +68,7 @@ use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_graph::stats::Counter;
 use sluice_graph::FRAME_SIZE;
-use sluice_graph::{CounterDesc, CounterId, Cx, Next, PacketNode, TraceRecord};
-use sluice_vnet::devices::linux::SwTable;
+use sluice_graph::{CounterDesc, CounterId, Cx, Next, TraceRecord};
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::interface::{IfAttr, IfAttrTable, IfAttrs, IfCounters};
 use sluice_wire::checksum;
@@ -283,11 +286,97 @@ impl TraceRecord for EncapTrace {
     }
 }
 
-/// The encap node (one instance per thread and per protocol/family).
+/// The encap node (one instance per thread and per protocol/family): a frame at a time,
+/// each packet's tunnel entry prefetched [`ENCAP_AHEAD`] packets before it is
+/// encapsulated (with thousands of tunnels each packet's entry is a cache miss).
 #[derive(Default)]
 pub struct Encap {
     /// By tunnel `sw_if_index`.
-    pub table: SwTable<EncapEntry>,
+    pub table: EncapTable,
+}
+
+/// How many packets ahead [`Encap`] prefetches a packet's tunnel entry (its buffer header
+/// is prefetched twice as far ahead, so that reading its `tx_if` does not stall).
+pub const ENCAP_AHEAD: usize = 4;
+
+/// The encap entries by tunnel `sw_if_index`.
+#[derive(Default)]
+pub struct EncapTable {
+    slots: Vec<Option<EncapEntry>>,
+}
+
+impl EncapTable {
+    /// Sets (or with `None` clears) the entry of tunnel interface `sw`.
+    pub fn set(&mut self, sw: u32, v: Option<EncapEntry>) {
+        let i = sw as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = v;
+    }
+    /// The entry of tunnel interface `sw`.
+    #[inline(always)]
+    pub fn get(&self, sw: u32) -> Option<&EncapEntry> {
+        self.slots.get(sw as usize).and_then(Option::as_ref)
+    }
+    /// Hints the CPU to fetch the entry of `sw` (every line of it; nothing for an index
+    /// beyond the table).
+    #[inline(always)]
+    fn prefetch(&self, sw: u32) {
+        const SIZE: usize = std::mem::size_of::<Option<EncapEntry>>();
+        if (sw as usize) < self.slots.len() {
+            let p = self.slots.as_ptr().wrapping_add(sw as usize).cast::<u8>();
+            let mut o = 0;
+            while o < SIZE {
+                sluice_infra::prefetch(p.wrapping_add(o));
+                o += 64;
+            }
+            sluice_infra::prefetch(p.wrapping_add(SIZE - 1));
+        }
+    }
+}
+
+impl sluice_graph::NodeFn for Encap {
+    #[inline]
+    fn frame(&mut self, cx: &mut Cx, frame: &[BufIdx]) {
+        use sluice_graph::{FrameScratch, SCRATCH_AHEAD};
+        let arena = cx.arena();
+        let n = frame.len().min(FRAME_SIZE);
+        let frame = &frame[..n];
+        let mut s = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *s;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
+        // The tunnel of the last packet whose entry was prefetched (a run of packets to
+        // one tunnel prefetches it once).
+        let mut fetched = u32::MAX;
+        let mut fetch = |table: &EncapTable, j: usize| {
+            if let Some(&bj) = frame.get(j) {
+                // SAFETY: the dispatcher hands this node every index of `frame`, each
+                // once; this view of packet `j` only reads its header and ends here.
+                let sw = unsafe { arena.buffer_at(addrs, j, bj) }.hdr.tx_if;
+                if sw != fetched {
+                    fetched = sw;
+                    table.prefetch(sw);
+                }
+            }
+        };
+        for i in 0..ENCAP_AHEAD.min(n) {
+            fetch(&self.table, i);
+        }
+        for (i, (next, &bi)) in nexts[..n].iter_mut().zip(frame).enumerate() {
+            addrs.prefetch(i + 2 * ENCAP_AHEAD, true);
+            fetch(&self.table, i + ENCAP_AHEAD);
+            // SAFETY: as above; the view of packet `i` lives for this iteration only.
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            *next = self.process_one(cx, &mut b).0;
+        }
+        cx.enqueue_to_next(frame, &s.nexts[..n]);
+        cx.put_frame_scratch(s);
+    }
+    fn as_any(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 /// The IP protocol / IPv6 next header of an L3 payload, from its version nibble.
@@ -329,7 +418,8 @@ fn copy_rewrite(h: &mut [u8], rw: &[u8; MAX_REWRITE]) {
     }
 }
 
-impl PacketNode for Encap {
+impl Encap {
+    /// Encapsulates packet `b` for its tunnel (`tx_if`): its next arc.
     #[inline(always)]
     fn process_one(&mut self, cx: &mut Cx, b: &mut Buffer<'_>) -> Next {
         use EncapCounter as c;
@@ -508,10 +598,12 @@ pub struct DecapSpec {
     pub mac: [u8; 6],
     /// Ethernet inside.
     pub l2: bool,
+    /// The tunnel interface's L2 mode ([`if_mode`]; updated by [`DecapTable::set_mode`]).
+    pub mode: L2Mode,
 }
 
 impl DecapSpec {
-    /// The tunnel of interface `sw_if`.
+    /// The tunnel of interface `sw_if` (mode [`L2Mode::Ethernet`]).
     pub fn new(sw_if: u32, next: Next, counters: Arc<IfCounters>, mac: [u8; 6], l2: bool) -> Self {
         DecapSpec {
             sw_if,
@@ -519,6 +611,7 @@ impl DecapSpec {
             counters,
             mac,
             l2,
+            mode: L2Mode::Ethernet,
         }
     }
 }
@@ -553,7 +646,8 @@ impl RxRow {
 
 /// What a decap hit yields: one cache line, the tunnel's full decap key (a hit in the
 /// table's digest index is confirmed against it) beside what the packet needs, among it
-/// this thread's row of the tunnel's counters.
+/// this thread's row of the tunnel's counters and the tunnel interface's L2 mode (so an
+/// L2 decap needs no read of the interface's record: [`DecapEntry::mode`]).
 #[repr(C, align(64))]
 pub struct DecapEntry {
     /// The key, as [`key_words`] packs it (set by [`DecapTable::insert`]).
@@ -564,18 +658,54 @@ pub struct DecapEntry {
     pub sw_if: u32,
     /// Where the inner packet goes.
     pub next: Next,
+    /// The L2 mode's value: the cross-connect peer or the bridge domain (see `bits`).
+    mode: u16,
     /// The tunnel interface's MAC (destination of the Ethernet header an L3 decap puts in
     /// front of the inner packet for `ethernet-input`).
     pub mac: [u8; 6],
     /// The key's sub-type.
     sub: u8,
-    /// Ethernet inside (for protocols that carry either: GTP-U).
-    pub l2: bool,
+    /// Bit 0: Ethernet inside; bits 1–2: the L2 mode ([`MODE_XC`], [`MODE_BD`]; 0:
+    /// [`L2Mode::Ethernet`]).
+    bits: u8,
+}
+
+/// [`DecapEntry`]'s `bits`: Ethernet inside.
+const BIT_L2: u8 = 1;
+/// [`DecapEntry`]'s `bits`: cross-connected to `mode`.
+const MODE_XC: u8 = 2;
+/// [`DecapEntry`]'s `bits`: in bridge domain `mode`.
+const MODE_BD: u8 = 4;
+
+/// `m` as [`DecapEntry`]'s (`mode`, `bits`): a peer beyond `u16` is kept as
+/// [`L2Mode::Ethernet`] (through `ethernet-input`, which reads the peer itself).
+fn pack_mode(m: L2Mode) -> (u16, u8) {
+    match m {
+        L2Mode::Xconnect(p) => u16::try_from(p).map_or((0, 0), |p| (p, MODE_XC)),
+        L2Mode::Bridge(bd) => (bd, MODE_BD),
+        L2Mode::Ethernet => (0, 0),
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Option<DecapEntry>>() == 64);
 
 impl DecapEntry {
+    /// Ethernet inside (for protocols that carry either: GTP-U).
+    #[inline(always)]
+    pub fn l2(&self) -> bool {
+        self.bits & BIT_L2 != 0
+    }
+    /// The tunnel interface's L2 mode as the control plane last published it
+    /// ([`if_mode`]: admin state, cross-connect or bridge, input redirect; not its
+    /// `l2-input` features, which [`l2_mode`] checks).
+    #[inline(always)]
+    pub fn mode(&self) -> L2Mode {
+        match self.bits & (MODE_XC | MODE_BD) {
+            MODE_XC => L2Mode::Xconnect(self.mode as u32),
+            MODE_BD => L2Mode::Bridge(self.mode),
+            _ => L2Mode::Ethernet,
+        }
+    }
     /// Adds a received packet of `bytes` bytes to the tunnel's counters.
     #[inline(always)]
     fn count_rx(&self, bytes: u64) {
@@ -690,17 +820,30 @@ impl DecapTable {
         // The caller keeps digests unique across tunnels: only `idx` itself may hold `d`.
         debug_assert!(self.index.get(&d).is_none_or(|&o| o == idx));
         self.index.insert(d, idx);
+        let (mode, bits) = pack_mode(e.mode);
         self.entries[i] = Some(DecapEntry {
             words: key_words(&k),
             rx,
             sw_if: e.sw_if,
             next: e.next,
+            mode,
             mac: e.mac,
             sub: k.sub,
-            l2: e.l2,
+            bits: bits | if e.l2 { BIT_L2 } else { 0 },
         });
         self.keep[i] = Some(e.counters.clone());
         Ok(())
+    }
+    /// Sets tunnel `idx`'s L2 mode (of interface `sw_if`: an index holding another
+    /// tunnel is left alone).
+    pub fn set_mode(&mut self, idx: u32, sw_if: u32, m: L2Mode) {
+        if let Some(Some(e)) = self.entries.get_mut(idx as usize) {
+            if e.sw_if == sw_if {
+                let (mode, bits) = pack_mode(m);
+                e.mode = mode;
+                e.bits = (e.bits & BIT_L2) | bits;
+            }
+        }
     }
     /// The interface table whose records [`DecapTable::lookup_frame`] prefetches, and
     /// the feature table with `ethernet-input`'s slot ([`l2_direct`]).
@@ -713,17 +856,15 @@ impl DecapTable {
     pub fn l2_tables(&self) -> Option<L2Tables<'_>> {
         let (features, slot) = self.l2_features.as_ref()?;
         Some(L2Tables {
-            ifs: self.if_attrs.as_deref()?,
             features,
             slot: *slot,
         })
     }
 }
 
-/// The interface records and `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
+/// `ethernet-input`'s `l2-input` arc features, for [`l2_mode`].
 #[derive(Clone, Copy)]
 pub struct L2Tables<'a> {
-    ifs: &'a [IfAttr],
     features: &'a FeatureNext,
     slot: usize,
 }
@@ -740,30 +881,38 @@ pub enum L2Mode {
     Bridge(u16),
 }
 
-/// Tunnel `sw_if`'s [`L2Mode`], from its record in `t.ifs` (the record
-/// [`DecapTable::lookup_frame`] prefetched; the same atomics `ethernet-input` reads) and
-/// its `l2-input` features. The decap node computes it once per tunnel per frame (for
-/// a packet whose tunnel differs from the one before), so a change applies from the next
-/// frame, as in `ethernet-input`, which caches the rx interface's record per frame too.
-#[inline]
-pub fn l2_mode(t: L2Tables<'_>, sw_if: u32) -> L2Mode {
+/// An interface's [`L2Mode`] from its record (what `ethernet-input` reads: admin state,
+/// cross-connect, bridge domain, input redirect), without its `l2-input` features. The
+/// control plane keeps it in the tunnel's decap entries ([`DecapEntry::mode`]), through
+/// vnet's interface-change hook ([`if_changed`]).
+pub fn if_mode(a: &IfAttr) -> L2Mode {
     use std::sync::atomic::Ordering::Relaxed;
-    let a = sluice_vnet::interface::attr(t.ifs, sw_if);
     let (xc, bd) = (a.l2_xc.load(Relaxed), a.l2_bd.load(Relaxed));
     if xc | bd == 0 || !a.admin_up.load(Relaxed) || a.rx_redirect.load(Relaxed) != 0 {
-        return L2Mode::Ethernet;
-    }
-    // An `l2-input` feature on this tunnel (not on any interface): `ethernet-input`
-    // sends the frame to it.
-    const NONE: Next = Next(u16::MAX);
-    if t.features.any(t.slot) && t.features.next(t.slot, sw_if, NONE) != NONE {
-        return L2Mode::Ethernet;
-    }
-    if xc != 0 {
+        L2Mode::Ethernet
+    } else if xc != 0 {
         L2Mode::Xconnect(xc - 1)
     } else {
         L2Mode::Bridge(bd as u16)
     }
+}
+
+/// Tunnel `e`'s [`L2Mode`]: the mode its entry keeps ([`DecapEntry::mode`]) unless the
+/// tunnel has an `l2-input` feature (then `ethernet-input` sends the frame to it). The
+/// decap node computes it once per tunnel per frame (for a packet whose tunnel differs
+/// from the one before); the features are read only when some interface has one.
+#[inline]
+pub fn l2_mode(t: L2Tables<'_>, e: &DecapEntry) -> L2Mode {
+    let m = e.mode();
+    // An `l2-input` feature on this tunnel (not on any interface).
+    const NONE: Next = Next(u16::MAX);
+    if m != L2Mode::Ethernet
+        && t.features.any(t.slot)
+        && t.features.next(t.slot, e.sw_if, NONE) != NONE
+    {
+        return L2Mode::Ethernet;
+    }
+    m
 }
 
 /// Sends the decapsulated Ethernet frame `b` of a tunnel in mode `m` ([`l2_mode`])
@@ -872,8 +1021,10 @@ impl DecapTable {
     /// stage overlap: the digests' index lookups (independent of each other: the CPU runs
     /// them side by side) with the entries prefetched, then the keys confirmed and, for
     /// each hit, the entry's counters row (this thread's, which the entry points at) and
-    /// the tunnel's interface record prefetched (what `ethernet-input` reads next: with
-    /// many tunnels it would miss on each packet's record).
+    /// the tunnel's interface record prefetched (what `ethernet-input` or [`l3_mode`]
+    /// reads next: with many tunnels it would miss on each packet's record) — but not
+    /// when `l2_direct` (the node sends frames straight to `l2-input`) and the entry's
+    /// mode says its frames go there: then nothing reads the record.
     #[inline]
     pub fn lookup_frame(
         &self,
@@ -881,6 +1032,7 @@ impl DecapTable {
         todo: &[u16],
         scratch: &mut LookupScratch,
         out: &mut [u32],
+        l2_direct: bool,
     ) {
         let n = todo.len().min(scratch.found.len());
         let found = &mut scratch.found[..n];
@@ -897,7 +1049,8 @@ impl DecapTable {
             out[j as usize] = match self.entry(*f) {
                 Some(e) if e.is(&keys[j as usize]) => {
                     e.prefetch_rx();
-                    if let Some(a) = &self.if_attrs {
+                    let skip = l2_direct && e.mode() != L2Mode::Ethernet;
+                    if let Some(a) = self.if_attrs.as_ref().filter(|_| !skip) {
                         // A record may straddle two lines: its first and last bytes.
                         let r = sluice_vnet::interface::attr(a, e.sw_if) as *const IfAttr;
                         sluice_infra::prefetch(r);
@@ -991,6 +1144,8 @@ pub fn decap_to(b: &mut Buffer<'_>, n: usize, e: &DecapEntry) -> Next {
 /// `ip4-input`/`ip6-input` instead, with what `ethernet-input` would have set: the header
 /// written in the last 14 bytes of the outer headers and stripped (`l2.l2_hdr_offset`, for
 /// a punt), `ip.l3_hdr_offset`, `ip.fib_index` = the tunnel's table of that family.
+/// An `et` other than IPv4's or IPv6's goes through `ethernet-input`, which drops it as
+/// `unknown_ethertype` (the protocols pass only those two).
 #[inline(always)]
 pub fn decap_l3(
     b: &mut Buffer<'_>,
@@ -999,7 +1154,12 @@ pub fn decap_l3(
     et: u16,
     d: Option<L3Direct>,
 ) -> Next {
-    if let Some(d) = d {
+    let direct = d.and_then(|d| match et {
+        ethertype::IPV4 => Some((d.fibs[0], d.arcs.ip4)),
+        ethertype::IPV6 => Some((d.fibs[1], d.arcs.ip6)),
+        _ => None,
+    });
+    if let Some((fib, to)) = direct {
         if let Some(h) = b
             .data_mut()
             .get_mut(..n)
@@ -1012,10 +1172,6 @@ pub fn decap_l3(
             let l3 = b.hdr.current_data;
             b.hdr.l2.l2_hdr_offset = l3 - 14;
             b.hdr.ip.l3_hdr_offset = l3;
-            let (fib, to) = match et {
-                ethertype::IPV4 => (d.fibs[0], d.arcs.ip4),
-                _ => (d.fibs[1], d.arcs.ip6),
-            };
             b.hdr.ip.fib_index = fib;
             b.hdr.rx_if = e.sw_if;
             // What `ethernet-input` clears on the way it skips (the outer packet may have
@@ -1478,6 +1634,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
             &self.todo[..todo],
             &mut self.scratch,
             &mut self.res[..n],
+            P::L2_DIRECT.is_some(),
         );
         // Pass 3: finish.
         let mut last = self.last.map_or(MISS, |(_, r)| r);
@@ -1521,7 +1678,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                             if r != l3_of {
                                 l3_of = r;
                                 direct = l3_mode(ifs, e.sw_if)
-                                    .filter(|_| !e.l2 && e.next == arcs.eth)
+                                    .filter(|_| !e.l2() && e.next == arcs.eth)
                                     .map(|fibs| L3Direct { fibs, arcs });
                             }
                             direct.filter(|_| !b.hdr.is_traced())
@@ -1534,7 +1691,7 @@ impl<P: DecapProto> sluice_graph::NodeFn for DecapFrame<P> {
                             match l2 {
                                 Some((t, (eth, to))) if next == eth => {
                                     if r != mode_of {
-                                        (mode_of, mode) = (r, l2_mode(t, e.sw_if));
+                                        (mode_of, mode) = (r, l2_mode(t, e));
                                     }
                                     l2_direct(&mut b, mode, to).unwrap_or(next).0
                                 }
@@ -1844,7 +2001,9 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
             }
         }
     }
-    let de = DecapSpec::new(sw.0, next, counters, mac, !l3);
+    let mut de = DecapSpec::new(sw.0, next, counters, mac, !l3);
+    // Later changes come through `if_changed`.
+    de.mode = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
     let table_of = p.table_of[fam];
     let tidx = idx as u32;
     let if_attrs = vm.ext_mut::<IfAttrTable>().0.clone();
@@ -1891,6 +2050,41 @@ pub fn add(vm: &mut Vlib, p: &Proto, a: &AddArgs, rewrite: &[u8]) -> VnetResult<
     };
     vm.ext_mut::<Tunnels>().insert(p, t);
     Ok(sw)
+}
+
+/// The protocol of tunnels of kind `k` (None: not made by [`add`]).
+fn proto_of(k: Kind) -> Option<&'static Proto> {
+    match k {
+        Kind::Vxlan => Some(&crate::vxlan::PROTO),
+        Kind::Gre { .. } => Some(&crate::gre::PROTO),
+        Kind::Ipip => Some(&crate::ipip::PROTO),
+        Kind::Gtpu { .. } => Some(&crate::gtpu::PROTO),
+        Kind::Srv6 { .. } => None,
+    }
+}
+
+/// vnet's interface-change hook (`sluice_vnet::interface::on_change`, registered by every
+/// tunnel plugin): when a tunnel interface's admin state, L2 mode or input redirect
+/// changes, its decap entries on every thread take the new [`if_mode`], which the decap
+/// node then reads from the entry instead of the interface's record.
+pub fn if_changed(vm: &mut Vlib, sw: SwIfIndex, _what: sluice_vnet::interface::IfChange) {
+    let Some((idx, t)) = vm.ext_mut::<Tunnels>().by_sw_if(sw, |_| true) else {
+        return;
+    };
+    let Some(p) = proto_of(t.kind) else {
+        return;
+    };
+    let fam = t.src.is_ipv6() as usize;
+    let table_of = p.table_of[fam];
+    let Some(decap) = vm.registry.find(p.decap[fam]) else {
+        return;
+    };
+    let m = sluice_vnet::interface::with_if_attr(vm, sw.0, if_mode).unwrap_or(L2Mode::Ethernet);
+    vm.foreach_thread(move |tg| {
+        if let Some(tbl) = table_of(tg, decap) {
+            tbl.set_mode(idx as u32, sw.0, m);
+        }
+    });
 }
 
 /// Deletes the tunnel of kind class `p` with these endpoints and key (traffic may flow:
@@ -1951,14 +2145,12 @@ pub fn delete_index(vm: &mut Vlib, p: &Proto, idx: usize) {
 
 /// Registers a protocol's two encap nodes (IPv4 and IPv6 underlay).
 pub fn register_encap(b: &mut sluice_graph::GraphBuilder, v4: &str, v6: &str) {
-    use sluice_graph::{NodeKind, NodeRegistration, PerPacket};
+    use sluice_graph::{NodeKind, NodeRegistration};
     for (name, ip6) in [(v4, false), (v6, true)] {
         b.register(
-            NodeRegistration::new(name, NodeKind::Internal, |_| {
-                Box::new(PerPacket::new(Encap::default()))
-            })
-            .nexts(if ip6 { &ENCAP_NAMES6 } else { EncapNext::NAMES })
-            .counters(EncapCounter::DESCS),
+            NodeRegistration::new(name, NodeKind::Internal, |_| Box::new(Encap::default()))
+                .nexts(if ip6 { &ENCAP_NAMES6 } else { EncapNext::NAMES })
+                .counters(EncapCounter::DESCS),
         );
     }
 }
@@ -2005,7 +2197,7 @@ mod tests {
     fn frame(t: &DecapTable, keys: &[DecapKey]) -> Vec<u32> {
         let todo: Vec<u16> = (0..keys.len() as u16).collect();
         let mut out = vec![0; keys.len()];
-        t.lookup_frame(keys, &todo, &mut LookupScratch::default(), &mut out);
+        t.lookup_frame(keys, &todo, &mut LookupScratch::default(), &mut out, false);
         out
     }
 

@@ -21,8 +21,10 @@
 //!
 //! # `vxlan4-input` / `vxlan6-input` ([`VxlanInput`] in [`tunnel::DecapFrame`])
 //! A frame at a time: every packet parsed, the frame's keys looked up together (the
-//! entries prefetched, then each hit's counters row and interface record), then every
-//! packet decapsulated.
+//! entries prefetched, then each hit's counters row, and its interface record unless the
+//! frame goes to `l2-input`), then every packet decapsulated. The tunnel's L2 mode (up,
+//! cross-connect peer or bridge domain, no input redirect) is read from its decap entry,
+//! which vnet's interface-change hook keeps current ([`tunnel::if_changed`]).
 //! - uses: the outer IP header at `current_data` (validated by `ip4-input`/`ip6-input`,
 //!   dispatched by `ip4-local`/`ip6-local` for UDP port 4789); `ip.fib_index`.
 //! - sets: strips outer IP/UDP/VXLAN headers; `rx_if` = the tunnel; the tunnel's rx

@@ -103,7 +103,15 @@ fn gre_l3_routes_ip4_and_ip6_both_ways() {
             under(v6_under, false, 47, &gb4, pg0),
             under(v6_under, false, 47, &gb6, pg0),
         ];
+        let eth0 = vectors(&vm, "ethernet-input");
         let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        // The inner packets go from gre-input straight to ip4-input/ip6-input: only the
+        // outer frames pass ethernet-input.
+        assert_eq!(
+            vectors(&vm, "ethernet-input") - eth0,
+            2,
+            "the outer frames only"
+        );
         assert_eq!(got.len(), 2);
         assert_eq!(&got[0][14 + 12..14 + 20], &b4[12..20]);
         assert_eq!(got[0][14 + 8], 63);
@@ -250,7 +258,15 @@ fn ipip_all_four_combinations() {
             under(v6_under, false, 4, &b6, pg0),
             under(v6_under, false, 41, &[], pg0),
         ];
+        let eth0 = vectors(&vm, "ethernet-input");
         let got = run(&mut vm, &t, "pg0", "pg1", &frames, 2);
+        // Decapsulated straight to ip4-input/ip6-input: ethernet-input sees the four
+        // outer frames only.
+        assert_eq!(
+            vectors(&vm, "ethernet-input") - eth0,
+            4,
+            "the outer frames only"
+        );
         assert_eq!(got.len(), 2, "v6 underlay: {v6_under}");
         assert_eq!(
             &got[0][14 + 12..],
@@ -369,4 +385,46 @@ fn unicast_features_on_a_tunnel_see_its_decapsulated_packets() {
             assert_eq!(in_use(&vm), 0);
         }
     }
+}
+
+/// The direct L3 decap clears what `ethernet-input` would have cleared on the way it skips:
+/// an outer packet marked `L2_TO_BVI` (bridged to a BVI) or `LOCALLY_ORIGINATED` leaves
+/// `gre4-input` for `ip4-input` with neither flag, in the tunnel's table, `rx_if` the
+/// tunnel (node-level: `gre4-input` alone, its next nodes captured).
+#[test]
+fn direct_decap_clears_the_bvi_and_local_flags() {
+    use sluice_buffer::flags::{L2_TO_BVI, LOCALLY_ORIGINATED};
+    let plugins = sluice_tunnels::plugins();
+    let entries = sluice_vnet::plugin::PluginsConfig::default().entries(&plugins);
+    let mut t = sluice_vnet::testing::NodeTest::with_plugins(&entries, "gre4-input");
+    t.cli(
+        "create loopback interface
+         set interface state loop0 up
+         set interface ip address loop0 10.0.0.1/24
+         create gre tunnel src 10.0.0.1 dst 10.0.0.2
+         set interface state gre0 up
+         ip table add 7
+         set interface ip table gre0 7",
+    );
+    let gre0 = t.sw_if("gre0");
+    let inner = udp4([198, 51, 100, 7], [172, 16, 0, 2], 64);
+    let mut g = gre_hdr(0x0800, None);
+    g.extend_from_slice(&inner);
+    let outer = under(false, false, 47, &g, [0; 6])[14..].to_vec();
+    for f in [
+        L2_TO_BVI,
+        LOCALLY_ORIGINATED,
+        L2_TO_BVI | LOCALLY_ORIGINATED,
+    ] {
+        t.run_with(std::slice::from_ref(&outer), |h| h.flags |= f);
+    }
+    let got = t.arc("ip4-input");
+    assert_eq!(got.len(), 3, "{:?}", t.arc_counts());
+    for c in &got {
+        assert_eq!(c.hdr.flags & (L2_TO_BVI | LOCALLY_ORIGINATED), 0);
+        assert_eq!(c.hdr.rx_if, gre0);
+        assert_ne!(c.hdr.ip.fib_index, 0, "the tunnel's table 7");
+        assert_eq!(c.data, inner);
+    }
+    t.assert_no_leaks();
 }

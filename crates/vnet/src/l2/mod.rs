@@ -586,6 +586,7 @@ pub fn set_bridge(vm: &mut Vlib, i: SwIfIndex, bd: u32, bvi: bool, shg: u8) -> V
         x.l2_xc.store(0, Ordering::Relaxed);
         x.l2_bd.store(bd as u32, Ordering::Relaxed);
     });
+    crate::interface::changed(vm, i, crate::interface::IfChange::L2Mode);
     Ok(())
 }
 
@@ -595,6 +596,7 @@ pub fn leave_bridge(vm: &mut Vlib, i: SwIfIndex) {
         remove_member(vm, &c, i.0);
     }
     crate::interface::with_if_attr(vm, i.0, |x| x.l2_bd.store(0, Ordering::Relaxed));
+    crate::interface::changed(vm, i, crate::interface::IfChange::L2Mode);
 }
 
 /// VPP's `%=Ns`: `t` centred in `n` columns (the extra space on the right).

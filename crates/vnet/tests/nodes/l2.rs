@@ -103,3 +103,65 @@ fn unknown_bridge_and_runts_are_dropped() {
     t.assert_counters(&[("runt", 1), ("no_member", 1)]);
     t.assert_no_leaks();
 }
+
+/// The interface-change hook (`interface::on_change`) is called once per registered
+/// function after each admin-state, L2-mode and input-redirect change, with the record
+/// already holding the new state (what a plugin's copy is refreshed from).
+#[test]
+fn interface_change_hook_sees_each_change_after_it_is_published() {
+    use sluice_vnet::interface::{self, IfChange};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Mutex;
+    /// (interface, change, admin up, xconnect, bridge, redirect) as the record held them.
+    type Seen = (u32, IfChange, bool, u32, u32, u32);
+    static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+    fn hook(vm: &mut sluice_graph::Vlib, sw: sluice_vnet::SwIfIndex, what: IfChange) {
+        let r = interface::with_if_attr(vm, sw.0, |a| {
+            (
+                a.admin_up.load(Relaxed),
+                a.l2_xc.load(Relaxed),
+                a.l2_bd.load(Relaxed),
+                a.rx_redirect.load(Relaxed),
+            )
+        })
+        .unwrap();
+        SEEN.lock().unwrap().push((sw.0, what, r.0, r.1, r.2, r.3));
+    }
+    let mut t = NodeTest::new("ethernet-input");
+    t.cli(
+        "create loopback interface
+         create loopback interface",
+    );
+    let (a, b) = (t.sw_if("loop0"), t.sw_if("loop1"));
+    interface::on_change(&mut t.h.vm, hook);
+    interface::on_change(&mut t.h.vm, hook);
+    t.cli(
+        "set interface state loop0 up
+         set interface l2 xconnect loop0 loop1
+         set interface l2 bridge loop0 5
+         set interface l3 loop0",
+    );
+    let drop = t.h.vm.registry.find("error-drop").unwrap();
+    sluice_vnet::set_rx_redirect(&mut t.h.vm, sluice_vnet::SwIfIndex(a), Some(drop)).unwrap();
+    let seen = SEEN.lock().unwrap().clone();
+    let (x, bd) = (
+        b + 1,
+        seen.iter().find_map(|s| (s.4 != 0).then_some(s.4)).unwrap(),
+    );
+    use IfChange::*;
+    assert_eq!(
+        seen,
+        vec![
+            (a, AdminState, true, 0, 0, 0),
+            // xconnect: leaves any bridge (a change too), then the peer.
+            (a, L2Mode, true, 0, 0, 0),
+            (a, L2Mode, true, x, 0, 0),
+            (a, L2Mode, true, 0, bd, 0),
+            // l3: leaves the bridge, then the cross-connect.
+            (a, L2Mode, true, 0, 0, 0),
+            (a, L2Mode, true, 0, 0, 0),
+            (a, RxRedirect, true, 0, 0, seen[6].5),
+        ]
+    );
+    assert_ne!(seen[6].5, 0);
+}
