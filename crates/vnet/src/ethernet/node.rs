@@ -35,6 +35,8 @@
 //! The source MAC's group bit is in the same 8-byte load as the destination MAC, so the
 //! L3 fast path's one test (`w << MAC_SHIFT == cached_mac`, the 49 bits of our MAC and a
 //! clear source group bit: group bits clear and dst == our MAC) covers both.
+//! The EtherType is compared as loaded, against constants in the frame's byte order
+//! (`IPV4_NE`, ...): no byte swap on the fast path or the L2 path.
 //!
 //! VPP: `vnet/ethernet/node.c`.
 
@@ -74,8 +76,8 @@ pub struct EthernetInput {
     cached_redirect: u32,
     cached_promisc: bool,
     // An input redirect, admin-down or L2 mode: no frame of the interface takes the L3
-    // fast path.
-    cached_special: bool,
+    // fast path. All ones then, else 0: ORed with the packet's flags in one test.
+    cached_special: u32,
     // ... and the `l2-input` arc's next for it, while any interface has `l2-input` features
     // (per frame).
     l2_any: bool,
@@ -122,6 +124,13 @@ sluice_graph::counters! {
         OsiPunted => info("osi_punted", "OSI (IS-IS) frames punted to the host stack"),
     }
 }
+/// EtherTypes as a native-order load of the frame's two bytes holds them (compared without
+/// a byte swap on the fast path).
+const IPV4_NE: u16 = ethertype::IPV4.to_be();
+const IPV6_NE: u16 = ethertype::IPV6.to_be();
+const VLAN_NE: u16 = ethertype::VLAN.to_be();
+const QINQ_NE: u16 = ethertype::QINQ.to_be();
+const QINQ_9100_NE: u16 = QINQ_9100.to_be();
 /// `cached_redirect` of an admin-down interface: every frame is dropped.
 const RX_DOWN: u32 = u32::MAX;
 /// The destination MAC (bits 0..48, bit 0 its group bit) and the source MAC's group bit
@@ -164,10 +173,11 @@ impl TraceRecord for EthTrace {
 impl EthernetInput {
     /// A tagged frame: when its tags match a sub-interface of `rx_if`, pops them and
     /// classifies the frame again as received untagged on the sub-interface.
+    /// `et_ne`: the EtherType as loaded (see `IPV4_NE`).
     #[inline(always)]
-    fn sub_interface(&mut self, et: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
+    fn sub_interface(&mut self, et_ne: u16, cx: &mut Cx, b: &mut Buffer<'_>) -> Option<Next> {
         // No sub-interface first: one test for every frame of an interface without them.
-        if self.subs.is_empty() || !matches!(et, ethertype::VLAN | ethertype::QINQ | QINQ_9100) {
+        if self.subs.is_empty() || !matches!(et_ne, VLAN_NE | QINQ_NE | QINQ_9100_NE) {
             return None;
         }
         self.pop_and_reclassify(cx, b.reborrow())
@@ -248,7 +258,7 @@ impl EthernetInput {
             return None;
         }
         // Not for this interface's MAC: perhaps for an L2 sub-interface.
-        if let Some(n) = self.sub_interface(et, cx, &mut b) {
+        if let Some(n) = self.sub_interface(et.to_be(), cx, &mut b) {
             return Some(n);
         }
         if !self.cached_promisc {
@@ -269,7 +279,7 @@ impl EthernetInput {
                 Ok(EthNext::Arp.next())
             }
             ethertype::VLAN | ethertype::QINQ | QINQ_9100 => {
-                if let Some(n) = self.sub_interface(et, cx, &mut b) {
+                if let Some(n) = self.sub_interface(et.to_be(), cx, &mut b) {
                     return Err(n);
                 }
                 b.hdr.error = cx.error(EthCounter::Tagged);
@@ -327,12 +337,12 @@ impl EthernetInput {
             b.hdr.error = cx.error(EthCounter::Runt);
             return Some(EthNext::Drop.next());
         };
-        let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+        let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
         if b.hdr.is_traced() {
             let t = EthTrace {
                 dst: [h[0], h[1], h[2], h[3], h[4], h[5]],
                 src: [h[6], h[7], h[8], h[9], h[10], h[11]],
-                et,
+                et: u16::from_be(et_ne),
             };
             cx.trace(b, t);
         }
@@ -341,7 +351,7 @@ impl EthernetInput {
             // L2 interfaces, before switching: a sub-interface match wins over the parent's
             // mode.
             if self.cached_l2 != 0 || (self.cached_bd != 0 && b.hdr.flags & L2_TO_BVI == 0) {
-                if let Some(n) = self.sub_interface(et, cx, b) {
+                if let Some(n) = self.sub_interface(et_ne, cx, b) {
                     return Some(n);
                 }
             }
@@ -404,7 +414,11 @@ impl PacketNode for EthernetInput {
                 RX_DOWN
             };
             self.cached_promisc = a.promisc.load(Ordering::Relaxed);
-            self.cached_special = self.cached_redirect != 0 || self.cached_l2_mode;
+            self.cached_special = if self.cached_redirect != 0 || self.cached_l2_mode {
+                u32::MAX
+            } else {
+                0
+            };
             self.cached_fib = [
                 a.fib4.load(Ordering::Relaxed),
                 a.fib6.load(Ordering::Relaxed),
@@ -420,7 +434,7 @@ impl PacketNode for EthernetInput {
         // L2 interface, a traced packet, a BVI or locally built one) goes through `special`
         // first, which finishes it or clears its flags for the L3 path.
         let f = b.hdr.flags;
-        if self.cached_special | (f & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED) != 0) {
+        if self.cached_special | (f & (TRACED | L2_TO_BVI | LOCALLY_ORIGINATED)) != 0 {
             if let Some(n) = self.special(cx, b) {
                 return n;
             }
@@ -429,26 +443,28 @@ impl PacketNode for EthernetInput {
             b.hdr.error = cx.error(EthCounter::Runt);
             return EthNext::Drop.next();
         };
-        let et = u16::from_be_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
+        // The EtherType as loaded (no byte swap), compared with the constants in the same
+        // order (`*_NE`); the out-of-line paths take it in host order.
+        let et_ne = u16::from_ne_bytes([h[field::ETHERTYPE], h[field::ETHERTYPE + 1]]);
         // Destination MAC: 48 bits of one load (bit 0 = the group bit of the first byte; bit
         // 48 = the source MAC's group bit).
         let w = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
         if w << MAC_SHIFT != self.cached_mac {
-            if let Some(n) = self.not_own_unicast(cx, b.reborrow(), w, et) {
+            if let Some(n) = self.not_own_unicast(cx, b.reborrow(), w, u16::from_be(et_ne)) {
                 return n;
             }
         }
         // IPv4 and IPv6 inline (a two-way compare); the rest out of line.
-        let next = match et {
-            ethertype::IPV4 => {
+        let next = match et_ne {
+            IPV4_NE => {
                 b.hdr.ip.fib_index = self.cached_fib[0];
                 EthNext::Ip4.next()
             }
-            ethertype::IPV6 => {
+            IPV6_NE => {
                 b.hdr.ip.fib_index = self.cached_fib[1];
                 EthNext::Ip6.next()
             }
-            _ => match self.other_ethertype(cx, b.reborrow(), et) {
+            _ => match self.other_ethertype(cx, b.reborrow(), u16::from_be(et_ne)) {
                 Ok(next) => next,
                 Err(done) => return done,
             },
@@ -480,7 +496,7 @@ pub(crate) fn register(r: &mut crate::plugin::Registrar, shared: Arc<Ip4Shared>)
                 cached_l2: 0,
                 cached_redirect: 0,
                 cached_promisc: false,
-                cached_special: false,
+                cached_special: 0,
                 cached_bd: 0,
                 cached_fib: [0; 2],
                 l2_any: false,
