@@ -55,7 +55,7 @@ pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
 use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
-use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
 use sluice_vnet::error::{VnetError, VnetResult};
@@ -480,11 +480,10 @@ struct AclNode<const V6: bool, const OUT: bool> {
     shared: Arc<AclShared>,
     features: Arc<FeatureNext>,
     slot: usize,
-    /// The frame's packets that stay on this thread and their arcs (`kept` of them).
+    /// The frame's packets that stay on this thread and their arcs (`kept` of them; the
+    /// frame's buffer addresses are in the thread's frame scratch).
     keep: [BufIdx; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
-    /// The frame's buffer addresses (and the prefetch distance more).
-    addrs: FrameAddrs<{ FRAME_SIZE + AHEAD }>,
     hand: Vec<Vec<BufIdx>>,
 }
 
@@ -503,7 +502,6 @@ impl AclNodeParts {
             slot: self.slot,
             keep: [BufIdx(0); FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
-            addrs: FrameAddrs::default(),
             hand: Vec::new(),
         })
     }
@@ -850,7 +848,10 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             self.hand
                 .resize_with(n_threads, || Vec::with_capacity(FRAME_SIZE));
         }
-        arena.resolve(frame, AHEAD, &mut self.addrs);
+        // The thread's frame scratch: a frame ip4-input handed on whole is resolved there
+        // already (`Arena::resolve` keeps it).
+        let mut sc = cx.take_frame_scratch();
+        arena.resolve(frame, AHEAD, &mut sc.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
         let mut fc = Fc {
@@ -864,11 +865,11 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         let mut tally = Tally::default();
         let mut ic: Option<IfCtx> = None;
         for (i, &bi) in frame.iter().enumerate() {
-            self.addrs.prefetch(i + AHEAD, true);
+            sc.addrs.prefetch(i + AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // `frame`; each index appears once, `sc.addrs` was resolved from `frame` above and
             // the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer_at(&self.addrs, i, bi) };
+            let mut b = unsafe { arena.buffer_at(&sc.addrs, i, bi) };
             let sw_if = self.sw_if(&b);
             let c = match ic {
                 Some(ref c) if c.sw_if == sw_if => c,
@@ -915,6 +916,7 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             cx.count(AclCounter::SessionHit, tally.session_hit);
         }
         debug_assert!(kept <= FRAME_SIZE);
+        cx.put_frame_scratch(sc);
         cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
         if handed {
             let node = cx.node();
