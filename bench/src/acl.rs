@@ -146,7 +146,8 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         cases.push((BIG_LABEL.into(), 10_000, true, BIG_FLOWS));
     }
     for (label, n, stateful, flows) in cases {
-        // `--only <rules>|stateful|stateful-<rules>`: that case alone (callgrind runs).
+        // `--only <rules>|stateful|stateful-<rules>|stateful-100k-flows`: that case alone
+        // (callgrind runs).
         if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
