@@ -8,7 +8,8 @@
 //! the probe-heavy path. `stateful`: one `permit+reflect` rule, so after the first pass over
 //! the 4,096 flows every packet is admitted by its session (the session lookup instead of
 //! the classifier); `stateful-<n>`: the same `n - 1` deny rules before the `permit+reflect`
-//! one.
+//! one; `stateful-100k-flows` (only with `--only`): 10k rules and 100,000 flows, a session
+//! table larger than the caches (issue 14's 100k sessions).
 
 use crate::{cli, write_pcap, Rng};
 use std::fmt::Write as _;
@@ -75,24 +76,36 @@ fn rules(n: usize, seed: u64, near: u8) -> String {
     v.join(", ")
 }
 
+/// UDP flows of the cases (one frame each, replayed in order).
+const FLOWS: usize = 4096;
+/// `stateful-100k-flows`: the 10k-rule list ending in `permit+reflect` and this many flows
+/// (all tracked after the warm-up, whose first pass creates their sessions).
+const BIG_FLOWS: usize = 100_000;
+const BIG_LABEL: &str = "stateful-100k-flows";
+
 /// Runs the ACL benchmark.
 pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-acl-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let mut r = Rng(7);
-    let frames: Vec<Vec<u8>> = (0..4096)
-        .map(|_| {
-            crate::nat::udp_frame(
-                0,
-                0x0a00_0010,
-                0x1400_0000 | (r.next() as u32 & 0xffff),
-                1024 + (r.next() % 1000) as u16,
-                53,
-            )
-        })
-        .collect();
-    let pcap = dir.join("acl.pcap");
-    write_pcap(&pcap, &frames);
+    // `flows` UDP flows from 10.0.0.16 to 20.0.x.x, one frame each, written once per count.
+    let flows_pcap = |flows: usize| {
+        let mut r = Rng(7);
+        let frames: Vec<Vec<u8>> = (0..flows)
+            .map(|_| {
+                crate::nat::udp_frame(
+                    0,
+                    0x0a00_0010,
+                    0x1400_0000 | (r.next() as u32 & 0xffff),
+                    1024 + (r.next() % 1000) as u16,
+                    53,
+                )
+            })
+            .collect();
+        let pcap = dir.join(format!("acl-{flows}.pcap"));
+        write_pcap(&pcap, &frames);
+        pcap
+    };
+    let mut pcaps: std::collections::BTreeMap<usize, std::path::PathBuf> = Default::default();
     let _ = writeln!(
         out,
         "## IPv4 + input ACL, one core, 64-byte frames, every packet matched by the last rule \
@@ -114,21 +127,34 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // (label, rules, stateful); the rule text is made only for the cases that run.
-    let mut cases: Vec<(String, usize, bool)> =
-        sizes.iter().map(|&n| (n.to_string(), n, false)).collect();
-    cases.push(("stateful".into(), 1, true));
+    // (label, rules, stateful, flows); the rule text and the flows' pcap are made only for
+    // the cases that run.
+    let mut cases: Vec<(String, usize, bool, usize)> = sizes
+        .iter()
+        .map(|&n| (n.to_string(), n, false, FLOWS))
+        .collect();
+    cases.push(("stateful".into(), 1, true, FLOWS));
     cases.extend(
         sizes
             .iter()
             .filter(|&&n| n > 1)
-            .map(|&n| (format!("stateful-{n}"), n, true)),
+            .map(|&n| (format!("stateful-{n}"), n, true, FLOWS)),
     );
-    for (label, n, stateful) in cases {
-        // `--only <rules>|stateful|stateful-<rules>`: that case alone (callgrind runs).
+    // Issue 14's operating point: 100k tracked flows behind 10k rules (only on request:
+    // its warm-up creates the 100k sessions).
+    if o.only.as_deref() == Some(BIG_LABEL) {
+        cases.push((BIG_LABEL.into(), 10_000, true, BIG_FLOWS));
+    }
+    for (label, n, stateful, flows) in cases {
+        // `--only <rules>|stateful|stateful-<rules>|stateful-100k-flows`: that case alone
+        // (callgrind runs).
         if o.only.as_deref().is_some_and(|w| w != label) {
             continue;
         }
+        let pcap = pcaps
+            .entry(flows)
+            .or_insert_with(|| flows_pcap(flows))
+            .clone();
         let text = rules(n, n as u64, near);
         let text = if stateful {
             // The final permit-all reflects.
@@ -190,9 +216,8 @@ pub fn bench_acl(o: &crate::Opts, out: &mut String, json: &mut Vec<String>) {
             let (created, hits) = seen.get();
             let before = o.packets / 2 * o.runs as u64;
             assert!(
-                created > 0 && created <= frames.len() as u64,
-                "stateful: {created} sessions for {} flows",
-                frames.len()
+                created > 0 && created <= flows as u64,
+                "stateful: {created} sessions for {flows} flows"
             );
             assert!(
                 created + hits >= before,

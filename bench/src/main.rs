@@ -60,7 +60,8 @@ pub struct Opts {
     /// l2: only the cases whose name contains this (`xconnect`, `1 MAC`, `1M MACs`, `learning`);
     /// tunnel: only the cases whose name contains this (e.g. `vxlan decap`).
     /// nat: the cases `<sessions> <direction>` containing it (`1000 in2out`); acl: that rule
-    /// count, `stateful` (one permit+reflect rule) or `stateful-<rules>`; memif: the case of
+    /// count, `stateful` (one permit+reflect rule), `stateful-<rules>` or
+    /// `stateful-100k-flows` (10k rules, 100,000 tracked flows; only so); memif: the case of
     /// that name (`64`, `1500`, `64 zc`, `64 s2m`, `64 zc s2m`, ...).
     #[arg(long)]
     only: Option<String>,

@@ -35,8 +35,9 @@
 //! - next: `error-drop` for denied packets; `pass`: the arc's next feature or its end
 //!   (`ip4-lookup`/`ip6-lookup`, or `interface-output` for the output arcs); packets of a
 //!   stateful interface owned by another thread go to this node there (handoff queue).
-//! - counters (a frame's `permit` is added once per frame and a rule's hits once per run of
-//!   packets meeting it, so within a frame they lag): `permit`, `session_hit`, `session_created`, `handoff` (packets the owning
+//! - counters (a frame's `permit` and `session_hit` are added once per frame and a rule's
+//!   hits once per run of packets meeting it, stateless or stateful, so within a frame they
+//!   lag): `permit`, `session_hit`, `session_created`, `handoff` (packets the owning
 //!   thread's queue took), `icmp_error_session_hit` (an ICMP error admitted for the session
 //!   it quotes) (info);
 //!   drops: `deny` (rule said deny), `no_match` (implicit deny), `malformed` (no or
@@ -53,8 +54,8 @@ pub mod rules;
 pub mod session;
 
 use rules::{Action, Classifier, Key, Rule};
-use session::{SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
-use sluice_buffer::{BufIdx, Buffer, FrameAddrs};
+use session::{Packed4, SessKey, Session, Table, TcpReject, TcpSeg, TcpWindow, Timeouts};
+use sluice_buffer::{BufIdx, Buffer};
 use sluice_cli::{Args, CliError};
 use sluice_graph::{Cx, Next, NodeFn, NodeKind, NodeRegistration, Suspend, Vlib, Wake, FRAME_SIZE};
 use sluice_vnet::error::{VnetError, VnetResult};
@@ -479,11 +480,10 @@ struct AclNode<const V6: bool, const OUT: bool> {
     shared: Arc<AclShared>,
     features: Arc<FeatureNext>,
     slot: usize,
-    /// The frame's packets that stay on this thread and their arcs (`kept` of them).
+    /// The frame's packets that stay on this thread and their arcs (`kept` of them; the
+    /// frame's buffer addresses are in the thread's frame scratch).
     keep: [BufIdx; FRAME_SIZE],
     nexts: [u16; FRAME_SIZE],
-    /// The frame's buffer addresses (and the prefetch distance more).
-    addrs: FrameAddrs<{ FRAME_SIZE + AHEAD }>,
     hand: Vec<Vec<BufIdx>>,
 }
 
@@ -502,7 +502,6 @@ impl AclNodeParts {
             slot: self.slot,
             keep: [BufIdx(0); FRAME_SIZE],
             nexts: [0; FRAME_SIZE],
-            addrs: FrameAddrs::default(),
             hand: Vec::new(),
         })
     }
@@ -517,11 +516,23 @@ const AHEAD: usize = 2;
 #[derive(Default)]
 struct Tally {
     permit: u64,
+    /// Packets admitted by a session ([`AclNode::hit4`]), counted once per frame.
+    session_hit: u64,
     /// (rule index in the list, packets).
     run: (u32, u64),
 }
 
 impl Tally {
+    /// A packet matched rule `i` of `list` (the list of the interface whose run this is).
+    #[inline(always)]
+    fn hit(&mut self, hits: &mut [Vec<u64>], list: &IfList, i: u32) {
+        if i != self.run.0 {
+            self.flush(hits, Some(list));
+            self.run.0 = i;
+        }
+        self.run.1 += 1;
+    }
+
     /// Adds the run's packets to its rule's hit count and starts an empty one.
     #[inline(always)]
     fn flush(&mut self, hits: &mut [Vec<u64>], list: Option<&IfList>) {
@@ -614,11 +625,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                 return AclNext::Drop.next();
             }
         };
-        if i != tally.run.0 {
-            tally.flush(hits, Some(list));
-            tally.run.0 = i;
-        }
-        tally.run.1 += 1;
+        tally.hit(hits, list, i);
         // Lists without permit+reflect: a stateless interface's `PermitReflect` cannot be.
         if list.c.rules().get(i as usize).map(|r| r.action) == Some(Action::Deny) {
             b.hdr.error = cx.error(AclCounter::Deny);
@@ -628,9 +635,76 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         pass
     }
 
+    /// A TCP or UDP packet of a stateful IPv4 interface (below 2^23) that its session
+    /// admits in this direction, its session key read straight from the header
+    /// ([`Packed4`]); `None` for anything else (no session, an IP header with options, a
+    /// fragment, a one-armed flow, another protocol), which [`AclNode::one`] takes from
+    /// the start: this only shortcuts the case `one` would end in a session hit or a TCP
+    /// window drop, with the same outcome.
+    #[inline(always)]
+    fn hit4(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+    ) -> Option<Verdict> {
+        let off = if OUT { 14 } else { 0 };
+        let h = *b.data().get(off..)?.first_chunk::<24>()?;
+        // Version 4 without options, offset 0 (first fragment or none), TCP or UDP.
+        let proto = h[9];
+        if h[0] != 0x45 || h[6] & 0x1f != 0 || h[7] != 0 || (proto != 6 && proto != 17) {
+            return None;
+        }
+        let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+        let p = Packed4::of(ic.sw_if, proto, be32(12), be16(20), be32(16), be16(22));
+        if fc.owners > 0 {
+            let owner = 1 + (p.owner_hash() % fc.owners as u64) as usize;
+            if owner != fc.me && b.hdr.handoff_thread as usize != fc.me + 1 {
+                b.hdr.handoff_thread = (owner + 1) as u16;
+                return Some(Verdict::Handoff(owner));
+            }
+        }
+        let s = fc.t.sessions.lookup4(p.pk, fc.now, &fc.cur.timeouts)?;
+        let from_init = p.src_lo == s.init_lo;
+        // The initiator in the creating direction, the responder in the other.
+        if (s.out == OUT) != from_init {
+            return None;
+        }
+        let mut flags = 0;
+        if proto == 6 {
+            // A truncated TCP header: `one` drops it as `malformed`.
+            let g = b.data().get(off..).and_then(|d| tcp_seg(d, false))?;
+            b.hdr.handoff_thread = 0;
+            flags = g.flags;
+            match s.tcp_check(from_init, &g) {
+                Ok(()) => {}
+                Err(TcpReject::OutOfWindow) => {
+                    return Some(Self::drop_pkt(cx, b, AclCounter::TcpOutOfWindow))
+                }
+                Err(TcpReject::BadRst) => {
+                    return Some(Self::drop_pkt(cx, b, AclCounter::TcpBadRst))
+                }
+            }
+        }
+        b.hdr.handoff_thread = 0;
+        s.touch(from_init, flags, fc.now);
+        tally.session_hit += 1;
+        Some(Verdict::Next(ic.pass))
+    }
+
     /// A packet of a stateful interface: its session first, then the rules.
     #[inline(always)]
-    fn one(&self, cx: &mut Cx, fc: &mut Fc, ic: &IfCtx, b: &mut Buffer<'_>) -> Verdict {
+    fn one(
+        &self,
+        cx: &mut Cx,
+        fc: &mut Fc,
+        ic: &IfCtx,
+        b: &mut Buffer<'_>,
+        tally: &mut Tally,
+    ) -> Verdict {
         let (sw_if, off) = (ic.sw_if, if OUT { 14 } else { 0 });
         let cur = fc.cur;
         let pass = Verdict::Next(ic.pass);
@@ -682,7 +756,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                         }
                     }
                     s.touch(from_init, k.tcp_flags, fc.now);
-                    cx.count(AclCounter::SessionHit, 1);
+                    tally.session_hit += 1;
                     return pass;
                 }
                 // An error about a packet of the session travels against that packet;
@@ -698,13 +772,13 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
         }
         let Some(list) = list else {
             // A stateful interface without a list in this direction.
-            cx.count(AclCounter::Permit, 1);
+            tally.permit += 1;
             return pass;
         };
         let Some(i) = list.c.lookup(&k) else {
             return Self::drop_pkt(cx, b, AclCounter::NoMatch);
         };
-        add_hits(&mut fc.t.hits, list, i, 1);
+        tally.hit(&mut fc.t.hits, list, i);
         match list.c.rules()[i as usize].action {
             Action::Permit => {}
             Action::PermitReflect => {
@@ -718,6 +792,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
                         last: fc.now,
                         pkts: [0; 2],
                         win: TcpWindow::default(),
+                        pk: [0; 2],
                     };
                     let g = if k.proto == 6 {
                         match b.data().get(off..).and_then(|d| tcp_seg(d, V6)) {
@@ -747,7 +822,7 @@ impl<const V6: bool, const OUT: bool> AclNode<V6, OUT> {
             }
             Action::Deny => return Self::drop_pkt(cx, b, AclCounter::Deny),
         }
-        cx.count(AclCounter::Permit, 1);
+        tally.permit += 1;
         pass
     }
 }
@@ -773,7 +848,10 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
             self.hand
                 .resize_with(n_threads, || Vec::with_capacity(FRAME_SIZE));
         }
-        arena.resolve(frame, AHEAD, &mut self.addrs);
+        // The thread's frame scratch: a frame ip4-input handed on whole is resolved there
+        // already (`Arena::resolve` keeps it).
+        let mut sc = cx.take_frame_scratch();
+        arena.resolve(frame, AHEAD, &mut sc.addrs);
         let mut guard = lock(slot);
         let cur = guard.compiled.clone();
         let mut fc = Fc {
@@ -787,11 +865,11 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         let mut tally = Tally::default();
         let mut ic: Option<IfCtx> = None;
         for (i, &bi) in frame.iter().enumerate() {
-            self.addrs.prefetch(i + AHEAD, true);
+            sc.addrs.prefetch(i + AHEAD, true);
             // SAFETY: the dispatcher hands this node exclusive ownership of every index in
-            // `frame`; each index appears once, `addrs` was resolved from `frame` above and
+            // `frame`; each index appears once, `sc.addrs` was resolved from `frame` above and
             // the view lives only for this iteration.
-            let mut b = unsafe { arena.buffer_at(&self.addrs, i, bi) };
+            let mut b = unsafe { arena.buffer_at(&sc.addrs, i, bi) };
             let sw_if = self.sw_if(&b);
             let c = match ic {
                 Some(ref c) if c.sw_if == sw_if => c,
@@ -801,7 +879,15 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
                 }
             };
             let v = if c.stateful {
-                self.one(cx, &mut fc, c, &mut b)
+                let hit = if V6 || c.sw_if >> 23 != 0 {
+                    None
+                } else {
+                    self.hit4(cx, &mut fc, c, &mut b, &mut tally)
+                };
+                match hit {
+                    Some(v) => v,
+                    None => self.one(cx, &mut fc, c, &mut b, &mut tally),
+                }
             } else if let Some(list) = c.list {
                 Verdict::Next(self.stateless(cx, list, c.pass, &mut b, &mut tally, &mut fc.t.hits))
             } else {
@@ -826,7 +912,11 @@ impl<const V6: bool, const OUT: bool> NodeFn for AclNode<V6, OUT> {
         if tally.permit > 0 {
             cx.count(AclCounter::Permit, tally.permit);
         }
+        if tally.session_hit > 0 {
+            cx.count(AclCounter::SessionHit, tally.session_hit);
+        }
         debug_assert!(kept <= FRAME_SIZE);
+        cx.put_frame_scratch(sc);
         cx.enqueue_to_next(&self.keep[..kept], &self.nexts[..kept]);
         if handed {
             let node = cx.node();
@@ -1868,6 +1958,54 @@ mod tests {
     /// it when the interface changes), over two frames; a stateful interface (pg2, its
     /// own hit per packet) between stateless runs: the run before it is added with its own
     /// list, none is added twice.
+    /// The session-hit shortcut (`hit4`) admits only the initiator's packets in the
+    /// creating direction: the reversed tuple on the same side (one-armed) and untracked
+    /// flows meet the rules; a packet with IP options takes the general path to the same
+    /// session.
+    #[test]
+    fn a_session_admits_its_own_direction_only() {
+        use sluice_vnet::testing::pkt;
+        let mut t = input4_test();
+        t.cli(
+            "create packet-generator interface pg0
+             set acl-plugin acl permit+reflect src 10.0.0.0/24 dst 0.0.0.0/0, deny src 0.0.0.0/0 dst 0.0.0.0/0
+             set acl-plugin interface pg0 input acl 0",
+        );
+        let sw = t.sw_if("pg0");
+        let out = pkt("UDP: 10.0.0.2 -> 10.0.1.2\nUDP: 1000 -> 53");
+        let back = pkt("UDP: 10.0.1.2 -> 10.0.0.2\nUDP: 53 -> 1000");
+        let other = pkt("UDP: 10.0.1.9 -> 10.0.0.2\nUDP: 53 -> 1000");
+        // The first packet's IP header with a 4-byte option (IHL 6): the same tuple.
+        let mut opt = out.clone();
+        opt.splice(20..20, [1u8, 1, 1, 0]);
+        opt[0] = 0x46;
+        let len = u16::from_be_bytes([opt[2], opt[3]]) + 4;
+        opt[2..4].copy_from_slice(&len.to_be_bytes());
+        // (packet, passes)
+        let order = [
+            (&out, true),
+            (&out, true),
+            (&back, false),
+            (&other, false),
+            (&opt, true),
+            (&out, true),
+        ];
+        let bufs: Vec<_> = order
+            .iter()
+            .map(|&(p, _)| t.packet(p, |h| h.rx_if = sw))
+            .collect();
+        t.inject(&bufs);
+        assert_eq!(t.arc("ip4-lookup").len(), 4);
+        assert_eq!(t.drops().len(), 2);
+        t.assert_counters(&[
+            ("permit", 1),
+            ("session_created", 1),
+            ("session_hit", 3),
+            ("deny", 2),
+        ]);
+        t.assert_no_leaks();
+    }
+
     #[test]
     fn hit_counts_follow_runs_across_interfaces_and_frames() {
         use sluice_vnet::testing::pkt;

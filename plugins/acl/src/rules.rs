@@ -14,7 +14,7 @@
 //! instructions, where SipHash cost about 250 per probe). Its keys are random per process;
 //! and the keys *stored* are the administrator's rules, not packet fields, so a packet
 //! cannot build a long collision chain, it can only probe one. Before any table is probed a
-//! [`Prefilter`] (six 256-entry bitmaps: the first two bytes of the source and of the
+//! pre-filter (`Prefilter`, six 256-entry bitmaps: the first two bytes of the source and of the
 //! destination address, the protocol, the destination port's high byte) removes the mask
 //! types that cannot hold a match. Each table keeps its masks precomputed, so a probe's key
 //! is three ANDs. A list's first rule matching every packet of a family (any source,
@@ -554,7 +554,7 @@ impl Classifier {
     }
 
     /// The first rule matching `k`: the mask types the pre-filter leaves, in order, then
-    /// those past [`PRE_TYPES`].
+    /// those past the pre-filter's first `PRE_TYPES` (64).
     #[inline(always)]
     pub fn lookup(&self, k: &Key) -> Option<u32> {
         let mut best = self.all[k.v6 as usize];

@@ -99,15 +99,98 @@ impl SessKey {
     #[inline(always)]
     pub fn owner_hash(&self) -> u64 {
         let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64);
-        let mut h = fold(self.lo.0) ^ fold(self.hi.0).rotate_left(17);
-        h ^= ((self.lo.1 as u64) << 16 | self.hi.1 as u64) << 8 | self.proto as u64;
-        h ^= (self.sw_if as u64) << 40;
-        // A 64-bit finaliser (murmur3's fmix64).
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
+        owner_mix(
+            fold(self.lo.0),
+            fold(self.hi.0),
+            (self.lo.1 as u64) << 16 | self.hi.1 as u64,
+            self.proto,
+            self.sw_if,
+        )
+    }
+
+    /// The key packed in two words when it is IPv4 on an interface below 2^23 (the
+    /// [`Packed4`] of the same tuple), `None` otherwise.
+    #[inline(always)]
+    pub fn packed(&self) -> Option<[u64; 2]> {
+        if self.v6 || self.sw_if >> 23 != 0 {
+            return None;
+        }
+        Some(pack4(
+            self.lo.0 as u64,
+            self.lo.1,
+            self.hi.0 as u64,
+            self.hi.1,
+            self.proto,
+            self.sw_if,
+        ))
+    }
+}
+
+/// [`SessKey::owner_hash`] from the folded addresses, the ports (`lo << 16 | hi`), protocol
+/// and interface.
+#[inline(always)]
+fn owner_mix(lo: u64, hi: u64, ports: u64, proto: u8, sw_if: u32) -> u64 {
+    let mut h = lo ^ hi.rotate_left(17);
+    h ^= ports << 8 | proto as u64;
+    h ^= (sw_if as u64) << 40;
+    // A 64-bit finaliser (murmur3's fmix64).
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The two words of a narrow key: `lo address << 32 | hi address`, then the ports,
+/// protocol and interface (bit 23 clear: a wide key's table digest sets it).
+#[inline(always)]
+fn pack4(lo: u64, lo_port: u16, hi: u64, hi_port: u16, proto: u8, sw_if: u32) -> [u64; 2] {
+    [
+        lo << 32 | (hi & 0xffff_ffff),
+        (lo_port as u64) << 48 | (hi_port as u64) << 32 | (proto as u64) << 24 | sw_if as u64,
+    ]
+}
+
+/// An IPv4 packet's session key straight from its header fields, without a [`SessKey`]:
+/// the session hit's fast path. The same key as [`SessKey::of`] followed by
+/// [`SessKey::packed`] (a unit test compares them), for interfaces below 2^23.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Packed4 {
+    /// The packed key.
+    pub pk: [u64; 2],
+    /// The packet's source is the key's `lo` end.
+    pub src_lo: bool,
+    /// `lo`, `hi` as `address << 16 | port` (for the owner hash).
+    ends: [u64; 2],
+}
+
+impl Packed4 {
+    /// The key of `src:sport -> dst:dport` of protocol `proto` on `sw_if` (< 2^23).
+    #[inline(always)]
+    pub fn of(sw_if: u32, proto: u8, src: u32, sport: u16, dst: u32, dport: u16) -> Packed4 {
+        // `(address, port)` ordered as one 48-bit number: `SessKey::of`'s tuple order.
+        let x = (src as u64) << 16 | sport as u64;
+        let y = (dst as u64) << 16 | dport as u64;
+        let src_lo = x <= y;
+        let (lo, hi) = if src_lo { (x, y) } else { (y, x) };
+        Packed4 {
+            pk: pack4(lo >> 16, lo as u16, hi >> 16, hi as u16, proto, sw_if),
+            src_lo,
+            ends: [lo, hi],
+        }
+    }
+
+    /// [`SessKey::owner_hash`] of the same key.
+    #[inline(always)]
+    pub fn owner_hash(&self) -> u64 {
+        let [lo, hi] = self.ends;
+        owner_mix(
+            lo >> 16,
+            hi >> 16,
+            (lo & 0xffff) << 16 | (hi & 0xffff),
+            (self.pk[1] >> 24) as u8,
+            self.pk[1] as u32 & 0x7f_ffff,
+        )
     }
 }
 
@@ -300,6 +383,9 @@ pub struct Session {
     pub pkts: [u64; 2],
     /// TCP window tracking.
     pub win: TcpWindow,
+    /// The key's [`SessKey::packed`] form, set by [`Table::create`] (`[0, 1 << 23]`, which
+    /// no narrow key has, for a wide one): what [`Table::lookup4`] compares.
+    pub pk: [u64; 2],
 }
 
 impl Session {
@@ -456,23 +542,47 @@ impl Table {
     /// pair, each digest folded into the next message.
     #[inline(always)]
     fn digest(&self, k: &SessKey) -> u64 {
-        let narrow = !k.v6 && k.sw_if >> 23 == 0;
+        if let Some(pk) = k.packed() {
+            return self.digest4(pk);
+        }
         let b = (k.lo.1 as u64) << 48
             | (k.hi.1 as u64) << 32
             | (k.proto as u64) << 24
-            | (!narrow as u64) << 23
+            | 1 << 23
             | (k.sw_if as u64 & 0x7f_ffff);
-        let a = if narrow {
-            (k.lo.0 as u64) << 32 | (k.hi.0 as u64 & 0xffff_ffff)
-        } else {
-            let x = self.hasher.hash(k.lo.0 as u64, (k.lo.0 >> 64) as u64);
-            let y = self.hasher.hash(x ^ k.hi.0 as u64, (k.hi.0 >> 64) as u64);
-            y ^ ((k.sw_if as u64) << 32 | k.v6 as u64)
-        };
+        let x = self.hasher.hash(k.lo.0 as u64, (k.lo.0 >> 64) as u64);
+        let y = self.hasher.hash(x ^ k.hi.0 as u64, (k.hi.0 >> 64) as u64);
+        let a = y ^ ((k.sw_if as u64) << 32 | k.v6 as u64);
         let d = self.hasher.hash(a, b);
         #[cfg(test)]
         let d = d & self.digest_mask;
         d
+    }
+
+    /// The digest of a narrow key from its packed words.
+    #[inline(always)]
+    fn digest4(&self, pk: [u64; 2]) -> u64 {
+        let d = self.hasher.hash(pk[0], pk[1]);
+        #[cfg(test)]
+        let d = d & self.digest_mask;
+        d
+    }
+
+    /// [`Table::lookup`] of a narrow key by its packed words ([`Packed4`]): the digest and
+    /// the comparison take two words, no [`SessKey`] is built.
+    #[inline(always)]
+    pub fn lookup4(&mut self, pk: [u64; 2], now: f64, t: &Timeouts) -> Option<&mut Session> {
+        let i = self.keys.table().lookup(self.digest4(pk))? as u32;
+        let s = self.slots.get(i as usize)?.as_ref()?;
+        if s.pk != pk {
+            return None;
+        }
+        if s.expired(now, t) {
+            self.free_slot(i);
+            self.stats.expired += 1;
+            return None;
+        }
+        self.slots[i as usize].as_mut()
     }
 
     /// The live session of `k` (an expired one is freed and not returned).
@@ -493,7 +603,8 @@ impl Table {
     }
 
     /// Adds a session (its key has none: the caller looked it up).
-    pub fn create(&mut self, s: Session) -> Result<&mut Session, CreateError> {
+    pub fn create(&mut self, mut s: Session) -> Result<&mut Session, CreateError> {
+        s.pk = s.key.packed().unwrap_or([0, 1 << 23]);
         if self.len() >= self.max {
             return Err(CreateError::Full);
         }
@@ -582,6 +693,7 @@ mod tests {
             last: now,
             pkts: [0; 2],
             win: TcpWindow::default(),
+            pk: [0; 2],
         }
     }
 
@@ -695,6 +807,55 @@ mod tests {
         assert_eq!(a.owner_hash(), b.owner_hash());
         let (c, _) = SessKey::of(4, false, 17, (0x0a000002, 4000), (0xc0000202, 53));
         assert_ne!(a, c, "sessions belong to one interface");
+    }
+
+    #[test]
+    fn packed4_is_the_packed_session_key() {
+        let t = Timeouts::default();
+        let mut tb = Table::new(100);
+        let mut r = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        for i in 0..2000 {
+            // Equal addresses and equal ports now and then (the order falls to the port).
+            let src = next() as u32 & 0x0300_0003;
+            let dst = if i % 5 == 0 {
+                src
+            } else {
+                next() as u32 & 0x0300_0003
+            };
+            let (sp, dp) = (next() as u16 & 3, next() as u16 & 3);
+            let (sw_if, proto) = ((next() % 5) as u32, [6, 17][i % 2]);
+            let (key, src_lo) =
+                SessKey::of(sw_if, false, proto, (src as u128, sp), (dst as u128, dp));
+            let p = Packed4::of(sw_if, proto, src, sp, dst, dp);
+            assert_eq!((Some(p.pk), p.src_lo), (key.packed(), src_lo), "{key:?}");
+            assert_eq!(p.owner_hash(), key.owner_hash());
+            // The reverse tuple: the same packed key, the other end.
+            let q = Packed4::of(sw_if, proto, dst, dp, src, sp);
+            assert_eq!(q.pk, p.pk);
+            assert_eq!(q.src_lo, !p.src_lo || (src, sp) == (dst, dp));
+        }
+        // A session made from a `SessKey` is found by its packed words, and not by a wide
+        // key's or another tuple's.
+        let (key, _) = SessKey::of(7, false, 17, (0x0a00_0001, 4000), (0x1400_0001, 53));
+        let mut s = sess(0.0, 17);
+        s.key = key;
+        tb.create(s).unwrap();
+        let p = Packed4::of(7, 17, 0x1400_0001, 53, 0x0a00_0001, 4000);
+        assert_eq!(tb.lookup4(p.pk, 1.0, &t).map(|s| s.key), Some(key));
+        let p = Packed4::of(7, 17, 0x1400_0001, 54, 0x0a00_0001, 4000);
+        assert!(tb.lookup4(p.pk, 1.0, &t).is_none());
+        let (wide, _) = SessKey::of(1 << 24, false, 17, (1, 1), (2, 2));
+        assert_eq!(wide.packed(), None);
+        // Expired: freed by the packed lookup too.
+        let p = Packed4::of(7, 17, 0x0a00_0001, 4000, 0x1400_0001, 53);
+        assert!(tb.lookup4(p.pk, 1e6, &t).is_none());
+        assert!(tb.is_empty());
     }
 
     #[test]
