@@ -410,8 +410,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 /// `ip4-rewrite`: TTL decrement with incremental checksum (RFC 1624), MTU check, L2 rewrite.
 ///
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
-/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
-///   `feature_meta[0..2]` for `ip4-icmp-error`.
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
+///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   errors `feature_meta[0..2]` for `ip4-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
 ///   the MTU.

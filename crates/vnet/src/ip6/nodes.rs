@@ -408,8 +408,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (hop limit
 ///   kept).
-/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
-///   `feature_meta[0..2]` for `ip6-icmp-error`.
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
+///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   errors `feature_meta[0..2]` for `ip6-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
 ///   the MTU (routers never fragment IPv6).
