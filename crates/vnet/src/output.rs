@@ -32,10 +32,7 @@ use crate::interface::{counter, IfCounters, SwIfIndex};
 use sluice_buffer::flags::{GSO, TOTAL_LENGTH_VALID, TX_SUB};
 use sluice_buffer::{Arena, BufIdx};
 use sluice_graph::pcap::point;
-use sluice_graph::{
-    Cx, FrameScratch, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE,
-    SCRATCH_AHEAD,
-};
+use sluice_graph::{Cx, GraphBuilder, Next, NodeFn, NodeKind, NodeRegistration, Vlib, FRAME_SIZE};
 use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -95,6 +92,8 @@ struct TxEntry {
 /// Per-thread instance: the interface -> tx arc table.
 pub struct InterfaceOutput {
     table: Vec<Option<TxEntry>>,
+    // Kept across calls so a frame does not clear 512 bytes.
+    nexts: [u16; FRAME_SIZE],
     /// The interface of the last frame's last run (`u64::MAX`: none): the next frame's run
     /// starts with it when it is still an up, untagged interface.
     last_tx: u64,
@@ -104,6 +103,7 @@ impl Default for InterfaceOutput {
     fn default() -> Self {
         InterfaceOutput {
             table: Vec::new(),
+            nexts: [0; FRAME_SIZE],
             last_tx: u64::MAX,
         }
     }
@@ -305,14 +305,7 @@ impl NodeFn for InterfaceOutput {
         let t = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
-        // The thread's frame scratch: the next-arc array, and the frame's header addresses,
-        // which the node before (a rewrite) left there for a frame handed on whole
-        // (`Arena::resolve` then only compares the indices; else it checks and resolves
-        // them): a packet's header is one load instead of an index scaled and added.
-        let mut s = cx.take_frame_scratch();
-        let FrameScratch { addrs, nexts } = &mut *s;
-        arena.resolve(frame, SCRATCH_AHEAD, addrs);
-        let addrs = &*addrs;
+        arena.check_frame(frame);
         let err = Errors {
             unknown: cx.error(OutputCounter::UnknownInterface),
             down: cx.error(OutputCounter::InterfaceDown),
@@ -323,7 +316,11 @@ impl NodeFn for InterfaceOutput {
         // test and one compare here, everything else `packet`. The run is kept in locals
         // (registers) and handed to `packet` as a `Run` only on its calls. It starts with
         // the last frame's interface (when still up and untagged).
-        let InterfaceOutput { table, last_tx } = self;
+        let InterfaceOutput {
+            table,
+            nexts,
+            last_tx,
+        } = self;
         let Run {
             mut tx,
             mut next,
@@ -334,9 +331,9 @@ impl NodeFn for InterfaceOutput {
         // packet, and a frame that stays one run goes on whole.
         let mut i = 0;
         while let Some(&b) = frame.get(i) {
-            // SAFETY: this node owns the frame, resolved into `addrs` above; the view ends
-            // with the iteration.
-            let hdr = unsafe { arena.buffer_at(addrs, i, b) }.hdr;
+            // SAFETY: this node owns the frame, every index in the arena (checked above);
+            // the reference ends with the iteration.
+            let hdr = unsafe { arena.header_mut_unchecked(b) };
             if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) != 0 || hdr.tx_if as u64 != tx {
                 break;
             }
@@ -352,16 +349,15 @@ impl NodeFn for InterfaceOutput {
                 bytes,
             };
             run.flush(table, t);
-            cx.put_frame_scratch(s);
             cx.enqueue_all(Next(next), frame);
             return;
         }
         let mut packets = i as u64;
         nexts[..i].fill(next);
-        for (k, (nx, &b)) in nexts[i..n].iter_mut().zip(&frame[i..]).enumerate() {
-            // SAFETY: this node owns the frame, resolved into `addrs` above; the view ends
-            // before `packet` takes its own.
-            let hdr = unsafe { arena.buffer_at(addrs, i + k, b) }.hdr;
+        for (nx, &b) in nexts[i..n].iter_mut().zip(&frame[i..]) {
+            // SAFETY: this node owns the frame, every index in the arena (checked above);
+            // the reference ends before `packet` takes its own.
+            let hdr = unsafe { arena.header_mut_unchecked(b) };
             if hdr.flags & (TOTAL_LENGTH_VALID | GSO | TX_SUB) == 0 && hdr.tx_if as u64 == tx {
                 packets += 1;
                 bytes += hdr.current_length as u64;
@@ -392,8 +388,7 @@ impl NodeFn for InterfaceOutput {
             bytes,
         };
         run.flush(table, t);
-        cx.enqueue_to_next(frame, &s.nexts[..n]);
-        cx.put_frame_scratch(s);
+        cx.enqueue_to_next(frame, &nexts[..n]);
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
