@@ -106,13 +106,39 @@ impl<'a> Buffer<'a> {
     /// writing an L2 header in front of the L3 header it edits).
     #[inline(always)]
     pub fn prepend_head<const P: usize, const N: usize>(&mut self) -> Option<&mut [u8; N]> {
-        const { assert!(N >= P) };
-        let s = self.start();
+        self.prepend_head_in(HeadLen::<P, N>::up_to(usize::MAX))
+    }
+
+    /// [`Buffer::prepend_head`] of a packet whose length is in `len` (a rewrite's MTU as
+    /// well): two compares in all. The length is one compare ([`HeadLen`]); the window is
+    /// one more, on its end: its start is computed through `u32`, so a headroom shorter
+    /// than `P` puts it above 2^31 and its end past any buffer.
+    #[inline(always)]
+    pub fn prepend_head_in<const P: usize, const N: usize>(
+        &mut self,
+        len: HeadLen<P, N>,
+    ) -> Option<&mut [u8; N]> {
+        self.prepend_head_wide::<0, P, N, N>(len)
+    }
+
+    /// [`Buffer::prepend_head_in`] with the window widened by `L` bytes of headroom in front
+    /// of the `P` pushed ones (`W = L + N` bytes in all; the headroom must hold `L + P`): a
+    /// header written with one wider store, the `L` bytes in front left as anything (an
+    /// Ethernet header in one 16-byte store, `L` = 2). The packet starts at `L` in the
+    /// window.
+    #[inline(always)]
+    pub fn prepend_head_wide<const L: usize, const P: usize, const N: usize, const W: usize>(
+        &mut self,
+        len: HeadLen<P, N>,
+    ) -> Option<&mut [u8; W]> {
+        const { assert!(W == L + N && L + P <= HEADROOM) };
         let l = self.hdr.current_length as usize;
-        if s < P || l < N - P || l + P > u16::MAX as usize {
+        if !len.contains(l) {
             return None;
         }
-        let h = self.mem.get_mut(s - P..s - P + N)?.first_chunk_mut::<N>()?;
+        let w = (HEADROOM as i32 - (L + P) as i32 + self.hdr.current_data as i32) as u32;
+        let w = w as usize;
+        let h = self.mem.get_mut(w..w + W)?.first_chunk_mut::<W>()?;
         self.hdr.current_data -= P as i16;
         self.hdr.current_length = (l + P) as u16;
         Some(h)
@@ -219,6 +245,36 @@ impl<'a> Buffer<'a> {
         self.mem[HEADROOM..HEADROOM + n].copy_from_slice(&bytes[..n]);
         self.hdr.current_length = n as u16;
         n
+    }
+}
+
+/// The packet lengths [`Buffer::prepend_head_in`] accepts, in the form one compare tests:
+/// from `N - P` (the `N - P` bytes of the window behind the `P` pushed ones must be packet
+/// bytes) to a maximum (a rewrite's MTU), and never above `u16::MAX - P` (the length once
+/// `P` bytes are pushed). Built once per adjacency, not per packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLen<const P: usize, const N: usize> {
+    /// How many lengths are accepted: `len - (N - P) < span` (wrapping: shorter lengths
+    /// are above every span). A `usize`: the compare needs no widening.
+    span: usize,
+}
+
+impl<const P: usize, const N: usize> HeadLen<P, N> {
+    /// Lengths from `N - P` to `max` (none when `max < N - P`).
+    #[inline(always)]
+    pub const fn up_to(max: usize) -> Self {
+        const { assert!(N >= P && P <= u16::MAX as usize) };
+        let top = u16::MAX as usize - P;
+        let max = if max < top { max } else { top };
+        HeadLen {
+            span: (max + 1).saturating_sub(N - P),
+        }
+    }
+
+    /// Whether `len` is one of these lengths.
+    #[inline(always)]
+    pub const fn contains(self, len: usize) -> bool {
+        len.wrapping_sub(N - P) < self.span
     }
 }
 

@@ -225,6 +225,78 @@ fn fixed_size_views_keep_bounds() {
 }
 
 #[test]
+fn prepend_head_in_boundaries() {
+    type L = HeadLen<4, 10>;
+    // Lengths: from N - P = 6 to the maximum, never above u16::MAX - P.
+    assert!(!L::up_to(100).contains(5));
+    assert!(L::up_to(100).contains(6));
+    assert!(L::up_to(100).contains(100));
+    assert!(!L::up_to(100).contains(101));
+    assert!(L::up_to(usize::MAX).contains(u16::MAX as usize - 4));
+    assert!(!L::up_to(usize::MAX).contains(u16::MAX as usize - 3));
+    assert!(!L::up_to(5).contains(5), "a maximum below N - P takes none");
+    assert!(!L::up_to(5).contains(6));
+    assert!(L::up_to(6).contains(6));
+    assert!(!L::up_to(0).contains(0));
+
+    let p = pool(2);
+    let mut c = p.cache();
+    let b = c.alloc_one().unwrap();
+    // SAFETY: the test owns this buffer (allocated above); no other view is alive.
+    let mut v = unsafe { p.buffer(b) };
+    v.write_packet(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    // Over the maximum, or shorter than the window: nothing changes.
+    assert!(v.prepend_head_in(HeadLen::<4, 10>::up_to(7)).is_none());
+    assert!(v.prepend_head_in(HeadLen::<4, 13>::up_to(100)).is_none());
+    assert_eq!(
+        (v.headroom(), v.data()),
+        (HEADROOM, &[1, 2, 3, 4, 5, 6, 7, 8][..])
+    );
+    // The headroom exactly P: taken; one byte less: refused.
+    v.hdr.current_data = 4 - HEADROOM as i16;
+    v.hdr.current_length = 8;
+    assert!(v.prepend_head_in(HeadLen::<5, 10>::up_to(100)).is_none());
+    assert_eq!(v.hdr.current_data, 4 - HEADROOM as i16, "unchanged");
+    let w = v.prepend_head_in(HeadLen::<4, 10>::up_to(8)).unwrap();
+    w[..4].copy_from_slice(&[9, 9, 9, 9]);
+    assert_eq!((v.headroom(), v.len()), (0, 12));
+    // The window's end at the buffer's end: taken; one byte past it: refused.
+    let end = v.data_size() as i16;
+    v.hdr.current_data = end - 5;
+    v.hdr.current_length = 6;
+    assert!(v.prepend_head_in(HeadLen::<4, 10>::up_to(100)).is_none());
+    v.hdr.current_data = end - 6;
+    assert!(v.prepend_head_in(HeadLen::<4, 10>::up_to(100)).is_some());
+    assert_eq!((v.hdr.current_data, v.len()), (end - 10, 10));
+    // Widened by two bytes of headroom: the headroom must hold them too.
+    v.hdr.current_data = 5 - HEADROOM as i16;
+    v.hdr.current_length = 6;
+    assert!(v
+        .prepend_head_wide::<2, 4, 10, 12>(HeadLen::up_to(100))
+        .is_none());
+    assert_eq!((v.headroom(), v.len()), (5, 6), "unchanged");
+    v.hdr.current_data = 6 - HEADROOM as i16;
+    let w = v
+        .prepend_head_wide::<2, 4, 10, 12>(HeadLen::up_to(100))
+        .unwrap();
+    w.copy_from_slice(&[0, 0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5]);
+    assert_eq!((v.headroom(), v.len()), (2, 10));
+    assert_eq!(v.data(), &[1, 2, 3, 4, 5, 5, 5, 5, 5, 5]);
+    // A current_data outside the buffer (hdr is public) gives no view, never a panic.
+    for cd in [i16::MIN, -(HEADROOM as i16) - 1, end + 1, i16::MAX] {
+        v.hdr.current_data = cd;
+        v.hdr.current_length = 6;
+        assert!(
+            v.prepend_head_in(HeadLen::<4, 10>::up_to(100)).is_none(),
+            "{cd}"
+        );
+    }
+    v.hdr.current_data = 0;
+    c.free(&[b]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
 fn data_array_holds_no_headers() {
     let p = pool(3);
     assert_eq!(p.stride(), HEADROOM + 2048, "no header in the data stride");

@@ -11,7 +11,7 @@ use crate::glean::{GleanCounter, GleanFamily};
 use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, HeadLen};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
@@ -410,8 +410,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 /// `ip4-rewrite`: TTL decrement with incremental checksum (RFC 1624), MTU check, L2 rewrite.
 ///
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (TTL kept).
-/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
-///   `feature_meta[0..2]` for `ip4-icmp-error`.
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
+///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   errors `feature_meta[0..2]` for `ip4-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip4-output` arc; `ip4-icmp-error` (2) for TTL expiry and DF packets over
 ///   the MTU.
@@ -432,26 +433,43 @@ pub struct Ip4Rewrite {
 /// What `ip4-rewrite` needs of the last adjacency, in the form the per-packet code uses.
 struct RewriteCache {
     index: u32,
-    rewrite: [u8; 14],
+    /// The Ethernet header after two bytes of anything: written as one 16-byte store
+    /// (`Buffer::prepend_head_wide`), the two bytes landing in the headroom.
+    eth: [u8; 16],
     tx_if: u32,
     /// The MTU, `usize::MAX` for none (0).
     mtu: usize,
+    /// The lengths the fast path takes: a whole IPv4 header to the MTU (one compare).
+    fast_len: HeadLen<ETH_HEADER_LEN, REWRITE_WINDOW>,
     /// `interface-output`, or the first `ip4-output` feature of `tx_if`.
     next: Next,
+}
+
+/// `ip4-rewrite`'s fast-path window: the Ethernet header pushed and the IPv4 header behind.
+const REWRITE_WINDOW: usize = ETH_HEADER_LEN + MIN_HEADER_LEN;
+
+/// An adjacency's Ethernet header after two bytes of anything, for one 16-byte store at two
+/// bytes before the packet start (`Buffer::prepend_head_wide`): the rewrite nodes' fast path.
+pub(crate) fn eth_wide(rewrite: &[u8; ETH_HEADER_LEN]) -> [u8; 16] {
+    let mut e = [0; 16];
+    e[2..].copy_from_slice(rewrite);
+    e
 }
 
 impl Ip4Rewrite {
     fn load(&self, index: u32) -> RewriteCache {
         let a: Adj = self.shared.adj.get(index);
+        let mtu = if a.mtu == 0 {
+            usize::MAX
+        } else {
+            a.mtu as usize
+        };
         RewriteCache {
             index,
-            rewrite: a.rewrite,
+            eth: eth_wide(&a.rewrite),
             tx_if: a.tx_if,
-            mtu: if a.mtu == 0 {
-                usize::MAX
-            } else {
-                a.mtu as usize
-            },
+            mtu,
+            fast_len: HeadLen::up_to(mtu),
             next: if self.out_any {
                 self.shared
                     .features
@@ -503,25 +521,26 @@ impl PacketNode for Ip4Rewrite {
             self.cached = self.load(ai);
         }
         let c = &self.cached;
-        // Fast path: a single buffer, not built here (one flag test), within the MTU; the
-        // Ethernet header pushed and the IPv4 header behind it in one window (one set of
-        // checks), the TTL checked there. Anything else is undone and takes
-        // `rewrite_checked`, which checks in the usual order.
+        // Fast path: a single buffer, not built here (one flag test); the Ethernet header
+        // pushed and the IPv4 header behind it in one window, its length (a whole header, at
+        // most the MTU) and the window checked with one compare each, the TTL checked
+        // there. Anything else is undone and takes `rewrite_checked`, which checks in the
+        // usual order.
         let f = b.hdr.flags;
-        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 && b.len() <= c.mtu {
-            if let Some(fr) =
-                b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + MIN_HEADER_LEN }>()
+        if f & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 {
+            if let Some(fr) = b
+                .prepend_head_wide::<2, ETH_HEADER_LEN, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
+                    c.fast_len,
+                )
             {
-                let (eth, h) = fr
-                    .split_first_chunk_mut::<ETH_HEADER_LEN>()
-                    .expect("34 > 14");
+                let (eth, h) = fr.split_first_chunk_mut::<16>().expect("36 > 16");
                 // TTL, protocol and checksum as one little-endian word: the TTL check and
                 // the decrement with the incremental checksum update (RFC 1624) are a few
                 // ALU operations, no byte swap.
                 let ttl = ttl_word(h);
                 if ttl[0] > 1 {
                     checksum::ip4_ttl_decrement(ttl);
-                    *eth = c.rewrite;
+                    *eth = c.eth;
                     b.hdr.tx_if = c.tx_if;
                     return c.next;
                 }
@@ -559,7 +578,7 @@ impl Ip4Rewrite {
         local: bool,
     ) -> Next {
         let RewriteCache {
-            rewrite,
+            eth,
             tx_if,
             mtu,
             next,
@@ -589,7 +608,7 @@ impl Ip4Rewrite {
             checksum::ip4_ttl_decrement(ttl_word(h));
         }
         match b.prepend::<ETH_HEADER_LEN>() {
-            Some(h) => *h = rewrite,
+            Some(h) => *h = *eth.last_chunk().expect("16 > 14"),
             None => {
                 b.hdr.error = cx.error(RewriteCounter::NoHeadroom);
                 return RewriteNext::Drop.next();
@@ -910,9 +929,10 @@ pub fn register(
                 slot: rslot,
                 cached: RewriteCache {
                     index: u32::MAX,
-                    rewrite: [0; 14],
+                    eth: [0; 16],
                     tx_if: 0,
                     mtu: 0,
+                    fast_len: HeadLen::up_to(0),
                     next: RewriteNext::Drop.next(),
                 },
                 out_any: false,

@@ -10,7 +10,7 @@ use crate::icmp_error::{IcmpErrorCounter, IcmpErrorFamily};
 use crate::own_source::{is_local, key};
 use crate::routes::LB_FLAG;
 use sluice_buffer::flags::{LOCALLY_ORIGINATED, TOTAL_LENGTH_VALID};
-use sluice_buffer::{BufIdx, Buffer};
+use sluice_buffer::{BufIdx, Buffer, HeadLen};
 use sluice_fib::adj::{Adj, AdjKind};
 use sluice_graph::{
     CounterDesc, Cx, FrameScratch, Next, NodeFn, NodeKind, NodeRegistration, PacketNode, PerPacket,
@@ -408,8 +408,9 @@ fn flow_hash(ip: &[u8]) -> u32 {
 ///
 /// - uses: `ip.adj_index` (a Rewrite adjacency); the `LOCALLY_ORIGINATED` flag (hop limit
 ///   kept).
-/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom; on errors
-///   `feature_meta[0..2]` for `ip6-icmp-error`.
+/// - sets: `tx_if`; writes the adjacency's Ethernet header into the headroom (the fast path
+///   as one 16-byte store: the two headroom bytes in front of it left as anything); on
+///   errors `feature_meta[0..2]` for `ip6-icmp-error`.
 /// - next: `error-drop` (0); `interface-output` (1), or the first feature enabled on the tx
 ///   interface's `ip6-output` arc; `ip6-icmp-error` (2) for hop-limit expiry and packets over
 ///   the MTU (routers never fragment IPv6).
@@ -427,9 +428,12 @@ pub struct Ip6Rewrite {
     // The cached adjacency's next: `interface-output`, or the first `ip6-output` feature of
     // its interface.
     cached_out: Next,
-    // The cached adjacency's MTU as the fast path compares `current_length` with it
-    // (`u16::MAX` for none: 0).
-    cached_mtu: u16,
+    // The lengths the fast path takes for the cached adjacency: a whole IPv6 header to its
+    // MTU (one compare; none: 0, to the most a `u16` length allows).
+    cached_len: HeadLen<ETH_HEADER_LEN, REWRITE_WINDOW>,
+    // The cached adjacency's Ethernet header after two bytes of anything, for one 16-byte
+    // store (`crate::ip4::nodes::eth_wide`).
+    cached_eth: [u8; 16],
 }
 
 sluice_graph::arcs! {
@@ -458,13 +462,21 @@ sluice_graph::counters! {
     }
 }
 
+/// `ip6-rewrite`'s fast-path window: the Ethernet header pushed and the IPv6 header behind.
+const REWRITE_WINDOW: usize = ETH_HEADER_LEN + HEADER_LEN;
+
 impl Ip6Rewrite {
     /// Caches adjacency `ai` and its `ip6-output` next.
     #[inline(never)]
     fn load(&mut self, ai: u32) {
         let a = self.shared.adj.get(ai);
         self.cached = (ai, a);
-        self.cached_mtu = if a.mtu == 0 { u16::MAX } else { a.mtu };
+        self.cached_eth = crate::ip4::nodes::eth_wide(&a.rewrite);
+        self.cached_len = HeadLen::up_to(if a.mtu == 0 {
+            usize::MAX
+        } else {
+            a.mtu as usize
+        });
         self.cached_out = if self.out_any {
             self.shared
                 .v4
@@ -490,20 +502,21 @@ impl PacketNode for Ip6Rewrite {
             self.load(ai);
         }
         let adj = &self.cached.1;
-        // Fast path: a single buffer, not built here (one flag test), within the MTU; the
-        // Ethernet header pushed and the IPv6 header behind it in one window (one set of
-        // checks), the hop limit checked there. Anything else is undone and takes
-        // `rewrite_checked`, which checks in the usual order.
-        if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0
-            && b.hdr.current_length <= self.cached_mtu
-        {
-            if let Some(fr) = b.prepend_head::<ETH_HEADER_LEN, { ETH_HEADER_LEN + HEADER_LEN }>() {
-                let (eth, h) = fr
-                    .split_first_chunk_mut::<ETH_HEADER_LEN>()
-                    .expect("ETH_HEADER_LEN + HEADER_LEN > ETH_HEADER_LEN");
+        // Fast path: a single buffer, not built here (one flag test); the Ethernet header
+        // pushed and the IPv6 header behind it in one window, its length (a whole header, at
+        // most the MTU) and the window checked with one compare each, the hop limit checked
+        // there. Anything else is undone and takes `rewrite_checked`, which checks in the
+        // usual order.
+        if b.hdr.flags & (LOCALLY_ORIGINATED | TOTAL_LENGTH_VALID) == 0 {
+            if let Some(fr) = b
+                .prepend_head_wide::<2, ETH_HEADER_LEN, REWRITE_WINDOW, { REWRITE_WINDOW + 2 }>(
+                    self.cached_len,
+                )
+            {
+                let (eth, h) = fr.split_first_chunk_mut::<16>().expect("56 > 16");
                 if h[field::HOP_LIMIT] > 1 {
                     h[field::HOP_LIMIT] -= 1;
-                    *eth = adj.rewrite;
+                    *eth = self.cached_eth;
                     b.hdr.tx_if = adj.tx_if;
                     return self.cached_out;
                 }
@@ -1109,7 +1122,8 @@ pub fn register(
                 cached: (u32::MAX, Adj::DROP),
                 out_any: false,
                 cached_out: RewriteNext::Output.next(),
-                cached_mtu: 0,
+                cached_len: HeadLen::up_to(0),
+                cached_eth: [0; 16],
             }))
         })
         .nexts(RewriteNext::NAMES)

@@ -252,6 +252,23 @@ fn rewrite_drops_a_packet_without_room_for_the_l2_header() {
     t.assert_no_leaks();
 }
 
+/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out, one byte
+/// more is over it (no DF: dropped).
+#[test]
+fn rewrite_takes_a_packet_of_exactly_the_mtu() {
+    let (mut t, sw) = rewrite_setup();
+    let at = pkt("UDP: 10.0.0.5 -> 10.0.1.2\nUDP: 1 -> 2\nincrementing 972");
+    let over = pkt("UDP: 10.0.0.5 -> 10.0.1.2\nUDP: 1 -> 2\nincrementing 973");
+    assert_eq!((at.len(), over.len()), (1000, 1001));
+    through_lookup(&mut t, sw, &[at, over]);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data.len(), 1014);
+    assert_eq!(t.drops(), [("ip4-rewrite".to_string(), "mtu_exceeded")]);
+    t.assert_counters(&[("mtu_exceeded", 1)]);
+    t.assert_no_leaks();
+}
+
 #[test]
 fn rewrite_sends_ttl_expiry_and_df_over_mtu_to_icmp_error() {
     let (mut t, sw) = rewrite_setup();

@@ -148,6 +148,32 @@ fn rewrite_decrements_hop_limit_and_refuses_expiry_and_too_big() {
     t.assert_no_leaks();
 }
 
+/// The fast path's length bound is the MTU: a packet of exactly the MTU goes out, one byte
+/// more is too big.
+#[test]
+fn rewrite_takes_a_packet_of_exactly_the_mtu() {
+    let (mut t, sw) = setup("ip6-rewrite");
+    t.cli(&format!(
+        "ip neighbor loop0 2001:db8::2 {PEER_MAC} static
+         ip route add 2001:db8:1::/64 via 2001:db8::2 loop0
+         set interface mtu 1300 loop0"
+    ));
+    let at = pkt("UDP: 2001:db8::5 -> 2001:db8:1::2\nUDP: 1 -> 2\nincrementing 1252");
+    let over = pkt("UDP: 2001:db8::5 -> 2001:db8:1::2\nUDP: 1 -> 2\nincrementing 1253");
+    assert_eq!((at.len(), over.len()), (1300, 1301));
+    let bufs: Vec<BufIdx> = [at, over]
+        .iter()
+        .map(|x| t.packet(x, |h| h.rx_if = sw))
+        .collect();
+    t.inject_at("ip6-lookup", &bufs);
+    let out = t.arc("interface-output");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data.len(), 1314);
+    assert_eq!(t.arc("ip6-icmp-error").len(), 1);
+    t.assert_counters(&[("too_big", 1)]);
+    t.assert_no_leaks();
+}
+
 /// `ip6-rewrite` under test, packets entering at `ip6-lookup` (which sets `adj_index`).
 fn rewrite_setup() -> (NodeTest, u32) {
     let (mut t, sw) = setup("ip6-rewrite");
