@@ -27,12 +27,14 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
 //! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
-//! confirmed by its session's full tuple and checked for expiry; (3) in frame order, hits
-//! are translated; a hit taken before a session was freed in this frame, a miss taken
-//! before one was created and an expired session are looked up again; every other packet
-//! takes the per-packet path above with its parse reused, and a candidate's without a
-//! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
-//! table lock is taken once per frame.
+//! confirmed by its session's full tuple, checked for expiry and translated at once (no
+//! session is freed before pass 3, so every hit of pass 2 is live); (3) in frame order,
+//! the packets pass 2 did not translate: a miss taken before a session was created and an
+//! expired session are looked up again; every other packet takes the per-packet path above
+//! with its parse reused, and a candidate's without a second lookup (session creation,
+//! ICMP errors, pass-through, handoff). Each packet's next arc is written at its frame
+//! position, and the frame is enqueued as it came unless a packet was handed off. The
+//! thread's table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff`
 //! (info: packets the owner's handoff queue took); drops (all through `error-drop`):
@@ -134,6 +136,12 @@ pub struct NatNode {
 /// `cand_of` of a packet that takes the per-packet path.
 const NO_CAND: u16 = u16::MAX;
 
+/// `cand_of` of a candidate the lookup pass translated.
+const DONE: u16 = u16::MAX - 1;
+
+/// `nexts` of a packet handed to another thread (no next arc has this index).
+const HANDED: u16 = u16::MAX;
+
 /// A packet of the frame's fast path: a TCP/UDP/echo packet owned by this thread, whose
 /// session (if it has one) is looked up with the frame's others (the default: an unused
 /// slot).
@@ -143,20 +151,11 @@ struct Cand {
     l4: usize,
     kind: L4,
     fib: u32,
-    /// What the batched lookup found.
-    probe: Probe,
-}
-
-/// A candidate's batched lookup.
-#[derive(Copy, Clone, Default)]
-enum Probe {
-    /// The live session and flow.
-    Hit(u32, u8),
-    /// A session that has expired (the per-packet lookup frees it).
-    Expired,
-    /// No session.
-    #[default]
-    Miss,
+    /// Its position in the frame.
+    pos: u16,
+    /// The batched lookup found its session expired (the per-packet lookup frees it);
+    /// otherwise it found none (a hit is translated in the lookup pass).
+    expired: bool,
 }
 
 impl NatNode {
@@ -273,7 +272,7 @@ impl Pc<'_> {
         Some((i, which))
     }
 
-    /// Translates a TCP/UDP/echo packet with flow `which` of session `i`.
+    /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn apply(
@@ -286,10 +285,29 @@ impl Pc<'_> {
         kind: L4,
         t: Tuple,
     ) -> Verdict {
+        match self.rewrite(b, i, which, l4, kind, t) {
+            Some(nx) => {
+                cx.count(NatCounter::Translated, 1);
+                Verdict::Next(nx)
+            }
+            None => drop_pkt(cx, b, NatCounter::NoTranslation),
+        }
+    }
+
+    /// [`Pc::apply`] without the counter (the lookup pass counts its hits once per frame):
+    /// the next arc, `None` if session `i` is not live.
+    #[inline(always)]
+    fn rewrite(
+        &mut self,
+        b: &mut Buffer<'_>,
+        i: u32,
+        which: u8,
+        l4: usize,
+        kind: L4,
+        t: Tuple,
+    ) -> Option<Next> {
         let len = b.len();
-        let Some(s) = self.table.get_mut(i) else {
-            return drop_pkt(cx, b, NatCounter::NoTranslation);
-        };
+        let s = self.table.get_mut(i)?;
         let (rw, dl) = (s.flow(which).rw, s.deltas(which));
         let class = if t.proto == proto::TCP {
             tcp_update(&mut s.tcp, which == 0, flags_of(kind))
@@ -298,7 +316,6 @@ impl Pc<'_> {
         };
         packet::translate(b.data_mut(), l4, kind, t, rw, dl);
         self.table.touch(i, self.now, len, class);
-        cx.count(NatCounter::Translated, 1);
         if b.hdr.is_traced() {
             self.trace = Some(NatTrace {
                 out: which == 1,
@@ -308,7 +325,7 @@ impl Pc<'_> {
                 handoff: None,
             });
         }
-        Verdict::Next(
+        Some(
             self.features
                 .next(self.slot, b.hdr.rx_if, NatNext::Lookup.next()),
         )
@@ -768,7 +785,8 @@ impl NodeFn for NatNode {
                         l4,
                         kind,
                         fib,
-                        probe: Probe::Miss,
+                        pos: i as u16,
+                        expired: false,
                     };
                     c = nc as u16;
                     nc += 1;
@@ -777,19 +795,10 @@ impl NodeFn for NatNode {
             *co = c;
         }
         // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
-        // confirmed by its session's full tuple and checked for expiry.
-        let cands = &mut cands[..nc];
-        let vals = &mut vals[..nc];
-        w.table.probe_many(&digests[..nc], vals);
-        for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            c.probe =
-                match v.and_then(|v| w.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts)) {
-                    None => Probe::Miss,
-                    Some((i, which, true)) => Probe::Hit(i, which),
-                    Some((_, _, false)) => Probe::Expired,
-                };
-        }
-        let (gen, creations) = (w.table.generation(), w.table.creations());
+        // confirmed by its session's full tuple, checked for expiry and translated at once
+        // (its next written at its frame position). Nothing in this pass frees a session,
+        // so every hit stays valid until the last; misses and expired sessions wait for
+        // pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -801,22 +810,53 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
-        // Pass 3: translate the hits, in frame order; the rest take the per-packet path
-        // (session creation, ICMP errors, pass-through, handoff). A hit found before a
-        // session was freed in this frame, a miss found before a session was created, and
-        // an expired session are looked up again here; a candidate's per-packet path then
-        // knows it has no session and does not look it up.
+        let cands = &mut cands[..nc];
+        let vals = &mut vals[..nc];
+        pc.table.probe_many(&digests[..nc], vals);
+        let mut translated = 0;
+        for (c, v) in cands.iter_mut().zip(vals.iter()) {
+            let found = v.and_then(|v| pc.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts));
+            match found {
+                Some((si, which, true)) => {
+                    let pos = c.pos as usize;
+                    let bi = frame[pos];
+                    // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
+                    let mut b = unsafe { arena.buffer(bi) };
+                    b.hdr.handoff_thread = 0;
+                    // (A confirmed hit is live: `rewrite` finds it.)
+                    if let Some(nx) = pc.rewrite(&mut b, si, which, c.l4, c.kind, c.t) {
+                        if let Some(rec) = pc.trace.take() {
+                            cx.trace(&b, rec);
+                        }
+                        nexts[pos] = nx.0;
+                        cand_of[pos] = DONE;
+                        translated += 1;
+                    }
+                }
+                Some((_, _, false)) => c.expired = true,
+                None => {}
+            }
+        }
+        cx.count(NatCounter::Translated, translated);
+        let creations = pc.table.creations();
+        // Pass 3, in frame order: what pass 2 did not translate takes the per-packet path
+        // (session creation, ICMP errors, pass-through, handoff). A miss found before a
+        // session was created and an expired session are looked up again here; a
+        // candidate's per-packet path then knows it has no session and does not look it up.
         let mut handed = false;
-        let mut kept = 0;
         for (i, &bi) in frame.iter().enumerate() {
+            let k = cand_of[i];
+            if k == DONE {
+                continue;
+            }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
             let mut b = unsafe { arena.buffer(bi) };
-            let cand = cand_of.get(i).and_then(|&k| cands.get(k as usize));
+            let cand = cands.get(k as usize);
             let found = cand.map(|c| {
-                let h = match c.probe {
-                    Probe::Hit(si, which) if pc.table.generation() == gen => Some((si, which)),
-                    Probe::Miss if pc.table.creations() == creations => None,
-                    _ => pc.lookup(side, &c.t, c.fib),
+                let h = if !c.expired && pc.table.creations() == creations {
+                    None
+                } else {
+                    pc.lookup(side, &c.t, c.fib)
                 };
                 (c, h)
             });
@@ -843,10 +883,7 @@ impl NodeFn for NatNode {
                     if let Some(rec) = pc.trace.take() {
                         cx.trace(&b, rec);
                     }
-                    // `kept` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                    // panics rather than leaking the buffer).
-                    (keep[kept], nexts[kept]) = (bi, nx.0);
-                    kept += 1;
+                    nexts[i] = nx.0;
                 }
                 Verdict::Handoff(t) => {
                     if b.hdr.is_traced() {
@@ -868,16 +905,30 @@ impl NodeFn for NatNode {
                     if let Some(h) = hand.get_mut(t) {
                         h.push(bi);
                         handed = true;
+                        nexts[i] = HANDED;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
-                        (keep[kept], nexts[kept]) = (bi, NatNext::Drop as u16);
-                        kept += 1;
+                        nexts[i] = NatNext::Drop as u16;
                     }
                 }
             }
         }
         std::mem::drop(guard);
-        cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
+        if handed {
+            // The packets handed off leave the frame (`HANDED`); the rest keep its order.
+            let mut kept = 0;
+            for (i, &bi) in frame.iter().enumerate() {
+                let nx = nexts[i];
+                if nx != HANDED {
+                    // `kept` ≤ its index < FRAME_SIZE: in bounds.
+                    (keep[kept], nexts[kept]) = (bi, nx);
+                    kept += 1;
+                }
+            }
+            cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
+        } else {
+            cx.enqueue_to_next(frame, &nexts[..n]);
+        }
         if handed {
             let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {
