@@ -50,7 +50,7 @@ use crate::session::{sflags, tcp_update, CreateError, Flow, Session, Side, Table
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
-use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
 use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
@@ -121,7 +121,6 @@ pub struct NatNode {
     /// Per frame (fixed-size, written by index: no length or capacity bookkeeping per
     /// packet): the packets enqueued here (not handed off) and their next arcs.
     keep: Box<[BufIdx; FRAME_SIZE]>,
-    nexts: Box<[u16; FRAME_SIZE]>,
     hand: Vec<Vec<BufIdx>>,
     /// Per frame: the packets that may belong to a live session of this thread (the
     /// first `nc` of the frame).
@@ -167,7 +166,6 @@ impl NatNode {
             features,
             slot,
             keep: Box::new([BufIdx(0); FRAME_SIZE]),
-            nexts: Box::new([0; FRAME_SIZE]),
             hand: Vec::new(),
             cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
@@ -711,13 +709,19 @@ impl NodeFn for NatNode {
         let me = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        // The thread's frame scratch: the frame's buffer addresses (kept from the node
+        // before when it handed this frame on whole: one compare, no address computation)
+        // and each packet's next arc.
+        let mut scratch = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *scratch;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         let NatNode {
             out,
             shared,
             features,
             slot,
             keep,
-            nexts,
             hand,
             cands,
             digests,
@@ -732,15 +736,16 @@ impl NodeFn for NatNode {
         let Some(w) = guard.as_mut().and_then(|g| g.as_mut()) else {
             // NAT disabled: everything passes.
             std::mem::drop(guard);
-            for (&bi, nx) in frame.iter().zip(nexts.iter_mut()) {
+            for (i, (&bi, nx)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 // SAFETY: the dispatcher hands this node exclusive ownership of every index
-                // in `frame`; each index appears once and the view lives only for this
-                // statement.
-                let b = unsafe { arena.buffer(bi) };
+                // in `frame`, resolved into `addrs` above; each index appears once and the
+                // view lives only for this statement.
+                let b = unsafe { arena.buffer_at(addrs, i, bi) };
                 *nx = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0;
             }
             cx.count(NatCounter::Passed, n as u64);
             cx.enqueue_to_next(frame, &nexts[..n]);
+            cx.put_frame_scratch(scratch);
             return;
         };
         let now = cx.now_secs();
@@ -753,12 +758,11 @@ impl NodeFn for NatNode {
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-            if let Some(&ahead) = frame.get(i + 2) {
-                arena.prefetch(ahead);
-            }
-            // SAFETY: exclusive ownership of `bi` (as above); the view lives for this
-            // iteration only.
-            let b = unsafe { arena.buffer(bi) };
+            // Past the frame's end the addresses repeat the last packet's.
+            addrs.prefetch(i + 2, true);
+            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+            // view lives for this iteration only.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
             let mut c = NO_CAND;
             if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
                 let (fib, owner, ours) = if *out {
@@ -821,7 +825,7 @@ impl NodeFn for NatNode {
                     let pos = c.pos as usize;
                     let bi = frame[pos];
                     // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
-                    let mut b = unsafe { arena.buffer(bi) };
+                    let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
                     b.hdr.handoff_thread = 0;
                     // (A confirmed hit is live: `rewrite` finds it.)
                     if let Some(nx) = pc.rewrite(&mut b, si, which, c.l4, c.kind, c.t) {
@@ -850,7 +854,7 @@ impl NodeFn for NatNode {
                 continue;
             }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
-            let mut b = unsafe { arena.buffer(bi) };
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
             let cand = cands.get(k as usize);
             let found = cand.map(|c| {
                 let h = if !c.expired && pc.table.creations() == creations {
@@ -929,6 +933,7 @@ impl NodeFn for NatNode {
         } else {
             cx.enqueue_to_next(frame, &nexts[..n]);
         }
+        cx.put_frame_scratch(scratch);
         if handed {
             let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {
