@@ -46,7 +46,7 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Session, Side, Table};
+use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Session, Side, Table};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
@@ -819,26 +819,42 @@ impl NodeFn for NatNode {
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
         for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            let found = v.and_then(|v| pc.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts));
-            match found {
-                Some((si, which, true)) => {
-                    let pos = c.pos as usize;
-                    let bi = frame[pos];
-                    // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
-                    let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
+            let Some(v) = *v else { continue };
+            let pos = c.pos as usize;
+            let bi = frame[pos];
+            // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
+            let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
+            let len = b.len();
+            let hit = pc
+                .table
+                .hit(side, &c.t, c.fib, v, now, &timeouts, len, flags_of(c.kind));
+            match hit {
+                Hit::Live {
+                    i: si,
+                    which,
+                    rw,
+                    deltas,
+                } => {
                     b.hdr.handoff_thread = 0;
-                    // (A confirmed hit is live: `rewrite` finds it.)
-                    if let Some(nx) = pc.rewrite(&mut b, si, which, c.l4, c.kind, c.t) {
-                        if let Some(rec) = pc.trace.take() {
-                            cx.trace(&b, rec);
-                        }
-                        nexts[pos] = nx.0;
-                        cand_of[pos] = DONE;
-                        translated += 1;
+                    packet::translate(b.data_mut(), c.l4, c.kind, c.t, rw, deltas);
+                    if b.hdr.is_traced() {
+                        cx.trace(
+                            &b,
+                            NatTrace {
+                                out: which == 1,
+                                session: Some(si),
+                                from: c.t,
+                                to: rw,
+                                handoff: None,
+                            },
+                        );
                     }
+                    nexts[pos] = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0;
+                    cand_of[pos] = DONE;
+                    translated += 1;
                 }
-                Some((_, _, false)) => c.expired = true,
-                None => {}
+                Hit::Expired => c.expired = true,
+                Hit::Miss => {}
             }
         }
         cx.count(NatCounter::Translated, translated);

@@ -259,6 +259,27 @@ pub fn tcp_update(state: &mut u8, inside: bool, flags: u8) -> Class {
     }
 }
 
+/// What [`Table::hit`] found.
+#[derive(Copy, Clone, Debug)]
+pub enum Hit {
+    /// No session has the flow.
+    Miss,
+    /// The flow's session has expired (not freed: the per-packet lookup frees it).
+    Expired,
+    /// The live session `i`'s flow `which`, recorded: what the packet's tuple becomes and
+    /// the checksum deltas of that rewrite.
+    Live {
+        /// The session.
+        i: u32,
+        /// Its flow (0: inside, 1: outside).
+        which: u8,
+        /// The rewrite.
+        rw: Tuple,
+        /// Its checksum deltas.
+        deltas: Deltas,
+    },
+}
+
 /// Why a session could not be created.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum CreateError {
@@ -423,6 +444,69 @@ impl Table {
                 s.lru_stamp == now as u32 || !s.expired(now, timeouts),
             )
         })
+    }
+
+    /// The batched path's hit in one access of the session: table value `v` checked as
+    /// [`Table::confirm_live`] checks it and, when it is a live session's flow (`side`,
+    /// `t`, `fib`), the packet recorded as [`Table::touch`] records it (`bytes`; TCP: its
+    /// `tcp_flags` applied to the state first) and the flow's rewrite and checksum deltas
+    /// returned.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn hit(
+        &mut self,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        v: u64,
+        now: f64,
+        timeouts: &Timeouts,
+        bytes: usize,
+        tcp_flags: u8,
+    ) -> Hit {
+        let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
+        let Some(s) = self.sessions.get_mut(i) else {
+            return Hit::Miss;
+        };
+        let f = s.flow(which);
+        let ffib = if which == 0 || f.side == Side::In {
+            s.fib
+        } else {
+            0
+        };
+        if !(f.key == *t && f.side == side && ffib == fib) {
+            return Hit::Miss;
+        }
+        let stamp = now as u32;
+        debug_assert!(
+            s.lru_stamp != stamp || !s.expired(now, timeouts),
+            "a session stamped this second has expired: a timeout under 1 s?"
+        );
+        if s.lru_stamp != stamp && s.expired(now, timeouts) {
+            return Hit::Expired;
+        }
+        let (rw, deltas) = (f.rw, s.deltas(which));
+        let class = if t.proto == sluice_wire::ipv4::proto::TCP {
+            tcp_update(&mut s.tcp, which == 0, tcp_flags)
+        } else {
+            s.class
+        };
+        s.last = now;
+        s.pkts += 1;
+        s.bytes += bytes as u64;
+        let old = s.class;
+        if old != class || s.lru_stamp != stamp {
+            s.lru_stamp = stamp;
+            s.class = class;
+            self.unlink(i, old);
+            self.link_tail(i, class);
+        }
+        Hit::Live {
+            i,
+            which,
+            rw,
+            deltas,
+        }
     }
 
     /// The digest's table value checked by [`Table::confirm_live`]: `Some((i, which,
