@@ -112,6 +112,9 @@ const PORT_ATTEMPTS: usize = 32;
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
 
+/// How many candidates ahead the lookup pass prefetches a hit's session.
+const SESSION_AHEAD: usize = 4;
+
 /// The per-thread instance.
 pub struct NatNode {
     out: bool,
@@ -818,8 +821,13 @@ impl NodeFn for NatNode {
         let vals = &mut vals[..nc];
         pc.table.probe_many(&digests[..nc], vals);
         let mut translated = 0;
-        for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            let Some(v) = *v else { continue };
+        for (k, c) in cands.iter_mut().enumerate() {
+            // The session of the hit `SESSION_AHEAD` on, so that its miss (a table larger
+            // than the caches) overlaps this one's work.
+            if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
+                pc.table.prefetch(a);
+            }
+            let Some(v) = vals[k] else { continue };
             let pos = c.pos as usize;
             let bi = frame[pos];
             // SAFETY: as above — exclusive ownership of `bi`; one view at a time.

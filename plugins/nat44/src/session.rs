@@ -399,6 +399,13 @@ impl Table {
         self.keys.table().lookup_many(digests, out);
     }
 
+    /// Hints the CPU to fetch the session of table value `v` (a [`Table::probe_many`]
+    /// result) ahead of its [`Table::hit`].
+    #[inline(always)]
+    pub fn prefetch(&self, v: u64) {
+        self.sessions.prefetch((v >> 1) as u32);
+    }
+
     /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
     /// `t`, `fib`) (a digest hit is never trusted alone).
     #[inline(always)]
