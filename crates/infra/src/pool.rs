@@ -71,25 +71,25 @@ impl<T> Pool<T> {
         self.slots.get_mut(i as usize)?.as_mut()
     }
 
-    /// Hints the CPU to fetch the cache lines of slot `i` (all of them, at most four: a slot
-    /// wider than 192 bytes gets its first four) ahead of a [`Pool::get`] of it, so that a
-    /// frame's random reads of elements overlap their misses. No bound check and no effect
-    /// for a free or out-of-range `i`: a prefetch never faults and the address is only
-    /// computed (wrapping), never dereferenced.
+    /// Hints the CPU to fetch the cache lines of slot `i` (every line its bytes reach, for
+    /// a slot of up to 256 bytes; the first ones of a wider slot) ahead of a [`Pool::get`]
+    /// of it, so that a frame's random reads of elements overlap their misses. No bound
+    /// check and no effect for a free or out-of-range `i`: a prefetch never faults and the
+    /// address is only computed (wrapping), never dereferenced. The offsets are constants
+    /// of the slot size (no branch on the slot's alignment).
     #[inline(always)]
     pub fn prefetch(&self, i: u32) {
         let size = std::mem::size_of::<Option<T>>();
         let p = self.slots.as_ptr().wrapping_add(i as usize) as *const u8;
-        crate::prefetch(p);
-        // The lines after the first that the slot reaches (a constant per `T`: the loop
-        // unrolls to at most three more prefetches).
-        let mut off = 64 - (p as usize & 63);
-        for _ in 0..3 {
-            if off >= size {
-                break;
+        // Bytes 0, 64, 128, 192 below the size, and the last byte: whatever the alignment,
+        // every line of the slot holds one of them.
+        for off in [0, 64, 128, 192] {
+            if off < size {
+                crate::prefetch(p.wrapping_add(off));
             }
-            crate::prefetch(p.wrapping_add(off));
-            off += 64;
+        }
+        if size > 1 && size <= 256 {
+            crate::prefetch(p.wrapping_add(size - 1));
         }
     }
 

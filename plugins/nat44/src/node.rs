@@ -872,7 +872,9 @@ impl NodeFn for NatNode {
         // session was created and an expired session are looked up again here; a
         // candidate's per-packet path then knows it has no session and does not look it up.
         let mut handed = false;
-        for (i, &bi) in frame.iter().enumerate() {
+        // (Nothing left when pass 2 translated the whole frame.)
+        let rest = if translated < n as u64 { frame } else { &[] };
+        for (i, &bi) in rest.iter().enumerate() {
             let k = cand_of[i];
             if k == DONE {
                 continue;
