@@ -27,12 +27,14 @@
 //! packet this thread owns (or that was handed here; out2in: addressed to an external
 //! address) is a candidate and its flow digest is computed; (2) the candidates' digests are
 //! looked up together (`Table::probe_many`, bucket prefetches overlapping), each hit
-//! confirmed by its session's full tuple and checked for expiry; (3) in frame order, hits
-//! are translated; a hit taken before a session was freed in this frame, a miss taken
-//! before one was created and an expired session are looked up again; every other packet
-//! takes the per-packet path above with its parse reused, and a candidate's without a
-//! second lookup (session creation, ICMP errors, pass-through, handoff). The thread's
-//! table lock is taken once per frame.
+//! confirmed by its session's full tuple, checked for expiry and translated at once (no
+//! session is freed before pass 3, so every hit of pass 2 is live); (3) in frame order,
+//! the packets pass 2 did not translate: a miss taken before a session was created and an
+//! expired session are looked up again; every other packet takes the per-packet path above
+//! with its parse reused, and a candidate's without a second lookup (session creation,
+//! ICMP errors, pass-through, handoff). Each packet's next arc is written at its frame
+//! position, and the frame is enqueued as it came unless a packet was handed off. The
+//! thread's table lock is taken once per frame.
 //!
 //! Counters (both nodes, [`NatCounter`]): `translated`, `passed`, `session_created`, `handoff`
 //! (info: packets the owner's handoff queue took); drops (all through `error-drop`):
@@ -44,11 +46,11 @@
 
 use crate::config::{role, Snapshot};
 use crate::packet::{self, flags_of, ip4_addrs, parse, Bad, Parsed, Tuple, L4};
-use crate::session::{sflags, tcp_update, CreateError, Flow, Session, Side, Table};
+use crate::session::{sflags, tcp_update, CreateError, Flow, Hit, Session, Side, Table};
 use crate::{lock, NatShared};
 use sluice_buffer::{BufIdx, Buffer};
 use sluice_fib::adj::AdjKind;
-use sluice_graph::{Cx, Next, NodeFn, TraceRecord, FRAME_SIZE};
+use sluice_graph::{Cx, FrameScratch, Next, NodeFn, TraceRecord, FRAME_SIZE, SCRATCH_AHEAD};
 use sluice_infra::epoch::Epochs;
 use sluice_vnet::feature::FeatureNext;
 use sluice_vnet::ip4::{Ip4Shared, LB_FLAG};
@@ -110,6 +112,9 @@ const PORT_ATTEMPTS: usize = 32;
 /// Expired sessions each frame frees at most (the `nat44-ed-walk` process does the rest).
 const FRAME_EXPIRE: usize = 8;
 
+/// How many candidates ahead the lookup pass prefetches a hit's session.
+const SESSION_AHEAD: usize = 4;
+
 /// The per-thread instance.
 pub struct NatNode {
     out: bool,
@@ -119,7 +124,6 @@ pub struct NatNode {
     /// Per frame (fixed-size, written by index: no length or capacity bookkeeping per
     /// packet): the packets enqueued here (not handed off) and their next arcs.
     keep: Box<[BufIdx; FRAME_SIZE]>,
-    nexts: Box<[u16; FRAME_SIZE]>,
     hand: Vec<Vec<BufIdx>>,
     /// Per frame: the packets that may belong to a live session of this thread (the
     /// first `nc` of the frame).
@@ -134,6 +138,12 @@ pub struct NatNode {
 /// `cand_of` of a packet that takes the per-packet path.
 const NO_CAND: u16 = u16::MAX;
 
+/// `cand_of` of a candidate the lookup pass translated.
+const DONE: u16 = u16::MAX - 1;
+
+/// `nexts` of a packet handed to another thread (no next arc has this index).
+const HANDED: u16 = u16::MAX;
+
 /// A packet of the frame's fast path: a TCP/UDP/echo packet owned by this thread, whose
 /// session (if it has one) is looked up with the frame's others (the default: an unused
 /// slot).
@@ -143,20 +153,11 @@ struct Cand {
     l4: usize,
     kind: L4,
     fib: u32,
-    /// What the batched lookup found.
-    probe: Probe,
-}
-
-/// A candidate's batched lookup.
-#[derive(Copy, Clone, Default)]
-enum Probe {
-    /// The live session and flow.
-    Hit(u32, u8),
-    /// A session that has expired (the per-packet lookup frees it).
-    Expired,
-    /// No session.
-    #[default]
-    Miss,
+    /// Its position in the frame.
+    pos: u16,
+    /// The batched lookup found its session expired (the per-packet lookup frees it);
+    /// otherwise it found none (a hit is translated in the lookup pass).
+    expired: bool,
 }
 
 impl NatNode {
@@ -168,7 +169,6 @@ impl NatNode {
             features,
             slot,
             keep: Box::new([BufIdx(0); FRAME_SIZE]),
-            nexts: Box::new([0; FRAME_SIZE]),
             hand: Vec::new(),
             cands: Box::new([Cand::default(); FRAME_SIZE]),
             digests: Box::new([0; FRAME_SIZE]),
@@ -273,7 +273,7 @@ impl Pc<'_> {
         Some((i, which))
     }
 
-    /// Translates a TCP/UDP/echo packet with flow `which` of session `i`.
+    /// Translates a TCP/UDP/echo packet with flow `which` of session `i` and counts it.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn apply(
@@ -286,10 +286,29 @@ impl Pc<'_> {
         kind: L4,
         t: Tuple,
     ) -> Verdict {
+        match self.rewrite(b, i, which, l4, kind, t) {
+            Some(nx) => {
+                cx.count(NatCounter::Translated, 1);
+                Verdict::Next(nx)
+            }
+            None => drop_pkt(cx, b, NatCounter::NoTranslation),
+        }
+    }
+
+    /// [`Pc::apply`] without the counter (the lookup pass counts its hits once per frame):
+    /// the next arc, `None` if session `i` is not live.
+    #[inline(always)]
+    fn rewrite(
+        &mut self,
+        b: &mut Buffer<'_>,
+        i: u32,
+        which: u8,
+        l4: usize,
+        kind: L4,
+        t: Tuple,
+    ) -> Option<Next> {
         let len = b.len();
-        let Some(s) = self.table.get_mut(i) else {
-            return drop_pkt(cx, b, NatCounter::NoTranslation);
-        };
+        let s = self.table.get_mut(i)?;
         let (rw, dl) = (s.flow(which).rw, s.deltas(which));
         let class = if t.proto == proto::TCP {
             tcp_update(&mut s.tcp, which == 0, flags_of(kind))
@@ -298,7 +317,6 @@ impl Pc<'_> {
         };
         packet::translate(b.data_mut(), l4, kind, t, rw, dl);
         self.table.touch(i, self.now, len, class);
-        cx.count(NatCounter::Translated, 1);
         if b.hdr.is_traced() {
             self.trace = Some(NatTrace {
                 out: which == 1,
@@ -308,7 +326,7 @@ impl Pc<'_> {
                 handoff: None,
             });
         }
-        Verdict::Next(
+        Some(
             self.features
                 .next(self.slot, b.hdr.rx_if, NatNext::Lookup.next()),
         )
@@ -694,13 +712,19 @@ impl NodeFn for NatNode {
         let me = cx.thread();
         let n = frame.len().min(FRAME_SIZE);
         let frame = &frame[..n];
+        // The thread's frame scratch: the frame's buffer addresses (kept from the node
+        // before when it handed this frame on whole: one compare, no address computation)
+        // and each packet's next arc.
+        let mut scratch = cx.take_frame_scratch();
+        let FrameScratch { addrs, nexts } = &mut *scratch;
+        arena.resolve(frame, SCRATCH_AHEAD, addrs);
+        let addrs = &*addrs;
         let NatNode {
             out,
             shared,
             features,
             slot,
             keep,
-            nexts,
             hand,
             cands,
             digests,
@@ -715,15 +739,16 @@ impl NodeFn for NatNode {
         let Some(w) = guard.as_mut().and_then(|g| g.as_mut()) else {
             // NAT disabled: everything passes.
             std::mem::drop(guard);
-            for (&bi, nx) in frame.iter().zip(nexts.iter_mut()) {
+            for (i, (&bi, nx)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
                 // SAFETY: the dispatcher hands this node exclusive ownership of every index
-                // in `frame`; each index appears once and the view lives only for this
-                // statement.
-                let b = unsafe { arena.buffer(bi) };
+                // in `frame`, resolved into `addrs` above; each index appears once and the
+                // view lives only for this statement.
+                let b = unsafe { arena.buffer_at(addrs, i, bi) };
                 *nx = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0;
             }
             cx.count(NatCounter::Passed, n as u64);
             cx.enqueue_to_next(frame, &nexts[..n]);
+            cx.put_frame_scratch(scratch);
             return;
         };
         let now = cx.now_secs();
@@ -736,12 +761,11 @@ impl NodeFn for NatNode {
         let local = cfg.threads.len() == 1 && cfg.threads[0] == me;
         let mut nc = 0;
         for ((i, &bi), co) in frame.iter().enumerate().zip(cand_of.iter_mut()) {
-            if let Some(&ahead) = frame.get(i + 2) {
-                arena.prefetch(ahead);
-            }
-            // SAFETY: exclusive ownership of `bi` (as above); the view lives for this
-            // iteration only.
-            let b = unsafe { arena.buffer(bi) };
+            // Past the frame's end the addresses repeat the last packet's.
+            addrs.prefetch(i + 2, true);
+            // SAFETY: exclusive ownership of `bi`, resolved into `addrs` (as above); the
+            // view lives for this iteration only.
+            let b = unsafe { arena.buffer_at(addrs, i, bi) };
             let mut c = NO_CAND;
             if let Ok((t, l4, kind)) = packet::parse_flow(b.data()) {
                 let (fib, owner, ours) = if *out {
@@ -768,7 +792,8 @@ impl NodeFn for NatNode {
                         l4,
                         kind,
                         fib,
-                        probe: Probe::Miss,
+                        pos: i as u16,
+                        expired: false,
                     };
                     c = nc as u16;
                     nc += 1;
@@ -777,19 +802,10 @@ impl NodeFn for NatNode {
             *co = c;
         }
         // Pass 2: the candidates' lookups, batched (bucket prefetches overlap), each hit
-        // confirmed by its session's full tuple and checked for expiry.
-        let cands = &mut cands[..nc];
-        let vals = &mut vals[..nc];
-        w.table.probe_many(&digests[..nc], vals);
-        for (c, v) in cands.iter_mut().zip(vals.iter()) {
-            c.probe =
-                match v.and_then(|v| w.table.confirm_live(side, &c.t, c.fib, v, now, &timeouts)) {
-                    None => Probe::Miss,
-                    Some((i, which, true)) => Probe::Hit(i, which),
-                    Some((_, _, false)) => Probe::Expired,
-                };
-        }
-        let (gen, creations) = (w.table.generation(), w.table.creations());
+        // confirmed by its session's full tuple, checked for expiry and translated at once
+        // (its next written at its frame position). Nothing in this pass frees a session,
+        // so every hit stays valid until the last; misses and expired sessions wait for
+        // pass 3.
         let mut pc = Pc {
             cfg: &cfg,
             table: &mut w.table,
@@ -801,22 +817,76 @@ impl NodeFn for NatNode {
             now,
             trace: None,
         };
-        // Pass 3: translate the hits, in frame order; the rest take the per-packet path
-        // (session creation, ICMP errors, pass-through, handoff). A hit found before a
-        // session was freed in this frame, a miss found before a session was created, and
-        // an expired session are looked up again here; a candidate's per-packet path then
-        // knows it has no session and does not look it up.
+        let cands = &mut cands[..nc];
+        let vals = &mut vals[..nc];
+        pc.table.probe_many(&digests[..nc], vals);
+        let mut translated = 0;
+        for (k, c) in cands.iter_mut().enumerate() {
+            // The session of the hit `SESSION_AHEAD` on, so that its miss (a table larger
+            // than the caches) overlaps this one's work.
+            if let Some(&Some(a)) = vals.get(k + SESSION_AHEAD) {
+                pc.table.prefetch(a);
+            }
+            let Some(v) = vals[k] else { continue };
+            let pos = c.pos as usize;
+            let bi = frame[pos];
+            // SAFETY: as above — exclusive ownership of `bi`; one view at a time.
+            let mut b = unsafe { arena.buffer_at(addrs, pos, bi) };
+            let len = b.len();
+            let hit = pc
+                .table
+                .hit(side, &c.t, c.fib, v, now, &timeouts, len, flags_of(c.kind));
+            match hit {
+                Hit::Live {
+                    i: si,
+                    which,
+                    rw,
+                    deltas,
+                } => {
+                    b.hdr.handoff_thread = 0;
+                    packet::translate(b.data_mut(), c.l4, c.kind, c.t, rw, deltas);
+                    if b.hdr.is_traced() {
+                        cx.trace(
+                            &b,
+                            NatTrace {
+                                out: which == 1,
+                                session: Some(si),
+                                from: c.t,
+                                to: rw,
+                                handoff: None,
+                            },
+                        );
+                    }
+                    nexts[pos] = features.next(*slot, b.hdr.rx_if, NatNext::Lookup.next()).0;
+                    cand_of[pos] = DONE;
+                    translated += 1;
+                }
+                Hit::Expired => c.expired = true,
+                Hit::Miss => {}
+            }
+        }
+        cx.count(NatCounter::Translated, translated);
+        let creations = pc.table.creations();
+        // Pass 3, in frame order: what pass 2 did not translate takes the per-packet path
+        // (session creation, ICMP errors, pass-through, handoff). A miss found before a
+        // session was created and an expired session are looked up again here; a
+        // candidate's per-packet path then knows it has no session and does not look it up.
         let mut handed = false;
-        let mut kept = 0;
-        for (i, &bi) in frame.iter().enumerate() {
+        // (Nothing left when pass 2 translated the whole frame.)
+        let rest = if translated < n as u64 { frame } else { &[] };
+        for (i, &bi) in rest.iter().enumerate() {
+            let k = cand_of[i];
+            if k == DONE {
+                continue;
+            }
             // SAFETY: as above — exclusive ownership of `bi` for this iteration.
-            let mut b = unsafe { arena.buffer(bi) };
-            let cand = cand_of.get(i).and_then(|&k| cands.get(k as usize));
+            let mut b = unsafe { arena.buffer_at(addrs, i, bi) };
+            let cand = cands.get(k as usize);
             let found = cand.map(|c| {
-                let h = match c.probe {
-                    Probe::Hit(si, which) if pc.table.generation() == gen => Some((si, which)),
-                    Probe::Miss if pc.table.creations() == creations => None,
-                    _ => pc.lookup(side, &c.t, c.fib),
+                let h = if !c.expired && pc.table.creations() == creations {
+                    None
+                } else {
+                    pc.lookup(side, &c.t, c.fib)
                 };
                 (c, h)
             });
@@ -843,10 +913,7 @@ impl NodeFn for NatNode {
                     if let Some(rec) = pc.trace.take() {
                         cx.trace(&b, rec);
                     }
-                    // `kept` ≤ `i` < FRAME_SIZE: in bounds (indexed, so a broken invariant
-                    // panics rather than leaking the buffer).
-                    (keep[kept], nexts[kept]) = (bi, nx.0);
-                    kept += 1;
+                    nexts[i] = nx.0;
                 }
                 Verdict::Handoff(t) => {
                     if b.hdr.is_traced() {
@@ -868,16 +935,31 @@ impl NodeFn for NatNode {
                     if let Some(h) = hand.get_mut(t) {
                         h.push(bi);
                         handed = true;
+                        nexts[i] = HANDED;
                     } else {
                         b.hdr.error = cx.error(NatCounter::Congestion);
-                        (keep[kept], nexts[kept]) = (bi, NatNext::Drop as u16);
-                        kept += 1;
+                        nexts[i] = NatNext::Drop as u16;
                     }
                 }
             }
         }
         std::mem::drop(guard);
-        cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
+        if handed {
+            // The packets handed off leave the frame (`HANDED`); the rest keep its order.
+            let mut kept = 0;
+            for (i, &bi) in frame.iter().enumerate() {
+                let nx = nexts[i];
+                if nx != HANDED {
+                    // `kept` ≤ its index < FRAME_SIZE: in bounds.
+                    (keep[kept], nexts[kept]) = (bi, nx);
+                    kept += 1;
+                }
+            }
+            cx.enqueue_to_next(&keep[..kept], &nexts[..kept]);
+        } else {
+            cx.enqueue_to_next(frame, &nexts[..n]);
+        }
+        cx.put_frame_scratch(scratch);
         if handed {
             let node = cx.node();
             for (t, h) in hand.iter_mut().enumerate() {

@@ -259,6 +259,27 @@ pub fn tcp_update(state: &mut u8, inside: bool, flags: u8) -> Class {
     }
 }
 
+/// What [`Table::hit`] found.
+#[derive(Copy, Clone, Debug)]
+pub enum Hit {
+    /// No session has the flow.
+    Miss,
+    /// The flow's session has expired (not freed: the per-packet lookup frees it).
+    Expired,
+    /// The live session `i`'s flow `which`, recorded: what the packet's tuple becomes and
+    /// the checksum deltas of that rewrite.
+    Live {
+        /// The session.
+        i: u32,
+        /// Its flow (0: inside, 1: outside).
+        which: u8,
+        /// The rewrite.
+        rw: Tuple,
+        /// Its checksum deltas.
+        deltas: Deltas,
+    },
+}
+
 /// Why a session could not be created.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum CreateError {
@@ -290,10 +311,6 @@ pub struct Table {
     rng: u64,
     /// Counters.
     pub stats: Stats,
-    /// Bumped by every free (never by a create: a create adds keys, so a hit found before
-    /// is still that live session): a hit taken before is still valid while it is
-    /// unchanged (the nodes' batched lookups, [`Table::probe_many`]).
-    generation: u64,
     /// Bumped by every create: a miss taken before is still a miss while it is unchanged.
     creations: u64,
 }
@@ -321,7 +338,6 @@ impl Table {
             max,
             rng: seed | 1,
             stats: Stats::default(),
-            generation: 0,
             creations: 0,
         }
     }
@@ -378,6 +394,13 @@ impl Table {
         self.keys.table().lookup_many(digests, out);
     }
 
+    /// Hints the CPU to fetch the session of table value `v` (a [`Table::probe_many`]
+    /// result) ahead of its [`Table::hit`].
+    #[inline(always)]
+    pub fn prefetch(&self, v: u64) {
+        self.sessions.prefetch((v >> 1) as u32);
+    }
+
     /// The session and flow of table value `v` if that flow's full match tuple is (`side`,
     /// `t`, `fib`) (a digest hit is never trusted alone).
     #[inline(always)]
@@ -425,6 +448,69 @@ impl Table {
         })
     }
 
+    /// The batched path's hit in one access of the session: table value `v` checked as
+    /// [`Table::confirm_live`] checks it and, when it is a live session's flow (`side`,
+    /// `t`, `fib`), the packet recorded as [`Table::touch`] records it (`bytes`; TCP: its
+    /// `tcp_flags` applied to the state first) and the flow's rewrite and checksum deltas
+    /// returned.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn hit(
+        &mut self,
+        side: Side,
+        t: &Tuple,
+        fib: u32,
+        v: u64,
+        now: f64,
+        timeouts: &Timeouts,
+        bytes: usize,
+        tcp_flags: u8,
+    ) -> Hit {
+        let (i, which) = ((v >> 1) as u32, (v & 1) as u8);
+        let Some(s) = self.sessions.get_mut(i) else {
+            return Hit::Miss;
+        };
+        let f = s.flow(which);
+        let ffib = if which == 0 || f.side == Side::In {
+            s.fib
+        } else {
+            0
+        };
+        if !(f.key == *t && f.side == side && ffib == fib) {
+            return Hit::Miss;
+        }
+        let stamp = now as u32;
+        debug_assert!(
+            s.lru_stamp != stamp || !s.expired(now, timeouts),
+            "a session stamped this second has expired: a timeout under 1 s?"
+        );
+        if s.lru_stamp != stamp && s.expired(now, timeouts) {
+            return Hit::Expired;
+        }
+        let (rw, deltas) = (f.rw, s.deltas(which));
+        let class = if t.proto == sluice_wire::ipv4::proto::TCP {
+            tcp_update(&mut s.tcp, which == 0, tcp_flags)
+        } else {
+            s.class
+        };
+        s.last = now;
+        s.pkts += 1;
+        s.bytes += bytes as u64;
+        let old = s.class;
+        if old != class || s.lru_stamp != stamp {
+            s.lru_stamp = stamp;
+            s.class = class;
+            self.unlink(i, old);
+            self.link_tail(i, class);
+        }
+        Hit::Live {
+            i,
+            which,
+            rw,
+            deltas,
+        }
+    }
+
     /// The digest's table value checked by [`Table::confirm_live`]: `Some((i, which,
     /// live))` (the per-packet path's lookup, sharing the batched path's liveness check).
     #[inline(always)]
@@ -438,13 +524,6 @@ impl Table {
     ) -> Option<(u32, u8, bool)> {
         let v = self.keys.get(self.digest(side, t, fib))?;
         self.confirm_live(side, t, fib, v, now, timeouts)
-    }
-
-    /// Changes whenever a session is freed (a hit found before may name a freed or
-    /// reused session).
-    #[inline(always)]
-    pub fn generation(&self) -> u64 {
-        self.generation
     }
 
     /// Changes whenever a session is created (a miss found before may have a session now).
@@ -513,7 +592,6 @@ impl Table {
         let [k0, k1] = self.digests(&s);
         self.keys.remove(e, k0);
         self.keys.remove(e, k1);
-        self.generation += 1;
         Some(s)
     }
 
@@ -724,6 +802,92 @@ mod tests {
         assert_eq!(tb.confirm_live(Side::In, &k, 1, v, 10.9, &to), None);
     }
 
+    /// `Table::hit`: only the flow's full tuple on its side and FIB is a hit; an expired
+    /// session is reported, not recorded; a live one is recorded (counters, time, TCP
+    /// state) and gives its flow's rewrite and deltas.
+    #[test]
+    fn hit_confirms_records_and_rewrites() {
+        let e = Epochs::new(1);
+        let to = Timeouts::default();
+        let mut tb = Table::new(4, 3);
+        let a = tb
+            .create(&e, session(1000, 2000, 10.0), 10.0, &to)
+            .expect("a");
+        let k = t(10, 1000, 99, 53);
+        let ok = t(99, 53, 20, 2000);
+        let v = tb.keys.get(tb.digest(Side::In, &k, 0)).expect("key");
+        let vo = tb.keys.get(tb.digest(Side::Out, &ok, 0)).expect("key");
+        let miss = |h: Hit| matches!(h, Hit::Miss);
+        assert!(miss(tb.hit(Side::In, &ok, 0, v, 10.5, &to, 60, 0)), "tuple");
+        assert!(miss(tb.hit(Side::Out, &k, 0, v, 10.5, &to, 60, 0)), "side");
+        assert!(miss(tb.hit(Side::In, &k, 1, v, 10.5, &to, 60, 0)), "fib");
+        assert_eq!(tb.get(a).expect("a").pkts, 0, "a miss records nothing");
+        let s = tb.get(a).expect("a").clone();
+        match tb.hit(Side::In, &k, 0, v, 11.5, &to, 60, 0) {
+            Hit::Live {
+                i,
+                which,
+                rw,
+                deltas,
+            } => {
+                assert_eq!((i, which), (a, 0));
+                assert_eq!(rw, s.i2o.rw);
+                assert_eq!(deltas, Deltas::new(s.i2o.key, s.i2o.rw));
+            }
+            h => panic!("{h:?}"),
+        }
+        match tb.hit(Side::Out, &ok, 0, vo, 12.0, &to, 40, 0) {
+            Hit::Live {
+                which, rw, deltas, ..
+            } => {
+                assert_eq!(which, 1);
+                assert_eq!(rw, s.o2i.rw);
+                assert_eq!(deltas, Deltas::new(s.o2i.key, s.o2i.rw));
+            }
+            h => panic!("{h:?}"),
+        }
+        let s = tb.get(a).expect("a");
+        assert_eq!((s.pkts, s.bytes, s.last()), (2, 100, 12.0));
+        // UDP times out after 300 s without a packet: reported, not recorded.
+        assert!(matches!(
+            tb.hit(Side::In, &k, 0, v, 312.5, &to, 60, 0),
+            Hit::Expired
+        ));
+        assert_eq!(tb.get(a).expect("a").pkts, 2);
+        // TCP: the flags move the state and the class.
+        let mut tcp = session(1001, 2001, 20.0);
+        for f in [
+            &mut tcp.i2o.key,
+            &mut tcp.i2o.rw,
+            &mut tcp.o2i.key,
+            &mut tcp.o2i.rw,
+        ] {
+            f.proto = 6;
+        }
+        let tcp = Session::new(tcp.i2o, tcp.o2i, 0, 0, None, 20.0);
+        let b = tb.create(&e, tcp, 20.0, &to).expect("b");
+        let (ki, ko) = (tb.get(b).expect("b").i2o.key, tb.get(b).expect("b").o2i.key);
+        let vi = tb.keys.get(tb.digest(Side::In, &ki, 0)).expect("key");
+        let vb = tb.keys.get(tb.digest(Side::Out, &ko, 0)).expect("key");
+        assert_eq!(tb.get(b).expect("b").class, Class::TcpTransitory);
+        tb.hit(Side::In, &ki, 0, vi, 20.1, &to, 60, tcp_flags::SYN);
+        tb.hit(
+            Side::Out,
+            &ko,
+            0,
+            vb,
+            20.2,
+            &to,
+            60,
+            tcp_flags::SYN | tcp_flags::ACK,
+        );
+        let s = tb.get(b).expect("b");
+        assert_eq!(
+            (s.tcp_state(), s.class),
+            ("established", Class::TcpEstablished)
+        );
+    }
+
     /// The session and flow of a flow key, whether expired or not.
     fn lookup(tb: &Table, side: Side, t: &Tuple, fib: u32) -> Option<(u32, u8)> {
         let v = tb.keys.get(tb.digest(side, t, fib))?;
@@ -735,13 +899,10 @@ mod tests {
         let e = Epochs::new(1);
         let to = Timeouts::default();
         let mut tb = Table::new(3, 7);
-        let g = tb.generation();
         let a = tb
             .create(&e, session(1000, 2000, 0.0), 0.0, &to)
             .expect("a");
-        // A create leaves every earlier hit valid: the generation stays; misses taken
-        // before are stale.
-        assert_eq!(tb.generation(), g);
+        // Misses taken before a create are stale.
         assert_eq!(tb.creations(), 1);
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), Some((a, 0)));
         assert_eq!(
@@ -773,12 +934,9 @@ mod tests {
             tb.create(&e, session(1003, 2003, 250.0), 250.0, &to),
             Err(CreateError::Full)
         );
-        assert_eq!(tb.generation(), g);
-        // At 301 s the first expired: it is recycled for the new session (a free: the
-        // generation changes).
+        // At 301 s the first expired: it is recycled for the new session.
         tb.create(&e, session(1003, 2003, 301.0), 301.0, &to)
             .expect("d");
-        assert_ne!(tb.generation(), g);
         assert_eq!(lookup(&tb, Side::In, &t(10, 1000, 99, 53), 0), None);
         assert_eq!(tb.len(), 3);
         // Touching moves a session to the tail: the 1001 session stays, 1002 expires.
