@@ -1206,6 +1206,12 @@ fn emit_packet(g: &mut G<'_>, p0: &Program, pre: Option<u16>) -> Result<(), Stri
     g.line("Self::parse(ts, sh, s, d);");
     if !g.chain.is_empty() {
         g.line("let mut c0: Option<u32> = None;");
+        // A packet that reaches a chained table without having applied the anchor (a
+        // branch around it) keeps these blank memos (version 0, never valid): `rt::chained`
+        // looks the table up and stores the result in the default record's memo, still a
+        // valid cache (key and version), only unused by that packet. Seeding `c0m` from the
+        // default's memos instead would cost every packet a load for a path the chain's
+        // programs (the router) do not take.
         g.line("let mut c0m = [Memo::default(); CHAIN];");
     }
     // The first application of `pre` in `p0.ingress` is the first phase's only one (the

@@ -95,8 +95,10 @@ pub struct Memo {
 }
 
 /// What a hit runs. The action and its first seven parameters are the first cache line
-/// (records are line-aligned), so a hit reads one line, and [`TableRt::prefetch_rec`] can
-/// start loading it; the memos fill the second line's padding (no memory of their own).
+/// (records are line-aligned), which [`TableRt::prefetch_rec`] starts loading; the eighth
+/// parameter and the memos are on the second line (the memos fill what was its padding, no
+/// memory of their own). So a hit reads one line, unless its action has eight parameters or
+/// the table is a chain's first (the generated code then reads the memos too: two lines).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct ActRec {
@@ -117,8 +119,11 @@ pub struct ActRec {
     pub memo: [Memo; CHAIN],
 }
 
-// Two cache lines: the memos live in what was the second line's padding.
+// Two cache lines: the action and seven parameters on the first, the memos in what was the
+// second line's padding.
 const _: () = assert!(std::mem::size_of::<ActRec>() == 128);
+const _: () = assert!(std::mem::offset_of!(ActRec, params) + 7 * 8 <= 64);
+const _: () = assert!(std::mem::offset_of!(ActRec, memo) >= 64);
 
 /// One entry (slab slot, control plane).
 #[derive(Clone, Debug, Default)]
@@ -730,8 +735,10 @@ impl TableRt {
         self.ver
     }
 
-    /// Memo `slot` of record `x` (`None`: the default's).
-    pub fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
+    /// Memo `slot` of record `x` (`None`: the default's): for the tests; the generated code
+    /// reads `ActRec::memo` in the record it has.
+    #[cfg(test)]
+    fn memo(&self, x: Option<u32>, slot: usize) -> Option<&Memo> {
         match x {
             Some(x) => self.recs.get(x as usize),
             None => Some(&self.default),
